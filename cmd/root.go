@@ -1,0 +1,43 @@
+// Package cmd holds the cobra commands: `appliance up` (the server) and the CLI client commands.
+package cmd
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Version is set at build time with -ldflags "-X github.com/theappliance/appliance/cmd.Version=...".
+var Version = "0.1.0-dev"
+
+var root = &cobra.Command{
+	Use:           "appliance",
+	Short:         "A self-hosted managed PostgreSQL service in one binary",
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+func init() {
+	root.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Run:   func(c *cobra.Command, _ []string) { fmt.Fprintln(c.OutOrStdout(), "appliance", Version) },
+	})
+}
+
+// Execute runs the command line.
+func Execute() {
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+// envDefault returns the environment variable's value, or def when unset.
+func envDefault(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}

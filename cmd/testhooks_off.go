@@ -1,0 +1,14 @@
+//go:build !testhooks
+
+package cmd
+
+import (
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/httpapi"
+	"github.com/theappliance/appliance/scheduler"
+)
+
+// Without the testhooks build tag the binary registers no diagnostic job types or routes.
+func registerTestHooks(*appliance.Service, *scheduler.Runner) {}
+
+func testRoutes(*appliance.Service, *scheduler.Runner) []httpapi.Route { return nil }

@@ -1,0 +1,218 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/httpapi"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// UpConfig is what `appliance up` is started with; every flag has an environment variable.
+type UpConfig struct {
+	DataDir    string
+	Listen     string
+	PublicHost string
+	Region     string
+	LogLevel   string
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "appliance")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "appliance")
+	}
+	return "appliance-data"
+}
+
+func init() {
+	var cfg UpConfig
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Run the appliance (API, scheduler, instances) until interrupted",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runUp(c.Context(), cfg, c.OutOrStdout())
+		},
+	}
+	f := up.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", envDefault("APPLIANCE_DATA_DIR", defaultDataDir()), "data directory (APPLIANCE_DATA_DIR)")
+	f.StringVar(&cfg.Listen, "listen", envDefault("APPLIANCE_LISTEN", "127.0.0.1:7443"), "host:port of the HTTPS API (APPLIANCE_LISTEN); port 0 picks a free one")
+	f.StringVar(&cfg.PublicHost, "public-host", envDefault("APPLIANCE_PUBLIC_HOST", "localhost"), "host name clients use to reach databases (APPLIANCE_PUBLIC_HOST)")
+	f.StringVar(&cfg.Region, "region", envDefault("APPLIANCE_REGION", "local"), "region name reported on projects and /status (APPLIANCE_REGION)")
+	f.StringVar(&cfg.LogLevel, "log-level", envDefault("APPLIANCE_LOG_LEVEL", "info"), "debug, info, warn or error (APPLIANCE_LOG_LEVEL)")
+	root.AddCommand(up)
+}
+
+// component is the lifecycle contract of everything `up` runs.
+type component struct {
+	name  string
+	start func(ctx context.Context) error
+	stop  func(ctx context.Context) error
+}
+
+// runUp starts every component in order, waits for SIGINT/SIGTERM, and stops them in reverse order.
+// A second signal forces exit.
+func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
+	if parent == nil {
+		parent = context.Background()
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	ca, err := certs.LoadOrCreateCA(filepath.Join(dataDir, "ca"))
+	if err != nil {
+		return fmt.Errorf("certificate authority: %w", err)
+	}
+	box, err := appliance.OpenSecretBox(filepath.Join(dataDir, "secret.key"))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (choose another address with --listen)", cfg.Listen, err)
+	}
+	defer ln.Close()
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = cfg.PublicHost
+	}
+	apiURL := "https://" + net.JoinHostPort(host, port)
+
+	var db *store.DB
+	var runner *scheduler.Runner
+	var svc *appliance.Service
+	var srv *http.Server
+	hostname, _ := os.Hostname()
+	components := []component{
+		{name: "store", start: func(ctx context.Context) error {
+			db, err = store.Open(filepath.Join(dataDir, "meta.db"))
+			return err
+		}, stop: func(ctx context.Context) error { return db.Close() }},
+		{name: "scheduler", start: func(ctx context.Context) error {
+			svc = appliance.New(appliance.Config{APIURL: apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region, Version: Version}, db, box, log)
+			runner = scheduler.New(db, scheduler.Options{ID: fmt.Sprintf("%s/%d", hostname, os.Getpid()), HostID: hostname, Log: log})
+			svc.SetNotifier(runner)
+			svc.Probe.Register("scheduler", runner.Health)
+			registerTestHooks(svc, runner)
+			return runner.Start(ctx)
+		}, stop: func(ctx context.Context) error { return runner.Stop(ctx) }},
+		{name: "bootstrap", start: func(ctx context.Context) error {
+			b, err := svc.EnsureBootstrap(ctx, filepath.Join(dataDir, "bootstrap.json"), ca.CertPath())
+			if err != nil {
+				return err
+			}
+			if b != nil {
+				printBootstrap(out, b, filepath.Join(dataDir, "bootstrap.json"))
+			}
+			return nil
+		}},
+		{name: "api", start: func(ctx context.Context) error {
+			tlsCfg, err := ca.ServerTLS(uniq("localhost", "127.0.0.1", "::1", host, cfg.PublicHost)...)
+			if err != nil {
+				return err
+			}
+			api := httpapi.New(svc, httpapi.Options{Log: log, Extra: testRoutes(svc, runner)})
+			srv = &http.Server{Handler: api, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
+				ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+			go func() {
+				if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					log.Error("api server", "err", err)
+				}
+			}()
+			return nil
+		}, stop: func(ctx context.Context) error { return srv.Shutdown(ctx) }},
+	}
+
+	ctx, stopSignals := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	started := 0
+	for _, c := range components {
+		if err := c.start(ctx); err != nil {
+			stopAll(components[:started], log)
+			return fmt.Errorf("start %s: %w", c.name, err)
+		}
+		started++
+	}
+	fmt.Fprintf(out, "appliance %s is up\n  API:     %s\n  CA cert: %s\n  data:    %s\nPress Ctrl-C to stop.\n", Version, apiURL, ca.CertPath(), dataDir)
+	<-ctx.Done()
+	stopSignals()
+	fmt.Fprintln(out, "shutting down (press Ctrl-C again to force)")
+	force := make(chan os.Signal, 1)
+	signal.Notify(force, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-force
+		fmt.Fprintln(os.Stderr, "forced exit")
+		os.Exit(130)
+	}()
+	stopAll(components, log)
+	return nil
+}
+
+// stopAll stops components in reverse order, each with a timeout.
+func stopAll(cs []component, log *slog.Logger) {
+	for i := len(cs) - 1; i >= 0; i-- {
+		if cs[i].stop == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := cs[i].stop(ctx); err != nil {
+			log.Error("stop", "component", cs[i].name, "err", err)
+		}
+		cancel()
+	}
+}
+
+func uniq(in ...string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func printBootstrap(out io.Writer, b *appliance.Bootstrap, path string) {
+	fmt.Fprintf(out, `
+First start: created an organization, its owner and an admin API key.
+These credentials are shown once; they are also in %s (mode 0600).
+  organization_id: %s
+  email:           %s
+  password:        %s
+  api_key:         %s
+  ca_cert:         %s
+Try:
+  curl --cacert %s -H "Authorization: Bearer %s" %s/v1/me
+
+`, path, b.OrganizationID, b.Email, b.Password, b.APIKey, b.CACert, b.CACert, b.APIKey, b.APIURL)
+}

@@ -1,0 +1,20 @@
+package httpapi
+
+import (
+	"github.com/theappliance/appliance/appliance"
+)
+
+func (s *Server) healthz(r *Request) (*appliance.Health, error) {
+	return s.svc.Healthz(r.Context())
+}
+
+func (s *Server) status(r *Request) (*appliance.Status, error) {
+	return s.svc.Status(r.Context()), nil
+}
+
+func (s *Server) openapiDoc(r *Request) error {
+	r.W.Header().Set("Content-Type", "application/json")
+	r.W.Header().Set("Cache-Control", "public, max-age=60")
+	_, err := r.W.Write(s.openapi)
+	return err
+}

@@ -1,0 +1,205 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/theappliance/appliance/appliance"
+)
+
+// Auth says who may call a route.
+type Auth int
+
+const (
+	Authenticated Auth = iota // an API key or a session
+	Public                    // no credentials
+	SessionOnly               // a signed-in identity-provider session, never an API key
+)
+
+// Param declares a query parameter; the same declaration validates requests and documents the route.
+type Param struct {
+	Name     string
+	Type     string // "integer", "string" or "boolean"
+	Min, Max int64  // bounds of an integer (both 0: unbounded)
+	Default  any
+	Required bool
+	Doc      string
+}
+
+// Route is one row of the route table: everything the server, the scope matrix and the OpenAPI
+// document need to know about an endpoint.
+type Route struct {
+	Method, Path string
+	Summary      string
+	Tag          string
+	Auth         Auth
+	Scope        appliance.Scope // "" means any authenticated caller
+	OrgLevel     bool            // acts on a whole organization: refused for project-scoped keys
+	Bucket       string          // rate-limit bucket: "" (default) or "cli_login"
+	Status       int             // success status
+	Query        []Param
+	Do           Op
+	ContentType  string // response media type when not JSON (documentation only)
+}
+
+// Op is a typed handler: its request and response types feed the OpenAPI document.
+type Op struct {
+	Body reflect.Type // nil when the route takes no body
+	Resp reflect.Type // nil when the handler writes the response itself
+	fn   func(r *Request) (any, error)
+}
+
+// Request is what a handler sees: the HTTP request, the caller and the parsed query.
+type Request struct {
+	*http.Request
+	W         http.ResponseWriter
+	Principal *appliance.Principal
+	query     map[string]any
+	body      any
+}
+
+// Int returns a declared integer query parameter (its default when absent).
+func (r *Request) Int(name string) int { v, _ := r.query[name].(int64); return int(v) }
+
+// Str returns a declared string query parameter.
+func (r *Request) Str(name string) string { v, _ := r.query[name].(string); return v }
+
+// Bool returns a declared boolean query parameter.
+func (r *Request) Bool(name string) bool { v, _ := r.query[name].(bool); return v }
+
+// With builds an Op from a handler that takes a JSON body of type B.
+func With[B, R any](fn func(r *Request, body *B) (*R, error)) Op {
+	return Op{Body: reflect.TypeFor[B](), Resp: reflect.TypeFor[R](), fn: func(r *Request) (any, error) {
+		return fn(r, r.body.(*B))
+	}}
+}
+
+// Without builds an Op from a handler that takes no body.
+func Without[R any](fn func(r *Request) (*R, error)) Op {
+	return Op{Resp: reflect.TypeFor[R](), fn: func(r *Request) (any, error) { return fn(r) }}
+}
+
+// Raw builds an Op whose handler writes its own response (streams, documents); the result must be nil.
+func Raw(fn func(r *Request) error) Op {
+	return Op{fn: func(r *Request) (any, error) { return nil, fn(r) }}
+}
+
+// maxBody bounds every JSON request body.
+const maxBody = 1 << 20
+
+// parseQuery validates the declared query parameters.
+func (rt *Route) parseQuery(r *http.Request) (map[string]any, error) {
+	out := map[string]any{}
+	q := r.URL.Query()
+	for _, p := range rt.Query {
+		raw, present := q[p.Name]
+		if !present || raw[0] == "" {
+			if p.Required {
+				return nil, appliance.Invalid("query parameter %s is required", p.Name)
+			}
+			if p.Default != nil {
+				out[p.Name] = p.Default
+			}
+			continue
+		}
+		v := raw[0]
+		switch p.Type {
+		case "integer":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, appliance.Invalid("query parameter %s must be an integer", p.Name)
+			}
+			if (p.Min != 0 || p.Max != 0) && (n < p.Min || n > p.Max) {
+				return nil, appliance.Invalid("query parameter %s must be between %d and %d", p.Name, p.Min, p.Max)
+			}
+			out[p.Name] = n
+		case "boolean":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, appliance.Invalid("query parameter %s must be true or false", p.Name)
+			}
+			out[p.Name] = b
+		default:
+			out[p.Name] = v
+		}
+	}
+	return out, nil
+}
+
+// decodeBody reads a strict JSON object into a new value of type t: unknown fields, wrong types, trailing
+// data and missing required fields are refused. An empty body is an empty object.
+func decodeBody(r *http.Request, t reflect.Type) (any, error) {
+	ptr := reflect.New(t)
+	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &appliance.Error{Kind: appliance.KindInvalid, Msg: fmt.Sprintf("request body exceeds %d bytes", maxBody)}
+		}
+		return nil, appliance.Invalid("cannot read request body")
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		data = []byte("{}")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, appliance.Invalid("request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(ptr.Interface()); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te):
+			return nil, appliance.Invalid("field %s must be of type %s", te.Field, jsonTypeName(te.Type))
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return nil, appliance.Invalid("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		default:
+			return nil, appliance.Invalid("invalid JSON body: %v", err)
+		}
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := jsonName(f)
+		if f.Tag.Get("api") == "required" {
+			if v, ok := fields[name]; !ok || string(v) == "null" {
+				return nil, appliance.Invalid("field %s is required", name)
+			}
+		}
+	}
+	return ptr.Interface(), nil
+}
+
+func jsonName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "" {
+		return f.Name
+	}
+	return name
+}
+
+func jsonTypeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Pointer:
+		return jsonTypeName(t.Elem())
+	}
+	return "object"
+}

@@ -1,0 +1,58 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/theappliance/appliance/appliance"
+)
+
+// limitParam is the shared "limit" query parameter of list endpoints.
+func limitParam(def int64) Param {
+	return Param{Name: "limit", Type: "integer", Min: 1, Max: 200, Default: def, Doc: "number of entries, newest first"}
+}
+
+// table is the route table: every endpoint, its auth, scope and shape. The scope matrix test and the
+// OpenAPI document are generated from it.
+func (s *Server) table() []Route {
+	const (
+		get, post, patch, del = http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete
+		ok, created, accepted = http.StatusOK, http.StatusCreated, http.StatusAccepted
+	)
+	return []Route{
+		// Health and metadata
+		{Method: get, Path: "/healthz", Tag: "health", Auth: Public, Status: ok, Summary: "Liveness", Do: Without(s.healthz)},
+		{Method: get, Path: "/status", Tag: "health", Auth: Public, Status: ok, Summary: "Component status", Do: Without(s.status)},
+		{Method: get, Path: "/v1/openapi.json", Tag: "health", Auth: Public, Status: ok, Summary: "This API's OpenAPI 3.1 document", Do: Raw(s.openapiDoc)},
+
+		// Identity and CLI device login
+		{Method: get, Path: "/v1/me", Tag: "identity", Status: ok, Summary: "The caller and its organization", Do: Without(s.me)},
+		{Method: post, Path: "/v1/auth/sessions", Tag: "identity", Auth: Public, Bucket: BucketStrict, Status: created, Summary: "Sign in to the built-in identity provider", Do: With(s.createSession)},
+		{Method: post, Path: "/v1/cli/login/sessions", Tag: "identity", Auth: Public, Bucket: BucketStrict, Status: created, Summary: "Start a CLI device login", Do: With(s.startCLILogin)},
+		{Method: get, Path: "/v1/cli/login/sessions/{sessionID}", Tag: "identity", Auth: Public, Bucket: BucketStrict, Status: ok, Summary: "Poll a CLI device login",
+			Query: []Param{{Name: "poll_token", Type: "string", Required: true, Doc: "the poll_token returned by the start call"}}, Do: Without(s.pollCLILogin)},
+		{Method: get, Path: "/v1/cli/login/sessions/{sessionID}/details", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Show a CLI device login to the approving user", Do: Without(s.cliLoginDetails)},
+		{Method: post, Path: "/v1/cli/login/sessions/{sessionID}/authorize", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Authorize a CLI device login (mints its key)", Do: Without(s.authorizeCLILogin)},
+
+		// Organizations
+		{Method: get, Path: "/v1/organizations/{orgID}", Tag: "organizations", Scope: appliance.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "Get an organization", Do: Without(s.getOrganization)},
+		{Method: patch, Path: "/v1/organizations/{orgID}", Tag: "organizations", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Update an organization's profile", Do: With(s.patchOrganization)},
+		{Method: get, Path: "/v1/organizations/{orgID}/usage", Tag: "organizations", Scope: appliance.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "Organization usage", Do: Without(s.usage)},
+		{Method: get, Path: "/v1/organizations/{orgID}/audit-events", Tag: "audit", Scope: appliance.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "Organization audit events",
+			Query: []Param{limitParam(25)}, Do: Without(s.orgAudit)},
+
+		// API keys
+		{Method: get, Path: "/v1/organizations/{orgID}/api-keys", Tag: "api-keys", Scope: appliance.ScopeAPIKeysRead, OrgLevel: true, Status: ok, Summary: "List API keys", Do: Without(s.listAPIKeys)},
+		{Method: post, Path: "/v1/organizations/{orgID}/api-keys", Tag: "api-keys", Scope: appliance.ScopeAPIKeysWrite, OrgLevel: true, Status: created, Summary: "Create an API key (plaintext returned once)", Do: With(s.createAPIKey)},
+		{Method: del, Path: "/v1/organizations/{orgID}/api-keys/{keyID}", Tag: "api-keys", Scope: appliance.ScopeAPIKeysWrite, OrgLevel: true, Status: ok, Summary: "Revoke an API key", Do: Without(s.revokeAPIKey)},
+
+		// Projects (the parts of this area that exist so far)
+		{Method: post, Path: "/v1/projects/{projectID}/approvals", Tag: "projects", Scope: appliance.ScopeProjectsWrite, Status: created, Summary: "Mint a single-use approval token", Do: With(s.createApproval)},
+		{Method: get, Path: "/v1/projects/{projectID}/audit-events", Tag: "audit", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "Project audit events",
+			Query: []Param{limitParam(25)}, Do: Without(s.projectAudit)},
+
+		// Jobs
+		{Method: get, Path: "/v1/jobs/{jobID}", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "Get a job", Do: Without(s.getJob)},
+		{Method: get, Path: "/v1/projects/{projectID}/jobs", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "List a project's jobs",
+			Query: []Param{limitParam(25)}, Do: Without(s.projectJobs)},
+	}
+}

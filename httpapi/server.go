@@ -1,0 +1,220 @@
+// Package httpapi is the HTTP face of the appliance: the route table, authentication, scope and project
+// checks, rate limits, JSON errors and the OpenAPI document generated from the table.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/theappliance/appliance/appliance"
+)
+
+// Options tune the server.
+type Options struct {
+	Limits RateLimits
+	Log    *slog.Logger
+	// Extra routes appended to the table (test builds register diagnostic routes here).
+	Extra []Route
+}
+
+// Server serves the API.
+type Server struct {
+	svc     *appliance.Service
+	log     *slog.Logger
+	routes  []Route
+	mux     *http.ServeMux
+	limiter *limiter
+	openapi []byte
+}
+
+// New builds the server and its route table.
+func New(svc *appliance.Service, opts Options) *Server {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	s := &Server{svc: svc, log: opts.Log, mux: http.NewServeMux(), limiter: newLimiter(opts.Limits)}
+	s.routes = append(s.table(), opts.Extra...)
+	for i := range s.routes {
+		rt := &s.routes[i]
+		s.mux.Handle(rt.Method+" "+rt.Path, s.adapt(rt))
+	}
+	s.mux.HandleFunc("/", s.unmatched)
+	doc, err := json.Marshal(OpenAPI(s.routes, svc.Config().Version))
+	if err != nil {
+		panic("openapi document: " + err.Error())
+	}
+	s.openapi = doc
+	return s
+}
+
+// Routes returns the route table (the scope matrix test walks it).
+func (s *Server) Routes() []Route { return s.routes }
+
+// ServeHTTP applies the per-IP rate limit and dispatches.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	s.mux.ServeHTTP(w, r)
+}
+
+// Close stops background work of the server.
+func (s *Server) Close() { s.limiter.stop() }
+
+var pathParam = regexp.MustCompile(`\{([A-Za-z]+)\}`)
+
+// adapt wraps a route's Op with everything every endpoint shares.
+func (s *Server) adapt(rt *Route) http.Handler {
+	params := pathParam.FindAllStringSubmatch(rt.Path, -1)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				s.log.Error("panic in handler", "route", rt.Method+" "+rt.Path, "panic", v)
+				s.writeError(w, r, errors.New("panic"))
+			}
+		}()
+		if wait, ok := s.limiter.allow(clientIP(r), rt.Bucket); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+			writeJSON(w, http.StatusTooManyRequests, errorBody{Error: "rate limit exceeded; retry after the number of seconds in Retry-After"})
+			return
+		}
+		req := &Request{Request: r, W: w}
+		if err := s.authorize(req, rt, params); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		q, err := rt.parseQuery(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		req.query = q
+		if rt.Do.Body != nil {
+			if req.body, err = decodeBody(r, rt.Do.Body); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
+		out, err := rt.Do.fn(req)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if rt.Do.Resp != nil {
+			writeJSON(w, rt.Status, out)
+		}
+	})
+}
+
+// authorize authenticates the caller and applies the route's auth mode, scope and project binding.
+func (s *Server) authorize(req *Request, rt *Route, params [][]string) error {
+	if rt.Auth == Public {
+		return nil
+	}
+	p, err := s.svc.Authenticate(req.Context(), credential(req.Request))
+	if err != nil {
+		return err
+	}
+	req.Principal = p
+	if rt.Auth == SessionOnly && !p.IsSession() {
+		return appliance.Forbidden("this endpoint needs a signed-in session, not an API key")
+	}
+	if rt.Scope != "" && !p.Has(rt.Scope) {
+		return appliance.Forbidden("this credential lacks the scope %s", rt.Scope)
+	}
+	if p.ProjectID != "" {
+		if rt.OrgLevel {
+			return appliance.Forbidden("this API key is restricted to project %s and cannot act on the organization", p.ProjectID)
+		}
+		for _, m := range params {
+			if m[1] == "projectID" && req.PathValue("projectID") != p.ProjectID {
+				return appliance.Forbidden("this API key is restricted to project %s", p.ProjectID)
+			}
+		}
+	}
+	return nil
+}
+
+// credential reads the bearer token or X-API-Key.
+func credential(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
+			return strings.TrimSpace(tok)
+		}
+		return ""
+	}
+	return strings.TrimSpace(r.Header.Get("X-API-Key"))
+}
+
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// unmatched answers requests no route takes: 405 when the path exists with other methods, else 404.
+func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+		probe := r.Clone(context.Background())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method " + r.Method + " is not allowed on " + r.URL.Path})
+		return
+	}
+	writeJSON(w, http.StatusNotFound, errorBody{Error: "no such endpoint: " + r.Method + " " + r.URL.Path})
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+var statusOf = map[appliance.Kind]int{
+	appliance.KindInternal:        http.StatusInternalServerError,
+	appliance.KindInvalid:         http.StatusBadRequest,
+	appliance.KindUnauthenticated: http.StatusUnauthorized,
+	appliance.KindForbidden:       http.StatusForbidden,
+	appliance.KindNotFound:        http.StatusNotFound,
+	appliance.KindConflict:        http.StatusConflict,
+	appliance.KindGone:            http.StatusGone,
+	appliance.KindUnavailable:     http.StatusServiceUnavailable,
+}
+
+// writeError sends the public message of err; internal causes are logged, never sent.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	kind := appliance.KindOf(err)
+	status := statusOf[kind]
+	msg := "internal error"
+	var ae *appliance.Error
+	if errors.As(err, &ae) && kind != appliance.KindInternal {
+		msg = ae.Msg
+	}
+	if kind == appliance.KindInternal || kind == appliance.KindUnavailable {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if kind == appliance.KindUnauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="appliance"`)
+	}
+	writeJSON(w, status, errorBody{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.Encode(v)
+}

@@ -1,0 +1,221 @@
+package store
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Organization owns projects, users' memberships, API keys and audit events.
+type Organization struct {
+	ID                    string     `json:"id"`
+	Name                  string     `json:"name"`
+	Slug                  string     `json:"slug"`
+	BillingCustomerID     string     `json:"billing_customer_id"`
+	BillingEmail          string     `json:"billing_email"`
+	BillingName           string     `json:"billing_name"`
+	BillingPlan           string     `json:"billing_plan"`
+	BillingProductID      string     `json:"billing_product_id"`
+	BillingProvider       string     `json:"billing_provider"`
+	BillingStatus         string     `json:"billing_status"`
+	BillingSubscriptionID string     `json:"billing_subscription_id"`
+	BillingPeriodEnd      *time.Time `json:"billing_period_end"`
+	IDPOrganizationID     string     `json:"idp_organization_id"`
+	IDPOrganizationSlug   string     `json:"idp_organization_slug"`
+	DeployAInstallationID string     `json:"deploy_a_installation_id"`
+	EdgeCAccountID        string     `json:"edge_c_account_id"`
+	SuspendedReason       string     `json:"suspended_reason"`
+	SuspendedAt           *time.Time `json:"suspended_at"`
+	CreatedAt             time.Time  `json:"created_at"`
+	UpdatedAt             time.Time  `json:"updated_at"`
+}
+
+// User is an account of the built-in identity provider.
+type User struct {
+	ID           string       `json:"id"`
+	Email        string       `json:"email"`
+	Name         string       `json:"name"`
+	PasswordHash string       `json:"password_hash"`
+	IsAdmin      bool         `json:"is_admin"` // platform administrator: no implicit organization
+	Memberships  []Membership `json:"memberships"`
+	CreatedAt    time.Time    `json:"created_at"`
+	UpdatedAt    time.Time    `json:"updated_at"`
+}
+
+// Membership places a user in an organization with a role (owner, admin or member).
+type Membership struct {
+	OrganizationID string `json:"organization_id"`
+	Role           string `json:"role"`
+}
+
+// Session is a signed-in identity-provider session; only the token's SHA-256 is kept.
+type Session struct {
+	ID             string     `json:"id"`
+	TokenHash      string     `json:"token_hash"`
+	UserID         string     `json:"user_id"`
+	OrganizationID string     `json:"organization_id"` // the active organization ("" for a platform admin)
+	CreatedAt      time.Time  `json:"created_at"`
+	ExpiresAt      time.Time  `json:"expires_at"`
+	RevokedAt      *time.Time `json:"revoked_at"`
+}
+
+// APIKey is a programmatic credential; only the key's SHA-256 is kept.
+type APIKey struct {
+	ID              string     `json:"id"`
+	Name            string     `json:"name"`
+	KeyPrefix       string     `json:"key_prefix"`
+	KeyHash         string     `json:"key_hash"`
+	OrganizationID  string     `json:"organization_id"`
+	ProjectID       string     `json:"project_id"`
+	CreatedByUserID string     `json:"created_by_user_id"`
+	DeviceName      string     `json:"device_name"`
+	Source          string     `json:"source"`
+	Scopes          []string   `json:"scopes"`
+	CreatedAt       time.Time  `json:"created_at"`
+	ExpiresAt       *time.Time `json:"expires_at"`
+	LastUsedAt      *time.Time `json:"last_used_at"`
+	RevokedAt       *time.Time `json:"revoked_at"`
+}
+
+// CLILogin is a device-login session started by the CLI and authorized by a signed-in user.
+type CLILogin struct {
+	ID             string     `json:"id"`
+	PollTokenHash  string     `json:"poll_token_hash"`
+	State          string     `json:"state"` // pending, authorized, completed, expired
+	DeviceName     string     `json:"device_name"`
+	KeyName        string     `json:"key_name"`
+	KeyTTLSeconds  int64      `json:"key_ttl_seconds"` // 0: the key does not expire
+	Scopes         []string   `json:"scopes"`
+	Source         string     `json:"source"`
+	CreatedAt      time.Time  `json:"created_at"`
+	ExpiresAt      time.Time  `json:"expires_at"`
+	AuthorizedAt   *time.Time `json:"authorized_at"`
+	AuthorizedBy   string     `json:"authorized_by"`
+	OrganizationID string     `json:"organization_id"`
+	APIKeyID       string     `json:"api_key_id"`
+	KeyExpiresAt   *time.Time `json:"key_expires_at"`
+	SealedAPIKey   []byte     `json:"sealed_api_key"` // the minted key, encrypted, until the poll takes it
+}
+
+// AuditEvent records one mutating action.
+type AuditEvent struct {
+	ID             string          `json:"id"`
+	Action         string          `json:"action"`
+	ActorID        string          `json:"actor_id"`
+	ActorKind      string          `json:"actor_kind"`
+	OrganizationID string          `json:"organization_id"`
+	ProjectID      string          `json:"project_id"`
+	Metadata       json.RawMessage `json:"metadata"`
+	CreatedAt      time.Time       `json:"created_at"`
+}
+
+// Approval is a single-use token (SHA-256 kept) allowing one dangerous action.
+type Approval struct {
+	ID             string     `json:"id"`
+	Action         string     `json:"action"`
+	TokenHash      string     `json:"token_hash"`
+	OrganizationID string     `json:"organization_id"`
+	ProjectID      string     `json:"project_id"`
+	CreatedByKind  string     `json:"created_by_kind"`
+	CreatedByID    string     `json:"created_by_id"`
+	CreatedAt      time.Time  `json:"created_at"`
+	ExpiresAt      time.Time  `json:"expires_at"`
+	UsedAt         *time.Time `json:"used_at"`
+}
+
+// Project is one PostgreSQL instance of an organization.
+type Project struct {
+	ID                     string     `json:"id"`
+	Name                   string     `json:"name"`
+	Slug                   string     `json:"slug"`
+	OrganizationID         string     `json:"organization_id"`
+	DatabaseName           string     `json:"database_name"`
+	RoleName               string     `json:"role_name"`
+	PublicHost             string     `json:"public_host"`
+	Region                 string     `json:"region"`
+	Plan                   string     `json:"plan"`
+	PostgresVersion        string     `json:"postgres_version"`
+	SSLMode                string     `json:"ssl_mode"`
+	IdleTransactionTimeout string     `json:"idle_transaction_timeout"`
+	StatementTimeout       string     `json:"statement_timeout"`
+	PrimaryInstanceID      string     `json:"primary_instance_id"`
+	LatestJobID            string     `json:"latest_job_id"`
+	LastError              string     `json:"last_error"`
+	DirectPort             int        `json:"direct_port"`
+	PooledPort             int        `json:"pooled_port"`
+	MaxConnections         int        `json:"max_connections"`
+	StorageLimitBytes      int64      `json:"storage_limit_bytes"`
+	Environment            string     `json:"environment"`
+	RuntimeStatus          string     `json:"runtime_status"`
+	State                  string     `json:"state"`
+	CreatedAt              time.Time  `json:"created_at"`
+	UpdatedAt              time.Time  `json:"updated_at"`
+	DeletedAt              *time.Time `json:"deleted_at"`
+}
+
+// Job is one durable unit of asynchronous work.
+type Job struct {
+	ID                  string          `json:"id"`
+	Type                string          `json:"type"`
+	State               string          `json:"state"` // pending, running, completed, failed
+	OrganizationID      string          `json:"organization_id"`
+	ProjectID           string          `json:"project_id"`
+	PreviewDatabaseID   string          `json:"preview_database_id"`
+	InstanceID          string          `json:"instance_id"`
+	HostID              string          `json:"host_id"`
+	LockedResource      string          `json:"locked_resource"`
+	ClaimedBy           string          `json:"claimed_by"`
+	Attempts            int             `json:"attempts"`
+	MaxAttempts         int             `json:"max_attempts"`
+	Error               string          `json:"error"`
+	RetryClassification string          `json:"retry_classification"`
+	LastStdout          string          `json:"last_stdout"`
+	LastStderr          string          `json:"last_stderr"`
+	LastExitCode        *int            `json:"last_exit_code"`
+	Payload             json.RawMessage `json:"payload"`
+	Result              json.RawMessage `json:"result"`
+	RunAfter            time.Time       `json:"run_after"`
+	ClaimedAt           *time.Time      `json:"claimed_at"`
+	StartedAt           *time.Time      `json:"started_at"`
+	CompletedAt         *time.Time      `json:"completed_at"`
+	CreatedAt           time.Time       `json:"created_at"`
+	UpdatedAt           time.Time       `json:"updated_at"`
+}
+
+// The tables and their indexes, all declared in one place.
+var (
+	Organizations       = newTable("organizations", func(r *Organization) string { return r.ID })
+	OrganizationsBySlug = Organizations.index("slug", func(r *Organization) []string { return []string{r.Slug} })
+
+	Users        = newTable("users", func(r *User) string { return r.ID })
+	UsersByEmail = Users.index("email", func(r *User) []string { return []string{r.Email} })
+
+	Sessions       = newTable("sessions", func(r *Session) string { return r.ID })
+	SessionsByHash = Sessions.index("hash", func(r *Session) []string { return []string{r.TokenHash} })
+
+	APIKeys       = newTable("api_keys", func(r *APIKey) string { return r.ID })
+	APIKeysByHash = APIKeys.index("hash", func(r *APIKey) []string { return []string{r.KeyHash} })
+	APIKeysByOrg  = APIKeys.index("org", func(r *APIKey) []string { return []string{r.OrganizationID} })
+
+	CLILogins = newTable("cli_logins", func(r *CLILogin) string { return r.ID })
+
+	AuditEvents          = newTable("audit_events", func(r *AuditEvent) string { return r.ID })
+	AuditEventsByOrg     = AuditEvents.index("org", func(r *AuditEvent) []string { return nonEmpty(r.OrganizationID) })
+	AuditEventsByProject = AuditEvents.index("project", func(r *AuditEvent) []string { return nonEmpty(r.ProjectID) })
+
+	Approvals       = newTable("approvals", func(r *Approval) string { return r.ID })
+	ApprovalsByHash = Approvals.index("hash", func(r *Approval) []string { return []string{r.TokenHash} })
+
+	Projects      = newTable("projects", func(r *Project) string { return r.ID })
+	ProjectsByOrg = Projects.index("org", func(r *Project) []string { return []string{r.OrganizationID} })
+
+	Jobs          = newTable("jobs", func(r *Job) string { return r.ID })
+	JobsByProject = Jobs.index("project", func(r *Job) []string { return nonEmpty(r.ProjectID) })
+	JobsByState   = Jobs.index("state", func(r *Job) []string { return []string{r.State} })
+)
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}

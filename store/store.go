@@ -1,0 +1,266 @@
+// Package store keeps the appliance's metadata in one bbolt file: typed tables of JSON records with
+// secondary indexes. Values are always decoded out of the transaction, so callers never hold bbolt memory.
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// ErrNotFound is returned when a record does not exist.
+var ErrNotFound = errors.New("not found")
+
+// SchemaVersion is the layout version written into the meta bucket.
+const SchemaVersion = 1
+
+var bucketMeta = []byte("meta")
+
+// DB is the metadata store.
+type DB struct {
+	bolt *bolt.DB
+}
+
+// Open opens (creating if needed) the store at path with mode 0600 and creates every bucket.
+func Open(path string) (*DB, error) {
+	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("open metadata store %s: locked by another process (is the appliance already running?)", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open metadata store %s: %w", path, err)
+	}
+	err = b.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if v := meta.Get([]byte("schema_version")); v != nil && string(v) != fmt.Sprint(SchemaVersion) {
+			return fmt.Errorf("metadata schema version %s is not supported (want %d)", v, SchemaVersion)
+		}
+		if err := meta.Put([]byte("schema_version"), []byte(fmt.Sprint(SchemaVersion))); err != nil {
+			return err
+		}
+		for _, name := range allBuckets() {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("create bucket %s: %w", name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("initialise metadata store: %w", err)
+	}
+	return &DB{bolt: b}, nil
+}
+
+// Close closes the file.
+func (db *DB) Close() error { return db.bolt.Close() }
+
+// Path is the file the store lives in.
+func (db *DB) Path() string { return db.bolt.Path() }
+
+// Tx is a read or read-write transaction.
+type Tx struct{ tx *bolt.Tx }
+
+// View runs fn in a read-only transaction.
+func (db *DB) View(fn func(*Tx) error) error {
+	return db.bolt.View(func(tx *bolt.Tx) error { return fn(&Tx{tx}) })
+}
+
+// Update runs fn in a read-write transaction; an error rolls everything back.
+func (db *DB) Update(fn func(*Tx) error) error {
+	return db.bolt.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx}) })
+}
+
+// Ping proves the file can be read.
+func (db *DB) Ping() error {
+	return db.View(func(tx *Tx) error {
+		if tx.tx.Bucket(bucketMeta) == nil {
+			return errors.New("meta bucket missing")
+		}
+		return nil
+	})
+}
+
+// Meta reads a value of the meta bucket ("" when absent).
+func (tx *Tx) Meta(key string) string {
+	return string(tx.tx.Bucket(bucketMeta).Get([]byte(key)))
+}
+
+// SetMeta writes a value of the meta bucket.
+func (tx *Tx) SetMeta(key, value string) error {
+	return tx.tx.Bucket(bucketMeta).Put([]byte(key), []byte(value))
+}
+
+// Index is a secondary index of a table: every record is filed under each key its function returns.
+type Index[T any] struct {
+	bucket []byte
+	keys   func(*T) []string
+}
+
+// Table is a bucket of JSON records of type T keyed by ID, with secondary indexes.
+type Table[T any] struct {
+	bucket  []byte
+	id      func(*T) string
+	indexes []*Index[T]
+}
+
+var registered [][]byte
+
+func newTable[T any](name string, id func(*T) string) *Table[T] {
+	registered = append(registered, []byte(name))
+	return &Table[T]{bucket: []byte(name), id: id}
+}
+
+func (t *Table[T]) index(name string, keys func(*T) []string) *Index[T] {
+	ix := &Index[T]{bucket: []byte(string(t.bucket) + "." + name), keys: keys}
+	registered = append(registered, ix.bucket)
+	t.indexes = append(t.indexes, ix)
+	return ix
+}
+
+func allBuckets() [][]byte { return registered }
+
+const sep = "\x00"
+
+// Get returns the record with id, or ErrNotFound.
+func (t *Table[T]) Get(tx *Tx, id string) (*T, error) {
+	v := tx.tx.Bucket(t.bucket).Get([]byte(id))
+	if v == nil {
+		return nil, ErrNotFound
+	}
+	var rec T
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return nil, fmt.Errorf("decode %s/%s: %w", t.bucket, id, err)
+	}
+	return &rec, nil
+}
+
+// Put inserts or replaces rec and keeps the indexes in step.
+func (t *Table[T]) Put(tx *Tx, rec *T) error {
+	id := t.id(rec)
+	if id == "" {
+		return fmt.Errorf("put %s: empty id", t.bucket)
+	}
+	if err := t.unindex(tx, id); err != nil {
+		return err
+	}
+	buf, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode %s/%s: %w", t.bucket, id, err)
+	}
+	if err := tx.tx.Bucket(t.bucket).Put([]byte(id), buf); err != nil {
+		return fmt.Errorf("put %s/%s: %w", t.bucket, id, err)
+	}
+	for _, ix := range t.indexes {
+		b := tx.tx.Bucket(ix.bucket)
+		for _, k := range ix.keys(rec) {
+			if err := b.Put([]byte(k+sep+id), nil); err != nil {
+				return fmt.Errorf("index %s: %w", ix.bucket, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Delete removes the record and its index entries; deleting a missing record is not an error.
+func (t *Table[T]) Delete(tx *Tx, id string) error {
+	if err := t.unindex(tx, id); err != nil {
+		return err
+	}
+	return tx.tx.Bucket(t.bucket).Delete([]byte(id))
+}
+
+func (t *Table[T]) unindex(tx *Tx, id string) error {
+	if len(t.indexes) == 0 {
+		return nil
+	}
+	old, err := t.Get(tx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, ix := range t.indexes {
+		b := tx.tx.Bucket(ix.bucket)
+		for _, k := range ix.keys(old) {
+			if err := b.Delete([]byte(k + sep + id)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// All returns every record (in ID order, which is creation order) that keep accepts; keep may be nil.
+func (t *Table[T]) All(tx *Tx, keep func(*T) bool) ([]*T, error) {
+	out := []*T{}
+	err := tx.tx.Bucket(t.bucket).ForEach(func(k, v []byte) error {
+		var rec T
+		if err := json.Unmarshal(v, &rec); err != nil {
+			return fmt.Errorf("decode %s/%s: %w", t.bucket, k, err)
+		}
+		if keep == nil || keep(&rec) {
+			out = append(out, &rec)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Query selects records through an index.
+type Query struct {
+	Newest bool // newest first (IDs sort by creation time)
+	Limit  int  // 0 means no limit
+}
+
+// Lookup returns the records filed under key in ix, oldest first unless q.Newest.
+func (t *Table[T]) Lookup(tx *Tx, ix *Index[T], key string, q Query) ([]*T, error) {
+	out := []*T{}
+	c := tx.tx.Bucket(ix.bucket).Cursor()
+	prefix := []byte(key + sep)
+	var k []byte
+	next := c.Next
+	if q.Newest {
+		next = c.Prev
+		// position after the last key with the prefix
+		end := append(append([]byte{}, prefix[:len(prefix)-1]...), sep[0]+1)
+		if k, _ = c.Seek(end); k == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
+		}
+	} else {
+		k, _ = c.Seek(prefix)
+	}
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = next() {
+		rec, err := t.Get(tx, string(k[len(prefix):]))
+		if err != nil {
+			return nil, fmt.Errorf("index %s points at %s: %w", ix.bucket, k[len(prefix):], err)
+		}
+		out = append(out, rec)
+		if q.Limit > 0 && len(out) >= q.Limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// First returns the first record filed under key in ix, or ErrNotFound.
+func (t *Table[T]) First(tx *Tx, ix *Index[T], key string) (*T, error) {
+	recs, err := t.Lookup(tx, ix, key, Query{Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, ErrNotFound
+	}
+	return recs[0], nil
+}
