@@ -47,9 +47,9 @@ func Enqueue(tx *store.Tx, j *store.Job) error { return errors.New("not implemen
 
 // Options configure a runner.
 type Options struct {
-	ID      string        // recorded as claimed_by
-	HostID  string        // recorded as host_id
-	Workers int           // concurrent jobs (default 4)
+	ID      string // recorded as claimed_by
+	HostID  string // recorded as host_id
+	Workers int    // concurrent jobs (default 4)
 	Backoff func(attempt int) time.Duration
 	Log     *slog.Logger
 }
@@ -76,4 +76,6 @@ func (r *Runner) Stop(ctx context.Context) error { return nil }
 func (r *Runner) Notify() {}
 
 // Health reports the runner's state for /status.
-func (r *Runner) Health(ctx context.Context) (status, message string) { return "down", "not implemented" }
+func (r *Runner) Health(ctx context.Context) (status, message string) {
+	return "down", "not implemented"
+}
