@@ -18,7 +18,9 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/httpapi"
+	"github.com/theappliance/appliance/kvproxy"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -30,6 +32,8 @@ type UpConfig struct {
 	PublicHost string
 	Region     string
 	LogLevel   string
+	KVListen   string
+	PGBin      string
 }
 
 func defaultDataDir() string {
@@ -57,6 +61,8 @@ func init() {
 	f.StringVar(&cfg.Listen, "listen", envDefault("APPLIANCE_LISTEN", "127.0.0.1:7443"), "host:port of the HTTPS API (APPLIANCE_LISTEN); port 0 picks a free one")
 	f.StringVar(&cfg.PublicHost, "public-host", envDefault("APPLIANCE_PUBLIC_HOST", "localhost"), "host name clients use to reach databases (APPLIANCE_PUBLIC_HOST)")
 	f.StringVar(&cfg.Region, "region", envDefault("APPLIANCE_REGION", "local"), "region name reported on projects and /status (APPLIANCE_REGION)")
+	f.StringVar(&cfg.KVListen, "kv-listen", envDefault("APPLIANCE_KV_LISTEN", "127.0.0.1:6380"), "host:port of the TLS RESP front of key-value stores (APPLIANCE_KV_LISTEN)")
+	f.StringVar(&cfg.PGBin, "pg-bin", envDefault("APPLIANCE_PG_BIN", ""), "PostgreSQL bin directory (APPLIANCE_PG_BIN); default: the newest under /usr/lib/postgresql")
 	f.StringVar(&cfg.LogLevel, "log-level", envDefault("APPLIANCE_LOG_LEVEL", "info"), "debug, info, warn or error (APPLIANCE_LOG_LEVEL)")
 	root.AddCommand(up)
 }
@@ -110,6 +116,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	var runner *scheduler.Runner
 	var svc *appliance.Service
 	var srv *http.Server
+	var kv *kvproxy.Server
 	hostname, _ := os.Hostname()
 	components := []component{
 		{name: "store", start: func(ctx context.Context) error {
@@ -124,6 +131,20 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			registerTestHooks(svc, runner)
 			return runner.Start(ctx)
 		}, stop: func(ctx context.Context) error { return runner.Stop(ctx) }},
+		{name: "instance-supervisor", start: func(ctx context.Context) error {
+			sup := postgres.NewSupervisor(cfg.PGBin)
+			svc.Probe.Register("instance-supervisor", sup.Health)
+			return nil
+		}},
+		{name: "kv-front", start: func(ctx context.Context) error {
+			tlsCfg, err := ca.ServerTLS(uniq("localhost", "127.0.0.1", cfg.PublicHost)...)
+			if err != nil {
+				return err
+			}
+			kv = &kvproxy.Server{Addr: cfg.KVListen, TLS: tlsCfg, Resolver: svc}
+			svc.Probe.Register("kv-front", kv.Health)
+			return kv.Start(ctx)
+		}, stop: func(ctx context.Context) error { return kv.Stop(ctx) }},
 		{name: "bootstrap", start: func(ctx context.Context) error {
 			b, err := svc.EnsureBootstrap(ctx, filepath.Join(dataDir, "bootstrap.json"), ca.CertPath())
 			if err != nil {
@@ -161,7 +182,8 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		}
 		started++
 	}
-	fmt.Fprintf(out, "appliance %s is up\n  API:     %s\n  CA cert: %s\n  data:    %s\nPress Ctrl-C to stop.\n", Version, apiURL, ca.CertPath(), dataDir)
+	fmt.Fprintf(out, "appliance %s is up\n  API:     %s\n  KV:      %s (RESP over TLS)\n  CA cert: %s\n  data:    %s\nPress Ctrl-C to stop.\n",
+		Version, apiURL, kv.ListenAddr(), ca.CertPath(), dataDir)
 	<-ctx.Done()
 	stopSignals()
 	fmt.Fprintln(out, "shutting down (press Ctrl-C again to force)")

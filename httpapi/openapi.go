@@ -1,7 +1,813 @@
 package httpapi
 
-// OpenAPI builds the OpenAPI 3.1 document from the route table and the Go types of its Ops.
-// (Placeholder replaced by the generator.)
+import (
+	"encoding"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// OpenAPI builds the OpenAPI 3.1 document from the route table and the Go types of its Ops. Nothing in it
+// is written per endpoint: paths, parameters, security and error responses come from the Route fields, and
+// the schemas come from the request and response types by reflection (json tags; `api:"required"` marks a
+// required request field and `doc:"..."` describes a field).
 func OpenAPI(routes []Route, version string) map[string]any {
-	return map[string]any{"openapi": "3.1.0", "info": map[string]any{"title": "appliance", "version": version}, "paths": map[string]any{}}
+	g := newSchemaGen()
+	for _, rt := range routes {
+		if rt.Do.Body != nil {
+			g.collect(rt.Do.Body, true)
+		}
+		if rt.Do.Resp != nil {
+			g.collect(rt.Do.Resp, false)
+		}
+	}
+	g.assignNames()
+
+	paths := map[string]any{}
+	var tagOrder []string
+	usedResponses := map[string]bool{}
+	opIDs := map[string]bool{}
+	for _, rt := range routes {
+		path, params := openapiPath(rt.Path)
+		item, _ := paths[path].(map[string]any)
+		if item == nil {
+			item = map[string]any{}
+			paths[path] = item
+		}
+		op := g.operation(rt, params, usedResponses)
+		op["operationId"] = uniqueOperationID(rt.Method, path, opIDs)
+		item[strings.ToLower(rt.Method)] = op
+		if rt.Tag != "" && !slices.Contains(tagOrder, rt.Tag) {
+			tagOrder = append(tagOrder, rt.Tag)
+		}
+	}
+
+	tags := []any{}
+	for _, name := range tagOrder {
+		desc := tagDescriptions[name]
+		if desc == "" {
+			desc = "Endpoints of the " + name + " area."
+		}
+		tags = append(tags, map[string]any{"name": name, "description": desc})
+	}
+
+	responses := map[string]any{}
+	for name := range usedResponses {
+		responses[name] = sharedResponses[name]
+	}
+	schemas := g.schemas
+	schemas[errorSchemaName] = map[string]any{
+		"type":        "object",
+		"description": "Every error answer: a 4xx or 5xx status with a public message.",
+		"properties": map[string]any{
+			"error": map[string]any{"type": "string", "description": "what went wrong, safe to show to a user"},
+		},
+		"required": []any{"error"},
+	}
+
+	return map[string]any{
+		"openapi": "3.1.0",
+		"info": map[string]any{
+			"title":       "appliance API",
+			"version":     version,
+			"description": apiDescription,
+		},
+		"servers": []any{map[string]any{"url": "/", "description": "this appliance"}},
+		"tags":    tags,
+		"paths":   paths,
+		"components": map[string]any{
+			"schemas":   schemas,
+			"responses": responses,
+			"securitySchemes": map[string]any{
+				"bearerAuth": map[string]any{
+					"type":        "http",
+					"scheme":      "bearer",
+					"description": "An API key (`apl_live_...`) or a session token (`ses_...` from `POST /v1/auth/sessions`) in `Authorization: Bearer <token>`.",
+				},
+				"apiKeyHeader": map[string]any{
+					"type":        "apiKey",
+					"in":          "header",
+					"name":        "X-API-Key",
+					"description": "An API key in the `X-API-Key` header (used when no `Authorization` header is sent).",
+				},
+			},
+		},
+	}
+}
+
+const apiDescription = "The control-plane API of the appliance, a self-hosted managed-PostgreSQL service.\n\n" +
+	"Errors are always `{\"error\": \"message\"}` with a 4xx or 5xx status. Lists are JSON arrays, never null; " +
+	"timestamps are RFC 3339 in UTC; every documented field of a response is always present (fields without a " +
+	"value are `\"\"` or, for timestamps and free-form values, `null`). Request bodies are JSON objects; unknown " +
+	"fields are refused with 400. Every endpoint is rate limited per client IP (429 with `Retry-After`).\n\n" +
+	"Authenticate with an API key or a session token as a bearer token, or with an API key in `X-API-Key`. " +
+	"Each operation names the scope it needs in its description and in `x-required-scope`, and its " +
+	"authentication mode in `x-auth` (`public`, `authenticated` or `session`)."
+
+// tagDescriptions describe the tags of the route table; a tag not listed here gets a generic description.
+var tagDescriptions = map[string]string{
+	"health":        "Liveness, component status and this document.",
+	"identity":      "The caller, sign-in to the built-in identity provider and the CLI device login.",
+	"organizations": "An organization's profile and usage.",
+	"audit":         "Audit events of organizations and projects.",
+	"api-keys":      "Programmatic credentials of an organization.",
+	"projects":      "Projects: one PostgreSQL instance each.",
+	"jobs":          "Durable asynchronous jobs behind every lifecycle action.",
+}
+
+const errorSchemaName = "Error"
+
+func errorContent() map[string]any {
+	return map[string]any{"application/json": map[string]any{
+		"schema": map[string]any{"$ref": "#/components/schemas/" + errorSchemaName},
+	}}
+}
+
+// sharedResponses are the error answers, referenced from the operations under components.responses.
+var sharedResponses = map[string]any{
+	"BadRequest": map[string]any{
+		"description": "Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field or a query value out of bounds.",
+		"content":     errorContent(),
+	},
+	"Unauthorized": map[string]any{
+		"description": "Missing, invalid, expired or revoked credentials.",
+		"headers": map[string]any{
+			"WWW-Authenticate": map[string]any{
+				"description": "the authentication scheme to use",
+				"required":    true,
+				"schema":      map[string]any{"type": "string"},
+			},
+		},
+		"content": errorContent(),
+	},
+	"Forbidden": map[string]any{
+		"description": "The credential lacks the scope, the role or the project binding the operation needs.",
+		"content":     errorContent(),
+	},
+	"NotFound": map[string]any{
+		"description": "No such resource, or one of another organization.",
+		"content":     errorContent(),
+	},
+	"TooManyRequests": map[string]any{
+		"description": "Rate limited.",
+		"headers": map[string]any{
+			"Retry-After": map[string]any{
+				"description": "seconds to wait before trying again",
+				"required":    true,
+				"schema":      map[string]any{"type": "integer", "minimum": 0},
+			},
+		},
+		"content": errorContent(),
+	},
+	"InternalError": map[string]any{
+		"description": "An internal error; the cause is logged, never sent.",
+		"content":     errorContent(),
+	},
+	"Error": map[string]any{
+		"description": "Any other error, e.g. 409 conflict, 410 gone or 503 unavailable.",
+		"content":     errorContent(),
+	},
+}
+
+// operation documents one route.
+func (g *schemaGen) operation(rt Route, pathParams []string, used map[string]bool) map[string]any {
+	op := map[string]any{}
+	if rt.Summary != "" {
+		op["summary"] = rt.Summary
+	} else {
+		op["summary"] = rt.Method + " " + rt.Path
+	}
+	if rt.Tag != "" {
+		op["tags"] = []any{rt.Tag}
+	}
+
+	var desc []string
+	switch rt.Auth {
+	case Public:
+		op["x-auth"] = "public"
+		op["security"] = []any{}
+		desc = append(desc, "No authentication.")
+	case SessionOnly:
+		op["x-auth"] = "session"
+		op["security"] = []any{map[string]any{"bearerAuth": []any{}}}
+		desc = append(desc, "Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403.")
+	default:
+		op["x-auth"] = "authenticated"
+		op["security"] = []any{map[string]any{"bearerAuth": []any{}}, map[string]any{"apiKeyHeader": []any{}}}
+		desc = append(desc, "Needs an API key or a session token.")
+	}
+	if rt.Scope != "" {
+		op["x-required-scope"] = string(rt.Scope)
+		desc = append(desc, fmt.Sprintf("Required scope: `%s`.", rt.Scope))
+	} else if rt.Auth != Public {
+		desc = append(desc, "No particular scope is required.")
+	}
+	if rt.Auth != Public {
+		if rt.OrgLevel {
+			desc = append(desc, "Acts on the whole organization: project-scoped API keys are refused with 403.")
+		} else if slices.Contains(pathParams, "projectID") {
+			desc = append(desc, "Project-scoped API keys may act only on their own project.")
+		}
+	}
+	if rt.Bucket != "" {
+		op["x-rate-limit-bucket"] = rt.Bucket
+		desc = append(desc, fmt.Sprintf("Rate limited by the `%s` bucket in addition to the general one.", rt.Bucket))
+	}
+	op["description"] = strings.Join(desc, " ")
+
+	params := []any{}
+	for _, name := range pathParams {
+		params = append(params, map[string]any{
+			"name": name, "in": "path", "required": true,
+			"description": "the " + paramNoun(name),
+			"schema":      map[string]any{"type": "string"},
+		})
+	}
+	for _, p := range rt.Query {
+		typ := p.Type
+		if typ == "" {
+			typ = "string"
+		}
+		schema := map[string]any{"type": typ}
+		if typ == "integer" && (p.Min != 0 || p.Max != 0) {
+			schema["minimum"] = p.Min
+			schema["maximum"] = p.Max
+		}
+		if p.Default != nil {
+			schema["default"] = p.Default
+		}
+		qp := map[string]any{"name": p.Name, "in": "query", "required": p.Required, "schema": schema}
+		if p.Doc != "" {
+			qp["description"] = p.Doc
+		}
+		params = append(params, qp)
+	}
+	if len(params) > 0 {
+		op["parameters"] = params
+	}
+
+	if rt.Do.Body != nil {
+		schema := g.ref(rt.Do.Body, true)
+		op["requestBody"] = map[string]any{
+			"required": hasRequiredField(rt.Do.Body),
+			"content":  map[string]any{"application/json": map[string]any{"schema": schema}},
+		}
+	}
+
+	status := rt.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	success := map[string]any{"description": http.StatusText(status)}
+	switch {
+	case rt.Do.Resp != nil:
+		success["content"] = map[string]any{"application/json": map[string]any{"schema": g.ref(rt.Do.Resp, false)}}
+	default:
+		ct := rt.ContentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		media := map[string]any{}
+		if isJSONMedia(ct) {
+			media["schema"] = map[string]any{"type": "object", "additionalProperties": true, "description": "a JSON object"}
+		}
+		success["content"] = map[string]any{ct: media}
+	}
+	responses := map[string]any{fmt.Sprint(status): success}
+	ref := func(code, name string) {
+		used[name] = true
+		responses[code] = map[string]any{"$ref": "#/components/responses/" + name}
+	}
+	if rt.Do.Body != nil || len(rt.Query) > 0 {
+		ref("400", "BadRequest")
+	}
+	if rt.Auth != Public {
+		ref("401", "Unauthorized")
+		ref("403", "Forbidden")
+	}
+	if len(pathParams) > 0 {
+		ref("404", "NotFound")
+	}
+	ref("429", "TooManyRequests")
+	ref("500", "InternalError")
+	ref("default", "Error")
+	op["responses"] = responses
+	return op
+}
+
+func isJSONMedia(ct string) bool {
+	ct, _, _ = strings.Cut(ct, ";")
+	ct = strings.TrimSpace(ct)
+	return ct == "application/json" || strings.HasSuffix(ct, "+json")
+}
+
+// paramNoun turns a path parameter name into words: orgID -> "organization ID".
+func paramNoun(name string) string {
+	base, isID := strings.CutSuffix(name, "ID")
+	if base == "org" {
+		base = "organization"
+	}
+	if isID {
+		return base + " ID"
+	}
+	return base
+}
+
+// openapiPath converts a ServeMux pattern path to an OpenAPI path and lists its parameters in order:
+// {name...} becomes {name} and a trailing {$} is dropped.
+func openapiPath(p string) (string, []string) {
+	var params []string
+	segs := strings.Split(p, "/")
+	out := make([]string, 0, len(segs))
+	for i, s := range segs {
+		if s == "{$}" && i == len(segs)-1 {
+			out = append(out, "")
+			continue
+		}
+		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
+			name := strings.TrimSuffix(strings.TrimSuffix(s[1:len(s)-1], "..."), " ")
+			params = append(params, name)
+			s = "{" + name + "}"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, "/"), params
+}
+
+// uniqueOperationID derives a camelCase operationId from the method and the path, e.g.
+// GET /v1/organizations/{orgID}/api-keys -> getOrganizationsByOrgIDApiKeys. The API version segment is left
+// out unless that would collide with an earlier route's.
+func uniqueOperationID(method, path string, seen map[string]bool) string {
+	build := func(keepVersion bool) string {
+		var b strings.Builder
+		b.WriteString(strings.ToLower(method))
+		for i, seg := range strings.Split(path, "/") {
+			if seg == "" {
+				continue
+			}
+			if !keepVersion && i == 1 && isVersionSegment(seg) {
+				continue
+			}
+			if strings.HasPrefix(seg, "{") {
+				b.WriteString("By")
+				b.WriteString(upperFirst(strings.Trim(seg, "{}")))
+				continue
+			}
+			for _, w := range strings.FieldsFunc(seg, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+				b.WriteString(upperFirst(strings.ToLower(w)))
+			}
+		}
+		return b.String()
+	}
+	id := build(false)
+	if seen[id] {
+		id = build(true)
+	}
+	for n := 2; seen[id]; n++ {
+		id = fmt.Sprintf("%s%d", build(true), n)
+	}
+	seen[id] = true
+	return id
+}
+
+func isVersionSegment(s string) bool {
+	if len(s) < 2 || s[0] != 'v' {
+		return false
+	}
+	for _, r := range s[1:] {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	r := []rune(s)
+	r[0] = unicode.ToUpper(r[0])
+	return string(r)
+}
+
+// hasRequiredField reports whether a request type has a field marked `api:"required"`.
+func hasRequiredField(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for _, f := range jsonFields(t) {
+		if f.required {
+			return true
+		}
+	}
+	return false
+}
+
+// --- schemas by reflection ---
+
+// schemaKey is a named struct type in one of two modes: as a request body (required fields from
+// `api:"required"`, unknown fields refused) or as a response (every field present).
+type schemaKey struct {
+	t       reflect.Type
+	request bool
+}
+
+type schemaGen struct {
+	keys    []schemaKey // in discovery order
+	seen    map[schemaKey]bool
+	names   map[schemaKey]string
+	schemas map[string]any
+}
+
+func newSchemaGen() *schemaGen {
+	return &schemaGen{seen: map[schemaKey]bool{}, names: map[schemaKey]string{}, schemas: map[string]any{}}
+}
+
+var (
+	timeType          = reflect.TypeFor[time.Time]()
+	rawMessageType    = reflect.TypeFor[json.RawMessage]()
+	jsonMarshalerType = reflect.TypeFor[json.Marshaler]()
+	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+// special returns the schema of a type that encoding/json does not marshal by its structure.
+func special(t reflect.Type) (map[string]any, bool) {
+	switch {
+	case t.Kind() == reflect.Pointer:
+		return nil, false // a pointer's method set includes its element's: decide on the element
+	case t == timeType:
+		return map[string]any{"type": "string", "format": "date-time"}, true
+	case t == rawMessageType, t.Kind() == reflect.Interface,
+		t.Implements(jsonMarshalerType) || reflect.PointerTo(t).Implements(jsonMarshalerType):
+		return freeForm(), true
+	case t.Implements(textMarshalerType) || reflect.PointerTo(t).Implements(textMarshalerType):
+		return map[string]any{"type": "string"}, true
+	}
+	return nil, false
+}
+
+// freeForm is the schema of any JSON value, null included. In JSON Schema 2020-12 that is `{}`, but
+// kin-openapi (v0.152.0, which validates every response in our tests) checks schemas with $refs with its
+// OpenAPI 3.0 rules and there refuses null for `{}`; `anyOf: [{}, {type: null}]` draws a Redocly warning and
+// boolean schemas are refused by Redocly. So every JSON type is listed (with the open additionalProperties
+// and items that Spectral asks for): generated clients type this as
+// `{[key: string]: unknown} | unknown[] | string | number | boolean | null`.
+func freeForm() map[string]any {
+	return map[string]any{
+		"type":                 []any{"object", "array", "string", "number", "boolean", "null"},
+		"additionalProperties": true,
+		"items":                map[string]any{},
+	}
+}
+
+// admitsNull reports whether a schema built here already allows null.
+func admitsNull(s map[string]any) bool {
+	if len(s) == 0 {
+		return true
+	}
+	switch typ := s["type"].(type) {
+	case string:
+		return typ == "null"
+	case []any:
+		return slices.Contains(typ, any("null"))
+	}
+	for _, k := range []string{"anyOf", "oneOf"} {
+		alts, _ := s[k].([]any)
+		for _, a := range alts {
+			if m, ok := a.(map[string]any); ok && admitsNull(m) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// named reports whether t gets its own component schema.
+func named(t reflect.Type) bool { return t.Kind() == reflect.Struct && t.Name() != "" }
+
+// collect records every named struct type reachable from t.
+func (g *schemaGen) collect(t reflect.Type, request bool) {
+	if _, ok := special(t); ok {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		g.collect(t.Elem(), request)
+	case reflect.Struct:
+		if named(t) {
+			k := schemaKey{t, request}
+			if g.seen[k] {
+				return
+			}
+			g.seen[k] = true
+			g.keys = append(g.keys, k)
+		}
+		for _, f := range jsonFields(t) {
+			g.collect(f.typ, request)
+		}
+	}
+}
+
+// assignNames names the component schemas after their Go types. Types of different packages that share a
+// name get their package name as a prefix; a type used both as a request and as a response keeps its name
+// for the response and gets "Input" appended for the request.
+func (g *schemaGen) assignNames() {
+	groups := map[string][]schemaKey{}
+	for _, k := range g.keys {
+		base := typeName(k.t)
+		groups[base] = append(groups[base], k)
+	}
+	taken := map[string]bool{errorSchemaName: true}
+	bases := make([]string, 0, len(groups))
+	for b := range groups {
+		bases = append(bases, b)
+	}
+	sort.Strings(bases)
+	var pending []schemaKey
+	for _, base := range bases {
+		ks := groups[base]
+		types := map[reflect.Type]bool{}
+		for _, k := range ks {
+			types[k.t] = true
+		}
+		for _, k := range ks {
+			name := base
+			if len(types) > 1 || taken[base] {
+				name = upperFirst(pkgName(k.t)) + base
+			}
+			if k.request && g.seen[schemaKey{k.t, false}] {
+				name += "Input"
+			}
+			g.names[k] = name
+			pending = append(pending, k)
+		}
+	}
+	// Whatever still collides gets a number, in a stable order.
+	sort.SliceStable(pending, func(i, j int) bool {
+		a, b := pending[i], pending[j]
+		if a.t.PkgPath() != b.t.PkgPath() {
+			return a.t.PkgPath() < b.t.PkgPath()
+		}
+		if a.t.Name() != b.t.Name() {
+			return a.t.Name() < b.t.Name()
+		}
+		return !a.request && b.request
+	})
+	for _, k := range pending {
+		name := g.names[k]
+		for n := 2; taken[name]; n++ {
+			name = fmt.Sprintf("%s%d", g.names[k], n)
+		}
+		taken[name] = true
+		g.names[k] = name
+	}
+	for _, k := range g.keys {
+		g.schemas[g.names[k]] = g.object(k.t, k.request)
+	}
+}
+
+// typeName is the type's name reduced to the characters allowed in a component name (generic types carry
+// their type arguments in brackets).
+func typeName(t reflect.Type) string {
+	var b strings.Builder
+	for _, r := range t.Name() {
+		if r < 128 && (unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_') {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func pkgName(t reflect.Type) string {
+	p := t.PkgPath()
+	return p[strings.LastIndex(p, "/")+1:]
+}
+
+// ref returns the schema of t, a $ref for named struct types.
+func (g *schemaGen) ref(t reflect.Type, request bool) map[string]any {
+	if s, ok := special(t); ok {
+		return s
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return nullable(g.ref(t.Elem(), request))
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32:
+		s := map[string]any{"type": "integer"}
+		if t.Kind() == reflect.Int32 {
+			s["format"] = "int32"
+		}
+		return s
+	case reflect.Int64:
+		return map[string]any{"type": "integer", "format": "int64"}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return map[string]any{"type": "integer", "minimum": 0}
+	case reflect.Float32, reflect.Float64:
+		return map[string]any{"type": "number"}
+	case reflect.String:
+		return map[string]any{"type": "string"}
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 && t.Kind() == reflect.Slice {
+			return map[string]any{"type": "string", "contentEncoding": "base64"}
+		}
+		return map[string]any{"type": "array", "items": g.ref(t.Elem(), request)}
+	case reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": g.ref(t.Elem(), request)}
+	case reflect.Struct:
+		if named(t) {
+			if name, ok := g.names[schemaKey{t, request}]; ok {
+				return map[string]any{"$ref": "#/components/schemas/" + name}
+			}
+		}
+		return g.object(t, request)
+	}
+	return map[string]any{} // chan, func: never marshaled by our handlers
+}
+
+// object is the schema of a struct's JSON object.
+func (g *schemaGen) object(t reflect.Type, request bool) map[string]any {
+	props := map[string]any{}
+	required := []any{}
+	for _, f := range jsonFields(t) {
+		var s map[string]any
+		if f.asString {
+			s = map[string]any{"type": "string"}
+		} else {
+			s = g.ref(f.typ, request)
+		}
+		if f.doc != "" {
+			s = withDescription(s, f.doc)
+		}
+		props[f.name] = s
+		if request && f.required || !request && !f.omitEmpty {
+			required = append(required, f.name)
+		}
+	}
+	out := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		out["required"] = required
+	}
+	if request {
+		out["additionalProperties"] = false
+	}
+	return out
+}
+
+// withDescription returns a copy of s with a description (next to a $ref too, as OpenAPI 3.1 allows).
+func withDescription(s map[string]any, doc string) map[string]any {
+	c := make(map[string]any, len(s)+1)
+	for k, v := range s {
+		c[k] = v
+	}
+	c["description"] = doc
+	return c
+}
+
+// nullable lets s also be null, in the OpenAPI 3.1 way (a type list, or oneOf with null for a $ref).
+func nullable(s map[string]any) map[string]any {
+	if admitsNull(s) {
+		return s
+	}
+	c := make(map[string]any, len(s))
+	for k, v := range s {
+		c[k] = v
+	}
+	switch typ := s["type"].(type) {
+	case string:
+		c["type"] = []any{typ, "null"}
+		return c
+	case []any:
+		c["type"] = append(slices.Clone(typ), "null")
+		return c
+	}
+	return map[string]any{"oneOf": []any{s, map[string]any{"type": "null"}}}
+}
+
+// jsonField is one member of a struct's JSON object, as encoding/json marshals it.
+type jsonField struct {
+	name      string
+	typ       reflect.Type
+	tagged    bool
+	depth     int
+	omitEmpty bool // may be absent from a response
+	asString  bool
+	required  bool // `api:"required"`
+	doc       string
+}
+
+// jsonFields lists the JSON members of struct type t with encoding/json's rules: `json:"-"` and unexported
+// fields skipped, embedded structs without a name promoted (the shallowest, then the tagged field wins a name
+// conflict; otherwise the conflicting fields are all dropped). Fields promoted through an embedded pointer are
+// absent when it is nil, so they count as omitempty.
+func jsonFields(t reflect.Type) []jsonField {
+	var all []jsonField
+	var walk func(t reflect.Type, depth int, viaPtr bool, visiting map[reflect.Type]bool)
+	walk = func(t reflect.Type, depth int, viaPtr bool, visiting map[reflect.Type]bool) {
+		visiting[t] = true
+		defer delete(visiting, t)
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			tag := f.Tag.Get("json")
+			if tag == "-" {
+				continue
+			}
+			name, opts, _ := strings.Cut(tag, ",")
+			ft := f.Type
+			if f.Anonymous {
+				et, ptr := ft, false
+				if et.Kind() == reflect.Pointer {
+					et, ptr = et.Elem(), true
+				}
+				if !f.IsExported() && et.Kind() != reflect.Struct {
+					continue
+				}
+				if name == "" && et.Kind() == reflect.Struct {
+					if _, isSpecial := special(et); !isSpecial {
+						if !visiting[et] {
+							walk(et, depth+1, viaPtr || ptr, visiting)
+						}
+						continue
+					}
+				}
+			} else if !f.IsExported() {
+				continue
+			}
+			jf := jsonField{name: name, typ: ft, tagged: name != "", depth: depth, omitEmpty: viaPtr,
+				required: f.Tag.Get("api") == "required", doc: f.Tag.Get("doc")}
+			if jf.name == "" {
+				jf.name = f.Name
+			}
+			for _, o := range strings.Split(opts, ",") {
+				switch o {
+				case "omitempty", "omitzero":
+					jf.omitEmpty = true
+				case "string":
+					switch ft.Kind() {
+					case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+						reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+						reflect.Float32, reflect.Float64, reflect.String:
+						jf.asString = true
+					}
+				}
+			}
+			all = append(all, jf)
+		}
+	}
+	walk(t, 0, false, map[reflect.Type]bool{})
+
+	byName := map[string][]int{}
+	for i, f := range all {
+		byName[f.name] = append(byName[f.name], i)
+	}
+	var out []jsonField
+	for i, f := range all {
+		idx := byName[f.name]
+		if idx[0] != i && len(idx) > 1 {
+			// decided at the first occurrence
+			continue
+		}
+		if len(idx) == 1 {
+			out = append(out, f)
+			continue
+		}
+		if w, ok := dominant(all, idx); ok {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// dominant picks the field that wins a name conflict, as encoding/json does.
+func dominant(all []jsonField, idx []int) (jsonField, bool) {
+	minDepth := all[idx[0]].depth
+	for _, i := range idx {
+		minDepth = min(minDepth, all[i].depth)
+	}
+	var top, tagged []jsonField
+	for _, i := range idx {
+		if all[i].depth == minDepth {
+			top = append(top, all[i])
+			if all[i].tagged {
+				tagged = append(tagged, all[i])
+			}
+		}
+	}
+	switch {
+	case len(top) == 1:
+		return top[0], true
+	case len(tagged) == 1:
+		return tagged[0], true
+	}
+	return jsonField{}, false
 }

@@ -60,12 +60,25 @@ func (l *limiter) allow(ip, bucket string) (time.Duration, bool) {
 	if bucket == BucketStrict {
 		lims = append(lims, v.strict)
 	}
+	// Take from every bucket or from none: a request refused by the strict bucket does not also spend a
+	// token of the general one.
+	now := time.Now()
+	var wait time.Duration
+	res := make([]*rate.Reservation, 0, len(lims))
 	for _, lim := range lims {
-		res := lim.Reserve()
-		if d := res.Delay(); d > 0 {
-			res.Cancel()
-			return d, false
+		r := lim.ReserveN(now, 1)
+		res = append(res, r)
+		if !r.OK() {
+			wait = max(wait, time.Second)
+		} else if d := r.DelayFrom(now); d > 0 {
+			wait = max(wait, d)
 		}
+	}
+	if wait > 0 {
+		for _, r := range res {
+			r.CancelAt(now)
+		}
+		return wait, false
 	}
 	return 0, true
 }

@@ -149,8 +149,15 @@ func decodeBody(r *http.Request, t reflect.Type) (any, error) {
 		data = []byte("{}")
 	}
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil {
+	if err := json.Unmarshal(data, &fields); err != nil || fields == nil { // fields == nil: the body was null
 		return nil, appliance.Invalid("request body must be a JSON object")
+	}
+	// encoding/json matches names case-insensitively; the API's field names are exact.
+	known := knownFields(t)
+	for name := range fields {
+		if !known[name] {
+			return nil, appliance.Invalid("unknown field %q", name)
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -175,6 +182,25 @@ func decodeBody(r *http.Request, t reflect.Type) (any, error) {
 		}
 	}
 	return ptr.Interface(), nil
+}
+
+// knownFields returns the JSON names a body of type t may carry (those of embedded structs included).
+func knownFields(t reflect.Type) map[string]bool {
+	out := map[string]bool{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case tag == "-" || (!f.IsExported() && !f.Anonymous):
+		case f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct:
+			for name := range knownFields(f.Type) {
+				out[name] = true
+			}
+		default:
+			out[jsonName(f)] = true
+		}
+	}
+	return out
 }
 
 func jsonName(f reflect.StructField) string {

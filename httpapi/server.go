@@ -58,7 +58,8 @@ func New(svc *appliance.Service, opts Options) *Server {
 // Routes returns the route table (the scope matrix test walks it).
 func (s *Server) Routes() []Route { return s.routes }
 
-// ServeHTTP applies the per-IP rate limit and dispatches.
+// ServeHTTP sets the common headers and dispatches; each route applies the per-IP rate limit of its
+// bucket, unmatched requests that of the general bucket.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "no-store")
@@ -80,9 +81,7 @@ func (s *Server) adapt(rt *Route) http.Handler {
 				s.writeError(w, r, errors.New("panic"))
 			}
 		}()
-		if wait, ok := s.limiter.allow(clientIP(r), rt.Bucket); !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
-			writeJSON(w, http.StatusTooManyRequests, errorBody{Error: "rate limit exceeded; retry after the number of seconds in Retry-After"})
+		if !s.rateLimit(w, r, rt.Bucket) {
 			return
 		}
 		req := &Request{Request: r, W: w}
@@ -113,6 +112,17 @@ func (s *Server) adapt(rt *Route) http.Handler {
 	})
 }
 
+// rateLimit takes a token of bucket for the caller's IP, or answers 429 with Retry-After and reports false.
+func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request, bucket string) bool {
+	wait, ok := s.limiter.allow(clientIP(r), bucket)
+	if ok {
+		return true
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+	writeJSON(w, http.StatusTooManyRequests, errorBody{Error: "rate limit exceeded; retry after the number of seconds in Retry-After"})
+	return false
+}
+
 // authorize authenticates the caller and applies the route's auth mode, scope and project binding.
 func (s *Server) authorize(req *Request, rt *Route, params [][]string) error {
 	if rt.Auth == Public {
@@ -127,6 +137,9 @@ func (s *Server) authorize(req *Request, rt *Route, params [][]string) error {
 		return appliance.Forbidden("this endpoint needs a signed-in session, not an API key")
 	}
 	if rt.Scope != "" && !p.Has(rt.Scope) {
+		if p.IsSession() && p.IDPOrganizationRole != "" {
+			return appliance.Forbidden("this credential lacks the scope %s, which the organization role %s does not grant", rt.Scope, p.IDPOrganizationRole)
+		}
 		return appliance.Forbidden("this credential lacks the scope %s", rt.Scope)
 	}
 	if p.ProjectID != "" {
@@ -145,7 +158,8 @@ func (s *Server) authorize(req *Request, rt *Route, params [][]string) error {
 // credential reads the bearer token or X-API-Key.
 func credential(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
-		if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
+		// The scheme is case-insensitive (RFC 9110 §11.1): "bearer" and "BEARER" are "Bearer".
+		if scheme, tok, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
 			return strings.TrimSpace(tok)
 		}
 		return ""
@@ -163,6 +177,9 @@ func clientIP(r *http.Request) string {
 
 // unmatched answers requests no route takes: 405 when the path exists with other methods, else 404.
 func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
+	if !s.rateLimit(w, r, "") {
+		return
+	}
 	var allow []string
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
 		probe := r.Clone(context.Background())

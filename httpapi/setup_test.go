@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/ids"
@@ -46,7 +49,8 @@ func setup(t testing.TB, opts ...setupOpts) *bundle {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := appliance.New(appliance.Config{APIURL: "http://test", PublicHost: "localhost", Region: "local", Version: "test"}, db, box, log)
+	svc := appliance.New(appliance.Config{APIURL: "http://test", PublicHost: "localhost", Region: "local", Version: "test",
+		PasswordCost: bcrypt.MinCost}, db, box, log)
 	o := setupOpts{limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}}
 	if len(opts) > 0 {
 		o = opts[0]
@@ -81,6 +85,17 @@ type response struct {
 // and validates the response against the served OpenAPI document.
 func (b *bundle) do(method, path, cred string, body any) *response {
 	b.t.Helper()
+	var hdr http.Header
+	if cred != "" {
+		hdr = http.Header{"Authorization": {"Bearer " + cred}}
+	}
+	return b.call(b.t, method, path, hdr, body)
+}
+
+// call is do with the test to report to (a subtest's) and the request headers given in full (the
+// credential, when any, is among them).
+func (b *bundle) call(t testing.TB, method, path string, hdr http.Header, body any) *response {
+	t.Helper()
 	var rd io.Reader
 	switch v := body.(type) {
 	case nil:
@@ -95,27 +110,27 @@ func (b *bundle) do(method, path, cred string, body any) *response {
 	}
 	req, err := http.NewRequest(method, b.ts.URL+path, rd)
 	if err != nil {
-		b.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if cred != "" {
-		req.Header.Set("Authorization", "Bearer "+cred)
+	for k, vs := range hdr {
+		req.Header[http.CanonicalHeaderKey(k)] = vs
 	}
 	resp, err := b.ts.Client().Do(req)
 	if err != nil {
-		b.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	out := &response{status: resp.StatusCode, header: resp.Header}
 	out.body, _ = io.ReadAll(resp.Body)
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		if err := json.Unmarshal(out.body, &out.json); err != nil {
-			b.t.Fatalf("%s %s: response is not a JSON object: %v\n%s", method, path, err, out.body)
+			t.Fatalf("%s %s: response is not a JSON object: %v\n%s", method, path, err, out.body)
 		}
 	}
-	checkAgainstOpenAPI(b.t, b, req, out)
+	checkAgainstOpenAPI(t, b, req, out)
 	return out
 }
 
@@ -138,19 +153,7 @@ func (b *bundle) key(projectID string, scopes ...appliance.Scope) string {
 // "platform-admin") and signs it in, returning the session token.
 func (b *bundle) session(role string) string {
 	b.t.Helper()
-	email := strings.ReplaceAll(ids.New("u"), "_", "") + "@example.com"
-	password := "correct horse battery staple"
-	err := b.db.Update(func(tx *store.Tx) error {
-		if role == "platform-admin" {
-			_, err := b.svc.CreateUser(tx, email, "Admin", password, true)
-			return err
-		}
-		_, err := b.svc.CreateUser(tx, email, "User", password, false, store.Membership{OrganizationID: b.org.ID, Role: role})
-		return err
-	})
-	if err != nil {
-		b.t.Fatal(err)
-	}
+	email, password := b.user(role)
 	r := b.do("POST", "/v1/auth/sessions", "", map[string]any{"email": email, "password": password})
 	if r.status != http.StatusCreated {
 		b.t.Fatalf("sign in: %d %s", r.status, r.body)
@@ -169,4 +172,142 @@ func (b *bundle) project(name, environment string) *store.Project {
 		b.t.Fatal(err)
 	}
 	return p
+}
+
+// user creates a user with role in the bundle's organization (or a platform admin when role is
+// "platform-admin") and returns its email and password.
+func (b *bundle) user(role string) (email, password string) {
+	b.t.Helper()
+	email = strings.ReplaceAll(ids.New("u"), "_", "") + "@example.com"
+	password = "correct horse battery staple"
+	err := b.db.Update(func(tx *store.Tx) error {
+		if role == "platform-admin" {
+			_, err := b.svc.CreateUser(tx, email, "Admin", password, true)
+			return err
+		}
+		_, err := b.svc.CreateUser(tx, email, "User", password, false, store.Membership{OrganizationID: b.org.ID, Role: role})
+		return err
+	})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return email, password
+}
+
+// rawKey stores an API key record directly, bypassing the API's rules (a project-scoped key may then carry
+// organization scopes): it proves the HTTP layer refuses what the service would never mint.
+func (b *bundle) rawKey(projectID string, scopes ...appliance.Scope) string {
+	b.t.Helper()
+	plain := "apl_live_" + ids.Secret(30)
+	k := &store.APIKey{ID: ids.New("key"), Name: "raw test key", KeyPrefix: plain[:15], KeyHash: ids.Hash(plain),
+		OrganizationID: b.org.ID, ProjectID: projectID, Source: "test", Scopes: scopeNames(scopes),
+		CreatedAt: time.Now().UTC()}
+	if err := b.db.Update(func(tx *store.Tx) error { return store.APIKeys.Put(tx, k) }); err != nil {
+		b.t.Fatal(err)
+	}
+	return plain
+}
+
+// keyRecord returns the stored record of a key given its plaintext (nil when there is none).
+func (b *bundle) keyRecord(plain string) *store.APIKey {
+	b.t.Helper()
+	var k *store.APIKey
+	err := b.db.View(func(tx *store.Tx) error {
+		var err error
+		k, err = store.APIKeys.First(tx, store.APIKeysByHash, ids.Hash(plain))
+		return err
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		b.t.Fatal(err)
+	}
+	return k
+}
+
+// job stores a pending job record of the project (the scheduler, which enqueues real ones, is not wired
+// into these tests).
+func (b *bundle) job(projectID, typ string) *store.Job {
+	b.t.Helper()
+	now := time.Now().UTC()
+	j := &store.Job{ID: ids.New("job"), Type: typ, State: "pending", OrganizationID: b.org.ID, ProjectID: projectID,
+		MaxAttempts: 5, RunAfter: now, CreatedAt: now, UpdatedAt: now}
+	if projectID != "" {
+		if err := b.db.View(func(tx *store.Tx) error {
+			p, err := store.Projects.Get(tx, projectID)
+			if err == nil {
+				j.OrganizationID = p.OrganizationID
+			}
+			return err
+		}); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	if err := b.db.Update(func(tx *store.Tx) error { return store.Jobs.Put(tx, j) }); err != nil {
+		b.t.Fatal(err)
+	}
+	return j
+}
+
+// otherOrg stores a second organization with the given slug and one project of its own.
+func (b *bundle) otherOrg(slug string) (*store.Organization, *store.Project) {
+	b.t.Helper()
+	now := time.Now().UTC()
+	org := &store.Organization{ID: ids.New("org"), Name: "Other " + slug, Slug: slug, BillingPlan: "none", CreatedAt: now, UpdatedAt: now}
+	prj := &store.Project{ID: ids.New("prj"), Name: "theirs", Slug: "theirs", OrganizationID: org.ID, Plan: "free",
+		Environment: "production", State: "active", RuntimeStatus: "active", CreatedAt: now, UpdatedAt: now}
+	err := b.db.Update(func(tx *store.Tx) error {
+		if err := store.Organizations.Put(tx, org); err != nil {
+			return err
+		}
+		return store.Projects.Put(tx, prj)
+	})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return org, prj
+}
+
+// auditEvents returns every stored audit event, oldest first.
+func (b *bundle) auditEvents() []*store.AuditEvent {
+	b.t.Helper()
+	var evs []*store.AuditEvent
+	if err := b.db.View(func(tx *store.Tx) error {
+		var err error
+		evs, err = store.AuditEvents.All(tx, nil)
+		return err
+	}); err != nil {
+		b.t.Fatal(err)
+	}
+	return evs
+}
+
+// actorOf is the audit actor (kind, id) a credential acts as; ("anonymous", "") for none.
+func (b *bundle) actorOf(cred string) (kind, id string) {
+	b.t.Helper()
+	if cred == "" {
+		return appliance.ActorAnonymous, ""
+	}
+	err := b.db.View(func(tx *store.Tx) error {
+		if s, err := store.Sessions.First(tx, store.SessionsByHash, ids.Hash(cred)); err == nil {
+			kind, id = appliance.ActorUser, s.UserID
+			return nil
+		}
+		k, err := store.APIKeys.First(tx, store.APIKeysByHash, ids.Hash(cred))
+		if err != nil {
+			return err
+		}
+		kind, id = appliance.ActorAPIKey, k.ID
+		return nil
+	})
+	if err != nil {
+		b.t.Fatalf("actor of credential: %v", err)
+	}
+	return kind, id
+}
+
+func scopeNames(scopes []appliance.Scope) []string {
+	out := make([]string, len(scopes))
+	for i, s := range scopes {
+		out[i] = string(s)
+	}
+	return out
 }

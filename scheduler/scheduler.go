@@ -1,15 +1,22 @@
 // Package scheduler runs durable jobs stored in the metadata store (claim, per-resource lock, retries with
 // backoff, crash recovery) and the periodic work of the appliance (robfig/cron). It knows nothing of the
 // domain: the appliance registers a handler per job type.
+//
+// A job's life: Enqueue writes it pending; a worker claims it (pending → running, attempts+1) in one bbolt
+// transaction; the handler's outcome moves it to completed, failed, or back to pending with a backoff when
+// the error is Transient and attempts remain. Nothing is ever left running for good: a job the runner was
+// running when the process died is found by the next Start and retried (or failed when out of attempts),
+// and a clean Stop puts the jobs it interrupts back to pending.
 package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
-	"log/slog"
-	"os/exec"
+	"fmt"
 	"time"
 
+	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -23,59 +30,92 @@ const (
 
 // Retry classifications recorded on failed attempts.
 const (
-	Transient_ = "transient"
-	Permanent  = "permanent"
+	ClassTransient = "transient"
+	ClassPermanent = "permanent"
 )
+
+// DefaultMaxAttempts is the max_attempts of a job enqueued without one.
+const DefaultMaxAttempts = 3
 
 // Handler does the work of one job type. It must be idempotent: after a crash it runs again from the top.
 // A returned error marked with Transient is retried with backoff while attempts remain.
 type Handler func(ctx context.Context, run *Run) (result any, err error)
 
-// Run is what a handler gets: a copy of its job and helpers that record external commands on the job.
-type Run struct {
-	Job store.Job
+// transientError marks an error as retryable; errors.As finds it through any wrapping.
+type transientError struct{ err error }
+
+func (e *transientError) Error() string { return e.err.Error() }
+func (e *transientError) Unwrap() error { return e.err }
+
+// Transient marks err as retryable. Transient(nil) is nil.
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &transientError{err: err}
 }
 
-// Exec runs an external command, recording its stdout, stderr (tails) and exit code on the job.
-func (r *Run) Exec(ctx context.Context, cmd *exec.Cmd) error { return errors.New("not implemented") }
-
-// Transient marks err as retryable.
-func Transient(err error) error { return err }
+// IsTransient reports whether err (or an error it wraps) was marked with Transient.
+func IsTransient(err error) bool {
+	var t *transientError
+	return errors.As(err, &t)
+}
 
 // Enqueue adds a pending job inside tx (filling ID, state, attempts, timestamps); call Notify after commit.
-func Enqueue(tx *store.Tx, j *store.Job) error { return errors.New("not implemented") }
-
-// Options configure a runner.
-type Options struct {
-	ID      string // recorded as claimed_by
-	HostID  string // recorded as host_id
-	Workers int    // concurrent jobs (default 4)
-	Backoff func(attempt int) time.Duration
-	Log     *slog.Logger
+// The caller sets Type (required), Payload, the organization/project fields, LockedResource and optionally
+// MaxAttempts (default 3) and RunAfter (a later start; default now). Runtime fields are reset.
+func Enqueue(tx *store.Tx, j *store.Job) error {
+	if j.Type == "" {
+		return errors.New("enqueue job: type is required")
+	}
+	if j.MaxAttempts < 0 {
+		return fmt.Errorf("enqueue %s job: max_attempts must not be negative", j.Type)
+	}
+	if j.ID == "" {
+		j.ID = ids.New("job")
+	} else if _, err := store.Jobs.Get(tx, j.ID); err == nil {
+		return fmt.Errorf("enqueue %s job: job %s already exists", j.Type, j.ID)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("enqueue %s job: %w", j.Type, err)
+	}
+	now := time.Now().UTC()
+	j.State = StatePending
+	j.Attempts = 0
+	if j.MaxAttempts == 0 {
+		j.MaxAttempts = DefaultMaxAttempts
+	}
+	j.ClaimedBy, j.HostID, j.Error, j.RetryClassification = "", "", "", ""
+	j.LastStdout, j.LastStderr, j.LastExitCode = "", "", nil
+	j.ClaimedAt, j.StartedAt, j.CompletedAt = nil, nil, nil
+	j.Result = json.RawMessage("null")
+	j.CreatedAt, j.UpdatedAt = now, now
+	if j.RunAfter.Before(now) {
+		j.RunAfter = now
+	} else {
+		j.RunAfter = j.RunAfter.UTC()
+	}
+	if err := store.Jobs.Put(tx, j); err != nil {
+		return fmt.Errorf("enqueue %s job: %w", j.Type, err)
+	}
+	return nil
 }
 
-// Runner claims and runs jobs, and runs periodic tasks.
-type Runner struct{}
+// DefaultBackoff is the delay before retry number attempt+1 of a transient failure: 2s, 4s, 8s … capped at
+// five minutes.
+func DefaultBackoff(attempt int) time.Duration {
+	const ceiling = 5 * time.Minute
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt > 9 { // 2s<<8 already exceeds the ceiling
+		return ceiling
+	}
+	return min(2*time.Second<<(attempt-1), ceiling)
+}
 
-// New makes a runner over db.
-func New(db *store.DB, opts Options) *Runner { return &Runner{} }
-
-// Handle registers the handler of a job type (before Start).
-func (r *Runner) Handle(jobType string, h Handler) {}
-
-// Every registers a periodic task on a cron spec (before Start).
-func (r *Runner) Every(spec, name string, fn func(ctx context.Context)) error { return nil }
-
-// Start recovers jobs a previous process left running, then starts the workers and the cron.
-func (r *Runner) Start(ctx context.Context) error { return errors.New("not implemented") }
-
-// Stop stops claiming, waits for running handlers until ctx ends, and stops the cron. Idempotent.
-func (r *Runner) Stop(ctx context.Context) error { return nil }
-
-// Notify wakes the workers after jobs were enqueued.
-func (r *Runner) Notify() {}
-
-// Health reports the runner's state for /status.
-func (r *Runner) Health(ctx context.Context) (status, message string) {
-	return "down", "not implemented"
+func maxAttempts(j *store.Job) int {
+	if j.MaxAttempts <= 0 {
+		return DefaultMaxAttempts
+	}
+	return j.MaxAttempts
 }

@@ -1,0 +1,211 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/store"
+)
+
+// APIKey is the API resource of a key (never its hash).
+type APIKey struct {
+	ID              string     `json:"id"`
+	Name            string     `json:"name"`
+	KeyPrefix       string     `json:"key_prefix"`
+	OrganizationID  string     `json:"organization_id"`
+	ProjectID       string     `json:"project_id"`
+	CreatedByUserID string     `json:"created_by_user_id"`
+	DeviceName      string     `json:"device_name"`
+	Source          string     `json:"source"`
+	IsActive        bool       `json:"is_active"`
+	Scopes          []string   `json:"scopes"`
+	CreatedAt       time.Time  `json:"created_at"`
+	ExpiresAt       *time.Time `json:"expires_at"`
+	LastUsedAt      *time.Time `json:"last_used_at"`
+	RevokedAt       *time.Time `json:"revoked_at"`
+}
+
+func (s *Service) apiKeyView(k *store.APIKey) APIKey {
+	active := k.RevokedAt == nil && (k.ExpiresAt == nil || s.now().Before(*k.ExpiresAt))
+	return APIKey{ID: k.ID, Name: k.Name, KeyPrefix: k.KeyPrefix, OrganizationID: k.OrganizationID,
+		ProjectID: k.ProjectID, CreatedByUserID: k.CreatedByUserID, DeviceName: k.DeviceName, Source: k.Source,
+		IsActive: active, Scopes: k.Scopes, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt,
+		LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt}
+}
+
+// APIKeyList is the list response.
+type APIKeyList struct {
+	APIKeys []APIKey `json:"api_keys"`
+}
+
+// ListAPIKeys lists an organization's keys, newest first.
+func (s *Service) ListAPIKeys(ctx context.Context, p *Principal, orgID string) (*APIKeyList, error) {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return nil, err
+	}
+	out := &APIKeyList{APIKeys: []APIKey{}}
+	err := s.db.View(func(tx *store.Tx) error {
+		if _, err := store.Organizations.Get(tx, orgID); err != nil {
+			return notFoundAs(err, "organization %s not found", orgID)
+		}
+		keys, err := store.APIKeys.Lookup(tx, store.APIKeysByOrg, orgID, store.Query{Newest: true})
+		if err != nil {
+			return Internal(err, "list keys")
+		}
+		for _, k := range keys {
+			out.APIKeys = append(out.APIKeys, s.apiKeyView(k))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// CreateAPIKeyRequest is the body of POST /v1/organizations/{orgID}/api-keys.
+type CreateAPIKeyRequest struct {
+	Name      string   `json:"name" api:"required" doc:"display name, 1 to 100 characters"`
+	Scopes    []string `json:"scopes" api:"required" doc:"at least one of the ten scopes"`
+	ProjectID string   `json:"project_id" doc:"restricts the key to one project; organization scopes are then refused"`
+	ExpiresIn int64    `json:"expires_in_days" doc:"days until the key expires, 1 to 3650; absent or 0: never"`
+}
+
+// CreatedAPIKey carries the plaintext key, returned once.
+type CreatedAPIKey struct {
+	APIKey          APIKey `json:"api_key"`
+	PlaintextAPIKey string `json:"plaintext_api_key"`
+}
+
+// keySpec is everything needed to mint a key, from the API or from a CLI login.
+type keySpec struct {
+	orgID, projectID, name, deviceName, source, createdBy string
+	scopes                                                []string
+	expiresAt                                             *time.Time
+}
+
+// validateScopes checks names, removes duplicates and applies the project-key rule.
+func validateScopes(scopes []string, projectScoped bool) ([]string, error) {
+	if len(scopes) == 0 {
+		return nil, Invalid("scopes must name at least one scope")
+	}
+	out := []string{}
+	for _, sc := range scopes {
+		if !slices.Contains(AllScopes, Scope(sc)) {
+			return nil, Invalid("unknown scope %q", sc)
+		}
+		if projectScoped && IsOrganizationScope(Scope(sc)) {
+			return nil, Invalid("scope %s manages the organization and cannot be given to a project-scoped key", sc)
+		}
+		if !slices.Contains(out, sc) {
+			out = append(out, sc)
+		}
+	}
+	return out, nil
+}
+
+// mintKey stores a new key inside tx and returns its record and plaintext.
+func (s *Service) mintKey(tx *store.Tx, spec keySpec) (*store.APIKey, string, error) {
+	secret := ids.Secret(30)
+	plain := s.cfg.KeyPrefix + "_live_" + secret
+	k := &store.APIKey{ID: ids.New("key"), Name: spec.name, KeyPrefix: s.cfg.KeyPrefix + "_live_" + secret[:6],
+		KeyHash: ids.Hash(plain), OrganizationID: spec.orgID, ProjectID: spec.projectID,
+		CreatedByUserID: spec.createdBy, DeviceName: spec.deviceName, Source: spec.source, Scopes: spec.scopes,
+		CreatedAt: s.now(), ExpiresAt: spec.expiresAt}
+	if err := store.APIKeys.Put(tx, k); err != nil {
+		return nil, "", Internal(err, "store key")
+	}
+	return k, plain, nil
+}
+
+// CreateAPIKey mints a key for the organization; the plaintext is in the result only.
+func (s *Service) CreateAPIKey(ctx context.Context, p *Principal, orgID string, req *CreateAPIKeyRequest) (*CreatedAPIKey, error) {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return nil, err
+	}
+	if err := p.RequireAdminRole("creating an API key"); err != nil {
+		return nil, err
+	}
+	name := strings.TrimSpace(req.Name)
+	if name == "" || len(name) > 100 {
+		return nil, Invalid("name must be 1 to 100 characters")
+	}
+	scopes, err := validateScopes(req.Scopes, req.ProjectID != "")
+	if err != nil {
+		return nil, err
+	}
+	if req.ExpiresIn < 0 || req.ExpiresIn > 3650 {
+		return nil, Invalid("expires_in_days must be between 1 and 3650 (or 0 for no expiry)")
+	}
+	if p.ProjectID != "" {
+		return nil, Forbidden("a project-scoped key cannot create API keys")
+	}
+	// A caller cannot hand out more than it holds.
+	for _, sc := range scopes {
+		if !p.Has(Scope(sc)) {
+			return nil, Forbidden("cannot grant scope %s, which this credential does not hold", sc)
+		}
+	}
+	spec := keySpec{orgID: orgID, projectID: req.ProjectID, name: name, source: p.AuthSource, createdBy: p.UserID, scopes: scopes}
+	if req.ExpiresIn > 0 {
+		spec.expiresAt = ptr(s.now().Add(time.Duration(req.ExpiresIn) * 24 * time.Hour))
+	}
+	var out *CreatedAPIKey
+	err = s.db.Update(func(tx *store.Tx) error {
+		if _, err := store.Organizations.Get(tx, orgID); err != nil {
+			return notFoundAs(err, "organization %s not found", orgID)
+		}
+		if req.ProjectID != "" {
+			prj, err := store.Projects.Get(tx, req.ProjectID)
+			if err != nil || prj.OrganizationID != orgID || prj.DeletedAt != nil {
+				return Invalid("project_id %s is not a project of this organization", req.ProjectID)
+			}
+		}
+		k, plain, err := s.mintKey(tx, spec)
+		if err != nil {
+			return err
+		}
+		if err := s.audit(tx, p, "api_key.create", orgID, req.ProjectID, map[string]any{"api_key_id": k.ID, "scopes": k.Scopes}); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &CreatedAPIKey{APIKey: s.apiKeyView(k), PlaintextAPIKey: plain}
+		return nil
+	})
+	return out, err
+}
+
+// Revoked is the revoke response.
+type Revoked struct {
+	Revoked bool `json:"revoked"`
+}
+
+// RevokeAPIKey revokes a key at once; revoking a revoked key answers revoked=false.
+func (s *Service) RevokeAPIKey(ctx context.Context, p *Principal, orgID, keyID string) (*Revoked, error) {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return nil, err
+	}
+	if err := p.RequireAdminRole("revoking an API key"); err != nil {
+		return nil, err
+	}
+	out := &Revoked{}
+	err := s.db.Update(func(tx *store.Tx) error {
+		k, err := store.APIKeys.Get(tx, keyID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && k.OrganizationID != orgID) {
+			return NotFound("API key %s not found", keyID)
+		}
+		if err != nil {
+			return Internal(err, "read key")
+		}
+		if k.RevokedAt != nil {
+			return nil
+		}
+		k.RevokedAt = ptr(s.now())
+		if err := store.APIKeys.Put(tx, k); err != nil {
+			return Internal(err, "revoke key")
+		}
+		out.Revoked = true
+		return s.audit(tx, p, "api_key.revoke", orgID, k.ProjectID, map[string]any{"api_key_id": k.ID})
+	})
+	return out, err
+}

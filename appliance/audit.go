@@ -1,0 +1,58 @@
+package appliance
+
+import (
+	"context"
+
+	"github.com/theappliance/appliance/store"
+)
+
+// AuditEvent is the API resource (identical to the record).
+type AuditEvent = store.AuditEvent
+
+// AuditEventList is the list response.
+type AuditEventList struct {
+	AuditEvents []*AuditEvent `json:"audit_events"`
+}
+
+// ListOrganizationAudit returns the organization's newest audit events.
+func (s *Service) ListOrganizationAudit(ctx context.Context, p *Principal, orgID string, limit int) (*AuditEventList, error) {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return nil, err
+	}
+	out := &AuditEventList{}
+	err := s.db.View(func(tx *store.Tx) error {
+		if _, err := store.Organizations.Get(tx, orgID); err != nil {
+			return notFoundAs(err, "organization %s not found", orgID)
+		}
+		evs, err := store.AuditEvents.Lookup(tx, store.AuditEventsByOrg, orgID, store.Query{Newest: true, Limit: limit})
+		out.AuditEvents = evs
+		return err
+	})
+	return out, err
+}
+
+// ListProjectAudit returns the project's newest audit events.
+func (s *Service) ListProjectAudit(ctx context.Context, p *Principal, projectID string, limit int) (*AuditEventList, error) {
+	out := &AuditEventList{}
+	err := s.db.View(func(tx *store.Tx) error {
+		if _, err := s.visibleProject(tx, p, projectID); err != nil {
+			return err
+		}
+		evs, err := store.AuditEvents.Lookup(tx, store.AuditEventsByProject, projectID, store.Query{Newest: true, Limit: limit})
+		out.AuditEvents = evs
+		return err
+	})
+	return out, err
+}
+
+// visibleProject loads a project the caller may act on.
+func (s *Service) visibleProject(tx *store.Tx, p *Principal, projectID string) (*store.Project, error) {
+	prj, err := store.Projects.Get(tx, projectID)
+	if err != nil {
+		return nil, notFoundAs(err, "project %s not found", projectID)
+	}
+	if err := p.CheckProject(prj.ID, prj.OrganizationID); err != nil {
+		return nil, err
+	}
+	return prj, nil
+}

@@ -1,0 +1,95 @@
+package appliance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/store"
+)
+
+// Bootstrap is what the first start hands to its operator, printed once and kept in bootstrap.json.
+type Bootstrap struct {
+	APIURL         string `json:"api_url"`
+	APIKey         string `json:"api_key"`
+	OrganizationID string `json:"organization_id"`
+	Email          string `json:"email"`
+	Password       string `json:"password"`
+	CACert         string `json:"ca_cert"`
+}
+
+const metaBootstrapped = "bootstrapped_organization"
+
+// BootstrapOwnerEmail is the email of the owner user created on first start.
+const BootstrapOwnerEmail = "owner@appliance.local"
+
+// EnsureBootstrap creates, on the first start only, an organization, its owner user and an admin API key,
+// and writes them to path (mode 0600). It returns nil when the store was bootstrapped before.
+func (s *Service) EnsureBootstrap(ctx context.Context, path, caCert string) (*Bootstrap, error) {
+	var out *Bootstrap
+	err := s.db.Update(func(tx *store.Tx) error {
+		if tx.Meta(metaBootstrapped) != "" {
+			return nil
+		}
+		now := s.now()
+		org := &store.Organization{ID: ids.New("org"), Name: "Default organization", Slug: "default",
+			BillingPlan: "none", CreatedAt: now, UpdatedAt: now}
+		if err := store.Organizations.Put(tx, org); err != nil {
+			return err
+		}
+		password := ids.Secret(15)
+		u, err := s.CreateUser(tx, BootstrapOwnerEmail, "Owner", password, false,
+			store.Membership{OrganizationID: org.ID, Role: RoleOwner})
+		if err != nil {
+			return err
+		}
+		_, plain, err := s.mintKey(tx, keySpec{orgID: org.ID, name: "bootstrap admin key", source: "bootstrap",
+			createdBy: u.ID, scopes: scopeStrings(AllScopes)})
+		if err != nil {
+			return err
+		}
+		sys := &Principal{AuthSource: ActorSystem}
+		if err := s.audit(tx, sys, "organization.bootstrap", org.ID, "", map[string]any{"user_id": u.ID}); err != nil {
+			return err
+		}
+		if err := tx.SetMeta(metaBootstrapped, org.ID); err != nil {
+			return err
+		}
+		out = &Bootstrap{APIURL: s.cfg.APIURL, APIKey: plain, OrganizationID: org.ID, Email: u.Email,
+			Password: password, CACert: caCert}
+		// Written inside the transaction: if the file cannot be written nothing is committed and the next
+		// start bootstraps again.
+		return writeFile0600(path, out)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	return out, nil
+}
+
+func writeFile0600(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".bootstrap-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

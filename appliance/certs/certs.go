@@ -1,0 +1,161 @@
+// Package certs keeps the appliance's local certificate authority and issues server certificates from it.
+package certs
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// CA is the local certificate authority stored in a directory (ca.crt, ca.key mode 0600).
+type CA struct {
+	Dir  string
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+// CertPath is the CA certificate clients should trust.
+func (ca *CA) CertPath() string { return filepath.Join(ca.Dir, "ca.crt") }
+
+// LoadOrCreateCA opens the CA in dir, creating it on first use.
+func LoadOrCreateCA(dir string) (*CA, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	ca := &CA{Dir: dir}
+	keyPath := filepath.Join(dir, "ca.key")
+	certPEM, err := os.ReadFile(ca.CertPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return ca, ca.create(keyPath)
+	}
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("read CA key: %w", err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("load CA: %w", err)
+	}
+	ca.cert, err = x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, err
+	}
+	k, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
+	if !ok {
+		return nil, errors.New("CA key is not ECDSA")
+	}
+	ca.key = k
+	return ca, nil
+}
+
+func serial() *big.Int {
+	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	return n
+}
+
+func (ca *CA) create(keyPath string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: "appliance local CA", Organization: []string{"appliance"}},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().AddDate(10, 0, 0),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	ca.cert, _ = x509.ParseCertificate(der)
+	ca.key = key
+	if err := writePEM(keyPath, "EC PRIVATE KEY", mustMarshalKey(key), 0o600); err != nil {
+		return err
+	}
+	return writePEM(ca.CertPath(), "CERTIFICATE", der, 0o644)
+}
+
+func mustMarshalKey(k *ecdsa.PrivateKey) []byte {
+	b, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func writePEM(path, typ string, der []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Issue makes a server certificate for hosts (DNS names or IPs), valid for a year.
+func (ca *CA) Issue(hosts ...string) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: hosts[0]},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().AddDate(1, 0, 0),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	certPEM = append(certPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})...)
+	return certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: mustMarshalKey(key)}), nil
+}
+
+// ServerTLS returns a TLS config serving a certificate for hosts.
+func (ca *CA) ServerTLS(hosts ...string) (*tls.Config, error) {
+	c, k, err := ca.Issue(hosts...)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(c, k)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// Pool is a cert pool holding the CA (for clients and tests).
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
+}

@@ -1,0 +1,290 @@
+package appliance
+
+import (
+	"context"
+	"crypto/subtle"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/store"
+)
+
+// CLILoginTTL is how long a device login waits for authorization.
+const CLILoginTTL = 10 * time.Minute
+
+// CLI login states.
+const (
+	CLILoginPending    = "pending"
+	CLILoginAuthorized = "authorized" // the key is minted and waits for the poll
+	CLILoginCompleted  = "completed"  // the poll has taken the key
+	CLILoginExpired    = "expired"
+)
+
+// CLILoginStartRequest is the (optional) body of POST /v1/cli/login/sessions.
+type CLILoginStartRequest struct {
+	DeviceName       string   `json:"device_name" doc:"name of the device asking, shown to the approving user (up to 100 characters)"`
+	KeyName          string   `json:"key_name" doc:"name of the key to mint (default: \"CLI on <device_name>\")"`
+	Scopes           []string `json:"scopes" doc:"scopes requested; default: every scope the approving user holds"`
+	KeyExpiresInDays int64    `json:"key_expires_in_days" doc:"1 to 3650; 0 or absent: 90"`
+}
+
+// CLILoginStart is the start result.
+type CLILoginStart struct {
+	SessionID string    `json:"session_id"`
+	PollToken string    `json:"poll_token"`
+	State     string    `json:"state"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// CLILoginResult is the poll and authorize result.
+type CLILoginResult struct {
+	SessionID        string     `json:"session_id"`
+	State            string     `json:"state"`
+	ExpiresAt        time.Time  `json:"expires_at"`
+	AuthorizedAt     *time.Time `json:"authorized_at"`
+	OrganizationID   string     `json:"organization_id"`
+	OrganizationName string     `json:"organization_name"`
+	OrganizationSlug string     `json:"organization_slug"`
+	PlaintextAPIKey  string     `json:"plaintext_api_key" doc:"the minted key; present exactly once, in the first poll after authorization, otherwise empty"`
+}
+
+// CLILoginDetails is what the approving user sees before authorizing.
+type CLILoginDetails struct {
+	SessionID    string     `json:"session_id"`
+	State        string     `json:"state"`
+	ExpiresAt    time.Time  `json:"expires_at"`
+	DeviceName   string     `json:"device_name"`
+	KeyName      string     `json:"key_name"`
+	KeyExpiresAt *time.Time `json:"key_expires_at"`
+	Scopes       []string   `json:"scopes"`
+	Source       string     `json:"source"`
+}
+
+// StartCLILogin opens a device login; the poll token is returned once.
+func (s *Service) StartCLILogin(ctx context.Context, req *CLILoginStartRequest) (*CLILoginStart, error) {
+	dev := strings.TrimSpace(req.DeviceName)
+	if len(dev) > 100 || len(req.KeyName) > 100 {
+		return nil, Invalid("device_name and key_name must be at most 100 characters")
+	}
+	if req.KeyExpiresInDays < 0 || req.KeyExpiresInDays > 3650 {
+		return nil, Invalid("key_expires_in_days must be between 1 and 3650")
+	}
+	scopes := []string{}
+	if len(req.Scopes) > 0 {
+		var err error
+		if scopes, err = validateScopes(req.Scopes, false); err != nil {
+			return nil, err
+		}
+	}
+	days := req.KeyExpiresInDays
+	if days == 0 {
+		days = 90
+	}
+	keyName := strings.TrimSpace(req.KeyName)
+	if keyName == "" {
+		keyName = "CLI"
+		if dev != "" {
+			keyName = "CLI on " + dev
+		}
+	}
+	poll := "clp_" + ids.Secret(24)
+	now := s.now()
+	l := &store.CLILogin{ID: ids.New("cli"), PollTokenHash: ids.Hash(poll), State: CLILoginPending, DeviceName: dev,
+		KeyName: keyName, KeyTTLSeconds: days * 86400, Scopes: scopes, Source: "cli", CreatedAt: now,
+		ExpiresAt: now.Add(CLILoginTTL)}
+	err := s.db.Update(func(tx *store.Tx) error {
+		if err := store.CLILogins.Put(tx, l); err != nil {
+			return Internal(err, "store login")
+		}
+		return s.audit(tx, nil, "cli_login.start", "", "", map[string]any{"session_id": l.ID, "device_name": dev})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &CLILoginStart{SessionID: l.ID, PollToken: poll, State: l.State, ExpiresAt: l.ExpiresAt}, nil
+}
+
+// expire moves a pending login past its deadline to expired (in memory; callers store it).
+func (s *Service) expire(l *store.CLILogin) bool {
+	if (l.State == CLILoginPending || l.State == CLILoginAuthorized) && !s.now().Before(l.ExpiresAt) {
+		l.State = CLILoginExpired
+		l.SealedAPIKey = nil
+		return true
+	}
+	return false
+}
+
+// expireLogin is expire for a login read in a write transaction (the caller stores l when it reports
+// true): the key minted for a login that expires before the device collected it is revoked, since nobody
+// can ever hold it.
+func (s *Service) expireLogin(tx *store.Tx, l *store.CLILogin) (bool, error) {
+	authorized := l.State == CLILoginAuthorized
+	if !s.expire(l) {
+		return false, nil
+	}
+	if !authorized || l.APIKeyID == "" {
+		return true, nil
+	}
+	k, err := store.APIKeys.Get(tx, l.APIKeyID)
+	if err != nil || k.RevokedAt != nil {
+		return true, nil
+	}
+	k.RevokedAt = ptr(s.now())
+	if err := store.APIKeys.Put(tx, k); err != nil {
+		return false, Internal(err, "revoke uncollected key")
+	}
+	sys := &Principal{AuthSource: ActorSystem}
+	if err := s.audit(tx, sys, "api_key.revoke", k.OrganizationID, k.ProjectID,
+		map[string]any{"api_key_id": k.ID, "reason": "the CLI login expired before the device collected its key", "session_id": l.ID}); err != nil {
+		return false, Internal(err, "audit")
+	}
+	return true, nil
+}
+
+// PollCLILogin reports the login's state; the first poll after authorization carries the plaintext key,
+// which is then erased.
+func (s *Service) PollCLILogin(ctx context.Context, sessionID, pollToken string) (*CLILoginResult, error) {
+	var out *CLILoginResult
+	err := s.db.Update(func(tx *store.Tx) error {
+		l, err := store.CLILogins.Get(tx, sessionID)
+		if err != nil || subtle.ConstantTimeCompare([]byte(l.PollTokenHash), []byte(ids.Hash(pollToken))) != 1 {
+			return NotFound("login session %s not found (or wrong poll_token)", sessionID)
+		}
+		changed, err := s.expireLogin(tx, l)
+		if err != nil {
+			return err
+		}
+		out = &CLILoginResult{SessionID: l.ID, State: l.State, ExpiresAt: l.ExpiresAt, AuthorizedAt: l.AuthorizedAt}
+		if l.State == CLILoginAuthorized && l.SealedAPIKey != nil {
+			plain, err := s.box.Open(l.SealedAPIKey)
+			if err != nil {
+				return Internal(err, "open minted key")
+			}
+			out.PlaintextAPIKey = string(plain)
+			l.SealedAPIKey = nil
+			l.State = CLILoginCompleted
+			out.State = l.State
+			changed = true
+			// The credential leaves the appliance: recorded, with the device (holder of the poll token) as actor.
+			if err := s.audit(tx, nil, "cli_login.complete", l.OrganizationID, "", map[string]any{"session_id": l.ID, "api_key_id": l.APIKeyID}); err != nil {
+				return Internal(err, "audit")
+			}
+		}
+		if l.OrganizationID != "" {
+			if org, err := store.Organizations.Get(tx, l.OrganizationID); err == nil {
+				out.OrganizationID, out.OrganizationName, out.OrganizationSlug = org.ID, org.Name, org.Slug
+			}
+		}
+		if changed {
+			if err := store.CLILogins.Put(tx, l); err != nil {
+				return Internal(err, "store login")
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// CLILoginDetailsFor shows a pending login to a signed-in user.
+func (s *Service) CLILoginDetailsFor(ctx context.Context, p *Principal, sessionID string) (*CLILoginDetails, error) {
+	var out *CLILoginDetails
+	err := s.db.View(func(tx *store.Tx) error {
+		l, err := store.CLILogins.Get(tx, sessionID)
+		if err != nil {
+			return notFoundAs(err, "login session %s not found", sessionID)
+		}
+		s.expire(l)
+		out = &CLILoginDetails{SessionID: l.ID, State: l.State, ExpiresAt: l.ExpiresAt, DeviceName: l.DeviceName,
+			KeyName: l.KeyName, Scopes: s.cliScopes(p, l), Source: l.Source}
+		if l.KeyExpiresAt != nil {
+			out.KeyExpiresAt = l.KeyExpiresAt
+		} else if l.KeyTTLSeconds > 0 {
+			out.KeyExpiresAt = ptr(s.now().Add(time.Duration(l.KeyTTLSeconds) * time.Second))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// cliScopes are the scopes the key will carry: those requested (or all) that the approver holds.
+func (s *Service) cliScopes(p *Principal, l *store.CLILogin) []string {
+	out := []string{}
+	for _, sc := range scopeStrings(AllScopes) {
+		if p.Has(Scope(sc)) && (len(l.Scopes) == 0 || slices.Contains(l.Scopes, sc)) {
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+// AuthorizeCLILogin mints the device's key in the approver's organization. The plaintext goes to the
+// polling device only; this result's plaintext_api_key is empty.
+func (s *Service) AuthorizeCLILogin(ctx context.Context, p *Principal, sessionID string) (*CLILoginResult, error) {
+	if p.OrganizationID == "" {
+		return nil, Forbidden("authorizing a CLI login needs a session acting in an organization")
+	}
+	var out *CLILoginResult
+	expired := false
+	err := s.db.Update(func(tx *store.Tx) error {
+		l, err := store.CLILogins.Get(tx, sessionID)
+		if err != nil {
+			return notFoundAs(err, "login session %s not found", sessionID)
+		}
+		if expiredNow, err := s.expireLogin(tx, l); err != nil {
+			return err
+		} else if expiredNow {
+			if err := store.CLILogins.Put(tx, l); err != nil {
+				return Internal(err, "store login")
+			}
+		}
+		// Expired now or at an earlier poll: either way 410, and the expiry (if new) is committed.
+		if l.State == CLILoginExpired {
+			expired = true
+			return nil
+		}
+		if l.State != CLILoginPending {
+			return Conflict("login session %s is %s, not pending", l.ID, l.State)
+		}
+		scopes := s.cliScopes(p, l)
+		if len(scopes) == 0 {
+			return Forbidden("you hold none of the scopes this login requests")
+		}
+		now := s.now()
+		spec := keySpec{orgID: p.OrganizationID, name: l.KeyName, deviceName: l.DeviceName, source: l.Source,
+			createdBy: p.UserID, scopes: scopes}
+		if l.KeyTTLSeconds > 0 {
+			spec.expiresAt = ptr(now.Add(time.Duration(l.KeyTTLSeconds) * time.Second))
+		}
+		k, plain, err := s.mintKey(tx, spec)
+		if err != nil {
+			return err
+		}
+		l.State, l.AuthorizedAt, l.AuthorizedBy, l.OrganizationID = CLILoginAuthorized, ptr(now), p.UserID, p.OrganizationID
+		l.APIKeyID, l.KeyExpiresAt, l.SealedAPIKey = k.ID, k.ExpiresAt, s.box.Seal([]byte(plain))
+		if err := store.CLILogins.Put(tx, l); err != nil {
+			return Internal(err, "store login")
+		}
+		return s.audit(tx, p, "cli_login.authorize", p.OrganizationID, "", map[string]any{"session_id": l.ID, "api_key_id": k.ID})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if expired {
+		return nil, Gone("login session %s has expired", sessionID)
+	}
+	err = s.db.View(func(tx *store.Tx) error {
+		l, err := store.CLILogins.Get(tx, sessionID)
+		if err != nil {
+			return Internal(err, "read login")
+		}
+		out = &CLILoginResult{SessionID: l.ID, State: l.State, ExpiresAt: l.ExpiresAt, AuthorizedAt: l.AuthorizedAt,
+			OrganizationID: l.OrganizationID}
+		if org, err := store.Organizations.Get(tx, l.OrganizationID); err == nil {
+			out.OrganizationName, out.OrganizationSlug = org.Name, org.Slug
+		}
+		return nil
+	})
+	return out, err
+}

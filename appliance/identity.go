@@ -1,0 +1,218 @@
+package appliance
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net/mail"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/store"
+)
+
+// SessionTTL is how long an identity-provider session lasts.
+const SessionTTL = 12 * time.Hour
+
+const sessionPrefix = "ses"
+
+// SessionRequest signs a user in with the built-in identity provider.
+type SessionRequest struct {
+	Email          string `json:"email" api:"required"`
+	Password       string `json:"password" api:"required"`
+	OrganizationID string `json:"organization_id"` // the organization to act in; default: the first membership
+}
+
+// SessionResult carries the session token (returned once).
+type SessionResult struct {
+	Token          string    `json:"token"`
+	UserID         string    `json:"user_id"`
+	OrganizationID string    `json:"organization_id"`
+	Role           string    `json:"role"`
+	ExpiresAt      time.Time `json:"expires_at"`
+}
+
+// dummyHash makes a sign-in for an unknown email cost as much as a wrong password.
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not a password"), bcrypt.DefaultCost)
+
+// CreateSession checks the password and issues a session token accepted as a bearer token. The password
+// is checked outside the write transaction: bcrypt takes tens of milliseconds, and holding the store's
+// single writer that long on every sign-in attempt would stall every other write.
+func (s *Service) CreateSession(ctx context.Context, req *SessionRequest) (*SessionResult, error) {
+	email := strings.ToLower(strings.TrimSpace(req.Email))
+	var u *store.User
+	err := s.db.View(func(tx *store.Tx) error {
+		var err error
+		u, err = store.Users.First(tx, store.UsersByEmail, email)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		bcrypt.CompareHashAndPassword(dummyHash, []byte(req.Password))
+		return nil, Unauthenticated("invalid email or password")
+	}
+	if err != nil {
+		return nil, Internal(err, "read user")
+	}
+	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(req.Password)) != nil {
+		return nil, Unauthenticated("invalid email or password")
+	}
+	orgID, role := "", ""
+	for _, m := range u.Memberships {
+		if req.OrganizationID == "" || subtle.ConstantTimeCompare([]byte(m.OrganizationID), []byte(req.OrganizationID)) == 1 {
+			orgID, role = m.OrganizationID, m.Role
+			break
+		}
+	}
+	if req.OrganizationID != "" && orgID == "" {
+		return nil, Forbidden("user is not a member of organization %s", req.OrganizationID)
+	}
+	if orgID == "" && !u.IsAdmin {
+		return nil, Forbidden("user belongs to no organization")
+	}
+	if u.IsAdmin && req.OrganizationID == "" {
+		orgID, role = "", ""
+	}
+	token := sessionPrefix + "_" + ids.Secret(32)
+	var out *SessionResult
+	err = s.db.Update(func(tx *store.Tx) error {
+		// The user may have changed since the password was checked: it must still exist with that password.
+		cur, err := store.Users.Get(tx, u.ID)
+		if err != nil || cur.PasswordHash != u.PasswordHash {
+			return Unauthenticated("invalid email or password")
+		}
+		now := s.now()
+		sess := &store.Session{ID: ids.New("ses"), TokenHash: ids.Hash(token), UserID: u.ID,
+			OrganizationID: orgID, CreatedAt: now, ExpiresAt: now.Add(SessionTTL)}
+		if err := store.Sessions.Put(tx, sess); err != nil {
+			return Internal(err, "store session")
+		}
+		p := &Principal{AuthSource: SourceSession, UserID: u.ID}
+		if err := s.audit(tx, p, "session.create", sess.OrganizationID, "", nil); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &SessionResult{Token: token, UserID: u.ID, OrganizationID: sess.OrganizationID, Role: role, ExpiresAt: sess.ExpiresAt}
+		return nil
+	})
+	return out, err
+}
+
+// CreateUser adds a user of the built-in identity provider (used by bootstrap and the admin CLI).
+func (s *Service) CreateUser(tx *store.Tx, email, name, password string, isAdmin bool, memberships ...store.Membership) (*store.User, error) {
+	addr, err := mail.ParseAddress(email)
+	if err != nil || addr.Address != email {
+		return nil, Invalid("email %q is not a valid address", email)
+	}
+	email = strings.ToLower(email)
+	if len(password) < 12 {
+		return nil, Invalid("password must be at least 12 characters")
+	}
+	if _, err := store.Users.First(tx, store.UsersByEmail, email); err == nil {
+		return nil, Conflict("a user with email %s exists", email)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.passwordCost())
+	if err != nil {
+		return nil, Internal(err, "hash password")
+	}
+	now := s.now()
+	u := &store.User{ID: ids.New("usr"), Email: email, Name: name, PasswordHash: string(hash), IsAdmin: isAdmin,
+		Memberships: memberships, CreatedAt: now, UpdatedAt: now}
+	if u.Memberships == nil {
+		u.Memberships = []store.Membership{}
+	}
+	if err := store.Users.Put(tx, u); err != nil {
+		return nil, Internal(err, "store user")
+	}
+	return u, nil
+}
+
+// Authenticate resolves a bearer token (API key or session token) to a principal and records key use.
+func (s *Service) Authenticate(ctx context.Context, token string) (*Principal, error) {
+	if token == "" {
+		return nil, Unauthenticated("missing credentials: send Authorization: Bearer <token> or X-API-Key")
+	}
+	hash := ids.Hash(token)
+	now := s.now()
+	if strings.HasPrefix(token, sessionPrefix+"_") {
+		var p *Principal
+		err := s.db.View(func(tx *store.Tx) error {
+			sess, err := store.Sessions.First(tx, store.SessionsByHash, hash)
+			if err != nil || sess.RevokedAt != nil || !now.Before(sess.ExpiresAt) {
+				return Unauthenticated("invalid or expired session")
+			}
+			u, err := store.Users.Get(tx, sess.UserID)
+			if err != nil {
+				return Unauthenticated("invalid or expired session")
+			}
+			p = &Principal{AuthSource: SourceSession, UserID: u.ID, IsAdmin: u.IsAdmin, sessionID: sess.ID, Scopes: []string{}}
+			if u.IsAdmin && sess.OrganizationID == "" {
+				p.Scopes = scopeStrings(AllScopes)
+				return nil
+			}
+			for _, m := range u.Memberships {
+				if m.OrganizationID != sess.OrganizationID {
+					continue
+				}
+				org, err := store.Organizations.Get(tx, m.OrganizationID)
+				if err != nil {
+					return Unauthenticated("session organization no longer exists")
+				}
+				p.OrganizationID, p.IDPOrganizationID, p.IDPOrganizationSlug = org.ID, org.ID, org.Slug
+				p.IDPOrganizationRole = m.Role
+				p.Scopes = scopeStrings(roleScopes(m.Role))
+				if u.IsAdmin {
+					p.Scopes = scopeStrings(AllScopes)
+				}
+				return nil
+			}
+			return Unauthenticated("user is no longer a member of the session's organization")
+		})
+		return p, err
+	}
+	if !strings.Contains(token, "_live_") {
+		return nil, Unauthenticated("invalid API key")
+	}
+	var k *store.APIKey
+	err := s.db.View(func(tx *store.Tx) error {
+		var err error
+		k, err = store.APIKeys.First(tx, store.APIKeysByHash, hash)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, Unauthenticated("invalid API key")
+	}
+	if err != nil {
+		return nil, Internal(err, "read key")
+	}
+	if k.RevokedAt != nil {
+		return nil, Unauthenticated("API key has been revoked")
+	}
+	if k.ExpiresAt != nil && !now.Before(*k.ExpiresAt) {
+		return nil, Unauthenticated("API key has expired")
+	}
+	// last_used_at is kept to the minute, so a busy key takes the store's writer (and an fsync) at most
+	// once a minute rather than on every call.
+	if k.LastUsedAt == nil || now.Sub(*k.LastUsedAt) >= time.Minute {
+		err := s.db.Update(func(tx *store.Tx) error {
+			cur, err := store.APIKeys.Get(tx, k.ID)
+			if err != nil {
+				return Unauthenticated("invalid API key")
+			}
+			if cur.RevokedAt != nil { // revoked since it was read
+				return Unauthenticated("API key has been revoked")
+			}
+			cur.LastUsedAt = ptr(now)
+			if err := store.APIKeys.Put(tx, cur); err != nil {
+				return Internal(err, "record key use")
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &Principal{AuthSource: SourceAPIKey, OrganizationID: k.OrganizationID, UserID: k.CreatedByUserID,
+		Scopes: append([]string{}, k.Scopes...), ProjectID: k.ProjectID, APIKeyID: k.ID}, nil
+}

@@ -1,0 +1,130 @@
+package appliance
+
+import (
+	"context"
+	"net/mail"
+	"regexp"
+	"strings"
+
+	"github.com/theappliance/appliance/store"
+)
+
+// Organization is the API resource (the stored record has exactly the spec's fields).
+type Organization = store.Organization
+
+// OrganizationResponse wraps one organization.
+type OrganizationResponse struct {
+	Organization *Organization `json:"organization"`
+}
+
+// MeResponse is GET /v1/me.
+type MeResponse struct {
+	Organization *Organization `json:"organization"` // null for a platform admin acting in no organization
+	Principal    *Principal    `json:"principal"`
+}
+
+// Me describes the caller and its organization.
+func (s *Service) Me(ctx context.Context, p *Principal) (*MeResponse, error) {
+	out := &MeResponse{Principal: p}
+	if p.OrganizationID == "" {
+		return out, nil
+	}
+	err := s.db.View(func(tx *store.Tx) error {
+		org, err := store.Organizations.Get(tx, p.OrganizationID)
+		if err != nil {
+			return notFoundAs(err, "organization %s not found", p.OrganizationID)
+		}
+		out.Organization = org
+		return nil
+	})
+	return out, err
+}
+
+// GetOrganization returns one organization the caller may see.
+func (s *Service) GetOrganization(ctx context.Context, p *Principal, orgID string) (*OrganizationResponse, error) {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return nil, err
+	}
+	var out *OrganizationResponse
+	err := s.db.View(func(tx *store.Tx) error {
+		org, err := store.Organizations.Get(tx, orgID)
+		if err != nil {
+			return notFoundAs(err, "organization %s not found", orgID)
+		}
+		out = &OrganizationResponse{Organization: org}
+		return nil
+	})
+	return out, err
+}
+
+// PatchOrganizationRequest holds the organization fields a customer may change; absent fields stay.
+type PatchOrganizationRequest struct {
+	Name         *string `json:"name" doc:"1 to 100 characters"`
+	Slug         *string `json:"slug" doc:"lowercase letters, digits and dashes, 3 to 40 characters, unique"`
+	BillingEmail *string `json:"billing_email" doc:"an email address, or empty to clear"`
+	BillingName  *string `json:"billing_name" doc:"up to 200 characters"`
+}
+
+var slugRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{1,38})[a-z0-9]$`)
+
+// PatchOrganization changes the profile; an empty body changes nothing and still answers the organization.
+func (s *Service) PatchOrganization(ctx context.Context, p *Principal, orgID string, req *PatchOrganizationRequest) (*OrganizationResponse, error) {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return nil, err
+	}
+	if req.Name != nil {
+		if n := strings.TrimSpace(*req.Name); n == "" || len(n) > 100 {
+			return nil, Invalid("name must be 1 to 100 characters")
+		}
+	}
+	if req.Slug != nil && !slugRE.MatchString(*req.Slug) {
+		return nil, Invalid("slug must be 3 to 40 lowercase letters, digits or dashes, starting and ending with a letter or digit")
+	}
+	if req.BillingEmail != nil && *req.BillingEmail != "" {
+		if a, err := mail.ParseAddress(*req.BillingEmail); err != nil || a.Address != *req.BillingEmail {
+			return nil, Invalid("billing_email is not a valid email address")
+		}
+	}
+	if req.BillingName != nil && len(*req.BillingName) > 200 {
+		return nil, Invalid("billing_name must be at most 200 characters")
+	}
+	var out *OrganizationResponse
+	err := s.db.Update(func(tx *store.Tx) error {
+		org, err := store.Organizations.Get(tx, orgID)
+		if err != nil {
+			return notFoundAs(err, "organization %s not found", orgID)
+		}
+		changed := map[string]any{}
+		if req.Name != nil {
+			org.Name = strings.TrimSpace(*req.Name)
+			changed["name"] = org.Name
+		}
+		if req.Slug != nil && *req.Slug != org.Slug {
+			if other, err := store.Organizations.First(tx, store.OrganizationsBySlug, *req.Slug); err == nil && other.ID != org.ID {
+				return Conflict("slug %s is taken", *req.Slug)
+			}
+			org.Slug = *req.Slug
+			changed["slug"] = org.Slug
+		}
+		if req.BillingEmail != nil {
+			org.BillingEmail = *req.BillingEmail
+			changed["billing_email"] = org.BillingEmail
+		}
+		if req.BillingName != nil {
+			org.BillingName = *req.BillingName
+			changed["billing_name"] = org.BillingName
+		}
+		if len(changed) > 0 {
+			org.UpdatedAt = s.now()
+			if err := store.Organizations.Put(tx, org); err != nil {
+				return Internal(err, "store organization")
+			}
+			if err := s.audit(tx, p, "organization.update", orgID, "", changed); err != nil {
+				return Internal(err, "audit")
+			}
+		}
+		out = &OrganizationResponse{Organization: org}
+		return nil
+	})
+	return out, err
+}

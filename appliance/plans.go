@@ -1,0 +1,43 @@
+package appliance
+
+import "slices"
+
+// Plan is a project's size and quota, defined here once for the whole appliance.
+type Plan struct {
+	Name              string `json:"name"`
+	MaxConnections    int    `json:"max_connections"`
+	StorageLimitBytes int64  `json:"storage_limit_bytes"`
+	KVMemoryMB        int    `json:"kv_memory_mb"`
+	PreviewsLimit     int    `json:"previews_limit"` // preview databases per project
+}
+
+const gib = int64(1) << 30
+
+// Plans are the project plans, smallest first.
+var Plans = []Plan{
+	{Name: "free", MaxConnections: 20, StorageLimitBytes: 1 * gib, KVMemoryMB: 32, PreviewsLimit: 2},
+	{Name: "pro", MaxConnections: 100, StorageLimitBytes: 10 * gib, KVMemoryMB: 256, PreviewsLimit: 10},
+	{Name: "scale", MaxConnections: 300, StorageLimitBytes: 50 * gib, KVMemoryMB: 1024, PreviewsLimit: 25},
+}
+
+// DefaultPlan is the plan of a new project.
+const DefaultPlan = "free"
+
+// PlanByName finds a plan.
+func PlanByName(name string) (Plan, bool) {
+	i := slices.IndexFunc(Plans, func(p Plan) bool { return p.Name == name })
+	if i < 0 {
+		return Plan{}, false
+	}
+	return Plans[i], true
+}
+
+// OrganizationQuota bounds what one organization may hold on this appliance.
+type OrganizationQuota struct {
+	ProjectsLimit     int
+	PreviewsLimit     int
+	StorageLimitBytes int64
+}
+
+// DefaultOrganizationQuota applies to every organization (the operator may raise it with flags later).
+var DefaultOrganizationQuota = OrganizationQuota{ProjectsLimit: 20, PreviewsLimit: 50, StorageLimitBytes: 200 * gib}

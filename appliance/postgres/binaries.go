@@ -1,0 +1,85 @@
+// Package postgres runs the PostgreSQL instances of projects: binaries, initdb, configuration, start, stop
+// and adoption, as an unprivileged OS user.
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Binaries locates one PostgreSQL installation's programs.
+type Binaries struct {
+	Dir   string // the bin directory
+	Major int
+}
+
+// Path returns the path of a program, or an error naming what is missing.
+func (b Binaries) Path(program string) (string, error) {
+	p := filepath.Join(b.Dir, program)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("PostgreSQL program %s is not installed in %s (install the postgresql-%d Debian package)", program, b.Dir, b.Major)
+	}
+	return p, nil
+}
+
+// ErrNoBinaries means no PostgreSQL installation was found.
+var ErrNoBinaries = errors.New("no PostgreSQL binaries found: install postgresql-15 (Debian) or pass --pg-bin")
+
+// FindBinaries resolves the binaries: an explicit bin dir first, then the newest Debian install under
+// /usr/lib/postgresql/<major>/bin, then pg_config on PATH.
+func FindBinaries(explicit string) (Binaries, error) {
+	if explicit != "" {
+		return binariesIn(explicit)
+	}
+	if all := Installed("/usr/lib/postgresql"); len(all) > 0 {
+		return all[len(all)-1], nil
+	}
+	if pgc, err := exec.LookPath("pg_config"); err == nil {
+		out, err := exec.Command(pgc, "--bindir").Output()
+		if err == nil {
+			return binariesIn(strings.TrimSpace(string(out)))
+		}
+	}
+	return Binaries{}, ErrNoBinaries
+}
+
+// Installed lists the majors installed under root (Debian layout), oldest first.
+func Installed(root string) []Binaries {
+	entries, _ := os.ReadDir(root)
+	var out []Binaries
+	for _, e := range entries {
+		major, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := binariesIn(filepath.Join(root, e.Name(), "bin")); err == nil && b.Major == major {
+			out = append(out, b)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Major < out[j].Major })
+	return out
+}
+
+func binariesIn(dir string) (Binaries, error) {
+	pgctl := filepath.Join(dir, "pg_ctl")
+	out, err := exec.Command(pgctl, "--version").Output()
+	if err != nil {
+		return Binaries{}, fmt.Errorf("%s: %w", pgctl, ErrNoBinaries)
+	}
+	// "pg_ctl (PostgreSQL) 15.20 (Debian 15.20-0+deb12u1)"
+	fields := strings.Fields(string(out))
+	if len(fields) < 3 {
+		return Binaries{}, fmt.Errorf("unexpected %s --version output %q", pgctl, out)
+	}
+	major, err := strconv.Atoi(strings.SplitN(fields[2], ".", 2)[0])
+	if err != nil {
+		return Binaries{}, fmt.Errorf("unexpected %s --version output %q", pgctl, out)
+	}
+	return Binaries{Dir: dir, Major: major}, nil
+}

@@ -1,0 +1,156 @@
+package appliance
+
+import (
+	"slices"
+)
+
+// Scope is a permission an API key carries.
+type Scope string
+
+// The ten scopes of the API.
+const (
+	ScopeProjectsRead       Scope = "projects:read"
+	ScopeProjectsWrite      Scope = "projects:write"
+	ScopeCredentialsRead    Scope = "credentials:read"
+	ScopeBackupsRead        Scope = "backups:read"
+	ScopeBackupsWrite       Scope = "backups:write"
+	ScopeJobsRead           Scope = "jobs:read"
+	ScopeOrganizationsRead  Scope = "organizations:read"
+	ScopeOrganizationsWrite Scope = "organizations:write"
+	ScopeAPIKeysRead        Scope = "api_keys:read"
+	ScopeAPIKeysWrite       Scope = "api_keys:write"
+)
+
+// AllScopes lists every scope in a stable order.
+var AllScopes = []Scope{
+	ScopeProjectsRead, ScopeProjectsWrite, ScopeCredentialsRead, ScopeBackupsRead, ScopeBackupsWrite,
+	ScopeJobsRead, ScopeOrganizationsRead, ScopeOrganizationsWrite, ScopeAPIKeysRead, ScopeAPIKeysWrite,
+}
+
+// organizationScopes act on the organization as a whole and are refused on project-scoped keys.
+var organizationScopes = []Scope{ScopeOrganizationsRead, ScopeOrganizationsWrite, ScopeAPIKeysRead, ScopeAPIKeysWrite}
+
+// IsOrganizationScope reports whether s manages the organization as a whole.
+func IsOrganizationScope(s Scope) bool { return slices.Contains(organizationScopes, s) }
+
+// Organization roles of the built-in identity provider.
+const (
+	RoleOwner  = "owner"
+	RoleAdmin  = "admin"
+	RoleMember = "member"
+)
+
+// roleScopes are the scopes a session carries for each role.
+func roleScopes(role string) []Scope {
+	if role == RoleOwner || role == RoleAdmin {
+		return AllScopes
+	}
+	return []Scope{ScopeProjectsRead, ScopeProjectsWrite, ScopeCredentialsRead, ScopeBackupsRead,
+		ScopeBackupsWrite, ScopeJobsRead, ScopeOrganizationsRead, ScopeAPIKeysRead}
+}
+
+// Authentication sources.
+const (
+	SourceAPIKey  = "api_key"
+	SourceSession = "session"
+)
+
+// Actor kinds recorded on audit events.
+const (
+	ActorAPIKey    = "api_key"
+	ActorUser      = "user"
+	ActorSystem    = "system"
+	ActorAnonymous = "anonymous"
+)
+
+// Principal is the authenticated caller.
+type Principal struct {
+	AuthSource          string   `json:"auth_source"`
+	IDPOrganizationID   string   `json:"idp_organization_id"`
+	IDPOrganizationRole string   `json:"idp_organization_role"`
+	IDPOrganizationSlug string   `json:"idp_organization_slug"`
+	OrganizationID      string   `json:"organization_id"`
+	UserID              string   `json:"user_id"`
+	IsAdmin             bool     `json:"is_admin"`
+	Scopes              []string `json:"scopes"`
+	ProjectID           string   `json:"project_id"` // set for project-scoped keys
+	APIKeyID            string   `json:"api_key_id"` // set when authenticated by API key
+
+	sessionID string
+}
+
+// Has reports whether the principal carries scope s.
+func (p *Principal) Has(s Scope) bool { return slices.Contains(p.Scopes, string(s)) }
+
+// IsSession reports whether the caller is an identity-provider session.
+func (p *Principal) IsSession() bool { return p.AuthSource == SourceSession }
+
+// Actor returns the kind and id recorded on audit events.
+func (p *Principal) Actor() (kind, id string) {
+	if p == nil {
+		return ActorAnonymous, ""
+	}
+	switch p.AuthSource {
+	case SourceAPIKey:
+		return ActorAPIKey, p.APIKeyID
+	case ActorSystem:
+		return ActorSystem, "appliance"
+	}
+	return ActorUser, p.UserID
+}
+
+// RequireAdminRole refuses sessions without the organization admin role (owner or admin) for the
+// admin-only actions of the spec (§Authentication 6); API keys are governed by their scopes.
+func (p *Principal) RequireAdminRole(action string) error {
+	if !p.IsSession() || p.IsAdmin {
+		return nil
+	}
+	if p.IDPOrganizationRole == RoleOwner || p.IDPOrganizationRole == RoleAdmin {
+		return nil
+	}
+	return Forbidden("%s requires the organization admin role", action)
+}
+
+// CheckOrganization refuses access to an organization the caller does not belong to. Platform admins may
+// act on any organization. The error is a 404 so other organizations' IDs are not revealed.
+func (p *Principal) CheckOrganization(orgID string) error {
+	if p.IsAdmin || p.OrganizationID == orgID {
+		return nil
+	}
+	return NotFound("organization %s not found", orgID)
+}
+
+// CheckProject refuses a project outside the caller's reach: another organization's (404) or, for a
+// project-scoped key, any project but its own (403).
+func (p *Principal) CheckProject(projectID, projectOrgID string) error {
+	if err := p.CheckOrganization(projectOrgID); err != nil {
+		return NotFound("project %s not found", projectID)
+	}
+	if p.ProjectID != "" && p.ProjectID != projectID {
+		return Forbidden("this API key is restricted to project %s", p.ProjectID)
+	}
+	return nil
+}
+
+// OrganizationFilter resolves the organization a listing is for: organization principals always get their
+// own (a different filter is refused); platform admins must name one.
+func (p *Principal) OrganizationFilter(requested string) (string, error) {
+	if p.IsAdmin {
+		if requested == "" {
+			return "", Invalid("organization_id is required for platform administrators, who have no implicit organization")
+		}
+		return requested, nil
+	}
+	if requested != "" && requested != p.OrganizationID {
+		return "", NotFound("organization %s not found", requested)
+	}
+	return p.OrganizationID, nil
+}
+
+func scopeStrings(s []Scope) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = string(v)
+	}
+	return out
+}

@@ -1,0 +1,63 @@
+package appliance
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// SecretBox encrypts secrets the appliance must use again (AES-256-GCM with a key file in the data dir).
+type SecretBox struct{ aead cipher.AEAD }
+
+// OpenSecretBox loads the key at path, creating a new random key (mode 0600) on first use.
+func OpenSecretBox(path string) (*SecretBox, error) {
+	key, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		key = make([]byte, 32)
+		rand.Read(key)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("create secret key: %w", err)
+		}
+		if _, err := f.Write(key); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("write secret key: %w", err)
+		}
+		if err := f.Close(); err != nil {
+			return nil, fmt.Errorf("write secret key: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("read secret key: %w", err)
+	}
+	if len(key) != 32 {
+		return nil, fmt.Errorf("secret key %s: want 32 bytes, have %d", path, len(key))
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &SecretBox{aead: aead}, nil
+}
+
+// Seal encrypts plaintext; the nonce is prepended.
+func (b *SecretBox) Seal(plaintext []byte) []byte {
+	nonce := make([]byte, b.aead.NonceSize())
+	rand.Read(nonce)
+	return b.aead.Seal(nonce, nonce, plaintext, nil)
+}
+
+// Open decrypts what Seal produced.
+func (b *SecretBox) Open(sealed []byte) ([]byte, error) {
+	n := b.aead.NonceSize()
+	if len(sealed) < n {
+		return nil, errors.New("sealed value too short")
+	}
+	return b.aead.Open(nil, sealed[:n], sealed[n:], nil)
+}

@@ -1,0 +1,101 @@
+// Package appliance is the domain: resources, rules and the services behind every endpoint, and the job
+// handlers. The HTTP layer calls exactly one Service method per request.
+package appliance
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/store"
+)
+
+// Config is what the service needs to know about its deployment.
+type Config struct {
+	APIURL     string // base URL clients use for the API, e.g. https://127.0.0.1:7443
+	PublicHost string // host name clients use for databases
+	Region     string
+	KeyPrefix  string // API keys look like <KeyPrefix>_live_<random>
+	Version    string
+	// PasswordCost is the bcrypt cost of stored password hashes (0: bcrypt.DefaultCost). Tests lower it.
+	PasswordCost int
+}
+
+// Notifier is poked after jobs are enqueued so the runner claims them at once.
+type Notifier interface{ Notify() }
+
+// Service implements every endpoint's behaviour on top of the store.
+type Service struct {
+	cfg   Config
+	db    *store.DB
+	box   *SecretBox
+	jobs  Notifier
+	log   *slog.Logger
+	now   func() time.Time
+	Probe *Probes
+	meter ProjectMeter
+}
+
+// New returns a service; jobs may be nil until the runner exists (SetNotifier).
+func New(cfg Config, db *store.DB, box *SecretBox, log *slog.Logger) *Service {
+	if cfg.KeyPrefix == "" {
+		cfg.KeyPrefix = "apl"
+	}
+	if cfg.Region == "" {
+		cfg.Region = "local"
+	}
+	return &Service{cfg: cfg, db: db, box: box, log: log, now: func() time.Time { return time.Now().UTC() }, Probe: &Probes{}}
+}
+
+// SetNotifier connects the job runner.
+func (s *Service) SetNotifier(n Notifier) { s.jobs = n }
+
+// SetMeter connects the live project meter used by usage.
+func (s *Service) SetMeter(m ProjectMeter) { s.meter = m }
+
+// SetClock replaces the clock (tests of expiry).
+func (s *Service) SetClock(now func() time.Time) { s.now = func() time.Time { return now().UTC() } }
+
+func (s *Service) passwordCost() int {
+	if s.cfg.PasswordCost == 0 {
+		return bcrypt.DefaultCost
+	}
+	return s.cfg.PasswordCost
+}
+
+// Config returns the deployment configuration.
+func (s *Service) Config() Config { return s.cfg }
+
+// DB exposes the store to the packages that run beside the service (scheduler, tests).
+func (s *Service) DB() *store.DB { return s.db }
+
+// audit writes an audit event inside tx.
+func (s *Service) audit(tx *store.Tx, p *Principal, action, orgID, projectID string, metadata any) error {
+	kind, id := p.Actor()
+	var md json.RawMessage
+	if metadata != nil {
+		b, err := json.Marshal(metadata)
+		if err != nil {
+			return err
+		}
+		md = b
+	}
+	return store.AuditEvents.Put(tx, &store.AuditEvent{
+		ID: ids.New("aud"), Action: action, ActorKind: kind, ActorID: id,
+		OrganizationID: orgID, ProjectID: projectID, Metadata: md, CreatedAt: s.now(),
+	})
+}
+
+// notFoundAs turns store.ErrNotFound into a 404 with msg, and anything else into an internal error.
+func notFoundAs(err error, format string, args ...any) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return NotFound(format, args...)
+	}
+	return Internal(err, "read metadata")
+}
+
+func ptr[T any](v T) *T { return &v }

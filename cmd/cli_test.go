@@ -1,0 +1,569 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/httpapi"
+	"github.com/theappliance/appliance/store"
+)
+
+// cliEnv is a real appliance API served over HTTPS with a certificate from a local CA, and an isolated
+// CLI config for the client commands under test.
+type cliEnv struct {
+	t       *testing.T
+	svc     *appliance.Service
+	url     string
+	caPath  string
+	boot    *appliance.Bootstrap
+	cfgPath string
+}
+
+type cliSetupOpts struct {
+	clock  func() time.Time
+	limits httpapi.RateLimits
+}
+
+func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
+	t.Helper()
+	o := cliSetupOpts{limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}}
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	dir := t.TempDir()
+	db, err := store.Open(filepath.Join(dir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	box, err := appliance.OpenSecretBox(filepath.Join(dir, "secret.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := certs.LoadOrCreateCA(filepath.Join(dir, "ca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg, err := ca.ServerTLS("127.0.0.1", "localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc := appliance.New(appliance.Config{APIURL: "https://127.0.0.1", PublicHost: "localhost", Region: "local", Version: "test"}, db, box, logger)
+	if o.clock != nil {
+		svc.SetClock(o.clock)
+	}
+	boot, err := svc.EnsureBootstrap(t.Context(), filepath.Join(dir, "bootstrap.json"), ca.CertPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := httpapi.New(svc, httpapi.Options{Log: logger, Limits: o.limits})
+	ts := httptest.NewUnstartedServer(api)
+	ts.TLS = tlsCfg
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // handshake failures are expected in the TLS test
+	ts.StartTLS()
+	t.Cleanup(func() { ts.Close(); api.Close() })
+
+	e := &cliEnv{t: t, svc: svc, url: ts.URL, caPath: ca.CertPath(), boot: boot,
+		cfgPath: filepath.Join(t.TempDir(), "cli", "config.json")}
+	t.Setenv("APPLIANCE_CONFIG", e.cfgPath)
+	for _, v := range []string{"APPLIANCE_API_URL", "APPLIANCE_API_KEY", "APPLIANCE_CA_CERT", "APPLIANCE_PASSWORD", "APPLIANCE_EMAIL"} {
+		t.Setenv(v, "")
+	}
+	return e
+}
+
+// syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// newCLIRoot is a fresh command tree with the client commands, so that commands can run concurrently
+// and flag values never leak from one run to the next.
+func newCLIRoot() *cobra.Command {
+	r := &cobra.Command{Use: "appliance", SilenceUsage: true, SilenceErrors: true}
+	addClientCommands(r)
+	return r
+}
+
+type cliRun struct {
+	stdout, stderr *syncBuffer
+	done           chan error
+}
+
+// start runs the command line in a goroutine.
+func (e *cliEnv) start(stdin string, args ...string) *cliRun {
+	r := &cliRun{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	c := newCLIRoot()
+	c.SetArgs(args)
+	c.SetIn(strings.NewReader(stdin))
+	c.SetOut(r.stdout)
+	c.SetErr(r.stderr)
+	ctx := e.t.Context()
+	go func() { r.done <- c.ExecuteContext(ctx) }()
+	return r
+}
+
+// wait returns the command's error, failing the test if it does not end.
+func (r *cliRun) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("command did not finish\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+		return nil
+	}
+}
+
+// run runs the command line to its end.
+func (e *cliEnv) run(stdin string, args ...string) (stdout, stderr string, err error) {
+	e.t.Helper()
+	r := e.start(stdin, args...)
+	err = r.wait(e.t)
+	return r.stdout.String(), r.stderr.String(), err
+}
+
+// mustRun runs the command line and fails the test on error.
+func (e *cliEnv) mustRun(stdin string, args ...string) (stdout, stderr string) {
+	e.t.Helper()
+	stdout, stderr, err := e.run(stdin, args...)
+	if err != nil {
+		e.t.Fatalf("appliance %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout, stderr)
+	}
+	return stdout, stderr
+}
+
+// waitFor polls cond until it holds; it fails early if the background command ended.
+func waitFor(t *testing.T, what string, r *cliRun, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		select {
+		case err := <-r.done:
+			t.Fatalf("waiting for %s: command ended (err %v)\nstdout:\n%s\nstderr:\n%s", what, err, r.stdout, r.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s\nstdout:\n%s\nstderr:\n%s", what, r.stdout, r.stderr)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+var sessionIDRe = regexp.MustCompile(`cli_[0-9a-z]{26}`)
+
+// waitSession waits until the login command printed its session id.
+func waitSession(t *testing.T, r *cliRun) string {
+	t.Helper()
+	waitFor(t, "the login session id", r, func() bool { return sessionIDRe.MatchString(r.stdout.String()) })
+	return sessionIDRe.FindString(r.stdout.String())
+}
+
+// readCLIConfig reads the config file, checking its mode and its directory's.
+func (e *cliEnv) readCLIConfig() *cliConfig {
+	e.t.Helper()
+	fi, err := os.Stat(e.cfgPath)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		e.t.Errorf("config mode %v, want 0600", fi.Mode().Perm())
+	}
+	di, err := os.Stat(filepath.Dir(e.cfgPath))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if di.Mode().Perm() != 0o700 {
+		e.t.Errorf("config dir mode %v, want 0700", di.Mode().Perm())
+	}
+	b, err := os.ReadFile(e.cfgPath)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var cfg cliConfig
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		e.t.Fatalf("config is not JSON: %v\n%s", err, b)
+	}
+	return &cfg
+}
+
+func (e *cliEnv) orgName() string {
+	e.t.Helper()
+	p, err := e.svc.Authenticate(e.t.Context(), e.boot.APIKey)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	me, err := e.svc.Me(e.t.Context(), p)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return me.Organization.Name
+}
+
+func TestCLILoginDeviceFlow(t *testing.T) {
+	e := setupCLI(t)
+	org := e.orgName()
+
+	login := e.start("", "login", "--api", e.url, "--ca-cert", e.caPath, "--device-name", "test laptop", "--poll-interval", "10ms")
+	id := waitSession(t, login)
+	out := login.stdout.String()
+	for _, want := range []string{
+		"Open " + e.url + "/cli/login/" + id + " in a signed-in browser",
+		"appliance login approve " + id + " --api " + e.url,
+		"--email <you>",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("login output lacks %q:\n%s", want, out)
+		}
+	}
+
+	approveOut, _ := e.mustRun(e.boot.Password+"\n", "login", "approve", id, "--api", e.url, "--ca-cert", e.caPath,
+		"--email", e.boot.Email, "--password-stdin")
+	for _, want := range []string{"test laptop", "CLI on test laptop", "projects:read", "Approved login session " + id, org + " (" + e.boot.OrganizationID + ")", "state: authorized"} {
+		if !strings.Contains(approveOut, want) {
+			t.Errorf("approve output lacks %q:\n%s", want, approveOut)
+		}
+	}
+
+	if err := login.wait(t); err != nil {
+		t.Fatalf("login: %v\nstdout:\n%s\nstderr:\n%s", err, login.stdout, login.stderr)
+	}
+	out = login.stdout.String()
+	if want := "Logged in to organization " + org + " (" + e.boot.OrganizationID + ")"; !strings.Contains(out, want) {
+		t.Errorf("login output lacks %q:\n%s", want, out)
+	}
+
+	cfg := e.readCLIConfig()
+	if cfg.APIURL != e.url || !strings.Contains(cfg.APIKey, "_live_") || cfg.PendingLogin != nil {
+		t.Fatalf("config = %+v", cfg)
+	}
+	for _, s := range []string{out, login.stderr.String(), approveOut} {
+		if strings.Contains(s, cfg.APIKey) {
+			t.Errorf("the API key was printed:\n%s", s)
+		}
+	}
+	// The CA was copied next to the config so the login survives the server's data dir moving.
+	if filepath.Dir(cfg.CACert) != filepath.Dir(e.cfgPath) {
+		t.Errorf("ca_cert %q is not in the config dir", cfg.CACert)
+	}
+	want, _ := os.ReadFile(e.caPath)
+	if got, err := os.ReadFile(cfg.CACert); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("saved CA differs from the server's (err %v)", err)
+	}
+	p, err := e.svc.Authenticate(t.Context(), cfg.APIKey)
+	if err != nil || p.OrganizationID != e.boot.OrganizationID || p.APIKeyID == "" {
+		t.Fatalf("saved key authenticates as %+v, %v", p, err)
+	}
+
+	// whoami with nothing but the config.
+	whoami, _ := e.mustRun("", "whoami")
+	for _, want := range []string{org + " (" + e.boot.OrganizationID + ")", "api_key (" + p.APIKeyID + ")", "organizations:read"} {
+		if !strings.Contains(whoami, want) {
+			t.Errorf("whoami lacks %q:\n%s", want, whoami)
+		}
+	}
+	raw, _ := e.mustRun("", "whoami", "--json")
+	var me struct {
+		Organization struct{ Name string } `json:"organization"`
+		Principal    struct {
+			OrganizationID string `json:"organization_id"`
+		} `json:"principal"`
+	}
+	if err := json.Unmarshal([]byte(raw), &me); err != nil || me.Principal.OrganizationID != e.boot.OrganizationID || me.Organization.Name != org {
+		t.Fatalf("whoami --json = %s (%v)", raw, err)
+	}
+
+	// The session is completed: approving it again is refused.
+	_, _, err = e.run(e.boot.Password, "login", "approve", id, "--email", e.boot.Email, "--password-stdin")
+	if err == nil || !strings.Contains(err.Error(), "completed") {
+		t.Errorf("second approve: %v", err)
+	}
+}
+
+func TestCLILoginNoWaitResume(t *testing.T) {
+	e := setupCLI(t)
+	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
+	out, _ := e.mustRun("", "login", "--api", e.url, "--no-wait")
+	id := sessionIDRe.FindString(out)
+	if id == "" || !strings.Contains(out, "appliance login --resume") {
+		t.Fatalf("login --no-wait output:\n%s", out)
+	}
+	cfg := e.readCLIConfig()
+	if cfg.PendingLogin == nil || cfg.PendingLogin.SessionID != id || cfg.APIKey != "" {
+		t.Fatalf("config after --no-wait = %+v", cfg)
+	}
+
+	// Resuming before approval waits; a short timeout ends it.
+	_, _, err := e.run("", "login", "--resume", "--poll-interval", "10ms", "--timeout", "50ms")
+	if err == nil || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("resume before approval: %v", err)
+	}
+
+	t.Setenv("APPLIANCE_PASSWORD", e.boot.Password)
+	e.mustRun("", "login", "approve", id, "--api", e.url, "--email", e.boot.Email)
+
+	t.Setenv("APPLIANCE_CA_CERT", "") // the pending login carries the CA
+	out, _ = e.mustRun("", "login", "--resume", "--poll-interval", "10ms")
+	if !strings.Contains(out, "Logged in to organization") {
+		t.Fatalf("resume output:\n%s", out)
+	}
+	cfg = e.readCLIConfig()
+	if cfg.PendingLogin != nil || !strings.Contains(cfg.APIKey, "_live_") || cfg.CACert == "" {
+		t.Fatalf("config after resume = %+v", cfg)
+	}
+	if _, err := e.svc.Authenticate(t.Context(), cfg.APIKey); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCLILoginExpired(t *testing.T) {
+	var offset atomic.Int64
+	e := setupCLI(t, cliSetupOpts{
+		clock:  func() time.Time { return time.Now().Add(time.Duration(offset.Load())) },
+		limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6},
+	})
+	login := e.start("", "login", "--api", e.url, "--ca-cert", e.caPath, "--poll-interval", "10ms")
+	id := waitSession(t, login)
+	offset.Store(int64(appliance.CLILoginTTL + time.Minute))
+	err := login.wait(t)
+	if err == nil || !strings.Contains(err.Error(), "expired") || !strings.Contains(err.Error(), id) {
+		t.Fatalf("login of an expired session: %v\nstdout:\n%s", err, login.stdout)
+	}
+	if strings.Contains(login.stdout.String(), "Logged in") {
+		t.Fatalf("login claims success:\n%s", login.stdout)
+	}
+	if cfg := e.readCLIConfig(); cfg.APIKey != "" {
+		t.Fatalf("config got a key: %+v", cfg)
+	}
+	// Approving the expired session is refused too.
+	_, _, err = e.run(e.boot.Password, "login", "approve", id, "--api", e.url, "--ca-cert", e.caPath, "--email", e.boot.Email, "--password-stdin")
+	if err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("approve of an expired session: %v", err)
+	}
+}
+
+func TestCLILoginHonoursRetryAfter(t *testing.T) {
+	// Strict bucket: 2 requests, then 1 per second. Start and the first poll pass; the next poll is refused
+	// with Retry-After: 1.
+	e := setupCLI(t, cliSetupOpts{limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1, StrictBurst: 2}})
+	login := e.start("", "login", "--api", e.url, "--ca-cert", e.caPath, "--poll-interval", "1ms")
+	id := waitSession(t, login)
+	waitFor(t, "a rate-limited poll", login, func() bool { return strings.Contains(login.stderr.String(), "Rate limited") })
+
+	// Approve directly in the service (the HTTP sign-in shares the exhausted strict bucket).
+	sess, err := e.svc.CreateSession(t.Context(), &appliance.SessionRequest{Email: e.boot.Email, Password: e.boot.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.svc.Authenticate(t.Context(), sess.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.AuthorizeCLILogin(t.Context(), p, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := login.wait(t); err != nil {
+		t.Fatalf("login: %v\nstderr:\n%s", err, login.stderr)
+	}
+	stderr := login.stderr.String()
+	// Polling every millisecond while ignoring Retry-After would be refused hundreds of times.
+	if n := strings.Count(stderr, "Rate limited"); n > 3 {
+		t.Errorf("%d rate-limited polls; Retry-After was not honoured:\n%s", n, stderr)
+	}
+	if !strings.Contains(stderr, "polling again in 1s") {
+		t.Errorf("stderr does not show the Retry-After wait:\n%s", stderr)
+	}
+	if !strings.Contains(login.stdout.String(), "Logged in to organization") {
+		t.Errorf("login output:\n%s", login.stdout)
+	}
+}
+
+func TestCLIAPIKeysCreateListRevoke(t *testing.T) {
+	e := setupCLI(t)
+	t.Setenv("APPLIANCE_API_URL", e.url)
+	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
+	t.Setenv("APPLIANCE_API_KEY", e.boot.APIKey)
+
+	stdout, stderr := e.mustRun("", "api-keys", "create", "--name", "ci key", "--scope", "projects:read",
+		"--scope", "jobs:read,organizations:read", "--expires-in-days", "7")
+	key := strings.TrimSpace(stdout)
+	if !strings.Contains(key, "_live_") || strings.Contains(key, "\n") {
+		t.Fatalf("create stdout is not the key alone: %q", stdout)
+	}
+	if !strings.Contains(stderr, "only time the key is shown") {
+		t.Errorf("create does not warn:\n%s", stderr)
+	}
+	keyID := regexp.MustCompile(`key_[0-9a-z]{26}`).FindString(stderr)
+	if keyID == "" {
+		t.Fatalf("create does not name the key id:\n%s", stderr)
+	}
+
+	list, _ := e.mustRun("", "api-keys", "list")
+	row := lineWith(list, keyID)
+	for _, want := range []string{"ci key", "projects:read,jobs:read,organizations:read", " yes ", "never"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("list row lacks %q: %q\n%s", want, row, list)
+		}
+	}
+	if !strings.HasPrefix(list, "ID") || strings.Contains(list, key) || strings.Contains(list, e.boot.APIKey) {
+		t.Errorf("list output:\n%s", list)
+	}
+	if row := lineWith(list, "bootstrap admin key"); !strings.Contains(row, " all ") {
+		t.Errorf("the bootstrap key (every scope) is not listed with scopes \"all\":\n%s", list)
+	}
+
+	who, _ := e.mustRun("", "whoami", "--api-key", key)
+	if !strings.Contains(who, "projects:read, jobs:read, organizations:read") || !strings.Contains(who, keyID) {
+		t.Errorf("whoami with the new key:\n%s", who)
+	}
+
+	out, _ := e.mustRun("", "api-keys", "revoke", keyID, "--org", e.boot.OrganizationID)
+	if !strings.Contains(out, "Revoked API key "+keyID) {
+		t.Errorf("revoke output: %s", out)
+	}
+	list, _ = e.mustRun("", "api-keys", "list")
+	if row := lineWith(list, keyID); !strings.Contains(row, "revoked") {
+		t.Errorf("revoked key row: %q", row)
+	}
+	_, _, err := e.run("", "whoami", "--api-key", key)
+	if err == nil || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("whoami with a revoked key: %v", err)
+	}
+	out, _ = e.mustRun("", "api-keys", "revoke", keyID)
+	if !strings.Contains(out, "already revoked") {
+		t.Errorf("second revoke: %s", out)
+	}
+
+	// API errors carry the status and the API's message.
+	_, _, err = e.run("", "api-keys", "create", "--name", "x", "--scope", "no:such")
+	if err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), `unknown scope "no:such"`) {
+		t.Errorf("create with a bad scope: %v", err)
+	}
+	_, _, err = e.run("", "api-keys", "revoke", "key_missing")
+	if err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("revoke of a missing key: %v", err)
+	}
+}
+
+func lineWith(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
+}
+
+func TestCLIWhoamiTLSAndCredentials(t *testing.T) {
+	e := setupCLI(t)
+	// Without the CA the appliance's certificate is not trusted.
+	_, _, err := e.run("", "whoami", "--api", e.url, "--api-key", e.boot.APIKey)
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("whoami without the CA: %v", err)
+	}
+	// Without a key: advice, no request.
+	_, _, err = e.run("", "whoami", "--api", e.url, "--ca-cert", e.caPath)
+	if err == nil || !strings.Contains(err.Error(), "not logged in") {
+		t.Fatalf("whoami without a key: %v", err)
+	}
+	// Without an API URL.
+	_, _, err = e.run("", "whoami")
+	if err == nil || !strings.Contains(err.Error(), "no API URL") {
+		t.Fatalf("whoami without an API URL: %v", err)
+	}
+	// A wrong key: 401.
+	_, _, err = e.run("", "whoami", "--api", e.url, "--ca-cert", e.caPath, "--api-key", "apl_live_nope")
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("whoami with a wrong key: %v", err)
+	}
+	// Inline PEM works as --ca-cert too.
+	pemBytes, _ := os.ReadFile(e.caPath)
+	out, _ := e.mustRun("", "whoami", "--api", e.url, "--ca-cert", string(pemBytes), "--api-key", e.boot.APIKey)
+	if !strings.Contains(out, e.boot.OrganizationID) {
+		t.Fatalf("whoami:\n%s", out)
+	}
+
+	// The saved key is never sent to another API than the one it was saved for.
+	if err := saveConfig(&cliConfig{APIURL: e.url, APIKey: e.boot.APIKey, CACert: e.caPath}); err != nil {
+		t.Fatal(err)
+	}
+	e.mustRun("", "whoami")
+	_, _, err = e.run("", "whoami", "--api", "https://localhost:1")
+	if err == nil || !strings.Contains(err.Error(), "not logged in to https://localhost:1") {
+		t.Fatalf("whoami against another API: %v", err)
+	}
+	// A password sign-in failure is reported with its status.
+	_, _, err = e.run("wrong password", "login", "approve", "cli_x", "--email", e.boot.Email, "--password-stdin")
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("approve with a wrong password: %v", err)
+	}
+}
+
+// The package's real root command carries the client commands and flags.
+func TestCLIRootRegistersClientCommands(t *testing.T) {
+	e := setupCLI(t)
+	for _, path := range [][]string{{"login"}, {"login", "approve"}, {"whoami"}, {"api-keys", "list"}, {"api-keys", "create"}, {"api-keys", "revoke"}} {
+		c, _, err := root.Find(path)
+		if err != nil || c.Name() != path[len(path)-1] {
+			t.Errorf("root.Find(%v) = %v, %v", path, c, err)
+		}
+	}
+	for _, f := range []string{"api", "api-key", "ca-cert"} {
+		if root.PersistentFlags().Lookup(f) == nil {
+			t.Errorf("root lacks --%s", f)
+		}
+	}
+	var out bytes.Buffer
+	root.SetArgs([]string{"whoami", "--json", "--api", e.url, "--ca-cert", e.caPath, "--api-key", e.boot.APIKey})
+	root.SetOut(&out)
+	t.Cleanup(func() { root.SetArgs(nil); root.SetOut(nil) })
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"organization_id": "`+e.boot.OrganizationID+`"`) {
+		t.Fatalf("whoami --json:\n%s", out.String())
+	}
+}
+
+func TestCLIParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for in, want := range map[string]time.Duration{
+		"": 0, "3": 3 * time.Second, "-1": 0, "soon": 0,
+		now.Add(90 * time.Second).Format("Mon, 02 Jan 2006 15:04:05 GMT"): 90 * time.Second,
+	} {
+		if got := parseRetryAfter(in, now); got != want {
+			t.Errorf("parseRetryAfter(%q) = %v, want %v", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,501 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// The client commands (login, whoami, api-keys, ...) talk to a running appliance over its HTTP API. Where
+// they connect and with which credential comes, in order, from the global flags, the environment and the
+// CLI config file written by `appliance login`.
+
+// clientOpts are the global client flags, shared by every client command of one command tree.
+type clientOpts struct {
+	api    string // --api / APPLIANCE_API_URL
+	apiKey string // --api-key / APPLIANCE_API_KEY
+	caCert string // --ca-cert / APPLIANCE_CA_CERT
+}
+
+// clientCommands are the constructors of the client commands. A file adding a client command registers it
+// with a package-level `var _ = registerClientCommand(newXCmd)` (package variables are initialized before
+// any init function runs, so the order of files does not matter).
+var clientCommands []func(*clientOpts) *cobra.Command
+
+func registerClientCommand(newCmd func(*clientOpts) *cobra.Command) bool {
+	clientCommands = append(clientCommands, newCmd)
+	return true
+}
+
+func init() { addClientCommands(root) }
+
+// addClientCommands registers the global client flags and the client commands on a root command.
+// Tests build fresh trees with it so that commands can run concurrently.
+func addClientCommands(r *cobra.Command) {
+	o := &clientOpts{}
+	pf := r.PersistentFlags()
+	pf.StringVar(&o.api, "api", "", "base URL of the appliance API, e.g. https://127.0.0.1:7443 (APPLIANCE_API_URL; default: the CLI config)")
+	pf.StringVar(&o.apiKey, "api-key", "", "API key to authenticate with (APPLIANCE_API_KEY; default: the key saved by appliance login)")
+	pf.StringVar(&o.caCert, "ca-cert", "", "PEM file of a CA to trust for the API's TLS certificate (APPLIANCE_CA_CERT; default: the CA saved at login, then the system roots)")
+	for _, newCmd := range clientCommands {
+		r.AddCommand(newCmd(o))
+	}
+}
+
+// ---- CLI config -------------------------------------------------------------------------------------
+
+// cliConfig is the CLI config file (mode 0600 in a 0700 directory).
+type cliConfig struct {
+	APIURL string `json:"api_url,omitempty"`
+	APIKey string `json:"api_key,omitempty"`
+	// CACert is the path of a PEM file (login copies the CA next to the config) or inline PEM.
+	CACert string `json:"ca_cert,omitempty"`
+	// PendingLogin is a device login started with --no-wait, finished by `appliance login --resume`.
+	PendingLogin *pendingLogin `json:"pending_login,omitempty"`
+}
+
+type pendingLogin struct {
+	APIURL    string    `json:"api_url"`
+	CACert    string    `json:"ca_cert,omitempty"`
+	SessionID string    `json:"session_id"`
+	PollToken string    `json:"poll_token"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// configPath is APPLIANCE_CONFIG, else <user config dir>/appliance/config.json.
+func configPath() (string, error) {
+	if p := os.Getenv("APPLIANCE_CONFIG"); p != "" {
+		return p, nil
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("locate the CLI config (set APPLIANCE_CONFIG): %w", err)
+	}
+	return filepath.Join(dir, "appliance", "config.json"), nil
+}
+
+// loadConfig reads the CLI config; a missing file is an empty config.
+func loadConfig() (*cliConfig, error) {
+	path, err := configPath()
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &cliConfig{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read CLI config: %w", err)
+	}
+	cfg := &cliConfig{}
+	if err := json.Unmarshal(b, cfg); err != nil {
+		return nil, fmt.Errorf("CLI config %s is not valid JSON: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// saveConfig writes the CLI config atomically with mode 0600 (its directory 0700).
+func saveConfig(cfg *cliConfig) error {
+	path, err := configPath()
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writePrivateFile(path, append(b, '\n'))
+}
+
+// writePrivateFile writes data to path through a temporary file, mode 0600, creating the directory 0700.
+func writePrivateFile(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create config directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".config-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// saveCA copies the PEM named by ref (a path or inline PEM) next to the CLI config so the config does not
+// depend on the server's data directory, and returns the copy's path. An empty ref stays empty.
+func saveCA(ref string) (string, error) {
+	if ref == "" {
+		return "", nil
+	}
+	pemBytes, err := readCA(ref)
+	if err != nil {
+		return "", err
+	}
+	path, err := configPath()
+	if err != nil {
+		return "", err
+	}
+	dst := filepath.Join(filepath.Dir(path), "ca.crt")
+	if abs, err := filepath.Abs(ref); err == nil && abs == dst {
+		return dst, nil
+	}
+	if err := writePrivateFile(dst, pemBytes); err != nil {
+		return "", err
+	}
+	return dst, nil
+}
+
+// readCA returns the PEM of ref (a path or inline PEM), checking that it holds a certificate.
+func readCA(ref string) ([]byte, error) {
+	var b []byte
+	if strings.Contains(ref, "-----BEGIN") {
+		b = []byte(ref)
+	} else {
+		var err error
+		if b, err = os.ReadFile(ref); err != nil {
+			return nil, fmt.Errorf("read CA certificate: %w", err)
+		}
+	}
+	for rest := b; ; {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			return nil, fmt.Errorf("CA certificate %s holds no PEM certificate", caName(ref))
+		}
+		if blk.Type == "CERTIFICATE" {
+			if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
+				return nil, fmt.Errorf("CA certificate %s: %w", caName(ref), err)
+			}
+			return b, nil
+		}
+	}
+}
+
+func caName(ref string) string {
+	if strings.Contains(ref, "-----BEGIN") {
+		return "(inline PEM)"
+	}
+	return ref
+}
+
+// ---- connection settings ------------------------------------------------------------------------------
+
+// conn is where and how a command connects, resolved from flags, environment and config.
+type conn struct {
+	apiURL string
+	key    string // the API key; empty when none is known
+	caCert string // path or inline PEM; empty: system roots
+	cfg    *cliConfig
+}
+
+// resolve applies the precedence flag > environment > config. The config's key and CA are used only for
+// the API URL they were saved for, so that pointing --api elsewhere never sends the saved key there.
+func (o *clientOpts) resolve() (*conn, error) {
+	cfg, err := loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	c := &conn{cfg: cfg}
+	raw := firstNonEmpty(o.api, os.Getenv("APPLIANCE_API_URL"))
+	if raw != "" {
+		if c.apiURL, err = normalizeAPIURL(raw); err != nil {
+			return nil, err
+		}
+	} else if cfg.APIURL != "" {
+		c.apiURL = cfg.APIURL
+	}
+	sameAPI := c.apiURL != "" && cfg.APIURL != "" && sameURL(c.apiURL, cfg.APIURL)
+	c.key = firstNonEmpty(o.apiKey, os.Getenv("APPLIANCE_API_KEY"))
+	if c.key == "" && sameAPI {
+		c.key = cfg.APIKey
+	}
+	c.caCert = firstNonEmpty(o.caCert, os.Getenv("APPLIANCE_CA_CERT"))
+	if c.caCert == "" && sameAPI {
+		c.caCert = cfg.CACert
+	}
+	return c, nil
+}
+
+// requireURL fails with advice when no API URL is known.
+func (c *conn) requireURL() error {
+	if c.apiURL == "" {
+		return errors.New("no API URL: pass --api URL (or set APPLIANCE_API_URL), or run `appliance login --api URL` first")
+	}
+	return nil
+}
+
+// client returns an API client authenticated with the API key, failing when there is none.
+func (c *conn) client() (*apiClient, error) {
+	if err := c.requireURL(); err != nil {
+		return nil, err
+	}
+	if c.key == "" {
+		return nil, fmt.Errorf("not logged in to %s: run `appliance login --api %s`, or pass --api-key (or set APPLIANCE_API_KEY)", c.apiURL, c.apiURL)
+	}
+	return newAPIClient(c.apiURL, c.key, c.caCert)
+}
+
+// authed resolves the connection and returns a client authenticated with the API key.
+func (o *clientOpts) authed() (*apiClient, error) {
+	cn, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return cn.client()
+}
+
+// anonymous returns an API client without credential (CLI login start and poll, sign-in).
+func (c *conn) anonymous() (*apiClient, error) {
+	if err := c.requireURL(); err != nil {
+		return nil, err
+	}
+	return newAPIClient(c.apiURL, "", c.caCert)
+}
+
+func normalizeAPIURL(raw string) (string, error) {
+	raw = strings.TrimSpace(raw)
+	if !strings.Contains(raw, "://") {
+		raw = "https://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return "", fmt.Errorf("--api %q is not an http(s) URL", raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("--api %q must be a plain base URL (no credentials, query or fragment)", raw)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+func sameURL(a, b string) bool {
+	return strings.EqualFold(strings.TrimRight(a, "/"), strings.TrimRight(b, "/"))
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// ---- API client --------------------------------------------------------------------------------------
+
+// apiClient makes JSON requests to the appliance API.
+type apiClient struct {
+	base  string // no trailing slash
+	token string // bearer credential: an API key or a session token
+	http  *http.Client
+}
+
+// APIError is an error response of the API: {"error": "..."} and its status.
+type APIError struct {
+	Method, Path string
+	Status       int
+	Message      string
+	RetryAfter   time.Duration // from Retry-After on 429 and 503
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.Path, e.Status, http.StatusText(e.Status), e.Message)
+}
+
+// apiStatus returns the HTTP status of an API error, or 0.
+func apiStatus(err error) int {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	return 0
+}
+
+// newAPIClient returns a client for base trusting the system roots plus caCert (a path or inline PEM).
+func newAPIClient(base, token, caCert string) (*apiClient, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if caCert != "" {
+		pemBytes, err := readCA(caCert)
+		if err != nil {
+			return nil, err
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pemBytes) {
+			return nil, fmt.Errorf("CA certificate %s: no usable certificate", caName(caCert))
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return &apiClient{base: base, token: token, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}, nil
+}
+
+// withToken returns a copy of c sending another bearer credential.
+func (c *apiClient) withToken(token string) *apiClient {
+	cp := *c
+	cp.token = token
+	return &cp
+}
+
+// do sends a JSON request and decodes a JSON answer into out (when non-nil). An answer outside 2xx becomes
+// an *APIError carrying the status and the API's message.
+func (c *apiClient) do(ctx context.Context, method, path string, body, out any) error {
+	raw, err := c.doRaw(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%s %s: unexpected response: %w", method, path, err)
+	}
+	return nil
+}
+
+// doRaw is do without decoding: it returns the body of a 2xx answer.
+func (c *apiClient) doRaw(ctx context.Context, method, path string, body any) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "appliance-cli/"+Version)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, redactPath(path), err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read response: %w", method, redactPath(path), err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return raw, nil
+	}
+	ae := &APIError{Method: method, Path: redactPath(path), Status: resp.StatusCode}
+	var eb struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(raw, &eb) == nil && eb.Error != "" {
+		ae.Message = eb.Error
+	} else {
+		ae.Message = strings.TrimSpace(string(raw))
+		if len(ae.Message) > 200 {
+			ae.Message = ae.Message[:200] + "..."
+		}
+		if ae.Message == "" {
+			ae.Message = "(no message)"
+		}
+	}
+	ae.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	return nil, ae
+}
+
+// redactPath drops the query string from paths shown in errors (the poll token travels there).
+func redactPath(path string) string {
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		return path[:i]
+	}
+	return path
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP date; 0 when absent or unreadable.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		if n < 0 {
+			return 0
+		}
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// me is the part of GET /v1/me the CLI uses.
+type meResponse struct {
+	Organization *struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+		Slug string `json:"slug"`
+	} `json:"organization"`
+	Principal struct {
+		AuthSource          string   `json:"auth_source"`
+		IDPOrganizationRole string   `json:"idp_organization_role"`
+		OrganizationID      string   `json:"organization_id"`
+		UserID              string   `json:"user_id"`
+		IsAdmin             bool     `json:"is_admin"`
+		Scopes              []string `json:"scopes"`
+		ProjectID           string   `json:"project_id"`
+		APIKeyID            string   `json:"api_key_id"`
+	} `json:"principal"`
+}
+
+func (c *apiClient) me(ctx context.Context) (*meResponse, error) {
+	var out meResponse
+	if err := c.do(ctx, http.MethodGet, "/v1/me", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -1,0 +1,85 @@
+//go:build testhooks
+
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/httpapi"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// Test builds (-tags testhooks) carry a diagnostic job type and a route to enqueue it, so end-to-end tests
+// can crash the binary in the middle of a job. Release builds have neither (testhooks_off.go).
+
+// testSleepJob is the payload of a "test.sleep" job.
+type testSleepJob struct {
+	Seconds float64 `json:"seconds" api:"required" doc:"how long the handler sleeps (honouring cancellation)"`
+	Marker  string  `json:"marker" doc:"file the handler appends a line to when it starts"`
+}
+
+// testSleepResult is the result of a "test.sleep" job.
+type testSleepResult struct {
+	Slept float64 `json:"slept"`
+}
+
+func registerTestHooks(_ *appliance.Service, runner *scheduler.Runner) {
+	runner.Handle("test.sleep", func(ctx context.Context, run *scheduler.Run) (any, error) {
+		var p testSleepJob
+		if err := run.DecodePayload(&p); err != nil {
+			return nil, err
+		}
+		if p.Marker != "" {
+			f, err := os.OpenFile(p.Marker, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+			if err != nil {
+				return nil, fmt.Errorf("open marker: %w", err)
+			}
+			_, err = fmt.Fprintf(f, "%s attempt %d started\n", run.Job.ID, run.Job.Attempts)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return nil, fmt.Errorf("write marker: %w", err)
+			}
+		}
+		t := time.NewTimer(time.Duration(p.Seconds * float64(time.Second)))
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return testSleepResult{Slept: p.Seconds}, nil
+		case <-ctx.Done():
+			return nil, scheduler.Transient(ctx.Err())
+		}
+	})
+}
+
+func testRoutes(svc *appliance.Service, runner *scheduler.Runner) []httpapi.Route {
+	return []httpapi.Route{{
+		Method: http.MethodPost, Path: "/v1/test/jobs", Tag: "test", Auth: httpapi.Authenticated,
+		Scope: appliance.ScopeJobsRead, Status: http.StatusAccepted,
+		Summary: "Enqueue a test.sleep job (test builds only)",
+		Do: httpapi.With(func(r *httpapi.Request, body *testSleepJob) (*appliance.JobResponse, error) {
+			if body.Seconds < 0 || body.Seconds > 3600 {
+				return nil, appliance.Invalid("seconds must be between 0 and 3600")
+			}
+			payload, err := json.Marshal(body)
+			if err != nil {
+				return nil, appliance.Internal(err, "encode payload")
+			}
+			j := &store.Job{Type: "test.sleep", OrganizationID: r.Principal.OrganizationID,
+				ProjectID: r.Principal.ProjectID, LockedResource: "test", Payload: payload}
+			if err := svc.DB().Update(func(tx *store.Tx) error { return scheduler.Enqueue(tx, j) }); err != nil {
+				return nil, appliance.Internal(err, "enqueue test job")
+			}
+			runner.Notify()
+			return &appliance.JobResponse{Job: appliance.JobView(j)}, nil
+		}),
+	}}
+}

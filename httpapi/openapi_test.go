@@ -1,0 +1,411 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/store"
+)
+
+// TestOpenAPIServed fetches /v1/openapi.json and checks that it documents every route of the table.
+// With OPENAPI_OUT=<file> it also writes the document there (to look at it or lint it by hand).
+func TestOpenAPIServed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.do("GET", "/v1/openapi.json", "", nil)
+	if r.status != 200 {
+		t.Fatalf("openapi.json: %d %s", r.status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	if out := os.Getenv("OPENAPI_OUT"); out != "" {
+		var buf bytes.Buffer
+		json.Indent(&buf, r.body, "", "  ")
+		if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc := r.json
+	if doc["openapi"] != "3.1.0" {
+		t.Errorf("openapi = %v", doc["openapi"])
+	}
+	paths, _ := doc["paths"].(map[string]any)
+	opIDs := map[string]string{}
+	for _, rt := range b.api.Routes() {
+		item, _ := paths[rt.Path].(map[string]any)
+		op, _ := item[strings.ToLower(rt.Method)].(map[string]any)
+		if op == nil {
+			t.Errorf("%s %s is not in the document", rt.Method, rt.Path)
+			continue
+		}
+		id, _ := op["operationId"].(string)
+		if id == "" {
+			t.Errorf("%s %s: no operationId", rt.Method, rt.Path)
+		} else if prev, dup := opIDs[id]; dup {
+			t.Errorf("operationId %s of %s %s is also %s's", id, rt.Method, rt.Path, prev)
+		}
+		opIDs[id] = rt.Method + " " + rt.Path
+		if op["summary"] != rt.Summary {
+			t.Errorf("%s %s: summary %v", rt.Method, rt.Path, op["summary"])
+		}
+		wantAuth := map[Auth]string{Public: "public", Authenticated: "authenticated", SessionOnly: "session"}[rt.Auth]
+		if op["x-auth"] != wantAuth {
+			t.Errorf("%s %s: x-auth %v, want %s", rt.Method, rt.Path, op["x-auth"], wantAuth)
+		}
+		if scope, _ := op["x-required-scope"].(string); scope != string(rt.Scope) {
+			t.Errorf("%s %s: x-required-scope %q, want %q", rt.Method, rt.Path, scope, rt.Scope)
+		}
+		sec, _ := op["security"].([]any)
+		if (rt.Auth == Public) != (len(sec) == 0) {
+			t.Errorf("%s %s: security %v for auth %s", rt.Method, rt.Path, op["security"], wantAuth)
+		}
+		responses, _ := op["responses"].(map[string]any)
+		if _, ok := responses[strconvItoa(rt.Status)]; !ok {
+			t.Errorf("%s %s: success status %d not documented", rt.Method, rt.Path, rt.Status)
+		}
+		if _, ok := responses["429"]; !ok {
+			t.Errorf("%s %s: 429 not documented", rt.Method, rt.Path)
+		}
+	}
+	// The document served is the one generated, and generating is deterministic.
+	again, err := json.Marshal(OpenAPI(b.api.Routes(), "test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(bytes.TrimSpace(r.body), again) {
+		t.Errorf("the served document differs from a second generation")
+	}
+}
+
+func strconvItoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// Types exercising the reflection rules.
+type (
+	oaInner struct {
+		A string `json:"a"`
+		B int    `json:"b"`
+	}
+	oaOther struct {
+		B string `json:"b"` // same depth as oaInner.B and untagged conflict? both tagged: dropped
+		C bool   `json:"c"`
+	}
+	oaResp struct {
+		oaInner
+		*oaOther
+		B       int64             `json:"b"` // shallower: wins over the embedded ones
+		When    time.Time         `json:"when"`
+		Maybe   *time.Time        `json:"maybe" doc:"null when never"`
+		List    []string          `json:"list"`
+		Nums    map[string]uint16 `json:"nums"`
+		Raw     json.RawMessage   `json:"raw"`
+		Any     any               `json:"any"`
+		Skip    string            `json:"-"`
+		Opt     string            `json:"opt,omitempty"`
+		Child   *oaChild          `json:"child"`
+		Kids    []oaChild         `json:"kids"`
+		Ratio   float64           `json:"ratio"`
+		Str     int               `json:"str,string"`
+		Bytes   []byte            `json:"bytes"`
+		Org     *appliance.Organization
+		private string
+	}
+	oaChild struct {
+		Name string `json:"name"`
+	}
+	oaReq struct {
+		Name  string   `json:"name" api:"required" doc:"the name"`
+		Tags  []string `json:"tags"`
+		Child oaChild  `json:"child"`
+		Maybe *string  `json:"maybe"`
+	}
+)
+
+func TestOpenAPISchemas(t *testing.T) {
+	t.Parallel()
+	routes := []Route{
+		{Method: "POST", Path: "/v1/things/{thingID}/{rest...}", Summary: "s", Status: 201,
+			Do: Op{Body: reflect.TypeFor[oaReq](), Resp: reflect.TypeFor[oaResp]()}},
+		{Method: "GET", Path: "/v1/jobs/{jobID}", Summary: "a", Status: 200, Do: Op{Resp: reflect.TypeFor[appliance.Job]()}},
+		{Method: "GET", Path: "/v2/jobs/{jobID}", Summary: "b", Status: 200, Do: Op{Resp: reflect.TypeFor[store.Job]()}},
+		{Method: "PUT", Path: "/v1/children", Summary: "c", Status: 200,
+			Do: Op{Body: reflect.TypeFor[oaChild](), Resp: reflect.TypeFor[oaChild]()}},
+	}
+	doc := roundTrip(t, OpenAPI(routes, "1"))
+	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	get := func(path ...string) any {
+		var v any = doc
+		for _, p := range path {
+			m, ok := v.(map[string]any)
+			if !ok {
+				t.Fatalf("%v: not an object at %s", path, p)
+			}
+			v = m[p]
+		}
+		return v
+	}
+	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+	for _, name := range []string{"oaResp", "oaReq", "oaChild", "oaChildInput", "ApplianceJob", "StoreJob", "Organization", "Error"} {
+		if schemas[name] == nil {
+			t.Errorf("no schema %s; have %v", name, keys(schemas))
+		}
+	}
+	props := get("components", "schemas", "oaResp", "properties").(map[string]any)
+	want := map[string]string{
+		"a":     `{"type":"string"}`,
+		"b":     `{"format":"int64","type":"integer"}`,
+		"c":     `{"type":"boolean"}`,
+		"when":  `{"format":"date-time","type":"string"}`,
+		"maybe": `{"description":"null when never","format":"date-time","type":["string","null"]}`,
+		"list":  `{"items":{"type":"string"},"type":"array"}`,
+		"nums":  `{"additionalProperties":{"minimum":0,"type":"integer"},"type":"object"}`,
+		"raw":   `{"additionalProperties":true,"items":{},"type":["object","array","string","number","boolean","null"]}`,
+		"any":   `{"additionalProperties":true,"items":{},"type":["object","array","string","number","boolean","null"]}`,
+		"opt":   `{"type":"string"}`,
+		"child": `{"oneOf":[{"$ref":"#/components/schemas/oaChild"},{"type":"null"}]}`,
+		"kids":  `{"items":{"$ref":"#/components/schemas/oaChild"},"type":"array"}`,
+		"ratio": `{"type":"number"}`,
+		"str":   `{"type":"string"}`,
+		"bytes": `{"contentEncoding":"base64","type":"string"}`,
+		"Org":   `{"oneOf":[{"$ref":"#/components/schemas/Organization"},{"type":"null"}]}`,
+	}
+	for name, w := range want {
+		if got := js(props[name]); got != w {
+			t.Errorf("oaResp.%s = %s, want %s", name, got, w)
+		}
+	}
+	if len(props) != len(want) {
+		t.Errorf("oaResp properties %v, want %v", keys(props), keys(want))
+	}
+	// Response: every field required, except omitempty ones and those promoted through a pointer.
+	req := js(get("components", "schemas", "oaResp", "required"))
+	for _, name := range []string{`"a"`, `"b"`, `"when"`, `"maybe"`, `"raw"`, `"Org"`} {
+		if !strings.Contains(req, name) {
+			t.Errorf("oaResp required %s lacks %s", req, name)
+		}
+	}
+	for _, name := range []string{`"opt"`, `"c"`, `"Skip"`, `"private"`} {
+		if strings.Contains(req, name) {
+			t.Errorf("oaResp required %s has %s", req, name)
+		}
+	}
+	if got := js(schemas["oaReq"]); got != `{"additionalProperties":false,"properties":{"child":{"$ref":"#/components/schemas/oaChildInput"},"maybe":{"type":["string","null"]},"name":{"description":"the name","type":"string"},"tags":{"items":{"type":"string"},"type":"array"}},"required":["name"],"type":"object"}` {
+		t.Errorf("oaReq = %s", got)
+	}
+	if got := js(schemas["oaChildInput"]); got != `{"additionalProperties":false,"properties":{"name":{"type":"string"}},"type":"object"}` {
+		t.Errorf("oaChildInput = %s", got)
+	}
+	op := get("paths", "/v1/things/{thingID}/{rest}", "post").(map[string]any)
+	if js(op["requestBody"]) != `{"content":{"application/json":{"schema":{"$ref":"#/components/schemas/oaReq"}}},"required":true}` {
+		t.Errorf("requestBody = %s", js(op["requestBody"]))
+	}
+	if op["operationId"] != "postThingsByThingIDByRest" {
+		t.Errorf("operationId = %v", op["operationId"])
+	}
+	if a, b := get("paths", "/v1/jobs/{jobID}", "get", "operationId"), get("paths", "/v2/jobs/{jobID}", "get", "operationId"); a != "getJobsByJobID" || b != "getV2JobsByJobID" {
+		t.Errorf("operationIds %v %v", a, b)
+	}
+	if got := js(get("components", "schemas", "ApplianceJob", "properties", "result")); got != `{"additionalProperties":true,"description":"free-form result of the job; null until it completes","items":{},"type":["object","array","string","number","boolean","null"]}` {
+		t.Errorf("Job.result = %s", got)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func roundTrip(t *testing.T, doc map[string]any) map[string]any {
+	t.Helper()
+	data, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestOpenAPILint runs Redocly's linter on the document. It needs Node (npx); without it the test skips,
+// except in CI, where it fails.
+func TestOpenAPILint(t *testing.T) {
+	t.Parallel()
+	npx, err := exec.LookPath("npx")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("npx is not on PATH (CI must install Node): %v", err)
+		}
+		t.Skip("npx is not on PATH")
+	}
+	b := setup(t)
+	file := filepath.Join(t.TempDir(), "openapi.json")
+	if err := os.WriteFile(file, b.api.openapi, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The first run downloads the package.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npx, "--yes", "@redocly/cli@2.77.0", "lint", "--format=stylish", file)
+	cmd.Env = append(os.Environ(), "REDOCLY_TELEMETRY=off", "NO_UPDATE_NOTIFIER=1", "REDOCLY_SUPPRESS_UPDATE_NOTICE=true")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("redocly lint failed (%v):\n%s", err, out)
+	}
+	t.Logf("redocly lint:\n%s", out)
+}
+
+// TestOpenAPIResponsesConform calls every route of the table, with successes and typical failures; b.do
+// validates each response against the served document.
+func TestOpenAPIResponsesConform(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	org := "/v1/organizations/" + b.org.ID
+	prj := b.project("conform", "production")
+	member := b.session("member")
+	owner := b.session("owner")
+	readOnly := b.key("", appliance.ScopeProjectsRead)
+
+	called := map[string]bool{}
+	call := func(method, path, pattern, cred string, body any, want int) *response {
+		t.Helper()
+		r := b.do(method, path, cred, body)
+		if r.status != want {
+			t.Errorf("%s %s: %d, want %d: %s", method, path, r.status, want, r.body)
+		}
+		called[method+" "+pattern] = true
+		return r
+	}
+
+	call("GET", "/healthz", "/healthz", "", nil, 200)
+	call("GET", "/status", "/status", "", nil, 200)
+	call("GET", "/v1/openapi.json", "/v1/openapi.json", "", nil, 200)
+	call("GET", "/v1/me", "/v1/me", b.adminKey, nil, 200)
+	call("GET", "/v1/me", "/v1/me", "nope", nil, 401)
+	if r := call("GET", "/v1/me", "/v1/me", b.session("platform-admin"), nil, 200); r.json["organization"] != nil {
+		t.Errorf("platform admin me: %s", r.body)
+	}
+	call("POST", "/v1/auth/sessions", "/v1/auth/sessions", "", map[string]any{"email": "x@example.com", "password": "wrong"}, 401)
+	call("POST", "/v1/auth/sessions", "/v1/auth/sessions", "", `{"email": 1}`, 400)
+
+	start := call("POST", "/v1/cli/login/sessions", "/v1/cli/login/sessions", "", map[string]any{"device_name": "laptop"}, 201)
+	sid, _ := start.json["session_id"].(string)
+	poll, _ := start.json["poll_token"].(string)
+	login := "/v1/cli/login/sessions/" + sid
+	loginPattern := "/v1/cli/login/sessions/{sessionID}"
+	call("GET", login+"?poll_token="+poll, loginPattern, "", nil, 200)
+	call("GET", login, loginPattern, "", nil, 400)
+	call("GET", login+"?poll_token=wrong", loginPattern, "", nil, 404)
+	call("GET", login+"/details", loginPattern+"/details", member, nil, 200)
+	call("GET", login+"/details", loginPattern+"/details", b.adminKey, nil, 403)
+	call("POST", login+"/authorize", loginPattern+"/authorize", owner, nil, 200)
+	call("POST", login+"/authorize", loginPattern+"/authorize", owner, nil, 409)
+	if r := call("GET", login+"?poll_token="+poll, loginPattern, "", nil, 200); r.json["plaintext_api_key"] == "" {
+		t.Errorf("poll after authorize: %s", r.body)
+	}
+
+	call("GET", org, "/v1/organizations/{orgID}", b.adminKey, nil, 200)
+	call("GET", org, "/v1/organizations/{orgID}", readOnly, nil, 403)
+	call("GET", "/v1/organizations/org_nope", "/v1/organizations/{orgID}", b.adminKey, nil, 404)
+	call("PATCH", org, "/v1/organizations/{orgID}", b.adminKey, map[string]any{"name": "Renamed", "billing_email": "b@example.com"}, 200)
+	call("PATCH", org, "/v1/organizations/{orgID}", b.adminKey, map[string]any{"nope": 1}, 400)
+	call("GET", org+"/usage", "/v1/organizations/{orgID}/usage", b.adminKey, nil, 200)
+	call("GET", org+"/audit-events?limit=5", "/v1/organizations/{orgID}/audit-events", b.adminKey, nil, 200)
+	call("GET", org+"/audit-events?limit=0", "/v1/organizations/{orgID}/audit-events", b.adminKey, nil, 400)
+
+	call("GET", org+"/api-keys", "/v1/organizations/{orgID}/api-keys", b.adminKey, nil, 200)
+	created := call("POST", org+"/api-keys", "/v1/organizations/{orgID}/api-keys", b.adminKey,
+		map[string]any{"name": "ci", "scopes": []string{"jobs:read"}, "expires_in_days": 30}, 201)
+	keyID, _ := created.json["api_key"].(map[string]any)["id"].(string)
+	call("POST", org+"/api-keys", "/v1/organizations/{orgID}/api-keys", b.adminKey, map[string]any{"name": "ci"}, 400)
+	call("DELETE", org+"/api-keys/"+keyID, "/v1/organizations/{orgID}/api-keys/{keyID}", b.adminKey, nil, 200)
+	call("DELETE", org+"/api-keys/key_nope", "/v1/organizations/{orgID}/api-keys/{keyID}", b.adminKey, nil, 404)
+
+	project := "/v1/projects/" + prj.ID
+	call("POST", project+"/approvals", "/v1/projects/{projectID}/approvals", b.adminKey, map[string]any{"action": "project.delete"}, 201)
+	call("POST", project+"/approvals", "/v1/projects/{projectID}/approvals", b.adminKey, map[string]any{"action": "nope"}, 400)
+	call("GET", project+"/audit-events", "/v1/projects/{projectID}/audit-events", b.adminKey, nil, 200)
+	call("GET", project+"/jobs", "/v1/projects/{projectID}/jobs", b.adminKey, nil, 200)
+	call("GET", "/v1/jobs/job_nope", "/v1/jobs/{jobID}", b.adminKey, nil, 404)
+
+	for _, rt := range b.api.Routes() {
+		if !called[rt.Method+" "+rt.Path] {
+			t.Errorf("%s %s was not exercised: add a call here", rt.Method, rt.Path)
+		}
+	}
+}
+
+// TestOpenAPIRateLimitConforms checks the 429 answer (and its Retry-After header) against the document.
+func TestOpenAPIRateLimitConforms(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 0.001, StrictBurst: 1}})
+	b.do("POST", "/v1/cli/login/sessions", "", nil)
+	r := b.do("POST", "/v1/cli/login/sessions", "", nil)
+	if r.status != 429 || r.header.Get("Retry-After") == "" {
+		t.Fatalf("second start: %d %v %s", r.status, r.header, r.body)
+	}
+}
+
+// tbRecorder collects the errors checkAgainstOpenAPI reports.
+type tbRecorder struct {
+	testing.TB
+	errs []string
+}
+
+func (r *tbRecorder) Helper() {}
+func (r *tbRecorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+// TestCheckAgainstOpenAPIRejects makes sure the validation used by every API test does catch mismatches.
+func TestCheckAgainstOpenAPIRejects(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	jsonHeader := http.Header{"Content-Type": {"application/json"}}
+	cases := []struct {
+		name, method, path string
+		resp               response
+		wantErr            bool
+	}{
+		{"valid", "GET", "/healthz", response{status: 200, header: jsonHeader, body: []byte(`{"service":"appliance","status":"ok"}`)}, false},
+		{"wrong type", "GET", "/healthz", response{status: 200, header: jsonHeader, body: []byte(`{"service":1,"status":"ok"}`)}, true},
+		{"missing field", "GET", "/healthz", response{status: 200, header: jsonHeader, body: []byte(`{"service":"appliance"}`)}, true},
+		{"null list", "GET", "/v1/projects/prj_x/jobs", response{status: 200, header: jsonHeader, body: []byte(`{"jobs":null}`)}, true},
+		{"bad timestamp", "GET", "/v1/jobs/job_x", response{status: 200, header: jsonHeader, body: []byte(`{"job":{"created_at":"yesterday"}}`)}, true},
+		{"error shape", "GET", "/v1/me", response{status: 401, header: http.Header{"Content-Type": {"application/json"}, "Www-Authenticate": {"Bearer"}}, body: []byte(`{"message":"no"}`)}, true},
+		{"valid error", "GET", "/v1/me", response{status: 403, header: jsonHeader, body: []byte(`{"error":"no"}`)}, false},
+		{"429 without Retry-After", "GET", "/healthz", response{status: 429, header: jsonHeader, body: []byte(`{"error":"slow down"}`)}, true},
+		{"wrong media type", "GET", "/healthz", response{status: 200, header: http.Header{"Content-Type": {"text/plain"}}, body: []byte(`ok`)}, true},
+		{"unknown path", "GET", "/v1/nope", response{status: 404, header: jsonHeader, body: []byte(`whatever`)}, false},
+		{"other method", "PUT", "/v1/me", response{status: 405, header: jsonHeader, body: []byte(`whatever`)}, false},
+	}
+	for _, c := range cases {
+		req, err := http.NewRequest(c.method, b.ts.URL+c.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &tbRecorder{TB: t}
+		checkAgainstOpenAPI(rec, b, req, &c.resp)
+		if got := len(rec.errs) > 0; got != c.wantErr {
+			t.Errorf("%s: errors %q, want error: %v", c.name, rec.errs, c.wantErr)
+		}
+	}
+}

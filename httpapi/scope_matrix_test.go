@@ -1,0 +1,208 @@
+package httpapi
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/store"
+)
+
+// fixtures are real resources for every path parameter of the route table, so that a call with full
+// rights reaches the handler (neither 401, 403 nor 404) and a refusal can only come from the credential.
+type fixtures struct {
+	b            *bundle
+	prjA, prjB   *store.Project // two projects of the organization; path parameters name prjA's resources
+	ownerSession string         // a session of the organization's owner (for session-only routes)
+	params       map[string]fixtureParam
+	query        map[string]string // values of required query parameters
+	bodies       map[string]any    // "METHOD /path" → body of a call that succeeds
+}
+
+// fixtureParam is a path parameter's value and the project its resource belongs to ("" for none).
+type fixtureParam struct{ value, project string }
+
+func newFixtures(b *bundle) *fixtures {
+	b.t.Helper()
+	f := &fixtures{b: b, prjA: b.project("alpha", "development"), prjB: b.project("beta", "development")}
+	f.ownerSession = b.session("owner")
+	job := b.job(f.prjA.ID, "project.apply_plan")
+	spare := b.keyRecord(b.key("", appliance.ScopeProjectsRead))
+	login := b.do("POST", "/v1/cli/login/sessions", "", map[string]any{"device_name": "fixture"})
+	if login.status != http.StatusCreated {
+		b.t.Fatalf("start CLI login: %d %s", login.status, login.body)
+	}
+	email, password := b.user("member")
+	f.params = map[string]fixtureParam{
+		"orgID":     {value: b.org.ID},
+		"projectID": {value: f.prjA.ID, project: f.prjA.ID},
+		"jobID":     {value: job.ID, project: f.prjA.ID},
+		"keyID":     {value: spare.ID},
+		"sessionID": {value: login.json["session_id"].(string)},
+	}
+	f.query = map[string]string{"poll_token": login.json["poll_token"].(string)}
+	f.bodies = map[string]any{
+		"POST /v1/auth/sessions":                  map[string]any{"email": email, "password": password},
+		"POST /v1/cli/login/sessions":             map[string]any{},
+		"PATCH /v1/organizations/{orgID}":         map[string]any{"billing_name": "Fixture Ltd"},
+		"POST /v1/organizations/{orgID}/api-keys": map[string]any{"name": "fixture", "scopes": []string{"projects:read"}},
+		"POST /v1/projects/{projectID}/approvals": map[string]any{"action": "project.delete"},
+	}
+	return f
+}
+
+// path builds the URL of rt from the fixtures' path parameters and required query parameters.
+func (f *fixtures) path(t testing.TB, rt Route) string {
+	t.Helper()
+	p := pathParam.ReplaceAllStringFunc(rt.Path, func(m string) string {
+		name := m[1 : len(m)-1]
+		fp, ok := f.params[name]
+		if !ok {
+			t.Fatalf("no fixture for path parameter {%s} of %s %s: add a real resource to newFixtures", name, rt.Method, rt.Path)
+		}
+		return url.PathEscape(fp.value)
+	})
+	q := url.Values{}
+	for _, prm := range rt.Query {
+		if !prm.Required {
+			continue
+		}
+		v, ok := f.query[prm.Name]
+		if !ok {
+			t.Fatalf("no fixture for required query parameter %s of %s %s", prm.Name, rt.Method, rt.Path)
+		}
+		q.Set(prm.Name, v)
+	}
+	if len(q) > 0 {
+		p += "?" + q.Encode()
+	}
+	return p
+}
+
+// body is what a successful call of rt sends (nil for routes without a body).
+func (f *fixtures) body(rt Route) any {
+	if rt.Do.Body == nil {
+		return nil
+	}
+	if b, ok := f.bodies[rt.Method+" "+rt.Path]; ok {
+		return b
+	}
+	return map[string]any{}
+}
+
+// fullRights is the credential with every right a route can ask for: the organization's admin key, or
+// the owner's session for session-only routes ("" for public routes).
+func (f *fixtures) fullRights(rt Route) string {
+	switch rt.Auth {
+	case Public:
+		return ""
+	case SessionOnly:
+		return f.ownerSession
+	}
+	return f.b.adminKey
+}
+
+// projectOf is the project the resources named by rt's path parameters belong to ("" when none does).
+func (f *fixtures) projectOf(rt Route) string {
+	for _, m := range pathParam.FindAllStringSubmatch(rt.Path, -1) {
+		if fp := f.params[m[1]]; fp.project != "" {
+			return fp.project
+		}
+	}
+	return ""
+}
+
+func bearer(cred string) http.Header {
+	if cred == "" {
+		return nil
+	}
+	return http.Header{"Authorization": {"Bearer " + cred}}
+}
+
+// projectScopes are the scopes a project-scoped key may carry.
+func projectScopes() []appliance.Scope {
+	var out []appliance.Scope
+	for _, s := range appliance.AllScopes {
+		if !appliance.IsOrganizationScope(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestScopeMatrix walks the route table: every authenticated route refuses a missing credential (401),
+// a key lacking the route's scope (403), a key bound to another project (403), a project-scoped key on an
+// organization route (403) and an API key on a session-only route (403), while the same call with full
+// rights is not refused, so the credential is what each refusal is about.
+func TestScopeMatrix(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	f := newFixtures(b)
+
+	lacking := map[appliance.Scope]string{} // scope → an organization-wide key with every other scope
+	for _, s := range appliance.AllScopes {
+		lacking[s] = b.key("", slices.DeleteFunc(slices.Clone(appliance.AllScopes), func(x appliance.Scope) bool { return x == s })...)
+	}
+	// Keys bound to a project: as the API mints them (project scopes only) and as stored records holding
+	// every scope (the HTTP layer must not rely on the service never minting such a key).
+	boundA, boundAll := b.key(f.prjA.ID, projectScopes()...), b.rawKey(f.prjA.ID, appliance.AllScopes...)
+	boundB, boundBAll := b.key(f.prjB.ID, projectScopes()...), b.rawKey(f.prjB.ID, appliance.AllScopes...)
+
+	refused := func(t *testing.T, rt Route, what, cred string, status int, msg string) {
+		t.Helper()
+		r := b.call(t, rt.Method, f.path(t, rt), bearer(cred), f.body(rt))
+		if r.status != status {
+			t.Errorf("%s: status %d, want %d\n%s", what, r.status, status, r.body)
+			return
+		}
+		checkErrorShape(t, r)
+		if got, _ := r.json["error"].(string); !strings.Contains(got, msg) {
+			t.Errorf("%s: error %q does not say %q", what, got, msg)
+		}
+	}
+	allowed := func(t *testing.T, rt Route, what, cred string) {
+		t.Helper()
+		r := b.call(t, rt.Method, f.path(t, rt), bearer(cred), f.body(rt))
+		switch {
+		case r.status == http.StatusUnauthorized || r.status == http.StatusForbidden:
+			t.Errorf("%s: refused with %d, so the refusals above may not be about the credential\n%s", what, r.status, r.body)
+		case r.status == http.StatusNotFound || r.status == http.StatusMethodNotAllowed:
+			t.Errorf("%s: %d: the fixtures do not name real resources\n%s", what, r.status, r.body)
+		case r.status >= 500:
+			t.Errorf("%s: %d\n%s", what, r.status, r.body)
+		}
+	}
+
+	for _, rt := range b.api.Routes() {
+		t.Run(rt.Method+" "+rt.Path, func(t *testing.T) {
+			if rt.Auth == Public {
+				allowed(t, rt, "public route without a credential", "")
+				return
+			}
+			refused(t, rt, "no credential", "", http.StatusUnauthorized, "missing credentials")
+			refused(t, rt, "unknown API key", "apl_live_doesnotexist", http.StatusUnauthorized, "invalid API key")
+			refused(t, rt, "unknown session", "ses_doesnotexist", http.StatusUnauthorized, "invalid or expired session")
+			if rt.Scope != "" {
+				refused(t, rt, "key with every scope but "+string(rt.Scope), lacking[rt.Scope], http.StatusForbidden, string(rt.Scope))
+			}
+			if rt.Auth == SessionOnly {
+				refused(t, rt, "API key with every scope", b.adminKey, http.StatusForbidden, "session")
+			}
+			if rt.OrgLevel {
+				refused(t, rt, "key bound to a project (project scopes)", boundA, http.StatusForbidden, "")
+				refused(t, rt, "key bound to a project (every scope)", boundAll, http.StatusForbidden, "restricted to project")
+			}
+			if prj := f.projectOf(rt); prj != "" && !rt.OrgLevel && rt.Auth != SessionOnly {
+				refused(t, rt, "key bound to another project (project scopes)", boundB, http.StatusForbidden, "restricted to project")
+				refused(t, rt, "key bound to another project (every scope)", boundBAll, http.StatusForbidden, "restricted to project")
+				if rt.Scope == "" || !appliance.IsOrganizationScope(rt.Scope) {
+					allowed(t, rt, "key bound to the route's project", boundA)
+				}
+			}
+			allowed(t, rt, "full rights", f.fullRights(rt))
+		})
+	}
+}

@@ -1,0 +1,513 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/theappliance/appliance/store"
+)
+
+// Errors recorded on jobs interrupted by the end of the process.
+const (
+	// msgCrashed is recorded by Start on a job a previous process left running.
+	msgCrashed = "interrupted: the appliance stopped while the job ran; retrying"
+	// msgStopped is recorded by a clean Stop on a job whose handler it cancelled.
+	msgStopped = "interrupted: the appliance was stopped while the job ran; it runs again at the next start"
+)
+
+// Options configure a runner.
+type Options struct {
+	ID      string // recorded as claimed_by (default "scheduler")
+	HostID  string // recorded as host_id
+	Workers int    // concurrent jobs (default 4)
+	// Backoff is the delay before the next try after attempt number attempt (1, 2 …) failed with a
+	// transient error (default DefaultBackoff: 2s, 4s, 8s … capped at five minutes).
+	Backoff func(attempt int) time.Duration
+	// Poll is how often idle workers look for due jobs without being notified (default 1s): it picks up
+	// retries whose backoff ended and jobs enqueued without Notify.
+	Poll time.Duration
+	Log  *slog.Logger
+}
+
+type phase int
+
+const (
+	phaseNew phase = iota
+	phaseStarted
+	phaseStopped
+)
+
+// Runner claims and runs jobs, and runs periodic tasks.
+type Runner struct {
+	db    *store.DB
+	opts  Options
+	log   *slog.Logger
+	cron  *cron.Cron
+	wakes []chan struct{} // one per worker; fixed in New so Notify needs no lock
+
+	// ctx is the context of handlers and periodic tasks: cancelled by Stop.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	handlers map[string]Handler
+	phase    phase
+	inflight map[string]*store.Job // claimed jobs whose handler runs, as claimed
+	done     chan struct{}         // closed when every worker returned (nil until Start)
+	cronDone context.Context       // done when running periodic tasks returned (nil until Stop)
+
+	// claimMu orders claims against Stop: once Stop set stopping, no claim commits.
+	claimMu  sync.Mutex
+	stopping bool
+
+	workers sync.WaitGroup
+}
+
+// New makes a runner over db.
+func New(db *store.DB, opts Options) *Runner {
+	if opts.ID == "" {
+		opts.ID = "scheduler"
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.Backoff == nil {
+		opts.Backoff = DefaultBackoff
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	r := &Runner{db: db, opts: opts, log: opts.Log.With("component", "scheduler"),
+		cron:     cron.New(cron.WithLocation(time.UTC)),
+		handlers: map[string]Handler{}, inflight: map[string]*store.Job{}}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	for range opts.Workers {
+		r.wakes = append(r.wakes, make(chan struct{}, 1))
+	}
+	return r
+}
+
+// Handle registers the handler of a job type (before Start).
+func (r *Runner) Handle(jobType string, h Handler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.handlers[jobType] = h
+}
+
+// Every registers a periodic task on a cron spec (five fields or a descriptor such as "@every 1m",
+// evaluated in UTC). It may be called before or after Start. A run is skipped while the previous run of the
+// same task is still going; a panic is logged. fn's ctx is cancelled by Stop.
+func (r *Runner) Every(spec, name string, fn func(ctx context.Context)) error {
+	if name == "" || fn == nil {
+		return errors.New("schedule periodic task: name and function are required")
+	}
+	r.mu.Lock()
+	stopped := r.phase == phaseStopped
+	r.mu.Unlock()
+	if stopped {
+		return fmt.Errorf("schedule %s: the scheduler is stopped", name)
+	}
+	var busy atomic.Bool
+	_, err := r.cron.AddFunc(spec, func() {
+		if r.ctx.Err() != nil {
+			return
+		}
+		if !busy.CompareAndSwap(false, true) {
+			r.log.Warn("periodic task skipped: previous run still going", "task", name)
+			return
+		}
+		defer busy.Store(false)
+		defer func() {
+			if v := recover(); v != nil {
+				r.log.Error("periodic task panicked", "task", name, "panic", v, "stack", string(debug.Stack()))
+			}
+		}()
+		start := time.Now()
+		fn(r.ctx)
+		r.log.Debug("periodic task ran", "task", name, "took", time.Since(start))
+	})
+	if err != nil {
+		return fmt.Errorf("schedule %s (%q): %w", name, spec, err)
+	}
+	return nil
+}
+
+// Start recovers jobs a previous process left running, then starts the workers and the cron.
+//
+// The appliance is one process, so a job found running at Start was interrupted by a crash (or a Stop that
+// ran out of time). Its claim already counted an attempt: with attempts left it goes back to pending at
+// once; otherwise it fails. Counting the crashed attempt bounds a job that itself brings the process down.
+func (r *Runner) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch r.phase {
+	case phaseStarted:
+		return errors.New("start scheduler: already started")
+	case phaseStopped:
+		return errors.New("start scheduler: already stopped")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("start scheduler: %w", err)
+	}
+	if err := r.recoverInterrupted(); err != nil {
+		return fmt.Errorf("start scheduler: recover interrupted jobs: %w", err)
+	}
+	r.phase = phaseStarted
+	r.done = make(chan struct{})
+	for i := range r.opts.Workers {
+		r.workers.Add(1)
+		go r.work(r.wakes[i])
+	}
+	go func() {
+		r.workers.Wait()
+		close(r.done)
+	}()
+	r.cron.Start()
+	r.log.Info("scheduler started", "workers", r.opts.Workers, "id", r.opts.ID)
+	return nil
+}
+
+// recoverInterrupted settles the jobs left running by a previous process.
+func (r *Runner) recoverInterrupted() error {
+	return r.db.Update(func(tx *store.Tx) error {
+		running, err := store.Jobs.Lookup(tx, store.JobsByState, StateRunning, store.Query{})
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		for _, j := range running {
+			j.Error, j.RetryClassification, j.UpdatedAt = msgCrashed, ClassTransient, now
+			if j.Attempts < maxAttempts(j) {
+				j.State, j.RunAfter = StatePending, now
+				r.log.Warn("job interrupted by a previous stop; retrying", "job", j.ID, "type", j.Type, "attempts", j.Attempts)
+			} else {
+				j.State, j.CompletedAt = StateFailed, &now
+				r.log.Error("job interrupted by a previous stop and out of attempts", "job", j.ID, "type", j.Type, "attempts", j.Attempts)
+			}
+			if err := store.Jobs.Put(tx, j); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Stop stops claiming, cancels the handlers' and periodic tasks' context, waits for them to return until
+// ctx ends, and stops the cron. Idempotent: a later call waits again (with its own ctx) and returns nil once
+// everything has returned.
+//
+// A job whose handler Stop cancelled goes back to pending without counting the attempt (unless the handler
+// still managed to succeed): being stopped is not the job's fault, and jobs are idempotent steps, so the next
+// Start runs it again from the top. If ctx ends first, Stop does the same to the jobs still running in the
+// store, so none stays running after Stop returns; a late result of such a handler is then discarded.
+func (r *Runner) Stop(ctx context.Context) error {
+	r.claimMu.Lock()
+	r.stopping = true
+	r.claimMu.Unlock()
+
+	r.mu.Lock()
+	if r.phase == phaseStarted {
+		r.cronDone = r.cron.Stop()
+		r.log.Info("scheduler stopping")
+	}
+	r.phase = phaseStopped
+	r.cancel()
+	done, cronDone := r.done, r.cronDone
+	r.mu.Unlock()
+	if done == nil { // never started
+		return nil
+	}
+
+	select {
+	case <-done:
+	case <-ctx.Done():
+		r.mu.Lock()
+		left := make([]*store.Job, 0, len(r.inflight))
+		for _, j := range r.inflight {
+			left = append(left, j)
+		}
+		r.mu.Unlock()
+		for _, j := range left {
+			if err := r.release(j); err != nil {
+				r.log.Error("release job", "job", j.ID, "err", err)
+			}
+		}
+		return fmt.Errorf("stop scheduler: %d job handlers still running: %w", len(left), ctx.Err())
+	}
+	select {
+	case <-cronDone.Done():
+	case <-ctx.Done():
+		return fmt.Errorf("stop scheduler: periodic tasks still running: %w", ctx.Err())
+	}
+	return nil
+}
+
+// Notify wakes the workers after jobs were enqueued.
+func (r *Runner) Notify() {
+	for _, w := range r.wakes {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Health reports the runner's state for /status.
+func (r *Runner) Health(ctx context.Context) (status, message string) {
+	r.mu.Lock()
+	ph := r.phase
+	r.mu.Unlock()
+	switch ph {
+	case phaseNew:
+		return "down", "not started"
+	case phaseStopped:
+		return "down", "stopped"
+	}
+	var running, pending int
+	err := r.db.View(func(tx *store.Tx) error {
+		rs, err := store.Jobs.Lookup(tx, store.JobsByState, StateRunning, store.Query{})
+		if err != nil {
+			return err
+		}
+		ps, err := store.Jobs.Lookup(tx, store.JobsByState, StatePending, store.Query{})
+		running, pending = len(rs), len(ps)
+		return err
+	})
+	if err != nil {
+		return "degraded", fmt.Sprintf("%d workers; cannot read jobs: %v", r.opts.Workers, err)
+	}
+	return "operational", fmt.Sprintf("%d workers, %d running, %d pending", r.opts.Workers, running, pending)
+}
+
+// work is one worker: it claims and runs jobs until none is due, then sleeps until Notify or the poll tick.
+func (r *Runner) work(wake <-chan struct{}) {
+	defer r.workers.Done()
+	tick := time.NewTicker(r.opts.Poll)
+	defer tick.Stop()
+	for {
+		for r.ctx.Err() == nil {
+			j, err := r.claim()
+			if err != nil {
+				r.log.Error("claim job", "err", err)
+				break
+			}
+			if j == nil {
+				break
+			}
+			r.execute(j)
+			if j.LockedResource != "" { // jobs waiting on this lock may run now on any worker
+				r.Notify()
+			}
+		}
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// claim takes the oldest due pending job whose locked resource is free, in one transaction, and records it
+// as in flight. Jobs on one resource also run in order: a pending job waiting for its backoff keeps later
+// jobs on its resource waiting too. It returns nil when there is nothing to do.
+func (r *Runner) claim() (*store.Job, error) {
+	r.claimMu.Lock()
+	defer r.claimMu.Unlock()
+	if r.stopping {
+		return nil, nil
+	}
+	var claimed *store.Job
+	err := r.db.Update(func(tx *store.Tx) error {
+		running, err := store.Jobs.Lookup(tx, store.JobsByState, StateRunning, store.Query{})
+		if err != nil {
+			return err
+		}
+		held := map[string]bool{}
+		for _, j := range running {
+			if j.LockedResource != "" {
+				held[j.LockedResource] = true
+			}
+		}
+		pending, err := store.Jobs.Lookup(tx, store.JobsByState, StatePending, store.Query{})
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		for _, j := range pending {
+			if j.LockedResource != "" && held[j.LockedResource] {
+				continue
+			}
+			if j.RunAfter.After(now) {
+				if j.LockedResource != "" {
+					held[j.LockedResource] = true
+				}
+				continue
+			}
+			j.State, j.ClaimedBy, j.HostID = StateRunning, r.opts.ID, r.opts.HostID
+			j.ClaimedAt, j.StartedAt, j.UpdatedAt = &now, &now, now
+			j.Attempts++
+			if err := store.Jobs.Put(tx, j); err != nil {
+				return err
+			}
+			claimed = j
+			return nil
+		}
+		return nil
+	})
+	if err != nil || claimed == nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.inflight[claimed.ID] = claimed
+	r.mu.Unlock()
+	return claimed, nil
+}
+
+// execute runs the handler of a claimed job and records its outcome.
+func (r *Runner) execute(j *store.Job) {
+	defer func() {
+		r.mu.Lock()
+		delete(r.inflight, j.ID)
+		r.mu.Unlock()
+	}()
+	log := r.log.With("job", j.ID, "type", j.Type, "attempt", j.Attempts)
+	r.mu.Lock()
+	h := r.handlers[j.Type]
+	r.mu.Unlock()
+	if h == nil {
+		r.fail(j, fmt.Sprintf("unknown job type %q: no handler is registered for it", j.Type), ClassPermanent, log)
+		return
+	}
+	if r.ctx.Err() != nil {
+		r.releaseLogged(j, log)
+		return
+	}
+
+	log.Debug("job started")
+	run := &Run{Job: *j, runner: r, claim: j}
+	result, err := call(r.ctx, h, run, log)
+
+	if err != nil && r.ctx.Err() != nil { // Stop cancelled the handler: run it again at the next start
+		log.Info("job interrupted by stop; it runs again at the next start", "err", err)
+		r.releaseLogged(j, log)
+		return
+	}
+	if err == nil {
+		res, merr := json.Marshal(result)
+		if merr != nil {
+			r.fail(j, fmt.Sprintf("encode result: %v", merr), ClassPermanent, log)
+			return
+		}
+		_, serr := r.settle(j, func(cur *store.Job, now time.Time) {
+			cur.State, cur.Result, cur.Error, cur.CompletedAt = StateCompleted, res, "", &now
+		})
+		if serr != nil {
+			log.Error("record job completion", "err", serr)
+			return
+		}
+		log.Info("job completed")
+		return
+	}
+	if IsTransient(err) && j.Attempts < maxAttempts(j) {
+		delay := r.opts.Backoff(j.Attempts)
+		_, serr := r.settle(j, func(cur *store.Job, now time.Time) {
+			cur.State, cur.RunAfter = StatePending, now.Add(delay)
+			cur.Error, cur.RetryClassification = err.Error(), ClassTransient
+		})
+		if serr != nil {
+			log.Error("record job retry", "err", serr)
+			return
+		}
+		log.Warn("job failed; retrying", "err", err, "retry_in", delay)
+		return
+	}
+	class := ClassPermanent
+	if IsTransient(err) {
+		class = ClassTransient // retryable, but out of attempts
+	}
+	r.fail(j, err.Error(), class, log)
+}
+
+// call runs the handler, turning a panic into an error.
+func call(ctx context.Context, h Handler, run *Run, log *slog.Logger) (result any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			log.Error("job handler panicked", "panic", v, "stack", string(debug.Stack()))
+			result, err = nil, fmt.Errorf("panic: %v", v)
+		}
+	}()
+	return h(ctx, run)
+}
+
+func (r *Runner) fail(j *store.Job, msg, class string, log *slog.Logger) {
+	_, err := r.settle(j, func(cur *store.Job, now time.Time) {
+		cur.State, cur.Error, cur.RetryClassification, cur.CompletedAt = StateFailed, msg, class, &now
+	})
+	if err != nil {
+		log.Error("record job failure", "err", err)
+		return
+	}
+	log.Error("job failed", "err", msg, "classification", class)
+}
+
+// release puts a job whose handler Stop interrupted back to pending, giving back its attempt.
+func (r *Runner) release(j *store.Job) error {
+	_, err := r.settle(j, func(cur *store.Job, now time.Time) {
+		cur.State, cur.RunAfter = StatePending, now
+		cur.Attempts = max(cur.Attempts-1, 0)
+		cur.Error, cur.RetryClassification = msgStopped, ClassTransient
+	})
+	return err
+}
+
+func (r *Runner) releaseLogged(j *store.Job, log *slog.Logger) {
+	if err := r.release(j); err != nil {
+		log.Error("release job", "err", err)
+	}
+}
+
+// settle applies change to the stored job if it is still the claim j (running, same attempt and claim
+// time), stamping updated_at. It reports whether it applied.
+func (r *Runner) settle(j *store.Job, change func(cur *store.Job, now time.Time)) (bool, error) {
+	applied := false
+	err := r.db.Update(func(tx *store.Tx) error {
+		cur, err := store.Jobs.Get(tx, j.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !owns(cur, j) {
+			return nil
+		}
+		now := time.Now().UTC()
+		change(cur, now)
+		cur.UpdatedAt = now
+		applied = true
+		return store.Jobs.Put(tx, cur)
+	})
+	if err == nil && !applied {
+		r.log.Warn("job is no longer the claim its handler runs under (released by Stop?); change discarded", "job", j.ID)
+	}
+	return applied, err
+}
+
+// owns reports whether the stored job cur is still the running claim j.
+func owns(cur, j *store.Job) bool {
+	return cur.State == StateRunning && cur.Attempts == j.Attempts && cur.ClaimedAt != nil &&
+		j.ClaimedAt != nil && cur.ClaimedAt.Equal(*j.ClaimedAt)
+}
