@@ -195,6 +195,10 @@ func (s *Service) CLILoginDetailsFor(ctx context.Context, p *Principal, sessionI
 		if err != nil {
 			return notFoundAs(err, "login session %s not found", sessionID)
 		}
+		// Once authorized, a login belongs to its organization: others do not see it.
+		if l.OrganizationID != "" && l.OrganizationID != p.OrganizationID && !p.IsAdmin {
+			return NotFound("login session %s not found", sessionID)
+		}
 		s.expire(l)
 		out = &CLILoginDetails{SessionID: l.ID, State: l.State, ExpiresAt: l.ExpiresAt, DeviceName: l.DeviceName,
 			KeyName: l.KeyName, Scopes: s.cliScopes(p, l), Source: l.Source}

@@ -17,6 +17,7 @@ const (
 	KindConflict                    // 409
 	KindGone                        // 410: expired or already used
 	KindUnavailable                 // 503
+	KindTooLarge                    // 413: a request body over the limit
 )
 
 // Error is a failure with a public message (safe to send) and a private cause (logged only).

@@ -135,7 +135,9 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Principal, e
 	}
 	hash := ids.Hash(token)
 	now := s.now()
-	if strings.HasPrefix(token, sessionPrefix+"_") {
+	// Session tokens are "ses_" and base32 (no underscore), so they never contain "_live_": a key whose
+	// configured prefix happens to be "ses" is still recognised as a key.
+	if strings.HasPrefix(token, sessionPrefix+"_") && !strings.Contains(token, "_live_") {
 		var p *Principal
 		err := s.db.View(func(tx *store.Tx) error {
 			sess, err := store.Sessions.First(tx, store.SessionsByHash, hash)

@@ -129,6 +129,15 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			svc.SetNotifier(runner)
 			svc.Probe.Register("scheduler", runner.Health)
 			registerTestHooks(svc, runner)
+			if err := runner.Every("@every 1m", "expiry-sweep", func(ctx context.Context) {
+				if res, err := svc.Sweep(ctx); err != nil {
+					log.Error("expiry sweep", "err", err)
+				} else if res != (appliance.SweepResult{}) {
+					log.Info("expiry sweep", "result", res)
+				}
+			}); err != nil {
+				return err
+			}
 			return runner.Start(ctx)
 		}, stop: func(ctx context.Context) error { return runner.Stop(ctx) }},
 		{name: "instance-supervisor", start: func(ctx context.Context) error {

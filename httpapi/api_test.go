@@ -672,7 +672,7 @@ func TestRoutingAndDecodingErrors(t *testing.T) {
 		{name: "JSON null", method: "PATCH", path: org, cred: "$admin", body: `null`, status: 400},
 		{name: "two JSON objects", method: "PATCH", path: org, cred: "$admin", body: `{} {}`, status: 400},
 		{name: "trailing garbage", method: "PATCH", path: org, cred: "$admin", body: `{"name": "x"} x`, status: 400},
-		{name: "a body over 1 MiB", method: "PATCH", path: org, cred: "$admin", body: huge, status: 400,
+		{name: "a body over 1 MiB", method: "PATCH", path: org, cred: "$admin", body: huge, status: 413,
 			want: map[string]any{"error": "request body exceeds 1048576 bytes"}},
 		{name: "a body of exactly 1 MiB is read", method: "PATCH", path: org, cred: "$admin",
 			body: `{"billing_name": "` + strings.Repeat("a", maxBody-len(`{"billing_name": ""}`)) + `"}`, status: 400,

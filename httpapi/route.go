@@ -141,7 +141,7 @@ func decodeBody(r *http.Request, t reflect.Type) (any, error) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, &appliance.Error{Kind: appliance.KindInvalid, Msg: fmt.Sprintf("request body exceeds %d bytes", maxBody)}
+			return nil, &appliance.Error{Kind: appliance.KindTooLarge, Msg: fmt.Sprintf("request body exceeds %d bytes", maxBody)}
 		}
 		return nil, appliance.Invalid("cannot read request body")
 	}

@@ -209,6 +209,7 @@ var statusOf = map[appliance.Kind]int{
 	appliance.KindConflict:        http.StatusConflict,
 	appliance.KindGone:            http.StatusGone,
 	appliance.KindUnavailable:     http.StatusServiceUnavailable,
+	appliance.KindTooLarge:        http.StatusRequestEntityTooLarge,
 }
 
 // writeError sends the public message of err; internal causes are logged, never sent.
