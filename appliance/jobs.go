@@ -97,3 +97,13 @@ func (s *Service) ListProjectJobs(ctx context.Context, p *Principal, projectID s
 	})
 	return out, err
 }
+
+// setPayload stores the job's input.
+func setPayload(j *store.Job, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return Internal(err, "encode job payload")
+	}
+	j.Payload = b
+	return nil
+}

@@ -18,6 +18,7 @@ import (
 type Config struct {
 	APIURL     string // base URL clients use for the API, e.g. https://127.0.0.1:7443
 	PublicHost string // host name clients use for databases
+	CACertPath string // the appliance CA certificate clients verify servers against
 	Region     string
 	KeyPrefix  string // API keys look like <KeyPrefix>_live_<random>
 	Version    string

@@ -346,6 +346,19 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("GET", project+"/jobs", "/v1/projects/{projectID}/jobs", b.adminKey, nil, 200)
 	call("GET", "/v1/jobs/job_nope", "/v1/jobs/{jobID}", b.adminKey, nil, 404)
 
+	call("GET", "/v1/projects", "/v1/projects", b.adminKey, nil, 200)
+	call("GET", "/v1/projects", "/v1/projects", b.session("platform-admin"), nil, 400)
+	call("POST", "/v1/projects", "/v1/projects", b.adminKey, map[string]any{"name": "conformance"}, 202)
+	call("POST", "/v1/projects", "/v1/projects", b.adminKey, map[string]any{"name": "x", "plan": "huge"}, 400)
+	call("GET", project, "/v1/projects/{projectID}", b.adminKey, nil, 200)
+	call("GET", "/v1/projects/prj_nope", "/v1/projects/{projectID}", b.adminKey, nil, 404)
+	call("PATCH", project, "/v1/projects/{projectID}", b.adminKey, map[string]any{"plan": "pro"}, 200)
+	call("PATCH", project, "/v1/projects/{projectID}", b.adminKey, map[string]any{"statement_timeout": "soon"}, 400)
+	call("GET", project+"/connections", "/v1/projects/{projectID}/connections", b.adminKey, nil, 200)
+	call("POST", project+"/credentials/rotate", "/v1/projects/{projectID}/credentials/rotate", b.adminKey, map[string]any{"overlap_seconds": 60}, 202)
+	call("POST", project+"/credentials/rotate", "/v1/projects/{projectID}/credentials/rotate", b.adminKey, map[string]any{"overlap_seconds": -1}, 400)
+	call("DELETE", project, "/v1/projects/{projectID}", b.adminKey, nil, 403)
+
 	for _, rt := range b.api.Routes() {
 		if !called[rt.Method+" "+rt.Path] {
 			t.Errorf("%s %s was not exercised: add a call here", rt.Method, rt.Path)

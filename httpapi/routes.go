@@ -45,7 +45,16 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/organizations/{orgID}/api-keys", Tag: "api-keys", Scope: appliance.ScopeAPIKeysWrite, OrgLevel: true, Status: created, Summary: "Create an API key (plaintext returned once)", Do: With(s.createAPIKey)},
 		{Method: del, Path: "/v1/organizations/{orgID}/api-keys/{keyID}", Tag: "api-keys", Scope: appliance.ScopeAPIKeysWrite, OrgLevel: true, Status: ok, Summary: "Revoke an API key", Do: Without(s.revokeAPIKey)},
 
-		// Projects (the parts of this area that exist so far)
+		// Projects
+		{Method: get, Path: "/v1/projects", Tag: "projects", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "List projects",
+			Query: []Param{{Name: "organization_id", Type: "string", Doc: "the organization to list; required for platform administrators, optional (and must be their own) for others"}}, Do: Without(s.listProjects)},
+		{Method: post, Path: "/v1/projects", Tag: "projects", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Create a project (provisions a PostgreSQL instance)", Do: With(s.createProject)},
+		{Method: get, Path: "/v1/projects/{projectID}", Tag: "projects", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "Get a project", Do: Without(s.getProject)},
+		{Method: patch, Path: "/v1/projects/{projectID}", Tag: "projects", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Update a project (server changes run as project.apply_plan)", Do: With(s.patchProject)},
+		{Method: del, Path: "/v1/projects/{projectID}", Tag: "projects", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Delete a project and its data",
+			Query: []Param{{Name: "approval_token", Type: "string", Doc: "single-use approval token for project.delete; required when the environment is production"}}, Do: Without(s.deleteProject)},
+		{Method: get, Path: "/v1/projects/{projectID}/connections", Tag: "projects", Scope: appliance.ScopeCredentialsRead, Status: ok, Summary: "Connection URLs with the current credential", Do: Without(s.connections)},
+		{Method: post, Path: "/v1/projects/{projectID}/credentials/rotate", Tag: "projects", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Rotate the database credential (the previous one works during the overlap)", Do: With(s.rotateCredentials)},
 		{Method: post, Path: "/v1/projects/{projectID}/approvals", Tag: "projects", Scope: appliance.ScopeProjectsWrite, Status: created, Summary: "Mint a single-use approval token", Do: With(s.createApproval)},
 		{Method: get, Path: "/v1/projects/{projectID}/audit-events", Tag: "audit", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "Project audit events",
 			Query: []Param{limitParam(25)}, Do: Without(s.projectAudit)},

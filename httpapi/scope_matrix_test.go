@@ -50,6 +50,8 @@ func newFixtures(b *bundle) *fixtures {
 		"PATCH /v1/organizations/{orgID}":         map[string]any{"billing_name": "Fixture Ltd"},
 		"POST /v1/organizations/{orgID}/api-keys": map[string]any{"name": "fixture", "scopes": []string{"projects:read"}},
 		"POST /v1/projects/{projectID}/approvals": map[string]any{"action": "project.delete"},
+		"POST /v1/projects":                       map[string]any{"name": "fixture"},
+		"PATCH /v1/projects/{projectID}":          map[string]any{"name": "renamed"},
 	}
 	return f
 }

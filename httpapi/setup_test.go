@@ -29,6 +29,7 @@ type bundle struct {
 	db       *store.DB
 	org      *store.Organization
 	adminKey string // every scope, organization-wide
+	box      *appliance.SecretBox
 }
 
 type setupOpts struct {
@@ -62,7 +63,7 @@ func setup(t testing.TB, opts ...setupOpts) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bundle{t: t, svc: svc, api: api, ts: ts, db: db, adminKey: boot.APIKey}
+	b := &bundle{t: t, svc: svc, api: api, ts: ts, db: db, adminKey: boot.APIKey, box: box}
 	db.View(func(tx *store.Tx) error {
 		b.org, err = store.Organizations.Get(tx, boot.OrganizationID)
 		return err
@@ -161,13 +162,15 @@ func (b *bundle) session(role string) string {
 	return r.json["token"].(string)
 }
 
-// project stores a project record in the organization (the projects issue replaces this with real
-// provisioning; for the core issue only the record matters).
+// project stores the record of an active project in the organization, as if provisioned (no instance
+// runs: API-layer tests need only the record; the appliance package's tests provision real instances).
 func (b *bundle) project(name, environment string) *store.Project {
 	b.t.Helper()
 	now := time.Now().UTC()
 	p := &store.Project{ID: ids.New("prj"), Name: name, Slug: name, OrganizationID: b.org.ID, Plan: "free",
-		Environment: environment, State: "active", RuntimeStatus: "active", CreatedAt: now, UpdatedAt: now}
+		Environment: environment, State: "active", RuntimeStatus: "active", CreatedAt: now, UpdatedAt: now,
+		DatabaseName: name, RoleName: name, PublicHost: "localhost", DirectPort: 15432, PooledPort: 16432,
+		Credential: store.Credential{Username: name, Password: b.box.Seal([]byte("fixture-password")), CreatedAt: now}}
 	if err := b.db.Update(func(tx *store.Tx) error { return store.Projects.Put(tx, p) }); err != nil {
 		b.t.Fatal(err)
 	}

@@ -150,6 +150,40 @@ type Project struct {
 	CreatedAt              time.Time  `json:"created_at"`
 	UpdatedAt              time.Time  `json:"updated_at"`
 	DeletedAt              *time.Time `json:"deleted_at"`
+
+	// Credential is the login the connection URLs show; Previous still works until its ExpiresAt
+	// (the overlap of a rotation), then the rotation job disables it.
+	Credential         Credential  `json:"credential"`
+	PreviousCredential *Credential `json:"previous_credential"`
+	// Extensions enabled through the API, with the preload libraries they need.
+	PreloadLibraries []string `json:"preload_libraries"`
+}
+
+// Credential is a database login; the password is sealed with the appliance's secret box.
+type Credential struct {
+	Username  string     `json:"username"`
+	Password  []byte     `json:"password"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+// Instance is one supervised PostgreSQL server (and its pooler) serving a project.
+type Instance struct {
+	ID             string    `json:"id"`
+	ProjectID      string    `json:"project_id"`
+	OrganizationID string    `json:"organization_id"`
+	Dir            string    `json:"dir"`
+	Port           int       `json:"port"`
+	PooledPort     int       `json:"pooled_port"`
+	Major          int       `json:"major"`
+	BinDir         string    `json:"bin_dir"`
+	AdminPassword  []byte    `json:"admin_password"` // sealed
+	State          string    `json:"state"`          // creating, running, stopped, removed
+	PreviousDir    string    `json:"previous_dir"`   // the old data of a major upgrade until confirmed
+	PreviousMajor  int       `json:"previous_major"`
+	PreviousBinDir string    `json:"previous_bin_dir"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
 }
 
 // Job is one durable unit of asynchronous work.
@@ -207,6 +241,9 @@ var (
 
 	Projects      = newTable("projects", func(r *Project) string { return r.ID })
 	ProjectsByOrg = Projects.index("org", func(r *Project) []string { return []string{r.OrganizationID} })
+
+	Instances          = newTable("instances", func(r *Instance) string { return r.ID })
+	InstancesByProject = Instances.index("project", func(r *Instance) []string { return nonEmpty(r.ProjectID) })
 
 	Jobs          = newTable("jobs", func(r *Job) string { return r.ID })
 	JobsByProject = Jobs.index("project", func(r *Job) []string { return nonEmpty(r.ProjectID) })

@@ -1,0 +1,109 @@
+package appliance
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/theappliance/appliance/store"
+)
+
+// Connections is the connections object.
+type Connections struct {
+	DirectURL string `json:"direct_url" doc:"PostgreSQL's own port; sslmode=verify-full against the appliance CA"`
+	PooledURL string `json:"pooled_url" doc:"PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol)"`
+	Username  string `json:"username"`
+}
+
+// ConnectionsResponse wraps the connections object.
+type ConnectionsResponse struct {
+	Connections Connections `json:"connections"`
+}
+
+// connectionURL builds a libpq URL that verifies the server against the appliance CA.
+func (s *Service) connectionURL(host string, port int, db, user, password string) string {
+	q := url.Values{}
+	q.Set("sslmode", "verify-full")
+	if s.cfg.CACertPath != "" {
+		q.Set("sslrootcert", s.cfg.CACertPath)
+	}
+	u := url.URL{Scheme: "postgresql", User: url.UserPassword(user, password),
+		Host: net.JoinHostPort(host, strconv.Itoa(port)), Path: "/" + db, RawQuery: q.Encode()}
+	return u.String()
+}
+
+// ProjectConnections returns the URLs with the current credential.
+func (s *Service) ProjectConnections(ctx context.Context, p *Principal, projectID string) (*ConnectionsResponse, error) {
+	var out *ConnectionsResponse
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		if prj.State != ProjectActive {
+			return Conflict("project %s is %s: connections exist once it is active", prj.ID, prj.State)
+		}
+		pw, err := s.box.Open(prj.Credential.Password)
+		if err != nil {
+			return Internal(err, "open project credential")
+		}
+		c := prj.Credential.Username
+		out = &ConnectionsResponse{Connections: Connections{Username: c,
+			DirectURL: s.connectionURL(prj.PublicHost, prj.DirectPort, prj.DatabaseName, c, string(pw)),
+			PooledURL: s.connectionURL(prj.PublicHost, prj.PooledPort, prj.DatabaseName, c, string(pw))}}
+		return nil
+	})
+	return out, err
+}
+
+// RotateCredentialsRequest is the body of POST /v1/projects/{projectID}/credentials/rotate.
+type RotateCredentialsRequest struct {
+	OverlapSeconds *int64 `json:"overlap_seconds" doc:"how long the previous credential keeps working, 0 to 604800 seconds; default 3600"`
+}
+
+// DefaultCredentialOverlap is the overlap of a rotation when the request names none.
+const DefaultCredentialOverlap = time.Hour
+
+// RotateCredentials enqueues project.rotate_credentials.
+func (s *Service) RotateCredentials(ctx context.Context, p *Principal, projectID string, req *RotateCredentialsRequest) (*JobResponse, error) {
+	overlap := int64(DefaultCredentialOverlap / time.Second)
+	if req.OverlapSeconds != nil {
+		overlap = *req.OverlapSeconds
+	}
+	if overlap < 0 || overlap > 7*86400 {
+		return nil, Invalid("overlap_seconds must be between 0 and 604800")
+	}
+	var out *JobResponse
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		if prj.State != ProjectActive {
+			return Conflict("project %s is %s: credentials can be rotated once it is active", prj.ID, prj.State)
+		}
+		j, err := s.enqueue(tx, prj, JobProjectRotate, prj.ID, rotatePayload{OverlapSeconds: overlap})
+		if err != nil {
+			return err
+		}
+		prj.LatestJobID, prj.UpdatedAt = j.ID, s.now()
+		if err := store.Projects.Put(tx, prj); err != nil {
+			return Internal(err, "store project")
+		}
+		if err := s.audit(tx, p, "project.credentials.rotate", prj.OrganizationID, prj.ID, map[string]any{"job_id": j.ID, "overlap_seconds": overlap}); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &JobResponse{Job: JobView(j)}
+		return nil
+	})
+	if err == nil {
+		s.notify()
+	}
+	return out, err
+}
+
+type rotatePayload struct {
+	OverlapSeconds int64 `json:"overlap_seconds"`
+}

@@ -1,0 +1,424 @@
+package appliance
+
+import (
+	"context"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// Project states (state) and runtime statuses (runtime_status); transitions in docs/api-decisions.md.
+const (
+	ProjectProvisioning = "provisioning"
+	ProjectActive       = "active"
+	ProjectFailed       = "failed"
+	ProjectDeleting     = "deleting"
+	ProjectDeleted      = "deleted"
+
+	RuntimeProvisioning = "provisioning"
+	RuntimeActive       = "active"
+	RuntimeRestarting   = "restarting"
+	RuntimeDown         = "down"
+	RuntimeStopped      = "stopped"
+)
+
+// Environments a project may declare; production deletes need an approval token.
+var Environments = []string{"production", "staging", "development"}
+
+// Project is the API resource.
+type Project struct {
+	ID                     string    `json:"id"`
+	Name                   string    `json:"name"`
+	Slug                   string    `json:"slug"`
+	OrganizationID         string    `json:"organization_id"`
+	DatabaseName           string    `json:"database_name"`
+	RoleName               string    `json:"role_name"`
+	PublicHost             string    `json:"public_host"`
+	Region                 string    `json:"region"`
+	Plan                   string    `json:"plan" doc:"free, pro or scale"`
+	PostgresVersion        string    `json:"postgres_version" doc:"read from the server (SHOW server_version); empty until provisioned"`
+	SSLMode                string    `json:"ssl_mode"`
+	IdleTransactionTimeout string    `json:"idle_transaction_timeout"`
+	StatementTimeout       string    `json:"statement_timeout"`
+	PrimaryInstanceID      string    `json:"primary_instance_id"`
+	LatestJobID            string    `json:"latest_job_id"`
+	LastError              string    `json:"last_error"`
+	DirectPort             int       `json:"direct_port"`
+	PooledPort             int       `json:"pooled_port"`
+	MaxConnections         int       `json:"max_connections"`
+	StorageLimitBytes      int64     `json:"storage_limit_bytes"`
+	Environment            string    `json:"environment" doc:"production, staging or development"`
+	RuntimeStatus          string    `json:"runtime_status" doc:"provisioning, active, restarting, down or stopped"`
+	State                  string    `json:"state" doc:"provisioning, active, failed, deleting or deleted"`
+	CreatedAt              time.Time `json:"created_at"`
+	UpdatedAt              time.Time `json:"updated_at"`
+}
+
+func projectView(p *store.Project) *Project {
+	return &Project{ID: p.ID, Name: p.Name, Slug: p.Slug, OrganizationID: p.OrganizationID, DatabaseName: p.DatabaseName,
+		RoleName: p.RoleName, PublicHost: p.PublicHost, Region: p.Region, Plan: p.Plan, PostgresVersion: p.PostgresVersion,
+		SSLMode: p.SSLMode, IdleTransactionTimeout: p.IdleTransactionTimeout, StatementTimeout: p.StatementTimeout,
+		PrimaryInstanceID: p.PrimaryInstanceID, LatestJobID: p.LatestJobID, LastError: p.LastError,
+		DirectPort: p.DirectPort, PooledPort: p.PooledPort, MaxConnections: p.MaxConnections,
+		StorageLimitBytes: p.StorageLimitBytes, Environment: p.Environment, RuntimeStatus: p.RuntimeStatus,
+		State: p.State, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+}
+
+// ProjectResponse wraps one project.
+type ProjectResponse struct {
+	Project *Project `json:"project"`
+}
+
+// ProjectList is the list response.
+type ProjectList struct {
+	Projects []*Project `json:"projects"`
+}
+
+// ProjectJobResponse is the 202 answer of project creation.
+type ProjectJobResponse struct {
+	Job     *Job     `json:"job"`
+	Project *Project `json:"project"`
+}
+
+// CreateProjectRequest is the body of POST /v1/projects.
+type CreateProjectRequest struct {
+	Name           string `json:"name" api:"required" doc:"1 to 63 characters"`
+	Plan           string `json:"plan" doc:"free (default), pro or scale"`
+	Environment    string `json:"environment" doc:"production (default), staging or development"`
+	OrganizationID string `json:"organization_id" doc:"required for platform administrators; others create in their own organization"`
+}
+
+// Job types of the projects area.
+const (
+	JobProjectProvision = "project.provision"
+	JobProjectApplyPlan = "project.apply_plan"
+	JobProjectDelete    = "project.delete"
+	JobProjectRotate    = "project.rotate_credentials"
+)
+
+var identRE = regexp.MustCompile(`[^a-z0-9_]+`)
+
+// identifier turns a project name into a PostgreSQL identifier: lowercase letters, digits and
+// underscores, starting with a letter, at most 40 bytes.
+func identifier(name string) string {
+	id := strings.Trim(identRE.ReplaceAllString(strings.ToLower(name), "_"), "_")
+	if id == "" || id[0] < 'a' || id[0] > 'z' {
+		id = "db_" + id
+	}
+	if len(id) > 40 {
+		id = strings.TrimRight(id[:40], "_")
+	}
+	if slices.Contains(reservedIdents, id) {
+		id += "_db"
+	}
+	return id
+}
+
+// reservedIdents are names PostgreSQL or the appliance use for themselves.
+var reservedIdents = []string{"postgres", "template0", "template1", "appliance_admin", "public", "pg_db", "db_"}
+
+func slugify(name string) string {
+	s := strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(name), "-"), "-")
+	if s == "" {
+		s = "project"
+	}
+	if len(s) > 40 {
+		s = strings.TrimRight(s[:40], "-")
+	}
+	return s
+}
+
+// enqueue adds a job inside tx; the runner is poked after the transaction commits (s.notify).
+func (s *Service) enqueue(tx *store.Tx, p *store.Project, jobType, lock string, payload any) (*store.Job, error) {
+	j := &store.Job{Type: jobType, OrganizationID: p.OrganizationID, ProjectID: p.ID, LockedResource: lock,
+		InstanceID: p.PrimaryInstanceID}
+	if payload != nil {
+		if err := setPayload(j, payload); err != nil {
+			return nil, err
+		}
+	}
+	if err := scheduler.Enqueue(tx, j); err != nil {
+		return nil, Internal(err, "enqueue %s", jobType)
+	}
+	return j, nil
+}
+
+func (s *Service) notify() {
+	if s.jobs != nil {
+		s.jobs.Notify()
+	}
+}
+
+// CreateProject records a project and enqueues its provisioning.
+func (s *Service) CreateProject(ctx context.Context, p *Principal, req *CreateProjectRequest) (*ProjectJobResponse, error) {
+	if err := p.RequireAdminRole("creating a project"); err != nil {
+		return nil, err
+	}
+	if p.ProjectID != "" {
+		return nil, Forbidden("a project-scoped key cannot create projects")
+	}
+	orgID, err := p.OrganizationFilter(req.OrganizationID)
+	if err != nil {
+		return nil, err
+	}
+	name := strings.TrimSpace(req.Name)
+	if name == "" || len(name) > 63 {
+		return nil, Invalid("name must be 1 to 63 characters")
+	}
+	planName := req.Plan
+	if planName == "" {
+		planName = DefaultPlan
+	}
+	plan, ok := PlanByName(planName)
+	if !ok {
+		return nil, Invalid("plan must be one of %s", planNames())
+	}
+	env := req.Environment
+	if env == "" {
+		env = "production"
+	}
+	if !slices.Contains(Environments, env) {
+		return nil, Invalid("environment must be one of %s", strings.Join(Environments, ", "))
+	}
+	var out *ProjectJobResponse
+	err = s.db.Update(func(tx *store.Tx) error {
+		if _, err := store.Organizations.Get(tx, orgID); err != nil {
+			return notFoundAs(err, "organization %s not found", orgID)
+		}
+		existing, err := store.Projects.Lookup(tx, store.ProjectsByOrg, orgID, store.Query{})
+		if err != nil {
+			return Internal(err, "list projects")
+		}
+		live := 0
+		slugs := map[string]bool{}
+		for _, e := range existing {
+			if e.DeletedAt == nil {
+				live++
+				slugs[e.Slug] = true
+			}
+		}
+		if q := DefaultOrganizationQuota.ProjectsLimit; live >= q {
+			return Forbidden("project quota reached: the organization has %d of %d projects", live, q)
+		}
+		slug := slugify(name)
+		for i := 2; slugs[slug]; i++ {
+			slug = slugify(name) + "-" + strconv.Itoa(i)
+		}
+		now := s.now()
+		ident := identifier(name)
+		prj := &store.Project{ID: ids.New("prj"), Name: name, Slug: slug, OrganizationID: orgID,
+			DatabaseName: ident, RoleName: ident, PublicHost: s.cfg.PublicHost, Region: s.cfg.Region,
+			Plan: plan.Name, SSLMode: "verify-full", StatementTimeout: "0", IdleTransactionTimeout: "0",
+			MaxConnections: plan.MaxConnections, StorageLimitBytes: plan.StorageLimitBytes, Environment: env,
+			State: ProjectProvisioning, RuntimeStatus: RuntimeProvisioning, CreatedAt: now, UpdatedAt: now,
+			PreloadLibraries: []string{}}
+		j, err := s.enqueue(tx, prj, JobProjectProvision, prj.ID, nil)
+		if err != nil {
+			return err
+		}
+		prj.LatestJobID = j.ID
+		if err := store.Projects.Put(tx, prj); err != nil {
+			return Internal(err, "store project")
+		}
+		if err := s.audit(tx, p, "project.create", orgID, prj.ID, map[string]any{"name": name, "plan": plan.Name, "job_id": j.ID}); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &ProjectJobResponse{Job: JobView(j), Project: projectView(prj)}
+		return nil
+	})
+	if err == nil {
+		s.notify()
+	}
+	return out, err
+}
+
+func planNames() string {
+	var names []string
+	for _, p := range Plans {
+		names = append(names, p.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// ListProjects lists the organization's projects (deleted ones excluded), oldest first.
+func (s *Service) ListProjects(ctx context.Context, p *Principal, orgFilter string) (*ProjectList, error) {
+	orgID, err := p.OrganizationFilter(orgFilter)
+	if err != nil {
+		return nil, err
+	}
+	out := &ProjectList{Projects: []*Project{}}
+	err = s.db.View(func(tx *store.Tx) error {
+		prjs, err := store.Projects.Lookup(tx, store.ProjectsByOrg, orgID, store.Query{})
+		if err != nil {
+			return Internal(err, "list projects")
+		}
+		for _, prj := range prjs {
+			if prj.DeletedAt != nil || (p.ProjectID != "" && prj.ID != p.ProjectID) {
+				continue
+			}
+			out.Projects = append(out.Projects, projectView(prj))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// GetProject returns one project.
+func (s *Service) GetProject(ctx context.Context, p *Principal, projectID string) (*ProjectResponse, error) {
+	var out *ProjectResponse
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		out = &ProjectResponse{Project: projectView(prj)}
+		return nil
+	})
+	return out, err
+}
+
+// PatchProjectRequest holds the project fields a customer may change; absent fields stay.
+type PatchProjectRequest struct {
+	Name                   *string `json:"name" doc:"1 to 63 characters (database and role names do not change)"`
+	Environment            *string `json:"environment" doc:"production, staging or development"`
+	StatementTimeout       *string `json:"statement_timeout" doc:"PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload"`
+	IdleTransactionTimeout *string `json:"idle_transaction_timeout" doc:"idle_in_transaction_session_timeout as a PostgreSQL duration; applied by reload"`
+	Plan                   *string `json:"plan" doc:"free, pro or scale; max_connections changes with a restart"`
+}
+
+var durationRE = regexp.MustCompile(`^(0|[1-9][0-9]{0,8}(ms|s|min|h|d)?)$`)
+
+// PatchProject applies metadata changes at once and enqueues project.apply_plan for what the server
+// must apply (plan, timeouts); latest_job_id names that job.
+func (s *Service) PatchProject(ctx context.Context, p *Principal, projectID string, req *PatchProjectRequest) (*ProjectResponse, error) {
+	if req.Name != nil {
+		if n := strings.TrimSpace(*req.Name); n == "" || len(n) > 63 {
+			return nil, Invalid("name must be 1 to 63 characters")
+		}
+	}
+	if req.Environment != nil && !slices.Contains(Environments, *req.Environment) {
+		return nil, Invalid("environment must be one of %s", strings.Join(Environments, ", "))
+	}
+	for field, v := range map[string]*string{"statement_timeout": req.StatementTimeout, "idle_transaction_timeout": req.IdleTransactionTimeout} {
+		if v != nil && !durationRE.MatchString(*v) {
+			return nil, Invalid("%s must be 0 or a positive duration with unit ms, s, min, h or d (e.g. 30s)", field)
+		}
+	}
+	var plan Plan
+	if req.Plan != nil {
+		var ok bool
+		if plan, ok = PlanByName(*req.Plan); !ok {
+			return nil, Invalid("plan must be one of %s", planNames())
+		}
+	}
+	var out *ProjectResponse
+	var queued bool
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		if prj.State == ProjectDeleting || prj.State == ProjectDeleted {
+			return Conflict("project %s is %s", prj.ID, prj.State)
+		}
+		changed := map[string]any{}
+		server := false
+		if req.Name != nil && strings.TrimSpace(*req.Name) != prj.Name {
+			prj.Name = strings.TrimSpace(*req.Name)
+			changed["name"] = prj.Name
+		}
+		if req.Environment != nil && *req.Environment != prj.Environment {
+			prj.Environment = *req.Environment
+			changed["environment"] = prj.Environment
+		}
+		if req.StatementTimeout != nil && *req.StatementTimeout != prj.StatementTimeout {
+			prj.StatementTimeout = *req.StatementTimeout
+			changed["statement_timeout"], server = prj.StatementTimeout, true
+		}
+		if req.IdleTransactionTimeout != nil && *req.IdleTransactionTimeout != prj.IdleTransactionTimeout {
+			prj.IdleTransactionTimeout = *req.IdleTransactionTimeout
+			changed["idle_transaction_timeout"], server = prj.IdleTransactionTimeout, true
+		}
+		if req.Plan != nil && plan.Name != prj.Plan {
+			prj.Plan, prj.MaxConnections, prj.StorageLimitBytes = plan.Name, plan.MaxConnections, plan.StorageLimitBytes
+			changed["plan"], server = prj.Plan, true
+		}
+		if len(changed) == 0 {
+			out = &ProjectResponse{Project: projectView(prj)}
+			return nil
+		}
+		if server {
+			if prj.State == ProjectFailed {
+				return Conflict("project %s failed to provision; delete it and create a new one", prj.ID)
+			}
+			j, err := s.enqueue(tx, prj, JobProjectApplyPlan, prj.ID, nil)
+			if err != nil {
+				return err
+			}
+			prj.LatestJobID, queued = j.ID, true
+			changed["job_id"] = j.ID
+		}
+		prj.UpdatedAt = s.now()
+		if err := store.Projects.Put(tx, prj); err != nil {
+			return Internal(err, "store project")
+		}
+		if err := s.audit(tx, p, "project.update", prj.OrganizationID, prj.ID, changed); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &ProjectResponse{Project: projectView(prj)}
+		return nil
+	})
+	if queued {
+		s.notify()
+	}
+	return out, err
+}
+
+// DeleteProject enqueues the removal of the project's instance and data. A production project needs a
+// valid approval token for project.delete.
+func (s *Service) DeleteProject(ctx context.Context, p *Principal, projectID, approvalToken string) (*JobResponse, error) {
+	if err := p.RequireAdminRole("deleting a project"); err != nil {
+		return nil, err
+	}
+	var out *JobResponse
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		if prj.State == ProjectDeleted {
+			return Gone("project %s has been deleted", prj.ID)
+		}
+		if prj.State == ProjectDeleting {
+			return Conflict("project %s is already being deleted (job %s)", prj.ID, prj.LatestJobID)
+		}
+		if prj.Environment == "production" {
+			if err := s.consumeApproval(tx, approvalToken, ActionProjectDelete, prj.ID); err != nil {
+				return err
+			}
+		}
+		j, err := s.enqueue(tx, prj, JobProjectDelete, prj.ID, nil)
+		if err != nil {
+			return err
+		}
+		prj.State, prj.LatestJobID, prj.UpdatedAt = ProjectDeleting, j.ID, s.now()
+		if err := store.Projects.Put(tx, prj); err != nil {
+			return Internal(err, "store project")
+		}
+		if err := s.audit(tx, p, "project.delete", prj.OrganizationID, prj.ID, map[string]any{"job_id": j.ID, "environment": prj.Environment}); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &JobResponse{Job: JobView(j)}
+		return nil
+	})
+	if err == nil {
+		s.notify()
+	}
+	return out, err
+}
