@@ -19,6 +19,9 @@ type Config struct {
 	APIURL     string // base URL clients use for the API, e.g. https://127.0.0.1:7443
 	PublicHost string // host name clients use for databases
 	CACertPath string // the appliance CA certificate clients verify servers against
+	ListenHost string // address instances and poolers listen on (default 127.0.0.1)
+	DataDir    string // the appliance's data directory (instances live under it)
+	Ports      PortRange
 	Region     string
 	KeyPrefix  string // API keys look like <KeyPrefix>_live_<random>
 	Version    string
@@ -39,6 +42,7 @@ type Service struct {
 	now   func() time.Time
 	Probe *Probes
 	meter ProjectMeter
+	dp    *DataPlane
 }
 
 // New returns a service; jobs may be nil until the runner exists (SetNotifier).

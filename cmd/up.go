@@ -34,6 +34,8 @@ type UpConfig struct {
 	LogLevel   string
 	KVListen   string
 	PGBin      string
+	PGUser     string
+	PGListen   string
 }
 
 func defaultDataDir() string {
@@ -63,6 +65,8 @@ func init() {
 	f.StringVar(&cfg.Region, "region", envDefault("APPLIANCE_REGION", "local"), "region name reported on projects and /status (APPLIANCE_REGION)")
 	f.StringVar(&cfg.KVListen, "kv-listen", envDefault("APPLIANCE_KV_LISTEN", "127.0.0.1:6380"), "host:port of the TLS RESP front of key-value stores (APPLIANCE_KV_LISTEN)")
 	f.StringVar(&cfg.PGBin, "pg-bin", envDefault("APPLIANCE_PG_BIN", ""), "PostgreSQL bin directory (APPLIANCE_PG_BIN); default: the newest under /usr/lib/postgresql")
+	f.StringVar(&cfg.PGUser, "pg-user", envDefault("APPLIANCE_PG_USER", ""), "OS user instances run as when the appliance runs as root (APPLIANCE_PG_USER); default postgres if it exists, else appliance-pg (created)")
+	f.StringVar(&cfg.PGListen, "pg-listen", envDefault("APPLIANCE_PG_LISTEN", "127.0.0.1"), "address instances and poolers listen on (APPLIANCE_PG_LISTEN)")
 	f.StringVar(&cfg.LogLevel, "log-level", envDefault("APPLIANCE_LOG_LEVEL", "info"), "debug, info, warn or error (APPLIANCE_LOG_LEVEL)")
 	root.AddCommand(up)
 }
@@ -112,7 +116,20 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	}
 	apiURL := "https://" + net.JoinHostPort(host, port)
 
+	// Instances run as an unprivileged user that must traverse the data dir to reach its own directory.
+	if err := os.Chmod(dataDir, 0o711); err != nil {
+		return err
+	}
+	instancesDir := filepath.Join(dataDir, "instances")
+	if err := os.MkdirAll(instancesDir, 0o711); err != nil {
+		return err
+	}
+	if err := os.Chmod(instancesDir, 0o711); err != nil {
+		return err
+	}
+
 	var db *store.DB
+	var sup *postgres.Supervisor
 	var runner *scheduler.Runner
 	var svc *appliance.Service
 	var srv *http.Server
@@ -123,8 +140,32 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			db, err = store.Open(filepath.Join(dataDir, "meta.db"))
 			return err
 		}, stop: func(ctx context.Context) error { return db.Close() }},
+		{name: "instance-supervisor", start: func(ctx context.Context) error {
+			svc = appliance.New(appliance.Config{APIURL: apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
+				Version: Version, CACertPath: ca.CertPath(), ListenHost: cfg.PGListen, DataDir: dataDir}, db, box, log)
+			sup = postgres.NewSupervisor(cfg.PGBin)
+			sup.OnEvent = svc.OnInstanceEvent
+			svc.Probe.Register("instance-supervisor", sup.Health)
+			bin, err := sup.Binaries()
+			if err != nil {
+				log.Warn("projects cannot be provisioned", "err", err)
+				return nil
+			}
+			user, err := postgres.DefaultOSUser()
+			if cfg.PGUser != "" {
+				user, err = postgres.EnsureOSUser(cfg.PGUser)
+			}
+			if err != nil {
+				return err
+			}
+			bouncer, err := postgres.FindPgBouncer("")
+			if err != nil {
+				log.Warn("pooled ports unavailable", "err", err)
+			}
+			svc.SetDataPlane(&appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: ca, PgBouncer: bouncer})
+			return nil
+		}, stop: func(ctx context.Context) error { return sup.Stop(ctx) }},
 		{name: "scheduler", start: func(ctx context.Context) error {
-			svc = appliance.New(appliance.Config{APIURL: apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region, Version: Version}, db, box, log)
 			runner = scheduler.New(db, scheduler.Options{ID: fmt.Sprintf("%s/%d", hostname, os.Getpid()), HostID: hostname, Log: log})
 			svc.SetNotifier(runner)
 			svc.Probe.Register("scheduler", runner.Health)
@@ -138,13 +179,15 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			}); err != nil {
 				return err
 			}
-			return runner.Start(ctx)
-		}, stop: func(ctx context.Context) error { return runner.Stop(ctx) }},
-		{name: "instance-supervisor", start: func(ctx context.Context) error {
-			sup := postgres.NewSupervisor(cfg.PGBin)
-			svc.Probe.Register("instance-supervisor", sup.Health)
+			svc.RegisterJobs(runner)
+			if err := runner.Start(ctx); err != nil {
+				return err
+			}
+			if _, err := sup.Binaries(); err == nil {
+				return svc.AdoptInstances(ctx)
+			}
 			return nil
-		}},
+		}, stop: func(ctx context.Context) error { return runner.Stop(ctx) }},
 		{name: "kv-front", start: func(ctx context.Context) error {
 			tlsCfg, err := ca.ServerTLS(uniq("localhost", "127.0.0.1", cfg.PublicHost)...)
 			if err != nil {

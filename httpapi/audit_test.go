@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"cmp"
 	"net/http"
+	"slices"
 	"testing"
 )
 
@@ -10,20 +12,43 @@ import (
 // make a successful call of it.
 func TestEveryMutatingRouteIsAudited(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	for _, rt := range b.api.Routes() {
+	b := setup(t, setupOpts{limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}, instances: true})
+	f := newFixtures(b)
+	routes := slices.Clone(b.api.Routes())
+	// Deletes last, so that what they remove is still there for the other routes; a resource's children
+	// (longer paths) before the resource itself.
+	slices.SortStableFunc(routes, func(x, y Route) int {
+		if c := cmp.Compare(boolInt(x.Method == http.MethodDelete), boolInt(y.Method == http.MethodDelete)); c != 0 {
+			return c
+		}
+		return cmp.Compare(len(y.Path), len(x.Path)) * boolInt(x.Method == http.MethodDelete)
+	})
+	for _, rt := range routes {
 		if rt.Method == http.MethodGet || rt.Method == http.MethodHead {
 			continue
 		}
-		t.Run(rt.Method+" "+rt.Path, func(t *testing.T) {
-			f := newFixtures(b) // fresh resources: a delete must not spoil the next route's call
+		name := rt.Method + " " + rt.Path
+		t.Run(name, func(t *testing.T) {
 			cred, path := f.fullRights(rt), f.path(t, rt)
 			last := lastAuditID(b)
 			r := b.call(t, rt.Method, path, bearer(cred), f.body(rt))
+			if want, ok := unreachable[name]; ok {
+				if r.status != want {
+					t.Fatalf("%d, want %d\n%s", r.status, want, r.body)
+				}
+				return
+			}
 			if r.status != rt.Status {
 				t.Fatalf("the fixture call must succeed to show its audit event: %d, want %d\n%s", r.status, rt.Status, r.body)
 			}
 			checkAudited(t, b, rt.Method+" "+path, cred, last, "")
 		})
 	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -277,9 +277,9 @@ func TestOpenAPILint(t *testing.T) {
 // validates each response against the served document.
 func TestOpenAPIResponsesConform(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setup(t, setupOpts{limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}, instances: true})
 	org := "/v1/organizations/" + b.org.ID
-	prj := b.project("conform", "production")
+	prj := b.provision("conform", "production")
 	member := b.session("member")
 	owner := b.session("owner")
 	readOnly := b.key("", appliance.ScopeProjectsRead)
@@ -352,12 +352,27 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("POST", "/v1/projects", "/v1/projects", b.adminKey, map[string]any{"name": "x", "plan": "huge"}, 400)
 	call("GET", project, "/v1/projects/{projectID}", b.adminKey, nil, 200)
 	call("GET", "/v1/projects/prj_nope", "/v1/projects/{projectID}", b.adminKey, nil, 404)
-	call("PATCH", project, "/v1/projects/{projectID}", b.adminKey, map[string]any{"plan": "pro"}, 200)
+	patched := call("PATCH", project, "/v1/projects/{projectID}", b.adminKey, map[string]any{"plan": "pro"}, 200)
+	b.env.WaitJob(t, patched.json["project"].(map[string]any)["latest_job_id"].(string)) // a restart
 	call("PATCH", project, "/v1/projects/{projectID}", b.adminKey, map[string]any{"statement_timeout": "soon"}, 400)
 	call("GET", project+"/connections", "/v1/projects/{projectID}/connections", b.adminKey, nil, 200)
 	call("POST", project+"/credentials/rotate", "/v1/projects/{projectID}/credentials/rotate", b.adminKey, map[string]any{"overlap_seconds": 60}, 202)
 	call("POST", project+"/credentials/rotate", "/v1/projects/{projectID}/credentials/rotate", b.adminKey, map[string]any{"overlap_seconds": -1}, 400)
 	call("DELETE", project, "/v1/projects/{projectID}", b.adminKey, nil, 403)
+
+	ext := "/v1/projects/{projectID}/extensions"
+	call("GET", project+"/extensions", ext, b.adminKey, nil, 200)
+	call("POST", project+"/extensions", ext, b.adminKey, map[string]any{"name": "citext"}, 202)
+	call("POST", project+"/extensions", ext, b.adminKey, map[string]any{"name": "no_such_extension"}, 404)
+	call("DELETE", project+"/extensions/no_such_extension", ext+"/{extensionName}", b.adminKey, nil, 404)
+	call("POST", project+"/extensions/pg_stat_statements/update", ext+"/{extensionName}/update", b.adminKey, nil, 409)
+	up := "/v1/projects/{projectID}/upgrade"
+	call("POST", project+"/upgrade/minor", up+"/minor", b.adminKey, nil, 202)
+	call("POST", project+"/upgrade/major/preflight?target_major=16", up+"/major/preflight", b.adminKey, nil, 202)
+	call("POST", project+"/upgrade/major/preflight?target_major=abc", up+"/major/preflight", b.adminKey, nil, 400)
+	call("POST", project+"/upgrade/major?target_major=15", up+"/major", b.adminKey, nil, 400)
+	call("POST", project+"/upgrade/major/confirm", up+"/major/confirm", b.adminKey, nil, 409)
+	call("POST", project+"/upgrade/major/rollback", up+"/major/rollback", b.adminKey, nil, 409)
 
 	for _, rt := range b.api.Routes() {
 		if !called[rt.Method+" "+rt.Path] {

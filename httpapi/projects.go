@@ -33,3 +33,39 @@ func (s *Server) connections(r *Request) (*appliance.ConnectionsResponse, error)
 func (s *Server) rotateCredentials(r *Request, body *appliance.RotateCredentialsRequest) (*appliance.JobResponse, error) {
 	return s.svc.RotateCredentials(r.Context(), r.Principal, r.PathValue("projectID"), body)
 }
+
+func (s *Server) listExtensions(r *Request) (*appliance.ExtensionList, error) {
+	return s.svc.ListExtensions(r.Context(), r.Principal, r.PathValue("projectID"))
+}
+
+func (s *Server) enableExtension(r *Request, body *appliance.ExtensionRequest) (*appliance.JobResponse, error) {
+	return s.svc.EnableExtension(r.Context(), r.Principal, r.PathValue("projectID"), body)
+}
+
+func (s *Server) disableExtension(r *Request) (*appliance.JobResponse, error) {
+	return s.svc.DisableExtension(r.Context(), r.Principal, r.PathValue("projectID"), r.PathValue("extensionName"))
+}
+
+func (s *Server) updateExtension(r *Request) (*appliance.JobResponse, error) {
+	return s.svc.UpdateExtension(r.Context(), r.Principal, r.PathValue("projectID"), r.PathValue("extensionName"))
+}
+
+func (s *Server) upgradeMinor(r *Request) (*appliance.JobResponse, error) {
+	return s.svc.UpgradeMinor(r.Context(), r.Principal, r.PathValue("projectID"), r.Bool("force"))
+}
+
+func (s *Server) upgradePreflight(r *Request) (*appliance.JobResponse, error) {
+	return s.svc.PreflightMajorUpgrade(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("target_major"))
+}
+
+func (s *Server) upgradeMajor(r *Request) (*appliance.JobResponse, error) {
+	return s.svc.UpgradeMajor(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("target_major"))
+}
+
+func (s *Server) upgradeConfirm(r *Request) (*appliance.JobResponse, error) {
+	return s.svc.ConfirmMajorUpgrade(r.Context(), r.Principal, r.PathValue("projectID"))
+}
+
+func (s *Server) upgradeRollback(r *Request) (*appliance.JobResponse, error) {
+	return s.svc.RollbackMajorUpgrade(r.Context(), r.Principal, r.PathValue("projectID"))
+}

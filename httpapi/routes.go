@@ -11,6 +11,9 @@ func limitParam(def int64) Param {
 	return Param{Name: "limit", Type: "integer", Min: 1, Max: 200, Default: def, Doc: "number of entries, newest first"}
 }
 
+// targetMajor is the PostgreSQL major version a major upgrade evaluates or moves to.
+var targetMajor = Param{Name: "target_major", Type: "integer", Required: true, Min: 10, Max: 99, Doc: "the PostgreSQL major version to upgrade to"}
+
 // table is the route table: every endpoint, its auth, scope and shape. The scope matrix test and the
 // OpenAPI document are generated from it.
 func (s *Server) table() []Route {
@@ -55,6 +58,18 @@ func (s *Server) table() []Route {
 			Query: []Param{{Name: "approval_token", Type: "string", Doc: "single-use approval token for project.delete; required when the environment is production"}}, Do: Without(s.deleteProject)},
 		{Method: get, Path: "/v1/projects/{projectID}/connections", Tag: "projects", Scope: appliance.ScopeCredentialsRead, Status: ok, Summary: "Connection URLs with the current credential", Do: Without(s.connections)},
 		{Method: post, Path: "/v1/projects/{projectID}/credentials/rotate", Tag: "projects", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Rotate the database credential (the previous one works during the overlap)", Do: With(s.rotateCredentials)},
+		{Method: get, Path: "/v1/projects/{projectID}/extensions", Tag: "extensions", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "Extensions the server offers, and which are enabled", Do: Without(s.listExtensions)},
+		{Method: post, Path: "/v1/projects/{projectID}/extensions", Tag: "extensions", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Enable an extension (restarts when it needs preloading)", Do: With(s.enableExtension)},
+		{Method: del, Path: "/v1/projects/{projectID}/extensions/{extensionName}", Tag: "extensions", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Disable an extension", Do: Without(s.disableExtension)},
+		{Method: post, Path: "/v1/projects/{projectID}/extensions/{extensionName}/update", Tag: "extensions", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Update an extension to the newest version", Do: Without(s.updateExtension)},
+		{Method: post, Path: "/v1/projects/{projectID}/upgrade/minor", Tag: "upgrades", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Restart onto the installed minor release of the same major",
+			Query: []Param{{Name: "force", Type: "boolean", Default: false, Doc: "restart even while client sessions are active (administrators only)"}}, Do: Without(s.upgradeMinor)},
+		{Method: post, Path: "/v1/projects/{projectID}/upgrade/major/preflight", Tag: "upgrades", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Check a major upgrade (pg_upgrade --check)",
+			Query: []Param{targetMajor}, Do: Without(s.upgradePreflight)},
+		{Method: post, Path: "/v1/projects/{projectID}/upgrade/major", Tag: "upgrades", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Upgrade to a new major version (the old data is kept until confirm)",
+			Query: []Param{targetMajor}, Do: Without(s.upgradeMajor)},
+		{Method: post, Path: "/v1/projects/{projectID}/upgrade/major/confirm", Tag: "upgrades", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Confirm a major upgrade (drops the old data)", Do: Without(s.upgradeConfirm)},
+		{Method: post, Path: "/v1/projects/{projectID}/upgrade/major/rollback", Tag: "upgrades", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Roll a major upgrade back to the old data", Do: Without(s.upgradeRollback)},
 		{Method: post, Path: "/v1/projects/{projectID}/approvals", Tag: "projects", Scope: appliance.ScopeProjectsWrite, Status: created, Summary: "Mint a single-use approval token", Do: With(s.createApproval)},
 		{Method: get, Path: "/v1/projects/{projectID}/audit-events", Tag: "audit", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "Project audit events",
 			Query: []Param{limitParam(25)}, Do: Without(s.projectAudit)},

@@ -27,7 +27,9 @@ type fixtureParam struct{ value, project string }
 
 func newFixtures(b *bundle) *fixtures {
 	b.t.Helper()
-	f := &fixtures{b: b, prjA: b.project("alpha", "development"), prjB: b.project("beta", "development")}
+	f := &fixtures{b: b, prjA: b.provision("alpha", "development"), prjB: b.project("beta", "development")}
+	// An extension at an older version: disabling and updating it are real operations.
+	f.installOldExtension("hstore", "1.7")
 	f.ownerSession = b.session("owner")
 	job := b.job(f.prjA.ID, "project.apply_plan")
 	spare := b.keyRecord(b.key("", appliance.ScopeProjectsRead))
@@ -37,23 +39,45 @@ func newFixtures(b *bundle) *fixtures {
 	}
 	email, password := b.user("member")
 	f.params = map[string]fixtureParam{
-		"orgID":     {value: b.org.ID},
-		"projectID": {value: f.prjA.ID, project: f.prjA.ID},
-		"jobID":     {value: job.ID, project: f.prjA.ID},
-		"keyID":     {value: spare.ID},
-		"sessionID": {value: login.json["session_id"].(string)},
+		"orgID":         {value: b.org.ID},
+		"projectID":     {value: f.prjA.ID, project: f.prjA.ID},
+		"jobID":         {value: job.ID, project: f.prjA.ID},
+		"keyID":         {value: spare.ID},
+		"sessionID":     {value: login.json["session_id"].(string)},
+		"extensionName": {value: "hstore", project: f.prjA.ID},
 	}
-	f.query = map[string]string{"poll_token": login.json["poll_token"].(string)}
+	f.query = map[string]string{"poll_token": login.json["poll_token"].(string), "target_major": "16"}
 	f.bodies = map[string]any{
-		"POST /v1/auth/sessions":                  map[string]any{"email": email, "password": password},
-		"POST /v1/cli/login/sessions":             map[string]any{},
-		"PATCH /v1/organizations/{orgID}":         map[string]any{"billing_name": "Fixture Ltd"},
-		"POST /v1/organizations/{orgID}/api-keys": map[string]any{"name": "fixture", "scopes": []string{"projects:read"}},
-		"POST /v1/projects/{projectID}/approvals": map[string]any{"action": "project.delete"},
-		"POST /v1/projects":                       map[string]any{"name": "fixture"},
-		"PATCH /v1/projects/{projectID}":          map[string]any{"name": "renamed"},
+		"POST /v1/auth/sessions":                   map[string]any{"email": email, "password": password},
+		"POST /v1/cli/login/sessions":              map[string]any{},
+		"PATCH /v1/organizations/{orgID}":          map[string]any{"billing_name": "Fixture Ltd"},
+		"POST /v1/organizations/{orgID}/api-keys":  map[string]any{"name": "fixture", "scopes": []string{"projects:read"}},
+		"POST /v1/projects/{projectID}/approvals":  map[string]any{"action": "project.delete"},
+		"POST /v1/projects":                        map[string]any{"name": "fixture"},
+		"PATCH /v1/projects/{projectID}":           map[string]any{"name": "renamed"},
+		"POST /v1/projects/{projectID}/extensions": map[string]any{"name": "citext"},
 	}
 	return f
+}
+
+// installOldExtension creates an extension at an old version in prjA's database, as an admin would.
+func (f *fixtures) installOldExtension(name, version string) {
+	f.b.t.Helper()
+	r := f.b.do("GET", "/v1/projects/"+f.prjA.ID+"/connections", f.b.adminKey, nil)
+	if r.status != http.StatusOK {
+		f.b.t.Fatalf("connections: %d %s", r.status, r.body)
+	}
+	// The project role may not create untrusted extensions; the admin connection may.
+	if err := f.b.env.AdminExec(f.b.t, f.prjA.ID, "CREATE EXTENSION "+name+" VERSION '"+version+"'"); err != nil {
+		f.b.t.Fatal(err)
+	}
+}
+
+// unreachable are routes whose success needs something this machine cannot have; the walk expects their
+// refusal (status) instead.
+var unreachable = map[string]int{
+	"POST /v1/projects/{projectID}/upgrade/major/confirm":  http.StatusConflict, // needs a second PostgreSQL major
+	"POST /v1/projects/{projectID}/upgrade/major/rollback": http.StatusConflict,
 }
 
 // path builds the URL of rt from the fixtures' path parameters and required query parameters.
@@ -141,7 +165,7 @@ func projectScopes() []appliance.Scope {
 // rights is not refused, so the credential is what each refusal is about.
 func TestScopeMatrix(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setup(t, setupOpts{limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}, instances: true})
 	f := newFixtures(b)
 
 	lacking := map[appliance.Scope]string{} // scope → an organization-wide key with every other scope

@@ -8,14 +8,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/store"
 )
@@ -30,48 +28,51 @@ type bundle struct {
 	org      *store.Organization
 	adminKey string // every scope, organization-wide
 	box      *appliance.SecretBox
+	env      *appliancetest.Env
 }
 
 type setupOpts struct {
 	limits RateLimits
+	// instances runs the data plane and the job runner: projects made with b.provision are real
+	// PostgreSQL instances.
+	instances bool
 }
 
 // setup starts an appliance service with a bootstrapped organization and its admin key.
 func setup(t testing.TB, opts ...setupOpts) *bundle {
 	t.Helper()
-	dir := t.TempDir()
-	db, err := store.Open(filepath.Join(dir, "meta.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	box, err := appliance.OpenSecretBox(filepath.Join(dir, "secret.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := appliance.New(appliance.Config{APIURL: "http://test", PublicHost: "localhost", Region: "local", Version: "test",
-		PasswordCost: bcrypt.MinCost}, db, box, log)
 	o := setupOpts{limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}}
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	api := New(svc, Options{Log: log, Limits: o.limits})
+	e := appliancetest.New(t, appliancetest.Options{Instances: o.instances})
+	api := New(e.Svc, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: o.limits})
 	ts := httptest.NewServer(api)
 	t.Cleanup(func() { ts.Close(); api.Close() })
-	boot, err := svc.EnsureBootstrap(t.Context(), filepath.Join(dir, "bootstrap.json"), filepath.Join(dir, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &bundle{t: t, svc: svc, api: api, ts: ts, db: db, adminKey: boot.APIKey, box: box}
-	db.View(func(tx *store.Tx) error {
-		b.org, err = store.Organizations.Get(tx, boot.OrganizationID)
+	b := &bundle{t: t, env: e, svc: e.Svc, api: api, ts: ts, db: e.DB, adminKey: e.Bootstrap.APIKey, box: e.Box}
+	var err error
+	e.DB.View(func(tx *store.Tx) error {
+		b.org, err = store.Organizations.Get(tx, e.Bootstrap.OrganizationID)
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// provision creates a project through the API and waits until it is active (needs setupOpts.instances).
+func (b *bundle) provision(name, environment string) *store.Project {
+	b.t.Helper()
+	r := b.do("POST", "/v1/projects", b.adminKey, map[string]any{"name": name, "environment": environment})
+	if r.status != http.StatusAccepted {
+		b.t.Fatalf("create project: %d %s", r.status, r.body)
+	}
+	job := b.env.WaitJob(b.t, r.json["job"].(map[string]any)["id"].(string))
+	if job.State != "completed" {
+		b.t.Fatalf("provision %s: %s %s", name, job.State, job.Error)
+	}
+	return b.env.Project(b.t, job.ProjectID)
 }
 
 // response is what a call returned.

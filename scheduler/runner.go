@@ -351,7 +351,9 @@ func (r *Runner) claim() (*store.Job, error) {
 				continue
 			}
 			if j.RunAfter.After(now) {
-				if j.LockedResource != "" {
+				// A job waiting out a retry backoff keeps its resource's order: later jobs wait behind it.
+				// A job merely scheduled for later (never attempted) holds nothing until it is due.
+				if j.LockedResource != "" && j.Attempts > 0 {
 					held[j.LockedResource] = true
 				}
 				continue

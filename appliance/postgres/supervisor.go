@@ -2,44 +2,315 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
-// Supervisor owns the running instances: it starts, watches, restarts and stops them.
+// Process is what a Supervisor keeps running: an Instance or a Pooler. Both are daemons found through their
+// pid files, so a restarted appliance adopts the processes the previous one started.
+type Process interface {
+	Status() (pid int, running bool, err error)
+	Start(ctx context.Context, ex ExecFunc) error
+	Stop(ctx context.Context, ex ExecFunc, mode StopMode) error
+}
+
+// EventKind says what happened to a watched process.
+type EventKind string
+
+const (
+	EventDied          EventKind = "died"           // it was running and is not any more
+	EventRestarted     EventKind = "restarted"      // the supervisor started it again
+	EventRestartFailed EventKind = "restart_failed" // a start attempt failed; another follows after a backoff
+)
+
+// Event is reported through Supervisor.OnEvent.
+type Event struct {
+	Key  string
+	Kind EventKind
+	PID  int   // the old pid for died, the new one for restarted
+	Err  error // why, when known
+	At   time.Time
+}
+
+// ErrSupervisorStopped is returned by Watch after Stop.
+var ErrSupervisorStopped = errors.New("supervisor is stopped")
+
+// Supervisor keeps the watched instances and poolers running: every Interval it checks each one, and starts
+// a dead one again at once, then with an exponential backoff (MinBackoff doubling up to MaxBackoff) while it
+// keeps dying; running MaxBackoff long resets the backoff. Set the exported fields before the first Watch.
 type Supervisor struct {
+	OnEvent    func(Event)   // called one event at a time, from the supervisor's goroutines: do not block
+	Exec       ExecFunc      // runs pg_ctl for restarts; nil: DefaultExec
+	Interval   time.Duration // 0: 1 s
+	MinBackoff time.Duration // 0: 1 s
+	MaxBackoff time.Duration // 0: 1 min
+
 	bin    Binaries
 	binErr error
-	mu     sync.Mutex
-	insts  map[string]*instanceState
+
+	mu      sync.Mutex
+	watched map[string]*watched
+	started bool
+	stopped bool
+	stopCh  chan struct{}
+	kick    chan struct{}
+	done    chan struct{}
+	wg      sync.WaitGroup // restarts in flight
+	evMu    sync.Mutex
 }
 
-type instanceState struct {
-	healthy bool
+type watched struct {
+	key       string
+	target    Process
+	running   bool
+	pid       int
+	failures  int           // start attempts since it last ran MaxBackoff long
+	next      time.Time     // no start attempt before
+	lastStart time.Time     // the last start attempt
+	idle      chan struct{} // non-nil while a start attempt is in flight; closed when it ends
+	removed   bool
 }
 
-// NewSupervisor resolves the binaries (an explicit bin dir may be given).
+// NewSupervisor resolves the binaries (an explicit bin dir may be given). It starts no goroutine until the
+// first Watch.
 func NewSupervisor(binDir string) *Supervisor {
 	b, err := FindBinaries(binDir)
-	return &Supervisor{bin: b, binErr: err, insts: map[string]*instanceState{}}
+	return &Supervisor{bin: b, binErr: err, watched: map[string]*watched{},
+		stopCh: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-// Health reports whether instances can run and how many are healthy.
+// Binaries returns the PostgreSQL installation found by NewSupervisor, or why there is none.
+func (s *Supervisor) Binaries() (Binaries, error) { return s.bin, s.binErr }
+
+func (s *Supervisor) interval() time.Duration { return durOr(s.Interval, time.Second) }
+func (s *Supervisor) minBackoff() time.Duration {
+	return durOr(s.MinBackoff, time.Second)
+}
+func (s *Supervisor) maxBackoff() time.Duration { return durOr(s.MaxBackoff, time.Minute) }
+
+func durOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// backoff is the wait after the n-th start attempt in a row.
+func (s *Supervisor) backoff(n int) time.Duration {
+	d := s.minBackoff()
+	for i := 1; i < n && d < s.maxBackoff(); i++ {
+		d *= 2
+	}
+	return min(d, s.maxBackoff())
+}
+
+// Watch keeps target running under key (replacing what key watched before): it is checked at once, and
+// started (soon, by the supervisor's goroutine) if it does not run.
+func (s *Supervisor) Watch(key string, target Process) error {
+	// The first look is synchronous: a process running now and dead later is reported as died.
+	w := &watched{key: key, target: target}
+	w.pid, w.running, _ = target.Status()
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return ErrSupervisorStopped
+	}
+	if old := s.watched[key]; old != nil {
+		old.removed = true
+	}
+	s.watched[key] = w
+	if !s.started {
+		s.started = true
+		go s.loop()
+	}
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Unwatch stops watching key, waiting for a start attempt in flight to end. The process is left as it is.
+func (s *Supervisor) Unwatch(key string) {
+	s.mu.Lock()
+	w := s.watched[key]
+	if w == nil {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.watched, key)
+	w.removed = true
+	idle := w.idle
+	s.mu.Unlock()
+	if idle != nil {
+		<-idle
+	}
+}
+
+func (s *Supervisor) loop() {
+	defer close(s.done)
+	t := time.NewTicker(s.interval())
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopCh:
+			return
+		case <-t.C:
+		case <-s.kick:
+		}
+		s.check()
+	}
+}
+
+// check looks at every watched process not being started, and starts those that do not run.
+func (s *Supervisor) check() {
+	s.mu.Lock()
+	ws := make([]*watched, 0, len(s.watched))
+	for _, w := range s.watched {
+		if w.idle == nil {
+			ws = append(ws, w)
+		}
+	}
+	s.mu.Unlock()
+	for _, w := range ws {
+		pid, running, err := w.target.Status()
+		now := time.Now()
+		var died *Event
+		s.mu.Lock()
+		if w.removed || w.idle != nil || s.stopped {
+			s.mu.Unlock()
+			continue
+		}
+		if running {
+			w.running, w.pid = true, pid
+			if w.failures > 0 && now.Sub(w.lastStart) >= s.maxBackoff() {
+				w.failures = 0
+			}
+			s.mu.Unlock()
+			continue
+		}
+		if w.running {
+			died = &Event{Key: w.key, Kind: EventDied, PID: w.pid, Err: err, At: now}
+		}
+		w.running = false
+		start := !now.Before(w.next)
+		if start {
+			w.idle = make(chan struct{})
+			w.lastStart = now
+			s.wg.Add(1)
+		}
+		s.mu.Unlock()
+		if died != nil {
+			s.emit(*died)
+		}
+		if start {
+			go s.restart(w)
+		}
+	}
+}
+
+// restart makes one start attempt.
+func (s *Supervisor) restart(w *watched) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	err := w.target.Start(ctx, orDefault(s.Exec))
+	cancel()
+	pid, running, serr := w.target.Status()
+	if err == nil && !running {
+		err = errors.Join(errors.New("not running after a successful start"), serr)
+	}
+	now := time.Now()
+	s.mu.Lock()
+	w.failures++
+	w.next = now.Add(s.backoff(w.failures)) // counted from the end of the attempt
+	if err == nil {
+		w.running, w.pid = true, pid
+	}
+	close(w.idle)
+	w.idle = nil
+	s.mu.Unlock()
+	if err != nil {
+		s.emit(Event{Key: w.key, Kind: EventRestartFailed, Err: err, At: now})
+	} else {
+		s.emit(Event{Key: w.key, Kind: EventRestarted, PID: pid, At: now})
+	}
+}
+
+func (s *Supervisor) emit(e Event) {
+	if s.OnEvent == nil {
+		return
+	}
+	s.evMu.Lock()
+	defer s.evMu.Unlock()
+	s.OnEvent(e)
+}
+
+// Stop stops watching and stops every watched process (fast mode), all in parallel, waiting for them
+// unless ctx ends first. A second Stop does nothing.
+func (s *Supervisor) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	started := s.started
+	ws := make([]*watched, 0, len(s.watched))
+	for _, w := range s.watched {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	close(s.stopCh)
+	idle := make(chan struct{})
+	go func() {
+		if started {
+			<-s.done
+		}
+		s.wg.Wait()
+		close(idle)
+	}()
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		return fmt.Errorf("stop supervisor: waiting for restarts in flight: %w", context.Cause(ctx))
+	}
+	errs := make([]error, len(ws))
+	var wg sync.WaitGroup
+	for n, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.target.Stop(ctx, orDefault(s.Exec), StopFast); err != nil {
+				errs[n] = fmt.Errorf("stop %s: %w", w.key, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Health reports whether instances can run and how many watched processes do.
 func (s *Supervisor) Health(ctx context.Context) (status, message string) {
 	if s.binErr != nil {
 		return "down", s.binErr.Error()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	healthy := 0
-	for _, st := range s.insts {
-		if st.healthy {
-			healthy++
+	running, starting := 0, 0
+	for _, w := range s.watched {
+		if w.running {
+			running++
+		} else if w.idle != nil {
+			starting++
 		}
 	}
 	status = "operational"
-	if healthy < len(s.insts) {
+	if running < len(s.watched) {
 		status = "degraded"
 	}
-	return status, fmt.Sprintf("PostgreSQL %d at %s; %d of %d instances healthy", s.bin.Major, s.bin.Dir, healthy, len(s.insts))
+	return status, fmt.Sprintf("PostgreSQL %d at %s; %d of %d watched processes running, %d restarting",
+		s.bin.Major, s.bin.Dir, running, len(s.watched), starting)
 }

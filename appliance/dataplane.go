@@ -1,0 +1,204 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/store"
+)
+
+// DataPlane is the machinery the job handlers drive: the supervisor of instances and poolers, the OS user
+// they run as, the binaries and the CA that issues their certificates.
+type DataPlane struct {
+	Supervisor *postgres.Supervisor
+	User       *postgres.OSUser
+	Bin        postgres.Binaries
+	CA         *certs.CA
+	PgBouncer  string // the pgbouncer program
+}
+
+// SetDataPlane connects the instance machinery.
+func (s *Service) SetDataPlane(dp *DataPlane) { s.dp = dp }
+
+func (s *Service) dataPlane() (*DataPlane, error) {
+	if s.dp == nil {
+		return nil, errors.New("no data plane: PostgreSQL instances cannot run in this process")
+	}
+	return s.dp, nil
+}
+
+// instancesDir holds one directory per instance; it must be traversable by the instances' OS user.
+func (s *Service) instancesDir() string { return filepath.Join(s.cfg.DataDir, "instances") }
+
+// pgInstance is the postgres value of an instance record.
+func (s *Service) pgInstance(dp *DataPlane, rec *store.Instance) *postgres.Instance {
+	bin := dp.Bin
+	if rec.BinDir != "" && rec.BinDir != bin.Dir {
+		bin = postgres.Binaries{Dir: rec.BinDir, Major: rec.Major}
+	}
+	return &postgres.Instance{ID: rec.ID, Dir: rec.Dir, ListenHost: s.cfg.ListenHost, Port: rec.Port, Bin: bin, User: dp.User}
+}
+
+// pgPooler is the PgBouncer of an instance record.
+func (s *Service) pgPooler(dp *DataPlane, rec *store.Instance, prj *store.Project) *postgres.Pooler {
+	pi := s.pgInstance(dp, rec)
+	return &postgres.Pooler{ID: rec.ID + "-pooler", Dir: filepath.Join(rec.Dir, "pooler"), ListenHost: s.cfg.ListenHost,
+		Port: rec.PooledPort, TargetPort: rec.Port, PoolSize: postgres.PoolSizeFor(prj.MaxConnections),
+		CertFile: pi.CertFile(), KeyFile: pi.KeyFile(), CAFile: pi.CAFile(), Program: dp.PgBouncer, User: dp.User}
+}
+
+// settingsFor derives an instance's settings from its project.
+func (s *Service) settingsFor(dp *DataPlane, prj *store.Project, rec *store.Instance) (postgres.Settings, error) {
+	st, err := parsePGDuration(prj.StatementTimeout)
+	if err != nil {
+		return postgres.Settings{}, err
+	}
+	idle, err := parsePGDuration(prj.IdleTransactionTimeout)
+	if err != nil {
+		return postgres.Settings{}, err
+	}
+	libs := postgres.DefaultPreloadLibraries(s.pgInstance(dp, rec).Bin)
+	for _, l := range prj.PreloadLibraries {
+		if !contains(libs, l) {
+			libs = append(libs, l)
+		}
+	}
+	return postgres.Settings{MaxConnections: prj.MaxConnections, StatementTimeout: st,
+		IdleInTransactionSessionTimeout: idle, SharedPreloadLibraries: libs}, nil
+}
+
+var pgDurationRE = regexp.MustCompile(`^([0-9]+)(ms|s|min|h|d)?$`)
+
+// parsePGDuration reads the PostgreSQL durations the API accepts ("0", "250ms", "30s", "5min", "2h", "1d";
+// a bare number is milliseconds, as PostgreSQL reads it).
+func parsePGDuration(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	m := pgDurationRE.FindStringSubmatch(v)
+	if m == nil {
+		return 0, fmt.Errorf("invalid duration %q", v)
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	unit := map[string]time.Duration{"": time.Millisecond, "ms": time.Millisecond, "s": time.Second,
+		"min": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[m[2]]
+	return time.Duration(n) * unit, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// watch puts an instance and its pooler under supervision.
+func (s *Service) watch(dp *DataPlane, rec *store.Instance, prj *store.Project) error {
+	if err := dp.Supervisor.Watch(rec.ID, s.pgInstance(dp, rec)); err != nil {
+		return err
+	}
+	return dp.Supervisor.Watch(rec.ID+"/pooler", s.pgPooler(dp, rec, prj))
+}
+
+func (s *Service) unwatch(dp *DataPlane, rec *store.Instance) {
+	dp.Supervisor.Unwatch(rec.ID)
+	dp.Supervisor.Unwatch(rec.ID + "/pooler")
+}
+
+// AdoptInstances puts every live instance under supervision at start: running ones are adopted, dead ones
+// (the machine rebooted, or they died with the appliance) are started by the supervisor.
+func (s *Service) AdoptInstances(ctx context.Context) error {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return err
+	}
+	type pair struct {
+		inst *store.Instance
+		prj  *store.Project
+	}
+	var live []pair
+	err = s.db.View(func(tx *store.Tx) error {
+		insts, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == InstanceRunning })
+		if err != nil {
+			return err
+		}
+		for _, in := range insts {
+			prj, err := store.Projects.Get(tx, in.ProjectID)
+			if err != nil {
+				return fmt.Errorf("instance %s: project %s: %w", in.ID, in.ProjectID, err)
+			}
+			live = append(live, pair{in, prj})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range live {
+		if err := s.watch(dp, p.inst, p.prj); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// OnInstanceEvent records what the supervisor saw (a death, a restart) on the project: runtime_status and
+// an audit event from the system.
+func (s *Service) OnInstanceEvent(e postgres.Event) {
+	instID := e.Key
+	if i := len(instID) - len("/pooler"); i > 0 && instID[i:] == "/pooler" {
+		instID = instID[:i]
+	}
+	err := s.db.Update(func(tx *store.Tx) error {
+		inst, err := store.Instances.Get(tx, instID)
+		if err != nil {
+			return err
+		}
+		prj, err := store.Projects.Get(tx, inst.ProjectID)
+		if err != nil {
+			return err
+		}
+		if prj.State != ProjectActive {
+			return nil
+		}
+		switch e.Kind {
+		case postgres.EventDied, postgres.EventRestartFailed:
+			prj.RuntimeStatus = RuntimeDown
+		case postgres.EventRestarted:
+			prj.RuntimeStatus = RuntimeActive
+		}
+		prj.UpdatedAt = s.now()
+		if err := store.Projects.Put(tx, prj); err != nil {
+			return err
+		}
+		md := map[string]any{"process": e.Key, "pid": e.PID}
+		if e.Err != nil {
+			md["error"] = e.Err.Error()
+		}
+		return s.audit(tx, &Principal{AuthSource: ActorSystem}, "instance."+string(e.Kind), prj.OrganizationID, prj.ID, md)
+	})
+	if err != nil {
+		s.log.Error("record instance event", "event", e, "err", err)
+	}
+}
+
+func readFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,48 @@
+package appliance_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/theappliance/appliance/store"
+)
+
+func jsonUnmarshal(b []byte, v any) { json.Unmarshal(b, v) }
+
+func osStat(p string) (os.FileInfo, error) { return os.Stat(p) }
+
+// postmasterPID reads the first line of the instance's postmaster.pid.
+func postmasterPID(t *testing.T, inst *store.Instance) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(inst.Dir, "pgdata", "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// processesUnder lists pids whose command line mentions dir.
+func processesUnder(dir string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmd), dir) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}

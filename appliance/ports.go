@@ -1,0 +1,76 @@
+package appliance
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/theappliance/appliance/store"
+)
+
+// PortRange is where instance ports (direct and pooled) are allocated.
+type PortRange struct {
+	First, Last int
+}
+
+// DefaultPortRange leaves PostgreSQL's own 5432 and the common 6432 alone.
+var DefaultPortRange = PortRange{First: 15432, Last: 17431}
+
+// allocatePorts picks n ports of the range that no instance record holds and that can be bound now.
+func (s *Service) allocatePorts(tx *store.Tx, n int) ([]int, error) {
+	used := map[int]bool{}
+	insts, err := store.Instances.All(tx, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range insts {
+		if in.State != InstanceRemoved {
+			used[in.Port], used[in.PooledPort] = true, true
+		}
+	}
+	r := s.cfg.Ports
+	if r.First == 0 {
+		r = DefaultPortRange
+	}
+	var out []int
+	for p := r.First; p <= r.Last && len(out) < n; p++ {
+		if used[p] || !bindable(s.cfg.ListenHost, p) {
+			continue
+		}
+		out = append(out, p)
+	}
+	if len(out) < n {
+		return nil, fmt.Errorf("no free port left in %d-%d", r.First, r.Last)
+	}
+	return out, nil
+}
+
+func bindable(host string, port int) bool {
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
+}
+
+// Instance states.
+const (
+	InstanceCreating = "creating"
+	InstanceRunning  = "running"
+	InstanceStopped  = "stopped"
+	InstanceRemoved  = "removed"
+)
+
+// freePort asks the kernel for a port free now on loopback (for short-lived helpers such as pg_upgrade).
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}

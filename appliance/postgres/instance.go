@@ -1,0 +1,447 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// AdminRole is the superuser initdb creates; it logs in over 127.0.0.1 only (see pg_hba.conf).
+const AdminRole = "appliance_admin"
+
+// StopMode is pg_ctl's shutdown mode.
+type StopMode string
+
+const (
+	StopSmart     StopMode = "smart"     // wait for clients to disconnect
+	StopFast      StopMode = "fast"      // disconnect clients, shut down cleanly
+	StopImmediate StopMode = "immediate" // quit at once: crash recovery on the next start
+)
+
+// Errors.
+var (
+	ErrNotRunning  = errors.New("not running")
+	ErrInitialized = errors.New("instance directory is already initialized")
+)
+
+// Instance is one PostgreSQL cluster run by pg_ctl as an unprivileged OS user. Its files live in Dir:
+//
+//	<Dir>/                  0700, owned by User
+//	      pgdata/           the data directory (postgresql.conf, appliance.conf, settings.conf, pg_hba.conf, log/)
+//	      server.crt  server.key (0600)  ca.crt
+//	      wal-archive/      the default archive_command's destination
+//	      startup.log       the postmaster's output until its logging collector takes over
+//	      initialized       written when Init has completed
+//
+// Dir's parents must be searchable by User: when the appliance runs as root they may be root-owned, with
+// mode 0711 (0700 is not enough). An Instance holds no process state: a new value with the same Dir finds
+// (adopts) a running postmaster, so supervision survives a restart of the appliance.
+type Instance struct {
+	ID         string   // names the cluster (cluster_name, process titles, errors)
+	Dir        string   // absolute
+	ListenHost string   // listen_addresses; "" means 127.0.0.1; loopback is always added
+	Port       int      // the direct port
+	Bin        Binaries // initdb, pg_ctl, pg_config
+	User       *OSUser
+}
+
+var _ Process = (*Instance)(nil)
+
+// DataDir is <Dir>/pgdata.
+func (i *Instance) DataDir() string { return filepath.Join(i.Dir, "pgdata") }
+
+// CertFile, KeyFile and CAFile are the TLS files the instance (and its pooler) serve.
+func (i *Instance) CertFile() string { return filepath.Join(i.Dir, "server.crt") }
+func (i *Instance) KeyFile() string  { return filepath.Join(i.Dir, "server.key") }
+func (i *Instance) CAFile() string   { return filepath.Join(i.Dir, "ca.crt") }
+
+// ArchiveDir is where the default archive_command copies WAL segments.
+func (i *Instance) ArchiveDir() string { return filepath.Join(i.Dir, "wal-archive") }
+
+// LogDir holds the JSON logs (log_destination = jsonlog), one postgresql-<date>.json a day.
+func (i *Instance) LogDir() string { return filepath.Join(i.DataDir(), "log") }
+
+// StartupLog is pg_ctl's -l file: the postmaster's output before its logging collector starts.
+func (i *Instance) StartupLog() string { return filepath.Join(i.Dir, "startup.log") }
+
+func (i *Instance) marker() string { return filepath.Join(i.Dir, "initialized") }
+
+// InitOptions are what initdb and the first configuration need.
+type InitOptions struct {
+	AdminPassword string // the password of AdminRole
+	// CertPEM (the server certificate, chain allowed), KeyPEM and CAPEM (the CA clients verify it with,
+	// also used to verify client certificates if any are ever required).
+	CertPEM, KeyPEM, CAPEM []byte
+	Settings               Settings
+}
+
+var validHost = regexp.MustCompile(`^[A-Za-z0-9.:*_,-]+$`)
+
+func (i *Instance) check() error {
+	switch {
+	case i.Dir == "" || !filepath.IsAbs(i.Dir) || filepath.Clean(i.Dir) != i.Dir || strings.Count(i.Dir, "/") < 2:
+		return fmt.Errorf("instance %s: directory %q must be a clean absolute path below /", i.ID, i.Dir)
+	case i.Port <= 0 || i.Port > 65535:
+		return fmt.Errorf("instance %s: invalid port %d", i.ID, i.Port)
+	case i.ListenHost != "" && !validHost.MatchString(i.ListenHost):
+		return fmt.Errorf("instance %s: invalid listen host %q", i.ID, i.ListenHost)
+	case i.User == nil:
+		return fmt.Errorf("instance %s: no OS user", i.ID)
+	case i.Bin.Dir == "":
+		return fmt.Errorf("instance %s: no PostgreSQL binaries", i.ID)
+	case strings.ContainsAny(i.ID, "'\\\n\r\x00"):
+		return fmt.Errorf("instance %s: invalid id", i.ID)
+	}
+	return nil
+}
+
+// Init creates Dir and the cluster in it (initdb with scram-sha-256 authentication, AdminRole as
+// superuser, UTF8, locale C.UTF-8, data checksums) and writes the TLS files and the configuration. It can be
+// retried after a failure or crash: a data directory left by an incomplete Init is removed first. When Init
+// has completed before, it returns ErrInitialized and changes nothing.
+func (i *Instance) Init(ctx context.Context, ex ExecFunc, opts InitOptions) error {
+	if err := i.check(); err != nil {
+		return err
+	}
+	if fileExists(i.marker()) {
+		return fmt.Errorf("init instance %s: %w", i.ID, ErrInitialized)
+	}
+	switch {
+	case opts.AdminPassword == "" || strings.ContainsAny(opts.AdminPassword, "\n\r\x00"):
+		return fmt.Errorf("init instance %s: the admin password must be one non-empty line", i.ID)
+	case len(opts.CertPEM) == 0 || len(opts.KeyPEM) == 0 || len(opts.CAPEM) == 0:
+		return fmt.Errorf("init instance %s: certificate, key and CA are required", i.ID)
+	}
+	settings, err := opts.Settings.normalize(i)
+	if err != nil {
+		return fmt.Errorf("init instance %s: %w", i.ID, err)
+	}
+	initdb, err := i.Bin.Path("initdb")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(i.Dir), 0o711); err != nil {
+		return fmt.Errorf("init instance %s: %w", i.ID, err)
+	}
+	if err := i.User.checkReachable(i.Dir); err != nil {
+		return fmt.Errorf("init instance %s: %w", i.ID, err)
+	}
+	if err := i.User.mkdir(i.Dir, 0o700); err != nil {
+		return fmt.Errorf("init instance %s: %w", i.ID, err)
+	}
+	if fileExists(i.DataDir()) { // an earlier Init did not complete
+		if err := killAllIn(ctx, i.DataDir()); err != nil {
+			return fmt.Errorf("init instance %s: stop leftover processes: %w", i.ID, err)
+		}
+		if err := os.RemoveAll(i.DataDir()); err != nil {
+			return fmt.Errorf("init instance %s: remove incomplete data directory: %w", i.ID, err)
+		}
+	}
+
+	pwfile := filepath.Join(i.Dir, "initdb.pw")
+	if err := i.User.writeFile(pwfile, []byte(opts.AdminPassword+"\n"), 0o600); err != nil {
+		return fmt.Errorf("init instance %s: %w", i.ID, err)
+	}
+	defer os.Remove(pwfile)
+	cmd := i.User.Command(initdb, "-D", i.DataDir(), "-U", AdminRole, "--pwfile="+pwfile,
+		"-A", "scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8", "--data-checksums", "--no-instructions")
+	cmd.Dir = i.Dir
+	if err := orDefault(ex)(ctx, cmd); err != nil {
+		return fmt.Errorf("init instance %s: %w", i.ID, err)
+	}
+	os.Remove(pwfile)
+
+	if err := i.WriteTLS(opts.CertPEM, opts.KeyPEM, opts.CAPEM); err != nil {
+		return fmt.Errorf("init instance %s: %w", i.ID, err)
+	}
+	if err := i.User.mkdir(i.ArchiveDir(), 0o700); err != nil {
+		return fmt.Errorf("init instance %s: %w", i.ID, err)
+	}
+	if err := i.User.writeFile(filepath.Join(i.DataDir(), "pg_hba.conf"), []byte(hbaFile), 0o600); err != nil {
+		return fmt.Errorf("init instance %s: %w", i.ID, err)
+	}
+	if err := i.writeApplianceConf(); err != nil {
+		return fmt.Errorf("init instance %s: %w", i.ID, err)
+	}
+	if err := i.writeSettings(settings); err != nil {
+		return fmt.Errorf("init instance %s: %w", i.ID, err)
+	}
+	if err := i.appendIncludes(); err != nil {
+		return fmt.Errorf("init instance %s: %w", i.ID, err)
+	}
+	if err := i.User.writeFile(i.marker(), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("init instance %s: %w", i.ID, err)
+	}
+	return nil
+}
+
+// WriteTLS replaces the certificate, key (mode 0600: PostgreSQL refuses a key others can read) and CA
+// files. A running instance picks them up on Reload.
+func (i *Instance) WriteTLS(certPEM, keyPEM, caPEM []byte) error {
+	if err := i.User.writeFile(i.KeyFile(), keyPEM, 0o600); err != nil {
+		return err
+	}
+	if err := i.User.writeFile(i.CertFile(), certPEM, 0o644); err != nil {
+		return err
+	}
+	return i.User.writeFile(i.CAFile(), caPEM, 0o644)
+}
+
+func (i *Instance) writeApplianceConf() error {
+	return i.User.writeFile(filepath.Join(i.DataDir(), applianceConf), applianceFile(i), 0o600)
+}
+
+func (i *Instance) writeSettings(s Settings) error {
+	b, err := settingsFile(s)
+	if err != nil {
+		return err
+	}
+	return i.User.writeFile(filepath.Join(i.DataDir(), settingsConf), b, 0o600)
+}
+
+// ReadSettings returns the settings last written (defaults filled in).
+func (i *Instance) ReadSettings() (Settings, error) {
+	s, err := readSettingsFile(filepath.Join(i.DataDir(), settingsConf))
+	if err != nil {
+		return s, fmt.Errorf("instance %s: read settings: %w", i.ID, err)
+	}
+	return s, nil
+}
+
+// WriteSettings replaces the settings and returns what makes them take effect on a running instance
+// (Apply does it): ActionRestart for max_connections or shared_preload_libraries, ActionReload for the
+// timeouts and archive_command.
+func (i *Instance) WriteSettings(s Settings) (Action, error) {
+	if err := i.check(); err != nil {
+		return ActionNone, err
+	}
+	s, err := s.normalize(i)
+	if err != nil {
+		return ActionNone, fmt.Errorf("instance %s: %w", i.ID, err)
+	}
+	action := ActionRestart // unknown previous settings: be safe
+	if old, err := i.ReadSettings(); err == nil {
+		action = s.Change(old)
+	}
+	if action == ActionNone {
+		return ActionNone, nil
+	}
+	if err := i.writeSettings(s); err != nil {
+		return ActionNone, fmt.Errorf("instance %s: write settings: %w", i.ID, err)
+	}
+	return action, nil
+}
+
+// Apply makes written settings take effect: nothing, a reload or a restart. A stopped instance needs
+// nothing: it reads them when it starts.
+func (i *Instance) Apply(ctx context.Context, ex ExecFunc, a Action) error {
+	if _, running, _ := i.Status(); !running {
+		return nil
+	}
+	switch a {
+	case ActionReload:
+		return i.Reload(ctx, ex)
+	case ActionRestart:
+		return i.Restart(ctx, ex)
+	}
+	return nil
+}
+
+// PendingRestart lists the parameters changed in the files that the running server will apply only after a
+// restart (pg_settings.pending_restart, after a reload): the server's own view, to check Change's.
+func PendingRestart(ctx context.Context, conn *pgx.Conn) ([]string, error) {
+	rows, err := conn.Query(ctx, "SELECT name FROM pg_settings WHERE pending_restart ORDER BY name")
+	if err != nil {
+		return nil, err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read pg_settings: %w", err)
+	}
+	if names == nil {
+		names = []string{}
+	}
+	return names, nil
+}
+
+// Status reports the postmaster's pid and whether it runs: the pid in postmaster.pid must be a live
+// postgres process working in this data directory (a recycled pid or a zombie does not count).
+func (i *Instance) Status() (pid int, running bool, err error) {
+	pid, err = readPidFile(filepath.Join(i.DataDir(), "postmaster.pid"))
+	if err != nil || pid == 0 {
+		return 0, false, err
+	}
+	p := readProcess(pid)
+	if p == nil || p.program() != "postgres" {
+		return pid, false, nil
+	}
+	if p.cwd != "" && samePath(p.cwd, i.DataDir()) || p.hasArgPair("-D", i.DataDir()) {
+		return pid, true, nil
+	}
+	return pid, false, nil
+}
+
+// Start starts the postmaster with pg_ctl, as the OS user, and waits until it accepts connections (60 s at
+// most). It rewrites appliance.conf from the fields first. The postmaster daemonizes: it is no child of
+// the appliance. An instance already running is left alone (adopted).
+func (i *Instance) Start(ctx context.Context, ex ExecFunc) error {
+	if err := i.check(); err != nil {
+		return err
+	}
+	if _, running, err := i.Status(); err != nil {
+		return fmt.Errorf("start instance %s: %w", i.ID, err)
+	} else if running {
+		return nil
+	}
+	pgctl, err := i.Bin.Path("pg_ctl")
+	if err != nil {
+		return err
+	}
+	if !fileExists(i.marker()) {
+		return fmt.Errorf("start instance %s: %s is not initialized", i.ID, i.Dir)
+	}
+	if err := i.writeApplianceConf(); err != nil {
+		return fmt.Errorf("start instance %s: %w", i.ID, err)
+	}
+	if err := i.clearStaleLock(ctx); err != nil {
+		return fmt.Errorf("start instance %s: %w", i.ID, err)
+	}
+	cmd := i.User.Command(pgctl, "start", "-w", "-t", "60", "-D", i.DataDir(), "-l", i.StartupLog())
+	cmd.Dir = i.Dir
+	if err := orDefault(ex)(ctx, cmd); err != nil {
+		if log := tail(i.StartupLog(), 1000); log != "" {
+			return fmt.Errorf("start instance %s: %w; startup.log ends with: %s", i.ID, err, log)
+		}
+		return fmt.Errorf("start instance %s: %w", i.ID, err)
+	}
+	return nil
+}
+
+// clearStaleLock removes a postmaster.pid left by a postmaster that is gone (killed, or its machine
+// restarted). PostgreSQL would refuse to start if the pid in it was recycled by another process of the
+// user; and its shared memory interlock relies on the file, so the processes the old postmaster left
+// (backends exit soon after it dies) are killed first.
+func (i *Instance) clearStaleLock(ctx context.Context) error {
+	lock := filepath.Join(i.DataDir(), "postmaster.pid")
+	if !fileExists(lock) {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := killAllIn(wctx, i.DataDir()); err != nil {
+		return fmt.Errorf("stop processes left by a dead postmaster: %w", err)
+	}
+	if _, running, _ := i.Status(); running { // started meanwhile by someone else
+		return nil
+	}
+	if err := os.Remove(lock); err != nil && fileExists(lock) {
+		return fmt.Errorf("remove stale postmaster.pid: %w", err)
+	}
+	return nil
+}
+
+// Stop stops the postmaster with pg_ctl in mode and waits for it (60 s at most). Stopping a stopped
+// instance does nothing.
+func (i *Instance) Stop(ctx context.Context, ex ExecFunc, mode StopMode) error {
+	if _, running, err := i.Status(); err != nil {
+		return fmt.Errorf("stop instance %s: %w", i.ID, err)
+	} else if !running {
+		return nil
+	}
+	pgctl, err := i.Bin.Path("pg_ctl")
+	if err != nil {
+		return err
+	}
+	switch mode {
+	case StopSmart, StopFast, StopImmediate:
+	case "":
+		mode = StopFast
+	default:
+		return fmt.Errorf("stop instance %s: invalid mode %q", i.ID, mode)
+	}
+	cmd := i.User.Command(pgctl, "stop", "-w", "-t", "60", "-D", i.DataDir(), "-m", string(mode))
+	cmd.Dir = i.Dir
+	if err := orDefault(ex)(ctx, cmd); err != nil {
+		if _, running, _ := i.Status(); !running {
+			return nil // it ended on its own meanwhile
+		}
+		return fmt.Errorf("stop instance %s: %w", i.ID, err)
+	}
+	return nil
+}
+
+// Reload makes the postmaster re-read its configuration files, pg_hba.conf and TLS files (pg_ctl reload).
+func (i *Instance) Reload(ctx context.Context, ex ExecFunc) error {
+	if _, running, err := i.Status(); err != nil {
+		return fmt.Errorf("reload instance %s: %w", i.ID, err)
+	} else if !running {
+		return fmt.Errorf("reload instance %s: %w", i.ID, ErrNotRunning)
+	}
+	pgctl, err := i.Bin.Path("pg_ctl")
+	if err != nil {
+		return err
+	}
+	cmd := i.User.Command(pgctl, "reload", "-D", i.DataDir())
+	cmd.Dir = i.Dir
+	if err := orDefault(ex)(ctx, cmd); err != nil {
+		return fmt.Errorf("reload instance %s: %w", i.ID, err)
+	}
+	return nil
+}
+
+// Restart stops the instance (fast) and starts it.
+func (i *Instance) Restart(ctx context.Context, ex ExecFunc) error {
+	if err := i.Stop(ctx, ex, StopFast); err != nil {
+		return err
+	}
+	return i.Start(ctx, ex)
+}
+
+// Remove stops the instance at once (SIGQUIT: immediate shutdown), kills whatever process still works in
+// its data directory, and deletes Dir. Unwatch it from the Supervisor and stop its pooler first.
+func (i *Instance) Remove(ctx context.Context) error {
+	if err := i.check(); err != nil {
+		return err
+	}
+	if pid, running, _ := i.Status(); running {
+		_ = syscall.Kill(pid, syscall.SIGQUIT)
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_ = waitFor(wctx, 20*time.Millisecond, func() (bool, error) { return readProcess(pid) == nil, nil })
+		cancel()
+	}
+	if err := killAllIn(ctx, i.Dir); err != nil {
+		return fmt.Errorf("remove instance %s: stop its processes: %w", i.ID, err)
+	}
+	if err := os.RemoveAll(i.Dir); err != nil {
+		return fmt.Errorf("remove instance %s: %w", i.ID, err)
+	}
+	return nil
+}
+
+// Admin connects to the postgres database as AdminRole over 127.0.0.1 (no TLS on loopback).
+func (i *Instance) Admin(ctx context.Context, password string) (*pgx.Conn, error) {
+	return i.Connect(ctx, password, "postgres")
+}
+
+// Connect connects to database as AdminRole over 127.0.0.1.
+func (i *Instance) Connect(ctx context.Context, password, database string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig("sslmode=disable connect_timeout=10")
+	if err != nil {
+		return nil, err
+	}
+	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.Database = "127.0.0.1", uint16(i.Port), AdminRole, password, database
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to instance %s as %s on 127.0.0.1:%s: %w", i.ID, AdminRole, strconv.Itoa(i.Port), err)
+	}
+	return conn, nil
+}

@@ -1,0 +1,557 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// JobExpireCredential ends the overlap of a credential rotation.
+const JobExpireCredential = "project.expire_credential"
+
+// RegisterJobs registers the handler of every job type this service enqueues.
+func (s *Service) RegisterJobs(r *scheduler.Runner) {
+	r.Handle(JobProjectProvision, s.failProjectOnFinalError(s.provisionProject))
+	r.Handle(JobProjectApplyPlan, s.applyPlan)
+	r.Handle(JobProjectDelete, s.deleteProjectJob)
+	r.Handle(JobProjectRotate, s.rotateCredentialsJob)
+	r.Handle(JobExpireCredential, s.expireCredentialJob)
+	r.Handle(JobExtensionEnable, s.extensionJobHandler)
+	r.Handle(JobExtensionDisable, s.extensionJobHandler)
+	r.Handle(JobExtensionUpdate, s.extensionJobHandler)
+	s.registerUpgradeJobs(r)
+}
+
+// loadProject reads a job's project and its primary instance (nil when it has none yet).
+func (s *Service) loadProject(id string) (*store.Project, *store.Instance, error) {
+	var prj *store.Project
+	var inst *store.Instance
+	err := s.db.View(func(tx *store.Tx) error {
+		var err error
+		if prj, err = store.Projects.Get(tx, id); err != nil {
+			return err
+		}
+		if prj.PrimaryInstanceID != "" {
+			inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID)
+		}
+		return err
+	})
+	return prj, inst, err
+}
+
+// updateProject applies fn to the stored project in one transaction.
+func (s *Service) updateProject(id string, fn func(*store.Project) error) error {
+	return s.db.Update(func(tx *store.Tx) error {
+		prj, err := store.Projects.Get(tx, id)
+		if err != nil {
+			return err
+		}
+		if err := fn(prj); err != nil {
+			return err
+		}
+		prj.UpdatedAt = s.now()
+		return store.Projects.Put(tx, prj)
+	})
+}
+
+// failProjectOnFinalError marks the project failed (with last_error) when the provision job fails for
+// good, and removes whatever instance it had started so no process is left behind.
+func (s *Service) failProjectOnFinalError(h scheduler.Handler) scheduler.Handler {
+	return func(ctx context.Context, run *scheduler.Run) (any, error) {
+		res, err := h(ctx, run)
+		if err == nil || (scheduler.IsTransient(err) && run.Job.Attempts < run.Job.MaxAttempts) || ctx.Err() != nil {
+			return res, err
+		}
+		if dp, dpErr := s.dataPlane(); dpErr == nil {
+			if _, inst, lerr := s.loadProject(run.Job.ProjectID); lerr == nil && inst != nil {
+				s.unwatch(dp, inst)
+				s.pgPooler(dp, inst, &store.Project{}).Remove(context.WithoutCancel(ctx))
+				s.pgInstance(dp, inst).Remove(context.WithoutCancel(ctx))
+			}
+		}
+		uerr := s.updateProject(run.Job.ProjectID, func(p *store.Project) error {
+			p.State, p.RuntimeStatus, p.LastError = ProjectFailed, RuntimeStopped, err.Error()
+			return nil
+		})
+		if uerr != nil {
+			s.log.Error("mark project failed", "project", run.Job.ProjectID, "err", uerr)
+		}
+		return res, err
+	}
+}
+
+// provisionProject creates, starts and configures the project's instance and pooler. Every step checks
+// what exists, so a retry after a crash continues where the last attempt stopped.
+func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any, error) {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return nil, err
+	}
+	prj, _, err := s.loadProject(run.Job.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	if prj.State != ProjectProvisioning {
+		return map[string]any{"skipped": "project is " + prj.State}, nil
+	}
+	inst, err := s.ensureInstanceRecord(dp, prj.ID)
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	prj, _, err = s.loadProject(prj.ID)
+	if err != nil {
+		return nil, err
+	}
+	pgi := s.pgInstance(dp, inst)
+	adminPW, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return nil, fmt.Errorf("open admin password: %w", err)
+	}
+	settings, err := s.settingsFor(dp, prj, inst)
+	if err != nil {
+		return nil, err
+	}
+	certPEM, keyPEM, err := dp.CA.Issue(s.certHosts()...)
+	if err != nil {
+		return nil, fmt.Errorf("issue instance certificate: %w", err)
+	}
+	caPEM, err := readFile(dp.CA.CertPath())
+	if err != nil {
+		return nil, err
+	}
+	err = pgi.Init(ctx, run.Exec, postgres.InitOptions{AdminPassword: string(adminPW), CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM, Settings: settings})
+	if err != nil && !errors.Is(err, postgres.ErrInitialized) {
+		return nil, err
+	}
+	if err := pgi.Start(ctx, run.Exec); err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	conn, err := pgi.Admin(ctx, string(adminPW))
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := s.ensureRolesAndDatabase(ctx, conn, prj); err != nil {
+		return nil, err
+	}
+	if err := s.syncPoolerUsers(ctx, dp, conn, inst, prj); err != nil {
+		return nil, err
+	}
+	pl := s.pgPooler(dp, inst, prj)
+	if err := pl.Start(ctx, run.Exec); err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	var version string
+	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	version, _, _ = strings.Cut(version, " ")
+	err = s.db.Update(func(tx *store.Tx) error {
+		in, err := store.Instances.Get(tx, inst.ID)
+		if err != nil {
+			return err
+		}
+		in.State, in.UpdatedAt = InstanceRunning, s.now()
+		if err := store.Instances.Put(tx, in); err != nil {
+			return err
+		}
+		p, err := store.Projects.Get(tx, prj.ID)
+		if err != nil {
+			return err
+		}
+		p.State, p.RuntimeStatus, p.PostgresVersion, p.LastError, p.UpdatedAt = ProjectActive, RuntimeActive, version, "", s.now()
+		if err := store.Projects.Put(tx, p); err != nil {
+			return err
+		}
+		return s.audit(tx, &Principal{AuthSource: ActorSystem}, "project.provisioned", p.OrganizationID, p.ID,
+			map[string]any{"instance_id": in.ID, "postgres_version": version})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.watch(dp, inst, prj); err != nil {
+		return nil, err
+	}
+	return map[string]any{"instance_id": inst.ID, "postgres_version": version, "direct_port": inst.Port, "pooled_port": inst.PooledPort}, nil
+}
+
+// certHosts are the names an instance certificate covers.
+func (s *Service) certHosts() []string {
+	hosts := []string{}
+	for _, h := range []string{s.cfg.PublicHost, "localhost", "127.0.0.1", s.cfg.ListenHost} {
+		if h != "" && h != "0.0.0.0" && h != "::" && !contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
+}
+
+// ensureInstanceRecord creates the project's instance record (ports, directory, admin password) and its
+// first credential, once.
+func (s *Service) ensureInstanceRecord(dp *DataPlane, projectID string) (*store.Instance, error) {
+	var inst *store.Instance
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := store.Projects.Get(tx, projectID)
+		if err != nil {
+			return err
+		}
+		if prj.PrimaryInstanceID != "" {
+			inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID)
+			return err
+		}
+		ports, err := s.allocatePorts(tx, 2)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		id := ids.New("ins")
+		inst = &store.Instance{ID: id, ProjectID: prj.ID, OrganizationID: prj.OrganizationID,
+			Dir: filepath.Join(s.instancesDir(), id), Port: ports[0], PooledPort: ports[1], Major: dp.Bin.Major,
+			BinDir: dp.Bin.Dir, AdminPassword: s.box.Seal([]byte(ids.Secret(24))), State: InstanceCreating,
+			CreatedAt: now, UpdatedAt: now}
+		if err := store.Instances.Put(tx, inst); err != nil {
+			return err
+		}
+		prj.PrimaryInstanceID, prj.DirectPort, prj.PooledPort, prj.UpdatedAt = id, ports[0], ports[1], now
+		prj.Credential = store.Credential{Username: prj.RoleName, Password: s.box.Seal([]byte(ids.Secret(20))), CreatedAt: now}
+		return store.Projects.Put(tx, prj)
+	})
+	return inst, err
+}
+
+func altRole(role string) string { return role + "_alt" }
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// ensureRolesAndDatabase creates the project's login roles and database when missing, and sets the current
+// credential's password.
+func (s *Service) ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Project) error {
+	role, alt := pgx.Identifier{prj.RoleName}.Sanitize(), pgx.Identifier{altRole(prj.RoleName)}.Sanitize()
+	pw, err := s.box.Open(prj.Credential.Password)
+	if err != nil {
+		return fmt.Errorf("open credential: %w", err)
+	}
+	exists := func(q, name string) (bool, error) {
+		var ok bool
+		err := conn.QueryRow(ctx, q, name).Scan(&ok)
+		return ok, err
+	}
+	for _, r := range []struct{ ident, name string }{{role, prj.RoleName}, {alt, altRole(prj.RoleName)}} {
+		ok, err := exists("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", r.name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			// The second login gets a random password nobody knows until a rotation sets its own.
+			if _, err := conn.Exec(ctx, "CREATE ROLE "+r.ident+" LOGIN PASSWORD "+quoteLiteral(ids.Secret(20))); err != nil {
+				return fmt.Errorf("create role %s: %w", r.name, err)
+			}
+		}
+	}
+	current := pgx.Identifier{prj.Credential.Username}.Sanitize()
+	stmts := []string{
+		"ALTER ROLE " + current + " LOGIN PASSWORD " + quoteLiteral(string(pw)),
+		"GRANT " + role + " TO " + alt,
+		"ALTER ROLE " + alt + " SET role = " + quoteLiteral(prj.RoleName),
+		"GRANT pg_monitor TO " + role,
+	}
+	for _, q := range stmts {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("configure roles: %w", err)
+		}
+	}
+	ok, err := exists("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", prj.DatabaseName)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{prj.DatabaseName}.Sanitize()+" OWNER "+role); err != nil {
+			return fmt.Errorf("create database: %w", err)
+		}
+	}
+	db, err := pgx.ConnectConfig(ctx, withDatabase(conn.Config(), prj.DatabaseName))
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", prj.DatabaseName, err)
+	}
+	defer db.Close(context.WithoutCancel(ctx))
+	for _, q := range []string{
+		"CREATE EXTENSION IF NOT EXISTS pg_stat_statements",
+		"ALTER SCHEMA public OWNER TO " + role,
+		"REVOKE ALL ON DATABASE " + pgx.Identifier{prj.DatabaseName}.Sanitize() + " FROM PUBLIC",
+		"GRANT CONNECT, TEMPORARY ON DATABASE " + pgx.Identifier{prj.DatabaseName}.Sanitize() + " TO " + role,
+	} {
+		if _, err := db.Exec(ctx, q); err != nil {
+			return fmt.Errorf("prepare database %s: %w", prj.DatabaseName, err)
+		}
+	}
+	return nil
+}
+
+func withDatabase(cfg *pgx.ConnConfig, db string) *pgx.ConnConfig {
+	c := cfg.Copy()
+	c.Database = db
+	return c
+}
+
+// syncPoolerUsers writes the SCRAM verifiers of the project's logins for PgBouncer.
+func (s *Service) syncPoolerUsers(ctx context.Context, dp *DataPlane, conn *pgx.Conn, inst *store.Instance, prj *store.Project) error {
+	v, err := postgres.ScramVerifiers(ctx, conn, prj.RoleName, altRole(prj.RoleName))
+	if err != nil {
+		return err
+	}
+	return s.pgPooler(dp, inst, prj).WriteUsers(v)
+}
+
+// applyPlan writes the project's settings and reloads or restarts the instance as PostgreSQL requires.
+func (s *Service) applyPlan(ctx context.Context, run *scheduler.Run) (any, error) {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return nil, err
+	}
+	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	if prj.State != ProjectActive || inst == nil {
+		return nil, fmt.Errorf("project %s is %s: nothing to apply", prj.ID, prj.State)
+	}
+	action, err := s.writeSettingsAndApply(ctx, run, dp, prj, inst)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"action": action.String(), "max_connections": prj.MaxConnections,
+		"statement_timeout": prj.StatementTimeout, "idle_transaction_timeout": prj.IdleTransactionTimeout}, nil
+}
+
+// writeSettingsAndApply rewrites the instance's settings and the pooler's pool size, then reloads or
+// restarts. The supervisor lets go of the instance during a restart so it does not race the restart.
+func (s *Service) writeSettingsAndApply(ctx context.Context, run *scheduler.Run, dp *DataPlane, prj *store.Project, inst *store.Instance) (postgres.Action, error) {
+	settings, err := s.settingsFor(dp, prj, inst)
+	if err != nil {
+		return 0, err
+	}
+	pgi := s.pgInstance(dp, inst)
+	action, err := pgi.WriteSettings(settings)
+	if err != nil {
+		return 0, err
+	}
+	if action == postgres.ActionRestart {
+		s.setRuntime(prj.ID, RuntimeRestarting)
+		dp.Supervisor.Unwatch(inst.ID)
+		err = pgi.Apply(ctx, run.Exec, action)
+		if werr := dp.Supervisor.Watch(inst.ID, pgi); err == nil {
+			err = werr
+		}
+		s.setRuntime(prj.ID, RuntimeActive)
+		if err != nil {
+			return 0, scheduler.Transient(err)
+		}
+	} else if err := pgi.Apply(ctx, run.Exec, action); err != nil {
+		return 0, scheduler.Transient(err)
+	}
+	pl := s.pgPooler(dp, inst, prj)
+	if err := pl.WriteConfig(); err != nil {
+		return 0, err
+	}
+	if err := pl.Reload(); err != nil {
+		return 0, scheduler.Transient(err)
+	}
+	return action, nil
+}
+
+func (s *Service) setRuntime(projectID, status string) {
+	if err := s.updateProject(projectID, func(p *store.Project) error { p.RuntimeStatus = status; return nil }); err != nil {
+		s.log.Error("set runtime status", "project", projectID, "err", err)
+	}
+}
+
+// deleteProjectJob stops and removes the instance and pooler, then marks the project deleted.
+func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return nil, err
+	}
+	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	if prj.State == ProjectDeleted {
+		return map[string]any{"skipped": "already deleted"}, nil
+	}
+	if inst != nil {
+		s.unwatch(dp, inst)
+		if err := s.pgPooler(dp, inst, prj).Remove(ctx); err != nil {
+			return nil, scheduler.Transient(err)
+		}
+		if err := s.pgInstance(dp, inst).Remove(ctx); err != nil {
+			return nil, scheduler.Transient(err)
+		}
+	}
+	err = s.db.Update(func(tx *store.Tx) error {
+		if inst != nil {
+			in, err := store.Instances.Get(tx, inst.ID)
+			if err != nil {
+				return err
+			}
+			in.State, in.UpdatedAt = InstanceRemoved, s.now()
+			if err := store.Instances.Put(tx, in); err != nil {
+				return err
+			}
+		}
+		p, err := store.Projects.Get(tx, prj.ID)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		p.State, p.RuntimeStatus, p.DeletedAt, p.UpdatedAt = ProjectDeleted, RuntimeStopped, &now, now
+		p.Credential.Password, p.PreviousCredential = nil, nil
+		return store.Projects.Put(tx, p)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"deleted": true}, nil
+}
+
+// rotateCredentialsJob sets a new password on the idle login and makes it current; the previous login
+// keeps working until the overlap ends (a project.expire_credential job scheduled for then).
+func (s *Service) rotateCredentialsJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return nil, err
+	}
+	var in rotatePayload
+	if err := run.DecodePayload(&in); err != nil {
+		return nil, err
+	}
+	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	if prj.State != ProjectActive || inst == nil {
+		return nil, fmt.Errorf("project %s is %s: nothing to rotate", prj.ID, prj.State)
+	}
+	adminPW, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := s.pgInstance(dp, inst).Admin(ctx, string(adminPW))
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	next := altRole(prj.RoleName)
+	if prj.Credential.Username == next {
+		next = prj.RoleName
+	}
+	password := ids.Secret(20)
+	if _, err := conn.Exec(ctx, "ALTER ROLE "+pgx.Identifier{next}.Sanitize()+" LOGIN PASSWORD "+quoteLiteral(password)); err != nil {
+		return nil, fmt.Errorf("set new password: %w", err)
+	}
+	now := s.now()
+	expires := now.Add(time.Duration(in.OverlapSeconds) * time.Second)
+	var expireJob *store.Job
+	err = s.db.Update(func(tx *store.Tx) error {
+		p, err := store.Projects.Get(tx, prj.ID)
+		if err != nil {
+			return err
+		}
+		prev := p.Credential
+		prev.ExpiresAt = &expires
+		p.PreviousCredential = &prev
+		p.Credential = store.Credential{Username: next, Password: s.box.Seal([]byte(password)), CreatedAt: now}
+		p.UpdatedAt = now
+		j := &store.Job{Type: JobExpireCredential, OrganizationID: p.OrganizationID, ProjectID: p.ID,
+			LockedResource: p.ID, InstanceID: inst.ID, RunAfter: expires}
+		if err := setPayload(j, expirePayload{Username: prev.Username}); err != nil {
+			return err
+		}
+		if err := scheduler.Enqueue(tx, j); err != nil {
+			return err
+		}
+		expireJob = j
+		return store.Projects.Put(tx, p)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.syncPoolerUsers(ctx, dp, conn, inst, prj); err != nil {
+		return nil, err
+	}
+	if err := s.pgPooler(dp, inst, prj).Reload(); err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	s.notify()
+	return map[string]any{"username": next, "previous_username": prj.Credential.Username,
+		"previous_expires_at": expires, "expire_job_id": expireJob.ID}, nil
+}
+
+type expirePayload struct {
+	Username string `json:"username"`
+}
+
+// expireCredentialJob disables the previous login after the overlap: its password is removed and its
+// sessions end. A newer rotation that made it current again in between leaves it alone.
+func (s *Service) expireCredentialJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return nil, err
+	}
+	var in expirePayload
+	if err := run.DecodePayload(&in); err != nil {
+		return nil, err
+	}
+	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	if prj.State != ProjectActive || inst == nil {
+		return map[string]any{"skipped": "project is " + prj.State}, nil
+	}
+	if prj.Credential.Username == in.Username {
+		return map[string]any{"skipped": in.Username + " is current again"}, nil
+	}
+	adminPW, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := s.pgInstance(dp, inst).Admin(ctx, string(adminPW))
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// A fresh random password (rather than none) keeps a SCRAM verifier for the pooler's user list.
+	if _, err := conn.Exec(ctx, "ALTER ROLE "+pgx.Identifier{in.Username}.Sanitize()+" PASSWORD "+quoteLiteral(ids.Secret(20))); err != nil {
+		return nil, err
+	}
+	var ended int
+	if err := conn.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = $1", in.Username).Scan(&ended); err != nil {
+		return nil, err
+	}
+	if err := s.syncPoolerUsers(ctx, dp, conn, inst, prj); err != nil {
+		return nil, err
+	}
+	if err := s.pgPooler(dp, inst, prj).Reload(); err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	err = s.updateProject(prj.ID, func(p *store.Project) error {
+		if p.PreviousCredential != nil && p.PreviousCredential.Username == in.Username {
+			p.PreviousCredential = nil
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"disabled": in.Username, "sessions_ended": ended}, nil
+}

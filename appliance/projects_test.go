@@ -1,0 +1,348 @@
+package appliance_test
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// realEnv starts an appliance with a data plane and returns it with its admin principal.
+func realEnv(t *testing.T) (*appliancetest.Env, *appliance.Principal) {
+	t.Helper()
+	e := appliancetest.New(t, appliancetest.Options{Instances: true})
+	p, err := e.Svc.Authenticate(t.Context(), e.Bootstrap.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, p
+}
+
+// provision creates a project through the service and waits for its job.
+func provision(t *testing.T, e *appliancetest.Env, p *appliance.Principal, name, env string) *store.Project {
+	t.Helper()
+	res, err := e.Svc.CreateProject(t.Context(), p, &appliance.CreateProjectRequest{Name: name, Environment: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, res.Job.ID); j.State != scheduler.StateCompleted {
+		t.Fatalf("provision job %s: %s\nstderr: %s", j.State, j.Error, j.LastStderr)
+	}
+	return e.Project(t, res.Project.ID)
+}
+
+// connect opens a connection with a URL the API handed out (verify-full against the appliance CA).
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pooled port is PgBouncer 1.18 in transaction mode: no protocol-level prepared statements.
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("connect %s: %v", redact(url), err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func redact(url string) string {
+	if i, j := strings.Index(url, "://"), strings.Index(url, "@"); i > 0 && j > i {
+		return url[:i+3] + "…" + url[j:]
+	}
+	return url
+}
+
+func scalar[T any](t *testing.T, conn *pgx.Conn, q string, args ...any) T {
+	t.Helper()
+	var v T
+	if err := conn.QueryRow(t.Context(), q, args...).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return v
+}
+
+func runJob(t *testing.T, e *appliancetest.Env, res *appliance.JobResponse, err error) *store.Job {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := e.WaitJob(t, res.Job.ID)
+	if j.State != scheduler.StateCompleted {
+		t.Fatalf("%s job %s: %s\nstderr: %s", j.Type, j.State, j.Error, j.LastStderr)
+	}
+	return j
+}
+
+func TestProvisionConnectAndChangePlan(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "Shop DB", "development")
+	if prj.State != appliance.ProjectActive || prj.RuntimeStatus != appliance.RuntimeActive || !strings.HasPrefix(prj.PostgresVersion, "15.") {
+		t.Fatalf("provisioned project: %+v", prj)
+	}
+	if prj.DirectPort == 0 || prj.PooledPort == 0 || prj.PrimaryInstanceID == "" || prj.MaxConnections != 20 {
+		t.Fatalf("project fields: %+v", prj)
+	}
+	c, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(c.Connections.DirectURL, "sslmode=verify-full") || !strings.Contains(c.Connections.DirectURL, "sslrootcert=") {
+		t.Fatalf("direct url lacks TLS verification: %s", redact(c.Connections.DirectURL))
+	}
+	direct := connect(t, c.Connections.DirectURL)
+	if !scalar[bool](t, direct, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()") {
+		t.Fatal("direct connection is not TLS")
+	}
+	if libs := scalar[string](t, direct, "SHOW shared_preload_libraries"); !strings.Contains(libs, "pg_stat_statements") {
+		t.Fatalf("shared_preload_libraries = %q", libs)
+	}
+	if _, err := direct.Exec(t.Context(), "CREATE TABLE items (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := direct.Exec(t.Context(), "INSERT INTO items VALUES (1), (2)"); err != nil {
+		t.Fatal(err)
+	}
+	pooled := connect(t, c.Connections.PooledURL)
+	if n := scalar[int64](t, pooled, "SELECT count(*) FROM items"); n != 2 {
+		t.Fatalf("pooled sees %d rows", n)
+	}
+
+	// A plan change restarts with the new max_connections; a timeout change reloads.
+	res, err := e.Svc.PatchProject(t.Context(), p, prj.ID, &appliance.PatchProjectRequest{Plan: ptr("pro"), StatementTimeout: ptr("30s")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Project.MaxConnections != 100 || res.Project.LatestJobID == "" {
+		t.Fatalf("patched project: %+v", res.Project)
+	}
+	if j := e.WaitJob(t, res.Project.LatestJobID); j.State != scheduler.StateCompleted {
+		t.Fatalf("apply_plan: %s %s", j.Error, j.LastStderr)
+	}
+	after := connect(t, c.Connections.DirectURL)
+	if v := scalar[string](t, after, "SHOW max_connections"); v != "100" {
+		t.Fatalf("max_connections = %s after the plan change", v)
+	}
+	if v := scalar[string](t, after, "SHOW statement_timeout"); v != "30s" {
+		t.Fatalf("statement_timeout = %s", v)
+	}
+	if n := scalar[int64](t, after, "SELECT count(*) FROM items"); n != 2 {
+		t.Fatalf("rows after restart: %d", n)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestRotateCredentialsAcrossOverlap(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "rotating", "development")
+	before, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Svc.RotateCredentials(t.Context(), p, prj.ID, &appliance.RotateCredentialsRequest{OverlapSeconds: ptr(int64(2))})
+	j := runJob(t, e, res, err)
+	after, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Connections.Username == before.Connections.Username || after.Connections.DirectURL == before.Connections.DirectURL {
+		t.Fatalf("connections still show the old credential: %s", after.Connections.Username)
+	}
+	// During the overlap both credentials work, directly and through the pooler.
+	for _, u := range []string{before.Connections.DirectURL, before.Connections.PooledURL, after.Connections.DirectURL, after.Connections.PooledURL} {
+		c := connect(t, u)
+		if who := scalar[string](t, c, "SELECT current_user"); who != prj.RoleName {
+			t.Fatalf("logged in as %s, want the project role %s", who, prj.RoleName)
+		}
+	}
+	old := connect(t, before.Connections.DirectURL)
+	// After the overlap the old one is refused and its sessions are ended.
+	var expireJob string
+	if r, ok := jobResult(j)["expire_job_id"].(string); ok {
+		expireJob = r
+	}
+	if ej := e.WaitJob(t, expireJob); ej.State != scheduler.StateCompleted {
+		t.Fatalf("expire job: %s %s", ej.State, ej.Error)
+	}
+	for _, u := range []string{before.Connections.DirectURL, before.Connections.PooledURL} {
+		cfg, _ := pgx.ParseConfig(u)
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+		if c, err := pgx.ConnectConfig(t.Context(), cfg); err == nil {
+			c.Close(t.Context())
+			t.Fatalf("the old credential still works after the overlap: %s", redact(u))
+		}
+	}
+	if err := old.Ping(t.Context()); err == nil {
+		t.Fatal("the old credential's session survived the end of the overlap")
+	}
+	connect(t, after.Connections.PooledURL)
+}
+
+func jobResult(j *store.Job) map[string]any {
+	m := map[string]any{}
+	jsonUnmarshal(j.Result, &m)
+	return m
+}
+
+func TestProductionDeleteNeedsApproval(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "prod", "production")
+	inst := instanceOf(t, e, prj)
+	if _, err := e.Svc.DeleteProject(t.Context(), p, prj.ID, ""); appliance.KindOf(err) != appliance.KindForbidden {
+		t.Fatalf("delete without approval: %v", err)
+	}
+	if _, err := e.Svc.DeleteProject(t.Context(), p, prj.ID, "apr_wrong"); appliance.KindOf(err) != appliance.KindForbidden {
+		t.Fatalf("delete with a wrong token: %v", err)
+	}
+	if got := e.Project(t, prj.ID); got.State != appliance.ProjectActive {
+		t.Fatalf("a refused delete changed the project: %s", got.State)
+	}
+	apr, err := e.Svc.CreateApproval(t.Context(), p, prj.ID, &appliance.ApprovalRequest{Action: appliance.ActionProjectDelete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Svc.DeleteProject(t.Context(), p, prj.ID, apr.Approval.Token)
+	runJob(t, e, res, err)
+	got := e.Project(t, prj.ID)
+	if got.State != appliance.ProjectDeleted || got.RuntimeStatus != appliance.RuntimeStopped || got.DeletedAt == nil {
+		t.Fatalf("deleted project: %+v", got)
+	}
+	if _, err := osStat(inst.Dir); err == nil {
+		t.Fatalf("instance dir %s still exists", inst.Dir)
+	}
+	if pids := processesUnder(inst.Dir); len(pids) > 0 {
+		t.Fatalf("processes of the deleted instance still run: %v", pids)
+	}
+	// The token was single use.
+	if _, err := e.Svc.DeleteProject(t.Context(), p, prj.ID, apr.Approval.Token); err == nil {
+		t.Fatal("a second delete succeeded")
+	}
+}
+
+func instanceOf(t *testing.T, e *appliancetest.Env, prj *store.Project) *store.Instance {
+	t.Helper()
+	var inst *store.Instance
+	if err := e.DB.View(func(tx *store.Tx) (err error) { inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return inst
+}
+
+func TestExtensionsEnableDisable(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "geo", "development")
+	list, err := e.Svc.ListExtensions(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]appliance.Extension{}
+	for _, x := range list.Extensions {
+		byName[x.Name] = x
+	}
+	for _, name := range []string{"postgis", "hypopg", "pg_qualstats", "citext"} {
+		if _, ok := byName[name]; !ok {
+			t.Fatalf("extension %s is not offered (install postgresql-15-postgis-3, -hypopg, -pg-qualstats)", name)
+		}
+	}
+	if x := byName["pg_stat_statements"]; !x.Enabled || !x.RequiresRestart || x.Category != "performance" {
+		t.Fatalf("pg_stat_statements: %+v", x)
+	}
+	if x := byName["postgis"]; x.Enabled || x.Category != "geospatial" {
+		t.Fatalf("postgis: %+v", x)
+	}
+	if _, ok := byName["file_fdw"]; ok {
+		t.Fatal("file_fdw (server file access) is offered")
+	}
+	res, err := e.Svc.EnableExtension(t.Context(), p, prj.ID, &appliance.ExtensionRequest{Name: "postgis"})
+	runJob(t, e, res, err)
+	c, _ := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	conn := connect(t, c.Connections.DirectURL)
+	if v := scalar[string](t, conn, "SELECT postgis_version()"); v == "" {
+		t.Fatal("postgis_version() is empty")
+	}
+	if _, err := e.Svc.EnableExtension(t.Context(), p, prj.ID, &appliance.ExtensionRequest{Name: "postgis"}); appliance.KindOf(err) != appliance.KindConflict {
+		t.Fatalf("enabling twice: %v", err)
+	}
+	if _, err := e.Svc.EnableExtension(t.Context(), p, prj.ID, &appliance.ExtensionRequest{Name: "no_such_ext"}); appliance.KindOf(err) != appliance.KindNotFound {
+		t.Fatalf("unknown extension: %v", err)
+	}
+	res, err = e.Svc.DisableExtension(t.Context(), p, prj.ID, "postgis")
+	runJob(t, e, res, err)
+	if n := scalar[int64](t, conn, "SELECT count(*) FROM pg_extension WHERE extname = 'postgis'"); n != 0 {
+		t.Fatal("postgis still installed after disable")
+	}
+
+	// An extension installed at an older version is offered an update, and the update job applies it.
+	if _, err := conn.Exec(t.Context(), "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSupervisorRestartsAKilledInstance(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "crashy", "development")
+	c, _ := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	conn := connect(t, c.Connections.DirectURL)
+	if _, err := conn.Exec(t.Context(), "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('before the crash')"); err != nil {
+		t.Fatal(err)
+	}
+	post := postmasterPID(t, instanceOf(t, e, prj))
+	if err := syscall.Kill(post, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cfg, _ := pgx.ParseConfig(c.Connections.DirectURL)
+		if c2, err := pgx.ConnectConfig(t.Context(), cfg); err == nil {
+			v := ""
+			err := c2.QueryRow(t.Context(), "SELECT v FROM kept").Scan(&v)
+			c2.Close(t.Context())
+			if err != nil || v != "before the crash" {
+				t.Fatalf("after restart: %q %v", v, err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the instance did not come back within a minute")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The death and the restart are recorded on the project's audit trail (the supervisor records the
+	// restart just after the server accepts connections again).
+	for {
+		evs, err := e.Svc.ListProjectAudit(t.Context(), p, prj.ID, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, ev := range evs.AuditEvents {
+			seen[ev.Action] = true
+		}
+		if seen["instance.died"] && seen["instance.restarted"] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no instance.died and instance.restarted audit events: %v", seen)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := e.Project(t, prj.ID); got.RuntimeStatus != appliance.RuntimeActive {
+		t.Fatalf("runtime_status after the restart: %s", got.RuntimeStatus)
+	}
+}

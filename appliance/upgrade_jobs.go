@@ -1,0 +1,341 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+func (s *Service) registerUpgradeJobs(r *scheduler.Runner) {
+	r.Handle(JobUpgradeMinor, s.upgradeMinorJob)
+	r.Handle(JobUpgradePreflight, s.upgradePreflightJob)
+	r.Handle(JobUpgradeMajor, s.upgradeMajorJob)
+	r.Handle(JobUpgradeConfirm, s.upgradeConfirmJob)
+	r.Handle(JobUpgradeRollback, s.upgradeRollbackJob)
+}
+
+// PostgresRoot is where Debian installs PostgreSQL majors (/usr/lib/postgresql/<major>/bin).
+var PostgresRoot = "/usr/lib/postgresql"
+
+// targetBinaries finds the installed binaries of a major, or says clearly what is missing.
+func targetBinaries(major int) (postgres.Binaries, error) {
+	var have []string
+	for _, b := range postgres.Installed(PostgresRoot) {
+		if b.Major == major {
+			if _, err := b.Path("pg_upgrade"); err != nil {
+				return postgres.Binaries{}, err
+			}
+			return b, nil
+		}
+		have = append(have, strconv.Itoa(b.Major))
+	}
+	return postgres.Binaries{}, fmt.Errorf("PostgreSQL %d is not installed (no %s/%d/bin/pg_upgrade); installed majors: %s",
+		major, PostgresRoot, major, strings.Join(have, ", "))
+}
+
+// clientSessions counts the sessions of customers (not the appliance's own).
+func (s *Service) clientSessions(ctx context.Context, inst *store.Instance) (int, error) {
+	conn, err := s.adminConn(ctx, inst, "postgres")
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE backend_type = 'client backend' AND usename IS DISTINCT FROM $1 AND pid <> pg_backend_pid()`, adminUser).Scan(&n)
+	return n, err
+}
+
+func (s *Service) serverVersion(ctx context.Context, inst *store.Instance) (string, error) {
+	conn, err := s.adminConn(ctx, inst, "postgres")
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var v string
+	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil {
+		return "", err
+	}
+	v, _, _ = strings.Cut(v, " ")
+	return v, nil
+}
+
+// upgradeMinorJob restarts the instance so it runs the installed binaries of its major (Debian replaces
+// them in place on a minor update). Refused while customer sessions are active unless forced.
+func (s *Service) upgradeMinorJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return nil, err
+	}
+	var in minorPayload
+	if err := run.DecodePayload(&in); err != nil {
+		return nil, err
+	}
+	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	if inst == nil {
+		return nil, errors.New("project has no instance")
+	}
+	before, err := s.serverVersion(ctx, inst)
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	n, err := s.clientSessions(ctx, inst)
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	if n > 0 && !in.Force {
+		return nil, fmt.Errorf("%d client sessions are active: the restart would end them; retry with force=true (administrators only)", n)
+	}
+	pgi := s.pgInstance(dp, inst)
+	s.setRuntime(prj.ID, RuntimeRestarting)
+	dp.Supervisor.Unwatch(inst.ID)
+	err = pgi.Restart(ctx, run.Exec)
+	if werr := dp.Supervisor.Watch(inst.ID, pgi); err == nil {
+		err = werr
+	}
+	s.setRuntime(prj.ID, RuntimeActive)
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	after, err := s.serverVersion(ctx, inst)
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	if err := s.updateProject(prj.ID, func(p *store.Project) error { p.PostgresVersion = after; return nil }); err != nil {
+		return nil, err
+	}
+	return map[string]any{"version_before": before, "version_after": after, "sessions_ended": n}, nil
+}
+
+// upgradePreflightJob runs pg_upgrade --check against the target major's binaries in a scratch cluster.
+func (s *Service) upgradePreflightJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return nil, err
+	}
+	var in majorPayload
+	if err := run.DecodePayload(&in); err != nil {
+		return nil, err
+	}
+	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	target, err := targetBinaries(in.TargetMajor)
+	if err != nil {
+		return nil, err
+	}
+	scratch, err := s.newCluster(ctx, run, dp, prj, inst, target, inst.Dir+"-preflight")
+	if err != nil {
+		return nil, err
+	}
+	defer scratch.Remove(context.WithoutCancel(ctx))
+	if err := s.pgUpgrade(ctx, run, dp, inst, scratch, true); err != nil {
+		return nil, fmt.Errorf("pg_upgrade --check found problems: %w", err)
+	}
+	return map[string]any{"ok": true, "from_major": inst.Major, "target_major": in.TargetMajor}, nil
+}
+
+// newCluster initialises an empty cluster of the target binaries with the project's settings, stopped.
+func (s *Service) newCluster(ctx context.Context, run *scheduler.Run, dp *DataPlane, prj *store.Project, inst *store.Instance, target postgres.Binaries, dir string) (*postgres.Instance, error) {
+	rec := *inst
+	rec.Dir, rec.Major, rec.BinDir = dir, target.Major, target.Dir
+	pgi := s.pgInstance(dp, &rec)
+	if err := pgi.Remove(ctx); err != nil {
+		return nil, err
+	}
+	adminPW, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return nil, err
+	}
+	settings, err := s.settingsFor(dp, prj, &rec)
+	if err != nil {
+		return nil, err
+	}
+	certPEM, keyPEM, err := dp.CA.Issue(s.certHosts()...)
+	if err != nil {
+		return nil, err
+	}
+	caPEM, err := readFile(dp.CA.CertPath())
+	if err != nil {
+		return nil, err
+	}
+	if err := pgi.Init(ctx, run.Exec, postgres.InitOptions{AdminPassword: string(adminPW), CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM, Settings: settings}); err != nil {
+		return nil, err
+	}
+	return pgi, nil
+}
+
+// pgUpgrade runs pg_upgrade from the instance's data into next (both stopped unless check).
+func (s *Service) pgUpgrade(ctx context.Context, run *scheduler.Run, dp *DataPlane, inst *store.Instance, next *postgres.Instance, check bool) error {
+	old := s.pgInstance(dp, inst)
+	prog, err := next.Bin.Path("pg_upgrade")
+	if err != nil {
+		return err
+	}
+	scratchPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	args := []string{"-b", old.Bin.Dir, "-B", next.Bin.Dir, "-d", old.DataDir(), "-D", next.DataDir(),
+		"-U", postgres.AdminRole, "-p", strconv.Itoa(inst.Port), "-P", strconv.Itoa(scratchPort)}
+	if check {
+		args = append(args, "--check")
+	}
+	cmd := dp.User.Command(prog, args...)
+	cmd.Dir = next.Dir // pg_upgrade writes its logs into the working directory
+	pw, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return err
+	}
+	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(pw))
+	return run.Exec(ctx, cmd)
+}
+
+// upgradeMajorJob stops the instance, upgrades its data into a new directory with pg_upgrade (copy mode:
+// the old directory stays intact for rollback) and starts the new one on the same port.
+func (s *Service) upgradeMajorJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return nil, err
+	}
+	var in majorPayload
+	if err := run.DecodePayload(&in); err != nil {
+		return nil, err
+	}
+	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	target, err := targetBinaries(in.TargetMajor)
+	if err != nil {
+		return nil, err
+	}
+	if inst.Major == in.TargetMajor && inst.PreviousDir != "" {
+		return map[string]any{"skipped": "already upgraded; confirm or roll back"}, nil
+	}
+	newDir := filepath.Join(filepath.Dir(inst.Dir), inst.ID+"-pg"+strconv.Itoa(in.TargetMajor))
+	next, err := s.newCluster(ctx, run, dp, prj, inst, target, newDir)
+	if err != nil {
+		return nil, err
+	}
+	old := s.pgInstance(dp, inst)
+	s.setRuntime(prj.ID, RuntimeRestarting)
+	s.unwatch(dp, inst)
+	restoreOld := func() {
+		old.Start(context.WithoutCancel(ctx), run.Exec)
+		s.watch(dp, inst, prj)
+		s.setRuntime(prj.ID, RuntimeActive)
+		next.Remove(context.WithoutCancel(ctx))
+	}
+	if err := old.Stop(ctx, run.Exec, postgres.StopFast); err != nil {
+		restoreOld()
+		return nil, err
+	}
+	if err := s.pgUpgrade(ctx, run, dp, inst, next, false); err != nil {
+		restoreOld()
+		return nil, err
+	}
+	if err := next.Start(ctx, run.Exec); err != nil {
+		restoreOld()
+		return nil, err
+	}
+	var rec *store.Instance
+	err = s.db.Update(func(tx *store.Tx) error {
+		var err error
+		if rec, err = store.Instances.Get(tx, inst.ID); err != nil {
+			return err
+		}
+		rec.PreviousDir, rec.PreviousMajor, rec.PreviousBinDir = rec.Dir, rec.Major, rec.BinDir
+		rec.Dir, rec.Major, rec.BinDir, rec.UpdatedAt = newDir, target.Major, target.Dir, s.now()
+		return store.Instances.Put(tx, rec)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.watch(dp, rec, prj); err != nil {
+		return nil, err
+	}
+	version, _ := s.serverVersion(ctx, rec)
+	s.updateProject(prj.ID, func(p *store.Project) error { p.PostgresVersion, p.RuntimeStatus = version, RuntimeActive; return nil })
+	return map[string]any{"from_major": inst.Major, "to_major": target.Major, "postgres_version": version, "previous_dir_kept": inst.Dir}, nil
+}
+
+// upgradeConfirmJob drops the pre-upgrade data directory.
+func (s *Service) upgradeConfirmJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return nil, err
+	}
+	_, inst, err := s.loadProject(run.Job.ProjectID)
+	if err != nil || inst.PreviousDir == "" {
+		return map[string]any{"skipped": "nothing to confirm"}, err
+	}
+	prev := *inst
+	prev.Dir, prev.Major, prev.BinDir = inst.PreviousDir, inst.PreviousMajor, inst.PreviousBinDir
+	if err := s.pgInstance(dp, &prev).Remove(ctx); err != nil {
+		return nil, err
+	}
+	err = s.db.Update(func(tx *store.Tx) error {
+		rec, err := store.Instances.Get(tx, inst.ID)
+		if err != nil {
+			return err
+		}
+		rec.PreviousDir, rec.PreviousMajor, rec.PreviousBinDir, rec.UpdatedAt = "", 0, "", s.now()
+		return store.Instances.Put(tx, rec)
+	})
+	return map[string]any{"removed": prev.Dir}, err
+}
+
+// upgradeRollbackJob stops the upgraded server and starts the old data directory on its old binaries.
+func (s *Service) upgradeRollbackJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return nil, err
+	}
+	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	if err != nil || inst.PreviousDir == "" {
+		return map[string]any{"skipped": "nothing to roll back"}, err
+	}
+	if _, err := os.Stat(inst.PreviousDir); err != nil {
+		return nil, fmt.Errorf("the pre-upgrade directory is gone: %w", err)
+	}
+	cur := s.pgInstance(dp, inst)
+	s.unwatch(dp, inst)
+	if err := cur.Stop(ctx, run.Exec, postgres.StopFast); err != nil {
+		s.watch(dp, inst, prj)
+		return nil, err
+	}
+	prev := *inst
+	prev.Dir, prev.Major, prev.BinDir = inst.PreviousDir, inst.PreviousMajor, inst.PreviousBinDir
+	prev.PreviousDir, prev.PreviousMajor, prev.PreviousBinDir = "", 0, ""
+	if err := s.pgInstance(dp, &prev).Start(ctx, run.Exec); err != nil {
+		cur.Start(context.WithoutCancel(ctx), run.Exec)
+		s.watch(dp, inst, prj)
+		return nil, err
+	}
+	prev.UpdatedAt = s.now()
+	if err := s.db.Update(func(tx *store.Tx) error { return store.Instances.Put(tx, &prev) }); err != nil {
+		return nil, err
+	}
+	if err := s.watch(dp, &prev, prj); err != nil {
+		return nil, err
+	}
+	if err := cur.Remove(ctx); err != nil {
+		return nil, err
+	}
+	version, _ := s.serverVersion(ctx, &prev)
+	s.updateProject(prj.ID, func(p *store.Project) error { p.PostgresVersion = version; return nil })
+	return map[string]any{"rolled_back_to": prev.Major, "postgres_version": version}, nil
+}
