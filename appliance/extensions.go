@@ -51,6 +51,7 @@ var preloadLibraries = map[string]string{
 	"pgaudit":            "pgaudit",
 	"timescaledb":        "timescaledb",
 	"pg_squeeze":         "pg_squeeze",
+	"pg_prewarm":         "pg_prewarm", // its autoprewarm worker (buffer cache kept across restarts) is preloaded
 }
 
 // deniedExtensions give database users access to the server's files or untrusted languages.

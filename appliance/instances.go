@@ -53,3 +53,25 @@ func (s *Service) AdminExec(ctx context.Context, projectID, stmt string) error {
 	_, err = conn.Exec(ctx, stmt)
 	return err
 }
+
+// measureProject reads the size of the project's database and its client connections from the server.
+func (s *Service) measureProject(ctx context.Context, prj *store.Project) (storageBytes int64, connections int, err error) {
+	if prj.PrimaryInstanceID == "" {
+		return 0, 0, nil
+	}
+	var inst *store.Instance
+	if err := s.db.View(func(tx *store.Tx) (err error) { inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID); return err }); err != nil {
+		return 0, 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := s.adminConn(ctx, inst, "postgres")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	err = conn.QueryRow(ctx, `SELECT pg_database_size($1),
+		(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND usename IS DISTINCT FROM $2)`,
+		prj.DatabaseName, adminUser).Scan(&storageBytes, &connections)
+	return storageBytes, connections, err
+}

@@ -288,8 +288,36 @@ func TestExtensionsEnableDisable(t *testing.T) {
 	}
 
 	// An extension installed at an older version is offered an update, and the update job applies it.
-	if _, err := conn.Exec(t.Context(), "SELECT 1"); err != nil {
+	if err := e.AdminExec(t, prj.ID, "CREATE EXTENSION hstore VERSION '1.7'"); err != nil {
 		t.Fatal(err)
+	}
+	if x := extension(t, e, p, prj.ID, "hstore"); !x.UpdateAvailable || x.InstalledVersion != "1.7" {
+		t.Fatalf("hstore at 1.7: %+v", x)
+	}
+	res, err = e.Svc.UpdateExtension(t.Context(), p, prj.ID, "hstore")
+	runJob(t, e, res, err)
+	if x := extension(t, e, p, prj.ID, "hstore"); x.UpdateAvailable || x.InstalledVersion != x.AvailableVersion {
+		t.Fatalf("hstore after update: %+v", x)
+	}
+
+	// One that needs shared_preload_libraries restarts the instance with it loaded.
+	if x := extension(t, e, p, prj.ID, "pg_prewarm"); !x.RequiresRestart || x.Enabled {
+		t.Fatalf("pg_prewarm: %+v", x)
+	}
+	res, err = e.Svc.EnableExtension(t.Context(), p, prj.ID, &appliance.ExtensionRequest{Name: "pg_prewarm"})
+	j := runJob(t, e, res, err)
+	if jobResult(j)["restarted"] != true {
+		t.Fatalf("enabling pg_prewarm did not restart: %s", j.Result)
+	}
+	conn = connect(t, c.Connections.DirectURL)
+	if libs := scalar[string](t, conn, "SHOW shared_preload_libraries"); !strings.Contains(libs, "pg_prewarm") {
+		t.Fatalf("shared_preload_libraries = %q", libs)
+	}
+	res, err = e.Svc.DisableExtension(t.Context(), p, prj.ID, "pg_prewarm")
+	j = runJob(t, e, res, err)
+	conn = connect(t, c.Connections.DirectURL)
+	if libs := scalar[string](t, conn, "SHOW shared_preload_libraries"); strings.Contains(libs, "pg_prewarm") || !strings.Contains(libs, "pg_stat_statements") {
+		t.Fatalf("after disabling pg_prewarm: shared_preload_libraries = %q (%s)", libs, j.Result)
 	}
 }
 
@@ -345,4 +373,106 @@ func TestSupervisorRestartsAKilledInstance(t *testing.T) {
 	if got := e.Project(t, prj.ID); got.RuntimeStatus != appliance.RuntimeActive {
 		t.Fatalf("runtime_status after the restart: %s", got.RuntimeStatus)
 	}
+}
+
+func TestUsageShowsRealSizesAndConnections(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "measured", "development")
+	c, _ := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	conn := connect(t, c.Connections.DirectURL)
+	if _, err := conn.Exec(t.Context(), "CREATE TABLE big AS SELECT g, repeat('x', 500) AS pad FROM generate_series(1, 20000) g"); err != nil {
+		t.Fatal(err)
+	}
+	size := scalar[int64](t, conn, "SELECT pg_database_size(current_database())")
+	u, err := e.Svc.OrganizationUsage(t.Context(), p, prj.OrganizationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(u.Usage.Projects) != 1 {
+		t.Fatalf("usage rows: %+v", u.Usage.Projects)
+	}
+	row := u.Usage.Projects[0]
+	if row.StorageBytes < 10<<20 || row.StorageBytes > size*2 || row.Connections < 1 || row.StorageLimitBytes != 1<<30 {
+		t.Fatalf("usage row %+v (database size %d)", row, size)
+	}
+	if u.Usage.Totals.Projects != 1 || u.Usage.Totals.StorageBytes != row.StorageBytes || u.Usage.Totals.Connections != row.Connections {
+		t.Fatalf("totals %+v", u.Usage.Totals)
+	}
+}
+
+func extension(t *testing.T, e *appliancetest.Env, p *appliance.Principal, projectID, name string) appliance.Extension {
+	t.Helper()
+	list, err := e.Svc.ListExtensions(t.Context(), p, projectID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range list.Extensions {
+		if x.Name == name {
+			return x
+		}
+	}
+	t.Fatalf("extension %s not listed", name)
+	return appliance.Extension{}
+}
+
+func TestMinorUpgradeRefusesActiveSessionsUnlessForced(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "minor", "development")
+	c, _ := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	conn := connect(t, c.Connections.DirectURL)
+	res, err := e.Svc.UpgradeMinor(t.Context(), p, prj.ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := e.WaitJob(t, res.Job.ID)
+	if j.State != scheduler.StateFailed || !strings.Contains(j.Error, "client sessions are active") {
+		t.Fatalf("minor upgrade with a session open: %s %q", j.State, j.Error)
+	}
+	if err := conn.Ping(t.Context()); err != nil {
+		t.Fatal("the refused upgrade ended the session:", err)
+	}
+	// A member's session may not force it.
+	member := &appliance.Principal{AuthSource: appliance.SourceSession, OrganizationID: prj.OrganizationID, IDPOrganizationRole: appliance.RoleMember}
+	if _, err := e.Svc.UpgradeMinor(t.Context(), member, prj.ID, true); appliance.KindOf(err) != appliance.KindForbidden {
+		t.Fatalf("forced by a member: %v", err)
+	}
+	res, err = e.Svc.UpgradeMinor(t.Context(), p, prj.ID, true)
+	j = runJob(t, e, res, err)
+	if r := jobResult(j); r["version_after"] == "" || r["sessions_ended"] != float64(1) {
+		t.Fatalf("forced minor upgrade result: %s", j.Result)
+	}
+	if err := conn.Ping(t.Context()); err == nil {
+		t.Fatal("the session survived the restart")
+	}
+	connect(t, c.Connections.DirectURL)
+}
+
+func TestMajorUpgradePreflightFailsClearlyForAnAbsentMajor(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "major", "development")
+	for _, call := range []func() (*appliance.JobResponse, error){
+		func() (*appliance.JobResponse, error) { return e.Svc.PreflightMajorUpgrade(t.Context(), p, prj.ID, 16) },
+		func() (*appliance.JobResponse, error) { return e.Svc.UpgradeMajor(t.Context(), p, prj.ID, 16) },
+	} {
+		res, err := call()
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := e.WaitJob(t, res.Job.ID)
+		if j.State != scheduler.StateFailed || !strings.Contains(j.Error, "PostgreSQL 16 is not installed") {
+			t.Fatalf("%s: %s %q", j.Type, j.State, j.Error)
+		}
+	}
+	if _, err := e.Svc.PreflightMajorUpgrade(t.Context(), p, prj.ID, 15); appliance.KindOf(err) != appliance.KindInvalid {
+		t.Fatalf("preflight to the current major: %v", err)
+	}
+	if _, err := e.Svc.ConfirmMajorUpgrade(t.Context(), p, prj.ID); appliance.KindOf(err) != appliance.KindConflict {
+		t.Fatalf("confirm without an upgrade: %v", err)
+	}
+	// The failed attempts left the project running on its data.
+	c, _ := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	connect(t, c.Connections.DirectURL)
 }

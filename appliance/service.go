@@ -41,7 +41,6 @@ type Service struct {
 	log   *slog.Logger
 	now   func() time.Time
 	Probe *Probes
-	meter ProjectMeter
 	dp    *DataPlane
 }
 
@@ -58,9 +57,6 @@ func New(cfg Config, db *store.DB, box *SecretBox, log *slog.Logger) *Service {
 
 // SetNotifier connects the job runner.
 func (s *Service) SetNotifier(n Notifier) { s.jobs = n }
-
-// SetMeter connects the live project meter used by usage.
-func (s *Service) SetMeter(m ProjectMeter) { s.meter = m }
 
 // SetClock replaces the clock (tests of expiry).
 func (s *Service) SetClock(now func() time.Time) { s.now = func() time.Time { return now().UTC() } }

@@ -50,11 +50,6 @@ type UsageResponse struct {
 	Usage Usage `json:"usage"`
 }
 
-// ProjectMeter measures a live project (size and connections); nil until instances exist.
-type ProjectMeter interface {
-	Measure(ctx context.Context, p *store.Project) (storageBytes int64, connections int, err error)
-}
-
 // OrganizationUsage computes the totals from what exists.
 func (s *Service) OrganizationUsage(ctx context.Context, p *Principal, orgID string) (*UsageResponse, error) {
 	if err := p.CheckOrganization(orgID); err != nil {
@@ -100,8 +95,8 @@ func (s *Service) OrganizationUsage(ctx context.Context, p *Principal, orgID str
 			continue
 		}
 		row := ProjectUsage{ProjectID: prj.ID, Name: prj.Name, State: prj.State, StorageLimitBytes: prj.StorageLimitBytes}
-		if s.meter != nil {
-			if size, conns, err := s.meter.Measure(ctx, prj); err == nil {
+		if prj.State == ProjectActive {
+			if size, conns, err := s.measureProject(ctx, prj); err == nil {
 				row.StorageBytes, row.Connections = size, conns
 			} else {
 				s.log.Warn("measure project", "project", prj.ID, "err", err)
