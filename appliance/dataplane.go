@@ -131,11 +131,15 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 	}
 	var live []pair
 	err = s.db.View(func(tx *store.Tx) error {
-		insts, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == InstanceRunning })
+		insts, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == InstanceRunning || i.State == InstanceSpare })
 		if err != nil {
 			return err
 		}
 		for _, in := range insts {
+			if in.State == InstanceSpare {
+				live = append(live, pair{in, nil})
+				continue
+			}
 			prj, err := store.Projects.Get(tx, in.ProjectID)
 			if err != nil {
 				return fmt.Errorf("instance %s: project %s: %w", in.ID, in.ProjectID, err)
@@ -148,6 +152,12 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		return err
 	}
 	for _, p := range live {
+		if p.prj == nil { // a spare: no pooler yet
+			if err := dp.Supervisor.Watch(p.inst.ID, s.pgInstance(dp, p.inst)); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := s.watch(dp, p.inst, p.prj); err != nil {
 			return err
 		}
@@ -166,6 +176,9 @@ func (s *Service) OnInstanceEvent(e postgres.Event) {
 		inst, err := store.Instances.Get(tx, instID)
 		if err != nil {
 			return err
+		}
+		if inst.ProjectID == "" { // a spare: the supervisor's restart is all it needs
+			return nil
 		}
 		prj, err := store.Projects.Get(tx, inst.ProjectID)
 		if err != nil {

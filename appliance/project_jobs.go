@@ -104,6 +104,7 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	if prj.State != ProjectProvisioning {
 		return map[string]any{"skipped": "project is " + prj.State}, nil
 	}
+	steps := newStepTimer()
 	inst, err := s.ensureInstanceRecord(dp, prj.ID)
 	if err != nil {
 		return nil, scheduler.Transient(err)
@@ -129,21 +130,37 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	if err != nil {
 		return nil, err
 	}
+	steps.done("prepare")
 	err = pgi.Init(ctx, run.Exec, postgres.InitOptions{AdminPassword: string(adminPW), CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM, Settings: settings})
-	if err != nil && !errors.Is(err, postgres.ErrInitialized) {
+	if errors.Is(err, postgres.ErrInitialized) {
+		// A claimed spare (or an earlier attempt): give it this project's settings. The supervisor lets
+		// go of it meanwhile so that a restart the settings need does not race it.
+		s.unwatch(dp, inst)
+		var action postgres.Action
+		if action, err = pgi.WriteSettings(settings); err == nil {
+			err = pgi.Apply(ctx, run.Exec, action)
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
+	steps.done("init")
 	if err := pgi.Start(ctx, run.Exec); err != nil {
 		return nil, scheduler.Transient(err)
 	}
+	steps.done("start")
 	conn, err := pgi.Admin(ctx, string(adminPW))
 	if err != nil {
 		return nil, scheduler.Transient(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if err := adoptSpareNames(ctx, conn, prj); err != nil {
+		return nil, err
+	}
 	if err := s.ensureRolesAndDatabase(ctx, conn, prj); err != nil {
 		return nil, err
 	}
+	steps.done("roles_and_database")
 	if err := s.syncPoolerUsers(ctx, dp, conn, inst, prj); err != nil {
 		return nil, err
 	}
@@ -151,6 +168,7 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	if err := pl.Start(ctx, run.Exec); err != nil {
 		return nil, scheduler.Transient(err)
 	}
+	steps.done("pooler")
 	var version string
 	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
 		return nil, scheduler.Transient(err)
@@ -182,7 +200,14 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	if err := s.watch(dp, inst, prj); err != nil {
 		return nil, err
 	}
-	return map[string]any{"instance_id": inst.ID, "postgres_version": version, "direct_port": inst.Port, "pooled_port": inst.PooledPort}, nil
+	steps.done("activate")
+	go func() {
+		if err := s.EnsureSpares(context.WithoutCancel(ctx)); err != nil {
+			s.log.Warn("refill spare clusters", "err", err)
+		}
+	}()
+	return map[string]any{"instance_id": inst.ID, "postgres_version": version, "direct_port": inst.Port,
+		"pooled_port": inst.PooledPort, "timings_ms": steps.ms}, nil
 }
 
 // certHosts are the names an instance certificate covers.
@@ -209,16 +234,29 @@ func (s *Service) ensureInstanceRecord(dp *DataPlane, projectID string) (*store.
 			inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID)
 			return err
 		}
-		ports, err := s.allocatePorts(tx, 2)
+		now := s.now()
+		spare, err := claimSpare(tx)
 		if err != nil {
 			return err
 		}
-		now := s.now()
-		id := ids.New("ins")
-		inst = &store.Instance{ID: id, ProjectID: prj.ID, OrganizationID: prj.OrganizationID,
-			Dir: filepath.Join(s.instancesDir(), id), Port: ports[0], PooledPort: ports[1], Major: dp.Bin.Major,
-			BinDir: dp.Bin.Dir, AdminPassword: s.box.Seal([]byte(ids.Secret(24))), State: InstanceCreating,
-			CreatedAt: now, UpdatedAt: now}
+		var ports []int
+		if spare != nil { // it runs on its reserved port already: only the pooler needs one
+			inst = spare
+			if ports, err = s.allocatePorts(tx, 1); err != nil {
+				return err
+			}
+			ports = []int{inst.Port, ports[0]}
+		} else {
+			if ports, err = s.allocatePorts(tx, 2); err != nil {
+				return err
+			}
+			id := ids.New("ins")
+			inst = &store.Instance{ID: id, Dir: filepath.Join(s.instancesDir(), id), Major: dp.Bin.Major,
+				BinDir: dp.Bin.Dir, AdminPassword: s.box.Seal([]byte(ids.Secret(24))), CreatedAt: now}
+		}
+		id := inst.ID
+		inst.ProjectID, inst.OrganizationID, inst.Port, inst.PooledPort = prj.ID, prj.OrganizationID, ports[0], ports[1]
+		inst.State, inst.UpdatedAt = InstanceCreating, now
 		if err := store.Instances.Put(tx, inst); err != nil {
 			return err
 		}
@@ -554,4 +592,18 @@ func (s *Service) expireCredentialJob(ctx context.Context, run *scheduler.Run) (
 		return nil, err
 	}
 	return map[string]any{"disabled": in.Username, "sessions_ended": ended}, nil
+}
+
+// stepTimer records how long each step of a job took (milliseconds), for the job's result.
+type stepTimer struct {
+	last time.Time
+	ms   map[string]int64
+}
+
+func newStepTimer() *stepTimer { return &stepTimer{last: time.Now(), ms: map[string]int64{}} }
+
+func (t *stepTimer) done(step string) {
+	now := time.Now()
+	t.ms[step] = now.Sub(t.last).Milliseconds()
+	t.last = now
 }

@@ -476,3 +476,69 @@ func TestMajorUpgradePreflightFailsClearlyForAnAbsentMajor(t *testing.T) {
 	c, _ := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
 	connect(t, c.Connections.DirectURL)
 }
+
+func TestProvisionFromSpareCluster(t *testing.T) {
+	t.Parallel()
+	e := appliancetest.New(t, appliancetest.Options{Instances: true, Spares: 1})
+	p, err := e.Svc.Authenticate(t.Context(), e.Bootstrap.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Svc.EnsureSpares(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var spare *store.Instance
+	e.DB.View(func(tx *store.Tx) error {
+		all, err := store.Instances.All(tx, nil)
+		if len(all) == 1 {
+			spare = all[0]
+		}
+		return err
+	})
+	if spare == nil || spare.State != appliance.InstanceSpare || spare.Port == 0 {
+		t.Fatalf("spare: %+v", spare)
+	}
+	prj := provision(t, e, p, "From Spare", "development")
+	if prj.PrimaryInstanceID != spare.ID || prj.DirectPort != spare.Port {
+		t.Fatalf("the project did not take the spare: instance %s port %d, spare %s port %d", prj.PrimaryInstanceID, prj.DirectPort, spare.ID, spare.Port)
+	}
+	c, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{c.Connections.DirectURL, c.Connections.PooledURL} {
+		conn := connect(t, u)
+		if who, db := scalar[string](t, conn, "SELECT current_user"), scalar[string](t, conn, "SELECT current_database()"); who != "from_spare" || db != "from_spare" {
+			t.Fatalf("connected as %s to %s", who, db)
+		}
+	}
+	conn := connect(t, c.Connections.DirectURL)
+	if n := scalar[int64](t, conn, "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'appliance_spare%'"); n != 0 {
+		t.Fatalf("%d placeholder roles remain", n)
+	}
+	// The rotation's second login was renamed with the first.
+	res, err := e.Svc.RotateCredentials(t.Context(), p, prj.ID, &appliance.RotateCredentialsRequest{OverlapSeconds: ptr(int64(0))})
+	runJob(t, e, res, err)
+	c, _ = e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if c.Connections.Username != "from_spare_alt" {
+		t.Fatalf("rotated username %s", c.Connections.Username)
+	}
+	connect(t, c.Connections.DirectURL)
+	// The pool is refilled.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var spares int
+		e.DB.View(func(tx *store.Tx) error {
+			all, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == appliance.InstanceSpare })
+			spares = len(all)
+			return err
+		})
+		if spares == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the spare pool was not refilled")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -22,6 +23,7 @@ type Config struct {
 	ListenHost string // address instances and poolers listen on (default 127.0.0.1)
 	DataDir    string // the appliance's data directory (instances live under it)
 	Ports      PortRange
+	Spares     int // prepared clusters kept ready for provisioning (0: none, every project runs initdb)
 	Region     string
 	KeyPrefix  string // API keys look like <KeyPrefix>_live_<random>
 	Version    string
@@ -42,6 +44,8 @@ type Service struct {
 	now   func() time.Time
 	Probe *Probes
 	dp    *DataPlane
+
+	sparesMu sync.Mutex
 }
 
 // New returns a service; jobs may be nil until the runner exists (SetNotifier).

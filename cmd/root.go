@@ -4,6 +4,7 @@ package cmd
 import (
 	"fmt"
 	"os"
+	"strconv"
 
 	"github.com/spf13/cobra"
 )
@@ -37,6 +38,14 @@ func Execute() {
 // envDefault returns the environment variable's value, or def when unset.
 func envDefault(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+// envInt is envDefault for integers (an unparsable value falls back to def).
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
 		return v
 	}
 	return def

@@ -36,6 +36,7 @@ type UpConfig struct {
 	PGBin      string
 	PGUser     string
 	PGListen   string
+	Spares     int
 }
 
 func defaultDataDir() string {
@@ -67,6 +68,7 @@ func init() {
 	f.StringVar(&cfg.PGBin, "pg-bin", envDefault("APPLIANCE_PG_BIN", ""), "PostgreSQL bin directory (APPLIANCE_PG_BIN); default: the newest under /usr/lib/postgresql")
 	f.StringVar(&cfg.PGUser, "pg-user", envDefault("APPLIANCE_PG_USER", ""), "OS user instances run as when the appliance runs as root (APPLIANCE_PG_USER); default postgres if it exists, else appliance-pg (created)")
 	f.StringVar(&cfg.PGListen, "pg-listen", envDefault("APPLIANCE_PG_LISTEN", "127.0.0.1"), "address instances and poolers listen on (APPLIANCE_PG_LISTEN)")
+	f.IntVar(&cfg.Spares, "spare-clusters", envInt("APPLIANCE_SPARE_CLUSTERS", 2), "prepared clusters kept ready so provisioning skips initdb (APPLIANCE_SPARE_CLUSTERS)")
 	f.StringVar(&cfg.LogLevel, "log-level", envDefault("APPLIANCE_LOG_LEVEL", "info"), "debug, info, warn or error (APPLIANCE_LOG_LEVEL)")
 	root.AddCommand(up)
 }
@@ -142,7 +144,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		}, stop: func(ctx context.Context) error { return db.Close() }},
 		{name: "instance-supervisor", start: func(ctx context.Context) error {
 			svc = appliance.New(appliance.Config{APIURL: apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
-				Version: Version, CACertPath: ca.CertPath(), ListenHost: cfg.PGListen, DataDir: dataDir}, db, box, log)
+				Version: Version, CACertPath: ca.CertPath(), ListenHost: cfg.PGListen, DataDir: dataDir, Spares: cfg.Spares}, db, box, log)
 			sup = postgres.NewSupervisor(cfg.PGBin)
 			sup.OnEvent = svc.OnInstanceEvent
 			svc.Probe.Register("instance-supervisor", sup.Health)
@@ -183,10 +185,19 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			if err := runner.Start(ctx); err != nil {
 				return err
 			}
-			if _, err := sup.Binaries(); err == nil {
-				return svc.AdoptInstances(ctx)
+			if _, err := sup.Binaries(); err != nil {
+				return nil
 			}
-			return nil
+			refill := func(ctx context.Context) {
+				if err := svc.EnsureSpares(ctx); err != nil {
+					log.Warn("spare clusters", "err", err)
+				}
+			}
+			if err := runner.Every("@every 30s", "spare-clusters", refill); err != nil {
+				return err
+			}
+			go refill(ctx)
+			return svc.AdoptInstances(ctx)
 		}, stop: func(ctx context.Context) error { return runner.Stop(ctx) }},
 		{name: "kv-front", start: func(ctx context.Context) error {
 			tlsCfg, err := ca.ServerTLS(uniq("localhost", "127.0.0.1", cfg.PublicHost)...)

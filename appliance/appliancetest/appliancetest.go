@@ -38,6 +38,8 @@ type Env struct {
 type Options struct {
 	// Instances starts the data plane and the job runner, so projects are provisioned for real.
 	Instances bool
+	// Spares is the number of prepared clusters kept ready (0: every provision runs initdb).
+	Spares int
 	// Log receives the service's log (default: discarded).
 	Log *slog.Logger
 }
@@ -68,7 +70,7 @@ func New(t testing.TB, o Options) *Env {
 	}
 	svc := appliance.New(appliance.Config{APIURL: "http://test", PublicHost: "localhost", Region: "local",
 		Version: "test", PasswordCost: bcrypt.MinCost, CACertPath: ca.CertPath(), ListenHost: "127.0.0.1",
-		DataDir: dir, Ports: freeRange(t)}, db, box, log)
+		DataDir: dir, Ports: freeRange(t), Spares: o.Spares}, db, box, log)
 	e := &Env{Dir: dir, DB: db, Box: box, Svc: svc, CA: ca}
 	e.Bootstrap, err = svc.EnsureBootstrap(t.Context(), filepath.Join(dir, "bootstrap.json"), ca.CertPath())
 	if err != nil {

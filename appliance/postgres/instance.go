@@ -41,6 +41,7 @@ var (
 //	      wal-archive/      the default archive_command's destination
 //	      startup.log       the postmaster's output until its logging collector takes over
 //	      initialized       written when Init has completed
+//	      lifecycle.lock    serializes Init, Start, Stop, Restart and Remove across Instance values and processes
 //
 // Dir's parents must be searchable by User: when the appliance runs as root they may be root-owned, with
 // mode 0711 (0700 is not enough). An Instance holds no process state: a new value with the same Dir finds
@@ -86,10 +87,19 @@ type InitOptions struct {
 
 var validHost = regexp.MustCompile(`^[A-Za-z0-9.:*_,-]+$`)
 
+// checkDir refuses directories that are not clean absolute paths at least two levels deep (Remove deletes
+// them).
+func checkDir(dir string) error {
+	if dir == "" || !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || strings.Count(dir, "/") < 2 {
+		return fmt.Errorf("directory %q must be a clean absolute path at least two levels deep", dir)
+	}
+	return nil
+}
+
 func (i *Instance) check() error {
 	switch {
-	case i.Dir == "" || !filepath.IsAbs(i.Dir) || filepath.Clean(i.Dir) != i.Dir || strings.Count(i.Dir, "/") < 2:
-		return fmt.Errorf("instance %s: directory %q must be a clean absolute path below /", i.ID, i.Dir)
+	case checkDir(i.Dir) != nil:
+		return fmt.Errorf("instance %s: %w", i.ID, checkDir(i.Dir))
 	case i.Port <= 0 || i.Port > 65535:
 		return fmt.Errorf("instance %s: invalid port %d", i.ID, i.Port)
 	case i.ListenHost != "" && !validHost.MatchString(i.ListenHost):
@@ -138,8 +148,16 @@ func (i *Instance) Init(ctx context.Context, ex ExecFunc, opts InitOptions) erro
 	if err := i.User.mkdir(i.Dir, 0o700); err != nil {
 		return fmt.Errorf("init instance %s: %w", i.ID, err)
 	}
+	unlock, err := lockDir(ctx, i.Dir)
+	if err != nil {
+		return fmt.Errorf("init instance %s: %w", i.ID, err)
+	}
+	defer unlock()
+	if fileExists(i.marker()) { // completed meanwhile
+		return fmt.Errorf("init instance %s: %w", i.ID, ErrInitialized)
+	}
 	if fileExists(i.DataDir()) { // an earlier Init did not complete
-		if err := killAllIn(ctx, i.DataDir()); err != nil {
+		if err := killPostgresIn(ctx, i.DataDir(), i.User.UID); err != nil {
 			return fmt.Errorf("init instance %s: stop leftover processes: %w", i.ID, err)
 		}
 		if err := os.RemoveAll(i.DataDir()); err != nil {
@@ -290,13 +308,27 @@ func (i *Instance) Status() (pid int, running bool, err error) {
 	return pid, false, nil
 }
 
+// lock serializes the lifecycle operations on Dir (see lockDir).
+func (i *Instance) lock(ctx context.Context) (func(), error) {
+	if err := i.check(); err != nil {
+		return nil, err
+	}
+	return lockDir(ctx, i.Dir)
+}
+
 // Start starts the postmaster with pg_ctl, as the OS user, and waits until it accepts connections (60 s at
 // most). It rewrites appliance.conf from the fields first. The postmaster daemonizes: it is no child of
-// the appliance. An instance already running is left alone (adopted).
+// the appliance. An instance already running is left as it is (adopted): Restart applies changed fields.
 func (i *Instance) Start(ctx context.Context, ex ExecFunc) error {
-	if err := i.check(); err != nil {
-		return err
+	unlock, err := i.lock(ctx)
+	if err != nil {
+		return fmt.Errorf("start instance %s: %w", i.ID, err)
 	}
+	defer unlock()
+	return i.start(ctx, ex)
+}
+
+func (i *Instance) start(ctx context.Context, ex ExecFunc) error {
 	if _, running, err := i.Status(); err != nil {
 		return fmt.Errorf("start instance %s: %w", i.ID, err)
 	} else if running {
@@ -337,11 +369,8 @@ func (i *Instance) clearStaleLock(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := killAllIn(wctx, i.DataDir()); err != nil {
+	if err := killPostgresIn(wctx, i.DataDir(), i.User.UID); err != nil {
 		return fmt.Errorf("stop processes left by a dead postmaster: %w", err)
-	}
-	if _, running, _ := i.Status(); running { // started meanwhile by someone else
-		return nil
 	}
 	if err := os.Remove(lock); err != nil && fileExists(lock) {
 		return fmt.Errorf("remove stale postmaster.pid: %w", err)
@@ -349,9 +378,25 @@ func (i *Instance) clearStaleLock(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops the postmaster with pg_ctl in mode and waits for it (60 s at most). Stopping a stopped
-// instance does nothing.
+// Stop stops the postmaster with pg_ctl in mode ("" is fast) and waits for it (60 s at most). Stopping a
+// stopped instance does nothing.
 func (i *Instance) Stop(ctx context.Context, ex ExecFunc, mode StopMode) error {
+	unlock, err := i.lock(ctx)
+	if err != nil {
+		return fmt.Errorf("stop instance %s: %w", i.ID, err)
+	}
+	defer unlock()
+	return i.stop(ctx, ex, mode)
+}
+
+func (i *Instance) stop(ctx context.Context, ex ExecFunc, mode StopMode) error {
+	switch mode {
+	case StopSmart, StopFast, StopImmediate:
+	case "":
+		mode = StopFast
+	default:
+		return fmt.Errorf("stop instance %s: invalid mode %q", i.ID, mode)
+	}
 	if _, running, err := i.Status(); err != nil {
 		return fmt.Errorf("stop instance %s: %w", i.ID, err)
 	} else if !running {
@@ -360,13 +405,6 @@ func (i *Instance) Stop(ctx context.Context, ex ExecFunc, mode StopMode) error {
 	pgctl, err := i.Bin.Path("pg_ctl")
 	if err != nil {
 		return err
-	}
-	switch mode {
-	case StopSmart, StopFast, StopImmediate:
-	case "":
-		mode = StopFast
-	default:
-		return fmt.Errorf("stop instance %s: invalid mode %q", i.ID, mode)
 	}
 	cmd := i.User.Command(pgctl, "stop", "-w", "-t", "60", "-D", i.DataDir(), "-m", string(mode))
 	cmd.Dir = i.Dir
@@ -381,6 +419,9 @@ func (i *Instance) Stop(ctx context.Context, ex ExecFunc, mode StopMode) error {
 
 // Reload makes the postmaster re-read its configuration files, pg_hba.conf and TLS files (pg_ctl reload).
 func (i *Instance) Reload(ctx context.Context, ex ExecFunc) error {
+	if err := i.check(); err != nil {
+		return err
+	}
 	if _, running, err := i.Status(); err != nil {
 		return fmt.Errorf("reload instance %s: %w", i.ID, err)
 	} else if !running {
@@ -398,27 +439,44 @@ func (i *Instance) Reload(ctx context.Context, ex ExecFunc) error {
 	return nil
 }
 
-// Restart stops the instance (fast) and starts it.
+// Restart stops the instance (fast) and starts it, as one operation.
 func (i *Instance) Restart(ctx context.Context, ex ExecFunc) error {
-	if err := i.Stop(ctx, ex, StopFast); err != nil {
+	unlock, err := i.lock(ctx)
+	if err != nil {
+		return fmt.Errorf("restart instance %s: %w", i.ID, err)
+	}
+	defer unlock()
+	if err := i.stop(ctx, ex, StopFast); err != nil {
 		return err
 	}
-	return i.Start(ctx, ex)
+	return i.start(ctx, ex)
 }
 
-// Remove stops the instance at once (SIGQUIT: immediate shutdown), kills whatever process still works in
-// its data directory, and deletes Dir. Unwatch it from the Supervisor and stop its pooler first.
+// Remove stops the instance at once (SIGQUIT: immediate shutdown), kills whatever PostgreSQL process of
+// the user still works in Dir, and deletes Dir. Removing a removed instance does nothing. Unwatch it from
+// the Supervisor and stop its pooler first. Only Dir and User are needed.
 func (i *Instance) Remove(ctx context.Context) error {
-	if err := i.check(); err != nil {
-		return err
+	if err := checkDir(i.Dir); err != nil {
+		return fmt.Errorf("remove instance %s: %w", i.ID, err)
 	}
+	if i.User == nil {
+		return fmt.Errorf("remove instance %s: no OS user", i.ID)
+	}
+	if !fileExists(i.Dir) {
+		return nil
+	}
+	unlock, err := lockDir(ctx, i.Dir)
+	if err != nil {
+		return fmt.Errorf("remove instance %s: %w", i.ID, err)
+	}
+	defer unlock()
 	if pid, running, _ := i.Status(); running {
 		_ = syscall.Kill(pid, syscall.SIGQUIT)
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_ = waitFor(wctx, 20*time.Millisecond, func() (bool, error) { return readProcess(pid) == nil, nil })
 		cancel()
 	}
-	if err := killAllIn(ctx, i.Dir); err != nil {
+	if err := killPostgresIn(ctx, i.Dir, i.User.UID); err != nil {
 		return fmt.Errorf("remove instance %s: stop its processes: %w", i.ID, err)
 	}
 	if err := os.RemoveAll(i.Dir); err != nil {

@@ -159,13 +159,24 @@ func (u *OSUser) chownOne(path string) error {
 	return nil
 }
 
-// writeFile atomically replaces path with data, owned by the user with mode.
+// writeFile atomically and durably replaces path with data, owned by the user with mode.
 func (u *OSUser) writeFile(path string, data []byte, mode os.FileMode) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
 		return err
 	}
-	if err := os.Chmod(tmp, mode); err != nil { // WriteFile keeps the mode of an existing file
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, mode) // an existing tmp file keeps its mode
+	}
+	if err != nil {
 		os.Remove(tmp)
 		return err
 	}

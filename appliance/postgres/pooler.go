@@ -23,6 +23,7 @@ import (
 // verified. Its files live in Dir (0700, owned by User; parents searchable, as for Instance):
 //
 //	pgbouncer.ini  (rewritten from the fields by every Start)  userlist.txt (0600)  pgbouncer.pid  pgbouncer.log
+//	lifecycle.lock (serializes Start, Stop and Remove)
 //
 // PgBouncer 1.18 does not support protocol-level prepared statements in transaction mode: clients must use
 // the simple protocol or unnamed statements (pgx: default_query_exec_mode=simple_protocol or exec; JDBC:
@@ -69,8 +70,8 @@ var dbName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func (p *Pooler) check() error {
 	switch {
-	case p.Dir == "" || !filepath.IsAbs(p.Dir) || filepath.Clean(p.Dir) != p.Dir || strings.Count(p.Dir, "/") < 2:
-		return fmt.Errorf("pooler %s: directory %q must be a clean absolute path below /", p.ID, p.Dir)
+	case checkDir(p.Dir) != nil:
+		return fmt.Errorf("pooler %s: %w", p.ID, checkDir(p.Dir))
 	case p.Port <= 0 || p.Port > 65535 || p.TargetPort <= 0 || p.TargetPort > 65535:
 		return fmt.Errorf("pooler %s: invalid ports %d -> %d", p.ID, p.Port, p.TargetPort)
 	case p.ListenHost != "" && !validHost.MatchString(p.ListenHost), p.TargetHost != "" && !validHost.MatchString(p.TargetHost):
@@ -128,6 +129,7 @@ func (p *Pooler) ini() []byte {
 	b.WriteString("auth_type = scram-sha-256\n")
 	fmt.Fprintf(&b, "auth_file = %s\n", p.userlistPath())
 	b.WriteString("admin_users =\nstats_users =\n")
+	b.WriteString("log_connections = 0\nlog_disconnections = 0\n") // the log is not rotated: errors and stats only
 	b.WriteString("pool_mode = transaction\n")
 	fmt.Fprintf(&b, "max_client_conn = %d\n", maxClient)
 	fmt.Fprintf(&b, "default_pool_size = %d\n", pool)
@@ -267,6 +269,14 @@ func (p *Pooler) Start(ctx context.Context, ex ExecFunc) error {
 	if err := p.WriteConfig(); err != nil {
 		return fmt.Errorf("start pooler %s: %w", p.ID, err)
 	}
+	unlock, err := lockDir(ctx, p.Dir)
+	if err != nil {
+		return fmt.Errorf("start pooler %s: %w", p.ID, err)
+	}
+	defer unlock()
+	if _, running, _ := p.Status(); running { // started meanwhile
+		return nil
+	}
 	if !fileExists(p.userlistPath()) {
 		return fmt.Errorf("start pooler %s: no userlist.txt: call WriteUsers first", p.ID)
 	}
@@ -346,6 +356,18 @@ func (p *Pooler) Reload() error {
 // other modes close every connection at once (SIGTERM). When ctx ends first it is killed. ex is unused
 // (signals only); the parameter makes Pooler a Process.
 func (p *Pooler) Stop(ctx context.Context, _ ExecFunc, mode StopMode) error {
+	if !fileExists(p.Dir) {
+		return nil
+	}
+	unlock, err := lockDir(ctx, p.Dir)
+	if err != nil {
+		return fmt.Errorf("stop pooler %s: %w", p.ID, err)
+	}
+	defer unlock()
+	return p.stop(ctx, mode)
+}
+
+func (p *Pooler) stop(ctx context.Context, mode StopMode) error {
 	pid, running, err := p.Status()
 	if err != nil {
 		return fmt.Errorf("stop pooler %s: %w", p.ID, err)
@@ -373,10 +395,18 @@ func (p *Pooler) Stop(ctx context.Context, _ ExecFunc, mode StopMode) error {
 
 // Remove stops PgBouncer (SIGTERM) and deletes Dir.
 func (p *Pooler) Remove(ctx context.Context) error {
-	if p.Dir == "" || !filepath.IsAbs(p.Dir) || strings.Count(filepath.Clean(p.Dir), "/") < 2 {
-		return fmt.Errorf("remove pooler %s: invalid directory %q", p.ID, p.Dir)
+	if err := checkDir(p.Dir); err != nil {
+		return fmt.Errorf("remove pooler %s: %w", p.ID, err)
 	}
-	if err := p.Stop(ctx, nil, StopFast); err != nil {
+	if !fileExists(p.Dir) {
+		return nil
+	}
+	unlock, err := lockDir(ctx, p.Dir)
+	if err != nil {
+		return fmt.Errorf("remove pooler %s: %w", p.ID, err)
+	}
+	defer unlock()
+	if err := p.stop(ctx, StopFast); err != nil {
 		return fmt.Errorf("remove pooler %s: %w", p.ID, err)
 	}
 	if err := os.RemoveAll(p.Dir); err != nil {

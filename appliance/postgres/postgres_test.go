@@ -393,13 +393,13 @@ func TestRemove(t *testing.T) {
 	inst := b.newInstance(t, "remove", Settings{})
 	conn := admin(t, inst) // a backend that must go too
 	pid, _, _ := inst.Status()
-	if len(processesIn(inst.DataDir())) < 2 {
+	if len(postgresIn(inst.DataDir(), b.user.UID)) < 2 {
 		t.Fatal("expected a postmaster and its children")
 	}
 	if err := inst.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if procs := processesIn(inst.Dir); len(procs) > 0 {
+	if procs := postgresIn(inst.Dir, b.user.UID); len(procs) > 0 {
 		t.Errorf("%d processes left, first %v", len(procs), procs[0].args)
 	}
 	if readProcess(pid) != nil {

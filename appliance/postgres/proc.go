@@ -18,15 +18,16 @@ import (
 // pid file and checked against /proc (Linux), so that a pid recycled by an unrelated process, or a zombie
 // left by a killed daemon, is never taken for it.
 
-// process is what /proc says about a live (not zombie) process.
-type process struct {
+// procInfo is what /proc says about a live (not zombie) process.
+type procInfo struct {
 	pid  int
+	uid  uint32
 	args []string
 	cwd  string // "" when unreadable
 }
 
 // readProcess returns the live process pid, or nil when there is none (or it is a zombie).
-func readProcess(pid int) *process {
+func readProcess(pid int) *procInfo {
 	if pid <= 0 {
 		return nil
 	}
@@ -46,16 +47,21 @@ func readProcess(pid int) *process {
 	if err != nil || len(cmdline) == 0 {
 		return nil
 	}
-	p := &process{pid: pid, args: strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")}
+	p := &procInfo{pid: pid, args: strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")}
 	p.cwd, _ = os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+	if fi, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			p.uid = st.Uid
+		}
+	}
 	return p
 }
 
 // program is the base name of the process's argv[0].
-func (p *process) program() string { return filepath.Base(p.args[0]) }
+func (p *procInfo) program() string { return filepath.Base(p.args[0]) }
 
 // hasArgPair reports whether flag is followed by value in the arguments.
-func (p *process) hasArgPair(flag, value string) bool {
+func (p *procInfo) hasArgPair(flag, value string) bool {
 	for i := 0; i+1 < len(p.args); i++ {
 		if p.args[i] == flag && samePath(p.args[i+1], value) {
 			return true
@@ -94,15 +100,22 @@ func readPidFile(path string) (int, error) {
 	return pid, nil
 }
 
-// processesIn lists the live processes whose working directory is dir or below it (every PostgreSQL
-// process of a data directory works in it).
-func processesIn(dir string) []*process {
+// isPostgres reports whether p is a PostgreSQL server process: a postmaster ("postgres -D ...") or one of
+// its children, whose titles read "postgres: ...".
+func (p *procInfo) isPostgres() bool {
+	return p.program() == "postgres" || strings.HasPrefix(p.args[0], "postgres:")
+}
+
+// postgresIn lists the live PostgreSQL processes of uid working in dir or below it (every process of a
+// cluster works in its data directory). Other processes (an operator's shell in the directory) are not
+// listed.
+func postgresIn(dir string, uid uint32) []*procInfo {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		real = filepath.Clean(dir)
 	}
 	entries, _ := os.ReadDir("/proc")
-	var out []*process
+	var out []*procInfo
 	self := os.Getpid()
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -113,22 +126,43 @@ func processesIn(dir string) []*process {
 		if err != nil || (cwd != real && !strings.HasPrefix(cwd, real+"/")) {
 			continue
 		}
-		if p := readProcess(pid); p != nil {
+		if p := readProcess(pid); p != nil && p.uid == uid && p.isPostgres() {
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
-// killAllIn SIGKILLs every process working in dir and waits until they are gone.
-func killAllIn(ctx context.Context, dir string) error {
+// killPostgresIn SIGKILLs the PostgreSQL processes of uid working in dir and waits until they are gone.
+func killPostgresIn(ctx context.Context, dir string, uid uint32) error {
 	return waitFor(ctx, 20*time.Millisecond, func() (bool, error) {
-		procs := processesIn(dir)
+		procs := postgresIn(dir, uid)
 		for _, p := range procs {
 			_ = syscall.Kill(p.pid, syscall.SIGKILL)
 		}
 		return len(procs) == 0, nil
 	})
+}
+
+// lockDir takes an exclusive lock on <dir>/lifecycle.lock (flock), so that lifecycle operations on the
+// same directory never overlap, whichever Instance or Pooler value, goroutine or process runs them.
+func lockDir(ctx context.Context, dir string) (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(dir, "lifecycle.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	err = waitFor(ctx, 10*time.Millisecond, func() (bool, error) {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return func() { f.Close() }, nil // closing the file releases the lock
 }
 
 // waitFor polls cond until it is true, fails, or ctx ends.

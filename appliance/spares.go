@@ -1,0 +1,200 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/store"
+)
+
+// A spare is a prepared cluster owned by no project: initialized (initdb, TLS, configuration), running
+// under supervision on a port reserved for it, with a placeholder role, second login and database.
+// Provisioning claims one and renames the placeholders instead of running initdb, starting a server and
+// creating a database, which are nearly all of its cost.
+const (
+	InstanceSpare          = "spare"
+	InstanceSparePreparing = "spare-preparing" // a crash leaves it behind; EnsureSpares removes it
+)
+
+// Placeholder names inside a spare, renamed to the project's when it is claimed.
+const (
+	spareRole     = "appliance_spare_owner"
+	spareDatabase = "appliance_spare_db"
+)
+
+// spareTmpPrefix names directories of spares being prepared; a crash leaves them behind and the next
+// EnsureSpares removes them.
+const spareTmpPrefix = ".spare-"
+
+// EnsureSpares tops the pool of prepared clusters up to Config.Spares. It is safe to call at any time;
+// concurrent calls do not overfill the pool.
+func (s *Service) EnsureSpares(ctx context.Context) error {
+	if s.cfg.Spares <= 0 {
+		return nil
+	}
+	dp, err := s.dataPlane()
+	if err != nil {
+		return err
+	}
+	if !s.sparesMu.TryLock() {
+		return nil // another call is filling the pool
+	}
+	defer s.sparesMu.Unlock()
+	if err := s.removeAbandonedSpares(); err != nil {
+		return err
+	}
+	for {
+		var have int
+		err := s.db.View(func(tx *store.Tx) error {
+			spares, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == InstanceSpare })
+			have = len(spares)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if have >= s.cfg.Spares || ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := s.prepareSpare(ctx, dp); err != nil {
+			return fmt.Errorf("prepare a spare cluster: %w", err)
+		}
+	}
+}
+
+// removeAbandonedSpares deletes what an interrupted preparation left: temporary directories and records
+// still marked preparing (only EnsureSpares prepares, and it holds sparesMu).
+func (s *Service) removeAbandonedSpares() error {
+	entries, _ := os.ReadDir(s.instancesDir())
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), spareTmpPrefix) {
+			os.RemoveAll(filepath.Join(s.instancesDir(), e.Name()))
+		}
+	}
+	return s.db.Update(func(tx *store.Tx) error {
+		stale, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == InstanceSparePreparing })
+		if err != nil {
+			return err
+		}
+		for _, in := range stale {
+			if dp, err := s.dataPlane(); err == nil {
+				dp.Supervisor.Unwatch(in.ID)
+				s.pgInstance(dp, in).Remove(context.Background())
+			}
+			if err := store.Instances.Delete(tx, in.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// prepareSpare initializes a cluster in a temporary directory, moves it to its final place, starts it on
+// its reserved port, creates the placeholders and records it as a spare.
+func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) error {
+	id := ids.New("ins")
+	password := ids.Secret(24)
+	now := s.now()
+	rec := &store.Instance{ID: id, Dir: filepath.Join(s.instancesDir(), id), Major: dp.Bin.Major, BinDir: dp.Bin.Dir,
+		AdminPassword: s.box.Seal([]byte(password)), State: InstanceSparePreparing, CreatedAt: now, UpdatedAt: now}
+	err := s.db.Update(func(tx *store.Tx) error {
+		ports, err := s.allocatePorts(tx, 1)
+		if err != nil {
+			return err
+		}
+		rec.Port = ports[0]
+		return store.Instances.Put(tx, rec)
+	})
+	if err != nil {
+		return err
+	}
+	tmp := *rec
+	tmp.Dir = filepath.Join(s.instancesDir(), spareTmpPrefix+id)
+	defaults, _ := PlanByName(DefaultPlan)
+	settings, err := s.settingsFor(dp, &store.Project{MaxConnections: defaults.MaxConnections}, rec)
+	if err != nil {
+		return err
+	}
+	certPEM, keyPEM, err := dp.CA.Issue(s.certHosts()...)
+	if err != nil {
+		return err
+	}
+	caPEM, err := readFile(dp.CA.CertPath())
+	if err != nil {
+		return err
+	}
+	if err := s.pgInstance(dp, &tmp).Init(ctx, nil, postgres.InitOptions{AdminPassword: password, CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM, Settings: settings}); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Dir, rec.Dir); err != nil {
+		return err
+	}
+	pgi := s.pgInstance(dp, rec)
+	// Written again from the final directory (the archive command names it).
+	if _, err := pgi.WriteSettings(settings); err != nil {
+		return err
+	}
+	if err := pgi.Start(ctx, nil); err != nil {
+		return err
+	}
+	conn, err := pgi.Admin(ctx, password)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	placeholder := &store.Project{RoleName: spareRole, DatabaseName: spareDatabase,
+		Credential: store.Credential{Username: spareRole, Password: s.box.Seal([]byte(ids.Secret(20)))}}
+	if err := s.ensureRolesAndDatabase(ctx, conn, placeholder); err != nil {
+		return err
+	}
+	if err := dp.Supervisor.Watch(rec.ID, pgi); err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *store.Tx) error {
+		cur, err := store.Instances.Get(tx, rec.ID)
+		if err != nil {
+			return err
+		}
+		cur.State, cur.UpdatedAt = InstanceSpare, s.now()
+		return store.Instances.Put(tx, cur)
+	})
+}
+
+// adoptSpareNames renames a claimed spare's placeholder roles and database to the project's.
+func adoptSpareNames(ctx context.Context, conn *pgx.Conn, prj *store.Project) error {
+	var placeholder bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", spareRole).Scan(&placeholder); err != nil || !placeholder {
+		return err
+	}
+	for _, q := range []string{
+		"ALTER ROLE " + pgx.Identifier{spareRole}.Sanitize() + " RENAME TO " + pgx.Identifier{prj.RoleName}.Sanitize(),
+		"ALTER ROLE " + pgx.Identifier{altRole(spareRole)}.Sanitize() + " RENAME TO " + pgx.Identifier{altRole(prj.RoleName)}.Sanitize(),
+		"ALTER DATABASE " + pgx.Identifier{spareDatabase}.Sanitize() + " RENAME TO " + pgx.Identifier{prj.DatabaseName}.Sanitize(),
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("adopt spare: %w", err)
+		}
+	}
+	return nil
+}
+
+// claimSpare hands a spare to the project inside tx (nil when the pool is empty).
+func claimSpare(tx *store.Tx) (*store.Instance, error) {
+	spares, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == InstanceSpare })
+	if err != nil || len(spares) == 0 {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(spares[0].Dir, "initialized")); errors.Is(err, os.ErrNotExist) {
+		// Its directory is gone (removed by hand?): forget it rather than provision on nothing.
+		return nil, store.Instances.Delete(tx, spares[0].ID)
+	}
+	return spares[0], nil
+}
