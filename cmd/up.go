@@ -39,7 +39,12 @@ type UpConfig struct {
 	Spares     int
 }
 
+// defaultDataDir is /var/lib/appliance for root (instances run as another user, who cannot traverse
+// /root) and the user's data directory otherwise.
 func defaultDataDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/appliance"
+	}
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
 		return filepath.Join(d, "appliance")
 	}
