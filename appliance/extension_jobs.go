@@ -14,20 +14,10 @@ import (
 // extensionJobHandler enables, disables or updates an extension in the project database. An extension
 // that needs preloading gets its library added to shared_preload_libraries first (a restart).
 func (s *Service) extensionJobHandler(ctx context.Context, run *scheduler.Run) (any, error) {
-	dp, err := s.dataPlane()
-	if err != nil {
-		return nil, err
-	}
 	var in extensionPayload
-	if err := run.DecodePayload(&in); err != nil {
-		return nil, err
-	}
-	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	dp, prj, inst, err := s.activeTarget(run, &in)
 	if err != nil {
 		return nil, err
-	}
-	if prj.State != ProjectActive || inst == nil {
-		return nil, fmt.Errorf("project %s is %s", prj.ID, prj.State)
 	}
 	lib, preload := preloadLibraries[in.Name]
 	restarted := false

@@ -49,6 +49,28 @@ func (s *Service) loadProject(id string) (*store.Project, *store.Instance, error
 	return prj, inst, err
 }
 
+// activeTarget starts most project job handlers: the data plane, the job's payload (decoded into payload
+// when it is not nil), and the project with its instance, which must be active.
+func (s *Service) activeTarget(run *scheduler.Run, payload any) (*DataPlane, *store.Project, *store.Instance, error) {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if payload != nil {
+		if err := run.DecodePayload(payload); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if prj.State != ProjectActive || inst == nil {
+		return nil, nil, nil, fmt.Errorf("project %s is %s, not active", prj.ID, prj.State)
+	}
+	return dp, prj, inst, nil
+}
+
 // updateProject applies fn to the stored project in one transaction.
 func (s *Service) updateProject(id string, fn func(*store.Project) error) error {
 	return s.db.Update(func(tx *store.Tx) error {
@@ -352,16 +374,9 @@ func (s *Service) syncPoolerUsers(ctx context.Context, dp *DataPlane, conn *pgx.
 
 // applyPlan writes the project's settings and reloads or restarts the instance as PostgreSQL requires.
 func (s *Service) applyPlan(ctx context.Context, run *scheduler.Run) (any, error) {
-	dp, err := s.dataPlane()
+	dp, prj, inst, err := s.activeTarget(run, nil)
 	if err != nil {
 		return nil, err
-	}
-	prj, inst, err := s.loadProject(run.Job.ProjectID)
-	if err != nil {
-		return nil, err
-	}
-	if prj.State != ProjectActive || inst == nil {
-		return nil, fmt.Errorf("project %s is %s: nothing to apply", prj.ID, prj.State)
 	}
 	action, err := s.writeSettingsAndApply(ctx, run, dp, prj, inst)
 	if err != nil {
@@ -464,20 +479,10 @@ func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any
 // rotateCredentialsJob sets a new password on the idle login and makes it current; the previous login
 // keeps working until the overlap ends (a project.expire_credential job scheduled for then).
 func (s *Service) rotateCredentialsJob(ctx context.Context, run *scheduler.Run) (any, error) {
-	dp, err := s.dataPlane()
-	if err != nil {
-		return nil, err
-	}
 	var in rotatePayload
-	if err := run.DecodePayload(&in); err != nil {
-		return nil, err
-	}
-	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	dp, prj, inst, err := s.activeTarget(run, &in)
 	if err != nil {
 		return nil, err
-	}
-	if prj.State != ProjectActive || inst == nil {
-		return nil, fmt.Errorf("project %s is %s: nothing to rotate", prj.ID, prj.State)
 	}
 	adminPW, err := s.box.Open(inst.AdminPassword)
 	if err != nil {

@@ -2,7 +2,6 @@ package appliance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -71,20 +70,10 @@ func (s *Service) serverVersion(ctx context.Context, inst *store.Instance) (stri
 // upgradeMinorJob restarts the instance so it runs the installed binaries of its major (Debian replaces
 // them in place on a minor update). Refused while customer sessions are active unless forced.
 func (s *Service) upgradeMinorJob(ctx context.Context, run *scheduler.Run) (any, error) {
-	dp, err := s.dataPlane()
-	if err != nil {
-		return nil, err
-	}
 	var in minorPayload
-	if err := run.DecodePayload(&in); err != nil {
-		return nil, err
-	}
-	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	dp, prj, inst, err := s.activeTarget(run, &in)
 	if err != nil {
 		return nil, err
-	}
-	if inst == nil {
-		return nil, errors.New("project has no instance")
 	}
 	before, err := s.serverVersion(ctx, inst)
 	if err != nil {
@@ -120,15 +109,8 @@ func (s *Service) upgradeMinorJob(ctx context.Context, run *scheduler.Run) (any,
 
 // upgradePreflightJob runs pg_upgrade --check against the target major's binaries in a scratch cluster.
 func (s *Service) upgradePreflightJob(ctx context.Context, run *scheduler.Run) (any, error) {
-	dp, err := s.dataPlane()
-	if err != nil {
-		return nil, err
-	}
 	var in majorPayload
-	if err := run.DecodePayload(&in); err != nil {
-		return nil, err
-	}
-	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	dp, prj, inst, err := s.activeTarget(run, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -206,15 +188,8 @@ func (s *Service) pgUpgrade(ctx context.Context, run *scheduler.Run, dp *DataPla
 // upgradeMajorJob stops the instance, upgrades its data into a new directory with pg_upgrade (copy mode:
 // the old directory stays intact for rollback) and starts the new one on the same port.
 func (s *Service) upgradeMajorJob(ctx context.Context, run *scheduler.Run) (any, error) {
-	dp, err := s.dataPlane()
-	if err != nil {
-		return nil, err
-	}
 	var in majorPayload
-	if err := run.DecodePayload(&in); err != nil {
-		return nil, err
-	}
-	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	dp, prj, inst, err := s.activeTarget(run, &in)
 	if err != nil {
 		return nil, err
 	}
