@@ -158,6 +158,11 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 			}
 			continue
 		}
+		// A server that died with the machine is not running yet: say so until the supervisor's restart
+		// (whose event sets it back to active).
+		if _, running, _ := s.pgInstance(dp, p.inst).Status(); !running {
+			s.setRuntime(p.prj.ID, RuntimeRestarting)
+		}
 		if err := s.watch(dp, p.inst, p.prj); err != nil {
 			return err
 		}

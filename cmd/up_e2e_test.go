@@ -2,6 +2,7 @@ package cmd_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -13,12 +14,17 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -253,10 +259,13 @@ type e2eJob struct {
 	Attempts            int             `json:"attempts"`
 	Error               string          `json:"error"`
 	RetryClassification string          `json:"retry_classification"`
+	LastStderr          string          `json:"last_stderr"`
 	Result              json.RawMessage `json:"result"`
 }
 
-func (p *e2eProc) call(t *testing.T, key, method, path string, body any, wantStatus int) *e2eJob {
+// do sends an API request, fails the test unless the answer has wantStatus, and decodes it into out (when
+// not nil). It returns the raw answer.
+func (p *e2eProc) do(t *testing.T, key, method, path string, body any, wantStatus int, out any) []byte {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -270,7 +279,9 @@ func (p *e2eProc) call(t *testing.T, key, method, path string, body any, wantSta
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+key)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := p.client.Do(req)
 	if err != nil {
@@ -281,11 +292,22 @@ func (p *e2eProc) call(t *testing.T, key, method, path string, body any, wantSta
 	if resp.StatusCode != wantStatus {
 		t.Fatalf("%s %s: status %d, want %d: %s", method, path, resp.StatusCode, wantStatus, data)
 	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: undecodable answer (%v): %s", method, path, err, data)
+		}
+	}
+	return data
+}
+
+func (p *e2eProc) call(t *testing.T, key, method, path string, body any, wantStatus int) *e2eJob {
+	t.Helper()
 	var out struct {
 		Job *e2eJob `json:"job"`
 	}
-	if err := json.Unmarshal(data, &out); err != nil || out.Job == nil || out.Job.ID == "" {
-		t.Fatalf("%s %s: not a {job} answer (%v): %s", method, path, err, data)
+	data := p.do(t, key, method, path, body, wantStatus, &out)
+	if out.Job == nil || out.Job.ID == "" {
+		t.Fatalf("%s %s: not a {job} answer: %s", method, path, data)
 	}
 	return out.Job
 }
@@ -298,8 +320,17 @@ func (p *e2eProc) enqueueSleep(t *testing.T, key string, seconds int, marker str
 // waitJob polls GET /v1/jobs/{id} until the job is completed or failed.
 func (p *e2eProc) waitJob(t *testing.T, key, id string) *e2eJob {
 	t.Helper()
+	return p.waitJobWatching(t, key, id, nil)
+}
+
+// waitJobWatching is waitJob calling look (when not nil) at every poll.
+func (p *e2eProc) waitJobWatching(t *testing.T, key, id string, look func()) *e2eJob {
+	t.Helper()
 	deadline := time.Now().Add(e2eDeadline)
 	for {
+		if look != nil {
+			look()
+		}
 		j := p.call(t, key, http.MethodGet, "/v1/jobs/"+id, nil, http.StatusOK)
 		if j.State == "completed" || j.State == "failed" {
 			return j
@@ -359,4 +390,454 @@ func e2eReadJob(t *testing.T, dataDir, id string) *store.Job {
 		t.Fatal(err)
 	}
 	return j
+}
+
+// TestUpInstancesSurviveCrash runs the real binary with real PostgreSQL and PgBouncer and checks that the
+// data plane outlives the control plane:
+//   - a provisioned project's rows are readable through direct_url and pooled_url;
+//   - SIGKILL of the appliance leaves the postmaster and PgBouncer running (they are daemons) and still
+//     serving;
+//   - the next start adopts them (same postmaster pid, no restart event), the project stays active and
+//     /status reports every watched process running;
+//   - SIGKILL of the appliance and kill -9 of the postmaster and PgBouncer (a machine crash): the next start
+//     restarts them, crash recovery keeps every committed row, and the restart is audited;
+//   - SIGTERM exits 0 and stops every process of the data dir.
+//
+// It needs PostgreSQL and PgBouncer installed (as appliancetest does) and never skips.
+func TestUpInstancesSurviveCrash(t *testing.T) {
+	t.Parallel()
+	bin := e2eBuild(t)
+	dataDir := appliancetest.TraversableTempDir(t)
+	// Registered before any start, so it runs after their cleanups (which SIGKILL the appliance only) and
+	// before the temp dir is removed: nothing the test started outlives it, even when it fails midway.
+	t.Cleanup(func() { e2eKillUnder(t, dataDir) })
+	began := time.Now()
+	phase := func(what string) { t.Helper(); t.Logf("%6.2fs %s", time.Since(began).Seconds(), what) }
+
+	const rows, sum = 500, 500 * 501 / 2
+	a := e2eStart(t, bin, dataDir)
+	key := e2eAdminKey(t, dataDir)
+	var created struct {
+		Job     *e2eJob     `json:"job"`
+		Project *e2eProject `json:"project"`
+	}
+	a.do(t, key, http.MethodPost, "/v1/projects", map[string]any{"name": "survivor", "environment": "development"},
+		http.StatusAccepted, &created)
+	if created.Job == nil || created.Project == nil || created.Project.ID == "" {
+		t.Fatalf("POST /v1/projects answered no job or project: %+v", created)
+	}
+	prjID := created.Project.ID
+	// A failed provision removes the instance directory: keep the last look at its server logs.
+	var logs string
+	if j := a.waitJobWatching(t, key, created.Job.ID, func() {
+		if l := e2eInstanceLogs(dataDir); l != "" {
+			logs = l
+		}
+	}); j.State != "completed" {
+		t.Fatalf("provisioning %s: attempts %d, error %q\nlast_stderr:\n%s\nthe instance's last logs:\n%s",
+			j.State, j.Attempts, j.Error, j.LastStderr, logs)
+	}
+	prj := a.project(t, key, prjID)
+	if prj.State != "active" || prj.RuntimeStatus != "active" || prj.PrimaryInstanceID == "" {
+		t.Fatalf("provisioned project: %+v", prj)
+	}
+	instDir := filepath.Join(dataDir, "instances", prj.PrimaryInstanceID)
+	pgdata := filepath.Join(instDir, "pgdata")
+	pidFiles := map[string]string{"postmaster": filepath.Join(pgdata, "postmaster.pid"),
+		"pgbouncer": filepath.Join(instDir, "pooler", "pgbouncer.pid")}
+
+	conns := a.connections(t, key, prjID)
+	if !strings.Contains(conns.DirectURL, "sslmode=verify-full") || !strings.Contains(conns.DirectURL, "sslrootcert=") {
+		t.Errorf("direct_url does not verify the server: %s", e2eRedact(conns.DirectURL))
+	}
+	e2eSQL(t, conns.DirectURL, false,
+		"CREATE TABLE survivors (id int PRIMARY KEY, note text NOT NULL)",
+		fmt.Sprintf("INSERT INTO survivors SELECT g, 'row ' || g FROM generate_series(1, %d) g", rows))
+	e2eCheckRows(t, "after provisioning", conns, rows, sum)
+	pids := map[string]int{}
+	for name, f := range pidFiles {
+		pids[name] = e2eLivePid(t, name, f)
+	}
+	phase("provisioned, rows written and read")
+
+	// 1. The appliance dies alone: the instance and the pooler go on serving without it.
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	a.waitExit(t)
+	for name, f := range pidFiles {
+		if pid := e2eLivePid(t, name, f); pid != pids[name] {
+			t.Fatalf("%s pid %d after the appliance's SIGKILL, was %d", name, pid, pids[name])
+		}
+	}
+	e2eCheckRows(t, "while the appliance is down", conns, rows, sum)
+	phase("appliance SIGKILLed; instance and pooler still serve")
+
+	// The next start adopts both processes: same pids, no restart.
+	b := e2eStart(t, bin, dataDir)
+	for name, f := range pidFiles {
+		if pid := e2eLivePid(t, name, f); pid != pids[name] {
+			t.Errorf("%s pid %d after the restart, was %d: it was restarted, not adopted", name, pid, pids[name])
+		}
+	}
+	conns = b.connections(t, key, prjID)
+	e2eCheckRows(t, "after adoption", conns, rows, sum)
+	b.waitSupervisorHealthy(t)
+	if prj := b.project(t, key, prjID); prj.State != "active" || prj.RuntimeStatus != "active" {
+		t.Errorf("project after adoption: state %s, runtime_status %s", prj.State, prj.RuntimeStatus)
+	}
+	if evs := b.instanceEvents(t, key, prjID); len(evs) != 0 {
+		t.Errorf("adoption recorded instance events %v, want none", evs)
+	}
+	phase("restarted; instance and pooler adopted")
+
+	// 2. A machine crash: the appliance, the postmaster and PgBouncer all die by SIGKILL. The postmaster's
+	// backends are left to notice its death themselves, and its postmaster.pid stays behind.
+	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	b.waitExit(t)
+	for name, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill -9 %s (pid %d): %v", name, pid, err)
+		}
+	}
+	e2eEventually(t, e2eDeadline, "the postmaster and PgBouncer to die", func() (bool, string) {
+		var alive []string
+		for name, pid := range pids {
+			if cmd, ok := e2eProcAlive(pid); ok {
+				alive = append(alive, fmt.Sprintf("%s %d (%s)", name, pid, cmd))
+			}
+		}
+		return len(alive) == 0, strings.Join(alive, ", ")
+	})
+
+	c := e2eStart(t, bin, dataDir)
+	c.waitSupervisorHealthy(t)
+	for name, f := range pidFiles {
+		if pid := e2eLivePid(t, name, f); pid == pids[name] {
+			t.Errorf("%s pid %d after the crash is the dead one's", name, pid)
+		}
+	}
+	conns = c.connections(t, key, prjID)
+	e2eCheckRows(t, "after the crash", conns, rows, sum)
+	e2eEventually(t, e2eDeadline, "the project to be active after the crash", func() (bool, string) {
+		prj := c.project(t, key, prjID)
+		return prj.State == "active" && prj.RuntimeStatus == "active", prj.State + "/" + prj.RuntimeStatus
+	})
+	evs := c.instanceEvents(t, key, prjID)
+	for _, want := range []string{prj.PrimaryInstanceID, prj.PrimaryInstanceID + "/pooler"} {
+		if !slices.Contains(evs, "instance.restarted "+want) {
+			t.Errorf("no instance.restarted event for %s after the crash; events: %v", want, evs)
+		}
+	}
+	phase("crash of everything; instance and pooler restarted, rows intact")
+
+	// 3. A clean stop exits 0 and leaves no process of the data dir behind.
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := c.waitExit(t); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM, want 0; stderr:\n%s", code, c.stderr)
+	}
+	// The stop waited for each process; allow only a moment (a postmaster removes its pid file just before
+	// it exits). A process left behind would stay for good.
+	e2eEventually(t, 5*time.Second, "every process of the data dir to end after SIGTERM", func() (bool, string) {
+		left := e2eProcsUnder(dataDir)
+		return len(left) == 0, fmt.Sprint(left)
+	})
+	for name, f := range pidFiles {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Errorf("%s pid file %s still exists after a clean stop (%v)", name, f, err)
+		}
+	}
+	phase("SIGTERM: exit 0, no process left")
+}
+
+// e2eProject is the part of the API's project resource the test reads.
+type e2eProject struct {
+	ID                string `json:"id"`
+	State             string `json:"state"`
+	RuntimeStatus     string `json:"runtime_status"`
+	PrimaryInstanceID string `json:"primary_instance_id"`
+	LastError         string `json:"last_error"`
+	DirectPort        int    `json:"direct_port"`
+	PooledPort        int    `json:"pooled_port"`
+}
+
+type e2eConnections struct {
+	DirectURL string `json:"direct_url"`
+	PooledURL string `json:"pooled_url"`
+}
+
+// e2eAdminKey reads the admin API key the first start wrote.
+func e2eAdminKey(t *testing.T, dataDir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, "bootstrap.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var creds struct {
+		APIKey string `json:"api_key"`
+	}
+	if err := json.Unmarshal(b, &creds); err != nil || creds.APIKey == "" {
+		t.Fatalf("bootstrap.json has no api_key (%v)", err)
+	}
+	return creds.APIKey
+}
+
+func (p *e2eProc) project(t *testing.T, key, id string) *e2eProject {
+	t.Helper()
+	var out struct {
+		Project *e2eProject `json:"project"`
+	}
+	data := p.do(t, key, http.MethodGet, "/v1/projects/"+id, nil, http.StatusOK, &out)
+	if out.Project == nil {
+		t.Fatalf("GET /v1/projects/%s: no project: %s", id, data)
+	}
+	return out.Project
+}
+
+func (p *e2eProc) connections(t *testing.T, key, id string) e2eConnections {
+	t.Helper()
+	var out struct {
+		Connections e2eConnections `json:"connections"`
+	}
+	p.do(t, key, http.MethodGet, "/v1/projects/"+id+"/connections", nil, http.StatusOK, &out)
+	if out.Connections.DirectURL == "" || out.Connections.PooledURL == "" {
+		t.Fatalf("GET /v1/projects/%s/connections: missing URLs: %+v", id, out.Connections)
+	}
+	return out.Connections
+}
+
+// instanceEvents lists the project's instance.* audit events as "action process".
+func (p *e2eProc) instanceEvents(t *testing.T, key, id string) []string {
+	t.Helper()
+	var out struct {
+		AuditEvents []struct {
+			Action   string `json:"action"`
+			Metadata struct {
+				Process string `json:"process"`
+			} `json:"metadata"`
+		} `json:"audit_events"`
+	}
+	p.do(t, key, http.MethodGet, "/v1/projects/"+id+"/audit-events?limit=100", nil, http.StatusOK, &out)
+	var evs []string
+	for _, e := range out.AuditEvents {
+		if strings.HasPrefix(e.Action, "instance.") {
+			evs = append(evs, e.Action+" "+e.Metadata.Process)
+		}
+	}
+	return evs
+}
+
+var e2eWatchedRE = regexp.MustCompile(`(\d+) of (\d+) watched processes running`)
+
+// waitSupervisorHealthy polls /status until the instance-supervisor component is operational with every
+// watched process (at least one) running.
+func (p *e2eProc) waitSupervisorHealthy(t *testing.T) {
+	t.Helper()
+	e2eEventually(t, e2eDeadline, "instance-supervisor to be operational with every process running", func() (bool, string) {
+		var st struct {
+			Components []struct {
+				Name, Status, Message string
+			} `json:"components"`
+		}
+		p.do(t, "", http.MethodGet, "/status", nil, http.StatusOK, &st)
+		for _, c := range st.Components {
+			if c.Name != "instance-supervisor" {
+				continue
+			}
+			m := e2eWatchedRE.FindStringSubmatch(c.Message)
+			ok := c.Status == "operational" && m != nil && m[1] == m[2] && m[2] != "0"
+			return ok, c.Status + ": " + c.Message
+		}
+		return false, fmt.Sprintf("no instance-supervisor component: %+v", st.Components)
+	})
+}
+
+// e2eSQL runs statements through url (the pooled URL needs the simple protocol: PgBouncer runs in
+// transaction mode).
+func e2eSQL(t *testing.T, url string, pooled bool, stmts ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	conn := e2eConnect(ctx, t, url, pooled)
+	defer conn.Close(context.Background())
+	for _, q := range stmts {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+func e2eConnect(ctx context.Context, t *testing.T, url string, pooled bool) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("parse %s: %v", e2eRedact(url), err)
+	}
+	if pooled {
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", e2eRedact(url), err)
+	}
+	return conn
+}
+
+// e2eCheckRows reads the survivors table through both URLs and checks every row is there.
+func e2eCheckRows(t *testing.T, when string, c e2eConnections, wantCount, wantSum int64) {
+	t.Helper()
+	for _, u := range []struct {
+		name   string
+		url    string
+		pooled bool
+	}{{"direct_url", c.DirectURL, false}, {"pooled_url", c.PooledURL, true}} {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		conn := e2eConnect(ctx, t, u.url, u.pooled)
+		var n, sum int64
+		var last string
+		err := conn.QueryRow(ctx, "SELECT count(*), coalesce(sum(id), 0), coalesce(max(note) FILTER (WHERE id = $1), '') FROM survivors",
+			wantCount).Scan(&n, &sum, &last)
+		conn.Close(context.Background())
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: read through %s: %v", when, u.name, err)
+		}
+		if n != wantCount || sum != wantSum || last != fmt.Sprintf("row %d", wantCount) {
+			t.Fatalf("%s: %s reads %d rows (sum %d, last %q), want %d (sum %d)", when, u.name, n, sum, last, wantCount, wantSum)
+		}
+	}
+}
+
+// e2eInstanceLogs returns the end of every instance's server logs (for a failure message).
+func e2eInstanceLogs(dataDir string) string {
+	var b strings.Builder
+	logs, _ := filepath.Glob(filepath.Join(dataDir, "instances", "*", "pgdata", "log", "*"))
+	more, _ := filepath.Glob(filepath.Join(dataDir, "instances", "*", "startup.log"))
+	for _, f := range append(logs, more...) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if len(data) > 3000 {
+			data = data[len(data)-3000:]
+		}
+		fmt.Fprintf(&b, "--- %s (end):\n%s\n", f, data)
+	}
+	return b.String()
+}
+
+// e2eRedact hides the password of a connection URL.
+func e2eRedact(u string) string {
+	return regexp.MustCompile(`://([^:/@]+):[^@]*@`).ReplaceAllString(u, "://$1:***@")
+}
+
+// e2eLivePid reads the pid on the first line of a pid file and fails unless it is a live process (not a
+// zombie) whose command line names the pid file's directory (postgres -D <pgdata>, pgbouncer -d
+// <pooler>/pgbouncer.ini).
+func e2eLivePid(t *testing.T, name, pidFile string) int {
+	t.Helper()
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || pid <= 0 {
+		t.Fatalf("%s: pid file %s holds %q", name, pidFile, line)
+	}
+	cmd, ok := e2eProcAlive(pid)
+	if !ok {
+		t.Fatalf("%s (pid %d from %s) is not running", name, pid, pidFile)
+	}
+	if !strings.Contains(cmd, filepath.Dir(pidFile)) {
+		t.Fatalf("%s: pid %d from %s is another process: %s", name, pid, pidFile, cmd)
+	}
+	return pid
+}
+
+// e2eProcAlive reports whether pid is a live process (a zombie is not: the instances are no children of
+// the test, and nobody may reap them) and returns its command line.
+func e2eProcAlive(pid int) (string, bool) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", false
+	}
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
+		if f := strings.Fields(string(stat[i+1:])); len(f) > 0 && (f[0] == "Z" || f[0] == "X") {
+			return "", false
+		}
+	}
+	cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return "", false
+	}
+	return strings.ReplaceAll(strings.TrimRight(string(cmd), "\x00"), "\x00", " "), true
+}
+
+// e2eProcsUnder lists the live processes (but this one) whose command line names dir or whose working
+// directory is in it: the appliance, postmasters, their backends (which change their titles but work in
+// pgdata) and PgBouncers.
+func e2eProcsUnder(dir string) map[int]string {
+	out := map[int]string{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmd, ok := e2eProcAlive(pid)
+		if !ok {
+			continue
+		}
+		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		if strings.Contains(cmd, dir) || cwd == dir || strings.HasPrefix(cwd, dir+"/") {
+			out[pid] = cmd
+		}
+	}
+	return out
+}
+
+// e2eKillUnder SIGKILLs every process of dir until none is left (a test cleanup: it only logs).
+func e2eKillUnder(t *testing.T, dir string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := e2eProcsUnder(dir)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("cleanup: processes of %s survive SIGKILL: %v", dir, left)
+			return
+		}
+		for pid, cmd := range left {
+			if t.Failed() {
+				t.Logf("cleanup: killing pid %d: %s", pid, cmd)
+			}
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval while the kernel tears them down
+	}
+}
+
+// e2eEventually polls cond (every 20 ms, for up to within) and fails with its last detail if it never
+// holds.
+func e2eEventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s; last: %s", within, what, detail)
+		}
+		<-tick.C
+	}
 }
