@@ -217,6 +217,7 @@ func applianceFile(i *Instance) []byte {
 	b.WriteString("log_rotation_age = '1d'\n")
 	b.WriteString("log_rotation_size = 0\n")
 	b.WriteString("log_file_mode = 0600\n")
+	b.WriteString("log_timezone = 'UTC'\n")
 	b.WriteString("wal_level = replica\n")
 	b.WriteString("archive_mode = on\n")
 	return []byte(b.String())

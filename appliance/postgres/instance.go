@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -349,13 +350,55 @@ func (i *Instance) start(ctx context.Context, ex ExecFunc) error {
 	}
 	cmd := i.User.Command(pgctl, "start", "-w", "-t", "60", "-D", i.DataDir(), "-l", i.StartupLog())
 	cmd.Dir = i.Dir
+	since := time.Now()
 	if err := orDefault(ex)(ctx, cmd); err != nil {
+		if msgs := i.LogMessages(since, 4); len(msgs) > 0 {
+			return fmt.Errorf("start instance %s: %w; the server logged: %s", i.ID, err, strings.Join(msgs, "; "))
+		}
 		if log := tail(i.StartupLog(), 1000); log != "" {
 			return fmt.Errorf("start instance %s: %w; startup.log ends with: %s", i.ID, err, log)
 		}
 		return fmt.Errorf("start instance %s: %w", i.ID, err)
 	}
 	return nil
+}
+
+// LogMessages returns the last n messages the server logged since a time (from the newest JSON log file),
+// as "SEVERITY: message".
+func (i *Instance) LogMessages(since time.Time, n int) []string {
+	files, _ := filepath.Glob(filepath.Join(i.LogDir(), "*.json"))
+	var newest string
+	var newestMod time.Time
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil && fi.ModTime().After(newestMod) {
+			newest, newestMod = f, fi.ModTime()
+		}
+	}
+	if newest == "" {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(tail(newest, 64<<10), "\n") {
+		var e struct {
+			Timestamp string `json:"timestamp"`
+			Severity  string `json:"error_severity"`
+			Message   string `json:"message"`
+		}
+		if json.Unmarshal([]byte(line), &e) != nil {
+			continue
+		}
+		ts, err := time.Parse("2006-01-02 15:04:05.000 MST", e.Timestamp)
+		if err == nil && ts.Before(since.Add(-time.Second)) {
+			continue
+		}
+		if e.Message != "" {
+			out = append(out, e.Severity+": "+e.Message)
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
 }
 
 // clearStaleLock removes a postmaster.pid left by a postmaster that is gone (killed, or its machine

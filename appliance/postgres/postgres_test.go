@@ -100,7 +100,7 @@ func (b *bundle) newInstance(t *testing.T, name string, s Settings) *Instance {
 		if err == nil {
 			break
 		}
-		if attempt == 3 || !strings.Contains(err.Error(), "already in use") {
+		if attempt == 3 || !strings.Contains(err.Error(), "could not bind") {
 			t.Fatal(err)
 		}
 		t.Logf("port %d was taken, retrying: %v", inst.Port, err)
@@ -156,7 +156,8 @@ func TestInstanceLifecycle(t *testing.T) {
 	}
 	for name, want := range map[string]string{"ssl": "on", "password_encryption": "scram-sha-256",
 		"log_destination": "jsonlog", "logging_collector": "on", "archive_mode": "on", "wal_level": "replica",
-		"server_encoding": "UTF8", "lc_collate": "C.UTF-8", "data_checksums": "on", "cluster_name": "life"} {
+		"server_encoding": "UTF8", "lc_collate": "C.UTF-8", "data_checksums": "on", "cluster_name": "life",
+		"log_timezone": "UTC", "unix_socket_directories": "", "listen_addresses": "127.0.0.1"} {
 		if got := show(t, conn, name); got != want {
 			t.Errorf("SHOW %s = %q, want %q", name, got, want)
 		}
@@ -872,5 +873,27 @@ func TestSettingsChange(t *testing.T) {
 		if got := s.Change(base); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestStartErrorSaysWhy(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	inst := b.newInstance(t, "taken", Settings{})
+	if err := inst.Stop(ctx, nil, StopFast); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", inst.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = inst.Start(ctx, nil)
+	ln.Close()
+	if err == nil || !strings.Contains(err.Error(), "could not bind") || !strings.Contains(err.Error(), "already in use") {
+		t.Fatalf("Start on a taken port: %v", err)
+	}
+	t.Log(err)
+	if err := inst.Start(ctx, nil); err != nil {
+		t.Fatal(err)
 	}
 }
