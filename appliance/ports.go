@@ -74,3 +74,45 @@ func freePort() (int, error) {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
+
+// movePortIfTaken handles a start that failed because another process took the port between allocation
+// and bind (another appliance on the machine, say): the instance (or its pooler) gets a new port for the
+// job's next attempt. It returns err, annotated when the port moved.
+func (s *Service) movePortIfTaken(inst *store.Instance, pooler bool, err error) error {
+	port := inst.Port
+	if pooler {
+		port = inst.PooledPort
+	}
+	if bindable(s.cfg.ListenHost, port) {
+		return err // the port is free: something else went wrong
+	}
+	var moved int
+	uerr := s.db.Update(func(tx *store.Tx) error {
+		ports, err := s.allocatePorts(tx, 1)
+		if err != nil {
+			return err
+		}
+		in, err := store.Instances.Get(tx, inst.ID)
+		if err != nil {
+			return err
+		}
+		prj, err := store.Projects.Get(tx, in.ProjectID)
+		if err != nil {
+			return err
+		}
+		moved = ports[0]
+		if pooler {
+			in.PooledPort, prj.PooledPort = moved, moved
+		} else {
+			in.Port, prj.DirectPort = moved, moved
+		}
+		if err := store.Instances.Put(tx, in); err != nil {
+			return err
+		}
+		return store.Projects.Put(tx, prj)
+	})
+	if uerr != nil {
+		return fmt.Errorf("%w (port %d is taken by another process; moving it failed: %v)", err, port, uerr)
+	}
+	return fmt.Errorf("%w (port %d is taken by another process: the next attempt uses %d)", err, port, moved)
+}

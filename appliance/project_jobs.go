@@ -168,7 +168,7 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	}
 	steps.done("init")
 	if err := pgi.Start(ctx, run.Exec); err != nil {
-		return nil, scheduler.Transient(err)
+		return nil, scheduler.Transient(s.movePortIfTaken(inst, false, err))
 	}
 	steps.done("start")
 	conn, err := pgi.Admin(ctx, string(adminPW))
@@ -188,7 +188,7 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	}
 	pl := s.pgPooler(dp, inst, prj)
 	if err := pl.Start(ctx, run.Exec); err != nil {
-		return nil, scheduler.Transient(err)
+		return nil, scheduler.Transient(s.movePortIfTaken(inst, true, err))
 	}
 	steps.done("pooler")
 	var version string
