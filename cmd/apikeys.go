@@ -17,21 +17,7 @@ import (
 )
 
 // apiKey is the API resource of a key.
-type apiKey struct {
-	ID             string     `json:"id"`
-	Name           string     `json:"name"`
-	KeyPrefix      string     `json:"key_prefix"`
-	OrganizationID string     `json:"organization_id"`
-	ProjectID      string     `json:"project_id"`
-	DeviceName     string     `json:"device_name"`
-	Source         string     `json:"source"`
-	IsActive       bool       `json:"is_active"`
-	Scopes         []string   `json:"scopes"`
-	CreatedAt      time.Time  `json:"created_at"`
-	ExpiresAt      *time.Time `json:"expires_at"`
-	LastUsedAt     *time.Time `json:"last_used_at"`
-	RevokedAt      *time.Time `json:"revoked_at"`
-}
+type apiKey = appliance.APIKey
 
 var _ = registerClientCommand(newAPIKeysCmd)
 
@@ -80,9 +66,7 @@ func newAPIKeysListCmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var list struct {
-				APIKeys []apiKey `json:"api_keys"`
-			}
+			var list appliance.APIKeyList
 			if err := cl.do(c.Context(), http.MethodGet, keysPath(orgID), nil, &list); err != nil {
 				return err
 			}
@@ -212,9 +196,7 @@ func newAPIKeysRevokeCmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var res struct {
-				Revoked bool `json:"revoked"`
-			}
+			var res appliance.Revoked
 			if err := cl.do(c.Context(), http.MethodDelete, keysPath(orgID)+"/"+url.PathEscape(args[0]), nil, &res); err != nil {
 				return err
 			}

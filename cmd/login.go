@@ -13,40 +13,17 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/theappliance/appliance/appliance"
 	"golang.org/x/term"
 )
 
-// loginStart is the start result of a CLI device login.
-type loginStart struct {
-	SessionID string    `json:"session_id"`
-	PollToken string    `json:"poll_token"`
-	State     string    `json:"state"`
-	ExpiresAt time.Time `json:"expires_at"`
-}
-
-// loginResult is the poll and authorize result of a CLI device login.
-type loginResult struct {
-	SessionID        string     `json:"session_id"`
-	State            string     `json:"state"`
-	ExpiresAt        time.Time  `json:"expires_at"`
-	AuthorizedAt     *time.Time `json:"authorized_at"`
-	OrganizationID   string     `json:"organization_id"`
-	OrganizationName string     `json:"organization_name"`
-	OrganizationSlug string     `json:"organization_slug"`
-	PlaintextAPIKey  string     `json:"plaintext_api_key"`
-}
-
-// loginDetails is what the approving user sees.
-type loginDetails struct {
-	SessionID    string     `json:"session_id"`
-	State        string     `json:"state"`
-	ExpiresAt    time.Time  `json:"expires_at"`
-	DeviceName   string     `json:"device_name"`
-	KeyName      string     `json:"key_name"`
-	KeyExpiresAt *time.Time `json:"key_expires_at"`
-	Scopes       []string   `json:"scopes"`
-	Source       string     `json:"source"`
-}
+// The client decodes into the server's own types, so the two cannot drift apart.
+type (
+	loginStart   = appliance.CLILoginStart
+	loginResult  = appliance.CLILoginResult
+	loginDetails = appliance.CLILoginDetails
+)
 
 type loginOpts struct {
 	deviceName string
