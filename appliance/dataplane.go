@@ -71,8 +71,20 @@ func (s *Service) settingsFor(dp *DataPlane, prj *store.Project, rec *store.Inst
 			libs = append(libs, l)
 		}
 	}
-	return postgres.Settings{MaxConnections: prj.MaxConnections, StatementTimeout: st,
-		IdleInTransactionSessionTimeout: idle, SharedPreloadLibraries: libs}, nil
+	set := postgres.Settings{MaxConnections: prj.MaxConnections, StatementTimeout: st,
+		IdleInTransactionSessionTimeout: idle, SharedPreloadLibraries: libs}
+	// A project's WAL goes to its directory in the backup store, from provisioning on (a spare, which has
+	// no project yet, archives into its own directory until a provision claims it and rewrites this).
+	if prj.ID != "" {
+		bs := s.backupStore(dp)
+		if err := bs.Prepare(prj.ID); err != nil {
+			return postgres.Settings{}, fmt.Errorf("prepare the backup store of %s: %w", prj.ID, err)
+		}
+		if set.ArchiveCommand, err = postgres.CopyArchiveCommand(bs.WALDir(prj.ID)); err != nil {
+			return postgres.Settings{}, err
+		}
+	}
+	return set, nil
 }
 
 var pgDurationRE = regexp.MustCompile(`^([0-9]+)(ms|s|min|h|d)?$`)

@@ -30,6 +30,7 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	r.Handle(JobExtensionDisable, s.extensionJobHandler)
 	r.Handle(JobExtensionUpdate, s.extensionJobHandler)
 	s.registerUpgradeJobs(r)
+	s.registerBackupJobs(r)
 }
 
 // loadProject reads a job's project and its primary instance (nil when it has none yet).

@@ -502,6 +502,7 @@ func TestProvisionFromSpareCluster(t *testing.T) {
 	if prj.PrimaryInstanceID != spare.ID || prj.DirectPort != spare.Port {
 		t.Fatalf("the project did not take the spare: instance %s port %d, spare %s port %d", prj.PrimaryInstanceID, prj.DirectPort, spare.ID, spare.Port)
 	}
+	waitArchived(t, e, p, prj) // the claim rewrote the spare's archive_command for the project's backup store
 	c, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
 	if err != nil {
 		t.Fatal(err)

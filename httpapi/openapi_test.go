@@ -374,6 +374,44 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("POST", project+"/upgrade/major/confirm", up+"/major/confirm", b.adminKey, nil, 409)
 	call("POST", project+"/upgrade/major/rollback", up+"/major/rollback", b.adminKey, nil, 409)
 
+	bk := "/v1/projects/{projectID}/backups"
+	taken := call("POST", project+"/backups", bk, b.adminKey, map[string]any{"label": "conform"}, 202)
+	call("POST", project+"/backups", bk, b.adminKey, map[string]any{"nope": 1}, 400)
+	call("POST", project+"/backups", bk, b.adminKey, map[string]any{"label": strings.Repeat("x", 101)}, 400)
+	if id, _ := taken.json["job"].(map[string]any)["id"].(string); id != "" {
+		b.env.WaitJob(t, id)
+	}
+	backups := call("GET", project+"/backups", bk, b.adminKey, nil, 200)
+	call("GET", project+"/backups", bk, readOnly, nil, 403)
+	rpp := "/v1/projects/{projectID}/restore-points"
+	made := call("POST", project+"/restore-points", rpp, b.adminKey, map[string]any{"label": "conform"}, 201)
+	call("POST", project+"/restore-points", rpp, b.adminKey, map[string]any{}, 400)
+	call("GET", project+"/restore-points", rpp, b.adminKey, nil, 200)
+	if rp, _ := made.json["restore_point"].(map[string]any); rp != nil {
+		call("DELETE", project+"/restore-points/"+rp["id"].(string), rpp+"/{restorePointID}", b.adminKey, nil, 200)
+	}
+	call("DELETE", project+"/restore-points/rp_nope", rpp+"/{restorePointID}", b.adminKey, nil, 404)
+
+	// A real restore, last: it stops and swaps the project's server.
+	rs := "/v1/projects/{projectID}/restores"
+	call("POST", project+"/restores", rs, b.adminKey, map[string]any{}, 400)
+	call("POST", project+"/restores", rs, b.adminKey, map[string]any{"backup_key": "x", "restore_time": "2020-01-01T00:00:00Z"}, 400)
+	call("POST", project+"/restores", rs, b.adminKey, map[string]any{"restore_time": "2020-01-01T00:00:00Z"}, 400)
+	if list, _ := backups.json["backups"].([]any); len(list) > 0 {
+		key := list[0].(map[string]any)["backup_key"].(string)
+		call("POST", project+"/restores", rs, member, map[string]any{"backup_key": key}, 403)
+		last := lastAuditID(b)
+		restored := call("POST", project+"/restores", rs, b.adminKey, map[string]any{"backup_key": key}, 202)
+		checkAudited(t, b, "POST "+project+"/restores", b.adminKey, last, "")
+		if id, _ := restored.json["job"].(map[string]any)["id"].(string); id != "" {
+			if j := b.env.WaitJob(t, id); j.State != "completed" {
+				t.Errorf("restore job %s: %s %s", j.State, j.Error, j.LastStderr)
+			}
+		}
+	} else {
+		t.Errorf("no backup listed: %s", backups.body)
+	}
+
 	for _, rt := range b.api.Routes() {
 		if !called[rt.Method+" "+rt.Path] {
 			t.Errorf("%s %s was not exercised: add a call here", rt.Method, rt.Path)

@@ -74,6 +74,14 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/v1/projects/{projectID}/audit-events", Tag: "audit", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "Project audit events",
 			Query: []Param{limitParam(25)}, Do: Without(s.projectAudit)},
 
+		// Backups and restores
+		{Method: get, Path: "/v1/projects/{projectID}/backups", Tag: "backups", Scope: appliance.ScopeBackupsRead, Status: ok, Summary: "List base backups, newest first", Do: Without(s.listBackups)},
+		{Method: post, Path: "/v1/projects/{projectID}/backups", Tag: "backups", Scope: appliance.ScopeBackupsWrite, Status: accepted, Summary: "Take a base backup (pg_basebackup, then pg_verifybackup)", Do: With(s.createBackup)},
+		{Method: post, Path: "/v1/projects/{projectID}/restores", Tag: "backups", Scope: appliance.ScopeBackupsWrite, Status: accepted, Summary: "Restore to a backup, a time or a restore point (sessions need the admin role)", Do: With(s.restoreProject)},
+		{Method: get, Path: "/v1/projects/{projectID}/restore-points", Tag: "backups", Scope: appliance.ScopeBackupsRead, Status: ok, Summary: "List restore points and the point-in-time window", Do: Without(s.listRestorePoints)},
+		{Method: post, Path: "/v1/projects/{projectID}/restore-points", Tag: "backups", Scope: appliance.ScopeBackupsWrite, Status: created, Summary: "Create a named restore point (pg_create_restore_point)", Do: With(s.createRestorePoint)},
+		{Method: del, Path: "/v1/projects/{projectID}/restore-points/{restorePointID}", Tag: "backups", Scope: appliance.ScopeBackupsWrite, Status: ok, Summary: "Delete a restore point", Do: Without(s.deleteRestorePoint)},
+
 		// Jobs
 		{Method: get, Path: "/v1/jobs/{jobID}", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "Get a job", Do: Without(s.getJob)},
 		{Method: get, Path: "/v1/projects/{projectID}/jobs", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "List a project's jobs",

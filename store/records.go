@@ -215,6 +215,47 @@ type Job struct {
 	UpdatedAt           time.Time       `json:"updated_at"`
 }
 
+// Backup is one base backup of a project in the backup store.
+type Backup struct {
+	ID                string     `json:"id"`
+	ProjectID         string     `json:"project_id"`
+	OrganizationID    string     `json:"organization_id"`
+	BackupKey         string     `json:"backup_key"`
+	DatabaseName      string     `json:"database_name"`
+	Label             string     `json:"label"`
+	JobID             string     `json:"job_id"`
+	State             string     `json:"state"`              // pending, running, completed, failed
+	VerificationState string     `json:"verification_state"` // pending, verified, failed
+	VerificationError string     `json:"verification_error"`
+	Error             string     `json:"error"`
+	SizeBytes         int64      `json:"size_bytes"`
+	Timeline          int        `json:"timeline"` // the WAL timeline it was taken on (backup_label)
+	CreatedAt         time.Time  `json:"created_at"`
+	CompletedAt       *time.Time `json:"completed_at"`
+	VerifiedAt        *time.Time `json:"verified_at"`
+}
+
+// RestorePoint is a named point in a project's WAL (pg_create_restore_point).
+type RestorePoint struct {
+	ID                 string    `json:"id"`
+	ProjectID          string    `json:"project_id"`
+	OrganizationID     string    `json:"organization_id"`
+	Kind               string    `json:"kind"`  // named
+	State              string    `json:"state"` // active
+	Label              string    `json:"label"`
+	Note               string    `json:"note"`
+	Name               string    `json:"name"` // the restore point's name in the WAL (recovery_target_name)
+	LSN                string    `json:"lsn"`
+	Timeline           int       `json:"timeline"` // the WAL timeline it was created on
+	BackupID           string    `json:"backup_id"`
+	BackupKey          string    `json:"backup_key"`
+	CreatedByActorKind string    `json:"created_by_actor_kind"`
+	CreatedByActorID   string    `json:"created_by_actor_id"`
+	PITRTime           time.Time `json:"pitr_time"`
+	CreatedAt          time.Time `json:"created_at"`
+	UpdatedAt          time.Time `json:"updated_at"`
+}
+
 // The tables and their indexes, all declared in one place.
 var (
 	Organizations       = newTable("organizations", func(r *Organization) string { return r.ID })
@@ -248,6 +289,12 @@ var (
 	Jobs          = newTable("jobs", func(r *Job) string { return r.ID })
 	JobsByProject = Jobs.index("project", func(r *Job) []string { return nonEmpty(r.ProjectID) })
 	JobsByState   = Jobs.index("state", func(r *Job) []string { return []string{r.State} })
+
+	Backups          = newTable("backups", func(r *Backup) string { return r.ID })
+	BackupsByProject = Backups.index("project", func(r *Backup) []string { return []string{r.ProjectID} })
+
+	RestorePoints          = newTable("restore_points", func(r *RestorePoint) string { return r.ID })
+	RestorePointsByProject = RestorePoints.index("project", func(r *RestorePoint) []string { return []string{r.ProjectID} })
 )
 
 func nonEmpty(s string) []string {

@@ -1,0 +1,143 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// registerBackupJobs registers the handlers of the backups area.
+func (s *Service) registerBackupJobs(r *scheduler.Runner) {
+	r.Handle(JobBackupCreate, s.createBackupJob)
+	r.Handle(JobBackupRestore, s.restoreJob)
+}
+
+// updateBackup applies fn to the stored backup in one transaction.
+func (s *Service) updateBackup(id string, fn func(*store.Backup)) error {
+	return s.db.Update(func(tx *store.Tx) error {
+		b, err := store.Backups.Get(tx, id)
+		if err != nil {
+			return err
+		}
+		fn(b)
+		return store.Backups.Put(tx, b)
+	})
+}
+
+// createBackupJob takes a plain-format base backup with pg_basebackup (-X stream: the backup carries the
+// WAL it needs, so it restores on its own), records its size and verifies it with pg_verifybackup.
+func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	var in backupPayload
+	dp, prj, inst, err := s.activeTarget(run, &in)
+	if err != nil {
+		return nil, s.failBackup(in.BackupID, err)
+	}
+	var b *store.Backup
+	if err := s.db.View(func(tx *store.Tx) (err error) { b, err = store.Backups.Get(tx, in.BackupID); return err }); err != nil {
+		return nil, fmt.Errorf("backup %s: %w", in.BackupID, err)
+	}
+	if b.State == BackupCompleted || b.State == BackupFailed {
+		return map[string]any{"skipped": "backup is " + b.State}, nil
+	}
+	bs := s.backupStore(dp)
+	if err := bs.Prepare(prj.ID); err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	// A retry after a crash starts over: pg_basebackup wants an absent or empty directory.
+	if err := bs.Remove(prj.ID, b.BackupKey); err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	if err := s.updateBackup(b.ID, func(b *store.Backup) { b.State = BackupRunning }); err != nil {
+		return nil, err
+	}
+	adminPW, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return nil, s.failBackup(b.ID, fmt.Errorf("open admin password: %w", err))
+	}
+	pgi := s.pgInstance(dp, inst)
+	basebackup, err := pgi.Bin.Path("pg_basebackup")
+	if err != nil {
+		return nil, s.failBackup(b.ID, err)
+	}
+	verify, err := pgi.Bin.Path("pg_verifybackup")
+	if err != nil {
+		return nil, s.failBackup(b.ID, err)
+	}
+	dir := bs.BaseDir(prj.ID, b.BackupKey)
+	label := "appliance " + b.BackupKey
+	cmd := dp.User.Command(basebackup, "-D", dir, "-F", "p", "-X", "stream", "--checkpoint=fast", "--no-password",
+		"--label", label, "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port), "-U", postgres.AdminRole)
+	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
+	if err := run.Exec(ctx, cmd); err != nil {
+		_ = bs.Remove(prj.ID, b.BackupKey)
+		if ctx.Err() != nil {
+			return nil, err // the runner stops: a later attempt starts over
+		}
+		return nil, s.failBackup(b.ID, err)
+	}
+	size, err := bs.Size(prj.ID, b.BackupKey)
+	if err != nil {
+		return nil, s.failBackup(b.ID, err)
+	}
+	tli, err := backupTimeline(filepath.Join(dir, "backup_label"))
+	if err != nil {
+		return nil, s.failBackup(b.ID, err)
+	}
+	now := s.now()
+	if err := s.updateBackup(b.ID, func(b *store.Backup) {
+		b.State, b.SizeBytes, b.Timeline, b.CompletedAt = BackupCompleted, size, tli, &now
+	}); err != nil {
+		return nil, err
+	}
+	vstate, verr := VerificationVerified, ""
+	if err := run.Exec(ctx, dp.User.Command(verify, dir)); err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		vstate, verr = VerificationFailed, err.Error()
+	}
+	verified := s.now()
+	if err := s.updateBackup(b.ID, func(b *store.Backup) {
+		b.VerificationState, b.VerificationError, b.VerifiedAt = vstate, verr, &verified
+	}); err != nil {
+		return nil, err
+	}
+	return map[string]any{"backup_id": b.ID, "backup_key": b.BackupKey, "size_bytes": size, "verification_state": vstate}, nil
+}
+
+// backupTimeline reads the timeline a base backup started on from its backup_label.
+func backupTimeline(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "START TIMELINE: "); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, fmt.Errorf("%s names no START TIMELINE", path)
+}
+
+// failBackup marks a backup failed with err, and returns err for the job.
+func (s *Service) failBackup(id string, err error) error {
+	if id == "" {
+		return err
+	}
+	uerr := s.updateBackup(id, func(b *store.Backup) {
+		b.State, b.Error = BackupFailed, err.Error()
+		b.VerificationState, b.VerificationError = VerificationFailed, "no backup to verify: "+err.Error()
+	})
+	if uerr != nil && !errors.Is(uerr, store.ErrNotFound) {
+		s.log.Error("mark backup failed", "backup", id, "err", uerr)
+	}
+	return err
+}

@@ -1,0 +1,133 @@
+package appliance
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/theappliance/appliance/appliance/backup"
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/store"
+)
+
+// Backup states (state) and verification states (verification_state); see docs/api-decisions.md.
+const (
+	BackupPending   = "pending"   // recorded, its backup.create job not started yet
+	BackupRunning   = "running"   // pg_basebackup is copying
+	BackupCompleted = "completed" // the copy is complete in the backup store
+	BackupFailed    = "failed"    // pg_basebackup failed; the job carries its output
+
+	VerificationPending  = "pending"  // not verified yet
+	VerificationVerified = "verified" // pg_verifybackup accepted it
+	VerificationFailed   = "failed"   // pg_verifybackup refused it (verification_error), or there is no copy
+)
+
+// JobBackupCreate takes a base backup.
+const JobBackupCreate = "backup.create"
+
+// backupStore is where the projects' base backups and WAL archives live.
+func (s *Service) backupStore(dp *DataPlane) backup.Store {
+	return &backup.DirStore{Root: filepath.Join(s.cfg.DataDir, "backups"), Chown: dp.User.Chown}
+}
+
+// Backup is the API resource.
+type Backup struct {
+	ID                string     `json:"id"`
+	BackupKey         string     `json:"backup_key" doc:"names the backup in a restore"`
+	DatabaseName      string     `json:"database_name"`
+	Label             string     `json:"label"`
+	ProjectID         string     `json:"project_id"`
+	State             string     `json:"state" doc:"pending, running, completed or failed"`
+	VerificationState string     `json:"verification_state" doc:"pending, verified or failed (pg_verifybackup)"`
+	VerificationError string     `json:"verification_error"`
+	SizeBytes         int64      `json:"size_bytes"`
+	CreatedAt         time.Time  `json:"created_at"`
+	VerifiedAt        *time.Time `json:"verified_at"`
+}
+
+func backupView(b *store.Backup) *Backup {
+	return &Backup{ID: b.ID, BackupKey: b.BackupKey, DatabaseName: b.DatabaseName, Label: b.Label, ProjectID: b.ProjectID,
+		State: b.State, VerificationState: b.VerificationState, VerificationError: b.VerificationError,
+		SizeBytes: b.SizeBytes, CreatedAt: b.CreatedAt, VerifiedAt: b.VerifiedAt}
+}
+
+// BackupList is the list response.
+type BackupList struct {
+	Backups []*Backup `json:"backups"`
+}
+
+// CreateBackupRequest is the body of POST /v1/projects/{projectID}/backups (an empty object is fine).
+type CreateBackupRequest struct {
+	Label string `json:"label" doc:"at most 100 characters"`
+}
+
+type backupPayload struct {
+	BackupID string `json:"backup_id"`
+}
+
+// ListBackups lists a project's backups, newest first.
+func (s *Service) ListBackups(ctx context.Context, p *Principal, projectID string) (*BackupList, error) {
+	out := &BackupList{Backups: []*Backup{}}
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		bs, err := store.Backups.Lookup(tx, store.BackupsByProject, prj.ID, store.Query{Newest: true})
+		if err != nil {
+			return Internal(err, "list backups")
+		}
+		for _, b := range bs {
+			out.Backups = append(out.Backups, backupView(b))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// CreateBackup records a backup and enqueues the backup.create job that takes it.
+func (s *Service) CreateBackup(ctx context.Context, p *Principal, projectID string, req *CreateBackupRequest) (*JobResponse, error) {
+	label := strings.TrimSpace(req.Label)
+	if utf8.RuneCountInString(label) > 100 {
+		return nil, Invalid("label must be at most 100 characters")
+	}
+	var out *JobResponse
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
+			return Conflict("project %s is %s, not active", prj.ID, prj.State)
+		}
+		now := s.now()
+		id := ids.New("bkp")
+		b := &store.Backup{ID: id, ProjectID: prj.ID, OrganizationID: prj.OrganizationID, DatabaseName: prj.DatabaseName,
+			BackupKey: now.Format("20060102T150405Z") + "-" + id[len(id)-6:], Label: label,
+			State: BackupPending, VerificationState: VerificationPending, CreatedAt: now}
+		j, err := s.enqueue(tx, prj, JobBackupCreate, prj.ID, backupPayload{BackupID: b.ID})
+		if err != nil {
+			return err
+		}
+		b.JobID = j.ID
+		if err := store.Backups.Put(tx, b); err != nil {
+			return Internal(err, "store backup")
+		}
+		prj.LatestJobID, prj.UpdatedAt = j.ID, now
+		if err := store.Projects.Put(tx, prj); err != nil {
+			return Internal(err, "store project")
+		}
+		if err := s.audit(tx, p, JobBackupCreate, prj.OrganizationID, prj.ID,
+			map[string]any{"backup_id": b.ID, "backup_key": b.BackupKey, "job_id": j.ID}); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &JobResponse{Job: JobView(j)}
+		return nil
+	})
+	if err == nil {
+		s.notify()
+	}
+	return out, err
+}

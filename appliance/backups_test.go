@@ -1,0 +1,253 @@
+package appliance_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// waitArchived switches to a new WAL segment and waits until the archiver copied the finished one into
+// the project's WAL directory of the backup store.
+func waitArchived(t *testing.T, e *appliancetest.Env, p *appliance.Principal, prj *store.Project) string {
+	t.Helper()
+	c, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, c.Connections.DirectURL)
+	seg := scalar[string](t, conn, "SELECT pg_walfile_name(pg_current_wal_lsn())")
+	if err := e.AdminExec(t, prj.ID, "SELECT pg_switch_wal()"); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(e.Dir, "backups", prj.ID, "wal", seg)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("segment %s not in the backup store's WAL directory after a minute", seg)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the archiver's progress, as WaitJob polls a job
+	}
+	return seg
+}
+
+func TestWALArchivedIntoBackupStore(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "archived", "development")
+	waitArchived(t, e, p, prj)
+	fi, err := os.Stat(filepath.Join(e.Dir, "backups", prj.ID, "wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Fatalf("wal dir mode %v", fi.Mode())
+	}
+}
+
+func TestBackupTakenAndVerified(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "backed up", "development")
+	if err := e.AdminExec(t, prj.ID, "CREATE TABLE t AS SELECT g AS id FROM generate_series(1, 1000) g"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "first"})
+	j := runJob(t, e, res, err)
+	if j.Type != appliance.JobBackupCreate || j.LastExitCode == nil || *j.LastExitCode != 0 {
+		t.Fatalf("job %+v", j)
+	}
+	list, err := e.Svc.ListBackups(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Backups) != 1 {
+		t.Fatalf("%d backups", len(list.Backups))
+	}
+	b := list.Backups[0]
+	if b.State != appliance.BackupCompleted || b.VerificationState != appliance.VerificationVerified || b.VerifiedAt == nil ||
+		b.SizeBytes <= 0 || b.Label != "first" || b.DatabaseName != prj.DatabaseName || b.BackupKey == "" {
+		t.Fatalf("backup %+v", b)
+	}
+	dir := filepath.Join(e.Dir, "backups", prj.ID, "base", b.BackupKey)
+	for _, f := range []string{"backup_manifest", "PG_VERSION", "settings.conf"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("backup lacks %s: %v", f, err)
+		}
+	}
+
+	if _, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: strings.Repeat("é", 101)}); appliance.KindOf(err) != appliance.KindInvalid {
+		t.Fatalf("a 101-character label: %v", err)
+	}
+}
+
+func TestRestoreToTimeRestorePointAndBackup(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "restored", "development")
+	c, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string) {
+		t.Helper()
+		conn := connect(t, c.Connections.DirectURL)
+		if _, err := conn.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	rows := func() string {
+		t.Helper()
+		conn := connect(t, c.Connections.DirectURL)
+		return scalar[string](t, conn, "SELECT coalesce(string_agg(v, ',' ORDER BY v), '') FROM items")
+	}
+	exec("CREATE TABLE items (v text)")
+	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "base"})
+	runJob(t, e, res, err)
+	list, err := e.Svc.ListBackups(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backupKey := list.Backups[0].BackupKey
+
+	exec("INSERT INTO items VALUES ('a')")
+	conn := connect(t, c.Connections.DirectURL)
+	noted := scalar[time.Time](t, conn, "SELECT clock_timestamp()")
+	exec("INSERT INTO items VALUES ('b')")
+	rp, err := e.Svc.CreateRestorePoint(t.Context(), p, prj.ID, &appliance.RestorePointRequest{Label: "after b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp.RestorePoint.Kind != "named" || rp.RestorePoint.State != "active" || rp.RestorePoint.BackupKey != backupKey ||
+		rp.RestorePoint.CreatedByActorKind != appliance.ActorAPIKey || rp.RestorePoint.CreatedByActorID == "" {
+		t.Fatalf("restore point %+v", rp.RestorePoint)
+	}
+	exec("INSERT INTO items VALUES ('c')")
+	if got := rows(); got != "a,b,c" {
+		t.Fatalf("before the restores: %q", got)
+	}
+	rps, err := e.Svc.ListRestorePoints(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rps.RestorePoints) != 1 || rps.PITRWindowDays != 0 {
+		t.Fatalf("restore points %+v", rps)
+	}
+
+	for _, step := range []struct {
+		name string
+		req  appliance.RestoreRequest
+		want string
+	}{
+		{"time", appliance.RestoreRequest{RestoreTime: noted.UTC().Format(time.RFC3339Nano)}, "a"},
+		{"restore point", appliance.RestoreRequest{RestorePointID: rp.RestorePoint.ID}, "a,b"},
+		{"backup", appliance.RestoreRequest{BackupKey: backupKey}, ""},
+	} {
+		res, err := e.Svc.RestoreProject(t.Context(), p, prj.ID, &step.req)
+		j := runJob(t, e, res, err)
+		if got := rows(); got != step.want {
+			t.Fatalf("after the restore to the %s (%s): rows %q, want %q", step.name, j.Result, got, step.want)
+		}
+		if got := e.Project(t, prj.ID); got.RuntimeStatus != appliance.RuntimeActive || got.State != appliance.ProjectActive {
+			t.Fatalf("project after restore: %s %s", got.State, got.RuntimeStatus)
+		}
+		// Archiving continues on the new timeline, and the pooled port serves the restored data.
+		waitArchived(t, e, p, prj)
+		pooled := connect(t, c.Connections.PooledURL)
+		if n := scalar[int64](t, pooled, "SELECT count(*) FROM items"); n != int64(len(strings.Split(step.want, ","))) && step.want != "" {
+			t.Fatalf("pooled sees %d rows", n)
+		}
+	}
+	inst := instanceOf(t, e, prj)
+	leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(inst.Dir), inst.ID+".restore-*"))
+	more, _ := filepath.Glob(filepath.Join(inst.Dir, "pgdata.pre-restore-*"))
+	if len(leftovers)+len(more) > 0 {
+		t.Fatalf("left behind: %v %v", leftovers, more)
+	}
+
+	if _, err := e.Svc.DeleteRestorePoint(t.Context(), p, prj.ID, rp.RestorePoint.ID); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.Svc.DeleteRestorePoint(t.Context(), p, prj.ID, rp.RestorePoint.ID); err != nil || !res.Deleted {
+		t.Fatalf("second delete (idempotent): %v", err)
+	}
+	if _, err := e.Svc.DeleteRestorePoint(t.Context(), p, prj.ID, "rp_nope"); appliance.KindOf(err) != appliance.KindNotFound {
+		t.Fatalf("delete of an unknown point: %v", err)
+	}
+	if rps, err := e.Svc.ListRestorePoints(t.Context(), p, prj.ID); err != nil || len(rps.RestorePoints) != 0 {
+		t.Fatalf("after delete: %+v %v", rps, err)
+	}
+	if _, err := e.Svc.RestoreProject(t.Context(), p, prj.ID, &appliance.RestoreRequest{RestorePointID: rp.RestorePoint.ID}); appliance.KindOf(err) != appliance.KindInvalid {
+		t.Fatalf("restore to a deleted point: %v", err)
+	}
+}
+
+func TestRestoreRequestsRefused(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "refusals", "development")
+	for name, req := range map[string]appliance.RestoreRequest{
+		"none":           {},
+		"two":            {BackupKey: "x", RestorePointID: "rp_x"},
+		"bad time":       {RestoreTime: "yesterday"},
+		"future":         {RestoreTime: time.Now().Add(time.Hour).Format(time.RFC3339)},
+		"before backups": {RestoreTime: time.Now().Add(-time.Hour).Format(time.RFC3339)},
+		"unknown key":    {BackupKey: "nope"},
+		"unknown point":  {RestorePointID: "rp_nope"},
+	} {
+		if _, err := e.Svc.RestoreProject(t.Context(), p, prj.ID, &req); appliance.KindOf(err) != appliance.KindInvalid {
+			t.Errorf("%s: %v, want invalid", name, err)
+		}
+	}
+	if _, err := e.Svc.CreateRestorePoint(t.Context(), p, prj.ID, &appliance.RestorePointRequest{}); appliance.KindOf(err) != appliance.KindInvalid {
+		t.Errorf("restore point without label: %v", err)
+	}
+}
+
+// A plain-format pg_basebackup on the same machine cannot copy a tablespace onto itself: a real failure,
+// which must fail the job with the tool's stderr and mark the backup failed.
+func TestBackupFailureIsReported(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "no backup", "development")
+	dir := filepath.Join(e.Dir, "tablespace")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	user, err := postgres.DefaultOSUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := user.Chown(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AdminExec(t, prj.ID, "CREATE TABLESPACE extra LOCATION '"+dir+"'"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := e.WaitJob(t, res.Job.ID)
+	if j.State != scheduler.StateFailed || !strings.Contains(j.Error, "pg_basebackup") ||
+		!strings.Contains(j.LastStderr, "not empty") || j.LastExitCode == nil || *j.LastExitCode == 0 {
+		t.Fatalf("job %s: %s\nstderr: %s", j.State, j.Error, j.LastStderr)
+	}
+	list, err := e.Svc.ListBackups(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := list.Backups[0]; b.State != appliance.BackupFailed || b.VerificationState != appliance.VerificationFailed || b.SizeBytes != 0 {
+		t.Fatalf("backup %+v", b)
+	}
+}

@@ -1,0 +1,209 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/store"
+)
+
+// Restore point kinds and states.
+const (
+	RestorePointNamed   = "named"   // made by pg_create_restore_point through the API
+	RestorePointActive  = "active"  // restorable
+	RestorePointDeleted = "deleted" // deleted: no longer listed nor restorable; deleting it again succeeds
+)
+
+// RestorePoint is the API resource.
+type RestorePoint struct {
+	ID                 string    `json:"id"`
+	BackupID           string    `json:"backup_id" doc:"the base backup a restore to this point starts from (empty: none was complete yet)"`
+	BackupKey          string    `json:"backup_key"`
+	CreatedByActorID   string    `json:"created_by_actor_id"`
+	CreatedByActorKind string    `json:"created_by_actor_kind"`
+	Label              string    `json:"label"`
+	Note               string    `json:"note"`
+	OrganizationID     string    `json:"organization_id"`
+	ProjectID          string    `json:"project_id"`
+	Kind               string    `json:"kind" doc:"named"`
+	State              string    `json:"state" doc:"active (deleted points are not listed)"`
+	PITRTime           time.Time `json:"pitr_time"`
+	CreatedAt          time.Time `json:"created_at"`
+	UpdatedAt          time.Time `json:"updated_at"`
+}
+
+func restorePointView(r *store.RestorePoint) *RestorePoint {
+	return &RestorePoint{ID: r.ID, BackupID: r.BackupID, BackupKey: r.BackupKey, CreatedByActorID: r.CreatedByActorID,
+		CreatedByActorKind: r.CreatedByActorKind, Label: r.Label, Note: r.Note, OrganizationID: r.OrganizationID,
+		ProjectID: r.ProjectID, Kind: r.Kind, State: r.State, PITRTime: r.PITRTime, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+}
+
+// RestorePointRequest is the body of POST /v1/projects/{projectID}/restore-points.
+type RestorePointRequest struct {
+	Label string `json:"label" api:"required" doc:"1 to 100 characters"`
+}
+
+// RestorePointResponse wraps one restore point.
+type RestorePointResponse struct {
+	RestorePoint *RestorePoint `json:"restore_point"`
+}
+
+// RestorePointList is the list response.
+type RestorePointList struct {
+	RestorePoints  []*RestorePoint `json:"restore_points"`
+	PITRWindowDays int             `json:"pitr_window_days" doc:"whole days from the oldest completed backup to now (0: no backup yet)"`
+}
+
+// DeletedResponse answers a delete.
+type DeletedResponse struct {
+	Deleted bool `json:"deleted"`
+}
+
+// currentTimeline is the WAL timeline a primary writes on.
+func currentTimeline(ctx context.Context, conn *pgx.Conn) (int, string, error) {
+	var seg, lsn string
+	if err := conn.QueryRow(ctx, "SELECT pg_walfile_name(pg_current_wal_lsn()), pg_current_wal_lsn()::text").Scan(&seg, &lsn); err != nil {
+		return 0, "", err
+	}
+	tli, err := strconv.ParseInt(seg[:8], 16, 32)
+	return int(tli), lsn, err
+}
+
+// CreateRestorePoint writes a named restore point into the project's WAL (pg_create_restore_point) and
+// records it. Its WAL name is the record's id, so names never repeat.
+func (s *Service) CreateRestorePoint(ctx context.Context, p *Principal, projectID string, req *RestorePointRequest) (*RestorePointResponse, error) {
+	label := strings.TrimSpace(req.Label)
+	if label == "" || utf8.RuneCountInString(label) > 100 {
+		return nil, Invalid("label must be 1 to 100 characters")
+	}
+	prj, inst, err := s.activeProject(p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := s.adminConn(ctx, inst, "postgres")
+	if err != nil {
+		return nil, &Error{Kind: KindUnavailable, Msg: "the project's server does not answer", Cause: err}
+	}
+	defer conn.Close(context.Background())
+	id := ids.New("rp")
+	var lsn string
+	if err := conn.QueryRow(ctx, "SELECT pg_create_restore_point($1)::text", id).Scan(&lsn); err != nil {
+		return nil, Internal(err, "create restore point")
+	}
+	tli, _, err := currentTimeline(ctx, conn)
+	if err != nil {
+		return nil, Internal(err, "read the timeline")
+	}
+	kind, actor := p.Actor()
+	var out *RestorePointResponse
+	err = s.db.Update(func(tx *store.Tx) error {
+		now := s.now()
+		rp := &store.RestorePoint{ID: id, ProjectID: prj.ID, OrganizationID: prj.OrganizationID, Kind: RestorePointNamed,
+			State: RestorePointActive, Label: label, Name: id, LSN: lsn, Timeline: tli, CreatedByActorKind: kind,
+			CreatedByActorID: actor, PITRTime: now, CreatedAt: now, UpdatedAt: now}
+		if b, err := s.baseBackupBefore(tx, prj.ID, now, tli); err == nil {
+			rp.BackupID, rp.BackupKey = b.ID, b.BackupKey
+		}
+		if err := store.RestorePoints.Put(tx, rp); err != nil {
+			return Internal(err, "store restore point")
+		}
+		if err := s.audit(tx, p, "restore_point.create", prj.OrganizationID, prj.ID,
+			map[string]any{"restore_point_id": id, "label": label, "lsn": lsn}); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &RestorePointResponse{RestorePoint: restorePointView(rp)}
+		return nil
+	})
+	return out, err
+}
+
+// ListRestorePoints lists a project's restore points (newest first) and its point-in-time window.
+func (s *Service) ListRestorePoints(ctx context.Context, p *Principal, projectID string) (*RestorePointList, error) {
+	out := &RestorePointList{RestorePoints: []*RestorePoint{}}
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		rps, err := store.RestorePoints.Lookup(tx, store.RestorePointsByProject, prj.ID, store.Query{Newest: true})
+		if err != nil {
+			return Internal(err, "list restore points")
+		}
+		for _, r := range rps {
+			if r.State == RestorePointDeleted {
+				continue
+			}
+			out.RestorePoints = append(out.RestorePoints, restorePointView(r))
+		}
+		if oldest, err := s.oldestBackup(tx, prj.ID); err == nil {
+			out.PITRWindowDays = int(s.now().Sub(*oldest.CompletedAt) / (24 * time.Hour))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// DeleteRestorePoint marks a restore point deleted (the WAL record stays; nothing refers to it). A delete
+// is idempotent: deleting a deleted point answers deleted again.
+func (s *Service) DeleteRestorePoint(ctx context.Context, p *Principal, projectID, restorePointID string) (*DeletedResponse, error) {
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		rp, err := store.RestorePoints.Get(tx, restorePointID)
+		if err != nil || rp.ProjectID != prj.ID {
+			return NotFound("restore point %s not found", restorePointID)
+		}
+		if rp.State == RestorePointDeleted {
+			return nil
+		}
+		rp.State, rp.UpdatedAt = RestorePointDeleted, s.now()
+		if err := store.RestorePoints.Put(tx, rp); err != nil {
+			return Internal(err, "delete restore point")
+		}
+		return s.audit(tx, p, "restore_point.delete", prj.OrganizationID, prj.ID, map[string]any{"restore_point_id": rp.ID})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &DeletedResponse{Deleted: true}, nil
+}
+
+var errNoBackup = errors.New("no completed backup")
+
+// oldestBackup is the project's oldest completed backup.
+func (s *Service) oldestBackup(tx *store.Tx, projectID string) (*store.Backup, error) {
+	bs, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{})
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range bs {
+		if b.State == BackupCompleted && b.CompletedAt != nil {
+			return b, nil
+		}
+	}
+	return nil, errNoBackup
+}
+
+// baseBackupBefore is the newest completed backup of the timeline that was complete at t: a restore to t
+// (or to a point written at t) starts from it.
+func (s *Service) baseBackupBefore(tx *store.Tx, projectID string, t time.Time, timeline int) (*store.Backup, error) {
+	bs, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{Newest: true})
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range bs {
+		if b.State == BackupCompleted && b.CompletedAt != nil && !b.CompletedAt.After(t) && b.Timeline == timeline {
+			return b, nil
+		}
+	}
+	return nil, errNoBackup
+}
