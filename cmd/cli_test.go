@@ -20,9 +20,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/theappliance/appliance/appliance"
-	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/httpapi"
-	"github.com/theappliance/appliance/store"
 )
 
 // cliEnv is a real appliance API served over HTTPS with a certificate from a local CA, and an isolated
@@ -47,33 +46,16 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	dir := t.TempDir()
-	db, err := store.Open(filepath.Join(dir, "meta.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	box, err := appliance.OpenSecretBox(filepath.Join(dir, "secret.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := certs.LoadOrCreateCA(filepath.Join(dir, "ca"))
-	if err != nil {
-		t.Fatal(err)
+	env := appliancetest.New(t, appliancetest.Options{}) // the same stack every API test runs on
+	svc, ca, boot := env.Svc, env.CA, env.Bootstrap
+	if o.clock != nil {
+		svc.SetClock(o.clock)
 	}
 	tlsCfg, err := ca.ServerTLS("127.0.0.1", "localhost")
 	if err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := appliance.New(appliance.Config{APIURL: "https://127.0.0.1", PublicHost: "localhost", Region: "local", Version: "test"}, db, box, logger)
-	if o.clock != nil {
-		svc.SetClock(o.clock)
-	}
-	boot, err := svc.EnsureBootstrap(t.Context(), filepath.Join(dir, "bootstrap.json"), ca.CertPath())
-	if err != nil {
-		t.Fatal(err)
-	}
 	api := httpapi.New(svc, httpapi.Options{Log: logger, Limits: o.limits})
 	ts := httptest.NewUnstartedServer(api)
 	ts.TLS = tlsCfg
