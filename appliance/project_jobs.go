@@ -198,24 +198,14 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	}
 	version, _, _ = strings.Cut(version, " ")
 	err = s.db.Update(func(tx *store.Tx) error {
-		in, err := store.Instances.Get(tx, inst.ID)
+		p, err := s.settle(tx, inst.ID, InstanceRunning, prj.ID, func(p *store.Project) {
+			p.State, p.RuntimeStatus, p.PostgresVersion, p.LastError = ProjectActive, RuntimeActive, version, ""
+		})
 		if err != nil {
-			return err
-		}
-		in.State, in.UpdatedAt = InstanceRunning, s.now()
-		if err := store.Instances.Put(tx, in); err != nil {
-			return err
-		}
-		p, err := store.Projects.Get(tx, prj.ID)
-		if err != nil {
-			return err
-		}
-		p.State, p.RuntimeStatus, p.PostgresVersion, p.LastError, p.UpdatedAt = ProjectActive, RuntimeActive, version, "", s.now()
-		if err := store.Projects.Put(tx, p); err != nil {
 			return err
 		}
 		return s.audit(tx, &Principal{AuthSource: ActorSystem}, "project.provisioned", p.OrganizationID, p.ID,
-			map[string]any{"instance_id": in.ID, "postgres_version": version})
+			map[string]any{"instance_id": inst.ID, "postgres_version": version})
 	})
 	if err != nil {
 		return nil, err
@@ -231,6 +221,28 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	}()
 	return map[string]any{"instance_id": inst.ID, "postgres_version": version, "direct_port": inst.Port,
 		"pooled_port": inst.PooledPort, "timings_ms": steps.ms}, nil
+}
+
+// settle records, in tx, an instance's new state (instID "" for none) and a change of its project.
+func (s *Service) settle(tx *store.Tx, instID, state, projectID string, change func(*store.Project)) (*store.Project, error) {
+	now := s.now()
+	if instID != "" {
+		in, err := store.Instances.Get(tx, instID)
+		if err != nil {
+			return nil, err
+		}
+		in.State, in.UpdatedAt = state, now
+		if err := store.Instances.Put(tx, in); err != nil {
+			return nil, err
+		}
+	}
+	p, err := store.Projects.Get(tx, projectID)
+	if err != nil {
+		return nil, err
+	}
+	change(p)
+	p.UpdatedAt = now
+	return p, store.Projects.Put(tx, p)
 }
 
 // certHosts are the names an instance certificate covers.
@@ -451,25 +463,17 @@ func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any
 			return nil, scheduler.Transient(err)
 		}
 	}
+	instID := ""
+	if inst != nil {
+		instID = inst.ID
+	}
 	err = s.db.Update(func(tx *store.Tx) error {
-		if inst != nil {
-			in, err := store.Instances.Get(tx, inst.ID)
-			if err != nil {
-				return err
-			}
-			in.State, in.UpdatedAt = InstanceRemoved, s.now()
-			if err := store.Instances.Put(tx, in); err != nil {
-				return err
-			}
-		}
-		p, err := store.Projects.Get(tx, prj.ID)
-		if err != nil {
-			return err
-		}
-		now := s.now()
-		p.State, p.RuntimeStatus, p.DeletedAt, p.UpdatedAt = ProjectDeleted, RuntimeStopped, &now, now
-		p.Credential.Password, p.PreviousCredential = nil, nil
-		return store.Projects.Put(tx, p)
+		_, err := s.settle(tx, instID, InstanceRemoved, prj.ID, func(p *store.Project) {
+			now := s.now()
+			p.State, p.RuntimeStatus, p.DeletedAt = ProjectDeleted, RuntimeStopped, &now
+			p.Credential.Password, p.PreviousCredential = nil, nil
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err
