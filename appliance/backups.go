@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/theappliance/appliance/appliance/backup"
-	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -102,22 +101,9 @@ func (s *Service) CreateBackup(ctx context.Context, p *Principal, projectID stri
 		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
 			return Conflict("project %s is %s, not active", prj.ID, prj.State)
 		}
-		now := s.now()
-		id := ids.New("bkp")
-		b := &store.Backup{ID: id, ProjectID: prj.ID, OrganizationID: prj.OrganizationID, DatabaseName: prj.DatabaseName,
-			BackupKey: now.Format("20060102T150405Z") + "-" + id[len(id)-6:], Label: label,
-			State: BackupPending, VerificationState: VerificationPending, CreatedAt: now}
-		j, err := s.enqueue(tx, prj, JobBackupCreate, prj.ID, backupPayload{BackupID: b.ID})
+		b, j, err := s.newBackup(tx, prj, label)
 		if err != nil {
 			return err
-		}
-		b.JobID = j.ID
-		if err := store.Backups.Put(tx, b); err != nil {
-			return Internal(err, "store backup")
-		}
-		prj.LatestJobID, prj.UpdatedAt = j.ID, now
-		if err := store.Projects.Put(tx, prj); err != nil {
-			return Internal(err, "store project")
 		}
 		if err := s.audit(tx, p, JobBackupCreate, prj.OrganizationID, prj.ID,
 			map[string]any{"backup_id": b.ID, "backup_key": b.BackupKey, "job_id": j.ID}); err != nil {

@@ -186,6 +186,15 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			}); err != nil {
 				return err
 			}
+			if err := runner.Every("@every 1m", "scheduled-backups", func(ctx context.Context) {
+				if res, err := svc.RunScheduledBackups(ctx, time.Now()); err != nil {
+					log.Error("scheduled backups", "err", err)
+				} else if res != (appliance.ScheduledRunResult{}) {
+					log.Info("scheduled backups", "result", res)
+				}
+			}); err != nil {
+				return err
+			}
 			svc.RegisterJobs(runner)
 			if err := runner.Start(ctx); err != nil {
 				return err

@@ -25,3 +25,11 @@ func (s *Server) createRestorePoint(r *Request, body *appliance.RestorePointRequ
 func (s *Server) deleteRestorePoint(r *Request) (*appliance.DeletedResponse, error) {
 	return s.svc.DeleteRestorePoint(r.Context(), r.Principal, r.PathValue("projectID"), r.PathValue("restorePointID"))
 }
+
+func (s *Server) listScheduledBackups(r *Request) (*appliance.ScheduledBackupList, error) {
+	return s.svc.ListScheduledBackups(r.Context(), r.Principal, r.PathValue("projectID"))
+}
+
+func (s *Server) putScheduledBackup(r *Request, body *appliance.PutScheduledBackupRequest) (*appliance.ScheduledBackupResponse, error) {
+	return s.svc.PutScheduledBackup(r.Context(), r.Principal, r.PathValue("projectID"), appliance.ScheduledBackupID, body)
+}

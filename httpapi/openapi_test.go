@@ -383,6 +383,14 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	}
 	backups := call("GET", project+"/backups", bk, b.adminKey, nil, 200)
 	call("GET", project+"/backups", bk, readOnly, nil, 403)
+	sb := "/v1/projects/{projectID}/scheduled-backups"
+	call("GET", project+"/scheduled-backups", sb, b.adminKey, nil, 200)
+	call("PUT", project+"/scheduled-backups/default", sb+"/default", b.adminKey, map[string]any{"cron_hour": 3, "cron_minute": 30, "is_active": true, "retention_days": 14}, 200)
+	call("PUT", project+"/scheduled-backups/default", sb+"/default", b.adminKey, map[string]any{"cron_hour": 24, "cron_minute": 0, "is_active": true}, 400)
+	call("PUT", project+"/scheduled-backups/default", sb+"/default", b.adminKey, map[string]any{"cron_hour": 3, "is_active": true}, 400)
+	call("PUT", project+"/scheduled-backups/default", sb+"/default", b.adminKey, map[string]any{"cron_hour": 3, "cron_minute": 0, "is_active": true, "nope": 1}, 400)
+	call("PUT", project+"/scheduled-backups/default", sb+"/default", readOnly, map[string]any{"cron_hour": 3, "cron_minute": 0, "is_active": true}, 403)
+	call("GET", project+"/scheduled-backups", sb, b.adminKey, nil, 200)
 	rpp := "/v1/projects/{projectID}/restore-points"
 	made := call("POST", project+"/restore-points", rpp, b.adminKey, map[string]any{"label": "conform"}, 201)
 	call("POST", project+"/restore-points", rpp, b.adminKey, map[string]any{}, 400)

@@ -18,8 +18,8 @@ var targetMajor = Param{Name: "target_major", Type: "integer", Required: true, M
 // OpenAPI document are generated from it.
 func (s *Server) table() []Route {
 	const (
-		get, post, patch, del = http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete
-		ok, created, accepted = http.StatusOK, http.StatusCreated, http.StatusAccepted
+		get, post, put, patch, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete
+		ok, created, accepted      = http.StatusOK, http.StatusCreated, http.StatusAccepted
 	)
 	return []Route{
 		// Health and metadata
@@ -77,6 +77,8 @@ func (s *Server) table() []Route {
 		// Backups and restores
 		{Method: get, Path: "/v1/projects/{projectID}/backups", Tag: "backups", Scope: appliance.ScopeBackupsRead, Status: ok, Summary: "List base backups, newest first", Do: Without(s.listBackups)},
 		{Method: post, Path: "/v1/projects/{projectID}/backups", Tag: "backups", Scope: appliance.ScopeBackupsWrite, Status: accepted, Summary: "Take a base backup (pg_basebackup, then pg_verifybackup)", Do: With(s.createBackup)},
+		{Method: get, Path: "/v1/projects/{projectID}/scheduled-backups", Tag: "backups", Scope: appliance.ScopeBackupsRead, Status: ok, Summary: "List the backup schedule (empty until one is set)", Do: Without(s.listScheduledBackups)},
+		{Method: put, Path: "/v1/projects/{projectID}/scheduled-backups/default", Tag: "backups", Scope: appliance.ScopeBackupsWrite, Status: ok, Summary: "Set the daily backup schedule and retention (id default)", Do: With(s.putScheduledBackup)},
 		{Method: post, Path: "/v1/projects/{projectID}/restores", Tag: "backups", Scope: appliance.ScopeBackupsWrite, Status: accepted, Summary: "Restore to a backup, a time or a restore point (sessions need the admin role)", Do: With(s.restoreProject)},
 		{Method: get, Path: "/v1/projects/{projectID}/restore-points", Tag: "backups", Scope: appliance.ScopeBackupsRead, Status: ok, Summary: "List restore points and the point-in-time window", Do: Without(s.listRestorePoints)},
 		{Method: post, Path: "/v1/projects/{projectID}/restore-points", Tag: "backups", Scope: appliance.ScopeBackupsWrite, Status: created, Summary: "Create a named restore point (pg_create_restore_point)", Do: With(s.createRestorePoint)},

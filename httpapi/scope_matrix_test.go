@@ -53,17 +53,18 @@ func newFixtures(b *bundle) *fixtures {
 	f.params["restorePointID"] = fixtureParam{value: rp.json["restore_point"].(map[string]any)["id"].(string), project: f.prjA.ID}
 	f.query = map[string]string{"poll_token": login.json["poll_token"].(string), "target_major": "16"}
 	f.bodies = map[string]any{
-		"POST /v1/auth/sessions":                       map[string]any{"email": email, "password": password},
-		"POST /v1/cli/login/sessions":                  map[string]any{},
-		"PATCH /v1/organizations/{orgID}":              map[string]any{"billing_name": "Fixture Ltd"},
-		"POST /v1/organizations/{orgID}/api-keys":      map[string]any{"name": "fixture", "scopes": []string{"projects:read"}},
-		"POST /v1/projects/{projectID}/approvals":      map[string]any{"action": "project.delete"},
-		"POST /v1/projects":                            map[string]any{"name": "fixture"},
-		"PATCH /v1/projects/{projectID}":               map[string]any{"name": "renamed"},
-		"POST /v1/projects/{projectID}/extensions":     map[string]any{"name": "citext"},
-		"POST /v1/projects/{projectID}/backups":        map[string]any{"label": "fixture"},
-		"POST /v1/projects/{projectID}/restore-points": map[string]any{"label": "fixture"},
-		"POST /v1/projects/{projectID}/restores":       map[string]any{"backup_key": "fixture-no-such-backup"},
+		"POST /v1/auth/sessions":                                 map[string]any{"email": email, "password": password},
+		"POST /v1/cli/login/sessions":                            map[string]any{},
+		"PATCH /v1/organizations/{orgID}":                        map[string]any{"billing_name": "Fixture Ltd"},
+		"POST /v1/organizations/{orgID}/api-keys":                map[string]any{"name": "fixture", "scopes": []string{"projects:read"}},
+		"POST /v1/projects/{projectID}/approvals":                map[string]any{"action": "project.delete"},
+		"POST /v1/projects":                                      map[string]any{"name": "fixture"},
+		"PATCH /v1/projects/{projectID}":                         map[string]any{"name": "renamed"},
+		"POST /v1/projects/{projectID}/extensions":               map[string]any{"name": "citext"},
+		"POST /v1/projects/{projectID}/backups":                  map[string]any{"label": "fixture"},
+		"POST /v1/projects/{projectID}/restore-points":           map[string]any{"label": "fixture"},
+		"POST /v1/projects/{projectID}/restores":                 map[string]any{"backup_key": "fixture-no-such-backup"},
+		"PUT /v1/projects/{projectID}/scheduled-backups/default": map[string]any{"cron_hour": 3, "cron_minute": 0, "is_active": true},
 	}
 	return f
 }

@@ -235,6 +235,23 @@ type Backup struct {
 	VerifiedAt        *time.Time `json:"verified_at"`
 }
 
+// ScheduledBackup is a project's daily backup schedule (one per project, id "default" per project in the
+// API; the record's ID is the project's ID).
+type ScheduledBackup struct {
+	ID             string     `json:"id"`
+	ProjectID      string     `json:"project_id"`
+	OrganizationID string     `json:"organization_id"`
+	Label          string     `json:"label"`
+	LastJobID      string     `json:"last_job_id"`
+	CronHour       int        `json:"cron_hour"`
+	CronMinute     int        `json:"cron_minute"`
+	RetentionDays  int        `json:"retention_days"`
+	IsActive       bool       `json:"is_active"`
+	CreatedAt      time.Time  `json:"created_at"`
+	LastRunAt      *time.Time `json:"last_run_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+}
+
 // RestorePoint is a named point in a project's WAL (pg_create_restore_point).
 type RestorePoint struct {
 	ID                 string    `json:"id"`
@@ -292,6 +309,8 @@ var (
 
 	Backups          = newTable("backups", func(r *Backup) string { return r.ID })
 	BackupsByProject = Backups.index("project", func(r *Backup) []string { return []string{r.ProjectID} })
+
+	ScheduledBackups = newTable("scheduled_backups", func(r *ScheduledBackup) string { return r.ProjectID })
 
 	RestorePoints          = newTable("restore_points", func(r *RestorePoint) string { return r.ID })
 	RestorePointsByProject = RestorePoints.index("project", func(r *RestorePoint) []string { return []string{r.ProjectID} })

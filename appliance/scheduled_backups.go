@@ -1,0 +1,378 @@
+package appliance
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/backup"
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// ScheduledBackupID is the id of a project's one schedule.
+const ScheduledBackupID = "default"
+
+// ScheduledBackupLabel is the label of the backups a schedule takes.
+const ScheduledBackupLabel = "scheduled"
+
+// DefaultRetentionDays is retention_days when a PUT leaves it out (of a new schedule).
+const DefaultRetentionDays = 7
+
+// ScheduledBackup is the API resource.
+type ScheduledBackup struct {
+	ID             string     `json:"id"`
+	Label          string     `json:"label"`
+	LastJobID      string     `json:"last_job_id"`
+	OrganizationID string     `json:"organization_id"`
+	ProjectID      string     `json:"project_id"`
+	CronHour       int        `json:"cron_hour" doc:"UTC hour of the daily backup, 0 to 23"`
+	CronMinute     int        `json:"cron_minute" doc:"minute of the daily backup, 0 to 59"`
+	RetentionDays  int        `json:"retention_days" doc:"backups older than this many days are deleted (the newest completed one is always kept)"`
+	IsActive       bool       `json:"is_active"`
+	CreatedAt      time.Time  `json:"created_at"`
+	LastRunAt      *time.Time `json:"last_run_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+}
+
+func scheduledBackupView(r *store.ScheduledBackup) *ScheduledBackup {
+	return &ScheduledBackup{ID: r.ID, Label: r.Label, LastJobID: r.LastJobID, OrganizationID: r.OrganizationID,
+		ProjectID: r.ProjectID, CronHour: r.CronHour, CronMinute: r.CronMinute, RetentionDays: r.RetentionDays,
+		IsActive: r.IsActive, CreatedAt: r.CreatedAt, LastRunAt: r.LastRunAt, UpdatedAt: r.UpdatedAt}
+}
+
+// ScheduledBackupList is the list response.
+type ScheduledBackupList struct {
+	ScheduledBackups []*ScheduledBackup `json:"scheduled_backups"`
+}
+
+// ScheduledBackupResponse is the response of PUT …/scheduled-backups/default.
+type ScheduledBackupResponse struct {
+	ScheduledBackup *ScheduledBackup `json:"scheduled_backup"`
+}
+
+// PutScheduledBackupRequest is the body of PUT /v1/projects/{projectID}/scheduled-backups/default.
+type PutScheduledBackupRequest struct {
+	CronHour      *int  `json:"cron_hour" api:"required" doc:"UTC hour, 0 to 23"`
+	CronMinute    *int  `json:"cron_minute" api:"required" doc:"minute, 0 to 59"`
+	IsActive      *bool `json:"is_active" api:"required"`
+	RetentionDays *int  `json:"retention_days" doc:"1 to 365; default 7 (a change keeps the current value)"`
+}
+
+// ListScheduledBackups lists a project's backup schedules: none, or its one schedule "default".
+func (s *Service) ListScheduledBackups(ctx context.Context, p *Principal, projectID string) (*ScheduledBackupList, error) {
+	out := &ScheduledBackupList{ScheduledBackups: []*ScheduledBackup{}}
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		r, err := store.ScheduledBackups.Get(tx, prj.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil
+		case err != nil:
+			return Internal(err, "read the backup schedule")
+		}
+		out.ScheduledBackups = append(out.ScheduledBackups, scheduledBackupView(r))
+		return nil
+	})
+	return out, err
+}
+
+// PutScheduledBackup creates or replaces a project's backup schedule. It is data the periodic
+// scheduled-backups task reads, so a change takes effect at its next tick.
+func (s *Service) PutScheduledBackup(ctx context.Context, p *Principal, projectID, scheduleID string, req *PutScheduledBackupRequest) (*ScheduledBackupResponse, error) {
+	if scheduleID != ScheduledBackupID {
+		return nil, NotFound("scheduled backup %s not found: a project has one schedule, %q", scheduleID, ScheduledBackupID)
+	}
+	switch {
+	case req.CronHour == nil:
+		return nil, Invalid("cron_hour is required")
+	case req.CronMinute == nil:
+		return nil, Invalid("cron_minute is required")
+	case req.IsActive == nil:
+		return nil, Invalid("is_active is required")
+	case *req.CronHour < 0 || *req.CronHour > 23:
+		return nil, Invalid("cron_hour must be 0 to 23")
+	case *req.CronMinute < 0 || *req.CronMinute > 59:
+		return nil, Invalid("cron_minute must be 0 to 59")
+	case req.RetentionDays != nil && (*req.RetentionDays < 1 || *req.RetentionDays > 365):
+		return nil, Invalid("retention_days must be 1 to 365")
+	}
+	var out *ScheduledBackupResponse
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		r, err := store.ScheduledBackups.Get(tx, prj.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			r = &store.ScheduledBackup{ID: ScheduledBackupID, ProjectID: prj.ID, OrganizationID: prj.OrganizationID,
+				Label: ScheduledBackupLabel, RetentionDays: DefaultRetentionDays, CreatedAt: now}
+		case err != nil:
+			return Internal(err, "read the backup schedule")
+		}
+		r.CronHour, r.CronMinute, r.IsActive, r.UpdatedAt = *req.CronHour, *req.CronMinute, *req.IsActive, now
+		if req.RetentionDays != nil {
+			r.RetentionDays = *req.RetentionDays
+		}
+		if err := store.ScheduledBackups.Put(tx, r); err != nil {
+			return Internal(err, "store the backup schedule")
+		}
+		if err := s.audit(tx, p, "scheduled_backup.update", prj.OrganizationID, prj.ID, map[string]any{
+			"cron_hour": r.CronHour, "cron_minute": r.CronMinute, "is_active": r.IsActive, "retention_days": r.RetentionDays,
+		}); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &ScheduledBackupResponse{ScheduledBackup: scheduledBackupView(r)}
+		return nil
+	})
+	return out, err
+}
+
+// ScheduledRunResult says what one run of the scheduled-backups task did.
+type ScheduledRunResult struct {
+	Enqueued       int // backup.create jobs enqueued
+	BackupsDeleted int // backups deleted by retention
+	WALDeleted     int // WAL segments deleted by retention
+}
+
+// dueSlot reports whether a schedule's slot of now's UTC day has come and has not run yet.
+func dueSlot(r *store.ScheduledBackup, now time.Time) bool {
+	now = now.UTC()
+	slot := time.Date(now.Year(), now.Month(), now.Day(), r.CronHour, r.CronMinute, 0, 0, time.UTC)
+	return !now.Before(slot) && (r.LastRunAt == nil || r.LastRunAt.Before(slot))
+}
+
+// RunScheduledBackups is the periodic scheduled-backups task (every minute): it enqueues a backup.create
+// (label "scheduled") for every active schedule whose UTC hour:minute has come today and that has not run
+// since, then applies the retention of every active schedule.
+func (s *Service) RunScheduledBackups(ctx context.Context, now time.Time) (ScheduledRunResult, error) {
+	var res ScheduledRunResult
+	var scheds []*store.ScheduledBackup
+	if err := s.db.View(func(tx *store.Tx) (err error) {
+		scheds, err = store.ScheduledBackups.All(tx, nil)
+		return err
+	}); err != nil {
+		return res, err
+	}
+	var errs []error
+	for _, sc := range scheds {
+		if !sc.IsActive || !dueSlot(sc, now) {
+			continue
+		}
+		enqueued := false
+		err := s.db.Update(func(tx *store.Tx) error {
+			r, err := store.ScheduledBackups.Get(tx, sc.ProjectID)
+			if err != nil || !r.IsActive || !dueSlot(r, now) {
+				return err
+			}
+			prj, err := store.Projects.Get(tx, r.ProjectID)
+			if err != nil {
+				return err
+			}
+			if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
+				return nil // not now: the slot runs once the project is active again
+			}
+			b, j, err := s.newBackup(tx, prj, ScheduledBackupLabel)
+			if err != nil {
+				return err
+			}
+			at := now.UTC()
+			r.LastRunAt, r.LastJobID = &at, j.ID
+			if err := store.ScheduledBackups.Put(tx, r); err != nil {
+				return err
+			}
+			enqueued = true
+			return s.audit(tx, &Principal{AuthSource: ActorSystem}, "scheduled_backup.run", prj.OrganizationID, prj.ID,
+				map[string]any{"backup_id": b.ID, "backup_key": b.BackupKey, "job_id": j.ID})
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("schedule of %s: %w", sc.ProjectID, err))
+		} else if enqueued {
+			res.Enqueued++
+		}
+	}
+	if res.Enqueued > 0 {
+		s.notify()
+	}
+	for _, sc := range scheds {
+		if !sc.IsActive {
+			continue // an inactive schedule deletes nothing either
+		}
+		nb, nw, err := s.applyRetention(sc.ProjectID, sc.RetentionDays, now)
+		res.BackupsDeleted += nb
+		res.WALDeleted += nw
+		if err != nil {
+			errs = append(errs, fmt.Errorf("retention of %s: %w", sc.ProjectID, err))
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// newBackup records a pending backup of prj and enqueues the backup.create job that takes it, inside tx.
+func (s *Service) newBackup(tx *store.Tx, prj *store.Project, label string) (*store.Backup, *store.Job, error) {
+	now := s.now()
+	id := ids.New("bkp")
+	b := &store.Backup{ID: id, ProjectID: prj.ID, OrganizationID: prj.OrganizationID, DatabaseName: prj.DatabaseName,
+		BackupKey: now.Format("20060102T150405Z") + "-" + id[len(id)-6:], Label: label,
+		State: BackupPending, VerificationState: VerificationPending, CreatedAt: now}
+	j, err := s.enqueue(tx, prj, JobBackupCreate, prj.ID, backupPayload{BackupID: b.ID})
+	if err != nil {
+		return nil, nil, err
+	}
+	b.JobID = j.ID
+	if err := store.Backups.Put(tx, b); err != nil {
+		return nil, nil, Internal(err, "store backup")
+	}
+	prj.LatestJobID, prj.UpdatedAt = j.ID, now
+	if err := store.Projects.Put(tx, prj); err != nil {
+		return nil, nil, Internal(err, "store project")
+	}
+	return b, j, nil
+}
+
+// applyRetention deletes the project's backups created more than days before now (records and
+// directories), except the newest completed one and those still pending or running, then deletes the
+// archived WAL segments older than the oldest remaining completed backup's start segment. It does
+// nothing while a restore of the project is queued or running.
+func (s *Service) applyRetention(projectID string, days int, now time.Time) (backups, wal int, err error) {
+	if days <= 0 {
+		days = DefaultRetentionDays
+	}
+	cutoff := now.Add(-time.Duration(days) * 24 * time.Hour)
+	var all []*store.Backup
+	busy := false
+	if err := s.db.View(func(tx *store.Tx) error {
+		prj, err := store.Projects.Get(tx, projectID)
+		if err != nil {
+			return err
+		}
+		if prj.State != ProjectActive {
+			busy = true
+			return nil
+		}
+		js, err := store.Jobs.Lookup(tx, store.JobsByProject, projectID, store.Query{})
+		if err != nil {
+			return err
+		}
+		for _, j := range js {
+			if j.Type == JobBackupRestore && j.State != scheduler.StateCompleted && j.State != scheduler.StateFailed {
+				busy = true
+			}
+		}
+		all, err = store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{Newest: true})
+		return err
+	}); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, 0, nil
+		}
+		return 0, 0, err
+	}
+	if busy {
+		return 0, 0, nil
+	}
+	bs := s.retentionStore()
+	var newest *store.Backup
+	for _, b := range all {
+		if b.State == BackupCompleted && (newest == nil || b.CreatedAt.After(newest.CreatedAt)) {
+			newest = b
+		}
+	}
+	var oldestKept *store.Backup
+	for _, b := range all {
+		keep := b == newest || !b.CreatedAt.Before(cutoff) || b.State == BackupPending || b.State == BackupRunning
+		if keep {
+			if b.State == BackupCompleted && (oldestKept == nil || b.CreatedAt.Before(oldestKept.CreatedAt)) {
+				oldestKept = b
+			}
+			continue
+		}
+		if err := bs.Remove(projectID, b.BackupKey); err != nil {
+			return backups, 0, err
+		}
+		if err := s.db.Update(func(tx *store.Tx) error { return store.Backups.Delete(tx, b.ID) }); err != nil {
+			return backups, 0, err
+		}
+		backups++
+	}
+	if oldestKept == nil {
+		return backups, 0, nil
+	}
+	start, err := backupStartSegment(filepath.Join(bs.BaseDir(projectID, oldestKept.BackupKey), "backup_label"))
+	if err != nil {
+		return backups, 0, err
+	}
+	wal, err = pruneWAL(bs.WALDir(projectID), start)
+	return backups, wal, err
+}
+
+// retentionStore is the backup store for deleting (no data plane needed: nothing is chowned).
+func (s *Service) retentionStore() backup.Store {
+	if s.dp != nil {
+		return s.backupStore(s.dp)
+	}
+	return &backup.DirStore{Root: filepath.Join(s.cfg.DataDir, "backups")}
+}
+
+var walSegmentName = regexp.MustCompile(`^[0-9A-F]{24}$`)
+
+// backupStartSegment reads the WAL segment a base backup starts in from its backup_label
+// ("START WAL LOCATION: 0/2000028 (file 000000010000000000000002)").
+func backupStartSegment(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "START WAL LOCATION: "); ok {
+			_, file, ok := strings.Cut(v, "(file ")
+			file = strings.TrimSuffix(strings.TrimSpace(file), ")")
+			if ok && walSegmentName.MatchString(file) {
+				return file, nil
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("%s names no START WAL LOCATION file", path)
+}
+
+// pruneWAL deletes the WAL segments in dir (24-hex-digit names only: history, .backup and .partial files
+// stay) on start's timeline or an earlier one whose position sorts before start's.
+func pruneWAL(dir, start string) (int, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		name := e.Name()
+		if !e.Type().IsRegular() || !walSegmentName.MatchString(name) {
+			continue
+		}
+		if name[:8] <= start[:8] && name[8:] < start[8:] {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
