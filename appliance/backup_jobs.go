@@ -18,6 +18,7 @@ import (
 func (s *Service) registerBackupJobs(r *scheduler.Runner) {
 	r.Handle(JobBackupCreate, s.createBackupJob)
 	r.Handle(JobBackupRestore, s.restoreJob)
+	r.Handle(JobExportCreate, s.createExportJob)
 }
 
 // updateBackup applies fn to the stored backup in one transaction.

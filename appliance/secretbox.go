@@ -3,14 +3,19 @@ package appliance
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
 )
 
 // SecretBox encrypts secrets the appliance must use again (AES-256-GCM with a key file in the data dir).
-type SecretBox struct{ aead cipher.AEAD }
+type SecretBox struct {
+	aead cipher.AEAD
+	key  []byte
+}
 
 // OpenSecretBox loads the key at path, creating a new random key (mode 0600) on first use.
 func OpenSecretBox(path string) (*SecretBox, error) {
@@ -43,7 +48,7 @@ func OpenSecretBox(path string) (*SecretBox, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SecretBox{aead: aead}, nil
+	return &SecretBox{aead: aead, key: key}, nil
 }
 
 // Seal encrypts plaintext; the nonce is prepended.
@@ -60,4 +65,14 @@ func (b *SecretBox) Open(sealed []byte) ([]byte, error) {
 		return nil, errors.New("sealed value too short")
 	}
 	return b.aead.Open(nil, sealed[:n], sealed[n:], nil)
+}
+
+// MAC is HMAC-SHA256 of msg under a key derived from the secret key for purpose (so that signatures of
+// different purposes never verify for one another, and the secret key itself never signs anything).
+func (b *SecretBox) MAC(purpose string, msg []byte) []byte {
+	kdf := hmac.New(sha256.New, b.key)
+	kdf.Write([]byte("appliance mac key: " + purpose))
+	m := hmac.New(sha256.New, kdf.Sum(nil))
+	m.Write(msg)
+	return m.Sum(nil)
 }

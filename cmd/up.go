@@ -183,6 +183,11 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 				} else if res != (appliance.SweepResult{}) {
 					log.Info("expiry sweep", "result", res)
 				}
+				if n, err := svc.SweepExports(ctx); err != nil {
+					log.Error("export expiry sweep", "err", err)
+				} else if n > 0 {
+					log.Info("export expiry sweep", "expired", n)
+				}
 			}); err != nil {
 				return err
 			}

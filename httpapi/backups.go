@@ -1,6 +1,11 @@
 package httpapi
 
-import "github.com/theappliance/appliance/appliance"
+import (
+	"mime"
+	"net/http"
+
+	"github.com/theappliance/appliance/appliance"
+)
 
 func (s *Server) listBackups(r *Request) (*appliance.BackupList, error) {
 	return s.svc.ListBackups(r.Context(), r.Principal, r.PathValue("projectID"))
@@ -32,4 +37,31 @@ func (s *Server) listScheduledBackups(r *Request) (*appliance.ScheduledBackupLis
 
 func (s *Server) putScheduledBackup(r *Request, body *appliance.PutScheduledBackupRequest) (*appliance.ScheduledBackupResponse, error) {
 	return s.svc.PutScheduledBackup(r.Context(), r.Principal, r.PathValue("projectID"), appliance.ScheduledBackupID, body)
+}
+
+func (s *Server) listExports(r *Request) (*appliance.ExportList, error) {
+	return s.svc.ListExports(r.Context(), r.Principal, r.PathValue("projectID"))
+}
+
+func (s *Server) createExport(r *Request, _ *appliance.CreateExportRequest) (*appliance.ExportJobResponse, error) {
+	return s.svc.CreateExport(r.Context(), r.Principal, r.PathValue("projectID"))
+}
+
+func (s *Server) exportDownload(r *Request) (*appliance.DownloadResponse, error) {
+	return s.svc.ExportDownload(r.Context(), r.Principal, r.PathValue("projectID"), r.PathValue("exportID"))
+}
+
+// downloadExport streams an export's dump to the holder of a signed URL (no credentials).
+func (s *Server) downloadExport(r *Request) error {
+	f, err := s.svc.OpenExportDownload(r.PathValue("exportID"), r.URL.Query().Get("expires"), r.URL.Query().Get("sig"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := r.W.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": f.Name}))
+	h.Set("Cache-Control", "private, no-store")
+	http.ServeContent(r.W, r.Request, f.Name, f.ModTime, f)
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -399,6 +400,37 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		call("DELETE", project+"/restore-points/"+rp["id"].(string), rpp+"/{restorePointID}", b.adminKey, nil, 200)
 	}
 	call("DELETE", project+"/restore-points/rp_nope", rpp+"/{restorePointID}", b.adminKey, nil, 404)
+
+	exp := "/v1/projects/{projectID}/exports"
+	exported := call("POST", project+"/exports", exp, b.adminKey, nil, 202)
+	call("POST", project+"/exports", exp, b.adminKey, map[string]any{"nope": 1}, 400)
+	call("POST", project+"/exports", exp, readOnly, nil, 403)
+	exportID, _ := exported.json["export_id"].(string)
+	if id, _ := exported.json["job"].(map[string]any)["id"].(string); id != "" {
+		if j := b.env.WaitJob(t, id); j.State != "completed" {
+			t.Errorf("export job %s: %s %s", j.State, j.Error, j.LastStderr)
+		}
+	}
+	call("GET", project+"/exports", exp, b.adminKey, nil, 200)
+	call("GET", project+"/exports/exp_nope/download", exp+"/{exportID}/download", b.adminKey, nil, 404)
+	dl := call("GET", project+"/exports/"+exportID+"/download", exp+"/{exportID}/download", b.adminKey, nil, 200)
+	if d, _ := dl.json["download"].(map[string]any); d != nil {
+		u, err := url.Parse(d["download_url"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub := "/v1/downloads/exports/{exportID}"
+		if r := call("GET", u.RequestURI(), pub, "", nil, 200); len(r.body) == 0 || r.header.Get("Content-Type") != "application/octet-stream" ||
+			!strings.HasPrefix(r.header.Get("Content-Disposition"), "attachment") {
+			t.Errorf("download: %d bytes, headers %v", len(r.body), r.header)
+		}
+		q := u.Query()
+		q.Set("sig", strings.Repeat("0", 64))
+		call("GET", u.Path+"?"+q.Encode(), pub, "", nil, 403)
+		call("GET", u.Path, pub, "", nil, 400)
+	} else {
+		t.Errorf("no download: %s", dl.body)
+	}
 
 	// A real restore, last: it stops and swaps the project's server.
 	rs := "/v1/projects/{projectID}/restores"

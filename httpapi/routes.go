@@ -84,6 +84,14 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/projects/{projectID}/restore-points", Tag: "backups", Scope: appliance.ScopeBackupsWrite, Status: created, Summary: "Create a named restore point (pg_create_restore_point)", Do: With(s.createRestorePoint)},
 		{Method: del, Path: "/v1/projects/{projectID}/restore-points/{restorePointID}", Tag: "backups", Scope: appliance.ScopeBackupsWrite, Status: ok, Summary: "Delete a restore point", Do: Without(s.deleteRestorePoint)},
 
+		// Exports
+		{Method: get, Path: "/v1/projects/{projectID}/exports", Tag: "exports", Scope: appliance.ScopeBackupsRead, Status: ok, Summary: "List logical exports (pg_dump custom format), newest first", Do: Without(s.listExports)},
+		{Method: post, Path: "/v1/projects/{projectID}/exports", Tag: "exports", Scope: appliance.ScopeBackupsWrite, Status: accepted, Summary: "Export the database (pg_dump -Fc; kept 7 days after completion)", Do: With(s.createExport)},
+		{Method: get, Path: "/v1/projects/{projectID}/exports/{exportID}/download", Tag: "exports", Scope: appliance.ScopeBackupsRead, Status: ok, Summary: "A signed download URL for a completed export (valid 15 minutes)", Do: Without(s.exportDownload)},
+		{Method: get, Path: "/v1/downloads/exports/{exportID}", Tag: "exports", Auth: Public, Status: ok, Summary: "Download an export's dump through a signed URL (403 when tampered or expired)",
+			Query:       []Param{{Name: "expires", Type: "integer", Required: true, Doc: "unix time the URL expires at"}, {Name: "sig", Type: "string", Required: true, Doc: "HMAC-SHA256 signature (hex)"}},
+			ContentType: "application/octet-stream", Do: Raw(s.downloadExport)},
+
 		// Jobs
 		{Method: get, Path: "/v1/jobs/{jobID}", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "Get a job", Do: Without(s.getJob)},
 		{Method: get, Path: "/v1/projects/{projectID}/jobs", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "List a project's jobs",

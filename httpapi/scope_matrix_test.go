@@ -51,7 +51,26 @@ func newFixtures(b *bundle) *fixtures {
 		b.t.Fatalf("create restore point: %d %s", rp.status, rp.body)
 	}
 	f.params["restorePointID"] = fixtureParam{value: rp.json["restore_point"].(map[string]any)["id"].(string), project: f.prjA.ID}
-	f.query = map[string]string{"poll_token": login.json["poll_token"].(string), "target_major": "16"}
+	// A completed export of prjA, and a signed download URL for it (valid 15 minutes).
+	ex := b.do("POST", "/v1/projects/"+f.prjA.ID+"/exports", b.adminKey, nil)
+	if ex.status != http.StatusAccepted {
+		b.t.Fatalf("create export: %d %s", ex.status, ex.body)
+	}
+	if j := b.env.WaitJob(b.t, ex.json["job"].(map[string]any)["id"].(string)); j.State != "completed" {
+		b.t.Fatalf("export job %s: %s %s", j.State, j.Error, j.LastStderr)
+	}
+	exportID := ex.json["export_id"].(string)
+	f.params["exportID"] = fixtureParam{value: exportID, project: f.prjA.ID}
+	dl := b.do("GET", "/v1/projects/"+f.prjA.ID+"/exports/"+exportID+"/download", b.adminKey, nil)
+	if dl.status != http.StatusOK {
+		b.t.Fatalf("export download URL: %d %s", dl.status, dl.body)
+	}
+	dlURL, err := url.Parse(dl.json["download"].(map[string]any)["download_url"].(string))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	f.query = map[string]string{"poll_token": login.json["poll_token"].(string), "target_major": "16",
+		"expires": dlURL.Query().Get("expires"), "sig": dlURL.Query().Get("sig")}
 	f.bodies = map[string]any{
 		"POST /v1/auth/sessions":                                 map[string]any{"email": email, "password": password},
 		"POST /v1/cli/login/sessions":                            map[string]any{},

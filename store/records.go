@@ -322,3 +322,25 @@ func nonEmpty(s string) []string {
 	}
 	return []string{s}
 }
+
+// Export is a logical dump (pg_dump custom format) of a project's database in the backup store.
+type Export struct {
+	ID             string     `json:"id"`
+	ProjectID      string     `json:"project_id"`
+	OrganizationID string     `json:"organization_id"`
+	DatabaseName   string     `json:"database_name"`
+	JobID          string     `json:"job_id"`
+	Path           string     `json:"path"`  // the dump file (exports/<id>.dump in the project's backup store)
+	State          string     `json:"state"` // pending, running, completed, failed, expired
+	Error          string     `json:"error"`
+	SizeBytes      int64      `json:"size_bytes"`
+	CreatedAt      time.Time  `json:"created_at"`
+	CompletedAt    *time.Time `json:"completed_at"`
+	ExpiresAt      *time.Time `json:"expires_at"`
+}
+
+// The exports table.
+var (
+	Exports          = newTable("exports", func(r *Export) string { return r.ID })
+	ExportsByProject = Exports.index("project", func(r *Export) []string { return []string{r.ProjectID} })
+)

@@ -1,0 +1,349 @@
+package appliance
+
+import (
+	"context"
+	"crypto/hmac"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// Export states; see docs/api-decisions.md (Exports).
+const (
+	ExportPending   = "pending"   // recorded, its export.create job not started yet
+	ExportRunning   = "running"   // pg_dump is writing
+	ExportCompleted = "completed" // the dump is in the backup store until expires_at
+	ExportFailed    = "failed"    // pg_dump failed; the job carries its output
+	ExportExpired   = "expired"   // past expires_at: SweepExports deleted the file
+)
+
+// JobExportCreate dumps a project's database with pg_dump -Fc.
+const JobExportCreate = "export.create"
+
+// ExportTTL is how long a completed export is kept (from its completion); DownloadTTL is how long a
+// signed download URL is valid.
+const (
+	ExportTTL   = 7 * 24 * time.Hour
+	DownloadTTL = 15 * time.Minute
+)
+
+const exportMACPurpose = "export-download"
+
+// Export is the API resource.
+type Export struct {
+	ID           string     `json:"id"`
+	DatabaseName string     `json:"database_name"`
+	ProjectID    string     `json:"project_id"`
+	SizeBytes    int64      `json:"size_bytes"`
+	State        string     `json:"state" doc:"pending, running, completed, failed or expired"`
+	CreatedAt    time.Time  `json:"created_at"`
+	ExpiresAt    *time.Time `json:"expires_at" doc:"7 days after completion; null until completed"`
+}
+
+func exportView(e *store.Export) *Export {
+	return &Export{ID: e.ID, DatabaseName: e.DatabaseName, ProjectID: e.ProjectID, SizeBytes: e.SizeBytes,
+		State: e.State, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt}
+}
+
+// ExportList is the list response.
+type ExportList struct {
+	Exports []*Export `json:"exports"`
+}
+
+// CreateExportRequest is the body of POST /v1/projects/{projectID}/exports (no fields; may be absent).
+type CreateExportRequest struct{}
+
+// ExportJobResponse is the response of POST /v1/projects/{projectID}/exports.
+type ExportJobResponse struct {
+	ExportID string `json:"export_id"`
+	Job      *Job   `json:"job"`
+}
+
+// Download is a signed, short-lived URL served by the appliance itself.
+type Download struct {
+	DownloadURL string    `json:"download_url"`
+	ExpiresAt   time.Time `json:"expires_at"`
+}
+
+// DownloadResponse is the response of GET .../exports/{exportID}/download.
+type DownloadResponse struct {
+	Download *Download `json:"download"`
+}
+
+type exportPayload struct {
+	ExportID string `json:"export_id"`
+}
+
+// exportDir is the directory of a project's exports in the backup store.
+func (s *Service) exportDir(projectID string) string {
+	return filepath.Join(s.cfg.DataDir, "backups", projectID, "exports")
+}
+
+// ListExports lists a project's exports, newest first.
+func (s *Service) ListExports(ctx context.Context, p *Principal, projectID string) (*ExportList, error) {
+	out := &ExportList{Exports: []*Export{}}
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		es, err := store.Exports.Lookup(tx, store.ExportsByProject, prj.ID, store.Query{Newest: true})
+		if err != nil {
+			return Internal(err, "list exports")
+		}
+		for _, e := range es {
+			out.Exports = append(out.Exports, exportView(e))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// CreateExport records an export and enqueues the export.create job that dumps the database.
+func (s *Service) CreateExport(ctx context.Context, p *Principal, projectID string) (*ExportJobResponse, error) {
+	var out *ExportJobResponse
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
+			return Conflict("project %s is %s, not active", prj.ID, prj.State)
+		}
+		now := s.now()
+		e := &store.Export{ID: ids.New("exp"), ProjectID: prj.ID, OrganizationID: prj.OrganizationID,
+			DatabaseName: prj.DatabaseName, State: ExportPending, CreatedAt: now}
+		e.Path = filepath.Join(s.exportDir(prj.ID), e.ID+".dump")
+		j, err := s.enqueue(tx, prj, JobExportCreate, prj.ID, exportPayload{ExportID: e.ID})
+		if err != nil {
+			return err
+		}
+		e.JobID = j.ID
+		if err := store.Exports.Put(tx, e); err != nil {
+			return Internal(err, "store export")
+		}
+		prj.LatestJobID, prj.UpdatedAt = j.ID, now
+		if err := store.Projects.Put(tx, prj); err != nil {
+			return Internal(err, "store project")
+		}
+		if err := s.audit(tx, p, JobExportCreate, prj.OrganizationID, prj.ID,
+			map[string]any{"export_id": e.ID, "job_id": j.ID}); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &ExportJobResponse{ExportID: e.ID, Job: JobView(j)}
+		return nil
+	})
+	if err == nil {
+		s.notify()
+	}
+	return out, err
+}
+
+// updateExport applies fn to the stored export in one transaction.
+func (s *Service) updateExport(id string, fn func(*store.Export)) error {
+	return s.db.Update(func(tx *store.Tx) error {
+		e, err := store.Exports.Get(tx, id)
+		if err != nil {
+			return err
+		}
+		fn(e)
+		return store.Exports.Put(tx, e)
+	})
+}
+
+// failExport marks an export failed with err, and returns err for the job.
+func (s *Service) failExport(id string, err error) error {
+	if id == "" {
+		return err
+	}
+	if uerr := s.updateExport(id, func(e *store.Export) { e.State, e.Error = ExportFailed, err.Error() }); uerr != nil && !errors.Is(uerr, store.ErrNotFound) {
+		s.log.Error("mark export failed", "export", id, "err", uerr)
+	}
+	return err
+}
+
+// createExportJob runs pg_dump -Fc as the instances' OS user into the project's exports directory.
+func (s *Service) createExportJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	var in exportPayload
+	dp, prj, inst, err := s.activeTarget(run, &in)
+	if err != nil {
+		return nil, s.failExport(in.ExportID, err)
+	}
+	var e *store.Export
+	if err := s.db.View(func(tx *store.Tx) (err error) { e, err = store.Exports.Get(tx, in.ExportID); return err }); err != nil {
+		return nil, fmt.Errorf("export %s: %w", in.ExportID, err)
+	}
+	if e.State != ExportPending && e.State != ExportRunning {
+		return map[string]any{"skipped": "export is " + e.State}, nil
+	}
+	if err := s.backupStore(dp).Prepare(prj.ID); err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	dir := s.exportDir(prj.ID)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, scheduler.Transient(err)
+	}
+	if err := dp.User.Chown(dir); err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	if err := os.Remove(e.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, scheduler.Transient(err)
+	}
+	if err := s.updateExport(e.ID, func(e *store.Export) { e.State = ExportRunning }); err != nil {
+		return nil, err
+	}
+	adminPW, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return nil, s.failExport(e.ID, fmt.Errorf("open admin password: %w", err))
+	}
+	pgdump, err := s.pgInstance(dp, inst).Bin.Path("pg_dump")
+	if err != nil {
+		return nil, s.failExport(e.ID, err)
+	}
+	cmd := dp.User.Command(pgdump, "-Fc", "--no-password", "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port),
+		"-U", postgres.AdminRole, "-d", e.DatabaseName, "-f", e.Path)
+	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
+	if err := run.Exec(ctx, cmd); err != nil {
+		_ = os.Remove(e.Path)
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, s.failExport(e.ID, err)
+	}
+	fi, err := os.Stat(e.Path)
+	if err != nil {
+		return nil, s.failExport(e.ID, err)
+	}
+	now := s.now()
+	expires := now.Add(ExportTTL)
+	if err := s.updateExport(e.ID, func(e *store.Export) {
+		e.State, e.SizeBytes, e.CompletedAt, e.ExpiresAt = ExportCompleted, fi.Size(), &now, &expires
+	}); err != nil {
+		return nil, err
+	}
+	return map[string]any{"export_id": e.ID, "size_bytes": fi.Size()}, nil
+}
+
+// exportSignature signs the download of exportID valid until expires (unix seconds).
+func (s *Service) exportSignature(exportID string, expires int64) []byte {
+	return s.box.MAC(exportMACPurpose, []byte(exportID+"\x00"+strconv.FormatInt(expires, 10)))
+}
+
+// ExportDownload returns a signed URL for a completed, unexpired export (valid DownloadTTL).
+func (s *Service) ExportDownload(ctx context.Context, p *Principal, projectID, exportID string) (*DownloadResponse, error) {
+	var e *store.Export
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		e, err = store.Exports.Get(tx, exportID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && e.ProjectID != prj.ID) {
+			return NotFound("export %s not found", exportID)
+		}
+		if err != nil {
+			return Internal(err, "get export")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	if e.State != ExportCompleted || e.ExpiresAt == nil || !now.Before(*e.ExpiresAt) {
+		return nil, Conflict("export %s is %s, not downloadable", e.ID, exportStateAt(e, now))
+	}
+	exp := now.Add(DownloadTTL).Truncate(time.Second)
+	if exp.After(*e.ExpiresAt) {
+		exp = e.ExpiresAt.Truncate(time.Second)
+	}
+	q := url.Values{"expires": {strconv.FormatInt(exp.Unix(), 10)}, "sig": {hex.EncodeToString(s.exportSignature(e.ID, exp.Unix()))}}
+	u := s.cfg.APIURL + "/v1/downloads/exports/" + url.PathEscape(e.ID) + "?" + q.Encode()
+	return &DownloadResponse{Download: &Download{DownloadURL: u, ExpiresAt: exp.UTC()}}, nil
+}
+
+func exportStateAt(e *store.Export, now time.Time) string {
+	if e.State == ExportCompleted && e.ExpiresAt != nil && !now.Before(*e.ExpiresAt) {
+		return ExportExpired
+	}
+	return e.State
+}
+
+// ExportFile is an export's dump opened for a download.
+type ExportFile struct {
+	*os.File
+	Name    string // the attachment's file name
+	ModTime time.Time
+}
+
+// OpenExportDownload checks a signed download URL's expires and sig (constant-time) and opens the export's
+// file. A bad or expired signature, or an export no longer downloadable, is Forbidden.
+func (s *Service) OpenExportDownload(exportID, expires, sig string) (*ExportFile, error) {
+	exp, err := strconv.ParseInt(expires, 10, 64)
+	if err != nil {
+		return nil, Forbidden("invalid download signature")
+	}
+	got, err := hex.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, s.exportSignature(exportID, exp)) {
+		return nil, Forbidden("invalid download signature")
+	}
+	now := s.now()
+	if now.Unix() >= exp {
+		return nil, Forbidden("download URL expired")
+	}
+	var e *store.Export
+	if err := s.db.View(func(tx *store.Tx) (err error) { e, err = store.Exports.Get(tx, exportID); return err }); err != nil {
+		return nil, Forbidden("export %s is not downloadable", exportID)
+	}
+	if exportStateAt(e, now) != ExportCompleted {
+		return nil, Forbidden("export %s is %s", e.ID, exportStateAt(e, now))
+	}
+	f, err := os.Open(e.Path)
+	if err != nil {
+		return nil, Internal(err, "open export")
+	}
+	mt := e.CreatedAt
+	if e.CompletedAt != nil {
+		mt = *e.CompletedAt
+	}
+	return &ExportFile{File: f, Name: e.ID + ".dump", ModTime: mt}, nil
+}
+
+// SweepExports deletes the files of exports past expires_at and marks them expired; it returns how many.
+func (s *Service) SweepExports(ctx context.Context) (int, error) {
+	now := s.now()
+	var due []*store.Export
+	if err := s.db.View(func(tx *store.Tx) (err error) {
+		due, err = store.Exports.All(tx, func(e *store.Export) bool {
+			return e.State == ExportCompleted && e.ExpiresAt != nil && !now.Before(*e.ExpiresAt)
+		})
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range due {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		if err := os.Remove(e.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, fmt.Errorf("remove export %s: %w", e.ID, err)
+		}
+		if err := s.updateExport(e.ID, func(e *store.Export) { e.State = ExportExpired }); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}

@@ -1,0 +1,132 @@
+package appliance_test
+
+import (
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/scheduler"
+)
+
+func TestExportDownloadAndExpiry(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "exported", "development")
+	if err := e.AdminExec(t, prj.ID, "CREATE TABLE exported_items AS SELECT g AS id FROM generate_series(1, 1000) g"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Svc.CreateExport(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExportID == "" || res.Job == nil {
+		t.Fatalf("create export: %+v", res)
+	}
+	j := e.WaitJob(t, res.Job.ID)
+	if j.State != scheduler.StateCompleted || j.Type != appliance.JobExportCreate {
+		t.Fatalf("%s job %s: %s\nstderr: %s", j.Type, j.State, j.Error, j.LastStderr)
+	}
+	list, err := e.Svc.ListExports(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Exports) != 1 {
+		t.Fatalf("%d exports", len(list.Exports))
+	}
+	x := list.Exports[0]
+	if x.ID != res.ExportID || x.State != appliance.ExportCompleted || x.SizeBytes <= 0 || x.DatabaseName != prj.DatabaseName ||
+		x.ExpiresAt == nil || x.ExpiresAt.Sub(x.CreatedAt) < appliance.ExportTTL {
+		t.Fatalf("export %+v", x)
+	}
+	file := filepath.Join(e.Dir, "backups", prj.ID, "exports", x.ID+".dump")
+	bin, err := e.Sup.Binaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgRestore, err := bin.Path("pg_restore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(pgRestore, "--list", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pg_restore --list: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "exported_items") {
+		t.Fatalf("the dump does not list the table:\n%s", out)
+	}
+
+	// A signed URL opens the file; a tampered or expired one is forbidden.
+	dl, err := e.Svc.ExportDownload(t.Context(), p, prj.ID, x.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(dl.Download.DownloadURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(u.Path, "/v1/downloads/exports/"+x.ID) || dl.Download.ExpiresAt.Sub(time.Now()) > appliance.DownloadTTL {
+		t.Fatalf("download %+v", dl.Download)
+	}
+	expires, sig := u.Query().Get("expires"), u.Query().Get("sig")
+	f, err := e.Svc.OpenExportDownload(x.ID, expires, sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || int64(len(body)) != x.SizeBytes {
+		t.Fatalf("read %d bytes (%v), want %d", len(body), err, x.SizeBytes)
+	}
+	tampered := []byte(sig)
+	if tampered[0] == '0' {
+		tampered[0] = '1'
+	} else {
+		tampered[0] = '0'
+	}
+	for name, args := range map[string][3]string{
+		"tampered sig":     {x.ID, expires, string(tampered)},
+		"later expires":    {x.ID, "9999999999", sig},
+		"other export":     {"exp_other", expires, sig},
+		"not hex":          {x.ID, expires, "zz"},
+		"missing":          {x.ID, "", ""},
+		"expires not unix": {x.ID, "soon", sig},
+	} {
+		if _, err := e.Svc.OpenExportDownload(args[0], args[1], args[2]); appliance.KindOf(err) != appliance.KindForbidden {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	now := time.Now()
+	e.Svc.SetClock(func() time.Time { return now.Add(appliance.DownloadTTL + time.Minute) })
+	if _, err := e.Svc.OpenExportDownload(x.ID, expires, sig); appliance.KindOf(err) != appliance.KindForbidden {
+		t.Errorf("expired URL: %v", err)
+	}
+
+	// Past the export's expiry: no download URL, and the sweep deletes the file.
+	e.Svc.SetClock(func() time.Time { return now.Add(appliance.ExportTTL + time.Hour) })
+	if _, err := e.Svc.ExportDownload(t.Context(), p, prj.ID, x.ID); appliance.KindOf(err) != appliance.KindConflict {
+		t.Fatalf("download of an expired export: %v", err)
+	}
+	n, err := e.Svc.SweepExports(t.Context())
+	if err != nil || n != 1 {
+		t.Fatalf("sweep: %d %v", n, err)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("expired export's file: %v", err)
+	}
+	list, err = e.Svc.ListExports(t.Context(), p, prj.ID)
+	if err != nil || len(list.Exports) != 1 || list.Exports[0].State != appliance.ExportExpired {
+		t.Fatalf("after the sweep: %+v %v", list, err)
+	}
+	if n, err := e.Svc.SweepExports(t.Context()); err != nil || n != 0 {
+		t.Fatalf("second sweep: %d %v", n, err)
+	}
+	if _, err := e.Svc.ExportDownload(t.Context(), p, prj.ID, "exp_nope"); appliance.KindOf(err) != appliance.KindNotFound {
+		t.Fatalf("unknown export: %v", err)
+	}
+}
