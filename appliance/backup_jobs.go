@@ -19,6 +19,7 @@ func (s *Service) registerBackupJobs(r *scheduler.Runner) {
 	r.Handle(JobBackupCreate, s.createBackupJob)
 	r.Handle(JobBackupRestore, s.restoreJob)
 	r.Handle(JobExportCreate, s.createExportJob)
+	r.Handle(JobImportRestore, s.importRestoreJob)
 }
 
 // updateBackup applies fn to the stored backup in one transaction.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -46,6 +47,8 @@ type Service struct {
 	dp    *DataPlane
 
 	sparesMu sync.Mutex
+	// importLimit overrides the import upload size limit when positive (tests of 413).
+	importLimit atomic.Int64
 }
 
 // New returns a service; jobs may be nil until the runner exists (SetNotifier).

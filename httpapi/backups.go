@@ -65,3 +65,17 @@ func (s *Server) downloadExport(r *Request) error {
 	http.ServeContent(r.W, r.Request, f.Name, f.ModTime, f)
 	return nil
 }
+
+func (s *Server) createImportUpload(r *Request, _ *appliance.CreateUploadRequest) (*appliance.UploadResponse, error) {
+	return s.svc.CreateImportUpload(r.Context(), r.Principal, r.PathValue("projectID"))
+}
+
+func (s *Server) createImport(r *Request, body *appliance.ImportRequest) (*appliance.JobResponse, error) {
+	return s.svc.CreateImport(r.Context(), r.Principal, r.PathValue("projectID"), body)
+}
+
+// receiveImportUpload stores the raw body of a signed upload URL's PUT (no credentials; the body is the
+// dump, not JSON) and answers {upload}; the service bounds it by the project's storage_limit_bytes (413).
+func (s *Server) receiveImportUpload(r *Request) (*appliance.UploadResponse, error) {
+	return s.svc.ReceiveImportUpload(r.Context(), r.PathValue("uploadID"), r.URL.Query().Get("expires"), r.URL.Query().Get("sig"), r.Body)
+}

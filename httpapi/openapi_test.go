@@ -432,6 +432,35 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		t.Errorf("no download: %s", dl.body)
 	}
 
+	// Imports: an upload URL, the export's dump PUT through it, and an import of it.
+	imp := "/v1/projects/{projectID}/imports"
+	call("POST", project+"/imports/uploads", imp+"/uploads", readOnly, nil, 403)
+	call("POST", project+"/imports/uploads", imp+"/uploads", b.adminKey, map[string]any{"nope": 1}, 400)
+	call("POST", project+"/imports", imp, b.adminKey, map[string]any{"confirm": false}, 400)
+	call("POST", project+"/imports", imp, b.adminKey, map[string]any{"confirm": true}, 409)
+	upl := call("POST", project+"/imports/uploads", imp+"/uploads", b.adminKey, nil, 201)
+	dl2 := call("GET", project+"/exports/"+exportID+"/download", exp+"/{exportID}/download", b.adminKey, nil, 200)
+	if d, _ := dl2.json["download"].(map[string]any); d != nil && upl.json["upload"] != nil {
+		du, _ := url.Parse(d["download_url"].(string))
+		dump := b.do("GET", du.RequestURI(), "", nil)
+		uu, _ := url.Parse(upl.json["upload"].(map[string]any)["upload_url"].(string))
+		pub := "/v1/uploads/imports/{uploadID}"
+		q := uu.Query()
+		q.Set("sig", strings.Repeat("0", 64))
+		call("PUT", uu.Path+"?"+q.Encode(), pub, "", string(dump.body), 403)
+		call("PUT", uu.Path, pub, "", string(dump.body), 400)
+		call("PUT", uu.RequestURI(), pub, "", string(dump.body), 200)
+		call("PUT", uu.RequestURI(), pub, "", string(dump.body), 409)
+		imported := call("POST", project+"/imports", imp, b.adminKey, map[string]any{"confirm": true}, 202)
+		if id, _ := imported.json["job"].(map[string]any)["id"].(string); id != "" {
+			if j := b.env.WaitJob(t, id); j.State != "completed" {
+				t.Errorf("import job %s: %s %s", j.State, j.Error, j.LastStderr)
+			}
+		}
+	} else {
+		t.Errorf("no upload: %s", upl.body)
+	}
+
 	// A real restore, last: it stops and swaps the project's server.
 	rs := "/v1/projects/{projectID}/restores"
 	call("POST", project+"/restores", rs, b.adminKey, map[string]any{}, 400)

@@ -92,6 +92,13 @@ func (s *Server) table() []Route {
 			Query:       []Param{{Name: "expires", Type: "integer", Required: true, Doc: "unix time the URL expires at"}, {Name: "sig", Type: "string", Required: true, Doc: "HMAC-SHA256 signature (hex)"}},
 			ContentType: "application/octet-stream", Do: Raw(s.downloadExport)},
 
+		// Imports
+		{Method: post, Path: "/v1/projects/{projectID}/imports/uploads", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: created, Summary: "A signed URL to PUT a dump to (pg_dump -Fc; valid 1 hour; sessions need the admin role)", Do: With(s.createImportUpload)},
+		{Method: put, Path: "/v1/uploads/imports/{uploadID}", Tag: "imports", Auth: Public, Status: ok, Summary: "Upload a dump through a signed URL (raw body up to the storage limit; 403 when tampered or expired, 413 too large, 409 already uploaded)",
+			Query: []Param{{Name: "expires", Type: "integer", Required: true, Doc: "unix time the URL expires at"}, {Name: "sig", Type: "string", Required: true, Doc: "HMAC-SHA256 signature (hex)"}},
+			Do:    Without(s.receiveImportUpload)},
+		{Method: post, Path: "/v1/projects/{projectID}/imports", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Restore an uploaded dump over the database (pg_restore --clean; needs confirm: true; sessions need the admin role)", Do: With(s.createImport)},
+
 		// Jobs
 		{Method: get, Path: "/v1/jobs/{jobID}", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "Get a job", Do: Without(s.getJob)},
 		{Method: get, Path: "/v1/projects/{projectID}/jobs", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "List a project's jobs",

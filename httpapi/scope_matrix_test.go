@@ -18,8 +18,9 @@ type fixtures struct {
 	prjA, prjB   *store.Project // two projects of the organization; path parameters name prjA's resources
 	ownerSession string         // a session of the organization's owner (for session-only routes)
 	params       map[string]fixtureParam
-	query        map[string]string // values of required query parameters
-	bodies       map[string]any    // "METHOD /path" → body of a call that succeeds
+	query        map[string]string            // values of required query parameters
+	routeQuery   map[string]map[string]string // "METHOD /path" → values overriding query for that route
+	bodies       map[string]any               // "METHOD /path" → body of a call that succeeds
 }
 
 // fixtureParam is a path parameter's value and the project its resource belongs to ("" for none).
@@ -71,7 +72,32 @@ func newFixtures(b *bundle) *fixtures {
 	}
 	f.query = map[string]string{"poll_token": login.json["poll_token"].(string), "target_major": "16",
 		"expires": dlURL.Query().Get("expires"), "sig": dlURL.Query().Get("sig")}
+	// Two uploads of prjA: one holding prjA's export (for the import), one pending (for the PUT).
+	f.routeQuery = map[string]map[string]string{}
+	for i, pending := range []bool{false, true} {
+		up := b.do("POST", "/v1/projects/"+f.prjA.ID+"/imports/uploads", b.adminKey, nil)
+		if up.status != http.StatusCreated {
+			b.t.Fatalf("create upload: %d %s", up.status, up.body)
+		}
+		upURL, err := url.Parse(up.json["upload"].(map[string]any)["upload_url"].(string))
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		if pending {
+			f.params["uploadID"] = fixtureParam{value: up.json["upload"].(map[string]any)["id"].(string), project: f.prjA.ID}
+			f.routeQuery["PUT /v1/uploads/imports/{uploadID}"] = map[string]string{"expires": upURL.Query().Get("expires"), "sig": upURL.Query().Get("sig")}
+			continue
+		}
+		dump := b.do("GET", dlURL.RequestURI(), "", nil)
+		if dump.status != http.StatusOK || len(dump.body) == 0 {
+			b.t.Fatalf("download export %d: %d", i, dump.status)
+		}
+		if put := b.do("PUT", upURL.RequestURI(), "", string(dump.body)); put.status != http.StatusOK {
+			b.t.Fatalf("upload: %d %s", put.status, put.body)
+		}
+	}
 	f.bodies = map[string]any{
+		"POST /v1/projects/{projectID}/imports":                  map[string]any{"confirm": true},
 		"POST /v1/auth/sessions":                                 map[string]any{"email": email, "password": password},
 		"POST /v1/cli/login/sessions":                            map[string]any{},
 		"PATCH /v1/organizations/{orgID}":                        map[string]any{"billing_name": "Fixture Ltd"},
@@ -127,7 +153,10 @@ func (f *fixtures) path(t testing.TB, rt Route) string {
 		if !prm.Required {
 			continue
 		}
-		v, ok := f.query[prm.Name]
+		v, ok := f.routeQuery[rt.Method+" "+rt.Path][prm.Name]
+		if !ok {
+			v, ok = f.query[prm.Name]
+		}
 		if !ok {
 			t.Fatalf("no fixture for required query parameter %s of %s %s", prm.Name, rt.Method, rt.Path)
 		}

@@ -344,3 +344,24 @@ var (
 	Exports          = newTable("exports", func(r *Export) string { return r.ID })
 	ExportsByProject = Exports.index("project", func(r *Export) []string { return []string{r.ProjectID} })
 )
+
+// Upload is a dump uploaded through a signed URL, to be restored into a project by import.restore.
+type Upload struct {
+	ID             string     `json:"id"`
+	ProjectID      string     `json:"project_id"`
+	OrganizationID string     `json:"organization_id"`
+	ObjectKey      string     `json:"object_key"` // imports/<id>.dump in the project's backup store
+	Path           string     `json:"path"`
+	State          string     `json:"state"` // pending, uploaded, consumed
+	SizeBytes      int64      `json:"size_bytes"`
+	CreatedAt      time.Time  `json:"created_at"`
+	ExpiresAt      time.Time  `json:"expires_at"` // the signed URL's expiry
+	UploadedAt     *time.Time `json:"uploaded_at"`
+	ConsumedAt     *time.Time `json:"consumed_at"`
+}
+
+// The uploads table.
+var (
+	Uploads          = newTable("uploads", func(r *Upload) string { return r.ID })
+	UploadsByProject = Uploads.index("project", func(r *Upload) []string { return []string{r.ProjectID} })
+)

@@ -1,0 +1,381 @@
+package appliance
+
+import (
+	"context"
+	"crypto/hmac"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// Upload states; see docs/api-decisions.md (Imports).
+const (
+	UploadPending  = "pending"  // the signed URL is issued, nothing received yet
+	UploadUploaded = "uploaded" // the dump is in the backup store, ready for import.restore
+	UploadConsumed = "consumed" // import.restore restored it
+)
+
+// JobImportRestore restores an uploaded dump into a project's database with pg_restore.
+const JobImportRestore = "import.restore"
+
+// UploadTTL is how long a signed upload URL is valid.
+const UploadTTL = time.Hour
+
+const uploadMACPurpose = "import-upload"
+
+// Upload is the API resource of an import upload.
+type Upload struct {
+	ID        string    `json:"id"`
+	UploadURL string    `json:"upload_url,omitempty" doc:"signed URL to PUT the dump to (pg_dump -Fc); only in the creation response"`
+	ObjectKey string    `json:"object_key" doc:"imports/<id>.dump in the project's backup store"`
+	State     string    `json:"state" doc:"pending, uploaded or consumed"`
+	SizeBytes int64     `json:"size_bytes"`
+	ExpiresAt time.Time `json:"expires_at" doc:"the upload URL's expiry (1 hour after creation)"`
+}
+
+func uploadView(u *store.Upload) *Upload {
+	return &Upload{ID: u.ID, ObjectKey: u.ObjectKey, State: u.State, SizeBytes: u.SizeBytes, ExpiresAt: u.ExpiresAt}
+}
+
+// CreateUploadRequest is the body of POST /v1/projects/{projectID}/imports/uploads (no fields; may be absent).
+type CreateUploadRequest struct{}
+
+// UploadResponse wraps an upload.
+type UploadResponse struct {
+	Upload *Upload `json:"upload"`
+}
+
+// ImportRequest is the body of POST /v1/projects/{projectID}/imports.
+type ImportRequest struct {
+	Confirm  bool   `json:"confirm" doc:"must be true: an import overwrites the project's database"`
+	UploadID string `json:"upload_id,omitempty" doc:"the upload to restore; default the newest uploaded one"`
+}
+
+type importPayload struct {
+	UploadID string `json:"upload_id"`
+}
+
+// SetImportUploadLimit overrides the upload size limit (tests of 413); 0 restores the project's
+// storage_limit_bytes.
+func (s *Service) SetImportUploadLimit(n int64) { s.importLimit.Store(n) }
+
+// importDir is the directory of a project's uploaded dumps in the backup store.
+func (s *Service) importDir(projectID string) string {
+	return filepath.Join(s.cfg.DataDir, "backups", projectID, "imports")
+}
+
+func (s *Service) uploadSignature(uploadID string, expires int64) []byte {
+	return s.box.MAC(uploadMACPurpose, []byte(uploadID+"\x00"+strconv.FormatInt(expires, 10)))
+}
+
+// CreateImportUpload records a pending upload and returns its signed URL (valid UploadTTL). A session
+// needs the admin role: the dump is meant to overwrite the database.
+func (s *Service) CreateImportUpload(ctx context.Context, p *Principal, projectID string) (*UploadResponse, error) {
+	if err := p.RequireAdminRole("importing into a project"); err != nil {
+		return nil, err
+	}
+	var out *UploadResponse
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
+			return Conflict("project %s is %s, not active", prj.ID, prj.State)
+		}
+		now := s.now()
+		u := &store.Upload{ID: ids.New("upl"), ProjectID: prj.ID, OrganizationID: prj.OrganizationID, State: UploadPending,
+			CreatedAt: now, ExpiresAt: now.Add(UploadTTL).Truncate(time.Second)}
+		u.ObjectKey = "imports/" + u.ID + ".dump"
+		u.Path = filepath.Join(s.importDir(prj.ID), u.ID+".dump")
+		if err := store.Uploads.Put(tx, u); err != nil {
+			return Internal(err, "store upload")
+		}
+		if err := s.audit(tx, p, "import.upload", prj.OrganizationID, prj.ID, map[string]any{"upload_id": u.ID}); err != nil {
+			return Internal(err, "audit")
+		}
+		v := uploadView(u)
+		q := url.Values{"expires": {strconv.FormatInt(u.ExpiresAt.Unix(), 10)}, "sig": {hex.EncodeToString(s.uploadSignature(u.ID, u.ExpiresAt.Unix()))}}
+		v.UploadURL = s.cfg.APIURL + "/v1/uploads/imports/" + url.PathEscape(u.ID) + "?" + q.Encode()
+		out = &UploadResponse{Upload: v}
+		return nil
+	})
+	return out, err
+}
+
+// ReceiveImportUpload checks a signed upload URL (constant-time; bad or expired is Forbidden) and stores
+// body as the upload's dump: a temporary file next to the target, fsync, rename, owned by the instances'
+// OS user. A body over the project's storage_limit_bytes is TooLarge and nothing is kept; an upload that
+// is no longer pending is a Conflict.
+func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, sig string, body io.Reader) (*UploadResponse, error) {
+	exp, err := strconv.ParseInt(expires, 10, 64)
+	if err != nil {
+		return nil, Forbidden("invalid upload signature")
+	}
+	got, err := hex.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, s.uploadSignature(uploadID, exp)) {
+		return nil, Forbidden("invalid upload signature")
+	}
+	if s.now().Unix() >= exp {
+		return nil, Forbidden("upload URL expired")
+	}
+	var u *store.Upload
+	var prj *store.Project
+	if err := s.db.View(func(tx *store.Tx) (err error) {
+		if u, err = store.Uploads.Get(tx, uploadID); err != nil {
+			return err
+		}
+		prj, err = store.Projects.Get(tx, u.ProjectID)
+		return err
+	}); err != nil {
+		return nil, Forbidden("upload %s is not accepted", uploadID)
+	}
+	if u.State != UploadPending {
+		return nil, Conflict("upload %s is %s", u.ID, u.State)
+	}
+	limit := prj.StorageLimitBytes
+	if n := s.importLimit.Load(); n > 0 {
+		limit = n
+	}
+	if limit <= 0 {
+		if pl, ok := PlanByName(prj.Plan); ok {
+			limit = pl.StorageLimitBytes
+		}
+	}
+	dp, err := s.dataPlane()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.backupStore(dp).Prepare(prj.ID); err != nil {
+		return nil, Internal(err, "prepare backup store")
+	}
+	dir := s.importDir(prj.ID)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, Internal(err, "create imports directory")
+	}
+	if err := dp.User.Chown(dir); err != nil {
+		return nil, Internal(err, "chown imports directory")
+	}
+	tmp, err := os.CreateTemp(dir, u.ID+".*.part")
+	if err != nil {
+		return nil, Internal(err, "create upload file")
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	var r io.Reader = body
+	if limit > 0 {
+		r = io.LimitReader(body, limit+1)
+	}
+	n, err := io.Copy(tmp, r)
+	if err != nil {
+		return nil, Invalid("read the upload: %v", err)
+	}
+	if limit > 0 && n > limit {
+		return nil, &Error{Kind: KindTooLarge, Msg: fmt.Sprintf("the dump exceeds the project's storage limit of %d bytes", limit)}
+	}
+	if err := tmp.Sync(); err != nil {
+		return nil, Internal(err, "sync upload")
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, Internal(err, "close upload")
+	}
+	if err := dp.User.Chown(tmp.Name()); err != nil {
+		return nil, Internal(err, "chown upload")
+	}
+	var out *UploadResponse
+	err = s.db.Update(func(tx *store.Tx) error {
+		cur, err := store.Uploads.Get(tx, u.ID)
+		if err != nil {
+			return Internal(err, "get upload")
+		}
+		if cur.State != UploadPending {
+			return Conflict("upload %s is %s", cur.ID, cur.State)
+		}
+		if err := os.Rename(tmp.Name(), cur.Path); err != nil {
+			return Internal(err, "store upload file")
+		}
+		now := s.now()
+		cur.State, cur.SizeBytes, cur.UploadedAt = UploadUploaded, n, &now
+		if err := store.Uploads.Put(tx, cur); err != nil {
+			_ = os.Remove(cur.Path)
+			return Internal(err, "store upload")
+		}
+		if err := s.audit(tx, nil, "import.upload_received", cur.OrganizationID, cur.ProjectID,
+			map[string]any{"upload_id": cur.ID, "size_bytes": n}); err != nil {
+			_ = os.Remove(cur.Path)
+			return Internal(err, "audit")
+		}
+		out = &UploadResponse{Upload: uploadView(cur)}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	keep = true
+	if d, err := os.Open(dir); err == nil { // make the rename durable
+		_ = d.Sync()
+		d.Close()
+	}
+	return out, nil
+}
+
+// CreateImport enqueues import.restore of the named, or the newest uploaded, upload. It needs
+// confirm: true; a session needs the admin role.
+func (s *Service) CreateImport(ctx context.Context, p *Principal, projectID string, req *ImportRequest) (*JobResponse, error) {
+	if err := p.RequireAdminRole("importing into a project"); err != nil {
+		return nil, err
+	}
+	if !req.Confirm {
+		return nil, Invalid("an import overwrites the project's database; send confirm: true")
+	}
+	var out *JobResponse
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
+			return Conflict("project %s is %s, not active", prj.ID, prj.State)
+		}
+		var u *store.Upload
+		if req.UploadID != "" {
+			u, err = store.Uploads.Get(tx, req.UploadID)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && u.ProjectID != prj.ID) {
+				return NotFound("upload %s not found", req.UploadID)
+			}
+			if err != nil {
+				return Internal(err, "get upload")
+			}
+			if u.State != UploadUploaded {
+				return Conflict("upload %s is %s, not uploaded", u.ID, u.State)
+			}
+		} else {
+			us, err := store.Uploads.Lookup(tx, store.UploadsByProject, prj.ID, store.Query{Newest: true})
+			if err != nil {
+				return Internal(err, "list uploads")
+			}
+			for _, c := range us {
+				if c.State == UploadUploaded && (u == nil || c.UploadedAt.After(*u.UploadedAt)) {
+					u = c
+				}
+			}
+			if u == nil {
+				return Conflict("project %s has no uploaded dump to import", prj.ID)
+			}
+		}
+		j, err := s.enqueue(tx, prj, JobImportRestore, prj.ID, importPayload{UploadID: u.ID})
+		if err != nil {
+			return err
+		}
+		prj.LatestJobID, prj.UpdatedAt = j.ID, s.now()
+		if err := store.Projects.Put(tx, prj); err != nil {
+			return Internal(err, "store project")
+		}
+		if err := s.audit(tx, p, JobImportRestore, prj.OrganizationID, prj.ID,
+			map[string]any{"upload_id": u.ID, "job_id": j.ID}); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &JobResponse{Job: JobView(j)}
+		return nil
+	})
+	if err == nil {
+		s.notify()
+	}
+	return out, err
+}
+
+// importRestoreJob runs pg_restore --clean --if-exists --no-owner --role=<project role> --single-transaction
+// as the instances' OS user, as admin over 127.0.0.1. Any error pg_restore reports fails the job (with
+// --single-transaction nothing is changed then); on success the upload is consumed.
+func (s *Service) importRestoreJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	var in importPayload
+	dp, prj, inst, err := s.activeTarget(run, &in)
+	if err != nil {
+		return nil, err
+	}
+	var u *store.Upload
+	if err := s.db.View(func(tx *store.Tx) (err error) { u, err = store.Uploads.Get(tx, in.UploadID); return err }); err != nil {
+		return nil, fmt.Errorf("upload %s: %w", in.UploadID, err)
+	}
+	if u.State == UploadConsumed {
+		return map[string]any{"skipped": "upload is consumed"}, nil
+	}
+	if u.State != UploadUploaded {
+		return nil, fmt.Errorf("upload %s is %s, not uploaded", u.ID, u.State)
+	}
+	adminPW, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return nil, fmt.Errorf("open admin password: %w", err)
+	}
+	pgrestore, err := s.pgInstance(dp, inst).Bin.Path("pg_restore")
+	if err != nil {
+		return nil, err
+	}
+	// The platform manages extensions (pg_stat_statements is the admin's in every project, and the
+	// project role may not drop or create it): the restore skips the dump's EXTENSION entries.
+	list := u.Path + ".list"
+	defer os.Remove(list)
+	if err := run.Exec(ctx, dp.User.Command(pgrestore, "--list", "-f", list, u.Path)); err != nil {
+		return nil, err
+	}
+	if err := filterRestoreList(list); err != nil {
+		return nil, err
+	}
+	if err := dp.User.Chown(list); err != nil {
+		return nil, err
+	}
+	cmd := dp.User.Command(pgrestore, "--clean", "--if-exists", "--no-owner", "--role="+prj.RoleName,
+		"--single-transaction", "--use-list="+list, "--no-password", "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port),
+		"-U", postgres.AdminRole, "-d", prj.DatabaseName, u.Path)
+	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
+	if err := run.Exec(ctx, cmd); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	if err := s.db.Update(func(tx *store.Tx) error {
+		cur, err := store.Uploads.Get(tx, u.ID)
+		if err != nil {
+			return err
+		}
+		cur.State, cur.ConsumedAt = UploadConsumed, &now
+		return store.Uploads.Put(tx, cur)
+	}); err != nil {
+		return nil, err
+	}
+	return map[string]any{"upload_id": u.ID, "size_bytes": u.SizeBytes}, nil
+}
+
+// filterRestoreList drops the EXTENSION entries (and their comments) from a pg_restore --list file.
+func filterRestoreList(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var keep []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, ";") && slices.Contains(strings.Fields(line), "EXTENSION") {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	return os.WriteFile(path, []byte(strings.Join(keep, "\n")), 0o600)
+}

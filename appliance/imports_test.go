@@ -1,0 +1,139 @@
+package appliance_test
+
+import (
+	"bytes"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/scheduler"
+)
+
+func TestImportUploadAndRestore(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	src := provision(t, e, p, "importsrc", "development")
+	dst := provision(t, e, p, "importdst", "development")
+	if err := e.AdminExec(t, src.ID, "CREATE TABLE imported_items AS SELECT g AS id FROM generate_series(1, 500) g"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Svc.CreateExport(t.Context(), p, src.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, res.Job.ID); j.State != scheduler.StateCompleted {
+		t.Fatalf("export job %s: %s\nstderr: %s", j.State, j.Error, j.LastStderr)
+	}
+	dump, err := os.ReadFile(filepath.Join(e.Dir, "backups", src.ID, "exports", res.ExportID+".dump"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Without confirm: 400 and no job; without an upload: 409.
+	if _, err := e.Svc.CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{}); appliance.KindOf(err) != appliance.KindInvalid ||
+		!strings.Contains(err.Error(), "send confirm: true") {
+		t.Fatalf("import without confirm: %v", err)
+	}
+	if _, err := e.Svc.CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true}); appliance.KindOf(err) != appliance.KindConflict {
+		t.Fatalf("import without an upload: %v", err)
+	}
+
+	// A session without the admin role may neither get an upload URL nor import.
+	member := &appliance.Principal{AuthSource: appliance.SourceSession, OrganizationID: dst.OrganizationID, IDPOrganizationRole: appliance.RoleMember}
+	if _, err := e.Svc.CreateImportUpload(t.Context(), member, dst.ID); appliance.KindOf(err) != appliance.KindForbidden {
+		t.Fatalf("member upload: %v", err)
+	}
+	if _, err := e.Svc.CreateImport(t.Context(), member, dst.ID, &appliance.ImportRequest{Confirm: true}); appliance.KindOf(err) != appliance.KindForbidden {
+		t.Fatalf("member import: %v", err)
+	}
+
+	up, err := e.Svc.CreateImportUpload(t.Context(), p, dst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(up.Upload.UploadURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Upload.ObjectKey != "imports/"+up.Upload.ID+".dump" || !strings.HasSuffix(u.Path, "/v1/uploads/imports/"+up.Upload.ID) ||
+		up.Upload.State != appliance.UploadPending {
+		t.Fatalf("upload %+v", up.Upload)
+	}
+	expires, sig := u.Query().Get("expires"), u.Query().Get("sig")
+	tampered := []byte(sig)
+	if tampered[0] == '0' {
+		tampered[0] = '1'
+	} else {
+		tampered[0] = '0'
+	}
+	if _, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, string(tampered), bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindForbidden {
+		t.Fatalf("tampered upload: %v", err)
+	}
+	if _, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, "9999999999", sig, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindForbidden {
+		t.Fatalf("later expires: %v", err)
+	}
+	dir := filepath.Join(e.Dir, "backups", dst.ID, "imports")
+	e.Svc.SetImportUploadLimit(int64(len(dump) - 1))
+	_, err = e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, sig, bytes.NewReader(dump))
+	e.Svc.SetImportUploadLimit(0)
+	if appliance.KindOf(err) != appliance.KindTooLarge {
+		t.Fatalf("oversize upload: %v", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("an oversize upload left %d files", len(left))
+	}
+	got, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, sig, bytes.NewReader(dump))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Upload.State != appliance.UploadUploaded || got.Upload.SizeBytes != int64(len(dump)) {
+		t.Fatalf("uploaded %+v", got.Upload)
+	}
+	if _, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, sig, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindConflict {
+		t.Fatalf("second upload: %v", err)
+	}
+
+	imp, err := e.Svc.CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true})
+	if j := runJob(t, e, imp, err); j.Type != appliance.JobImportRestore {
+		t.Fatalf("job type %s", j.Type)
+	}
+	c, err := e.Svc.ProjectConnections(t.Context(), p, dst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, c.Connections.DirectURL)
+	if n := scalar[int64](t, conn, "SELECT count(*) FROM imported_items"); n != 500 {
+		t.Fatalf("%d rows imported", n)
+	}
+	if owner := scalar[string](t, conn, "SELECT tableowner::text FROM pg_tables WHERE tablename = 'imported_items'"); owner != dst.RoleName {
+		t.Fatalf("imported table owned by %s, want %s", owner, dst.RoleName)
+	}
+	// The upload is consumed: another import finds none.
+	if _, err := e.Svc.CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true}); appliance.KindOf(err) != appliance.KindConflict {
+		t.Fatalf("import of a consumed upload: %v", err)
+	}
+
+	// A dump pg_restore rejects fails the job with its stderr.
+	bad, err := e.Svc.CreateImportUpload(t.Context(), p, dst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bu, _ := url.Parse(bad.Upload.UploadURL)
+	if _, err := e.Svc.ReceiveImportUpload(t.Context(), bad.Upload.ID, bu.Query().Get("expires"), bu.Query().Get("sig"),
+		strings.NewReader("this is not a dump")); err != nil {
+		t.Fatal(err)
+	}
+	res2, err := e.Svc.CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true, UploadID: bad.Upload.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, res2.Job.ID); j.State != scheduler.StateFailed || !strings.Contains(j.LastStderr, "pg_restore") {
+		t.Fatalf("garbage dump: job %s: %s\nstderr: %s", j.State, j.Error, j.LastStderr)
+	}
+	if n := scalar[int64](t, conn, "SELECT count(*) FROM imported_items"); n != 500 {
+		t.Fatalf("after the failed import: %d rows", n)
+	}
+}
