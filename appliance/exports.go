@@ -303,13 +303,26 @@ func (s *Service) OpenExportDownload(exportID, expires, sig string) (*ExportFile
 		return nil, Forbidden("download URL expired")
 	}
 	var e *store.Export
-	if err := s.db.View(func(tx *store.Tx) (err error) { e, err = store.Exports.Get(tx, exportID); return err }); err != nil {
+	var prj *store.Project
+	if err := s.db.View(func(tx *store.Tx) (err error) {
+		if e, err = store.Exports.Get(tx, exportID); err != nil {
+			return err
+		}
+		prj, err = store.Projects.Get(tx, e.ProjectID)
+		return err
+	}); err != nil {
 		return nil, Forbidden("export %s is not downloadable", exportID)
+	}
+	if prj.State == ProjectDeleting || prj.State == ProjectDeleted {
+		return nil, Forbidden("export %s is not downloadable: project %s is %s", e.ID, prj.ID, prj.State)
 	}
 	if exportStateAt(e, now) != ExportCompleted {
 		return nil, Forbidden("export %s is %s", e.ID, exportStateAt(e, now))
 	}
 	f, err := os.Open(e.Path)
+	if errors.Is(err, fs.ErrNotExist) { // deleted under us (the sweep, a project's deletion)
+		return nil, Forbidden("export %s is not downloadable", e.ID)
+	}
 	if err != nil {
 		return nil, Internal(err, "open export")
 	}

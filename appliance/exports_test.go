@@ -101,6 +101,16 @@ func TestExportDownloadAndExpiry(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+	// A file deleted under a valid URL answers 403, not 500.
+	if err := os.Rename(file, file+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Svc.OpenExportDownload(x.ID, expires, sig); appliance.KindOf(err) != appliance.KindForbidden {
+		t.Errorf("download of a deleted file: %v", err)
+	}
+	if err := os.Rename(file+".away", file); err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now()
 	e.Svc.SetClock(func() time.Time { return now.Add(appliance.DownloadTTL + time.Minute) })
 	if _, err := e.Svc.OpenExportDownload(x.ID, expires, sig); appliance.KindOf(err) != appliance.KindForbidden {

@@ -11,13 +11,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/ids"
-	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -26,7 +25,8 @@ import (
 const (
 	UploadPending  = "pending"  // the signed URL is issued, nothing received yet
 	UploadUploaded = "uploaded" // the dump is in the backup store, ready for import.restore
-	UploadConsumed = "consumed" // import.restore restored it
+	UploadConsumed = "consumed" // import.restore restored it; its dump is deleted
+	UploadExpired  = "expired"  // the sweep deleted it: pending past its URL's expiry, or never imported (see UploadRetention)
 )
 
 // JobImportRestore restores an uploaded dump into a project's database with pg_restore.
@@ -42,7 +42,7 @@ type Upload struct {
 	ID        string    `json:"id"`
 	UploadURL string    `json:"upload_url,omitempty" doc:"signed URL to PUT the dump to (pg_dump -Fc); only in the creation response"`
 	ObjectKey string    `json:"object_key" doc:"imports/<id>.dump in the project's backup store"`
-	State     string    `json:"state" doc:"pending, uploaded or consumed"`
+	State     string    `json:"state" doc:"pending, uploaded, consumed or expired"`
 	SizeBytes int64     `json:"size_bytes"`
 	ExpiresAt time.Time `json:"expires_at" doc:"the upload URL's expiry (1 hour after creation)"`
 }
@@ -144,6 +144,9 @@ func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, si
 	}); err != nil {
 		return nil, Forbidden("upload %s is not accepted", uploadID)
 	}
+	if prj.State == ProjectDeleting || prj.State == ProjectDeleted {
+		return nil, Forbidden("upload %s is not accepted: project %s is %s", u.ID, prj.ID, prj.State)
+	}
 	if u.State != UploadPending {
 		return nil, Conflict("upload %s is %s", u.ID, u.State)
 	}
@@ -204,6 +207,9 @@ func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, si
 	var out *UploadResponse
 	err = s.db.Update(func(tx *store.Tx) error {
 		cur, err := store.Uploads.Get(tx, u.ID)
+		if errors.Is(err, store.ErrNotFound) { // its project was deleted meanwhile
+			return Forbidden("upload %s is not accepted", u.ID)
+		}
 		if err != nil {
 			return Internal(err, "get upload")
 		}
@@ -303,9 +309,8 @@ func (s *Service) CreateImport(ctx context.Context, p *Principal, projectID stri
 	return out, err
 }
 
-// importRestoreJob runs pg_restore --clean --if-exists --no-owner --role=<project role> --single-transaction
-// as the instances' OS user, as admin over 127.0.0.1. Any error pg_restore reports fails the job (with
-// --single-transaction nothing is changed then); on success the upload is consumed.
+// importRestoreJob restores the upload's dump over the project's database (restoreDump: any error
+// pg_restore reports fails the job, and then nothing changed); on success the upload is consumed.
 func (s *Service) importRestoreJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	var in importPayload
 	dp, prj, inst, err := s.activeTarget(run, &in)
@@ -322,32 +327,7 @@ func (s *Service) importRestoreJob(ctx context.Context, run *scheduler.Run) (any
 	if u.State != UploadUploaded {
 		return nil, fmt.Errorf("upload %s is %s, not uploaded", u.ID, u.State)
 	}
-	adminPW, err := s.box.Open(inst.AdminPassword)
-	if err != nil {
-		return nil, fmt.Errorf("open admin password: %w", err)
-	}
-	pgrestore, err := s.pgInstance(dp, inst).Bin.Path("pg_restore")
-	if err != nil {
-		return nil, err
-	}
-	// The platform manages extensions (pg_stat_statements is the admin's in every project, and the
-	// project role may not drop or create it): the restore skips the dump's EXTENSION entries.
-	list := u.Path + ".list"
-	defer os.Remove(list)
-	if err := run.Exec(ctx, dp.User.Command(pgrestore, "--list", "-f", list, u.Path)); err != nil {
-		return nil, err
-	}
-	if err := filterRestoreList(list); err != nil {
-		return nil, err
-	}
-	if err := dp.User.Chown(list); err != nil {
-		return nil, err
-	}
-	cmd := dp.User.Command(pgrestore, "--clean", "--if-exists", "--no-owner", "--role="+prj.RoleName,
-		"--single-transaction", "--use-list="+list, "--no-password", "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port),
-		"-U", postgres.AdminRole, "-d", prj.DatabaseName, u.Path)
-	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
-	if err := run.Exec(ctx, cmd); err != nil {
+	if err := s.restoreDump(ctx, run, dp, prj, inst, u.Path); err != nil {
 		return nil, err
 	}
 	now := s.now()
@@ -361,10 +341,17 @@ func (s *Service) importRestoreJob(ctx context.Context, run *scheduler.Run) (any
 	}); err != nil {
 		return nil, err
 	}
+	// The dump has served its purpose (the record keeps its size). A file left by a failure here or a
+	// crash before is deleted by the sweep, which deletes the files of consumed uploads.
+	if err := os.Remove(u.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("delete consumed upload", "upload", u.ID, "err", err)
+	}
 	return map[string]any{"upload_id": u.ID, "size_bytes": u.SizeBytes}, nil
 }
 
-// filterRestoreList drops the EXTENSION entries (and their comments) from a pg_restore --list file.
+// filterRestoreList drops from a pg_restore --list file the entries a project's role may not or need not
+// restore: extensions (the platform manages them), event triggers (they need a superuser) and the public
+// schema itself (every database has it; --clean would try to drop it), with their comments.
 func filterRestoreList(path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -372,10 +359,13 @@ func filterRestoreList(path string) error {
 	}
 	var keep []string
 	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, ";") && slices.Contains(strings.Fields(line), "EXTENSION") {
+		if !strings.HasPrefix(line, ";") && skippedRestoreEntry.MatchString(line) {
 			continue
 		}
 		keep = append(keep, line)
 	}
 	return os.WriteFile(path, []byte(strings.Join(keep, "\n")), 0o600)
 }
+
+// skippedRestoreEntry matches the list entries filterRestoreList drops ("<id>; <oid> <oid> TYPE schema name owner").
+var skippedRestoreEntry = regexp.MustCompile(`^\d+; \d+ \d+ (.* )?(EXTENSION|EVENT TRIGGER|SCHEMA (- )?public) `)

@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
 )
 
 func TestImportUploadAndRestore(t *testing.T) {
@@ -111,9 +113,15 @@ func TestImportUploadAndRestore(t *testing.T) {
 	if owner := scalar[string](t, conn, "SELECT tableowner::text FROM pg_tables WHERE tablename = 'imported_items'"); owner != dst.RoleName {
 		t.Fatalf("imported table owned by %s, want %s", owner, dst.RoleName)
 	}
-	// The upload is consumed: another import finds none.
+	// The upload is consumed: another import finds none. Its dump is deleted; the record keeps its size.
 	if _, err := e.Svc.CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true}); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("import of a consumed upload: %v", err)
+	}
+	if rec := uploadRecord(t, e, up.Upload.ID); rec.State != appliance.UploadConsumed || rec.SizeBytes != int64(len(dump)) || rec.ConsumedAt == nil {
+		t.Fatalf("consumed upload %+v", rec)
+	}
+	if left, err := os.ReadDir(dir); err != nil || len(left) != 0 {
+		t.Fatalf("files left after the import: %v %v", left, err)
 	}
 
 	// A dump pg_restore rejects fails the job with its stderr.
@@ -136,4 +144,21 @@ func TestImportUploadAndRestore(t *testing.T) {
 	if n := scalar[int64](t, conn, "SELECT count(*) FROM imported_items"); n != 500 {
 		t.Fatalf("after the failed import: %d rows", n)
 	}
+	// A failed import consumes nothing: the dump stays for another try (until the sweep's retention).
+	if rec := uploadRecord(t, e, bad.Upload.ID); rec.State != appliance.UploadUploaded {
+		t.Fatalf("upload of the failed import %+v", rec)
+	}
+	if _, err := os.Stat(filepath.Join(dir, bad.Upload.ID+".dump")); err != nil {
+		t.Fatalf("the failed import's dump: %v", err)
+	}
+}
+
+// uploadRecord reads an upload's record.
+func uploadRecord(t *testing.T, e *appliancetest.Env, id string) *store.Upload {
+	t.Helper()
+	var u *store.Upload
+	if err := e.DB.View(func(tx *store.Tx) (err error) { u, err = store.Uploads.Get(tx, id); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

@@ -31,6 +31,7 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	r.Handle(JobExtensionUpdate, s.extensionJobHandler)
 	s.registerUpgradeJobs(r)
 	s.registerBackupJobs(r)
+	s.registerFollowJobs(r)
 }
 
 // loadProject reads a job's project and its primary instance (nil when it has none yet).
@@ -441,7 +442,9 @@ func (s *Service) setRuntime(projectID, status string) {
 	}
 }
 
-// deleteProjectJob stops and removes the instance and pooler, then marks the project deleted.
+// deleteProjectJob stops and removes the instance and pooler, deletes the project's backups
+// (purgeProjectBackups), then marks the project deleted. Every step is idempotent and the project is marked
+// deleted last, so a retry after a crash does whatever the last attempt left undone.
 func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	dp, err := s.dataPlane()
 	if err != nil {
@@ -454,6 +457,7 @@ func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any
 	if prj.State == ProjectDeleted {
 		return map[string]any{"skipped": "already deleted"}, nil
 	}
+	followWarnings := s.detachOpenFollow(ctx, prj, inst)
 	if inst != nil {
 		s.unwatch(dp, inst)
 		if err := s.pgPooler(dp, inst, prj).Remove(ctx); err != nil {
@@ -462,6 +466,11 @@ func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any
 		if err := s.pgInstance(dp, inst).Remove(ctx); err != nil {
 			return nil, scheduler.Transient(err)
 		}
+	}
+	// Only now: the instance no longer archives WAL into the store.
+	purged, err := s.purgeProjectBackups(prj)
+	if err != nil {
+		return nil, scheduler.Transient(err)
 	}
 	instID := ""
 	if inst != nil {
@@ -478,7 +487,109 @@ func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"deleted": true}, nil
+	return map[string]any{"deleted": true, "backups_deleted": purged, "follow_warnings": followWarnings}, nil
+}
+
+// purgedBackups counts what purgeProjectBackups deleted.
+type purgedBackups struct {
+	StoreRemoved    bool `json:"backup_store_removed"` // <data-dir>/backups/<project> existed and is gone
+	Backups         int  `json:"backups"`
+	RestorePoints   int  `json:"restore_points"`
+	Exports         int  `json:"exports"`
+	Uploads         int  `json:"uploads"`
+	Follows         int  `json:"follows"` // imports/follow records (they hold the source URL, sealed)
+	ScheduledBackup bool `json:"scheduled_backup"`
+}
+
+func (c purgedBackups) any() bool {
+	return c.StoreRemoved || c.ScheduledBackup || c.Backups+c.RestorePoints+c.Exports+c.Uploads+c.Follows > 0
+}
+
+// purgeProjectBackups deletes everything the backup store holds of a project (WAL archive, base backups,
+// exports, uploads: <data-dir>/backups/<project>) and then, in one transaction, its Backup, RestorePoint,
+// ScheduledBackup, Export and Upload records with a project.backups_deleted audit event (system actor)
+// when there was anything to delete. Running it again deletes nothing and audits nothing; a crash between
+// the two steps leaves only records, which the next run deletes (and audits).
+func (s *Service) purgeProjectBackups(prj *store.Project) (purgedBackups, error) {
+	var c purgedBackups
+	removed, err := s.retentionStore().RemoveProject(prj.ID)
+	if err != nil {
+		return c, err
+	}
+	err = s.db.Update(func(tx *store.Tx) error {
+		c = purgedBackups{StoreRemoved: removed}
+		if err := deleteAll(tx, store.Backups, store.BackupsByProject, prj.ID, func(r *store.Backup) string { return r.ID }, &c.Backups); err != nil {
+			return err
+		}
+		if err := deleteAll(tx, store.RestorePoints, store.RestorePointsByProject, prj.ID, func(r *store.RestorePoint) string { return r.ID }, &c.RestorePoints); err != nil {
+			return err
+		}
+		if err := deleteAll(tx, store.Exports, store.ExportsByProject, prj.ID, func(r *store.Export) string { return r.ID }, &c.Exports); err != nil {
+			return err
+		}
+		if err := deleteAll(tx, store.Uploads, store.UploadsByProject, prj.ID, func(r *store.Upload) string { return r.ID }, &c.Uploads); err != nil {
+			return err
+		}
+		if err := deleteAll(tx, store.ImportFollows, store.ImportFollowsByProject, prj.ID, func(r *store.ImportFollow) string { return r.ID }, &c.Follows); err != nil {
+			return err
+		}
+		switch _, err := store.ScheduledBackups.Get(tx, prj.ID); {
+		case err == nil:
+			c.ScheduledBackup = true
+			if err := store.ScheduledBackups.Delete(tx, prj.ID); err != nil {
+				return err
+			}
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		if !c.any() {
+			return nil
+		}
+		return s.audit(tx, &Principal{AuthSource: ActorSystem}, "project.backups_deleted", prj.OrganizationID, prj.ID, c)
+	})
+	return c, err
+}
+
+// hasBackupRecords reports whether any Backup, RestorePoint, ScheduledBackup, Export or Upload record of the
+// project exists.
+func hasBackupRecords(tx *store.Tx, projectID string) (bool, error) {
+	for _, has := range []func() (bool, error){
+		func() (bool, error) { return hasAny(tx, store.Backups, store.BackupsByProject, projectID) },
+		func() (bool, error) { return hasAny(tx, store.RestorePoints, store.RestorePointsByProject, projectID) },
+		func() (bool, error) { return hasAny(tx, store.Exports, store.ExportsByProject, projectID) },
+		func() (bool, error) { return hasAny(tx, store.Uploads, store.UploadsByProject, projectID) },
+		func() (bool, error) { return hasAny(tx, store.ImportFollows, store.ImportFollowsByProject, projectID) },
+	} {
+		if ok, err := has(); err != nil || ok {
+			return ok, err
+		}
+	}
+	_, err := store.ScheduledBackups.Get(tx, projectID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// hasAny reports whether index ix of table lists any record under key.
+func hasAny[T any](tx *store.Tx, table *store.Table[T], ix *store.Index[T], key string) (bool, error) {
+	recs, err := table.Lookup(tx, ix, key, store.Query{Limit: 1})
+	return len(recs) > 0, err
+}
+
+// deleteAll deletes, in tx, the records of table that index ix lists under key, adding their number to n.
+func deleteAll[T any](tx *store.Tx, table *store.Table[T], ix *store.Index[T], key string, id func(*T) string, n *int) error {
+	recs, err := table.Lookup(tx, ix, key, store.Query{})
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if err := table.Delete(tx, id(r)); err != nil {
+			return err
+		}
+		*n++
+	}
+	return nil
 }
 
 // rotateCredentialsJob sets a new password on the idle login and makes it current; the previous login

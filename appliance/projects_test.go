@@ -1,7 +1,12 @@
 package appliance_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -541,5 +546,221 @@ func TestProvisionFromSpareCluster(t *testing.T) {
 			t.Fatal("the spare pool was not refilled")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// backupRecordCounts counts a project's Backup, RestorePoint, Export and Upload records, and whether it
+// has a ScheduledBackup.
+func backupRecordCounts(t *testing.T, e *appliancetest.Env, projectID string) ([4]int, bool) {
+	t.Helper()
+	var n [4]int
+	schedule := false
+	err := e.DB.View(func(tx *store.Tx) error {
+		bs, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{})
+		if err != nil {
+			return err
+		}
+		rps, err := store.RestorePoints.Lookup(tx, store.RestorePointsByProject, projectID, store.Query{})
+		if err != nil {
+			return err
+		}
+		xs, err := store.Exports.Lookup(tx, store.ExportsByProject, projectID, store.Query{})
+		if err != nil {
+			return err
+		}
+		us, err := store.Uploads.Lookup(tx, store.UploadsByProject, projectID, store.Query{})
+		if err != nil {
+			return err
+		}
+		n = [4]int{len(bs), len(rps), len(xs), len(us)}
+		_, err = store.ScheduledBackups.Get(tx, projectID)
+		schedule = err == nil
+		if errors.Is(err, store.ErrNotFound) {
+			err = nil
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, schedule
+}
+
+func projectJobCount(t *testing.T, e *appliancetest.Env, projectID string) int {
+	t.Helper()
+	var n int
+	if err := e.DB.View(func(tx *store.Tx) error {
+		js, err := store.Jobs.Lookup(tx, store.JobsByProject, projectID, store.Query{})
+		n = len(js)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestDeleteProjectDeletesItsBackups(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	ctx := t.Context()
+	prj := provision(t, e, p, "doomed", "development")
+	if err := e.AdminExec(t, prj.ID, "CREATE TABLE doomed_items AS SELECT g AS id FROM generate_series(1, 100) g"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A backup, a restore point, an export with a download URL, an uploaded and a pending upload, a schedule.
+	bres, err := e.Svc.CreateBackup(ctx, p, prj.ID, &appliance.CreateBackupRequest{})
+	runJob(t, e, bres, err)
+	backups, err := e.Svc.ListBackups(ctx, p, prj.ID)
+	if err != nil || len(backups.Backups) != 1 || backups.Backups[0].State != appliance.BackupCompleted {
+		t.Fatalf("backups: %+v %v", backups, err)
+	}
+	if _, err := e.Svc.CreateRestorePoint(ctx, p, prj.ID, &appliance.RestorePointRequest{Label: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	xres, err := e.Svc.CreateExport(ctx, p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, xres.Job.ID); j.State != scheduler.StateCompleted {
+		t.Fatalf("export job %s: %s\nstderr: %s", j.State, j.Error, j.LastStderr)
+	}
+	dl, err := e.Svc.ExportDownload(ctx, p, prj.ID, xres.ExportID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlURL, err := url.Parse(dl.Download.DownloadURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(e.Dir, "backups", prj.ID)
+	dump, err := os.ReadFile(filepath.Join(root, "exports", xres.ExportID+".dump"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := e.Svc.CreateImportUpload(ctx, p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uu, _ := url.Parse(up.Upload.UploadURL)
+	if _, err := e.Svc.ReceiveImportUpload(ctx, up.Upload.ID, uu.Query().Get("expires"), uu.Query().Get("sig"), bytes.NewReader(dump)); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := e.Svc.CreateImportUpload(ctx, p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pu, _ := url.Parse(pending.Upload.UploadURL)
+	if _, err := e.Svc.PutScheduledBackup(ctx, p, prj.ID, appliance.ScheduledBackupID, &appliance.PutScheduledBackupRequest{
+		CronHour: intp(0), CronMinute: intp(0), IsActive: boolp(true)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"wal", filepath.Join("base", backups.Backups[0].BackupKey, "backup_label"),
+		filepath.Join("exports", xres.ExportID+".dump"), filepath.Join("imports", up.Upload.ID+".dump")} {
+		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+			t.Fatalf("before the delete: %v", err)
+		}
+	}
+	if n, sched := backupRecordCounts(t, e, prj.ID); n != [4]int{1, 1, 1, 2} || !sched {
+		t.Fatalf("before the delete: records %v, schedule %v", n, sched)
+	}
+
+	res, err := e.Svc.DeleteProject(ctx, p, prj.ID, "")
+	runJob(t, e, res, err)
+
+	// The backup store and every backup record of the project are gone.
+	if _, err := os.Lstat(root); !os.IsNotExist(err) {
+		t.Fatalf("the project's backup store is left: %v", err)
+	}
+	if n, sched := backupRecordCounts(t, e, prj.ID); n != [4]int{} || sched {
+		t.Fatalf("after the delete: records %v, schedule %v", n, sched)
+	}
+	if l, err := e.Svc.ListBackups(ctx, p, prj.ID); err != nil || len(l.Backups) != 0 {
+		t.Fatalf("backups of the deleted project: %+v %v", l, err)
+	}
+	if l, err := e.Svc.ListRestorePoints(ctx, p, prj.ID); err != nil || len(l.RestorePoints) != 0 {
+		t.Fatalf("restore points of the deleted project: %+v %v", l, err)
+	}
+	if l, err := e.Svc.ListExports(ctx, p, prj.ID); err != nil || len(l.Exports) != 0 {
+		t.Fatalf("exports of the deleted project: %+v %v", l, err)
+	}
+	if l, err := e.Svc.ListScheduledBackups(ctx, p, prj.ID); err != nil || len(l.ScheduledBackups) != 0 {
+		t.Fatalf("schedules of the deleted project: %+v %v", l, err)
+	}
+	// Its signed URLs answer 403, a new download URL 404.
+	if _, err := e.Svc.OpenExportDownload(xres.ExportID, dlURL.Query().Get("expires"), dlURL.Query().Get("sig")); appliance.KindOf(err) != appliance.KindForbidden {
+		t.Fatalf("download of a deleted project's export: %v", err)
+	}
+	if _, err := e.Svc.ExportDownload(ctx, p, prj.ID, xres.ExportID); appliance.KindOf(err) != appliance.KindNotFound {
+		t.Fatalf("download URL of a deleted project's export: %v", err)
+	}
+	if _, err := e.Svc.ReceiveImportUpload(ctx, pending.Upload.ID, pu.Query().Get("expires"), pu.Query().Get("sig"), bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindForbidden {
+		t.Fatalf("upload to a deleted project: %v", err)
+	}
+	if _, err := os.Lstat(root); !os.IsNotExist(err) {
+		t.Fatalf("a refused upload recreated the backup store: %v", err)
+	}
+	// The deletion of the backups is audited once, by the system, with what was deleted.
+	evs, err := e.Svc.ListProjectAudit(ctx, p, prj.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var purged []map[string]any
+	for _, ev := range evs.AuditEvents {
+		if ev.Action == "project.backups_deleted" {
+			m := map[string]any{}
+			jsonUnmarshal(ev.Metadata, &m)
+			m["actor_kind"] = ev.ActorKind
+			purged = append(purged, m)
+		}
+	}
+	if len(purged) != 1 || purged[0]["backups"] != 1.0 || purged[0]["restore_points"] != 1.0 || purged[0]["exports"] != 1.0 ||
+		purged[0]["uploads"] != 2.0 || purged[0]["scheduled_backup"] != true || purged[0]["backup_store_removed"] != true ||
+		purged[0]["actor_kind"] != appliance.ActorSystem {
+		t.Fatalf("project.backups_deleted events: %v", purged)
+	}
+
+	// The schedule task enqueues nothing for it, even at a due slot.
+	tomorrow := time.Now().UTC().Add(24 * time.Hour)
+	jobs := projectJobCount(t, e, prj.ID)
+	if r, err := e.Svc.RunScheduledBackups(ctx, tomorrow); err != nil || r.Enqueued != 0 {
+		t.Fatalf("scheduled backups after the delete: %+v %v", r, err)
+	}
+	// Nor for a schedule that is left (as a crash or an older version could leave it, with files): the
+	// project's state stops it, and the sweep deletes what is left.
+	if err := e.DB.Update(func(tx *store.Tx) error {
+		return store.ScheduledBackups.Put(tx, &store.ScheduledBackup{ID: appliance.ScheduledBackupID, ProjectID: prj.ID,
+			OrganizationID: prj.OrganizationID, Label: appliance.ScheduledBackupLabel, RetentionDays: 7, IsActive: true,
+			CreatedAt: time.Now(), UpdatedAt: time.Now()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "wal"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "wal", "000000010000000000000009"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.Svc.RunScheduledBackups(ctx, tomorrow); err != nil || r.Enqueued != 0 {
+		t.Fatalf("scheduled backups with a schedule left: %+v %v", r, err)
+	}
+	if n := projectJobCount(t, e, prj.ID); n != jobs {
+		t.Fatalf("the schedule task enqueued %d jobs for the deleted project", n-jobs)
+	}
+	if n, _ := backupRecordCounts(t, e, prj.ID); n[0] != 0 {
+		t.Fatalf("the schedule task recorded %d backups for the deleted project", n[0])
+	}
+	sw, err := e.Svc.Sweep(ctx)
+	if err != nil || sw.ProjectsPurged != 1 {
+		t.Fatalf("sweep: %+v %v", sw, err)
+	}
+	if _, err := os.Lstat(root); !os.IsNotExist(err) {
+		t.Fatalf("the sweep left the backup store: %v", err)
+	}
+	if n, sched := backupRecordCounts(t, e, prj.ID); n != [4]int{} || sched {
+		t.Fatalf("after the sweep: records %v, schedule %v", n, sched)
+	}
+	if sw, err := e.Svc.Sweep(ctx); err != nil || sw.ProjectsPurged != 0 {
+		t.Fatalf("second sweep: %+v %v", sw, err)
 	}
 }

@@ -95,11 +95,11 @@ func (s *Service) CreateRestorePoint(ctx context.Context, p *Principal, projectI
 	id := ids.New("rp")
 	var lsn string
 	if err := conn.QueryRow(ctx, "SELECT pg_create_restore_point($1)::text", id).Scan(&lsn); err != nil {
-		return nil, Internal(err, "create restore point")
+		return nil, serverErr(err, "create restore point")
 	}
 	tli, _, err := currentTimeline(ctx, conn)
 	if err != nil {
-		return nil, Internal(err, "read the timeline")
+		return nil, serverErr(err, "read the timeline")
 	}
 	kind, actor := p.Actor()
 	var out *RestorePointResponse

@@ -181,7 +181,10 @@ func (s *Service) RunScheduledBackups(ctx context.Context, now time.Time) (Sched
 			if err != nil {
 				return err
 			}
-			if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
+			switch {
+			case prj.State == ProjectDeleting || prj.State == ProjectDeleted:
+				return nil // never: the delete job deletes the project's backups and this schedule
+			case prj.State != ProjectActive || prj.PrimaryInstanceID == "":
 				return nil // not now: the slot runs once the project is active again
 			}
 			b, j, err := s.newBackup(tx, prj, ScheduledBackupLabel)

@@ -3,11 +3,15 @@ package appliance_test
 import (
 	"io"
 	"log/slog"
+	"net/url"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -93,5 +97,134 @@ func TestSweepExpiresAndDeletes(t *testing.T) {
 	}
 	if _, err := svc.PollCLILogin(ctx, pending.SessionID, pending.PollToken); appliance.KindOf(err) != appliance.KindNotFound {
 		t.Fatalf("poll of a deleted login: %v", err)
+	}
+}
+
+func TestSweepExpiresUploads(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	ctx := t.Context()
+	prj := provision(t, e, p, "uploads", "development")
+	base := time.Now().UTC()
+	at := func(t time.Time) { e.Svc.SetClock(func() time.Time { return t }) }
+	at(base)
+	dir := filepath.Join(e.Dir, "backups", prj.ID, "imports")
+	create := func() *appliance.Upload {
+		t.Helper()
+		up, err := e.Svc.CreateImportUpload(ctx, p, prj.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return up.Upload
+	}
+	put := func(body string) *appliance.Upload {
+		t.Helper()
+		u := create()
+		q, _ := url.Parse(u.UploadURL)
+		if _, err := e.Svc.ReceiveImportUpload(ctx, u.ID, q.Query().Get("expires"), q.Query().Get("sig"), strings.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	pending := create()
+	stale := put("never imported")
+	queued := put("an import waits for this one")
+	// An import of queued that runs tomorrow (the runner leaves it alone until then).
+	var job *store.Job
+	if err := e.DB.Update(func(tx *store.Tx) error {
+		job = &store.Job{Type: appliance.JobImportRestore, OrganizationID: prj.OrganizationID, ProjectID: prj.ID,
+			LockedResource: prj.ID, RunAfter: time.Now().Add(24 * time.Hour), Payload: []byte(`{"upload_id":"` + queued.ID + `"}`)}
+		return scheduler.Enqueue(tx, job)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The partial file a PUT leaves when the appliance dies under it.
+	part := filepath.Join(dir, pending.ID+".123456.part")
+	if err := os.WriteFile(part, []byte("partial"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sweep := func(wantExpired, wantFiles int) {
+		t.Helper()
+		res, err := e.Svc.Sweep(ctx)
+		if err != nil || res.UploadsExpired != wantExpired || res.UploadFilesDeleted != wantFiles {
+			t.Fatalf("sweep: %+v %v; want %d expired, %d files deleted", res, err, wantExpired, wantFiles)
+		}
+	}
+	state := func(u *appliance.Upload) string { t.Helper(); return uploadRecord(t, e, u.ID).State }
+	exists := func(path string) bool {
+		t.Helper()
+		_, err := os.Stat(path)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	staleFile, queuedFile := filepath.Join(dir, stale.ID+".dump"), filepath.Join(dir, queued.ID+".dump")
+
+	// Nothing is due now, nor just past the pending upload's expiry (a PUT may still be streaming).
+	sweep(0, 0)
+	at(pending.ExpiresAt.Add(time.Minute))
+	sweep(0, 0)
+	if !exists(part) || state(pending) != appliance.UploadPending {
+		t.Fatalf("within the grace: part %v, state %s", exists(part), state(pending))
+	}
+
+	// Past the grace the pending upload expires and its partial file is deleted.
+	at(pending.ExpiresAt.Add(appliance.UploadPendingGrace))
+	sweep(1, 1)
+	if exists(part) || state(pending) != appliance.UploadExpired {
+		t.Fatalf("past the grace: part %v, state %s", exists(part), state(pending))
+	}
+	if !exists(staleFile) || !exists(queuedFile) || state(stale) != appliance.UploadUploaded || state(queued) != appliance.UploadUploaded {
+		t.Fatal("the sweep touched an uploaded dump within its retention")
+	}
+
+	// Just before the retention the dumps stay; at it the one never imported is deleted, and the one a
+	// queued import names stays.
+	at(base.Add(appliance.UploadRetention - time.Minute))
+	sweep(0, 0)
+	at(base.Add(appliance.UploadRetention))
+	sweep(1, 1)
+	if exists(staleFile) || state(stale) != appliance.UploadExpired {
+		t.Fatalf("past the retention: file %v, state %s", exists(staleFile), state(stale))
+	}
+	if rec := uploadRecord(t, e, stale.ID); rec.SizeBytes != int64(len("never imported")) {
+		t.Fatalf("expired upload %+v", rec)
+	}
+	if !exists(queuedFile) || state(queued) != appliance.UploadUploaded {
+		t.Fatalf("the upload a queued import names: file %v, state %s", exists(queuedFile), state(queued))
+	}
+	if _, err := e.Svc.CreateImport(ctx, p, prj.ID, &appliance.ImportRequest{Confirm: true, UploadID: stale.ID}); appliance.KindOf(err) != appliance.KindConflict {
+		t.Fatalf("import of an expired upload: %v", err)
+	}
+
+	// Once that import ended (failed here), the next sweep deletes it too.
+	if err := e.DB.Update(func(tx *store.Tx) error {
+		j, err := store.Jobs.Get(tx, job.ID)
+		if err != nil {
+			return err
+		}
+		j.State = scheduler.StateFailed
+		return store.Jobs.Put(tx, j)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sweep(1, 1)
+	if exists(queuedFile) || state(queued) != appliance.UploadExpired {
+		t.Fatalf("after its import ended: file %v, state %s", exists(queuedFile), state(queued))
+	}
+	sweep(0, 0)
+
+	// A file of an expired upload left behind (a crash between the state change and the deletion) goes at
+	// the next sweep; a file that is no upload's stays.
+	other := filepath.Join(dir, "notes.txt")
+	for _, f := range []string{staleFile, other} {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweep(0, 1)
+	if exists(staleFile) || !exists(other) {
+		t.Fatalf("left file: %v, unrelated file: %v", exists(staleFile), exists(other))
 	}
 }

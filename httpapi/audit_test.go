@@ -17,17 +17,8 @@ func TestEveryMutatingRouteIsAudited(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}, instances: true})
 	f := newFixtures(b)
-	routes := slices.Clone(b.api.Routes())
-	// Deletes last, so that what they remove is still there for the other routes; a resource's children
-	// (longer paths) before the resource itself.
-	slices.SortStableFunc(routes, func(x, y Route) int {
-		if c := cmp.Compare(boolInt(x.Method == http.MethodDelete), boolInt(y.Method == http.MethodDelete)); c != 0 {
-			return c
-		}
-		return cmp.Compare(len(y.Path), len(x.Path)) * boolInt(x.Method == http.MethodDelete)
-	})
 	settled := false
-	for _, rt := range routes {
+	for _, rt := range deletesLast(b.api.Routes()) {
 		if rt.Method == http.MethodGet || rt.Method == http.MethodHead {
 			continue
 		}
@@ -54,6 +45,19 @@ func TestEveryMutatingRouteIsAudited(t *testing.T) {
 			checkAudited(t, b, rt.Method+" "+path, cred, last, "")
 		})
 	}
+}
+
+// deletesLast orders routes so that deletes come last, so that what they remove is still there for the
+// other routes; a resource's children (longer paths) before the resource itself.
+func deletesLast(routes []Route) []Route {
+	routes = slices.Clone(routes)
+	slices.SortStableFunc(routes, func(x, y Route) int {
+		if c := cmp.Compare(boolInt(x.Method == http.MethodDelete), boolInt(y.Method == http.MethodDelete)); c != 0 {
+			return c
+		}
+		return cmp.Compare(len(y.Path), len(x.Path)) * boolInt(x.Method == http.MethodDelete)
+	})
+	return routes
 }
 
 func boolInt(b bool) int {

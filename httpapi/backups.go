@@ -74,6 +74,26 @@ func (s *Server) createImport(r *Request, body *appliance.ImportRequest) (*appli
 	return s.svc.CreateImport(r.Context(), r.Principal, r.PathValue("projectID"), body)
 }
 
+func (s *Server) importPreflight(r *Request, body *appliance.PreflightRequest) (*appliance.PreflightResponse, error) {
+	return s.svc.ImportPreflight(r.Context(), r.Principal, r.PathValue("projectID"), body)
+}
+
+func (s *Server) startFollow(r *Request, body *appliance.FollowRequest) (*appliance.JobResponse, error) {
+	return s.svc.StartFollow(r.Context(), r.Principal, r.PathValue("projectID"), body)
+}
+
+func (s *Server) followStatus(r *Request) (*appliance.JobResponse, error) {
+	return s.svc.FollowStatus(r.Context(), r.Principal, r.PathValue("projectID"))
+}
+
+func (s *Server) followCutover(r *Request, body *appliance.CutoverRequest) (*appliance.JobResponse, error) {
+	return s.svc.FollowCutover(r.Context(), r.Principal, r.PathValue("projectID"), body)
+}
+
+func (s *Server) followAbort(r *Request) (*appliance.JobResponse, error) {
+	return s.svc.FollowAbort(r.Context(), r.Principal, r.PathValue("projectID"))
+}
+
 // receiveImportUpload stores the raw body of a signed upload URL's PUT (no credentials; the body is the
 // dump, not JSON) and answers {upload}; the service bounds it by the project's storage_limit_bytes (413).
 func (s *Server) receiveImportUpload(r *Request) (*appliance.UploadResponse, error) {

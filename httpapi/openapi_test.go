@@ -461,6 +461,40 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		t.Errorf("no upload: %s", upl.body)
 	}
 
+	// Preflight and follow of a second local PostgreSQL (wal_level = logical), through to the cutover.
+	src := b.env.StartSource(t, "logical")
+	src.App(t, "shop", "CREATE TABLE items (id int PRIMARY KEY, name text)", "INSERT INTO items SELECT g, 'i' || g FROM generate_series(1, 20) g")
+	call("POST", project+"/imports/preflight", imp+"/preflight", b.adminKey, map[string]any{"source_url": "http://nope"}, 400)
+	call("POST", project+"/imports/preflight", imp+"/preflight", readOnly, map[string]any{"source_url": src.URL("shop")}, 403)
+	call("POST", project+"/imports/preflight", imp+"/preflight", b.adminKey, map[string]any{"source_url": "postgres://app:x@127.0.0.1:1/shop"}, 200)
+	pf := call("POST", project+"/imports/preflight", imp+"/preflight", b.adminKey, map[string]any{"source_url": src.URL("shop")}, 200)
+	if ok, _ := pf.json["preflight"].(map[string]any)["ok"].(bool); !ok {
+		t.Errorf("preflight of a ready source: %s", pf.body)
+	}
+	call("POST", project+"/imports/follow/status", imp+"/follow/status", b.adminKey, nil, 404)
+	call("POST", project+"/imports/follow", imp+"/follow", b.adminKey, map[string]any{"source_url": src.URL("shop")}, 400)
+	wait := func(r *response) map[string]any {
+		id, _ := r.json["job"].(map[string]any)["id"].(string)
+		if id == "" {
+			return nil
+		}
+		j := b.env.WaitJob(t, id)
+		if j.State != "completed" {
+			t.Errorf("%s job %s: %s %s", j.Type, j.State, j.Error, j.LastStderr)
+		}
+		var res map[string]any
+		json.Unmarshal(j.Result, &res)
+		return res
+	}
+	wait(call("POST", project+"/imports/follow", imp+"/follow", b.adminKey, map[string]any{"source_url": src.URL("shop"), "confirm": true}, 202))
+	call("POST", project+"/imports/follow", imp+"/follow", b.adminKey, map[string]any{"source_url": src.URL("shop"), "confirm": true}, 409)
+	if st := wait(call("POST", project+"/imports/follow/status", imp+"/follow/status", b.adminKey, nil, 202)); st["state"] != "following" {
+		t.Errorf("follow status: %v", st)
+	}
+	call("POST", project+"/imports/follow/cutover", imp+"/follow/cutover", b.adminKey, map[string]any{}, 400)
+	wait(call("POST", project+"/imports/follow/cutover", imp+"/follow/cutover", b.adminKey, map[string]any{"confirm": true}, 202))
+	call("POST", project+"/imports/follow/abort", imp+"/follow/abort", b.adminKey, nil, 409)
+
 	// A real restore, last: it stops and swaps the project's server.
 	rs := "/v1/projects/{projectID}/restores"
 	call("POST", project+"/restores", rs, b.adminKey, map[string]any{}, 400)

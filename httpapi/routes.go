@@ -98,6 +98,11 @@ func (s *Server) table() []Route {
 			Query: []Param{{Name: "expires", Type: "integer", Required: true, Doc: "unix time the URL expires at"}, {Name: "sig", Type: "string", Required: true, Doc: "HMAC-SHA256 signature (hex)"}},
 			Do:    Without(s.receiveImportUpload)},
 		{Method: post, Path: "/v1/projects/{projectID}/imports", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Restore an uploaded dump over the database (pg_restore --clean; needs confirm: true; sessions need the admin role)", Do: With(s.createImport)},
+		{Method: post, Path: "/v1/projects/{projectID}/imports/preflight", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Connect to a source database and report what an import would meet: version, size, extensions, schemas, provider, replication readiness (an unreachable source is ok: false with a failing connect check)", Do: With(s.importPreflight)},
+		{Method: post, Path: "/v1/projects/{projectID}/imports/follow", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Follow a source by logical replication: back up the project, copy the source's schema, subscribe (needs confirm: true; 409 naming every blocker when the source is not ready)", Do: With(s.startFollow)},
+		{Method: post, Path: "/v1/projects/{projectID}/imports/follow/status", Tag: "imports", Scope: appliance.ScopeProjectsRead, Status: accepted, Summary: "A job whose result is the follow's state: tables and their sync state, lag in bytes", Do: Without(s.followStatus)},
+		{Method: post, Path: "/v1/projects/{projectID}/imports/follow/cutover", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Wait for zero lag, copy sequence values, drop the subscription and publication (needs confirm: true; stop writes to the source first)", Do: With(s.followCutover)},
+		{Method: post, Path: "/v1/projects/{projectID}/imports/follow/abort", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Stop following: drop the subscription and publication and restore the backup taken before follow started", Do: Without(s.followAbort)},
 
 		// Jobs
 		{Method: get, Path: "/v1/jobs/{jobID}", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "Get a job", Do: Without(s.getJob)},

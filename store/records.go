@@ -365,3 +365,30 @@ var (
 	Uploads          = newTable("uploads", func(r *Upload) string { return r.ID })
 	UploadsByProject = Uploads.index("project", func(r *Upload) []string { return []string{r.ProjectID} })
 )
+
+// ImportFollow is logical replication from a source database into a project (imports/follow): at most
+// one that is not finished per project.
+type ImportFollow struct {
+	ID             string     `json:"id"`
+	ProjectID      string     `json:"project_id"`
+	OrganizationID string     `json:"organization_id"`
+	SourceURL      []byte     `json:"source_url"`      // sealed by the secret box: the URL holds the password
+	SourceRedacted string     `json:"source_redacted"` // the URL with its password masked
+	State          string     `json:"state"`           // starting, following, cutting_over, aborting, completed, aborted, failed
+	Publication    string     `json:"publication"`     // on the source
+	Subscription   string     `json:"subscription"`    // on the project's server; its slot on the source has the same name
+	BackupID       string     `json:"backup_id"`       // the backup taken before follow changed anything; abort restores it
+	SchemaCopied   bool       `json:"schema_copied"`   // import.follow began to change the project's database
+	JobID          string     `json:"job_id"`          // import.follow
+	LastJobID      string     `json:"last_job_id"`     // the latest job of this follow (status, cutover, abort)
+	Error          string     `json:"error"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+	FinishedAt     *time.Time `json:"finished_at"`
+}
+
+// The import follows table.
+var (
+	ImportFollows          = newTable("import_follows", func(r *ImportFollow) string { return r.ID })
+	ImportFollowsByProject = ImportFollows.index("project", func(r *ImportFollow) []string { return []string{r.ProjectID} })
+)

@@ -23,6 +23,10 @@ type Store interface {
 	Size(projectID, key string) (int64, error)
 	// Remove deletes one base backup (a missing one is not an error).
 	Remove(projectID, key string) error
+	// RemoveProject deletes everything the store holds of a project (WAL archive, base backups and any
+	// other files under its directory) and reports whether there was anything; a missing project is not
+	// an error.
+	RemoveProject(projectID string) (bool, error)
 }
 
 // DirStore is a Store in a local directory:
@@ -122,4 +126,21 @@ func (d *DirStore) Remove(projectID, key string) error {
 		return err
 	}
 	return os.RemoveAll(d.BaseDir(projectID, key))
+}
+
+// RemoveProject implements Store.
+func (d *DirStore) RemoveProject(projectID string) (bool, error) {
+	if err := checkName("project id", projectID); err != nil {
+		return false, err
+	}
+	dir := d.projectDir(projectID)
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return true, fmt.Errorf("remove the backup store of %s: %w", projectID, err)
+	}
+	return true, nil
 }

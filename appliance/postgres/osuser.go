@@ -27,6 +27,7 @@ type OSUser struct {
 	Name string
 	UID  uint32
 	GID  uint32
+	Home string // the user's home directory (HOME of its commands: libpq looks for ~/.postgresql there)
 
 	switchTo bool // the appliance is root: commands get SysProcAttr.Credential and files are chowned
 }
@@ -91,7 +92,7 @@ func osUserFrom(u *user.User, switchTo bool) (*OSUser, error) {
 	if err != nil {
 		return nil, fmt.Errorf("user %s: gid %q: %w", u.Username, u.Gid, err)
 	}
-	return &OSUser{Name: u.Username, UID: uint32(uid), GID: uint32(gid), switchTo: switchTo}, nil
+	return &OSUser{Name: u.Username, UID: uint32(uid), GID: uint32(gid), Home: u.HomeDir, switchTo: switchTo}, nil
 }
 
 // Command returns a command that runs program as the user, in a session of its own (Setsid) so that a
@@ -117,6 +118,11 @@ func (u *OSUser) Prepare(cmd *exec.Cmd) {
 			if !strings.HasPrefix(kv, "PG") {
 				cmd.Env = append(cmd.Env, kv)
 			}
+		}
+		if u.switchTo {
+			// Root's HOME would make libpq (pg_dump, a subscription's walreceiver) read /root/.postgresql,
+			// which the user may not open.
+			cmd.Env = append(cmd.Env, "HOME="+u.Home)
 		}
 	}
 }
@@ -157,6 +163,11 @@ func (u *OSUser) chownOne(path string) error {
 		return fmt.Errorf("chown %s to %s: %w", path, u.Name, err)
 	}
 	return nil
+}
+
+// WriteFile atomically and durably replaces path with data, owned by the user with mode.
+func (u *OSUser) WriteFile(path string, data []byte, mode os.FileMode) error {
+	return u.writeFile(path, data, mode)
 }
 
 // writeFile atomically and durably replaces path with data, owned by the user with mode.

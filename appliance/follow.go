@@ -1,0 +1,291 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/store"
+)
+
+// Import follow states; see docs/api-decisions.md (Imports: follow).
+const (
+	FollowStarting    = "starting"     // import.follow is queued or running (after the pre-follow backup)
+	FollowFollowing   = "following"    // the subscription exists: the initial copy runs, then changes stream
+	FollowCuttingOver = "cutting_over" // import.follow_cutover is running
+	FollowAborting    = "aborting"     // import.follow_abort is queued or running
+	FollowCompleted   = "completed"    // cut over: the subscription is gone, the project is on its own
+	FollowAborted     = "aborted"      // the subscription is gone and the pre-follow backup was restored
+	FollowFailed      = "failed"       // import.follow failed; abort removes what it left and restores
+)
+
+// Job types of imports/follow.
+const (
+	JobImportFollow        = "import.follow"
+	JobImportFollowStatus  = "import.follow_status"
+	JobImportFollowCutover = "import.follow_cutover"
+	JobImportFollowAbort   = "import.follow_abort"
+)
+
+// FollowRequest is the body of POST /v1/projects/{projectID}/imports/follow.
+type FollowRequest struct {
+	SourceURL string `json:"source_url" api:"required" doc:"the source database (see imports/preflight); its wal_level must be logical"`
+	Confirm   bool   `json:"confirm" doc:"must be true: the source's schema is copied over the project's database"`
+}
+
+// CutoverRequest is the body of POST /v1/projects/{projectID}/imports/follow/cutover.
+type CutoverRequest struct {
+	Confirm bool `json:"confirm" doc:"must be true: after the cutover the project no longer follows the source"`
+}
+
+type followPayload struct {
+	FollowID string `json:"follow_id"`
+}
+
+// followFinished says whether a follow can no longer change.
+func followFinished(state string) bool {
+	return state == FollowCompleted || state == FollowAborted
+}
+
+// currentFollow is the project's newest follow (nil when it never followed a source).
+func currentFollow(tx *store.Tx, projectID string) (*store.ImportFollow, error) {
+	fs, err := store.ImportFollows.Lookup(tx, store.ImportFollowsByProject, projectID, store.Query{Newest: true, Limit: 1})
+	if err != nil || len(fs) == 0 {
+		return nil, err
+	}
+	return fs[0], nil
+}
+
+// StartFollow checks the source (it must be ready for logical replication and pass the preflight), then
+// enqueues a backup of the project (abort restores it) and import.follow, which copies the schema and
+// creates the subscription. It needs confirm: true; a session needs the admin role.
+func (s *Service) StartFollow(ctx context.Context, p *Principal, projectID string, req *FollowRequest) (*JobResponse, error) {
+	if err := p.RequireAdminRole("importing into a project"); err != nil {
+		return nil, err
+	}
+	src, err := ParseSourceURL(req.SourceURL)
+	if err != nil {
+		return nil, err
+	}
+	if !req.Confirm {
+		return nil, Invalid("follow copies the source's schema over the project's database; send confirm: true")
+	}
+	prj, inst, err := s.activeProject(p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkNoOpenFollow(prj.ID); err != nil {
+		return nil, err
+	}
+	target, err := s.adminConn(ctx, inst, prj.DatabaseName)
+	if err != nil {
+		return nil, &Error{Kind: KindUnavailable, Msg: "the project's server does not answer", Cause: err}
+	}
+	pf, err := s.preflight(ctx, prj, target, src)
+	target.Close(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, err
+	}
+	if err := followReady(pf); err != nil {
+		return nil, err
+	}
+	sealed := s.box.Seal([]byte(src.String()))
+	var out *JobResponse
+	err = s.db.Update(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
+			return Conflict("project %s is %s, not active", prj.ID, prj.State)
+		}
+		if cur, err := currentFollow(tx, prj.ID); err != nil {
+			return Internal(err, "read follows")
+		} else if cur != nil && !followFinished(cur.State) {
+			return Conflict("project %s already follows a source (state %s): cut over or abort it first", prj.ID, cur.State)
+		}
+		now := s.now()
+		id := ids.New("flw")
+		name := "appliance_follow_" + strings.ToLower(id[len(id)-10:])
+		b, _, err := s.newBackup(tx, prj, "before follow "+id)
+		if err != nil {
+			return err
+		}
+		j, err := s.enqueue(tx, prj, JobImportFollow, prj.ID, followPayload{FollowID: id})
+		if err != nil {
+			return err
+		}
+		f := &store.ImportFollow{ID: id, ProjectID: prj.ID, OrganizationID: prj.OrganizationID, SourceURL: sealed,
+			SourceRedacted: src.Redacted(), State: FollowStarting, Publication: name, Subscription: name, BackupID: b.ID,
+			JobID: j.ID, LastJobID: j.ID, CreatedAt: now, UpdatedAt: now}
+		if err := store.ImportFollows.Put(tx, f); err != nil {
+			return Internal(err, "store follow")
+		}
+		prj.LatestJobID, prj.UpdatedAt = j.ID, now
+		if err := store.Projects.Put(tx, prj); err != nil {
+			return Internal(err, "store project")
+		}
+		md := map[string]any{"follow_id": id, "job_id": j.ID, "backup_id": b.ID, "source": src.Redacted()}
+		if err := s.audit(tx, p, JobImportFollow, prj.OrganizationID, prj.ID, md); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &JobResponse{Job: JobView(j)}
+		return nil
+	})
+	if err == nil {
+		s.notify()
+	}
+	return out, err
+}
+
+// followReady turns a preflight that rules out following into a Conflict naming every reason.
+func followReady(pf *Preflight) error {
+	var reasons []string
+	for _, c := range pf.Checks {
+		if c.Status == CheckFail {
+			reasons = append(reasons, c.Name+": "+c.Detail)
+		}
+	}
+	if pf.Source != nil {
+		reasons = append(reasons, pf.Source.Replication.Blockers...)
+	}
+	if len(reasons) > 0 {
+		return Conflict("the source cannot be followed: %s", strings.Join(reasons, "; "))
+	}
+	return nil
+}
+
+func (s *Service) checkNoOpenFollow(projectID string) error {
+	return s.db.View(func(tx *store.Tx) error {
+		cur, err := currentFollow(tx, projectID)
+		if err != nil {
+			return Internal(err, "read follows")
+		}
+		if cur != nil && !followFinished(cur.State) {
+			return Conflict("project %s already follows a source (state %s): cut over or abort it first", projectID, cur.State)
+		}
+		return nil
+	})
+}
+
+// FollowStatus enqueues import.follow_status, which measures the follow (subscription, tables, lag) and
+// reports it as the job's result. It takes no lock: it only reads.
+func (s *Service) FollowStatus(ctx context.Context, p *Principal, projectID string) (*JobResponse, error) {
+	return s.followJob(p, projectID, JobImportFollowStatus, "", func(f *store.ImportFollow) error { return nil })
+}
+
+// FollowCutover enqueues import.follow_cutover: wait for zero lag, copy the sequences, detach. It needs
+// confirm: true and a follow that is starting (the cutover then runs once import.follow has) or following.
+func (s *Service) FollowCutover(ctx context.Context, p *Principal, projectID string, req *CutoverRequest) (*JobResponse, error) {
+	if err := p.RequireAdminRole("cutting over an import"); err != nil {
+		return nil, err
+	}
+	if !req.Confirm {
+		return nil, Invalid("after the cutover the project no longer follows the source; send confirm: true")
+	}
+	return s.followJob(p, projectID, JobImportFollowCutover, projectID, func(f *store.ImportFollow) error {
+		if f.State != FollowStarting && f.State != FollowFollowing {
+			return Conflict("the follow is %s; only a starting or following one can cut over", f.State)
+		}
+		return nil
+	})
+}
+
+// FollowAbort enqueues import.follow_abort: remove the subscription and the publication, and restore the
+// backup taken before follow started.
+func (s *Service) FollowAbort(ctx context.Context, p *Principal, projectID string) (*JobResponse, error) {
+	if err := p.RequireAdminRole("aborting an import"); err != nil {
+		return nil, err
+	}
+	return s.followJob(p, projectID, JobImportFollowAbort, projectID, func(f *store.ImportFollow) error {
+		if followFinished(f.State) || f.State == FollowAborting {
+			return Conflict("the follow is %s already", f.State)
+		}
+		f.State = FollowAborting
+		return nil
+	})
+}
+
+// followJob enqueues a job on the project's newest follow after change accepts (and updates) it.
+func (s *Service) followJob(p *Principal, projectID, jobType, lock string, change func(*store.ImportFollow) error) (*JobResponse, error) {
+	var out *JobResponse
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		f, err := currentFollow(tx, prj.ID)
+		if err != nil {
+			return Internal(err, "read follows")
+		}
+		if f == nil {
+			return NotFound("project %s has never followed a source", prj.ID)
+		}
+		if err := change(f); err != nil {
+			return err
+		}
+		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
+			return Conflict("project %s is %s, not active", prj.ID, prj.State)
+		}
+		j, err := s.enqueue(tx, prj, jobType, lock, followPayload{FollowID: f.ID})
+		if err != nil {
+			return err
+		}
+		f.LastJobID, f.UpdatedAt = j.ID, s.now()
+		if err := store.ImportFollows.Put(tx, f); err != nil {
+			return Internal(err, "store follow")
+		}
+		if err := s.audit(tx, p, jobType, prj.OrganizationID, prj.ID, map[string]any{"follow_id": f.ID, "job_id": j.ID}); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &JobResponse{Job: JobView(j)}
+		return nil
+	})
+	if err == nil {
+		s.notify()
+	}
+	return out, err
+}
+
+// updateFollow applies fn to the stored follow in one transaction.
+func (s *Service) updateFollow(id string, fn func(*store.ImportFollow)) error {
+	return s.db.Update(func(tx *store.Tx) error {
+		f, err := store.ImportFollows.Get(tx, id)
+		if err != nil {
+			return err
+		}
+		fn(f)
+		f.UpdatedAt = s.now()
+		if followFinished(f.State) || f.State == FollowFailed {
+			t := f.UpdatedAt
+			f.FinishedAt = &t
+		}
+		return store.ImportFollows.Put(tx, f)
+	})
+}
+
+// followSource opens the follow's sealed source URL.
+func (s *Service) followSource(f *store.ImportFollow) (*SourceURL, error) {
+	raw, err := s.box.Open(f.SourceURL)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSourceURL(string(raw))
+}
+
+var errFollowGone = errors.New("follow not found")
+
+// loadFollow reads a follow for a job.
+func (s *Service) loadFollow(id string) (*store.ImportFollow, error) {
+	var f *store.ImportFollow
+	err := s.db.View(func(tx *store.Tx) (err error) { f, err = store.ImportFollows.Get(tx, id); return err })
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errFollowGone
+	}
+	return f, err
+}
+
+// followPollEvery is how often the cutover and the follow job look at replication progress.
+const followPollEvery = 250 * time.Millisecond
