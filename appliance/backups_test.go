@@ -1,6 +1,7 @@
 package appliance_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -249,5 +250,129 @@ func TestBackupFailureIsReported(t *testing.T) {
 	}
 	if b := list.Backups[0]; b.State != appliance.BackupFailed || b.VerificationState != appliance.VerificationFailed || b.SizeBytes != 0 {
 		t.Fatalf("backup %+v", b)
+	}
+}
+
+// A restore starts a new timeline. A restore to a time is read on the history the project had at that time:
+// a time before the last restore uses the old timeline (a backup of it, recovery_target_timeline set to
+// it), a time after it the new one (its own backup once there is one, or, before that backup completed,
+// the backup the restore started from, following the new timeline's history).
+func TestRestoreToTimesAcrossTimelines(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "timelines", "development")
+	c, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string) {
+		t.Helper()
+		conn := connect(t, c.Connections.DirectURL)
+		if _, err := conn.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	rows := func() string {
+		t.Helper()
+		conn := connect(t, c.Connections.DirectURL)
+		return scalar[string](t, conn, "SELECT coalesce(string_agg(v, ',' ORDER BY v), '') FROM items")
+	}
+	now := func() time.Time {
+		t.Helper()
+		return scalar[time.Time](t, connect(t, c.Connections.DirectURL), "SELECT clock_timestamp()")
+	}
+	type payload struct {
+		BackupID string `json:"backup_id"`
+		Timeline int    `json:"timeline"`
+	}
+	type result struct {
+		Timeline     int    `json:"timeline"`
+		FromTimeline int    `json:"from_timeline"`
+		BackupJobID  string `json:"backup_job_id"`
+	}
+	restore := func(at time.Time, want string) (payload, result) {
+		t.Helper()
+		res, err := e.Svc.RestoreProject(t.Context(), p, prj.ID, &appliance.RestoreRequest{RestoreTime: at.UTC().Format(time.RFC3339Nano)})
+		j := runJob(t, e, res, err)
+		var pl payload
+		var r result
+		if err := json.Unmarshal(j.Payload, &pl); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(j.Result, &r); err != nil {
+			t.Fatal(err)
+		}
+		if got := rows(); got != want {
+			t.Fatalf("restore to %s (payload %+v, result %s): rows %q, want %q", at, pl, j.Result, got, want)
+		}
+		return pl, r
+	}
+	backupByJob := func(jobID string) *store.Backup {
+		t.Helper()
+		var out *store.Backup
+		if err := e.DB.View(func(tx *store.Tx) error {
+			bs, err := store.Backups.Lookup(tx, store.BackupsByProject, prj.ID, store.Query{})
+			for _, b := range bs {
+				if b.JobID == jobID {
+					out = b
+				}
+			}
+			return err
+		}); err != nil || out == nil {
+			t.Fatalf("no backup of job %s (%v)", jobID, err)
+		}
+		return out
+	}
+
+	exec("CREATE TABLE items (v text)")
+	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "base"})
+	first := backupByJob(runJob(t, e, res, err).ID)
+	if first.Timeline != 1 {
+		t.Fatalf("first backup on timeline %d", first.Timeline)
+	}
+	exec("INSERT INTO items VALUES ('a')")
+	t1 := now()
+	exec("INSERT INTO items VALUES ('b')")
+	tOld := now()
+	exec("INSERT INTO items VALUES ('c')")
+
+	// Timeline 1 → 2: the state at t1.
+	pl, r := restore(t1, "a")
+	if pl.Timeline != 1 || pl.BackupID != first.ID || r.Timeline != 2 || r.FromTimeline != 1 {
+		t.Fatalf("first restore: payload %+v result %+v", pl, r)
+	}
+	// A time on timeline 2 right after the restore, probably before timeline 2's first backup completed.
+	tEarly := now()
+	if j := e.WaitJob(t, r.BackupJobID); j.State != scheduler.StateCompleted {
+		t.Fatalf("after-restore backup: %s %s", j.State, j.Error)
+	}
+	second := backupByJob(r.BackupJobID)
+	if second.Timeline != 2 {
+		t.Fatalf("after-restore backup on timeline %d", second.Timeline)
+	}
+	exec("INSERT INTO items VALUES ('x')")
+	tNew := now()
+	exec("INSERT INTO items VALUES ('y')")
+
+	// Before the restore: timeline 1's state at tOld, from timeline 1's backup.
+	pl, r = restore(tOld, "a,b")
+	if pl.Timeline != 1 || pl.BackupID != first.ID || r.Timeline != 3 || r.FromTimeline != 2 {
+		t.Fatalf("restore to a time on the old timeline: payload %+v result %+v", pl, r)
+	}
+	// After it: timeline 2's state at tNew, from timeline 2's backup.
+	pl, r = restore(tNew, "a,x")
+	if pl.Timeline != 2 || pl.BackupID != second.ID || r.Timeline != 4 || r.FromTimeline != 3 {
+		t.Fatalf("restore to a time on the new timeline: payload %+v result %+v", pl, r)
+	}
+	// Timeline 2 just after its start: from its own backup if it was complete by then, else from the
+	// backup the restore started from.
+	wantBase := first.ID
+	if !second.CompletedAt.After(tEarly) {
+		wantBase = second.ID
+	}
+	t.Logf("tEarly %s, timeline 2's backup completed %s: base %s", tEarly, second.CompletedAt, wantBase)
+	pl, r = restore(tEarly, "a")
+	if pl.Timeline != 2 || pl.BackupID != wantBase || r.Timeline != 5 || r.FromTimeline != 4 {
+		t.Fatalf("restore to the start of timeline 2: payload %+v result %+v", pl, r)
 	}
 }

@@ -170,6 +170,7 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 			}
 			continue
 		}
+		s.repairEndedRestores(ctx, dp, p.inst)
 		// A server that died with the machine is not running yet: say so until the supervisor's restart
 		// (whose event sets it back to active).
 		if _, running, _ := s.pgInstance(dp, p.inst).Status(); !running {

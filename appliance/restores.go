@@ -2,8 +2,15 @@ package appliance
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"time"
+
+	"github.com/theappliance/appliance/appliance/backup"
 
 	"github.com/theappliance/appliance/store"
 )
@@ -54,7 +61,13 @@ func (s *Service) RestoreProject(ctx context.Context, p *Principal, projectID st
 		return nil, err
 	}
 	timeline := 0
-	if !target.IsZero() { // a time is read on the project's current history
+	var switches []timelineSwitch
+	if !target.IsZero() || req.RestorePointID != "" {
+		if switches, err = readTimelineSwitches(s.retentionStore(), prj.ID); err != nil {
+			return nil, Internal(err, "read the project's timeline switches")
+		}
+	}
+	if !target.IsZero() { // a time is read on the history the project had at that time
 		conn, err := s.adminConn(ctx, inst, "postgres")
 		if err != nil {
 			return nil, &Error{Kind: KindUnavailable, Msg: "the project's server does not answer", Cause: err}
@@ -92,17 +105,22 @@ func (s *Service) RestoreProject(ctx context.Context, p *Principal, projectID st
 			if err != nil || rp.ProjectID != prj.ID || rp.State != RestorePointActive {
 				return Invalid("restore_point_id %q names no restore point of this project", req.RestorePointID)
 			}
-			if base, err = s.baseBackupBefore(tx, prj.ID, rp.PITRTime, rp.Timeline); err != nil {
+			if base, err = s.restoreBase(tx, prj.ID, rp.PITRTime, rp.Timeline, switchTo(switches, rp.Timeline)); err != nil {
 				return Invalid("restore point %s is outside the point-in-time window: no backup of its timeline was complete before it", rp.ID)
 			}
 			pl.TargetName, pl.Timeline = rp.Name, rp.Timeline
 		default:
-			if base, err = s.baseBackupBefore(tx, prj.ID, target, timeline); err != nil {
+			tl, sw := timelineAt(switches, target, timeline)
+			if base, err = s.restoreBase(tx, prj.ID, target, tl, sw); err != nil {
 				if errors.Is(err, errNoBackup) {
-					return Invalid("restore_time %s is outside the point-in-time window: no backup of the current timeline was complete by then", req.RestoreTime)
+					return Invalid("restore_time %s is outside the point-in-time window: no backup of the timeline the project was on then (%d) was complete by then", req.RestoreTime, tl)
 				}
 				return Internal(err, "find a base backup")
 			}
+			if tl == 0 {
+				tl = base.Timeline
+			}
+			pl.Timeline = tl
 		}
 		pl.BackupID = base.ID
 		j, err := s.enqueue(tx, prj, JobBackupRestore, prj.ID, pl)
@@ -130,4 +148,127 @@ func (s *Service) RestoreProject(ctx context.Context, p *Principal, projectID st
 		s.notify()
 	}
 	return out, err
+}
+
+// A restore switches the project to a new WAL timeline. Each switch is recorded in timelines.json next to
+// the project's WAL archive, so that a restore to a time finds the timeline the project was on at that
+// time: before a switch, the timeline it left (whose WAL the restore archived up to the switch); from the
+// switch on, the new one.
+type timelineSwitch struct {
+	JobID    string    `json:"job_id"`    // the restore
+	From     int       `json:"from"`      // the timeline before it (0: unknown)
+	To       int       `json:"to"`        // the timeline it created
+	At       time.Time `json:"at"`        // the moment it took over: just before the original stopped
+	BackupID string    `json:"backup_id"` // the base backup it started from (a base for times on To, before To's first backup)
+}
+
+func timelineLog(bs backup.Store, projectID string) string {
+	return filepath.Join(filepath.Dir(bs.WALDir(projectID)), "timelines.json")
+}
+
+// readTimelineSwitches reads a project's timeline switches, oldest first (none when there is no log).
+func readTimelineSwitches(bs backup.Store, projectID string) ([]timelineSwitch, error) {
+	data, err := os.ReadFile(timelineLog(bs, projectID))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []timelineSwitch
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, fmt.Errorf("%s: %w", timelineLog(bs, projectID), err)
+	}
+	slices.SortStableFunc(out, func(a, b timelineSwitch) int { return a.At.Compare(b.At) })
+	return out, nil
+}
+
+// appendTimelineSwitch records a switch (once per restore job: a retried job replaces its entry).
+func appendTimelineSwitch(bs backup.Store, projectID string, sw timelineSwitch) error {
+	all, err := readTimelineSwitches(bs, projectID)
+	if err != nil {
+		return err
+	}
+	all = slices.DeleteFunc(all, func(o timelineSwitch) bool { return o.JobID == sw.JobID })
+	all = append(all, sw)
+	data, err := json.MarshalIndent(all, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := timelineLog(bs, projectID)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// timelineAt is the timeline the project was on at t (0: unknown) and the switch that made it (nil: none
+// recorded, it was the original one). current is the timeline now.
+func timelineAt(switches []timelineSwitch, t time.Time, current int) (int, *timelineSwitch) {
+	var last *timelineSwitch
+	for i := range switches {
+		if switches[i].At.After(t) {
+			break
+		}
+		last = &switches[i]
+	}
+	switch {
+	case last != nil:
+		return last.To, last
+	case len(switches) > 0:
+		return switches[0].From, nil
+	}
+	return current, nil
+}
+
+// switchTo is the switch that created timeline tl (nil: none recorded).
+func switchTo(switches []timelineSwitch, tl int) *timelineSwitch {
+	for i := range switches {
+		if switches[i].To == tl {
+			return &switches[i]
+		}
+	}
+	return nil
+}
+
+// restoreBase is the base backup a restore to t on timeline tl starts from: the newest completed backup of
+// tl complete by t; if tl has none yet (t lies just after the restore sw that created tl), the backup sw
+// started from, whose timeline tl branched off after it (recovery follows tl's history file). Timeline 0
+// (unknown) takes the newest backup complete by t, whatever its timeline.
+func (s *Service) restoreBase(tx *store.Tx, projectID string, t time.Time, tl int, sw *timelineSwitch) (*store.Backup, error) {
+	if tl == 0 {
+		bs, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{Newest: true})
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range bs {
+			if b.State == BackupCompleted && b.CompletedAt != nil && !b.CompletedAt.After(t) {
+				return b, nil
+			}
+		}
+		return nil, errNoBackup
+	}
+	b, err := s.baseBackupBefore(tx, projectID, t, tl)
+	if !errors.Is(err, errNoBackup) || sw == nil || sw.To != tl || sw.BackupID == "" {
+		return b, err
+	}
+	if b, err := store.Backups.Get(tx, sw.BackupID); err == nil && b.State == BackupCompleted {
+		return b, nil
+	}
+	return nil, errNoBackup
 }

@@ -1,12 +1,18 @@
 package appliance_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -195,4 +201,159 @@ func TestScheduledBackupRetention(t *testing.T) {
 	if err != nil || res != (appliance.ScheduledRunResult{}) {
 		t.Fatalf("second run %+v %v", res, err)
 	}
+}
+
+// A scheduled backup that pg_basebackup fails for a real reason gives a failed job carrying the tool's exit
+// code and stderr, and a failed backup record; once the cause is gone, the next day's slot enqueues a backup
+// that completes. Two real causes: a tablespace (a plain-format backup on the same machine cannot copy it
+// onto itself; always run) and a full disk (the project's base backup directory on a 4 MB tmpfs: run only
+// as root where mount is permitted, skipped otherwise).
+func TestScheduledBackupFailureThenNextSlot(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		stderr    string                                                                    // in the failed job's stderr
+		breakIt   func(t *testing.T, e *appliancetest.Env, prj *store.Project) (fix func()) // makes pg_basebackup fail
+		wantError string                                                                    // in the job's error
+	}{
+		{"tablespace", "not empty", breakWithTablespace, "pg_basebackup"},
+		{"disk full", "No space left on device", breakWithFullDisk, "pg_basebackup"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e, p := realEnv(t)
+			prj := provision(t, e, p, "scheduled "+tc.name, "development")
+			ctx := t.Context()
+			if _, err := e.Svc.PutScheduledBackup(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
+				CronHour: intp(4), CronMinute: intp(0), IsActive: boolp(true)}); err != nil {
+				t.Fatal(err)
+			}
+			fix := tc.breakIt(t, e, prj)
+
+			day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 1)
+			slot := func(at time.Time) *store.Job {
+				t.Helper()
+				res, err := e.Svc.RunScheduledBackups(ctx, at)
+				if err != nil || res.Enqueued != 1 {
+					t.Fatalf("run at %s: %+v %v", at, res, err)
+				}
+				list, err := e.Svc.ListScheduledBackups(ctx, p, prj.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return e.WaitJob(t, list.ScheduledBackups[0].LastJobID)
+			}
+			j := slot(day.Add(4*time.Hour + time.Minute))
+			if j.State != scheduler.StateFailed || j.Type != appliance.JobBackupCreate ||
+				!strings.Contains(j.Error, tc.wantError) || !strings.Contains(j.Error, "exited with code") || !strings.Contains(j.Error, tc.stderr) ||
+				!strings.Contains(j.LastStderr, tc.stderr) || j.LastExitCode == nil || *j.LastExitCode == 0 {
+				t.Fatalf("failed slot's job: %s %q\nexit code %v\nstderr: %s", j.State, j.Error, j.LastExitCode, j.LastStderr)
+			}
+			bs, err := e.Svc.ListBackups(ctx, p, prj.ID)
+			if err != nil || len(bs.Backups) != 1 {
+				t.Fatalf("%+v %v", bs, err)
+			}
+			if b := bs.Backups[0]; b.State != appliance.BackupFailed || b.Label != "scheduled" ||
+				b.VerificationState != appliance.VerificationFailed || b.SizeBytes != 0 || b.ID != backupOf(t, e, j).ID {
+				t.Fatalf("failed backup %+v", b)
+			}
+			if rec := backupOf(t, e, j); !strings.Contains(rec.Error, tc.stderr) {
+				t.Fatalf("the failed backup's recorded error does not quote pg_basebackup: %q", rec.Error)
+			}
+			if _, err := os.Stat(filepath.Join(e.Dir, "backups", prj.ID, "base", bs.Backups[0].BackupKey)); !os.IsNotExist(err) {
+				t.Fatalf("the failed backup's directory is left (%v)", err)
+			}
+
+			// The slot ran (failing is running): the same day does not retry it; the next day's does.
+			if res, err := e.Svc.RunScheduledBackups(ctx, day.Add(5*time.Hour)); err != nil || res.Enqueued != 0 {
+				t.Fatalf("same day again: %+v %v", res, err)
+			}
+			fix()
+			j = slot(day.AddDate(0, 0, 1).Add(4*time.Hour + time.Minute))
+			if j.State != scheduler.StateCompleted {
+				t.Fatalf("next slot's job: %s %q\nstderr: %s", j.State, j.Error, j.LastStderr)
+			}
+			bs, err = e.Svc.ListBackups(ctx, p, prj.ID)
+			if err != nil || len(bs.Backups) != 2 {
+				t.Fatalf("%+v %v", bs, err)
+			}
+			if b := bs.Backups[0]; b.State != appliance.BackupCompleted || b.VerificationState != appliance.VerificationVerified || b.Label != "scheduled" {
+				t.Fatalf("next slot's backup %+v", b)
+			}
+		})
+	}
+}
+
+// backupOf reads the backup record a backup.create job took.
+func backupOf(t *testing.T, e *appliancetest.Env, j *store.Job) *store.Backup {
+	t.Helper()
+	var pl struct {
+		BackupID string `json:"backup_id"`
+	}
+	if err := json.Unmarshal(j.Payload, &pl); err != nil {
+		t.Fatal(err)
+	}
+	var b *store.Backup
+	if err := e.DB.View(func(tx *store.Tx) (err error) { b, err = store.Backups.Get(tx, pl.BackupID); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// breakWithTablespace gives the project a tablespace; fix drops it.
+func breakWithTablespace(t *testing.T, e *appliancetest.Env, prj *store.Project) func() {
+	t.Helper()
+	dir := filepath.Join(e.Dir, "tablespace")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	user, err := postgres.DefaultOSUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := user.Chown(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AdminExec(t, prj.ID, "CREATE TABLESPACE extra LOCATION '"+dir+"'"); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := e.AdminExec(t, prj.ID, "DROP TABLESPACE extra"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// breakWithFullDisk mounts a 4 MB tmpfs on the project's base backup directory (a fresh cluster's backup
+// is tens of MB); fix unmounts it. It skips the test unless it runs as root and mount is permitted.
+func breakWithFullDisk(t *testing.T, e *appliancetest.Env, prj *store.Project) func() {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a full disk needs a tmpfs mount: not root")
+	}
+	user, err := postgres.DefaultOSUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(e.Dir, "backups", prj.ID, "base")
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	opts := fmt.Sprintf("size=4m,mode=0700,uid=%d,gid=%d", user.UID, user.GID)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", opts, "tmpfs", base).CombinedOutput(); err != nil {
+		t.Skipf("a full disk needs a tmpfs mount, which is not permitted here: %v: %s", err, out)
+	}
+	mounted := true
+	unmount := func() {
+		if !mounted {
+			return
+		}
+		if out, err := exec.Command("umount", base).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", base, err, out)
+			_ = exec.Command("umount", "-l", base).Run()
+		}
+		mounted = false
+	}
+	t.Cleanup(unmount)
+	return unmount
 }

@@ -30,7 +30,30 @@ type testSleepResult struct {
 	Slept float64 `json:"slept"`
 }
 
+// TestRestorePauseEnv names a restore step (see appliance.RestoreStepHook) at which every restore job of a
+// test build stops: it appends "<job id> <step>" to the file TestRestorePauseMarkerEnv names, then blocks
+// until the process stops, so that a test can SIGKILL the appliance at exactly that moment.
+const (
+	TestRestorePauseEnv       = "APPLIANCE_TEST_RESTORE_PAUSE"
+	TestRestorePauseMarkerEnv = "APPLIANCE_TEST_RESTORE_PAUSE_MARKER"
+)
+
 func registerTestHooks(_ *appliance.Service, runner *scheduler.Runner) {
+	if step := os.Getenv(TestRestorePauseEnv); step != "" {
+		marker := os.Getenv(TestRestorePauseMarkerEnv)
+		appliance.RestoreStepHook = func(ctx context.Context, jobID, at string) {
+			if at != step {
+				return
+			}
+			if marker != "" {
+				if f, err := os.OpenFile(marker, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
+					fmt.Fprintf(f, "%s %s\n", jobID, at)
+					f.Close()
+				}
+			}
+			<-ctx.Done()
+		}
+	}
 	runner.Handle("test.sleep", func(ctx context.Context, run *scheduler.Run) (any, error) {
 		var p testSleepJob
 		if err := run.DecodePayload(&p); err != nil {

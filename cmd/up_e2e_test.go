@@ -171,9 +171,15 @@ var e2eAPILine = regexp.MustCompile(`API:\s+(https://\S+)`)
 // answers over HTTPS, trusting the appliance's own CA.
 func e2eStart(t *testing.T, bin, dataDir string) *e2eProc {
 	t.Helper()
+	return e2eStartEnv(t, bin, dataDir)
+}
+
+// e2eStartEnv is e2eStart with extra environment variables ("NAME=value").
+func e2eStartEnv(t *testing.T, bin, dataDir string, env ...string) *e2eProc {
+	t.Helper()
 	p := &e2eProc{stdout: &e2eBuffer{}, stderr: &e2eBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, "up", "--data-dir", dataDir, "--listen", "127.0.0.1:0")
-	p.cmd.Env = append(os.Environ(), "APPLIANCE_KV_LISTEN=127.0.0.1:0", "APPLIANCE_LOG_LEVEL=debug")
+	p.cmd.Env = append(append(os.Environ(), "APPLIANCE_KV_LISTEN=127.0.0.1:0", "APPLIANCE_LOG_LEVEL=debug"), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -4,12 +4,17 @@
 package appliancetest
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,6 +53,9 @@ type Options struct {
 func New(t testing.TB, o Options) *Env {
 	t.Helper()
 	dir := TraversableTempDir(t)
+	// Registered first, so it runs after every other cleanup of the Env (the runner's and the supervisor's
+	// stops) and before the temp dir is removed.
+	t.Cleanup(func() { CheckNoProcessesUnder(t, dir) })
 	db, err := store.Open(filepath.Join(dir, "meta.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -180,4 +188,86 @@ func freeRange(t testing.TB) appliance.PortRange {
 func (e *Env) AdminExec(t testing.TB, projectID, stmt string) error {
 	t.Helper()
 	return e.Svc.AdminExec(t.Context(), projectID, stmt)
+}
+
+// LeakGrace is how long CheckNoProcessesUnder lets processes of the directory end on their own (a
+// postmaster's backends exit just after it; the machine may be slow) before it calls them leaked.
+var LeakGrace = 30 * time.Second
+
+// CheckNoProcessesUnder fails the test if, once LeakGrace has passed, live processes (other than the test's
+// own) still have dir in their command line or work in it: a postmaster, a backend or a PgBouncer the code
+// under test left behind. It names them, then SIGKILLs them, so that one leak does not outlive the test.
+func CheckNoProcessesUnder(t testing.TB, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(LeakGrace)
+	for {
+		left := ProcessesUnder(dir)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			pids := make([]int, 0, len(left))
+			for pid := range left {
+				pids = append(pids, pid)
+			}
+			sort.Ints(pids)
+			var names []string
+			for _, pid := range pids {
+				names = append(names, fmt.Sprintf("pid %d: %s", pid, left[pid]))
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			t.Errorf("processes of %s left behind after the test's cleanup (killed now):\n%s", dir, strings.Join(names, "\n"))
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // polling other processes' exit: there is nothing to wait on
+	}
+}
+
+// ProcessesUnder lists the live processes (not zombies, not this one) whose command line names dir or a
+// path below it, or whose working directory is dir or below it, with their command lines.
+func ProcessesUnder(dir string) map[int]string {
+	out := map[int]string{}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		real = filepath.Clean(dir)
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
+			if f := strings.Fields(string(stat[i+1:])); len(f) > 0 && (f[0] == "Z" || f[0] == "X") {
+				continue
+			}
+		}
+		raw, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		cmd := strings.ReplaceAll(strings.TrimRight(string(raw), "\x00"), "\x00", " ")
+		cwd, _ := os.Readlink("/proc/" + e.Name() + "/cwd")
+		under := func(p string) bool { return p == real || strings.HasPrefix(p, real+"/") }
+		if names(cmd, dir) || names(cmd, real) || (cwd != "" && under(cwd)) {
+			out[pid] = cmd
+		}
+	}
+	return out
+}
+
+// names reports whether a command line mentions dir itself or a path below it (not merely a sibling whose
+// name starts the same, like dir + "2").
+func names(cmd, dir string) bool {
+	for rest := cmd; ; {
+		i := strings.Index(rest, dir)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(dir):]
+		if rest == "" || rest[0] == '/' || rest[0] == ' ' || rest[0] == '"' || rest[0] == '\'' {
+			return true
+		}
+	}
 }

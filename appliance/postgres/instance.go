@@ -77,6 +77,21 @@ func (i *Instance) StartupLog() string { return filepath.Join(i.Dir, "startup.lo
 
 func (i *Instance) marker() string { return filepath.Join(i.Dir, "initialized") }
 
+// MarkInitialized writes the marker Init writes last, for a directory assembled another way (a restore
+// candidate built from a base backup): Start refuses directories without it.
+func (i *Instance) MarkInitialized() error {
+	if err := checkDir(i.Dir); err != nil {
+		return fmt.Errorf("instance %s: %w", i.ID, err)
+	}
+	if i.User == nil {
+		return fmt.Errorf("instance %s: no OS user", i.ID)
+	}
+	return i.User.writeFile(i.marker(), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600)
+}
+
+// Initialized reports whether Init (or MarkInitialized) completed in Dir.
+func (i *Instance) Initialized() bool { return fileExists(i.marker()) }
+
 // InitOptions are what initdb and the first configuration need.
 type InitOptions struct {
 	AdminPassword string // the password of AdminRole
@@ -197,7 +212,7 @@ func (i *Instance) Init(ctx context.Context, ex ExecFunc, opts InitOptions) erro
 	if err := i.appendIncludes(); err != nil {
 		return fmt.Errorf("init instance %s: %w", i.ID, err)
 	}
-	if err := i.User.writeFile(i.marker(), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
+	if err := i.MarkInitialized(); err != nil {
 		return fmt.Errorf("init instance %s: %w", i.ID, err)
 	}
 	return nil
@@ -458,6 +473,30 @@ func (i *Instance) stop(ctx context.Context, ex ExecFunc, mode StopMode) error {
 		return fmt.Errorf("stop instance %s: %w", i.ID, err)
 	}
 	return nil
+}
+
+// LockedOps start and stop an instance whose lifecycle lock the caller holds (see Locked).
+type LockedOps struct{ i *Instance }
+
+// Start is Instance.Start without taking the lock.
+func (o LockedOps) Start(ctx context.Context, ex ExecFunc) error { return o.i.start(ctx, ex) }
+
+// Stop is Instance.Stop without taking the lock.
+func (o LockedOps) Stop(ctx context.Context, ex ExecFunc, mode StopMode) error {
+	return o.i.stop(ctx, ex, mode)
+}
+
+// Locked runs fn while holding the instance's lifecycle lock: no Init, Start, Stop, Restart or Remove of
+// the same Dir (by any Instance value or process, a Supervisor's restarts included) runs until fn returns.
+// It is for changes that must not be interleaved with a start, such as replacing the data directory
+// between a stop and a start; fn starts and stops the instance through ops.
+func (i *Instance) Locked(ctx context.Context, fn func(ops LockedOps) error) error {
+	unlock, err := i.lock(ctx)
+	if err != nil {
+		return fmt.Errorf("lock instance %s: %w", i.ID, err)
+	}
+	defer unlock()
+	return fn(LockedOps{i})
 }
 
 // Reload makes the postmaster re-read its configuration files, pg_hba.conf and TLS files (pg_ctl reload).

@@ -897,3 +897,70 @@ func TestStartErrorSaysWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Locked holds the lifecycle lock across a stop and a start: another value's Start or Stop (the
+// supervisor's, a restarted appliance's) cannot run in between, while ops can.
+func TestLockedExcludesLifecycle(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	inst := b.newInstance(t, "locked", Settings{})
+	other := &Instance{ID: inst.ID, Dir: inst.Dir, ListenHost: inst.ListenHost, Port: inst.Port, Bin: b.bin, User: b.user}
+	done, cancel := context.WithCancel(ctx)
+	cancel() // lock attempts give up at once instead of waiting
+	err := inst.Locked(ctx, func(ops LockedOps) error {
+		if err := ops.Stop(ctx, nil, StopFast); err != nil {
+			return err
+		}
+		if _, running, _ := inst.Status(); running {
+			return errors.New("still running after ops.Stop")
+		}
+		if err := other.Start(done, nil); err == nil || !strings.Contains(err.Error(), "lock "+inst.Dir) {
+			return fmt.Errorf("another Start was not held off by the lock: %v", err)
+		}
+		if _, running, _ := inst.Status(); running {
+			return errors.New("another Start started it while the lock was held")
+		}
+		if err := other.Stop(done, nil, StopFast); err == nil || !strings.Contains(err.Error(), "lock "+inst.Dir) {
+			return fmt.Errorf("another Stop was not held off by the lock: %v", err)
+		}
+		return ops.Start(ctx, nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, running, _ := inst.Status(); !running {
+		t.Fatal("not running after ops.Start")
+	}
+	admin(t, inst)
+	if err := other.Stop(ctx, nil, StopFast); err != nil { // the lock is free again
+		t.Fatal(err)
+	}
+}
+
+// MarkInitialized makes a directory assembled without Init startable, and Init then refuses it.
+func TestMarkInitialized(t *testing.T) {
+	b := setup(t)
+	inst := &Instance{ID: "marked", Dir: filepath.Join(b.root, "marked"), Bin: b.bin, User: b.user, Port: freePort(t)}
+	if err := b.user.mkdir(inst.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if inst.Initialized() {
+		t.Fatal("initialized before the marker")
+	}
+	if err := inst.Start(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "not initialized") {
+		t.Fatalf("Start of an unmarked directory: %v", err)
+	}
+	if err := inst.MarkInitialized(); err != nil {
+		t.Fatal(err)
+	}
+	if !inst.Initialized() {
+		t.Fatal("not initialized after MarkInitialized")
+	}
+	if err := inst.Init(context.Background(), nil, InitOptions{}); !errors.Is(err, ErrInitialized) {
+		t.Fatalf("Init of a marked directory: %v", err)
+	}
+	fi, err := os.Stat(filepath.Join(inst.Dir, "initialized"))
+	if err != nil || fi.Mode().Perm() != 0o600 || fi.Sys().(*syscall.Stat_t).Uid != b.user.UID {
+		t.Fatalf("marker %v %v", fi, err)
+	}
+}
