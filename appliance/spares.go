@@ -2,7 +2,6 @@ package appliance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -192,7 +191,7 @@ func claimSpare(tx *store.Tx) (*store.Instance, error) {
 	if err != nil || len(spares) == 0 {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(spares[0].Dir, "initialized")); errors.Is(err, os.ErrNotExist) {
+	if !(&postgres.Instance{Dir: spares[0].Dir}).Initialized() {
 		// Its directory is gone (removed by hand?): forget it rather than provision on nothing.
 		return nil, store.Instances.Delete(tx, spares[0].ID)
 	}
