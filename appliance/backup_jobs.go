@@ -37,6 +37,7 @@ func (s *Service) updateBackup(id string, fn func(*store.Backup)) error {
 // createBackupJob takes a plain-format base backup with pg_basebackup (-X stream: the backup carries the
 // WAL it needs, so it restores on its own), records its size and verifies it with pg_verifybackup.
 func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	steps := newStepTimer()
 	var in backupPayload
 	dp, prj, inst, err := s.activeTarget(run, &in)
 	if err != nil {
@@ -78,6 +79,7 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 	cmd := dp.User.Command(basebackup, "-D", dir, "-F", "p", "-X", "stream", "--checkpoint=fast", "--no-password",
 		"--label", label, "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port), "-U", postgres.AdminRole)
 	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
+	steps.done("prepare")
 	if err := run.Exec(ctx, cmd); err != nil {
 		_ = bs.Remove(prj.ID, b.BackupKey)
 		if ctx.Err() != nil {
@@ -85,6 +87,7 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 		}
 		return nil, s.failBackup(b.ID, err)
 	}
+	steps.done("basebackup")
 	size, err := bs.Size(prj.ID, b.BackupKey)
 	if err != nil {
 		return nil, s.failBackup(b.ID, err)
@@ -99,6 +102,7 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 	}); err != nil {
 		return nil, err
 	}
+	steps.done("record")
 	vstate, verr := VerificationVerified, ""
 	if err := run.Exec(ctx, dp.User.Command(verify, dir)); err != nil {
 		if ctx.Err() != nil {
@@ -106,13 +110,16 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 		}
 		vstate, verr = VerificationFailed, err.Error()
 	}
+	steps.done("verify")
 	verified := s.now()
 	if err := s.updateBackup(b.ID, func(b *store.Backup) {
 		b.VerificationState, b.VerificationError, b.VerifiedAt = vstate, verr, &verified
 	}); err != nil {
 		return nil, err
 	}
-	return map[string]any{"backup_id": b.ID, "backup_key": b.BackupKey, "size_bytes": size, "verification_state": vstate}, nil
+	steps.done("finish")
+	return map[string]any{"backup_id": b.ID, "backup_key": b.BackupKey, "size_bytes": size, "verification_state": vstate,
+		"timings_ms": steps.ms}, nil
 }
 
 // backupTimeline reads the timeline a base backup started on from its backup_label.
