@@ -88,10 +88,6 @@ func (s *Service) RotateCredentials(ctx context.Context, p *Principal, projectID
 		if err != nil {
 			return err
 		}
-		prj.LatestJobID, prj.UpdatedAt = j.ID, s.now()
-		if err := store.Projects.Put(tx, prj); err != nil {
-			return Internal(err, "store project")
-		}
 		if err := s.audit(tx, p, "project.credentials.rotate", prj.OrganizationID, prj.ID, map[string]any{"job_id": j.ID, "overlap_seconds": overlap}); err != nil {
 			return Internal(err, "audit")
 		}

@@ -133,10 +133,6 @@ func (s *Service) CreateExport(ctx context.Context, p *Principal, projectID stri
 		if err := store.Exports.Put(tx, e); err != nil {
 			return Internal(err, "store export")
 		}
-		prj.LatestJobID, prj.UpdatedAt = j.ID, now
-		if err := store.Projects.Put(tx, prj); err != nil {
-			return Internal(err, "store project")
-		}
 		if err := s.audit(tx, p, JobExportCreate, prj.OrganizationID, prj.ID,
 			map[string]any{"export_id": e.ID, "job_id": j.ID}); err != nil {
 			return Internal(err, "audit")

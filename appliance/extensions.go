@@ -211,10 +211,6 @@ func (s *Service) extensionJob(ctx context.Context, p *Principal, projectID, nam
 		if err != nil {
 			return err
 		}
-		prj.LatestJobID, prj.UpdatedAt = j.ID, s.now()
-		if err := store.Projects.Put(tx, prj); err != nil {
-			return Internal(err, "store project")
-		}
 		if err := s.audit(tx, p, jobType, prj.OrganizationID, prj.ID, map[string]any{"extension": name, "job_id": j.ID}); err != nil {
 			return Internal(err, "audit")
 		}

@@ -123,10 +123,6 @@ func (s *Service) StartFollow(ctx context.Context, p *Principal, projectID strin
 		if err := store.ImportFollows.Put(tx, f); err != nil {
 			return Internal(err, "store follow")
 		}
-		prj.LatestJobID, prj.UpdatedAt = j.ID, now
-		if err := store.Projects.Put(tx, prj); err != nil {
-			return Internal(err, "store project")
-		}
 		md := map[string]any{"follow_id": id, "job_id": j.ID, "backup_id": b.ID, "source": src.Redacted()}
 		if err := s.audit(tx, p, JobImportFollow, prj.OrganizationID, prj.ID, md); err != nil {
 			return Internal(err, "audit")

@@ -557,10 +557,6 @@ func (s *Service) followAbortJob(ctx context.Context, run *scheduler.Run) (any, 
 				return err
 			}
 			out["restore_job_id"] = j.ID
-			p.LatestJobID, p.UpdatedAt = j.ID, s.now()
-			if err := store.Projects.Put(tx, p); err != nil {
-				return err
-			}
 		}
 		now := s.now()
 		cur.State, cur.UpdatedAt, cur.FinishedAt = FollowAborted, now, &now

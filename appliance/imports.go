@@ -292,10 +292,6 @@ func (s *Service) CreateImport(ctx context.Context, p *Principal, projectID stri
 		if err != nil {
 			return err
 		}
-		prj.LatestJobID, prj.UpdatedAt = j.ID, s.now()
-		if err := store.Projects.Put(tx, prj); err != nil {
-			return Internal(err, "store project")
-		}
 		if err := s.audit(tx, p, JobImportRestore, prj.OrganizationID, prj.ID,
 			map[string]any{"upload_id": u.ID, "job_id": j.ID}); err != nil {
 			return Internal(err, "audit")

@@ -134,7 +134,8 @@ func slugify(name string) string {
 	return s
 }
 
-// enqueue adds a job inside tx; the runner is poked after the transaction commits (s.notify).
+// enqueue adds a job of project p inside tx and stores p with the job as its latest_job_id; the runner is
+// poked after the transaction commits (s.notify).
 func (s *Service) enqueue(tx *store.Tx, p *store.Project, jobType, lock string, payload any) (*store.Job, error) {
 	j := &store.Job{Type: jobType, OrganizationID: p.OrganizationID, ProjectID: p.ID, LockedResource: lock,
 		InstanceID: p.PrimaryInstanceID}
@@ -145,6 +146,10 @@ func (s *Service) enqueue(tx *store.Tx, p *store.Project, jobType, lock string, 
 	}
 	if err := scheduler.Enqueue(tx, j); err != nil {
 		return nil, Internal(err, "enqueue %s", jobType)
+	}
+	p.LatestJobID, p.UpdatedAt = j.ID, s.now()
+	if err := store.Projects.Put(tx, p); err != nil {
+		return nil, Internal(err, "store project")
 	}
 	return j, nil
 }
@@ -221,10 +226,6 @@ func (s *Service) CreateProject(ctx context.Context, p *Principal, req *CreatePr
 		j, err := s.enqueue(tx, prj, JobProjectProvision, prj.ID, nil)
 		if err != nil {
 			return err
-		}
-		prj.LatestJobID = j.ID
-		if err := store.Projects.Put(tx, prj); err != nil {
-			return Internal(err, "store project")
 		}
 		if err := s.audit(tx, p, "project.create", orgID, prj.ID, map[string]any{"name": name, "plan": plan.Name, "job_id": j.ID}); err != nil {
 			return Internal(err, "audit")
@@ -361,7 +362,7 @@ func (s *Service) PatchProject(ctx context.Context, p *Principal, projectID stri
 			if err != nil {
 				return err
 			}
-			prj.LatestJobID, queued = j.ID, true
+			queued = true
 			changed["job_id"] = j.ID
 		}
 		prj.UpdatedAt = s.now()
@@ -407,7 +408,7 @@ func (s *Service) DeleteProject(ctx context.Context, p *Principal, projectID, ap
 		if err != nil {
 			return err
 		}
-		prj.State, prj.LatestJobID, prj.UpdatedAt = ProjectDeleting, j.ID, s.now()
+		prj.State = ProjectDeleting
 		if err := store.Projects.Put(tx, prj); err != nil {
 			return Internal(err, "store project")
 		}

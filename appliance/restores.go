@@ -127,10 +127,6 @@ func (s *Service) RestoreProject(ctx context.Context, p *Principal, projectID st
 		if err != nil {
 			return err
 		}
-		prj.LatestJobID, prj.UpdatedAt = j.ID, s.now()
-		if err := store.Projects.Put(tx, prj); err != nil {
-			return Internal(err, "store project")
-		}
 		md := map[string]any{"job_id": j.ID, "backup_key": base.BackupKey}
 		if req.RestoreTime != "" {
 			md["restore_time"] = req.RestoreTime

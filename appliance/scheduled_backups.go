@@ -238,10 +238,6 @@ func (s *Service) newBackup(tx *store.Tx, prj *store.Project, label string) (*st
 	if err := store.Backups.Put(tx, b); err != nil {
 		return nil, nil, Internal(err, "store backup")
 	}
-	prj.LatestJobID, prj.UpdatedAt = j.ID, now
-	if err := store.Projects.Put(tx, prj); err != nil {
-		return nil, nil, Internal(err, "store project")
-	}
 	return b, j, nil
 }
 

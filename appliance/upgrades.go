@@ -103,10 +103,6 @@ func (s *Service) projectJob(p *Principal, projectID, jobType string, payload an
 		if err != nil {
 			return err
 		}
-		prj.LatestJobID, prj.UpdatedAt = j.ID, s.now()
-		if err := store.Projects.Put(tx, prj); err != nil {
-			return Internal(err, "store project")
-		}
 		if err := s.audit(tx, p, jobType, prj.OrganizationID, prj.ID, map[string]any{"job_id": j.ID, "payload": payload}); err != nil {
 			return Internal(err, "audit")
 		}
