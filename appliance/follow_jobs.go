@@ -100,15 +100,16 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 		return nil, err
 	}
 	steps.done("preflight")
+	// From here on the project's database changes: an abort restores the pre-follow backup.
+	if err := s.updateFollow(f.ID, func(f *store.ImportFollow) { f.SchemaCopied = true }); err != nil {
+		return nil, err
+	}
+	f.SchemaCopied = true
 	for _, e := range pf.Source.Extensions {
 		if _, err := target.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS "+pgx.Identifier{e.Name}.Sanitize()+" CASCADE"); err != nil {
 			return nil, fmt.Errorf("enable extension %s: %w", e.Name, err)
 		}
 	}
-	if err := s.updateFollow(f.ID, func(f *store.ImportFollow) { f.SchemaCopied = true }); err != nil {
-		return nil, err
-	}
-	f.SchemaCopied = true
 	if err := s.copySchema(ctx, run, dp, prj, inst, f, src, pf.Source.AppSchemas); err != nil {
 		return nil, err
 	}
@@ -129,11 +130,13 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 		create += " FOR TABLE " + strings.Join(tables, ", ")
 	}
 	// A slot left by an attempt that crashed inside CREATE SUBSCRIPTION would make it fail.
-	for _, stmt := range []string{"DROP PUBLICATION IF EXISTS " + pub, create,
-		"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '" + f.Subscription + "' AND NOT active"} {
+	for _, stmt := range []string{"DROP PUBLICATION IF EXISTS " + pub, create} {
 		if _, err := source.Exec(ctx, stmt); err != nil {
 			return nil, fmt.Errorf("on the source: %w", src.redactErr(err))
 		}
+	}
+	if _, err := source.Exec(ctx, dropIdleSlot, f.Subscription); err != nil {
+		return nil, fmt.Errorf("on the source: %w", src.redactErr(err))
 	}
 	sub := pgx.Identifier{f.Subscription}.Sanitize()
 	if _, err := target.Exec(ctx, "CREATE SUBSCRIPTION "+sub+" CONNECTION "+quoteLiteral(src.Conninfo())+
@@ -169,7 +172,7 @@ func (s *Service) copySchema(ctx context.Context, run *scheduler.Run, dp *DataPl
 	}
 	dump := filepath.Join(dir, f.ID+".schema.dump")
 	defer os.Remove(dump)
-	args := []string{"--schema-only", "-Fc", "--no-owner", "--no-privileges", "--no-publications", "--no-subscriptions",
+	args := []string{"--schema-only", "-Fc", "--no-owner", "--no-privileges", "--no-tablespaces", "--no-publications", "--no-subscriptions",
 		"-f", dump, "--no-password"}
 	for _, n := range schemas {
 		args = append(args, "--schema="+pgx.Identifier{n}.Sanitize())
@@ -183,8 +186,8 @@ func (s *Service) copySchema(ctx context.Context, run *scheduler.Run, dp *DataPl
 	return s.restoreDump(ctx, run, dp, prj, inst, dump)
 }
 
-// restoreDump runs pg_restore --clean --if-exists --no-owner --role=<project role> --single-transaction
-// of a custom-format dump into the project's database as the admin over 127.0.0.1, without the dump's
+// restoreDump runs pg_restore --clean --if-exists --no-owner --no-tablespaces --role=<project role>
+// --single-transaction of a custom-format dump into the project's database as the admin over 127.0.0.1, without the dump's
 // extensions and event triggers (the platform manages extensions; event triggers need a superuser). Any
 // error fails it, and then nothing changed.
 func (s *Service) restoreDump(ctx context.Context, run *scheduler.Run, dp *DataPlane, prj *store.Project, inst *store.Instance, dump string) error {
@@ -207,7 +210,7 @@ func (s *Service) restoreDump(ctx context.Context, run *scheduler.Run, dp *DataP
 	if err := dp.User.Chown(list); err != nil {
 		return err
 	}
-	cmd := dp.User.Command(pgrestore, "--clean", "--if-exists", "--no-owner", "--role="+prj.RoleName,
+	cmd := dp.User.Command(pgrestore, "--clean", "--if-exists", "--no-owner", "--no-tablespaces", "--role="+prj.RoleName,
 		"--single-transaction", "--use-list="+list, "--no-password", "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port),
 		"-U", postgres.AdminRole, "-d", prj.DatabaseName, dump)
 	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
@@ -221,6 +224,9 @@ func (s *SourceURL) conninfoWithoutPassword() string {
 	u.User = url.User(s.u.User.Username())
 	return u.String()
 }
+
+// dropIdleSlot drops the follow's replication slot on the source unless a walsender uses it.
+const dropIdleSlot = "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active"
 
 func subscriptionExists(ctx context.Context, target *pgx.Conn, name string) (bool, error) {
 	var ok bool
@@ -263,14 +269,20 @@ func (s *Service) detachFollow(ctx context.Context, target *pgx.Conn, src *Sourc
 		return append(warnings, fmt.Sprintf("the source could not be reached (%v): drop publication %s there", src.redactErr(err), f.Publication)), nil
 	}
 	defer source.Close(context.WithoutCancel(ctx))
-	for _, stmt := range []string{"DROP PUBLICATION IF EXISTS " + pgx.Identifier{f.Publication}.Sanitize(),
-		"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '" + f.Subscription + "' AND NOT active"} {
-		if _, err := source.Exec(ctx, stmt); err != nil {
+	onSource := func(sql string, args ...any) error {
+		if _, err := source.Exec(ctx, sql, args...); err != nil {
 			if !force {
-				return nil, fmt.Errorf("on the source: %w", src.redactErr(err))
+				return fmt.Errorf("on the source: %w", src.redactErr(err))
 			}
 			warnings = append(warnings, fmt.Sprintf("on the source: %v", src.redactErr(err)))
 		}
+		return nil
+	}
+	if err := onSource("DROP PUBLICATION IF EXISTS " + pgx.Identifier{f.Publication}.Sanitize()); err != nil {
+		return nil, err
+	}
+	if err := onSource(dropIdleSlot, f.Subscription); err != nil {
+		return nil, err
 	}
 	return warnings, nil
 }

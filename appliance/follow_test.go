@@ -317,6 +317,36 @@ func TestImportFollow(t *testing.T) {
 		t.Fatalf("status after abort %+v", rep)
 	}
 
+	// A follow whose schema copy fails (a view of the project's depends on a table the copy replaces):
+	// the job fails with pg_restore's reason, the follow is failed, and abort restores the project.
+	blocked := provision(t, e, p, "blocked", "development")
+	if err := e.AdminExec(t, blocked.ID, "SET ROLE "+blocked.RoleName+"; CREATE TABLE public.customers (id int); CREATE VIEW public.vip AS SELECT id FROM public.customers"); err != nil {
+		t.Fatal(err)
+	}
+	jr, err = e.Svc.StartFollow(t.Context(), p, blocked.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, jr.Job.ID); j.State != scheduler.StateFailed || !strings.Contains(j.Error, "other objects depend on it") ||
+		!strings.Contains(j.Error, "abort restores") || j.LastExitCode == nil || *j.LastExitCode != 1 {
+		t.Fatalf("follow over a dependent view: %s %q", j.State, j.Error)
+	}
+	if rep := followStatus(t, e, p, blocked); rep.State != appliance.FollowFailed || !strings.Contains(rep.Error, "depend") {
+		t.Fatalf("status of a failed follow %+v", rep)
+	}
+	if n := src.Int(t, "shop", "SELECT count(*) FROM pg_replication_slots") + src.Int(t, "shop", "SELECT count(*) FROM pg_publication"); n != 0 {
+		t.Fatalf("a failed follow left %d slots and publications on the source", n)
+	}
+	jr, err = e.Svc.FollowAbort(t.Context(), p, blocked.ID)
+	j = mustComplete(t, e, jr, err)
+	jsonUnmarshal(j.Result, &ab)
+	if rj := e.WaitJob(t, ab.RestoreJobID); rj.State != scheduler.StateCompleted {
+		t.Fatalf("restore after aborting a failed follow %s: %s", rj.State, rj.Error)
+	}
+	if n := targetInt(t, e, e.Project(t, blocked.ID), "SELECT count(*) FROM public.vip"); n != 0 {
+		t.Fatalf("vip after abort: %d", n)
+	}
+
 	// Deleting a project that follows a source drops the source's slot and publication too.
 	jr, err = e.Svc.StartFollow(t.Context(), p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
 	mustComplete(t, e, jr, err)
