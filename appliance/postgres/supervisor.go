@@ -107,7 +107,8 @@ func (s *Supervisor) backoff(n int) time.Duration {
 }
 
 // Watch keeps target running under key (replacing what key watched before): it is checked at once, and
-// started (soon, by the supervisor's goroutine) if it does not run.
+// started (soon, by the supervisor's goroutine) if it does not run. After Stop, Watch stops target and
+// returns ErrSupervisorStopped.
 func (s *Supervisor) Watch(key string, target Process) error {
 	// The first look is synchronous: a process running now and dead later is reported as died.
 	w := &watched{key: key, target: target}
@@ -115,6 +116,11 @@ func (s *Supervisor) Watch(key string, target Process) error {
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
+		// Stop stopped everything it watched; a process handed over later (a job finishing during the
+		// shutdown) must not outlive it either.
+		if w.running {
+			_ = target.Stop(context.Background(), orDefault(s.Exec), StopFast)
+		}
 		return ErrSupervisorStopped
 	}
 	if old := s.watched[key]; old != nil {
