@@ -92,7 +92,7 @@ func (s *Service) CreateBackup(ctx context.Context, p *Principal, projectID stri
 	if utf8.RuneCountInString(label) > 100 {
 		return nil, Invalid("label must be at most 100 characters")
 	}
-	var out *JobResponse
+	var job *store.Job
 	err := s.db.Update(func(tx *store.Tx) error {
 		prj, err := s.visibleProject(tx, p, projectID)
 		if err != nil {
@@ -109,11 +109,8 @@ func (s *Service) CreateBackup(ctx context.Context, p *Principal, projectID stri
 			map[string]any{"backup_id": b.ID, "backup_key": b.BackupKey, "job_id": j.ID}); err != nil {
 			return Internal(err, "audit")
 		}
-		out = &JobResponse{Job: JobView(j)}
+		job = j
 		return nil
 	})
-	if err == nil {
-		s.notify()
-	}
-	return out, err
+	return s.answerJob(job, err)
 }

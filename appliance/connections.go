@@ -75,7 +75,7 @@ func (s *Service) RotateCredentials(ctx context.Context, p *Principal, projectID
 	if overlap < 0 || overlap > 7*86400 {
 		return nil, Invalid("overlap_seconds must be between 0 and 604800")
 	}
-	var out *JobResponse
+	var job *store.Job
 	err := s.db.Update(func(tx *store.Tx) error {
 		prj, err := s.visibleProject(tx, p, projectID)
 		if err != nil {
@@ -91,13 +91,10 @@ func (s *Service) RotateCredentials(ctx context.Context, p *Principal, projectID
 		if err := s.audit(tx, p, "project.credentials.rotate", prj.OrganizationID, prj.ID, map[string]any{"job_id": j.ID, "overlap_seconds": overlap}); err != nil {
 			return Internal(err, "audit")
 		}
-		out = &JobResponse{Job: JobView(j)}
+		job = j
 		return nil
 	})
-	if err == nil {
-		s.notify()
-	}
-	return out, err
+	return s.answerJob(job, err)
 }
 
 type rotatePayload struct {

@@ -201,7 +201,7 @@ func (s *Service) extensionJob(ctx context.Context, p *Principal, projectID, nam
 	if err := check(&exts.Extensions[i]); err != nil {
 		return nil, err
 	}
-	var out *JobResponse
+	var job *store.Job
 	err = s.db.Update(func(tx *store.Tx) error {
 		prj, err := s.visibleProject(tx, p, projectID)
 		if err != nil {
@@ -214,11 +214,8 @@ func (s *Service) extensionJob(ctx context.Context, p *Principal, projectID, nam
 		if err := s.audit(tx, p, jobType, prj.OrganizationID, prj.ID, map[string]any{"extension": name, "job_id": j.ID}); err != nil {
 			return Internal(err, "audit")
 		}
-		out = &JobResponse{Job: JobView(j)}
+		job = j
 		return nil
 	})
-	if err == nil {
-		s.notify()
-	}
-	return out, err
+	return s.answerJob(job, err)
 }

@@ -92,7 +92,7 @@ func (s *Service) StartFollow(ctx context.Context, p *Principal, projectID strin
 		return nil, err
 	}
 	sealed := s.box.Seal([]byte(src.String()))
-	var out *JobResponse
+	var job *store.Job
 	err = s.db.Update(func(tx *store.Tx) error {
 		prj, err := s.visibleProject(tx, p, projectID)
 		if err != nil {
@@ -127,13 +127,10 @@ func (s *Service) StartFollow(ctx context.Context, p *Principal, projectID strin
 		if err := s.audit(tx, p, JobImportFollow, prj.OrganizationID, prj.ID, md); err != nil {
 			return Internal(err, "audit")
 		}
-		out = &JobResponse{Job: JobView(j)}
+		job = j
 		return nil
 	})
-	if err == nil {
-		s.notify()
-	}
-	return out, err
+	return s.answerJob(job, err)
 }
 
 // followReady turns a preflight that rules out following into a Conflict naming every reason.
@@ -206,7 +203,7 @@ func (s *Service) FollowAbort(ctx context.Context, p *Principal, projectID strin
 
 // followJob enqueues a job on the project's newest follow after change accepts (and updates) it.
 func (s *Service) followJob(p *Principal, projectID, jobType, lock string, change func(*store.ImportFollow) error) (*JobResponse, error) {
-	var out *JobResponse
+	var job *store.Job
 	err := s.db.Update(func(tx *store.Tx) error {
 		prj, err := s.visibleProject(tx, p, projectID)
 		if err != nil {
@@ -236,13 +233,10 @@ func (s *Service) followJob(p *Principal, projectID, jobType, lock string, chang
 		if err := s.audit(tx, p, jobType, prj.OrganizationID, prj.ID, map[string]any{"follow_id": f.ID, "job_id": j.ID}); err != nil {
 			return Internal(err, "audit")
 		}
-		out = &JobResponse{Job: JobView(j)}
+		job = j
 		return nil
 	})
-	if err == nil {
-		s.notify()
-	}
-	return out, err
+	return s.answerJob(job, err)
 }
 
 // updateFollow applies fn to the stored follow in one transaction.

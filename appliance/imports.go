@@ -253,7 +253,7 @@ func (s *Service) CreateImport(ctx context.Context, p *Principal, projectID stri
 	if !req.Confirm {
 		return nil, Invalid("an import overwrites the project's database; send confirm: true")
 	}
-	var out *JobResponse
+	var job *store.Job
 	err := s.db.Update(func(tx *store.Tx) error {
 		prj, err := s.visibleProject(tx, p, projectID)
 		if err != nil {
@@ -296,13 +296,10 @@ func (s *Service) CreateImport(ctx context.Context, p *Principal, projectID stri
 			map[string]any{"upload_id": u.ID, "job_id": j.ID}); err != nil {
 			return Internal(err, "audit")
 		}
-		out = &JobResponse{Job: JobView(j)}
+		job = j
 		return nil
 	})
-	if err == nil {
-		s.notify()
-	}
-	return out, err
+	return s.answerJob(job, err)
 }
 
 // importRestoreJob restores the upload's dump over the project's database (restoreDump: any error

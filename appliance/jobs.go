@@ -107,3 +107,13 @@ func setPayload(j *store.Job, v any) error {
 	j.Payload = b
 	return nil
 }
+
+// answerJob is the answer of a job-returning call whose store transaction (its error err) enqueued job:
+// the runner is poked once the transaction has committed.
+func (s *Service) answerJob(job *store.Job, err error) (*JobResponse, error) {
+	if err != nil {
+		return nil, err
+	}
+	s.notify()
+	return &JobResponse{Job: JobView(job)}, nil
+}

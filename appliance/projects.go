@@ -387,7 +387,7 @@ func (s *Service) DeleteProject(ctx context.Context, p *Principal, projectID, ap
 	if err := p.RequireAdminRole("deleting a project"); err != nil {
 		return nil, err
 	}
-	var out *JobResponse
+	var job *store.Job
 	err := s.db.Update(func(tx *store.Tx) error {
 		prj, err := s.visibleProject(tx, p, projectID)
 		if err != nil {
@@ -415,11 +415,8 @@ func (s *Service) DeleteProject(ctx context.Context, p *Principal, projectID, ap
 		if err := s.audit(tx, p, "project.delete", prj.OrganizationID, prj.ID, map[string]any{"job_id": j.ID, "environment": prj.Environment}); err != nil {
 			return Internal(err, "audit")
 		}
-		out = &JobResponse{Job: JobView(j)}
+		job = j
 		return nil
 	})
-	if err == nil {
-		s.notify()
-	}
-	return out, err
+	return s.answerJob(job, err)
 }

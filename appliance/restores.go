@@ -78,7 +78,7 @@ func (s *Service) RestoreProject(ctx context.Context, p *Principal, projectID st
 			return nil, Internal(err, "read the timeline")
 		}
 	}
-	var out *JobResponse
+	var job *store.Job
 	err = s.db.Update(func(tx *store.Tx) error {
 		prj, err := s.visibleProject(tx, p, prj.ID)
 		if err != nil {
@@ -137,13 +137,10 @@ func (s *Service) RestoreProject(ctx context.Context, p *Principal, projectID st
 		if err := s.audit(tx, p, JobBackupRestore, prj.OrganizationID, prj.ID, md); err != nil {
 			return Internal(err, "audit")
 		}
-		out = &JobResponse{Job: JobView(j)}
+		job = j
 		return nil
 	})
-	if err == nil {
-		s.notify()
-	}
-	return out, err
+	return s.answerJob(job, err)
 }
 
 // A restore switches the project to a new WAL timeline. Each switch is recorded in timelines.json next to

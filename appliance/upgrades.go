@@ -83,7 +83,7 @@ func (s *Service) RollbackMajorUpgrade(ctx context.Context, p *Principal, projec
 
 // projectJob enqueues a job on an active project after check accepts it, and audits it.
 func (s *Service) projectJob(p *Principal, projectID, jobType string, payload any, check func(*store.Project, *store.Instance) error) (*JobResponse, error) {
-	var out *JobResponse
+	var job *store.Job
 	err := s.db.Update(func(tx *store.Tx) error {
 		prj, err := s.visibleProject(tx, p, projectID)
 		if err != nil {
@@ -106,11 +106,8 @@ func (s *Service) projectJob(p *Principal, projectID, jobType string, payload an
 		if err := s.audit(tx, p, jobType, prj.OrganizationID, prj.ID, map[string]any{"job_id": j.ID, "payload": payload}); err != nil {
 			return Internal(err, "audit")
 		}
-		out = &JobResponse{Job: JobView(j)}
+		job = j
 		return nil
 	})
-	if err == nil {
-		s.notify()
-	}
-	return out, err
+	return s.answerJob(job, err)
 }
