@@ -404,6 +404,21 @@ func TestUsageShowsRealSizesAndConnections(t *testing.T) {
 	if u.Usage.Totals.Projects != 1 || u.Usage.Totals.StorageBytes != row.StorageBytes || u.Usage.Totals.Connections != row.Connections {
 		t.Fatalf("totals %+v", u.Usage.Totals)
 	}
+	// A base backup of the ~12 MB database shows in the backup storage, together with the archived WAL.
+	before := u.Usage.Totals.BackupsStorageBytes
+	bj, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, bj.Job.ID); j.State != scheduler.StateCompleted {
+		t.Fatalf("backup %s: %s", j.State, j.Error)
+	}
+	if u, err = e.Svc.OrganizationUsage(t.Context(), p, prj.OrganizationID); err != nil {
+		t.Fatal(err)
+	}
+	if got := u.Usage.Totals.BackupsStorageBytes; got < before+10<<20 {
+		t.Fatalf("backups_storage_bytes %d after a backup, %d before", got, before)
+	}
 }
 
 func extension(t *testing.T, e *appliancetest.Env, p *appliance.Principal, projectID, name string) appliance.Extension {

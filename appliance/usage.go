@@ -17,7 +17,7 @@ type UsageTotals struct {
 	ProjectsLimit         int     `json:"projects_limit"`
 	Previews              int     `json:"previews"`
 	PreviewsLimit         int     `json:"previews_limit"`
-	BackupsStorageBytes   int64   `json:"backups_storage_bytes"`
+	BackupsStorageBytes   int64   `json:"backups_storage_bytes" doc:"bytes in the backup store: WAL archive, base backups, exports and uploaded dumps"`
 	JobSuccessRate7d      float64 `json:"job_success_rate_7d" doc:"completed / (completed + failed) over the last 7 days; 1 when no job ended"`
 	WebhookDeliveryRate7d float64 `json:"webhook_delivery_rate_7d" doc:"delivered / attempted over the last 7 days; 1 when nothing was attempted"`
 }
@@ -101,6 +101,11 @@ func (s *Service) OrganizationUsage(ctx context.Context, p *Principal, orgID str
 			} else {
 				s.log.Warn("measure project", "project", prj.ID, "err", err)
 			}
+		}
+		if n, err := s.retentionStore().ProjectSize(prj.ID); err == nil {
+			u.Totals.BackupsStorageBytes += n
+		} else {
+			s.log.Warn("measure backup storage", "project", prj.ID, "err", err)
 		}
 		u.Projects = append(u.Projects, row)
 		u.Totals.Projects++

@@ -23,6 +23,9 @@ type Store interface {
 	Size(projectID, key string) (int64, error)
 	// Remove deletes one base backup (a missing one is not an error).
 	Remove(projectID, key string) error
+	// ProjectSize is the bytes the store holds of a project (WAL archive, base backups, exports, uploads);
+	// 0 for a project it holds nothing of.
+	ProjectSize(projectID string) (int64, error)
 	// RemoveProject deletes everything the store holds of a project (WAL archive, base backups and any
 	// other files under its directory) and reports whether there was anything; a missing project is not
 	// an error.
@@ -100,8 +103,25 @@ func (d *DirStore) Size(projectID, key string) (int64, error) {
 	if err := checkName("backup key", key); err != nil {
 		return 0, err
 	}
+	return dirSize(d.BaseDir(projectID, key))
+}
+
+// ProjectSize implements Store.
+func (d *DirStore) ProjectSize(projectID string) (int64, error) {
+	if err := checkName("project id", projectID); err != nil {
+		return 0, err
+	}
+	n, err := dirSize(d.projectDir(projectID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// dirSize is the sum of the sizes of the regular files under dir.
+func dirSize(dir string) (int64, error) {
 	var n int64
-	err := filepath.WalkDir(d.BaseDir(projectID, key), func(_ string, e fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
