@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/theappliance/appliance/appliance"
@@ -38,6 +41,8 @@ type cliEnv struct {
 type cliSetupOpts struct {
 	clock  func() time.Time
 	limits httpapi.RateLimits
+	// instances starts the data plane and the job runner: projects become real PostgreSQL instances.
+	instances bool
 }
 
 func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
@@ -46,7 +51,7 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	env := appliancetest.New(t, appliancetest.Options{}) // the same stack every API test runs on
+	env := appliancetest.New(t, appliancetest.Options{Instances: o.instances}) // the same stack every API test runs on
 	svc, ca, boot := env.Svc, env.CA, env.Bootstrap
 	if o.clock != nil {
 		svc.SetClock(o.clock)
@@ -515,7 +520,10 @@ func TestCLIWhoamiTLSAndCredentials(t *testing.T) {
 // The package's real root command carries the client commands and flags.
 func TestCLIRootRegistersClientCommands(t *testing.T) {
 	e := setupCLI(t)
-	for _, path := range [][]string{{"login"}, {"login", "approve"}, {"whoami"}, {"api-keys", "list"}, {"api-keys", "create"}, {"api-keys", "revoke"}} {
+	for _, path := range [][]string{{"login"}, {"login", "approve"}, {"whoami"}, {"api-keys", "list"}, {"api-keys", "create"}, {"api-keys", "revoke"},
+		{"projects", "list"}, {"projects", "get"}, {"projects", "create"}, {"projects", "delete"}, {"projects", "connections"},
+		{"backups", "list"}, {"backups", "create"}, {"restore"}, {"restore-points", "list"}, {"restore-points", "create"},
+		{"restore-points", "delete"}} {
 		c, _, err := root.Find(path)
 		if err != nil || c.Name() != path[len(path)-1] {
 			t.Errorf("root.Find(%v) = %v, %v", path, c, err)
@@ -547,5 +555,319 @@ func TestCLIParseRetryAfter(t *testing.T) {
 		if got := parseRetryAfter(in, now); got != want {
 			t.Errorf("parseRetryAfter(%q) = %v, want %v", in, got, want)
 		}
+	}
+}
+
+// ---- projects, backups and restores ----------------------------------------------------------------
+
+// cliJobDeadline bounds a command that waits for jobs on real instances (provision, backup, restore) on a
+// slow, shared machine.
+const cliJobDeadline = 5 * time.Minute
+
+// mustRunJob is mustRun for a command that waits for a job.
+func (e *cliEnv) mustRunJob(args ...string) (stdout, stderr string) {
+	e.t.Helper()
+	r := e.start("", args...)
+	select {
+	case err := <-r.done:
+		if err != nil {
+			e.t.Fatalf("appliance %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, r.stdout, r.stderr)
+		}
+	case <-time.After(cliJobDeadline):
+		e.t.Fatalf("appliance %s did not finish in %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), cliJobDeadline, r.stdout, r.stderr)
+	}
+	return r.stdout.String(), r.stderr.String()
+}
+
+var (
+	projectIDRe = regexp.MustCompile(`prj_[0-9a-z]{26}`)
+	jobIDRe     = regexp.MustCompile(`job_[0-9a-z]{26}`)
+)
+
+// cliQuery runs SQL on a connection URL and returns the first column of the first row as text.
+func cliQuery(t *testing.T, connURL, sql string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, connURL)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	var out string
+	if err := conn.QueryRow(ctx, sql).Scan(&out); err != nil && err != pgx.ErrNoRows {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return out
+}
+
+// The CLI drives a project's whole life on real instances: create --wait, list, get, connections, a backup,
+// a restore point, a restore to the backup, and deletes of a development and of a production project.
+func TestCLIProjectsBackupsRestore(t *testing.T) {
+	e := setupCLI(t, cliSetupOpts{instances: true,
+		limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
+	t.Setenv("APPLIANCE_API_URL", e.url)
+	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
+	t.Setenv("APPLIANCE_API_KEY", e.boot.APIKey)
+
+	out, _ := e.mustRunJob("projects", "create", "scratch db", "--environment", "development", "--wait")
+	id, jobID := projectIDRe.FindString(out), jobIDRe.FindString(out)
+	if id == "" || jobID == "" {
+		t.Fatalf("create does not print the project and job IDs:\n%s", out)
+	}
+	for _, want := range []string{"Creating project " + id + " (scratch db), development, plan free",
+		"Job " + jobID + " (project.provision) completed.", "Project " + id + " (scratch db) is active (runtime active)."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("create --wait output lacks %q:\n%s", want, out)
+		}
+	}
+
+	list, _ := e.mustRun("", "projects", "list")
+	if !strings.HasPrefix(list, "ID  ") || !strings.Contains(list, "RUNTIME") || !strings.Contains(list, "VERSION") {
+		t.Errorf("list header:\n%s", list)
+	}
+	row := lineWith(list, id)
+	for _, want := range []string{"scratch db", " active ", " development ", " free ", " 15"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("list row lacks %q: %q", want, row)
+		}
+	}
+
+	got, _ := e.mustRun("", "projects", "get", id)
+	for _, want := range []string{id, "scratch_db", "active (runtime active)", "free (max_connections 20, storage 1.0 GiB)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("get lacks %q:\n%s", want, got)
+		}
+	}
+	raw, _ := e.mustRun("", "projects", "get", id, "--json")
+	var pr appliance.ProjectResponse
+	if err := json.Unmarshal([]byte(raw), &pr); err != nil || pr.Project == nil || pr.Project.ID != id || pr.Project.State != "active" {
+		t.Fatalf("get --json = %s (%v)", raw, err)
+	}
+
+	conns, _ := e.mustRun("", "projects", "connections", id)
+	direct := strings.TrimSpace(strings.TrimPrefix(lineWith(conns, "Direct:"), "Direct:"))
+	if !strings.HasPrefix(direct, "postgresql://") || !strings.Contains(direct, "sslmode=verify-full") ||
+		!strings.Contains(lineWith(conns, "Pooled:"), "sslmode=verify-full") {
+		t.Fatalf("connections:\n%s", conns)
+	}
+	raw, _ = e.mustRun("", "projects", "connections", id, "--json")
+	var cr appliance.ConnectionsResponse
+	if err := json.Unmarshal([]byte(raw), &cr); err != nil || cr.Connections.DirectURL != direct {
+		t.Fatalf("connections --json = %s (%v)", raw, err)
+	}
+	cliQuery(t, direct, "CREATE TABLE items (v int PRIMARY KEY)")
+	cliQuery(t, direct, "INSERT INTO items VALUES (1)")
+
+	out, _ = e.mustRunJob("backups", "create", id, "--label", "first", "--wait")
+	m := regexp.MustCompile(`Backup (\S+) \(key (\S+)\): .*, verification verified\.`).FindStringSubmatch(out)
+	if m == nil || !strings.Contains(out, "(backup.create) completed.") {
+		t.Fatalf("backups create --wait output:\n%s", out)
+	}
+	backupID, backupKey := m[1], m[2]
+	cliQuery(t, direct, "INSERT INTO items VALUES (2)") // after the backup: the restore drops it
+
+	list, _ = e.mustRun("", "backups", "list", id)
+	row = lineWith(list, backupID)
+	for _, want := range []string{backupKey, " first ", " completed ", " verified ", "MiB"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("backups list row lacks %q: %q\n%s", want, row, list)
+		}
+	}
+
+	out, _ = e.mustRun("", "restore-points", "create", id, "--label", "after two")
+	rpID := regexp.MustCompile(`rp_[0-9a-z]{26}`).FindString(out)
+	if rpID == "" || !strings.Contains(out, "(after two)") {
+		t.Fatalf("restore-points create:\n%s", out)
+	}
+	list, _ = e.mustRun("", "restore-points", "list", id)
+	if row := lineWith(list, rpID); !strings.Contains(row, "after two") || !strings.Contains(row, backupKey) || !strings.Contains(list, "Point-in-time window: 0 day(s).") {
+		t.Errorf("restore-points list:\n%s", list)
+	}
+
+	out, _ = e.mustRunJob("restore", id, "--backup-key", backupKey, "--wait")
+	for _, want := range []string{"Restoring project " + id + " to backup " + backupKey, "(backup.restore) completed.", "is active"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("restore --wait output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := cliQuery(t, direct, "SELECT string_agg(v::text, ',' ORDER BY v) FROM items"); n != "1" {
+		t.Errorf("after the restore the table holds %q, want the backup's rows (1)", n)
+	}
+
+	// Server-side validation comes through as the API's message.
+	_, _, err := e.run("", "restore", id, "--backup-key", "no-such-key")
+	if err == nil || !strings.Contains(err.Error(), "400") {
+		t.Errorf("restore to an unknown backup: %v", err)
+	}
+
+	out, _ = e.mustRunJob("projects", "delete", id, "--wait")
+	if !strings.Contains(out, "(project.delete) completed.") || !strings.Contains(out, "is deleted") {
+		t.Errorf("delete --wait output:\n%s", out)
+	}
+	if list, _ := e.mustRun("", "projects", "list"); strings.Contains(list, id) {
+		t.Errorf("a deleted project is listed:\n%s", list)
+	}
+
+	// A production project (the default) needs an approval to be deleted.
+	out, _ = e.mustRunJob("projects", "create", "prod", "--wait")
+	prod := projectIDRe.FindString(out)
+	if prod == "" || !strings.Contains(out, "production") {
+		t.Fatalf("create prod:\n%s", out)
+	}
+	_, _, err = e.run("", "projects", "delete", prod)
+	if err == nil || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "project.delete requires an approval token") ||
+		!strings.Contains(err.Error(), "--approve") {
+		t.Fatalf("delete of a production project without approval: %v", err)
+	}
+	if p := e.svcProject(prod); p.State != "active" {
+		t.Fatalf("the refused delete changed the project: %s", p.State)
+	}
+	_, _, err = e.run("", "projects", "delete", prod, "--approval-token", "apr_wrong")
+	if err == nil || !strings.Contains(err.Error(), "403") || strings.Contains(err.Error(), "apr_wrong") {
+		t.Fatalf("delete with a wrong token: %v", err)
+	}
+	out, stderr := e.mustRunJob("projects", "delete", prod, "--approve", "--wait")
+	if !strings.Contains(stderr, "Minted approval apr_") || !strings.Contains(out, "(project.delete) completed.") || !strings.Contains(out, "is deleted") {
+		t.Fatalf("delete --approve --wait:\nstdout:\n%s\nstderr:\n%s", out, stderr)
+	}
+}
+
+func (e *cliEnv) svcProject(id string) *appliance.Project {
+	e.t.Helper()
+	p, err := e.svc.Authenticate(e.t.Context(), e.boot.APIKey)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	res, err := e.svc.GetProject(e.t.Context(), p, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res.Project
+}
+
+// fakeAPI is a stand-in API that records the requests it gets and answers from a handler.
+func fakeAPI(t *testing.T, h func(w http.ResponseWriter, r *http.Request)) (url string, requests *atomic.Int64) {
+	t.Helper()
+	requests = &atomic.Int64{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		h(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	t.Setenv("APPLIANCE_CONFIG", cfg)
+	t.Setenv("APPLIANCE_API_URL", ts.URL)
+	t.Setenv("APPLIANCE_API_KEY", "apl_live_test")
+	t.Setenv("APPLIANCE_CA_CERT", "")
+	return ts.URL, requests
+}
+
+// Bad usage is refused locally, before any request.
+func TestCLIRestoreNeedsExactlyOneTarget(t *testing.T) {
+	_, requests := fakeAPI(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	e := &cliEnv{t: t}
+	for _, args := range [][]string{
+		{"restore", "prj_x", "--backup-key", "k", "--time", "2026-01-02T15:04:05Z"},
+		{"restore", "prj_x", "--backup-key", "k", "--restore-point", "rp_x"},
+		{"restore", "prj_x"},
+	} {
+		_, _, err := e.run("", args...)
+		if err == nil || !strings.Contains(err.Error(), "exactly one target: --backup-key, --time or --restore-point") {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	_, _, err := e.run("", "projects", "delete", "prj_x", "--approve", "--approval-token", "apr_x")
+	if err == nil || !strings.Contains(err.Error(), "none of the others can be") {
+		t.Errorf("delete with --approve and --approval-token: %v", err)
+	}
+	_, _, err = e.run("", "restore-points", "create", "prj_x")
+	if err == nil || !strings.Contains(err.Error(), "--label is required") {
+		t.Errorf("restore-points create without a label: %v", err)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("%d requests were sent", n)
+	}
+}
+
+// A failed job ends --wait with the job's error and the tail of its stderr, and a non-zero exit.
+func TestCLIWaitReportsFailedJob(t *testing.T) {
+	var polls atomic.Int64
+	stderrLines := make([]string, 30)
+	for i := range stderrLines {
+		stderrLines[i] = fmt.Sprintf("line %d", i+1)
+	}
+	_, _ = fakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
+		job := map[string]any{"id": "job_1", "type": "backup.create", "state": "pending", "attempts": 0}
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/projects/prj_x/backups":
+			w.WriteHeader(http.StatusAccepted)
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/jobs/job_1":
+			if polls.Add(1) < 3 {
+				job["state"] = "running"
+			} else {
+				job["state"], job["attempts"], job["error"] = "failed", 3, "pg_basebackup: exit status 1"
+				job["last_stderr"] = strings.Join(stderrLines, "\n") + "\n"
+			}
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			json.NewEncoder(w).Encode(map[string]string{"error": "no route"})
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"job": job})
+	})
+	e := &cliEnv{t: t}
+	stdout, stderr, err := e.run("", "backups", "create", "prj_x", "--wait")
+	if err == nil || err.Error() != "job job_1 (backup.create) failed: pg_basebackup: exit status 1" {
+		t.Fatalf("err = %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+	if polls.Load() != 3 {
+		t.Errorf("%d polls, want 3 (until the job failed)", polls.Load())
+	}
+	if !strings.Contains(stderr, "failed after 3 attempt(s)") || !strings.Contains(stderr, "  line 30\n") ||
+		!strings.Contains(stderr, "  line 11\n") || strings.Contains(stderr, "line 10\n") {
+		t.Errorf("stderr does not show the job's last 20 stderr lines:\n%s", stderr)
+	}
+	if strings.Contains(stdout, "completed") {
+		t.Errorf("stdout claims success:\n%s", stdout)
+	}
+
+	// Without --wait the command ends at once with the job's ID.
+	polls.Store(0)
+	stdout, _, err = e.run("", "backups", "create", "prj_x")
+	if err != nil || !strings.Contains(stdout, "Backing up project prj_x: job job_1 (backup.create).") || polls.Load() != 0 {
+		t.Errorf("create without --wait: %v, %d polls\n%s", err, polls.Load(), stdout)
+	}
+
+	// An API error comes through with its status and message.
+	_, _, err = e.run("", "projects", "get", "prj_x")
+	if err == nil || err.Error() != "GET /v1/projects/prj_x: 404 Not Found: no route" {
+		t.Errorf("get of an unknown project: %v", err)
+	}
+}
+
+// Ctrl-C (the context ending) stops waiting without failing the job.
+func TestCLIWaitStopsWithContext(t *testing.T) {
+	_, _ = fakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			w.WriteHeader(http.StatusAccepted)
+		}
+		json.NewEncoder(w).Encode(map[string]any{"job": map[string]any{"id": "job_1", "type": "backup.restore", "state": "running"}})
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	c := newCLIRoot()
+	var out, errw syncBuffer
+	c.SetOut(&out)
+	c.SetErr(&errw)
+	c.SetArgs([]string{"restore", "prj_x", "--backup-key", "k", "--wait"})
+	done := make(chan error, 1)
+	go func() { done <- c.ExecuteContext(ctx) }()
+	r := &cliRun{stdout: &out, stderr: &errw, done: done}
+	waitFor(t, "the restore to start", r, func() bool { return strings.Contains(out.String(), "job job_1") })
+	cancel()
+	err := r.wait(t)
+	if err == nil || !strings.Contains(err.Error(), "stopped waiting for job job_1 (backup.restore), which keeps running on the server") {
+		t.Fatalf("err = %v", err)
 	}
 }

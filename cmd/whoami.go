@@ -1,8 +1,6 @@
 package cmd
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -33,18 +31,11 @@ func newWhoamiCmd(o *clientOpts) *cobra.Command {
 			}
 			out := c.OutOrStdout()
 			if asJSON {
-				var buf bytes.Buffer
-				if json.Indent(&buf, bytes.TrimSpace(raw), "", "  ") != nil {
-					buf.Reset()
-					buf.Write(bytes.TrimSpace(raw))
-				}
-				buf.WriteByte('\n')
-				_, err := out.Write(buf.Bytes())
-				return err
+				return printJSON(out, raw)
 			}
 			var me meResponse
-			if err := json.Unmarshal(raw, &me); err != nil {
-				return fmt.Errorf("GET /v1/me: unexpected response: %w", err)
+			if err := decode(http.MethodGet, "/v1/me", raw, &me); err != nil {
+				return err
 			}
 			p := me.Principal
 			rows := [][2]string{{"API:", cn.apiURL}}

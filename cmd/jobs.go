@@ -1,0 +1,118 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/theappliance/appliance/appliance"
+)
+
+// Client commands that start a job (create a project, take a backup, restore ...) answer at once with the
+// job; with --wait they follow it here until it ends.
+
+// jobPollInterval is how often --wait asks for the job's state.
+const jobPollInterval = 250 * time.Millisecond
+
+// stderrTailLines is how much of a failed job's last stderr is shown.
+const stderrTailLines = 20
+
+// Job states that end a job.
+const (
+	jobCompleted = "completed"
+	jobFailed    = "failed"
+)
+
+func jobPath(id string) string { return "/v1/jobs/" + url.PathEscape(id) }
+
+// waitJob polls GET /v1/jobs/{id} every jobPollInterval until the job completes or fails, and prints
+// only its end. A failed job is an error carrying the job's error; the tail of its last stderr goes to
+// standard error. Ctrl-C (or the command's context ending) stops the waiting, not the job.
+func waitJob(c *cobra.Command, cl *apiClient, job *appliance.Job) (*appliance.Job, error) {
+	ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt)
+	defer stop()
+	stopped := func(err error) error {
+		return fmt.Errorf("stopped waiting for job %s (%s), which keeps running on the server (GET %s): %w", job.ID, job.Type, jobPath(job.ID), err)
+	}
+	j, transient := job, 0
+	for j.State != jobCompleted && j.State != jobFailed {
+		if err := sleepCtx(ctx, jobPollInterval); err != nil {
+			return nil, stopped(err)
+		}
+		var res appliance.JobResponse
+		err := cl.do(ctx, http.MethodGet, jobPath(job.ID), nil, &res)
+		var ae *APIError
+		switch {
+		case err == nil && res.Job != nil:
+			j, transient = res.Job, 0
+		case err == nil:
+			return nil, fmt.Errorf("GET %s: unexpected response: no job", jobPath(job.ID))
+		case ctx.Err() != nil:
+			return nil, stopped(ctx.Err())
+		case errors.As(err, &ae) && ae.Status == http.StatusTooManyRequests:
+			if err := sleepCtx(ctx, ae.RetryAfter); err != nil {
+				return nil, stopped(err)
+			}
+		case (ae == nil || ae.Status >= 500) && transient < 3:
+			// A network error or a server error: try a few more times before giving up.
+			transient++
+		default:
+			return nil, fmt.Errorf("wait for job %s (%s): %w", job.ID, job.Type, err)
+		}
+	}
+	if j.State == jobFailed {
+		errw := c.ErrOrStderr()
+		fmt.Fprintf(errw, "Job %s (%s) failed after %d attempt(s).\n", j.ID, j.Type, j.Attempts)
+		if tail := lastLines(j.LastStderr, stderrTailLines); tail != "" {
+			fmt.Fprintf(errw, "Last stderr:\n%s\n", indent(tail, "  "))
+		}
+		return j, fmt.Errorf("job %s (%s) failed: %s", j.ID, j.Type, firstNonEmpty(j.Error, "(no error message)"))
+	}
+	fmt.Fprintf(c.OutOrStdout(), "Job %s (%s) completed.\n", j.ID, j.Type)
+	return j, nil
+}
+
+// lastLines returns the last n lines of s, without trailing blank lines.
+func lastLines(s string, n int) string {
+	s = strings.TrimRight(s, " \t\r\n")
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func indent(s, prefix string) string {
+	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
+}
+
+// jobStarted prints the job a command started, and what to do to follow it.
+func jobStarted(c *cobra.Command, what string, j *appliance.Job, wait bool) {
+	fmt.Fprintf(c.OutOrStdout(), "%s: job %s (%s).\n", what, j.ID, j.Type)
+	if !wait {
+		fmt.Fprintf(c.ErrOrStderr(), "The job runs on the server; pass --wait to wait for it, or follow GET %s.\n", jobPath(j.ID))
+	}
+}
+
+// projectJobStarted reports a project's job; with wait it follows the job to its end and prints the
+// project's state then.
+func projectJobStarted(c *cobra.Command, cl *apiClient, what string, j *appliance.Job, wait bool, projectID string) error {
+	jobStarted(c, what, j, wait)
+	if !wait {
+		return nil
+	}
+	if _, err := waitJob(c, cl, j); err != nil {
+		return err
+	}
+	return printProjectState(c, cl, projectID)
+}
