@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/theappliance/appliance/store"
 )
@@ -15,6 +16,18 @@ type PortRange struct {
 
 // DefaultPortRange leaves PostgreSQL's own 5432 and the common 6432 alone.
 var DefaultPortRange = PortRange{First: 15432, Last: 17431}
+
+// ParsePortRange reads "FIRST-LAST" (1024-65535, at least two ports: an instance needs a direct and a
+// pooled port).
+func ParsePortRange(v string) (PortRange, error) {
+	a, b, ok := strings.Cut(strings.TrimSpace(v), "-")
+	first, err1 := strconv.Atoi(strings.TrimSpace(a))
+	last, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil || first < 1024 || last > 65535 || last <= first {
+		return PortRange{}, fmt.Errorf("port range %q: want FIRST-LAST within 1024-65535, e.g. 15432-17431", v)
+	}
+	return PortRange{First: first, Last: last}, nil
+}
 
 // allocatePorts picks n ports of the range that no instance record holds and that can be bound now.
 func (s *Service) allocatePorts(tx *store.Tx, n int) ([]int, error) {

@@ -36,6 +36,7 @@ type UpConfig struct {
 	PGBin      string
 	PGUser     string
 	PGListen   string
+	PGPorts    string
 	Spares     int
 }
 
@@ -73,6 +74,7 @@ func init() {
 	f.StringVar(&cfg.PGBin, "pg-bin", envDefault("APPLIANCE_PG_BIN", ""), "PostgreSQL bin directory (APPLIANCE_PG_BIN); default: the newest under /usr/lib/postgresql")
 	f.StringVar(&cfg.PGUser, "pg-user", envDefault("APPLIANCE_PG_USER", ""), "OS user instances run as when the appliance runs as root (APPLIANCE_PG_USER); default postgres if it exists, else appliance-pg (created)")
 	f.StringVar(&cfg.PGListen, "pg-listen", envDefault("APPLIANCE_PG_LISTEN", "127.0.0.1"), "address instances and poolers listen on (APPLIANCE_PG_LISTEN)")
+	f.StringVar(&cfg.PGPorts, "pg-ports", envDefault("APPLIANCE_PG_PORTS", fmt.Sprintf("%d-%d", appliance.DefaultPortRange.First, appliance.DefaultPortRange.Last)), "FIRST-LAST: where instances' direct and pooled ports are allocated (APPLIANCE_PG_PORTS); give two appliances on one machine different ranges")
 	f.IntVar(&cfg.Spares, "spare-clusters", envInt("APPLIANCE_SPARE_CLUSTERS", 2), "prepared clusters kept ready so provisioning skips initdb (APPLIANCE_SPARE_CLUSTERS)")
 	f.StringVar(&cfg.LogLevel, "log-level", envDefault("APPLIANCE_LOG_LEVEL", "info"), "debug, info, warn or error (APPLIANCE_LOG_LEVEL)")
 	root.AddCommand(up)
@@ -94,6 +96,10 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
+	}
+	ports, err := appliance.ParsePortRange(cfg.PGPorts)
+	if err != nil {
+		return fmt.Errorf("--pg-ports: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
@@ -149,7 +155,8 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		}, stop: func(ctx context.Context) error { return db.Close() }},
 		{name: "instance-supervisor", start: func(ctx context.Context) error {
 			svc = appliance.New(appliance.Config{APIURL: apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
-				Version: Version, CACertPath: ca.CertPath(), ListenHost: cfg.PGListen, DataDir: dataDir, Spares: cfg.Spares}, db, box, log)
+				Version: Version, CACertPath: ca.CertPath(), ListenHost: cfg.PGListen, DataDir: dataDir, Spares: cfg.Spares,
+				Ports: ports}, db, box, log)
 			sup = postgres.NewSupervisor(cfg.PGBin)
 			sup.OnEvent = svc.OnInstanceEvent
 			svc.Probe.Register("instance-supervisor", sup.Health)

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"os"
@@ -174,11 +175,20 @@ func e2eStart(t *testing.T, bin, dataDir string) *e2eProc {
 	return e2eStartEnv(t, bin, dataDir)
 }
 
+// e2ePorts is the instance port range of the appliance on dataDir: its own per data directory (the same
+// on every restart), so that parallel tests do not take each other's ports.
+func e2ePorts(dataDir string) string {
+	h := fnv.New32a()
+	h.Write([]byte(dataDir))
+	first := 20000 + int(h.Sum32()%1000)*40
+	return fmt.Sprintf("%d-%d", first, first+39)
+}
+
 // e2eStartEnv is e2eStart with extra environment variables ("NAME=value").
 func e2eStartEnv(t *testing.T, bin, dataDir string, env ...string) *e2eProc {
 	t.Helper()
 	p := &e2eProc{stdout: &e2eBuffer{}, stderr: &e2eBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, "up", "--data-dir", dataDir, "--listen", "127.0.0.1:0")
+	p.cmd = exec.Command(bin, "up", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--pg-ports", e2ePorts(dataDir))
 	p.cmd.Env = append(append(os.Environ(), "APPLIANCE_KV_LISTEN=127.0.0.1:0", "APPLIANCE_LOG_LEVEL=debug"), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
