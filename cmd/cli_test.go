@@ -8,6 +8,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -31,6 +32,7 @@ import (
 // CLI config for the client commands under test.
 type cliEnv struct {
 	t       *testing.T
+	env     *appliancetest.Env
 	svc     *appliance.Service
 	url     string
 	caPath  string
@@ -51,7 +53,12 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	env := appliancetest.New(t, appliancetest.Options{Instances: o.instances}) // the same stack every API test runs on
+	// The listener first: the service hands out signed URLs under the API's real address.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := appliancetest.New(t, appliancetest.Options{Instances: o.instances, APIURL: "https://" + ln.Addr().String()}) // the same stack every API test runs on
 	svc, ca, boot := env.Svc, env.CA, env.Bootstrap
 	if o.clock != nil {
 		svc.SetClock(o.clock)
@@ -63,12 +70,14 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	api := httpapi.New(svc, httpapi.Options{Log: logger, Limits: o.limits})
 	ts := httptest.NewUnstartedServer(api)
+	ts.Listener.Close()
+	ts.Listener = ln
 	ts.TLS = tlsCfg
 	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // handshake failures are expected in the TLS test
 	ts.StartTLS()
 	t.Cleanup(func() { ts.Close(); api.Close() })
 
-	e := &cliEnv{t: t, svc: svc, url: ts.URL, caPath: ca.CertPath(), boot: boot,
+	e := &cliEnv{t: t, env: env, svc: svc, url: ts.URL, caPath: ca.CertPath(), boot: boot,
 		cfgPath: filepath.Join(t.TempDir(), "cli", "config.json")}
 	t.Setenv("APPLIANCE_CONFIG", e.cfgPath)
 	for _, v := range []string{"APPLIANCE_API_URL", "APPLIANCE_API_KEY", "APPLIANCE_CA_CERT", "APPLIANCE_PASSWORD", "APPLIANCE_EMAIL"} {
@@ -869,5 +878,83 @@ func TestCLIWaitStopsWithContext(t *testing.T) {
 	err := r.wait(t)
 	if err == nil || !strings.Contains(err.Error(), "stopped waiting for job job_1 (backup.restore), which keeps running on the server") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestCLIImportsAndExports moves data in and out through the CLI: preflight, follow, status and cutover
+// of a second local PostgreSQL; an export downloaded, uploaded again and restored.
+func TestCLIImportsAndExports(t *testing.T) {
+	e := setupCLI(t, cliSetupOpts{instances: true,
+		limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
+	t.Setenv("APPLIANCE_API_URL", e.url)
+	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
+	t.Setenv("APPLIANCE_API_KEY", e.boot.APIKey)
+	out, _ := e.mustRunJob("projects", "create", "dest", "--environment", "development", "--wait")
+	id := projectIDRe.FindString(out)
+	src := e.env.StartSource(t, "logical")
+	src.App(t, "shop", "CREATE TABLE items (id serial PRIMARY KEY, name text)",
+		"INSERT INTO items (name) SELECT 'i' || g FROM generate_series(1, 300) g")
+
+	// The source URL from the environment: no password on the command line.
+	if _, _, err := e.run("", "imports", "preflight", id); err == nil || !strings.Contains(err.Error(), "APPLIANCE_SOURCE_URL") {
+		t.Fatalf("preflight without a source: %v", err)
+	}
+	t.Setenv("APPLIANCE_SOURCE_URL", src.URL("shop"))
+	pf, _ := e.mustRun("", "imports", "preflight", id)
+	for _, want := range []string{"provider self_hosted", "wal_level logical", "ready for follow: true", "OK: nothing stops an import."} {
+		if !strings.Contains(pf, want) {
+			t.Errorf("preflight output lacks %q:\n%s", want, pf)
+		}
+	}
+	if _, _, err := e.run("", "imports", "follow", id); err == nil || !strings.Contains(err.Error(), "--confirm") {
+		t.Fatalf("follow without --confirm: %v", err)
+	}
+	out, _ = e.mustRunJob("imports", "follow", id, "--confirm", "--wait")
+	if !strings.Contains(out, "(import.follow) completed") {
+		t.Fatalf("follow --wait:\n%s", out)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		st, _ := e.mustRunJob("imports", "status", id)
+		if strings.Contains(st, "Tables ready: 1 of 1") && strings.Contains(st, "public.items  ready") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status never showed the table ready:\n%s", st)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	src.App(t, "shop", "INSERT INTO items (name) VALUES ('late')")
+	out, _ = e.mustRunJob("imports", "cutover", id, "--confirm", "--wait")
+	if !strings.Contains(out, "(import.follow_cutover) completed") {
+		t.Fatalf("cutover --wait:\n%s", out)
+	}
+	if st, _ := e.mustRunJob("imports", "status", id); !strings.Contains(st, ": completed, from postgres://app:xxxxx@") {
+		t.Fatalf("status after the cutover:\n%s", st)
+	}
+
+	// Out and in again: an export, downloaded, uploaded and restored.
+	out, _ = e.mustRunJob("exports", "create", id, "--wait")
+	exportID := regexp.MustCompile(`exp_[0-9a-z]{26}`).FindString(out)
+	if exportID == "" || !strings.Contains(out, "(export.create) completed") {
+		t.Fatalf("exports create --wait:\n%s", out)
+	}
+	if list, _ := e.mustRun("", "exports", "list", id); !strings.Contains(lineWith(list, exportID), "completed") {
+		t.Fatalf("exports list:\n%s", list)
+	}
+	dump := filepath.Join(t.TempDir(), "dest.dump")
+	e.mustRun("", "exports", "download", id, exportID, "-o", dump)
+	b, err := os.ReadFile(dump)
+	if err != nil || !bytes.HasPrefix(b, []byte("PGDMP")) {
+		t.Fatalf("downloaded dump: %d bytes, %v", len(b), err)
+	}
+	if out, _ = e.mustRun("", "imports", "upload", id, dump); !strings.Contains(out, "Uploaded dest.dump") {
+		t.Fatalf("upload:\n%s", out)
+	}
+	if _, _, err := e.run("", "imports", "restore", id); err == nil || !strings.Contains(err.Error(), "--confirm") {
+		t.Fatalf("restore without --confirm: %v", err)
+	}
+	if out, _ = e.mustRunJob("imports", "restore", id, "--confirm", "--wait"); !strings.Contains(out, "(import.restore) completed") {
+		t.Fatalf("imports restore --wait:\n%s", out)
 	}
 }

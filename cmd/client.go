@@ -416,6 +416,11 @@ func (c *apiClient) doRaw(ctx context.Context, method, path string, body any) ([
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return raw, nil
 	}
+	return nil, apiError(method, path, resp, raw)
+}
+
+// apiError is the *APIError of a non-2xx answer whose body (at most its start) is raw.
+func apiError(method, path string, resp *http.Response, raw []byte) *APIError {
 	ae := &APIError{Method: method, Path: redactPath(path), Status: resp.StatusCode}
 	var eb struct {
 		Error string `json:"error"`
@@ -432,7 +437,7 @@ func (c *apiClient) doRaw(ctx context.Context, method, path string, body any) ([
 		}
 	}
 	ae.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-	return nil, ae
+	return ae
 }
 
 // redactPath drops the query string from paths shown in errors (the poll token travels there).

@@ -47,6 +47,9 @@ type Options struct {
 	Spares int
 	// Log receives the service's log (default: discarded).
 	Log *slog.Logger
+	// APIURL is the base of the URLs the service hands out (signed download and upload URLs); default
+	// "http://test".
+	APIURL string
 }
 
 // New builds an Env in a fresh directory that the instances' OS user can traverse.
@@ -76,7 +79,11 @@ func New(t testing.TB, o Options) *Env {
 	if err := os.MkdirAll(filepath.Join(dir, "instances"), 0o711); err != nil {
 		t.Fatal(err)
 	}
-	svc := appliance.New(appliance.Config{APIURL: "http://test", PublicHost: "localhost", Region: "local",
+	apiURL := o.APIURL
+	if apiURL == "" {
+		apiURL = "http://test"
+	}
+	svc := appliance.New(appliance.Config{APIURL: apiURL, PublicHost: "localhost", Region: "local",
 		Version: "test", PasswordCost: bcrypt.MinCost, CACertPath: ca.CertPath(), ListenHost: "127.0.0.1",
 		DataDir: dir, Ports: freeRange(t), Spares: o.Spares}, db, box, log)
 	e := &Env{Dir: dir, DB: db, Box: box, Svc: svc, CA: ca}

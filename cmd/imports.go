@@ -1,0 +1,556 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/theappliance/appliance/appliance"
+)
+
+// Moving data in and out: dumps (exports, uploads and imports) and following a source by logical
+// replication (preflight, follow, status, cutover, abort).
+
+var (
+	_ = registerClientCommand(newExportsCmd)
+	_ = registerClientCommand(newImportsCmd)
+)
+
+// sourceURLEnv holds a source URL, so that its password need not be on a command line (which other local
+// users can read).
+const sourceURLEnv = "APPLIANCE_SOURCE_URL"
+
+func newExportsCmd(o *clientOpts) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "exports",
+		Aliases: []string{"export"},
+		Short:   "Dump a project's database (pg_dump -Fc) and download the dumps",
+		Args:    cobra.NoArgs,
+		RunE:    func(c *cobra.Command, _ []string) error { return c.Help() },
+	}
+	cmd.AddCommand(newExportsListCmd(o), newExportsCreateCmd(o), newExportsDownloadCmd(o))
+	return cmd
+}
+
+func newExportsListCmd(o *clientOpts) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "list PROJECT_ID",
+		Aliases: []string{"ls"},
+		Short:   "List a project's exports, newest first",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			var list appliance.ExportList
+			if done, err := o.show(c, projectPath(args[0])+"/exports", asJSON, &list); done || err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATE\tSIZE\tCREATED\tEXPIRES")
+			for _, e := range list.Exports {
+				expires := "-"
+				if e.ExpiresAt != nil {
+					expires = e.ExpiresAt.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ID, e.State, humanBytes(e.SizeBytes), e.CreatedAt.UTC().Format(time.RFC3339), expires)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
+	return cmd
+}
+
+func newExportsCreateCmd(o *clientOpts) *cobra.Command {
+	var wait bool
+	cmd := &cobra.Command{
+		Use:     "create PROJECT_ID",
+		Short:   "Dump the project's database in a job (kept 7 days)",
+		Example: `  appliance exports create prj_... --wait && appliance exports download prj_... <export id> -o shop.dump`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := o.authed()
+			if err != nil {
+				return err
+			}
+			var res appliance.ExportJobResponse
+			if err := cl.do(c.Context(), http.MethodPost, projectPath(args[0])+"/exports", nil, &res); err != nil {
+				return err
+			}
+			if res.Job == nil {
+				return fmt.Errorf("POST %s/exports: unexpected response: no job", projectPath(args[0]))
+			}
+			jobStarted(c, "Exporting project "+args[0]+" as "+res.ExportID, res.Job, wait)
+			if !wait {
+				return nil
+			}
+			_, err = waitJob(c, cl, res.Job)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the dump is written (or failed)")
+	return cmd
+}
+
+func newExportsDownloadCmd(o *clientOpts) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "download PROJECT_ID EXPORT_ID",
+		Short: "Download a completed export's dump through a signed URL",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := o.authed()
+			if err != nil {
+				return err
+			}
+			var res appliance.DownloadResponse
+			path := projectPath(args[0]) + "/exports/" + url.PathEscape(args[1]) + "/download"
+			if err := cl.do(c.Context(), http.MethodGet, path, nil, &res); err != nil {
+				return err
+			}
+			if res.Download == nil {
+				return fmt.Errorf("GET %s: unexpected response: no download", path)
+			}
+			if output == "" {
+				output = args[1] + ".dump"
+			}
+			n, err := cl.download(c.Context(), res.Download.DownloadURL, output)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.OutOrStdout(), "Wrote %s (%s): restore it with pg_restore, or import it with `appliance imports upload`.\n", output, humanBytes(n))
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "file to write (default <export id>.dump; - for standard output is not supported)")
+	return cmd
+}
+
+func newImportsCmd(o *clientOpts) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "imports",
+		Aliases: []string{"import"},
+		Short:   "Bring a database in: check a source, follow it by logical replication and cut over, or restore a dump",
+		Long: `Bring a database into a project.
+
+From a running source (wal_level = logical), without downtime until the cutover:
+  appliance imports preflight PROJECT_ID      what the import would meet, and what blocks following
+  appliance imports follow PROJECT_ID --confirm   copy the schema and subscribe (a backup is taken first)
+  appliance imports status PROJECT_ID         tables and lag
+  appliance imports cutover PROJECT_ID --confirm  after writes to the source stopped: zero lag, sequences, detach
+  appliance imports abort PROJECT_ID          stop following and restore the pre-follow backup
+
+From a dump (pg_dump -Fc):
+  appliance imports upload PROJECT_ID FILE
+  appliance imports restore PROJECT_ID --confirm
+
+The source URL comes from --source or, better (a command line is visible to other local users),
+` + sourceURLEnv + `: postgres://user:password@host:5432/dbname?sslmode=require.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
+	}
+	cmd.AddCommand(newImportsPreflightCmd(o), newImportsFollowCmd(o), newImportsStatusCmd(o), newImportsCutoverCmd(o),
+		newImportsAbortCmd(o), newImportsUploadCmd(o), newImportsRestoreCmd(o))
+	return cmd
+}
+
+func importsPath(projectID string) string { return projectPath(projectID) + "/imports" }
+
+// sourceFlag registers --source and returns the function that resolves it (flag, then environment).
+func sourceFlag(cmd *cobra.Command) func() (string, error) {
+	var source string
+	cmd.Flags().StringVar(&source, "source", "", "source database URL (default $"+sourceURLEnv+")")
+	return func() (string, error) {
+		if v := firstNonEmpty(source, os.Getenv(sourceURLEnv)); v != "" {
+			return v, nil
+		}
+		return "", fmt.Errorf("no source: pass --source or set %s", sourceURLEnv)
+	}
+}
+
+func newImportsPreflightCmd(o *clientOpts) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "preflight PROJECT_ID",
+		Short: "Connect to a source and report what importing or following it would meet (exit 1 when a check fails)",
+		Args:  cobra.ExactArgs(1),
+	}
+	source := sourceFlag(cmd)
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		src, err := source()
+		if err != nil {
+			return err
+		}
+		cl, err := o.authed()
+		if err != nil {
+			return err
+		}
+		path := importsPath(args[0]) + "/preflight"
+		raw, err := cl.doRaw(c.Context(), http.MethodPost, path, appliance.PreflightRequest{SourceURL: src})
+		if err != nil {
+			return err
+		}
+		var res appliance.PreflightResponse
+		if err := decode(http.MethodPost, path, raw, &res); err != nil {
+			return err
+		}
+		if res.Preflight == nil {
+			return fmt.Errorf("POST %s: unexpected response: no preflight", path)
+		}
+		if asJSON {
+			if err := printJSON(c.OutOrStdout(), raw); err != nil {
+				return err
+			}
+		} else if err := printPreflight(c.OutOrStdout(), res.Preflight); err != nil {
+			return err
+		}
+		if !res.Preflight.OK {
+			return errors.New("the preflight found a failing check")
+		}
+		return nil
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
+	return cmd
+}
+
+func printPreflight(w io.Writer, pf *appliance.Preflight) error {
+	if s := pf.Source; s != nil {
+		fmt.Fprintf(w, "Source:      PostgreSQL %s, %s, provider %s\n", s.ServerVersion, humanBytes(s.DatabaseSizeBytes), s.Provider)
+		fmt.Fprintf(w, "Schemas:     %s (copied)", firstNonEmpty(strings.Join(s.AppSchemas, ", "), "-"))
+		if len(s.ProviderSchemas) > 0 {
+			fmt.Fprintf(w, "; %s (the provider's, not copied)", strings.Join(s.ProviderSchemas, ", "))
+		}
+		fmt.Fprintln(w)
+		var exts []string
+		for _, e := range s.Extensions {
+			exts = append(exts, e.Name+" "+e.Version)
+		}
+		fmt.Fprintf(w, "Extensions:  %s\n", firstNonEmpty(strings.Join(exts, ", "), "-"))
+		r := s.Replication
+		fmt.Fprintf(w, "Replication: wal_level %s, slots %d/%d used, ready for follow: %t\n", r.WALLevel, r.UsedReplicationSlots,
+			r.MaxReplicationSlots, r.Ready)
+		for _, b := range r.Blockers {
+			fmt.Fprintf(w, "  - %s\n", b)
+		}
+	}
+	fmt.Fprintf(w, "Target:      PostgreSQL %s, storage limit %s\n", pf.TargetVersion, humanBytes(pf.StorageLimitBytes))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tSTATUS\tDETAIL")
+	for _, ch := range pf.Checks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", ch.Name, ch.Status, ch.Detail)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	verdict := "OK: nothing stops an import."
+	if !pf.OK {
+		verdict = "NOT OK: fix the failing checks first."
+	}
+	_, err := fmt.Fprintln(w, verdict)
+	return err
+}
+
+// requireConfirm refuses an overwriting command without --confirm, before any request.
+func requireConfirm(confirm bool, what string) error {
+	if !confirm {
+		return fmt.Errorf("%s; pass --confirm", what)
+	}
+	return nil
+}
+
+// postJob POSTs body to path and reports the job it started (following it with wait).
+func postJob(c *cobra.Command, o *clientOpts, path string, body any, what string, wait bool) (*apiClient, *appliance.Job, error) {
+	cl, err := o.authed()
+	if err != nil {
+		return nil, nil, err
+	}
+	var res appliance.JobResponse
+	if err := cl.do(c.Context(), http.MethodPost, path, body, &res); err != nil {
+		return nil, nil, err
+	}
+	if res.Job == nil {
+		return nil, nil, fmt.Errorf("POST %s: unexpected response: no job", path)
+	}
+	jobStarted(c, what, res.Job, wait)
+	if !wait {
+		return cl, nil, nil
+	}
+	j, err := waitJob(c, cl, res.Job)
+	return cl, j, err
+}
+
+func newImportsFollowCmd(o *clientOpts) *cobra.Command {
+	var confirm, wait bool
+	cmd := &cobra.Command{
+		Use:   "follow PROJECT_ID --confirm",
+		Short: "Back up the project, copy the source's schema over it and subscribe to the source's tables",
+		Args:  cobra.ExactArgs(1),
+	}
+	source := sourceFlag(cmd)
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if err := requireConfirm(confirm, "follow copies the source's schema over the project's database"); err != nil {
+			return err
+		}
+		src, err := source()
+		if err != nil {
+			return err
+		}
+		_, _, err = postJob(c, o, importsPath(args[0])+"/follow", appliance.FollowRequest{SourceURL: src, Confirm: true},
+			"Following the source into project "+args[0], wait)
+		return err
+	}
+	cmd.Flags().BoolVar(&confirm, "confirm", false, "confirm that the project's database may be overwritten")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the subscription exists (the initial copy then runs on)")
+	return cmd
+}
+
+func newImportsStatusCmd(o *clientOpts) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status PROJECT_ID",
+		Short: "Measure the follow: each table's sync state and the lag in bytes",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := o.authed()
+			if err != nil {
+				return err
+			}
+			var res appliance.JobResponse
+			path := importsPath(args[0]) + "/follow/status"
+			if err := cl.do(c.Context(), http.MethodPost, path, nil, &res); err != nil {
+				return err
+			}
+			if res.Job == nil {
+				return fmt.Errorf("POST %s: unexpected response: no job", path)
+			}
+			j, err := waitJob(quiet(c), cl, res.Job)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(c.OutOrStdout(), j.Result)
+			}
+			var rep appliance.FollowReport
+			if err := json.Unmarshal(j.Result, &rep); err != nil {
+				return fmt.Errorf("job %s: unexpected result: %w", j.ID, err)
+			}
+			return printFollowReport(c.OutOrStdout(), &rep)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status job's result as JSON")
+	return cmd
+}
+
+// quiet is c with its standard output discarded (waitJob's "completed" line is not wanted there).
+func quiet(c *cobra.Command) *cobra.Command {
+	q := &cobra.Command{}
+	q.SetContext(c.Context())
+	q.SetOut(io.Discard)
+	q.SetErr(c.ErrOrStderr())
+	return q
+}
+
+func printFollowReport(w io.Writer, r *appliance.FollowReport) error {
+	fmt.Fprintf(w, "Follow %s: %s, from %s\n", r.FollowID, r.State, r.Source)
+	if r.Error != "" {
+		fmt.Fprintf(w, "Error: %s\n", r.Error)
+	}
+	if r.State != appliance.FollowFollowing && r.State != appliance.FollowCuttingOver {
+		return nil
+	}
+	lag := "unknown (" + r.SourceError + ")"
+	if r.LagBytes != nil {
+		lag = humanBytes(*r.LagBytes)
+	}
+	fmt.Fprintf(w, "Tables ready: %d of %d; lag %s; worker running: %t\n", r.TablesReady, len(r.Tables), lag, r.WorkerRunning)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TABLE\tSTATE")
+	for _, t := range r.Tables {
+		fmt.Fprintf(tw, "%s\t%s\n", t.Table, t.State)
+	}
+	return tw.Flush()
+}
+
+func newImportsCutoverCmd(o *clientOpts) *cobra.Command {
+	var confirm, wait bool
+	cmd := &cobra.Command{
+		Use:   "cutover PROJECT_ID --confirm",
+		Short: "Wait for zero lag, copy sequence values and stop following (stop writes to the source first)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := requireConfirm(confirm, "after the cutover the project no longer follows the source"); err != nil {
+				return err
+			}
+			_, _, err := postJob(c, o, importsPath(args[0])+"/follow/cutover", appliance.CutoverRequest{Confirm: true},
+				"Cutting project "+args[0]+" over", wait)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&confirm, "confirm", false, "confirm the cutover")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the cutover is done (or failed)")
+	return cmd
+}
+
+func newImportsAbortCmd(o *clientOpts) *cobra.Command {
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "abort PROJECT_ID",
+		Short: "Stop following and restore the backup taken before follow started",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, j, err := postJob(c, o, importsPath(args[0])+"/follow/abort", nil, "Aborting the follow of project "+args[0], wait)
+			if err != nil || j == nil {
+				return err
+			}
+			var res struct {
+				RestoreJobID string   `json:"restore_job_id"`
+				Warnings     []string `json:"warnings"`
+			}
+			if err := json.Unmarshal(j.Result, &res); err != nil {
+				return fmt.Errorf("job %s: unexpected result: %w", j.ID, err)
+			}
+			for _, w := range res.Warnings {
+				fmt.Fprintf(c.ErrOrStderr(), "Warning: %s\n", w)
+			}
+			if res.RestoreJobID == "" {
+				return nil
+			}
+			return projectJobStarted(c, cl, "Restoring the pre-follow backup", &appliance.Job{ID: res.RestoreJobID,
+				Type: appliance.JobBackupRestore}, true, args[0])
+		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the follow is gone and the project restored")
+	return cmd
+}
+
+func newImportsUploadCmd(o *clientOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "upload PROJECT_ID FILE",
+		Short: "Upload a dump (pg_dump -Fc) for `imports restore` through a signed URL",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			f, err := os.Open(args[1])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			fi, err := f.Stat()
+			if err != nil {
+				return err
+			}
+			cl, err := o.authed()
+			if err != nil {
+				return err
+			}
+			var res appliance.UploadResponse
+			if err := cl.do(c.Context(), http.MethodPost, importsPath(args[0])+"/uploads", nil, &res); err != nil {
+				return err
+			}
+			if res.Upload == nil || res.Upload.UploadURL == "" {
+				return fmt.Errorf("POST %s/uploads: unexpected response: no upload URL", importsPath(args[0]))
+			}
+			var up appliance.UploadResponse
+			if err := cl.transfer(c.Context(), http.MethodPut, res.Upload.UploadURL, f, fi.Size(), &up); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.OutOrStdout(), "Uploaded %s (%s) as %s: restore it with `appliance imports restore %s --confirm`.\n",
+				filepath.Base(args[1]), humanBytes(fi.Size()), res.Upload.ID, args[0])
+			return nil
+		},
+	}
+}
+
+func newImportsRestoreCmd(o *clientOpts) *cobra.Command {
+	var (
+		req  appliance.ImportRequest
+		wait bool
+	)
+	cmd := &cobra.Command{
+		Use:   "restore PROJECT_ID --confirm [--upload ID]",
+		Short: "Restore an uploaded dump over the project's database (one transaction: a failure changes nothing)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := requireConfirm(req.Confirm, "an import overwrites the project's database"); err != nil {
+				return err
+			}
+			_, _, err := postJob(c, o, importsPath(args[0]), &req, "Importing into project "+args[0], wait)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&req.Confirm, "confirm", false, "confirm that the project's database may be overwritten")
+	cmd.Flags().StringVar(&req.UploadID, "upload", "", "the upload to restore (default: the newest uploaded one)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the restore is done (or failed)")
+	return cmd
+}
+
+// transferClient is the API client's transport without its overall timeout: a dump may take long to move;
+// the command's context bounds it instead.
+func (c *apiClient) transferClient() *http.Client { return &http.Client{Transport: c.http.Transport} }
+
+// transfer sends body (size bytes) to a signed URL the API handed out and decodes its JSON answer into out.
+func (c *apiClient) transfer(ctx context.Context, method, signedURL string, body io.Reader, size int64, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, signedURL, body)
+	if err != nil {
+		return err
+	}
+	req.ContentLength = size
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("User-Agent", "appliance-cli/"+Version)
+	resp, err := c.transferClient().Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, redactPath(signedURL), err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		return apiError(method, signedURL, resp, raw)
+	}
+	return json.Unmarshal(raw, out)
+}
+
+// download writes what a signed URL serves to path (through a temporary file renamed at the end).
+func (c *apiClient) download(ctx context.Context, signedURL, path string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, signedURL, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("User-Agent", "appliance-cli/"+Version)
+	resp, err := c.transferClient().Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("GET %s: %w", redactPath(signedURL), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return 0, apiError(http.MethodGet, signedURL, resp, raw)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.part")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmp.Name())
+	n, err := io.Copy(tmp, resp.Body)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	return n, err
+}
