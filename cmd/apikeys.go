@@ -22,15 +22,8 @@ type apiKey = appliance.APIKey
 var _ = registerClientCommand(newAPIKeysCmd)
 
 func newAPIKeysCmd(o *clientOpts) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "api-keys",
-		Aliases: []string{"api-key", "keys"},
-		Short:   "List, create and revoke the organization's API keys",
-		Args:    cobra.NoArgs,
-		RunE:    func(c *cobra.Command, _ []string) error { return c.Help() },
-	}
-	cmd.AddCommand(newAPIKeysListCmd(o), newAPIKeysCreateCmd(o), newAPIKeysRevokeCmd(o))
-	return cmd
+	return groupCmd("api-keys", []string{"api-key", "keys"}, "List, create and revoke the organization's API keys",
+		newAPIKeysListCmd(o), newAPIKeysCreateCmd(o), newAPIKeysRevokeCmd(o))
 }
 
 // orgFor returns --org, or the organization of the credential (GET /v1/me).

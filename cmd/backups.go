@@ -22,15 +22,8 @@ var (
 )
 
 func newBackupsCmd(o *clientOpts) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "backups",
-		Aliases: []string{"backup"},
-		Short:   "List and take a project's base backups",
-		Args:    cobra.NoArgs,
-		RunE:    func(c *cobra.Command, _ []string) error { return c.Help() },
-	}
-	cmd.AddCommand(newBackupsListCmd(o), newBackupsCreateCmd(o))
-	return cmd
+	return groupCmd("backups", []string{"backup"}, "List and take a project's base backups",
+		newBackupsListCmd(o), newBackupsCreateCmd(o))
 }
 
 func newBackupsListCmd(o *clientOpts) *cobra.Command {
@@ -176,15 +169,8 @@ The restored data directory replaces the current one only once it is up; the old
 }
 
 func newRestorePointsCmd(o *clientOpts) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "restore-points",
-		Aliases: []string{"restore-point"},
-		Short:   "List, create and delete a project's named restore points",
-		Args:    cobra.NoArgs,
-		RunE:    func(c *cobra.Command, _ []string) error { return c.Help() },
-	}
-	cmd.AddCommand(newRestorePointsListCmd(o), newRestorePointsCreateCmd(o), newRestorePointsDeleteCmd(o))
-	return cmd
+	return groupCmd("restore-points", []string{"restore-point"}, "List, create and delete a project's named restore points",
+		newRestorePointsListCmd(o), newRestorePointsCreateCmd(o), newRestorePointsDeleteCmd(o))
 }
 
 func newRestorePointsListCmd(o *clientOpts) *cobra.Command {

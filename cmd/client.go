@@ -57,6 +57,14 @@ func addClientCommands(r *cobra.Command) {
 	}
 }
 
+// groupCmd is a command that only groups its subcommands (run alone, it prints its help).
+func groupCmd(use string, aliases []string, short string, subs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Aliases: aliases, Short: short, Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return c.Help() }}
+	cmd.AddCommand(subs...)
+	return cmd
+}
+
 // ---- CLI config -------------------------------------------------------------------------------------
 
 // cliConfig is the CLI config file (mode 0600 in a 0700 directory).

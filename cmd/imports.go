@@ -32,15 +32,8 @@ var (
 const sourceURLEnv = "APPLIANCE_SOURCE_URL"
 
 func newExportsCmd(o *clientOpts) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "exports",
-		Aliases: []string{"export"},
-		Short:   "Dump a project's database (pg_dump -Fc) and download the dumps",
-		Args:    cobra.NoArgs,
-		RunE:    func(c *cobra.Command, _ []string) error { return c.Help() },
-	}
-	cmd.AddCommand(newExportsListCmd(o), newExportsCreateCmd(o), newExportsDownloadCmd(o))
-	return cmd
+	return groupCmd("exports", []string{"export"}, "Dump a project's database (pg_dump -Fc) and download the dumps",
+		newExportsListCmd(o), newExportsCreateCmd(o), newExportsDownloadCmd(o))
 }
 
 func newExportsListCmd(o *clientOpts) *cobra.Command {
@@ -137,11 +130,10 @@ func newExportsDownloadCmd(o *clientOpts) *cobra.Command {
 }
 
 func newImportsCmd(o *clientOpts) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "imports",
-		Aliases: []string{"import"},
-		Short:   "Bring a database in: check a source, follow it by logical replication and cut over, or restore a dump",
-		Long: `Bring a database into a project.
+	cmd := groupCmd("imports", []string{"import"}, "Bring a database in: check a source, follow it by logical replication and cut over, or restore a dump",
+		newImportsPreflightCmd(o), newImportsFollowCmd(o), newImportsStatusCmd(o), newImportsCutoverCmd(o),
+		newImportsAbortCmd(o), newImportsUploadCmd(o), newImportsRestoreCmd(o))
+	cmd.Long = `Bring a database into a project.
 
 From a running source (wal_level = logical), without downtime until the cutover:
   appliance imports preflight PROJECT_ID      what the import would meet, and what blocks following
@@ -155,12 +147,7 @@ From a dump (pg_dump -Fc):
   appliance imports restore PROJECT_ID --confirm
 
 The source URL comes from --source or, better (a command line is visible to other local users),
-` + sourceURLEnv + `: postgres://user:password@host:5432/dbname?sslmode=require.`,
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
-	}
-	cmd.AddCommand(newImportsPreflightCmd(o), newImportsFollowCmd(o), newImportsStatusCmd(o), newImportsCutoverCmd(o),
-		newImportsAbortCmd(o), newImportsUploadCmd(o), newImportsRestoreCmd(o))
+` + sourceURLEnv + `: postgres://user:password@host:5432/dbname?sslmode=require.`
 	return cmd
 }
 

@@ -20,16 +20,9 @@ import (
 var _ = registerClientCommand(newProjectsCmd)
 
 func newProjectsCmd(o *clientOpts) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "projects",
-		Aliases: []string{"project"},
-		Short:   "List, create and delete projects (PostgreSQL instances) and show their connection URLs",
-		Args:    cobra.NoArgs,
-		RunE:    func(c *cobra.Command, _ []string) error { return c.Help() },
-	}
-	cmd.AddCommand(newProjectsListCmd(o), newProjectsGetCmd(o), newProjectsCreateCmd(o), newProjectsDeleteCmd(o),
+	return groupCmd("projects", []string{"project"}, "List, create and delete projects (PostgreSQL instances) and show their connection URLs",
+		newProjectsListCmd(o), newProjectsGetCmd(o), newProjectsCreateCmd(o), newProjectsDeleteCmd(o),
 		newProjectsConnectionsCmd(o))
-	return cmd
 }
 
 func projectPath(id string) string { return "/v1/projects/" + url.PathEscape(id) }
