@@ -139,6 +139,10 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 		return nil, fmt.Errorf("on the source: %w", src.redactErr(err))
 	}
 	sub := pgx.Identifier{f.Subscription}.Sanitize()
+	// The statement holds the source's password: a failing one must not be written to the server's log.
+	if _, err := target.Exec(ctx, "SET log_min_error_statement = panic"); err != nil {
+		return nil, err
+	}
 	if _, err := target.Exec(ctx, "CREATE SUBSCRIPTION "+sub+" CONNECTION "+quoteLiteral(src.Conninfo())+
 		" PUBLICATION "+pub+" WITH (slot_name = "+quoteLiteral(f.Subscription)+")"); err != nil {
 		return nil, fmt.Errorf("create the subscription: %w", src.redactErr(err))
