@@ -419,6 +419,26 @@ func TestUsageShowsRealSizesAndConnections(t *testing.T) {
 	if got := u.Usage.Totals.BackupsStorageBytes; got < before+10<<20 {
 		t.Fatalf("backups_storage_bytes %d after a backup, %d before", got, before)
 	}
+
+	// Storage history: an hourly sample of the organization's storage, kept 30 days.
+	if len(u.Usage.StorageHistory) != 0 {
+		t.Fatalf("storage history before any sample: %+v", u.Usage.StorageHistory)
+	}
+	start := time.Now().UTC()
+	for i, at := range []time.Time{start, start.Add(time.Hour), start.Add(31 * 24 * time.Hour)} {
+		e.Svc.SetClock(func() time.Time { return at })
+		if n, err := e.Svc.SampleStorage(t.Context()); err != nil || n != 1 {
+			t.Fatalf("sample %d: %d organizations, %v", i, n, err)
+		}
+		if u, err = e.Svc.OrganizationUsage(t.Context(), p, prj.OrganizationID); err != nil {
+			t.Fatal(err)
+		}
+		h := u.Usage.StorageHistory
+		want := []int{1, 2, 1}[i] // the third sample is 31 days later: the first two are gone
+		if len(h) != want || !h[len(h)-1].SampledAt.Equal(at) || h[len(h)-1].StorageBytes < 10<<20 {
+			t.Fatalf("storage history after sample %d: %+v", i, h)
+		}
+	}
 }
 
 func extension(t *testing.T, e *appliancetest.Env, p *appliance.Principal, projectID, name string) appliance.Extension {

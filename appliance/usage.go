@@ -2,8 +2,10 @@ package appliance
 
 import (
 	"context"
+	"slices"
 	"time"
 
+	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -94,14 +96,7 @@ func (s *Service) OrganizationUsage(ctx context.Context, p *Principal, orgID str
 		if prj.DeletedAt != nil {
 			continue
 		}
-		row := ProjectUsage{ProjectID: prj.ID, Name: prj.Name, State: prj.State, StorageLimitBytes: prj.StorageLimitBytes}
-		if prj.State == ProjectActive {
-			if size, conns, err := s.measureProject(ctx, prj); err == nil {
-				row.StorageBytes, row.Connections = size, conns
-			} else {
-				s.log.Warn("measure project", "project", prj.ID, "err", err)
-			}
-		}
+		row := s.projectUsage(ctx, prj)
 		if n, err := s.retentionStore().ProjectSize(prj.ID); err == nil {
 			u.Totals.BackupsStorageBytes += n
 		} else {
@@ -120,5 +115,81 @@ func (s *Service) OrganizationUsage(ctx context.Context, p *Principal, orgID str
 		u.Totals.JobSuccessRate7d = float64(completed) / float64(completed+failed)
 	}
 	u.Totals.WebhookDeliveryRate7d = 1 // no outbound webhooks exist yet: nothing was attempted
+	if err := s.db.View(func(tx *store.Tx) error {
+		samples, err := store.StorageSamples.Lookup(tx, store.StorageSamplesByOrg, orgID, store.Query{})
+		if err != nil {
+			return Internal(err, "list storage samples")
+		}
+		since := s.now().Add(-StorageHistoryDays * 24 * time.Hour)
+		for _, smp := range samples {
+			if smp.SampledAt.After(since) {
+				u.StorageHistory = append(u.StorageHistory, StorageSample{SampledAt: smp.SampledAt, StorageBytes: smp.StorageBytes})
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(u.StorageHistory, func(a, b StorageSample) int { return a.SampledAt.Compare(b.SampledAt) })
 	return &UsageResponse{Usage: u}, nil
+}
+
+// projectUsage is a project's usage row, measured on its server when it is active.
+func (s *Service) projectUsage(ctx context.Context, prj *store.Project) ProjectUsage {
+	row := ProjectUsage{ProjectID: prj.ID, Name: prj.Name, State: prj.State, StorageLimitBytes: prj.StorageLimitBytes}
+	if prj.State == ProjectActive {
+		if size, conns, err := s.measureProject(ctx, prj); err == nil {
+			row.StorageBytes, row.Connections = size, conns
+		} else {
+			s.log.Warn("measure project", "project", prj.ID, "err", err)
+		}
+	}
+	return row
+}
+
+// StorageHistoryDays is how long storage samples are kept (and how far usage.storage_history reaches).
+const StorageHistoryDays = 30
+
+// SampleStorage records every organization's storage now (the sum of its active projects' database
+// sizes, as usage measures them) and deletes the samples older than StorageHistoryDays. It returns the
+// number of samples recorded. The scheduler runs it hourly.
+func (s *Service) SampleStorage(ctx context.Context) (int, error) {
+	var orgs []*store.Organization
+	var projects []*store.Project
+	if err := s.db.View(func(tx *store.Tx) (err error) {
+		if orgs, err = store.Organizations.All(tx, nil); err != nil {
+			return err
+		}
+		projects, err = store.Projects.All(tx, func(p *store.Project) bool { return p.State == ProjectActive })
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	sizes := map[string]int64{}
+	for _, prj := range projects {
+		sizes[prj.OrganizationID] += s.projectUsage(ctx, prj).StorageBytes
+	}
+	now := s.now()
+	cutoff := now.Add(-StorageHistoryDays * 24 * time.Hour)
+	err := s.db.Update(func(tx *store.Tx) error {
+		for _, o := range orgs {
+			old, err := store.StorageSamples.Lookup(tx, store.StorageSamplesByOrg, o.ID, store.Query{})
+			if err != nil {
+				return err
+			}
+			for _, smp := range old {
+				if !smp.SampledAt.After(cutoff) {
+					if err := store.StorageSamples.Delete(tx, smp.ID); err != nil {
+						return err
+					}
+				}
+			}
+			if err := store.StorageSamples.Put(tx, &store.StorageSample{ID: ids.New("smp"), OrganizationID: o.ID,
+				SampledAt: now, StorageBytes: sizes[o.ID]}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return len(orgs), err
 }

@@ -207,6 +207,14 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			}); err != nil {
 				return err
 			}
+			sample := func(ctx context.Context) {
+				if _, err := svc.SampleStorage(ctx); err != nil {
+					log.Error("storage sampling", "err", err)
+				}
+			}
+			if err := runner.Every("@every 1h", "storage-history", sample); err != nil {
+				return err
+			}
 			svc.RegisterJobs(runner)
 			if err := runner.Start(ctx); err != nil {
 				return err

@@ -392,3 +392,17 @@ var (
 	ImportFollows          = newTable("import_follows", func(r *ImportFollow) string { return r.ID })
 	ImportFollowsByProject = ImportFollows.index("project", func(r *ImportFollow) []string { return []string{r.ProjectID} })
 )
+
+// StorageSample is an organization's storage at one time (usage.storage_history).
+type StorageSample struct {
+	ID             string    `json:"id"`
+	OrganizationID string    `json:"organization_id"`
+	SampledAt      time.Time `json:"sampled_at"`
+	StorageBytes   int64     `json:"storage_bytes"`
+}
+
+// The storage samples table.
+var (
+	StorageSamples      = newTable("storage_samples", func(r *StorageSample) string { return r.ID })
+	StorageSamplesByOrg = StorageSamples.index("organization", func(r *StorageSample) []string { return []string{r.OrganizationID} })
+)
