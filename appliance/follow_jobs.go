@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -55,12 +54,17 @@ func (s *Service) followStartJob(ctx context.Context, run *scheduler.Run) (any, 
 	}
 	if target, cerr := s.adminConn(context.WithoutCancel(ctx), inst, prj.DatabaseName); cerr == nil {
 		if src, serr := s.followSource(f); serr == nil {
-			_, _ = s.detachFollow(context.WithoutCancel(ctx), target, src, f, true)
+			_, _ = s.detachFollow(context.WithoutCancel(ctx), target, src, f)
 		}
 		target.Close(context.WithoutCancel(ctx))
 	}
 	msg := err.Error()
-	if uerr := s.updateFollow(f.ID, func(f *store.ImportFollow) { f.State, f.Error = FollowFailed, msg }); uerr != nil {
+	if uerr := s.updateFollow(f.ID, func(f *store.ImportFollow) {
+		if f.State == FollowStarting { // an abort accepted meanwhile cleans up instead
+			f.State = FollowFailed
+		}
+		f.Error = msg
+	}); uerr != nil {
 		s.log.Error("mark follow failed", "follow", f.ID, "err", uerr)
 	}
 	if f.SchemaCopied {
@@ -139,9 +143,12 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 		return nil, fmt.Errorf("on the source: %w", src.redactErr(err))
 	}
 	sub := pgx.Identifier{f.Subscription}.Sanitize()
-	// The statement holds the source's password: a failing one must not be written to the server's log.
-	if _, err := target.Exec(ctx, "SET log_min_error_statement = panic"); err != nil {
-		return nil, err
+	// The statement holds the source's password: it must not be written to the server's log when it fails,
+	// nor show in pg_stat_activity or pg_stat_statements, which the project's role may read (pg_monitor).
+	for _, set := range []string{"SET log_min_error_statement = panic", "SET track_activities = off", "SET pg_stat_statements.track = 'none'"} {
+		if _, err := target.Exec(ctx, set); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := target.Exec(ctx, "CREATE SUBSCRIPTION "+sub+" CONNECTION "+quoteLiteral(src.Conninfo())+
 		" PUBLICATION "+pub+" WITH (slot_name = "+quoteLiteral(f.Subscription)+")"); err != nil {
@@ -152,10 +159,16 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 }
 
 func (s *Service) markFollowing(f *store.ImportFollow, tables []string, steps *stepTimer) (any, error) {
-	if err := s.updateFollow(f.ID, func(f *store.ImportFollow) { f.State, f.Error = FollowFollowing, "" }); err != nil {
+	state := ""
+	if err := s.updateFollow(f.ID, func(f *store.ImportFollow) {
+		if f.State == FollowStarting { // an abort accepted meanwhile stays: its job removes the subscription
+			f.State, f.Error = FollowFollowing, ""
+		}
+		state = f.State
+	}); err != nil {
 		return nil, err
 	}
-	return map[string]any{"follow_id": f.ID, "state": FollowFollowing, "publication": f.Publication,
+	return map[string]any{"follow_id": f.ID, "state": state, "publication": f.Publication,
 		"subscription": f.Subscription, "tables": len(tables), "backup_id": f.BackupID, "timings_ms": steps.ms}, nil
 }
 
@@ -191,13 +204,15 @@ func (s *Service) copySchema(ctx context.Context, run *scheduler.Run, dp *DataPl
 }
 
 // restoreDump runs pg_restore --clean --if-exists --no-owner --no-tablespaces --role=<project role>
-// --single-transaction of a custom-format dump into the project's database as the admin over 127.0.0.1, without the dump's
-// extensions and event triggers (the platform manages extensions; event triggers need a superuser). Any
-// error fails it, and then nothing changed.
+// --single-transaction of a custom-format dump into the project's database, without the dump's extensions
+// and event triggers (the platform manages extensions; event triggers need a superuser). It connects as the
+// project's current login over TLS, never as the admin: code the dump makes the server run (a CHECK
+// constraint's function, an index expression) could RESET ROLE to whoever connected. Any error fails it,
+// and then nothing changed.
 func (s *Service) restoreDump(ctx context.Context, run *scheduler.Run, dp *DataPlane, prj *store.Project, inst *store.Instance, dump string) error {
-	adminPW, err := s.box.Open(inst.AdminPassword)
+	pw, err := s.box.Open(prj.Credential.Password)
 	if err != nil {
-		return fmt.Errorf("open admin password: %w", err)
+		return fmt.Errorf("open the project's credential: %w", err)
 	}
 	pgrestore, err := s.pgInstance(dp, inst).Bin.Path("pg_restore")
 	if err != nil {
@@ -216,8 +231,8 @@ func (s *Service) restoreDump(ctx context.Context, run *scheduler.Run, dp *DataP
 	}
 	cmd := dp.User.Command(pgrestore, "--clean", "--if-exists", "--no-owner", "--no-tablespaces", "--role="+prj.RoleName,
 		"--single-transaction", "--use-list="+list, "--no-password", "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port),
-		"-U", postgres.AdminRole, "-d", prj.DatabaseName, dump)
-	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
+		"-U", prj.Credential.Username, "-d", prj.DatabaseName, dump)
+	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(pw), "PGSSLMODE=require", "PGCONNECT_TIMEOUT=10", "PGPASSFILE=/dev/null")
 	return run.Exec(ctx, cmd)
 }
 
@@ -238,10 +253,10 @@ func subscriptionExists(ctx context.Context, target *pgx.Conn, name string) (boo
 	return ok, err
 }
 
-// detachFollow drops the subscription (which drops its slot on the source) and the publication. With
-// force, a source that cannot be reached does not stop it: the subscription is dropped without its slot,
-// and the warnings say what is left on the source.
-func (s *Service) detachFollow(ctx context.Context, target *pgx.Conn, src *SourceURL, f *store.ImportFollow, force bool) ([]string, error) {
+// detachFollow drops the subscription (which drops its slot on the source) and the publication. The source
+// never stops it: when the slot cannot be dropped through the subscription, the subscription is dropped
+// without it, and the warnings say what is left on the source to remove by hand.
+func (s *Service) detachFollow(ctx context.Context, target *pgx.Conn, src *SourceURL, f *store.ImportFollow) ([]string, error) {
 	warnings := []string{}
 	sub := pgx.Identifier{f.Subscription}.Sanitize()
 	exists, err := subscriptionExists(ctx, target, f.Subscription)
@@ -253,9 +268,6 @@ func (s *Service) detachFollow(ctx context.Context, target *pgx.Conn, src *Sourc
 			return nil, err
 		}
 		if _, err := target.Exec(ctx, "DROP SUBSCRIPTION "+sub); err != nil {
-			if !force {
-				return nil, fmt.Errorf("drop the subscription: %w", src.redactErr(err))
-			}
 			warnings = append(warnings, fmt.Sprintf("the source's replication slot %s could not be dropped (%v): drop it there with SELECT pg_drop_replication_slot('%s')",
 				f.Subscription, src.redactErr(err), f.Subscription))
 			for _, stmt := range []string{"ALTER SUBSCRIPTION " + sub + " SET (slot_name = NONE)", "DROP SUBSCRIPTION " + sub} {
@@ -267,26 +279,14 @@ func (s *Service) detachFollow(ctx context.Context, target *pgx.Conn, src *Sourc
 	}
 	source, err := src.Connect(ctx)
 	if err != nil {
-		if !force {
-			return nil, fmt.Errorf("connect to the source: %w", src.redactErr(err))
-		}
 		return append(warnings, fmt.Sprintf("the source could not be reached (%v): drop publication %s there", src.redactErr(err), f.Publication)), nil
 	}
 	defer source.Close(context.WithoutCancel(ctx))
-	onSource := func(sql string, args ...any) error {
-		if _, err := source.Exec(ctx, sql, args...); err != nil {
-			if !force {
-				return fmt.Errorf("on the source: %w", src.redactErr(err))
-			}
-			warnings = append(warnings, fmt.Sprintf("on the source: %v", src.redactErr(err)))
-		}
-		return nil
+	if _, err := source.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{f.Publication}.Sanitize()); err != nil {
+		warnings = append(warnings, fmt.Sprintf("on the source: %v", src.redactErr(err)))
 	}
-	if err := onSource("DROP PUBLICATION IF EXISTS " + pgx.Identifier{f.Publication}.Sanitize()); err != nil {
-		return nil, err
-	}
-	if err := onSource(dropIdleSlot, f.Subscription); err != nil {
-		return nil, err
+	if _, err := source.Exec(ctx, dropIdleSlot, f.Subscription); err != nil {
+		warnings = append(warnings, fmt.Sprintf("on the source: %v", src.redactErr(err)))
 	}
 	return warnings, nil
 }
@@ -423,7 +423,15 @@ func (s *Service) followCutoverJob(ctx context.Context, run *scheduler.Run) (any
 	default:
 		return nil, fmt.Errorf("the follow is %s: nothing to cut over", f.State)
 	}
-	res, err := s.cutover(ctx, target, src, f)
+	var res any
+	gone, err := subscriptionExists(ctx, target, f.Subscription)
+	gone = err == nil && !gone
+	if gone {
+		// An attempt that crashed after dropping the subscription: its sequences were copied before that.
+		res = map[string]any{"follow_id": f.ID, "state": FollowCompleted, "resumed": true}
+	} else {
+		res, err = s.cutover(ctx, target, src, f)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			if uerr := s.updateFollow(f.ID, func(f *store.ImportFollow) {
@@ -492,8 +500,13 @@ func (s *Service) cutover(ctx context.Context, target *pgx.Conn, src *SourceURL,
 	if err != nil {
 		return nil, err
 	}
-	warnings, err := s.detachFollow(ctx, target, src, f, false)
+	// Once the subscription is gone the cutover is done: what could not be removed on the source is a
+	// warning, not a reason to go back to following.
+	warnings, err := s.detachFollow(ctx, target, src, f)
 	if err != nil {
+		if _, eerr := target.Exec(context.WithoutCancel(ctx), "ALTER SUBSCRIPTION "+pgx.Identifier{f.Subscription}.Sanitize()+" ENABLE"); eerr != nil {
+			s.log.Warn("enable the subscription again after a failed cutover", "follow", f.ID, "err", eerr)
+		}
 		return nil, err
 	}
 	return map[string]any{"follow_id": f.ID, "state": FollowCompleted, "source_lsn": goal, "lag_bytes": 0,
@@ -544,7 +557,25 @@ func syncSequences(ctx context.Context, source, target *pgx.Conn, src *SourceURL
 // followAbortJob drops the subscription and the publication (a source that cannot be reached leaves
 // warnings, not a failure) and, when follow had changed the database, enqueues backup.restore of the
 // backup taken before it. The follow is aborted from then on.
-func (s *Service) followAbortJob(ctx context.Context, run *scheduler.Run) (any, error) {
+func (s *Service) followAbortJob(ctx context.Context, run *scheduler.Run) (_ any, err error) {
+	var in followPayload
+	if err := run.DecodePayload(&in); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		// Not left aborting for good: the follow is failed, and abort can be asked again.
+		msg := "abort failed: " + err.Error()
+		if uerr := s.updateFollow(in.FollowID, func(f *store.ImportFollow) {
+			if f.State == FollowAborting {
+				f.State, f.Error = FollowFailed, msg
+			}
+		}); uerr != nil && !errors.Is(uerr, store.ErrNotFound) {
+			s.log.Error("mark follow failed", "follow", in.FollowID, "err", uerr)
+		}
+	}()
 	prj, f, src, target, err := s.followTargets(ctx, run)
 	if err != nil {
 		return nil, err
@@ -553,7 +584,7 @@ func (s *Service) followAbortJob(ctx context.Context, run *scheduler.Run) (any, 
 	if f.State != FollowAborting {
 		return nil, fmt.Errorf("the follow became %s before the abort ran: nothing was aborted", f.State)
 	}
-	warnings, err := s.detachFollow(ctx, target, src, f, true)
+	warnings, err := s.detachFollow(ctx, target, src, f)
 	if err != nil {
 		return nil, err
 	}
@@ -610,7 +641,7 @@ func (s *Service) detachOpenFollow(ctx context.Context, prj *store.Project, inst
 		return []string{fmt.Sprintf("the project's server does not answer (%v): drop publication %s and slot %s on the source", err, f.Publication, f.Subscription)}
 	}
 	defer target.Close(context.WithoutCancel(ctx))
-	warnings, err := s.detachFollow(ctx, target, src, f, true)
+	warnings, err := s.detachFollow(ctx, target, src, f)
 	if err != nil {
 		warnings = append(warnings, err.Error())
 	}

@@ -215,6 +215,17 @@ func TestImportFollow(t *testing.T) {
 
 	jr, err := e.Svc.StartFollow(t.Context(), p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
 	mustComplete(t, e, jr, err)
+	// The project's role (pg_monitor) reads every statement in pg_stat_statements: CREATE SUBSCRIPTION,
+	// which holds the source's password, is not among them.
+	c, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen int
+	if err := connect(t, c.Connections.DirectURL).QueryRow(t.Context(),
+		"SELECT count(*) FROM pg_stat_statements WHERE query LIKE '%' || $1 || '%'", appliancetest.SourceAppPassword).Scan(&seen); err != nil || seen != 0 {
+		t.Fatalf("the source's password is in pg_stat_statements %d times (%v)", seen, err)
+	}
 	if _, err := e.Svc.StartFollow(t.Context(), p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true}); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("a second follow: %v", err)
 	}

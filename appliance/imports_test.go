@@ -162,3 +162,65 @@ func uploadRecord(t *testing.T, e *appliancetest.Env, id string) *store.Upload {
 	}
 	return u
 }
+
+// TestImportCannotBecomeSuperuser: a dump whose CHECK constraint calls a function that does RESET ROLE and
+// then something only a superuser may do. The restore runs as the project's own login, so RESET ROLE gets
+// back to that login, never to a superuser.
+func TestImportCannotBecomeSuperuser(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	src := provision(t, e, p, "evilsrc", "development")
+	dst := provision(t, e, p, "evildst", "development")
+	c, err := e.Svc.ProjectConnections(t.Context(), p, src.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, c.Connections.DirectURL)
+	for _, q := range []string{
+		`CREATE FUNCTION escalate(a int) RETURNS boolean LANGUAGE plpgsql AS $$
+		 BEGIN
+		   RESET ROLE;
+		   EXECUTE 'CREATE ROLE pwned SUPERUSER';
+		   RETURN true;
+		 EXCEPTION WHEN insufficient_privilege THEN RETURN true;
+		 END $$`,
+		"CREATE TABLE trap (a int CHECK (escalate(a)))",
+		"INSERT INTO trap VALUES (1)",
+	} {
+		if _, err := conn.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	res, err := e.Svc.CreateExport(t.Context(), p, src.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, res.Job.ID); j.State != scheduler.StateCompleted {
+		t.Fatalf("export job %s: %s", j.State, j.Error)
+	}
+	dump, err := os.ReadFile(filepath.Join(e.Dir, "backups", src.ID, "exports", res.ExportID+".dump"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := e.Svc.CreateImportUpload(t.Context(), p, dst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up.Upload.UploadURL)
+	if _, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, u.Query().Get("expires"), u.Query().Get("sig"), bytes.NewReader(dump)); err != nil {
+		t.Fatal(err)
+	}
+	jr, err := e.Svc.CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, jr.Job.ID); j.State != scheduler.StateCompleted {
+		t.Fatalf("import job %s: %s\n%s", j.State, j.Error, j.LastStderr)
+	}
+	if n := targetInt(t, e, dst, "SELECT count(*) FROM trap"); n != 1 {
+		t.Fatalf("trap rows after the import: %d", n)
+	}
+	if n := targetInt(t, e, dst, "SELECT count(*) FROM pg_roles WHERE rolname = 'pwned' OR (rolsuper AND rolname <> 'appliance_admin')"); n != 0 {
+		t.Fatalf("the import made %d superusers", n)
+	}
+}

@@ -134,8 +134,11 @@ func slugify(name string) string {
 	return s
 }
 
-// enqueue adds a job of project p inside tx and stores p with the job as its latest_job_id; the runner is
-// poked after the transaction commits (s.notify).
+// readOnlyJobs only look at a project: they do not become its latest_job_id.
+var readOnlyJobs = map[string]bool{JobImportFollowStatus: true}
+
+// enqueue adds a job of project p inside tx and stores p with the job as its latest_job_id (unless the job
+// is read-only); the runner is poked after the transaction commits (s.notify).
 func (s *Service) enqueue(tx *store.Tx, p *store.Project, jobType, lock string, payload any) (*store.Job, error) {
 	j := &store.Job{Type: jobType, OrganizationID: p.OrganizationID, ProjectID: p.ID, LockedResource: lock,
 		InstanceID: p.PrimaryInstanceID}
@@ -146,6 +149,9 @@ func (s *Service) enqueue(tx *store.Tx, p *store.Project, jobType, lock string, 
 	}
 	if err := scheduler.Enqueue(tx, j); err != nil {
 		return nil, Internal(err, "enqueue %s", jobType)
+	}
+	if readOnlyJobs[jobType] {
+		return j, nil
 	}
 	p.LatestJobID, p.UpdatedAt = j.ID, s.now()
 	if err := store.Projects.Put(tx, p); err != nil {

@@ -251,7 +251,7 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 	}
 	cutoff := now.Add(-time.Duration(days) * 24 * time.Hour)
 	var all []*store.Backup
-	busy := false
+	busy, pinned := false, ""
 	if err := s.db.View(func(tx *store.Tx) error {
 		prj, err := store.Projects.Get(tx, projectID)
 		if err != nil {
@@ -269,6 +269,12 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 			if j.Type == JobBackupRestore && j.State != scheduler.StateCompleted && j.State != scheduler.StateFailed {
 				busy = true
 			}
+		}
+		// The backup an unfinished follow would restore on abort is kept whatever its age.
+		if f, err := currentFollow(tx, projectID); err != nil {
+			return err
+		} else if f != nil && !followFinished(f.State) {
+			pinned = f.BackupID
 		}
 		all, err = store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{Newest: true})
 		return err
@@ -290,7 +296,7 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 	}
 	var oldestKept *store.Backup
 	for _, b := range all {
-		keep := b == newest || !b.CreatedAt.Before(cutoff) || b.State == BackupPending || b.State == BackupRunning
+		keep := b == newest || b.ID == pinned || !b.CreatedAt.Before(cutoff) || b.State == BackupPending || b.State == BackupRunning
 		if keep {
 			if b.State == BackupCompleted && (oldestKept == nil || b.CreatedAt.Before(oldestKept.CreatedAt)) {
 				oldestKept = b
