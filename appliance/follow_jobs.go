@@ -94,6 +94,9 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 	if exists, err := subscriptionExists(ctx, target, f.Subscription); err != nil {
 		return nil, err
 	} else if exists { // an earlier attempt got as far as the subscription
+		if err := startSubscription(ctx, target, f); err != nil {
+			return nil, err
+		}
 		return s.markFollowing(f, nil, steps)
 	}
 	pf, err := s.preflight(ctx, prj, target, src)
@@ -150,12 +153,45 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 			return nil, err
 		}
 	}
-	if _, err := target.Exec(ctx, "CREATE SUBSCRIPTION "+sub+" CONNECTION "+quoteLiteral(src.Conninfo())+
-		" PUBLICATION "+pub+" WITH (slot_name = "+quoteLiteral(f.Subscription)+")"); err != nil {
+	// The subscription's workers run as its owner, and they run code of the project's role (a CHECK
+	// constraint's function, an index expression on a followed table): the owner is a role of its own that
+	// is a superuser only while CREATE SUBSCRIPTION needs it (PostgreSQL 15), and a member of the project's
+	// role (its table rights) once the workers start.
+	owner := pgx.Identifier{f.Subscription}.Sanitize()
+	for _, stmt := range []string{
+		"DROP ROLE IF EXISTS " + owner, // an attempt that crashed before its subscription existed
+		"CREATE ROLE " + owner + " LOGIN SUPERUSER",
+		"GRANT " + pgx.Identifier{prj.RoleName}.Sanitize() + " TO " + owner,
+		"SET SESSION AUTHORIZATION " + owner,
+	} {
+		if _, err := target.Exec(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("prepare the subscription's owner: %w", err)
+		}
+	}
+	_, err = target.Exec(ctx, "CREATE SUBSCRIPTION "+sub+" CONNECTION "+quoteLiteral(src.Conninfo())+
+		" PUBLICATION "+pub+" WITH (slot_name = "+quoteLiteral(f.Subscription)+", enabled = false)")
+	if _, rerr := target.Exec(ctx, "RESET SESSION AUTHORIZATION"); err == nil {
+		err = rerr
+	}
+	if err != nil {
 		return nil, fmt.Errorf("create the subscription: %w", src.redactErr(err))
+	}
+	if err := startSubscription(ctx, target, f); err != nil {
+		return nil, err
 	}
 	steps.done("subscribe")
 	return s.markFollowing(f, tables, steps)
+}
+
+// startSubscription takes superuser from the subscription's owner, then starts its workers.
+func startSubscription(ctx context.Context, target *pgx.Conn, f *store.ImportFollow) error {
+	for _, stmt := range []string{"ALTER ROLE " + pgx.Identifier{f.Subscription}.Sanitize() + " NOSUPERUSER",
+		"ALTER SUBSCRIPTION " + pgx.Identifier{f.Subscription}.Sanitize() + " ENABLE"} {
+		if _, err := target.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("start the subscription: %w", err)
+		}
+	}
+	return nil
 }
 
 func (s *Service) markFollowing(f *store.ImportFollow, tables []string, steps *stepTimer) (any, error) {
@@ -276,6 +312,10 @@ func (s *Service) detachFollow(ctx context.Context, target *pgx.Conn, src *Sourc
 				}
 			}
 		}
+	}
+	// The subscription's own role (see startFollowing) goes with it.
+	if _, err := target.Exec(ctx, "DROP ROLE IF EXISTS "+sub); err != nil {
+		warnings = append(warnings, fmt.Sprintf("drop role %s: %v", f.Subscription, err))
 	}
 	source, err := src.Connect(ctx)
 	if err != nil {

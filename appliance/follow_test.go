@@ -240,13 +240,34 @@ func TestImportFollow(t *testing.T) {
 	if n := targetInt(t, e, prj, "SELECT count(*) FROM sales.orders"); n != 1000 {
 		t.Fatalf("orders copied: %d", n)
 	}
+	// The project's role adds a CHECK constraint whose function tries to become a superuser: the
+	// subscription's workers run it as their own non-superuser role, so RESET ROLE gains nothing.
+	trap := connect(t, c.Connections.DirectURL)
+	for _, q := range []string{
+		`CREATE FUNCTION public.escalate(a int) RETURNS boolean LANGUAGE plpgsql AS $$
+		 BEGIN
+		   RESET ROLE;
+		   EXECUTE 'CREATE ROLE pwned SUPERUSER';
+		   RETURN true;
+		 EXCEPTION WHEN insufficient_privilege THEN RETURN true;
+		 END $$`,
+		"ALTER TABLE public.customers ADD CONSTRAINT trap CHECK (public.escalate(id))",
+	} {
+		if _, err := trap.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
 	// Changes stream while following.
 	src.App(t, "shop", "INSERT INTO public.customers (name) VALUES ('late')", "UPDATE public.events SET body = 'two'",
 		"INSERT INTO sales.orders (customer_id, total) SELECT 1, g FROM generate_series(1, 50) g")
 	waitFor(t, "streamed rows", func() bool {
 		return targetInt(t, e, prj, "SELECT count(*) FROM sales.orders") == 1050 &&
-			targetInt(t, e, prj, "SELECT count(*) FROM public.events WHERE body = 'two'") == 1
+			targetInt(t, e, prj, "SELECT count(*) FROM public.events WHERE body = 'two'") == 1 &&
+			targetInt(t, e, prj, "SELECT count(*) FROM public.customers WHERE name = 'late'") == 1
 	})
+	if n := targetInt(t, e, prj, "SELECT count(*) FROM pg_roles WHERE rolname = 'pwned' OR (rolsuper AND rolname <> 'appliance_admin')"); n != 0 {
+		t.Fatalf("applying a followed row made %d superusers", n)
+	}
 
 	if _, err := e.Svc.FollowCutover(t.Context(), p, prj.ID, &appliance.CutoverRequest{}); appliance.KindOf(err) != appliance.KindInvalid {
 		t.Fatalf("cutover without confirm: %v", err)
