@@ -70,13 +70,9 @@ type backupPayload struct {
 func (s *Service) ListBackups(ctx context.Context, p *Principal, projectID string) (*BackupList, error) {
 	out := &BackupList{Backups: []*Backup{}}
 	err := s.db.View(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		_, bs, err := visibleRecords(s, tx, p, projectID, "backups", store.Backups, store.BackupsByProject)
 		if err != nil {
 			return err
-		}
-		bs, err := store.Backups.Lookup(tx, store.BackupsByProject, prj.ID, store.Query{Newest: true})
-		if err != nil {
-			return Internal(err, "list backups")
 		}
 		for _, b := range bs {
 			out.Backups = append(out.Backups, backupView(b))

@@ -2,12 +2,9 @@ package appliance
 
 import (
 	"context"
-	"crypto/hmac"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -94,13 +91,9 @@ func (s *Service) exportDir(projectID string) string {
 func (s *Service) ListExports(ctx context.Context, p *Principal, projectID string) (*ExportList, error) {
 	out := &ExportList{Exports: []*Export{}}
 	err := s.db.View(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		_, es, err := visibleRecords(s, tx, p, projectID, "exports", store.Exports, store.ExportsByProject)
 		if err != nil {
 			return err
-		}
-		es, err := store.Exports.Lookup(tx, store.ExportsByProject, prj.ID, store.Query{Newest: true})
-		if err != nil {
-			return Internal(err, "list exports")
 		}
 		for _, e := range es {
 			out.Exports = append(out.Exports, exportView(e))
@@ -231,11 +224,6 @@ func (s *Service) createExportJob(ctx context.Context, run *scheduler.Run) (any,
 	return map[string]any{"export_id": e.ID, "size_bytes": fi.Size()}, nil
 }
 
-// exportSignature signs the download of exportID valid until expires (unix seconds).
-func (s *Service) exportSignature(exportID string, expires int64) []byte {
-	return s.box.MAC(exportMACPurpose, []byte(exportID+"\x00"+strconv.FormatInt(expires, 10)))
-}
-
 // ExportDownload returns a signed URL for a completed, unexpired export (valid DownloadTTL).
 func (s *Service) ExportDownload(ctx context.Context, p *Principal, projectID, exportID string) (*DownloadResponse, error) {
 	var e *store.Export
@@ -264,8 +252,7 @@ func (s *Service) ExportDownload(ctx context.Context, p *Principal, projectID, e
 	if exp.After(*e.ExpiresAt) {
 		exp = e.ExpiresAt.Truncate(time.Second)
 	}
-	q := url.Values{"expires": {strconv.FormatInt(exp.Unix(), 10)}, "sig": {hex.EncodeToString(s.exportSignature(e.ID, exp.Unix()))}}
-	u := s.cfg.APIURL + "/v1/downloads/exports/" + url.PathEscape(e.ID) + "?" + q.Encode()
+	u := s.signedURL(exportMACPurpose, "/v1/downloads/exports", e.ID, exp)
 	return &DownloadResponse{Download: &Download{DownloadURL: u, ExpiresAt: exp.UTC()}}, nil
 }
 
@@ -286,18 +273,10 @@ type ExportFile struct {
 // OpenExportDownload checks a signed download URL's expires and sig (constant-time) and opens the export's
 // file. A bad or expired signature, or an export no longer downloadable, is Forbidden.
 func (s *Service) OpenExportDownload(exportID, expires, sig string) (*ExportFile, error) {
-	exp, err := strconv.ParseInt(expires, 10, 64)
-	if err != nil {
-		return nil, Forbidden("invalid download signature")
-	}
-	got, err := hex.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, s.exportSignature(exportID, exp)) {
-		return nil, Forbidden("invalid download signature")
+	if err := s.checkSignedURL(exportMACPurpose, "download", exportID, expires, sig); err != nil {
+		return nil, err
 	}
 	now := s.now()
-	if now.Unix() >= exp {
-		return nil, Forbidden("download URL expired")
-	}
 	var e *store.Export
 	var prj *store.Project
 	if err := s.db.View(func(tx *store.Tx) (err error) {

@@ -2,17 +2,13 @@ package appliance
 
 import (
 	"context"
-	"crypto/hmac"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -78,10 +74,6 @@ func (s *Service) importDir(projectID string) string {
 	return filepath.Join(s.cfg.DataDir, "backups", projectID, "imports")
 }
 
-func (s *Service) uploadSignature(uploadID string, expires int64) []byte {
-	return s.box.MAC(uploadMACPurpose, []byte(uploadID+"\x00"+strconv.FormatInt(expires, 10)))
-}
-
 // CreateImportUpload records a pending upload and returns its signed URL (valid UploadTTL). A session
 // needs the admin role: the dump is meant to overwrite the database.
 func (s *Service) CreateImportUpload(ctx context.Context, p *Principal, projectID string) (*UploadResponse, error) {
@@ -109,8 +101,7 @@ func (s *Service) CreateImportUpload(ctx context.Context, p *Principal, projectI
 			return Internal(err, "audit")
 		}
 		v := uploadView(u)
-		q := url.Values{"expires": {strconv.FormatInt(u.ExpiresAt.Unix(), 10)}, "sig": {hex.EncodeToString(s.uploadSignature(u.ID, u.ExpiresAt.Unix()))}}
-		v.UploadURL = s.cfg.APIURL + "/v1/uploads/imports/" + url.PathEscape(u.ID) + "?" + q.Encode()
+		v.UploadURL = s.signedURL(uploadMACPurpose, "/v1/uploads/imports", u.ID, u.ExpiresAt)
 		out = &UploadResponse{Upload: v}
 		return nil
 	})
@@ -122,16 +113,8 @@ func (s *Service) CreateImportUpload(ctx context.Context, p *Principal, projectI
 // OS user. A body over the project's storage_limit_bytes is TooLarge and nothing is kept; an upload that
 // is no longer pending is a Conflict.
 func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, sig string, body io.Reader) (*UploadResponse, error) {
-	exp, err := strconv.ParseInt(expires, 10, 64)
-	if err != nil {
-		return nil, Forbidden("invalid upload signature")
-	}
-	got, err := hex.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, s.uploadSignature(uploadID, exp)) {
-		return nil, Forbidden("invalid upload signature")
-	}
-	if s.now().Unix() >= exp {
-		return nil, Forbidden("upload URL expired")
+	if err := s.checkSignedURL(uploadMACPurpose, "upload", uploadID, expires, sig); err != nil {
+		return nil, err
 	}
 	var u *store.Upload
 	var prj *store.Project

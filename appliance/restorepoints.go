@@ -128,13 +128,9 @@ func (s *Service) CreateRestorePoint(ctx context.Context, p *Principal, projectI
 func (s *Service) ListRestorePoints(ctx context.Context, p *Principal, projectID string) (*RestorePointList, error) {
 	out := &RestorePointList{RestorePoints: []*RestorePoint{}}
 	err := s.db.View(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		prj, rps, err := visibleRecords(s, tx, p, projectID, "restore points", store.RestorePoints, store.RestorePointsByProject)
 		if err != nil {
 			return err
-		}
-		rps, err := store.RestorePoints.Lookup(tx, store.RestorePointsByProject, prj.ID, store.Query{Newest: true})
-		if err != nil {
-			return Internal(err, "list restore points")
 		}
 		for _, r := range rps {
 			if r.State == RestorePointDeleted {
