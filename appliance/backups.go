@@ -90,12 +90,9 @@ func (s *Service) CreateBackup(ctx context.Context, p *Principal, projectID stri
 	}
 	var job *store.Job
 	err := s.db.Update(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		prj, err := s.visibleActiveProject(tx, p, projectID)
 		if err != nil {
 			return err
-		}
-		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
-			return Conflict("project %s is %s, not active", prj.ID, prj.State)
 		}
 		b, j, err := s.newBackup(tx, prj, label)
 		if err != nil {

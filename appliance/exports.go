@@ -107,12 +107,9 @@ func (s *Service) ListExports(ctx context.Context, p *Principal, projectID strin
 func (s *Service) CreateExport(ctx context.Context, p *Principal, projectID string) (*ExportJobResponse, error) {
 	var out *ExportJobResponse
 	err := s.db.Update(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		prj, err := s.visibleActiveProject(tx, p, projectID)
 		if err != nil {
 			return err
-		}
-		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
-			return Conflict("project %s is %s, not active", prj.ID, prj.State)
 		}
 		now := s.now()
 		e := &store.Export{ID: ids.New("exp"), ProjectID: prj.ID, OrganizationID: prj.OrganizationID,

@@ -128,17 +128,26 @@ func (s *Service) ListExtensions(ctx context.Context, p *Principal, projectID st
 	return &ExtensionList{Extensions: exts}, nil
 }
 
+// visibleActiveProject is a project the caller may act on, active with an instance (else a Conflict).
+func (s *Service) visibleActiveProject(tx *store.Tx, p *Principal, projectID string) (*store.Project, error) {
+	prj, err := s.visibleProject(tx, p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
+		return nil, Conflict("project %s is %s, not active", prj.ID, prj.State)
+	}
+	return prj, nil
+}
+
 // activeProject loads a project the caller may act on, requiring it active with an instance.
 func (s *Service) activeProject(p *Principal, projectID string) (*store.Project, *store.Instance, error) {
 	var prj *store.Project
 	var inst *store.Instance
 	err := s.db.View(func(tx *store.Tx) error {
 		var err error
-		if prj, err = s.visibleProject(tx, p, projectID); err != nil {
+		if prj, err = s.visibleActiveProject(tx, p, projectID); err != nil {
 			return err
-		}
-		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
-			return Conflict("project %s is %s, not active", prj.ID, prj.State)
 		}
 		inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID)
 		return err

@@ -76,7 +76,8 @@ func (s *Service) StartFollow(ctx context.Context, p *Principal, projectID strin
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkNoOpenFollow(prj.ID); err != nil {
+	// Checked before the preflight connects anywhere, and again when the follow is stored.
+	if err := s.db.View(func(tx *store.Tx) error { return noOpenFollow(tx, prj.ID) }); err != nil {
 		return nil, err
 	}
 	target, err := s.adminConn(ctx, inst, prj.DatabaseName)
@@ -94,17 +95,12 @@ func (s *Service) StartFollow(ctx context.Context, p *Principal, projectID strin
 	sealed := s.box.Seal([]byte(src.String()))
 	var job *store.Job
 	err = s.db.Update(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		prj, err := s.visibleActiveProject(tx, p, projectID)
 		if err != nil {
 			return err
 		}
-		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
-			return Conflict("project %s is %s, not active", prj.ID, prj.State)
-		}
-		if cur, err := currentFollow(tx, prj.ID); err != nil {
-			return Internal(err, "read follows")
-		} else if cur != nil && !followFinished(cur.State) {
-			return Conflict("project %s already follows a source (state %s): cut over or abort it first", prj.ID, cur.State)
+		if err := noOpenFollow(tx, prj.ID); err != nil {
+			return err
 		}
 		now := s.now()
 		id := ids.New("flw")
@@ -150,17 +146,16 @@ func followReady(pf *Preflight) error {
 	return nil
 }
 
-func (s *Service) checkNoOpenFollow(projectID string) error {
-	return s.db.View(func(tx *store.Tx) error {
-		cur, err := currentFollow(tx, projectID)
-		if err != nil {
-			return Internal(err, "read follows")
-		}
-		if cur != nil && !followFinished(cur.State) {
-			return Conflict("project %s already follows a source (state %s): cut over or abort it first", projectID, cur.State)
-		}
-		return nil
-	})
+// noOpenFollow refuses a second follow while one is not finished.
+func noOpenFollow(tx *store.Tx, projectID string) error {
+	cur, err := currentFollow(tx, projectID)
+	if err != nil {
+		return Internal(err, "read follows")
+	}
+	if cur != nil && !followFinished(cur.State) {
+		return Conflict("project %s already follows a source (state %s): cut over or abort it first", projectID, cur.State)
+	}
+	return nil
 }
 
 // FollowStatus enqueues import.follow_status, which measures the follow (subscription, tables, lag) and

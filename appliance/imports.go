@@ -82,12 +82,9 @@ func (s *Service) CreateImportUpload(ctx context.Context, p *Principal, projectI
 	}
 	var out *UploadResponse
 	err := s.db.Update(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		prj, err := s.visibleActiveProject(tx, p, projectID)
 		if err != nil {
 			return err
-		}
-		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
-			return Conflict("project %s is %s, not active", prj.ID, prj.State)
 		}
 		now := s.now()
 		u := &store.Upload{ID: ids.New("upl"), ProjectID: prj.ID, OrganizationID: prj.OrganizationID, State: UploadPending,
@@ -238,12 +235,9 @@ func (s *Service) CreateImport(ctx context.Context, p *Principal, projectID stri
 	}
 	var job *store.Job
 	err := s.db.Update(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		prj, err := s.visibleActiveProject(tx, p, projectID)
 		if err != nil {
 			return err
-		}
-		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
-			return Conflict("project %s is %s, not active", prj.ID, prj.State)
 		}
 		var u *store.Upload
 		if req.UploadID != "" {

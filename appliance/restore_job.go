@@ -116,7 +116,7 @@ func (s *Service) restoreJob(ctx context.Context, run *scheduler.Run) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := appendTimelineSwitch(bs, prj.ID, timelineSwitch{JobID: run.Job.ID, From: swap.FromTimeline, To: tli,
+	if err := appendTimelineSwitch(dp.User, bs, prj.ID, timelineSwitch{JobID: run.Job.ID, From: swap.FromTimeline, To: tli,
 		At: swap.SwitchedAt, BackupID: b.ID}); err != nil {
 		return nil, fmt.Errorf("record the timeline switch: %w", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance/backup"
-
+	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -177,7 +177,8 @@ func readTimelineSwitches(bs backup.Store, projectID string) ([]timelineSwitch, 
 }
 
 // appendTimelineSwitch records a switch (once per restore job: a retried job replaces its entry).
-func appendTimelineSwitch(bs backup.Store, projectID string, sw timelineSwitch) error {
+// It is written atomically and durably, owned by the instances' OS user like the rest of the backup store.
+func appendTimelineSwitch(user *postgres.OSUser, bs backup.Store, projectID string, sw timelineSwitch) error {
 	all, err := readTimelineSwitches(bs, projectID)
 	if err != nil {
 		return err
@@ -188,26 +189,7 @@ func appendTimelineSwitch(bs backup.Store, projectID string, sw timelineSwitch) 
 	if err != nil {
 		return err
 	}
-	path := timelineLog(bs, projectID)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
+	return user.WriteFile(timelineLog(bs, projectID), data, 0o600)
 }
 
 // timelineAt is the timeline the project was on at t (0: unknown) and the switch that made it (nil: none

@@ -85,12 +85,9 @@ func (s *Service) RollbackMajorUpgrade(ctx context.Context, p *Principal, projec
 func (s *Service) projectJob(p *Principal, projectID, jobType string, payload any, check func(*store.Project, *store.Instance) error) (*JobResponse, error) {
 	var job *store.Job
 	err := s.db.Update(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		prj, err := s.visibleActiveProject(tx, p, projectID)
 		if err != nil {
 			return err
-		}
-		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
-			return Conflict("project %s is %s, not active", prj.ID, prj.State)
 		}
 		inst, err := store.Instances.Get(tx, prj.PrimaryInstanceID)
 		if err != nil {
