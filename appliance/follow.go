@@ -115,7 +115,7 @@ func (s *Service) StartFollow(ctx context.Context, p *Principal, projectID strin
 		}
 		f := &store.ImportFollow{ID: id, ProjectID: prj.ID, OrganizationID: prj.OrganizationID, SourceURL: sealed,
 			SourceRedacted: src.Redacted(), State: FollowStarting, Publication: name, Subscription: name, BackupID: b.ID,
-			JobID: j.ID, LastJobID: j.ID, CreatedAt: now, UpdatedAt: now}
+			JobID: j.ID, CreatedAt: now, UpdatedAt: now}
 		if err := store.ImportFollows.Put(tx, f); err != nil {
 			return Internal(err, "store follow")
 		}
@@ -196,7 +196,8 @@ func (s *Service) FollowAbort(ctx context.Context, p *Principal, projectID strin
 	})
 }
 
-// followJob enqueues a job on the project's newest follow after change accepts (and updates) it.
+// followJob enqueues a job on the project's newest follow after change accepts it (and perhaps moves its
+// state, which is then stored).
 func (s *Service) followJob(p *Principal, projectID, jobType, lock string, change func(*store.ImportFollow) error) (*JobResponse, error) {
 	var job *store.Job
 	err := s.db.Update(func(tx *store.Tx) error {
@@ -211,6 +212,7 @@ func (s *Service) followJob(p *Principal, projectID, jobType, lock string, chang
 		if f == nil {
 			return NotFound("project %s has never followed a source", prj.ID)
 		}
+		before := f.State
 		if err := change(f); err != nil {
 			return err
 		}
@@ -221,9 +223,11 @@ func (s *Service) followJob(p *Principal, projectID, jobType, lock string, chang
 		if err != nil {
 			return err
 		}
-		f.LastJobID, f.UpdatedAt = j.ID, s.now()
-		if err := store.ImportFollows.Put(tx, f); err != nil {
-			return Internal(err, "store follow")
+		if f.State != before {
+			f.UpdatedAt = s.now()
+			if err := store.ImportFollows.Put(tx, f); err != nil {
+				return Internal(err, "store follow")
+			}
 		}
 		if err := s.audit(tx, p, jobType, prj.OrganizationID, prj.ID, map[string]any{"follow_id": f.ID, "job_id": j.ID}); err != nil {
 			return Internal(err, "audit")

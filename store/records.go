@@ -380,7 +380,6 @@ type ImportFollow struct {
 	BackupID       string     `json:"backup_id"`       // the backup taken before follow changed anything; abort restores it
 	SchemaCopied   bool       `json:"schema_copied"`   // import.follow began to change the project's database
 	JobID          string     `json:"job_id"`          // import.follow
-	LastJobID      string     `json:"last_job_id"`     // the latest job of this follow (status, cutover, abort)
 	Error          string     `json:"error"`
 	CreatedAt      time.Time  `json:"created_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
