@@ -128,8 +128,8 @@ func (s *Service) CreateAPIKey(ctx context.Context, p *Principal, orgID string, 
 		return nil, err
 	}
 	name := strings.TrimSpace(req.Name)
-	if name == "" || len(name) > 100 {
-		return nil, Invalid("name must be 1 to 100 characters")
+	if err := checkDisplayText("name", name, 1, 100); err != nil {
+		return nil, err
 	}
 	scopes, err := validateScopes(req.Scopes, req.ProjectID != "")
 	if err != nil {

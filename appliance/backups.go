@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/store"
@@ -85,8 +84,8 @@ func (s *Service) ListBackups(ctx context.Context, p *Principal, projectID strin
 // CreateBackup records a backup and enqueues the backup.create job that takes it.
 func (s *Service) CreateBackup(ctx context.Context, p *Principal, projectID string, req *CreateBackupRequest) (*JobResponse, error) {
 	label := strings.TrimSpace(req.Label)
-	if utf8.RuneCountInString(label) > 100 {
-		return nil, Invalid("label must be at most 100 characters")
+	if err := checkDisplayText("label", label, 0, 100); err != nil {
+		return nil, err
 	}
 	var job *store.Job
 	err := s.db.Update(func(tx *store.Tx) error {

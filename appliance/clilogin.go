@@ -65,8 +65,11 @@ type CLILoginDetails struct {
 // StartCLILogin opens a device login; the poll token is returned once.
 func (s *Service) StartCLILogin(ctx context.Context, req *CLILoginStartRequest) (*CLILoginStart, error) {
 	dev := strings.TrimSpace(req.DeviceName)
-	if len(dev) > 100 || len(req.KeyName) > 100 {
-		return nil, Invalid("device_name and key_name must be at most 100 characters")
+	if err := checkDisplayText("device_name", dev, 0, 100); err != nil {
+		return nil, err
+	}
+	if err := checkDisplayText("key_name", req.KeyName, 0, 100); err != nil {
+		return nil, err
 	}
 	if req.KeyExpiresInDays < 0 || req.KeyExpiresInDays > 3650 {
 		return nil, Invalid("key_expires_in_days must be between 1 and 3650")

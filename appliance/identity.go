@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/mail"
+	"slices"
 	"strings"
 	"time"
 
@@ -106,8 +107,8 @@ func (s *Service) CreateUser(tx *store.Tx, email, name, password string, isAdmin
 		return nil, Invalid("email %q is not a valid address", email)
 	}
 	email = strings.ToLower(email)
-	if len(password) < 12 {
-		return nil, Invalid("password must be at least 12 characters")
+	if len(password) < 12 || len(password) > 72 {
+		return nil, Invalid("password must be 12 to 72 bytes")
 	}
 	if _, err := store.Users.First(tx, store.UsersByEmail, email); err == nil {
 		return nil, Conflict("a user with email %s exists", email)
@@ -215,6 +216,38 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Principal, e
 			return nil, err
 		}
 	}
-	return &Principal{AuthSource: SourceAPIKey, OrganizationID: k.OrganizationID, UserID: k.CreatedByUserID,
-		Scopes: append([]string{}, k.Scopes...), ProjectID: k.ProjectID, APIKeyID: k.ID}, nil
+	p := &Principal{AuthSource: SourceAPIKey, OrganizationID: k.OrganizationID, UserID: k.CreatedByUserID,
+		ProjectID: k.ProjectID, APIKeyID: k.ID}
+	if err := s.db.View(func(tx *store.Tx) error { return s.actAsCreator(tx, p, k) }); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// actAsCreator limits a key to what the person who created it may do now: its scopes are those it was
+// given that the creator's current organization role still grants, and it carries that role (admin-only
+// actions check it as they check a session's). A key whose creator left the organization, or that names
+// no creator, acts for nobody and is refused. So no key, however minted (API, CLI login, a key minting a
+// key), ever does more than its creator, and demoting or removing a person demotes or disables their keys.
+func (s *Service) actAsCreator(tx *store.Tx, p *Principal, k *store.APIKey) error {
+	u, err := store.Users.Get(tx, k.CreatedByUserID)
+	if errors.Is(err, store.ErrNotFound) {
+		return Unauthenticated("API key's creator no longer exists")
+	}
+	if err != nil {
+		return Internal(err, "read key creator")
+	}
+	if u.IsAdmin { // a platform administrator's key: the administrator's rights in the key's organization
+		p.IDPOrganizationRole = RoleOwner
+	} else if p.IDPOrganizationRole = u.Role(k.OrganizationID); p.IDPOrganizationRole == "" {
+		return Unauthenticated("API key's creator is no longer a member of its organization")
+	}
+	granted := roleScopes(p.IDPOrganizationRole)
+	p.Scopes = []string{}
+	for _, sc := range k.Scopes {
+		if slices.Contains(granted, Scope(sc)) {
+			p.Scopes = append(p.Scopes, sc)
+		}
+	}
+	return nil
 }

@@ -34,10 +34,21 @@ func (s *Service) Me(ctx context.Context, p *Principal) (*MeResponse, error) {
 		if err != nil {
 			return notFoundAs(err, "organization %s not found", p.OrganizationID)
 		}
+		if !p.IsAdmin && !p.Has(ScopeOrganizationsRead) {
+			org = orgSummary(org)
+		}
 		out.Organization = org
 		return nil
 	})
 	return out, err
+}
+
+// orgSummary is what a caller that may not read its organization (a project-scoped key) learns of it in
+// /v1/me: who it is and whether it is suspended; billing and integration fields stay empty.
+func orgSummary(o *Organization) *Organization {
+	return &Organization{ID: o.ID, Name: o.Name, Slug: o.Slug, IDPOrganizationID: o.IDPOrganizationID,
+		IDPOrganizationSlug: o.IDPOrganizationSlug, SuspendedReason: o.SuspendedReason, SuspendedAt: o.SuspendedAt,
+		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}
 }
 
 // GetOrganization returns one organization the caller may see.
@@ -73,8 +84,8 @@ func (s *Service) PatchOrganization(ctx context.Context, p *Principal, orgID str
 		return nil, err
 	}
 	if req.Name != nil {
-		if n := strings.TrimSpace(*req.Name); n == "" || len(n) > 100 {
-			return nil, Invalid("name must be 1 to 100 characters")
+		if err := checkDisplayText("name", strings.TrimSpace(*req.Name), 1, 100); err != nil {
+			return nil, err
 		}
 	}
 	if req.Slug != nil && !slugRE.MatchString(*req.Slug) {
@@ -85,8 +96,10 @@ func (s *Service) PatchOrganization(ctx context.Context, p *Principal, orgID str
 			return nil, Invalid("billing_email is not a valid email address")
 		}
 	}
-	if req.BillingName != nil && len(*req.BillingName) > 200 {
-		return nil, Invalid("billing_name must be at most 200 characters")
+	if req.BillingName != nil {
+		if err := checkDisplayText("billing_name", *req.BillingName, 0, 200); err != nil {
+			return nil, err
+		}
 	}
 	var out *OrganizationResponse
 	err := s.db.Update(func(tx *store.Tx) error {

@@ -42,7 +42,7 @@ const (
 
 // roleScopes are the scopes a session carries for each role.
 func roleScopes(role string) []Scope {
-	if role == RoleOwner || role == RoleAdmin {
+	if isAdminRole(role) {
 		return AllScopes
 	}
 	return []Scope{ScopeProjectsRead, ScopeProjectsWrite, ScopeCredentialsRead, ScopeBackupsRead,
@@ -99,17 +99,20 @@ func (p *Principal) Actor() (kind, id string) {
 	return ActorUser, p.UserID
 }
 
-// RequireAdminRole refuses sessions without the organization admin role (owner or admin) for the
-// admin-only actions of the spec (§Authentication 6); API keys are governed by their scopes.
+// RequireAdminRole refuses callers without the organization admin role (owner or admin) for the
+// admin-only actions of the spec (§Authentication 6). A session carries its user's role; an API key
+// carries its creator's current role (see actAsCreator), so a key minted by a member is refused too.
 func (p *Principal) RequireAdminRole(action string) error {
-	if !p.IsSession() || p.IsAdmin {
-		return nil
-	}
-	if p.IDPOrganizationRole == RoleOwner || p.IDPOrganizationRole == RoleAdmin {
+	if p.IsAdmin || p.AuthSource == ActorSystem || isAdminRole(p.IDPOrganizationRole) {
 		return nil
 	}
 	return Forbidden("%s requires the organization admin role", action)
 }
+
+func isAdminRole(role string) bool { return role == RoleOwner || role == RoleAdmin }
+
+// RoleGrants reports whether the organization role grants scope s.
+func RoleGrants(role string, s Scope) bool { return slices.Contains(roleScopes(role), s) }
 
 // CheckOrganization refuses access to an organization the caller does not belong to. Platform admins may
 // act on any organization. The error is a 404 so other organizations' IDs are not revealed.

@@ -107,7 +107,7 @@ var identRE = regexp.MustCompile(`[^a-z0-9_]+`)
 // identifier turns a project name into a PostgreSQL identifier: lowercase letters, digits and
 // underscores, starting with a letter, at most 40 bytes.
 func identifier(name string) string {
-	id := strings.Trim(identRE.ReplaceAllString(strings.ToLower(name), "_"), "_")
+	id := strings.Trim(identRE.ReplaceAllString(strings.ToLower(foldLatin(name)), "_"), "_")
 	if id == "" || id[0] < 'a' || id[0] > 'z' {
 		id = "db_" + id
 	}
@@ -122,17 +122,6 @@ func identifier(name string) string {
 
 // reservedIdents are names PostgreSQL or the appliance use for themselves.
 var reservedIdents = []string{"postgres", "template0", "template1", "appliance_admin", "public", "pg_db", "db_"}
-
-func slugify(name string) string {
-	s := strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(name), "-"), "-")
-	if s == "" {
-		s = "project"
-	}
-	if len(s) > 40 {
-		s = strings.TrimRight(s[:40], "-")
-	}
-	return s
-}
 
 // readOnlyJobs only look at a project: they do not become its latest_job_id.
 var readOnlyJobs = map[string]bool{JobImportFollowStatus: true}
@@ -179,8 +168,12 @@ func (s *Service) CreateProject(ctx context.Context, p *Principal, req *CreatePr
 		return nil, err
 	}
 	name := strings.TrimSpace(req.Name)
-	if name == "" || len(name) > 63 {
-		return nil, Invalid("name must be 1 to 63 characters")
+	if err := checkDisplayText("name", name, 1, 63); err != nil {
+		return nil, err
+	}
+	// PostgreSQL reserves role names starting with pg_ for itself: CREATE ROLE would fail in the job.
+	if id := identifier(name); strings.HasPrefix(id, "pg_") {
+		return nil, Invalid("name %q would make the database and role name %s, and PostgreSQL reserves names starting with pg_: choose another name", name, id)
 	}
 	planName := req.Plan
 	if planName == "" {
@@ -305,8 +298,8 @@ var durationRE = regexp.MustCompile(`^(0|[1-9][0-9]{0,8}(ms|s|min|h|d)?)$`)
 // must apply (plan, timeouts); latest_job_id names that job.
 func (s *Service) PatchProject(ctx context.Context, p *Principal, projectID string, req *PatchProjectRequest) (*ProjectResponse, error) {
 	if req.Name != nil {
-		if n := strings.TrimSpace(*req.Name); n == "" || len(n) > 63 {
-			return nil, Invalid("name must be 1 to 63 characters")
+		if err := checkDisplayText("name", strings.TrimSpace(*req.Name), 1, 63); err != nil {
+			return nil, err
 		}
 	}
 	if req.Environment != nil && !slices.Contains(Environments, *req.Environment) {

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -80,8 +79,8 @@ func currentTimeline(ctx context.Context, conn *pgx.Conn) (int, string, error) {
 // records it. Its WAL name is the record's id, so names never repeat.
 func (s *Service) CreateRestorePoint(ctx context.Context, p *Principal, projectID string, req *RestorePointRequest) (*RestorePointResponse, error) {
 	label := strings.TrimSpace(req.Label)
-	if label == "" || utf8.RuneCountInString(label) > 100 {
-		return nil, Invalid("label must be 1 to 100 characters")
+	if err := checkDisplayText("label", label, 1, 100); err != nil {
+		return nil, err
 	}
 	prj, inst, err := s.activeProject(p, projectID)
 	if err != nil {

@@ -50,7 +50,7 @@ func (s *Service) RestoreProject(ctx context.Context, p *Principal, projectID st
 	if req.RestoreTime != "" {
 		t, err := time.Parse(time.RFC3339Nano, req.RestoreTime)
 		if err != nil {
-			return nil, Invalid("restore_time must be an RFC 3339 time: %v", err)
+			return nil, Invalid("restore_time must be an RFC 3339 time such as 2026-01-31T12:00:00Z")
 		}
 		if target = t.UTC(); target.After(s.now()) {
 			return nil, Invalid("restore_time %s is in the future", req.RestoreTime)

@@ -94,7 +94,8 @@ func TestIdentityAPI(t *testing.T) {
 			want: map[string]any{"organization": nil, "principal.is_admin": true, "principal.organization_id": "",
 				"principal.auth_source": "session", "principal.scopes": arrayLen(10)}},
 		{name: "me with a project-scoped key", method: "GET", path: "/v1/me", cred: "$prjKey", status: 200,
-			want: map[string]any{"organization.id": "$org", "principal.project_id": "$prj", "principal.scopes": []any{"projects:read"}}},
+			want: map[string]any{"organization.id": "$org", "organization.slug": "default", "principal.project_id": "$prj",
+				"principal.scopes": []any{"projects:read"}, "organization.billing_plan": "", "organization.billing_status": ""}},
 
 		{name: "sign in with a wrong password", method: "POST", path: "/v1/auth/sessions", body: map[string]any{"email": "$email", "password": "wrong password, surely"},
 			status: 401, want: map[string]any{"error": "invalid email or password"}},

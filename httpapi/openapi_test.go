@@ -340,6 +340,22 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("DELETE", org+"/api-keys/"+keyID, "/v1/organizations/{orgID}/api-keys/{keyID}", b.adminKey, nil, 200)
 	call("DELETE", org+"/api-keys/key_nope", "/v1/organizations/{orgID}/api-keys/{keyID}", b.adminKey, nil, 404)
 
+	membersPattern := "/v1/organizations/{orgID}/members"
+	call("GET", org+"/members", membersPattern, b.adminKey, nil, 200)
+	added := call("POST", org+"/members", membersPattern, b.adminKey, map[string]any{"email": "conform@example.com", "role": "member"}, 201)
+	uid, _ := added.json["member"].(map[string]any)["user_id"].(string)
+	call("POST", org+"/members", membersPattern, b.adminKey, map[string]any{"email": "conform@example.com", "role": "member"}, 409)
+	call("POST", org+"/members", membersPattern, b.adminKey, map[string]any{"email": "other@example.com", "role": "boss"}, 400)
+	call("PATCH", org+"/members/"+uid, membersPattern+"/{userID}", b.adminKey, map[string]any{"role": "admin"}, 200)
+	call("PATCH", org+"/members/usr_nope", membersPattern+"/{userID}", b.adminKey, map[string]any{"role": "admin"}, 404)
+	call("DELETE", org+"/members/"+uid, membersPattern+"/{userID}", b.adminKey, nil, 200)
+	call("DELETE", org+"/members/usr_nope", membersPattern+"/{userID}", b.adminKey, nil, 404)
+	changer := b.session("member")
+	call("POST", "/v1/auth/password", "/v1/auth/password", changer, map[string]any{"current_password": "not the password", "new_password": "a brand new passphrase"}, 403)
+	call("POST", "/v1/auth/password", "/v1/auth/password", changer, map[string]any{"current_password": "correct horse battery staple", "new_password": "short"}, 400)
+	call("POST", "/v1/auth/password", "/v1/auth/password", b.adminKey, map[string]any{"current_password": "x", "new_password": "a brand new passphrase"}, 403)
+	call("POST", "/v1/auth/password", "/v1/auth/password", changer, map[string]any{"current_password": "correct horse battery staple", "new_password": "a brand new passphrase"}, 200)
+
 	project := "/v1/projects/" + prj.ID
 	call("POST", project+"/approvals", "/v1/projects/{projectID}/approvals", b.adminKey, map[string]any{"action": "project.delete"}, 201)
 	call("POST", project+"/approvals", "/v1/projects/{projectID}/approvals", b.adminKey, map[string]any{"action": "nope"}, 400)

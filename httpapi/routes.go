@@ -33,6 +33,7 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/cli/login/sessions", Tag: "identity", Auth: Public, Bucket: BucketStrict, Status: created, Summary: "Start a CLI device login", Do: With(s.startCLILogin)},
 		{Method: get, Path: "/v1/cli/login/sessions/{sessionID}", Tag: "identity", Auth: Public, Bucket: BucketStrict, Status: ok, Summary: "Poll a CLI device login",
 			Query: []Param{{Name: "poll_token", Type: "string", Required: true, Doc: "the poll_token returned by the start call"}}, Do: Without(s.pollCLILogin)},
+		{Method: post, Path: "/v1/auth/password", Tag: "identity", Auth: SessionOnly, Bucket: BucketStrict, Status: ok, Summary: "Change the signed-in user's password (signs out their other sessions)", Do: With(s.changePassword)},
 		{Method: get, Path: "/v1/cli/login/sessions/{sessionID}/details", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Show a CLI device login to the approving user", Do: Without(s.cliLoginDetails)},
 		{Method: post, Path: "/v1/cli/login/sessions/{sessionID}/authorize", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Authorize a CLI device login (mints its key)", Do: Without(s.authorizeCLILogin)},
 
@@ -42,6 +43,12 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/v1/organizations/{orgID}/usage", Tag: "organizations", Scope: appliance.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "Organization usage", Do: Without(s.usage)},
 		{Method: get, Path: "/v1/organizations/{orgID}/audit-events", Tag: "audit", Scope: appliance.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "Organization audit events",
 			Query: []Param{limitParam(25)}, Do: Without(s.orgAudit)},
+
+		// Members (an addition to the spec: the built-in identity provider's people and their roles)
+		{Method: get, Path: "/v1/organizations/{orgID}/members", Tag: "members", Scope: appliance.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "List the organization's members and their roles", Do: Without(s.listMembers)},
+		{Method: post, Path: "/v1/organizations/{orgID}/members", Tag: "members", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: created, Summary: "Add a person with a role, creating their user when the email is new (admin role; owners only for owner)", Do: With(s.addMember)},
+		{Method: patch, Path: "/v1/organizations/{orgID}/members/{userID}", Tag: "members", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Change a member's role (admin role; owners only to give or take owner; never the last owner)", Do: With(s.setMemberRole)},
+		{Method: del, Path: "/v1/organizations/{orgID}/members/{userID}", Tag: "members", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Remove a member: their sessions end and the keys they created here are revoked", Do: Without(s.removeMember)},
 
 		// API keys
 		{Method: get, Path: "/v1/organizations/{orgID}/api-keys", Tag: "api-keys", Scope: appliance.ScopeAPIKeysRead, OrgLevel: true, Status: ok, Summary: "List API keys", Do: Without(s.listAPIKeys)},

@@ -41,7 +41,18 @@ func newFixtures(b *bundle) *fixtures {
 		b.t.Fatalf("start CLI login: %d %s", login.status, login.body)
 	}
 	email, password := b.user("member")
+	var memberID string
+	if err := b.db.View(func(tx *store.Tx) error {
+		u, err := store.Users.First(tx, store.UsersByEmail, email)
+		if err == nil {
+			memberID = u.ID
+		}
+		return err
+	}); err != nil {
+		b.t.Fatal(err)
+	}
 	f.params = map[string]fixtureParam{
+		"userID":        {value: memberID},
 		"orgID":         {value: b.org.ID},
 		"projectID":     {value: f.prjA.ID, project: f.prjA.ID},
 		"jobID":         {value: job.ID, project: f.prjA.ID},
@@ -119,6 +130,9 @@ func newFixtures(b *bundle) *fixtures {
 		"POST /v1/organizations/{orgID}/api-keys":                map[string]any{"name": "fixture", "scopes": []string{"projects:read"}},
 		"POST /v1/projects/{projectID}/approvals":                map[string]any{"action": "project.delete"},
 		"POST /v1/projects":                                      map[string]any{"name": "fixture"},
+		"POST /v1/organizations/{orgID}/members":                 map[string]any{"email": "new-member@example.com", "role": "member"},
+		"PATCH /v1/organizations/{orgID}/members/{userID}":       map[string]any{"role": "admin"},
+		"POST /v1/auth/password":                                 map[string]any{"current_password": "correct horse battery staple", "new_password": "another correct horse battery"},
 		"PATCH /v1/projects/{projectID}":                         map[string]any{"name": "renamed"},
 		"POST /v1/projects/{projectID}/extensions":               map[string]any{"name": "citext"},
 		"POST /v1/projects/{projectID}/backups":                  map[string]any{"label": "fixture"},
@@ -261,6 +275,9 @@ func TestScopeMatrix(t *testing.T) {
 	boundA, boundAll := b.key(f.prjA.ID, projectScopes()...), b.rawKey(f.prjA.ID, appliance.AllScopes...)
 	boundB, boundBAll := b.key(f.prjB.ID, projectScopes()...), b.rawKey(f.prjB.ID, appliance.AllScopes...)
 	boundTo := map[string]string{f.prjA.ID: boundA, f.prjF.ID: b.key(f.prjF.ID, projectScopes()...)}
+	// A key a member minted through CLI login: refused wherever the member's role lacks the scope (the
+	// admin-only actions within the member's scopes are walked by TestMemberKeysNeverExceedTheMember).
+	memberKey := b.cliLoginKey(b.session(appliance.RoleMember))
 
 	refused := func(t *testing.T, rt Route, what, cred string, status int, msg string) {
 		t.Helper()
@@ -304,6 +321,9 @@ func TestScopeMatrix(t *testing.T) {
 			}
 			if rt.Auth == SessionOnly {
 				refused(t, rt, "API key with every scope", b.adminKey, http.StatusForbidden, "session")
+			}
+			if rt.Scope != "" && rt.Auth != SessionOnly && !appliance.RoleGrants(appliance.RoleMember, rt.Scope) {
+				refused(t, rt, "key minted by a member", memberKey, http.StatusForbidden, string(rt.Scope))
 			}
 			if rt.OrgLevel {
 				refused(t, rt, "key bound to a project (project scopes)", boundA, http.StatusForbidden, "")

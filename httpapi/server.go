@@ -137,8 +137,12 @@ func (s *Server) authorize(req *Request, rt *Route, params [][]string) error {
 		return appliance.Forbidden("this endpoint needs a signed-in session, not an API key")
 	}
 	if rt.Scope != "" && !p.Has(rt.Scope) {
-		if p.IsSession() && p.IDPOrganizationRole != "" {
-			return appliance.Forbidden("this credential lacks the scope %s, which the organization role %s does not grant", rt.Scope, p.IDPOrganizationRole)
+		if p.IDPOrganizationRole != "" && !appliance.RoleGrants(p.IDPOrganizationRole, rt.Scope) {
+			whose := "the organization role"
+			if !p.IsSession() {
+				whose = "its creator's organization role"
+			}
+			return appliance.Forbidden("this credential lacks the scope %s, which %s %s does not grant", rt.Scope, whose, p.IDPOrganizationRole)
 		}
 		return appliance.Forbidden("this credential lacks the scope %s", rt.Scope)
 	}

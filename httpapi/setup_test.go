@@ -206,7 +206,15 @@ func (b *bundle) rawKey(projectID string, scopes ...appliance.Scope) string {
 	k := &store.APIKey{ID: ids.New("key"), Name: "raw test key", KeyPrefix: plain[:15], KeyHash: ids.Hash(plain),
 		OrganizationID: b.org.ID, ProjectID: projectID, Source: "test", Scopes: scopeNames(scopes),
 		CreatedAt: time.Now().UTC()}
-	if err := b.db.Update(func(tx *store.Tx) error { return store.APIKeys.Put(tx, k) }); err != nil {
+	err := b.db.Update(func(tx *store.Tx) error {
+		owner, err := store.Users.First(tx, store.UsersByEmail, appliance.BootstrapOwnerEmail)
+		if err != nil {
+			return err
+		}
+		k.CreatedByUserID = owner.ID // every key acts for a person; the owner may do everything
+		return store.APIKeys.Put(tx, k)
+	})
+	if err != nil {
 		b.t.Fatal(err)
 	}
 	return plain

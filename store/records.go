@@ -41,6 +41,16 @@ type User struct {
 	UpdatedAt    time.Time    `json:"updated_at"`
 }
 
+// Role is the user's role in the organization ("" when not a member).
+func (u *User) Role(orgID string) string {
+	for _, m := range u.Memberships {
+		if m.OrganizationID == orgID {
+			return m.Role
+		}
+	}
+	return ""
+}
+
 // Membership places a user in an organization with a role (owner, admin or member).
 type Membership struct {
 	OrganizationID string `json:"organization_id"`

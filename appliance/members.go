@@ -1,0 +1,352 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/store"
+)
+
+// Member is a person of an organization: a user of the built-in identity provider and their role.
+type Member struct {
+	UserID    string    `json:"user_id"`
+	Email     string    `json:"email"`
+	Name      string    `json:"name"`
+	Role      string    `json:"role"`
+	CreatedAt time.Time `json:"created_at" doc:"when the user was created"`
+}
+
+// MemberList is the list response.
+type MemberList struct {
+	Members []Member `json:"members"`
+}
+
+// MemberResponse wraps one member.
+type MemberResponse struct {
+	Member Member `json:"member"`
+}
+
+// AddMemberRequest is the body of POST /v1/organizations/{orgID}/members.
+type AddMemberRequest struct {
+	Email    string `json:"email" api:"required" doc:"the person's email; an existing user is added, otherwise a user is created"`
+	Name     string `json:"name" doc:"display name of a new user (up to 100 characters)"`
+	Role     string `json:"role" api:"required" doc:"owner, admin or member (only owners may add owners)"`
+	Password string `json:"password" doc:"initial password of a new user (at least 12 characters); absent: one is generated and returned once"`
+}
+
+// AddedMember carries a generated initial password, returned once.
+type AddedMember struct {
+	Member          Member `json:"member"`
+	InitialPassword string `json:"initial_password" doc:"the generated password of a newly created user, shown once; empty when the user existed or a password was given"`
+}
+
+// SetMemberRoleRequest is the body of PATCH /v1/organizations/{orgID}/members/{userID}.
+type SetMemberRoleRequest struct {
+	Role string `json:"role" api:"required" doc:"owner, admin or member"`
+}
+
+// RemovedMember is the remove response.
+type RemovedMember struct {
+	Removed        bool     `json:"removed"`
+	RevokedAPIKeys []string `json:"revoked_api_key_ids" doc:"the keys the removed person had created in this organization, revoked with the membership"`
+}
+
+// ChangePasswordRequest is the body of POST /v1/auth/password.
+type ChangePasswordRequest struct {
+	CurrentPassword string `json:"current_password" api:"required"`
+	NewPassword     string `json:"new_password" api:"required" doc:"at least 12 characters"`
+}
+
+// PasswordChanged is the password change response.
+type PasswordChanged struct {
+	Changed         bool `json:"changed"`
+	SessionsRevoked int  `json:"sessions_revoked" doc:"the user's other sessions, which the change signs out"`
+}
+
+var roles = []string{RoleOwner, RoleAdmin, RoleMember}
+
+func checkRole(role string) error {
+	if !slices.Contains(roles, role) {
+		return Invalid("role must be one of owner, admin, member")
+	}
+	return nil
+}
+
+func memberView(u *store.User, orgID string) Member {
+	return Member{UserID: u.ID, Email: u.Email, Name: u.Name, Role: u.Role(orgID), CreatedAt: u.CreatedAt}
+}
+
+// members returns the organization's members, oldest user first.
+func members(tx *store.Tx, orgID string) ([]*store.User, error) {
+	return store.Users.All(tx, func(u *store.User) bool { return u.Role(orgID) != "" })
+}
+
+// ListMembers lists the people of an organization.
+func (s *Service) ListMembers(ctx context.Context, p *Principal, orgID string) (*MemberList, error) {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return nil, err
+	}
+	out := &MemberList{Members: []Member{}}
+	err := s.db.View(func(tx *store.Tx) error {
+		if _, err := store.Organizations.Get(tx, orgID); err != nil {
+			return notFoundAs(err, "organization %s not found", orgID)
+		}
+		us, err := members(tx, orgID)
+		if err != nil {
+			return Internal(err, "list members")
+		}
+		for _, u := range us {
+			out.Members = append(out.Members, memberView(u, orgID))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// checkRoleChange applies the rules every change of membership obeys: the admin role to change anything,
+// the owner role to give or take the owner role, and an organization never left without an owner.
+func checkRoleChange(tx *store.Tx, p *Principal, orgID, userID, from, to string) error {
+	if err := p.RequireAdminRole("managing organization members"); err != nil {
+		return err
+	}
+	if (from == RoleOwner || to == RoleOwner) && from != to && !p.IsAdmin && p.IDPOrganizationRole != RoleOwner {
+		return Forbidden("only an owner may give or take the owner role")
+	}
+	if from == RoleOwner && to != RoleOwner {
+		us, err := members(tx, orgID)
+		if err != nil {
+			return Internal(err, "list members")
+		}
+		owners := 0
+		for _, u := range us {
+			if u.ID != userID && u.Role(orgID) == RoleOwner {
+				owners++
+			}
+		}
+		if owners == 0 {
+			return Conflict("the organization's last owner cannot be demoted or removed: make someone else owner first")
+		}
+	}
+	return nil
+}
+
+// AddMember adds a person to the organization with a role, creating their user when the email is new.
+func (s *Service) AddMember(ctx context.Context, p *Principal, orgID string, req *AddMemberRequest) (*AddedMember, error) {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return nil, err
+	}
+	if err := checkRole(req.Role); err != nil {
+		return nil, err
+	}
+	name := strings.TrimSpace(req.Name)
+	if err := checkDisplayText("name", name, 0, 100); err != nil {
+		return nil, err
+	}
+	email := strings.ToLower(strings.TrimSpace(req.Email))
+	password, generated := req.Password, ""
+	if password == "" {
+		password = ids.Secret(15)
+		generated = password
+	}
+	var out *AddedMember
+	err := s.db.Update(func(tx *store.Tx) error {
+		if _, err := store.Organizations.Get(tx, orgID); err != nil {
+			return notFoundAs(err, "organization %s not found", orgID)
+		}
+		u, err := store.Users.First(tx, store.UsersByEmail, email)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			if err := checkRoleChange(tx, p, orgID, "", "", req.Role); err != nil {
+				return err
+			}
+			if u, err = s.CreateUser(tx, email, name, password, false, store.Membership{OrganizationID: orgID, Role: req.Role}); err != nil {
+				return err
+			}
+			out = &AddedMember{Member: memberView(u, orgID), InitialPassword: generated}
+		case err != nil:
+			return Internal(err, "read user")
+		default:
+			if u.Role(orgID) != "" {
+				return Conflict("%s is already a member of this organization", email)
+			}
+			if req.Password != "" {
+				return Invalid("%s already has a user: leave password out (people change their own)", email)
+			}
+			if err := checkRoleChange(tx, p, orgID, u.ID, "", req.Role); err != nil {
+				return err
+			}
+			u.Memberships = append(u.Memberships, store.Membership{OrganizationID: orgID, Role: req.Role})
+			u.UpdatedAt = s.now()
+			if err := store.Users.Put(tx, u); err != nil {
+				return Internal(err, "store user")
+			}
+			out = &AddedMember{Member: memberView(u, orgID)}
+		}
+		return s.audit(tx, p, "member.add", orgID, "", map[string]any{"user_id": out.Member.UserID, "email": email, "role": req.Role})
+	})
+	return out, err
+}
+
+// memberOf reads a member of the organization (404 for anyone else).
+func memberOf(tx *store.Tx, orgID, userID string) (*store.User, error) {
+	u, err := store.Users.Get(tx, userID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && u.Role(orgID) == "") {
+		return nil, NotFound("member %s not found", userID)
+	}
+	if err != nil {
+		return nil, Internal(err, "read user")
+	}
+	return u, nil
+}
+
+// SetMemberRole changes a member's role. Their sessions and keys act with the new role from the next
+// request on.
+func (s *Service) SetMemberRole(ctx context.Context, p *Principal, orgID, userID string, req *SetMemberRoleRequest) (*MemberResponse, error) {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return nil, err
+	}
+	if err := checkRole(req.Role); err != nil {
+		return nil, err
+	}
+	var out *MemberResponse
+	err := s.db.Update(func(tx *store.Tx) error {
+		u, err := memberOf(tx, orgID, userID)
+		if err != nil {
+			return err
+		}
+		from := u.Role(orgID)
+		if err := checkRoleChange(tx, p, orgID, u.ID, from, req.Role); err != nil {
+			return err
+		}
+		if from != req.Role {
+			for i := range u.Memberships {
+				if u.Memberships[i].OrganizationID == orgID {
+					u.Memberships[i].Role = req.Role
+				}
+			}
+			u.UpdatedAt = s.now()
+			if err := store.Users.Put(tx, u); err != nil {
+				return Internal(err, "store user")
+			}
+			if err := s.audit(tx, p, "member.set_role", orgID, "", map[string]any{"user_id": u.ID, "from": from, "role": req.Role}); err != nil {
+				return Internal(err, "audit")
+			}
+		}
+		out = &MemberResponse{Member: memberView(u, orgID)}
+		return nil
+	})
+	return out, err
+}
+
+// RemoveMember takes a person out of the organization: their sessions in it end and the API keys they
+// created in it are revoked (they would be refused anyway; revoking shows it in the key list).
+func (s *Service) RemoveMember(ctx context.Context, p *Principal, orgID, userID string) (*RemovedMember, error) {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return nil, err
+	}
+	out := &RemovedMember{RevokedAPIKeys: []string{}}
+	err := s.db.Update(func(tx *store.Tx) error {
+		u, err := memberOf(tx, orgID, userID)
+		if err != nil {
+			return err
+		}
+		if err := checkRoleChange(tx, p, orgID, u.ID, u.Role(orgID), ""); err != nil {
+			return err
+		}
+		now := s.now()
+		u.Memberships = slices.DeleteFunc(u.Memberships, func(m store.Membership) bool { return m.OrganizationID == orgID })
+		u.UpdatedAt = now
+		if err := store.Users.Put(tx, u); err != nil {
+			return Internal(err, "store user")
+		}
+		if _, err := s.revokeSessions(tx, u.ID, func(x *store.Session) bool { return x.OrganizationID == orgID }); err != nil {
+			return err
+		}
+		keys, err := store.APIKeys.Lookup(tx, store.APIKeysByOrg, orgID, store.Query{})
+		if err != nil {
+			return Internal(err, "list keys")
+		}
+		for _, k := range keys {
+			if k.CreatedByUserID != u.ID || k.RevokedAt != nil {
+				continue
+			}
+			k.RevokedAt = ptr(now)
+			if err := store.APIKeys.Put(tx, k); err != nil {
+				return Internal(err, "revoke key")
+			}
+			out.RevokedAPIKeys = append(out.RevokedAPIKeys, k.ID)
+		}
+		out.Removed = true
+		return s.audit(tx, p, "member.remove", orgID, "", map[string]any{"user_id": u.ID, "revoked_api_key_ids": out.RevokedAPIKeys})
+	})
+	return out, err
+}
+
+// revokeSessions ends the user's live sessions that match keep (nil: all) and returns how many.
+func (s *Service) revokeSessions(tx *store.Tx, userID string, match func(*store.Session) bool) (int, error) {
+	now := s.now()
+	live, err := store.Sessions.All(tx, func(x *store.Session) bool {
+		return x.UserID == userID && x.RevokedAt == nil && now.Before(x.ExpiresAt) && (match == nil || match(x))
+	})
+	if err != nil {
+		return 0, Internal(err, "list sessions")
+	}
+	for _, x := range live {
+		x.RevokedAt = ptr(now)
+		if err := store.Sessions.Put(tx, x); err != nil {
+			return 0, Internal(err, "revoke session")
+		}
+	}
+	return len(live), nil
+}
+
+// ChangePassword changes the signed-in user's password after checking the current one, and signs out
+// the user's other sessions.
+func (s *Service) ChangePassword(ctx context.Context, p *Principal, req *ChangePasswordRequest) (*PasswordChanged, error) {
+	if !p.IsSession() {
+		return nil, Forbidden("changing a password needs a signed-in session")
+	}
+	if len(req.NewPassword) < 12 || len(req.NewPassword) > 72 {
+		return nil, Invalid("new_password must be 12 to 72 bytes")
+	}
+	var u *store.User
+	if err := s.db.View(func(tx *store.Tx) error {
+		var err error
+		u, err = store.Users.Get(tx, p.UserID)
+		return err
+	}); err != nil {
+		return nil, Unauthenticated("invalid or expired session")
+	}
+	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(req.CurrentPassword)) != nil {
+		return nil, Forbidden("current_password is wrong")
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(req.NewPassword), s.passwordCost())
+	if err != nil {
+		return nil, Internal(err, "hash password")
+	}
+	out := &PasswordChanged{Changed: true}
+	err = s.db.Update(func(tx *store.Tx) error {
+		cur, err := store.Users.Get(tx, u.ID)
+		if err != nil || cur.PasswordHash != u.PasswordHash {
+			return Conflict("the password changed meanwhile: sign in again")
+		}
+		cur.PasswordHash, cur.UpdatedAt = string(hash), s.now()
+		if err := store.Users.Put(tx, cur); err != nil {
+			return Internal(err, "store user")
+		}
+		if out.SessionsRevoked, err = s.revokeSessions(tx, u.ID, func(x *store.Session) bool { return x.ID != p.sessionID }); err != nil {
+			return err
+		}
+		return s.audit(tx, p, "user.password_change", p.OrganizationID, "", map[string]any{"user_id": u.ID, "sessions_revoked": out.SessionsRevoked})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
