@@ -532,7 +532,7 @@ func TestCLIRootRegistersClientCommands(t *testing.T) {
 	for _, path := range [][]string{{"login"}, {"login", "approve"}, {"whoami"}, {"api-keys", "list"}, {"api-keys", "create"}, {"api-keys", "revoke"},
 		{"projects", "list"}, {"projects", "get"}, {"projects", "create"}, {"projects", "delete"}, {"projects", "connections"},
 		{"backups", "list"}, {"backups", "create"}, {"restore"}, {"restore-points", "list"}, {"restore-points", "create"},
-		{"restore-points", "delete"}} {
+		{"restore-points", "delete"}, {"users", "list"}, {"users", "add"}, {"users", "set-role"}, {"users", "remove"}, {"users", "password"}} {
 		c, _, err := root.Find(path)
 		if err != nil || c.Name() != path[len(path)-1] {
 			t.Errorf("root.Find(%v) = %v, %v", path, c, err)
@@ -956,5 +956,53 @@ func TestCLIImportsAndExports(t *testing.T) {
 	}
 	if out, _ = e.mustRunJob("imports", "restore", id, "--confirm", "--wait"); !strings.Contains(out, "(import.restore) completed") {
 		t.Fatalf("imports restore --wait:\n%s", out)
+	}
+}
+
+func TestCLIUsers(t *testing.T) {
+	e := setupCLI(t)
+	t.Setenv("APPLIANCE_API_URL", e.url)
+	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
+	t.Setenv("APPLIANCE_API_KEY", e.boot.APIKey)
+
+	stdout, stderr := e.mustRun("", "users", "add", "dana@example.com", "--role", "member", "--name", "Dana Müller")
+	password := strings.TrimSpace(stdout)
+	userID := regexp.MustCompile(`usr_[0-9a-z]{26}`).FindString(stderr)
+	if len(password) < 12 || strings.Contains(password, "\n") || userID == "" || !strings.Contains(stderr, "shown only this once") {
+		t.Fatalf("add: stdout %q stderr %q", stdout, stderr)
+	}
+	list, _ := e.mustRun("", "users", "list")
+	if row := lineWith(list, userID); !strings.Contains(row, "dana@example.com") || !strings.Contains(row, "Dana Müller") || !strings.Contains(row, " member ") {
+		t.Errorf("list row of Dana: %q\n%s", row, list)
+	}
+	if row := lineWith(list, appliance.BootstrapOwnerEmail); !strings.Contains(row, " owner ") {
+		t.Errorf("the bootstrap owner is not listed as owner:\n%s", list)
+	}
+
+	out, _ := e.mustRun(password+"\nDana's own passphrase\n", "users", "password", "--email", "dana@example.com", "--password-stdin")
+	if !strings.Contains(out, "Changed the password of dana@example.com") {
+		t.Errorf("password: %s", out)
+	}
+	if _, _, err := e.run(password+"\nyet another passphrase\n", "users", "password", "--email", "dana@example.com", "--password-stdin"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("the initial password still signs in after the change: %v", err)
+	}
+
+	out, _ = e.mustRun("", "users", "set-role", userID, "admin")
+	if !strings.Contains(out, "is now admin") {
+		t.Errorf("set-role: %s", out)
+	}
+	if _, _, err := e.run("", "users", "set-role", appliance.BootstrapOwnerEmail, "admin"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("set-role of an email, not a user id: %v", err)
+	}
+	if _, _, err := e.run("", "users", "add", "x@example.com"); err == nil || !strings.Contains(err.Error(), "--role is required") {
+		t.Errorf("add without a role: %v", err)
+	}
+	out, _ = e.mustRun("", "users", "remove", userID)
+	if !strings.Contains(out, "Removed "+userID) || !strings.Contains(out, "revoked 0 API key(s)") {
+		t.Errorf("remove: %s", out)
+	}
+	list, _ = e.mustRun("", "users", "list")
+	if strings.Contains(list, userID) {
+		t.Errorf("removed user still listed:\n%s", list)
 	}
 }

@@ -276,18 +276,10 @@ func runApprove(c *cobra.Command, o *clientOpts, ao approveOpts, sessionID strin
 	if err != nil {
 		return err
 	}
-	var sess struct {
-		Token          string `json:"token"`
-		OrganizationID string `json:"organization_id"`
+	sc, err := signIn(c, cl, email, password, ao.org)
+	if err != nil {
+		return err
 	}
-	body := map[string]any{"email": email, "password": password}
-	if ao.org != "" {
-		body["organization_id"] = ao.org
-	}
-	if err := cl.do(ctx, http.MethodPost, "/v1/auth/sessions", body, &sess); err != nil {
-		return fmt.Errorf("sign in as %s: %w", email, err)
-	}
-	sc := cl.withToken(sess.Token)
 	base := "/v1/cli/login/sessions/" + url.PathEscape(sessionID)
 	var det loginDetails
 	if err := sc.do(ctx, http.MethodGet, base+"/details", nil, &det); err != nil {
@@ -327,6 +319,22 @@ func runApprove(c *cobra.Command, o *clientOpts, ao approveOpts, sessionID strin
 	fmt.Fprintf(out, "Approved login session %s for organization %s (%s); state: %s.\nThe device receives its API key on its next poll.\n",
 		res.SessionID, firstNonEmpty(res.OrganizationName, "(unnamed)"), res.OrganizationID, res.State)
 	return nil
+}
+
+// signIn opens a session of the built-in identity provider (in org, or the user's first membership) and
+// returns a client that uses it.
+func signIn(c *cobra.Command, cl *apiClient, email, password, org string) (*apiClient, error) {
+	var sess struct {
+		Token string `json:"token"`
+	}
+	body := map[string]any{"email": email, "password": password}
+	if org != "" {
+		body["organization_id"] = org
+	}
+	if err := cl.do(c.Context(), http.MethodPost, "/v1/auth/sessions", body, &sess); err != nil {
+		return nil, fmt.Errorf("sign in as %s: %w", email, err)
+	}
+	return cl.withToken(sess.Token), nil
 }
 
 // readPassword takes the password from stdin (--password-stdin), APPLIANCE_PASSWORD, or a no-echo prompt.
