@@ -93,6 +93,9 @@ func (s *Service) CreateBackup(ctx context.Context, p *Principal, projectID stri
 		if err != nil {
 			return err
 		}
+		if err := s.requireFeature(FeatureBackups); err != nil {
+			return err
+		}
 		b, j, err := s.newBackup(tx, prj, label)
 		if err != nil {
 			return err

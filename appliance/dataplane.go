@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/certs"
@@ -25,8 +26,70 @@ type DataPlane struct {
 	PgBouncer  string // the pgbouncer program
 }
 
-// SetDataPlane connects the instance machinery.
-func (s *Service) SetDataPlane(dp *DataPlane) { s.dp = dp }
+// SetDataPlane connects the instance machinery, and reports on the status page which features lack a
+// program.
+func (s *Service) SetDataPlane(dp *DataPlane) {
+	s.dp = dp
+	s.Probe.Register("programs", s.programsCheck)
+}
+
+// Features that need PostgreSQL programs beyond the server (which the appliance does not start without).
+const (
+	FeatureBackups = "backups"
+	FeatureDumps   = "exports and imports"
+)
+
+// featurePrograms are the programs of PostgreSQL's bin directory each feature runs.
+var featurePrograms = []struct {
+	feature  string
+	programs []string
+}{
+	{FeatureBackups, []string{"pg_basebackup", "pg_verifybackup"}},
+	{FeatureDumps, []string{"pg_dump", "pg_restore"}},
+}
+
+// missingFor is nil when the feature's programs are all installed, else the error naming the first missing
+// one and how to get it.
+func missingFor(dp *DataPlane, feature string) error {
+	for _, f := range featurePrograms {
+		if f.feature != feature {
+			continue
+		}
+		for _, name := range f.programs {
+			if _, err := dp.Bin.Path(name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// requireFeature refuses an action whose programs this appliance lacks, before anything is stored or
+// queued (503 naming the program and how to install it). Without a data plane it answers nil: the job
+// then fails as every job does there.
+func (s *Service) requireFeature(feature string) error {
+	if s.dp == nil {
+		return nil
+	}
+	if err := missingFor(s.dp, feature); err != nil {
+		return &Error{Kind: KindUnavailable, Msg: fmt.Sprintf("%s are not available on this appliance: %v", feature, err)}
+	}
+	return nil
+}
+
+// programsCheck is the status page's row of the features disabled for a missing program.
+func (s *Service) programsCheck(ctx context.Context) (string, string) {
+	var off []string
+	for _, f := range featurePrograms {
+		if err := missingFor(s.dp, f.feature); err != nil {
+			off = append(off, fmt.Sprintf("%s disabled: %v", f.feature, err))
+		}
+	}
+	if len(off) > 0 {
+		return StatusDegraded, strings.Join(off, "; ")
+	}
+	return StatusOperational, "every program found in " + s.dp.Bin.Dir
+}
 
 func (s *Service) dataPlane() (*DataPlane, error) {
 	if s.dp == nil {

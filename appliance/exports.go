@@ -111,6 +111,9 @@ func (s *Service) CreateExport(ctx context.Context, p *Principal, projectID stri
 		if err != nil {
 			return err
 		}
+		if err := s.requireFeature(FeatureDumps); err != nil {
+			return err
+		}
 		now := s.now()
 		e := &store.Export{ID: ids.New("exp"), ProjectID: prj.ID, OrganizationID: prj.OrganizationID,
 			DatabaseName: prj.DatabaseName, State: ExportPending, CreatedAt: now}

@@ -76,6 +76,9 @@ func (s *Service) StartFollow(ctx context.Context, p *Principal, projectID strin
 	if err != nil {
 		return nil, err
 	}
+	if err := s.requireFeature(FeatureDumps); err != nil {
+		return nil, err
+	}
 	// Checked before the preflight connects anywhere, and again when the follow is stored.
 	if err := s.db.View(func(tx *store.Tx) error { return noOpenFollow(tx, prj.ID) }); err != nil {
 		return nil, err

@@ -86,6 +86,9 @@ func (s *Service) CreateImportUpload(ctx context.Context, p *Principal, projectI
 		if err != nil {
 			return err
 		}
+		if err := s.requireFeature(FeatureDumps); err != nil {
+			return err
+		}
 		now := s.now()
 		u := &store.Upload{ID: ids.New("upl"), ProjectID: prj.ID, OrganizationID: prj.OrganizationID, State: UploadPending,
 			CreatedAt: now, ExpiresAt: now.Add(UploadTTL).Truncate(time.Second)}
@@ -237,6 +240,9 @@ func (s *Service) CreateImport(ctx context.Context, p *Principal, projectID stri
 	err := s.db.Update(func(tx *store.Tx) error {
 		prj, err := s.visibleActiveProject(tx, p, projectID)
 		if err != nil {
+			return err
+		}
+		if err := s.requireFeature(FeatureDumps); err != nil {
 			return err
 		}
 		var u *store.Upload

@@ -159,6 +159,9 @@ func dueSlot(r *store.ScheduledBackup, now time.Time) bool {
 // since, then applies the retention of every active schedule.
 func (s *Service) RunScheduledBackups(ctx context.Context, now time.Time) (ScheduledRunResult, error) {
 	var res ScheduledRunResult
+	if err := s.requireFeature(FeatureBackups); err != nil {
+		return res, err
+	}
 	var scheds []*store.ScheduledBackup
 	if err := s.db.View(func(tx *store.Tx) (err error) {
 		scheds, err = store.ScheduledBackups.All(tx, nil)

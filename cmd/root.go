@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -49,4 +50,13 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// envBool is true when the variable is set to 1, true, yes or on.
+func envBool(name string) bool {
+	switch strings.ToLower(os.Getenv(name)) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
 }

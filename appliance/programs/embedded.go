@@ -45,6 +45,9 @@ func (e *Embedded) Obtain(ctx context.Context, log *slog.Logger) (string, error)
 	if err != nil {
 		return "", err
 	}
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(e.Dir)), 0o700); err != nil {
+		return "", fmt.Errorf("embedded-postgres: %w", err)
+	}
 	runtime, err := os.MkdirTemp(filepath.Dir(filepath.Clean(e.Dir)), ".embedded-postgres-runtime-")
 	if err != nil {
 		return "", fmt.Errorf("embedded-postgres: %w", err)

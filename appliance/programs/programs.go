@@ -34,22 +34,21 @@ type Program struct {
 // PGMajor is the PostgreSQL major the appliance installs when there is none.
 const PGMajor = 15
 
-var (
-	serverPkg = fmt.Sprintf("postgresql-%d", PGMajor)
-	clientPkg = fmt.Sprintf("postgresql-client-%d", PGMajor)
-)
-
 // Catalog is every program the appliance runs.
 var Catalog = []Program{
-	{Name: "postgres", Package: serverPkg, Feature: "projects", Required: true, PGBin: true},
-	{Name: "initdb", Package: serverPkg, Feature: "projects", Required: true, PGBin: true},
-	{Name: "pg_ctl", Package: serverPkg, Feature: "projects", Required: true, PGBin: true},
+	pgProgram("postgres", "projects", true),
+	pgProgram("initdb", "projects", true),
+	pgProgram("pg_ctl", "projects", true),
 	{Name: "pgbouncer", Package: "pgbouncer", Feature: "projects (pooled connections)", Required: true},
-	{Name: "pg_basebackup", Package: clientPkg, Feature: "backups, restores and clones", PGBin: true},
-	{Name: "pg_verifybackup", Package: clientPkg, Feature: "backups, restores and clones", PGBin: true},
-	{Name: "pg_dump", Package: clientPkg, Feature: "exports, imports and follows", PGBin: true},
-	{Name: "pg_restore", Package: clientPkg, Feature: "exports, imports and follows", PGBin: true},
+	pgProgram("pg_basebackup", "backups", false),
+	pgProgram("pg_verifybackup", "backups", false),
+	pgProgram("pg_dump", "exports and imports", false),
+	pgProgram("pg_restore", "exports and imports", false),
 	{Name: "redis-server", Package: "redis-server", Feature: "key-value stores"},
+}
+
+func pgProgram(name, feature string, required bool) Program {
+	return Program{Name: name, Package: postgres.PackageOf(name, PGMajor), Feature: feature, Required: required, PGBin: true}
 }
 
 // Lookup returns the catalog entry of name.

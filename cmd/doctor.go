@@ -1,0 +1,274 @@
+package cmd
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/programs"
+)
+
+// A check is one thing `up` needs, as doctor reports it.
+type check struct {
+	name   string
+	level  string // ok, warn (a feature is off or something is close to a limit) or fail (up refuses)
+	detail string
+	fix    string // the command or setting that fixes it ("" when ok)
+}
+
+const (
+	levelOK   = "ok"
+	levelWarn = "warn"
+	levelFail = "FAIL"
+)
+
+func init() {
+	var cfg UpConfig
+	doctor := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check everything `appliance up` needs and say how to fix what is missing",
+		Long: `Check the programs the appliance runs (and where each comes from), the OS user instances run as, the
+data directory, the listeners' ports and the instance port range, disk space, the clock and the certificate
+authority. It installs nothing: each problem comes with the command that fixes it. Exits 1 when up would
+refuse to start. Takes the same flags and environment variables as up.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			checks, _ := runChecks(c.Context(), cfg, false, nil)
+			if printChecks(c.OutOrStdout(), checks) {
+				return errDoctorFailed
+			}
+			return nil
+		},
+	}
+	upFlags(doctor, &cfg)
+	root.AddCommand(doctor)
+}
+
+var errDoctorFailed = fmt.Errorf("some checks failed: see the fixes above")
+
+// printChecks writes the report and says whether anything failed.
+func printChecks(w io.Writer, checks []check) (failed bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, c := range checks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.level, c.name, c.detail)
+		if c.fix != "" {
+			fmt.Fprintf(tw, "\t\t  fix: %s\n", c.fix)
+		}
+		failed = failed || c.level == levelFail
+	}
+	tw.Flush()
+	return failed
+}
+
+// runChecks checks what up needs. With install, missing programs are installed or obtained as up does
+// (doctor only reports). It returns the programs it resolved (nil when resolution itself failed).
+func runChecks(ctx context.Context, cfg UpConfig, install bool, log *slog.Logger) ([]check, *programs.Set) {
+	var out []check
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return []check{{name: "data directory", level: levelFail, detail: err.Error(), fix: "pass --data-dir"}}, nil
+	}
+	set, err := programs.Resolve(ctx, programOptions(cfg, dataDir, install, log))
+	if err != nil {
+		out = append(out, check{name: "programs", level: levelFail, detail: err.Error(), fix: programsFix(cfg)})
+	} else {
+		out = append(out, programChecks(set)...)
+	}
+	out = append(out, osUserCheck(cfg), dataDirCheck(dataDir), diskCheck(dataDir))
+	out = append(out, portChecks(cfg)...)
+	out = append(out, clockCheck(), caCheck(dataDir))
+	return out, set
+}
+
+// programOptions are the resolution settings of up's flags.
+func programOptions(cfg UpConfig, dataDir string, install bool, log *slog.Logger) programs.Options {
+	return programs.Options{PGBin: cfg.PGBin, Install: install && !cfg.NoInstall, Log: log,
+		Embedded: &programs.Embedded{Dir: filepath.Join(dataDir, "postgresql"), CacheDir: cfg.PGEmbeddedCache, MirrorURL: cfg.PGEmbeddedMirror}}
+}
+
+func programsFix(cfg UpConfig) string {
+	if cfg.PGBin != "" {
+		return "point --pg-bin (APPLIANCE_PG_BIN) at a PostgreSQL bin directory, or leave it unset"
+	}
+	return "check --pg-embedded-mirror / --pg-embedded-cache, or install postgresql-15 with apt-get"
+}
+
+func programChecks(set *programs.Set) []check {
+	var out []check
+	for _, p := range programs.Catalog {
+		f := set.Found[p.Name]
+		c := check{name: p.Name}
+		switch {
+		case f.Err == nil:
+			c.level, c.detail = levelOK, fmt.Sprintf("%s (%s; %s)", f.Path, f.Source, strings.TrimSpace(f.Version))
+		case p.Required:
+			c.level, c.detail, c.fix = levelFail, fmt.Sprintf("missing: every project needs it (%s)", p.Feature), "apt-get install -y "+p.Package
+		default:
+			c.level, c.detail, c.fix = levelWarn, fmt.Sprintf("missing: %s are off", p.Feature), "apt-get install -y "+p.Package
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// osUserCheck: instances run as an unprivileged user (PostgreSQL refuses root).
+func osUserCheck(cfg UpConfig) check {
+	c := check{name: "instance OS user", level: levelOK}
+	if os.Geteuid() != 0 {
+		u, _ := user.Current()
+		c.detail = "instances run as the current user"
+		if u != nil {
+			c.detail += " " + u.Username
+		}
+		return c
+	}
+	name := cfg.PGUser
+	if name == "" {
+		name = postgres.ApplianceOSUser
+		if _, err := user.Lookup(postgres.DebianOSUser); err == nil {
+			name = postgres.DebianOSUser
+		}
+	}
+	if _, err := user.Lookup(name); err != nil {
+		c.detail = fmt.Sprintf("%s does not exist yet: up creates it (useradd --system)", name)
+		return c
+	}
+	c.detail = "instances run as " + name
+	return c
+}
+
+// dataDirCheck: the data directory (or the nearest existing parent, where up creates it) is writable.
+func dataDirCheck(dir string) check {
+	c := check{name: "data directory", level: levelOK}
+	existing := nearestExisting(dir)
+	if err := syscall.Access(existing, 2|1); err != nil { // W_OK|X_OK
+		c.level, c.detail = levelFail, fmt.Sprintf("%s is not writable by this user: %v", existing, err)
+		c.fix = "choose another --data-dir (APPLIANCE_DATA_DIR), or fix the directory's owner"
+		return c
+	}
+	if existing == dir {
+		c.detail = dir
+	} else {
+		c.detail = dir + " (created by up)"
+	}
+	return c
+}
+
+func nearestExisting(dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
+			return d
+		}
+	}
+}
+
+// diskCheck: free space where the data directory lives.
+func diskCheck(dir string) check {
+	c := check{name: "disk space"}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(nearestExisting(dir), &st); err != nil {
+		c.level, c.detail = levelWarn, err.Error()
+		return c
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	c.detail = fmt.Sprintf("%.1f GiB free under %s", float64(free)/(1<<30), nearestExisting(dir))
+	switch {
+	case free < 1<<30:
+		c.level, c.fix = levelFail, "free space or choose a --data-dir on a larger file system (each project needs about 100 MB plus its data and backups)"
+	case free < 5<<30:
+		c.level, c.fix = levelWarn, "less than 5 GiB free: backups and WAL fill disks fast"
+	default:
+		c.level = levelOK
+	}
+	return c
+}
+
+// portChecks: the listeners' addresses are free and the instance range has free ports.
+func portChecks(cfg UpConfig) []check {
+	var out []check
+	for _, l := range []struct{ name, addr, flag string }{{"API listener", cfg.Listen, "--listen"}, {"KV listener", cfg.KVListen, "--kv-listen"}} {
+		c := check{name: l.name, level: levelOK, detail: l.addr + " is free"}
+		if _, port, _ := net.SplitHostPort(l.addr); port == "0" {
+			c.detail = l.addr + " (a free port is picked)"
+		} else if ln, err := net.Listen("tcp", l.addr); err != nil {
+			c.level, c.detail, c.fix = levelFail, fmt.Sprintf("cannot listen on %s: %v", l.addr, err), "stop what uses it, or choose another address with "+l.flag
+		} else {
+			ln.Close()
+		}
+		out = append(out, c)
+	}
+	c := check{name: "instance ports", level: levelOK}
+	r, err := appliance.ParsePortRange(cfg.PGPorts)
+	if err != nil {
+		return append(out, check{name: "instance ports", level: levelFail, detail: err.Error(), fix: "--pg-ports FIRST-LAST"})
+	}
+	free := 0
+	for p := r.First; p <= r.Last; p++ {
+		if ln, err := net.Listen("tcp", net.JoinHostPort(cfg.PGListen, fmt.Sprint(p))); err == nil {
+			ln.Close()
+			free++
+		}
+	}
+	total := r.Last - r.First + 1
+	c.detail = fmt.Sprintf("%d of %d ports free in %s on %s (two per project)", free, total, cfg.PGPorts, cfg.PGListen)
+	switch {
+	case free < 2:
+		c.level, c.fix = levelFail, "choose a free range with --pg-ports (APPLIANCE_PG_PORTS) or another --pg-listen"
+	case free < total/2:
+		c.level, c.fix = levelWarn, "another program (or appliance) uses this range: give each its own --pg-ports"
+	}
+	return append(out, c)
+}
+
+// clockCheck: certificates and backups' restore windows need a clock that is roughly right.
+func clockCheck() check {
+	now := time.Now().UTC()
+	if now.Year() < 2025 {
+		return check{name: "clock", level: levelFail, detail: "the clock says " + now.Format(time.RFC3339),
+			fix: "set the time (timedatectl set-ntp true); certificates and restore times depend on it"}
+	}
+	return check{name: "clock", level: levelOK, detail: now.Format(time.RFC3339)}
+}
+
+// caCheck: the local certificate authority, when it exists, is valid for a while yet.
+func caCheck(dataDir string) check {
+	c := check{name: "certificate authority", level: levelOK}
+	path := filepath.Join(dataDir, "ca", "ca.crt")
+	raw, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		c.detail = "created at first start"
+		return c
+	}
+	var cert *x509.Certificate
+	if err == nil {
+		if b, _ := pem.Decode(raw); b != nil {
+			cert, err = x509.ParseCertificate(b.Bytes)
+		} else {
+			err = fmt.Errorf("no PEM block")
+		}
+	}
+	switch {
+	case err != nil:
+		c.level, c.detail, c.fix = levelFail, fmt.Sprintf("%s: %v", path, err), "move the data directory's ca/ away to create a new CA (clients must trust the new one)"
+	case time.Until(cert.NotAfter) < 30*24*time.Hour:
+		c.level, c.detail, c.fix = levelWarn, fmt.Sprintf("%s expires %s", path, cert.NotAfter.Format(time.RFC3339)), "replace the CA before it expires"
+	default:
+		c.detail = fmt.Sprintf("%s valid until %s", path, cert.NotAfter.Format(time.RFC3339))
+	}
+	return c
+}

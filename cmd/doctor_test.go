@@ -1,0 +1,94 @@
+package cmd
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// upConfig is the configuration up and doctor get from args (and their defaults).
+func upConfig(t *testing.T, args ...string) UpConfig {
+	t.Helper()
+	var cfg UpConfig
+	c := &cobra.Command{Use: "up"}
+	upFlags(c, &cfg)
+	if err := c.ParseFlags(append([]string{"--data-dir", t.TempDir() + "/data", "--listen", "127.0.0.1:0", "--kv-listen", "127.0.0.1:0",
+		"--pg-ports", "39000-39009", "--no-install"}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func report(t *testing.T, cfg UpConfig) (string, bool) {
+	t.Helper()
+	checks, _ := runChecks(t.Context(), cfg, false, nil)
+	var out bytes.Buffer
+	failed := printChecks(&out, checks)
+	return out.String(), failed
+}
+
+func TestDoctorHealthy(t *testing.T) {
+	t.Parallel()
+	out, failed := report(t, upConfig(t))
+	if failed {
+		t.Fatalf("doctor fails on this machine:\n%s", out)
+	}
+	for _, want := range []string{"ok  postgres", "/usr/lib/postgresql/15/bin/postgres (system; postgres (PostgreSQL) 15.", "ok  pgbouncer",
+		"ok  instance ports", "ok  certificate authority  created at first start", "(created by up)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestDoctorAndUpRefuseBadSettings: a --pg-bin without PostgreSQL and a busy listener each fail with the
+// fix; up refuses to start on the same checks, naming them, before it listens or creates anything.
+func TestDoctorAndUpRefuseBadSettings(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	empty := t.TempDir()
+	cfg := upConfig(t, "--pg-bin", empty, "--listen", busy.Addr().String())
+	out, failed := report(t, cfg)
+	if !failed {
+		t.Fatalf("doctor passes:\n%s", out)
+	}
+	for _, want := range []string{"FAIL  programs", "--pg-bin " + empty + " holds no PostgreSQL server", "fix: point --pg-bin",
+		"FAIL  API listener", "cannot listen on " + busy.Addr().String(), "fix: stop what uses it, or choose another address with --listen"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	var stdout bytes.Buffer
+	err = runUp(t.Context(), cfg, &stdout)
+	if err == nil || !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), "--pg-bin "+empty) ||
+		!strings.Contains(err.Error(), "API listener") {
+		t.Fatalf("up: %v", err)
+	}
+	if stdout.Len() > 0 {
+		t.Errorf("up printed: %s", stdout.String())
+	}
+	if _, err := os.Stat(cfg.DataDir); err == nil {
+		t.Error("up created its data directory before refusing to start")
+	}
+}
+
+func TestDoctorCommandExitsNonZero(t *testing.T) {
+	var out bytes.Buffer
+	root.SetArgs([]string{"doctor", "--data-dir", t.TempDir(), "--pg-bin", t.TempDir(), "--listen", "127.0.0.1:0", "--kv-listen", "127.0.0.1:0"})
+	root.SetOut(&out)
+	t.Cleanup(func() { root.SetArgs(nil); root.SetOut(nil) })
+	if err := root.ExecuteContext(t.Context()); err != errDoctorFailed {
+		t.Fatalf("doctor: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "FAIL  programs") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
