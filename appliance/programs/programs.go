@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/theappliance/appliance/appliance/apt"
 	"github.com/theappliance/appliance/appliance/postgres"
 )
 
@@ -90,8 +91,6 @@ type Options struct {
 	// Path is searched for programs outside PostgreSQL's bin directory (default $PATH, then /usr/sbin).
 	Path []string
 	Log  *slog.Logger
-	// apt runs apt-get (tests replace it).
-	apt func(ctx context.Context, log *slog.Logger, args ...string) error
 }
 
 // Set is the result of a resolution.
@@ -165,7 +164,7 @@ func Resolve(ctx context.Context, o Options) (*Set, error) {
 	}
 	bin, _ := o.systemPG()
 	s := o.scan(bin, SourceSystem)
-	if o.Install && len(s.Missing()) > 0 && aptUsable() {
+	if o.Install && len(s.Missing()) > 0 && apt.Usable() {
 		if err := o.installMissing(ctx, s, true); err != nil {
 			return nil, err
 		}
@@ -270,4 +269,24 @@ func version(path string) string {
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 	return line
+}
+
+// installMissing installs the packages of the programs s lacks, in one apt-get call. withPG includes
+// PostgreSQL's own packages (not when the operator named a bin directory).
+func (o Options) installMissing(ctx context.Context, s *Set, withPG bool) error {
+	var pkgs []string
+	for _, f := range s.Missing() {
+		if (f.PGBin && !withPG) || slices.Contains(pkgs, f.Package) {
+			continue
+		}
+		pkgs = append(pkgs, f.Package)
+	}
+	if len(pkgs) == 0 || !apt.Usable() {
+		return nil
+	}
+	if err := apt.Install(ctx, o.Log, nil, nil, pkgs...); err != nil {
+		return fmt.Errorf("%w (install them yourself, or pass --no-install)", err)
+	}
+	s.Install = pkgs
+	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,24 +170,3 @@ func TestResolveSystem(t *testing.T) {
 	}
 }
 
-// TestAptInstallUpdatesOnce: a failed install is retried once after apt-get update.
-func TestAptInstallUpdatesOnce(t *testing.T) {
-	t.Parallel()
-	var calls []string
-	fails := 1
-	run := func(_ context.Context, _ *slog.Logger, args ...string) error {
-		calls = append(calls, strings.Join(args, " "))
-		if args[0] == "install" && fails > 0 {
-			fails--
-			return errors.New("E: Unable to locate package pgbouncer")
-		}
-		return nil
-	}
-	if err := programs.AptInstall(t.Context(), slog.New(slog.DiscardHandler), run, "pgbouncer", "redis-server"); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"install -y --no-install-recommends pgbouncer redis-server", "update", "install -y --no-install-recommends pgbouncer redis-server"}
-	if strings.Join(calls, "|") != strings.Join(want, "|") {
-		t.Errorf("calls %q, want %q", calls, want)
-	}
-}
