@@ -169,4 +169,3 @@ func TestResolveSystem(t *testing.T) {
 		t.Error(err)
 	}
 }
-
