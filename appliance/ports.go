@@ -78,16 +78,6 @@ const (
 	InstanceRemoved  = "removed"
 )
 
-// freePort asks the kernel for a port free now on loopback (for short-lived helpers such as pg_upgrade).
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // movePortIfTaken handles a start that failed because another process took the port between allocation
 // and bind (another appliance on the machine, say): the instance (or its pooler) gets a new port for the
 // job's next attempt. It returns err, annotated when the port moved.

@@ -168,7 +168,7 @@ func (s *Service) recoverAndSwap(ctx context.Context, run *scheduler.Run, dp *Da
 		steps.done("archive")
 	}
 	var err error
-	if cand.Port, err = freePort(); err != nil {
+	if cand.Port, err = postgres.FreePort(); err != nil {
 		return swap, err
 	}
 	if err := s.prepareCandidate(ctx, run, dp, live, cand, bs.BaseDir(prj.ID, b.BackupKey)); err != nil {

@@ -166,7 +166,7 @@ func (s *Service) pgUpgrade(ctx context.Context, run *scheduler.Run, dp *DataPla
 	if err != nil {
 		return err
 	}
-	scratchPort, err := freePort()
+	scratchPort, err := postgres.FreePort()
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,21 @@ func orgFor(ctx context.Context, cl *apiClient, org string) (string, error) {
 	return me.Principal.OrganizationID, nil
 }
 
+// orgFlag adds --org to cmd.
+func orgFlag(cmd *cobra.Command, org *string) {
+	cmd.Flags().StringVar(org, "org", "", "organization ID (default: the credential's organization)")
+}
+
+// orgClient is the authenticated client and the organization a command acts in (--org or the credential's).
+func orgClient(c *cobra.Command, o *clientOpts, org string) (*apiClient, string, error) {
+	cl, err := o.authed()
+	if err != nil {
+		return nil, "", err
+	}
+	orgID, err := orgFor(c.Context(), cl, org)
+	return cl, orgID, err
+}
+
 func keysPath(org string) string { return "/v1/organizations/" + url.PathEscape(org) + "/api-keys" }
 
 func newAPIKeysListCmd(o *clientOpts) *cobra.Command {
@@ -51,11 +66,7 @@ func newAPIKeysListCmd(o *clientOpts) *cobra.Command {
 		Short:   "List the organization's API keys (never their secrets)",
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			orgID, err := orgFor(c.Context(), cl, org)
+			cl, orgID, err := orgClient(c, o, org)
 			if err != nil {
 				return err
 			}
@@ -79,7 +90,7 @@ func newAPIKeysListCmd(o *clientOpts) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&org, "org", "", "organization ID (default: the credential's organization)")
+	orgFlag(cmd, &org)
 	return cmd
 }
 
@@ -132,11 +143,7 @@ go to standard error), so that KEY=$(appliance api-keys create ...) works. It ca
 			if days < 0 {
 				return errors.New("--expires-in-days must be positive (or 0 for no expiry)")
 			}
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			orgID, err := orgFor(c.Context(), cl, org)
+			cl, orgID, err := orgClient(c, o, org)
 			if err != nil {
 				return err
 			}
@@ -170,7 +177,7 @@ go to standard error), so that KEY=$(appliance api-keys create ...) works. It ca
 	f.StringSliceVar(&scopes, "scope", nil, "scope to grant; repeat or separate with commas (required), e.g. projects:read,jobs:read")
 	f.StringVar(&project, "project", "", "restrict the key to this project ID")
 	f.Int64Var(&days, "expires-in-days", 0, "days until the key expires (default: never)")
-	f.StringVar(&org, "org", "", "organization ID (default: the credential's organization)")
+	orgFlag(cmd, &org)
 	return cmd
 }
 
@@ -181,11 +188,7 @@ func newAPIKeysRevokeCmd(o *clientOpts) *cobra.Command {
 		Short: "Revoke an API key at once",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			orgID, err := orgFor(c.Context(), cl, org)
+			cl, orgID, err := orgClient(c, o, org)
 			if err != nil {
 				return err
 			}
@@ -201,6 +204,6 @@ func newAPIKeysRevokeCmd(o *clientOpts) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&org, "org", "", "organization ID (default: the credential's organization)")
+	orgFlag(cmd, &org)
 	return cmd
 }

@@ -27,21 +27,6 @@ func newUsersCmd(o *clientOpts) *cobra.Command {
 
 func membersPath(org string) string { return "/v1/organizations/" + url.PathEscape(org) + "/members" }
 
-// orgFlag adds --org to cmd.
-func orgFlag(cmd *cobra.Command, org *string) {
-	cmd.Flags().StringVar(org, "org", "", "organization ID (default: the credential's organization)")
-}
-
-// orgClient is the authenticated client and the organization a command acts in (--org or the credential's).
-func orgClient(c *cobra.Command, o *clientOpts, org string) (*apiClient, string, error) {
-	cl, err := o.authed()
-	if err != nil {
-		return nil, "", err
-	}
-	orgID, err := orgFor(c.Context(), cl, org)
-	return cl, orgID, err
-}
-
 func newUsersListCmd(o *clientOpts) *cobra.Command {
 	var (
 		org    string

@@ -5,6 +5,7 @@ package postgres
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,4 +145,15 @@ func FindPgBouncer(explicit string) (string, error) {
 		return "/usr/sbin/pgbouncer", nil
 	}
 	return "", ErrNoPgBouncer
+}
+
+// FreePort asks the kernel for a port free now on loopback, for short-lived helpers (pg_upgrade, a
+// restore candidate, embedded-postgres' unpacking).
+func FreePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }

@@ -7,11 +7,12 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 
 	embeddedpostgres "github.com/fergusstrange/embedded-postgres"
+
+	"github.com/theappliance/appliance/appliance/postgres"
 )
 
 // DefaultMirror is embedded-postgres' own source of distributions (a Maven repository).
@@ -41,7 +42,7 @@ func (e *Embedded) Obtain(ctx context.Context, log *slog.Logger) (string, error)
 	if mirror == "" {
 		mirror = DefaultMirror
 	}
-	port, err := freePort()
+	port, err := postgres.FreePort()
 	if err != nil {
 		return "", err
 	}
@@ -108,13 +109,4 @@ func openUp(root string) error {
 		}
 		return os.Chmod(path, mode)
 	})
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
