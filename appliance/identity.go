@@ -25,6 +25,8 @@ type SessionRequest struct {
 	Email          string `json:"email" api:"required"`
 	Password       string `json:"password" api:"required"`
 	OrganizationID string `json:"organization_id"` // the organization to act in; default: the first membership
+	// Cookie asks for the session as an HttpOnly cookie instead of a token in the body (the dashboard).
+	Cookie bool `json:"cookie" doc:"true: the session is set as an HttpOnly, Secure, SameSite=Strict cookie and token is empty; the cookie authenticates only requests that also send the header X-Appliance-CSRF: 1"`
 }
 
 // SessionResult carries the session token (returned once).

@@ -288,6 +288,28 @@ func (s *Service) RemoveMember(ctx context.Context, p *Principal, orgID, userID 
 	return out, err
 }
 
+// SignedOut is the sign-out response.
+type SignedOut struct {
+	SignedOut bool `json:"signed_out"`
+}
+
+// SignOut ends the calling session.
+func (s *Service) SignOut(ctx context.Context, p *Principal) (*SignedOut, error) {
+	if !p.IsSession() {
+		return nil, Forbidden("signing out needs a signed-in session")
+	}
+	err := s.db.Update(func(tx *store.Tx) error {
+		if _, err := s.revokeSessions(tx, p.UserID, func(x *store.Session) bool { return x.ID == p.sessionID }); err != nil {
+			return err
+		}
+		return s.audit(tx, p, "session.revoke", p.OrganizationID, "", nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &SignedOut{SignedOut: true}, nil
+}
+
 // revokeSessions ends the user's live sessions that match keep (nil: all) and returns how many.
 func (s *Service) revokeSessions(tx *store.Tx, userID string, match func(*store.Session) bool) (int, error) {
 	now := s.now()

@@ -1,13 +1,39 @@
 package httpapi
 
-import "github.com/theappliance/appliance/appliance"
+import (
+	"net/http"
+
+	"github.com/theappliance/appliance/appliance"
+)
 
 func (s *Server) me(r *Request) (*appliance.MeResponse, error) {
 	return s.svc.Me(r.Context(), r.Principal)
 }
 
+// SessionCookie holds the dashboard's session; it authenticates a request only together with the
+// CSRFHeader, which a cross-site page cannot send without a CORS preflight the API never grants.
+const (
+	SessionCookie = "appliance_session"
+	CSRFHeader    = "X-Appliance-CSRF"
+)
+
 func (s *Server) createSession(r *Request, body *appliance.SessionRequest) (*appliance.SessionResult, error) {
-	return s.svc.CreateSession(r.Context(), body)
+	res, err := s.svc.CreateSession(r.Context(), body)
+	if err != nil || !body.Cookie {
+		return res, err
+	}
+	http.SetCookie(r.W, &http.Cookie{Name: SessionCookie, Value: res.Token, Path: "/", Expires: res.ExpiresAt,
+		HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+	res.Token = ""
+	return res, nil
+}
+
+func (s *Server) signOut(r *Request) (*appliance.SignedOut, error) {
+	res, err := s.svc.SignOut(r.Context(), r.Principal)
+	if err == nil {
+		http.SetCookie(r.W, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+	}
+	return res, err
 }
 
 func (s *Server) startCLILogin(r *Request, body *appliance.CLILoginStartRequest) (*appliance.CLILoginStart, error) {

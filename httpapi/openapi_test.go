@@ -355,6 +355,9 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("POST", "/v1/auth/password", "/v1/auth/password", changer, map[string]any{"current_password": "correct horse battery staple", "new_password": "short"}, 400)
 	call("POST", "/v1/auth/password", "/v1/auth/password", b.adminKey, map[string]any{"current_password": "x", "new_password": "a brand new passphrase"}, 403)
 	call("POST", "/v1/auth/password", "/v1/auth/password", changer, map[string]any{"current_password": "correct horse battery staple", "new_password": "a brand new passphrase"}, 200)
+	call("DELETE", "/v1/auth/sessions/current", "/v1/auth/sessions/current", b.adminKey, nil, 403)
+	call("DELETE", "/v1/auth/sessions/current", "/v1/auth/sessions/current", changer, nil, 200)
+	call("DELETE", "/v1/auth/sessions/current", "/v1/auth/sessions/current", changer, nil, 401)
 
 	project := "/v1/projects/" + prj.ID
 	call("POST", project+"/approvals", "/v1/projects/{projectID}/approvals", b.adminKey, map[string]any{"action": "project.delete"}, 201)

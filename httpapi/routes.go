@@ -33,6 +33,7 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/cli/login/sessions", Tag: "identity", Auth: Public, Bucket: BucketStrict, Status: created, Summary: "Start a CLI device login", Do: With(s.startCLILogin)},
 		{Method: get, Path: "/v1/cli/login/sessions/{sessionID}", Tag: "identity", Auth: Public, Bucket: BucketStrict, Status: ok, Summary: "Poll a CLI device login",
 			Query: []Param{{Name: "poll_token", Type: "string", Required: true, Doc: "the poll_token returned by the start call"}}, Do: Without(s.pollCLILogin)},
+		{Method: del, Path: "/v1/auth/sessions/current", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Sign out: end the calling session (and clear the dashboard's cookie)", Do: Without(s.signOut)},
 		{Method: post, Path: "/v1/auth/password", Tag: "identity", Auth: SessionOnly, Bucket: BucketStrict, Status: ok, Summary: "Change the signed-in user's password (signs out their other sessions)", Do: With(s.changePassword)},
 		{Method: get, Path: "/v1/cli/login/sessions/{sessionID}/details", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Show a CLI device login to the approving user", Do: Without(s.cliLoginDetails)},
 		{Method: post, Path: "/v1/cli/login/sessions/{sessionID}/authorize", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Authorize a CLI device login (mints its key)", Do: Without(s.authorizeCLILogin)},

@@ -159,7 +159,8 @@ func (s *Server) authorize(req *Request, rt *Route, params [][]string) error {
 	return nil
 }
 
-// credential reads the bearer token or X-API-Key.
+// credential reads the bearer token or X-API-Key, else the dashboard's session cookie when the request
+// also carries the CSRF header.
 func credential(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
 		// The scheme is case-insensitive (RFC 9110 §11.1): "bearer" and "BEARER" are "Bearer".
@@ -168,7 +169,13 @@ func credential(r *http.Request) string {
 		}
 		return ""
 	}
-	return strings.TrimSpace(r.Header.Get("X-API-Key"))
+	if k := strings.TrimSpace(r.Header.Get("X-API-Key")); k != "" {
+		return k
+	}
+	if c, err := r.Cookie(SessionCookie); err == nil && r.Header.Get(CSRFHeader) == "1" {
+		return c.Value
+	}
+	return ""
 }
 
 func clientIP(r *http.Request) string {
