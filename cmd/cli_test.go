@@ -26,6 +26,7 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/httpapi"
+	"github.com/theappliance/appliance/ui"
 )
 
 // cliEnv is a real appliance API served over HTTPS with a certificate from a local CA, and an isolated
@@ -69,7 +70,7 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	api := httpapi.New(svc, httpapi.Options{Log: logger, Limits: o.limits})
-	ts := httptest.NewUnstartedServer(api)
+	ts := httptest.NewUnstartedServer(ui.Mount(api))
 	ts.Listener.Close()
 	ts.Listener = ln
 	ts.TLS = tlsCfg

@@ -25,6 +25,7 @@ import (
 	"github.com/theappliance/appliance/kvproxy"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
+	"github.com/theappliance/appliance/ui"
 )
 
 // UpConfig is what `appliance up` is started with; every flag has an environment variable.
@@ -289,7 +290,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 				return err
 			}
 			api := httpapi.New(svc, httpapi.Options{Log: log, Extra: testRoutes(svc, runner)})
-			srv = &http.Server{Handler: api, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
+			srv = &http.Server{Handler: ui.Mount(api), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
 				ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 			go func() {
 				if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,0 +1,101 @@
+// The dashboard is a client of the public API like the CLI: every call goes to /v1/... with the session
+// cookie (HttpOnly: this code never sees the token) and the CSRF header the API requires with it.
+
+export class ApiError extends Error {
+  constructor(public status: number, message: string) {
+    super(message)
+  }
+}
+
+type Listener = () => void
+const unauthenticated = new Set<Listener>()
+
+/** onUnauthenticated registers what to do when a call answers 401 (the session ended). */
+export function onUnauthenticated(f: Listener): () => void {
+  unauthenticated.add(f)
+  return () => unauthenticated.delete(f)
+}
+
+export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { 'X-Appliance-CSRF': '1', Accept: 'application/json' }
+  if (body !== undefined) headers['Content-Type'] = 'application/json'
+  let res: Response
+  try {
+    res = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: 'same-origin',
+      redirect: 'error',
+    })
+  } catch (e) {
+    throw new ApiError(0, 'the appliance does not answer: ' + String(e))
+  }
+  const text = await res.text()
+  let data: any = undefined
+  if (text) {
+    try {
+      data = JSON.parse(text)
+    } catch {
+      throw new ApiError(res.status, `${method} ${path}: unexpected answer (${res.status})`)
+    }
+  }
+  if (!res.ok) {
+    if (res.status === 401 && path !== '/v1/auth/sessions') unauthenticated.forEach((f) => f())
+    throw new ApiError(res.status, (data && data.error) || `${method} ${path}: ${res.status}`)
+  }
+  return data as T
+}
+
+export const get = <T,>(path: string) => api<T>('GET', path)
+export const post = <T,>(path: string, body?: unknown) => api<T>('POST', path, body ?? {})
+export const patch = <T,>(path: string, body: unknown) => api<T>('PATCH', path, body)
+export const del = <T,>(path: string) => api<T>('DELETE', path)
+
+export const seg = encodeURIComponent
+
+// The shapes the pages read (the API's JSON; see /v1/openapi.json).
+export interface Principal {
+  auth_source: string
+  user_id: string
+  organization_id: string
+  idp_organization_role: string
+  is_admin: boolean
+  scopes: string[]
+}
+export interface Organization {
+  id: string
+  name: string
+  slug: string
+}
+export interface Me {
+  organization: Organization | null
+  principal: Principal
+}
+export interface Project {
+  id: string
+  name: string
+  slug: string
+  state: string
+  runtime_status: string
+  plan: string
+  environment: string
+  postgres_version: string
+  region: string
+  created_at: string
+  latest_job_id: string
+}
+export interface Job {
+  id: string
+  type: string
+  state: string
+  error: string
+  last_stderr: string
+  created_at: string
+  updated_at: string
+}
+export interface Connections {
+  direct_url: string
+  pooled_url: string
+  username: string
+}

@@ -1,0 +1,67 @@
+import { useState } from 'preact/hooks'
+import { get, post, seg } from '../api'
+import { ErrorBox, message, useLoad, when } from '../ui'
+
+interface Details {
+  session_id: string
+  state: string
+  expires_at: string
+  device_name: string
+  key_name: string
+  key_expires_at: string | null
+  scopes: string[]
+}
+
+/** CLILogin is the page `appliance login` sends a person to: it shows what the device asks for. */
+export function CLILogin({ id }: { id: string }) {
+  const path = '/v1/cli/login/sessions/' + seg(id)
+  const { data, error, reload } = useLoad(() => get<Details>(path + '/details'), [id])
+  const [done, setDone] = useState('')
+  const [actionError, setActionError] = useState('')
+  return (
+    <main class="narrow">
+      <h1>Approve a CLI login</h1>
+      <ErrorBox error={error} />
+      {data && (
+        <section class="card">
+          <dl class="facts">
+            <dt>Device</dt>
+            <dd>{data.device_name || '(unnamed)'}</dd>
+            <dt>Key name</dt>
+            <dd>{data.key_name}</dd>
+            <dt>Scopes</dt>
+            <dd>{data.scopes.join(', ')}</dd>
+            <dt>Key expires</dt>
+            <dd>{data.key_expires_at ? when(data.key_expires_at) : 'never'}</dd>
+            <dt>Login expires</dt>
+            <dd>{when(data.expires_at)}</dd>
+            <dt>State</dt>
+            <dd>{data.state}</dd>
+          </dl>
+          {done && <p role="status">{done}</p>}
+          {data.state === 'pending' && !done && (
+            <div class="actions">
+              <button
+                class="primary"
+                onClick={async () => {
+                  setActionError('')
+                  try {
+                    await post(path + '/authorize')
+                    setDone('Approved: the CLI receives its key on its next poll. You can close this page.')
+                    reload()
+                  } catch (e) {
+                    setActionError(message(e))
+                  }
+                }}
+              >
+                Approve
+              </button>
+              <button onClick={() => setDone('Not approved: the login expires unused; the CLI gets no key.')}>Refuse</button>
+            </div>
+          )}
+          <ErrorBox error={actionError} />
+        </section>
+      )}
+    </main>
+  )
+}

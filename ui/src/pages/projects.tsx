@@ -1,0 +1,86 @@
+import { useState } from 'preact/hooks'
+import { get, post, type Project } from '../api'
+import { navigate } from '../router'
+import { Badge, Empty, ErrorBox, Form, useLoad, when } from '../ui'
+
+export function Projects() {
+  const { data, error } = useLoad(() => get<{ projects: Project[] }>('/v1/projects'), [], 3000)
+  const [name, setName] = useState('')
+  const [environment, setEnvironment] = useState('development')
+  const [plan, setPlan] = useState('free')
+  return (
+    <main>
+      <h1>Projects</h1>
+      <section class="card">
+        <h2>New project</h2>
+        <Form
+          label="Create a project"
+          onSubmit={async () => {
+            const res = await post<{ project: Project }>('/v1/projects', { name, environment, plan })
+            navigate('/projects/' + res.project.id)
+          }}
+        >
+          <div class="row">
+            <div>
+              <label for="project-name">Name</label>
+              <input id="project-name" required maxLength={63} value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+            </div>
+            <div>
+              <label for="project-env">Environment</label>
+              <select id="project-env" value={environment} onChange={(e) => setEnvironment((e.target as HTMLSelectElement).value)}>
+                <option value="development">development</option>
+                <option value="staging">staging</option>
+                <option value="production">production</option>
+              </select>
+            </div>
+            <div>
+              <label for="project-plan">Plan</label>
+              <select id="project-plan" value={plan} onChange={(e) => setPlan((e.target as HTMLSelectElement).value)}>
+                <option value="free">free</option>
+                <option value="pro">pro</option>
+                <option value="scale">scale</option>
+              </select>
+            </div>
+            <button type="submit" class="primary">
+              Create project
+            </button>
+          </div>
+        </Form>
+      </section>
+      <ErrorBox error={error} />
+      {data && data.projects.length === 0 && <Empty>No projects yet: name one above and create it; it is ready in about a second.</Empty>}
+      {data && data.projects.length > 0 && (
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">State</th>
+              <th scope="col">Runtime</th>
+              <th scope="col">Environment</th>
+              <th scope="col">Plan</th>
+              <th scope="col">Created</th>
+            </tr>
+          </thead>
+          <tbody>
+            {data.projects.map((p) => (
+              <tr key={p.id}>
+                <td>
+                  <a href={'/projects/' + p.id}>{p.name}</a>
+                </td>
+                <td>
+                  <Badge value={p.state} />
+                </td>
+                <td>
+                  <Badge value={p.runtime_status} />
+                </td>
+                <td>{p.environment}</td>
+                <td>{p.plan}</td>
+                <td>{when(p.created_at)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </main>
+  )
+}

@@ -1,0 +1,106 @@
+import type { ComponentChildren } from 'preact'
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks'
+import { ApiError } from './api'
+
+/** useLoad runs load now and whenever deps change; reload() runs it again. every (ms) polls. */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[], every = 0) {
+  const [data, setData] = useState<T | undefined>(undefined)
+  const [error, setError] = useState<string>('')
+  const seq = useRef(0)
+  const reload = useCallback(() => {
+    const n = ++seq.current
+    return load().then(
+      (d) => {
+        if (n === seq.current) {
+          setData(d)
+          setError('')
+        }
+      },
+      (e) => {
+        if (n === seq.current) setError(message(e))
+      },
+    )
+  }, deps)
+  useEffect(() => {
+    reload()
+    if (!every) return
+    const t = setInterval(reload, every)
+    return () => clearInterval(t)
+  }, [reload, every])
+  return { data, error, reload }
+}
+
+export function message(e: unknown): string {
+  if (e instanceof ApiError) return e.message
+  return String(e)
+}
+
+export function ErrorBox({ error }: { error: string }) {
+  if (!error) return null
+  return (
+    <div class="error" role="alert">
+      {error}
+    </div>
+  )
+}
+
+export function Empty({ children }: { children: ComponentChildren }) {
+  return <div class="empty">{children}</div>
+}
+
+export function Badge({ value }: { value: string }) {
+  return <span class={'badge badge-' + value.replace(/[^a-z]/g, '')}>{value}</span>
+}
+
+export function CopyField({ label, value }: { label: string; value: string }) {
+  const [copied, setCopied] = useState(false)
+  const copy = async () => {
+    await navigator.clipboard.writeText(value)
+    setCopied(true)
+    setTimeout(() => setCopied(false), 1500)
+  }
+  const id = 'copy-' + label.replace(/\W+/g, '-').toLowerCase()
+  return (
+    <div class="copy">
+      <label for={id}>{label}</label>
+      <div class="copy-row">
+        <input id={id} readOnly value={value} onFocus={(e) => (e.target as HTMLInputElement).select()} />
+        <button type="button" onClick={copy} aria-label={'Copy ' + label}>
+          {copied ? 'Copied' : 'Copy'}
+        </button>
+      </div>
+    </div>
+  )
+}
+
+export function when(iso: string): string {
+  if (!iso) return '-'
+  const d = new Date(iso)
+  return d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' })
+}
+
+/** Form runs submit with a busy state and shows its error. */
+export function Form({ onSubmit, children, label }: { onSubmit: () => Promise<void>; children: ComponentChildren; label: string }) {
+  const [busy, setBusy] = useState(false)
+  const [error, setError] = useState('')
+  return (
+    <form
+      aria-label={label}
+      onSubmit={async (e) => {
+        e.preventDefault()
+        setBusy(true)
+        setError('')
+        try {
+          await onSubmit()
+        } catch (err) {
+          setError(message(err))
+        } finally {
+          setBusy(false)
+        }
+      }}
+    >
+      <fieldset disabled={busy}>{children}</fieldset>
+      <ErrorBox error={error} />
+    </form>
+  )
+}
