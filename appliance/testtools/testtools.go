@@ -1,6 +1,7 @@
 // Package testtools gets a machine ready for the test suite: on a fresh Debian or Ubuntu machine, as root,
 // it installs with apt-get (the appliance's own way of obtaining programs) what the tests run — PostgreSQL
-// 15 with the extensions the tests enable, PgBouncer, Redis and its CLI, and Node for the OpenAPI linter.
+// 15 with the extensions the tests enable, PgBouncer, Redis and its CLI, Node for the OpenAPI linter and
+// the dashboard's tests, and Debian's Chromium for the dashboard's browser test.
 // Each test package that runs external programs calls Main from its TestMain, so `go test ./...` alone
 // sets the machine up.
 package testtools
@@ -33,6 +34,7 @@ var needs = []need{
 	{"redis-tools", "redis-cli"},
 	{"nodejs", "node"},
 	{"npm", "npx"},
+	{"chromium", "/usr/bin/chromium"},
 }
 
 func (n need) present() bool {

@@ -52,8 +52,15 @@ export function Badge({ value }: { value: string }) {
   return <span class={'badge badge-' + value.replace(/[^a-z]/g, '')}>{value}</span>
 }
 
-export function CopyField({ label, value }: { label: string; value: string }) {
+/** masked hides the password of a connection URL (user:password@). */
+export function masked(url: string): string {
+  return url.replace(/^([a-z]+:\/\/[^:/@]*:)[^@]*@/, '$1••••••@')
+}
+
+/** CopyField shows a value to copy; a secret one is masked until "Show" (the copy is always whole). */
+export function CopyField({ label, value, secret = false }: { label: string; value: string; secret?: boolean }) {
   const [copied, setCopied] = useState(false)
+  const [shown, setShown] = useState(!secret)
   const copy = async () => {
     await navigator.clipboard.writeText(value)
     setCopied(true)
@@ -64,7 +71,12 @@ export function CopyField({ label, value }: { label: string; value: string }) {
     <div class="copy">
       <label for={id}>{label}</label>
       <div class="copy-row">
-        <input id={id} readOnly value={value} onFocus={(e) => (e.target as HTMLInputElement).select()} />
+        <input id={id} readOnly value={shown ? value : masked(value)} onFocus={(e) => (e.target as HTMLInputElement).select()} />
+        {secret && (
+          <button type="button" onClick={() => setShown(!shown)} aria-label={(shown ? 'Hide ' : 'Show ') + label} aria-pressed={shown}>
+            {shown ? 'Hide' : 'Show'}
+          </button>
+        )}
         <button type="button" onClick={copy} aria-label={'Copy ' + label}>
           {copied ? 'Copied' : 'Copy'}
         </button>

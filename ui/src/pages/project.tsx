@@ -41,8 +41,8 @@ export function Project({ id }: { id: string }) {
             <ErrorBox error={conns.error} />
             {conns.data && (
               <>
-                <CopyField label="Direct connection" value={conns.data.connections.direct_url} />
-                <CopyField label="Pooled connection (PgBouncer, transaction mode)" value={conns.data.connections.pooled_url} />
+                <CopyField label="Direct connection" value={conns.data.connections.direct_url} secret />
+                <CopyField label="Pooled connection (PgBouncer, transaction mode)" value={conns.data.connections.pooled_url} secret />
               </>
             )}
           </section>
@@ -57,7 +57,9 @@ export function Project({ id }: { id: string }) {
               <tr>
                 <th scope="col">Type</th>
                 <th scope="col">State</th>
-                <th scope="col">Started</th>
+                <th scope="col" class="sm-hide">
+                  Started
+                </th>
                 <th scope="col">Error</th>
               </tr>
             </thead>
@@ -68,7 +70,7 @@ export function Project({ id }: { id: string }) {
                   <td>
                     <Badge value={j.state} />
                   </td>
-                  <td>{when(j.created_at)}</td>
+                  <td class="sm-hide">{when(j.created_at)}</td>
                   <td class="job-error">
                     {j.error}
                     {j.last_stderr && <pre>{j.last_stderr}</pre>}

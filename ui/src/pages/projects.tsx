@@ -56,9 +56,15 @@ export function Projects() {
               <th scope="col">Name</th>
               <th scope="col">State</th>
               <th scope="col">Runtime</th>
-              <th scope="col">Environment</th>
-              <th scope="col">Plan</th>
-              <th scope="col">Created</th>
+              <th scope="col" class="sm-hide">
+                Environment
+              </th>
+              <th scope="col" class="sm-hide">
+                Plan
+              </th>
+              <th scope="col" class="sm-hide">
+                Created
+              </th>
             </tr>
           </thead>
           <tbody>
@@ -73,9 +79,9 @@ export function Projects() {
                 <td>
                   <Badge value={p.runtime_status} />
                 </td>
-                <td>{p.environment}</td>
-                <td>{p.plan}</td>
-                <td>{when(p.created_at)}</td>
+                <td class="sm-hide">{p.environment}</td>
+                <td class="sm-hide">{p.plan}</td>
+                <td class="sm-hide">{when(p.created_at)}</td>
               </tr>
             ))}
           </tbody>

@@ -1,0 +1,180 @@
+package cmd
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/httpapi"
+	"github.com/theappliance/appliance/scheduler"
+)
+
+// TestDashboardEndToEnd drives the dashboard in headless Chromium (ui/e2e/dashboard.mjs) against a real
+// appliance: sign in, create a project and see it active, run select 1 with the connection string it
+// shows, see a failed job's error, approve a login started by the real CLI (which then has its key), sign
+// out. Screenshots of every page at desktop and phone width go to the test's output directory
+// (APPLIANCE_E2E_OUT, default ui/test-results/screenshots, which git ignores; the path is logged).
+func TestDashboardEndToEnd(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat("/usr/bin/chromium")
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the dashboard test needs node and /usr/bin/chromium: %v", err)
+		}
+		t.Skip("node or chromium missing")
+	}
+	e := setupCLI(t, cliSetupOpts{instances: true, limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
+	work := e2eScript(t)
+	out := os.Getenv("APPLIANCE_E2E_OUT")
+	if out == "" {
+		if out, err = filepath.Abs(filepath.Join("..", "ui", "test-results", "screenshots")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("screenshots in %s", out)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join(work, "e2e", "dashboard.mjs"))
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "BASE_URL="+e.url, "EMAIL="+e.boot.Email, "PASSWORD="+e.boot.Password, "OUT_DIR="+out)
+	stdin, _ := cmd.StdinPipe()
+	stdoutPipe, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.svc.Authenticate(t.Context(), e.boot.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var login *cliRun
+	answer := func(v string) { fmt.Fprintln(stdin, "ok "+v) }
+	done := false
+	sc := bufio.NewScanner(stdoutPipe)
+	for sc.Scan() {
+		line := sc.Text()
+		what, arg, _ := strings.Cut(strings.TrimPrefix(line, "need "), " ")
+		switch {
+		case line == "done":
+			done = true
+		case strings.HasPrefix(line, "error "):
+			t.Errorf("dashboard: %s", strings.TrimPrefix(line, "error "))
+		case what == "select1":
+			conn, err := pgx.Connect(t.Context(), arg)
+			if err != nil {
+				t.Fatalf("connect with the dashboard's connection string: %v", err)
+			}
+			var one int
+			if err := conn.QueryRow(t.Context(), "select 1").Scan(&one); err != nil || one != 1 {
+				t.Fatalf("select 1: %v", err)
+			}
+			conn.Close(context.Background())
+			answer("")
+		case what == "failed-job":
+			answer(failImport(t, e, p, arg))
+		case what == "cli-login":
+			login = e.start("", "login", "--api", e.url, "--ca-cert", e.caPath, "--device-name", "e2e laptop", "--poll-interval", "50ms")
+			answer(waitSession(t, login))
+		case what == "cli-key":
+			if err := login.wait(t); err != nil {
+				t.Fatalf("the CLI login the dashboard approved: %v\n%s", err, login.stderr)
+			}
+			if key := e.readCLIConfig().APIKey; !strings.Contains(key, "_live_") {
+				t.Fatalf("the CLI has no key after approval: %q", key)
+			}
+			answer("")
+		default:
+			t.Logf("dashboard: %s", line)
+		}
+	}
+	err = cmd.Wait()
+	if err != nil || !done {
+		t.Fatalf("dashboard script: %v\n%s", err, stderr.String())
+	}
+	for _, page := range []string{"signin", "projects-empty", "project", "projects", "cli-login"} {
+		for _, w := range []string{"desktop", "phone"} {
+			if st, err := os.Stat(filepath.Join(out, page+"-"+w+".png")); err != nil || st.Size() < 1000 {
+				t.Errorf("screenshot %s-%s: %v", page, w, err)
+			}
+		}
+	}
+}
+
+// e2eScript copies the dashboard's package files and e2e scripts to a temp dir and installs
+// playwright-core there (npm ci; the browser is Debian's chromium, never downloaded).
+func e2eScript(t *testing.T) string {
+	t.Helper()
+	work := t.TempDir()
+	for _, name := range []string{"package.json", "package-lock.json"} {
+		b, err := os.ReadFile(filepath.Join("..", "ui", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.CopyFS(filepath.Join(work, "e2e"), os.DirFS(filepath.Join("..", "ui", "e2e"))); err != nil {
+		t.Fatal(err)
+	}
+	npm := exec.Command("npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+	npm.Dir = work
+	npm.Env = append(os.Environ(), "NO_UPDATE_NOTIFIER=1")
+	if b, err := npm.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci: %v\n%s", err, b)
+	}
+	return work
+}
+
+// failImport makes a real job fail: a file that is not a dump, uploaded and imported. It returns a piece
+// of the job's error for the page to show.
+func failImport(t *testing.T, e *cliEnv, p *appliance.Principal, projectID string) string {
+	t.Helper()
+	up, err := e.svc.CreateImportUpload(t.Context(), p, projectID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("PUT", up.Upload.UploadURL, strings.NewReader("PGDMP this is not a dump at all"))
+	cl, err := newAPIClient(e.url, "", e.caPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cl.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("upload: %d %s", res.StatusCode, body)
+	}
+	jr, err := e.svc.CreateImport(t.Context(), p, projectID, &appliance.ImportRequest{Confirm: true, UploadID: up.Upload.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := e.env.WaitJob(t, jr.Job.ID)
+	if j.State != scheduler.StateFailed || j.Error == "" {
+		t.Fatalf("the import of a non-dump: %s %q", j.State, j.Error)
+	}
+	marker := j.Error
+	if len(marker) > 40 {
+		marker = marker[:40]
+	}
+	return marker
+}

@@ -1,0 +1,105 @@
+// The dashboard end to end in headless Chromium (Debian's, driven by playwright-core). The Go test
+// TestDashboardEndToEnd (cmd/dashboard_e2e_test.go) serves a real appliance, runs this script, and
+// answers its requests on stdin/stdout: the script prints "need <what> <arg>" lines and waits for
+// "ok <value>" on stdin, so the Go side can act outside the browser (run select 1, start a CLI login,
+// make a job fail) in between.
+import { chromium } from 'playwright-core'
+import { createInterface } from 'node:readline'
+import { mkdirSync } from 'node:fs'
+
+const base = process.env.BASE_URL
+const out = process.env.OUT_DIR
+mkdirSync(out, { recursive: true })
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]()
+async function ask(what, arg = '') {
+  console.log(`need ${what} ${arg}`)
+  const { value } = await lines.next()
+  if (!value || !value.startsWith('ok')) throw new Error(`${what}: ${value}`)
+  return value.slice(3)
+}
+
+const browser = await chromium.launch({
+  executablePath: '/usr/bin/chromium',
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',
+    '--no-first-run', '--disable-component-update', '--disable-sync'],
+})
+const widths = { desktop: { width: 1280, height: 800 }, phone: { width: 390, height: 844 } }
+const ctx = await browser.newContext({ ignoreHTTPSErrors: true, viewport: widths.desktop })
+const page = await ctx.newPage()
+const consoleErrors = []
+page.on('console', (m) => m.type() === 'error' && consoleErrors.push(m.text()))
+page.on('pageerror', (e) => consoleErrors.push(String(e)))
+
+async function shoot(name) {
+  for (const [w, size] of Object.entries(widths)) {
+    await page.setViewportSize(size)
+    await page.screenshot({ path: `${out}/${name}-${w}.png`, fullPage: true })
+  }
+  await page.setViewportSize(widths.desktop)
+}
+
+try {
+  // Signed out, a deep link shows the sign-in and comes back to the same page after it.
+  await page.goto(base + '/projects')
+  await page.getByRole('heading', { name: 'Sign in to the appliance' }).waitFor()
+  await shoot('signin')
+  await page.getByLabel('Email').fill(process.env.EMAIL)
+  await page.getByLabel('Password').fill('wrong password!')
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.getByRole('alert').filter({ hasText: 'invalid email or password' }).waitFor()
+  await page.getByLabel('Password').fill(process.env.PASSWORD)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.getByRole('heading', { name: 'Projects' }).waitFor()
+  await page.getByText('No projects yet').waitFor()
+  await shoot('projects-empty')
+
+  // Create a project and watch it become active.
+  await page.getByLabel('Name').fill('e2e shop')
+  await page.getByRole('button', { name: 'Create project' }).click()
+  await page.getByRole('heading', { name: 'e2e shop' }).waitFor()
+  await page.locator('.facts .badge-active').first().waitFor({ timeout: 60000 })
+  const field = page.getByLabel('Direct connection', { exact: true })
+  if (!(await field.inputValue()).includes('••••••@')) throw new Error('the password is shown before "Show"')
+  await page.getByRole('button', { name: 'Show Direct connection' }).click()
+  const direct = await field.inputValue()
+  await ask('select1', direct)
+  await page.getByRole('button', { name: 'Copy Direct connection' }).click().catch(() => {})
+  const prjID = new URL(page.url()).pathname.split('/').pop()
+
+  // A job that fails shows its error and the tail of its stderr.
+  const marker = await ask('failed-job', prjID)
+  await page.getByText(marker).first().waitFor({ timeout: 30000 })
+  await shoot('project')
+
+  await page.getByRole('link', { name: 'Projects' }).first().click()
+  await page.getByRole('link', { name: 'e2e shop' }).waitFor()
+  await shoot('projects')
+
+  // The CLI's device login, approved on the page the CLI printed.
+  const login = await ask('cli-login')
+  await page.goto(base + '/cli/login/' + login)
+  await page.getByRole('heading', { name: 'Approve a CLI login' }).waitFor()
+  await page.getByText('e2e laptop', { exact: true }).waitFor()
+  await shoot('cli-login')
+  await page.getByRole('button', { name: 'Approve' }).click()
+  await page.getByRole('status').filter({ hasText: 'Approved' }).waitFor()
+  await ask('cli-key')
+
+  await page.goto(base + '/nothing/here')
+  await page.getByRole('heading', { name: 'Not found' }).waitFor()
+
+  // Signing out ends the session: the next page load asks to sign in again.
+  await page.getByRole('button', { name: 'Sign out' }).click()
+  await page.getByRole('heading', { name: 'Sign in to the appliance' }).waitFor()
+  await page.reload()
+  await page.getByRole('heading', { name: 'Sign in to the appliance' }).waitFor()
+  if (consoleErrors.filter((e) => !e.includes('401')).length) throw new Error('console errors: ' + consoleErrors.join('\n'))
+  console.log('done')
+} catch (e) {
+  await page.screenshot({ path: `${out}/failure.png`, fullPage: true }).catch(() => {})
+  console.log('error ' + String(e).replace(/\n/g, ' | '))
+  process.exitCode = 1
+} finally {
+  await browser.close()
+  process.exit(process.exitCode ?? 0) // stdin (the Go test's answers) would keep node alive
+}
