@@ -23,8 +23,8 @@ import (
 
 // TestDashboardEndToEnd drives the dashboard in headless Chromium (ui/e2e/dashboard.mjs) against a real
 // appliance: sign in, create a project and see it active, run select 1 with the connection string it
-// shows, see a failed job's error, approve a login started by the real CLI (which then has its key), sign
-// out. Screenshots of every page at desktop and phone width go to the test's output directory
+// shows, see a failed job's error, take a backup, create an API key (it works) and revoke it (it does
+// not), add a member, approve a login started by the real CLI (which then has its key), sign out. Screenshots of every page at desktop and phone width go to the test's output directory
 // (APPLIANCE_E2E_OUT, default ui/test-results/screenshots, which git ignores; the path is logged).
 func TestDashboardEndToEnd(t *testing.T) {
 	node, err := exec.LookPath("node")
@@ -86,6 +86,12 @@ func TestDashboardEndToEnd(t *testing.T) {
 			}
 			conn.Close(context.Background())
 			answer("")
+		case what == "key-works" || what == "key-revoked":
+			want := map[string]int{"key-works": 200, "key-revoked": 401}[what]
+			if _, err := e.svc.Authenticate(t.Context(), arg); (err == nil) != (want == 200) {
+				t.Fatalf("%s: the key from the page authenticates: %v", what, err)
+			}
+			answer("")
 		case what == "failed-job":
 			answer(failImport(t, e, p, arg))
 		case what == "cli-login":
@@ -107,7 +113,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 	if err != nil || !done {
 		t.Fatalf("dashboard script: %v\n%s", err, stderr.String())
 	}
-	for _, page := range []string{"signin", "projects-empty", "project", "projects", "cli-login"} {
+	for _, page := range []string{"signin", "projects-empty", "project", "projects", "api-keys", "members", "overview", "account", "cli-login"} {
 		for _, w := range []string{"desktop", "phone"} {
 			if st, err := os.Stat(filepath.Join(out, page+"-"+w+".png")); err != nil || st.Size() < 1000 {
 				t.Errorf("screenshot %s-%s: %v", page, w, err)

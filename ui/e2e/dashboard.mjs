@@ -26,6 +26,7 @@ const browser = await chromium.launch({
 const widths = { desktop: { width: 1280, height: 800 }, phone: { width: 390, height: 844 } }
 const ctx = await browser.newContext({ ignoreHTTPSErrors: true, viewport: widths.desktop })
 const page = await ctx.newPage()
+page.on('dialog', (d) => d.accept()) // the confirmations of revoke and remove
 const consoleErrors = []
 page.on('console', (m) => m.type() === 'error' && consoleErrors.push(m.text()))
 page.on('pageerror', (e) => consoleErrors.push(String(e)))
@@ -69,11 +70,45 @@ try {
   // A job that fails shows its error and the tail of its stderr.
   const marker = await ask('failed-job', prjID)
   await page.getByText(marker).first().waitFor({ timeout: 30000 })
+  // A backup taken from the page completes and is verified.
+  await page.getByLabel('Label (optional)').fill('from the dashboard')
+  await page.getByRole('button', { name: 'Take a backup' }).click()
+  const row = page.getByRole('row').filter({ hasText: 'from the dashboard' })
+  await row.locator('.badge-verified').waitFor({ timeout: 60000 })
   await shoot('project')
 
   await page.getByRole('link', { name: 'Projects' }).first().click()
   await page.getByRole('link', { name: 'e2e shop' }).waitFor()
   await shoot('projects')
+
+  // An API key: created with a scope, its secret shown once, then revoked.
+  await page.getByRole('link', { name: 'API keys' }).click()
+  await page.getByRole('heading', { name: 'API keys' }).waitFor()
+  await page.getByLabel('Name', { exact: true }).fill('e2e key')
+  await page.getByRole('button', { name: 'Create key' }).click()
+  const secret = await page.getByRole('textbox', { name: 'New API key' }).inputValue()
+  await ask('key-works', secret)
+  await shoot('api-keys')
+  await page.getByRole('button', { name: 'Done' }).click()
+  await page.getByRole('button', { name: 'Revoke e2e key' }).click()
+  await page.getByRole('row').filter({ hasText: 'e2e key' }).getByText('revoked').waitFor()
+  await ask('key-revoked', secret)
+
+  // A member added, their initial password shown once.
+  await page.getByRole('link', { name: 'Members' }).click()
+  await page.getByLabel('Email').fill('dana@example.com')
+  await page.getByLabel('Name').fill('Dana Müller')
+  await page.getByRole('button', { name: 'Add', exact: true }).click()
+  await page.getByRole('textbox', { name: 'Initial password' }).waitFor()
+  await shoot('members')
+  await page.getByRole('button', { name: 'Done' }).click()
+
+  await page.getByRole('link', { name: 'Overview' }).click()
+  await page.getByRole('heading', { name: 'Quotas' }).waitFor()
+  await shoot('overview')
+  await page.getByRole('link', { name: 'Account' }).click()
+  await page.getByRole('heading', { name: 'Change password' }).waitFor()
+  await shoot('account')
 
   // The CLI's device login, approved on the page the CLI printed.
   const login = await ask('cli-login')

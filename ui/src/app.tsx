@@ -1,13 +1,23 @@
 import { useEffect, useState } from 'preact/hooks'
 import { del, get, onUnauthenticated, type Me } from './api'
+import { Account } from './pages/account'
+import { APIKeys } from './pages/apikeys'
 import { CLILogin } from './pages/clilogin'
+import { Members } from './pages/members'
+import { Overview } from './pages/overview'
 import { Project } from './pages/project'
 import { Projects } from './pages/projects'
 import { SignIn } from './pages/signin'
 import { match, navigate, onLinkClick, useLocation } from './router'
 import { ErrorBox, message } from './ui'
 
-const nav = [{ href: '/projects', label: 'Projects' }]
+const nav = [
+  { href: '/overview', label: 'Overview' },
+  { href: '/projects', label: 'Projects' },
+  { href: '/api-keys', label: 'API keys' },
+  { href: '/members', label: 'Members' },
+  { href: '/account', label: 'Account' },
+]
 
 export function App() {
   const loc = useLocation()
@@ -31,7 +41,12 @@ export function App() {
   const path = loc.split('?')[0]
   let page
   let m
+  const org = !!me.organization
   if (path === '/' || path === '/projects') page = <Projects />
+  else if (path === '/overview' && org) page = <Overview me={me} />
+  else if (path === '/api-keys' && org) page = <APIKeys me={me} />
+  else if (path === '/members' && org) page = <Members me={me} />
+  else if (path === '/account') page = <Account me={me} />
   else if ((m = match('/projects/:id', path))) page = <Project id={m.id} />
   else if ((m = match('/cli/login/:id', path))) page = <CLILogin id={m.id} />
   else page = <main><h1>Not found</h1><p>There is no page at {path}.</p></main>

@@ -1,5 +1,83 @@
-import { get, seg, type Connections, type Job, type Project as P } from '../api'
-import { Badge, CopyField, ErrorBox, useLoad, when } from '../ui'
+import { useState } from 'preact/hooks'
+import { get, post, seg, type Connections, type Job, type Project as P } from '../api'
+import { Badge, CopyField, Empty, ErrorBox, Form, useLoad, when } from '../ui'
+import { bytes } from './overview'
+
+interface Backup {
+  id: string
+  backup_key: string
+  label: string
+  state: string
+  verification_state: string
+  verification_error: string
+  size_bytes: number
+  created_at: string
+}
+
+function Backups({ path, active }: { path: string; active: boolean }) {
+  const list = useLoad(() => get<{ backups: Backup[] }>(path + '/backups'), [path], 3000)
+  const [label, setLabel] = useState('')
+  return (
+    <section class="card">
+      <h2>Backups</h2>
+      <Form
+        label="Take a backup"
+        onSubmit={async () => {
+          await post(path + '/backups', label ? { label } : {})
+          setLabel('')
+          list.reload()
+        }}
+      >
+        <div class="row">
+          <div>
+            <label for="backup-label">Label (optional)</label>
+            <input id="backup-label" maxLength={100} value={label} onInput={(e) => setLabel((e.target as HTMLInputElement).value)} />
+          </div>
+          <button type="submit" class="primary" disabled={!active}>
+            Take a backup
+          </button>
+        </div>
+      </Form>
+      <ErrorBox error={list.error} />
+      {list.data && list.data.backups.length === 0 && <Empty>No backups yet. Take one now; scheduled backups run daily once set up.</Empty>}
+      {list.data && list.data.backups.length > 0 && (
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Backup</th>
+              <th scope="col">State</th>
+              <th scope="col">Verified</th>
+              <th scope="col" class="sm-hide">
+                Size
+              </th>
+              <th scope="col" class="sm-hide">
+                Taken
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {list.data.backups.map((b) => (
+              <tr key={b.id}>
+                <td>
+                  {b.label || <code>{b.backup_key}</code>}
+                </td>
+                <td>
+                  <Badge value={b.state} />
+                </td>
+                <td>
+                  <Badge value={b.verification_state} />
+                  {b.verification_error && <div class="hint">{b.verification_error}</div>}
+                </td>
+                <td class="sm-hide">{bytes(b.size_bytes)}</td>
+                <td class="sm-hide">{when(b.created_at)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  )
+}
 
 export function Project({ id }: { id: string }) {
   const path = '/v1/projects/' + seg(id)
@@ -48,6 +126,7 @@ export function Project({ id }: { id: string }) {
           </section>
         </>
       )}
+      {p && <Backups path={path} active={active} />}
       <section class="card">
         <h2>Jobs</h2>
         <ErrorBox error={jobs.error} />
@@ -60,23 +139,26 @@ export function Project({ id }: { id: string }) {
                 <th scope="col" class="sm-hide">
                   Started
                 </th>
-                <th scope="col">Error</th>
               </tr>
             </thead>
             <tbody>
-              {jobs.data.jobs.map((j) => (
-                <tr key={j.id}>
+              {jobs.data.jobs.map((j) => [
+                <tr key={j.id} class={j.error ? 'has-detail' : ''}>
                   <td>{j.type}</td>
                   <td>
                     <Badge value={j.state} />
                   </td>
                   <td class="sm-hide">{when(j.created_at)}</td>
-                  <td class="job-error">
-                    {j.error}
-                    {j.last_stderr && <pre>{j.last_stderr}</pre>}
-                  </td>
-                </tr>
-              ))}
+                </tr>,
+                j.error && (
+                  <tr key={j.id + '-error'} class="detail">
+                    <td colSpan={3} class="job-error">
+                      {j.error}
+                      {j.last_stderr && <pre>{j.last_stderr}</pre>}
+                    </td>
+                  </tr>
+                ),
+              ])}
             </tbody>
           </table>
         )}

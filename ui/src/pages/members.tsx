@@ -1,0 +1,141 @@
+import { useState } from 'preact/hooks'
+import { del, get, patch, post, seg, type Me } from '../api'
+import { CopyField, Empty, ErrorBox, Form, message, useLoad, when } from '../ui'
+
+interface Member {
+  user_id: string
+  email: string
+  name: string
+  role: string
+  created_at: string
+}
+
+const roles = ['member', 'admin', 'owner']
+
+export function Members({ me }: { me: Me }) {
+  const base = '/v1/organizations/' + seg(me.organization!.id) + '/members'
+  const list = useLoad(() => get<{ members: Member[] }>(base), [base])
+  const [email, setEmail] = useState('')
+  const [name, setName] = useState('')
+  const [role, setRole] = useState('member')
+  const [added, setAdded] = useState<{ email: string; password: string } | null>(null)
+  const [actionError, setActionError] = useState('')
+  const admin = me.principal.is_admin || ['owner', 'admin'].includes(me.principal.idp_organization_role)
+  const act = async (f: () => Promise<unknown>) => {
+    setActionError('')
+    try {
+      await f()
+      list.reload()
+    } catch (e) {
+      setActionError(message(e))
+    }
+  }
+  return (
+    <main>
+      <h1>Members</h1>
+      {added && (
+        <section class="card notice" aria-live="polite">
+          <h2>{added.email} added</h2>
+          <p>Their initial password is shown only now. Hand it over safely; they change it under Account.</p>
+          <CopyField label="Initial password" value={added.password} />
+          <button onClick={() => setAdded(null)}>Done</button>
+        </section>
+      )}
+      {admin && (
+        <section class="card">
+          <h2>Add a person</h2>
+          <Form
+            label="Add a member"
+            onSubmit={async () => {
+              const res = await post<{ initial_password: string }>(base, { email, name, role })
+              if (res.initial_password) setAdded({ email, password: res.initial_password })
+              setEmail('')
+              setName('')
+              list.reload()
+            }}
+          >
+            <div class="row">
+              <div>
+                <label for="member-email">Email</label>
+                <input id="member-email" type="email" required value={email} onInput={(e) => setEmail((e.target as HTMLInputElement).value)} />
+              </div>
+              <div>
+                <label for="member-name">Name</label>
+                <input id="member-name" maxLength={100} value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+              </div>
+              <div>
+                <label for="member-role">Role</label>
+                <select id="member-role" value={role} onChange={(e) => setRole((e.target as HTMLSelectElement).value)}>
+                  {roles.map((r) => (
+                    <option value={r}>{r}</option>
+                  ))}
+                </select>
+              </div>
+              <button type="submit" class="primary">
+                Add
+              </button>
+            </div>
+          </Form>
+          <p class="hint">Members may use projects and backups; admins and owners also create and delete projects, restore, import and manage keys and people. Only owners make owners.</p>
+        </section>
+      )}
+      <ErrorBox error={list.error || actionError} />
+      {list.data && list.data.members.length === 0 && <Empty>No members.</Empty>}
+      {list.data && list.data.members.length > 0 && (
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Person</th>
+              <th scope="col">Role</th>
+              <th scope="col" class="sm-hide">
+                Since
+              </th>
+              <th scope="col">
+                <span class="visually-hidden">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {list.data.members.map((m) => (
+              <tr key={m.user_id}>
+                <td>
+                  {m.name || m.email}
+                  {m.name && <div class="hint">{m.email}</div>}
+                </td>
+                <td>
+                  {admin ? (
+                    <select
+                      aria-label={'Role of ' + m.email}
+                      value={m.role}
+                      onChange={(e) => act(() => patch(base + '/' + seg(m.user_id), { role: (e.target as HTMLSelectElement).value }))}
+                    >
+                      {roles.map((r) => (
+                        <option value={r}>{r}</option>
+                      ))}
+                    </select>
+                  ) : (
+                    m.role
+                  )}
+                </td>
+                <td class="sm-hide">{when(m.created_at)}</td>
+                <td>
+                  {admin && m.user_id !== me.principal.user_id && (
+                    <button
+                      aria-label={'Remove ' + m.email}
+                      onClick={() =>
+                        confirm(`Remove ${m.email}? Their sessions end and the API keys they created here are revoked.`) &&
+                        act(() => del(base + '/' + seg(m.user_id)))
+                      }
+                    >
+                      Remove
+                    </button>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </main>
+  )
+}
