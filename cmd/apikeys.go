@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -56,7 +55,7 @@ func orgClient(c *cobra.Command, o *clientOpts, org string) (*apiClient, string,
 	return cl, orgID, err
 }
 
-func keysPath(org string) string { return "/v1/organizations/" + url.PathEscape(org) + "/api-keys" }
+func keysPath(org string) string { return "/v1/organizations/" + seg(org) + "/api-keys" }
 
 func newAPIKeysListCmd(o *clientOpts) *cobra.Command {
 	var org string
@@ -193,7 +192,7 @@ func newAPIKeysRevokeCmd(o *clientOpts) *cobra.Command {
 				return err
 			}
 			var res appliance.Revoked
-			if err := cl.do(c.Context(), http.MethodDelete, keysPath(orgID)+"/"+url.PathEscape(args[0]), nil, &res); err != nil {
+			if err := cl.do(c.Context(), http.MethodDelete, keysPath(orgID)+"/"+seg(args[0]), nil, &res); err != nil {
 				return err
 			}
 			if res.Revoked {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -246,7 +245,7 @@ func newRestorePointsDeleteCmd(o *clientOpts) *cobra.Command {
 				return err
 			}
 			var res appliance.DeletedResponse
-			path := projectPath(args[0]) + "/restore-points/" + url.PathEscape(args[1])
+			path := projectPath(args[0]) + "/restore-points/" + seg(args[1])
 			if err := cl.do(c.Context(), http.MethodDelete, path, nil, &res); err != nil {
 				return err
 			}

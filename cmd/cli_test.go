@@ -1007,3 +1007,49 @@ func TestCLIUsers(t *testing.T) {
 		t.Errorf("removed user still listed:\n%s", list)
 	}
 }
+
+// TestCLINeverFollowsRedirects: a server answering a DELETE with a redirect gets one request, and the
+// CLI reports the redirect instead of sending the DELETE elsewhere. Path segments are escaped, dots
+// included, so ".." reaches the server as a segment it refuses.
+func TestCLINeverFollowsRedirects(t *testing.T) {
+	var paths []string
+	_, requests := fakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
+		paths = append(paths, r.Method+" "+r.URL.EscapedPath())
+		w.Header().Set("Location", "/v1/projects/prj_1")
+		w.WriteHeader(http.StatusTemporaryRedirect)
+	})
+	e := &cliEnv{t: t}
+	_, _, err := e.run("", "restore-points", "delete", "prj_1", "..")
+	if err == nil || !strings.Contains(err.Error(), "redirect") || !strings.Contains(err.Error(), "never follows") {
+		t.Fatalf("err = %v", err)
+	}
+	if n := requests.Load(); n != 1 || paths[0] != "DELETE /v1/projects/prj_1/restore-points/%2E%2E" {
+		t.Fatalf("%d requests: %v", n, paths)
+	}
+}
+
+// TestCLIDotDotDeletesNothing: against the real API, `restore-points delete P ..` is refused (400) and the
+// project is still there.
+func TestCLIDotDotDeletesNothing(t *testing.T) {
+	e := setupCLI(t)
+	t.Setenv("APPLIANCE_API_URL", e.url)
+	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
+	t.Setenv("APPLIANCE_API_KEY", e.boot.APIKey)
+	p, err := e.svc.Authenticate(t.Context(), e.boot.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.svc.CreateProject(t.Context(), p, &appliance.CreateProjectRequest{Name: "kept", Environment: "development"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, arg := range []string{"..", "."} {
+		_, _, err = e.run("", "restore-points", "delete", res.Project.ID, arg)
+		if err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), "not clean") {
+			t.Errorf("delete %q: %v", arg, err)
+		}
+	}
+	if _, err := e.svc.GetProject(t.Context(), p, res.Project.ID); err != nil {
+		t.Fatalf("the project is gone: %v", err)
+	}
+}

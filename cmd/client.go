@@ -364,7 +364,16 @@ func newAPIClient(base, token, caCert string) (*apiClient, error) {
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	return &apiClient{base: base, token: token, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}, nil
+	// The API never redirects: a 3xx is answered as an error and never followed, so no request (a DELETE
+	// least of all) is ever re-sent to another resource.
+	noRedirects := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &apiClient{base: base, token: token, http: &http.Client{Transport: tr, Timeout: 30 * time.Second, CheckRedirect: noRedirects}}, nil
+}
+
+// seg escapes one path segment. Dots are escaped too, so "." or ".." can never name a parent resource
+// (the API refuses such a path with 400 rather than resolving it).
+func seg(s string) string {
+	return strings.ReplaceAll(url.PathEscape(s), ".", "%2E")
 }
 
 // withToken returns a copy of c sending another bearer credential.
@@ -423,6 +432,10 @@ func (c *apiClient) doRaw(ctx context.Context, method, path string, body any) ([
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return raw, nil
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return nil, &APIError{Method: method, Path: redactPath(path), Status: resp.StatusCode,
+			Message: fmt.Sprintf("the server answered a redirect to %q, which the CLI never follows (the appliance's API does not redirect: is --api right?)", resp.Header.Get("Location"))}
 	}
 	return nil, apiError(method, path, resp, raw)
 }

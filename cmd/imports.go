@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,7 +106,7 @@ func newExportsDownloadCmd(o *clientOpts) *cobra.Command {
 				return err
 			}
 			var res appliance.DownloadResponse
-			path := projectPath(args[0]) + "/exports/" + url.PathEscape(args[1]) + "/download"
+			path := projectPath(args[0]) + "/exports/" + seg(args[1]) + "/download"
 			if err := cl.do(c.Context(), http.MethodGet, path, nil, &res); err != nil {
 				return err
 			}

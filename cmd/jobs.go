@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -30,7 +29,7 @@ const (
 	jobFailed    = "failed"
 )
 
-func jobPath(id string) string { return "/v1/jobs/" + url.PathEscape(id) }
+func jobPath(id string) string { return "/v1/jobs/" + seg(id) }
 
 // waitJob polls GET /v1/jobs/{id} every jobPollInterval until the job completes or fails, and prints
 // only its end. A failed job is an error carrying the job's error; the tail of its last stderr goes to

@@ -147,7 +147,7 @@ func waitForLogin(ctx context.Context, c *cobra.Command, cl *apiClient, cfg *cli
 	}
 	pollCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	path := "/v1/cli/login/sessions/" + url.PathEscape(p.SessionID) + "?poll_token=" + url.QueryEscape(p.PollToken)
+	path := "/v1/cli/login/sessions/" + seg(p.SessionID) + "?poll_token=" + url.QueryEscape(p.PollToken)
 	timedOut := func() error {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -280,7 +280,7 @@ func runApprove(c *cobra.Command, o *clientOpts, ao approveOpts, sessionID strin
 	if err != nil {
 		return err
 	}
-	base := "/v1/cli/login/sessions/" + url.PathEscape(sessionID)
+	base := "/v1/cli/login/sessions/" + seg(sessionID)
 	var det loginDetails
 	if err := sc.do(ctx, http.MethodGet, base+"/details", nil, &det); err != nil {
 		return fmt.Errorf("read login session %s: %w", sessionID, err)

@@ -25,7 +25,7 @@ func newProjectsCmd(o *clientOpts) *cobra.Command {
 		newProjectsConnectionsCmd(o))
 }
 
-func projectPath(id string) string { return "/v1/projects/" + url.PathEscape(id) }
+func projectPath(id string) string { return "/v1/projects/" + seg(id) }
 
 func newProjectsListCmd(o *clientOpts) *cobra.Command {
 	var (

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -25,7 +24,7 @@ func newUsersCmd(o *clientOpts) *cobra.Command {
 		newUsersListCmd(o), newUsersAddCmd(o), newUsersSetRoleCmd(o), newUsersRemoveCmd(o), newUsersPasswordCmd(o))
 }
 
-func membersPath(org string) string { return "/v1/organizations/" + url.PathEscape(org) + "/members" }
+func membersPath(org string) string { return "/v1/organizations/" + seg(org) + "/members" }
 
 func newUsersListCmd(o *clientOpts) *cobra.Command {
 	var (
@@ -109,7 +108,7 @@ func newUsersSetRoleCmd(o *clientOpts) *cobra.Command {
 				return err
 			}
 			var res appliance.MemberResponse
-			if err := cl.do(c.Context(), http.MethodPatch, membersPath(orgID)+"/"+url.PathEscape(args[0]), map[string]any{"role": args[1]}, &res); err != nil {
+			if err := cl.do(c.Context(), http.MethodPatch, membersPath(orgID)+"/"+seg(args[0]), map[string]any{"role": args[1]}, &res); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.OutOrStdout(), "%s (%s) is now %s.\n", res.Member.Email, res.Member.UserID, res.Member.Role)
@@ -133,7 +132,7 @@ func newUsersRemoveCmd(o *clientOpts) *cobra.Command {
 				return err
 			}
 			var res appliance.RemovedMember
-			if err := cl.do(c.Context(), http.MethodDelete, membersPath(orgID)+"/"+url.PathEscape(args[0]), nil, &res); err != nil {
+			if err := cl.do(c.Context(), http.MethodDelete, membersPath(orgID)+"/"+seg(args[0]), nil, &res); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.OutOrStdout(), "Removed %s from organization %s; revoked %d API key(s)%s.\n", args[0], orgID,

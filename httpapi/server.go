@@ -63,7 +63,25 @@ func (s *Server) Routes() []Route { return s.routes }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "no-store")
+	if err := cleanPath(r.URL.Path); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// cleanPath refuses a path that ServeMux would clean and redirect: an empty, "." or ".." segment (also
+// when sent escaped, as %2E%2E), or a doubled slash. The API never answers with a redirect to another
+// resource: a DELETE of /v1/projects/P/restore-points/.. must not become a DELETE of the project.
+func cleanPath(p string) error {
+	segs := strings.Split(p, "/")
+	for i, sg := range segs[1:] {
+		last := i == len(segs)-2
+		if sg == "." || sg == ".." || (sg == "" && !last) {
+			return appliance.Invalid("the path %q is not clean (no empty, \".\" or \"..\" segments): name the resource itself", p)
+		}
+	}
+	return nil
 }
 
 // Close stops background work of the server.
