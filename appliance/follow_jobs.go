@@ -147,11 +147,9 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 	}
 	sub := pgx.Identifier{f.Subscription}.Sanitize()
 	// The statement holds the source's password: it must not be written to the server's log when it fails,
-	// nor show in pg_stat_activity or pg_stat_statements, which the project's role may read (pg_monitor).
-	for _, set := range []string{"SET log_min_error_statement = panic", "SET track_activities = off", "SET pg_stat_statements.track = 'none'"} {
-		if _, err := target.Exec(ctx, set); err != nil {
-			return nil, err
-		}
+	// nor show in pg_stat_activity or pg_stat_statements.
+	if err := untracked(ctx, target); err != nil {
+		return nil, err
 	}
 	// The subscription's workers run as its owner, and they run code of the project's role (a CHECK
 	// constraint's function, an index expression on a followed table): the owner is a role of its own that

@@ -342,6 +342,9 @@ func (s *Service) ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, pr
 	if err != nil {
 		return fmt.Errorf("open credential: %w", err)
 	}
+	if err := untracked(ctx, conn); err != nil {
+		return err
+	}
 	exists := func(q, name string) (bool, error) {
 		var ok bool
 		err := conn.QueryRow(ctx, q, name).Scan(&ok)
@@ -354,17 +357,27 @@ func (s *Service) ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, pr
 		}
 		if !ok {
 			// The second login gets a random password nobody knows until a rotation sets its own.
-			if _, err := conn.Exec(ctx, "CREATE ROLE "+r.ident+" LOGIN PASSWORD "+quoteLiteral(ids.Secret(20))); err != nil {
+			create, err := setPasswordSQL("CREATE ROLE", r.name, "LOGIN", ids.Secret(20))
+			if err != nil {
+				return err
+			}
+			if _, err := conn.Exec(ctx, create); err != nil {
 				return fmt.Errorf("create role %s: %w", r.name, err)
 			}
 		}
 	}
-	current := pgx.Identifier{prj.Credential.Username}.Sanitize()
+	setPW, err := setPasswordSQL("ALTER ROLE", prj.Credential.Username, "LOGIN", string(pw))
+	if err != nil {
+		return err
+	}
 	stmts := []string{
-		"ALTER ROLE " + current + " LOGIN PASSWORD " + quoteLiteral(string(pw)),
+		setPW,
 		"GRANT " + role + " TO " + alt,
 		"ALTER ROLE " + alt + " SET role = " + quoteLiteral(prj.RoleName),
-		"GRANT pg_monitor TO " + role,
+		// The project role reads the server's settings, not other roles' statements: older appliances
+		// granted pg_monitor, whose pg_read_all_stats shows every role's query texts.
+		"REVOKE pg_monitor FROM " + role,
+		"GRANT pg_read_all_settings TO " + role,
 	}
 	for _, q := range stmts {
 		if _, err := conn.Exec(ctx, q); err != nil {
@@ -395,7 +408,8 @@ func (s *Service) ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, pr
 			return fmt.Errorf("prepare database %s: %w", prj.DatabaseName, err)
 		}
 	}
-	return nil
+	_, err = purgeSecretStatements(ctx, db)
+	return err
 }
 
 func withDatabase(cfg *pgx.ConnConfig, db string) *pgx.ConnConfig {
@@ -641,7 +655,14 @@ func (s *Service) rotateCredentialsJob(ctx context.Context, run *scheduler.Run) 
 		next = prj.RoleName
 	}
 	password := ids.Secret(20)
-	if _, err := conn.Exec(ctx, "ALTER ROLE "+pgx.Identifier{next}.Sanitize()+" LOGIN PASSWORD "+quoteLiteral(password)); err != nil {
+	setPW, err := setPasswordSQL("ALTER ROLE", next, "LOGIN", password)
+	if err != nil {
+		return nil, err
+	}
+	if err := untracked(ctx, conn); err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, setPW); err != nil {
 		return nil, fmt.Errorf("set new password: %w", err)
 	}
 	now := s.now()
@@ -717,7 +738,14 @@ func (s *Service) expireCredentialJob(ctx context.Context, run *scheduler.Run) (
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	// A fresh random password (rather than none) keeps a SCRAM verifier for the pooler's user list.
-	if _, err := conn.Exec(ctx, "ALTER ROLE "+pgx.Identifier{in.Username}.Sanitize()+" PASSWORD "+quoteLiteral(ids.Secret(20))); err != nil {
+	setPW, err := setPasswordSQL("ALTER ROLE", in.Username, "", ids.Secret(20))
+	if err != nil {
+		return nil, err
+	}
+	if err := untracked(ctx, conn); err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, setPW); err != nil {
 		return nil, err
 	}
 	var ended int

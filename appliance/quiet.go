@@ -1,0 +1,93 @@
+package appliance
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/store"
+)
+
+// untracked makes an appliance connection (a superuser's) leave no trace of what it runs: no
+// pg_stat_statements entry, no pg_stat_activity text, no statement in the server's log even on error.
+// Every connection that sends a secret (a role's password, a source's connection string) calls it first
+// and is used for nothing a tenant should later see.
+func untracked(ctx context.Context, conn *pgx.Conn) error {
+	for _, set := range []string{
+		"SET pg_stat_statements.track = 'none'",
+		"SET track_activities = off",
+		"SET log_statement = 'none'",
+		"SET log_min_duration_statement = -1",
+		"SET log_min_error_statement = panic",
+	} {
+		if _, err := conn.Exec(ctx, set); err != nil {
+			return fmt.Errorf("untracked session: %w", err)
+		}
+	}
+	return nil
+}
+
+// setPasswordSQL is the statement that gives role a password, as the SCRAM verifier the appliance
+// computed (never the password itself). verb is CREATE ROLE or ALTER ROLE; options such as LOGIN follow
+// the role's name.
+func setPasswordSQL(verb, role, options, password string) (string, error) {
+	v, err := postgres.SCRAMVerifier(password)
+	if err != nil {
+		return "", err
+	}
+	stmt := verb + " " + pgx.Identifier{role}.Sanitize()
+	if options != "" {
+		stmt += " " + options
+	}
+	return stmt + " PASSWORD " + quoteLiteral(v), nil
+}
+
+// purgeSecretStatements removes from the database's pg_stat_statements whatever an older appliance let
+// in with a password (ALTER ROLE … PASSWORD '…'): all of it, since a partial reset leaves the query texts
+// in the text file until its next garbage collection. It reports whether it reset.
+func purgeSecretStatements(ctx context.Context, db *pgx.Conn) (bool, error) {
+	var n int
+	err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_statements WHERE query ~* 'password|passwd'`).Scan(&n)
+	if err != nil || n == 0 {
+		return false, err
+	}
+	_, err = db.Exec(ctx, "SELECT pg_stat_statements_reset()")
+	return err == nil, err
+}
+
+// secureStatistics brings an instance an older appliance provisioned up to today's rules: its project role
+// no longer reads other roles' statements (pg_monitor), and statements with passwords are purged from
+// pg_stat_statements (the appliance now runs such statements untracked). Run when the appliance adopts a
+// running instance.
+func (s *Service) secureStatistics(ctx context.Context, dp *DataPlane, inst *store.Instance, prj *store.Project) error {
+	adminPW, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return err
+	}
+	conn, err := s.pgInstance(dp, inst).Admin(ctx, string(adminPW))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := untracked(ctx, conn); err != nil {
+		return err
+	}
+	role := pgx.Identifier{prj.RoleName}.Sanitize()
+	for _, q := range []string{"REVOKE pg_monitor FROM " + role, "GRANT pg_read_all_settings TO " + role} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("project role's rights: %w", err)
+		}
+	}
+	db, err := pgx.ConnectConfig(ctx, withDatabase(conn.Config(), prj.DatabaseName))
+	if err != nil {
+		return err
+	}
+	defer db.Close(context.WithoutCancel(ctx))
+	reset, err := purgeSecretStatements(ctx, db)
+	if reset {
+		s.log.Warn("purged pg_stat_statements: it held statements with passwords", "project", prj.ID)
+	}
+	return err
+}

@@ -1,0 +1,142 @@
+package appliance_test
+
+import (
+	"bytes"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/scheduler"
+)
+
+func passwordOf(t *testing.T, connURL string) string {
+	t.Helper()
+	u, err := url.Parse(connURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, _ := u.User.Password()
+	if len(pw) < 16 {
+		t.Fatalf("no password in %s", redact(connURL))
+	}
+	return pw
+}
+
+// TestRotationLeavesNoPasswordInStatistics: after provisioning and a rotation, neither password is in
+// pg_stat_statements as the old credential reads it during the overlap (which also cannot read other
+// roles' query texts), nor anywhere in the instance's files as root reads them, also after a clean
+// restart wrote the statistics to disk.
+func TestRotationLeavesNoPasswordInStatistics(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "secrets", "development")
+	before, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Svc.RotateCredentials(t.Context(), p, prj.ID, &appliance.RotateCredentialsRequest{OverlapSeconds: ptr(int64(600))})
+	runJob(t, e, res, err)
+	after, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := []string{passwordOf(t, before.Connections.DirectURL), passwordOf(t, after.Connections.DirectURL)}
+	if err := e.AdminExec(t, prj.ID, "SELECT 'appliance-admin-marker'"); err != nil {
+		t.Fatal(err)
+	}
+
+	check := func(when string) {
+		t.Helper()
+		old := connect(t, before.Connections.DirectURL)
+		rows, err := old.Query(t.Context(), "SELECT query FROM pg_stat_statements")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, hidden := 0, 0
+		for rows.Next() {
+			var q string
+			if err := rows.Scan(&q); err != nil {
+				t.Fatal(err)
+			}
+			n++
+			for _, s := range secrets {
+				if strings.Contains(q, s) {
+					t.Errorf("%s: pg_stat_statements shows a password to the old credential: %q", when, q)
+				}
+			}
+			if strings.Contains(q, "appliance-admin-marker") {
+				t.Errorf("%s: the project role reads the appliance's statement %q", when, q)
+			}
+			if q == "<insufficient privilege>" {
+				hidden++
+			}
+		}
+		if rows.Err() != nil || n == 0 || hidden == 0 {
+			t.Errorf("%s: %d statements, %d hidden (%v): the test reads nothing", when, n, hidden, rows.Err())
+		}
+		if scalar[bool](t, old, "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER')") {
+			t.Errorf("%s: the project role reads all statistics (pg_read_all_stats)", when)
+		}
+	}
+	check("during the overlap")
+
+	// A clean restart writes the statistics to disk and reads them back.
+	up, err := e.Svc.UpgradeMinor(t.Context(), p, prj.ID, true)
+	if j := runJob(t, e, up, err); j.State != scheduler.StateCompleted {
+		t.Fatalf("restart: %s %s", j.State, j.Error)
+	}
+	check("after a restart")
+	inst := instanceOf(t, e, prj)
+	filepath.WalkDir(inst.Dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		for _, s := range secrets {
+			if bytes.Contains(b, []byte(s)) {
+				t.Errorf("%s holds a password", path)
+			}
+		}
+		return nil
+	})
+}
+
+// TestAdoptionPurgesOldSecrets: an instance an older appliance left with a password in pg_stat_statements
+// and pg_monitor granted to the project role is cleaned when the appliance adopts it at start.
+func TestAdoptionPurgesOldSecrets(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "legacy", "development")
+	conns, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the older appliance did: a tracked ALTER ROLE with the password in clear, and pg_monitor.
+	const leaked = "legacy-plaintext-password-123"
+	for _, q := range []string{"ALTER ROLE " + prj.RoleName + "_alt PASSWORD '" + leaked + "'", "GRANT pg_monitor TO " + prj.RoleName} {
+		if err := e.AdminExec(t, prj.ID, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := connect(t, conns.Connections.DirectURL)
+	if n := scalar[int64](t, c, "SELECT count(*) FROM pg_stat_statements WHERE query LIKE '%"+leaked+"%'"); n == 0 {
+		t.Fatal("the fixture did not leak the password into pg_stat_statements")
+	}
+	if err := e.Svc.AdoptInstances(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c = connect(t, conns.Connections.DirectURL)
+	if n := scalar[int64](t, c, "SELECT count(*) FROM pg_stat_statements WHERE query LIKE '%"+leaked+"%'"); n != 0 {
+		t.Error("the password is still in pg_stat_statements after adoption")
+	}
+	if scalar[bool](t, c, "SELECT pg_has_role(current_user, 'pg_monitor', 'MEMBER')") {
+		t.Error("the project role is still a member of pg_monitor after adoption")
+	}
+}
