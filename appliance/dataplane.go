@@ -166,9 +166,13 @@ func parsePGDuration(v string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	unit := map[string]time.Duration{"": time.Millisecond, "ms": time.Millisecond, "s": time.Second,
-		"min": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[m[2]]
-	return time.Duration(n) * unit, nil
+	// In milliseconds, as PostgreSQL counts: at most 9 digits times a day's 86,400,000 ms fits in an int64.
+	unitMs := map[string]int64{"": 1, "ms": 1, "s": 1000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}[m[2]]
+	ms := n * unitMs
+	if ms > postgres.MaxTimeoutMillis {
+		return 0, fmt.Errorf("%s is more than PostgreSQL allows (%d ms, about 24.8 days)", v, postgres.MaxTimeoutMillis)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 func contains(xs []string, x string) bool {

@@ -449,6 +449,7 @@ func (s *Service) writeSettingsAndApply(ctx context.Context, run *scheduler.Run,
 		return 0, err
 	}
 	pgi := s.pgInstance(dp, inst)
+	previous, prevErr := pgi.ReadSettings()
 	action, err := pgi.WriteSettings(settings)
 	if err != nil {
 		return 0, err
@@ -461,11 +462,25 @@ func (s *Service) writeSettingsAndApply(ctx context.Context, run *scheduler.Run,
 			err = werr
 		}
 		s.setRuntime(prj.ID, RuntimeActive)
+		if errors.Is(err, postgres.ErrSettingsRefused) {
+			return 0, err // it runs, with the settings it had: retrying would not help
+		}
 		if err != nil {
 			return 0, scheduler.Transient(err)
 		}
 	} else if err := pgi.Apply(ctx, run.Exec, action); err != nil {
 		return 0, scheduler.Transient(err)
+	} else if action == postgres.ActionReload {
+		// A reload the server refuses in part leaves it running the old values while the files say
+		// otherwise: put the previous settings back and fail with the server's reason.
+		if err := s.checkReloaded(ctx, dp, inst, pgi); err != nil {
+			if prevErr == nil {
+				if _, werr := pgi.WriteSettings(previous); werr == nil {
+					_ = pgi.Apply(ctx, run.Exec, postgres.ActionReload)
+				}
+			}
+			return 0, err
+		}
 	}
 	pl := s.pgPooler(dp, inst, prj)
 	if err := pl.WriteConfig(); err != nil {
@@ -475,6 +490,20 @@ func (s *Service) writeSettingsAndApply(ctx context.Context, run *scheduler.Run,
 		return 0, scheduler.Transient(err)
 	}
 	return action, nil
+}
+
+// checkReloaded asks the server, after a reload, whether it applied every line of its files.
+func (s *Service) checkReloaded(ctx context.Context, dp *DataPlane, inst *store.Instance, pgi *postgres.Instance) error {
+	adminPW, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return err
+	}
+	conn, err := pgi.Admin(ctx, string(adminPW))
+	if err != nil {
+		return scheduler.Transient(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return pgi.CheckReloaded(ctx, conn)
 }
 
 func (s *Service) setRuntime(projectID, status string) {

@@ -306,8 +306,14 @@ func (s *Service) PatchProject(ctx context.Context, p *Principal, projectID stri
 		return nil, Invalid("environment must be one of %s", strings.Join(Environments, ", "))
 	}
 	for field, v := range map[string]*string{"statement_timeout": req.StatementTimeout, "idle_transaction_timeout": req.IdleTransactionTimeout} {
-		if v != nil && !durationRE.MatchString(*v) {
+		if v == nil {
+			continue
+		}
+		if !durationRE.MatchString(*v) {
 			return nil, Invalid("%s must be 0 or a positive duration with unit ms, s, min, h or d (e.g. 30s)", field)
+		}
+		if _, err := parsePGDuration(*v); err != nil {
+			return nil, Invalid("%s: %v", field, err)
 		}
 	}
 	var plan Plan

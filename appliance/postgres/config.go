@@ -82,6 +82,10 @@ func (s Settings) Change(old Settings) Action {
 	return ActionNone
 }
 
+// MaxTimeoutMillis is the largest statement_timeout or idle_in_transaction_session_timeout PostgreSQL
+// accepts (an int of milliseconds, about 24.8 days): a larger value makes the server refuse the file.
+const MaxTimeoutMillis = 2147483647
+
 // DefaultPreloadLibraries is pg_stat_statements, plus pg_qualstats when the installation has it.
 func DefaultPreloadLibraries(b Binaries) []string {
 	libs := []string{"pg_stat_statements"}
@@ -113,6 +117,9 @@ func (s Settings) normalize(i *Instance) (Settings, error) {
 	}
 	if s.StatementTimeout < 0 || s.IdleInTransactionSessionTimeout < 0 {
 		return s, errors.New("timeouts must not be negative")
+	}
+	if millis(s.StatementTimeout) > MaxTimeoutMillis || millis(s.IdleInTransactionSessionTimeout) > MaxTimeoutMillis {
+		return s, fmt.Errorf("timeouts must be at most %d ms (PostgreSQL's limit)", MaxTimeoutMillis)
 	}
 	if s.SharedPreloadLibraries == nil {
 		s.SharedPreloadLibraries = DefaultPreloadLibraries(i.Bin)

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -363,10 +364,67 @@ func (i *Instance) start(ctx context.Context, ex ExecFunc) error {
 	if err := i.clearStaleLock(ctx); err != nil {
 		return fmt.Errorf("start instance %s: %w", i.ID, err)
 	}
+	err = i.pgctlStart(ctx, ex, pgctl)
+	if err == nil {
+		i.keepGoodSettings()
+		return nil
+	}
+	// A settings file the server refuses must not keep the project down: start again with the settings
+	// it last started with, and say so.
+	good, gerr := os.ReadFile(i.goodSettingsPath())
+	cur, _ := os.ReadFile(filepath.Join(i.DataDir(), settingsConf))
+	if gerr != nil || bytes.Equal(good, cur) || !configRefused(err) {
+		return err
+	}
+	if werr := i.User.writeFile(filepath.Join(i.DataDir(), settingsConf), good, 0o600); werr != nil {
+		return errors.Join(err, werr)
+	}
+	if rerr := i.pgctlStart(ctx, ex, pgctl); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	return fmt.Errorf("%w: %w", ErrSettingsRefused, err)
+}
+
+// configRefused reports whether a failed start was the server refusing its configuration.
+func configRefused(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"configuration file", "invalid value for parameter", "is outside the valid range", "unrecognized configuration parameter"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrSettingsRefused is returned, wrapped with the server's reason, by a start that succeeded only with the
+// last settings the server had started with, because it refused the new ones: the instance runs.
+var ErrSettingsRefused = errors.New("the server refused the new settings and was started with the last settings it ran with")
+
+func (i *Instance) goodSettingsPath() string { return filepath.Join(i.Dir, "settings.conf.last-good") }
+
+// keepGoodSettings records the settings the server just started or reloaded with.
+func (i *Instance) keepGoodSettings() {
+	if b, err := os.ReadFile(filepath.Join(i.DataDir(), settingsConf)); err == nil {
+		_ = os.WriteFile(i.goodSettingsPath(), b, 0o600)
+	}
+}
+
+func (i *Instance) pgctlStart(ctx context.Context, ex ExecFunc, pgctl string) error {
 	cmd := i.User.Command(pgctl, "start", "-w", "-t", "60", "-D", i.DataDir(), "-l", i.StartupLog())
 	cmd.Dir = i.Dir
 	since := time.Now()
+	var logStart int64
+	if fi, err := os.Stat(i.StartupLog()); err == nil {
+		logStart = fi.Size()
+	}
 	if err := orDefault(ex)(ctx, cmd); err != nil {
+		// Configuration errors come before the server's own log starts: they are in what this start
+		// appended to startup.log.
+		if fi, serr := os.Stat(i.StartupLog()); serr == nil && fi.Size() > logStart {
+			if log := tail(i.StartupLog(), min(1000, fi.Size()-logStart)); strings.Contains(log, "FATAL") {
+				return fmt.Errorf("start instance %s: %w; startup.log ends with: %s", i.ID, err, log)
+			}
+		}
 		if msgs := i.LogMessages(since, 4); len(msgs) > 0 {
 			return fmt.Errorf("start instance %s: %w; the server logged: %s", i.ID, err, strings.Join(msgs, "; "))
 		}
@@ -375,6 +433,30 @@ func (i *Instance) start(ctx context.Context, ex ExecFunc) error {
 		}
 		return fmt.Errorf("start instance %s: %w", i.ID, err)
 	}
+	return nil
+}
+
+// CheckReloaded reads pg_file_settings after a reload: any line the server could not apply is an error
+// (the server keeps running with the old value, so the files and the server disagree). Callers restore
+// the previous settings and reload again. On success the settings become the last good ones.
+func (i *Instance) CheckReloaded(ctx context.Context, conn *pgx.Conn) error {
+	rows, err := conn.Query(ctx, "SELECT coalesce(name, ''), coalesce(error, '') FROM pg_file_settings WHERE error IS NOT NULL")
+	if err != nil {
+		return fmt.Errorf("read pg_file_settings: %w", err)
+	}
+	type bad struct{ Name, Error string }
+	errs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[bad])
+	if err != nil {
+		return fmt.Errorf("read pg_file_settings: %w", err)
+	}
+	if len(errs) > 0 {
+		var msgs []string
+		for _, e := range errs {
+			msgs = append(msgs, strings.TrimSpace(e.Name+": "+e.Error))
+		}
+		return fmt.Errorf("the server refused the settings: %s", strings.Join(msgs, "; "))
+	}
+	i.keepGoodSettings()
 	return nil
 }
 

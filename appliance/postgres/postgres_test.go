@@ -964,3 +964,56 @@ func TestMarkInitialized(t *testing.T) {
 		t.Fatalf("marker %v %v", fi, err)
 	}
 }
+
+// TestRefusedSettings: a settings line the server cannot apply is caught after a reload
+// (pg_file_settings), and a restart with such a file does not leave the instance down: it starts with the
+// last settings it ran with and says why.
+func TestRefusedSettings(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	inst := b.newInstance(t, "refused", Settings{MaxConnections: 20})
+	conn, err := inst.Admin(ctx, adminPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := inst.CheckReloaded(ctx, conn); err != nil {
+		t.Fatalf("good settings: %v", err)
+	}
+	path := filepath.Join(inst.DataDir(), settingsConf)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What an older appliance wrote for "25d": more milliseconds than PostgreSQL's int allows.
+	bad := append(append([]byte{}, good...), []byte("statement_timeout = 2160000000\n")...)
+	if err := inst.User.writeFile(path, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := inst.Reload(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	waitFor(wctx, 20*time.Millisecond, func() (bool, error) { // a reload is asynchronous
+		err = inst.CheckReloaded(ctx, conn)
+		return err != nil, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "statement_timeout") {
+		t.Fatalf("CheckReloaded after a bad reload: %v", err)
+	}
+	if _, err := (Settings{StatementTimeout: 25 * 24 * time.Hour}).normalize(inst); err == nil {
+		t.Error("normalize accepts a timeout PostgreSQL refuses")
+	}
+	conn.Close(ctx)
+	err = inst.Restart(ctx, nil)
+	if !errors.Is(err, ErrSettingsRefused) || !strings.Contains(err.Error(), "statement_timeout") {
+		t.Fatalf("restart with a refused file: %v", err)
+	}
+	if _, running, _ := inst.Status(); !running {
+		t.Fatal("the instance is down after a restart with a refused settings file")
+	}
+	if now, _ := os.ReadFile(path); string(now) != string(good) {
+		t.Errorf("settings.conf was not restored to the last good one:\n%s", now)
+	}
+}
