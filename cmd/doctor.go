@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -89,7 +91,7 @@ func runChecks(ctx context.Context, cfg UpConfig, install bool, log *slog.Logger
 	} else {
 		out = append(out, programChecks(set)...)
 	}
-	out = append(out, osUserCheck(cfg), dataDirCheck(dataDir), diskCheck(dataDir))
+	out = append(out, osUserCheck(cfg), dataDirCheck(dataDir), traverseCheck(cfg, dataDir), diskCheck(dataDir))
 	out = append(out, portChecks(cfg)...)
 	out = append(out, clockCheck(), caCheck(dataDir))
 	return out, set
@@ -129,26 +131,15 @@ func programChecks(set *programs.Set) []check {
 // osUserCheck: instances run as an unprivileged user (PostgreSQL refuses root).
 func osUserCheck(cfg UpConfig) check {
 	c := check{name: "instance OS user", level: levelOK}
-	if os.Geteuid() != 0 {
-		u, _ := user.Current()
-		c.detail = "instances run as the current user"
-		if u != nil {
-			c.detail += " " + u.Username
-		}
-		return c
-	}
-	name := cfg.PGUser
-	if name == "" {
-		name = postgres.ApplianceOSUser
-		if _, err := user.Lookup(postgres.DebianOSUser); err == nil {
-			name = postgres.DebianOSUser
-		}
-	}
-	if _, err := user.Lookup(name); err != nil {
+	name, u := instanceUser(cfg)
+	switch {
+	case os.Geteuid() != 0:
+		c.detail = "instances run as the current user " + name
+	case u == nil:
 		c.detail = fmt.Sprintf("%s does not exist yet: up creates it (useradd --system)", name)
-		return c
+	default:
+		c.detail = "instances run as " + name
 	}
-	c.detail = "instances run as " + name
 	return c
 }
 
@@ -167,6 +158,73 @@ func dataDirCheck(dir string) check {
 		c.detail = dir + " (created by up)"
 	}
 	return c
+}
+
+// instanceUser is the OS user instances will run as (and whether it exists yet), as up chooses it.
+func instanceUser(cfg UpConfig) (name string, u *user.User) {
+	if os.Geteuid() != 0 {
+		u, _ = user.Current()
+		if u != nil {
+			name = u.Username
+		}
+		return name, u
+	}
+	name = cfg.PGUser
+	if name == "" {
+		name = postgres.ApplianceOSUser
+		if _, err := user.Lookup(postgres.DebianOSUser); err == nil {
+			name = postgres.DebianOSUser
+		}
+	}
+	u, _ = user.Lookup(name)
+	return name, u
+}
+
+// traverseCheck: the instances' OS user must pass through every directory above the data directory to
+// reach its instances (up makes the data directory itself traversable). Without it the first provision
+// fails; up refuses to start instead, naming the directory and the fix.
+func traverseCheck(cfg UpConfig, dataDir string) check {
+	c := check{name: "data directory access", level: levelOK}
+	name, u := instanceUser(cfg)
+	uid, gids := -1, []string{}
+	if u != nil {
+		uid, _ = strconv.Atoi(u.Uid)
+		gids, _ = u.GroupIds()
+	}
+	for d := filepath.Dir(dataDir); ; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil {
+			if !canTraverse(st, uid, gids) {
+				c.level = levelFail
+				c.detail = fmt.Sprintf("the instances' OS user %s cannot enter %s (mode %04o), above the data directory %s", name, d, st.Mode().Perm(), dataDir)
+				c.fix = fmt.Sprintf("chmod o+x %s, or choose a --data-dir the user can reach (e.g. /var/lib/appliance)", d)
+				return c
+			}
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	c.detail = fmt.Sprintf("%s can reach %s", name, dataDir)
+	return c
+}
+
+// canTraverse reports whether a user (uid, its groups; uid -1 for one not created yet) may search a directory.
+func canTraverse(st os.FileInfo, uid int, gids []string) bool {
+	if uid == 0 {
+		return true
+	}
+	mode := st.Mode().Perm()
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return mode&0o001 != 0
+	}
+	if uid >= 0 && int(sys.Uid) == uid {
+		return mode&0o100 != 0
+	}
+	if slices.Contains(gids, strconv.Itoa(int(sys.Gid))) {
+		return mode&0o010 != 0
+	}
+	return mode&0o001 != 0
 }
 
 func nearestExisting(dir string) string {

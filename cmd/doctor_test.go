@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/theappliance/appliance/appliance/appliancetest"
 )
 
 // upConfig is the configuration up and doctor get from args (and their defaults).
@@ -16,7 +19,7 @@ func upConfig(t *testing.T, args ...string) UpConfig {
 	var cfg UpConfig
 	c := &cobra.Command{Use: "up"}
 	upFlags(c, &cfg)
-	if err := c.ParseFlags(append([]string{"--data-dir", t.TempDir() + "/data", "--listen", "127.0.0.1:0", "--kv-listen", "127.0.0.1:0",
+	if err := c.ParseFlags(append([]string{"--data-dir", appliancetest.TraversableTempDir(t) + "/data", "--listen", "127.0.0.1:0", "--kv-listen", "127.0.0.1:0",
 		"--pg-ports", "39000-39009", "--no-install"}, args...)); err != nil {
 		t.Fatal(err)
 	}
@@ -90,5 +93,29 @@ func TestDoctorCommandExitsNonZero(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "FAIL  programs") {
 		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+// TestUpRefusesAnUntraversableDataDir: as root, a data directory below a directory the instances' OS user
+// cannot enter (mode 0700, owned by root) makes doctor fail and up refuse to start, naming the directory
+// and the fix; before, up started and the first provision failed.
+func TestUpRefusesAnUntraversableDataDir(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("instances run as the current user when the appliance is not root: nothing to refuse")
+	}
+	closed := filepath.Join(t.TempDir(), "closed")
+	if err := os.Mkdir(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := upConfig(t, "--data-dir", filepath.Join(closed, "data"))
+	out, failed := report(t, cfg)
+	if !failed || !strings.Contains(out, "FAIL  data directory access") || !strings.Contains(out, "cannot enter "+closed+" (mode 0700)") ||
+		!strings.Contains(out, "fix: chmod o+x "+closed) {
+		t.Fatalf("doctor:\n%s", out)
+	}
+	err := runUp(t.Context(), cfg, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "cannot enter "+closed) || !strings.Contains(err.Error(), "chmod o+x "+closed) {
+		t.Fatalf("up: %v", err)
 	}
 }

@@ -40,7 +40,7 @@ import (
 func TestUpSurvivesCrashAndStop(t *testing.T) {
 	t.Parallel()
 	bin := e2eBuild(t)
-	dataDir := t.TempDir()
+	dataDir := appliancetest.TraversableTempDir(t)
 	markers := t.TempDir()
 	bootstrapPath := filepath.Join(dataDir, "bootstrap.json")
 
