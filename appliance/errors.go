@@ -18,6 +18,7 @@ const (
 	KindGone                        // 410: expired or already used
 	KindUnavailable                 // 503
 	KindTooLarge                    // 413: a request body over the limit
+	KindTooMany                     // 429: a per-resource rate or a cap reached
 )
 
 // Error is a failure with a public message (safe to send) and a private cause (logged only).

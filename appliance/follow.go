@@ -65,7 +65,7 @@ func (s *Service) StartFollow(ctx context.Context, p *Principal, projectID strin
 	if err := p.RequireAdminRole("importing into a project"); err != nil {
 		return nil, err
 	}
-	src, err := ParseSourceURL(req.SourceURL)
+	src, err := s.parseSource(req.SourceURL)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +264,7 @@ func (s *Service) followSource(f *store.ImportFollow) (*SourceURL, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ParseSourceURL(string(raw))
+	return s.parseSource(string(raw))
 }
 
 var errFollowGone = errors.New("follow not found")

@@ -123,7 +123,7 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 	steps.done("schema")
 	source, err := src.Connect(ctx)
 	if err != nil {
-		return nil, src.redactErr(err)
+		return nil, src.connectErr(err)
 	}
 	defer source.Close(context.WithoutCancel(ctx))
 	tables, err := queryStrings(ctx, source, `SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c
@@ -209,6 +209,9 @@ func (s *Service) markFollowing(f *store.ImportFollow, tables []string, steps *s
 // copySchema dumps the source's app schemas without data, owners or privileges and restores the dump over
 // the project's database in one transaction (objects owned by the project's role).
 func (s *Service) copySchema(ctx context.Context, run *scheduler.Run, dp *DataPlane, prj *store.Project, inst *store.Instance, f *store.ImportFollow, src *SourceURL, schemas []string) error {
+	if err := src.pin(ctx); err != nil {
+		return src.connectErr(err)
+	}
 	pgi := s.pgInstance(dp, inst)
 	pgdump, err := pgi.Bin.Path("pg_dump")
 	if err != nil {
@@ -317,7 +320,7 @@ func (s *Service) detachFollow(ctx context.Context, target *pgx.Conn, src *Sourc
 	}
 	source, err := src.Connect(ctx)
 	if err != nil {
-		return append(warnings, fmt.Sprintf("the source could not be reached (%v): drop publication %s there", src.redactErr(err), f.Publication)), nil
+		return append(warnings, fmt.Sprintf("%v: drop publication %s there", src.connectErr(err), f.Publication)), nil
 	}
 	defer source.Close(context.WithoutCancel(ctx))
 	if _, err := source.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{f.Publication}.Sanitize()); err != nil {
@@ -389,7 +392,7 @@ func (s *Service) measureFollow(ctx context.Context, target *pgx.Conn, src *Sour
 	}
 	source, err := src.Connect(ctx)
 	if err != nil {
-		rep.SourceError = src.redactErr(err).Error()
+		rep.SourceError = src.connectErr(err).Error()
 		return rep, nil
 	}
 	defer source.Close(context.WithoutCancel(ctx))
@@ -497,7 +500,7 @@ func (s *Service) followCutoverJob(ctx context.Context, run *scheduler.Run) (any
 func (s *Service) cutover(ctx context.Context, target *pgx.Conn, src *SourceURL, f *store.ImportFollow) (any, error) {
 	source, err := src.Connect(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("connect to the source: %w", src.redactErr(err))
+		return nil, src.connectErr(err)
 	}
 	defer source.Close(context.WithoutCancel(ctx))
 	var goal string

@@ -7,8 +7,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/time/rate"
 
 	"github.com/theappliance/appliance/store"
 )
@@ -123,13 +126,16 @@ func (s *Service) ImportPreflight(ctx context.Context, p *Principal, projectID s
 	if err := p.RequireAdminRole("importing into a project"); err != nil {
 		return nil, err
 	}
-	src, err := ParseSourceURL(req.SourceURL)
+	src, err := s.parseSource(req.SourceURL)
 	if err != nil {
 		return nil, err
 	}
 	prj, inst, err := s.activeProject(p, projectID)
 	if err != nil {
 		return nil, err
+	}
+	if !s.preflights.allow(prj.ID) {
+		return nil, &Error{Kind: KindTooMany, Msg: fmt.Sprintf("import preflights of a project are limited to %d a minute: try again shortly", preflightsPerMinute)}
 	}
 	target, err := s.adminConn(ctx, inst, prj.DatabaseName)
 	if err != nil {
@@ -162,7 +168,8 @@ func (s *Service) preflight(ctx context.Context, prj *store.Project, target *pgx
 	}
 	conn, err := src.Connect(ctx)
 	if err != nil {
-		check("connect", CheckFail, "cannot connect to %s: %v", src.Redacted(), src.redactErr(err))
+		s.log.Info("import source connection failed", "project", prj.ID, "source", src.Redacted(), "err", src.redactErr(err))
+		check("connect", CheckFail, "%v", src.connectErr(err))
 		return pf, nil
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
@@ -188,7 +195,7 @@ func (s *Service) preflight(ctx context.Context, prj *store.Project, target *pgx
 	} else {
 		check("size", CheckPass, "%d bytes of a %d-byte limit", info.DatabaseSizeBytes, pf.StorageLimitBytes)
 	}
-	missing, err := missingExtensions(ctx, target, info.Extensions)
+	missing, err := missingExtensions(ctx, target, info.Extensions, s.offers)
 	if err != nil {
 		return nil, serverErr(err, "list the project's extensions")
 	}
@@ -240,7 +247,7 @@ func storageLimit(prj *store.Project) int64 {
 
 // missingExtensions names the source's extensions the target's server does not offer or the appliance
 // does not allow.
-func missingExtensions(ctx context.Context, target *pgx.Conn, exts []SourceExtension) ([]string, error) {
+func missingExtensions(ctx context.Context, target *pgx.Conn, exts []SourceExtension, offered func(string) bool) ([]string, error) {
 	rows, err := target.Query(ctx, "SELECT name FROM pg_available_extensions")
 	if err != nil {
 		return nil, err
@@ -252,7 +259,7 @@ func missingExtensions(ctx context.Context, target *pgx.Conn, exts []SourceExten
 	missing := []string{}
 	for _, e := range exts {
 		switch {
-		case slices.Contains(deniedExtensions, e.Name):
+		case !offered(e.Name):
 			missing = append(missing, e.Name+" (not allowed)")
 		case !slices.Contains(avail, e.Name):
 			missing = append(missing, e.Name)
@@ -467,4 +474,30 @@ func regexpQuoteAll(names []string) []string {
 		out[i] = regexp.QuoteMeta(n)
 	}
 	return out
+}
+
+// preflightsPerMinute is each project's rate of import preflights: each connects somewhere on the
+// tenant's behalf.
+const preflightsPerMinute = 10
+
+// perKeyRate is a token bucket per key (a project's ID).
+type perKeyRate struct {
+	mu      sync.Mutex
+	every   time.Duration
+	burst   int
+	buckets map[string]*rate.Limiter
+}
+
+func (r *perKeyRate) allow(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.buckets == nil {
+		r.buckets = map[string]*rate.Limiter{}
+	}
+	l := r.buckets[key]
+	if l == nil {
+		l = rate.NewLimiter(rate.Every(r.every), r.burst)
+		r.buckets[key] = l
+	}
+	return l.Allow()
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -30,6 +31,10 @@ type Config struct {
 	Version    string
 	// PasswordCost is the bcrypt cost of stored password hashes (0: bcrypt.DefaultCost). Tests lower it.
 	PasswordCost int
+	// Outbound is the destination policy of connections made for tenants (nil: the defaults).
+	Outbound *outbound.Policy
+	// NetworkExtensions offers dblink and postgres_fdw (the operator's --allow-network-extensions).
+	NetworkExtensions bool
 }
 
 // Notifier is poked after jobs are enqueued so the runner claims them at once.
@@ -37,14 +42,16 @@ type Notifier interface{ Notify() }
 
 // Service implements every endpoint's behaviour on top of the store.
 type Service struct {
-	cfg   Config
-	db    *store.DB
-	box   *SecretBox
-	jobs  Notifier
-	log   *slog.Logger
-	now   func() time.Time
-	Probe *Probes
-	dp    *DataPlane
+	cfg  Config
+	db   *store.DB
+	box  *SecretBox
+	jobs Notifier
+	log  *slog.Logger
+	// preflights limits each project's import preflights (they connect out on the tenant's behalf).
+	preflights perKeyRate
+	now        func() time.Time
+	Probe      *Probes
+	dp         *DataPlane
 
 	sparesMu sync.Mutex
 	// importLimit overrides the import upload size limit when positive (tests of 413).
@@ -59,7 +66,8 @@ func New(cfg Config, db *store.DB, box *SecretBox, log *slog.Logger) *Service {
 	if cfg.Region == "" {
 		cfg.Region = "local"
 	}
-	return &Service{cfg: cfg, db: db, box: box, log: log, now: func() time.Time { return time.Now().UTC() }, Probe: &Probes{}}
+	return &Service{cfg: cfg, db: db, box: box, log: log, now: func() time.Time { return time.Now().UTC() }, Probe: &Probes{},
+		preflights: perKeyRate{every: time.Minute / preflightsPerMinute, burst: preflightsPerMinute}}
 }
 
 // SetNotifier connects the job runner.

