@@ -57,6 +57,19 @@ var preloadLibraries = map[string]string{
 // deniedExtensions give database users access to the server's files or untrusted languages.
 var deniedExtensions = []string{"adminpack", "file_fdw", "plperlu", "plpython3u", "pltclu", "pg_surgery", "old_snapshot"}
 
+// networkExtensions connect out from inside the database, past the appliance's outbound policy (to
+// loopback, other projects' servers, the metadata service), with no limit or audit: offered only when the
+// operator allows them (--allow-network-extensions).
+var networkExtensions = []string{"dblink", "postgres_fdw"}
+
+// offers reports whether the appliance offers an extension to projects.
+func (s *Service) offers(name string) bool {
+	if slices.Contains(deniedExtensions, name) {
+		return false
+	}
+	return s.cfg.NetworkExtensions || !slices.Contains(networkExtensions, name)
+}
+
 // contribExtensions are the extensions shipped with PostgreSQL itself (category core).
 var contribExtensions = []string{"amcheck", "autoinc", "bloom", "btree_gin", "btree_gist", "citext", "cube",
 	"dblink", "dict_int", "dict_xsyn", "earthdistance", "fuzzystrmatch", "hstore", "insert_username", "intagg",
@@ -86,8 +99,8 @@ SELECT a.name, coalesce(a.comment, ''), coalesce(a.default_version, ''), coalesc
        coalesce((SELECT v.trusted FROM pg_available_extension_versions v WHERE v.name = a.name AND v.version = a.default_version), false)
 FROM pg_available_extensions a ORDER BY a.name`
 
-// listExtensions reads what the server offers, in the project database.
-func listExtensions(ctx context.Context, conn *pgx.Conn) ([]Extension, error) {
+// listExtensions reads what the server has, in the project database, keeping what offered accepts.
+func listExtensions(ctx context.Context, conn *pgx.Conn, offered func(string) bool) ([]Extension, error) {
 	rows, err := conn.Query(ctx, listExtensionsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("list extensions: %w", err)
@@ -98,7 +111,7 @@ func listExtensions(ctx context.Context, conn *pgx.Conn) ([]Extension, error) {
 		if err := rows.Scan(&e.Name, &e.Description, &e.DefaultVersion, &e.InstalledVersion, &e.AvailableVersion, &e.Trusted); err != nil {
 			return nil, err
 		}
-		if slices.Contains(deniedExtensions, e.Name) {
+		if !offered(e.Name) {
 			continue
 		}
 		e.Enabled = e.InstalledVersion != ""
@@ -121,7 +134,7 @@ func (s *Service) ListExtensions(ctx context.Context, p *Principal, projectID st
 		return nil, &Error{Kind: KindUnavailable, Msg: "the project's server does not answer", Cause: err}
 	}
 	defer conn.Close(context.Background())
-	exts, err := listExtensions(ctx, conn)
+	exts, err := listExtensions(ctx, conn, s.offers)
 	if err != nil {
 		return nil, Internal(err, "list extensions")
 	}
@@ -160,6 +173,9 @@ func (s *Service) activeProject(p *Principal, projectID string) (*store.Project,
 
 // EnableExtension checks the name against the server's offer and enqueues extension.enable.
 func (s *Service) EnableExtension(ctx context.Context, p *Principal, projectID string, req *ExtensionRequest) (*JobResponse, error) {
+	if slices.Contains(networkExtensions, req.Name) && !s.cfg.NetworkExtensions {
+		return nil, Forbidden("%s connects out from inside the database, past the appliance's outbound policy: it is offered only when the operator starts the appliance with --allow-network-extensions", req.Name)
+	}
 	return s.extensionJob(ctx, p, projectID, req.Name, JobExtensionEnable, func(e *Extension) error {
 		if e.Enabled {
 			return Conflict("extension %s is already enabled (version %s)", e.Name, e.InstalledVersion)
