@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/ids"
@@ -90,6 +91,15 @@ func (s *Service) CreateImportUpload(ctx context.Context, p *Principal, projectI
 			return err
 		}
 		now := s.now()
+		pending, err := store.Uploads.All(tx, func(x *store.Upload) bool {
+			return x.ProjectID == prj.ID && x.State == UploadPending && now.Before(x.ExpiresAt)
+		})
+		if err != nil {
+			return Internal(err, "list uploads")
+		}
+		if len(pending) >= MaxPendingUploads {
+			return &Error{Kind: KindTooMany, Msg: fmt.Sprintf("a project has at most %d upload URLs waiting for their dump: use them, or let them expire (%v)", MaxPendingUploads, UploadTTL)}
+		}
 		u := &store.Upload{ID: ids.New("upl"), ProjectID: prj.ID, OrganizationID: prj.OrganizationID, State: UploadPending,
 			CreatedAt: now, ExpiresAt: now.Add(UploadTTL).Truncate(time.Second)}
 		u.ObjectKey = "imports/" + u.ID + ".dump"
@@ -112,7 +122,12 @@ func (s *Service) CreateImportUpload(ctx context.Context, p *Principal, projectI
 // body as the upload's dump: a temporary file next to the target, fsync, rename, owned by the instances'
 // OS user. A body over the project's storage_limit_bytes is TooLarge and nothing is kept; an upload that
 // is no longer pending is a Conflict.
-func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, sig string, body io.Reader) (*UploadResponse, error) {
+//
+// The limit holds for the project's uploads together: dumps uploaded and not yet imported, and the bytes
+// of other uploads being received, count against it. declared is the request's Content-Length (-1 when
+// unknown): over what is left, the upload is refused before a byte is read. A second PUT to an upload
+// being received is a Conflict at once.
+func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, sig string, declared int64, body io.Reader) (*UploadResponse, error) {
 	if err := s.checkSignedURL(uploadMACPurpose, "upload", uploadID, expires, sig); err != nil {
 		return nil, err
 	}
@@ -133,6 +148,10 @@ func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, si
 	if u.State != UploadPending {
 		return nil, Conflict("upload %s is %s", u.ID, u.State)
 	}
+	if !s.uploads.begin(u.ID) {
+		return nil, Conflict("upload %s is being received by another request", u.ID)
+	}
+	defer s.uploads.end(u.ID)
 	limit := prj.StorageLimitBytes
 	if n := s.importLimit.Load(); n > 0 {
 		limit = n
@@ -141,6 +160,20 @@ func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, si
 		if pl, ok := PlanByName(prj.Plan); ok {
 			limit = pl.StorageLimitBytes
 		}
+	}
+	var stored int64 // dumps uploaded and waiting for their import
+	if err := s.db.View(func(tx *store.Tx) error {
+		waiting, err := store.Uploads.All(tx, func(x *store.Upload) bool { return x.ProjectID == prj.ID && x.State == UploadUploaded })
+		for _, x := range waiting {
+			stored += x.SizeBytes
+		}
+		return err
+	}); err != nil {
+		return nil, Internal(err, "list uploads")
+	}
+	tooLarge := &Error{Kind: KindTooLarge, Msg: fmt.Sprintf("the project's uploads together may hold at most its storage limit of %d bytes (%d are in dumps waiting for their import)", limit, stored)}
+	if limit > 0 && (stored >= limit || declared > limit-stored) {
+		return nil, tooLarge
 	}
 	dp, err := s.dataPlane()
 	if err != nil {
@@ -169,14 +202,16 @@ func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, si
 	}()
 	var r io.Reader = body
 	if limit > 0 {
-		r = io.LimitReader(body, limit+1)
+		r = io.LimitReader(body, limit-stored+1)
 	}
-	n, err := io.Copy(tmp, r)
+	w := &projectBytes{f: tmp, gate: &s.uploads, project: prj.ID, max: limit - stored, unlimited: limit <= 0}
+	defer w.release()
+	n, err := io.Copy(w, r)
+	if errors.Is(err, errOverLimit) {
+		return nil, tooLarge
+	}
 	if err != nil {
 		return nil, Invalid("read the upload: %v", err)
-	}
-	if limit > 0 && n > limit {
-		return nil, &Error{Kind: KindTooLarge, Msg: fmt.Sprintf("the dump exceeds the project's storage limit of %d bytes", limit)}
 	}
 	if err := tmp.Sync(); err != nil {
 		return nil, Internal(err, "sync upload")
@@ -345,3 +380,69 @@ func filterRestoreList(path string) error {
 
 // skippedRestoreEntry matches the list entries filterRestoreList drops ("<id>; <oid> <oid> TYPE schema name owner").
 var skippedRestoreEntry = regexp.MustCompile(`^\d+; \d+ \d+ (.* )?(EXTENSION|EVENT TRIGGER|SCHEMA (- )?public) `)
+
+// MaxPendingUploads is how many upload URLs a project may hold that have not received their dump.
+const MaxPendingUploads = 5
+
+// uploadGate tracks the upload PUTs being received: which uploads (one request each at a time), and how
+// many bytes each project's are writing.
+type uploadGate struct {
+	mu       sync.Mutex
+	busy     map[string]bool
+	inflight map[string]int64
+}
+
+func (g *uploadGate) begin(uploadID string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.busy == nil {
+		g.busy, g.inflight = map[string]bool{}, map[string]int64{}
+	}
+	if g.busy[uploadID] {
+		return false
+	}
+	g.busy[uploadID] = true
+	return true
+}
+
+func (g *uploadGate) end(uploadID string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.busy, uploadID)
+}
+
+// add counts n more bytes being written for a project and returns its total in flight.
+func (g *uploadGate) add(project string, n int64) int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.inflight[project] += n
+	if g.inflight[project] == 0 {
+		delete(g.inflight, project)
+	}
+	return g.inflight[project]
+}
+
+var errOverLimit = errors.New("over the project's upload limit")
+
+// projectBytes writes an upload's file, counting its bytes with the project's other uploads in flight:
+// together they may not exceed max.
+type projectBytes struct {
+	f         io.Writer
+	gate      *uploadGate
+	project   string
+	max       int64
+	unlimited bool
+	written   int64
+}
+
+func (w *projectBytes) Write(p []byte) (int, error) {
+	total := w.gate.add(w.project, int64(len(p)))
+	w.written += int64(len(p))
+	if !w.unlimited && total > w.max {
+		return 0, errOverLimit
+	}
+	return w.f.Write(p)
+}
+
+// release takes this upload's bytes out of the project's count (the file is stored or removed by then).
+func (w *projectBytes) release() { w.gate.add(w.project, -w.written) }

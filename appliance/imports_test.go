@@ -71,15 +71,15 @@ func TestImportUploadAndRestore(t *testing.T) {
 	} else {
 		tampered[0] = '0'
 	}
-	if _, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, string(tampered), bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, string(tampered), -1, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Fatalf("tampered upload: %v", err)
 	}
-	if _, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, "9999999999", sig, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, "9999999999", sig, -1, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Fatalf("later expires: %v", err)
 	}
 	dir := filepath.Join(e.Dir, "backups", dst.ID, "imports")
 	e.Svc.SetImportUploadLimit(int64(len(dump) - 1))
-	_, err = e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, sig, bytes.NewReader(dump))
+	_, err = e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, sig, -1, bytes.NewReader(dump))
 	e.Svc.SetImportUploadLimit(0)
 	if appliance.KindOf(err) != appliance.KindTooLarge {
 		t.Fatalf("oversize upload: %v", err)
@@ -87,14 +87,14 @@ func TestImportUploadAndRestore(t *testing.T) {
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("an oversize upload left %d files", len(left))
 	}
-	got, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, sig, bytes.NewReader(dump))
+	got, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, sig, -1, bytes.NewReader(dump))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Upload.State != appliance.UploadUploaded || got.Upload.SizeBytes != int64(len(dump)) {
 		t.Fatalf("uploaded %+v", got.Upload)
 	}
-	if _, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, sig, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindConflict {
+	if _, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, sig, -1, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("second upload: %v", err)
 	}
 
@@ -130,7 +130,7 @@ func TestImportUploadAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	bu, _ := url.Parse(bad.Upload.UploadURL)
-	if _, err := e.Svc.ReceiveImportUpload(t.Context(), bad.Upload.ID, bu.Query().Get("expires"), bu.Query().Get("sig"),
+	if _, err := e.Svc.ReceiveImportUpload(t.Context(), bad.Upload.ID, bu.Query().Get("expires"), bu.Query().Get("sig"), -1,
 		strings.NewReader("this is not a dump")); err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestImportCannotBecomeSuperuser(t *testing.T) {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse(up.Upload.UploadURL)
-	if _, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, u.Query().Get("expires"), u.Query().Get("sig"), bytes.NewReader(dump)); err != nil {
+	if _, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, u.Query().Get("expires"), u.Query().Get("sig"), -1, bytes.NewReader(dump)); err != nil {
 		t.Fatal(err)
 	}
 	jr, err := e.Svc.CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true})

@@ -678,7 +678,7 @@ func TestDeleteProjectDeletesItsBackups(t *testing.T) {
 		t.Fatal(err)
 	}
 	uu, _ := url.Parse(up.Upload.UploadURL)
-	if _, err := e.Svc.ReceiveImportUpload(ctx, up.Upload.ID, uu.Query().Get("expires"), uu.Query().Get("sig"), bytes.NewReader(dump)); err != nil {
+	if _, err := e.Svc.ReceiveImportUpload(ctx, up.Upload.ID, uu.Query().Get("expires"), uu.Query().Get("sig"), -1, bytes.NewReader(dump)); err != nil {
 		t.Fatal(err)
 	}
 	pending, err := e.Svc.CreateImportUpload(ctx, p, prj.ID)
@@ -729,7 +729,7 @@ func TestDeleteProjectDeletesItsBackups(t *testing.T) {
 	if _, err := e.Svc.ExportDownload(ctx, p, prj.ID, xres.ExportID); appliance.KindOf(err) != appliance.KindNotFound {
 		t.Fatalf("download URL of a deleted project's export: %v", err)
 	}
-	if _, err := e.Svc.ReceiveImportUpload(ctx, pending.Upload.ID, pu.Query().Get("expires"), pu.Query().Get("sig"), bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.ReceiveImportUpload(ctx, pending.Upload.ID, pu.Query().Get("expires"), pu.Query().Get("sig"), -1, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Fatalf("upload to a deleted project: %v", err)
 	}
 	if _, err := os.Lstat(root); !os.IsNotExist(err) {

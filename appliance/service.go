@@ -56,6 +56,8 @@ type Service struct {
 	sparesMu sync.Mutex
 	// importLimit overrides the import upload size limit when positive (tests of 413).
 	importLimit atomic.Int64
+	// uploads tracks the upload PUTs being received: one per upload at a time, bytes per project.
+	uploads uploadGate
 }
 
 // New returns a service; jobs may be nil until the runner exists (SetNotifier).

@@ -121,7 +121,7 @@ func TestSweepExpiresUploads(t *testing.T) {
 		t.Helper()
 		u := create()
 		q, _ := url.Parse(u.UploadURL)
-		if _, err := e.Svc.ReceiveImportUpload(ctx, u.ID, q.Query().Get("expires"), q.Query().Get("sig"), strings.NewReader(body)); err != nil {
+		if _, err := e.Svc.ReceiveImportUpload(ctx, u.ID, q.Query().Get("expires"), q.Query().Get("sig"), -1, strings.NewReader(body)); err != nil {
 			t.Fatal(err)
 		}
 		return u

@@ -97,5 +97,5 @@ func (s *Server) followAbort(r *Request) (*appliance.JobResponse, error) {
 // receiveImportUpload stores the raw body of a signed upload URL's PUT (no credentials; the body is the
 // dump, not JSON) and answers {upload}; the service bounds it by the project's storage_limit_bytes (413).
 func (s *Server) receiveImportUpload(r *Request) (*appliance.UploadResponse, error) {
-	return s.svc.ReceiveImportUpload(r.Context(), r.PathValue("uploadID"), r.URL.Query().Get("expires"), r.URL.Query().Get("sig"), r.Body)
+	return s.svc.ReceiveImportUpload(r.Context(), r.PathValue("uploadID"), r.URL.Query().Get("expires"), r.URL.Query().Get("sig"), r.ContentLength, r.Body)
 }

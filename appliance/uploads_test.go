@@ -1,0 +1,77 @@
+package appliance_test
+
+import (
+	"bytes"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/theappliance/appliance/appliance"
+)
+
+// TestUploadLimits: one PUT per upload URL at a time; a Content-Length over what is left is refused
+// before anything is written; the project's waiting dumps count against its limit together; a project
+// holds at most MaxPendingUploads unused upload URLs. Before, three concurrent PUTs to one URL wrote
+// 559 MB, and the limit held per request only.
+func TestUploadLimits(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "uploads", "development")
+	e.Svc.SetImportUploadLimit(1000)
+	type upload struct{ id, expires, sig string }
+	newUpload := func() upload {
+		t.Helper()
+		res, err := e.Svc.CreateImportUpload(t.Context(), p, prj.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := url.Parse(res.Upload.UploadURL)
+		return upload{res.Upload.ID, u.Query().Get("expires"), u.Query().Get("sig")}
+	}
+	put := func(u upload, declared int64, body io.Reader) error {
+		_, err := e.Svc.ReceiveImportUpload(t.Context(), u.id, u.expires, u.sig, declared, body)
+		return err
+	}
+	dir := filepath.Join(e.Dir, "backups", prj.ID, "imports")
+
+	// A second PUT while the first is being received: 409 at once.
+	a := newUpload()
+	pr, pw := io.Pipe()
+	first := make(chan error, 1)
+	go func() { first <- put(a, -1, pr) }()
+	pw.Write(bytes.Repeat([]byte("x"), 100)) // returns once the first PUT is reading
+	if err := put(a, 10, strings.NewReader("0123456789")); appliance.KindOf(err) != appliance.KindConflict || !strings.Contains(err.Error(), "being received") {
+		t.Fatalf("concurrent PUT: %v", err)
+	}
+	pw.Write(bytes.Repeat([]byte("x"), 500))
+	pw.Close()
+	if err := <-first; err != nil {
+		t.Fatalf("first PUT: %v", err)
+	}
+
+	// 600 bytes wait for their import: 400 are left for the project's other uploads.
+	b := newUpload()
+	if err := put(b, 500, strings.NewReader(strings.Repeat("y", 500))); appliance.KindOf(err) != appliance.KindTooLarge {
+		t.Fatalf("declared over what is left: %v", err)
+	}
+	if err := put(b, -1, strings.NewReader(strings.Repeat("y", 401))); appliance.KindOf(err) != appliance.KindTooLarge {
+		t.Fatalf("streamed over what is left: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("refused uploads left files: %v", entries)
+	}
+	if err := put(b, 400, strings.NewReader(strings.Repeat("y", 400))); err != nil {
+		t.Fatalf("what is left: %v", err)
+	}
+
+	// Unused upload URLs are capped.
+	for i := 0; i < appliance.MaxPendingUploads; i++ {
+		newUpload()
+	}
+	if _, err := e.Svc.CreateImportUpload(t.Context(), p, prj.ID); appliance.KindOf(err) != appliance.KindTooMany {
+		t.Fatalf("upload URL over the cap: %v", err)
+	}
+}
