@@ -189,6 +189,16 @@ func (s *Service) createExportJob(ctx context.Context, run *scheduler.Run) (any,
 	if err := os.Remove(e.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, scheduler.Transient(err)
 	}
+	// The dump is the whole database: only its owner reads it. pg_dump keeps the mode of the file it
+	// truncates, so it is created first, 0600, for the instances' OS user.
+	if f, err := os.OpenFile(e.Path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err != nil {
+		return nil, scheduler.Transient(err)
+	} else if err := f.Close(); err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	if err := dp.User.Chown(e.Path); err != nil {
+		return nil, scheduler.Transient(err)
+	}
 	if err := s.updateExport(e.ID, func(e *store.Export) { e.State = ExportRunning }); err != nil {
 		return nil, err
 	}

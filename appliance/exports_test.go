@@ -45,6 +45,13 @@ func TestExportDownloadAndExpiry(t *testing.T) {
 		t.Fatalf("export %+v", x)
 	}
 	file := filepath.Join(e.Dir, "backups", prj.ID, "exports", x.ID+".dump")
+	// The dump is the whole database: only its owner may read it (it was 0644 before).
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("export file mode: %v %v", fi.Mode().Perm(), err)
+	}
+	if fi, err := os.Stat(filepath.Dir(file)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("exports directory mode: %v %v", fi.Mode().Perm(), err)
+	}
 	bin, err := e.Sup.Binaries()
 	if err != nil {
 		t.Fatal(err)

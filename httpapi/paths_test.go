@@ -73,3 +73,19 @@ func FuzzRequests(f *testing.F) {
 		}
 	})
 }
+
+// TestMalformedQueries: a query string that does not parse is 400, never silently the defaults.
+func TestMalformedQueries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	org := "/v1/organizations/" + b.org.ID + "/audit-events"
+	for _, q := range []string{"?limit=1;select", "?limit=%zz", "?limit=1&limit=2", "?limit=1;select%20pg_sleep(1)"} {
+		r := b.do("GET", org+q, b.adminKey, nil)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("%s: %d %s", q, r.status, r.body)
+		}
+	}
+	if r := b.do("GET", org+"?limit=2", b.adminKey, nil); r.status != http.StatusOK {
+		t.Errorf("a good query: %d %s", r.status, r.body)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -97,9 +98,16 @@ const maxBody = 1 << 20
 // parseQuery validates the declared query parameters.
 func (rt *Route) parseQuery(r *http.Request) (map[string]any, error) {
 	out := map[string]any{}
-	q := r.URL.Query()
+	// A query string net/url cannot read ("limit=1;select", "%zz") is refused, not read as the defaults.
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, appliance.Invalid("the query string is malformed: use name=value pairs joined by &, with %%-escapes")
+	}
 	for _, p := range rt.Query {
 		raw, present := q[p.Name]
+		if len(raw) > 1 {
+			return nil, appliance.Invalid("query parameter %s is given more than once", p.Name)
+		}
 		if !present || raw[0] == "" {
 			if p.Required {
 				return nil, appliance.Invalid("query parameter %s is required", p.Name)
