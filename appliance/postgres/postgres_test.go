@@ -1017,3 +1017,37 @@ func TestRefusedSettings(t *testing.T) {
 		t.Errorf("settings.conf was not restored to the last good one:\n%s", now)
 	}
 }
+
+// TestSupervisorSeesDeathAtOnce: the supervisor learns of a postmaster's death from the process itself
+// (a pidfd), not from its next check: with checks an hour apart, the died event still comes at once.
+// Before, runtime_status stayed active until the next tick.
+func TestSupervisorSeesDeathAtOnce(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	inst := b.newInstance(t, "watched", Settings{})
+	events := newEventLog()
+	sup := NewSupervisor("")
+	sup.OnEvent, sup.Interval, sup.MinBackoff = events.add, time.Hour, time.Hour
+	t.Cleanup(func() { _ = sup.Stop(context.Background()) })
+	if err := sup.Watch("inst", inst); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := waitFor(wctx, 20*time.Millisecond, func() (bool, error) {
+		status, _ := sup.Health(ctx)
+		return status == "operational", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pid, _, _ := inst.Status()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	died := events.wait(t, "inst", EventDied, 30*time.Second) // far below the hour between checks
+	t.Logf("kill -9 to the died event: %v", time.Since(t0).Round(time.Millisecond))
+	if died.PID != pid {
+		t.Errorf("died pid %d, want %d", died.PID, pid)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Process is what a Supervisor keeps running: an Instance or a Pooler. Both are daemons found through their
@@ -71,6 +73,7 @@ type watched struct {
 	lastStart time.Time     // the last start attempt
 	idle      chan struct{} // non-nil while a start attempt is in flight; closed when it ends
 	removed   bool
+	followed  int // the pid whose exit a goroutine waits for (0: none)
 }
 
 // NewSupervisor resolves the binaries (an explicit bin dir may be given). It starts no goroutine until the
@@ -195,6 +198,7 @@ func (s *Supervisor) check() {
 			if w.failures > 0 && now.Sub(w.lastStart) >= s.maxBackoff() {
 				w.failures = 0
 			}
+			s.followLocked(w, pid)
 			s.mu.Unlock()
 			continue
 		}
@@ -234,6 +238,7 @@ func (s *Supervisor) restart(w *watched) {
 	w.next = now.Add(s.backoff(w.failures)) // counted from the end of the attempt
 	if err == nil {
 		w.running, w.pid = true, pid
+		s.followLocked(w, pid)
 	}
 	close(w.idle)
 	w.idle = nil
@@ -243,6 +248,53 @@ func (s *Supervisor) restart(w *watched) {
 	} else {
 		s.emit(Event{Key: w.key, Kind: EventRestarted, PID: pid, At: now})
 	}
+}
+
+// followLocked waits, in a goroutine, for the process pid to exit (a pidfd becomes readable then) and
+// checks at once when it does: a death is seen in milliseconds, not at the next tick. Without pidfd
+// (an old kernel) the tick alone notices. s.mu is held.
+func (s *Supervisor) followLocked(w *watched, pid int) {
+	if w.followed == pid || pid <= 0 {
+		return
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	w.followed = pid
+	go func() {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			n, err := unix.Poll(fds, 1000)
+			if n > 0 {
+				break // it exited
+			}
+			if err != nil && !errors.Is(err, unix.EINTR) {
+				return
+			}
+			select {
+			case <-s.stopCh:
+				return
+			default:
+			}
+			s.mu.Lock()
+			gone := w.removed || w.followed != pid
+			s.mu.Unlock()
+			if gone {
+				return
+			}
+		}
+		s.mu.Lock()
+		if w.followed == pid {
+			w.followed = 0
+		}
+		s.mu.Unlock()
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}()
 }
 
 func (s *Supervisor) emit(e Event) {
