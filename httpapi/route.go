@@ -48,6 +48,9 @@ type Route struct {
 	Query        []Param
 	Do           Op
 	ContentType  string // response media type when not JSON (documentation only)
+	// Stream marks routes whose bodies may take long to send or receive (dump uploads and downloads,
+	// event streams): they have no read or write deadline.
+	Stream bool
 }
 
 // Op is a typed handler: its request and response types feed the OpenAPI document.

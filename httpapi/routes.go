@@ -98,13 +98,13 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/v1/projects/{projectID}/exports/{exportID}/download", Tag: "exports", Scope: appliance.ScopeBackupsRead, Status: ok, Summary: "A signed download URL for a completed export (valid 15 minutes)", Do: Without(s.exportDownload)},
 		{Method: get, Path: "/v1/downloads/exports/{exportID}", Tag: "exports", Auth: Public, Status: ok, Summary: "Download an export's dump through a signed URL (403 when tampered or expired)",
 			Query:       []Param{{Name: "expires", Type: "integer", Required: true, Doc: "unix time the URL expires at"}, {Name: "sig", Type: "string", Required: true, Doc: "HMAC-SHA256 signature (hex)"}},
-			ContentType: "application/octet-stream", Do: Raw(s.downloadExport)},
+			ContentType: "application/octet-stream", Stream: true, Do: Raw(s.downloadExport)},
 
 		// Imports
 		{Method: post, Path: "/v1/projects/{projectID}/imports/uploads", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: created, Summary: "A signed URL to PUT a dump to (pg_dump -Fc; valid 1 hour; sessions need the admin role)", Do: With(s.createImportUpload)},
 		{Method: put, Path: "/v1/uploads/imports/{uploadID}", Tag: "imports", Auth: Public, Status: ok, Summary: "Upload a dump through a signed URL (raw body up to the storage limit; 403 when tampered or expired, 413 too large, 409 already uploaded)",
-			Query: []Param{{Name: "expires", Type: "integer", Required: true, Doc: "unix time the URL expires at"}, {Name: "sig", Type: "string", Required: true, Doc: "HMAC-SHA256 signature (hex)"}},
-			Do:    Without(s.receiveImportUpload)},
+			Query:  []Param{{Name: "expires", Type: "integer", Required: true, Doc: "unix time the URL expires at"}, {Name: "sig", Type: "string", Required: true, Doc: "HMAC-SHA256 signature (hex)"}},
+			Stream: true, Do: Without(s.receiveImportUpload)},
 		{Method: post, Path: "/v1/projects/{projectID}/imports", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Restore an uploaded dump over the database (pg_restore --clean; needs confirm: true; sessions need the admin role)", Do: With(s.createImport)},
 		{Method: post, Path: "/v1/projects/{projectID}/imports/preflight", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Connect to a source database and report what an import would meet: version, size, extensions, schemas, provider, replication readiness (an unreachable source is ok: false with a failing connect check)", Do: With(s.importPreflight)},
 		{Method: post, Path: "/v1/projects/{projectID}/imports/follow", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Follow a source by logical replication: back up the project, copy the source's schema, subscribe (needs confirm: true; 409 naming every blocker when the source is not ready)", Do: With(s.startFollow)},

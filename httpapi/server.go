@@ -3,9 +3,12 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,16 +26,20 @@ type Options struct {
 	Log    *slog.Logger
 	// Extra routes appended to the table (test builds register diagnostic routes here).
 	Extra []Route
+	// ReadTimeout and WriteTimeout bound each non-streaming request (0: RequestReadTimeout and
+	// RequestWriteTimeout).
+	ReadTimeout, WriteTimeout time.Duration
 }
 
 // Server serves the API.
 type Server struct {
-	svc     *appliance.Service
-	log     *slog.Logger
-	routes  []Route
-	mux     *http.ServeMux
-	limiter *limiter
-	openapi []byte
+	svc                       *appliance.Service
+	log                       *slog.Logger
+	routes                    []Route
+	mux                       *http.ServeMux
+	limiter                   *limiter
+	openapi                   []byte
+	readTimeout, writeTimeout time.Duration
 }
 
 // New builds the server and its route table.
@@ -40,7 +47,8 @@ func New(svc *appliance.Service, opts Options) *Server {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	s := &Server{svc: svc, log: opts.Log, mux: http.NewServeMux(), limiter: newLimiter(opts.Limits)}
+	s := &Server{svc: svc, log: opts.Log, mux: http.NewServeMux(), limiter: newLimiter(opts.Limits),
+		readTimeout: cmp.Or(opts.ReadTimeout, RequestReadTimeout), writeTimeout: cmp.Or(opts.WriteTimeout, RequestWriteTimeout)}
 	s.routes = append(s.table(), opts.Extra...)
 	for i := range s.routes {
 		rt := &s.routes[i]
@@ -60,9 +68,14 @@ func (s *Server) Routes() []Route { return s.routes }
 
 // ServeHTTP sets the common headers and dispatches; each route applies the per-IP rate limit of its
 // bucket, unmatched requests that of the general bucket.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	w := &jsonErrors{ResponseWriter: rw}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "no-store")
+	if headerSize(r) > MaxHeaderBytes {
+		s.writeError(w, r, &appliance.Error{Kind: appliance.KindHeadersTooLarge, Msg: fmt.Sprintf("request headers exceed %d bytes", MaxHeaderBytes)})
+		return
+	}
 	if err := cleanPath(r.URL.Path); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -84,6 +97,16 @@ func cleanPath(p string) error {
 	return nil
 }
 
+// Per-request deadlines of every route but the streaming ones (see Route.Stream).
+const (
+	RequestReadTimeout  = 60 * time.Second
+	RequestWriteTimeout = 120 * time.Second
+	// MaxHeaderBytes is the request header size the API accepts (431 JSON above; net/http itself refuses
+	// headers over ServerMaxHeaderBytes with its own plain-text 431).
+	MaxHeaderBytes       = 64 << 10
+	ServerMaxHeaderBytes = 1 << 20
+)
+
 // Close stops background work of the server.
 func (s *Server) Close() { s.limiter.stop() }
 
@@ -101,6 +124,13 @@ func (s *Server) adapt(rt *Route) http.Handler {
 		}()
 		if !s.rateLimit(w, r, rt.Bucket) {
 			return
+		}
+		if !rt.Stream {
+			// A slow client may not hold a connection: the request is read and the answer written in
+			// bounded time. (Errors: a writer that cannot set deadlines, as in tests, has no connection.)
+			rc := http.NewResponseController(w)
+			_ = rc.SetReadDeadline(time.Now().Add(s.readTimeout))
+			_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 		}
 		req := &Request{Request: r, W: w}
 		if err := s.authorize(req, rt, params); err != nil {
@@ -259,6 +289,7 @@ var statusOf = map[appliance.Kind]int{
 	appliance.KindUnavailable:     http.StatusServiceUnavailable,
 	appliance.KindTooLarge:        http.StatusRequestEntityTooLarge,
 	appliance.KindTooMany:         http.StatusTooManyRequests,
+	appliance.KindHeadersTooLarge: http.StatusRequestHeaderFieldsTooLarge,
 }
 
 // writeError sends the public message of err; internal causes are logged, never sent.
@@ -276,6 +307,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if kind == appliance.KindUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="appliance"`)
 	}
+	if kind == appliance.KindTooLarge {
+		drainAfterTooLarge(w, r)
+	}
 	writeJSON(w, status, errorBody{Error: msg})
 }
 
@@ -284,4 +318,55 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.Encode(v)
+}
+
+func headerSize(r *http.Request) int {
+	n := len(r.RequestURI)
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// jsonErrors makes the error answers net/http writes for us (http.Error, ServeContent's 416) JSON like
+// every other: a text/plain error status becomes {"error": "<its text>"}.
+type jsonErrors struct {
+	http.ResponseWriter
+	shaped, wrote bool
+}
+
+func (w *jsonErrors) WriteHeader(code int) {
+	if code >= 400 && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.shaped = true
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Del("Content-Length")
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *jsonErrors) Write(b []byte) (int, error) {
+	if !w.shaped {
+		return w.ResponseWriter.Write(b)
+	}
+	if !w.wrote {
+		w.wrote = true
+		out, _ := json.Marshal(errorBody{Error: strings.TrimSpace(string(b))})
+		if _, err := w.ResponseWriter.Write(append(out, '\n')); err != nil {
+			return 0, err
+		}
+	}
+	return len(b), nil
+}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines, flushing).
+func (w *jsonErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// drainAfterTooLarge reads what is left of a refused body (up to 32 MiB, for 5 seconds) before the 413
+// goes out: a client that sends its whole body before reading the answer (most do) then reads the 413
+// instead of a reset connection. A larger body is cut off when the server closes the connection.
+func drainAfterTooLarge(w http.ResponseWriter, r *http.Request) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.CopyN(io.Discard, r.Body, 32<<20)
 }
