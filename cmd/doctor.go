@@ -92,7 +92,7 @@ func runChecks(ctx context.Context, cfg UpConfig, install bool, log *slog.Logger
 		out = append(out, programChecks(set)...)
 	}
 	out = append(out, osUserCheck(cfg), dataDirCheck(dataDir), traverseCheck(cfg, dataDir), diskCheck(dataDir))
-	out = append(out, portChecks(cfg)...)
+	out = append(out, portChecks(cfg, applianceRunning(dataDir))...)
 	out = append(out, clockCheck(), caCheck(dataDir))
 	return out, set
 }
@@ -256,14 +256,32 @@ func diskCheck(dir string) check {
 	return c
 }
 
-// portChecks: the listeners' addresses are free and the instance range has free ports.
-func portChecks(cfg UpConfig) []check {
+// applianceRunning reports whether an appliance runs on the data directory now: its metadata store is
+// locked (bbolt holds an exclusive flock while open).
+func applianceRunning(dataDir string) bool {
+	f, err := os.Open(filepath.Join(dataDir, "meta.db"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
+
+// portChecks: the listeners' addresses are free and the instance range has free ports. While an
+// appliance runs on the data directory, its own listeners are in use, as they should be.
+func portChecks(cfg UpConfig, running bool) []check {
 	var out []check
 	for _, l := range []struct{ name, addr, flag string }{{"API listener", cfg.Listen, "--listen"}, {"KV listener", cfg.KVListen, "--kv-listen"}} {
 		c := check{name: l.name, level: levelOK, detail: l.addr + " is free"}
 		if _, port, _ := net.SplitHostPort(l.addr); port == "0" {
 			c.detail = l.addr + " (a free port is picked)"
-		} else if ln, err := net.Listen("tcp", l.addr); err != nil {
+		} else if ln, err := net.Listen("tcp", l.addr); err != nil && running {
+			c.detail = l.addr + " is in use: an appliance runs on this data directory"
+		} else if err != nil {
 			c.level, c.detail, c.fix = levelFail, fmt.Sprintf("cannot listen on %s: %v", l.addr, err), "stop what uses it, or choose another address with "+l.flag
 		} else {
 			ln.Close()
@@ -287,7 +305,7 @@ func portChecks(cfg UpConfig) []check {
 	switch {
 	case free < 2:
 		c.level, c.fix = levelFail, "choose a free range with --pg-ports (APPLIANCE_PG_PORTS) or another --pg-listen"
-	case free < total/2:
+	case free < total/2 && !running:
 		c.level, c.fix = levelWarn, "another program (or appliance) uses this range: give each its own --pg-ports"
 	}
 	return append(out, c)

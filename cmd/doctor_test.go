@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/store"
 )
 
 // upConfig is the configuration up and doctor get from args (and their defaults).
@@ -117,5 +118,30 @@ func TestUpRefusesAnUntraversableDataDir(t *testing.T) {
 	err := runUp(t.Context(), cfg, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "cannot enter "+closed) || !strings.Contains(err.Error(), "chmod o+x "+closed) {
 		t.Fatalf("up: %v", err)
+	}
+}
+
+// TestDoctorBesideARunningAppliance: while an appliance runs on the data directory (its store is open),
+// its listeners being in use is no failure.
+func TestDoctorBesideARunningAppliance(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := upConfig(t, "--listen", busy.Addr().String())
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(filepath.Join(cfg.DataDir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out, failed := report(t, cfg)
+	if row := lineWith(out, "API listener"); failed || !strings.HasPrefix(row, "ok") ||
+		!strings.HasSuffix(row, busy.Addr().String()+" is in use: an appliance runs on this data directory") {
+		t.Fatalf("doctor:\n%s", out)
 	}
 }
