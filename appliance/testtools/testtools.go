@@ -35,6 +35,7 @@ var needs = []need{
 	{"nodejs", "node"},
 	{"npm", "npx"},
 	{"chromium", "/usr/bin/chromium"},
+	{"xz-utils", "xz"}, // the embedded-postgres test packs a distribution
 }
 
 func (n need) present() bool {
