@@ -70,12 +70,36 @@ try {
   // A job that fails shows its error and the tail of its stderr.
   const marker = await ask('failed-job', prjID)
   await page.getByText(marker).first().waitFor({ timeout: 30000 })
-  // A backup taken from the page completes and is verified.
+  await shoot('project')
+
+  // A backup taken from the page completes and is verified; a restore point, and a restore to it.
+  await page.getByRole('navigation', { name: 'Project' }).getByRole('link', { name: 'Backups' }).click()
   await page.getByLabel('Label (optional)').fill('from the dashboard')
   await page.getByRole('button', { name: 'Take a backup' }).click()
   const row = page.getByRole('row').filter({ hasText: 'from the dashboard' })
   await row.locator('.badge-verified').waitFor({ timeout: 60000 })
-  await shoot('project')
+  await page.getByLabel('Label', { exact: true }).fill('before the e2e change')
+  await page.getByRole('button', { name: 'Create restore point' }).click()
+  await page.getByRole('cell', { name: 'before the e2e change', exact: true }).waitFor()
+  await page.getByRole('radio', { name: 'a restore point' }).check()
+  await page.getByLabel('Restore point', { exact: true }).selectOption({ label: await page.locator('#restore-point option').nth(1).innerText() })
+  await page.getByText('after the restore point “before the e2e change” will be lost').waitFor()
+  await page.getByLabel(/Type the project name/).fill('e2e shop')
+  await page.getByRole('button', { name: 'Restore', exact: true }).click()
+  await page.getByRole('status').filter({ hasText: 'Restore' }).locator('.badge-completed').waitFor({ timeout: 90000 })
+  await shoot('project-backups')
+
+  // An export, made and offered for download.
+  await page.getByRole('navigation', { name: 'Project' }).getByRole('link', { name: 'Exports' }).click()
+  await page.getByRole('button', { name: 'Export now' }).click()
+  await page.getByRole('button', { name: /^Download export/ }).waitFor({ timeout: 60000 })
+  await shoot('project-exports')
+  for (const [tab, heading] of [['Extensions', 'Extensions'], ['Settings', 'Settings'], ['Audit', 'Audit events']]) {
+    await page.getByRole('navigation', { name: 'Project' }).getByRole('link', { name: tab }).click()
+    await page.getByRole('heading', { name: heading, exact: true }).waitFor()
+    await shoot('project-' + tab.toLowerCase())
+  }
+  await page.getByRole('navigation', { name: 'Project' }).getByRole('link', { name: 'Overview' }).click()
 
   await page.getByRole('link', { name: 'Projects' }).first().click()
   await page.getByRole('link', { name: 'e2e shop' }).waitFor()

@@ -84,6 +84,8 @@ export interface Project {
   region: string
   created_at: string
   latest_job_id: string
+  statement_timeout: string
+  idle_transaction_timeout: string
 }
 export interface Job {
   id: string

@@ -2,6 +2,16 @@ import { useState } from 'preact/hooks'
 import { get, post, seg, type Connections, type Job, type Project as P } from '../api'
 import { Badge, CopyField, Empty, ErrorBox, Form, useLoad, when } from '../ui'
 import { bytes } from './overview'
+import { AuditTab, BackupsTab, DataTab, ExtensionsTab, SettingsTab } from './project_tabs'
+
+const tabs = [
+  { id: '', label: 'Overview' },
+  { id: 'backups', label: 'Backups' },
+  { id: 'data', label: 'Exports' },
+  { id: 'extensions', label: 'Extensions' },
+  { id: 'settings', label: 'Settings' },
+  { id: 'audit', label: 'Audit' },
+]
 
 interface Backup {
   id: string
@@ -79,7 +89,7 @@ function Backups({ path, active }: { path: string; active: boolean }) {
   )
 }
 
-export function Project({ id }: { id: string }) {
+export function Project({ id, tab = '' }: { id: string; tab?: string }) {
   const path = '/v1/projects/' + seg(id)
   const prj = useLoad(() => get<{ project: P }>(path), [id], 2000)
   const p = prj.data?.project
@@ -95,6 +105,34 @@ export function Project({ id }: { id: string }) {
       {p && (
         <>
           <h1>{p.name}</h1>
+          <nav class="tabs" aria-label="Project">
+            {tabs.map((t) => (
+              <a href={'/projects/' + id + (t.id ? '/' + t.id : '')} aria-current={t.id === tab ? 'page' : undefined}>
+                {t.label}
+              </a>
+            ))}
+          </nav>
+          {tab === '' && <Overview p={p} active={active} conns={conns} />}
+          {tab === 'backups' && (
+            <>
+              <Backups path={path} active={active} />
+              <BackupsTab path={path} project={p} />
+            </>
+          )}
+          {tab === 'data' && <DataTab path={path} />}
+          {tab === 'extensions' && <ExtensionsTab path={path} />}
+          {tab === 'settings' && <SettingsTab path={path} project={p} reload={prj.reload} />}
+          {tab === 'audit' && <AuditTab path={path} />}
+        </>
+      )}
+      {tab === '' && <Jobs jobs={jobs} />}
+    </main>
+  )
+}
+
+function Overview({ p, active, conns }: { p: P; active: boolean; conns: ReturnType<typeof useLoad<{ connections: Connections } | undefined>> }) {
+  return (
+        <>
           <dl class="facts">
             <dt>State</dt>
             <dd>
@@ -125,8 +163,11 @@ export function Project({ id }: { id: string }) {
             )}
           </section>
         </>
-      )}
-      {p && <Backups path={path} active={active} />}
+  )
+}
+
+function Jobs({ jobs }: { jobs: ReturnType<typeof useLoad<{ jobs: Job[] }>> }) {
+  return (
       <section class="card">
         <h2>Jobs</h2>
         <ErrorBox error={jobs.error} />
@@ -163,6 +204,5 @@ export function Project({ id }: { id: string }) {
           </table>
         )}
       </section>
-    </main>
   )
 }
