@@ -92,6 +92,12 @@ func TestDashboardEndToEnd(t *testing.T) {
 				t.Fatalf("%s: the key from the page authenticates: %v", what, err)
 			}
 			answer("")
+		case what == "dump-file": // the export the page made, as a file to upload
+			dumps, _ := filepath.Glob(filepath.Join(e.env.Dir, "backups", arg, "exports", "*.dump"))
+			if len(dumps) == 0 {
+				t.Fatalf("no export of %s on disk", arg)
+			}
+			answer(dumps[0])
 		case what == "failed-job":
 			answer(failImport(t, e, p, arg))
 		case what == "cli-login":
@@ -114,7 +120,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 		t.Fatalf("dashboard script: %v\n%s", err, stderr.String())
 	}
 	for _, page := range []string{"signin", "projects-empty", "project", "project-backups", "project-exports", "project-extensions",
-		"project-settings", "project-audit", "projects", "api-keys", "members", "overview", "account", "cli-login"} {
+		"project-settings", "project-audit", "project-imports", "projects", "api-keys", "members", "overview", "account", "cli-login"} {
 		for _, w := range []string{"desktop", "phone"} {
 			if st, err := os.Stat(filepath.Join(out, page+"-"+w+".png")); err != nil || st.Size() < 1000 {
 				t.Errorf("screenshot %s-%s: %v", page, w, err)

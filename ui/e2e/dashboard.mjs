@@ -94,6 +94,17 @@ try {
   await page.getByRole('button', { name: 'Export now' }).click()
   await page.getByRole('button', { name: /^Download export/ }).waitFor({ timeout: 60000 })
   await shoot('project-exports')
+  // The export, uploaded back through the Imports tab with progress, and restored; a preflight's checklist.
+  await page.getByRole('navigation', { name: 'Project' }).getByRole('link', { name: 'Imports' }).click()
+  await page.getByLabel('Dump file').setInputFiles(await ask('dump-file', prjID))
+  await page.getByRole('button', { name: 'Upload', exact: true }).click()
+  await page.getByLabel(/Type the project name/).fill('e2e shop')
+  await page.getByRole('button', { name: 'Import', exact: true }).click()
+  await page.getByRole('status').filter({ hasText: 'Import' }).locator('.badge-completed').waitFor({ timeout: 90000 })
+  await page.getByLabel(/Source URL/).fill('postgres://u:p@169.254.169.254:5432/db')
+  await page.getByRole('button', { name: 'Check', exact: true }).click()
+  await page.getByText('refused by the outbound policy').waitFor()
+  await shoot('project-imports')
   for (const [tab, heading] of [['Extensions', 'Extensions'], ['Settings', 'Settings'], ['Audit', 'Audit events']]) {
     await page.getByRole('navigation', { name: 'Project' }).getByRole('link', { name: tab }).click()
     await page.getByRole('heading', { name: heading, exact: true }).waitFor()

@@ -2,12 +2,14 @@ import { useState } from 'preact/hooks'
 import { get, post, seg, type Connections, type Job, type Project as P } from '../api'
 import { Badge, CopyField, Empty, ErrorBox, Form, useLoad, when } from '../ui'
 import { bytes } from './overview'
+import { ImportsTab, ScheduleCard } from './imports'
 import { AuditTab, BackupsTab, DataTab, ExtensionsTab, SettingsTab } from './project_tabs'
 
 const tabs = [
   { id: '', label: 'Overview' },
   { id: 'backups', label: 'Backups' },
   { id: 'data', label: 'Exports' },
+  { id: 'imports', label: 'Imports' },
   { id: 'extensions', label: 'Extensions' },
   { id: 'settings', label: 'Settings' },
   { id: 'audit', label: 'Audit' },
@@ -116,10 +118,12 @@ export function Project({ id, tab = '' }: { id: string; tab?: string }) {
           {tab === 'backups' && (
             <>
               <Backups path={path} active={active} />
+              <ScheduleCard path={path} />
               <BackupsTab path={path} project={p} />
             </>
           )}
           {tab === 'data' && <DataTab path={path} />}
+          {tab === 'imports' && <ImportsTab path={path} projectName={p.name} />}
           {tab === 'extensions' && <ExtensionsTab path={path} />}
           {tab === 'settings' && <SettingsTab path={path} project={p} reload={prj.reload} />}
           {tab === 'audit' && <AuditTab path={path} />}
