@@ -5,7 +5,10 @@
 // make a job fail) in between.
 import { chromium } from 'playwright-core'
 import { createInterface } from 'node:readline'
-import { mkdirSync } from 'node:fs'
+import { mkdirSync, readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
 
 const base = process.env.BASE_URL
 const out = process.env.OUT_DIR
@@ -31,7 +34,21 @@ const consoleErrors = []
 page.on('console', (m) => m.type() === 'error' && consoleErrors.push(m.text()))
 page.on('pageerror', (e) => consoleErrors.push(String(e)))
 
+// Accessibility: axe-core on every page shot; serious and critical violations fail the run. It is
+// evaluated through the browser's debugging protocol, which the page's CSP does not govern (the page
+// itself still runs under its CSP).
+const violations = []
+async function axe(name) {
+  const found = await page.evaluate(async (src) => {
+    if (!window.axe) (0, eval)(src)
+    const r = await window.axe.run(document, { resultTypes: ['violations'] })
+    return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')})`)
+  }, axeSource)
+  for (const v of found) violations.push(`${name}: ${v}`)
+}
+
 async function shoot(name) {
+  await axe(name)
   for (const [w, size] of Object.entries(widths)) {
     await page.setViewportSize(size)
     await page.screenshot({ path: `${out}/${name}-${w}.png`, fullPage: true })
@@ -164,6 +181,7 @@ try {
   await page.reload()
   await page.getByRole('heading', { name: 'Sign in to the appliance' }).waitFor()
   if (consoleErrors.filter((e) => !e.includes('401')).length) throw new Error('console errors: ' + consoleErrors.join('\n'))
+  if (violations.length) throw new Error('accessibility (axe-core): ' + violations.join(' | '))
   console.log('done')
 } catch (e) {
   await page.screenshot({ path: `${out}/failure.png`, fullPage: true }).catch(() => {})
