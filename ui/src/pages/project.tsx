@@ -97,7 +97,8 @@ export function Project({ id, tab = '' }: { id: string; tab?: string }) {
   const p = prj.data?.project
   const active = p?.state === 'active'
   const conns = useLoad(() => (active ? get<{ connections: Connections }>(path + '/connections') : Promise.resolve(undefined)), [id, active])
-  const jobs = useLoad(() => get<{ jobs: Job[] }>(path + '/jobs?limit=10'), [id], 2000)
+  const [jobLimit, setJobLimit] = useState(10)
+  const jobs = useLoad(() => get<{ jobs: Job[] }>(path + '/jobs?limit=' + jobLimit), [id, jobLimit], 2000)
   return (
     <main>
       <p class="crumbs">
@@ -129,7 +130,7 @@ export function Project({ id, tab = '' }: { id: string; tab?: string }) {
           {tab === 'audit' && <AuditTab path={path} />}
         </>
       )}
-      {tab === '' && <Jobs jobs={jobs} />}
+      {tab === '' && <Jobs jobs={jobs} more={jobs.data?.jobs.length === jobLimit && jobLimit < 200 ? () => setJobLimit(Math.min(200, jobLimit * 2)) : undefined} />}
     </main>
   )
 }
@@ -170,7 +171,7 @@ function Overview({ p, active, conns }: { p: P; active: boolean; conns: ReturnTy
   )
 }
 
-function Jobs({ jobs }: { jobs: ReturnType<typeof useLoad<{ jobs: Job[] }>> }) {
+function Jobs({ jobs, more }: { jobs: ReturnType<typeof useLoad<{ jobs: Job[] }>>; more?: () => void }) {
   return (
       <section class="card">
         <h2>Jobs</h2>
@@ -206,6 +207,11 @@ function Jobs({ jobs }: { jobs: ReturnType<typeof useLoad<{ jobs: Job[] }>> }) {
               ])}
             </tbody>
           </table>
+        )}
+        {more && (
+          <button class="spaced" onClick={more}>
+            Show more
+          </button>
         )}
       </section>
   )

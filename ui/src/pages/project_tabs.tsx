@@ -371,6 +371,7 @@ export function SettingsTab({ path, project, reload }: { path: string; project: 
         </Form>
         {job && <JobProgress id={job.id} label={job.label} />}
       </section>
+      <Upgrades path={path} version={project.postgres_version} />
       <section class="card danger-zone">
         <h2>Delete the project</h2>
         <p class="warning">Deleting {project.name} deletes its database and its backups. It cannot be undone.</p>
@@ -441,6 +442,50 @@ export function AuditTab({ path }: { path: string }) {
           Show more
         </button>
       )}
+    </section>
+  )
+}
+
+/** Upgrades: a restart onto the installed minor release, and the steps of a major upgrade. */
+function Upgrades({ path, version }: { path: string; version: string }) {
+  const [job, start] = useJob()
+  const [target, setTarget] = useState(String((parseInt(version, 10) || 15) + 1))
+  const [force, setForce] = useState(false)
+  const run = (label: string, p: Promise<{ job: Job }>) => start(label, p)
+  const major = (step: string) => path + '/upgrade/major' + step + '?target_major=' + encodeURIComponent(target)
+  return (
+    <section class="card">
+      <h2>Upgrades</h2>
+      <p class="hint">PostgreSQL {version || '?'}. A minor upgrade restarts the server on the installed release; a major upgrade is checked, run, then confirmed or rolled back.</p>
+      <Form label="Minor upgrade" onSubmit={() => run('Minor upgrade', post(path + '/upgrade/minor' + (force ? '?force=true' : '')))}>
+        <div class="row">
+          <label class="check">
+            <input type="checkbox" checked={force} onChange={(e) => setForce((e.target as HTMLInputElement).checked)} /> even with sessions open
+          </label>
+          <button type="submit" class="primary">
+            Restart on the installed minor
+          </button>
+        </div>
+      </Form>
+      <Form label="Major upgrade" onSubmit={() => run('Major upgrade check', post(major('/preflight')))}>
+        <div class="row">
+          <div>
+            <label for="major-target">Target major version</label>
+            <input id="major-target" type="number" min={10} max={99} value={target} onInput={(e) => setTarget((e.target as HTMLInputElement).value)} />
+          </div>
+          <button type="submit">Check</button>
+          <button type="button" onClick={() => run('Major upgrade', post(major('')))}>
+            Upgrade
+          </button>
+          <button type="button" onClick={() => run('Confirm upgrade', post(path + '/upgrade/major/confirm'))}>
+            Confirm
+          </button>
+          <button type="button" onClick={() => run('Roll back', post(path + '/upgrade/major/rollback'))}>
+            Roll back
+          </button>
+        </div>
+      </Form>
+      {job && <JobProgress id={job.id} label={job.label} />}
     </section>
   )
 }
