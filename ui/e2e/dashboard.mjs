@@ -172,6 +172,19 @@ try {
   await page.getByRole('status').filter({ hasText: 'Approved' }).waitFor()
   await ask('cli-key')
 
+  // A session that ends (here: its cookie dropped) brings the sign-in back, and signing in again returns
+  // to the same page.
+  await page.getByRole('link', { name: 'Members' }).click()
+  await page.getByRole('heading', { name: 'Members' }).waitFor()
+  await ctx.clearCookies()
+  await page.getByRole('link', { name: 'API keys' }).click()
+  await page.getByRole('heading', { name: 'Sign in to the appliance' }).waitFor()
+  await page.getByLabel('Email').fill(process.env.EMAIL)
+  await page.getByLabel('Password').fill(process.env.PASSWORD)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.getByRole('heading', { name: 'API keys' }).waitFor()
+  if (new URL(page.url()).pathname !== '/api-keys') throw new Error('after signing in again: ' + page.url())
+
   await page.goto(base + '/nothing/here')
   await page.getByRole('heading', { name: 'Not found' }).waitFor()
 
