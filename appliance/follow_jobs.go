@@ -342,7 +342,7 @@ type FollowReport struct {
 	WorkerRunning bool          `json:"worker_running"`
 	Tables        []FollowTable `json:"tables"`
 	TablesReady   int           `json:"tables_ready"`
-	LagBytes      *int64        `json:"lag_bytes" doc:"WAL the source wrote that the subscription has not confirmed; null when the source cannot be reached"`
+	LagBytes      *int64        `json:"lag_bytes" api:"nullable" doc:"WAL the source wrote that the subscription has not confirmed; null when the source cannot be reached"`
 	SourceLSN     string        `json:"source_lsn,omitempty"`
 	ConfirmedLSN  string        `json:"confirmed_lsn,omitempty"`
 	LastMessageAt *time.Time    `json:"last_message_at,omitempty"`

@@ -26,7 +26,7 @@ type Job struct {
 	RetryClassification string          `json:"retry_classification" doc:"transient (retried with backoff) or permanent; empty until a failure"`
 	LastStdout          string          `json:"last_stdout"`
 	LastStderr          string          `json:"last_stderr"`
-	LastExitCode        *int            `json:"last_exit_code"`
+	LastExitCode        *int            `json:"last_exit_code" api:"nullable" doc:"null until a step ran a program"`
 	Result              json.RawMessage `json:"result" doc:"free-form result of the job; null until it completes"`
 	ClaimedAt           *time.Time      `json:"claimed_at"`
 	StartedAt           *time.Time      `json:"started_at"`

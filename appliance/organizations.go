@@ -19,7 +19,7 @@ type OrganizationResponse struct {
 
 // MeResponse is GET /v1/me.
 type MeResponse struct {
-	Organization *Organization `json:"organization"` // null for a platform admin acting in no organization
+	Organization *Organization `json:"organization" api:"nullable" doc:"null for a platform admin acting in no organization"`
 	Principal    *Principal    `json:"principal"`
 }
 

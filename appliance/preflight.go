@@ -43,7 +43,7 @@ type Preflight struct {
 	StorageLimitBytes int64            `json:"storage_limit_bytes" doc:"the project's storage limit"`
 	TargetVersion     string           `json:"target_version" doc:"the project's PostgreSQL version"`
 	Checks            []PreflightCheck `json:"checks"`
-	Source            *SourceInfo      `json:"source" doc:"null when the source could not be reached (see the connect check)"`
+	Source            *SourceInfo      `json:"source" api:"nullable" doc:"null when the source could not be reached (see the connect check)"`
 }
 
 // PreflightCheck is one finding: status pass, warn or fail.

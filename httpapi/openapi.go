@@ -600,7 +600,8 @@ func (g *schemaGen) ref(t reflect.Type, request bool) map[string]any {
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
-		return nullable(g.ref(t.Elem(), request))
+		// A pointer is null only where a field says so (see object): list items and request fields never.
+		return g.ref(t.Elem(), request)
 	case reflect.Bool:
 		return map[string]any{"type": "boolean"}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32:
@@ -645,6 +646,11 @@ func (g *schemaGen) object(t reflect.Type, request bool) map[string]any {
 			s = map[string]any{"type": "string"}
 		} else {
 			s = g.ref(f.typ, request)
+		}
+		// In a response, a pointer field is null when it has no value: timestamps (expires_at, revoked_at …)
+		// and the fields tagged api:"nullable"; every other pointer always points at something.
+		if !request && f.typ.Kind() == reflect.Pointer && (f.nullable || f.typ.Elem() == reflect.TypeOf(time.Time{})) {
+			s = nullable(s)
 		}
 		if f.doc != "" {
 			s = withDescription(s, f.doc)
@@ -703,6 +709,7 @@ type jsonField struct {
 	omitEmpty bool // may be absent from a response
 	asString  bool
 	required  bool // `api:"required"`
+	nullable  bool // `api:"nullable"`: a response pointer field that may be null
 	doc       string
 }
 
@@ -744,7 +751,7 @@ func jsonFields(t reflect.Type) []jsonField {
 				continue
 			}
 			jf := jsonField{name: name, typ: ft, tagged: name != "", depth: depth, omitEmpty: viaPtr,
-				required: f.Tag.Get("api") == "required", doc: f.Tag.Get("doc")}
+				required: f.Tag.Get("api") == "required", nullable: f.Tag.Get("api") == "nullable", doc: f.Tag.Get("doc")}
 			if jf.name == "" {
 				jf.name = f.Name
 			}

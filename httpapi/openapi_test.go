@@ -106,22 +106,23 @@ type (
 	oaResp struct {
 		oaInner
 		*oaOther
-		B       int64             `json:"b"` // shallower: wins over the embedded ones
-		When    time.Time         `json:"when"`
-		Maybe   *time.Time        `json:"maybe" doc:"null when never"`
-		List    []string          `json:"list"`
-		Nums    map[string]uint16 `json:"nums"`
-		Raw     json.RawMessage   `json:"raw"`
-		Any     any               `json:"any"`
-		Skip    string            `json:"-"`
-		Opt     string            `json:"opt,omitempty"`
-		Child   *oaChild          `json:"child"`
-		Kids    []oaChild         `json:"kids"`
-		Ratio   float64           `json:"ratio"`
-		Str     int               `json:"str,string"`
-		Bytes   []byte            `json:"bytes"`
-		Org     *appliance.Organization
-		private string
+		B        int64             `json:"b"` // shallower: wins over the embedded ones
+		When     time.Time         `json:"when"`
+		Maybe    *time.Time        `json:"maybe" doc:"null when never"`
+		List     []string          `json:"list"`
+		Nums     map[string]uint16 `json:"nums"`
+		Raw      json.RawMessage   `json:"raw"`
+		Any      any               `json:"any"`
+		Skip     string            `json:"-"`
+		Opt      string            `json:"opt,omitempty"`
+		Child    *oaChild          `json:"child"`
+		MaybeKid *oaChild          `json:"maybeKid" api:"nullable"`
+		Kids     []oaChild         `json:"kids"`
+		Ratio    float64           `json:"ratio"`
+		Str      int               `json:"str,string"`
+		Bytes    []byte            `json:"bytes"`
+		Org      *appliance.Organization
+		private  string
 	}
 	oaChild struct {
 		Name string `json:"name"`
@@ -166,22 +167,23 @@ func TestOpenAPISchemas(t *testing.T) {
 	}
 	props := get("components", "schemas", "oaResp", "properties").(map[string]any)
 	want := map[string]string{
-		"a":     `{"type":"string"}`,
-		"b":     `{"format":"int64","type":"integer"}`,
-		"c":     `{"type":"boolean"}`,
-		"when":  `{"format":"date-time","type":"string"}`,
-		"maybe": `{"description":"null when never","format":"date-time","type":["string","null"]}`,
-		"list":  `{"items":{"type":"string"},"type":"array"}`,
-		"nums":  `{"additionalProperties":{"minimum":0,"type":"integer"},"type":"object"}`,
-		"raw":   `{"additionalProperties":true,"items":{},"type":["object","array","string","number","boolean","null"]}`,
-		"any":   `{"additionalProperties":true,"items":{},"type":["object","array","string","number","boolean","null"]}`,
-		"opt":   `{"type":"string"}`,
-		"child": `{"oneOf":[{"$ref":"#/components/schemas/oaChild"},{"type":"null"}]}`,
-		"kids":  `{"items":{"$ref":"#/components/schemas/oaChild"},"type":"array"}`,
-		"ratio": `{"type":"number"}`,
-		"str":   `{"type":"string"}`,
-		"bytes": `{"contentEncoding":"base64","type":"string"}`,
-		"Org":   `{"oneOf":[{"$ref":"#/components/schemas/Organization"},{"type":"null"}]}`,
+		"a":        `{"type":"string"}`,
+		"b":        `{"format":"int64","type":"integer"}`,
+		"c":        `{"type":"boolean"}`,
+		"when":     `{"format":"date-time","type":"string"}`,
+		"maybe":    `{"description":"null when never","format":"date-time","type":["string","null"]}`,
+		"list":     `{"items":{"type":"string"},"type":"array"}`,
+		"nums":     `{"additionalProperties":{"minimum":0,"type":"integer"},"type":"object"}`,
+		"raw":      `{"additionalProperties":true,"items":{},"type":["object","array","string","number","boolean","null"]}`,
+		"any":      `{"additionalProperties":true,"items":{},"type":["object","array","string","number","boolean","null"]}`,
+		"opt":      `{"type":"string"}`,
+		"child":    `{"$ref":"#/components/schemas/oaChild"}`, // a pointer is not null unless tagged api:"nullable"
+		"maybeKid": `{"oneOf":[{"$ref":"#/components/schemas/oaChild"},{"type":"null"}]}`,
+		"kids":     `{"items":{"$ref":"#/components/schemas/oaChild"},"type":"array"}`,
+		"ratio":    `{"type":"number"}`,
+		"str":      `{"type":"string"}`,
+		"bytes":    `{"contentEncoding":"base64","type":"string"}`,
+		"Org":      `{"$ref":"#/components/schemas/Organization"}`,
 	}
 	for name, w := range want {
 		if got := js(props[name]); got != w {
@@ -203,7 +205,7 @@ func TestOpenAPISchemas(t *testing.T) {
 			t.Errorf("oaResp required %s has %s", req, name)
 		}
 	}
-	if got := js(schemas["oaReq"]); got != `{"additionalProperties":false,"properties":{"child":{"$ref":"#/components/schemas/oaChildInput"},"maybe":{"type":["string","null"]},"name":{"description":"the name","type":"string"},"tags":{"items":{"type":"string"},"type":"array"}},"required":["name"],"type":"object"}` {
+	if got := js(schemas["oaReq"]); got != `{"additionalProperties":false,"properties":{"child":{"$ref":"#/components/schemas/oaChildInput"},"maybe":{"type":"string"},"name":{"description":"the name","type":"string"},"tags":{"items":{"type":"string"},"type":"array"}},"required":["name"],"type":"object"}` {
 		t.Errorf("oaReq = %s", got)
 	}
 	if got := js(schemas["oaChildInput"]); got != `{"additionalProperties":false,"properties":{"name":{"type":"string"}},"type":"object"}` {
