@@ -22,7 +22,7 @@ type APIKey struct {
 	DeviceName      string     `json:"device_name"`
 	Source          string     `json:"source"`
 	IsActive        bool       `json:"is_active"`
-	Scopes          []string   `json:"scopes"`
+	Scopes          []string   `json:"scopes" enum:"projects:read,projects:write,credentials:read,backups:read,backups:write,jobs:read,organizations:read,organizations:write,api_keys:read,api_keys:write"`
 	CreatedAt       time.Time  `json:"created_at"`
 	ExpiresAt       *time.Time `json:"expires_at"`
 	LastUsedAt      *time.Time `json:"last_used_at"`
@@ -67,7 +67,7 @@ func (s *Service) ListAPIKeys(ctx context.Context, p *Principal, orgID string) (
 // CreateAPIKeyRequest is the body of POST /v1/organizations/{orgID}/api-keys.
 type CreateAPIKeyRequest struct {
 	Name      string   `json:"name" api:"required" doc:"display name, 1 to 100 characters"`
-	Scopes    []string `json:"scopes" api:"required" doc:"at least one of the ten scopes"`
+	Scopes    []string `json:"scopes" api:"required" enum:"projects:read,projects:write,credentials:read,backups:read,backups:write,jobs:read,organizations:read,organizations:write,api_keys:read,api_keys:write" doc:"at least one of the ten scopes"`
 	ProjectID string   `json:"project_id" doc:"restricts the key to one project; organization scopes are then refused"`
 	ExpiresIn int64    `json:"expires_in_days" doc:"days until the key expires, 1 to 3650; absent or 0: never"`
 }

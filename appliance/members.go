@@ -18,7 +18,7 @@ type Member struct {
 	UserID    string    `json:"user_id"`
 	Email     string    `json:"email"`
 	Name      string    `json:"name"`
-	Role      string    `json:"role"`
+	Role      string    `json:"role" enum:"owner,admin,member"`
 	CreatedAt time.Time `json:"created_at" doc:"when the user was created"`
 }
 
@@ -36,7 +36,7 @@ type MemberResponse struct {
 type AddMemberRequest struct {
 	Email    string `json:"email" api:"required" doc:"the person's email; an existing user is added, otherwise a user is created"`
 	Name     string `json:"name" doc:"display name of a new user (up to 100 characters)"`
-	Role     string `json:"role" api:"required" doc:"owner, admin or member (only owners may add owners)"`
+	Role     string `json:"role" api:"required" enum:"owner,admin,member" doc:"owner, admin or member (only owners may add owners)"`
 	Password string `json:"password" doc:"initial password of a new user (at least 12 characters); absent: one is generated and returned once"`
 }
 
@@ -48,7 +48,7 @@ type AddedMember struct {
 
 // SetMemberRoleRequest is the body of PATCH /v1/organizations/{orgID}/members/{userID}.
 type SetMemberRoleRequest struct {
-	Role string `json:"role" api:"required" doc:"owner, admin or member"`
+	Role string `json:"role" api:"required" enum:"owner,admin,member" doc:"owner, admin or member"`
 }
 
 // RemovedMember is the remove response.

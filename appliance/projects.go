@@ -41,7 +41,7 @@ type Project struct {
 	RoleName               string    `json:"role_name"`
 	PublicHost             string    `json:"public_host"`
 	Region                 string    `json:"region"`
-	Plan                   string    `json:"plan" doc:"free, pro or scale"`
+	Plan                   string    `json:"plan" enum:"free,pro,scale" doc:"free, pro or scale"`
 	PostgresVersion        string    `json:"postgres_version" doc:"read from the server (SHOW server_version); empty until provisioned"`
 	SSLMode                string    `json:"ssl_mode"`
 	IdleTransactionTimeout string    `json:"idle_transaction_timeout"`
@@ -53,9 +53,9 @@ type Project struct {
 	PooledPort             int       `json:"pooled_port"`
 	MaxConnections         int       `json:"max_connections"`
 	StorageLimitBytes      int64     `json:"storage_limit_bytes"`
-	Environment            string    `json:"environment" doc:"production, staging or development"`
-	RuntimeStatus          string    `json:"runtime_status" doc:"provisioning, active, restarting, down or stopped"`
-	State                  string    `json:"state" doc:"provisioning, active, failed, deleting or deleted"`
+	Environment            string    `json:"environment" enum:"production,staging,development" doc:"production, staging or development"`
+	RuntimeStatus          string    `json:"runtime_status" enum:"provisioning,active,restarting,down,stopped" doc:"provisioning, active, restarting, down or stopped"`
+	State                  string    `json:"state" enum:"provisioning,active,failed,deleting,deleted" doc:"provisioning, active, failed, deleting or deleted"`
 	CreatedAt              time.Time `json:"created_at"`
 	UpdatedAt              time.Time `json:"updated_at"`
 }
@@ -89,8 +89,8 @@ type ProjectJobResponse struct {
 // CreateProjectRequest is the body of POST /v1/projects.
 type CreateProjectRequest struct {
 	Name           string `json:"name" api:"required" doc:"1 to 63 characters"`
-	Plan           string `json:"plan" doc:"free (default), pro or scale"`
-	Environment    string `json:"environment" doc:"production (default), staging or development"`
+	Plan           string `json:"plan" enum:"free,pro,scale" doc:"free (default), pro or scale"`
+	Environment    string `json:"environment" enum:"production,staging,development" doc:"production (default), staging or development"`
 	OrganizationID string `json:"organization_id" doc:"required for platform administrators; others create in their own organization"`
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"reflect"
 	"slices"
@@ -647,6 +648,17 @@ func (g *schemaGen) object(t reflect.Type, request bool) map[string]any {
 		} else {
 			s = g.ref(f.typ, request)
 		}
+		if len(f.enum) > 0 {
+			if items, ok := s["items"].(map[string]any); ok && s["type"] == "array" {
+				items = maps.Clone(items)
+				items["enum"] = f.enum
+				s = maps.Clone(s)
+				s["items"] = items
+			} else if s["type"] == "string" {
+				s = maps.Clone(s)
+				s["enum"] = f.enum
+			}
+		}
 		// In a response, a pointer field is null when it has no value: timestamps (expires_at, revoked_at …)
 		// and the fields tagged api:"nullable"; every other pointer always points at something.
 		if !request && f.typ.Kind() == reflect.Pointer && (f.nullable || f.typ.Elem() == reflect.TypeOf(time.Time{})) {
@@ -708,8 +720,9 @@ type jsonField struct {
 	depth     int
 	omitEmpty bool // may be absent from a response
 	asString  bool
-	required  bool // `api:"required"`
-	nullable  bool // `api:"nullable"`: a response pointer field that may be null
+	required  bool  // `api:"required"`
+	nullable  bool  // `api:"nullable"`: a response pointer field that may be null
+	enum      []any // `enum:"a,b,c"`: the closed set of a string (or of a string list's items)
 	doc       string
 }
 
@@ -752,6 +765,11 @@ func jsonFields(t reflect.Type) []jsonField {
 			}
 			jf := jsonField{name: name, typ: ft, tagged: name != "", depth: depth, omitEmpty: viaPtr,
 				required: f.Tag.Get("api") == "required", nullable: f.Tag.Get("api") == "nullable", doc: f.Tag.Get("doc")}
+			if e := f.Tag.Get("enum"); e != "" {
+				for _, v := range strings.Split(e, ",") {
+					jf.enum = append(jf.enum, v)
+				}
+			}
 			if jf.name == "" {
 				jf.name = f.Name
 			}

@@ -8,6 +8,7 @@ export async function example(baseUrl: string, key: string): Promise<string> {
   if (created.error) return created.error.error
   const jobID: string = created.data.job.id
   const projectID: string = created.data.project.id
+  const plan: 'free' | 'pro' | 'scale' = created.data.project.plan // closed sets are enums
 
   const job = await api.GET('/v1/jobs/{jobID}', { params: { path: { jobID } } })
   if (job.data) {
@@ -20,5 +21,5 @@ export async function example(baseUrl: string, key: string): Promise<string> {
   const orgName: string | undefined = me.data?.organization?.name // null for a platform admin
   const keys = await api.GET('/v1/organizations/{orgID}/api-keys', { params: { path: { orgID: me.data?.principal.organization_id ?? '' } } })
   const first: string | undefined = keys.data?.api_keys[0]?.name
-  return [url, orgName, first].join(' ')
+  return [url, orgName, first, plan].join(' ')
 }

@@ -1089,7 +1089,7 @@ export interface components {
             project_id: string;
             /** Format: date-time */
             revoked_at: string | null;
-            scopes: string[];
+            scopes: ("projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write")[];
             source: string;
         };
         APIKeyList: {
@@ -1102,8 +1102,11 @@ export interface components {
             name?: string;
             /** @description initial password of a new user (at least 12 characters); absent: one is generated and returned once */
             password?: string;
-            /** @description owner, admin or member (only owners may add owners) */
-            role: string;
+            /**
+             * @description owner, admin or member (only owners may add owners)
+             * @enum {string}
+             */
+            role: "owner" | "admin" | "member";
         };
         AddedMember: {
             /** @description the generated password of a newly created user, shown once; empty when the user existed or a password was given */
@@ -1239,7 +1242,7 @@ export interface components {
             /** @description restricts the key to one project; organization scopes are then refused */
             project_id?: string;
             /** @description at least one of the ten scopes */
-            scopes: string[];
+            scopes: ("projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write")[];
         };
         CreateBackupRequest: {
             /** @description at most 100 characters */
@@ -1247,14 +1250,20 @@ export interface components {
         };
         CreateExportRequest: Record<string, never>;
         CreateProjectRequest: {
-            /** @description production (default), staging or development */
-            environment?: string;
+            /**
+             * @description production (default), staging or development
+             * @enum {string}
+             */
+            environment?: "production" | "staging" | "development";
             /** @description 1 to 63 characters */
             name: string;
             /** @description required for platform administrators; others create in their own organization */
             organization_id?: string;
-            /** @description free (default), pro or scale */
-            plan?: string;
+            /**
+             * @description free (default), pro or scale
+             * @enum {string}
+             */
+            plan?: "free" | "pro" | "scale";
         };
         CreateUploadRequest: Record<string, never>;
         CreatedAPIKey: {
@@ -1375,8 +1384,11 @@ export interface components {
             retry_classification: string;
             /** Format: date-time */
             started_at: string | null;
-            /** @description pending, running, completed or failed */
-            state: string;
+            /**
+             * @description pending, running, completed or failed
+             * @enum {string}
+             */
+            state: "pending" | "running" | "completed" | "failed";
             type: string;
             /** Format: date-time */
             updated_at: string;
@@ -1400,7 +1412,8 @@ export interface components {
             created_at: string;
             email: string;
             name: string;
-            role: string;
+            /** @enum {string} */
+            role: "owner" | "admin" | "member";
             user_id: string;
         };
         MemberList: {
@@ -1510,8 +1523,11 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            /** @description production, staging or development */
-            environment: string;
+            /**
+             * @description production, staging or development
+             * @enum {string}
+             */
+            environment: "production" | "staging" | "development";
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -1519,8 +1535,11 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            /** @description free, pro or scale */
-            plan: string;
+            /**
+             * @description free, pro or scale
+             * @enum {string}
+             */
+            plan: "free" | "pro" | "scale";
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -1528,12 +1547,18 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            /** @description provisioning, active, restarting, down or stopped */
-            runtime_status: string;
+            /**
+             * @description provisioning, active, restarting, down or stopped
+             * @enum {string}
+             */
+            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
             slug: string;
             ssl_mode: string;
-            /** @description provisioning, active, failed, deleting or deleted */
-            state: string;
+            /**
+             * @description provisioning, active, failed, deleting or deleted
+             * @enum {string}
+             */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -1688,8 +1713,11 @@ export interface components {
             user_id: string;
         };
         SetMemberRoleRequest: {
-            /** @description owner, admin or member */
-            role: string;
+            /**
+             * @description owner, admin or member
+             * @enum {string}
+             */
+            role: "owner" | "admin" | "member";
         };
         SignedOut: {
             signed_out: boolean;
