@@ -116,3 +116,43 @@ export function Form({ onSubmit, children, label }: { onSubmit: () => Promise<vo
     </form>
   )
 }
+
+/** A column of Table: its heading, hidden on a phone (sm), or only for screen readers (hidden). */
+export type Column = string | { label: string; sm?: boolean; hidden?: boolean }
+
+/** Table is a list's table: the header from cols, the rows as given. */
+export function Table({ cols, children }: { cols: Column[]; children: ComponentChildren }) {
+  return (
+    <table>
+      <thead>
+        <tr>
+          {cols.map((c) => {
+            const col = typeof c === 'string' ? { label: c } : c
+            return (
+              <th scope="col" class={col.sm ? 'sm-hide' : undefined}>
+                {col.hidden ? <span class="visually-hidden">{col.label}</span> : col.label}
+              </th>
+            )
+          })}
+        </tr>
+      </thead>
+      <tbody>{children}</tbody>
+    </table>
+  )
+}
+
+/** useAction runs an action and keeps its error for an ErrorBox. */
+export function useAction(): [string, (f: () => Promise<unknown>) => Promise<void>] {
+  const [error, setError] = useState('')
+  return [
+    error,
+    async (f) => {
+      setError('')
+      try {
+        await f()
+      } catch (e) {
+        setError(message(e))
+      }
+    },
+  ]
+}

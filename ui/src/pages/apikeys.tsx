@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks'
 import { del, get, post, seg, type Me, type Project } from '../api'
-import { CopyField, Empty, ErrorBox, Form, message, useLoad, when } from '../ui'
+import { CopyField, Empty, ErrorBox, Form, Table, useAction, useLoad, when } from '../ui'
 
 interface APIKey {
   id: string
@@ -29,7 +29,7 @@ export function APIKeys({ me }: { me: Me }) {
   const [days, setDays] = useState('90')
   const [scopes, setScopes] = useState<string[]>(['projects:read'])
   const [created, setCreated] = useState<{ name: string; key: string } | null>(null)
-  const [revokeError, setRevokeError] = useState('')
+  const [revokeError, act] = useAction()
   const offered = project ? projectScopes : allScopes
   const mayWrite = me.principal.scopes.includes('api_keys:write')
   return (
@@ -99,26 +99,7 @@ export function APIKeys({ me }: { me: Me }) {
       <ErrorBox error={keys.error || revokeError} />
       {keys.data && keys.data.api_keys.length === 0 && <Empty>No API keys: create one above for CI or scripts.</Empty>}
       {keys.data && keys.data.api_keys.length > 0 && (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col" class="sm-hide">
-                Prefix
-              </th>
-              <th scope="col" class="sm-hide">
-                Scopes
-              </th>
-              <th scope="col">Status</th>
-              <th scope="col" class="sm-hide">
-                Last used
-              </th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
+        <Table cols={['Name', { label: 'Prefix', sm: true }, { label: 'Scopes', sm: true }, 'Status', { label: 'Last used', sm: true }, { label: 'Actions', hidden: true }]}>
             {keys.data.api_keys.map((k) => (
               <tr key={k.id}>
                 <td>
@@ -135,16 +116,13 @@ export function APIKeys({ me }: { me: Me }) {
                   {mayWrite && !k.revoked_at && (
                     <button
                       aria-label={'Revoke ' + k.name}
-                      onClick={async () => {
-                        if (!confirm(`Revoke the key “${k.name}”? Whatever uses it stops working at once.`)) return
-                        setRevokeError('')
-                        try {
+                      onClick={() =>
+                        confirm(`Revoke the key “${k.name}”? Whatever uses it stops working at once.`) &&
+                        act(async () => {
                           await del(base + '/' + seg(k.id))
                           keys.reload()
-                        } catch (e) {
-                          setRevokeError(message(e))
-                        }
-                      }}
+                        })
+                      }
                     >
                       Revoke
                     </button>
@@ -152,8 +130,7 @@ export function APIKeys({ me }: { me: Me }) {
                 </td>
               </tr>
             ))}
-          </tbody>
-        </table>
+        </Table>
       )}
     </main>
   )

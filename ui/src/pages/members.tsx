@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks'
 import { del, get, patch, post, seg, type Me } from '../api'
-import { CopyField, Empty, ErrorBox, Form, message, useLoad, when } from '../ui'
+import { CopyField, Empty, ErrorBox, Form, Table, useAction, useLoad, when } from '../ui'
 
 interface Member {
   user_id: string
@@ -19,17 +19,13 @@ export function Members({ me }: { me: Me }) {
   const [name, setName] = useState('')
   const [role, setRole] = useState('member')
   const [added, setAdded] = useState<{ email: string; password: string } | null>(null)
-  const [actionError, setActionError] = useState('')
+  const [actionError, run] = useAction()
   const admin = me.principal.is_admin || ['owner', 'admin'].includes(me.principal.idp_organization_role)
-  const act = async (f: () => Promise<unknown>) => {
-    setActionError('')
-    try {
+  const act = (f: () => Promise<unknown>) =>
+    run(async () => {
       await f()
       list.reload()
-    } catch (e) {
-      setActionError(message(e))
-    }
-  }
+    })
   return (
     <main>
       <h1>Members</h1>
@@ -82,20 +78,7 @@ export function Members({ me }: { me: Me }) {
       <ErrorBox error={list.error || actionError} />
       {list.data && list.data.members.length === 0 && <Empty>No members.</Empty>}
       {list.data && list.data.members.length > 0 && (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Person</th>
-              <th scope="col">Role</th>
-              <th scope="col" class="sm-hide">
-                Since
-              </th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
+        <Table cols={['Person', 'Role', { label: 'Since', sm: true }, { label: 'Actions', hidden: true }]}>
             {list.data.members.map((m) => (
               <tr key={m.user_id}>
                 <td>
@@ -133,8 +116,7 @@ export function Members({ me }: { me: Me }) {
                 </td>
               </tr>
             ))}
-          </tbody>
-        </table>
+        </Table>
       )}
     </main>
   )

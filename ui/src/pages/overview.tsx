@@ -1,5 +1,5 @@
 import { get, seg, type Me } from '../api'
-import { Empty, ErrorBox, useLoad } from '../ui'
+import { Empty, ErrorBox, Table, useLoad } from '../ui'
 
 interface Usage {
   totals: {
@@ -102,18 +102,7 @@ export function Overview({ me }: { me: Me }) {
                 No projects yet: <a href="/projects">create one</a>.
               </Empty>
             ) : (
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Project</th>
-                    <th scope="col">State</th>
-                    <th scope="col">Storage</th>
-                    <th scope="col" class="sm-hide">
-                      Connections
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
+              <Table cols={['Project', 'State', 'Storage', { label: 'Connections', sm: true }]}>
                   {u.projects.map((p) => (
                     <tr key={p.project_id}>
                       <td>
@@ -124,8 +113,7 @@ export function Overview({ me }: { me: Me }) {
                       <td class="sm-hide">{p.connections}</td>
                     </tr>
                   ))}
-                </tbody>
-              </table>
+              </Table>
             )}
           </section>
         </>

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks'
 import { get, post, seg, type Connections, type Job, type Project as P } from '../api'
-import { Badge, CopyField, Empty, ErrorBox, Form, useLoad, when } from '../ui'
+import { Badge, CopyField, Empty, ErrorBox, Form, Table, useLoad, when } from '../ui'
 import { bytes } from './overview'
 import { ImportsTab, ScheduleCard } from './imports'
 import { AuditTab, BackupsTab, DataTab, ExtensionsTab, SettingsTab } from './project_tabs'
@@ -53,21 +53,7 @@ function Backups({ path, active }: { path: string; active: boolean }) {
       <ErrorBox error={list.error} />
       {list.data && list.data.backups.length === 0 && <Empty>No backups yet. Take one now; scheduled backups run daily once set up.</Empty>}
       {list.data && list.data.backups.length > 0 && (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Backup</th>
-              <th scope="col">State</th>
-              <th scope="col">Verified</th>
-              <th scope="col" class="sm-hide">
-                Size
-              </th>
-              <th scope="col" class="sm-hide">
-                Taken
-              </th>
-            </tr>
-          </thead>
-          <tbody>
+        <Table cols={['Backup', 'State', 'Verified', { label: 'Size', sm: true }, { label: 'Taken', sm: true }]}>
             {list.data.backups.map((b) => (
               <tr key={b.id}>
                 <td>
@@ -84,8 +70,7 @@ function Backups({ path, active }: { path: string; active: boolean }) {
                 <td class="sm-hide">{when(b.created_at)}</td>
               </tr>
             ))}
-          </tbody>
-        </table>
+        </Table>
       )}
     </section>
   )
@@ -177,17 +162,7 @@ function Jobs({ jobs, more }: { jobs: ReturnType<typeof useLoad<{ jobs: Job[] }>
         <h2>Jobs</h2>
         <ErrorBox error={jobs.error} />
         {jobs.data && (
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Type</th>
-                <th scope="col">State</th>
-                <th scope="col" class="sm-hide">
-                  Started
-                </th>
-              </tr>
-            </thead>
-            <tbody>
+          <Table cols={['Type', 'State', { label: 'Started', sm: true }]}>
               {jobs.data.jobs.map((j) => [
                 <tr key={j.id} class={j.error ? 'has-detail' : ''}>
                   <td>{j.type}</td>
@@ -205,8 +180,7 @@ function Jobs({ jobs, more }: { jobs: ReturnType<typeof useLoad<{ jobs: Job[] }>
                   </tr>
                 ),
               ])}
-            </tbody>
-          </table>
+          </Table>
         )}
         {more && (
           <button class="spaced" onClick={more}>

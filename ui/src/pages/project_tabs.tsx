@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks'
 import { del, get, patch, post, seg, type Job, type Project } from '../api'
 import { JobProgress } from '../job'
 import { navigate } from '../router'
-import { Badge, Empty, ErrorBox, Form, message, useLoad, when } from '../ui'
+import { Badge, Empty, ErrorBox, Form, message, Table, useAction, useLoad, when } from '../ui'
 import { bytes } from './overview'
 
 type Started = { id: string; label: string } | null
@@ -28,7 +28,7 @@ export function BackupsTab({ path, project }: { path: string; project: Project }
   const [point, setPoint] = useState('')
   const [confirmName, setConfirmName] = useState('')
   const [job, start] = useJob()
-  const [error, setError] = useState('')
+  const [error, act] = useAction()
   const windowDays = points.data?.pitr_window_days ?? 0
   const min = new Date(Date.now() - windowDays * 86400000)
   const local = (d: Date) => new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 16)
@@ -59,17 +59,7 @@ export function BackupsTab({ path, project }: { path: string; project: Project }
         <ErrorBox error={points.error || error} />
         {points.data && points.data.restore_points.length === 0 && <Empty>No restore points: name the moment before a risky change to come back to it.</Empty>}
         {points.data && points.data.restore_points.length > 0 && (
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Restore point</th>
-                <th scope="col">Time</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
+          <Table cols={['Restore point', 'Time', { label: 'Actions', hidden: true }]}>
               {points.data.restore_points.map((rp) => (
                 <tr key={rp.id}>
                   <td>{rp.label}</td>
@@ -77,23 +67,19 @@ export function BackupsTab({ path, project }: { path: string; project: Project }
                   <td>
                     <button
                       aria-label={'Delete restore point ' + rp.label}
-                      onClick={async () => {
-                        setError('')
-                        try {
+                      onClick={() =>
+                        act(async () => {
                           await del(path + '/restore-points/' + seg(rp.id))
                           points.reload()
-                        } catch (e) {
-                          setError(message(e))
-                        }
-                      }}
+                        })
+                      }
                     >
                       Delete
                     </button>
                   </td>
                 </tr>
               ))}
-            </tbody>
-          </table>
+          </Table>
         )}
       </section>
       <section class="card">
@@ -162,30 +148,19 @@ interface Export {
 export function DataTab({ path }: { path: string }) {
   const list = useLoad(() => get<{ exports: Export[] }>(path + '/exports'), [path], 3000)
   const [job, start] = useJob()
-  const [error, setError] = useState('')
+  const [error, act] = useAction()
   return (
     <section class="card">
       <h2>Exports</h2>
       <p class="hint">A dump of the database (pg_dump custom format, for pg_restore), kept 7 days.</p>
-      <button class="primary" onClick={() => start('Export', post(path + '/exports')).catch((e) => setError(message(e)))}>
+      <button class="primary" onClick={() => act(() => start('Export', post(path + '/exports')))}>
         Export now
       </button>
       {job && <JobProgress id={job.id} label={job.label} />}
       <ErrorBox error={list.error || error} />
       {list.data && list.data.exports.length === 0 && <Empty>No exports yet.</Empty>}
       {list.data && list.data.exports.length > 0 && (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Export</th>
-              <th scope="col">State</th>
-              <th scope="col">Size</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
+        <Table cols={['Export', 'State', 'Size', { label: 'Actions', hidden: true }]}>
             {list.data.exports.map((x) => (
               <tr key={x.id}>
                 <td>{when(x.created_at)}</td>
@@ -197,14 +172,12 @@ export function DataTab({ path }: { path: string }) {
                   {x.state === 'completed' && (
                     <button
                       aria-label={'Download export of ' + when(x.created_at)}
-                      onClick={async () => {
-                        try {
+                      onClick={() =>
+                        act(async () => {
                           const d = await get<{ download: { download_url: string } }>(path + '/exports/' + seg(x.id) + '/download')
                           location.assign(d.download.download_url)
-                        } catch (e) {
-                          setError(message(e))
-                        }
-                      }}
+                        })
+                      }
                     >
                       Download
                     </button>
@@ -212,8 +185,7 @@ export function DataTab({ path }: { path: string }) {
                 </td>
               </tr>
             ))}
-          </tbody>
-        </table>
+        </Table>
       )}
     </section>
   )
@@ -247,19 +219,7 @@ export function ExtensionsTab({ path }: { path: string }) {
       <input id="ext-filter" value={filter} onInput={(e) => setFilter((e.target as HTMLInputElement).value)} />
       {job && <JobProgress id={job.id} label={job.label} />}
       <ErrorBox error={list.error || error} />
-      <table>
-        <thead>
-          <tr>
-            <th scope="col">Extension</th>
-            <th scope="col" class="sm-hide">
-              Version
-            </th>
-            <th scope="col">
-              <span class="visually-hidden">Actions</span>
-            </th>
-          </tr>
-        </thead>
-        <tbody>
+      <Table cols={['Extension', { label: 'Version', sm: true }, { label: 'Actions', hidden: true }]}>
           {shown.map((x) => (
             <tr key={x.name}>
               <td>
@@ -286,8 +246,7 @@ export function ExtensionsTab({ path }: { path: string }) {
               </td>
             </tr>
           ))}
-        </tbody>
-      </table>
+      </Table>
     </section>
   )
 }
@@ -415,17 +374,7 @@ export function AuditTab({ path }: { path: string }) {
     <section class="card">
       <h2>Audit events</h2>
       <ErrorBox error={list.error} />
-      <table>
-        <thead>
-          <tr>
-            <th scope="col">When</th>
-            <th scope="col">Action</th>
-            <th scope="col" class="sm-hide">
-              By
-            </th>
-          </tr>
-        </thead>
-        <tbody>
+      <Table cols={['When', 'Action', { label: 'By', sm: true }]}>
           {events.map((a) => (
             <tr key={a.id}>
               <td>{when(a.created_at)}</td>
@@ -435,8 +384,7 @@ export function AuditTab({ path }: { path: string }) {
               </td>
             </tr>
           ))}
-        </tbody>
-      </table>
+      </Table>
       {events.length === limit && limit < 200 && (
         <button class="spaced" onClick={() => setLimit(Math.min(200, limit * 2))}>
           Show more

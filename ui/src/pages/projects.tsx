@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks'
 import { get, post, type Project } from '../api'
 import { navigate } from '../router'
-import { Badge, Empty, ErrorBox, Form, useLoad, when } from '../ui'
+import { Badge, Empty, ErrorBox, Form, Table, useLoad, when } from '../ui'
 
 export function Projects() {
   const { data, error } = useLoad(() => get<{ projects: Project[] }>('/v1/projects'), [], 3000)
@@ -50,24 +50,7 @@ export function Projects() {
       <ErrorBox error={error} />
       {data && data.projects.length === 0 && <Empty>No projects yet: name one above and create it; it is ready in about a second.</Empty>}
       {data && data.projects.length > 0 && (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">State</th>
-              <th scope="col">Runtime</th>
-              <th scope="col" class="sm-hide">
-                Environment
-              </th>
-              <th scope="col" class="sm-hide">
-                Plan
-              </th>
-              <th scope="col" class="sm-hide">
-                Created
-              </th>
-            </tr>
-          </thead>
-          <tbody>
+        <Table cols={['Name', 'State', 'Runtime', { label: 'Environment', sm: true }, { label: 'Plan', sm: true }, { label: 'Created', sm: true }]}>
             {data.projects.map((p) => (
               <tr key={p.id}>
                 <td>
@@ -84,8 +67,7 @@ export function Projects() {
                 <td class="sm-hide">{when(p.created_at)}</td>
               </tr>
             ))}
-          </tbody>
-        </table>
+        </Table>
       )}
     </main>
   )
