@@ -130,6 +130,9 @@ func errorContent() map[string]any {
 	}}
 }
 
+// errorResponseNames name the shared responses a route's Errors may list.
+var errorResponseNames = map[int]string{http.StatusConflict: "Conflict", http.StatusGone: "Gone", http.StatusServiceUnavailable: "Unavailable"}
+
 // sharedResponses are the error answers, referenced from the operations under components.responses.
 var sharedResponses = map[string]any{
 	"BadRequest": map[string]any{
@@ -165,6 +168,22 @@ var sharedResponses = map[string]any{
 			},
 		},
 		"content": errorContent(),
+	},
+	"Conflict": map[string]any{
+		"description": "The resource is not in a state that allows this (a project not active, a job already running, an upload already received …).",
+		"content":     errorContent(),
+	},
+	"Gone": map[string]any{
+		"description": "Expired or already used.",
+		"content":     errorContent(),
+	},
+	"PayloadTooLarge": map[string]any{
+		"description": "The request body is over its limit (1 MiB for JSON; the project's storage limit for dumps).",
+		"content":     errorContent(),
+	},
+	"Unavailable": map[string]any{
+		"description": "The project's server does not answer, or this appliance lacks the program the feature needs.",
+		"content":     errorContent(),
 	},
 	"InternalError": map[string]any{
 		"description": "An internal error; the cause is logged, never sent.",
@@ -260,6 +279,10 @@ func (g *schemaGen) operation(rt Route, pathParams []string, used map[string]boo
 			"content":  map[string]any{"application/json": map[string]any{"schema": schema}},
 		}
 	}
+	if rt.RawBody != "" {
+		op["requestBody"] = map[string]any{"required": true,
+			"content": map[string]any{rt.RawBody: map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}}
+	}
 
 	status := rt.Status
 	if status == 0 {
@@ -294,6 +317,16 @@ func (g *schemaGen) operation(rt Route, pathParams []string, used map[string]boo
 	}
 	if len(pathParams) > 0 {
 		ref("404", "NotFound")
+	}
+	if rt.Do.Body != nil || rt.RawBody != "" {
+		ref("413", "PayloadTooLarge")
+	}
+	for _, code := range rt.Errors {
+		name, ok := errorResponseNames[code]
+		if !ok {
+			panic(fmt.Sprintf("route %s %s: no shared response for status %d", rt.Method, rt.Path, code))
+		}
+		ref(fmt.Sprint(code), name)
 	}
 	ref("429", "TooManyRequests")
 	ref("500", "InternalError")

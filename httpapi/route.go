@@ -51,6 +51,12 @@ type Route struct {
 	// Stream marks routes whose bodies may take long to send or receive (dump uploads and downloads,
 	// event streams): they have no read or write deadline.
 	Stream bool
+	// RawBody is the media type of a body the handler reads itself (documentation only; "" for none).
+	RawBody string
+	// Errors are the error statuses the operation answers beyond the ones every route of its kind does
+	// (400 for a body or query, 401/403 when authenticated, 404 for path parameters, 413 for a body, 429,
+	// 500): e.g. 409 for a project in the wrong state, 503 when its server does not answer.
+	Errors []int
 }
 
 // Op is a typed handler: its request and response types feed the OpenAPI document.

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/theappliance/appliance/appliance"
 )
@@ -21,7 +23,7 @@ func (s *Server) table() []Route {
 		get, post, put, patch, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete
 		ok, created, accepted      = http.StatusOK, http.StatusCreated, http.StatusAccepted
 	)
-	return []Route{
+	return withErrors([]Route{
 		// Health and metadata
 		{Method: get, Path: "/healthz", Tag: "health", Auth: Public, Status: ok, Summary: "Liveness", Do: Without(s.healthz)},
 		{Method: get, Path: "/status", Tag: "health", Auth: Public, Status: ok, Summary: "Component status", Do: Without(s.status)},
@@ -36,7 +38,7 @@ func (s *Server) table() []Route {
 		{Method: del, Path: "/v1/auth/sessions/current", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Sign out: end the calling session (and clear the dashboard's cookie)", Do: Without(s.signOut)},
 		{Method: post, Path: "/v1/auth/password", Tag: "identity", Auth: SessionOnly, Bucket: BucketStrict, Status: ok, Summary: "Change the signed-in user's password (signs out their other sessions)", Do: With(s.changePassword)},
 		{Method: get, Path: "/v1/cli/login/sessions/{sessionID}/details", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Show a CLI device login to the approving user", Do: Without(s.cliLoginDetails)},
-		{Method: post, Path: "/v1/cli/login/sessions/{sessionID}/authorize", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Authorize a CLI device login (mints its key)", Do: Without(s.authorizeCLILogin)},
+		{Method: post, Path: "/v1/cli/login/sessions/{sessionID}/authorize", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Authorize a CLI device login (mints its key)", Errors: []int{http.StatusConflict, http.StatusGone}, Do: Without(s.authorizeCLILogin)},
 
 		// Organizations
 		{Method: get, Path: "/v1/organizations/{orgID}", Tag: "organizations", Scope: appliance.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "Get an organization", Do: Without(s.getOrganization)},
@@ -47,9 +49,9 @@ func (s *Server) table() []Route {
 
 		// Members (an addition to the spec: the built-in identity provider's people and their roles)
 		{Method: get, Path: "/v1/organizations/{orgID}/members", Tag: "members", Scope: appliance.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "List the organization's members and their roles", Do: Without(s.listMembers)},
-		{Method: post, Path: "/v1/organizations/{orgID}/members", Tag: "members", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: created, Summary: "Add a person with a role, creating their user when the email is new (admin role; owners only for owner)", Do: With(s.addMember)},
-		{Method: patch, Path: "/v1/organizations/{orgID}/members/{userID}", Tag: "members", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Change a member's role (admin role; owners only to give or take owner; never the last owner)", Do: With(s.setMemberRole)},
-		{Method: del, Path: "/v1/organizations/{orgID}/members/{userID}", Tag: "members", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Remove a member: their sessions end and the keys they created here are revoked", Do: Without(s.removeMember)},
+		{Method: post, Path: "/v1/organizations/{orgID}/members", Tag: "members", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: created, Summary: "Add a person with a role, creating their user when the email is new (admin role; owners only for owner)", Errors: []int{http.StatusConflict}, Do: With(s.addMember)},
+		{Method: patch, Path: "/v1/organizations/{orgID}/members/{userID}", Tag: "members", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Change a member's role (admin role; owners only to give or take owner; never the last owner)", Errors: []int{http.StatusConflict}, Do: With(s.setMemberRole)},
+		{Method: del, Path: "/v1/organizations/{orgID}/members/{userID}", Tag: "members", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Remove a member: their sessions end and the keys they created here are revoked", Errors: []int{http.StatusConflict}, Do: Without(s.removeMember)},
 
 		// API keys
 		{Method: get, Path: "/v1/organizations/{orgID}/api-keys", Tag: "api-keys", Scope: appliance.ScopeAPIKeysRead, OrgLevel: true, Status: ok, Summary: "List API keys", Do: Without(s.listAPIKeys)},
@@ -104,7 +106,7 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/projects/{projectID}/imports/uploads", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: created, Summary: "A signed URL to PUT a dump to (pg_dump -Fc; valid 1 hour; sessions need the admin role)", Do: With(s.createImportUpload)},
 		{Method: put, Path: "/v1/uploads/imports/{uploadID}", Tag: "imports", Auth: Public, Status: ok, Summary: "Upload a dump through a signed URL (raw body up to the storage limit; 403 when tampered or expired, 413 too large, 409 already uploaded)",
 			Query:  []Param{{Name: "expires", Type: "integer", Required: true, Doc: "unix time the URL expires at"}, {Name: "sig", Type: "string", Required: true, Doc: "HMAC-SHA256 signature (hex)"}},
-			Stream: true, Do: Without(s.receiveImportUpload)},
+			Stream: true, RawBody: "application/octet-stream", Errors: []int{http.StatusConflict}, Do: Without(s.receiveImportUpload)},
 		{Method: post, Path: "/v1/projects/{projectID}/imports", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Restore an uploaded dump over the database (pg_restore --clean; needs confirm: true; sessions need the admin role)", Do: With(s.createImport)},
 		{Method: post, Path: "/v1/projects/{projectID}/imports/preflight", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Connect to a source database and report what an import would meet: version, size, extensions, schemas, provider, replication readiness (an unreachable source is ok: false with a failing connect check)", Do: With(s.importPreflight)},
 		{Method: post, Path: "/v1/projects/{projectID}/imports/follow", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Follow a source by logical replication: back up the project, copy the source's schema, subscribe (needs confirm: true; 409 naming every blocker when the source is not ready)", Do: With(s.startFollow)},
@@ -116,5 +118,28 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/v1/jobs/{jobID}", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "Get a job", Do: Without(s.getJob)},
 		{Method: get, Path: "/v1/projects/{projectID}/jobs", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "List a project's jobs",
 			Query: []Param{limitParam(25)}, Do: Without(s.projectJobs)},
+	})
+}
+
+// storeReads are the project routes that only read the appliance's records: they answer whatever the
+// project's state, and never reach its server.
+var storeReads = []string{"/v1/projects/{projectID}", "/v1/projects/{projectID}/jobs", "/v1/projects/{projectID}/audit-events",
+	"/v1/projects/{projectID}/backups", "/v1/projects/{projectID}/exports", "/v1/projects/{projectID}/restore-points",
+	"/v1/projects/{projectID}/scheduled-backups"}
+
+// withErrors adds the error statuses routes answer by what they act on: a project route that is more than
+// a read of the records answers 409 when the project is not in the state it needs and 503 when its server
+// does not answer (or the program it needs is missing); the others are listed on the routes themselves.
+func withErrors(routes []Route) []Route {
+	for i := range routes {
+		rt := &routes[i]
+		if strings.HasPrefix(rt.Path, "/v1/projects/{projectID}") && !(rt.Method == http.MethodGet && slices.Contains(storeReads, rt.Path)) {
+			for _, code := range []int{http.StatusConflict, http.StatusServiceUnavailable} {
+				if !slices.Contains(rt.Errors, code) {
+					rt.Errors = append(rt.Errors, code)
+				}
+			}
+		}
 	}
+	return routes
 }
