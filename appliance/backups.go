@@ -58,7 +58,7 @@ type BackupList struct {
 
 // CreateBackupRequest is the body of POST /v1/projects/{projectID}/backups (an empty object is fine).
 type CreateBackupRequest struct {
-	Label string `json:"label" doc:"at most 100 characters"`
+	Label string `json:"label" schema:"maxLength=100" doc:"at most 100 characters"`
 }
 
 type backupPayload struct {

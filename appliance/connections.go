@@ -60,7 +60,7 @@ func (s *Service) ProjectConnections(ctx context.Context, p *Principal, projectI
 
 // RotateCredentialsRequest is the body of POST /v1/projects/{projectID}/credentials/rotate.
 type RotateCredentialsRequest struct {
-	OverlapSeconds *int64 `json:"overlap_seconds" doc:"how long the previous credential keeps working, 0 to 604800 seconds; default 3600"`
+	OverlapSeconds *int64 `json:"overlap_seconds" schema:"minimum=0,maximum=604800" doc:"how long the previous credential keeps working, 0 to 604800 seconds; default 3600"`
 }
 
 // DefaultCredentialOverlap is the overlap of a rotation when the request names none.

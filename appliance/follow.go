@@ -32,12 +32,12 @@ const (
 // FollowRequest is the body of POST /v1/projects/{projectID}/imports/follow.
 type FollowRequest struct {
 	SourceURL string `json:"source_url" api:"required" doc:"the source database (see imports/preflight); its wal_level must be logical"`
-	Confirm   bool   `json:"confirm" doc:"must be true: the source's schema is copied over the project's database"`
+	Confirm   bool   `json:"confirm" schema:"const=true" doc:"must be true: the source's schema is copied over the project's database"`
 }
 
 // CutoverRequest is the body of POST /v1/projects/{projectID}/imports/follow/cutover.
 type CutoverRequest struct {
-	Confirm bool `json:"confirm" doc:"must be true: after the cutover the project no longer follows the source"`
+	Confirm bool `json:"confirm" schema:"const=true" doc:"must be true: after the cutover the project no longer follows the source"`
 }
 
 type followPayload struct {

@@ -58,7 +58,7 @@ type UploadResponse struct {
 
 // ImportRequest is the body of POST /v1/projects/{projectID}/imports.
 type ImportRequest struct {
-	Confirm  bool   `json:"confirm" doc:"must be true: an import overwrites the project's database"`
+	Confirm  bool   `json:"confirm" schema:"const=true" doc:"must be true: an import overwrites the project's database"`
 	UploadID string `json:"upload_id,omitempty" doc:"the upload to restore; default the newest uploaded one"`
 }
 

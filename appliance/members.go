@@ -35,9 +35,9 @@ type MemberResponse struct {
 // AddMemberRequest is the body of POST /v1/organizations/{orgID}/members.
 type AddMemberRequest struct {
 	Email    string `json:"email" api:"required" doc:"the person's email; an existing user is added, otherwise a user is created"`
-	Name     string `json:"name" doc:"display name of a new user (up to 100 characters)"`
+	Name     string `json:"name" schema:"maxLength=100" doc:"display name of a new user (up to 100 characters)"`
 	Role     string `json:"role" api:"required" enum:"owner,admin,member" doc:"owner, admin or member (only owners may add owners)"`
-	Password string `json:"password" doc:"initial password of a new user (at least 12 characters); absent: one is generated and returned once"`
+	Password string `json:"password" schema:"minLength=12,maxLength=72" doc:"initial password of a new user (at least 12 characters); absent: one is generated and returned once"`
 }
 
 // AddedMember carries a generated initial password, returned once.
@@ -60,7 +60,7 @@ type RemovedMember struct {
 // ChangePasswordRequest is the body of POST /v1/auth/password.
 type ChangePasswordRequest struct {
 	CurrentPassword string `json:"current_password" api:"required"`
-	NewPassword     string `json:"new_password" api:"required" doc:"at least 12 characters"`
+	NewPassword     string `json:"new_password" api:"required" schema:"minLength=12,maxLength=72" doc:"12 to 72 bytes"`
 }
 
 // PasswordChanged is the password change response.

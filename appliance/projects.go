@@ -88,7 +88,7 @@ type ProjectJobResponse struct {
 
 // CreateProjectRequest is the body of POST /v1/projects.
 type CreateProjectRequest struct {
-	Name           string `json:"name" api:"required" doc:"1 to 63 characters"`
+	Name           string `json:"name" api:"required" schema:"minLength=1,maxLength=63" doc:"1 to 63 characters"`
 	Plan           string `json:"plan" enum:"free,pro,scale" doc:"free (default), pro or scale"`
 	Environment    string `json:"environment" enum:"production,staging,development" doc:"production (default), staging or development"`
 	OrganizationID string `json:"organization_id" doc:"required for platform administrators; others create in their own organization"`
@@ -285,7 +285,7 @@ func (s *Service) GetProject(ctx context.Context, p *Principal, projectID string
 
 // PatchProjectRequest holds the project fields a customer may change; absent fields stay.
 type PatchProjectRequest struct {
-	Name                   *string `json:"name" doc:"1 to 63 characters (database and role names do not change)"`
+	Name                   *string `json:"name" schema:"minLength=1,maxLength=63" doc:"1 to 63 characters (database and role names do not change)"`
 	Environment            *string `json:"environment" doc:"production, staging or development"`
 	StatementTimeout       *string `json:"statement_timeout" doc:"PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload"`
 	IdleTransactionTimeout *string `json:"idle_transaction_timeout" doc:"idle_in_transaction_session_timeout as a PostgreSQL duration; applied by reload"`

@@ -46,7 +46,7 @@ func restorePointView(r *store.RestorePoint) *RestorePoint {
 
 // RestorePointRequest is the body of POST /v1/projects/{projectID}/restore-points.
 type RestorePointRequest struct {
-	Label string `json:"label" api:"required" doc:"1 to 100 characters"`
+	Label string `json:"label" api:"required" schema:"minLength=1,maxLength=100" doc:"1 to 100 characters"`
 }
 
 // RestorePointResponse wraps one restore point.

@@ -21,7 +21,7 @@ const JobBackupRestore = "backup.restore"
 // RestoreRequest is the body of POST /v1/projects/{projectID}/restores: exactly one target.
 type RestoreRequest struct {
 	BackupKey      string `json:"backup_key" doc:"restore what this backup contains (recovery_target = immediate)"`
-	RestoreTime    string `json:"restore_time" doc:"RFC 3339: restore the state at this time, within the point-in-time window"`
+	RestoreTime    string `json:"restore_time" schema:"format=date-time" doc:"RFC 3339: restore the state at this time, within the point-in-time window"`
 	RestorePointID string `json:"restore_point_id" doc:"restore the state at this restore point"`
 }
 

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -692,6 +693,10 @@ func (g *schemaGen) object(t reflect.Type, request bool) map[string]any {
 				s["enum"] = f.enum
 			}
 		}
+		if len(f.bounds) > 0 {
+			s = maps.Clone(s)
+			maps.Copy(s, f.bounds)
+		}
 		// In a response, a pointer field is null when it has no value: timestamps (expires_at, revoked_at …)
 		// and the fields tagged api:"nullable"; every other pointer always points at something.
 		if !request && f.typ.Kind() == reflect.Pointer && (f.nullable || f.typ.Elem() == reflect.TypeOf(time.Time{})) {
@@ -753,9 +758,10 @@ type jsonField struct {
 	depth     int
 	omitEmpty bool // may be absent from a response
 	asString  bool
-	required  bool  // `api:"required"`
-	nullable  bool  // `api:"nullable"`: a response pointer field that may be null
-	enum      []any // `enum:"a,b,c"`: the closed set of a string (or of a string list's items)
+	required  bool           // `api:"required"`
+	nullable  bool           // `api:"nullable"`: a response pointer field that may be null
+	enum      []any          // `enum:"a,b,c"`: the closed set of a string (or of a string list's items)
+	bounds    map[string]any // `schema:"minLength=1,maxLength=63,format=date-time,const=true"`: JSON Schema keywords
 	doc       string
 }
 
@@ -798,6 +804,19 @@ func jsonFields(t reflect.Type) []jsonField {
 			}
 			jf := jsonField{name: name, typ: ft, tagged: name != "", depth: depth, omitEmpty: viaPtr,
 				required: f.Tag.Get("api") == "required", nullable: f.Tag.Get("api") == "nullable", doc: f.Tag.Get("doc")}
+			if b := f.Tag.Get("schema"); b != "" {
+				jf.bounds = map[string]any{}
+				for _, kv := range strings.Split(b, ",") {
+					k, v, _ := strings.Cut(kv, "=")
+					if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+						jf.bounds[k] = n
+					} else if bv, err := strconv.ParseBool(v); err == nil {
+						jf.bounds[k] = bv
+					} else {
+						jf.bounds[k] = v
+					}
+				}
+			}
 			if e := f.Tag.Get("enum"); e != "" {
 				for _, v := range strings.Split(e, ",") {
 					jf.enum = append(jf.enum, v)

@@ -1212,7 +1212,7 @@ export interface components {
         };
         ChangePasswordRequest: {
             current_password: string;
-            /** @description at least 12 characters */
+            /** @description 12 to 72 bytes */
             new_password: string;
         };
         Component: {
@@ -1271,8 +1271,11 @@ export interface components {
             plaintext_api_key: string;
         };
         CutoverRequest: {
-            /** @description must be true: after the cutover the project no longer follows the source */
-            confirm?: boolean;
+            /**
+             * @description must be true: after the cutover the project no longer follows the source
+             * @constant
+             */
+            confirm?: true;
         };
         DeletedResponse: {
             deleted: boolean;
@@ -1338,8 +1341,11 @@ export interface components {
             name: string;
         };
         FollowRequest: {
-            /** @description must be true: the source's schema is copied over the project's database */
-            confirm?: boolean;
+            /**
+             * @description must be true: the source's schema is copied over the project's database
+             * @constant
+             */
+            confirm?: true;
             /** @description the source database (see imports/preflight); its wal_level must be logical */
             source_url: string;
         };
@@ -1349,8 +1355,11 @@ export interface components {
             status: string;
         };
         ImportRequest: {
-            /** @description must be true: an import overwrites the project's database */
-            confirm?: boolean;
+            /**
+             * @description must be true: an import overwrites the project's database
+             * @constant
+             */
+            confirm?: true;
             /** @description the upload to restore; default the newest uploaded one */
             upload_id?: string;
         };
@@ -1658,7 +1667,10 @@ export interface components {
             backup_key?: string;
             /** @description restore the state at this restore point */
             restore_point_id?: string;
-            /** @description RFC 3339: restore the state at this time, within the point-in-time window */
+            /**
+             * Format: date-time
+             * @description RFC 3339: restore the state at this time, within the point-in-time window
+             */
             restore_time?: string;
         };
         Revoked: {
