@@ -25,6 +25,15 @@ type RestoreRequest struct {
 	RestorePointID string `json:"restore_point_id" doc:"restore the state at this restore point"`
 }
 
+// OpenAPIRules says in the API document that exactly one target is named.
+func (*RestoreRequest) OpenAPIRules() map[string]any {
+	one := func(f string) map[string]any {
+		return map[string]any{"required": []any{f}, "properties": map[string]any{f: map[string]any{"minLength": 1}}}
+	}
+	return map[string]any{"description": "exactly one of backup_key, restore_time and restore_point_id",
+		"oneOf": []any{one("backup_key"), one("restore_time"), one("restore_point_id")}}
+}
+
 type restorePayload struct {
 	BackupID   string    `json:"backup_id"`   // the base backup the new data directory starts from
 	TargetTime time.Time `json:"target_time"` // recovery_target_time (zero: not this kind)

@@ -714,6 +714,10 @@ func (g *schemaGen) object(t reflect.Type, request bool) map[string]any {
 	if len(required) > 0 {
 		out["required"] = required
 	}
+	// Rules across fields that JSON Schema can say (oneOf, …) come from the type itself.
+	if x, ok := reflect.New(t).Interface().(interface{ OpenAPIRules() map[string]any }); ok {
+		maps.Copy(out, x.OpenAPIRules())
+	}
 	if request {
 		out["additionalProperties"] = false
 	}

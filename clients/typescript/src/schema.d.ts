@@ -1662,6 +1662,7 @@ export interface components {
         RestorePointResponse: {
             restore_point: components["schemas"]["RestorePoint"];
         };
+        /** @description exactly one of backup_key, restore_time and restore_point_id */
         RestoreRequest: {
             /** @description restore what this backup contains (recovery_target = immediate) */
             backup_key?: string;
@@ -1672,7 +1673,13 @@ export interface components {
              * @description RFC 3339: restore the state at this time, within the point-in-time window
              */
             restore_time?: string;
-        };
+        } & ({
+            backup_key: unknown;
+        } | {
+            restore_time: unknown;
+        } | {
+            restore_point_id: unknown;
+        });
         Revoked: {
             revoked: boolean;
         };
