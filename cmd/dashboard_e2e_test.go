@@ -119,7 +119,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 	if err != nil || !done {
 		t.Fatalf("dashboard script: %v\n%s", err, stderr.String())
 	}
-	for _, page := range []string{"signin", "projects-empty", "project", "project-backups", "project-exports", "project-extensions",
+	for _, page := range []string{"docs", "signin", "projects-empty", "project", "project-backups", "project-exports", "project-extensions",
 		"project-settings", "project-audit", "project-imports", "projects", "api-keys", "members", "overview", "account", "cli-login"} {
 		for _, w := range []string{"desktop", "phone"} {
 			if st, err := os.Stat(filepath.Join(out, page+"-"+w+".png")); err != nil || st.Size() < 1000 {

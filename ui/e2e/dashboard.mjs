@@ -57,6 +57,13 @@ async function shoot(name) {
 }
 
 try {
+  // The API reference reads the served document, signed out.
+  await page.goto(base + '/docs')
+  await page.getByRole('heading', { name: 'projects', exact: true }).waitFor()
+  await page.getByRole('button', { name: /POST \/v1\/projects Create/ }).click()
+  await page.getByText('min length 1, max length 63').first().waitFor()
+  await shoot('docs')
+
   // Signed out, a deep link shows the sign-in and comes back to the same page after it.
   await page.goto(base + '/projects')
   await page.getByRole('heading', { name: 'Sign in to the appliance' }).waitFor()

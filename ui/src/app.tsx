@@ -3,6 +3,7 @@ import { del, get, onUnauthenticated, type Me } from './api'
 import { Account } from './pages/account'
 import { APIKeys } from './pages/apikeys'
 import { CLILogin } from './pages/clilogin'
+import { Docs } from './pages/docs'
 import { Members } from './pages/members'
 import { Overview } from './pages/overview'
 import { Project } from './pages/project'
@@ -17,6 +18,7 @@ const nav = [
   { href: '/api-keys', label: 'API keys' },
   { href: '/members', label: 'Members' },
   { href: '/account', label: 'Account' },
+  { href: '/docs', label: 'API' },
 ]
 
 export function App() {
@@ -34,6 +36,8 @@ export function App() {
     // in again returns to the same page.
     return onUnauthenticated(() => setMe(null))
   }, [])
+  // The API reference needs no sign-in (the document it reads is public).
+  if (loc.split('?')[0] === '/docs') return <div class="shell" onClick={onLinkClick}><header><a class="brand" href="/projects">appliance</a><nav aria-label="Main"><a href="/docs" aria-current="page">API reference</a></nav></header><Docs /></div>
   if (error) return <ErrorBox error={error} />
   if (me === undefined) return <p class="loading">Loading…</p>
   if (me === null) return <SignIn onSignedIn={load} />
