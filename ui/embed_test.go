@@ -118,7 +118,15 @@ func TestBuildIsCurrent(t *testing.T) {
 		}
 		t.Skip("npm is not installed")
 	}
-	work := t.TempDir()
+	// The dashboard's types come from the generated client next to it: ../clients/typescript/src.
+	root := t.TempDir()
+	work := filepath.Join(root, "ui")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(root, "clients", "typescript", "src"), os.DirFS(filepath.Join("..", "clients", "typescript", "src"))); err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{"package.json", "package-lock.json", "tsconfig.json", "vite.config.ts", "index.html", "src", "public"} {
 		if err := os.CopyFS(filepath.Join(work, name), os.DirFS(name)); err != nil {
 			if err := copyFile(name, filepath.Join(work, name)); err != nil {

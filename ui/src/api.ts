@@ -54,50 +54,14 @@ export const del = <T,>(path: string) => api<T>('DELETE', path)
 
 export const seg = encodeURIComponent
 
-// The shapes the pages read (the API's JSON; see /v1/openapi.json).
-export interface Principal {
-  auth_source: string
-  user_id: string
-  organization_id: string
-  idp_organization_role: string
-  is_admin: boolean
-  scopes: string[]
-}
-export interface Organization {
-  id: string
-  name: string
-  slug: string
-}
-export interface Me {
-  organization: Organization | null
-  principal: Principal
-}
-export interface Project {
-  id: string
-  name: string
-  slug: string
-  state: string
-  runtime_status: string
-  plan: string
-  environment: string
-  postgres_version: string
-  region: string
-  created_at: string
-  latest_job_id: string
-  statement_timeout: string
-  idle_transaction_timeout: string
-}
-export interface Job {
-  id: string
-  type: string
-  state: string
-  error: string
-  last_stderr: string
-  created_at: string
-  updated_at: string
-}
-export interface Connections {
-  direct_url: string
-  pooled_url: string
-  username: string
-}
+// The shapes the pages read: the API's own schemas, generated from /v1/openapi.json into the TypeScript
+// client (clients/typescript), so the dashboard cannot drift from the API.
+import type { components } from '../../clients/typescript/src/schema'
+
+export type Schemas = components['schemas']
+export type Principal = Schemas['Principal']
+export type Organization = Schemas['Organization']
+export type Me = Schemas['MeResponse']
+export type Project = Schemas['Project']
+export type Job = Schemas['Job']
+export type Connections = Schemas['Connections']

@@ -1,20 +1,8 @@
 import { useState } from 'preact/hooks'
-import { del, get, post, seg, type Me, type Project } from '../api'
+import { del, get, post, seg, type Me, type Project, type Schemas } from '../api'
 import { CopyField, Empty, ErrorBox, Form, Table, useAction, useLoad, when } from '../ui'
 
-interface APIKey {
-  id: string
-  name: string
-  key_prefix: string
-  project_id: string
-  source: string
-  is_active: boolean
-  scopes: string[]
-  created_at: string
-  expires_at: string | null
-  last_used_at: string | null
-  revoked_at: string | null
-}
+type APIKey = Schemas['APIKey']
 
 const allScopes = ['projects:read', 'projects:write', 'credentials:read', 'backups:read', 'backups:write', 'jobs:read',
   'organizations:read', 'organizations:write', 'api_keys:read', 'api_keys:write']

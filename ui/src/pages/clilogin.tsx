@@ -1,16 +1,8 @@
 import { useState } from 'preact/hooks'
-import { get, post, seg } from '../api'
+import { get, post, seg, type Schemas } from '../api'
 import { ErrorBox, message, useLoad, when } from '../ui'
 
-interface Details {
-  session_id: string
-  state: string
-  expires_at: string
-  device_name: string
-  key_name: string
-  key_expires_at: string | null
-  scopes: string[]
-}
+type Details = Schemas['CLILoginDetails']
 
 /** CLILogin is the page `appliance login` sends a person to: it shows what the device asks for. */
 export function CLILogin({ id }: { id: string }) {

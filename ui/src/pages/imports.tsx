@@ -1,20 +1,11 @@
 import { useState } from 'preact/hooks'
-import { api, get, post, type Job } from '../api'
+import { api, get, post, type Job, type Schemas } from '../api'
 import { JobProgress } from '../job'
 import { Badge, ErrorBox, Form, message, useLoad } from '../ui'
 import { bytes } from './overview'
 
-interface Check {
-  name: string
-  status: string
-  detail: string
-}
-interface Preflight {
-  ok: boolean
-  checks: Check[]
-  target_version: string
-  storage_limit_bytes: number
-}
+type Check = Schemas['PreflightCheck']
+type Preflight = Schemas['Preflight']
 
 const mark: Record<string, string> = { pass: '✓', warn: '!', fail: '✗' }
 
@@ -150,13 +141,7 @@ export function ImportsTab({ path, projectName }: { path: string; projectName: s
   )
 }
 
-interface Schedule {
-  cron_hour: number
-  cron_minute: number
-  retention_days: number
-  is_active: boolean
-  last_run_at: string | null
-}
+type Schedule = Schemas['ScheduledBackup']
 
 export function ScheduleCard({ path }: { path: string }) {
   const cur = useLoad(() => get<{ scheduled_backups: Schedule[] }>(path + '/scheduled-backups'), [path])

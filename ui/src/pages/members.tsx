@@ -1,14 +1,8 @@
 import { useState } from 'preact/hooks'
-import { del, get, patch, post, seg, type Me } from '../api'
+import { del, get, patch, post, seg, type Me, type Schemas } from '../api'
 import { CopyField, Empty, ErrorBox, Form, Table, useAction, useLoad, when } from '../ui'
 
-interface Member {
-  user_id: string
-  email: string
-  name: string
-  role: string
-  created_at: string
-}
+type Member = Schemas['Member']
 
 const roles = ['member', 'admin', 'owner']
 

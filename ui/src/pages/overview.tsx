@@ -1,21 +1,7 @@
-import { get, seg, type Me } from '../api'
+import { get, seg, type Me, type Schemas } from '../api'
 import { Empty, ErrorBox, Table, useLoad } from '../ui'
 
-interface Usage {
-  totals: {
-    storage_bytes: number
-    storage_limit_bytes: number
-    connections: number
-    projects: number
-    projects_limit: number
-    previews: number
-    previews_limit: number
-    backups_storage_bytes: number
-    job_success_rate_7d: number
-  }
-  projects: { project_id: string; name: string; state: string; storage_bytes: number; connections: number }[]
-  storage_history: { sampled_at: string; storage_bytes: number }[]
-}
+type Usage = Schemas['Usage']
 
 export function bytes(n: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB']

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks'
-import { get, post, seg, type Connections, type Job, type Project as P } from '../api'
+import { get, post, seg, type Connections, type Job, type Project as P, type Schemas } from '../api'
 import { Badge, CopyField, Empty, ErrorBox, Form, Table, useLoad, when } from '../ui'
 import { bytes } from './overview'
 import { ImportsTab, ScheduleCard } from './imports'
@@ -15,16 +15,7 @@ const tabs = [
   { id: 'audit', label: 'Audit' },
 ]
 
-interface Backup {
-  id: string
-  backup_key: string
-  label: string
-  state: string
-  verification_state: string
-  verification_error: string
-  size_bytes: number
-  created_at: string
-}
+type Backup = Schemas['Backup']
 
 function Backups({ path, active }: { path: string; active: boolean }) {
   const list = useLoad(() => get<{ backups: Backup[] }>(path + '/backups'), [path], 3000)

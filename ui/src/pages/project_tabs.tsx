@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks'
-import { del, get, patch, post, seg, type Job, type Project } from '../api'
+import { del, get, patch, post, seg, type Job, type Project, type Schemas } from '../api'
 import { JobProgress } from '../job'
 import { navigate } from '../router'
 import { Badge, Empty, ErrorBox, Form, message, Table, useAction, useLoad, when } from '../ui'
@@ -13,12 +13,7 @@ function useJob(): [Started, (label: string, p: Promise<{ job: Job }>) => Promis
   return [job, async (label, p) => setJob({ id: (await p).job.id, label })]
 }
 
-interface RestorePoint {
-  id: string
-  label: string
-  pitr_time: string
-  backup_key: string
-}
+type RestorePoint = Schemas['RestorePoint']
 
 export function BackupsTab({ path, project }: { path: string; project: Project }) {
   const points = useLoad(() => get<{ restore_points: RestorePoint[]; pitr_window_days: number }>(path + '/restore-points'), [path], 5000)
@@ -137,13 +132,7 @@ export function BackupsTab({ path, project }: { path: string; project: Project }
   )
 }
 
-interface Export {
-  id: string
-  state: string
-  size_bytes: number
-  created_at: string
-  expires_at: string | null
-}
+type Export = Schemas['Export']
 
 export function DataTab({ path }: { path: string }) {
   const list = useLoad(() => get<{ exports: Export[] }>(path + '/exports'), [path], 3000)
@@ -191,16 +180,7 @@ export function DataTab({ path }: { path: string }) {
   )
 }
 
-interface Extension {
-  name: string
-  description: string
-  installed_version: string
-  available_version: string
-  enabled: boolean
-  requires_restart: boolean
-  update_available: boolean
-  category: string
-}
+type Extension = Schemas['Extension']
 
 export function ExtensionsTab({ path }: { path: string }) {
   const list = useLoad(() => get<{ extensions: Extension[] }>(path + '/extensions'), [path])
@@ -253,8 +233,8 @@ export function ExtensionsTab({ path }: { path: string }) {
 
 export function SettingsTab({ path, project, reload }: { path: string; project: Project; reload: () => void }) {
   const [name, setName] = useState(project.name)
-  const [environment, setEnvironment] = useState(project.environment)
-  const [plan, setPlan] = useState(project.plan)
+  const [environment, setEnvironment] = useState<string>(project.environment)
+  const [plan, setPlan] = useState<string>(project.plan)
   const [st, setSt] = useState<string>(project.statement_timeout ?? '')
   const [it, setIt] = useState<string>(project.idle_transaction_timeout ?? '')
   const [saved, setSaved] = useState('')
@@ -358,13 +338,7 @@ export function SettingsTab({ path, project, reload }: { path: string; project: 
   )
 }
 
-interface AuditEvent {
-  id: string
-  action: string
-  actor_kind: string
-  actor_id: string
-  created_at: string
-}
+type AuditEvent = Schemas['AuditEvent']
 
 export function AuditTab({ path }: { path: string }) {
   const [limit, setLimit] = useState(25)
