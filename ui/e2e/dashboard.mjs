@@ -54,6 +54,12 @@ async function shoot(name) {
     await page.screenshot({ path: `${out}/${name}-${w}.png`, fullPage: true })
   }
   await page.setViewportSize(widths.desktop)
+  if (name === 'project' || name === 'overview') { // dark mode follows the system's
+    await page.emulateMedia({ colorScheme: 'dark' })
+    await axe(name + ' (dark)')
+    await page.screenshot({ path: `${out}/${name}-dark.png`, fullPage: true })
+    await page.emulateMedia({ colorScheme: 'light' })
+  }
 }
 
 try {

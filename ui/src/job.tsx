@@ -13,6 +13,7 @@ export function JobProgress({ id, label }: { id: string; label: string }) {
       {j ? <Badge value={j.state} /> : '…'}
       {j && !ended(j.state) && <span class="hint"> (job {j.id})</span>}
       <ErrorBox error={error} />
+      {j?.state === 'completed' && <Result result={j.result} />}
       {j?.state === 'failed' && (
         <div class="error">
           {j.error}
@@ -20,5 +21,17 @@ export function JobProgress({ id, label }: { id: string; label: string }) {
         </div>
       )}
     </div>
+  )
+}
+
+/** Result shows what a finished job reported, its plain fields (a follow's state, tables ready, lag …). */
+function Result({ result }: { result: unknown }) {
+  if (!result || typeof result !== 'object' || Array.isArray(result)) return null
+  const plain = Object.entries(result as Record<string, unknown>).filter(([, v]) => v !== null && typeof v !== 'object')
+  if (plain.length === 0) return null
+  return (
+    <dl class="facts job-result">
+      {plain.map(([k, v]) => [<dt>{k.replace(/_/g, ' ')}</dt>, <dd>{String(v)}</dd>])}
+    </dl>
   )
 }
