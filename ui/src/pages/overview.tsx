@@ -1,5 +1,6 @@
 import { get, seg, type Me, type Schemas } from '../api'
 import { Empty, ErrorBox, Table, useLoad } from '../ui'
+import { AuditTab } from './project_tabs'
 
 type Usage = Schemas['Usage']
 
@@ -104,6 +105,7 @@ export function Overview({ me }: { me: Me }) {
           </section>
         </>
       )}
+      <AuditTab path={'/v1/organizations/' + seg(org.id)} />
     </main>
   )
 }
