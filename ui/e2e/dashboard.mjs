@@ -78,15 +78,22 @@ try {
   await page.getByLabel('Password').fill('wrong password!')
   await page.getByRole('button', { name: 'Sign in' }).click()
   await page.getByRole('alert').filter({ hasText: 'invalid email or password' }).waitFor()
-  await page.getByLabel('Password').fill(process.env.PASSWORD)
-  await page.getByRole('button', { name: 'Sign in' }).click()
+  // By keyboard alone: the password field, Enter submits.
+  await page.getByLabel('Password').focus()
+  await page.keyboard.press('Control+A')
+  await page.keyboard.type(process.env.PASSWORD)
+  await page.keyboard.press('Enter')
   await page.getByRole('heading', { name: 'Projects' }).waitFor()
   await page.getByText('No projects yet').waitFor()
+  // Tab order reaches the main navigation from the top of the page.
+  await page.keyboard.press('Tab')
+  await page.keyboard.press('Tab')
+  if ((await page.evaluate(() => document.activeElement?.textContent)) !== 'Overview') throw new Error('the second Tab is not on the navigation')
   await shoot('projects-empty')
 
   // Create a project and watch it become active.
   await page.getByLabel('Name').fill('e2e shop')
-  await page.getByRole('button', { name: 'Create project' }).click()
+  await page.keyboard.press('Enter') // the form submits from the keyboard
   await page.getByRole('heading', { name: 'e2e shop' }).waitFor()
   await page.locator('.facts .badge-active').first().waitFor({ timeout: 60000 })
   const field = page.getByLabel('Direct connection', { exact: true })
