@@ -70,10 +70,10 @@ func (s *Service) GetOrganization(ctx context.Context, p *Principal, orgID strin
 
 // PatchOrganizationRequest holds the organization fields a customer may change; absent fields stay.
 type PatchOrganizationRequest struct {
-	Name         *string `json:"name" doc:"1 to 100 characters"`
-	Slug         *string `json:"slug" doc:"lowercase letters, digits and dashes, 3 to 40 characters, unique"`
+	Name         *string `json:"name" schema:"minLength=1,maxLength=100" doc:"1 to 100 characters"`
+	Slug         *string `json:"slug" schema:"minLength=3,maxLength=40,pattern=^[a-z0-9][a-z0-9-]*[a-z0-9]$" doc:"lowercase letters, digits and dashes, 3 to 40 characters, unique"`
 	BillingEmail *string `json:"billing_email" doc:"an email address, or empty to clear"`
-	BillingName  *string `json:"billing_name" doc:"up to 200 characters"`
+	BillingName  *string `json:"billing_name" schema:"maxLength=200" doc:"up to 200 characters"`
 }
 
 var slugRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{1,38})[a-z0-9]$`)
