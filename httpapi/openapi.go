@@ -765,7 +765,7 @@ type jsonField struct {
 	required  bool           // `api:"required"`
 	nullable  bool           // `api:"nullable"`: a response pointer field that may be null
 	enum      []any          // `enum:"a,b,c"`: the closed set of a string (or of a string list's items)
-	bounds    map[string]any // `schema:"minLength=1,maxLength=63,format=date-time,const=true"`: JSON Schema keywords
+	bounds    map[string]any // `schema:"minLength=1,maxLength=63,format=date-time,const=true"`: JSON Schema keywords (values hold no commas)
 	doc       string
 }
 
