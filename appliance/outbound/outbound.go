@@ -57,6 +57,8 @@ var metadata = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),          // "this network"
 }
 
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
 // ParsePrefixes reads a comma-separated list of CIDRs or addresses (an address is its /32 or /128).
 func ParsePrefixes(list string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
@@ -86,6 +88,13 @@ func within(ps []netip.Prefix, a netip.Addr) bool {
 // the reason for the appliance's log; tenants see only ErrRefused's text).
 func (p *Policy) Check(addr netip.Addr, port int) error {
 	addr = addr.Unmap()
+	// An IPv4 address reached through NAT64 (64:ff9b::/96) is judged as that IPv4 address.
+	if nat64.Contains(addr) {
+		b := addr.As16()
+		if err := p.Check(netip.AddrFrom4([4]byte(b[12:16])), port); err != nil {
+			return err
+		}
+	}
 	if within(p.Deny, addr) {
 		return fmt.Errorf("%w: %s is in --outbound-deny", ErrRefused, addr)
 	}

@@ -40,6 +40,9 @@ func TestCheck(t *testing.T) {
 		{"224.0.0.1", 5432, false},        // multicast
 		{"10.9.9.9", 5432, false},         // denied: deny wins over allow
 		{"10.9.1.1", 5432, true},
+		{"64:ff9b::7f00:2", 5432, false},   // loopback through NAT64
+		{"64:ff9b::a9fe:a9fe", 80, false},  // metadata through NAT64
+		{"64:ff9b::cb00:7107", 5432, true}, // 203.0.113.7 through NAT64
 	}
 	for _, c := range cases {
 		err := p.Check(netip.MustParseAddr(c.addr), c.port)
