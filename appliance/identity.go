@@ -22,7 +22,7 @@ const sessionPrefix = "ses"
 
 // SessionRequest signs a user in with the built-in identity provider.
 type SessionRequest struct {
-	Email          string `json:"email" api:"required"`
+	Email          string `json:"email" api:"required" schema:"example=owner@appliance.local"`
 	Password       string `json:"password" api:"required"`
 	OrganizationID string `json:"organization_id"` // the organization to act in; default: the first membership
 	// Cookie asks for the session as an HttpOnly cookie instead of a token in the body (the dashboard).

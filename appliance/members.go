@@ -34,7 +34,7 @@ type MemberResponse struct {
 
 // AddMemberRequest is the body of POST /v1/organizations/{orgID}/members.
 type AddMemberRequest struct {
-	Email    string `json:"email" api:"required" doc:"the person's email; an existing user is added, otherwise a user is created"`
+	Email    string `json:"email" api:"required" schema:"example=dana@example.com" doc:"the person's email; an existing user is added, otherwise a user is created"`
 	Name     string `json:"name" schema:"maxLength=100" doc:"display name of a new user (up to 100 characters)"`
 	Role     string `json:"role" api:"required" enum:"owner,admin,member" doc:"owner, admin or member (only owners may add owners)"`
 	Password string `json:"password" schema:"minLength=12,maxLength=72" doc:"initial password of a new user (at least 12 characters); absent: one is generated and returned once"`

@@ -88,7 +88,7 @@ type ProjectJobResponse struct {
 
 // CreateProjectRequest is the body of POST /v1/projects.
 type CreateProjectRequest struct {
-	Name           string `json:"name" api:"required" schema:"minLength=1,maxLength=63" doc:"1 to 63 characters"`
+	Name           string `json:"name" api:"required" schema:"minLength=1,maxLength=63,example=shop" doc:"1 to 63 characters"`
 	Plan           string `json:"plan" enum:"free,pro,scale" doc:"free (default), pro or scale"`
 	Environment    string `json:"environment" enum:"production,staging,development" doc:"production (default), staging or development"`
 	OrganizationID string `json:"organization_id" doc:"required for platform administrators; others create in their own organization"`

@@ -59,6 +59,13 @@ func OpenAPI(routes []Route, version string) map[string]any {
 		tags = append(tags, map[string]any{"name": name, "description": desc})
 	}
 
+	// Every operation's JSON body and success answer carry an example built from its schema.
+	for _, item := range paths {
+		for _, op := range item.(map[string]any) {
+			addExamples(op.(map[string]any), g.schemas)
+		}
+	}
+
 	responses := map[string]any{}
 	for name := range usedResponses {
 		responses[name] = sharedResponses[name]
@@ -891,4 +898,133 @@ func dominant(all []jsonField, idx []int) (jsonField, bool) {
 		return tagged[0], true
 	}
 	return jsonField{}, false
+}
+
+// addExamples puts an example on an operation's JSON request body and JSON success answers.
+func addExamples(op map[string]any, schemas map[string]any) {
+	media := func(content any) {
+		c, _ := content.(map[string]any)
+		m, _ := c["application/json"].(map[string]any)
+		if s, ok := m["schema"].(map[string]any); ok && m["example"] == nil {
+			m["example"] = exampleOf(s, schemas, 0)
+		}
+	}
+	if rb, ok := op["requestBody"].(map[string]any); ok {
+		media(rb["content"])
+	}
+	for code, r := range op["responses"].(map[string]any) {
+		if rm, ok := r.(map[string]any); ok && strings.HasPrefix(code, "2") {
+			media(rm["content"])
+		}
+	}
+}
+
+// exampleOf builds a value valid against schema s: its own example or const, the first enum value or
+// oneOf branch, bounds met, every property of an answer and the required ones of a request.
+func exampleOf(s map[string]any, schemas map[string]any, depth int) any {
+	if ref, ok := s["$ref"].(string); ok {
+		named, _ := schemas[strings.TrimPrefix(ref, "#/components/schemas/")].(map[string]any)
+		if named == nil || depth > 12 { // depth counts references: a guard against cycles
+			return map[string]any{}
+		}
+		return exampleOf(named, schemas, depth+1)
+	}
+	if v, ok := s["example"]; ok {
+		return v
+	}
+	if v, ok := s["const"]; ok {
+		return v
+	}
+	if e, ok := s["enum"].([]any); ok && len(e) > 0 {
+		return e[0]
+	}
+	if one, ok := s["oneOf"].([]any); ok && s["properties"] == nil {
+		for _, o := range one {
+			if om, ok := o.(map[string]any); ok && om["type"] != "null" {
+				return exampleOf(om, schemas, depth)
+			}
+		}
+		return nil
+	}
+	typ := s["type"]
+	if list, ok := typ.([]any); ok {
+		typ = nil
+		for _, t := range list {
+			if t != "null" {
+				typ = t
+				break
+			}
+		}
+		if typ == "object" && len(list) > 2 { // free-form
+			return map[string]any{}
+		}
+	}
+	switch typ {
+	case "string":
+		if s["format"] == "date-time" {
+			return "2026-01-31T12:00:00Z"
+		}
+		if s["format"] == "binary" {
+			return ""
+		}
+		v := "example"
+		if min, ok := s["minLength"].(int64); ok && int64(len(v)) < min {
+			v = strings.Repeat("x", int(min))
+		}
+		if max, ok := s["maxLength"].(int64); ok && int64(len(v)) > max {
+			v = v[:max]
+		}
+		return v
+	case "integer":
+		if min, ok := s["minimum"].(int64); ok {
+			return min
+		}
+		if s["minimum"] != nil {
+			return s["minimum"]
+		}
+		return 1
+	case "number":
+		return 1.5
+	case "boolean":
+		return true
+	case "array":
+		items, _ := s["items"].(map[string]any)
+		if items == nil {
+			return []any{}
+		}
+		return []any{exampleOf(items, schemas, depth)}
+	case "object", nil:
+		props, _ := s["properties"].(map[string]any)
+		if props == nil {
+			return map[string]any{}
+		}
+		need := map[string]bool{}
+		for _, r := range asList(s["required"]) {
+			need[r.(string)] = true
+		}
+		if one, ok := s["oneOf"].([]any); ok && len(one) > 0 { // a request's exactly-one-of: the first
+			if om, ok := one[0].(map[string]any); ok {
+				for _, r := range asList(om["required"]) {
+					need[r.(string)] = true
+				}
+			}
+		}
+		request := s["additionalProperties"] == false
+		out := map[string]any{}
+		for name, ps := range props {
+			if request && !need[name] {
+				continue
+			}
+			if pm, ok := ps.(map[string]any); ok {
+				out[name] = exampleOf(pm, schemas, depth)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
 }

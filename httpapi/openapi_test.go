@@ -212,7 +212,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		t.Errorf("oaChildInput = %s", got)
 	}
 	op := get("paths", "/v1/things/{thingID}/{rest}", "post").(map[string]any)
-	if js(op["requestBody"]) != `{"content":{"application/json":{"schema":{"$ref":"#/components/schemas/oaReq"}}},"required":true}` {
+	if js(op["requestBody"]) != `{"content":{"application/json":{"example":{"name":"example"},"schema":{"$ref":"#/components/schemas/oaReq"}}},"required":true}` {
 		t.Errorf("requestBody = %s", js(op["requestBody"]))
 	}
 	if op["operationId"] != "postThingsByThingIDByRest" {

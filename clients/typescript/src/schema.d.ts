@@ -1096,7 +1096,10 @@ export interface components {
             api_keys: components["schemas"]["APIKey"][];
         };
         AddMemberRequest: {
-            /** @description the person's email; an existing user is added, otherwise a user is created */
+            /**
+             * @description the person's email; an existing user is added, otherwise a user is created
+             * @example dana@example.com
+             */
             email: string;
             /** @description display name of a new user (up to 100 characters) */
             name?: string;
@@ -1237,7 +1240,10 @@ export interface components {
              * @description days until the key expires, 1 to 3650; absent or 0: never
              */
             expires_in_days?: number;
-            /** @description display name, 1 to 100 characters */
+            /**
+             * @description display name, 1 to 100 characters
+             * @example ci
+             */
             name: string;
             /** @description restricts the key to one project; organization scopes are then refused */
             project_id?: string;
@@ -1255,7 +1261,10 @@ export interface components {
              * @enum {string}
              */
             environment?: "production" | "staging" | "development";
-            /** @description 1 to 63 characters */
+            /**
+             * @description 1 to 63 characters
+             * @example shop
+             */
             name: string;
             /** @description required for platform administrators; others create in their own organization */
             organization_id?: string;
@@ -1509,7 +1518,10 @@ export interface components {
             status: string;
         };
         PreflightRequest: {
-            /** @description postgres://user:password@host:port/dbname[?sslmode=...]; only sslmode, connect_timeout and application_name are accepted as parameters */
+            /**
+             * @description postgres://user:password@host:port/dbname[?sslmode=...]; only sslmode, connect_timeout and application_name are accepted as parameters
+             * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
+             */
             source_url: string;
         };
         PreflightResponse: {
@@ -1719,6 +1731,7 @@ export interface components {
         SessionRequest: {
             /** @description true: the session is set as an HttpOnly, Secure, SameSite=Strict cookie and token is empty; the cookie authenticates only requests that also send the header X-Appliance-CSRF: 1 */
             cookie?: boolean;
+            /** @example owner@appliance.local */
             email: string;
             organization_id?: string;
             password: string;
@@ -1959,6 +1972,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "service": "example",
+                     *       "status": "example"
+                     *     } */
                     "application/json": components["schemas"]["Health"];
                 };
             };
@@ -1982,6 +1999,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "components": [
+                     *         {
+                     *           "message": "example",
+                     *           "name": "example",
+                     *           "status": "example"
+                     *         }
+                     *       ],
+                     *       "generated_at": "2026-01-31T12:00:00Z",
+                     *       "regions": [
+                     *         {
+                     *           "region": "example",
+                     *           "status": "example"
+                     *         }
+                     *       ],
+                     *       "service": "example",
+                     *       "status": "example",
+                     *       "updated_at": "2026-01-31T12:00:00Z"
+                     *     } */
                     "application/json": components["schemas"]["Status"];
                 };
             };
@@ -1999,6 +2035,10 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /** @example {
+                 *       "current_password": "example",
+                 *       "new_password": "xxxxxxxxxxxx"
+                 *     } */
                 "application/json": components["schemas"]["ChangePasswordRequest"];
             };
         };
@@ -2009,6 +2049,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "changed": true,
+                     *       "sessions_revoked": 1
+                     *     } */
                     "application/json": components["schemas"]["PasswordChanged"];
                 };
             };
@@ -2030,6 +2074,10 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /** @example {
+                 *       "email": "owner@appliance.local",
+                 *       "password": "example"
+                 *     } */
                 "application/json": components["schemas"]["SessionRequest"];
             };
         };
@@ -2040,6 +2088,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "expires_at": "2026-01-31T12:00:00Z",
+                     *       "organization_id": "example",
+                     *       "role": "example",
+                     *       "token": "example",
+                     *       "user_id": "example"
+                     *     } */
                     "application/json": components["schemas"]["SessionResult"];
                 };
             };
@@ -2065,6 +2120,9 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "signed_out": true
+                     *     } */
                     "application/json": components["schemas"]["SignedOut"];
                 };
             };
@@ -2084,6 +2142,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["CLILoginStartRequest"];
             };
         };
@@ -2094,6 +2153,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "expires_at": "2026-01-31T12:00:00Z",
+                     *       "poll_token": "example",
+                     *       "session_id": "example",
+                     *       "state": "example"
+                     *     } */
                     "application/json": components["schemas"]["CLILoginStart"];
                 };
             };
@@ -2125,6 +2190,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "authorized_at": "2026-01-31T12:00:00Z",
+                     *       "expires_at": "2026-01-31T12:00:00Z",
+                     *       "organization_id": "example",
+                     *       "organization_name": "example",
+                     *       "organization_slug": "example",
+                     *       "plaintext_api_key": "example",
+                     *       "session_id": "example",
+                     *       "state": "example"
+                     *     } */
                     "application/json": components["schemas"]["CLILoginResult"];
                 };
             };
@@ -2153,6 +2228,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "authorized_at": "2026-01-31T12:00:00Z",
+                     *       "expires_at": "2026-01-31T12:00:00Z",
+                     *       "organization_id": "example",
+                     *       "organization_name": "example",
+                     *       "organization_slug": "example",
+                     *       "plaintext_api_key": "example",
+                     *       "session_id": "example",
+                     *       "state": "example"
+                     *     } */
                     "application/json": components["schemas"]["CLILoginResult"];
                 };
             };
@@ -2184,6 +2269,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "device_name": "example",
+                     *       "expires_at": "2026-01-31T12:00:00Z",
+                     *       "key_expires_at": "2026-01-31T12:00:00Z",
+                     *       "key_name": "example",
+                     *       "scopes": [
+                     *         "example"
+                     *       ],
+                     *       "session_id": "example",
+                     *       "source": "example",
+                     *       "state": "example"
+                     *     } */
                     "application/json": components["schemas"]["CLILoginDetails"];
                 };
             };
@@ -2246,6 +2343,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -2272,6 +2396,44 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "organization": {
+                     *         "billing_customer_id": "example",
+                     *         "billing_email": "example",
+                     *         "billing_name": "example",
+                     *         "billing_period_end": "2026-01-31T12:00:00Z",
+                     *         "billing_plan": "example",
+                     *         "billing_product_id": "example",
+                     *         "billing_provider": "example",
+                     *         "billing_status": "example",
+                     *         "billing_subscription_id": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "deploy_a_installation_id": "example",
+                     *         "edge_c_account_id": "example",
+                     *         "id": "example",
+                     *         "idp_organization_id": "example",
+                     *         "idp_organization_slug": "example",
+                     *         "name": "example",
+                     *         "slug": "example",
+                     *         "suspended_at": "2026-01-31T12:00:00Z",
+                     *         "suspended_reason": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       },
+                     *       "principal": {
+                     *         "api_key_id": "example",
+                     *         "auth_source": "example",
+                     *         "idp_organization_id": "example",
+                     *         "idp_organization_role": "example",
+                     *         "idp_organization_slug": "example",
+                     *         "is_admin": true,
+                     *         "organization_id": "example",
+                     *         "project_id": "example",
+                     *         "scopes": [
+                     *           "example"
+                     *         ],
+                     *         "user_id": "example"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["MeResponse"];
                 };
             };
@@ -2297,6 +2459,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {} */
                     "application/json": {
                         [key: string]: unknown;
                     };
@@ -2325,6 +2488,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "organization": {
+                     *         "billing_customer_id": "example",
+                     *         "billing_email": "example",
+                     *         "billing_name": "example",
+                     *         "billing_period_end": "2026-01-31T12:00:00Z",
+                     *         "billing_plan": "example",
+                     *         "billing_product_id": "example",
+                     *         "billing_provider": "example",
+                     *         "billing_status": "example",
+                     *         "billing_subscription_id": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "deploy_a_installation_id": "example",
+                     *         "edge_c_account_id": "example",
+                     *         "id": "example",
+                     *         "idp_organization_id": "example",
+                     *         "idp_organization_slug": "example",
+                     *         "name": "example",
+                     *         "slug": "example",
+                     *         "suspended_at": "2026-01-31T12:00:00Z",
+                     *         "suspended_reason": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["OrganizationResponse"];
                 };
             };
@@ -2348,6 +2535,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["PatchOrganizationRequest"];
             };
         };
@@ -2358,6 +2546,30 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "organization": {
+                     *         "billing_customer_id": "example",
+                     *         "billing_email": "example",
+                     *         "billing_name": "example",
+                     *         "billing_period_end": "2026-01-31T12:00:00Z",
+                     *         "billing_plan": "example",
+                     *         "billing_product_id": "example",
+                     *         "billing_provider": "example",
+                     *         "billing_status": "example",
+                     *         "billing_subscription_id": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "deploy_a_installation_id": "example",
+                     *         "edge_c_account_id": "example",
+                     *         "id": "example",
+                     *         "idp_organization_id": "example",
+                     *         "idp_organization_slug": "example",
+                     *         "name": "example",
+                     *         "slug": "example",
+                     *         "suspended_at": "2026-01-31T12:00:00Z",
+                     *         "suspended_reason": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["OrganizationResponse"];
                 };
             };
@@ -2389,6 +2601,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "api_keys": [
+                     *         {
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "created_by_user_id": "example",
+                     *           "device_name": "example",
+                     *           "expires_at": "2026-01-31T12:00:00Z",
+                     *           "id": "example",
+                     *           "is_active": true,
+                     *           "key_prefix": "example",
+                     *           "last_used_at": "2026-01-31T12:00:00Z",
+                     *           "name": "example",
+                     *           "organization_id": "example",
+                     *           "project_id": "example",
+                     *           "revoked_at": "2026-01-31T12:00:00Z",
+                     *           "scopes": [
+                     *             "projects:read"
+                     *           ],
+                     *           "source": "example"
+                     *         }
+                     *       ]
+                     *     } */
                     "application/json": components["schemas"]["APIKeyList"];
                 };
             };
@@ -2412,6 +2646,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /** @example {
+                 *       "name": "ci",
+                 *       "scopes": [
+                 *         "projects:read"
+                 *       ]
+                 *     } */
                 "application/json": components["schemas"]["CreateAPIKeyRequest"];
             };
         };
@@ -2422,6 +2662,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "api_key": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "created_by_user_id": "example",
+                     *         "device_name": "example",
+                     *         "expires_at": "2026-01-31T12:00:00Z",
+                     *         "id": "example",
+                     *         "is_active": true,
+                     *         "key_prefix": "example",
+                     *         "last_used_at": "2026-01-31T12:00:00Z",
+                     *         "name": "example",
+                     *         "organization_id": "example",
+                     *         "project_id": "example",
+                     *         "revoked_at": "2026-01-31T12:00:00Z",
+                     *         "scopes": [
+                     *           "projects:read"
+                     *         ],
+                     *         "source": "example"
+                     *       },
+                     *       "plaintext_api_key": "example"
+                     *     } */
                     "application/json": components["schemas"]["CreatedAPIKey"];
                 };
             };
@@ -2455,6 +2716,9 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "revoked": true
+                     *     } */
                     "application/json": components["schemas"]["Revoked"];
                 };
             };
@@ -2487,6 +2751,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "audit_events": [
+                     *         {
+                     *           "action": "example",
+                     *           "actor_id": "example",
+                     *           "actor_kind": "example",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "id": "example",
+                     *           "metadata": {},
+                     *           "organization_id": "example",
+                     *           "project_id": "example"
+                     *         }
+                     *       ]
+                     *     } */
                     "application/json": components["schemas"]["AuditEventList"];
                 };
             };
@@ -2517,6 +2795,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "members": [
+                     *         {
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "email": "example",
+                     *           "name": "example",
+                     *           "role": "owner",
+                     *           "user_id": "example"
+                     *         }
+                     *       ]
+                     *     } */
                     "application/json": components["schemas"]["MemberList"];
                 };
             };
@@ -2540,6 +2829,10 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /** @example {
+                 *       "email": "dana@example.com",
+                 *       "role": "owner"
+                 *     } */
                 "application/json": components["schemas"]["AddMemberRequest"];
             };
         };
@@ -2550,6 +2843,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "initial_password": "example",
+                     *       "member": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "email": "example",
+                     *         "name": "example",
+                     *         "role": "owner",
+                     *         "user_id": "example"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["AddedMember"];
                 };
             };
@@ -2584,6 +2887,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "removed": true,
+                     *       "revoked_api_key_ids": [
+                     *         "example"
+                     *       ]
+                     *     } */
                     "application/json": components["schemas"]["RemovedMember"];
                 };
             };
@@ -2610,6 +2919,9 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /** @example {
+                 *       "role": "owner"
+                 *     } */
                 "application/json": components["schemas"]["SetMemberRoleRequest"];
             };
         };
@@ -2620,6 +2932,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "member": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "email": "example",
+                     *         "name": "example",
+                     *         "role": "owner",
+                     *         "user_id": "example"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["MemberResponse"];
                 };
             };
@@ -2652,6 +2973,39 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "usage": {
+                     *         "projects": [
+                     *           {
+                     *             "connections": 1,
+                     *             "name": "example",
+                     *             "project_id": "example",
+                     *             "state": "example",
+                     *             "storage_bytes": 1,
+                     *             "storage_limit_bytes": 1
+                     *           }
+                     *         ],
+                     *         "storage_history": [
+                     *           {
+                     *             "sampled_at": "2026-01-31T12:00:00Z",
+                     *             "storage_bytes": 1
+                     *           }
+                     *         ],
+                     *         "totals": {
+                     *           "backups_storage_bytes": 1,
+                     *           "connections": 1,
+                     *           "job_success_rate_7d": 1.5,
+                     *           "previews": 1,
+                     *           "previews_limit": 1,
+                     *           "projects": 1,
+                     *           "projects_limit": 1,
+                     *           "storage_bytes": 1,
+                     *           "storage_limit_bytes": 1,
+                     *           "storage_overage_bytes": 1,
+                     *           "webhook_delivery_rate_7d": 1.5
+                     *         }
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["UsageResponse"];
                 };
             };
@@ -2681,6 +3035,37 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "projects": [
+                     *         {
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "database_name": "example",
+                     *           "direct_port": 1,
+                     *           "environment": "production",
+                     *           "id": "example",
+                     *           "idle_transaction_timeout": "example",
+                     *           "last_error": "example",
+                     *           "latest_job_id": "example",
+                     *           "max_connections": 1,
+                     *           "name": "example",
+                     *           "organization_id": "example",
+                     *           "plan": "free",
+                     *           "pooled_port": 1,
+                     *           "postgres_version": "example",
+                     *           "primary_instance_id": "example",
+                     *           "public_host": "example",
+                     *           "region": "example",
+                     *           "role_name": "example",
+                     *           "runtime_status": "provisioning",
+                     *           "slug": "example",
+                     *           "ssl_mode": "example",
+                     *           "state": "provisioning",
+                     *           "statement_timeout": "example",
+                     *           "storage_limit_bytes": 1,
+                     *           "updated_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ]
+                     *     } */
                     "application/json": components["schemas"]["ProjectList"];
                 };
             };
@@ -2701,6 +3086,9 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /** @example {
+                 *       "name": "shop"
+                 *     } */
                 "application/json": components["schemas"]["CreateProjectRequest"];
             };
         };
@@ -2711,6 +3099,60 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       },
+                     *       "project": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "database_name": "example",
+                     *         "direct_port": 1,
+                     *         "environment": "production",
+                     *         "id": "example",
+                     *         "idle_transaction_timeout": "example",
+                     *         "last_error": "example",
+                     *         "latest_job_id": "example",
+                     *         "max_connections": 1,
+                     *         "name": "example",
+                     *         "organization_id": "example",
+                     *         "plan": "free",
+                     *         "pooled_port": 1,
+                     *         "postgres_version": "example",
+                     *         "primary_instance_id": "example",
+                     *         "public_host": "example",
+                     *         "region": "example",
+                     *         "role_name": "example",
+                     *         "runtime_status": "provisioning",
+                     *         "slug": "example",
+                     *         "ssl_mode": "example",
+                     *         "state": "provisioning",
+                     *         "statement_timeout": "example",
+                     *         "storage_limit_bytes": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["ProjectJobResponse"];
                 };
             };
@@ -2741,6 +3183,35 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "project": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "database_name": "example",
+                     *         "direct_port": 1,
+                     *         "environment": "production",
+                     *         "id": "example",
+                     *         "idle_transaction_timeout": "example",
+                     *         "last_error": "example",
+                     *         "latest_job_id": "example",
+                     *         "max_connections": 1,
+                     *         "name": "example",
+                     *         "organization_id": "example",
+                     *         "plan": "free",
+                     *         "pooled_port": 1,
+                     *         "postgres_version": "example",
+                     *         "primary_instance_id": "example",
+                     *         "public_host": "example",
+                     *         "region": "example",
+                     *         "role_name": "example",
+                     *         "runtime_status": "provisioning",
+                     *         "slug": "example",
+                     *         "ssl_mode": "example",
+                     *         "state": "provisioning",
+                     *         "statement_timeout": "example",
+                     *         "storage_limit_bytes": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["ProjectResponse"];
                 };
             };
@@ -2773,6 +3244,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -2799,6 +3297,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["PatchProjectRequest"];
             };
         };
@@ -2809,6 +3308,35 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "project": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "database_name": "example",
+                     *         "direct_port": 1,
+                     *         "environment": "production",
+                     *         "id": "example",
+                     *         "idle_transaction_timeout": "example",
+                     *         "last_error": "example",
+                     *         "latest_job_id": "example",
+                     *         "max_connections": 1,
+                     *         "name": "example",
+                     *         "organization_id": "example",
+                     *         "plan": "free",
+                     *         "pooled_port": 1,
+                     *         "postgres_version": "example",
+                     *         "primary_instance_id": "example",
+                     *         "public_host": "example",
+                     *         "region": "example",
+                     *         "role_name": "example",
+                     *         "runtime_status": "provisioning",
+                     *         "slug": "example",
+                     *         "ssl_mode": "example",
+                     *         "state": "provisioning",
+                     *         "statement_timeout": "example",
+                     *         "storage_limit_bytes": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["ProjectResponse"];
                 };
             };
@@ -2836,6 +3364,9 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /** @example {
+                 *       "action": "example"
+                 *     } */
                 "application/json": components["schemas"]["ApprovalRequest"];
             };
         };
@@ -2846,6 +3377,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "approval": {
+                     *         "action": "example",
+                     *         "expires_at": "2026-01-31T12:00:00Z",
+                     *         "id": "example",
+                     *         "token": "example"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["ApprovalResponse"];
                 };
             };
@@ -2882,6 +3421,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "audit_events": [
+                     *         {
+                     *           "action": "example",
+                     *           "actor_id": "example",
+                     *           "actor_kind": "example",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "id": "example",
+                     *           "metadata": {},
+                     *           "organization_id": "example",
+                     *           "project_id": "example"
+                     *         }
+                     *       ]
+                     *     } */
                     "application/json": components["schemas"]["AuditEventList"];
                 };
             };
@@ -2912,6 +3465,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "backups": [
+                     *         {
+                     *           "backup_key": "example",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "database_name": "example",
+                     *           "id": "example",
+                     *           "label": "example",
+                     *           "project_id": "example",
+                     *           "size_bytes": 1,
+                     *           "state": "example",
+                     *           "verification_error": "example",
+                     *           "verification_state": "example",
+                     *           "verified_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ]
+                     *     } */
                     "application/json": components["schemas"]["BackupList"];
                 };
             };
@@ -2935,6 +3505,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["CreateBackupRequest"];
             };
         };
@@ -2945,6 +3516,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -2978,6 +3576,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "connections": {
+                     *         "direct_url": "example",
+                     *         "pooled_url": "example",
+                     *         "username": "example"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["ConnectionsResponse"];
                 };
             };
@@ -3003,6 +3608,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["RotateCredentialsRequest"];
             };
         };
@@ -3013,6 +3619,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -3046,6 +3679,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "exports": [
+                     *         {
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "database_name": "example",
+                     *           "expires_at": "2026-01-31T12:00:00Z",
+                     *           "id": "example",
+                     *           "project_id": "example",
+                     *           "size_bytes": 1,
+                     *           "state": "example"
+                     *         }
+                     *       ]
+                     *     } */
                     "application/json": components["schemas"]["ExportList"];
                 };
             };
@@ -3069,6 +3715,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["CreateExportRequest"];
             };
         };
@@ -3079,6 +3726,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "export_id": "example",
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["ExportJobResponse"];
                 };
             };
@@ -3114,6 +3789,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "download": {
+                     *         "download_url": "example",
+                     *         "expires_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["DownloadResponse"];
                 };
             };
@@ -3145,6 +3826,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "extensions": [
+                     *         {
+                     *           "available_version": "example",
+                     *           "category": "example",
+                     *           "default_version": "example",
+                     *           "description": "example",
+                     *           "enabled": true,
+                     *           "installed_version": "example",
+                     *           "name": "example",
+                     *           "requires_restart": true,
+                     *           "trusted": true,
+                     *           "update_available": true
+                     *         }
+                     *       ]
+                     *     } */
                     "application/json": components["schemas"]["ExtensionList"];
                 };
             };
@@ -3170,6 +3867,9 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /** @example {
+                 *       "name": "example"
+                 *     } */
                 "application/json": components["schemas"]["ExtensionRequest"];
             };
         };
@@ -3180,6 +3880,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -3215,6 +3942,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -3248,6 +4002,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -3273,6 +4054,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["ImportRequest"];
             };
         };
@@ -3283,6 +4065,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -3310,6 +4119,9 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /** @example {
+                 *       "source_url": "example"
+                 *     } */
                 "application/json": components["schemas"]["FollowRequest"];
             };
         };
@@ -3320,6 +4132,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -3353,6 +4192,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -3378,6 +4244,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["CutoverRequest"];
             };
         };
@@ -3388,6 +4255,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -3421,6 +4315,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -3446,6 +4367,9 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /** @example {
+                 *       "source_url": "postgres://app:secret@db.example.com:5432/shop?sslmode=require"
+                 *     } */
                 "application/json": components["schemas"]["PreflightRequest"];
             };
         };
@@ -3456,6 +4380,64 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "preflight": {
+                     *         "checks": [
+                     *           {
+                     *             "detail": "example",
+                     *             "name": "example",
+                     *             "status": "example"
+                     *           }
+                     *         ],
+                     *         "ok": true,
+                     *         "source": {
+                     *           "app_schemas": [
+                     *             "example"
+                     *           ],
+                     *           "database_size_bytes": 1,
+                     *           "event_triggers": [
+                     *             "example"
+                     *           ],
+                     *           "extensions": [
+                     *             {
+                     *               "name": "example",
+                     *               "version": "example"
+                     *             }
+                     *           ],
+                     *           "provider": "example",
+                     *           "provider_auth_fks": [
+                     *             {
+                     *               "constraint": "example",
+                     *               "source_table": "example",
+                     *               "target_table": "example"
+                     *             }
+                     *           ],
+                     *           "provider_auth_policy_tables": [
+                     *             "example"
+                     *           ],
+                     *           "provider_schemas": [
+                     *             "example"
+                     *           ],
+                     *           "provider_signals": [
+                     *             "example"
+                     *           ],
+                     *           "replication": {
+                     *             "blockers": [
+                     *               "example"
+                     *             ],
+                     *             "max_replication_slots": 1,
+                     *             "max_wal_senders": 1,
+                     *             "ready": true,
+                     *             "role_can_replicate": true,
+                     *             "used_replication_slots": 1,
+                     *             "wal_level": "example"
+                     *           },
+                     *           "server_version": "example"
+                     *         },
+                     *         "storage_limit_bytes": 1,
+                     *         "target_version": "example"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["PreflightResponse"];
                 };
             };
@@ -3483,6 +4465,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {} */
                 "application/json": components["schemas"]["CreateUploadRequest"];
             };
         };
@@ -3493,6 +4476,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "upload": {
+                     *         "expires_at": "2026-01-31T12:00:00Z",
+                     *         "id": "example",
+                     *         "object_key": "example",
+                     *         "size_bytes": 1,
+                     *         "state": "example",
+                     *         "upload_url": "example"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["UploadResponse"];
                 };
             };
@@ -3529,6 +4522,35 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "jobs": [
+                     *         {
+                     *           "attempts": 1,
+                     *           "claimed_at": "2026-01-31T12:00:00Z",
+                     *           "claimed_by": "example",
+                     *           "completed_at": "2026-01-31T12:00:00Z",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "error": "example",
+                     *           "host_id": "example",
+                     *           "id": "example",
+                     *           "instance_id": "example",
+                     *           "last_exit_code": 1,
+                     *           "last_stderr": "example",
+                     *           "last_stdout": "example",
+                     *           "locked_resource": "example",
+                     *           "max_attempts": 1,
+                     *           "organization_id": "example",
+                     *           "preview_database_id": "example",
+                     *           "project_id": "example",
+                     *           "result": {},
+                     *           "retry_classification": "example",
+                     *           "started_at": "2026-01-31T12:00:00Z",
+                     *           "state": "pending",
+                     *           "type": "example",
+                     *           "updated_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ]
+                     *     } */
                     "application/json": components["schemas"]["JobList"];
                 };
             };
@@ -3559,6 +4581,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "pitr_window_days": 1,
+                     *       "restore_points": [
+                     *         {
+                     *           "backup_id": "example",
+                     *           "backup_key": "example",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "created_by_actor_id": "example",
+                     *           "created_by_actor_kind": "example",
+                     *           "id": "example",
+                     *           "kind": "example",
+                     *           "label": "example",
+                     *           "note": "example",
+                     *           "organization_id": "example",
+                     *           "pitr_time": "2026-01-31T12:00:00Z",
+                     *           "project_id": "example",
+                     *           "state": "example",
+                     *           "updated_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ]
+                     *     } */
                     "application/json": components["schemas"]["RestorePointList"];
                 };
             };
@@ -3582,6 +4625,9 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /** @example {
+                 *       "label": "example"
+                 *     } */
                 "application/json": components["schemas"]["RestorePointRequest"];
             };
         };
@@ -3592,6 +4638,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "restore_point": {
+                     *         "backup_id": "example",
+                     *         "backup_key": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "created_by_actor_id": "example",
+                     *         "created_by_actor_kind": "example",
+                     *         "id": "example",
+                     *         "kind": "example",
+                     *         "label": "example",
+                     *         "note": "example",
+                     *         "organization_id": "example",
+                     *         "pitr_time": "2026-01-31T12:00:00Z",
+                     *         "project_id": "example",
+                     *         "state": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["RestorePointResponse"];
                 };
             };
@@ -3627,6 +4691,9 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "deleted": true
+                     *     } */
                     "application/json": components["schemas"]["DeletedResponse"];
                 };
             };
@@ -3652,6 +4719,9 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /** @example {
+                 *       "backup_key": "example"
+                 *     } */
                 "application/json": components["schemas"]["RestoreRequest"];
             };
         };
@@ -3662,6 +4732,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -3695,6 +4792,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "scheduled_backups": [
+                     *         {
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "cron_hour": 1,
+                     *           "cron_minute": 1,
+                     *           "id": "example",
+                     *           "is_active": true,
+                     *           "label": "example",
+                     *           "last_job_id": "example",
+                     *           "last_run_at": "2026-01-31T12:00:00Z",
+                     *           "organization_id": "example",
+                     *           "project_id": "example",
+                     *           "retention_days": 1,
+                     *           "updated_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ]
+                     *     } */
                     "application/json": components["schemas"]["ScheduledBackupList"];
                 };
             };
@@ -3718,6 +4833,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /** @example {
+                 *       "cron_hour": 0,
+                 *       "cron_minute": 0,
+                 *       "is_active": true
+                 *     } */
                 "application/json": components["schemas"]["PutScheduledBackupRequest"];
             };
         };
@@ -3728,6 +4848,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "scheduled_backup": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "cron_hour": 1,
+                     *         "cron_minute": 1,
+                     *         "id": "example",
+                     *         "is_active": true,
+                     *         "label": "example",
+                     *         "last_job_id": "example",
+                     *         "last_run_at": "2026-01-31T12:00:00Z",
+                     *         "organization_id": "example",
+                     *         "project_id": "example",
+                     *         "retention_days": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["ScheduledBackupResponse"];
                 };
             };
@@ -3764,6 +4900,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -3796,6 +4959,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -3830,6 +5020,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -3862,6 +5079,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -3896,6 +5140,33 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
@@ -3937,6 +5208,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /** @example {
+                     *       "upload": {
+                     *         "expires_at": "2026-01-31T12:00:00Z",
+                     *         "id": "example",
+                     *         "object_key": "example",
+                     *         "size_bytes": 1,
+                     *         "state": "example",
+                     *         "upload_url": "example"
+                     *       }
+                     *     } */
                     "application/json": components["schemas"]["UploadResponse"];
                 };
             };
