@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"context"
+	"os"
 	"sync"
 	"time"
 )
@@ -107,4 +108,16 @@ func (s *Service) Status(ctx context.Context) *Status {
 	out.Regions = []RegionStatus{{Region: s.cfg.Region, Status: out.Status}}
 	out.UpdatedAt = out.GeneratedAt
 	return out
+}
+
+// CACertificate is the PEM of the appliance's CA certificate (what clients verify servers against).
+func (s *Service) CACertificate() ([]byte, error) {
+	if s.cfg.CACertPath == "" {
+		return nil, NotFound("this appliance has no CA certificate")
+	}
+	b, err := os.ReadFile(s.cfg.CACertPath)
+	if err != nil {
+		return nil, Internal(err, "read the CA certificate")
+	}
+	return b, nil
 }

@@ -365,8 +365,8 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		}
 		started++
 	}
-	fmt.Fprintf(out, "appliance %s is up\n  API:     %s\n  KV:      %s (RESP over TLS)\n  CA cert: %s\n  data:    %s\nPress Ctrl-C to stop.\n",
-		Version, apiURL, kv.ListenAddr(), ca.CertPath(), dataDir)
+	fmt.Fprintf(out, "appliance %s is up\n  Dashboard: %s/ (API reference: %s/docs)\n  API:       %s\n  KV:        %s (RESP over TLS)\n  CA cert:   %s\n  data:      %s\nPress Ctrl-C to stop.\n",
+		Version, apiURL, apiURL, apiURL, kv.ListenAddr(), ca.CertPath(), dataDir)
 	<-ctx.Done()
 	stopSignals()
 	fmt.Fprintln(out, "shutting down (press Ctrl-C again to force)")
@@ -416,8 +416,9 @@ These credentials are shown once; they are also in %s (mode 0600).
   password:        %s
   api_key:         %s
   ca_cert:         %s
-Try:
+Sign in to the dashboard at %s/ with the email and password above (your browser will not know the
+appliance's CA: trust %s, or accept the warning on this machine). Or try:
   curl --cacert %s -H "Authorization: Bearer %s" %s/v1/me
 
-`, path, b.OrganizationID, b.Email, b.Password, b.APIKey, b.CACert, b.CACert, b.APIKey, b.APIURL)
+`, path, b.OrganizationID, b.Email, b.Password, b.APIKey, b.CACert, b.APIURL, b.CACert, b.CACert, b.APIKey, b.APIURL)
 }

@@ -18,3 +18,16 @@ func (s *Server) openapiDoc(r *Request) error {
 	_, err := r.W.Write(s.openapi)
 	return err
 }
+
+// caCert serves the CA certificate clients need for sslmode=verify-full (public: it is no secret).
+func (s *Server) caCert(r *Request) error {
+	pem, err := s.svc.CACertificate()
+	if err != nil {
+		return err
+	}
+	r.W.Header().Set("Content-Type", "application/x-pem-file")
+	r.W.Header().Set("Content-Disposition", `attachment; filename="appliance-ca.crt"`)
+	r.W.Header().Set("Cache-Control", "public, max-age=3600")
+	_, err = r.W.Write(pem)
+	return err
+}

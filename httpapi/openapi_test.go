@@ -301,6 +301,9 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("GET", "/healthz", "/healthz", "", nil, 200)
 	call("GET", "/status", "/status", "", nil, 200)
 	call("GET", "/v1/openapi.json", "/v1/openapi.json", "", nil, 200)
+	if r := call("GET", "/v1/ca.crt", "/v1/ca.crt", "", nil, 200); !strings.HasPrefix(string(r.body), "-----BEGIN CERTIFICATE-----") {
+		t.Errorf("ca.crt: %.60s", r.body)
+	}
 	call("GET", "/v1/me", "/v1/me", b.adminKey, nil, 200)
 	call("GET", "/v1/me", "/v1/me", "nope", nil, 401)
 	if r := call("GET", "/v1/me", "/v1/me", b.session("platform-admin"), nil, 200); r.json["organization"] != nil {

@@ -28,6 +28,7 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/healthz", Tag: "health", Auth: Public, Status: ok, Summary: "Liveness", Do: Without(s.healthz)},
 		{Method: get, Path: "/status", Tag: "health", Auth: Public, Status: ok, Summary: "Component status", Do: Without(s.status)},
 		{Method: get, Path: "/v1/openapi.json", Tag: "health", Auth: Public, Status: ok, Summary: "This API's OpenAPI 3.1 document", Do: Raw(s.openapiDoc)},
+		{Method: get, Path: "/v1/ca.crt", Tag: "health", Auth: Public, Status: ok, ContentType: "application/x-pem-file", Summary: "The appliance's CA certificate (PEM), which database and API certificates chain to: clients verify connections with it", Do: Raw(s.caCert)},
 
 		// Identity and CLI device login
 		{Method: get, Path: "/v1/me", Tag: "identity", Status: ok, Summary: "The caller and its organization", Do: Without(s.me)},

@@ -120,9 +120,13 @@ export function Form({ onSubmit, children, label }: { onSubmit: () => Promise<vo
 /** A column of Table: its heading, hidden on a phone (sm), or only for screen readers (hidden). */
 export type Column = string | { label: string; sm?: boolean; hidden?: boolean }
 
-/** Table is a list's table: the header from cols, the rows as given. */
-export function Table({ cols, children }: { cols: Column[]; children: ComponentChildren }) {
+/** Table is a list's table: the header from cols, the rows as given, 25 at a time ("Show more"). */
+export function Table({ cols, children, page = 25 }: { cols: Column[]; children: ComponentChildren; page?: number }) {
+  const [shown, setShown] = useState(page)
+  const rows = Array.isArray(children) ? children : [children]
+  const more = rows.length - shown
   return (
+    <>
     <table>
       <thead>
         <tr>
@@ -136,8 +140,14 @@ export function Table({ cols, children }: { cols: Column[]; children: ComponentC
           })}
         </tr>
       </thead>
-      <tbody>{children}</tbody>
+      <tbody>{more > 0 ? rows.slice(0, shown) : rows}</tbody>
     </table>
+    {more > 0 && (
+      <button class="spaced" onClick={() => setShown(shown + page)}>
+        Show more ({more})
+      </button>
+    )}
+    </>
   )
 }
 

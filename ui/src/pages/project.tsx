@@ -140,6 +140,13 @@ function Overview({ p, active, conns }: { p: P; active: boolean; conns: ReturnTy
               <>
                 <CopyField label="Direct connection" value={conns.data.connections.direct_url} secret />
                 <CopyField label="Pooled connection (PgBouncer, transaction mode)" value={conns.data.connections.pooled_url} secret />
+                <p class="hint">
+                  The URLs verify the server (sslmode=verify-full) against the appliance's CA: on another machine, point sslrootcert at{' '}
+                  <a href="/v1/ca.crt" download="appliance-ca.crt">
+                    the CA certificate
+                  </a>
+                  .
+                </p>
               </>
             )}
           </section>
