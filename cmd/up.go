@@ -222,6 +222,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	var runner *scheduler.Runner
 	var svc *appliance.Service
 	var srv *http.Server
+	var api *httpapi.Server
 	var kv *kvproxy.Server
 	hostname, _ := os.Hostname()
 	components := []component{
@@ -269,6 +270,11 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 					log.Error("export expiry sweep", "err", err)
 				} else if n > 0 {
 					log.Info("export expiry sweep", "expired", n)
+				}
+				if n, err := svc.SweepEvents(ctx); err != nil {
+					log.Error("event log sweep", "err", err)
+				} else if n > 0 {
+					log.Info("event log sweep", "deleted", n)
 				}
 			}); err != nil {
 				return err
@@ -341,7 +347,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			if err != nil {
 				return err
 			}
-			api := httpapi.New(svc, httpapi.Options{Log: log, Limits: limits, Extra: testRoutes(svc, runner)})
+			api = httpapi.New(svc, httpapi.Options{Log: log, Limits: limits, Extra: testRoutes(svc, runner)})
 			srv = &http.Server{Handler: ui.Mount(api), TLSConfig: tlsCfg, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 				// Headers in bounded time; the request's body and answer get per-route deadlines (httpapi:
 				// none for the streaming routes); idle keep-alive connections are closed.
@@ -352,7 +358,10 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 				}
 			}()
 			return nil
-		}, stop: func(ctx context.Context) error { return srv.Shutdown(ctx) }},
+		}, stop: func(ctx context.Context) error {
+			api.Close() // event streams end first: Shutdown waits for every handler
+			return srv.Shutdown(ctx)
+		}},
 	}
 
 	ctx, stopSignals := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)

@@ -369,6 +369,8 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("POST", project+"/approvals", "/v1/projects/{projectID}/approvals", b.adminKey, map[string]any{"action": "nope"}, 400)
 	call("GET", project+"/audit-events", "/v1/projects/{projectID}/audit-events", b.adminKey, nil, 200)
 	call("GET", project+"/jobs", "/v1/projects/{projectID}/jobs", b.adminKey, nil, 200)
+	call("GET", project+"/events?follow=false", "/v1/projects/{projectID}/events", b.adminKey, nil, 200)
+	call("GET", project+"/events?last_event_id=x", "/v1/projects/{projectID}/events", b.adminKey, nil, 400)
 	call("GET", "/v1/jobs/job_nope", "/v1/jobs/{jobID}", b.adminKey, nil, 404)
 
 	call("GET", "/v1/projects", "/v1/projects", b.adminKey, nil, 200)

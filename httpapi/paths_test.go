@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestUncleanPathsNeverRedirect: a "." or ".." segment (plain or escaped) or a doubled slash is refused
@@ -63,6 +65,9 @@ func FuzzRequests(f *testing.F) {
 		}
 		req.Header.Set("Authorization", "Bearer "+b.adminKey)
 		req.Header.Set("Content-Type", "application/json")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // an event stream ends with it
+		defer cancel()
+		req = req.WithContext(ctx)
 		rec := httptest.NewRecorder()
 		b.api.ServeHTTP(rec, req)
 		if rec.Code >= 500 || (rec.Code >= 300 && rec.Code < 400) {

@@ -117,6 +117,10 @@ func (s *Server) table() []Route {
 
 		// Jobs
 		{Method: get, Path: "/v1/jobs/{jobID}", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "Get a job", Do: Without(s.getJob)},
+		{Method: get, Path: "/v1/projects/{projectID}/events", Tag: "events", Scope: appliance.ScopeProjectsRead, Status: ok, Stream: true,
+			ContentType: "text/event-stream", Summary: "The project's events as a stream (text/event-stream): those after Last-Event-ID, then live ones; a heartbeat comment every 15 s",
+			Query: []Param{{Name: "last_event_id", Type: "string", Doc: "resume after this event position (the Last-Event-ID header wins)"},
+				{Name: "follow", Type: "boolean", Default: true, Doc: "false: send the events the log holds and end (no live ones)"}}, Do: Raw(s.projectEvents)},
 		{Method: get, Path: "/v1/projects/{projectID}/jobs", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "List a project's jobs",
 			Query: []Param{limitParam(25)}, Do: Without(s.projectJobs)},
 	})

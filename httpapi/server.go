@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/theappliance/appliance/appliance"
@@ -29,6 +30,8 @@ type Options struct {
 	// ReadTimeout and WriteTimeout bound each non-streaming request (0: RequestReadTimeout and
 	// RequestWriteTimeout).
 	ReadTimeout, WriteTimeout time.Duration
+	// Heartbeat is how often an event stream sends a comment when it has nothing else (0: DefaultHeartbeat).
+	Heartbeat time.Duration
 }
 
 // Server serves the API.
@@ -40,6 +43,9 @@ type Server struct {
 	limiter                   *limiter
 	openapi                   []byte
 	readTimeout, writeTimeout time.Duration
+	heartbeat                 time.Duration
+	done                      chan struct{} // closed by Close: event streams end
+	closeOnce                 sync.Once
 }
 
 // New builds the server and its route table.
@@ -48,7 +54,8 @@ func New(svc *appliance.Service, opts Options) *Server {
 		opts.Log = slog.Default()
 	}
 	s := &Server{svc: svc, log: opts.Log, mux: http.NewServeMux(), limiter: newLimiter(opts.Limits),
-		readTimeout: cmp.Or(opts.ReadTimeout, RequestReadTimeout), writeTimeout: cmp.Or(opts.WriteTimeout, RequestWriteTimeout)}
+		readTimeout: cmp.Or(opts.ReadTimeout, RequestReadTimeout), writeTimeout: cmp.Or(opts.WriteTimeout, RequestWriteTimeout),
+		heartbeat: cmp.Or(opts.Heartbeat, DefaultHeartbeat), done: make(chan struct{})}
 	s.routes = append(s.table(), opts.Extra...)
 	for i := range s.routes {
 		rt := &s.routes[i]
@@ -108,7 +115,12 @@ const (
 )
 
 // Close stops background work of the server.
-func (s *Server) Close() { s.limiter.stop() }
+// Close ends the event streams and stops background work (call it before http.Server.Shutdown, which
+// waits for the streams' handlers).
+func (s *Server) Close() {
+	s.limiter.stop()
+	s.closeOnce.Do(func() { close(s.done) })
+}
 
 var pathParam = regexp.MustCompile(`\{([A-Za-z]+)\}`)
 

@@ -50,6 +50,7 @@ const (
 type Runner struct {
 	db    *store.DB
 	opts  Options
+	onEnd func(tx *store.Tx, j *store.Job) error
 	log   *slog.Logger
 	cron  *cron.Cron
 	wakes []chan struct{} // one per worker; fixed in New so Notify needs no lock
@@ -197,6 +198,9 @@ func (r *Runner) recoverInterrupted() error {
 				r.log.Error("job interrupted by a previous stop and out of attempts", "job", j.ID, "type", j.Type, "attempts", j.Attempts)
 			}
 			if err := store.Jobs.Put(tx, j); err != nil {
+				return err
+			}
+			if err := r.ended(tx, j); err != nil {
 				return err
 			}
 		}
@@ -500,7 +504,10 @@ func (r *Runner) settle(j *store.Job, change func(cur *store.Job, now time.Time)
 		change(cur, now)
 		cur.UpdatedAt = now
 		applied = true
-		return store.Jobs.Put(tx, cur)
+		if err := store.Jobs.Put(tx, cur); err != nil {
+			return err
+		}
+		return r.ended(tx, cur)
 	})
 	if err == nil && !applied {
 		r.log.Warn("job is no longer the claim its handler runs under (released by Stop?); change discarded", "job", j.ID)
@@ -512,4 +519,15 @@ func (r *Runner) settle(j *store.Job, change func(cur *store.Job, now time.Time)
 func owns(cur, j *store.Job) bool {
 	return cur.State == StateRunning && cur.Attempts == j.Attempts && cur.ClaimedAt != nil &&
 		j.ClaimedAt != nil && cur.ClaimedAt.Equal(*j.ClaimedAt)
+}
+
+// OnEnd registers fn, called in the transaction that records a job's end (completed or failed), so that
+// what it writes (an event) commits with the end or not at all. Set it before Start.
+func (r *Runner) OnEnd(fn func(tx *store.Tx, j *store.Job) error) { r.onEnd = fn }
+
+func (r *Runner) ended(tx *store.Tx, j *store.Job) error {
+	if r.onEnd == nil || (j.State != StateCompleted && j.State != StateFailed) {
+		return nil
+	}
+	return r.onEnd(tx, j)
 }

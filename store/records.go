@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -415,3 +416,35 @@ var (
 	StorageSamples      = newTable("storage_samples", func(r *StorageSample) string { return r.ID })
 	StorageSamplesByOrg = StorageSamples.index("organization", func(r *StorageSample) []string { return []string{r.OrganizationID} })
 )
+
+// Event is one entry of the durable event log, appended in the same transaction as the change it tells.
+// Seq orders the whole log (and so each organization's and project's events); ID is Seq as 20 digits.
+type Event struct {
+	ID             string          `json:"id"`
+	Seq            uint64          `json:"seq"`
+	Type           string          `json:"type"`
+	OrganizationID string          `json:"organization_id"`
+	ProjectID      string          `json:"project_id"`
+	Data           json.RawMessage `json:"data"`
+	CreatedAt      time.Time       `json:"created_at"`
+}
+
+// The events table.
+var (
+	Events          = newTable("events", func(r *Event) string { return r.ID })
+	EventsByProject = Events.index("project", func(r *Event) []string { return nonEmpty(r.ProjectID) })
+	EventsByOrg     = Events.index("organization", func(r *Event) []string { return nonEmpty(r.OrganizationID) })
+)
+
+// EventID is the ID of the event at seq.
+func EventID(seq uint64) string { return fmt.Sprintf("%020d", seq) }
+
+// AppendEvent gives e the log's next position and stores it.
+func AppendEvent(tx *Tx, e *Event) error {
+	seq, err := tx.tx.Bucket(Events.bucket).NextSequence()
+	if err != nil {
+		return fmt.Errorf("event sequence: %w", err)
+	}
+	e.Seq, e.ID = seq, EventID(seq)
+	return Events.Put(tx, e)
+}

@@ -217,8 +217,9 @@ func (t *Table[T]) All(tx *Tx, keep func(*T) bool) ([]*T, error) {
 
 // Query selects records through an index.
 type Query struct {
-	Newest bool // newest first (IDs sort by creation time)
-	Limit  int  // 0 means no limit
+	Newest bool   // newest first (IDs sort by creation time)
+	Limit  int    // 0 means no limit
+	After  string // oldest first, only IDs after this one
 }
 
 // Lookup returns the records filed under key in ix, oldest first unless q.Newest.
@@ -236,6 +237,11 @@ func (t *Table[T]) Lookup(tx *Tx, ix *Index[T], key string, q Query) ([]*T, erro
 			k, _ = c.Last()
 		} else {
 			k, _ = c.Prev()
+		}
+	} else if q.After != "" {
+		from := append(append([]byte{}, prefix...), q.After...)
+		if k, _ = c.Seek(from); k != nil && bytes.Equal(k, from) {
+			k, _ = c.Next()
 		}
 	} else {
 		k, _ = c.Seek(prefix)

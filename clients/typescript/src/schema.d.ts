@@ -596,6 +596,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{projectID}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The project's events as a stream (text/event-stream): those after Last-Event-ID, then live ones; a heartbeat comment every 15 s
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{projectID}/exports": {
         parameters: {
             query?: never;
@@ -3698,6 +3718,43 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDEvents: {
+        parameters: {
+            query?: {
+                /** @description resume after this event position (the Last-Event-ID header wins) */
+                last_event_id?: string;
+                /** @description false: send the events the log holds and end (no live ones) */
+                follow?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": unknown;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

@@ -1,0 +1,137 @@
+package appliance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// EventType is a kind of event of the log: its name, when it is appended, and its payload (data).
+type EventType struct {
+	Name    string
+	When    string
+	Payload string // the JSON shape of data
+}
+
+// JobEvent is the data of the job events and of the events a job's end tells.
+type JobEvent struct {
+	Job *Job `json:"job"`
+}
+
+// EventTypes are every event the appliance appends; docs/api-decisions.md shows this table
+// (UPDATE_DOCS=1 go test ./appliance -run TestEventTableDoc).
+var EventTypes = []EventType{
+	{"job.completed", "a job completed (every job)", "{job}"},
+	{"job.failed", "a job failed after its last attempt (every job)", "{job}"},
+	{"project.ready", "a project's provisioning completed: it accepts connections", "{job}"},
+	{"project.deleted", "a project's deletion completed: its instance, data and backups are gone", "{job}"},
+	{"backup.completed", "a backup was taken (its verification follows in the job's result)", "{job}"},
+	{"restore.completed", "a restore replaced the project's database", "{job}"},
+	{"export.completed", "an export's dump is ready to download", "{job}"},
+	{"import.completed", "an uploaded dump was restored, or a follow was cut over", "{job}"},
+	{"credentials.rotated", "a rotation made a new credential current (the old one works until the overlap ends)", "{job}"},
+}
+
+// jobEvents are the events a job type's completion tells besides job.completed.
+var jobEvents = map[string]string{
+	JobProjectProvision:    "project.ready",
+	JobProjectDelete:       "project.deleted",
+	JobBackupCreate:        "backup.completed",
+	JobBackupRestore:       "restore.completed",
+	JobExportCreate:        "export.completed",
+	JobImportRestore:       "import.completed",
+	JobImportFollowCutover: "import.completed",
+	JobProjectRotate:       "credentials.rotated",
+}
+
+// EventRetention is how long the log keeps an event (a stream resuming from an older position starts
+// at the oldest event kept).
+const EventRetention = 7 * 24 * time.Hour
+
+// appendEvent adds an event to the log inside tx.
+func (s *Service) appendEvent(tx *store.Tx, typ, orgID, projectID string, data any) error {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("event %s: %w", typ, err)
+	}
+	return store.AppendEvent(tx, &store.Event{Type: typ, OrganizationID: orgID, ProjectID: projectID, Data: raw, CreatedAt: s.now()})
+}
+
+// jobEnded is the runner's end hook: in the transaction that records a job's end, the log gets
+// job.completed or job.failed, and what a completed job of its type means.
+func (s *Service) jobEnded(tx *store.Tx, j *store.Job) error {
+	data := JobEvent{Job: JobView(j)}
+	typ := "job.completed"
+	if j.State == scheduler.StateFailed {
+		typ = "job.failed"
+	}
+	if err := s.appendEvent(tx, typ, j.OrganizationID, j.ProjectID, data); err != nil {
+		return err
+	}
+	if extra, ok := jobEvents[j.Type]; ok && j.State == scheduler.StateCompleted {
+		return s.appendEvent(tx, extra, j.OrganizationID, j.ProjectID, data)
+	}
+	return nil
+}
+
+// SweepEvents deletes the events older than EventRetention; it reports how many.
+func (s *Service) SweepEvents(ctx context.Context) (int, error) {
+	cutoff := s.now().Add(-EventRetention)
+	n := 0
+	err := s.db.Update(func(tx *store.Tx) error {
+		old, err := store.Events.All(tx, func(e *store.Event) bool { return e.CreatedAt.Before(cutoff) })
+		if err != nil {
+			return err
+		}
+		for _, e := range old {
+			if err := store.Events.Delete(tx, e.ID); err != nil {
+				return err
+			}
+		}
+		n = len(old)
+		return nil
+	})
+	return n, err
+}
+
+// EventTable renders EventTypes as the Markdown table of docs/api-decisions.md.
+func EventTable() string {
+	var b strings.Builder
+	b.WriteString("| Type | When | data |\n|---|---|---|\n")
+	for _, e := range EventTypes {
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` |\n", e.Name, e.When, e.Payload)
+	}
+	return b.String()
+}
+
+// Event is an event as the API streams it.
+type Event struct {
+	Seq  uint64          `json:"seq"`
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data"`
+}
+
+// ProjectEvents returns up to limit events of a project the caller may see, after position after, oldest
+// first.
+func (s *Service) ProjectEvents(ctx context.Context, p *Principal, projectID string, after uint64, limit int) ([]Event, error) {
+	out := []Event{}
+	err := s.db.View(func(tx *store.Tx) error {
+		if _, err := s.visibleProject(tx, p, projectID); err != nil {
+			return err
+		}
+		evs, err := store.Events.Lookup(tx, store.EventsByProject, projectID, store.Query{After: store.EventID(after), Limit: limit})
+		if err != nil {
+			return Internal(err, "read events")
+		}
+		for _, e := range evs {
+			out = append(out, Event{Seq: e.Seq, Type: e.Type, Data: e.Data})
+		}
+		return nil
+	})
+	return out, err
+}

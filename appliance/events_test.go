@@ -1,0 +1,89 @@
+package appliance_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/store"
+)
+
+const (
+	eventBegin = "<!-- event-table:begin (generated from appliance.EventTypes: UPDATE_DOCS=1 go test ./appliance -run TestEventTableDoc) -->\n"
+	eventEnd   = "<!-- event-table:end -->"
+)
+
+// TestEventTableDoc keeps the event table of docs/api-decisions.md identical to appliance.EventTypes.
+func TestEventTableDoc(t *testing.T) {
+	path := "../docs/api-decisions.md"
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, rest, ok := strings.Cut(string(doc), eventBegin)
+	_, after, ok2 := strings.Cut(rest, eventEnd)
+	if !ok || !ok2 {
+		t.Fatalf("%s lacks the event-table markers", path)
+	}
+	want := before + eventBegin + appliance.EventTable() + eventEnd + after
+	if want == string(doc) {
+		return
+	}
+	if os.Getenv("UPDATE_DOCS") != "" {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("the event table in %s is out of date: run UPDATE_DOCS=1 go test ./appliance -run TestEventTableDoc", path)
+}
+
+func projectEvents(t *testing.T, e interface {
+	View(func(*store.Tx) error) error
+}, projectID string) []*store.Event {
+	t.Helper()
+	var out []*store.Event
+	if err := e.View(func(tx *store.Tx) (err error) {
+		out, err = store.Events.Lookup(tx, store.EventsByProject, projectID, store.Query{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestJobEndsAreLogged: a job's end appends job.completed (and what it means: project.ready, …) in the
+// transaction that records it, in order; a failed job appends job.failed; old events are swept.
+func TestJobEndsAreLogged(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "logged", "development")
+	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{})
+	runJob(t, e, res, err)
+	var types []string
+	var last uint64
+	for _, ev := range projectEvents(t, e.DB, prj.ID) {
+		types = append(types, ev.Type)
+		if ev.Seq <= last {
+			t.Errorf("events out of order: %d after %d", ev.Seq, last)
+		}
+		last = ev.Seq
+	}
+	if got := strings.Join(types, " "); got != "job.completed project.ready job.completed backup.completed" {
+		t.Fatalf("events %q", got)
+	}
+	evs := projectEvents(t, e.DB, prj.ID)
+	if !strings.Contains(string(evs[1].Data), `"type":"project.provision"`) || evs[1].OrganizationID != prj.OrganizationID {
+		t.Errorf("project.ready data: %s", evs[1].Data)
+	}
+	// After the retention, the sweep deletes them.
+	e.Svc.SetClock(func() time.Time { return time.Now().Add(appliance.EventRetention + time.Hour) })
+	if n, err := e.Svc.SweepEvents(t.Context()); err != nil || n < 4 {
+		t.Fatalf("sweep: %d %v", n, err)
+	}
+	if left := projectEvents(t, e.DB, prj.ID); len(left) != 0 {
+		t.Errorf("%d events left after the retention", len(left))
+	}
+}

@@ -1,0 +1,126 @@
+package httpapi
+
+import (
+	"bufio"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/theappliance/appliance/appliance"
+)
+
+// sseEvent is one event read off a stream.
+type sseEvent struct{ id, typ, data string }
+
+// openStream connects to a project's event stream and returns a channel of its events (and of a
+// heartbeat as typ "heartbeat"); it is closed when the stream ends.
+func openStream(t *testing.T, b *bundle, projectID, cred, lastID string) (<-chan sseEvent, *http.Response) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", b.ts.URL+"/v1/projects/"+projectID+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+cred)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	res, err := b.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan sseEvent, 100)
+	go func() {
+		defer close(out)
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		var cur sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == ": heartbeat":
+				out <- sseEvent{typ: "heartbeat"}
+			case strings.HasPrefix(line, "id: "):
+				cur.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				cur.typ = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				cur.data = line[6:]
+			case line == "" && cur.typ != "":
+				out <- cur
+				cur = sseEvent{}
+			}
+		}
+	}()
+	return out, res
+}
+
+func next(t *testing.T, c <-chan sseEvent, skipHeartbeats bool) sseEvent {
+	t.Helper()
+	for {
+		select {
+		case e, ok := <-c:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			if skipHeartbeats && e.typ == "heartbeat" {
+				continue
+			}
+			return e
+		case <-time.After(60 * time.Second):
+			t.Fatal("no event")
+		}
+	}
+}
+
+// TestProjectEventStream: the stream gives the events the log holds after the client's position, then live
+// ones, with heartbeats; a reconnect with Last-Event-ID misses nothing and repeats nothing; a key of
+// another project is refused; Close ends streams.
+func TestProjectEventStream(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{instances: true, limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
+	b.api.heartbeat = 200 * time.Millisecond
+	prj := b.provision("streamed", "development")
+	s, res := openStream(t, b, prj.ID, b.adminKey, "")
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d %v", res.StatusCode, res.Header)
+	}
+	first, second := next(t, s, true), next(t, s, true)
+	if first.typ != "job.completed" || second.typ != "project.ready" || !strings.Contains(second.data, `"type":"project.provision"`) {
+		t.Fatalf("the log's events: %+v %+v", first, second)
+	}
+	if e := next(t, s, false); e.typ != "heartbeat" {
+		t.Fatalf("no heartbeat while idle: %+v", e)
+	}
+	// Live: a backup's end arrives as it happens.
+	r := b.do("POST", "/v1/projects/"+prj.ID+"/backups", b.adminKey, map[string]any{})
+	if r.status != http.StatusAccepted {
+		t.Fatalf("backup: %d %s", r.status, r.body)
+	}
+	live1, live2 := next(t, s, true), next(t, s, true)
+	if live1.typ != "job.completed" || live2.typ != "backup.completed" {
+		t.Fatalf("live events: %+v %+v", live1, live2)
+	}
+	// A reconnect after the second event gets the rest, once each.
+	again, _ := openStream(t, b, prj.ID, b.adminKey, second.id)
+	if e := next(t, again, true); e.id != live1.id || e.typ != "job.completed" {
+		t.Fatalf("resumed at %+v, want %s", e, live1.id)
+	}
+	if e := next(t, again, true); e.id != live2.id {
+		t.Fatalf("then %+v", e)
+	}
+	// Another project's key is refused before any stream.
+	other := b.project("other", "development")
+	otherKey := b.key(other.ID, appliance.ScopeProjectsRead)
+	req, _ := http.NewRequest("GET", b.ts.URL+"/v1/projects/"+prj.ID+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+otherKey)
+	if res, err := b.ts.Client().Do(req); err != nil || res.StatusCode != http.StatusForbidden {
+		t.Fatalf("another project's key: %v %v", res.StatusCode, err)
+	}
+	// follow=false: the backlog, then the end.
+	r = b.do("GET", "/v1/projects/"+prj.ID+"/events?follow=false", b.adminKey, nil)
+	if r.status != http.StatusOK || strings.Count(string(r.body), "\nevent: ") != 4 {
+		t.Fatalf("follow=false: %d %s", r.status, r.body)
+	}
+	// Shutdown ends the streams.
+	b.api.Close()
+	for range s {
+	}
+}
