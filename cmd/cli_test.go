@@ -76,7 +76,7 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 	ts.TLS = tlsCfg
 	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // handshake failures are expected in the TLS test
 	ts.StartTLS()
-	t.Cleanup(func() { ts.Close(); api.Close() })
+	t.Cleanup(func() { api.Close(); ts.Close() })
 
 	e := &cliEnv{t: t, env: env, svc: svc, url: ts.URL, caPath: ca.CertPath(), boot: boot,
 		cfgPath: filepath.Join(t.TempDir(), "cli", "config.json")}

@@ -82,7 +82,7 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 	e := appliancetest.New(t, appliancetest.Options{})
 	api := New(e.Svc, Options{Log: slog.New(slog.DiscardHandler), ReadTimeout: 300 * time.Millisecond})
 	ts := httptest.NewServer(api)
-	t.Cleanup(func() { ts.Close(); api.Close() })
+	t.Cleanup(func() { api.Close(); ts.Close() })
 	c, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)

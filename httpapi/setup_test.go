@@ -48,7 +48,7 @@ func setup(t testing.TB, opts ...setupOpts) *bundle {
 	e := appliancetest.New(t, appliancetest.Options{Instances: o.instances})
 	api := New(e.Svc, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: o.limits})
 	ts := httptest.NewServer(api)
-	t.Cleanup(func() { ts.Close(); api.Close() })
+	t.Cleanup(func() { api.Close(); ts.Close() })
 	b := &bundle{t: t, env: e, svc: e.Svc, api: api, ts: ts, db: e.DB, adminKey: e.Bootstrap.APIKey, box: e.Box}
 	var err error
 	e.DB.View(func(tx *store.Tx) error {

@@ -77,7 +77,7 @@ export function CopyField({ label, value, secret = false }: { label: string; val
             {shown ? 'Hide' : 'Show'}
           </button>
         )}
-        <button type="button" onClick={copy} aria-label={'Copy ' + label}>
+        <button type="button" onClick={copy} aria-label={(copied ? 'Copied ' : 'Copy ') + label}>
           {copied ? 'Copied' : 'Copy'}
         </button>
       </div>

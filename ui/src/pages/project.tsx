@@ -2,6 +2,7 @@ import { useState } from 'preact/hooks'
 import { get, post, seg, type Connections, type Job, type Project as P, type Schemas } from '../api'
 import { Badge, CopyField, Empty, ErrorBox, Form, Table, useLoad, when } from '../ui'
 import { bytes } from './overview'
+import { useProjectEvents } from '../events'
 import { ImportsTab, ScheduleCard } from './imports'
 import { AuditTab, BackupsTab, DataTab, ExtensionsTab, SettingsTab } from './project_tabs'
 
@@ -69,12 +70,18 @@ function Backups({ path, active }: { path: string; active: boolean }) {
 
 export function Project({ id, tab = '' }: { id: string; tab?: string }) {
   const path = '/v1/projects/' + seg(id)
-  const prj = useLoad(() => get<{ project: P }>(path), [id], 2000)
+  // Live: the project's event stream reloads what a job's end changed; a slow poll stays as a fallback
+  // (runtime status changes that are not job ends, a stream that cannot connect).
+  const prj = useLoad(() => get<{ project: P }>(path), [id], 5000)
   const p = prj.data?.project
   const active = p?.state === 'active'
   const conns = useLoad(() => (active ? get<{ connections: Connections }>(path + '/connections') : Promise.resolve(undefined)), [id, active])
   const [jobLimit, setJobLimit] = useState(10)
-  const jobs = useLoad(() => get<{ jobs: Job[] }>(path + '/jobs?limit=' + jobLimit), [id, jobLimit], 2000)
+  const jobs = useLoad(() => get<{ jobs: Job[] }>(path + '/jobs?limit=' + jobLimit), [id, jobLimit], 5000)
+  useProjectEvents(id, () => {
+    prj.reload()
+    jobs.reload()
+  })
   return (
     <main>
       <p class="crumbs">
