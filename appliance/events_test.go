@@ -1,12 +1,12 @@
 package appliance_test
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -17,27 +17,8 @@ const (
 
 // TestEventTableDoc keeps the event table of docs/api-decisions.md identical to appliance.EventTypes.
 func TestEventTableDoc(t *testing.T) {
-	path := "../docs/api-decisions.md"
-	doc, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, rest, ok := strings.Cut(string(doc), eventBegin)
-	_, after, ok2 := strings.Cut(rest, eventEnd)
-	if !ok || !ok2 {
-		t.Fatalf("%s lacks the event-table markers", path)
-	}
-	want := before + eventBegin + appliance.EventTable() + eventEnd + after
-	if want == string(doc) {
-		return
-	}
-	if os.Getenv("UPDATE_DOCS") != "" {
-		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Fatalf("the event table in %s is out of date: run UPDATE_DOCS=1 go test ./appliance -run TestEventTableDoc", path)
+	appliancetest.DocSection(t, "../docs/api-decisions.md", eventBegin, eventEnd, appliance.EventTable(),
+		"UPDATE_DOCS=1 go test ./appliance -run TestEventTableDoc")
 }
 
 func projectEvents(t *testing.T, e interface {
