@@ -31,7 +31,7 @@ func TestPreflightOutboundPolicy(t *testing.T) {
 	e, p := realEnv(t) // the tests' policy: the defaults plus --outbound-allow 127.0.0.0/8
 	prj := provision(t, e, p, "importer", "development")
 	other := provision(t, e, p, "neighbour", "development")
-	http := httpListener(t)
+	http := httpListener(t, e)
 
 	for name, c := range map[string]struct{ url, want string }{
 		"another project's server":  {fmt.Sprintf("postgres://x:y@127.0.0.1:%d/%s", other.DirectPort, other.DatabaseName), "refused by the outbound policy"},
@@ -74,12 +74,22 @@ func TestPreflightLoopbackRefusedByDefault(t *testing.T) {
 	}
 }
 
-// httpListener answers every connection with an HTTP error and returns its port.
-func httpListener(t *testing.T) int {
+// httpListener answers every connection with an HTTP error and returns its port (outside the Env's
+// instance range, which the policy refuses as the appliance's own).
+func httpListener(t *testing.T, e *appliancetest.Env) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	own := e.Svc.Config().Ports
+	var ln net.Listener
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := l.Addr().(*net.TCPAddr).Port; p < own.First || p > own.Last {
+			ln = l
+			break
+		}
+		l.Close()
 	}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
