@@ -35,6 +35,8 @@ var EventTypes = []EventType{
 	{"export.completed", "an export's dump is ready to download", "{job}"},
 	{"import.completed", "an uploaded dump was restored, or a follow was cut over", "{job}"},
 	{"credentials.rotated", "a rotation made a new credential current (the old one works until the overlap ends)", "{job}"},
+	{"webhook.test", "POST .../webhook-endpoints/{endpointID}/test: sent to that endpoint only, whatever its event_types (never in the log or a stream)", "{webhook_endpoint_id, organization_id}"},
+	{"webhook_endpoint.disabled", "a webhook endpoint was disabled: through the API, on a 410 Gone, or after failing for 5 days (organization event: on no project stream)", "{webhook_endpoint, reason}"},
 }
 
 // jobEvents are the events a job type's completion tells besides job.completed.
@@ -53,13 +55,17 @@ var jobEvents = map[string]string{
 // at the oldest event kept).
 const EventRetention = 7 * 24 * time.Hour
 
-// appendEvent adds an event to the log inside tx.
+// appendEvent adds an event to the log inside tx, and queues its webhook deliveries.
 func (s *Service) appendEvent(tx *store.Tx, typ, orgID, projectID string, data any) error {
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return fmt.Errorf("event %s: %w", typ, err)
 	}
-	return store.AppendEvent(tx, &store.Event{Type: typ, OrganizationID: orgID, ProjectID: projectID, Data: raw, CreatedAt: s.now()})
+	e := &store.Event{Type: typ, OrganizationID: orgID, ProjectID: projectID, Data: raw, CreatedAt: s.now()}
+	if err := store.AppendEvent(tx, e); err != nil {
+		return err
+	}
+	return s.fanOut(tx, e)
 }
 
 // jobEnded is the runner's end hook: in the transaction that records a job's end, the log gets
@@ -79,7 +85,8 @@ func (s *Service) jobEnded(tx *store.Tx, j *store.Job) error {
 	return nil
 }
 
-// SweepEvents deletes the events older than EventRetention; it reports how many.
+// SweepEvents deletes the events older than EventRetention and the ended webhook deliveries older than
+// DeliveryRetention; it reports how many.
 func (s *Service) SweepEvents(ctx context.Context) (int, error) {
 	cutoff := s.now().Add(-EventRetention)
 	n := 0
@@ -93,8 +100,9 @@ func (s *Service) SweepEvents(ctx context.Context) (int, error) {
 				return err
 			}
 		}
-		n = len(old)
-		return nil
+		swept, err := s.sweepDeliveries(tx)
+		n = len(old) + swept
+		return err
 	})
 	return n, err
 }

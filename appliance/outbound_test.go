@@ -78,20 +78,7 @@ func TestPreflightLoopbackRefusedByDefault(t *testing.T) {
 // instance range, which the policy refuses as the appliance's own).
 func httpListener(t *testing.T, e *appliancetest.Env) int {
 	t.Helper()
-	own := e.Svc.Config().Ports
-	var ln net.Listener
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p := l.Addr().(*net.TCPAddr).Port; p < own.First || p > own.Last {
-			ln = l
-			break
-		}
-		l.Close()
-	}
-	t.Cleanup(func() { ln.Close() })
+	ln := e.Listen(t)
 	go func() {
 		for {
 			c, err := ln.Accept()

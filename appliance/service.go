@@ -58,6 +58,8 @@ type Service struct {
 	importLimit atomic.Int64
 	// uploads tracks the upload PUTs being received: one per upload at a time, bytes per project.
 	uploads uploadGate
+	// hooks delivers webhooks (RunWebhooks).
+	hooks *webhooks
 }
 
 // New returns a service; jobs may be nil until the runner exists (SetNotifier).
@@ -68,8 +70,10 @@ func New(cfg Config, db *store.DB, box *SecretBox, log *slog.Logger) *Service {
 	if cfg.Region == "" {
 		cfg.Region = "local"
 	}
-	return &Service{cfg: cfg, db: db, box: box, log: log, now: func() time.Time { return time.Now().UTC() }, Probe: &Probes{},
+	s := &Service{cfg: cfg, db: db, box: box, log: log, now: func() time.Time { return time.Now().UTC() }, Probe: &Probes{},
 		preflights: perKeyRate{every: time.Minute / preflightsPerMinute, burst: preflightsPerMinute}}
+	s.hooks = newWebhooks(DefaultWebhookOptions, s.policy())
+	return s
 }
 
 // SetNotifier connects the job runner.

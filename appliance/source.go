@@ -33,10 +33,7 @@ func (s *Service) parseSource(raw string) (*SourceURL, error) {
 	if err != nil {
 		return nil, err
 	}
-	src.pol = s.cfg.Outbound
-	if src.pol == nil {
-		src.pol = &outbound.Policy{}
-	}
+	src.pol = s.policy()
 	return src, nil
 }
 

@@ -21,7 +21,7 @@ type UsageTotals struct {
 	PreviewsLimit         int     `json:"previews_limit"`
 	BackupsStorageBytes   int64   `json:"backups_storage_bytes" doc:"bytes in the backup store: WAL archive, base backups, exports and uploaded dumps"`
 	JobSuccessRate7d      float64 `json:"job_success_rate_7d" doc:"completed / (completed + failed) over the last 7 days; 1 when no job ended"`
-	WebhookDeliveryRate7d float64 `json:"webhook_delivery_rate_7d" doc:"delivered / attempted over the last 7 days; 1 when nothing was attempted"`
+	WebhookDeliveryRate7d float64 `json:"webhook_delivery_rate_7d" doc:"webhook deliveries delivered / (delivered + failed) among those that ended in the last 7 days; 1 when none ended"`
 }
 
 // ProjectUsage is one project's row.
@@ -114,8 +114,12 @@ func (s *Service) OrganizationUsage(ctx context.Context, p *Principal, orgID str
 	if completed+failed > 0 {
 		u.Totals.JobSuccessRate7d = float64(completed) / float64(completed+failed)
 	}
-	u.Totals.WebhookDeliveryRate7d = 1 // no outbound webhooks exist yet: nothing was attempted
 	if err := s.db.View(func(tx *store.Tx) error {
+		rate, err := s.deliveryRate(tx, orgID, s.now().Add(-7*24*time.Hour))
+		if err != nil {
+			return Internal(err, "measure webhook deliveries")
+		}
+		u.Totals.WebhookDeliveryRate7d = rate
 		samples, err := store.StorageSamples.Lookup(tx, store.StorageSamplesByOrg, orgID, store.Query{})
 		if err != nil {
 			return Internal(err, "list storage samples")

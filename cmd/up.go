@@ -220,6 +220,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	var db *store.DB
 	var sup *postgres.Supervisor
 	var runner *scheduler.Runner
+	stopHooks := func() {}
 	var svc *appliance.Service
 	var srv *http.Server
 	var api *httpapi.Server
@@ -314,6 +315,13 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			go refill(ctx)
 			return svc.AdoptInstances(ctx)
 		}, stop: func(ctx context.Context) error { return runner.Stop(ctx) }},
+		{name: "webhooks", start: func(ctx context.Context) error {
+			hooksCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			done := make(chan struct{})
+			go func() { defer close(done); svc.RunWebhooks(hooksCtx) }()
+			stopHooks = func() { cancel(); <-done }
+			return nil
+		}, stop: func(ctx context.Context) error { stopHooks(); return nil }},
 		{name: "kv-front", start: func(ctx context.Context) error {
 			tlsCfg, err := ca.ServerTLS(uniq("localhost", "127.0.0.1", cfg.PublicHost)...)
 			if err != nil {

@@ -345,6 +345,33 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("DELETE", org+"/api-keys/"+keyID, "/v1/organizations/{orgID}/api-keys/{keyID}", b.adminKey, nil, 200)
 	call("DELETE", org+"/api-keys/key_nope", "/v1/organizations/{orgID}/api-keys/{keyID}", b.adminKey, nil, 404)
 
+	// Webhook endpoints: errors and successes conform.
+	b.env.StartWebhooks(t, nil)
+	receiver := b.env.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	hooks, hooksPattern := org+"/webhook-endpoints", "/v1/organizations/{orgID}/webhook-endpoints"
+	call("GET", hooks, hooksPattern, b.adminKey, nil, 200)
+	hook := call("POST", hooks, hooksPattern, b.adminKey, map[string]any{"url": receiver, "description": "conformance", "event_types": []string{"job.completed"}}, 201)
+	call("POST", hooks, hooksPattern, b.adminKey, map[string]any{"url": "ftp://example.com"}, 400)
+	call("POST", hooks, hooksPattern, b.adminKey, map[string]any{"url": receiver, "event_types": []string{"job.exploded"}}, 400)
+	call("POST", hooks, hooksPattern, b.adminKey, map[string]any{"url": "http://169.254.169.254/latest"}, 400)
+	hookID, _ := hook.json["webhook_endpoint"].(map[string]any)["id"].(string)
+	one, onePattern := hooks+"/"+hookID, hooksPattern+"/{endpointID}"
+	call("PATCH", one, onePattern, b.adminKey, map[string]any{"description": "renamed"}, 200)
+	call("PATCH", hooks+"/whe_nope", onePattern, b.adminKey, map[string]any{}, 404)
+	call("POST", one+"/rotate-secret", onePattern+"/rotate-secret", b.adminKey, nil, 200)
+	delivered := b.deliveredTest(hookID)
+	called["POST "+onePattern+"/test"] = true
+	call("POST", hooks+"/whe_nope/test", onePattern+"/test", b.adminKey, nil, 404)
+	call("GET", one+"/deliveries?limit=10", onePattern+"/deliveries", b.adminKey, nil, 200)
+	call("GET", one+"/deliveries?limit=0", onePattern+"/deliveries", b.adminKey, nil, 400)
+	call("POST", one+"/deliveries/"+delivered+"/redeliver", onePattern+"/deliveries/{deliveryID}/redeliver", b.adminKey, nil, 200)
+	call("PATCH", one, onePattern, b.adminKey, map[string]any{"is_active": false}, 200)
+	call("POST", one+"/deliveries/"+delivered+"/redeliver", onePattern+"/deliveries/{deliveryID}/redeliver", b.adminKey, nil, 409)
+	call("POST", one+"/test", onePattern+"/test", b.adminKey, nil, 409)
+	call("POST", one+"/deliveries/msg_nope/redeliver", onePattern+"/deliveries/{deliveryID}/redeliver", b.adminKey, nil, 404)
+	call("DELETE", one, onePattern, b.adminKey, nil, 200)
+	call("DELETE", one, onePattern, b.adminKey, nil, 404)
+
 	membersPattern := "/v1/organizations/{orgID}/members"
 	call("GET", org+"/members", membersPattern, b.adminKey, nil, 200)
 	added := call("POST", org+"/members", membersPattern, b.adminKey, map[string]any{"email": "conform@example.com", "role": "member"}, 201)

@@ -59,6 +59,17 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/organizations/{orgID}/api-keys", Tag: "api-keys", Scope: appliance.ScopeAPIKeysWrite, OrgLevel: true, Status: created, Summary: "Create an API key (plaintext returned once)", Do: With(s.createAPIKey)},
 		{Method: del, Path: "/v1/organizations/{orgID}/api-keys/{keyID}", Tag: "api-keys", Scope: appliance.ScopeAPIKeysWrite, OrgLevel: true, Status: ok, Summary: "Revoke an API key", Do: Without(s.revokeAPIKey)},
 
+		// Outbound webhook endpoints (managing them needs the organization admin role: an endpoint receives every project's events)
+		{Method: get, Path: "/v1/organizations/{orgID}/webhook-endpoints", Tag: "webhooks", Scope: appliance.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "List webhook endpoints with their health", Do: Without(s.listWebhookEndpoints)},
+		{Method: post, Path: "/v1/organizations/{orgID}/webhook-endpoints", Tag: "webhooks", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: created, Summary: "Register a webhook endpoint (its signing secret is returned once; a destination the outbound policy refuses is a 400)", Do: With(s.createWebhookEndpoint)},
+		{Method: patch, Path: "/v1/organizations/{orgID}/webhook-endpoints/{endpointID}", Tag: "webhooks", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Change a webhook endpoint (url, description, event_types, is_active)", Do: With(s.patchWebhookEndpoint)},
+		{Method: del, Path: "/v1/organizations/{orgID}/webhook-endpoints/{endpointID}", Tag: "webhooks", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Delete a webhook endpoint and its deliveries", Do: Without(s.deleteWebhookEndpoint)},
+		{Method: post, Path: "/v1/organizations/{orgID}/webhook-endpoints/{endpointID}/rotate-secret", Tag: "webhooks", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Issue a new signing secret, returned once (the previous one also signs for 24 hours)", Do: Without(s.rotateWebhookSecret)},
+		{Method: get, Path: "/v1/organizations/{orgID}/webhook-endpoints/{endpointID}/deliveries", Tag: "webhooks", Scope: appliance.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "An endpoint's deliveries with their attempts, newest first",
+			Query: []Param{limitParam(50)}, Do: Without(s.listWebhookDeliveries)},
+		{Method: post, Path: "/v1/organizations/{orgID}/webhook-endpoints/{endpointID}/deliveries/{deliveryID}/redeliver", Tag: "webhooks", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Send a delivery again as a new attempt (the same webhook-id)", Errors: []int{http.StatusConflict}, Do: Without(s.redeliverWebhook)},
+		{Method: post, Path: "/v1/organizations/{orgID}/webhook-endpoints/{endpointID}/test", Tag: "webhooks", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Send a signed webhook.test event to the endpoint", Errors: []int{http.StatusConflict}, Do: Without(s.testWebhookEndpoint)},
+
 		// Projects
 		{Method: get, Path: "/v1/projects", Tag: "projects", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "List projects",
 			Query: []Param{{Name: "organization_id", Type: "string", Doc: "the organization to list; required for platform administrators, optional (and must be their own) for others"}}, Do: Without(s.listProjects)},

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/store"
@@ -119,28 +120,62 @@ func newFixtures(b *bundle) *fixtures {
 	for _, path := range []string{"preflight", "follow", "follow/status", "follow/cutover", "follow/abort"} {
 		f.routeParams["POST /v1/projects/{projectID}/imports/"+path] = map[string]fixtureParam{"projectID": {value: f.prjF.ID, project: f.prjF.ID}}
 	}
+	// A webhook endpoint on a receiver that accepts everything, and a delivery it took.
+	b.env.StartWebhooks(b.t, nil)
+	receiver := b.env.Serve(b.t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	ep := b.do("POST", "/v1/organizations/"+b.org.ID+"/webhook-endpoints", b.adminKey, map[string]any{"url": receiver})
+	if ep.status != http.StatusCreated {
+		b.t.Fatalf("create webhook endpoint: %d %s", ep.status, ep.body)
+	}
+	endpointID := ep.json["webhook_endpoint"].(map[string]any)["id"].(string)
+	f.params["endpointID"] = fixtureParam{value: endpointID}
+	f.params["deliveryID"] = fixtureParam{value: b.deliveredTest(endpointID)}
 	f.bodies = map[string]any{
-		"POST /v1/projects/{projectID}/imports":                  map[string]any{"confirm": true},
-		"POST /v1/projects/{projectID}/imports/preflight":        map[string]any{"source_url": src.URL("shop")},
-		"POST /v1/projects/{projectID}/imports/follow":           map[string]any{"source_url": src.URL("shop"), "confirm": true},
-		"POST /v1/projects/{projectID}/imports/follow/cutover":   map[string]any{"confirm": true},
-		"POST /v1/auth/sessions":                                 map[string]any{"email": email, "password": password},
-		"POST /v1/cli/login/sessions":                            map[string]any{},
-		"PATCH /v1/organizations/{orgID}":                        map[string]any{"billing_name": "Fixture Ltd"},
-		"POST /v1/organizations/{orgID}/api-keys":                map[string]any{"name": "fixture", "scopes": []string{"projects:read"}},
-		"POST /v1/projects/{projectID}/approvals":                map[string]any{"action": "project.delete"},
-		"POST /v1/projects":                                      map[string]any{"name": "fixture"},
-		"POST /v1/organizations/{orgID}/members":                 map[string]any{"email": "new-member@example.com", "role": "member"},
-		"PATCH /v1/organizations/{orgID}/members/{userID}":       map[string]any{"role": "admin"},
-		"POST /v1/auth/password":                                 map[string]any{"current_password": "correct horse battery staple", "new_password": "another correct horse battery"},
-		"PATCH /v1/projects/{projectID}":                         map[string]any{"name": "renamed"},
-		"POST /v1/projects/{projectID}/extensions":               map[string]any{"name": "citext"},
-		"POST /v1/projects/{projectID}/backups":                  map[string]any{"label": "fixture"},
-		"POST /v1/projects/{projectID}/restore-points":           map[string]any{"label": "fixture"},
-		"POST /v1/projects/{projectID}/restores":                 map[string]any{"backup_key": "fixture-no-such-backup"},
-		"PUT /v1/projects/{projectID}/scheduled-backups/default": map[string]any{"cron_hour": 3, "cron_minute": 0, "is_active": true},
+		"POST /v1/organizations/{orgID}/webhook-endpoints":               map[string]any{"url": receiver + "/another", "event_types": []string{"job.completed"}},
+		"PATCH /v1/organizations/{orgID}/webhook-endpoints/{endpointID}": map[string]any{"description": "fixture"},
+		"POST /v1/projects/{projectID}/imports":                          map[string]any{"confirm": true},
+		"POST /v1/projects/{projectID}/imports/preflight":                map[string]any{"source_url": src.URL("shop")},
+		"POST /v1/projects/{projectID}/imports/follow":                   map[string]any{"source_url": src.URL("shop"), "confirm": true},
+		"POST /v1/projects/{projectID}/imports/follow/cutover":           map[string]any{"confirm": true},
+		"POST /v1/auth/sessions":                                         map[string]any{"email": email, "password": password},
+		"POST /v1/cli/login/sessions":                                    map[string]any{},
+		"PATCH /v1/organizations/{orgID}":                                map[string]any{"billing_name": "Fixture Ltd"},
+		"POST /v1/organizations/{orgID}/api-keys":                        map[string]any{"name": "fixture", "scopes": []string{"projects:read"}},
+		"POST /v1/projects/{projectID}/approvals":                        map[string]any{"action": "project.delete"},
+		"POST /v1/projects":                                              map[string]any{"name": "fixture"},
+		"POST /v1/organizations/{orgID}/members":                         map[string]any{"email": "new-member@example.com", "role": "member"},
+		"PATCH /v1/organizations/{orgID}/members/{userID}":               map[string]any{"role": "admin"},
+		"POST /v1/auth/password":                                         map[string]any{"current_password": "correct horse battery staple", "new_password": "another correct horse battery"},
+		"PATCH /v1/projects/{projectID}":                                 map[string]any{"name": "renamed"},
+		"POST /v1/projects/{projectID}/extensions":                       map[string]any{"name": "citext"},
+		"POST /v1/projects/{projectID}/backups":                          map[string]any{"label": "fixture"},
+		"POST /v1/projects/{projectID}/restore-points":                   map[string]any{"label": "fixture"},
+		"POST /v1/projects/{projectID}/restores":                         map[string]any{"backup_key": "fixture-no-such-backup"},
+		"PUT /v1/projects/{projectID}/scheduled-backups/default":         map[string]any{"cron_hour": 3, "cron_minute": 0, "is_active": true},
 	}
 	return f
+}
+
+// deliveredTest sends a webhook.test to the endpoint and returns the delivery once it was delivered.
+func (b *bundle) deliveredTest(endpointID string) string {
+	b.t.Helper()
+	r := b.do("POST", "/v1/organizations/"+b.org.ID+"/webhook-endpoints/"+endpointID+"/test", b.adminKey, nil)
+	if r.status != http.StatusOK {
+		b.t.Fatalf("test webhook endpoint: %d %s", r.status, r.body)
+	}
+	id := r.json["delivery"].(map[string]any)["id"].(string)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		var d *store.WebhookDelivery
+		if err := b.db.View(func(tx *store.Tx) (err error) { d, err = store.WebhookDeliveries.Get(tx, id); return err }); err != nil {
+			b.t.Fatal(err)
+		}
+		if d.State == appliance.DeliveryDelivered {
+			return id
+		}
+		if d.State == appliance.DeliveryFailed || time.Now().After(deadline) {
+			b.t.Fatalf("test delivery %s: %s %s", id, d.State, d.LastError)
+		}
+	}
 }
 
 // installOldExtension creates an extension at an old version in prjA's database, as an admin would.

@@ -448,3 +448,72 @@ func AppendEvent(tx *Tx, e *Event) error {
 	e.Seq, e.ID = seq, EventID(seq)
 	return Events.Put(tx, e)
 }
+
+// WebhookEndpoint is an organization's receiver of events. The signing secret is sealed by the secret
+// box; after a rotation the previous one keeps signing beside the new one until PreviousUntil.
+type WebhookEndpoint struct {
+	ID                  string     `json:"id"`
+	OrganizationID      string     `json:"organization_id"`
+	URL                 string     `json:"url"`
+	Description         string     `json:"description"`
+	EventTypes          []string   `json:"event_types"`
+	IsActive            bool       `json:"is_active"`
+	SealedSecret        []byte     `json:"sealed_secret"`
+	SealedPrevious      []byte     `json:"sealed_previous"`
+	PreviousUntil       *time.Time `json:"previous_until"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	FailingSince        *time.Time `json:"failing_since"` // the first failed attempt of the current run of failures
+	DisabledReason      string     `json:"disabled_reason"`
+	CreatedAt           time.Time  `json:"created_at"`
+	UpdatedAt           time.Time  `json:"updated_at"`
+}
+
+// WebhookAttempt is one try of a delivery.
+type WebhookAttempt struct {
+	At             time.Time `json:"at"`
+	ResponseStatus int       `json:"response_status"`
+	Error          string    `json:"error"`
+	DurationMS     int64     `json:"duration_ms"`
+}
+
+// WebhookDelivery is one event on its way to one endpoint: every attempt is recorded. ID is the
+// webhook-id the receiver sees, the same on every attempt.
+type WebhookDelivery struct {
+	ID             string           `json:"id"`
+	EndpointID     string           `json:"endpoint_id"`
+	OrganizationID string           `json:"organization_id"`
+	EventType      string           `json:"event_type"`
+	EventSeq       uint64           `json:"event_seq"` // 0 for test deliveries
+	Payload        json.RawMessage  `json:"payload"`   // the body sent: {type, timestamp, data}
+	State          string           `json:"state"`     // pending, delivered, failed
+	Attempts       int              `json:"attempts"`
+	MaxAttempts    int              `json:"max_attempts"`
+	ResponseStatus int              `json:"response_status"`
+	LastError      string           `json:"last_error"`
+	NextAttemptAt  *time.Time       `json:"next_attempt_at"`
+	ClaimedAt      *time.Time       `json:"claimed_at"` // an attempt is in flight (a restart makes it due again)
+	DeliveredAt    *time.Time       `json:"delivered_at"`
+	History        []WebhookAttempt `json:"history"`
+	CreatedAt      time.Time        `json:"created_at"`
+	UpdatedAt      time.Time        `json:"updated_at"`
+}
+
+// DueKey orders pending deliveries by their next attempt (fixed-width nanoseconds, so keys sort by time).
+func DueKey(t time.Time) string { return fmt.Sprintf("%020d", t.UnixNano()) }
+
+// The webhook tables.
+var (
+	WebhookEndpoints            = newTable("webhook_endpoints", func(r *WebhookEndpoint) string { return r.ID })
+	WebhookEndpointsByOrg       = WebhookEndpoints.index("organization", func(r *WebhookEndpoint) []string { return []string{r.OrganizationID} })
+	WebhookDeliveries           = newTable("webhook_deliveries", func(r *WebhookDelivery) string { return r.ID })
+	WebhookDeliveriesByEndpoint = WebhookDeliveries.index("endpoint", func(r *WebhookDelivery) []string { return []string{r.EndpointID} })
+	WebhookDeliveriesByOrg      = WebhookDeliveries.index("organization", func(r *WebhookDelivery) []string { return []string{r.OrganizationID} })
+	// WebhookDeliveriesDue files pending deliveries by endpoint and next attempt (DueKey): Range reads an
+	// endpoint's due ones, earliest first.
+	WebhookDeliveriesDue = WebhookDeliveries.index("due", func(r *WebhookDelivery) []string {
+		if r.State != "pending" || r.NextAttemptAt == nil {
+			return nil
+		}
+		return []string{r.EndpointID + " " + DueKey(*r.NextAttemptAt)}
+	})
+)

@@ -270,3 +270,28 @@ func (t *Table[T]) First(tx *Tx, ix *Index[T], key string) (*T, error) {
 	}
 	return recs[0], nil
 }
+
+// Range returns up to limit records of ix filed under keys from <= key < to, in key order (with keys
+// that end in a time, such as DueKey, earliest first).
+func (t *Table[T]) Range(tx *Tx, ix *Index[T], from, to string, limit int) ([]*T, error) {
+	out := []*T{}
+	c := tx.tx.Bucket(ix.bucket).Cursor()
+	for k, _ := c.Seek([]byte(from)); k != nil; k, _ = c.Next() {
+		i := bytes.LastIndex(k, []byte(sep))
+		if i < 0 || string(k[:i]) >= to {
+			break
+		}
+		rec, err := t.Get(tx, string(k[i+1:]))
+		if err != nil {
+			return nil, fmt.Errorf("index %s points at %s: %w", ix.bucket, k[i+1:], err)
+		}
+		out = append(out, rec)
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// OnCommit runs fn after the transaction commits (not when it rolls back).
+func (tx *Tx) OnCommit(fn func()) { tx.tx.OnCommit(fn) }

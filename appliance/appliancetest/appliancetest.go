@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -291,4 +294,45 @@ func names(cmd, dir string) bool {
 			return true
 		}
 	}
+}
+
+// Listen returns a loopback listener on a port outside the Env's instance range (the outbound policy
+// refuses the appliance's own ports, so test peers the appliance connects to must not sit there).
+func (e *Env) Listen(t testing.TB) net.Listener {
+	t.Helper()
+	own := e.Svc.Config().Ports
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := l.Addr().(*net.TCPAddr).Port; p < own.First || p > own.Last {
+			t.Cleanup(func() { l.Close() })
+			return l
+		}
+		l.Close()
+	}
+}
+
+// Serve runs an HTTP server with h on Listen's listener and returns its base URL (http://127.0.0.1:port).
+func (e *Env) Serve(t testing.TB, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener.Close()
+	srv.Listener = e.Listen(t)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// StartWebhooks runs the webhook delivery worker until the test ends (o: nil for the defaults).
+func (e *Env) StartWebhooks(t testing.TB, o *appliance.WebhookOptions) {
+	t.Helper()
+	if o != nil {
+		e.Svc.SetWebhookOptions(*o)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.Svc.RunWebhooks(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 }

@@ -39,16 +39,9 @@ func (e *Env) StartSource(t testing.TB, walLevel string) *Source {
 		t.Fatal(err)
 	}
 	// A port outside the Env's instance range: the outbound policy refuses the appliance's own ports.
-	own := e.Svc.Config().Ports
-	port := 0
-	for port == 0 || (port >= own.First && port <= own.Last) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-	}
+	l := e.Listen(t)
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
 	src := &Source{Inst: &postgres.Instance{ID: "source", Dir: filepath.Join(e.Dir, "source"), Port: port, Bin: bin, User: user},
 		adminPW: "source-admin-pw"}
 	certPEM, keyPEM, err := e.CA.Issue("localhost", "127.0.0.1")

@@ -96,21 +96,21 @@ func (p *Policy) Check(addr netip.Addr, port int) error {
 		}
 	}
 	if within(p.Deny, addr) {
-		return fmt.Errorf("%w: %s is in --outbound-deny", ErrRefused, addr)
+		return refusal(addr, "is in the operator's deny list (--outbound-deny)")
 	}
 	if p.isLocal(addr) && slices.ContainsFunc(p.OwnPorts, func(r PortRange) bool { return r.has(port) }) {
-		return fmt.Errorf("%w: port %d on %s is the appliance's own", ErrRefused, port, addr)
+		return refusal(addr, fmt.Sprintf("port %d is the appliance's own", port))
 	}
 	if within(p.Allow, addr) {
 		return nil
 	}
 	switch {
 	case addr.IsLoopback():
-		return fmt.Errorf("%w: %s is loopback", ErrRefused, addr)
+		return refusal(addr, "is a loopback address")
 	case addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() || within(metadata, addr):
-		return fmt.Errorf("%w: %s is link-local or a metadata address", ErrRefused, addr)
+		return refusal(addr, "is a link-local or cloud metadata address")
 	case addr.IsUnspecified() || addr.IsMulticast() || addr.IsInterfaceLocalMulticast():
-		return fmt.Errorf("%w: %s is not a host", ErrRefused, addr)
+		return refusal(addr, "is not a host address (unspecified or multicast)")
 	}
 	return nil
 }
@@ -206,6 +206,27 @@ func (p *Policy) DialContext(ctx context.Context, network, address string) (net.
 		last = err
 	}
 	return nil, fmt.Errorf("%w: %v", ErrCouldNotDial, last)
+}
+
+// Refusal is the policy's refusal of an address: Error names the address (for the appliance's log),
+// Why only the rule (for a tenant who named the destination, as when saving a webhook URL).
+type Refusal struct {
+	Addr netip.Addr
+	Rule string
+}
+
+func refusal(a netip.Addr, rule string) error { return &Refusal{Addr: a, Rule: rule} }
+
+func (r *Refusal) Error() string        { return fmt.Sprintf("%s: %s %s", ErrRefused, r.Addr, r.Rule) }
+func (r *Refusal) Is(target error) bool { return target == ErrRefused }
+
+// Why is the rule a refusal applied ("is a loopback address"), without the address; "" for other errors.
+func Why(err error) string {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r.Rule
+	}
+	return ""
 }
 
 // Public is the message a tenant may see for an error of a connection made through the policy: whether

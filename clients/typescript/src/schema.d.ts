@@ -440,6 +440,134 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/organizations/{orgID}/webhook-endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook endpoints with their health
+         * @description Needs an API key or a session token. Required scope: `organizations:read`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        get: operations["getOrganizationsByOrgIDWebhookEndpoints"];
+        put?: never;
+        /**
+         * Register a webhook endpoint (its signing secret is returned once; a destination the outbound policy refuses is a 400)
+         * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        post: operations["postOrganizationsByOrgIDWebhookEndpoints"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/organizations/{orgID}/webhook-endpoints/{endpointID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook endpoint and its deliveries
+         * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        delete: operations["deleteOrganizationsByOrgIDWebhookEndpointsByEndpointID"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a webhook endpoint (url, description, event_types, is_active)
+         * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        patch: operations["patchOrganizationsByOrgIDWebhookEndpointsByEndpointID"];
+        trace?: never;
+    };
+    "/v1/organizations/{orgID}/webhook-endpoints/{endpointID}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An endpoint's deliveries with their attempts, newest first
+         * @description Needs an API key or a session token. Required scope: `organizations:read`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        get: operations["getOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/organizations/{orgID}/webhook-endpoints/{endpointID}/deliveries/{deliveryID}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a delivery again as a new attempt (the same webhook-id)
+         * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        post: operations["postOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveriesByDeliveryIDRedeliver"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/organizations/{orgID}/webhook-endpoints/{endpointID}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Issue a new signing secret, returned once (the previous one also signs for 24 hours)
+         * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        post: operations["postOrganizationsByOrgIDWebhookEndpointsByEndpointIDRotateSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/organizations/{orgID}/webhook-endpoints/{endpointID}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a signed webhook.test event to the endpoint
+         * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        post: operations["postOrganizationsByOrgIDWebhookEndpointsByEndpointIDTest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects": {
         parameters: {
             query?: never;
@@ -1315,6 +1443,19 @@ export interface components {
             plan?: "free" | "pro" | "scale";
         };
         CreateUploadRequest: Record<string, never>;
+        CreateWebhookEndpointRequest: {
+            description?: string;
+            /** @description event types to deliver (see the event table); empty or absent: all */
+            event_types?: string[];
+            /** @description default true */
+            is_active?: boolean;
+            /**
+             * Format: uri
+             * @description absolute http(s) URL the outbound policy allows
+             * @example https://example.com/hooks
+             */
+            url: string;
+        };
         CreatedAPIKey: {
             api_key: components["schemas"]["APIKey"];
             plaintext_api_key: string;
@@ -1535,6 +1676,15 @@ export interface components {
             plan?: string;
             /** @description PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload */
             statement_timeout?: string;
+        };
+        PatchWebhookEndpointRequest: {
+            description?: string;
+            /** @description replaces the list; empty: all */
+            event_types?: string[];
+            /** @description false stops deliveries (pending ones fail); true re-enables and resets health */
+            is_active?: boolean;
+            /** Format: uri */
+            url?: string;
         };
         Preflight: {
             checks: components["schemas"]["PreflightCheck"][];
@@ -1881,8 +2031,81 @@ export interface components {
             storage_limit_bytes: number;
             /** Format: int64 */
             storage_overage_bytes: number;
-            /** @description delivered / attempted over the last 7 days; 1 when nothing was attempted */
+            /** @description webhook deliveries delivered / (delivered + failed) among those that ended in the last 7 days; 1 when none ended */
             webhook_delivery_rate_7d: number;
+        };
+        WebhookAttempt: {
+            /** Format: date-time */
+            at: string;
+            /** Format: int64 */
+            duration_ms: number;
+            error: string;
+            /** @description 0 when no HTTP response came */
+            response_status: number;
+        };
+        WebhookDelivery: {
+            /** @description every attempt, oldest first (the last 50) */
+            attempt_history: components["schemas"]["WebhookAttempt"][];
+            attempts: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            delivered_at: string | null;
+            endpoint_id: string;
+            event_type: string;
+            /** @description also the webhook-id header, the same on every attempt */
+            id: string;
+            last_error: string;
+            max_attempts: number;
+            /** Format: date-time */
+            next_attempt_at: string | null;
+            organization_id: string;
+            /** @description the body sent: {type, timestamp, data} */
+            payload: {
+                [key: string]: unknown;
+            } | unknown[] | string | number | boolean | null;
+            /** @description the last attempt's HTTP status; 0 when none came */
+            response_status: number;
+            /** @enum {string} */
+            state: "pending" | "delivered" | "failed";
+            /** Format: date-time */
+            updated_at: string;
+        };
+        WebhookDeliveryList: {
+            deliveries: components["schemas"]["WebhookDelivery"][];
+        };
+        WebhookDeliveryResult: {
+            delivery: components["schemas"]["WebhookDelivery"];
+        };
+        WebhookEndpoint: {
+            /** Format: date-time */
+            created_at: string;
+            description: string;
+            /** @description the event types delivered; empty: all */
+            event_types: string[];
+            /**
+             * @description failing after 3 failed attempts in a row; disabled when not active
+             * @enum {string}
+             */
+            health: "healthy" | "failing" | "disabled";
+            id: string;
+            is_active: boolean;
+            organization_id: string;
+            /** Format: date-time */
+            updated_at: string;
+            /** Format: uri */
+            url: string;
+        };
+        WebhookEndpointList: {
+            webhook_endpoints: components["schemas"]["WebhookEndpoint"][];
+        };
+        WebhookEndpointResult: {
+            webhook_endpoint: components["schemas"]["WebhookEndpoint"];
+        };
+        WebhookEndpointWithSecret: {
+            /** @description whsec_<base64>: verify deliveries with it (Standard Webhooks); shown once */
+            plaintext_secret: string;
+            webhook_endpoint: components["schemas"]["WebhookEndpoint"];
         };
     };
     responses: {
@@ -3075,6 +3298,421 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getOrganizationsByOrgIDWebhookEndpoints: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "webhook_endpoints": [
+                     *         {
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "description": "example",
+                     *           "event_types": [
+                     *             "example"
+                     *           ],
+                     *           "health": "healthy",
+                     *           "id": "example",
+                     *           "is_active": true,
+                     *           "organization_id": "example",
+                     *           "updated_at": "2026-01-31T12:00:00Z",
+                     *           "url": "example"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["WebhookEndpointList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postOrganizationsByOrgIDWebhookEndpoints: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "url": "https://example.com/hooks"
+                 *     } */
+                "application/json": components["schemas"]["CreateWebhookEndpointRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "plaintext_secret": "example",
+                     *       "webhook_endpoint": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "description": "example",
+                     *         "event_types": [
+                     *           "example"
+                     *         ],
+                     *         "health": "healthy",
+                     *         "id": "example",
+                     *         "is_active": true,
+                     *         "organization_id": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "url": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["WebhookEndpointWithSecret"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+                /** @description the endpoint ID */
+                endpointID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "deleted": true
+                     *     } */
+                    "application/json": components["schemas"]["DeletedResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    patchOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+                /** @description the endpoint ID */
+                endpointID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["PatchWebhookEndpointRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "webhook_endpoint": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "description": "example",
+                     *         "event_types": [
+                     *           "example"
+                     *         ],
+                     *         "health": "healthy",
+                     *         "id": "example",
+                     *         "is_active": true,
+                     *         "organization_id": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "url": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["WebhookEndpointResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveries: {
+        parameters: {
+            query?: {
+                /** @description number of entries, newest first */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+                /** @description the endpoint ID */
+                endpointID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "deliveries": [
+                     *         {
+                     *           "attempt_history": [
+                     *             {
+                     *               "at": "2026-01-31T12:00:00Z",
+                     *               "duration_ms": 1,
+                     *               "error": "example",
+                     *               "response_status": 1
+                     *             }
+                     *           ],
+                     *           "attempts": 1,
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "delivered_at": "2026-01-31T12:00:00Z",
+                     *           "endpoint_id": "example",
+                     *           "event_type": "example",
+                     *           "id": "example",
+                     *           "last_error": "example",
+                     *           "max_attempts": 1,
+                     *           "next_attempt_at": "2026-01-31T12:00:00Z",
+                     *           "organization_id": "example",
+                     *           "payload": {},
+                     *           "response_status": 1,
+                     *           "state": "pending",
+                     *           "updated_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["WebhookDeliveryList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveriesByDeliveryIDRedeliver: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+                /** @description the endpoint ID */
+                endpointID: string;
+                /** @description the delivery ID */
+                deliveryID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "delivery": {
+                     *         "attempt_history": [
+                     *           {
+                     *             "at": "2026-01-31T12:00:00Z",
+                     *             "duration_ms": 1,
+                     *             "error": "example",
+                     *             "response_status": 1
+                     *           }
+                     *         ],
+                     *         "attempts": 1,
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "delivered_at": "2026-01-31T12:00:00Z",
+                     *         "endpoint_id": "example",
+                     *         "event_type": "example",
+                     *         "id": "example",
+                     *         "last_error": "example",
+                     *         "max_attempts": 1,
+                     *         "next_attempt_at": "2026-01-31T12:00:00Z",
+                     *         "organization_id": "example",
+                     *         "payload": {},
+                     *         "response_status": 1,
+                     *         "state": "pending",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["WebhookDeliveryResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postOrganizationsByOrgIDWebhookEndpointsByEndpointIDRotateSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+                /** @description the endpoint ID */
+                endpointID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "plaintext_secret": "example",
+                     *       "webhook_endpoint": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "description": "example",
+                     *         "event_types": [
+                     *           "example"
+                     *         ],
+                     *         "health": "healthy",
+                     *         "id": "example",
+                     *         "is_active": true,
+                     *         "organization_id": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "url": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["WebhookEndpointWithSecret"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postOrganizationsByOrgIDWebhookEndpointsByEndpointIDTest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+                /** @description the endpoint ID */
+                endpointID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "delivery": {
+                     *         "attempt_history": [
+                     *           {
+                     *             "at": "2026-01-31T12:00:00Z",
+                     *             "duration_ms": 1,
+                     *             "error": "example",
+                     *             "response_status": 1
+                     *           }
+                     *         ],
+                     *         "attempts": 1,
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "delivered_at": "2026-01-31T12:00:00Z",
+                     *         "endpoint_id": "example",
+                     *         "event_type": "example",
+                     *         "id": "example",
+                     *         "last_error": "example",
+                     *         "max_attempts": 1,
+                     *         "next_attempt_at": "2026-01-31T12:00:00Z",
+                     *         "organization_id": "example",
+                     *         "payload": {},
+                     *         "response_status": 1,
+                     *         "state": "pending",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["WebhookDeliveryResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             default: components["responses"]["Error"];

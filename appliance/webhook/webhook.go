@@ -1,0 +1,186 @@
+// Package webhook sends signed HTTP deliveries the Standard Webhooks way
+// (https://www.standardwebhooks.com): headers webhook-id, webhook-timestamp and webhook-signature
+// ("v1,<base64 HMAC-SHA256 of id.timestamp.body>", one per secret, space-separated), a JSON body.
+//
+// Every connection goes through the dial function it is given (the appliance's outbound policy), never
+// through a proxy from the environment; redirects are not followed; only a small part of a response body
+// is read; each attempt has a deadline.
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SecretPrefix starts every signing secret; the rest is the base64 of the key.
+const SecretPrefix = "whsec_"
+
+// NewSecret returns a new signing secret: whsec_ and the base64 of 24 random bytes.
+func NewSecret() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return SecretPrefix + base64.StdEncoding.EncodeToString(b)
+}
+
+// Sign returns the v1 signature of a message for secret.
+func Sign(secret, msgID string, ts time.Time, body []byte) (string, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, SecretPrefix))
+	if err != nil {
+		return "", fmt.Errorf("webhook secret is not whsec_<base64>: %w", err)
+	}
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "%s.%d.", msgID, ts.Unix())
+	mac.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil)), nil
+}
+
+// CheckURL accepts an absolute http or https URL with a host, no credentials and no fragment.
+func CheckURL(raw string) (*url.URL, error) {
+	if len(raw) > 2048 {
+		return nil, errors.New("url must be at most 2048 characters")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.Opaque != "" {
+		return nil, errors.New("url must be an absolute http:// or https:// URL with a host")
+	}
+	if u.User != nil {
+		return nil, errors.New("url must not carry credentials (the signature authenticates deliveries)")
+	}
+	if u.Fragment != "" || strings.Contains(raw, "#") {
+		return nil, errors.New("url must not have a fragment")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, errors.New("url has an invalid port")
+		}
+	}
+	return u, nil
+}
+
+// Port is the URL's port, or the scheme's default.
+func Port(u *url.URL) int {
+	if n, err := strconv.Atoi(u.Port()); err == nil {
+		return n
+	}
+	if u.Scheme == "https" {
+		return 443
+	}
+	return 80
+}
+
+// Sender makes delivery attempts.
+type Sender struct {
+	client  *http.Client
+	timeout time.Duration
+}
+
+// BodyCap is how much of a response body is read (the rest is discarded with the connection).
+const BodyCap = 4 << 10
+
+// NewSender returns a sender dialing through dial, giving each attempt timeout.
+func NewSender(dial func(ctx context.Context, network, addr string) (net.Conn, error), timeout time.Duration) *Sender {
+	tr := &http.Transport{
+		Proxy:                  nil, // never a proxy from the environment: it would bypass the policy
+		DialContext:            dial,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConnsPerHost:    4,
+		IdleConnTimeout:        30 * time.Second,
+		TLSHandshakeTimeout:    timeout,
+		ResponseHeaderTimeout:  timeout,
+		MaxResponseHeaderBytes: 16 << 10,
+	}
+	return &Sender{timeout: timeout, client: &http.Client{
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// Message is one delivery attempt's content.
+type Message struct {
+	URL     string
+	ID      string    // webhook-id: the same on every attempt of one delivery
+	Time    time.Time // webhook-timestamp: this attempt's time
+	Body    []byte
+	Secrets []string // every secret signs (the current one, and the previous one during a rotation's overlap)
+}
+
+// Result is what an attempt met.
+type Result struct {
+	Status     int           // the HTTP status; 0 when no response came
+	RetryAfter time.Duration // the response's Retry-After (429 and 503), 0 when absent
+	Err        error         // transport error (the caller turns it into a tenant-safe text)
+	Duration   time.Duration
+}
+
+// OK reports a 2xx answer.
+func (r Result) OK() bool { return r.Err == nil && r.Status >= 200 && r.Status < 300 }
+
+// Send makes one attempt.
+func (s *Sender) Send(ctx context.Context, m Message) Result {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var sigs []string
+	for _, sec := range m.Secrets {
+		sig, err := Sign(sec, m.ID, m.Time, m.Body)
+		if err != nil {
+			return Result{Err: err}
+		}
+		sigs = append(sigs, sig)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.URL, bytes.NewReader(m.Body))
+	if err != nil {
+		return Result{Err: err}
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "appliance-webhooks/1")
+	h.Set("webhook-id", m.ID)
+	h.Set("webhook-timestamp", strconv.FormatInt(m.Time.Unix(), 10))
+	h.Set("webhook-signature", strings.Join(sigs, " "))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return Result{Err: err, Duration: time.Since(start)}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, BodyCap))
+	resp.Body.Close()
+	res := Result{Status: resp.StatusCode, Duration: time.Since(start)}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		res.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	return res
+}
+
+// retryAfter reads Retry-After: delay seconds or an HTTP date.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return time.Duration(min(n, 7*24*3600)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// Close drops idle connections.
+func (s *Sender) Close() { s.client.CloseIdleConnections() }

@@ -1,0 +1,879 @@
+package appliance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/outbound"
+	"github.com/theappliance/appliance/appliance/webhook"
+	"github.com/theappliance/appliance/store"
+)
+
+// WebhookOptions tune deliveries; DefaultWebhookOptions are what the appliance runs with (tests shorten
+// the schedule).
+type WebhookOptions struct {
+	// Schedule is the wait before each retry: attempt n+1 comes Schedule[n-1] after attempt n fails.
+	// max_attempts is len(Schedule)+1.
+	Schedule     []time.Duration
+	Timeout      time.Duration // one attempt, connection to the end of the headers
+	Workers      int           // attempts in flight at once
+	PerEndpoint  int           // attempts in flight to one endpoint at once (a dead one holds no more)
+	FailingAfter int           // consecutive failed attempts that make an endpoint's health "failing"
+	DisableAfter time.Duration // an endpoint with nothing but failures for this long is disabled
+	Poll         time.Duration // how often due retries are looked for (new deliveries start at once)
+}
+
+// DefaultWebhookOptions: Svix's schedule (immediately, then 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h),
+// and its rule of disabling an endpoint after 5 days of failures.
+var DefaultWebhookOptions = WebhookOptions{
+	Schedule: []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour},
+	Timeout:  10 * time.Second, Workers: 32, PerEndpoint: 4, FailingAfter: 3, DisableAfter: 5 * 24 * time.Hour, Poll: time.Second,
+}
+
+// Delivery states and endpoint health.
+const (
+	DeliveryPending   = "pending"
+	DeliveryDelivered = "delivered"
+	DeliveryFailed    = "failed"
+
+	HealthHealthy  = "healthy"
+	HealthFailing  = "failing"
+	HealthDisabled = "disabled"
+)
+
+// DeliveryRetention is how long ended deliveries are kept.
+const DeliveryRetention = 30 * 24 * time.Hour
+
+// webhooks is the delivery machinery of a service.
+type webhooks struct {
+	opts   WebhookOptions
+	sender *webhook.Sender
+	kick   chan struct{}
+}
+
+func newWebhooks(o WebhookOptions, pol *outbound.Policy) *webhooks {
+	return &webhooks{opts: o, sender: webhook.NewSender(pol.DialContext, o.Timeout), kick: make(chan struct{}, 1)}
+}
+
+// SetWebhookOptions replaces the delivery options (before RunWebhooks).
+func (s *Service) SetWebhookOptions(o WebhookOptions) { s.hooks = newWebhooks(o, s.policy()) }
+
+// policy is the outbound destination policy of tenant connections.
+func (s *Service) policy() *outbound.Policy {
+	if s.cfg.Outbound == nil {
+		return &outbound.Policy{}
+	}
+	return s.cfg.Outbound
+}
+
+func (h *webhooks) poke() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// WebhookEndpoint is the API resource of an endpoint (never its secret).
+type WebhookEndpoint struct {
+	ID             string    `json:"id"`
+	OrganizationID string    `json:"organization_id"`
+	Description    string    `json:"description"`
+	URL            string    `json:"url" schema:"format=uri"`
+	EventTypes     []string  `json:"event_types" doc:"the event types delivered; empty: all"`
+	IsActive       bool      `json:"is_active"`
+	Health         string    `json:"health" enum:"healthy,failing,disabled" doc:"failing after 3 failed attempts in a row; disabled when not active"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+func (s *Service) endpointView(e *store.WebhookEndpoint) WebhookEndpoint {
+	health := HealthHealthy
+	switch {
+	case !e.IsActive:
+		health = HealthDisabled
+	case e.ConsecutiveFailures >= s.hooks.opts.FailingAfter:
+		health = HealthFailing
+	}
+	types := e.EventTypes
+	if types == nil {
+		types = []string{}
+	}
+	return WebhookEndpoint{ID: e.ID, OrganizationID: e.OrganizationID, Description: e.Description, URL: e.URL,
+		EventTypes: types, IsActive: e.IsActive, Health: health, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
+}
+
+// WebhookEndpointList is the list response.
+type WebhookEndpointList struct {
+	WebhookEndpoints []WebhookEndpoint `json:"webhook_endpoints"`
+}
+
+// WebhookEndpointResult is the patch response.
+type WebhookEndpointResult struct {
+	WebhookEndpoint WebhookEndpoint `json:"webhook_endpoint"`
+}
+
+// WebhookEndpointWithSecret is the create and rotate-secret response: the secret is shown once.
+type WebhookEndpointWithSecret struct {
+	WebhookEndpoint WebhookEndpoint `json:"webhook_endpoint"`
+	PlaintextSecret string          `json:"plaintext_secret" doc:"whsec_<base64>: verify deliveries with it (Standard Webhooks); shown once"`
+}
+
+// CreateWebhookEndpointRequest is the body of POST /v1/organizations/{orgID}/webhook-endpoints.
+type CreateWebhookEndpointRequest struct {
+	URL         string   `json:"url" api:"required" schema:"format=uri,maxLength=2048,example=https://example.com/hooks" doc:"absolute http(s) URL the outbound policy allows"`
+	Description string   `json:"description" schema:"maxLength=500"`
+	EventTypes  []string `json:"event_types" doc:"event types to deliver (see the event table); empty or absent: all"`
+	IsActive    *bool    `json:"is_active" doc:"default true"`
+}
+
+// PatchWebhookEndpointRequest changes the fields it names.
+type PatchWebhookEndpointRequest struct {
+	URL         *string   `json:"url" schema:"format=uri,maxLength=2048"`
+	Description *string   `json:"description" schema:"maxLength=500"`
+	EventTypes  *[]string `json:"event_types" doc:"replaces the list; empty: all"`
+	IsActive    *bool     `json:"is_active" doc:"false stops deliveries (pending ones fail); true re-enables and resets health"`
+}
+
+// WebhookAttempt is one recorded attempt of a delivery.
+type WebhookAttempt struct {
+	At             time.Time `json:"at"`
+	ResponseStatus int       `json:"response_status" doc:"0 when no HTTP response came"`
+	Error          string    `json:"error"`
+	DurationMS     int64     `json:"duration_ms"`
+}
+
+// WebhookDelivery is the API resource of a delivery.
+type WebhookDelivery struct {
+	ID             string           `json:"id" doc:"also the webhook-id header, the same on every attempt"`
+	EndpointID     string           `json:"endpoint_id"`
+	OrganizationID string           `json:"organization_id"`
+	EventType      string           `json:"event_type"`
+	State          string           `json:"state" enum:"pending,delivered,failed"`
+	Attempts       int              `json:"attempts"`
+	MaxAttempts    int              `json:"max_attempts"`
+	ResponseStatus int              `json:"response_status" doc:"the last attempt's HTTP status; 0 when none came"`
+	LastError      string           `json:"last_error"`
+	Payload        json.RawMessage  `json:"payload" doc:"the body sent: {type, timestamp, data}"`
+	AttemptHistory []WebhookAttempt `json:"attempt_history" doc:"every attempt, oldest first (the last 50)"`
+	CreatedAt      time.Time        `json:"created_at"`
+	DeliveredAt    *time.Time       `json:"delivered_at"`
+	NextAttemptAt  *time.Time       `json:"next_attempt_at"`
+	UpdatedAt      time.Time        `json:"updated_at"`
+}
+
+func deliveryView(d *store.WebhookDelivery) WebhookDelivery {
+	hist := make([]WebhookAttempt, 0, len(d.History))
+	for _, a := range d.History {
+		hist = append(hist, WebhookAttempt(a))
+	}
+	return WebhookDelivery{ID: d.ID, EndpointID: d.EndpointID, OrganizationID: d.OrganizationID, EventType: d.EventType,
+		State: d.State, Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, ResponseStatus: d.ResponseStatus,
+		LastError: d.LastError, Payload: d.Payload, AttemptHistory: hist, CreatedAt: d.CreatedAt,
+		DeliveredAt: d.DeliveredAt, NextAttemptAt: d.NextAttemptAt, UpdatedAt: d.UpdatedAt}
+}
+
+// WebhookDeliveryList is the deliveries response.
+type WebhookDeliveryList struct {
+	Deliveries []WebhookDelivery `json:"deliveries"`
+}
+
+// WebhookDeliveryResult is the test and redeliver response.
+type WebhookDeliveryResult struct {
+	Delivery WebhookDelivery `json:"delivery"`
+}
+
+// checkWebhookURL validates a URL and puts its host under the outbound policy now (it is checked again
+// at every attempt, after DNS). A name that does not resolve yet is accepted: its deliveries fail until
+// it does.
+func (s *Service) checkWebhookURL(ctx context.Context, raw string) (string, error) {
+	raw = strings.TrimSpace(raw)
+	u, err := webhook.CheckURL(raw)
+	if err != nil {
+		return "", Invalid("%s", err.Error())
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	host := u.Hostname()
+	if _, err := s.policy().Resolve(ctx, host, webhook.Port(u)); errors.Is(err, outbound.ErrRefused) {
+		if _, lit := netip.ParseAddr(host); lit == nil {
+			return "", Invalid("url: refused by the outbound policy: %s %s", host, outbound.Why(err))
+		}
+		return "", Invalid("url: refused by the outbound policy: %s resolves to an address that %s", host, outbound.Why(err))
+	}
+	return u.String(), nil
+}
+
+// checkEventTypes validates an endpoint's event type filter (names of the event table).
+func checkEventTypes(types []string) ([]string, error) {
+	out := []string{}
+	var unknown []string
+	for _, t := range types {
+		if !slices.ContainsFunc(EventTypes, func(e EventType) bool { return e.Name == t }) {
+			unknown = append(unknown, t)
+			continue
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, Invalid("event_types: unknown event types: %s", strings.Join(unknown, ", "))
+	}
+	return out, nil
+}
+
+// webhookAdmin checks what every endpoint change needs: the organization, the admin role (an endpoint
+// receives every project's events), and no project-scoped key.
+func webhookAdmin(p *Principal, orgID string) error {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return err
+	}
+	if p.ProjectID != "" {
+		return Forbidden("a project-scoped key cannot manage webhook endpoints")
+	}
+	return p.RequireAdminRole("managing webhook endpoints")
+}
+
+// orgEndpoint reads an endpoint of the organization (404 otherwise).
+func orgEndpoint(tx *store.Tx, orgID, endpointID string) (*store.WebhookEndpoint, error) {
+	ep, err := store.WebhookEndpoints.Get(tx, endpointID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && ep.OrganizationID != orgID) {
+		return nil, NotFound("webhook endpoint %s not found", endpointID)
+	}
+	if err != nil {
+		return nil, Internal(err, "read webhook endpoint")
+	}
+	return ep, nil
+}
+
+// ListWebhookEndpoints lists an organization's endpoints, newest first.
+func (s *Service) ListWebhookEndpoints(ctx context.Context, p *Principal, orgID string) (*WebhookEndpointList, error) {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return nil, err
+	}
+	out := &WebhookEndpointList{WebhookEndpoints: []WebhookEndpoint{}}
+	err := s.db.View(func(tx *store.Tx) error {
+		if _, err := store.Organizations.Get(tx, orgID); err != nil {
+			return notFoundAs(err, "organization %s not found", orgID)
+		}
+		eps, err := store.WebhookEndpoints.Lookup(tx, store.WebhookEndpointsByOrg, orgID, store.Query{Newest: true})
+		if err != nil {
+			return Internal(err, "list webhook endpoints")
+		}
+		for _, e := range eps {
+			out.WebhookEndpoints = append(out.WebhookEndpoints, s.endpointView(e))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// CreateWebhookEndpoint registers an endpoint; its signing secret is in the result only.
+func (s *Service) CreateWebhookEndpoint(ctx context.Context, p *Principal, orgID string, req *CreateWebhookEndpointRequest) (*WebhookEndpointWithSecret, error) {
+	if err := webhookAdmin(p, orgID); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.URL) == "" {
+		return nil, Invalid("url is required")
+	}
+	desc := strings.TrimSpace(req.Description)
+	if err := checkDisplayText("description", desc, 0, 500); err != nil {
+		return nil, err
+	}
+	types, err := checkEventTypes(req.EventTypes)
+	if err != nil {
+		return nil, err
+	}
+	u, err := s.checkWebhookURL(ctx, req.URL)
+	if err != nil {
+		return nil, err
+	}
+	secret := webhook.NewSecret()
+	now := s.now()
+	ep := &store.WebhookEndpoint{ID: ids.New("whe"), OrganizationID: orgID, URL: u, Description: desc, EventTypes: types,
+		IsActive: req.IsActive == nil || *req.IsActive, SealedSecret: s.box.Seal([]byte(secret)), CreatedAt: now, UpdatedAt: now}
+	var out *WebhookEndpointWithSecret
+	err = s.db.Update(func(tx *store.Tx) error {
+		if _, err := store.Organizations.Get(tx, orgID); err != nil {
+			return notFoundAs(err, "organization %s not found", orgID)
+		}
+		if err := store.WebhookEndpoints.Put(tx, ep); err != nil {
+			return Internal(err, "store webhook endpoint")
+		}
+		out = &WebhookEndpointWithSecret{WebhookEndpoint: s.endpointView(ep), PlaintextSecret: secret}
+		return s.audit(tx, p, "webhook_endpoint.create", orgID, "", map[string]any{"webhook_endpoint_id": ep.ID, "url": ep.URL, "event_types": types})
+	})
+	return out, err
+}
+
+// PatchWebhookEndpoint changes an endpoint.
+func (s *Service) PatchWebhookEndpoint(ctx context.Context, p *Principal, orgID, endpointID string, req *PatchWebhookEndpointRequest) (*WebhookEndpointResult, error) {
+	if err := webhookAdmin(p, orgID); err != nil {
+		return nil, err
+	}
+	var newURL, desc string
+	var types []string
+	var err error
+	if req.URL != nil {
+		if newURL, err = s.checkWebhookURL(ctx, *req.URL); err != nil {
+			return nil, err
+		}
+	}
+	if req.Description != nil {
+		desc = strings.TrimSpace(*req.Description)
+		if err := checkDisplayText("description", desc, 0, 500); err != nil {
+			return nil, err
+		}
+	}
+	if req.EventTypes != nil {
+		if types, err = checkEventTypes(*req.EventTypes); err != nil {
+			return nil, err
+		}
+	}
+	var out *WebhookEndpointResult
+	err = s.db.Update(func(tx *store.Tx) error {
+		ep, err := orgEndpoint(tx, orgID, endpointID)
+		if err != nil {
+			return err
+		}
+		changed := map[string]any{}
+		if req.URL != nil {
+			ep.URL, changed["url"] = newURL, newURL
+		}
+		if req.Description != nil {
+			ep.Description, changed["description"] = desc, desc
+		}
+		if req.EventTypes != nil {
+			ep.EventTypes, changed["event_types"] = types, types
+		}
+		ep.UpdatedAt = s.now()
+		if req.IsActive != nil && *req.IsActive != ep.IsActive {
+			changed["is_active"] = *req.IsActive
+			if *req.IsActive {
+				ep.IsActive, ep.DisabledReason, ep.ConsecutiveFailures, ep.FailingSince = true, "", 0, nil
+			} else if err := s.disableEndpoint(tx, ep, "disabled through the API"); err != nil {
+				return err
+			}
+		}
+		if err := store.WebhookEndpoints.Put(tx, ep); err != nil {
+			return Internal(err, "store webhook endpoint")
+		}
+		out = &WebhookEndpointResult{WebhookEndpoint: s.endpointView(ep)}
+		return s.audit(tx, p, "webhook_endpoint.update", orgID, "", map[string]any{"webhook_endpoint_id": ep.ID, "changed": changed})
+	})
+	return out, err
+}
+
+// DeleteWebhookEndpoint removes an endpoint and its deliveries.
+func (s *Service) DeleteWebhookEndpoint(ctx context.Context, p *Principal, orgID, endpointID string) (*DeletedResponse, error) {
+	if err := webhookAdmin(p, orgID); err != nil {
+		return nil, err
+	}
+	err := s.db.Update(func(tx *store.Tx) error {
+		ep, err := orgEndpoint(tx, orgID, endpointID)
+		if err != nil {
+			return err
+		}
+		ds, err := store.WebhookDeliveries.Lookup(tx, store.WebhookDeliveriesByEndpoint, ep.ID, store.Query{})
+		if err != nil {
+			return Internal(err, "read deliveries")
+		}
+		for _, d := range ds {
+			if err := store.WebhookDeliveries.Delete(tx, d.ID); err != nil {
+				return Internal(err, "delete delivery")
+			}
+		}
+		if err := store.WebhookEndpoints.Delete(tx, ep.ID); err != nil {
+			return Internal(err, "delete webhook endpoint")
+		}
+		return s.audit(tx, p, "webhook_endpoint.delete", orgID, "", map[string]any{"webhook_endpoint_id": ep.ID, "url": ep.URL})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &DeletedResponse{Deleted: true}, nil
+}
+
+// SecretOverlap is how long the previous signing secret keeps signing deliveries after a rotation
+// (beside the new one), so receivers can switch without losing a delivery.
+const SecretOverlap = 24 * time.Hour
+
+// RotateWebhookSecret issues a new signing secret, returned once.
+func (s *Service) RotateWebhookSecret(ctx context.Context, p *Principal, orgID, endpointID string) (*WebhookEndpointWithSecret, error) {
+	if err := webhookAdmin(p, orgID); err != nil {
+		return nil, err
+	}
+	secret := webhook.NewSecret()
+	var out *WebhookEndpointWithSecret
+	err := s.db.Update(func(tx *store.Tx) error {
+		ep, err := orgEndpoint(tx, orgID, endpointID)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		ep.SealedPrevious, ep.PreviousUntil = ep.SealedSecret, ptr(now.Add(SecretOverlap))
+		ep.SealedSecret, ep.UpdatedAt = s.box.Seal([]byte(secret)), now
+		if err := store.WebhookEndpoints.Put(tx, ep); err != nil {
+			return Internal(err, "store webhook endpoint")
+		}
+		out = &WebhookEndpointWithSecret{WebhookEndpoint: s.endpointView(ep), PlaintextSecret: secret}
+		return s.audit(tx, p, "webhook_endpoint.rotate_secret", orgID, "", map[string]any{"webhook_endpoint_id": ep.ID})
+	})
+	return out, err
+}
+
+// ListWebhookDeliveries lists an endpoint's deliveries, newest first.
+func (s *Service) ListWebhookDeliveries(ctx context.Context, p *Principal, orgID, endpointID string, limit int) (*WebhookDeliveryList, error) {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return nil, err
+	}
+	out := &WebhookDeliveryList{Deliveries: []WebhookDelivery{}}
+	err := s.db.View(func(tx *store.Tx) error {
+		if _, err := orgEndpoint(tx, orgID, endpointID); err != nil {
+			return err
+		}
+		ds, err := store.WebhookDeliveries.Lookup(tx, store.WebhookDeliveriesByEndpoint, endpointID, store.Query{Newest: true, Limit: limit})
+		if err != nil {
+			return Internal(err, "list deliveries")
+		}
+		for _, d := range ds {
+			out.Deliveries = append(out.Deliveries, deliveryView(d))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// TestWebhookEndpoint queues a signed webhook.test delivery to the endpoint.
+func (s *Service) TestWebhookEndpoint(ctx context.Context, p *Principal, orgID, endpointID string) (*WebhookDeliveryResult, error) {
+	if err := webhookAdmin(p, orgID); err != nil {
+		return nil, err
+	}
+	var out *WebhookDeliveryResult
+	err := s.db.Update(func(tx *store.Tx) error {
+		ep, err := orgEndpoint(tx, orgID, endpointID)
+		if err != nil {
+			return err
+		}
+		if !ep.IsActive {
+			return Conflict("webhook endpoint %s is disabled; set is_active to true first", ep.ID)
+		}
+		now := s.now()
+		body, err := eventBody("webhook.test", now, map[string]any{"webhook_endpoint_id": ep.ID, "organization_id": orgID})
+		if err != nil {
+			return Internal(err, "encode test event")
+		}
+		d, err := s.queueDelivery(tx, ep, "webhook.test", 0, body)
+		if err != nil {
+			return err
+		}
+		out = &WebhookDeliveryResult{Delivery: deliveryView(d)}
+		return s.audit(tx, p, "webhook_endpoint.test", orgID, "", map[string]any{"webhook_endpoint_id": ep.ID, "delivery_id": d.ID})
+	})
+	return out, err
+}
+
+// RedeliverWebhook sends a recorded delivery again as a new attempt (the same webhook-id).
+func (s *Service) RedeliverWebhook(ctx context.Context, p *Principal, orgID, endpointID, deliveryID string) (*WebhookDeliveryResult, error) {
+	if err := webhookAdmin(p, orgID); err != nil {
+		return nil, err
+	}
+	var out *WebhookDeliveryResult
+	err := s.db.Update(func(tx *store.Tx) error {
+		ep, err := orgEndpoint(tx, orgID, endpointID)
+		if err != nil {
+			return err
+		}
+		d, err := store.WebhookDeliveries.Get(tx, deliveryID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && (d.EndpointID != ep.ID || d.OrganizationID != orgID)) {
+			return NotFound("delivery %s not found", deliveryID)
+		}
+		if err != nil {
+			return Internal(err, "read delivery")
+		}
+		if !ep.IsActive {
+			return Conflict("webhook endpoint %s is disabled; set is_active to true first", ep.ID)
+		}
+		if d.State == DeliveryPending {
+			return Conflict("delivery %s is pending: its next attempt is already queued", d.ID)
+		}
+		now := s.now()
+		d.State, d.MaxAttempts, d.NextAttemptAt, d.UpdatedAt = DeliveryPending, d.Attempts+1, &now, now
+		if err := store.WebhookDeliveries.Put(tx, d); err != nil {
+			return Internal(err, "store delivery")
+		}
+		tx.OnCommit(s.hooks.poke)
+		out = &WebhookDeliveryResult{Delivery: deliveryView(d)}
+		return s.audit(tx, p, "webhook_delivery.redeliver", orgID, "", map[string]any{"webhook_endpoint_id": ep.ID, "delivery_id": d.ID})
+	})
+	return out, err
+}
+
+// eventBody is the JSON body of a delivery: {type, timestamp, data}.
+func eventBody(typ string, at time.Time, data any) (json.RawMessage, error) {
+	return json.Marshal(struct {
+		Type      string    `json:"type"`
+		Timestamp time.Time `json:"timestamp"`
+		Data      any       `json:"data"`
+	}{typ, at, data})
+}
+
+// fanOut queues a delivery of e to every active endpoint of its organization that takes its type,
+// in the transaction that appends e.
+func (s *Service) fanOut(tx *store.Tx, e *store.Event) error {
+	if e.OrganizationID == "" {
+		return nil
+	}
+	eps, err := store.WebhookEndpoints.Lookup(tx, store.WebhookEndpointsByOrg, e.OrganizationID, store.Query{})
+	if err != nil || len(eps) == 0 {
+		return err
+	}
+	var body json.RawMessage
+	for _, ep := range eps {
+		if !ep.IsActive || (len(ep.EventTypes) > 0 && !slices.Contains(ep.EventTypes, e.Type)) {
+			continue
+		}
+		if body == nil {
+			if body, err = eventBody(e.Type, e.CreatedAt, e.Data); err != nil {
+				return err
+			}
+		}
+		if _, err := s.queueDelivery(tx, ep, e.Type, e.Seq, body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// queueDelivery stores a pending delivery due now; the worker is poked when tx commits.
+func (s *Service) queueDelivery(tx *store.Tx, ep *store.WebhookEndpoint, typ string, seq uint64, body json.RawMessage) (*store.WebhookDelivery, error) {
+	now := s.now()
+	d := &store.WebhookDelivery{ID: ids.New("msg"), EndpointID: ep.ID, OrganizationID: ep.OrganizationID, EventType: typ,
+		EventSeq: seq, Payload: body, State: DeliveryPending, MaxAttempts: len(s.hooks.opts.Schedule) + 1,
+		NextAttemptAt: &now, CreatedAt: now, UpdatedAt: now}
+	if err := store.WebhookDeliveries.Put(tx, d); err != nil {
+		return nil, Internal(err, "store delivery")
+	}
+	tx.OnCommit(s.hooks.poke)
+	return d, nil
+}
+
+// disableEndpoint stops an endpoint inside tx: its pending deliveries fail (they can be redelivered once
+// it is active again) and webhook_endpoint.disabled is appended. The caller stores ep.
+func (s *Service) disableEndpoint(tx *store.Tx, ep *store.WebhookEndpoint, reason string) error {
+	now := s.now()
+	ep.IsActive, ep.DisabledReason, ep.UpdatedAt = false, reason, now
+	if err := store.WebhookEndpoints.Put(tx, ep); err != nil {
+		return Internal(err, "store webhook endpoint")
+	}
+	ds, err := store.WebhookDeliveries.Lookup(tx, store.WebhookDeliveriesByEndpoint, ep.ID, store.Query{})
+	if err != nil {
+		return Internal(err, "read deliveries")
+	}
+	for _, d := range ds {
+		if d.State != DeliveryPending {
+			continue
+		}
+		d.State, d.NextAttemptAt, d.ClaimedAt, d.UpdatedAt = DeliveryFailed, nil, nil, now
+		d.LastError = "endpoint disabled: " + reason
+		if err := store.WebhookDeliveries.Put(tx, d); err != nil {
+			return Internal(err, "store delivery")
+		}
+	}
+	return s.appendEvent(tx, "webhook_endpoint.disabled", ep.OrganizationID, "",
+		WebhookDisabledEvent{WebhookEndpoint: s.endpointView(ep), Reason: reason})
+}
+
+// WebhookDisabledEvent is the data of webhook_endpoint.disabled.
+type WebhookDisabledEvent struct {
+	WebhookEndpoint WebhookEndpoint `json:"webhook_endpoint"`
+	Reason          string          `json:"reason"`
+}
+
+// RunWebhooks delivers until ctx ends: new deliveries at once, retries when due, at most
+// Workers attempts in flight and PerEndpoint to one endpoint. Deliveries claimed by a process that
+// died are due again at once (at least once; the same webhook-id).
+func (s *Service) RunWebhooks(ctx context.Context) {
+	h := s.hooks
+	defer h.sender.Close()
+	if err := s.releaseClaims(); err != nil {
+		s.log.Error("webhooks: release claims", "err", err)
+	}
+	var mu sync.Mutex
+	inflight := map[string]int{}
+	total := 0
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	freed := make(chan struct{}, 1)
+	tick := time.NewTicker(h.opts.Poll)
+	defer tick.Stop()
+	for {
+		mu.Lock()
+		free := h.opts.Workers - total
+		snapshot := maps(inflight)
+		mu.Unlock()
+		if free > 0 {
+			claimed, err := s.claimDue(free, snapshot)
+			if err != nil {
+				s.log.Error("webhooks: claim", "err", err)
+			}
+			for _, c := range claimed {
+				mu.Lock()
+				inflight[c.ep.ID]++
+				total++
+				mu.Unlock()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s.attempt(ctx, c.d, c.ep)
+					mu.Lock()
+					if inflight[c.ep.ID]--; inflight[c.ep.ID] == 0 {
+						delete(inflight, c.ep.ID)
+					}
+					total--
+					mu.Unlock()
+					select {
+					case freed <- struct{}{}:
+					default:
+					}
+				}()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.kick:
+		case <-freed:
+		case <-tick.C:
+		}
+	}
+}
+
+func maps(m map[string]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+type claim struct {
+	d  *store.WebhookDelivery
+	ep *store.WebhookEndpoint
+}
+
+// claimDue marks up to free due deliveries in flight (respecting each endpoint's share) and returns them.
+// A claimed delivery's next attempt moves past the attempt's timeout, so it is not claimed twice.
+func (s *Service) claimDue(free int, inflight map[string]int) ([]claim, error) {
+	var out []claim
+	err := s.db.Update(func(tx *store.Tx) error {
+		eps, err := store.WebhookEndpoints.All(tx, func(e *store.WebhookEndpoint) bool { return e.IsActive })
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		lease := now.Add(s.hooks.opts.Timeout + 30*time.Second)
+		for _, ep := range eps {
+			n := min(s.hooks.opts.PerEndpoint-inflight[ep.ID], free-len(out))
+			if n <= 0 {
+				continue
+			}
+			ds, err := store.WebhookDeliveries.Range(tx, store.WebhookDeliveriesDue, ep.ID+" ", ep.ID+" "+store.DueKey(now.Add(time.Nanosecond)), n)
+			if err != nil {
+				return err
+			}
+			for _, d := range ds {
+				d.ClaimedAt, d.NextAttemptAt = &now, &lease
+				if err := store.WebhookDeliveries.Put(tx, d); err != nil {
+					return err
+				}
+				out = append(out, claim{d, ep})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// releaseClaims makes the deliveries a previous process had in flight due now.
+func (s *Service) releaseClaims() error {
+	return s.db.Update(func(tx *store.Tx) error {
+		ds, err := store.WebhookDeliveries.All(tx, func(d *store.WebhookDelivery) bool {
+			return d.State == DeliveryPending && d.ClaimedAt != nil
+		})
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		for _, d := range ds {
+			d.ClaimedAt, d.NextAttemptAt = nil, &now
+			if err := store.WebhookDeliveries.Put(tx, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// attempt sends a claimed delivery once and records the outcome. An attempt cut short by shutdown is
+// not recorded: the delivery stays claimed and the next start sends it again.
+func (s *Service) attempt(ctx context.Context, d *store.WebhookDelivery, ep *store.WebhookEndpoint) {
+	secrets, err := s.signingSecrets(ep)
+	if err != nil {
+		s.log.Error("webhooks: open secret", "endpoint", ep.ID, "err", err)
+		return
+	}
+	res := s.hooks.sender.Send(ctx, webhook.Message{URL: ep.URL, ID: d.ID, Time: s.now(), Body: d.Payload, Secrets: secrets})
+	if ctx.Err() != nil {
+		return
+	}
+	if err := s.recordAttempt(d.ID, res); err != nil {
+		s.log.Error("webhooks: record attempt", "delivery", d.ID, "err", err)
+	}
+}
+
+func (s *Service) signingSecrets(ep *store.WebhookEndpoint) ([]string, error) {
+	cur, err := s.box.Open(ep.SealedSecret)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{string(cur)}
+	if ep.SealedPrevious != nil && ep.PreviousUntil != nil && s.now().Before(*ep.PreviousUntil) {
+		if prev, err := s.box.Open(ep.SealedPrevious); err == nil {
+			out = append(out, string(prev))
+		}
+	}
+	return out, nil
+}
+
+// attemptError is what a tenant learns of a failed attempt: the HTTP status, or that the policy refused
+// the destination, or that no response came (never what answered or why a connection failed).
+func (s *Service) attemptError(res webhook.Result) string {
+	switch {
+	case res.Err != nil && errors.Is(res.Err, outbound.ErrRefused):
+		return outbound.ErrRefused.Error()
+	case res.Err != nil:
+		return "no response: could not connect, or no answer within " + s.hooks.opts.Timeout.String()
+	case res.Status >= 300 && res.Status < 400:
+		return fmt.Sprintf("HTTP %d (redirects are not followed)", res.Status)
+	case !res.OK():
+		return fmt.Sprintf("HTTP %d", res.Status)
+	}
+	return ""
+}
+
+// recordAttempt stores an attempt's outcome: delivered, or the next try by the schedule (or the
+// receiver's Retry-After, whichever is later), or failed; and the endpoint's health.
+func (s *Service) recordAttempt(deliveryID string, res webhook.Result) error {
+	return s.db.Update(func(tx *store.Tx) error {
+		d, err := store.WebhookDeliveries.Get(tx, deliveryID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil // the endpoint was deleted meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		ep, err := store.WebhookEndpoints.Get(tx, d.EndpointID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		o := s.hooks.opts
+		d.Attempts++
+		d.ClaimedAt, d.UpdatedAt, d.ResponseStatus = nil, now, res.Status
+		d.LastError = s.attemptError(res)
+		d.History = append(d.History, store.WebhookAttempt{At: now, ResponseStatus: res.Status, Error: d.LastError, DurationMS: res.Duration.Milliseconds()})
+		if len(d.History) > 50 {
+			d.History = d.History[len(d.History)-50:]
+		}
+		switch {
+		case res.OK():
+			d.State, d.DeliveredAt, d.NextAttemptAt = DeliveryDelivered, &now, nil
+		case d.State != DeliveryPending || d.Attempts >= d.MaxAttempts || res.Status == 410:
+			d.State, d.NextAttemptAt = DeliveryFailed, nil
+		default:
+			wait := o.Schedule[min(d.Attempts-1, len(o.Schedule)-1)]
+			wait += time.Duration(rand.Int64N(int64(wait)/10 + 1)) // up to 10 % later, so retries spread
+			if res.RetryAfter > wait {
+				wait = min(res.RetryAfter, 24*time.Hour)
+			}
+			d.NextAttemptAt = ptr(now.Add(wait))
+		}
+		if err := store.WebhookDeliveries.Put(tx, d); err != nil {
+			return err
+		}
+		if res.OK() {
+			ep.ConsecutiveFailures, ep.FailingSince = 0, nil
+			return store.WebhookEndpoints.Put(tx, ep)
+		}
+		ep.ConsecutiveFailures++
+		if ep.FailingSince == nil {
+			ep.FailingSince = &now
+		}
+		switch {
+		case !ep.IsActive:
+		case res.Status == 410:
+			return s.disableEndpoint(tx, ep, "the endpoint answered 410 Gone")
+		case now.Sub(*ep.FailingSince) >= o.DisableAfter:
+			return s.disableEndpoint(tx, ep, fmt.Sprintf("no attempt succeeded for %s", o.DisableAfter))
+		}
+		return store.WebhookEndpoints.Put(tx, ep)
+	})
+}
+
+// DeliveryRate is an organization's delivered / (delivered + failed) deliveries ended in the window; 1
+// when none ended.
+func (s *Service) deliveryRate(tx *store.Tx, orgID string, since time.Time) (float64, error) {
+	ds, err := store.WebhookDeliveries.Lookup(tx, store.WebhookDeliveriesByOrg, orgID, store.Query{})
+	if err != nil {
+		return 0, err
+	}
+	var ok, failed int
+	for _, d := range ds {
+		if d.UpdatedAt.Before(since) {
+			continue
+		}
+		switch d.State {
+		case DeliveryDelivered:
+			ok++
+		case DeliveryFailed:
+			failed++
+		}
+	}
+	if ok+failed == 0 {
+		return 1, nil
+	}
+	return float64(ok) / float64(ok+failed), nil
+}
+
+// sweepDeliveries deletes ended deliveries older than DeliveryRetention.
+func (s *Service) sweepDeliveries(tx *store.Tx) (int, error) {
+	cutoff := s.now().Add(-DeliveryRetention)
+	old, err := store.WebhookDeliveries.All(tx, func(d *store.WebhookDelivery) bool {
+		return d.State != DeliveryPending && d.UpdatedAt.Before(cutoff)
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range old {
+		if err := store.WebhookDeliveries.Delete(tx, d.ID); err != nil {
+			return 0, err
+		}
+	}
+	return len(old), nil
+}
