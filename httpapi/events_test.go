@@ -2,12 +2,15 @@ package httpapi
 
 import (
 	"bufio"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/store"
 )
 
 // sseEvent is one event read off a stream.
@@ -122,5 +125,39 @@ func TestProjectEventStream(t *testing.T) {
 	// Shutdown ends the streams.
 	b.api.Close()
 	for range s {
+	}
+}
+
+// TestStalledStreamDoesNotBlock: a client that opens a stream and never reads, while far more events
+// than its socket buffers hold are appended, holds nothing but its own connection: the API answers and
+// events keep being appended (the write budget then ends its stream).
+func TestStalledStreamDoesNotBlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	prj := b.project("stalled", "development")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(b.ts.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /v1/projects/%s/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", prj.ID, b.adminKey)
+	big := strings.Repeat("x", 4000)
+	for i := range 2000 { // ~8 MB of events: more than any socket buffer
+		if err := b.db.Update(func(tx *store.Tx) error {
+			return store.AppendEvent(tx, &store.Event{Type: "job.completed", OrganizationID: b.org.ID, ProjectID: prj.ID,
+				Data: []byte(fmt.Sprintf(`{"n":%d,"pad":%q}`, i, big)), CreatedAt: time.Now()})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if i%200 == 0 {
+			if r := b.do("GET", "/v1/me", b.adminKey, nil); r.status != http.StatusOK {
+				t.Fatalf("/v1/me with a stalled stream open: %d %s", r.status, r.body)
+			}
+		}
+	}
+	for range 20 {
+		if r := b.do("GET", "/v1/me", b.adminKey, nil); r.status != http.StatusOK {
+			t.Fatalf("/v1/me with a stalled stream open: %d %s", r.status, r.body)
+		}
 	}
 }
