@@ -120,13 +120,17 @@ type cliRun struct {
 
 // start runs the command line in a goroutine.
 func (e *cliEnv) start(stdin string, args ...string) *cliRun {
+	return e.startCtx(e.t.Context(), stdin, args...)
+}
+
+// startCtx is start with a context that ends the command.
+func (e *cliEnv) startCtx(ctx context.Context, stdin string, args ...string) *cliRun {
 	r := &cliRun{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	c := newCLIRoot()
 	c.SetArgs(args)
 	c.SetIn(strings.NewReader(stdin))
 	c.SetOut(r.stdout)
 	c.SetErr(r.stderr)
-	ctx := e.t.Context()
 	go func() { r.done <- c.ExecuteContext(ctx) }()
 	return r
 }

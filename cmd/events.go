@@ -1,0 +1,180 @@
+package cmd
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+var _ = registerClientCommand(newEventsCmd)
+
+func newEventsCmd(o *clientOpts) *cobra.Command {
+	var (
+		after    string
+		noFollow bool
+		asJSON   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "events PROJECT_ID",
+		Short: "Print a project's events as they happen (job ends, project ready, backups …)",
+		Long: `Print a project's events: those the log still holds (7 days), then live ones until Ctrl-C. A dropped
+connection is resumed after the last event printed (Last-Event-ID), so nothing is missed or repeated.
+Each line is "ID TYPE DATA"; with --json, one JSON object {id, type, data} per line.`,
+		Example: `  appliance events prj_...
+  appliance events prj_... --after 42 --no-follow --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := o.authed()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt)
+			defer stop()
+			path := projectPath(args[0]) + "/events"
+			if noFollow {
+				path += "?follow=false"
+			}
+			out := c.OutOrStdout()
+			err = cl.stream(ctx, path, after, !noFollow, c.ErrOrStderr(), func(ev sseEvent) error {
+				if asJSON {
+					line, err := json.Marshal(struct {
+						ID   string          `json:"id"`
+						Type string          `json:"type"`
+						Data json.RawMessage `json:"data"`
+					}{ev.ID, ev.Type, ev.Data})
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintf(out, "%s\n", line)
+					return err
+				}
+				_, err := fmt.Fprintf(out, "%s %s %s\n", ev.ID, ev.Type, ev.Data)
+				return err
+			})
+			if ctx.Err() != nil {
+				return nil // Ctrl-C (or the caller's context) ends the stream, not an error
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&after, "after", "", "start after this event ID (default: every event the log holds)")
+	f.BoolVar(&noFollow, "no-follow", false, "print the events the log holds and exit")
+	f.BoolVar(&asJSON, "json", false, "one JSON object per line")
+	return cmd
+}
+
+// sseEvent is one event of a text/event-stream.
+type sseEvent struct {
+	ID, Type string
+	Data     json.RawMessage
+}
+
+// stream reads a text/event-stream at path and hands each event to onEvent. With reconnect, a dropped
+// connection is opened again (after a second, then backing off to 30 s) with Last-Event-ID set to the
+// last event handed over, until ctx ends; an API error (4xx) ends it at once.
+func (c *apiClient) stream(ctx context.Context, path, last string, reconnect bool, notes io.Writer, onEvent func(sseEvent) error) error {
+	hc := *c.http
+	hc.Timeout = 0 // a stream lasts; its heartbeats show it is alive
+	wait := time.Second
+	for {
+		got, err := c.streamOnce(ctx, &hc, path, &last, onEvent)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			if ae, ok := err.(*APIError); ok && ae.Status < 500 && ae.Status != http.StatusTooManyRequests {
+				return err
+			}
+		}
+		if !reconnect {
+			return err
+		}
+		if got {
+			wait = time.Second
+		}
+		fmt.Fprintf(notes, "stream interrupted (%v); reconnecting after event %q in %s\n", errOr(err, "closed by the server"), last, wait)
+		if err := sleepCtx(ctx, wait); err != nil {
+			return err
+		}
+		wait = min(wait*2, 30*time.Second)
+	}
+}
+
+func errOr(err error, s string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return s
+}
+
+// streamOnce reads one connection of a stream; it reports whether any event came.
+func (c *apiClient) streamOnce(ctx context.Context, hc *http.Client, path string, last *string, onEvent func(sseEvent) error) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("User-Agent", "appliance-cli/"+Version)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if *last != "" {
+		req.Header.Set("Last-Event-ID", *last)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("GET %s: %w", redactPath(path), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return false, apiError(http.MethodGet, path, resp, raw)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var ev sseEvent
+	var data bytes.Buffer
+	got := false
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if data.Len() > 0 || ev.Type != "" {
+				ev.Data = json.RawMessage(bytes.TrimSuffix(data.Bytes(), []byte("\n")))
+				if err := onEvent(ev); err != nil {
+					return got, err
+				}
+				got = true
+				if ev.ID != "" {
+					*last = ev.ID
+				}
+			}
+			ev, data = sseEvent{}, bytes.Buffer{}
+		case strings.HasPrefix(line, ":"): // a comment: the heartbeat
+		default:
+			field, value, _ := strings.Cut(line, ":")
+			value = strings.TrimPrefix(value, " ")
+			switch field {
+			case "id":
+				ev.ID = value
+			case "event":
+				ev.Type = value
+			case "data":
+				data.WriteString(value)
+				data.WriteByte('\n')
+			}
+		}
+	}
+	return got, sc.Err()
+}
