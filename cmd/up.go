@@ -104,7 +104,7 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.StringVar(&cfg.LogLevel, "log-level", envDefault("APPLIANCE_LOG_LEVEL", "info"), "debug, info, warn or error (APPLIANCE_LOG_LEVEL)")
 	f.BoolVar(&cfg.NoInstall, "no-install", envBool("APPLIANCE_NO_INSTALL"), "never install missing programs with apt-get (APPLIANCE_NO_INSTALL=1)")
 	f.StringVar(&cfg.PGEmbeddedCache, "pg-embedded-cache", envDefault("APPLIANCE_PG_EMBEDDED_CACHE", ""), "embedded-postgres' cache of PostgreSQL archives (APPLIANCE_PG_EMBEDDED_CACHE); default ~/.embedded-postgres-go")
-	f.StringVar(&cfg.OutboundAllow, "outbound-allow", envDefault("APPLIANCE_OUTBOUND_ALLOW", ""), "CIDRs tenant connections (import sources) may reach although refused by default, e.g. 127.0.0.1/32 (APPLIANCE_OUTBOUND_ALLOW; comma-separated)")
+	f.StringVar(&cfg.OutboundAllow, "outbound-allow", envDefault("APPLIANCE_OUTBOUND_ALLOW", ""), "CIDRs tenant connections (import sources, webhook deliveries) may reach although refused by default, e.g. 127.0.0.1/32 (APPLIANCE_OUTBOUND_ALLOW; comma-separated)")
 	f.StringVar(&cfg.OutboundDeny, "outbound-deny", envDefault("APPLIANCE_OUTBOUND_DENY", ""), "CIDRs tenant connections may never reach, e.g. 10.0.0.0/8 (APPLIANCE_OUTBOUND_DENY; comma-separated; wins over --outbound-allow)")
 	f.StringVar(&cfg.RatePerIP, "rate-per-ip", envDefault("APPLIANCE_RATE_PER_IP", "100:400"), "API requests per second and burst per client IP (APPLIANCE_RATE_PER_IP)")
 	f.StringVar(&cfg.RatePerCredential, "rate-per-credential", envDefault("APPLIANCE_RATE_PER_CREDENTIAL", "500:5000"), "API requests per second and burst per API key or session (APPLIANCE_RATE_PER_CREDENTIAL)")

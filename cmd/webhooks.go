@@ -1,18 +1,24 @@
 package cmd
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/webhook"
 )
 
 var _ = registerClientCommand(newWebhooksCmd)
@@ -20,7 +26,67 @@ var _ = registerClientCommand(newWebhooksCmd)
 func newWebhooksCmd(o *clientOpts) *cobra.Command {
 	return groupCmd("webhooks", []string{"webhook"}, "Manage the organization's webhook endpoints and their deliveries",
 		newWebhooksListCmd(o), newWebhooksCreateCmd(o), newWebhooksDeleteCmd(o), newWebhooksRotateCmd(o),
-		newWebhooksDeliveriesCmd(o), newWebhooksTestCmd(o), newWebhooksRedeliverCmd(o))
+		newWebhooksDeliveriesCmd(o), newWebhooksTestCmd(o), newWebhooksRedeliverCmd(o), newWebhooksListenCmd())
+}
+
+// newWebhooksListenCmd is a receiver for trying webhooks out: it verifies each delivery's signature with
+// the endpoint's secret, prints it, and answers 204 (401 when the signature does not verify).
+func newWebhooksListenCmd() *cobra.Command {
+	var addr, secret string
+	cmd := &cobra.Command{
+		Use:   "listen",
+		Short: "Receive deliveries on this machine: verify each signature, print it, answer 204",
+		Long: `Run a webhook receiver for trying endpoints out. Each delivery's signature is checked with --secret
+(the endpoint's whsec_ secret; APPLIANCE_WEBHOOK_SECRET) and its timestamp must be within 5 minutes;
+a delivery that verifies is printed and answered 204, one that does not is answered 401. The appliance
+reaches a receiver on this machine only when the operator allows it: appliance up --outbound-allow 127.0.0.0/8.`,
+		Example: `  appliance webhooks listen --listen 127.0.0.1:9000 --secret whsec_...`,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if secret == "" {
+				secret = os.Getenv("APPLIANCE_WEBHOOK_SECRET")
+			}
+			if !strings.HasPrefix(secret, webhook.SecretPrefix) {
+				return errors.New("--secret whsec_... is required (the secret printed by webhooks create or rotate-secret)")
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return err
+			}
+			out := c.OutOrStdout()
+			fmt.Fprintf(c.ErrOrStderr(), "Receiving webhooks on http://%s/ (Ctrl-C stops)\n", ln.Addr())
+			var mu sync.Mutex
+			srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if err := webhook.Verify(secret, r.Header, body, time.Now(), 5*time.Minute); err != nil {
+					fmt.Fprintf(out, "REFUSED %s %s: %v\n", r.Header.Get("webhook-id"), r.URL.Path, err)
+					http.Error(w, err.Error(), http.StatusUnauthorized)
+					return
+				}
+				var ev struct {
+					Type string `json:"type"`
+				}
+				_ = json.Unmarshal(body, &ev)
+				fmt.Fprintf(out, "verified %s %s %s\n", r.Header.Get("webhook-id"), ev.Type, body)
+				w.WriteHeader(http.StatusNoContent)
+			})}
+			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt)
+			defer stop()
+			go func() { <-ctx.Done(); srv.Close() }()
+			if err := srv.Serve(ln); ctx.Err() == nil {
+				return err
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&addr, "listen", "127.0.0.1:9000", "address to receive on")
+	cmd.Flags().StringVar(&secret, "secret", "", "the endpoint's signing secret (APPLIANCE_WEBHOOK_SECRET)")
+	return cmd
 }
 
 func hooksPath(org string) string { return "/v1/organizations/" + seg(org) + "/webhook-endpoints" }

@@ -189,3 +189,44 @@ func TestCLIEvents(t *testing.T) {
 		t.Fatalf("no reconnect (connections %d); stderr:\n%s", conns.Load(), run.stderr)
 	}
 }
+
+// TestCLIWebhooksListen: the receiver of `webhooks listen` verifies a real delivery with the secret that
+// create printed, and refuses a forged one with 401.
+func TestCLIWebhooksListen(t *testing.T) {
+	e := setupCLI(t)
+	t.Setenv("APPLIANCE_API_URL", e.url)
+	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
+	t.Setenv("APPLIANCE_API_KEY", e.boot.APIKey)
+	o := appliance.DefaultWebhookOptions
+	o.Poll = 20 * time.Millisecond
+	e.env.StartWebhooks(t, &o)
+	l := e.env.Listen(t)
+	addr := l.Addr().String()
+	l.Close()
+	secret, _ := e.mustRun("", "webhooks", "create", "--url", "http://"+addr+"/hooks")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	listen := e.startCtx(ctx, "", "webhooks", "listen", "--listen", addr, "--secret", strings.TrimSpace(secret))
+	waitFor(t, "the receiver", listen, func() bool { return strings.Contains(listen.stderr.String(), "Receiving webhooks") })
+	id := regexp.MustCompile(`whe_[0-9a-z]{26}`).FindString(lineWith(func() string { s, _ := e.mustRun("", "webhooks", "list"); return s }(), "http://"+addr))
+	out, _ := e.mustRun("", "webhooks", "test", id)
+	msg := regexp.MustCompile(`msg_[0-9a-z]{26}`).FindString(out)
+	waitFor(t, "the verified delivery", listen, func() bool { return strings.Contains(listen.stdout.String(), "verified "+msg+" webhook.test") })
+
+	req, _ := http.NewRequest("POST", "http://"+addr+"/hooks", strings.NewReader(`{"type":"job.completed"}`))
+	req.Header.Set("webhook-id", "msg_forged")
+	req.Header.Set("webhook-timestamp", fmt.Sprint(time.Now().Unix()))
+	req.Header.Set("webhook-signature", "v1,Zm9yZ2Vk")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized || !strings.Contains(listen.stdout.String(), "REFUSED msg_forged") {
+		t.Fatalf("forged delivery: %d\n%s", res.StatusCode, listen.stdout)
+	}
+	cancel()
+	if err := listen.wait(t); err != nil {
+		t.Fatalf("listen ended with %v", err)
+	}
+}

@@ -184,3 +184,30 @@ func retryAfter(v string, now time.Time) time.Duration {
 
 // Close drops idle connections.
 func (s *Sender) Close() { s.client.CloseIdleConnections() }
+
+// Verify checks a received delivery the way a receiver should: the timestamp within tolerance of now,
+// and one of the webhook-signature's v1 signatures made with secret.
+func Verify(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
+	id, tsRaw, sigs := h.Get("webhook-id"), h.Get("webhook-timestamp"), h.Get("webhook-signature")
+	if id == "" || tsRaw == "" || sigs == "" {
+		return errors.New("missing webhook-id, webhook-timestamp or webhook-signature")
+	}
+	sec, err := strconv.ParseInt(tsRaw, 10, 64)
+	if err != nil {
+		return errors.New("webhook-timestamp is not Unix seconds")
+	}
+	ts := time.Unix(sec, 0)
+	if d := now.Sub(ts); d > tolerance || d < -tolerance {
+		return fmt.Errorf("webhook-timestamp is %s away from now", d.Round(time.Second))
+	}
+	want, err := Sign(secret, id, ts, body)
+	if err != nil {
+		return err
+	}
+	for _, s := range strings.Fields(sigs) {
+		if hmac.Equal([]byte(s), []byte(want)) {
+			return nil
+		}
+	}
+	return errors.New("no signature matches the secret")
+}
