@@ -221,6 +221,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	var sup *postgres.Supervisor
 	var runner *scheduler.Runner
 	stopHooks := func() {}
+	var firstFill chan struct{}
 	var svc *appliance.Service
 	var srv *http.Server
 	var api *httpapi.Server
@@ -312,9 +313,21 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			if err := runner.Every("@every 30s", "spare-clusters", refill); err != nil {
 				return err
 			}
-			go refill(ctx)
+			// The first fill runs now, beside the runner; stopping waits for it as for the runner's own runs,
+			// so no spare's postmaster is started after the supervisor stopped (or the process exited).
+			firstFill = make(chan struct{})
+			go func() { defer close(firstFill); refill(ctx) }()
 			return svc.AdoptInstances(ctx)
-		}, stop: func(ctx context.Context) error { return runner.Stop(ctx) }},
+		}, stop: func(ctx context.Context) error {
+			err := runner.Stop(ctx)
+			if firstFill != nil {
+				select {
+				case <-firstFill:
+				case <-ctx.Done():
+				}
+			}
+			return err
+		}},
 		{name: "webhooks", start: func(ctx context.Context) error {
 			hooksCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 			done := make(chan struct{})
