@@ -11,12 +11,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/webhook"
 	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/scheduler"
 )
@@ -64,6 +67,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var login *cliRun
+	hooks := &e2eHookReceiver{seen: map[string]int{}}
 	answer := func(v string) { fmt.Fprintln(stdin, "ok "+v) }
 	done := false
 	sc := bufio.NewScanner(stdoutPipe)
@@ -100,6 +104,19 @@ func TestDashboardEndToEnd(t *testing.T) {
 			answer(dumps[0])
 		case what == "failed-job":
 			answer(failImport(t, e, p, arg))
+		case what == "webhook-receiver": // fails each delivery's first attempt, then takes it
+			o := appliance.DefaultWebhookOptions
+			o.Schedule, o.Poll = []time.Duration{300 * time.Millisecond, time.Second}, 50*time.Millisecond
+			e.env.StartWebhooks(t, &o)
+			answer(e.env.Serve(t, hooks) + "/hooks")
+		case what == "webhook-secret":
+			hooks.secret.Store(&arg)
+			answer("")
+		case what == "webhook-verified":
+			if n := hooks.verified.Load(); n < 1 {
+				t.Fatalf("the receiver verified %d deliveries with the secret the page showed", n)
+			}
+			answer("")
 		case what == "cli-login":
 			login = e.start("", "login", "--api", e.url, "--ca-cert", e.caPath, "--device-name", "e2e laptop", "--poll-interval", "50ms")
 			answer(waitSession(t, login))
@@ -120,13 +137,38 @@ func TestDashboardEndToEnd(t *testing.T) {
 		t.Fatalf("dashboard script: %v\n%s", err, stderr.String())
 	}
 	for _, page := range []string{"docs", "signin", "projects-empty", "project", "project-backups", "project-exports", "project-extensions",
-		"project-settings", "project-audit", "project-imports", "projects", "api-keys", "members", "overview", "account", "cli-login"} {
+		"project-settings", "project-audit", "project-imports", "projects", "api-keys", "members", "webhooks", "overview", "account", "cli-login"} {
 		for _, w := range []string{"desktop", "phone"} {
 			if st, err := os.Stat(filepath.Join(out, page+"-"+w+".png")); err != nil || st.Size() < 1000 {
 				t.Errorf("screenshot %s-%s: %v", page, w, err)
 			}
 		}
 	}
+}
+
+// e2eHookReceiver answers 500 to each delivery's first attempt and 204 after, and counts the deliveries
+// whose signature verifies with the secret the page showed.
+type e2eHookReceiver struct {
+	mu       sync.Mutex
+	seen     map[string]int
+	secret   atomic.Pointer[string]
+	verified atomic.Int64
+}
+
+func (h *e2eHookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	h.mu.Lock()
+	h.seen[r.Header.Get("webhook-id")]++
+	n := h.seen[r.Header.Get("webhook-id")]
+	h.mu.Unlock()
+	if n == 1 {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	if s := h.secret.Load(); s != nil && webhook.Verify(*s, r.Header, body, time.Now(), 5*time.Minute) == nil {
+		h.verified.Add(1)
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // e2eScript copies the dashboard's package files and e2e scripts to a temp dir and installs

@@ -175,6 +175,27 @@ try {
   await shoot('members')
   await page.getByRole('button', { name: 'Done' }).click()
 
+  // A webhook endpoint: its secret shown once, a test event that fails once then is delivered, its
+  // attempts and payload shown.
+  const receiver = await ask('webhook-receiver')
+  await page.getByRole('link', { name: 'Webhooks' }).click()
+  await page.getByRole('heading', { name: 'Webhooks' }).waitFor()
+  await page.getByLabel('URL').fill(receiver)
+  await page.getByLabel('Description').fill('e2e receiver')
+  await page.getByRole('checkbox', { name: 'job.completed' }).check()
+  await page.getByRole('button', { name: 'Add endpoint' }).click()
+  const hookSecret = await page.getByRole('textbox', { name: 'Signing secret' }).inputValue()
+  await ask('webhook-secret', hookSecret)
+  await page.getByRole('button', { name: 'Done' }).click()
+  await page.getByRole('button', { name: 'Send a test event to ' + receiver }).click()
+  const deliveries = page.getByRole('region', { name: 'Deliveries to ' + receiver })
+  await deliveries.locator('.badge-delivered').waitFor({ timeout: 30000 })
+  await deliveries.getByRole('button', { name: /^Details of / }).click()
+  await deliveries.getByText('HTTP 500').first().waitFor()
+  await deliveries.getByText('"type": "webhook.test"').waitFor()
+  await shoot('webhooks')
+  await ask('webhook-verified')
+
   await page.getByRole('link', { name: 'Overview' }).click()
   await page.getByRole('heading', { name: 'Quotas' }).waitFor()
   await shoot('overview')

@@ -9,6 +9,7 @@ import { Overview } from './pages/overview'
 import { Project } from './pages/project'
 import { Projects } from './pages/projects'
 import { SignIn } from './pages/signin'
+import { Webhooks } from './pages/webhooks'
 import { match, navigate, onLinkClick, useLocation } from './router'
 import { ErrorBox, message } from './ui'
 
@@ -17,6 +18,7 @@ const nav = [
   { href: '/projects', label: 'Projects' },
   { href: '/api-keys', label: 'API keys' },
   { href: '/members', label: 'Members' },
+  { href: '/webhooks', label: 'Webhooks' },
   { href: '/account', label: 'Account' },
   { href: '/docs', label: 'API' },
 ]
@@ -50,6 +52,7 @@ export function App() {
   else if (path === '/overview' && org) page = <Overview me={me} />
   else if (path === '/api-keys' && org) page = <APIKeys me={me} />
   else if (path === '/members' && org) page = <Members me={me} />
+  else if (path === '/webhooks' && org) page = <Webhooks me={me} />
   else if (path === '/account') page = <Account me={me} />
   else if ((m = match('/projects/:id', path))) page = <Project id={m.id} />
   else if ((m = match('/projects/:id/:tab', path))) page = <Project id={m.id} tab={m.tab} />

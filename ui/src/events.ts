@@ -7,6 +7,7 @@ export function useProjectEvents(projectID: string, onEvent: (type: string, data
   const handler = useRef(onEvent)
   handler.current = onEvent
   useEffect(() => {
+    if (!projectID) return
     const stop = new AbortController()
     let last = ''
     let first = true

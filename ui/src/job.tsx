@@ -1,12 +1,21 @@
+import { useState } from 'preact/hooks'
 import { get, seg, type Job } from './api'
+import { useProjectEvents } from './events'
 import { Badge, ErrorBox, useLoad } from './ui'
 
 const ended = (s: string) => s === 'completed' || s === 'failed' || s === 'cancelled'
 
-/** JobProgress follows a job the page started until it ends, then shows how (with a failure's stderr). */
+/** JobProgress follows a job the page started until it ends, then shows how (with a failure's stderr). Its end
+ * arrives live on the project's event stream (job.completed / job.failed carry the job); a slow poll is
+ * only the fallback. */
 export function JobProgress({ id, label }: { id: string; label: string }) {
-  const { data, error } = useLoad(() => get<{ job: Job }>('/v1/jobs/' + seg(id)), [id], 1000)
-  const j = data?.job
+  const { data, error } = useLoad(() => get<{ job: Job }>('/v1/jobs/' + seg(id)), [id], 15000)
+  const [live, setLive] = useState<Job | null>(null)
+  useProjectEvents(data?.job.project_id ?? '', (_type, ev) => {
+    const job = (ev as { job?: Job } | null)?.job
+    if (job && job.id === id) setLive(job)
+  })
+  const j = live ?? data?.job
   return (
     <div class="job-progress" role="status" aria-live="polite">
       <span>{label}: </span>
