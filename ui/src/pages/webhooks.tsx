@@ -29,7 +29,7 @@ export function Webhooks({ me }: { me: Me }) {
     <main>
       <h1>Webhooks</h1>
       <p class="hint">
-        Events are delivered to your endpoints signed the <a href="https://www.standardwebhooks.com">Standard Webhooks</a> way
+        Events are delivered to your endpoints signed the Standard Webhooks way (standardwebhooks.com)
         (headers webhook-id, webhook-timestamp, webhook-signature), retried for about 28 hours when they fail.
       </p>
       {secret && (
@@ -56,7 +56,7 @@ export function Webhooks({ me }: { me: Me }) {
             <div class="row">
               <div>
                 <label for="hook-url">URL</label>
-                <input id="hook-url" type="url" required maxLength={2048} placeholder="https://example.com/hooks" value={url} onInput={(e) => setURL((e.target as HTMLInputElement).value)} />
+                <input id="hook-url" type="url" required maxLength={2048} placeholder="https://…/hooks" value={url} onInput={(e) => setURL((e.target as HTMLInputElement).value)} />
               </div>
               <div>
                 <label for="hook-description">Description</label>
