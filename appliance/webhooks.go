@@ -634,17 +634,20 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					s.attempt(ctx, c.d, c.ep)
-					mu.Lock()
-					if inflight[c.ep.ID]--; inflight[c.ep.ID] == 0 {
-						delete(inflight, c.ep.ID)
-					}
-					total--
-					mu.Unlock()
-					select {
-					case freed <- struct{}{}:
-					default:
-					}
+					// The slot is free once the receiver answered; the outcome is recorded after (the
+					// delivery's claim keeps it from being claimed again meanwhile).
+					s.attempt(ctx, c.d, c.ep, func() {
+						mu.Lock()
+						if inflight[c.ep.ID]--; inflight[c.ep.ID] == 0 {
+							delete(inflight, c.ep.ID)
+						}
+						total--
+						mu.Unlock()
+						select {
+						case freed <- struct{}{}:
+						default:
+						}
+					})
 				}()
 			}
 		}
@@ -727,15 +730,17 @@ func (s *Service) releaseClaims() error {
 	})
 }
 
-// attempt sends a claimed delivery once and records the outcome. An attempt cut short by shutdown is
-// not recorded: the delivery stays claimed and the next start sends it again.
-func (s *Service) attempt(ctx context.Context, d *store.WebhookDelivery, ep *store.WebhookEndpoint) {
+// attempt sends a claimed delivery once, calls sent, and records the outcome. An attempt cut short by
+// shutdown is not recorded: the delivery stays claimed and the next start sends it again.
+func (s *Service) attempt(ctx context.Context, d *store.WebhookDelivery, ep *store.WebhookEndpoint, sent func()) {
 	secrets, err := s.signingSecrets(ep)
 	if err != nil {
+		sent()
 		s.log.Error("webhooks: open secret", "endpoint", ep.ID, "err", err)
 		return
 	}
 	res := s.hooks.sender.Send(ctx, webhook.Message{URL: ep.URL, ID: d.ID, Time: s.now(), Body: d.Payload, Secrets: secrets})
+	sent()
 	if ctx.Err() != nil {
 		return
 	}
@@ -775,9 +780,12 @@ func (s *Service) attemptError(res webhook.Result) string {
 }
 
 // recordAttempt stores an attempt's outcome: delivered, or the next try by the schedule (or the
-// receiver's Retry-After, whichever is later), or failed; and the endpoint's health.
+// receiver's Retry-After, whichever is later), or failed; and the endpoint's health. Concurrent attempts'
+// outcomes share one commit (store.Batch); the function reads everything it changes from its transaction,
+// so running it again after a batch's rollback records the attempt once.
 func (s *Service) recordAttempt(deliveryID string, res webhook.Result) error {
-	return s.db.Update(func(tx *store.Tx) error {
+	now := s.now()
+	return s.db.Batch(func(tx *store.Tx) error {
 		d, err := store.WebhookDeliveries.Get(tx, deliveryID)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil // the endpoint was deleted meanwhile
@@ -792,7 +800,6 @@ func (s *Service) recordAttempt(deliveryID string, res webhook.Result) error {
 		if err != nil {
 			return err
 		}
-		now := s.now()
 		o := s.hooks.opts
 		d.Attempts++
 		d.ClaimedAt, d.UpdatedAt, d.ResponseStatus = nil, now, res.Status

@@ -379,14 +379,17 @@ func treeSize(dir string) (int64, error) {
 	return n, err
 }
 
-func envInt(b *testing.B, name string, def int) int {
+func envInt(b *testing.B, name string, def int) int { return envAtLeast(b, name, def, 1) }
+
+// envAtLeast is the integer in the environment variable name (def when unset), refusing one below least.
+func envAtLeast(b *testing.B, name string, def, least int) int {
 	v := os.Getenv(name)
 	if v == "" {
 		return def
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("%s=%q: want a positive integer", name, v)
+	if err != nil || n < least {
+		b.Fatalf("%s=%q: want an integer of at least %d", name, v, least)
 	}
 	return n
 }

@@ -295,3 +295,10 @@ func (t *Table[T]) Range(tx *Tx, ix *Index[T], from, to string, limit int) ([]*T
 
 // OnCommit runs fn after the transaction commits (not when it rolls back).
 func (tx *Tx) OnCommit(fn func()) { tx.tx.OnCommit(fn) }
+
+// Batch runs fn in a read-write transaction that may be shared with other concurrent Batch calls (one
+// commit for all: fewer fsyncs under load). fn must be idempotent: when another function of the batch
+// fails, fn runs again alone in a fresh transaction.
+func (db *DB) Batch(fn func(*Tx) error) error {
+	return db.bolt.Batch(func(tx *bolt.Tx) error { return fn(&Tx{tx}) })
+}
