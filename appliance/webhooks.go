@@ -170,14 +170,34 @@ type WebhookDelivery struct {
 	UpdatedAt      time.Time        `json:"updated_at"`
 }
 
-func deliveryView(d *store.WebhookDelivery) WebhookDelivery {
+// payloadOf reads a delivery's body (null when missing).
+func payloadOf(tx *store.Tx, id string) (json.RawMessage, error) {
+	p, err := store.WebhookPayloads.Get(tx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return json.RawMessage("null"), nil
+	}
+	if err != nil {
+		return nil, Internal(err, "read delivery payload")
+	}
+	return p.Body, nil
+}
+
+// deleteDelivery removes a delivery and its payload.
+func deleteDelivery(tx *store.Tx, id string) error {
+	if err := store.WebhookPayloads.Delete(tx, id); err != nil {
+		return err
+	}
+	return store.WebhookDeliveries.Delete(tx, id)
+}
+
+func deliveryView(d *store.WebhookDelivery, payload json.RawMessage) WebhookDelivery {
 	hist := make([]WebhookAttempt, 0, len(d.History))
 	for _, a := range d.History {
 		hist = append(hist, WebhookAttempt(a))
 	}
 	return WebhookDelivery{ID: d.ID, EndpointID: d.EndpointID, OrganizationID: d.OrganizationID, EventType: d.EventType,
 		State: d.State, Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, ResponseStatus: d.ResponseStatus,
-		LastError: d.LastError, Payload: d.Payload, AttemptHistory: hist, CreatedAt: d.CreatedAt,
+		LastError: d.LastError, Payload: payload, AttemptHistory: hist, CreatedAt: d.CreatedAt,
 		DeliveredAt: d.DeliveredAt, NextAttemptAt: d.NextAttemptAt, UpdatedAt: d.UpdatedAt}
 }
 
@@ -388,7 +408,7 @@ func (s *Service) DeleteWebhookEndpoint(ctx context.Context, p *Principal, orgID
 			return Internal(err, "read deliveries")
 		}
 		for _, d := range ds {
-			if err := store.WebhookDeliveries.Delete(tx, d.ID); err != nil {
+			if err := deleteDelivery(tx, d.ID); err != nil {
 				return Internal(err, "delete delivery")
 			}
 		}
@@ -446,7 +466,11 @@ func (s *Service) ListWebhookDeliveries(ctx context.Context, p *Principal, orgID
 			return Internal(err, "list deliveries")
 		}
 		for _, d := range ds {
-			out.Deliveries = append(out.Deliveries, deliveryView(d))
+			payload, err := payloadOf(tx, d.ID)
+			if err != nil {
+				return err
+			}
+			out.Deliveries = append(out.Deliveries, deliveryView(d, payload))
 		}
 		return nil
 	})
@@ -476,7 +500,7 @@ func (s *Service) TestWebhookEndpoint(ctx context.Context, p *Principal, orgID, 
 		if err != nil {
 			return err
 		}
-		out = &WebhookDeliveryResult{Delivery: deliveryView(d)}
+		out = &WebhookDeliveryResult{Delivery: deliveryView(d, body)}
 		return s.audit(tx, p, "webhook_endpoint.test", orgID, "", map[string]any{"webhook_endpoint_id": ep.ID, "delivery_id": d.ID})
 	})
 	return out, err
@@ -512,7 +536,11 @@ func (s *Service) RedeliverWebhook(ctx context.Context, p *Principal, orgID, end
 			return Internal(err, "store delivery")
 		}
 		tx.OnCommit(s.hooks.poke)
-		out = &WebhookDeliveryResult{Delivery: deliveryView(d)}
+		payload, err := payloadOf(tx, d.ID)
+		if err != nil {
+			return err
+		}
+		out = &WebhookDeliveryResult{Delivery: deliveryView(d, payload)}
 		return s.audit(tx, p, "webhook_delivery.redeliver", orgID, "", map[string]any{"webhook_endpoint_id": ep.ID, "delivery_id": d.ID})
 	})
 	return out, err
@@ -558,10 +586,13 @@ func (s *Service) fanOut(tx *store.Tx, e *store.Event) error {
 func (s *Service) queueDelivery(tx *store.Tx, ep *store.WebhookEndpoint, typ string, seq uint64, body json.RawMessage) (*store.WebhookDelivery, error) {
 	now := s.now()
 	d := &store.WebhookDelivery{ID: ids.New("msg"), EndpointID: ep.ID, OrganizationID: ep.OrganizationID, EventType: typ,
-		EventSeq: seq, Payload: body, State: DeliveryPending, MaxAttempts: len(s.hooks.opts.Schedule) + 1,
+		EventSeq: seq, State: DeliveryPending, MaxAttempts: len(s.hooks.opts.Schedule) + 1,
 		NextAttemptAt: &now, CreatedAt: now, UpdatedAt: now}
 	if err := store.WebhookDeliveries.Put(tx, d); err != nil {
 		return nil, Internal(err, "store delivery")
+	}
+	if err := store.WebhookPayloads.Put(tx, &store.WebhookPayload{ID: d.ID, Body: body}); err != nil {
+		return nil, Internal(err, "store delivery payload")
 	}
 	tx.OnCommit(s.hooks.poke)
 	return d, nil
@@ -636,7 +667,7 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 					defer wg.Done()
 					// The slot is free once the receiver answered; the outcome is recorded after (the
 					// delivery's claim keeps it from being claimed again meanwhile).
-					s.attempt(ctx, c.d, c.ep, func() {
+					s.attempt(ctx, c, func() {
 						mu.Lock()
 						if inflight[c.ep.ID]--; inflight[c.ep.ID] == 0 {
 							delete(inflight, c.ep.ID)
@@ -670,8 +701,9 @@ func maps(m map[string]int) map[string]int {
 }
 
 type claim struct {
-	d  *store.WebhookDelivery
-	ep *store.WebhookEndpoint
+	d    *store.WebhookDelivery
+	ep   *store.WebhookEndpoint
+	body []byte
 }
 
 // claimDue marks up to free due deliveries in flight (respecting each endpoint's share) and returns them.
@@ -699,7 +731,11 @@ func (s *Service) claimDue(free int, inflight map[string]int) ([]claim, error) {
 				if err := store.WebhookDeliveries.Put(tx, d); err != nil {
 					return err
 				}
-				out = append(out, claim{d, ep})
+				body, err := payloadOf(tx, d.ID)
+				if err != nil {
+					return err
+				}
+				out = append(out, claim{d, ep, body})
 			}
 		}
 		return nil
@@ -732,14 +768,15 @@ func (s *Service) releaseClaims() error {
 
 // attempt sends a claimed delivery once, calls sent, and records the outcome. An attempt cut short by
 // shutdown is not recorded: the delivery stays claimed and the next start sends it again.
-func (s *Service) attempt(ctx context.Context, d *store.WebhookDelivery, ep *store.WebhookEndpoint, sent func()) {
+func (s *Service) attempt(ctx context.Context, c claim, sent func()) {
+	d, ep := c.d, c.ep
 	secrets, err := s.signingSecrets(ep)
 	if err != nil {
 		sent()
 		s.log.Error("webhooks: open secret", "endpoint", ep.ID, "err", err)
 		return
 	}
-	res := s.hooks.sender.Send(ctx, webhook.Message{URL: ep.URL, ID: d.ID, Time: s.now(), Body: d.Payload, Secrets: secrets})
+	res := s.hooks.sender.Send(ctx, webhook.Message{URL: ep.URL, ID: d.ID, Time: s.now(), Body: c.body, Secrets: secrets})
 	sent()
 	if ctx.Err() != nil {
 		return
@@ -878,7 +915,7 @@ func (s *Service) sweepDeliveries(tx *store.Tx) (int, error) {
 		return 0, err
 	}
 	for _, d := range old {
-		if err := store.WebhookDeliveries.Delete(tx, d.ID); err != nil {
+		if err := deleteDelivery(tx, d.ID); err != nil {
 			return 0, err
 		}
 	}

@@ -484,7 +484,6 @@ type WebhookDelivery struct {
 	OrganizationID string           `json:"organization_id"`
 	EventType      string           `json:"event_type"`
 	EventSeq       uint64           `json:"event_seq"` // 0 for test deliveries
-	Payload        json.RawMessage  `json:"payload"`   // the body sent: {type, timestamp, data}
 	State          string           `json:"state"`     // pending, delivered, failed
 	Attempts       int              `json:"attempts"`
 	MaxAttempts    int              `json:"max_attempts"`
@@ -498,6 +497,13 @@ type WebhookDelivery struct {
 	UpdatedAt      time.Time        `json:"updated_at"`
 }
 
+// WebhookPayload is the body a delivery sends ({type, timestamp, data}), kept apart from the delivery
+// (same ID) so that claiming and recording attempts never encode it again.
+type WebhookPayload struct {
+	ID   string          `json:"id"`
+	Body json.RawMessage `json:"body"`
+}
+
 // DueKey orders pending deliveries by their next attempt (fixed-width nanoseconds, so keys sort by time).
 func DueKey(t time.Time) string { return fmt.Sprintf("%020d", t.UnixNano()) }
 
@@ -505,6 +511,7 @@ func DueKey(t time.Time) string { return fmt.Sprintf("%020d", t.UnixNano()) }
 var (
 	WebhookEndpoints            = newTable("webhook_endpoints", func(r *WebhookEndpoint) string { return r.ID })
 	WebhookEndpointsByOrg       = WebhookEndpoints.index("organization", func(r *WebhookEndpoint) []string { return []string{r.OrganizationID} })
+	WebhookPayloads             = newTable("webhook_payloads", func(r *WebhookPayload) string { return r.ID })
 	WebhookDeliveries           = newTable("webhook_deliveries", func(r *WebhookDelivery) string { return r.ID })
 	WebhookDeliveriesByEndpoint = WebhookDeliveries.index("endpoint", func(r *WebhookDelivery) []string { return []string{r.EndpointID} })
 	WebhookDeliveriesByOrg      = WebhookDeliveries.index("organization", func(r *WebhookDelivery) []string { return []string{r.OrganizationID} })
