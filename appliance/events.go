@@ -124,22 +124,66 @@ type Event struct {
 	Data json.RawMessage `json:"data"`
 }
 
-// ProjectEvents returns up to limit events of a project the caller may see, after position after, oldest
-// first.
-func (s *Service) ProjectEvents(ctx context.Context, p *Principal, projectID string, after uint64, limit int) ([]Event, error) {
-	out := []Event{}
+// EventPage is a read of the log: the events the caller may see, and the position read up to (the stream
+// resumes after it even when the events read there were not for the caller).
+type EventPage struct {
+	Events []Event
+	Last   uint64
+	Full   bool // limit events were read: more may be waiting
+}
+
+// ProjectEvents returns the events of a project the caller may see after position after, oldest first,
+// reading up to limit events.
+func (s *Service) ProjectEvents(ctx context.Context, p *Principal, projectID string, after uint64, limit int) (*EventPage, error) {
+	return s.readEvents(after, limit, func(tx *store.Tx) (*store.Index[store.Event], string, func(*store.Event) bool, error) {
+		_, err := s.visibleProject(tx, p, projectID)
+		return store.EventsByProject, projectID, nil, err
+	})
+}
+
+// OrganizationEvents returns the events of an organization's projects after position after, oldest first,
+// reading up to limit events; the organization's own events (no project) only to callers holding
+// organizations:read. Project-scoped keys are refused.
+func (s *Service) OrganizationEvents(ctx context.Context, p *Principal, orgID string, after uint64, limit int) (*EventPage, error) {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return nil, err
+	}
+	if p.ProjectID != "" {
+		return nil, Forbidden("a project-scoped key reads its project's events (/v1/projects/%s/events)", p.ProjectID)
+	}
+	orgEvents := p.Has(ScopeOrganizationsRead)
+	return s.readEvents(after, limit, func(tx *store.Tx) (*store.Index[store.Event], string, func(*store.Event) bool, error) {
+		if _, err := store.Organizations.Get(tx, orgID); err != nil {
+			return nil, "", nil, notFoundAs(err, "organization %s not found", orgID)
+		}
+		return store.EventsByOrg, orgID, func(e *store.Event) bool { return e.ProjectID != "" || orgEvents }, nil
+	})
+}
+
+// readEvents reads up to limit events of one index key after position after; scope checks access and
+// names the index, the key and which events the caller may see (nil: all).
+func (s *Service) readEvents(after uint64, limit int, scope func(*store.Tx) (*store.Index[store.Event], string, func(*store.Event) bool, error)) (*EventPage, error) {
+	page := &EventPage{Events: []Event{}, Last: after}
 	err := s.db.View(func(tx *store.Tx) error {
-		if _, err := s.visibleProject(tx, p, projectID); err != nil {
+		ix, key, keep, err := scope(tx)
+		if err != nil {
 			return err
 		}
-		evs, err := store.Events.Lookup(tx, store.EventsByProject, projectID, store.Query{After: store.EventID(after), Limit: limit})
+		evs, err := store.Events.Lookup(tx, ix, key, store.Query{After: store.EventID(after), Limit: limit})
 		if err != nil {
 			return Internal(err, "read events")
 		}
 		for _, e := range evs {
-			out = append(out, Event{Seq: e.Seq, Type: e.Type, Data: e.Data})
+			page.Last = e.Seq
+			if keep == nil || keep(e) {
+				page.Events = append(page.Events, Event{Seq: e.Seq, Type: e.Type, Data: e.Data})
+			}
 		}
+		page.Full = len(evs) == limit
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
 }

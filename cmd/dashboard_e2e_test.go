@@ -117,6 +117,11 @@ func TestDashboardEndToEnd(t *testing.T) {
 				t.Fatalf("the receiver verified %d deliveries with the secret the page showed", n)
 			}
 			answer("")
+		case what == "create-project":
+			if _, err := e.svc.CreateProject(t.Context(), p, &appliance.CreateProjectRequest{Name: arg, Environment: "development"}); err != nil {
+				t.Fatalf("create project: %v", err)
+			}
+			answer(arg)
 		case what == "cli-login":
 			login = e.start("", "login", "--api", e.url, "--ca-cert", e.caPath, "--device-name", "e2e laptop", "--poll-interval", "50ms")
 			answer(waitSession(t, login))

@@ -2,11 +2,11 @@ package httpapi
 
 import (
 	"fmt"
-
-	"github.com/theappliance/appliance/appliance"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/theappliance/appliance/appliance"
 )
 
 // Event streams poll the log this often, and send a heartbeat comment at least every Heartbeat.
@@ -17,11 +17,28 @@ const (
 	eventWriteBudget = 10 * time.Second // a client that takes longer to take one write is disconnected
 )
 
-// projectEvents streams a project's events (text/event-stream): every event after the position the
-// client names (Last-Event-ID, or last_event_id for browsers' EventSource reconnects made by hand), then
-// live ones. Each stream reads the durable log on its own, so a slow client holds nothing but its own
-// connection: a write it does not take within eventWriteBudget ends its stream, and it resumes by id.
+// projectEvents streams a project's events.
 func (s *Server) projectEvents(r *Request) error {
+	id := r.PathValue("projectID")
+	return s.streamEvents(r, "project "+id, func(after uint64) (*appliance.EventPage, error) {
+		return s.svc.ProjectEvents(r.Context(), r.Principal, id, after, eventBatch)
+	})
+}
+
+// organizationEvents streams the events of an organization's projects (and its own, with
+// organizations:read).
+func (s *Server) organizationEvents(r *Request) error {
+	id := r.PathValue("orgID")
+	return s.streamEvents(r, "organization "+id, func(after uint64) (*appliance.EventPage, error) {
+		return s.svc.OrganizationEvents(r.Context(), r.Principal, id, after, eventBatch)
+	})
+}
+
+// streamEvents streams events as text/event-stream: every event after the position the client names
+// (Last-Event-ID, or last_event_id for browsers' EventSource reconnects made by hand), then live ones.
+// Each stream reads the durable log on its own, so a slow client holds nothing but its own connection: a
+// write it does not take within eventWriteBudget ends its stream, and it resumes by id.
+func (s *Server) streamEvents(r *Request, what string, read func(after uint64) (*appliance.EventPage, error)) error {
 	last := r.Header.Get("Last-Event-ID")
 	if last == "" {
 		last = r.Str("last_event_id")
@@ -34,9 +51,8 @@ func (s *Server) projectEvents(r *Request) error {
 		}
 		after = n
 	}
-	projectID := r.PathValue("projectID")
-	// The first read checks the project (404/403 as JSON before the stream starts).
-	evs, err := s.svc.ProjectEvents(r.Context(), r.Principal, projectID, after, eventBatch)
+	// The first read checks access (404/403 as JSON before the stream starts).
+	page, err := read(after)
 	if err != nil {
 		return err
 	}
@@ -54,7 +70,7 @@ func (s *Server) projectEvents(r *Request) error {
 		}
 		return rc.Flush() == nil
 	}
-	if !write(": stream of project %s\n\n", projectID) {
+	if !write(": stream of %s\n\n", what) {
 		return nil
 	}
 	poll := time.NewTicker(eventPoll)
@@ -62,14 +78,14 @@ func (s *Server) projectEvents(r *Request) error {
 	beat := time.NewTicker(s.heartbeat)
 	defer beat.Stop()
 	for {
-		for _, e := range evs {
+		for _, e := range page.Events {
 			if !write("id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, e.Data) {
 				return nil
 			}
-			after = e.Seq
 		}
-		if len(evs) == eventBatch { // more are waiting
-			if evs, err = s.svc.ProjectEvents(r.Context(), r.Principal, projectID, after, eventBatch); err != nil {
+		after = page.Last
+		if page.Full { // more are waiting
+			if page, err = read(after); err != nil {
 				return nil
 			}
 			continue
@@ -88,8 +104,8 @@ func (s *Server) projectEvents(r *Request) error {
 			}
 		case <-poll.C:
 		}
-		if evs, err = s.svc.ProjectEvents(r.Context(), r.Principal, projectID, after, eventBatch); err != nil {
-			return nil // the project went away or the caller lost access: the stream ends
+		if page, err = read(after); err != nil {
+			return nil // the resource went away or the caller lost access: the stream ends
 		}
 	}
 }

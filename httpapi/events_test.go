@@ -161,3 +161,38 @@ func TestStalledStreamDoesNotBlock(t *testing.T) {
 		}
 	}
 }
+
+// TestOrganizationEventStream: the organization's stream carries every project's events; the
+// organization's own events only to callers holding organizations:read (a caller without it still gets
+// the project events behind a long run of them); project-scoped keys are refused.
+func TestOrganizationEventStream(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	one, two := b.project("one", "development"), b.project("two", "development")
+	appendEv := func(projectID, typ string) {
+		if err := b.db.Update(func(tx *store.Tx) error {
+			return store.AppendEvent(tx, &store.Event{Type: typ, OrganizationID: b.org.ID, ProjectID: projectID, Data: []byte(`{}`), CreatedAt: time.Now()})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendEv(one.ID, "job.completed")
+	for range 250 {
+		appendEv("", "webhook_endpoint.disabled")
+	}
+	appendEv(two.ID, "project.ready")
+	path := "/v1/organizations/" + b.org.ID + "/events?follow=false"
+	all := b.do("GET", path, b.adminKey, nil)
+	if all.status != 200 || strings.Count(string(all.body), "event: webhook_endpoint.disabled") != 250 || !strings.Contains(string(all.body), "event: project.ready") {
+		t.Fatalf("admin: %d, %d bytes", all.status, len(all.body))
+	}
+	reader := b.key("", appliance.ScopeProjectsRead)
+	r := b.do("GET", path, reader, nil)
+	if r.status != 200 || strings.Contains(string(r.body), "webhook_endpoint.disabled") ||
+		!strings.Contains(string(r.body), "event: job.completed") || !strings.Contains(string(r.body), "event: project.ready") {
+		t.Fatalf("projects:read only: %d %s", r.status, r.body)
+	}
+	if r := b.do("GET", path, b.key(one.ID, appliance.ScopeProjectsRead), nil); r.status != http.StatusForbidden {
+		t.Fatalf("a project-scoped key: %d %s", r.status, r.body)
+	}
+}

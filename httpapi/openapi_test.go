@@ -398,6 +398,8 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("GET", project+"/jobs", "/v1/projects/{projectID}/jobs", b.adminKey, nil, 200)
 	call("GET", project+"/events?follow=false", "/v1/projects/{projectID}/events", b.adminKey, nil, 200)
 	call("GET", project+"/events?last_event_id=x", "/v1/projects/{projectID}/events", b.adminKey, nil, 400)
+	call("GET", org+"/events?follow=false", "/v1/organizations/{orgID}/events", b.adminKey, nil, 200)
+	call("GET", "/v1/organizations/org_nope/events?follow=false", "/v1/organizations/{orgID}/events", b.adminKey, nil, 404)
 	call("GET", "/v1/jobs/job_nope", "/v1/jobs/{jobID}", b.adminKey, nil, 404)
 
 	call("GET", "/v1/projects", "/v1/projects", b.adminKey, nil, 200)

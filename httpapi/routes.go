@@ -132,6 +132,10 @@ func (s *Server) table() []Route {
 			ContentType: "text/event-stream", Summary: "The project's events as a stream (text/event-stream): those after Last-Event-ID, then live ones; a heartbeat comment every 15 s",
 			Query: []Param{{Name: "last_event_id", Type: "string", Doc: "resume after this event position (the Last-Event-ID header wins)"},
 				{Name: "follow", Type: "boolean", Default: true, Doc: "false: send the events the log holds and end (no live ones)"}}, Do: Raw(s.projectEvents)},
+		{Method: get, Path: "/v1/organizations/{orgID}/events", Tag: "events", Scope: appliance.ScopeProjectsRead, OrgLevel: true, Status: ok, Stream: true,
+			ContentType: "text/event-stream", Summary: "The events of every project of the organization as a stream (an addition; the organization's own events, such as webhook_endpoint.disabled, need organizations:read)",
+			Query: []Param{{Name: "last_event_id", Type: "string", Doc: "resume after this event position (the Last-Event-ID header wins)"},
+				{Name: "follow", Type: "boolean", Default: true, Doc: "false: send the events the log holds and end (no live ones)"}}, Do: Raw(s.organizationEvents)},
 		{Method: get, Path: "/v1/projects/{projectID}/jobs", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "List a project's jobs",
 			Query: []Param{limitParam(25)}, Do: Without(s.projectJobs)},
 	})

@@ -87,7 +87,7 @@ func newFixtures(b *bundle) *fixtures {
 	f.query = map[string]string{"poll_token": login.json["poll_token"].(string), "target_major": "16",
 		"expires": dlURL.Query().Get("expires"), "sig": dlURL.Query().Get("sig")}
 	// Two uploads of prjA: one holding prjA's export (for the import), one pending (for the PUT).
-	f.routeQuery = map[string]map[string]string{"GET /v1/projects/{projectID}/events": {"follow": "false"}}
+	f.routeQuery = map[string]map[string]string{"GET /v1/projects/{projectID}/events": {"follow": "false"}, "GET /v1/organizations/{orgID}/events": {"follow": "false"}}
 	for i, pending := range []bool{false, true} {
 		up := b.do("POST", "/v1/projects/"+f.prjA.ID+"/imports/uploads", b.adminKey, nil)
 		if up.status != http.StatusCreated {

@@ -152,6 +152,10 @@ try {
   await page.getByRole('link', { name: 'Projects' }).first().click()
   await page.getByRole('link', { name: 'e2e shop' }).waitFor()
   await shoot('projects')
+  // A project made elsewhere appears, ready, from the organization's event stream (the list's own poll
+  // is 30 s apart).
+  const made = await ask('create-project', 'made by the CLI')
+  await page.getByRole('row').filter({ hasText: made }).locator('.badge-active').first().waitFor({ timeout: 20000 })
 
   // An API key: created with a scope, its secret shown once, then revoked.
   await page.getByRole('link', { name: 'API keys' }).click()

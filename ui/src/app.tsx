@@ -48,7 +48,7 @@ export function App() {
   let page
   let m
   const org = !!me.organization
-  if (path === '/' || path === '/projects') page = <Projects />
+  if (path === '/' || path === '/projects') page = <Projects me={me} />
   else if (path === '/overview' && org) page = <Overview me={me} />
   else if (path === '/api-keys' && org) page = <APIKeys me={me} />
   else if (path === '/members' && org) page = <Members me={me} />

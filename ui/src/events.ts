@@ -1,13 +1,24 @@
 import { useEffect, useRef } from 'preact/hooks'
 
-// useProjectEvents follows a project's event stream (GET /v1/projects/{id}/events) and calls onEvent for
-// each event. EventSource cannot send the CSRF header the session cookie needs, so the stream is read
-// with fetch; it reconnects with the last event's id (Last-Event-ID) after a drop, missing nothing.
+// useProjectEvents follows a project's event stream (GET /v1/projects/{id}/events); '' follows nothing.
 export function useProjectEvents(projectID: string, onEvent: (type: string, data: unknown) => void) {
+  useEvents(projectID ? '/v1/projects/' + encodeURIComponent(projectID) + '/events' : '', onEvent)
+}
+
+// useOrganizationEvents follows the stream of every project of an organization (GET
+// /v1/organizations/{id}/events); '' follows nothing.
+export function useOrganizationEvents(orgID: string, onEvent: (type: string, data: unknown) => void) {
+  useEvents(orgID ? '/v1/organizations/' + encodeURIComponent(orgID) + '/events' : '', onEvent)
+}
+
+// useEvents follows an event stream and calls onEvent for each event. EventSource cannot send the CSRF
+// header the session cookie needs, so the stream is read with fetch; it reconnects with the last event's
+// id (Last-Event-ID) after a drop, missing nothing.
+function useEvents(path: string, onEvent: (type: string, data: unknown) => void) {
   const handler = useRef(onEvent)
   handler.current = onEvent
   useEffect(() => {
-    if (!projectID) return
+    if (!path) return
     const stop = new AbortController()
     let last = ''
     let first = true
@@ -17,7 +28,7 @@ export function useProjectEvents(projectID: string, onEvent: (type: string, data
           const headers: Record<string, string> = { 'X-Appliance-CSRF': '1', Accept: 'text/event-stream' }
           if (last) headers['Last-Event-ID'] = last
           // The first connection starts at the end of the log: the page has just read the current state.
-          const url = '/v1/projects/' + encodeURIComponent(projectID) + '/events' + (first ? '?last_event_id=' + (await newest(projectID)) : '')
+          const url = path + (first ? '?last_event_id=' + (await newest(path)) : '')
           first = false
           const res = await fetch(url, { headers, credentials: 'same-origin', signal: stop.signal })
           if (!res.ok || !res.body) throw new Error(String(res.status))
@@ -54,13 +65,13 @@ export function useProjectEvents(projectID: string, onEvent: (type: string, data
     }
     run()
     return () => stop.abort()
-  }, [projectID])
+  }, [path])
 }
 
-/** newest is the position of the project's newest event (the backlog a page need not replay). */
-async function newest(projectID: string): Promise<string> {
+/** newest is the position of the stream's newest event (the backlog a page need not replay). */
+async function newest(path: string): Promise<string> {
   try {
-    const res = await fetch('/v1/projects/' + encodeURIComponent(projectID) + '/events?follow=false', {
+    const res = await fetch(path + '?follow=false', {
       headers: { 'X-Appliance-CSRF': '1' },
       credentials: 'same-origin',
     })

@@ -372,6 +372,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/organizations/{orgID}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The events of every project of the organization as a stream (an addition; the organization's own events, such as webhook_endpoint.disabled, need organizations:read)
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        get: operations["getOrganizationsByOrgIDEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/organizations/{orgID}/members": {
         parameters: {
             query?: never;
@@ -3052,6 +3072,41 @@ export interface operations {
                      *       ]
                      *     } */
                     "application/json": components["schemas"]["AuditEventList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getOrganizationsByOrgIDEvents: {
+        parameters: {
+            query?: {
+                /** @description resume after this event position (the Last-Event-ID header wins) */
+                last_event_id?: string;
+                /** @description false: send the events the log holds and end (no live ones) */
+                follow?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": unknown;
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -1,10 +1,14 @@
 import { useState } from 'preact/hooks'
-import { get, post, type Project } from '../api'
+import { get, post, type Me, type Project } from '../api'
+import { useOrganizationEvents } from '../events'
 import { navigate } from '../router'
 import { Badge, Empty, ErrorBox, Form, Table, useLoad, when } from '../ui'
 
-export function Projects() {
-  const { data, error } = useLoad(() => get<{ projects: Project[] }>('/v1/projects'), [], 3000)
+/** Projects lists the organization's projects; their states arrive live from the organization's event
+ * stream (any project event reloads the list), polling only as a slow fallback. */
+export function Projects({ me }: { me: Me }) {
+  const { data, error, reload } = useLoad(() => get<{ projects: Project[] }>('/v1/projects'), [], 30000)
+  useOrganizationEvents(me.organization?.id ?? '', () => reload())
   const [name, setName] = useState('')
   const [environment, setEnvironment] = useState('development')
   const [plan, setPlan] = useState('free')
