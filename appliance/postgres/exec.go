@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/theappliance/appliance/appliance/proc"
 )
 
 // ExecFunc runs a prepared command to its end and returns an error naming it when it fails. Jobs pass
@@ -27,7 +29,7 @@ func DefaultExec(ctx context.Context, cmd *exec.Cmd) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", filepath.Base(cmd.Path), err)
 	}
-	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+	stop := context.AfterFunc(ctx, func() { _ = proc.Kill(cmd) })
 	err := cmd.Wait()
 	stop()
 	if err == nil {
