@@ -477,13 +477,13 @@ func (s *Service) ListWebhookDeliveries(ctx context.Context, p *Principal, orgID
 	return out, err
 }
 
-// TestWebhookEndpoint queues a signed webhook.test delivery to the endpoint.
-func (s *Service) TestWebhookEndpoint(ctx context.Context, p *Principal, orgID, endpointID string) (*WebhookDeliveryResult, error) {
+// sendingOn runs fn in a transaction on an active endpoint of the organization, for the actions that send
+// (test, redeliver): the admin checks, 404 for an endpoint of another organization, 409 when disabled.
+func (s *Service) sendingOn(p *Principal, orgID, endpointID string, fn func(tx *store.Tx, ep *store.WebhookEndpoint) error) error {
 	if err := webhookAdmin(p, orgID); err != nil {
-		return nil, err
+		return err
 	}
-	var out *WebhookDeliveryResult
-	err := s.db.Update(func(tx *store.Tx) error {
+	return s.db.Update(func(tx *store.Tx) error {
 		ep, err := orgEndpoint(tx, orgID, endpointID)
 		if err != nil {
 			return err
@@ -491,8 +491,15 @@ func (s *Service) TestWebhookEndpoint(ctx context.Context, p *Principal, orgID, 
 		if !ep.IsActive {
 			return Conflict("webhook endpoint %s is disabled; set is_active to true first", ep.ID)
 		}
-		now := s.now()
-		body, err := eventBody("webhook.test", now, map[string]any{"webhook_endpoint_id": ep.ID, "organization_id": orgID})
+		return fn(tx, ep)
+	})
+}
+
+// TestWebhookEndpoint queues a signed webhook.test delivery to the endpoint.
+func (s *Service) TestWebhookEndpoint(ctx context.Context, p *Principal, orgID, endpointID string) (*WebhookDeliveryResult, error) {
+	var out *WebhookDeliveryResult
+	err := s.sendingOn(p, orgID, endpointID, func(tx *store.Tx, ep *store.WebhookEndpoint) error {
+		body, err := eventBody("webhook.test", s.now(), map[string]any{"webhook_endpoint_id": ep.ID, "organization_id": orgID})
 		if err != nil {
 			return Internal(err, "encode test event")
 		}
@@ -508,24 +515,14 @@ func (s *Service) TestWebhookEndpoint(ctx context.Context, p *Principal, orgID, 
 
 // RedeliverWebhook sends a recorded delivery again as a new attempt (the same webhook-id).
 func (s *Service) RedeliverWebhook(ctx context.Context, p *Principal, orgID, endpointID, deliveryID string) (*WebhookDeliveryResult, error) {
-	if err := webhookAdmin(p, orgID); err != nil {
-		return nil, err
-	}
 	var out *WebhookDeliveryResult
-	err := s.db.Update(func(tx *store.Tx) error {
-		ep, err := orgEndpoint(tx, orgID, endpointID)
-		if err != nil {
-			return err
-		}
+	err := s.sendingOn(p, orgID, endpointID, func(tx *store.Tx, ep *store.WebhookEndpoint) error {
 		d, err := store.WebhookDeliveries.Get(tx, deliveryID)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && (d.EndpointID != ep.ID || d.OrganizationID != orgID)) {
 			return NotFound("delivery %s not found", deliveryID)
 		}
 		if err != nil {
 			return Internal(err, "read delivery")
-		}
-		if !ep.IsActive {
-			return Conflict("webhook endpoint %s is disabled; set is_active to true first", ep.ID)
 		}
 		if d.State == DeliveryPending {
 			return Conflict("delivery %s is pending: its next attempt is already queued", d.ID)

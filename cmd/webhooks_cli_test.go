@@ -24,13 +24,7 @@ import (
 // TestCLIWebhooks: create prints the secret alone, list shows health, test and deliveries show the
 // delivery, redeliver sends it again, rotate-secret prints a new secret, delete removes the endpoint.
 func TestCLIWebhooks(t *testing.T) {
-	e := setupCLI(t)
-	t.Setenv("APPLIANCE_API_URL", e.url)
-	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
-	t.Setenv("APPLIANCE_API_KEY", e.boot.APIKey)
-	o := appliance.DefaultWebhookOptions
-	o.Poll = 20 * time.Millisecond
-	e.env.StartWebhooks(t, &o)
+	e := setupWebhooksCLI(t)
 	var hits atomic.Int64
 	receiver := e.env.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
@@ -83,6 +77,18 @@ func TestCLIWebhooks(t *testing.T) {
 	if list, _ := e.mustRun("", "webhooks", "list"); strings.Contains(list, id) {
 		t.Fatalf("deleted endpoint still listed:\n%s", list)
 	}
+}
+
+// setupWebhooksCLI is an API with the webhook worker running and the CLI pointed at it.
+func setupWebhooksCLI(t *testing.T) *cliEnv {
+	e := setupCLI(t)
+	t.Setenv("APPLIANCE_API_URL", e.url)
+	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
+	t.Setenv("APPLIANCE_API_KEY", e.boot.APIKey)
+	o := appliance.DefaultWebhookOptions
+	o.Poll = 20 * time.Millisecond
+	e.env.StartWebhooks(t, &o)
+	return e
 }
 
 func waitCLI(t *testing.T, cond func() bool) {
@@ -193,13 +199,7 @@ func TestCLIEvents(t *testing.T) {
 // TestCLIWebhooksListen: the receiver of `webhooks listen` verifies a real delivery with the secret that
 // create printed, and refuses a forged one with 401.
 func TestCLIWebhooksListen(t *testing.T) {
-	e := setupCLI(t)
-	t.Setenv("APPLIANCE_API_URL", e.url)
-	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
-	t.Setenv("APPLIANCE_API_KEY", e.boot.APIKey)
-	o := appliance.DefaultWebhookOptions
-	o.Poll = 20 * time.Millisecond
-	e.env.StartWebhooks(t, &o)
+	e := setupWebhooksCLI(t)
 	l := e.env.Listen(t)
 	addr := l.Addr().String()
 	l.Close()

@@ -365,10 +365,10 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("GET", one+"/deliveries?limit=10", onePattern+"/deliveries", b.adminKey, nil, 200)
 	call("GET", one+"/deliveries?limit=0", onePattern+"/deliveries", b.adminKey, nil, 400)
 	call("POST", one+"/deliveries/"+delivered+"/redeliver", onePattern+"/deliveries/{deliveryID}/redeliver", b.adminKey, nil, 200)
+	call("POST", one+"/deliveries/msg_nope/redeliver", onePattern+"/deliveries/{deliveryID}/redeliver", b.adminKey, nil, 404)
 	call("PATCH", one, onePattern, b.adminKey, map[string]any{"is_active": false}, 200)
 	call("POST", one+"/deliveries/"+delivered+"/redeliver", onePattern+"/deliveries/{deliveryID}/redeliver", b.adminKey, nil, 409)
 	call("POST", one+"/test", onePattern+"/test", b.adminKey, nil, 409)
-	call("POST", one+"/deliveries/msg_nope/redeliver", onePattern+"/deliveries/{deliveryID}/redeliver", b.adminKey, nil, 404)
 	call("DELETE", one, onePattern, b.adminKey, nil, 200)
 	call("DELETE", one, onePattern, b.adminKey, nil, 404)
 

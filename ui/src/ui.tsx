@@ -166,3 +166,21 @@ export function useAction(): [string, (f: () => Promise<unknown>) => Promise<voi
     },
   ]
 }
+
+/** useListAction is useAction whose actions reload a list when they succeed. */
+export function useListAction(list: { reload: () => unknown }): [string, (f: () => Promise<unknown>) => Promise<void>] {
+  const [error, run] = useAction()
+  return [
+    error,
+    (f) =>
+      run(async () => {
+        await f()
+        await list.reload()
+      }),
+  ]
+}
+
+/** isOrgAdmin: the signed-in person may do the organization's admin-only actions (owner or admin role). */
+export function isOrgAdmin(me: { principal: { is_admin: boolean; idp_organization_role: string } }): boolean {
+  return me.principal.is_admin || ['owner', 'admin'].includes(me.principal.idp_organization_role)
+}

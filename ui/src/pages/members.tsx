@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks'
 import { del, get, patch, post, seg, type Me, type Schemas } from '../api'
-import { CopyField, Empty, ErrorBox, Form, Table, useAction, useLoad, when } from '../ui'
+import { CopyField, Empty, ErrorBox, Form, isOrgAdmin, Table, useListAction, useLoad, when } from '../ui'
 
 type Member = Schemas['Member']
 
@@ -13,13 +13,8 @@ export function Members({ me }: { me: Me }) {
   const [name, setName] = useState('')
   const [role, setRole] = useState('member')
   const [added, setAdded] = useState<{ email: string; password: string } | null>(null)
-  const [actionError, run] = useAction()
-  const admin = me.principal.is_admin || ['owner', 'admin'].includes(me.principal.idp_organization_role)
-  const act = (f: () => Promise<unknown>) =>
-    run(async () => {
-      await f()
-      list.reload()
-    })
+  const [actionError, act] = useListAction(list)
+  const admin = isOrgAdmin(me)
   return (
     <main>
       <h1>Members</h1>

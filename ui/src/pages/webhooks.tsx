@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks'
 import { del, get, patch, post, seg, type Me, type Schemas } from '../api'
-import { Badge, CopyField, Empty, ErrorBox, Form, Table, useAction, useLoad, when } from '../ui'
+import { Badge, CopyField, Empty, ErrorBox, Form, isOrgAdmin, Table, useListAction, useLoad, when } from '../ui'
 
 type Endpoint = Schemas['WebhookEndpoint']
 type Delivery = Schemas['WebhookDelivery']
@@ -17,14 +17,9 @@ export function Webhooks({ me }: { me: Me }) {
   const [types, setTypes] = useState<string[]>([])
   const [secret, setSecret] = useState<{ title: string; value: string } | null>(null)
   const [open, setOpen] = useState('')
-  const [actionError, run] = useAction()
-  const admin = me.principal.is_admin || ['owner', 'admin'].includes(me.principal.idp_organization_role)
+  const [actionError, act] = useListAction(list)
+  const admin = isOrgAdmin(me)
   const mayWrite = admin && me.principal.scopes.includes('organizations:write')
-  const act = (f: () => Promise<unknown>) =>
-    run(async () => {
-      await f()
-      list.reload()
-    })
   return (
     <main>
       <h1>Webhooks</h1>
@@ -142,7 +137,7 @@ export function Webhooks({ me }: { me: Me }) {
 function Deliveries({ path, mayWrite, url }: { path: string; mayWrite: boolean; url: string }) {
   const list = useLoad(() => get<{ deliveries: Delivery[] }>(path + '/deliveries?limit=50'), [path], 3000)
   const [shown, setShown] = useState('')
-  const [error, run] = useAction()
+  const [error, act] = useListAction(list)
   return (
     <section class="card" aria-label={'Deliveries to ' + url}>
       <h2>Deliveries to <code class="url">{url}</code></h2>
@@ -172,7 +167,7 @@ function Deliveries({ path, mayWrite, url }: { path: string; mayWrite: boolean; 
                   Details
                 </button>
                 {mayWrite && d.state !== 'pending' && (
-                  <button aria-label={'Redeliver ' + d.id} onClick={() => run(async () => { await post(path + '/deliveries/' + seg(d.id) + '/redeliver'); await list.reload() })}>
+                  <button aria-label={'Redeliver ' + d.id} onClick={() => act(() => post(path + '/deliveries/' + seg(d.id) + '/redeliver'))}>
                     Redeliver
                   </button>
                 )}
