@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks'
 import { get, post, seg, type Connections, type Job, type Project as P, type Schemas } from '../api'
 import { Badge, CopyField, Empty, ErrorBox, Form, Table, useLoad, when } from '../ui'
 import { bytes } from './overview'
-import { useProjectEvents } from '../events'
+import { useProjectEvents, useProjectLoad } from '../events'
 import { ImportsTab, ScheduleCard } from './imports'
 import { AuditTab, BackupsTab, DataTab, ExtensionsTab, SettingsTab } from './project_tabs'
 
@@ -18,8 +18,8 @@ const tabs = [
 
 type Backup = Schemas['Backup']
 
-function Backups({ path, active }: { path: string; active: boolean }) {
-  const list = useLoad(() => get<{ backups: Backup[] }>(path + '/backups'), [path], 3000)
+function Backups({ id, path, active }: { id: string; path: string; active: boolean }) {
+  const list = useProjectLoad(id, () => get<{ backups: Backup[] }>(path + '/backups'), [path])
   const [label, setLabel] = useState('')
   return (
     <section class="card">
@@ -72,16 +72,13 @@ export function Project({ id, tab = '' }: { id: string; tab?: string }) {
   const path = '/v1/projects/' + seg(id)
   // Live: the project's event stream reloads what a job's end changed; a slow poll stays as a fallback
   // (runtime status changes that are not job ends, a stream that cannot connect).
-  const prj = useLoad(() => get<{ project: P }>(path), [id], 5000)
+  const prj = useLoad(() => get<{ project: P }>(path), [id], 10000)
   const p = prj.data?.project
   const active = p?.state === 'active'
   const conns = useLoad(() => (active ? get<{ connections: Connections }>(path + '/connections') : Promise.resolve(undefined)), [id, active])
   const [jobLimit, setJobLimit] = useState(10)
-  const jobs = useLoad(() => get<{ jobs: Job[] }>(path + '/jobs?limit=' + jobLimit), [id, jobLimit], 5000)
-  useProjectEvents(id, () => {
-    prj.reload()
-    jobs.reload()
-  })
+  const jobs = useProjectLoad(id, () => get<{ jobs: Job[] }>(path + '/jobs?limit=' + jobLimit), [id, jobLimit])
+  useProjectEvents(id, () => prj.reload())
   return (
     <main>
       <p class="crumbs">
@@ -101,12 +98,12 @@ export function Project({ id, tab = '' }: { id: string; tab?: string }) {
           {tab === '' && <Overview p={p} active={active} conns={conns} />}
           {tab === 'backups' && (
             <>
-              <Backups path={path} active={active} />
+              <Backups id={id} path={path} active={active} />
               <ScheduleCard path={path} />
               <BackupsTab path={path} project={p} />
             </>
           )}
-          {tab === 'data' && <DataTab path={path} />}
+          {tab === 'data' && <DataTab id={id} path={path} />}
           {tab === 'imports' && <ImportsTab path={path} projectName={p.name} />}
           {tab === 'extensions' && <ExtensionsTab path={path} />}
           {tab === 'settings' && <SettingsTab path={path} project={p} reload={prj.reload} />}

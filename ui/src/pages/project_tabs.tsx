@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks'
 import { del, get, patch, post, seg, type Job, type Project, type Schemas } from '../api'
+import { useProjectLoad } from '../events'
 import { JobProgress } from '../job'
 import { navigate } from '../router'
 import { Badge, Empty, ErrorBox, Form, message, Table, useAction, useLoad, when } from '../ui'
@@ -16,7 +17,7 @@ function useJob(): [Started, (label: string, p: Promise<{ job: Job }>) => Promis
 type RestorePoint = Schemas['RestorePoint']
 
 export function BackupsTab({ path, project }: { path: string; project: Project }) {
-  const points = useLoad(() => get<{ restore_points: RestorePoint[]; pitr_window_days: number }>(path + '/restore-points'), [path], 5000)
+  const points = useProjectLoad(project.id, () => get<{ restore_points: RestorePoint[]; pitr_window_days: number }>(path + '/restore-points'), [path])
   const [label, setLabel] = useState('')
   const [kind, setKind] = useState<'time' | 'point'>('time')
   const [time, setTime] = useState('')
@@ -134,8 +135,8 @@ export function BackupsTab({ path, project }: { path: string; project: Project }
 
 type Export = Schemas['Export']
 
-export function DataTab({ path }: { path: string }) {
-  const list = useLoad(() => get<{ exports: Export[] }>(path + '/exports'), [path], 3000)
+export function DataTab({ id, path }: { id: string; path: string }) {
+  const list = useProjectLoad(id, () => get<{ exports: Export[] }>(path + '/exports'), [path])
   const [job, start] = useJob()
   const [error, act] = useAction()
   return (
