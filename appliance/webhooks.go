@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -58,6 +59,7 @@ type webhooks struct {
 	opts   WebhookOptions
 	sender *webhook.Sender
 	kick   chan struct{}
+	turn   int // which endpoint claims first next (RunWebhooks' goroutine only)
 }
 
 func newWebhooks(o WebhookOptions, pol *outbound.Policy) *webhooks {
@@ -647,7 +649,7 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 	for {
 		mu.Lock()
 		free := h.opts.Workers - total
-		snapshot := maps(inflight)
+		snapshot := maps.Clone(inflight)
 		mu.Unlock()
 		if free > 0 {
 			claimed, err := s.claimDue(free, snapshot)
@@ -689,14 +691,6 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 	}
 }
 
-func maps(m map[string]int) map[string]int {
-	out := make(map[string]int, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
 type claim struct {
 	d    *store.WebhookDelivery
 	ep   *store.WebhookEndpoint
@@ -705,16 +699,21 @@ type claim struct {
 
 // claimDue marks up to free due deliveries in flight (respecting each endpoint's share) and returns them.
 // A claimed delivery's next attempt moves past the attempt's timeout, so it is not claimed twice.
+// Endpoints take turns being served first (round robin), so a few with a backlog do not starve the rest;
+// when nothing is due, only a read transaction runs.
 func (s *Service) claimDue(free int, inflight map[string]int) ([]claim, error) {
 	var out []claim
-	err := s.db.Update(func(tx *store.Tx) error {
+	turn := s.hooks.turn
+	s.hooks.turn++
+	due := func(tx *store.Tx, claimThem bool) error {
 		eps, err := store.WebhookEndpoints.All(tx, func(e *store.WebhookEndpoint) bool { return e.IsActive })
-		if err != nil {
+		if err != nil || len(eps) == 0 {
 			return err
 		}
 		now := s.now()
 		lease := now.Add(s.hooks.opts.Timeout + 30*time.Second)
-		for _, ep := range eps {
+		for i := range eps {
+			ep := eps[(turn+i)%len(eps)]
 			n := min(s.hooks.opts.PerEndpoint-inflight[ep.ID], free-len(out))
 			if n <= 0 {
 				continue
@@ -724,6 +723,10 @@ func (s *Service) claimDue(free int, inflight map[string]int) ([]claim, error) {
 				return err
 			}
 			for _, d := range ds {
+				if !claimThem {
+					out = append(out, claim{d: d, ep: ep})
+					continue
+				}
 				d.ClaimedAt, d.NextAttemptAt = &now, &lease
 				if err := store.WebhookDeliveries.Put(tx, d); err != nil {
 					return err
@@ -736,8 +739,12 @@ func (s *Service) claimDue(free int, inflight map[string]int) ([]claim, error) {
 			}
 		}
 		return nil
-	})
-	if err != nil {
+	}
+	if err := s.db.View(func(tx *store.Tx) error { return due(tx, false) }); err != nil || len(out) == 0 {
+		return nil, err
+	}
+	out = out[:0]
+	if err := s.db.Update(func(tx *store.Tx) error { return due(tx, true) }); err != nil {
 		return nil, err
 	}
 	return out, nil
