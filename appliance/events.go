@@ -124,6 +124,13 @@ type Event struct {
 	Data json.RawMessage `json:"data"`
 }
 
+// EventPosition is the log's newest position: a stream starting there sends only what happens next.
+func (s *Service) EventPosition() (uint64, error) {
+	var pos uint64
+	err := s.db.View(func(tx *store.Tx) error { pos = store.EventPosition(tx); return nil })
+	return pos, err
+}
+
 // EventPage is a read of the log: the events the caller may see, and the position read up to (the stream
 // resumes after it even when the events read there were not for the caller).
 type EventPage struct {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -20,9 +21,9 @@ var _ = registerClientCommand(newEventsCmd)
 
 func newEventsCmd(o *clientOpts) *cobra.Command {
 	var (
-		after    string
-		noFollow bool
-		asJSON   bool
+		after          string
+		noFollow, news bool
+		asJSON         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "events PROJECT_ID",
@@ -40,9 +41,16 @@ Each line is "ID TYPE DATA"; with --json, one JSON object {id, type, data} per l
 			}
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt)
 			defer stop()
-			path := projectPath(args[0]) + "/events"
+			q := url.Values{}
 			if noFollow {
-				path += "?follow=false"
+				q.Set("follow", "false")
+			}
+			if news && after == "" {
+				q.Set("skip_backlog", "true") // a reconnect's Last-Event-ID wins over it
+			}
+			path := projectPath(args[0]) + "/events"
+			if len(q) > 0 {
+				path += "?" + q.Encode()
 			}
 			out := c.OutOrStdout()
 			err = cl.stream(ctx, path, after, !noFollow, c.ErrOrStderr(), func(ev sseEvent) error {
@@ -70,6 +78,7 @@ Each line is "ID TYPE DATA"; with --json, one JSON object {id, type, data} per l
 	f := cmd.Flags()
 	f.StringVar(&after, "after", "", "start after this event ID (default: every event the log holds)")
 	f.BoolVar(&noFollow, "no-follow", false, "print the events the log holds and exit")
+	f.BoolVar(&news, "new", false, "skip the events the log holds: print only what happens from now on")
 	f.BoolVar(&asJSON, "json", false, "one JSON object per line")
 	return cmd
 }

@@ -44,12 +44,19 @@ func (s *Server) streamEvents(r *Request, what string, read func(after uint64) (
 		last = r.Str("last_event_id")
 	}
 	var after uint64
-	if last != "" {
+	switch {
+	case last != "":
 		n, err := strconv.ParseUint(last, 10, 64)
 		if err != nil {
 			return appliance.Invalid("Last-Event-ID must be an event position (a whole number)")
 		}
 		after = n
+	case r.Bool("skip_backlog"):
+		pos, err := s.svc.EventPosition()
+		if err != nil {
+			return appliance.Internal(err, "read the event log's position")
+		}
+		after = pos
 	}
 	// The first read checks access (404/403 as JSON before the stream starts).
 	page, err := read(after)

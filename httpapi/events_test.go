@@ -20,7 +20,13 @@ type sseEvent struct{ id, typ, data string }
 // heartbeat as typ "heartbeat"); it is closed when the stream ends.
 func openStream(t *testing.T, b *bundle, projectID, cred, lastID string) (<-chan sseEvent, *http.Response) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", b.ts.URL+"/v1/projects/"+projectID+"/events", nil)
+	return openStreamAt(t, b, "/v1/projects/"+projectID+"/events", cred, lastID)
+}
+
+// openStreamAt is openStream on any stream path (with its query).
+func openStreamAt(t *testing.T, b *bundle, path, cred, lastID string) (<-chan sseEvent, *http.Response) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", b.ts.URL+path, nil)
 	req.Header.Set("Authorization", "Bearer "+cred)
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
@@ -195,4 +201,14 @@ func TestOrganizationEventStream(t *testing.T) {
 	if r := b.do("GET", path, b.key(one.ID, appliance.ScopeProjectsRead), nil); r.status != http.StatusForbidden {
 		t.Fatalf("a project-scoped key: %d %s", r.status, r.body)
 	}
+	// skip_backlog: nothing of the log, only what comes next.
+	if r := b.do("GET", path+"&skip_backlog=true", b.adminKey, nil); r.status != 200 || strings.Contains(string(r.body), "event: ") {
+		t.Fatalf("skip_backlog: %d %s", r.status, r.body)
+	}
+	live, _ := openStreamAt(t, b, "/v1/organizations/"+b.org.ID+"/events?skip_backlog=true", b.adminKey, "")
+	appendEv(two.ID, "backup.completed")
+	if e := next(t, live, true); e.typ != "backup.completed" {
+		t.Fatalf("the first event after skip_backlog: %+v", e)
+	}
+	b.api.Close()
 }

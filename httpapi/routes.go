@@ -13,6 +13,9 @@ func limitParam(def int64) Param {
 	return Param{Name: "limit", Type: "integer", Min: 1, Max: 200, Default: def, Doc: "number of entries, newest first"}
 }
 
+// skipBacklog is the event streams' parameter for clients that just read the current state.
+var skipBacklog = Param{Name: "skip_backlog", Type: "boolean", Default: false, Doc: "true (without a Last-Event-ID): start after the newest event, sending only what happens next"}
+
 // targetMajor is the PostgreSQL major version a major upgrade evaluates or moves to.
 var targetMajor = Param{Name: "target_major", Type: "integer", Required: true, Min: 10, Max: 99, Doc: "the PostgreSQL major version to upgrade to"}
 
@@ -131,11 +134,13 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/v1/projects/{projectID}/events", Tag: "events", Scope: appliance.ScopeProjectsRead, Status: ok, Stream: true,
 			ContentType: "text/event-stream", Summary: "The project's events as a stream (text/event-stream): those after Last-Event-ID, then live ones; a heartbeat comment every 15 s",
 			Query: []Param{{Name: "last_event_id", Type: "string", Doc: "resume after this event position (the Last-Event-ID header wins)"},
-				{Name: "follow", Type: "boolean", Default: true, Doc: "false: send the events the log holds and end (no live ones)"}}, Do: Raw(s.projectEvents)},
+				{Name: "follow", Type: "boolean", Default: true, Doc: "false: send the events the log holds and end (no live ones)"},
+				skipBacklog}, Do: Raw(s.projectEvents)},
 		{Method: get, Path: "/v1/organizations/{orgID}/events", Tag: "events", Scope: appliance.ScopeProjectsRead, OrgLevel: true, Status: ok, Stream: true,
 			ContentType: "text/event-stream", Summary: "The events of every project of the organization as a stream (an addition; the organization's own events, such as webhook_endpoint.disabled, need organizations:read)",
 			Query: []Param{{Name: "last_event_id", Type: "string", Doc: "resume after this event position (the Last-Event-ID header wins)"},
-				{Name: "follow", Type: "boolean", Default: true, Doc: "false: send the events the log holds and end (no live ones)"}}, Do: Raw(s.organizationEvents)},
+				{Name: "follow", Type: "boolean", Default: true, Doc: "false: send the events the log holds and end (no live ones)"},
+				skipBacklog}, Do: Raw(s.organizationEvents)},
 		{Method: get, Path: "/v1/projects/{projectID}/jobs", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "List a project's jobs",
 			Query: []Param{limitParam(25)}, Do: Without(s.projectJobs)},
 	})

@@ -439,6 +439,9 @@ var (
 // EventID is the ID of the event at seq.
 func EventID(seq uint64) string { return fmt.Sprintf("%020d", seq) }
 
+// EventPosition is the position of the newest event appended (0 when none ever was).
+func EventPosition(tx *Tx) uint64 { return tx.tx.Bucket(Events.bucket).Sequence() }
+
 // AppendEvent gives e the log's next position and stores it.
 func AppendEvent(tx *Tx, e *Event) error {
 	seq, err := tx.tx.Bucket(Events.bucket).NextSequence()

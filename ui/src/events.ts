@@ -46,14 +46,13 @@ function useEvents(path: string, onEvent: Listener) {
 /** follow reads the stream at path until stop, handing each event to every listener. */
 async function follow(path: string, listeners: Set<Listener>, stop: AbortSignal) {
   let last = ''
-  let first = true
   while (!stop.aborted) {
     try {
       const headers: Record<string, string> = { 'X-Appliance-CSRF': '1', Accept: 'text/event-stream' }
       if (last) headers['Last-Event-ID'] = last
-      // The first connection starts at the end of the log: the page has just read the current state.
-      const url = path + (first ? '?last_event_id=' + (await newest(path)) : '')
-      first = false
+      // Until an event came, a connection starts after the newest event (the page has just read the current
+      // state); after one, it resumes from it.
+      const url = path + (last ? '' : '?skip_backlog=true')
       const res = await fetch(url, { headers, credentials: 'same-origin', signal: stop })
       if (!res.ok || !res.body) throw new Error(String(res.status))
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader()
@@ -87,21 +86,6 @@ async function follow(path: string, listeners: Set<Listener>, stop: AbortSignal)
       if (stop.aborted) return
     }
     await new Promise((r) => setTimeout(r, 1000))
-  }
-}
-
-/** newest is the position of the stream's newest event (the backlog a page need not replay). */
-async function newest(path: string): Promise<string> {
-  try {
-    const res = await fetch(path + '?follow=false', {
-      headers: { 'X-Appliance-CSRF': '1' },
-      credentials: 'same-origin',
-    })
-    const text = await res.text()
-    const ids = [...text.matchAll(/^id: (\d+)$/gm)]
-    return ids.length ? ids[ids.length - 1][1] : ''
-  } catch {
-    return ''
   }
 }
 

@@ -3090,6 +3090,8 @@ export interface operations {
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
+                /** @description true (without a Last-Event-ID): start after the newest event, sending only what happens next */
+                skip_backlog?: boolean;
             };
             header?: never;
             path: {
@@ -4424,6 +4426,8 @@ export interface operations {
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
+                /** @description true (without a Last-Event-ID): start after the newest event, sending only what happens next */
+                skip_backlog?: boolean;
             };
             header?: never;
             path: {
