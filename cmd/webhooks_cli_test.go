@@ -194,6 +194,12 @@ func TestCLIEvents(t *testing.T) {
 	if conns.Load() < 2 || !strings.Contains(run.stderr.String(), `reconnecting after event "2"`) {
 		t.Fatalf("no reconnect (connections %d); stderr:\n%s", conns.Load(), run.stderr)
 	}
+	if out, _ := e.mustRun("", "events", prj.ID, "--api", e.url, "--no-follow", "--new"); out != "" {
+		t.Fatalf("--new printed the log's events:\n%s", out)
+	}
+	if out, _ := e.mustRun("", "events", prj.ID, "--api", e.url, "--no-follow", "--after", "6"); strings.Count(out, "\n") != 1 {
+		t.Fatalf("--after 6 --no-follow:\n%s", out)
+	}
 }
 
 // TestCLIWebhooksListen: the receiver of `webhooks listen` verifies a real delivery with the secret that
