@@ -23,12 +23,7 @@ import (
 // realEnv starts an appliance with a data plane and returns it with its admin principal.
 func realEnv(t *testing.T) (*appliancetest.Env, *appliance.Principal) {
 	t.Helper()
-	e := appliancetest.New(t, appliancetest.Options{Instances: true})
-	p, err := e.Svc.Authenticate(t.Context(), e.Bootstrap.APIKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e, p
+	return keyEnv(t, appliancetest.Options{Instances: true})
 }
 
 // provision creates a project through the service and waits for its job.

@@ -128,6 +128,7 @@ func endpoint(t *testing.T, e *appliancetest.Env, p *appliance.Principal, id str
 	return appliance.WebhookEndpoint{}
 }
 
+// keyEnv starts an appliance with o and returns it with its bootstrap admin key's principal.
 func keyEnv(t *testing.T, o appliancetest.Options) (*appliancetest.Env, *appliance.Principal) {
 	t.Helper()
 	e := appliancetest.New(t, o)
