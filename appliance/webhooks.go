@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/ids"
@@ -56,10 +57,11 @@ const DeliveryRetention = 30 * 24 * time.Hour
 
 // webhooks is the delivery machinery of a service.
 type webhooks struct {
-	opts   WebhookOptions
-	sender *webhook.Sender
-	kick   chan struct{}
-	turn   int // which endpoint claims first next (RunWebhooks' goroutine only)
+	opts    WebhookOptions
+	sender  *webhook.Sender
+	kick    chan struct{}
+	turn    int // which endpoint claims first next (RunWebhooks' goroutine only)
+	running atomic.Bool
 }
 
 func newWebhooks(o WebhookOptions, pol *outbound.Policy) *webhooks {
@@ -634,6 +636,8 @@ type WebhookDisabledEvent struct {
 // died are due again at once (at least once; the same webhook-id).
 func (s *Service) RunWebhooks(ctx context.Context) {
 	h := s.hooks
+	h.running.Store(true)
+	defer h.running.Store(false)
 	defer h.sender.Close()
 	if err := s.releaseClaims(); err != nil {
 		s.log.Error("webhooks: release claims", "err", err)
@@ -924,4 +928,36 @@ func (s *Service) sweepDeliveries(tx *store.Tx) (int, error) {
 		}
 	}
 	return len(old), nil
+}
+
+// WebhookHealth is the webhook worker's component check (/status): down unless RunWebhooks runs; its
+// message counts endpoints by health and the deliveries waiting. A tenant's failing receiver does not
+// degrade the appliance.
+func (s *Service) WebhookHealth(ctx context.Context) (status, message string) {
+	if !s.hooks.running.Load() {
+		return StatusDown, "the delivery worker is not running"
+	}
+	var endpoints, failing, disabled, pending int
+	err := s.db.View(func(tx *store.Tx) error {
+		eps, err := store.WebhookEndpoints.All(tx, nil)
+		if err != nil {
+			return err
+		}
+		for _, e := range eps {
+			endpoints++
+			switch s.endpointView(e).Health {
+			case HealthFailing:
+				failing++
+			case HealthDisabled:
+				disabled++
+			}
+		}
+		ds, err := store.WebhookDeliveries.Range(tx, store.WebhookDeliveriesDue, "", "\xff", 0)
+		pending = len(ds)
+		return err
+	})
+	if err != nil {
+		return StatusDegraded, "cannot read webhook records: " + err.Error()
+	}
+	return StatusOperational, fmt.Sprintf("%d endpoints (%d failing, %d disabled), %d deliveries pending", endpoints, failing, disabled, pending)
 }

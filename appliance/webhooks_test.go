@@ -261,6 +261,9 @@ func TestWebhookRetries(t *testing.T) {
 	if d = waitDelivery(t, e, d.ID); d.Attempts != 5 || d.State != appliance.DeliveryFailed {
 		t.Fatalf("after redeliver: %+v", d)
 	}
+	if st, msg := e.Svc.WebhookHealth(t.Context()); st != appliance.StatusOperational || msg != "2 endpoints (1 failing, 0 disabled), 0 deliveries pending" {
+		t.Errorf("webhook health: %s %q", st, msg)
+	}
 	usage, err := e.Svc.OrganizationUsage(t.Context(), p, p.OrganizationID)
 	if err != nil {
 		t.Fatal(err)
@@ -401,5 +404,8 @@ func TestWebhookEndpointInput(t *testing.T) {
 	list, err := e.Svc.ListWebhookEndpoints(t.Context(), p, p.OrganizationID)
 	if err != nil || len(list.WebhookEndpoints) != 0 {
 		t.Fatalf("after refused creates: %+v %v", list, err)
+	}
+	if st, _ := e.Svc.WebhookHealth(t.Context()); st != appliance.StatusDown {
+		t.Errorf("webhook health without the worker: %s", st)
 	}
 }

@@ -332,6 +332,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			hooksCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 			done := make(chan struct{})
 			go func() { defer close(done); svc.RunWebhooks(hooksCtx) }()
+			svc.Probe.Register("webhooks", svc.WebhookHealth)
 			stopHooks = func() { cancel(); <-done }
 			return nil
 		}, stop: func(ctx context.Context) error { stopHooks(); return nil }},
