@@ -409,3 +409,33 @@ func TestWebhookEndpointInput(t *testing.T) {
 		t.Errorf("webhook health without the worker: %s", st)
 	}
 }
+
+// TestWebhookPolicyAtEveryAttempt: the outbound policy is applied when dialing, not only when the URL was
+// saved: an endpoint saved while its address was allowed is refused at its attempt once the policy refuses
+// the address (here the deny list changes; a name whose DNS answer changes meets the same check), the
+// receiver gets nothing, and the delivery says only that the policy refused it.
+func TestWebhookPolicyAtEveryAttempt(t *testing.T) {
+	t.Parallel()
+	pol := &outbound.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}}
+	e, p := keyEnv(t, appliancetest.Options{Outbound: pol})
+	e.StartWebhooks(t, fastHooks(time.Hour))
+	rc := newReceiver(nil)
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(rc)
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	ep := createEndpoint(t, e, p, srv.URL) // allowed when saved, never dialed yet
+	pol.Deny = []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")} // the worker is idle: no dial reads it now
+	d := waitAttempts(t, e, sendTest(t, e, p, ep.WebhookEndpoint.ID), 1)
+	if d.LastError != "refused by the outbound policy" || d.ResponseStatus != 0 || d.State != appliance.DeliveryPending {
+		t.Fatalf("once refused: %+v", d)
+	}
+	if n := len(rc.requests()); n != 0 {
+		t.Fatalf("the receiver got %d requests", n)
+	}
+}
