@@ -429,7 +429,7 @@ func TestWebhookPolicyAtEveryAttempt(t *testing.T) {
 	srv.Listener = l
 	srv.Start()
 	t.Cleanup(srv.Close)
-	ep := createEndpoint(t, e, p, srv.URL) // allowed when saved, never dialed yet
+	ep := createEndpoint(t, e, p, srv.URL)                           // allowed when saved, never dialed yet
 	pol.Deny = []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")} // the worker is idle: no dial reads it now
 	d := waitAttempts(t, e, sendTest(t, e, p, ep.WebhookEndpoint.ID), 1)
 	if d.LastError != "refused by the outbound policy" || d.ResponseStatus != 0 || d.State != appliance.DeliveryPending {
