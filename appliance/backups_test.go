@@ -10,7 +10,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
-	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -225,7 +225,7 @@ func TestBackupFailureIsReported(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	user, err := postgres.DefaultOSUser()
+	user, err := daemon.DefaultOSUser()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
 )
@@ -19,8 +20,8 @@ import (
 // DataPlane is the machinery the job handlers drive: the supervisor of instances and poolers, the OS user
 // they run as, the binaries and the CA that issues their certificates.
 type DataPlane struct {
-	Supervisor *postgres.Supervisor
-	User       *postgres.OSUser
+	Supervisor *daemon.Supervisor
+	User       *daemon.OSUser
 	Bin        postgres.Binaries
 	CA         *certs.CA
 	PgBouncer  string // the pgbouncer program
@@ -256,7 +257,7 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 
 // OnInstanceEvent records what the supervisor saw (a death, a restart) on the project: runtime_status and
 // an audit event from the system.
-func (s *Service) OnInstanceEvent(e postgres.Event) {
+func (s *Service) OnInstanceEvent(e daemon.Event) {
 	instID := e.Key
 	if i := len(instID) - len("/pooler"); i > 0 && instID[i:] == "/pooler" {
 		instID = instID[:i]
@@ -277,9 +278,9 @@ func (s *Service) OnInstanceEvent(e postgres.Event) {
 			return nil
 		}
 		switch e.Kind {
-		case postgres.EventDied, postgres.EventRestartFailed:
+		case daemon.EventDied, daemon.EventRestartFailed:
 			prj.RuntimeStatus = RuntimeDown
-		case postgres.EventRestarted:
+		case daemon.EventRestarted:
 			prj.RuntimeStatus = RuntimeActive
 		}
 		prj.UpdatedAt = s.now()

@@ -52,10 +52,7 @@ func TestExportDownloadAndExpiry(t *testing.T) {
 	if fi, err := os.Stat(filepath.Dir(file)); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("exports directory mode: %v %v", fi.Mode().Perm(), err)
 	}
-	bin, err := e.Sup.Binaries()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := e.Bin
 	pgRestore, err := bin.Path("pg_restore")
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
@@ -102,10 +103,10 @@ func (s *Service) stopUnsupervised(projectID string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.pgPooler(dp, inst, prj).Stop(ctx, nil, postgres.StopFast); err != nil {
+	if err := s.pgPooler(dp, inst, prj).Stop(ctx, nil, daemon.StopFast); err != nil {
 		s.log.Warn("stop the pooler of an interrupted provision", "instance", inst.ID, "err", err)
 	}
-	if err := s.pgInstance(dp, inst).Stop(ctx, nil, postgres.StopFast); err != nil {
+	if err := s.pgInstance(dp, inst).Stop(ctx, nil, daemon.StopFast); err != nil {
 		s.log.Warn("stop the instance of an interrupted provision", "instance", inst.ID, "err", err)
 	}
 }

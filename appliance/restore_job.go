@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
@@ -194,7 +195,7 @@ func (s *Service) recoverAndSwap(ctx context.Context, run *scheduler.Run, dp *Da
 	if err := waitPromoted(ctx, cand, adminPW, since); err != nil {
 		return swap, err
 	}
-	if err := cand.Stop(ctx, run.Exec, postgres.StopFast); err != nil {
+	if err := cand.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
 		return swap, err
 	}
 	if err := writeUserFile(dp, autoConf, original); err != nil {
@@ -232,7 +233,7 @@ func (s *Service) recoverAndSwap(ctx context.Context, run *scheduler.Run, dp *Da
 		}
 	}()
 	err = live.Locked(ctx, func(ops postgres.LockedOps) error {
-		if err := ops.Stop(ctx, run.Exec, postgres.StopFast); err != nil {
+		if err := ops.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
 			return err
 		}
 		if err := os.Rename(live.DataDir(), old); err != nil {
@@ -258,7 +259,7 @@ func (s *Service) recoverAndSwap(ctx context.Context, run *scheduler.Run, dp *Da
 			}
 		}
 		bctx := context.WithoutCancel(ctx)
-		_ = ops.Stop(bctx, run.Exec, postgres.StopFast)
+		_ = ops.Stop(bctx, run.Exec, daemon.StopFast)
 		_ = os.Rename(live.DataDir(), cand.DataDir())
 		if err := os.Rename(old, live.DataDir()); err != nil {
 			return fmt.Errorf("the restored data did not start (%v), and the original could not be put back: %w", startErr, err)
@@ -291,7 +292,7 @@ func (s *Service) undoSwap(ctx context.Context, run *scheduler.Run, dp *DataPlan
 	}()
 	abandoned := old + ".abandoned"
 	err := live.Locked(ctx, func(ops postgres.LockedOps) error {
-		if err := ops.Stop(ctx, run.Exec, postgres.StopFast); err != nil {
+		if err := ops.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
 			return err
 		}
 		if _, err := os.Stat(live.DataDir()); err == nil {
@@ -514,7 +515,7 @@ func (s *Service) repairEndedRestores(ctx context.Context, dp *DataPlane, inst *
 		s.log.Warn("an ended restore left the original data aside: putting it back", "instance", inst.ID, "dir", old)
 		abandoned := old + ".abandoned"
 		err := live.Locked(ctx, func(ops postgres.LockedOps) error {
-			if err := ops.Stop(ctx, nil, postgres.StopFast); err != nil {
+			if err := ops.Stop(ctx, nil, daemon.StopFast); err != nil {
 				return err
 			}
 			if _, err := os.Stat(live.DataDir()); err == nil {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance/backup"
-	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -187,7 +187,7 @@ func readTimelineSwitches(bs backup.Store, projectID string) ([]timelineSwitch, 
 
 // appendTimelineSwitch records a switch (once per restore job: a retried job replaces its entry).
 // It is written atomically and durably, owned by the instances' OS user like the rest of the backup store.
-func appendTimelineSwitch(user *postgres.OSUser, bs backup.Store, projectID string, sw timelineSwitch) error {
+func appendTimelineSwitch(user *daemon.OSUser, bs backup.Store, projectID string, sw timelineSwitch) error {
 	all, err := readTimelineSwitches(bs, projectID)
 	if err != nil {
 		return err

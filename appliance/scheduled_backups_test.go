@@ -12,7 +12,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
-	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -307,7 +307,7 @@ func breakWithTablespace(t *testing.T, e *appliancetest.Env, prj *store.Project)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	user, err := postgres.DefaultOSUser()
+	user, err := daemon.DefaultOSUser()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func breakWithFullDisk(t *testing.T, e *appliancetest.Env, prj *store.Project) f
 	if os.Geteuid() != 0 {
 		t.Skip("a full disk needs a tmpfs mount: not root")
 	}
-	user, err := postgres.DefaultOSUser()
+	user, err := daemon.DefaultOSUser()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -214,7 +215,7 @@ func (s *Service) upgradeMajorJob(ctx context.Context, run *scheduler.Run) (any,
 		s.setRuntime(prj.ID, RuntimeActive)
 		next.Remove(context.WithoutCancel(ctx))
 	}
-	if err := old.Stop(ctx, run.Exec, postgres.StopFast); err != nil {
+	if err := old.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
 		restoreOld()
 		return nil, err
 	}
@@ -288,7 +289,7 @@ func (s *Service) upgradeRollbackJob(ctx context.Context, run *scheduler.Run) (a
 	}
 	cur := s.pgInstance(dp, inst)
 	s.unwatch(dp, inst)
-	if err := cur.Stop(ctx, run.Exec, postgres.StopFast); err != nil {
+	if err := cur.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
 		s.watch(dp, inst, prj)
 		return nil, err
 	}

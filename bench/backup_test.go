@@ -20,6 +20,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -71,14 +72,11 @@ func BenchmarkBackup(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	user, err := postgres.DefaultOSUser()
+	user, err := daemon.DefaultOSUser()
 	if err != nil {
 		b.Fatal(err)
 	}
-	bin, err := e.Sup.Binaries()
-	if err != nil {
-		b.Fatal(err)
-	}
+	bin := e.Bin
 	// The connection options of createBackupJob (appliance/backup_jobs.go).
 	pgEnv := []string{"PGPASSWORD=" + string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10"}
 	conn := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port), "-U", postgres.AdminRole}
@@ -315,7 +313,7 @@ func waitBenchJob(ctx context.Context, e *appliancetest.Env, id string) (*store.
 }
 
 // runAs runs a program as the instances' OS user (as the job runs its commands) and returns its output.
-func runAs(u *postgres.OSUser, env []string, program string, args ...string) (string, error) {
+func runAs(u *daemon.OSUser, env []string, program string, args ...string) (string, error) {
 	cmd := u.Command(program, args...)
 	cmd.Env = append(cmd.Env, env...)
 	var out bytes.Buffer

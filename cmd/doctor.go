@@ -21,7 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/theappliance/appliance/appliance"
-	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/programs"
 )
 
@@ -171,9 +171,9 @@ func instanceUser(cfg UpConfig) (name string, u *user.User) {
 	}
 	name = cfg.PGUser
 	if name == "" {
-		name = postgres.ApplianceOSUser
-		if _, err := user.Lookup(postgres.DebianOSUser); err == nil {
-			name = postgres.DebianOSUser
+		name = daemon.ApplianceOSUser
+		if _, err := user.Lookup(daemon.DebianOSUser); err == nil {
+			name = daemon.DebianOSUser
 		}
 	}
 	u, _ = user.Lookup(name)

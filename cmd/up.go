@@ -20,6 +20,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/programs"
@@ -218,7 +219,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	}
 
 	var db *store.DB
-	var sup *postgres.Supervisor
+	var sup *daemon.Supervisor
 	var runner *scheduler.Runner
 	stopHooks := func() {}
 	var firstFill chan struct{}
@@ -236,16 +237,20 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			svc = appliance.New(appliance.Config{APIURL: apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
 				Version: Version, CACertPath: ca.CertPath(), ListenHost: cfg.PGListen, DataDir: dataDir, Spares: cfg.Spares,
 				Ports: ports, Outbound: pol, NetworkExtensions: cfg.NetworkExtensions}, db, box, log)
-			sup = postgres.NewSupervisor(set.PG.Dir)
+			sup = daemon.NewSupervisor()
 			sup.OnEvent = svc.OnInstanceEvent
-			svc.Probe.Register("instance-supervisor", sup.Health)
-			bin, err := sup.Binaries()
+			bin, err := postgres.FindBinaries(set.PG.Dir)
 			if err != nil {
+				svc.Probe.Register("instance-supervisor", func(context.Context) (string, string) { return appliance.StatusDown, err.Error() })
 				return err
 			}
-			user, err := postgres.DefaultOSUser()
+			svc.Probe.Register("instance-supervisor", func(ctx context.Context) (string, string) {
+				status, msg := sup.Health(ctx)
+				return status, fmt.Sprintf("PostgreSQL %d at %s; %s", bin.Major, bin.Dir, msg)
+			})
+			user, err := daemon.DefaultOSUser()
 			if cfg.PGUser != "" {
-				user, err = postgres.EnsureOSUser(cfg.PGUser)
+				user, err = daemon.EnsureOSUser(cfg.PGUser)
 			}
 			if err != nil {
 				return err
@@ -301,9 +306,6 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			svc.RegisterJobs(runner)
 			if err := runner.Start(ctx); err != nil {
 				return err
-			}
-			if _, err := sup.Binaries(); err != nil {
-				return nil
 			}
 			refill := func(ctx context.Context) {
 				if err := svc.EnsureSpares(ctx); err != nil {

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/theappliance/appliance/appliance/proc"
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -65,7 +65,7 @@ func (r *Run) Exec(ctx context.Context, cmd *exec.Cmd) error {
 	if err := cmd.Start(); err != nil {
 		runErr = fmt.Errorf("start %s: %w", name, err)
 	} else {
-		stop := context.AfterFunc(ctx, func() { _ = proc.Kill(cmd) })
+		stop := context.AfterFunc(ctx, func() { _ = daemon.Kill(cmd) })
 		werr := cmd.Wait()
 		stop()
 		code = cmd.ProcessState.ExitCode()

@@ -26,6 +26,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
@@ -39,8 +40,9 @@ type Env struct {
 	Box       *appliance.SecretBox
 	Svc       *appliance.Service
 	CA        *certs.CA
-	Runner    *scheduler.Runner    // nil unless Options.Instances
-	Sup       *postgres.Supervisor // nil unless Options.Instances
+	Runner    *scheduler.Runner  // nil unless Options.Instances
+	Sup       *daemon.Supervisor // nil unless Options.Instances
+	Bin       postgres.Binaries  // the PostgreSQL the instances run from (with Options.Instances)
 	Bootstrap *appliance.Bootstrap
 }
 
@@ -116,13 +118,14 @@ func New(t testing.TB, o Options) *Env {
 
 func (e *Env) startDataPlane(t testing.TB, log *slog.Logger, pgBin string) {
 	t.Helper()
-	e.Sup = postgres.NewSupervisor(pgBin)
+	e.Sup = daemon.NewSupervisor()
 	e.Sup.OnEvent = e.Svc.OnInstanceEvent
-	bin, err := e.Sup.Binaries()
+	bin, err := postgres.FindBinaries(pgBin)
 	if err != nil {
 		t.Fatalf("PostgreSQL binaries are required (install postgresql-15): %v", err)
 	}
-	user, err := postgres.DefaultOSUser()
+	e.Bin = bin
+	user, err := daemon.DefaultOSUser()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/postgres"
 )
 
@@ -30,14 +31,11 @@ func (e *Env) StartSource(t testing.TB, walLevel string) *Source {
 	if e.Sup == nil {
 		t.Fatal("StartSource needs Options{Instances: true}")
 	}
-	user, err := postgres.DefaultOSUser()
+	user, err := daemon.DefaultOSUser()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, err := e.Sup.Binaries()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := e.Bin
 	// A port outside the Env's instance range: the outbound policy refuses the appliance's own ports.
 	l := e.Listen(t)
 	port := l.Addr().(*net.TCPAddr).Port

@@ -267,7 +267,7 @@ func (i *Instance) appendIncludes() error {
 	if strings.Contains(string(b), includeMarker) {
 		return nil
 	}
-	return i.User.writeFile(path, append(b, includeLines()...), 0o600)
+	return i.User.WriteFile(path, append(b, includeLines()...), 0o600)
 }
 
 func fileExists(path string) bool {

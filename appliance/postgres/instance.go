@@ -15,19 +15,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/daemon"
 )
 
 // AdminRole is the superuser initdb creates; it logs in over 127.0.0.1 only (see pg_hba.conf).
 const AdminRole = "appliance_admin"
-
-// StopMode is pg_ctl's shutdown mode.
-type StopMode string
-
-const (
-	StopSmart     StopMode = "smart"     // wait for clients to disconnect
-	StopFast      StopMode = "fast"      // disconnect clients, shut down cleanly
-	StopImmediate StopMode = "immediate" // quit at once: crash recovery on the next start
-)
 
 // Errors.
 var (
@@ -54,10 +47,10 @@ type Instance struct {
 	ListenHost string   // listen_addresses; "" means 127.0.0.1; loopback is always added
 	Port       int      // the direct port
 	Bin        Binaries // initdb, pg_ctl, pg_config
-	User       *OSUser
+	User       *daemon.OSUser
 }
 
-var _ Process = (*Instance)(nil)
+var _ daemon.Process = (*Instance)(nil)
 
 // DataDir is <Dir>/pgdata.
 func (i *Instance) DataDir() string { return filepath.Join(i.Dir, "pgdata") }
@@ -87,7 +80,7 @@ func (i *Instance) MarkInitialized() error {
 	if i.User == nil {
 		return fmt.Errorf("instance %s: no OS user", i.ID)
 	}
-	return i.User.writeFile(i.marker(), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600)
+	return i.User.WriteFile(i.marker(), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600)
 }
 
 // Initialized reports whether Init (or MarkInitialized) completed in Dir.
@@ -135,7 +128,7 @@ func (i *Instance) check() error {
 // superuser, UTF8, locale C.UTF-8, data checksums) and writes the TLS files and the configuration. It can be
 // retried after a failure or crash: a data directory left by an incomplete Init is removed first. When Init
 // has completed before, it returns ErrInitialized and changes nothing.
-func (i *Instance) Init(ctx context.Context, ex ExecFunc, opts InitOptions) error {
+func (i *Instance) Init(ctx context.Context, ex daemon.ExecFunc, opts InitOptions) error {
 	if err := i.check(); err != nil {
 		return err
 	}
@@ -159,13 +152,13 @@ func (i *Instance) Init(ctx context.Context, ex ExecFunc, opts InitOptions) erro
 	if err := os.MkdirAll(filepath.Dir(i.Dir), 0o711); err != nil {
 		return fmt.Errorf("init instance %s: %w", i.ID, err)
 	}
-	if err := i.User.checkReachable(i.Dir); err != nil {
+	if err := i.User.CheckReachable(i.Dir); err != nil {
 		return fmt.Errorf("init instance %s: %w", i.ID, err)
 	}
-	if err := i.User.mkdir(i.Dir, 0o700); err != nil {
+	if err := i.User.Mkdir(i.Dir, 0o700); err != nil {
 		return fmt.Errorf("init instance %s: %w", i.ID, err)
 	}
-	unlock, err := lockDir(ctx, i.Dir)
+	unlock, err := daemon.LockDir(ctx, i.Dir)
 	if err != nil {
 		return fmt.Errorf("init instance %s: %w", i.ID, err)
 	}
@@ -183,14 +176,14 @@ func (i *Instance) Init(ctx context.Context, ex ExecFunc, opts InitOptions) erro
 	}
 
 	pwfile := filepath.Join(i.Dir, "initdb.pw")
-	if err := i.User.writeFile(pwfile, []byte(opts.AdminPassword+"\n"), 0o600); err != nil {
+	if err := i.User.WriteFile(pwfile, []byte(opts.AdminPassword+"\n"), 0o600); err != nil {
 		return fmt.Errorf("init instance %s: %w", i.ID, err)
 	}
 	defer os.Remove(pwfile)
 	cmd := i.User.Command(initdb, "-D", i.DataDir(), "-U", AdminRole, "--pwfile="+pwfile,
 		"-A", "scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8", "--data-checksums", "--no-instructions")
 	cmd.Dir = i.Dir
-	if err := orDefault(ex)(ctx, cmd); err != nil {
+	if err := daemon.OrDefault(ex)(ctx, cmd); err != nil {
 		return fmt.Errorf("init instance %s: %w", i.ID, err)
 	}
 	os.Remove(pwfile)
@@ -198,10 +191,10 @@ func (i *Instance) Init(ctx context.Context, ex ExecFunc, opts InitOptions) erro
 	if err := i.WriteTLS(opts.CertPEM, opts.KeyPEM, opts.CAPEM); err != nil {
 		return fmt.Errorf("init instance %s: %w", i.ID, err)
 	}
-	if err := i.User.mkdir(i.ArchiveDir(), 0o700); err != nil {
+	if err := i.User.Mkdir(i.ArchiveDir(), 0o700); err != nil {
 		return fmt.Errorf("init instance %s: %w", i.ID, err)
 	}
-	if err := i.User.writeFile(filepath.Join(i.DataDir(), "pg_hba.conf"), []byte(hbaFile), 0o600); err != nil {
+	if err := i.User.WriteFile(filepath.Join(i.DataDir(), "pg_hba.conf"), []byte(hbaFile), 0o600); err != nil {
 		return fmt.Errorf("init instance %s: %w", i.ID, err)
 	}
 	if err := i.writeApplianceConf(); err != nil {
@@ -222,17 +215,17 @@ func (i *Instance) Init(ctx context.Context, ex ExecFunc, opts InitOptions) erro
 // WriteTLS replaces the certificate, key (mode 0600: PostgreSQL refuses a key others can read) and CA
 // files. A running instance picks them up on Reload.
 func (i *Instance) WriteTLS(certPEM, keyPEM, caPEM []byte) error {
-	if err := i.User.writeFile(i.KeyFile(), keyPEM, 0o600); err != nil {
+	if err := i.User.WriteFile(i.KeyFile(), keyPEM, 0o600); err != nil {
 		return err
 	}
-	if err := i.User.writeFile(i.CertFile(), certPEM, 0o644); err != nil {
+	if err := i.User.WriteFile(i.CertFile(), certPEM, 0o644); err != nil {
 		return err
 	}
-	return i.User.writeFile(i.CAFile(), caPEM, 0o644)
+	return i.User.WriteFile(i.CAFile(), caPEM, 0o644)
 }
 
 func (i *Instance) writeApplianceConf() error {
-	return i.User.writeFile(filepath.Join(i.DataDir(), applianceConf), applianceFile(i), 0o600)
+	return i.User.WriteFile(filepath.Join(i.DataDir(), applianceConf), applianceFile(i), 0o600)
 }
 
 func (i *Instance) writeSettings(s Settings) error {
@@ -240,7 +233,7 @@ func (i *Instance) writeSettings(s Settings) error {
 	if err != nil {
 		return err
 	}
-	return i.User.writeFile(filepath.Join(i.DataDir(), settingsConf), b, 0o600)
+	return i.User.WriteFile(filepath.Join(i.DataDir(), settingsConf), b, 0o600)
 }
 
 // ReadSettings returns the settings last written (defaults filled in).
@@ -278,7 +271,7 @@ func (i *Instance) WriteSettings(s Settings) (Action, error) {
 
 // Apply makes written settings take effect: nothing, a reload or a restart. A stopped instance needs
 // nothing: it reads them when it starts.
-func (i *Instance) Apply(ctx context.Context, ex ExecFunc, a Action) error {
+func (i *Instance) Apply(ctx context.Context, ex daemon.ExecFunc, a Action) error {
 	if _, running, _ := i.Status(); !running {
 		return nil
 	}
@@ -311,15 +304,15 @@ func PendingRestart(ctx context.Context, conn *pgx.Conn) ([]string, error) {
 // Status reports the postmaster's pid and whether it runs: the pid in postmaster.pid must be a live
 // postgres process working in this data directory (a recycled pid or a zombie does not count).
 func (i *Instance) Status() (pid int, running bool, err error) {
-	pid, err = readPidFile(filepath.Join(i.DataDir(), "postmaster.pid"))
+	pid, err = daemon.ReadPidFile(filepath.Join(i.DataDir(), "postmaster.pid"))
 	if err != nil || pid == 0 {
 		return 0, false, err
 	}
-	p := readProcess(pid)
-	if p == nil || p.program() != "postgres" {
+	p := daemon.ReadProcess(pid)
+	if p == nil || p.Program() != "postgres" {
 		return pid, false, nil
 	}
-	if p.cwd != "" && samePath(p.cwd, i.DataDir()) || p.hasArgPair("-D", i.DataDir()) {
+	if p.Cwd != "" && daemon.SamePath(p.Cwd, i.DataDir()) || p.HasArgPair("-D", i.DataDir()) {
 		return pid, true, nil
 	}
 	return pid, false, nil
@@ -330,13 +323,13 @@ func (i *Instance) lock(ctx context.Context) (func(), error) {
 	if err := i.check(); err != nil {
 		return nil, err
 	}
-	return lockDir(ctx, i.Dir)
+	return daemon.LockDir(ctx, i.Dir)
 }
 
 // Start starts the postmaster with pg_ctl, as the OS user, and waits until it accepts connections (60 s at
 // most). It rewrites appliance.conf from the fields first. The postmaster daemonizes: it is no child of
 // the appliance. An instance already running is left as it is (adopted): Restart applies changed fields.
-func (i *Instance) Start(ctx context.Context, ex ExecFunc) error {
+func (i *Instance) Start(ctx context.Context, ex daemon.ExecFunc) error {
 	unlock, err := i.lock(ctx)
 	if err != nil {
 		return fmt.Errorf("start instance %s: %w", i.ID, err)
@@ -345,7 +338,7 @@ func (i *Instance) Start(ctx context.Context, ex ExecFunc) error {
 	return i.start(ctx, ex)
 }
 
-func (i *Instance) start(ctx context.Context, ex ExecFunc) error {
+func (i *Instance) start(ctx context.Context, ex daemon.ExecFunc) error {
 	if _, running, err := i.Status(); err != nil {
 		return fmt.Errorf("start instance %s: %w", i.ID, err)
 	} else if running {
@@ -376,7 +369,7 @@ func (i *Instance) start(ctx context.Context, ex ExecFunc) error {
 	if gerr != nil || bytes.Equal(good, cur) || !configRefused(err) {
 		return err
 	}
-	if werr := i.User.writeFile(filepath.Join(i.DataDir(), settingsConf), good, 0o600); werr != nil {
+	if werr := i.User.WriteFile(filepath.Join(i.DataDir(), settingsConf), good, 0o600); werr != nil {
 		return errors.Join(err, werr)
 	}
 	if rerr := i.pgctlStart(ctx, ex, pgctl); rerr != nil {
@@ -409,7 +402,7 @@ func (i *Instance) keepGoodSettings() {
 	}
 }
 
-func (i *Instance) pgctlStart(ctx context.Context, ex ExecFunc, pgctl string) error {
+func (i *Instance) pgctlStart(ctx context.Context, ex daemon.ExecFunc, pgctl string) error {
 	cmd := i.User.Command(pgctl, "start", "-w", "-t", "60", "-D", i.DataDir(), "-l", i.StartupLog())
 	cmd.Dir = i.Dir
 	since := time.Now()
@@ -417,18 +410,18 @@ func (i *Instance) pgctlStart(ctx context.Context, ex ExecFunc, pgctl string) er
 	if fi, err := os.Stat(i.StartupLog()); err == nil {
 		logStart = fi.Size()
 	}
-	if err := orDefault(ex)(ctx, cmd); err != nil {
+	if err := daemon.OrDefault(ex)(ctx, cmd); err != nil {
 		// Configuration errors come before the server's own log starts: they are in what this start
 		// appended to startup.log.
 		if fi, serr := os.Stat(i.StartupLog()); serr == nil && fi.Size() > logStart {
-			if log := tail(i.StartupLog(), min(1000, fi.Size()-logStart)); strings.Contains(log, "FATAL") {
+			if log := daemon.Tail(i.StartupLog(), min(1000, fi.Size()-logStart)); strings.Contains(log, "FATAL") {
 				return fmt.Errorf("start instance %s: %w; startup.log ends with: %s", i.ID, err, log)
 			}
 		}
 		if msgs := i.LogMessages(since, 4); len(msgs) > 0 {
 			return fmt.Errorf("start instance %s: %w; the server logged: %s", i.ID, err, strings.Join(msgs, "; "))
 		}
-		if log := tail(i.StartupLog(), 1000); log != "" {
+		if log := daemon.Tail(i.StartupLog(), 1000); log != "" {
 			return fmt.Errorf("start instance %s: %w; startup.log ends with: %s", i.ID, err, log)
 		}
 		return fmt.Errorf("start instance %s: %w", i.ID, err)
@@ -475,7 +468,7 @@ func (i *Instance) LogMessages(since time.Time, n int) []string {
 		return nil
 	}
 	var out []string
-	for _, line := range strings.Split(tail(newest, 64<<10), "\n") {
+	for _, line := range strings.Split(daemon.Tail(newest, 64<<10), "\n") {
 		var e struct {
 			Timestamp string `json:"timestamp"`
 			Severity  string `json:"error_severity"`
@@ -520,7 +513,7 @@ func (i *Instance) clearStaleLock(ctx context.Context) error {
 
 // Stop stops the postmaster with pg_ctl in mode ("" is fast) and waits for it (60 s at most). Stopping a
 // stopped instance does nothing.
-func (i *Instance) Stop(ctx context.Context, ex ExecFunc, mode StopMode) error {
+func (i *Instance) Stop(ctx context.Context, ex daemon.ExecFunc, mode daemon.StopMode) error {
 	unlock, err := i.lock(ctx)
 	if err != nil {
 		return fmt.Errorf("stop instance %s: %w", i.ID, err)
@@ -529,11 +522,11 @@ func (i *Instance) Stop(ctx context.Context, ex ExecFunc, mode StopMode) error {
 	return i.stop(ctx, ex, mode)
 }
 
-func (i *Instance) stop(ctx context.Context, ex ExecFunc, mode StopMode) error {
+func (i *Instance) stop(ctx context.Context, ex daemon.ExecFunc, mode daemon.StopMode) error {
 	switch mode {
-	case StopSmart, StopFast, StopImmediate:
+	case daemon.StopSmart, daemon.StopFast, daemon.StopImmediate:
 	case "":
-		mode = StopFast
+		mode = daemon.StopFast
 	default:
 		return fmt.Errorf("stop instance %s: invalid mode %q", i.ID, mode)
 	}
@@ -548,7 +541,7 @@ func (i *Instance) stop(ctx context.Context, ex ExecFunc, mode StopMode) error {
 	}
 	cmd := i.User.Command(pgctl, "stop", "-w", "-t", "60", "-D", i.DataDir(), "-m", string(mode))
 	cmd.Dir = i.Dir
-	if err := orDefault(ex)(ctx, cmd); err != nil {
+	if err := daemon.OrDefault(ex)(ctx, cmd); err != nil {
 		if _, running, _ := i.Status(); !running {
 			return nil // it ended on its own meanwhile
 		}
@@ -561,15 +554,15 @@ func (i *Instance) stop(ctx context.Context, ex ExecFunc, mode StopMode) error {
 type LockedOps struct{ i *Instance }
 
 // Start is Instance.Start without taking the lock.
-func (o LockedOps) Start(ctx context.Context, ex ExecFunc) error { return o.i.start(ctx, ex) }
+func (o LockedOps) Start(ctx context.Context, ex daemon.ExecFunc) error { return o.i.start(ctx, ex) }
 
 // Stop is Instance.Stop without taking the lock.
-func (o LockedOps) Stop(ctx context.Context, ex ExecFunc, mode StopMode) error {
+func (o LockedOps) Stop(ctx context.Context, ex daemon.ExecFunc, mode daemon.StopMode) error {
 	return o.i.stop(ctx, ex, mode)
 }
 
 // Locked runs fn while holding the instance's lifecycle lock: no Init, Start, Stop, Restart or Remove of
-// the same Dir (by any Instance value or process, a Supervisor's restarts included) runs until fn returns.
+// the same Dir (by any Instance value or process, a daemon.Supervisor's restarts included) runs until fn returns.
 // It is for changes that must not be interleaved with a start, such as replacing the data directory
 // between a stop and a start; fn starts and stops the instance through ops.
 func (i *Instance) Locked(ctx context.Context, fn func(ops LockedOps) error) error {
@@ -582,7 +575,7 @@ func (i *Instance) Locked(ctx context.Context, fn func(ops LockedOps) error) err
 }
 
 // Reload makes the postmaster re-read its configuration files, pg_hba.conf and TLS files (pg_ctl reload).
-func (i *Instance) Reload(ctx context.Context, ex ExecFunc) error {
+func (i *Instance) Reload(ctx context.Context, ex daemon.ExecFunc) error {
 	if err := i.check(); err != nil {
 		return err
 	}
@@ -597,20 +590,20 @@ func (i *Instance) Reload(ctx context.Context, ex ExecFunc) error {
 	}
 	cmd := i.User.Command(pgctl, "reload", "-D", i.DataDir())
 	cmd.Dir = i.Dir
-	if err := orDefault(ex)(ctx, cmd); err != nil {
+	if err := daemon.OrDefault(ex)(ctx, cmd); err != nil {
 		return fmt.Errorf("reload instance %s: %w", i.ID, err)
 	}
 	return nil
 }
 
 // Restart stops the instance (fast) and starts it, as one operation.
-func (i *Instance) Restart(ctx context.Context, ex ExecFunc) error {
+func (i *Instance) Restart(ctx context.Context, ex daemon.ExecFunc) error {
 	unlock, err := i.lock(ctx)
 	if err != nil {
 		return fmt.Errorf("restart instance %s: %w", i.ID, err)
 	}
 	defer unlock()
-	if err := i.stop(ctx, ex, StopFast); err != nil {
+	if err := i.stop(ctx, ex, daemon.StopFast); err != nil {
 		return err
 	}
 	return i.start(ctx, ex)
@@ -618,7 +611,7 @@ func (i *Instance) Restart(ctx context.Context, ex ExecFunc) error {
 
 // Remove stops the instance at once (SIGQUIT: immediate shutdown), kills whatever PostgreSQL process of
 // the user still works in Dir, and deletes Dir. Removing a removed instance does nothing. Unwatch it from
-// the Supervisor and stop its pooler first. Only Dir and User are needed.
+// the daemon.Supervisor and stop its pooler first. Only Dir and User are needed.
 func (i *Instance) Remove(ctx context.Context) error {
 	if err := checkDir(i.Dir); err != nil {
 		return fmt.Errorf("remove instance %s: %w", i.ID, err)
@@ -629,7 +622,7 @@ func (i *Instance) Remove(ctx context.Context) error {
 	if !fileExists(i.Dir) {
 		return nil
 	}
-	unlock, err := lockDir(ctx, i.Dir)
+	unlock, err := daemon.LockDir(ctx, i.Dir)
 	if err != nil {
 		return fmt.Errorf("remove instance %s: %w", i.ID, err)
 	}
@@ -637,7 +630,7 @@ func (i *Instance) Remove(ctx context.Context) error {
 	if pid, running, _ := i.Status(); running {
 		_ = syscall.Kill(pid, syscall.SIGQUIT)
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_ = waitFor(wctx, 20*time.Millisecond, func() (bool, error) { return readProcess(pid) == nil, nil })
+		_ = daemon.WaitFor(wctx, 20*time.Millisecond, func() (bool, error) { return daemon.ReadProcess(pid) == nil, nil })
 		cancel()
 	}
 	if err := killPostgresIn(ctx, i.Dir, i.User.UID); err != nil {

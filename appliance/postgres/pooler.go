@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/daemon"
 )
 
 // Pooler is one PgBouncer in transaction mode in front of an instance, run daemonized (pgbouncer -d) as the
@@ -48,10 +50,10 @@ type Pooler struct {
 	// instance's certificate on the server side.
 	CertFile, KeyFile, CAFile string
 	Program                   string // the pgbouncer program; "" means FindPgBouncer("")
-	User                      *OSUser
+	User                      *daemon.OSUser
 }
 
-var _ Process = (*Pooler)(nil)
+var _ daemon.Process = (*Pooler)(nil)
 
 // PoolSizeFor is a default pool size for an instance with maxConnections: three quarters of what the
 // superuser reserve (3) leaves, so direct connections keep the rest.
@@ -157,13 +159,13 @@ func (p *Pooler) WriteConfig() error {
 	if err := os.MkdirAll(filepath.Dir(p.Dir), 0o711); err != nil {
 		return fmt.Errorf("pooler %s: %w", p.ID, err)
 	}
-	if err := p.User.checkReachable(p.Dir); err != nil {
+	if err := p.User.CheckReachable(p.Dir); err != nil {
 		return fmt.Errorf("pooler %s: %w", p.ID, err)
 	}
-	if err := p.User.mkdir(p.Dir, 0o700); err != nil {
+	if err := p.User.Mkdir(p.Dir, 0o700); err != nil {
 		return fmt.Errorf("pooler %s: %w", p.ID, err)
 	}
-	if err := p.User.writeFile(p.iniPath(), p.ini(), 0o600); err != nil {
+	if err := p.User.WriteFile(p.iniPath(), p.ini(), 0o600); err != nil {
 		return fmt.Errorf("pooler %s: write pgbouncer.ini: %w", p.ID, err)
 	}
 	return nil
@@ -175,7 +177,7 @@ func (p *Pooler) WriteUsers(verifiers map[string]string) error {
 	if err := p.check(); err != nil {
 		return err
 	}
-	if err := p.User.mkdir(p.Dir, 0o700); err != nil {
+	if err := p.User.Mkdir(p.Dir, 0o700); err != nil {
 		return fmt.Errorf("pooler %s: %w", p.ID, err)
 	}
 	roles := make([]string, 0, len(verifiers))
@@ -194,7 +196,7 @@ func (p *Pooler) WriteUsers(verifiers map[string]string) error {
 		}
 		fmt.Fprintf(&b, "\"%s\" \"%s\"\n", strings.ReplaceAll(r, `"`, `""`), v)
 	}
-	if err := p.User.writeFile(p.userlistPath(), []byte(b.String()), 0o600); err != nil {
+	if err := p.User.WriteFile(p.userlistPath(), []byte(b.String()), 0o600); err != nil {
 		return fmt.Errorf("pooler %s: write userlist.txt: %w", p.ID, err)
 	}
 	return nil
@@ -233,16 +235,16 @@ var ErrNoRole = errors.New("no such role")
 // Status reports PgBouncer's pid and whether it runs: the pid in its pid file must be a live pgbouncer
 // process of this pgbouncer.ini.
 func (p *Pooler) Status() (pid int, running bool, err error) {
-	pid, err = readPidFile(p.pidPath())
+	pid, err = daemon.ReadPidFile(p.pidPath())
 	if err != nil || pid == 0 {
 		return 0, false, err
 	}
-	proc := readProcess(pid)
-	if proc == nil || proc.program() != "pgbouncer" {
+	proc := daemon.ReadProcess(pid)
+	if proc == nil || proc.Program() != "pgbouncer" {
 		return pid, false, nil
 	}
-	for _, a := range proc.args[1:] {
-		if samePath(a, p.iniPath()) {
+	for _, a := range proc.Args[1:] {
+		if daemon.SamePath(a, p.iniPath()) {
 			return pid, true, nil
 		}
 	}
@@ -256,7 +258,7 @@ var raiseNofile sync.Once
 //
 // PgBouncer needs a file descriptor per client: the first Start raises the appliance's own soft
 // RLIMIT_NOFILE to its hard limit, which (unlike Go's default) its children then inherit.
-func (p *Pooler) Start(ctx context.Context, ex ExecFunc) error {
+func (p *Pooler) Start(ctx context.Context, ex daemon.ExecFunc) error {
 	if _, running, err := p.Status(); err != nil {
 		return fmt.Errorf("start pooler %s: %w", p.ID, err)
 	} else if running {
@@ -269,7 +271,7 @@ func (p *Pooler) Start(ctx context.Context, ex ExecFunc) error {
 	if err := p.WriteConfig(); err != nil {
 		return fmt.Errorf("start pooler %s: %w", p.ID, err)
 	}
-	unlock, err := lockDir(ctx, p.Dir)
+	unlock, err := daemon.LockDir(ctx, p.Dir)
 	if err != nil {
 		return fmt.Errorf("start pooler %s: %w", p.ID, err)
 	}
@@ -280,7 +282,7 @@ func (p *Pooler) Start(ctx context.Context, ex ExecFunc) error {
 	if !fileExists(p.userlistPath()) {
 		return fmt.Errorf("start pooler %s: no userlist.txt: call WriteUsers first", p.ID)
 	}
-	if pid, _ := readPidFile(p.pidPath()); pid != 0 { // stale: PgBouncer would refuse to start if the pid was recycled
+	if pid, _ := daemon.ReadPidFile(p.pidPath()); pid != 0 { // stale: PgBouncer would refuse to start if the pid was recycled
 		if err := os.Remove(p.pidPath()); err != nil && fileExists(p.pidPath()) {
 			return fmt.Errorf("start pooler %s: remove stale pid file: %w", p.ID, err)
 		}
@@ -298,13 +300,13 @@ func (p *Pooler) Start(ctx context.Context, ex ExecFunc) error {
 	}
 	cmd := p.User.Command(prog, "-d", p.iniPath())
 	cmd.Dir = p.Dir
-	if err := orDefault(ex)(ctx, cmd); err != nil {
+	if err := daemon.OrDefault(ex)(ctx, cmd); err != nil {
 		return fmt.Errorf("start pooler %s: %w", p.ID, err)
 	}
 	// -d returns once daemonized, before PgBouncer binds its port: wait for the verdict in its log.
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	err = waitFor(wctx, 10*time.Millisecond, func() (bool, error) {
+	err = daemon.WaitFor(wctx, 10*time.Millisecond, func() (bool, error) {
 		log := readFrom(p.LogFile(), logStart)
 		if i := strings.Index(log, " FATAL "); i >= 0 {
 			return false, fmt.Errorf("pgbouncer failed: %s", strings.TrimSpace(log[max(0, i-500):]))
@@ -352,14 +354,14 @@ func (p *Pooler) Reload() error {
 	return nil
 }
 
-// Stop stops PgBouncer and waits until it is gone: StopSmart waits for clients to finish (SIGINT), the
+// Stop stops PgBouncer and waits until it is gone: daemon.StopSmart waits for clients to finish (SIGINT), the
 // other modes close every connection at once (SIGTERM). When ctx ends first it is killed. ex is unused
 // (signals only); the parameter makes Pooler a Process.
-func (p *Pooler) Stop(ctx context.Context, _ ExecFunc, mode StopMode) error {
+func (p *Pooler) Stop(ctx context.Context, _ daemon.ExecFunc, mode daemon.StopMode) error {
 	if !fileExists(p.Dir) {
 		return nil
 	}
-	unlock, err := lockDir(ctx, p.Dir)
+	unlock, err := daemon.LockDir(ctx, p.Dir)
 	if err != nil {
 		return fmt.Errorf("stop pooler %s: %w", p.ID, err)
 	}
@@ -367,7 +369,7 @@ func (p *Pooler) Stop(ctx context.Context, _ ExecFunc, mode StopMode) error {
 	return p.stop(ctx, mode)
 }
 
-func (p *Pooler) stop(ctx context.Context, mode StopMode) error {
+func (p *Pooler) stop(ctx context.Context, mode daemon.StopMode) error {
 	pid, running, err := p.Status()
 	if err != nil {
 		return fmt.Errorf("stop pooler %s: %w", p.ID, err)
@@ -376,18 +378,18 @@ func (p *Pooler) stop(ctx context.Context, mode StopMode) error {
 		return nil
 	}
 	sig := syscall.SIGTERM
-	if mode == StopSmart {
+	if mode == daemon.StopSmart {
 		sig = syscall.SIGINT
 	}
 	if err := syscall.Kill(pid, sig); err != nil {
 		return fmt.Errorf("stop pooler %s: %w", p.ID, err)
 	}
-	gone := func() (bool, error) { return readProcess(pid) == nil, nil }
-	if err := waitFor(ctx, 10*time.Millisecond, gone); err != nil {
+	gone := func() (bool, error) { return daemon.ReadProcess(pid) == nil, nil }
+	if err := daemon.WaitFor(ctx, 10*time.Millisecond, gone); err != nil {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = waitFor(kctx, 10*time.Millisecond, gone)
+		_ = daemon.WaitFor(kctx, 10*time.Millisecond, gone)
 		return fmt.Errorf("stop pooler %s: killed: %w", p.ID, err)
 	}
 	return nil
@@ -401,12 +403,12 @@ func (p *Pooler) Remove(ctx context.Context) error {
 	if !fileExists(p.Dir) {
 		return nil
 	}
-	unlock, err := lockDir(ctx, p.Dir)
+	unlock, err := daemon.LockDir(ctx, p.Dir)
 	if err != nil {
 		return fmt.Errorf("remove pooler %s: %w", p.ID, err)
 	}
 	defer unlock()
-	if err := p.stop(ctx, StopFast); err != nil {
+	if err := p.stop(ctx, daemon.StopFast); err != nil {
 		return fmt.Errorf("remove pooler %s: %w", p.ID, err)
 	}
 	if err := os.RemoveAll(p.Dir); err != nil {

@@ -18,6 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/appliance/certs"
+
+	"github.com/theappliance/appliance/appliance/daemon"
 )
 
 // These tests run real PostgreSQL 15 and PgBouncer processes. They fail (never skip) when the binaries are
@@ -29,7 +31,7 @@ import (
 
 type bundle struct {
 	root string
-	user *OSUser
+	user *daemon.OSUser
 	bin  Binaries
 	ca   *certs.CA
 }
@@ -41,7 +43,7 @@ func setup(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatalf("PostgreSQL binaries are required (install postgresql-15): %v", err)
 	}
-	user, err := DefaultOSUser()
+	user, err := daemon.DefaultOSUser()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,10 +219,10 @@ func TestInstanceLifecycle(t *testing.T) {
 	}
 
 	// Stop and start again, idempotently.
-	if err := inst.Stop(ctx, nil, StopFast); err != nil {
+	if err := inst.Stop(ctx, nil, daemon.StopFast); err != nil {
 		t.Fatal(err)
 	}
-	if err := inst.Stop(ctx, nil, StopFast); err != nil {
+	if err := inst.Stop(ctx, nil, daemon.StopFast); err != nil {
 		t.Errorf("second Stop: %v", err)
 	}
 	if _, running, err := inst.Status(); running || err != nil {
@@ -248,7 +250,7 @@ func TestWALArchiving(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := waitFor(wctx, 20*time.Millisecond, func() (bool, error) {
+	if err := daemon.WaitFor(wctx, 20*time.Millisecond, func() (bool, error) {
 		return fileExists(filepath.Join(inst.ArchiveDir(), segment)), nil
 	}); err != nil {
 		var failed int
@@ -305,7 +307,7 @@ func TestSettingsChanges(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := waitFor(wctx, 20*time.Millisecond, func() (bool, error) {
+	if err := daemon.WaitFor(wctx, 20*time.Millisecond, func() (bool, error) {
 		names, err := PendingRestart(ctx, conn)
 		return len(names) == 1 && names[0] == "max_connections", err
 	}); err != nil {
@@ -371,8 +373,8 @@ func TestStatusIgnoresOtherProcesses(t *testing.T) {
 	}
 	// The same pid as a zombie (killed, not yet reaped).
 	_ = sleep.Process.Kill()
-	if err := waitFor(context.Background(), 10*time.Millisecond, func() (bool, error) {
-		return readProcess(sleep.Process.Pid) == nil, nil
+	if err := daemon.WaitFor(context.Background(), 10*time.Millisecond, func() (bool, error) {
+		return daemon.ReadProcess(sleep.Process.Pid) == nil, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -401,9 +403,9 @@ func TestRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	if procs := postgresIn(inst.Dir, b.user.UID); len(procs) > 0 {
-		t.Errorf("%d processes left, first %v", len(procs), procs[0].args)
+		t.Errorf("%d processes left, first %v", len(procs), procs[0].Args)
 	}
-	if readProcess(pid) != nil {
+	if daemon.ReadProcess(pid) != nil {
 		t.Errorf("postmaster %d still runs", pid)
 	}
 	if _, err := os.Stat(inst.Dir); !errors.Is(err, os.ErrNotExist) {
@@ -421,13 +423,13 @@ func TestRemove(t *testing.T) {
 // eventLog collects supervisor events for tests to wait on.
 type eventLog struct {
 	mu     sync.Mutex
-	events []Event
+	events []daemon.Event
 	ch     chan struct{}
 }
 
 func newEventLog() *eventLog { return &eventLog{ch: make(chan struct{}, 1000)} }
 
-func (l *eventLog) add(e Event) {
+func (l *eventLog) add(e daemon.Event) {
 	l.mu.Lock()
 	l.events = append(l.events, e)
 	l.mu.Unlock()
@@ -435,7 +437,7 @@ func (l *eventLog) add(e Event) {
 }
 
 // wait returns the first event of kind for key (after skip of them), waiting up to d.
-func (l *eventLog) wait(t *testing.T, key string, kind EventKind, d time.Duration) Event {
+func (l *eventLog) wait(t *testing.T, key string, kind daemon.EventKind, d time.Duration) daemon.Event {
 	t.Helper()
 	deadline := time.After(d)
 	for {
@@ -461,7 +463,7 @@ func TestSupervisorRestartsKilledPostmaster(t *testing.T) {
 	ctx := context.Background()
 	inst := b.newInstance(t, "supervised", Settings{})
 	events := newEventLog()
-	sup := NewSupervisor("")
+	sup := daemon.NewSupervisor()
 	sup.OnEvent, sup.Interval, sup.MinBackoff = events.add, 100*time.Millisecond, 100*time.Millisecond
 	t.Cleanup(func() { _ = sup.Stop(context.Background()) })
 	if err := sup.Watch("inst", inst); err != nil {
@@ -470,7 +472,7 @@ func TestSupervisorRestartsKilledPostmaster(t *testing.T) {
 	pid, _, _ := inst.Status()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := waitFor(wctx, 20*time.Millisecond, func() (bool, error) {
+	if err := daemon.WaitFor(wctx, 20*time.Millisecond, func() (bool, error) {
 		status, _ := sup.Health(ctx)
 		return status == "operational", nil
 	}); err != nil {
@@ -482,11 +484,11 @@ func TestSupervisorRestartsKilledPostmaster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	died := events.wait(t, "inst", EventDied, 10*time.Second)
+	died := events.wait(t, "inst", daemon.EventDied, 10*time.Second)
 	if died.PID != pid {
 		t.Errorf("died event pid %d, want %d", died.PID, pid)
 	}
-	restarted := events.wait(t, "inst", EventRestarted, 60*time.Second)
+	restarted := events.wait(t, "inst", daemon.EventRestarted, 60*time.Second)
 	t.Logf("kill -9 to restarted: %v", time.Since(t0).Round(time.Millisecond))
 	if restarted.PID == pid || restarted.PID == 0 {
 		t.Errorf("restarted pid %d (old %d)", restarted.PID, pid)
@@ -508,7 +510,7 @@ func TestSupervisorRestartsKilledPostmaster(t *testing.T) {
 	if _, running, _ := inst.Status(); running {
 		t.Error("instance still runs after the supervisor stopped")
 	}
-	if err := sup.Watch("again", inst); !errors.Is(err, ErrSupervisorStopped) {
+	if err := sup.Watch("again", inst); !errors.Is(err, daemon.ErrSupervisorStopped) {
 		t.Errorf("Watch after Stop: %v", err)
 	}
 }
@@ -527,7 +529,7 @@ func (f *fakeProcess) Status() (int, bool, error) {
 	return 1, f.running, nil
 }
 
-func (f *fakeProcess) Start(context.Context, ExecFunc) error {
+func (f *fakeProcess) Start(context.Context, daemon.ExecFunc) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.starts = append(f.starts, time.Now())
@@ -539,7 +541,7 @@ func (f *fakeProcess) Start(context.Context, ExecFunc) error {
 	return nil
 }
 
-func (f *fakeProcess) Stop(context.Context, ExecFunc, StopMode) error {
+func (f *fakeProcess) Stop(context.Context, daemon.ExecFunc, daemon.StopMode) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.running = false
@@ -549,13 +551,13 @@ func (f *fakeProcess) Stop(context.Context, ExecFunc, StopMode) error {
 func TestSupervisorBackoff(t *testing.T) {
 	t.Parallel()
 	events := newEventLog()
-	sup := NewSupervisor("")
+	sup := daemon.NewSupervisor()
 	sup.OnEvent, sup.Interval, sup.MinBackoff, sup.MaxBackoff = events.add, 5*time.Millisecond, 40*time.Millisecond, 160*time.Millisecond
 	f := &fakeProcess{failures: 4}
 	if err := sup.Watch("f", f); err != nil {
 		t.Fatal(err)
 	}
-	events.wait(t, "f", EventRestarted, 10*time.Second)
+	events.wait(t, "f", daemon.EventRestarted, 10*time.Second)
 	f.mu.Lock()
 	starts := append([]time.Time(nil), f.starts...)
 	f.mu.Unlock()
@@ -572,7 +574,7 @@ func TestSupervisorBackoff(t *testing.T) {
 	events.mu.Lock()
 	failed := 0
 	for _, e := range events.events {
-		if e.Kind == EventRestartFailed {
+		if e.Kind == daemon.EventRestartFailed {
 			failed++
 		}
 	}
@@ -616,7 +618,7 @@ func TestPooler(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("pgbouncer.log:\n%s", tail(pool.LogFile(), 4000))
+			t.Logf("pgbouncer.log:\n%s", daemon.Tail(pool.LogFile(), 4000))
 		}
 		if err := pool.Remove(context.Background()); err != nil {
 			t.Error(err)
@@ -729,7 +731,7 @@ func TestPooler(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var lastErr error
-	if err := waitFor(wctx, 20*time.Millisecond, func() (bool, error) {
+	if err := daemon.WaitFor(wctx, 20*time.Millisecond, func() (bool, error) {
 		c, err := pgx.Connect(ctx, newURL)
 		if err != nil {
 			lastErr = err
@@ -745,7 +747,7 @@ func TestPooler(t *testing.T) {
 
 	// The supervisor brings a killed pooler back.
 	events := newEventLog()
-	sup := NewSupervisor("")
+	sup := daemon.NewSupervisor()
 	sup.OnEvent, sup.Interval, sup.MinBackoff = events.add, 100*time.Millisecond, 100*time.Millisecond
 	t.Cleanup(func() { _ = sup.Stop(context.Background()) })
 	if err := sup.Watch("pool", pool); err != nil {
@@ -754,8 +756,8 @@ func TestPooler(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	events.wait(t, "pool", EventDied, 10*time.Second)
-	e := events.wait(t, "pool", EventRestarted, 30*time.Second)
+	events.wait(t, "pool", daemon.EventDied, 10*time.Second)
+	e := events.wait(t, "pool", daemon.EventRestarted, 30*time.Second)
 	if e.PID == pid {
 		t.Errorf("restarted with the old pid %d", pid)
 	}
@@ -765,7 +767,7 @@ func TestPooler(t *testing.T) {
 	}
 	c.Close(ctx)
 	sup.Unwatch("pool")
-	if err := pool.Stop(ctx, nil, StopFast); err != nil {
+	if err := pool.Stop(ctx, nil, daemon.StopFast); err != nil {
 		t.Fatal(err)
 	}
 	if _, running, _ := pool.Status(); running {
@@ -775,7 +777,7 @@ func TestPooler(t *testing.T) {
 
 func TestOSUser(t *testing.T) {
 	t.Parallel()
-	u, err := DefaultOSUser()
+	u, err := daemon.DefaultOSUser()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -785,22 +787,22 @@ func TestOSUser(t *testing.T) {
 		}
 		return
 	}
-	if u.UID == 0 || (u.Name != DebianOSUser && u.Name != ApplianceOSUser) {
+	if u.UID == 0 || (u.Name != daemon.DebianOSUser && u.Name != daemon.ApplianceOSUser) {
 		t.Errorf("DefaultOSUser = %+v", u)
 	}
 	out, err := u.Command("id", "-u").Output()
 	if err != nil || strings.TrimSpace(string(out)) != strconv.Itoa(int(u.UID)) {
 		t.Errorf("command as %s: id -u = %q, %v", u.Name, out, err)
 	}
-	if _, err := EnsureOSUser("-rf"); err == nil {
+	if _, err := daemon.EnsureOSUser("-rf"); err == nil {
 		t.Error("an invalid user name was accepted")
 	}
-	if _, err := EnsureOSUser("root"); err == nil {
+	if _, err := daemon.EnsureOSUser("root"); err == nil {
 		t.Error("root was accepted")
 	}
 	// Creation of a missing user (then removed).
 	name := fmt.Sprintf("appl-test-%d", os.Getpid()%100000)
-	created, err := EnsureOSUser(name)
+	created, err := daemon.EnsureOSUser(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -808,7 +810,7 @@ func TestOSUser(t *testing.T) {
 	if created.UID == 0 || created.Name != name {
 		t.Errorf("created %+v", created)
 	}
-	again, err := EnsureOSUser(name)
+	again, err := daemon.EnsureOSUser(name)
 	if err != nil || again.UID != created.UID {
 		t.Errorf("second EnsureOSUser: %+v %v", again, err)
 	}
@@ -817,12 +819,12 @@ func TestOSUser(t *testing.T) {
 func TestCheckReachable(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
-		if err := (&OSUser{}).checkReachable("/nonexistent/x"); err != nil {
+		if err := (&daemon.OSUser{}).CheckReachable("/nonexistent/x"); err != nil {
 			t.Error(err)
 		}
 		return
 	}
-	u, err := DefaultOSUser()
+	u, err := daemon.DefaultOSUser()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -830,7 +832,7 @@ func TestCheckReachable(t *testing.T) {
 	if err := os.Chmod(root, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := u.checkReachable(filepath.Join(root, "inst")); err == nil || !strings.Contains(err.Error(), "0711") {
+	if err := u.CheckReachable(filepath.Join(root, "inst")); err == nil || !strings.Contains(err.Error(), "0711") {
 		t.Errorf("a 0700 root-owned parent: %v", err)
 	}
 }
@@ -880,7 +882,7 @@ func TestStartErrorSaysWhy(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	inst := b.newInstance(t, "taken", Settings{})
-	if err := inst.Stop(ctx, nil, StopFast); err != nil {
+	if err := inst.Stop(ctx, nil, daemon.StopFast); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", inst.Port))
@@ -908,7 +910,7 @@ func TestLockedExcludesLifecycle(t *testing.T) {
 	done, cancel := context.WithCancel(ctx)
 	cancel() // lock attempts give up at once instead of waiting
 	err := inst.Locked(ctx, func(ops LockedOps) error {
-		if err := ops.Stop(ctx, nil, StopFast); err != nil {
+		if err := ops.Stop(ctx, nil, daemon.StopFast); err != nil {
 			return err
 		}
 		if _, running, _ := inst.Status(); running {
@@ -920,7 +922,7 @@ func TestLockedExcludesLifecycle(t *testing.T) {
 		if _, running, _ := inst.Status(); running {
 			return errors.New("another Start started it while the lock was held")
 		}
-		if err := other.Stop(done, nil, StopFast); err == nil || !strings.Contains(err.Error(), "lock "+inst.Dir) {
+		if err := other.Stop(done, nil, daemon.StopFast); err == nil || !strings.Contains(err.Error(), "lock "+inst.Dir) {
 			return fmt.Errorf("another Stop was not held off by the lock: %v", err)
 		}
 		return ops.Start(ctx, nil)
@@ -932,7 +934,7 @@ func TestLockedExcludesLifecycle(t *testing.T) {
 		t.Fatal("not running after ops.Start")
 	}
 	admin(t, inst)
-	if err := other.Stop(ctx, nil, StopFast); err != nil { // the lock is free again
+	if err := other.Stop(ctx, nil, daemon.StopFast); err != nil { // the lock is free again
 		t.Fatal(err)
 	}
 }
@@ -941,7 +943,7 @@ func TestLockedExcludesLifecycle(t *testing.T) {
 func TestMarkInitialized(t *testing.T) {
 	b := setup(t)
 	inst := &Instance{ID: "marked", Dir: filepath.Join(b.root, "marked"), Bin: b.bin, User: b.user, Port: freePort(t)}
-	if err := b.user.mkdir(inst.Dir, 0o700); err != nil {
+	if err := b.user.Mkdir(inst.Dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if inst.Initialized() {
@@ -987,7 +989,7 @@ func TestRefusedSettings(t *testing.T) {
 	}
 	// What an older appliance wrote for "25d": more milliseconds than PostgreSQL's int allows.
 	bad := append(append([]byte{}, good...), []byte("statement_timeout = 2160000000\n")...)
-	if err := inst.User.writeFile(path, bad, 0o600); err != nil {
+	if err := inst.User.WriteFile(path, bad, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := inst.Reload(ctx, nil); err != nil {
@@ -995,7 +997,7 @@ func TestRefusedSettings(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	waitFor(wctx, 20*time.Millisecond, func() (bool, error) { // a reload is asynchronous
+	daemon.WaitFor(wctx, 20*time.Millisecond, func() (bool, error) { // a reload is asynchronous
 		err = inst.CheckReloaded(ctx, conn)
 		return err != nil, nil
 	})
@@ -1026,7 +1028,7 @@ func TestSupervisorSeesDeathAtOnce(t *testing.T) {
 	ctx := context.Background()
 	inst := b.newInstance(t, "watched", Settings{})
 	events := newEventLog()
-	sup := NewSupervisor("")
+	sup := daemon.NewSupervisor()
 	sup.OnEvent, sup.Interval, sup.MinBackoff = events.add, time.Hour, time.Hour
 	t.Cleanup(func() { _ = sup.Stop(context.Background()) })
 	if err := sup.Watch("inst", inst); err != nil {
@@ -1034,7 +1036,7 @@ func TestSupervisorSeesDeathAtOnce(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := waitFor(wctx, 20*time.Millisecond, func() (bool, error) {
+	if err := daemon.WaitFor(wctx, 20*time.Millisecond, func() (bool, error) {
 		status, _ := sup.Health(ctx)
 		return status == "operational", nil
 	}); err != nil {
@@ -1045,7 +1047,7 @@ func TestSupervisorSeesDeathAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	died := events.wait(t, "inst", EventDied, 30*time.Second) // far below the hour between checks
+	died := events.wait(t, "inst", daemon.EventDied, 30*time.Second) // far below the hour between checks
 	t.Logf("kill -9 to the died event: %v", time.Since(t0).Round(time.Millisecond))
 	if died.PID != pid {
 		t.Errorf("died pid %d, want %d", died.PID, pid)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance/appliancetest"
-	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/daemon"
 )
 
 // cli runs redis-cli against the socket as user with password and returns its output.
@@ -33,7 +33,7 @@ func cli(t *testing.T, c Config, user, password string, args ...string) string {
 // or stop the server, the default user is off, and only hashes are on disk.
 func TestACLs(t *testing.T) {
 	t.Parallel()
-	user, err := postgres.DefaultOSUser()
+	user, err := daemon.DefaultOSUser()
 	if err != nil {
 		t.Fatal(err)
 	}

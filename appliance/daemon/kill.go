@@ -1,5 +1,4 @@
-// Package proc ends the programs the appliance runs, with what they forked.
-package proc
+package daemon
 
 import (
 	"os/exec"

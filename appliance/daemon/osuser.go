@@ -1,4 +1,4 @@
-package postgres
+package daemon
 
 import (
 	"errors"
@@ -20,7 +20,7 @@ const (
 	ApplianceOSUser = "appliance-pg" // created as a system user otherwise
 )
 
-// OSUser is the unprivileged OS user PostgreSQL and PgBouncer run as. When the appliance runs as root,
+// OSUser is the unprivileged OS user the appliance's daemons (PostgreSQL, PgBouncer, Redis) run as. When the appliance runs as root,
 // commands are switched to this user; otherwise it is the current user and nothing is switched (PostgreSQL
 // refuses to run as root, so a root appliance must always switch).
 type OSUser struct {
@@ -144,18 +144,19 @@ func (u *OSUser) Chown(path string) error {
 	})
 }
 
-// mkdir creates dir with mode (its parent must exist) owned by the user; an existing dir gets mode and owner.
-func (u *OSUser) mkdir(dir string, mode os.FileMode) error {
+// Mkdir creates dir with mode (its parent must exist) owned by the user; an existing dir gets mode and owner.
+func (u *OSUser) Mkdir(dir string, mode os.FileMode) error {
 	if err := os.Mkdir(dir, mode); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
 	if err := os.Chmod(dir, mode); err != nil {
 		return err
 	}
-	return u.chownOne(dir)
+	return u.ChownOne(dir)
 }
 
-func (u *OSUser) chownOne(path string) error {
+// ChownOne gives path (not what is below it) to the user.
+func (u *OSUser) ChownOne(path string) error {
 	if !u.switchTo {
 		return nil
 	}
@@ -167,11 +168,6 @@ func (u *OSUser) chownOne(path string) error {
 
 // WriteFile atomically and durably replaces path with data, owned by the user with mode.
 func (u *OSUser) WriteFile(path string, data []byte, mode os.FileMode) error {
-	return u.writeFile(path, data, mode)
-}
-
-// writeFile atomically and durably replaces path with data, owned by the user with mode.
-func (u *OSUser) writeFile(path string, data []byte, mode os.FileMode) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
 	if err != nil {
@@ -191,7 +187,7 @@ func (u *OSUser) writeFile(path string, data []byte, mode os.FileMode) error {
 		os.Remove(tmp)
 		return err
 	}
-	if err := u.chownOne(tmp); err != nil {
+	if err := u.ChownOne(tmp); err != nil {
 		os.Remove(tmp)
 		return err
 	}
@@ -202,9 +198,9 @@ func (u *OSUser) writeFile(path string, data []byte, mode os.FileMode) error {
 	return nil
 }
 
-// checkReachable verifies the user can traverse every parent of dir: instance directories may live under
+// CheckReachable verifies the user can traverse every parent of dir: instance directories may live under
 // root-owned directories, which must then be searchable by others (mode 0711 is enough).
-func (u *OSUser) checkReachable(dir string) error {
+func (u *OSUser) CheckReachable(dir string) error {
 	if !u.switchTo {
 		return nil
 	}

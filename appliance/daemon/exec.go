@@ -1,4 +1,4 @@
-package postgres
+package daemon
 
 import (
 	"bytes"
@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/theappliance/appliance/appliance/proc"
 )
 
 // ExecFunc runs a prepared command to its end and returns an error naming it when it fails. Jobs pass
@@ -29,7 +27,7 @@ func DefaultExec(ctx context.Context, cmd *exec.Cmd) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", filepath.Base(cmd.Path), err)
 	}
-	stop := context.AfterFunc(ctx, func() { _ = proc.Kill(cmd) })
+	stop := context.AfterFunc(ctx, func() { _ = Kill(cmd) })
 	err := cmd.Wait()
 	stop()
 	if err == nil {
@@ -48,7 +46,8 @@ func DefaultExec(ctx context.Context, cmd *exec.Cmd) error {
 	return fmt.Errorf("%s: %w%s", filepath.Base(cmd.Path), err, msg)
 }
 
-func orDefault(ex ExecFunc) ExecFunc {
+// OrDefault is ex, or DefaultExec when ex is nil.
+func OrDefault(ex ExecFunc) ExecFunc {
 	if ex == nil {
 		return DefaultExec
 	}

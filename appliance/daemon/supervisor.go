@@ -1,4 +1,4 @@
-package postgres
+package daemon
 
 import (
 	"context"
@@ -10,13 +10,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Process is what a Supervisor keeps running: an Instance or a Pooler. Both are daemons found through their
-// pid files, so a restarted appliance adopts the processes the previous one started.
+// Process is what a Supervisor keeps running: a PostgreSQL instance, a pooler, a key-value store's server.
+// Each is a daemon found through its pid file, so a restarted appliance adopts the processes the previous
+// one started.
 type Process interface {
 	Status() (pid int, running bool, err error)
 	Start(ctx context.Context, ex ExecFunc) error
 	Stop(ctx context.Context, ex ExecFunc, mode StopMode) error
 }
+
+// StopMode is how a process is stopped (pg_ctl's shutdown modes; other daemons map them to signals).
+type StopMode string
+
+const (
+	StopSmart     StopMode = "smart"     // wait for clients to disconnect
+	StopFast      StopMode = "fast"      // disconnect clients, shut down cleanly
+	StopImmediate StopMode = "immediate" // quit at once: crash recovery on the next start
+)
 
 // EventKind says what happened to a watched process.
 type EventKind string
@@ -39,18 +49,15 @@ type Event struct {
 // ErrSupervisorStopped is returned by Watch after Stop.
 var ErrSupervisorStopped = errors.New("supervisor is stopped")
 
-// Supervisor keeps the watched instances and poolers running: every Interval it checks each one, and starts
+// Supervisor keeps the watched processes running: every Interval it checks each one, and starts
 // a dead one again at once, then with an exponential backoff (MinBackoff doubling up to MaxBackoff) while it
 // keeps dying; running MaxBackoff long resets the backoff. Set the exported fields before the first Watch.
 type Supervisor struct {
 	OnEvent    func(Event)   // called one event at a time, from the supervisor's goroutines: do not block
-	Exec       ExecFunc      // runs pg_ctl for restarts; nil: DefaultExec
+	Exec       ExecFunc      // runs the programs of restarts (pg_ctl …); nil: DefaultExec
 	Interval   time.Duration // 0: 1 s
 	MinBackoff time.Duration // 0: 1 s
 	MaxBackoff time.Duration // 0: 1 min
-
-	bin    Binaries
-	binErr error
 
 	mu      sync.Mutex
 	watched map[string]*watched
@@ -76,16 +83,11 @@ type watched struct {
 	followed  int // the pid whose exit a goroutine waits for (0: none)
 }
 
-// NewSupervisor resolves the binaries (an explicit bin dir may be given). It starts no goroutine until the
-// first Watch.
-func NewSupervisor(binDir string) *Supervisor {
-	b, err := FindBinaries(binDir)
-	return &Supervisor{bin: b, binErr: err, watched: map[string]*watched{},
+// NewSupervisor returns a supervisor; it starts no goroutine until the first Watch.
+func NewSupervisor() *Supervisor {
+	return &Supervisor{watched: map[string]*watched{},
 		stopCh: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
-
-// Binaries returns the PostgreSQL installation found by NewSupervisor, or why there is none.
-func (s *Supervisor) Binaries() (Binaries, error) { return s.bin, s.binErr }
 
 func (s *Supervisor) interval() time.Duration { return durOr(s.Interval, time.Second) }
 func (s *Supervisor) minBackoff() time.Duration {
@@ -122,7 +124,7 @@ func (s *Supervisor) Watch(key string, target Process) error {
 		// Stop stopped everything it watched; a process handed over later (a job finishing during the
 		// shutdown) must not outlive it either.
 		if w.running {
-			_ = target.Stop(context.Background(), orDefault(s.Exec), StopFast)
+			_ = target.Stop(context.Background(), OrDefault(s.Exec), StopFast)
 		}
 		return ErrSupervisorStopped
 	}
@@ -226,7 +228,7 @@ func (s *Supervisor) check() {
 func (s *Supervisor) restart(w *watched) {
 	defer s.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	err := w.target.Start(ctx, orDefault(s.Exec))
+	err := w.target.Start(ctx, OrDefault(s.Exec))
 	cancel()
 	pid, running, serr := w.target.Status()
 	if err == nil && !running {
@@ -341,7 +343,7 @@ func (s *Supervisor) Stop(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := w.target.Stop(ctx, orDefault(s.Exec), StopFast); err != nil {
+			if err := w.target.Stop(ctx, OrDefault(s.Exec), StopFast); err != nil {
 				errs[n] = fmt.Errorf("stop %s: %w", w.key, err)
 			}
 		}()
@@ -350,11 +352,8 @@ func (s *Supervisor) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Health reports whether instances can run and how many watched processes do.
+// Health reports how many watched processes run.
 func (s *Supervisor) Health(ctx context.Context) (status, message string) {
-	if s.binErr != nil {
-		return "down", s.binErr.Error()
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	running, starting := 0, 0
@@ -369,6 +368,5 @@ func (s *Supervisor) Health(ctx context.Context) (status, message string) {
 	if running < len(s.watched) {
 		status = "degraded"
 	}
-	return status, fmt.Sprintf("PostgreSQL %d at %s; %d of %d watched processes running, %d restarting",
-		s.bin.Major, s.bin.Dir, running, len(s.watched), starting)
+	return status, fmt.Sprintf("%d of %d watched processes running, %d restarting", running, len(s.watched), starting)
 }
