@@ -157,3 +157,20 @@ func Tail(path string, n int64) string {
 	}
 	return strings.TrimSpace(string(buf))
 }
+
+// SignalAndWait sends sig to pid and waits until the process is gone; when ctx ends first the process is
+// killed (SIGKILL) and the error says so.
+func SignalAndWait(ctx context.Context, pid int, sig syscall.Signal) error {
+	if err := syscall.Kill(pid, sig); err != nil {
+		return err
+	}
+	gone := func() (bool, error) { return ReadProcess(pid) == nil, nil }
+	if err := WaitFor(ctx, 10*time.Millisecond, gone); err != nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = WaitFor(kctx, 10*time.Millisecond, gone)
+		return fmt.Errorf("killed: %w", err)
+	}
+	return nil
+}

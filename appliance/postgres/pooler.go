@@ -381,16 +381,8 @@ func (p *Pooler) stop(ctx context.Context, mode daemon.StopMode) error {
 	if mode == daemon.StopSmart {
 		sig = syscall.SIGINT
 	}
-	if err := syscall.Kill(pid, sig); err != nil {
+	if err := daemon.SignalAndWait(ctx, pid, sig); err != nil {
 		return fmt.Errorf("stop pooler %s: %w", p.ID, err)
-	}
-	gone := func() (bool, error) { return daemon.ReadProcess(pid) == nil, nil }
-	if err := daemon.WaitFor(ctx, 10*time.Millisecond, gone); err != nil {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = daemon.WaitFor(kctx, 10*time.Millisecond, gone)
-		return fmt.Errorf("stop pooler %s: killed: %w", p.ID, err)
 	}
 	return nil
 }

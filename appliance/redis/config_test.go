@@ -7,13 +7,33 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/daemon"
 )
+
+// startServer starts a store's server in a temp dir as the instances' OS user; the test's end removes it.
+func startServer(t *testing.T) (srv *Server, token, admin string) {
+	t.Helper()
+	user, err := daemon.DefaultOSUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, admin = "tok_"+strconv.FormatInt(time.Now().UnixNano(), 36), "adm_"+strconv.FormatInt(time.Now().UnixNano(), 36)
+	srv = &Server{ID: "kv_test", User: user, Config: Config{Dir: filepath.Join(appliancetest.TraversableTempDir(t), "kv"),
+		MaxMemoryMB: 16, TokenHash: Hash(token), AdminHash: Hash(admin)}}
+	if err := srv.Start(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Remove(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return srv, token, admin
+}
 
 // cli runs redis-cli against the socket as user with password and returns its output.
 func cli(t *testing.T, c Config, user, password string, args ...string) string {
@@ -33,42 +53,8 @@ func cli(t *testing.T, c Config, user, password string, args ...string) string {
 // or stop the server, the default user is off, and only hashes are on disk.
 func TestACLs(t *testing.T) {
 	t.Parallel()
-	user, err := daemon.DefaultOSUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(appliancetest.TraversableTempDir(t), "kv")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	token, admin := "tok_"+strconv.FormatInt(time.Now().UnixNano(), 36), "adm_secret"
-	c := Config{Dir: dir, MaxMemoryMB: 16, TokenHash: Hash(token), AdminHash: Hash(admin)}
-	for path, data := range map[string][]byte{c.ConfPath(): c.Conf(), c.ACLPath(): c.ACL()} {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := user.Chown(dir); err != nil {
-		t.Fatal(err)
-	}
-	start := user.Command("redis-server", c.ConfPath())
-	if out, err := start.CombinedOutput(); err != nil {
-		t.Fatalf("redis-server: %v %s", err, out)
-	}
-	t.Cleanup(func() {
-		if b, err := os.ReadFile(c.PidPath()); err == nil {
-			if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	})
-	for deadline := time.Now().Add(10 * time.Second); cli(t, c, AdminUser, admin, "PING") != "PONG"; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			t.Fatalf("redis-server never answered:\n%s", log)
-		}
-	}
-
+	srv, token, admin := startServer(t)
+	c := srv.Config
 	for _, c2 := range []struct {
 		args []string
 		want string

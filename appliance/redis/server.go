@@ -1,0 +1,176 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/daemon"
+)
+
+// Server is one store's redis-server, run daemonized as the OS user from Config.Dir (0700, owned by the
+// user; its parents searchable). It is a daemon.Process: a Supervisor keeps it running, and a restarted
+// appliance adopts it through redis.pid.
+type Server struct {
+	ID string
+	Config
+	Program string // the redis-server program; "" looks it up in PATH, then /usr/bin
+	User    *daemon.OSUser
+}
+
+var _ daemon.Process = (*Server)(nil)
+
+func (s *Server) program() (string, error) {
+	if s.Program != "" {
+		return s.Program, nil
+	}
+	if p, err := exec.LookPath("redis-server"); err == nil {
+		return p, nil
+	}
+	if _, err := os.Stat("/usr/bin/redis-server"); err == nil {
+		return "/usr/bin/redis-server", nil
+	}
+	return "", errors.New("redis-server is not installed (Debian package redis-server)")
+}
+
+func (s *Server) check() error {
+	if s.Dir == "" || !filepath.IsAbs(s.Dir) || filepath.Clean(s.Dir) != s.Dir || strings.Count(s.Dir, "/") < 2 {
+		return fmt.Errorf("kv server %s: directory %q must be a clean absolute path at least two levels deep", s.ID, s.Dir)
+	}
+	if s.User == nil || s.MaxMemoryMB <= 0 || len(s.TokenHash) != 64 || len(s.AdminHash) != 64 {
+		return fmt.Errorf("kv server %s: user, maxmemory and both password hashes are required", s.ID)
+	}
+	return nil
+}
+
+// Status reports redis-server's pid and whether it runs: the pid in redis.pid must be a live redis-server
+// working in Dir (Redis changes into its dir).
+func (s *Server) Status() (pid int, running bool, err error) {
+	pid, err = daemon.ReadPidFile(s.PidPath())
+	if err != nil || pid == 0 {
+		return 0, false, err
+	}
+	p := daemon.ReadProcess(pid)
+	if p == nil || !strings.Contains(p.Args[0], "redis-server") {
+		return pid, false, nil
+	}
+	return pid, p.Cwd != "" && daemon.SamePath(p.Cwd, s.Dir), nil
+}
+
+// WriteFiles (re)writes redis.conf and users.acl as the OS user, creating Dir.
+func (s *Server) WriteFiles() error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := s.User.CheckReachable(s.Dir); err != nil {
+		return fmt.Errorf("kv server %s: %w", s.ID, err)
+	}
+	if err := s.User.Mkdir(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("kv server %s: %w", s.ID, err)
+	}
+	if err := s.User.WriteFile(s.ConfPath(), s.Conf(), 0o600); err != nil {
+		return fmt.Errorf("kv server %s: write redis.conf: %w", s.ID, err)
+	}
+	if err := s.User.WriteFile(s.ACLPath(), s.ACL(), 0o600); err != nil {
+		return fmt.Errorf("kv server %s: write users.acl: %w", s.ID, err)
+	}
+	return nil
+}
+
+// Start writes the files and starts redis-server, waiting until it runs and its socket exists. A server
+// already running is left alone.
+func (s *Server) Start(ctx context.Context, ex daemon.ExecFunc) error {
+	if _, running, err := s.Status(); err != nil || running {
+		return err
+	}
+	prog, err := s.program()
+	if err != nil {
+		return err
+	}
+	if err := s.WriteFiles(); err != nil {
+		return err
+	}
+	unlock, err := daemon.LockDir(ctx, s.Dir)
+	if err != nil {
+		return fmt.Errorf("start kv server %s: %w", s.ID, err)
+	}
+	defer unlock()
+	if _, running, _ := s.Status(); running { // started meanwhile
+		return nil
+	}
+	os.Remove(s.PidPath())    // stale: a recycled pid must not be taken for it
+	os.Remove(s.SocketPath()) // Redis refuses to bind over a leftover socket file
+	cmd := s.User.Command(prog, s.ConfPath())
+	cmd.Dir = s.Dir
+	if err := daemon.OrDefault(ex)(ctx, cmd); err != nil {
+		return fmt.Errorf("start kv server %s: %w", s.ID, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err = daemon.WaitFor(wctx, 10*time.Millisecond, func() (bool, error) {
+		_, running, err := s.Status()
+		_, serr := os.Stat(s.SocketPath())
+		return running && serr == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("start kv server %s: %w: %s", s.ID, err, daemon.Tail(filepath.Join(s.Dir, "redis.log"), 2000))
+	}
+	return nil
+}
+
+// Stop ends redis-server and waits until it is gone: smart and fast stops send SIGTERM (Redis writes its
+// RDB snapshot, then exits), immediate sends SIGKILL; when ctx ends first it is killed. ex is unused.
+func (s *Server) Stop(ctx context.Context, _ daemon.ExecFunc, mode daemon.StopMode) error {
+	if _, err := os.Stat(s.Dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	unlock, err := daemon.LockDir(ctx, s.Dir)
+	if err != nil {
+		return fmt.Errorf("stop kv server %s: %w", s.ID, err)
+	}
+	defer unlock()
+	return s.stop(ctx, mode)
+}
+
+func (s *Server) stop(ctx context.Context, mode daemon.StopMode) error {
+	pid, running, err := s.Status()
+	if err != nil || !running {
+		return err
+	}
+	sig := syscall.SIGTERM
+	if mode == daemon.StopImmediate {
+		sig = syscall.SIGKILL
+	}
+	if err := daemon.SignalAndWait(ctx, pid, sig); err != nil {
+		return fmt.Errorf("stop kv server %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+// Remove stops redis-server at once and deletes Dir with its data.
+func (s *Server) Remove(ctx context.Context) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if _, err := os.Stat(s.Dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	unlock, err := daemon.LockDir(ctx, s.Dir)
+	if err != nil {
+		return fmt.Errorf("remove kv server %s: %w", s.ID, err)
+	}
+	defer unlock()
+	if err := s.stop(ctx, daemon.StopImmediate); err != nil {
+		return fmt.Errorf("remove kv server %s: %w", s.ID, err)
+	}
+	if err := os.RemoveAll(s.Dir); err != nil {
+		return fmt.Errorf("remove kv server %s: %w", s.ID, err)
+	}
+	return nil
+}
