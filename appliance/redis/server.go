@@ -1,9 +1,12 @@
 package redis
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,5 +175,73 @@ func (s *Server) Remove(ctx context.Context) error {
 	if err := os.RemoveAll(s.Dir); err != nil {
 		return fmt.Errorf("remove kv server %s: %w", s.ID, err)
 	}
+	return nil
+}
+
+// Admin runs commands on the server as the appliance's user over its socket (password: the secret
+// AdminHash is the hash of) and returns each reply's first line; a Redis error reply is an error.
+func (s *Server) Admin(ctx context.Context, password string, cmds ...[]string) ([]string, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", s.SocketPath())
+	if err != nil {
+		return nil, fmt.Errorf("kv server %s: %w", s.ID, err)
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	} else {
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+	}
+	all := append([][]string{{"AUTH", AdminUser, password}}, cmds...)
+	var req strings.Builder
+	for _, c := range all { // RESP arrays of bulk strings: arguments are never parsed
+		fmt.Fprintf(&req, "*%d\r\n", len(c))
+		for _, a := range c {
+			fmt.Fprintf(&req, "$%d\r\n%s\r\n", len(a), a)
+		}
+	}
+	if _, err := io.WriteString(conn, req.String()); err != nil {
+		return nil, fmt.Errorf("kv server %s: %w", s.ID, err)
+	}
+	r := bufio.NewReader(conn)
+	var out []string
+	for i, c := range all {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return nil, fmt.Errorf("kv server %s: %s: %w", s.ID, c[0], err)
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if strings.HasPrefix(line, "-") {
+			return nil, fmt.Errorf("kv server %s: %s: %s", s.ID, c[0], line[1:])
+		}
+		if strings.HasPrefix(line, "$") && line != "$-1" { // a bulk reply: its line follows
+			if line, err = r.ReadString('\n'); err != nil {
+				return nil, err
+			}
+			line = strings.TrimRight(line, "\r\n")
+		}
+		if i > 0 {
+			out = append(out, line)
+		}
+	}
+	return out, nil
+}
+
+// RotateToken makes tokenHash the tenant's only password at once: the running server's tenant user gets
+// it (ACL SETUSER resetpass), users.acl is saved, and every connection logged in with the old token is
+// closed. (ACL LOAD would close every connection, the appliance's own included.) The caller keeps
+// tokenHash in the store's record: every Start writes users.acl from the Config.
+func (s *Server) RotateToken(ctx context.Context, adminPassword, tokenHash string) error {
+	if len(tokenHash) != 64 {
+		return fmt.Errorf("kv server %s: a token hash is 64 hex digits", s.ID)
+	}
+	_, err := s.Admin(ctx, adminPassword,
+		[]string{"ACL", "SETUSER", TenantUser, "resetpass", "#" + tokenHash},
+		[]string{"ACL", "SAVE"},
+		[]string{"CLIENT", "KILL", "USER", TenantUser})
+	if err != nil {
+		return err
+	}
+	s.TokenHash = tokenHash
 	return nil
 }

@@ -1,8 +1,12 @@
 package redis
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"net"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -67,5 +71,58 @@ func TestServerLifecycle(t *testing.T) {
 	}
 	if daemon.ReadProcess(newPID) != nil {
 		t.Fatal("process left")
+	}
+}
+
+// TestRotateToken: after a rotation the old token fails at once, a connection logged in with it is cut
+// off, and the new token works; the data stays.
+func TestRotateToken(t *testing.T) {
+	t.Parallel()
+	srv, token, admin := startServer(t)
+	if got := cli(t, srv.Config, TenantUser, token, "SET", "k", "v"); got != "OK" {
+		t.Fatalf("SET: %q", got)
+	}
+	conn, err := net.Dial("unix", srv.SocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	fmt.Fprintf(conn, "AUTH %s %s\r\nPING\r\n", TenantUser, token)
+	for _, want := range []string{"+OK", "+PONG"} {
+		if line, _ := r.ReadString('\n'); strings.TrimSpace(line) != want {
+			t.Fatalf("old connection: %q, want %s", line, want)
+		}
+	}
+	fresh := "tok_rotated"
+	if err := srv.RotateToken(t.Context(), admin, Hash(fresh)); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "PING\r\n")
+	if line, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("the connection logged in with the old token still answers: %q", line)
+	}
+	if got := cli(t, srv.Config, TenantUser, token, "PING"); !strings.Contains(got, "WRONGPASS") {
+		t.Fatalf("the old token: %q", got)
+	}
+	if got := cli(t, srv.Config, TenantUser, fresh, "GET", "k"); got != "v" {
+		t.Fatalf("the new token: %q", got)
+	}
+	// A restart writes users.acl from the Config, which now holds the new hash.
+	if err := srv.Stop(t.Context(), nil, daemon.StopFast); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := cli(t, srv.Config, TenantUser, fresh, "GET", "k"); got != "v" {
+		t.Fatalf("the new token after a restart: %q", got)
+	}
+	if got := cli(t, srv.Config, TenantUser, token, "PING"); !strings.Contains(got, "WRONGPASS") {
+		t.Fatalf("the old token after a restart: %q", got)
+	}
+	if _, err := srv.Admin(t.Context(), "wrong", []string{"PING"}); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Fatalf("Admin with a wrong password: %v", err)
 	}
 }
