@@ -25,6 +25,8 @@ type DataPlane struct {
 	Bin        postgres.Binaries
 	CA         *certs.CA
 	PgBouncer  string // the pgbouncer program
+	// RedisServer is the redis-server program of key-value stores ("": not installed, the feature is off).
+	RedisServer string
 }
 
 // SetDataPlane connects the instance machinery, and reports on the status page which features lack a
@@ -258,6 +260,10 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 // OnInstanceEvent records what the supervisor saw (a death, a restart) on the project: runtime_status and
 // an audit event from the system.
 func (s *Service) OnInstanceEvent(e daemon.Event) {
+	if strings.HasPrefix(e.Key, "kv/") {
+		s.onKVEvent(e)
+		return
+	}
 	instID := e.Key
 	if i := len(instID) - len("/pooler"); i > 0 && instID[i:] == "/pooler" {
 		instID = instID[:i]

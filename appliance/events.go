@@ -35,6 +35,8 @@ var EventTypes = []EventType{
 	{"export.completed", "an export's dump is ready to download", "{job}"},
 	{"import.completed", "an uploaded dump was restored, or a follow was cut over", "{job}"},
 	{"credentials.rotated", "a rotation made a new credential current (the old one works until the overlap ends)", "{job}"},
+	{"kv.ready", "a key-value store's server runs: it accepts its token", "{job}"},
+	{"kv.deleted", "a key-value store's deletion completed: its server and data are gone", "{job}"},
 	{"webhook.test", "POST .../webhook-endpoints/{endpointID}/test: sent to that endpoint only, whatever its event_types (never in the log or a stream)", "{webhook_endpoint_id, organization_id}"},
 	{"webhook_endpoint.disabled", "a webhook endpoint was disabled: through the API, on a 410 Gone, or after failing for 5 days (organization event: on no project stream)", "{webhook_endpoint, reason}"},
 }
@@ -49,6 +51,8 @@ var jobEvents = map[string]string{
 	JobImportRestore:       "import.completed",
 	JobImportFollowCutover: "import.completed",
 	JobProjectRotate:       "credentials.rotated",
+	JobKVCreate:            "kv.ready",
+	JobKVDelete:            "kv.deleted",
 }
 
 // EventRetention is how long the log keeps an event (a stream resuming from an older position starts

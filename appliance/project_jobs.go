@@ -34,6 +34,7 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	s.registerUpgradeJobs(r)
 	s.registerBackupJobs(r)
 	s.registerFollowJobs(r)
+	s.registerKVJobs(r)
 }
 
 // loadProject reads a job's project and its primary instance (nil when it has none yet).
@@ -538,6 +539,9 @@ func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any
 		if err := s.pgInstance(dp, inst).Remove(ctx); err != nil {
 			return nil, scheduler.Transient(err)
 		}
+	}
+	if err := s.removeProjectKV(ctx, dp, prj.ID); err != nil {
+		return nil, scheduler.Transient(fmt.Errorf("remove the project's key-value store: %w", err))
 	}
 	// Only now: the instance no longer archives WAL into the store.
 	purged, err := s.purgeProjectBackups(prj)

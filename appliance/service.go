@@ -60,6 +60,9 @@ type Service struct {
 	uploads uploadGate
 	// hooks delivers webhooks (RunWebhooks).
 	hooks *webhooks
+	// kvFront is where tenants reach the key-value stores; kvLocks orders a store's rotations and removal.
+	kvFront KVFront
+	kvLocks keyLocks
 }
 
 // New returns a service; jobs may be nil until the runner exists (SetNotifier).

@@ -527,3 +527,31 @@ var (
 		return []string{r.EndpointID + " " + DueKey(*r.NextAttemptAt)}
 	})
 )
+
+// KVStore is a project's key-value store: a redis-server the appliance supervises under Dir. Only the
+// SHA-256 of the tenant's token is kept; the appliance's own password to the server is sealed by the
+// secret box. The record lives from creation until its delete job ends (a project holds one at a time).
+type KVStore struct {
+	ID             string    `json:"id"`
+	ProjectID      string    `json:"project_id"`
+	OrganizationID string    `json:"organization_id"`
+	HostID         string    `json:"host_id"`
+	State          string    `json:"state"`
+	LastError      string    `json:"last_error"`
+	MaxMemoryMB    int       `json:"maxmemory_mb"`
+	Dir            string    `json:"dir"`
+	TokenHash      string    `json:"token_hash"`
+	TokenPrefix    string    `json:"token_prefix"`
+	SealedAdmin    []byte    `json:"sealed_admin"`
+	JobID          string    `json:"job_id"` // the latest job on the store
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// The key-value store tables.
+var (
+	KVStores          = newTable("kv_stores", func(r *KVStore) string { return r.ID })
+	KVStoresByProject = KVStores.index("project", func(r *KVStore) []string { return []string{r.ProjectID} })
+	KVStoresByOrg     = KVStores.index("organization", func(r *KVStore) []string { return []string{r.OrganizationID} })
+	KVStoresByToken   = KVStores.index("token", func(r *KVStore) []string { return nonEmpty(r.TokenHash) })
+)

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -133,7 +134,11 @@ func (e *Env) startDataPlane(t testing.TB, log *slog.Logger, pgBin string) {
 	if err != nil {
 		t.Fatalf("PgBouncer is required (install pgbouncer): %v", err)
 	}
-	e.Svc.SetDataPlane(&appliance.DataPlane{Supervisor: e.Sup, User: user, Bin: bin, CA: e.CA, PgBouncer: bouncer})
+	redisServer, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redis-server is required (install redis-server): %v", err)
+	}
+	e.Svc.SetDataPlane(&appliance.DataPlane{Supervisor: e.Sup, User: user, Bin: bin, CA: e.CA, PgBouncer: bouncer, RedisServer: redisServer})
 	e.Runner = scheduler.New(e.DB, scheduler.Options{ID: "test", HostID: "test", Log: log,
 		Backoff: func(int) time.Duration { return 200 * time.Millisecond }})
 	e.Svc.SetNotifier(e.Runner)

@@ -1,7 +1,8 @@
-package redis
+package redis_test
 
 import (
 	"context"
+	. "github.com/theappliance/appliance/appliance/redis"
 	"os"
 	"os/exec"
 	"path/filepath"

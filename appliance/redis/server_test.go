@@ -1,9 +1,10 @@
-package redis
+package redis_test
 
 import (
 	"bufio"
 	"context"
 	"fmt"
+	. "github.com/theappliance/appliance/appliance/redis"
 	"net"
 	"os"
 	"strings"

@@ -1,0 +1,341 @@
+package kvproxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// Server is the RESP-over-TLS front. Until a connection authenticates, the front reads its commands itself
+// (redcon's parser): AUTH [user] token and HELLO proto AUTH user token [SETNAME name] find the store, any
+// other command is answered NOAUTH as Redis does. The authenticating command is then sent to the store's
+// socket as the tenant user, followed by whatever the client pipelined after it, and from there on the two
+// connections are spliced: bytes are copied both ways and never parsed, so every command of Redis —
+// pipelining, MULTI/EXEC, blocking commands, pub/sub, RESP3 — behaves as on Redis itself. The user name a
+// client gives is ignored (default, as Redis clients send it, or any other): a store has one tenant user.
+type Server struct {
+	Addr     string
+	TLS      *tls.Config
+	Resolver Resolver
+	Log      *slog.Logger // nil: discarded
+	// AuthTimeout bounds the TLS handshake and the time to authenticate (0: 30 s).
+	AuthTimeout time.Duration
+
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// maxPreAuth bounds what a connection may send before it authenticates.
+const maxPreAuth = 64 << 10
+
+// Start listens with TLS and serves in the background.
+func (s *Server) Start(ctx context.Context) error {
+	if s.TLS == nil {
+		return errors.New("kvproxy: TLS config required (no plaintext listener)")
+	}
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return fmt.Errorf("kvproxy listen on %s: %w", s.Addr, err)
+	}
+	s.mu.Lock()
+	s.ln, s.conns, s.closed = ln, map[net.Conn]struct{}{}, false
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go s.accept(ln)
+	return nil
+}
+
+func (s *Server) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Log
+}
+
+func (s *Server) accept(ln net.Listener) {
+	defer s.wg.Done()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			s.log().Warn("kv front accept", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if !s.track(c) {
+			c.Close()
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer s.untrack(c)
+			s.serve(tls.Server(c, s.TLS))
+		}()
+	}
+}
+
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	c.Close()
+}
+
+// Stop closes the listener and every connection, and waits for their goroutines. Idempotent.
+func (s *Server) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if s.ln == nil || s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.ln.Close()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ListenAddr is the bound address (useful with port 0).
+func (s *Server) ListenAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Health proves the listener completes a TLS handshake.
+func (s *Server) Health(ctx context.Context) (status, message string) {
+	return probeTLS(ctx, s.ListenAddr(), "TLS RESP listener")
+}
+
+// probeTLS is a front's health: a TLS handshake with its listener.
+func probeTLS(ctx context.Context, addr, what string) (string, string) {
+	if addr == "" {
+		return "down", "not listening"
+	}
+	d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}} // only probes that the listener answers
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "down", fmt.Sprintf("%s on %s does not answer: %v", what, addr, err)
+	}
+	c.Close()
+	return "operational", what + " on " + addr
+}
+
+func (s *Server) authTimeout() time.Duration {
+	if s.AuthTimeout > 0 {
+		return s.AuthTimeout
+	}
+	return 30 * time.Second
+}
+
+// serve runs one client connection: the unauthenticated phase, then the splice.
+func (s *Server) serve(c *tls.Conn) {
+	c.SetDeadline(time.Now().Add(s.authTimeout()))
+	if err := c.Handshake(); err != nil {
+		return
+	}
+	buf := make([]byte, 0, 4096)
+	var out []byte
+	argsbuf := make([][]byte, 0, 8)
+	for {
+		for len(buf) > 0 {
+			complete, args, _, leftover, err := redcon.ReadNextCommand(buf, argsbuf)
+			if err != nil {
+				out = redcon.AppendError(out, "ERR Protocol error: "+strings.TrimPrefix(err.Error(), "Protocol error: "))
+				c.Write(out)
+				return
+			}
+			if !complete {
+				break
+			}
+			if len(args) == 0 { // an empty inline line
+				buf = leftover
+				continue
+			}
+			switch strings.ToLower(string(args[0])) {
+			case "quit":
+				c.Write(redcon.AppendOK(out))
+				return
+			case "auth", "hello":
+				first, reply := authCommand(args)
+				if reply != "" {
+					out = redcon.AppendError(out, reply)
+					buf = leftover
+					continue
+				}
+				up, err := s.upstream(first.token)
+				if err != nil {
+					out = redcon.AppendError(out, errWrongPass)
+					buf = leftover
+					continue
+				}
+				if len(out) > 0 {
+					if _, err := c.Write(out); err != nil {
+						up.Close()
+						return
+					}
+				}
+				s.splice(c, up, append(first.raw, leftover...))
+				return
+			default:
+				out = redcon.AppendError(out, errNoAuth)
+			}
+			buf = leftover
+		}
+		if len(out) > 0 {
+			if _, err := c.Write(out); err != nil {
+				return
+			}
+			out = out[:0]
+		}
+		if len(buf) >= maxPreAuth {
+			c.Write(redcon.AppendError(nil, "ERR Protocol error: too much data before AUTH"))
+			return
+		}
+		// Read more: keep what is unparsed at the front of the buffer.
+		buf = append(bytes.Clone(buf), make([]byte, 4096)...)[:len(buf)]
+		n, err := c.Read(buf[len(buf):cap(buf)])
+		if err != nil {
+			return
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+// auth is an authenticating command as sent to the store: the token, and the command rewritten to log in as
+// the tenant user.
+type auth struct {
+	token string
+	raw   []byte
+}
+
+// authCommand reads AUTH [user] token or HELLO proto [AUTH user token] [SETNAME name]; reply is the error to
+// answer instead (wrong arity, HELLO without AUTH).
+func authCommand(args [][]byte) (auth, string) {
+	name := strings.ToLower(string(args[0]))
+	if name == "auth" {
+		if len(args) != 2 && len(args) != 3 {
+			return auth{}, "ERR wrong number of arguments for 'auth' command"
+		}
+		tok := string(args[len(args)-1])
+		return auth{token: tok, raw: appendCommand(nil, "AUTH", TenantUser, tok)}, ""
+	}
+	// HELLO [protover [AUTH username password] [SETNAME clientname]]
+	if len(args) < 2 {
+		return auth{}, errHelloNoAuth
+	}
+	cmd := []string{"HELLO", string(args[1])}
+	tok := ""
+	for i := 2; i < len(args); i++ {
+		switch strings.ToLower(string(args[i])) {
+		case "auth":
+			if i+2 >= len(args) {
+				return auth{}, "ERR Syntax error in HELLO option 'auth'"
+			}
+			tok = string(args[i+2])
+			cmd = append(cmd, "AUTH", TenantUser, tok)
+			i += 2
+		case "setname":
+			if i+1 >= len(args) {
+				return auth{}, "ERR Syntax error in HELLO option 'setname'"
+			}
+			cmd = append(cmd, "SETNAME", string(args[i+1]))
+			i++
+		default:
+			return auth{}, fmt.Sprintf("ERR Syntax error in HELLO option '%s'", args[i])
+		}
+	}
+	if tok == "" {
+		return auth{}, errHelloNoAuth
+	}
+	return auth{token: tok, raw: appendCommand(nil, cmd...)}, ""
+}
+
+// appendCommand appends a command as a RESP array of bulk strings.
+func appendCommand(b []byte, args ...string) []byte {
+	b = redcon.AppendArray(b, len(args))
+	for _, a := range args {
+		b = redcon.AppendBulkString(b, a)
+	}
+	return b
+}
+
+// upstream connects to the token's store (nil error: the token names a running store; Redis itself checks
+// the token when the rewritten command arrives).
+func (s *Server) upstream(token string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sock, err := s.Resolver.ResolveToken(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", sock)
+}
+
+// splice sends first to the store, then copies both ways until either side ends; then both are closed.
+func (s *Server) splice(c *tls.Conn, up net.Conn, first []byte) {
+	defer up.Close()
+	c.SetDeadline(time.Time{})
+	if _, err := up.Write(first); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		io.Copy(up, c)
+		// The client finished sending: let the store answer what it has, then end.
+		if uc, ok := up.(*net.UnixConn); ok {
+			uc.CloseWrite()
+		}
+	}()
+	io.Copy(c, up)
+	// The store closed (a rotation's CLIENT KILL, a deleted store) or answered the client's end: cut the
+	// client off too.
+	c.Close()
+	up.Close()
+	<-done
+}
