@@ -60,7 +60,7 @@ type KVCredentials struct {
 	RedisPort     int     `json:"redis_port"`
 	RedisURL      string  `json:"redis_url" doc:"rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere"`
 	RESTURL       string  `json:"rest_url" schema:"format=uri" doc:"the Upstash-compatible REST front"`
-	RESTToken     *string `json:"rest_token" doc:"the store's token; null except in the create and rotate-token responses (only its SHA-256 is kept)"`
+	RESTToken     *string `json:"rest_token" api:"nullable" doc:"the store's token; null except in the create and rotate-token responses (only its SHA-256 is kept)"`
 	TokenRequired bool    `json:"token_required" doc:"always true: every connection and request presents the token"`
 }
 
@@ -77,7 +77,7 @@ type KVStore struct {
 	MaxmemoryMB     int           `json:"maxmemory_mb" doc:"redis-server's maxmemory (equal to mem_max_mb)"`
 	Persistence     string        `json:"persistence" enum:"rdb" doc:"periodic RDB snapshots; not backed up"`
 	PublicHost      string        `json:"public_host"`
-	Token           *string       `json:"token" doc:"the plaintext token; null except in the create and rotate-token responses"`
+	Token           *string       `json:"token" api:"nullable" doc:"the plaintext token; null except in the create and rotate-token responses"`
 	TokenPrefix     string        `json:"token_prefix" doc:"the token's first 11 characters, to tell tokens apart"`
 	Credentials     KVCredentials `json:"credentials"`
 	CreatedAt       time.Time     `json:"created_at"`

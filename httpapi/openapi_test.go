@@ -397,6 +397,29 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("GET", project+"/audit-events", "/v1/projects/{projectID}/audit-events", b.adminKey, nil, 200)
 	call("GET", project+"/jobs", "/v1/projects/{projectID}/jobs", b.adminKey, nil, 200)
 	call("GET", project+"/events?follow=false", "/v1/projects/{projectID}/events", b.adminKey, nil, 200)
+	// Key-value stores: the whole life of one.
+	kvp := "/v1/projects/{projectID}/kv"
+	waitJob := func(r *response) {
+		t.Helper()
+		if job, ok := r.json["job"].(map[string]any); ok {
+			if j := b.env.WaitJob(t, job["id"].(string)); j.State != "completed" {
+				t.Fatalf("%s: %s", j.Type, j.Error)
+			}
+		}
+	}
+	call("GET", project+"/kv", kvp, b.adminKey, nil, 404)
+	waitJob(call("POST", project+"/kv", kvp, b.adminKey, nil, 202))
+	call("POST", project+"/kv", kvp, b.adminKey, nil, 409)
+	call("GET", project+"/kv", kvp, b.adminKey, nil, 200)
+	call("GET", "/v1/kv", "/v1/kv", b.adminKey, nil, 200)
+	call("GET", "/v1/kv", "/v1/kv", b.session("platform-admin"), nil, 400)
+	call("GET", project+"/kv/credentials", kvp+"/credentials", b.adminKey, nil, 200)
+	call("POST", project+"/kv/rotate-token", kvp+"/rotate-token", b.adminKey, nil, 200)
+	waitJob(call("POST", project+"/kv/flush", kvp+"/flush", b.adminKey, nil, 202))
+	del := call("DELETE", project+"/kv", kvp, b.adminKey, nil, 202)
+	call("POST", project+"/kv/flush", kvp+"/flush", b.adminKey, nil, 409)
+	waitJob(del)
+	call("GET", project+"/kv/credentials", kvp+"/credentials", b.adminKey, nil, 404)
 	call("GET", project+"/events?last_event_id=x", "/v1/projects/{projectID}/events", b.adminKey, nil, 400)
 	call("GET", org+"/events?follow=false", "/v1/organizations/{orgID}/events", b.adminKey, nil, 200)
 	call("GET", "/v1/organizations/org_nope/events?follow=false", "/v1/organizations/{orgID}/events", b.adminKey, nil, 404)

@@ -129,6 +129,16 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/projects/{projectID}/imports/follow/cutover", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Wait for zero lag, copy sequence values, drop the subscription and publication (needs confirm: true; stop writes to the source first)", Do: With(s.followCutover)},
 		{Method: post, Path: "/v1/projects/{projectID}/imports/follow/abort", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Stop following: drop the subscription and publication and restore the backup taken before follow started", Do: Without(s.followAbort)},
 
+		// Key-value stores (a Redis server per project behind the RESP and REST fronts)
+		{Method: get, Path: "/v1/kv", Tag: "kv", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "List the organization's key-value stores",
+			Query: []Param{{Name: "organization_id", Type: "string", Doc: "the organization to list; required for platform administrators, optional (and must be their own) for others"}}, Do: Without(s.listKV)},
+		{Method: get, Path: "/v1/projects/{projectID}/kv", Tag: "kv", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "Get the project's key-value store (404 when it has none)", Do: Without(s.getKV)},
+		{Method: post, Path: "/v1/projects/{projectID}/kv", Tag: "kv", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Create the project's key-value store (no body; the token is in this response only, so credentials:read is needed too; 409 while one exists or its delete runs)", Errors: []int{http.StatusConflict}, Do: Without(s.createKV)},
+		{Method: del, Path: "/v1/projects/{projectID}/kv", Tag: "kv", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Delete the key-value store: its server and data (the project is untouched)", Do: Without(s.deleteKV)},
+		{Method: get, Path: "/v1/projects/{projectID}/kv/credentials", Tag: "kv", Scope: appliance.ScopeCredentialsRead, Status: ok, Summary: "How to connect: host, port, redis_url, rest_url (the token is shown only at create and rotate-token)", Do: Without(s.kvCredentials)},
+		{Method: post, Path: "/v1/projects/{projectID}/kv/rotate-token", Tag: "kv", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Mint a new token, returned once (needs credentials:read too); the old one and its connections are cut at once", Do: Without(s.rotateKVToken)},
+		{Method: post, Path: "/v1/projects/{projectID}/kv/flush", Tag: "kv", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Delete every key (no undo); the endpoint and token stay", Do: Without(s.flushKV)},
+
 		// Jobs
 		{Method: get, Path: "/v1/jobs/{jobID}", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "Get a job", Do: Without(s.getJob)},
 		{Method: get, Path: "/v1/projects/{projectID}/events", Tag: "events", Scope: appliance.ScopeProjectsRead, Status: ok, Stream: true,
@@ -150,7 +160,7 @@ func (s *Server) table() []Route {
 // project's state, and never reach its server.
 var storeReads = []string{"/v1/projects/{projectID}", "/v1/projects/{projectID}/jobs", "/v1/projects/{projectID}/audit-events",
 	"/v1/projects/{projectID}/backups", "/v1/projects/{projectID}/exports", "/v1/projects/{projectID}/restore-points",
-	"/v1/projects/{projectID}/scheduled-backups"}
+	"/v1/projects/{projectID}/scheduled-backups", "/v1/projects/{projectID}/kv", "/v1/projects/{projectID}/kv/credentials"}
 
 // withErrors adds the error statuses routes answer by what they act on: a project route that is more than
 // a read of the records answers 409 when the project is not in the state it needs and 503 when its server

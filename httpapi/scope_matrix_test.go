@@ -61,6 +61,14 @@ func newFixtures(b *bundle) *fixtures {
 		"sessionID":     {value: login.json["session_id"].(string)},
 		"extensionName": {value: "hstore", project: f.prjA.ID},
 	}
+	// A running key-value store of prjA.
+	kv := b.do("POST", "/v1/projects/"+f.prjA.ID+"/kv", b.adminKey, nil)
+	if kv.status != http.StatusAccepted {
+		b.t.Fatalf("create key-value store: %d %s", kv.status, kv.body)
+	}
+	if j := b.env.WaitJob(b.t, kv.json["job"].(map[string]any)["id"].(string)); j.State != "completed" {
+		b.t.Fatalf("kv.create job %s: %s", j.State, j.Error)
+	}
 	rp := b.do("POST", "/v1/projects/"+f.prjA.ID+"/restore-points", b.adminKey, map[string]any{"label": "fixture"})
 	if rp.status != http.StatusCreated {
 		b.t.Fatalf("create restore point: %d %s", rp.status, rp.body)
@@ -120,6 +128,8 @@ func newFixtures(b *bundle) *fixtures {
 	for _, path := range []string{"preflight", "follow", "follow/status", "follow/cutover", "follow/abort"} {
 		f.routeParams["POST /v1/projects/{projectID}/imports/"+path] = map[string]fixtureParam{"projectID": {value: f.prjF.ID, project: f.prjF.ID}}
 	}
+	// prjA has a running store; the create acts on prjF, which has none.
+	f.routeParams["POST /v1/projects/{projectID}/kv"] = map[string]fixtureParam{"projectID": {value: f.prjF.ID, project: f.prjF.ID}}
 	// A webhook endpoint on a receiver that accepts everything, and a delivery it took.
 	b.env.StartWebhooks(b.t, nil)
 	receiver := b.env.Serve(b.t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))

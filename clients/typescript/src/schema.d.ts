@@ -244,6 +244,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/kv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's key-value stores
+         * @description Needs an API key or a session token. Required scope: `projects:read`.
+         */
+        get: operations["getKv"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/me": {
         parameters: {
             query?: never;
@@ -1032,6 +1052,94 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{projectID}/kv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get the project's key-value store (404 when it has none)
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDKv"];
+        put?: never;
+        /**
+         * Create the project's key-value store (no body; the token is in this response only, so credentials:read is needed too; 409 while one exists or its delete runs)
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDKv"];
+        /**
+         * Delete the key-value store: its server and data (the project is untouched)
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        delete: operations["deleteProjectsByProjectIDKv"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/kv/credentials": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * How to connect: host, port, redis_url, rest_url (the token is shown only at create and rotate-token)
+         * @description Needs an API key or a session token. Required scope: `credentials:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDKvCredentials"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/kv/flush": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delete every key (no undo); the endpoint and token stay
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDKvFlush"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/kv/rotate-token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mint a new token, returned once (needs credentials:read too); the old one and its connections are cut at once
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDKvRotateToken"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{projectID}/restore-points": {
         parameters: {
             query?: never;
@@ -1617,6 +1725,61 @@ export interface components {
         };
         JobResponse: {
             job: components["schemas"]["Job"];
+        };
+        KVCreateResponse: {
+            job: components["schemas"]["Job"];
+            kv_store: components["schemas"]["KVStore"];
+        };
+        KVCredentials: {
+            redis_host: string;
+            redis_port: number;
+            /** @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere */
+            redis_url: string;
+            /** @description the store's token; null except in the create and rotate-token responses (only its SHA-256 is kept) */
+            rest_token: string | null;
+            /**
+             * Format: uri
+             * @description the Upstash-compatible REST front
+             */
+            rest_url: string;
+            /** @description always true: every connection and request presents the token */
+            token_required: boolean;
+        };
+        KVStore: {
+            /** Format: date-time */
+            created_at: string;
+            credentials: components["schemas"]["KVCredentials"];
+            host_id: string;
+            id: string;
+            last_error: string;
+            /** @description redis-server's maxmemory (equal to mem_max_mb) */
+            maxmemory_mb: number;
+            /** @enum {string} */
+            maxmemory_policy: "volatile-lru";
+            /** @description the plan's key-value memory at creation */
+            mem_max_mb: number;
+            organization_id: string;
+            /**
+             * @description periodic RDB snapshots; not backed up
+             * @enum {string}
+             */
+            persistence: "rdb";
+            project_id: string;
+            public_host: string;
+            /** @enum {string} */
+            state: "provisioning" | "running" | "error" | "destroying";
+            /** @description the plaintext token; null except in the create and rotate-token responses */
+            token: string | null;
+            /** @description the token's first 11 characters, to tell tokens apart */
+            token_prefix: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        KVStoreList: {
+            kv_stores: components["schemas"]["KVStore"][];
+        };
+        KVStoreResult: {
+            kv_store: components["schemas"]["KVStore"];
         };
         MeResponse: {
             /** @description null for a platform admin acting in no organization */
@@ -2682,6 +2845,64 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getKv: {
+        parameters: {
+            query?: {
+                /** @description the organization to list; required for platform administrators, optional (and must be their own) for others */
+                organization_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "kv_stores": [
+                     *         {
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "credentials": {
+                     *             "redis_host": "example",
+                     *             "redis_port": 1,
+                     *             "redis_url": "example",
+                     *             "rest_token": "example",
+                     *             "rest_url": "example",
+                     *             "token_required": true
+                     *           },
+                     *           "host_id": "example",
+                     *           "id": "example",
+                     *           "last_error": "example",
+                     *           "maxmemory_mb": 1,
+                     *           "maxmemory_policy": "volatile-lru",
+                     *           "mem_max_mb": 1,
+                     *           "organization_id": "example",
+                     *           "persistence": "rdb",
+                     *           "project_id": "example",
+                     *           "public_host": "example",
+                     *           "state": "provisioning",
+                     *           "token": "example",
+                     *           "token_prefix": "example",
+                     *           "updated_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["KVStoreList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             default: components["responses"]["Error"];
@@ -5357,6 +5578,354 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDKv: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "created_at": "2026-01-31T12:00:00Z",
+                     *       "credentials": {
+                     *         "redis_host": "example",
+                     *         "redis_port": 1,
+                     *         "redis_url": "example",
+                     *         "rest_token": "example",
+                     *         "rest_url": "example",
+                     *         "token_required": true
+                     *       },
+                     *       "host_id": "example",
+                     *       "id": "example",
+                     *       "last_error": "example",
+                     *       "maxmemory_mb": 1,
+                     *       "maxmemory_policy": "volatile-lru",
+                     *       "mem_max_mb": 1,
+                     *       "organization_id": "example",
+                     *       "persistence": "rdb",
+                     *       "project_id": "example",
+                     *       "public_host": "example",
+                     *       "state": "provisioning",
+                     *       "token": "example",
+                     *       "token_prefix": "example",
+                     *       "updated_at": "2026-01-31T12:00:00Z"
+                     *     } */
+                    "application/json": components["schemas"]["KVStore"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postProjectsByProjectIDKv: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       },
+                     *       "kv_store": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "credentials": {
+                     *           "redis_host": "example",
+                     *           "redis_port": 1,
+                     *           "redis_url": "example",
+                     *           "rest_token": "example",
+                     *           "rest_url": "example",
+                     *           "token_required": true
+                     *         },
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "last_error": "example",
+                     *         "maxmemory_mb": 1,
+                     *         "maxmemory_policy": "volatile-lru",
+                     *         "mem_max_mb": 1,
+                     *         "organization_id": "example",
+                     *         "persistence": "rdb",
+                     *         "project_id": "example",
+                     *         "public_host": "example",
+                     *         "state": "provisioning",
+                     *         "token": "example",
+                     *         "token_prefix": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["KVCreateResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteProjectsByProjectIDKv: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["JobResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDKvCredentials: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "redis_host": "example",
+                     *       "redis_port": 1,
+                     *       "redis_url": "example",
+                     *       "rest_token": "example",
+                     *       "rest_url": "example",
+                     *       "token_required": true
+                     *     } */
+                    "application/json": components["schemas"]["KVCredentials"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postProjectsByProjectIDKvFlush: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["JobResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postProjectsByProjectIDKvRotateToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "kv_store": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "credentials": {
+                     *           "redis_host": "example",
+                     *           "redis_port": 1,
+                     *           "redis_url": "example",
+                     *           "rest_token": "example",
+                     *           "rest_url": "example",
+                     *           "token_required": true
+                     *         },
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "last_error": "example",
+                     *         "maxmemory_mb": 1,
+                     *         "maxmemory_policy": "volatile-lru",
+                     *         "mem_max_mb": 1,
+                     *         "organization_id": "example",
+                     *         "persistence": "rdb",
+                     *         "project_id": "example",
+                     *         "public_host": "example",
+                     *         "state": "provisioning",
+                     *         "token": "example",
+                     *         "token_prefix": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["KVStoreResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
     };
