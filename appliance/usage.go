@@ -22,6 +22,8 @@ type UsageTotals struct {
 	BackupsStorageBytes   int64   `json:"backups_storage_bytes" doc:"bytes in the backup store: WAL archive, base backups, exports and uploaded dumps"`
 	JobSuccessRate7d      float64 `json:"job_success_rate_7d" doc:"completed / (completed + failed) over the last 7 days; 1 when no job ended"`
 	WebhookDeliveryRate7d float64 `json:"webhook_delivery_rate_7d" doc:"webhook deliveries delivered / (delivered + failed) among those that ended in the last 7 days; 1 when none ended"`
+	KVStores              int     `json:"kv_stores" doc:"key-value stores that exist (any state)"`
+	KVMemoryMB            int     `json:"kv_memory_mb" doc:"the sum of their maxmemory_mb"`
 }
 
 // ProjectUsage is one project's row.
@@ -120,6 +122,14 @@ func (s *Service) OrganizationUsage(ctx context.Context, p *Principal, orgID str
 			return Internal(err, "measure webhook deliveries")
 		}
 		u.Totals.WebhookDeliveryRate7d = rate
+		stores, err := store.KVStores.Lookup(tx, store.KVStoresByOrg, orgID, store.Query{})
+		if err != nil {
+			return Internal(err, "list key-value stores")
+		}
+		for _, kv := range stores {
+			u.Totals.KVStores++
+			u.Totals.KVMemoryMB += kv.MaxMemoryMB
+		}
 		samples, err := store.StorageSamples.Lookup(tx, store.StorageSamplesByOrg, orgID, store.Query{})
 		if err != nil {
 			return Internal(err, "list storage samples")

@@ -275,7 +275,7 @@ func applianceRunning(dataDir string) bool {
 // appliance runs on the data directory, its own listeners are in use, as they should be.
 func portChecks(cfg UpConfig, running bool) []check {
 	var out []check
-	for _, l := range []struct{ name, addr, flag string }{{"API listener", cfg.Listen, "--listen"}, {"KV listener", cfg.KVListen, "--kv-listen"}} {
+	for _, l := range []struct{ name, addr, flag string }{{"API listener", cfg.Listen, "--listen"}, {"KV listener", cfg.KVListen, "--kv-listen"}, {"KV REST listener", cfg.KVRESTListen, "--kv-rest-listen"}} {
 		c := check{name: l.name, level: levelOK, detail: l.addr + " is free"}
 		if _, port, _ := net.SplitHostPort(l.addr); port == "0" {
 			c.detail = l.addr + " (a free port is picked)"

@@ -20,7 +20,7 @@ func upConfig(t *testing.T, args ...string) UpConfig {
 	var cfg UpConfig
 	c := &cobra.Command{Use: "up"}
 	upFlags(c, &cfg)
-	if err := c.ParseFlags(append([]string{"--data-dir", appliancetest.TraversableTempDir(t) + "/data", "--listen", "127.0.0.1:0", "--kv-listen", "127.0.0.1:0",
+	if err := c.ParseFlags(append([]string{"--data-dir", appliancetest.TraversableTempDir(t) + "/data", "--listen", "127.0.0.1:0", "--kv-listen", "127.0.0.1:0", "--kv-rest-listen", "127.0.0.1:0",
 		"--pg-ports", "39000-39009", "--no-install"}, args...)); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestDoctorAndUpRefuseBadSettings(t *testing.T) {
 
 func TestDoctorCommandExitsNonZero(t *testing.T) {
 	var out bytes.Buffer
-	root.SetArgs([]string{"doctor", "--data-dir", t.TempDir(), "--pg-bin", t.TempDir(), "--listen", "127.0.0.1:0", "--kv-listen", "127.0.0.1:0"})
+	root.SetArgs([]string{"doctor", "--data-dir", t.TempDir(), "--pg-bin", t.TempDir(), "--listen", "127.0.0.1:0", "--kv-listen", "127.0.0.1:0", "--kv-rest-listen", "127.0.0.1:0"})
 	root.SetOut(&out)
 	t.Cleanup(func() { root.SetArgs(nil); root.SetOut(nil) })
 	if err := root.ExecuteContext(t.Context()); err != errDoctorFailed {

@@ -39,11 +39,13 @@ type UpConfig struct {
 	Region     string
 	LogLevel   string
 	KVListen   string
-	PGBin      string
-	PGUser     string
-	PGListen   string
-	PGPorts    string
-	Spares     int
+	// KVRESTListen is the REST front of key-value stores.
+	KVRESTListen string
+	PGBin        string
+	PGUser       string
+	PGListen     string
+	PGPorts      string
+	Spares       int
 	// NoInstall stops up from installing missing programs with apt-get.
 	NoInstall        bool
 	PGEmbeddedCache  string
@@ -97,6 +99,7 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.StringVar(&cfg.PublicHost, "public-host", envDefault("APPLIANCE_PUBLIC_HOST", "localhost"), "host name clients use to reach databases (APPLIANCE_PUBLIC_HOST)")
 	f.StringVar(&cfg.Region, "region", envDefault("APPLIANCE_REGION", "local"), "region name reported on projects and /status (APPLIANCE_REGION)")
 	f.StringVar(&cfg.KVListen, "kv-listen", envDefault("APPLIANCE_KV_LISTEN", "127.0.0.1:6380"), "host:port of the TLS RESP front of key-value stores (APPLIANCE_KV_LISTEN)")
+	f.StringVar(&cfg.KVRESTListen, "kv-rest-listen", envDefault("APPLIANCE_KV_REST_LISTEN", "127.0.0.1:6381"), "host:port of the TLS REST front (Upstash's protocol) of key-value stores (APPLIANCE_KV_REST_LISTEN)")
 	f.StringVar(&cfg.PGBin, "pg-bin", envDefault("APPLIANCE_PG_BIN", ""), "PostgreSQL bin directory (APPLIANCE_PG_BIN); default: the newest under /usr/lib/postgresql")
 	f.StringVar(&cfg.PGUser, "pg-user", envDefault("APPLIANCE_PG_USER", ""), "OS user instances run as when the appliance runs as root (APPLIANCE_PG_USER); default postgres if it exists, else appliance-pg (created)")
 	f.StringVar(&cfg.PGListen, "pg-listen", envDefault("APPLIANCE_PG_LISTEN", "127.0.0.1"), "address instances and poolers listen on (APPLIANCE_PG_LISTEN)")
@@ -227,6 +230,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	var srv *http.Server
 	var api *httpapi.Server
 	var kv *kvproxy.Server
+	var kvREST *kvproxy.REST
 	hostname, _ := os.Hostname()
 	components := []component{
 		{name: "store", start: func(ctx context.Context) error {
@@ -259,7 +263,12 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			if err != nil {
 				return err
 			}
-			svc.SetDataPlane(&appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: ca, PgBouncer: bouncer})
+			redisServer, err := set.Path("redis-server")
+			if err != nil { // key-value stores are off; /status says so
+				log.Warn("key-value stores are disabled", "err", err)
+				redisServer = ""
+			}
+			svc.SetDataPlane(&appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: ca, PgBouncer: bouncer, RedisServer: redisServer})
 			return nil
 		}, stop: func(ctx context.Context) error { return sup.Stop(ctx) }},
 		{name: "scheduler", start: func(ctx context.Context) error {
@@ -319,7 +328,10 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			// so no spare's postmaster is started after the supervisor stopped (or the process exited).
 			firstFill = make(chan struct{})
 			go func() { defer close(firstFill); refill(ctx) }()
-			return svc.AdoptInstances(ctx)
+			if err := svc.AdoptInstances(ctx); err != nil {
+				return err
+			}
+			return svc.AdoptKV(ctx)
 		}, stop: func(ctx context.Context) error {
 			err := runner.Stop(ctx)
 			if firstFill != nil {
@@ -343,19 +355,28 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			if err != nil {
 				return err
 			}
-			kv = &kvproxy.Server{Addr: cfg.KVListen, TLS: tlsCfg, Resolver: svc}
-			svc.Probe.Register("kv-front", kv.Health)
+			kv = &kvproxy.Server{Addr: cfg.KVListen, TLS: tlsCfg, Resolver: svc, Log: log}
+			kvREST = &kvproxy.REST{Addr: cfg.KVRESTListen, TLS: tlsCfg, Resolver: svc, Log: log}
+			svc.Probe.Register("kv-front", func(ctx context.Context) (string, string) {
+				return worst(ctx, kv.Health, kvREST.Health)
+			})
+			svc.Probe.Register("kv-stores", svc.KVHealth)
 			if err := kv.Start(ctx); err != nil {
 				return err
 			}
-			// Tenants' connections never reach the appliance's own listeners (the API's is added above).
-			if _, p, err := net.SplitHostPort(kv.ListenAddr()); err == nil {
-				if n, err := strconv.Atoi(p); err == nil {
-					pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: n, Last: n})
-				}
+			if err := kvREST.Start(ctx); err != nil {
+				kv.Stop(ctx)
+				return err
 			}
+			// Tenants' connections never reach the appliance's own listeners (the API's is added above).
+			respPort, restPort := portOf(kv.ListenAddr()), portOf(kvREST.ListenAddr())
+			for _, n := range []int{respPort, restPort} {
+				pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: n, Last: n})
+			}
+			svc.SetKVFront(appliance.KVFront{RESPPort: respPort,
+				RESTURL: "https://" + net.JoinHostPort(cfg.PublicHost, strconv.Itoa(restPort))})
 			return nil
-		}, stop: func(ctx context.Context) error { return kv.Stop(ctx) }},
+		}, stop: func(ctx context.Context) error { return errors.Join(kvREST.Stop(ctx), kv.Stop(ctx)) }},
 		{name: "bootstrap", start: func(ctx context.Context) error {
 			b, err := svc.EnsureBootstrap(ctx, filepath.Join(dataDir, "bootstrap.json"), ca.CertPath())
 			if err != nil {
@@ -398,8 +419,8 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		}
 		started++
 	}
-	fmt.Fprintf(out, "appliance %s is up\n  Dashboard: %s/ (API reference: %s/docs)\n  API:       %s\n  KV:        %s (RESP over TLS)\n  CA cert:   %s\n  data:      %s\nPress Ctrl-C to stop.\n",
-		Version, apiURL, apiURL, apiURL, kv.ListenAddr(), ca.CertPath(), dataDir)
+	fmt.Fprintf(out, "appliance %s is up\n  Dashboard: %s/ (API reference: %s/docs)\n  API:       %s\n  KV:        %s (RESP over TLS), https://%s (REST)\n  CA cert:   %s\n  data:      %s\nPress Ctrl-C to stop.\n",
+		Version, apiURL, apiURL, apiURL, kv.ListenAddr(), kvREST.ListenAddr(), ca.CertPath(), dataDir)
 	<-ctx.Done()
 	stopSignals()
 	fmt.Fprintln(out, "shutting down (press Ctrl-C again to force)")
@@ -454,4 +475,25 @@ appliance's CA: trust %s, or accept the warning on this machine). Or try:
   curl --cacert %s -H "Authorization: Bearer %s" %s/v1/me
 
 `, path, b.OrganizationID, b.Email, b.Password, b.APIKey, b.CACert, b.APIURL, b.CACert, b.CACert, b.APIKey, b.APIURL)
+}
+
+// portOf is the port of a host:port (0 when there is none).
+func portOf(addr string) int {
+	_, p, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// worst is the least healthy of several probes, with every message.
+func worst(ctx context.Context, probes ...func(context.Context) (string, string)) (string, string) {
+	rank := map[string]int{appliance.StatusOperational: 0, appliance.StatusDegraded: 1, appliance.StatusDown: 2}
+	status, msgs := appliance.StatusOperational, []string{}
+	for _, p := range probes {
+		st, msg := p(ctx)
+		if rank[st] > rank[status] {
+			status = st
+		}
+		msgs = append(msgs, msg)
+	}
+	return status, strings.Join(msgs, "; ")
 }

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/store"
@@ -164,6 +165,7 @@ type e2eProc struct {
 	exited         chan struct{}
 	api            string
 	client         *http.Client
+	dataDir        string
 }
 
 var e2eAPILine = regexp.MustCompile(`API:\s+(https://\S+)`)
@@ -187,9 +189,9 @@ func e2ePorts(dataDir string) string {
 // e2eStartEnv is e2eStart with extra environment variables ("NAME=value").
 func e2eStartEnv(t *testing.T, bin, dataDir string, env ...string) *e2eProc {
 	t.Helper()
-	p := &e2eProc{stdout: &e2eBuffer{}, stderr: &e2eBuffer{}, exited: make(chan struct{})}
+	p := &e2eProc{stdout: &e2eBuffer{}, stderr: &e2eBuffer{}, exited: make(chan struct{}), dataDir: dataDir}
 	p.cmd = exec.Command(bin, "up", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--pg-ports", e2ePorts(dataDir))
-	p.cmd.Env = append(append(os.Environ(), "APPLIANCE_KV_LISTEN=127.0.0.1:0", "APPLIANCE_LOG_LEVEL=debug"), env...)
+	p.cmd.Env = append(append(os.Environ(), "APPLIANCE_KV_LISTEN=127.0.0.1:0", "APPLIANCE_KV_REST_LISTEN=127.0.0.1:0", "APPLIANCE_LOG_LEVEL=debug"), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -462,6 +464,22 @@ func TestUpInstancesSurviveCrash(t *testing.T) {
 	pidFiles := map[string]string{"postmaster": filepath.Join(pgdata, "postmaster.pid"),
 		"pgbouncer": filepath.Join(instDir, "pooler", "pgbouncer.pid")}
 
+	// A key-value store beside the database: its redis-server is a daemon the supervisor watches too.
+	var kvCreated struct {
+		Job     *e2eJob `json:"job"`
+		KVStore struct {
+			ID    string `json:"id"`
+			Token string `json:"token"`
+		} `json:"kv_store"`
+	}
+	a.do(t, key, http.MethodPost, "/v1/projects/"+prjID+"/kv", nil, http.StatusAccepted, &kvCreated)
+	if j := a.waitJob(t, key, kvCreated.Job.ID); j.State != "completed" {
+		t.Fatalf("kv.create %s: %s", j.State, j.Error)
+	}
+	kvToken := kvCreated.KVStore.Token
+	pidFiles["redis-server"] = filepath.Join(dataDir, "kv", kvCreated.KVStore.ID, "redis.pid")
+	a.kvWrite(t, key, prjID, kvToken, "before", 100)
+
 	conns := a.connections(t, key, prjID)
 	if !strings.Contains(conns.DirectURL, "sslmode=verify-full") || !strings.Contains(conns.DirectURL, "sslrootcert=") {
 		t.Errorf("direct_url does not verify the server: %s", e2eRedact(conns.DirectURL))
@@ -487,7 +505,7 @@ func TestUpInstancesSurviveCrash(t *testing.T) {
 		}
 	}
 	e2eCheckRows(t, "while the appliance is down", conns, rows, sum)
-	phase("appliance SIGKILLed; instance and pooler still serve")
+	phase("appliance SIGKILLed; instance, pooler and redis-server still run")
 
 	// The next start adopts both processes: same pids, no restart.
 	b := e2eStart(t, bin, dataDir)
@@ -498,6 +516,7 @@ func TestUpInstancesSurviveCrash(t *testing.T) {
 	}
 	conns = b.connections(t, key, prjID)
 	e2eCheckRows(t, "after adoption", conns, rows, sum)
+	b.kvCheck(t, key, prjID, kvToken, "before", 100)
 	b.waitSupervisorHealthy(t)
 	if prj := b.project(t, key, prjID); prj.State != "active" || prj.RuntimeStatus != "active" {
 		t.Errorf("project after adoption: state %s, runtime_status %s", prj.State, prj.RuntimeStatus)
@@ -505,7 +524,7 @@ func TestUpInstancesSurviveCrash(t *testing.T) {
 	if evs := b.instanceEvents(t, key, prjID); len(evs) != 0 {
 		t.Errorf("adoption recorded instance events %v, want none", evs)
 	}
-	phase("restarted; instance and pooler adopted")
+	phase("restarted; instance, pooler and redis-server adopted, keys intact")
 
 	// 2. A machine crash: the appliance, the postmaster and PgBouncer all die by SIGKILL. The postmaster's
 	// backends are left to notice its death themselves, and its postmaster.pid stays behind.
@@ -547,7 +566,10 @@ func TestUpInstancesSurviveCrash(t *testing.T) {
 			t.Errorf("no instance.restarted event for %s after the crash; events: %v", want, evs)
 		}
 	}
-	phase("crash of everything; instance and pooler restarted, rows intact")
+	// The store's server was restarted from its last snapshot (keys written since are lost, as RDB
+	// persistence means); it serves, and what is written now survives a clean stop and start.
+	c.kvWrite(t, key, prjID, kvToken, "after-crash", 50)
+	phase("crash of everything; instance, pooler and redis-server restarted, rows intact")
 
 	// 3. A clean stop exits 0 and leaves no process of the data dir behind.
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -568,6 +590,72 @@ func TestUpInstancesSurviveCrash(t *testing.T) {
 		}
 	}
 	phase("SIGTERM: exit 0, no process left")
+
+	// 4. A start after the clean stop (a machine restart): the store's server starts from the snapshot its
+	// clean stop wrote.
+	d := e2eStart(t, bin, dataDir)
+	d.waitSupervisorHealthy(t)
+	d.kvCheck(t, key, prjID, kvToken, "after-crash", 50)
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := d.waitExit(t); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM, want 0; stderr:\n%s", code, d.stderr)
+	}
+	phase("started again after the clean stop: keys intact")
+}
+
+// kvClient connects to the project's store through this appliance's RESP front, with the credentials the
+// API gives (verify-full against the appliance's CA).
+func (p *e2eProc) kvClient(t *testing.T, key, prjID, token string) *redis.Client {
+	t.Helper()
+	var creds struct {
+		RedisURL string `json:"redis_url"`
+	}
+	p.do(t, key, http.MethodGet, "/v1/projects/"+prjID+"/kv/credentials", nil, http.StatusOK, &creds)
+	opt, err := redis.ParseURL(creds.RedisURL)
+	if err != nil {
+		t.Fatalf("redis_url %q: %v", creds.RedisURL, err)
+	}
+	pem, err := os.ReadFile(filepath.Join(p.dataDir, "ca", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	opt.Password, opt.TLSConfig.RootCAs = token, pool
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// kvWrite sets prefix:0..n-1 in the project's store.
+func (p *e2eProc) kvWrite(t *testing.T, key, prjID, token, prefix string, n int) {
+	t.Helper()
+	c := p.kvClient(t, key, prjID, token)
+	pipe := c.Pipeline()
+	for i := range n {
+		pipe.Set(t.Context(), fmt.Sprintf("%s:%d", prefix, i), i, 0)
+	}
+	if _, err := pipe.Exec(t.Context()); err != nil {
+		t.Fatalf("write %s keys: %v", prefix, err)
+	}
+	c.Close()
+}
+
+// kvCheck reads prefix:0..n-1 back, retrying while the store's server starts.
+func (p *e2eProc) kvCheck(t *testing.T, key, prjID, token, prefix string, n int) {
+	t.Helper()
+	c := p.kvClient(t, key, prjID, token)
+	e2eEventually(t, e2eDeadline, prefix+" keys to be read back", func() (bool, string) {
+		for i := range n {
+			v, err := c.Get(t.Context(), fmt.Sprintf("%s:%d", prefix, i)).Int()
+			if err != nil || v != i {
+				return false, fmt.Sprintf("%s:%d = %d, %v", prefix, i, v, err)
+			}
+		}
+		return true, ""
+	})
 }
 
 // e2eProject is the part of the API's project resource the test reads.

@@ -347,6 +347,17 @@ func TestStoreLifecycle(t *testing.T) {
 	if _, err := k.Svc.CreateKV(ctx, k.p, prj); !errors.As(err, &ae) || ae.Kind != appliance.KindConflict {
 		t.Fatalf("second create: %v", err)
 	}
+	usage := func() (int, int) {
+		t.Helper()
+		u, err := k.Svc.OrganizationUsage(ctx, k.p, k.p.OrganizationID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Usage.Totals.KVStores, u.Usage.Totals.KVMemoryMB
+	}
+	if n, mb := usage(); n != 1 || mb != 32 {
+		t.Fatalf("usage counts %d stores, %d MB", n, mb)
+	}
 	c := k.client(t, *kv.Token, 2)
 	if kv.MaxmemoryMB != 32 || kv.MemMaxMB != 32 || kv.MaxmemoryPolicy != "volatile-lru" || kv.Persistence != "rdb" {
 		t.Fatalf("store: %+v", kv)
@@ -435,6 +446,9 @@ func TestStoreLifecycle(t *testing.T) {
 	wantErr(t, c2.Ping(ctx).Err(), "")
 	if _, err := k.Svc.GetKV(ctx, k.p, prj); !errors.As(err, &ae) || ae.Kind != appliance.KindNotFound {
 		t.Fatalf("after delete: %v", err)
+	}
+	if n, _ := usage(); n != 0 {
+		t.Fatalf("usage counts %d stores after the delete", n)
 	}
 	again := k.store(t, prj)
 	if *again.Token == *kv.Token {

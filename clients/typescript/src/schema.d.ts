@@ -2204,6 +2204,10 @@ export interface components {
             connections: number;
             /** @description completed / (completed + failed) over the last 7 days; 1 when no job ended */
             job_success_rate_7d: number;
+            /** @description the sum of their maxmemory_mb */
+            kv_memory_mb: number;
+            /** @description key-value stores that exist (any state) */
+            kv_stores: number;
             previews: number;
             previews_limit: number;
             projects: number;
@@ -3559,6 +3563,8 @@ export interface operations {
                      *           "backups_storage_bytes": 1,
                      *           "connections": 1,
                      *           "job_success_rate_7d": 1.5,
+                     *           "kv_memory_mb": 1,
+                     *           "kv_stores": 1,
                      *           "previews": 1,
                      *           "previews_limit": 1,
                      *           "projects": 1,
