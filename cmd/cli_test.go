@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/httpapi"
+	"github.com/theappliance/appliance/kvproxy"
 	"github.com/theappliance/appliance/ui"
 )
 
@@ -46,6 +48,8 @@ type cliSetupOpts struct {
 	limits httpapi.RateLimits
 	// instances starts the data plane and the job runner: projects become real PostgreSQL instances.
 	instances bool
+	// kv starts the key-value fronts (RESP and REST) as up does.
+	kv bool
 }
 
 func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
@@ -78,6 +82,20 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 	ts.StartTLS()
 	t.Cleanup(func() { api.Close(); ts.Close() })
 
+	if o.kv {
+		resp := &kvproxy.Server{Addr: "127.0.0.1:0", TLS: tlsCfg, Resolver: svc}
+		rest := &kvproxy.REST{Addr: "127.0.0.1:0", TLS: tlsCfg, Resolver: svc}
+		for _, f := range []interface {
+			Start(context.Context) error
+			Stop(context.Context) error
+		}{resp, rest} {
+			if err := f.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Stop(context.Background()) })
+		}
+		svc.SetKVFront(appliance.KVFront{RESPPort: portOf(resp.ListenAddr()), RESTURL: "https://localhost:" + strconv.Itoa(portOf(rest.ListenAddr()))})
+	}
 	e := &cliEnv{t: t, env: env, svc: svc, url: ts.URL, caPath: ca.CertPath(), boot: boot,
 		cfgPath: filepath.Join(t.TempDir(), "cli", "config.json")}
 	t.Setenv("APPLIANCE_CONFIG", e.cfgPath)

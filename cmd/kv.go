@@ -1,0 +1,284 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/theappliance/appliance/appliance"
+)
+
+var _ = registerClientCommand(newKVCmd)
+
+func newKVCmd(o *clientOpts) *cobra.Command {
+	return groupCmd("kv", []string{"redis"}, "Manage a project's key-value store (Redis over TLS, and Upstash's REST protocol)",
+		newKVCreateCmd(o), newKVGetCmd(o), newKVCredentialsCmd(o), newKVRotateCmd(o), newKVFlushCmd(o), newKVDeleteCmd(o), newKVCLICmd(o))
+}
+
+func kvPath(projectID string) string { return projectPath(projectID) + "/kv" }
+
+// printKVToken prints a token the API returns once: alone on stdout (TOKEN=$(appliance kv create …)), and
+// how to use it on stderr.
+func printKVToken(c *cobra.Command, kv *appliance.KVStore) {
+	if kv.Token == nil {
+		return
+	}
+	tok := *kv.Token
+	fmt.Fprintln(c.OutOrStdout(), tok)
+	w := c.ErrOrStderr()
+	fmt.Fprintf(w, "This is the only time the token is shown: the appliance keeps only its hash.\n")
+	fmt.Fprintf(w, "  redis-cli:  APPLIANCE_KV_TOKEN=<token> appliance kv cli %s\n", kv.ProjectID)
+	fmt.Fprintf(w, "  clients:    redis_url %s (with the token as the password of user default)\n",
+		strings.Replace(kv.Credentials.RedisURL, tok, "<token>", 1))
+	fmt.Fprintf(w, "  REST:       UPSTASH_REDIS_REST_URL=%s UPSTASH_REDIS_REST_TOKEN=<token>\n", kv.Credentials.RESTURL)
+}
+
+// kvJSONOr prints the API's JSON answer with asJSON, else runs human.
+func kvJSONOr(c *cobra.Command, raw []byte, asJSON bool, method, path string, out any, human func()) error {
+	if asJSON {
+		return printJSON(c.OutOrStdout(), raw)
+	}
+	if err := decode(method, path, raw, out); err != nil {
+		return err
+	}
+	human()
+	return nil
+}
+
+func newKVCreateCmd(o *clientOpts) *cobra.Command {
+	var wait, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "create PROJECT_ID",
+		Short: "Create the project's key-value store (prints its token once)",
+		Example: `  appliance kv create prj_... --wait
+  appliance kv cli prj_... --token kv_...`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := o.authed()
+			if err != nil {
+				return err
+			}
+			path := kvPath(args[0])
+			raw, err := cl.doRaw(c.Context(), http.MethodPost, path, nil)
+			if err != nil {
+				return err
+			}
+			var res appliance.KVCreateResponse
+			if err := decode(http.MethodPost, path, raw, &res); err != nil {
+				return err
+			}
+			if res.Job == nil || res.KVStore == nil {
+				return fmt.Errorf("POST %s: unexpected response: no job or store", path)
+			}
+			if asJSON {
+				if err := printJSON(c.OutOrStdout(), raw); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(c.ErrOrStderr(), "Creating key-value store %s of %s: job %s (%s).\n", res.KVStore.ID, args[0], res.Job.ID, res.Job.Type)
+				printKVToken(c, res.KVStore)
+			}
+			if !wait {
+				return nil
+			}
+			c.SetOut(c.ErrOrStderr()) // stdout holds the token alone
+			if _, err := waitJob(c, cl, res.Job); err != nil {
+				return err
+			}
+			if !asJSON {
+				fmt.Fprintf(c.ErrOrStderr(), "Key-value store %s is running.\n", res.KVStore.ID)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the store's server runs")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
+	return cmd
+}
+
+func newKVGetCmd(o *clientOpts) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "get PROJECT_ID",
+		Short: "Show the project's key-value store",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			var kv appliance.KVStore
+			if done, err := o.show(c, kvPath(args[0]), asJSON, &kv); done || err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "ID\t%s\nSTATE\t%s\n", kv.ID, kv.State)
+			if kv.LastError != "" {
+				fmt.Fprintf(tw, "LAST ERROR\t%s\n", kv.LastError)
+			}
+			fmt.Fprintf(tw, "MEMORY\t%d MB (%s)\nPERSISTENCE\t%s\nTOKEN\t%s… (shown only at create and rotate-token)\nRESP\t%s\nREST\t%s\nCREATED\t%s\n",
+				kv.MaxmemoryMB, kv.MaxmemoryPolicy, kv.Persistence, kv.TokenPrefix, kv.Credentials.RedisURL, kv.Credentials.RESTURL,
+				kv.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"))
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
+	return cmd
+}
+
+func newKVCredentialsCmd(o *clientOpts) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "credentials PROJECT_ID",
+		Short: "Show how to connect (the token itself is shown only at create and rotate-token)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			var cr appliance.KVCredentials
+			if done, err := o.show(c, kvPath(args[0])+"/credentials", asJSON, &cr); done || err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "redis_host\t%s\nredis_port\t%d\nredis_url\t%s\nrest_url\t%s\ntoken\tnot shown: only its hash is kept (appliance kv rotate-token %s mints a new one)\n",
+				cr.RedisHost, cr.RedisPort, cr.RedisURL, cr.RESTURL, args[0])
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
+	return cmd
+}
+
+func newKVRotateCmd(o *clientOpts) *cobra.Command {
+	var confirm, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "rotate-token PROJECT_ID --confirm",
+		Short: "Mint a new token (printed once); the old one and its connections are cut at once",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := requireConfirm(confirm, "the current token stops working at once and its connections are closed"); err != nil {
+				return err
+			}
+			cl, err := o.authed()
+			if err != nil {
+				return err
+			}
+			path := kvPath(args[0]) + "/rotate-token"
+			raw, err := cl.doRaw(c.Context(), http.MethodPost, path, nil)
+			if err != nil {
+				return err
+			}
+			var res appliance.KVStoreResult
+			return kvJSONOr(c, raw, asJSON, http.MethodPost, path, &res, func() {
+				fmt.Fprintf(c.ErrOrStderr(), "Rotated the token of key-value store %s: the old one no longer works.\n", res.KVStore.ID)
+				printKVToken(c, res.KVStore)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&confirm, "confirm", false, "confirm that the current token stops working")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
+	return cmd
+}
+
+// kvJobCmd is flush or delete: a confirmed job on the project's store.
+func kvJobCmd(o *clientOpts, use, short, method, suffix, warning, what string) *cobra.Command {
+	var confirm, wait bool
+	cmd := &cobra.Command{
+		Use:   use + " PROJECT_ID --confirm",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := requireConfirm(confirm, warning); err != nil {
+				return err
+			}
+			cl, err := o.authed()
+			if err != nil {
+				return err
+			}
+			var res appliance.JobResponse
+			if err := cl.do(c.Context(), method, kvPath(args[0])+suffix, nil, &res); err != nil {
+				return err
+			}
+			if res.Job == nil {
+				return fmt.Errorf("%s %s%s: unexpected response: no job", method, kvPath(args[0]), suffix)
+			}
+			jobStarted(c, what+" the key-value store of "+args[0], res.Job, wait)
+			if wait {
+				_, err = waitJob(c, cl, res.Job)
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&confirm, "confirm", false, "confirm: this has no undo")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the job ends")
+	return cmd
+}
+
+func newKVFlushCmd(o *clientOpts) *cobra.Command {
+	return kvJobCmd(o, "flush", "Delete every key (no undo); the endpoint and token stay", http.MethodPost, "/flush",
+		"flush deletes every key of the store, with no undo", "Flushing")
+}
+
+func newKVDeleteCmd(o *clientOpts) *cobra.Command {
+	return kvJobCmd(o, "delete", "Delete the store: its server and every key (the project is untouched)", http.MethodDelete, "",
+		"delete removes the store and every key, with no undo", "Deleting")
+}
+
+// newKVCLICmd runs redis-cli against the store's RESP front with TLS verified against the CA the CLI
+// trusts; the token goes to redis-cli through REDISCLI_AUTH, never on its command line.
+func newKVCLICmd(o *clientOpts) *cobra.Command {
+	var token string
+	cmd := &cobra.Command{
+		Use:   "cli PROJECT_ID [-- REDIS_CLI_ARGS...]",
+		Short: "Open redis-cli on the store (TLS verified; the token from --token or APPLIANCE_KV_TOKEN)",
+		Example: `  APPLIANCE_KV_TOKEN=kv_... appliance kv cli prj_...
+  appliance kv cli prj_... --token kv_... -- GET greeting`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			token = firstNonEmpty(token, os.Getenv("APPLIANCE_KV_TOKEN"))
+			if token == "" {
+				return errors.New("the store's token is required: --token kv_... or APPLIANCE_KV_TOKEN (it was printed by kv create or kv rotate-token)")
+			}
+			prog, err := exec.LookPath("redis-cli")
+			if err != nil {
+				return errors.New("redis-cli is not installed (Debian package redis-tools)")
+			}
+			cn, err := o.resolve()
+			if err != nil {
+				return err
+			}
+			cl, err := cn.client()
+			if err != nil {
+				return err
+			}
+			var cr appliance.KVCredentials
+			if err := cl.do(c.Context(), http.MethodGet, kvPath(args[0])+"/credentials", nil, &cr); err != nil {
+				return err
+			}
+			cliArgs := []string{"--tls", "-h", cr.RedisHost, "-p", strconv.Itoa(cr.RedisPort)}
+			if cn.caCert != "" {
+				caFile := cn.caCert
+				if strings.Contains(caFile, "-----BEGIN") { // inline PEM: redis-cli needs a file
+					f, err := os.CreateTemp("", "appliance-ca-*.crt")
+					if err != nil {
+						return err
+					}
+					defer os.Remove(f.Name())
+					if _, err := f.WriteString(caFile); err != nil {
+						return err
+					}
+					f.Close()
+					caFile = f.Name()
+				}
+				cliArgs = append(cliArgs, "--cacert", caFile)
+			}
+			run := exec.CommandContext(c.Context(), prog, append(cliArgs, args[1:]...)...)
+			run.Env = append(os.Environ(), "REDISCLI_AUTH="+token)
+			run.Stdin, run.Stdout, run.Stderr = c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr()
+			return run.Run()
+		},
+	}
+	cmd.Flags().StringVar(&token, "token", "", "the store's token (APPLIANCE_KV_TOKEN)")
+	return cmd
+}
