@@ -3,7 +3,6 @@ package cmd
 import (
 	"bytes"
 	"context"
-	"strconv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
