@@ -41,6 +41,7 @@ type cliEnv struct {
 	caPath  string
 	boot    *appliance.Bootstrap
 	cfgPath string
+	kvAddr  string // the RESP front (with cliSetupOpts.kv)
 }
 
 type cliSetupOpts struct {
@@ -82,6 +83,7 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 	ts.StartTLS()
 	t.Cleanup(func() { api.Close(); ts.Close() })
 
+	kvAddr := ""
 	if o.kv {
 		resp := &kvproxy.Server{Addr: "127.0.0.1:0", TLS: tlsCfg, Resolver: svc}
 		rest := &kvproxy.REST{Addr: "127.0.0.1:0", TLS: tlsCfg, Resolver: svc}
@@ -95,8 +97,9 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 			t.Cleanup(func() { f.Stop(context.Background()) })
 		}
 		svc.SetKVFront(appliance.KVFront{RESPPort: portOf(resp.ListenAddr()), RESTURL: "https://localhost:" + strconv.Itoa(portOf(rest.ListenAddr()))})
+		kvAddr = resp.ListenAddr()
 	}
-	e := &cliEnv{t: t, env: env, svc: svc, url: ts.URL, caPath: ca.CertPath(), boot: boot,
+	e := &cliEnv{t: t, env: env, svc: svc, url: ts.URL, caPath: ca.CertPath(), boot: boot, kvAddr: kvAddr,
 		cfgPath: filepath.Join(t.TempDir(), "cli", "config.json")}
 	t.Setenv("APPLIANCE_CONFIG", e.cfgPath)
 	for _, v := range []string{"APPLIANCE_API_URL", "APPLIANCE_API_KEY", "APPLIANCE_CA_CERT", "APPLIANCE_PASSWORD", "APPLIANCE_EMAIL"} {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/webhook"
@@ -40,7 +42,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 		}
 		t.Skip("node or chromium missing")
 	}
-	e := setupCLI(t, cliSetupOpts{instances: true, limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
+	e := setupCLI(t, cliSetupOpts{instances: true, kv: true, limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
 	work := e2eScript(t)
 	out := os.Getenv("APPLIANCE_E2E_OUT")
 	if out == "" {
@@ -116,6 +118,25 @@ func TestDashboardEndToEnd(t *testing.T) {
 			if n := hooks.verified.Load(); n < 1 {
 				t.Fatalf("the receiver verified %d deliveries with the secret the page showed", n)
 			}
+			answer("")
+		case what == "kv-works": // the token the page showed, from a Redis client through the RESP front
+			c := e.kvClient(t, arg)
+			if err := c.Set(t.Context(), "hello", "world", 0).Err(); err != nil {
+				t.Fatalf("the token the page showed: %v", err)
+			}
+			answer("")
+		case what == "kv-rotated":
+			old, rotated, _ := strings.Cut(arg, " ")
+			if err := e.kvClient(t, old).Ping(t.Context()).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+				t.Fatalf("the token before the page's rotation: %v", err)
+			}
+			if v, err := e.kvClient(t, rotated).Get(t.Context(), "hello").Result(); err != nil || v != "world" {
+				t.Fatalf("the rotated token: %q %v", v, err)
+			}
+			answer("")
+		case what == "kv-empty":
+			c := e.kvClient(t, arg)
+			waitCLI(t, func() bool { n, err := c.DBSize(t.Context()).Result(); return err == nil && n == 0 })
 			answer("")
 		case what == "create-project":
 			if _, err := e.svc.CreateProject(t.Context(), p, &appliance.CreateProjectRequest{Name: arg, Environment: "development"}); err != nil {
@@ -237,4 +258,13 @@ func failImport(t *testing.T, e *cliEnv, p *appliance.Principal, projectID strin
 		marker = marker[:40]
 	}
 	return marker
+}
+
+// kvClient is a go-redis client of the test's RESP front with token (verify-full against the CA).
+func (e *cliEnv) kvClient(t *testing.T, token string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: e.kvAddr, Password: token, MaxRetries: -1,
+		TLSConfig: &tls.Config{RootCAs: e.env.CA.Pool(), ServerName: "localhost"}})
+	t.Cleanup(func() { c.Close() })
+	return c
 }

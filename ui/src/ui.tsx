@@ -48,8 +48,9 @@ export function Empty({ children }: { children: ComponentChildren }) {
   return <div class="empty">{children}</div>
 }
 
-export function Badge({ value }: { value: string }) {
-  return <span class={'badge badge-' + value.replace(/[^a-z]/g, '')}>{value}</span>
+/** Badge shows a state; label, when given, is what a person reads for it (the class stays the state's). */
+export function Badge({ value, label }: { value: string; label?: string }) {
+  return <span class={'badge badge-' + value.replace(/[^a-z]/g, '')}>{label ?? value}</span>
 }
 
 /** masked hides the password of a connection URL (user:password@). */

@@ -5,12 +5,14 @@ import { bytes } from './overview'
 import { useProjectEvents, useProjectLoad } from '../events'
 import { ImportsTab, ScheduleCard } from './imports'
 import { AuditTab, BackupsTab, DataTab, ExtensionsTab, SettingsTab } from './project_tabs'
+import { KVTab } from './kv'
 
 const tabs = [
   { id: '', label: 'Overview' },
   { id: 'backups', label: 'Backups' },
   { id: 'data', label: 'Exports' },
   { id: 'imports', label: 'Imports' },
+  { id: 'kv', label: 'Key-value' },
   { id: 'extensions', label: 'Extensions' },
   { id: 'settings', label: 'Settings' },
   { id: 'audit', label: 'Audit' },
@@ -105,6 +107,7 @@ export function Project({ id, tab = '' }: { id: string; tab?: string }) {
           )}
           {tab === 'data' && <DataTab id={id} path={path} />}
           {tab === 'imports' && <ImportsTab path={path} projectName={p.name} />}
+          {tab === 'kv' && <KVTab id={id} path={path} orgID={p.organization_id} active={active} />}
           {tab === 'extensions' && <ExtensionsTab path={path} />}
           {tab === 'settings' && <SettingsTab path={path} project={p} reload={prj.reload} />}
           {tab === 'audit' && <AuditTab path={path} />}
