@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -116,13 +117,42 @@ func (ca *CA) Issue(hosts ...string) (certPEM, keyPEM []byte, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	certPEM, err = ca.sign(hosts, &key.PublicKey, 365*24*time.Hour)
+	if err != nil {
+		return nil, nil, err
+	}
+	return certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: mustMarshalKey(key)}), nil
+}
+
+// SignCSR issues a server certificate for the names of a certificate request (its DNS names and IP
+// addresses) and its key, valid for lifetime: the PEM chain, leaf first, then the CA.
+func (ca *CA) SignCSR(csr *x509.CertificateRequest, lifetime time.Duration) ([]byte, error) {
+	if err := csr.CheckSignature(); err != nil {
+		return nil, fmt.Errorf("certificate request: %w", err)
+	}
+	hosts := slices.Clone(csr.DNSNames)
+	for _, ip := range csr.IPAddresses {
+		hosts = append(hosts, ip.String())
+	}
+	if len(hosts) == 0 {
+		return nil, errors.New("certificate request names no host")
+	}
+	return ca.sign(hosts, csr.PublicKey, lifetime)
+}
+
+// sign makes the certificate of pub for hosts.
+func (ca *CA) sign(hosts []string, pub any, lifetime time.Duration) ([]byte, error) {
+	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: hosts[0]},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().AddDate(1, 0, 0),
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(lifetime),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if lifetime < 24*time.Hour { // short lives (tests of renewal) start now, so their renewal window is theirs
+		tmpl.NotBefore = now.Add(-time.Second)
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -131,13 +161,12 @@ func (ca *CA) Issue(hosts ...string) (certPEM, keyPEM []byte, err error) {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	certPEM = append(certPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})...)
-	return certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: mustMarshalKey(key)}), nil
+	out := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})...), nil
 }
 
 // ServerTLS returns a TLS config serving a certificate for hosts.
