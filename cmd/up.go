@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/caddyserver/certmagic"
 	"github.com/spf13/cobra"
 
 	"github.com/theappliance/appliance/appliance"
@@ -41,11 +43,14 @@ type UpConfig struct {
 	KVListen   string
 	// KVRESTListen is the REST front of key-value stores.
 	KVRESTListen string
-	PGBin        string
-	PGUser       string
-	PGListen     string
-	PGPorts      string
-	Spares       int
+	// ACME* name a public domain whose certificate an ACME CA issues (the listeners serve it beside the
+	// local CA's certificates of the local names).
+	ACMEDomain, ACMEEmail, ACMECA, ACMECARoot string
+	PGBin                                     string
+	PGUser                                    string
+	PGListen                                  string
+	PGPorts                                   string
+	Spares                                    int
 	// NoInstall stops up from installing missing programs with apt-get.
 	NoInstall        bool
 	PGEmbeddedCache  string
@@ -100,6 +105,10 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.StringVar(&cfg.Region, "region", envDefault("APPLIANCE_REGION", "local"), "region name reported on projects and /status (APPLIANCE_REGION)")
 	f.StringVar(&cfg.KVListen, "kv-listen", envDefault("APPLIANCE_KV_LISTEN", "127.0.0.1:6380"), "host:port of the TLS RESP front of key-value stores (APPLIANCE_KV_LISTEN)")
 	f.StringVar(&cfg.KVRESTListen, "kv-rest-listen", envDefault("APPLIANCE_KV_REST_LISTEN", "127.0.0.1:6381"), "host:port of the TLS REST front (Upstash's protocol) of key-value stores (APPLIANCE_KV_REST_LISTEN)")
+	f.StringVar(&cfg.ACMEDomain, "acme-domain", envDefault("APPLIANCE_ACME_DOMAIN", ""), "public domain whose certificate an ACME CA issues for the API and key-value listeners (APPLIANCE_ACME_DOMAIN); the CA validates it with TLS-ALPN-01 on port 443 of the domain, which must reach --listen; usually also --public-host")
+	f.StringVar(&cfg.ACMEEmail, "acme-email", envDefault("APPLIANCE_ACME_EMAIL", ""), "contact e-mail of the ACME account (APPLIANCE_ACME_EMAIL)")
+	f.StringVar(&cfg.ACMECA, "acme-ca", envDefault("APPLIANCE_ACME_CA", certmagic.LetsEncryptProductionCA), "ACME directory URL (APPLIANCE_ACME_CA)")
+	f.StringVar(&cfg.ACMECARoot, "acme-ca-root", envDefault("APPLIANCE_ACME_CA_ROOT", ""), "PEM file of the roots to trust for a private ACME server's HTTPS, such as step-ca or Pebble (APPLIANCE_ACME_CA_ROOT); default: the system's")
 	f.StringVar(&cfg.PGBin, "pg-bin", envDefault("APPLIANCE_PG_BIN", ""), "PostgreSQL bin directory (APPLIANCE_PG_BIN); default: the newest under /usr/lib/postgresql")
 	f.StringVar(&cfg.PGUser, "pg-user", envDefault("APPLIANCE_PG_USER", ""), "OS user instances run as when the appliance runs as root (APPLIANCE_PG_USER); default postgres if it exists, else appliance-pg (created)")
 	f.StringVar(&cfg.PGListen, "pg-listen", envDefault("APPLIANCE_PG_LISTEN", "127.0.0.1"), "address instances and poolers listen on (APPLIANCE_PG_LISTEN)")
@@ -201,6 +210,12 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	}
 	defer ln.Close()
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	certMgr, err := newCertManager(parent, cfg, dataDir, ca, ln.Addr().String(), log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer certMgr.Stop()
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		host = cfg.PublicHost
 	}
@@ -351,10 +366,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			return nil
 		}, stop: func(ctx context.Context) error { stopHooks(); return nil }},
 		{name: "kv-front", start: func(ctx context.Context) error {
-			tlsCfg, err := ca.ServerTLS(uniq("localhost", "127.0.0.1", cfg.PublicHost)...)
-			if err != nil {
-				return err
-			}
+			tlsCfg := certMgr.TLSConfig()
 			kv = &kvproxy.Server{Addr: cfg.KVListen, TLS: tlsCfg, Resolver: svc, Log: log}
 			kvREST = &kvproxy.REST{Addr: cfg.KVRESTListen, TLS: tlsCfg, Resolver: svc, Log: log}
 			svc.Probe.Register("kv-front", func(ctx context.Context) (string, string) {
@@ -388,10 +400,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			return nil
 		}},
 		{name: "api", start: func(ctx context.Context) error {
-			tlsCfg, err := ca.ServerTLS(uniq("localhost", "127.0.0.1", "::1", host, cfg.PublicHost)...)
-			if err != nil {
-				return err
-			}
+			tlsCfg := certMgr.TLSConfig()
 			api = httpapi.New(svc, httpapi.Options{Log: log, Limits: limits, Extra: testRoutes(svc, runner)})
 			srv = &http.Server{Handler: ui.Mount(api), TLSConfig: tlsCfg, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 				// Headers in bounded time; the request's body and answer get per-route deadlines (httpapi:
@@ -402,7 +411,8 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 					log.Error("api server", "err", err)
 				}
 			}()
-			return nil
+			// The public domain's certificate, now that the API answers the ACME CA's challenge.
+			return certMgr.StartACME(context.WithoutCancel(ctx))
 		}, stop: func(ctx context.Context) error {
 			api.Close() // event streams end first: Shutdown waits for every handler
 			return srv.Shutdown(ctx)
@@ -496,4 +506,33 @@ func worst(ctx context.Context, probes ...func(context.Context) (string, string)
 		msgs = append(msgs, msg)
 	}
 	return status, strings.Join(msgs, "; ")
+}
+
+// newCertManager is the certificates of the API and key-value listeners (certmagic): the appliance CA's for
+// the local names, an ACME CA's for --acme-domain.
+func newCertManager(ctx context.Context, cfg UpConfig, dataDir string, ca *certs.CA, apiAddr string, log *slog.Logger) (*certs.Manager, error) {
+	host, _, _ := net.SplitHostPort(apiAddr)
+	o := certs.Options{StorageDir: filepath.Join(dataDir, "certmagic"), CA: ca, Log: log,
+		Names: uniq("localhost", "127.0.0.1", "::1", host, cfg.PublicHost)}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		o.Names = uniq("localhost", "127.0.0.1", "::1", cfg.PublicHost)
+	}
+	if cfg.ACMEDomain != "" {
+		o.ACME = &certs.ACMEOptions{Domain: cfg.ACMEDomain, Email: cfg.ACMEEmail, CA: cfg.ACMECA, TLSALPNAddr: apiAddr}
+		if cfg.ACMECARoot != "" {
+			pem, err := os.ReadFile(cfg.ACMECARoot)
+			if err != nil {
+				return nil, fmt.Errorf("--acme-ca-root: %w", err)
+			}
+			o.ACME.Roots = x509.NewCertPool()
+			if !o.ACME.Roots.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("--acme-ca-root %s holds no PEM certificate", cfg.ACMECARoot)
+			}
+		}
+	}
+	m, err := certs.NewManager(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("certificates: %w", err)
+	}
+	return m, nil
 }
