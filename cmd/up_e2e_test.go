@@ -189,8 +189,14 @@ func e2ePorts(dataDir string) string {
 // e2eStartEnv is e2eStart with extra environment variables ("NAME=value").
 func e2eStartEnv(t *testing.T, bin, dataDir string, env ...string) *e2eProc {
 	t.Helper()
+	return e2eStartWith(t, bin, dataDir, env, nil)
+}
+
+// e2eStartWith is e2eStart with extra environment variables and flags (which win over the defaults).
+func e2eStartWith(t *testing.T, bin, dataDir string, env, flags []string) *e2eProc {
+	t.Helper()
 	p := &e2eProc{stdout: &e2eBuffer{}, stderr: &e2eBuffer{}, exited: make(chan struct{}), dataDir: dataDir}
-	p.cmd = exec.Command(bin, "up", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--pg-ports", e2ePorts(dataDir))
+	p.cmd = exec.Command(bin, append([]string{"up", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--pg-ports", e2ePorts(dataDir)}, flags...)...)
 	p.cmd.Env = append(append(os.Environ(), "APPLIANCE_KV_LISTEN=127.0.0.1:0", "APPLIANCE_KV_REST_LISTEN=127.0.0.1:0", "APPLIANCE_LOG_LEVEL=debug"), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {

@@ -1,23 +1,17 @@
-package certs
+package certs_test
 
 import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"io"
-	"log"
 	"net"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/letsencrypt/pebble/v2/ca"
-	"github.com/letsencrypt/pebble/v2/db"
-	"github.com/letsencrypt/pebble/v2/va"
-	"github.com/letsencrypt/pebble/v2/wfe"
-	"github.com/miekg/dns"
+	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/certs"
 )
 
 // serveTLS accepts TLS connections with cfg and completes their handshakes (a listener of the appliance).
@@ -61,9 +55,9 @@ func leaf(t *testing.T, addr, serverName string, roots *x509.CertPool) (*x509.Ce
 	return c.ConnectionState().PeerCertificates[0], nil
 }
 
-func newCA(t *testing.T) *CA {
+func newCA(t *testing.T) *certs.CA {
 	t.Helper()
-	c, err := LoadOrCreateCA(filepath.Join(t.TempDir(), "ca"))
+	c, err := certs.LoadOrCreateCA(filepath.Join(t.TempDir(), "ca"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +70,7 @@ func TestManagerServesCertificatesOfTheCA(t *testing.T) {
 	t.Parallel()
 	authority := newCA(t)
 	storage := t.TempDir()
-	m, err := NewManager(t.Context(), Options{StorageDir: storage, CA: authority, Names: []string{"localhost", "127.0.0.1", "db.example.test"}})
+	m, err := certs.NewManager(t.Context(), certs.Options{StorageDir: storage, CA: authority, Names: []string{"localhost", "127.0.0.1", "db.example.test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +92,7 @@ func TestManagerServesCertificatesOfTheCA(t *testing.T) {
 	}
 	m.Stop()
 
-	again, err := NewManager(t.Context(), Options{StorageDir: storage, CA: authority, Names: []string{"localhost", "127.0.0.1", "db.example.test"}})
+	again, err := certs.NewManager(t.Context(), certs.Options{StorageDir: storage, CA: authority, Names: []string{"localhost", "127.0.0.1", "db.example.test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +108,7 @@ func TestManagerServesCertificatesOfTheCA(t *testing.T) {
 func TestManagerRenewsWithoutRestart(t *testing.T) {
 	t.Parallel()
 	authority := newCA(t)
-	m, err := NewManager(t.Context(), Options{StorageDir: t.TempDir(), CA: authority, Names: []string{"localhost"},
+	m, err := certs.NewManager(t.Context(), certs.Options{StorageDir: t.TempDir(), CA: authority, Names: []string{"localhost"},
 		Lifetime: 6 * time.Second, RenewCheck: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -147,8 +141,6 @@ func TestManagerRenewsWithoutRestart(t *testing.T) {
 // (Pebble resolves the domain through a DNS server of the test and connects to the listener), finalize,
 // download. The local names keep their CA certificates beside it.
 func TestManagerObtainsFromACME(t *testing.T) {
-	t.Setenv("PEBBLE_VA_NOSLEEP", "1")
-	t.Setenv("PEBBLE_WFE_NONCEREJECT", "0")
 	const domain = "appliance.example.com"
 	authority := newCA(t)
 
@@ -161,37 +153,10 @@ func TestManagerObtainsFromACME(t *testing.T) {
 	_, apiPort, _ := net.SplitHostPort(apiAddr)
 	tlsPort, _ := strconv.Atoi(apiPort)
 
-	// A DNS server that says the domain is 127.0.0.1 (Pebble's VA asks it over TCP).
-	dnsLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dnsSrv := &dns.Server{Listener: dnsLn, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(r)
-		for _, q := range r.Question {
-			if q.Qtype == dns.TypeA {
-				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP("127.0.0.1")})
-			}
-		}
-		w.WriteMsg(m)
-	})}
-	go dnsSrv.ActivateAndServe()
-	t.Cleanup(func() { dnsSrv.Shutdown() })
+	acme := appliancetest.StartACME(t, tlsPort)
 
-	// Pebble: its CA, VA and web front end, as its main assembles them.
-	logger := log.New(io.Discard, "", 0)
-	store := db.NewMemoryStore()
-	pebbleCA := ca.New(logger, store, "", "ecdsa", 0, 1, map[string]ca.Profile{"default": {Description: "default"}})
-	pebbleVA := va.New(logger, 0, tlsPort, false, dnsLn.Addr().String(), store)
-	front := wfe.New(logger, store, pebbleVA, pebbleCA, []string{"pebble.letsencrypt.org"}, false, false, 0, 0)
-	acmeSrv := httptest.NewTLSServer(front.Handler())
-	t.Cleanup(acmeSrv.Close)
-	acmeRoots := x509.NewCertPool()
-	acmeRoots.AddCert(acmeSrv.Certificate())
-
-	m, err := NewManager(t.Context(), Options{StorageDir: t.TempDir(), CA: authority, Names: []string{"localhost", "127.0.0.1", domain},
-		ACME: &ACMEOptions{Domain: domain, Email: "ops@example.com", CA: acmeSrv.URL + "/dir", Roots: acmeRoots, TLSALPNAddr: apiAddr},
+	m, err := certs.NewManager(t.Context(), certs.Options{StorageDir: t.TempDir(), CA: authority, Names: []string{"localhost", "127.0.0.1", domain},
+		ACME: &certs.ACMEOptions{Domain: domain, Email: "ops@example.com", CA: acme.DirectoryURL, Roots: acme.ServerRoots, TLSALPNAddr: apiAddr},
 		Log:  nil})
 	if err != nil {
 		t.Fatal(err)
@@ -211,8 +176,7 @@ func TestManagerObtainsFromACME(t *testing.T) {
 	if err := m.StartACME(context.WithoutCancel(t.Context())); err != nil {
 		t.Fatal(err)
 	}
-	pebbleRoots := x509.NewCertPool()
-	pebbleRoots.AddCert(pebbleCA.GetRootCert(0).Cert)
+	pebbleRoots := acme.IssuedRoots
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		c, err := leaf(t, apiAddr, domain, pebbleRoots)
 		if err == nil {

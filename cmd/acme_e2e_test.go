@@ -1,0 +1,50 @@
+package cmd_test
+
+import (
+	"crypto/tls"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/appliancetest"
+)
+
+// TestUpACMEDomain: `up --acme-domain` obtains the domain's certificate from a real ACME server (Pebble,
+// run by the test, validating with TLS-ALPN-01 against the API listener) and serves it on the API and
+// on the key-value RESP front, beside the local CA's certificate for localhost.
+func TestUpACMEDomain(t *testing.T) {
+	bin := e2eBuild(t)
+	dataDir := appliancetest.TraversableTempDir(t)
+	t.Cleanup(func() { e2eKillUnder(t, dataDir) })
+	const domain = "appliance.example.com"
+	apiPort, kvPort := freePort(t), freePort(t)
+	acme := appliancetest.StartACME(t, apiPort)
+	p := e2eStartWith(t, bin, dataDir, nil, []string{"--listen", "127.0.0.1:" + strconv.Itoa(apiPort),
+		"--kv-listen", "127.0.0.1:" + strconv.Itoa(kvPort), "--acme-domain", domain, "--acme-email", "ops@example.com",
+		"--acme-ca", acme.DirectoryURL, "--acme-ca-root", acme.ServerRootsFile})
+	for _, port := range []int{apiPort, kvPort} {
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		e2eEventually(t, time.Minute, "the ACME certificate on "+addr, func() (bool, string) {
+			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{RootCAs: acme.IssuedRoots, ServerName: domain})
+			if err != nil {
+				return false, err.Error()
+			}
+			c.Close()
+			return true, ""
+		})
+	}
+	// localhost is still served by the appliance's CA (the e2e client verifies with it).
+	p.do(t, "", "GET", "/healthz", nil, 200, nil)
+}
+
+// freePort is a TCP port free on 127.0.0.1 now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
