@@ -46,21 +46,8 @@ func newKVBench(b *testing.B) *kvBench {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg, err := e.CA.ServerTLS("127.0.0.1", "localhost")
-	if err != nil {
-		b.Fatal(err)
-	}
-	k := &kvBench{e: e, resp: &kvproxy.Server{Addr: "127.0.0.1:0", TLS: cfg, Resolver: e.Svc},
-		rest: &kvproxy.REST{Addr: "127.0.0.1:0", TLS: cfg, Resolver: e.Svc}}
-	for _, f := range []interface {
-		Start(context.Context) error
-		Stop(context.Context) error
-	}{k.resp, k.rest} {
-		if err := f.Start(b.Context()); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { f.Stop(context.Background()) })
-	}
+	f := e.StartKVFronts(b)
+	k := &kvBench{e: e, resp: f.RESP, rest: f.REST}
 	res, err := e.Svc.CreateProject(b.Context(), p, &appliance.CreateProjectRequest{Name: "kv-bench", Environment: "development", Plan: "scale"})
 	if err != nil {
 		b.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,7 +26,6 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/httpapi"
-	"github.com/theappliance/appliance/kvproxy"
 	"github.com/theappliance/appliance/ui"
 )
 
@@ -85,19 +83,7 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 
 	kvAddr := ""
 	if o.kv {
-		resp := &kvproxy.Server{Addr: "127.0.0.1:0", TLS: tlsCfg, Resolver: svc}
-		rest := &kvproxy.REST{Addr: "127.0.0.1:0", TLS: tlsCfg, Resolver: svc}
-		for _, f := range []interface {
-			Start(context.Context) error
-			Stop(context.Context) error
-		}{resp, rest} {
-			if err := f.Start(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { f.Stop(context.Background()) })
-		}
-		svc.SetKVFront(appliance.KVFront{RESPPort: portOf(resp.ListenAddr()), RESTURL: "https://localhost:" + strconv.Itoa(portOf(rest.ListenAddr()))})
-		kvAddr = resp.ListenAddr()
+		kvAddr = env.StartKVFronts(t).RESP.ListenAddr()
 	}
 	e := &cliEnv{t: t, env: env, svc: svc, url: ts.URL, caPath: ca.CertPath(), boot: boot, kvAddr: kvAddr,
 		cfgPath: filepath.Join(t.TempDir(), "cli", "config.json")}

@@ -1,11 +1,9 @@
 package kvproxy_test
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -38,26 +36,8 @@ func newKVEnv(t *testing.T) *kvEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := e.CA.ServerTLS("127.0.0.1", "localhost")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := &kvEnv{Env: e, p: p,
-		resp: &kvproxy.Server{Addr: "127.0.0.1:0", TLS: cfg, Resolver: e.Svc},
-		rest: &kvproxy.REST{Addr: "127.0.0.1:0", TLS: cfg, Resolver: e.Svc}}
-	for _, f := range []interface {
-		Start(context.Context) error
-		Stop(context.Context) error
-	}{k.resp, k.rest} {
-		if err := f.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Stop(context.Background()) })
-	}
-	_, rp, _ := net.SplitHostPort(k.resp.ListenAddr())
-	port, _ := strconv.Atoi(rp)
-	_, hp, _ := net.SplitHostPort(k.rest.ListenAddr())
-	e.Svc.SetKVFront(appliance.KVFront{RESPPort: port, RESTURL: "https://localhost:" + hp})
+	f := e.StartKVFronts(t)
+	k := &kvEnv{Env: e, p: p, resp: f.RESP, rest: f.REST}
 	return k
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/kvproxy"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -343,4 +344,36 @@ func (e *Env) StartWebhooks(t testing.TB, o *appliance.WebhookOptions) {
 	done := make(chan struct{})
 	go func() { defer close(done); e.Svc.RunWebhooks(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+// KVFronts are the key-value fronts of an Env, as up runs them.
+type KVFronts struct {
+	RESP *kvproxy.Server
+	REST *kvproxy.REST
+}
+
+// StartKVFronts starts both key-value fronts on loopback with certificates of the Env's CA (for localhost
+// and 127.0.0.1), and tells the service their addresses (the REST URL's host is localhost).
+func (e *Env) StartKVFronts(t testing.TB) *KVFronts {
+	t.Helper()
+	cfg, err := e.CA.ServerTLS("127.0.0.1", "localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &KVFronts{RESP: &kvproxy.Server{Addr: "127.0.0.1:0", TLS: cfg, Resolver: e.Svc},
+		REST: &kvproxy.REST{Addr: "127.0.0.1:0", TLS: cfg, Resolver: e.Svc}}
+	for _, s := range []interface {
+		Start(context.Context) error
+		Stop(context.Context) error
+	}{f.RESP, f.REST} {
+		if err := s.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Stop(context.Background()) })
+	}
+	_, resp, _ := net.SplitHostPort(f.RESP.ListenAddr())
+	_, rest, _ := net.SplitHostPort(f.REST.ListenAddr())
+	port, _ := strconv.Atoi(resp)
+	e.Svc.SetKVFront(appliance.KVFront{RESPPort: port, RESTURL: "https://localhost:" + rest})
+	return f
 }

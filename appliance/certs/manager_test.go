@@ -14,17 +14,21 @@ import (
 	"github.com/theappliance/appliance/appliance/certs"
 )
 
-// serveTLS accepts TLS connections with cfg and completes their handshakes (a listener of the appliance).
-func serveTLS(t *testing.T, cfg *tls.Config) string {
+// serveTLS accepts TLS connections with cfg on ln (a new loopback listener when nil) and completes their
+// handshakes, as the appliance's listeners do; it returns the address.
+func serveTLS(t *testing.T, ln net.Listener, cfg *tls.Config) string {
 	t.Helper()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
 	}
-	t.Cleanup(func() { ln.Close() })
+	tl := tls.NewListener(ln, cfg)
+	t.Cleanup(func() { tl.Close() })
 	go func() {
 		for {
-			c, err := ln.Accept()
+			c, err := tl.Accept()
 			if err != nil {
 				return
 			}
@@ -75,7 +79,7 @@ func TestManagerServesCertificatesOfTheCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Stop()
-	addr := serveTLS(t, m.TLSConfig())
+	addr := serveTLS(t, nil, m.TLSConfig())
 	serials := map[string]string{}
 	for _, name := range []string{"localhost", "", "db.example.test"} {
 		c, err := leaf(t, addr, name, authority.Pool())
@@ -97,7 +101,7 @@ func TestManagerServesCertificatesOfTheCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer again.Stop()
-	addr = serveTLS(t, again.TLSConfig())
+	addr = serveTLS(t, nil, again.TLSConfig())
 	if c, err := leaf(t, addr, "localhost", authority.Pool()); err != nil || c.SerialNumber.String() != serials["localhost"] {
 		t.Fatalf("after a restart: %v, serial changed: %v", err, c != nil && c.SerialNumber.String() != serials["localhost"])
 	}
@@ -114,7 +118,7 @@ func TestManagerRenewsWithoutRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Stop()
-	addr := serveTLS(t, m.TLSConfig())
+	addr := serveTLS(t, nil, m.TLSConfig())
 	first, err := leaf(t, addr, "localhost", authority.Pool())
 	if err != nil {
 		t.Fatal(err)
@@ -162,17 +166,7 @@ func TestManagerObtainsFromACME(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Stop()
-	ln := tls.NewListener(pre, m.TLSConfig())
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); c.(*tls.Conn).Handshake(); c.Read(make([]byte, 1)) }()
-		}
-	}()
+	serveTLS(t, pre, m.TLSConfig())
 	if err := m.StartACME(context.WithoutCancel(t.Context())); err != nil {
 		t.Fatal(err)
 	}
