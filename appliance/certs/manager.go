@@ -169,6 +169,10 @@ func (m *Manager) TLSConfig() *tls.Config {
 // Stop ends certmagic's maintenance (renewals). Idempotent.
 func (m *Manager) Stop() { m.stop.Do(m.cache.Stop) }
 
+// chatter are certmagic's info messages of its own housekeeping, logged at debug level.
+var chatter = map[string]bool{"acquiring lock": true, "lock acquired": true, "releasing lock": true,
+	"started background certificate maintenance": true, "stopped background certificate maintenance": true}
+
 // slogCore sends certmagic's zap logs (obtaining, renewing, errors) to the appliance's log.
 type slogCore struct {
 	log    *slog.Logger
@@ -204,7 +208,7 @@ func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 		level = slog.LevelError
 	case e.Level == zapcore.WarnLevel:
 		level = slog.LevelWarn
-	case e.Level <= zapcore.DebugLevel:
+	case e.Level <= zapcore.DebugLevel || chatter[e.Message]:
 		level = slog.LevelDebug
 	}
 	c.log.Log(context.Background(), level, e.Message, args...)
