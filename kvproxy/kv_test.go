@@ -385,6 +385,15 @@ func TestStoreLifecycle(t *testing.T) {
 		}
 	}
 
+	// A plan change does not resize the store.
+	pro := "pro"
+	if _, err := k.Svc.PatchProject(ctx, k.p, prj, &appliance.PatchProjectRequest{Plan: &pro}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := k.Svc.GetKV(ctx, k.p, prj); err != nil || got.MaxmemoryMB != 32 {
+		t.Fatalf("after the plan change: %+v %v", got, err)
+	}
+
 	// Flush: every key gone, the same token works.
 	fl, err := k.Svc.FlushKV(ctx, k.p, prj)
 	if err != nil {
@@ -429,6 +438,20 @@ func TestStoreLifecycle(t *testing.T) {
 	}
 	if n, _ := usage(); n != 0 {
 		t.Fatalf("usage counts %d stores after the delete", n)
+	}
+	// The project's event log tells the store's life.
+	page, err := k.Svc.ProjectEvents(ctx, k.p, prj, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, ev := range page.Events {
+		if strings.HasPrefix(ev.Type, "kv.") {
+			kinds = append(kinds, ev.Type)
+		}
+	}
+	if strings.Join(kinds, " ") != "kv.ready kv.deleted" {
+		t.Fatalf("kv events: %v", kinds)
 	}
 	again := k.store(t, prj)
 	if *again.Token == *kv.Token {
