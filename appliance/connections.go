@@ -45,17 +45,25 @@ func (s *Service) ProjectConnections(ctx context.Context, p *Principal, projectI
 		if prj.State != ProjectActive {
 			return Conflict("project %s is %s: connections exist once it is active", prj.ID, prj.State)
 		}
-		pw, err := s.box.Open(prj.Credential.Password)
-		if err != nil {
-			return Internal(err, "open project credential")
+		c, err := s.connectionsOf(prj)
+		if err == nil {
+			out = &ConnectionsResponse{Connections: *c}
 		}
-		c := prj.Credential.Username
-		out = &ConnectionsResponse{Connections: Connections{Username: c,
-			DirectURL: s.connectionURL(prj.PublicHost, prj.DirectPort, prj.DatabaseName, c, string(pw)),
-			PooledURL: s.connectionURL(prj.PublicHost, prj.PooledPort, prj.DatabaseName, c, string(pw))}}
-		return nil
+		return err
 	})
 	return out, err
+}
+
+// connectionsOf is a project's URLs with its current credential.
+func (s *Service) connectionsOf(prj *store.Project) (*Connections, error) {
+	pw, err := s.box.Open(prj.Credential.Password)
+	if err != nil {
+		return nil, Internal(err, "open project credential")
+	}
+	c := prj.Credential.Username
+	return &Connections{Username: c,
+		DirectURL: s.connectionURL(prj.PublicHost, prj.DirectPort, prj.DatabaseName, c, string(pw)),
+		PooledURL: s.connectionURL(prj.PublicHost, prj.PooledPort, prj.DatabaseName, c, string(pw))}, nil
 }
 
 // RotateCredentialsRequest is the body of POST /v1/projects/{projectID}/credentials/rotate.

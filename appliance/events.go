@@ -35,6 +35,7 @@ var EventTypes = []EventType{
 	{"export.completed", "an export's dump is ready to download", "{job}"},
 	{"import.completed", "an uploaded dump was restored, or a follow was cut over", "{job}"},
 	{"credentials.rotated", "a rotation made a new credential current (the old one works until the overlap ends)", "{job}"},
+	{"ephemeral.claimed", "an ephemeral database was claimed into an organization: it is a normal project now", "{project}"},
 	{"kv.ready", "a key-value store's server runs: it accepts its token", "{job}"},
 	{"kv.deleted", "a key-value store's deletion completed: its server and data are gone", "{job}"},
 	{"webhook.test", "POST .../webhook-endpoints/{endpointID}/test: sent to that endpoint only, whatever its event_types (never in the log or a stream)", "{webhook_endpoint_id, organization_id}"},

@@ -63,6 +63,9 @@ type Service struct {
 	// kvFront is where tenants reach the key-value stores; kvLocks orders a store's rotations and removal.
 	kvFront KVFront
 	kvLocks keyLocks
+	// ephemeral bounds anonymous ephemeral databases; ephemeralRate is its per-IP bucket.
+	ephemeral     EphemeralLimits
+	ephemeralRate perKeyRate
 }
 
 // New returns a service; jobs may be nil until the runner exists (SetNotifier).
@@ -76,6 +79,7 @@ func New(cfg Config, db *store.DB, box *SecretBox, log *slog.Logger) *Service {
 	s := &Service{cfg: cfg, db: db, box: box, log: log, now: func() time.Time { return time.Now().UTC() }, Probe: &Probes{},
 		preflights: perKeyRate{every: time.Minute / preflightsPerMinute, burst: preflightsPerMinute}}
 	s.hooks = newWebhooks(DefaultWebhookOptions, s.policy())
+	s.SetEphemeralLimits(DefaultEphemeralLimits)
 	return s
 }
 

@@ -28,7 +28,7 @@ func TestEveryMutatingRouteIsAudited(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cred, path := f.fullRights(rt), f.path(t, rt)
 			last := lastAuditID(b)
-			r := b.call(t, rt.Method, path, bearer(cred), f.body(rt))
+			r := b.call(t, rt.Method, path, f.header(rt, cred), f.body(rt))
 			if want, ok := unreachable[name]; ok {
 				if r.status != want {
 					t.Fatalf("%d, want %d\n%s", r.status, want, r.body)

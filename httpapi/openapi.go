@@ -276,6 +276,13 @@ func (g *schemaGen) operation(rt Route, pathParams []string, used map[string]boo
 		}
 		params = append(params, qp)
 	}
+	for _, h := range rt.Header {
+		hp := map[string]any{"name": h.Name, "in": "header", "required": h.Required, "schema": map[string]any{"type": "string"}}
+		if h.Doc != "" {
+			hp["description"] = h.Doc
+		}
+		params = append(params, hp)
+	}
 	if len(params) > 0 {
 		op["parameters"] = params
 	}

@@ -397,6 +397,41 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("GET", project+"/audit-events", "/v1/projects/{projectID}/audit-events", b.adminKey, nil, 200)
 	call("GET", project+"/jobs", "/v1/projects/{projectID}/jobs", b.adminKey, nil, 200)
 	call("GET", project+"/events?follow=false", "/v1/projects/{projectID}/events", b.adminKey, nil, 200)
+	// Ephemeral databases: created without a credential, read and deleted with the claim token, claimed.
+	ephemeral := func(name string) (string, string) {
+		t.Helper()
+		r := call("POST", "/v1/ephemeral-databases", "/v1/ephemeral-databases", "", map[string]any{"name": name}, 201)
+		return r.json["ephemeral_database"].(map[string]any)["project_id"].(string), r.json["claim_token"].(string)
+	}
+	callWith := func(method, path, pattern, token string, want int) *response {
+		t.Helper()
+		var hdr http.Header
+		if token != "" {
+			hdr = http.Header{"X-Service-Claim-Token": {token}}
+		}
+		r := b.call(t, method, path, hdr, nil)
+		if r.status != want {
+			t.Errorf("%s %s: %d, want %d: %s", method, path, r.status, want, r.body)
+		}
+		called[method+" "+pattern] = true
+		return r
+	}
+	eph, ephToken := ephemeral("conformance")
+	call("POST", "/v1/ephemeral-databases", "/v1/ephemeral-databases", "", map[string]any{"region": "mars"}, 400)
+	ephPattern := "/v1/ephemeral-databases/{projectID}"
+	callWith("GET", "/v1/ephemeral-databases/"+eph, ephPattern, "", 401)
+	callWith("GET", "/v1/ephemeral-databases/"+eph, ephPattern, "eph_wrong", 404)
+	callWith("GET", "/v1/ephemeral-databases/prj_nope", ephPattern, ephToken, 404)
+	callWith("GET", "/v1/ephemeral-databases/"+eph, ephPattern, ephToken, 200)
+	call("POST", "/v1/ephemeral-databases/"+eph+"/claim", ephPattern+"/claim", b.adminKey, map[string]any{"claim_token": "eph_wrong"}, 404)
+	call("POST", "/v1/ephemeral-databases/"+eph+"/claim", ephPattern+"/claim", b.adminKey, map[string]any{}, 400)
+	call("POST", "/v1/ephemeral-databases/"+eph+"/claim", ephPattern+"/claim", b.adminKey, map[string]any{"claim_token": ephToken}, 200)
+	call("POST", "/v1/ephemeral-databases/"+eph+"/claim", ephPattern+"/claim", b.adminKey, map[string]any{"claim_token": ephToken}, 409)
+	callWith("GET", "/v1/ephemeral-databases/"+eph, ephPattern, ephToken, 404) // a claimed database is a project now
+	gone, goneToken := ephemeral("conformance-deleted")
+	callWith("DELETE", "/v1/ephemeral-databases/"+gone, ephPattern, "eph_wrong", 404)
+	callWith("DELETE", "/v1/ephemeral-databases/"+gone, ephPattern, goneToken, 202)
+
 	// Key-value stores: the whole life of one.
 	kvp := "/v1/projects/{projectID}/kv"
 	waitJob := func(r *response) {

@@ -46,6 +46,7 @@ type Route struct {
 	Bucket       string          // rate-limit bucket: "" (default) or "cli_login"
 	Status       int             // success status
 	Query        []Param
+	Header       []Param // request headers the handler reads (documentation; the handler checks them)
 	Do           Op
 	ContentType  string // response media type when not JSON (documentation only)
 	// Stream marks routes whose bodies may take long to send or receive (dump uploads and downloads,

@@ -129,6 +129,16 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/projects/{projectID}/imports/follow/cutover", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Wait for zero lag, copy sequence values, drop the subscription and publication (needs confirm: true; stop writes to the source first)", Do: With(s.followCutover)},
 		{Method: post, Path: "/v1/projects/{projectID}/imports/follow/abort", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Stop following: drop the subscription and publication and restore the backup taken before follow started", Do: Without(s.followAbort)},
 
+		// Ephemeral databases (no account: the claim token is their credential until they are claimed)
+		{Method: post, Path: "/v1/ephemeral-databases", Tag: "ephemeral", Auth: Public, Status: created, Summary: "Create a throwaway database without an account (destroyed after 72 hours unless claimed; the claim token is returned once)",
+			Errors: []int{http.StatusServiceUnavailable}, Do: With(s.createEphemeral)},
+		{Method: get, Path: "/v1/ephemeral-databases/{projectID}", Tag: "ephemeral", Auth: Public, Status: ok, Summary: "An ephemeral database and its connection URLs (the claim token in X-Service-Claim-Token; 404 for an unknown database and a wrong token alike)",
+			Header: []Param{claimTokenParam}, Do: Without(s.getEphemeral)},
+		{Method: del, Path: "/v1/ephemeral-databases/{projectID}", Tag: "ephemeral", Auth: Public, Status: accepted, Summary: "Destroy an ephemeral database now (the claim token in X-Service-Claim-Token)",
+			Header: []Param{claimTokenParam}, Errors: []int{http.StatusConflict}, Do: Without(s.deleteEphemeral)},
+		{Method: post, Path: "/v1/ephemeral-databases/{projectID}/claim", Tag: "ephemeral", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Claim an ephemeral database into the caller's organization as a normal project (its data and connection details stay; sessions need the admin role)",
+			Errors: []int{http.StatusConflict}, Do: With(s.claimEphemeral)},
+
 		// Key-value stores (a Redis server per project behind the RESP and REST fronts)
 		{Method: get, Path: "/v1/kv", Tag: "kv", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "List the organization's key-value stores",
 			Query: []Param{{Name: "organization_id", Type: "string", Doc: "the organization to list; required for platform administrators, optional (and must be their own) for others"}}, Do: Without(s.listKV)},
@@ -155,6 +165,9 @@ func (s *Server) table() []Route {
 			Query: []Param{limitParam(25)}, Do: Without(s.projectJobs)},
 	})
 }
+
+// claimTokenParam documents the header of an ephemeral database's routes.
+var claimTokenParam = Param{Name: claimTokenHeader, Required: true, Doc: "the eph_ claim token returned when the database was created (401 when absent)"}
 
 // storeReads are the project routes that only read the appliance's records: they answer whatever the
 // project's state, and never reach its server.

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -24,6 +25,20 @@ type fixtures struct {
 	routeQuery   map[string]map[string]string       // "METHOD /path" → values overriding query for that route
 	routeParams  map[string]map[string]fixtureParam // "METHOD /path" → path parameters overriding params
 	bodies       map[string]any                     // "METHOD /path" → body of a call that succeeds
+	headers      map[string]http.Header             // "METHOD /path" → request headers a call needs
+	claimToken   string                             // of the ephemeral database the claim route claims
+}
+
+// header is the request's headers: the credential's, and those the route's fixture needs.
+func (f *fixtures) header(rt Route, cred string) http.Header {
+	h := bearer(cred)
+	for k, v := range f.headers[rt.Method+" "+rt.Path] {
+		if h == nil {
+			h = http.Header{}
+		}
+		h[k] = v
+	}
+	return h
 }
 
 // fixtureParam is a path parameter's value and the project its resource belongs to ("" for none).
@@ -130,6 +145,24 @@ func newFixtures(b *bundle) *fixtures {
 	}
 	// prjA has a running store; the create acts on prjF, which has none.
 	f.routeParams["POST /v1/projects/{projectID}/kv"] = map[string]fixtureParam{"projectID": {value: f.prjF.ID, project: f.prjF.ID}}
+	// Two ephemeral databases: one read and deleted with its claim token, one claimed.
+	f.headers = map[string]http.Header{}
+	for i, routes := range [][]string{{"GET /v1/ephemeral-databases/{projectID}", "DELETE /v1/ephemeral-databases/{projectID}"},
+		{"POST /v1/ephemeral-databases/{projectID}/claim"}} {
+		eph := b.do("POST", "/v1/ephemeral-databases", "", map[string]any{"name": fmt.Sprintf("fixture-%d", i)})
+		if eph.status != http.StatusCreated {
+			b.t.Fatalf("create ephemeral database: %d %s", eph.status, eph.body)
+		}
+		id := eph.json["ephemeral_database"].(map[string]any)["project_id"].(string)
+		token := eph.json["claim_token"].(string)
+		for _, rt := range routes {
+			f.routeParams[rt] = map[string]fixtureParam{"projectID": {value: id}}
+			f.headers[rt] = http.Header{"X-Service-Claim-Token": {token}}
+		}
+		if i == 1 {
+			f.claimToken = token
+		}
+	}
 	// A webhook endpoint on a receiver that accepts everything, and a delivery it took.
 	b.env.StartWebhooks(b.t, nil)
 	receiver := b.env.Serve(b.t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
@@ -162,6 +195,7 @@ func newFixtures(b *bundle) *fixtures {
 		"POST /v1/projects/{projectID}/restore-points":                   map[string]any{"label": "fixture"},
 		"POST /v1/projects/{projectID}/restores":                         map[string]any{"backup_key": "fixture-no-such-backup"},
 		"PUT /v1/projects/{projectID}/scheduled-backups/default":         map[string]any{"cron_hour": 3, "cron_minute": 0, "is_active": true},
+		"POST /v1/ephemeral-databases/{projectID}/claim":                 map[string]any{"claim_token": f.claimToken},
 	}
 	return f
 }
@@ -329,7 +363,7 @@ func TestScopeMatrix(t *testing.T) {
 
 	refused := func(t *testing.T, rt Route, what, cred string, status int, msg string) {
 		t.Helper()
-		r := b.call(t, rt.Method, f.path(t, rt), bearer(cred), f.body(rt))
+		r := b.call(t, rt.Method, f.path(t, rt), f.header(rt, cred), f.body(rt))
 		if r.status != status {
 			t.Errorf("%s: status %d, want %d\n%s", what, r.status, status, r.body)
 			return
@@ -341,7 +375,7 @@ func TestScopeMatrix(t *testing.T) {
 	}
 	allowed := func(t *testing.T, rt Route, what, cred string) {
 		t.Helper()
-		r := b.call(t, rt.Method, f.path(t, rt), bearer(cred), f.body(rt))
+		r := b.call(t, rt.Method, f.path(t, rt), f.header(rt, cred), f.body(rt))
 		switch {
 		case r.status == http.StatusUnauthorized || r.status == http.StatusForbidden:
 			t.Errorf("%s: refused with %d, so the refusals above may not be about the credential\n%s", what, r.status, r.body)

@@ -168,6 +168,14 @@ type Project struct {
 	PreviousCredential *Credential `json:"previous_credential"`
 	// Extensions enabled through the API, with the preload libraries they need.
 	PreloadLibraries []string `json:"preload_libraries"`
+
+	// An ephemeral database is a project without an organization until it is claimed: its claim token's
+	// SHA-256, when it is destroyed (EphemeralExpiresAt; nil once claimed), and when it was claimed.
+	Ephemeral          bool       `json:"ephemeral"`
+	ClaimTokenHash     string     `json:"claim_token_hash"`
+	EphemeralExpiresAt *time.Time `json:"ephemeral_expires_at"`
+	ClaimedAt          *time.Time `json:"claimed_at"`
+	CreatedFromIP      string     `json:"created_from_ip"`
 }
 
 // Credential is a database login; the password is sealed with the appliance's secret box.
@@ -310,6 +318,13 @@ var (
 
 	Projects      = newTable("projects", func(r *Project) string { return r.ID })
 	ProjectsByOrg = Projects.index("org", func(r *Project) []string { return []string{r.OrganizationID} })
+	// ProjectsEphemeral files the ephemeral databases not yet claimed nor deleted (the cap, the expiry).
+	ProjectsEphemeral = Projects.index("ephemeral", func(r *Project) []string {
+		if !r.Ephemeral || r.DeletedAt != nil {
+			return nil
+		}
+		return []string{"live"}
+	})
 
 	Instances          = newTable("instances", func(r *Instance) string { return r.ID })
 	InstancesByProject = Instances.index("project", func(r *Instance) []string { return nonEmpty(r.ProjectID) })

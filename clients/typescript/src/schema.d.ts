@@ -224,6 +224,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/ephemeral-databases": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a throwaway database without an account (destroyed after 72 hours unless claimed; the claim token is returned once)
+         * @description No authentication.
+         */
+        post: operations["postEphemeralDatabases"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ephemeral-databases/{projectID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An ephemeral database and its connection URLs (the claim token in X-Service-Claim-Token; 404 for an unknown database and a wrong token alike)
+         * @description No authentication.
+         */
+        get: operations["getEphemeralDatabasesByProjectID"];
+        put?: never;
+        post?: never;
+        /**
+         * Destroy an ephemeral database now (the claim token in X-Service-Claim-Token)
+         * @description No authentication.
+         */
+        delete: operations["deleteEphemeralDatabasesByProjectID"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ephemeral-databases/{projectID}/claim": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Claim an ephemeral database into the caller's organization as a normal project (its data and connection details stay; sessions need the admin role)
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postEphemeralDatabasesByProjectIDClaim"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{jobID}": {
         parameters: {
             query?: never;
@@ -1514,6 +1578,62 @@ export interface components {
             /** @description 12 to 72 bytes */
             new_password: string;
         };
+        ClaimRequest: {
+            /** @description the eph_ token returned at creation */
+            claim_token: string;
+        };
+        ClaimResponse: {
+            project: components["schemas"]["ClaimedProjectView"];
+        };
+        ClaimedProjectView: {
+            /** @description true: a claimed database is a normal project, kept until deleted */
+            always_on: boolean;
+            /** Format: date-time */
+            created_at: string;
+            database_name: string;
+            direct_port: number;
+            /**
+             * @description production, staging or development
+             * @enum {string}
+             */
+            environment: "production" | "staging" | "development";
+            id: string;
+            idle_transaction_timeout: string;
+            last_error: string;
+            latest_job_id: string;
+            max_connections: number;
+            name: string;
+            organization_id: string;
+            /**
+             * @description free, pro or scale
+             * @enum {string}
+             */
+            plan: "free" | "pro" | "scale";
+            pooled_port: number;
+            /** @description read from the server (SHOW server_version); empty until provisioned */
+            postgres_version: string;
+            primary_instance_id: string;
+            public_host: string;
+            region: string;
+            role_name: string;
+            /**
+             * @description provisioning, active, restarting, down or stopped
+             * @enum {string}
+             */
+            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
+            slug: string;
+            ssl_mode: string;
+            /**
+             * @description provisioning, active, failed, deleting or deleted
+             * @enum {string}
+             */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            statement_timeout: string;
+            /** Format: int64 */
+            storage_limit_bytes: number;
+            /** Format: date-time */
+            updated_at: string;
+        };
         Component: {
             message: string;
             name: string;
@@ -1549,6 +1669,12 @@ export interface components {
         CreateBackupRequest: {
             /** @description at most 100 characters */
             label?: string;
+        };
+        CreateEphemeralRequest: {
+            /** @description 1 to 63 characters; default: a generated name */
+            name?: string;
+            /** @description the appliance's region (the only one it has); default: it */
+            region?: string;
         };
         CreateExportRequest: Record<string, never>;
         CreateProjectRequest: {
@@ -1605,6 +1731,40 @@ export interface components {
         };
         DownloadResponse: {
             download: components["schemas"]["Download"];
+        };
+        EphemeralCreated: {
+            /** @description eph_…: the only credential of the database until it is claimed; shown once */
+            claim_token: string;
+            /**
+             * Format: uri
+             * @description the dashboard page that claims it into an organization (the token is in the URL's fragment, which browsers never send)
+             */
+            claim_url: string;
+            ephemeral_database: components["schemas"]["EphemeralDatabase"];
+        };
+        EphemeralDatabase: {
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description when it is destroyed unless claimed (72 hours after creation)
+             */
+            expires_at: string;
+            name: string;
+            /** @description empty until provisioned */
+            postgres_version: string;
+            project_id: string;
+            region: string;
+            /**
+             * @description the project's state: active once it accepts connections
+             * @enum {string}
+             */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+        };
+        EphemeralResponse: {
+            /** @description null until the database is active */
+            connections: components["schemas"]["Connections"] | null;
+            ephemeral_database: components["schemas"]["EphemeralDatabase"];
         };
         /** @description Every error answer: a 4xx or 5xx status with a public message. */
         Error: {
@@ -2793,6 +2953,223 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postEphemeralDatabases: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["CreateEphemeralRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "claim_token": "example",
+                     *       "claim_url": "example",
+                     *       "ephemeral_database": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "expires_at": "2026-01-31T12:00:00Z",
+                     *         "name": "example",
+                     *         "postgres_version": "example",
+                     *         "project_id": "example",
+                     *         "region": "example",
+                     *         "state": "provisioning"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["EphemeralCreated"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getEphemeralDatabasesByProjectID: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the eph_ claim token returned when the database was created (401 when absent) */
+                "X-Service-Claim-Token": string;
+            };
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "connections": {
+                     *         "direct_url": "example",
+                     *         "pooled_url": "example",
+                     *         "username": "example"
+                     *       },
+                     *       "ephemeral_database": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "expires_at": "2026-01-31T12:00:00Z",
+                     *         "name": "example",
+                     *         "postgres_version": "example",
+                     *         "project_id": "example",
+                     *         "region": "example",
+                     *         "state": "provisioning"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["EphemeralResponse"];
+                };
+            };
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteEphemeralDatabasesByProjectID: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description the eph_ claim token returned when the database was created (401 when absent) */
+                "X-Service-Claim-Token": string;
+            };
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["JobResponse"];
+                };
+            };
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postEphemeralDatabasesByProjectIDClaim: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "claim_token": "example"
+                 *     } */
+                "application/json": components["schemas"]["ClaimRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "project": {
+                     *         "always_on": true,
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "database_name": "example",
+                     *         "direct_port": 1,
+                     *         "environment": "production",
+                     *         "id": "example",
+                     *         "idle_transaction_timeout": "example",
+                     *         "last_error": "example",
+                     *         "latest_job_id": "example",
+                     *         "max_connections": 1,
+                     *         "name": "example",
+                     *         "organization_id": "example",
+                     *         "plan": "free",
+                     *         "pooled_port": 1,
+                     *         "postgres_version": "example",
+                     *         "primary_instance_id": "example",
+                     *         "public_host": "example",
+                     *         "region": "example",
+                     *         "role_name": "example",
+                     *         "runtime_status": "provisioning",
+                     *         "slug": "example",
+                     *         "ssl_mode": "example",
+                     *         "state": "provisioning",
+                     *         "statement_timeout": "example",
+                     *         "storage_limit_bytes": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ClaimResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             default: components["responses"]["Error"];

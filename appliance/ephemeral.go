@@ -1,0 +1,321 @@
+package appliance
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/store"
+)
+
+// Ephemeral databases: throwaway projects made without an account (see docs/api-decisions.md).
+const (
+	// EphemeralLifetime is how long an unclaimed ephemeral database lives.
+	EphemeralLifetime = 72 * time.Hour
+	// EphemeralStorageLimit is an ephemeral database's storage limit until it is claimed.
+	EphemeralStorageLimit = 256 << 20
+	// EphemeralTokenPrefix starts every claim token.
+	EphemeralTokenPrefix = "eph_"
+)
+
+// EphemeralLimits bound what anonymous callers may make.
+type EphemeralLimits struct {
+	PerIPPerHour int // creations per client IP per hour (a burst of as many)
+	Live         int // unclaimed ephemeral databases alive at once on the appliance
+}
+
+// DefaultEphemeralLimits are the appliance's.
+var DefaultEphemeralLimits = EphemeralLimits{PerIPPerHour: 10, Live: 20}
+
+// SetEphemeralLimits replaces the limits (tests, operators' flags).
+func (s *Service) SetEphemeralLimits(l EphemeralLimits) {
+	s.ephemeral = l
+	s.ephemeralRate = perKeyRate{every: time.Hour / time.Duration(max(1, l.PerIPPerHour)), burst: max(1, l.PerIPPerHour)}
+}
+
+// EphemeralDatabase is the API resource.
+type EphemeralDatabase struct {
+	ProjectID       string    `json:"project_id"`
+	Name            string    `json:"name"`
+	PostgresVersion string    `json:"postgres_version" doc:"empty until provisioned"`
+	Region          string    `json:"region"`
+	State           string    `json:"state" enum:"provisioning,active,failed,deleting,deleted" doc:"the project's state: active once it accepts connections"`
+	CreatedAt       time.Time `json:"created_at"`
+	ExpiresAt       time.Time `json:"expires_at" doc:"when it is destroyed unless claimed (72 hours after creation)"`
+}
+
+func ephemeralView(p *store.Project) *EphemeralDatabase {
+	v := &EphemeralDatabase{ProjectID: p.ID, Name: p.Name, PostgresVersion: p.PostgresVersion, Region: p.Region,
+		State: p.State, CreatedAt: p.CreatedAt}
+	if p.EphemeralExpiresAt != nil {
+		v.ExpiresAt = *p.EphemeralExpiresAt
+	}
+	return v
+}
+
+// CreateEphemeralRequest is the body of POST /v1/ephemeral-databases; every field is optional.
+type CreateEphemeralRequest struct {
+	Name   string `json:"name" schema:"maxLength=63" doc:"1 to 63 characters; default: a generated name"`
+	Region string `json:"region" doc:"the appliance's region (the only one it has); default: it"`
+}
+
+// EphemeralCreated is the create response: the claim token is shown once.
+type EphemeralCreated struct {
+	ClaimToken        string             `json:"claim_token" doc:"eph_…: the only credential of the database until it is claimed; shown once"`
+	ClaimURL          string             `json:"claim_url" schema:"format=uri" doc:"the dashboard page that claims it into an organization (the token is in the URL's fragment, which browsers never send)"`
+	EphemeralDatabase *EphemeralDatabase `json:"ephemeral_database"`
+}
+
+// EphemeralResponse is the GET response.
+type EphemeralResponse struct {
+	Connections       *Connections       `json:"connections" api:"nullable" doc:"null until the database is active"`
+	EphemeralDatabase *EphemeralDatabase `json:"ephemeral_database"`
+}
+
+// ClaimRequest is the body of POST /v1/ephemeral-databases/{projectID}/claim.
+type ClaimRequest struct {
+	ClaimToken string `json:"claim_token" api:"required" doc:"the eph_ token returned at creation"`
+}
+
+// ClaimResponse is the claim response.
+type ClaimResponse struct {
+	Project ClaimedProjectView `json:"project"`
+}
+
+// ClaimedProjectView is the project with always_on, as the spec shows it on the claim response.
+type ClaimedProjectView struct {
+	Project
+	AlwaysOn bool `json:"always_on" doc:"true: a claimed database is a normal project, kept until deleted"`
+}
+
+// errNoEphemeral is the one answer for an unknown database and a wrong token alike.
+func errNoEphemeral() error {
+	return NotFound("no ephemeral database with this id and claim token")
+}
+
+// CreateEphemeral makes a database for an anonymous caller at clientIP: a project without an organization,
+// provisioned like any (from a spare cluster when one is ready), destroyed after 72 hours unless claimed.
+func (s *Service) CreateEphemeral(ctx context.Context, clientIP string, req *CreateEphemeralRequest) (*EphemeralCreated, error) {
+	if req.Region != "" && req.Region != s.cfg.Region {
+		return nil, Invalid("region must be %s, the only region of this appliance", s.cfg.Region)
+	}
+	name := strings.TrimSpace(req.Name)
+	if name == "" {
+		name = "ephemeral-" + ids.Secret(4)[:6]
+	}
+	if err := checkDisplayText("name", name, 1, 63); err != nil {
+		return nil, err
+	}
+	if id := identifier(name); strings.HasPrefix(id, "pg_") {
+		return nil, Invalid("name %q would make the database and role name %s, and PostgreSQL reserves names starting with pg_: choose another name", name, id)
+	}
+	if !s.ephemeralRate.allow(clientIP) {
+		return nil, newErr(KindTooMany, "too many ephemeral databases from this address: %d per hour", s.ephemeral.PerIPPerHour)
+	}
+	token := EphemeralTokenPrefix + ids.Secret(32)
+	var out *EphemeralCreated
+	err := s.db.Update(func(tx *store.Tx) error {
+		live, err := store.Projects.Lookup(tx, store.ProjectsEphemeral, "live", store.Query{})
+		if err != nil {
+			return Internal(err, "count ephemeral databases")
+		}
+		if len(live) >= s.ephemeral.Live {
+			return &Error{Kind: KindUnavailable, Msg: "this appliance holds as many ephemeral databases as it allows: try again later, or create a project with an account"}
+		}
+		plan, _ := PlanByName(DefaultPlan)
+		now := s.now()
+		expires := now.Add(EphemeralLifetime)
+		ident := identifier(name)
+		prj := &store.Project{ID: ids.New("prj"), Name: name, Slug: slugify(name), DatabaseName: ident, RoleName: ident,
+			PublicHost: s.cfg.PublicHost, Region: s.cfg.Region, Plan: plan.Name, SSLMode: "verify-full",
+			StatementTimeout: "0", IdleTransactionTimeout: "0", MaxConnections: plan.MaxConnections,
+			StorageLimitBytes: EphemeralStorageLimit, Environment: "development", State: ProjectProvisioning,
+			RuntimeStatus: RuntimeProvisioning, CreatedAt: now, UpdatedAt: now, PreloadLibraries: []string{},
+			Ephemeral: true, ClaimTokenHash: ids.Hash(token), EphemeralExpiresAt: &expires, CreatedFromIP: clientIP}
+		if _, err := s.enqueue(tx, prj, JobProjectProvision, prj.ID, nil); err != nil {
+			return err
+		}
+		if err := s.audit(tx, &Principal{}, "ephemeral.create", "", prj.ID, map[string]any{"name": name, "client_ip": clientIP}); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &EphemeralCreated{ClaimToken: token, EphemeralDatabase: ephemeralView(prj),
+			ClaimURL: strings.TrimRight(s.cfg.APIURL, "/") + "/claim/" + url.PathEscape(prj.ID) + "#token=" + token}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.notify()
+	return out, nil
+}
+
+// ephemeralByToken loads an unclaimed ephemeral database whose claim token is token (the same 404 for an
+// unknown id, another id's token, a claimed or a deleted database).
+func ephemeralByToken(tx *store.Tx, projectID, token string) (*store.Project, error) {
+	if token == "" {
+		return nil, Unauthenticated("the X-Service-Claim-Token header is required: the eph_ token returned at creation")
+	}
+	prj, err := store.Projects.Get(tx, projectID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errNoEphemeral()
+	}
+	if err != nil {
+		return nil, Internal(err, "read project")
+	}
+	if !prj.Ephemeral || prj.DeletedAt != nil || subtle.ConstantTimeCompare([]byte(prj.ClaimTokenHash), []byte(ids.Hash(token))) != 1 {
+		return nil, errNoEphemeral()
+	}
+	return prj, nil
+}
+
+// GetEphemeral is the database and, once it is active, its connection URLs.
+func (s *Service) GetEphemeral(ctx context.Context, projectID, token string) (*EphemeralResponse, error) {
+	var out *EphemeralResponse
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := ephemeralByToken(tx, projectID, token)
+		if err != nil {
+			return err
+		}
+		out = &EphemeralResponse{EphemeralDatabase: ephemeralView(prj)}
+		if prj.State == ProjectActive {
+			c, err := s.connectionsOf(prj)
+			if err != nil {
+				return err
+			}
+			out.Connections = c
+		}
+		return nil
+	})
+	return out, err
+}
+
+// DeleteEphemeral destroys the database now (the project.delete job).
+func (s *Service) DeleteEphemeral(ctx context.Context, projectID, token string) (*JobResponse, error) {
+	var job *store.Job
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := ephemeralByToken(tx, projectID, token)
+		if err != nil {
+			return err
+		}
+		job, err = s.deleteEphemeral(tx, prj, &Principal{}, "ephemeral.delete")
+		return err
+	})
+	return s.answerJob(job, err)
+}
+
+// deleteEphemeral enqueues the deletion of an ephemeral database (once: a second call is a conflict).
+func (s *Service) deleteEphemeral(tx *store.Tx, prj *store.Project, p *Principal, action string) (*store.Job, error) {
+	if prj.State == ProjectDeleting {
+		return nil, Conflict("ephemeral database %s is already being deleted", prj.ID)
+	}
+	j, err := s.enqueue(tx, prj, JobProjectDelete, prj.ID, nil)
+	if err != nil {
+		return nil, err
+	}
+	prj.State = ProjectDeleting
+	if err := store.Projects.Put(tx, prj); err != nil {
+		return nil, Internal(err, "store project")
+	}
+	if err := s.audit(tx, p, action, "", prj.ID, map[string]any{"job_id": j.ID}); err != nil {
+		return nil, Internal(err, "audit")
+	}
+	return j, nil
+}
+
+// ClaimEphemeral moves an unclaimed ephemeral database into the caller's organization as a normal
+// project: its data and connection details stay, its expiry goes, its storage limit becomes its plan's.
+func (s *Service) ClaimEphemeral(ctx context.Context, p *Principal, projectID string, req *ClaimRequest) (*ClaimResponse, error) {
+	if err := p.RequireAdminRole("claiming a database into the organization"); err != nil {
+		return nil, err
+	}
+	if p.ProjectID != "" {
+		return nil, Forbidden("a project-scoped key cannot claim databases")
+	}
+	if p.IsAdmin && p.OrganizationID == "" {
+		return nil, Invalid("platform administrators have no organization to claim into: claim as a member of one")
+	}
+	var out *ClaimResponse
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := store.Projects.Get(tx, projectID)
+		if errors.Is(err, store.ErrNotFound) {
+			return errNoEphemeral()
+		}
+		if err != nil {
+			return Internal(err, "read project")
+		}
+		if req.ClaimToken == "" || subtle.ConstantTimeCompare([]byte(prj.ClaimTokenHash), []byte(ids.Hash(req.ClaimToken))) != 1 {
+			return errNoEphemeral()
+		}
+		switch {
+		case prj.ClaimedAt != nil:
+			return Conflict("this database was already claimed")
+		case prj.DeletedAt != nil || prj.State == ProjectDeleting || prj.State == ProjectDeleted:
+			return Conflict("this database expired or was deleted: it cannot be claimed")
+		case prj.State == ProjectFailed:
+			return Conflict("this database failed to provision: it cannot be claimed")
+		}
+		existing, err := store.Projects.Lookup(tx, store.ProjectsByOrg, p.OrganizationID, store.Query{})
+		if err != nil {
+			return Internal(err, "list projects")
+		}
+		live := 0
+		for _, e := range existing {
+			if e.DeletedAt == nil {
+				live++
+			}
+		}
+		if q := DefaultOrganizationQuota.ProjectsLimit; live >= q {
+			return Forbidden("project quota reached: the organization has %d of %d projects", live, q)
+		}
+		plan, _ := PlanByName(prj.Plan)
+		now := s.now()
+		prj.OrganizationID, prj.Ephemeral, prj.EphemeralExpiresAt, prj.ClaimedAt = p.OrganizationID, false, nil, &now
+		prj.StorageLimitBytes, prj.UpdatedAt = plan.StorageLimitBytes, now
+		if err := store.Projects.Put(tx, prj); err != nil {
+			return Internal(err, "store project")
+		}
+		if err := s.audit(tx, p, "ephemeral.claim", prj.OrganizationID, prj.ID, map[string]any{"name": prj.Name}); err != nil {
+			return Internal(err, "audit")
+		}
+		view := projectView(prj)
+		if err := s.appendEvent(tx, "ephemeral.claimed", prj.OrganizationID, prj.ID, ProjectResponse{Project: view}); err != nil {
+			return Internal(err, "append event")
+		}
+		out = &ClaimResponse{Project: ClaimedProjectView{Project: *view, AlwaysOn: true}}
+		return nil
+	})
+	return out, err
+}
+
+// SweepEphemeral deletes the unclaimed ephemeral databases whose 72 hours are over.
+func (s *Service) SweepEphemeral(ctx context.Context) (int, error) {
+	n := 0
+	now := s.now()
+	err := s.db.Update(func(tx *store.Tx) error {
+		live, err := store.Projects.Lookup(tx, store.ProjectsEphemeral, "live", store.Query{})
+		if err != nil {
+			return err
+		}
+		for _, prj := range live {
+			if prj.EphemeralExpiresAt == nil || now.Before(*prj.EphemeralExpiresAt) || prj.State == ProjectDeleting || prj.State == ProjectDeleted {
+				continue
+			}
+			if prj.State == ProjectProvisioning { // its provision job holds the lock: the next sweep deletes it
+				continue
+			}
+			if _, err := s.deleteEphemeral(tx, prj, &Principal{AuthSource: ActorSystem}, "ephemeral.expire"); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err == nil && n > 0 {
+		s.notify()
+	}
+	return n, err
+}
