@@ -321,9 +321,10 @@ func firstNonEmpty(vs ...string) string {
 
 // apiClient makes JSON requests to the appliance API.
 type apiClient struct {
-	base  string // no trailing slash
-	token string // bearer credential: an API key or a session token
-	http  *http.Client
+	base   string // no trailing slash
+	token  string // bearer credential: an API key or a session token
+	http   *http.Client
+	header http.Header // sent with every request (e.g. an ephemeral database's claim token)
 }
 
 // APIError is an error response of the API: {"error": "..."} and its status.
@@ -383,6 +384,17 @@ func (c *apiClient) withToken(token string) *apiClient {
 	return &cp
 }
 
+// withHeader returns a copy of c sending one more header.
+func (c *apiClient) withHeader(name, value string) *apiClient {
+	cp := *c
+	cp.header = c.header.Clone()
+	if cp.header == nil {
+		cp.header = http.Header{}
+	}
+	cp.header.Set(name, value)
+	return &cp
+}
+
 // do sends a JSON request and decodes a JSON answer into out (when non-nil). An answer outside 2xx becomes
 // an *APIError carrying the status and the API's message.
 func (c *apiClient) do(ctx context.Context, method, path string, body, out any) error {
@@ -420,6 +432,9 @@ func (c *apiClient) doRaw(ctx context.Context, method, path string, body any) ([
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
