@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,6 +139,20 @@ func TestDashboardEndToEnd(t *testing.T) {
 			c := e.kvClient(t, arg)
 			waitCLI(t, func() bool { n, err := c.DBSize(t.Context()).Result(); return err == nil && n == 0 })
 			answer("")
+		case what == "ephemeral": // a database made with no account, ready; the page opens its claim_url
+			c, err := e.svc.CreateEphemeral(t.Context(), "192.0.2.9", &appliance.CreateEphemeralRequest{Name: "claimed scratch"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitCLI(t, func() bool {
+				g, err := e.svc.GetEphemeral(t.Context(), c.EphemeralDatabase.ProjectID, c.ClaimToken)
+				return err == nil && g.Connections != nil
+			})
+			u, err := url.Parse(c.ClaimURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answer(u.Path + "#" + u.Fragment)
 		case what == "create-project":
 			if _, err := e.svc.CreateProject(t.Context(), p, &appliance.CreateProjectRequest{Name: arg, Environment: "development"}); err != nil {
 				t.Fatalf("create project: %v", err)

@@ -181,6 +181,16 @@ try {
   const made = await ask('create-project', 'made by the CLI')
   await page.getByRole('row').filter({ hasText: made }).locator('.badge-active').first().waitFor({ timeout: 20000 })
 
+  // An ephemeral database made with no account, claimed through its claim_url: it becomes a project.
+  const claimPath = await ask('ephemeral')
+  await page.goto(base + claimPath)
+  await page.getByRole('heading', { name: 'Claim a database' }).waitFor()
+  await page.locator('.facts .badge-active').waitFor({ timeout: 30000 })
+  await shoot('claim')
+  await page.getByRole('button', { name: /^Claim into/ }).click()
+  await page.getByRole('heading', { name: 'claimed scratch' }).waitFor()
+  await page.locator('.facts .badge-active').first().waitFor()
+
   // An API key: created with a scope, its secret shown once, then revoked.
   await page.getByRole('link', { name: 'API keys' }).click()
   await page.getByRole('heading', { name: 'API keys' }).waitFor()

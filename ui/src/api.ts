@@ -16,8 +16,8 @@ export function onUnauthenticated(f: Listener): () => void {
   return () => unauthenticated.delete(f)
 }
 
-export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
-  const headers: Record<string, string> = { 'X-Appliance-CSRF': '1', Accept: 'application/json' }
+export async function api<T>(method: string, path: string, body?: unknown, extra: Record<string, string> = {}): Promise<T> {
+  const headers: Record<string, string> = { 'X-Appliance-CSRF': '1', Accept: 'application/json', ...extra }
   if (body !== undefined) headers['Content-Type'] = 'application/json'
   let res: Response
   try {

@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks'
 import { del, get, onUnauthenticated, type Me } from './api'
 import { Account } from './pages/account'
 import { APIKeys } from './pages/apikeys'
+import { Claim } from './pages/claim'
 import { CLILogin } from './pages/clilogin'
 import { Docs } from './pages/docs'
 import { Members } from './pages/members'
@@ -57,6 +58,7 @@ export function App() {
   else if ((m = match('/projects/:id', path))) page = <Project id={m.id} />
   else if ((m = match('/projects/:id/:tab', path))) page = <Project id={m.id} tab={m.tab} />
   else if ((m = match('/cli/login/:id', path))) page = <CLILogin id={m.id} />
+  else if ((m = match('/claim/:id', path))) page = <Claim id={m.id} me={me} />
   else page = <main><h1>Not found</h1><p>There is no page at {path}.</p></main>
 
   return (
