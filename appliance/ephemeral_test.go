@@ -2,8 +2,11 @@ package appliance_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
@@ -150,4 +153,66 @@ func TestEphemeralLimits(t *testing.T) {
 	wantKind(t, err, appliance.KindInvalid)
 	_, err = e.Svc.CreateEphemeral(t.Context(), "198.51.100.4", &appliance.CreateEphemeralRequest{Name: "pg_mine"})
 	wantKind(t, err, appliance.KindInvalid)
+}
+
+// TestEphemeralStorageLimit: over its storage limit an ephemeral database refuses writes (new sessions
+// are read-only, open ones are ended); a client that switches its session back and keeps writing past 1.5
+// times the limit loses its logins; a claim lifts both.
+func TestEphemeralStorageLimit(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	// An empty database is about 7.5 MB: 9 MB is over after a few MB of rows.
+	e.Svc.SetEphemeralLimits(appliance.EphemeralLimits{PerIPPerHour: 10, Live: 5, StorageBytes: 9 << 20})
+	created, err := e.Svc.CreateEphemeral(t.Context(), "192.0.2.3", &appliance.CreateEphemeralRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, token := created.EphemeralDatabase.ProjectID, created.ClaimToken
+	e.WaitJob(t, e.Project(t, id).LatestJobID)
+	got, err := e.Svc.GetEphemeral(t.Context(), id, token)
+	if err != nil || got.Connections == nil {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	url := got.Connections.DirectURL
+	conn := connect(t, url)
+	if n, err := e.Svc.EnforceEphemeralStorage(t.Context()); err != nil || n != 0 {
+		t.Fatalf("an empty database was locked: %d %v", n, err)
+	}
+	if _, err := conn.Exec(t.Context(), "CREATE TABLE fill AS SELECT g, repeat('x', 1000) AS pad FROM generate_series(1, 3000) g"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.Svc.EnforceEphemeralStorage(t.Context()); err != nil || n != 1 {
+		t.Fatalf("over the limit: %d locks, %v", n, err)
+	}
+	if conn.Ping(t.Context()) == nil {
+		t.Fatal("a session open when the limit was reached was not ended")
+	}
+	again := connect(t, url)
+	if _, err := again.Exec(t.Context(), "INSERT INTO fill VALUES (0, 'more')"); err == nil || !strings.Contains(err.Error(), "read-only transaction") {
+		t.Fatalf("a write over the limit: %v", err)
+	}
+	if n := scalar[int64](t, again, "SELECT count(*) FROM fill"); n != 3000 {
+		t.Fatalf("reads over the limit: %d rows", n)
+	}
+	// A client that switches the default off and keeps writing loses its logins past 1.5 times the limit.
+	if _, err := again.Exec(t.Context(), "SET default_transaction_read_only = off"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.Exec(t.Context(), "INSERT INTO fill SELECT g, repeat('y', 1000) FROM generate_series(1, 5000) g"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.Svc.EnforceEphemeralStorage(t.Context()); err != nil || n != 1 {
+		t.Fatalf("past 1.5 times the limit: %d locks, %v", n, err)
+	}
+	if c, err := pgx.Connect(t.Context(), url); err == nil {
+		c.Close(t.Context())
+		t.Fatal("a login past 1.5 times the limit was accepted")
+	}
+	// Claimed, it is a project with its plan's limit: logins and writes work again.
+	if _, err := e.Svc.ClaimEphemeral(t.Context(), p, id, &appliance.ClaimRequest{ClaimToken: token}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := connect(t, url).Exec(t.Context(), "INSERT INTO fill VALUES (-1, 'claimed')"); err != nil {
+		t.Fatalf("a write after the claim: %v", err)
+	}
 }

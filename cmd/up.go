@@ -302,6 +302,11 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 				} else if n > 0 {
 					log.Info("export expiry sweep", "expired", n)
 				}
+				if n, err := svc.EnforceEphemeralStorage(ctx); err != nil {
+					log.Error("ephemeral database storage", "err", err)
+				} else if n > 0 {
+					log.Info("ephemeral databases over their storage limit locked", "locked", n)
+				}
 				if n, err := svc.SweepEphemeral(ctx); err != nil {
 					log.Error("ephemeral database expiry", "err", err)
 				} else if n > 0 {

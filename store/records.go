@@ -176,6 +176,9 @@ type Project struct {
 	EphemeralExpiresAt *time.Time `json:"ephemeral_expires_at"`
 	ClaimedAt          *time.Time `json:"claimed_at"`
 	CreatedFromIP      string     `json:"created_from_ip"`
+	// StorageLock is what an ephemeral database over its storage limit was put under: "" (nothing),
+	// "read_only" (writes refused by default) or "no_connections" (its role's logins refused).
+	StorageLock string `json:"storage_lock"`
 }
 
 // Credential is a database login; the password is sealed with the appliance's secret box.
