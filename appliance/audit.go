@@ -65,6 +65,9 @@ func (s *Service) visibleProject(tx *store.Tx, p *Principal, projectID string) (
 	if err != nil {
 		return nil, notFoundAs(err, "project %s not found", projectID)
 	}
+	if prj.PreviewOf != "" { // a preview database is reached through /v1/preview-databases only
+		return nil, NotFound("project %s not found", projectID)
+	}
 	if err := p.CheckProject(prj.ID, prj.OrganizationID); err != nil {
 		return nil, err
 	}

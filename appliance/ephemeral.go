@@ -269,7 +269,7 @@ func (s *Service) ClaimEphemeral(ctx context.Context, p *Principal, projectID st
 		}
 		live := 0
 		for _, e := range existing {
-			if e.DeletedAt == nil {
+			if e.DeletedAt == nil && e.PreviewOf == "" {
 				live++
 			}
 		}

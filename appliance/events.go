@@ -35,6 +35,8 @@ var EventTypes = []EventType{
 	{"export.completed", "an export's dump is ready to download", "{job}"},
 	{"import.completed", "an uploaded dump was restored, or a follow was cut over", "{job}"},
 	{"credentials.rotated", "a rotation made a new credential current (the old one works until the overlap ends)", "{job}"},
+	{"preview.ready", "a preview database's instance accepts connections", "{job}"},
+	{"preview.deleted", "a preview database was deleted: its instance and data are gone", "{job}"},
 	{"ephemeral.claimed", "an ephemeral database was claimed into an organization: it is a normal project now", "{project}"},
 	{"kv.ready", "a key-value store's server runs: it accepts its token", "{job}"},
 	{"kv.deleted", "a key-value store's deletion completed: its server and data are gone", "{job}"},
@@ -53,6 +55,8 @@ var jobEvents = map[string]string{
 	JobImportFollowCutover: "import.completed",
 	JobProjectRotate:       "credentials.rotated",
 	JobKVCreate:            "kv.ready",
+	JobPreviewCreate:       "preview.ready",
+	JobPreviewDelete:       "preview.deleted",
 	JobKVDelete:            "kv.deleted",
 }
 

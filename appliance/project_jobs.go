@@ -35,6 +35,16 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	s.registerBackupJobs(r)
 	s.registerFollowJobs(r)
 	s.registerKVJobs(r)
+	s.registerPreviewJobs(r)
+}
+
+// targetOf is the project record a job acts on: its preview database's when it names one (a preview is a
+// project record of its own), else its project's.
+func targetOf(run *scheduler.Run) string {
+	if run.Job.PreviewDatabaseID != "" {
+		return run.Job.PreviewDatabaseID
+	}
+	return run.Job.ProjectID
 }
 
 // loadProject reads a job's project and its primary instance (nil when it has none yet).
@@ -120,25 +130,25 @@ func (s *Service) failProjectOnFinalError(h scheduler.Handler) scheduler.Handler
 		if err != nil && ctx.Err() != nil {
 			// The appliance stops: what the job started is not supervised yet and must not outlive it.
 			// The retry after the next start starts it again.
-			s.stopUnsupervised(run.Job.ProjectID)
+			s.stopUnsupervised(targetOf(run))
 			return res, err
 		}
 		if err == nil || (scheduler.IsTransient(err) && run.Job.Attempts < run.Job.MaxAttempts) {
 			return res, err
 		}
 		if dp, dpErr := s.dataPlane(); dpErr == nil {
-			if _, inst, lerr := s.loadProject(run.Job.ProjectID); lerr == nil && inst != nil {
+			if _, inst, lerr := s.loadProject(targetOf(run)); lerr == nil && inst != nil {
 				s.unwatch(dp, inst)
 				s.pgPooler(dp, inst, &store.Project{}).Remove(context.WithoutCancel(ctx))
 				s.pgInstance(dp, inst).Remove(context.WithoutCancel(ctx))
 			}
 		}
-		uerr := s.updateProject(run.Job.ProjectID, func(p *store.Project) error {
+		uerr := s.updateProject(targetOf(run), func(p *store.Project) error {
 			p.State, p.RuntimeStatus, p.LastError = ProjectFailed, RuntimeStopped, err.Error()
 			return nil
 		})
 		if uerr != nil {
-			s.log.Error("mark project failed", "project", run.Job.ProjectID, "err", uerr)
+			s.log.Error("mark project failed", "project", targetOf(run), "err", uerr)
 		}
 		return res, err
 	}
@@ -151,7 +161,7 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	if err != nil {
 		return nil, err
 	}
-	prj, _, err := s.loadProject(run.Job.ProjectID)
+	prj, _, err := s.loadProject(targetOf(run))
 	if err != nil {
 		return nil, err
 	}
@@ -184,8 +194,15 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	if err != nil {
 		return nil, err
 	}
+	opts := postgres.InitOptions{AdminPassword: string(adminPW), CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM, Settings: settings}
+	var parentAdminPW string // a clone's cluster starts with its parent's admin password
+	if prj.PreviewMode == PreviewClone {
+		if opts.Fill, parentAdminPW, err = s.cloneFill(dp, run, prj); err != nil {
+			return nil, err
+		}
+	}
 	steps.done("prepare")
-	err = pgi.Init(ctx, run.Exec, postgres.InitOptions{AdminPassword: string(adminPW), CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM, Settings: settings})
+	err = pgi.Init(ctx, run.Exec, opts)
 	if errors.Is(err, postgres.ErrInitialized) {
 		// A claimed spare (or an earlier attempt): give it this project's settings. The supervisor lets
 		// go of it meanwhile so that a restart the settings need does not race it.
@@ -204,6 +221,9 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	}
 	steps.done("start")
 	conn, err := pgi.Admin(ctx, string(adminPW))
+	if err != nil && parentAdminPW != "" {
+		conn, err = s.adoptClone(ctx, pgi, prj, parentAdminPW, string(adminPW))
+	}
 	if err != nil {
 		return nil, scheduler.Transient(err)
 	}
@@ -301,9 +321,11 @@ func (s *Service) ensureInstanceRecord(dp *DataPlane, projectID string) (*store.
 			return err
 		}
 		now := s.now()
-		spare, err := claimSpare(tx)
-		if err != nil {
-			return err
+		var spare *store.Instance
+		if prj.PreviewMode != PreviewClone { // a clone's data directory is copied, never a spare's
+			if spare, err = claimSpare(tx); err != nil {
+				return err
+			}
 		}
 		var ports []int
 		if spare != nil { // it runs on its reserved port already: only the pooler needs one
@@ -523,7 +545,7 @@ func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any
 	if err != nil {
 		return nil, err
 	}
-	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	prj, inst, err := s.loadProject(targetOf(run))
 	if err != nil {
 		return nil, err
 	}
@@ -542,6 +564,9 @@ func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any
 	}
 	if err := s.removeProjectKV(ctx, dp, prj.ID); err != nil {
 		return nil, scheduler.Transient(fmt.Errorf("remove the project's key-value store: %w", err))
+	}
+	if err := s.removePreviews(ctx, dp, prj.ID); err != nil {
+		return nil, scheduler.Transient(fmt.Errorf("remove the project's previews: %w", err))
 	}
 	// Only now: the instance no longer archives WAL into the store.
 	purged, err := s.purgeProjectBackups(prj)

@@ -202,7 +202,7 @@ func (s *Service) CreateProject(ctx context.Context, p *Principal, req *CreatePr
 		live := 0
 		slugs := map[string]bool{}
 		for _, e := range existing {
-			if e.DeletedAt == nil {
+			if e.DeletedAt == nil && e.PreviewOf == "" {
 				live++
 				slugs[e.Slug] = true
 			}
@@ -259,7 +259,7 @@ func (s *Service) ListProjects(ctx context.Context, p *Principal, orgFilter stri
 			return Internal(err, "list projects")
 		}
 		for _, prj := range prjs {
-			if prj.DeletedAt != nil || (p.ProjectID != "" && prj.ID != p.ProjectID) {
+			if prj.DeletedAt != nil || prj.PreviewOf != "" || (p.ProjectID != "" && prj.ID != p.ProjectID) {
 				continue
 			}
 			out.Projects = append(out.Projects, projectView(prj))

@@ -98,6 +98,11 @@ func (s *Service) OrganizationUsage(ctx context.Context, p *Principal, orgID str
 		if prj.DeletedAt != nil {
 			continue
 		}
+		if prj.PreviewOf != "" { // previews count apart; their storage is the organization's too
+			u.Totals.Previews++
+			u.Totals.StorageBytes += s.projectUsage(ctx, prj).StorageBytes
+			continue
+		}
 		row := s.projectUsage(ctx, prj)
 		if n, err := s.retentionStore().ProjectSize(prj.ID); err == nil {
 			u.Totals.BackupsStorageBytes += n

@@ -176,6 +176,16 @@ type Project struct {
 	EphemeralExpiresAt *time.Time `json:"ephemeral_expires_at"`
 	ClaimedAt          *time.Time `json:"claimed_at"`
 	CreatedFromIP      string     `json:"created_from_ip"`
+	// A preview database is a project record of its own (its instance, ports, credential) derived from
+	// the project PreviewOf, deleted at TTLExpiresAt; PreviewMode is empty or clone, Source* say what a
+	// clone holds.
+	PreviewOf         string     `json:"preview_of"`
+	PreviewMode       string     `json:"preview_mode"`
+	SourceKind        string     `json:"source_kind"`
+	SourceBackupKey   string     `json:"source_backup_key"`
+	SourceRestoreTime *time.Time `json:"source_restore_time"`
+	SourceDatabase    string     `json:"source_database"`
+	TTLExpiresAt      *time.Time `json:"ttl_expires_at"`
 	// StorageLock is what an ephemeral database over its storage limit was put under: "" (nothing),
 	// "read_only" (writes refused by default) or "no_connections" (its role's logins refused).
 	StorageLock string `json:"storage_lock"`
@@ -321,6 +331,8 @@ var (
 
 	Projects      = newTable("projects", func(r *Project) string { return r.ID })
 	ProjectsByOrg = Projects.index("org", func(r *Project) []string { return []string{r.OrganizationID} })
+	// ProjectsByPreviewOf files preview databases under their project.
+	ProjectsByPreviewOf = Projects.index("preview_of", func(r *Project) []string { return nonEmpty(r.PreviewOf) })
 	// ProjectsEphemeral files the ephemeral databases not yet claimed nor deleted (the cap, the expiry).
 	ProjectsEphemeral = Projects.index("ephemeral", func(r *Project) []string {
 		if !r.Ephemeral || r.DeletedAt != nil {

@@ -93,6 +93,9 @@ type InitOptions struct {
 	// also used to verify client certificates if any are ever required).
 	CertPEM, KeyPEM, CAPEM []byte
 	Settings               Settings
+	// Fill makes the data directory (it must not exist yet) instead of initdb: a clone copies another
+	// instance's (pg_basebackup). The TLS files and the configuration are written after it as after initdb.
+	Fill func(ctx context.Context, dataDir string) error
 }
 
 var validHost = regexp.MustCompile(`^[A-Za-z0-9.:*_,-]+$`)
@@ -175,18 +178,24 @@ func (i *Instance) Init(ctx context.Context, ex daemon.ExecFunc, opts InitOption
 		}
 	}
 
-	pwfile := filepath.Join(i.Dir, "initdb.pw")
-	if err := i.User.WriteFile(pwfile, []byte(opts.AdminPassword+"\n"), 0o600); err != nil {
-		return fmt.Errorf("init instance %s: %w", i.ID, err)
+	if opts.Fill != nil {
+		if err := opts.Fill(ctx, i.DataDir()); err != nil {
+			return fmt.Errorf("init instance %s: %w", i.ID, err)
+		}
+	} else {
+		pwfile := filepath.Join(i.Dir, "initdb.pw")
+		if err := i.User.WriteFile(pwfile, []byte(opts.AdminPassword+"\n"), 0o600); err != nil {
+			return fmt.Errorf("init instance %s: %w", i.ID, err)
+		}
+		defer os.Remove(pwfile)
+		cmd := i.User.Command(initdb, "-D", i.DataDir(), "-U", AdminRole, "--pwfile="+pwfile,
+			"-A", "scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8", "--data-checksums", "--no-instructions")
+		cmd.Dir = i.Dir
+		if err := daemon.OrDefault(ex)(ctx, cmd); err != nil {
+			return fmt.Errorf("init instance %s: %w", i.ID, err)
+		}
+		os.Remove(pwfile)
 	}
-	defer os.Remove(pwfile)
-	cmd := i.User.Command(initdb, "-D", i.DataDir(), "-U", AdminRole, "--pwfile="+pwfile,
-		"-A", "scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8", "--data-checksums", "--no-instructions")
-	cmd.Dir = i.Dir
-	if err := daemon.OrDefault(ex)(ctx, cmd); err != nil {
-		return fmt.Errorf("init instance %s: %w", i.ID, err)
-	}
-	os.Remove(pwfile)
 
 	if err := i.WriteTLS(opts.CertPEM, opts.KeyPEM, opts.CAPEM); err != nil {
 		return fmt.Errorf("init instance %s: %w", i.ID, err)

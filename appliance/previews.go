@@ -1,0 +1,502 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// Preview modes and sources (see docs/api-decisions.md "Preview databases").
+const (
+	PreviewEmpty = "empty" // the project's database and role names, no data (from a spare cluster)
+	PreviewClone = "clone" // the project's data as of now (pg_basebackup of its running server)
+
+	SourceNone = "none" // an empty preview
+	SourceLive = "live" // a copy of the running server
+)
+
+// Preview lifetimes.
+const (
+	DefaultPreviewTTLHours = 24
+	MaxPreviewTTLHours     = 30 * 24
+)
+
+// Preview jobs: each acts on the preview's own project record (the job's preview_database_id).
+const (
+	JobPreviewCreate = "preview.create"
+	JobPreviewDelete = "preview.delete"
+)
+
+// PreviewDatabase is the API resource.
+type PreviewDatabase struct {
+	ID                string     `json:"id"`
+	ProjectID         string     `json:"project_id"`
+	Name              string     `json:"name"`
+	DatabaseName      string     `json:"database_name"`
+	RoleName          string     `json:"role_name"`
+	PublicHost        string     `json:"public_host"`
+	SSLMode           string     `json:"ssl_mode"`
+	Mode              string     `json:"mode" enum:"empty,clone"`
+	SourceKind        string     `json:"source_kind" enum:"none,live" doc:"none for an empty preview; live: a copy of the project's running server when it was made"`
+	SourceBackupKey   string     `json:"source_backup_key" doc:"empty: live clones copy the running server, not a backup"`
+	SourceRestoreTime *time.Time `json:"source_restore_time" doc:"the moment the data is as of (a clone); null for an empty preview"`
+	SourceDatabase    string     `json:"source_database" doc:"the project's database a clone holds"`
+	State             string     `json:"state" enum:"provisioning,active,failed,deleting,deleted"`
+	LastError         string     `json:"last_error"`
+	DirectPort        int        `json:"direct_port"`
+	PooledPort        int        `json:"pooled_port"`
+	TTLExpiresAt      time.Time  `json:"ttl_expires_at" doc:"when it is deleted unless extended"`
+	CreatedAt         time.Time  `json:"created_at"`
+	UpdatedAt         time.Time  `json:"updated_at"`
+}
+
+func previewView(p *store.Project) *PreviewDatabase {
+	v := &PreviewDatabase{ID: p.ID, ProjectID: p.PreviewOf, Name: p.Name, DatabaseName: p.DatabaseName, RoleName: p.RoleName,
+		PublicHost: p.PublicHost, SSLMode: p.SSLMode, Mode: p.PreviewMode, SourceKind: p.SourceKind,
+		SourceBackupKey: p.SourceBackupKey, SourceRestoreTime: p.SourceRestoreTime, SourceDatabase: p.SourceDatabase,
+		State: p.State, LastError: p.LastError, DirectPort: p.DirectPort, PooledPort: p.PooledPort,
+		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+	if p.TTLExpiresAt != nil {
+		v.TTLExpiresAt = *p.TTLExpiresAt
+	}
+	return v
+}
+
+// PreviewList is the list response.
+type PreviewList struct {
+	PreviewDatabases []*PreviewDatabase `json:"preview_databases"`
+}
+
+// PreviewJobResponse is the create response.
+type PreviewJobResponse struct {
+	Job     *Job             `json:"job"`
+	Preview *PreviewDatabase `json:"preview"`
+}
+
+// PreviewResponse is the extend response.
+type PreviewResponse struct {
+	Preview *PreviewDatabase `json:"preview"`
+}
+
+// CreatePreviewRequest is the body of POST /v1/projects/{projectID}/preview-databases.
+type CreatePreviewRequest struct {
+	Name     string `json:"name" schema:"maxLength=63" doc:"1 to 63 characters; default preview-<random>"`
+	Mode     string `json:"mode" enum:"empty,clone" doc:"clone (default): the project's data as of now; empty: its database and role names, no data"`
+	TTLHours *int   `json:"ttl_hours" schema:"minimum=1,maximum=720" doc:"hours until it is deleted, 1 to 720; default 24"`
+}
+
+// ExtendPreviewRequest is the body of POST /v1/preview-databases/{previewID}/extend.
+type ExtendPreviewRequest struct {
+	TTLHours int `json:"ttl_hours" api:"required" schema:"minimum=1,maximum=720" doc:"hours from now until it is deleted, 1 to 720"`
+}
+
+func checkTTL(h int) error {
+	if h < 1 || h > MaxPreviewTTLHours {
+		return Invalid("ttl_hours must be between 1 and %d", MaxPreviewTTLHours)
+	}
+	return nil
+}
+
+// visiblePreview loads a preview the caller may see: a project-scoped key reaches its project's only.
+func (s *Service) visiblePreview(tx *store.Tx, p *Principal, previewID string) (*store.Project, error) {
+	prv, err := store.Projects.Get(tx, previewID)
+	if err != nil || prv.PreviewOf == "" {
+		return nil, notFoundAs(orNotFound(err), "preview database %s not found", previewID)
+	}
+	if err := p.CheckProject(prv.PreviewOf, prv.OrganizationID); err != nil {
+		return nil, err
+	}
+	if prv.DeletedAt != nil {
+		return nil, NotFound("preview database %s was deleted", previewID)
+	}
+	return prv, nil
+}
+
+// orNotFound is err, or store.ErrNotFound when err is nil (a record of another kind).
+func orNotFound(err error) error {
+	if err == nil {
+		return store.ErrNotFound
+	}
+	return err
+}
+
+// livePreviews are a project's previews not deleted.
+func livePreviews(tx *store.Tx, projectID string) ([]*store.Project, error) {
+	all, err := store.Projects.Lookup(tx, store.ProjectsByPreviewOf, projectID, store.Query{})
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, p := range all {
+		if p.DeletedAt == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// enqueuePreview queues a preview job: the parent's project_id, the preview's preview_database_id, the
+// preview's lock.
+func (s *Service) enqueuePreview(tx *store.Tx, parent, prv *store.Project, jobType string) (*store.Job, error) {
+	j := &store.Job{Type: jobType, OrganizationID: parent.OrganizationID, ProjectID: parent.ID, PreviewDatabaseID: prv.ID,
+		LockedResource: prv.ID, InstanceID: prv.PrimaryInstanceID}
+	if err := scheduler.Enqueue(tx, j); err != nil {
+		return nil, Internal(err, "enqueue %s", jobType)
+	}
+	prv.LatestJobID = j.ID
+	return j, nil
+}
+
+// CreatePreview records a preview of an active project and enqueues the job that makes its instance.
+func (s *Service) CreatePreview(ctx context.Context, p *Principal, projectID string, req *CreatePreviewRequest) (*PreviewJobResponse, error) {
+	mode := req.Mode
+	if mode == "" {
+		mode = PreviewClone
+	}
+	if mode != PreviewEmpty && mode != PreviewClone {
+		return nil, Invalid("mode must be empty or clone")
+	}
+	ttl := DefaultPreviewTTLHours
+	if req.TTLHours != nil {
+		ttl = *req.TTLHours
+	}
+	if err := checkTTL(ttl); err != nil {
+		return nil, err
+	}
+	name := strings.TrimSpace(req.Name)
+	if name == "" {
+		name = "preview-" + ids.Secret(4)[:6]
+	}
+	if err := checkDisplayText("name", name, 1, 63); err != nil {
+		return nil, err
+	}
+	if mode == PreviewClone {
+		if err := s.requireFeature(FeatureBackups); err != nil { // pg_basebackup copies the project
+			return nil, err
+		}
+	}
+	var out *PreviewJobResponse
+	err := s.db.Update(func(tx *store.Tx) error {
+		parent, err := s.visibleActiveProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		live, err := livePreviews(tx, parent.ID)
+		if err != nil {
+			return Internal(err, "list previews")
+		}
+		plan, _ := PlanByName(parent.Plan)
+		if len(live) >= plan.PreviewsLimit {
+			return Forbidden("preview quota reached: project %s has %d of the %d previews its plan (%s) allows", parent.ID, len(live), plan.PreviewsLimit, plan.Name)
+		}
+		if n, err := s.orgPreviews(tx, parent.OrganizationID); err != nil {
+			return err
+		} else if n >= DefaultOrganizationQuota.PreviewsLimit {
+			return Forbidden("preview quota reached: the organization has %d of %d previews", n, DefaultOrganizationQuota.PreviewsLimit)
+		}
+		now := s.now()
+		expires := now.Add(time.Duration(ttl) * time.Hour)
+		prv := &store.Project{ID: ids.New("prv"), Name: name, Slug: slugify(name), OrganizationID: parent.OrganizationID,
+			DatabaseName: parent.DatabaseName, RoleName: parent.RoleName, PublicHost: s.cfg.PublicHost, Region: parent.Region,
+			Plan: parent.Plan, SSLMode: "verify-full", StatementTimeout: parent.StatementTimeout,
+			IdleTransactionTimeout: parent.IdleTransactionTimeout, MaxConnections: parent.MaxConnections,
+			StorageLimitBytes: parent.StorageLimitBytes, Environment: "development", State: ProjectProvisioning,
+			RuntimeStatus: RuntimeProvisioning, CreatedAt: now, UpdatedAt: now, PreloadLibraries: parent.PreloadLibraries,
+			PreviewOf: parent.ID, PreviewMode: mode, SourceKind: SourceNone, TTLExpiresAt: &expires}
+		if prv.PreloadLibraries == nil {
+			prv.PreloadLibraries = []string{}
+		}
+		if mode == PreviewClone {
+			prv.SourceKind, prv.SourceDatabase, prv.SourceRestoreTime = SourceLive, parent.DatabaseName, &now
+		}
+		j, err := s.enqueuePreview(tx, parent, prv, JobPreviewCreate)
+		if err != nil {
+			return err
+		}
+		if err := store.Projects.Put(tx, prv); err != nil {
+			return Internal(err, "store preview")
+		}
+		if err := s.audit(tx, p, "preview.create", parent.OrganizationID, parent.ID,
+			map[string]any{"preview_id": prv.ID, "name": name, "mode": mode, "ttl_hours": ttl, "job_id": j.ID}); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &PreviewJobResponse{Job: JobView(j), Preview: previewView(prv)}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.notify()
+	return out, nil
+}
+
+// orgPreviews counts the organization's live previews.
+func (s *Service) orgPreviews(tx *store.Tx, orgID string) (int, error) {
+	prjs, err := store.Projects.Lookup(tx, store.ProjectsByOrg, orgID, store.Query{})
+	if err != nil {
+		return 0, Internal(err, "list projects")
+	}
+	n := 0
+	for _, p := range prjs {
+		if p.PreviewOf != "" && p.DeletedAt == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// ListPreviews lists a project's live previews, oldest first.
+func (s *Service) ListPreviews(ctx context.Context, p *Principal, projectID string) (*PreviewList, error) {
+	out := &PreviewList{PreviewDatabases: []*PreviewDatabase{}}
+	err := s.db.View(func(tx *store.Tx) error {
+		parent, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		live, err := livePreviews(tx, parent.ID)
+		if err != nil {
+			return Internal(err, "list previews")
+		}
+		for _, prv := range live {
+			out.PreviewDatabases = append(out.PreviewDatabases, previewView(prv))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// PreviewConnections are a preview's URLs with its own credential.
+func (s *Service) PreviewConnections(ctx context.Context, p *Principal, previewID string) (*ConnectionsResponse, error) {
+	var out *ConnectionsResponse
+	err := s.db.View(func(tx *store.Tx) error {
+		prv, err := s.visiblePreview(tx, p, previewID)
+		if err != nil {
+			return err
+		}
+		if prv.State != ProjectActive {
+			return Conflict("preview database %s is %s: connections exist once it is active", prv.ID, prv.State)
+		}
+		c, err := s.connectionsOf(prv)
+		if err == nil {
+			out = &ConnectionsResponse{Connections: *c}
+		}
+		return err
+	})
+	return out, err
+}
+
+// ExtendPreview moves the preview's deletion to ttl_hours from now.
+func (s *Service) ExtendPreview(ctx context.Context, p *Principal, previewID string, req *ExtendPreviewRequest) (*PreviewResponse, error) {
+	if err := checkTTL(req.TTLHours); err != nil {
+		return nil, err
+	}
+	var out *PreviewResponse
+	err := s.db.Update(func(tx *store.Tx) error {
+		prv, err := s.visiblePreview(tx, p, previewID)
+		if err != nil {
+			return err
+		}
+		if prv.State == ProjectDeleting {
+			return Conflict("preview database %s is being deleted", prv.ID)
+		}
+		now := s.now()
+		expires := now.Add(time.Duration(req.TTLHours) * time.Hour)
+		prv.TTLExpiresAt, prv.UpdatedAt = &expires, now
+		if err := store.Projects.Put(tx, prv); err != nil {
+			return Internal(err, "store preview")
+		}
+		if err := s.audit(tx, p, "preview.extend", prv.OrganizationID, prv.PreviewOf,
+			map[string]any{"preview_id": prv.ID, "ttl_hours": req.TTLHours, "ttl_expires_at": expires}); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &PreviewResponse{Preview: previewView(prv)}
+		return nil
+	})
+	return out, err
+}
+
+// DeletePreview enqueues preview.delete: its instance and everything it had are removed.
+func (s *Service) DeletePreview(ctx context.Context, p *Principal, previewID string) (*JobResponse, error) {
+	var job *store.Job
+	err := s.db.Update(func(tx *store.Tx) error {
+		prv, err := s.visiblePreview(tx, p, previewID)
+		if err != nil {
+			return err
+		}
+		job, err = s.deletePreview(tx, p, prv, "preview.delete")
+		return err
+	})
+	return s.answerJob(job, err)
+}
+
+func (s *Service) deletePreview(tx *store.Tx, p *Principal, prv *store.Project, action string) (*store.Job, error) {
+	if prv.State == ProjectDeleting {
+		return nil, Conflict("preview database %s is already being deleted (job %s)", prv.ID, prv.LatestJobID)
+	}
+	parent, err := store.Projects.Get(tx, prv.PreviewOf)
+	if err != nil {
+		return nil, Internal(err, "read the preview's project")
+	}
+	j, err := s.enqueuePreview(tx, parent, prv, JobPreviewDelete)
+	if err != nil {
+		return nil, err
+	}
+	prv.State, prv.UpdatedAt = ProjectDeleting, s.now()
+	if err := store.Projects.Put(tx, prv); err != nil {
+		return nil, Internal(err, "store preview")
+	}
+	if err := s.audit(tx, p, action, prv.OrganizationID, prv.PreviewOf, map[string]any{"preview_id": prv.ID, "job_id": j.ID}); err != nil {
+		return nil, Internal(err, "audit")
+	}
+	return j, nil
+}
+
+// SweepPreviews deletes the previews whose TTL is over.
+func (s *Service) SweepPreviews(ctx context.Context) (int, error) {
+	n := 0
+	now := s.now()
+	err := s.db.Update(func(tx *store.Tx) error {
+		all, err := store.Projects.All(tx, func(p *store.Project) bool {
+			return p.PreviewOf != "" && p.DeletedAt == nil && p.TTLExpiresAt != nil && !now.Before(*p.TTLExpiresAt) &&
+				p.State != ProjectDeleting && p.State != ProjectProvisioning
+		})
+		if err != nil {
+			return err
+		}
+		for _, prv := range all {
+			if _, err := s.deletePreview(tx, &Principal{AuthSource: ActorSystem}, prv, "preview.expire"); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err == nil && n > 0 {
+		s.notify()
+	}
+	return n, err
+}
+
+func (s *Service) registerPreviewJobs(r *scheduler.Runner) {
+	r.Handle(JobPreviewCreate, s.failProjectOnFinalError(s.provisionProject))
+	r.Handle(JobPreviewDelete, s.deleteProjectJob)
+}
+
+// cloneFill is how a clone preview's data directory is made: pg_basebackup of its project's running
+// server (-X stream: consistent on its own), as the instances' OS user. It also returns the parent's admin
+// password, which the copy starts with.
+func (s *Service) cloneFill(dp *DataPlane, run *scheduler.Run, prv *store.Project) (func(context.Context, string) error, string, error) {
+	parent, pinst, err := s.loadProject(prv.PreviewOf)
+	if err != nil {
+		return nil, "", err
+	}
+	if parent.State != ProjectActive || pinst == nil {
+		return nil, "", fmt.Errorf("project %s is %s: a clone needs it active", parent.ID, parent.State)
+	}
+	pw, err := s.box.Open(pinst.AdminPassword)
+	if err != nil {
+		return nil, "", fmt.Errorf("open the project's admin password: %w", err)
+	}
+	basebackup, err := s.pgInstance(dp, pinst).Bin.Path("pg_basebackup")
+	if err != nil {
+		return nil, "", err
+	}
+	fill := func(ctx context.Context, dataDir string) error {
+		cmd := dp.User.Command(basebackup, "-D", dataDir, "-F", "p", "-X", "stream", "--checkpoint=fast", "--no-password",
+			"--label", "appliance preview "+prv.ID, "-h", "127.0.0.1", "-p", strconv.Itoa(pinst.Port), "-U", postgres.AdminRole)
+		cmd.Env = append(cmd.Env, "PGPASSWORD="+string(pw), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
+		if err := daemon.OrDefault(run.Exec)(ctx, cmd); err != nil {
+			os.RemoveAll(dataDir) // a retry copies again into an absent directory
+			return fmt.Errorf("copy project %s: %w", parent.ID, err)
+		}
+		// The copy is not the project's: its server archives nothing and is no standby.
+		for _, f := range []string{"standby.signal", "recovery.signal", "postmaster.opts"} {
+			os.Remove(dataDir + "/" + f)
+		}
+		return nil
+	}
+	return fill, string(pw), nil
+}
+
+// adoptClone connects to a clone that still has its parent's admin password and gives it its own, and its
+// second login a new random password (the project's is not the preview's). A retry finds it done.
+func (s *Service) adoptClone(ctx context.Context, pgi *postgres.Instance, prv *store.Project, parentPW, ownPW string) (*pgx.Conn, error) {
+	conn, err := pgi.Admin(ctx, parentPW)
+	if err != nil {
+		return nil, err
+	}
+	stmts := []string{}
+	for _, r := range []struct{ name, pw string }{{postgres.AdminRole, ownPW}, {altRole(prv.RoleName), ids.Secret(20)}} {
+		q, err := setPasswordSQL("ALTER ROLE", r.name, "LOGIN", r.pw)
+		if err != nil {
+			conn.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		stmts = append(stmts, q)
+	}
+	if err := untracked(ctx, conn); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	for _, q := range stmts {
+		if _, err := conn.Exec(ctx, q); err != nil && !isUndefinedRole(err) {
+			conn.Close(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("give the clone its own passwords: %w", err)
+		}
+	}
+	conn.Close(context.WithoutCancel(ctx))
+	return pgi.Admin(ctx, ownPW) // later connections (to the database) take the connection's password
+}
+
+func isUndefinedRole(err error) bool {
+	var pe interface{ SQLState() string }
+	return errors.As(err, &pe) && pe.SQLState() == "42704"
+}
+
+// removePreviews removes the instances of a deleted project's previews and marks them deleted.
+func (s *Service) removePreviews(ctx context.Context, dp *DataPlane, projectID string) error {
+	var live []*store.Project
+	if err := s.db.View(func(tx *store.Tx) (err error) { live, err = livePreviews(tx, projectID); return err }); err != nil {
+		return err
+	}
+	for _, prv := range live {
+		_, inst, err := s.loadProject(prv.ID)
+		if err != nil {
+			return err
+		}
+		instID := ""
+		if inst != nil {
+			s.unwatch(dp, inst)
+			if err := s.pgPooler(dp, inst, prv).Remove(ctx); err != nil {
+				return err
+			}
+			if err := s.pgInstance(dp, inst).Remove(ctx); err != nil {
+				return err
+			}
+			instID = inst.ID
+		}
+		if err := s.db.Update(func(tx *store.Tx) error {
+			_, err := s.settle(tx, instID, InstanceRemoved, prv.ID, func(p *store.Project) {
+				now := s.now()
+				p.State, p.RuntimeStatus, p.DeletedAt = ProjectDeleted, RuntimeStopped, &now
+				p.Credential.Password, p.PreviousCredential = nil, nil
+			})
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

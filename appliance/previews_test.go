@@ -1,0 +1,146 @@
+package appliance_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+func waitPreview(t *testing.T, e interface {
+	WaitJob(testing.TB, string) *store.Job
+}, res *appliance.PreviewJobResponse, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, res.Job.ID); j.State != scheduler.StateCompleted {
+		t.Fatalf("%s: %s\n%s", j.Type, j.Error, j.LastStderr)
+	}
+}
+
+// TestPreviewsCloneEmptyExpireAndGoWithTheirProject: a clone holds the project's rows as of its making and
+// is independent afterwards, with its own credential; an empty preview has the names and no data;
+// previews are not projects; their TTL is extended or expires (injected clock); deleting the project
+// deletes its previews.
+func TestPreviewsCloneEmptyExpireAndGoWithTheirProject(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	now := time.Now()
+	e.Svc.SetClock(func() time.Time { return now })
+	prj := provision(t, e, p, "shop", "development")
+	pc, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := connect(t, pc.Connections.DirectURL)
+	if _, err := parent.Exec(t.Context(), "CREATE TABLE orders (id int PRIMARY KEY, note text); INSERT INTO orders SELECT g, 'before' FROM generate_series(1, 100) g"); err != nil {
+		t.Fatal(err)
+	}
+
+	clone, err := e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "feature-x"})
+	waitPreview(t, e, clone, err)
+	if clone.Preview.Mode != appliance.PreviewClone || clone.Preview.ProjectID != prj.ID || clone.Preview.DatabaseName != prj.DatabaseName {
+		t.Fatalf("clone: %+v", clone.Preview)
+	}
+	cc, err := e.Svc.PreviewConnections(t.Context(), p, clone.Preview.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cc.Connections.DirectURL == pc.Connections.DirectURL {
+		t.Fatal("the clone has the project's URL")
+	}
+	copyConn := connect(t, cc.Connections.DirectURL)
+	if n := scalar[int64](t, copyConn, "SELECT count(*) FROM orders"); n != 100 {
+		t.Fatalf("the clone holds %d rows, want 100", n)
+	}
+	// Independent: writes on either side are unseen by the other.
+	if _, err := copyConn.Exec(t.Context(), "INSERT INTO orders VALUES (1000, 'preview only')"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parent.Exec(t.Context(), "INSERT INTO orders VALUES (2000, 'project only')"); err != nil {
+		t.Fatal(err)
+	}
+	if n := scalar[int64](t, parent, "SELECT count(*) FROM orders WHERE id = 1000"); n != 0 {
+		t.Fatal("the project sees the preview's write")
+	}
+	if n := scalar[int64](t, copyConn, "SELECT count(*) FROM orders WHERE id = 2000"); n != 0 {
+		t.Fatal("the preview sees the project's later write")
+	}
+	// Its own credential: the project's password does not open the preview.
+	pcfg, _ := pgx.ParseConfig(pc.Connections.DirectURL)
+	ccfg, _ := pgx.ParseConfig(cc.Connections.DirectURL)
+	pcfg.Port = ccfg.Port
+	if c, err := pgx.ConnectConfig(t.Context(), pcfg); err == nil {
+		c.Close(t.Context())
+		t.Fatal("the project's password opens the clone")
+	}
+
+	empty, err := e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Mode: appliance.PreviewEmpty, TTLHours: ptr(2)})
+	waitPreview(t, e, empty, err)
+	ec, err := e.Svc.PreviewConnections(t.Context(), p, empty.Preview.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := scalar[int64](t, connect(t, ec.Connections.DirectURL), "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"); n != 0 {
+		t.Fatalf("the empty preview has %d tables", n)
+	}
+
+	// Previews are not projects.
+	list, err := e.Svc.ListProjects(t.Context(), p, "")
+	if err != nil || len(list.Projects) != 1 {
+		t.Fatalf("projects: %d, %v", len(list.Projects), err)
+	}
+	if _, err := e.Svc.GetProject(t.Context(), p, clone.Preview.ID); err == nil {
+		t.Fatal("a preview is reachable as a project")
+	}
+	prvs, err := e.Svc.ListPreviews(t.Context(), p, prj.ID)
+	if err != nil || len(prvs.PreviewDatabases) != 2 {
+		t.Fatalf("previews: %+v %v", prvs, err)
+	}
+	// Bad input.
+	_, err = e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Mode: "fork"})
+	wantKind(t, err, appliance.KindInvalid)
+	_, err = e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{TTLHours: ptr(0)})
+	wantKind(t, err, appliance.KindInvalid)
+	_, err = e.Svc.ExtendPreview(t.Context(), p, clone.Preview.ID, &appliance.ExtendPreviewRequest{TTLHours: 721})
+	wantKind(t, err, appliance.KindInvalid)
+	_, err = e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{})
+	wantKind(t, err, appliance.KindForbidden) // the free plan's 2 previews
+
+	// The clone is extended to 48 hours; 3 hours later the empty one (2 hours) expires.
+	ext, err := e.Svc.ExtendPreview(t.Context(), p, clone.Preview.ID, &appliance.ExtendPreviewRequest{TTLHours: 48})
+	if err != nil || !ext.Preview.TTLExpiresAt.Equal(now.Add(48*time.Hour)) {
+		t.Fatalf("extend: %+v %v", ext, err)
+	}
+	emptyInst := e.Project(t, empty.Preview.ID).PrimaryInstanceID
+	now = now.Add(3 * time.Hour)
+	if n, err := e.Svc.SweepPreviews(t.Context()); err != nil || n != 1 {
+		t.Fatalf("sweep: %d %v", n, err)
+	}
+	if j := e.WaitJob(t, e.Project(t, empty.Preview.ID).LatestJobID); j.Type != appliance.JobPreviewDelete || j.State != scheduler.StateCompleted {
+		t.Fatalf("expiry job: %s %s %s", j.Type, j.State, j.Error)
+	}
+	if left := processesUnder(filepath.Join(e.Dir, "instances", emptyInst)); len(left) > 0 {
+		t.Fatalf("the expired preview's processes still run: %v", left)
+	}
+	if prvs, _ := e.Svc.ListPreviews(t.Context(), p, prj.ID); len(prvs.PreviewDatabases) != 1 {
+		t.Fatalf("after the expiry: %d previews", len(prvs.PreviewDatabases))
+	}
+
+	// Deleting the project deletes its previews.
+	cloneInst := e.Project(t, clone.Preview.ID).PrimaryInstanceID
+	res, err := e.Svc.DeleteProject(t.Context(), p, prj.ID, "")
+	runJob(t, e, res, err)
+	if got := e.Project(t, clone.Preview.ID); got.State != appliance.ProjectDeleted {
+		t.Fatalf("the clone after its project's deletion: %s", got.State)
+	}
+	if left := processesUnder(filepath.Join(e.Dir, "instances", cloneInst)); len(left) > 0 {
+		t.Fatalf("the clone's processes outlived its project: %v", left)
+	}
+}
