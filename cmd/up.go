@@ -307,6 +307,11 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 				} else if n > 0 {
 					log.Info("ephemeral databases over their storage limit locked", "locked", n)
 				}
+				if n, err := svc.SweepPreviews(ctx); err != nil {
+					log.Error("preview expiry", "err", err)
+				} else if n > 0 {
+					log.Info("previews expired", "deleted", n)
+				}
 				if n, err := svc.SweepEphemeral(ctx); err != nil {
 					log.Error("ephemeral database expiry", "err", err)
 				} else if n > 0 {

@@ -397,6 +397,30 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("GET", project+"/audit-events", "/v1/projects/{projectID}/audit-events", b.adminKey, nil, 200)
 	call("GET", project+"/jobs", "/v1/projects/{projectID}/jobs", b.adminKey, nil, 200)
 	call("GET", project+"/events?follow=false", "/v1/projects/{projectID}/events", b.adminKey, nil, 200)
+	waitJob := func(r *response) {
+		t.Helper()
+		if job, ok := r.json["job"].(map[string]any); ok {
+			if j := b.env.WaitJob(t, job["id"].(string)); j.State != "completed" {
+				t.Fatalf("%s: %s", j.Type, j.Error)
+			}
+		}
+	}
+	// Preview databases: an empty one made, listed, extended, connected to, deleted.
+	pv := "/v1/preview-databases/{previewID}"
+	madePrv := call("POST", project+"/preview-databases", "/v1/projects/{projectID}/preview-databases", b.adminKey, map[string]any{"mode": "empty", "ttl_hours": 2}, 202)
+	call("POST", project+"/preview-databases", "/v1/projects/{projectID}/preview-databases", b.adminKey, map[string]any{"mode": "fork"}, 400)
+	call("POST", project+"/preview-databases", "/v1/projects/{projectID}/preview-databases", b.adminKey, map[string]any{"ttl_hours": 0}, 400)
+	waitJob(madePrv)
+	prvID := madePrv.json["preview"].(map[string]any)["id"].(string)
+	call("GET", project+"/preview-databases", "/v1/projects/{projectID}/preview-databases", b.adminKey, nil, 200)
+	call("POST", "/v1/preview-databases/"+prvID+"/extend", pv+"/extend", b.adminKey, map[string]any{"ttl_hours": 10}, 200)
+	call("POST", "/v1/preview-databases/"+prvID+"/extend", pv+"/extend", b.adminKey, map[string]any{"ttl_hours": 1000}, 400)
+	call("GET", "/v1/preview-databases/"+prvID+"/connections", pv+"/connections", b.adminKey, nil, 200)
+	call("GET", "/v1/preview-databases/prv_nope/connections", pv+"/connections", b.adminKey, nil, 404)
+	delPrv := call("DELETE", "/v1/preview-databases/"+prvID, pv, b.adminKey, nil, 202)
+	call("DELETE", "/v1/preview-databases/"+prvID, pv, b.adminKey, nil, 409)
+	waitJob(delPrv)
+
 	// Ephemeral databases: created without a credential, read and deleted with the claim token, claimed.
 	ephemeral := func(name string) (string, string) {
 		t.Helper()
@@ -434,14 +458,6 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 
 	// Key-value stores: the whole life of one.
 	kvp := "/v1/projects/{projectID}/kv"
-	waitJob := func(r *response) {
-		t.Helper()
-		if job, ok := r.json["job"].(map[string]any); ok {
-			if j := b.env.WaitJob(t, job["id"].(string)); j.State != "completed" {
-				t.Fatalf("%s: %s", j.Type, j.Error)
-			}
-		}
-	}
 	call("GET", project+"/kv", kvp, b.adminKey, nil, 404)
 	waitJob(call("POST", project+"/kv", kvp, b.adminKey, nil, 202))
 	call("POST", project+"/kv", kvp, b.adminKey, nil, 409)

@@ -129,6 +129,13 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/projects/{projectID}/imports/follow/cutover", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Wait for zero lag, copy sequence values, drop the subscription and publication (needs confirm: true; stop writes to the source first)", Do: With(s.followCutover)},
 		{Method: post, Path: "/v1/projects/{projectID}/imports/follow/abort", Tag: "imports", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Stop following: drop the subscription and publication and restore the backup taken before follow started", Do: Without(s.followAbort)},
 
+		// Preview databases (an instance of their own, derived from a project)
+		{Method: get, Path: "/v1/projects/{projectID}/preview-databases", Tag: "previews", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "List the project's preview databases", Do: Without(s.listPreviews)},
+		{Method: post, Path: "/v1/projects/{projectID}/preview-databases", Tag: "previews", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Create a preview database: clone (the project's data as of now) or empty, deleted after ttl_hours", Do: With(s.createPreview)},
+		{Method: del, Path: "/v1/preview-databases/{previewID}", Tag: "previews", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Delete a preview database and everything it had", Errors: []int{http.StatusConflict}, Do: Without(s.deletePreview)},
+		{Method: post, Path: "/v1/preview-databases/{previewID}/extend", Tag: "previews", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Move a preview's deletion to ttl_hours from now", Errors: []int{http.StatusConflict}, Do: With(s.extendPreview)},
+		{Method: get, Path: "/v1/preview-databases/{previewID}/connections", Tag: "previews", Scope: appliance.ScopeCredentialsRead, Status: ok, Summary: "A preview's connection URLs with its own credential", Errors: []int{http.StatusConflict}, Do: Without(s.previewConnections)},
+
 		// Ephemeral databases (no account: the claim token is their credential until they are claimed)
 		{Method: post, Path: "/v1/ephemeral-databases", Tag: "ephemeral", Auth: Public, Status: created, Summary: "Create a throwaway database without an account (destroyed after 72 hours unless claimed; the claim token is returned once)",
 			Errors: []int{http.StatusServiceUnavailable}, Do: With(s.createEphemeral)},
@@ -173,7 +180,7 @@ var claimTokenParam = Param{Name: claimTokenHeader, Required: true, Doc: "the ep
 // project's state, and never reach its server.
 var storeReads = []string{"/v1/projects/{projectID}", "/v1/projects/{projectID}/jobs", "/v1/projects/{projectID}/audit-events",
 	"/v1/projects/{projectID}/backups", "/v1/projects/{projectID}/exports", "/v1/projects/{projectID}/restore-points",
-	"/v1/projects/{projectID}/scheduled-backups", "/v1/projects/{projectID}/kv", "/v1/projects/{projectID}/kv/credentials"}
+	"/v1/projects/{projectID}/scheduled-backups", "/v1/projects/{projectID}/kv", "/v1/projects/{projectID}/kv/credentials", "/v1/projects/{projectID}/preview-databases"}
 
 // withErrors adds the error statuses routes answer by what they act on: a project route that is more than
 // a read of the records answers 409 when the project is not in the state it needs and 503 when its server

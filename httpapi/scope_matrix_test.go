@@ -145,6 +145,17 @@ func newFixtures(b *bundle) *fixtures {
 	}
 	// prjA has a running store; the create acts on prjF, which has none.
 	f.routeParams["POST /v1/projects/{projectID}/kv"] = map[string]fixtureParam{"projectID": {value: f.prjF.ID, project: f.prjF.ID}}
+	// A preview of prjA (empty: from a spare or initdb, no copy); previews are created on prjF, whose plan
+	// allows two (the bound key's and the full-rights call).
+	prv := b.do("POST", "/v1/projects/"+f.prjA.ID+"/preview-databases", b.adminKey, map[string]any{"mode": "empty"})
+	if prv.status != http.StatusAccepted {
+		b.t.Fatalf("create preview: %d %s", prv.status, prv.body)
+	}
+	if j := b.env.WaitJob(b.t, prv.json["job"].(map[string]any)["id"].(string)); j.State != "completed" {
+		b.t.Fatalf("preview.create job %s: %s", j.State, j.Error)
+	}
+	f.params["previewID"] = fixtureParam{value: prv.json["preview"].(map[string]any)["id"].(string), project: f.prjA.ID}
+	f.routeParams["POST /v1/projects/{projectID}/preview-databases"] = map[string]fixtureParam{"projectID": {value: f.prjF.ID, project: f.prjF.ID}}
 	// Two ephemeral databases: one read and deleted with its claim token, one claimed.
 	f.headers = map[string]http.Header{}
 	for i, routes := range [][]string{{"GET /v1/ephemeral-databases/{projectID}", "DELETE /v1/ephemeral-databases/{projectID}"},
@@ -196,6 +207,8 @@ func newFixtures(b *bundle) *fixtures {
 		"POST /v1/projects/{projectID}/restores":                         map[string]any{"backup_key": "fixture-no-such-backup"},
 		"PUT /v1/projects/{projectID}/scheduled-backups/default":         map[string]any{"cron_hour": 3, "cron_minute": 0, "is_active": true},
 		"POST /v1/ephemeral-databases/{projectID}/claim":                 map[string]any{"claim_token": f.claimToken},
+		"POST /v1/projects/{projectID}/preview-databases":                map[string]any{"mode": "empty"},
+		"POST /v1/preview-databases/{previewID}/extend":                  map[string]any{"ttl_hours": 48},
 	}
 	return f
 }
@@ -373,17 +386,21 @@ func TestScopeMatrix(t *testing.T) {
 			t.Errorf("%s: error %q does not say %q", what, got, msg)
 		}
 	}
-	allowed := func(t *testing.T, rt Route, what, cred string) {
+	// allowed checks that cred is not refused; goneOK accepts 404 and 410 (a delete whose resource an
+	// earlier allowed call of the same route deleted). It returns the status.
+	allowed := func(t *testing.T, rt Route, what, cred string, goneOK bool) int {
 		t.Helper()
 		r := b.call(t, rt.Method, f.path(t, rt), f.header(rt, cred), f.body(rt))
 		switch {
 		case r.status == http.StatusUnauthorized || r.status == http.StatusForbidden:
 			t.Errorf("%s: refused with %d, so the refusals above may not be about the credential\n%s", what, r.status, r.body)
+		case goneOK && (r.status == http.StatusNotFound || r.status == http.StatusGone):
 		case r.status == http.StatusNotFound || r.status == http.StatusMethodNotAllowed:
 			t.Errorf("%s: %d: the fixtures do not name real resources\n%s", what, r.status, r.body)
 		case r.status >= 500:
 			t.Errorf("%s: %d\n%s", what, r.status, r.body)
 		}
+		return r.status
 	}
 
 	for _, rt := range deletesLast(b.api.Routes()) {
@@ -392,9 +409,10 @@ func TestScopeMatrix(t *testing.T) {
 		waitProjectJobs(t, b, f.prjA.ID)
 		t.Run(rt.Method+" "+rt.Path, func(t *testing.T) {
 			if rt.Auth == Public {
-				allowed(t, rt, "public route without a credential", "")
+				allowed(t, rt, "public route without a credential", "", false)
 				return
 			}
+			deleted := false // a delete by the bound key: the full-rights call may find the resource gone
 			refused(t, rt, "no credential", "", http.StatusUnauthorized, "missing credentials")
 			refused(t, rt, "unknown API key", "apl_live_doesnotexist", http.StatusUnauthorized, "invalid API key")
 			refused(t, rt, "unknown session", "ses_doesnotexist", http.StatusUnauthorized, "invalid or expired session")
@@ -415,10 +433,11 @@ func TestScopeMatrix(t *testing.T) {
 				refused(t, rt, "key bound to another project (project scopes)", boundB, http.StatusForbidden, "restricted to project")
 				refused(t, rt, "key bound to another project (every scope)", boundBAll, http.StatusForbidden, "restricted to project")
 				if rt.Scope == "" || !appliance.IsOrganizationScope(rt.Scope) {
-					allowed(t, rt, "key bound to the route's project", boundTo[prj])
+					st := allowed(t, rt, "key bound to the route's project", boundTo[prj], false)
+					deleted = rt.Method == http.MethodDelete && st >= 200 && st < 300
 				}
 			}
-			allowed(t, rt, "full rights", f.fullRights(rt))
+			allowed(t, rt, "full rights", f.fullRights(rt), deleted)
 		})
 	}
 }

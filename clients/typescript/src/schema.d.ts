@@ -672,6 +672,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/preview-databases/{previewID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a preview database and everything it had
+         * @description Needs an API key or a session token. Required scope: `projects:write`.
+         */
+        delete: operations["deletePreviewDatabasesByPreviewID"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/preview-databases/{previewID}/connections": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A preview's connection URLs with its own credential
+         * @description Needs an API key or a session token. Required scope: `credentials:read`.
+         */
+        get: operations["getPreviewDatabasesByPreviewIDConnections"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/preview-databases/{previewID}/extend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move a preview's deletion to ttl_hours from now
+         * @description Needs an API key or a session token. Required scope: `projects:write`.
+         */
+        post: operations["postPreviewDatabasesByPreviewIDExtend"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects": {
         parameters: {
             query?: never;
@@ -1204,6 +1264,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{projectID}/preview-databases": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the project's preview databases
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDPreviewDatabases"];
+        put?: never;
+        /**
+         * Create a preview database: clone (the project's data as of now) or empty, deleted after ttl_hours
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDPreviewDatabases"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{projectID}/restore-points": {
         parameters: {
             query?: never;
@@ -1677,6 +1761,17 @@ export interface components {
             region?: string;
         };
         CreateExportRequest: Record<string, never>;
+        CreatePreviewRequest: {
+            /**
+             * @description clone (default): the project's data as of now; empty: its database and role names, no data
+             * @enum {string}
+             */
+            mode?: "empty" | "clone";
+            /** @description 1 to 63 characters; default preview-<random> */
+            name?: string;
+            /** @description hours until it is deleted, 1 to 720; default 24 */
+            ttl_hours?: number;
+        };
         CreateProjectRequest: {
             /**
              * @description production (default), staging or development
@@ -1793,6 +1888,10 @@ export interface components {
         };
         ExportList: {
             exports: components["schemas"]["Export"][];
+        };
+        ExtendPreviewRequest: {
+            /** @description hours from now until it is deleted, 1 to 720 */
+            ttl_hours: number;
         };
         Extension: {
             /** @description the newest version the server has */
@@ -2059,6 +2158,55 @@ export interface components {
         };
         PreflightResponse: {
             preflight: components["schemas"]["Preflight"];
+        };
+        PreviewDatabase: {
+            /** Format: date-time */
+            created_at: string;
+            database_name: string;
+            direct_port: number;
+            id: string;
+            last_error: string;
+            /** @enum {string} */
+            mode: "empty" | "clone";
+            name: string;
+            pooled_port: number;
+            project_id: string;
+            public_host: string;
+            role_name: string;
+            /** @description empty: live clones copy the running server, not a backup */
+            source_backup_key: string;
+            /** @description the project's database a clone holds */
+            source_database: string;
+            /**
+             * @description none for an empty preview; live: a copy of the project's running server when it was made
+             * @enum {string}
+             */
+            source_kind: "none" | "live";
+            /**
+             * Format: date-time
+             * @description the moment the data is as of (a clone); null for an empty preview
+             */
+            source_restore_time: string | null;
+            ssl_mode: string;
+            /** @enum {string} */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            /**
+             * Format: date-time
+             * @description when it is deleted unless extended
+             */
+            ttl_expires_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        PreviewJobResponse: {
+            job: components["schemas"]["Job"];
+            preview: components["schemas"]["PreviewDatabase"];
+        };
+        PreviewList: {
+            preview_databases: components["schemas"]["PreviewDatabase"][];
+        };
+        PreviewResponse: {
+            preview: components["schemas"]["PreviewDatabase"];
         };
         Principal: {
             api_key_id: string;
@@ -4379,6 +4527,162 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    deletePreviewDatabasesByPreviewID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the preview ID */
+                previewID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["JobResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getPreviewDatabasesByPreviewIDConnections: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the preview ID */
+                previewID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "connections": {
+                     *         "direct_url": "example",
+                     *         "pooled_url": "example",
+                     *         "username": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ConnectionsResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postPreviewDatabasesByPreviewIDExtend: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the preview ID */
+                previewID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "ttl_hours": 1
+                 *     } */
+                "application/json": components["schemas"]["ExtendPreviewRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "preview": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "database_name": "example",
+                     *         "direct_port": 1,
+                     *         "id": "example",
+                     *         "last_error": "example",
+                     *         "mode": "empty",
+                     *         "name": "example",
+                     *         "pooled_port": 1,
+                     *         "project_id": "example",
+                     *         "public_host": "example",
+                     *         "role_name": "example",
+                     *         "source_backup_key": "example",
+                     *         "source_database": "example",
+                     *         "source_kind": "none",
+                     *         "source_restore_time": "2026-01-31T12:00:00Z",
+                     *         "ssl_mode": "example",
+                     *         "state": "provisioning",
+                     *         "ttl_expires_at": "2026-01-31T12:00:00Z",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["PreviewResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
     getProjects: {
         parameters: {
             query?: {
@@ -6306,6 +6610,146 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDPreviewDatabases: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "preview_databases": [
+                     *         {
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "database_name": "example",
+                     *           "direct_port": 1,
+                     *           "id": "example",
+                     *           "last_error": "example",
+                     *           "mode": "empty",
+                     *           "name": "example",
+                     *           "pooled_port": 1,
+                     *           "project_id": "example",
+                     *           "public_host": "example",
+                     *           "role_name": "example",
+                     *           "source_backup_key": "example",
+                     *           "source_database": "example",
+                     *           "source_kind": "none",
+                     *           "source_restore_time": "2026-01-31T12:00:00Z",
+                     *           "ssl_mode": "example",
+                     *           "state": "provisioning",
+                     *           "ttl_expires_at": "2026-01-31T12:00:00Z",
+                     *           "updated_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["PreviewList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postProjectsByProjectIDPreviewDatabases: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["CreatePreviewRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       },
+                     *       "preview": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "database_name": "example",
+                     *         "direct_port": 1,
+                     *         "id": "example",
+                     *         "last_error": "example",
+                     *         "mode": "empty",
+                     *         "name": "example",
+                     *         "pooled_port": 1,
+                     *         "project_id": "example",
+                     *         "public_host": "example",
+                     *         "role_name": "example",
+                     *         "source_backup_key": "example",
+                     *         "source_database": "example",
+                     *         "source_kind": "none",
+                     *         "source_restore_time": "2026-01-31T12:00:00Z",
+                     *         "ssl_mode": "example",
+                     *         "state": "provisioning",
+                     *         "ttl_expires_at": "2026-01-31T12:00:00Z",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["PreviewJobResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];

@@ -1,0 +1,23 @@
+package httpapi
+
+import "github.com/theappliance/appliance/appliance"
+
+func (s *Server) listPreviews(r *Request) (*appliance.PreviewList, error) {
+	return s.svc.ListPreviews(r.Context(), r.Principal, r.PathValue("projectID"))
+}
+
+func (s *Server) createPreview(r *Request, body *appliance.CreatePreviewRequest) (*appliance.PreviewJobResponse, error) {
+	return s.svc.CreatePreview(r.Context(), r.Principal, r.PathValue("projectID"), body)
+}
+
+func (s *Server) deletePreview(r *Request) (*appliance.JobResponse, error) {
+	return s.svc.DeletePreview(r.Context(), r.Principal, r.PathValue("previewID"))
+}
+
+func (s *Server) extendPreview(r *Request, body *appliance.ExtendPreviewRequest) (*appliance.PreviewResponse, error) {
+	return s.svc.ExtendPreview(r.Context(), r.Principal, r.PathValue("previewID"), body)
+}
+
+func (s *Server) previewConnections(r *Request) (*appliance.ConnectionsResponse, error) {
+	return s.svc.PreviewConnections(r.Context(), r.Principal, r.PathValue("previewID"))
+}
