@@ -36,6 +36,7 @@ var EventTypes = []EventType{
 	{"import.completed", "an uploaded dump was restored, or a follow was cut over", "{job}"},
 	{"credentials.rotated", "a rotation made a new credential current (the old one works until the overlap ends)", "{job}"},
 	{"preview.ready", "a preview database's instance accepts connections", "{job}"},
+	{"preview.reset", "a preview database was made again from its source", "{job}"},
 	{"preview.deleted", "a preview database was deleted: its instance and data are gone", "{job}"},
 	{"ephemeral.claimed", "an ephemeral database was claimed into an organization: it is a normal project now", "{project}"},
 	{"kv.ready", "a key-value store's server runs: it accepts its token", "{job}"},
@@ -57,6 +58,7 @@ var jobEvents = map[string]string{
 	JobKVCreate:            "kv.ready",
 	JobPreviewCreate:       "preview.ready",
 	JobPreviewDelete:       "preview.deleted",
+	JobPreviewReset:        "preview.reset",
 	JobKVDelete:            "kv.deleted",
 }
 

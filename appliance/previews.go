@@ -37,6 +37,7 @@ const (
 const (
 	JobPreviewCreate = "preview.create"
 	JobPreviewDelete = "preview.delete"
+	JobPreviewReset  = "preview.reset"
 )
 
 // PreviewDatabase is the API resource.
@@ -392,6 +393,74 @@ func (s *Service) SweepPreviews(ctx context.Context) (int, error) {
 func (s *Service) registerPreviewJobs(r *scheduler.Runner) {
 	r.Handle(JobPreviewCreate, s.failProjectOnFinalError(s.provisionProject))
 	r.Handle(JobPreviewDelete, s.deleteProjectJob)
+	r.Handle(JobPreviewReset, s.failProjectOnFinalError(s.resetPreviewJob))
+}
+
+// ResetPreview enqueues preview.reset: the preview is made again from its source (an empty cluster, or a
+// new copy of the project as of now); its own writes are gone, its host, ports and credential stay.
+func (s *Service) ResetPreview(ctx context.Context, p *Principal, previewID string) (*JobResponse, error) {
+	var job *store.Job
+	err := s.db.Update(func(tx *store.Tx) error {
+		prv, err := s.visiblePreview(tx, p, previewID)
+		if err != nil {
+			return err
+		}
+		if prv.State != ProjectActive {
+			return Conflict("preview database %s is %s: a reset needs it active", prv.ID, prv.State)
+		}
+		parent, err := store.Projects.Get(tx, prv.PreviewOf)
+		if err != nil {
+			return Internal(err, "read the preview's project")
+		}
+		if prv.PreviewMode == PreviewClone && parent.State != ProjectActive {
+			return Conflict("project %s is %s: a clone is made again from it active", parent.ID, parent.State)
+		}
+		if job, err = s.enqueuePreview(tx, parent, prv, JobPreviewReset); err != nil {
+			return err
+		}
+		if prv.PreviewMode == PreviewClone {
+			now := s.now()
+			prv.SourceRestoreTime = &now
+		}
+		prv.UpdatedAt = s.now()
+		if err := store.Projects.Put(tx, prv); err != nil {
+			return Internal(err, "store preview")
+		}
+		return s.audit(tx, p, "preview.reset", prv.OrganizationID, prv.PreviewOf, map[string]any{"preview_id": prv.ID, "job_id": job.ID})
+	})
+	return s.answerJob(job, err)
+}
+
+// resetPreviewJob removes the preview's server and data (its instance record, ports and credential stay),
+// then provisions it again from its source. A retry after a crash removes whatever the last attempt made.
+func (s *Service) resetPreviewJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return nil, err
+	}
+	prv, inst, err := s.loadProject(targetOf(run))
+	if err != nil {
+		return nil, err
+	}
+	if prv.DeletedAt != nil || prv.State == ProjectDeleting {
+		return map[string]any{"skipped": "preview is " + prv.State}, nil
+	}
+	if inst != nil {
+		s.unwatch(dp, inst)
+		if err := s.pgPooler(dp, inst, prv).Remove(ctx); err != nil {
+			return nil, scheduler.Transient(err)
+		}
+		if err := s.pgInstance(dp, inst).Remove(ctx); err != nil {
+			return nil, scheduler.Transient(err)
+		}
+	}
+	if err := s.updateProject(prv.ID, func(p *store.Project) error {
+		p.State, p.RuntimeStatus = ProjectProvisioning, RuntimeProvisioning
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return s.provisionProject(ctx, run)
 }
 
 // cloneFill is how a clone preview's data directory is made: pg_basebackup of its project's running

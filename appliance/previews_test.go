@@ -81,6 +81,18 @@ func TestPreviewsCloneEmptyExpireAndGoWithTheirProject(t *testing.T) {
 		t.Fatal("the project's password opens the clone")
 	}
 
+	// A reset makes the clone again from the project as of now: its own write is gone, the project's later
+	// one is there, and the same URL works.
+	rs, err := e.Svc.ResetPreview(t.Context(), p, clone.Preview.ID)
+	runJob(t, e, rs, err)
+	again := connect(t, cc.Connections.DirectURL)
+	if n := scalar[int64](t, again, "SELECT count(*) FROM orders WHERE id = 1000"); n != 0 {
+		t.Fatal("the preview's write survived its reset")
+	}
+	if n := scalar[int64](t, again, "SELECT count(*) FROM orders WHERE id = 2000"); n != 1 {
+		t.Fatal("the reset clone lacks the project's later write")
+	}
+
 	empty, err := e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Mode: appliance.PreviewEmpty, TTLHours: ptr(2)})
 	waitPreview(t, e, empty, err)
 	ec, err := e.Svc.PreviewConnections(t.Context(), p, empty.Preview.ID)

@@ -417,6 +417,7 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("POST", "/v1/preview-databases/"+prvID+"/extend", pv+"/extend", b.adminKey, map[string]any{"ttl_hours": 1000}, 400)
 	call("GET", "/v1/preview-databases/"+prvID+"/connections", pv+"/connections", b.adminKey, nil, 200)
 	call("GET", "/v1/preview-databases/prv_nope/connections", pv+"/connections", b.adminKey, nil, 404)
+	waitJob(call("POST", "/v1/preview-databases/"+prvID+"/reset", pv+"/reset", b.adminKey, nil, 202))
 	delPrv := call("DELETE", "/v1/preview-databases/"+prvID, pv, b.adminKey, nil, 202)
 	call("DELETE", "/v1/preview-databases/"+prvID, pv, b.adminKey, nil, 409)
 	waitJob(delPrv)

@@ -21,3 +21,7 @@ func (s *Server) extendPreview(r *Request, body *appliance.ExtendPreviewRequest)
 func (s *Server) previewConnections(r *Request) (*appliance.ConnectionsResponse, error) {
 	return s.svc.PreviewConnections(r.Context(), r.Principal, r.PathValue("previewID"))
 }
+
+func (s *Server) resetPreview(r *Request) (*appliance.JobResponse, error) {
+	return s.svc.ResetPreview(r.Context(), r.Principal, r.PathValue("previewID"))
+}

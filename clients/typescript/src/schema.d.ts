@@ -732,6 +732,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/preview-databases/{previewID}/reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a preview again from its source (its writes are gone; host, ports and credential stay)
+         * @description Needs an API key or a session token. Required scope: `projects:write`.
+         */
+        post: operations["postPreviewDatabasesByPreviewIDReset"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects": {
         parameters: {
             query?: never;
@@ -4678,6 +4698,63 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postPreviewDatabasesByPreviewIDReset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the preview ID */
+                previewID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["JobResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             default: components["responses"]["Error"];
