@@ -1,0 +1,81 @@
+package cmd
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/httpapi"
+)
+
+var previewIDRe = regexp.MustCompile(`prv_[0-9a-z]{26}`)
+
+// TestCLIPreviews: create --wait, list, get, connections (a URL that works), extend, reset --wait and
+// delete --wait of a clone.
+func TestCLIPreviews(t *testing.T) {
+	e := setupCLI(t, cliSetupOpts{instances: true, limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
+	t.Setenv("APPLIANCE_API_URL", e.url)
+	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
+	t.Setenv("APPLIANCE_API_KEY", e.boot.APIKey)
+	p, err := e.svc.Authenticate(t.Context(), e.boot.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.svc.CreateProject(t.Context(), p, &appliance.CreateProjectRequest{Name: "branched", Environment: "development"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.env.WaitJob(t, res.Job.ID)
+	prj := res.Project.ID
+	conns, err := e.svc.ProjectConnections(t.Context(), p, prj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliExec(t, conns.Connections.DirectURL, "CREATE TABLE t AS SELECT 42 AS answer")
+
+	out, _ := e.mustRunJob("previews", "create", prj, "--name", "feature-x", "--ttl-hours", "6", "--wait")
+	id := previewIDRe.FindString(out)
+	if id == "" || !strings.Contains(out, "is active until") {
+		t.Fatalf("previews create:\n%s", out)
+	}
+	if list, _ := e.mustRun("", "previews", "list", prj); !strings.Contains(lineWith(list, id), "clone") || !strings.Contains(lineWith(list, id), "active") {
+		t.Fatalf("previews list:\n%s", list)
+	}
+	if got, _ := e.mustRun("", "previews", "get", prj, id); !strings.Contains(got, "feature-x") {
+		t.Fatalf("previews get:\n%s", got)
+	}
+	url, _ := e.mustRun("", "previews", "connections", id)
+	url = strings.TrimSpace(url)
+	if got := cliQuery(t, url, "SELECT answer FROM t"); got != "42" {
+		t.Fatalf("the preview's data: %q", got)
+	}
+	if out, _ := e.mustRun("", "previews", "extend", id, "--ttl-hours", "48"); !strings.Contains(out, "is kept until") {
+		t.Fatalf("extend: %s", out)
+	}
+	cliExec(t, url, "DROP TABLE t")
+	e.mustRunJob("previews", "reset", id, "--wait")
+	if got := cliQuery(t, url, "SELECT answer FROM t"); got != "42" {
+		t.Fatalf("after the reset: %q", got)
+	}
+	e.mustRunJob("previews", "delete", id, "--wait")
+	if list, _ := e.mustRun("", "previews", "list", prj); strings.Contains(list, id) {
+		t.Fatalf("a deleted preview is listed:\n%s", list)
+	}
+}
+
+// cliExec runs one statement on a connection URL.
+func cliExec(t *testing.T, connURL, sql string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), connURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
