@@ -6,12 +6,14 @@ import { useProjectEvents, useProjectLoad } from '../events'
 import { ImportsTab, ScheduleCard } from './imports'
 import { AuditTab, BackupsTab, DataTab, ExtensionsTab, SettingsTab } from './project_tabs'
 import { KVTab } from './kv'
+import { PreviewsTab } from './previews'
 
 const tabs = [
   { id: '', label: 'Overview' },
   { id: 'backups', label: 'Backups' },
   { id: 'data', label: 'Exports' },
   { id: 'imports', label: 'Imports' },
+  { id: 'previews', label: 'Previews' },
   { id: 'kv', label: 'Key-value' },
   { id: 'extensions', label: 'Extensions' },
   { id: 'settings', label: 'Settings' },
@@ -107,6 +109,7 @@ export function Project({ id, tab = '' }: { id: string; tab?: string }) {
           )}
           {tab === 'data' && <DataTab id={id} path={path} />}
           {tab === 'imports' && <ImportsTab path={path} projectName={p.name} />}
+          {tab === 'previews' && <PreviewsTab id={id} path={path} active={active} />}
           {tab === 'kv' && <KVTab id={id} path={path} orgID={p.organization_id} active={active} />}
           {tab === 'extensions' && <ExtensionsTab path={path} />}
           {tab === 'settings' && <SettingsTab path={path} project={p} reload={prj.reload} />}
