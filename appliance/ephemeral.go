@@ -308,21 +308,36 @@ func (s *Service) ClaimEphemeral(ctx context.Context, p *Principal, projectID st
 
 // SweepEphemeral deletes the unclaimed ephemeral databases whose 72 hours are over.
 func (s *Service) SweepEphemeral(ctx context.Context) (int, error) {
+	return s.sweepExpired(func(tx *store.Tx) ([]*store.Project, error) {
+		return store.Projects.Lookup(tx, store.ProjectsEphemeral, "live", store.Query{})
+	}, func(p *store.Project) *time.Time { return p.EphemeralExpiresAt },
+		func(tx *store.Tx, p *store.Project) error {
+			_, err := s.deleteEphemeral(tx, p, &Principal{AuthSource: ActorSystem}, "ephemeral.expire")
+			return err
+		})
+}
+
+// sweepExpired deletes (del, in one transaction) the records of candidates whose expiry has passed and
+// that are neither being provisioned (the job holds their lock: the next sweep takes them) nor deleted;
+// it returns how many.
+func (s *Service) sweepExpired(candidates func(*store.Tx) ([]*store.Project, error), expiry func(*store.Project) *time.Time,
+	del func(*store.Tx, *store.Project) error) (int, error) {
 	n := 0
 	now := s.now()
 	err := s.db.Update(func(tx *store.Tx) error {
-		live, err := store.Projects.Lookup(tx, store.ProjectsEphemeral, "live", store.Query{})
+		all, err := candidates(tx)
 		if err != nil {
 			return err
 		}
-		for _, prj := range live {
-			if prj.EphemeralExpiresAt == nil || now.Before(*prj.EphemeralExpiresAt) || prj.State == ProjectDeleting || prj.State == ProjectDeleted {
+		for _, p := range all {
+			at := expiry(p)
+			if at == nil || now.Before(*at) || p.DeletedAt != nil {
 				continue
 			}
-			if prj.State == ProjectProvisioning { // its provision job holds the lock: the next sweep deletes it
+			if p.State == ProjectProvisioning || p.State == ProjectDeleting || p.State == ProjectDeleted {
 				continue
 			}
-			if _, err := s.deleteEphemeral(tx, prj, &Principal{AuthSource: ActorSystem}, "ephemeral.expire"); err != nil {
+			if err := del(tx, p); err != nil {
 				return err
 			}
 			n++

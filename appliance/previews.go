@@ -366,28 +366,13 @@ func (s *Service) deletePreview(tx *store.Tx, p *Principal, prv *store.Project, 
 
 // SweepPreviews deletes the previews whose TTL is over.
 func (s *Service) SweepPreviews(ctx context.Context) (int, error) {
-	n := 0
-	now := s.now()
-	err := s.db.Update(func(tx *store.Tx) error {
-		all, err := store.Projects.All(tx, func(p *store.Project) bool {
-			return p.PreviewOf != "" && p.DeletedAt == nil && p.TTLExpiresAt != nil && !now.Before(*p.TTLExpiresAt) &&
-				p.State != ProjectDeleting && p.State != ProjectProvisioning
-		})
-		if err != nil {
+	return s.sweepExpired(func(tx *store.Tx) ([]*store.Project, error) {
+		return store.Projects.All(tx, func(p *store.Project) bool { return p.PreviewOf != "" && p.DeletedAt == nil })
+	}, func(p *store.Project) *time.Time { return p.TTLExpiresAt },
+		func(tx *store.Tx, p *store.Project) error {
+			_, err := s.deletePreview(tx, &Principal{AuthSource: ActorSystem}, p, "preview.expire")
 			return err
-		}
-		for _, prv := range all {
-			if _, err := s.deletePreview(tx, &Principal{AuthSource: ActorSystem}, prv, "preview.expire"); err != nil {
-				return err
-			}
-			n++
-		}
-		return nil
-	})
-	if err == nil && n > 0 {
-		s.notify()
-	}
-	return n, err
+		})
 }
 
 func (s *Service) registerPreviewJobs(r *scheduler.Runner) {

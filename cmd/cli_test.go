@@ -94,6 +94,32 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 	return e
 }
 
+// login points the CLI at the test's appliance with the bootstrap admin key, and returns its principal.
+func (e *cliEnv) login(t *testing.T) *appliance.Principal {
+	t.Helper()
+	t.Setenv("APPLIANCE_API_URL", e.url)
+	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
+	t.Setenv("APPLIANCE_API_KEY", e.boot.APIKey)
+	p, err := e.svc.Authenticate(t.Context(), e.boot.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// activeProject provisions a development project and waits until it is active; it returns its id.
+func (e *cliEnv) activeProject(t *testing.T, p *appliance.Principal, name string) string {
+	t.Helper()
+	res, err := e.svc.CreateProject(t.Context(), p, &appliance.CreateProjectRequest{Name: name, Environment: "development"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.env.WaitJob(t, res.Job.ID); j.State != "completed" {
+		t.Fatalf("provision %s: %s", name, j.Error)
+	}
+	return res.Project.ID
+}
+
 // syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
 type syncBuffer struct {
 	mu  sync.Mutex

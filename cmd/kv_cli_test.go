@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/httpapi"
 )
 
@@ -16,19 +15,8 @@ var kvTokenRe = regexp.MustCompile(`^kv_[0-9a-z]{52}$`)
 // empties the store; delete removes it.
 func TestCLIKV(t *testing.T) {
 	e := setupCLI(t, cliSetupOpts{instances: true, kv: true, limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
-	t.Setenv("APPLIANCE_API_URL", e.url)
-	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
-	t.Setenv("APPLIANCE_API_KEY", e.boot.APIKey)
-	p, err := e.svc.Authenticate(t.Context(), e.boot.APIKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := e.svc.CreateProject(t.Context(), p, &appliance.CreateProjectRequest{Name: "cached", Environment: "development"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.env.WaitJob(t, res.Job.ID)
-	prj := res.Project.ID
+	p := e.login(t)
+	prj := e.activeProject(t, p, "cached")
 
 	stdout, stderr := e.mustRunJob("kv", "create", prj, "--wait")
 	token := strings.TrimSpace(stdout)

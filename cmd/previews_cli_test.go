@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/httpapi"
 )
 
@@ -18,19 +17,8 @@ var previewIDRe = regexp.MustCompile(`prv_[0-9a-z]{26}`)
 // delete --wait of a clone.
 func TestCLIPreviews(t *testing.T) {
 	e := setupCLI(t, cliSetupOpts{instances: true, limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
-	t.Setenv("APPLIANCE_API_URL", e.url)
-	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
-	t.Setenv("APPLIANCE_API_KEY", e.boot.APIKey)
-	p, err := e.svc.Authenticate(t.Context(), e.boot.APIKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := e.svc.CreateProject(t.Context(), p, &appliance.CreateProjectRequest{Name: "branched", Environment: "development"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.env.WaitJob(t, res.Job.ID)
-	prj := res.Project.ID
+	p := e.login(t)
+	prj := e.activeProject(t, p, "branched")
 	conns, err := e.svc.ProjectConnections(t.Context(), p, prj)
 	if err != nil {
 		t.Fatal(err)
