@@ -69,23 +69,9 @@ func (s *Service) RestoreProject(ctx context.Context, p *Principal, projectID st
 	if err != nil {
 		return nil, err
 	}
-	timeline := 0
-	var switches []timelineSwitch
-	if !target.IsZero() || req.RestorePointID != "" {
-		if switches, err = readTimelineSwitches(s.retentionStore(), prj.ID); err != nil {
-			return nil, Internal(err, "read the project's timeline switches")
-		}
-	}
-	if !target.IsZero() { // a time is read on the history the project had at that time
-		conn, err := s.adminConn(ctx, inst, "postgres")
-		if err != nil {
-			return nil, &Error{Kind: KindUnavailable, Msg: "the project's server does not answer", Cause: err}
-		}
-		timeline, _, err = currentTimeline(ctx, conn)
-		conn.Close(context.Background())
-		if err != nil {
-			return nil, Internal(err, "read the timeline")
-		}
+	timeline, switches, err := s.pitrHistory(ctx, prj, inst, !target.IsZero() || req.RestorePointID != "", !target.IsZero())
+	if err != nil {
+		return nil, err
 	}
 	var job *store.Job
 	err = s.db.Update(func(tx *store.Tx) error {
@@ -119,15 +105,12 @@ func (s *Service) RestoreProject(ctx context.Context, p *Principal, projectID st
 			}
 			pl.TargetName, pl.Timeline = rp.Name, rp.Timeline
 		default:
-			tl, sw := timelineAt(switches, target, timeline)
-			if base, err = s.restoreBase(tx, prj.ID, target, tl, sw); err != nil {
+			var tl int
+			if base, tl, err = s.pitrBase(tx, prj.ID, target, timeline, switches); err != nil {
 				if errors.Is(err, errNoBackup) {
-					return Invalid("restore_time %s is outside the point-in-time window: no backup of the timeline the project was on then (%d) was complete by then", req.RestoreTime, tl)
+					return Invalid("restore_time %s is outside the point-in-time window: no backup of the timeline the project was on then was complete by then", req.RestoreTime)
 				}
 				return Internal(err, "find a base backup")
-			}
-			if tl == 0 {
-				tl = base.Timeline
 			}
 			pl.Timeline = tl
 		}
@@ -255,4 +238,43 @@ func (s *Service) restoreBase(tx *store.Tx, projectID string, t time.Time, tl in
 		return b, nil
 	}
 	return nil, errNoBackup
+}
+
+// pitrHistory reads what a point-in-time target needs: the project's timeline switches (withSwitches) and
+// its current timeline (withTimeline: a time is read on the history the project had at that time).
+func (s *Service) pitrHistory(ctx context.Context, prj *store.Project, inst *store.Instance, withSwitches, withTimeline bool) (int, []timelineSwitch, error) {
+	var switches []timelineSwitch
+	var err error
+	if withSwitches {
+		if switches, err = readTimelineSwitches(s.retentionStore(), prj.ID); err != nil {
+			return 0, nil, Internal(err, "read the project's timeline switches")
+		}
+	}
+	timeline := 0
+	if withTimeline {
+		conn, err := s.adminConn(ctx, inst, "postgres")
+		if err != nil {
+			return 0, nil, &Error{Kind: KindUnavailable, Msg: "the project's server does not answer", Cause: err}
+		}
+		timeline, _, err = currentTimeline(ctx, conn)
+		conn.Close(context.Background())
+		if err != nil {
+			return 0, nil, Internal(err, "read the timeline")
+		}
+	}
+	return timeline, switches, nil
+}
+
+// pitrBase finds the base backup and timeline a recovery to target starts from (errNoBackup outside the
+// point-in-time window).
+func (s *Service) pitrBase(tx *store.Tx, projectID string, target time.Time, timeline int, switches []timelineSwitch) (*store.Backup, int, error) {
+	tl, sw := timelineAt(switches, target, timeline)
+	base, err := s.restoreBase(tx, projectID, target, tl, sw)
+	if err != nil {
+		return nil, 0, err
+	}
+	if tl == 0 {
+		tl = base.Timeline
+	}
+	return base, tl, nil
 }
