@@ -23,8 +23,9 @@ const (
 	PreviewEmpty = "empty" // the project's database and role names, no data (from a spare cluster)
 	PreviewClone = "clone" // the project's data as of now (pg_basebackup of its running server)
 
-	SourceNone = "none" // an empty preview
-	SourceLive = "live" // a copy of the running server
+	SourceNone   = "none"   // an empty preview
+	SourceLive   = "live"   // a copy of the running server
+	SourceBackup = "backup" // a base backup and the WAL archive, recovered to source_restore_time
 )
 
 // Preview lifetimes.
@@ -50,8 +51,8 @@ type PreviewDatabase struct {
 	PublicHost        string     `json:"public_host"`
 	SSLMode           string     `json:"ssl_mode"`
 	Mode              string     `json:"mode" enum:"empty,clone"`
-	SourceKind        string     `json:"source_kind" enum:"none,live" doc:"none for an empty preview; live: a copy of the project's running server when it was made"`
-	SourceBackupKey   string     `json:"source_backup_key" doc:"empty: live clones copy the running server, not a backup"`
+	SourceKind        string     `json:"source_kind" enum:"none,live,backup" doc:"none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time"`
+	SourceBackupKey   string     `json:"source_backup_key" doc:"the base backup a clone as of a past time starts from (empty otherwise)"`
 	SourceRestoreTime *time.Time `json:"source_restore_time" doc:"the moment the data is as of (a clone); null for an empty preview"`
 	SourceDatabase    string     `json:"source_database" doc:"the project's database a clone holds"`
 	State             string     `json:"state" enum:"provisioning,active,failed,deleting,deleted"`
@@ -96,6 +97,8 @@ type CreatePreviewRequest struct {
 	Name     string `json:"name" schema:"maxLength=63" doc:"1 to 63 characters; default preview-<random>"`
 	Mode     string `json:"mode" enum:"empty,clone" doc:"clone (default): the project's data as of now; empty: its database and role names, no data"`
 	TTLHours *int   `json:"ttl_hours" schema:"minimum=1,maximum=720" doc:"hours until it is deleted, 1 to 720; default 24"`
+	// SourceRestoreTime makes a clone of the project as it was then (within its point-in-time window).
+	SourceRestoreTime string `json:"source_restore_time" doc:"a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now"`
 }
 
 // ExtendPreviewRequest is the body of POST /v1/preview-databases/{previewID}/extend.
@@ -188,11 +191,43 @@ func (s *Service) CreatePreview(ctx context.Context, p *Principal, projectID str
 			return nil, err
 		}
 	}
+	var target time.Time
+	var timeline int
+	var switches []timelineSwitch
+	if req.SourceRestoreTime != "" {
+		if mode != PreviewClone {
+			return nil, Invalid("source_restore_time makes a clone: it cannot go with mode empty")
+		}
+		t, err := time.Parse(time.RFC3339Nano, req.SourceRestoreTime)
+		if err != nil {
+			return nil, Invalid("source_restore_time must be an RFC 3339 time such as 2026-01-31T12:00:00Z")
+		}
+		if target = t.UTC(); target.After(s.now()) {
+			return nil, Invalid("source_restore_time %s is in the future", req.SourceRestoreTime)
+		}
+		parent, inst, err := s.activeProject(p, projectID)
+		if err != nil {
+			return nil, err
+		}
+		if timeline, switches, err = s.pitrHistory(ctx, parent, inst, true, true); err != nil {
+			return nil, err
+		}
+	}
 	var out *PreviewJobResponse
 	err := s.db.Update(func(tx *store.Tx) error {
 		parent, err := s.visibleActiveProject(tx, p, projectID)
 		if err != nil {
 			return err
+		}
+		var base *store.Backup
+		var tl int
+		if !target.IsZero() {
+			if base, tl, err = s.pitrBase(tx, parent.ID, target, timeline, switches); err != nil {
+				if errors.Is(err, errNoBackup) {
+					return Invalid("source_restore_time %s is outside the project's point-in-time window: no base backup was complete by then", req.SourceRestoreTime)
+				}
+				return Internal(err, "find a base backup")
+			}
 		}
 		live, err := livePreviews(tx, parent.ID)
 		if err != nil {
@@ -221,6 +256,10 @@ func (s *Service) CreatePreview(ctx context.Context, p *Principal, projectID str
 		}
 		if mode == PreviewClone {
 			prv.SourceKind, prv.SourceDatabase, prv.SourceRestoreTime = SourceLive, parent.DatabaseName, &now
+		}
+		if base != nil {
+			prv.SourceKind, prv.SourceBackupKey, prv.SourceBackupID, prv.SourceTimeline = SourceBackup, base.BackupKey, base.ID, tl
+			prv.SourceRestoreTime = &target
 		}
 		j, err := s.enqueuePreview(tx, parent, prv, JobPreviewCreate)
 		if err != nil {
@@ -403,7 +442,7 @@ func (s *Service) ResetPreview(ctx context.Context, p *Principal, previewID stri
 		if job, err = s.enqueuePreview(tx, parent, prv, JobPreviewReset); err != nil {
 			return err
 		}
-		if prv.PreviewMode == PreviewClone {
+		if prv.SourceKind == SourceLive {
 			now := s.now()
 			prv.SourceRestoreTime = &now
 		}
@@ -466,6 +505,9 @@ func (s *Service) cloneFill(dp *DataPlane, run *scheduler.Run, prv *store.Projec
 	basebackup, err := s.pgInstance(dp, pinst).Bin.Path("pg_basebackup")
 	if err != nil {
 		return nil, "", err
+	}
+	if prv.SourceBackupID != "" {
+		return s.recoveryFill(dp, run, parent, pinst, prv), string(pw), nil
 	}
 	fill := func(ctx context.Context, dataDir string) error {
 		cmd := dp.User.Command(basebackup, "-D", dataDir, "-F", "p", "-X", "stream", "--checkpoint=fast", "--no-password",
@@ -553,4 +595,56 @@ func (s *Service) removePreviews(ctx context.Context, dp *DataPlane, projectID s
 		}
 	}
 	return nil
+}
+
+// recoveryMarker starts the recovery settings a clone as of a past time gets in its postgresql.auto.conf.
+const recoveryMarker = "\n# appliance: preview recovery\n"
+
+// recoveryFill makes a clone's data directory as of a past time: its base backup copied, with settings
+// that recover from the project's WAL archive to source_restore_time and then promote. The preview's first
+// start runs the recovery (provisionProject waits for the promotion, then drops the settings).
+func (s *Service) recoveryFill(dp *DataPlane, run *scheduler.Run, parent *store.Project, pinst *store.Instance, prv *store.Project) func(context.Context, string) error {
+	return func(ctx context.Context, dataDir string) error {
+		var b *store.Backup
+		if err := s.db.View(func(tx *store.Tx) (err error) { b, err = store.Backups.Get(tx, prv.SourceBackupID); return err }); err != nil {
+			return fmt.Errorf("the preview's base backup %s: %w", prv.SourceBackupID, err)
+		}
+		bs := s.backupStore(dp)
+		// Everything up to the target must be in the archive (a recent target's WAL may not be yet).
+		if _, _, err := s.archiveNow(ctx, pinst, bs.WALDir(parent.ID)); err != nil {
+			return fmt.Errorf("archive the project's WAL: %w", err)
+		}
+		if err := daemon.OrDefault(run.Exec)(ctx, dp.User.Command("cp", "-a", bs.BaseDir(parent.ID, b.BackupKey), dataDir)); err != nil {
+			os.RemoveAll(dataDir)
+			return fmt.Errorf("copy the base backup: %w", err)
+		}
+		auto := dataDir + "/postgresql.auto.conf"
+		original, err := os.ReadFile(auto)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		conf := recoveryConf(run.Job.ID, bs.WALDir(parent.ID), restorePayload{TargetTime: *prv.SourceRestoreTime, Timeline: prv.SourceTimeline})
+		if err := writeUserFile(dp, auto, append(append(original, recoveryMarker...), conf...)); err != nil {
+			return err
+		}
+		return writeUserFile(dp, dataDir+"/recovery.signal", nil)
+	}
+}
+
+// finishRecovery waits until a clone as of a past time has recovered and promoted, then drops its
+// recovery settings. A clone without them returns at once.
+func (s *Service) finishRecovery(ctx context.Context, dp *DataPlane, pgi *postgres.Instance, parentPW string, since time.Time) error {
+	auto := pgi.DataDir() + "/postgresql.auto.conf"
+	b, err := os.ReadFile(auto)
+	if err != nil {
+		return err
+	}
+	i := strings.Index(string(b), recoveryMarker)
+	if i < 0 {
+		return nil
+	}
+	if err := waitPromoted(ctx, pgi, parentPW, since); err != nil {
+		return fmt.Errorf("recover the preview to its source time: %w", err)
+	}
+	return writeUserFile(dp, auto, b[:i])
 }

@@ -216,8 +216,14 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 		return nil, err
 	}
 	steps.done("init")
+	since := time.Now()
 	if err := pgi.Start(ctx, run.Exec); err != nil {
 		return nil, scheduler.Transient(s.movePortIfTaken(inst, false, err))
+	}
+	if parentAdminPW != "" {
+		if err := s.finishRecovery(ctx, dp, pgi, parentAdminPW, since); err != nil {
+			return nil, err
+		}
 	}
 	steps.done("start")
 	conn, err := pgi.Admin(ctx, string(adminPW))

@@ -98,6 +98,7 @@ func newPreviewsCreateCmd(o *clientOpts) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&req.Name, "name", "", "its name (default: generated)")
 	f.StringVar(&req.Mode, "mode", "", "clone (default) or empty")
+	f.StringVar(&req.SourceRestoreTime, "as-of", "", "a clone of the project as of this RFC 3339 time (within its point-in-time window)")
 	f.IntVar(&ttl, "ttl-hours", appliance.DefaultPreviewTTLHours, "hours until it is deleted (1 to 720)")
 	f.BoolVar(&wait, "wait", false, "wait until it accepts connections")
 	return cmd

@@ -185,6 +185,8 @@ type Project struct {
 	SourceBackupKey   string     `json:"source_backup_key"`
 	SourceRestoreTime *time.Time `json:"source_restore_time"`
 	SourceDatabase    string     `json:"source_database"`
+	SourceBackupID    string     `json:"source_backup_id"` // a clone as of a past time: the base backup
+	SourceTimeline    int        `json:"source_timeline"`  // and the timeline recovery follows
 	TTLExpiresAt      *time.Time `json:"ttl_expires_at"`
 	// StorageLock is what an ephemeral database over its storage limit was put under: "" (nothing),
 	// "read_only" (writes refused by default) or "no_connections" (its role's logins refused).

@@ -1789,6 +1789,8 @@ export interface components {
             mode?: "empty" | "clone";
             /** @description 1 to 63 characters; default preview-<random> */
             name?: string;
+            /** @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now */
+            source_restore_time?: string;
             /** @description hours until it is deleted, 1 to 720; default 24 */
             ttl_hours?: number;
         };
@@ -2193,15 +2195,15 @@ export interface components {
             project_id: string;
             public_host: string;
             role_name: string;
-            /** @description empty: live clones copy the running server, not a backup */
+            /** @description the base backup a clone as of a past time starts from (empty otherwise) */
             source_backup_key: string;
             /** @description the project's database a clone holds */
             source_database: string;
             /**
-             * @description none for an empty preview; live: a copy of the project's running server when it was made
+             * @description none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time
              * @enum {string}
              */
-            source_kind: "none" | "live";
+            source_kind: "none" | "live" | "backup";
             /**
              * Format: date-time
              * @description the moment the data is as of (a clone); null for an empty preview
