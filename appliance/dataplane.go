@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/certs"
@@ -255,6 +256,55 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// StopInstances is the last step of a shutdown, after the job runner and the supervisor stopped: every
+// instance, pooler and key-value server the store knows of that still runs is stopped (fast). A job that
+// the shutdown cancelled may have started one before handing it to the supervisor (a provision between
+// its instance's start and its watch); it must not outlive the appliance. The next start's retry of that
+// job starts it again.
+func (s *Service) StopInstances(ctx context.Context) error {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return err
+	}
+	var procs []daemon.Process
+	err = s.db.View(func(tx *store.Tx) error {
+		insts, err := store.Instances.All(tx, nil)
+		if err != nil {
+			return err
+		}
+		for _, in := range insts {
+			procs = append(procs, s.pgInstance(dp, in))
+			if prj, err := store.Projects.Get(tx, in.ProjectID); err == nil {
+				procs = append(procs, s.pgPooler(dp, in, prj))
+			}
+		}
+		kvs, err := store.KVStores.All(tx, nil)
+		for _, kv := range kvs {
+			if srv, _, err := s.kvServer(dp, kv); err == nil {
+				procs = append(procs, srv)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	errs := make([]error, len(procs))
+	var wg sync.WaitGroup
+	for n, p := range procs {
+		if _, running, _ := p.Status(); !running {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[n] = p.Stop(ctx, daemon.OrDefault(dp.Supervisor.Exec), daemon.StopFast)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // OnInstanceEvent records what the supervisor saw (a death, a restart) on the project: runtime_status and

@@ -794,3 +794,30 @@ func TestDeleteProjectDeletesItsBackups(t *testing.T) {
 		t.Fatalf("second sweep: %+v %v", sw, err)
 	}
 }
+
+// A job the shutdown cancels may have started an instance before handing it to the supervisor: stopping
+// the supervisor leaves it running, and StopInstances (the shutdown's last step) stops it.
+func TestStopInstancesStopsWhatTheSupervisorDoesNotWatch(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "held", "development")
+	inst := instanceOf(t, e, prj)
+	e.Sup.Unwatch(inst.ID) // as a job holding it would
+	e.Sup.Unwatch(inst.ID + "/pooler")
+	if err := e.Sup.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	pid := postmasterPID(t, inst)
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("the unwatched instance stopped with the supervisor: %v", err)
+	}
+	if len(processesUnder(inst.Dir)) < 2 {
+		t.Fatalf("the instance and its pooler should still run: %v", processesUnder(inst.Dir))
+	}
+	if err := e.Svc.StopInstances(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if left := processesUnder(inst.Dir); len(left) > 0 {
+		t.Fatalf("still running after StopInstances: %v", left)
+	}
+}

@@ -285,7 +285,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			}
 			svc.SetDataPlane(&appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: ca, PgBouncer: bouncer, RedisServer: redisServer})
 			return nil
-		}, stop: func(ctx context.Context) error { return sup.Stop(ctx) }},
+		}, stop: func(ctx context.Context) error { return errors.Join(sup.Stop(ctx), svc.StopInstances(ctx)) }},
 		{name: "scheduler", start: func(ctx context.Context) error {
 			runner = scheduler.New(db, scheduler.Options{ID: fmt.Sprintf("%s/%d", hostname, os.Getpid()), HostID: hostname, Log: log})
 			svc.SetNotifier(runner)

@@ -153,6 +153,9 @@ func (e *Env) startDataPlane(t testing.TB, log *slog.Logger, pgBin string) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		e.Sup.Stop(ctx)
+		if err := e.Svc.StopInstances(ctx); err != nil {
+			t.Errorf("stop the instances: %v", err)
+		}
 	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
