@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// previewEnv is an appliance with a data plane and one active project on plan.
+func previewEnv(b *testing.B, spares int, plan string) (*appliancetest.Env, *appliance.Principal, *store.Project) {
+	b.Helper()
+	e := appliancetest.New(b, appliancetest.Options{Instances: true, Spares: spares})
+	p, err := e.Svc.Authenticate(b.Context(), e.Bootstrap.APIKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := e.Svc.CreateProject(b.Context(), p, &appliance.CreateProjectRequest{Name: "bench", Environment: "development", Plan: plan})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if j := e.WaitJob(b, res.Job.ID); j.State != scheduler.StateCompleted {
+		b.Fatal(j.Error)
+	}
+	return e, p, e.Project(b, res.Project.ID)
+}
+
+// timePreview creates a preview and returns the time to its first SELECT 1 over its direct URL.
+func timePreview(b *testing.B, e *appliancetest.Env, p *appliance.Principal, projectID, mode string) (time.Duration, string) {
+	b.Helper()
+	ctx := b.Context()
+	t0 := time.Now()
+	res, err := e.Svc.CreatePreview(ctx, p, projectID, &appliance.CreatePreviewRequest{Mode: mode})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for deadline := t0.Add(10 * time.Minute); ; time.Sleep(pollInterval) {
+		var j *store.Job
+		e.DB.View(func(tx *store.Tx) (err error) { j, err = store.Jobs.Get(tx, res.Job.ID); return err })
+		if j.State == scheduler.StateCompleted {
+			if os.Getenv("BENCH_VERBOSE") != "" {
+				b.Logf("%s: %s", j.Type, j.Result)
+			}
+			break
+		}
+		if j.State == scheduler.StateFailed || time.Now().After(deadline) {
+			b.Fatalf("preview %s: %s %s", res.Preview.ID, j.State, j.Error)
+		}
+	}
+	c, err := e.Svc.PreviewConnections(ctx, p, res.Preview.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := pgx.ParseConfig(c.Connections.DirectURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for tries := 0; ; tries++ {
+		if err := selectOne(ctx, cfg); err == nil {
+			break
+		} else if tries > 400 {
+			b.Fatal(err)
+		}
+		time.Sleep(pollInterval)
+	}
+	return time.Since(t0), res.Preview.ID
+}
+
+// BenchmarkPreviewEmpty: an empty preview, POST → first SELECT 1, BENCH_DATABASES (20) one after the other
+// with BENCH_SPARES (2) spare clusters refilled outside the measured time; each is deleted after.
+func BenchmarkPreviewEmpty(b *testing.B) {
+	n, spares := envInt(b, "BENCH_DATABASES", 20), envAtLeast(b, "BENCH_SPARES", 2, 0)
+	// The free plan: its max_connections is a spare's, so taking a spare needs no restart (a bigger plan's
+	// preview restarts the spare with the project's max_connections).
+	e, p, prj := previewEnv(b, spares, "free")
+	var totals []time.Duration
+	for range n {
+		if err := waitSpares(b.Context(), e, spares); err != nil {
+			b.Fatal(err)
+		}
+		d, id := timePreview(b, e, p, prj.ID, appliance.PreviewEmpty)
+		totals = append(totals, d)
+		res, err := e.Svc.DeletePreview(b.Context(), p, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.WaitJob(b, res.Job.ID)
+	}
+	slices.Sort(totals)
+	b.Logf("%d empty previews (%d spare clusters kept): POST -> first SELECT 1: p50 %.0f ms, p95 %.0f ms, min %.0f ms, max %.0f ms",
+		n, spares, ms(percentile(totals, 50)), ms(percentile(totals, 95)), ms(totals[0]), ms(totals[n-1]))
+}
+
+// BenchmarkPreviewClone: a project of BENCH_CLONE_MB (1024) MB; BENCH_ROUNDS (3) rounds, each timing in
+// turn (the order rotates) a clone preview (POST → first SELECT 1), `cp -a` of the project's data
+// directory, and a hand-run `pg_basebackup -X stream` of it, both as the instances' OS user.
+func BenchmarkPreviewClone(b *testing.B) {
+	mb, rounds := envInt(b, "BENCH_CLONE_MB", 1024), envInt(b, "BENCH_ROUNDS", 3)
+	e, p, prj := previewEnv(b, 0, "free")
+	ctx := b.Context()
+	c, err := e.Svc.ProjectConnections(ctx, p, prj.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, c.Connections.DirectURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// ~1 KB rows: mb MB of table.
+	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE fill AS SELECT g, repeat(md5(g::text), 30) AS pad FROM generate_series(1, %d) g", mb*1000)); err != nil {
+		b.Fatal(err)
+	}
+	var size int64
+	conn.QueryRow(ctx, "SELECT pg_database_size(current_database())").Scan(&size)
+	conn.Close(context.Background())
+	var inst *store.Instance
+	e.DB.View(func(tx *store.Tx) (err error) { inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID); return err })
+	user, err := daemon.DefaultOSUser()
+	if err != nil {
+		b.Fatal(err)
+	}
+	admin, err := e.Box.Open(inst.AdminPassword)
+	if err != nil {
+		b.Fatal(err)
+	}
+	scratch := appliancetest.TraversableTempDir(b)
+	run := func(cmd *exec.Cmd) time.Duration {
+		t0 := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%s: %v\n%s", cmd, err, out)
+		}
+		return time.Since(t0)
+	}
+	kinds := []string{"preview", "cp -a", "pg_basebackup"}
+	got := map[string][]time.Duration{}
+	for r := range rounds {
+		for k := range kinds {
+			kind := kinds[(k+r)%len(kinds)]
+			dst := filepath.Join(scratch, fmt.Sprintf("%d-%d", r, k))
+			switch kind {
+			case "preview":
+				d, id := timePreview(b, e, p, prj.ID, appliance.PreviewClone)
+				got[kind] = append(got[kind], d)
+				res, err := e.Svc.DeletePreview(ctx, p, id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				e.WaitJob(b, res.Job.ID)
+			case "cp -a":
+				got[kind] = append(got[kind], run(user.Command("cp", "-a", filepath.Join(inst.Dir, "pgdata"), dst)))
+			case "pg_basebackup":
+				bb, err := e.Bin.Path("pg_basebackup")
+				if err != nil {
+					b.Fatal(err)
+				}
+				cmd := user.Command(bb, "-D", dst, "-F", "p", "-X", "stream", "--checkpoint=fast", "--no-password",
+					"-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port), "-U", "appliance_admin")
+				cmd.Env = append(os.Environ(), "PGPASSWORD="+string(admin), "PGSSLMODE=disable")
+				got[kind] = append(got[kind], run(cmd))
+			}
+			os.RemoveAll(dst)
+		}
+	}
+	med := func(k string) time.Duration { return median(got[k]) }
+	faster := min(med("cp -a"), med("pg_basebackup"))
+	b.Logf("project of %d MB; medians of %d rounds: clone preview POST -> first SELECT 1 %.1f s, cp -a %.1f s, pg_basebackup %.1f s; preview / faster = %.2f (goal <= 1.2)",
+		size>>20, rounds, med("preview").Seconds(), med("cp -a").Seconds(), med("pg_basebackup").Seconds(), float64(med("preview"))/float64(faster))
+	for _, k := range kinds {
+		b.Logf("%s: %s", k, joinMS(got[k]))
+	}
+}
