@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
@@ -101,39 +100,14 @@ func (s *Service) updateProject(id string, fn func(*store.Project) error) error 
 	})
 }
 
-// stopUnsupervised stops the instance and pooler of a project that is still provisioning (the
-// supervisor watches a project's processes only once it is active).
-func (s *Service) stopUnsupervised(projectID string) {
-	dp, err := s.dataPlane()
-	if err != nil {
-		return
-	}
-	prj, inst, err := s.loadProject(projectID)
-	if err != nil || inst == nil || prj.State != ProjectProvisioning {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := s.pgPooler(dp, inst, prj).Stop(ctx, nil, daemon.StopFast); err != nil {
-		s.log.Warn("stop the pooler of an interrupted provision", "instance", inst.ID, "err", err)
-	}
-	if err := s.pgInstance(dp, inst).Stop(ctx, nil, daemon.StopFast); err != nil {
-		s.log.Warn("stop the instance of an interrupted provision", "instance", inst.ID, "err", err)
-	}
-}
-
 // failProjectOnFinalError marks the project failed (with last_error) when the provision job fails for
 // good, and removes whatever instance it had started so no process is left behind.
 func (s *Service) failProjectOnFinalError(h scheduler.Handler) scheduler.Handler {
 	return func(ctx context.Context, run *scheduler.Run) (any, error) {
 		res, err := h(ctx, run)
-		if err != nil && ctx.Err() != nil {
-			// The appliance stops: what the job started is not supervised yet and must not outlive it.
-			// The retry after the next start starts it again.
-			s.stopUnsupervised(targetOf(run))
-			return res, err
-		}
-		if err == nil || (scheduler.IsTransient(err) && run.Job.Attempts < run.Job.MaxAttempts) {
+		// When the appliance stops (ctx ends), what the job started but the supervisor does not watch yet
+		// is stopped by the shutdown's StopInstances; the retry after the next start starts it again.
+		if err == nil || ctx.Err() != nil || (scheduler.IsTransient(err) && run.Job.Attempts < run.Job.MaxAttempts) {
 			return res, err
 		}
 		if dp, dpErr := s.dataPlane(); dpErr == nil {
