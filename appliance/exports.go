@@ -176,46 +176,14 @@ func (s *Service) createExportJob(ctx context.Context, run *scheduler.Run) (any,
 	if e.State != ExportPending && e.State != ExportRunning {
 		return map[string]any{"skipped": "export is " + e.State}, nil
 	}
-	if err := s.backupStore(dp).Prepare(prj.ID); err != nil {
-		return nil, scheduler.Transient(err)
-	}
-	dir := s.exportDir(prj.ID)
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, scheduler.Transient(err)
-	}
-	if err := dp.User.Chown(dir); err != nil {
-		return nil, scheduler.Transient(err)
-	}
-	if err := os.Remove(e.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, scheduler.Transient(err)
-	}
-	// The dump is the whole database: only its owner reads it. pg_dump keeps the mode of the file it
-	// truncates, so it is created first, 0600, for the instances' OS user.
-	if f, err := os.OpenFile(e.Path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err != nil {
-		return nil, scheduler.Transient(err)
-	} else if err := f.Close(); err != nil {
-		return nil, scheduler.Transient(err)
-	}
-	if err := dp.User.Chown(e.Path); err != nil {
-		return nil, scheduler.Transient(err)
+	if _, err := s.prepareDumpDir(dp, prj.ID); err != nil {
+		return nil, err
 	}
 	if err := s.updateExport(e.ID, func(e *store.Export) { e.State = ExportRunning }); err != nil {
 		return nil, err
 	}
-	adminPW, err := s.box.Open(inst.AdminPassword)
-	if err != nil {
-		return nil, s.failExport(e.ID, fmt.Errorf("open admin password: %w", err))
-	}
-	pgdump, err := s.pgInstance(dp, inst).Bin.Path("pg_dump")
-	if err != nil {
-		return nil, s.failExport(e.ID, err)
-	}
-	cmd := dp.User.Command(pgdump, "-Fc", "--no-password", "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port),
-		"-U", postgres.AdminRole, "-d", e.DatabaseName, "-f", e.Path)
-	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
-	if err := run.Exec(ctx, cmd); err != nil {
-		_ = os.Remove(e.Path)
-		if ctx.Err() != nil {
+	if err := s.dumpDatabase(ctx, run, dp, inst, e.DatabaseName, e.Path); err != nil {
+		if ctx.Err() != nil || scheduler.IsTransient(err) {
 			return nil, err
 		}
 		return nil, s.failExport(e.ID, err)
@@ -344,4 +312,54 @@ func (s *Service) SweepExports(ctx context.Context) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// prepareDumpDir makes the project's directory of dumps (its exports, a cutover's copy of a preview),
+// owned by the instances' OS user, and returns it. Its errors are transient.
+func (s *Service) prepareDumpDir(dp *DataPlane, projectID string) (string, error) {
+	if err := s.backupStore(dp).Prepare(projectID); err != nil {
+		return "", scheduler.Transient(err)
+	}
+	dir := s.exportDir(projectID)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", scheduler.Transient(err)
+	}
+	if err := dp.User.Chown(dir); err != nil {
+		return "", scheduler.Transient(err)
+	}
+	return dir, nil
+}
+
+// dumpDatabase writes a custom-format dump (pg_dump -Fc, as the admin) of the instance's database to path,
+// replacing any file there; a failed dump leaves no file. The dump is the whole database: only the
+// instances' OS user reads it (pg_dump keeps the mode of the file it truncates, so it is created first,
+// 0600). Errors about the file are transient.
+func (s *Service) dumpDatabase(ctx context.Context, run *scheduler.Run, dp *DataPlane, inst *store.Instance, database, path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return scheduler.Transient(err)
+	}
+	if f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err != nil {
+		return scheduler.Transient(err)
+	} else if err := f.Close(); err != nil {
+		return scheduler.Transient(err)
+	}
+	if err := dp.User.Chown(path); err != nil {
+		return scheduler.Transient(err)
+	}
+	adminPW, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return fmt.Errorf("open admin password: %w", err)
+	}
+	pgdump, err := s.pgInstance(dp, inst).Bin.Path("pg_dump")
+	if err != nil {
+		return err
+	}
+	cmd := dp.User.Command(pgdump, "-Fc", "--no-password", "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port),
+		"-U", postgres.AdminRole, "-d", database, "-f", path)
+	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
+	if err := run.Exec(ctx, cmd); err != nil {
+		_ = os.Remove(path)
+		return err
+	}
+	return nil
 }

@@ -237,16 +237,17 @@ func (s *Service) copySchema(ctx context.Context, run *scheduler.Run, dp *DataPl
 	if err := run.Exec(ctx, cmd); err != nil {
 		return fmt.Errorf("dump the source's schema: %w", src.redactErr(err))
 	}
-	return s.restoreDump(ctx, run, dp, prj, inst, dump)
+	return s.restoreDump(ctx, run, dp, prj, inst, prj.DatabaseName, dump, nil)
 }
 
 // restoreDump runs pg_restore --clean --if-exists --no-owner --no-tablespaces --role=<project role>
-// --single-transaction of a custom-format dump into the project's database, without the dump's extensions
-// and event triggers (the platform manages extensions; event triggers need a superuser). It connects as the
+// --single-transaction of a custom-format dump into database (the project's, or a cutover's staging one),
+// without the dump's extensions and event triggers (the platform manages extensions; event triggers need a
+// superuser) nor the schemas named in skipSchemas (made beforehand, holding extensions). It connects as the
 // project's current login over TLS, never as the admin: code the dump makes the server run (a CHECK
 // constraint's function, an index expression) could RESET ROLE to whoever connected. Any error fails it,
 // and then nothing changed.
-func (s *Service) restoreDump(ctx context.Context, run *scheduler.Run, dp *DataPlane, prj *store.Project, inst *store.Instance, dump string) error {
+func (s *Service) restoreDump(ctx context.Context, run *scheduler.Run, dp *DataPlane, prj *store.Project, inst *store.Instance, database, dump string, skipSchemas []string) error {
 	pw, err := s.box.Open(prj.Credential.Password)
 	if err != nil {
 		return fmt.Errorf("open the project's credential: %w", err)
@@ -260,7 +261,7 @@ func (s *Service) restoreDump(ctx context.Context, run *scheduler.Run, dp *DataP
 	if err := run.Exec(ctx, dp.User.Command(pgrestore, "--list", "-f", list, dump)); err != nil {
 		return err
 	}
-	if err := filterRestoreList(list); err != nil {
+	if err := filterRestoreList(list, skipSchemas); err != nil {
 		return err
 	}
 	if err := dp.User.Chown(list); err != nil {
@@ -268,7 +269,7 @@ func (s *Service) restoreDump(ctx context.Context, run *scheduler.Run, dp *DataP
 	}
 	cmd := dp.User.Command(pgrestore, "--clean", "--if-exists", "--no-owner", "--no-tablespaces", "--role="+prj.RoleName,
 		"--single-transaction", "--use-list="+list, "--no-password", "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port),
-		"-U", prj.Credential.Username, "-d", prj.DatabaseName, dump)
+		"-U", prj.Credential.Username, "-d", database, dump)
 	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(pw), "PGSSLMODE=require", "PGCONNECT_TIMEOUT=10", "PGPASSFILE=/dev/null")
 	return run.Exec(ctx, cmd)
 }

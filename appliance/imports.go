@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -338,7 +339,7 @@ func (s *Service) importRestoreJob(ctx context.Context, run *scheduler.Run) (any
 	if u.State != UploadUploaded {
 		return nil, fmt.Errorf("upload %s is %s, not uploaded", u.ID, u.State)
 	}
-	if err := s.restoreDump(ctx, run, dp, prj, inst, u.Path); err != nil {
+	if err := s.restoreDump(ctx, run, dp, prj, inst, prj.DatabaseName, u.Path, nil); err != nil {
 		return nil, err
 	}
 	now := s.now()
@@ -362,15 +363,18 @@ func (s *Service) importRestoreJob(ctx context.Context, run *scheduler.Run) (any
 
 // filterRestoreList drops from a pg_restore --list file the entries a project's role may not or need not
 // restore: extensions (the platform manages them), event triggers (they need a superuser) and the public
-// schema itself (every database has it; --clean would try to drop it), with their comments.
-func filterRestoreList(path string) error {
+// schema itself (every database has it; --clean would try to drop it), with their comments, and the
+// schemas named in skip (themselves, not what they hold).
+func filterRestoreList(path string, skip []string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	var keep []string
 	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, ";") && skippedRestoreEntry.MatchString(line) {
+		if !strings.HasPrefix(line, ";") && (skippedRestoreEntry.MatchString(line) || slices.ContainsFunc(skip, func(name string) bool {
+			return schemaEntry.MatchString(line) && strings.HasPrefix(schemaEntry.FindStringSubmatch(line)[1], name+" ")
+		})) {
 			continue
 		}
 		keep = append(keep, line)
@@ -380,6 +384,9 @@ func filterRestoreList(path string) error {
 
 // skippedRestoreEntry matches the list entries filterRestoreList drops ("<id>; <oid> <oid> TYPE schema name owner").
 var skippedRestoreEntry = regexp.MustCompile(`^\d+; \d+ \d+ (.* )?(EXTENSION|EVENT TRIGGER|SCHEMA (- )?public) `)
+
+// schemaEntry matches a schema's own entry; its group is "name owner".
+var schemaEntry = regexp.MustCompile(`^\d+; \d+ \d+ SCHEMA - (.*)$`)
 
 // MaxPendingUploads is how many upload URLs a project may hold that have not received their dump.
 const MaxPendingUploads = 5

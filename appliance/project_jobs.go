@@ -398,19 +398,27 @@ func (s *Service) ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, pr
 			return fmt.Errorf("create database: %w", err)
 		}
 	}
-	db, err := pgx.ConnectConfig(ctx, withDatabase(conn.Config(), prj.DatabaseName))
+	return prepareDatabase(ctx, conn, prj, prj.DatabaseName)
+}
+
+// prepareDatabase gives database (the project's, or a cutover's staging database) what the platform
+// keeps in a project's database: pg_stat_statements, the public schema owned by the project's role,
+// connections for that role only. It connects to database with conn's admin login.
+func prepareDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Project, database string) error {
+	db, err := pgx.ConnectConfig(ctx, withDatabase(conn.Config(), database))
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", prj.DatabaseName, err)
+		return fmt.Errorf("connect to %s: %w", database, err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
+	role := pgx.Identifier{prj.RoleName}.Sanitize()
 	for _, q := range []string{
 		"CREATE EXTENSION IF NOT EXISTS pg_stat_statements",
 		"ALTER SCHEMA public OWNER TO " + role,
-		"REVOKE ALL ON DATABASE " + pgx.Identifier{prj.DatabaseName}.Sanitize() + " FROM PUBLIC",
-		"GRANT CONNECT, TEMPORARY ON DATABASE " + pgx.Identifier{prj.DatabaseName}.Sanitize() + " TO " + role,
+		"REVOKE ALL ON DATABASE " + pgx.Identifier{database}.Sanitize() + " FROM PUBLIC",
+		"GRANT CONNECT, TEMPORARY ON DATABASE " + pgx.Identifier{database}.Sanitize() + " TO " + role,
 	} {
 		if _, err := db.Exec(ctx, q); err != nil {
-			return fmt.Errorf("prepare database %s: %w", prj.DatabaseName, err)
+			return fmt.Errorf("prepare database %s: %w", database, err)
 		}
 	}
 	_, err = purgeSecretStatements(ctx, db)

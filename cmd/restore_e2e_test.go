@@ -20,7 +20,7 @@ import (
 const restoreDeadline = 5 * time.Minute
 
 // TestRestoreSurvivesCrash SIGKILLs the real binary in the middle of a restore, at each dangerous moment
-// (a test build's restore jobs stop at the step named by APPLIANCE_TEST_RESTORE_PAUSE), and starts it again:
+// (a test build's restore jobs stop at the step named by APPLIANCE_TEST_JOB_PAUSE), and starts it again:
 //   - "recovering": the candidate postmaster recovers on its scratch port (it outlives the appliance);
 //   - "swapped-out": the original's data directory was renamed to pgdata.pre-restore-<job>, pgdata is absent;
 //   - "swapped-in": the candidate's data is pgdata, not started;
@@ -86,7 +86,7 @@ func TestRestoreSurvivesCrash(t *testing.T) {
 		p.stop(t, syscall.SIGTERM)
 
 		marker := filepath.Join(markers, step)
-		p = e2eStartEnv(t, bin, dataDir, "APPLIANCE_TEST_RESTORE_PAUSE="+step, "APPLIANCE_TEST_RESTORE_PAUSE_MARKER="+marker)
+		p = e2eStartEnv(t, bin, dataDir, "APPLIANCE_TEST_JOB_PAUSE="+step, "APPLIANCE_TEST_JOB_PAUSE_MARKER="+marker)
 		rj := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/restores", map[string]any{"backup_key": backupKey}, http.StatusAccepted)
 		candDir := filepath.Join(dataDir, "instances", prj.PrimaryInstanceID+".restore-"+rj.ID)
 		preRestore := pgdata + ".pre-restore-" + rj.ID
@@ -157,7 +157,7 @@ func TestRestoreSurvivesCrash(t *testing.T) {
 	old := itemsState(t, conns.DirectURL, false)
 	p.stop(t, syscall.SIGTERM)
 	marker := filepath.Join(markers, "exhausted")
-	env := []string{"APPLIANCE_TEST_RESTORE_PAUSE=swapped-out", "APPLIANCE_TEST_RESTORE_PAUSE_MARKER=" + marker}
+	env := []string{"APPLIANCE_TEST_JOB_PAUSE=swapped-out", "APPLIANCE_TEST_JOB_PAUSE_MARKER=" + marker}
 	p = e2eStartEnv(t, bin, dataDir, env...)
 	rj := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/restores", map[string]any{"backup_key": backupKey}, http.StatusAccepted)
 	preRestore := pgdata + ".pre-restore-" + rj.ID

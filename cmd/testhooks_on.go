@@ -30,18 +30,18 @@ type testSleepResult struct {
 	Slept float64 `json:"slept"`
 }
 
-// TestRestorePauseEnv names a restore step (see appliance.RestoreStepHook) at which every restore job of a
-// test build stops: it appends "<job id> <step>" to the file TestRestorePauseMarkerEnv names, then blocks
+// TestJobPauseEnv names a job step (see appliance.JobStepHook) at which every restore or cutover job of a
+// test build stops: it appends "<job id> <step>" to the file TestJobPauseMarkerEnv names, then blocks
 // until the process stops, so that a test can SIGKILL the appliance at exactly that moment.
 const (
-	TestRestorePauseEnv       = "APPLIANCE_TEST_RESTORE_PAUSE"
-	TestRestorePauseMarkerEnv = "APPLIANCE_TEST_RESTORE_PAUSE_MARKER"
+	TestJobPauseEnv       = "APPLIANCE_TEST_JOB_PAUSE"
+	TestJobPauseMarkerEnv = "APPLIANCE_TEST_JOB_PAUSE_MARKER"
 )
 
 func registerTestHooks(_ *appliance.Service, runner *scheduler.Runner) {
-	if step := os.Getenv(TestRestorePauseEnv); step != "" {
-		marker := os.Getenv(TestRestorePauseMarkerEnv)
-		appliance.RestoreStepHook = func(ctx context.Context, jobID, at string) {
+	if step := os.Getenv(TestJobPauseEnv); step != "" {
+		marker := os.Getenv(TestJobPauseMarkerEnv)
+		appliance.JobStepHook = func(ctx context.Context, jobID, at string) {
 			if at != step {
 				return
 			}
