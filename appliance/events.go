@@ -38,6 +38,8 @@ var EventTypes = []EventType{
 	{"preview.ready", "a preview database's instance accepts connections", "{job}"},
 	{"preview.reset", "a preview database was made again from its source", "{job}"},
 	{"preview.deleted", "a preview database was deleted: its instance and data are gone", "{job}"},
+	{"cutover.requested", "a cutover request was opened: it waits for an organization admin", "{cutover_request}"},
+	{"cutover.completed", "a cutover's promotion swapped the preview's data in: the project's database holds it (the preview is deleted next)", "{cutover_request}"},
 	{"ephemeral.claimed", "an ephemeral database was claimed into an organization: it is a normal project now", "{project}"},
 	{"kv.ready", "a key-value store's server runs: it accepts its token", "{job}"},
 	{"kv.deleted", "a key-value store's deletion completed: its server and data are gone", "{job}"},

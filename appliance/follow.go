@@ -35,8 +35,8 @@ type FollowRequest struct {
 	Confirm   bool   `json:"confirm" schema:"const=true" doc:"must be true: the source's schema is copied over the project's database"`
 }
 
-// CutoverRequest is the body of POST /v1/projects/{projectID}/imports/follow/cutover.
-type CutoverRequest struct {
+// FollowCutoverRequest is the body of POST /v1/projects/{projectID}/imports/follow/cutover.
+type FollowCutoverRequest struct {
 	Confirm bool `json:"confirm" schema:"const=true" doc:"must be true: after the cutover the project no longer follows the source"`
 }
 
@@ -169,7 +169,7 @@ func (s *Service) FollowStatus(ctx context.Context, p *Principal, projectID stri
 
 // FollowCutover enqueues import.follow_cutover: wait for zero lag, copy the sequences, detach. It needs
 // confirm: true and a follow that is starting (the cutover then runs once import.follow has) or following.
-func (s *Service) FollowCutover(ctx context.Context, p *Principal, projectID string, req *CutoverRequest) (*JobResponse, error) {
+func (s *Service) FollowCutover(ctx context.Context, p *Principal, projectID string, req *FollowCutoverRequest) (*JobResponse, error) {
 	if err := p.RequireAdminRole("cutting over an import"); err != nil {
 		return nil, err
 	}

@@ -269,11 +269,11 @@ func TestImportFollow(t *testing.T) {
 		t.Fatalf("applying a followed row made %d superusers", n)
 	}
 
-	if _, err := e.Svc.FollowCutover(t.Context(), p, prj.ID, &appliance.CutoverRequest{}); appliance.KindOf(err) != appliance.KindInvalid {
+	if _, err := e.Svc.FollowCutover(t.Context(), p, prj.ID, &appliance.FollowCutoverRequest{}); appliance.KindOf(err) != appliance.KindInvalid {
 		t.Fatalf("cutover without confirm: %v", err)
 	}
 	src.App(t, "shop", "INSERT INTO sales.orders (customer_id, total) VALUES (2, 2)")
-	jr, err = e.Svc.FollowCutover(t.Context(), p, prj.ID, &appliance.CutoverRequest{Confirm: true})
+	jr, err = e.Svc.FollowCutover(t.Context(), p, prj.ID, &appliance.FollowCutoverRequest{Confirm: true})
 	j := mustComplete(t, e, jr, err)
 	var cut struct {
 		LagBytes        int `json:"lag_bytes"`

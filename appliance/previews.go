@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -385,6 +386,9 @@ func (s *Service) deletePreview(tx *store.Tx, p *Principal, prv *store.Project, 
 	if prv.State == ProjectDeleting {
 		return nil, Conflict("preview database %s is already being deleted (job %s)", prv.ID, prv.LatestJobID)
 	}
+	if err := checkNotPromoting(tx, prv); err != nil {
+		return nil, err
+	}
 	parent, err := store.Projects.Get(tx, prv.PreviewOf)
 	if err != nil {
 		return nil, Internal(err, "read the preview's project")
@@ -406,7 +410,9 @@ func (s *Service) deletePreview(tx *store.Tx, p *Principal, prv *store.Project, 
 // SweepPreviews deletes the previews whose TTL is over.
 func (s *Service) SweepPreviews(ctx context.Context) (int, error) {
 	return s.sweepExpired(func(tx *store.Tx) ([]*store.Project, error) {
-		return store.Projects.All(tx, func(p *store.Project) bool { return p.PreviewOf != "" && p.DeletedAt == nil })
+		all, err := store.Projects.All(tx, func(p *store.Project) bool { return p.PreviewOf != "" && p.DeletedAt == nil })
+		// A preview a cutover is promoting outlives its TTL until the cutover ends (which deletes it or not).
+		return slices.DeleteFunc(all, func(p *store.Project) bool { return checkNotPromoting(tx, p) != nil }), err
 	}, func(p *store.Project) *time.Time { return p.TTLExpiresAt },
 		func(tx *store.Tx, p *store.Project) error {
 			_, err := s.deletePreview(tx, &Principal{AuthSource: ActorSystem}, p, "preview.expire")
@@ -431,6 +437,9 @@ func (s *Service) ResetPreview(ctx context.Context, p *Principal, previewID stri
 		}
 		if prv.State != ProjectActive {
 			return Conflict("preview database %s is %s: a reset needs it active", prv.ID, prv.State)
+		}
+		if err := checkNotPromoting(tx, prv); err != nil {
+			return err
 		}
 		parent, err := store.Projects.Get(tx, prv.PreviewOf)
 		if err != nil {

@@ -35,6 +35,7 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	s.registerFollowJobs(r)
 	s.registerKVJobs(r)
 	s.registerPreviewJobs(r)
+	s.registerCutoverJobs(r)
 }
 
 // targetOf is the project record a job acts on: its preview database's when it names one (a preview is a

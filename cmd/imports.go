@@ -377,7 +377,7 @@ func newImportsCutoverCmd(o *clientOpts) *cobra.Command {
 			if err := requireConfirm(confirm, "after the cutover the project no longer follows the source"); err != nil {
 				return err
 			}
-			_, _, err := postJob(c, o, importsPath(args[0])+"/follow/cutover", appliance.CutoverRequest{Confirm: true},
+			_, _, err := postJob(c, o, importsPath(args[0])+"/follow/cutover", appliance.FollowCutoverRequest{Confirm: true},
 				"Cutting project "+args[0]+" over", wait)
 			return err
 		},

@@ -86,7 +86,7 @@ func (s *Server) followStatus(r *Request) (*appliance.JobResponse, error) {
 	return s.svc.FollowStatus(r.Context(), r.Principal, r.PathValue("projectID"))
 }
 
-func (s *Server) followCutover(r *Request, body *appliance.CutoverRequest) (*appliance.JobResponse, error) {
+func (s *Server) followCutover(r *Request, body *appliance.FollowCutoverRequest) (*appliance.JobResponse, error) {
 	return s.svc.FollowCutover(r.Context(), r.Principal, r.PathValue("projectID"), body)
 }
 

@@ -137,6 +137,16 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/preview-databases/{previewID}/extend", Tag: "previews", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Move a preview's deletion to ttl_hours from now", Errors: []int{http.StatusConflict}, Do: With(s.extendPreview)},
 		{Method: get, Path: "/v1/preview-databases/{previewID}/connections", Tag: "previews", Scope: appliance.ScopeCredentialsRead, Status: ok, Summary: "A preview's connection URLs with its own credential", Errors: []int{http.StatusConflict}, Do: Without(s.previewConnections)},
 
+		// Cutover requests (a preview's data made its project's: requested, approved by an admin, promoted)
+		{Method: get, Path: "/v1/projects/{projectID}/cutover-requests", Tag: "previews", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "List the project's cutover requests, newest first", Do: Without(s.listCutovers)},
+		{Method: post, Path: "/v1/projects/{projectID}/cutover-requests", Tag: "previews", Scope: appliance.ScopeProjectsWrite, Status: created, Summary: "Ask for an active preview's data to become the project's (an organization admin approves it; one open or under way at a time)",
+			Errors: []int{http.StatusConflict}, Do: With(s.requestCutover)},
+		{Method: get, Path: "/v1/projects/{projectID}/cutover-requests/{requestID}", Tag: "previews", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "A cutover request", Do: Without(s.getCutover)},
+		{Method: post, Path: "/v1/projects/{projectID}/cutover-requests/{requestID}/approve", Tag: "previews", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Approve an open cutover request (admin role): a backup of the project, then the promotion job that swaps the preview's data in behind the project's host, ports and credentials",
+			Errors: []int{http.StatusConflict}, Do: With(s.approveCutover)},
+		{Method: post, Path: "/v1/projects/{projectID}/cutover-requests/{requestID}/reject", Tag: "previews", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Reject an open cutover request (admin role) with a reason",
+			Errors: []int{http.StatusConflict}, Do: With(s.rejectCutover)},
+
 		// Ephemeral databases (no account: the claim token is their credential until they are claimed)
 		{Method: post, Path: "/v1/ephemeral-databases", Tag: "ephemeral", Auth: Public, Status: created, Summary: "Create a throwaway database without an account (destroyed after 72 hours unless claimed; the claim token is returned once)",
 			Errors: []int{http.StatusServiceUnavailable}, Do: With(s.createEphemeral)},
