@@ -105,7 +105,7 @@ type cutoverPayload struct {
 	RequestID string `json:"cutover_request_id"`
 }
 
-// liveCutover reports whether a request still acts or is about to (open, approved, promoting).
+// liveCutover reports whether a request may still act (open, approved, promoting).
 func liveCutover(r *store.CutoverRequest) bool {
 	return r.Status == CutoverOpen || r.Status == CutoverApproved || r.Status == CutoverPromoting
 }
@@ -170,8 +170,8 @@ func (s *Service) visibleCutover(tx *store.Tx, p *Principal, projectID, requestI
 	return r, nil
 }
 
-// RequestCutover opens a request to make the preview's data the project's. One request per
-// project is open or under way at a time.
+// RequestCutover opens a request to make the preview's data the project's. A preview has one request
+// open or under way at a time; a project may have several open, and one under way.
 func (s *Service) RequestCutover(ctx context.Context, p *Principal, projectID string, req *CreateCutoverRequest) (*CutoverRequestResponse, error) {
 	if strings.TrimSpace(req.PreviewID) == "" {
 		return nil, Invalid("preview_id is required")
@@ -195,13 +195,13 @@ func (s *Service) RequestCutover(ctx context.Context, p *Principal, projectID st
 		if prv.State != ProjectActive {
 			return Conflict("preview database %s is %s: only an active preview can be cut over", prv.ID, prv.State)
 		}
-		reqs, err := store.CutoverRequests.Lookup(tx, store.CutoverRequestsByProject, prj.ID, store.Query{})
+		reqs, err := store.CutoverRequests.Lookup(tx, store.CutoverRequestsByPreview, prv.ID, store.Query{})
 		if err != nil {
 			return Internal(err, "list cutover requests")
 		}
 		for _, r := range reqs {
 			if liveCutover(r) {
-				return Conflict("project %s already has cutover request %s (%s): it must end first", prj.ID, r.ID, r.Status)
+				return Conflict("preview database %s already has cutover request %s (%s): it must end first", prv.ID, r.ID, r.Status)
 			}
 		}
 		kind, actor := p.Actor()
@@ -248,6 +248,15 @@ func (s *Service) ApproveCutover(ctx context.Context, p *Principal, projectID, r
 		}
 		if err := s.requireFeature(FeatureBackups); err != nil { // the pre-cutover backup
 			return err
+		}
+		reqs, err := store.CutoverRequests.Lookup(tx, store.CutoverRequestsByProject, prj.ID, store.Query{})
+		if err != nil {
+			return Internal(err, "list cutover requests")
+		}
+		for _, o := range reqs {
+			if o.Status == CutoverApproved || o.Status == CutoverPromoting {
+				return Conflict("cutover request %s of project %s is under way (%s): approve another once it ended", o.ID, prj.ID, o.Status)
+			}
 		}
 		prv, err := store.Projects.Get(tx, r.PreviewID)
 		if err != nil || prv.State != ProjectActive {

@@ -67,7 +67,7 @@ func TestCutoverSwapsThePreviewIn(t *testing.T) {
 	if r := first.CutoverRequest; r.Status != appliance.CutoverOpen || r.PreviewDatabaseID != prv.ID || r.RequestedByActorKind != appliance.ActorAPIKey || r.CustomerNote != "ship it" {
 		t.Fatalf("request: %+v", r)
 	}
-	if _, err := e.Svc.RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: prv.ID}); appliance.KindOf(err) != appliance.KindConflict {
+	if _, err := e.Svc.RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: prv.ID}); appliance.KindOf(err) != appliance.KindConflict { // one per preview
 		t.Fatalf("a second open request: %v", err)
 	}
 	member := &appliance.Principal{AuthSource: appliance.SourceSession, OrganizationID: prj.OrganizationID, IDPOrganizationRole: appliance.RoleMember}

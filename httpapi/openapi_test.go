@@ -421,6 +421,24 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	delPrv := call("DELETE", "/v1/preview-databases/"+prvID, pv, b.adminKey, nil, 202)
 	call("DELETE", "/v1/preview-databases/"+prvID, pv, b.adminKey, nil, 409)
 	waitJob(delPrv)
+	// Cutover requests: one rejected, one approved and promoted (an empty preview into the project).
+	cr, crPattern := project+"/cutover-requests", "/v1/projects/{projectID}/cutover-requests"
+	nextPrv := call("POST", project+"/preview-databases", "/v1/projects/{projectID}/preview-databases", b.adminKey, map[string]any{"mode": "empty"}, 202)
+	waitJob(nextPrv)
+	nextID := nextPrv.json["preview"].(map[string]any)["id"].(string)
+	call("POST", cr, crPattern, b.adminKey, map[string]any{}, 400)
+	call("POST", cr, crPattern, b.adminKey, map[string]any{"preview_id": prvID}, 404) // deleted
+	reqID := func(r *response) string { return r.json["cutover_request"].(map[string]any)["id"].(string) }
+	first := reqID(call("POST", cr, crPattern, b.adminKey, map[string]any{"preview_id": nextID, "customer_note": "first"}, 201))
+	call("POST", cr, crPattern, b.adminKey, map[string]any{"preview_id": nextID}, 409)
+	call("GET", cr, crPattern, b.adminKey, nil, 200)
+	call("GET", cr+"/"+first, crPattern+"/{requestID}", b.adminKey, nil, 200)
+	call("GET", cr+"/cut_nope", crPattern+"/{requestID}", b.adminKey, nil, 404)
+	call("POST", cr+"/"+first+"/reject", crPattern+"/{requestID}/reject", b.adminKey, map[string]any{}, 400)
+	call("POST", cr+"/"+first+"/reject", crPattern+"/{requestID}/reject", b.adminKey, map[string]any{"rejected_reason": "not yet"}, 200)
+	second := reqID(call("POST", cr, crPattern, b.adminKey, map[string]any{"preview_id": nextID}, 201))
+	waitJob(call("POST", cr+"/"+second+"/approve", crPattern+"/{requestID}/approve", b.adminKey, map[string]any{"operator_note": "go"}, 202))
+	call("POST", cr+"/"+second+"/approve", crPattern+"/{requestID}/approve", b.adminKey, map[string]any{}, 409)
 
 	// Ephemeral databases: created without a credential, read and deleted with the claim token, claimed.
 	ephemeral := func(name string) (string, string) {

@@ -139,7 +139,7 @@ func (s *Server) table() []Route {
 
 		// Cutover requests (a preview's data made its project's: requested, approved by an admin, promoted)
 		{Method: get, Path: "/v1/projects/{projectID}/cutover-requests", Tag: "previews", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "List the project's cutover requests, newest first", Do: Without(s.listCutovers)},
-		{Method: post, Path: "/v1/projects/{projectID}/cutover-requests", Tag: "previews", Scope: appliance.ScopeProjectsWrite, Status: created, Summary: "Ask for an active preview's data to become the project's (an organization admin approves it; one open or under way at a time)",
+		{Method: post, Path: "/v1/projects/{projectID}/cutover-requests", Tag: "previews", Scope: appliance.ScopeProjectsWrite, Status: created, Summary: "Ask for an active preview's data to become the project's (an organization admin approves it; one request per preview open or under way, one under way per project)",
 			Errors: []int{http.StatusConflict}, Do: With(s.requestCutover)},
 		{Method: get, Path: "/v1/projects/{projectID}/cutover-requests/{requestID}", Tag: "previews", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "A cutover request", Do: Without(s.getCutover)},
 		{Method: post, Path: "/v1/projects/{projectID}/cutover-requests/{requestID}/approve", Tag: "previews", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Approve an open cutover request (admin role): a backup of the project, then the promotion job that swaps the preview's data in behind the project's host, ports and credentials",

@@ -138,7 +138,7 @@ func newFixtures(b *bundle) *fixtures {
 	// and prjA's server may be restarting from an earlier call when the preflight connects).
 	src := b.env.StartSource(b.t, "logical")
 	src.App(b.t, "shop", "CREATE TABLE items (id int PRIMARY KEY)", "INSERT INTO items SELECT generate_series(1, 10)")
-	f.prjF = b.provision("follower", "development")
+	f.prjF = b.provision("follower", "development", "pro") // its plan allows the previews made on it below
 	f.routeParams = map[string]map[string]fixtureParam{}
 	for _, path := range []string{"preflight", "follow", "follow/status", "follow/cutover", "follow/abort"} {
 		f.routeParams["POST /v1/projects/{projectID}/imports/"+path] = map[string]fixtureParam{"projectID": {value: f.prjF.ID, project: f.prjF.ID}}
@@ -147,15 +147,22 @@ func newFixtures(b *bundle) *fixtures {
 	f.routeParams["POST /v1/projects/{projectID}/kv"] = map[string]fixtureParam{"projectID": {value: f.prjF.ID, project: f.prjF.ID}}
 	// A preview of prjA (empty: from a spare or initdb, no copy); previews are created on prjF, whose plan
 	// allows two (the bound key's and the full-rights call).
-	prv := b.do("POST", "/v1/projects/"+f.prjA.ID+"/preview-databases", b.adminKey, map[string]any{"mode": "empty"})
-	if prv.status != http.StatusAccepted {
-		b.t.Fatalf("create preview: %d %s", prv.status, prv.body)
-	}
-	if j := b.env.WaitJob(b.t, prv.json["job"].(map[string]any)["id"].(string)); j.State != "completed" {
-		b.t.Fatalf("preview.create job %s: %s", j.State, j.Error)
-	}
-	f.params["previewID"] = fixtureParam{value: prv.json["preview"].(map[string]any)["id"].(string), project: f.prjA.ID}
+	prv := b.preview(f.prjA.ID)
+	f.params["previewID"] = fixtureParam{value: prv, project: f.prjA.ID}
 	f.routeParams["POST /v1/projects/{projectID}/preview-databases"] = map[string]fixtureParam{"projectID": {value: f.prjF.ID, project: f.prjF.ID}}
+	// Cutover requests: the create acts on prjF, for a preview of its own; prjA has an open request for prv
+	// (the reject route's) and one for a second preview holding an extension the appliance does not offer
+	// (the approve route's: its promotion fails and changes nothing, so prjA keeps its data).
+	onF := fixtureParam{value: f.prjF.ID, project: f.prjF.ID}
+	f.routeParams["POST /v1/projects/{projectID}/cutover-requests"] = map[string]fixtureParam{"projectID": onF}
+	cutPreview := b.preview(f.prjF.ID)
+	unpromotable := b.preview(f.prjA.ID)
+	if err := b.env.AdminExec(b.t, unpromotable, "CREATE EXTENSION file_fdw"); err != nil {
+		b.t.Fatal(err)
+	}
+	f.params["requestID"] = fixtureParam{value: b.cutoverRequest(f.prjA.ID, prv), project: f.prjA.ID}
+	f.routeParams["POST /v1/projects/{projectID}/cutover-requests/{requestID}/approve"] = map[string]fixtureParam{
+		"requestID": {value: b.cutoverRequest(f.prjA.ID, unpromotable), project: f.prjA.ID}}
 	// Two ephemeral databases: one read and deleted with its claim token, one claimed.
 	f.headers = map[string]http.Header{}
 	for i, routes := range [][]string{{"GET /v1/ephemeral-databases/{projectID}", "DELETE /v1/ephemeral-databases/{projectID}"},
@@ -185,32 +192,57 @@ func newFixtures(b *bundle) *fixtures {
 	f.params["endpointID"] = fixtureParam{value: endpointID}
 	f.params["deliveryID"] = fixtureParam{value: b.deliveredTest(endpointID)}
 	f.bodies = map[string]any{
-		"POST /v1/organizations/{orgID}/webhook-endpoints":               map[string]any{"url": receiver + "/another", "event_types": []string{"job.completed"}},
-		"PATCH /v1/organizations/{orgID}/webhook-endpoints/{endpointID}": map[string]any{"description": "fixture"},
-		"POST /v1/projects/{projectID}/imports":                          map[string]any{"confirm": true},
-		"POST /v1/projects/{projectID}/imports/preflight":                map[string]any{"source_url": src.URL("shop")},
-		"POST /v1/projects/{projectID}/imports/follow":                   map[string]any{"source_url": src.URL("shop"), "confirm": true},
-		"POST /v1/projects/{projectID}/imports/follow/cutover":           map[string]any{"confirm": true},
-		"POST /v1/auth/sessions":                                         map[string]any{"email": email, "password": password},
-		"POST /v1/cli/login/sessions":                                    map[string]any{},
-		"PATCH /v1/organizations/{orgID}":                                map[string]any{"billing_name": "Fixture Ltd"},
-		"POST /v1/organizations/{orgID}/api-keys":                        map[string]any{"name": "fixture", "scopes": []string{"projects:read"}},
-		"POST /v1/projects/{projectID}/approvals":                        map[string]any{"action": "project.delete"},
-		"POST /v1/projects":                                              map[string]any{"name": "fixture"},
-		"POST /v1/organizations/{orgID}/members":                         map[string]any{"email": "new-member@example.com", "role": "member"},
-		"PATCH /v1/organizations/{orgID}/members/{userID}":               map[string]any{"role": "admin"},
-		"POST /v1/auth/password":                                         map[string]any{"current_password": "correct horse battery staple", "new_password": "another correct horse battery"},
-		"PATCH /v1/projects/{projectID}":                                 map[string]any{"name": "renamed"},
-		"POST /v1/projects/{projectID}/extensions":                       map[string]any{"name": "citext"},
-		"POST /v1/projects/{projectID}/backups":                          map[string]any{"label": "fixture"},
-		"POST /v1/projects/{projectID}/restore-points":                   map[string]any{"label": "fixture"},
-		"POST /v1/projects/{projectID}/restores":                         map[string]any{"backup_key": "fixture-no-such-backup"},
-		"PUT /v1/projects/{projectID}/scheduled-backups/default":         map[string]any{"cron_hour": 3, "cron_minute": 0, "is_active": true},
-		"POST /v1/ephemeral-databases/{projectID}/claim":                 map[string]any{"claim_token": f.claimToken},
-		"POST /v1/projects/{projectID}/preview-databases":                map[string]any{"mode": "empty"},
-		"POST /v1/preview-databases/{previewID}/extend":                  map[string]any{"ttl_hours": 48},
+		"POST /v1/organizations/{orgID}/webhook-endpoints":                  map[string]any{"url": receiver + "/another", "event_types": []string{"job.completed"}},
+		"PATCH /v1/organizations/{orgID}/webhook-endpoints/{endpointID}":    map[string]any{"description": "fixture"},
+		"POST /v1/projects/{projectID}/imports":                             map[string]any{"confirm": true},
+		"POST /v1/projects/{projectID}/imports/preflight":                   map[string]any{"source_url": src.URL("shop")},
+		"POST /v1/projects/{projectID}/imports/follow":                      map[string]any{"source_url": src.URL("shop"), "confirm": true},
+		"POST /v1/projects/{projectID}/imports/follow/cutover":              map[string]any{"confirm": true},
+		"POST /v1/auth/sessions":                                            map[string]any{"email": email, "password": password},
+		"POST /v1/cli/login/sessions":                                       map[string]any{},
+		"PATCH /v1/organizations/{orgID}":                                   map[string]any{"billing_name": "Fixture Ltd"},
+		"POST /v1/organizations/{orgID}/api-keys":                           map[string]any{"name": "fixture", "scopes": []string{"projects:read"}},
+		"POST /v1/projects/{projectID}/approvals":                           map[string]any{"action": "project.delete"},
+		"POST /v1/projects":                                                 map[string]any{"name": "fixture"},
+		"POST /v1/organizations/{orgID}/members":                            map[string]any{"email": "new-member@example.com", "role": "member"},
+		"PATCH /v1/organizations/{orgID}/members/{userID}":                  map[string]any{"role": "admin"},
+		"POST /v1/auth/password":                                            map[string]any{"current_password": "correct horse battery staple", "new_password": "another correct horse battery"},
+		"PATCH /v1/projects/{projectID}":                                    map[string]any{"name": "renamed"},
+		"POST /v1/projects/{projectID}/extensions":                          map[string]any{"name": "citext"},
+		"POST /v1/projects/{projectID}/backups":                             map[string]any{"label": "fixture"},
+		"POST /v1/projects/{projectID}/restore-points":                      map[string]any{"label": "fixture"},
+		"POST /v1/projects/{projectID}/restores":                            map[string]any{"backup_key": "fixture-no-such-backup"},
+		"PUT /v1/projects/{projectID}/scheduled-backups/default":            map[string]any{"cron_hour": 3, "cron_minute": 0, "is_active": true},
+		"POST /v1/ephemeral-databases/{projectID}/claim":                    map[string]any{"claim_token": f.claimToken},
+		"POST /v1/projects/{projectID}/preview-databases":                   map[string]any{"mode": "empty"},
+		"POST /v1/preview-databases/{previewID}/extend":                     map[string]any{"ttl_hours": 48},
+		"POST /v1/projects/{projectID}/cutover-requests":                    map[string]any{"preview_id": cutPreview, "customer_note": "fixture"},
+		"POST /v1/projects/{projectID}/cutover-requests/{requestID}/reject": map[string]any{"rejected_reason": "fixture"},
 	}
 	return f
+}
+
+// preview makes an empty preview of the project and returns its ID once it is active.
+func (b *bundle) preview(projectID string) string {
+	b.t.Helper()
+	r := b.do("POST", "/v1/projects/"+projectID+"/preview-databases", b.adminKey, map[string]any{"mode": "empty"})
+	if r.status != http.StatusAccepted {
+		b.t.Fatalf("create preview: %d %s", r.status, r.body)
+	}
+	if j := b.env.WaitJob(b.t, r.json["job"].(map[string]any)["id"].(string)); j.State != "completed" {
+		b.t.Fatalf("preview.create job %s: %s", j.State, j.Error)
+	}
+	return r.json["preview"].(map[string]any)["id"].(string)
+}
+
+// cutoverRequest opens a cutover request for the project's preview and returns its ID.
+func (b *bundle) cutoverRequest(projectID, previewID string) string {
+	b.t.Helper()
+	r := b.do("POST", "/v1/projects/"+projectID+"/cutover-requests", b.adminKey, map[string]any{"preview_id": previewID})
+	if r.status != http.StatusCreated {
+		b.t.Fatalf("request a cutover: %d %s", r.status, r.body)
+	}
+	return r.json["cutover_request"].(map[string]any)["id"].(string)
 }
 
 // deliveredTest sends a webhook.test to the endpoint and returns the delivery once it was delivered.

@@ -61,10 +61,15 @@ func setup(t testing.TB, opts ...setupOpts) *bundle {
 	return b
 }
 
-// provision creates a project through the API and waits until it is active (needs setupOpts.instances).
-func (b *bundle) provision(name, environment string) *store.Project {
+// provision creates a project (on plan, or the default plan) through the API and waits until it is active
+// (needs setupOpts.instances).
+func (b *bundle) provision(name, environment string, plan ...string) *store.Project {
 	b.t.Helper()
-	r := b.do("POST", "/v1/projects", b.adminKey, map[string]any{"name": name, "environment": environment})
+	body := map[string]any{"name": name, "environment": environment}
+	if len(plan) > 0 {
+		body["plan"] = plan[0]
+	}
+	r := b.do("POST", "/v1/projects", b.adminKey, body)
 	if r.status != http.StatusAccepted {
 		b.t.Fatalf("create project: %d %s", r.status, r.body)
 	}

@@ -908,6 +908,90 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{projectID}/cutover-requests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the project's cutover requests, newest first
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDCutoverRequests"];
+        put?: never;
+        /**
+         * Ask for an active preview's data to become the project's (an organization admin approves it; one request per preview open or under way, one under way per project)
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDCutoverRequests"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/cutover-requests/{requestID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A cutover request
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDCutoverRequestsByRequestID"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/cutover-requests/{requestID}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve an open cutover request (admin role): a backup of the project, then the promotion job that swaps the preview's data in behind the project's host, ports and credentials
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDCutoverRequestsByRequestIDApprove"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/cutover-requests/{requestID}/reject": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reject an open cutover request (admin role) with a reason
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDCutoverRequestsByRequestIDReject"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{projectID}/events": {
         parameters: {
             query?: never;
@@ -1594,6 +1678,11 @@ export interface components {
         ApprovalResponse: {
             approval: components["schemas"]["Approval"];
         };
+        ApproveCutoverRequest: {
+            /** @description replaces the request's when given */
+            external_ticket_ref?: string;
+            operator_note?: string;
+        };
         AuditEvent: {
             action: string;
             actor_id: string;
@@ -1774,6 +1863,14 @@ export interface components {
             /** @description at most 100 characters */
             label?: string;
         };
+        CreateCutoverRequest: {
+            /** @description why, for whoever approves it */
+            customer_note?: string;
+            /** @description a change ticket elsewhere */
+            external_ticket_ref?: string;
+            /** @description an active preview database of this project */
+            preview_id: string;
+        };
         CreateEphemeralRequest: {
             /** @description 1 to 63 characters; default: a generated name */
             name?: string;
@@ -1831,12 +1928,46 @@ export interface components {
             api_key: components["schemas"]["APIKey"];
             plaintext_api_key: string;
         };
+        CutoverJobResponse: {
+            cutover_request: components["schemas"]["CutoverRequest"];
+            job: components["schemas"]["Job"];
+        };
         CutoverRequest: {
-            /**
-             * @description must be true: after the cutover the project no longer follows the source
-             * @constant
-             */
-            confirm?: true;
+            /** Format: date-time */
+            ack_at: string | null;
+            /** @description the admin who approved or rejected it */
+            ack_by_user_id: string;
+            /** Format: date-time */
+            completed_at: string | null;
+            /** Format: date-time */
+            created_at: string;
+            customer_note: string;
+            external_ticket_ref: string;
+            id: string;
+            /** @description why a failed request failed */
+            last_error: string;
+            operator_note: string;
+            organization_id: string;
+            /** @description the backup of the project taken before the promotion (set at approval); restore it to undo a cutover */
+            pre_cutover_backup_id: string;
+            preview_database_id: string;
+            project_id: string;
+            /** @description the cutover.promote job (set at approval) */
+            promote_job_id: string;
+            rejected_reason: string;
+            requested_by_actor_id: string;
+            /** @enum {string} */
+            requested_by_actor_kind: "user" | "api_key";
+            /** @enum {string} */
+            status: "open" | "approved" | "promoting" | "completed" | "rejected" | "failed";
+            /** Format: date-time */
+            updated_at: string;
+        };
+        CutoverRequestList: {
+            cutover_requests: components["schemas"]["CutoverRequest"][];
+        };
+        CutoverRequestResponse: {
+            cutover_request: components["schemas"]["CutoverRequest"];
         };
         DeletedResponse: {
             deleted: boolean;
@@ -1938,6 +2069,13 @@ export interface components {
         ExtensionRequest: {
             /** @description an extension the server offers, e.g. postgis */
             name: string;
+        };
+        FollowCutoverRequest: {
+            /**
+             * @description must be true: after the cutover the project no longer follows the source
+             * @constant
+             */
+            confirm?: true;
         };
         FollowRequest: {
             /**
@@ -2326,6 +2464,10 @@ export interface components {
         RegionStatus: {
             region: string;
             status: string;
+        };
+        RejectCutoverRequest: {
+            operator_note?: string;
+            rejected_reason: string;
         };
         RemovedMember: {
             removed: boolean;
@@ -5406,6 +5548,334 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    getProjectsByProjectIDCutoverRequests: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "cutover_requests": [
+                     *         {
+                     *           "ack_at": "2026-01-31T12:00:00Z",
+                     *           "ack_by_user_id": "example",
+                     *           "completed_at": "2026-01-31T12:00:00Z",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "customer_note": "example",
+                     *           "external_ticket_ref": "example",
+                     *           "id": "example",
+                     *           "last_error": "example",
+                     *           "operator_note": "example",
+                     *           "organization_id": "example",
+                     *           "pre_cutover_backup_id": "example",
+                     *           "preview_database_id": "example",
+                     *           "project_id": "example",
+                     *           "promote_job_id": "example",
+                     *           "rejected_reason": "example",
+                     *           "requested_by_actor_id": "example",
+                     *           "requested_by_actor_kind": "user",
+                     *           "status": "open",
+                     *           "updated_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["CutoverRequestList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postProjectsByProjectIDCutoverRequests: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "preview_id": "example"
+                 *     } */
+                "application/json": components["schemas"]["CreateCutoverRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "cutover_request": {
+                     *         "ack_at": "2026-01-31T12:00:00Z",
+                     *         "ack_by_user_id": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "customer_note": "example",
+                     *         "external_ticket_ref": "example",
+                     *         "id": "example",
+                     *         "last_error": "example",
+                     *         "operator_note": "example",
+                     *         "organization_id": "example",
+                     *         "pre_cutover_backup_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "promote_job_id": "example",
+                     *         "rejected_reason": "example",
+                     *         "requested_by_actor_id": "example",
+                     *         "requested_by_actor_kind": "user",
+                     *         "status": "open",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["CutoverRequestResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDCutoverRequestsByRequestID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the request ID */
+                requestID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "cutover_request": {
+                     *         "ack_at": "2026-01-31T12:00:00Z",
+                     *         "ack_by_user_id": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "customer_note": "example",
+                     *         "external_ticket_ref": "example",
+                     *         "id": "example",
+                     *         "last_error": "example",
+                     *         "operator_note": "example",
+                     *         "organization_id": "example",
+                     *         "pre_cutover_backup_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "promote_job_id": "example",
+                     *         "rejected_reason": "example",
+                     *         "requested_by_actor_id": "example",
+                     *         "requested_by_actor_kind": "user",
+                     *         "status": "open",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["CutoverRequestResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postProjectsByProjectIDCutoverRequestsByRequestIDApprove: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the request ID */
+                requestID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["ApproveCutoverRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "cutover_request": {
+                     *         "ack_at": "2026-01-31T12:00:00Z",
+                     *         "ack_by_user_id": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "customer_note": "example",
+                     *         "external_ticket_ref": "example",
+                     *         "id": "example",
+                     *         "last_error": "example",
+                     *         "operator_note": "example",
+                     *         "organization_id": "example",
+                     *         "pre_cutover_backup_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "promote_job_id": "example",
+                     *         "rejected_reason": "example",
+                     *         "requested_by_actor_id": "example",
+                     *         "requested_by_actor_kind": "user",
+                     *         "status": "open",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       },
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["CutoverJobResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postProjectsByProjectIDCutoverRequestsByRequestIDReject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the request ID */
+                requestID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "rejected_reason": "example"
+                 *     } */
+                "application/json": components["schemas"]["RejectCutoverRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "cutover_request": {
+                     *         "ack_at": "2026-01-31T12:00:00Z",
+                     *         "ack_by_user_id": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "customer_note": "example",
+                     *         "external_ticket_ref": "example",
+                     *         "id": "example",
+                     *         "last_error": "example",
+                     *         "operator_note": "example",
+                     *         "organization_id": "example",
+                     *         "pre_cutover_backup_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "promote_job_id": "example",
+                     *         "rejected_reason": "example",
+                     *         "requested_by_actor_id": "example",
+                     *         "requested_by_actor_kind": "user",
+                     *         "status": "open",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["CutoverRequestResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
     getProjectsByProjectIDEvents: {
         parameters: {
             query?: {
@@ -6029,7 +6499,7 @@ export interface operations {
         requestBody?: {
             content: {
                 /** @example {} */
-                "application/json": components["schemas"]["CutoverRequest"];
+                "application/json": components["schemas"]["FollowCutoverRequest"];
             };
         };
         responses: {
