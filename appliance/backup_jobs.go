@@ -66,6 +66,13 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 		return nil, s.failBackup(b.ID, fmt.Errorf("open admin password: %w", err))
 	}
 	pgi := s.pgInstance(dp, inst)
+	// Just after the appliance starts, the supervisor may still be bringing the server up: a backup waits
+	// for it (a retry) instead of failing.
+	ping, err := pgi.Admin(ctx, string(adminPW))
+	if err != nil {
+		return nil, scheduler.Transient(fmt.Errorf("the project's server does not accept connections yet: %w", err))
+	}
+	ping.Close(context.WithoutCancel(ctx))
 	basebackup, err := pgi.Bin.Path("pg_basebackup")
 	if err != nil {
 		return nil, s.failBackup(b.ID, err)

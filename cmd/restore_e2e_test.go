@@ -245,11 +245,11 @@ func waitMarker(t *testing.T, p *e2eProc, path, line string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the restore did not reach %q within %v; marker holds %q", line, restoreDeadline, data)
+			t.Fatalf("the job did not reach %q within %v; marker holds %q", line, restoreDeadline, data)
 		}
 		select {
 		case <-p.exited:
-			t.Fatalf("appliance exited before the restore reached %q; stderr:\n%s", line, p.stderr)
+			t.Fatalf("appliance exited before the job reached %q; stderr:\n%s", line, p.stderr)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
