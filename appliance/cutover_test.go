@@ -155,7 +155,10 @@ func TestCutoverSwapsThePreviewIn(t *testing.T) {
 
 	// The pre-cutover backup holds the project as it was.
 	var b *store.Backup
-	if err := e.DB.View(func(tx *store.Tx) (err error) { b, err = store.Backups.Get(tx, got.CutoverRequest.PreCutoverBackupID); return err }); err != nil {
+	if err := e.DB.View(func(tx *store.Tx) (err error) {
+		b, err = store.Backups.Get(tx, got.CutoverRequest.PreCutoverBackupID)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	rs, err := e.Svc.RestoreProject(ctx, p, prj.ID, &appliance.RestoreRequest{BackupKey: b.BackupKey})

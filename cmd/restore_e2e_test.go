@@ -235,7 +235,7 @@ func (p *e2eProc) stop(t *testing.T, sig syscall.Signal) {
 	}
 }
 
-// waitMarker waits until the marker file holds line (a restore job stopped at its step).
+// waitMarker waits until the marker file holds line (a restore or cutover job stopped at its step).
 func waitMarker(t *testing.T, p *e2eProc, path, line string) {
 	t.Helper()
 	deadline := time.Now().Add(restoreDeadline)
