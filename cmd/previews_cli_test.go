@@ -14,7 +14,8 @@ import (
 var previewIDRe = regexp.MustCompile(`prv_[0-9a-z]{26}`)
 
 // TestCLIPreviews: create --wait, list, get, connections (a URL that works), extend, reset --wait and
-// delete --wait of a clone.
+// delete --wait of a clone; then a cutover of an empty preview: request, list, reject (a reason needed),
+// get, request again and approve --wait, the project's URL reading the preview's table.
 func TestCLIPreviews(t *testing.T) {
 	e := setupCLI(t, cliSetupOpts{instances: true, limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
 	p := e.login(t)
@@ -53,7 +54,41 @@ func TestCLIPreviews(t *testing.T) {
 	if list, _ := e.mustRun("", "previews", "list", prj); strings.Contains(list, id) {
 		t.Fatalf("a deleted preview is listed:\n%s", list)
 	}
+
+	// A cutover: an empty preview's data becomes the project's, behind the project's URL.
+	out, _ = e.mustRunJob("previews", "create", prj, "--mode", "empty", "--wait")
+	next := previewIDRe.FindString(out)
+	nextURL, _ := e.mustRun("", "previews", "connections", next)
+	cliExec(t, strings.TrimSpace(nextURL), "CREATE TABLE shipped AS SELECT 'v2' AS release")
+	requested := func() string {
+		out, _ := e.mustRun("", "cutover", "request", prj, next, "--note", "v2 is ready")
+		id := cutoverIDRe.FindString(out)
+		if id == "" {
+			t.Fatalf("cutover request:\n%s", out)
+		}
+		return id
+	}
+	first := requested()
+	if list, _ := e.mustRun("", "cutover", "list", prj); !strings.Contains(lineWith(list, first), "open") {
+		t.Fatalf("cutover list:\n%s", list)
+	}
+	if _, stderr, err := e.run("", "cutover", "reject", prj, first); err == nil || !strings.Contains(err.Error()+stderr, "rejected_reason") {
+		t.Fatalf("a rejection without a reason: %v\n%s", err, stderr)
+	}
+	e.mustRun("", "cutover", "reject", prj, first, "--reason", "not on a Friday")
+	if got, _ := e.mustRun("", "cutover", "get", prj, first); !strings.Contains(got, "rejected") || !strings.Contains(got, "not on a Friday") {
+		t.Fatalf("cutover get:\n%s", got)
+	}
+	second := requested()
+	if out, _ := e.mustRunJob("cutover", "approve", prj, second, "--wait"); !strings.Contains(out, "holds the preview's data") {
+		t.Fatalf("cutover approve:\n%s", out)
+	}
+	if got := cliQuery(t, conns.Connections.DirectURL, "SELECT release FROM shipped"); got != "v2" {
+		t.Fatalf("the project after the cutover: %q", got)
+	}
 }
+
+var cutoverIDRe = regexp.MustCompile(`cut_[0-9a-z]{26}`)
 
 // cliExec runs one statement on a connection URL.
 func cliExec(t *testing.T, connURL, sql string) {
