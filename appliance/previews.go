@@ -455,7 +455,9 @@ func (s *Service) ResetPreview(ctx context.Context, p *Principal, previewID stri
 			now := s.now()
 			prv.SourceRestoreTime = &now
 		}
-		prv.UpdatedAt = s.now()
+		// Provisioning from now on (not from the job's start): a reader never sees it active while the
+		// reset is queued.
+		prv.State, prv.RuntimeStatus, prv.UpdatedAt = ProjectProvisioning, RuntimeProvisioning, s.now()
 		if err := store.Projects.Put(tx, prv); err != nil {
 			return Internal(err, "store preview")
 		}

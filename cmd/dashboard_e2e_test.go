@@ -93,6 +93,23 @@ func TestDashboardEndToEnd(t *testing.T) {
 			}
 			conn.Close(context.Background())
 			answer("")
+		case what == "write" || what == "query": // "URL SQL": a statement, or a query that must return a row
+			url, sql, _ := strings.Cut(arg, " ")
+			conn, err := pgx.Connect(t.Context(), url)
+			if err != nil {
+				t.Fatalf("%s: connect: %v", what, err)
+			}
+			if what == "write" {
+				_, err = conn.Exec(t.Context(), sql)
+			} else {
+				var v any
+				err = conn.QueryRow(t.Context(), sql).Scan(&v)
+			}
+			conn.Close(context.Background())
+			if err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+			answer("")
 		case what == "key-works" || what == "key-revoked":
 			want := map[string]int{"key-works": 200, "key-revoked": 401}[what]
 			if _, err := e.svc.Authenticate(t.Context(), arg); (err == nil) != (want == 200) {

@@ -180,8 +180,32 @@ try {
   await shoot('project-previews')
   await page.getByRole('button', { name: 'Done' }).click()
   await page.getByRole('button', { name: 'Reset e2e preview' }).click()
+  await previewRow.locator('.badge-provisioning').waitFor({ timeout: 20000 }) // not the row as it was before
   await previewRow.locator('.badge-active').waitFor({ timeout: 60000 })
-  await page.getByRole('button', { name: 'Delete e2e preview' }).click()
+  await ask('write', previewURL + ' CREATE TABLE from_the_preview AS SELECT 1 AS v')
+  // Its cutover: requested, rejected with a reason, requested again, approved; the project's own URL then
+  // reads the preview's table and the preview is gone.
+  const cutoverRows = page.locator('section', { has: page.getByRole('heading', { name: 'Cutover requests' }) }).getByRole('row')
+  await page.getByRole('button', { name: 'Request cutover of e2e preview into the project' }).click()
+  await cutoverRows.locator('.badge-open').waitFor({ timeout: 20000 })
+  await page.getByRole('button', { name: 'Reject the cutover of e2e preview' }).click()
+  await page.getByLabel('Reason for rejecting').fill('not before the release')
+  await page.getByRole('button', { name: 'Confirm rejection' }).click()
+  await cutoverRows.filter({ hasText: 'Rejected: not before the release' }).locator('.badge-rejected').waitFor({ timeout: 20000 })
+  await page.getByRole('button', { name: 'Request cutover of e2e preview into the project' }).click()
+  await cutoverRows.locator('.badge-open').waitFor({ timeout: 20000 })
+  await shoot('project-cutover')
+  await page.getByRole('button', { name: 'Approve the cutover of e2e preview' }).click()
+  await cutoverRows.locator('.badge-completed').waitFor({ timeout: 120000 })
+  await ask('query', direct + ' SELECT v FROM from_the_preview')
+  await page.getByText('No previews.').waitFor({ timeout: 60000 })
+  await shoot('project-cutover-done')
+  // A second preview, empty, deleted from its row.
+  await page.getByLabel('Name (optional)').fill('e2e scratch')
+  await page.getByLabel('Contents').selectOption('empty')
+  await page.getByRole('button', { name: 'Create preview' }).click()
+  await page.getByRole('row').filter({ hasText: 'e2e scratch' }).locator('.badge-active').waitFor({ timeout: 60000 })
+  await page.getByRole('button', { name: 'Delete e2e scratch' }).click()
   await page.getByText('No previews.').waitFor({ timeout: 60000 })
 
   for (const [tab, heading] of [['Extensions', 'Extensions'], ['Settings', 'Settings'], ['Audit', 'Audit events']]) {

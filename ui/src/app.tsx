@@ -55,8 +55,8 @@ export function App() {
   else if (path === '/members' && org) page = <Members me={me} />
   else if (path === '/webhooks' && org) page = <Webhooks me={me} />
   else if (path === '/account') page = <Account me={me} />
-  else if ((m = match('/projects/:id', path))) page = <Project id={m.id} />
-  else if ((m = match('/projects/:id/:tab', path))) page = <Project id={m.id} tab={m.tab} />
+  else if ((m = match('/projects/:id', path))) page = <Project id={m.id} me={me} />
+  else if ((m = match('/projects/:id/:tab', path))) page = <Project id={m.id} tab={m.tab} me={me} />
   else if ((m = match('/cli/login/:id', path))) page = <CLILogin id={m.id} />
   else if ((m = match('/claim/:id', path))) page = <Claim id={m.id} me={me} />
   else page = <main><h1>Not found</h1><p>There is no page at {path}.</p></main>

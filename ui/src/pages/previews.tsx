@@ -1,12 +1,14 @@
 import { useState } from 'preact/hooks'
-import { del, get, post, seg, type Connections, type Schemas } from '../api'
-import { Badge, CopyField, Empty, ErrorBox, Form, Table, useListAction, when } from '../ui'
+import { del, get, post, seg, type Connections, type Me, type Schemas } from '../api'
+import { Badge, CopyField, Empty, ErrorBox, Form, isOrgAdmin, Table, useListAction, when } from '../ui'
 import { useProjectLoad } from '../events'
 
 type Preview = Schemas['PreviewDatabase']
+type Cutover = Schemas['CutoverRequest']
 
-/** The project's preview databases: create (clone or empty, with a TTL), connect, reset, extend, delete. */
-export function PreviewsTab({ id, path, active }: { id: string; path: string; active: boolean }) {
+/** The project's preview databases: create (clone or empty, with a TTL), connect, reset, extend, delete;
+ * and their cutover requests (below). */
+export function PreviewsTab({ id, path, active, me }: { id: string; path: string; active: boolean; me: Me }) {
   const list = useProjectLoad(id, () => get<{ preview_databases: Preview[] }>(path + '/preview-databases'), [path])
   const [name, setName] = useState('')
   const [mode, setMode] = useState('clone')
@@ -91,6 +93,13 @@ export function PreviewsTab({ id, path, active }: { id: string; path: string; ac
                   Reset
                 </button>
                 <button
+                  disabled={p.state !== 'active'}
+                  aria-label={'Request cutover of ' + p.name + ' into the project'}
+                  onClick={() => act(() => post(path + '/cutover-requests', { preview_id: p.id }))}
+                >
+                  Request cutover
+                </button>
+                <button
                   aria-label={'Delete ' + p.name}
                   disabled={p.state === 'deleting'}
                   onClick={() => confirm(`Delete the preview ${p.name} and everything in it?`) && act(() => del(base(p)))}
@@ -102,6 +111,86 @@ export function PreviewsTab({ id, path, active }: { id: string; path: string; ac
           ))}
         </Table>
       )}
+      <Cutovers id={id} path={path} previews={list.data?.preview_databases ?? []} admin={isOrgAdmin(me)} />
     </>
+  )
+}
+
+/** The project's cutover requests: an admin approves (a backup, then the preview's data swapped in) or
+ * rejects the open ones; the others show how they ended. */
+function Cutovers({ id, path, previews, admin }: { id: string; path: string; previews: Preview[]; admin: boolean }) {
+  const list = useProjectLoad(id, () => get<{ cutover_requests: Cutover[] }>(path + '/cutover-requests'), [path])
+  const [error, act] = useListAction(list)
+  const [rejecting, setRejecting] = useState('')
+  const [reason, setReason] = useState('')
+  // A preview a completed cutover deleted is not listed any more: its ID's end names it.
+  const name = (previewID: string) => previews.find((p) => p.id === previewID)?.name ?? 'preview …' + previewID.slice(-6)
+  const base = (r: Cutover) => path + '/cutover-requests/' + seg(r.id)
+  if (!list.data || list.data.cutover_requests.length === 0) return <ErrorBox error={list.error} />
+  return (
+    <section class="card">
+      <h2>Cutover requests</h2>
+      <p class="hint">
+        A cutover makes a preview's data this project's data, behind the project's own URLs and password. An organization admin approves it;
+        the project is backed up first, and that backup brings the old data back if needed.
+      </p>
+      <ErrorBox error={list.error || error} />
+      <Table cols={['Preview', 'Status', { label: 'Requested', sm: true }, { label: 'Actions', hidden: true }]}>
+        {list.data.cutover_requests.map((r) => (
+          <tr key={r.id}>
+            <td>
+              {name(r.preview_database_id)}
+              {r.customer_note && <div class="hint">{r.customer_note}</div>}
+              {r.rejected_reason && <div class="hint">Rejected: {r.rejected_reason}</div>}
+              {r.last_error && <div class="hint">{r.last_error}</div>}
+              {r.pre_cutover_backup_id && (
+                <div class="hint">
+                  The project was backed up first (<a href={'/projects/' + id + '/backups'}>Backups</a>).
+                </div>
+              )}
+            </td>
+            <td>
+              <Badge value={r.status} />
+            </td>
+            <td class="sm-hide">{when(r.created_at)}</td>
+            <td class="actions-cell">
+              {r.status === 'open' && admin && (
+                <>
+                  <button
+                    class="primary"
+                    aria-label={'Approve the cutover of ' + name(r.preview_database_id)}
+                    onClick={() =>
+                      confirm(`Replace this project's data with ${name(r.preview_database_id)}'s? The project is backed up first.`) &&
+                      act(() => post(base(r) + '/approve'))
+                    }
+                  >
+                    Approve
+                  </button>
+                  <button aria-label={'Reject the cutover of ' + name(r.preview_database_id)} onClick={() => setRejecting(r.id)}>
+                    Reject
+                  </button>
+                </>
+              )}
+              {rejecting === r.id && (
+                <Form
+                  label={'Reject the cutover of ' + name(r.preview_database_id)}
+                  onSubmit={async () => {
+                    await post(base(r) + '/reject', { rejected_reason: reason })
+                    setRejecting('')
+                    setReason('')
+                    list.reload()
+                  }}
+                >
+                  <label for={'reject-' + r.id}>Reason for rejecting</label>
+                  <input id={'reject-' + r.id} required maxLength={1000} value={reason} onInput={(e) => setReason((e.target as HTMLInputElement).value)} />
+                  <button type="submit">Confirm rejection</button>
+                </Form>
+              )}
+              {r.status === 'open' && !admin && <span class="hint">waits for an admin</span>}
+            </td>
+          </tr>
+        ))}
+      </Table>
+    </section>
   )
 }

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks'
-import { get, post, seg, type Connections, type Job, type Project as P, type Schemas } from '../api'
+import { get, post, seg, type Connections, type Job, type Me, type Project as P, type Schemas } from '../api'
 import { Badge, CopyField, Empty, ErrorBox, Form, Table, useLoad, when } from '../ui'
 import { bytes } from './overview'
 import { useProjectEvents, useProjectLoad } from '../events'
@@ -72,7 +72,7 @@ function Backups({ id, path, active }: { id: string; path: string; active: boole
   )
 }
 
-export function Project({ id, tab = '' }: { id: string; tab?: string }) {
+export function Project({ id, tab = '', me }: { id: string; tab?: string; me: Me }) {
   const path = '/v1/projects/' + seg(id)
   // Live: the project's event stream reloads what a job's end changed; a slow poll stays as a fallback
   // (runtime status changes that are not job ends, a stream that cannot connect).
@@ -109,7 +109,7 @@ export function Project({ id, tab = '' }: { id: string; tab?: string }) {
           )}
           {tab === 'data' && <DataTab id={id} path={path} />}
           {tab === 'imports' && <ImportsTab path={path} projectName={p.name} />}
-          {tab === 'previews' && <PreviewsTab id={id} path={path} active={active} />}
+          {tab === 'previews' && <PreviewsTab id={id} path={path} active={active} me={me} />}
           {tab === 'kv' && <KVTab id={id} path={path} orgID={p.organization_id} active={active} />}
           {tab === 'extensions' && <ExtensionsTab path={path} />}
           {tab === 'settings' && <SettingsTab path={path} project={p} reload={prj.reload} />}

@@ -7,7 +7,8 @@ type Delivery = Schemas['WebhookDelivery']
 
 // The event types an endpoint can take (docs/api-decisions.md, generated from appliance.EventTypes).
 const eventTypes = ['job.completed', 'job.failed', 'project.ready', 'project.deleted', 'backup.completed', 'restore.completed',
-  'export.completed', 'import.completed', 'credentials.rotated', 'kv.ready', 'kv.deleted', 'webhook_endpoint.disabled']
+  'export.completed', 'import.completed', 'credentials.rotated', 'preview.ready', 'preview.reset', 'preview.deleted',
+  'cutover.requested', 'cutover.completed', 'ephemeral.claimed', 'kv.ready', 'kv.deleted', 'webhook_endpoint.disabled']
 
 export function Webhooks({ me }: { me: Me }) {
   const base = '/v1/organizations/' + seg(me.organization!.id) + '/webhook-endpoints'
