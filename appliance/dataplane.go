@@ -142,7 +142,9 @@ func (s *Service) settingsFor(dp *DataPlane, prj *store.Project, rec *store.Inst
 		IdleInTransactionSessionTimeout: idle, SharedPreloadLibraries: libs}
 	// A project's WAL goes to its directory in the backup store, from provisioning on (a spare, which has
 	// no project yet, archives into its own directory until a provision claims it and rewrites this).
-	if prj.ID != "" && prj.PreviewOf == "" { // a preview is disposable: no WAL archive, no backups
+	if prj.PreviewOf != "" { // a preview is disposable: no WAL archive, no backups
+		set.ArchiveCommand = postgres.DiscardArchiveCommand
+	} else if prj.ID != "" {
 		bs := s.backupStore(dp)
 		if err := bs.Prepare(prj.ID); err != nil {
 			return postgres.Settings{}, fmt.Errorf("prepare the backup store of %s: %w", prj.ID, err)

@@ -72,6 +72,23 @@ func TestPreviewsCloneEmptyExpireAndGoWithTheirProject(t *testing.T) {
 	if n := scalar[int64](t, copyConn, "SELECT count(*) FROM orders WHERE id = 2000"); n != 0 {
 		t.Fatal("the preview sees the project's later write")
 	}
+	// A preview keeps no WAL: its segments are "archived" by discarding them, none piles up in its directory.
+	for range 2 {
+		if err := e.AdminExec(t, clone.Preview.ID, "SELECT pg_switch_wal() FROM (SELECT txid_current()) AS write_something"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(time.Minute); scalar[int64](t, copyConn, "SELECT archived_count FROM pg_stat_archiver") < 1; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the preview archived nothing")
+		}
+	}
+	if n := scalar[int64](t, copyConn, "SELECT failed_count FROM pg_stat_archiver"); n != 0 {
+		t.Fatalf("the preview's archiver failed %d times", n)
+	}
+	if kept, _ := filepath.Glob(filepath.Join(instanceOf(t, e, e.Project(t, clone.Preview.ID)).Dir, "wal-archive", "*")); len(kept) > 0 {
+		t.Fatalf("the preview archived %d WAL segments into its directory", len(kept))
+	}
 	// Its own credential: the project's password does not open the preview.
 	pcfg, _ := pgx.ParseConfig(pc.Connections.DirectURL)
 	ccfg, _ := pgx.ParseConfig(cc.Connections.DirectURL)

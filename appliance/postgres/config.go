@@ -95,6 +95,11 @@ func DefaultPreloadLibraries(b Binaries) []string {
 	return libs
 }
 
+// DiscardArchiveCommand is the archive_command of a server whose WAL nobody keeps (a preview): each
+// segment counts as archived and is recycled. archive_mode stays on, so a later archive_command takes
+// effect on a reload, without a restart.
+const DiscardArchiveCommand = "true"
+
 // CopyArchiveCommand is the archive_command copying each WAL segment into dir, refusing to overwrite a
 // segment already archived. dir must not contain a single quote (it is quoted for sh).
 func CopyArchiveCommand(dir string) (string, error) {
