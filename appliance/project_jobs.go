@@ -161,15 +161,15 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	if err != nil {
 		return nil, err
 	}
-	certPEM, keyPEM, err := dp.CA.Issue(s.certHosts()...)
-	if err != nil {
-		return nil, fmt.Errorf("issue instance certificate: %w", err)
+	opts := postgres.InitOptions{AdminPassword: string(adminPW), Settings: settings}
+	if !pgi.Initialized() { // a claimed spare has its certificate already
+		if opts.CertPEM, opts.KeyPEM, err = dp.CA.Issue(s.certHosts()...); err != nil {
+			return nil, fmt.Errorf("issue instance certificate: %w", err)
+		}
+		if opts.CAPEM, err = readFile(dp.CA.CertPath()); err != nil {
+			return nil, err
+		}
 	}
-	caPEM, err := readFile(dp.CA.CertPath())
-	if err != nil {
-		return nil, err
-	}
-	opts := postgres.InitOptions{AdminPassword: string(adminPW), CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM, Settings: settings}
 	var parentAdminPW string // a clone's cluster starts with its parent's admin password
 	if prj.PreviewMode == PreviewClone {
 		if opts.Fill, parentAdminPW, err = s.cloneFill(dp, run, prj); err != nil {
@@ -209,16 +209,27 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 		return nil, scheduler.Transient(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := adoptSpareNames(ctx, conn, prj); err != nil {
+	steps.done("connect")
+	adopted, err := adoptSpareNames(ctx, conn, prj)
+	if err != nil {
 		return nil, err
 	}
-	if err := s.ensureRolesAndDatabase(ctx, conn, prj); err != nil {
+	if adopted {
+		// The spare's placeholders were made by ensureRolesAndDatabase: renamed, they keep their grants,
+		// ownerships and privileges (which follow the objects, not their names). What names a role by its
+		// name, and the password, are set here.
+		err = s.setLogins(ctx, conn, prj)
+	} else {
+		err = s.ensureRolesAndDatabase(ctx, conn, prj)
+	}
+	if err != nil {
 		return nil, err
 	}
 	steps.done("roles_and_database")
 	if err := s.syncPoolerUsers(ctx, dp, conn, inst, prj); err != nil {
 		return nil, err
 	}
+	steps.done("pooler_users")
 	pl := s.pgPooler(dp, inst, prj)
 	if err := pl.Start(ctx, run.Exec); err != nil {
 		return nil, scheduler.Transient(s.movePortIfTaken(inst, true, err))
@@ -340,14 +351,32 @@ func altRole(role string) string { return role + "_alt" }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// ensureRolesAndDatabase creates the project's login roles and database when missing, and sets the current
-// credential's password.
-func (s *Service) ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Project) error {
-	role, alt := pgx.Identifier{prj.RoleName}.Sanitize(), pgx.Identifier{altRole(prj.RoleName)}.Sanitize()
+// setLogins sets the current credential's password, and makes the second login act as the project's role
+// (the role it sets is named by its name).
+func (s *Service) setLogins(ctx context.Context, conn *pgx.Conn, prj *store.Project) error {
 	pw, err := s.box.Open(prj.Credential.Password)
 	if err != nil {
 		return fmt.Errorf("open credential: %w", err)
 	}
+	if err := untracked(ctx, conn); err != nil {
+		return err
+	}
+	setPW, err := setPasswordSQL("ALTER ROLE", prj.Credential.Username, "LOGIN", string(pw))
+	if err != nil {
+		return err
+	}
+	for _, q := range []string{setPW, "ALTER ROLE " + pgx.Identifier{altRole(prj.RoleName)}.Sanitize() + " SET role = " + quoteLiteral(prj.RoleName)} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("set the logins: %w", err)
+		}
+	}
+	return nil
+}
+
+// ensureRolesAndDatabase creates the project's login roles and database when missing, and sets the current
+// credential's password.
+func (s *Service) ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Project) error {
+	role, alt := pgx.Identifier{prj.RoleName}.Sanitize(), pgx.Identifier{altRole(prj.RoleName)}.Sanitize()
 	if err := untracked(ctx, conn); err != nil {
 		return err
 	}
@@ -372,14 +401,11 @@ func (s *Service) ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, pr
 			}
 		}
 	}
-	setPW, err := setPasswordSQL("ALTER ROLE", prj.Credential.Username, "LOGIN", string(pw))
-	if err != nil {
+	if err := s.setLogins(ctx, conn, prj); err != nil {
 		return err
 	}
 	stmts := []string{
-		setPW,
 		"GRANT " + role + " TO " + alt,
-		"ALTER ROLE " + alt + " SET role = " + quoteLiteral(prj.RoleName),
 		// The project role reads the server's settings, not other roles' statements: older appliances
 		// granted pg_monitor, whose pg_read_all_stats shows every role's query texts.
 		"REVOKE pg_monitor FROM " + role,

@@ -167,22 +167,30 @@ func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) error {
 	})
 }
 
-// adoptSpareNames renames a claimed spare's placeholder roles and database to the project's.
-func adoptSpareNames(ctx context.Context, conn *pgx.Conn, prj *store.Project) error {
+// adoptSpareNames renames a claimed spare's placeholder roles and database to the project's, and reports
+// whether there were placeholders to rename.
+func adoptSpareNames(ctx context.Context, conn *pgx.Conn, prj *store.Project) (bool, error) {
 	var placeholder bool
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", spareRole).Scan(&placeholder); err != nil || !placeholder {
-		return err
+		return false, err
 	}
-	for _, q := range []string{
-		"ALTER ROLE " + pgx.Identifier{spareRole}.Sanitize() + " RENAME TO " + pgx.Identifier{prj.RoleName}.Sanitize(),
-		"ALTER ROLE " + pgx.Identifier{altRole(spareRole)}.Sanitize() + " RENAME TO " + pgx.Identifier{altRole(prj.RoleName)}.Sanitize(),
-		"ALTER DATABASE " + pgx.Identifier{spareDatabase}.Sanitize() + " RENAME TO " + pgx.Identifier{prj.DatabaseName}.Sanitize(),
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			return fmt.Errorf("adopt spare: %w", err)
+	// One transaction: a crash renames all three or none (a retry finds the placeholders again).
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		for _, q := range []string{
+			"ALTER ROLE " + pgx.Identifier{spareRole}.Sanitize() + " RENAME TO " + pgx.Identifier{prj.RoleName}.Sanitize(),
+			"ALTER ROLE " + pgx.Identifier{altRole(spareRole)}.Sanitize() + " RENAME TO " + pgx.Identifier{altRole(prj.RoleName)}.Sanitize(),
+			"ALTER DATABASE " + pgx.Identifier{spareDatabase}.Sanitize() + " RENAME TO " + pgx.Identifier{prj.DatabaseName}.Sanitize(),
+		} {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("adopt spare: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // claimSpare hands a spare to the project inside tx (nil when the pool is empty).

@@ -588,10 +588,16 @@ func (i *Instance) Reload(ctx context.Context, ex daemon.ExecFunc) error {
 	if err := i.check(); err != nil {
 		return err
 	}
-	if _, running, err := i.Status(); err != nil {
+	pid, running, err := i.Status()
+	if err != nil {
 		return fmt.Errorf("reload instance %s: %w", i.ID, err)
 	} else if !running {
 		return fmt.Errorf("reload instance %s: %w", i.ID, ErrNotRunning)
+	}
+	// What pg_ctl reload does (SIGHUP to the postmaster), without starting a process for it; pg_ctl when
+	// this process may not signal the instances' user.
+	if err := syscall.Kill(pid, syscall.SIGHUP); err == nil {
+		return nil
 	}
 	pgctl, err := i.Bin.Path("pg_ctl")
 	if err != nil {
