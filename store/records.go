@@ -591,21 +591,21 @@ var (
 // CutoverRequest asks for a preview's data to become its project's (see appliance/cutover.go). The
 // record stays after it ends, as the project's history.
 type CutoverRequest struct {
-	ID                   string     `json:"id"`
-	OrganizationID       string     `json:"organization_id"`
-	ProjectID            string     `json:"project_id"`
-	PreviewID            string     `json:"preview_id"`
-	Status               string     `json:"status"`
-	PreCutoverBackupID   string     `json:"pre_cutover_backup_id"`
-	PromoteJobID         string     `json:"promote_job_id"`
-	RequestedByActorID   string     `json:"requested_by_actor_id"`
-	RequestedByActorKind string     `json:"requested_by_actor_kind"`
-	AckByUserID          string     `json:"ack_by_user_id"`
-	CustomerNote         string     `json:"customer_note"`
-	OperatorNote         string     `json:"operator_note"`
-	ExternalTicketRef    string     `json:"external_ticket_ref"`
-	RejectedReason       string     `json:"rejected_reason"`
-	LastError            string     `json:"last_error"`
+	ID                   string `json:"id"`
+	OrganizationID       string `json:"organization_id"`
+	ProjectID            string `json:"project_id"`
+	PreviewID            string `json:"preview_id"`
+	Status               string `json:"status"`
+	PreCutoverBackupID   string `json:"pre_cutover_backup_id"`
+	PromoteJobID         string `json:"promote_job_id"`
+	RequestedByActorID   string `json:"requested_by_actor_id"`
+	RequestedByActorKind string `json:"requested_by_actor_kind"`
+	AckByUserID          string `json:"ack_by_user_id"`
+	CustomerNote         string `json:"customer_note"`
+	OperatorNote         string `json:"operator_note"`
+	ExternalTicketRef    string `json:"external_ticket_ref"`
+	RejectedReason       string `json:"rejected_reason"`
+	LastError            string `json:"last_error"`
 	// ConnLimit is the project database's connection limit before the promotion set it to 0 (nil until
 	// then); Swapped is set once the staging database took the project database's name.
 	ConnLimit   *int       `json:"conn_limit"`
