@@ -237,8 +237,13 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		return err
 	}
 	for _, p := range live {
-		if p.prj == nil { // a spare: no pooler yet
-			if err := dp.Supervisor.Watch(p.inst.ID, s.pgInstance(dp, p.inst)); err != nil {
+		if p.prj == nil { // a spare (its pooler with the placeholders' pool size; none in older spares)
+			err := dp.Supervisor.Watch(p.inst.ID, s.pgInstance(dp, p.inst))
+			if err == nil && p.inst.PooledPort != 0 {
+				defaults, _ := PlanByName(DefaultPlan)
+				err = dp.Supervisor.Watch(p.inst.ID+"/pooler", s.pgPooler(dp, p.inst, &store.Project{MaxConnections: defaults.MaxConnections}))
+			}
+			if err != nil {
 				return err
 			}
 			continue
@@ -278,8 +283,8 @@ func (s *Service) StopInstances(ctx context.Context) error {
 		}
 		for _, in := range insts {
 			procs = append(procs, s.pgInstance(dp, in))
-			if prj, err := store.Projects.Get(tx, in.ProjectID); err == nil {
-				procs = append(procs, s.pgPooler(dp, in, prj))
+			if in.PooledPort != 0 { // a project's, or a spare's
+				procs = append(procs, s.pgPooler(dp, in, &store.Project{}))
 			}
 		}
 		kvs, err := store.KVStores.All(tx, nil)

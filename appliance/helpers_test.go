@@ -18,16 +18,7 @@ func osStat(p string) (os.FileInfo, error) { return os.Stat(p) }
 // postmasterPID reads the first line of the instance's postmaster.pid.
 func postmasterPID(t *testing.T, inst *store.Instance) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(inst.Dir, "pgdata", "postmaster.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
+	return pidIn(t, filepath.Join(inst.Dir, "pgdata", "postmaster.pid"))
 }
 
 // processesUnder lists pids whose command line mentions dir.
@@ -45,4 +36,19 @@ func processesUnder(dir string) []int {
 		}
 	}
 	return out
+}
+
+// pidIn reads the pid a pid file names (its first line).
+func pidIn(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return pid
 }

@@ -231,7 +231,15 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	}
 	steps.done("pooler_users")
 	pl := s.pgPooler(dp, inst, prj)
-	if err := pl.Start(ctx, run.Exec); err != nil {
+	if _, running, _ := pl.Status(); running { // a claimed spare's: the project's pool size and users
+		err = pl.WriteConfig()
+		if err == nil {
+			err = pl.Reload()
+		}
+		if err != nil {
+			return nil, scheduler.Transient(err)
+		}
+	} else if err := pl.Start(ctx, run.Exec); err != nil {
 		return nil, scheduler.Transient(s.movePortIfTaken(inst, true, err))
 	}
 	steps.done("pooler")
@@ -320,12 +328,14 @@ func (s *Service) ensureInstanceRecord(dp *DataPlane, projectID string) (*store.
 			}
 		}
 		var ports []int
-		if spare != nil { // it runs on its reserved port already: only the pooler needs one
-			inst = spare
-			if ports, err = s.allocatePorts(tx, 1); err != nil {
-				return err
+		if spare != nil { // it runs on its reserved ports already (a spare from before pooled spares: one)
+			inst, ports = spare, []int{spare.Port, spare.PooledPort}
+			if spare.PooledPort == 0 {
+				if ports, err = s.allocatePorts(tx, 1); err != nil {
+					return err
+				}
+				ports = []int{inst.Port, ports[0]}
 			}
-			ports = []int{inst.Port, ports[0]}
 		} else {
 			if ports, err = s.allocatePorts(tx, 2); err != nil {
 				return err

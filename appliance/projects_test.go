@@ -530,12 +530,18 @@ func TestProvisionFromSpareCluster(t *testing.T) {
 		}
 		return err
 	})
-	if spare == nil || spare.State != appliance.InstanceSpare || spare.Port == 0 {
+	if spare == nil || spare.State != appliance.InstanceSpare || spare.Port == 0 || spare.PooledPort == 0 {
 		t.Fatalf("spare: %+v", spare)
 	}
+	// Its PgBouncer runs already; the project keeps it (reloaded, not started again).
+	poolerPid := pidIn(t, filepath.Join(spare.Dir, "pooler", "pgbouncer.pid"))
 	prj := provision(t, e, p, "From Spare", "development")
-	if prj.PrimaryInstanceID != spare.ID || prj.DirectPort != spare.Port {
-		t.Fatalf("the project did not take the spare: instance %s port %d, spare %s port %d", prj.PrimaryInstanceID, prj.DirectPort, spare.ID, spare.Port)
+	if prj.PrimaryInstanceID != spare.ID || prj.DirectPort != spare.Port || prj.PooledPort != spare.PooledPort {
+		t.Fatalf("the project did not take the spare: instance %s ports %d/%d, spare %s ports %d/%d", prj.PrimaryInstanceID,
+			prj.DirectPort, prj.PooledPort, spare.ID, spare.Port, spare.PooledPort)
+	}
+	if pid := pidIn(t, filepath.Join(spare.Dir, "pooler", "pgbouncer.pid")); pid != poolerPid {
+		t.Fatalf("the spare's PgBouncer (pid %d) was replaced by pid %d", poolerPid, pid)
 	}
 	waitArchived(t, e, p, prj) // the claim rewrote the spare's archive_command for the project's backup store
 	c, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
@@ -559,7 +565,11 @@ func TestProvisionFromSpareCluster(t *testing.T) {
 	if c.Connections.Username != "from_spare_alt" {
 		t.Fatalf("rotated username %s", c.Connections.Username)
 	}
-	connect(t, c.Connections.DirectURL)
+	for _, u := range []string{c.Connections.DirectURL, c.Connections.PooledURL} {
+		if who := scalar[string](t, connect(t, u), "SELECT current_user"); who != "from_spare" { // the second login acts as the role
+			t.Fatalf("the rotated login acts as %s", who)
+		}
+	}
 	// The pool is refilled.
 	deadline := time.Now().Add(time.Minute)
 	for {

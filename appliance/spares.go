@@ -15,9 +15,10 @@ import (
 )
 
 // A spare is a prepared cluster owned by no project: initialized (initdb, TLS, configuration), running
-// under supervision on a port reserved for it, with a placeholder role, second login and database.
-// Provisioning claims one and renames the placeholders instead of running initdb, starting a server and
-// creating a database, which are nearly all of its cost.
+// under supervision on a port reserved for it, with a placeholder role, second login and database, and its
+// PgBouncer running on a second reserved port. Provisioning claims one and renames the placeholders
+// instead of running initdb, starting a server and a pooler and creating a database, which are nearly all
+// of its cost.
 const (
 	InstanceSpare          = "spare"
 	InstanceSparePreparing = "spare-preparing" // a crash leaves it behind; EnsureSpares removes it
@@ -85,7 +86,8 @@ func (s *Service) removeAbandonedSpares() error {
 		}
 		for _, in := range stale {
 			if dp, err := s.dataPlane(); err == nil {
-				dp.Supervisor.Unwatch(in.ID)
+				s.unwatch(dp, in)
+				s.pgPooler(dp, in, &store.Project{}).Remove(context.Background())
 				s.pgInstance(dp, in).Remove(context.Background())
 			}
 			if err := store.Instances.Delete(tx, in.ID); err != nil {
@@ -105,11 +107,11 @@ func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) error {
 	rec := &store.Instance{ID: id, Dir: filepath.Join(s.instancesDir(), id), Major: dp.Bin.Major, BinDir: dp.Bin.Dir,
 		AdminPassword: s.box.Seal([]byte(password)), State: InstanceSparePreparing, CreatedAt: now, UpdatedAt: now}
 	err := s.db.Update(func(tx *store.Tx) error {
-		ports, err := s.allocatePorts(tx, 1)
+		ports, err := s.allocatePorts(tx, 2)
 		if err != nil {
 			return err
 		}
-		rec.Port = ports[0]
+		rec.Port, rec.PooledPort = ports[0], ports[1]
 		return store.Instances.Put(tx, rec)
 	})
 	if err != nil {
@@ -149,12 +151,18 @@ func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	placeholder := &store.Project{RoleName: spareRole, DatabaseName: spareDatabase,
+	placeholder := &store.Project{RoleName: spareRole, DatabaseName: spareDatabase, MaxConnections: defaults.MaxConnections,
 		Credential: store.Credential{Username: spareRole, Password: s.box.Seal([]byte(ids.Secret(20)))}}
 	if err := s.ensureRolesAndDatabase(ctx, conn, placeholder); err != nil {
 		return err
 	}
-	if err := dp.Supervisor.Watch(rec.ID, pgi); err != nil {
+	if err := s.syncPoolerUsers(ctx, dp, conn, rec, placeholder); err != nil {
+		return err
+	}
+	if err := s.pgPooler(dp, rec, placeholder).Start(ctx, nil); err != nil {
+		return err
+	}
+	if err := s.watch(dp, rec, placeholder); err != nil {
 		return err
 	}
 	return s.db.Update(func(tx *store.Tx) error {
