@@ -201,12 +201,14 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 		}
 	}
 	steps.done("start")
-	conn, err := pgi.Admin(ctx, string(adminPW))
-	if err != nil && parentAdminPW != "" {
-		conn, err = s.adoptClone(ctx, pgi, prj, parentAdminPW, string(adminPW))
-	}
-	if err != nil {
-		return nil, scheduler.Transient(err)
+	conn := s.takeSpareConn(ctx, inst.ID)
+	if conn == nil {
+		if conn, err = pgi.Admin(ctx, string(adminPW)); err != nil && parentAdminPW != "" {
+			conn, err = s.adoptClone(ctx, pgi, prj, parentAdminPW, string(adminPW))
+		}
+		if err != nil {
+			return nil, scheduler.Transient(err)
+		}
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	steps.done("connect")

@@ -54,6 +54,8 @@ type Service struct {
 	dp         *DataPlane
 
 	sparesMu sync.Mutex
+	// spareConns holds an admin connection to each spare this process prepared (see takeSpareConn).
+	spareConns sync.Map // instance ID → *pgx.Conn
 	// importLimit overrides the import upload size limit when positive (tests of 413).
 	importLimit atomic.Int64
 	// uploads tracks the upload PUTs being received: one per upload at a time, bytes per project.
