@@ -3,6 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +20,7 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -181,4 +186,89 @@ func BenchmarkPreviewClone(b *testing.B) {
 	for _, k := range kinds {
 		b.Logf("%s: %s", k, joinMS(got[k]))
 	}
+}
+
+// BenchmarkPreviewsIdle: BENCH_PREVIEWS (50) empty previews, idle, on one appliance (two projects on the
+// scale plan, which allows 25 previews each): their total memory (PSS of each preview's postmaster, its
+// children and its PgBouncer), and the API's latency meanwhile — BENCH_REQUESTS (1000) sequential
+// GET /v1/projects/{id}/preview-databases before the previews exist and again with them all running.
+func BenchmarkPreviewsIdle(b *testing.B) {
+	n, reqs := envInt(b, "BENCH_PREVIEWS", 50), envInt(b, "BENCH_REQUESTS", 1000)
+	ctx := b.Context()
+	e := appliancetest.New(b, appliancetest.Options{Instances: true, Ports: 2*n + 8})
+	p, err := e.Svc.Authenticate(ctx, e.Bootstrap.APIKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var parents []string
+	for i := range (n + 24) / 25 {
+		res, err := e.Svc.CreateProject(ctx, p, &appliance.CreateProjectRequest{Name: fmt.Sprintf("parent %d", i), Environment: "development", Plan: "scale"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if j := e.WaitJob(b, res.Job.ID); j.State != scheduler.StateCompleted {
+			b.Fatal(j.Error)
+		}
+		parents = append(parents, res.Project.ID)
+	}
+	api := httptest.NewServer(httpapi.New(e.Svc, httpapi.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}}))
+	b.Cleanup(api.Close)
+	list := func() []time.Duration {
+		var out []time.Duration
+		for i := range reqs {
+			req, _ := http.NewRequest("GET", api.URL+"/v1/projects/"+parents[i%len(parents)]+"/preview-databases", nil)
+			req.Header.Set("Authorization", "Bearer "+e.Bootstrap.APIKey)
+			t0 := time.Now()
+			res, err := api.Client().Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				b.Fatalf("list previews: %d", res.StatusCode)
+			}
+			out = append(out, time.Since(t0))
+		}
+		slices.Sort(out)
+		return out
+	}
+	before := list()
+
+	// The previews, four at a time (the job runner's workers).
+	t0, ttl := time.Now(), 48
+	ids := make([]string, n)
+	jobs := make([]string, n)
+	for i := range n {
+		res, err := e.Svc.CreatePreview(ctx, p, parents[i/25], &appliance.CreatePreviewRequest{Name: fmt.Sprintf("idle-%02d", i), Mode: appliance.PreviewEmpty, TTLHours: &ttl})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i], jobs[i] = res.Preview.ID, res.Job.ID
+	}
+	for _, j := range jobs {
+		if job := e.WaitJob(b, j); job.State != scheduler.StateCompleted {
+			b.Fatalf("preview: %s", job.Error)
+		}
+	}
+	b.Logf("%d empty previews made in %.1f s", n, time.Since(t0).Seconds())
+	time.Sleep(idleFor)
+	var total memory
+	for _, id := range ids {
+		m, err := projectMemory(ctx, e, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total.rss, total.pss, total.uss, total.procs = total.rss+m.rss, total.pss+m.pss, total.uss+m.uss, total.procs+m.procs
+		total.poolerPSS += m.poolerPSS
+	}
+	after := list()
+	f := float64(n)
+	b.ReportMetric(total.pss/1024, "pss-MB")
+	b.Logf("%d idle previews: PSS %.0f MB in all (%.1f MB each, of which PgBouncer %.1f MB), USS %.0f MB, RSS %.0f MB, %d processes",
+		n, total.pss/1024, total.pss/f/1024, total.poolerPSS/f/1024, total.uss/1024, total.rss/1024, total.procs)
+	b.Logf("GET .../preview-databases, %d sequential: before the previews p50 %v p99 %v; with %d running p50 %v p99 %v (p99 ratio %.2f)",
+		reqs, percentile(before, 50), percentile(before, 99), n, percentile(after, 50), percentile(after, 99),
+		float64(percentile(after, 99))/float64(percentile(before, 99)))
 }

@@ -26,14 +26,14 @@ import (
 )
 
 // envPorts is the size of an appliancetest.Env's port range; a project takes two ports (direct and pooled)
-// and a spare cluster one.
+// and a spare cluster two (its instance and its pooler).
 const envPorts = 40
 
 // perEnv is how many projects one appliancetest.Env holds: the organization quota
 // (appliance.DefaultOrganizationQuota.ProjectsLimit, 20) and the Env's port range both end there. More
 // projects go to a further Env.
 func perEnv(spares int) int {
-	return min(appliance.DefaultOrganizationQuota.ProjectsLimit, (envPorts-spares)/2)
+	return min(appliance.DefaultOrganizationQuota.ProjectsLimit, (envPorts-2*spares)/2)
 }
 
 // pollInterval is how often the job's state is read from the store.

@@ -5,6 +5,7 @@ package appliancetest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -54,6 +55,9 @@ type Options struct {
 	Instances bool
 	// Spares is the number of prepared clusters kept ready (0: every provision runs initdb).
 	Spares int
+	// Ports is the size of the instance port range (default 40: a project or preview takes two ports, a
+	// spare two).
+	Ports int
 	// Log receives the service's log (default: discarded).
 	Log *slog.Logger
 	// APIURL is the base of the URLs the service hands out (signed download and upload URLs); default
@@ -98,7 +102,7 @@ func New(t testing.TB, o Options) *Env {
 	if apiURL == "" {
 		apiURL = "http://test"
 	}
-	ports := freeRange(t)
+	ports := freeRange(t, cmp.Or(o.Ports, 40))
 	pol := o.Outbound
 	if pol == nil {
 		pol = &outbound.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
@@ -208,15 +212,15 @@ func TraversableTempDir(t testing.TB) string {
 }
 
 // freeRange gives each Env its own port range so parallel tests do not compete for the same ports.
-func freeRange(t testing.TB) appliance.PortRange {
+func freeRange(t testing.TB, n int) appliance.PortRange {
 	t.Helper()
-	// Spread by test name and time over 20000-59999, in blocks of 40 ports.
+	// Spread by test name and time over 20000-59999, in blocks of n ports.
 	h := uint32(time.Now().UnixNano())
 	for _, c := range t.Name() {
 		h = h*31 + uint32(c)
 	}
-	first := 20000 + int(h%1000)*40
-	return appliance.PortRange{First: first, Last: first + 39}
+	first := 20000 + int(h%uint32(40000/n))*n
+	return appliance.PortRange{First: first, Last: first + n - 1}
 }
 
 // AdminExec runs a statement as the instance's superuser in the project's database (for fixtures that
