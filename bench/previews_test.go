@@ -191,7 +191,8 @@ func BenchmarkPreviewClone(b *testing.B) {
 // BenchmarkPreviewsIdle: BENCH_PREVIEWS (50) empty previews, idle, on one appliance (two projects on the
 // scale plan, which allows 25 previews each): their total memory (PSS of each preview's postmaster, its
 // children and its PgBouncer), and the API's latency meanwhile — BENCH_REQUESTS (1000) sequential
-// GET /v1/projects/{id}/preview-databases before the previews exist and again with them all running.
+// GET /v1/projects/{id} (an answer the previews do not change) before the previews exist and again with
+// them all running.
 func BenchmarkPreviewsIdle(b *testing.B) {
 	n, reqs := envInt(b, "BENCH_PREVIEWS", 50), envInt(b, "BENCH_REQUESTS", 1000)
 	ctx := b.Context()
@@ -217,7 +218,7 @@ func BenchmarkPreviewsIdle(b *testing.B) {
 	list := func() []time.Duration {
 		var out []time.Duration
 		for i := range reqs {
-			req, _ := http.NewRequest("GET", api.URL+"/v1/projects/"+parents[i%len(parents)]+"/preview-databases", nil)
+			req, _ := http.NewRequest("GET", api.URL+"/v1/projects/"+parents[i%len(parents)], nil)
 			req.Header.Set("Authorization", "Bearer "+e.Bootstrap.APIKey)
 			t0 := time.Now()
 			res, err := api.Client().Do(req)
@@ -227,7 +228,7 @@ func BenchmarkPreviewsIdle(b *testing.B) {
 			io.Copy(io.Discard, res.Body)
 			res.Body.Close()
 			if res.StatusCode != http.StatusOK {
-				b.Fatalf("list previews: %d", res.StatusCode)
+				b.Fatalf("get project: %d", res.StatusCode)
 			}
 			out = append(out, time.Since(t0))
 		}
@@ -268,7 +269,7 @@ func BenchmarkPreviewsIdle(b *testing.B) {
 	b.ReportMetric(total.pss/1024, "pss-MB")
 	b.Logf("%d idle previews: PSS %.0f MB in all (%.1f MB each, of which PgBouncer %.1f MB), USS %.0f MB, RSS %.0f MB, %d processes",
 		n, total.pss/1024, total.pss/f/1024, total.poolerPSS/f/1024, total.uss/1024, total.rss/1024, total.procs)
-	b.Logf("GET .../preview-databases, %d sequential: before the previews p50 %v p99 %v; with %d running p50 %v p99 %v (p99 ratio %.2f)",
+	b.Logf("GET /v1/projects/{id}, %d sequential: before the previews p50 %v p99 %v; with %d running p50 %v p99 %v (p99 ratio %.2f)",
 		reqs, percentile(before, 50), percentile(before, 99), n, percentile(after, 50), percentile(after, 99),
 		float64(percentile(after, 99))/float64(percentile(before, 99)))
 }
