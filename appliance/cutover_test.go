@@ -3,7 +3,10 @@ package appliance_test
 import (
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -17,17 +20,9 @@ func TestCutoverSwapsThePreviewIn(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
 	ctx := t.Context()
-	prj := provision(t, e, p, "shop", "development")
-	pc, err := e.Svc.ProjectConnections(ctx, p, prj.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	project := connect(t, pc.Connections.DirectURL)
-	if _, err := project.Exec(ctx, `CREATE TABLE orders (id int PRIMARY KEY, note text);
+	prj, pc, project := seeded(t, e, p, "shop", `CREATE TABLE orders (id int PRIMARY KEY, note text);
 		INSERT INTO orders SELECT g, 'before' FROM generate_series(1, 100) g;
-		CREATE TABLE legacy (v int); INSERT INTO legacy VALUES (1)`); err != nil {
-		t.Fatal(err)
-	}
+		CREATE TABLE legacy (v int); INSERT INTO legacy VALUES (1)`)
 	res, err := e.Svc.CreatePreview(ctx, p, prj.ID, &appliance.CreatePreviewRequest{Name: "next"})
 	waitPreview(t, e, res, err)
 	prv := res.Preview
@@ -141,15 +136,7 @@ func TestCutoverSwapsThePreviewIn(t *testing.T) {
 		t.Fatalf("the preview is %s after the cutover", deadline.State)
 	}
 	e.WaitJob(t, deadline.LatestJobID)
-	evs, err := e.Svc.ProjectEvents(ctx, p, prj.ID, 0, 500)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for _, ev := range evs.Events {
-		seen[ev.Type] = true
-	}
-	if !seen["cutover.requested"] || !seen["cutover.completed"] || !seen["preview.deleted"] {
+	if seen := eventTypes(t, e, p, prj.ID); !seen["cutover.requested"] || !seen["cutover.completed"] || !seen["preview.deleted"] {
 		t.Fatalf("events: %v", seen)
 	}
 
@@ -179,15 +166,7 @@ func TestFailedCutoverChangesNothing(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
 	ctx := t.Context()
-	prj := provision(t, e, p, "shop", "development")
-	pc, err := e.Svc.ProjectConnections(ctx, p, prj.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	project := connect(t, pc.Connections.DirectURL)
-	if _, err := project.Exec(ctx, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('mine')"); err != nil {
-		t.Fatal(err)
-	}
+	prj, pc, _ := seeded(t, e, p, "shop", "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('mine')")
 	res, err := e.Svc.CreatePreview(ctx, p, prj.ID, &appliance.CreatePreviewRequest{Mode: appliance.PreviewEmpty})
 	waitPreview(t, e, res, err)
 	if err := e.AdminExec(t, res.Preview.ID, "CREATE EXTENSION file_fdw"); err != nil {
@@ -229,4 +208,33 @@ func TestFailedCutoverChangesNothing(t *testing.T) {
 	if _, err := e.Svc.RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: res.Preview.ID}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// seeded provisions a project, runs sql in it, and returns it with its connections and a connection.
+func seeded(t *testing.T, e *appliancetest.Env, p *appliance.Principal, name, sql string) (*store.Project, *appliance.ConnectionsResponse, *pgx.Conn) {
+	t.Helper()
+	prj := provision(t, e, p, name, "development")
+	pc, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, pc.Connections.DirectURL)
+	if _, err := conn.Exec(t.Context(), sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return prj, pc, conn
+}
+
+// eventTypes are the types of the project's events in the log.
+func eventTypes(t *testing.T, e *appliancetest.Env, p *appliance.Principal, projectID string) map[string]bool {
+	t.Helper()
+	evs, err := e.Svc.ProjectEvents(t.Context(), p, projectID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, ev := range evs.Events {
+		seen[ev.Type] = true
+	}
+	return seen
 }

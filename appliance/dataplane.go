@@ -192,10 +192,9 @@ func contains(xs []string, x string) bool {
 
 // watch puts an instance and its pooler under supervision.
 func (s *Service) watch(dp *DataPlane, rec *store.Instance, prj *store.Project) error {
-	if err := dp.Supervisor.Watch(rec.ID, s.pgInstance(dp, rec)); err != nil {
-		return err
-	}
-	return dp.Supervisor.Watch(rec.ID+"/pooler", s.pgPooler(dp, rec, prj))
+	// Both, whatever the first answers: a supervisor that stopped meanwhile stops what it is handed (a spare
+	// prepared during a shutdown), the pooler included.
+	return errors.Join(dp.Supervisor.Watch(rec.ID, s.pgInstance(dp, rec)), dp.Supervisor.Watch(rec.ID+"/pooler", s.pgPooler(dp, rec, prj)))
 }
 
 func (s *Service) unwatch(dp *DataPlane, rec *store.Instance) {

@@ -142,6 +142,9 @@ func BenchmarkPreviewClone(b *testing.B) {
 		b.Fatal(err)
 	}
 	scratch := appliancetest.TraversableTempDir(b)
+	if err := user.Chown(scratch); err != nil { // the copies are made as the instances' user
+		b.Fatal(err)
+	}
 	run := func(cmd *exec.Cmd) time.Duration {
 		t0 := time.Now()
 		if out, err := cmd.CombinedOutput(); err != nil {

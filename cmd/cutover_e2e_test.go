@@ -8,8 +8,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/theappliance/appliance/appliance/appliancetest"
 )
 
 // TestCutoverSurvivesCrash SIGKILLs the real binary in the middle of a cutover's promotion, at each
@@ -24,25 +22,8 @@ import (
 // preview deleted. It needs PostgreSQL and PgBouncer.
 func TestCutoverSurvivesCrash(t *testing.T) {
 	t.Parallel()
-	bin := e2eBuild(t)
-	dataDir := appliancetest.TraversableTempDir(t)
-	markers := t.TempDir()
-	t.Cleanup(func() { e2eKillUnder(t, dataDir) })
-	began := time.Now()
-	phase := func(what string) { t.Helper(); t.Logf("%6.2fs %s", time.Since(began).Seconds(), what) }
-
-	p := e2eStart(t, bin, dataDir)
-	key := e2eAdminKey(t, dataDir)
-	var created struct {
-		Job     *e2eJob     `json:"job"`
-		Project *e2eProject `json:"project"`
-	}
-	p.do(t, key, http.MethodPost, "/v1/projects", map[string]any{"name": "promoted", "environment": "development"},
-		http.StatusAccepted, &created)
-	if j := waitJobFor(t, p, key, created.Job.ID, restoreDeadline); j.State != "completed" {
-		t.Fatalf("provisioning %s: %q\n%s", j.State, j.Error, e2eInstanceLogs(dataDir))
-	}
-	prjID := created.Project.ID
+	c := e2eCrashSetup(t, "promoted")
+	bin, dataDir, markers, phase, p, key, prjID := c.bin, c.dataDir, c.markers, c.phase, c.p, c.key, c.projectID
 	conns := p.connections(t, key, prjID)
 	e2eSQL(t, conns.DirectURL, false, "CREATE TABLE items (v int PRIMARY KEY)", "INSERT INTO items SELECT g FROM generate_series(1, 10) g")
 	phase("provisioned")

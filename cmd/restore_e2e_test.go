@@ -31,25 +31,8 @@ const restoreDeadline = 5 * time.Minute
 // pre-restore directory may be left, and the project must be active. It needs PostgreSQL and PgBouncer.
 func TestRestoreSurvivesCrash(t *testing.T) {
 	t.Parallel()
-	bin := e2eBuild(t)
-	dataDir := appliancetest.TraversableTempDir(t)
-	markers := t.TempDir()
-	t.Cleanup(func() { e2eKillUnder(t, dataDir) })
-	began := time.Now()
-	phase := func(what string) { t.Helper(); t.Logf("%6.2fs %s", time.Since(began).Seconds(), what) }
-
-	p := e2eStart(t, bin, dataDir)
-	key := e2eAdminKey(t, dataDir)
-	var created struct {
-		Job     *e2eJob     `json:"job"`
-		Project *e2eProject `json:"project"`
-	}
-	p.do(t, key, http.MethodPost, "/v1/projects", map[string]any{"name": "restored", "environment": "development"},
-		http.StatusAccepted, &created)
-	if j := waitJobFor(t, p, key, created.Job.ID, restoreDeadline); j.State != "completed" {
-		t.Fatalf("provisioning %s: %q\n%s", j.State, j.Error, e2eInstanceLogs(dataDir))
-	}
-	prjID := created.Project.ID
+	c := e2eCrashSetup(t, "restored")
+	bin, dataDir, markers, phase, p, key, prjID := c.bin, c.dataDir, c.markers, c.phase, c.p, c.key, c.projectID
 	prj := p.project(t, key, prjID)
 	instDir := filepath.Join(dataDir, "instances", prj.PrimaryInstanceID)
 	pgdata := filepath.Join(instDir, "pgdata")
@@ -273,4 +256,35 @@ func waitJobFor(t *testing.T, p *e2eProc, key, id string, within time.Duration) 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// e2eCrash is what a crash test starts from: the test build started on a fresh data directory (whatever
+// runs under it is killed with the test), its admin key, a provisioned project, a directory for pause
+// markers, and phase, which logs a step with the time since the start.
+type e2eCrash struct {
+	bin, dataDir, markers string
+	phase                 func(string)
+	p                     *e2eProc
+	key, projectID        string
+}
+
+func e2eCrashSetup(t *testing.T, project string) *e2eCrash {
+	t.Helper()
+	c := &e2eCrash{bin: e2eBuild(t), dataDir: appliancetest.TraversableTempDir(t), markers: t.TempDir()}
+	t.Cleanup(func() { e2eKillUnder(t, c.dataDir) })
+	began := time.Now()
+	c.phase = func(what string) { t.Helper(); t.Logf("%6.2fs %s", time.Since(began).Seconds(), what) }
+	c.p = e2eStart(t, c.bin, c.dataDir)
+	c.key = e2eAdminKey(t, c.dataDir)
+	var created struct {
+		Job     *e2eJob     `json:"job"`
+		Project *e2eProject `json:"project"`
+	}
+	c.p.do(t, c.key, http.MethodPost, "/v1/projects", map[string]any{"name": project, "environment": "development"},
+		http.StatusAccepted, &created)
+	if j := waitJobFor(t, c.p, c.key, created.Job.ID, restoreDeadline); j.State != "completed" {
+		t.Fatalf("provisioning %s: %q\n%s", j.State, j.Error, e2eInstanceLogs(c.dataDir))
+	}
+	c.projectID = created.Project.ID
+	return c
 }
