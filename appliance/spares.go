@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
@@ -103,13 +105,13 @@ func (s *Service) removeAbandonedSpares() error {
 
 // prepareSpare initializes a cluster in a temporary directory, moves it to its final place, starts it on
 // its reserved port, creates the placeholders and records it as a spare.
-func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) error {
+func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) (err error) {
 	id := ids.New("ins")
 	password := ids.Secret(24)
 	now := s.now()
 	rec := &store.Instance{ID: id, Dir: filepath.Join(s.instancesDir(), id), Major: dp.Bin.Major, BinDir: dp.Bin.Dir,
 		AdminPassword: s.box.Seal([]byte(password)), State: InstanceSparePreparing, CreatedAt: now, UpdatedAt: now}
-	err := s.db.Update(func(tx *store.Tx) error {
+	err = s.db.Update(func(tx *store.Tx) error {
 		ports, err := s.allocatePorts(tx, 2)
 		if err != nil {
 			return err
@@ -149,6 +151,16 @@ func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) error {
 	if err := pgi.Start(ctx, nil); err != nil {
 		return err
 	}
+	// From here a failure (the appliance stopping under it, say) stops what it started: until the
+	// supervisor has them, nothing else would.
+	defer func() {
+		if err != nil {
+			stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			s.pgPooler(dp, rec, &store.Project{}).Stop(stop, nil, daemon.StopFast)
+			pgi.Stop(stop, nil, daemon.StopFast)
+		}
+	}()
 	conn, err := pgi.Admin(ctx, password)
 	if err != nil {
 		return err
