@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/postgres"
 )
 
 // TestUpACMEDomain: `up --acme-domain` obtains the domain's certificate from a real ACME server (Pebble,
@@ -41,10 +42,9 @@ func TestUpACMEDomain(t *testing.T) {
 // freePort is a TCP port free on 127.0.0.1 now.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := postgres.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }

@@ -1069,13 +1069,7 @@ func TestCLINeverFollowsRedirects(t *testing.T) {
 // project is still there.
 func TestCLIDotDotDeletesNothing(t *testing.T) {
 	e := setupCLI(t)
-	t.Setenv("APPLIANCE_API_URL", e.url)
-	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
-	t.Setenv("APPLIANCE_API_KEY", e.boot.APIKey)
-	p, err := e.svc.Authenticate(t.Context(), e.boot.APIKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := e.login(t)
 	res, err := e.svc.CreateProject(t.Context(), p, &appliance.CreateProjectRequest{Name: "kept", Environment: "development"})
 	if err != nil {
 		t.Fatal(err)

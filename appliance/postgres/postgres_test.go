@@ -63,12 +63,11 @@ func setup(t *testing.T) *bundle {
 // freePort returns a port that was free a moment ago (callers retry on a collision).
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 const adminPassword = "admin-secret"
