@@ -489,13 +489,7 @@ func (s *Service) resetPreviewJob(ctx context.Context, run *scheduler.Run) (any,
 			return nil, scheduler.Transient(err)
 		}
 	}
-	if err := s.updateProject(prv.ID, func(p *store.Project) error {
-		p.State, p.RuntimeStatus = ProjectProvisioning, RuntimeProvisioning
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	return s.provisionProject(ctx, run)
+	return s.provisionProject(ctx, run) // ResetPreview made the preview provisioning when it queued this job
 }
 
 // cloneFill is how a clone preview's data directory is made: pg_basebackup of its project's running
