@@ -408,11 +408,7 @@ func (s *Service) promoteCutoverJob(ctx context.Context, run *scheduler.Run) (an
 	}
 	steps := newStepTimer()
 	staging, old := cutoverDatabases(r.ID)
-	adminPW, err := s.box.Open(inst.AdminPassword)
-	if err != nil {
-		return nil, fmt.Errorf("open admin password: %w", err)
-	}
-	conn, err := s.pgInstance(dp, inst).Admin(ctx, string(adminPW))
+	conn, err := s.adminConn(ctx, inst, "postgres")
 	if err != nil {
 		return nil, scheduler.Transient(err)
 	}
@@ -507,7 +503,7 @@ func (s *Service) stageCutover(ctx context.Context, run *scheduler.Run, dp *Data
 		return fmt.Errorf("dump the preview: %w", err)
 	}
 	steps.done("dump")
-	exts, err := s.previewExtensions(ctx, dp, prvInst, prv.DatabaseName)
+	exts, err := s.previewExtensions(ctx, prvInst, prv.DatabaseName)
 	if err != nil {
 		return err
 	}
@@ -560,12 +556,8 @@ func (s *Service) stageCutover(ctx context.Context, run *scheduler.Run, dp *Data
 type extension struct{ name, schema, version string }
 
 // previewExtensions lists the extensions of the preview's database in creation order (dependencies first).
-func (s *Service) previewExtensions(ctx context.Context, dp *DataPlane, inst *store.Instance, database string) ([]extension, error) {
-	pw, err := s.box.Open(inst.AdminPassword)
-	if err != nil {
-		return nil, fmt.Errorf("open admin password: %w", err)
-	}
-	conn, err := s.pgInstance(dp, inst).Connect(ctx, string(pw), database)
+func (s *Service) previewExtensions(ctx context.Context, inst *store.Instance, database string) ([]extension, error) {
+	conn, err := s.adminConn(ctx, inst, database)
 	if err != nil {
 		return nil, scheduler.Transient(err)
 	}

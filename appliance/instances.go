@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -32,7 +32,7 @@ func serverErr(err error, what string) error {
 }
 
 // adminUser is the superuser the appliance manages every instance with (loopback only).
-const adminUser = "appliance_admin"
+const adminUser = postgres.AdminRole
 
 // adminConn connects to db on the instance as the admin superuser over loopback.
 func (s *Service) adminConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error) {
@@ -40,18 +40,7 @@ func (s *Service) adminConn(ctx context.Context, inst *store.Instance, db string
 	if err != nil {
 		return nil, fmt.Errorf("open admin password of %s: %w", inst.ID, err)
 	}
-	cfg, err := pgx.ParseConfig("")
-	if err != nil {
-		return nil, err
-	}
-	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.Database = "127.0.0.1", uint16(inst.Port), adminUser, string(pw), db
-	cfg.TLSConfig = nil
-	cfg.ConnectTimeout = 10 * time.Second
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to instance %s on %s: %w", inst.ID, net.JoinHostPort("127.0.0.1", strconv.Itoa(inst.Port)), err)
-	}
-	return conn, nil
+	return (&postgres.Instance{ID: inst.ID, Port: inst.Port}).Connect(ctx, string(pw), db)
 }
 
 // AdminExec runs one statement as the superuser in the project's database. Only tests and operators'
