@@ -427,8 +427,15 @@ func (i *Instance) pgctlStart(ctx context.Context, ex daemon.ExecFunc, pgctl str
 				return fmt.Errorf("start instance %s: %w; startup.log ends with: %s", i.ID, err, log)
 			}
 		}
-		if msgs := i.LogMessages(since, 4); len(msgs) > 0 {
-			return fmt.Errorf("start instance %s: %w; the server logged: %s", i.ID, err, strings.Join(msgs, "; "))
+		// The server's own log is written by its logger process, which may not have written the reason yet
+		// when pg_ctl gives up: wait a little for it.
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if msgs := i.LogMessages(since, 4); len(msgs) > 0 {
+				return fmt.Errorf("start instance %s: %w; the server logged: %s", i.ID, err, strings.Join(msgs, "; "))
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
 		}
 		if log := daemon.Tail(i.StartupLog(), 1000); log != "" {
 			return fmt.Errorf("start instance %s: %w; startup.log ends with: %s", i.ID, err, log)
