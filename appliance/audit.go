@@ -19,6 +19,9 @@ func (s *Service) ListOrganizationAudit(ctx context.Context, p *Principal, orgID
 	if err := p.CheckOrganization(orgID); err != nil {
 		return nil, err
 	}
+	if err := s.FlushStudioLog(ctx); err != nil {
+		return nil, err
+	}
 	out := &AuditEventList{}
 	err := s.db.View(func(tx *store.Tx) error {
 		if _, err := store.Organizations.Get(tx, orgID); err != nil {
@@ -33,6 +36,9 @@ func (s *Service) ListOrganizationAudit(ctx context.Context, p *Principal, orgID
 
 // ListProjectAudit returns the project's newest audit events.
 func (s *Service) ListProjectAudit(ctx context.Context, p *Principal, projectID string, limit int) (*AuditEventList, error) {
+	if err := s.FlushStudioLog(ctx); err != nil {
+		return nil, err
+	}
 	out := &AuditEventList{}
 	err := s.db.View(func(tx *store.Tx) error {
 		if _, err := s.visibleProject(tx, p, projectID); err != nil {

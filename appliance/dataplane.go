@@ -271,6 +271,10 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 // job starts it again.
 func (s *Service) StopInstances(ctx context.Context) error {
 	s.closeSpareConns()
+	s.studio.pools.Close()
+	if err := s.FlushStudioLog(ctx); err != nil {
+		s.log.Warn("write the studio's last history entries", "err", err)
+	}
 	dp, err := s.dataPlane()
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package appliance
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Kind classifies a failure for the API layer, which maps each kind to an HTTP status.
@@ -27,6 +28,10 @@ type Error struct {
 	Kind  Kind
 	Msg   string
 	Cause error
+	// Fields are public details sent beside the message (a SQL error's sqlstate and position).
+	Fields map[string]any
+	// RetryAfter, on a 429, is when trying again can succeed (sent as Retry-After).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {

@@ -46,6 +46,12 @@ func (s *Service) adminConn(ctx context.Context, inst *store.Instance, db string
 // AdminExec runs one statement as the superuser in the project's database. Only tests and operators'
 // tools call it; no endpoint reaches it.
 func (s *Service) AdminExec(ctx context.Context, projectID, stmt string) error {
+	return s.AdminQueryRow(ctx, projectID, stmt, nil)
+}
+
+// AdminQueryRow runs one statement as the superuser in the project's database and scans its first row
+// into dest (nothing when dest is empty). Only tests and operators' tools call it.
+func (s *Service) AdminQueryRow(ctx context.Context, projectID, stmt string, args []any, dest ...any) error {
 	prj, inst, err := s.loadProject(projectID)
 	if err != nil {
 		return err
@@ -58,8 +64,11 @@ func (s *Service) AdminExec(ctx context.Context, projectID, stmt string) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, stmt)
-	return err
+	if len(dest) == 0 {
+		_, err = conn.Exec(ctx, stmt, args...)
+		return err
+	}
+	return conn.QueryRow(ctx, stmt, args...).Scan(dest...)
 }
 
 // measureProject reads the size of the project's database and its client connections from the server.

@@ -9,15 +9,16 @@ type Plan struct {
 	StorageLimitBytes int64  `json:"storage_limit_bytes"`
 	KVMemoryMB        int    `json:"kv_memory_mb"`
 	PreviewsLimit     int    `json:"previews_limit"` // preview databases per project
+	AIUsesPerMonth    int    `json:"ai_uses_per_month"`
 }
 
 const gib = int64(1) << 30
 
 // Plans are the project plans, smallest first.
 var Plans = []Plan{
-	{Name: "free", MaxConnections: 20, StorageLimitBytes: 1 * gib, KVMemoryMB: 32, PreviewsLimit: 2},
-	{Name: "pro", MaxConnections: 100, StorageLimitBytes: 10 * gib, KVMemoryMB: 256, PreviewsLimit: 10},
-	{Name: "scale", MaxConnections: 300, StorageLimitBytes: 50 * gib, KVMemoryMB: 1024, PreviewsLimit: 25},
+	{Name: "free", MaxConnections: 20, StorageLimitBytes: 1 * gib, KVMemoryMB: 32, PreviewsLimit: 2, AIUsesPerMonth: 100},
+	{Name: "pro", MaxConnections: 100, StorageLimitBytes: 10 * gib, KVMemoryMB: 256, PreviewsLimit: 10, AIUsesPerMonth: 1000},
+	{Name: "scale", MaxConnections: 300, StorageLimitBytes: 50 * gib, KVMemoryMB: 1024, PreviewsLimit: 25, AIUsesPerMonth: 5000},
 }
 
 // DefaultPlan is the plan of a new project.

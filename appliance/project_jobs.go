@@ -580,6 +580,7 @@ func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any
 		return map[string]any{"skipped": "already deleted"}, nil
 	}
 	followWarnings := s.detachOpenFollow(ctx, prj, inst)
+	s.studio.pools.Forget(prj.ID)
 	if inst != nil {
 		s.unwatch(dp, inst)
 		if err := s.pgPooler(dp, inst, prj).Remove(ctx); err != nil {

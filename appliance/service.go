@@ -14,6 +14,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/outbound"
+	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -68,6 +69,8 @@ type Service struct {
 	// ephemeral bounds anonymous ephemeral databases; ephemeralRate is its per-IP bucket.
 	ephemeral     EphemeralLimits
 	ephemeralRate perKeyRate
+	// studio runs the SQL console and the table editor (studio.go).
+	studio studioState
 }
 
 // New returns a service; jobs may be nil until the runner exists (SetNotifier).
@@ -81,6 +84,7 @@ func New(cfg Config, db *store.DB, box *SecretBox, log *slog.Logger) *Service {
 	s := &Service{cfg: cfg, db: db, box: box, log: log, now: func() time.Time { return time.Now().UTC() }, Probe: &Probes{},
 		preflights: perKeyRate{every: time.Minute / preflightsPerMinute, burst: preflightsPerMinute}}
 	s.hooks = newWebhooks(DefaultWebhookOptions, s.policy())
+	s.studio.pools = studio.NewPools()
 	s.SetEphemeralLimits(DefaultEphemeralLimits)
 	return s
 }

@@ -75,7 +75,11 @@ func OpenAPI(routes []Route, version string) map[string]any {
 		"type":        "object",
 		"description": "Every error answer: a 4xx or 5xx status with a public message.",
 		"properties": map[string]any{
-			"error": map[string]any{"type": "string", "description": "what went wrong, safe to show to a user"},
+			"error":    map[string]any{"type": "string", "description": "what went wrong, safe to show to a user"},
+			"sqlstate": map[string]any{"type": "string", "description": "on a SQL error from the studio: PostgreSQL's SQLSTATE code"},
+			"position": map[string]any{"type": "integer", "description": "on a SQL error from the studio: the 1-based character position in the query the error points at, when the server names one"},
+			"detail":   map[string]any{"type": "string", "description": "on a SQL error from the studio: the server's DETAIL, when it gives one"},
+			"hint":     map[string]any{"type": "string", "description": "on a SQL error from the studio: the server's HINT, when it gives one"},
 		},
 		"required": []any{"error"},
 	}

@@ -440,6 +440,28 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	waitJob(call("POST", cr+"/"+second+"/approve", crPattern+"/{requestID}/approve", b.adminKey, map[string]any{"operator_note": "go"}, 202))
 	call("POST", cr+"/"+second+"/approve", crPattern+"/{requestID}/approve", b.adminKey, map[string]any{}, 409)
 
+	// Studio: the console, the table editor and the AI counter.
+	st := "/v1/projects/{projectID}"
+	call("POST", project+"/sql", st+"/sql", b.adminKey, map[string]any{"query": "CREATE TABLE studio_items (id serial PRIMARY KEY, name text NOT NULL, tags text[]); SELECT 1 AS one, now() AS at, 1 AS one"}, 200)
+	call("POST", project+"/sql", st+"/sql", b.adminKey, map[string]any{"query": "SELECT nope"}, 400)
+	call("POST", project+"/sql", st+"/sql", b.adminKey, map[string]any{"query": " "}, 400)
+	call("GET", project+"/sql/history?limit=5", st+"/sql/history", b.adminKey, nil, 200)
+	call("GET", project+"/sql/history?limit=500", st+"/sql/history", b.adminKey, nil, 400)
+	call("GET", project+"/tables", st+"/tables", b.adminKey, nil, 200)
+	tbl, tp := project+"/tables/public/studio_items", st+"/tables/{schema}/{table}"
+	call("GET", tbl+"/columns", tp+"/columns", b.adminKey, nil, 200)
+	call("GET", project+"/tables/public/nope/columns", tp+"/columns", b.adminKey, nil, 404)
+	call("POST", tbl+"/rows", tp+"/rows", b.adminKey, map[string]any{"rows": []any{map[string]any{"name": "a", "tags": []string{"x", "y"}}, map[string]any{"name": "b"}}}, 200)
+	call("POST", tbl+"/rows", tp+"/rows", b.adminKey, map[string]any{"rows": []any{map[string]any{"nope": 1}}}, 400)
+	call("GET", tbl+"/rows?limit=10", tp+"/rows", b.adminKey, nil, 200)
+	call("GET", tbl+"/rows?limit=100000", tp+"/rows", b.adminKey, nil, 400)
+	call("PATCH", tbl+"/rows", tp+"/rows", b.adminKey, map[string]any{"match": map[string]any{"id": 1}, "set": map[string]any{"name": "c"}}, 200)
+	call("PATCH", tbl+"/rows", tp+"/rows", b.adminKey, map[string]any{"set": map[string]any{"name": "c"}}, 400)
+	call("DELETE", tbl+"/rows", tp+"/rows", b.adminKey, map[string]any{"match": map[string]any{"id": 2}}, 200)
+	call("DELETE", tbl+"/rows", tp+"/rows", b.adminKey, map[string]any{}, 400)
+	call("GET", project+"/ai-usage", st+"/ai-usage", b.adminKey, nil, 200)
+	call("POST", project+"/ai-usage", st+"/ai-usage", b.adminKey, nil, 200)
+
 	// Ephemeral databases: created without a credential, read and deleted with the claim token, claimed.
 	ephemeral := func(name string) (string, string) {
 		t.Helper()

@@ -167,6 +167,22 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/projects/{projectID}/kv/rotate-token", Tag: "kv", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Mint a new token, returned once (needs credentials:read too); the old one and its connections are cut at once", Do: Without(s.rotateKVToken)},
 		{Method: post, Path: "/v1/projects/{projectID}/kv/flush", Tag: "kv", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Delete every key (no undo); the endpoint and token stay", Do: Without(s.flushKV)},
 
+		// Studio (SQL console and table editor, as the project's own role; docs/api-decisions.md "Studio")
+		{Method: post, Path: "/v1/projects/{projectID}/sql", Tag: "studio", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Run SQL as the project's role: every statement of the text in one implicit transaction, the last one's result (capped at 10,000 rows or about 8 MB; a SQL error is a 400 with sqlstate and position)",
+			Do: With(s.runSQL)},
+		{Method: get, Path: "/v1/projects/{projectID}/sql/history", Tag: "studio", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "The console's runs, newest first (who, how long, rows, success, error; the text capped at 4,000 characters)",
+			Query: []Param{limitParam(50)}, Do: Without(s.sqlHistory)},
+		{Method: get, Path: "/v1/projects/{projectID}/tables", Tag: "studio", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "The tables, views, materialized views, foreign tables and partitioned tables the project's role sees (not the system schemas')", Do: Without(s.listTables)},
+		{Method: get, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/columns", Tag: "studio", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "A table's columns in order", Do: Without(s.tableColumns)},
+		{Method: get, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/rows", Tag: "studio", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "A page of a table's rows, by primary key (else by physical position)",
+			Query: []Param{{Name: "limit", Type: "integer", Min: 1, Max: appliance.RowsMax, Default: int64(appliance.RowsDefault), Doc: "rows to return"},
+				{Name: "offset", Type: "integer", Min: 0, Max: 1_000_000_000, Default: int64(0), Doc: "rows to skip"}}, Do: Without(s.readRows)},
+		{Method: post, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/rows", Tag: "studio", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Insert rows ({rows: [{column: value}]}), returning them", Do: With(s.insertRows)},
+		{Method: patch, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/rows", Tag: "studio", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Update the rows a match selects ({match, set}; an empty match needs all_rows: true), returning them", Do: With(s.updateRows)},
+		{Method: del, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/rows", Tag: "studio", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Delete the rows a match selects ({match}; an empty match needs all_rows: true), returning them", Do: With(s.deleteRows)},
+		{Method: get, Path: "/v1/projects/{projectID}/ai-usage", Tag: "studio", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "The project's AI assistant uses this calendar month (UTC) against its plan's limit", Do: Without(s.getAIUsage)},
+		{Method: post, Path: "/v1/projects/{projectID}/ai-usage", Tag: "studio", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Count one AI assistant use (429 once the month's limit is used)", Do: Without(s.recordAIUse)},
+
 		// Jobs
 		{Method: get, Path: "/v1/jobs/{jobID}", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "Get a job", Do: Without(s.getJob)},
 		{Method: get, Path: "/v1/projects/{projectID}/events", Tag: "events", Scope: appliance.ScopeProjectsRead, Status: ok, Stream: true,
@@ -191,7 +207,8 @@ var claimTokenParam = Param{Name: claimTokenHeader, Required: true, Doc: "the ep
 // project's state, and never reach its server.
 var storeReads = []string{"/v1/projects/{projectID}", "/v1/projects/{projectID}/jobs", "/v1/projects/{projectID}/audit-events",
 	"/v1/projects/{projectID}/backups", "/v1/projects/{projectID}/exports", "/v1/projects/{projectID}/restore-points",
-	"/v1/projects/{projectID}/scheduled-backups", "/v1/projects/{projectID}/kv", "/v1/projects/{projectID}/kv/credentials", "/v1/projects/{projectID}/preview-databases"}
+	"/v1/projects/{projectID}/scheduled-backups", "/v1/projects/{projectID}/kv", "/v1/projects/{projectID}/kv/credentials", "/v1/projects/{projectID}/preview-databases",
+	"/v1/projects/{projectID}/sql/history", "/v1/projects/{projectID}/ai-usage"}
 
 // withErrors adds the error statuses routes answer by what they act on: a project route that is more than
 // a read of the records answers 409 when the project is not in the state it needs and 503 when its server

@@ -181,6 +181,12 @@ func newFixtures(b *bundle) *fixtures {
 			f.claimToken = token
 		}
 	}
+	// A table of prjA for the studio's table routes, made by the project's role through the console.
+	if r := b.do("POST", "/v1/projects/"+f.prjA.ID+"/sql", b.adminKey, map[string]any{"query": "CREATE TABLE fixture_rows (id serial PRIMARY KEY, note text); INSERT INTO fixture_rows (note) SELECT 'row' FROM generate_series(1, 10)"}); r.status != http.StatusOK {
+		b.t.Fatalf("create the studio's table: %d %s", r.status, r.body)
+	}
+	f.params["schema"] = fixtureParam{value: "public", project: f.prjA.ID}
+	f.params["table"] = fixtureParam{value: "fixture_rows", project: f.prjA.ID}
 	// A webhook endpoint on a receiver that accepts everything, and a delivery it took.
 	b.env.StartWebhooks(b.t, nil)
 	receiver := b.env.Serve(b.t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
@@ -218,6 +224,10 @@ func newFixtures(b *bundle) *fixtures {
 		"POST /v1/preview-databases/{previewID}/extend":                     map[string]any{"ttl_hours": 48},
 		"POST /v1/projects/{projectID}/cutover-requests":                    map[string]any{"preview_id": cutPreview, "customer_note": "fixture"},
 		"POST /v1/projects/{projectID}/cutover-requests/{requestID}/reject": map[string]any{"rejected_reason": "fixture"},
+		"POST /v1/projects/{projectID}/sql":                                 map[string]any{"query": "SELECT 1"},
+		"POST /v1/projects/{projectID}/tables/{schema}/{table}/rows":        map[string]any{"rows": []any{map[string]any{"note": "fixture"}}},
+		"PATCH /v1/projects/{projectID}/tables/{schema}/{table}/rows":       map[string]any{"match": map[string]any{"id": 1}, "set": map[string]any{"note": "fixture"}},
+		"DELETE /v1/projects/{projectID}/tables/{schema}/{table}/rows":      map[string]any{"match": map[string]any{"id": 2}},
 	}
 	return f
 }

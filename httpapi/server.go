@@ -309,9 +309,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	kind := appliance.KindOf(err)
 	status := statusOf[kind]
 	msg := "internal error"
+	var fields map[string]any
 	var ae *appliance.Error
 	if errors.As(err, &ae) && kind != appliance.KindInternal {
-		msg = ae.Msg
+		msg, fields = ae.Msg, ae.Fields
 	}
 	if kind == appliance.KindInternal || kind == appliance.KindUnavailable {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
@@ -319,8 +320,21 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if kind == appliance.KindUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="appliance"`)
 	}
+	if ae != nil && ae.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((ae.RetryAfter+time.Second-1)/time.Second)))
+	}
 	if kind == appliance.KindTooLarge {
 		drainAfterTooLarge(w, r)
+	}
+	if len(fields) > 0 {
+		body := map[string]any{"error": msg}
+		for k, v := range fields {
+			if k != "error" {
+				body[k] = v
+			}
+		}
+		writeJSON(w, status, body)
+		return
 	}
 	writeJSON(w, status, errorBody{Error: msg})
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -286,6 +287,9 @@ func (b *bundle) otherOrg(slug string) (*store.Organization, *store.Project) {
 // auditEvents returns every stored audit event, oldest first.
 func (b *bundle) auditEvents() []*store.AuditEvent {
 	b.t.Helper()
+	if err := b.svc.FlushStudioLog(context.Background()); err != nil { // the studio's audit events are written after its answers
+		b.t.Fatal(err)
+	}
 	var evs []*store.AuditEvent
 	if err := b.db.View(func(tx *store.Tx) error {
 		var err error

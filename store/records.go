@@ -622,3 +622,36 @@ var (
 	CutoverRequestsByProject = CutoverRequests.index("project", func(r *CutoverRequest) []string { return []string{r.ProjectID} })
 	CutoverRequestsByPreview = CutoverRequests.index("preview", func(r *CutoverRequest) []string { return []string{r.PreviewID} })
 )
+
+// SQLHistoryEntry is one run of the studio's SQL console (its text capped; see appliance/studio.go).
+type SQLHistoryEntry struct {
+	ID             string    `json:"id"`
+	OrganizationID string    `json:"organization_id"`
+	ProjectID      string    `json:"project_id"`
+	ActorID        string    `json:"actor_id"`
+	ActorKind      string    `json:"actor_kind"`
+	Query          string    `json:"query"`
+	Error          string    `json:"error"`
+	DurationMS     int64     `json:"duration_ms"`
+	RowCount       int64     `json:"row_count"`
+	Success        bool      `json:"success"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// AIUsage counts a project's AI assistant uses in one calendar month (UTC); the record's ID is the project
+// ID and the month ("prj_…/2026-11").
+type AIUsage struct {
+	ID          string    `json:"id"`
+	ProjectID   string    `json:"project_id"`
+	PeriodStart time.Time `json:"period_start"`
+	Used        int       `json:"used"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// The studio tables.
+var (
+	SQLHistory          = newTable("sql_history", func(r *SQLHistoryEntry) string { return r.ID })
+	SQLHistoryByProject = SQLHistory.index("project", func(r *SQLHistoryEntry) []string { return []string{r.ProjectID} })
+	AIUsages            = newTable("ai_usage", func(r *AIUsage) string { return r.ID })
+	AIUsagesByProject   = AIUsages.index("project", func(r *AIUsage) []string { return []string{r.ProjectID} })
+)

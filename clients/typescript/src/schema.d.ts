@@ -804,6 +804,30 @@ export interface paths {
         patch: operations["patchProjectsByProjectID"];
         trace?: never;
     };
+    "/v1/projects/{projectID}/ai-usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The project's AI assistant uses this calendar month (UTC) against its plan's limit
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDAiUsage"];
+        put?: never;
+        /**
+         * Count one AI assistant use (429 once the month's limit is used)
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDAiUsage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{projectID}/approvals": {
         parameters: {
             query?: never;
@@ -1496,6 +1520,118 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{projectID}/sql": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run SQL as the project's role: every statement of the text in one implicit transaction, the last one's result (capped at 10,000 rows or about 8 MB; a SQL error is a 400 with sqlstate and position)
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDSql"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/sql/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The console's runs, newest first (who, how long, rows, success, error; the text capped at 4,000 characters)
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDSqlHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/tables": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tables, views, materialized views, foreign tables and partitioned tables the project's role sees (not the system schemas')
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDTables"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/tables/{schema}/{table}/columns": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A table's columns in order
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDTablesBySchemaByTableColumns"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/tables/{schema}/{table}/rows": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A page of a table's rows, by primary key (else by physical position)
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDTablesBySchemaByTableRows"];
+        put?: never;
+        /**
+         * Insert rows ({rows: [{column: value}]}), returning them
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDTablesBySchemaByTableRows"];
+        /**
+         * Delete the rows a match selects ({match}; an empty match needs all_rows: true), returning them
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        delete: operations["deleteProjectsByProjectIDTablesBySchemaByTableRows"];
+        options?: never;
+        head?: never;
+        /**
+         * Update the rows a match selects ({match, set}; an empty match needs all_rows: true), returning them
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        patch: operations["patchProjectsByProjectIDTablesBySchemaByTableRows"];
+        trace?: never;
+    };
     "/v1/projects/{projectID}/upgrade/major": {
         parameters: {
             query?: never;
@@ -1620,6 +1756,20 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        AIUsage: {
+            limit: number;
+            /** Format: date-time */
+            period_end: string;
+            /** Format: date-time */
+            period_start: string;
+            remaining: number;
+            /** @description used is at least 80% of limit */
+            soft_cap_reached: boolean;
+            used: number;
+        };
+        AIUsageResponse: {
+            usage: components["schemas"]["AIUsage"];
+        };
         APIKey: {
             /** Format: date-time */
             created_at: string;
@@ -1827,6 +1977,18 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
+        Column: {
+            data_type: string;
+            /** @description the default expression; null when the column has none */
+            default: string | null;
+            is_nullable: boolean;
+            is_primary_key: boolean;
+            name: string;
+            position: number;
+        };
+        ColumnList: {
+            columns: components["schemas"]["Column"][];
+        };
         Component: {
             message: string;
             name: string;
@@ -1969,6 +2131,16 @@ export interface components {
         CutoverRequestResponse: {
             cutover_request: components["schemas"]["CutoverRequest"];
         };
+        DeleteRowsRequest: {
+            /** @description true to allow an empty match, deleting every row */
+            all_rows?: boolean;
+            /** @description the rows to delete: every named column equal to its value (null: IS NULL) */
+            match?: {
+                [key: string]: {
+                    [key: string]: unknown;
+                } | unknown[] | string | number | boolean | null;
+            };
+        };
         DeletedResponse: {
             deleted: boolean;
         };
@@ -2016,8 +2188,16 @@ export interface components {
         };
         /** @description Every error answer: a 4xx or 5xx status with a public message. */
         Error: {
+            /** @description on a SQL error from the studio: the server's DETAIL, when it gives one */
+            detail?: string;
             /** @description what went wrong, safe to show to a user */
             error: string;
+            /** @description on a SQL error from the studio: the server's HINT, when it gives one */
+            hint?: string;
+            /** @description on a SQL error from the studio: the 1-based character position in the query the error points at, when the server names one */
+            position?: number;
+            /** @description on a SQL error from the studio: PostgreSQL's SQLSTATE code */
+            sqlstate?: string;
         };
         Export: {
             /** Format: date-time */
@@ -2099,6 +2279,14 @@ export interface components {
             confirm?: true;
             /** @description the upload to restore; default the newest uploaded one */
             upload_id?: string;
+        };
+        InsertRowsRequest: {
+            /** @description the rows to insert (1 to 1000), each an object of column name to value; a column left out gets its default */
+            rows: {
+                [key: string]: {
+                    [key: string]: unknown;
+                } | unknown[] | string | number | boolean | null;
+            }[];
         };
         Job: {
             attempts: number;
@@ -2537,6 +2725,28 @@ export interface components {
         } | {
             restore_point_id: unknown;
         });
+        Result: {
+            /** @description the PostgreSQL type of each column (its name, or its OID for types this list does not name) */
+            column_types: string[];
+            columns: string[];
+            /** @description the statement's command tag, e.g. SELECT 3 or INSERT 0 1 */
+            command: string;
+            /** Format: int64 */
+            duration_ms: number;
+            /**
+             * Format: int64
+             * @description rows the statement returned (for statements without rows: rows it inserted, updated or deleted); more than len(rows) when truncated
+             */
+            row_count: number;
+            rows: {
+                [key: string]: {
+                    [key: string]: unknown;
+                } | unknown[] | string | number | boolean | null;
+            }[];
+            /** @description statements the text held (all ran; the last one's result is this one) */
+            statements: number;
+            truncated: boolean;
+        };
         Revoked: {
             revoked: boolean;
         };
@@ -2546,6 +2756,61 @@ export interface components {
              * @description how long the previous credential keeps working, 0 to 604800 seconds; default 3600
              */
             overlap_seconds?: number;
+        };
+        RowsRead: {
+            column_types: string[];
+            columns: string[];
+            rows: {
+                [key: string]: {
+                    [key: string]: unknown;
+                } | unknown[] | string | number | boolean | null;
+            }[];
+            /** @description rows were left out to keep the answer under the size cap */
+            truncated: boolean;
+        };
+        RowsReadResponse: {
+            result: components["schemas"]["RowsRead"];
+        };
+        RowsWriteResponse: {
+            result: components["schemas"]["RowsWritten"];
+        };
+        RowsWritten: {
+            /** @description the rows as written (RETURNING *) */
+            rows: {
+                [key: string]: {
+                    [key: string]: unknown;
+                } | unknown[] | string | number | boolean | null;
+            }[];
+            /** Format: int64 */
+            rows_affected: number;
+            /** @description rows_affected is more than the rows shown */
+            truncated: boolean;
+        };
+        SQLHistoryEntry: {
+            actor_id: string;
+            actor_kind: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: int64 */
+            duration_ms: number;
+            error: string;
+            id: string;
+            organization_id: string;
+            project_id: string;
+            query: string;
+            /** Format: int64 */
+            row_count: number;
+            success: boolean;
+        };
+        SQLHistoryList: {
+            history: components["schemas"]["SQLHistoryEntry"][];
+        };
+        SQLRequest: {
+            /** @description one or more SQL statements (separated by semicolons; all run in one implicit transaction, the last one's result is returned); at most 256 KiB */
+            query: string;
+        };
+        SQLResultResponse: {
+            result: components["schemas"]["Result"];
         };
         ScheduledBackup: {
             /** Format: date-time */
@@ -2639,6 +2904,31 @@ export interface components {
             sampled_at: string;
             /** Format: int64 */
             storage_bytes: number;
+        };
+        Table: {
+            schema: string;
+            table: string;
+            /** @description table, view, materialized view, foreign table or partitioned table */
+            type: string;
+        };
+        TableList: {
+            tables: components["schemas"]["Table"][];
+        };
+        UpdateRowsRequest: {
+            /** @description true to allow an empty match, changing every row */
+            all_rows?: boolean;
+            /** @description the rows to change: every named column equal to its value (null: IS NULL) */
+            match?: {
+                [key: string]: {
+                    [key: string]: unknown;
+                } | unknown[] | string | number | boolean | null;
+            };
+            /** @description column name to new value (at least one) */
+            set: {
+                [key: string]: {
+                    [key: string]: unknown;
+                } | unknown[] | string | number | boolean | null;
+            };
         };
         Upload: {
             /**
@@ -5239,6 +5529,86 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    getProjectsByProjectIDAiUsage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "usage": {
+                     *         "limit": 1,
+                     *         "period_end": "2026-01-31T12:00:00Z",
+                     *         "period_start": "2026-01-31T12:00:00Z",
+                     *         "remaining": 1,
+                     *         "soft_cap_reached": true,
+                     *         "used": 1
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["AIUsageResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postProjectsByProjectIDAiUsage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "usage": {
+                     *         "limit": 1,
+                     *         "period_end": "2026-01-31T12:00:00Z",
+                     *         "period_start": "2026-01-31T12:00:00Z",
+                     *         "remaining": 1,
+                     *         "soft_cap_reached": true,
+                     *         "used": 1
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["AIUsageResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
     postProjectsByProjectIDApprovals: {
         parameters: {
             query?: never;
@@ -7607,6 +7977,415 @@ export interface operations {
                      *       }
                      *     } */
                     "application/json": components["schemas"]["ScheduledBackupResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postProjectsByProjectIDSql: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "query": "example"
+                 *     } */
+                "application/json": components["schemas"]["SQLRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "result": {
+                     *         "column_types": [
+                     *           "example"
+                     *         ],
+                     *         "columns": [
+                     *           "example"
+                     *         ],
+                     *         "command": "example",
+                     *         "duration_ms": 1,
+                     *         "row_count": 1,
+                     *         "rows": [
+                     *           {}
+                     *         ],
+                     *         "statements": 1,
+                     *         "truncated": true
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["SQLResultResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDSqlHistory: {
+        parameters: {
+            query?: {
+                /** @description number of entries, newest first */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "history": [
+                     *         {
+                     *           "actor_id": "example",
+                     *           "actor_kind": "example",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "duration_ms": 1,
+                     *           "error": "example",
+                     *           "id": "example",
+                     *           "organization_id": "example",
+                     *           "project_id": "example",
+                     *           "query": "example",
+                     *           "row_count": 1,
+                     *           "success": true
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["SQLHistoryList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDTables: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "tables": [
+                     *         {
+                     *           "schema": "example",
+                     *           "table": "example",
+                     *           "type": "example"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["TableList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDTablesBySchemaByTableColumns: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the schema */
+                schema: string;
+                /** @description the table */
+                table: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "columns": [
+                     *         {
+                     *           "data_type": "example",
+                     *           "default": "example",
+                     *           "is_nullable": true,
+                     *           "is_primary_key": true,
+                     *           "name": "example",
+                     *           "position": 1
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["ColumnList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDTablesBySchemaByTableRows: {
+        parameters: {
+            query?: {
+                /** @description rows to return */
+                limit?: number;
+                /** @description rows to skip */
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the schema */
+                schema: string;
+                /** @description the table */
+                table: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "result": {
+                     *         "column_types": [
+                     *           "example"
+                     *         ],
+                     *         "columns": [
+                     *           "example"
+                     *         ],
+                     *         "rows": [
+                     *           {}
+                     *         ],
+                     *         "truncated": true
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["RowsReadResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postProjectsByProjectIDTablesBySchemaByTableRows: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the schema */
+                schema: string;
+                /** @description the table */
+                table: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "rows": [
+                 *         {}
+                 *       ]
+                 *     } */
+                "application/json": components["schemas"]["InsertRowsRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "result": {
+                     *         "rows": [
+                     *           {}
+                     *         ],
+                     *         "rows_affected": 1,
+                     *         "truncated": true
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["RowsWriteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteProjectsByProjectIDTablesBySchemaByTableRows: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the schema */
+                schema: string;
+                /** @description the table */
+                table: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["DeleteRowsRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "result": {
+                     *         "rows": [
+                     *           {}
+                     *         ],
+                     *         "rows_affected": 1,
+                     *         "truncated": true
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["RowsWriteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    patchProjectsByProjectIDTablesBySchemaByTableRows: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the schema */
+                schema: string;
+                /** @description the table */
+                table: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "set": {}
+                 *     } */
+                "application/json": components["schemas"]["UpdateRowsRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "result": {
+                     *         "rows": [
+                     *           {}
+                     *         ],
+                     *         "rows_affected": 1,
+                     *         "truncated": true
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["RowsWriteResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];

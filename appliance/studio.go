@@ -1,0 +1,648 @@
+package appliance
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/studio"
+	"github.com/theappliance/appliance/store"
+)
+
+// The studio's bounds (docs/api-decisions.md "Studio").
+const (
+	// StudioTimeout is the statement timeout of the console and the table routes; a project whose own
+	// statement_timeout is shorter (and not 0) gets that one.
+	StudioTimeout = 30 * time.Second
+	// MaxQueryBytes bounds the console's text (413 above).
+	MaxQueryBytes = 256 << 10
+	// HistoryQueryChars is how much of a run's text its history entry keeps.
+	HistoryQueryChars = 4000
+	// HistoryKeep runs are kept per project, none older than HistoryRetention (the sweep prunes).
+	HistoryKeep      = 1000
+	HistoryRetention = 30 * 24 * time.Hour
+	// RowsDefault and RowsMax bound the table browser's limit; MaxInsertRows one insert's rows.
+	RowsDefault   = 100
+	RowsMax       = 1000
+	MaxInsertRows = 1000
+	// AISoftCapShare of a plan's monthly AI uses sets soft_cap_reached.
+	AISoftCapShare = 0.8
+)
+
+// SQLRequest is the body of POST /v1/projects/{projectID}/sql.
+type SQLRequest struct {
+	Query string `json:"query" api:"required" doc:"one or more SQL statements (separated by semicolons; all run in one implicit transaction, the last one's result is returned); at most 256 KiB"`
+}
+
+// SQLResultResponse is the console's answer.
+type SQLResultResponse struct {
+	Result *studio.Result `json:"result"`
+}
+
+// SQLHistoryList is GET .../sql/history.
+type SQLHistoryList struct {
+	History []*store.SQLHistoryEntry `json:"history"`
+}
+
+// TableList is GET .../tables.
+type TableList struct {
+	Tables []studio.Table `json:"tables"`
+}
+
+// ColumnList is GET .../tables/{schema}/{table}/columns.
+type ColumnList struct {
+	Columns []studio.Column `json:"columns"`
+}
+
+// RowsRead is a table's rows.
+type RowsRead struct {
+	Columns     []string                     `json:"columns"`
+	ColumnTypes []string                     `json:"column_types"`
+	Rows        []map[string]json.RawMessage `json:"rows"`
+	Truncated   bool                         `json:"truncated" doc:"rows were left out to keep the answer under the size cap"`
+}
+
+// RowsReadResponse is GET .../rows.
+type RowsReadResponse struct {
+	Result RowsRead `json:"result"`
+}
+
+// RowsWritten is what a row write did.
+type RowsWritten struct {
+	RowsAffected int64                        `json:"rows_affected"`
+	Rows         []map[string]json.RawMessage `json:"rows" doc:"the rows as written (RETURNING *)"`
+	Truncated    bool                         `json:"truncated" doc:"rows_affected is more than the rows shown"`
+}
+
+// RowsWriteResponse is the answer of a row insert, update or delete.
+type RowsWriteResponse struct {
+	Result RowsWritten `json:"result"`
+}
+
+// InsertRowsRequest is the body of POST .../rows.
+type InsertRowsRequest struct {
+	Rows []map[string]json.RawMessage `json:"rows" api:"required" doc:"the rows to insert (1 to 1000), each an object of column name to value; a column left out gets its default"`
+}
+
+// UpdateRowsRequest is the body of PATCH .../rows.
+type UpdateRowsRequest struct {
+	Match   map[string]json.RawMessage `json:"match" doc:"the rows to change: every named column equal to its value (null: IS NULL)"`
+	Set     map[string]json.RawMessage `json:"set" api:"required" doc:"column name to new value (at least one)"`
+	AllRows bool                       `json:"all_rows" doc:"true to allow an empty match, changing every row"`
+}
+
+// DeleteRowsRequest is the body of DELETE .../rows.
+type DeleteRowsRequest struct {
+	Match   map[string]json.RawMessage `json:"match" doc:"the rows to delete: every named column equal to its value (null: IS NULL)"`
+	AllRows bool                       `json:"all_rows" doc:"true to allow an empty match, deleting every row"`
+}
+
+// studioState is the service's studio machinery: the per-project pools, the trust for the instances'
+// certificates, and the writer of history and audit entries.
+type studioState struct {
+	pools *studio.Pools
+	mu    sync.Mutex
+	tls   *tls.Config
+	log   studioLog
+}
+
+// studioTLS trusts the appliance CA, which issued the instances' certificates (they name 127.0.0.1).
+func (s *Service) studioTLS() (*tls.Config, error) {
+	s.studio.mu.Lock()
+	defer s.studio.mu.Unlock()
+	if s.studio.tls == nil {
+		dp, err := s.dataPlane()
+		if err != nil {
+			return nil, err
+		}
+		s.studio.tls = &tls.Config{RootCAs: dp.CA.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	}
+	return s.studio.tls, nil
+}
+
+// studioTimeout is StudioTimeout, or the project's statement_timeout when that is shorter and not 0.
+func studioTimeout(prj *store.Project) time.Duration {
+	d, err := parsePGDuration(prj.StatementTimeout)
+	if err == nil && d > 0 && d < StudioTimeout {
+		return d
+	}
+	return StudioTimeout
+}
+
+// studioSession is a session on the project's server as the project's own login (never the admin), from
+// the project's studio pool. The context given to the statements should be studioContext's.
+func (s *Service) studioSession(ctx context.Context, p *Principal, projectID string) (*store.Project, *pgxpool.Conn, error) {
+	var prj *store.Project
+	var inst *store.Instance
+	err := s.db.View(func(tx *store.Tx) error {
+		var err error
+		if prj, err = s.visibleProject(tx, p, projectID); err != nil {
+			return err
+		}
+		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
+			return Conflict("project %s is %s: the studio works once it is active", prj.ID, prj.State)
+		}
+		if inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID); err != nil {
+			return Internal(err, "read the project's instance")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	tlsConfig, err := s.studioTLS()
+	if err != nil {
+		return nil, nil, err
+	}
+	pw, err := s.box.Open(prj.Credential.Password)
+	if err != nil {
+		return nil, nil, Internal(err, "open the project's credential")
+	}
+	conn, err := s.studio.pools.Acquire(ctx, prj.ID, studio.Target{Host: "127.0.0.1", Port: inst.Port, Database: prj.DatabaseName,
+		User: prj.Credential.Username, Password: string(pw), TLS: tlsConfig, Timeout: studioTimeout(prj)})
+	if err != nil {
+		msg := "the project's server does not answer"
+		var pge *pgconn.PgError
+		if errors.As(err, &pge) {
+			msg = "the project's server refused a studio session: " + pge.Message
+		}
+		return nil, nil, &Error{Kind: KindUnavailable, Msg: msg, Cause: err}
+	}
+	return prj, conn, nil
+}
+
+// studioContext bounds a statement a little past the session's own statement_timeout: a text that turned
+// the timeout off is still cancelled on the server when this context ends.
+func studioContext(ctx context.Context, prj *store.Project) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, studioTimeout(prj)+2*time.Second, errStudioTimeout)
+}
+
+var errStudioTimeout = errors.New("studio statement timeout")
+
+// sqlError turns what a statement's run returned into the API's error: the server's message with its
+// SQLSTATE, position, detail and hint (400); a timeout says so (400); a lost session is a 503.
+func sqlError(ctx context.Context, prj *store.Project, err error) error {
+	timeout := studioTimeout(prj)
+	if errors.Is(context.Cause(ctx), errStudioTimeout) {
+		return &Error{Kind: KindInvalid, Msg: fmt.Sprintf("the query ran past the studio's statement timeout of %v and was cancelled", timeout),
+			Cause: err, Fields: map[string]any{"sqlstate": "57014"}}
+	}
+	var pge *pgconn.PgError
+	if errors.As(err, &pge) {
+		msg := pge.Message
+		if pge.Code == "57014" && strings.Contains(pge.Message, "statement timeout") {
+			msg = fmt.Sprintf("the query ran past the studio's statement timeout of %v and was cancelled (%s)", timeout, pge.Message)
+		}
+		fields := map[string]any{"sqlstate": pge.Code}
+		if pge.Position > 0 {
+			fields["position"] = pge.Position
+		}
+		if pge.Detail != "" {
+			fields["detail"] = pge.Detail
+		}
+		if pge.Hint != "" {
+			fields["hint"] = pge.Hint
+		}
+		return &Error{Kind: KindInvalid, Msg: msg, Cause: err, Fields: fields}
+	}
+	var ce *studio.ColumnError
+	if errors.As(err, &ce) {
+		return Invalid("%s", ce.Error())
+	}
+	if ctx.Err() != nil {
+		return &Error{Kind: KindUnavailable, Msg: "the request ended before the query did; it was cancelled", Cause: err}
+	}
+	return &Error{Kind: KindUnavailable, Msg: "the session with the project's server was lost", Cause: err}
+}
+
+// RunSQL runs the console's text as the project's role and records the run in the history.
+func (s *Service) RunSQL(ctx context.Context, p *Principal, projectID string, req *SQLRequest) (*SQLResultResponse, error) {
+	if strings.TrimSpace(req.Query) == "" {
+		return nil, Invalid("query is empty")
+	}
+	if len(req.Query) > MaxQueryBytes {
+		return nil, &Error{Kind: KindTooLarge, Msg: fmt.Sprintf("query is %d bytes; the studio runs at most %d", len(req.Query), MaxQueryBytes)}
+	}
+	prj, conn, err := s.studioSession(ctx, p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	qctx, cancel := studioContext(ctx, prj)
+	defer cancel()
+	started := s.now()
+	res, err := studio.Run(qctx, conn.Conn().PgConn(), req.Query, studio.DefaultCaps)
+	if err != nil {
+		err = sqlError(qctx, prj, err)
+	}
+	kind, actor := p.Actor()
+	h := &store.SQLHistoryEntry{ID: ids.New("sqh"), OrganizationID: prj.OrganizationID, ProjectID: prj.ID, ActorID: actor, ActorKind: kind,
+		Query: capText(req.Query, HistoryQueryChars), Success: err == nil, CreatedAt: started}
+	sum := sha256.Sum256([]byte(req.Query))
+	md := map[string]any{"query_sha256": hex.EncodeToString(sum[:]), "query_bytes": len(req.Query), "success": err == nil}
+	if err != nil {
+		var ae *Error
+		if errors.As(err, &ae) {
+			h.Error = ae.Msg
+		}
+		h.DurationMS = s.now().Sub(started).Milliseconds()
+	} else {
+		h.DurationMS, h.RowCount = res.DurationMS, res.RowCount
+	}
+	s.studioRecord(p, h, "project.sql.run", prj, md)
+	if err != nil {
+		return nil, err
+	}
+	return &SQLResultResponse{Result: res}, nil
+}
+
+// capText keeps at most n characters of text (cut on a character boundary, marked with "…").
+func capText(text string, n int) string {
+	if utf8.RuneCountInString(text) <= n {
+		return text
+	}
+	runes := []rune(text)
+	return string(runes[:n-1]) + "…"
+}
+
+// SQLHistory lists the project's console runs, newest first.
+func (s *Service) SQLHistory(ctx context.Context, p *Principal, projectID string, limit int) (*SQLHistoryList, error) {
+	if err := s.FlushStudioLog(ctx); err != nil {
+		return nil, err
+	}
+	out := &SQLHistoryList{}
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		out.History, err = store.SQLHistory.Lookup(tx, store.SQLHistoryByProject, prj.ID, store.Query{Newest: true, Limit: limit})
+		return err
+	})
+	return out, err
+}
+
+// ListTables lists the project's tables, views, materialized views, foreign tables and partitioned tables
+// (not the system schemas' nor partitions).
+func (s *Service) ListTables(ctx context.Context, p *Principal, projectID string) (*TableList, error) {
+	prj, conn, err := s.studioSession(ctx, p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	qctx, cancel := studioContext(ctx, prj)
+	defer cancel()
+	tables, err := studio.ListTables(qctx, conn.Conn().PgConn())
+	if err != nil {
+		return nil, sqlError(qctx, prj, err)
+	}
+	return &TableList{Tables: tables}, nil
+}
+
+// describe finds the table a row route names, as a 404 naming it when the role cannot see it.
+func describe(ctx context.Context, prj *store.Project, conn *pgxpool.Conn, schema, table string) (*studio.TableInfo, error) {
+	t, err := studio.Describe(ctx, conn.Conn().PgConn(), schema, table)
+	if errors.Is(err, studio.ErrNoTable) {
+		return nil, NotFound("table %q.%q not found", schema, table)
+	}
+	if err != nil {
+		return nil, sqlError(ctx, prj, err)
+	}
+	return t, nil
+}
+
+// TableColumns lists a table's columns in order.
+func (s *Service) TableColumns(ctx context.Context, p *Principal, projectID, schema, table string) (*ColumnList, error) {
+	prj, conn, err := s.studioSession(ctx, p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	qctx, cancel := studioContext(ctx, prj)
+	defer cancel()
+	t, err := describe(qctx, prj, conn, schema, table)
+	if err != nil {
+		return nil, err
+	}
+	return &ColumnList{Columns: t.Columns}, nil
+}
+
+// ReadRows reads a page of a table's rows in a stable order (studio.Read).
+func (s *Service) ReadRows(ctx context.Context, p *Principal, projectID, schema, table string, limit, offset int) (*RowsReadResponse, error) {
+	prj, conn, err := s.studioSession(ctx, p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	qctx, cancel := studioContext(ctx, prj)
+	defer cancel()
+	t, err := describe(qctx, prj, conn, schema, table)
+	if err != nil {
+		return nil, err
+	}
+	res, err := studio.Read(qctx, conn.Conn().PgConn(), t, limit, offset, studio.DefaultCaps)
+	if err != nil {
+		return nil, sqlError(qctx, prj, err)
+	}
+	return &RowsReadResponse{Result: RowsRead{Columns: res.Columns, ColumnTypes: res.ColumnTypes, Rows: res.Rows, Truncated: res.Truncated}}, nil
+}
+
+// decodeValues decodes a body's column → value object keeping numbers exact.
+func decodeValues(field string, in map[string]json.RawMessage) (map[string]any, error) {
+	out := make(map[string]any, len(in))
+	for k, raw := range in {
+		v, err := studio.DecodeObject(json.RawMessage(`{"v":` + string(raw) + `}`))
+		if err != nil {
+			return nil, Invalid("%s.%s is not a JSON value", field, k)
+		}
+		out[k] = v["v"]
+	}
+	return out, nil
+}
+
+// writeRows runs one row write (do) on the named table and audits it.
+func (s *Service) writeRows(ctx context.Context, p *Principal, projectID, schema, table, action string,
+	do func(context.Context, *pgconn.PgConn, *studio.TableInfo) (*studio.Result, error)) (*RowsWriteResponse, error) {
+	prj, conn, err := s.studioSession(ctx, p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	qctx, cancel := studioContext(ctx, prj)
+	defer cancel()
+	t, err := describe(qctx, prj, conn, schema, table)
+	if err != nil {
+		return nil, err
+	}
+	res, err := do(qctx, conn.Conn().PgConn(), t)
+	if err != nil {
+		return nil, sqlError(qctx, prj, err)
+	}
+	s.studioRecord(p, nil, action, prj, map[string]any{"schema": schema, "table": table, "rows_affected": res.RowCount})
+	return &RowsWriteResponse{Result: RowsWritten{RowsAffected: res.RowCount, Rows: res.Rows, Truncated: res.Truncated}}, nil
+}
+
+// InsertRows inserts rows into a table in one statement.
+func (s *Service) InsertRows(ctx context.Context, p *Principal, projectID, schema, table string, req *InsertRowsRequest) (*RowsWriteResponse, error) {
+	if len(req.Rows) == 0 || len(req.Rows) > MaxInsertRows {
+		return nil, Invalid("rows must hold 1 to %d rows", MaxInsertRows)
+	}
+	rows := make([]map[string]any, len(req.Rows))
+	for i, r := range req.Rows {
+		var err error
+		if rows[i], err = decodeValues(fmt.Sprintf("rows[%d]", i), r); err != nil {
+			return nil, err
+		}
+	}
+	return s.writeRows(ctx, p, projectID, schema, table, "project.rows.insert", func(ctx context.Context, c *pgconn.PgConn, t *studio.TableInfo) (*studio.Result, error) {
+		return studio.Insert(ctx, c, t, rows, studio.DefaultCaps)
+	})
+}
+
+// UpdateRows sets columns on the rows a match selects; an empty match needs all_rows.
+func (s *Service) UpdateRows(ctx context.Context, p *Principal, projectID, schema, table string, req *UpdateRowsRequest) (*RowsWriteResponse, error) {
+	if len(req.Set) == 0 {
+		return nil, Invalid("set must name at least one column")
+	}
+	if len(req.Match) == 0 && !req.AllRows {
+		return nil, Invalid("match is empty: it would change every row; name the rows in match, or send all_rows: true")
+	}
+	match, err := decodeValues("match", req.Match)
+	if err != nil {
+		return nil, err
+	}
+	set, err := decodeValues("set", req.Set)
+	if err != nil {
+		return nil, err
+	}
+	return s.writeRows(ctx, p, projectID, schema, table, "project.rows.update", func(ctx context.Context, c *pgconn.PgConn, t *studio.TableInfo) (*studio.Result, error) {
+		return studio.Update(ctx, c, t, match, set, studio.DefaultCaps)
+	})
+}
+
+// DeleteRows deletes the rows a match selects; an empty match needs all_rows.
+func (s *Service) DeleteRows(ctx context.Context, p *Principal, projectID, schema, table string, req *DeleteRowsRequest) (*RowsWriteResponse, error) {
+	if len(req.Match) == 0 && !req.AllRows {
+		return nil, Invalid("match is empty: it would delete every row; name the rows in match, or send all_rows: true")
+	}
+	match, err := decodeValues("match", req.Match)
+	if err != nil {
+		return nil, err
+	}
+	return s.writeRows(ctx, p, projectID, schema, table, "project.rows.delete", func(ctx context.Context, c *pgconn.PgConn, t *studio.TableInfo) (*studio.Result, error) {
+		return studio.Delete(ctx, c, t, match, studio.DefaultCaps)
+	})
+}
+
+// studioLog writes the console's history entries and the studio's audit events after the answer, many per
+// transaction: a run does not wait for a disk sync. A reader of either flushes it first; a crash can lose
+// the entries of the last moments (docs/api-decisions.md "Studio").
+type studioLog struct {
+	once sync.Once
+	ch   chan studioEntry
+}
+
+type studioEntry struct {
+	history *store.SQLHistoryEntry
+	audit   *store.AuditEvent
+	flushed chan struct{} // a flush marker: closed once everything sent before it is written
+}
+
+// studioRecord queues a history entry (may be nil) and an audit event of action.
+func (s *Service) studioRecord(p *Principal, h *store.SQLHistoryEntry, action string, prj *store.Project, metadata map[string]any) {
+	kind, id := p.Actor()
+	md, _ := json.Marshal(metadata)
+	s.studioQueue() <- studioEntry{history: h, audit: &store.AuditEvent{ID: ids.New("aud"), Action: action, ActorKind: kind, ActorID: id,
+		OrganizationID: prj.OrganizationID, ProjectID: prj.ID, Metadata: md, CreatedAt: s.now()}}
+}
+
+func (s *Service) studioQueue() chan studioEntry {
+	s.studio.log.once.Do(func() {
+		s.studio.log.ch = make(chan studioEntry, 4096)
+		go s.writeStudioLog(s.studio.log.ch)
+	})
+	return s.studio.log.ch
+}
+
+// FlushStudioLog waits until every history entry and audit event the studio queued before it is written.
+func (s *Service) FlushStudioLog(ctx context.Context) error {
+	done := make(chan struct{})
+	select {
+	case s.studioQueue() <- studioEntry{flushed: done}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Service) writeStudioLog(ch chan studioEntry) {
+	for first := range ch {
+		batch := []studioEntry{first}
+	more:
+		for len(batch) < 512 {
+			select {
+			case e := <-ch:
+				batch = append(batch, e)
+			default:
+				break more
+			}
+		}
+		err := s.db.Update(func(tx *store.Tx) error {
+			for _, e := range batch {
+				if e.history != nil {
+					if err := store.SQLHistory.Put(tx, e.history); err != nil {
+						return err
+					}
+				}
+				if e.audit != nil {
+					if err := store.AuditEvents.Put(tx, e.audit); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			s.log.Error("write the studio's history and audit entries", "entries", len(batch), "err", err)
+		}
+		for _, e := range batch {
+			if e.flushed != nil {
+				close(e.flushed)
+			}
+		}
+	}
+}
+
+// pruneSQLHistory deletes history entries older than HistoryRetention and, per project, all but the newest
+// HistoryKeep.
+func (s *Service) pruneSQLHistory(ctx context.Context) (int, error) {
+	if err := s.FlushStudioLog(ctx); err != nil {
+		return 0, err
+	}
+	deleted := 0
+	cutoff := s.now().Add(-HistoryRetention)
+	err := s.db.Update(func(tx *store.Tx) error {
+		all, err := store.SQLHistory.All(tx, nil)
+		if err != nil {
+			return err
+		}
+		perProject := map[string]int{}
+		for i := len(all) - 1; i >= 0; i-- { // newest first
+			h := all[i]
+			perProject[h.ProjectID]++
+			if perProject[h.ProjectID] > HistoryKeep || h.CreatedAt.Before(cutoff) {
+				if err := store.SQLHistory.Delete(tx, h.ID); err != nil {
+					return err
+				}
+				deleted++
+			}
+		}
+		return nil
+	})
+	return deleted, err
+}
+
+// AIUsage is a project's AI assistant uses in the current calendar month (UTC).
+type AIUsage struct {
+	Used           int       `json:"used"`
+	Limit          int       `json:"limit"`
+	Remaining      int       `json:"remaining"`
+	SoftCapReached bool      `json:"soft_cap_reached" doc:"used is at least 80% of limit"`
+	PeriodStart    time.Time `json:"period_start"`
+	PeriodEnd      time.Time `json:"period_end"`
+}
+
+// AIUsageResponse is GET and POST .../ai-usage.
+type AIUsageResponse struct {
+	Usage AIUsage `json:"usage"`
+}
+
+// aiPeriod is the calendar month (UTC) holding now.
+func aiPeriod(now time.Time) (start, end time.Time) {
+	start = time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	return start, start.AddDate(0, 1, 0)
+}
+
+func aiUsageOf(prj *store.Project, rec *store.AIUsage, start, end time.Time) AIUsage {
+	plan, _ := PlanByName(prj.Plan)
+	u := AIUsage{Limit: plan.AIUsesPerMonth, PeriodStart: start, PeriodEnd: end}
+	if rec != nil {
+		u.Used = rec.Used
+	}
+	u.Remaining = max(u.Limit-u.Used, 0)
+	u.SoftCapReached = float64(u.Used) >= AISoftCapShare*float64(u.Limit)
+	return u
+}
+
+// GetAIUsage reads the project's AI uses this month.
+func (s *Service) GetAIUsage(ctx context.Context, p *Principal, projectID string) (*AIUsageResponse, error) {
+	start, end := aiPeriod(s.now())
+	var out *AIUsageResponse
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		rec, err := store.AIUsages.Get(tx, aiUsageID(prj.ID, start))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return Internal(err, "read AI usage")
+		}
+		out = &AIUsageResponse{Usage: aiUsageOf(prj, rec, start, end)}
+		return nil
+	})
+	return out, err
+}
+
+func aiUsageID(projectID string, start time.Time) string { return projectID + "/" + start.Format("2006-01") }
+
+// RecordAIUse counts one AI use; past the plan's monthly limit it is refused (429) and nothing counts.
+func (s *Service) RecordAIUse(ctx context.Context, p *Principal, projectID string) (*AIUsageResponse, error) {
+	now := s.now()
+	start, end := aiPeriod(now)
+	var out *AIUsageResponse
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		rec, err := store.AIUsages.Get(tx, aiUsageID(prj.ID, start))
+		if errors.Is(err, store.ErrNotFound) {
+			rec, err = &store.AIUsage{ID: aiUsageID(prj.ID, start), ProjectID: prj.ID, PeriodStart: start}, nil
+		}
+		if err != nil {
+			return Internal(err, "read AI usage")
+		}
+		if u := aiUsageOf(prj, rec, start, end); u.Remaining == 0 {
+			return &Error{Kind: KindTooMany, RetryAfter: end.Sub(now),
+				Msg: fmt.Sprintf("the project used its %d AI uses of this month; the count starts again on %s", u.Limit, end.Format(time.DateOnly))}
+		}
+		rec.Used++
+		rec.UpdatedAt = now
+		if err := store.AIUsages.Put(tx, rec); err != nil {
+			return Internal(err, "record AI use")
+		}
+		if err := s.audit(tx, p, "project.ai.use", prj.OrganizationID, prj.ID, map[string]any{"used": rec.Used}); err != nil {
+			return Internal(err, "audit")
+		}
+		out = &AIUsageResponse{Usage: aiUsageOf(prj, rec, start, end)}
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,178 @@
+// Package studio runs the SQL console's text and the table editor's statements on a project's server, as the
+// project's own role, over small per-project pools, and turns what comes back into JSON (values.go).
+package studio
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Caps bound what one answer holds; the statement still runs to its end (its effects are not cut short),
+// and rows past a cap are read and dropped.
+type Caps struct {
+	Rows  int // rows kept
+	Bytes int // an estimate of the JSON kept (names and values)
+}
+
+// DefaultCaps are the console's: 10,000 rows or about 8 MB of JSON, whichever comes first.
+var DefaultCaps = Caps{Rows: 10_000, Bytes: 8 << 20}
+
+// Result is what one statement returned: its columns, its rows (each an object keyed by column name; a
+// name that repeats in one result is made unique as name_2, name_3, …), how many rows it produced or
+// touched, and whether rows were left out by the caps.
+type Result struct {
+	Columns     []string                     `json:"columns"`
+	ColumnTypes []string                     `json:"column_types" doc:"the PostgreSQL type of each column (its name, or its OID for types this list does not name)"`
+	Rows        []map[string]json.RawMessage `json:"rows"`
+	RowCount    int64                        `json:"row_count" doc:"rows the statement returned (for statements without rows: rows it inserted, updated or deleted); more than len(rows) when truncated"`
+	Command     string                       `json:"command" doc:"the statement's command tag, e.g. SELECT 3 or INSERT 0 1"`
+	DurationMS  int64                        `json:"duration_ms"`
+	Truncated   bool                         `json:"truncated"`
+	Statements  int                          `json:"statements" doc:"statements the text held (all ran; the last one's result is this one)"`
+}
+
+// resultBuilder collects one statement's result within the caps.
+type resultBuilder struct {
+	caps  Caps
+	res   Result
+	oids  []uint32
+	bytes int
+}
+
+func (b *resultBuilder) start(fields []pgconn.FieldDescription) {
+	b.res = Result{Columns: make([]string, len(fields)), ColumnTypes: make([]string, len(fields)), Rows: []map[string]json.RawMessage{}}
+	b.oids = make([]uint32, len(fields))
+	b.bytes = 0
+	seen := map[string]bool{}
+	for i, f := range fields {
+		name := f.Name
+		for n := 2; seen[name]; n++ {
+			name = f.Name + "_" + strconv.Itoa(n)
+		}
+		seen[name] = true
+		b.res.Columns[i], b.oids[i], b.res.ColumnTypes[i] = name, f.DataTypeOID, TypeName(f.DataTypeOID)
+		b.bytes += len(name)
+	}
+}
+
+// row keeps one row unless a cap is reached (then the result is marked truncated).
+func (b *resultBuilder) row(values [][]byte) {
+	b.res.RowCount++
+	if b.res.Truncated {
+		return
+	}
+	size := 2
+	for i, v := range values {
+		size += len(b.res.Columns[i]) + len(v) + 6
+	}
+	if len(b.res.Rows) >= b.caps.Rows || b.bytes+size > b.caps.Bytes {
+		b.res.Truncated = true
+		return
+	}
+	b.bytes += size
+	row := make(map[string]json.RawMessage, len(values))
+	for i, v := range values {
+		row[b.res.Columns[i]] = value(b.oids[i], v)
+	}
+	b.res.Rows = append(b.res.Rows, row)
+}
+
+func (b *resultBuilder) end(tag pgconn.CommandTag) {
+	b.res.Command = tag.String()
+	if len(b.res.Columns) == 0 {
+		b.res.RowCount = tag.RowsAffected()
+	}
+}
+
+// Run sends text as one simple query: every statement in it runs, in order, in one implicit transaction
+// (unless the text holds its own BEGIN/COMMIT), so a failing statement undoes the ones before it. The
+// result is the last statement's. An error is the server's (*pgconn.PgError) or the connection's;
+// cancelling ctx cancels the statement on the server.
+func Run(ctx context.Context, conn *pgconn.PgConn, text string, caps Caps) (*Result, error) {
+	started := time.Now()
+	b := &resultBuilder{caps: caps}
+	b.start(nil)
+	statements := 0
+	mrr := conn.Exec(ctx, text)
+	for mrr.NextResult() {
+		rr := mrr.ResultReader()
+		statements++
+		b.start(rr.FieldDescriptions())
+		for rr.NextRow() {
+			b.row(rr.Values())
+		}
+		tag, err := rr.Close()
+		if err != nil {
+			mrr.Close()
+			return nil, err
+		}
+		b.end(tag)
+	}
+	if err := mrr.Close(); err != nil {
+		return nil, err
+	}
+	b.res.Statements = statements
+	b.res.DurationMS = time.Since(started).Milliseconds()
+	return &b.res, b.nameTypes(ctx, conn)
+}
+
+// Params runs one statement with text parameters ($1 … as strings, nil for NULL, their types inferred by
+// the server) and returns its result within caps.
+func Params(ctx context.Context, conn *pgconn.PgConn, sql string, args []*string, caps Caps) (*Result, error) {
+	started := time.Now()
+	values := make([][]byte, len(args))
+	for i, a := range args {
+		if a != nil {
+			values[i] = []byte(*a)
+		}
+	}
+	rr := conn.ExecParams(ctx, sql, values, nil, nil, nil)
+	b := &resultBuilder{caps: caps}
+	b.start(rr.FieldDescriptions())
+	for rr.NextRow() {
+		b.row(rr.Values())
+	}
+	tag, err := rr.Close()
+	if err != nil {
+		return nil, err
+	}
+	b.end(tag)
+	b.res.Statements = 1
+	b.res.DurationMS = time.Since(started).Milliseconds()
+	return &b.res, b.nameTypes(ctx, conn)
+}
+
+// nameTypes asks the server for the names of the column types TypeName does not know (one round trip, only
+// when there are such columns).
+func (b *resultBuilder) nameTypes(ctx context.Context, conn *pgconn.PgConn) error {
+	var unknown []string
+	for i, t := range b.res.ColumnTypes {
+		if t == "" {
+			unknown = append(unknown, strconv.FormatUint(uint64(b.oids[i]), 10))
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	list := "{" + strings.Join(unknown, ",") + "}"
+	rr := conn.ExecParams(ctx, "SELECT t.oid::text, format_type(t.oid, NULL) FROM unnest($1::oid[]) AS t(oid)", [][]byte{[]byte(list)}, nil, nil, nil)
+	names := map[string]string{}
+	for rr.NextRow() {
+		v := rr.Values()
+		names[string(v[0])] = string(v[1])
+	}
+	if _, err := rr.Close(); err != nil {
+		return err
+	}
+	for i, t := range b.res.ColumnTypes {
+		if t == "" {
+			b.res.ColumnTypes[i] = names[strconv.FormatUint(uint64(b.oids[i]), 10)]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,490 @@
+package appliance_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/store"
+)
+
+// studioEnv is an appliance with one active project whose studio the subtests use.
+type studioEnv struct {
+	e   *appliancetest.Env
+	p   *appliance.Principal
+	prj *store.Project
+}
+
+func (s *studioEnv) sql(t *testing.T, q string) (*appliance.SQLResultResponse, error) {
+	t.Helper()
+	return s.e.Svc.RunSQL(t.Context(), s.p, s.prj.ID, &appliance.SQLRequest{Query: q})
+}
+
+func (s *studioEnv) mustSQL(t *testing.T, q string) map[string]json.RawMessage {
+	t.Helper()
+	res, err := s.sql(t, q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	if len(res.Result.Rows) == 0 {
+		return nil
+	}
+	return res.Result.Rows[0]
+}
+
+func sqlFields(t *testing.T, err error) *appliance.Error {
+	t.Helper()
+	var ae *appliance.Error
+	if !errors.As(err, &ae) {
+		t.Fatalf("want an API error, got %v", err)
+	}
+	return ae
+}
+
+// noBackendRunning waits until no session of the project's server runs a statement containing marker.
+func noBackendRunning(t *testing.T, s *studioEnv, marker string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := 0
+		err := s.e.Svc.AdminQueryRow(t.Context(), s.prj.ID, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%'||$1||'%' AND pid <> pg_backend_pid()", []any{marker}, &n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions still run %q", n, marker)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestStudio: the console and the table editor, as the project's own role, against a real server.
+func TestStudio(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	s := &studioEnv{e: e, p: p, prj: provision(t, e, p, "studio", "development")}
+
+	t.Run("types", func(t *testing.T) {
+		cases := []struct{ expr, want string }{
+			{"NULL::int", `null`},
+			{"true", `true`},
+			{"false", `false`},
+			{"42::smallint", `42`},
+			{"(-2147483648)::int", `-2147483648`},
+			{"9223372036854775807::bigint", `"9223372036854775807"`},
+			{"12345678901234567890.000000000000000001::numeric", `"12345678901234567890.000000000000000001"`},
+			{"'NaN'::numeric", `"NaN"`},
+			{"1.5::real", `1.5`},
+			{"0.1::double precision", `0.1`},
+			{"'Infinity'::float8", `"Infinity"`},
+			{"'NaN'::float8", `"NaN"`},
+			{"'héllo \"quoted\"'::text", `"héllo \"quoted\""`},
+			{"'abc'::varchar(5)", `"abc"`},
+			{"'a'::char(3)", `"a  "`},
+			{`'{"a": [1, 2.50, {"b": null}], "big": 12345678901234567890}'::json`, `{"a": [1, 2.50, {"b": null}], "big": 12345678901234567890}`},
+			{`'{"b": 1, "a": "x"}'::jsonb`, `{"a": "x", "b": 1}`},
+			{`'\x00ff10'::bytea`, `"\\x00ff10"`},
+			{"'2024-05-01 12:00:00.5+02'::timestamptz", `"2024-05-01T10:00:00.5Z"`},
+			{"'2024-05-01 12:00:00'::timestamp", `"2024-05-01T12:00:00"`},
+			{"'infinity'::timestamptz", `"infinity"`},
+			{"'2024-05-01'::date", `"2024-05-01"`},
+			{"'13:14:15.25'::time", `"13:14:15.25"`},
+			{"'1 year 2 months 3 days 04:05:06.5'::interval", `"P1Y2M3DT4H5M6.5S"`},
+			{"'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid", `"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"`},
+			{"'10.1.2.3/8'::inet", `"10.1.2.3/8"`},
+			{"ARRAY[1, NULL, 3]", `[1,null,3]`},
+			{"ARRAY[[1, 2], [3, 4]]::bigint[]", `[["1","2"],["3","4"]]`},
+			{`ARRAY['a,b', 'say "hi"', 'back\slash', 'NULL', '', ' sp ']`, `["a,b","say \"hi\"","back\\slash","NULL",""," sp "]`},
+			{"'{}'::int[]", `[]`},
+			{"'[0:1]={7,8}'::int[]", `[7,8]`},
+			{"ARRAY[true, false]", `[true,false]`},
+			{`ARRAY['{"x":1}'::jsonb]`, `[{"x": 1}]`},
+			{"ARRAY['2024-05-01 00:00:00+00'::timestamptz]", `["2024-05-01T00:00:00Z"]`},
+			{"ARRAY[1.50::numeric]", `["1.50"]`},
+			{"'(1,2)'::point", `"(1,2)"`},
+			{"int4range(1, 5)", `"[1,5)"`},
+			{"ROW(1, 'a')", `"(1,a)"`},
+			{"'12.34'::money", `"$12.34"`},
+		}
+		for _, c := range cases {
+			row := s.mustSQL(t, "SELECT "+c.expr+" AS v")
+			var got, want any
+			if err := json.Unmarshal(row["v"], &got); err != nil {
+				t.Errorf("%s: invalid JSON %s", c.expr, row["v"])
+				continue
+			}
+			json.Unmarshal([]byte(c.want), &want)
+			if gb, _ := json.Marshal(got); string(gb) != mustJSON(want) || strings.Contains(c.want, "12345678901234567890}") && !strings.Contains(string(row["v"]), "12345678901234567890") {
+				t.Errorf("%s: got %s, want %s", c.expr, row["v"], c.want)
+			}
+		}
+		// An enum is its text, and the column's type is named.
+		res, err := s.sql(t, "CREATE TYPE mood AS ENUM ('ok', 'sad'); SELECT 'ok'::mood AS m, 1 AS n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(res.Result.Rows[0]["m"]) != `"ok"` || res.Result.ColumnTypes[0] != "mood" || res.Result.ColumnTypes[1] != "int4" {
+			t.Fatalf("enum: %s %v", res.Result.Rows[0]["m"], res.Result.ColumnTypes)
+		}
+	})
+
+	t.Run("statements and duplicate names", func(t *testing.T) {
+		res, err := s.sql(t, "CREATE TABLE notes (id int PRIMARY KEY, body text); INSERT INTO notes VALUES (1, 'a'), (2, 'b'); SELECT 1 AS x, 2 AS x, 3 AS x_2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := res.Result
+		if r.Statements != 3 || strings.Join(r.Columns, ",") != "x,x_2,x_2_2" || r.RowCount != 1 || string(r.Rows[0]["x_2"]) != "2" {
+			t.Fatalf("result: %+v", r)
+		}
+		res, err = s.sql(t, "UPDATE notes SET body = 'c'")
+		if err != nil || res.Result.RowCount != 2 || res.Result.Command != "UPDATE 2" || len(res.Result.Columns) != 0 {
+			t.Fatalf("update: %+v %v", res, err)
+		}
+		// A failing statement undoes the ones before it in the same text.
+		_, err = s.sql(t, "INSERT INTO notes VALUES (3, 'c'); SELECT 1/0")
+		if ae := sqlFields(t, err); ae.Kind != appliance.KindInvalid || ae.Fields["sqlstate"] != "22012" {
+			t.Fatalf("division by zero: %+v", ae)
+		}
+		if row := s.mustSQL(t, "SELECT count(*) AS n FROM notes"); string(row["n"]) != `"2"` {
+			t.Fatalf("the insert before the error stayed: %s", row["n"])
+		}
+		_, err = s.sql(t, "SELECT id FROM notes WHERE nope = 1")
+		if ae := sqlFields(t, err); ae.Fields["sqlstate"] != "42703" || ae.Fields["position"] != int32(28) || !strings.Contains(ae.Msg, "nope") {
+			t.Fatalf("unknown column: %+v", ae)
+		}
+		_, err = s.sql(t, "  ")
+		wantKind(t, err, appliance.KindInvalid)
+		_, err = s.sql(t, "SELECT '"+strings.Repeat("x", appliance.MaxQueryBytes)+"'")
+		wantKind(t, err, appliance.KindTooLarge)
+	})
+
+	t.Run("caps", func(t *testing.T) {
+		res, err := s.sql(t, "SELECT g, repeat('x', 10) AS pad FROM generate_series(1, 25000) g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := res.Result; !r.Truncated || len(r.Rows) != 10_000 || r.RowCount != 25_000 {
+			t.Fatalf("row cap: truncated=%v rows=%d row_count=%d", r.Truncated, len(r.Rows), r.RowCount)
+		}
+		res, err = s.sql(t, "SELECT repeat('y', 1000000) AS big FROM generate_series(1, 20)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := res.Result; !r.Truncated || len(r.Rows) >= 10 || r.RowCount != 20 {
+			t.Fatalf("size cap: truncated=%v rows=%d row_count=%d", r.Truncated, len(r.Rows), r.RowCount)
+		}
+	})
+
+	t.Run("own role only", func(t *testing.T) {
+		row := s.mustSQL(t, "SELECT current_user AS u, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS su, current_database() AS db")
+		if string(row["u"]) != mustJSON(s.prj.RoleName) || string(row["su"]) != "false" || string(row["db"]) != mustJSON(s.prj.DatabaseName) {
+			t.Fatalf("session: %v", row)
+		}
+		for _, q := range []string{"SELECT * FROM pg_authid", "SELECT rolpassword FROM pg_authid", "SET ROLE postgres", "SET SESSION AUTHORIZATION postgres",
+			"ALTER SYSTEM SET work_mem = '1GB'", "COPY (SELECT 1) TO '/tmp/x'", "SELECT pg_read_file('postgresql.conf')", "CREATE EXTENSION dblink"} {
+			if _, err := s.sql(t, q); sqlFields(t, err).Kind != appliance.KindInvalid {
+				t.Errorf("%s: %v", q, err)
+			}
+		}
+		other := provision(t, e, p, "other", "development")
+		if err := e.AdminExec(t, other.ID, "CREATE TABLE secret_rows (x int)"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.sql(t, "SELECT * FROM secret_rows"); sqlFields(t, err).Fields["sqlstate"] != "42P01" {
+			t.Fatalf("another project's table: %v", err)
+		}
+		if row := s.mustSQL(t, "SELECT count(*) AS n FROM pg_database WHERE datname = "+quote(other.DatabaseName)); string(row["n"]) != `"0"` {
+			t.Fatal("another project's database is on this project's server")
+		}
+	})
+
+	t.Run("sessions start clean", func(t *testing.T) {
+		if _, err := s.sql(t, "SET search_path = nowhere; SET TimeZone = 'Asia/Tokyo'; CREATE TEMP TABLE scratch (x int); SELECT pg_advisory_lock(42)"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.sql(t, "BEGIN; SELECT 1"); err != nil { // left open: the session is closed, not reused
+			t.Fatal(err)
+		}
+		for range 2 * 4 {
+			row := s.mustSQL(t, "SELECT current_setting('search_path') AS sp, current_setting('TimeZone') AS tz, (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory') AS locks, to_regclass('pg_temp.scratch') AS tmp")
+			if string(row["sp"]) != `"\"$user\", public"` || string(row["tz"]) != `"UTC"` || string(row["locks"]) != `"0"` || string(row["tmp"]) != "null" {
+				t.Fatalf("a session kept an earlier run's state: %v", row)
+			}
+		}
+	})
+
+	t.Run("timeout and disconnect cancel on the server", func(t *testing.T) {
+		short := "1s"
+		if _, err := e.Svc.PatchProject(t.Context(), p, s.prj.ID, &appliance.PatchProjectRequest{StatementTimeout: &short}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			zero := "0"
+			e.Svc.PatchProject(context.Background(), p, s.prj.ID, &appliance.PatchProjectRequest{StatementTimeout: &zero})
+		}()
+		s.prj = e.Project(t, s.prj.ID)
+		_, err := s.sql(t, "SELECT pg_sleep(3600) /* timeout-marker */")
+		ae := sqlFields(t, err)
+		if ae.Kind != appliance.KindInvalid || ae.Fields["sqlstate"] != "57014" || !strings.Contains(ae.Msg, "statement timeout of 1s") {
+			t.Fatalf("timeout: %+v", ae)
+		}
+		noBackendRunning(t, s, "timeout-marker */")
+		// A text that turns the timeout off is cancelled all the same (by the appliance, a little later).
+		_, err = s.sql(t, "SET statement_timeout = 0; SELECT pg_sleep(3600) /* untimed-marker */")
+		if ae := sqlFields(t, err); ae.Fields["sqlstate"] != "57014" || !strings.Contains(ae.Msg, "timeout") {
+			t.Fatalf("untimed: %+v", ae)
+		}
+		noBackendRunning(t, s, "untimed-marker */")
+		// A caller that goes away cancels its statement.
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.Svc.RunSQL(ctx, p, s.prj.ID, &appliance.SQLRequest{Query: "SET statement_timeout = 0; SELECT pg_sleep(3600) /* gone-marker */"})
+			done <- err
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			n := 0
+			e.Svc.AdminQueryRow(t.Context(), s.prj.ID, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%gone-marker */%' AND pid <> pg_backend_pid()", nil, &n)
+			if n > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the statement never started")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err == nil {
+			t.Fatal("a cancelled run succeeded")
+		}
+		noBackendRunning(t, s, "gone-marker */")
+	})
+
+	t.Run("history", func(t *testing.T) {
+		s.sql(t, "SELECT 'history-ok'")
+		s.sql(t, "SELECT history_fails")
+		h, err := e.Svc.SQLHistory(t.Context(), p, s.prj.ID, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h.History) != 2 {
+			t.Fatalf("history: %+v", h.History)
+		}
+		fail, ok := h.History[0], h.History[1]
+		if fail.Success || !strings.Contains(fail.Error, "history_fails") || fail.Query != "SELECT history_fails" ||
+			!ok.Success || ok.RowCount != 1 || ok.ActorKind == "" || ok.ActorID == "" || ok.ProjectID != s.prj.ID || ok.OrganizationID != s.prj.OrganizationID {
+			t.Fatalf("history entries: %+v %+v", fail, ok)
+		}
+		long := "SELECT '" + strings.Repeat("é", 10_000) + "'"
+		s.sql(t, long)
+		h, _ = e.Svc.SQLHistory(t.Context(), p, s.prj.ID, 1)
+		if q := h.History[0].Query; len([]rune(q)) != appliance.HistoryQueryChars || !strings.HasSuffix(q, "…") {
+			t.Fatalf("stored text: %d characters", len([]rune(q)))
+		}
+		audit, err := e.Svc.ListProjectAudit(t.Context(), p, s.prj.ID, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, a := range audit.AuditEvents {
+			if a.Action == "project.sql.run" {
+				found = true
+				if strings.Contains(string(a.Metadata), "éé") || !strings.Contains(string(a.Metadata), "query_sha256") {
+					t.Fatalf("audit metadata: %s", a.Metadata)
+				}
+			}
+		}
+		if !found {
+			t.Fatal("no project.sql.run audit event")
+		}
+	})
+
+	t.Run("tables", func(t *testing.T) {
+		s.mustSQL(t, `CREATE TABLE items (b int, a int, name text NOT NULL DEFAULT 'none', tags text[], doc jsonb, PRIMARY KEY (a, b));
+CREATE VIEW item_names AS SELECT name FROM items; CREATE MATERIALIZED VIEW item_count AS SELECT count(*) FROM items;
+CREATE TABLE events (at date NOT NULL, n int) PARTITION BY RANGE (at); CREATE TABLE events_2026 PARTITION OF events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
+CREATE TABLE heap (n int); INSERT INTO heap SELECT generate_series(1, 5)`)
+		tables, err := e.Svc.ListTables(t.Context(), p, s.prj.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := map[string]string{}
+		for _, tb := range tables.Tables {
+			if tb.Schema == "public" {
+				kinds[tb.Table] = tb.Type
+			}
+			if tb.Schema == "pg_catalog" || tb.Schema == "information_schema" {
+				t.Fatalf("a system table is listed: %+v", tb)
+			}
+		}
+		if kinds["items"] != "table" || kinds["item_names"] != "view" || kinds["item_count"] != "materialized view" || kinds["events"] != "partitioned table" || kinds["events_2026"] != "" {
+			t.Fatalf("tables: %v", kinds)
+		}
+		cols, err := e.Svc.TableColumns(t.Context(), p, s.prj.ID, "public", "items")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cols.Columns
+		if len(c) != 5 || c[0].Name != "b" || !c[0].IsPrimaryKey || !c[1].IsPrimaryKey || c[2].IsPrimaryKey || c[2].Default == nil || *c[2].Default != "'none'::text" ||
+			c[2].IsNullable || !c[3].IsNullable || c[3].DataType != "text[]" || c[4].Position != 5 || c[4].Default != nil {
+			t.Fatalf("columns: %+v", c)
+		}
+		_, err = e.Svc.TableColumns(t.Context(), p, s.prj.ID, "public", "nope")
+		wantKind(t, err, appliance.KindNotFound)
+		_, err = e.Svc.TableColumns(t.Context(), p, s.prj.ID, "pg_catalog", "pg_authid")
+		wantKind(t, err, appliance.KindNotFound)
+
+		ins, err := e.Svc.InsertRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.InsertRowsRequest{Rows: []map[string]json.RawMessage{
+			{"a": json.RawMessage(`2`), "b": json.RawMessage(`1`), "name": json.RawMessage(`"two"`), "tags": json.RawMessage(`["x", "y,z", "q\"uote"]`), "doc": json.RawMessage(`{"k": [1, 2]}`)},
+			{"a": json.RawMessage(`1`), "b": json.RawMessage(`9`)},
+			{"a": json.RawMessage(`1`), "b": json.RawMessage(`3`), "tags": json.RawMessage(`null`)},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ins.Result.RowsAffected != 3 || string(ins.Result.Rows[0]["tags"]) != `["x","y,z","q\"uote"]` || string(ins.Result.Rows[1]["name"]) != `"none"` || string(ins.Result.Rows[0]["doc"]) != `{"k": [1, 2]}` {
+			t.Fatalf("insert: %+v", ins.Result)
+		}
+		read, err := e.Svc.ReadRows(t.Context(), p, s.prj.ID, "public", "items", 10, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var order []string
+		for _, r := range read.Result.Rows {
+			order = append(order, string(r["a"])+"/"+string(r["b"]))
+		}
+		if strings.Join(order, " ") != "1/3 1/9 2/1" { // by the primary key (a, b)
+			t.Fatalf("order: %v", order)
+		}
+		page, _ := e.Svc.ReadRows(t.Context(), p, s.prj.ID, "public", "items", 1, 1)
+		if len(page.Result.Rows) != 1 || string(page.Result.Rows[0]["b"]) != "9" {
+			t.Fatalf("page: %+v", page.Result.Rows)
+		}
+		heap, err := e.Svc.ReadRows(t.Context(), p, s.prj.ID, "public", "heap", 3, 0)
+		if err != nil || len(heap.Result.Rows) != 3 || string(heap.Result.Rows[0]["n"]) != "1" {
+			t.Fatalf("a table without a key: %+v %v", heap, err)
+		}
+		if v, err := e.Svc.ReadRows(t.Context(), p, s.prj.ID, "public", "item_names", 10, 0); err != nil || len(v.Result.Rows) != 3 {
+			t.Fatalf("a view: %+v %v", v, err)
+		}
+
+		up, err := e.Svc.UpdateRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.UpdateRowsRequest{
+			Match: map[string]json.RawMessage{"a": json.RawMessage(`1`), "tags": json.RawMessage(`null`)}, Set: map[string]json.RawMessage{"name": json.RawMessage(`"renamed"`)}})
+		if err != nil || up.Result.RowsAffected != 2 || string(up.Result.Rows[0]["name"]) != `"renamed"` {
+			t.Fatalf("update: %+v %v", up, err)
+		}
+		_, err = e.Svc.UpdateRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.UpdateRowsRequest{Set: map[string]json.RawMessage{"name": json.RawMessage(`"all"`)}})
+		wantKind(t, err, appliance.KindInvalid)
+		_, err = e.Svc.DeleteRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.DeleteRowsRequest{})
+		wantKind(t, err, appliance.KindInvalid)
+		if row := s.mustSQL(t, "SELECT count(*) AS n, count(*) FILTER (WHERE name = 'all') AS all_named FROM items"); string(row["n"]) != `"3"` || string(row["all_named"]) != `"0"` {
+			t.Fatalf("a refused empty match changed rows: %v", row)
+		}
+		all, err := e.Svc.UpdateRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.UpdateRowsRequest{Set: map[string]json.RawMessage{"name": json.RawMessage(`"all"`)}, AllRows: true})
+		if err != nil || all.Result.RowsAffected != 3 {
+			t.Fatalf("update all_rows: %+v %v", all, err)
+		}
+		for name, body := range map[string]*appliance.InsertRowsRequest{
+			"unknown column": {Rows: []map[string]json.RawMessage{{"a": json.RawMessage(`5`), "b": json.RawMessage(`5`), "nope": json.RawMessage(`1`)}}},
+			"wrong type":     {Rows: []map[string]json.RawMessage{{"a": json.RawMessage(`"five"`), "b": json.RawMessage(`5`)}}},
+			"not null":       {Rows: []map[string]json.RawMessage{{"a": json.RawMessage(`5`), "b": json.RawMessage(`5`), "name": json.RawMessage(`null`)}}},
+			"duplicate key":  {Rows: []map[string]json.RawMessage{{"a": json.RawMessage(`1`), "b": json.RawMessage(`3`)}}},
+		} {
+			_, err := e.Svc.InsertRows(t.Context(), p, s.prj.ID, "public", "items", body)
+			if ae := sqlFields(t, err); ae.Kind != appliance.KindInvalid {
+				t.Errorf("%s: %+v", name, ae)
+			}
+		}
+		del, err := e.Svc.DeleteRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.DeleteRowsRequest{Match: map[string]json.RawMessage{"a": json.RawMessage(`2`)}})
+		if err != nil || del.Result.RowsAffected != 1 || string(del.Result.Rows[0]["b"]) != "1" {
+			t.Fatalf("delete: %+v %v", del, err)
+		}
+	})
+
+	t.Run("hostile names are names", func(t *testing.T) {
+		const evil = `x"; DROP TABLE canary; --`
+		s.mustSQL(t, `CREATE TABLE canary (n int); CREATE SCHEMA "x""; DROP TABLE canary; --";
+CREATE TABLE "x""; DROP TABLE canary; --"."x""; DROP TABLE canary; --" ("x""; DROP TABLE canary; --" int PRIMARY KEY, "'; DROP TABLE canary; --" text)`)
+		quoteVal := json.RawMessage(mustJSON(`'); DROP TABLE canary; --`))
+		steps := []struct {
+			name string
+			do   func() error
+		}{
+			{"columns", func() error { _, err := e.Svc.TableColumns(t.Context(), p, s.prj.ID, evil, evil); return err }},
+			{"insert", func() error {
+				_, err := e.Svc.InsertRows(t.Context(), p, s.prj.ID, evil, evil, &appliance.InsertRowsRequest{Rows: []map[string]json.RawMessage{{evil: json.RawMessage(`1`), `'; DROP TABLE canary; --`: quoteVal}}})
+				return err
+			}},
+			{"read", func() error { _, err := e.Svc.ReadRows(t.Context(), p, s.prj.ID, evil, evil, 10, 0); return err }},
+			{"update", func() error {
+				_, err := e.Svc.UpdateRows(t.Context(), p, s.prj.ID, evil, evil, &appliance.UpdateRowsRequest{Match: map[string]json.RawMessage{evil: json.RawMessage(`1`)}, Set: map[string]json.RawMessage{`'; DROP TABLE canary; --`: quoteVal}})
+				return err
+			}},
+			{"match value", func() error {
+				_, err := e.Svc.DeleteRows(t.Context(), p, s.prj.ID, evil, evil, &appliance.DeleteRowsRequest{Match: map[string]json.RawMessage{`'; DROP TABLE canary; --`: json.RawMessage(`"x' OR '1'='1"`)}})
+				return err
+			}},
+			{"delete", func() error {
+				_, err := e.Svc.DeleteRows(t.Context(), p, s.prj.ID, evil, evil, &appliance.DeleteRowsRequest{Match: map[string]json.RawMessage{evil: json.RawMessage(`1`)}})
+				return err
+			}},
+		}
+		for _, st := range steps {
+			if err := st.do(); err != nil {
+				t.Fatalf("%s: %v", st.name, err)
+			}
+		}
+		// Names that do not exist fail as names, whatever they hold.
+		for _, name := range []string{`items; DROP TABLE canary`, `items" WHERE false; DROP TABLE canary; --`, `../items`, `items%00`} {
+			_, err := e.Svc.ReadRows(t.Context(), p, s.prj.ID, "public", name, 10, 0)
+			wantKind(t, err, appliance.KindNotFound)
+			_, err = e.Svc.InsertRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.InsertRowsRequest{Rows: []map[string]json.RawMessage{{name: json.RawMessage(`1`)}}})
+			wantKind(t, err, appliance.KindInvalid)
+		}
+		if row := s.mustSQL(t, "SELECT to_regclass('canary') IS NOT NULL AS here"); string(row["here"]) != "true" {
+			t.Fatal("the canary table is gone")
+		}
+	})
+
+	t.Run("ai usage", func(t *testing.T) {
+		now := time.Date(2026, 3, 31, 23, 0, 0, 0, time.UTC)
+		e.Svc.SetClock(func() time.Time { return now })
+		defer e.Svc.SetClock(time.Now)
+		plan, _ := appliance.PlanByName(s.prj.Plan)
+		var u *appliance.AIUsageResponse
+		var err error
+		for range plan.AIUsesPerMonth {
+			if u, err = e.Svc.RecordAIUse(t.Context(), p, s.prj.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if u.Usage.Used != plan.AIUsesPerMonth || u.Usage.Remaining != 0 || !u.Usage.SoftCapReached ||
+			!u.Usage.PeriodStart.Equal(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)) || !u.Usage.PeriodEnd.Equal(time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)) {
+			t.Fatalf("usage: %+v", u.Usage)
+		}
+		_, err = e.Svc.RecordAIUse(t.Context(), p, s.prj.ID)
+		wantKind(t, err, appliance.KindTooMany)
+		now = now.Add(2 * time.Hour) // April
+		g, err := e.Svc.GetAIUsage(t.Context(), p, s.prj.ID)
+		if err != nil || g.Usage.Used != 0 || g.Usage.Remaining != plan.AIUsesPerMonth || g.Usage.SoftCapReached {
+			t.Fatalf("next month: %+v %v", g, err)
+		}
+	})
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
