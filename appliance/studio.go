@@ -610,7 +610,9 @@ func (s *Service) GetAIUsage(ctx context.Context, p *Principal, projectID string
 	return out, err
 }
 
-func aiUsageID(projectID string, start time.Time) string { return projectID + "/" + start.Format("2006-01") }
+func aiUsageID(projectID string, start time.Time) string {
+	return projectID + "/" + start.Format("2006-01")
+}
 
 // RecordAIUse counts one AI use; past the plan's monthly limit it is refused (429) and nothing counts.
 func (s *Service) RecordAIUse(ctx context.Context, p *Principal, projectID string) (*AIUsageResponse, error) {
