@@ -333,6 +333,10 @@ type APIError struct {
 	Status       int
 	Message      string
 	RetryAfter   time.Duration // from Retry-After on 429 and 503
+	// The details of a SQL error from the studio (empty otherwise).
+	SQLState     string
+	Position     int
+	Detail, Hint string
 }
 
 func (e *APIError) Error() string {
@@ -459,10 +463,14 @@ func (c *apiClient) doRaw(ctx context.Context, method, path string, body any) ([
 func apiError(method, path string, resp *http.Response, raw []byte) *APIError {
 	ae := &APIError{Method: method, Path: redactPath(path), Status: resp.StatusCode}
 	var eb struct {
-		Error string `json:"error"`
+		Error    string `json:"error"`
+		SQLState string `json:"sqlstate"`
+		Position int    `json:"position"`
+		Detail   string `json:"detail"`
+		Hint     string `json:"hint"`
 	}
 	if json.Unmarshal(raw, &eb) == nil && eb.Error != "" {
-		ae.Message = eb.Error
+		ae.Message, ae.SQLState, ae.Position, ae.Detail, ae.Hint = eb.Error, eb.SQLState, eb.Position, eb.Detail, eb.Hint
 	} else {
 		ae.Message = strings.TrimSpace(string(raw))
 		if len(ae.Message) > 200 {
