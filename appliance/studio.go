@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -48,7 +49,7 @@ type SQLRequest struct {
 
 // SQLResultResponse is the console's answer.
 type SQLResultResponse struct {
-	Result *studio.Result `json:"result"`
+	Result *studio.SQLResult `json:"result"`
 }
 
 // SQLHistoryList is GET .../sql/history.
@@ -58,7 +59,7 @@ type SQLHistoryList struct {
 
 // TableList is GET .../tables.
 type TableList struct {
-	Tables []studio.Table `json:"tables"`
+	Tables []studio.TableEntry `json:"tables"`
 }
 
 // ColumnList is GET .../tables/{schema}/{table}/columns.
@@ -191,6 +192,9 @@ func studioContext(ctx context.Context, prj *store.Project) (context.Context, co
 
 var errStudioTimeout = errors.New("studio statement timeout")
 
+// copyFromStdin finds a COPY that would wait for rows from the client (the console has none to send).
+var copyFromStdin = regexp.MustCompile(`(?is)\bcopy\b.+\bfrom\s+stdin\b`)
+
 // sqlError turns what a statement's run returned into the API's error: the server's message with its
 // SQLSTATE, position, detail and hint (400); a timeout says so (400); a lost session is a 503.
 func sqlError(ctx context.Context, prj *store.Project, err error) error {
@@ -234,6 +238,9 @@ func (s *Service) RunSQL(ctx context.Context, p *Principal, projectID string, re
 	}
 	if len(req.Query) > MaxQueryBytes {
 		return nil, &Error{Kind: KindTooLarge, Msg: fmt.Sprintf("query is %d bytes; the studio runs at most %d", len(req.Query), MaxQueryBytes)}
+	}
+	if copyFromStdin.MatchString(req.Query) {
+		return nil, Invalid("COPY … FROM STDIN needs a client that sends the rows: use INSERT here, or psql with the project's connection URL")
 	}
 	prj, conn, err := s.studioSession(ctx, p, projectID)
 	if err != nil {
@@ -374,7 +381,7 @@ func decodeValues(field string, in map[string]json.RawMessage) (map[string]any, 
 
 // writeRows runs one row write (do) on the named table and audits it.
 func (s *Service) writeRows(ctx context.Context, p *Principal, projectID, schema, table, action string,
-	do func(context.Context, *pgconn.PgConn, *studio.TableInfo) (*studio.Result, error)) (*RowsWriteResponse, error) {
+	do func(context.Context, *pgconn.PgConn, *studio.TableInfo) (*studio.SQLResult, error)) (*RowsWriteResponse, error) {
 	prj, conn, err := s.studioSession(ctx, p, projectID)
 	if err != nil {
 		return nil, err
@@ -406,7 +413,7 @@ func (s *Service) InsertRows(ctx context.Context, p *Principal, projectID, schem
 			return nil, err
 		}
 	}
-	return s.writeRows(ctx, p, projectID, schema, table, "project.rows.insert", func(ctx context.Context, c *pgconn.PgConn, t *studio.TableInfo) (*studio.Result, error) {
+	return s.writeRows(ctx, p, projectID, schema, table, "project.rows.insert", func(ctx context.Context, c *pgconn.PgConn, t *studio.TableInfo) (*studio.SQLResult, error) {
 		return studio.Insert(ctx, c, t, rows, studio.DefaultCaps)
 	})
 }
@@ -427,7 +434,7 @@ func (s *Service) UpdateRows(ctx context.Context, p *Principal, projectID, schem
 	if err != nil {
 		return nil, err
 	}
-	return s.writeRows(ctx, p, projectID, schema, table, "project.rows.update", func(ctx context.Context, c *pgconn.PgConn, t *studio.TableInfo) (*studio.Result, error) {
+	return s.writeRows(ctx, p, projectID, schema, table, "project.rows.update", func(ctx context.Context, c *pgconn.PgConn, t *studio.TableInfo) (*studio.SQLResult, error) {
 		return studio.Update(ctx, c, t, match, set, studio.DefaultCaps)
 	})
 }
@@ -441,7 +448,7 @@ func (s *Service) DeleteRows(ctx context.Context, p *Principal, projectID, schem
 	if err != nil {
 		return nil, err
 	}
-	return s.writeRows(ctx, p, projectID, schema, table, "project.rows.delete", func(ctx context.Context, c *pgconn.PgConn, t *studio.TableInfo) (*studio.Result, error) {
+	return s.writeRows(ctx, p, projectID, schema, table, "project.rows.delete", func(ctx context.Context, c *pgconn.PgConn, t *studio.TableInfo) (*studio.SQLResult, error) {
 		return studio.Delete(ctx, c, t, match, studio.DefaultCaps)
 	})
 }
@@ -647,4 +654,10 @@ func (s *Service) RecordAIUse(ctx context.Context, p *Principal, projectID strin
 		return nil
 	})
 	return out, err
+}
+
+// StudioPoolStats counts the studio's per-project pools and their open sessions on the projects' servers
+// (studio.Pools.Stats), for benchmarks and tests of how the pools shrink when idle.
+func (s *Service) StudioPoolStats() (pools, conns int) {
+	return s.studio.pools.Stats()
 }

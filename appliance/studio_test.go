@@ -163,6 +163,11 @@ func TestStudio(t *testing.T) {
 		}
 		_, err = s.sql(t, "  ")
 		wantKind(t, err, appliance.KindInvalid)
+		_, err = s.sql(t, "COPY notes FROM STDIN")
+		wantKind(t, err, appliance.KindInvalid)
+		if res, err := s.sql(t, "COPY notes TO STDOUT"); err != nil || res.Result.Command != "COPY 2" {
+			t.Fatalf("copy to stdout: %+v %v", res, err)
+		}
 		_, err = s.sql(t, "SELECT '"+strings.Repeat("x", appliance.MaxQueryBytes)+"'")
 		wantKind(t, err, appliance.KindTooLarge)
 	})
@@ -215,7 +220,7 @@ func TestStudio(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 2 * 4 {
-			row := s.mustSQL(t, "SELECT current_setting('search_path') AS sp, current_setting('TimeZone') AS tz, (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory') AS locks, to_regclass('pg_temp.scratch') AS tmp")
+			row := s.mustSQL(t, "SELECT current_setting('search_path') AS sp, current_setting('TimeZone') AS tz, (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()) AS locks, to_regclass('pg_temp.scratch') AS tmp")
 			if string(row["sp"]) != `"\"$user\", public"` || string(row["tz"]) != `"UTC"` || string(row["locks"]) != `"0"` || string(row["tmp"]) != "null" {
 				t.Fatalf("a session kept an earlier run's state: %v", row)
 			}

@@ -22,10 +22,10 @@ type Caps struct {
 // DefaultCaps are the console's: 10,000 rows or about 8 MB of JSON, whichever comes first.
 var DefaultCaps = Caps{Rows: 10_000, Bytes: 8 << 20}
 
-// Result is what one statement returned: its columns, its rows (each an object keyed by column name; a
+// SQLResult is what one statement returned: its columns, its rows (each an object keyed by column name; a
 // name that repeats in one result is made unique as name_2, name_3, …), how many rows it produced or
 // touched, and whether rows were left out by the caps.
-type Result struct {
+type SQLResult struct {
 	Columns     []string                     `json:"columns"`
 	ColumnTypes []string                     `json:"column_types" doc:"the PostgreSQL type of each column (its name, or its OID for types this list does not name)"`
 	Rows        []map[string]json.RawMessage `json:"rows"`
@@ -39,13 +39,13 @@ type Result struct {
 // resultBuilder collects one statement's result within the caps.
 type resultBuilder struct {
 	caps  Caps
-	res   Result
+	res   SQLResult
 	oids  []uint32
 	bytes int
 }
 
 func (b *resultBuilder) start(fields []pgconn.FieldDescription) {
-	b.res = Result{Columns: make([]string, len(fields)), ColumnTypes: make([]string, len(fields)), Rows: []map[string]json.RawMessage{}}
+	b.res = SQLResult{Columns: make([]string, len(fields)), ColumnTypes: make([]string, len(fields)), Rows: []map[string]json.RawMessage{}}
 	b.oids = make([]uint32, len(fields))
 	b.bytes = 0
 	seen := map[string]bool{}
@@ -93,7 +93,7 @@ func (b *resultBuilder) end(tag pgconn.CommandTag) {
 // (unless the text holds its own BEGIN/COMMIT), so a failing statement undoes the ones before it. The
 // result is the last statement's. An error is the server's (*pgconn.PgError) or the connection's;
 // cancelling ctx cancels the statement on the server.
-func Run(ctx context.Context, conn *pgconn.PgConn, text string, caps Caps) (*Result, error) {
+func Run(ctx context.Context, conn *pgconn.PgConn, text string, caps Caps) (*SQLResult, error) {
 	started := time.Now()
 	b := &resultBuilder{caps: caps}
 	b.start(nil)
@@ -123,7 +123,7 @@ func Run(ctx context.Context, conn *pgconn.PgConn, text string, caps Caps) (*Res
 
 // Params runs one statement with text parameters ($1 … as strings, nil for NULL, their types inferred by
 // the server) and returns its result within caps.
-func Params(ctx context.Context, conn *pgconn.PgConn, sql string, args []*string, caps Caps) (*Result, error) {
+func Params(ctx context.Context, conn *pgconn.PgConn, sql string, args []*string, caps Caps) (*SQLResult, error) {
 	started := time.Now()
 	values := make([][]byte, len(args))
 	for i, a := range args {

@@ -19,8 +19,8 @@ const systemSchemas = `n.nspname NOT IN ('pg_catalog', 'information_schema') AND
 // relkinds name the kinds of relation the table routes serve.
 var relkinds = map[string]string{"r": "table", "v": "view", "m": "materialized view", "f": "foreign table", "p": "partitioned table"}
 
-// Table is one entry of the table list.
-type Table struct {
+// TableEntry is one entry of the table list.
+type TableEntry struct {
 	Schema string `json:"schema"`
 	Table  string `json:"table"`
 	Type   string `json:"type" doc:"table, view, materialized view, foreign table or partitioned table"`
@@ -50,13 +50,13 @@ var ErrNoTable = errors.New("no such table")
 
 // ListTables lists the tables, views, materialized views, foreign tables and partitioned tables outside
 // the system schemas, by schema and name.
-func ListTables(ctx context.Context, conn *pgconn.PgConn) ([]Table, error) {
+func ListTables(ctx context.Context, conn *pgconn.PgConn) ([]TableEntry, error) {
 	rr := conn.ExecParams(ctx, `SELECT n.nspname, c.relname, c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p') AND NOT c.relispartition AND `+systemSchemas+` ORDER BY 1, 2`, nil, nil, nil, nil)
-	out := []Table{}
+	out := []TableEntry{}
 	for rr.NextRow() {
 		v := rr.Values()
-		out = append(out, Table{Schema: string(v[0]), Table: string(v[1]), Type: relkinds[string(v[2])]})
+		out = append(out, TableEntry{Schema: string(v[0]), Table: string(v[1]), Type: relkinds[string(v[2])]})
 	}
 	_, err := rr.Close()
 	return out, err
@@ -123,7 +123,7 @@ func (t *TableInfo) column(name string) (*Column, error) {
 // Read selects up to limit rows after offset, in a stable order: by the primary key where there is one,
 // else (tables and materialized views) by the rows' physical position, which holds while nobody writes.
 // Views and foreign tables come in the order the server returns them.
-func Read(ctx context.Context, conn *pgconn.PgConn, t *TableInfo, limit, offset int, caps Caps) (*Result, error) {
+func Read(ctx context.Context, conn *pgconn.PgConn, t *TableInfo, limit, offset int, caps Caps) (*SQLResult, error) {
 	var order []string
 	pk := slices.Clone(t.Columns)
 	slices.SortFunc(pk, func(a, b Column) int { return a.pkPos - b.pkPos })
@@ -165,7 +165,7 @@ func param(c *Column, v any) (*string, error) {
 
 // Insert inserts rows (objects keyed by column name; a column a row leaves out gets its default) in one
 // statement, returning the inserted rows.
-func Insert(ctx context.Context, conn *pgconn.PgConn, t *TableInfo, rows []map[string]any, caps Caps) (*Result, error) {
+func Insert(ctx context.Context, conn *pgconn.PgConn, t *TableInfo, rows []map[string]any, caps Caps) (*SQLResult, error) {
 	var cols []*Column
 	for _, row := range rows {
 		for name := range row {
@@ -255,7 +255,7 @@ func where(t *TableInfo, match map[string]any, args []*string) (string, []*strin
 }
 
 // Update sets the columns of set on the rows matching match, returning the updated rows.
-func Update(ctx context.Context, conn *pgconn.PgConn, t *TableInfo, match, set map[string]any, caps Caps) (*Result, error) {
+func Update(ctx context.Context, conn *pgconn.PgConn, t *TableInfo, match, set map[string]any, caps Caps) (*SQLResult, error) {
 	names := make([]string, 0, len(set))
 	for name := range set {
 		names = append(names, name)
@@ -283,7 +283,7 @@ func Update(ctx context.Context, conn *pgconn.PgConn, t *TableInfo, match, set m
 }
 
 // Delete deletes the rows matching match, returning them.
-func Delete(ctx context.Context, conn *pgconn.PgConn, t *TableInfo, match map[string]any, caps Caps) (*Result, error) {
+func Delete(ctx context.Context, conn *pgconn.PgConn, t *TableInfo, match map[string]any, caps Caps) (*SQLResult, error) {
 	cond, args, err := where(t, match, nil)
 	if err != nil {
 		return nil, err

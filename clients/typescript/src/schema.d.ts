@@ -2725,28 +2725,6 @@ export interface components {
         } | {
             restore_point_id: unknown;
         });
-        Result: {
-            /** @description the PostgreSQL type of each column (its name, or its OID for types this list does not name) */
-            column_types: string[];
-            columns: string[];
-            /** @description the statement's command tag, e.g. SELECT 3 or INSERT 0 1 */
-            command: string;
-            /** Format: int64 */
-            duration_ms: number;
-            /**
-             * Format: int64
-             * @description rows the statement returned (for statements without rows: rows it inserted, updated or deleted); more than len(rows) when truncated
-             */
-            row_count: number;
-            rows: {
-                [key: string]: {
-                    [key: string]: unknown;
-                } | unknown[] | string | number | boolean | null;
-            }[];
-            /** @description statements the text held (all ran; the last one's result is this one) */
-            statements: number;
-            truncated: boolean;
-        };
         Revoked: {
             revoked: boolean;
         };
@@ -2809,8 +2787,30 @@ export interface components {
             /** @description one or more SQL statements (separated by semicolons; all run in one implicit transaction, the last one's result is returned); at most 256 KiB */
             query: string;
         };
+        SQLResult: {
+            /** @description the PostgreSQL type of each column (its name, or its OID for types this list does not name) */
+            column_types: string[];
+            columns: string[];
+            /** @description the statement's command tag, e.g. SELECT 3 or INSERT 0 1 */
+            command: string;
+            /** Format: int64 */
+            duration_ms: number;
+            /**
+             * Format: int64
+             * @description rows the statement returned (for statements without rows: rows it inserted, updated or deleted); more than len(rows) when truncated
+             */
+            row_count: number;
+            rows: {
+                [key: string]: {
+                    [key: string]: unknown;
+                } | unknown[] | string | number | boolean | null;
+            }[];
+            /** @description statements the text held (all ran; the last one's result is this one) */
+            statements: number;
+            truncated: boolean;
+        };
         SQLResultResponse: {
-            result: components["schemas"]["Result"];
+            result: components["schemas"]["SQLResult"];
         };
         ScheduledBackup: {
             /** Format: date-time */
@@ -2905,14 +2905,14 @@ export interface components {
             /** Format: int64 */
             storage_bytes: number;
         };
-        Table: {
+        TableEntry: {
             schema: string;
             table: string;
             /** @description table, view, materialized view, foreign table or partitioned table */
             type: string;
         };
         TableList: {
-            tables: components["schemas"]["Table"][];
+            tables: components["schemas"]["TableEntry"][];
         };
         UpdateRowsRequest: {
             /** @description true to allow an empty match, changing every row */
