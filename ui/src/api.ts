@@ -2,7 +2,8 @@
 // cookie (HttpOnly: this code never sees the token) and the CSRF header the API requires with it.
 
 export class ApiError extends Error {
-  constructor(public status: number, message: string) {
+  /** body is the error answer's JSON (a SQL error's sqlstate, position, detail and hint are there). */
+  constructor(public status: number, message: string, public body: Record<string, unknown> = {}) {
     super(message)
   }
 }
@@ -42,7 +43,7 @@ export async function api<T>(method: string, path: string, body?: unknown, extra
   }
   if (!res.ok) {
     if (res.status === 401 && path !== '/v1/auth/sessions') unauthenticated.forEach((f) => f())
-    throw new ApiError(res.status, (data && data.error) || `${method} ${path}: ${res.status}`)
+    throw new ApiError(res.status, (data && data.error) || `${method} ${path}: ${res.status}`, data && typeof data === 'object' ? data : {})
   }
   return data as T
 }
@@ -50,7 +51,7 @@ export async function api<T>(method: string, path: string, body?: unknown, extra
 export const get = <T,>(path: string) => api<T>('GET', path)
 export const post = <T,>(path: string, body?: unknown) => api<T>('POST', path, body ?? {})
 export const patch = <T,>(path: string, body: unknown) => api<T>('PATCH', path, body)
-export const del = <T,>(path: string) => api<T>('DELETE', path)
+export const del = <T,>(path: string, body?: unknown) => api<T>('DELETE', path, body)
 
 export const seg = encodeURIComponent
 

@@ -7,9 +7,12 @@ import { ImportsTab, ScheduleCard } from './imports'
 import { AuditTab, BackupsTab, DataTab, ExtensionsTab, SettingsTab } from './project_tabs'
 import { KVTab } from './kv'
 import { PreviewsTab } from './previews'
+import { SQLTab, TablesTab } from './studio'
 
 const tabs = [
   { id: '', label: 'Overview' },
+  { id: 'sql', label: 'SQL' },
+  { id: 'tables', label: 'Tables' },
   { id: 'backups', label: 'Backups' },
   { id: 'data', label: 'Exports' },
   { id: 'imports', label: 'Imports' },
@@ -107,6 +110,8 @@ export function Project({ id, tab = '', me }: { id: string; tab?: string; me: Me
               <BackupsTab path={path} project={p} />
             </>
           )}
+          {tab === 'sql' && <SQLTab id={id} path={path} active={active} />}
+          {tab === 'tables' && <TablesTab id={id} path={path} active={active} />}
           {tab === 'data' && <DataTab id={id} path={path} />}
           {tab === 'imports' && <ImportsTab path={path} projectName={p.name} />}
           {tab === 'previews' && <PreviewsTab id={id} path={path} active={active} me={me} />}

@@ -1,0 +1,431 @@
+import { useEffect, useRef, useState } from 'preact/hooks'
+import { ApiError, del, get, patch, post, seg, type Schemas } from '../api'
+import { Badge, Empty, ErrorBox, message, useLoad, when } from '../ui'
+
+type SQLResult = Schemas['SQLResult']
+type HistoryEntry = Schemas['SQLHistoryEntry']
+type TableEntry = Schemas['TableEntry']
+type Column = Schemas['Column']
+type Row = Record<string, unknown>
+
+/** cellText is what a grid shows for a value the API returned (its JSON: strings without quotes). */
+export function cellText(v: unknown): string {
+  if (v === null || v === undefined) return ''
+  if (typeof v === 'string') return v
+  return JSON.stringify(v)
+}
+
+/** Cell shows a value; NULL is marked as such, not shown as an empty string. */
+function Cell({ v }: { v: unknown }) {
+  if (v === null || v === undefined) return <span class="null">NULL</span>
+  return <>{cellText(v)}</>
+}
+
+const ROW_H = 28
+const VIEW_H = 440
+
+/**
+ * ResultGrid shows rows in a scrolling grid that renders only the rows in view (plus a margin), so 10,000
+ * rows scroll as smoothly as 10.
+ */
+function ResultGrid({ columns, types, rows, label }: { columns: string[]; types: string[]; rows: Row[]; label: string }) {
+  const [top, setTop] = useState(0)
+  const scroller = useRef<HTMLDivElement>(null)
+  useEffect(() => {
+    setTop(0)
+    if (scroller.current) scroller.current.scrollTop = 0
+  }, [rows])
+  // Column widths from the header and the first rows (characters, bounded), so the grid does not jump.
+  const widths = columns.map((c, i) => {
+    let n = c.length + (types[i] || '').length + 1
+    for (const r of rows.slice(0, 200)) n = Math.max(n, Math.min(cellText(r[c]).length, 40))
+    return Math.min(Math.max(n, 4), 40) * 8 + 24
+  })
+  const template = widths.map((w) => w + 'px').join(' ')
+  const first = Math.max(0, Math.floor(top / ROW_H) - 8)
+  const last = Math.min(rows.length, Math.ceil((top + VIEW_H) / ROW_H) + 8)
+  return (
+    <div
+      class="grid-scroll"
+      ref={scroller}
+      style={{ maxHeight: VIEW_H + ROW_H + 'px' }}
+      onScroll={(e) => setTop((e.currentTarget as HTMLDivElement).scrollTop)}
+      tabIndex={0}
+      role="region"
+      aria-label={label}
+    >
+      <div role="table" aria-label={label} aria-rowcount={rows.length + 1} class="grid" style={{ width: widths.reduce((a, b) => a + b, 0) + 'px' }}>
+        <div role="rowgroup" class="grid-head">
+          <div role="row" aria-rowindex={1} class="grid-row" style={{ gridTemplateColumns: template }}>
+            {columns.map((c, i) => (
+              <div role="columnheader" class="grid-cell" title={types[i]}>
+                {c} <span class="coltype">{types[i]}</span>
+              </div>
+            ))}
+          </div>
+        </div>
+        <div role="rowgroup" class="grid-body" style={{ height: rows.length * ROW_H + 'px' }}>
+          {rows.slice(first, last).map((r, k) => {
+            const i = first + k
+            return (
+              <div role="row" aria-rowindex={i + 2} class="grid-row" key={i} style={{ top: i * ROW_H + 'px', gridTemplateColumns: template }}>
+                {columns.map((c) => (
+                  <div role="cell" class="grid-cell" title={cellText(r[c])}>
+                    <Cell v={r[c]} />
+                  </div>
+                ))}
+              </div>
+            )
+          })}
+        </div>
+      </div>
+    </div>
+  )
+}
+
+/** SQLError shows a SQL error as psql does: the message, its SQLSTATE, and the line it points at with a caret. */
+function SQLError({ error, query }: { error: unknown; query: string }) {
+  if (!error) return null
+  if (!(error instanceof ApiError) || !error.body.sqlstate) return <ErrorBox error={message(error)} />
+  const b = error.body as { sqlstate: string; position?: number; detail?: string; hint?: string }
+  let pointer = ''
+  if (b.position) {
+    const chars = Array.from(query)
+    const before = chars.slice(0, b.position - 1).join('')
+    const lineStart = before.lastIndexOf('\n') + 1
+    const lineNo = before.split('\n').length
+    const line = (before.slice(lineStart) + chars.slice(b.position - 1).join('')).split('\n')[0]
+    const prefix = `LINE ${lineNo}: `
+    pointer = prefix + line + '\n' + ' '.repeat(prefix.length + Array.from(before.slice(lineStart)).length) + '^'
+  }
+  return (
+    <div class="error" role="alert">
+      {error.message} <span class="sqlstate">SQLSTATE {b.sqlstate}</span>
+      {pointer && <pre class="caret">{pointer}</pre>}
+      {b.detail && <div>Detail: {b.detail}</div>}
+      {b.hint && <div>Hint: {b.hint}</div>}
+    </div>
+  )
+}
+
+/** The SQL console: an editor, the result grid, errors with their position, and the project's history. */
+export function SQLTab({ id, path, active }: { id: string; path: string; active: boolean }) {
+  const [query, setQuery] = useState('')
+  const [ran, setRan] = useState('') // the text of the result or error shown
+  const [busy, setBusy] = useState(false)
+  const [result, setResult] = useState<SQLResult | null>(null)
+  const [error, setError] = useState<unknown>(null)
+  const history = useLoad(() => get<{ history: HistoryEntry[] }>(path + '/sql/history?limit=20'), [id])
+  const editor = useRef<HTMLTextAreaElement>(null)
+  const run = async () => {
+    if (!query.trim() || busy) return
+    setBusy(true)
+    setError(null)
+    setRan(query)
+    try {
+      const res = await post<{ result: SQLResult }>(path + '/sql', { query })
+      setResult(res.result)
+    } catch (e) {
+      setResult(null)
+      setError(e)
+    } finally {
+      setBusy(false)
+      history.reload()
+    }
+  }
+  const r = result
+  return (
+    <>
+      <section class="card">
+        <h2>SQL</h2>
+        <label for="sql-text">Query (runs as the project's role; every statement in one transaction; Ctrl+Enter runs it)</label>
+        <textarea
+          id="sql-text"
+          ref={editor}
+          class="sql"
+          rows={8}
+          spellcheck={false}
+          value={query}
+          onInput={(e) => setQuery((e.target as HTMLTextAreaElement).value)}
+          onKeyDown={(e) => {
+            if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
+              e.preventDefault()
+              run()
+            }
+          }}
+        />
+        <div class="actions">
+          <button class="primary" disabled={!active || busy || !query.trim()} onClick={run}>
+            {busy ? 'Running…' : 'Run'}
+          </button>
+          {!active && <span class="hint">The project must be active.</span>}
+        </div>
+        <SQLError error={error} query={ran} />
+        {r && (
+          <div class="result" aria-live="polite">
+            <p class="hint">
+              {r.columns.length > 0
+                ? `${r.row_count} ${r.row_count === 1 ? 'row' : 'rows'}${r.truncated ? `, the first ${r.rows.length} shown` : ''}`
+                : r.command}{' '}
+              · {r.duration_ms} ms{r.statements > 1 ? ` · ${r.statements} statements, the last one's result` : ''}
+            </p>
+            {r.columns.length > 0 && <ResultGrid columns={r.columns} types={r.column_types} rows={r.rows as Row[]} label="Result" />}
+          </div>
+        )}
+      </section>
+      <section class="card">
+        <h2>History</h2>
+        <ErrorBox error={history.error} />
+        {history.data && history.data.history.length === 0 && <Empty>No queries run yet.</Empty>}
+        {history.data && history.data.history.length > 0 && (
+          <ul class="history">
+            {history.data.history.map((h) => (
+              <li key={h.id}>
+                <div class="history-head">
+                  <Badge value={h.success ? 'completed' : 'failed'} label={h.success ? 'ok' : 'error'} />
+                  <span class="hint">
+                    {when(h.created_at)} · {h.duration_ms} ms{h.success ? ` · ${h.row_count} rows` : ''}
+                  </span>
+                  <button
+                    class="link"
+                    aria-label={'Edit the query of ' + when(h.created_at)}
+                    onClick={() => {
+                      setQuery(h.query)
+                      editor.current?.focus()
+                    }}
+                  >
+                    Edit
+                  </button>
+                </div>
+                <code class="history-query">{h.query}</code>
+                {!h.success && <div class="hint history-error">{h.error}</div>}
+              </li>
+            ))}
+          </ul>
+        )}
+      </section>
+    </>
+  )
+}
+
+/** fromInput turns what a person typed for a column into the value the API binds: an empty field is NULL,
+ * a JSON array typed for an array column is that array, anything else the text (the server parses it). */
+function fromInput(text: string, col: Column): unknown {
+  if (text === '') return null
+  if (col.data_type.endsWith('[]')) {
+    try {
+      const v = JSON.parse(text)
+      if (Array.isArray(v)) return v
+    } catch {
+      /* the server reads array text such as {a,b} too */
+    }
+  }
+  return text
+}
+
+const PAGE = 50
+
+/** The table browser: pick a table, page through its rows, edit a row in place, insert one, delete one. */
+export function TablesTab({ id, path, active }: { id: string; path: string; active: boolean }) {
+  const tables = useLoad(() => (active ? get<{ tables: TableEntry[] }>(path + '/tables') : Promise.resolve({ tables: [] })), [id, active])
+  const [picked, setPicked] = useState('')
+  useEffect(() => {
+    const first = tables.data?.tables[0]
+    if (!picked && first) setPicked(first.schema + '.' + first.table)
+  }, [tables.data])
+  const entry = tables.data?.tables.find((t) => t.schema + '.' + t.table === picked)
+  return (
+    <section class="card">
+      <h2>Tables</h2>
+      <ErrorBox error={tables.error} />
+      {!active && <p class="hint">The project must be active.</p>}
+      {tables.data && tables.data.tables.length === 0 && active && <Empty>No tables yet. Create one in the SQL tab.</Empty>}
+      {tables.data && tables.data.tables.length > 0 && (
+        <>
+          <label for="studio-table">Table</label>
+          <select id="studio-table" value={picked} onChange={(e) => setPicked((e.target as HTMLSelectElement).value)}>
+            {tables.data.tables.map((t) => (
+              <option value={t.schema + '.' + t.table}>
+                {t.schema}.{t.table} ({t.type})
+              </option>
+            ))}
+          </select>
+        </>
+      )}
+      {entry && <TableRows key={picked} base={`${path}/tables/${seg(entry.schema)}/${seg(entry.table)}`} entry={entry} />}
+    </section>
+  )
+}
+
+function TableRows({ base, entry }: { base: string; entry: TableEntry }) {
+  const [offset, setOffset] = useState(0)
+  const cols = useLoad(() => get<{ columns: Column[] }>(base + '/columns'), [base])
+  const rows = useLoad(() => get<{ result: { columns: string[]; rows: Row[] } }>(`${base}/rows?limit=${PAGE}&offset=${offset}`), [base, offset])
+  const [editing, setEditing] = useState<number | null>(null)
+  const [draft, setDraft] = useState<Record<string, string>>({})
+  const [inserting, setInserting] = useState(false)
+  const [error, setError] = useState('')
+  const columns = cols.data?.columns ?? []
+  const pk = columns.filter((c) => c.is_primary_key)
+  const writable = entry.type === 'table' || entry.type === 'partitioned table'
+  const editable = writable && pk.length > 0
+  const act = async (f: () => Promise<unknown>) => {
+    setError('')
+    try {
+      await f()
+      setEditing(null)
+      setInserting(false)
+      setDraft({})
+      await rows.reload()
+    } catch (e) {
+      setError(message(e))
+    }
+  }
+  const match = (r: Row) => Object.fromEntries(pk.map((c) => [c.name, r[c.name]]))
+  const list = rows.data?.result.rows ?? []
+  const label = (r: Row, i: number) => (pk.length ? pk.map((c) => cellText(r[c.name])).join(', ') : String(offset + i + 1))
+  return (
+    <>
+      <ErrorBox error={cols.error || rows.error || error} />
+      {writable && !editable && <p class="hint">This table has no primary key: insert rows here, change or delete them with SQL.</p>}
+      {writable && (
+        <div class="actions">
+          <button onClick={() => (setInserting(!inserting), setDraft({}))} aria-expanded={inserting}>
+            Insert row
+          </button>
+        </div>
+      )}
+      {inserting && (
+        <form
+          class="card insert-row"
+          aria-label="New row"
+          onSubmit={(e) => {
+            e.preventDefault()
+            const row = Object.fromEntries(
+              columns.filter((c) => (draft[c.name] ?? '') !== '').map((c) => [c.name, fromInput(draft[c.name], c)]),
+            )
+            act(() => post(base + '/rows', { rows: [row] }))
+          }}
+        >
+          <p class="hint">A field left empty gets the column's default.</p>
+          <div class="row">
+            {columns.map((c) => (
+              <div>
+                <label for={'new-' + c.name}>
+                  {c.name} <span class="coltype">{c.data_type}</span>
+                </label>
+                <input
+                  id={'new-' + c.name}
+                  placeholder={c.default ?? (c.is_nullable ? 'NULL' : '')}
+                  value={draft[c.name] ?? ''}
+                  onInput={(e) => setDraft({ ...draft, [c.name]: (e.target as HTMLInputElement).value })}
+                />
+              </div>
+            ))}
+          </div>
+          <div class="actions">
+            <button type="submit" class="primary">
+              Save new row
+            </button>
+            <button type="button" onClick={() => setInserting(false)}>
+              Cancel
+            </button>
+          </div>
+        </form>
+      )}
+      {rows.data && list.length === 0 && <Empty>{offset ? 'No more rows.' : 'No rows.'}</Empty>}
+      {rows.data && list.length > 0 && (
+        <div class="table-scroll">
+          <table class="rows">
+            <thead>
+              <tr>
+                {rows.data.result.columns.map((c) => (
+                  <th scope="col">{c}</th>
+                ))}
+                {editable && (
+                  <th scope="col">
+                    <span class="visually-hidden">Actions</span>
+                  </th>
+                )}
+              </tr>
+            </thead>
+            <tbody>
+              {list.map((r, i) => (
+                <tr key={offset + i}>
+                  {rows.data!.result.columns.map((c) => {
+                    const col = columns.find((x) => x.name === c)
+                    if (editing === i && col) {
+                      return (
+                        <td>
+                          <input
+                            aria-label={`${c} of row ${label(r, i)}`}
+                            value={draft[c] ?? cellText(r[c])}
+                            placeholder="NULL"
+                            onInput={(e) => setDraft({ ...draft, [c]: (e.target as HTMLInputElement).value })}
+                          />
+                        </td>
+                      )
+                    }
+                    return (
+                      <td title={cellText(r[c])}>
+                        <Cell v={r[c]} />
+                      </td>
+                    )
+                  })}
+                  {editable && (
+                    <td class="actions-cell">
+                      {editing === i ? (
+                        <>
+                          <button
+                            class="primary"
+                            onClick={() => {
+                              const set = Object.fromEntries(
+                                Object.entries(draft)
+                                  .filter(([c, v]) => v !== cellText(r[c]))
+                                  .map(([c, v]) => [c, fromInput(v, columns.find((x) => x.name === c)!)]),
+                              )
+                              if (Object.keys(set).length === 0) return setEditing(null)
+                              act(() => patch(base + '/rows', { match: match(r), set }))
+                            }}
+                          >
+                            Save
+                          </button>
+                          <button onClick={() => (setEditing(null), setDraft({}))}>Cancel</button>
+                        </>
+                      ) : (
+                        <>
+                          <button aria-label={'Edit row ' + label(r, i)} onClick={() => (setEditing(i), setDraft({}))}>
+                            Edit
+                          </button>
+                          <button
+                            class="danger-outline"
+                            aria-label={'Delete row ' + label(r, i)}
+                            onClick={() => confirm(`Delete the row ${label(r, i)}? There is no undo.`) && act(() => del(base + '/rows', { match: match(r) }))}
+                          >
+                            Delete
+                          </button>
+                        </>
+                      )}
+                    </td>
+                  )}
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {editing !== null && <p class="hint">An emptied field is saved as NULL; for an array column type a JSON array.</p>}
+      <div class="actions pager">
+        <button disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE))}>
+          Previous
+        </button>
+        <span class="hint">
+          Rows {list.length ? offset + 1 : offset}–{offset + list.length}
+        </span>
+        <button disabled={list.length < PAGE} onClick={() => setOffset(offset + PAGE)}>
+          Next
+        </button>
+      </div>
+    </>
+  )
+}
