@@ -192,6 +192,37 @@ func studioContext(ctx context.Context, prj *store.Project) (context.Context, co
 
 var errStudioTimeout = errors.New("studio statement timeout")
 
+// withStudio runs fn on a studio session of the project (studioSession), under studioContext's bound; the
+// session goes back to its pool after.
+func (s *Service) withStudio(ctx context.Context, p *Principal, projectID string, fn func(context.Context, *store.Project, *pgconn.PgConn) error) error {
+	prj, conn, err := s.studioSession(ctx, p, projectID)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	qctx, cancel := studioContext(ctx, prj)
+	defer cancel()
+	return fn(qctx, prj, conn.Conn().PgConn())
+}
+
+// withTable is withStudio for a route on schema.table: fn gets the table found by name (404 when the
+// project's role cannot see it); an error fn returns from the server is turned into the API's (sqlError).
+func (s *Service) withTable(ctx context.Context, p *Principal, projectID, schema, table string, fn func(context.Context, *store.Project, *pgconn.PgConn, *studio.TableInfo) error) error {
+	return s.withStudio(ctx, p, projectID, func(ctx context.Context, prj *store.Project, conn *pgconn.PgConn) error {
+		t, err := studio.Describe(ctx, conn, schema, table)
+		if errors.Is(err, studio.ErrNoTable) {
+			return NotFound("table %q.%q not found", schema, table)
+		}
+		if err == nil {
+			err = fn(ctx, prj, conn, t)
+		}
+		if err != nil && KindOf(err) == KindInternal {
+			return sqlError(ctx, prj, err)
+		}
+		return err
+	})
+}
+
 // copyFromStdin finds a COPY that would wait for rows from the client (the console has none to send).
 var copyFromStdin = regexp.MustCompile(`(?is)\bcopy\b.+\bfrom\s+stdin\b`)
 
@@ -221,9 +252,9 @@ func sqlError(ctx context.Context, prj *store.Project, err error) error {
 		}
 		return &Error{Kind: KindInvalid, Msg: msg, Cause: err, Fields: fields}
 	}
-	var ce *studio.ColumnError
-	if errors.As(err, &ce) {
-		return Invalid("%s", ce.Error())
+	var ie *studio.InputError
+	if errors.As(err, &ie) {
+		return Invalid("%s", ie.Msg)
 	}
 	if ctx.Err() != nil {
 		return &Error{Kind: KindUnavailable, Msg: "the request ended before the query did; it was cancelled", Cause: err}
@@ -242,37 +273,32 @@ func (s *Service) RunSQL(ctx context.Context, p *Principal, projectID string, re
 	if copyFromStdin.MatchString(req.Query) {
 		return nil, Invalid("COPY … FROM STDIN needs a client that sends the rows: use INSERT here, or psql with the project's connection URL")
 	}
-	prj, conn, err := s.studioSession(ctx, p, projectID)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Release()
-	qctx, cancel := studioContext(ctx, prj)
-	defer cancel()
-	started := s.now()
-	res, err := studio.Run(qctx, conn.Conn().PgConn(), req.Query, studio.DefaultCaps)
-	if err != nil {
-		err = sqlError(qctx, prj, err)
-	}
-	kind, actor := p.Actor()
-	h := &store.SQLHistoryEntry{ID: ids.New("sqh"), OrganizationID: prj.OrganizationID, ProjectID: prj.ID, ActorID: actor, ActorKind: kind,
-		Query: capText(req.Query, HistoryQueryChars), Success: err == nil, CreatedAt: started}
-	sum := sha256.Sum256([]byte(req.Query))
-	md := map[string]any{"query_sha256": hex.EncodeToString(sum[:]), "query_bytes": len(req.Query), "success": err == nil}
-	if err != nil {
-		var ae *Error
-		if errors.As(err, &ae) {
-			h.Error = ae.Msg
+	var out *SQLResultResponse
+	err := s.withStudio(ctx, p, projectID, func(ctx context.Context, prj *store.Project, conn *pgconn.PgConn) error {
+		started := s.now()
+		res, err := studio.Run(ctx, conn, req.Query, studio.DefaultCaps)
+		if err != nil {
+			err = sqlError(ctx, prj, err)
 		}
-		h.DurationMS = s.now().Sub(started).Milliseconds()
-	} else {
-		h.DurationMS, h.RowCount = res.DurationMS, res.RowCount
-	}
-	s.studioRecord(p, h, "project.sql.run", prj, md)
-	if err != nil {
-		return nil, err
-	}
-	return &SQLResultResponse{Result: res}, nil
+		kind, actor := p.Actor()
+		h := &store.SQLHistoryEntry{ID: ids.New("sqh"), OrganizationID: prj.OrganizationID, ProjectID: prj.ID, ActorID: actor, ActorKind: kind,
+			Query: capText(req.Query, HistoryQueryChars), Success: err == nil, CreatedAt: started}
+		sum := sha256.Sum256([]byte(req.Query))
+		md := map[string]any{"query_sha256": hex.EncodeToString(sum[:]), "query_bytes": len(req.Query), "success": err == nil}
+		if err != nil {
+			var ae *Error
+			if errors.As(err, &ae) {
+				h.Error = ae.Msg
+			}
+			h.DurationMS = s.now().Sub(started).Milliseconds()
+		} else {
+			h.DurationMS, h.RowCount = res.DurationMS, res.RowCount
+			out = &SQLResultResponse{Result: res}
+		}
+		s.studioRecord(p, h, "project.sql.run", prj, md)
+		return err
+	})
+	return out, err
 }
 
 // capText keeps at most n characters of text (cut on a character boundary, marked with "…").
@@ -304,66 +330,38 @@ func (s *Service) SQLHistory(ctx context.Context, p *Principal, projectID string
 // ListTables lists the project's tables, views, materialized views, foreign tables and partitioned tables
 // (not the system schemas' nor partitions).
 func (s *Service) ListTables(ctx context.Context, p *Principal, projectID string) (*TableList, error) {
-	prj, conn, err := s.studioSession(ctx, p, projectID)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Release()
-	qctx, cancel := studioContext(ctx, prj)
-	defer cancel()
-	tables, err := studio.ListTables(qctx, conn.Conn().PgConn())
-	if err != nil {
-		return nil, sqlError(qctx, prj, err)
-	}
-	return &TableList{Tables: tables}, nil
-}
-
-// describe finds the table a row route names, as a 404 naming it when the role cannot see it.
-func describe(ctx context.Context, prj *store.Project, conn *pgxpool.Conn, schema, table string) (*studio.TableInfo, error) {
-	t, err := studio.Describe(ctx, conn.Conn().PgConn(), schema, table)
-	if errors.Is(err, studio.ErrNoTable) {
-		return nil, NotFound("table %q.%q not found", schema, table)
-	}
-	if err != nil {
-		return nil, sqlError(ctx, prj, err)
-	}
-	return t, nil
+	out := &TableList{}
+	err := s.withStudio(ctx, p, projectID, func(ctx context.Context, prj *store.Project, conn *pgconn.PgConn) error {
+		var err error
+		if out.Tables, err = studio.ListTables(ctx, conn); err != nil {
+			return sqlError(ctx, prj, err)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // TableColumns lists a table's columns in order.
 func (s *Service) TableColumns(ctx context.Context, p *Principal, projectID, schema, table string) (*ColumnList, error) {
-	prj, conn, err := s.studioSession(ctx, p, projectID)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Release()
-	qctx, cancel := studioContext(ctx, prj)
-	defer cancel()
-	t, err := describe(qctx, prj, conn, schema, table)
-	if err != nil {
-		return nil, err
-	}
-	return &ColumnList{Columns: t.Columns}, nil
+	out := &ColumnList{}
+	err := s.withTable(ctx, p, projectID, schema, table, func(_ context.Context, _ *store.Project, _ *pgconn.PgConn, t *studio.TableInfo) error {
+		out.Columns = t.Columns
+		return nil
+	})
+	return out, err
 }
 
 // ReadRows reads a page of a table's rows in a stable order (studio.Read).
 func (s *Service) ReadRows(ctx context.Context, p *Principal, projectID, schema, table string, limit, offset int) (*RowsReadResponse, error) {
-	prj, conn, err := s.studioSession(ctx, p, projectID)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Release()
-	qctx, cancel := studioContext(ctx, prj)
-	defer cancel()
-	t, err := describe(qctx, prj, conn, schema, table)
-	if err != nil {
-		return nil, err
-	}
-	res, err := studio.Read(qctx, conn.Conn().PgConn(), t, limit, offset, studio.DefaultCaps)
-	if err != nil {
-		return nil, sqlError(qctx, prj, err)
-	}
-	return &RowsReadResponse{Result: RowsRead{Columns: res.Columns, ColumnTypes: res.ColumnTypes, Rows: res.Rows, Truncated: res.Truncated}}, nil
+	out := &RowsReadResponse{}
+	err := s.withTable(ctx, p, projectID, schema, table, func(ctx context.Context, _ *store.Project, conn *pgconn.PgConn, t *studio.TableInfo) error {
+		res, err := studio.Read(ctx, conn, t, limit, offset, studio.DefaultCaps)
+		if err == nil {
+			out.Result = RowsRead{Columns: res.Columns, ColumnTypes: res.ColumnTypes, Rows: res.Rows, Truncated: res.Truncated}
+		}
+		return err
+	})
+	return out, err
 }
 
 // decodeValues decodes a body's column → value object keeping numbers exact.
@@ -382,23 +380,17 @@ func decodeValues(field string, in map[string]json.RawMessage) (map[string]any, 
 // writeRows runs one row write (do) on the named table and audits it.
 func (s *Service) writeRows(ctx context.Context, p *Principal, projectID, schema, table, action string,
 	do func(context.Context, *pgconn.PgConn, *studio.TableInfo) (*studio.SQLResult, error)) (*RowsWriteResponse, error) {
-	prj, conn, err := s.studioSession(ctx, p, projectID)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Release()
-	qctx, cancel := studioContext(ctx, prj)
-	defer cancel()
-	t, err := describe(qctx, prj, conn, schema, table)
-	if err != nil {
-		return nil, err
-	}
-	res, err := do(qctx, conn.Conn().PgConn(), t)
-	if err != nil {
-		return nil, sqlError(qctx, prj, err)
-	}
-	s.studioRecord(p, nil, action, prj, map[string]any{"schema": schema, "table": table, "rows_affected": res.RowCount})
-	return &RowsWriteResponse{Result: RowsWritten{RowsAffected: res.RowCount, Rows: res.Rows, Truncated: res.Truncated}}, nil
+	out := &RowsWriteResponse{}
+	err := s.withTable(ctx, p, projectID, schema, table, func(ctx context.Context, prj *store.Project, conn *pgconn.PgConn, t *studio.TableInfo) error {
+		res, err := do(ctx, conn, t)
+		if err != nil {
+			return err
+		}
+		s.studioRecord(p, nil, action, prj, map[string]any{"schema": schema, "table": table, "rows_affected": res.RowCount})
+		out.Result = RowsWritten{RowsAffected: res.RowCount, Rows: res.Rows, Truncated: res.Truncated}
+		return nil
+	})
+	return out, err
 }
 
 // InsertRows inserts rows into a table in one statement.

@@ -404,6 +404,7 @@ CREATE TABLE heap (n int); INSERT INTO heap SELECT generate_series(1, 5)`)
 			"wrong type":     {Rows: []map[string]json.RawMessage{{"a": json.RawMessage(`"five"`), "b": json.RawMessage(`5`)}}},
 			"not null":       {Rows: []map[string]json.RawMessage{{"a": json.RawMessage(`5`), "b": json.RawMessage(`5`), "name": json.RawMessage(`null`)}}},
 			"duplicate key":  {Rows: []map[string]json.RawMessage{{"a": json.RawMessage(`1`), "b": json.RawMessage(`3`)}}},
+			"no column":      {Rows: []map[string]json.RawMessage{{}, {}}},
 		} {
 			_, err := e.Svc.InsertRows(t.Context(), p, s.prj.ID, "public", "items", body)
 			if ae := sqlFields(t, err); ae.Kind != appliance.KindInvalid {

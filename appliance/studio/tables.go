@@ -100,12 +100,11 @@ ORDER BY a.attnum`, [][]byte{[]byte(schema), []byte(table)}, nil, nil, nil)
 	return info, nil
 }
 
-// ColumnError names a column a body gave that the table does not have.
-type ColumnError struct{ Column, Table string }
+// InputError is a write the table routes refuse before running anything: a column the table does not
+// have, rows that name no column.
+type InputError struct{ Msg string }
 
-func (e *ColumnError) Error() string {
-	return fmt.Sprintf("column %q does not exist in %s", e.Column, e.Table)
-}
+func (e *InputError) Error() string { return e.Msg }
 
 func (t *TableInfo) ident() string { return pgx.Identifier{t.Schema, t.Name}.Sanitize() }
 
@@ -117,7 +116,7 @@ func (t *TableInfo) column(name string) (*Column, error) {
 			return &t.Columns[i], nil
 		}
 	}
-	return nil, &ColumnError{Column: name, Table: t.String()}
+	return nil, &InputError{Msg: fmt.Sprintf("column %q does not exist in %s", name, t)}
 }
 
 // Read selects up to limit rows after offset, in a stable order: by the primary key where there is one,
@@ -181,7 +180,7 @@ func Insert(ctx context.Context, conn *pgconn.PgConn, t *TableInfo, rows []map[s
 	slices.SortFunc(cols, func(a, b *Column) int { return a.Position - b.Position })
 	if len(cols) == 0 {
 		if len(rows) != 1 {
-			return nil, errors.New("rows name no column: give at least one column, or insert one row of defaults ({})")
+			return nil, &InputError{Msg: "rows name no column: give at least one column, or insert one row of defaults ({})"}
 		}
 		return Params(ctx, conn, "INSERT INTO "+t.ident()+" DEFAULT VALUES RETURNING *", nil, caps)
 	}
