@@ -1,6 +1,7 @@
 package appliance_test
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
@@ -227,4 +228,45 @@ func TestSweepExpiresUploads(t *testing.T) {
 	if exists(staleFile) || !exists(other) {
 		t.Fatalf("left file: %v, unrelated file: %v", exists(staleFile), exists(other))
 	}
+}
+
+// TestSweepPrunesSQLHistory: the sweep keeps a project's newest HistoryKeep console runs and none older
+// than HistoryRetention; other projects' runs are counted apart.
+func TestSweepPrunesSQLHistory(t *testing.T) {
+	t.Parallel()
+	svc, _, now := setup(t)
+	db := svc.DB()
+	old := now.Add(-appliance.HistoryRetention - time.Hour)
+	err := db.Update(func(tx *store.Tx) error {
+		put := func(id, project string, at time.Time) error {
+			return store.SQLHistory.Put(tx, &store.SQLHistoryEntry{ID: id, ProjectID: project, Query: "select 1", Success: true, CreatedAt: at})
+		}
+		for i := range appliance.HistoryKeep + 5 { // IDs sort by creation: sqh_a0000 is the oldest
+			if err := put(fmt.Sprintf("sqh_a%05d", i), "prj_a", *now); err != nil {
+				return err
+			}
+		}
+		if err := put("sqh_b00000", "prj_b", old); err != nil {
+			return err
+		}
+		return put("sqh_b00001", "prj_b", *now)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Sweep(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SQLHistoryDeleted != 6 {
+		t.Fatalf("deleted %d entries, want 6", res.SQLHistoryDeleted)
+	}
+	db.View(func(tx *store.Tx) error {
+		for id, want := range map[string]bool{"sqh_a00000": false, "sqh_a00004": false, "sqh_a00005": true, fmt.Sprintf("sqh_a%05d", appliance.HistoryKeep+4): true, "sqh_b00000": false, "sqh_b00001": true} {
+			if _, err := store.SQLHistory.Get(tx, id); (err == nil) != want {
+				t.Errorf("%s kept = %v, want %v", id, err == nil, want)
+			}
+		}
+		return nil
+	})
 }
