@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -224,11 +225,7 @@ func Insert(ctx context.Context, conn *pgconn.PgConn, t *TableInfo, rows []map[s
 // where is the condition of match (every column equal to its value; null means IS NULL), its parameters
 // numbered after args. An empty match is no condition.
 func where(t *TableInfo, match map[string]any, args []*string) (string, []*string, error) {
-	names := make([]string, 0, len(match))
-	for name := range match {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(match))
 	var conds []string
 	for _, name := range names {
 		c, err := t.column(name)
@@ -255,11 +252,7 @@ func where(t *TableInfo, match map[string]any, args []*string) (string, []*strin
 
 // Update sets the columns of set on the rows matching match, returning the updated rows.
 func Update(ctx context.Context, conn *pgconn.PgConn, t *TableInfo, match, set map[string]any, caps Caps) (*SQLResult, error) {
-	names := make([]string, 0, len(set))
-	for name := range set {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(set))
 	var sets []string
 	var args []*string
 	for _, name := range names {
