@@ -117,8 +117,8 @@ func (s *Service) CreateEphemeral(ctx context.Context, clientIP string, req *Cre
 	if id := identifier(name); strings.HasPrefix(id, "pg_") {
 		return nil, Invalid("name %q would make the database and role name %s, and PostgreSQL reserves names starting with pg_: choose another name", name, id)
 	}
-	if !s.ephemeralRate.allow(clientIP) {
-		return nil, newErr(KindTooMany, "too many ephemeral databases from this address: %d per hour", s.ephemeral.PerIPPerHour)
+	if wait := s.ephemeralRate.wait(clientIP); wait > 0 {
+		return nil, &Error{Kind: KindTooMany, RetryAfter: wait, Msg: fmt.Sprintf("too many ephemeral databases from this address: %d per hour", s.ephemeral.PerIPPerHour)}
 	}
 	token := EphemeralTokenPrefix + ids.Secret(32)
 	var out *EphemeralCreated

@@ -22,6 +22,15 @@ func wantKind(t *testing.T, err error, kind appliance.Kind) {
 	}
 }
 
+// wantRetryAfter checks that a 429 says when trying again can succeed: after more than 0 and at most max.
+func wantRetryAfter(t *testing.T, err error, max time.Duration) {
+	t.Helper()
+	var ae *appliance.Error
+	if !errors.As(err, &ae) || ae.Kind != appliance.KindTooMany || ae.RetryAfter <= 0 || ae.RetryAfter > max {
+		t.Fatalf("want a 429 with a Retry-After in (0, %v], got %+v", max, err)
+	}
+}
+
 // TestEphemeralDatabaseClaimKeepsItsData: an ephemeral database made with no account works with the URL
 // it hands out; a wrong or missing claim token learns nothing; claimed into an organization it keeps its
 // data and URLs, and lives past 72 hours.
@@ -143,7 +152,7 @@ func TestEphemeralLimits(t *testing.T) {
 		}
 	}
 	_, err := e.Svc.CreateEphemeral(t.Context(), "198.51.100.1", &appliance.CreateEphemeralRequest{})
-	wantKind(t, err, appliance.KindTooMany)
+	wantRetryAfter(t, err, time.Hour)
 	if _, err := e.Svc.CreateEphemeral(t.Context(), "198.51.100.2", &appliance.CreateEphemeralRequest{}); err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,8 @@ func (s *Service) CreateImportUpload(ctx context.Context, p *Principal, projectI
 			return Internal(err, "list uploads")
 		}
 		if len(pending) >= MaxPendingUploads {
-			return &Error{Kind: KindTooMany, Msg: fmt.Sprintf("a project has at most %d upload URLs waiting for their dump: use them, or let them expire (%v)", MaxPendingUploads, UploadTTL)}
+			first := slices.MinFunc(pending, func(a, b *store.Upload) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
+			return &Error{Kind: KindTooMany, RetryAfter: first.ExpiresAt.Sub(now), Msg: fmt.Sprintf("a project has at most %d upload URLs waiting for their dump: use them, or let them expire (%v)", MaxPendingUploads, UploadTTL)}
 		}
 		u := &store.Upload{ID: ids.New("upl"), ProjectID: prj.ID, OrganizationID: prj.OrganizationID, State: UploadPending,
 			CreatedAt: now, ExpiresAt: now.Add(UploadTTL).Truncate(time.Second)}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
@@ -49,7 +50,9 @@ func TestPreflightOutboundPolicy(t *testing.T) {
 	limited := false
 	for i := 0; i < 12 && !limited; i++ {
 		_, err := e.Svc.ImportPreflight(t.Context(), p, prj.ID, &appliance.PreflightRequest{SourceURL: "postgres://x:y@169.254.169.254:80/db"})
-		limited = appliance.KindOf(err) == appliance.KindTooMany
+		if limited = appliance.KindOf(err) == appliance.KindTooMany; limited {
+			wantRetryAfter(t, err, 6*time.Second) // the bucket refills one preflight every 6 s
+		}
 	}
 	if !limited {
 		t.Error("no preflight was rate limited")

@@ -134,8 +134,8 @@ func (s *Service) ImportPreflight(ctx context.Context, p *Principal, projectID s
 	if err != nil {
 		return nil, err
 	}
-	if !s.preflights.allow(prj.ID) {
-		return nil, &Error{Kind: KindTooMany, Msg: fmt.Sprintf("import preflights of a project are limited to %d a minute: try again shortly", preflightsPerMinute)}
+	if wait := s.preflights.wait(prj.ID); wait > 0 {
+		return nil, &Error{Kind: KindTooMany, RetryAfter: wait, Msg: fmt.Sprintf("import preflights of a project are limited to %d a minute: try again shortly", preflightsPerMinute)}
 	}
 	target, err := s.adminConn(ctx, inst, prj.DatabaseName)
 	if err != nil {
@@ -488,7 +488,9 @@ type perKeyRate struct {
 	buckets map[string]*rate.Limiter
 }
 
-func (r *perKeyRate) allow(key string) bool {
+// wait takes a token of key's bucket and returns 0, or, when the bucket is empty, takes nothing and
+// returns how long until it holds a token again (what a 429's Retry-After says).
+func (r *perKeyRate) wait(key string) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.buckets == nil {
@@ -499,5 +501,10 @@ func (r *perKeyRate) allow(key string) bool {
 		l = rate.NewLimiter(rate.Every(r.every), r.burst)
 		r.buckets[key] = l
 	}
-	return l.Allow()
+	res := l.Reserve()
+	if d := res.Delay(); d > 0 {
+		res.Cancel()
+		return d
+	}
+	return 0
 }

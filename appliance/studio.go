@@ -581,10 +581,7 @@ func aiPeriod(now time.Time) (start, end time.Time) {
 
 func aiUsageOf(prj *store.Project, rec *store.AIUsage, start, end time.Time) AIUsage {
 	plan, _ := PlanByName(prj.Plan)
-	u := AIUsage{Limit: plan.AIUsesPerMonth, PeriodStart: start, PeriodEnd: end}
-	if rec != nil {
-		u.Used = rec.Used
-	}
+	u := AIUsage{Used: rec.Used, Limit: plan.AIUsesPerMonth, PeriodStart: start, PeriodEnd: end}
 	u.Remaining = max(u.Limit-u.Used, 0)
 	u.SoftCapReached = float64(u.Used) >= AISoftCapShare*float64(u.Limit)
 	return u
@@ -599,9 +596,9 @@ func (s *Service) GetAIUsage(ctx context.Context, p *Principal, projectID string
 		if err != nil {
 			return err
 		}
-		rec, err := store.AIUsages.Get(tx, aiUsageID(prj.ID, start))
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return Internal(err, "read AI usage")
+		rec, err := monthAIUsage(tx, prj, start)
+		if err != nil {
+			return err
 		}
 		out = &AIUsageResponse{Usage: aiUsageOf(prj, rec, start, end)}
 		return nil
@@ -609,8 +606,17 @@ func (s *Service) GetAIUsage(ctx context.Context, p *Principal, projectID string
 	return out, err
 }
 
-func aiUsageID(projectID string, start time.Time) string {
-	return projectID + "/" + start.Format("2006-01")
+// monthAIUsage is the project's counter of the month starting at start (a new one, at 0, when it has none).
+func monthAIUsage(tx *store.Tx, prj *store.Project, start time.Time) (*store.AIUsage, error) {
+	id := prj.ID + "/" + start.Format("2006-01")
+	rec, err := store.AIUsages.Get(tx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return &store.AIUsage{ID: id, ProjectID: prj.ID, PeriodStart: start}, nil
+	}
+	if err != nil {
+		return nil, Internal(err, "read AI usage")
+	}
+	return rec, nil
 }
 
 // RecordAIUse counts one AI use; past the plan's monthly limit it is refused (429) and nothing counts.
@@ -623,12 +629,9 @@ func (s *Service) RecordAIUse(ctx context.Context, p *Principal, projectID strin
 		if err != nil {
 			return err
 		}
-		rec, err := store.AIUsages.Get(tx, aiUsageID(prj.ID, start))
-		if errors.Is(err, store.ErrNotFound) {
-			rec, err = &store.AIUsage{ID: aiUsageID(prj.ID, start), ProjectID: prj.ID, PeriodStart: start}, nil
-		}
+		rec, err := monthAIUsage(tx, prj, start)
 		if err != nil {
-			return Internal(err, "read AI usage")
+			return err
 		}
 		if u := aiUsageOf(prj, rec, start, end); u.Remaining == 0 {
 			return &Error{Kind: KindTooMany, RetryAfter: end.Sub(now),
