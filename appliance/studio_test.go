@@ -480,7 +480,7 @@ CREATE TABLE "x""; DROP TABLE canary; --"."x""; DROP TABLE canary; --" ("x""; DR
 		}
 		_, err = e.Svc.RecordAIUse(t.Context(), p, s.prj.ID)
 		wantRetryAfter(t, err, time.Hour) // until April
-		now = now.Add(2 * time.Hour) // April
+		now = now.Add(2 * time.Hour)      // April
 		g, err := e.Svc.GetAIUsage(t.Context(), p, s.prj.ID)
 		if err != nil || g.Usage.Used != 0 || g.Usage.Remaining != plan.AIUsesPerMonth || g.Usage.SoftCapReached {
 			t.Fatalf("next month: %+v %v", g, err)
