@@ -655,3 +655,57 @@ var (
 	AIUsages            = newTable("ai_usage", func(r *AIUsage) string { return r.ID })
 	AIUsagesByProject   = AIUsages.index("project", func(r *AIUsage) []string { return []string{r.ProjectID} })
 )
+
+// ProjectAlert is a condition the observability sampler found on a project's server (storage or
+// connections near their limit, a long-open transaction, ...): raised once, resolved by itself when the
+// condition clears (appliance/alerts.go).
+type ProjectAlert struct {
+	ID             string     `json:"id"`
+	ProjectID      string     `json:"project_id"`
+	OrganizationID string     `json:"organization_id"`
+	Kind           string     `json:"kind"`
+	Severity       string     `json:"severity"`
+	Message        string     `json:"message"`
+	LimitValue     float64    `json:"limit_value"`
+	ObservedValue  float64    `json:"observed_value"`
+	TriggeredAt    time.Time  `json:"triggered_at"`
+	AcknowledgedAt *time.Time `json:"acknowledged_at"`
+	AcknowledgedBy string     `json:"acknowledged_by"`
+	ResolvedAt     *time.Time `json:"resolved_at"`
+	LastNotifiedAt *time.Time `json:"last_notified_at"`
+}
+
+// ObservabilityState is what the sampler keeps of a project between sweeps: the last reading of the
+// server's cumulative counters and of pg_stat_statements, so rates and deltas survive an appliance
+// restart. Its ID is the project ID.
+type ObservabilityState struct {
+	ProjectID    string          `json:"project_id"`
+	Counters     json.RawMessage `json:"counters"`      // the last counters reading (the sampler's type)
+	CPUSeconds   float64         `json:"cpu_seconds"`   // the instance's processes' CPU time at that reading
+	ReadAt       time.Time       `json:"read_at"`       // when it was read (the appliance's clock)
+	Statements   json.RawMessage `json:"statements"`    // the last pg_stat_statements totals by query hash
+	StatementsAt time.Time       `json:"statements_at"` // when they were read
+}
+
+// StatementText is the text of a statement the top-queries snapshots saw, by project and query hash (ID
+// "prj_…/<hash>").
+type StatementText struct {
+	ID        string    `json:"id"`
+	ProjectID string    `json:"project_id"`
+	Hash      string    `json:"hash"`
+	Query     string    `json:"query"`
+	LastSeen  time.Time `json:"last_seen"`
+}
+
+// The observability tables and series. ObservabilitySamples holds a project's history points (key: the
+// project ID; value: the sampler's binary encoding); StatementPoints holds, per project, each snapshot's
+// pg_stat_statements deltas since the one before.
+var (
+	ProjectAlerts           = newTable("project_alerts", func(r *ProjectAlert) string { return r.ID })
+	ProjectAlertsByProject  = ProjectAlerts.index("project", func(r *ProjectAlert) []string { return []string{r.ProjectID} })
+	ObservabilityStates     = newTable("observability_state", func(r *ObservabilityState) string { return r.ProjectID })
+	StatementTexts          = newTable("statement_texts", func(r *StatementText) string { return r.ID })
+	StatementTextsByProject = StatementTexts.index("project", func(r *StatementText) []string { return []string{r.ProjectID} })
+	ObservabilitySamples    = newSeries("observability_samples")
+	StatementPoints         = newSeries("statement_points")
+)

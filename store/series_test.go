@@ -1,0 +1,93 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+func openTest(t *testing.T) *DB {
+	t.Helper()
+	db, err := Open(filepath.Join(t.TempDir(), "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestSeries(t *testing.T) {
+	db := openTest(t)
+	s := ObservabilitySamples
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	// Two keys where one is a prefix of the other: their points never mix.
+	err := db.Update(func(tx *Tx) error {
+		for i := range 10 {
+			for _, key := range []string{"prj_a", "prj_ab"} {
+				if err := s.Put(tx, key, t0.Add(time.Duration(i)*time.Minute), []byte(fmt.Sprintf("%s-%d", key, i))); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(key string, from, to time.Time) []string {
+		var out []string
+		if err := db.View(func(tx *Tx) error {
+			return s.Range(tx, key, from, to, func(at time.Time, v []byte) error {
+				out = append(out, fmt.Sprintf("%s@%d", v, at.Sub(t0)/time.Minute))
+				return nil
+			})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got, want := read("prj_a", t0.Add(3*time.Minute), t0.Add(6*time.Minute)), []string{"prj_a-3@3", "prj_a-4@4", "prj_a-5@5"}; !slices.Equal(got, want) {
+		t.Fatalf("range = %v, want %v", got, want)
+	}
+	if got := read("prj_ab", t0, t0.Add(time.Hour)); len(got) != 10 || got[0] != "prj_ab-0@0" {
+		t.Fatalf("range of prj_ab = %v", got)
+	}
+	if got := read("prj_", t0, t0.Add(time.Hour)); len(got) != 0 {
+		t.Fatalf("a key that is only a prefix read %v", got)
+	}
+	err = db.Update(func(tx *Tx) error {
+		at, v, err := s.Last(tx, "prj_a")
+		if err != nil || string(v) != "prj_a-9" || !at.Equal(t0.Add(9*time.Minute)) {
+			return fmt.Errorf("last = %v %q %v", at, v, err)
+		}
+		if _, _, err := s.Last(tx, "prj_zz"); !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("last of a missing key: %v", err)
+		}
+		n, err := s.DeleteBefore(tx, "prj_a", t0.Add(4*time.Minute))
+		if err != nil || n != 4 {
+			return fmt.Errorf("delete before = %d, %v", n, err)
+		}
+		keys, err := s.Keys(tx)
+		if err != nil || !slices.Equal(keys, []string{"prj_a", "prj_ab"}) {
+			return fmt.Errorf("keys = %v, %v", keys, err)
+		}
+		n, err = s.DeleteKey(tx, "prj_a")
+		if err != nil || n != 6 {
+			return fmt.Errorf("delete key = %d, %v", n, err)
+		}
+		keys, err = s.Keys(tx)
+		if err != nil || !slices.Equal(keys, []string{"prj_ab"}) {
+			return fmt.Errorf("keys after delete = %v, %v", keys, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := read("prj_ab", t0, t0.Add(time.Hour)); len(got) != 10 {
+		t.Fatalf("prj_ab lost points: %v", got)
+	}
+}
