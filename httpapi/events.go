@@ -58,8 +58,34 @@ func (s *Server) streamEvents(r *Request, what string, read func(after uint64) (
 		}
 		after = pos
 	}
-	// The first read checks access (404/403 as JSON before the stream starts).
-	page, err := read(after)
+	return s.serveSSE(r, what, r.Bool("follow"), func() ([]sseFrame, bool, error) {
+		page, err := read(after)
+		if err != nil {
+			return nil, false, err
+		}
+		frames := make([]sseFrame, len(page.Events))
+		for i, e := range page.Events {
+			frames[i] = sseFrame{ID: strconv.FormatUint(e.Seq, 10), Event: e.Type, Data: e.Data}
+		}
+		after = page.Last
+		return frames, page.Full, nil
+	})
+}
+
+// sseFrame is one event of a text/event-stream.
+type sseFrame struct {
+	ID, Event string
+	Data      []byte // one line of JSON
+}
+
+// serveSSE answers with text/event-stream, the framing every stream of the API shares (the project and
+// organization events, the log tail): the frames next returns, read again at once while it reports more
+// waiting, then every eventPoll while follow, with a heartbeat comment at least every s.heartbeat. The
+// first call of next happens before the answer starts, so its error (a 404, a 403, a bad cursor) is a JSON
+// error; a later error ends the stream (the resource went away or the caller lost access). A client that
+// does not take a write within eventWriteBudget is disconnected; the server's Close ends every stream.
+func (s *Server) serveSSE(r *Request, what string, follow bool, next func() ([]sseFrame, bool, error)) error {
+	frames, more, err := next()
 	if err != nil {
 		return err
 	}
@@ -85,34 +111,31 @@ func (s *Server) streamEvents(r *Request, what string, read func(after uint64) (
 	beat := time.NewTicker(s.heartbeat)
 	defer beat.Stop()
 	for {
-		for _, e := range page.Events {
-			if !write("id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, e.Data) {
+		for _, f := range frames {
+			if !write("id: %s\nevent: %s\ndata: %s\n\n", f.ID, f.Event, f.Data) {
 				return nil
 			}
 		}
-		after = page.Last
-		if page.Full { // more are waiting
-			if page, err = read(after); err != nil {
+		frames = nil
+		if !more {
+			if !follow {
 				return nil
 			}
-			continue
+			select {
+			case <-r.Context().Done():
+				return nil
+			case <-s.done:
+				return nil // the server is shutting down: the client reconnects with its last id
+			case <-beat.C:
+				if !write(": heartbeat\n\n") {
+					return nil
+				}
+				continue
+			case <-poll.C:
+			}
 		}
-		if !r.Bool("follow") {
+		if frames, more, err = next(); err != nil {
 			return nil
-		}
-		select {
-		case <-r.Context().Done():
-			return nil
-		case <-s.done:
-			return nil // the server is shutting down: the client reconnects with its last id
-		case <-beat.C:
-			if !write(": heartbeat\n\n") {
-				return nil
-			}
-		case <-poll.C:
-		}
-		if page, err = read(after); err != nil {
-			return nil // the resource went away or the caller lost access: the stream ends
 		}
 	}
 }
