@@ -104,7 +104,7 @@ func archiveName(d day) string { return filePrefix + d.String() + gzSuffix }
 
 // openDay opens a day's log for reading forwards: the live file, or when it is gone (compressed since
 // it was listed) the archived copy. r reads the uncompressed content; f is the live file, nil for an
-// archive. A day with neither gives fs.ErrNotExist.
+// archive. A day with neither gives fs.ErrNotExist; an archive that is not gzip, errDamagedArchive.
 func openDay(d Dirs, dy day) (r io.ReadCloser, f *os.File, err error) {
 	if d.Live != "" {
 		f, err := os.Open(filepath.Join(d.Live, liveName(dy)))
@@ -121,7 +121,7 @@ func openDay(d Dirs, dy day) (r io.ReadCloser, f *os.File, err error) {
 			zr, err := gzip.NewReader(gf)
 			if err != nil {
 				gf.Close()
-				return nil, nil, fmt.Errorf("open archived log %s: %w", archiveName(dy), err)
+				return nil, nil, fmt.Errorf("open archived log %s: %w: %w", archiveName(dy), errDamagedArchive, err)
 			}
 			return gzReadCloser{zr, gf}, nil, nil
 		}
@@ -131,6 +131,9 @@ func openDay(d Dirs, dy day) (r io.ReadCloser, f *os.File, err error) {
 	}
 	return nil, nil, fs.ErrNotExist
 }
+
+// errDamagedArchive is an archived file that is not gzip: readers skip its day.
+var errDamagedArchive = errors.New("damaged archive")
 
 type gzReadCloser struct {
 	*gzip.Reader

@@ -2,8 +2,10 @@ package pglog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"time"
 )
@@ -92,11 +94,12 @@ func (fl *follower) catchUp() error {
 				fl.p = pos{next.day, 0}
 			}
 			r, lf, err := openDay(fl.d, fl.p.day)
-			if err != nil && !os.IsNotExist(err) {
+			if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errDamagedArchive) {
 				return err
 			}
 			if err != nil || lf == nil {
-				// An archived day (or one gone since listed) is complete: read it through, go on.
+				// An archived day (or one gone since listed, or a damaged archive) is complete: read it
+				// through, go on.
 				if r != nil {
 					err = fl.readArchive(r)
 					r.Close()

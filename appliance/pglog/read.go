@@ -91,10 +91,11 @@ func readAfter(d Dirs, p pos, after string, m *matcher, limit int) ([]Entry, str
 }
 
 // scanDay reads a day's log forwards from offset start (see readForward). A day whose file is gone is
-// empty. An archive that cannot be decompressed to its end ends where it can no longer be read.
+// empty, and so is a damaged archive; one that cannot be decompressed to its end ends where it can no
+// longer be read.
 func scanDay(d Dirs, dy day, start int64, fn func(line []byte, end int64) bool) error {
 	r, lf, err := openDay(d, dy)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errDamagedArchive) {
 		return nil
 	}
 	if err != nil {

@@ -322,3 +322,21 @@ func TestReadDayInBothPlaces(t *testing.T) {
 		t.Errorf("forwards: %d entries, want 30", len(es))
 	}
 }
+
+// A damaged archive hides its own day only.
+func TestReadDamagedArchive(t *testing.T) {
+	e := threeDays(t)
+	os.WriteFile(e.archivePath("2026-11-21"), []byte("not gzip"), 0o600)
+	full := e.archivePath("2026-11-20")
+	e.writeArchive("2026-11-20", dayLines("2026-11-20", 10))
+	b, _ := os.ReadFile(full)
+	os.WriteFile(full, b[:len(b)/2], 0o600) // truncated: its first lines can still be read
+	es, _ := mustRead(t, e.dirs, Query{Limit: 500})
+	if len(es) < 30 || len(es) >= 40 || !slices.Equal(messages(es[len(es)-30:]), cat(want("2026-11-22", 0, 10), want("2026-11-23", 0, 10), want("2026-11-24", 0, 10))) {
+		t.Errorf("backwards: %v", messages(es))
+	}
+	fwd, _ := mustRead(t, e.dirs, Query{After: zeroPos.String(), Limit: 500})
+	if !slices.Equal(messages(fwd), messages(es)) {
+		t.Errorf("forwards %v,\nbackwards %v", messages(fwd), messages(es))
+	}
+}
