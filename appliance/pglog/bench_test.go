@@ -140,7 +140,7 @@ func BenchmarkNewest200Cold(b *testing.B) {
 }
 
 // BenchmarkNewest200Errors is the same with severity=error: 1 line in 100 matches, so about 20,000
-// lines (4 MB) are read backwards.
+// lines (5 MB) are read backwards.
 func BenchmarkNewest200Errors(b *testing.B) {
 	d := bigLog(b)
 	b.ReportAllocs()
