@@ -113,6 +113,18 @@ func (s *Server) Admin(t testing.TB, db string) *pgx.Conn {
 	return conn
 }
 
+// AdminConfig is what Admin connects with (postgres.Instance.Connect's settings), for tests that adjust it
+// before Connect.
+func (s *Server) AdminConfig(t testing.TB, db string) *pgx.ConnConfig {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(fmt.Sprintf("host=127.0.0.1 port=%d dbname=%s user=%s password=%s sslmode=disable connect_timeout=10",
+		s.Instance.Port, db, postgres.AdminRole, AdminPassword))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // Tenant creates a project's login role (no superuser, no other privilege) and its database, owned by it,
 // and connects as that role over TLS like a customer. More sessions: Connect(t, TenantConfig(t, db, role)).
 func (s *Server) Tenant(t testing.TB) (db, role string, conn *pgx.Conn) {
