@@ -2,6 +2,18 @@ package pgstat
 
 import "testing"
 
+func TestParseStat(t *testing.T) {
+	// comm may hold spaces and parentheses; fields: state ppid ... utime(14) stime(15) cutime(16) cstime(17) ... rss(24).
+	line := "4242 (postgres: a) (b) S 4200 4242 4242 0 -1 4194560 3000 0 0 0 120 30 7 3 20 0 1 0 12345 222707712 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+	s, ok := parseStat([]byte(line))
+	if !ok || s.ppid != 4200 || s.ticks != 160 || s.rss != 2048 {
+		t.Errorf("parseStat: %+v %v", s, ok)
+	}
+	if _, ok := parseStat([]byte("4242 (cut) S 1 2 3")); ok {
+		t.Error("parseStat accepted a truncated line")
+	}
+}
+
 func TestQueryHash(t *testing.T) {
 	h := QueryHash("app", "SELECT * FROM t WHERE a = $1")
 	if len(h) != 32 || h != QueryHash("app", "SELECT *\n\tFROM t  WHERE a = $1 ") {

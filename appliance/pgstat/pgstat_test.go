@@ -71,6 +71,7 @@ func TestPgstat(t *testing.T) {
 	s := pgtest.Start(t, postgres.Settings{})
 	t.Run("Snapshot", func(t *testing.T) { t.Parallel(); testSnapshot(t, s) })
 	t.Run("Counters", func(t *testing.T) { t.Parallel(); testCounters(t, s) })
+	t.Run("Procs", func(t *testing.T) { t.Parallel(); testProcs(t, s) })
 }
 
 func TestRestart(t *testing.T) {
