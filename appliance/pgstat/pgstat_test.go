@@ -72,6 +72,7 @@ func TestPgstat(t *testing.T) {
 	t.Run("Snapshot", func(t *testing.T) { t.Parallel(); testSnapshot(t, s) })
 	t.Run("Counters", func(t *testing.T) { t.Parallel(); testCounters(t, s) })
 	t.Run("Procs", func(t *testing.T) { t.Parallel(); testProcs(t, s) })
+	t.Run("Hygiene", func(t *testing.T) { t.Parallel(); testHygiene(t, s) })
 }
 
 func TestRestart(t *testing.T) {
