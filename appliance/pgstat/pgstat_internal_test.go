@@ -1,6 +1,9 @@
 package pgstat
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func TestParseStat(t *testing.T) {
 	// comm may hold spaces and parentheses; fields: state ppid ... utime(14) stime(15) cutime(16) cstime(17) ... rss(24).
@@ -11,6 +14,26 @@ func TestParseStat(t *testing.T) {
 	}
 	if _, ok := parseStat([]byte("4242 (cut) S 1 2 3")); ok {
 		t.Error("parseStat accepted a truncated line")
+	}
+}
+
+func TestParseIndexDDL(t *testing.T) {
+	for _, tc := range []struct {
+		ddl, table, method, columns string
+	}{
+		{"CREATE INDEX ON public.orders USING btree (customer_id)", "public.orders", "btree", "[customer_id]"},
+		{`CREATE INDEX ON "My Schema"."Odd ""table""" USING hash ("Col", b text_pattern_ops)`, `"My Schema"."Odd ""table"""`, "hash", `[Col b]`},
+		{"CREATE INDEX ON orders USING gist (geom)", "orders", "gist", "[geom]"},
+	} {
+		d, err := parseIndexDDL(tc.ddl)
+		if err != nil || d.table != tc.table || d.method != tc.method || fmt.Sprint(d.columns) != tc.columns {
+			t.Errorf("parseIndexDDL(%q) = %+v, %v", tc.ddl, d, err)
+		}
+	}
+	for _, bad := range []string{"", "CREATE INDEX ON t USING btree", "CREATE INDEX ON t USING btree (a", "DROP TABLE t", `CREATE INDEX ON "t USING btree (a)`, "CREATE INDEX ON t USING btree (a) x"} {
+		if d, err := parseIndexDDL(bad); err == nil {
+			t.Errorf("parseIndexDDL(%q) = %+v", bad, d)
+		}
 	}
 }
 

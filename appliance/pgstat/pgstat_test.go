@@ -72,6 +72,9 @@ func TestPgstat(t *testing.T) {
 	t.Run("Snapshot", func(t *testing.T) { t.Parallel(); testSnapshot(t, s) })
 	t.Run("Counters", func(t *testing.T) { t.Parallel(); testCounters(t, s) })
 	t.Run("Procs", func(t *testing.T) { t.Parallel(); testProcs(t, s) })
+	t.Run("Advisor", func(t *testing.T) { t.Parallel(); testAdvisor(t, s) })
+	t.Run("AdvisorWithoutHypopg", func(t *testing.T) { t.Parallel(); testAdvisorWithoutHypopg(t, s) })
+	t.Run("AdvisorWithoutExtensions", func(t *testing.T) { t.Parallel(); testAdvisorWithoutExtensions(t, s) })
 	t.Run("Hygiene", func(t *testing.T) { t.Parallel(); testHygiene(t, s) })
 }
 
