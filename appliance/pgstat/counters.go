@@ -15,7 +15,7 @@ const SlowQueryThreshold = time.Second
 // between two readings (a change of PostmasterStart or StatsReset means they started again from zero), and
 // gauges.
 type Counters struct {
-	At              time.Time  // the server's now()
+	At              time.Time  // the server's now(); all times UTC
 	PostmasterStart time.Time  // pg_postmaster_start_time(): a change means a restart
 	StatsReset      *time.Time // pg_stat_database.stats_reset of this database (nil: never reset)
 
@@ -87,6 +87,11 @@ func ReadCounters(ctx context.Context, admin *pgx.Conn, adminRole string) (*Coun
 		&c.DeadTuples, &c.DatabaseSizeBytes, &c.OldestXactSeconds)
 	if err != nil {
 		return nil, fmt.Errorf("read counters: %w", err)
+	}
+	c.At, c.PostmasterStart = c.At.UTC(), c.PostmasterStart.UTC()
+	if c.StatsReset != nil {
+		reset := c.StatsReset.UTC()
+		c.StatsReset = &reset
 	}
 	return &c, nil
 }

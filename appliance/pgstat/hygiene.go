@@ -131,6 +131,7 @@ func IndexHygiene(ctx context.Context, admin *pgx.Conn, minIndexSize int64) (*Hy
 	if err := br.QueryRow().Scan(&since, &h.ObservationWindowSeconds, &counted); err != nil {
 		return nil, fmt.Errorf("index hygiene: read the statistics reset: %w", err)
 	}
+	since = since.UTC()
 	h.StatsResetAt = &since
 	var unused UnusedIndex
 	rows, _ := br.Query()
@@ -175,7 +176,7 @@ func IndexHygiene(ctx context.Context, admin *pgx.Conn, minIndexSize int64) (*Hy
 	}
 	if window := time.Duration(h.ObservationWindowSeconds) * time.Second; window < ShortObservationWindow {
 		h.Reason = fmt.Sprintf("index scans have been counted for %s only (since %s): an index used rarely, by a weekly job for instance, may be listed as unused",
-			window, since.UTC().Format(time.RFC3339))
+			window, since.Format(time.RFC3339))
 	}
 	return h, nil
 }

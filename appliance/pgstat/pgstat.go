@@ -2,7 +2,8 @@
 // snapshot (sessions, connections, size, the slowest statements), cumulative counters for history samples,
 // pg_stat_statements totals for the top-queries history, the CPU and memory of the server's processes,
 // index advice (pg_qualstats and hypopg) and index hygiene (unused and redundant indexes). Every number
-// comes from the server or /proc; each reading costs one or two round trips.
+// comes from the server or /proc; the readings of periodic samples (ReadCounters, ReadStatements, ReadProcs)
+// are cheap: one statement, one pass over /proc.
 //
 // Sessions. Functions take a connection to the project's database: admin is the appliance's superuser
 // session (postgres.AdminRole), tenant a session of the project's own role. The tenant owns its database
