@@ -3,14 +3,13 @@ package pgstat
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // Procs is a reading of the processes of the machine from /proc (Linux): for each pid its parent, its
@@ -76,16 +75,37 @@ func ReadProcs() (*Procs, error) {
 
 // readStat reads and parses /proc/<pid>/stat into buf.
 func readStat(pid int, buf []byte) (procStat, bool) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, false
-	}
-	n, err := io.ReadFull(f, buf)
-	f.Close()
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+	n, ok := readProcFile("/proc/"+strconv.Itoa(pid)+"/stat", buf)
+	if !ok {
 		return procStat{}, false
 	}
 	return parseStat(buf[:n])
+}
+
+// readProcFile reads the start of a /proc file into buf with one read(2): /proc/<pid>/stat and smaps_rollup
+// are generated whole on the first read. It makes three system calls where os.ReadFile makes five or more
+// (os.Open also tries to register the descriptor with the poller, and a read at EOF ends the reading):
+// ReadProcs does this for every process of the machine.
+func readProcFile(path string, buf []byte) (int, bool) {
+	var fd int
+	var err error
+	for {
+		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return 0, false
+	}
+	defer syscall.Close(fd)
+	for {
+		n, err := syscall.Read(fd, buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		return n, err == nil && n > 0
+	}
 }
 
 // parseStat parses a /proc/<pid>/stat line: "pid (comm) state ppid ... utime stime cutime cstime ... rss ...".
@@ -167,13 +187,8 @@ func (p *Procs) Usage(postmasterPID int) Usage {
 
 // readPSS reads the Pss line of /proc/<pid>/smaps_rollup (Linux 4.14 and later), in bytes.
 func readPSS(pid int, buf []byte) (int64, bool) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
-	if err != nil {
-		return 0, false
-	}
-	n, err := io.ReadFull(f, buf)
-	f.Close()
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+	n, ok := readProcFile("/proc/"+strconv.Itoa(pid)+"/smaps_rollup", buf)
+	if !ok {
 		return 0, false
 	}
 	b := buf[:n]
