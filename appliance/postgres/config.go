@@ -171,6 +171,13 @@ func settingsFile(s Settings) ([]byte, error) {
 	fmt.Fprintf(&b, "idle_in_transaction_session_timeout = %d\n", millis(s.IdleInTransactionSessionTimeout))
 	fmt.Fprintf(&b, "shared_preload_libraries = %s\n", confQuote(strings.Join(s.SharedPreloadLibraries, ",")))
 	fmt.Fprintf(&b, "archive_command = %s\n", confQuote(s.ArchiveCommand))
+	if slices.Contains(s.SharedPreloadLibraries, "pg_qualstats") {
+		// pg_qualstats samples 1/max_connections of the statements by default (1% at 100): a predicate is
+		// seen after ~300 executions (95%), so the index advisor stays empty for the queries a developer
+		// looks at. A tenth sees it after ~30; measured cost: ~0.4 µs per statement on average (3.7 µs per
+		// sampled one), and a tenth of the exclusive locks on its shared table. Sessions may set it to 1.
+		b.WriteString("pg_qualstats.sample_rate = 0.1\n")
+	}
 	return []byte(b.String()), nil
 }
 

@@ -1,0 +1,79 @@
+package pgstat_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/pgstat"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/postgres/pgtest"
+)
+
+// testCounters: the counters move with the tenant's work; a lock wait shows as a blocked, slow query and
+// an old transaction. The tenant's overloads of built-in functions never run on the admin session.
+func testCounters(t *testing.T, s *pgtest.Server) {
+	ctx := context.Background()
+	db, role, tenant := s.Tenant(t)
+	var adminNotices notices
+	admin := s.Connect(t, adminNotices.record(s.AdminConfig(t, db)))
+	mustExec(t, admin, "CREATE EXTENSION pg_stat_statements")
+	mustExec(t, tenant, overloadsSQL)
+
+	c1, err := pgstat.ReadCounters(ctx, admin, postgres.AdminRole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c1.ConnectionLimit != 97 || c1.Connections < 1 || c1.DatabaseSizeBytes < 1<<20 || c1.At.Before(c1.PostmasterStart) {
+		t.Errorf("first reading: %+v", c1)
+	}
+	mustExec(t, tenant, "CREATE TABLE t (id int PRIMARY KEY, v text)")
+	mustExec(t, tenant, "INSERT INTO t SELECT g, 'x' FROM generate_series(1, 100) g")
+	mustExec(t, tenant, "BEGIN")
+	mustExec(t, tenant, "INSERT INTO t VALUES (1000, 'rolled back')")
+	mustExec(t, tenant, "ROLLBACK")
+	mustExec(t, tenant, "UPDATE t SET v = 'y' WHERE id <= 10")
+	mustExec(t, tenant, "DELETE FROM t WHERE id > 90")
+	mustExec(t, tenant, "SELECT count(*) FROM t")
+	mustExec(t, tenant, "SELECT pg_stat_force_next_flush()") // else a backend reports its statistics once a second at most
+	var c2 *pgstat.Counters
+	pgtest.WaitFor(t, 20*time.Second, func() (bool, string) {
+		if c2, err = pgstat.ReadCounters(ctx, admin, postgres.AdminRole); err != nil {
+			t.Fatal(err)
+		}
+		return c2.XactCommit > c1.XactCommit && c2.XactRollback > c1.XactRollback &&
+			c2.TupInserted >= c1.TupInserted+100 && c2.TupUpdated >= c1.TupUpdated+10 && c2.TupDeleted >= c1.TupDeleted+10 &&
+			c2.TupReturned+c2.TupFetched > c1.TupReturned+c1.TupFetched && c2.BlksHit+c2.BlksRead > c1.BlksHit+c1.BlksRead &&
+			c2.Calls >= c1.Calls+7 && c2.ExecTimeMS > c1.ExecTimeMS, fmt.Sprintf("before %+v, after %+v", c1, c2)
+	})
+	if !c2.PostmasterStart.Equal(c1.PostmasterStart) || !c2.At.After(c1.At) {
+		t.Errorf("without a restart: %+v then %+v", c1, c2)
+	}
+
+	// A session holding a lock in a transaction, another waiting for it.
+	locker := s.Connect(t, s.TenantConfig(t, db, role))
+	waiter := s.Connect(t, s.TenantConfig(t, db, role))
+	mustExec(t, locker, "BEGIN")
+	mustExec(t, locker, "LOCK TABLE t IN ACCESS EXCLUSIVE MODE")
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiter.Exec(ctx, "SELECT count(*) FROM t")
+		done <- err
+	}()
+	var c3 *pgstat.Counters
+	pgtest.WaitFor(t, 20*time.Second, func() (bool, string) {
+		if c3, err = pgstat.ReadCounters(ctx, admin, postgres.AdminRole); err != nil {
+			t.Fatal(err)
+		}
+		return c3.BlockedQueries >= 1 && c3.SlowQueries >= 1 && c3.ActiveQueries >= 2 && c3.Connections >= 3 &&
+			c3.OldestXactSeconds > pgstat.SlowQueryThreshold.Seconds(), fmt.Sprintf("%+v", c3)
+	})
+	mustExec(t, locker, "COMMIT")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := adminNotices.containing("runs as"); len(n) > 0 {
+		t.Errorf("the tenant's functions ran on the admin session: %q", n)
+	}
+}

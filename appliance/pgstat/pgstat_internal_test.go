@@ -1,0 +1,51 @@
+package pgstat
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestParseStat(t *testing.T) {
+	// comm may hold spaces and parentheses; fields: state ppid ... utime(14) stime(15) cutime(16) cstime(17) ... rss(24).
+	line := "4242 (postgres: a) (b) S 4200 4242 4242 0 -1 4194560 3000 0 0 0 120 30 7 3 20 0 1 0 12345 222707712 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+	s, ok := parseStat([]byte(line))
+	if !ok || s.ppid != 4200 || s.ticks != 160 || s.rss != 2048 {
+		t.Errorf("parseStat: %+v %v", s, ok)
+	}
+	if _, ok := parseStat([]byte("4242 (cut) S 1 2 3")); ok {
+		t.Error("parseStat accepted a truncated line")
+	}
+}
+
+func TestParseIndexDDL(t *testing.T) {
+	for _, tc := range []struct {
+		ddl, table, method, columns string
+	}{
+		{"CREATE INDEX ON public.orders USING btree (customer_id)", "public.orders", "btree", "[customer_id]"},
+		{`CREATE INDEX ON "My Schema"."Odd ""table""" USING hash ("Col", b text_pattern_ops)`, `"My Schema"."Odd ""table"""`, "hash", `[Col b]`},
+		{"CREATE INDEX ON orders USING gist (geom)", "orders", "gist", "[geom]"},
+	} {
+		d, err := parseIndexDDL(tc.ddl)
+		if err != nil || d.table != tc.table || d.method != tc.method || fmt.Sprint(d.columns) != tc.columns {
+			t.Errorf("parseIndexDDL(%q) = %+v, %v", tc.ddl, d, err)
+		}
+	}
+	for _, bad := range []string{"", "CREATE INDEX ON t USING btree", "CREATE INDEX ON t USING btree (a", "DROP TABLE t", `CREATE INDEX ON "t USING btree (a)`, "CREATE INDEX ON t USING btree (a) x"} {
+		if d, err := parseIndexDDL(bad); err == nil {
+			t.Errorf("parseIndexDDL(%q) = %+v", bad, d)
+		}
+	}
+}
+
+func TestQueryHash(t *testing.T) {
+	h := QueryHash("app", "SELECT * FROM t WHERE a = $1")
+	if len(h) != 32 || h != QueryHash("app", "SELECT *\n\tFROM t  WHERE a = $1 ") {
+		t.Errorf("hash %q, or white space matters", h)
+	}
+	if h == QueryHash("other", "SELECT * FROM t WHERE a = $1") || h == QueryHash("app", "SELECT * FROM t WHERE b = $1") {
+		t.Error("the database or the text does not matter")
+	}
+	if QueryHash("ab", "c") == QueryHash("a", "bc") {
+		t.Error("database and text run together")
+	}
+}

@@ -1,0 +1,96 @@
+package pgstat
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// StatementTotals are the cumulative totals of one statement (its pg_stat_statements rows summed), for
+// the top-queries history: the caller keeps readings and computes the calls and time of a window from the
+// differences.
+type StatementTotals struct {
+	Hash        string  `json:"query_hash"` // QueryHash of the database and Query
+	Query       string  `json:"query"`      // pg_stat_statements' text (constants replaced by $1, $2, ...)
+	Calls       int64   `json:"calls"`
+	Rows        int64   `json:"rows"`
+	TotalExecMS float64 `json:"total_exec_ms"`
+}
+
+const statementsSQL = `SELECT s.query, s.calls, s.rows, s.total_exec_time
+FROM %s.pg_stat_statements s
+WHERE s.dbid = ` + currentDatabaseOID + ` AND s.userid <> ` + adminRoleOID + ` AND s.calls > 0 AND s.query IS NOT NULL`
+
+// ReadStatements reads the pg_stat_statements totals of the database admin is connected to, which must be
+// database: the statements of all users but adminRole, that were executed at least once. Statements of
+// the same text (several users, or the same text naming a table dropped and created again) are summed
+// under one hash. available is false, with no error, when pg_stat_statements is not installed in the
+// database (or its library is not preloaded). Sorted by total execution time, longest first.
+func ReadStatements(ctx context.Context, admin *pgx.Conn, database, adminRole string) (stmts []StatementTotals, available bool, err error) {
+	var current string
+	var schema *string
+	if err := queryAdminRow(ctx, admin, "SELECT current_database()::text, ("+pgssSchemaSQL+")", nil, &current, &schema); err != nil {
+		return nil, false, fmt.Errorf("read statements of %s: %w", database, err)
+	}
+	if current != database {
+		return nil, false, fmt.Errorf("read statements of %s: the session is connected to %s", database, current)
+	}
+	if schema == nil {
+		return []StatementTotals{}, false, nil
+	}
+
+	b := adminBatch()
+	b.Queue(fmt.Sprintf(statementsSQL, ident(*schema)), adminRole)
+	br, err := sendAdmin(ctx, admin, b)
+	if err != nil {
+		return nil, false, fmt.Errorf("read statements of %s: %w", database, err)
+	}
+	defer br.Close()
+	rows, _ := br.Query()
+	byHash := map[string]*StatementTotals{}
+	var query string
+	var calls, nrows int64
+	var total float64
+	_, err = pgx.ForEachRow(rows, []any{&query, &calls, &nrows, &total}, func() error {
+		h := QueryHash(database, query)
+		st := byHash[h]
+		if st == nil {
+			st = &StatementTotals{Hash: h, Query: query}
+			byHash[h] = st
+		}
+		st.Calls += calls
+		st.Rows += nrows
+		st.TotalExecMS += total
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("read statements of %s: %w", database, err)
+	}
+	stmts = make([]StatementTotals, 0, len(byHash))
+	for _, st := range byHash {
+		stmts = append(stmts, *st)
+	}
+	slices.SortFunc(stmts, func(a, b StatementTotals) int {
+		return cmp.Or(cmp.Compare(b.TotalExecMS, a.TotalExecMS), strings.Compare(a.Hash, b.Hash))
+	})
+	return stmts, true, nil
+}
+
+// QueryHash is a statement's stable identity: 32 lowercase hex characters, the first 16 bytes of the
+// SHA-256 of the database name, a NUL and the statement's normalised text (pg_stat_statements' text,
+// runs of white space made one space, trimmed). Unlike pg_stat_statements' queryid, which is computed from
+// the OIDs of the objects it names, it depends on nothing but the text: the same statement has the same
+// hash after a restart, a statistics reset, or a table dropped and created again.
+func QueryHash(database, query string) string {
+	h := sha256.New()
+	h.Write([]byte(database))
+	h.Write([]byte{0})
+	h.Write([]byte(strings.Join(strings.Fields(query), " ")))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
