@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -85,8 +86,8 @@ func TestRestart(t *testing.T) {
 	db, role, tenant := s.Tenant(t)
 	admin := s.Admin(t, db)
 
-	if stmts, ok, err := pgstat.ReadStatements(ctx, admin, db, postgres.AdminRole); err != nil || ok || stmts == nil || len(stmts) != 0 {
-		t.Errorf("without pg_stat_statements: %v %v %v", stmts, ok, err)
+	if st, err := pgstat.ReadStatements(ctx, admin, db, postgres.AdminRole); err != nil || st.Available || st.Totals == nil || len(st.Totals) != 0 {
+		t.Errorf("without pg_stat_statements: %+v %v", st, err)
 	}
 	c1, err := pgstat.ReadCounters(ctx, admin, postgres.AdminRole)
 	if err != nil {
@@ -98,12 +99,15 @@ func TestRestart(t *testing.T) {
 	mustExec(t, admin, "CREATE EXTENSION pg_stat_statements")
 	mustExec(t, tenant, "SELECT count(*) FROM pg_class WHERE relname = 'pg_proc'")
 	mustExec(t, admin, "SELECT relname AS admin_marker FROM pg_class WHERE relname = 'pg_type'")
+	var reset time.Time // of the last reading
 	tenantStatement := func(admin *pgx.Conn) pgstat.StatementTotals {
 		t.Helper()
-		stmts, ok, err := pgstat.ReadStatements(ctx, admin, db, postgres.AdminRole)
-		if err != nil || !ok {
-			t.Fatalf("read statements: %v, %v", ok, err)
+		read, err := pgstat.ReadStatements(ctx, admin, db, postgres.AdminRole)
+		if err != nil || !read.Available || read.Reset.IsZero() {
+			t.Fatalf("read statements: %+v, %v", read, err)
 		}
+		stmts := read.Totals
+		reset = read.Reset
 		var found []pgstat.StatementTotals
 		for _, st := range stmts {
 			if strings.Contains(st.Query, "admin_marker") {
@@ -122,10 +126,11 @@ func TestRestart(t *testing.T) {
 		return found[0]
 	}
 	st1 := tenantStatement(admin)
+	reset1 := reset
 	if st1.Calls != 1 || st1.Rows != 1 || st1.TotalExecMS <= 0 {
 		t.Errorf("the tenant's statement: %+v", st1)
 	}
-	if _, _, err := pgstat.ReadStatements(ctx, admin, "postgres", postgres.AdminRole); err == nil {
+	if _, err := pgstat.ReadStatements(ctx, admin, "postgres", postgres.AdminRole); err == nil {
 		t.Error("ReadStatements of another database than the session's")
 	}
 
@@ -140,13 +145,13 @@ func TestRestart(t *testing.T) {
 		t.Errorf("postmaster start %v, then after a restart %v", c1.PostmasterStart, c2.PostmasterStart)
 	}
 	mustExec(t, tenant, "SELECT  count(*)  FROM pg_class\n WHERE relname = 'pg_am'")
-	if st2 := tenantStatement(admin); st2.Hash != st1.Hash || st2.Calls != 2 {
-		t.Errorf("after a restart: %+v, before %+v", st2, st1)
+	if st2 := tenantStatement(admin); st2.Hash != st1.Hash || st2.Calls != 2 || !reset.Equal(reset1) {
+		t.Errorf("after a restart: %+v (reset %v), before %+v (reset %v)", st2, reset, st1, reset1)
 	}
 
 	mustExec(t, admin, "SELECT pg_stat_statements_reset()")
 	mustExec(t, tenant, "SELECT count(*)\n\tFROM pg_class    WHERE relname = 'pg_am'")
-	if st3 := tenantStatement(admin); st3.Hash != st1.Hash || st3.Calls != 1 || st3.Query == st1.Query {
-		t.Errorf("after a reset, written otherwise: %+v, before %+v", st3, st1)
+	if st3 := tenantStatement(admin); st3.Hash != st1.Hash || st3.Calls != 1 || st3.Query == st1.Query || !reset.After(reset1) {
+		t.Errorf("after a reset, written otherwise: %+v (reset %v), before %+v (reset %v)", st3, reset, st1, reset1)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -27,31 +28,50 @@ const statementsSQL = `SELECT s.query, s.calls, s.rows, s.total_exec_time
 FROM %s.pg_stat_statements s
 WHERE s.dbid = ` + currentDatabaseOID + ` AND s.userid <> ` + adminRoleOID + ` AND s.calls > 0 AND s.query IS NOT NULL`
 
+// Statements is one reading of a database's pg_stat_statements.
+type Statements struct {
+	// Available is false when pg_stat_statements is not installed in the database (or its library is not
+	// preloaded); Totals is then empty.
+	Available bool
+	// Reset is pg_stat_statements_info.stats_reset: it moves when the statistics are reset, and when the
+	// server comes back from a crash (the statistics are saved only by a clean shutdown), so a caller
+	// comparing readings knows when counts started again from zero.
+	Reset time.Time
+	// Totals are sorted by total execution time, longest first; never nil.
+	Totals []StatementTotals
+}
+
 // ReadStatements reads the pg_stat_statements totals of the database admin is connected to, which must be
 // database: the statements of all users but adminRole, that were executed at least once. Statements of
 // the same text (several users, or the same text naming a table dropped and created again) are summed
-// under one hash. available is false, with no error, when pg_stat_statements is not installed in the
-// database (or its library is not preloaded). Sorted by total execution time, longest first.
-func ReadStatements(ctx context.Context, admin *pgx.Conn, database, adminRole string) (stmts []StatementTotals, available bool, err error) {
+// under one hash.
+func ReadStatements(ctx context.Context, admin *pgx.Conn, database, adminRole string) (*Statements, error) {
 	var current string
 	var schema *string
 	if err := queryAdminRow(ctx, admin, "SELECT current_database()::text, ("+pgssSchemaSQL+")", nil, &current, &schema); err != nil {
-		return nil, false, fmt.Errorf("read statements of %s: %w", database, err)
+		return nil, fmt.Errorf("read statements of %s: %w", database, err)
 	}
 	if current != database {
-		return nil, false, fmt.Errorf("read statements of %s: the session is connected to %s", database, current)
+		return nil, fmt.Errorf("read statements of %s: the session is connected to %s", database, current)
 	}
+	out := &Statements{Totals: []StatementTotals{}}
 	if schema == nil {
-		return []StatementTotals{}, false, nil
+		return out, nil
 	}
+	out.Available = true
 
 	b := adminBatch()
+	b.Queue(fmt.Sprintf("SELECT stats_reset FROM %s.pg_stat_statements_info", ident(*schema)))
 	b.Queue(fmt.Sprintf(statementsSQL, ident(*schema)), adminRole)
 	br, err := sendAdmin(ctx, admin, b)
 	if err != nil {
-		return nil, false, fmt.Errorf("read statements of %s: %w", database, err)
+		return nil, fmt.Errorf("read statements of %s: %w", database, err)
 	}
 	defer br.Close()
+	if err := br.QueryRow().Scan(&out.Reset); err != nil {
+		return nil, fmt.Errorf("read statements of %s: stats_reset: %w", database, err)
+	}
+	out.Reset = out.Reset.UTC()
 	rows, _ := br.Query()
 	byHash := map[string]*StatementTotals{}
 	var query string
@@ -70,16 +90,15 @@ func ReadStatements(ctx context.Context, admin *pgx.Conn, database, adminRole st
 		return nil
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("read statements of %s: %w", database, err)
+		return nil, fmt.Errorf("read statements of %s: %w", database, err)
 	}
-	stmts = make([]StatementTotals, 0, len(byHash))
 	for _, st := range byHash {
-		stmts = append(stmts, *st)
+		out.Totals = append(out.Totals, *st)
 	}
-	slices.SortFunc(stmts, func(a, b StatementTotals) int {
+	slices.SortFunc(out.Totals, func(a, b StatementTotals) int {
 		return cmp.Or(cmp.Compare(b.TotalExecMS, a.TotalExecMS), strings.Compare(a.Hash, b.Hash))
 	})
-	return stmts, true, nil
+	return out, nil
 }
 
 // QueryHash is a statement's stable identity: 32 lowercase hex characters, the first 16 bytes of the
