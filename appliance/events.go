@@ -43,6 +43,8 @@ var EventTypes = []EventType{
 	{"ephemeral.claimed", "an ephemeral database was claimed into an organization: it is a normal project now", "{project}"},
 	{"kv.ready", "a key-value store's server runs: it accepts its token", "{job}"},
 	{"kv.deleted", "a key-value store's deletion completed: its server and data are gone", "{job}"},
+	{"alert.triggered", "an observability alert was raised on a project (storage or connections near the limit, a long-open transaction, a failed backup)", "{alert}"},
+	{"alert.resolved", "an alert's condition cleared (resolved_at set)", "{alert}"},
 	{"webhook.test", "POST .../webhook-endpoints/{endpointID}/test: sent to that endpoint only, whatever its event_types (never in the log or a stream)", "{webhook_endpoint_id, organization_id}"},
 	{"webhook_endpoint.disabled", "a webhook endpoint was disabled: through the API, on a 410 Gone, or after failing for 5 days (organization event: on no project stream)", "{webhook_endpoint, reason}"},
 }
@@ -90,6 +92,10 @@ func (s *Service) jobEnded(tx *store.Tx, j *store.Job) error {
 		typ = "job.failed"
 	}
 	if err := s.appendEvent(tx, typ, j.OrganizationID, j.ProjectID, data); err != nil {
+		return err
+	}
+	s.jobEndedMetric(j)
+	if err := s.backupAlert(tx, j); err != nil {
 		return err
 	}
 	if extra, ok := jobEvents[j.Type]; ok && j.State == scheduler.StateCompleted {

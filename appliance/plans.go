@@ -10,15 +10,19 @@ type Plan struct {
 	KVMemoryMB        int    `json:"kv_memory_mb"`
 	PreviewsLimit     int    `json:"previews_limit"` // preview databases per project
 	AIUsesPerMonth    int    `json:"ai_uses_per_month"`
+	// MemoryBytes and CPUCores are what the plan's server is sized for: the observability history shows
+	// them as the quota lines beside the measured use (the appliance does not enforce them: no cgroups).
+	MemoryBytes int64   `json:"memory_bytes"`
+	CPUCores    float64 `json:"cpu_cores"`
 }
 
 const gib = int64(1) << 30
 
 // Plans are the project plans, smallest first.
 var Plans = []Plan{
-	{Name: "free", MaxConnections: 20, StorageLimitBytes: 1 * gib, KVMemoryMB: 32, PreviewsLimit: 2, AIUsesPerMonth: 100},
-	{Name: "pro", MaxConnections: 100, StorageLimitBytes: 10 * gib, KVMemoryMB: 256, PreviewsLimit: 10, AIUsesPerMonth: 1000},
-	{Name: "scale", MaxConnections: 300, StorageLimitBytes: 50 * gib, KVMemoryMB: 1024, PreviewsLimit: 25, AIUsesPerMonth: 5000},
+	{Name: "free", MaxConnections: 20, StorageLimitBytes: 1 * gib, KVMemoryMB: 32, PreviewsLimit: 2, AIUsesPerMonth: 100, MemoryBytes: 512 << 20, CPUCores: 0.5},
+	{Name: "pro", MaxConnections: 100, StorageLimitBytes: 10 * gib, KVMemoryMB: 256, PreviewsLimit: 10, AIUsesPerMonth: 1000, MemoryBytes: 4 * gib, CPUCores: 2},
+	{Name: "scale", MaxConnections: 300, StorageLimitBytes: 50 * gib, KVMemoryMB: 1024, PreviewsLimit: 25, AIUsesPerMonth: 5000, MemoryBytes: 16 * gib, CPUCores: 4},
 }
 
 // DefaultPlan is the plan of a new project.

@@ -36,6 +36,9 @@ type Config struct {
 	Outbound *outbound.Policy
 	// NetworkExtensions offers dblink and postgres_fdw (the operator's --allow-network-extensions).
 	NetworkExtensions bool
+	// LogArchiveDays keeps the servers' rotated logs compressed this many days (up --log-archive-days; 0:
+	// off, logs are kept LogRetention and the logs window is at most 168 hours).
+	LogArchiveDays int
 }
 
 // Notifier is poked after jobs are enqueued so the runner claims them at once.
@@ -71,6 +74,10 @@ type Service struct {
 	ephemeralRate perKeyRate
 	// studio runs the SQL console and the table editor (studio.go).
 	studio studioState
+	// sampler keeps the observability sampler's connections and its last sweep (sampler.go).
+	sampler samplerState
+	// metrics counts job ends and webhook attempts for /metrics (metrics.go).
+	metrics serviceMetrics
 }
 
 // New returns a service; jobs may be nil until the runner exists (SetNotifier).

@@ -830,6 +830,7 @@ func (s *Service) attemptError(res webhook.Result) string {
 // so running it again after a batch's rollback records the attempt once.
 func (s *Service) recordAttempt(deliveryID string, res webhook.Result) error {
 	now := s.now()
+	s.webhookAttemptMetric(res.OK(), res.Duration)
 	return s.db.Batch(func(tx *store.Tx) error {
 		d, err := store.WebhookDeliveries.Get(tx, deliveryID)
 		if errors.Is(err, store.ErrNotFound) {

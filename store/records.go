@@ -685,6 +685,8 @@ type ObservabilityState struct {
 	ReadAt       time.Time       `json:"read_at"`       // when it was read (the appliance's clock)
 	Statements   json.RawMessage `json:"statements"`    // the last pg_stat_statements totals by query hash
 	StatementsAt time.Time       `json:"statements_at"` // when they were read
+	// StatementsReset is pg_stat_statements' stats_reset at that reading (it moves on a reset and a crash).
+	StatementsReset time.Time `json:"statements_reset"`
 }
 
 // StatementText is the text of a statement the top-queries snapshots saw, by project and query hash (ID

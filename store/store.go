@@ -302,3 +302,14 @@ func (tx *Tx) OnCommit(fn func()) { tx.tx.OnCommit(fn) }
 func (db *DB) Batch(fn func(*Tx) error) error {
 	return db.bolt.Batch(func(tx *bolt.Tx) error { return fn(&Tx{tx}) })
 }
+
+// Count returns how many records are filed under key in ix (without decoding them).
+func (t *Table[T]) Count(tx *Tx, ix *Index[T], key string) (int, error) {
+	c := tx.tx.Bucket(ix.bucket).Cursor()
+	prefix := []byte(key + sep)
+	n := 0
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		n++
+	}
+	return n, nil
+}

@@ -1,0 +1,279 @@
+package appliance
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// Alert kinds and the thresholds that raise them (docs/api-decisions.md "Observability"). An alert is
+// raised once when its condition holds at a sample, keeps its observed value and severity current while
+// it holds, and resolves by itself at the first sample where it does not.
+const (
+	AlertStorage         = "storage"          // the database's size against the plan's storage limit
+	AlertConnections     = "connections"      // client connections against the server's limit
+	AlertLongTransaction = "long_transaction" // a client transaction open for a long time (holds back vacuum)
+	AlertBackupFailed    = "backup_failed"    // the project's latest backup failed (resolved by the next that completes)
+
+	SeverityWarning  = "warning"
+	SeverityCritical = "critical"
+
+	// AlertWarnShare and AlertCriticalShare of a limit raise storage and connection alerts.
+	AlertWarnShare     = 0.80
+	AlertCriticalShare = 0.95
+	// LongTransactionWarn and LongTransactionCritical: how long a transaction may stay open.
+	LongTransactionWarn     = 5 * time.Minute
+	LongTransactionCritical = time.Hour
+	// AlertListWindow: resolved alerts are listed this long after they resolved.
+	AlertListWindow = 7 * 24 * time.Hour
+)
+
+// ProjectAlert is the API's view of an alert (the spec's Project alert, with its message).
+type ProjectAlert struct {
+	ID             string     `json:"id"`
+	ProjectID      string     `json:"project_id"`
+	Kind           string     `json:"kind" doc:"storage, connections, long_transaction or backup_failed"`
+	Severity       string     `json:"severity" doc:"warning or critical"`
+	Message        string     `json:"message"`
+	LimitValue     float64    `json:"limit_value" doc:"storage: bytes; connections: sessions; long_transaction: seconds; backup_failed: 0"`
+	ObservedValue  float64    `json:"observed_value"`
+	TriggeredAt    time.Time  `json:"triggered_at"`
+	AcknowledgedAt *time.Time `json:"acknowledged_at"`
+	ResolvedAt     *time.Time `json:"resolved_at"`
+	LastNotifiedAt *time.Time `json:"last_notified_at" doc:"when the alert.triggered event was appended (webhooks carry it)"`
+}
+
+func alertView(a *store.ProjectAlert) *ProjectAlert {
+	return &ProjectAlert{ID: a.ID, ProjectID: a.ProjectID, Kind: a.Kind, Severity: a.Severity, Message: a.Message,
+		LimitValue: a.LimitValue, ObservedValue: a.ObservedValue, TriggeredAt: a.TriggeredAt,
+		AcknowledgedAt: a.AcknowledgedAt, ResolvedAt: a.ResolvedAt, LastNotifiedAt: a.LastNotifiedAt}
+}
+
+// AlertList is GET .../alerts.
+type AlertList struct {
+	Alerts []*ProjectAlert `json:"alerts"`
+}
+
+// AlertResponse is POST .../alerts/{alertID}/acknowledge.
+type AlertResponse struct {
+	Alert *ProjectAlert `json:"alert"`
+}
+
+// AlertEvent is the data of alert.triggered and alert.resolved.
+type AlertEvent struct {
+	Alert *ProjectAlert `json:"alert"`
+}
+
+// alertCondition is one kind's verdict at a sample: raised (with its severity and values) or clear.
+type alertCondition struct {
+	kind, severity, message string
+	observed, limit         float64
+	raised                  bool
+}
+
+// alertInput is what a sample knows for the alerts.
+func (t *sampleTarget) alertInput() []alertCondition {
+	c := t.cur.Counters
+	share := func(kind, what string, observed, limit int64, format func(int64) string) alertCondition {
+		a := alertCondition{kind: kind, observed: float64(observed), limit: float64(limit)}
+		if limit <= 0 {
+			return a
+		}
+		r := float64(observed) / float64(limit)
+		switch {
+		case r >= AlertCriticalShare:
+			a.raised, a.severity = true, SeverityCritical
+		case r >= AlertWarnShare:
+			a.raised, a.severity = true, SeverityWarning
+		}
+		a.message = fmt.Sprintf("%s at %.0f%% of the limit (%s of %s)", what, r*100, format(observed), format(limit))
+		return a
+	}
+	long := alertCondition{kind: AlertLongTransaction, observed: c.OldestXactSeconds, limit: LongTransactionWarn.Seconds()}
+	if d := time.Duration(c.OldestXactSeconds * float64(time.Second)); d >= LongTransactionWarn {
+		long.raised, long.severity = true, SeverityWarning
+		if d >= LongTransactionCritical {
+			long.severity = SeverityCritical
+		}
+		long.message = fmt.Sprintf("a transaction has been open for %s (it holds back vacuum and may hold locks)", d.Round(time.Second))
+	}
+	return []alertCondition{
+		share(AlertStorage, "storage", c.DatabaseSizeBytes, t.prj.StorageLimitBytes, FormatBytes),
+		share(AlertConnections, "connections", c.Connections, c.ConnectionLimit, func(n int64) string { return fmt.Sprint(n) }),
+		long,
+	}
+}
+
+// FormatBytes writes a size in binary units: 0 B, 512 B, 1.5 KiB, 10.0 GiB.
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// evaluateAlerts applies a sample's verdicts to the project's open alerts inside tx: a condition that
+// holds with no open alert of its kind raises one (and appends alert.triggered); one that clears
+// resolves it (alert.resolved). It returns how many alerts it raised or resolved.
+func (s *Service) evaluateAlerts(tx *store.Tx, prj *store.Project, conds []alertCondition, now time.Time) (int, error) {
+	open, err := openAlerts(tx, prj.ID)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range conds {
+		changed, err := s.applyAlert(tx, prj, open[c.kind], c, now)
+		if err != nil {
+			return n, err
+		}
+		if changed {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// openAlerts are the project's unresolved alerts by kind.
+func openAlerts(tx *store.Tx, projectID string) (map[string]*store.ProjectAlert, error) {
+	all, err := store.ProjectAlerts.Lookup(tx, store.ProjectAlertsByProject, projectID, store.Query{})
+	if err != nil {
+		return nil, err
+	}
+	open := map[string]*store.ProjectAlert{}
+	for _, a := range all {
+		if a.ResolvedAt == nil {
+			open[a.Kind] = a
+		}
+	}
+	return open, nil
+}
+
+// applyAlert raises, updates or resolves one alert; it reports whether it raised or resolved.
+func (s *Service) applyAlert(tx *store.Tx, prj *store.Project, a *store.ProjectAlert, c alertCondition, now time.Time) (bool, error) {
+	switch {
+	case c.raised && a == nil:
+		a = &store.ProjectAlert{ID: ids.New("alr"), ProjectID: prj.ID, OrganizationID: prj.OrganizationID, Kind: c.kind,
+			Severity: c.severity, Message: c.message, LimitValue: c.limit, ObservedValue: c.observed, TriggeredAt: now, LastNotifiedAt: &now}
+		if err := store.ProjectAlerts.Put(tx, a); err != nil {
+			return false, err
+		}
+		return true, s.appendEvent(tx, "alert.triggered", prj.OrganizationID, prj.ID, AlertEvent{Alert: alertView(a)})
+	case c.raised:
+		if a.Severity == c.severity && a.ObservedValue == c.observed && a.LimitValue == c.limit && a.Message == c.message {
+			return false, nil
+		}
+		a.Severity, a.ObservedValue, a.LimitValue, a.Message = c.severity, c.observed, c.limit, c.message
+		return false, store.ProjectAlerts.Put(tx, a)
+	case a != nil:
+		a.ResolvedAt = &now
+		a.ObservedValue = c.observed
+		if err := store.ProjectAlerts.Put(tx, a); err != nil {
+			return false, err
+		}
+		return true, s.appendEvent(tx, "alert.resolved", prj.OrganizationID, prj.ID, AlertEvent{Alert: alertView(a)})
+	}
+	return false, nil
+}
+
+// backupAlert raises backup_failed when a backup job fails and resolves it when one completes (the job
+// end hook calls it in the transaction that records the job's end).
+func (s *Service) backupAlert(tx *store.Tx, j *store.Job) error {
+	if j.Type != JobBackupCreate || j.ProjectID == "" {
+		return nil
+	}
+	prj, err := store.Projects.Get(tx, j.ProjectID)
+	if err != nil {
+		return nil // the project is gone: nothing to tell
+	}
+	open, err := openAlerts(tx, prj.ID)
+	if err != nil {
+		return err
+	}
+	c := alertCondition{kind: AlertBackupFailed}
+	if j.State == scheduler.StateFailed {
+		c.raised, c.severity, c.observed = true, SeverityWarning, 1
+		c.message = "the latest backup failed: " + firstLine(j.Error)
+		if a := open[AlertBackupFailed]; a != nil {
+			c.observed = a.ObservedValue + 1
+			c.message = fmt.Sprintf("the latest %d backups failed: %s", int(c.observed), firstLine(j.Error))
+		}
+	}
+	_, err = s.applyAlert(tx, prj, open[AlertBackupFailed], c, s.now())
+	return err
+}
+
+func firstLine(s string) string {
+	for i, r := range s {
+		if r == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// ListAlerts returns the project's open alerts and those resolved within AlertListWindow, newest first.
+func (s *Service) ListAlerts(ctx context.Context, p *Principal, projectID string) (*AlertList, error) {
+	out := &AlertList{Alerts: []*ProjectAlert{}}
+	now := s.now()
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		all, err := store.ProjectAlerts.Lookup(tx, store.ProjectAlertsByProject, prj.ID, store.Query{Newest: true})
+		if err != nil {
+			return Internal(err, "list alerts")
+		}
+		for _, a := range all {
+			if a.ResolvedAt == nil || now.Sub(*a.ResolvedAt) <= AlertListWindow {
+				out.Alerts = append(out.Alerts, alertView(a))
+			}
+		}
+		return nil
+	})
+	slices.SortStableFunc(out.Alerts, func(a, b *ProjectAlert) int { return b.TriggeredAt.Compare(a.TriggeredAt) })
+	return out, err
+}
+
+// AcknowledgeAlert records that someone has seen the alert (again: a no-op that keeps the first time).
+func (s *Service) AcknowledgeAlert(ctx context.Context, p *Principal, projectID, alertID string) (*AlertResponse, error) {
+	var out *ProjectAlert
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		a, err := store.ProjectAlerts.Get(tx, alertID)
+		if err != nil || a.ProjectID != prj.ID {
+			return NotFound("alert %s not found", alertID)
+		}
+		if a.AcknowledgedAt == nil {
+			now := s.now()
+			_, actor := p.Actor()
+			a.AcknowledgedAt, a.AcknowledgedBy = &now, actor
+			if err := store.ProjectAlerts.Put(tx, a); err != nil {
+				return err
+			}
+			if err := s.audit(tx, p, "project.alert.acknowledge", prj.OrganizationID, prj.ID, map[string]any{"alert_id": a.ID, "kind": a.Kind}); err != nil {
+				return err
+			}
+		}
+		out = alertView(a)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &AlertResponse{Alert: out}, nil
+}

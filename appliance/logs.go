@@ -1,0 +1,146 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/pglog"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/store"
+)
+
+// The logs API's bounds (the spec's Limits) and the servers' log retention.
+const (
+	LogsHoursMax        = 168 // without the archive
+	LogsHoursArchiveMax = 720 // with up --log-archive-days
+	LogsHoursDefault    = 1
+	LogsLimitMax        = 500
+	LogsLimitDefault    = 200
+	// LogRetention is how long a server's own log files are kept (a day more than the longest window
+	// without the archive); with the archive, rotated files are compressed and kept LogArchiveDays.
+	LogRetention = 8 * 24 * time.Hour
+)
+
+// LogsQuery is what GET .../logs and .../logs/stream ask for.
+type LogsQuery struct {
+	Hours    int    // 1..LogsHoursMax (LogsHoursArchiveMax with the archive); ignored with Cursor
+	Cursor   string // resume strictly after this entry
+	Severity string // comma-separated severities ("": all)
+	Limit    int    // 1..LogsLimitMax
+	Stream   bool   // the live tail: hours at most LogsHoursMax whatever the archive
+}
+
+// Logs is the logs resource: entries oldest first, and the cursor to resume after.
+type Logs struct {
+	Entries    []pglog.Entry `json:"entries"`
+	NextCursor string        `json:"next_cursor" doc:"pass as cursor to read what comes after the last entry (also when there were none)"`
+}
+
+// LogsResponse is GET .../logs.
+type LogsResponse struct {
+	Logs Logs `json:"logs"`
+}
+
+// logDirs are where an instance's logs are: the server's log directory and the archive beside its data
+// directory (outside it: a restore replaces the data directory, the archive stays).
+func (s *Service) logDirs(inst *store.Instance) pglog.Dirs {
+	d := pglog.Dirs{Live: (&postgres.Instance{Dir: inst.Dir}).LogDir()}
+	if s.cfg.LogArchiveDays > 0 {
+		d.Archive = filepath.Join(inst.Dir, "log-archive")
+	}
+	return d
+}
+
+// logQuery checks a logs query against the bounds and turns it into the reader's.
+func (s *Service) logQuery(q LogsQuery) (pglog.Query, error) {
+	maxHours := LogsHoursMax
+	if s.cfg.LogArchiveDays > 0 && !q.Stream {
+		maxHours = LogsHoursArchiveMax
+	}
+	if q.Hours < 1 || q.Hours > maxHours {
+		if !q.Stream && s.cfg.LogArchiveDays == 0 && q.Hours > LogsHoursMax && q.Hours <= LogsHoursArchiveMax {
+			return pglog.Query{}, Invalid("hours must be between 1 and %d (up to %d needs the log archive: up --log-archive-days)", LogsHoursMax, LogsHoursArchiveMax)
+		}
+		return pglog.Query{}, Invalid("hours must be between 1 and %d", maxHours)
+	}
+	if q.Limit < 1 || q.Limit > LogsLimitMax {
+		return pglog.Query{}, Invalid("limit must be between 1 and %d", LogsLimitMax)
+	}
+	sev, err := pglog.ParseSeverities(q.Severity)
+	if err != nil {
+		return pglog.Query{}, Invalid("severity: %v", err)
+	}
+	return pglog.Query{Since: s.now().Add(-time.Duration(q.Hours) * time.Hour), After: q.Cursor, Severities: sev,
+		Limit: q.Limit, ExcludeUsers: []string{adminUser}}, nil
+}
+
+// ReadLogs returns the project's server log entries: without a cursor the newest Limit of the window,
+// with one the oldest Limit after it (a reader paging forward misses nothing). The appliance's own
+// sessions' lines are left out; passwords in statements are masked.
+func (s *Service) ReadLogs(ctx context.Context, p *Principal, projectID string, q LogsQuery) (*LogsResponse, error) {
+	rq, err := s.logQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := s.projectInstance(p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	entries, next, err := pglog.Read(s.logDirs(inst), rq)
+	if errors.Is(err, pglog.ErrBadCursor) {
+		return nil, Invalid("cursor is not a cursor this API returned")
+	}
+	if err != nil {
+		return nil, Internal(err, "read the server's logs")
+	}
+	if entries == nil {
+		entries = []pglog.Entry{}
+	}
+	return &LogsResponse{Logs: Logs{Entries: entries, NextCursor: next}}, nil
+}
+
+// projectInstance is the visible project's current instance (404 for a project without one yet).
+func (s *Service) projectInstance(p *Principal, projectID string) (*store.Instance, error) {
+	var inst *store.Instance
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		if prj.PrimaryInstanceID == "" {
+			return Conflict("project %s has no server yet (it is %s)", prj.ID, prj.State)
+		}
+		if inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID); err != nil {
+			return Internal(err, "read the project's instance")
+		}
+		return nil
+	})
+	return inst, err
+}
+
+// MaintainLogs is the periodic housekeeping of every instance's logs: with the archive on, rotated files
+// are compressed into it and kept LogArchiveDays; the servers' own files are kept LogRetention.
+func (s *Service) MaintainLogs(ctx context.Context) (compressed, deleted int, err error) {
+	var insts []*store.Instance
+	if err := s.db.View(func(tx *store.Tx) (err error) {
+		insts, err = store.Instances.All(tx, func(i *store.Instance) bool { return i.State != "removed" && i.Dir != "" })
+		return err
+	}); err != nil {
+		return 0, 0, err
+	}
+	keepArchive := time.Duration(s.cfg.LogArchiveDays) * 24 * time.Hour
+	var errs []error
+	for _, inst := range insts {
+		if ctx.Err() != nil {
+			break
+		}
+		c, d, err := pglog.Maintain(s.logDirs(inst), s.now(), LogRetention, keepArchive)
+		compressed, deleted = compressed+c, deleted+d
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return compressed, deleted, errors.Join(errs...)
+}

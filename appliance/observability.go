@@ -1,0 +1,285 @@
+package appliance
+
+import (
+	"cmp"
+	"context"
+	"math"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/pgstat"
+	"github.com/theappliance/appliance/store"
+)
+
+// The observability windows (hours) and their defaults, as the spec bounds them.
+const (
+	HistoryHoursMax     = 720
+	HistoryHoursDefault = 24
+	QueriesHoursMax     = 168
+	QueriesHoursDefault = 24
+	// TopQueriesLimit is how many statements the top-queries listing ranks.
+	TopQueriesLimit = 50
+)
+
+// ObservabilitySnapshot is GET .../observability: what the project's server is doing now.
+type ObservabilitySnapshot struct {
+	ActiveQueries          []pgstat.ActiveQuery `json:"active_queries" doc:"client sessions that are not idle, longest running first (the appliance's own sessions left out)"`
+	Alerts                 []string             `json:"alerts" doc:"the messages of the alerts in force"`
+	ConnectionCount        int64                `json:"connection_count"`
+	ConnectionLimit        int64                `json:"connection_limit"`
+	ConnectionUsagePercent float64              `json:"connection_usage_percent"`
+	DatabaseSizeBytes      int64                `json:"database_size_bytes"`
+	StorageLimitBytes      int64                `json:"storage_limit_bytes"`
+	StorageUsagePercent    float64              `json:"storage_usage_percent"`
+	PGStatStatements       bool                 `json:"pg_stat_statements" doc:"pg_stat_statements is installed in the database (slow_queries and the top queries need it)"`
+	SlowQueries            []pgstat.Statement   `json:"slow_queries" doc:"the 10 statements with the highest mean execution time since the statistics were reset"`
+	SampledAt              time.Time            `json:"sampled_at"`
+}
+
+// ObservabilityResponse wraps the snapshot.
+type ObservabilityResponse struct {
+	Observability *ObservabilitySnapshot `json:"observability"`
+}
+
+// HistoryResponse is GET .../observability/history.
+type HistoryResponse struct {
+	Samples []ObservabilitySample `json:"samples"`
+}
+
+// TopQuery is one ranked statement of the top-queries window.
+type TopQuery struct {
+	QueryHash   string  `json:"query_hash"`
+	Query       string  `json:"query"`
+	Calls       int64   `json:"calls"`
+	Rows        int64   `json:"rows"`
+	MeanExecMS  float64 `json:"mean_exec_ms"`
+	TotalExecMS float64 `json:"total_exec_ms"`
+}
+
+// TopQueriesResponse is GET .../observability/queries.
+type TopQueriesResponse struct {
+	Queries []TopQuery `json:"queries"`
+}
+
+// QueryPoint is one snapshot of a statement in its detail.
+type QueryPoint struct {
+	CapturedAt  time.Time `json:"captured_at"`
+	Calls       int64     `json:"calls"`
+	Rows        int64     `json:"rows"`
+	TotalExecMS float64   `json:"total_exec_ms"`
+	MeanExecMS  float64   `json:"mean_exec_ms"`
+	CallsPerSec float64   `json:"calls_per_sec"`
+}
+
+// QueryDetail is GET .../observability/queries/{queryHash}.
+type QueryDetail struct {
+	QueryHash         string       `json:"query_hash"`
+	Query             string       `json:"query"`
+	WindowCalls       int64        `json:"window_calls"`
+	WindowRows        int64        `json:"window_rows"`
+	WindowTotalExecMS float64      `json:"window_total_exec_ms"`
+	WindowMeanExecMS  float64      `json:"window_mean_exec_ms"`
+	Points            []QueryPoint `json:"points" doc:"one per snapshot in the window (every 5 minutes), zero where the statement did not run"`
+}
+
+// QueryDetailResponse wraps the detail.
+type QueryDetailResponse struct {
+	Query *QueryDetail `json:"query"`
+}
+
+// Observability reads the live snapshot from the project's server (a short admin session).
+func (s *Service) Observability(ctx context.Context, p *Principal, projectID string) (*ObservabilityResponse, error) {
+	prj, inst, err := s.activeProject(p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := s.adminConn(ctx, inst, prj.DatabaseName)
+	if err != nil {
+		return nil, serverErr(err, "connect to the project's server")
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := untracked(ctx, conn); err != nil {
+		return nil, serverErr(err, "prepare the session")
+	}
+	snap, err := pgstat.TakeSnapshot(ctx, conn, adminUser)
+	if err != nil {
+		return nil, serverErr(err, "read the server's statistics")
+	}
+	out := &ObservabilitySnapshot{ActiveQueries: snap.ActiveQueries, Alerts: []string{}, ConnectionCount: snap.ConnectionCount,
+		ConnectionLimit: snap.ConnectionLimit, DatabaseSizeBytes: snap.DatabaseSizeBytes, StorageLimitBytes: prj.StorageLimitBytes,
+		PGStatStatements: snap.PGStatStatements, SlowQueries: snap.SlowQueries, SampledAt: s.now()}
+	if out.ConnectionLimit > 0 {
+		out.ConnectionUsagePercent = roundTo(100*float64(out.ConnectionCount)/float64(out.ConnectionLimit), 2)
+	}
+	if out.StorageLimitBytes > 0 {
+		out.StorageUsagePercent = roundTo(100*float64(out.DatabaseSizeBytes)/float64(out.StorageLimitBytes), 2)
+	}
+	err = s.db.View(func(tx *store.Tx) error {
+		open, err := openAlerts(tx, prj.ID)
+		for _, a := range open {
+			out.Alerts = append(out.Alerts, a.Message)
+		}
+		slices.Sort(out.Alerts)
+		return err
+	})
+	if err != nil {
+		return nil, Internal(err, "read alerts")
+	}
+	return &ObservabilityResponse{Observability: out}, nil
+}
+
+func roundTo(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}
+
+// History returns the project's samples of the trailing window, oldest first, downsampled to at most
+// MaxHistoryPoints.
+func (s *Service) History(ctx context.Context, p *Principal, projectID string, hours int) (*HistoryResponse, error) {
+	if hours < 1 || hours > HistoryHoursMax {
+		return nil, Invalid("hours must be between 1 and %d", HistoryHoursMax)
+	}
+	now := s.now()
+	var samples []ObservabilitySample
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		samples = make([]ObservabilitySample, 0, min(hours*60, 4096))
+		return store.ObservabilitySamples.Range(tx, prj.ID, now.Add(-time.Duration(hours)*time.Hour), now.Add(time.Nanosecond), func(at time.Time, v []byte) error {
+			x, err := decodeSample(at, v)
+			if err == nil {
+				samples = append(samples, x)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &HistoryResponse{Samples: downsample(samples, MaxHistoryPoints)}, nil
+}
+
+// queryHashPattern is the shape of a query hash.
+var queryHashPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// statementWindow walks the project's statement snapshots of the trailing window (want: one hash, or all).
+func (s *Service) statementWindow(p *Principal, projectID string, hours int, want string, fn func(tx *store.Tx, prj *store.Project, pt statementPoint) error) error {
+	if hours < 1 || hours > QueriesHoursMax {
+		return Invalid("hours must be between 1 and %d", QueriesHoursMax)
+	}
+	now := s.now()
+	return s.db.View(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		return store.StatementPoints.Range(tx, prj.ID, now.Add(-time.Duration(hours)*time.Hour), now.Add(time.Nanosecond), func(at time.Time, v []byte) error {
+			pt, err := decodeStatementPoint(at, v, want)
+			if err != nil {
+				return nil // a point that does not decode is skipped
+			}
+			return fn(tx, prj, pt)
+		})
+	})
+}
+
+// TopQueries ranks the statements by their total execution time within the window (the sum of the
+// snapshots' deltas), at most TopQueriesLimit.
+func (s *Service) TopQueries(ctx context.Context, p *Principal, projectID string, hours int) (*TopQueriesResponse, error) {
+	sums := map[string]*TopQuery{}
+	var prjID string
+	err := s.statementWindow(p, projectID, hours, "", func(tx *store.Tx, prj *store.Project, pt statementPoint) error {
+		prjID = prj.ID
+		for h, d := range pt.Deltas {
+			q := sums[h]
+			if q == nil {
+				q = &TopQuery{QueryHash: h}
+				sums[h] = q
+			}
+			q.Calls += d.Calls
+			q.Rows += d.Rows
+			q.TotalExecMS += d.ExecMS
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TopQuery, 0, len(sums))
+	for _, q := range sums {
+		out = append(out, *q)
+	}
+	slices.SortFunc(out, func(a, b TopQuery) int {
+		if a.TotalExecMS != b.TotalExecMS {
+			if a.TotalExecMS > b.TotalExecMS {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.QueryHash, b.QueryHash)
+	})
+	out = out[:min(len(out), TopQueriesLimit)]
+	err = s.db.View(func(tx *store.Tx) error {
+		for i := range out {
+			if t, err := store.StatementTexts.Get(tx, prjID+"/"+out[i].QueryHash); err == nil {
+				out[i].Query = t.Query
+			}
+			if out[i].Calls > 0 {
+				out[i].MeanExecMS = out[i].TotalExecMS / float64(out[i].Calls)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, Internal(err, "read statement texts")
+	}
+	return &TopQueriesResponse{Queries: out}, nil
+}
+
+// QueryDetail returns one statement's totals within the window and a point per snapshot.
+func (s *Service) QueryDetail(ctx context.Context, p *Principal, projectID, hash string, hours int) (*QueryDetailResponse, error) {
+	if !queryHashPattern.MatchString(hash) {
+		return nil, Invalid("queryHash must be 32 lowercase hexadecimal characters (a query_hash from the top queries)")
+	}
+	d := &QueryDetail{QueryHash: hash, Points: []QueryPoint{}}
+	err := s.statementWindow(p, projectID, hours, hash, func(tx *store.Tx, prj *store.Project, pt statementPoint) error {
+		if pt.Interval == 0 { // the baseline snapshot measured nothing
+			return nil
+		}
+		x := pt.Deltas[hash]
+		qp := QueryPoint{CapturedAt: pt.At, Calls: x.Calls, Rows: x.Rows, TotalExecMS: x.ExecMS, CallsPerSec: float64(x.Calls) / pt.Interval}
+		if x.Calls > 0 {
+			qp.MeanExecMS = x.ExecMS / float64(x.Calls)
+		}
+		d.Points = append(d.Points, qp)
+		d.WindowCalls += x.Calls
+		d.WindowRows += x.Rows
+		d.WindowTotalExecMS += x.ExecMS
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = s.db.View(func(tx *store.Tx) error {
+		prj, err := s.visibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		t, err := store.StatementTexts.Get(tx, prj.ID+"/"+hash)
+		if err != nil {
+			return NotFound("query %s not found: no snapshot of this project's statements has it", hash)
+		}
+		d.Query = t.Query
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if d.WindowCalls > 0 {
+		d.WindowMeanExecMS = d.WindowTotalExecMS / float64(d.WindowCalls)
+	}
+	return &QueryDetailResponse{Query: d}, nil
+}

@@ -1,0 +1,527 @@
+package appliance
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/pgstat"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/store"
+)
+
+// The sampler's cadence and retention (docs/api-decisions.md "Observability").
+const (
+	// SampleInterval is how often the scheduler samples every active project (one history point each).
+	SampleInterval = time.Minute
+	// StatementSnapshotInterval is how often a project's pg_stat_statements is snapshotted for the top
+	// queries (at the first sweep at least this long after the previous snapshot).
+	StatementSnapshotInterval = 5 * time.Minute
+	// SampleRetention is how long history points are kept; StatementRetention the top queries' snapshots
+	// (a day more than their longest window).
+	SampleRetention    = 30 * 24 * time.Hour
+	StatementRetention = 8 * 24 * time.Hour
+	// sampleTimeout bounds one project's reading: a server that does not answer is skipped this sweep.
+	sampleTimeout = 5 * time.Second
+	// sampleWorkers read this many projects' servers at once.
+	sampleWorkers = 4
+	// statementTextRefresh is how often a statement still seen gets its last_seen written again.
+	statementTextRefresh = 24 * time.Hour
+)
+
+// samplerState holds one admin connection per sampled project (kept between sweeps: no connection setup
+// per minute) and the last sweep's figures for /metrics.
+type samplerState struct {
+	mu    sync.Mutex
+	conns map[string]*samplerConn // project ID → connection
+	last  SampleSweepResult
+	total int64 // sweeps run
+}
+
+type samplerConn struct {
+	conn *pgx.Conn
+	inst string // the instance it reaches (a new primary gets a new connection)
+	port int
+}
+
+// SampleSweepResult says what a sampling sweep did.
+type SampleSweepResult struct {
+	Projects   int           // projects sampled (a point stored, or the first reading kept)
+	Failed     int           // projects whose server did not answer
+	Statements int           // projects whose pg_stat_statements was snapshotted
+	Alerts     int           // alerts raised or resolved
+	Duration   time.Duration // wall time of the sweep
+	CPU        time.Duration // the appliance process's CPU time during the sweep (user+system)
+	At         time.Time
+}
+
+// stmtTotals is a statement's cumulative pg_stat_statements counts (what ObservabilityState keeps).
+type stmtTotals struct {
+	Calls   int64   `json:"c"`
+	Rows    int64   `json:"r"`
+	ExecMS  float64 `json:"t"`
+	Query   string  `json:"-"`
+	hashRaw [16]byte
+}
+
+// sampleTarget is one project the sweep reads, and what it read.
+type sampleTarget struct {
+	prj   *store.Project
+	inst  *store.Instance
+	state *store.ObservabilityState
+	plan  Plan
+	// results
+	cur        *reading
+	sample     *ObservabilitySample
+	stmts      map[string]stmtTotals // the new totals (nil: not snapshotted this sweep)
+	stmtPoint  []byte                // the snapshot's encoded deltas
+	stmtsRead  bool
+	err        error
+	oldestXact float64
+}
+
+// SampleObservability is the sampler's sweep: for every active project it reads the server's counters
+// (one statement on a kept connection) and its processes' CPU and memory (one read of /proc for all
+// projects), stores a history point computed from the previous reading, snapshots pg_stat_statements
+// every StatementSnapshotInterval, and raises or resolves alerts — everything in one transaction.
+func (s *Service) SampleObservability(ctx context.Context) (SampleSweepResult, error) {
+	start, cpu0 := time.Now(), processCPU()
+	now := s.now()
+	res := SampleSweepResult{At: now}
+	var targets []*sampleTarget
+	err := s.db.View(func(tx *store.Tx) error {
+		prjs, err := store.Projects.All(tx, func(p *store.Project) bool {
+			return p.State == ProjectActive && p.PrimaryInstanceID != "" && p.PreviewOf == ""
+		})
+		if err != nil {
+			return err
+		}
+		for _, prj := range prjs {
+			inst, err := store.Instances.Get(tx, prj.PrimaryInstanceID)
+			if err != nil {
+				continue
+			}
+			st, err := store.ObservabilityStates.Get(tx, prj.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				st = &store.ObservabilityState{ProjectID: prj.ID}
+			} else if err != nil {
+				return err
+			}
+			plan, _ := PlanByName(prj.Plan)
+			targets = append(targets, &sampleTarget{prj: prj, inst: inst, state: st, plan: plan})
+		}
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("read projects to sample: %w", err)
+	}
+	procs, err := pgstat.ReadProcs()
+	if err != nil {
+		s.log.Warn("observability: read /proc", "err", err)
+	}
+	work := make(chan *sampleTarget)
+	var wg sync.WaitGroup
+	for range min(sampleWorkers, len(targets)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range work {
+				t.err = s.readTarget(ctx, t, procs, now)
+			}
+		}()
+	}
+	for _, t := range targets {
+		work <- t
+	}
+	close(work)
+	wg.Wait()
+	s.dropSamplerConns(targets)
+
+	err = s.db.Update(func(tx *store.Tx) error {
+		for _, t := range targets {
+			if t.err != nil {
+				res.Failed++
+				continue
+			}
+			n, err := s.storeTarget(tx, t, now)
+			if err != nil {
+				return err
+			}
+			res.Projects++
+			res.Alerts += n
+			if t.stmtsRead {
+				res.Statements++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("store samples: %w", err)
+	}
+	for _, t := range targets {
+		if t.err != nil && ctx.Err() == nil {
+			s.log.Warn("observability: sample", "project", t.prj.ID, "err", t.err)
+		}
+	}
+	res.Duration, res.CPU = time.Since(start), processCPU()-cpu0
+	s.sampler.mu.Lock()
+	s.sampler.last = res
+	s.sampler.total++
+	s.sampler.mu.Unlock()
+	return res, nil
+}
+
+// readTarget reads one project's server (no store writes: storeTarget does those).
+func (s *Service) readTarget(ctx context.Context, t *sampleTarget, procs *pgstat.Procs, now time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+	defer cancel()
+	conn, kept, err := s.samplerConn(ctx, t.prj, t.inst)
+	if err != nil {
+		return err
+	}
+	c, err := pgstat.ReadCounters(ctx, conn, adminUser)
+	if err != nil && kept && ctx.Err() == nil { // the kept connection died with its server (a restart): once more on a new one
+		s.closeSamplerConn(t.prj.ID)
+		if conn, _, err = s.samplerConn(ctx, t.prj, t.inst); err != nil {
+			return err
+		}
+		c, err = pgstat.ReadCounters(ctx, conn, adminUser)
+	}
+	if err != nil {
+		s.closeSamplerConn(t.prj.ID)
+		return fmt.Errorf("read counters: %w", err)
+	}
+	cur := &reading{Counters: c, At: now}
+	var usage pgstat.Usage
+	if procs != nil {
+		if pid, err := pgstat.PostmasterPID((&postgres.Instance{Dir: t.inst.Dir}).DataDir()); err == nil {
+			usage = procs.Usage(pid)
+		}
+	}
+	cur.CPUSeconds = usage.CPUSeconds
+	t.cur, t.oldestXact = cur, c.OldestXactSeconds
+	if len(t.state.Counters) > 0 {
+		prev := reading{CPUSeconds: t.state.CPUSeconds, At: t.state.ReadAt}
+		if err := json.Unmarshal(t.state.Counters, &prev.Counters); err == nil && prev.Counters != nil && now.After(prev.At) {
+			if x, err := computeSample(prev, *cur, t.plan, t.prj.StorageLimitBytes); err == nil {
+				x.MemUsageBytes = usage.MemBytes
+				t.sample = &x
+			}
+		}
+	}
+	if t.state.StatementsAt.IsZero() || now.Sub(t.state.StatementsAt) >= StatementSnapshotInterval-SampleInterval/2 {
+		read, err := pgstat.ReadStatements(ctx, conn, t.prj.DatabaseName, adminUser)
+		if err != nil {
+			s.closeSamplerConn(t.prj.ID)
+			return fmt.Errorf("read pg_stat_statements: %w", err)
+		}
+		if read.Available {
+			t.stmtsRead = true
+			t.stmts, t.stmtPoint = statementDeltas(t.state, read, now)
+		}
+	}
+	return nil
+}
+
+// statementDeltas turns a pg_stat_statements reading into the new totals by hash and the snapshot point:
+// each statement's calls, rows and execution time since the previous snapshot (a statement new since
+// then, or after a reset of pg_stat_statements or a crash — its stats_reset moved — or whose counts went
+// back, counts from zero). The point is encoded as the seconds
+// since the previous snapshot (0: none) and, per statement that ran, its hash (16 bytes), calls and rows
+// (varints) and execution milliseconds (float64).
+func statementDeltas(st *store.ObservabilityState, read *pgstat.Statements, now time.Time) (map[string]stmtTotals, []byte) {
+	var prev map[string]stmtTotals
+	if len(st.Statements) > 0 {
+		_ = json.Unmarshal(st.Statements, &prev) // a state that does not decode starts over
+	}
+	reset := !st.StatementsReset.Equal(read.Reset) // reset, or back from a crash: every count is since then
+	st.StatementsReset = read.Reset
+	stmts := read.Totals
+	totals := make(map[string]stmtTotals, len(stmts))
+	var interval uint64
+	if !st.StatementsAt.IsZero() && prev != nil {
+		interval = uint64(max(0, now.Sub(st.StatementsAt).Seconds()))
+	}
+	point := binary.AppendUvarint(nil, interval)
+	for _, x := range stmts {
+		var raw [16]byte
+		if _, err := hex.Decode(raw[:], []byte(x.Hash)); err != nil {
+			continue
+		}
+		cur := stmtTotals{Calls: x.Calls, Rows: x.Rows, ExecMS: x.TotalExecMS, Query: x.Query, hashRaw: raw}
+		if old, ok := totals[x.Hash]; ok { // the same text under two query ids (e.g. two roles): one statement
+			cur.Calls += old.Calls
+			cur.Rows += old.Rows
+			cur.ExecMS += old.ExecMS
+		}
+		totals[x.Hash] = cur
+	}
+	if prev == nil { // the first snapshot only sets the baseline
+		return totals, point
+	}
+	for h, cur := range totals {
+		d := cur
+		if p, ok := prev[h]; ok && !reset && cur.Calls >= p.Calls && cur.ExecMS >= p.ExecMS {
+			d.Calls, d.Rows, d.ExecMS = cur.Calls-p.Calls, max(0, cur.Rows-p.Rows), cur.ExecMS-p.ExecMS
+		}
+		if d.Calls == 0 {
+			continue
+		}
+		point = append(point, cur.hashRaw[:]...)
+		point = binary.AppendUvarint(point, uint64(d.Calls))
+		point = binary.AppendUvarint(point, uint64(d.Rows))
+		point = binary.BigEndian.AppendUint64(point, math.Float64bits(d.ExecMS))
+	}
+	return totals, point
+}
+
+// statementPoint is one decoded snapshot point.
+type statementPoint struct {
+	At       time.Time
+	Interval float64 // seconds since the previous snapshot (0: the baseline)
+	Deltas   map[string]stmtTotals
+}
+
+// decodeStatementPoint decodes what statementDeltas encoded; want (when not empty) keeps only that hash.
+func decodeStatementPoint(at time.Time, b []byte, want string) (statementPoint, error) {
+	p := statementPoint{At: at, Deltas: map[string]stmtTotals{}}
+	iv, n := binary.Uvarint(b)
+	if n <= 0 {
+		return p, errSampleEncoding
+	}
+	p.Interval, b = float64(iv), b[n:]
+	for len(b) > 0 {
+		if len(b) < 16 {
+			return p, errSampleEncoding
+		}
+		h := hex.EncodeToString(b[:16])
+		b = b[16:]
+		calls, n1 := binary.Uvarint(b)
+		if n1 <= 0 {
+			return p, errSampleEncoding
+		}
+		rows, n2 := binary.Uvarint(b[n1:])
+		if n2 <= 0 || len(b) < n1+n2+8 {
+			return p, errSampleEncoding
+		}
+		ms := math.Float64frombits(binary.BigEndian.Uint64(b[n1+n2:]))
+		b = b[n1+n2+8:]
+		if want == "" || h == want {
+			p.Deltas[h] = stmtTotals{Calls: int64(calls), Rows: int64(rows), ExecMS: ms}
+		}
+	}
+	return p, nil
+}
+
+// storeTarget writes what readTarget read: the history point, the new state, the statement snapshot
+// and texts, and the alerts. It returns how many alerts it raised or resolved.
+func (s *Service) storeTarget(tx *store.Tx, t *sampleTarget, now time.Time) (int, error) {
+	prj := t.prj
+	if t.sample != nil {
+		if err := store.ObservabilitySamples.Put(tx, prj.ID, t.sample.SampledAt, t.sample.appendBinary(nil)); err != nil {
+			return 0, err
+		}
+	}
+	counters, err := json.Marshal(t.cur.Counters)
+	if err != nil {
+		return 0, err
+	}
+	st := t.state
+	st.Counters, st.CPUSeconds, st.ReadAt = counters, t.cur.CPUSeconds, t.cur.At
+	if t.stmtsRead {
+		if st.Statements, err = json.Marshal(t.stmts); err != nil {
+			return 0, err
+		}
+		st.StatementsAt = now
+		if err := store.StatementPoints.Put(tx, prj.ID, now, t.stmtPoint); err != nil {
+			return 0, err
+		}
+		for h, x := range t.stmts {
+			id := prj.ID + "/" + h
+			old, err := store.StatementTexts.Get(tx, id)
+			if err == nil && now.Sub(old.LastSeen) < statementTextRefresh {
+				continue
+			}
+			if err := store.StatementTexts.Put(tx, &store.StatementText{ID: id, ProjectID: prj.ID, Hash: h, Query: x.Query, LastSeen: now}); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if err := store.ObservabilityStates.Put(tx, st); err != nil {
+		return 0, err
+	}
+	return s.evaluateAlerts(tx, prj, t.alertInput(), now)
+}
+
+// samplerConn is the kept admin connection to the project's database (made when missing, or when the
+// project moved to another instance or port; kept reports an old one). Its statements leave no trace in
+// the tenant's statistics or logs.
+func (s *Service) samplerConn(ctx context.Context, prj *store.Project, inst *store.Instance) (conn *pgx.Conn, kept bool, err error) {
+	s.sampler.mu.Lock()
+	c := s.sampler.conns[prj.ID]
+	s.sampler.mu.Unlock()
+	if c != nil && c.inst == inst.ID && c.port == inst.Port && !c.conn.IsClosed() {
+		return c.conn, true, nil
+	}
+	s.closeSamplerConn(prj.ID)
+	if conn, err = s.adminConn(ctx, inst, prj.DatabaseName); err != nil {
+		return nil, false, err
+	}
+	if err := untracked(ctx, conn); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, false, err
+	}
+	if _, err := conn.Exec(ctx, "SET application_name = 'appliance sampler'"); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, false, err
+	}
+	s.sampler.mu.Lock()
+	if s.sampler.conns == nil {
+		s.sampler.conns = map[string]*samplerConn{}
+	}
+	s.sampler.conns[prj.ID] = &samplerConn{conn: conn, inst: inst.ID, port: inst.Port}
+	s.sampler.mu.Unlock()
+	return conn, false, nil
+}
+
+func (s *Service) closeSamplerConn(projectID string) {
+	s.sampler.mu.Lock()
+	c := s.sampler.conns[projectID]
+	delete(s.sampler.conns, projectID)
+	s.sampler.mu.Unlock()
+	if c != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		c.conn.Close(ctx)
+	}
+}
+
+// dropSamplerConns closes the connections of projects the sweep no longer samples (deleted, stopped).
+func (s *Service) dropSamplerConns(targets []*sampleTarget) {
+	keep := make(map[string]bool, len(targets))
+	for _, t := range targets {
+		keep[t.prj.ID] = true
+	}
+	s.sampler.mu.Lock()
+	var gone []string
+	for id := range s.sampler.conns {
+		if !keep[id] {
+			gone = append(gone, id)
+		}
+	}
+	s.sampler.mu.Unlock()
+	for _, id := range gone {
+		s.closeSamplerConn(id)
+	}
+}
+
+// closeSamplerConns closes every kept connection (at shutdown, before the instances stop).
+func (s *Service) closeSamplerConns() {
+	s.sampler.mu.Lock()
+	var ids []string
+	for id := range s.sampler.conns {
+		ids = append(ids, id)
+	}
+	s.sampler.mu.Unlock()
+	for _, id := range ids {
+		s.closeSamplerConn(id)
+	}
+}
+
+// SamplerStats is the last sweep and the number of sweeps (for /metrics).
+func (s *Service) SamplerStats() (SampleSweepResult, int64) {
+	s.sampler.mu.Lock()
+	defer s.sampler.mu.Unlock()
+	return s.sampler.last, s.sampler.total
+}
+
+// PruneObservability deletes history points older than SampleRetention, statement snapshots and texts
+// older than StatementRetention, resolved alerts older than SampleRetention, and everything of projects
+// that no longer exist. It returns how many records it deleted.
+func (s *Service) PruneObservability(ctx context.Context) (int, error) {
+	now := s.now()
+	n := 0
+	err := s.db.Update(func(tx *store.Tx) error {
+		for _, series := range []struct {
+			s    *store.Series
+			keep time.Duration
+		}{{store.ObservabilitySamples, SampleRetention}, {store.StatementPoints, StatementRetention}} {
+			keys, err := series.s.Keys(tx)
+			if err != nil {
+				return err
+			}
+			for _, key := range keys {
+				var d int
+				if projectGone(tx, key) {
+					d, err = series.s.DeleteKey(tx, key)
+				} else {
+					d, err = series.s.DeleteBefore(tx, key, now.Add(-series.keep))
+				}
+				if err != nil {
+					return err
+				}
+				n += d
+			}
+		}
+		texts, err := store.StatementTexts.All(tx, func(x *store.StatementText) bool { return now.Sub(x.LastSeen) > StatementRetention })
+		if err != nil {
+			return err
+		}
+		for _, x := range texts {
+			if err := store.StatementTexts.Delete(tx, x.ID); err != nil {
+				return err
+			}
+			n++
+		}
+		alerts, err := store.ProjectAlerts.All(tx, func(a *store.ProjectAlert) bool {
+			return a.ResolvedAt != nil && now.Sub(*a.ResolvedAt) > SampleRetention
+		})
+		if err != nil {
+			return err
+		}
+		for _, a := range alerts {
+			if err := store.ProjectAlerts.Delete(tx, a.ID); err != nil {
+				return err
+			}
+			n++
+		}
+		states, err := store.ObservabilityStates.All(tx, nil)
+		if err != nil {
+			return err
+		}
+		for _, st := range states {
+			if projectGone(tx, st.ProjectID) {
+				if err := store.ObservabilityStates.Delete(tx, st.ProjectID); err != nil {
+					return err
+				}
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// projectGone reports whether the project was deleted (its record gone, or in state deleted).
+func projectGone(tx *store.Tx, id string) bool {
+	prj, err := store.Projects.Get(tx, id)
+	return errors.Is(err, store.ErrNotFound) || err == nil && prj.State == ProjectDeleted
+}
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,222 @@
+package appliance
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/pgstat"
+)
+
+// ObservabilitySample is one history point of a project (the spec's Observability sample). Rates are over
+// the minute before sampled_at, from the deltas of the server's cumulative counters.
+type ObservabilitySample struct {
+	SampledAt         time.Time `json:"sampled_at"`
+	ActiveQueries     int64     `json:"active_queries"`
+	BlockedQueries    int64     `json:"blocked_queries" doc:"sessions waiting for a lock another session holds"`
+	ConnectionLimit   int64     `json:"connection_limit"`
+	Connections       int64     `json:"connections"`
+	DeadTuples        int64     `json:"dead_tuples"`
+	Deadlocks         int64     `json:"deadlocks" doc:"deadlocks detected since the previous sample"`
+	MemLimitBytes     int64     `json:"mem_limit_bytes" doc:"the plan's memory size"`
+	MemUsageBytes     int64     `json:"mem_usage_bytes" doc:"proportional set size (PSS) of the server's processes"`
+	SlowQueries       int64     `json:"slow_queries" doc:"statements running longer than 1 s when sampled"`
+	StorageBytes      int64     `json:"storage_bytes"`
+	StorageLimitBytes int64     `json:"storage_limit_bytes"`
+	TempBytes         int64     `json:"temp_bytes" doc:"bytes written to temporary files since the previous sample"`
+	AvgQueryMS        float64   `json:"avg_query_ms" doc:"mean execution time of the statements completed since the previous sample (pg_stat_statements)"`
+	CacheHitRatio     float64   `json:"cache_hit_ratio" doc:"shared buffer hits over block reads since the previous sample (1 when nothing was read)"`
+	CPUCoresUsed      float64   `json:"cpu_cores_used"`
+	CPUQuotaCores     float64   `json:"cpu_quota_cores" doc:"the plan's CPU size"`
+	RollbackRatio     float64   `json:"rollback_ratio"`
+	RowsReadPerSec    float64   `json:"rows_read_per_sec"`
+	RowsWrittenPerSec float64   `json:"rows_written_per_sec"`
+	TPS               float64   `json:"tps"`
+}
+
+// sampleVersion leads every encoded sample.
+const sampleVersion = 1
+
+// ints and floats list a sample's fields for the encoding and for downsampling, in a fixed order.
+func (x *ObservabilitySample) ints() [12]*int64 {
+	return [12]*int64{&x.ActiveQueries, &x.BlockedQueries, &x.ConnectionLimit, &x.Connections, &x.DeadTuples, &x.Deadlocks,
+		&x.MemLimitBytes, &x.MemUsageBytes, &x.SlowQueries, &x.StorageBytes, &x.StorageLimitBytes, &x.TempBytes}
+}
+
+func (x *ObservabilitySample) floats() [8]*float64 {
+	return [8]*float64{&x.AvgQueryMS, &x.CacheHitRatio, &x.CPUCoresUsed, &x.CPUQuotaCores, &x.RollbackRatio,
+		&x.RowsReadPerSec, &x.RowsWrittenPerSec, &x.TPS}
+}
+
+// summed are the ints that count events between samples (downsampling adds them; the rest are averaged).
+func (x *ObservabilitySample) summed(i int) bool { return i == 5 || i == 11 } // Deadlocks, TempBytes
+
+// micro is the resolution the numbers are kept at: millionths.
+const micro = 1e6
+
+// appendBinary encodes the sample compactly (the time is the series key, not encoded): a version byte,
+// then the integers and the numbers (in millionths) as varints — about 50 bytes, so a month of minutely
+// points of a project is ~2 MB.
+func (x *ObservabilitySample) appendBinary(b []byte) []byte {
+	b = append(b, sampleVersion)
+	for _, p := range x.ints() {
+		b = binary.AppendVarint(b, *p)
+	}
+	for _, p := range x.floats() {
+		b = binary.AppendVarint(b, int64(math.Round(*p*micro)))
+	}
+	return b
+}
+
+var errSampleEncoding = errors.New("malformed observability sample")
+
+// decodeSample decodes what appendBinary wrote.
+func decodeSample(at time.Time, b []byte) (ObservabilitySample, error) {
+	x := ObservabilitySample{SampledAt: at}
+	if len(b) == 0 || b[0] != sampleVersion {
+		return x, errSampleEncoding
+	}
+	b = b[1:]
+	for _, p := range x.ints() {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return x, errSampleEncoding
+		}
+		*p, b = v, b[n:]
+	}
+	for _, p := range x.floats() {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return x, errSampleEncoding
+		}
+		*p, b = float64(v)/micro, b[n:]
+	}
+	if len(b) != 0 {
+		return x, errSampleEncoding
+	}
+	return x, nil
+}
+
+// MaxHistoryPoints bounds a history answer: a window holding more samples is downsampled evenly into this
+// many buckets of consecutive samples (docs/api-decisions.md "Observability").
+const MaxHistoryPoints = 720
+
+// downsample merges samples (oldest first) into at most max points: each bucket of consecutive samples
+// becomes one point at its newest sample's time, with the counts of events (deadlocks, temp bytes) summed
+// and every other field averaged.
+func downsample(in []ObservabilitySample, max int) []ObservabilitySample {
+	if len(in) <= max {
+		return in
+	}
+	out := make([]ObservabilitySample, 0, max)
+	for i := range max {
+		lo, hi := i*len(in)/max, (i+1)*len(in)/max
+		var acc ObservabilitySample
+		var ints [12]float64
+		for _, x := range in[lo:hi] {
+			for j, p := range x.ints() {
+				ints[j] += float64(*p)
+			}
+			af := acc.floats()
+			for j, p := range x.floats() {
+				*af[j] += *p
+			}
+		}
+		n := float64(hi - lo)
+		for j, p := range acc.ints() {
+			if acc.summed(j) {
+				*p = int64(ints[j])
+			} else {
+				*p = int64(math.Round(ints[j] / n))
+			}
+		}
+		for _, p := range acc.floats() {
+			*p = math.Round(*p/n*micro) / micro
+		}
+		acc.SampledAt = in[hi-1].SampledAt
+		out = append(out, acc)
+	}
+	return out
+}
+
+// reading is the sampler's last look at a project's server: the counters and the CPU time of its
+// processes (kept in the store between sweeps as ObservabilityState).
+type reading struct {
+	Counters   *pgstat.Counters
+	CPUSeconds float64
+	At         time.Time // the appliance's clock (the sample's time)
+}
+
+// counterDelta is cur-prev, or cur when the counter went back (the server's statistics were reset, or a
+// crash lost them): the activity since the reset is what is known for sure.
+func counterDelta(cur, prev int64, reset bool) int64 {
+	if reset || cur < prev {
+		return cur
+	}
+	return cur - prev
+}
+
+// computeSample builds a history point from two readings of the same server; every rate is over the
+// server's clock between them (the CPU time too). A statistics reset between
+// them (stats_reset moved, or a counter went back) makes each delta the counter's value since the reset;
+// a server restart that kept its statistics (a clean shutdown saves them) changes nothing.
+func computeSample(prev, cur reading, plan Plan, storageLimit int64) (ObservabilitySample, error) {
+	c, p := cur.Counters, prev.Counters
+	secs := c.At.Sub(p.At).Seconds()
+	if secs <= 0 {
+		return ObservabilitySample{}, fmt.Errorf("readings %v and %v are not in order", p.At, c.At)
+	}
+	reset := !sameTime(c.StatsReset, p.StatsReset)
+	d := func(cur, prev int64) float64 { return float64(counterDelta(cur, prev, reset)) }
+	commits, rollbacks := d(c.XactCommit, p.XactCommit), d(c.XactRollback, p.XactRollback)
+	hits, reads := d(c.BlksHit, p.BlksHit), d(c.BlksRead, p.BlksRead)
+	x := ObservabilitySample{
+		SampledAt:         cur.At,
+		ActiveQueries:     c.ActiveQueries,
+		BlockedQueries:    c.BlockedQueries,
+		ConnectionLimit:   c.ConnectionLimit,
+		Connections:       c.Connections,
+		DeadTuples:        c.DeadTuples,
+		Deadlocks:         counterDelta(c.Deadlocks, p.Deadlocks, reset),
+		MemLimitBytes:     plan.MemoryBytes,
+		SlowQueries:       c.SlowQueries,
+		StorageBytes:      c.DatabaseSizeBytes,
+		StorageLimitBytes: storageLimit,
+		TempBytes:         counterDelta(c.TempBytes, p.TempBytes, reset),
+		CPUQuotaCores:     plan.CPUCores,
+		CacheHitRatio:     1,
+		TPS:               (commits + rollbacks) / secs,
+		RowsReadPerSec:    (d(c.TupReturned, p.TupReturned) + d(c.TupFetched, p.TupFetched)) / secs,
+		RowsWrittenPerSec: (d(c.TupInserted, p.TupInserted) + d(c.TupUpdated, p.TupUpdated) + d(c.TupDeleted, p.TupDeleted)) / secs,
+	}
+	if hits+reads > 0 {
+		x.CacheHitRatio = hits / (hits + reads)
+	}
+	if commits+rollbacks > 0 {
+		x.RollbackRatio = rollbacks / (commits + rollbacks)
+	}
+	// pg_stat_statements has its own reset (pg_stat_statements_reset); a count that went back is one.
+	calls := counterDelta(c.Calls, p.Calls, reset)
+	execMS := c.ExecTimeMS - p.ExecTimeMS
+	if reset || c.Calls < p.Calls || execMS < 0 {
+		execMS = c.ExecTimeMS
+	}
+	if calls > 0 {
+		x.AvgQueryMS = execMS / float64(calls)
+	}
+	cpu := cur.CPUSeconds - prev.CPUSeconds
+	if cpu < 0 || !c.PostmasterStart.Equal(p.PostmasterStart) { // a new postmaster: its processes' CPU from zero
+		cpu = cur.CPUSeconds
+	}
+	x.CPUCoresUsed = cpu / secs
+	return x, nil
+}
+
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
