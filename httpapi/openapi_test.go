@@ -665,6 +665,33 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	wait(call("POST", project+"/imports/follow/cutover", imp+"/follow/cutover", b.adminKey, map[string]any{"confirm": true}, 202))
 	call("POST", project+"/imports/follow/abort", imp+"/follow/abort", b.adminKey, nil, 409)
 
+	// Observability: the snapshot, history, top queries, alerts, logs, the advisor and /metrics.
+	obs := "/v1/projects/{projectID}"
+	call("GET", project+"/observability", obs+"/observability", b.adminKey, nil, 200)
+	call("GET", project+"/observability/history?hours=24", obs+"/observability/history", readOnly, nil, 200)
+	call("GET", project+"/observability/history?hours=0", obs+"/observability/history", b.adminKey, nil, 400)
+	call("GET", project+"/observability/queries", obs+"/observability/queries", b.adminKey, nil, 200)
+	call("GET", project+"/observability/queries?hours=169", obs+"/observability/queries", b.adminKey, nil, 400)
+	call("GET", project+"/observability/queries/NOT-A-HASH", obs+"/observability/queries/{queryHash}", b.adminKey, nil, 400)
+	call("GET", project+"/observability/queries/"+strings.Repeat("0", 32), obs+"/observability/queries/{queryHash}", b.adminKey, nil, 404)
+	alertID, hash := b.observed(prj)
+	call("GET", project+"/observability/queries/"+hash, obs+"/observability/queries/{queryHash}", b.adminKey, nil, 200)
+	call("GET", project+"/alerts", obs+"/alerts", readOnly, nil, 200)
+	call("POST", project+"/alerts/alr_nope/acknowledge", obs+"/alerts/{alertID}/acknowledge", b.adminKey, nil, 404)
+	call("POST", project+"/alerts/"+alertID+"/acknowledge", obs+"/alerts/{alertID}/acknowledge", readOnly, nil, 403)
+	call("POST", project+"/alerts/"+alertID+"/acknowledge", obs+"/alerts/{alertID}/acknowledge", b.adminKey, nil, 200)
+	call("GET", project+"/logs?severity=error,log&limit=50", obs+"/logs", b.adminKey, nil, 200)
+	call("GET", project+"/logs?severity=loud", obs+"/logs", b.adminKey, nil, 400)
+	call("GET", project+"/logs?hours=200", obs+"/logs", b.adminKey, nil, 400)
+	call("GET", project+"/logs?cursor=garbage", obs+"/logs", b.adminKey, nil, 400)
+	if r := call("GET", project+"/logs/stream?follow=false", obs+"/logs/stream", b.adminKey, nil, 200); !strings.HasPrefix(r.header.Get("Content-Type"), "text/event-stream") {
+		t.Errorf("log stream: %v", r.header)
+	}
+	call("GET", project+"/advisor/indexes", obs+"/advisor/indexes", b.adminKey, nil, 200)
+	call("GET", project+"/advisor/indexes?min_selectivity=0", obs+"/advisor/indexes", b.adminKey, nil, 400)
+	call("GET", project+"/advisor/index-hygiene", obs+"/advisor/index-hygiene", b.adminKey, nil, 200)
+	call("GET", "/metrics", "/metrics", "", nil, 200)
+
 	// A real restore, last: it stops and swaps the project's server.
 	rs := "/v1/projects/{projectID}/restores"
 	call("POST", project+"/restores", rs, b.adminKey, map[string]any{}, 400)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,6 +12,21 @@ import (
 // limitParam is the shared "limit" query parameter of list endpoints.
 func limitParam(def int64) Param {
 	return Param{Name: "limit", Type: "integer", Min: 1, Max: 200, Default: def, Doc: "number of entries, newest first"}
+}
+
+// hoursParam is the trailing window of an observability read.
+func hoursParam(max, def int64) Param {
+	return Param{Name: "hours", Type: "integer", Min: 1, Max: max, Default: def, Doc: fmt.Sprintf("the trailing window in hours (1 to %d)", max)}
+}
+
+// logsParams are the logs' and the log tail's query parameters.
+func logsParams(maxHours int64, hoursDoc string) []Param {
+	return []Param{
+		{Name: "hours", Type: "integer", Min: 1, Max: maxHours, Default: int64(appliance.LogsHoursDefault), Doc: "the trailing window in hours: " + hoursDoc},
+		{Name: "cursor", Type: "string", Doc: "resume strictly after the entry with this cursor (tail mode; takes precedence over hours)"},
+		{Name: "severity", Type: "string", Doc: "comma-separated severities to keep (debug, log, info, notice, warning, error, fatal, panic, detail); empty: all"},
+		{Name: "limit", Type: "integer", Min: 1, Max: appliance.LogsLimitMax, Default: int64(appliance.LogsLimitDefault), Doc: "at most this many entries (without a cursor the newest are kept)"},
+	}
 }
 
 // skipBacklog is the event streams' parameter for clients that just read the current state.
@@ -182,6 +198,31 @@ func (s *Server) table() []Route {
 		{Method: del, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/rows", Tag: "studio", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Delete the rows a match selects ({match}; an empty match needs all_rows: true), returning them", Do: With(s.deleteRows)},
 		{Method: get, Path: "/v1/projects/{projectID}/ai-usage", Tag: "studio", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "The project's AI assistant uses this calendar month (UTC) against its plan's limit", Do: Without(s.getAIUsage)},
 		{Method: post, Path: "/v1/projects/{projectID}/ai-usage", Tag: "studio", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Count one AI assistant use (429 once the month's limit is used)", Do: Without(s.recordAIUse)},
+
+		// Observability (docs/api-decisions.md "Observability")
+		{Method: get, Path: "/v1/projects/{projectID}/observability", Tag: "observability", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "A live snapshot of the project's server: active queries, connections and storage against their limits, the slowest statements, the alerts in force",
+			Errors: []int{http.StatusConflict, http.StatusServiceUnavailable}, Do: Without(s.observability)},
+		{Method: get, Path: "/v1/projects/{projectID}/observability/history", Tag: "observability", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "The minutely samples of the trailing window, oldest first (downsampled evenly to at most 720 points)",
+			Query: []Param{hoursParam(appliance.HistoryHoursMax, appliance.HistoryHoursDefault)}, Do: Without(s.observabilityHistory)},
+		{Method: get, Path: "/v1/projects/{projectID}/observability/queries", Tag: "observability", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "The statements with the most total execution time in the trailing window (from pg_stat_statements snapshots every 5 minutes; at most 50)",
+			Query: []Param{hoursParam(appliance.QueriesHoursMax, appliance.QueriesHoursDefault)}, Do: Without(s.topQueries)},
+		{Method: get, Path: "/v1/projects/{projectID}/observability/queries/{queryHash}", Tag: "observability", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "One statement's totals in the trailing window and a point per snapshot (queryHash: 32 lowercase hex characters)",
+			Query: []Param{hoursParam(appliance.QueriesHoursMax, appliance.QueriesHoursDefault)}, Do: Without(s.queryDetail)},
+		{Method: get, Path: "/v1/projects/{projectID}/alerts", Tag: "observability", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "The project's alerts in force and those resolved in the last 7 days, newest first", Do: Without(s.listAlerts)},
+		{Method: post, Path: "/v1/projects/{projectID}/alerts/{alertID}/acknowledge", Tag: "observability", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Acknowledge an alert (it stays until its condition clears)", Do: Without(s.acknowledgeAlert)},
+		{Method: get, Path: "/v1/projects/{projectID}/logs", Tag: "observability", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "The server's log entries: the newest of the window, or those after a cursor (passwords masked; the appliance's own sessions left out)",
+			Query: logsParams(appliance.LogsHoursArchiveMax, "1 to 168, or to 720 with the log archive (up --log-archive-days); ignored when cursor is set"), Errors: []int{http.StatusConflict}, Do: Without(s.readLogs)},
+		{Method: get, Path: "/v1/projects/{projectID}/logs/stream", Tag: "observability", Scope: appliance.ScopeProjectsRead, Status: ok, Stream: true,
+			ContentType: "text/event-stream", Summary: "The server's log as a live tail (text/event-stream): the newest entries of the window, or those after the cursor (Last-Event-ID wins), then new ones; id is the entry's cursor, event is log",
+			Query:  append(logsParams(appliance.LogsHoursMax, "1 to 168"), Param{Name: "follow", Type: "boolean", Default: true, Doc: "false: send the entries the query selects and end (no live ones)"}),
+			Errors: []int{http.StatusConflict}, Do: Raw(s.streamLogs)},
+		{Method: get, Path: "/v1/projects/{projectID}/advisor/indexes", Tag: "observability", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "Index suggestions for the predicates pg_qualstats saw, with hypopg's cost and size estimates (needs the pg_qualstats and hypopg extensions: available false names what is missing)",
+			Query: []Param{{Name: "min_filter", Type: "integer", Min: 1, Max: appliance.AdvisorMinFilterMax, Default: int64(appliance.AdvisorMinFilterDefault), Doc: "minimum average number of rows a predicate must filter"},
+				{Name: "min_selectivity", Type: "integer", Min: 1, Max: appliance.AdvisorMinSelectivityMax, Default: int64(appliance.AdvisorMinSelectivityDefault), Doc: "minimum average selectivity percentage"}},
+			Errors: []int{http.StatusConflict, http.StatusServiceUnavailable}, Do: Without(s.indexAdvice)},
+		{Method: get, Path: "/v1/projects/{projectID}/advisor/index-hygiene", Tag: "observability", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "Unused indexes (no scans since the statistics reset, not backing a constraint) and redundant ones (a prefix of another), with sizes and DROP statements",
+			Errors: []int{http.StatusConflict, http.StatusServiceUnavailable}, Do: Without(s.indexHygiene)},
+		{Method: get, Path: "/metrics", Tag: "observability", Auth: Public, Status: ok, ContentType: "text/plain; version=0.0.4; charset=utf-8", Summary: "Prometheus metrics of the appliance and each project's core gauges (the text format; a bearer token when up --metrics-token is set, otherwise loopback clients only)", Do: Raw(s.metrics)},
 
 		// Jobs
 		{Method: get, Path: "/v1/jobs/{jobID}", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "Get a job", Do: Without(s.getJob)},

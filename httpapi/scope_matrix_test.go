@@ -110,7 +110,8 @@ func newFixtures(b *bundle) *fixtures {
 	f.query = map[string]string{"poll_token": login.json["poll_token"].(string), "target_major": "16",
 		"expires": dlURL.Query().Get("expires"), "sig": dlURL.Query().Get("sig")}
 	// Two uploads of prjA: one holding prjA's export (for the import), one pending (for the PUT).
-	f.routeQuery = map[string]map[string]string{"GET /v1/projects/{projectID}/events": {"follow": "false"}, "GET /v1/organizations/{orgID}/events": {"follow": "false"}}
+	f.routeQuery = map[string]map[string]string{"GET /v1/projects/{projectID}/events": {"follow": "false"}, "GET /v1/organizations/{orgID}/events": {"follow": "false"},
+		"GET /v1/projects/{projectID}/logs/stream": {"follow": "false"}}
 	for i, pending := range []bool{false, true} {
 		up := b.do("POST", "/v1/projects/"+f.prjA.ID+"/imports/uploads", b.adminKey, nil)
 		if up.status != http.StatusCreated {
@@ -187,6 +188,10 @@ func newFixtures(b *bundle) *fixtures {
 	}
 	f.params["schema"] = fixtureParam{value: "public", project: f.prjA.ID}
 	f.params["table"] = fixtureParam{value: "fixture_rows", project: f.prjA.ID}
+	// An alert of prjA and a statement its top-queries snapshots saw (the sampler's records).
+	alertID, hash := b.observed(f.prjA)
+	f.params["alertID"] = fixtureParam{value: alertID, project: f.prjA.ID}
+	f.params["queryHash"] = fixtureParam{value: hash, project: f.prjA.ID}
 	// A webhook endpoint on a receiver that accepts everything, and a delivery it took.
 	b.env.StartWebhooks(b.t, nil)
 	receiver := b.env.Serve(b.t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
@@ -233,6 +238,23 @@ func newFixtures(b *bundle) *fixtures {
 }
 
 // preview makes an empty preview of the project and returns its ID once it is active.
+// observed files an alert and a statement text for prj, as the sampler would.
+func (b *bundle) observed(prj *store.Project) (alertID, hash string) {
+	b.t.Helper()
+	alertID, hash = "alr_fixture", strings.Repeat("ab", 16)
+	err := b.env.DB.Update(func(tx *store.Tx) error {
+		if err := store.ProjectAlerts.Put(tx, &store.ProjectAlert{ID: alertID, ProjectID: prj.ID, OrganizationID: prj.OrganizationID,
+			Kind: appliance.AlertStorage, Severity: appliance.SeverityWarning, Message: "storage at 85% of the limit", TriggeredAt: time.Now()}); err != nil {
+			return err
+		}
+		return store.StatementTexts.Put(tx, &store.StatementText{ID: prj.ID + "/" + hash, ProjectID: prj.ID, Hash: hash, Query: "SELECT 1", LastSeen: time.Now()})
+	})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return alertID, hash
+}
+
 func (b *bundle) preview(projectID string) string {
 	b.t.Helper()
 	r := b.do("POST", "/v1/projects/"+projectID+"/preview-databases", b.adminKey, map[string]any{"mode": "empty"})

@@ -32,6 +32,9 @@ type Options struct {
 	ReadTimeout, WriteTimeout time.Duration
 	// Heartbeat is how often an event stream sends a comment when it has nothing else (0: DefaultHeartbeat).
 	Heartbeat time.Duration
+	// MetricsToken, when set, is the bearer token /metrics asks for; without one only loopback clients
+	// may read /metrics.
+	MetricsToken string
 }
 
 // Server serves the API.
@@ -46,6 +49,8 @@ type Server struct {
 	heartbeat                 time.Duration
 	done                      chan struct{} // closed by Close: event streams end
 	closeOnce                 sync.Once
+	stats                     httpStats // requests by route and status, for /metrics
+	metricsToken              string
 }
 
 // New builds the server and its route table.
@@ -55,7 +60,7 @@ func New(svc *appliance.Service, opts Options) *Server {
 	}
 	s := &Server{svc: svc, log: opts.Log, mux: http.NewServeMux(), limiter: newLimiter(opts.Limits),
 		readTimeout: cmp.Or(opts.ReadTimeout, RequestReadTimeout), writeTimeout: cmp.Or(opts.WriteTimeout, RequestWriteTimeout),
-		heartbeat: cmp.Or(opts.Heartbeat, DefaultHeartbeat), done: make(chan struct{})}
+		heartbeat: cmp.Or(opts.Heartbeat, DefaultHeartbeat), done: make(chan struct{}), metricsToken: opts.MetricsToken}
 	s.routes = append(s.table(), opts.Extra...)
 	for i := range s.routes {
 		rt := &s.routes[i]
@@ -128,6 +133,7 @@ var pathParam = regexp.MustCompile(`\{([A-Za-z]+)\}`)
 func (s *Server) adapt(rt *Route) http.Handler {
 	params := pathParam.FindAllStringSubmatch(rt.Path, -1)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer s.stats.observe(rt, w, time.Now())
 		defer func() {
 			if v := recover(); v != nil {
 				s.log.Error("panic in handler", "route", rt.Method+" "+rt.Path, "panic", v)
@@ -361,9 +367,13 @@ func headerSize(r *http.Request) int {
 type jsonErrors struct {
 	http.ResponseWriter
 	shaped, wrote bool
+	status        int // the status written (0: none yet)
 }
 
 func (w *jsonErrors) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
 	if code >= 400 && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
 		w.shaped = true
 		w.Header().Set("Content-Type", "application/json")
@@ -373,6 +383,9 @@ func (w *jsonErrors) WriteHeader(code int) {
 }
 
 func (w *jsonErrors) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
 	if !w.shaped {
 		return w.ResponseWriter.Write(b)
 	}

@@ -24,6 +24,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Prometheus metrics of the appliance and each project's core gauges (the text format; a bearer token when up --metrics-token is set, otherwise loopback clients only)
+         * @description No authentication.
+         */
+        get: operations["getMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/status": {
         parameters: {
             query?: never;
@@ -804,6 +824,46 @@ export interface paths {
         patch: operations["patchProjectsByProjectID"];
         trace?: never;
     };
+    "/v1/projects/{projectID}/advisor/index-hygiene": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Unused indexes (no scans since the statistics reset, not backing a constraint) and redundant ones (a prefix of another), with sizes and DROP statements
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDAdvisorIndexHygiene"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/advisor/indexes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Index suggestions for the predicates pg_qualstats saw, with hypopg's cost and size estimates (needs the pg_qualstats and hypopg extensions: available false names what is missing)
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDAdvisorIndexes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{projectID}/ai-usage": {
         parameters: {
             query?: never;
@@ -822,6 +882,46 @@ export interface paths {
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         post: operations["postProjectsByProjectIDAiUsage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/alerts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The project's alerts in force and those resolved in the last 7 days, newest first
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDAlerts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/alerts/{alertID}/acknowledge": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Acknowledge an alert (it stays until its condition clears)
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDAlertsByAlertIDAcknowledge"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1392,6 +1492,126 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{projectID}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The server's log entries: the newest of the window, or those after a cursor (passwords masked; the appliance's own sessions left out)
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDLogs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/logs/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The server's log as a live tail (text/event-stream): the newest entries of the window, or those after the cursor (Last-Event-ID wins), then new ones; id is the entry's cursor, event is log
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDLogsStream"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/observability": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A live snapshot of the project's server: active queries, connections and storage against their limits, the slowest statements, the alerts in force
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDObservability"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/observability/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The minutely samples of the trailing window, oldest first (downsampled evenly to at most 720 points)
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDObservabilityHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/observability/queries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The statements with the most total execution time in the trailing window (from pg_stat_statements snapshots every 5 minutes; at most 50)
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDObservabilityQueries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/observability/queries/{queryHash}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One statement's totals in the trailing window and a point per snapshot (queryHash: 32 lowercase hex characters)
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDObservabilityQueriesByQueryHash"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{projectID}/preview-databases": {
         parameters: {
             query?: never;
@@ -1793,6 +2013,16 @@ export interface components {
         APIKeyList: {
             api_keys: components["schemas"]["APIKey"][];
         };
+        ActiveQuery: {
+            /** Format: int64 */
+            duration_ms: number;
+            pid: number;
+            query: string;
+            state: string;
+            username: string;
+            wait_event: string;
+            wait_event_type: string;
+        };
         AddMemberRequest: {
             /**
              * @description the person's email; an existing user is added, otherwise a user is created
@@ -1813,6 +2043,25 @@ export interface components {
             /** @description the generated password of a newly created user, shown once; empty when the user existed or a password was given */
             initial_password: string;
             member: components["schemas"]["Member"];
+        };
+        Advice: {
+            available: boolean;
+            cost_estimates_available: boolean;
+            min_filter: number;
+            min_selectivity: number;
+            missing_extensions: string[];
+            reason: string;
+            size_estimates_available: boolean;
+            suggestions: components["schemas"]["Suggestion"][];
+        };
+        AdvisorResponse: {
+            advisor: components["schemas"]["Advice"];
+        };
+        AlertList: {
+            alerts: components["schemas"]["ProjectAlert"][];
+        };
+        AlertResponse: {
+            alert: components["schemas"]["ProjectAlert"];
         };
         Approval: {
             action: string;
@@ -2152,6 +2401,22 @@ export interface components {
         DownloadResponse: {
             download: components["schemas"]["Download"];
         };
+        Entry: {
+            application_name?: string;
+            backend_type?: string;
+            cursor: string;
+            database?: string;
+            detail?: string;
+            hint?: string;
+            message: string;
+            pid?: number;
+            severity: string;
+            sqlstate?: string;
+            statement?: string;
+            /** Format: date-time */
+            timestamp: string;
+            user?: string;
+        };
         EphemeralCreated: {
             /** @description eph_…: the only credential of the database until it is claimed; shown once */
             claim_token: string;
@@ -2271,6 +2536,26 @@ export interface components {
             /** @description ok when the process serves requests and its metadata store answers, otherwise down */
             status: string;
         };
+        HistoryResponse: {
+            samples: components["schemas"]["ObservabilitySample"][];
+        };
+        Hygiene: {
+            available: boolean;
+            /** Format: int64 */
+            min_index_size_bytes: number;
+            /** Format: int64 */
+            observation_window_seconds: number;
+            reason: string;
+            /** Format: int64 */
+            reclaimable_bytes: number;
+            redundant_indexes: components["schemas"]["RedundantIndex"][];
+            /** Format: date-time */
+            stats_reset_at: string | null;
+            unused_indexes: components["schemas"]["UnusedIndex"][];
+        };
+        HygieneResponse: {
+            hygiene: components["schemas"]["Hygiene"];
+        };
         ImportRequest: {
             /**
              * @description must be true: an import overwrites the project's database
@@ -2388,6 +2673,14 @@ export interface components {
         KVStoreResult: {
             kv_store: components["schemas"]["KVStore"];
         };
+        Logs: {
+            entries: components["schemas"]["Entry"][];
+            /** @description pass as cursor to read what comes after the last entry (also when there were none) */
+            next_cursor: string;
+        };
+        LogsResponse: {
+            logs: components["schemas"]["Logs"];
+        };
         MeResponse: {
             /** @description null for a platform admin acting in no organization */
             organization: components["schemas"]["Organization"] | null;
@@ -2410,6 +2703,88 @@ export interface components {
         };
         MemberResponse: {
             member: components["schemas"]["Member"];
+        };
+        ObservabilityResponse: {
+            observability: components["schemas"]["ObservabilitySnapshot"];
+        };
+        ObservabilitySample: {
+            /** Format: int64 */
+            active_queries: number;
+            /** @description mean execution time of the statements completed since the previous sample (pg_stat_statements) */
+            avg_query_ms: number;
+            /**
+             * Format: int64
+             * @description sessions waiting for a lock another session holds
+             */
+            blocked_queries: number;
+            /** @description shared buffer hits over block reads since the previous sample (1 when nothing was read) */
+            cache_hit_ratio: number;
+            /** Format: int64 */
+            connection_limit: number;
+            /** Format: int64 */
+            connections: number;
+            cpu_cores_used: number;
+            /** @description the plan's CPU size */
+            cpu_quota_cores: number;
+            /** Format: int64 */
+            dead_tuples: number;
+            /**
+             * Format: int64
+             * @description deadlocks detected since the previous sample
+             */
+            deadlocks: number;
+            /**
+             * Format: int64
+             * @description the plan's memory size
+             */
+            mem_limit_bytes: number;
+            /**
+             * Format: int64
+             * @description proportional set size (PSS) of the server's processes
+             */
+            mem_usage_bytes: number;
+            rollback_ratio: number;
+            rows_read_per_sec: number;
+            rows_written_per_sec: number;
+            /** Format: date-time */
+            sampled_at: string;
+            /**
+             * Format: int64
+             * @description statements running longer than 1 s when sampled
+             */
+            slow_queries: number;
+            /** Format: int64 */
+            storage_bytes: number;
+            /** Format: int64 */
+            storage_limit_bytes: number;
+            /**
+             * Format: int64
+             * @description bytes written to temporary files since the previous sample
+             */
+            temp_bytes: number;
+            tps: number;
+        };
+        ObservabilitySnapshot: {
+            /** @description client sessions that are not idle, longest running first (the appliance's own sessions left out) */
+            active_queries: components["schemas"]["ActiveQuery"][];
+            /** @description the messages of the alerts in force */
+            alerts: string[];
+            /** Format: int64 */
+            connection_count: number;
+            /** Format: int64 */
+            connection_limit: number;
+            connection_usage_percent: number;
+            /** Format: int64 */
+            database_size_bytes: number;
+            /** @description pg_stat_statements is installed in the database (slow_queries and the top queries need it) */
+            pg_stat_statements: boolean;
+            /** Format: date-time */
+            sampled_at: string;
+            /** @description the 10 statements with the highest mean execution time since the statistics were reset */
+            slow_queries: components["schemas"]["Statement"][];
+            /** Format: int64 */
+            storage_limit_bytes: number;
+            storage_usage_percent: number;
         };
         Organization: {
             billing_customer_id: string;
@@ -2615,6 +2990,29 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
+        ProjectAlert: {
+            /** Format: date-time */
+            acknowledged_at: string | null;
+            id: string;
+            /** @description storage, connections, long_transaction or backup_failed */
+            kind: string;
+            /**
+             * Format: date-time
+             * @description when the alert.triggered event was appended (webhooks carry it)
+             */
+            last_notified_at: string | null;
+            /** @description storage: bytes; connections: sessions; long_transaction: seconds; backup_failed: 0 */
+            limit_value: number;
+            message: string;
+            observed_value: number;
+            project_id: string;
+            /** Format: date-time */
+            resolved_at: string | null;
+            /** @description warning or critical */
+            severity: string;
+            /** Format: date-time */
+            triggered_at: string;
+        };
         ProjectJobResponse: {
             job: components["schemas"]["Job"];
             project: components["schemas"]["Project"];
@@ -2648,6 +3046,42 @@ export interface components {
             is_active: boolean;
             /** @description 1 to 365; default 7 (a change keeps the current value) */
             retention_days?: number;
+        };
+        QueryDetail: {
+            /** @description one per snapshot in the window (every 5 minutes), zero where the statement did not run */
+            points: components["schemas"]["QueryPoint"][];
+            query: string;
+            query_hash: string;
+            /** Format: int64 */
+            window_calls: number;
+            window_mean_exec_ms: number;
+            /** Format: int64 */
+            window_rows: number;
+            window_total_exec_ms: number;
+        };
+        QueryDetailResponse: {
+            query: components["schemas"]["QueryDetail"];
+        };
+        QueryPoint: {
+            /** Format: int64 */
+            calls: number;
+            calls_per_sec: number;
+            /** Format: date-time */
+            captured_at: string;
+            mean_exec_ms: number;
+            /** Format: int64 */
+            rows: number;
+            total_exec_ms: number;
+        };
+        RedundantIndex: {
+            covered_by: string;
+            definition: string;
+            drop_statement: string;
+            index: string;
+            schema: string;
+            /** Format: int64 */
+            size_bytes: number;
+            table: string;
         };
         RegionStatus: {
             region: string;
@@ -2888,6 +3322,26 @@ export interface components {
             replication: components["schemas"]["ReplicationReadiness"];
             server_version: string;
         };
+        Statement: {
+            /** Format: int64 */
+            calls: number;
+            jit_time_ms: number;
+            mean_time_ms: number;
+            query: string;
+            /** Format: int64 */
+            query_id: number;
+            /** Format: int64 */
+            rows: number;
+            /** Format: int64 */
+            shared_blks_hit: number;
+            /** Format: int64 */
+            shared_blks_read: number;
+            /** Format: int64 */
+            temp_blks_read: number;
+            /** Format: int64 */
+            temp_blks_written: number;
+            total_time_ms: number;
+        };
         Status: {
             components: components["schemas"]["Component"][];
             /** Format: date-time */
@@ -2905,6 +3359,16 @@ export interface components {
             /** Format: int64 */
             storage_bytes: number;
         };
+        Suggestion: {
+            ddl: string;
+            estimated_cost_reduction_pct: number;
+            /** Format: int64 */
+            estimated_size_bytes: number;
+            index_method: string;
+            /** Format: int64 */
+            query_id: number;
+            table: string;
+        };
         TableEntry: {
             schema: string;
             table: string;
@@ -2913,6 +3377,30 @@ export interface components {
         };
         TableList: {
             tables: components["schemas"]["TableEntry"][];
+        };
+        TopQueriesResponse: {
+            queries: components["schemas"]["TopQuery"][];
+        };
+        TopQuery: {
+            /** Format: int64 */
+            calls: number;
+            mean_exec_ms: number;
+            query: string;
+            query_hash: string;
+            /** Format: int64 */
+            rows: number;
+            total_exec_ms: number;
+        };
+        UnusedIndex: {
+            definition: string;
+            drop_statement: string;
+            index: string;
+            /** Format: int64 */
+            index_scans: number;
+            schema: string;
+            /** Format: int64 */
+            size_bytes: number;
+            table: string;
         };
         UpdateRowsRequest: {
             /** @description true to allow an empty match, changing every row */
@@ -3189,6 +3677,29 @@ export interface operations {
                      *       "status": "example"
                      *     } */
                     "application/json": components["schemas"]["Health"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain; version=0.0.4; charset=utf-8": unknown;
                 };
             };
             429: components["responses"]["TooManyRequests"];
@@ -5529,6 +6040,129 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    getProjectsByProjectIDAdvisorIndexHygiene: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "hygiene": {
+                     *         "available": true,
+                     *         "min_index_size_bytes": 1,
+                     *         "observation_window_seconds": 1,
+                     *         "reason": "example",
+                     *         "reclaimable_bytes": 1,
+                     *         "redundant_indexes": [
+                     *           {
+                     *             "covered_by": "example",
+                     *             "definition": "example",
+                     *             "drop_statement": "example",
+                     *             "index": "example",
+                     *             "schema": "example",
+                     *             "size_bytes": 1,
+                     *             "table": "example"
+                     *           }
+                     *         ],
+                     *         "stats_reset_at": "2026-01-31T12:00:00Z",
+                     *         "unused_indexes": [
+                     *           {
+                     *             "definition": "example",
+                     *             "drop_statement": "example",
+                     *             "index": "example",
+                     *             "index_scans": 1,
+                     *             "schema": "example",
+                     *             "size_bytes": 1,
+                     *             "table": "example"
+                     *           }
+                     *         ]
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["HygieneResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDAdvisorIndexes: {
+        parameters: {
+            query?: {
+                /** @description minimum average number of rows a predicate must filter */
+                min_filter?: number;
+                /** @description minimum average selectivity percentage */
+                min_selectivity?: number;
+            };
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "advisor": {
+                     *         "available": true,
+                     *         "cost_estimates_available": true,
+                     *         "min_filter": 1,
+                     *         "min_selectivity": 1,
+                     *         "missing_extensions": [
+                     *           "example"
+                     *         ],
+                     *         "reason": "example",
+                     *         "size_estimates_available": true,
+                     *         "suggestions": [
+                     *           {
+                     *             "ddl": "example",
+                     *             "estimated_cost_reduction_pct": 1.5,
+                     *             "estimated_size_bytes": 1,
+                     *             "index_method": "example",
+                     *             "query_id": 1,
+                     *             "table": "example"
+                     *           }
+                     *         ]
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["AdvisorResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
     getProjectsByProjectIDAiUsage: {
         parameters: {
             query?: never;
@@ -5597,6 +6231,102 @@ export interface operations {
                      *       }
                      *     } */
                     "application/json": components["schemas"]["AIUsageResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDAlerts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "alerts": [
+                     *         {
+                     *           "acknowledged_at": "2026-01-31T12:00:00Z",
+                     *           "id": "example",
+                     *           "kind": "example",
+                     *           "last_notified_at": "2026-01-31T12:00:00Z",
+                     *           "limit_value": 1.5,
+                     *           "message": "example",
+                     *           "observed_value": 1.5,
+                     *           "project_id": "example",
+                     *           "resolved_at": "2026-01-31T12:00:00Z",
+                     *           "severity": "example",
+                     *           "triggered_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["AlertList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postProjectsByProjectIDAlertsByAlertIDAcknowledge: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the alert ID */
+                alertID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "alert": {
+                     *         "acknowledged_at": "2026-01-31T12:00:00Z",
+                     *         "id": "example",
+                     *         "kind": "example",
+                     *         "last_notified_at": "2026-01-31T12:00:00Z",
+                     *         "limit_value": 1.5,
+                     *         "message": "example",
+                     *         "observed_value": 1.5,
+                     *         "project_id": "example",
+                     *         "resolved_at": "2026-01-31T12:00:00Z",
+                     *         "severity": "example",
+                     *         "triggered_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["AlertResponse"];
                 };
             };
             401: components["responses"]["Unauthorized"];
@@ -7525,6 +8255,350 @@ export interface operations {
                     "application/json": components["schemas"]["KVStoreResult"];
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDLogs: {
+        parameters: {
+            query?: {
+                /** @description the trailing window in hours: 1 to 168, or to 720 with the log archive (up --log-archive-days); ignored when cursor is set */
+                hours?: number;
+                /** @description resume strictly after the entry with this cursor (tail mode; takes precedence over hours) */
+                cursor?: string;
+                /** @description comma-separated severities to keep (debug, log, info, notice, warning, error, fatal, panic, detail); empty: all */
+                severity?: string;
+                /** @description at most this many entries (without a cursor the newest are kept) */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "logs": {
+                     *         "entries": [
+                     *           {
+                     *             "application_name": "example",
+                     *             "backend_type": "example",
+                     *             "cursor": "example",
+                     *             "database": "example",
+                     *             "detail": "example",
+                     *             "hint": "example",
+                     *             "message": "example",
+                     *             "pid": 1,
+                     *             "severity": "example",
+                     *             "sqlstate": "example",
+                     *             "statement": "example",
+                     *             "timestamp": "2026-01-31T12:00:00Z",
+                     *             "user": "example"
+                     *           }
+                     *         ],
+                     *         "next_cursor": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["LogsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDLogsStream: {
+        parameters: {
+            query?: {
+                /** @description the trailing window in hours: 1 to 168 */
+                hours?: number;
+                /** @description resume strictly after the entry with this cursor (tail mode; takes precedence over hours) */
+                cursor?: string;
+                /** @description comma-separated severities to keep (debug, log, info, notice, warning, error, fatal, panic, detail); empty: all */
+                severity?: string;
+                /** @description at most this many entries (without a cursor the newest are kept) */
+                limit?: number;
+                /** @description false: send the entries the query selects and end (no live ones) */
+                follow?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": unknown;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDObservability: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "observability": {
+                     *         "active_queries": [
+                     *           {
+                     *             "duration_ms": 1,
+                     *             "pid": 1,
+                     *             "query": "example",
+                     *             "state": "example",
+                     *             "username": "example",
+                     *             "wait_event": "example",
+                     *             "wait_event_type": "example"
+                     *           }
+                     *         ],
+                     *         "alerts": [
+                     *           "example"
+                     *         ],
+                     *         "connection_count": 1,
+                     *         "connection_limit": 1,
+                     *         "connection_usage_percent": 1.5,
+                     *         "database_size_bytes": 1,
+                     *         "pg_stat_statements": true,
+                     *         "sampled_at": "2026-01-31T12:00:00Z",
+                     *         "slow_queries": [
+                     *           {
+                     *             "calls": 1,
+                     *             "jit_time_ms": 1.5,
+                     *             "mean_time_ms": 1.5,
+                     *             "query": "example",
+                     *             "query_id": 1,
+                     *             "rows": 1,
+                     *             "shared_blks_hit": 1,
+                     *             "shared_blks_read": 1,
+                     *             "temp_blks_read": 1,
+                     *             "temp_blks_written": 1,
+                     *             "total_time_ms": 1.5
+                     *           }
+                     *         ],
+                     *         "storage_limit_bytes": 1,
+                     *         "storage_usage_percent": 1.5
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ObservabilityResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDObservabilityHistory: {
+        parameters: {
+            query?: {
+                /** @description the trailing window in hours (1 to 720) */
+                hours?: number;
+            };
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "samples": [
+                     *         {
+                     *           "active_queries": 1,
+                     *           "avg_query_ms": 1.5,
+                     *           "blocked_queries": 1,
+                     *           "cache_hit_ratio": 1.5,
+                     *           "connection_limit": 1,
+                     *           "connections": 1,
+                     *           "cpu_cores_used": 1.5,
+                     *           "cpu_quota_cores": 1.5,
+                     *           "dead_tuples": 1,
+                     *           "deadlocks": 1,
+                     *           "mem_limit_bytes": 1,
+                     *           "mem_usage_bytes": 1,
+                     *           "rollback_ratio": 1.5,
+                     *           "rows_read_per_sec": 1.5,
+                     *           "rows_written_per_sec": 1.5,
+                     *           "sampled_at": "2026-01-31T12:00:00Z",
+                     *           "slow_queries": 1,
+                     *           "storage_bytes": 1,
+                     *           "storage_limit_bytes": 1,
+                     *           "temp_bytes": 1,
+                     *           "tps": 1.5
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["HistoryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDObservabilityQueries: {
+        parameters: {
+            query?: {
+                /** @description the trailing window in hours (1 to 168) */
+                hours?: number;
+            };
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "queries": [
+                     *         {
+                     *           "calls": 1,
+                     *           "mean_exec_ms": 1.5,
+                     *           "query": "example",
+                     *           "query_hash": "example",
+                     *           "rows": 1,
+                     *           "total_exec_ms": 1.5
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["TopQueriesResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDObservabilityQueriesByQueryHash: {
+        parameters: {
+            query?: {
+                /** @description the trailing window in hours (1 to 168) */
+                hours?: number;
+            };
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the queryHash */
+                queryHash: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "query": {
+                     *         "points": [
+                     *           {
+                     *             "calls": 1,
+                     *             "calls_per_sec": 1.5,
+                     *             "captured_at": "2026-01-31T12:00:00Z",
+                     *             "mean_exec_ms": 1.5,
+                     *             "rows": 1,
+                     *             "total_exec_ms": 1.5
+                     *           }
+                     *         ],
+                     *         "query": "example",
+                     *         "query_hash": "example",
+                     *         "window_calls": 1,
+                     *         "window_mean_exec_ms": 1.5,
+                     *         "window_rows": 1,
+                     *         "window_total_exec_ms": 1.5
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["QueryDetailResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];

@@ -1,0 +1,178 @@
+package httpapi
+
+import (
+	"bufio"
+	"cmp"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/theappliance/appliance/appliance"
+)
+
+// httpStats counts the requests each route answered, by status, and the time they took.
+type httpStats struct {
+	mu   sync.Mutex
+	reqs map[reqKey]*appliance.Counter
+}
+
+type reqKey struct{ method, route, code string }
+
+// observe records a route's answer (deferred by adapt: the status is the one written, 200 when none).
+func (st *httpStats) observe(rt *Route, w http.ResponseWriter, start time.Time) {
+	code := http.StatusOK
+	if j, ok := w.(*jsonErrors); ok && j.status != 0 {
+		code = j.status
+	}
+	k := reqKey{rt.Method, rt.Path, strconv.Itoa(code)}
+	d := time.Since(start).Seconds()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.reqs == nil {
+		st.reqs = map[reqKey]*appliance.Counter{}
+	}
+	c := st.reqs[k]
+	if c == nil {
+		c = &appliance.Counter{}
+		st.reqs[k] = c
+	}
+	c.Count++
+	c.Seconds += d
+}
+
+// metrics answers /metrics in the Prometheus text format: the appliance's own metrics and each active
+// project's core gauges from its newest sample. With a metrics token configured the caller must send it
+// as a bearer token; without one only loopback clients are answered (docs/api-decisions.md
+// "Observability").
+func (s *Server) metrics(r *Request) error {
+	if s.metricsToken != "" {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.metricsToken)) != 1 {
+			return &appliance.Error{Kind: appliance.KindUnauthenticated, Msg: "/metrics needs the metrics token (up --metrics-token) as a bearer token"}
+		}
+	} else if ip, err := netip.ParseAddr(clientIP(r.Request)); err != nil || !ip.Unmap().IsLoopback() {
+		return appliance.Forbidden("/metrics answers loopback clients only unless a metrics token is set (up --metrics-token)")
+	}
+	m, err := s.svc.Metrics()
+	if err != nil {
+		return appliance.Internal(err, "gather metrics")
+	}
+	r.W.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	bw := bufio.NewWriter(r.W)
+	p := promWriter{w: bw}
+
+	s.stats.mu.Lock()
+	keys := make([]reqKey, 0, len(s.stats.reqs))
+	for k := range s.stats.reqs {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b reqKey) int {
+		return cmp.Or(cmp.Compare(a.route, b.route), cmp.Compare(a.method, b.method), cmp.Compare(a.code, b.code))
+	})
+	reqs := make([]appliance.Counter, len(keys))
+	for i, k := range keys {
+		reqs[i] = *s.stats.reqs[k]
+	}
+	s.stats.mu.Unlock()
+	p.family("appliance_http_requests_total", "counter", "HTTP requests answered, by route and status")
+	for i, k := range keys {
+		p.sample("appliance_http_requests_total", labels{"method", k.method, "route", k.route, "code", k.code}, float64(reqs[i].Count))
+	}
+	p.family("appliance_http_request_duration_seconds_total", "counter", "time spent answering HTTP requests, by route and status")
+	for i, k := range keys {
+		p.sample("appliance_http_request_duration_seconds_total", labels{"method", k.method, "route", k.route, "code", k.code}, reqs[i].Seconds)
+	}
+
+	p.family("appliance_jobs_ended_total", "counter", "jobs that ended since the appliance started, by type and state")
+	for _, j := range m.Jobs {
+		p.sample("appliance_jobs_ended_total", labels{"type", j.Type, "state", j.State}, float64(j.Count))
+	}
+	p.family("appliance_job_duration_seconds_total", "counter", "run time of the jobs that ended, by type and state")
+	for _, j := range m.Jobs {
+		p.sample("appliance_job_duration_seconds_total", labels{"type", j.Type, "state", j.State}, j.Seconds)
+	}
+	p.family("appliance_jobs", "gauge", "jobs waiting or running now")
+	for _, st := range []string{"pending", "running"} {
+		p.sample("appliance_jobs", labels{"state", st}, float64(m.JobsByState[st]))
+	}
+	p.family("appliance_webhook_attempts_total", "counter", "webhook delivery attempts since the appliance started, by result")
+	for _, res := range []string{"success", "failure"} {
+		p.sample("appliance_webhook_attempts_total", labels{"result", res}, float64(m.WebhookAttempts[res].Count))
+	}
+	p.family("appliance_webhook_attempt_duration_seconds_total", "counter", "time webhook delivery attempts took, by result")
+	for _, res := range []string{"success", "failure"} {
+		p.sample("appliance_webhook_attempt_duration_seconds_total", labels{"result", res}, m.WebhookAttempts[res].Seconds)
+	}
+	p.family("appliance_sampler_sweeps_total", "counter", "observability sampling sweeps since the appliance started")
+	p.sample("appliance_sampler_sweeps_total", nil, float64(m.SamplerSweeps))
+	p.family("appliance_sampler_last_duration_seconds", "gauge", "wall time of the last sampling sweep")
+	p.sample("appliance_sampler_last_duration_seconds", nil, m.Sampler.Duration.Seconds())
+	p.family("appliance_sampler_last_cpu_seconds", "gauge", "the appliance's CPU time during the last sampling sweep")
+	p.sample("appliance_sampler_last_cpu_seconds", nil, m.Sampler.CPU.Seconds())
+	p.family("appliance_sampler_last_projects", "gauge", "projects the last sweep sampled, and those whose server did not answer")
+	p.sample("appliance_sampler_last_projects", labels{"result", "sampled"}, float64(m.Sampler.Projects))
+	p.sample("appliance_sampler_last_projects", labels{"result", "failed"}, float64(m.Sampler.Failed))
+
+	gauges := []struct {
+		name, help string
+		v          func(*appliance.ObservabilitySample) float64
+	}{
+		{"appliance_project_connections", "client connections to the project's server", func(x *appliance.ObservabilitySample) float64 { return float64(x.Connections) }},
+		{"appliance_project_connection_limit", "the project's server's connection limit", func(x *appliance.ObservabilitySample) float64 { return float64(x.ConnectionLimit) }},
+		{"appliance_project_storage_bytes", "the project's database size", func(x *appliance.ObservabilitySample) float64 { return float64(x.StorageBytes) }},
+		{"appliance_project_storage_limit_bytes", "the project's storage limit", func(x *appliance.ObservabilitySample) float64 { return float64(x.StorageLimitBytes) }},
+		{"appliance_project_tps", "transactions per second over the last sample's minute", func(x *appliance.ObservabilitySample) float64 { return x.TPS }},
+		{"appliance_project_cache_hit_ratio", "shared buffer hit ratio over the last sample's minute", func(x *appliance.ObservabilitySample) float64 { return x.CacheHitRatio }},
+		{"appliance_project_active_queries", "statements running when sampled", func(x *appliance.ObservabilitySample) float64 { return float64(x.ActiveQueries) }},
+		{"appliance_project_cpu_cores_used", "CPU cores the project's server used over the last sample's minute", func(x *appliance.ObservabilitySample) float64 { return x.CPUCoresUsed }},
+		{"appliance_project_memory_bytes", "proportional set size of the project's server processes", func(x *appliance.ObservabilitySample) float64 { return float64(x.MemUsageBytes) }},
+	}
+	for _, g := range gauges {
+		p.family(g.name, "gauge", g.help)
+		for _, prj := range m.Projects {
+			if prj.Sample != nil {
+				p.sample(g.name, labels{"project_id", prj.ProjectID, "project", prj.Name, "organization_id", prj.OrganizationID}, g.v(prj.Sample))
+			}
+		}
+	}
+	return bw.Flush()
+}
+
+// labels are name, value pairs.
+type labels []string
+
+// promWriter writes the Prometheus text exposition format.
+type promWriter struct{ w *bufio.Writer }
+
+func (p promWriter) family(name, typ, help string) {
+	fmt.Fprintf(p.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+}
+
+func (p promWriter) sample(name string, l labels, v float64) {
+	p.w.WriteString(name)
+	if len(l) > 0 {
+		p.w.WriteByte('{')
+		for i := 0; i+1 < len(l); i += 2 {
+			if i > 0 {
+				p.w.WriteByte(',')
+			}
+			p.w.WriteString(l[i])
+			p.w.WriteString(`="`)
+			p.w.WriteString(labelEscaper.Replace(l[i+1]))
+			p.w.WriteByte('"')
+		}
+		p.w.WriteByte('}')
+	}
+	p.w.WriteByte(' ')
+	p.w.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
+	p.w.WriteByte('\n')
+}
+
+// labelEscaper escapes a label value: backslash, double quote and line feed.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)

@@ -1,0 +1,76 @@
+package httpapi
+
+import (
+	"encoding/json"
+
+	"github.com/theappliance/appliance/appliance"
+)
+
+func (s *Server) observability(r *Request) (*appliance.ObservabilityResponse, error) {
+	return s.svc.Observability(r.Context(), r.Principal, r.PathValue("projectID"))
+}
+
+func (s *Server) observabilityHistory(r *Request) (*appliance.HistoryResponse, error) {
+	return s.svc.History(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("hours"))
+}
+
+func (s *Server) topQueries(r *Request) (*appliance.TopQueriesResponse, error) {
+	return s.svc.TopQueries(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("hours"))
+}
+
+func (s *Server) queryDetail(r *Request) (*appliance.QueryDetailResponse, error) {
+	return s.svc.QueryDetail(r.Context(), r.Principal, r.PathValue("projectID"), r.PathValue("queryHash"), r.Int("hours"))
+}
+
+func (s *Server) listAlerts(r *Request) (*appliance.AlertList, error) {
+	return s.svc.ListAlerts(r.Context(), r.Principal, r.PathValue("projectID"))
+}
+
+func (s *Server) acknowledgeAlert(r *Request) (*appliance.AlertResponse, error) {
+	return s.svc.AcknowledgeAlert(r.Context(), r.Principal, r.PathValue("projectID"), r.PathValue("alertID"))
+}
+
+func (s *Server) indexAdvice(r *Request) (*appliance.AdvisorResponse, error) {
+	return s.svc.IndexAdvice(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("min_filter"), r.Int("min_selectivity"))
+}
+
+func (s *Server) indexHygiene(r *Request) (*appliance.HygieneResponse, error) {
+	return s.svc.IndexHygiene(r.Context(), r.Principal, r.PathValue("projectID"))
+}
+
+// logsQuery is the logs routes' query.
+func logsQuery(r *Request, stream bool) appliance.LogsQuery {
+	return appliance.LogsQuery{Hours: r.Int("hours"), Cursor: r.Str("cursor"), Severity: r.Str("severity"), Limit: r.Int("limit"), Stream: stream}
+}
+
+func (s *Server) readLogs(r *Request) (*appliance.LogsResponse, error) {
+	return s.svc.ReadLogs(r.Context(), r.Principal, r.PathValue("projectID"), logsQuery(r, false))
+}
+
+// streamLogs is the live tail: the entries the query selects (the newest of the window, or those after
+// the cursor; Last-Event-ID wins over cursor, as a reconnecting EventSource sends it), then every new
+// one, each with its cursor as the event's id.
+func (s *Server) streamLogs(r *Request) error {
+	id := r.PathValue("projectID")
+	q := logsQuery(r, true)
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		q.Cursor = last
+	}
+	return s.serveSSE(r, "the logs of project "+id, r.Bool("follow"), func() ([]sseFrame, bool, error) {
+		res, err := s.svc.ReadLogs(r.Context(), r.Principal, id, q)
+		if err != nil {
+			return nil, false, err
+		}
+		frames := make([]sseFrame, 0, len(res.Logs.Entries))
+		for _, e := range res.Logs.Entries {
+			data, err := json.Marshal(e)
+			if err != nil {
+				return nil, false, err
+			}
+			frames = append(frames, sseFrame{ID: e.Cursor, Event: "log", Data: data})
+		}
+		more := q.Cursor != "" && len(res.Logs.Entries) == q.Limit
+		q.Cursor = res.Logs.NextCursor
+		return frames, more, nil
+	})
+}
