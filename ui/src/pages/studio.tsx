@@ -231,7 +231,8 @@ export function TablesTab({ id, path, active }: { id: string; path: string; acti
   const [picked, setPicked] = useState('')
   useEffect(() => {
     const first = tables.data?.tables[0]
-    if (!picked && first) setPicked(first.schema + '.' + first.table)
+    // an update of the latest state: a table picked before this effect ran stays picked
+    if (first) setPicked((p) => p || first.schema + '.' + first.table)
   }, [tables.data])
   const entry = tables.data?.tables.find((t) => t.schema + '.' + t.table === picked)
   return (
