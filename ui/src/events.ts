@@ -17,9 +17,8 @@ type Listener = (type: string, data: unknown) => void
 // streams are the open event streams, one per path, shared by every component following it.
 const streams = new Map<string, { listeners: Set<Listener>; stop: AbortController }>()
 
-// useEvents follows an event stream and calls onEvent for each event; the components following one path
-// share one connection. EventSource cannot send the CSRF header the session cookie needs, so the stream
-// is read with fetch; it reconnects with the last event's id (Last-Event-ID) after a drop, missing nothing.
+// useEvents follows an event stream (with follow, below) and calls onEvent for each event; the components
+// following one path share one connection.
 function useEvents(path: string, onEvent: Listener) {
   const handler = useRef(onEvent)
   handler.current = onEvent
@@ -28,9 +27,12 @@ function useEvents(path: string, onEvent: Listener) {
     const listener: Listener = (type, data) => handler.current(type, data)
     let s = streams.get(path)
     if (!s) {
-      s = { listeners: new Set(), stop: new AbortController() }
+      const listeners = new Set<Listener>()
+      s = { listeners, stop: new AbortController() }
       streams.set(path, s)
-      follow(path, s.listeners, s.stop.signal)
+      // Until an event came, a connection starts after the newest event (the page has just read the current
+      // state); after one, it resumes from it.
+      follow(path, { first: 'skip_backlog=true', signal: s.stop.signal, onEvent: (type, data) => [...listeners].forEach((l) => l(type, data)) })
     }
     s.listeners.add(listener)
     return () => {
@@ -43,18 +45,47 @@ function useEvents(path: string, onEvent: Listener) {
   }, [path])
 }
 
-/** follow reads the stream at path until stop, handing each event to every listener. */
-async function follow(path: string, listeners: Set<Listener>, stop: AbortSignal) {
+export type StreamOptions = {
+  /** first is a query added to the first connection only (a reconnection resumes with Last-Event-ID). */
+  first?: string
+  signal: AbortSignal
+  onEvent: (type: string, data: unknown, id: string) => void
+  /** onStatus is told '' when a connection opens and the API's error message when one is refused
+   * (e.g. 409: the project is not active); the stream keeps trying either way. */
+  onStatus?: (error: string) => void
+}
+
+/**
+ * follow reads the server-sent events at path until signal aborts, handing each to onEvent. It is the
+ * dashboard's one SSE client (the project and organization event streams, the log tail): EventSource
+ * cannot send the CSRF header the session cookie needs, so the stream is read with fetch; after a drop it
+ * reconnects a second later with the last event's id (Last-Event-ID), missing nothing (after a refusal,
+ * 2, 4 … up to 30 seconds later).
+ */
+export async function follow(path: string, { first = '', signal, onEvent, onStatus }: StreamOptions) {
   let last = ''
-  while (!stop.aborted) {
+  let wait = 1000 // a refused connection (e.g. the project is not active) is tried again less and less often
+  while (!signal.aborted) {
+    let refused = false
     try {
       const headers: Record<string, string> = { 'X-Appliance-CSRF': '1', Accept: 'text/event-stream' }
       if (last) headers['Last-Event-ID'] = last
-      // Until an event came, a connection starts after the newest event (the page has just read the current
-      // state); after one, it resumes from it.
-      const url = path + (last ? '' : '?skip_backlog=true')
-      const res = await fetch(url, { headers, credentials: 'same-origin', signal: stop })
-      if (!res.ok || !res.body) throw new Error(String(res.status))
+      const url = last || !first ? path : path + (path.includes('?') ? '&' : '?') + first
+      const res = await fetch(url, { headers, credentials: 'same-origin', signal })
+      if (!res.ok || !res.body) {
+        let msg = `${path}: ${res.status}`
+        try {
+          msg = (await res.json()).error || msg
+        } catch {
+          // not the API's JSON error
+        }
+        onStatus?.(msg)
+        wait = Math.min(30000, wait * 2)
+        refused = true
+        throw new Error(msg)
+      }
+      onStatus?.('')
+      wait = 1000
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader()
       let buf = ''
       for (;;) {
@@ -79,13 +110,14 @@ async function follow(path: string, listeners: Set<Listener>, stop: AbortSignal)
           } catch {
             parsed = null
           }
-          for (const l of [...listeners]) l(type, parsed)
+          onEvent(type, parsed, id)
         }
       }
-    } catch {
-      if (stop.aborted) return
+    } catch (e) {
+      if (signal.aborted) return
+      if (!refused) onStatus?.('the appliance does not answer: ' + String(e))
     }
-    await new Promise((r) => setTimeout(r, 1000))
+    await new Promise((r) => setTimeout(r, wait))
   }
 }
 
