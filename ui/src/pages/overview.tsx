@@ -14,7 +14,8 @@ export function bytes(n: number): string {
   return (i === 0 ? n.toFixed(0) : n.toFixed(1)) + ' ' + units[i]
 }
 
-function Meter({ label, value, limit, show }: { label: string; value: number; limit: number; show: (n: number) => string }) {
+/** Meter is a bar of a value against its limit; percent, when given, is shown (the API's figure). */
+export function Meter({ label, value, limit, show, percent }: { label: string; value: number; limit: number; show: (n: number) => string; percent?: number }) {
   const pct = limit > 0 ? Math.min(100, (100 * value) / limit) : 0
   return (
     <div class="meter">
@@ -22,10 +23,11 @@ function Meter({ label, value, limit, show }: { label: string; value: number; li
         <span>{label}</span>
         <span>
           {show(value)} of {show(limit)}
+          {percent !== undefined && ` (${percent < 10 ? percent.toFixed(1) : percent.toFixed(0)}%)`}
         </span>
       </div>
       <div class="meter-bar" role="meter" aria-label={label} aria-valuemin={0} aria-valuemax={limit} aria-valuenow={value}>
-        <div style={{ width: pct + '%' }} class={pct > 90 ? 'meter-fill high' : 'meter-fill'} />
+        <div style={{ width: pct + '%' }} class={pct > 90 ? 'meter-fill high' : pct >= 80 ? 'meter-fill warn' : 'meter-fill'} />
       </div>
     </div>
   )

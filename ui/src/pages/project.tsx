@@ -6,6 +6,7 @@ import { useProjectEvents, useProjectLoad } from '../events'
 import { ImportsTab, ScheduleCard } from './imports'
 import { AuditTab, BackupsTab, DataTab, ExtensionsTab, SettingsTab } from './project_tabs'
 import { KVTab } from './kv'
+import { MonitoringTab } from './monitoring'
 import { PreviewsTab } from './previews'
 import { SQLTab, TablesTab } from './studio'
 
@@ -13,6 +14,7 @@ const tabs = [
   { id: '', label: 'Overview' },
   { id: 'sql', label: 'SQL' },
   { id: 'tables', label: 'Tables' },
+  { id: 'monitoring', label: 'Monitoring' },
   { id: 'backups', label: 'Backups' },
   { id: 'data', label: 'Exports' },
   { id: 'imports', label: 'Imports' },
@@ -112,6 +114,7 @@ export function Project({ id, tab = '', me }: { id: string; tab?: string; me: Me
           )}
           {tab === 'sql' && <SQLTab id={id} path={path} active={active} />}
           {tab === 'tables' && <TablesTab id={id} path={path} active={active} />}
+          {tab === 'monitoring' && <MonitoringTab id={id} path={path} />}
           {tab === 'data' && <DataTab id={id} path={path} />}
           {tab === 'imports' && <ImportsTab path={path} projectName={p.name} />}
           {tab === 'previews' && <PreviewsTab id={id} path={path} active={active} me={me} />}
