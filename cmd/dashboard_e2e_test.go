@@ -30,7 +30,8 @@ import (
 // TestDashboardEndToEnd drives the dashboard in headless Chromium (ui/e2e/dashboard.mjs) against a real
 // appliance: sign in, create a project and see it active, run select 1 with the connection string it
 // shows, see a failed job's error, take a backup, create an API key (it works) and revoke it (it does
-// not), add a member, approve a login started by the real CLI (which then has its key), sign out. Screenshots of every page at desktop and phone width go to the test's output directory
+// not), add a member, watch the project's Monitoring tab (charts, top queries, an alert acknowledged, the
+// live log), approve a login started by the real CLI (which then has its key), sign out. Screenshots of every page at desktop and phone width go to the test's output directory
 // (APPLIANCE_E2E_OUT, default ui/test-results/screenshots, which git ignores; the path is logged).
 func TestDashboardEndToEnd(t *testing.T) {
 	node, err := exec.LookPath("node")
@@ -175,6 +176,16 @@ func TestDashboardEndToEnd(t *testing.T) {
 				t.Fatalf("create project: %v", err)
 			}
 			answer(arg)
+		case what == "monitoring": // a history, top queries, an alert and a running statement for the Monitoring tab
+			monitoringData(t, e, p, arg)
+			answer("")
+		case what == "alert-acknowledged":
+			alertAcknowledged(t, e, p, arg)
+			answer("")
+		case what == "log-marker": // "project marker": a line in the project's server log
+			id, marker, _ := strings.Cut(arg, " ")
+			logMarker(t, e, id, marker)
+			answer("")
 		case what == "cli-login":
 			login = e.start("", "login", "--api", e.url, "--ca-cert", e.caPath, "--device-name", "e2e laptop", "--poll-interval", "50ms")
 			answer(waitSession(t, login))
@@ -195,7 +206,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 		t.Fatalf("dashboard script: %v\n%s", err, stderr.String())
 	}
 	for _, page := range []string{"docs", "signin", "projects-empty", "project", "project-backups", "project-exports", "project-extensions",
-		"project-settings", "project-audit", "project-imports", "projects", "api-keys", "members", "webhooks", "overview", "account", "cli-login"} {
+		"project-settings", "project-audit", "project-imports", "project-monitoring", "projects", "api-keys", "members", "webhooks", "overview", "account", "cli-login"} {
 		for _, w := range []string{"desktop", "phone"} {
 			if st, err := os.Stat(filepath.Join(out, page+"-"+w+".png")); err != nil || st.Size() < 1000 {
 				t.Errorf("screenshot %s-%s: %v", page, w, err)

@@ -54,7 +54,7 @@ async function shoot(name) {
     await page.screenshot({ path: `${out}/${name}-${w}.png`, fullPage: true })
   }
   await page.setViewportSize(widths.desktop)
-  if (name === 'project' || name === 'overview') { // dark mode follows the system's
+  if (name === 'project' || name === 'overview' || name === 'project-monitoring') { // dark mode follows the system's
     await page.emulateMedia({ colorScheme: 'dark' })
     await axe(name + ' (dark)')
     await page.screenshot({ path: `${out}/${name}-dark.png`, fullPage: true })
@@ -253,6 +253,41 @@ try {
   await page.getByRole('row').filter({ hasText: 'e2e scratch' }).locator('.badge-active').waitFor({ timeout: 60000 })
   await page.getByRole('button', { name: 'Delete e2e scratch' }).click()
   await page.getByText('No previews.').waitFor({ timeout: 60000 })
+
+  // Monitoring: the Go side runs SQL through the API, takes samples and two statement snapshots, raises a
+  // storage alert and leaves a statement running; the tab shows them live, charts the history with uPlot,
+  // opens a top query's detail, acknowledges the alert, and tails the log as a marker line is written.
+  await ask('monitoring', prjID)
+  await page.getByRole('navigation', { name: 'Project' }).getByRole('link', { name: 'Monitoring' }).click()
+  await page.getByRole('heading', { name: 'Now', exact: true }).waitFor()
+  await page.getByRole('list', { name: 'Alerts in force' }).getByText(/^storage at \d+% of the limit/).waitFor()
+  await page.getByRole('row').filter({ hasText: 'e2e_active' }).getByRole('cell', { name: 'active', exact: true }).waitFor()
+  await page.getByRole('meter', { name: 'Storage' }).waitFor()
+  const charts = page.locator('.charts .tchart')
+  await charts.nth(5).locator('canvas').waitFor()
+  if (await charts.locator('canvas').count() !== 6) throw new Error('charts drawn: ' + await charts.locator('canvas').count())
+  await page.getByRole('button', { name: '1 h', exact: true }).click()
+  await page.locator('.charts .tchart canvas').nth(5).waitFor()
+  const top = page.getByRole('region', { name: 'Top queries' })
+  await top.getByRole('button', { name: /pg_sleep/ }).first().click()
+  const detail = page.getByRole('region', { name: 'Query details' })
+  await detail.locator('canvas').waitFor()
+  await detail.getByText('pg_sleep', { exact: false }).first().waitFor()
+  await page.getByRole('button', { name: 'Acknowledge the storage alert' }).click()
+  await page.getByRole('status').filter({ hasText: 'alert acknowledged' }).waitFor()
+  await page.getByRole('region', { name: 'Alerts' }).getByText(/^Acknowledged /).waitFor()
+  await ask('alert-acknowledged', prjID)
+  const log = page.getByRole('log', { name: 'Server log lines' })
+  await ask('log-marker', prjID + ' e2e-marker')
+  await log.locator('.logline').filter({ hasText: 'e2e-marker' }).waitFor({ timeout: 20000 })
+  // A severity filter restarts the tail: LOG lines go, and come back with all severities.
+  await page.getByRole('button', { name: 'Warnings and errors only' }).click()
+  await log.locator('.logline').filter({ hasText: 'e2e-marker' }).waitFor({ state: 'detached' })
+  await page.getByRole('button', { name: 'All severities' }).click()
+  await log.locator('.logline').filter({ hasText: 'e2e-marker' }).waitFor({ timeout: 20000 })
+  await page.getByRole('region', { name: 'Index advice' }).getByRole('heading', { name: 'Index hygiene' }).waitFor()
+  await page.getByRole('region', { name: 'Index advice' }).getByText('Reclaimable').waitFor()
+  await shoot('project-monitoring')
 
   for (const [tab, heading] of [['Extensions', 'Extensions'], ['Settings', 'Settings'], ['Audit', 'Audit events']]) {
     await page.getByRole('navigation', { name: 'Project' }).getByRole('link', { name: tab }).click()
