@@ -71,12 +71,12 @@ const snapshotSQL = `SELECT
   (` + pgssSchemaSQL + `)`
 
 // slowQueriesSQL reads pg_stat_statements in schema %s (quoted).
-const slowQueriesSQL = `SELECT s.queryid, coalesce(min(s.query), ''), sum(s.calls)::bigint, sum(s.rows)::bigint,
+var slowQueriesSQL = `SELECT s.queryid, coalesce(min(s.query), ''), sum(s.calls)::bigint, sum(s.rows)::bigint,
        sum(s.total_exec_time), sum(s.total_exec_time) / sum(s.calls) AS mean,
        sum(s.jit_generation_time + s.jit_inlining_time + s.jit_optimization_time + s.jit_emission_time),
        sum(s.shared_blks_hit)::bigint, sum(s.shared_blks_read)::bigint, sum(s.temp_blks_read)::bigint, sum(s.temp_blks_written)::bigint
 FROM %s.pg_stat_statements s
-WHERE s.dbid = ` + currentDatabaseOID + ` AND s.userid <> %s AND s.calls > 0 AND s.queryid IS NOT NULL
+WHERE s.dbid = ` + currentDatabaseOID + ` AND s.userid <> %s AND s.calls > 0 AND s.queryid IS NOT NULL AND ` + notInternal + `
 GROUP BY s.queryid ORDER BY mean DESC, s.queryid LIMIT %d`
 
 // TakeSnapshot reads the live state of the server and of the database admin is connected to. adminRole

@@ -24,9 +24,16 @@ type StatementTotals struct {
 	TotalExecMS float64 `json:"total_exec_ms"`
 }
 
-const statementsSQL = `SELECT s.query, s.calls, s.rows, s.total_exec_time
+// InternalMarker starts the statements the appliance runs in a tenant's session for its own purposes (the
+// studio's session reset and catalog lookups): the top queries and the slowest statements leave them out.
+const InternalMarker = "/* appliance internal */ "
+
+// notInternal is the condition that leaves out statements starting with InternalMarker.
+var notInternal = fmt.Sprintf("left(s.query, %d) <> '%s'", len(InternalMarker), InternalMarker)
+
+var statementsSQL = `SELECT s.query, s.calls, s.rows, s.total_exec_time
 FROM %s.pg_stat_statements s
-WHERE s.dbid = ` + currentDatabaseOID + ` AND s.userid <> ` + adminRoleOID + ` AND s.calls > 0 AND s.query IS NOT NULL`
+WHERE s.dbid = ` + currentDatabaseOID + ` AND s.userid <> ` + adminRoleOID + ` AND s.calls > 0 AND s.query IS NOT NULL AND ` + notInternal
 
 // Statements is one reading of a database's pg_stat_statements.
 type Statements struct {

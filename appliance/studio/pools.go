@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/theappliance/appliance/appliance/pgstat"
 )
 
 // Target is where and as whom a project's studio sessions connect.
@@ -182,7 +184,7 @@ func poolConfig(t Target) (*pgxpool.Config, error) {
 	cfg.AfterRelease = func(c *pgx.Conn) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return c.PgConn().Exec(ctx, "DISCARD ALL").Close() == nil
+		return c.PgConn().Exec(ctx, pgstat.InternalMarker+"DISCARD ALL").Close() == nil
 	}
 	return cfg, nil
 }

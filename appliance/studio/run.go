@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/theappliance/appliance/appliance/pgstat"
 )
 
 // Caps bound what one answer holds; the statement still runs to its end (its effects are not cut short),
@@ -160,7 +162,7 @@ func (b *resultBuilder) nameTypes(ctx context.Context, conn *pgconn.PgConn) erro
 		return nil
 	}
 	list := "{" + strings.Join(unknown, ",") + "}"
-	rr := conn.ExecParams(ctx, "SELECT t.oid::text, format_type(t.oid, NULL) FROM unnest($1::oid[]) AS t(oid)", [][]byte{[]byte(list)}, nil, nil, nil)
+	rr := conn.ExecParams(ctx, pgstat.InternalMarker+"SELECT t.oid::text, format_type(t.oid, NULL) FROM unnest($1::oid[]) AS t(oid)", [][]byte{[]byte(list)}, nil, nil, nil)
 	names := map[string]string{}
 	for rr.NextRow() {
 		v := rr.Values()

@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/theappliance/appliance/appliance/pgstat"
 )
 
 // systemSchemas are left out of the table list and refused by the table routes.
@@ -52,7 +54,7 @@ var ErrNoTable = errors.New("no such table")
 // ListTables lists the tables, views, materialized views, foreign tables and partitioned tables outside
 // the system schemas, by schema and name.
 func ListTables(ctx context.Context, conn *pgconn.PgConn) ([]TableEntry, error) {
-	rr := conn.ExecParams(ctx, `SELECT n.nspname, c.relname, c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	rr := conn.ExecParams(ctx, pgstat.InternalMarker+`SELECT n.nspname, c.relname, c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p') AND NOT c.relispartition AND `+systemSchemas+` ORDER BY 1, 2`, nil, nil, nil, nil)
 	out := []TableEntry{}
 	for rr.NextRow() {
@@ -65,7 +67,7 @@ WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p') AND NOT c.relispartition AND `+syst
 
 // Describe finds schema.table and its columns (by position).
 func Describe(ctx context.Context, conn *pgconn.PgConn, schema, table string) (*TableInfo, error) {
-	rr := conn.ExecParams(ctx, `SELECT c.relkind::text, a.attname, format_type(a.atttypid, a.atttypmod), pg_get_expr(d.adbin, d.adrelid),
+	rr := conn.ExecParams(ctx, pgstat.InternalMarker+`SELECT c.relkind::text, a.attname, format_type(a.atttypid, a.atttypmod), pg_get_expr(d.adbin, d.adrelid),
   NOT a.attnotnull, coalesce((SELECT k.n FROM unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) WHERE k.attnum = a.attnum), 0), a.attnum, t.typcategory = 'A'
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
