@@ -465,6 +465,17 @@ func TestUpInstancesSurviveCrash(t *testing.T) {
 	if prj.State != "active" || prj.RuntimeStatus != "active" || prj.PrimaryInstanceID == "" {
 		t.Fatalf("provisioned project: %+v", prj)
 	}
+	// The real listener serves /metrics from the API (not the dashboard's pages) to a loopback client.
+	if resp, err := a.client.Get(a.api + "/metrics"); err != nil {
+		t.Fatal(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain; version=0.0.4") ||
+			!strings.Contains(string(body), "appliance_jobs_ended_total{type=\"project.provision\",state=\"completed\"} 1") {
+			t.Fatalf("/metrics: %d %v\n%.2000s", resp.StatusCode, resp.Header, body)
+		}
+	}
 	instDir := filepath.Join(dataDir, "instances", prj.PrimaryInstanceID)
 	pgdata := filepath.Join(instDir, "pgdata")
 	pidFiles := map[string]string{"postmaster": filepath.Join(pgdata, "postmaster.pid"),

@@ -63,7 +63,7 @@ func Handler() http.Handler {
 
 // apiPaths are served by the API, everything else by the dashboard.
 func apiPath(p string) bool {
-	return p == "/v1" || strings.HasPrefix(p, "/v1/") || p == "/healthz" || p == "/status"
+	return p == "/v1" || strings.HasPrefix(p, "/v1/") || p == "/healthz" || p == "/status" || p == "/metrics"
 }
 
 // Mount serves the API's paths with api and every other path with the dashboard.

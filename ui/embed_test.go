@@ -101,7 +101,7 @@ func TestNoInlineOrThirdParty(t *testing.T) {
 func TestMount(t *testing.T) {
 	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) })
 	h := Mount(api)
-	for p, want := range map[string]int{"/v1/me": 299, "/v1": 299, "/healthz": 299, "/status": 299, "/": 200, "/projects": 200, "/v1x": 200} {
+	for p, want := range map[string]int{"/v1/me": 299, "/v1": 299, "/healthz": 299, "/status": 299, "/metrics": 299, "/": 200, "/projects": 200, "/v1x": 200} {
 		if r := get(t, h, "GET", p); r.StatusCode != want {
 			t.Errorf("%s: %d, want %d", p, r.StatusCode, want)
 		}
