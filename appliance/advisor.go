@@ -40,14 +40,11 @@ func (s *Service) IndexAdvice(ctx context.Context, p *Principal, projectID strin
 	if err != nil {
 		return nil, err
 	}
-	admin, err := s.adminConn(ctx, inst, prj.DatabaseName)
+	admin, err := s.quietAdminConn(ctx, inst, prj.DatabaseName)
 	if err != nil {
-		return nil, serverErr(err, "connect to the project's server")
+		return nil, err
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
-	if err := untracked(ctx, admin); err != nil {
-		return nil, serverErr(err, "prepare the session")
-	}
 	_, tenant, err := s.studioSession(ctx, p, projectID)
 	if err != nil {
 		return nil, err
@@ -68,14 +65,11 @@ func (s *Service) IndexHygiene(ctx context.Context, p *Principal, projectID stri
 	if err != nil {
 		return nil, err
 	}
-	admin, err := s.adminConn(ctx, inst, prj.DatabaseName)
+	admin, err := s.quietAdminConn(ctx, inst, prj.DatabaseName)
 	if err != nil {
-		return nil, serverErr(err, "connect to the project's server")
+		return nil, err
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
-	if err := untracked(ctx, admin); err != nil {
-		return nil, serverErr(err, "prepare the session")
-	}
 	h, err := pgstat.IndexHygiene(ctx, admin, HygieneMinIndexBytes)
 	if err != nil {
 		return nil, serverErr(err, "read the indexes")

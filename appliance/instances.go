@@ -43,6 +43,20 @@ func (s *Service) adminConn(ctx context.Context, inst *store.Instance, db string
 	return (&postgres.Instance{ID: inst.ID, Port: inst.Port}).Connect(ctx, string(pw), db)
 }
 
+// quietAdminConn is adminConn whose statements leave no trace in the tenant's statistics or logs
+// (untracked): the observability reads use it.
+func (s *Service) quietAdminConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error) {
+	conn, err := s.adminConn(ctx, inst, db)
+	if err != nil {
+		return nil, serverErr(err, "connect to the project's server")
+	}
+	if err := untracked(ctx, conn); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, serverErr(err, "prepare the session")
+	}
+	return conn, nil
+}
+
 // AdminExec runs one statement as the superuser in the project's database. Only tests and operators'
 // tools call it; no endpoint reaches it.
 func (s *Service) AdminExec(ctx context.Context, projectID, stmt string) error {

@@ -94,14 +94,11 @@ func (s *Service) Observability(ctx context.Context, p *Principal, projectID str
 	if err != nil {
 		return nil, err
 	}
-	conn, err := s.adminConn(ctx, inst, prj.DatabaseName)
+	conn, err := s.quietAdminConn(ctx, inst, prj.DatabaseName)
 	if err != nil {
-		return nil, serverErr(err, "connect to the project's server")
+		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := untracked(ctx, conn); err != nil {
-		return nil, serverErr(err, "prepare the session")
-	}
 	snap, err := pgstat.TakeSnapshot(ctx, conn, adminUser)
 	if err != nil {
 		return nil, serverErr(err, "read the server's statistics")

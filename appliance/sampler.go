@@ -373,11 +373,7 @@ func (s *Service) samplerConn(ctx context.Context, prj *store.Project, inst *sto
 		return c.conn, true, nil
 	}
 	s.closeSamplerConn(prj.ID)
-	if conn, err = s.adminConn(ctx, inst, prj.DatabaseName); err != nil {
-		return nil, false, err
-	}
-	if err := untracked(ctx, conn); err != nil {
-		conn.Close(context.WithoutCancel(ctx))
+	if conn, err = s.quietAdminConn(ctx, inst, prj.DatabaseName); err != nil {
 		return nil, false, err
 	}
 	if _, err := conn.Exec(ctx, "SET application_name = 'appliance sampler'"); err != nil {
