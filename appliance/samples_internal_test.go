@@ -190,3 +190,31 @@ func TestAlertConditions(t *testing.T) {
 		}
 	}
 }
+
+// TestLogWindowBounds: the logs window is 1–168 hours, 1–720 with the log archive; the tail's stays 1–168.
+func TestLogWindowBounds(t *testing.T) {
+	for _, c := range []struct {
+		archive int
+		q       LogsQuery
+		ok      bool
+	}{
+		{0, LogsQuery{Hours: 168, Limit: 500}, true},
+		{0, LogsQuery{Hours: 169, Limit: 1}, false},
+		{30, LogsQuery{Hours: 720, Limit: 1}, true},
+		{30, LogsQuery{Hours: 721, Limit: 1}, false},
+		{30, LogsQuery{Hours: 169, Limit: 1, Stream: true}, false},
+		{0, LogsQuery{Hours: 0, Limit: 1}, false},
+		{0, LogsQuery{Hours: 1, Limit: 0}, false},
+		{0, LogsQuery{Hours: 1, Limit: 1, Severity: "Error, FATAL"}, true},
+		{0, LogsQuery{Hours: 1, Limit: 1, Severity: "error,loud"}, false},
+	} {
+		s := &Service{cfg: Config{LogArchiveDays: c.archive}, now: time.Now}
+		q, err := s.logQuery(c.q)
+		if (err == nil) != c.ok || (err != nil && KindOf(err) != KindInvalid) {
+			t.Errorf("archive %d, %+v: %v", c.archive, c.q, err)
+		}
+		if err == nil && (q.Since.IsZero() || len(q.ExcludeUsers) != 1) {
+			t.Errorf("%+v: query %+v", c.q, q)
+		}
+	}
+}
