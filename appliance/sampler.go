@@ -41,6 +41,7 @@ const (
 // samplerState holds one admin connection per sampled project (kept between sweeps: no connection setup
 // per minute) and the last sweep's figures for /metrics.
 type samplerState struct {
+	sweep sync.Mutex // one sweep at a time (a kept connection serves one sweep)
 	mu    sync.Mutex
 	conns map[string]*samplerConn // project ID → connection
 	last  SampleSweepResult
@@ -94,6 +95,8 @@ type sampleTarget struct {
 // projects), stores a history point computed from the previous reading, snapshots pg_stat_statements
 // every StatementSnapshotInterval, and raises or resolves alerts — everything in one transaction.
 func (s *Service) SampleObservability(ctx context.Context) (SampleSweepResult, error) {
+	s.sampler.sweep.Lock()
+	defer s.sampler.sweep.Unlock()
 	start, cpu0 := time.Now(), processCPU()
 	now := s.now()
 	res := SampleSweepResult{At: now}
