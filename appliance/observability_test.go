@@ -152,7 +152,9 @@ func TestObservability(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Query.WindowCalls != 5 || len(d.Query.Points) != 1 || d.Query.Points[0].Calls != 5 || d.Query.Points[0].CallsPerSec <= 0 {
+		// Two snapshots: the new server's first (its counts since it started: none of this statement yet)
+		// and the one after the load.
+		if d.Query.WindowCalls != 5 || len(d.Query.Points) != 2 || d.Query.Points[1].Calls != 5 || d.Query.Points[1].CallsPerSec <= 0 {
 			t.Fatalf("detail: %+v", d.Query)
 		}
 	})
@@ -208,7 +210,7 @@ func TestObservability(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Query.WindowCalls != 10 || len(d.Query.Points) != 2 {
+		if d.Query.WindowCalls != 10 || len(d.Query.Points) != 3 || d.Query.Points[2].Calls != 5 {
 			t.Fatalf("detail after the crash: %+v", d.Query)
 		}
 	})

@@ -248,11 +248,20 @@ func statementDeltas(st *store.ObservabilityState, read *pgstat.Statements, now 
 	}
 	reset := !st.StatementsReset.Equal(read.Reset) // reset, or back from a crash: every count is since then
 	st.StatementsReset = read.Reset
+	since := st.StatementsAt
+	if reset && read.Reset.After(since) {
+		since = read.Reset
+	}
+	if prev == nil && !read.Reset.IsZero() && now.Sub(read.Reset) <= 2*StatementSnapshotInterval {
+		// The first snapshot of a new server (or of statistics just reset): its counts are all recent,
+		// so they are the first point's, not only a baseline.
+		prev, since = map[string]stmtTotals{}, read.Reset
+	}
 	stmts := read.Totals
 	totals := make(map[string]stmtTotals, len(stmts))
 	var interval uint64
-	if !st.StatementsAt.IsZero() && prev != nil {
-		interval = uint64(max(0, now.Sub(st.StatementsAt).Seconds()))
+	if prev != nil && !since.IsZero() {
+		interval = uint64(max(1, now.Sub(since).Seconds()))
 	}
 	point := binary.AppendUvarint(nil, interval)
 	for _, x := range stmts {
@@ -268,7 +277,7 @@ func statementDeltas(st *store.ObservabilityState, read *pgstat.Statements, now 
 		}
 		totals[x.Hash] = cur
 	}
-	if prev == nil { // the first snapshot only sets the baseline
+	if prev == nil { // the first snapshot of a server running for a while only sets the baseline
 		return totals, point
 	}
 	for h, cur := range totals {

@@ -153,10 +153,17 @@ func TestStatementDeltas(t *testing.T) {
 	if p, _ := decodeStatementPoint(now, point, ""); p.Deltas[h1].Calls != 2 {
 		t.Fatalf("after counts went back: %+v", p)
 	}
-	// After a crash (stats_reset moved) the counts may be as high as before: still the delta is all of them.
-	_, point = statementDeltas(st, read(now, pgstat.StatementTotals{Hash: h1, Calls: 10, Rows: 10, TotalExecMS: 5}), now)
-	if p, _ := decodeStatementPoint(now, point, ""); p.Deltas[h1].Calls != 10 {
+	// After a crash (stats_reset moved) the counts may be as high as before: still the delta is all of them,
+	// over the time since the reset.
+	_, point = statementDeltas(st, read(now.Add(-time.Minute), pgstat.StatementTotals{Hash: h1, Calls: 10, Rows: 10, TotalExecMS: 5}), now)
+	if p, _ := decodeStatementPoint(now, point, ""); p.Deltas[h1].Calls != 10 || p.Interval != 60 {
 		t.Fatalf("after a crash: %+v", p)
+	}
+	// A new server's first snapshot: its counts since the start are the first point's.
+	fresh := &store.ObservabilityState{}
+	_, point = statementDeltas(fresh, read(now.Add(-2*time.Minute), pgstat.StatementTotals{Hash: h2, Calls: 3, Rows: 3, TotalExecMS: 3}), now)
+	if p, _ := decodeStatementPoint(now, point, ""); p.Interval != 120 || p.Deltas[h2].Calls != 3 {
+		t.Fatalf("a new server's first snapshot: %+v", p)
 	}
 }
 
