@@ -24,7 +24,7 @@ import (
 // public.sprung_<name> (sequences are not transactional: a trap that sprang inside a statement that then
 // failed is still counted) and answers 'password' (so that the purge of pg_stat_statements goes on to its
 // reset).
-var trapNames = []string{"pgss_view", "pgss_reset", "current_setting", "available_extensions", "pg_extension", "regex_operator"}
+var trapNames = []string{"pgss_view", "pgss_reset", "current_setting", "available_extensions", "pg_extension", "regex_operator", "format"}
 
 func sprungSQL() string {
 	var b strings.Builder
@@ -276,4 +276,41 @@ func TestAdminSessionsNeverRunTheTenantsCode(t *testing.T) {
 			t.Errorf("%s in the postgres database: %v, want permission denied", q, err)
 		}
 	}
+}
+
+// formatTrapSQL: format(text, name, name) matches format('%I.%I', n.nspname, c.relname) better than the
+// catalog's format(text, VARIADIC "any"), wherever it is in the search_path: PostgreSQL's default
+// search_path is enough.
+const formatTrapSQL = `CREATE FUNCTION public.format(text, name, name) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.sprung('format'); RETURN pg_catalog.format($1, $2, $3); END $$;`
+
+// TestFollowNeverRunsTheTenantsCode: with an overload of format() in the project's public schema that the
+// follow's status would pick (its table list formats names), a follow from a source, its status and its
+// cutover (sequences set through to_regclass and setval) never run it as a superuser; the status's
+// statement on an admin session with PostgreSQL's default search_path does.
+func TestFollowNeverRunsTheTenantsCode(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	ctx := t.Context()
+	prj := provision(t, e, p, "followtrap", "development")
+	tenant := tenantConn(t, e, p, prj.ID, false)
+	if _, err := tenant.Exec(ctx, sprungSQL()+formatTrapSQL); err != nil {
+		t.Fatal(err)
+	}
+	src := e.StartSource(t, "logical")
+	src.App(t, "shop", "CREATE TABLE public.items (id serial PRIMARY KEY, v text)", "INSERT INTO public.items (v) VALUES ('a'), ('b')")
+	jr, err := e.Svc.StartFollow(ctx, p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
+	mustComplete(t, e, jr, err)
+	waitFor(t, "initial copy", func() bool {
+		rep := followStatus(t, e, p, prj)
+		return len(rep.Tables) == 1 && rep.TablesReady == 1
+	})
+	jr, err = e.Svc.FollowCutover(ctx, p, prj.ID, &appliance.FollowCutoverRequest{Confirm: true})
+	mustComplete(t, e, jr, err)
+	if n := scalar[int64](t, tenant, "SELECT count(*) FROM public.items"); n != 2 {
+		t.Fatalf("%d rows followed", n)
+	}
+	noneSprung(t, tenant, "a follow, its status and its cutover")
+	springs(t, unprotected(t, e, prj.ID), tenant, "format",
+		"SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace LIMIT 1")
 }
