@@ -87,6 +87,17 @@ func createExtensionSQL(ident string) string {
 	return "CREATE EXTENSION IF NOT EXISTS " + ident + " SCHEMA public CASCADE"
 }
 
+// extensionConn is adminConn for creating and updating extensions (postgres.Instance.ConnectForExtensions):
+// run CREATE, ALTER and DROP EXTENSION on it through extensionDDL, which pins its search_path again after
+// each.
+func (s *Service) extensionConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error) {
+	pw, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return nil, fmt.Errorf("open admin password of %s: %w", inst.ID, err)
+	}
+	return (&postgres.Instance{ID: inst.ID, Port: inst.Port}).ConnectForExtensions(ctx, string(pw), db)
+}
+
 // extensionDDL runs stmt (CREATE, ALTER or DROP EXTENSION) on an extensionConn, then sets its search_path
 // back to postgres.AdminSearchPath: an extension script's SET outlives the script (postgis_topology's
 // leaves the database's default search_path, with public, on the session).

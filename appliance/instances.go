@@ -35,7 +35,8 @@ func serverErr(err error, what string) error {
 const adminUser = postgres.AdminRole
 
 // adminConn connects to db on the instance as the admin superuser over loopback. Its search_path is
-// postgres.AdminSearchPath: the catalog only, never the tenant's schemas.
+// postgres.AdminSearchPath: the catalog only, never the tenant's schemas (AdminExec and AdminQueryRow
+// included: their statements name what is not in pg_catalog with its schema).
 func (s *Service) adminConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error) {
 	pw, err := s.box.Open(inst.AdminPassword)
 	if err != nil {
@@ -44,19 +45,7 @@ func (s *Service) adminConn(ctx context.Context, inst *store.Instance, db string
 	return (&postgres.Instance{ID: inst.ID, Port: inst.Port}).Connect(ctx, string(pw), db)
 }
 
-// extensionConn is adminConn for creating and updating extensions (postgres.Instance.ConnectForExtensions):
-// run CREATE, ALTER and DROP EXTENSION on it through extensionDDL, which pins its search_path again after
-// each.
-func (s *Service) extensionConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error) {
-	pw, err := s.box.Open(inst.AdminPassword)
-	if err != nil {
-		return nil, fmt.Errorf("open admin password of %s: %w", inst.ID, err)
-	}
-	return (&postgres.Instance{ID: inst.ID, Port: inst.Port}).ConnectForExtensions(ctx, string(pw), db)
-}
-
-// AdminExec runs one statement as the superuser in the project's database, with the admin sessions'
-// search_path (postgres.AdminSearchPath: qualify what is not in pg_catalog). Only tests and operators'
+// AdminExec runs one statement as the superuser in the project's database. Only tests and operators'
 // tools call it; no endpoint reaches it.
 func (s *Service) AdminExec(ctx context.Context, projectID, stmt string) error {
 	return s.AdminQueryRow(ctx, projectID, stmt, nil)
