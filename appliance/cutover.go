@@ -518,7 +518,7 @@ func (s *Service) stageCutover(ctx context.Context, run *scheduler.Run, dp *Data
 	if err := prepareDatabase(ctx, conn, prj, staging); err != nil {
 		return err
 	}
-	db, err := pgx.ConnectConfig(ctx, withDatabase(conn.Config(), staging))
+	db, err := s.extensionConn(ctx, inst, staging)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", staging, err)
 	}
@@ -531,17 +531,16 @@ func (s *Service) stageCutover(ctx context.Context, run *scheduler.Run, dp *Data
 		if lib, ok := preloadLibraries[e.name]; ok && !slices.Contains(strings.Split(strings.ReplaceAll(preload, " ", ""), ","), lib) {
 			return fmt.Errorf("the preview has extension %s, which the project's server does not load: enable %s on the project first", e.name, e.name)
 		}
-		create := "CREATE EXTENSION IF NOT EXISTS " + pgx.Identifier{e.name}.Sanitize() + " VERSION " + quoteLiteral(e.version)
-		if e.schema != "pg_catalog" {
-			if e.schema != "public" && !slices.Contains(schemas, e.schema) {
-				if _, err := db.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{e.schema}.Sanitize()+" AUTHORIZATION "+role); err != nil {
-					return fmt.Errorf("create schema %s: %w", e.schema, err)
-				}
-				schemas = append(schemas, e.schema)
+		if e.schema != "pg_catalog" && e.schema != "public" && !slices.Contains(schemas, e.schema) {
+			if _, err := db.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{e.schema}.Sanitize()+" AUTHORIZATION "+role); err != nil {
+				return fmt.Errorf("create schema %s: %w", e.schema, err)
 			}
-			create += " SCHEMA " + pgx.Identifier{e.schema}.Sanitize()
+			schemas = append(schemas, e.schema)
 		}
-		if _, err := db.Exec(ctx, create); err != nil {
+		// In the preview's schema, named: the session's search_path is the catalog's.
+		create := "CREATE EXTENSION IF NOT EXISTS " + pgx.Identifier{e.name}.Sanitize() + " SCHEMA " + pgx.Identifier{e.schema}.Sanitize() +
+			" VERSION " + quoteLiteral(e.version)
+		if err := extensionDDL(ctx, db, create); err != nil {
 			return fmt.Errorf("create extension %s: %w", e.name, err)
 		}
 	}

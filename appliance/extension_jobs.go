@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -37,7 +38,7 @@ func (s *Service) extensionJobHandler(ctx context.Context, run *scheduler.Run) (
 		}
 		restarted = action.String() == "restart"
 	}
-	conn, err := s.adminConn(ctx, inst, prj.DatabaseName)
+	conn, err := s.extensionConn(ctx, inst, prj.DatabaseName)
 	if err != nil {
 		return nil, scheduler.Transient(err)
 	}
@@ -46,14 +47,14 @@ func (s *Service) extensionJobHandler(ctx context.Context, run *scheduler.Run) (
 	var stmt string
 	switch run.Job.Type {
 	case JobExtensionEnable:
-		stmt = "CREATE EXTENSION IF NOT EXISTS " + ident + " CASCADE"
+		stmt = createExtensionSQL(ident)
 	case JobExtensionDisable:
 		stmt = "DROP EXTENSION IF EXISTS " + ident // no CASCADE: objects that use it are never dropped silently
 	case JobExtensionUpdate:
 		stmt = "ALTER EXTENSION " + ident + " UPDATE"
 	}
-	if _, err := conn.Exec(ctx, stmt); err != nil {
-		return nil, fmt.Errorf("%s: %w", stmt, err)
+	if err := extensionDDL(ctx, conn, stmt); err != nil {
+		return nil, err
 	}
 	if run.Job.Type == JobExtensionDisable && preload && !slices.Contains(defaultLibraries, lib) && slices.Contains(prj.PreloadLibraries, lib) {
 		if err := s.updateProject(prj.ID, func(p *store.Project) error {
@@ -74,6 +75,40 @@ func (s *Service) extensionJobHandler(ctx context.Context, run *scheduler.Run) (
 	var version string
 	conn.QueryRow(ctx, "SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = $1), '')", in.Name).Scan(&version)
 	return map[string]any{"extension": in.Name, "installed_version": version, "restarted": restarted}, nil
+}
+
+// createExtensionSQL creates extension ident (quoted), and the extensions it needs, where a project's
+// extensions have always gone: public, unless the control file fixes the schema (plpgsql's pg_catalog,
+// postgis_topology's topology). The admin sessions' search_path (postgres.AdminSearchPath) has no public
+// in it, so SCHEMA is explicit. With CASCADE, PostgreSQL takes a SCHEMA that contradicts the control file's
+// as the schema of the extensions CASCADE creates only, instead of failing (CREATE EXTENSION, "SCHEMA"), so
+// one statement serves both kinds. Run it on an extensionConn.
+func createExtensionSQL(ident string) string {
+	return "CREATE EXTENSION IF NOT EXISTS " + ident + " SCHEMA public CASCADE"
+}
+
+// extensionConn is adminConn for creating and updating extensions (postgres.Instance.ConnectForExtensions):
+// run CREATE, ALTER and DROP EXTENSION on it through extensionDDL, which pins its search_path again after
+// each.
+func (s *Service) extensionConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error) {
+	pw, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return nil, fmt.Errorf("open admin password of %s: %w", inst.ID, err)
+	}
+	return (&postgres.Instance{ID: inst.ID, Port: inst.Port}).ConnectForExtensions(ctx, string(pw), db)
+}
+
+// extensionDDL runs stmt (CREATE, ALTER or DROP EXTENSION) on an extensionConn, then sets its search_path
+// back to postgres.AdminSearchPath: an extension script's SET outlives the script (postgis_topology's
+// leaves the database's default search_path, with public, on the session).
+func extensionDDL(ctx context.Context, conn *pgx.Conn, stmt string) error {
+	if _, err := conn.Exec(ctx, stmt); err != nil {
+		return fmt.Errorf("%s: %w", stmt, err)
+	}
+	if _, err := conn.Exec(ctx, "SET search_path = "+postgres.AdminSearchPath); err != nil {
+		return fmt.Errorf("pin search_path after %s: %w", stmt, err)
+	}
+	return nil
 }
 
 // defaultLibraries are preloaded on every instance; disabling their extension keeps them loaded.

@@ -112,10 +112,8 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 		return nil, err
 	}
 	f.SchemaCopied = true
-	for _, e := range pf.Source.Extensions {
-		if _, err := target.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS "+pgx.Identifier{e.Name}.Sanitize()+" CASCADE"); err != nil {
-			return nil, fmt.Errorf("enable extension %s: %w", e.Name, err)
-		}
+	if err := s.createExtensions(ctx, inst, prj.DatabaseName, pf.Source.Extensions); err != nil {
+		return nil, err
 	}
 	if err := s.copySchema(ctx, run, dp, prj, inst, f, src, pf.Source.AppSchemas); err != nil {
 		return nil, err
@@ -179,6 +177,24 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 	}
 	steps.done("subscribe")
 	return s.markFollowing(f, tables, steps)
+}
+
+// createExtensions creates the source's extensions in the project's database, as the extension job does.
+func (s *Service) createExtensions(ctx context.Context, inst *store.Instance, database string, exts []SourceExtension) error {
+	if len(exts) == 0 {
+		return nil
+	}
+	conn, err := s.extensionConn(ctx, inst, database)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, e := range exts {
+		if err := extensionDDL(ctx, conn, createExtensionSQL(pgx.Identifier{e.Name}.Sanitize())); err != nil {
+			return fmt.Errorf("enable extension %s: %w", e.Name, err)
+		}
+	}
+	return nil
 }
 
 // startSubscription takes superuser from the subscription's owner, then starts its workers.

@@ -16,7 +16,8 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// targetInt runs a query returning one integer as the project's admin.
+// targetInt runs a query returning one integer as the project's admin (the admin sessions' search_path:
+// tables are named with their schema).
 func targetInt(t *testing.T, e *appliancetest.Env, prj *store.Project, query string) int {
 	t.Helper()
 	var inst *store.Instance
@@ -333,7 +334,7 @@ func TestImportFollow(t *testing.T) {
 		t.Fatalf("restore after abort %s: %s", rj.State, rj.Error)
 	}
 	other = e.Project(t, other.ID)
-	if n := targetInt(t, e, other, "SELECT count(*) FROM keepme"); n != 7 {
+	if n := targetInt(t, e, other, "SELECT count(*) FROM public.keepme"); n != 7 {
 		t.Fatalf("keepme after abort: %d", n)
 	}
 	if n := targetInt(t, e, other, "SELECT count(*) FROM pg_class WHERE relname IN ('customers', 'orders', 'events')"); n != 0 {

@@ -217,7 +217,7 @@ func TestImportCannotBecomeSuperuser(t *testing.T) {
 	if j := e.WaitJob(t, jr.Job.ID); j.State != scheduler.StateCompleted {
 		t.Fatalf("import job %s: %s\n%s", j.State, j.Error, j.LastStderr)
 	}
-	if n := targetInt(t, e, dst, "SELECT count(*) FROM trap"); n != 1 {
+	if n := targetInt(t, e, dst, "SELECT count(*) FROM public.trap"); n != 1 {
 		t.Fatalf("trap rows after the import: %d", n)
 	}
 	if n := targetInt(t, e, dst, "SELECT count(*) FROM pg_roles WHERE rolname = 'pwned' OR (rolsuper AND rolname <> 'appliance_admin')"); n != 0 {

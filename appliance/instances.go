@@ -34,7 +34,9 @@ func serverErr(err error, what string) error {
 // adminUser is the superuser the appliance manages every instance with (loopback only).
 const adminUser = postgres.AdminRole
 
-// adminConn connects to db on the instance as the admin superuser over loopback.
+// adminConn connects to db on the instance as the admin superuser over loopback. Its search_path is
+// postgres.AdminSearchPath: the catalog only, never the tenant's schemas (AdminExec and AdminQueryRow
+// included: their statements name what is not in pg_catalog with its schema).
 func (s *Service) adminConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error) {
 	pw, err := s.box.Open(inst.AdminPassword)
 	if err != nil {

@@ -451,7 +451,7 @@ func prepareDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Project, da
 	defer db.Close(context.WithoutCancel(ctx))
 	role := pgx.Identifier{prj.RoleName}.Sanitize()
 	for _, q := range []string{
-		"CREATE EXTENSION IF NOT EXISTS pg_stat_statements",
+		"CREATE EXTENSION IF NOT EXISTS pg_stat_statements SCHEMA public", // where it always was: not in the search_path
 		"ALTER SCHEMA public OWNER TO " + role,
 		"REVOKE ALL ON DATABASE " + pgx.Identifier{database}.Sanitize() + " FROM PUBLIC",
 		"GRANT CONNECT, TEMPORARY ON DATABASE " + pgx.Identifier{database}.Sanitize() + " TO " + role,

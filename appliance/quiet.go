@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -46,14 +47,27 @@ func setPasswordSQL(verb, role, options, password string) (string, error) {
 
 // purgeSecretStatements removes from the database's pg_stat_statements whatever an older appliance let
 // in with a password (ALTER ROLE … PASSWORD '…'): all of it, since a partial reset leaves the query texts
-// in the text file until its next garbage collection. It reports whether it reset.
+// in the text file until its next garbage collection. It reports whether it reset. The extension's objects
+// are named in the schema it is in (db is an admin session: its search_path is the catalog's); without the
+// extension there is nothing to purge.
 func purgeSecretStatements(ctx context.Context, db *pgx.Conn) (bool, error) {
-	var n int
-	err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_statements WHERE query ~* 'password|passwd'`).Scan(&n)
-	if err != nil || n == 0 {
+	var schema string
+	err := db.QueryRow(ctx, `SELECT n.nspname::text FROM pg_catalog.pg_extension e
+		JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'`).Scan(&schema)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
 		return false, err
 	}
-	_, err = db.Exec(ctx, "SELECT pg_stat_statements_reset()")
+	var n int
+	view, reset := pgx.Identifier{schema, "pg_stat_statements"}.Sanitize(), pgx.Identifier{schema, "pg_stat_statements_reset"}.Sanitize()
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM "+view+" WHERE query ~* 'password|passwd'").Scan(&n); err != nil || n == 0 {
+		return false, err
+	}
+	// Typed arguments (all zero: everything): an overload the tenant may add to the extension's schema cannot
+	// make the call ambiguous.
+	_, err = db.Exec(ctx, "SELECT "+reset+"(0::pg_catalog.oid, 0::pg_catalog.oid, 0::pg_catalog.int8)")
 	return err == nil, err
 }
 

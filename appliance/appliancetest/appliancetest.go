@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/theappliance/appliance/appliance"
@@ -224,10 +225,41 @@ func freeRange(t testing.TB, n int) appliance.PortRange {
 }
 
 // AdminExec runs a statement as the instance's superuser in the project's database (for fixtures that
-// need rights the project role does not have).
+// need rights the project role does not have), in a session of its own with PostgreSQL's default
+// search_path, as an operator's psql would: fixtures name tables and extensions unqualified, and they land
+// in public. The appliance's own admin sessions never look in public (postgres.AdminSearchPath).
 func (e *Env) AdminExec(t testing.TB, projectID, stmt string) error {
 	t.Helper()
-	return e.Svc.AdminExec(t.Context(), projectID, stmt)
+	cfg := e.AdminConfig(t, projectID)
+	cfg.RuntimeParams["search_path"] = `"$user", public`
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(t.Context(), stmt)
+	return err
+}
+
+// AdminConfig is a connection configuration for the instance's superuser in the project's database, as
+// postgres.Instance.Connect's but without its search_path: PostgreSQL's defaults, the database's included.
+func (e *Env) AdminConfig(t testing.TB, projectID string) *pgx.ConnConfig {
+	t.Helper()
+	prj := e.Project(t, projectID)
+	var inst *store.Instance
+	if err := e.DB.View(func(tx *store.Tx) (err error) { inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID); return err }); err != nil {
+		t.Fatalf("instance of %s: %v", projectID, err)
+	}
+	pw, err := e.Box.Open(inst.AdminPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgx.ParseConfig("sslmode=disable connect_timeout=10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.Database = "127.0.0.1", uint16(inst.Port), postgres.AdminRole, string(pw), prj.DatabaseName
+	return cfg
 }
 
 // LeakGrace is how long CheckNoProcessesUnder lets processes of the directory end on their own (a

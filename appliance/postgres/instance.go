@@ -664,18 +664,62 @@ func (i *Instance) Remove(ctx context.Context) error {
 	return nil
 }
 
-// Admin connects to the postgres database as AdminRole over 127.0.0.1 (no TLS on loopback).
+// AdminSearchPath is the search_path of every AdminRole session: Connect sends it as a startup parameter.
+//
+// A project's role owns its database and the public schema in it, and may create schemas there (one named
+// like AdminRole is the "$user" of PostgreSQL's default search_path) and set the database's defaults
+// (ALTER DATABASE … SET search_path). Name resolution prefers a function or operator whose argument types
+// match exactly over a built-in that needs a coercion or is polymorphic, wherever in the search_path it is,
+// and a relation or an equal match earlier in the path over a later one: a superuser session resolving names
+// through such schemas runs the tenant's code as a superuser (CVE-2018-1058). So admin sessions see the
+// catalog and their own temporary schema only (pg_temp last: no temporary relation hides a catalog one).
+// Statements that name objects elsewhere qualify them (public.…, an extension's schema read from
+// pg_extension); statements that create objects name their schema (CREATE EXTENSION … SCHEMA public): an
+// unqualified one would go to pg_catalog (functions) or fail (relations). A startup parameter outranks the
+// database's and the role's defaults, and RESET and DISCARD ALL return to it.
+const AdminSearchPath = "pg_catalog, pg_temp"
+
+// Admin connects to the postgres database as AdminRole over 127.0.0.1 (no TLS on loopback), with
+// AdminSearchPath.
 func (i *Instance) Admin(ctx context.Context, password string) (*pgx.Conn, error) {
 	return i.Connect(ctx, password, "postgres")
 }
 
-// Connect connects to database as AdminRole over 127.0.0.1.
+// Connect connects to database as AdminRole over 127.0.0.1, with search_path = AdminSearchPath from the
+// start. A connection made with its configuration (Conn.Config, another database set) has it too.
 func (i *Instance) Connect(ctx context.Context, password, database string) (*pgx.Conn, error) {
+	return i.connect(ctx, password, database, true)
+}
+
+// ConnectForExtensions is Connect for CREATE EXTENSION and ALTER EXTENSION … UPDATE: the session's
+// search_path is AdminSearchPath too, but set after the start (SET), so that its reset value is the
+// database's default, what the project's own sessions get. Extension scripts run with the search_path
+// PostgreSQL gives them; some read the reset value: postgis_topology's appends its schema to it and writes
+// that as the database's default search_path (ALTER DATABASE … SET), then sets it for its last statements
+// (which name the types of its dependencies unqualified). With AdminSearchPath as the reset value the
+// project's sessions would lose public, and the script would fail. A script's SET outlives it: set
+// AdminSearchPath again after each such statement, and run nothing else before.
+func (i *Instance) ConnectForExtensions(ctx context.Context, password, database string) (*pgx.Conn, error) {
+	conn, err := i.connect(ctx, password, database, false)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "SET search_path = "+AdminSearchPath); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("instance %s: pin search_path: %w", i.ID, err)
+	}
+	return conn, nil
+}
+
+func (i *Instance) connect(ctx context.Context, password, database string, pinned bool) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig("sslmode=disable connect_timeout=10")
 	if err != nil {
 		return nil, err
 	}
 	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.Database = "127.0.0.1", uint16(i.Port), AdminRole, password, database
+	if pinned {
+		cfg.RuntimeParams["search_path"] = AdminSearchPath
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to instance %s as %s on 127.0.0.1:%s: %w", i.ID, AdminRole, strconv.Itoa(i.Port), err)

@@ -163,8 +163,8 @@ func TestInstanceLifecycle(t *testing.T) {
 			t.Errorf("SHOW %s = %q, want %q", name, got, want)
 		}
 	}
-	exec1(t, conn, "CREATE EXTENSION pg_stat_statements")
-	exec1(t, conn, "SELECT count(*) FROM pg_stat_statements")
+	exec1(t, conn, "CREATE EXTENSION pg_stat_statements SCHEMA public")
+	exec1(t, conn, "SELECT count(*) FROM public.pg_stat_statements")
 
 	exec1(t, conn, "CREATE ROLE app LOGIN PASSWORD 'app-secret'")
 	exec1(t, conn, "CREATE DATABASE appdb OWNER app")
@@ -182,6 +182,7 @@ func TestInstanceLifecycle(t *testing.T) {
 	if !ssl || user != "app" {
 		t.Errorf("ssl=%v user=%q", ssl, user)
 	}
+	checkAdminSearchPath(t, inst, app)
 	app.Close(ctx)
 
 	// No plaintext for customers, no wrong passwords, no admin over TLS from elsewhere than loopback rules.
@@ -237,12 +238,75 @@ func TestInstanceLifecycle(t *testing.T) {
 	t.Logf("restart from stopped: %v", time.Since(t0).Round(time.Millisecond))
 }
 
+// checkAdminSearchPath: the owner of appdb (app, connected) makes its public schema the first of the
+// database's search_path and overloads current_setting(text) there; the admin sessions in appdb keep
+// AdminSearchPath (after RESET and DISCARD ALL too, and on a connection made with their configuration) and
+// run the catalog's function, while app's next session runs its own.
+func checkAdminSearchPath(t *testing.T, inst *Instance, app *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	exec1(t, app, "ALTER DATABASE appdb SET search_path = public, pg_catalog")
+	exec1(t, app, "CREATE FUNCTION public.current_setting(text) RETURNS text LANGUAGE sql AS $$ SELECT 'overloaded'::text $$")
+	own, err := pgx.ConnectConfig(ctx, app.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close(ctx)
+	const probe = "SELECT current_setting('search_path'), current_setting('server_version_num')"
+	var path, version string
+	if err := own.QueryRow(ctx, probe).Scan(&path, &version); err != nil || version != "overloaded" {
+		t.Fatalf("the database owner's session: search_path %q, current_setting() gave %q (%v): the overload is not in its way", path, version, err)
+	}
+
+	check := func(what string, conn *pgx.Conn) {
+		t.Helper()
+		// Simple protocol: DISCARD ALL drops the session's prepared statements.
+		if err := conn.QueryRow(ctx, probe, pgx.QueryExecModeSimpleProtocol).Scan(&path, &version); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if path != AdminSearchPath || version == "overloaded" {
+			t.Errorf("%s: search_path %q, current_setting() gave %q", what, path, version)
+		}
+	}
+	adm, err := inst.Connect(ctx, adminPassword, "appdb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close(ctx)
+	check("admin session", adm)
+	exec1(t, adm, "RESET search_path")
+	check("after RESET", adm)
+	exec1(t, adm, "DISCARD ALL")
+	check("after DISCARD ALL", adm)
+	derived, err := pgx.ConnectConfig(ctx, adm.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer derived.Close(ctx)
+	check("a connection with the admin session's configuration", derived)
+
+	// The extensions' session: pinned, but its reset value is the database's default (what postgis_topology's
+	// script appends its schema to and makes the database's default).
+	ext, err := inst.ConnectForExtensions(ctx, adminPassword, "appdb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ext.Close(ctx)
+	check("extensions' session", ext)
+	var reset string
+	if err := ext.QueryRow(ctx, "SELECT reset_val FROM pg_settings WHERE name = 'search_path'").Scan(&reset); err != nil || reset != "public, pg_catalog" {
+		t.Errorf("extensions' session: reset search_path %q (%v), want the database's", reset, err)
+	}
+	exec1(t, app, "DROP FUNCTION public.current_setting(text)")
+	exec1(t, app, "ALTER DATABASE appdb RESET search_path")
+}
+
 func TestWALArchiving(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	inst := b.newInstance(t, "archive", Settings{})
 	conn := admin(t, inst)
-	exec1(t, conn, "CREATE TABLE t AS SELECT g FROM generate_series(1, 1000) g")
+	exec1(t, conn, "CREATE TABLE public.t AS SELECT g FROM generate_series(1, 1000) g")
 	var segment string
 	if err := conn.QueryRow(ctx, "SELECT pg_walfile_name(pg_switch_wal())").Scan(&segment); err != nil {
 		t.Fatal(err)

@@ -102,19 +102,16 @@ func Start(t testing.TB, settings postgres.Settings) *Server {
 	return &Server{Instance: inst, CA: ca, passwords: map[string]string{}}
 }
 
-// Admin connects to db as postgres.AdminRole over 127.0.0.1, as the appliance does; closed at cleanup.
+// Admin connects to db as postgres.AdminRole over 127.0.0.1 with AdminConfig; closed at cleanup.
 func (s *Server) Admin(t testing.TB, db string) *pgx.Conn {
 	t.Helper()
-	conn, err := s.Instance.Connect(context.Background(), AdminPassword, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn
+	return s.Connect(t, s.AdminConfig(t, db))
 }
 
-// AdminConfig is what Admin connects with (postgres.Instance.Connect's settings), for tests that adjust it
-// before Connect.
+// AdminConfig is what postgres.Instance.Connect connects with but for the search_path it pins
+// (postgres.AdminSearchPath): the session has PostgreSQL's default, or the database's. Fixtures name what
+// they create unqualified, and code given an admin session must protect itself on any (pgstat pins its own
+// search_path); tests of what Connect adds use Connect. Tests adjust it before Connect.
 func (s *Server) AdminConfig(t testing.TB, db string) *pgx.ConnConfig {
 	t.Helper()
 	cfg, err := pgx.ParseConfig(fmt.Sprintf("host=127.0.0.1 port=%d dbname=%s user=%s password=%s sslmode=disable connect_timeout=10",
