@@ -323,20 +323,22 @@ type sweepFigures struct {
 
 // BenchmarkObservabilitySampler: the sampler's sweep (Service.SampleObservability) over
 // BENCH_SAMPLER_PROJECTS (1,20,100) running free-plan projects, grown on one appliance (sub-benchmark
-// projects=N). After a baseline sweep (which opens the kept connections), BENCH_SWEEPS (20) rounds each run,
-// in alternating order, one sweep of ours (the clock moved a SampleInterval: every sweep stores a point,
-// every 5th snapshots pg_stat_statements) and one of a naive collector (a new admin connection per project
-// per sweep, pgstat.ReadCounters, close; 4 at once like the sampler), then three parts of a sweep by
-// themselves: pgstat.ReadProcs + Usage of every postmaster, ReadCounters on kept admin sessions of the
-// benchmark's own, and ReadStatements on those. Each window's CPU time in this process (getrusage: what
-// SampleSweepResult.CPU measures) and in the projects' servers (the postmasters' process trees, /proc ticks),
-// less their idle rates measured over BENCH_IDLE_SECONDS (5) before the rounds. Then the memory of the
-// sampler's kept connections: PSS of its backends, and the Go heap they hold.
+// projects=N), each with BENCH_SESSIONS (0) idle client sessions. After a baseline sweep (which opens the
+// kept connections), BENCH_SWEEPS (20) rounds each run, in alternating order, one sweep of ours (the clock,
+// frozen between sweeps, moved a SampleInterval: every sweep stores a point, every 5th snapshots every
+// project's pg_stat_statements) and one of a naive collector (a new admin connection per project per sweep,
+// pgstat.ReadCounters, close; 4 at once like the sampler), then four parts of a sweep by themselves:
+// pgstat.ReadProcs, Usage of every postmaster, ReadCounters on kept admin sessions of the benchmark's own,
+// and ReadStatements on those. Each window's CPU time in this process (getrusage: what
+// SampleSweepResult.CPU measures) and in the projects' servers (the postmasters' process trees: /proc ticks
+// and schedstat), less their idle rates measured over BENCH_IDLE_SECONDS (5) before the rounds. Then the
+// memory of the sampler's kept connections: PSS of its backends, and the Go heap they hold.
 func BenchmarkObservabilitySampler(b *testing.B) {
 	sizes := envInts(b, "BENCH_SAMPLER_PROJECTS", []int{1, 20, 100})
 	rounds := envInt(b, "BENCH_SWEEPS", 20)
 	stmts := envAtLeast(b, "BENCH_STATEMENTS", 20, 0)
 	spares := envAtLeast(b, "BENCH_SPARES", 0, 0)
+	sessions := envAtLeast(b, "BENCH_SESSIONS", 0, 0)
 	idle := time.Duration(envInt(b, "BENCH_IDLE_SECONDS", 5)) * time.Second
 	maxN := slices.Max(sizes)
 	if q := appliance.DefaultOrganizationQuota; q.ProjectsLimit < maxN {
@@ -352,6 +354,12 @@ func BenchmarkObservabilitySampler(b *testing.B) {
 	e.Svc.SetClock(clk.now)
 	detail := detailLog(b)
 	var prjs []obsProject
+	var idleSessions []*pgx.Conn
+	b.Cleanup(func() {
+		for _, c := range idleSessions {
+			c.Close(context.Background())
+		}
+	})
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("projects=%d", n), func(b *testing.B) {
 			load0 := loadavg()
@@ -359,9 +367,23 @@ func BenchmarkObservabilitySampler(b *testing.B) {
 			fresh := n - len(prjs)
 			prjs = provisionObs(b, e, p, prjs, n, stmts)
 			provisioned := time.Since(t0)
+			// BENCH_SESSIONS idle client sessions per project (backends the /proc reading visits).
+			for _, o := range prjs[n-fresh:] {
+				c, err := e.Svc.ProjectConnections(b.Context(), p, o.id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for range sessions {
+					conn, err := pgx.Connect(b.Context(), c.Connections.DirectURL)
+					if err != nil {
+						b.Fatal(err)
+					}
+					idleSessions = append(idleSessions, conn)
+				}
+			}
 			samplerRun(b, e, clk, prjs[:n], fresh, rounds, idle, detail)
-			b.Logf("%d projects (%d provisioned in %.0f s, %d statements each); load average before %s, after %s",
-				n, fresh, provisioned.Seconds(), stmts, load0, loadavg())
+			b.Logf("%d projects (%d provisioned in %.0f s, %d statements and %d idle client sessions each); load average before %s, after %s",
+				n, fresh, provisioned.Seconds(), stmts, sessions, load0, loadavg())
 		})
 	}
 }
