@@ -662,8 +662,9 @@ func detailLog(b *testing.B) io.Writer {
 // ObservabilitySample, what a store table keeps) in the same bucket under another key: the reference reads
 // the window with the same Series.Range, json.Unmarshal of each, and the same downsampling (a copy).
 // BENCH_ROUNDS (10) rounds each time BENCH_HISTORY_CALLS (20) calls of every case in a rotating order:
-// Service.History 720 h and 24 h, the JSON reference 720 h, and the HTTP GET through the real API handler
-// (plain HTTP on loopback, keep-alive, JSON encoding, body read whole) for 720 h and 24 h.
+// Service.History 720 h and 24 h, the JSON reference 720 h, the HTTP GET through the real API handler
+// (plain HTTP on loopback, keep-alive, JSON encoding, body read whole) for 720 h and 24 h, and a sketch of
+// History with its slice sized to the window once (what its growth from 4096 costs).
 func BenchmarkObservabilityHistory(b *testing.B) {
 	points := envInt(b, "BENCH_HISTORY_POINTS", 30*24*60)
 	rounds, calls := envInt(b, "BENCH_ROUNDS", 10), envInt(b, "BENCH_HISTORY_CALLS", 20)
