@@ -1,0 +1,967 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/pgstat"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/httpapi"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// The observability benchmarks (README.md "Observability benchmarks"): the sampler's sweep over 1, 20 and
+// 100 running projects next to a naive collector, and the history read of a full 30 days of points next to
+// the same points stored as JSON.
+
+// benchClock is the service's clock in these benchmarks: the real time moved forward by offset (a sweep
+// moves it a SampleInterval, so every sweep stores a point and every 5th snapshots pg_stat_statements), or
+// a frozen instant (the history window).
+type benchClock struct{ offset, frozen atomic.Int64 }
+
+func (c *benchClock) now() time.Time {
+	if f := c.frozen.Load(); f != 0 {
+		return time.Unix(0, f).UTC()
+	}
+	return time.Now().Add(time.Duration(c.offset.Load())).UTC()
+}
+
+// freeze stops the clock where it is.
+func (c *benchClock) freeze() { c.frozen.Store(c.now().UnixNano()) }
+
+// advance moves the clock forward by d.
+func (c *benchClock) advance(d time.Duration) {
+	if c.frozen.Load() != 0 {
+		c.frozen.Add(int64(d))
+	} else {
+		c.offset.Add(int64(d))
+	}
+}
+
+// thaw lets a frozen clock run again from where it stood.
+func (c *benchClock) thaw() {
+	if f := c.frozen.Load(); f != 0 {
+		c.offset.Store(f - time.Now().UnixNano())
+		c.frozen.Store(0)
+	}
+}
+
+// obsProject is what the benchmark itself needs of a sampled project: its admin login (for the naive
+// collector and the SQL-alone reading) and its postmaster (for the servers' CPU and memory).
+type obsProject struct {
+	id, db   string
+	inst     *store.Instance
+	password string
+	pm       int // postmaster pid
+}
+
+func loadObsProject(e *appliancetest.Env, id string) (obsProject, error) {
+	o := obsProject{id: id}
+	err := e.DB.View(func(tx *store.Tx) error {
+		prj, err := store.Projects.Get(tx, id)
+		if err != nil {
+			return err
+		}
+		o.db = prj.DatabaseName
+		o.inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID)
+		return err
+	})
+	if err != nil {
+		return o, err
+	}
+	pw, err := e.Box.Open(o.inst.AdminPassword)
+	if err != nil {
+		return o, err
+	}
+	o.password = string(pw)
+	o.pm, err = pidFromFile(filepath.Join(o.inst.Dir, "pgdata", "postmaster.pid"))
+	return o, err
+}
+
+// adminConnect connects as the admin role to the project's database, as the sampler does (loopback, no
+// TLS, SCRAM).
+func (o obsProject) adminConnect(ctx context.Context) (*pgx.Conn, error) {
+	return (&postgres.Instance{ID: o.inst.ID, Port: o.inst.Port}).Connect(ctx, o.password, o.db)
+}
+
+// quietAdmin is an admin session set up as the sampler sets up its kept one (appliance/quiet.go untracked,
+// and an application_name).
+func (o obsProject) quietAdmin(ctx context.Context, name string) (*pgx.Conn, error) {
+	conn, err := o.adminConnect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, set := range []string{"SET pg_stat_statements.track = 'none'", "SET track_activities = off", "SET log_statement = 'none'",
+		"SET log_min_duration_statement = -1", "SET log_min_error_statement = panic", "SET application_name = " + quoteLit(name)} {
+		if _, err := conn.Exec(ctx, set); err != nil {
+			conn.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	return conn, nil
+}
+
+func quoteLit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// parallel calls fn(i) for i in [0, n) on workers goroutines (the sampler reads 4 servers at once).
+func parallel(n, workers int, fn func(i int) error) error {
+	next := atomic.Int64{}
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil && errs[w] == nil {
+					errs[w] = err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// selfCPU is this process's CPU time (user + system), what SampleSweepResult.CPU measures.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procTable is one pass over /proc/*/stat: each process's parent and its CPU ticks (utime + stime +
+// cutime + cstime: a backend that exited is in its postmaster's cutime/cstime once waited for).
+type procTable struct {
+	ticks    map[int]uint64
+	children map[int][]int
+}
+
+// serverTime is the CPU time of the projects' servers over a window: ticks from /proc/<pid>/stat (10 ms
+// ticks; counts the backends that exited, in their postmaster's cutime/cstime) and sched from
+// /proc/<pid>/schedstat (nanoseconds; only processes alive at both ends of the window, so a kept session is
+// measured exactly and a process that started or exited meanwhile not at all).
+type serverTime struct{ ticks, sched time.Duration }
+
+// serverReading is the servers' processes at one moment: ticks summed, and each process's schedstat.
+type serverReading struct {
+	ticks uint64
+	sched map[int]int64
+	procs int
+}
+
+func (a serverReading) sub(b serverReading) serverTime {
+	var sched int64
+	for pid, ns := range a.sched {
+		if old, ok := b.sched[pid]; ok {
+			sched += ns - old
+		}
+	}
+	return serverTime{ticks: time.Duration(a.ticks-b.ticks) * 10 * time.Millisecond, sched: time.Duration(sched)}
+}
+
+func readProcTable() procTable {
+	t := procTable{ticks: map[int]uint64{}, children: map[int][]int{}}
+	entries, _ := os.ReadDir("/proc")
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + ent.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:]) // f[0] state, f[1] ppid, f[11..14] utime stime cutime cstime
+		if len(f) < 15 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		var ticks uint64
+		for _, x := range f[11:15] {
+			n, _ := strconv.ParseUint(x, 10, 64)
+			ticks += n
+		}
+		t.ticks[pid] = ticks
+		t.children[ppid] = append(t.children[ppid], pid)
+	}
+	return t
+}
+
+// tree lists root and its descendants.
+func (t procTable) tree(root int) []int {
+	out := []int{root}
+	for i := 0; i < len(out); i++ {
+		out = append(out, t.children[out[i]]...)
+	}
+	return out
+}
+
+// serverCPU reads the CPU time of the postmasters and all their descendants.
+func serverCPU(pms []int) serverReading {
+	t := readProcTable()
+	r := serverReading{sched: map[int]int64{}}
+	for _, pm := range pms {
+		for _, pid := range t.tree(pm) {
+			r.ticks += t.ticks[pid]
+			r.procs++
+			if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat"); err == nil {
+				if f := strings.Fields(string(b)); len(f) > 0 {
+					r.sched[pid], _ = strconv.ParseInt(f[0], 10, 64)
+				}
+			}
+		}
+	}
+	return r
+}
+
+// provisionObs grows the appliance to n active projects (all enqueued at once, the job runner's 4 workers
+// provision them), each given BENCH_STATEMENTS distinct statements run once as the project's role over its
+// direct URL, so that pg_stat_statements has something to snapshot.
+func provisionObs(b *testing.B, e *appliancetest.Env, p *appliance.Principal, have []obsProject, n, stmts int) []obsProject {
+	ctx := b.Context()
+	var jobs, ids []string
+	for i := len(have); i < n; i++ {
+		res, err := e.Svc.CreateProject(ctx, p, &appliance.CreateProjectRequest{Name: fmt.Sprintf("obs %03d", i), Environment: "development"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		jobs, ids = append(jobs, res.Job.ID), append(ids, res.Project.ID)
+	}
+	for _, j := range jobs {
+		if job := e.WaitJob(b, j); job.State != scheduler.StateCompleted {
+			b.Fatalf("provision: %s", job.Error)
+		}
+	}
+	for _, id := range ids {
+		o, err := loadObsProject(e, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := obsWorkload(ctx, e, p, id, stmts); err != nil {
+			b.Fatal(err)
+		}
+		have = append(have, o)
+	}
+	return have
+}
+
+// obsWorkload creates a table of 1,000 rows and runs stmts distinct statements on it once, as the
+// project's role (direct URL: TLS, SCRAM).
+func obsWorkload(ctx context.Context, e *appliancetest.Env, p *appliance.Principal, id string, stmts int) error {
+	c, err := e.Svc.ProjectConnections(ctx, p, id)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, c.Connections.DirectURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, q := range []string{"CREATE TABLE IF NOT EXISTS bench_obs (id int PRIMARY KEY, v text)",
+		"INSERT INTO bench_obs SELECT g, md5(g::text) FROM generate_series(1, 1000) g ON CONFLICT DO NOTHING"} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	for i := range stmts {
+		// The alias makes each a statement of its own for pg_stat_statements (constants are normalised).
+		if _, err := conn.Exec(ctx, fmt.Sprintf("SELECT count(*) AS c%d FROM bench_obs WHERE id > %d", i, i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sweepFigures is one measured window.
+type sweepFigures struct {
+	cpu, wall time.Duration
+	server    serverTime
+	stmts     bool // ours: the sweep snapshotted pg_stat_statements
+}
+
+// BenchmarkObservabilitySampler: the sampler's sweep (Service.SampleObservability) over
+// BENCH_SAMPLER_PROJECTS (1,20,100) running free-plan projects, grown on one appliance (sub-benchmark
+// projects=N), each with BENCH_SESSIONS (0) idle client sessions. After a baseline sweep (which opens the
+// kept connections), BENCH_SWEEPS (20) rounds each run, in alternating order, one sweep of ours (the clock,
+// frozen between sweeps, moved a SampleInterval: every sweep stores a point, every 5th snapshots every
+// project's pg_stat_statements) and one of a naive collector (a new admin connection per project per sweep,
+// pgstat.ReadCounters, close; 4 at once like the sampler), then four parts of a sweep by themselves:
+// pgstat.ReadProcs, Usage of every postmaster, ReadCounters on kept admin sessions of the benchmark's own,
+// and ReadStatements on those. Each window's CPU time in this process (getrusage: what
+// SampleSweepResult.CPU measures) and in the projects' servers (the postmasters' process trees: /proc ticks
+// and schedstat), less their idle rates measured over BENCH_IDLE_SECONDS (5) before the rounds. Then the
+// memory of the sampler's kept connections: PSS of its backends, and the Go heap they hold.
+func BenchmarkObservabilitySampler(b *testing.B) {
+	sizes := envInts(b, "BENCH_SAMPLER_PROJECTS", []int{1, 20, 100})
+	rounds := envInt(b, "BENCH_SWEEPS", 20)
+	stmts := envAtLeast(b, "BENCH_STATEMENTS", 20, 0)
+	spares := envAtLeast(b, "BENCH_SPARES", 0, 0)
+	sessions := envAtLeast(b, "BENCH_SESSIONS", 0, 0)
+	idle := time.Duration(envInt(b, "BENCH_IDLE_SECONDS", 5)) * time.Second
+	maxN := slices.Max(sizes)
+	if q := appliance.DefaultOrganizationQuota; q.ProjectsLimit < maxN {
+		appliance.DefaultOrganizationQuota.ProjectsLimit = maxN
+		b.Cleanup(func() { appliance.DefaultOrganizationQuota = q })
+	}
+	e := appliancetest.New(b, appliancetest.Options{Instances: true, Spares: spares, Ports: 2*(maxN+spares) + 48}) // slack: a port of the range something else holds is skipped
+	p, err := e.Svc.Authenticate(b.Context(), e.Bootstrap.APIKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	clk := &benchClock{}
+	e.Svc.SetClock(clk.now)
+	detail := detailLog(b)
+	var prjs []obsProject
+	var idleSessions []*pgx.Conn
+	b.Cleanup(func() {
+		for _, c := range idleSessions {
+			c.Close(context.Background())
+		}
+	})
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("projects=%d", n), func(b *testing.B) {
+			load0 := loadavg()
+			t0 := time.Now()
+			fresh := n - len(prjs)
+			prjs = provisionObs(b, e, p, prjs, n, stmts)
+			provisioned := time.Since(t0)
+			// BENCH_SESSIONS idle client sessions per project (backends the /proc reading visits).
+			for _, o := range prjs[n-fresh:] {
+				c, err := e.Svc.ProjectConnections(b.Context(), p, o.id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for range sessions {
+					conn, err := pgx.Connect(b.Context(), c.Connections.DirectURL)
+					if err != nil {
+						b.Fatal(err)
+					}
+					idleSessions = append(idleSessions, conn)
+				}
+			}
+			samplerRun(b, e, clk, prjs[:n], fresh, rounds, idle, detail)
+			b.Logf("%d projects (%d provisioned in %.0f s, %d statements and %d idle client sessions each); load average before %s, after %s",
+				n, fresh, provisioned.Seconds(), stmts, sessions, load0, loadavg())
+		})
+	}
+}
+
+func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsProject, fresh, rounds int, idle time.Duration, detail io.Writer) {
+	ctx := b.Context()
+	n := len(prjs)
+	pms := make([]int, n)
+	for i, o := range prjs {
+		pms[i] = o.pm
+	}
+	time.Sleep(idleFor)
+	heap0 := heapInuse()
+
+	sweep := func() appliance.SampleSweepResult {
+		res, err := e.Svc.SampleObservability(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Projects != n || res.Failed != 0 {
+			b.Fatalf("sweep: %d projects sampled, %d failed, want %d", res.Projects, res.Failed, n)
+		}
+		if res.Statements != 0 && res.Statements != n {
+			b.Fatalf("sweep: %d of %d projects' statements snapshotted", res.Statements, n)
+		}
+		return res
+	}
+	// The baseline: the first reading of the new projects, on a connection opened now (kept from then on).
+	// The clock moves a StatementSnapshotInterval first, so that every project's statements are snapshotted
+	// now and then together every 5th sweep; it stays frozen between sweeps.
+	clk.advance(appliance.StatementSnapshotInterval)
+	clk.freeze()
+	defer clk.thaw()
+	base := sweep()
+	heap1 := heapInuse()
+	fmt.Fprintf(detail, "projects=%d baseline sweep: cpu %v wall %v statements %d\n", n, base.CPU, base.Duration, base.Statements)
+
+	// The benchmark's own kept admin sessions for the SQL-alone windows (prepared once: warm-up).
+	kept := make([]*pgx.Conn, n)
+	if err := parallel(n, 4, func(i int) (err error) {
+		if kept[i], err = prjs[i].quietAdmin(ctx, "bench sql"); err != nil {
+			return err
+		}
+		if _, err = pgstat.ReadCounters(ctx, kept[i], postgres.AdminRole); err != nil {
+			return err
+		}
+		_, err = pgstat.ReadStatements(ctx, kept[i], prjs[i].db, postgres.AdminRole)
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	closeKept := func() {
+		for _, c := range kept {
+			if c != nil {
+				c.Close(context.WithoutCancel(ctx))
+			}
+		}
+		kept = nil
+	}
+	defer func() {
+		if kept != nil {
+			closeKept()
+		}
+	}()
+	naive := func() error {
+		return parallel(n, 4, func(i int) error {
+			conn, err := prjs[i].adminConnect(ctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(context.WithoutCancel(ctx))
+			_, err = pgstat.ReadCounters(ctx, conn, postgres.AdminRole)
+			return err
+		})
+	}
+	if err := naive(); err != nil { // warm-up
+		b.Fatal(err)
+	}
+
+	// Idle rates: this process (the supervisor checks every process once a second, the job runner polls)
+	// and the servers (background processes, autovacuum).
+	cpuI0, srvI0, tI0 := selfCPU(), serverCPU(pms), time.Now()
+	time.Sleep(idle)
+	cpuI1, srvI1, idleWall := selfCPU(), serverCPU(pms), time.Since(tI0)
+	rate := func(d time.Duration) float64 { return float64(d) / float64(idleWall) } // CPU seconds per second
+	idleSelf, idleSrv := rate(cpuI1-cpuI0), srvI1.sub(srvI0)
+	serverProcs := srvI1.procs
+	idleTicks, idleSched := rate(idleSrv.ticks), rate(idleSrv.sched)
+	net := func(d, wall time.Duration, rate float64) time.Duration { return d - time.Duration(rate*float64(wall)) }
+
+	var ours, ref, readProcs, usage, sql, stm []sweepFigures
+	// window measures fn: this process's CPU and wall time, and the servers' CPU (read outside the CPU
+	// window).
+	window := func(fn func() error) sweepFigures {
+		s0 := serverCPU(pms)
+		c0, t0 := selfCPU(), time.Now()
+		if err := fn(); err != nil {
+			b.Fatal(err)
+		}
+		f := sweepFigures{cpu: selfCPU() - c0, wall: time.Since(t0)}
+		f.server = serverCPU(pms).sub(s0)
+		return f
+	}
+	for r := range rounds {
+		for k := range 2 {
+			if (k+r)%2 == 0 { // ours first in even rounds
+				clk.advance(appliance.SampleInterval)
+				s0 := serverCPU(pms)
+				res := sweep()
+				f := sweepFigures{cpu: res.CPU, wall: res.Duration, server: serverCPU(pms).sub(s0), stmts: res.Statements > 0}
+				ours = append(ours, f)
+				fmt.Fprintf(detail, "projects=%d round %d ours: cpu %v wall %v server %v/%v statements %d\n", n, r, f.cpu, f.wall, f.server.ticks, f.server.sched, res.Statements)
+			} else {
+				f := window(naive)
+				ref = append(ref, f)
+				fmt.Fprintf(detail, "projects=%d round %d naive: cpu %v wall %v server %v/%v\n", n, r, f.cpu, f.wall, f.server.ticks, f.server.sched)
+			}
+		}
+		var pr *pgstat.Procs
+		readProcs = append(readProcs, window(func() (err error) { pr, err = pgstat.ReadProcs(); return err }))
+		usage = append(usage, window(func() error {
+			for _, pm := range pms {
+				if pr.Usage(pm).MemBytes == 0 {
+					return fmt.Errorf("no usage for postmaster %d", pm)
+				}
+			}
+			return nil
+		}))
+		sql = append(sql, window(func() error {
+			return parallel(n, 4, func(i int) error { _, err := pgstat.ReadCounters(ctx, kept[i], postgres.AdminRole); return err })
+		}))
+		stm = append(stm, window(func() error {
+			return parallel(n, 4, func(i int) error {
+				_, err := pgstat.ReadStatements(ctx, kept[i], prjs[i].db, postgres.AdminRole)
+				return err
+			})
+		}))
+		fmt.Fprintf(detail, "projects=%d round %d parts: ReadProcs cpu %v, Usage cpu %v; counters cpu %v server %v; statements cpu %v server %v\n",
+			n, r, readProcs[r].cpu, usage[r].cpu, sql[r].cpu, sql[r].server.sched, stm[r].cpu, stm[r].server.sched)
+	}
+
+	// Memory of the kept connections: the benchmark's own sessions closed, every admin backend left is the
+	// sampler's.
+	closeKept()
+	time.Sleep(time.Second)
+	heap2 := heapInuse()
+	backends, pssKB, ussKB := 0, 0.0, 0.0
+	pt := readProcTable()
+	for _, pm := range pms {
+		for _, pid := range pt.tree(pm)[1:] {
+			raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if !strings.Contains(string(raw), ": "+postgres.AdminRole+" ") {
+				continue
+			}
+			pss, uss, err := rollupKB(pid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			backends, pssKB, ussKB = backends+1, pssKB+pss, ussKB+uss
+		}
+	}
+
+	// Figures: medians of this process's CPU per window; the servers' CPU summed over a side's windows,
+	// less the idle rate over their wall time, per project and window.
+	med := func(fs []sweepFigures, keep func(sweepFigures) bool, idleRate float64) (cpu, wall time.Duration, k int) {
+		var cs, ws []time.Duration
+		for _, f := range fs {
+			if keep == nil || keep(f) {
+				cs, ws = append(cs, net(f.cpu, f.wall, idleRate)), append(ws, f.wall)
+			}
+		}
+		if len(cs) == 0 {
+			return 0, 0, 0
+		}
+		return median(cs), median(ws), len(cs)
+	}
+	srvPer := func(fs []sweepFigures) (ticks, sched time.Duration) {
+		var st serverTime
+		var wall time.Duration
+		for _, f := range fs {
+			st.ticks, st.sched, wall = st.ticks+f.server.ticks, st.sched+f.server.sched, wall+f.wall
+		}
+		k := time.Duration(len(fs) * n)
+		return net(st.ticks, wall, idleTicks) / k, net(st.sched, wall, idleSched) / k
+	}
+	plain := func(f sweepFigures) bool { return !f.stmts }
+	withS := func(f sweepFigures) bool { return f.stmts }
+	oursCPU, oursWall, kPlain := med(ours, plain, 0)
+	oursNet, _, _ := med(ours, plain, idleSelf)
+	oursS, oursSWall, kS := med(ours, withS, 0)
+	refCPU, refWall, _ := med(ref, nil, 0)
+	rpCPU, _, _ := med(readProcs, nil, 0)
+	usCPU, _, _ := med(usage, nil, 0)
+	sqlCPU, _, _ := med(sql, nil, 0)
+	stmCPU, _, _ := med(stm, nil, 0)
+	var ratios []float64
+	for i := range min(len(ours), len(ref)) {
+		ratios = append(ratios, float64(ours[i].cpu)/float64(ref[i].cpu))
+	}
+	per := func(d time.Duration) float64 { return ms(d) / float64(n) }
+	amort := (4*oursCPU + oursS) / 5 // one sweep in five snapshots statements
+	oursTicks, oursSched := srvPer(ours)
+	refTicks, refSched := srvPer(ref)
+	_, sqlSched := srvPer(sql)
+	_, stmSched := srvPer(stm)
+	b.ReportMetric(per(oursCPU), "cpu-ms/project")
+	b.ReportMetric(per(oursS), "cpu-ms/project-with-stmts")
+	b.ReportMetric(ms(oursWall), "wall-ms/sweep")
+	b.ReportMetric(per(refCPU), "naive-cpu-ms/project")
+	b.ReportMetric(float64(oursCPU)/float64(refCPU), "cpu-ratio")
+	b.ReportMetric(ms(oursSched), "server-cpu-ms/project")
+	b.ReportMetric(ms(refTicks), "naive-server-cpu-ms/project")
+	if backends > 0 {
+		b.ReportMetric(pssKB/float64(backends), "kept-backend-PSS-KiB")
+	}
+	b.Logf("ours, median of %d sweeps without the statements snapshot: %.2f ms CPU = %.3f ms per project (%.3f net of the process's idle %.1f ms/s), wall %.1f ms; %d with it: %.2f ms = %.3f ms per project, wall %.1f ms; 4:1 mix %.3f ms per project (goal < 5)",
+		kPlain, ms(oursCPU), per(oursCPU), per(oursNet), idleSelf*1000, ms(oursWall), kS, ms(oursS), per(oursS), ms(oursSWall), per(amort))
+	b.Logf("naive (new connection per project): %.2f ms CPU per sweep = %.3f ms per project, wall %.1f ms; ours/naive CPU %.3f (median of per-round ratios, all sweeps: %.3f)",
+		ms(refCPU), per(refCPU), ms(refWall), float64(oursCPU)/float64(refCPU), medianF(ratios))
+	b.Logf("parts alone, per project: ReadProcs %.3f ms (%.2f ms per sweep) + Usage %.3f ms (%.1f server processes per project) = %.0f%% of a plain sweep; ReadCounters on kept sessions %.3f ms = %.0f%%; ReadStatements %.3f ms; the rest (store, encoding, alerts) %.3f ms",
+		per(rpCPU), ms(rpCPU), per(usCPU), float64(serverProcs)/float64(n), 100*float64(rpCPU+usCPU)/float64(oursCPU), per(sqlCPU), 100*float64(sqlCPU)/float64(oursCPU), per(stmCPU), per(oursCPU-rpCPU-usCPU-sqlCPU))
+	b.Logf("servers' CPU per project per window (idle rate removed: %.1f ms/s ticks, %.1f ms/s schedstat): ours %.3f ms (ticks %.3f), naive %.3f ms (ticks; schedstat of live processes %.3f), ReadCounters alone %.3f ms, ReadStatements alone %.3f ms",
+		idleTicks*1000, idleSched*1000, ms(oursSched), ms(oursTicks), ms(refTicks), ms(refSched), ms(sqlSched), ms(stmSched))
+	b.Logf("baseline sweep (opens %d connections): %.1f ms CPU, wall %.1f ms; kept connections: %d admin backends, PSS %.0f KiB each (USS %.0f KiB); Go heap %+.1f KiB per new connection after the baseline, %+.1f KiB at the end",
+		fresh, ms(base.CPU), ms(base.Duration), backends, pssKB/max(1, float64(backends)), ussKB/max(1, float64(backends)),
+		(float64(heap1)-float64(heap0))/1024/float64(max(fresh, 1)), (float64(heap2)-float64(heap0))/1024/float64(max(fresh, 1)))
+}
+
+func heapInuse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// envInts is a comma-separated list of positive integers in the environment variable name, sorted (def
+// when unset).
+func envInts(b *testing.B, name string, def []int) []int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []int
+	for _, s := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			b.Fatalf("%s=%q: want positive integers separated by commas", name, v)
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// detailLog is the file named by BENCH_DETAIL (appended to), for the per-sweep figures the testing package
+// would cut (it keeps 10 lines of a benchmark's log); io.Discard without it.
+func detailLog(b *testing.B) io.Writer {
+	path := os.Getenv("BENCH_DETAIL")
+	if path == "" {
+		return io.Discard
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	return f
+}
+
+// BenchmarkObservabilityHistory: GET …/observability/history?hours=720 of a project holding a full 30
+// days of points (BENCH_HISTORY_POINTS, 43,200 one-minute samples). One real point is taken by the sampler
+// (a baseline sweep, some work, a sweep a minute later on the moved clock); its stored bytes (the real
+// encoding, read back with Series.Last) are put again at 43,200 timestamps one minute apart ending at the
+// clock, which is then frozen. The same points are also stored as JSON records (json.Marshal of the
+// ObservabilitySample, what a store table keeps) in the same bucket under another key: the reference reads
+// the window with the same Series.Range, json.Unmarshal of each, and the same downsampling (a copy).
+// BENCH_ROUNDS (10) rounds each time BENCH_HISTORY_CALLS (20) calls of every case in a rotating order:
+// Service.History 720 h and 24 h, the JSON reference 720 h, the HTTP GET through the real API handler
+// (plain HTTP on loopback, keep-alive, JSON encoding, body read whole) for 720 h and 24 h, and a sketch of
+// History with its slice sized to the window once (what its growth from 4096 costs).
+func BenchmarkObservabilityHistory(b *testing.B) {
+	points := envInt(b, "BENCH_HISTORY_POINTS", 30*24*60)
+	rounds, calls := envInt(b, "BENCH_ROUNDS", 10), envInt(b, "BENCH_HISTORY_CALLS", 20)
+	e, p, prj := previewEnv(b, 0, "free")
+	ctx := b.Context()
+	clk := &benchClock{}
+	e.Svc.SetClock(clk.now)
+
+	// One real point with some activity in it.
+	if _, err := e.Svc.SampleObservability(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := obsWorkload(ctx, e, p, prj.ID, 20); err != nil {
+		b.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		ok := false
+		err := e.Svc.AdminQueryRow(ctx, prj.ID, "SELECT tup_inserted >= 1000 FROM pg_stat_database WHERE datname = current_database()", nil, &ok)
+		if err == nil && ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the server's statistics never showed the inserts (%v)", err)
+		}
+	}
+	clk.advance(appliance.SampleInterval)
+	if res, err := e.Svc.SampleObservability(ctx); err != nil || res.Projects != 1 {
+		b.Fatalf("sweep: %+v %v", res, err)
+	}
+	var last time.Time
+	var value []byte
+	if err := e.DB.View(func(tx *store.Tx) (err error) {
+		last, value, err = store.ObservabilitySamples.Last(tx, prj.ID)
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	clk.frozen.Store(last.UnixNano())
+	one, err := e.Svc.History(ctx, p, prj.ID, 1)
+	if err != nil || len(one.Samples) != 1 {
+		b.Fatalf("history of the real point: %+v %v", one, err)
+	}
+	sample := one.Samples[0]
+
+	// The 30 days: the real encoding under the project's key, JSON records under refKey.
+	refKey := "bench-json-" + prj.ID
+	fi0, _ := os.Stat(filepath.Join(e.Dir, "meta.db"))
+	jsonBytes := 0
+	t0 := time.Now()
+	const batch = 3600
+	for lo := 0; lo < points; lo += batch {
+		err := e.DB.Update(func(tx *store.Tx) error {
+			for i := lo; i < min(lo+batch, points); i++ {
+				at := last.Add(-time.Duration(i) * time.Minute)
+				if err := store.ObservabilitySamples.Put(tx, prj.ID, at, value); err != nil {
+					return err
+				}
+				x := sample
+				x.SampledAt = at
+				js, err := json.Marshal(&x)
+				if err != nil {
+					return err
+				}
+				jsonBytes += len(js)
+				if err := store.ObservabilitySamples.Put(tx, refKey, at, js); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	fi1, _ := os.Stat(filepath.Join(e.Dir, "meta.db"))
+	filled := time.Since(t0)
+
+	reference := func(hours int) ([]appliance.ObservabilitySample, error) {
+		now := clk.now()
+		var samples []appliance.ObservabilitySample
+		err := e.DB.View(func(tx *store.Tx) error {
+			if _, err := store.Projects.Get(tx, prj.ID); err != nil { // as History reads the project
+				return err
+			}
+			samples = make([]appliance.ObservabilitySample, 0, min(hours*60, 4096))
+			return store.ObservabilitySamples.Range(tx, refKey, now.Add(-time.Duration(hours)*time.Hour), now.Add(time.Nanosecond), func(_ time.Time, v []byte) error {
+				var x appliance.ObservabilitySample
+				if err := json.Unmarshal(v, &x); err == nil {
+					samples = append(samples, x)
+				}
+				return nil
+			})
+		})
+		return benchDownsample(samples, appliance.MaxHistoryPoints), err
+	}
+	// A sketch of History with its slice sized to the window once (hours*60 one-minute points) instead of
+	// grown from 4096: the same walk, a copy of decodeSample, the same downsampling.
+	sized := func(hours int) ([]appliance.ObservabilitySample, error) {
+		now := clk.now()
+		var samples []appliance.ObservabilitySample
+		err := e.DB.View(func(tx *store.Tx) error {
+			if _, err := store.Projects.Get(tx, prj.ID); err != nil {
+				return err
+			}
+			samples = make([]appliance.ObservabilitySample, 0, hours*60+1)
+			return store.ObservabilitySamples.Range(tx, prj.ID, now.Add(-time.Duration(hours)*time.Hour), now.Add(time.Nanosecond), func(at time.Time, v []byte) error {
+				if x, ok := benchDecodeSample(at, v); ok {
+					samples = append(samples, x)
+				}
+				return nil
+			})
+		})
+		return benchDownsample(samples, appliance.MaxHistoryPoints), err
+	}
+	// Check: all give the same answer.
+	h720, err := e.Svc.History(ctx, p, prj.ID, 720)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r720, err := reference(720)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s720, err := sized(720)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(h720.Samples) != appliance.MaxHistoryPoints || !reflect.DeepEqual(h720.Samples, r720) || !reflect.DeepEqual(h720.Samples, s720) {
+		b.Fatalf("history 720 h: %d samples; the JSON reference differs: %v; the sketch differs: %v", len(h720.Samples),
+			!reflect.DeepEqual(h720.Samples, r720), !reflect.DeepEqual(h720.Samples, s720))
+	}
+
+	api := httptest.NewServer(httpapi.New(e.Svc, httpapi.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}}))
+	b.Cleanup(api.Close)
+	client := api.Client()
+	bodySize := map[int]int{}
+	get := func(hours int) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v1/projects/%s/observability/history?hours=%d", api.URL, prj.ID, hours), nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+e.Bootstrap.APIKey)
+		res, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		var buf bytes.Buffer
+		if _, err := io.Copy(&buf, res.Body); err != nil {
+			return err
+		}
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET history: %d %s", res.StatusCode, buf.Bytes())
+		}
+		bodySize[hours] = buf.Len()
+		return nil
+	}
+	cases := []struct {
+		name string
+		do   func() error
+	}{
+		{"History 720 h", func() error { _, err := e.Svc.History(ctx, p, prj.ID, 720); return err }},
+		{"JSON reference 720 h", func() error { _, err := reference(720); return err }},
+		{"History 24 h", func() error { _, err := e.Svc.History(ctx, p, prj.ID, 24); return err }},
+		{"HTTP GET 720 h", func() error { return get(720) }},
+		{"HTTP GET 24 h", func() error { return get(24) }},
+		{"sized-slice sketch 720 h", func() error { _, err := sized(720); return err }},
+	}
+	for _, c := range cases { // warm-up
+		if err := c.do(); err != nil {
+			b.Fatalf("%s: %v", c.name, err)
+		}
+	}
+	lat := make([][]time.Duration, len(cases))
+	cpu := make([]time.Duration, len(cases))
+	alloc := make([]uint64, len(cases))
+	roundP50 := make([][]time.Duration, len(cases))
+	var ms0, ms1 runtime.MemStats
+	for r := range rounds {
+		for k := range cases {
+			i := (k + r) % len(cases)
+			runtime.ReadMemStats(&ms0)
+			c0 := selfCPU()
+			l := make([]time.Duration, 0, calls)
+			for range calls {
+				t := time.Now()
+				if err := cases[i].do(); err != nil {
+					b.Fatalf("%s: %v", cases[i].name, err)
+				}
+				l = append(l, time.Since(t))
+			}
+			cpu[i] += selfCPU() - c0
+			runtime.ReadMemStats(&ms1)
+			alloc[i] += ms1.TotalAlloc - ms0.TotalAlloc
+			lat[i] = append(lat[i], l...)
+			slices.Sort(l)
+			roundP50[i] = append(roundP50[i], percentile(l, 50))
+		}
+	}
+	p50 := make([]time.Duration, len(cases))
+	var lines []string
+	for i, c := range cases {
+		slices.Sort(lat[i])
+		p50[i] = percentile(lat[i], 50)
+		k := len(lat[i])
+		lines = append(lines, fmt.Sprintf("%s: p50 %.2f ms, p99 %.2f ms, CPU %.2f ms and %.1f MB allocated per call",
+			c.name, ms(p50[i]), ms(percentile(lat[i], 99)), ms(cpu[i])/float64(k), float64(alloc[i])/float64(k)/1e6))
+	}
+	var ratios []float64
+	for r := range rounds {
+		ratios = append(ratios, float64(roundP50[0][r])/float64(roundP50[1][r]))
+	}
+	b.ReportMetric(ms(p50[0]), "history720-p50-ms")
+	b.ReportMetric(ms(percentile(lat[0], 99)), "history720-p99-ms")
+	b.ReportMetric(ms(p50[1]), "json720-p50-ms")
+	b.ReportMetric(float64(p50[0])/float64(p50[1]), "p50-ratio")
+	b.ReportMetric(ms(p50[3]), "http720-p50-ms")
+	b.ReportMetric(ms(percentile(lat[3], 99)), "http720-p99-ms")
+	b.Logf("%d points (value %d bytes; JSON %d bytes each), put in %.1f s; meta.db %d -> %d MB; %d rounds x %d calls per case; load average %s",
+		points, len(value), jsonBytes/points, filled.Seconds(), fi0.Size()>>20, fi1.Size()>>20, rounds, calls, loadavg())
+	b.Logf("%s; %s (ours/JSON p50 %.3f, per-round median %.3f)", lines[0], lines[1], float64(p50[0])/float64(p50[1]), medianF(ratios))
+	b.Logf("%s; %s", lines[2], lines[3])
+	b.Logf("%s; answer bodies: 720 h %d bytes, 24 h %d bytes; goal p50 <= 50 ms for 720 h", lines[4], bodySize[720], bodySize[24])
+	b.Logf("%s", lines[5])
+	b.Logf("p50 per round (ms): History 720 h %s; JSON 720 h %s; HTTP 720 h %s", joinMS3(roundP50[0]), joinMS3(roundP50[1]), joinMS3(roundP50[3]))
+}
+
+// benchDecodeSample is appliance's decodeSample (samples.go), copied for the sketch: a version byte (1), the
+// 12 integers as varints, the 8 numbers as varints of millionths.
+func benchDecodeSample(at time.Time, b []byte) (appliance.ObservabilitySample, bool) {
+	x := appliance.ObservabilitySample{SampledAt: at}
+	if len(b) == 0 || b[0] != 1 {
+		return x, false
+	}
+	b = b[1:]
+	for _, p := range [12]*int64{&x.ActiveQueries, &x.BlockedQueries, &x.ConnectionLimit, &x.Connections, &x.DeadTuples, &x.Deadlocks,
+		&x.MemLimitBytes, &x.MemUsageBytes, &x.SlowQueries, &x.StorageBytes, &x.StorageLimitBytes, &x.TempBytes} {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return x, false
+		}
+		*p, b = v, b[n:]
+	}
+	for _, p := range [8]*float64{&x.AvgQueryMS, &x.CacheHitRatio, &x.CPUCoresUsed, &x.CPUQuotaCores, &x.RollbackRatio,
+		&x.RowsReadPerSec, &x.RowsWrittenPerSec, &x.TPS} {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return x, false
+		}
+		*p, b = float64(v)/1e6, b[n:]
+	}
+	return x, len(b) == 0
+}
+
+// benchDownsample is appliance's downsample (samples.go), copied for the JSON reference: buckets of
+// consecutive samples, each one point at its newest sample's time, deadlocks and temp bytes summed, every
+// other field averaged (integers rounded, numbers rounded to millionths).
+func benchDownsample(in []appliance.ObservabilitySample, maxPoints int) []appliance.ObservabilitySample {
+	if len(in) <= maxPoints {
+		return in
+	}
+	ints := func(x *appliance.ObservabilitySample) [12]*int64 {
+		return [12]*int64{&x.ActiveQueries, &x.BlockedQueries, &x.ConnectionLimit, &x.Connections, &x.DeadTuples, &x.Deadlocks,
+			&x.MemLimitBytes, &x.MemUsageBytes, &x.SlowQueries, &x.StorageBytes, &x.StorageLimitBytes, &x.TempBytes}
+	}
+	floats := func(x *appliance.ObservabilitySample) [8]*float64 {
+		return [8]*float64{&x.AvgQueryMS, &x.CacheHitRatio, &x.CPUCoresUsed, &x.CPUQuotaCores, &x.RollbackRatio,
+			&x.RowsReadPerSec, &x.RowsWrittenPerSec, &x.TPS}
+	}
+	out := make([]appliance.ObservabilitySample, 0, maxPoints)
+	for i := range maxPoints {
+		lo, hi := i*len(in)/maxPoints, (i+1)*len(in)/maxPoints
+		var acc appliance.ObservabilitySample
+		var is [12]float64
+		for k := lo; k < hi; k++ {
+			for j, p := range ints(&in[k]) {
+				is[j] += float64(*p)
+			}
+			af := floats(&acc)
+			for j, p := range floats(&in[k]) {
+				*af[j] += *p
+			}
+		}
+		n := float64(hi - lo)
+		for j, p := range ints(&acc) {
+			if j == 5 || j == 11 { // Deadlocks, TempBytes
+				*p = int64(is[j])
+			} else {
+				*p = int64(math.Round(is[j] / n))
+			}
+		}
+		for _, p := range floats(&acc) {
+			*p = math.Round(*p/n*1e6) / 1e6
+		}
+		acc.SampledAt = in[hi-1].SampledAt
+		out = append(out, acc)
+	}
+	return out
+}
