@@ -38,6 +38,20 @@ func BenchmarkProcs(b *testing.B) {
 			}
 		}
 	})
+	b.Run("Measure", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := pgstat.Measure(pid, false); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Measure+memory", func(b *testing.B) {
+		for b.Loop() {
+			if u, err := pgstat.Measure(pid, true); err != nil || u.MemBytes == 0 {
+				b.Fatal(u, err)
+			}
+		}
+	})
 	b.Run("ReadProcs+Usage", func(b *testing.B) {
 		for b.Loop() {
 			p, err := pgstat.ReadProcs()

@@ -3,7 +3,9 @@ package pgstat
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -183,6 +185,65 @@ func (p *Procs) Usage(postmasterPID int) Usage {
 		stack = append(stack, p.children[pid]...)
 	}
 	return Usage{CPUSeconds: float64(ticks) / float64(clockTicks()), MemBytes: mem}
+}
+
+// Measure reads the usage of the process postmasterPID and its descendants without scanning the whole
+// of /proc: it follows /proc/<pid>/task/<pid>/children (a server's processes are all single-threaded) and
+// reads each one's stat — a cost that grows with the instance's own processes, not with the machine's.
+// memory adds their PSS (smaps_rollup), the expensive part (the kernel walks each process's page tables:
+// ~0.3 ms a process); without it MemBytes is 0. Where the kernel has no children files it falls back to
+// ReadProcs. A postmaster that is not running gives a zero Usage.
+func Measure(postmasterPID int, memory bool) (Usage, error) {
+	buf, kids := make([]byte, 4096), make([]byte, 64<<10) // a pid list of thousands of backends fits
+	if _, err := os.Stat(childrenPath(postmasterPID)); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(postmasterPID)); err != nil {
+			return Usage{}, nil // not running
+		}
+		procs, err := ReadProcs() // no children files in this kernel (CONFIG_PROC_CHILDREN)
+		if err != nil {
+			return Usage{}, err
+		}
+		u := procs.Usage(postmasterPID)
+		if !memory {
+			u.MemBytes = 0
+		}
+		return u, nil
+	}
+	var ticks uint64
+	var mem int64
+	page := int64(os.Getpagesize())
+	stack := []int{postmasterPID}
+	for len(stack) > 0 {
+		pid := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		st, ok := readStat(pid, buf)
+		if !ok { // gone meanwhile
+			continue
+		}
+		ticks += st.ticks
+		if memory {
+			if pss, ok := readPSS(pid, buf); ok {
+				mem += pss
+			} else {
+				mem += st.rss * page
+			}
+		}
+		n, ok := readProcFile(childrenPath(pid), kids)
+		if !ok {
+			continue
+		}
+		for _, f := range bytes.Fields(kids[:n]) {
+			if child := int(parseUint(f)); child > 0 {
+				stack = append(stack, child)
+			}
+		}
+	}
+	return Usage{CPUSeconds: float64(ticks) / float64(clockTicks()), MemBytes: mem}, nil
+}
+
+func childrenPath(pid int) string {
+	p := strconv.Itoa(pid)
+	return "/proc/" + p + "/task/" + p + "/children"
 }
 
 // readPSS reads the Pss line of /proc/<pid>/smaps_rollup (Linux 4.14 and later), in bytes.

@@ -33,6 +33,17 @@ func testProcs(t *testing.T, s *pgtest.Server) {
 	if u1.CPUSeconds <= 0 || u1.MemBytes <= 0 {
 		t.Errorf("a running instance: %+v", u1)
 	}
+	// Measure finds the same processes through the children files, without a scan of /proc.
+	m, err := pgstat.Measure(pid, true)
+	if err != nil || m.CPUSeconds < u1.CPUSeconds || m.CPUSeconds > u1.CPUSeconds+0.5 || m.MemBytes <= u1.MemBytes/2 || m.MemBytes > u1.MemBytes*2 {
+		t.Errorf("Measure %+v (%v), ReadProcs+Usage %+v", m, err, u1)
+	}
+	if m, err := pgstat.Measure(pid, false); err != nil || m.CPUSeconds <= 0 || m.MemBytes != 0 {
+		t.Errorf("Measure without memory: %+v %v", m, err)
+	}
+	if m, err := pgstat.Measure(1<<30, true); err != nil || m != (pgstat.Usage{}) {
+		t.Errorf("Measure of no process: %+v %v", m, err)
+	}
 	_, _, tenant := s.Tenant(t)
 	backend := tenant.PgConn().PID()
 	mustExec(t, tenant, "SELECT count(*) FROM generate_series(1, 3000000)")
