@@ -271,7 +271,6 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 // job starts it again.
 func (s *Service) StopInstances(ctx context.Context) error {
 	s.closeSpareConns()
-	s.closeSamplerConns()
 	s.studio.pools.Close()
 	if err := s.FlushStudioLog(ctx); err != nil {
 		s.log.Warn("write the studio's last history entries", "err", err)

@@ -144,7 +144,7 @@ func (s *Service) History(ctx context.Context, p *Principal, projectID string, h
 		if err != nil {
 			return err
 		}
-		samples = make([]ObservabilitySample, 0, min(hours*60, 4096))
+		samples = make([]ObservabilitySample, 0, hours*int(time.Hour/SampleInterval)+1) // one allocation: the window's most points
 		return store.ObservabilitySamples.Range(tx, prj.ID, now.Add(-time.Duration(hours)*time.Hour), now.Add(time.Nanosecond), func(at time.Time, v []byte) error {
 			x, err := decodeSample(at, v)
 			if err == nil {

@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/theappliance/appliance/appliance/pgstat"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
@@ -34,24 +32,19 @@ const (
 	sampleTimeout = 5 * time.Second
 	// sampleWorkers read this many projects' servers at once.
 	sampleWorkers = 4
+	// MemoryInterval is how often a project's memory (the PSS of its server's processes, the costly
+	// reading) is measured; the samples in between carry the last measurement.
+	MemoryInterval = 5 * time.Minute
 	// statementTextRefresh is how often a statement still seen gets its last_seen written again.
 	statementTextRefresh = 24 * time.Hour
 )
 
-// samplerState holds one admin connection per sampled project (kept between sweeps: no connection setup
-// per minute) and the last sweep's figures for /metrics.
+// samplerState serializes the sweeps and keeps the last one's figures for /metrics.
 type samplerState struct {
-	sweep sync.Mutex // one sweep at a time (a kept connection serves one sweep)
+	sweep sync.Mutex // one sweep at a time
 	mu    sync.Mutex
-	conns map[string]*samplerConn // project ID → connection
 	last  SampleSweepResult
 	total int64 // sweeps run
-}
-
-type samplerConn struct {
-	conn *pgx.Conn
-	inst string // the instance it reaches (a new primary gets a new connection)
-	port int
 }
 
 // SampleSweepResult says what a sampling sweep did.
@@ -81,19 +74,19 @@ type sampleTarget struct {
 	state *store.ObservabilityState
 	plan  Plan
 	// results
-	cur        *reading
-	sample     *ObservabilitySample
-	stmts      map[string]stmtTotals // the new totals (nil: not snapshotted this sweep)
-	stmtPoint  []byte                // the snapshot's encoded deltas
-	stmtsRead  bool
-	err        error
-	oldestXact float64
+	cur       *reading
+	sample    *ObservabilitySample
+	stmts     map[string]stmtTotals // the new totals (nil: not snapshotted this sweep)
+	stmtPoint []byte                // the snapshot's encoded deltas
+	stmtsRead bool
+	err       error
 }
 
 // SampleObservability is the sampler's sweep: for every active project it reads the server's counters
-// (one statement on a kept connection) and its processes' CPU and memory (one read of /proc for all
-// projects), stores a history point computed from the previous reading, snapshots pg_stat_statements
-// every StatementSnapshotInterval, and raises or resolves alerts — everything in one transaction.
+// (one statement) and its processes' CPU time (their stat files, found through the postmaster's children;
+// their memory every MemoryInterval), stores a history point computed from the previous reading,
+// snapshots pg_stat_statements every StatementSnapshotInterval, and raises or resolves alerts — the
+// writes of all projects in one transaction.
 func (s *Service) SampleObservability(ctx context.Context) (SampleSweepResult, error) {
 	s.sampler.sweep.Lock()
 	defer s.sampler.sweep.Unlock()
@@ -127,10 +120,6 @@ func (s *Service) SampleObservability(ctx context.Context) (SampleSweepResult, e
 	if err != nil {
 		return res, fmt.Errorf("read projects to sample: %w", err)
 	}
-	procs, err := pgstat.ReadProcs()
-	if err != nil {
-		s.log.Warn("observability: read /proc", "err", err)
-	}
 	work := make(chan *sampleTarget)
 	var wg sync.WaitGroup
 	for range min(sampleWorkers, len(targets)) {
@@ -138,7 +127,7 @@ func (s *Service) SampleObservability(ctx context.Context) (SampleSweepResult, e
 		go func() {
 			defer wg.Done()
 			for t := range work {
-				t.err = s.readTarget(ctx, t, procs, now)
+				t.err = s.readTarget(ctx, t, now)
 			}
 		}()
 	}
@@ -147,7 +136,6 @@ func (s *Service) SampleObservability(ctx context.Context) (SampleSweepResult, e
 	}
 	close(work)
 	wg.Wait()
-	s.dropSamplerConns(targets)
 
 	err = s.db.Update(func(tx *store.Tx) error {
 		for _, t := range targets {
@@ -183,40 +171,39 @@ func (s *Service) SampleObservability(ctx context.Context) (SampleSweepResult, e
 	return res, nil
 }
 
-// readTarget reads one project's server (no store writes: storeTarget does those).
-func (s *Service) readTarget(ctx context.Context, t *sampleTarget, procs *pgstat.Procs, now time.Time) error {
+// readTarget reads one project's server (no store writes: storeTarget does those), on a session opened
+// for this sweep and closed after it: a session kept between sweeps would hold ~12 MiB of catalog caches
+// on every server for the sake of a connection setup a minute (bench/README.md "Observability").
+func (s *Service) readTarget(ctx context.Context, t *sampleTarget, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 	defer cancel()
-	conn, kept, err := s.samplerConn(ctx, t.prj, t.inst)
+	conn, err := s.quietAdminConn(ctx, t.inst, t.prj.DatabaseName)
 	if err != nil {
 		return err
 	}
+	defer conn.Close(context.WithoutCancel(ctx))
 	c, err := pgstat.ReadCounters(ctx, conn, adminUser)
-	if err != nil && kept && ctx.Err() == nil { // the kept connection died with its server (a restart): once more on a new one
-		s.closeSamplerConn(t.prj.ID)
-		if conn, _, err = s.samplerConn(ctx, t.prj, t.inst); err != nil {
-			return err
-		}
-		c, err = pgstat.ReadCounters(ctx, conn, adminUser)
-	}
 	if err != nil {
-		s.closeSamplerConn(t.prj.ID)
 		return fmt.Errorf("read counters: %w", err)
 	}
 	cur := &reading{Counters: c, At: now}
+	memDue := now.Sub(t.state.MemAt) >= MemoryInterval-SampleInterval/2
 	var usage pgstat.Usage
-	if procs != nil {
-		if pid, err := pgstat.PostmasterPID((&postgres.Instance{Dir: t.inst.Dir}).DataDir()); err == nil {
-			usage = procs.Usage(pid)
+	if pid, err := pgstat.PostmasterPID((&postgres.Instance{Dir: t.inst.Dir}).DataDir()); err == nil {
+		if usage, err = pgstat.Measure(pid, memDue); err != nil {
+			s.log.Warn("observability: read the server's processes", "project", t.prj.ID, "err", err)
 		}
 	}
+	if memDue && usage.MemBytes > 0 {
+		t.state.MemBytes, t.state.MemAt = usage.MemBytes, now
+	}
 	cur.CPUSeconds = usage.CPUSeconds
-	t.cur, t.oldestXact = cur, c.OldestXactSeconds
+	t.cur = cur
 	if len(t.state.Counters) > 0 {
 		prev := reading{CPUSeconds: t.state.CPUSeconds, At: t.state.ReadAt}
 		if err := json.Unmarshal(t.state.Counters, &prev.Counters); err == nil && prev.Counters != nil && now.After(prev.At) {
 			if x, err := computeSample(prev, *cur, t.plan, t.prj.StorageLimitBytes); err == nil {
-				x.MemUsageBytes = usage.MemBytes
+				x.MemUsageBytes = t.state.MemBytes
 				t.sample = &x
 			}
 		}
@@ -224,7 +211,6 @@ func (s *Service) readTarget(ctx context.Context, t *sampleTarget, procs *pgstat
 	if t.state.StatementsAt.IsZero() || now.Sub(t.state.StatementsAt) >= StatementSnapshotInterval-SampleInterval/2 {
 		read, err := pgstat.ReadStatements(ctx, conn, t.prj.DatabaseName, adminUser)
 		if err != nil {
-			s.closeSamplerConn(t.prj.ID)
 			return fmt.Errorf("read pg_stat_statements: %w", err)
 		}
 		if read.Available {
@@ -372,77 +358,6 @@ func (s *Service) storeTarget(tx *store.Tx, t *sampleTarget, now time.Time) (int
 		return 0, err
 	}
 	return s.evaluateAlerts(tx, prj, t.alertInput(), now)
-}
-
-// samplerConn is the kept admin connection to the project's database (made when missing, or when the
-// project moved to another instance or port; kept reports an old one). Its statements leave no trace in
-// the tenant's statistics or logs.
-func (s *Service) samplerConn(ctx context.Context, prj *store.Project, inst *store.Instance) (conn *pgx.Conn, kept bool, err error) {
-	s.sampler.mu.Lock()
-	c := s.sampler.conns[prj.ID]
-	s.sampler.mu.Unlock()
-	if c != nil && c.inst == inst.ID && c.port == inst.Port && !c.conn.IsClosed() {
-		return c.conn, true, nil
-	}
-	s.closeSamplerConn(prj.ID)
-	if conn, err = s.quietAdminConn(ctx, inst, prj.DatabaseName); err != nil {
-		return nil, false, err
-	}
-	if _, err := conn.Exec(ctx, "SET application_name = 'appliance sampler'"); err != nil {
-		conn.Close(context.WithoutCancel(ctx))
-		return nil, false, err
-	}
-	s.sampler.mu.Lock()
-	if s.sampler.conns == nil {
-		s.sampler.conns = map[string]*samplerConn{}
-	}
-	s.sampler.conns[prj.ID] = &samplerConn{conn: conn, inst: inst.ID, port: inst.Port}
-	s.sampler.mu.Unlock()
-	return conn, false, nil
-}
-
-func (s *Service) closeSamplerConn(projectID string) {
-	s.sampler.mu.Lock()
-	c := s.sampler.conns[projectID]
-	delete(s.sampler.conns, projectID)
-	s.sampler.mu.Unlock()
-	if c != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		c.conn.Close(ctx)
-	}
-}
-
-// dropSamplerConns closes the connections of projects the sweep no longer samples (deleted, stopped).
-func (s *Service) dropSamplerConns(targets []*sampleTarget) {
-	keep := make(map[string]bool, len(targets))
-	for _, t := range targets {
-		keep[t.prj.ID] = true
-	}
-	s.sampler.mu.Lock()
-	var gone []string
-	for id := range s.sampler.conns {
-		if !keep[id] {
-			gone = append(gone, id)
-		}
-	}
-	s.sampler.mu.Unlock()
-	for _, id := range gone {
-		s.closeSamplerConn(id)
-	}
-}
-
-// closeSamplerConns closes every kept connection (at shutdown, before the instances stop).
-func (s *Service) closeSamplerConns() {
-	s.sampler.mu.Lock()
-	var ids []string
-	for id := range s.sampler.conns {
-		ids = append(ids, id)
-	}
-	s.sampler.mu.Unlock()
-	for _, id := range ids {
-		s.closeSamplerConn(id)
-	}
 }
 
 // SamplerStats is the last sweep and the number of sweeps (for /metrics).
