@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,9 +38,9 @@ import (
 // 100 running projects next to a naive collector, and the history read of a full 30 days of points next to
 // the same points stored as JSON.
 
-// benchClock is the service's clock in these benchmarks: the real time moved forward by offset (a sweep
-// moves it a SampleInterval, so every sweep stores a point and every 5th snapshots pg_stat_statements), or
-// a frozen instant (the history window).
+// benchClock is the service's clock in these benchmarks: the real time moved forward by offset, or a
+// frozen instant (between the sampler's sweeps, each moving it a SampleInterval, so that every sweep stores
+// a point and every 5th measures memory and snapshots pg_stat_statements; the history window).
 type benchClock struct{ offset, frozen atomic.Int64 }
 
 func (c *benchClock) now() time.Time {
@@ -109,15 +108,20 @@ func (o obsProject) adminConnect(ctx context.Context) (*pgx.Conn, error) {
 	return (&postgres.Instance{ID: o.inst.ID, Port: o.inst.Port}).Connect(ctx, o.password, o.db)
 }
 
-// quietAdmin is an admin session set up as the sampler sets up its kept one (appliance/quiet.go untracked,
-// and an application_name).
+// quietAdmin is an admin session set up as the sampler sets up its session (appliance's quietAdminConn:
+// the five SETs of untracked, appliance/quiet.go), with an application_name when name is not empty (the
+// sampler sets none).
 func (o obsProject) quietAdmin(ctx context.Context, name string) (*pgx.Conn, error) {
 	conn, err := o.adminConnect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, set := range []string{"SET pg_stat_statements.track = 'none'", "SET track_activities = off", "SET log_statement = 'none'",
-		"SET log_min_duration_statement = -1", "SET log_min_error_statement = panic", "SET application_name = " + quoteLit(name)} {
+	sets := []string{"SET pg_stat_statements.track = 'none'", "SET track_activities = off", "SET log_statement = 'none'",
+		"SET log_min_duration_statement = -1", "SET log_min_error_statement = panic"}
+	if name != "" {
+		sets = append(sets, "SET application_name = "+quoteLit(name))
+	}
+	for _, set := range sets {
 		if _, err := conn.Exec(ctx, set); err != nil {
 			conn.Close(context.WithoutCancel(ctx))
 			return nil, err
@@ -316,23 +320,29 @@ func obsWorkload(ctx context.Context, e *appliancetest.Env, p *appliance.Princip
 
 // sweepFigures is one measured window.
 type sweepFigures struct {
-	cpu, wall time.Duration
-	server    serverTime
-	stmts     bool // ours: the sweep snapshotted pg_stat_statements
+	cpu, wall time.Duration // this process (ours: the sweep's own SampleSweepResult.CPU and Duration)
+	server    serverTime    // the servers, read before the window and after its backends exited
+	swall     time.Duration // the wall time between those two readings
+	fiveMin   bool          // ours: the sweep measured every project's memory and snapshotted its statements
+	gone      time.Duration // how long the backends the window opened took to exit after it
 }
 
 // BenchmarkObservabilitySampler: the sampler's sweep (Service.SampleObservability) over
 // BENCH_SAMPLER_PROJECTS (1,20,100) running free-plan projects, grown on one appliance (sub-benchmark
-// projects=N), each with BENCH_SESSIONS (0) idle client sessions. After a baseline sweep (which opens the
-// kept connections), BENCH_SWEEPS (20) rounds each run, in alternating order, one sweep of ours (the clock,
-// frozen between sweeps, moved a SampleInterval: every sweep stores a point, every 5th snapshots every
-// project's pg_stat_statements) and one of a naive collector (a new admin connection per project per sweep,
-// pgstat.ReadCounters, close; 4 at once like the sampler), then four parts of a sweep by themselves:
-// pgstat.ReadProcs, Usage of every postmaster, ReadCounters on kept admin sessions of the benchmark's own,
-// and ReadStatements on those. Each window's CPU time in this process (getrusage: what
-// SampleSweepResult.CPU measures) and in the projects' servers (the postmasters' process trees: /proc ticks
-// and schedstat), less their idle rates measured over BENCH_IDLE_SECONDS (5) before the rounds. Then the
-// memory of the sampler's kept connections: PSS of its backends, and the Go heap they hold.
+// projects=N), each with BENCH_SESSIONS (0) idle client sessions. After a baseline sweep, BENCH_SWEEPS (20)
+// rounds each run, in alternating order, one sweep of ours (the clock, frozen between sweeps, moved a
+// SampleInterval: every sweep stores a point; every 5th also measures every project's memory, PSS, and
+// snapshots its pg_stat_statements — checked in the store after each sweep) and one of a naive collector
+// (a new admin connection per project, pgstat.ReadCounters, close; 4 at once like the sampler), then five
+// parts of a sweep by themselves: pgstat.Measure(postmaster, false) of every project, Measure(postmaster,
+// true), ReadCounters on a fresh session set up as the sampler's (connect, untracked, close), ReadCounters
+// on kept admin sessions of the benchmark's own, and ReadStatements on those. Each window's CPU time in
+// this process (getrusage: what SampleSweepResult.CPU measures) and in the projects' servers (the
+// postmasters' process trees: /proc ticks and schedstat), less their idle rates measured over
+// BENCH_IDLE_SECONDS (5) before the rounds. After every window that opens sessions, the benchmark waits
+// until no admin backend of it is left on any server (the benchmark's own kept sessions aside) and says
+// how long that took; at the end, with its kept sessions closed, none of the admin role is left at all.
+// The memory the sampler stores is compared with a Measure of the same servers once its session is gone.
 func BenchmarkObservabilitySampler(b *testing.B) {
 	sizes := envInts(b, "BENCH_SAMPLER_PROJECTS", []int{1, 20, 100})
 	rounds := envInt(b, "BENCH_SWEEPS", 20)
@@ -367,7 +377,7 @@ func BenchmarkObservabilitySampler(b *testing.B) {
 			fresh := n - len(prjs)
 			prjs = provisionObs(b, e, p, prjs, n, stmts)
 			provisioned := time.Since(t0)
-			// BENCH_SESSIONS idle client sessions per project (backends the /proc reading visits).
+			// BENCH_SESSIONS idle client sessions per project (backends Measure visits).
 			for _, o := range prjs[n-fresh:] {
 				c, err := e.Svc.ProjectConnections(b.Context(), p, o.id)
 				if err != nil {
@@ -381,14 +391,40 @@ func BenchmarkObservabilitySampler(b *testing.B) {
 					idleSessions = append(idleSessions, conn)
 				}
 			}
-			samplerRun(b, e, clk, prjs[:n], fresh, rounds, idle, detail)
+			samplerRun(b, e, clk, prjs[:n], rounds, idle, detail)
 			b.Logf("%d projects (%d provisioned in %.0f s, %d statements and %d idle client sessions each); load average before %s, after %s",
 				n, fresh, provisioned.Seconds(), stmts, sessions, load0, loadavg())
 		})
 	}
 }
 
-func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsProject, fresh, rounds int, idle time.Duration, detail io.Writer) {
+// adminBackends lists the children of the postmasters pms that are backends of the admin role (their
+// process title names it) or are exiting (a zombie's cmdline is empty), less the pids in skip.
+func adminBackends(pms []int, skip map[int]bool) []int {
+	var out []int
+	for _, pm := range pms {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pm, pm)) // read whole: one read(2) gives a page at most
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(raw)) {
+			pid, _ := strconv.Atoi(f)
+			if pid == 0 || skip[pid] {
+				continue
+			}
+			cmd, err := os.ReadFile("/proc/" + f + "/cmdline")
+			if err != nil { // gone meanwhile
+				continue
+			}
+			if len(cmd) == 0 || strings.Contains(string(cmd), ": "+postgres.AdminRole+" ") {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsProject, rounds int, idle time.Duration, detail io.Writer) {
 	ctx := b.Context()
 	n := len(prjs)
 	pms := make([]int, n)
@@ -396,8 +432,24 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 		pms[i] = o.pm
 	}
 	time.Sleep(idleFor)
-	heap0 := heapInuse()
 
+	var skip map[int]bool // the benchmark's own kept admin sessions
+	// settle waits until no admin backend but the benchmark's kept ones is left on any server, nor a child
+	// exiting (so that the servers' reading after a window has the exited backends' CPU in their
+	// postmaster's cutime), and says how long that took.
+	settle := func() time.Duration {
+		t0 := time.Now()
+		for {
+			left := adminBackends(pms, skip)
+			if len(left) == 0 {
+				return time.Since(t0)
+			}
+			if time.Since(t0) > 10*time.Second {
+				b.Fatalf("%d admin backends (or exiting children) still on the servers 10 s after the window: %v", len(left), left)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
 	sweep := func() appliance.SampleSweepResult {
 		res, err := e.Svc.SampleObservability(ctx)
 		if err != nil {
@@ -406,25 +458,62 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 		if res.Projects != n || res.Failed != 0 {
 			b.Fatalf("sweep: %d projects sampled, %d failed, want %d", res.Projects, res.Failed, n)
 		}
-		if res.Statements != 0 && res.Statements != n {
-			b.Fatalf("sweep: %d of %d projects' statements snapshotted", res.Statements, n)
-		}
 		return res
 	}
-	// The baseline: the first reading of the new projects, on a connection opened now (kept from then on).
-	// The clock moves a StatementSnapshotInterval first, so that every project's statements are snapshotted
-	// now and then together every 5th sweep; it stays frozen between sweeps.
-	clk.advance(appliance.StatementSnapshotInterval)
+	// stored is what the store holds after the sweep at `at`: how many projects' memory it measured
+	// (ObservabilityState.MemAt), and each project's memory figure.
+	stored := func(at time.Time) (measured int, mem []int64) {
+		mem = make([]int64, n)
+		if err := e.DB.View(func(tx *store.Tx) error {
+			for i, o := range prjs {
+				st, err := store.ObservabilityStates.Get(tx, o.id)
+				if err != nil {
+					return err
+				}
+				if st.MemAt.Equal(at) && st.MemBytes > 0 {
+					measured++
+				}
+				mem[i] = st.MemBytes
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		return measured, mem
+	}
+	// observer compares the memory the sampler stored (measured while its own session was open) with a
+	// Measure of the same servers now, its session gone: MiB per project, stored minus now.
+	var observer, storedMiB []float64
+	compareMemory := func(mem []int64) {
+		for i, pm := range pms {
+			u, err := pgstat.Measure(pm, true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			observer = append(observer, float64(mem[i]-u.MemBytes)/(1<<20))
+			storedMiB = append(storedMiB, float64(mem[i])/(1<<20))
+		}
+	}
+
+	// The baseline: the first reading of the new projects. The clock moves a StatementSnapshotInterval
+	// (= MemoryInterval) first, so that every project's memory is measured and its statements snapshotted
+	// now, and then together every 5th sweep; it stays frozen between sweeps.
+	clk.advance(max(appliance.StatementSnapshotInterval, appliance.MemoryInterval))
 	clk.freeze()
 	defer clk.thaw()
 	base := sweep()
-	heap1 := heapInuse()
-	fmt.Fprintf(detail, "projects=%d baseline sweep: cpu %v wall %v statements %d\n", n, base.CPU, base.Duration, base.Statements)
+	baseGone := settle()
+	measured, mem := stored(base.At)
+	if measured != n || base.Statements != n {
+		b.Fatalf("baseline sweep: memory measured for %d and statements snapshotted for %d of %d projects", measured, base.Statements, n)
+	}
+	compareMemory(mem)
+	fmt.Fprintf(detail, "projects=%d baseline sweep: cpu %v wall %v statements %d memory %d; backends gone after %v\n", n, base.CPU, base.Duration, base.Statements, measured, baseGone)
 
-	// The benchmark's own kept admin sessions for the SQL-alone windows (prepared once: warm-up).
+	// The benchmark's own kept admin sessions for the parts measured alone (prepared once: warm-up).
 	kept := make([]*pgx.Conn, n)
 	if err := parallel(n, 4, func(i int) (err error) {
-		if kept[i], err = prjs[i].quietAdmin(ctx, "bench sql"); err != nil {
+		if kept[i], err = prjs[i].quietAdmin(ctx, "bench kept"); err != nil {
 			return err
 		}
 		if _, err = pgstat.ReadCounters(ctx, kept[i], postgres.AdminRole); err != nil {
@@ -434,6 +523,10 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 		return err
 	}); err != nil {
 		b.Fatal(err)
+	}
+	skip = map[int]bool{}
+	for _, c := range kept {
+		skip[int(c.PgConn().PID())] = true
 	}
 	closeKept := func() {
 		for _, c := range kept {
@@ -448,6 +541,7 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 			closeKept()
 		}
 	}()
+	// The naive collector: a new admin connection per project, the counters, close.
 	naive := func() error {
 		return parallel(n, 4, func(i int) error {
 			conn, err := prjs[i].adminConnect(ctx)
@@ -459,8 +553,24 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 			return err
 		})
 	}
-	if err := naive(); err != nil { // warm-up
-		b.Fatal(err)
+	// The counters on a fresh session set up as the sampler's (appliance's quietAdminConn: connect, the
+	// five SETs of untracked), closed after: the naive collector plus the SETs.
+	freshCounters := func() error {
+		return parallel(n, 4, func(i int) error {
+			conn, err := prjs[i].quietAdmin(ctx, "")
+			if err != nil {
+				return err
+			}
+			defer conn.Close(context.WithoutCancel(ctx))
+			_, err = pgstat.ReadCounters(ctx, conn, postgres.AdminRole)
+			return err
+		})
+	}
+	for _, warm := range []func() error{naive, freshCounters} {
+		if err := warm(); err != nil {
+			b.Fatal(err)
+		}
+		settle()
 	}
 
 	// Idle rates: this process (the supervisor checks every process once a second, the job runner polls)
@@ -474,16 +584,21 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 	idleTicks, idleSched := rate(idleSrv.ticks), rate(idleSrv.sched)
 	net := func(d, wall time.Duration, rate float64) time.Duration { return d - time.Duration(rate*float64(wall)) }
 
-	var ours, ref, readProcs, usage, sql, stm []sweepFigures
-	// window measures fn: this process's CPU and wall time, and the servers' CPU (read outside the CPU
-	// window).
-	window := func(fn func() error) sweepFigures {
+	var ours, ref, measure, measureMem, freshC, keptC, stm []sweepFigures
+	// window measures fn: this process's CPU and wall time, and the servers' CPU, read outside the CPU
+	// window (for one that opens sessions, after its backends exited).
+	window := func(fn func() error, opens bool) sweepFigures {
 		s0 := serverCPU(pms)
+		w0 := time.Now()
 		c0, t0 := selfCPU(), time.Now()
 		if err := fn(); err != nil {
 			b.Fatal(err)
 		}
 		f := sweepFigures{cpu: selfCPU() - c0, wall: time.Since(t0)}
+		if opens {
+			f.gone = settle()
+		}
+		f.swall = time.Since(w0)
 		f.server = serverCPU(pms).sub(s0)
 		return f
 	}
@@ -491,59 +606,64 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 		for k := range 2 {
 			if (k+r)%2 == 0 { // ours first in even rounds
 				clk.advance(appliance.SampleInterval)
-				s0 := serverCPU(pms)
-				res := sweep()
-				f := sweepFigures{cpu: res.CPU, wall: res.Duration, server: serverCPU(pms).sub(s0), stmts: res.Statements > 0}
+				var res appliance.SampleSweepResult
+				f := window(func() error { res = sweep(); return nil }, true)
+				f.cpu, f.wall = res.CPU, res.Duration
+				measured, mem := stored(res.At)
+				f.fiveMin = measured == n
+				if want := (len(ours)+1)%5 == 0; measured != 0 && measured != n || f.fiveMin != want || (res.Statements == n) != want || res.Statements != 0 && res.Statements != n {
+					b.Fatalf("sweep %d after the baseline: memory measured for %d and statements snapshotted for %d of %d projects; want all or none, all every 5th sweep",
+						len(ours)+1, measured, res.Statements, n)
+				}
+				if f.fiveMin {
+					compareMemory(mem)
+				}
 				ours = append(ours, f)
-				fmt.Fprintf(detail, "projects=%d round %d ours: cpu %v wall %v server %v/%v statements %d\n", n, r, f.cpu, f.wall, f.server.ticks, f.server.sched, res.Statements)
+				fmt.Fprintf(detail, "projects=%d round %d ours: cpu %v wall %v server %v (ticks) memory+statements %v; backends gone after %v\n",
+					n, r, f.cpu, f.wall, f.server.ticks, f.fiveMin, f.gone)
 			} else {
-				f := window(naive)
+				f := window(naive, true)
 				ref = append(ref, f)
-				fmt.Fprintf(detail, "projects=%d round %d naive: cpu %v wall %v server %v/%v\n", n, r, f.cpu, f.wall, f.server.ticks, f.server.sched)
+				fmt.Fprintf(detail, "projects=%d round %d naive: cpu %v wall %v server %v (ticks); backends gone after %v\n", n, r, f.cpu, f.wall, f.server.ticks, f.gone)
 			}
 		}
-		var pr *pgstat.Procs
-		readProcs = append(readProcs, window(func() (err error) { pr, err = pgstat.ReadProcs(); return err }))
-		usage = append(usage, window(func() error {
-			for _, pm := range pms {
-				if pr.Usage(pm).MemBytes == 0 {
-					return fmt.Errorf("no usage for postmaster %d", pm)
+		measureAll := func(memory bool) func() error {
+			return func() error {
+				for _, pm := range pms {
+					u, err := pgstat.Measure(pm, memory)
+					if err != nil {
+						return err
+					}
+					if u.CPUSeconds <= 0 || memory != (u.MemBytes > 0) {
+						return fmt.Errorf("Measure(%d, %v): %+v", pm, memory, u)
+					}
 				}
+				return nil
 			}
-			return nil
-		}))
-		sql = append(sql, window(func() error {
+		}
+		measure = append(measure, window(measureAll(false), false))
+		measureMem = append(measureMem, window(measureAll(true), false))
+		freshC = append(freshC, window(freshCounters, true))
+		keptC = append(keptC, window(func() error {
 			return parallel(n, 4, func(i int) error { _, err := pgstat.ReadCounters(ctx, kept[i], postgres.AdminRole); return err })
-		}))
+		}, false))
 		stm = append(stm, window(func() error {
 			return parallel(n, 4, func(i int) error {
 				_, err := pgstat.ReadStatements(ctx, kept[i], prjs[i].db, postgres.AdminRole)
 				return err
 			})
-		}))
-		fmt.Fprintf(detail, "projects=%d round %d parts: ReadProcs cpu %v, Usage cpu %v; counters cpu %v server %v; statements cpu %v server %v\n",
-			n, r, readProcs[r].cpu, usage[r].cpu, sql[r].cpu, sql[r].server.sched, stm[r].cpu, stm[r].server.sched)
+		}, false))
+		fmt.Fprintf(detail, "projects=%d round %d parts: Measure cpu %v, Measure+memory cpu %v; counters fresh cpu %v server %v (ticks), kept cpu %v server %v; statements cpu %v server %v\n",
+			n, r, measure[r].cpu, measureMem[r].cpu, freshC[r].cpu, freshC[r].server.ticks, keptC[r].cpu, keptC[r].server.sched, stm[r].cpu, stm[r].server.sched)
 	}
 
-	// Memory of the kept connections: the benchmark's own sessions closed, every admin backend left is the
-	// sampler's.
+	// No admin backend left: the benchmark's own kept sessions closed, none of the admin role may remain on
+	// any server.
 	closeKept()
-	time.Sleep(time.Second)
-	heap2 := heapInuse()
-	backends, pssKB, ussKB := 0, 0.0, 0.0
-	pt := readProcTable()
-	for _, pm := range pms {
-		for _, pid := range pt.tree(pm)[1:] {
-			raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-			if !strings.Contains(string(raw), ": "+postgres.AdminRole+" ") {
-				continue
-			}
-			pss, uss, err := rollupKB(pid)
-			if err != nil {
-				b.Fatal(err)
-			}
-			backends, pssKB, ussKB = backends+1, pssKB+pss, ussKB+uss
-		}
+	skip = nil
+	endGone := settle()
+	if left := adminBackends(pms, nil); len(left) > 0 {
+		b.Fatalf("admin backends left on the servers after the last sweep: %v", left)
 	}
 
 	// Figures: medians of this process's CPU per window; the servers' CPU summed over a side's windows,
@@ -564,60 +684,62 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 		var st serverTime
 		var wall time.Duration
 		for _, f := range fs {
-			st.ticks, st.sched, wall = st.ticks+f.server.ticks, st.sched+f.server.sched, wall+f.wall
+			st.ticks, st.sched, wall = st.ticks+f.server.ticks, st.sched+f.server.sched, wall+f.swall
 		}
-		k := time.Duration(len(fs) * n)
+		k := time.Duration(max(1, len(fs)*n))
 		return net(st.ticks, wall, idleTicks) / k, net(st.sched, wall, idleSched) / k
 	}
-	plain := func(f sweepFigures) bool { return !f.stmts }
-	withS := func(f sweepFigures) bool { return f.stmts }
+	gones := func(fs []sweepFigures) (med, most time.Duration) {
+		var gs []time.Duration
+		for _, f := range fs {
+			gs = append(gs, f.gone)
+		}
+		return median(gs), slices.Max(gs)
+	}
+	plain := func(f sweepFigures) bool { return !f.fiveMin }
+	five := func(f sweepFigures) bool { return f.fiveMin }
 	oursCPU, oursWall, kPlain := med(ours, plain, 0)
 	oursNet, _, _ := med(ours, plain, idleSelf)
-	oursS, oursSWall, kS := med(ours, withS, 0)
+	oursF, oursFWall, kF := med(ours, five, 0)
 	refCPU, refWall, _ := med(ref, nil, 0)
-	rpCPU, _, _ := med(readProcs, nil, 0)
-	usCPU, _, _ := med(usage, nil, 0)
-	sqlCPU, _, _ := med(sql, nil, 0)
+	mCPU, _, _ := med(measure, nil, 0)
+	mmCPU, _, _ := med(measureMem, nil, 0)
+	freshCPU, freshWall, _ := med(freshC, nil, 0)
+	keptCPU, _, _ := med(keptC, nil, 0)
 	stmCPU, _, _ := med(stm, nil, 0)
 	var ratios []float64
 	for i := range min(len(ours), len(ref)) {
 		ratios = append(ratios, float64(ours[i].cpu)/float64(ref[i].cpu))
 	}
 	per := func(d time.Duration) float64 { return ms(d) / float64(n) }
-	amort := (4*oursCPU + oursS) / 5 // one sweep in five snapshots statements
-	oursTicks, oursSched := srvPer(ours)
-	refTicks, refSched := srvPer(ref)
-	_, sqlSched := srvPer(sql)
+	mix := (4*oursCPU + oursF) / 5 // one sweep in five measures memory and snapshots statements
+	oursTicks, _ := srvPer(ours)
+	refTicks, _ := srvPer(ref)
+	freshTicks, _ := srvPer(freshC)
+	_, keptSched := srvPer(keptC)
 	_, stmSched := srvPer(stm)
+	goneOurs, goneOursMax := gones(ours)
+	goneRef, goneRefMax := gones(ref)
 	b.ReportMetric(per(oursCPU), "cpu-ms/project")
-	b.ReportMetric(per(oursS), "cpu-ms/project-with-stmts")
+	b.ReportMetric(per(oursF), "cpu-ms/project-5min")
+	b.ReportMetric(per(mix), "cpu-ms/project-mix")
 	b.ReportMetric(ms(oursWall), "wall-ms/sweep")
 	b.ReportMetric(per(refCPU), "naive-cpu-ms/project")
 	b.ReportMetric(float64(oursCPU)/float64(refCPU), "cpu-ratio")
-	b.ReportMetric(ms(oursSched), "server-cpu-ms/project")
+	b.ReportMetric(ms(oursTicks), "server-cpu-ms/project")
 	b.ReportMetric(ms(refTicks), "naive-server-cpu-ms/project")
-	if backends > 0 {
-		b.ReportMetric(pssKB/float64(backends), "kept-backend-PSS-KiB")
-	}
-	b.Logf("ours, median of %d sweeps without the statements snapshot: %.2f ms CPU = %.3f ms per project (%.3f net of the process's idle %.1f ms/s), wall %.1f ms; %d with it: %.2f ms = %.3f ms per project, wall %.1f ms; 4:1 mix %.3f ms per project (goal < 5)",
-		kPlain, ms(oursCPU), per(oursCPU), per(oursNet), idleSelf*1000, ms(oursWall), kS, ms(oursS), per(oursS), ms(oursSWall), per(amort))
-	b.Logf("naive (new connection per project): %.2f ms CPU per sweep = %.3f ms per project, wall %.1f ms; ours/naive CPU %.3f (median of per-round ratios, all sweeps: %.3f)",
-		ms(refCPU), per(refCPU), ms(refWall), float64(oursCPU)/float64(refCPU), medianF(ratios))
-	b.Logf("parts alone, per project: ReadProcs %.3f ms (%.2f ms per sweep) + Usage %.3f ms (%.1f server processes per project) = %.0f%% of a plain sweep; ReadCounters on kept sessions %.3f ms = %.0f%%; ReadStatements %.3f ms; the rest (store, encoding, alerts) %.3f ms",
-		per(rpCPU), ms(rpCPU), per(usCPU), float64(serverProcs)/float64(n), 100*float64(rpCPU+usCPU)/float64(oursCPU), per(sqlCPU), 100*float64(sqlCPU)/float64(oursCPU), per(stmCPU), per(oursCPU-rpCPU-usCPU-sqlCPU))
-	b.Logf("servers' CPU per project per window (idle rate removed: %.1f ms/s ticks, %.1f ms/s schedstat): ours %.3f ms (ticks %.3f), naive %.3f ms (ticks; schedstat of live processes %.3f), ReadCounters alone %.3f ms, ReadStatements alone %.3f ms",
-		idleTicks*1000, idleSched*1000, ms(oursSched), ms(oursTicks), ms(refTicks), ms(refSched), ms(sqlSched), ms(stmSched))
-	b.Logf("baseline sweep (opens %d connections): %.1f ms CPU, wall %.1f ms; kept connections: %d admin backends, PSS %.0f KiB each (USS %.0f KiB); Go heap %+.1f KiB per new connection after the baseline, %+.1f KiB at the end",
-		fresh, ms(base.CPU), ms(base.Duration), backends, pssKB/max(1, float64(backends)), ussKB/max(1, float64(backends)),
-		(float64(heap1)-float64(heap0))/1024/float64(max(fresh, 1)), (float64(heap2)-float64(heap0))/1024/float64(max(fresh, 1)))
-}
-
-func heapInuse() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapInuse
+	b.ReportMetric(medianF(observer), "sampler-session-MiB/project")
+	b.Logf("ours, median of %d sweeps without the 5-minute work: %.2f ms CPU = %.3f ms per project (%.3f net of the process's idle %.1f ms/s), wall %.1f ms; %d with it (memory, statements): %.2f ms = %.3f ms per project, wall %.1f ms; 4:1 mix %.3f ms per project (goal < 5)",
+		kPlain, ms(oursCPU), per(oursCPU), per(oursNet), idleSelf*1000, ms(oursWall), kF, ms(oursF), per(oursF), ms(oursFWall), per(mix))
+	b.Logf("naive (new connection per project + ReadCounters): %.2f ms CPU per sweep = %.3f ms per project, wall %.1f ms; ours/naive CPU: plain %.3f, 4:1 mix %.3f (median of per-round ratios, all sweeps: %.3f)",
+		ms(refCPU), per(refCPU), ms(refWall), float64(oursCPU)/float64(refCPU), float64(mix)/float64(refCPU), medianF(ratios))
+	b.Logf("parts alone, per project: Measure %.3f ms, Measure+memory %.3f ms (%.1f server processes per project); ReadCounters on a fresh session %.3f ms (wall %.1f ms per sweep), on a kept one %.3f ms; ReadStatements %.3f ms; a plain sweep less fresh ReadCounters and Measure: %.3f ms",
+		per(mCPU), per(mmCPU), float64(serverProcs)/float64(n), per(freshCPU), ms(freshWall), per(keptCPU), per(stmCPU), per(oursCPU-freshCPU-mCPU))
+	b.Logf("servers' CPU per project per window (idle rate removed: %.1f ms/s ticks, %.1f ms/s schedstat): ours %.3f ms, naive %.3f ms, fresh ReadCounters %.3f ms (ticks); kept ReadCounters %.3f ms, ReadStatements %.3f ms (schedstat)",
+		idleTicks*1000, idleSched*1000, ms(oursTicks), ms(refTicks), ms(freshTicks), ms(keptSched), ms(stmSched))
+	b.Logf("admin backends: the sampler's gone %.1f ms after a sweep (median; at most %.1f), the naive collector's %.1f ms (at most %.1f); none left on the %d servers at the end (the benchmark's own gone after %.1f ms); memory stored per project %.1f MiB, of which the sampler's own session %.2f MiB (median of %d)",
+		ms(goneOurs), ms(goneOursMax), ms(goneRef), ms(goneRefMax), n, ms(endGone), medianF(storedMiB), medianF(observer), len(observer))
+	b.Logf("baseline sweep: %.1f ms CPU, wall %.1f ms", ms(base.CPU), ms(base.Duration))
 }
 
 // envInts is a comma-separated list of positive integers in the environment variable name, sorted (def
@@ -663,8 +785,7 @@ func detailLog(b *testing.B) io.Writer {
 // the window with the same Series.Range, json.Unmarshal of each, and the same downsampling (a copy).
 // BENCH_ROUNDS (10) rounds each time BENCH_HISTORY_CALLS (20) calls of every case in a rotating order:
 // Service.History 720 h and 24 h, the JSON reference 720 h, the HTTP GET through the real API handler
-// (plain HTTP on loopback, keep-alive, JSON encoding, body read whole) for 720 h and 24 h, and a sketch of
-// History with its slice sized to the window once (what its growth from 4096 costs).
+// (plain HTTP on loopback, keep-alive, JSON encoding, body read whole) for 720 h and 24 h.
 func BenchmarkObservabilityHistory(b *testing.B) {
 	points := envInt(b, "BENCH_HISTORY_POINTS", 30*24*60)
 	rounds, calls := envInt(b, "BENCH_ROUNDS", 10), envInt(b, "BENCH_HISTORY_CALLS", 20)
@@ -749,7 +870,7 @@ func BenchmarkObservabilityHistory(b *testing.B) {
 			if _, err := store.Projects.Get(tx, prj.ID); err != nil { // as History reads the project
 				return err
 			}
-			samples = make([]appliance.ObservabilitySample, 0, min(hours*60, 4096))
+			samples = make([]appliance.ObservabilitySample, 0, hours*int(time.Hour/appliance.SampleInterval)+1) // as History sizes it
 			return store.ObservabilitySamples.Range(tx, refKey, now.Add(-time.Duration(hours)*time.Hour), now.Add(time.Nanosecond), func(_ time.Time, v []byte) error {
 				var x appliance.ObservabilitySample
 				if err := json.Unmarshal(v, &x); err == nil {
@@ -760,26 +881,7 @@ func BenchmarkObservabilityHistory(b *testing.B) {
 		})
 		return benchDownsample(samples, appliance.MaxHistoryPoints), err
 	}
-	// A sketch of History with its slice sized to the window once (hours*60 one-minute points) instead of
-	// grown from 4096: the same walk, a copy of decodeSample, the same downsampling.
-	sized := func(hours int) ([]appliance.ObservabilitySample, error) {
-		now := clk.now()
-		var samples []appliance.ObservabilitySample
-		err := e.DB.View(func(tx *store.Tx) error {
-			if _, err := store.Projects.Get(tx, prj.ID); err != nil {
-				return err
-			}
-			samples = make([]appliance.ObservabilitySample, 0, hours*60+1)
-			return store.ObservabilitySamples.Range(tx, prj.ID, now.Add(-time.Duration(hours)*time.Hour), now.Add(time.Nanosecond), func(at time.Time, v []byte) error {
-				if x, ok := benchDecodeSample(at, v); ok {
-					samples = append(samples, x)
-				}
-				return nil
-			})
-		})
-		return benchDownsample(samples, appliance.MaxHistoryPoints), err
-	}
-	// Check: all give the same answer.
+	// Check: both give the same answer.
 	h720, err := e.Svc.History(ctx, p, prj.ID, 720)
 	if err != nil {
 		b.Fatal(err)
@@ -788,13 +890,8 @@ func BenchmarkObservabilityHistory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s720, err := sized(720)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if len(h720.Samples) != appliance.MaxHistoryPoints || !reflect.DeepEqual(h720.Samples, r720) || !reflect.DeepEqual(h720.Samples, s720) {
-		b.Fatalf("history 720 h: %d samples; the JSON reference differs: %v; the sketch differs: %v", len(h720.Samples),
-			!reflect.DeepEqual(h720.Samples, r720), !reflect.DeepEqual(h720.Samples, s720))
+	if len(h720.Samples) != appliance.MaxHistoryPoints || !reflect.DeepEqual(h720.Samples, r720) {
+		b.Fatalf("history 720 h: %d samples; the JSON reference differs: %v", len(h720.Samples), !reflect.DeepEqual(h720.Samples, r720))
 	}
 
 	api := httptest.NewServer(httpapi.New(e.Svc, httpapi.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -832,7 +929,6 @@ func BenchmarkObservabilityHistory(b *testing.B) {
 		{"History 24 h", func() error { _, err := e.Svc.History(ctx, p, prj.ID, 24); return err }},
 		{"HTTP GET 720 h", func() error { return get(720) }},
 		{"HTTP GET 24 h", func() error { return get(24) }},
-		{"sized-slice sketch 720 h", func() error { _, err := sized(720); return err }},
 	}
 	for _, c := range cases { // warm-up
 		if err := c.do(); err != nil {
@@ -889,35 +985,7 @@ func BenchmarkObservabilityHistory(b *testing.B) {
 	b.Logf("%s; %s (ours/JSON p50 %.3f, per-round median %.3f)", lines[0], lines[1], float64(p50[0])/float64(p50[1]), medianF(ratios))
 	b.Logf("%s; %s", lines[2], lines[3])
 	b.Logf("%s; answer bodies: 720 h %d bytes, 24 h %d bytes; goal p50 <= 50 ms for 720 h", lines[4], bodySize[720], bodySize[24])
-	b.Logf("%s", lines[5])
 	b.Logf("p50 per round (ms): History 720 h %s; JSON 720 h %s; HTTP 720 h %s", joinMS3(roundP50[0]), joinMS3(roundP50[1]), joinMS3(roundP50[3]))
-}
-
-// benchDecodeSample is appliance's decodeSample (samples.go), copied for the sketch: a version byte (1), the
-// 12 integers as varints, the 8 numbers as varints of millionths.
-func benchDecodeSample(at time.Time, b []byte) (appliance.ObservabilitySample, bool) {
-	x := appliance.ObservabilitySample{SampledAt: at}
-	if len(b) == 0 || b[0] != 1 {
-		return x, false
-	}
-	b = b[1:]
-	for _, p := range [12]*int64{&x.ActiveQueries, &x.BlockedQueries, &x.ConnectionLimit, &x.Connections, &x.DeadTuples, &x.Deadlocks,
-		&x.MemLimitBytes, &x.MemUsageBytes, &x.SlowQueries, &x.StorageBytes, &x.StorageLimitBytes, &x.TempBytes} {
-		v, n := binary.Varint(b)
-		if n <= 0 {
-			return x, false
-		}
-		*p, b = v, b[n:]
-	}
-	for _, p := range [8]*float64{&x.AvgQueryMS, &x.CacheHitRatio, &x.CPUCoresUsed, &x.CPUQuotaCores, &x.RollbackRatio,
-		&x.RowsReadPerSec, &x.RowsWrittenPerSec, &x.TPS} {
-		v, n := binary.Varint(b)
-		if n <= 0 {
-			return x, false
-		}
-		*p, b = float64(v)/1e6, b[n:]
-	}
-	return x, len(b) == 0
 }
 
 // benchDownsample is appliance's downsample (samples.go), copied for the JSON reference: buckets of
