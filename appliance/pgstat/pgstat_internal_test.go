@@ -49,3 +49,19 @@ func TestQueryHash(t *testing.T) {
 		t.Error("database and text run together")
 	}
 }
+
+// TestReadWholeProcFile: a /proc file longer than a page (which one read(2) of such a file never passes)
+// is read to its end.
+func TestReadWholeProcFile(t *testing.T) {
+	b, ok := readWholeProcFile("/proc/self/smaps", make([]byte, 0, 16))
+	if !ok || len(b) <= 4096 || b[len(b)-1] != '\n' {
+		t.Fatalf("read %d bytes (%v), want the whole of /proc/self/smaps (more than a page)", len(b), ok)
+	}
+	one := make([]byte, 64<<10)
+	if n, _ := readProcFile("/proc/self/smaps", one); n > 4096 {
+		t.Logf("this kernel gave %d bytes in one read", n)
+	}
+	if _, ok := readWholeProcFile("/proc/no-such-file", nil); ok {
+		t.Fatal("a missing file was read")
+	}
+}

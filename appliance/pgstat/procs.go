@@ -110,6 +110,21 @@ func readProcFile(path string, buf []byte) (int, bool) {
 	}
 }
 
+// readWholeProcFile reads a /proc file to its end into buf's storage (grown as needed): files such as
+// task/<pid>/children give at most a page per read(2).
+func readWholeProcFile(path string, buf []byte) ([]byte, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	b := bytes.NewBuffer(buf[:0])
+	if _, err := b.ReadFrom(f); err != nil {
+		return nil, false
+	}
+	return b.Bytes(), true
+}
+
 // parseStat parses a /proc/<pid>/stat line: "pid (comm) state ppid ... utime stime cutime cstime ... rss ...".
 // comm may contain spaces and parentheses: the fields start after the last ')'.
 func parseStat(b []byte) (procStat, bool) {
@@ -194,7 +209,7 @@ func (p *Procs) Usage(postmasterPID int) Usage {
 // ~0.3 ms a process); without it MemBytes is 0. Where the kernel has no children files it falls back to
 // ReadProcs. A postmaster that is not running gives a zero Usage.
 func Measure(postmasterPID int, memory bool) (Usage, error) {
-	buf, kids := make([]byte, 4096), make([]byte, 64<<10) // a pid list of thousands of backends fits
+	buf, kids := make([]byte, 4096), make([]byte, 0, 8192)
 	if _, err := os.Stat(childrenPath(postmasterPID)); errors.Is(err, fs.ErrNotExist) {
 		if _, err := os.Stat("/proc/" + strconv.Itoa(postmasterPID)); err != nil {
 			return Usage{}, nil // not running
@@ -228,11 +243,11 @@ func Measure(postmasterPID int, memory bool) (Usage, error) {
 				mem += st.rss * page
 			}
 		}
-		n, ok := readProcFile(childrenPath(pid), kids)
+		list, ok := readWholeProcFile(childrenPath(pid), kids)
 		if !ok {
 			continue
 		}
-		for _, f := range bytes.Fields(kids[:n]) {
+		for _, f := range bytes.Fields(list) {
 			if child := int(parseUint(f)); child > 0 {
 				stack = append(stack, child)
 			}
