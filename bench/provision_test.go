@@ -499,43 +499,7 @@ func pidFromFile(path string) (int, error) {
 }
 
 // descendants lists the processes below pid, from the ppid field of /proc/*/stat.
-func descendants(pid int) []int {
-	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, ent := range entries {
-		p, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + ent.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after the last ')'.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		pp, err := strconv.Atoi(f[1])
-		if err != nil {
-			continue
-		}
-		children[pp] = append(children[pp], p)
-	}
-	var out []int
-	queue := []int{pid}
-	for len(queue) > 0 {
-		c := children[queue[0]]
-		queue = append(queue[1:], c...)
-		out = append(out, c...)
-	}
-	return out
-}
+func descendants(pid int) []int { return readProcTable().tree(pid)[1:] }
 
 // statusKB reads a "Key:  n kB" line of /proc/<pid>/status.
 func statusKB(pid int, key string) (float64, error) {
