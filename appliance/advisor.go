@@ -3,7 +3,10 @@ package appliance
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/theappliance/appliance/appliance/pgstat"
+	"github.com/theappliance/appliance/store"
 )
 
 // The index advisor's thresholds (the spec's Limits) and the hygiene report's minimum index size.
@@ -36,43 +39,51 @@ func (s *Service) IndexAdvice(ctx context.Context, p *Principal, projectID strin
 	if minSelectivity < 1 || minSelectivity > AdvisorMinSelectivityMax {
 		return nil, Invalid("min_selectivity must be between 1 and %d", AdvisorMinSelectivityMax)
 	}
-	prj, inst, err := s.activeProject(p, projectID)
+	var advice *pgstat.Advice
+	err := s.withQuietAdmin(ctx, p, projectID, func(prj *store.Project, admin *pgx.Conn) error {
+		_, tenant, err := s.studioSession(ctx, p, projectID)
+		if err != nil {
+			return err
+		}
+		defer tenant.Release()
+		qctx, cancel := studioContext(ctx, prj)
+		defer cancel()
+		if advice, err = pgstat.IndexAdvice(qctx, admin, tenant.Conn(), minFilter, minSelectivity); err != nil {
+			return serverErr(err, "compute index advice")
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	admin, err := s.quietAdminConn(ctx, inst, prj.DatabaseName)
-	if err != nil {
-		return nil, err
-	}
-	defer admin.Close(context.WithoutCancel(ctx))
-	_, tenant, err := s.studioSession(ctx, p, projectID)
-	if err != nil {
-		return nil, err
-	}
-	defer tenant.Release()
-	qctx, cancel := studioContext(ctx, prj)
-	defer cancel()
-	advice, err := pgstat.IndexAdvice(qctx, admin, tenant.Conn(), minFilter, minSelectivity)
-	if err != nil {
-		return nil, serverErr(err, "compute index advice")
 	}
 	return &AdvisorResponse{Advisor: advice}, nil
 }
 
 // IndexHygiene reports unused and redundant indexes of the project's database.
 func (s *Service) IndexHygiene(ctx context.Context, p *Principal, projectID string) (*HygieneResponse, error) {
-	prj, inst, err := s.activeProject(p, projectID)
+	var h *pgstat.Hygiene
+	err := s.withQuietAdmin(ctx, p, projectID, func(_ *store.Project, admin *pgx.Conn) (err error) {
+		if h, err = pgstat.IndexHygiene(ctx, admin, HygieneMinIndexBytes); err != nil {
+			return serverErr(err, "read the indexes")
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
+	}
+	return &HygieneResponse{Hygiene: h}, nil
+}
+
+// withQuietAdmin runs fn on a quiet admin session (quietAdminConn) to the active project's database.
+func (s *Service) withQuietAdmin(ctx context.Context, p *Principal, projectID string, fn func(*store.Project, *pgx.Conn) error) error {
+	prj, inst, err := s.activeProject(p, projectID)
+	if err != nil {
+		return err
 	}
 	admin, err := s.quietAdminConn(ctx, inst, prj.DatabaseName)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
-	h, err := pgstat.IndexHygiene(ctx, admin, HygieneMinIndexBytes)
-	if err != nil {
-		return nil, serverErr(err, "read the indexes")
-	}
-	return &HygieneResponse{Hygiene: h}, nil
+	return fn(prj, admin)
 }

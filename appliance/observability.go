@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/theappliance/appliance/appliance/pgstat"
 	"github.com/theappliance/appliance/store"
 )
@@ -90,18 +92,17 @@ type QueryDetailResponse struct {
 
 // Observability reads the live snapshot from the project's server (a short admin session).
 func (s *Service) Observability(ctx context.Context, p *Principal, projectID string) (*ObservabilityResponse, error) {
-	prj, inst, err := s.activeProject(p, projectID)
+	var prj *store.Project
+	var snap *pgstat.Snapshot
+	err := s.withQuietAdmin(ctx, p, projectID, func(x *store.Project, conn *pgx.Conn) (err error) {
+		prj = x
+		if snap, err = pgstat.TakeSnapshot(ctx, conn, adminUser); err != nil {
+			return serverErr(err, "read the server's statistics")
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	conn, err := s.quietAdminConn(ctx, inst, prj.DatabaseName)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	snap, err := pgstat.TakeSnapshot(ctx, conn, adminUser)
-	if err != nil {
-		return nil, serverErr(err, "read the server's statistics")
 	}
 	out := &ObservabilitySnapshot{ActiveQueries: snap.ActiveQueries, Alerts: []string{}, ConnectionCount: snap.ConnectionCount,
 		ConnectionLimit: snap.ConnectionLimit, DatabaseSizeBytes: snap.DatabaseSizeBytes, StorageLimitBytes: prj.StorageLimitBytes,
