@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/ids"
@@ -214,12 +215,8 @@ func (s *Service) backupAlert(tx *store.Tx, j *store.Job) error {
 }
 
 func firstLine(s string) string {
-	for i, r := range s {
-		if r == '\n' {
-			return s[:i]
-		}
-	}
-	return s
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 // ListAlerts returns the project's open alerts and those resolved within AlertListWindow, newest first.

@@ -163,8 +163,10 @@ func (s *Service) History(ctx context.Context, p *Principal, projectID string, h
 // queryHashPattern is the shape of a query hash.
 var queryHashPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
-// statementWindow walks the project's statement snapshots of the trailing window (want: one hash, or all).
-func (s *Service) statementWindow(p *Principal, projectID string, hours int, want string, fn func(tx *store.Tx, prj *store.Project, pt statementPoint) error) error {
+// statementWindow walks the project's statement snapshots of the trailing window (want: one hash, or all)
+// with fn, then calls done, in the same read, with a lookup of the statements' texts.
+func (s *Service) statementWindow(p *Principal, projectID string, hours int, want string, fn func(statementPoint),
+	done func(text func(hash string) (string, bool)) error) error {
 	if hours < 1 || hours > QueriesHoursMax {
 		return Invalid("hours must be between 1 and %d", QueriesHoursMax)
 	}
@@ -174,12 +176,21 @@ func (s *Service) statementWindow(p *Principal, projectID string, hours int, wan
 		if err != nil {
 			return err
 		}
-		return store.StatementPoints.Range(tx, prj.ID, now.Add(-time.Duration(hours)*time.Hour), now.Add(time.Nanosecond), func(at time.Time, v []byte) error {
-			pt, err := decodeStatementPoint(at, v, want)
-			if err != nil {
-				return nil // a point that does not decode is skipped
+		err = store.StatementPoints.Range(tx, prj.ID, now.Add(-time.Duration(hours)*time.Hour), now.Add(time.Nanosecond), func(at time.Time, v []byte) error {
+			if pt, err := decodeStatementPoint(at, v, want); err == nil { // a point that does not decode is skipped
+				fn(pt)
 			}
-			return fn(tx, prj, pt)
+			return nil
+		})
+		if err != nil {
+			return Internal(err, "read statement snapshots")
+		}
+		return done(func(hash string) (string, bool) {
+			t, err := store.StatementTexts.Get(tx, prj.ID+"/"+hash)
+			if err != nil {
+				return "", false
+			}
+			return t.Query, true
 		})
 	})
 }
@@ -188,9 +199,8 @@ func (s *Service) statementWindow(p *Principal, projectID string, hours int, wan
 // snapshots' deltas), at most TopQueriesLimit.
 func (s *Service) TopQueries(ctx context.Context, p *Principal, projectID string, hours int) (*TopQueriesResponse, error) {
 	sums := map[string]*TopQuery{}
-	var prjID string
-	err := s.statementWindow(p, projectID, hours, "", func(tx *store.Tx, prj *store.Project, pt statementPoint) error {
-		prjID = prj.ID
+	var out []TopQuery
+	err := s.statementWindow(p, projectID, hours, "", func(pt statementPoint) {
 		for h, d := range pt.Deltas {
 			q := sums[h]
 			if q == nil {
@@ -201,30 +211,17 @@ func (s *Service) TopQueries(ctx context.Context, p *Principal, projectID string
 			q.Rows += d.Rows
 			q.TotalExecMS += d.ExecMS
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]TopQuery, 0, len(sums))
-	for _, q := range sums {
-		out = append(out, *q)
-	}
-	slices.SortFunc(out, func(a, b TopQuery) int {
-		if a.TotalExecMS != b.TotalExecMS {
-			if a.TotalExecMS > b.TotalExecMS {
-				return -1
-			}
-			return 1
+	}, func(text func(string) (string, bool)) error {
+		out = make([]TopQuery, 0, len(sums))
+		for _, q := range sums {
+			out = append(out, *q)
 		}
-		return cmp.Compare(a.QueryHash, b.QueryHash)
-	})
-	out = out[:min(len(out), TopQueriesLimit)]
-	err = s.db.View(func(tx *store.Tx) error {
+		slices.SortFunc(out, func(a, b TopQuery) int {
+			return cmp.Or(cmp.Compare(b.TotalExecMS, a.TotalExecMS), cmp.Compare(a.QueryHash, b.QueryHash))
+		})
+		out = out[:min(len(out), TopQueriesLimit)]
 		for i := range out {
-			if t, err := store.StatementTexts.Get(tx, prjID+"/"+out[i].QueryHash); err == nil {
-				out[i].Query = t.Query
-			}
+			out[i].Query, _ = text(out[i].QueryHash)
 			if out[i].Calls > 0 {
 				out[i].MeanExecMS = out[i].TotalExecMS / float64(out[i].Calls)
 			}
@@ -232,20 +229,21 @@ func (s *Service) TopQueries(ctx context.Context, p *Principal, projectID string
 		return nil
 	})
 	if err != nil {
-		return nil, Internal(err, "read statement texts")
+		return nil, err
 	}
 	return &TopQueriesResponse{Queries: out}, nil
 }
 
-// QueryDetail returns one statement's totals within the window and a point per snapshot.
+// QueryDetail returns one statement's totals within the window and a point per snapshot (404 for a hash
+// no snapshot of the project has seen).
 func (s *Service) QueryDetail(ctx context.Context, p *Principal, projectID, hash string, hours int) (*QueryDetailResponse, error) {
 	if !queryHashPattern.MatchString(hash) {
 		return nil, Invalid("queryHash must be 32 lowercase hexadecimal characters (a query_hash from the top queries)")
 	}
 	d := &QueryDetail{QueryHash: hash, Points: []QueryPoint{}}
-	err := s.statementWindow(p, projectID, hours, hash, func(tx *store.Tx, prj *store.Project, pt statementPoint) error {
+	err := s.statementWindow(p, projectID, hours, hash, func(pt statementPoint) {
 		if pt.Interval == 0 { // the baseline snapshot measured nothing
-			return nil
+			return
 		}
 		x := pt.Deltas[hash]
 		qp := QueryPoint{CapturedAt: pt.At, Calls: x.Calls, Rows: x.Rows, TotalExecMS: x.ExecMS, CallsPerSec: float64(x.Calls) / pt.Interval}
@@ -256,21 +254,11 @@ func (s *Service) QueryDetail(ctx context.Context, p *Principal, projectID, hash
 		d.WindowCalls += x.Calls
 		d.WindowRows += x.Rows
 		d.WindowTotalExecMS += x.ExecMS
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = s.db.View(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
-		if err != nil {
-			return err
-		}
-		t, err := store.StatementTexts.Get(tx, prj.ID+"/"+hash)
-		if err != nil {
+	}, func(text func(string) (string, bool)) error {
+		var ok bool
+		if d.Query, ok = text(hash); !ok {
 			return NotFound("query %s not found: no snapshot of this project's statements has it", hash)
 		}
-		d.Query = t.Query
 		return nil
 	})
 	if err != nil {

@@ -50,8 +50,9 @@ func (x *ObservabilitySample) floats() [8]*float64 {
 		&x.RowsReadPerSec, &x.RowsWrittenPerSec, &x.TPS}
 }
 
-// summed are the ints that count events between samples (downsampling adds them; the rest are averaged).
-func (x *ObservabilitySample) summed(i int) bool { return i == 5 || i == 11 } // Deadlocks, TempBytes
+// summed reports whether p (one of x.ints()) counts events between samples: downsampling adds those up
+// and averages the rest.
+func (x *ObservabilitySample) summed(p *int64) bool { return p == &x.Deadlocks || p == &x.TempBytes }
 
 // micro is the resolution the numbers are kept at: millionths.
 const micro = 1e6
@@ -126,7 +127,7 @@ func downsample(in []ObservabilitySample, max int) []ObservabilitySample {
 		}
 		n := float64(hi - lo)
 		for j, p := range acc.ints() {
-			if acc.summed(j) {
+			if acc.summed(p) {
 				*p = int64(ints[j])
 			} else {
 				*p = int64(math.Round(ints[j] / n))
