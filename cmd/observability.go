@@ -53,7 +53,7 @@ JSON object per line.`,
 				q.Set("severity", severity)
 			}
 			out := c.OutOrStdout()
-			print := func(e pglog.Entry) error { return printLogEntry(out, e, asJSON) }
+			emit := func(e pglog.Entry) error { return printLogEntry(out, e, asJSON) }
 			if !follow {
 				path := projectPath(args[0]) + "/logs?" + q.Encode()
 				var res appliance.LogsResponse
@@ -61,7 +61,7 @@ JSON object per line.`,
 					return err
 				}
 				for _, e := range res.Logs.Entries {
-					if err := print(e); err != nil {
+					if err := emit(e); err != nil {
 						return err
 					}
 				}
@@ -74,7 +74,7 @@ JSON object per line.`,
 				if err := json.Unmarshal(ev.Data, &e); err != nil {
 					return fmt.Errorf("a log event that does not decode: %w", err)
 				}
-				return print(e)
+				return emit(e)
 			})
 			if ctx.Err() != nil {
 				return nil
