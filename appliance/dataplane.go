@@ -253,8 +253,8 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		if _, running, _ := s.pgInstance(dp, p.inst).Status(); !running {
 			s.setRuntime(p.prj.ID, RuntimeRestarting)
 		} else if p.prj.State == ProjectActive {
-			if err := s.secureStatistics(ctx, dp, p.inst, p.prj); err != nil {
-				s.log.Warn("secure statistics of an adopted instance", "project", p.prj.ID, "err", err)
+			if err := s.bringUpToDate(ctx, dp, p.inst, p.prj); err != nil {
+				s.log.Warn("bring an adopted instance up to date", "project", p.prj.ID, "err", err)
 			}
 		}
 		if err := s.watch(dp, p.inst, p.prj); err != nil {

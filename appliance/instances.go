@@ -38,23 +38,25 @@ const adminUser = postgres.AdminRole
 // postgres.AdminSearchPath: the catalog only, never the tenant's schemas (AdminExec and AdminQueryRow
 // included: their statements name what is not in pg_catalog with its schema).
 func (s *Service) adminConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error) {
+	return s.adminConnWith(ctx, inst, db, nil)
+}
+
+// adminConnWith is adminConn whose session starts with params (postgres.Instance.ConnectWith).
+func (s *Service) adminConnWith(ctx context.Context, inst *store.Instance, db string, params map[string]string) (*pgx.Conn, error) {
 	pw, err := s.box.Open(inst.AdminPassword)
 	if err != nil {
 		return nil, fmt.Errorf("open admin password of %s: %w", inst.ID, err)
 	}
-	return (&postgres.Instance{ID: inst.ID, Port: inst.Port}).Connect(ctx, string(pw), db)
+	return (&postgres.Instance{ID: inst.ID, Port: inst.Port}).ConnectWith(ctx, string(pw), db, params)
 }
 
-// quietAdminConn is adminConn whose statements leave no trace in the tenant's statistics or logs
-// (untracked): the observability reads use it.
+// quietAdminConn is adminConn whose statements leave no trace in the tenant's statistics or logs: the
+// session starts with untrackedSettings (startup parameters, no statement each). The observability reads
+// use it.
 func (s *Service) quietAdminConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error) {
-	conn, err := s.adminConn(ctx, inst, db)
+	conn, err := s.adminConnWith(ctx, inst, db, untrackedSettings)
 	if err != nil {
 		return nil, serverErr(err, "connect to the project's server")
-	}
-	if err := untracked(ctx, conn); err != nil {
-		conn.Close(context.WithoutCancel(ctx))
-		return nil, serverErr(err, "prepare the session")
 	}
 	return conn, nil
 }

@@ -11,19 +11,22 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// untracked makes an appliance connection (a superuser's) leave no trace of what it runs: no
+// untrackedSettings make an appliance session (a superuser's) leave no trace of what it runs: no
 // pg_stat_statements entry, no pg_stat_activity text, no statement in the server's log even on error.
-// Every connection that sends a secret (a role's password, a source's connection string) calls it first
-// and is used for nothing a tenant should later see.
+var untrackedSettings = map[string]string{
+	"pg_stat_statements.track":   "none",
+	"track_activities":           "off",
+	"log_statement":              "none",
+	"log_min_duration_statement": "-1",
+	"log_min_error_statement":    "panic",
+}
+
+// untracked gives a session untrackedSettings. Every connection that sends a secret (a role's password, a
+// source's connection string) calls it first, or starts with them (quietAdminConn), and is used for
+// nothing a tenant should later see.
 func untracked(ctx context.Context, conn *pgx.Conn) error {
-	for _, set := range []string{
-		"SET pg_stat_statements.track = 'none'",
-		"SET track_activities = off",
-		"SET log_statement = 'none'",
-		"SET log_min_duration_statement = -1",
-		"SET log_min_error_statement = panic",
-	} {
-		if _, err := conn.Exec(ctx, set); err != nil {
+	for name, value := range untrackedSettings {
+		if _, err := conn.Exec(ctx, "SET "+name+" = "+quoteLiteral(value)); err != nil {
 			return fmt.Errorf("untracked session: %w", err)
 		}
 	}
@@ -31,10 +34,14 @@ func untracked(ctx context.Context, conn *pgx.Conn) error {
 }
 
 // setPasswordSQL is the statement that gives role a password, as the SCRAM verifier the appliance
-// computed (never the password itself). verb is CREATE ROLE or ALTER ROLE; options such as LOGIN follow
-// the role's name.
+// computed (never the password itself; postgres.AdminVerifier's for the admin role). verb is CREATE ROLE
+// or ALTER ROLE; options such as LOGIN follow the role's name.
 func setPasswordSQL(verb, role, options, password string) (string, error) {
-	v, err := postgres.SCRAMVerifier(password)
+	verifier := postgres.SCRAMVerifier
+	if role == postgres.AdminRole {
+		verifier = postgres.AdminVerifier
+	}
+	v, err := verifier(password)
 	if err != nil {
 		return "", err
 	}
@@ -71,11 +78,12 @@ func purgeSecretStatements(ctx context.Context, db *pgx.Conn) (bool, error) {
 	return err == nil, err
 }
 
-// secureStatistics brings an instance an older appliance provisioned up to today's rules: its project role
-// no longer reads other roles' statements (pg_monitor), and statements with passwords are purged from
-// pg_stat_statements (the appliance now runs such statements untracked). Run when the appliance adopts a
+// bringUpToDate brings an instance an older appliance provisioned up to today's rules: its project role
+// no longer reads other roles' statements (pg_monitor), statements with passwords are purged from
+// pg_stat_statements (the appliance now runs such statements untracked), and the admin role's verifier
+// stretches its password no more than postgres.AdminSCRAMIterations. Run when the appliance adopts a
 // running instance.
-func (s *Service) secureStatistics(ctx context.Context, dp *DataPlane, inst *store.Instance, prj *store.Project) error {
+func (s *Service) bringUpToDate(ctx context.Context, dp *DataPlane, inst *store.Instance, prj *store.Project) error {
 	adminPW, err := s.box.Open(inst.AdminPassword)
 	if err != nil {
 		return err
@@ -86,6 +94,9 @@ func (s *Service) secureStatistics(ctx context.Context, dp *DataPlane, inst *sto
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := untracked(ctx, conn); err != nil {
+		return err
+	}
+	if err := cheapAdminLogin(ctx, conn, string(adminPW)); err != nil {
 		return err
 	}
 	role := pgx.Identifier{prj.RoleName}.Sanitize()
@@ -104,4 +115,26 @@ func (s *Service) secureStatistics(ctx context.Context, dp *DataPlane, inst *sto
 		s.log.Warn("purged pg_stat_statements: it held statements with passwords", "project", prj.ID)
 	}
 	return err
+}
+
+// cheapAdminLogin gives the admin role postgres.AdminVerifier's verifier of password when the one the
+// server keeps stretches it more (a cluster whose initdb an earlier appliance ran: PostgreSQL's default,
+// 4096 iterations). conn is an untracked superuser session (the statement carries the verifier).
+func cheapAdminLogin(ctx context.Context, conn *pgx.Conn, password string) error {
+	var secret string
+	err := conn.QueryRow(ctx, "SELECT rolpassword FROM pg_catalog.pg_authid WHERE rolname = $1", postgres.AdminRole).Scan(&secret)
+	if err != nil {
+		return fmt.Errorf("read the admin role's verifier: %w", err)
+	}
+	if n, ok := postgres.SCRAMIterationsOf(secret); ok && n <= postgres.AdminSCRAMIterations {
+		return nil
+	}
+	q, err := setPasswordSQL("ALTER ROLE", postgres.AdminRole, "", password)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("set the admin role's verifier: %w", err)
+	}
+	return nil
 }

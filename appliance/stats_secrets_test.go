@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
 )
 
@@ -109,7 +110,8 @@ func TestRotationLeavesNoPasswordInStatistics(t *testing.T) {
 }
 
 // TestAdoptionPurgesOldSecrets: an instance an older appliance left with a password in pg_stat_statements
-// and pg_monitor granted to the project role is cleaned when the appliance adopts it at start.
+// and pg_monitor granted to the project role is cleaned when the appliance adopts it at start, and its
+// admin role's verifier (PostgreSQL's 4096 iterations then) gets postgres.AdminSCRAMIterations.
 func TestAdoptionPurgesOldSecrets(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
@@ -118,9 +120,30 @@ func TestAdoptionPurgesOldSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What the older appliance did: a tracked ALTER ROLE with the password in clear, and pg_monitor.
+	adminIterations := func() int {
+		t.Helper()
+		var v string
+		if err := e.Svc.AdminQueryRow(t.Context(), prj.ID, "SELECT rolpassword FROM pg_catalog.pg_authid WHERE rolname = $1", []any{postgres.AdminRole}, &v); err != nil {
+			t.Fatal(err)
+		}
+		n, ok := postgres.SCRAMIterationsOf(v)
+		if !ok {
+			t.Fatalf("the admin role's password is no SCRAM verifier: %.20q", v)
+		}
+		return n
+	}
+	if n := adminIterations(); n != postgres.AdminSCRAMIterations {
+		t.Errorf("a new instance's admin verifier has %d iterations", n)
+	}
+	// What the older appliance did: a tracked ALTER ROLE with the password in clear, pg_monitor, and
+	// initdb's verifier of the admin password.
+	oldVerifier, err := postgres.SCRAMVerifier(e.AdminConfig(t, prj.ID).Password)
+	if err != nil {
+		t.Fatal(err)
+	}
 	const leaked = "legacy-plaintext-password-123"
-	for _, q := range []string{"ALTER ROLE " + prj.RoleName + "_alt PASSWORD '" + leaked + "'", "GRANT pg_monitor TO " + prj.RoleName} {
+	for _, q := range []string{"ALTER ROLE " + prj.RoleName + "_alt PASSWORD '" + leaked + "'", "GRANT pg_monitor TO " + prj.RoleName,
+		"ALTER ROLE " + postgres.AdminRole + " PASSWORD '" + oldVerifier + "'"} {
 		if err := e.AdminExec(t, prj.ID, q); err != nil {
 			t.Fatal(err)
 		}
@@ -129,8 +152,14 @@ func TestAdoptionPurgesOldSecrets(t *testing.T) {
 	if n := scalar[int64](t, c, "SELECT count(*) FROM pg_stat_statements WHERE query LIKE '%"+leaked+"%'"); n == 0 {
 		t.Fatal("the fixture did not leak the password into pg_stat_statements")
 	}
+	if n := adminIterations(); n != 4096 {
+		t.Fatalf("the fixture's admin verifier has %d iterations", n)
+	}
 	if err := e.Svc.AdoptInstances(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	if n := adminIterations(); n != postgres.AdminSCRAMIterations {
+		t.Errorf("after adoption the admin verifier has %d iterations", n)
 	}
 	c = connect(t, conns.Connections.DirectURL)
 	if n := scalar[int64](t, c, "SELECT count(*) FROM pg_stat_statements WHERE query LIKE '%"+leaked+"%'"); n != 0 {

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -183,8 +184,14 @@ func (i *Instance) Init(ctx context.Context, ex daemon.ExecFunc, opts InitOption
 			return fmt.Errorf("init instance %s: %w", i.ID, err)
 		}
 	} else {
+		// initdb gives AdminRole what the file holds; a verifier is kept as it is (PostgreSQL stores a
+		// password that is already one unchanged), with AdminSCRAMIterations.
+		verifier, err := AdminVerifier(opts.AdminPassword)
+		if err != nil {
+			return fmt.Errorf("init instance %s: %w", i.ID, err)
+		}
 		pwfile := filepath.Join(i.Dir, "initdb.pw")
-		if err := i.User.WriteFile(pwfile, []byte(opts.AdminPassword+"\n"), 0o600); err != nil {
+		if err := i.User.WriteFile(pwfile, []byte(verifier+"\n"), 0o600); err != nil {
 			return fmt.Errorf("init instance %s: %w", i.ID, err)
 		}
 		defer os.Remove(pwfile)
@@ -688,7 +695,13 @@ func (i *Instance) Admin(ctx context.Context, password string) (*pgx.Conn, error
 // Connect connects to database as AdminRole over 127.0.0.1, with search_path = AdminSearchPath from the
 // start. A connection made with its configuration (Conn.Config, another database set) has it too.
 func (i *Instance) Connect(ctx context.Context, password, database string) (*pgx.Conn, error) {
-	return i.connect(ctx, password, database, true)
+	return i.connect(ctx, password, database, true, nil)
+}
+
+// ConnectWith is Connect with more startup parameters: settings the session has from its start, without a
+// statement (and a round trip) each. Those a superuser may set in a session (PGC_SUSET) are allowed.
+func (i *Instance) ConnectWith(ctx context.Context, password, database string, params map[string]string) (*pgx.Conn, error) {
+	return i.connect(ctx, password, database, true, params)
 }
 
 // ConnectForExtensions is Connect for CREATE EXTENSION and ALTER EXTENSION … UPDATE: the session's
@@ -700,7 +713,7 @@ func (i *Instance) Connect(ctx context.Context, password, database string) (*pgx
 // project's sessions would lose public, and the script would fail. A script's SET outlives it: set
 // AdminSearchPath again after each such statement, and run nothing else before.
 func (i *Instance) ConnectForExtensions(ctx context.Context, password, database string) (*pgx.Conn, error) {
-	conn, err := i.connect(ctx, password, database, false)
+	conn, err := i.connect(ctx, password, database, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -711,12 +724,22 @@ func (i *Instance) ConnectForExtensions(ctx context.Context, password, database 
 	return conn, nil
 }
 
-func (i *Instance) connect(ctx context.Context, password, database string, pinned bool) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig("sslmode=disable connect_timeout=10")
+// adminConfig is what every admin connection's configuration starts from, parsed once (parsing looks at the
+// environment and the files libpq would read: a tenth of a connection's cost).
+var adminConfig = sync.OnceValues(func() (*pgx.ConnConfig, error) {
+	return pgx.ParseConfig("sslmode=disable connect_timeout=10")
+})
+
+func (i *Instance) connect(ctx context.Context, password, database string, pinned bool, params map[string]string) (*pgx.Conn, error) {
+	base, err := adminConfig()
 	if err != nil {
 		return nil, err
 	}
+	cfg := base.Copy()
 	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.Database = "127.0.0.1", uint16(i.Port), AdminRole, password, database
+	for k, v := range params {
+		cfg.RuntimeParams[k] = v
+	}
 	if pinned {
 		cfg.RuntimeParams["search_path"] = AdminSearchPath
 	}
