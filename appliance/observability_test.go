@@ -106,7 +106,7 @@ func TestObservability(t *testing.T) {
 	}
 	o.sql(t, "BEGIN; INSERT INTO items (v) VALUES (1); ROLLBACK")
 	o.statsFlushed(t, "tup_inserted >= 5000 AND xact_rollback >= 1")
-	o.advance(appliance.StatementSnapshotInterval)
+	o.advance(appliance.StatementSnapshotLate)
 	o.sweep(t)
 
 	var slowHash string
@@ -189,7 +189,7 @@ func TestObservability(t *testing.T) {
 			}
 		}
 		o.statsFlushed(t, "xact_commit >= 5")
-		o.advance(appliance.StatementSnapshotInterval)
+		o.advance(appliance.StatementSnapshotLate)
 		o.sweep(t)
 		h, err := e.Svc.History(t.Context(), p, o.prj.ID, 24)
 		if err != nil || len(h.Samples) != 2 {

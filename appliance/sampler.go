@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"sync"
 	"syscall"
@@ -24,6 +25,9 @@ const (
 	// StatementSnapshotInterval is how often a project's pg_stat_statements is snapshotted for the top
 	// queries (at the first sweep at least this long after the previous snapshot).
 	StatementSnapshotInterval = 5 * time.Minute
+	// StatementSnapshotLate is how old a project's last snapshot is when the next sweep takes one whatever
+	// the project's phase (statementsDue).
+	StatementSnapshotLate = StatementSnapshotInterval + StatementSnapshotInterval/2
 	// SampleRetention is how long history points are kept; StatementRetention the top queries' snapshots
 	// (a day more than their longest window).
 	SampleRetention    = 30 * 24 * time.Hour
@@ -32,8 +36,9 @@ const (
 	sampleTimeout = 5 * time.Second
 	// sampleWorkers read this many projects' servers at once.
 	sampleWorkers = 4
-	// MemoryInterval is how often a project's memory (the PSS of its server's processes, the costly
-	// reading) is measured; the samples in between carry the last measurement.
+	// MemoryInterval is how often each process of a project's server has its PSS read (the costly
+	// reading): every sweep reads the share of them whose turn it is, and the processes it saw the first
+	// time, and carries the other processes' last readings (pgstat.Memory).
 	MemoryInterval = 5 * time.Minute
 	// statementTextRefresh is how often a statement still seen gets its last_seen written again.
 	statementTextRefresh = 24 * time.Hour
@@ -45,6 +50,9 @@ type samplerState struct {
 	mu    sync.Mutex
 	last  SampleSweepResult
 	total int64 // sweeps run
+	// memory carries each sampled project's processes' readings from sweep to sweep (by project ID; only
+	// the sweep, under its lock, touches it).
+	memory map[string]*pgstat.Memory
 }
 
 // SampleSweepResult says what a sampling sweep did.
@@ -73,6 +81,7 @@ type sampleTarget struct {
 	inst  *store.Instance
 	state *store.ObservabilityState
 	plan  Plan
+	mem   *pgstat.Memory
 	// results
 	cur       *reading
 	sample    *ObservabilitySample
@@ -83,9 +92,9 @@ type sampleTarget struct {
 }
 
 // SampleObservability is the sampler's sweep: for every active project it reads the server's counters
-// (one statement) and its processes' CPU time (their stat files, found through the postmaster's children;
-// their memory every MemoryInterval), stores a history point computed from the previous reading,
-// snapshots pg_stat_statements every StatementSnapshotInterval, and raises or resolves alerts — the
+// (one statement) and its processes' CPU time and memory (their stat files, found through the postmaster's
+// children; each process's PSS every MemoryInterval), stores a history point computed from the previous reading,
+// snapshots pg_stat_statements every StatementSnapshotInterval (statementsDue), and raises or resolves alerts — the
 // writes of all projects in one transaction.
 func (s *Service) SampleObservability(ctx context.Context) (SampleSweepResult, error) {
 	s.sampler.sweep.Lock()
@@ -120,6 +129,14 @@ func (s *Service) SampleObservability(ctx context.Context) (SampleSweepResult, e
 	if err != nil {
 		return res, fmt.Errorf("read projects to sample: %w", err)
 	}
+	memory := make(map[string]*pgstat.Memory, len(targets)) // projects no longer sampled are dropped
+	for _, t := range targets {
+		if t.mem = s.sampler.memory[t.prj.ID]; t.mem == nil {
+			t.mem = &pgstat.Memory{Every: int(MemoryInterval / SampleInterval)}
+		}
+		memory[t.prj.ID] = t.mem
+	}
+	s.sampler.memory = memory
 	work := make(chan *sampleTarget)
 	var wg sync.WaitGroup
 	for range min(sampleWorkers, len(targets)) {
@@ -177,19 +194,20 @@ func (s *Service) SampleObservability(ctx context.Context) (SampleSweepResult, e
 func (s *Service) readTarget(ctx context.Context, t *sampleTarget, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 	defer cancel()
-	if err := s.readServer(ctx, t, now); err != nil {
+	backend, err := s.readServer(ctx, t, now)
+	if err != nil {
 		return err
 	}
-	// The processes are measured once the session is closed: its backend is the appliance's, not the
-	// project's (it would add ~3.5 MiB to every memory figure).
-	memDue := now.Sub(t.state.MemAt) >= MemoryInterval-SampleInterval/2
+	// The processes are measured once the session is closed, its backend left out of the memory (it is the
+	// appliance's, not the project's: ~3.5 MiB; it may not have exited yet).
+	t.mem.Except = append(t.mem.Except[:0], backend)
 	var usage pgstat.Usage
 	if pid, err := pgstat.PostmasterPID((&postgres.Instance{Dir: t.inst.Dir}).DataDir()); err == nil {
-		if usage, err = pgstat.Measure(pid, memDue); err != nil {
+		if usage, err = pgstat.Measure(pid, t.mem); err != nil {
 			s.log.Warn("observability: read the server's processes", "project", t.prj.ID, "err", err)
 		}
 	}
-	if memDue && usage.MemBytes > 0 {
+	if usage.MemBytes > 0 {
 		t.state.MemBytes, t.state.MemAt = usage.MemBytes, now
 	}
 	t.cur.CPUSeconds = usage.CPUSeconds
@@ -206,29 +224,50 @@ func (s *Service) readTarget(ctx context.Context, t *sampleTarget, now time.Time
 }
 
 // readServer reads the counters and, when due, pg_stat_statements, on a session it closes before
-// returning.
-func (s *Service) readServer(ctx context.Context, t *sampleTarget, now time.Time) error {
+// returning; backend is the session's server process.
+func (s *Service) readServer(ctx context.Context, t *sampleTarget, now time.Time) (backend int, err error) {
 	conn, err := s.quietAdminConn(ctx, t.inst, t.prj.DatabaseName)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	backend = int(conn.PgConn().PID())
 	c, err := pgstat.ReadCounters(ctx, conn, adminUser)
 	if err != nil {
-		return fmt.Errorf("read counters: %w", err)
+		return backend, fmt.Errorf("read counters: %w", err)
 	}
 	t.cur = &reading{Counters: c, At: now}
-	if t.state.StatementsAt.IsZero() || now.Sub(t.state.StatementsAt) >= StatementSnapshotInterval-SampleInterval/2 {
+	if statementsDue(t.prj.ID, t.state.StatementsAt, now) {
 		read, err := pgstat.ReadStatements(ctx, conn, t.prj.DatabaseName, adminUser)
 		if err != nil {
-			return fmt.Errorf("read pg_stat_statements: %w", err)
+			return backend, fmt.Errorf("read pg_stat_statements: %w", err)
 		}
 		if read.Available {
 			t.stmtsRead = true
 			t.stmts, t.stmtPoint = statementDeltas(t.state, read, now)
 		}
 	}
-	return nil
+	return backend, nil
+}
+
+// statementsDue says whether the sweep at now snapshots a project's pg_stat_statements, last snapshotted
+// at last: the first snapshot at once; then in the sweeps of the project's phase (the minutes whose number,
+// modulo the snapshots' interval in minutes, is a hash of its ID modulo the same), so that projects made
+// together, or an appliance's projects after its upgrade, do not all take their snapshots in one sweep;
+// a project whose sweep of its phase was missed (its server did not answer) takes it at the next sweep.
+func statementsDue(projectID string, last, now time.Time) bool {
+	if last.IsZero() {
+		return true
+	}
+	elapsed := now.Sub(last)
+	if elapsed >= StatementSnapshotLate {
+		return true
+	}
+	slots := uint32(StatementSnapshotInterval / SampleInterval)
+	minute := uint32(now.Unix() / int64(SampleInterval/time.Second))
+	h := fnv.New32a()
+	h.Write([]byte(projectID))
+	return elapsed >= StatementSnapshotInterval/2 && minute%slots == h.Sum32()%slots
 }
 
 // statementDeltas turns a pg_stat_statements reading into the new totals by hash and the snapshot point:

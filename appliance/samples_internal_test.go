@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -223,5 +224,65 @@ func TestLogWindowBounds(t *testing.T) {
 		if err == nil && (q.Since.IsZero() || len(q.ExcludeUsers) != 1) {
 			t.Errorf("%+v: query %+v", c.q, q)
 		}
+	}
+}
+
+// TestStatementsDue: a project's first snapshot is taken at once, the next ones every
+// StatementSnapshotInterval in the sweeps of its phase, spread over the sweeps for projects made together;
+// one whose phase sweep was missed takes it at the next sweep once late.
+func TestStatementsDue(t *testing.T) {
+	const projects, sweeps = 200, 60
+	t0 := time.Date(2026, 11, 25, 10, 0, 30, 0, time.UTC)
+	slots := int(StatementSnapshotInterval / SampleInterval)
+	last, taken := make([]time.Time, projects), make([]int, projects)
+	perSweep := make([]int, sweeps)
+	for i := range sweeps {
+		now := t0.Add(time.Duration(i) * SampleInterval)
+		for p := range projects {
+			id := fmt.Sprintf("prj_%08d", p*7919)
+			if !statementsDue(id, last[p], now) {
+				continue
+			}
+			// The second comes at the first sweep of its phase half an interval after the first; the next
+			// ones an interval apart.
+			if gap := now.Sub(last[p]); (taken[p] == 1 && (gap < StatementSnapshotInterval/2 || gap >= StatementSnapshotLate)) ||
+				(taken[p] > 1 && gap != StatementSnapshotInterval) {
+				t.Errorf("project %s: snapshot %d %v after the one before", id, taken[p]+1, gap)
+			}
+			last[p] = now
+			taken[p]++
+			perSweep[i]++
+		}
+	}
+	if perSweep[0] != projects {
+		t.Errorf("the first sweep took %d first snapshots of %d", perSweep[0], projects)
+	}
+	for i := slots + 1; i < sweeps; i++ {
+		if n := perSweep[i]; n < projects/slots/2 || n > projects/slots*2 {
+			t.Errorf("sweep %d took %d snapshots of %d projects (want about %d)", i, n, projects, projects/slots)
+		}
+	}
+	// A sweep of its phase missed: the next sweep once the snapshot is late takes it, then the phase again.
+	id := "prj_missed"
+	at := t0
+	for !statementsDue(id, at.Add(-StatementSnapshotInterval), at) {
+		at = at.Add(SampleInterval)
+	}
+	lastSnap := at.Add(-StatementSnapshotInterval) // and the sweep at `at` missed
+	late := at.Add(SampleInterval)
+	for ; late.Sub(lastSnap) < StatementSnapshotLate; late = late.Add(SampleInterval) {
+		if statementsDue(id, lastSnap, late) {
+			t.Fatalf("due %v after its missed phase sweep, before it is late", late.Sub(at))
+		}
+	}
+	if !statementsDue(id, lastSnap, late) {
+		t.Fatal("a late snapshot is not due")
+	}
+	next := late.Add(SampleInterval)
+	for !statementsDue(id, late, next) {
+		next = next.Add(SampleInterval)
+	}
+	if d := next.Sub(late); d < StatementSnapshotInterval/2 || d >= StatementSnapshotLate || next.Sub(at)%StatementSnapshotInterval != 0 {
+		t.Errorf("after the late snapshot, the next came %v later, %v after the missed phase sweep", d, next.Sub(at))
 	}
 }

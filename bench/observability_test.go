@@ -323,7 +323,7 @@ type sweepFigures struct {
 	cpu, wall time.Duration // this process (ours: the sweep's own SampleSweepResult.CPU and Duration)
 	server    serverTime    // the servers, read before the window and after its backends exited
 	swall     time.Duration // the wall time between those two readings
-	fiveMin   bool          // ours: the sweep measured every project's memory and snapshotted its statements
+	stmts     int           // ours: the projects whose pg_stat_statements the sweep snapshotted
 	gone      time.Duration // how long the backends the window opened took to exit after it
 }
 
@@ -331,12 +331,14 @@ type sweepFigures struct {
 // BENCH_SAMPLER_PROJECTS (1,20,100) running free-plan projects, grown on one appliance (sub-benchmark
 // projects=N), each with BENCH_SESSIONS (0) idle client sessions. After a baseline sweep, BENCH_SWEEPS (20)
 // rounds each run, in alternating order, one sweep of ours (the clock, frozen between sweeps, moved a
-// SampleInterval: every sweep stores a point; every 5th also measures every project's memory, PSS, and
-// snapshots its pg_stat_statements — checked in the store after each sweep) and one of a naive collector
-// (a new admin connection per project, pgstat.ReadCounters, close; 4 at once like the sampler), then five
-// parts of a sweep by themselves: pgstat.Measure(postmaster, false) of every project, Measure(postmaster,
-// true), ReadCounters on a fresh session set up as the sampler's (connect, untracked, close), ReadCounters
-// on kept admin sessions of the benchmark's own, and ReadStatements on those. Each window's CPU time in
+// SampleInterval: every sweep stores a point and every project's memory, PSS read for the fifth of its
+// processes whose turn it is; each project's pg_stat_statements is snapshotted every 5th sweep, in the
+// sweeps of its phase — checked in the store after each sweep) and one of a naive collector (a new admin
+// connection per project, pgstat.ReadCounters, close; 4 at once like the sampler), then six parts of a
+// sweep by themselves: pgstat.Measure of every project without memory, with every process's PSS
+// (&pgstat.Memory{}), and with a kept pgstat.Memory{Every: 5} per project as the sampler's, ReadCounters
+// on a fresh session set up as the sampler's (connect with untracked's settings, close), ReadCounters on
+// kept admin sessions of the benchmark's own, and ReadStatements on those. Each window's CPU time in
 // this process (getrusage: what SampleSweepResult.CPU measures) and in the projects' servers (the
 // postmasters' process trees: /proc ticks and schedstat), less their idle rates measured over
 // BENCH_IDLE_SECONDS (5) before the rounds. After every window that opens sessions, the benchmark waits
@@ -461,9 +463,10 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 		return res
 	}
 	// stored is what the store holds after the sweep at `at`: how many projects' memory it measured
-	// (ObservabilityState.MemAt), and each project's memory figure.
-	stored := func(at time.Time) (measured int, mem []int64) {
-		mem = make([]int64, n)
+	// (ObservabilityState.MemAt), each project's memory figure, and which projects' statements it
+	// snapshotted (StatementsAt).
+	stored := func(at time.Time) (measured int, mem []int64, snapped []bool) {
+		mem, snapped = make([]int64, n), make([]bool, n)
 		if err := e.DB.View(func(tx *store.Tx) error {
 			for i, o := range prjs {
 				st, err := store.ObservabilityStates.Get(tx, o.id)
@@ -474,19 +477,20 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 					measured++
 				}
 				mem[i] = st.MemBytes
+				snapped[i] = st.StatementsAt.Equal(at)
 			}
 			return nil
 		}); err != nil {
 			b.Fatal(err)
 		}
-		return measured, mem
+		return measured, mem, snapped
 	}
 	// observer compares the memory the sampler stored (measured while its own session was open) with a
 	// Measure of the same servers now, its session gone: MiB per project, stored minus now.
 	var observer, storedMiB []float64
 	compareMemory := func(mem []int64) {
 		for i, pm := range pms {
-			u, err := pgstat.Measure(pm, true)
+			u, err := pgstat.Measure(pm, &pgstat.Memory{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -495,15 +499,15 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 		}
 	}
 
-	// The baseline: the first reading of the new projects. The clock moves a StatementSnapshotInterval
-	// (= MemoryInterval) first, so that every project's memory is measured and its statements snapshotted
-	// now, and then together every 5th sweep; it stays frozen between sweeps.
-	clk.advance(max(appliance.StatementSnapshotInterval, appliance.MemoryInterval))
+	// The baseline: the first reading of the new projects. The clock moves a StatementSnapshotLate first,
+	// so that every project's statements are snapshotted now (a new project's first snapshot is at once,
+	// an older project's is late), and then in the sweeps of its phase; it stays frozen between sweeps.
+	clk.advance(appliance.StatementSnapshotLate)
 	clk.freeze()
 	defer clk.thaw()
 	base := sweep()
 	baseGone := settle()
-	measured, mem := stored(base.At)
+	measured, mem, _ := stored(base.At)
 	if measured != n || base.Statements != n {
 		b.Fatalf("baseline sweep: memory measured for %d and statements snapshotted for %d of %d projects", measured, base.Statements, n)
 	}
@@ -553,8 +557,8 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 			return err
 		})
 	}
-	// The counters on a fresh session set up as the sampler's (appliance's quietAdminConn: connect, the
-	// five SETs of untracked), closed after: the naive collector plus the SETs.
+	// The counters on a fresh session set up as the sampler's (appliance's quietAdminConn: connect with
+	// untracked's settings as startup parameters), closed after.
 	freshCounters := func() error {
 		return parallel(n, 4, func(i int) error {
 			conn, err := prjs[i].quietAdmin(ctx, "")
@@ -584,7 +588,13 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 	idleTicks, idleSched := rate(idleSrv.ticks), rate(idleSrv.sched)
 	net := func(d, wall time.Duration, rate float64) time.Duration { return d - time.Duration(rate*float64(wall)) }
 
-	var ours, ref, measure, measureMem, freshC, keptC, stm []sweepFigures
+	var ours, ref, measure, measureMem, measureRoll, freshC, keptC, stm []sweepFigures
+	// lastSnap is the sweep (0: the baseline) of each project's last statement snapshot; rolling, the
+	// pgstat.Memory of each project for the part measured alone.
+	lastSnap, rolling := make([]int, n), make([]*pgstat.Memory, n)
+	for i := range rolling {
+		rolling[i] = &pgstat.Memory{Every: int(appliance.MemoryInterval / appliance.SampleInterval)}
+	}
 	// window measures fn: this process's CPU and wall time, and the servers' CPU, read outside the CPU
 	// window (for one that opens sessions, after its backends exited).
 	window := func(fn func() error, opens bool) sweepFigures {
@@ -609,40 +619,58 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 				var res appliance.SampleSweepResult
 				f := window(func() error { res = sweep(); return nil }, true)
 				f.cpu, f.wall = res.CPU, res.Duration
-				measured, mem := stored(res.At)
-				f.fiveMin = measured == n
-				if want := (len(ours)+1)%5 == 0; measured != 0 && measured != n || f.fiveMin != want || (res.Statements == n) != want || res.Statements != 0 && res.Statements != n {
-					b.Fatalf("sweep %d after the baseline: memory measured for %d and statements snapshotted for %d of %d projects; want all or none, all every 5th sweep",
-						len(ours)+1, measured, res.Statements, n)
+				k := len(ours) + 1 // sweeps after the baseline
+				measured, mem, snapped := stored(res.At)
+				f.stmts = res.Statements
+				if measured != n {
+					b.Fatalf("sweep %d after the baseline: memory stored for %d of %d projects", k, measured, n)
 				}
-				if f.fiveMin {
+				// The second snapshot comes in the sweep of the project's phase at least half an interval
+				// after the first (sweeps 3 to 7), the next ones every 5th sweep.
+				for i, now := range snapped {
+					gap := k - lastSnap[i]
+					switch {
+					case now && lastSnap[i] == 0 && (gap < 3 || gap > 7), now && lastSnap[i] > 0 && gap != 5, !now && gap >= 7:
+						b.Fatalf("sweep %d after the baseline: project %d snapshotted %v, its last snapshot at sweep %d", k, i, now, lastSnap[i])
+					case now:
+						lastSnap[i] = k
+						f.stmts--
+					}
+				}
+				if f.stmts != 0 {
+					b.Fatalf("sweep %d: %d statement snapshots reported, the store has %d", k, res.Statements, res.Statements-f.stmts)
+				}
+				f.stmts = res.Statements
+				if k%5 == 0 {
 					compareMemory(mem)
 				}
 				ours = append(ours, f)
-				fmt.Fprintf(detail, "projects=%d round %d ours: cpu %v wall %v server %v (ticks) memory+statements %v; backends gone after %v\n",
-					n, r, f.cpu, f.wall, f.server.ticks, f.fiveMin, f.gone)
+				fmt.Fprintf(detail, "projects=%d round %d ours: cpu %v wall %v server %v (ticks) statements %d; backends gone after %v\n",
+					n, r, f.cpu, f.wall, f.server.ticks, f.stmts, f.gone)
 			} else {
 				f := window(naive, true)
 				ref = append(ref, f)
 				fmt.Fprintf(detail, "projects=%d round %d naive: cpu %v wall %v server %v (ticks); backends gone after %v\n", n, r, f.cpu, f.wall, f.server.ticks, f.gone)
 			}
 		}
-		measureAll := func(memory bool) func() error {
+		measureAll := func(memory func(i int) *pgstat.Memory) func() error {
 			return func() error {
-				for _, pm := range pms {
-					u, err := pgstat.Measure(pm, memory)
+				for i, pm := range pms {
+					m := memory(i)
+					u, err := pgstat.Measure(pm, m)
 					if err != nil {
 						return err
 					}
-					if u.CPUSeconds <= 0 || memory != (u.MemBytes > 0) {
-						return fmt.Errorf("Measure(%d, %v): %+v", pm, memory, u)
+					if u.CPUSeconds <= 0 || (m != nil) != (u.MemBytes > 0) {
+						return fmt.Errorf("Measure(%d, %+v): %+v", pm, m, u)
 					}
 				}
 				return nil
 			}
 		}
-		measure = append(measure, window(measureAll(false), false))
-		measureMem = append(measureMem, window(measureAll(true), false))
+		measure = append(measure, window(measureAll(func(int) *pgstat.Memory { return nil }), false))
+		measureMem = append(measureMem, window(measureAll(func(int) *pgstat.Memory { return &pgstat.Memory{} }), false))
+		measureRoll = append(measureRoll, window(measureAll(func(i int) *pgstat.Memory { return rolling[i] }), false))
 		freshC = append(freshC, window(freshCounters, true))
 		keptC = append(keptC, window(func() error {
 			return parallel(n, 4, func(i int) error { _, err := pgstat.ReadCounters(ctx, kept[i], postgres.AdminRole); return err })
@@ -653,8 +681,8 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 				return err
 			})
 		}, false))
-		fmt.Fprintf(detail, "projects=%d round %d parts: Measure cpu %v, Measure+memory cpu %v; counters fresh cpu %v server %v (ticks), kept cpu %v server %v; statements cpu %v server %v\n",
-			n, r, measure[r].cpu, measureMem[r].cpu, freshC[r].cpu, freshC[r].server.ticks, keptC[r].cpu, keptC[r].server.sched, stm[r].cpu, stm[r].server.sched)
+		fmt.Fprintf(detail, "projects=%d round %d parts: Measure cpu %v, Measure+memory cpu %v, rolling %v; counters fresh cpu %v server %v (ticks), kept cpu %v server %v; statements cpu %v server %v\n",
+			n, r, measure[r].cpu, measureMem[r].cpu, measureRoll[r].cpu, freshC[r].cpu, freshC[r].server.ticks, keptC[r].cpu, keptC[r].server.sched, stm[r].cpu, stm[r].server.sched)
 	}
 
 	// No admin backend left: the benchmark's own kept sessions closed, none of the admin role may remain on
@@ -696,14 +724,22 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 		}
 		return median(gs), slices.Max(gs)
 	}
-	plain := func(f sweepFigures) bool { return !f.fiveMin }
-	five := func(f sweepFigures) bool { return f.fiveMin }
-	oursCPU, oursWall, kPlain := med(ours, plain, 0)
-	oursNet, _, _ := med(ours, plain, idleSelf)
-	oursF, oursFWall, kF := med(ours, five, 0)
+	plain := func(f sweepFigures) bool { return f.stmts == 0 }
+	snaps := func(f sweepFigures) bool { return f.stmts > 0 }
+	oursCPU, oursWall, kAll := med(ours, nil, 0)
+	oursNet, _, _ := med(ours, nil, idleSelf)
+	plainCPU, _, kPlain := med(ours, plain, 0)
+	snapCPU, _, kSnap := med(ours, snaps, 0)
+	var most time.Duration // the most expensive sweep
+	var perSweep []float64 // snapshots per sweep
+	for _, f := range ours {
+		most = max(most, f.cpu)
+		perSweep = append(perSweep, float64(f.stmts))
+	}
 	refCPU, refWall, _ := med(ref, nil, 0)
 	mCPU, _, _ := med(measure, nil, 0)
 	mmCPU, _, _ := med(measureMem, nil, 0)
+	mrCPU, _, _ := med(measureRoll, nil, 0)
 	freshCPU, freshWall, _ := med(freshC, nil, 0)
 	keptCPU, _, _ := med(keptC, nil, 0)
 	stmCPU, _, _ := med(stm, nil, 0)
@@ -712,7 +748,6 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 		ratios = append(ratios, float64(ours[i].cpu)/float64(ref[i].cpu))
 	}
 	per := func(d time.Duration) float64 { return ms(d) / float64(n) }
-	mix := (4*oursCPU + oursF) / 5 // one sweep in five measures memory and snapshots statements
 	oursTicks, _ := srvPer(ours)
 	refTicks, _ := srvPer(ref)
 	freshTicks, _ := srvPer(freshC)
@@ -721,23 +756,22 @@ func samplerRun(b *testing.B, e *appliancetest.Env, clk *benchClock, prjs []obsP
 	goneOurs, goneOursMax := gones(ours)
 	goneRef, goneRefMax := gones(ref)
 	b.ReportMetric(per(oursCPU), "cpu-ms/project")
-	b.ReportMetric(per(oursF), "cpu-ms/project-5min")
-	b.ReportMetric(per(mix), "cpu-ms/project-mix")
+	b.ReportMetric(per(most), "cpu-ms/project-max")
 	b.ReportMetric(ms(oursWall), "wall-ms/sweep")
 	b.ReportMetric(per(refCPU), "naive-cpu-ms/project")
 	b.ReportMetric(float64(oursCPU)/float64(refCPU), "cpu-ratio")
 	b.ReportMetric(ms(oursTicks), "server-cpu-ms/project")
 	b.ReportMetric(ms(refTicks), "naive-server-cpu-ms/project")
 	b.ReportMetric(medianF(observer), "sampler-session-MiB/project")
-	b.Logf("ours, median of %d sweeps without the 5-minute work: %.2f ms CPU = %.3f ms per project (%.3f net of the process's idle %.1f ms/s), wall %.1f ms; %d with it (memory, statements): %.2f ms = %.3f ms per project, wall %.1f ms; 4:1 mix %.3f ms per project (goal < 5)",
-		kPlain, ms(oursCPU), per(oursCPU), per(oursNet), idleSelf*1000, ms(oursWall), kF, ms(oursF), per(oursF), ms(oursFWall), per(mix))
-	b.Logf("naive (new connection per project + ReadCounters): %.2f ms CPU per sweep = %.3f ms per project, wall %.1f ms; ours/naive CPU: plain %.3f, 4:1 mix %.3f (median of per-round ratios, all sweeps: %.3f)",
-		ms(refCPU), per(refCPU), ms(refWall), float64(oursCPU)/float64(refCPU), float64(mix)/float64(refCPU), medianF(ratios))
-	b.Logf("parts alone, per project: Measure %.3f ms, Measure+memory %.3f ms (%.1f server processes per project); ReadCounters on a fresh session %.3f ms (wall %.1f ms per sweep), on a kept one %.3f ms; ReadStatements %.3f ms; a plain sweep less fresh ReadCounters and Measure: %.3f ms",
-		per(mCPU), per(mmCPU), float64(serverProcs)/float64(n), per(freshCPU), ms(freshWall), per(keptCPU), per(stmCPU), per(oursCPU-freshCPU-mCPU))
+	b.Logf("ours, median of %d sweeps: %.2f ms CPU = %.3f ms per project (%.3f net of the process's idle %.1f ms/s), wall %.1f ms; the most expensive sweep %.3f ms per project (goal < 5); %d sweeps without a statement snapshot: %.3f ms per project, %d with (median %.0f snapshots a sweep): %.3f ms per project",
+		kAll, ms(oursCPU), per(oursCPU), per(oursNet), idleSelf*1000, ms(oursWall), per(most), kPlain, per(plainCPU), kSnap, medianF(perSweep), per(snapCPU))
+	b.Logf("naive (new connection per project + ReadCounters): %.2f ms CPU per sweep = %.3f ms per project, wall %.1f ms; ours/naive CPU %.3f (median of per-round ratios: %.3f)",
+		ms(refCPU), per(refCPU), ms(refWall), float64(oursCPU)/float64(refCPU), medianF(ratios))
+	b.Logf("parts alone, per project: Measure %.3f ms, with every process's PSS %.3f ms, with the rolling PSS %.3f ms (%.1f server processes per project); ReadCounters on a fresh session %.3f ms (wall %.1f ms per sweep), on a kept one %.3f ms; ReadStatements %.3f ms; a sweep less fresh ReadCounters and rolling Measure: %.3f ms",
+		per(mCPU), per(mmCPU), per(mrCPU), float64(serverProcs)/float64(n), per(freshCPU), ms(freshWall), per(keptCPU), per(stmCPU), per(oursCPU-freshCPU-mrCPU))
 	b.Logf("servers' CPU per project per window (idle rate removed: %.1f ms/s ticks, %.1f ms/s schedstat): ours %.3f ms, naive %.3f ms, fresh ReadCounters %.3f ms (ticks); kept ReadCounters %.3f ms, ReadStatements %.3f ms (schedstat)",
 		idleTicks*1000, idleSched*1000, ms(oursTicks), ms(refTicks), ms(freshTicks), ms(keptSched), ms(stmSched))
-	b.Logf("admin backends: the sampler's gone %.1f ms after a sweep (median; at most %.1f), the naive collector's %.1f ms (at most %.1f); none left on the %d servers at the end (the benchmark's own gone after %.1f ms); memory stored per project %.1f MiB, of which the sampler's own session %.2f MiB (median of %d)",
+	b.Logf("admin backends: the sampler's gone %.1f ms after a sweep (median; at most %.1f), the naive collector's %.1f ms (at most %.1f); none left on the %d servers at the end (the benchmark's own gone after %.1f ms); memory stored per project %.1f MiB, stored minus a fresh reading %.2f MiB (median of %d)",
 		ms(goneOurs), ms(goneOursMax), ms(goneRef), ms(goneRefMax), n, ms(endGone), medianF(storedMiB), medianF(observer), len(observer))
 	b.Logf("baseline sweep: %.1f ms CPU, wall %.1f ms", ms(base.CPU), ms(base.Duration))
 }

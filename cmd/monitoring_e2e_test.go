@@ -17,8 +17,8 @@ import (
 
 // monitoringData gives a project what its Monitoring tab shows, in a few seconds: SQL run through the
 // API (a table, rows, a slow statement run several times), a history of minutely samples and two
-// pg_stat_statements snapshots (the sampler's sweeps, run under a clock moved back and forth: a sweep at
-// 12, 6, 5 … 1 minutes ago, then the real clock again), a storage alert (the project's storage limit
+// pg_stat_statements snapshots or more (the sampler's sweeps, run under a clock moved back and forth: a
+// sweep at 16, 8, 7 … 1 minutes ago, then the real clock again), a storage alert (the project's storage limit
 // lowered in the store to just above its size), and a statement running while the page looks.
 func monitoringData(t *testing.T, e *cliEnv, p *appliance.Principal, projectID string) {
 	t.Helper()
@@ -51,7 +51,7 @@ func monitoringData(t *testing.T, e *cliEnv, p *appliance.Principal, projectID s
 		}
 	}
 
-	sweep(12 * time.Minute) // the baseline: counters and statements (no point without a previous reading)
+	sweep(16 * time.Minute) // the baseline: counters and statements (no point without a previous reading)
 	var inserted int64
 	adminRow("SELECT tup_inserted FROM pg_stat_database WHERE datname = current_database()", &inserted)
 	sql("CREATE TABLE items (id bigserial PRIMARY KEY, v int, note text); INSERT INTO items (v, note) SELECT g, 'n' || g FROM generate_series(1, 5000) g")
@@ -79,13 +79,15 @@ func monitoringData(t *testing.T, e *cliEnv, p *appliance.Principal, projectID s
 	if err != nil {
 		t.Fatal(err)
 	}
-	sweep(6 * time.Minute) // the first point and the first statement snapshot
-	for m := 5; m >= 2; m-- {
+	sweep(8 * time.Minute) // the first point and the first statement snapshot (the baseline's is 8 minutes old)
+	// The second snapshot comes in the sweep of the project's phase, 3 to 7 minutes after the first.
+	for m := 7; m >= 1; m-- {
 		sql(fmt.Sprintf("SELECT count(*) FROM items WHERE v %% %d = 0", m))
+		if m%3 == 0 {
+			sql(slow)
+		}
 		sweep(time.Duration(m) * time.Minute)
 	}
-	sql(slow)
-	sweep(time.Minute) // five minutes after the first snapshot: the second
 	ago.Store(0)
 
 	// A statement running while the page looks (20 s; the active queries list it).

@@ -24,7 +24,7 @@ func TestCLIObservability(t *testing.T) {
 	sweep := func() {
 		t.Helper()
 		mu.Lock()
-		now = now.Add(appliance.StatementSnapshotInterval)
+		now = now.Add(appliance.StatementSnapshotLate)
 		mu.Unlock()
 		if res, err := e.svc.SampleObservability(t.Context()); err != nil || res.Projects != 1 {
 			t.Fatalf("sweep: %+v %v", res, err)

@@ -40,14 +40,14 @@ func BenchmarkProcs(b *testing.B) {
 	})
 	b.Run("Measure", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := pgstat.Measure(pid, false); err != nil {
+			if _, err := pgstat.Measure(pid, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("Measure+memory", func(b *testing.B) {
 		for b.Loop() {
-			if u, err := pgstat.Measure(pid, true); err != nil || u.MemBytes == 0 {
+			if u, err := pgstat.Measure(pid, &pgstat.Memory{}); err != nil || u.MemBytes == 0 {
 				b.Fatal(u, err)
 			}
 		}

@@ -9,7 +9,7 @@ func TestParseStat(t *testing.T) {
 	// comm may hold spaces and parentheses; fields: state ppid ... utime(14) stime(15) cutime(16) cstime(17) ... rss(24).
 	line := "4242 (postgres: a) (b) S 4200 4242 4242 0 -1 4194560 3000 0 0 0 120 30 7 3 20 0 1 0 12345 222707712 2048 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
 	s, ok := parseStat([]byte(line))
-	if !ok || s.ppid != 4200 || s.ticks != 160 || s.rss != 2048 {
+	if !ok || s.ppid != 4200 || s.ticks != 160 || s.rss != 2048 || s.start != 12345 {
 		t.Errorf("parseStat: %+v %v", s, ok)
 	}
 	if _, ok := parseStat([]byte("4242 (cut) S 1 2 3")); ok {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,7 +30,8 @@ type procStat struct {
 	// for. Children that exited are in their parent's cutime/cstime, so the sum over a tree of processes
 	// does not go down when a backend exits (the postmaster waits for every backend).
 	ticks uint64
-	rss   int64 // pages
+	rss   int64  // pages
+	start uint64 // start time, clock ticks after boot: with the pid, it names one process
 }
 
 // Usage is what an instance's processes use.
@@ -139,6 +141,7 @@ func parseStat(b []byte) (procStat, bool) {
 		fStime  = 12
 		fCutime = 13
 		fCstime = 14
+		fStart  = 19
 		fRSS    = 21
 	)
 	var s procStat
@@ -157,6 +160,8 @@ func parseStat(b []byte) (procStat, bool) {
 			s.ppid = int(parseUint(tok))
 		case fUtime, fStime, fCutime, fCstime:
 			s.ticks += parseUint(tok)
+		case fStart:
+			s.start = parseUint(tok)
 		case fRSS:
 			s.rss = int64(parseUint(tok))
 		}
@@ -205,10 +210,11 @@ func (p *Procs) Usage(postmasterPID int) Usage {
 // Measure reads the usage of the process postmasterPID and its descendants without scanning the whole
 // of /proc: it follows /proc/<pid>/task/<pid>/children (a server's processes are all single-threaded) and
 // reads each one's stat — a cost that grows with the instance's own processes, not with the machine's.
-// memory adds their PSS (smaps_rollup), the expensive part (the kernel walks each process's page tables:
-// ~0.3 ms a process); without it MemBytes is 0. Where the kernel has no children files it falls back to
-// ReadProcs. A postmaster that is not running gives a zero Usage.
-func Measure(postmasterPID int, memory bool) (Usage, error) {
+// With mem it adds their memory (Memory says which processes' PSS it reads this time, the expensive part:
+// the kernel walks the process's page tables, ~0.3 ms a process); without it MemBytes is 0. Where the
+// kernel has no children files it falls back to ReadProcs (and reads every process's PSS). A postmaster
+// that is not running gives a zero Usage.
+func Measure(postmasterPID int, mem *Memory) (Usage, error) {
 	buf, kids := make([]byte, 4096), make([]byte, 0, 8192)
 	if _, err := os.Stat(childrenPath(postmasterPID)); errors.Is(err, fs.ErrNotExist) {
 		if _, err := os.Stat("/proc/" + strconv.Itoa(postmasterPID)); err != nil {
@@ -219,14 +225,16 @@ func Measure(postmasterPID int, memory bool) (Usage, error) {
 			return Usage{}, err
 		}
 		u := procs.Usage(postmasterPID)
-		if !memory {
+		if mem == nil {
 			u.MemBytes = 0
 		}
 		return u, nil
 	}
+	if mem != nil {
+		mem.begin()
+	}
 	var ticks uint64
-	var mem int64
-	page := int64(os.Getpagesize())
+	var bytesUsed int64
 	stack := []int{postmasterPID}
 	for len(stack) > 0 {
 		pid := stack[len(stack)-1]
@@ -236,12 +244,8 @@ func Measure(postmasterPID int, memory bool) (Usage, error) {
 			continue
 		}
 		ticks += st.ticks
-		if memory {
-			if pss, ok := readPSS(pid, buf); ok {
-				mem += pss
-			} else {
-				mem += st.rss * page
-			}
+		if mem != nil {
+			bytesUsed += mem.of(pid, st, buf)
 		}
 		list, ok := readWholeProcFile(childrenPath(pid), kids)
 		if !ok {
@@ -253,7 +257,75 @@ func Measure(postmasterPID int, memory bool) (Usage, error) {
 			}
 		}
 	}
-	return Usage{CPUSeconds: float64(ticks) / float64(clockTicks()), MemBytes: mem}, nil
+	if mem != nil {
+		mem.end()
+	}
+	return Usage{CPUSeconds: float64(ticks) / float64(clockTicks()), MemBytes: bytesUsed}, nil
+}
+
+// Memory carries the PSS of one server's processes from a Measure to the next, so that each call reads only
+// a share of them and still gives the memory of the processes running at that moment: a process's PSS is
+// read the first time a call sees it and then once every Every calls (the calls whose count plus its pid is
+// a multiple of Every), and counts with its last reading in between. A pid the kernel has given to another
+// process (its start time differs) is read again. With Every 0 or 1 every call reads every process. A
+// process whose smaps_rollup cannot be read counts with its resident set size. Not safe for concurrent use.
+type Memory struct {
+	Every int
+	// Except are pids whose memory the calls leave out (their CPU time counts): the caller's own session's
+	// backend, which may still be exiting when it measures.
+	Except []int
+	calls  uint64
+	procs map[int]pssReading
+	read  int // processes whose PSS the last call read
+}
+
+type pssReading struct {
+	start uint64
+	bytes int64
+	call  uint64 // the last call that saw the process
+	read  uint64 // the call that read bytes
+}
+
+// Read is how many processes the last Measure read the PSS of (the others carried their last reading).
+func (m *Memory) Read() int { return m.read }
+
+func (m *Memory) begin() {
+	m.calls++
+	m.read = 0
+	if m.procs == nil {
+		m.procs = map[int]pssReading{}
+	}
+}
+
+// of is the memory of process pid (st its stat): read now, or its last reading.
+func (m *Memory) of(pid int, st procStat, buf []byte) int64 {
+	if slices.Contains(m.Except, pid) {
+		return 0
+	}
+	r, ok := m.procs[pid]
+	due := !ok || r.start != st.start || m.Every <= 1 || (m.calls+uint64(pid))%uint64(m.Every) == 0
+	if due {
+		r.start = st.start
+		if pss, ok := readPSS(pid, buf); ok {
+			r.bytes = pss
+		} else {
+			r.bytes = st.rss * int64(os.Getpagesize())
+		}
+		r.read = m.calls
+		m.read++
+	}
+	r.call = m.calls
+	m.procs[pid] = r
+	return r.bytes
+}
+
+// end forgets the processes the call did not see (they exited).
+func (m *Memory) end() {
+	for pid, r := range m.procs {
+		if r.call != m.calls {
+			delete(m.procs, pid)
+		}
+	}
 }
 
 func childrenPath(pid int) string {

@@ -38,16 +38,16 @@ func testProcs(t *testing.T, s *pgtest.Server) {
 	// server meanwhile: a few tries until nothing moved in between).
 	pgtest.WaitFor(t, 10*time.Second, func() (bool, string) {
 		before := usage()
-		m, err := pgstat.Measure(pid, true)
+		m, err := pgstat.Measure(pid, &pgstat.Memory{})
 		after := usage()
 		ok := err == nil && m.CPUSeconds >= before.CPUSeconds && m.CPUSeconds <= after.CPUSeconds && m.MemBytes > 0 &&
 			after.CPUSeconds-before.CPUSeconds < 0.05
 		return ok, fmt.Sprintf("Measure %+v (%v) is not between ReadProcs+Usage %+v and %+v", m, err, before, after)
 	})
-	if m, err := pgstat.Measure(pid, false); err != nil || m.CPUSeconds <= 0 || m.MemBytes != 0 {
+	if m, err := pgstat.Measure(pid, nil); err != nil || m.CPUSeconds <= 0 || m.MemBytes != 0 {
 		t.Errorf("Measure without memory: %+v %v", m, err)
 	}
-	if m, err := pgstat.Measure(1<<30, true); err != nil || m != (pgstat.Usage{}) {
+	if m, err := pgstat.Measure(1<<30, &pgstat.Memory{}); err != nil || m != (pgstat.Usage{}) {
 		t.Errorf("Measure of no process: %+v %v", m, err)
 	}
 	_, _, tenant := s.Tenant(t)
