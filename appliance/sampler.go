@@ -23,7 +23,7 @@ const (
 	// SampleInterval is how often the scheduler samples every active project (one history point each).
 	SampleInterval = time.Minute
 	// StatementSnapshotInterval is how often a project's pg_stat_statements is snapshotted for the top
-	// queries (at the first sweep at least this long after the previous snapshot).
+	// queries (in the sweeps of the project's phase: statementsDue).
 	StatementSnapshotInterval = 5 * time.Minute
 	// StatementSnapshotLate is how old a project's last snapshot is when the next sweep takes one whatever
 	// the project's phase (statementsDue).
@@ -92,10 +92,10 @@ type sampleTarget struct {
 }
 
 // SampleObservability is the sampler's sweep: for every active project it reads the server's counters
-// (one statement) and its processes' CPU time and memory (their stat files, found through the postmaster's
-// children; each process's PSS every MemoryInterval), stores a history point computed from the previous reading,
-// snapshots pg_stat_statements every StatementSnapshotInterval (statementsDue), and raises or resolves alerts — the
-// writes of all projects in one transaction.
+// (one statement) and its processes' CPU time and memory (their stat files, found through the
+// postmaster's children; each process's PSS every MemoryInterval), stores a history point computed from
+// the previous reading, snapshots pg_stat_statements every StatementSnapshotInterval (statementsDue), and
+// raises or resolves alerts — the writes of all projects in one transaction.
 func (s *Service) SampleObservability(ctx context.Context) (SampleSweepResult, error) {
 	s.sampler.sweep.Lock()
 	defer s.sampler.sweep.Unlock()
@@ -194,18 +194,16 @@ func (s *Service) SampleObservability(ctx context.Context) (SampleSweepResult, e
 func (s *Service) readTarget(ctx context.Context, t *sampleTarget, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 	defer cancel()
-	backend, err := s.readServer(ctx, t, now)
-	if err != nil {
-		return err
-	}
-	// The processes are measured once the session is closed, its backend left out of the memory (it is the
-	// appliance's, not the project's: ~3.5 MiB; it may not have exited yet).
-	t.mem.Except = append(t.mem.Except[:0], backend)
+	// The processes are measured before the session opens: its backend is the appliance's, not the
+	// project's (~3.5 MiB), and one exiting after it closed would still hold its share of the shared pages.
 	var usage pgstat.Usage
 	if pid, err := pgstat.PostmasterPID((&postgres.Instance{Dir: t.inst.Dir}).DataDir()); err == nil {
 		if usage, err = pgstat.Measure(pid, t.mem); err != nil {
 			s.log.Warn("observability: read the server's processes", "project", t.prj.ID, "err", err)
 		}
+	}
+	if err := s.readServer(ctx, t, now); err != nil {
+		return err
 	}
 	if usage.MemBytes > 0 {
 		t.state.MemBytes, t.state.MemAt = usage.MemBytes, now
@@ -224,37 +222,37 @@ func (s *Service) readTarget(ctx context.Context, t *sampleTarget, now time.Time
 }
 
 // readServer reads the counters and, when due, pg_stat_statements, on a session it closes before
-// returning; backend is the session's server process.
-func (s *Service) readServer(ctx context.Context, t *sampleTarget, now time.Time) (backend int, err error) {
+// returning.
+func (s *Service) readServer(ctx context.Context, t *sampleTarget, now time.Time) error {
 	conn, err := s.quietAdminConn(ctx, t.inst, t.prj.DatabaseName)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	backend = int(conn.PgConn().PID())
 	c, err := pgstat.ReadCounters(ctx, conn, adminUser)
 	if err != nil {
-		return backend, fmt.Errorf("read counters: %w", err)
+		return fmt.Errorf("read counters: %w", err)
 	}
 	t.cur = &reading{Counters: c, At: now}
 	if statementsDue(t.prj.ID, t.state.StatementsAt, now) {
 		read, err := pgstat.ReadStatements(ctx, conn, t.prj.DatabaseName, adminUser)
 		if err != nil {
-			return backend, fmt.Errorf("read pg_stat_statements: %w", err)
+			return fmt.Errorf("read pg_stat_statements: %w", err)
 		}
 		if read.Available {
 			t.stmtsRead = true
 			t.stmts, t.stmtPoint = statementDeltas(t.state, read, now)
 		}
 	}
-	return backend, nil
+	return nil
 }
 
 // statementsDue says whether the sweep at now snapshots a project's pg_stat_statements, last snapshotted
 // at last: the first snapshot at once; then in the sweeps of the project's phase (the minutes whose number,
 // modulo the snapshots' interval in minutes, is a hash of its ID modulo the same), so that projects made
 // together, or an appliance's projects after its upgrade, do not all take their snapshots in one sweep;
-// a project whose sweep of its phase was missed (its server did not answer) takes it at the next sweep.
+// a project whose sweep of its phase was missed (its server did not answer) takes it at the next sweep once
+// it is StatementSnapshotLate.
 func statementsDue(projectID string, last, now time.Time) bool {
 	if last.IsZero() {
 		return true

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -271,10 +270,7 @@ func Measure(postmasterPID int, mem *Memory) (Usage, error) {
 // process whose smaps_rollup cannot be read counts with its resident set size. Not safe for concurrent use.
 type Memory struct {
 	Every int
-	// Except are pids whose memory the calls leave out (their CPU time counts): the caller's own session's
-	// backend, which may still be exiting when it measures.
-	Except []int
-	calls  uint64
+	calls uint64
 	procs map[int]pssReading
 	read  int // processes whose PSS the last call read
 }
@@ -299,9 +295,6 @@ func (m *Memory) begin() {
 
 // of is the memory of process pid (st its stat): read now, or its last reading.
 func (m *Memory) of(pid int, st procStat, buf []byte) int64 {
-	if slices.Contains(m.Except, pid) {
-		return 0
-	}
 	r, ok := m.procs[pid]
 	due := !ok || r.start != st.start || m.Every <= 1 || (m.calls+uint64(pid))%uint64(m.Every) == 0
 	if due {
