@@ -71,11 +71,16 @@ func (s *Service) visibleProject(tx *store.Tx, p *Principal, projectID string) (
 	if err != nil {
 		return nil, notFoundAs(err, "project %s not found", projectID)
 	}
-	if prj.PreviewOf != "" { // a preview database is reached through /v1/preview-databases only
-		return nil, NotFound("project %s not found", projectID)
-	}
-	if err := p.CheckProject(prj.ID, prj.OrganizationID); err != nil {
+	if err := projectVisible(p, prj); err != nil {
 		return nil, err
 	}
 	return prj, nil
+}
+
+// projectVisible refuses a project the principal may not see (as not found) or not act on.
+func projectVisible(p *Principal, prj *store.Project) error {
+	if prj.PreviewOf != "" { // a preview database is reached through /v1/preview-databases only
+		return NotFound("project %s not found", prj.ID)
+	}
+	return p.CheckProject(prj.ID, prj.OrganizationID)
 }

@@ -179,18 +179,14 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Principal, e
 	if !strings.Contains(token, "_live_") {
 		return nil, Unauthenticated("invalid API key")
 	}
-	var k *store.APIKey
-	err := s.db.View(func(tx *store.Tx) error {
-		var err error
-		k, err = store.APIKeys.First(tx, store.APIKeysByHash, hash)
-		return err
-	})
+	auth, err := s.apiKeyByHash(hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, Unauthenticated("invalid API key")
 	}
 	if err != nil {
 		return nil, Internal(err, "read key")
 	}
+	k := auth.key
 	if k.RevokedAt != nil {
 		return nil, Unauthenticated("API key has been revoked")
 	}
@@ -218,12 +214,49 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Principal, e
 			return nil, err
 		}
 	}
-	p := &Principal{AuthSource: SourceAPIKey, OrganizationID: k.OrganizationID, UserID: k.CreatedByUserID,
-		ProjectID: k.ProjectID, APIKeyID: k.ID}
-	if err := s.db.View(func(tx *store.Tx) error { return s.actAsCreator(tx, p, k) }); err != nil {
-		return nil, err
+	if auth.err != nil {
+		return nil, auth.err
 	}
-	return p, nil
+	p := auth.principal
+	p.Scopes = slices.Clone(p.Scopes)
+	return &p, nil
+}
+
+// keyAuth is what an API key's record says (the decoded key) and what its creator may do now (the
+// principal actAsCreator made, or why it acts for nobody).
+type keyAuth struct {
+	key       *store.APIKey
+	principal Principal
+	err       error
+}
+
+// apiKeyByHash reads the key filed under hash and its creator's rights, from the cache when no write to the
+// tables they come from committed since (authVersion); the caller checks revocation and expiry against its
+// clock on every request. Only the key's hash is a cache key: no token is kept.
+func (s *Service) apiKeyByHash(hash string) (keyAuth, error) {
+	version := s.authVersion()
+	if a, ok := s.keyCache.get(hash, version); ok {
+		return a, nil
+	}
+	var a keyAuth
+	err := s.db.View(func(tx *store.Tx) error {
+		k, err := store.APIKeys.First(tx, store.APIKeysByHash, hash)
+		if err != nil {
+			return err
+		}
+		a.key = k
+		a.principal = Principal{AuthSource: SourceAPIKey, OrganizationID: k.OrganizationID, UserID: k.CreatedByUserID,
+			ProjectID: k.ProjectID, APIKeyID: k.ID}
+		a.err = s.actAsCreator(tx, &a.principal, k)
+		return nil
+	})
+	if err != nil {
+		return keyAuth{}, err
+	}
+	if a.err == nil || KindOf(a.err) != KindInternal { // a failed read is not cached
+		s.keyCache.put(hash, version, a)
+	}
+	return a, nil
 }
 
 // actAsCreator limits a key to what the person who created it may do now: its scopes are those it was

@@ -76,6 +76,8 @@ type Service struct {
 	studio studioState
 	// sampler keeps the observability sampler's connections and its last sweep (sampler.go).
 	sampler samplerState
+	// keyCache holds API keys' principals by key hash (identity.go, lookups.go).
+	keyCache recordCache[keyAuth]
 	// metrics counts job ends and webhook attempts for /metrics (metrics.go).
 	metrics serviceMetrics
 }

@@ -117,6 +117,8 @@ type studioState struct {
 	mu    sync.Mutex
 	tls   *tls.Config
 	log   studioLog
+	// targets caches the projects' studio targets by project ID (studioTargetOf).
+	targets recordCache[*studioTarget]
 }
 
 // studioTLS trusts the appliance CA, which issued the instances' certificates (they name 127.0.0.1).
@@ -145,34 +147,26 @@ func studioTimeout(prj *store.Project) time.Duration {
 // studioSession is a session on the project's server as the project's own login (never the admin), from
 // the project's studio pool. The context given to the statements should be studioContext's.
 func (s *Service) studioSession(ctx context.Context, p *Principal, projectID string) (*store.Project, *pgxpool.Conn, error) {
-	var prj *store.Project
-	var inst *store.Instance
-	err := s.db.View(func(tx *store.Tx) error {
-		var err error
-		if prj, err = s.visibleProject(tx, p, projectID); err != nil {
-			return err
-		}
-		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
-			return Conflict("project %s is %s: the studio works once it is active", prj.ID, prj.State)
-		}
-		if inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID); err != nil {
-			return Internal(err, "read the project's instance")
-		}
-		return nil
-	})
+	t, err := s.studioTargetOf(projectID)
 	if err != nil {
 		return nil, nil, err
+	}
+	prj := t.prj
+	if err := projectVisible(p, prj); err != nil {
+		return nil, nil, err
+	}
+	if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
+		return nil, nil, Conflict("project %s is %s: the studio works once it is active", prj.ID, prj.State)
+	}
+	if t.err != nil {
+		return nil, nil, t.err
 	}
 	tlsConfig, err := s.studioTLS()
 	if err != nil {
 		return nil, nil, err
 	}
-	pw, err := s.box.Open(prj.Credential.Password)
-	if err != nil {
-		return nil, nil, Internal(err, "open the project's credential")
-	}
-	conn, err := s.studio.pools.Acquire(ctx, prj.ID, studio.Target{Host: "127.0.0.1", Port: inst.Port, Database: prj.DatabaseName,
-		User: prj.Credential.Username, Password: string(pw), TLS: tlsConfig, Timeout: studioTimeout(prj)})
+	conn, err := s.studio.pools.Acquire(ctx, prj.ID, studio.Target{Host: "127.0.0.1", Port: t.port, Database: prj.DatabaseName,
+		User: prj.Credential.Username, Password: t.password, TLS: tlsConfig, Timeout: studioTimeout(prj)})
 	if err != nil {
 		msg := "the project's server does not answer"
 		var pge *pgconn.PgError
@@ -182,6 +176,56 @@ func (s *Service) studioSession(ctx context.Context, p *Principal, projectID str
 		return nil, nil, &Error{Kind: KindUnavailable, Msg: msg, Cause: err}
 	}
 	return prj, conn, nil
+}
+
+// studioTarget is what a studio session needs of a project's records: the project (shared by the requests
+// that find it in the cache: read-only) and, once it is active, its instance's port and its login's
+// password, or why they could not be read (given only to a principal that may see the project).
+type studioTarget struct {
+	prj      *store.Project
+	port     int
+	password string
+	err      error
+}
+
+// studioTargetOf reads the project's studio target, from the cache when no write to the projects or
+// instances table committed since (projectVersion); the caller checks who may see it.
+func (s *Service) studioTargetOf(projectID string) (*studioTarget, error) {
+	version := s.projectVersion()
+	if t, ok := s.studio.targets.get(projectID, version); ok {
+		return t, nil
+	}
+	t := &studioTarget{}
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := store.Projects.Get(tx, projectID)
+		if err != nil {
+			return notFoundAs(err, "project %s not found", projectID)
+		}
+		t.prj = prj
+		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
+			return nil
+		}
+		inst, err := store.Instances.Get(tx, prj.PrimaryInstanceID)
+		if err != nil {
+			t.err = Internal(err, "read the project's instance")
+			return nil
+		}
+		t.port = inst.Port
+		pw, err := s.box.Open(prj.Credential.Password)
+		if err != nil {
+			t.err = Internal(err, "open the project's credential")
+			return nil
+		}
+		t.password = string(pw)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if t.err == nil {
+		s.studio.targets.put(projectID, version, t)
+	}
+	return t, nil
 }
 
 // studioContext bounds a statement a little past the session's own statement_timeout: a text that turned

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -23,6 +25,8 @@ var bucketMeta = []byte("meta")
 // DB is the metadata store.
 type DB struct {
 	bolt *bolt.DB
+	// versions counts, per table (by its number), the committed transactions that wrote it (Version).
+	versions []atomic.Uint64
 }
 
 // Open opens (creating if needed) the store at path with mode 0600 and creates every bucket.
@@ -56,7 +60,7 @@ func Open(path string) (*DB, error) {
 		b.Close()
 		return nil, fmt.Errorf("initialise metadata store: %w", err)
 	}
-	return &DB{bolt: b}, nil
+	return &DB{bolt: b, versions: make([]atomic.Uint64, len(registered))}, nil
 }
 
 // Close closes the file.
@@ -66,16 +70,36 @@ func (db *DB) Close() error { return db.bolt.Close() }
 func (db *DB) Path() string { return db.bolt.Path() }
 
 // Tx is a read or read-write transaction.
-type Tx struct{ tx *bolt.Tx }
+type Tx struct {
+	tx    *bolt.Tx
+	db    *DB
+	wrote []int // the tables this transaction wrote (their numbers), each counted once on commit
+}
 
 // View runs fn in a read-only transaction.
 func (db *DB) View(fn func(*Tx) error) error {
-	return db.bolt.View(func(tx *bolt.Tx) error { return fn(&Tx{tx}) })
+	return db.bolt.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx, db: db}) })
 }
 
 // Update runs fn in a read-write transaction; an error rolls everything back.
 func (db *DB) Update(fn func(*Tx) error) error {
-	return db.bolt.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx}) })
+	return db.bolt.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx, db: db}) })
+}
+
+// Version counts the committed transactions that wrote (Put or Delete) the table on db. It moves after the
+// commit's data is visible and before Update (or Batch) returns, so a reader that loads the version, then
+// reads in a new transaction, and finds the version unchanged later knows that what it read is still what
+// the store holds: a cache of decoded records is valid while the versions it was read at are current.
+func (t *Table[T]) Version(db *DB) uint64 { return db.versions[t.n].Load() }
+
+// touch counts the table numbered n as written once the transaction commits.
+func (tx *Tx) touch(n int) {
+	if slices.Contains(tx.wrote, n) {
+		return
+	}
+	tx.wrote = append(tx.wrote, n)
+	v := &tx.db.versions[n]
+	tx.tx.OnCommit(func() { v.Add(1) })
 }
 
 // Ping proves the file can be read.
@@ -106,6 +130,7 @@ type Index[T any] struct {
 
 // Table is a bucket of JSON records of type T keyed by ID, with secondary indexes.
 type Table[T any] struct {
+	n       int // the table's number: its place in registered
 	bucket  []byte
 	id      func(*T) string
 	indexes []*Index[T]
@@ -115,7 +140,7 @@ var registered [][]byte
 
 func newTable[T any](name string, id func(*T) string) *Table[T] {
 	registered = append(registered, []byte(name))
-	return &Table[T]{bucket: []byte(name), id: id}
+	return &Table[T]{n: len(registered) - 1, bucket: []byte(name), id: id}
 }
 
 func (t *Table[T]) index(name string, keys func(*T) []string) *Index[T] {
@@ -148,6 +173,7 @@ func (t *Table[T]) Put(tx *Tx, rec *T) error {
 	if id == "" {
 		return fmt.Errorf("put %s: empty id", t.bucket)
 	}
+	tx.touch(t.n)
 	if err := t.unindex(tx, id); err != nil {
 		return err
 	}
@@ -171,6 +197,7 @@ func (t *Table[T]) Put(tx *Tx, rec *T) error {
 
 // Delete removes the record and its index entries; deleting a missing record is not an error.
 func (t *Table[T]) Delete(tx *Tx, id string) error {
+	tx.touch(t.n)
 	if err := t.unindex(tx, id); err != nil {
 		return err
 	}
@@ -300,7 +327,7 @@ func (tx *Tx) OnCommit(fn func()) { tx.tx.OnCommit(fn) }
 // commit for all: fewer fsyncs under load). fn must be idempotent: when another function of the batch
 // fails, fn runs again alone in a fresh transaction.
 func (db *DB) Batch(fn func(*Tx) error) error {
-	return db.bolt.Batch(func(tx *bolt.Tx) error { return fn(&Tx{tx}) })
+	return db.bolt.Batch(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx, db: db}) })
 }
 
 // Count returns how many records are filed under key in ix (without decoding them).
