@@ -494,3 +494,98 @@ func mustJSON(v any) string {
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// TestStudioSessionReset: a console text that leaves anything in its session (a setting, a temporary
+// table, a prepared statement, a LISTEN, an advisory lock, an open transaction) never reaches the next
+// run on that session; a text that provably leaves nothing is not followed by DISCARD ALL.
+func TestStudioSessionReset(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	s := &studioEnv{e: e, p: p, prj: provision(t, e, p, "reset", "development")}
+	pid := func(row map[string]json.RawMessage) string { return string(row["pid"]) }
+
+	// check runs until it lands on the session of want (the pool hands its sessions out in turn) and
+	// reports whether that session was clean; a session destroyed on release never comes back.
+	check := func(t *testing.T, q, want string) (clean, reused bool) {
+		t.Helper()
+		for range 200 {
+			row := s.mustSQL(t, q)
+			if string(row["clean"]) != "true" {
+				return false, pid(row) == want
+			}
+			if pid(row) == want {
+				return true, true
+			}
+		}
+		return true, false
+	}
+	for _, c := range []struct{ name, text, check string }{
+		{"set", "SET search_path = nowhere; SELECT pg_backend_pid() AS pid",
+			"SELECT pg_backend_pid() AS pid, current_setting('search_path') <> 'nowhere' AS clean"},
+		{"set_config in a select", "SELECT pg_backend_pid() AS pid, set_config('search_path', 'nowhere', false)",
+			"SELECT pg_backend_pid() AS pid, current_setting('search_path') <> 'nowhere' AS clean"},
+		{"reported setting", "SELECT pg_backend_pid() AS pid, set_config('TimeZone', 'Asia/Tokyo', false)",
+			"SELECT pg_backend_pid() AS pid, current_setting('TimeZone') = 'UTC' AS clean"},
+		{"temporary table", "CREATE TEMP TABLE scratch (x int); SELECT pg_backend_pid() AS pid",
+			"SELECT pg_backend_pid() AS pid, to_regclass('pg_temp.scratch') IS NULL AS clean"},
+		{"select into a temporary table", "SELECT pg_backend_pid() AS pid INTO TEMP scratch2; SELECT pid FROM scratch2",
+			"SELECT pg_backend_pid() AS pid, to_regclass('pg_temp.scratch2') IS NULL AS clean"},
+		{"prepare", "PREPARE p AS SELECT 1; SELECT pg_backend_pid() AS pid",
+			"SELECT pg_backend_pid() AS pid, NOT EXISTS (SELECT FROM pg_prepared_statements) AS clean"},
+		{"listen", "LISTEN somewhere; SELECT pg_backend_pid() AS pid",
+			"SELECT pg_backend_pid() AS pid, NOT EXISTS (SELECT FROM pg_listening_channels()) AS clean"},
+		{"advisory lock", "SELECT pg_backend_pid() AS pid, pg_advisory_lock(42)",
+			"SELECT pg_backend_pid() AS pid, NOT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()) AS clean"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			row := s.mustSQL(t, c.text)
+			clean, reused := check(t, c.check, pid(row))
+			if !clean {
+				t.Fatalf("%s: the next run on session %s found its state", c.text, pid(row))
+			}
+			if !reused {
+				t.Fatalf("%s: session %s never came back to run the check", c.text, pid(row))
+			}
+		})
+	}
+
+	t.Run("open transaction", func(t *testing.T) {
+		row := s.mustSQL(t, "BEGIN; SELECT pg_backend_pid() AS pid")
+		// The session is destroyed on release (pgxpool does not pool one in a transaction): no later run is
+		// in that transaction, and none lands on it.
+		for range 20 {
+			r := s.mustSQL(t, "SELECT pg_backend_pid() AS pid, now() = statement_timestamp() AS clean")
+			if string(r["clean"]) != "true" || pid(r) == pid(row) {
+				t.Fatalf("a run after BEGIN found the transaction: %v (the BEGIN ran on %s)", r, pid(row))
+			}
+		}
+	})
+
+	t.Run("inert texts skip DISCARD ALL", func(t *testing.T) {
+		if err := e.Svc.AdminExec(t.Context(), s.prj.ID, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements SCHEMA public"); err != nil {
+			t.Fatal(err)
+		}
+		discards := func() int {
+			n := 0
+			if err := e.Svc.AdminQueryRow(t.Context(), s.prj.ID, "SELECT coalesce(sum(calls), 0)::int FROM public.pg_stat_statements WHERE query LIKE '%DISCARD ALL'", nil, &n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		before := discards()
+		for range 20 {
+			s.mustSQL(t, "select g, md5(g::text) from generate_series(1, 10) g")
+		}
+		// Had they been followed by DISCARD ALL, at least 16 would be counted by now: no session is handed
+		// out again before its DISCARD ALL ends, and there are 4.
+		if n := discards(); n != before {
+			t.Fatalf("%d DISCARD ALL after 20 inert runs", n-before)
+		}
+		for range 20 {
+			s.mustSQL(t, "select 1 from pg_class limit 1")
+		}
+		if n := discards(); n < before+16 {
+			t.Fatalf("%d DISCARD ALL after 20 runs reading a relation, want at least 16", n-before)
+		}
+	})
+}

@@ -151,7 +151,7 @@ func (p *Pools) Stats() (pools, conns int) {
 	return pools, conns
 }
 
-// poolConfig: sessions start with the studio's settings (DISCARD ALL after each use returns them to those:
+// poolConfig: sessions start with the studio's settings (DISCARD ALL after a use returns them to those:
 // startup parameters are a session's defaults), cancel their statement on the server when the caller's
 // context ends, and look for a vanished client every second.
 func poolConfig(t Target) (*pgxpool.Config, error) {
@@ -180,8 +180,11 @@ func poolConfig(t Target) (*pgxpool.Config, error) {
 	cfg.MaxConnIdleTime, cfg.HealthCheckPeriod = IdleTime, IdleTime/2
 	cfg.MaxConnLifetime = 30 * time.Minute
 	// A session goes back to the pool only after DISCARD ALL (whatever the text SET, created or locked is
-	// gone); a failure destroys it.
+	// gone), unless its use provably left nothing (clean.go); a failure destroys it.
 	cfg.AfterRelease = func(c *pgx.Conn) bool {
+		if takeKept(c.PgConn()) {
+			return true
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		return c.PgConn().Exec(ctx, pgstat.InternalMarker+"DISCARD ALL").Close() == nil

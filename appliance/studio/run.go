@@ -97,6 +97,13 @@ func (b *resultBuilder) end(tag pgconn.CommandTag) {
 // cancelling ctx cancels the statement on the server.
 func Run(ctx context.Context, conn *pgconn.PgConn, text string, caps Caps) (*SQLResult, error) {
 	started := time.Now()
+	// Whether the session may skip DISCARD ALL after this use (clean.go): the text is read with standard
+	// strings, as the server reads it only when standard_conforming_strings is on.
+	inert := conn.ParameterStatus("standard_conforming_strings") == "on" && inertText(text)
+	var reported []string
+	if inert {
+		reported = reportedSnapshot(conn)
+	}
 	b := &resultBuilder{caps: caps}
 	b.start(nil)
 	statements := 0
@@ -120,7 +127,13 @@ func Run(ctx context.Context, conn *pgconn.PgConn, text string, caps Caps) (*SQL
 	}
 	b.res.Statements = statements
 	b.res.DurationMS = time.Since(started).Milliseconds()
-	return &b.res, b.nameTypes(ctx, conn)
+	if err := b.nameTypes(ctx, conn); err != nil {
+		return nil, err
+	}
+	if inert {
+		markKept(conn, reported)
+	}
+	return &b.res, nil
 }
 
 // Params runs one statement with text parameters ($1 … as strings, nil for NULL, their types inferred by
