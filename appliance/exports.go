@@ -356,7 +356,8 @@ func (s *Service) dumpDatabase(ctx context.Context, run *scheduler.Run, dp *Data
 	}
 	cmd := dp.User.Command(pgdump, "-Fc", "--no-password", "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port),
 		"-U", postgres.AdminRole, "-d", database, "-f", path)
-	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
+	// role=none: the session's own role whatever the database's defaults say (postgres.Instance.Connect).
+	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10", "PGOPTIONS=-c role=none")
 	if err := run.Exec(ctx, cmd); err != nil {
 		_ = os.Remove(path)
 		return err

@@ -314,3 +314,40 @@ func TestFollowNeverRunsTheTenantsCode(t *testing.T) {
 	springs(t, unprotected(t, e, prj.ID), tenant, "format",
 		"SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace LIMIT 1")
 }
+
+// TestAdminSessionsKeepTheirRole: the project's role owns its database and may set its defaults, the
+// session's role among them (ALTER DATABASE … SET role), which PostgreSQL applies to a superuser's session
+// too (a superuser is a member of every role). The appliance's admin sessions start with role = none, a
+// startup parameter that outranks the database's defaults: they act as the admin role whatever the
+// tenant set.
+func TestAdminSessionsKeepTheirRole(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "roles", "development")
+	conns, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant := connect(t, conns.Connections.DirectURL)
+	if _, err := tenant.Exec(t.Context(), "ALTER DATABASE "+pgx.Identifier{prj.DatabaseName}.Sanitize()+" SET role = "+pgx.Identifier{prj.RoleName}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	// What the tenant set applies to a superuser who does not pin the role.
+	var user string
+	cfg := e.AdminConfig(t, prj.ID)
+	plain, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close(context.Background())
+	if err := plain.QueryRow(t.Context(), "SELECT current_user").Scan(&user); err != nil || user != prj.RoleName {
+		t.Fatalf("the fixture: a superuser's session in the database runs as %q (%v), want the tenant's role", user, err)
+	}
+	if err := e.Svc.AdminQueryRow(t.Context(), prj.ID, "SELECT current_user", nil, &user); err != nil || user != postgres.AdminRole {
+		t.Errorf("an admin session runs as %q (%v)", user, err)
+	}
+	// The sampler's sessions (startup parameters of their own) too: its reading sees the admin role's rights.
+	if res, err := e.Svc.SampleObservability(t.Context()); err != nil || res.Failed != 0 {
+		t.Errorf("a sweep: %+v %v", res, err)
+	}
+}

@@ -692,8 +692,8 @@ func (i *Instance) Admin(ctx context.Context, password string) (*pgx.Conn, error
 	return i.Connect(ctx, password, "postgres")
 }
 
-// Connect connects to database as AdminRole over 127.0.0.1, with search_path = AdminSearchPath from the
-// start. A connection made with its configuration (Conn.Config, another database set) has it too.
+// Connect connects to database as AdminRole over 127.0.0.1, with search_path = AdminSearchPath and role =
+// none (AdminRole itself) from the start. A connection made with its configuration (Conn.Config, another database set) has it too.
 func (i *Instance) Connect(ctx context.Context, password, database string) (*pgx.Conn, error) {
 	return i.connect(ctx, password, database, true, nil)
 }
@@ -740,6 +740,10 @@ func (i *Instance) connect(ctx context.Context, password, database string, pinne
 	for k, v := range params {
 		cfg.RuntimeParams[k] = v
 	}
+	// The project's role may set its database's default role (ALTER DATABASE … SET role), which PostgreSQL
+	// applies to a superuser's session too: the session's own role, from the start and whatever the
+	// database says.
+	cfg.RuntimeParams["role"] = "none"
 	if pinned {
 		cfg.RuntimeParams["search_path"] = AdminSearchPath
 	}
