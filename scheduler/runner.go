@@ -325,52 +325,38 @@ func (r *Runner) work(wake <-chan struct{}) {
 }
 
 // claim takes the oldest due pending job whose locked resource is free, in one transaction, and records it
-// as in flight. Jobs on one resource also run in order: a pending job waiting for its backoff keeps later
-// jobs on its resource waiting too. It returns nil when there is nothing to do.
+// as in flight. It looks in a read-only transaction first: most wake-ups (the poll tick, a Notify that
+// woke every worker for one job) find nothing, and a read-write transaction that changes nothing still
+// writes and syncs the store's file twice, which a running job's own commits then wait behind. It returns
+// nil when there is nothing to do.
 func (r *Runner) claim() (*store.Job, error) {
 	r.claimMu.Lock()
 	defer r.claimMu.Unlock()
 	if r.stopping {
 		return nil, nil
 	}
+	var due *store.Job
+	err := r.db.View(func(tx *store.Tx) (err error) {
+		due, err = nextDue(tx, time.Now().UTC())
+		return err
+	})
+	if err != nil || due == nil {
+		return nil, err
+	}
 	var claimed *store.Job
-	err := r.db.Update(func(tx *store.Tx) error {
-		running, err := store.Jobs.Lookup(tx, store.JobsByState, StateRunning, store.Query{})
-		if err != nil {
-			return err
-		}
-		held := map[string]bool{}
-		for _, j := range running {
-			if j.LockedResource != "" {
-				held[j.LockedResource] = true
-			}
-		}
-		pending, err := store.Jobs.Lookup(tx, store.JobsByState, StatePending, store.Query{})
-		if err != nil {
-			return err
-		}
+	err = r.db.Update(func(tx *store.Tx) error {
 		now := time.Now().UTC()
-		for _, j := range pending {
-			if j.LockedResource != "" && held[j.LockedResource] {
-				continue
-			}
-			if j.RunAfter.After(now) {
-				// A job waiting out a retry backoff keeps its resource's order: later jobs wait behind it.
-				// A job merely scheduled for later (never attempted) holds nothing until it is due.
-				if j.LockedResource != "" && j.Attempts > 0 {
-					held[j.LockedResource] = true
-				}
-				continue
-			}
-			j.State, j.ClaimedBy, j.HostID = StateRunning, r.opts.ID, r.opts.HostID
-			j.ClaimedAt, j.StartedAt, j.UpdatedAt = &now, &now, now
-			j.Attempts++
-			if err := store.Jobs.Put(tx, j); err != nil {
-				return err
-			}
-			claimed = j
-			return nil
+		j, err := nextDue(tx, now)
+		if err != nil || j == nil {
+			return err
 		}
+		j.State, j.ClaimedBy, j.HostID = StateRunning, r.opts.ID, r.opts.HostID
+		j.ClaimedAt, j.StartedAt, j.UpdatedAt = &now, &now, now
+		j.Attempts++
+		if err := store.Jobs.Put(tx, j); err != nil {
+			return err
+		}
+		claimed = j
 		return nil
 	})
 	if err != nil || claimed == nil {
@@ -380,6 +366,41 @@ func (r *Runner) claim() (*store.Job, error) {
 	r.inflight[claimed.ID] = claimed
 	r.mu.Unlock()
 	return claimed, nil
+}
+
+// nextDue is, in tx, the oldest pending job due at now whose locked resource is free (nil when none). Jobs
+// on one resource also run in order: a pending job waiting for its backoff keeps later jobs on its resource
+// waiting too.
+func nextDue(tx *store.Tx, now time.Time) (*store.Job, error) {
+	running, err := store.Jobs.Lookup(tx, store.JobsByState, StateRunning, store.Query{})
+	if err != nil {
+		return nil, err
+	}
+	held := map[string]bool{}
+	for _, j := range running {
+		if j.LockedResource != "" {
+			held[j.LockedResource] = true
+		}
+	}
+	pending, err := store.Jobs.Lookup(tx, store.JobsByState, StatePending, store.Query{})
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range pending {
+		if j.LockedResource != "" && held[j.LockedResource] {
+			continue
+		}
+		if j.RunAfter.After(now) {
+			// A job waiting out a retry backoff keeps its resource's order: later jobs wait behind it.
+			// A job merely scheduled for later (never attempted) holds nothing until it is due.
+			if j.LockedResource != "" && j.Attempts > 0 {
+				held[j.LockedResource] = true
+			}
+			continue
+		}
+		return j, nil
+	}
+	return nil, nil
 }
 
 // execute runs the handler of a claimed job and records its outcome.

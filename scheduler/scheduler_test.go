@@ -459,6 +459,31 @@ func TestScheduledJobHoldsNothingUntilDue(t *testing.T) {
 	}
 }
 
+// Wake-ups that find nothing due (the poll tick, Notify) commit nothing to the store: from the enqueue of a
+// job due a little later to its end, the store sees three commits (the enqueue, the claim, the end) however
+// often the workers looked meanwhile.
+func TestIdleWakeupsCommitNothing(t *testing.T) {
+	t.Parallel()
+	r, db := setup(t, Options{Poll: 2 * time.Millisecond, Workers: 4})
+	r.Handle("step", func(ctx context.Context, run *Run) (any, error) { return nil, nil })
+	start(t, r)
+	waitFinal(t, db, enqueue(t, db, r, &store.Job{Type: "step"}))
+	generation := func() int {
+		var g int
+		db.View(func(tx *store.Tx) error { g = tx.Generation(); return nil })
+		return g
+	}
+	before := generation()
+	id := enqueue(t, db, nil, &store.Job{Type: "step", RunAfter: time.Now().Add(200 * time.Millisecond)})
+	for range 10 {
+		r.Notify()
+	}
+	waitFinal(t, db, id)
+	if n := generation() - before; n != 3 {
+		t.Fatalf("%d commits from the enqueue to the job's end, want 3 (enqueue, claim, end)", n)
+	}
+}
+
 func TestRecoveryAtStart(t *testing.T) {
 	t.Parallel()
 	r, db := setup(t, Options{})

@@ -102,6 +102,10 @@ func (tx *Tx) touch(n int) {
 	tx.tx.OnCommit(func() { v.Add(1) })
 }
 
+// Generation identifies the store's last committed read-write transaction (bbolt's transaction id): every
+// commit, even one that changed nothing, moves it on.
+func (tx *Tx) Generation() int { return tx.tx.ID() }
+
 // Ping proves the file can be read.
 func (db *DB) Ping() error {
 	return db.View(func(tx *Tx) error {
