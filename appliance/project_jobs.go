@@ -203,7 +203,7 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	steps.done("start")
 	conn := s.takeSpareConn(ctx, inst.ID)
 	if conn == nil {
-		if conn, err = pgi.Admin(ctx, string(adminPW)); err != nil && parentAdminPW != "" {
+		if conn, err = pgi.ConnectWith(ctx, string(adminPW), "postgres", untrackedSettings); err != nil && parentAdminPW != "" {
 			conn, err = s.adoptClone(ctx, pgi, prj, parentAdminPW, string(adminPW))
 		}
 		if err != nil {
@@ -212,16 +212,8 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	steps.done("connect")
-	adopted, err := adoptSpareNames(ctx, conn, prj)
-	if err != nil {
-		return nil, err
-	}
-	if adopted {
-		// The spare's placeholders were made by ensureRolesAndDatabase: renamed, they keep their grants,
-		// ownerships and privileges (which follow the objects, not their names). What names a role by its
-		// name, and the password, are set here.
-		err = s.setLogins(ctx, conn, prj)
-	} else {
+	adopted, err := s.adoptSpare(ctx, conn, prj)
+	if err == nil && !adopted {
 		err = s.ensureRolesAndDatabase(ctx, conn, prj)
 	}
 	if err != nil {
@@ -245,9 +237,11 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 		return nil, scheduler.Transient(s.movePortIfTaken(inst, true, err))
 	}
 	steps.done("pooler")
-	var version string
-	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
-		return nil, scheduler.Transient(err)
+	version := conn.PgConn().ParameterStatus("server_version") // the server reports it when a session starts
+	if version == "" {
+		if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
+			return nil, scheduler.Transient(err)
+		}
 	}
 	version, _, _ = strings.Cut(version, " ")
 	err = s.db.Update(func(tx *store.Tx) error {
@@ -364,25 +358,32 @@ func altRole(role string) string { return role + "_alt" }
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // setLogins sets the current credential's password, and makes the second login act as the project's role
-// (the role it sets is named by its name).
+// (the role it sets is named by its name), in one transaction.
 func (s *Service) setLogins(ctx context.Context, conn *pgx.Conn, prj *store.Project) error {
-	pw, err := s.box.Open(prj.Credential.Password)
+	stmts, err := s.loginStatements(prj)
 	if err != nil {
-		return fmt.Errorf("open credential: %w", err)
+		return err
 	}
 	if err := untracked(ctx, conn); err != nil {
 		return err
 	}
-	setPW, err := setPasswordSQL("ALTER ROLE", prj.Credential.Username, "LOGIN", string(pw))
-	if err != nil {
-		return err
-	}
-	for _, q := range []string{setPW, "ALTER ROLE " + pgx.Identifier{altRole(prj.RoleName)}.Sanitize() + " SET role = " + quoteLiteral(prj.RoleName)} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			return fmt.Errorf("set the logins: %w", err)
-		}
+	if _, err := conn.Exec(ctx, strings.Join(stmts, "; ")); err != nil {
+		return fmt.Errorf("set the logins: %w", err)
 	}
 	return nil
+}
+
+// loginStatements are setLogins' statements; the first carries the password's verifier (run them untracked).
+func (s *Service) loginStatements(prj *store.Project) ([]string, error) {
+	pw, err := s.box.Open(prj.Credential.Password)
+	if err != nil {
+		return nil, fmt.Errorf("open credential: %w", err)
+	}
+	setPW, err := setPasswordSQL("ALTER ROLE", prj.Credential.Username, "LOGIN", string(pw))
+	if err != nil {
+		return nil, err
+	}
+	return []string{setPW, "ALTER ROLE " + pgx.Identifier{altRole(prj.RoleName)}.Sanitize() + " SET role = " + quoteLiteral(prj.RoleName)}, nil
 }
 
 // ensureRolesAndDatabase creates the project's login roles and database when missing, and sets the current

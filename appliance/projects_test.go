@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -558,6 +559,7 @@ func TestProvisionFromSpareCluster(t *testing.T) {
 	if n := scalar[int64](t, conn, "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'appliance_spare%'"); n != 0 {
 		t.Fatalf("%d placeholder roles remain", n)
 	}
+	noClaimSecrets(t, e, prj, passwordOf(t, c.Connections.DirectURL))
 	// The rotation's second login was renamed with the first.
 	res, err := e.Svc.RotateCredentials(t.Context(), p, prj.ID, &appliance.RotateCredentialsRequest{OverlapSeconds: ptr(int64(0))})
 	runJob(t, e, res, err)
@@ -570,7 +572,12 @@ func TestProvisionFromSpareCluster(t *testing.T) {
 			t.Fatalf("the rotated login acts as %s", who)
 		}
 	}
-	// The pool is refilled.
+	waitSpares(t, e, 1)
+}
+
+// waitSpares waits until the pool holds n spare clusters again (refilled after a claim).
+func waitSpares(t *testing.T, e *appliancetest.Env, n int) {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var spares int
@@ -579,14 +586,104 @@ func TestProvisionFromSpareCluster(t *testing.T) {
 			spares = len(all)
 			return err
 		})
-		if spares == 1 {
-			break
+		if spares == n {
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the spare pool was not refilled")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestSpareClaimRetryConverges: a provision from a spare that is retried after its claim committed (the
+// appliance stopped before the project was recorded active: the placeholders are renamed, the password set)
+// finds no placeholder, completes, and leaves the project reachable with its credential.
+func TestSpareClaimRetryConverges(t *testing.T) {
+	t.Parallel()
+	e := appliancetest.New(t, appliancetest.Options{Instances: true, Spares: 1})
+	p, err := e.Svc.Authenticate(t.Context(), e.Bootstrap.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Svc.EnsureSpares(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	prj := provision(t, e, p, "Retried", "development")
+	// What the store holds after a crash between the claim's transaction and the activation, and the
+	// provision job's retry.
+	retry := &store.Job{Type: appliance.JobProjectProvision, OrganizationID: prj.OrganizationID, ProjectID: prj.ID,
+		LockedResource: prj.ID}
+	err = e.DB.Update(func(tx *store.Tx) error {
+		cur, err := store.Projects.Get(tx, prj.ID)
+		if err != nil {
+			return err
+		}
+		cur.State, cur.RuntimeStatus = appliance.ProjectProvisioning, appliance.RuntimeProvisioning
+		if err := store.Projects.Put(tx, cur); err != nil {
+			return err
+		}
+		return scheduler.Enqueue(tx, retry)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Runner.Notify()
+	if j := e.WaitJob(t, retry.ID); j.State != scheduler.StateCompleted {
+		t.Fatalf("retried provision: %s %s", j.State, j.Error)
+	}
+	if got := e.Project(t, prj.ID); got.State != appliance.ProjectActive || got.PrimaryInstanceID != prj.PrimaryInstanceID {
+		t.Fatalf("after the retry the project is %s on %s, want active on %s", got.State, got.PrimaryInstanceID, prj.PrimaryInstanceID)
+	}
+	c, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{c.Connections.DirectURL, c.Connections.PooledURL} {
+		conn := connect(t, u)
+		if who, db := scalar[string](t, conn, "SELECT current_user"), scalar[string](t, conn, "SELECT current_database()"); who != "retried" || db != "retried" {
+			t.Fatalf("connected as %s to %s", who, db)
+		}
+		if n := scalar[int64](t, conn, "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'appliance_spare%' OR rolname LIKE 'retried%'"); n != 2 {
+			t.Fatalf("%d roles named like the placeholders or the project's, want the project's two", n)
+		}
+	}
+	noClaimSecrets(t, e, prj, passwordOf(t, c.Connections.DirectURL))
+	waitSpares(t, e, 1) // no preparation left running under the test's directory
+}
+
+// noClaimSecrets: the statements of a spare's claim (they carry the password's verifier) left no trace in the
+// server's statistics (as its superuser reads them) or its log, and no file of the instance holds password.
+func noClaimSecrets(t *testing.T, e *appliancetest.Env, prj *store.Project, password string) {
+	t.Helper()
+	admin, err := pgx.ConnectConfig(t.Context(), e.AdminConfig(t, prj.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if n := scalar[int64](t, admin, "SELECT count(*) FROM public.pg_stat_statements WHERE query ILIKE '%RENAME%' OR query ILIKE '%PASSWORD%'"); n != 0 {
+		t.Errorf("pg_stat_statements holds %d of the claim's statements", n)
+	}
+	if n := scalar[int64](t, admin, "SELECT count(*) FROM public.pg_stat_statements"); n == 0 {
+		t.Error("pg_stat_statements is empty: the check reads nothing")
+	}
+	inst := instanceOf(t, e, prj)
+	filepath.WalkDir(inst.Dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		if bytes.Contains(b, []byte(password)) {
+			t.Errorf("%s holds the password", path)
+		}
+		if strings.HasPrefix(path, filepath.Join(inst.Dir, "pgdata", "log")) && bytes.Contains(b, []byte("SCRAM-SHA-256$")) {
+			t.Errorf("the server's log %s holds a verifier", path)
+		}
+		return nil
+	})
 }
 
 // backupRecordCounts counts a project's Backup, RestorePoint, Export and Upload records, and whether it

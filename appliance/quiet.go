@@ -23,14 +23,29 @@ var untrackedSettings = map[string]string{
 
 // untracked gives a session untrackedSettings. Every connection that sends a secret (a role's password, a
 // source's connection string) calls it first, or starts with them (quietAdminConn), and is used for
-// nothing a tenant should later see.
+// nothing a tenant should later see. A session that started with them has them already (RESET and
+// DISCARD ALL return to startup values; the appliance sets them to nothing else): no statement is sent.
 func untracked(ctx context.Context, conn *pgx.Conn) error {
+	if startedUntracked(conn) {
+		return nil
+	}
 	for name, value := range untrackedSettings {
 		if _, err := conn.Exec(ctx, "SET "+name+" = "+quoteLiteral(value)); err != nil {
 			return fmt.Errorf("untracked session: %w", err)
 		}
 	}
 	return nil
+}
+
+// startedUntracked reports whether conn's session started with untrackedSettings as startup parameters.
+func startedUntracked(conn *pgx.Conn) bool {
+	params := conn.Config().RuntimeParams
+	for name, value := range untrackedSettings {
+		if params[name] != value {
+			return false
+		}
+	}
+	return true
 }
 
 // setPasswordSQL is the statement that gives role a password, as the SCRAM verifier the appliance

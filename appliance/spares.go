@@ -161,7 +161,8 @@ func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) (err error) {
 			pgi.Stop(stop, nil, daemon.StopFast)
 		}
 	}()
-	conn, err := pgi.Admin(ctx, password)
+	// Quiet from its start: the claim sends the project's password over it.
+	conn, err := pgi.ConnectWith(ctx, password, "postgres", untrackedSettings)
 	if err != nil {
 		return err
 	}
@@ -223,27 +224,30 @@ func (s *Service) closeSpareConns() {
 	})
 }
 
-// adoptSpareNames renames a claimed spare's placeholder roles and database to the project's, and reports
-// whether there were placeholders to rename.
-func adoptSpareNames(ctx context.Context, conn *pgx.Conn, prj *store.Project) (bool, error) {
+// adoptSpare gives a claimed spare's placeholder roles and database the project's names and sets its logins
+// (setLogins), and reports whether there were placeholders. The placeholders were made by
+// ensureRolesAndDatabase: renamed, they keep their grants, ownerships and privileges (which follow the
+// objects, not their names); what names a role by its name, and the password, are set here.
+func (s *Service) adoptSpare(ctx context.Context, conn *pgx.Conn, prj *store.Project) (bool, error) {
 	var placeholder bool
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", spareRole).Scan(&placeholder); err != nil || !placeholder {
 		return false, err
 	}
-	// One transaction: a crash renames all three or none (a retry finds the placeholders again).
-	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		for _, q := range []string{
-			"ALTER ROLE " + pgx.Identifier{spareRole}.Sanitize() + " RENAME TO " + pgx.Identifier{prj.RoleName}.Sanitize(),
-			"ALTER ROLE " + pgx.Identifier{altRole(spareRole)}.Sanitize() + " RENAME TO " + pgx.Identifier{altRole(prj.RoleName)}.Sanitize(),
-			"ALTER DATABASE " + pgx.Identifier{spareDatabase}.Sanitize() + " RENAME TO " + pgx.Identifier{prj.DatabaseName}.Sanitize(),
-		} {
-			if _, err := tx.Exec(ctx, q); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	logins, err := s.loginStatements(prj)
 	if err != nil {
+		return false, err
+	}
+	if err := untracked(ctx, conn); err != nil {
+		return false, err
+	}
+	stmts := append([]string{
+		"ALTER ROLE " + pgx.Identifier{spareRole}.Sanitize() + " RENAME TO " + pgx.Identifier{prj.RoleName}.Sanitize(),
+		"ALTER ROLE " + pgx.Identifier{altRole(spareRole)}.Sanitize() + " RENAME TO " + pgx.Identifier{altRole(prj.RoleName)}.Sanitize(),
+		"ALTER DATABASE " + pgx.Identifier{spareDatabase}.Sanitize() + " RENAME TO " + pgx.Identifier{prj.DatabaseName}.Sanitize(),
+	}, logins...)
+	// One message of statements, which PostgreSQL runs as one transaction: one round trip and one commit,
+	// and a crash renames and sets all or nothing (a retry finds the placeholders again).
+	if _, err := conn.Exec(ctx, strings.Join(stmts, "; ")); err != nil {
 		return false, fmt.Errorf("adopt spare: %w", err)
 	}
 	return true, nil
