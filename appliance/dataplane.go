@@ -270,6 +270,7 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 // its instance's start and its watch); it must not outlive the appliance. The next start's retry of that
 // job starts it again.
 func (s *Service) StopInstances(ctx context.Context) error {
+	s.endSpares()
 	s.closeSpareConns()
 	s.studio.pools.Close()
 	if err := s.FlushStudioLog(ctx); err != nil {

@@ -902,6 +902,51 @@ func TestDeleteProjectDeletesItsBackups(t *testing.T) {
 	}
 }
 
+// A refill of the spare pool under way at shutdown (provisioning starts one after each claim) is
+// interrupted and waited for by StopInstances, and none starts after it: no spare's server or PgBouncer
+// outlives the appliance.
+func TestStopInstancesEndsSpareRefill(t *testing.T) {
+	t.Parallel()
+	e := appliancetest.New(t, appliancetest.Options{Instances: true, Spares: 1})
+	refilled := make(chan error, 1)
+	go func() { refilled <- e.Svc.EnsureSpares(context.WithoutCancel(t.Context())) }()
+	var preparing *store.Instance
+	for deadline := time.Now().Add(time.Minute); preparing == nil; time.Sleep(5 * time.Millisecond) {
+		e.DB.View(func(tx *store.Tx) error {
+			all, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == appliance.InstanceSparePreparing })
+			if len(all) > 0 {
+				preparing = all[0]
+			}
+			return err
+		})
+		if time.Now().After(deadline) {
+			t.Fatal("no spare is being prepared")
+		}
+	}
+	if err := e.Svc.StopInstances(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-refilled:
+	default:
+		t.Fatal("StopInstances returned while the refill still runs")
+	}
+	appliancetest.CheckNoProcessesUnder(t, e.Dir)
+	if err := e.Svc.EnsureSpares(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	e.DB.View(func(tx *store.Tx) error {
+		all, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == appliance.InstanceSpare })
+		n = len(all)
+		return err
+	})
+	if n != 0 {
+		t.Fatalf("%d spares prepared after StopInstances", n)
+	}
+	appliancetest.CheckNoProcessesUnder(t, e.Dir)
+}
+
 // A job the shutdown cancels may have started an instance before handing it to the supervisor: stopping
 // the supervisor leaves it running, and StopInstances (the shutdown's last step) stops it.
 func TestStopInstancesStopsWhatTheSupervisorDoesNotWatch(t *testing.T) {

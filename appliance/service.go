@@ -3,6 +3,7 @@
 package appliance
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -57,7 +58,12 @@ type Service struct {
 	Probe      *Probes
 	dp         *DataPlane
 
-	sparesMu sync.Mutex
+	// sparesMu is held while the pool is filled; sparesStopped (under it) says StopInstances ran, and
+	// sparesStop ends then: a refill the shutdown interrupts stops what it started.
+	sparesMu      sync.Mutex
+	sparesStopped bool
+	sparesStop    context.Context
+	stopSpares    context.CancelFunc
 	// spareConns holds an admin connection to each spare this process prepared (see takeSpareConn).
 	spareConns sync.Map // instance ID → *pgx.Conn
 	// importLimit overrides the import upload size limit when positive (tests of 413).
@@ -95,6 +101,7 @@ func New(cfg Config, db *store.DB, box *SecretBox, log *slog.Logger) *Service {
 	s.hooks = newWebhooks(DefaultWebhookOptions, s.policy())
 	s.studio.pools = studio.NewPools()
 	s.SetEphemeralLimits(DefaultEphemeralLimits)
+	s.sparesStop, s.stopSpares = context.WithCancel(context.Background())
 	return s
 }
 

@@ -50,6 +50,12 @@ func (s *Service) EnsureSpares(ctx context.Context) error {
 		return nil // another call is filling the pool
 	}
 	defer s.sparesMu.Unlock()
+	if s.sparesStopped {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.sparesStop, cancel)()
 	if err := s.removeAbandonedSpares(); err != nil {
 		return err
 	}
@@ -70,6 +76,16 @@ func (s *Service) EnsureSpares(ctx context.Context) error {
 			return fmt.Errorf("prepare a spare cluster: %w", err)
 		}
 	}
+}
+
+// endSpares, at shutdown, interrupts a refill under way and waits for it to return (a preparation stops
+// what it started when it fails; one that completed is recorded, and StopInstances stops it with the
+// rest), and lets no refill start after it.
+func (s *Service) endSpares() {
+	s.stopSpares()
+	s.sparesMu.Lock()
+	defer s.sparesMu.Unlock()
+	s.sparesStopped = true
 }
 
 // removeAbandonedSpares deletes what an interrupted preparation left: temporary directories and records
