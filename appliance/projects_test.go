@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -513,8 +512,9 @@ func TestMajorUpgradePreflightFailsClearlyForAnAbsentMajor(t *testing.T) {
 	connect(t, c.Connections.DirectURL)
 }
 
-func TestProvisionFromSpareCluster(t *testing.T) {
-	t.Parallel()
+// spareEnv is an appliance with a data plane and one spare cluster ready, and its bootstrap principal.
+func spareEnv(t *testing.T) (*appliancetest.Env, *appliance.Principal) {
+	t.Helper()
 	e := appliancetest.New(t, appliancetest.Options{Instances: true, Spares: 1})
 	p, err := e.Svc.Authenticate(t.Context(), e.Bootstrap.APIKey)
 	if err != nil {
@@ -523,6 +523,12 @@ func TestProvisionFromSpareCluster(t *testing.T) {
 	if err := e.Svc.EnsureSpares(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	return e, p
+}
+
+func TestProvisionFromSpareCluster(t *testing.T) {
+	t.Parallel()
+	e, p := spareEnv(t)
 	var spare *store.Instance
 	e.DB.View(func(tx *store.Tx) error {
 		all, err := store.Instances.All(tx, nil)
@@ -549,12 +555,7 @@ func TestProvisionFromSpareCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, u := range []string{c.Connections.DirectURL, c.Connections.PooledURL} {
-		conn := connect(t, u)
-		if who, db := scalar[string](t, conn, "SELECT current_user"), scalar[string](t, conn, "SELECT current_database()"); who != "from_spare" || db != "from_spare" {
-			t.Fatalf("connected as %s to %s", who, db)
-		}
-	}
+	reachAs(t, c, "from_spare")
 	conn := connect(t, c.Connections.DirectURL)
 	if n := scalar[int64](t, conn, "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'appliance_spare%'"); n != 0 {
 		t.Fatalf("%d placeholder roles remain", n)
@@ -601,20 +602,13 @@ func waitSpares(t *testing.T, e *appliancetest.Env, n int) {
 // finds no placeholder, completes, and leaves the project reachable with its credential.
 func TestSpareClaimRetryConverges(t *testing.T) {
 	t.Parallel()
-	e := appliancetest.New(t, appliancetest.Options{Instances: true, Spares: 1})
-	p, err := e.Svc.Authenticate(t.Context(), e.Bootstrap.APIKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Svc.EnsureSpares(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	e, p := spareEnv(t)
 	prj := provision(t, e, p, "Retried", "development")
 	// What the store holds after a crash between the claim's transaction and the activation, and the
 	// provision job's retry.
 	retry := &store.Job{Type: appliance.JobProjectProvision, OrganizationID: prj.OrganizationID, ProjectID: prj.ID,
 		LockedResource: prj.ID}
-	err = e.DB.Update(func(tx *store.Tx) error {
+	err := e.DB.Update(func(tx *store.Tx) error {
 		cur, err := store.Projects.Get(tx, prj.ID)
 		if err != nil {
 			return err
@@ -639,17 +633,28 @@ func TestSpareClaimRetryConverges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, u := range []string{c.Connections.DirectURL, c.Connections.PooledURL} {
-		conn := connect(t, u)
-		if who, db := scalar[string](t, conn, "SELECT current_user"), scalar[string](t, conn, "SELECT current_database()"); who != "retried" || db != "retried" {
-			t.Fatalf("connected as %s to %s", who, db)
-		}
+	for _, conn := range reachAs(t, c, "retried") {
 		if n := scalar[int64](t, conn, "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'appliance_spare%' OR rolname LIKE 'retried%'"); n != 2 {
 			t.Fatalf("%d roles named like the placeholders or the project's, want the project's two", n)
 		}
 	}
 	noClaimSecrets(t, e, prj, passwordOf(t, c.Connections.DirectURL))
 	waitSpares(t, e, 1) // no preparation left running under the test's directory
+}
+
+// reachAs connects over the direct and the pooled URL of c, and checks that each session's user and
+// database are both name.
+func reachAs(t *testing.T, c *appliance.ConnectionsResponse, name string) []*pgx.Conn {
+	t.Helper()
+	var conns []*pgx.Conn
+	for _, u := range []string{c.Connections.DirectURL, c.Connections.PooledURL} {
+		conn := connect(t, u)
+		if who, db := scalar[string](t, conn, "SELECT current_user"), scalar[string](t, conn, "SELECT current_database()"); who != name || db != name {
+			t.Fatalf("connected as %s to %s, want %s to %s", who, db, name, name)
+		}
+		conns = append(conns, conn)
+	}
+	return conns
 }
 
 // noClaimSecrets: the statements of a spare's claim (they carry the password's verifier) left no trace in the
@@ -668,21 +673,13 @@ func noClaimSecrets(t *testing.T, e *appliancetest.Env, prj *store.Project, pass
 		t.Error("pg_stat_statements is empty: the check reads nothing")
 	}
 	inst := instanceOf(t, e, prj)
-	filepath.WalkDir(inst.Dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil
-		}
+	eachFile(inst.Dir, func(path string, b []byte) {
 		if bytes.Contains(b, []byte(password)) {
 			t.Errorf("%s holds the password", path)
 		}
 		if strings.HasPrefix(path, filepath.Join(inst.Dir, "pgdata", "log")) && bytes.Contains(b, []byte("SCRAM-SHA-256$")) {
 			t.Errorf("the server's log %s holds a verifier", path)
 		}
-		return nil
 	})
 }
 
