@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
@@ -32,6 +31,7 @@ func BenchmarkEphemeral(b *testing.B) {
 		envs = append(envs, e)
 	}
 	samples := make([]*sample, n)
+	var splits []connSplit // the successful connection of each
 	for i := range n {
 		e := envs[i/per]
 		if err := waitSpares(ctx, e, spares); err != nil {
@@ -59,14 +59,12 @@ func BenchmarkEphemeral(b *testing.B) {
 			}
 		}
 		tJobSeen := time.Now()
-		cfg, err := pgx.ParseConfig(url)
-		if err != nil {
-			b.Fatal(err)
-		}
 		tries := 0
 		for {
 			tries++
-			if err := selectOne(ctx, cfg); err == nil {
+			split, err := selectOneSplit(ctx, url)
+			if err == nil {
+				splits = append(splits, split)
 				break
 			} else if tries > 400 {
 				b.Fatal(err)
@@ -107,5 +105,6 @@ func BenchmarkEphemeral(b *testing.B) {
 		n, spares, ms(percentile(totals, 50)), ms(percentile(totals, 95)), ms(totals[0]), ms(totals[n-1]))
 	b.Logf("load average after: %s", loadavg())
 	logPhases(b, samples)
+	b.Logf("the client's connection and SELECT 1, p50 (ms): %s", connSplitP50(splits))
 	b.Logf("each, in order (ms): %s", strings.Join(all, " "))
 }
