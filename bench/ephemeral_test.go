@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/store"
