@@ -205,15 +205,12 @@ func (s *Service) readTarget(ctx context.Context, t *sampleTarget, now time.Time
 	if err := s.readServer(ctx, t, now); err != nil {
 		return err
 	}
-	if usage.MemBytes > 0 {
-		t.state.MemBytes, t.state.MemAt = usage.MemBytes, now
-	}
 	t.cur.CPUSeconds = usage.CPUSeconds
 	if len(t.state.Counters) > 0 {
 		prev := reading{CPUSeconds: t.state.CPUSeconds, At: t.state.ReadAt}
 		if err := json.Unmarshal(t.state.Counters, &prev.Counters); err == nil && prev.Counters != nil && now.After(prev.At) {
 			if x, err := computeSample(prev, *t.cur, t.plan, t.prj.StorageLimitBytes); err == nil {
-				x.MemUsageBytes = t.state.MemBytes
+				x.MemUsageBytes = usage.MemBytes
 				t.sample = &x
 			}
 		}

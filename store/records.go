@@ -687,9 +687,6 @@ type ObservabilityState struct {
 	StatementsAt time.Time       `json:"statements_at"` // when they were read
 	// StatementsReset is pg_stat_statements' stats_reset at that reading (it moves on a reset and a crash).
 	StatementsReset time.Time `json:"statements_reset"`
-	// MemBytes is the PSS of the server's processes at MemAt (each process's read within the last few minutes).
-	MemBytes int64     `json:"mem_bytes"`
-	MemAt    time.Time `json:"mem_at"`
 }
 
 // StatementText is the text of a statement the top-queries snapshots saw, by project and query hash (ID
