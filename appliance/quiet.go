@@ -103,14 +103,11 @@ func (s *Service) bringUpToDate(ctx context.Context, dp *DataPlane, inst *store.
 	if err != nil {
 		return err
 	}
-	conn, err := s.pgInstance(dp, inst).Admin(ctx, string(adminPW))
+	conn, err := s.pgInstance(dp, inst).ConnectWith(ctx, string(adminPW), "postgres", untrackedSettings)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := untracked(ctx, conn); err != nil {
-		return err
-	}
 	if err := cheapAdminLogin(ctx, conn, string(adminPW)); err != nil {
 		return err
 	}
