@@ -13,6 +13,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/theappliance/appliance/scheduler/lane"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -36,6 +37,9 @@ type Options struct {
 	// retries whose backoff ended and jobs enqueued without Notify.
 	Poll time.Duration
 	Log  *slog.Logger
+	// Lane is where the runner's own bookkeeping (claiming a job, recording its end, with the events and
+	// deliveries the end appends) runs; handlers run outside it (default lane.Background).
+	Lane *lane.Lane
 }
 
 type phase int
@@ -89,6 +93,9 @@ func New(db *store.DB, opts Options) *Runner {
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Lane == nil {
+		opts.Lane = lane.Background
 	}
 	r := &Runner{db: db, opts: opts, log: opts.Log.With("component", "scheduler"),
 		cron:     cron.New(cron.WithLocation(time.UTC)),
@@ -335,6 +342,7 @@ func (r *Runner) claim() (*store.Job, error) {
 	if r.stopping {
 		return nil, nil
 	}
+	defer r.opts.Lane.Enter().Leave()
 	var due *store.Job
 	err := r.db.View(func(tx *store.Tx) (err error) {
 		due, err = nextDue(tx, time.Now().UTC())
@@ -382,13 +390,16 @@ func nextDue(tx *store.Tx, now time.Time) (*store.Job, error) {
 			held[j.LockedResource] = true
 		}
 	}
-	pending, err := store.Jobs.Lookup(tx, store.JobsByState, StatePending, store.Query{})
-	if err != nil {
-		return nil, err
-	}
-	for _, j := range pending {
+	// The pending jobs are decoded one at a time, oldest first, up to the first that may run (a claim made
+	// while many are queued reads few of them).
+	var due *store.Job
+	err = store.Jobs.Scan(tx, store.JobsByState, StatePending, StatePending+"\x00", func(id string) (bool, error) {
+		j, err := store.Jobs.Get(tx, id)
+		if err != nil {
+			return false, err
+		}
 		if j.LockedResource != "" && held[j.LockedResource] {
-			continue
+			return true, nil
 		}
 		if j.RunAfter.After(now) {
 			// A job waiting out a retry backoff keeps its resource's order: later jobs wait behind it.
@@ -396,11 +407,12 @@ func nextDue(tx *store.Tx, now time.Time) (*store.Job, error) {
 			if j.LockedResource != "" && j.Attempts > 0 {
 				held[j.LockedResource] = true
 			}
-			continue
+			return true, nil
 		}
-		return j, nil
-	}
-	return nil, nil
+		due = j
+		return false, nil
+	})
+	return due, err
 }
 
 // execute runs the handler of a claimed job and records its outcome.
@@ -509,6 +521,7 @@ func (r *Runner) releaseLogged(j *store.Job, log *slog.Logger) {
 // settle applies change to the stored job if it is still the claim j (running, same attempt and claim
 // time), stamping updated_at. It reports whether it applied.
 func (r *Runner) settle(j *store.Job, change func(cur *store.Job, now time.Time)) (bool, error) {
+	defer r.opts.Lane.Enter().Leave()
 	applied := false
 	err := r.db.Update(func(tx *store.Tx) error {
 		cur, err := store.Jobs.Get(tx, j.ID)

@@ -306,22 +306,32 @@ func (t *Table[T]) First(tx *Tx, ix *Index[T], key string) (*T, error) {
 // that end in a time, such as DueKey, earliest first).
 func (t *Table[T]) Range(tx *Tx, ix *Index[T], from, to string, limit int) ([]*T, error) {
 	out := []*T{}
+	err := t.Scan(tx, ix, from, to, func(id string) (bool, error) {
+		rec, err := t.Get(tx, id)
+		if err != nil {
+			return false, fmt.Errorf("index %s points at %s: %w", ix.bucket, id, err)
+		}
+		out = append(out, rec)
+		return limit <= 0 || len(out) < limit, nil
+	})
+	return out, err
+}
+
+// Scan calls fn with the ID of each record filed in ix under keys from <= key < to, in key order, until fn
+// returns false or an error: a caller that needs only some of them decodes only those (Get). Scan(tx, ix,
+// key, key+"\x00", fn) visits the records filed under key, oldest first.
+func (t *Table[T]) Scan(tx *Tx, ix *Index[T], from, to string, fn func(id string) (bool, error)) error {
 	c := tx.tx.Bucket(ix.bucket).Cursor()
 	for k, _ := c.Seek([]byte(from)); k != nil; k, _ = c.Next() {
 		i := bytes.LastIndex(k, []byte(sep))
 		if i < 0 || string(k[:i]) >= to {
 			break
 		}
-		rec, err := t.Get(tx, string(k[i+1:]))
-		if err != nil {
-			return nil, fmt.Errorf("index %s points at %s: %w", ix.bucket, k[i+1:], err)
-		}
-		out = append(out, rec)
-		if limit > 0 && len(out) >= limit {
-			break
+		if more, err := fn(string(k[i+1:])); err != nil || !more {
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // OnCommit runs fn after the transaction commits (not when it rolls back).
