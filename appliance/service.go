@@ -84,6 +84,8 @@ type Service struct {
 	sampler samplerState
 	// keyCache holds API keys' principals by key hash (identity.go, lookups.go).
 	keyCache recordCache[keyAuth]
+	// endpointCache holds the active webhook endpoints the delivery worker claims for (webhooks.go).
+	endpointCache recordCache[[]*store.WebhookEndpoint]
 	// metrics counts job ends and webhook attempts for /metrics (metrics.go).
 	metrics serviceMetrics
 }

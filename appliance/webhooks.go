@@ -17,6 +17,7 @@ import (
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/webhook"
+	"github.com/theappliance/appliance/scheduler/lane"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -57,15 +58,17 @@ const DeliveryRetention = 30 * 24 * time.Hour
 
 // webhooks is the delivery machinery of a service.
 type webhooks struct {
-	opts    WebhookOptions
-	sender  *webhook.Sender
-	kick    chan struct{}
-	turn    int // which endpoint claims first next (RunWebhooks' goroutine only)
-	running atomic.Bool
+	opts   WebhookOptions
+	sender *webhook.Sender
+	kick   chan struct{}
+	// outcomes carries attempts' results to the recorder (recordOutcomes).
+	outcomes chan outcome
+	turn     int // which endpoint claims first next (RunWebhooks' goroutine only)
+	running  atomic.Bool
 }
 
 func newWebhooks(o WebhookOptions, pol *outbound.Policy) *webhooks {
-	return &webhooks{opts: o, sender: webhook.NewSender(pol.DialContext, o.Timeout), kick: make(chan struct{}, 1)}
+	return &webhooks{opts: o, sender: webhook.NewSender(pol.DialContext, o.Timeout, lane.Background), kick: make(chan struct{}, 1), outcomes: make(chan outcome)}
 }
 
 // SetWebhookOptions replaces the delivery options (before RunWebhooks).
@@ -632,8 +635,10 @@ type WebhookDisabledEvent struct {
 }
 
 // RunWebhooks delivers until ctx ends: new deliveries at once, retries when due, at most
-// Workers attempts in flight and PerEndpoint to one endpoint. Deliveries claimed by a process that
-// died are due again at once (at least once; the same webhook-id).
+// Workers attempts in flight and PerEndpoint to one endpoint. Which deliveries are in flight is known to
+// this process only (a claim writes nothing): a delivery stays due in the store until its outcome is
+// recorded, so one in flight when the process dies is sent again at the next start (at least once; the
+// same webhook-id).
 func (s *Service) RunWebhooks(ctx context.Context) {
 	h := s.hooks
 	h.running.Store(true)
@@ -643,44 +648,47 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 		s.log.Error("webhooks: release claims", "err", err)
 	}
 	var mu sync.Mutex
-	inflight := map[string]int{}
-	total := 0
+	f := &inFlight{slots: map[string]int{}, claimed: map[string]string{}, perEndpoint: map[string]int{}}
+	recorderDone, stopRecorder := make(chan struct{}), make(chan struct{})
+	go func() { defer close(recorderDone); s.recordOutcomes(stopRecorder) }()
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() { wg.Wait(); close(stopRecorder); <-recorderDone }() // attempts record before the recorder ends
 	freed := make(chan struct{}, 1)
 	tick := time.NewTicker(h.opts.Poll)
 	defer tick.Stop()
 	for {
 		mu.Lock()
-		free := h.opts.Workers - total
-		snapshot := maps.Clone(inflight)
+		free := h.opts.Workers - f.total
+		snapshot := f.clone()
 		mu.Unlock()
 		if free > 0 {
-			claimed, err := s.claimDue(free, snapshot)
+			var claimed []claim
+			var err error
+			lane.Background.Do(func() { claimed, err = s.claimDue(free, snapshot) })
 			if err != nil {
 				s.log.Error("webhooks: claim", "err", err)
 			}
 			for _, c := range claimed {
 				mu.Lock()
-				inflight[c.ep.ID]++
-				total++
+				f.take(c.id, c.ep.ID)
 				mu.Unlock()
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					// The slot is free once the receiver answered; the outcome is recorded after (the
-					// delivery's claim keeps it from being claimed again meanwhile).
+					// The slot is free once the receiver answered; the delivery stays claimed until its
+					// outcome is recorded (it is due in the store until then).
 					s.attempt(ctx, c, func() {
 						mu.Lock()
-						if inflight[c.ep.ID]--; inflight[c.ep.ID] == 0 {
-							delete(inflight, c.ep.ID)
-						}
-						total--
+						f.freeSlot(c.ep.ID)
 						mu.Unlock()
 						select {
 						case freed <- struct{}{}:
 						default:
 						}
+					}, func() {
+						mu.Lock()
+						f.unclaim(c.id)
+						mu.Unlock()
 					})
 				}()
 			}
@@ -695,66 +703,108 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 	}
 }
 
+// inFlight is what RunWebhooks has under way: worker slots taken (by endpoint, and in all), and the
+// deliveries claimed (by ID, with their endpoint) from their claim until their outcome is recorded.
+type inFlight struct {
+	slots       map[string]int
+	total       int
+	claimed     map[string]string
+	perEndpoint map[string]int // claimed deliveries by endpoint
+}
+
+func (f *inFlight) take(deliveryID, endpointID string) {
+	f.slots[endpointID]++
+	f.total++
+	f.claimed[deliveryID] = endpointID
+	f.perEndpoint[endpointID]++
+}
+
+func (f *inFlight) freeSlot(endpointID string) {
+	if f.slots[endpointID]--; f.slots[endpointID] == 0 {
+		delete(f.slots, endpointID)
+	}
+	f.total--
+}
+
+func (f *inFlight) unclaim(deliveryID string) {
+	ep, ok := f.claimed[deliveryID]
+	if !ok {
+		return
+	}
+	delete(f.claimed, deliveryID)
+	if f.perEndpoint[ep]--; f.perEndpoint[ep] == 0 {
+		delete(f.perEndpoint, ep)
+	}
+}
+
+func (f *inFlight) clone() *inFlight {
+	return &inFlight{slots: maps.Clone(f.slots), total: f.total, claimed: maps.Clone(f.claimed), perEndpoint: maps.Clone(f.perEndpoint)}
+}
+
 type claim struct {
-	d    *store.WebhookDelivery
+	id   string // the delivery's
 	ep   *store.WebhookEndpoint
 	body []byte
 }
 
-// claimDue marks up to free due deliveries in flight (respecting each endpoint's share) and returns them.
-// A claimed delivery's next attempt moves past the attempt's timeout, so it is not claimed twice.
-// Endpoints take turns being served first (round robin), so a few with a backlog do not starve the rest;
-// when nothing is due, only a read transaction runs.
-func (s *Service) claimDue(free int, inflight map[string]int) ([]claim, error) {
+// activeEndpoints are the endpoints deliveries are made to, decoded once per change of the endpoints'
+// table (recording an attempt writes an endpoint only when its health changes).
+func (s *Service) activeEndpoints(tx *store.Tx, version uint64) ([]*store.WebhookEndpoint, error) {
+	if eps, ok := s.endpointCache.get("active", version); ok {
+		return eps, nil
+	}
+	eps, err := store.WebhookEndpoints.All(tx, func(e *store.WebhookEndpoint) bool { return e.IsActive })
+	if err != nil {
+		return nil, err
+	}
+	s.endpointCache.put("active", version, eps)
+	return eps, nil
+}
+
+// claimDue returns up to free due deliveries that f does not hold, respecting each endpoint's share, in a
+// read transaction (a claim is the caller's record in memory). Endpoints take turns being served first
+// (round robin), so a few with a backlog do not starve the rest.
+func (s *Service) claimDue(free int, f *inFlight) ([]claim, error) {
 	var out []claim
 	turn := s.hooks.turn
 	s.hooks.turn++
-	due := func(tx *store.Tx, claimThem bool) error {
-		eps, err := store.WebhookEndpoints.All(tx, func(e *store.WebhookEndpoint) bool { return e.IsActive })
+	version := store.WebhookEndpoints.Version(s.db)
+	err := s.db.View(func(tx *store.Tx) error {
+		eps, err := s.activeEndpoints(tx, version)
 		if err != nil || len(eps) == 0 {
 			return err
 		}
-		now := s.now()
-		lease := now.Add(s.hooks.opts.Timeout + 30*time.Second)
+		due := store.DueKey(s.now().Add(time.Nanosecond))
 		for i := range eps {
 			ep := eps[(turn+i)%len(eps)]
-			n := min(s.hooks.opts.PerEndpoint-inflight[ep.ID], free-len(out))
+			n := min(s.hooks.opts.PerEndpoint-f.slots[ep.ID], free-len(out))
 			if n <= 0 {
 				continue
 			}
-			ds, err := store.WebhookDeliveries.Range(tx, store.WebhookDeliveriesDue, ep.ID+" ", ep.ID+" "+store.DueKey(now.Add(time.Nanosecond)), n)
+			// Claimed deliveries may still be due (their outcome is being recorded): they are passed over.
+			err := store.WebhookDeliveries.Scan(tx, store.WebhookDeliveriesDue, ep.ID+" ", ep.ID+" "+due, func(id string) (bool, error) {
+				if _, held := f.claimed[id]; held {
+					return true, nil
+				}
+				body, err := payloadOf(tx, id)
+				if err != nil {
+					return false, err
+				}
+				out = append(out, claim{id, ep, body})
+				n--
+				return n > 0, nil
+			})
 			if err != nil {
 				return err
 			}
-			for _, d := range ds {
-				if !claimThem {
-					out = append(out, claim{d: d, ep: ep})
-					continue
-				}
-				d.ClaimedAt, d.NextAttemptAt = &now, &lease
-				if err := store.WebhookDeliveries.Put(tx, d); err != nil {
-					return err
-				}
-				body, err := payloadOf(tx, d.ID)
-				if err != nil {
-					return err
-				}
-				out = append(out, claim{d, ep, body})
-			}
 		}
 		return nil
-	}
-	if err := s.db.View(func(tx *store.Tx) error { return due(tx, false) }); err != nil || len(out) == 0 {
-		return nil, err
-	}
-	out = out[:0]
-	if err := s.db.Update(func(tx *store.Tx) error { return due(tx, true) }); err != nil {
-		return nil, err
-	}
-	return out, nil
+	})
+	return out, err
 }
 
-// releaseClaims makes the deliveries a previous process had in flight due now.
+// releaseClaims makes the deliveries due now that a version which wrote its claims to the store left
+// claimed (a claim now lives in memory only).
 func (s *Service) releaseClaims() error {
 	return s.db.Update(func(tx *store.Tx) error {
 		ds, err := store.WebhookDeliveries.All(tx, func(d *store.WebhookDelivery) bool {
@@ -774,24 +824,30 @@ func (s *Service) releaseClaims() error {
 	})
 }
 
-// attempt sends a claimed delivery once, calls sent, and records the outcome. An attempt cut short by
-// shutdown is not recorded: the delivery stays claimed and the next start sends it again.
-func (s *Service) attempt(ctx context.Context, c claim, sent func()) {
-	d, ep := c.d, c.ep
+// attempt sends a claimed delivery once, calls sent, records the outcome, then calls release (which ends
+// the claim). An attempt that could not be made or recorded keeps its claim for a while (the timeout and
+// half a minute), so a delivery that meets a persistent error is not tried in a loop; one cut short by
+// shutdown is not recorded: the delivery stays due and the next start sends it again.
+func (s *Service) attempt(ctx context.Context, c claim, sent, release func()) {
+	ep := c.ep
 	secrets, err := s.signingSecrets(ep)
 	if err != nil {
 		sent()
 		s.log.Error("webhooks: open secret", "endpoint", ep.ID, "err", err)
+		time.AfterFunc(s.hooks.opts.Timeout+30*time.Second, release)
 		return
 	}
-	res := s.hooks.sender.Send(ctx, webhook.Message{URL: ep.URL, ID: d.ID, Time: s.now(), Body: c.body, Secrets: secrets})
+	res := s.hooks.sender.Send(ctx, webhook.Message{URL: ep.URL, ID: c.id, Time: s.now(), Body: c.body, Secrets: secrets})
 	sent()
 	if ctx.Err() != nil {
 		return
 	}
-	if err := s.recordAttempt(d.ID, res); err != nil {
-		s.log.Error("webhooks: record attempt", "delivery", d.ID, "err", err)
+	if err := s.recordAttempt(c.id, res); err != nil {
+		s.log.Error("webhooks: record attempt", "delivery", c.id, "err", err)
+		time.AfterFunc(s.hooks.opts.Timeout+30*time.Second, release)
+		return
 	}
+	release()
 }
 
 func (s *Service) signingSecrets(ep *store.WebhookEndpoint) ([]string, error) {
@@ -824,69 +880,130 @@ func (s *Service) attemptError(res webhook.Result) string {
 	return ""
 }
 
-// recordAttempt stores an attempt's outcome: delivered, or the next try by the schedule (or the
-// receiver's Retry-After, whichever is later), or failed; and the endpoint's health. Concurrent attempts'
-// outcomes share one commit (store.Batch); the function reads everything it changes from its transaction,
-// so running it again after a batch's rollback records the attempt once.
+// outcome is an attempt's result on its way to the store; recorded receives how that went.
+type outcome struct {
+	id       string
+	res      webhook.Result
+	recorded chan error
+}
+
+// recordAttempt hands an attempt's outcome to the recorder and waits until it is stored.
 func (s *Service) recordAttempt(deliveryID string, res webhook.Result) error {
-	now := s.now()
 	s.webhookAttemptMetric(res.OK(), res.Duration)
-	return s.db.Batch(func(tx *store.Tx) error {
-		d, err := store.WebhookDeliveries.Get(tx, deliveryID)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil // the endpoint was deleted meanwhile
+	o := outcome{deliveryID, res, make(chan error, 1)}
+	s.hooks.outcomes <- o
+	return <-o.recorded
+}
+
+// recordOutcomes stores attempts' outcomes until stop is closed: the ones waiting when a write begins share
+// its transaction (one commit, in the background lane); when that transaction fails, each is written on its
+// own, so one bad outcome does not lose the others.
+func (s *Service) recordOutcomes(stop <-chan struct{}) {
+	in := s.hooks.outcomes
+	for {
+		var batch []outcome
+		select {
+		case o := <-in:
+			batch = append(batch, o)
+		case <-stop:
+			return
 		}
-		if err != nil {
-			return err
-		}
-		ep, err := store.WebhookEndpoints.Get(tx, d.EndpointID)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		o := s.hooks.opts
-		d.Attempts++
-		d.ClaimedAt, d.UpdatedAt, d.ResponseStatus = nil, now, res.Status
-		d.LastError = s.attemptError(res)
-		d.History = append(d.History, store.WebhookAttempt{At: now, ResponseStatus: res.Status, Error: d.LastError, DurationMS: res.Duration.Milliseconds()})
-		if len(d.History) > 50 {
-			d.History = d.History[len(d.History)-50:]
-		}
-		switch {
-		case res.OK():
-			d.State, d.DeliveredAt, d.NextAttemptAt = DeliveryDelivered, &now, nil
-		case d.State != DeliveryPending || d.Attempts >= d.MaxAttempts || res.Status == 410:
-			d.State, d.NextAttemptAt = DeliveryFailed, nil
-		default:
-			wait := o.Schedule[min(d.Attempts-1, len(o.Schedule)-1)]
-			wait += time.Duration(rand.Int64N(int64(wait)/10 + 1)) // up to 10 % later, so retries spread
-			if res.RetryAfter > wait {
-				wait = min(res.RetryAfter, 24*time.Hour)
+	gather:
+		for len(batch) < 256 {
+			select {
+			case o := <-in:
+				batch = append(batch, o)
+			default:
+				break gather
 			}
-			d.NextAttemptAt = ptr(now.Add(wait))
 		}
-		if err := store.WebhookDeliveries.Put(tx, d); err != nil {
+		write := func(part []outcome) (err error) {
+			lane.Background.Do(func() {
+				now := s.now()
+				err = s.db.Update(func(tx *store.Tx) error {
+					for _, o := range part {
+						if err := s.applyAttempt(tx, o.id, o.res, now); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			})
 			return err
 		}
-		if res.OK() {
-			ep.ConsecutiveFailures, ep.FailingSince = 0, nil
-			return store.WebhookEndpoints.Put(tx, ep)
+		if err := write(batch); err == nil || len(batch) == 1 {
+			for _, o := range batch {
+				o.recorded <- err
+			}
+			continue
 		}
-		ep.ConsecutiveFailures++
-		if ep.FailingSince == nil {
-			ep.FailingSince = &now
+		for _, o := range batch {
+			o.recorded <- write([]outcome{o})
 		}
-		switch {
-		case !ep.IsActive:
-		case res.Status == 410:
-			return s.disableEndpoint(tx, ep, "the endpoint answered 410 Gone")
-		case now.Sub(*ep.FailingSince) >= o.DisableAfter:
-			return s.disableEndpoint(tx, ep, fmt.Sprintf("no attempt succeeded for %s", o.DisableAfter))
+	}
+}
+
+// applyAttempt stores an attempt's outcome in tx: delivered, or the next try by the schedule (or the
+// receiver's Retry-After, whichever is later), or failed; and the endpoint's health. It reads everything it
+// changes from tx, so running it again after a rollback records the attempt once.
+func (s *Service) applyAttempt(tx *store.Tx, deliveryID string, res webhook.Result, now time.Time) error {
+	d, err := store.WebhookDeliveries.Get(tx, deliveryID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // the endpoint was deleted meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	ep, err := store.WebhookEndpoints.Get(tx, d.EndpointID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	o := s.hooks.opts
+	d.Attempts++
+	d.UpdatedAt, d.ResponseStatus = now, res.Status
+	d.LastError = s.attemptError(res)
+	d.History = append(d.History, store.WebhookAttempt{At: now, ResponseStatus: res.Status, Error: d.LastError, DurationMS: res.Duration.Milliseconds()})
+	if len(d.History) > 50 {
+		d.History = d.History[len(d.History)-50:]
+	}
+	switch {
+	case res.OK():
+		d.State, d.DeliveredAt, d.NextAttemptAt = DeliveryDelivered, &now, nil
+	case d.State != DeliveryPending || d.Attempts >= d.MaxAttempts || res.Status == 410:
+		d.State, d.NextAttemptAt = DeliveryFailed, nil
+	default:
+		wait := o.Schedule[min(d.Attempts-1, len(o.Schedule)-1)]
+		wait += time.Duration(rand.Int64N(int64(wait)/10 + 1)) // up to 10 % later, so retries spread
+		if res.RetryAfter > wait {
+			wait = min(res.RetryAfter, 24*time.Hour)
 		}
+		d.NextAttemptAt = ptr(now.Add(wait))
+	}
+	if err := store.WebhookDeliveries.Put(tx, d); err != nil {
+		return err
+	}
+	if res.OK() {
+		if ep.ConsecutiveFailures == 0 && ep.FailingSince == nil {
+			return nil // healthy already: the endpoint's record (and the cache of active ones) stays
+		}
+		ep.ConsecutiveFailures, ep.FailingSince = 0, nil
 		return store.WebhookEndpoints.Put(tx, ep)
-	})
+	}
+	ep.ConsecutiveFailures++
+	if ep.FailingSince == nil {
+		ep.FailingSince = &now
+	}
+	switch {
+	case !ep.IsActive:
+	case res.Status == 410:
+		return s.disableEndpoint(tx, ep, "the endpoint answered 410 Gone")
+	case now.Sub(*ep.FailingSince) >= o.DisableAfter:
+		return s.disableEndpoint(tx, ep, fmt.Sprintf("no attempt succeeded for %s", o.DisableAfter))
+	}
+	return store.WebhookEndpoints.Put(tx, ep)
 }
 
 // DeliveryRate is an organization's delivered / (delivered + failed) deliveries ended in the window; 1

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/theappliance/appliance/scheduler/lane"
 	"io"
 	"log/slog"
 	"net"
@@ -81,6 +82,7 @@ func (s *Server) Routes() []Route { return s.routes }
 // ServeHTTP sets the common headers and dispatches; each route applies the per-IP rate limit of its
 // bucket, unmatched requests that of the general bucket.
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	lane.Background.Foreground() // background work yields to requests (scheduler/lane)
 	w := &jsonErrors{ResponseWriter: rw}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "no-store")

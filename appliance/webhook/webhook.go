@@ -8,16 +8,12 @@
 package webhook
 
 import (
-	"bytes"
-	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -81,33 +77,6 @@ func Port(u *url.URL) int {
 	return 80
 }
 
-// Sender makes delivery attempts.
-type Sender struct {
-	client  *http.Client
-	timeout time.Duration
-}
-
-// BodyCap is how much of a response body is read (the rest is discarded with the connection).
-const BodyCap = 4 << 10
-
-// NewSender returns a sender dialing through dial, giving each attempt timeout.
-func NewSender(dial func(ctx context.Context, network, addr string) (net.Conn, error), timeout time.Duration) *Sender {
-	tr := &http.Transport{
-		Proxy:                  nil, // never a proxy from the environment: it would bypass the policy
-		DialContext:            dial,
-		ForceAttemptHTTP2:      true,
-		MaxIdleConnsPerHost:    4,
-		IdleConnTimeout:        30 * time.Second,
-		TLSHandshakeTimeout:    timeout,
-		ResponseHeaderTimeout:  timeout,
-		MaxResponseHeaderBytes: 16 << 10,
-	}
-	return &Sender{timeout: timeout, client: &http.Client{
-		Transport:     tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}
-}
-
 // Message is one delivery attempt's content.
 type Message struct {
 	URL     string
@@ -128,42 +97,6 @@ type Result struct {
 // OK reports a 2xx answer.
 func (r Result) OK() bool { return r.Err == nil && r.Status >= 200 && r.Status < 300 }
 
-// Send makes one attempt.
-func (s *Sender) Send(ctx context.Context, m Message) Result {
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	var sigs []string
-	for _, sec := range m.Secrets {
-		sig, err := Sign(sec, m.ID, m.Time, m.Body)
-		if err != nil {
-			return Result{Err: err}
-		}
-		sigs = append(sigs, sig)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.URL, bytes.NewReader(m.Body))
-	if err != nil {
-		return Result{Err: err}
-	}
-	h := req.Header
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", "appliance-webhooks/1")
-	h.Set("webhook-id", m.ID)
-	h.Set("webhook-timestamp", strconv.FormatInt(m.Time.Unix(), 10))
-	h.Set("webhook-signature", strings.Join(sigs, " "))
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return Result{Err: err, Duration: time.Since(start)}
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, BodyCap))
-	resp.Body.Close()
-	res := Result{Status: resp.StatusCode, Duration: time.Since(start)}
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		res.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
-	}
-	return res
-}
-
 // retryAfter reads Retry-After: delay seconds or an HTTP date.
 func retryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
@@ -181,9 +114,6 @@ func retryAfter(v string, now time.Time) time.Duration {
 	}
 	return 0
 }
-
-// Close drops idle connections.
-func (s *Sender) Close() { s.client.CloseIdleConnections() }
 
 // Verify checks a received delivery the way a receiver should: the timestamp within tolerance of now,
 // and one of the webhook-signature's v1 signatures made with secret.

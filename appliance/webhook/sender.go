@@ -1,0 +1,249 @@
+package webhook
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/theappliance/appliance/scheduler/lane"
+)
+
+// Sender makes delivery attempts over HTTP/1.1 on connections of its own, kept alive per destination. An
+// attempt runs in its caller's goroutine alone (no transport goroutines), which holds the background lane
+// (package lane) while it signs, serializes and writes the request, and leaves it for everything that waits
+// on the network or the receiver: the dial and TLS handshake, the answer and reading it. A receiver, slow or
+// hostile, thus never holds the lane.
+type Sender struct {
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	timeout time.Duration
+	lane    *lane.Lane
+	// TLS is the client configuration for https destinations (nil: the system's roots); tests set RootCAs.
+	TLS *tls.Config
+
+	mu     sync.Mutex
+	idle   map[string][]*idleConn
+	closed bool
+}
+
+type idleConn struct {
+	net.Conn
+	since time.Time
+}
+
+const (
+	// BodyCap is how much of a response body is read (the rest is discarded with the connection).
+	BodyCap = 4 << 10
+	// headerCap bounds a response's status line and headers.
+	headerCap = 16 << 10
+	// laneWrite is the largest request written inside the lane: it fits an idle connection's socket
+	// buffer, so the write returns at once whatever the receiver does. Larger ones are written outside.
+	laneWrite = 8 << 10
+	// laneWriteTimeout bounds a write inside the lane all the same (a connection that cannot take a few KB
+	// in this long is broken: the attempt fails).
+	laneWriteTimeout = time.Second
+	idlePerHost      = 4
+	idleTimeout      = 30 * time.Second
+)
+
+// NewSender returns a sender dialing through dial, giving each attempt timeout, doing its CPU work in ln
+// (nil: anywhere).
+func NewSender(dial func(ctx context.Context, network, addr string) (net.Conn, error), timeout time.Duration, ln *lane.Lane) *Sender {
+	return &Sender{dial: dial, timeout: timeout, lane: ln, idle: map[string][]*idleConn{}}
+}
+
+// Send makes one attempt. A kept-alive connection that turns out closed by the receiver before any answer
+// is replaced by a new one once (the same webhook-id: receivers deduplicate by it).
+func (s *Sender) Send(ctx context.Context, m Message) Result {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	pass, inLane := s.lane.Enter(), true
+	leave := func() {
+		if inLane {
+			inLane = false
+			pass.Leave()
+		}
+	}
+	defer leave()
+	done := func(r Result) Result { r.Duration = time.Since(start); return r }
+	u, err := CheckURL(m.URL)
+	if err != nil {
+		return done(Result{Err: err})
+	}
+	req, wire, err := request(ctx, m)
+	if err != nil {
+		return done(Result{Err: err})
+	}
+	addr := net.JoinHostPort(u.Hostname(), strconv.Itoa(Port(u)))
+	key := u.Scheme + "://" + addr
+	for reused := true; ; reused = false {
+		var c net.Conn
+		if reused {
+			c = s.take(key)
+		}
+		if c == nil {
+			reused = false
+			leave()
+			if c, err = s.connect(ctx, u.Scheme, u.Hostname(), addr); err != nil {
+				return done(Result{Err: err})
+			}
+			pass, inLane = s.lane.Enter(), true
+		}
+		res, keep, answered := s.exchange(ctx, c, req, wire, leave)
+		if res.Err != nil && reused && !answered && ctx.Err() == nil {
+			c.Close()
+			pass, inLane = s.lane.Enter(), true // exchange left it
+			continue
+		}
+		if keep {
+			s.put(key, c)
+		} else {
+			c.Close()
+		}
+		return done(res)
+	}
+}
+
+// request builds the signed request and its bytes on the wire.
+func request(ctx context.Context, m Message) (*http.Request, []byte, error) {
+	var sigs []string
+	for _, sec := range m.Secrets {
+		sig, err := Sign(sec, m.ID, m.Time, m.Body)
+		if err != nil {
+			return nil, nil, err
+		}
+		sigs = append(sigs, sig)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.URL, bytes.NewReader(m.Body))
+	if err != nil {
+		return nil, nil, err
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "appliance-webhooks/1")
+	h.Set("webhook-id", m.ID)
+	h.Set("webhook-timestamp", strconv.FormatInt(m.Time.Unix(), 10))
+	h.Set("webhook-signature", strings.Join(sigs, " "))
+	var wire bytes.Buffer
+	if err := req.Write(&wire); err != nil {
+		return nil, nil, err
+	}
+	return req, wire.Bytes(), nil
+}
+
+// exchange writes the request on c and reads the answer. It is called in the lane and leaves it (leave)
+// before it waits. answered reports whether any byte of an answer came; keep, whether c may carry another
+// request (the whole answer read, nothing after it, no Connection: close).
+func (s *Sender) exchange(ctx context.Context, c net.Conn, req *http.Request, wire []byte, leave func()) (res Result, keep, answered bool) {
+	deadline, _ := ctx.Deadline()
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) }) // cancellation ends a wait
+	defer stop()
+	if len(wire) > laneWrite {
+		leave()
+		c.SetWriteDeadline(deadline)
+	} else {
+		wd := time.Now().Add(laneWriteTimeout)
+		if deadline.Before(wd) {
+			wd = deadline
+		}
+		c.SetWriteDeadline(wd)
+	}
+	_, err := c.Write(wire)
+	leave()
+	if err != nil {
+		return Result{Err: err}, false, false
+	}
+	c.SetReadDeadline(deadline)
+	lr := &io.LimitedReader{R: c, N: headerCap + BodyCap + 1<<10}
+	br := bufio.NewReaderSize(lr, 4<<10)
+	if _, err := br.Peek(1); err != nil {
+		return Result{Err: err}, false, false
+	}
+	resp, err := http.ReadResponse(br, req)
+	for err == nil && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+		resp, err = http.ReadResponse(br, req) // an interim answer (100 Continue, 103 Early Hints): the final one follows
+	}
+	if err != nil {
+		return Result{Err: err}, false, true
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(resp.Body, BodyCap+1))
+	whole := err == nil && n <= BodyCap
+	resp.Body.Close()
+	res = Result{Status: resp.StatusCode}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		res.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	keep = whole && !resp.Close && br.Buffered() == 0 && lr.N > 0 && ctx.Err() == nil
+	return res, keep, true
+}
+
+// connect dials addr through the sender's dial function (the outbound policy) and, for https, makes the
+// TLS handshake for host.
+func (s *Sender) connect(ctx context.Context, scheme, host, addr string) (net.Conn, error) {
+	c, err := s.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if scheme != "https" {
+		return c, nil
+	}
+	cfg := &tls.Config{}
+	if s.TLS != nil {
+		cfg = s.TLS.Clone()
+	}
+	cfg.ServerName, cfg.NextProtos, cfg.MinVersion = host, []string{"http/1.1"}, tls.VersionTLS12
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+// take returns an idle connection to key (nil when there is none); put keeps one for the next attempt.
+func (s *Sender) take(key string) net.Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for cs := s.idle[key]; len(cs) > 0; cs = s.idle[key] {
+		c := cs[len(cs)-1]
+		s.idle[key] = cs[:len(cs)-1]
+		if time.Since(c.since) < idleTimeout {
+			return c.Conn
+		}
+		c.Close()
+	}
+	delete(s.idle, key)
+	return nil
+}
+
+func (s *Sender) put(key string, c net.Conn) {
+	c.SetDeadline(time.Time{})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || len(s.idle[key]) >= idlePerHost {
+		c.Close()
+		return
+	}
+	s.idle[key] = append(s.idle[key], &idleConn{c, time.Now()})
+}
+
+// Close drops the idle connections; later ones are closed after their attempt.
+func (s *Sender) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for key, cs := range s.idle {
+		for _, c := range cs {
+			c.Close()
+		}
+		delete(s.idle, key)
+	}
+}
