@@ -9,10 +9,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,25 +142,13 @@ func BenchmarkWebhookFanOutAPI(b *testing.B) {
 	hanging := envAtLeast(b, "BENCH_HANGING", 1, 0)
 	o := appliance.DefaultWebhookOptions
 	o.Workers = envInt(b, "BENCH_WORKERS", o.Workers)
+	o.PerEndpoint = envInt(b, "BENCH_PER_ENDPOINT", o.PerEndpoint)
 	for range b.N {
 		v := newEventsEnv(b)
 		v.e.StartWebhooks(b, &o)
-		var delivered atomic.Int64
-		for range fast {
-			v.endpoint(b, v.e.Serve(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				delivered.Add(1)
-				w.WriteHeader(http.StatusNoContent)
-			})))
-		}
-		hang := make(chan struct{})
-		defer close(hang)
-		for range hanging {
-			v.endpoint(b, v.e.Serve(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				select {
-				case <-hang:
-				case <-r.Context().Done():
-				}
-			})))
+		urls, count := startReceivers(b, v.e, fast, hanging)
+		for _, u := range urls {
+			v.endpoint(b, u)
 		}
 		client := v.api.Client()
 		me := func() time.Duration {
@@ -182,15 +173,30 @@ func BenchmarkWebhookFanOutAPI(b *testing.B) {
 			for range perSide {
 				q = append(q, me())
 			}
-			before := delivered.Load()
+			before := count()
+			t0 := time.Now()
+			var ru0, ru1 syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 			v.jobs(b, "", 100)
+			var slow []string
 			for range perSide {
-				f = append(f, me())
-			}
-			for deadline := time.Now().Add(time.Minute); delivered.Load() < before+int64(100*fast); time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					b.Fatalf("fan-out did not finish: %d of %d", delivered.Load()-before, 100*fast)
+				var d time.Duration
+				trace.WithRegion(context.Background(), "me", func() { d = me() }) // for -trace: the requests
+				if d > 500*time.Microsecond {
+					slow = append(slow, fmt.Sprintf("%.0f:%.1f", ms(time.Since(t0)), ms(d)))
 				}
+				f = append(f, d)
+			}
+			window := time.Since(t0)
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+			cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+			for deadline := time.Now().Add(time.Minute); count() < before+int64(100*fast); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					b.Fatalf("fan-out did not finish: %d of %d", count()-before, 100*fast)
+				}
+			}
+			if os.Getenv("BENCH_DETAIL") != "" {
+				b.Logf("round: cpu %.2f of the window; during window %v, fan-out done after %v; slow (at ms: ms) %v", float64(cpu)/float64(window), window, time.Since(t0), slow)
 			}
 			ratios = append(ratios, float64(pct(f, 0.99))/float64(pct(q, 0.99)))
 			quiet, busy = append(quiet, q...), append(busy, f...)
