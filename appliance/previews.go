@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,7 +21,7 @@ import (
 // Preview modes and sources (see docs/api-decisions.md "Preview databases").
 const (
 	PreviewEmpty = "empty" // the project's database and role names, no data (from a spare cluster)
-	PreviewClone = "clone" // the project's data as of now (pg_basebackup of its running server)
+	PreviewClone = "clone" // the project's data as of now (an online copy of its running server)
 
 	SourceNone   = "none"   // an empty preview
 	SourceLive   = "live"   // a copy of the running server
@@ -187,17 +186,15 @@ func (s *Service) CreatePreview(ctx context.Context, p *Principal, projectID str
 	if err := checkDisplayText("name", name, 1, 63); err != nil {
 		return nil, err
 	}
-	if mode == PreviewClone {
-		if err := s.requireFeature(FeatureBackups); err != nil { // pg_basebackup copies the project
-			return nil, err
-		}
-	}
 	var target time.Time
 	var timeline int
 	var switches []timelineSwitch
 	if req.SourceRestoreTime != "" {
 		if mode != PreviewClone {
 			return nil, Invalid("source_restore_time makes a clone: it cannot go with mode empty")
+		}
+		if err := s.requireFeature(FeatureBackups); err != nil { // it starts from a base backup
+			return nil, err
 		}
 		t, err := time.Parse(time.RFC3339Nano, req.SourceRestoreTime)
 		if err != nil {
@@ -492,10 +489,12 @@ func (s *Service) resetPreviewJob(ctx context.Context, run *scheduler.Run) (any,
 	return s.provisionProject(ctx, run) // ResetPreview made the preview provisioning when it queued this job
 }
 
-// cloneFill is how a clone preview's data directory is made: pg_basebackup of its project's running
-// server (-X stream: consistent on its own), as the instances' OS user. It also returns the parent's admin
-// password, which the copy starts with.
-func (s *Service) cloneFill(dp *DataPlane, run *scheduler.Run, prv *store.Project) (func(context.Context, string) error, string, error) {
+// cloneFill is how a clone preview's data directory is made: the appliance's online copy of its project's
+// running server (postgres.Instance.OnlineCopy: pg_backup_start, a file copy, pg_backup_stop and the WAL
+// in between; consistent on its own), or, as of a past time, recoveryFill. It also returns the parent's
+// admin password, which the copy starts with. The copy's steps go into steps (init.* in the job's
+// timings_ms).
+func (s *Service) cloneFill(dp *DataPlane, run *scheduler.Run, prv *store.Project, steps *stepTimer) (func(context.Context, string) error, string, error) {
 	parent, pinst, err := s.loadProject(prv.PreviewOf)
 	if err != nil {
 		return nil, "", err
@@ -507,29 +506,37 @@ func (s *Service) cloneFill(dp *DataPlane, run *scheduler.Run, prv *store.Projec
 	if err != nil {
 		return nil, "", fmt.Errorf("open the project's admin password: %w", err)
 	}
-	basebackup, err := s.pgInstance(dp, pinst).Bin.Path("pg_basebackup")
-	if err != nil {
-		return nil, "", err
-	}
 	if prv.SourceBackupID != "" {
 		return s.recoveryFill(dp, run, parent, pinst, prv), string(pw), nil
 	}
 	fill := func(ctx context.Context, dataDir string) error {
-		cmd := dp.User.Command(basebackup, "-D", dataDir, "-F", "p", "-X", "stream", "--checkpoint=fast", "--no-password",
-			"--label", "appliance preview "+prv.ID, "-h", "127.0.0.1", "-p", strconv.Itoa(pinst.Port), "-U", postgres.AdminRole)
-		cmd.Env = append(cmd.Env, "PGPASSWORD="+string(pw), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
-		if err := daemon.OrDefault(run.Exec)(ctx, cmd); err != nil {
-			os.RemoveAll(dataDir) // a retry copies again into an absent directory
+		// Its statements leave no trace, and the checkpoint is not cut short by the project's
+		// statement_timeout (which applies to the admin's sessions too).
+		conn, err := s.adminConnWith(ctx, pinst, "postgres", copySessionSettings)
+		if err != nil {
 			return fmt.Errorf("copy project %s: %w", parent.ID, err)
 		}
-		// The copy is not the project's: its server archives nothing and is no standby.
-		for _, f := range []string{"standby.signal", "recovery.signal", "postmaster.opts"} {
-			os.Remove(dataDir + "/" + f)
+		st, err := s.pgInstance(dp, pinst).OnlineCopy(ctx, conn, dataDir, postgres.CopyOptions{Label: "appliance preview " + prv.ID, Writeback: true})
+		if err != nil {
+			return fmt.Errorf("copy project %s: %w", parent.ID, err)
 		}
+		steps.part("init.start_backup", st.Start)
+		steps.part("init.copy", st.Copy)
+		steps.part("init.stop_backup", st.Stop)
+		steps.part("init.wal", st.WAL)
 		return nil
 	}
 	return fill, string(pw), nil
 }
+
+// copySessionSettings are the startup parameters of the session an online copy runs on.
+var copySessionSettings = func() map[string]string {
+	m := map[string]string{"statement_timeout": "0"}
+	for k, v := range untrackedSettings {
+		m[k] = v
+	}
+	return m
+}()
 
 // adoptClone connects to a clone that still has its parent's admin password and gives it its own, and its
 // second login a new random password (the project's is not the preview's). A retry finds it done.

@@ -172,7 +172,7 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	}
 	var parentAdminPW string // a clone's cluster starts with its parent's admin password
 	if prj.PreviewMode == PreviewClone {
-		if opts.Fill, parentAdminPW, err = s.cloneFill(dp, run, prj); err != nil {
+		if opts.Fill, parentAdminPW, err = s.cloneFill(dp, run, prj, steps); err != nil {
 			return nil, err
 		}
 	}
@@ -866,6 +866,9 @@ type stepTimer struct {
 }
 
 func newStepTimer() *stepTimer { return &stepTimer{last: time.Now(), ms: map[string]int64{}} }
+
+// part records a part of the step under way, measured by its caller.
+func (t *stepTimer) part(name string, d time.Duration) { t.ms[name] = d.Milliseconds() }
 
 func (t *stepTimer) done(step string) {
 	now := time.Now()

@@ -166,6 +166,17 @@ func (u *OSUser) ChownOne(path string) error {
 	return nil
 }
 
+// ChownFile gives the open file f to the user (fchown: no path is looked up again).
+func (u *OSUser) ChownFile(f *os.File) error {
+	if !u.switchTo {
+		return nil
+	}
+	if err := f.Chown(int(u.UID), int(u.GID)); err != nil {
+		return fmt.Errorf("chown %s to %s: %w", f.Name(), u.Name, err)
+	}
+	return nil
+}
+
 // WriteFile atomically and durably replaces path with data, owned by the user with mode.
 func (u *OSUser) WriteFile(path string, data []byte, mode os.FileMode) error {
 	tmp := path + ".tmp"
