@@ -529,9 +529,13 @@ func (s *Service) cloneFill(dp *DataPlane, run *scheduler.Run, prv *store.Projec
 	return fill, string(pw), nil
 }
 
+// CopySessionName is the application_name of the session a clone's online copy runs on (its backup and
+// its temporary replication slot end with it).
+const CopySessionName = "appliance online copy"
+
 // copySessionSettings are the startup parameters of the session an online copy runs on.
 var copySessionSettings = func() map[string]string {
-	m := map[string]string{"statement_timeout": "0"}
+	m := map[string]string{"statement_timeout": "0", "application_name": CopySessionName}
 	for k, v := range untrackedSettings {
 		m[k] = v
 	}

@@ -1,7 +1,14 @@
 package appliance_test
 
 import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,5 +233,166 @@ func TestPreviewAsOfAPastTime(t *testing.T) {
 	runJob(t, e, rs, err)
 	if n := scalar[int64](t, connect(t, cc.Connections.DirectURL), "SELECT count(*) FROM events"); n != 20 {
 		t.Fatalf("after the reset: %d rows, want 20", n)
+	}
+}
+
+// TestCloneUnderWritesIsConsistent: a clone made while a writer commits without pause (a counter and a log
+// row in one transaction each time, with checkpoints in between) holds a state in which the two agree, no
+// older than the moment it was asked for, and is independent afterwards; the project is left with no
+// replication slot and no session of the copy. A clone whose copy fails (a symbolic link planted in the
+// project's data directory) fails with no data directory left, and the project runs on, as clean.
+func TestCloneUnderWritesIsConsistent(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "busy", "development")
+	pc, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := connect(t, pc.Connections.DirectURL)
+	if _, err := parent.Exec(t.Context(), `CREATE TABLE counter (id int PRIMARY KEY, n bigint NOT NULL);
+		INSERT INTO counter VALUES (1, 0);
+		CREATE TABLE log (n bigint PRIMARY KEY, pad text);
+		CREATE TABLE bulk AS SELECT g, repeat(md5(g::text), 10) AS pad FROM generate_series(1, 200000) g`); err != nil {
+		t.Fatal(err)
+	}
+	admin := func() *pgx.Conn {
+		conn, err := pgx.ConnectConfig(t.Context(), e.AdminConfig(t, prj.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		return conn
+	}
+	// checkClean waits until the project has no replication slot and no session of a copy.
+	checkClean := func() {
+		t.Helper()
+		conn := admin()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			slots := scalar[int64](t, conn, "SELECT count(*) FROM pg_replication_slots")
+			copies := scalar[int64](t, conn, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", appliance.CopySessionName)
+			if slots == 0 && copies == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the project keeps %d replication slots and %d sessions of a copy", slots, copies)
+			}
+		}
+	}
+
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	var committed atomic.Int64
+	wcfg, err := pgx.ParseConfig(pc.Connections.DirectURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Go(func() { // the writer: the counter and its log row, one transaction each time
+		conn, err := pgx.ConnectConfig(ctx, wcfg)
+		if err != nil {
+			errs <- err
+			return
+		}
+		defer conn.Close(context.Background())
+		for ctx.Err() == nil {
+			err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				var n int64
+				if err := tx.QueryRow(ctx, "UPDATE counter SET n = n + 1 WHERE id = 1 RETURNING n").Scan(&n); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, "INSERT INTO log VALUES ($1, repeat('x', 500))", n)
+				return err
+			})
+			if err != nil && ctx.Err() == nil {
+				errs <- err
+				return
+			}
+			if err == nil {
+				committed.Add(1)
+			}
+		}
+	})
+	checkpointer := admin()
+	wg.Go(func() { // checkpoints while the copy runs: the backup's own checkpoint must be where recovery starts
+		for ctx.Err() == nil {
+			if _, err := checkpointer.Exec(ctx, "CHECKPOINT"); err != nil && ctx.Err() == nil {
+				errs <- err
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	for committed.Load() < 50 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	asked := committed.Load()
+	res, err := e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "busy-clone"})
+	waitPreview(t, e, res, err)
+	during := committed.Load() - asked
+	stop()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("writer or checkpointer: %v", err)
+	}
+	total := committed.Load()
+
+	cc, err := e.Svc.PreviewConnections(t.Context(), p, res.Preview.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clone := connect(t, cc.Connections.DirectURL)
+	n := scalar[int64](t, clone, "SELECT n FROM counter")
+	var rows, first, last int64
+	if err := clone.QueryRow(t.Context(), "SELECT count(*), coalesce(min(n), 0), coalesce(max(n), 0) FROM log").Scan(&rows, &first, &last); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("writer: %d commits before the clone was asked for, %d while it was made, %d in all; the clone holds %d", asked, during, total, n)
+	if rows != n || last != n || (n > 0 && first != 1) {
+		t.Fatalf("the clone is not consistent: counter %d, log rows %d (from %d to %d)", n, rows, first, last)
+	}
+	if n < asked || n >= total {
+		t.Fatalf("the clone holds the counter at %d: want it between %d (when asked) and %d (the writer's last)", n, asked, total)
+	}
+	if scalar[int64](t, clone, "SELECT count(*) FROM bulk") != 200000 {
+		t.Fatal("the clone lacks rows of bulk")
+	}
+	// Independent afterwards.
+	if _, err := clone.Exec(t.Context(), "UPDATE counter SET n = -1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parent.Exec(t.Context(), "INSERT INTO log VALUES (-2, 'project only')"); err != nil {
+		t.Fatal(err)
+	}
+	if got := scalar[int64](t, parent, "SELECT n FROM counter"); got != total {
+		t.Fatalf("the project's counter is %d, want %d", got, total)
+	}
+	if scalar[int64](t, clone, "SELECT count(*) FROM log WHERE n = -2") != 0 {
+		t.Fatal("the clone sees the project's later write")
+	}
+	checkClean()
+
+	// A copy that fails (a symbolic link in the data directory is refused, after the backup started).
+	link := filepath.Join(instanceOf(t, e, prj).Dir, "pgdata", "base", "elsewhere")
+	if err := os.Symlink("/etc", link); err != nil {
+		t.Fatal(err)
+	}
+	bad, err := e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "refused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, bad.Job.ID); j.State != scheduler.StateFailed || !strings.Contains(j.Error, "symbolic link") {
+		t.Fatalf("a clone of a data directory with a symbolic link: %s %s", j.State, j.Error)
+	}
+	os.Remove(link)
+	if got := e.Project(t, bad.Preview.ID); got.State != appliance.ProjectFailed {
+		t.Fatalf("the failed clone is %s", got.State)
+	} else if _, err := os.Stat(filepath.Join(e.Dir, "instances", got.PrimaryInstanceID, "pgdata")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the failed clone left its data directory: %v", err)
+	}
+	checkClean()
+	if got := scalar[int64](t, parent, "SELECT count(*) FROM log WHERE n = -2"); got != 1 {
+		t.Fatal("the project lost a write")
 	}
 }
