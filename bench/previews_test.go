@@ -20,6 +20,7 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -113,26 +114,9 @@ func BenchmarkPreviewEmpty(b *testing.B) {
 // turn (the order rotates) a clone preview (POST → first SELECT 1), `cp -a` of the project's data
 // directory, and a hand-run `pg_basebackup -X stream` of it, both as the instances' OS user.
 func BenchmarkPreviewClone(b *testing.B) {
-	mb, rounds := envInt(b, "BENCH_CLONE_MB", 1024), envInt(b, "BENCH_ROUNDS", 3)
-	e, p, prj := previewEnv(b, 0, "free")
+	rounds := envInt(b, "BENCH_ROUNDS", 3)
+	e, p, prj, inst, size := cloneSource(b)
 	ctx := b.Context()
-	c, err := e.Svc.ProjectConnections(ctx, p, prj.ID)
-	if err != nil {
-		b.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, c.Connections.DirectURL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	// ~1 KB rows: mb MB of table.
-	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE fill AS SELECT g, repeat(md5(g::text), 30) AS pad FROM generate_series(1, %d) g", mb*1000)); err != nil {
-		b.Fatal(err)
-	}
-	var size int64
-	conn.QueryRow(ctx, "SELECT pg_database_size(current_database())").Scan(&size)
-	conn.Close(context.Background())
-	var inst *store.Instance
-	e.DB.View(func(tx *store.Tx) (err error) { inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID); return err })
 	user, err := daemon.DefaultOSUser()
 	if err != nil {
 		b.Fatal(err)
@@ -188,6 +172,122 @@ func BenchmarkPreviewClone(b *testing.B) {
 		size>>20, rounds, med("preview").Seconds(), med("cp -a").Seconds(), med("pg_basebackup").Seconds(), float64(med("preview"))/float64(faster))
 	for _, k := range kinds {
 		b.Logf("%s: %s", k, joinMS(got[k]))
+	}
+}
+
+// cloneSource is an appliance with a data plane and one free-plan project holding BENCH_CLONE_MB (1024)
+// MB of table (~1 KB rows), its instance and its database's size.
+func cloneSource(b *testing.B) (*appliancetest.Env, *appliance.Principal, *store.Project, *store.Instance, int64) {
+	b.Helper()
+	mb := envInt(b, "BENCH_CLONE_MB", 1024)
+	e, p, prj := previewEnv(b, 0, "free")
+	ctx := b.Context()
+	c, err := e.Svc.ProjectConnections(ctx, p, prj.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, c.Connections.DirectURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE fill AS SELECT g, repeat(md5(g::text), 30) AS pad FROM generate_series(1, %d) g", mb*1000)); err != nil {
+		b.Fatal(err)
+	}
+	var size int64
+	if err := conn.QueryRow(ctx, "SELECT pg_database_size(current_database())").Scan(&size); err != nil {
+		b.Fatal(err)
+	}
+	var inst *store.Instance
+	if err := e.DB.View(func(tx *store.Tx) (err error) { inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID); return err }); err != nil {
+		b.Fatal(err)
+	}
+	return e, p, prj, inst, size
+}
+
+// BenchmarkOnlineCopy: a clone's copy and first start without the job around them. For each number of
+// workers in BENCH_COPY_WORKERS (1,2,4), with and without early writeback (BENCH_COPY_WRITEBACK: "on",
+// "off" or "both", the default), BENCH_ROUNDS (3) rounds of postgres.Instance.OnlineCopy of the
+// project's running server (cloneSource) into a new instance directory, then that instance's start (its
+// recovery, PostgreSQL's sync of the copy first), then its removal. BENCH_COPY_CONF, when set, is appended
+// to each copy's postgresql.auto.conf before its start (e.g. "fsync = off" to see what the sync costs).
+func BenchmarkOnlineCopy(b *testing.B) {
+	rounds := envInt(b, "BENCH_ROUNDS", 3)
+	workers := envInts(b, "BENCH_COPY_WORKERS", []int{1, 2, 4})
+	writeback := map[string][]bool{"on": {true}, "off": {false}, "both": {false, true}, "": {false, true}}[os.Getenv("BENCH_COPY_WRITEBACK")]
+	if writeback == nil {
+		b.Fatalf("BENCH_COPY_WRITEBACK=%q: want on, off or both", os.Getenv("BENCH_COPY_WRITEBACK"))
+	}
+	conf := os.Getenv("BENCH_COPY_CONF")
+	e, _, _, inst, size := cloneSource(b)
+	ctx := b.Context()
+	user, err := daemon.DefaultOSUser()
+	if err != nil {
+		b.Fatal(err)
+	}
+	admin, err := e.Box.Open(inst.AdminPassword)
+	if err != nil {
+		b.Fatal(err)
+	}
+	certPEM, keyPEM, err := e.CA.Issue("127.0.0.1", "localhost")
+	if err != nil {
+		b.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(e.CA.CertPath())
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := &postgres.Instance{ID: inst.ID, Dir: inst.Dir, Port: inst.Port, Bin: e.Bin, User: user}
+	scratch := appliancetest.TraversableTempDir(b)
+	b.Logf("project of %d MB; %d rounds each; copy, start and both in ms per round", size>>20, rounds)
+	for _, wb := range writeback {
+		for _, w := range workers {
+			var copies, starts, totals []time.Duration
+			for r := range rounds {
+				port, err := postgres.FreePort()
+				if err != nil {
+					b.Fatal(err)
+				}
+				cp := &postgres.Instance{ID: fmt.Sprintf("copy-%d-%t-%d", w, wb, r), Dir: filepath.Join(scratch, fmt.Sprintf("%d-%t-%d", w, wb, r)),
+					ListenHost: "127.0.0.1", Port: port, Bin: e.Bin, User: user}
+				if err := user.Mkdir(cp.Dir, 0o700); err != nil {
+					b.Fatal(err)
+				}
+				conn, err := src.ConnectWith(ctx, string(admin), "postgres", map[string]string{"statement_timeout": "0"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				t0 := time.Now()
+				if _, err := src.OnlineCopy(ctx, conn, cp.DataDir(), postgres.CopyOptions{Label: "bench", Workers: w, Writeback: wb}); err != nil {
+					b.Fatal(err)
+				}
+				copied := time.Since(t0)
+				if err := cp.WriteTLS(certPEM, keyPEM, caPEM); err != nil {
+					b.Fatal(err)
+				}
+				if err := cp.MarkInitialized(); err != nil {
+					b.Fatal(err)
+				}
+				if conf != "" {
+					f, err := os.OpenFile(filepath.Join(cp.DataDir(), "postgresql.auto.conf"), os.O_APPEND|os.O_WRONLY, 0)
+					if err != nil {
+						b.Fatal(err)
+					}
+					fmt.Fprintf(f, "\n%s\n", conf)
+					f.Close()
+				}
+				t1 := time.Now()
+				if err := cp.Start(ctx, nil); err != nil {
+					b.Fatal(err)
+				}
+				copies, starts, totals = append(copies, copied), append(starts, time.Since(t1)), append(totals, time.Since(t0))
+				if err := cp.Remove(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Logf("workers %d, writeback %t%s: median copy %.0f, start %.0f, both %.0f ms (copy %s; start %s)", w, wb,
+				map[bool]string{true: ", " + conf}[conf != ""], ms(median(copies)), ms(median(starts)), ms(median(totals)), joinMS(copies), joinMS(starts))
+		}
 	}
 }
 
