@@ -21,23 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// OnlineCopy is a base backup by PostgreSQL's low-level API ("Making a Base Backup Using the Low Level
-// API"), made by copying files on the filesystem rather than streaming them through the server as
-// pg_basebackup does:
-//
-//  1. on an admin session of the running instance, a temporary physical replication slot that reserves WAL
-//     at once (the WAL from the backup's start on stays in pg_wal until the session ends), then
-//     pg_backup_start(label, fast) — a fast checkpoint — on the same session, which stays open;
-//  2. the data directory copied file by file into a new directory, without what pg_basebackup leaves out
-//     (excludedDirContents, excludedFiles, temporary files and relations, the non-init forks of unlogged
-//     relations, pg_wal's contents) and without the server's log directory; pg_control last;
-//  3. pg_backup_stop(wait_for_archive => false): its label file becomes backup_label, and the WAL segments
-//     from the backup's start to its stop (and the timeline history files) are copied from pg_wal, each
-//     marked archived (archive_status/<segment>.done) as pg_basebackup -X does;
-//  4. the slot dropped and the session closed.
-//
-// Started, the copy recovers from the backup's checkpoint to its end (crash recovery: no recovery.signal)
-// and is then consistent: the instance's data as of pg_backup_stop.
+// CopyOptions tune OnlineCopy.
 type CopyOptions struct {
 	Label   string // the backup's label, in backup_label (one line)
 	Workers int    // files copied at once; 0 is DefaultCopyWorkers
@@ -47,8 +31,9 @@ type CopyOptions struct {
 	Writeback bool
 }
 
-// DefaultCopyWorkers is how many files OnlineCopy copies at once by default (measured in bench/README.md:
-// copy_file_range within the page cache is CPU work, and the machine the appliance targets has 2 cores).
+// DefaultCopyWorkers is how many files OnlineCopy copies at once by default. Copying within the page cache
+// and creating files are CPU work: on the 2-core machine the appliance targets, 2 workers copy a 1 GB
+// project in about 25 % less time than 1, and 4 no faster than 2 (bench/README.md, BenchmarkOnlineCopy).
 const DefaultCopyWorkers = 2
 
 // CopyStats says what an OnlineCopy copied and where its time went.
@@ -101,15 +86,32 @@ var (
 // the chunk's writeback started).
 const copyChunk = 16 << 20
 
-// OnlineCopy copies the running instance into dst, a directory that must not exist yet, as a base backup
-// (see CopyOptions). conn is an AdminRole session to the instance in no transaction, whose statements should
-// not time out (statement_timeout 0); OnlineCopy takes it over and closes it. The copy belongs to i.User:
-// directories mode 0700, files the mode of their source.
+// OnlineCopy copies the running instance into dst, a directory that must not exist yet, as a base backup by
+// PostgreSQL's low-level API ("Making a Base Backup Using the Low Level API"), copying files on the
+// filesystem rather than streaming them through the server as pg_basebackup does:
 //
-// Files that vanish while the copy runs are skipped (a dropped table or database: the WAL replayed when the
-// copy starts drops them too); a symbolic link anywhere in the data directory is refused, and so are
-// tablespaces (ErrTablespaces). On any failure, a cancelled ctx included, the backup is ended, the slot
-// dropped (both also end with the session), dst removed, and the instance is as it was.
+//  1. on conn, a temporary physical replication slot that reserves WAL at once (the WAL from the backup's
+//     start on stays in pg_wal while the session lasts), then pg_backup_start(label, fast) — a fast
+//     checkpoint — on the same session, which stays open;
+//  2. the data directory copied file by file (copy_file_range, opts.Workers at once), without what
+//     pg_basebackup leaves out (excludedDirContents, excludedFiles, excludedPrefixes, temporary relations,
+//     the forks of unlogged relations but their init fork, pg_wal's contents) and without the server's
+//     logs; pg_control last;
+//  3. pg_backup_stop(wait_for_archive => false): its label file becomes backup_label, and the WAL segments
+//     from the backup's start to its stop (and the timeline history files) are copied from pg_wal, each
+//     marked archived (archive_status/<segment>.done) as pg_basebackup -X does;
+//  4. the slot dropped and the session closed.
+//
+// Started, the copy recovers from the backup's checkpoint to its end (crash recovery: no recovery.signal)
+// and is then consistent: the instance's data as of pg_backup_stop.
+//
+// conn is an AdminRole session to the instance in no transaction, whose statements should not time out
+// (statement_timeout 0); OnlineCopy takes it over and closes it. The copy belongs to i.User: directories
+// mode 0700, files the mode of their source. Files that vanish while the copy runs are skipped (a dropped
+// table or database: the WAL replayed when the copy starts drops them too); a symbolic link anywhere in the
+// data directory (but pg_wal itself) is refused, and so are tablespaces (ErrTablespaces). On any failure, a
+// cancelled ctx included, the backup is ended, the slot dropped (both also end with the session), dst
+// removed, and the instance is as it was.
 func (i *Instance) OnlineCopy(ctx context.Context, conn *pgx.Conn, dst string, opts CopyOptions) (st CopyStats, err error) {
 	slot := fmt.Sprintf("appliance_copy_%d", conn.PgConn().PID())
 	major, _ := strconv.Atoi(strings.SplitN(conn.PgConn().ParameterStatus("server_version"), ".", 2)[0])
