@@ -177,7 +177,11 @@ func (i *Instance) OnlineCopy(ctx context.Context, conn *pgx.Conn, dst string, o
 	st.Start = time.Since(t0)
 
 	t0 = time.Now()
-	c := &copier{ctx: ctx, user: i.User, writeback: opts.Writeback}
+	c, err := newCopier(ctx, i.User, src, dst, opts.Writeback)
+	if err != nil {
+		return st, err
+	}
+	defer c.close()
 	files, err := c.plan(src, dst)
 	if err != nil {
 		return st, err
@@ -237,11 +241,15 @@ func backupStopSQL(major int) string {
 	return "SELECT lsn::text, labelfile, coalesce(spcmapfile, ''), pg_catalog.pg_walfile_name(lsn) FROM " + fn
 }
 
-// copier copies files into the copy: as the OS user, counting what it copied.
+// copier copies files into the copy: as the OS user, counting what it copied. It reads and writes through
+// roots (os.Root) of the source and the copy: the instance's OS user owns both trees and could swap a
+// directory for a symbolic link while the copy runs; no path the copier opens resolves outside them.
 type copier struct {
-	ctx       context.Context
-	user      interface{ ChownFile(*os.File) error }
-	writeback bool
+	ctx            context.Context
+	user           interface{ ChownFile(*os.File) error }
+	writeback      bool
+	src, dst       *os.Root
+	srcDir, dstDir string
 
 	mu              sync.Mutex
 	files, segments int
@@ -253,13 +261,61 @@ type copyJob struct {
 	size     int64
 }
 
+func newCopier(ctx context.Context, user interface{ ChownFile(*os.File) error }, src, dst string, writeback bool) (*copier, error) {
+	sr, err := os.OpenRoot(src)
+	if err != nil {
+		return nil, err
+	}
+	dr, err := os.OpenRoot(dst)
+	if err != nil {
+		sr.Close()
+		return nil, err
+	}
+	return &copier{ctx: ctx, user: user, writeback: writeback, src: sr, dst: dr, srcDir: src, dstDir: dst}, nil
+}
+
+func (c *copier) close() {
+	c.src.Close()
+	c.dst.Close()
+}
+
+// within is path relative to dir, which it must be in.
+func within(dir, path string) (string, error) {
+	rel, err := filepath.Rel(dir, path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return "", fmt.Errorf("%s is outside %s", path, dir)
+	}
+	return rel, nil
+}
+
+// openIn opens path, which is in dir, through root.
+func (c *copier) openIn(root *os.Root, dir, path string, flag int, perm os.FileMode) (*os.File, error) {
+	rel, err := within(dir, path)
+	if err != nil {
+		return nil, err
+	}
+	return root.OpenFile(rel, flag, perm)
+}
+
+// readDir lists a directory of the source, by name.
+func (c *copier) readDir(path string) ([]os.DirEntry, error) {
+	f, err := c.openIn(c.src, c.srcDir, path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	slices.SortFunc(entries, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
+}
+
 // plan walks the source data directory, makes the copy's directories and lists the files to copy (largest
 // first, so that the workers end together).
 func (c *copier) plan(src, dst string) ([]copyJob, error) {
 	var jobs []copyJob
 	var walk func(rel string) error
 	walk = func(rel string) error {
-		entries, err := os.ReadDir(filepath.Join(src, rel))
+		entries, err := c.readDir(filepath.Join(src, rel))
 		if err != nil {
 			if rel != "" && errors.Is(err, fs.ErrNotExist) { // a database dropped meanwhile
 				return nil
@@ -280,7 +336,7 @@ func (c *copier) plan(src, dst string) ([]copyJob, error) {
 			if skipped(rel, name, names, relationDir) || r == filepath.Join("global", "pg_control") {
 				continue
 			}
-			fi, err := os.Lstat(filepath.Join(src, r))
+			fi, err := c.src.Lstat(r)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			} else if err != nil {
@@ -294,7 +350,7 @@ func (c *copier) plan(src, dst string) ([]copyJob, error) {
 				if err := c.mkdir(filepath.Join(dst, r, "archive_status")); err != nil {
 					return err
 				}
-				if fi, err := os.Stat(filepath.Join(src, r, "summaries")); err == nil && fi.IsDir() { // PostgreSQL 17
+				if fi, err := c.src.Stat(filepath.Join(r, "summaries")); err == nil && fi.IsDir() { // PostgreSQL 17
 					if err := c.mkdir(filepath.Join(dst, r, "summaries")); err != nil {
 						return err
 					}
@@ -390,7 +446,7 @@ func (c *copier) copyFile(src, dst string, missingOK bool) error {
 // copyFileCtx copies src to dst (which must not exist) with copy_file_range, in chunks; a src that does not
 // exist is skipped when missingOK. dst gets src's mode and the OS user.
 func (c *copier) copyFileCtx(ctx context.Context, src, dst string, missingOK bool) error {
-	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	in, err := c.openIn(c.src, c.srcDir, src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		if missingOK && errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -405,7 +461,7 @@ func (c *copier) copyFileCtx(ctx context.Context, src, dst string, missingOK boo
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file", src)
 	}
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, fi.Mode().Perm())
+	out, err := c.openIn(c.dst, c.dstDir, dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, fi.Mode().Perm())
 	if err != nil {
 		return err
 	}
@@ -451,10 +507,14 @@ func (c *copier) fill(ctx context.Context, out, in *os.File) (int64, error) {
 
 // mkdir makes dir, mode 0700, the OS user's.
 func (c *copier) mkdir(dir string) error {
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	rel, err := within(c.dstDir, dir)
+	if err != nil {
 		return err
 	}
-	f, err := os.Open(dir)
+	if err := c.dst.Mkdir(rel, 0o700); err != nil {
+		return err
+	}
+	f, err := c.dst.Open(rel)
 	if err != nil {
 		return err
 	}
@@ -464,7 +524,7 @@ func (c *copier) mkdir(dir string) error {
 
 // writeFile writes a new file of the copy, mode 0600, the OS user's.
 func (c *copier) writeFile(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	f, err := c.openIn(c.dst, c.dstDir, path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}
@@ -481,7 +541,7 @@ func (c *copier) writeFile(path string, data []byte) error {
 // copyWAL copies the WAL segments from start to stop (file names; the slot kept them in pg_wal) and every
 // timeline history file, each marked archived, as pg_basebackup -X does.
 func (c *copier) copyWAL(srcWAL, dstWAL, start, stop string, segSize int64) error {
-	entries, err := os.ReadDir(srcWAL)
+	entries, err := c.readDir(srcWAL)
 	if err != nil {
 		return err
 	}
@@ -517,7 +577,11 @@ func (c *copier) copyWAL(srcWAL, dstWAL, start, stop string, segSize int64) erro
 			return err
 		}
 		if walSegment.MatchString(name) {
-			fi, err := os.Stat(filepath.Join(dstWAL, name))
+			rel, err := within(c.dstDir, filepath.Join(dstWAL, name))
+			if err != nil {
+				return err
+			}
+			fi, err := c.dst.Stat(rel)
 			if err != nil {
 				return err
 			}

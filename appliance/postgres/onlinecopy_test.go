@@ -297,7 +297,11 @@ func TestCopyToleratesVanishedFiles(t *testing.T) {
 	if err := os.Mkdir(dst, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	c := &copier{ctx: t.Context(), user: user}
+	c, err := newCopier(t.Context(), user, src, dst, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
 	jobs, err := c.plan(src, dst)
 	if err != nil {
 		t.Fatal(err)
@@ -314,5 +318,63 @@ func TestCopyToleratesVanishedFiles(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dst, "base/1/101")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the vanished file: %v", err)
+	}
+}
+
+// TestCopyStaysInItsTrees: a directory of the source or of the copy swapped for a symbolic link while the
+// copy runs (the instances' OS user owns both trees) makes the copy fail; it neither reads nor writes
+// through the link.
+func TestCopyStaysInItsTrees(t *testing.T) {
+	t.Parallel()
+	user, err := daemon.DefaultOSUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "100"), []byte("a secret of another tree"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "copy")
+	for _, f := range []string{"base/1/100", "base/2/100"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(src, f)), 0o700)
+		if err := os.WriteFile(filepath.Join(src, f), []byte("data"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c, err := newCopier(t.Context(), user, src, dst, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	jobs, err := c.plan(src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After the walk: the source's base/1 now leads outside, and the copy's base/2 too.
+	if err := os.RemoveAll(filepath.Join(src, "base/1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(src, "base/1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dst, "base/2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dst, "base/2")); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if err := c.copyFile(j.src, j.dst, false); err == nil {
+			t.Errorf("copied %s to %s through a symbolic link", j.src, j.dst)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(outside, "100")); err != nil || string(b) != "a secret of another tree" {
+		t.Errorf("the file outside: %q, %v", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "base/1/100")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the copy holds the file read through the link: %v", err)
 	}
 }
