@@ -117,14 +117,7 @@ func BenchmarkPreviewClone(b *testing.B) {
 	rounds := envInt(b, "BENCH_ROUNDS", 3)
 	e, p, prj, inst, size := cloneSource(b)
 	ctx := b.Context()
-	user, err := daemon.DefaultOSUser()
-	if err != nil {
-		b.Fatal(err)
-	}
-	admin, err := e.Box.Open(inst.AdminPassword)
-	if err != nil {
-		b.Fatal(err)
-	}
+	user, admin := sourceAccess(b, e, inst)
 	scratch := appliancetest.TraversableTempDir(b)
 	if err := user.Chown(scratch); err != nil { // the copies are made as the instances' user
 		b.Fatal(err)
@@ -177,6 +170,20 @@ func BenchmarkPreviewClone(b *testing.B) {
 
 // cloneSource is an appliance with a data plane and one free-plan project holding BENCH_CLONE_MB (1024)
 // MB of table (~1 KB rows), its instance and its database's size.
+// sourceAccess is what the hand-run references of a clone need: the instances' OS user and the admin password.
+func sourceAccess(b *testing.B, e *appliancetest.Env, inst *store.Instance) (*daemon.OSUser, []byte) {
+	b.Helper()
+	user, err := daemon.DefaultOSUser()
+	if err != nil {
+		b.Fatal(err)
+	}
+	admin, err := e.Box.Open(inst.AdminPassword)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return user, admin
+}
+
 func cloneSource(b *testing.B) (*appliancetest.Env, *appliance.Principal, *store.Project, *store.Instance, int64) {
 	b.Helper()
 	mb := envInt(b, "BENCH_CLONE_MB", 1024)
@@ -221,14 +228,7 @@ func BenchmarkOnlineCopy(b *testing.B) {
 	conf := os.Getenv("BENCH_COPY_CONF")
 	e, _, _, inst, size := cloneSource(b)
 	ctx := b.Context()
-	user, err := daemon.DefaultOSUser()
-	if err != nil {
-		b.Fatal(err)
-	}
-	admin, err := e.Box.Open(inst.AdminPassword)
-	if err != nil {
-		b.Fatal(err)
-	}
+	user, admin := sourceAccess(b, e, inst)
 	certPEM, keyPEM, err := e.CA.Issue("127.0.0.1", "localhost")
 	if err != nil {
 		b.Fatal(err)

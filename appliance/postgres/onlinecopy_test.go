@@ -283,29 +283,7 @@ func TestOnlineCopyFailures(t *testing.T) {
 // TestCopyToleratesVanishedFiles: a file or directory removed between the listing and its copy is skipped.
 func TestCopyToleratesVanishedFiles(t *testing.T) {
 	t.Parallel()
-	user, err := daemon.DefaultOSUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "copy")
-	for _, f := range []string{"base/1/100", "base/1/101", "global/1260", "PG_VERSION"} {
-		os.MkdirAll(filepath.Dir(filepath.Join(src, f)), 0o700)
-		if err := os.WriteFile(filepath.Join(src, f), []byte(f), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Mkdir(dst, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	c, err := newCopier(t.Context(), user, src, dst, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.close()
-	jobs, err := c.plan(src, dst)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, src, dst, jobs := planned(t, "base/1/100", "base/1/101", "global/1260", "PG_VERSION")
 	if len(jobs) != 4 {
 		t.Fatalf("planned %d files, want 4", len(jobs))
 	}
@@ -326,33 +304,11 @@ func TestCopyToleratesVanishedFiles(t *testing.T) {
 // through the link.
 func TestCopyStaysInItsTrees(t *testing.T) {
 	t.Parallel()
-	user, err := daemon.DefaultOSUser()
-	if err != nil {
-		t.Fatal(err)
-	}
 	outside := t.TempDir()
 	if err := os.WriteFile(filepath.Join(outside, "100"), []byte("a secret of another tree"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "copy")
-	for _, f := range []string{"base/1/100", "base/2/100"} {
-		os.MkdirAll(filepath.Dir(filepath.Join(src, f)), 0o700)
-		if err := os.WriteFile(filepath.Join(src, f), []byte("data"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Mkdir(dst, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	c, err := newCopier(t.Context(), user, src, dst, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.close()
-	jobs, err := c.plan(src, dst)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, src, dst, jobs := planned(t, "base/1/100", "base/2/100")
 	// After the walk: the source's base/1 now leads outside, and the copy's base/2 too.
 	if err := os.RemoveAll(filepath.Join(src, "base/1")); err != nil {
 		t.Fatal(err)
@@ -377,4 +333,32 @@ func TestCopyStaysInItsTrees(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(dst, "base/1/100")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the copy holds the file read through the link: %v", err)
 	}
+}
+
+// planned makes a source directory holding files (each containing its name) and an empty copy directory,
+// and returns a copier between them (closed when the test ends) with its plan.
+func planned(t *testing.T, files ...string) (c *copier, src, dst string, jobs []copyJob) {
+	t.Helper()
+	user, err := daemon.DefaultOSUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, dst = t.TempDir(), filepath.Join(t.TempDir(), "copy")
+	for _, f := range files {
+		os.MkdirAll(filepath.Dir(filepath.Join(src, f)), 0o700)
+		if err := os.WriteFile(filepath.Join(src, f), []byte(f), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = newCopier(t.Context(), user, src, dst, false); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.close)
+	if jobs, err = c.plan(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	return c, src, dst, jobs
 }
