@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -659,19 +658,23 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 	for {
 		mu.Lock()
 		free := h.opts.Workers - f.total
-		snapshot := f.clone()
 		mu.Unlock()
 		if free > 0 {
 			var claimed []claim
 			var err error
-			lane.Background.Do(func() { claimed, err = s.claimDue(free, snapshot) })
+			lane.Background.Do(func() { // the lane, then mu: attempts' callbacks take mu outside the lane
+				mu.Lock()
+				defer mu.Unlock()
+				if claimed, err = s.claimDue(h.opts.Workers-f.total, f); err == nil {
+					for _, c := range claimed {
+						f.take(c.id, c.ep.ID)
+					}
+				}
+			})
 			if err != nil {
 				s.log.Error("webhooks: claim", "err", err)
 			}
 			for _, c := range claimed {
-				mu.Lock()
-				f.take(c.id, c.ep.ID)
-				mu.Unlock()
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -735,10 +738,6 @@ func (f *inFlight) unclaim(deliveryID string) {
 	if f.perEndpoint[ep]--; f.perEndpoint[ep] == 0 {
 		delete(f.perEndpoint, ep)
 	}
-}
-
-func (f *inFlight) clone() *inFlight {
-	return &inFlight{slots: maps.Clone(f.slots), total: f.total, claimed: maps.Clone(f.claimed), perEndpoint: maps.Clone(f.perEndpoint)}
 }
 
 type claim struct {

@@ -21,8 +21,10 @@ import (
 
 var dialer net.Dialer
 
+var testSecret = NewSecret()
+
 func message(url string) Message {
-	return Message{URL: url, ID: "msg_1", Time: time.Now(), Body: []byte(`{"type":"webhook.test"}`), Secrets: []string{NewSecret()}}
+	return Message{URL: url, ID: "msg_1", Time: time.Now(), Body: []byte(`{"type":"webhook.test"}`), Secrets: []string{testSecret}}
 }
 
 // countConns serves h and counts the connections it accepted.
@@ -47,8 +49,11 @@ func TestSenderKeepsConnections(t *testing.T) {
 	var mu sync.Mutex
 	srv, conns := countConns(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		if err := Verify(testSecret, r.Header, body, time.Now(), time.Minute); err != nil {
+			t.Errorf("the receiver cannot verify the request: %v", err)
+		}
 		mu.Lock()
-		got = append(got, r.Method+" "+r.URL.Path+" "+r.Header.Get("webhook-id")+" "+string(body))
+		got = append(got, r.Method+" "+r.URL.Path+" "+r.Header.Get("webhook-id")+" "+r.Header.Get("Content-Type")+" "+r.Host+" "+string(body))
 		mu.Unlock()
 		switch r.URL.Query().Get("answer") {
 		case "close":
@@ -82,7 +87,7 @@ func TestSenderKeepsConnections(t *testing.T) {
 		}
 		s.Close()
 	}
-	if !strings.HasPrefix(got[0], `POST /hook msg_1 {"type":"webhook.test"}`) {
+	if want := `POST /hook msg_1 application/json ` + strings.TrimPrefix(srv.URL, "http://") + ` {"type":"webhook.test"}`; got[0] != want {
 		t.Fatalf("received %q", got[0])
 	}
 }
