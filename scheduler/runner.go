@@ -342,7 +342,20 @@ func (r *Runner) claim() (*store.Job, error) {
 	if r.stopping {
 		return nil, nil
 	}
-	defer r.opts.Lane.Enter().Leave()
+	var claimed *store.Job
+	var err error
+	r.opts.Lane.Do(func() { claimed, err = r.claimDue() })
+	if err != nil || claimed == nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.inflight[claimed.ID] = claimed
+	r.mu.Unlock()
+	return claimed, nil
+}
+
+// claimDue is claim's work in the store (in the runner's lane).
+func (r *Runner) claimDue() (*store.Job, error) {
 	var due *store.Job
 	err := r.db.View(func(tx *store.Tx) (err error) {
 		due, err = nextDue(tx, time.Now().UTC())
@@ -367,13 +380,7 @@ func (r *Runner) claim() (*store.Job, error) {
 		claimed = j
 		return nil
 	})
-	if err != nil || claimed == nil {
-		return nil, err
-	}
-	r.mu.Lock()
-	r.inflight[claimed.ID] = claimed
-	r.mu.Unlock()
-	return claimed, nil
+	return claimed, err
 }
 
 // nextDue is, in tx, the oldest pending job due at now whose locked resource is free (nil when none). Jobs
@@ -521,27 +528,29 @@ func (r *Runner) releaseLogged(j *store.Job, log *slog.Logger) {
 // settle applies change to the stored job if it is still the claim j (running, same attempt and claim
 // time), stamping updated_at. It reports whether it applied.
 func (r *Runner) settle(j *store.Job, change func(cur *store.Job, now time.Time)) (bool, error) {
-	defer r.opts.Lane.Enter().Leave()
 	applied := false
-	err := r.db.Update(func(tx *store.Tx) error {
-		cur, err := store.Jobs.Get(tx, j.ID)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if !owns(cur, j) {
-			return nil
-		}
-		now := time.Now().UTC()
-		change(cur, now)
-		cur.UpdatedAt = now
-		applied = true
-		if err := store.Jobs.Put(tx, cur); err != nil {
-			return err
-		}
-		return r.ended(tx, cur)
+	var err error
+	r.opts.Lane.Do(func() {
+		err = r.db.Update(func(tx *store.Tx) error {
+			cur, err := store.Jobs.Get(tx, j.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if !owns(cur, j) {
+				return nil
+			}
+			now := time.Now().UTC()
+			change(cur, now)
+			cur.UpdatedAt = now
+			applied = true
+			if err := store.Jobs.Put(tx, cur); err != nil {
+				return err
+			}
+			return r.ended(tx, cur)
+		})
 	})
 	if err == nil && !applied {
 		r.log.Warn("job is no longer the claim its handler runs under (released by Stop?); change discarded", "job", j.ID)

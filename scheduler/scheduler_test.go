@@ -806,47 +806,47 @@ func TestDefaultBackoff(t *testing.T) {
 }
 
 // TestBookkeepingInTheLane: claiming a job and recording its end happen in the runner's lane (its handler
-// does not): while someone else holds a lane one wide, a due job is not claimed; a job whose handler runs
+// does not): while other work holds a lane one wide, a due job is not claimed; a job whose handler runs
 // does not keep others out of the lane; its end waits for the lane.
 func TestBookkeepingInTheLane(t *testing.T) {
 	t.Parallel()
 	ln := lane.New(1)
+	defer ln.Close()
+	hold := func() (release func()) { // other work in the lane until release
+		in, out := make(chan struct{}), make(chan struct{})
+		go ln.Do(func() { close(in); <-out })
+		<-in
+		var once sync.Once
+		return func() { once.Do(func() { close(out) }) }
+	}
 	r, db := setup(t, Options{Poll: 5 * time.Millisecond, Lane: ln})
 	inHandler, finish := make(chan struct{}), make(chan struct{})
+	var finishOnce sync.Once
 	r.Handle("step", func(ctx context.Context, run *Run) (any, error) {
 		close(inHandler)
 		<-finish
 		return nil, nil
 	})
 	start(t, r)
-	pass := ln.Enter()
-	held := true
+	release := hold()
 	defer func() { // a failure below must not leave the handler or the lane blocking the runner's stop
-		if held {
-			pass.Leave()
-		}
-		select {
-		case <-finish:
-		default:
-			close(finish)
-		}
+		release()
+		finishOnce.Do(func() { close(finish) })
 	}()
 	id := enqueue(t, db, r, &store.Job{Type: "step"})
 	time.Sleep(50 * time.Millisecond)
 	if j := getJob(t, db, id); j.State != StatePending {
 		t.Fatalf("claimed while the lane was held: %s", j.State)
 	}
-	pass.Leave()
-	held = false
+	release()
 	<-inHandler
 	ln.Do(func() {}) // the handler runs outside the lane
-	pass, held = ln.Enter(), true
-	close(finish)
+	release = hold()
+	finishOnce.Do(func() { close(finish) })
 	time.Sleep(50 * time.Millisecond)
 	if j := getJob(t, db, id); j.State != StateRunning {
 		t.Fatalf("its end was recorded while the lane was held: %s", j.State)
 	}
-	pass.Leave()
-	held = false
+	release()
 	wantState(t, waitFinal(t, db, id), StateCompleted, "", 1)
 }

@@ -18,10 +18,10 @@ import (
 )
 
 // Sender makes delivery attempts over HTTP/1.1 on connections of its own, kept alive per destination. An
-// attempt runs in its caller's goroutine alone (no transport goroutines), which holds the background lane
-// (package lane) while it signs, serializes and writes the request, and leaves it for everything that waits
-// on the network or the receiver: the dial and TLS handshake, the answer and reading it. A receiver, slow or
-// hostile, thus never holds the lane.
+// attempt runs in its caller's goroutine (no transport goroutines) but for the CPU work it gives to the
+// background lane (package lane): signing and serializing the request, and writing it. Everything that
+// waits on the network or the receiver stays out of the lane: the dial and TLS handshake, the answer and
+// reading it. A receiver, slow or hostile, thus never holds the lane.
 type Sender struct {
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	timeout time.Duration
@@ -66,20 +66,13 @@ func (s *Sender) Send(ctx context.Context, m Message) Result {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	pass, inLane := s.lane.Enter(), true
-	leave := func() {
-		if inLane {
-			inLane = false
-			pass.Leave()
-		}
-	}
-	defer leave()
 	done := func(r Result) Result { r.Duration = time.Since(start); return r }
 	u, err := CheckURL(m.URL)
 	if err != nil {
 		return done(Result{Err: err})
 	}
-	wire, err := request(u, m)
+	var wire []byte
+	s.lane.Do(func() { wire, err = request(u, m) })
 	if err != nil {
 		return done(Result{Err: err})
 	}
@@ -92,16 +85,13 @@ func (s *Sender) Send(ctx context.Context, m Message) Result {
 		}
 		if c == nil {
 			reused = false
-			leave()
 			if c, err = s.connect(ctx, u.Scheme, u.Hostname(), addr); err != nil {
 				return done(Result{Err: err})
 			}
-			pass, inLane = s.lane.Enter(), true
 		}
-		res, keep, answered := s.exchange(ctx, c, wire, leave)
+		res, keep, answered := s.exchange(ctx, c, wire)
 		if res.Err != nil && reused && !answered && ctx.Err() == nil {
 			c.Close()
-			pass, inLane = s.lane.Enter(), true // exchange left it
 			continue
 		}
 		if keep {
@@ -152,25 +142,25 @@ var post = &http.Request{Method: http.MethodPost}
 // readers are the answers' buffers, reused.
 var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
 
-// exchange writes the request on c and reads the answer. It is called in the lane and leaves it (leave)
-// before it waits. answered reports whether any byte of an answer came; keep, whether c may carry another
+// exchange writes the request on c (in the lane, when it is small enough to go without waiting) and reads
+// the answer (outside it). answered reports whether any byte of an answer came; keep, whether c may carry another
 // request (the whole answer read, nothing after it, no Connection: close).
-func (s *Sender) exchange(ctx context.Context, c net.Conn, wire []byte, leave func()) (res Result, keep, answered bool) {
+func (s *Sender) exchange(ctx context.Context, c net.Conn, wire []byte) (res Result, keep, answered bool) {
 	deadline, _ := ctx.Deadline()
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) }) // cancellation ends a wait
 	defer stop()
+	var err error
 	if len(wire) > laneWrite {
-		leave()
 		c.SetWriteDeadline(deadline)
+		_, err = c.Write(wire)
 	} else {
 		wd := time.Now().Add(laneWriteTimeout)
 		if deadline.Before(wd) {
 			wd = deadline
 		}
 		c.SetWriteDeadline(wd)
+		s.lane.Do(func() { _, err = c.Write(wire) })
 	}
-	_, err := c.Write(wire)
-	leave()
 	if err != nil {
 		return Result{Err: err}, false, false
 	}

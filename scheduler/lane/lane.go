@@ -1,24 +1,23 @@
 // Package lane keeps background work in a lane of its own, so that the API stays responsive while the
 // appliance works in the background (the job runner's bookkeeping, webhook deliveries):
 //
-//   - At most Width goroutines hold the lane at once (GOMAXPROCS-1, at least 1), which leaves a processor
-//     to the API. It matters because of how Go schedules network wake-ups: a processor polls the network
-//     only when it has nothing else to run (or when the runtime's monitor finds it unpolled for 10 ms), so
-//     background goroutines keeping every processor busy make an API request that arrived wait.
+//   - Lane work runs on the lane's own goroutines, Width of them (GOMAXPROCS-1, at least 1), each locked to
+//     an OS thread of its own whose priority is lowered (nice 10, on Linux). At most Width processors do
+//     background work at once, which leaves one to the API: it matters because Go polls the network only
+//     from a processor that has nothing else to run (or from its monitor after 10 ms). And when the API's
+//     threads wake on a machine whose cores are busy, the operating system runs them before the lane's.
 //   - While foreground work goes on (Foreground was called within ForegroundWindow), the lane is paced:
-//     whoever enters next first rests restFactor times as long as the lane was held since the last rest
-//     (at most maxRest), so background work takes at most about a third of one CPU. On a small machine
-//     the API's own threads then find a core free when they wake, instead of waiting for the operating
-//     system to preempt background work (bench/README.md, events and webhooks: a rest as long as the hold
-//     left the API's p99 during a webhook fan-out 1.6–2.0 times its quiet one, twice as long 1.4–1.6,
-//     three times no better).
+//     before each piece of work the lane rests restFactor times as long as it worked since its last rest
+//     (at most maxRest), so background work takes at most about a third of one CPU.
 //
-// A holder does CPU work and never waits for the network, a timer or another holder inside the lane; the
-// lane is entered outside store transactions and never twice by one goroutine.
+// Work given to the lane does CPU work and short waits for the disk (a store commit); it never waits for
+// the network, a timer or other lane work (the lane would stall), and it does not give work to the lane
+// itself.
 package lane
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -26,63 +25,76 @@ import (
 // ForegroundWindow is how long after foreground work the lane stays paced.
 const ForegroundWindow = 50 * time.Millisecond
 
-// restFactor is how much longer than the lane was held the next holder rests while the lane is paced.
+// restFactor is how much longer than it worked the lane rests while it is paced.
 const restFactor = 2
 
-// maxRest bounds one rest (a long hold, such as a commit that waited for the disk, is not paid back whole).
+// maxRest bounds one rest (a long piece of work, such as a commit that waited for the disk, is not paid
+// back whole).
 const maxRest = 5 * time.Millisecond
 
-// Lane admits at most its width of holders at once. A nil *Lane admits everyone at once, unpaced.
+// Lane runs work on its own threads, at most its width of pieces at once. A nil *Lane runs work in the
+// caller, unpaced.
 type Lane struct {
-	slots      chan struct{}
+	work       chan func()
+	width      int
 	foreground atomic.Int64 // when foreground work last happened (ns since epoch)
-	debt       atomic.Int64 // ns the lane was held while paced, not yet rested
+	debt       atomic.Int64 // ns the lane worked while paced, not yet rested
 	now        func() time.Time
+	closeOnce  sync.Once
 }
 
-// New returns a lane of width holders (at least 1).
+// New returns a lane of width threads (at least 1).
 func New(width int) *Lane {
-	return &Lane{slots: make(chan struct{}, max(1, width)), now: time.Now}
+	l := &Lane{work: make(chan func()), width: max(1, width), now: time.Now}
+	for range l.width {
+		go l.run()
+	}
+	return l
 }
 
 // Background is the lane of the process's background work: GOMAXPROCS-1 wide (1 on one or two CPUs).
 var Background = New(runtime.GOMAXPROCS(0) - 1)
 
-// Pass is a place in the lane; Leave gives it back.
-type Pass struct {
-	l     *Lane
-	since time.Time
-}
-
-// Enter waits for a place in the lane (and, while paced, rests first).
-func (l *Lane) Enter() Pass {
-	if l == nil {
-		return Pass{}
-	}
-	l.slots <- struct{}{}
-	if l.paced() {
-		if d := time.Duration(l.debt.Swap(0)); d > 0 {
-			time.Sleep(min(restFactor*d, maxRest))
+// run is one of the lane's goroutines: on a thread of its own (never unlocked: a thread whose priority was
+// lowered is not handed to other goroutines; it ends with the goroutine).
+func (l *Lane) run() {
+	runtime.LockOSThread()
+	lowerThreadPriority()
+	for fn := range l.work {
+		if l.paced() {
+			if d := time.Duration(l.debt.Swap(0)); d > 0 {
+				time.Sleep(min(restFactor*d, maxRest))
+			}
+		}
+		start := l.now()
+		fn()
+		if l.paced() {
+			l.debt.Add(int64(l.now().Sub(start)))
 		}
 	}
-	return Pass{l, l.now()}
 }
 
-// Leave gives the place back.
-func (p Pass) Leave() {
-	if p.l == nil {
+// Do runs fn in the lane and returns when it has; a panic in fn is raised again in the caller.
+func (l *Lane) Do(fn func()) {
+	if l == nil {
+		fn()
 		return
 	}
-	if p.l.paced() {
-		p.l.debt.Add(int64(p.l.now().Sub(p.since)))
+	done := make(chan any, 1)
+	l.work <- func() {
+		defer func() { done <- recover() }()
+		fn()
 	}
-	<-p.l.slots
+	if p := <-done; p != nil {
+		panic(p)
+	}
 }
 
-// Do runs fn in the lane.
-func (l *Lane) Do(fn func()) {
-	defer l.Enter().Leave()
-	fn()
+// Close ends the lane's goroutines and threads (a lane made by a test); Do must not be called after.
+func (l *Lane) Close() {
+	if l != nil {
+		l.closeOnce.Do(func() { close(l.work) })
+	}
 }
 
 // Foreground records foreground work (an API request) now: the lane is paced for ForegroundWindow.
@@ -96,10 +108,10 @@ func (l *Lane) paced() bool {
 	return l.now().UnixNano()-l.foreground.Load() < int64(ForegroundWindow)
 }
 
-// Width is how many may hold the lane at once (0 for a nil lane: any number).
+// Width is how many pieces of work the lane runs at once (0 for a nil lane: any number).
 func (l *Lane) Width() int {
 	if l == nil {
 		return 0
 	}
-	return cap(l.slots)
+	return l.width
 }
