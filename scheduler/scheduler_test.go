@@ -811,7 +811,7 @@ func TestDefaultBackoff(t *testing.T) {
 func TestBookkeepingInTheLane(t *testing.T) {
 	t.Parallel()
 	ln := lane.New(1)
-	defer ln.Close()
+	t.Cleanup(ln.Close) // after the runner's stop (cleanups run last first)
 	hold := func() (release func()) { // other work in the lane until release
 		in, out := make(chan struct{}), make(chan struct{})
 		go ln.Do(func() { close(in); <-out })
