@@ -393,6 +393,7 @@ func TestWebhookEndpointInput(t *testing.T) {
 		{appliance.CreateWebhookEndpointRequest{URL: "/relative"}, "absolute http:// or https:// URL"},
 		{appliance.CreateWebhookEndpointRequest{URL: "ftp://example.com/"}, "absolute http:// or https:// URL"},
 		{appliance.CreateWebhookEndpointRequest{URL: "https://user:pw@example.com/"}, "credentials"},
+		{appliance.CreateWebhookEndpointRequest{URL: "https://bücher.example/hook"}, "xn-- form"},
 		{appliance.CreateWebhookEndpointRequest{URL: ""}, "url is required"},
 		{appliance.CreateWebhookEndpointRequest{URL: "http://127.0.0.1:9/", Description: "a\nb"}, "control characters"},
 	} {

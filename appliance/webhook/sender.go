@@ -143,8 +143,8 @@ var post = &http.Request{Method: http.MethodPost}
 var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
 
 // exchange writes the request on c (in the lane, when it is small enough to go without waiting) and reads
-// the answer (outside it). answered reports whether any byte of an answer came; keep, whether c may carry another
-// request (the whole answer read, nothing after it, no Connection: close).
+// the answer (outside it). answered reports whether any byte of an answer came; keep, whether c may carry
+// another request (the whole answer read, nothing after it, no Connection: close).
 func (s *Sender) exchange(ctx context.Context, c net.Conn, wire []byte) (res Result, keep, answered bool) {
 	deadline, _ := ctx.Deadline()
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) }) // cancellation ends a wait

@@ -55,6 +55,11 @@ func CheckURL(raw string) (*url.URL, error) {
 	if u.User != nil {
 		return nil, errors.New("url must not carry credentials (the signature authenticates deliveries)")
 	}
+	for _, r := range u.Host {
+		if r >= 0x80 {
+			return nil, errors.New("url host must be ASCII (write an internationalized name in its xn-- form)")
+		}
+	}
 	if u.Fragment != "" || strings.Contains(raw, "#") {
 		return nil, errors.New("url must not have a fragment")
 	}
