@@ -812,7 +812,8 @@ func TestBookkeepingInTheLane(t *testing.T) {
 	t.Parallel()
 	ln := lane.New(1)
 	t.Cleanup(ln.Close) // after the runner's stop (cleanups run last first)
-	hold := func() (release func()) { // other work in the lane until release
+	// hold keeps other work in the lane until release.
+	hold := func() (release func()) {
 		in, out := make(chan struct{}), make(chan struct{})
 		go ln.Do(func() { close(in); <-out })
 		<-in
