@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/theappliance/appliance/scheduler/lane"
 	"io"
 	"log/slog"
 	"net"
@@ -241,6 +242,7 @@ func (s *Server) serve(c *tls.Conn) {
 		if err != nil {
 			return
 		}
+		lane.Background.Foreground() // background work yields to requests (scheduler/lane)
 		buf = buf[:len(buf)+n]
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/theappliance/appliance/scheduler/lane"
 	"io"
 	"log/slog"
 	"net"
@@ -122,6 +123,7 @@ var noPool = map[string]bool{"select": true, "hello": true, "reset": true, "auth
 var subscribing = map[string]bool{"subscribe": true, "psubscribe": true, "ssubscribe": true, "monitor": true, "sync": true, "psync": true}
 
 func (s *REST) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	lane.Background.Foreground() // background work yields to requests (scheduler/lane)
 	token := ""
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
 		token = strings.TrimSpace(h[len("Bearer "):])

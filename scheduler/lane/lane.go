@@ -97,7 +97,8 @@ func (l *Lane) Close() {
 	}
 }
 
-// Foreground records foreground work (an API request) now: the lane is paced for ForegroundWindow.
+// Foreground records foreground work (an API request, a key-value command) now: the lane is paced for
+// ForegroundWindow.
 func (l *Lane) Foreground() {
 	if l != nil {
 		l.foreground.Store(l.now().UnixNano())
