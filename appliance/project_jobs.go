@@ -163,11 +163,8 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	}
 	opts := postgres.InitOptions{AdminPassword: string(adminPW), Settings: settings}
 	if !pgi.Initialized() { // a claimed spare has its certificate already
-		if opts.CertPEM, opts.KeyPEM, err = dp.CA.Issue(s.certHosts()...); err != nil {
-			return nil, fmt.Errorf("issue instance certificate: %w", err)
-		}
-		if opts.CAPEM, err = readFile(dp.CA.CertPath()); err != nil {
-			return nil, err
+		if opts.CertPEM, opts.KeyPEM, opts.CAPEM, err = dp.CA.InstanceTLS(s.certHosts()...); err != nil {
+			return nil, fmt.Errorf("instance certificate: %w", err)
 		}
 	}
 	var parentAdminPW string // a clone's cluster starts with its parent's admin password

@@ -145,11 +145,7 @@ func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) (err error) {
 	if err != nil {
 		return err
 	}
-	certPEM, keyPEM, err := dp.CA.Issue(s.certHosts()...)
-	if err != nil {
-		return err
-	}
-	caPEM, err := readFile(dp.CA.CertPath())
+	certPEM, keyPEM, caPEM, err := dp.CA.InstanceTLS(s.certHosts()...)
 	if err != nil {
 		return err
 	}

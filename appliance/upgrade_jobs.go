@@ -146,11 +146,7 @@ func (s *Service) newCluster(ctx context.Context, run *scheduler.Run, dp *DataPl
 	if err != nil {
 		return nil, err
 	}
-	certPEM, keyPEM, err := dp.CA.Issue(s.certHosts()...)
-	if err != nil {
-		return nil, err
-	}
-	caPEM, err := readFile(dp.CA.CertPath())
+	certPEM, keyPEM, caPEM, err := dp.CA.InstanceTLS(s.certHosts()...)
 	if err != nil {
 		return nil, err
 	}

@@ -229,11 +229,7 @@ func BenchmarkOnlineCopy(b *testing.B) {
 	e, _, _, inst, size := cloneSource(b)
 	ctx := b.Context()
 	user, admin := sourceAccess(b, e, inst)
-	certPEM, keyPEM, err := e.CA.Issue("127.0.0.1", "localhost")
-	if err != nil {
-		b.Fatal(err)
-	}
-	caPEM, err := os.ReadFile(e.CA.CertPath())
+	certPEM, keyPEM, caPEM, err := e.CA.InstanceTLS("127.0.0.1", "localhost")
 	if err != nil {
 		b.Fatal(err)
 	}

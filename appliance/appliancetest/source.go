@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -42,11 +41,7 @@ func (e *Env) StartSource(t testing.TB, walLevel string) *Source {
 	l.Close()
 	src := &Source{Inst: &postgres.Instance{ID: "source", Dir: filepath.Join(e.Dir, "source"), Port: port, Bin: bin, User: user},
 		adminPW: "source-admin-pw"}
-	certPEM, keyPEM, err := e.CA.Issue("localhost", "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	caPEM, err := os.ReadFile(e.CA.CertPath())
+	certPEM, keyPEM, caPEM, err := e.CA.InstanceTLS("localhost", "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}

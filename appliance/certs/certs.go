@@ -111,6 +111,18 @@ func writePEM(path, typ string, der []byte, mode os.FileMode) error {
 	return os.Rename(tmp, path)
 }
 
+// InstanceTLS is what a server this CA vouches for needs: a certificate for hosts with its key (Issue),
+// and the CA's own certificate, which the server hands to clients as the root to trust.
+func (ca *CA) InstanceTLS(hosts ...string) (certPEM, keyPEM, caPEM []byte, err error) {
+	if certPEM, keyPEM, err = ca.Issue(hosts...); err != nil {
+		return nil, nil, nil, fmt.Errorf("issue a certificate: %w", err)
+	}
+	if caPEM, err = os.ReadFile(ca.CertPath()); err != nil {
+		return nil, nil, nil, fmt.Errorf("read the CA certificate: %w", err)
+	}
+	return certPEM, keyPEM, caPEM, nil
+}
+
 // Issue makes a server certificate for hosts (DNS names or IPs), valid for a year.
 func (ca *CA) Issue(hosts ...string) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

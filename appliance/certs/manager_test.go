@@ -188,3 +188,33 @@ func TestManagerObtainsFromACME(t *testing.T) {
 		t.Fatalf("localhost beside the ACME domain: %v", err)
 	}
 }
+
+// TestInstanceTLS: the certificate is for the hosts asked, and the CA certificate that comes with it
+// verifies it.
+func TestInstanceTLS(t *testing.T) {
+	ca, err := certs.LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, caPEM, err := ca.InstanceTLS("127.0.0.1", "localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatal("the CA certificate does not parse")
+	}
+	for _, host := range []string{"127.0.0.1", "localhost"} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: host}); err != nil {
+			t.Errorf("%s: %v", host, err)
+		}
+	}
+}

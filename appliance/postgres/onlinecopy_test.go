@@ -96,11 +96,7 @@ func (s *copySource) checkLeftAlone(t *testing.T) {
 func startCopy(t *testing.T, b *bundle, dir string) *pgx.Conn {
 	t.Helper()
 	inst := &Instance{ID: "copy", Dir: dir, ListenHost: "127.0.0.1", Bin: b.bin, User: b.user, Port: freePort(t)}
-	certPEM, keyPEM, err := b.ca.Issue("127.0.0.1", "localhost")
-	if err != nil {
-		t.Fatal(err)
-	}
-	caPEM, err := os.ReadFile(b.ca.CertPath())
+	certPEM, keyPEM, caPEM, err := b.ca.InstanceTLS("127.0.0.1", "localhost")
 	if err != nil {
 		t.Fatal(err)
 	}

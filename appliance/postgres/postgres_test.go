@@ -77,11 +77,7 @@ func (b *bundle) newInstance(t *testing.T, name string, s Settings) *Instance {
 	t.Helper()
 	ctx := context.Background()
 	inst := &Instance{ID: name, Dir: filepath.Join(b.root, name), ListenHost: "127.0.0.1", Bin: b.bin, User: b.user, Port: freePort(t)}
-	certPEM, keyPEM, err := b.ca.Issue("127.0.0.1", "localhost")
-	if err != nil {
-		t.Fatal(err)
-	}
-	caPEM, err := os.ReadFile(b.ca.CertPath())
+	certPEM, keyPEM, caPEM, err := b.ca.InstanceTLS("127.0.0.1", "localhost")
 	if err != nil {
 		t.Fatal(err)
 	}

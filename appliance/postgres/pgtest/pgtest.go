@@ -65,11 +65,7 @@ func Start(t testing.TB, settings postgres.Settings) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	certPEM, keyPEM, err := ca.Issue("127.0.0.1", "localhost")
-	if err != nil {
-		t.Fatal(err)
-	}
-	caPEM, err := os.ReadFile(ca.CertPath())
+	certPEM, keyPEM, caPEM, err := ca.InstanceTLS("127.0.0.1", "localhost")
 	if err != nil {
 		t.Fatal(err)
 	}
