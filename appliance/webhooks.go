@@ -646,8 +646,7 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 	if err := s.releaseClaims(); err != nil {
 		s.log.Error("webhooks: release claims", "err", err)
 	}
-	var mu sync.Mutex
-	f := &inFlight{slots: map[string]int{}, claimed: map[string]string{}, perEndpoint: map[string]int{}}
+	f := &inFlight{slots: map[string]int{}, claimed: map[string]bool{}}
 	recorderDone, stopRecorder := make(chan struct{}), make(chan struct{})
 	go func() { defer close(recorderDone); s.recordOutcomes(stopRecorder) }()
 	var wg sync.WaitGroup
@@ -656,16 +655,16 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 	tick := time.NewTicker(h.opts.Poll)
 	defer tick.Stop()
 	for {
-		mu.Lock()
-		free := h.opts.Workers - f.total
-		mu.Unlock()
+		f.Lock()
+		free := h.opts.Workers - f.busy()
+		f.Unlock()
 		if free > 0 {
 			var claimed []claim
 			var err error
-			lane.Background.Do(func() { // the lane, then mu: attempts' callbacks take mu outside the lane
-				mu.Lock()
-				defer mu.Unlock()
-				if claimed, err = s.claimDue(h.opts.Workers-f.total, f); err == nil {
+			lane.Background.Do(func() { // the lane, then f's lock: attempts' callbacks take it outside the lane
+				f.Lock()
+				defer f.Unlock()
+				if claimed, err = s.claimDue(h.opts.Workers-f.busy(), f); err == nil {
 					for _, c := range claimed {
 						f.take(c.id, c.ep.ID)
 					}
@@ -681,17 +680,17 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 					// The slot is free once the receiver answered; the delivery stays claimed until its
 					// outcome is recorded (it is due in the store until then).
 					s.attempt(ctx, c, func() {
-						mu.Lock()
+						f.Lock()
 						f.freeSlot(c.ep.ID)
-						mu.Unlock()
+						f.Unlock()
 						select {
 						case freed <- struct{}{}:
 						default:
 						}
 					}, func() {
-						mu.Lock()
-						f.unclaim(c.id)
-						mu.Unlock()
+						f.Lock()
+						delete(f.claimed, c.id)
+						f.Unlock()
 					})
 				}()
 			}
@@ -706,37 +705,32 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 	}
 }
 
-// inFlight is what RunWebhooks has under way: worker slots taken (by endpoint, and in all), and the
-// deliveries claimed (by ID, with their endpoint) from their claim until their outcome is recorded.
+// inFlight is what RunWebhooks has under way, under its lock: the worker slots taken, by endpoint, and
+// the deliveries claimed, from their claim until their outcome is recorded (a slot is free once the
+// receiver answered, before that).
 type inFlight struct {
-	slots       map[string]int
-	total       int
-	claimed     map[string]string
-	perEndpoint map[string]int // claimed deliveries by endpoint
+	sync.Mutex
+	slots   map[string]int
+	claimed map[string]bool
+}
+
+// busy is the number of slots taken.
+func (f *inFlight) busy() int {
+	n := 0
+	for _, k := range f.slots {
+		n += k
+	}
+	return n
 }
 
 func (f *inFlight) take(deliveryID, endpointID string) {
 	f.slots[endpointID]++
-	f.total++
-	f.claimed[deliveryID] = endpointID
-	f.perEndpoint[endpointID]++
+	f.claimed[deliveryID] = true
 }
 
 func (f *inFlight) freeSlot(endpointID string) {
 	if f.slots[endpointID]--; f.slots[endpointID] == 0 {
 		delete(f.slots, endpointID)
-	}
-	f.total--
-}
-
-func (f *inFlight) unclaim(deliveryID string) {
-	ep, ok := f.claimed[deliveryID]
-	if !ok {
-		return
-	}
-	delete(f.claimed, deliveryID)
-	if f.perEndpoint[ep]--; f.perEndpoint[ep] == 0 {
-		delete(f.perEndpoint, ep)
 	}
 }
 
@@ -782,7 +776,7 @@ func (s *Service) claimDue(free int, f *inFlight) ([]claim, error) {
 			}
 			// Claimed deliveries may still be due (their outcome is being recorded): they are passed over.
 			err := store.WebhookDeliveries.Scan(tx, store.WebhookDeliveriesDue, ep.ID+" ", ep.ID+" "+due, func(id string) (bool, error) {
-				if _, held := f.claimed[id]; held {
+				if f.claimed[id] {
 					return true, nil
 				}
 				body, err := payloadOf(tx, id)
