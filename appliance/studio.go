@@ -490,96 +490,49 @@ func (s *Service) DeleteRows(ctx context.Context, p *Principal, projectID, schem
 }
 
 // studioLog writes the console's history entries and the studio's audit events after the answer, many per
-// transaction: a run does not wait for a disk sync. A reader of either flushes it first; a crash can lose
-// the entries of the last moments (docs/api-decisions.md "Studio").
+// transaction (a batchWriter lingering 5 ms after an entry for others to share its commit: a commit's
+// fdatasync costs about as much CPU as tens of entries' encoding): a run does not wait for a disk sync. A
+// reader of either flushes it first; a crash can lose the entries of the last moments
+// (docs/api-decisions.md "Studio").
 type studioLog struct {
 	once sync.Once
-	ch   chan studioEntry
+	w    *batchWriter[studioEntry]
 }
 
 type studioEntry struct {
 	history *store.SQLHistoryEntry
 	audit   *store.AuditEvent
-	flushed chan struct{} // a flush marker: closed once everything sent before it is written
 }
 
 // studioRecord queues a history entry (may be nil) and an audit event of action.
 func (s *Service) studioRecord(p *Principal, h *store.SQLHistoryEntry, action string, prj *store.Project, metadata map[string]any) {
 	kind, id := p.Actor()
 	md, _ := json.Marshal(metadata)
-	s.studioQueue() <- studioEntry{history: h, audit: &store.AuditEvent{ID: ids.New("aud"), Action: action, ActorKind: kind, ActorID: id,
-		OrganizationID: prj.OrganizationID, ProjectID: prj.ID, Metadata: md, CreatedAt: s.now()}}
+	s.studioWriter().add(studioEntry{history: h, audit: &store.AuditEvent{ID: ids.New("aud"), Action: action, ActorKind: kind, ActorID: id,
+		OrganizationID: prj.OrganizationID, ProjectID: prj.ID, Metadata: md, CreatedAt: s.now()}})
 }
 
-func (s *Service) studioQueue() chan studioEntry {
+func (s *Service) studioWriter() *batchWriter[studioEntry] {
 	s.studio.log.once.Do(func() {
-		s.studio.log.ch = make(chan studioEntry, 4096)
-		go s.writeStudioLog(s.studio.log.ch)
-	})
-	return s.studio.log.ch
-}
-
-// FlushStudioLog waits until every history entry and audit event the studio queued before it is written.
-func (s *Service) FlushStudioLog(ctx context.Context) error {
-	done := make(chan struct{})
-	select {
-	case s.studioQueue() <- studioEntry{flushed: done}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// studioLogLinger is how long the writer waits after an entry for more to share its commit (a commit's
-// fdatasync costs about as much CPU as tens of entries' encoding); a flush marker ends the wait.
-const studioLogLinger = 5 * time.Millisecond
-
-func (s *Service) writeStudioLog(ch chan studioEntry) {
-	linger := time.NewTimer(studioLogLinger)
-	linger.Stop()
-	for first := range ch {
-		batch := []studioEntry{first}
-		linger.Reset(studioLogLinger)
-	more:
-		for len(batch) < 512 && batch[len(batch)-1].flushed == nil {
-			select {
-			case e := <-ch:
-				batch = append(batch, e)
-			case <-linger.C:
-				break more
-			}
-		}
-		linger.Stop()
-		err := s.db.Update(func(tx *store.Tx) error {
-			for _, e := range batch {
+		s.studio.log.w = newBatchWriter(s.db, nil, 512, studioLogLinger, 4096, s.log, "the studio's history and audit entries",
+			func(tx *store.Tx, e studioEntry) error {
 				if e.history != nil {
 					if err := store.SQLHistory.Put(tx, e.history); err != nil {
 						return err
 					}
 				}
-				if e.audit != nil {
-					if err := store.AuditEvents.Put(tx, e.audit); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			s.log.Error("write the studio's history and audit entries", "entries", len(batch), "err", err)
-		}
-		for _, e := range batch {
-			if e.flushed != nil {
-				close(e.flushed)
-			}
-		}
-	}
+				return store.AuditEvents.Put(tx, e.audit)
+			})
+		go s.studio.log.w.run()
+	})
+	return s.studio.log.w
 }
+
+// FlushStudioLog waits until every history entry and audit event the studio queued before it is written.
+func (s *Service) FlushStudioLog(ctx context.Context) error { return s.studioWriter().flush(ctx) }
+
+// studioLogLinger is how long the writer waits after an entry for more to share its commit.
+const studioLogLinger = 5 * time.Millisecond
 
 // pruneSQLHistory deletes history entries older than HistoryRetention and, per project, all but the newest
 // HistoryKeep.

@@ -60,14 +60,14 @@ type webhooks struct {
 	opts   WebhookOptions
 	sender *webhook.Sender
 	kick   chan struct{}
-	// outcomes carries attempts' results to the recorder (recordOutcomes).
-	outcomes chan outcome
+	// recorder writes attempts' outcomes while RunWebhooks runs.
+	recorder *batchWriter[outcome]
 	turn     int // which endpoint claims first next (RunWebhooks' goroutine only)
 	running  atomic.Bool
 }
 
 func newWebhooks(o WebhookOptions, pol *outbound.Policy) *webhooks {
-	return &webhooks{opts: o, sender: webhook.NewSender(pol.DialContext, o.Timeout, lane.Background), kick: make(chan struct{}, 1), outcomes: make(chan outcome)}
+	return &webhooks{opts: o, sender: webhook.NewSender(pol.DialContext, o.Timeout, lane.Background), kick: make(chan struct{}, 1)}
 }
 
 // SetWebhookOptions replaces the delivery options (before RunWebhooks).
@@ -647,10 +647,13 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 		s.log.Error("webhooks: release claims", "err", err)
 	}
 	f := &inFlight{slots: map[string]int{}, claimed: map[string]bool{}}
-	recorderDone, stopRecorder := make(chan struct{}), make(chan struct{})
-	go func() { defer close(recorderDone); s.recordOutcomes(stopRecorder) }()
+	// Outcomes that arrive together share a commit, in the background lane.
+	h.recorder = newBatchWriter(s.db, lane.Background, 256, 0, 0, s.log, "webhook attempt outcomes",
+		func(tx *store.Tx, o outcome) error { return s.applyAttempt(tx, o.id, o.res, s.now()) })
+	recorderDone := make(chan struct{})
+	go func() { defer close(recorderDone); h.recorder.run() }()
 	var wg sync.WaitGroup
-	defer func() { wg.Wait(); close(stopRecorder); <-recorderDone }() // attempts record before the recorder ends
+	defer func() { wg.Wait(); h.recorder.close(); <-recorderDone }() // attempts record before the recorder ends
 	freed := make(chan struct{}, 1)
 	tick := time.NewTicker(h.opts.Poll)
 	defer tick.Stop()
@@ -873,67 +876,16 @@ func (s *Service) attemptError(res webhook.Result) string {
 	return ""
 }
 
-// outcome is an attempt's result on its way to the store; recorded receives how that went.
+// outcome is an attempt's result on its way to the store.
 type outcome struct {
-	id       string
-	res      webhook.Result
-	recorded chan error
+	id  string
+	res webhook.Result
 }
 
 // recordAttempt hands an attempt's outcome to the recorder and waits until it is stored.
 func (s *Service) recordAttempt(deliveryID string, res webhook.Result) error {
 	s.webhookAttemptMetric(res.OK(), res.Duration)
-	o := outcome{deliveryID, res, make(chan error, 1)}
-	s.hooks.outcomes <- o
-	return <-o.recorded
-}
-
-// recordOutcomes stores attempts' outcomes until stop is closed: the ones waiting when a write begins share
-// its transaction (one commit, in the background lane); when that transaction fails, each is written on its
-// own, so one bad outcome does not lose the others.
-func (s *Service) recordOutcomes(stop <-chan struct{}) {
-	in := s.hooks.outcomes
-	for {
-		var batch []outcome
-		select {
-		case o := <-in:
-			batch = append(batch, o)
-		case <-stop:
-			return
-		}
-	gather:
-		for len(batch) < 256 {
-			select {
-			case o := <-in:
-				batch = append(batch, o)
-			default:
-				break gather
-			}
-		}
-		write := func(part []outcome) (err error) {
-			lane.Background.Do(func() {
-				now := s.now()
-				err = s.db.Update(func(tx *store.Tx) error {
-					for _, o := range part {
-						if err := s.applyAttempt(tx, o.id, o.res, now); err != nil {
-							return err
-						}
-					}
-					return nil
-				})
-			})
-			return err
-		}
-		if err := write(batch); err == nil || len(batch) == 1 {
-			for _, o := range batch {
-				o.recorded <- err
-			}
-			continue
-		}
-		for _, o := range batch {
-			o.recorded <- write([]outcome{o})
-		}
-	}
+	return s.hooks.recorder.write(outcome{deliveryID, res})
 }
 
 // applyAttempt stores an attempt's outcome in tx: delivered, or the next try by the schedule (or the

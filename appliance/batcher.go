@@ -1,0 +1,150 @@
+package appliance
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/theappliance/appliance/scheduler/lane"
+	"github.com/theappliance/appliance/store"
+)
+
+// batchWriter writes the items many goroutines hand it in shared store transactions, from one goroutine
+// (run): it takes what is waiting (at most max; after the first item it waits up to linger for more, and a
+// flush ends the wait), writes the lot in one transaction — in ln, unless ln is nil — and tells each
+// sender that waits how it went. When the shared transaction fails, each item is written on its own, so one
+// bad item does not lose the others. The studio's history and audit log and the webhook attempts'
+// outcomes are written by one each.
+type batchWriter[T any] struct {
+	db     *store.DB
+	ln     *lane.Lane
+	max    int
+	linger time.Duration
+	apply  func(tx *store.Tx, item T) error
+	log    *slog.Logger // failures nobody waits for are logged
+	what   string
+	ch     chan batchItem[T]
+}
+
+type batchItem[T any] struct {
+	item  T
+	flush bool       // no item: a marker answered once everything handed over before it is written
+	done  chan error // nil: nobody waits
+}
+
+func newBatchWriter[T any](db *store.DB, ln *lane.Lane, max int, linger time.Duration, queue int, log *slog.Logger, what string,
+	apply func(tx *store.Tx, item T) error) *batchWriter[T] {
+	return &batchWriter[T]{db: db, ln: ln, max: max, linger: linger, apply: apply, log: log, what: what, ch: make(chan batchItem[T], queue)}
+}
+
+// add hands item over without waiting for it to be written.
+func (w *batchWriter[T]) add(item T) { w.ch <- batchItem[T]{item: item} }
+
+// write hands item over and waits until it is written.
+func (w *batchWriter[T]) write(item T) error {
+	done := make(chan error, 1)
+	w.ch <- batchItem[T]{item: item, done: done}
+	return <-done
+}
+
+// flush waits until everything handed over before it is written.
+func (w *batchWriter[T]) flush(ctx context.Context) error {
+	done := make(chan error, 1)
+	select {
+	case w.ch <- batchItem[T]{flush: true, done: done}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// close ends run once what was handed over is written; nothing may be handed over after.
+func (w *batchWriter[T]) close() { close(w.ch) }
+
+// run writes until close.
+func (w *batchWriter[T]) run() {
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	for first := range w.ch {
+		batch := []batchItem[T]{first}
+		if w.linger > 0 {
+			linger.Reset(w.linger)
+		}
+	gather:
+		for len(batch) < w.max && !batch[len(batch)-1].flush {
+			var it batchItem[T]
+			var ok bool
+			if w.linger > 0 {
+				select {
+				case it, ok = <-w.ch:
+				case <-linger.C:
+				}
+			} else {
+				select {
+				case it, ok = <-w.ch:
+				default:
+				}
+			}
+			if !ok {
+				break gather
+			}
+			batch = append(batch, it)
+		}
+		linger.Stop()
+		w.commit(batch)
+	}
+}
+
+// commit writes the batch's items, together, or each alone when together failed, and answers them.
+func (w *batchWriter[T]) commit(batch []batchItem[T]) {
+	var items []*batchItem[T]
+	for i := range batch {
+		if !batch[i].flush {
+			items = append(items, &batch[i])
+		}
+	}
+	errs := make([]error, len(items))
+	if err := w.tx(items); err != nil {
+		if len(items) == 1 {
+			errs[0] = err
+		} else {
+			for i, it := range items {
+				errs[i] = w.tx([]*batchItem[T]{it})
+			}
+		}
+	}
+	for i, it := range items {
+		if it.done != nil {
+			it.done <- errs[i]
+		} else if errs[i] != nil {
+			w.log.Error("write "+w.what, "err", errs[i])
+		}
+	}
+	for _, it := range batch {
+		if it.flush {
+			it.done <- nil
+		}
+	}
+}
+
+func (w *batchWriter[T]) tx(items []*batchItem[T]) (err error) {
+	if len(items) == 0 {
+		return nil
+	}
+	w.ln.Do(func() {
+		err = w.db.Update(func(tx *store.Tx) error {
+			for _, it := range items {
+				if err := w.apply(tx, it.item); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	return err
+}
