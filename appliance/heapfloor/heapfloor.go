@@ -1,0 +1,68 @@
+// Package heapfloor gives the Go garbage collector a floor under its heap goal. With GOGC's proportional
+// rule alone, a process whose live heap is small (the appliance's is a few MB) collects after every few
+// MB it allocates: during a burst of background work (a webhook fan-out) that is a collection every few
+// milliseconds, and each one takes a processor from the API for its marking and stops the world twice.
+// With a floor, the heap may grow to the floor before a collection; above it, GOGC's rule applies as
+// before. The cost is memory: at most the floor, which a server running PostgreSQL instances can spare.
+package heapfloor
+
+import (
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+)
+
+// Default is the floor the appliance runs with.
+const Default = 64 << 20
+
+var (
+	mu      sync.Mutex
+	floor   uint64
+	percent int // the GOGC the process started with (GOGC's environment variable, or 100)
+	started bool
+)
+
+// Set makes floor bytes the least heap goal from the next collection on (0 turns the floor off). It
+// does nothing when collection is off (GOGC=off). The goal is recomputed after every collection from the
+// live heap: GOGC is set so that the goal is max(floor, live × (1 + GOGC/100)).
+func Set(bytes uint64) {
+	mu.Lock()
+	defer mu.Unlock()
+	if !started {
+		percent = debug.SetGCPercent(100)
+		debug.SetGCPercent(percent)
+		if percent < 0 {
+			return
+		}
+		started = true
+		arm()
+	}
+	floor = bytes
+	adjust()
+}
+
+// arm runs adjust after the next collection: a finalizer runs once its object was found unreachable,
+// which takes a completed collection; it arms itself again.
+func arm() {
+	s := new([16]byte) // not tiny-allocated (a finalizer on a tiny object may never run)
+	runtime.SetFinalizer(s, func(*[16]byte) {
+		mu.Lock()
+		adjust()
+		mu.Unlock()
+		arm()
+	})
+}
+
+var sample = []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+
+// adjust sets GOGC for the live heap now; mu is held.
+func adjust() {
+	metrics.Read(sample)
+	live := max(sample[0].Value.Uint64(), 1<<20)
+	p := percent
+	if floor > live {
+		p = max(p, int(floor*100/live)-100)
+	}
+	debug.SetGCPercent(p)
+}

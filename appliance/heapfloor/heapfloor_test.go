@@ -1,0 +1,66 @@
+package heapfloor
+
+import (
+	"runtime"
+	"runtime/metrics"
+	"testing"
+	"time"
+)
+
+var sink []byte
+
+// collections allocates total bytes in 4 KiB pieces, none kept, and returns how many collections ran.
+func collections(total int) uint32 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.NumGC
+	for range total / 4096 {
+		sink = make([]byte, 4096)
+	}
+	runtime.ReadMemStats(&ms)
+	return ms.NumGC - before
+}
+
+// gogc is the GOGC the runtime uses now.
+func gogc() uint64 {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// waitGOGC collects and waits until the finalizer set GOGC as ok wants it.
+func waitGOGC(t *testing.T, ok func(uint64) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(gogc()); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC stayed %d", gogc())
+		}
+		runtime.GC()
+	}
+}
+
+// TestFloor: with a floor of 256 MiB the small heap of a test is collected at most once while 64 MiB are
+// allocated, without it (the default GOGC on the same heap) many times; and the floor follows the live
+// heap after each collection.
+func TestFloor(t *testing.T) {
+	Set(256 << 20)
+	waitGOGC(t, func(p uint64) bool { return p > 1000 })
+	if n := collections(64 << 20); n > 1 {
+		t.Errorf("with a 256 MiB floor: %d collections while allocating 64 MiB, want at most 1", n)
+	}
+	Set(0)
+	waitGOGC(t, func(p uint64) bool { return p == 100 })
+	if n := collections(64 << 20); n < 4 {
+		t.Errorf("without a floor: %d collections while allocating 64 MiB, want several", n)
+	}
+	// The floor follows the live heap, collection after collection: a live heap of half the floor or more
+	// leaves GOGC's rule alone; once it is gone, the floor is back.
+	Set(96 << 20)
+	waitGOGC(t, func(p uint64) bool { return p > 1000 })
+	live := make([]byte, 64<<20)
+	waitGOGC(t, func(p uint64) bool { return p == 100 })
+	runtime.KeepAlive(live)
+	live = nil
+	waitGOGC(t, func(p uint64) bool { return p > 1000 })
+	Set(0)
+}
