@@ -25,7 +25,7 @@ var (
 
 // Set makes floor bytes the least heap goal from the next collection on (0 turns the floor off). It
 // does nothing when collection is off (GOGC=off). The goal is recomputed after every collection from the
-// live heap: GOGC is set so that the goal is max(floor, live × (1 + GOGC/100)).
+// live heap: GOGC is set so that the goal is the larger of floor and what the process's GOGC gives.
 func Set(bytes uint64) {
 	mu.Lock()
 	defer mu.Unlock()
@@ -54,15 +54,24 @@ func arm() {
 	})
 }
 
-var sample = []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+var sample = []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}
 
-// adjust sets GOGC for the live heap now; mu is held.
+// runtimeMinimum is the Go runtime's least heap goal at GOGC=100 (its defaultHeapMinimum), scaled by
+// GOGC/100 like the rest of the goal.
+const runtimeMinimum = 4 << 20
+
+// adjust sets GOGC for the live heap now; mu is held. The runtime's goal at GOGC=p is the larger of
+// runtimeMinimum × p/100 and live + (live + stacks + globals) × p/100; the least p (not below the
+// process's GOGC) whose goal reaches the floor is the smaller of the two that reach it.
 func adjust() {
 	metrics.Read(sample)
-	live := max(sample[0].Value.Uint64(), 1<<20)
+	live := sample[0].Value.Uint64()
+	scanned := max(live+sample[1].Value.Uint64()+sample[2].Value.Uint64(), 1)
 	p := percent
 	if floor > live {
-		p = max(p, int(floor*100/live)-100)
+		byMinimum := floor * 100 / runtimeMinimum
+		byLive := (floor - live) * 100 / scanned
+		p = max(p, int(min(byMinimum, byLive)))
 	}
 	debug.SetGCPercent(p)
 }

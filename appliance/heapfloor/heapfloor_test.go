@@ -21,6 +21,13 @@ func collections(total int) uint32 {
 	return ms.NumGC - before
 }
 
+// goal is the runtime's heap goal now.
+func goal() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
 // gogc is the GOGC the runtime uses now.
 func gogc() uint64 {
 	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
@@ -45,6 +52,9 @@ func waitGOGC(t *testing.T, ok func(uint64) bool) {
 func TestFloor(t *testing.T) {
 	Set(256 << 20)
 	waitGOGC(t, func(p uint64) bool { return p > 1000 })
+	if g := goal(); g < 240<<20 || g > 272<<20 {
+		t.Errorf("with a 256 MiB floor the heap goal is %d MiB", g>>20)
+	}
 	if n := collections(64 << 20); n > 1 {
 		t.Errorf("with a 256 MiB floor: %d collections while allocating 64 MiB, want at most 1", n)
 	}
