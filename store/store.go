@@ -178,15 +178,20 @@ func (t *Table[T]) Get(tx *Tx, id string) (*T, error) {
 	return &rec, nil
 }
 
-// Put inserts or replaces rec and keeps the indexes in step.
+// Put inserts or replaces rec and keeps the indexes in step. Index entries the old record had too are
+// left as they are: rewriting one would still copy its page in the transaction.
 func (t *Table[T]) Put(tx *Tx, rec *T) error {
 	id := t.id(rec)
 	if id == "" {
 		return fmt.Errorf("put %s: empty id", t.bucket)
 	}
 	tx.touch(t.n)
-	if err := t.unindex(tx, id); err != nil {
-		return err
+	var old *T
+	if len(t.indexes) > 0 {
+		var err error
+		if old, err = t.Get(tx, id); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
 	}
 	buf, err := json.Marshal(rec)
 	if err != nil {
@@ -197,9 +202,23 @@ func (t *Table[T]) Put(tx *Tx, rec *T) error {
 	}
 	for _, ix := range t.indexes {
 		b := tx.tx.Bucket(ix.bucket)
-		for _, k := range ix.keys(rec) {
-			if err := b.Put([]byte(k+sep+id), nil); err != nil {
-				return fmt.Errorf("index %s: %w", ix.bucket, err)
+		var was []string
+		if old != nil {
+			was = ix.keys(old)
+		}
+		now := ix.keys(rec)
+		for _, k := range was {
+			if !slices.Contains(now, k) {
+				if err := b.Delete([]byte(k + sep + id)); err != nil {
+					return fmt.Errorf("index %s: %w", ix.bucket, err)
+				}
+			}
+		}
+		for _, k := range now {
+			if !slices.Contains(was, k) {
+				if err := b.Put([]byte(k+sep+id), nil); err != nil {
+					return fmt.Errorf("index %s: %w", ix.bucket, err)
+				}
 			}
 		}
 	}

@@ -2,8 +2,10 @@ package store
 
 import (
 	"errors"
+	"reflect"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestVersion: a table's version moves once per committed transaction that put or deleted one of its
@@ -60,5 +62,71 @@ func TestVersion(t *testing.T) {
 	wg.Wait()
 	if got := Users.Version(db); got <= users || got > users+3 {
 		t.Fatalf("after three batched puts: version %d, want %d to %d", got, users+1, users+3)
+	}
+}
+
+// TestPutRewritesChangedIndexEntriesOnly: a Put files the record under its new keys and no longer under
+// keys it lost, and leaves entries it keeps untouched (no page of theirs is copied in the transaction).
+func TestPutRewritesChangedIndexEntriesOnly(t *testing.T) {
+	db := openTest(t)
+	due := time.Unix(1700000000, 0)
+	d := &WebhookDelivery{ID: "msg_1", EndpointID: "we_1", OrganizationID: "org_1", State: "pending", NextAttemptAt: &due}
+	entries := func() map[string][]string {
+		out := map[string][]string{}
+		db.View(func(tx *Tx) error {
+			for _, ix := range WebhookDeliveries.indexes {
+				tx.tx.Bucket(ix.bucket).ForEach(func(k, _ []byte) error {
+					out[string(ix.bucket)] = append(out[string(ix.bucket)], string(k))
+					return nil
+				})
+			}
+			return nil
+		})
+		return out
+	}
+	// put stores d and returns how many nodes the transaction materialized.
+	put := func() int {
+		var nodes int
+		if err := db.Update(func(tx *Tx) error {
+			if err := WebhookDeliveries.Put(tx, d); err != nil {
+				return err
+			}
+			st := tx.tx.Stats()
+			nodes = int(st.GetNodeCount())
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return nodes
+	}
+	put()
+	want := map[string][]string{
+		"webhook_deliveries.endpoint":     {"we_1\x00msg_1"},
+		"webhook_deliveries.organization": {"org_1\x00msg_1"},
+		"webhook_deliveries.due":          {"we_1 " + DueKey(due) + "\x00msg_1"},
+	}
+	if got := entries(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after the first put: %q, want %q", got, want)
+	}
+	d.LastError = "timeout" // no key changes
+	same := put()
+	if got := entries(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after a put keeping the keys: %q, want %q", got, want)
+	}
+	later := due.Add(time.Minute) // the due key changes
+	d.NextAttemptAt = &later
+	moved := put()
+	want["webhook_deliveries.due"] = []string{"we_1 " + DueKey(later) + "\x00msg_1"}
+	if got := entries(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after a put moving the due key: %q, want %q", got, want)
+	}
+	if same >= moved {
+		t.Errorf("a put keeping every index key materialized %d nodes, one changing a key %d: unchanged entries were rewritten", same, moved)
+	}
+	d.State, d.NextAttemptAt = "delivered", nil // the due entry goes
+	put()
+	delete(want, "webhook_deliveries.due")
+	if got := entries(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after a put leaving the due index: %q, want %q", got, want)
 	}
 }
