@@ -29,9 +29,11 @@ type Sender struct {
 	// TLS is the client configuration for https destinations (nil: the system's roots); tests set RootCAs.
 	TLS *tls.Config
 
-	mu     sync.Mutex
-	idle   map[string][]*idleConn
-	closed bool
+	mu      sync.Mutex
+	idle    map[string][]*idleConn
+	idleFor time.Duration // how long an idle connection is kept (idleTimeout; tests shorten it)
+	sweeper *time.Timer   // closes expired idle connections while there are any
+	closed  bool
 }
 
 type idleConn struct {
@@ -57,7 +59,7 @@ const (
 // NewSender returns a sender dialing through dial, giving each attempt timeout, doing its CPU work in ln
 // (nil: anywhere).
 func NewSender(dial func(ctx context.Context, network, addr string) (net.Conn, error), timeout time.Duration, ln *lane.Lane) *Sender {
-	return &Sender{dial: dial, timeout: timeout, lane: ln, idle: map[string][]*idleConn{}}
+	return &Sender{dial: dial, timeout: timeout, lane: ln, idle: map[string][]*idleConn{}, idleFor: idleTimeout}
 }
 
 // Send makes one attempt. A kept-alive connection that turns out closed by the receiver before any answer
@@ -220,7 +222,7 @@ func (s *Sender) take(key string) net.Conn {
 	for cs := s.idle[key]; len(cs) > 0; cs = s.idle[key] {
 		c := cs[len(cs)-1]
 		s.idle[key] = cs[:len(cs)-1]
-		if time.Since(c.since) < idleTimeout {
+		if time.Since(c.since) < s.idleFor {
 			return c.Conn
 		}
 		c.Close()
@@ -238,6 +240,42 @@ func (s *Sender) put(key string, c net.Conn) {
 		return
 	}
 	s.idle[key] = append(s.idle[key], &idleConn{c, time.Now()})
+	if s.sweeper == nil {
+		s.sweeper = time.AfterFunc(s.idleFor, s.sweep)
+	}
+}
+
+// sweep closes the idle connections that expired, whatever their destination (take looks at its own
+// only): a connection to an endpoint that gets no more deliveries, deleted or quiet, does not stay open.
+// It runs again while idle connections remain.
+func (s *Sender) sweep() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweeper = nil
+	if s.closed {
+		return
+	}
+	now := time.Now()
+	next := s.idleFor
+	for key, cs := range s.idle {
+		kept := cs[:0]
+		for _, c := range cs {
+			if left := s.idleFor - now.Sub(c.since); left > 0 {
+				kept = append(kept, c)
+				next = min(next, left)
+			} else {
+				c.Close()
+			}
+		}
+		if len(kept) == 0 {
+			delete(s.idle, key)
+		} else {
+			s.idle[key] = kept
+		}
+	}
+	if len(s.idle) > 0 {
+		s.sweeper = time.AfterFunc(next, s.sweep)
+	}
 }
 
 // Close drops the idle connections; later ones are closed after their attempt.
@@ -245,6 +283,9 @@ func (s *Sender) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
+	if s.sweeper != nil {
+		s.sweeper.Stop()
+	}
 	for key, cs := range s.idle {
 		for _, c := range cs {
 			c.Close()

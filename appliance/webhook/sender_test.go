@@ -217,3 +217,42 @@ func TestSenderLeavesTheLaneWhileWaiting(t *testing.T) {
 	}
 	ln.Do(func() {}) // and the lane is free
 }
+
+// TestSenderClosesExpiredIdleConnections: kept connections that no attempt takes again are closed once
+// they have been idle for the sender's idle time, whatever their destination; then nothing is left.
+func TestSenderClosesExpiredIdleConnections(t *testing.T) {
+	var closed atomic.Int64
+	serve := func() *httptest.Server {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+		srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+			if st == http.StateClosed {
+				closed.Add(1)
+			}
+		}
+		srv.Start()
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	a, b := serve(), serve()
+	s := NewSender(dialer.DialContext, 5*time.Second, nil)
+	s.idleFor = 100 * time.Millisecond
+	defer s.Close()
+	for _, u := range []string{a.URL, b.URL} {
+		if res := s.Send(t.Context(), message(u)); !res.OK() {
+			t.Fatalf("send: %+v", res)
+		}
+	}
+	if closed.Load() != 0 {
+		t.Fatal("a kept connection closed at once")
+	}
+	for deadline := time.Now().Add(5 * time.Second); closed.Load() < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the 2 idle connections closed after their idle time", closed.Load())
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.idle) != 0 || s.sweeper != nil {
+		t.Fatalf("after the sweep: %d destinations kept, sweeper %v", len(s.idle), s.sweeper != nil)
+	}
+}
