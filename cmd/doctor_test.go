@@ -121,6 +121,21 @@ func TestUpRefusesAnUntraversableDataDir(t *testing.T) {
 	}
 }
 
+// TestUpRefusesABadHeapFloor: --heap-floor-mb outside 0..1 TiB is refused before anything is set up.
+func TestUpRefusesABadHeapFloor(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"-1", "1048577"} {
+		cfg := upConfig(t, "--heap-floor-mb", v)
+		err := runUp(t.Context(), cfg, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "--heap-floor-mb: "+v+" is not between 0 and 1048576") {
+			t.Fatalf("--heap-floor-mb %s: %v", v, err)
+		}
+		if _, err := os.Stat(cfg.DataDir); !os.IsNotExist(err) {
+			t.Fatalf("--heap-floor-mb %s: the data directory was made (%v)", v, err)
+		}
+	}
+}
+
 // TestDoctorBesideARunningAppliance: while an appliance runs on the data directory (its store is open),
 // its listeners being in use is no failure.
 func TestDoctorBesideARunningAppliance(t *testing.T) {

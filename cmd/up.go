@@ -179,8 +179,8 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	if pol.Deny, err = outbound.ParsePrefixes(cfg.OutboundDeny); err != nil {
 		return fmt.Errorf("--outbound-deny: %w", err)
 	}
-	if cfg.HeapFloorMB < 0 {
-		return fmt.Errorf("--heap-floor-mb: %d is negative", cfg.HeapFloorMB)
+	if cfg.HeapFloorMB < 0 || cfg.HeapFloorMB > 1<<20 {
+		return fmt.Errorf("--heap-floor-mb: %d is not between 0 and 1048576 (1 TiB)", cfg.HeapFloorMB)
 	}
 	heapfloor.Set(uint64(cfg.HeapFloorMB) << 20)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))

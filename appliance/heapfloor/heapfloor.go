@@ -7,6 +7,7 @@
 package heapfloor
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -15,6 +16,9 @@ import (
 
 // Default is the floor the appliance runs with.
 const Default = 64 << 20
+
+// maxFloor bounds a floor (1 PiB: no heap gets there, and × 100 it still fits the arithmetic).
+const maxFloor = 1 << 50
 
 var (
 	mu      sync.Mutex
@@ -38,12 +42,13 @@ func Set(bytes uint64) {
 		started = true
 		arm()
 	}
-	floor = bytes
+	floor = min(bytes, maxFloor)
 	adjust()
 }
 
-// arm runs adjust after the next collection: a finalizer runs once its object was found unreachable,
-// which takes a completed collection; it arms itself again.
+// arm runs adjust after a coming collection: a finalizer runs once the collector found its object
+// unreachable and swept it, and arms the next one (when that happens during the following cycle's
+// marking, the next object survives that cycle and one collection goes by without an adjustment).
 func arm() {
 	s := new([16]byte) // not tiny-allocated (a finalizer on a tiny object may never run)
 	runtime.SetFinalizer(s, func(*[16]byte) {
@@ -54,7 +59,10 @@ func arm() {
 	})
 }
 
-var sample = []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}
+var (
+	sample     = []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}
+	goalSample = []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
+)
 
 // runtimeMinimum is the Go runtime's least heap goal at GOGC=100 (its defaultHeapMinimum), scaled by
 // GOGC/100 like the rest of the goal.
@@ -62,7 +70,9 @@ const runtimeMinimum = 4 << 20
 
 // adjust sets GOGC for the live heap now; mu is held. The runtime's goal at GOGC=p is the larger of
 // runtimeMinimum × p/100 and live + (live + stacks + globals) × p/100; the least p (not below the
-// process's GOGC) whose goal reaches the floor is the smaller of the two that reach it.
+// process's GOGC) whose goal reaches the floor is the smaller of the two that reach it. A runtime built
+// with a smaller minimum (GOEXPERIMENT=heapminimum512kib) falls short with the first: the goal is read
+// back, and the second, which reaches the floor whatever the minimum, is taken then.
 func adjust() {
 	metrics.Read(sample)
 	live := sample[0].Value.Uint64()
@@ -71,7 +81,16 @@ func adjust() {
 	if floor > live {
 		byMinimum := floor * 100 / runtimeMinimum
 		byLive := (floor - live) * 100 / scanned
-		p = max(p, int(min(byMinimum, byLive)))
+		p = max(p, clamp(min(byMinimum, byLive)))
+		debug.SetGCPercent(p)
+		if metrics.Read(goalSample); goalSample[0].Value.Uint64() >= floor || byLive <= byMinimum {
+			return
+		}
+		p = max(percent, clamp(byLive))
 	}
 	debug.SetGCPercent(p)
 }
+
+// clamp keeps a GOGC within what the runtime takes (it stores an int32; a larger value would wrap and
+// turn collection off).
+func clamp(p uint64) int { return int(min(p, math.MaxInt32)) }

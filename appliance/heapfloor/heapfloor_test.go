@@ -1,7 +1,9 @@
 package heapfloor
 
 import (
+	"math"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"testing"
 	"time"
@@ -50,6 +52,10 @@ func waitGOGC(t *testing.T, ok func(uint64) bool) {
 // allocated, without it (the default GOGC on the same heap) many times; and the floor follows the live
 // heap after each collection.
 func TestFloor(t *testing.T) {
+	if debug.SetMemoryLimit(-1) < 1<<30 {
+		t.Skip("GOMEMLIMIT below 1 GiB caps the heap goals this test checks")
+	}
+	debug.SetGCPercent(100) // the process's GOGC, whatever the environment says (Set reads it first)
 	Set(256 << 20)
 	waitGOGC(t, func(p uint64) bool { return p > 1000 })
 	if g := goal(); g < 240<<20 || g > 272<<20 {
@@ -72,5 +78,10 @@ func TestFloor(t *testing.T) {
 	runtime.KeepAlive(live)
 	live = nil
 	waitGOGC(t, func(p uint64) bool { return p > 1000 })
+	// A floor beyond any heap still leaves collection on (GOGC is an int32 in the runtime).
+	Set(1 << 62)
+	if p := gogc(); p > math.MaxInt32 {
+		t.Errorf("a huge floor set GOGC to %d", int64(p))
+	}
 	Set(0)
 }
