@@ -56,9 +56,19 @@ func Open(path string) (*DB, error) {
 		if err := meta.Put([]byte("schema_version"), []byte(fmt.Sprint(SchemaVersion))); err != nil {
 			return err
 		}
-		for _, name := range allBuckets() {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+		for _, name := range allBuckets() { // a table's bucket before its indexes'
+			if tx.Bucket(name) != nil {
+				continue
+			}
+			if _, err := tx.CreateBucket(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
+			}
+			// An index new to this store (added by a later version) files the records already there: Put
+			// only changes the entries a record gains or loses.
+			if fill := fillers[string(name)]; fill != nil {
+				if err := fill(tx); err != nil {
+					return fmt.Errorf("fill index %s: %w", name, err)
+				}
 			}
 		}
 		return nil
@@ -154,11 +164,36 @@ func newTable[T any](name string, id func(*T) string) *Table[T] {
 	return &Table[T]{n: len(registered) - 1, bucket: []byte(name), id: id}
 }
 
+// fillers file a table's records in one of its indexes, by the index's bucket name (made by the first
+// index: tables are package variables, which may be initialised before this one would be).
+var fillers map[string]func(*bolt.Tx) error
+
 func (t *Table[T]) index(name string, keys func(*T) []string) *Index[T] {
 	ix := &Index[T]{bucket: []byte(string(t.bucket) + "." + name), keys: keys}
 	registered = append(registered, ix.bucket)
 	t.indexes = append(t.indexes, ix)
+	if fillers == nil {
+		fillers = map[string]func(*bolt.Tx) error{}
+	}
+	fillers[string(ix.bucket)] = func(tx *bolt.Tx) error { return t.fill(tx, ix) }
 	return ix
+}
+
+// fill files every record of t in ix.
+func (t *Table[T]) fill(tx *bolt.Tx, ix *Index[T]) error {
+	b := tx.Bucket(ix.bucket)
+	return tx.Bucket(t.bucket).ForEach(func(id, v []byte) error {
+		var rec T
+		if err := json.Unmarshal(v, &rec); err != nil {
+			return fmt.Errorf("decode %s/%s: %w", t.bucket, id, err)
+		}
+		for _, k := range ix.keys(&rec) {
+			if err := b.Put([]byte(k+sep+string(id)), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func allBuckets() [][]byte { return registered }

@@ -2,10 +2,13 @@ package store
 
 import (
 	"errors"
+	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // TestVersion: a table's version moves once per committed transaction that put or deleted one of its
@@ -128,5 +131,47 @@ func TestPutRewritesChangedIndexEntriesOnly(t *testing.T) {
 	delete(want, "webhook_deliveries.due")
 	if got := entries(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after a put leaving the due index: %q, want %q", got, want)
+	}
+}
+
+// TestOpenFillsANewIndex: an index bucket missing from an existing store (an index a later version added)
+// is created and filed with the records already there when the store opens.
+func TestOpenFillsANewIndex(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "meta.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := time.Unix(1700000000, 0)
+	if err := db.Update(func(tx *Tx) error {
+		for _, id := range []string{"msg_1", "msg_2"} {
+			if err := WebhookDeliveries.Put(tx, &WebhookDelivery{ID: id, EndpointID: "we_1", State: "pending", NextAttemptAt: &due}); err != nil {
+				return err
+			}
+		}
+		return WebhookDeliveries.Put(tx, &WebhookDelivery{ID: "msg_3", EndpointID: "we_1", State: "delivered"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.bolt.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(WebhookDeliveriesDue.bucket) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if db, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var got []string
+	if err := db.View(func(tx *Tx) error {
+		ds, err := WebhookDeliveries.Range(tx, WebhookDeliveriesDue, "we_1 ", "we_1 "+DueKey(due.Add(time.Second)), 0)
+		for _, d := range ds {
+			got = append(got, d.ID)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, []string{"msg_1", "msg_2"}) {
+		t.Fatalf("due deliveries after the index was filled: %v, want msg_1 and msg_2", got)
 	}
 }
