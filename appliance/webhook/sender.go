@@ -216,7 +216,10 @@ func (s *Sender) connect(ctx context.Context, scheme, host, addr string) (net.Co
 }
 
 // take returns an idle connection to key (nil when there is none); put keeps one for the next attempt.
+// Connections are closed outside the lock (closing a TLS one writes to it).
 func (s *Sender) take(key string) net.Conn {
+	var expired []net.Conn
+	defer func() { closeAll(expired) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for cs := s.idle[key]; len(cs) > 0; cs = s.idle[key] {
@@ -225,7 +228,7 @@ func (s *Sender) take(key string) net.Conn {
 		if time.Since(c.since) < s.idleFor {
 			return c.Conn
 		}
-		c.Close()
+		expired = append(expired, c.Conn)
 	}
 	delete(s.idle, key)
 	return nil
@@ -234,8 +237,8 @@ func (s *Sender) take(key string) net.Conn {
 func (s *Sender) put(key string, c net.Conn) {
 	c.SetDeadline(time.Time{})
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed || len(s.idle[key]) >= idlePerHost {
+		s.mu.Unlock()
 		c.Close()
 		return
 	}
@@ -243,12 +246,15 @@ func (s *Sender) put(key string, c net.Conn) {
 	if s.sweeper == nil {
 		s.sweeper = time.AfterFunc(s.idleFor, s.sweep)
 	}
+	s.mu.Unlock()
 }
 
 // sweep closes the idle connections that expired, whatever their destination (take looks at its own
 // only): a connection to an endpoint that gets no more deliveries, deleted or quiet, does not stay open.
 // It runs again while idle connections remain.
 func (s *Sender) sweep() {
+	var expired []net.Conn
+	defer func() { closeAll(expired) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweeper = nil
@@ -264,7 +270,7 @@ func (s *Sender) sweep() {
 				kept = append(kept, c)
 				next = min(next, left)
 			} else {
-				c.Close()
+				expired = append(expired, c.Conn)
 			}
 		}
 		if len(kept) == 0 {
@@ -280,6 +286,8 @@ func (s *Sender) sweep() {
 
 // Close drops the idle connections; later ones are closed after their attempt.
 func (s *Sender) Close() {
+	var idle []net.Conn
+	defer func() { closeAll(idle) }()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
@@ -288,8 +296,14 @@ func (s *Sender) Close() {
 	}
 	for key, cs := range s.idle {
 		for _, c := range cs {
-			c.Close()
+			idle = append(idle, c.Conn)
 		}
 		delete(s.idle, key)
+	}
+}
+
+func closeAll(cs []net.Conn) {
+	for _, c := range cs {
+		c.Close()
 	}
 }

@@ -235,7 +235,7 @@ func TestSenderClosesExpiredIdleConnections(t *testing.T) {
 	}
 	a, b := serve(), serve()
 	s := NewSender(dialer.DialContext, 5*time.Second, nil)
-	s.idleFor = 100 * time.Millisecond
+	s.idleFor = time.Second
 	defer s.Close()
 	for _, u := range []string{a.URL, b.URL} {
 		if res := s.Send(t.Context(), message(u)); !res.OK() {
