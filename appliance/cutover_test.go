@@ -210,15 +210,22 @@ func TestFailedCutoverChangesNothing(t *testing.T) {
 	}
 }
 
-// seeded provisions a project, runs sql in it, and returns it with its connections and a connection.
-func seeded(t *testing.T, e *appliancetest.Env, p *appliance.Principal, name, sql string) (*store.Project, *appliance.ConnectionsResponse, *pgx.Conn) {
+// connected provisions a development project and returns it with its connections and a connection to
+// its direct URL.
+func connected(t *testing.T, e *appliancetest.Env, p *appliance.Principal, name string) (*store.Project, *appliance.ConnectionsResponse, *pgx.Conn) {
 	t.Helper()
 	prj := provision(t, e, p, name, "development")
 	pc, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := connect(t, pc.Connections.DirectURL)
+	return prj, pc, connect(t, pc.Connections.DirectURL)
+}
+
+// seeded is connected, with sql run in the new project.
+func seeded(t *testing.T, e *appliancetest.Env, p *appliance.Principal, name, sql string) (*store.Project, *appliance.ConnectionsResponse, *pgx.Conn) {
+	t.Helper()
+	prj, pc, conn := connected(t, e, p, name)
 	if _, err := conn.Exec(t.Context(), sql); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}

@@ -40,12 +40,7 @@ func TestPreviewsCloneEmptyExpireAndGoWithTheirProject(t *testing.T) {
 	e, p := realEnv(t)
 	now := time.Now()
 	e.Svc.SetClock(func() time.Time { return now })
-	prj := provision(t, e, p, "shop", "development")
-	pc, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := connect(t, pc.Connections.DirectURL)
+	prj, pc, parent := connected(t, e, p, "shop")
 	if _, err := parent.Exec(t.Context(), "CREATE TABLE orders (id int PRIMARY KEY, note text); INSERT INTO orders SELECT g, 'before' FROM generate_series(1, 100) g"); err != nil {
 		t.Fatal(err)
 	}
@@ -186,12 +181,7 @@ func TestPreviewsCloneEmptyExpireAndGoWithTheirProject(t *testing.T) {
 func TestPreviewAsOfAPastTime(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
-	prj := provision(t, e, p, "history", "development")
-	pc, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := connect(t, pc.Connections.DirectURL)
+	prj, _, conn := connected(t, e, p, "history")
 	before := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	if _, err := conn.Exec(t.Context(), "CREATE TABLE events (id int); INSERT INTO events SELECT generate_series(1, 10)"); err != nil {
 		t.Fatal(err)
@@ -244,12 +234,7 @@ func TestPreviewAsOfAPastTime(t *testing.T) {
 func TestCloneUnderWritesIsConsistent(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
-	prj := provision(t, e, p, "busy", "development")
-	pc, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := connect(t, pc.Connections.DirectURL)
+	prj, pc, parent := connected(t, e, p, "busy")
 	if _, err := parent.Exec(t.Context(), `CREATE TABLE counter (id int PRIMARY KEY, n bigint NOT NULL);
 		INSERT INTO counter VALUES (1, 0);
 		CREATE TABLE log (n bigint PRIMARY KEY, pad text);

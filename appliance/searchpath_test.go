@@ -323,12 +323,7 @@ func TestFollowNeverRunsTheTenantsCode(t *testing.T) {
 func TestAdminSessionsKeepTheirRole(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
-	prj := provision(t, e, p, "roles", "development")
-	conns, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tenant := connect(t, conns.Connections.DirectURL)
+	prj, _, tenant := connected(t, e, p, "roles")
 	if _, err := tenant.Exec(t.Context(), "ALTER DATABASE "+pgx.Identifier{prj.DatabaseName}.Sanitize()+" SET role = "+pgx.Identifier{prj.RoleName}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
