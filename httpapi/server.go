@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/theappliance/appliance/scheduler/lane"
 	"io"
 	"log/slog"
 	"net"
@@ -20,6 +19,8 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance"
+
+	"github.com/theappliance/appliance/scheduler/lane"
 )
 
 // Options tune the server.

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/theappliance/appliance/scheduler/lane"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/tidwall/redcon"
+
+	"github.com/theappliance/appliance/scheduler/lane"
 )
 
 // Server is the RESP-over-TLS front. Until a connection authenticates, the front reads its commands itself

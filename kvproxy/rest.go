@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/theappliance/appliance/scheduler/lane"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/theappliance/appliance/scheduler/lane"
 )
 
 // MaxRESTBody is the largest REST request body, as Upstash caps it (413 beyond).
