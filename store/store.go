@@ -104,7 +104,7 @@ func (db *DB) Update(fn func(*Tx) error) error {
 }
 
 // Version counts the committed transactions that wrote (Put or Delete) the table on db. It moves after the
-// commit's data is visible and before Update (or Batch) returns, so a reader that loads the version, then
+// commit's data is visible and before Update returns, so a reader that loads the version, then
 // reads in a new transaction, and finds the version unchanged later knows that what it read is still what
 // the store holds: a cache of decoded records is valid while the versions it was read at are current.
 func (t *Table[T]) Version(db *DB) uint64 { return db.versions[t.n].Load() }
@@ -397,13 +397,6 @@ func (t *Table[T]) Scan(tx *Tx, ix *Index[T], from, to string, fn func(id string
 
 // OnCommit runs fn after the transaction commits (not when it rolls back).
 func (tx *Tx) OnCommit(fn func()) { tx.tx.OnCommit(fn) }
-
-// Batch runs fn in a read-write transaction that may be shared with other concurrent Batch calls (one
-// commit for all: fewer fsyncs under load). fn must be idempotent: when another function of the batch
-// fails, fn runs again alone in a fresh transaction.
-func (db *DB) Batch(fn func(*Tx) error) error {
-	return db.bolt.Batch(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx, db: db}) })
-}
 
 // Count returns how many records are filed under key in ix (without decoding them).
 func (t *Table[T]) Count(tx *Tx, ix *Index[T], key string) (int, error) {

@@ -12,7 +12,7 @@ import (
 )
 
 // TestVersion: a table's version moves once per committed transaction that put or deleted one of its
-// records (in an Update or a Batch), before the writer gets its answer; not for a rolled-back transaction,
+// records (in an Update, concurrent ones included), before the writer gets its answer; not for a rolled-back transaction,
 // a read, or a write to another table.
 func TestVersion(t *testing.T) {
 	db := openTest(t)
@@ -54,17 +54,17 @@ func TestVersion(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, id := range []string{"u1", "u2", "u3"} {
 		wg.Go(func() {
-			if err := db.Batch(func(tx *Tx) error { return Users.Put(tx, &User{ID: id, Email: id}) }); err != nil {
+			if err := db.Update(func(tx *Tx) error { return Users.Put(tx, &User{ID: id, Email: id}) }); err != nil {
 				t.Error(err)
 			}
 			if Users.Version(db) == users { // the writer sees its own commit counted
-				t.Errorf("batch of %s returned before the version moved", id)
+				t.Errorf("the update of %s returned before the version moved", id)
 			}
 		})
 	}
 	wg.Wait()
 	if got := Users.Version(db); got <= users || got > users+3 {
-		t.Fatalf("after three batched puts: version %d, want %d to %d", got, users+1, users+3)
+		t.Fatalf("after three concurrent puts: version %d, want %d to %d", got, users+1, users+3)
 	}
 }
 
