@@ -82,6 +82,15 @@ type Principal struct {
 // Has reports whether the principal carries scope s.
 func (p *Principal) Has(s Scope) bool { return slices.Contains(p.Scopes, string(s)) }
 
+// SameRights reports whether q, the same credential authenticated again, may still do exactly what p
+// could: the same organization, project binding, role, admin flag and scopes. A long-lived request (an
+// event or log stream) that opened as p ends when its credential no longer authenticates as p.
+func (p *Principal) SameRights(q *Principal) bool {
+	return p.AuthSource == q.AuthSource && p.UserID == q.UserID && p.APIKeyID == q.APIKeyID &&
+		p.OrganizationID == q.OrganizationID && p.ProjectID == q.ProjectID && p.IsAdmin == q.IsAdmin &&
+		p.IDPOrganizationRole == q.IDPOrganizationRole && slices.Equal(p.Scopes, q.Scopes)
+}
+
 // IsSession reports whether the caller is an identity-provider session.
 func (p *Principal) IsSession() bool { return p.AuthSource == SourceSession }
 

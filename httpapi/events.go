@@ -15,6 +15,9 @@ const (
 	DefaultHeartbeat = 15 * time.Second
 	eventBatch       = 100
 	eventWriteBudget = 10 * time.Second // a client that takes longer to take one write is disconnected
+	// streamAuthCheck is how often an idle stream authenticates its credential again (and a stream with
+	// something to send always does, first): a stream ends within about this long of losing access.
+	streamAuthCheck = time.Second
 )
 
 // projectEvents streams a project's events.
@@ -82,8 +85,15 @@ type sseFrame struct {
 // organization events, the log tail): the frames next returns, read again at once while it reports more
 // waiting, then every eventPoll while follow, with a heartbeat comment at least every s.heartbeat. The
 // first call of next happens before the answer starts, so its error (a 404, a 403, a bad cursor) is a JSON
-// error; a later error ends the stream (the resource went away or the caller lost access). A client that
-// does not take a write within eventWriteBudget is disconnected; the server's Close ends every stream.
+// error; a later error ends the stream (the resource went away or the caller lost access).
+//
+// The stream holds its credential's access, not a copy of it: before it writes frames it has read, and at
+// least every streamAuthCheck while idle, it authenticates the credential again (stillAllowed); when that
+// fails (revoked or expired key, ended or expired session, the user removed, the rights changed) it ends
+// with a comment saying why, so nothing read after access was lost is sent. A client that does not take a
+// write within s.writeBudget is disconnected; the deadline is cleared after each write, so a quiet stream
+// is not (HTTP/2 resets a stream whose deadline passes even with no write under way). The server's Close
+// ends every stream.
 func (s *Server) serveSSE(r *Request, what string, follow bool, next func() ([]sseFrame, bool, error)) error {
 	frames, more, err := next()
 	if err != nil {
@@ -97,20 +107,35 @@ func (s *Server) serveSSE(r *Request, what string, follow bool, next func() ([]s
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	write := func(format string, args ...any) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(eventWriteBudget))
+		_ = rc.SetWriteDeadline(time.Now().Add(s.writeBudget))
 		if _, err := fmt.Fprintf(w, format, args...); err != nil {
 			return false
 		}
-		return rc.Flush() == nil
+		if rc.Flush() != nil {
+			return false
+		}
+		_ = rc.SetWriteDeadline(time.Time{})
+		return true
 	}
 	if !write(": stream of %s\n\n", what) {
 		return nil
 	}
+	checked := time.Now() // the request was authorized just before
 	poll := time.NewTicker(eventPoll)
 	defer poll.Stop()
 	beat := time.NewTicker(s.heartbeat)
 	defer beat.Stop()
 	for {
+		if len(frames) > 0 || time.Since(checked) >= streamAuthCheck {
+			if err := s.stillAllowed(r); err != nil {
+				if appliance.KindOf(err) == appliance.KindInternal {
+					s.log.Error("stream: authenticate again", "path", r.URL.Path, "err", err)
+				}
+				write(": the stream ends: %s\n\n", publicMessage(err))
+				return nil
+			}
+			checked = time.Now()
+		}
 		for _, f := range frames {
 			if !write("id: %s\nevent: %s\ndata: %s\n\n", f.ID, f.Event, f.Data) {
 				return nil

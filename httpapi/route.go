@@ -74,6 +74,8 @@ type Request struct {
 	Principal *appliance.Principal
 	query     map[string]any
 	body      any
+	route     *Route // the matched route and its path parameters: stillAllowed authorizes again by them
+	params    [][]string
 }
 
 // Int returns a declared integer query parameter (its default when absent).

@@ -49,6 +49,7 @@ type Server struct {
 	openapi                   []byte
 	readTimeout, writeTimeout time.Duration
 	heartbeat                 time.Duration
+	writeBudget               time.Duration // how long a stream's client may take to take one write
 	done                      chan struct{} // closed by Close: event streams end
 	closeOnce                 sync.Once
 	stats                     httpStats // requests by route and status, for /metrics
@@ -62,7 +63,7 @@ func New(svc *appliance.Service, opts Options) *Server {
 	}
 	s := &Server{svc: svc, log: opts.Log, mux: http.NewServeMux(), limiter: newLimiter(opts.Limits),
 		readTimeout: cmp.Or(opts.ReadTimeout, RequestReadTimeout), writeTimeout: cmp.Or(opts.WriteTimeout, RequestWriteTimeout),
-		heartbeat: cmp.Or(opts.Heartbeat, DefaultHeartbeat), done: make(chan struct{}), metricsToken: opts.MetricsToken}
+		heartbeat: cmp.Or(opts.Heartbeat, DefaultHeartbeat), writeBudget: eventWriteBudget, done: make(chan struct{}), metricsToken: opts.MetricsToken}
 	s.routes = append(s.table(), opts.Extra...)
 	for i := range s.routes {
 		rt := &s.routes[i]
@@ -153,7 +154,7 @@ func (s *Server) adapt(rt *Route) http.Handler {
 			_ = rc.SetReadDeadline(time.Now().Add(s.readTimeout))
 			_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 		}
-		req := &Request{Request: r, W: w}
+		req := &Request{Request: r, W: w, route: rt, params: params}
 		if err := s.authorize(req, rt, params); err != nil {
 			s.writeError(w, r, err)
 			return
@@ -247,6 +248,24 @@ func (s *Server) authorize(req *Request, rt *Route, params [][]string) error {
 	return nil
 }
 
+// stillAllowed authenticates the request's credential again and applies its route's checks as at the
+// start of the request; it fails when the credential was revoked or expired, its session ended, its user
+// left the organization, or its rights changed in any way since the request began (Principal.SameRights).
+// Long-lived answers (the streams) call it while they run, so a credential that lost access loses them too.
+func (s *Server) stillAllowed(r *Request) error {
+	again := &Request{Request: r.Request, W: r.W, route: r.route, params: r.params}
+	if err := s.authorize(again, r.route, r.params); err != nil {
+		return err
+	}
+	if r.Principal == nil && again.Principal == nil { // a public route
+		return nil
+	}
+	if r.Principal == nil || again.Principal == nil || !r.Principal.SameRights(again.Principal) {
+		return appliance.Forbidden("the credential's rights changed since this request began")
+	}
+	return nil
+}
+
 // credential reads the bearer token or X-API-Key, else the dashboard's session cookie when the request
 // also carries the CSRF header.
 func credential(r *http.Request) string {
@@ -313,15 +332,24 @@ var statusOf = map[appliance.Kind]int{
 	appliance.KindHeadersTooLarge: http.StatusRequestHeaderFieldsTooLarge,
 }
 
+// publicMessage is the message of err a caller may see ("internal error" for an internal one).
+func publicMessage(err error) string {
+	var ae *appliance.Error
+	if errors.As(err, &ae) && appliance.KindOf(err) != appliance.KindInternal {
+		return ae.Msg
+	}
+	return "internal error"
+}
+
 // writeError sends the public message of err; internal causes are logged, never sent.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	kind := appliance.KindOf(err)
 	status := statusOf[kind]
-	msg := "internal error"
+	msg := publicMessage(err)
 	var fields map[string]any
 	var ae *appliance.Error
 	if errors.As(err, &ae) && kind != appliance.KindInternal {
-		msg, fields = ae.Msg, ae.Fields
+		fields = ae.Fields
 	}
 	if kind == appliance.KindInternal || kind == appliance.KindUnavailable {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -37,6 +37,9 @@ type setupOpts struct {
 	// instances runs the data plane and the job runner: projects made with b.provision are real
 	// PostgreSQL instances.
 	instances bool
+	// http2 serves the API over TLS with HTTP/2 enabled, as browsers reach it (the bundle's client speaks
+	// HTTP/2 and trusts the test certificate).
+	http2 bool
 }
 
 // setup starts an appliance service with a bootstrapped organization and its admin key.
@@ -48,7 +51,13 @@ func setup(t testing.TB, opts ...setupOpts) *bundle {
 	}
 	e := appliancetest.New(t, appliancetest.Options{Instances: o.instances})
 	api := New(e.Svc, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: o.limits})
-	ts := httptest.NewServer(api)
+	ts := httptest.NewUnstartedServer(api)
+	if o.http2 {
+		ts.EnableHTTP2 = true
+		ts.StartTLS()
+	} else {
+		ts.Start()
+	}
 	t.Cleanup(func() { api.Close(); ts.Close() })
 	b := &bundle{t: t, env: e, svc: e.Svc, api: api, ts: ts, db: e.DB, adminKey: e.Bootstrap.APIKey, box: e.Box}
 	var err error
