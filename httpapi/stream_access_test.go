@@ -62,7 +62,7 @@ func TestStreamsEndWhenAccessEnds(t *testing.T) {
 				}
 				ok(b.do("POST", "/v1/projects/"+prj.ID+"/sql", b.adminKey, map[string]any{"query": "DO $$ BEGIN RAISE LOG '" + marker + "'; END $$"}), "log")
 			}
-			var keyID, userID, session string
+			var keyID, userID, session, changer string
 			cases := []accessCase{
 				{"key revoked", func() []string {
 					var key string
@@ -89,6 +89,16 @@ func TestStreamsEndWhenAccessEnds(t *testing.T) {
 					session = b.session("member")
 					return []string{session}
 				}, func() { ok(b.do("DELETE", "/v1/auth/sessions/current", session, nil), "sign out") }},
+				{"password changed elsewhere", func() []string {
+					email, password := b.user("member")
+					signIn := func() string {
+						return ok(b.do("POST", "/v1/auth/sessions", "", map[string]any{"email": email, "password": password}), "sign in").json["token"].(string)
+					}
+					session, changer = signIn(), signIn() // changer changes the password: session ends
+					return []string{session}
+				}, func() {
+					ok(b.do("POST", "/v1/auth/password", changer, map[string]any{"current_password": "correct horse battery staple", "new_password": "another correct horse battery"}), "change password")
+				}},
 				{"session and key expired", func() []string {
 					key, _ := newKey(b.adminKey, map[string]any{"expires_in_days": 1})
 					return []string{b.session("member"), key}
