@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/pglog"
 	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/store"
 )
@@ -320,26 +321,37 @@ func (s *Service) RunSQL(ctx context.Context, p *Principal, projectID string, re
 	var out *SQLResultResponse
 	err := s.withStudio(ctx, p, projectID, func(ctx context.Context, prj *store.Project, conn *pgconn.PgConn) error {
 		started := s.now()
+		inert := studio.Inert(conn, req.Query)
 		res, err := studio.Run(ctx, conn, req.Query, studio.DefaultCaps)
 		if err != nil {
 			err = sqlError(ctx, prj, err)
 		}
+		// The history and the audit keep the text and the server's message with their passwords masked, as
+		// the logs API shows them (pglog): a hash of the clear text would let a short password be guessed.
+		var msg string
+		var ae *Error
+		if errors.As(err, &ae) {
+			msg = ae.Msg
+		}
+		query, msg := pglog.RedactStatement(req.Query, msg)
 		kind, actor := p.Actor()
 		h := &store.SQLHistoryEntry{ID: ids.New("sqh"), OrganizationID: prj.OrganizationID, ProjectID: prj.ID, ActorID: actor, ActorKind: kind,
-			Query: capText(req.Query, HistoryQueryChars), Success: err == nil, CreatedAt: started}
-		sum := sha256.Sum256([]byte(req.Query))
+			Query: capText(query, HistoryQueryChars), Success: err == nil, CreatedAt: started}
+		sum := sha256.Sum256([]byte(query))
 		md := map[string]any{"query_sha256": hex.EncodeToString(sum[:]), "query_bytes": len(req.Query), "success": err == nil}
 		if err != nil {
-			var ae *Error
-			if errors.As(err, &ae) {
-				h.Error = ae.Msg
-			}
+			h.Error = msg
 			h.DurationMS = s.now().Sub(started).Milliseconds()
 		} else {
 			h.DurationMS, h.RowCount = res.DurationMS, res.RowCount
 			out = &SQLResultResponse{Result: res}
 		}
-		s.studioRecord(p, h, "project.sql.run", prj, md)
+		// A text that may have changed data is on disk before its answer; only a provably inert one is not
+		// waited for.
+		if rerr := s.studioRecord(p, h, "project.sql.run", prj, md, !inert); rerr != nil && err == nil {
+			out = nil
+			return rerr
+		}
 		return err
 	})
 	return out, err
@@ -430,7 +442,9 @@ func (s *Service) writeRows(ctx context.Context, p *Principal, projectID, schema
 		if err != nil {
 			return err
 		}
-		s.studioRecord(p, nil, action, prj, map[string]any{"schema": schema, "table": table, "rows_affected": res.RowCount})
+		if err := s.studioRecord(p, nil, action, prj, map[string]any{"schema": schema, "table": table, "rows_affected": res.RowCount}, true); err != nil {
+			return err
+		}
 		out.Result = RowsWritten{RowsAffected: res.RowCount, Rows: res.Rows, Truncated: res.Truncated}
 		return nil
 	})
@@ -489,11 +503,12 @@ func (s *Service) DeleteRows(ctx context.Context, p *Principal, projectID, schem
 	})
 }
 
-// studioLog writes the console's history entries and the studio's audit events after the answer, many per
-// transaction (a batchWriter lingering 5 ms after an entry for others to share its commit: a commit's
-// fdatasync costs about as much CPU as tens of entries' encoding): a run does not wait for a disk sync. A
-// reader of either flushes it first; a crash can lose the entries of the last moments
-// (docs/api-decisions.md "Studio").
+// studioLog writes the console's history entries and the studio's audit events, many per transaction (a
+// batchWriter lingering 5 ms after an entry for others to share its commit: a commit's fdatasync costs
+// about as much CPU as tens of entries' encoding). A run that may have changed data waits until its entries
+// are written, before its answer, so a crash cannot lose the record of a change the client was told of;
+// only a provably inert one (studio.Inert) hands its entries over without waiting. A reader of either
+// flushes it first (docs/api-decisions.md "Studio: answer caps, masked history, durable records").
 type studioLog struct {
 	once sync.Once
 	w    *batchWriter[studioEntry]
@@ -504,12 +519,21 @@ type studioEntry struct {
 	audit   *store.AuditEvent
 }
 
-// studioRecord queues a history entry (may be nil) and an audit event of action.
-func (s *Service) studioRecord(p *Principal, h *store.SQLHistoryEntry, action string, prj *store.Project, metadata map[string]any) {
+// studioRecord hands over a history entry (may be nil) and an audit event of action; with durable it waits
+// until they are committed.
+func (s *Service) studioRecord(p *Principal, h *store.SQLHistoryEntry, action string, prj *store.Project, metadata map[string]any, durable bool) error {
 	kind, id := p.Actor()
 	md, _ := json.Marshal(metadata)
-	s.studioWriter().add(studioEntry{history: h, audit: &store.AuditEvent{ID: ids.New("aud"), Action: action, ActorKind: kind, ActorID: id,
-		OrganizationID: prj.OrganizationID, ProjectID: prj.ID, Metadata: md, CreatedAt: s.now()}})
+	e := studioEntry{history: h, audit: &store.AuditEvent{ID: ids.New("aud"), Action: action, ActorKind: kind, ActorID: id,
+		OrganizationID: prj.OrganizationID, ProjectID: prj.ID, Metadata: md, CreatedAt: s.now()}}
+	if !durable {
+		s.studioWriter().add(e)
+		return nil
+	}
+	if err := s.studioWriter().write(e); err != nil {
+		return Internal(err, "record the studio's audit event")
+	}
+	return nil
 }
 
 func (s *Service) studioWriter() *batchWriter[studioEntry] {

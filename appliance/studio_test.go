@@ -2,8 +2,13 @@ package appliance_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -314,6 +319,96 @@ func TestStudio(t *testing.T) {
 		}
 	})
 
+	t.Run("history masks passwords", func(t *testing.T) {
+		secrets := []string{"Hunter2-Studio-Secret", "Bare_Studio_Secret9", "Uri_Studio_Secret7"}
+		texts := []string{
+			"ALTER ROLE no_such_role_here PASSWORD 'Hunter2-Studio-Secret'",
+			"CREATE ROLE studio_masked PASSWORD Bare_Studio_Secret9",
+			"SELECT 'postgresql://app:Uri_Studio_Secret7@db/x' AS url",
+		}
+		for _, q := range texts {
+			s.sql(t, q)
+		}
+		h, err := e.Svc.SQLHistory(t.Context(), p, s.prj.ID, len(texts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stored []*store.SQLHistoryEntry
+		if err := e.DB.View(func(tx *store.Tx) error {
+			stored, err = store.SQLHistory.Lookup(tx, store.SQLHistoryByProject, s.prj.ID, store.Query{Newest: true, Limit: len(texts)})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(h.History) != len(texts) || len(stored) != len(texts) || !strings.Contains(h.History[0].Query, "postgresql://app:") ||
+			h.History[1].Success || h.History[1].Error == "" {
+			t.Fatalf("history: %+v", h.History)
+		}
+		for _, entries := range [][]*store.SQLHistoryEntry{h.History, stored} {
+			for _, en := range entries {
+				for _, sec := range secrets {
+					if strings.Contains(en.Query, sec) || strings.Contains(en.Error, sec) {
+						t.Errorf("a history entry holds a password: %q / %q", en.Query, en.Error)
+					}
+				}
+			}
+		}
+		audit, err := e.Svc.ListProjectAudit(t.Context(), p, s.prj.ID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range audit.AuditEvents {
+			for _, q := range texts {
+				sum := sha256.Sum256([]byte(q))
+				if strings.Contains(string(a.Metadata), hex.EncodeToString(sum[:])) {
+					t.Errorf("an audit event holds the hash of a clear-text password: %s", a.Metadata)
+				}
+			}
+		}
+	})
+
+	t.Run("changes are recorded before the answer", func(t *testing.T) {
+		text := "CREATE TABLE crash_rows (x int); INSERT INTO crash_rows VALUES (1) /* crash-marker */"
+		if _, err := s.sql(t, text); err != nil {
+			t.Fatal(err)
+		}
+		// The crash: the metadata store as it is on disk at the moment of the answer, nothing flushed.
+		db := crashCopy(t, e)
+		var hist []*store.SQLHistoryEntry
+		var audit []*store.AuditEvent
+		read := func() {
+			t.Helper()
+			if err := db.View(func(tx *store.Tx) error {
+				var err error
+				if hist, err = store.SQLHistory.Lookup(tx, store.SQLHistoryByProject, s.prj.ID, store.Query{}); err != nil {
+					return err
+				}
+				audit, err = store.AuditEvents.Lookup(tx, store.AuditEventsByProject, s.prj.ID, store.Query{})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		read()
+		if !slices.ContainsFunc(hist, func(h *store.SQLHistoryEntry) bool { return h.Query == text && h.Success }) {
+			t.Fatal("the history entry of a run that changed data was lost in the crash")
+		}
+		sum := sha256.Sum256([]byte(text))
+		if !slices.ContainsFunc(audit, func(a *store.AuditEvent) bool {
+			return a.Action == "project.sql.run" && strings.Contains(string(a.Metadata), hex.EncodeToString(sum[:]))
+		}) {
+			t.Fatal("the audit event of a run that changed data was lost in the crash")
+		}
+		if _, err := e.Svc.InsertRows(t.Context(), p, s.prj.ID, "public", "crash_rows", &appliance.InsertRowsRequest{Rows: []map[string]json.RawMessage{{"x": json.RawMessage("2")}}}); err != nil {
+			t.Fatal(err)
+		}
+		db = crashCopy(t, e)
+		read()
+		if !slices.ContainsFunc(audit, func(a *store.AuditEvent) bool { return a.Action == "project.rows.insert" }) {
+			t.Fatal("the audit event of a row insert was lost in the crash")
+		}
+	})
+
 	t.Run("tables", func(t *testing.T) {
 		s.mustSQL(t, `CREATE TABLE items (b int, a int, name text NOT NULL DEFAULT 'none', tags text[], doc jsonb, PRIMARY KEY (a, b));
 CREATE VIEW item_names AS SELECT name FROM items; CREATE MATERIALIZED VIEW item_count AS SELECT count(*) FROM items;
@@ -486,6 +581,26 @@ CREATE TABLE "x""; DROP TABLE canary; --"."x""; DROP TABLE canary; --" ("x""; DR
 			t.Fatalf("next month: %+v %v", g, err)
 		}
 	})
+}
+
+// crashCopy opens a copy of the appliance's metadata store as its file is at this moment: what a restart
+// after a crash now would find (bbolt keeps the last committed transaction whole).
+func crashCopy(t *testing.T, e *appliancetest.Env) *store.DB {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.Dir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "meta.db")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 func mustJSON(v any) string {

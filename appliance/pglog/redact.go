@@ -53,6 +53,15 @@ func redactEntry(e *Entry) {
 	}
 }
 
+// RedactStatement masks the passwords of an SQL text and of the server's error message about it, by
+// the rules redactEntry applies to a log entry's statement and message (the studio's history keeps its
+// runs this way).
+func RedactStatement(statement, message string) (string, string) {
+	e := Entry{Statement: statement, Message: message}
+	redactEntry(&e)
+	return e.Statement, e.Message
+}
+
 // mayHaveSecret is the cheap test before the scan.
 func mayHaveSecret(s string) bool {
 	return indexFold(s, "password", 0) >= 0 || strings.Contains(s, "://")

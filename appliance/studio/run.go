@@ -97,9 +97,8 @@ func (b *resultBuilder) end(tag pgconn.CommandTag) {
 // cancelling ctx cancels the statement on the server.
 func Run(ctx context.Context, conn *pgconn.PgConn, text string, caps Caps) (*SQLResult, error) {
 	started := time.Now()
-	// Whether the session may skip DISCARD ALL after this use (clean.go): the text is read with standard
-	// strings, as the server reads it only when standard_conforming_strings is on.
-	inert := conn.ParameterStatus("standard_conforming_strings") == "on" && inertText(text)
+	// Whether the session may skip DISCARD ALL after this use (clean.go).
+	inert := Inert(conn, text)
 	var reported []string
 	if inert {
 		reported = reportedSnapshot(conn)
@@ -134,6 +133,13 @@ func Run(ctx context.Context, conn *pgconn.PgConn, text string, caps Caps) (*SQL
 		markKept(conn, reported)
 	}
 	return &b.res, nil
+}
+
+// Inert reports whether text, run on conn, provably changes nothing: neither the session (clean.go) nor
+// any data. The text is read with standard strings, as the server reads it only when
+// standard_conforming_strings is on.
+func Inert(conn *pgconn.PgConn, text string) bool {
+	return conn.ParameterStatus("standard_conforming_strings") == "on" && inertText(text)
 }
 
 // Params runs one statement with text parameters ($1 … as strings, nil for NULL, their types inferred by
