@@ -301,6 +301,14 @@ func sqlError(ctx context.Context, prj *store.Project, err error) error {
 	if errors.As(err, &ie) {
 		return Invalid("%s", ie.Msg)
 	}
+	var big *studio.TooLargeError
+	if errors.As(err, &big) {
+		return &Error{Kind: KindInvalid, Cause: err, Fields: map[string]any{"max_row_bytes": big.Limit},
+			Msg: fmt.Sprintf("the server sent a row (or message) of %d bytes; the studio refuses rows over %d bytes (an answer holds at most %d): "+
+				"select less of it (e.g. left(column, n) or fewer columns), or use psql with the project's connection URL; "+
+				"the session was closed, so a statement still running was rolled back unless it had already committed",
+				big.Size, big.Limit, studio.DefaultCaps.Bytes)}
+	}
 	if ctx.Err() != nil {
 		return &Error{Kind: KindUnavailable, Msg: "the request ended before the query did; it was cancelled", Cause: err}
 	}

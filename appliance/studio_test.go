@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -191,6 +194,43 @@ func TestStudio(t *testing.T) {
 		}
 		if r := res.Result; !r.Truncated || len(r.Rows) >= 10 || r.RowCount != 20 {
 			t.Fatalf("size cap: truncated=%v rows=%d row_count=%d", r.Truncated, len(r.Rows), r.RowCount)
+		}
+		// The cap is on the JSON kept: a value that JSON escapes (\u0001 for each byte) counts at its JSON size.
+		res, err = s.sql(t, "SELECT repeat(chr(1), 2000000) AS esc FROM generate_series(1, 5)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := 0
+		for _, row := range res.Result.Rows {
+			kept += len(row["esc"])
+		}
+		if r := res.Result; !r.Truncated || kept > studio.DefaultCaps.Bytes || r.RowCount != 5 {
+			t.Fatalf("escaped size cap: truncated=%v rows=%d (%d bytes of JSON) row_count=%d", r.Truncated, len(r.Rows), kept, r.RowCount)
+		}
+	})
+
+	t.Run("a row over the cap is refused before it is read", func(t *testing.T) {
+		const size = 32 << 20
+		for _, q := range []string{
+			fmt.Sprintf("SELECT repeat('x', %d) AS big", size),
+			fmt.Sprintf("COPY (SELECT repeat('x', %d)) TO STDOUT", size),
+		} {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, err := s.sql(t, q)
+			runtime.ReadMemStats(&after)
+			ae := sqlFields(t, err)
+			if ae.Kind != appliance.KindInvalid || ae.Fields["max_row_bytes"] != studio.MaxMessageBytes || !strings.Contains(ae.Msg, "refuses rows over") {
+				t.Fatalf("%.40s: %+v", q, ae)
+			}
+			// The row's header is read, not the row: the process did not allocate anything like its size.
+			if d := after.TotalAlloc - before.TotalAlloc; d > size/2 {
+				t.Fatalf("%.40s: %d MiB allocated while refusing a row of %d MiB", q, d>>20, size>>20)
+			}
+			// The closed session is replaced.
+			if row := s.mustSQL(t, "SELECT 1 AS one"); string(row["one"]) != "1" {
+				t.Fatalf("after a refused row: %v", row)
+			}
 		}
 	})
 

@@ -153,7 +153,7 @@ func (p *Pools) Stats() (pools, conns int) {
 
 // poolConfig: sessions start with the studio's settings (DISCARD ALL after a use returns them to those:
 // startup parameters are a session's defaults), cancel their statement on the server when the caller's
-// context ends, and look for a vanished client every second.
+// context ends, look for a vanished client every second, and refuse a message over MaxMessageBytes (limit.go).
 func poolConfig(t Target) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig("connect_timeout=10")
 	if err != nil {
@@ -173,6 +173,7 @@ func poolConfig(t Target) (*pgxpool.Config, error) {
 		"client_connection_check_interval":    "1000",
 	}
 	cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+	cfg.BeforeConnect = watchSizes
 	cc.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, CancelRequestDelay: 0, DeadlineDelay: 2 * time.Second}
 	}

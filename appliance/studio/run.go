@@ -15,13 +15,14 @@ import (
 )
 
 // Caps bound what one answer holds; the statement still runs to its end (its effects are not cut short),
-// and rows past a cap are read and dropped.
+// and rows past a cap are read and dropped. Values are turned into JSON one at a time and a row is dropped
+// as soon as it would take the answer past Bytes, so what is kept never exceeds the cap.
 type Caps struct {
 	Rows  int // rows kept
-	Bytes int // an estimate of the JSON kept (names and values)
+	Bytes int // the JSON kept (names and values, with a few bytes of punctuation each)
 }
 
-// DefaultCaps are the console's: 10,000 rows or about 8 MB of JSON, whichever comes first.
+// DefaultCaps are the console's: 10,000 rows or 8 MiB of JSON, whichever comes first.
 var DefaultCaps = Caps{Rows: 10_000, Bytes: 8 << 20}
 
 // SQLResult is what one statement returned: its columns, its rows (each an object keyed by column name; a
@@ -68,6 +69,8 @@ func (b *resultBuilder) row(values [][]byte) {
 	if b.res.Truncated {
 		return
 	}
+	// The server's text is about as long as its JSON (shorter when JSON escapes it): a row whose text is
+	// already past the cap is dropped without turning it into JSON.
 	size := 2
 	for i, v := range values {
 		size += len(b.res.Columns[i]) + len(v) + 6
@@ -76,11 +79,18 @@ func (b *resultBuilder) row(values [][]byte) {
 		b.res.Truncated = true
 		return
 	}
-	b.bytes += size
+	size = 2
 	row := make(map[string]json.RawMessage, len(values))
 	for i, v := range values {
-		row[b.res.Columns[i]] = value(b.oids[i], v)
+		j := value(b.oids[i], v)
+		size += len(b.res.Columns[i]) + len(j) + 6
+		if b.bytes+size > b.caps.Bytes {
+			b.res.Truncated = true
+			return
+		}
+		row[b.res.Columns[i]] = j
 	}
+	b.bytes += size
 	b.res.Rows = append(b.res.Rows, row)
 }
 
@@ -117,12 +127,12 @@ func Run(ctx context.Context, conn *pgconn.PgConn, text string, caps Caps) (*SQL
 		tag, err := rr.Close()
 		if err != nil {
 			mrr.Close()
-			return nil, err
+			return nil, checkSize(conn, err)
 		}
 		b.end(tag)
 	}
 	if err := mrr.Close(); err != nil {
-		return nil, err
+		return nil, checkSize(conn, err)
 	}
 	b.res.Statements = statements
 	b.res.DurationMS = time.Since(started).Milliseconds()
@@ -160,7 +170,7 @@ func Params(ctx context.Context, conn *pgconn.PgConn, sql string, args []*string
 	}
 	tag, err := rr.Close()
 	if err != nil {
-		return nil, err
+		return nil, checkSize(conn, err)
 	}
 	b.end(tag)
 	b.res.Statements = 1
