@@ -447,6 +447,12 @@ func (s *Service) writeRows(ctx context.Context, p *Principal, projectID, schema
 	out := &RowsWriteResponse{}
 	err := s.withTable(ctx, p, projectID, schema, table, func(ctx context.Context, prj *store.Project, conn *pgconn.PgConn, t *studio.TableInfo) error {
 		res, err := do(ctx, conn, t)
+		if big := (*studio.TooLargeError)(nil); errors.As(err, &big) {
+			// The answer (RETURNING *) was refused and the session closed: the write may have committed before.
+			if rerr := s.studioRecord(p, nil, action, prj, map[string]any{"schema": schema, "table": table, "answer_refused": true}, true); rerr != nil {
+				return rerr
+			}
+		}
 		if err != nil {
 			return err
 		}

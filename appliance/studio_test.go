@@ -232,6 +232,25 @@ func TestStudio(t *testing.T) {
 				t.Fatalf("after a refused row: %v", row)
 			}
 		}
+		// A row write whose answer (RETURNING *) is refused may have committed: it is audited all the same.
+		s.mustSQL(t, fmt.Sprintf("CREATE TABLE wide (id int PRIMARY KEY, n int, body text); INSERT INTO wide VALUES (1, 0, repeat('w', %d))", studio.MaxMessageBytes+1))
+		_, err := e.Svc.UpdateRows(t.Context(), p, s.prj.ID, "public", "wide", &appliance.UpdateRowsRequest{
+			Match: map[string]json.RawMessage{"id": json.RawMessage("1")}, Set: map[string]json.RawMessage{"n": json.RawMessage("1")}})
+		if ae := sqlFields(t, err); ae.Fields["max_row_bytes"] != studio.MaxMessageBytes {
+			t.Fatalf("row update with a wide answer: %+v", ae)
+		}
+		var audit []*store.AuditEvent
+		if err := crashCopy(t, e).View(func(tx *store.Tx) error {
+			audit, err = store.AuditEvents.Lookup(tx, store.AuditEventsByProject, s.prj.ID, store.Query{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(audit, func(a *store.AuditEvent) bool {
+			return a.Action == "project.rows.update" && strings.Contains(string(a.Metadata), `"answer_refused":true`)
+		}) {
+			t.Fatal("a row update whose answer was refused left no audit event")
+		}
 	})
 
 	t.Run("own role only", func(t *testing.T) {
