@@ -223,7 +223,12 @@ func TestStudio(t *testing.T) {
 			if ae.Kind != appliance.KindInvalid || ae.Fields["max_row_bytes"] != studio.MaxMessageBytes || !strings.Contains(ae.Msg, "refuses rows over") {
 				t.Fatalf("%.40s: %+v", q, ae)
 			}
-			// The row's header is read, not the row: the process did not allocate anything like its size.
+			// Refused from the header, which told the row's size; and the process did not allocate anything
+			// like that size.
+			var big *studio.TooLargeError
+			if !errors.As(err, &big) || big.Size <= size {
+				t.Fatalf("%.40s: refused %+v, want the row's size from its header", q, big)
+			}
 			if d := after.TotalAlloc - before.TotalAlloc; d > size/2 {
 				t.Fatalf("%.40s: %d MiB allocated while refusing a row of %d MiB", q, d>>20, size>>20)
 			}
