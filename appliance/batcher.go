@@ -11,7 +11,8 @@ import (
 
 // batchWriter writes the items many goroutines hand it in shared store transactions, from one goroutine
 // (run): it takes what is waiting (at most max; after the first item it waits up to linger for more, and a
-// flush ends the wait), writes the lot in one transaction — in ln, unless ln is nil — and tells each
+// flush or an item whose sender waits (write) ends the wait: senders that wait share commits with those
+// queued while the last one ran), writes the lot in one transaction — in ln, unless ln is nil — and tells each
 // sender that waits how it went. When the shared transaction fails, each item is written on its own, so one
 // bad item does not lose the others. The studio's history and audit log and the webhook attempts'
 // outcomes are written by one each.
@@ -72,14 +73,15 @@ func (w *batchWriter[T]) run() {
 	linger.Stop()
 	for first := range w.ch {
 		batch := []batchItem[T]{first}
-		if w.linger > 0 {
+		waiting := first.done != nil // a sender waits: take what is queued, no lingering
+		if w.linger > 0 && !waiting {
 			linger.Reset(w.linger)
 		}
 	gather:
 		for len(batch) < w.max && !batch[len(batch)-1].flush {
 			var it batchItem[T]
 			var ok bool
-			if w.linger > 0 {
+			if w.linger > 0 && !waiting {
 				select {
 				case it, ok = <-w.ch:
 				case <-linger.C:
@@ -94,6 +96,10 @@ func (w *batchWriter[T]) run() {
 				break gather
 			}
 			batch = append(batch, it)
+			if it.done != nil && !it.flush && !waiting {
+				waiting = true
+				linger.Stop()
+			}
 		}
 		linger.Stop()
 		w.commit(batch)

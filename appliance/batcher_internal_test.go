@@ -106,3 +106,37 @@ func TestBatchWriter(t *testing.T) {
 	w.close()
 	<-done
 }
+
+// TestBatchWriterSenderWaitsNoLinger: an item whose sender waits (write) is committed with what is queued,
+// not after the linger (an hour here), and one that does not wait is still held for it.
+func TestBatchWriterSenderWaitsNoLinger(t *testing.T) {
+	db, err := store.Open(filepath.Join(t.TempDir(), "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	w := newBatchWriter(db, nil, 100, time.Hour, 16, slog.New(slog.DiscardHandler), "test items", func(tx *store.Tx, id string) error {
+		return store.AuditEvents.Put(tx, &store.AuditEvent{ID: id, Action: "test", CreatedAt: time.Now()})
+	})
+	go w.run()
+	defer w.close()
+	has := func(id string) bool {
+		found := false
+		db.View(func(tx *store.Tx) error { _, err := store.AuditEvents.Get(tx, id); found = err == nil; return nil })
+		return found
+	}
+	w.add("queued") // lingers, waiting for more
+	done := make(chan error, 1)
+	go func() { done <- w.write("waited") }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a waiting sender was held for the linger")
+	}
+	if !has("waited") || !has("queued") {
+		t.Fatal("the batch was not written with the waiting sender's item")
+	}
+}

@@ -520,9 +520,9 @@ func (s *Service) DeleteRows(ctx context.Context, p *Principal, projectID, schem
 // studioLog writes the console's history entries and the studio's audit events, many per transaction (a
 // batchWriter lingering 5 ms after an entry for others to share its commit: a commit's fdatasync costs
 // about as much CPU as tens of entries' encoding). A run that may have changed data waits until its entries
-// are written, before its answer, so a crash cannot lose the record of a change the client was told of;
-// only a provably inert one (studio.Inert) hands its entries over without waiting. A reader of either
-// flushes it first (docs/api-decisions.md "Studio: answer caps, masked history, durable records").
+// are written, before its answer (the writer does not linger for it), so a crash cannot lose the record of
+// a change the client was told of; only a provably inert one (studio.Inert) hands its entries over without
+// waiting. A reader of either flushes it first (docs/api-decisions.md "Studio: answer caps, masked history, durable records").
 type studioLog struct {
 	once sync.Once
 	w    *batchWriter[studioEntry]
