@@ -386,9 +386,23 @@ func (s *Service) SQLHistory(ctx context.Context, p *Principal, projectID string
 			return err
 		}
 		out.History, err = store.SQLHistory.Lookup(tx, store.SQLHistoryByProject, prj.ID, store.Query{Newest: true, Limit: limit})
+		for _, h := range out.History {
+			maskHistory(h) // an entry stored before the history was masked, until the sweep rewrites it
+		}
 		return err
 	})
 	return out, err
+}
+
+// maskHistory masks the passwords of an entry's text and error (pglog, as RunSQL stores them) and reports
+// whether that changed it.
+func maskHistory(h *store.SQLHistoryEntry) bool {
+	q, e := pglog.RedactStatement(h.Query, h.Error)
+	if q == h.Query && e == h.Error {
+		return false
+	}
+	h.Query, h.Error = q, e
+	return true
 }
 
 // ListTables lists the project's tables, views, materialized views, foreign tables and partitioned tables
@@ -573,7 +587,7 @@ func (s *Service) FlushStudioLog(ctx context.Context) error { return s.studioWri
 const studioLogLinger = 5 * time.Millisecond
 
 // pruneSQLHistory deletes history entries older than HistoryRetention and, per project, all but the newest
-// HistoryKeep.
+// HistoryKeep, and masks the passwords of those an earlier version stored in clear.
 func (s *Service) pruneSQLHistory(ctx context.Context) (int, error) {
 	if err := s.FlushStudioLog(ctx); err != nil {
 		return 0, err
@@ -594,6 +608,10 @@ func (s *Service) pruneSQLHistory(ctx context.Context) (int, error) {
 					return err
 				}
 				deleted++
+			} else if maskHistory(h) { // stored in clear by an earlier version
+				if err := store.SQLHistory.Put(tx, h); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

@@ -417,6 +417,21 @@ func TestStudio(t *testing.T) {
 				}
 			}
 		}
+		// An entry an earlier version stored in clear is served masked.
+		if err := e.DB.Update(func(tx *store.Tx) error {
+			return store.SQLHistory.Put(tx, &store.SQLHistoryEntry{ID: "sqh_0clear", ProjectID: s.prj.ID, OrganizationID: s.prj.OrganizationID,
+				Query: "ALTER ROLE app PASSWORD 'Hunter2-Studio-Secret'", Success: true, CreatedAt: time.Now()})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		h, err = e.Svc.SQLHistory(t.Context(), p, s.prj.ID, 200)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(h.History, func(en *store.SQLHistoryEntry) bool { return en.ID == "sqh_0clear" })
+		if i < 0 || strings.Contains(h.History[i].Query, "Hunter2") || !strings.Contains(h.History[i].Query, "PASSWORD") {
+			t.Fatalf("an entry stored in clear is served as %+v", h.History[max(i, 0)])
+		}
 		audit, err := e.Svc.ListProjectAudit(t.Context(), p, s.prj.ID, 10)
 		if err != nil {
 			t.Fatal(err)

@@ -270,3 +270,41 @@ func TestSweepPrunesSQLHistory(t *testing.T) {
 		return nil
 	})
 }
+
+// TestSweepMasksSQLHistory: console runs an earlier version stored with their passwords in clear are
+// rewritten masked by the sweep; masked and password-free ones are left as they are.
+func TestSweepMasksSQLHistory(t *testing.T) {
+	t.Parallel()
+	svc, _, now := setup(t)
+	db := svc.DB()
+	entries := map[string]*store.SQLHistoryEntry{
+		"sqh_clear": {ID: "sqh_clear", ProjectID: "prj_a", Query: "ALTER ROLE app PASSWORD 'Old-Clear-Secret'", Success: true, CreatedAt: *now},
+		"sqh_error": {ID: "sqh_error", ProjectID: "prj_a", Query: "CREATE ROLE x PASSWORD Bare_Old_Secret", Error: `syntax error at or near "Bare_Old_Secret"`, CreatedAt: *now},
+		"sqh_plain": {ID: "sqh_plain", ProjectID: "prj_a", Query: "select 1", Success: true, CreatedAt: *now},
+	}
+	if err := db.Update(func(tx *store.Tx) error {
+		for _, h := range entries {
+			if err := store.SQLHistory.Put(tx, h); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	db.View(func(tx *store.Tx) error {
+		for id := range entries {
+			h, err := store.SQLHistory.Get(tx, id)
+			if err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+			if strings.Contains(h.Query+h.Error, "Old") || (id == "sqh_plain") != (h.Query == "select 1") || !strings.Contains(h.Query, "PASSWORD") && id != "sqh_plain" {
+				t.Errorf("%s after the sweep: %q / %q", id, h.Query, h.Error)
+			}
+		}
+		return nil
+	})
+}
