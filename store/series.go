@@ -15,6 +15,7 @@ type Series struct{ bucket []byte }
 
 func newSeries(name string) *Series {
 	registered = append(registered, []byte(name))
+	valueBuckets = append(valueBuckets, []byte(name))
 	return &Series{bucket: []byte(name)}
 }
 
@@ -27,7 +28,7 @@ func seriesKey(key string, t time.Time) []byte {
 
 // Put stores the point of key at t (replacing one at the same instant). The value is copied.
 func (s *Series) Put(tx *Tx, key string, t time.Time, value []byte) error {
-	if err := tx.tx.Bucket(s.bucket).Put(seriesKey(key, t), bytes.Clone(value)); err != nil {
+	if err := tx.tx.Bucket(s.bucket).Put(seriesKey(key, t), seal(value)); err != nil {
 		return fmt.Errorf("put %s/%s: %w", s.bucket, key, err)
 	}
 	return nil
@@ -43,7 +44,11 @@ func (s *Series) Range(tx *Tx, key string, from, to time.Time, fn func(t time.Ti
 		if len(k) != prefix+8 || !bytes.HasPrefix(k, []byte(key+sep)) {
 			break
 		}
-		if err := fn(time.Unix(0, int64(binary.BigEndian.Uint64(k[prefix:]))).UTC(), v); err != nil {
+		payload, err := unseal(s.bucket, k, v)
+		if err != nil {
+			return err
+		}
+		if err := fn(time.Unix(0, int64(binary.BigEndian.Uint64(k[prefix:]))).UTC(), payload); err != nil {
 			return err
 		}
 	}
@@ -63,7 +68,11 @@ func (s *Series) Last(tx *Tx, key string) (time.Time, []byte, error) {
 	if k == nil || len(k) != len(prefix)+8 || !bytes.HasPrefix(k, prefix) {
 		return time.Time{}, nil, ErrNotFound
 	}
-	return time.Unix(0, int64(binary.BigEndian.Uint64(k[len(prefix):]))).UTC(), bytes.Clone(v), nil
+	payload, err := unseal(s.bucket, k, v)
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(k[len(prefix):]))).UTC(), bytes.Clone(payload), nil
 }
 
 // DeleteBefore deletes the points of key older than t and returns how many.

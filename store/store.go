@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"runtime/debug"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -17,8 +19,9 @@ import (
 // ErrNotFound is returned when a record does not exist.
 var ErrNotFound = errors.New("not found")
 
-// SchemaVersion is the layout version written into the meta bucket.
-const SchemaVersion = 1
+// SchemaVersion is the layout version written into the meta bucket. Version 2 seals every record with a
+// checksum (integrity.go); a version 1 store is sealed as it opens.
+const SchemaVersion = 2
 
 var bucketMeta = []byte("meta")
 
@@ -27,6 +30,7 @@ type DB struct {
 	bolt *bolt.DB
 	// versions counts, per table (by its number), the committed transactions that wrote it (Version).
 	versions []atomic.Uint64
+	gen      *generationFile // nil for a read-only store
 }
 
 // initialMmapSize is the address space the store's file is mapped into from the start. bbolt maps the file
@@ -36,52 +40,151 @@ type DB struct {
 // with 10 GiB).
 const initialMmapSize = 1 << 30
 
+// Options tune Open.
+type Options struct {
+	// AcceptOlderMetadata opens a file whose generation is below the one the data directory last ran
+	// with (an older copy put back); without it, Open refuses with ErrOlderMetadata.
+	AcceptOlderMetadata bool
+	// ReadOnly opens the file to read (doctor's look): nothing is created, migrated or written.
+	ReadOnly bool
+}
+
 // Open opens (creating if needed) the store at path with mode 0600 and creates every bucket.
-func Open(path string) (*DB, error) {
-	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, InitialMmapSize: initialMmapSize})
+func Open(path string) (*DB, error) { return OpenWith(path, Options{}) }
+
+// OpenWith opens the store at path. Before it maps the file it checks the file's header against its size
+// (a truncated file is an error, not a fault) and the file's generation against the one recorded beside it
+// (GenerationFile); once open it runs bbolt's consistency check and verifies every record's checksum. Any
+// of these failing is an error wrapping ErrDamaged or ErrOlderMetadata that names the file and what is wrong.
+func OpenWith(path string, opts Options) (db *DB, err error) {
+	var fileGen uint64
+	st, statErr := os.Stat(path)
+	switch {
+	case statErr == nil && st.Size() > 0:
+		if fileGen, err = checkFile(path); err != nil {
+			return nil, fmt.Errorf("open metadata store: %w", err)
+		}
+	case opts.ReadOnly && statErr == nil:
+		return nil, fmt.Errorf("open metadata store %s: the file is empty", path)
+	case opts.ReadOnly:
+		return nil, fmt.Errorf("open metadata store: %w", statErr)
+	}
+	last, err := readGeneration(GenerationFile(path))
+	if err != nil {
+		return nil, err
+	}
+	if last > fileGen && !opts.AcceptOlderMetadata {
+		return nil, fmt.Errorf("open metadata store %s: %w: the file is at generation %d, but this data directory last ran at generation %d (%s): "+
+			"an older copy was put back, or the file was replaced; start with --accept-older-metadata to use it anyway (credentials revoked since stay revoked)",
+			path, ErrOlderMetadata, fileGen, last, GenerationFile(path))
+	}
+	// A fault reading the mapped file (a page past its end) is a panic here, not a crash; so is a panic of
+	// bbolt's on a malformed page.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if db != nil {
+				db.Close()
+			}
+			db, err = nil, fmt.Errorf("open metadata store %s: %w: %v", path, ErrDamaged, r)
+		}
+	}()
+	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, InitialMmapSize: initialMmapSize, ReadOnly: opts.ReadOnly})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("open metadata store %s: locked by another process (is the appliance already running?)", path)
 	}
 	if err != nil {
+		if errors.Is(err, bolt.ErrInvalid) || errors.Is(err, bolt.ErrChecksum) || errors.Is(err, bolt.ErrVersionMismatch) {
+			err = fmt.Errorf("%w: %w", ErrDamaged, err)
+		}
 		return nil, fmt.Errorf("open metadata store %s: %w", path, err)
 	}
-	err = b.Update(func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+	db = &DB{bolt: b, versions: make([]atomic.Uint64, len(registered))}
+	if err := db.bolt.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil || string(meta.Get([]byte("schema_version"))) != "1" {
+			return verify(tx) // a version 1 store is checked once sealed, below
+		}
+		return nil
+	}); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("open metadata store %s: %w", path, err)
+	}
+	if opts.ReadOnly {
+		return db, nil
+	}
+	if db.gen, err = openGenerationFile(GenerationFile(path)); err != nil {
+		b.Close()
+		return nil, err
+	}
+	migrated := false
+	err = db.Update(func(tx *Tx) error {
+		meta, err := tx.tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
 			return err
 		}
-		if v := meta.Get([]byte("schema_version")); v != nil && string(v) != fmt.Sprint(SchemaVersion) {
+		switch v := string(meta.Get([]byte("schema_version"))); v {
+		case "", fmt.Sprint(SchemaVersion):
+		case "1":
+			if err := migrateV1(tx.tx); err != nil {
+				return fmt.Errorf("seal the records of a version 1 store: %w", err)
+			}
+			migrated = true
+		default:
 			return fmt.Errorf("metadata schema version %s is not supported (want %d)", v, SchemaVersion)
 		}
 		if err := meta.Put([]byte("schema_version"), []byte(fmt.Sprint(SchemaVersion))); err != nil {
 			return err
 		}
 		for _, name := range allBuckets() { // a table's bucket before its indexes'
-			if tx.Bucket(name) != nil {
+			if tx.tx.Bucket(name) != nil {
 				continue
 			}
-			if _, err := tx.CreateBucket(name); err != nil {
+			if _, err := tx.tx.CreateBucket(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
 			// An index new to this store (added by a later version) files the records already there: Put
 			// only changes the entries a record gains or loses.
 			if fill := fillers[string(name)]; fill != nil {
-				if err := fill(tx); err != nil {
+				if err := fill(tx.tx); err != nil {
 					return fmt.Errorf("fill index %s: %w", name, err)
 				}
 			}
 		}
+		if migrated {
+			return verify(tx.tx)
+		}
 		return nil
 	})
 	if err != nil {
-		b.Close()
+		db.Close()
 		return nil, fmt.Errorf("initialise metadata store: %w", err)
 	}
-	return &DB{bolt: b, versions: make([]atomic.Uint64, len(registered))}, nil
+	if opts.AcceptOlderMetadata && last > fileGen {
+		// From now on this file's generations are the ones that count.
+		if err := db.gen.reset(db.generation()); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	return db, nil
 }
 
-// Close closes the file.
-func (db *DB) Close() error { return db.bolt.Close() }
+// Close closes the file (and syncs the generation recorded beside it).
+func (db *DB) Close() error {
+	err := db.bolt.Close()
+	if db.gen != nil {
+		err = errors.Join(err, db.gen.close())
+	}
+	return err
+}
+
+// generation is the file's last committed transaction id.
+func (db *DB) generation() uint64 {
+	var g uint64
+	db.bolt.View(func(tx *bolt.Tx) error { g = uint64(tx.ID()); return nil })
+	return g
+}
 
 // Path is the file the store lives in.
 func (db *DB) Path() string { return db.bolt.Path() }
@@ -100,7 +203,13 @@ func (db *DB) View(fn func(*Tx) error) error {
 
 // Update runs fn in a read-write transaction; an error rolls everything back.
 func (db *DB) Update(fn func(*Tx) error) error {
-	return db.bolt.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx, db: db}) })
+	return db.bolt.Update(func(tx *bolt.Tx) error {
+		if db.gen != nil {
+			id := uint64(tx.ID())
+			tx.OnCommit(func() { db.gen.note(id) })
+		}
+		return fn(&Tx{tx: tx, db: db})
+	})
 }
 
 // Version counts the committed transactions that wrote (Put or Delete) the table on db. It moves after the
@@ -161,6 +270,7 @@ var registered [][]byte
 
 func newTable[T any](name string, id func(*T) string) *Table[T] {
 	registered = append(registered, []byte(name))
+	valueBuckets = append(valueBuckets, []byte(name))
 	return &Table[T]{n: len(registered) - 1, bucket: []byte(name), id: id}
 }
 
@@ -183,11 +293,11 @@ func (t *Table[T]) index(name string, keys func(*T) []string) *Index[T] {
 func (t *Table[T]) fill(tx *bolt.Tx, ix *Index[T]) error {
 	b := tx.Bucket(ix.bucket)
 	return tx.Bucket(t.bucket).ForEach(func(id, v []byte) error {
-		var rec T
-		if err := json.Unmarshal(v, &rec); err != nil {
-			return fmt.Errorf("decode %s/%s: %w", t.bucket, id, err)
+		rec, err := t.decode(id, v)
+		if err != nil {
+			return err
 		}
-		for _, k := range ix.keys(&rec) {
+		for _, k := range ix.keys(rec) {
 			if err := b.Put([]byte(k+sep+string(id)), nil); err != nil {
 				return err
 			}
@@ -206,8 +316,17 @@ func (t *Table[T]) Get(tx *Tx, id string) (*T, error) {
 	if v == nil {
 		return nil, ErrNotFound
 	}
+	return t.decode([]byte(id), v)
+}
+
+// decode checks a stored value's checksum and decodes its record.
+func (t *Table[T]) decode(id, v []byte) (*T, error) {
+	payload, err := unseal(t.bucket, id, v)
+	if err != nil {
+		return nil, err
+	}
 	var rec T
-	if err := json.Unmarshal(v, &rec); err != nil {
+	if err := json.Unmarshal(payload, &rec); err != nil {
 		return nil, fmt.Errorf("decode %s/%s: %w", t.bucket, id, err)
 	}
 	return &rec, nil
@@ -232,7 +351,7 @@ func (t *Table[T]) Put(tx *Tx, rec *T) error {
 	if err != nil {
 		return fmt.Errorf("encode %s/%s: %w", t.bucket, id, err)
 	}
-	if err := tx.tx.Bucket(t.bucket).Put([]byte(id), buf); err != nil {
+	if err := tx.tx.Bucket(t.bucket).Put([]byte(id), seal(buf)); err != nil {
 		return fmt.Errorf("put %s/%s: %w", t.bucket, id, err)
 	}
 	for _, ix := range t.indexes {
@@ -295,12 +414,12 @@ func (t *Table[T]) unindex(tx *Tx, id string) error {
 func (t *Table[T]) All(tx *Tx, keep func(*T) bool) ([]*T, error) {
 	out := []*T{}
 	err := tx.tx.Bucket(t.bucket).ForEach(func(k, v []byte) error {
-		var rec T
-		if err := json.Unmarshal(v, &rec); err != nil {
-			return fmt.Errorf("decode %s/%s: %w", t.bucket, k, err)
+		rec, err := t.decode(k, v)
+		if err != nil {
+			return err
 		}
-		if keep == nil || keep(&rec) {
-			out = append(out, &rec)
+		if keep == nil || keep(rec) {
+			out = append(out, rec)
 		}
 		return nil
 	})
