@@ -20,6 +20,7 @@ const (
 	AlertConnections     = "connections"      // client connections against the server's limit
 	AlertLongTransaction = "long_transaction" // a client transaction open for a long time (holds back vacuum)
 	AlertBackupFailed    = "backup_failed"    // the project's latest backup failed (resolved by the next that completes)
+	// AlertDataMissing (reconcile.go): found at start, resolved at a start that no longer finds it.
 
 	SeverityWarning  = "warning"
 	SeverityCritical = "critical"
@@ -38,7 +39,7 @@ const (
 type ProjectAlert struct {
 	ID             string     `json:"id"`
 	ProjectID      string     `json:"project_id"`
-	Kind           string     `json:"kind" doc:"storage, connections, long_transaction or backup_failed"`
+	Kind           string     `json:"kind" doc:"storage, connections, long_transaction, backup_failed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory)"`
 	Severity       string     `json:"severity" doc:"warning or critical"`
 	Message        string     `json:"message"`
 	LimitValue     float64    `json:"limit_value" doc:"storage: bytes; connections: sessions; long_transaction: seconds; backup_failed: 0"`

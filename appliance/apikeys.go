@@ -204,6 +204,9 @@ func (s *Service) RevokeAPIKey(ctx context.Context, p *Principal, orgID, keyID s
 		if err := store.APIKeys.Put(tx, k); err != nil {
 			return Internal(err, "revoke key")
 		}
+		if err := s.recordRevocation(revokedAPIKey, k.KeyHash); err != nil {
+			return err
+		}
 		out.Revoked = true
 		return s.audit(tx, p, "api_key.revoke", orgID, k.ProjectID, map[string]any{"api_key_id": k.ID})
 	})

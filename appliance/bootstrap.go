@@ -26,13 +26,22 @@ const metaBootstrapped = "bootstrapped_organization"
 // BootstrapOwnerEmail is the email of the owner user created on first start.
 const BootstrapOwnerEmail = "owner@appliance.local"
 
+// Bootstrapped reports whether the store's first start (EnsureBootstrap) is done.
+func Bootstrapped(tx *store.Tx) bool { return tx.Meta(metaBootstrapped) != "" }
+
 // EnsureBootstrap creates, on the first start only, an organization, its owner user and an admin API key,
-// and writes them to path (mode 0600). It returns nil when the store was bootstrapped before.
+// and writes them to path (mode 0600), which must not exist: an existing bootstrap.json belongs to an earlier
+// first start and is never overwritten. It returns nil when the store was bootstrapped before.
 func (s *Service) EnsureBootstrap(ctx context.Context, path, caCert string) (*Bootstrap, error) {
 	var out *Bootstrap
+	wrote := false
 	err := s.db.Update(func(tx *store.Tx) error {
-		if tx.Meta(metaBootstrapped) != "" {
+		if Bootstrapped(tx) {
 			return nil
+		}
+		if _, err := os.Lstat(path); err == nil {
+			return fmt.Errorf("%s exists, but the metadata store was never bootstrapped: it holds the credentials of an earlier first start "+
+				"whose metadata is gone (restore meta.db from a copy); it is not overwritten", path)
 		}
 		now := s.now()
 		org := &store.Organization{ID: ids.New("org"), Name: "Default organization", Slug: "default",
@@ -62,15 +71,23 @@ func (s *Service) EnsureBootstrap(ctx context.Context, path, caCert string) (*Bo
 			Password: password, CACert: caCert}
 		// Written inside the transaction: if the file cannot be written nothing is committed and the next
 		// start bootstraps again.
-		return writeFile0600(path, out)
+		if err := writeNewFile0600(path, out); err != nil {
+			return err
+		}
+		wrote = true
+		return nil
 	})
+	if err != nil && wrote { // the commit failed: the next start bootstraps again
+		os.Remove(path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	return out, nil
 }
 
-func writeFile0600(path string, v any) error {
+// writeNewFile0600 writes v as JSON to path, which must not exist (the file appears whole or not at all).
+func writeNewFile0600(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
@@ -88,8 +105,12 @@ func writeFile0600(path string, v any) error {
 		tmp.Close()
 		return err
 	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	return os.Link(tmp.Name(), path) // never replaces an existing file
 }

