@@ -248,6 +248,13 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 			continue
 		}
 		s.repairEndedRestores(ctx, dp, p.inst)
+		if !s.pgInstance(dp, p.inst).Initialized() {
+			// Its data is gone (metadata older than the data directory: ReportMismatches says so); starting
+			// it would only make an empty directory.
+			s.log.Warn("instance not started: its data directory holds no cluster", "instance", p.inst.ID, "project", p.prj.ID, "dir", p.inst.Dir)
+			s.setRuntime(p.prj.ID, RuntimeDown)
+			continue
+		}
 		// A server that died with the machine is not running yet: say so until the supervisor's restart
 		// (whose event sets it back to active).
 		if _, running, _ := s.pgInstance(dp, p.inst).Status(); !running {

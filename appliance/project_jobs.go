@@ -338,6 +338,13 @@ func (s *Service) ensureInstanceRecord(dp *DataPlane, projectID string) (*store.
 				BinDir: dp.Bin.Dir, AdminPassword: s.box.Seal([]byte(ids.Secret(24))), CreatedAt: now}
 		}
 		id := inst.ID
+		if spare != nil {
+			// On disk too: metadata from before this claim (an older meta.db put back) must not take the
+			// directory for a spare still (reconcile.go).
+			if err := markInstanceOwner(spare.Dir, prj.ID); err != nil {
+				return err
+			}
+		}
 		inst.ProjectID, inst.OrganizationID, inst.Port, inst.PooledPort = prj.ID, prj.OrganizationID, ports[0], ports[1]
 		inst.State, inst.UpdatedAt = InstanceCreating, now
 		if err := store.Instances.Put(tx, inst); err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -71,9 +72,13 @@ func reconcile(db *store.DB, dataDir string) ([]mismatch, error) {
 			if in.State == InstanceCreating || in.State == InstanceSparePreparing || in.Dir == "" {
 				continue // its directory may not exist yet
 			}
-			if _, err := os.Stat(in.Dir); os.IsNotExist(err) {
+			if !(&postgres.Instance{Dir: in.Dir}).Initialized() {
 				out = append(out, mismatch{projectID: in.ProjectID,
-					text: fmt.Sprintf("instance %s (project %s, %s) has no directory %s", in.ID, orNone(in.ProjectID), in.State, in.Dir)})
+					text: fmt.Sprintf("instance %s (project %s, %s) has no data: %s holds no cluster", in.ID, orNone(in.ProjectID), in.State, in.Dir)})
+			} else if owner := instanceOwner(in.Dir); owner != "" && owner != in.ProjectID {
+				out = append(out, mismatch{projectID: in.ProjectID,
+					text: fmt.Sprintf("instance %s is %s of project %s in the metadata, but its directory belongs to project %s (%s)",
+						in.ID, in.State, orNone(in.ProjectID), owner, filepath.Join(in.Dir, instanceOwnerFile))})
 			}
 		}
 		for _, name := range dirNames(filepath.Join(dataDir, "instances")) {
@@ -128,6 +133,23 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// instanceOwnerFile, in an instance's directory, names the project that claimed it as a spare.
+const instanceOwnerFile = "project"
+
+// markInstanceOwner records in dir which project claimed it.
+func markInstanceOwner(dir, projectID string) error {
+	if err := os.WriteFile(filepath.Join(dir, instanceOwnerFile), []byte(projectID+"\n"), 0o600); err != nil {
+		return fmt.Errorf("mark instance %s as project %s's: %w", dir, projectID, err)
+	}
+	return nil
+}
+
+// instanceOwner is the project that claimed the instance in dir ("" for none, or no mark).
+func instanceOwner(dir string) string {
+	b, _ := os.ReadFile(filepath.Join(dir, instanceOwnerFile))
+	return strings.TrimSpace(string(b))
 }
 
 // AlertDataMissing is raised on a project whose instance or key-value store directory the metadata has

@@ -115,8 +115,10 @@ func (s *Service) ApplyRevocations() ([]string, error) {
 			return err
 		}
 		for _, r := range kvs {
-			// No token opens the store until its owner rotates one.
-			r.TokenHash, r.TokenPrefix, r.UpdatedAt = "", "", now
+			// A token nobody was given (it is dropped here): none opens the store until its owner rotates
+			// one, and its server still starts with a tenant password.
+			_, hash, prefix := newKVToken()
+			r.TokenHash, r.TokenPrefix, r.UpdatedAt = hash, prefix, now
 			r.LastError = "its token was replaced after this metadata was written (an older meta.db was put back): rotate the token"
 			if err := store.KVStores.Put(tx, r); err != nil {
 				return err
@@ -125,7 +127,7 @@ func (s *Service) ApplyRevocations() ([]string, error) {
 				map[string]any{"kv_store_id": r.ID, "reason": "rotated before; the metadata put back did not know"}); err != nil {
 				return err
 			}
-			out = append(out, fmt.Sprintf("key-value store %s (project %s) had a token rotated before (revocation record): it has none until rotated", r.ID, r.ProjectID))
+			out = append(out, fmt.Sprintf("key-value store %s (project %s) had a token rotated before (revocation record): no token opens it until rotated", r.ID, r.ProjectID))
 		}
 		return nil
 	})

@@ -265,9 +265,10 @@ func (s *Service) adoptSpare(ctx context.Context, conn *pgx.Conn, prj *store.Pro
 	return true, nil
 }
 
-// claimSpare hands a spare to the project inside tx (nil when the pool is empty).
+// claimSpare hands a spare to the project inside tx (nil when the pool is empty). A spare whose directory a
+// project claimed already (metadata older than the directory) is never handed out: reconcile reports it.
 func claimSpare(tx *store.Tx) (*store.Instance, error) {
-	spares, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == InstanceSpare })
+	spares, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == InstanceSpare && instanceOwner(i.Dir) == "" })
 	if err != nil || len(spares) == 0 {
 		return nil, err
 	}
