@@ -2994,7 +2994,7 @@ export interface components {
             /** Format: date-time */
             acknowledged_at: string | null;
             id: string;
-            /** @description storage, connections, long_transaction or backup_failed */
+            /** @description storage, connections, long_transaction, backup_failed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory) */
             kind: string;
             /**
              * Format: date-time
