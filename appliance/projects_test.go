@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -967,4 +968,46 @@ func TestStopInstancesStopsWhatTheSupervisorDoesNotWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	appliancetest.CheckNoProcessesUnder(t, inst.Dir) // their exit is seen within appliancetest.LeakGrace
+}
+
+// TestASpareAProjectClaimedIsNeverHandedOutAgain: a claimed spare's directory names its project; metadata
+// that still has it as a spare (an older meta.db put back) never hands it to another project, and
+// reconcile names the mismatch.
+func TestASpareAProjectClaimedIsNeverHandedOutAgain(t *testing.T) {
+	t.Parallel()
+	e, p := spareEnv(t)
+	var spare *store.Instance
+	e.DB.View(func(tx *store.Tx) error {
+		all, err := store.Instances.All(tx, nil)
+		if len(all) == 1 {
+			spare = all[0]
+		}
+		return err
+	})
+	if spare == nil || spare.State != appliance.InstanceSpare {
+		t.Fatalf("spare: %+v", spare)
+	}
+	a := provision(t, e, p, "First Owner", "development")
+	if a.PrimaryInstanceID != spare.ID {
+		t.Fatalf("the project did not take the spare %s: %s", spare.ID, a.PrimaryInstanceID)
+	}
+	if owner, err := os.ReadFile(filepath.Join(spare.Dir, "project")); err != nil || string(owner) != a.ID+"\n" {
+		t.Fatalf("the claimed spare's directory names %q (%v), want %s", owner, err, a.ID)
+	}
+	// What the older metadata says: a spare still.
+	if err := e.DB.Update(func(tx *store.Tx) error { return store.Instances.Put(tx, spare) }); err != nil {
+		t.Fatal(err)
+	}
+	report, err := appliance.Reconcile(e.DB, e.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "instance " + spare.ID + " is spare of project none in the metadata, but its directory belongs to project " + a.ID
+	if !slices.ContainsFunc(report, func(s string) bool { return strings.HasPrefix(s, want) }) {
+		t.Fatalf("reconcile: %q", report)
+	}
+	b := provision(t, e, p, "Second Owner", "development")
+	if b.PrimaryInstanceID == spare.ID {
+		t.Fatalf("project %s was given project %s's instance %s", b.ID, a.ID, spare.ID)
+	}
 }
