@@ -77,14 +77,8 @@ func migrateV1(tx *bolt.Tx) error {
 
 // verify checks the file's pages (bbolt's consistency check) and every sealed record.
 func verify(tx *bolt.Tx) error {
-	var problems []string
-	for err := range tx.Check() {
-		if len(problems) < 5 {
-			problems = append(problems, err.Error())
-		}
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%w: the page structure is inconsistent: %s", ErrDamaged, strings.Join(problems, "; "))
+	if err := verifyPages(tx); err != nil {
+		return err
 	}
 	for _, name := range valueBuckets {
 		b := tx.Bucket(name)
@@ -99,6 +93,29 @@ func verify(tx *bolt.Tx) error {
 		}
 	}
 	return nil
+}
+
+// verifyPages runs bbolt's consistency check of the file's pages.
+func verifyPages(tx *bolt.Tx) error {
+	var problems []string
+	for err := range tx.Check() {
+		if len(problems) < 5 {
+			problems = append(problems, err.Error())
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: the page structure is inconsistent: %s", ErrDamaged, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// unseal is the payload of a stored value: unseal's, or the value itself in a version 1 store opened
+// read-only.
+func (tx *Tx) unseal(bucket, key, v []byte) ([]byte, error) {
+	if tx.db != nil && tx.db.unsealed {
+		return v, nil
+	}
+	return unseal(bucket, key, v)
 }
 
 // bbolt's file layout as far as checkFile needs it: the first two pages are meta pages, each a 16-byte

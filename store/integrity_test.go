@@ -131,11 +131,23 @@ func TestOpenSealsAVersion1Store(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Close()
-	db, err := Open(path)
+	// doctor's look, before any up migrated it: read as it is
+	ro, err := OpenWith(path, Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got *Instance
+	if err := ro.View(func(tx *Tx) error {
+		got, err = Instances.First(tx, InstancesByProject, "prj_old")
+		return err
+	}); err != nil || got.Port != 41234 {
+		t.Fatalf("the old record, read-only: %+v, %v", got, err)
+	}
+	ro.Close()
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := db.View(func(tx *Tx) error {
 		if tx.Meta("schema_version") != fmt.Sprint(SchemaVersion) {
 			return fmt.Errorf("schema version %q", tx.Meta("schema_version"))

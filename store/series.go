@@ -44,7 +44,7 @@ func (s *Series) Range(tx *Tx, key string, from, to time.Time, fn func(t time.Ti
 		if len(k) != prefix+8 || !bytes.HasPrefix(k, []byte(key+sep)) {
 			break
 		}
-		payload, err := unseal(s.bucket, k, v)
+		payload, err := tx.unseal(s.bucket, k, v)
 		if err != nil {
 			return err
 		}
@@ -68,7 +68,7 @@ func (s *Series) Last(tx *Tx, key string) (time.Time, []byte, error) {
 	if k == nil || len(k) != len(prefix)+8 || !bytes.HasPrefix(k, prefix) {
 		return time.Time{}, nil, ErrNotFound
 	}
-	payload, err := unseal(s.bucket, k, v)
+	payload, err := tx.unseal(s.bucket, k, v)
 	if err != nil {
 		return time.Time{}, nil, err
 	}

@@ -31,6 +31,8 @@ type DB struct {
 	// versions counts, per table (by its number), the committed transactions that wrote it (Version).
 	versions []atomic.Uint64
 	gen      *generationFile // nil for a read-only store
+	// unsealed: a version 1 store opened read-only (not migrated): its records have no checksums.
+	unsealed bool
 }
 
 // initialMmapSize is the address space the store's file is mapped into from the start. bbolt maps the file
@@ -102,10 +104,13 @@ func OpenWith(path string, opts Options) (db *DB, err error) {
 	db = &DB{bolt: b, versions: make([]atomic.Uint64, len(registered))}
 	if err := db.bolt.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		if meta == nil || string(meta.Get([]byte("schema_version"))) != "1" {
-			return verify(tx) // a version 1 store is checked once sealed, below
+		if meta != nil && string(meta.Get([]byte("schema_version"))) == "1" {
+			// Its records are sealed (and checked) by the migration below; read-only, they are read as
+			// they are, and only the pages are checked.
+			db.unsealed = opts.ReadOnly
+			return verifyPages(tx)
 		}
-		return nil
+		return verify(tx)
 	}); err != nil {
 		b.Close()
 		return nil, fmt.Errorf("open metadata store %s: %w", path, err)
@@ -293,7 +298,7 @@ func (t *Table[T]) index(name string, keys func(*T) []string) *Index[T] {
 func (t *Table[T]) fill(tx *bolt.Tx, ix *Index[T]) error {
 	b := tx.Bucket(ix.bucket)
 	return tx.Bucket(t.bucket).ForEach(func(id, v []byte) error {
-		rec, err := t.decode(id, v)
+		rec, err := t.decode(&Tx{tx: tx}, id, v)
 		if err != nil {
 			return err
 		}
@@ -316,12 +321,12 @@ func (t *Table[T]) Get(tx *Tx, id string) (*T, error) {
 	if v == nil {
 		return nil, ErrNotFound
 	}
-	return t.decode([]byte(id), v)
+	return t.decode(tx, []byte(id), v)
 }
 
 // decode checks a stored value's checksum and decodes its record.
-func (t *Table[T]) decode(id, v []byte) (*T, error) {
-	payload, err := unseal(t.bucket, id, v)
+func (t *Table[T]) decode(tx *Tx, id, v []byte) (*T, error) {
+	payload, err := tx.unseal(t.bucket, id, v)
 	if err != nil {
 		return nil, err
 	}
@@ -414,7 +419,7 @@ func (t *Table[T]) unindex(tx *Tx, id string) error {
 func (t *Table[T]) All(tx *Tx, keep func(*T) bool) ([]*T, error) {
 	out := []*T{}
 	err := tx.tx.Bucket(t.bucket).ForEach(func(k, v []byte) error {
-		rec, err := t.decode(k, v)
+		rec, err := t.decode(tx, k, v)
 		if err != nil {
 			return err
 		}
