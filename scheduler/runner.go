@@ -19,8 +19,10 @@ import (
 
 // Errors recorded on jobs interrupted by the end of the process.
 const (
-	// msgCrashed is recorded by Start on a job a previous process left running.
+	// msgCrashed is recorded by Start on a job a previous process left running that has attempts left.
 	msgCrashed = "interrupted: the appliance stopped while the job ran; retrying"
+	// msgCrashedSpent is recorded by Start on such a job that has none left: it failed.
+	msgCrashedSpent = "failed: the appliance stopped while the job ran, and that was its last attempt (%d of %d)"
 	// msgStopped is recorded by a clean Stop on a job whose handler it cancelled.
 	msgStopped = "interrupted: the appliance was stopped while the job ran; it runs again at the next start"
 )
@@ -196,12 +198,13 @@ func (r *Runner) recoverInterrupted() error {
 		}
 		now := time.Now().UTC()
 		for _, j := range running {
-			j.Error, j.RetryClassification, j.UpdatedAt = msgCrashed, ClassTransient, now
+			j.RetryClassification, j.UpdatedAt = ClassTransient, now
 			if j.Attempts < maxAttempts(j) {
-				j.State, j.RunAfter = StatePending, now
+				j.State, j.RunAfter, j.Error = StatePending, now, msgCrashed
 				r.log.Warn("job interrupted by a previous stop; retrying", "job", j.ID, "type", j.Type, "attempts", j.Attempts)
 			} else {
 				j.State, j.CompletedAt = StateFailed, &now
+				j.Error = fmt.Sprintf(msgCrashedSpent, j.Attempts, maxAttempts(j))
 				r.log.Error("job interrupted by a previous stop and out of attempts", "job", j.ID, "type", j.Type, "attempts", j.Attempts)
 			}
 			if err := store.Jobs.Put(tx, j); err != nil {
