@@ -51,13 +51,17 @@ var ErrSupervisorStopped = errors.New("supervisor is stopped")
 
 // Supervisor keeps the watched processes running: every Interval it checks each one, and starts
 // a dead one again at once, then with an exponential backoff (MinBackoff doubling up to MaxBackoff) while it
-// keeps dying; running MaxBackoff long resets the backoff. Set the exported fields before the first Watch.
+// keeps dying; running HealthyAfter long resets the backoff, so a healthy process that is killed now and then
+// is started again at once each time. Set the exported fields before the first Watch.
 type Supervisor struct {
 	OnEvent    func(Event)   // called one event at a time, from the supervisor's goroutines: do not block
 	Exec       ExecFunc      // runs the programs of restarts (pg_ctl …); nil: DefaultExec
 	Interval   time.Duration // 0: 1 s
 	MinBackoff time.Duration // 0: 1 s
 	MaxBackoff time.Duration // 0: 1 min
+	// HealthyAfter is how long a process must have run for its next death to be restarted at once, with the
+	// backoff starting over (0: DefaultHealthyAfter).
+	HealthyAfter time.Duration
 
 	mu      sync.Mutex
 	watched map[string]*watched
@@ -75,9 +79,10 @@ type watched struct {
 	target    Process
 	running   bool
 	pid       int
-	failures  int           // start attempts since it last ran MaxBackoff long
+	failures  int           // start attempts since it last ran HealthyAfter long
 	next      time.Time     // no start attempt before
 	lastStart time.Time     // the last start attempt
+	upSince   time.Time     // when it was last seen starting to run
 	idle      chan struct{} // non-nil while a start attempt is in flight; closed when it ends
 	removed   bool
 	followed  int // the pid whose exit a goroutine waits for (0: none)
@@ -94,6 +99,12 @@ func (s *Supervisor) minBackoff() time.Duration {
 	return durOr(s.MinBackoff, time.Second)
 }
 func (s *Supervisor) maxBackoff() time.Duration { return durOr(s.MaxBackoff, time.Minute) }
+func (s *Supervisor) healthyAfter() time.Duration {
+	return durOr(s.HealthyAfter, DefaultHealthyAfter)
+}
+
+// DefaultHealthyAfter is Supervisor.HealthyAfter's default: a process that ran this long was healthy.
+const DefaultHealthyAfter = 10 * time.Second
 
 func durOr(d, def time.Duration) time.Duration {
 	if d <= 0 {
@@ -118,6 +129,9 @@ func (s *Supervisor) Watch(key string, target Process) error {
 	// The first look is synchronous: a process running now and dead later is reported as died.
 	w := &watched{key: key, target: target}
 	w.pid, w.running, _ = target.Status()
+	if w.running {
+		w.upSince = time.Now()
+	}
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
@@ -196,8 +210,11 @@ func (s *Supervisor) check() {
 			continue
 		}
 		if running {
+			if !w.running {
+				w.upSince = now
+			}
 			w.running, w.pid = true, pid
-			if w.failures > 0 && now.Sub(w.lastStart) >= s.maxBackoff() {
+			if w.failures > 0 && now.Sub(w.upSince) >= s.healthyAfter() {
 				w.failures = 0
 			}
 			s.followLocked(w, pid)
@@ -206,6 +223,10 @@ func (s *Supervisor) check() {
 		}
 		if w.running {
 			died = &Event{Key: w.key, Kind: EventDied, PID: w.pid, Err: err, At: now}
+			if now.Sub(w.upSince) >= s.healthyAfter() {
+				// It was healthy: this death is no crash loop, it is started again at once.
+				w.failures, w.next = 0, time.Time{}
+			}
 		}
 		w.running = false
 		start := !now.Before(w.next)
@@ -239,7 +260,7 @@ func (s *Supervisor) restart(w *watched) {
 	w.failures++
 	w.next = now.Add(s.backoff(w.failures)) // counted from the end of the attempt
 	if err == nil {
-		w.running, w.pid = true, pid
+		w.running, w.pid, w.upSince = true, pid, now
 		s.followLocked(w, pid)
 	}
 	close(w.idle)

@@ -517,6 +517,31 @@ func (l *eventLog) wait(t *testing.T, key string, kind daemon.EventKind, d time.
 	}
 }
 
+// waitN waits for the n-th event of kind for key, up to d.
+func (l *eventLog) waitN(t *testing.T, key string, kind daemon.EventKind, n int, d time.Duration) {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		l.mu.Lock()
+		seen := 0
+		for _, e := range l.events {
+			if e.Key == key && e.Kind == kind {
+				seen++
+			}
+		}
+		all := fmt.Sprint(l.events)
+		l.mu.Unlock()
+		if seen >= n {
+			return
+		}
+		select {
+		case <-l.ch:
+		case <-deadline:
+			t.Fatalf("%d %s events for %s within %v, want %d; events: %s", seen, kind, key, d, n, all)
+		}
+	}
+}
+
 func TestSupervisorRestartsKilledPostmaster(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
@@ -647,6 +672,30 @@ func TestSupervisorBackoff(t *testing.T) {
 	}
 	if _, running, _ := f.Status(); !running {
 		t.Error("Stop stopped an unwatched process")
+	}
+}
+
+// A process that ran healthy for a while and is then killed is started again at once, every time: the
+// backoff is for crash loops, not for a healthy process killed now and then (F-L5).
+func TestSupervisorBackoffResetsAfterHealthyRun(t *testing.T) {
+	t.Parallel()
+	events := newEventLog()
+	sup := daemon.NewSupervisor()
+	// Without the reset, the second death would wait MinBackoff (a minute), the third two...
+	sup.OnEvent, sup.Interval, sup.MinBackoff, sup.MaxBackoff = events.add, 5*time.Millisecond, time.Minute, time.Hour
+	sup.HealthyAfter = 50 * time.Millisecond
+	t.Cleanup(func() { _ = sup.Stop(context.Background()) })
+	f := &fakeProcess{running: true}
+	if err := sup.Watch("f", f); err != nil {
+		t.Fatal(err)
+	}
+	for kill := 1; kill <= 4; kill++ {
+		time.Sleep(sup.HealthyAfter) // it runs healthy this long (not synchronisation: the duration is the subject)
+		f.mu.Lock()
+		f.running = false
+		f.mu.Unlock()
+		// The restart comes at once; 30 s is only the test's patience (the backoff would be >= 1 min).
+		events.waitN(t, "f", daemon.EventRestarted, kill, 30*time.Second)
 	}
 }
 
