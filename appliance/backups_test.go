@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +160,9 @@ func TestRestoreToTimeRestorePointAndBackup(t *testing.T) {
 		if got := rows(); got != step.want {
 			t.Fatalf("after the restore to the %s (%s): rows %q, want %q", step.name, j.Result, got, step.want)
 		}
+		if step.name == "restore point" {
+			wantRecoveryStopTime(t, instanceOf(t, e, prj), rp.RestorePoint)
+		}
 		if got := e.Project(t, prj.ID); got.RuntimeStatus != appliance.RuntimeActive || got.State != appliance.ProjectActive {
 			t.Fatalf("project after restore: %s %s", got.State, got.RuntimeStatus)
 		}
@@ -191,6 +195,33 @@ func TestRestoreToTimeRestorePointAndBackup(t *testing.T) {
 	if _, err := e.Svc.RestoreProject(t.Context(), p, prj.ID, &appliance.RestoreRequest{RestorePointID: rp.RestorePoint.ID}); appliance.KindOf(err) != appliance.KindInvalid {
 		t.Fatalf("restore to a deleted point: %v", err)
 	}
+}
+
+// wantRecoveryStopTime checks a restore point's pitr_time against the time PostgreSQL wrote in its WAL
+// record, which recovery logs on stopping there: "recovery stopping at restore point "<name>", time <t>".
+func wantRecoveryStopTime(t *testing.T, inst *store.Instance, rp *appliance.RestorePoint) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(inst.Dir, "pgdata", "log", "*.json"))
+	re := regexp.MustCompile(`recovery stopping at restore point \\"` + rp.ID + `\\", time ([0-9: .+-]+)`)
+	for _, f := range logs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := re.FindSubmatch(b)
+		if m == nil {
+			continue
+		}
+		logged, err := time.Parse("2006-01-02 15:04:05.999999-07", string(m[1]))
+		if err != nil {
+			t.Fatalf("recovery's stop time %q: %v", m[1], err)
+		}
+		if !logged.Equal(rp.PITRTime) {
+			t.Fatalf("pitr_time %s, but PostgreSQL recorded the point at %s", rp.PITRTime.Format(time.RFC3339Nano), logged.UTC().Format(time.RFC3339Nano))
+		}
+		return
+	}
+	t.Fatalf("no log line of the recovery stopping at %s in %v", rp.ID, logs)
 }
 
 func TestRestoreRequestsRefused(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -92,10 +93,11 @@ func (s *Service) CreateRestorePoint(ctx context.Context, p *Principal, projectI
 	}
 	defer conn.Close(context.Background())
 	id := ids.New("rp")
-	var lsn string
-	if err := conn.QueryRow(ctx, "SELECT pg_create_restore_point($1)::text", id).Scan(&lsn); err != nil {
+	point, err := postgres.CreateRestorePoint(ctx, conn, id)
+	if err != nil {
 		return nil, serverErr(err, "create restore point")
 	}
+	lsn := point.LSN
 	tli, _, err := currentTimeline(ctx, conn)
 	if err != nil {
 		return nil, serverErr(err, "read the timeline")
@@ -106,8 +108,8 @@ func (s *Service) CreateRestorePoint(ctx context.Context, p *Principal, projectI
 		now := s.now()
 		rp := &store.RestorePoint{ID: id, ProjectID: prj.ID, OrganizationID: prj.OrganizationID, Kind: RestorePointNamed,
 			State: RestorePointActive, Label: label, Name: id, LSN: lsn, Timeline: tli, CreatedByActorKind: kind,
-			CreatedByActorID: actor, PITRTime: now, CreatedAt: now, UpdatedAt: now}
-		if b, err := s.baseBackupBefore(tx, prj.ID, now, tli); err == nil {
+			CreatedByActorID: actor, PITRTime: point.Time.UTC(), CreatedAt: now, UpdatedAt: now}
+		if b, err := s.baseBackupBefore(tx, prj.ID, rp.PITRTime, tli); err == nil {
 			rp.BackupID, rp.BackupKey = b.ID, b.BackupKey
 		}
 		if err := store.RestorePoints.Put(tx, rp); err != nil {
