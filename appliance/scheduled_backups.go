@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,8 +25,17 @@ const ScheduledBackupID = "default"
 // ScheduledBackupLabel is the label of the backups a schedule takes.
 const ScheduledBackupLabel = "scheduled"
 
-// DefaultRetentionDays is retention_days when a PUT leaves it out (of a new schedule).
+// DefaultRetentionDays is the backup retention of every project without a schedule, and retention_days when
+// a PUT leaves it out (of a new schedule), unless the operator sets another (Config.BackupRetentionDays).
 const DefaultRetentionDays = 7
+
+// retentionDays is the operator's default backup retention (up --backup-retention-days).
+func (s *Service) retentionDays() int {
+	if s.cfg.BackupRetentionDays > 0 {
+		return s.cfg.BackupRetentionDays
+	}
+	return DefaultRetentionDays
+}
 
 // ScheduledBackup is the API resource.
 type ScheduledBackup struct {
@@ -63,7 +74,7 @@ type PutScheduledBackupRequest struct {
 	CronHour      *int  `json:"cron_hour" api:"required" schema:"minimum=0,maximum=23" doc:"UTC hour, 0 to 23"`
 	CronMinute    *int  `json:"cron_minute" api:"required" schema:"minimum=0,maximum=59" doc:"minute, 0 to 59"`
 	IsActive      *bool `json:"is_active" api:"required"`
-	RetentionDays *int  `json:"retention_days" schema:"minimum=1,maximum=365" doc:"1 to 365; default 7 (a change keeps the current value)"`
+	RetentionDays *int  `json:"retention_days" schema:"minimum=1,maximum=365" doc:"1 to 365; default: the appliance's default retention, 7 unless its operator set another (a change keeps the current value)"`
 }
 
 // ListScheduledBackups lists a project's backup schedules: none, or its one schedule "default".
@@ -118,7 +129,7 @@ func (s *Service) PutScheduledBackup(ctx context.Context, p *Principal, projectI
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			r = &store.ScheduledBackup{ID: ScheduledBackupID, ProjectID: prj.ID, OrganizationID: prj.OrganizationID,
-				Label: ScheduledBackupLabel, RetentionDays: DefaultRetentionDays, CreatedAt: now}
+				Label: ScheduledBackupLabel, RetentionDays: s.retentionDays(), CreatedAt: now}
 		case err != nil:
 			return Internal(err, "read the backup schedule")
 		}
@@ -156,7 +167,8 @@ func dueSlot(r *store.ScheduledBackup, now time.Time) bool {
 
 // RunScheduledBackups is the periodic scheduled-backups task (every minute): it enqueues a backup.create
 // (label "scheduled") for every active schedule whose UTC hour:minute has come today and that has not run
-// since, then applies the retention of every active schedule.
+// since, then applies retention to every project that has backups: its schedule's retention_days (active or
+// not), or the appliance's default retention when it has no schedule.
 func (s *Service) RunScheduledBackups(ctx context.Context, now time.Time) (ScheduledRunResult, error) {
 	var res ScheduledRunResult
 	if err := s.requireFeature(FeatureBackups); err != nil {
@@ -212,15 +224,27 @@ func (s *Service) RunScheduledBackups(ctx context.Context, now time.Time) (Sched
 	if res.Enqueued > 0 {
 		s.notify()
 	}
+	days := map[string]int{} // the projects with backups, and their retention
+	if err := s.db.View(func(tx *store.Tx) error {
+		_, err := store.Backups.All(tx, func(b *store.Backup) bool {
+			days[b.ProjectID] = s.retentionDays()
+			return false
+		})
+		return err
+	}); err != nil {
+		return res, errors.Join(append(errs, err)...)
+	}
 	for _, sc := range scheds {
-		if !sc.IsActive {
-			continue // an inactive schedule deletes nothing either
+		if _, ok := days[sc.ProjectID]; ok && sc.RetentionDays > 0 {
+			days[sc.ProjectID] = sc.RetentionDays
 		}
-		nb, nw, err := s.applyRetention(sc.ProjectID, sc.RetentionDays, now)
+	}
+	for _, projectID := range slices.Sorted(maps.Keys(days)) {
+		nb, nw, err := s.applyRetention(projectID, days[projectID], now)
 		res.BackupsDeleted += nb
 		res.WALDeleted += nw
 		if err != nil {
-			errs = append(errs, fmt.Errorf("retention of %s: %w", sc.ProjectID, err))
+			errs = append(errs, fmt.Errorf("retention of %s: %w", projectID, err))
 		}
 	}
 	return res, errors.Join(errs...)
@@ -245,16 +269,17 @@ func (s *Service) newBackup(tx *store.Tx, prj *store.Project, label string) (*st
 }
 
 // applyRetention deletes the project's backups created more than days before now (records and
-// directories), except the newest completed one and those still pending or running, then deletes the
-// archived WAL segments older than the oldest remaining completed backup's start segment. It does
-// nothing while a restore of the project is queued or running.
+// directories), except the newest completed one, those still pending or running and those something else
+// needs (pinnedBackups), then deletes the archived WAL segments older than the oldest remaining completed
+// backup's start segment. It does nothing while a restore of the project is queued or running.
 func (s *Service) applyRetention(projectID string, days int, now time.Time) (backups, wal int, err error) {
 	if days <= 0 {
-		days = DefaultRetentionDays
+		days = s.retentionDays()
 	}
 	cutoff := now.Add(-time.Duration(days) * 24 * time.Hour)
 	var all []*store.Backup
-	busy, pinned := false, ""
+	busy := false
+	var pinned map[string]bool
 	if err := s.db.View(func(tx *store.Tx) error {
 		prj, err := store.Projects.Get(tx, projectID)
 		if err != nil {
@@ -273,11 +298,8 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 				busy = true
 			}
 		}
-		// The backup an unfinished follow would restore on abort is kept whatever its age.
-		if f, err := currentFollow(tx, projectID); err != nil {
+		if pinned, err = pinnedBackups(tx, projectID); err != nil {
 			return err
-		} else if f != nil && !followFinished(f.State) {
-			pinned = f.BackupID
 		}
 		all, err = store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{Newest: true})
 		return err
@@ -299,7 +321,7 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 	}
 	var oldestKept *store.Backup
 	for _, b := range all {
-		keep := b == newest || b.ID == pinned || !b.CreatedAt.Before(cutoff) || b.State == BackupPending || b.State == BackupRunning
+		keep := b == newest || pinned[b.ID] || !b.CreatedAt.Before(cutoff) || b.State == BackupPending || b.State == BackupRunning
 		if keep {
 			if b.State == BackupCompleted && (oldestKept == nil || b.CreatedAt.Before(oldestKept.CreatedAt)) {
 				oldestKept = b
@@ -323,6 +345,49 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 	}
 	wal, err = pruneWAL(bs.WALDir(projectID), start)
 	return backups, wal, err
+}
+
+// pinnedBackups are the ids of the project's backups that something else needs, whatever their age: the
+// base backup of each active restore point (a restore to the point starts from it), of each preview cloned
+// from the project as of a past time (its reset clones again from it), the backup an unfinished follow
+// would restore on abort, and the pre-cutover backup of an approved or promoting cutover request. Keeping
+// a backup keeps the WAL archived since it too.
+func pinnedBackups(tx *store.Tx, projectID string) (map[string]bool, error) {
+	pinned := map[string]bool{}
+	if f, err := currentFollow(tx, projectID); err != nil {
+		return nil, err
+	} else if f != nil && !followFinished(f.State) {
+		pinned[f.BackupID] = true
+	}
+	rps, err := store.RestorePoints.Lookup(tx, store.RestorePointsByProject, projectID, store.Query{})
+	if err != nil {
+		return nil, err
+	}
+	for _, rp := range rps {
+		if rp.State != RestorePointDeleted && rp.BackupID != "" {
+			pinned[rp.BackupID] = true
+		}
+	}
+	prvs, err := store.Projects.Lookup(tx, store.ProjectsByPreviewOf, projectID, store.Query{})
+	if err != nil {
+		return nil, err
+	}
+	for _, prv := range prvs {
+		if prv.State != ProjectDeleted && prv.SourceBackupID != "" {
+			pinned[prv.SourceBackupID] = true
+		}
+	}
+	reqs, err := store.CutoverRequests.Lookup(tx, store.CutoverRequestsByProject, projectID, store.Query{})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range reqs {
+		if (r.Status == CutoverApproved || r.Status == CutoverPromoting) && r.PreCutoverBackupID != "" {
+			pinned[r.PreCutoverBackupID] = true
+		}
+	}
+	delete(pinned, "")
+	return pinned, nil
 }
 
 // retentionStore is the backup store for deleting (no data plane needed: nothing is chowned).

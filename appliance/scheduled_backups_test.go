@@ -203,6 +203,97 @@ func TestScheduledBackupRetention(t *testing.T) {
 	}
 }
 
+// ageBackups moves a project's backups back in time, the newest by back[0], the next by back[1]...
+func ageBackups(t *testing.T, e *appliancetest.Env, p *appliance.Principal, prj *store.Project, back ...time.Duration) []string {
+	t.Helper()
+	list, err := e.Svc.ListBackups(t.Context(), p, prj.ID)
+	if err != nil || len(list.Backups) != len(back) {
+		t.Fatalf("%+v %v", list, err)
+	}
+	var keys []string
+	for i, b := range list.Backups {
+		keys = append(keys, b.BackupKey)
+		if err := e.DB.Update(func(tx *store.Tx) error {
+			r, err := store.Backups.Get(tx, b.ID)
+			if err != nil {
+				return err
+			}
+			r.CreatedAt = r.CreatedAt.Add(-back[i])
+			c := r.CompletedAt.Add(-back[i])
+			r.CompletedAt = &c
+			return store.Backups.Put(tx, r)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return keys
+}
+
+// A project without a backup schedule has the default retention (7 days) too; a backup a restore point
+// starts from is kept whatever its age while the point exists, with the WAL archived since (F-M3).
+func TestDefaultRetentionWithoutSchedule(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "unscheduled", "development")
+	ctx := t.Context()
+	backup := func() {
+		res, err := e.Svc.CreateBackup(ctx, p, prj.ID, &appliance.CreateBackupRequest{Label: "manual"})
+		runJob(t, e, res, err)
+	}
+	before := waitArchived(t, e, p, prj) // archived before every backup
+	backup()
+	rp, err := e.Svc.CreateRestorePoint(ctx, p, prj.ID, &appliance.RestorePointRequest{Label: "pins the first backup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	between := waitArchived(t, e, p, prj) // archived after the first backup, before the others
+	backup()
+	backup()
+	day := 24 * time.Hour
+	keys := ageBackups(t, e, p, prj, 8*day, 9*day, 10*day) // newest first
+	if rp.RestorePoint.BackupKey != keys[2] {
+		t.Fatalf("the restore point starts from %s, want the first backup %s", rp.RestorePoint.BackupKey, keys[2])
+	}
+	exists := func(path string) bool { _, err := os.Stat(path); return err == nil }
+	base := filepath.Join(e.Dir, "backups", prj.ID, "base")
+	wal := filepath.Join(e.Dir, "backups", prj.ID, "wal")
+
+	res, err := e.Svc.RunScheduledBackups(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BackupsDeleted != 1 || res.WALDeleted == 0 {
+		t.Fatalf("first run %+v: want the middle backup deleted, the newest and the pinned one kept", res)
+	}
+	if !exists(filepath.Join(base, keys[0])) || exists(filepath.Join(base, keys[1])) || !exists(filepath.Join(base, keys[2])) {
+		t.Fatalf("after the first run: backup directories %v %v %v", exists(filepath.Join(base, keys[0])),
+			exists(filepath.Join(base, keys[1])), exists(filepath.Join(base, keys[2])))
+	}
+	if exists(filepath.Join(wal, before)) || !exists(filepath.Join(wal, between)) {
+		t.Fatalf("after the first run: segment before the pinned backup kept %v, after it kept %v",
+			exists(filepath.Join(wal, before)), exists(filepath.Join(wal, between)))
+	}
+
+	// Without the point, the first backup goes too, and the WAL before the newest one.
+	if _, err := e.Svc.DeleteRestorePoint(ctx, p, prj.ID, rp.RestorePoint.ID); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = e.Svc.RunScheduledBackups(ctx, time.Now()); err != nil || res.BackupsDeleted != 1 || res.WALDeleted == 0 {
+		t.Fatalf("second run %+v %v", res, err)
+	}
+	if !exists(filepath.Join(base, keys[0])) || exists(filepath.Join(base, keys[2])) || exists(filepath.Join(wal, between)) {
+		t.Fatal("after the second run: the newest backup must stay, the first one and the WAL before the newest go")
+	}
+	list, err := e.Svc.ListBackups(ctx, p, prj.ID)
+	if err != nil || len(list.Backups) != 1 || list.Backups[0].BackupKey != keys[0] {
+		t.Fatalf("after retention: %+v %v", list, err)
+	}
+	// Nothing is left to delete: the newest backup is kept whatever its age.
+	if res, err = e.Svc.RunScheduledBackups(ctx, time.Now()); err != nil || res != (appliance.ScheduledRunResult{}) {
+		t.Fatalf("third run %+v %v", res, err)
+	}
+}
+
 // A scheduled backup that pg_basebackup fails for a real reason gives a failed job carrying the tool's exit
 // code and stderr, and a failed backup record; once the cause is gone, the next day's slot enqueues a backup
 // that completes. Two real causes: a tablespace (a plain-format backup on the same machine cannot copy it

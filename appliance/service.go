@@ -40,6 +40,9 @@ type Config struct {
 	// LogArchiveDays keeps the servers' rotated logs compressed this many days (up --log-archive-days; 0:
 	// off, logs are kept LogRetention and the logs window is at most 168 hours).
 	LogArchiveDays int
+	// BackupRetentionDays is the default backup retention: of every project without a backup schedule, and
+	// of a new schedule (up --backup-retention-days; 0: DefaultRetentionDays).
+	BackupRetentionDays int
 }
 
 // Notifier is poked after jobs are enqueued so the runner claims them at once.
