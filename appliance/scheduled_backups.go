@@ -158,11 +158,19 @@ type ScheduledRunResult struct {
 	WALDeleted     int // WAL segments deleted by retention
 }
 
-// dueSlot reports whether a schedule's slot of now's UTC day has come and has not run yet.
+// dueSlot reports whether a schedule's latest slot has come and has not run yet: today's (UTC) once its
+// hour:minute has come; before that, yesterday's, when the schedule was already set so then and it did not
+// run (the appliance was down across midnight): a missed slot runs late, once.
 func dueSlot(r *store.ScheduledBackup, now time.Time) bool {
 	now = now.UTC()
 	slot := time.Date(now.Year(), now.Month(), now.Day(), r.CronHour, r.CronMinute, 0, 0, time.UTC)
-	return !now.Before(slot) && (r.LastRunAt == nil || r.LastRunAt.Before(slot))
+	if now.Before(slot) {
+		slot = slot.AddDate(0, 0, -1)
+		if slot.Before(r.UpdatedAt) {
+			return false // yesterday's slot was not this schedule's
+		}
+	}
+	return r.LastRunAt == nil || r.LastRunAt.Before(slot)
 }
 
 // RunScheduledBackups is the periodic scheduled-backups task (every minute): it enqueues a backup.create

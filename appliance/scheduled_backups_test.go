@@ -63,8 +63,20 @@ func TestScheduledBackupsPutGetAndRun(t *testing.T) {
 		t.Fatalf("after a PUT: %+v %v", list, err)
 	}
 
-	// Run on a day after today so that retention (7 days) finds nothing to delete.
+	// Run on a day after today so that retention (7 days) finds nothing to delete; today's slot ran (else
+	// it would run late tomorrow before 02:30: TestScheduledBackupMissedAcrossMidnight).
 	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 1)
+	if err := e.DB.Update(func(tx *store.Tx) error {
+		r, err := store.ScheduledBackups.Get(tx, prj.ID)
+		if err != nil {
+			return err
+		}
+		ran := day.Add(-24*time.Hour + 2*time.Hour + 30*time.Minute)
+		r.LastRunAt = &ran
+		return store.ScheduledBackups.Put(tx, r)
+	}); err != nil {
+		t.Fatal(err)
+	}
 	run := func(at time.Time, want int) {
 		t.Helper()
 		res, err := e.Svc.RunScheduledBackups(ctx, at)
@@ -200,6 +212,55 @@ func TestScheduledBackupRetention(t *testing.T) {
 	res, err = e.Svc.RunScheduledBackups(ctx, time.Now().UTC().Truncate(24*time.Hour))
 	if err != nil || res != (appliance.ScheduledRunResult{}) {
 		t.Fatalf("second run %+v %v", res, err)
+	}
+}
+
+// A daily slot missed because the appliance was down across UTC midnight runs at the first tick after
+// the start, once; the next slot runs as usual (F-L1).
+func TestScheduledBackupMissedAcrossMidnight(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "midnight", "development")
+	ctx := t.Context()
+	if _, err := e.Svc.PutScheduledBackup(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
+		CronHour: intp(23), CronMinute: intp(55), IsActive: boolp(true)}); err != nil {
+		t.Fatal(err)
+	}
+	// It last ran at 23:55 today; tomorrow the appliance stops at 23:50 and starts again at 00:10 the day
+	// after: tomorrow's slot was missed.
+	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 2) // the day the appliance comes back
+	if err := e.DB.Update(func(tx *store.Tx) error {
+		r, err := store.ScheduledBackups.Get(tx, prj.ID)
+		if err != nil {
+			return err
+		}
+		ran := day.Add(-48*time.Hour + 23*time.Hour + 55*time.Minute)
+		r.LastRunAt = &ran
+		return store.ScheduledBackups.Put(tx, r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(at time.Time, want int) {
+		t.Helper()
+		res, err := e.Svc.RunScheduledBackups(ctx, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Enqueued != want {
+			t.Fatalf("run at %s enqueued %d, want %d", at, res.Enqueued, want)
+		}
+	}
+	run(day.Add(-24*time.Hour+23*time.Hour+50*time.Minute), 0) // the last tick before the stop
+	run(day.Add(10*time.Minute), 1)                             // the first after the start: the missed slot runs late
+	run(day.Add(11*time.Minute), 0)                             // once
+	run(day.Add(23*time.Hour+54*time.Minute), 0)
+	run(day.Add(23*time.Hour+55*time.Minute), 1) // that day's own slot
+	list, err := e.Svc.ListScheduledBackups(ctx, p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, list.ScheduledBackups[0].LastJobID); j.State != scheduler.StateCompleted {
+		t.Fatalf("scheduled job %+v", j)
 	}
 }
 
