@@ -251,8 +251,8 @@ func TestScheduledBackupMissedAcrossMidnight(t *testing.T) {
 		}
 	}
 	run(day.Add(-24*time.Hour+23*time.Hour+50*time.Minute), 0) // the last tick before the stop
-	run(day.Add(10*time.Minute), 1)                             // the first after the start: the missed slot runs late
-	run(day.Add(11*time.Minute), 0)                             // once
+	run(day.Add(10*time.Minute), 1)                            // the first after the start: the missed slot runs late
+	run(day.Add(11*time.Minute), 0)                            // once
 	run(day.Add(23*time.Hour+54*time.Minute), 0)
 	run(day.Add(23*time.Hour+55*time.Minute), 1) // that day's own slot
 	list, err := e.Svc.ListScheduledBackups(ctx, p, prj.ID)
