@@ -72,6 +72,9 @@ type UpConfig struct {
 	MetricsToken string
 	// AcceptOlderMetadata starts on a meta.db older than the one the data directory last ran with.
 	AcceptOlderMetadata bool
+	// BackupRetentionDays is the default backup retention in days (every project without a schedule, and
+	// new schedules).
+	BackupRetentionDays int
 	// HeapFloorMB is the least heap goal of the appliance's garbage collector, in MiB (0: GOGC alone).
 	HeapFloorMB int
 }
@@ -135,6 +138,7 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.IntVar(&cfg.MaxConnections, "max-connections", envInt("APPLIANCE_MAX_CONNECTIONS", 1000), "open API connections at most; more wait until one closes (APPLIANCE_MAX_CONNECTIONS)")
 	f.BoolVar(&cfg.NetworkExtensions, "allow-network-extensions", envBool("APPLIANCE_ALLOW_NETWORK_EXTENSIONS"), "offer dblink and postgres_fdw, which connect out from inside a project's database past the outbound policy (APPLIANCE_ALLOW_NETWORK_EXTENSIONS=1)")
 	f.IntVar(&cfg.LogArchiveDays, "log-archive-days", envInt("APPLIANCE_LOG_ARCHIVE_DAYS", 0), "keep the servers' rotated logs compressed this many days, so the logs API reads up to 720 hours (APPLIANCE_LOG_ARCHIVE_DAYS); 0: logs are kept 8 days")
+	f.IntVar(&cfg.BackupRetentionDays, "backup-retention-days", envInt("APPLIANCE_BACKUP_RETENTION_DAYS", appliance.DefaultRetentionDays), "days a project's backups are kept unless its backup schedule sets retention_days, and the retention_days of a new schedule (APPLIANCE_BACKUP_RETENTION_DAYS); 1 to 365; the newest backup and those restore points, previews, follows and cutovers need are always kept")
 	f.StringVar(&cfg.MetricsToken, "metrics-token", envDefault("APPLIANCE_METRICS_TOKEN", ""), "bearer token Prometheus sends to GET /metrics (APPLIANCE_METRICS_TOKEN); without one /metrics answers loopback clients only")
 	f.IntVar(&cfg.HeapFloorMB, "heap-floor-mb", envInt("APPLIANCE_HEAP_FLOOR_MB", heapfloor.Default>>20), "MiB the appliance's Go heap may grow to before it is collected, however little of it is live (APPLIANCE_HEAP_FLOOR_MB): fewer collections, less delay in the API during bursts of background work; 0: GOGC's rule alone; GOMEMLIMIT, when set, still bounds it")
 	f.BoolVar(&cfg.AcceptOlderMetadata, "accept-older-metadata", envBool("APPLIANCE_ACCEPT_OLDER_METADATA"), "start on a meta.db older than the one this data directory last ran with, such as a restored copy (APPLIANCE_ACCEPT_OLDER_METADATA=1); credentials revoked since stay revoked and every mismatch with the data directory is reported")
@@ -181,6 +185,9 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	}
 	if pol.Deny, err = outbound.ParsePrefixes(cfg.OutboundDeny); err != nil {
 		return fmt.Errorf("--outbound-deny: %w", err)
+	}
+	if cfg.BackupRetentionDays < 1 || cfg.BackupRetentionDays > 365 {
+		return fmt.Errorf("--backup-retention-days: %d is not between 1 and 365", cfg.BackupRetentionDays)
 	}
 	if cfg.HeapFloorMB < 0 || cfg.HeapFloorMB > 1<<20 {
 		return fmt.Errorf("--heap-floor-mb: %d is not between 0 and 1048576 (1 TiB)", cfg.HeapFloorMB)
@@ -283,7 +290,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		{name: "instance-supervisor", start: func(ctx context.Context) error {
 			svc = appliance.New(appliance.Config{APIURL: apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
 				Version: Version, CACertPath: ca.CertPath(), ListenHost: cfg.PGListen, DataDir: dataDir, Spares: cfg.Spares,
-				Ports: ports, Outbound: pol, NetworkExtensions: cfg.NetworkExtensions, LogArchiveDays: cfg.LogArchiveDays}, db, box, log)
+				Ports: ports, Outbound: pol, NetworkExtensions: cfg.NetworkExtensions, LogArchiveDays: cfg.LogArchiveDays, BackupRetentionDays: cfg.BackupRetentionDays}, db, box, log)
 			sup = daemon.NewSupervisor()
 			sup.OnEvent = svc.OnInstanceEvent
 			bin, err := postgres.FindBinaries(set.PG.Dir)
