@@ -247,6 +247,14 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 			}
 			continue
 		}
+		// A project being deleted is not started again: its delete job (retried after the crash that
+		// interrupted it, perhaps running already) removes its instance and pooler, and a supervisor's start
+		// would make their directories again after it (lifecycle.lock, pooler/).
+		if deleting, err := s.beingDeleted(p.prj.ID); err != nil {
+			return err
+		} else if deleting {
+			continue
+		}
 		s.repairEndedRestores(ctx, dp, p.inst)
 		if !s.pgInstance(dp, p.inst).Initialized() {
 			// Its data is gone (metadata older than the data directory: ReportMismatches says so); starting
@@ -269,6 +277,21 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// beingDeleted reports whether the project is being deleted or is deleted (read now: a delete requested
+// while the appliance starts counts).
+func (s *Service) beingDeleted(projectID string) (bool, error) {
+	var deleting bool
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := store.Projects.Get(tx, projectID)
+		if err != nil {
+			return err
+		}
+		deleting = prj.State == ProjectDeleting || prj.State == ProjectDeleted
+		return nil
+	})
+	return deleting, err
 }
 
 // StopInstances is the last step of a shutdown, after the job runner and the supervisor stopped: every

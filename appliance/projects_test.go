@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -373,6 +374,79 @@ func TestSupervisorRestartsAKilledInstance(t *testing.T) {
 	}
 	if got := e.Project(t, prj.ID); got.RuntimeStatus != appliance.RuntimeActive {
 		t.Fatalf("runtime_status after the restart: %s", got.RuntimeStatus)
+	}
+}
+
+// watchedCount is how many processes the supervisor watches.
+func watchedCount(t *testing.T, e *appliancetest.Env) int {
+	t.Helper()
+	_, msg := e.Sup.Health(t.Context())
+	var running, watched int
+	if _, err := fmt.Sscanf(msg, "%d of %d watched", &running, &watched); err != nil {
+		t.Fatalf("health %q: %v", msg, err)
+	}
+	return watched
+}
+
+// A delete killed with the appliance (SIGKILL) after it removed the instance and before it recorded that:
+// the next start must not start that instance and its pooler again (the supervisor would make
+// instances/<id>/{lifecycle.lock,pooler/} again, after the delete's retry removed them), and the retry
+// leaves nothing behind (F-L3).
+func TestDeleteInterruptedByACrashLeavesNothing(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "half-deleted", "development")
+	inst := instanceOf(t, e, prj)
+	// The crashed attempt: the project is deleting, its instance's processes and directory are gone.
+	if err := e.DB.Update(func(tx *store.Tx) error {
+		r, err := store.Projects.Get(tx, prj.ID)
+		if err != nil {
+			return err
+		}
+		r.State = appliance.ProjectDeleting
+		return store.Projects.Put(tx, r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.Sup.Unwatch(inst.ID)
+	e.Sup.Unwatch(inst.ID + "/pooler")
+	for _, pid := range []int{postmasterPID(t, inst), pidIn(t, filepath.Join(inst.Dir, "pooler", "pgbouncer.pid"))} {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.RemoveAll(inst.Dir); err != nil {
+		t.Fatal(err)
+	}
+	before := watchedCount(t, e)
+	// The next start.
+	if err := e.Svc.AdoptInstances(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := watchedCount(t, e); n != before {
+		t.Fatalf("the start watches %d processes, %d before: it started the deleting project's instance or pooler again", n, before)
+	}
+	if _, err := os.Stat(inst.Dir); !os.IsNotExist(err) {
+		t.Fatalf("%s after the start: %v", inst.Dir, err)
+	}
+	// The delete's retry (a new request here: the crashed job is not in this store) completes.
+	if err := e.DB.Update(func(tx *store.Tx) error {
+		r, err := store.Projects.Get(tx, prj.ID)
+		if err != nil {
+			return err
+		}
+		r.State = appliance.ProjectActive
+		return store.Projects.Put(tx, r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Svc.DeleteProject(t.Context(), p, prj.ID, "")
+	runJob(t, e, res, err)
+	if _, err := os.Stat(inst.Dir); !os.IsNotExist(err) {
+		t.Fatalf("%s after the delete: %v", inst.Dir, err)
+	}
+	if got := e.Project(t, prj.ID); got.State != appliance.ProjectDeleted {
+		t.Fatalf("project %s", got.State)
 	}
 }
 
