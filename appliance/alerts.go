@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -21,6 +22,7 @@ const (
 	AlertLongTransaction = "long_transaction" // a client transaction open for a long time (holds back vacuum)
 	AlertBackupFailed    = "backup_failed"    // the project's latest backup failed (resolved by the next that completes)
 	// AlertDataMissing (reconcile.go): found at start, resolved at a start that no longer finds it.
+	AlertInstanceCrashed = "instance_crashed" // the server or its pooler exited unexpectedly (resolved once both serve again)
 
 	SeverityWarning  = "warning"
 	SeverityCritical = "critical"
@@ -39,10 +41,10 @@ const (
 type ProjectAlert struct {
 	ID             string     `json:"id"`
 	ProjectID      string     `json:"project_id"`
-	Kind           string     `json:"kind" doc:"storage, connections, long_transaction, backup_failed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory)"`
+	Kind           string     `json:"kind" doc:"storage, connections, long_transaction, backup_failed, instance_crashed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory)"`
 	Severity       string     `json:"severity" doc:"warning or critical"`
 	Message        string     `json:"message"`
-	LimitValue     float64    `json:"limit_value" doc:"storage: bytes; connections: sessions; long_transaction: seconds; backup_failed: 0"`
+	LimitValue     float64    `json:"limit_value" doc:"storage: bytes; connections: sessions; long_transaction: seconds; backup_failed, instance_crashed: 0"`
 	ObservedValue  float64    `json:"observed_value"`
 	TriggeredAt    time.Time  `json:"triggered_at"`
 	AcknowledgedAt *time.Time `json:"acknowledged_at"`
@@ -212,6 +214,58 @@ func (s *Service) backupAlert(tx *store.Tx, j *store.Job) error {
 		}
 	}
 	_, err = s.applyAlert(tx, prj, open[AlertBackupFailed], c, s.now())
+	return err
+}
+
+// InstanceCrashedEvent is the data of instance.crashed.
+type InstanceCrashedEvent struct {
+	ProjectID string    `json:"project_id"`
+	Process   string    `json:"process" doc:"postgres or pooler"`
+	PID       int       `json:"pid" doc:"the process that exited"`
+	Error     string    `json:"error"`
+	At        time.Time `json:"at"`
+}
+
+// instanceCrashed tells, inside tx, that a watched process of prj exited while nobody stopped it: the
+// instance.crashed event, and the instance_crashed alert (critical; a crash while it is open counts one
+// more in its observed value).
+func (s *Service) instanceCrashed(tx *store.Tx, prj *store.Project, e daemon.Event) error {
+	process := "postgres"
+	if strings.HasSuffix(e.Key, "/pooler") {
+		process = "pooler"
+	}
+	ev := InstanceCrashedEvent{ProjectID: prj.ID, Process: process, PID: e.PID, At: e.At.UTC()}
+	if e.Err != nil {
+		ev.Error = e.Err.Error()
+	}
+	if err := s.appendEvent(tx, "instance.crashed", prj.OrganizationID, prj.ID, ev); err != nil {
+		return err
+	}
+	open, err := openAlerts(tx, prj.ID)
+	if err != nil {
+		return err
+	}
+	c := alertCondition{kind: AlertInstanceCrashed, raised: true, severity: SeverityCritical, observed: 1}
+	if a := open[AlertInstanceCrashed]; a != nil {
+		c.observed = a.ObservedValue + 1
+	}
+	c.message = fmt.Sprintf("the %s process (pid %d) exited unexpectedly; it is being restarted", process, e.PID)
+	if c.observed > 1 {
+		c.message = fmt.Sprintf("%s (%d crashes since the alert was raised)", c.message, int(c.observed))
+	}
+	_, err = s.applyAlert(tx, prj, open[AlertInstanceCrashed], c, s.now())
+	return err
+}
+
+// instanceServing resolves the instance_crashed alert once the project's server and pooler serve again.
+func (s *Service) instanceServing(tx *store.Tx, prj *store.Project) error {
+	open, err := openAlerts(tx, prj.ID)
+	if err != nil {
+		return err
+	}
+	if a := open[AlertInstanceCrashed]; a != nil {
+		_, err = s.applyAlert(tx, prj, a, alertCondition{kind: AlertInstanceCrashed, observed: a.ObservedValue}, s.now())
+	}
 	return err
 }
 

@@ -360,6 +360,25 @@ func (s *Service) OnInstanceEvent(e daemon.Event) {
 	if i := len(instID) - len("/pooler"); i > 0 && instID[i:] == "/pooler" {
 		instID = instID[:i]
 	}
+	// A restart reports the project active only when both its processes run (the supervisor reports an
+	// instance's restart once it accepts connections): a pooler started again while the server is down
+	// changes nothing.
+	serving := false
+	if e.Kind == daemon.EventRestarted && s.dp != nil {
+		var rec *store.Instance
+		var prj *store.Project
+		if err := s.db.View(func(tx *store.Tx) (err error) {
+			if rec, err = store.Instances.Get(tx, instID); err != nil || rec.ProjectID == "" {
+				return err
+			}
+			prj, err = store.Projects.Get(tx, rec.ProjectID)
+			return err
+		}); err == nil && prj != nil {
+			_, pgUp, _ := s.pgInstance(s.dp, rec).Status()
+			_, poolerUp, _ := s.pgPooler(s.dp, rec, prj).Status()
+			serving = pgUp && (poolerUp || rec.PooledPort == 0)
+		}
+	}
 	err := s.db.Update(func(tx *store.Tx) error {
 		inst, err := store.Instances.Get(tx, instID)
 		if err != nil {
@@ -379,7 +398,9 @@ func (s *Service) OnInstanceEvent(e daemon.Event) {
 		case daemon.EventDied, daemon.EventRestartFailed:
 			prj.RuntimeStatus = RuntimeDown
 		case daemon.EventRestarted:
-			prj.RuntimeStatus = RuntimeActive
+			if serving {
+				prj.RuntimeStatus = RuntimeActive
+			}
 		}
 		prj.UpdatedAt = s.now()
 		if err := store.Projects.Put(tx, prj); err != nil {
@@ -389,7 +410,16 @@ func (s *Service) OnInstanceEvent(e daemon.Event) {
 		if e.Err != nil {
 			md["error"] = e.Err.Error()
 		}
-		return s.audit(tx, &Principal{AuthSource: ActorSystem}, "instance."+string(e.Kind), prj.OrganizationID, prj.ID, md)
+		if err := s.audit(tx, &Principal{AuthSource: ActorSystem}, "instance."+string(e.Kind), prj.OrganizationID, prj.ID, md); err != nil {
+			return err
+		}
+		switch {
+		case e.Kind == daemon.EventDied:
+			return s.instanceCrashed(tx, prj, e)
+		case e.Kind == daemon.EventRestarted && serving:
+			return s.instanceServing(tx, prj)
+		}
+		return nil
 	})
 	if err != nil {
 		s.log.Error("record instance event", "event", e, "err", err)

@@ -3,6 +3,7 @@ package appliance_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -374,6 +375,110 @@ func TestSupervisorRestartsAKilledInstance(t *testing.T) {
 	}
 	if got := e.Project(t, prj.ID); got.RuntimeStatus != appliance.RuntimeActive {
 		t.Fatalf("runtime_status after the restart: %s", got.RuntimeStatus)
+	}
+}
+
+// A crash of a project's server is told (an instance.crashed event, an instance_crashed alert, resolved
+// when it serves again), and runtime_status says active only when the server accepts connections: not
+// when its pooler alone comes back while the server cannot start (F-L4).
+func TestInstanceCrashIsToldAndActiveOnlyWhenServing(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	ctx := t.Context()
+	prj := provision(t, e, p, "crash-told", "development")
+	inst := instanceOf(t, e, prj)
+	c, err := e.Svc.ProjectConnections(ctx, p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, err := e.Svc.EventPosition()
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashes := func() (n int) {
+		page, err := e.Svc.ProjectEvents(ctx, p, prj.ID, pos, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range page.Events {
+			if ev.Type == "instance.crashed" {
+				var data appliance.InstanceCrashedEvent
+				if err := json.Unmarshal(ev.Data, &data); err != nil || data.ProjectID != prj.ID || data.PID == 0 {
+					t.Fatalf("instance.crashed data %s: %v", ev.Data, err)
+				}
+				n++
+			}
+		}
+		return n
+	}
+	crashAlert := func() *appliance.ProjectAlert {
+		list, err := e.Svc.ListAlerts(ctx, p, prj.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range list.Alerts {
+			if a.Kind == appliance.AlertInstanceCrashed {
+				return a
+			}
+		}
+		return nil
+	}
+	audited := func(action string) int {
+		evs, err := e.Svc.ListProjectAudit(ctx, p, prj.ID, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, ev := range evs.AuditEvents {
+			if ev.Action == action {
+				n++
+			}
+		}
+		return n
+	}
+
+	// The server cannot start again (its data directory is not marked initialized) and is killed.
+	marker := filepath.Join(inst.Dir, "initialized")
+	if err := os.Rename(marker, marker+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(postmasterPID(t, inst), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "an instance.crashed event", func() bool { return crashes() == 1 })
+	if a := crashAlert(); a == nil || a.Severity != appliance.SeverityCritical || a.ResolvedAt != nil {
+		t.Fatalf("instance_crashed alert %+v", a)
+	}
+	waitFor(t, "a failed restart", func() bool { return audited("instance.restart_failed") > 0 })
+
+	// Its pooler is killed too and comes back: the project is not active, its server does not run.
+	if err := syscall.Kill(pidIn(t, filepath.Join(inst.Dir, "pooler", "pgbouncer.pid")), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pooler's restart", func() bool { return audited("instance.restarted") > 0 })
+	if got := e.Project(t, prj.ID).RuntimeStatus; got == appliance.RuntimeActive {
+		t.Fatalf("runtime_status %s while the server is down", got)
+	}
+	if n := crashes(); n != 2 {
+		t.Fatalf("%d instance.crashed events, want 2 (the server's, the pooler's)", n)
+	}
+
+	// The server can start again: once the project says active, connections work at once.
+	if err := os.Rename(marker+".aside", marker); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "runtime_status active", func() bool { return e.Project(t, prj.ID).RuntimeStatus == appliance.RuntimeActive })
+	cfg, err := pgx.ParseConfig(c.Connections.DirectURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("a connection once the project is active again: %v", err)
+	}
+	conn.Close(ctx)
+	if a := crashAlert(); a == nil || a.ResolvedAt == nil || a.ObservedValue != 2 {
+		t.Fatalf("instance_crashed alert after the restart %+v", a)
 	}
 }
 

@@ -19,6 +19,12 @@ type Process interface {
 	Stop(ctx context.Context, ex ExecFunc, mode StopMode) error
 }
 
+// Readier is a Process that can tell when it serves: the supervisor reports a restart (EventRestarted) only
+// once Ready returned, so that a server reported back accepts connections.
+type Readier interface {
+	Ready(ctx context.Context) error // waits until it serves, or fails when ctx ends first
+}
+
 // StopMode is how a process is stopped (pg_ctl's shutdown modes; other daemons map them to signals).
 type StopMode string
 
@@ -250,11 +256,16 @@ func (s *Supervisor) restart(w *watched) {
 	defer s.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	err := w.target.Start(ctx, OrDefault(s.Exec))
-	cancel()
 	pid, running, serr := w.target.Status()
 	if err == nil && !running {
 		err = errors.Join(errors.New("not running after a successful start"), serr)
 	}
+	if r, ok := w.target.(Readier); ok && err == nil {
+		if rerr := r.Ready(ctx); rerr != nil {
+			err = fmt.Errorf("started, but not serving: %w", rerr)
+		}
+	}
+	cancel()
 	now := time.Now()
 	s.mu.Lock()
 	w.failures++

@@ -2994,14 +2994,14 @@ export interface components {
             /** Format: date-time */
             acknowledged_at: string | null;
             id: string;
-            /** @description storage, connections, long_transaction, backup_failed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory) */
+            /** @description storage, connections, long_transaction, backup_failed, instance_crashed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory) */
             kind: string;
             /**
              * Format: date-time
              * @description when the alert.triggered event was appended (webhooks carry it)
              */
             last_notified_at: string | null;
-            /** @description storage: bytes; connections: sessions; long_transaction: seconds; backup_failed: 0 */
+            /** @description storage: bytes; connections: sessions; long_transaction: seconds; backup_failed, instance_crashed: 0 */
             limit_value: number;
             message: string;
             observed_value: number;
@@ -3044,7 +3044,7 @@ export interface components {
             /** @description minute, 0 to 59 */
             cron_minute: number;
             is_active: boolean;
-            /** @description 1 to 365; default 7 (a change keeps the current value) */
+            /** @description 1 to 365; default: the appliance's default retention, 7 unless its operator set another (a change keeps the current value) */
             retention_days?: number;
         };
         QueryDetail: {
