@@ -1,6 +1,7 @@
 package kvproxy_test
 
 import (
+	"bufio"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -508,5 +509,63 @@ func waitFor(t *testing.T, ok func() bool) {
 			t.Fatal("timed out")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// While a store's server is being restarted, a client that authenticates waits for it and is then served;
+// one whose store does not come back in time is told the store is unavailable and disconnected: never a
+// WRONGPASS for a good token, nor NOAUTH for what it sent after its AUTH (F-L7).
+func TestRESPFrontWaitsForARestartingStore(t *testing.T) {
+	t.Parallel()
+	k := newKVEnv(t)
+	ctx := t.Context()
+	kv := k.store(t, k.project(t, "restarting"))
+	down := func() {
+		t.Helper()
+		stopAll(t, k) // as the supervisor sees a crash, before its restart
+	}
+	dial := func() (*tls.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := tls.Dial("tcp", k.resp.ListenAddr(), &tls.Config{RootCAs: k.CA.Pool(), ServerName: "localhost"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	authPing := "*2\r\n$4\r\nAUTH\r\n$" + strconv.Itoa(len(*kv.Token)) + "\r\n" + *kv.Token + "\r\n*1\r\n$4\r\nPING\r\n"
+	line := func(r *bufio.Reader) string {
+		t.Helper()
+		l, err := r.ReadString('\n')
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return strings.TrimSpace(l)
+	}
+
+	down()
+	c, r := dial()
+	if _, err := c.Write([]byte(authPing)); err != nil {
+		t.Fatal(err)
+	}
+	// The supervisor starts it again (as at the appliance's start).
+	if err := k.Svc.AdoptKV(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, ping := line(r), line(r); got != "+OK" || ping != "+PONG" {
+		t.Fatalf("AUTH and PING sent while the store restarted: %q %q", got, ping)
+	}
+
+	// A store that stays down (DefaultStoreWait): a clear error, then the connection ends.
+	down()
+	c, r = dial()
+	if _, err := c.Write([]byte(authPing)); err != nil {
+		t.Fatal(err)
+	}
+	if got := line(r); !strings.HasPrefix(got, "-ERR the key-value store is unavailable") {
+		t.Fatalf("AUTH while the store is down: %q", got)
+	}
+	if got := line(r); !strings.HasPrefix(got, "error: ") {
+		t.Fatalf("after the error, the connection must end; got %q", got)
 	}
 }

@@ -28,5 +28,6 @@ const TenantUser = "tenant"
 const (
 	errNoAuth      = "NOAUTH Authentication required."
 	errWrongPass   = "WRONGPASS invalid username-password pair or user is disabled."
+	errUnavailable = "ERR the key-value store is unavailable: its server is restarting; connect again shortly"
 	errHelloNoAuth = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
 )

@@ -32,6 +32,9 @@ type Server struct {
 	Log      *slog.Logger // nil: discarded
 	// AuthTimeout bounds the TLS handshake and the time to authenticate (0: 30 s).
 	AuthTimeout time.Duration
+	// StoreWait is how long a client that authenticates waits for its store's server while it does not
+	// listen (being restarted); then it is answered errUnavailable and disconnected (0: DefaultStoreWait).
+	StoreWait time.Duration
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -209,6 +212,11 @@ func (s *Server) serve(c *tls.Conn) {
 					continue
 				}
 				up, err := s.upstream(first.token)
+				if errors.Is(err, errStoreDown) {
+					// Never NOAUTH to what the client pipelined after its AUTH: it is told, and cut off.
+					c.Write(redcon.AppendError(out, errUnavailable))
+					return
+				}
 				if err != nil {
 					out = redcon.AppendError(out, errWrongPass)
 					buf = leftover
@@ -307,16 +315,20 @@ func appendCommand(b []byte, args ...string) []byte {
 }
 
 // upstream connects to the token's store (nil error: the token names a running store; Redis itself checks
-// the token when the rewritten command arrives).
+// the token when the rewritten command arrives). A store whose server does not listen is waited for
+// (dialStore); errStoreDown when it does not come back in time.
 func (s *Server) upstream(token string) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	wait := s.StoreWait
+	if wait <= 0 {
+		wait = DefaultStoreWait
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second+wait)
 	defer cancel()
 	sock, err := s.Resolver.ResolveToken(ctx, token)
 	if err != nil {
 		return nil, err
 	}
-	var d net.Dialer
-	return d.DialContext(ctx, "unix", sock)
+	return dialStore(ctx, sock, wait)
 }
 
 // splice sends first to the store, then copies both ways until either side ends; then both are closed.

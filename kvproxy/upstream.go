@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -54,8 +56,7 @@ func (p *pool) get(ctx context.Context, socket, token string) (*storeConn, error
 		}
 		c.Close()
 	}
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", socket)
+	nc, err := dialStore(ctx, socket, DefaultStoreWait)
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +80,36 @@ func (p *pool) get(ctx context.Context, socket, token string) (*storeConn, error
 	}
 	nc.SetDeadline(time.Time{})
 	return c, nil
+}
+
+// DefaultStoreWait is how long a front waits for a store's server that does not listen (the supervisor
+// restarting it) before it answers that the store is unavailable.
+const DefaultStoreWait = 5 * time.Second
+
+// errStoreDown: the store's server does not listen on its socket.
+var errStoreDown = errors.New("the key-value store's server does not listen")
+
+// dialStore connects to a store's socket. While its server does not listen (restarting: the socket is gone
+// or refuses) it tries again for up to wait: a client is relayed only to a server that runs with its users
+// loaded (redis-server accepts connections in its event loop, which starts after it read users.acl).
+func dialStore(ctx context.Context, socket string, wait time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var d net.Dialer
+	for {
+		c, err := d.DialContext(ctx, "unix", socket)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, fs.ErrNotExist) && ctx.Err() == nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", errStoreDown, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // put returns a connection whose last exchange ended cleanly.
