@@ -360,9 +360,8 @@ func (s *Service) OnInstanceEvent(e daemon.Event) {
 	if i := len(instID) - len("/pooler"); i > 0 && instID[i:] == "/pooler" {
 		instID = instID[:i]
 	}
-	// A restart reports the project active only when both its processes run (the supervisor reports an
-	// instance's restart once it accepts connections): a pooler started again while the server is down
-	// changes nothing.
+	// A restart reports the project active only when its server accepts connections and its pooler runs:
+	// a pooler started again while the server is down or still starting changes nothing.
 	serving := false
 	if e.Kind == daemon.EventRestarted && s.dp != nil {
 		var rec *store.Instance
@@ -374,7 +373,9 @@ func (s *Service) OnInstanceEvent(e daemon.Event) {
 			prj, err = store.Projects.Get(tx, rec.ProjectID)
 			return err
 		}); err == nil && prj != nil {
-			_, pgUp, _ := s.pgInstance(s.dp, rec).Status()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			pgUp := s.pgInstance(s.dp, rec).Accepting(ctx) == nil
+			cancel()
 			_, poolerUp, _ := s.pgPooler(s.dp, rec, prj).Status()
 			serving = pgUp && (poolerUp || rec.PooledPort == 0)
 		}

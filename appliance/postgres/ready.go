@@ -36,6 +36,9 @@ func (i *Instance) Ready(ctx context.Context) error {
 	return nil
 }
 
+// Accepting asks once whether the server accepts connections (Ready's probe): nil when it does.
+func (i *Instance) Accepting(ctx context.Context) error { return i.probe(ctx) }
+
 func (i *Instance) probe(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
