@@ -21,8 +21,8 @@ const (
 	AlertConnections     = "connections"      // client connections against the server's limit
 	AlertLongTransaction = "long_transaction" // a client transaction open for a long time (holds back vacuum)
 	AlertBackupFailed    = "backup_failed"    // the project's latest backup failed (resolved by the next that completes)
-	// AlertDataMissing (reconcile.go): found at start, resolved at a start that no longer finds it.
 	AlertInstanceCrashed = "instance_crashed" // the server or its pooler exited unexpectedly (resolved once both serve again)
+	// AlertDataMissing (reconcile.go): found at start, resolved at a start that no longer finds it.
 
 	SeverityWarning  = "warning"
 	SeverityCritical = "critical"
