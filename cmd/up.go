@@ -28,6 +28,7 @@ import (
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/programs"
 	"github.com/theappliance/appliance/httpapi"
+	"github.com/theappliance/appliance/httpapi/connlimit"
 	"github.com/theappliance/appliance/kvproxy"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -63,9 +64,11 @@ type UpConfig struct {
 	NetworkExtensions bool
 	// Rates are PER_SECOND:BURST token buckets of the API.
 	RatePerIP, RatePerCredential, RateStrict string
-	// MaxConnections caps the API's open connections.
-	MaxConnections    int
-	RateLimitLoopback bool
+	// MaxConnections caps the API's open connections (idle ones are closed for new clients), and
+	// MaxConnectionsPerAddress those of one client address.
+	MaxConnections           int
+	MaxConnectionsPerAddress int
+	RateLimitLoopback        bool
 	// LogArchiveDays keeps the servers' rotated logs compressed this many days (0: off).
 	LogArchiveDays int
 	// MetricsToken is the bearer token /metrics asks for ("": loopback clients only).
@@ -135,7 +138,8 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.StringVar(&cfg.RatePerCredential, "rate-per-credential", envDefault("APPLIANCE_RATE_PER_CREDENTIAL", "500:5000"), "API requests per second and burst per API key or session (APPLIANCE_RATE_PER_CREDENTIAL)")
 	f.StringVar(&cfg.RateStrict, "rate-sign-in", envDefault("APPLIANCE_RATE_SIGN_IN", "1:20"), "sign-in and CLI login requests per second and burst per client IP (APPLIANCE_RATE_SIGN_IN)")
 	f.BoolVar(&cfg.RateLimitLoopback, "rate-limit-loopback", envBool("APPLIANCE_RATE_LIMIT_LOOPBACK"), "apply --rate-per-ip to clients on loopback too (APPLIANCE_RATE_LIMIT_LOOPBACK=1); by default only their credentials' and the sign-in buckets apply")
-	f.IntVar(&cfg.MaxConnections, "max-connections", envInt("APPLIANCE_MAX_CONNECTIONS", 1000), "open API connections at most; more wait until one closes (APPLIANCE_MAX_CONNECTIONS)")
+	f.IntVar(&cfg.MaxConnections, "max-connections", envInt("APPLIANCE_MAX_CONNECTIONS", httpapi.DefaultMaxConnections), "open API connections at most (APPLIANCE_MAX_CONNECTIONS); at the cap the oldest idle keep-alive connection is closed for a new client, and only when all are busy does a new one wait; 0: no cap")
+	f.IntVar(&cfg.MaxConnectionsPerAddress, "max-connections-per-address", envInt("APPLIANCE_MAX_CONNECTIONS_PER_ADDRESS", httpapi.DefaultMaxConnectionsPerAddress), "open API connections of one client IP at most; more are closed at once (APPLIANCE_MAX_CONNECTIONS_PER_ADDRESS); raise it behind a same-host reverse proxy, whose clients all share its address; 0: no cap")
 	f.BoolVar(&cfg.NetworkExtensions, "allow-network-extensions", envBool("APPLIANCE_ALLOW_NETWORK_EXTENSIONS"), "offer dblink and postgres_fdw, which connect out from inside a project's database past the outbound policy (APPLIANCE_ALLOW_NETWORK_EXTENSIONS=1)")
 	f.IntVar(&cfg.LogArchiveDays, "log-archive-days", envInt("APPLIANCE_LOG_ARCHIVE_DAYS", 0), "keep the servers' rotated logs compressed this many days, so the logs API reads up to 720 hours (APPLIANCE_LOG_ARCHIVE_DAYS); 0: logs are kept 8 days")
 	f.IntVar(&cfg.BackupRetentionDays, "backup-retention-days", envInt("APPLIANCE_BACKUP_RETENTION_DAYS", appliance.DefaultRetentionDays), "days a project's backups are kept unless its backup schedule sets retention_days, and the retention_days of a new schedule (APPLIANCE_BACKUP_RETENTION_DAYS); 1 to 365; the newest backup and those restore points, previews, follows and cutovers need are always kept")
@@ -474,12 +478,11 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		{name: "api", start: func(ctx context.Context) error {
 			tlsCfg := certMgr.TLSConfig()
 			api = httpapi.New(svc, httpapi.Options{Log: log, Limits: limits, Extra: testRoutes(svc, runner), MetricsToken: cfg.MetricsToken})
-			srv = &http.Server{Handler: ui.Mount(api), TLSConfig: tlsCfg, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-				// Headers in bounded time; the request's body and answer get per-route deadlines (httpapi:
-				// none for the streaming routes); idle keep-alive connections are closed.
-				ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: httpapi.ServerMaxHeaderBytes}
+			var apiLn net.Listener
+			srv, apiLn = httpapi.HTTPServer(ui.Mount(api), ln, connlimit.Limits{Max: cfg.MaxConnections, PerAddr: cfg.MaxConnectionsPerAddress}, log)
+			srv.TLSConfig = tlsCfg
 			go func() {
-				if err := srv.ServeTLS(httpapi.LimitListener(ln, cfg.MaxConnections), "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				if err := srv.ServeTLS(apiLn, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					log.Error("api server", "err", err)
 				}
 			}()

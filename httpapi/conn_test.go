@@ -3,17 +3,22 @@ package httpapi
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/httpapi/connlimit"
 )
 
 // rawRequest sends a whole request on a new connection, then reads the answer (as most clients do: the
@@ -100,31 +105,131 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 	}
 }
 
-// TestLimitListener: past the cap a connection waits until another closes.
-func TestLimitListener(t *testing.T) {
-	t.Parallel()
+// serveAPI serves the API over TLS as up does (HTTPServer, HTTP/1.1 and HTTP/2) within lim.
+func serveAPI(t *testing.T, lim connlimit.Limits) (addr string, e *appliancetest.Env) {
+	t.Helper()
+	e = appliancetest.New(t, appliancetest.Options{})
+	api := New(e.Svc, Options{Log: slog.New(slog.DiscardHandler)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })}
-	go srv.Serve(LimitListener(ln, 1))
-	t.Cleanup(func() { srv.Close() })
-	hold, err := net.Dial("tcp", ln.Addr().String())
+	srv, cl := HTTPServer(api, ln, lim, slog.New(slog.DiscardHandler))
+	if srv.TLSConfig, err = e.CA.ServerTLS("127.0.0.1", "localhost"); err != nil {
+		t.Fatal(err)
+	}
+	go srv.ServeTLS(cl, "", "")
+	t.Cleanup(func() { api.Close(); srv.Close() })
+	return ln.Addr().String(), e
+}
+
+// apiClient is a client with its own connections, from the local address from (e.g. 127.0.0.2), speaking
+// HTTP/2 when h2 is set; every request ends within 15 s.
+func apiClient(e *appliancetest.Env, from string, h2 bool) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	tr := &http.Transport{DialContext: d.DialContext, TLSClientConfig: &tls.Config{RootCAs: e.CA.Pool(), ServerName: "localhost"},
+		ForceAttemptHTTP2: h2}
+	if !h2 {
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	}
+	return &http.Client{Transport: tr, Timeout: 15 * time.Second}
+}
+
+func getHealthz(c *http.Client, addr string, h2 bool) error {
+	res, err := c.Get("https://" + addr + "/healthz")
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	io.Copy(io.Discard, res.Body)
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", res.StatusCode)
+	}
+	if h2 && res.ProtoMajor != 2 {
+		return fmt.Errorf("served over %s, not HTTP/2", res.Proto)
+	}
+	return nil
+}
+
+// TestIdleConnectionsDoNotLockOutNewClients: with the API at its connection cap, made of idle keep-alive
+// connections (HTTP/1.1, and HTTP/2 ones between streams), a new client is served at once: the oldest idle
+// connection makes room (before, the new client waited for the idle timeout, 2 minutes).
+func TestIdleConnectionsDoNotLockOutNewClients(t *testing.T) {
+	t.Parallel()
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http1", true: "http2"}[h2], func(t *testing.T) {
+			t.Parallel()
+			const max = 3
+			addr, e := serveAPI(t, connlimit.Limits{Max: max})
+			for range max { // each client keeps its one connection open, idle
+				c := apiClient(e, "127.0.0.1", h2)
+				t.Cleanup(c.CloseIdleConnections)
+				if err := getHealthz(c, addr, h2); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := apiClient(e, "127.0.0.1", h2)
+			defer c.CloseIdleConnections()
+			if err := getHealthz(c, addr, h2); err != nil {
+				t.Fatalf("a new client at the cap of idle connections: %v", err)
+			}
+		})
+	}
+}
+
+// TestOneAddressHoldsItsShare: one client address holds at most its share of the API's connections
+// (more are closed at once), and a client from another address is still served.
+func TestOneAddressHoldsItsShare(t *testing.T) {
+	t.Parallel()
+	const perAddr = 3
+	addr, e := serveAPI(t, connlimit.Limits{Max: 2 * perAddr, PerAddr: perAddr})
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+	open := 0
+	for range 3 * perAddr { // raw connections that start a request and never finish it: busy, not idle
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		tc := tls.Client(c, &tls.Config{RootCAs: e.CA.Pool(), ServerName: "localhost", NextProtos: []string{"http/1.1"}})
+		tc.SetDeadline(time.Now().Add(5 * time.Second))
+		if tc.Handshake() == nil {
+			if _, err := io.WriteString(tc, "GET /healthz HTTP/1.1\r\nHost: a\r\n"); err == nil {
+				// Refused ones are closed before or right after the handshake: a read tells.
+				tc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+				if _, err := tc.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+					open++
+				}
+			}
+		}
+	}
+	if open != perAddr {
+		t.Fatalf("%d connections of one address stay open, want %d", open, perAddr)
+	}
+	c := apiClient(e, "127.0.0.1", false)
+	defer c.CloseIdleConnections()
+	if err := getHealthz(c, addr, false); err != nil {
+		t.Fatalf("a client from another address: %v", err)
+	}
+}
+
+// TestBusyConnectionsMakeTheNextWait: when every connection is busy (a request is being served), the next
+// waits until one closes (busy connections are not closed for it).
+func TestBusyConnectionsMakeTheNextWait(t *testing.T) {
+	t.Parallel()
+	addr, e := serveAPI(t, connlimit.Limits{Max: 1})
+	hold, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: e.CA.Pool(), ServerName: "localhost", NextProtos: []string{"http/1.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A request whose body has not all come: its handler waits for it.
+	io.WriteString(hold, "POST /v1/projects HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer "+e.Bootstrap.APIKey+
+		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"name\":")
 	got := make(chan error, 1)
-	go func() {
-		res, err := http.Get("http://" + ln.Addr().String() + "/")
-		if err == nil {
-			res.Body.Close()
-		}
-		got <- err
-	}()
+	go func() { got <- getHealthz(apiClient(e, "127.0.0.1", false), addr, false) }()
 	select {
 	case err := <-got:
-		t.Fatalf("a second connection was served while the first held the only slot: %v", err)
+		t.Fatalf("a second connection was served while the first, busy, held the only slot: %v", err)
 	case <-time.After(300 * time.Millisecond):
 	}
 	hold.Close()

@@ -1,54 +1,34 @@
 package httpapi
 
 import (
+	"log/slog"
 	"net"
-	"sync"
+	"net/http"
+	"time"
+
+	"github.com/theappliance/appliance/httpapi/connlimit"
 )
 
-// LimitListener accepts at most n connections at a time; the next waits (in the kernel's backlog) until
-// one of them closes. n < 1 means no limit.
-func LimitListener(l net.Listener, n int) net.Listener {
-	if n < 1 {
-		return l
-	}
-	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
-}
+// The API's connection settings.
+const (
+	// ReadHeaderTimeout bounds a request's headers (and the TLS handshake).
+	ReadHeaderTimeout = 10 * time.Second
+	// IdleTimeout closes keep-alive connections idle this long (sooner when the connection cap needs
+	// their slots: see connlimit).
+	IdleTimeout = 2 * time.Minute
+	// DefaultMaxConnections and DefaultMaxConnectionsPerAddress are up's defaults of the API's caps.
+	DefaultMaxConnections           = 1000
+	DefaultMaxConnectionsPerAddress = 100
+)
 
-type limitListener struct {
-	net.Listener
-	sem       chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-func (l *limitListener) Close() error {
-	err := l.Listener.Close()
-	l.closeOnce.Do(func() { close(l.done) })
-	return err
-}
-
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
+// HTTPServer is the API's http.Server serving h, and ln within lim (serve the returned listener): idle
+// keep-alive connections — HTTP/2 ones between streams too — never lock new clients out; at lim.Max the
+// oldest idle one is closed for a new client, and one client address holds at most lim.PerAddr.
+// Headers arrive in bounded time; a request's body and answer get per-route deadlines (none for the
+// streaming routes).
+func HTTPServer(h http.Handler, ln net.Listener, lim connlimit.Limits, log *slog.Logger) (*http.Server, *connlimit.Listener) {
+	cl := connlimit.New(ln, lim)
+	srv := &http.Server{Handler: h, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ConnState: cl.ConnState,
+		ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: ServerMaxHeaderBytes}
+	return srv, cl
 }
