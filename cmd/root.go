@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -59,4 +60,12 @@ func envBool(name string) bool {
 		return true
 	}
 	return false
+}
+
+// envDuration is envDefault for durations such as 5s (an unparsable value falls back to def).
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
 }

@@ -69,6 +69,10 @@ type UpConfig struct {
 	MaxConnections           int
 	MaxConnectionsPerAddress int
 	RateLimitLoopback        bool
+	// KV* bound each key-value front's connections: in all, those not yet authenticated (and per client
+	// address), and the time a connection has to authenticate.
+	KVMaxConnections, KVMaxUnauthenticated, KVMaxUnauthenticatedPerAddress int
+	KVAuthTimeout                                                          time.Duration
 	// LogArchiveDays keeps the servers' rotated logs compressed this many days (0: off).
 	LogArchiveDays int
 	// MetricsToken is the bearer token /metrics asks for ("": loopback clients only).
@@ -138,8 +142,12 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.StringVar(&cfg.RatePerCredential, "rate-per-credential", envDefault("APPLIANCE_RATE_PER_CREDENTIAL", "500:5000"), "API requests per second and burst per API key or session (APPLIANCE_RATE_PER_CREDENTIAL)")
 	f.StringVar(&cfg.RateStrict, "rate-sign-in", envDefault("APPLIANCE_RATE_SIGN_IN", "1:20"), "sign-in and CLI login requests per second and burst per client IP (APPLIANCE_RATE_SIGN_IN)")
 	f.BoolVar(&cfg.RateLimitLoopback, "rate-limit-loopback", envBool("APPLIANCE_RATE_LIMIT_LOOPBACK"), "apply --rate-per-ip to clients on loopback too (APPLIANCE_RATE_LIMIT_LOOPBACK=1); by default only their credentials' and the sign-in buckets apply")
-	f.IntVar(&cfg.MaxConnections, "max-connections", envInt("APPLIANCE_MAX_CONNECTIONS", httpapi.DefaultMaxConnections), "open API connections at most (APPLIANCE_MAX_CONNECTIONS); at the cap the oldest idle keep-alive connection is closed for a new client, and only when all are busy does a new one wait; 0: no cap")
+	f.IntVar(&cfg.MaxConnections, "max-connections", envInt("APPLIANCE_MAX_CONNECTIONS", httpapi.DefaultMaxConnections), "open API connections at most (APPLIANCE_MAX_CONNECTIONS); at the cap the oldest idle keep-alive connection is closed for a new client, and only when all are busy does a new one wait")
 	f.IntVar(&cfg.MaxConnectionsPerAddress, "max-connections-per-address", envInt("APPLIANCE_MAX_CONNECTIONS_PER_ADDRESS", httpapi.DefaultMaxConnectionsPerAddress), "open API connections of one client IP at most; more are closed at once (APPLIANCE_MAX_CONNECTIONS_PER_ADDRESS); raise it behind a same-host reverse proxy, whose clients all share its address; 0: no cap")
+	f.IntVar(&cfg.KVMaxConnections, "kv-max-connections", envInt("APPLIANCE_KV_MAX_CONNECTIONS", kvproxy.DefaultLimits.Max), "open connections of each key-value front at most; more wait until one closes (APPLIANCE_KV_MAX_CONNECTIONS); lowered at start to what the open-files limit holds")
+	f.IntVar(&cfg.KVMaxUnauthenticated, "kv-max-unauthenticated", envInt("APPLIANCE_KV_MAX_UNAUTHENTICATED", kvproxy.DefaultLimits.MaxPending), "connections of each key-value front that have not authenticated at most; the oldest is closed for a new one (APPLIANCE_KV_MAX_UNAUTHENTICATED)")
+	f.IntVar(&cfg.KVMaxUnauthenticatedPerAddress, "kv-max-unauthenticated-per-address", envInt("APPLIANCE_KV_MAX_UNAUTHENTICATED_PER_ADDRESS", kvproxy.DefaultLimits.PendingPerAddr), "connections of one client IP that have not authenticated, per key-value front, at most; more are closed at once (APPLIANCE_KV_MAX_UNAUTHENTICATED_PER_ADDRESS)")
+	f.DurationVar(&cfg.KVAuthTimeout, "kv-auth-timeout", envDuration("APPLIANCE_KV_AUTH_TIMEOUT", kvproxy.DefaultLimits.AuthTimeout), "time a key-value connection has to complete TLS and authenticate before it is closed (APPLIANCE_KV_AUTH_TIMEOUT)")
 	f.BoolVar(&cfg.NetworkExtensions, "allow-network-extensions", envBool("APPLIANCE_ALLOW_NETWORK_EXTENSIONS"), "offer dblink and postgres_fdw, which connect out from inside a project's database past the outbound policy (APPLIANCE_ALLOW_NETWORK_EXTENSIONS=1)")
 	f.IntVar(&cfg.LogArchiveDays, "log-archive-days", envInt("APPLIANCE_LOG_ARCHIVE_DAYS", 0), "keep the servers' rotated logs compressed this many days, so the logs API reads up to 720 hours (APPLIANCE_LOG_ARCHIVE_DAYS); 0: logs are kept 8 days")
 	f.IntVar(&cfg.BackupRetentionDays, "backup-retention-days", envInt("APPLIANCE_BACKUP_RETENTION_DAYS", appliance.DefaultRetentionDays), "days a project's backups are kept unless its backup schedule sets retention_days, and the retention_days of a new schedule (APPLIANCE_BACKUP_RETENTION_DAYS); 1 to 365; the newest backup and those restore points, previews, follows and cutovers need are always kept")
@@ -198,6 +206,31 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	}
 	heapfloor.Set(uint64(cfg.HeapFloorMB) << 20)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	for _, v := range []struct {
+		flag string
+		n    int
+	}{{"--max-connections-per-address", cfg.MaxConnectionsPerAddress}, {"--kv-max-unauthenticated", cfg.KVMaxUnauthenticated},
+		{"--kv-max-unauthenticated-per-address", cfg.KVMaxUnauthenticatedPerAddress}} {
+		if v.n < 0 || (v.n == 0 && v.flag != "--max-connections-per-address") {
+			return fmt.Errorf("%s: %d is not a positive number", v.flag, v.n)
+		}
+	}
+	if cfg.KVAuthTimeout <= 0 {
+		return fmt.Errorf("--kv-auth-timeout: %s is not a positive duration", cfg.KVAuthTimeout)
+	}
+	// No listener may starve the others, or the appliance's own work, of file descriptors.
+	nofile, err := raiseFileLimit()
+	if err != nil {
+		return err
+	}
+	kvMax, lowered, err := fdBudget(nofile, cfg.MaxConnections, cfg.KVMaxConnections)
+	if err != nil {
+		return err
+	}
+	if lowered {
+		log.Warn("key-value fronts' connection cap lowered to fit the open-files limit", "kv_max_connections", kvMax, "open_files_limit", nofile, "fix", "raise the limit (ulimit -n, systemd LimitNOFILE=)")
+	}
+	kvLimits := connlimit.Limits{Max: kvMax, MaxPending: cfg.KVMaxUnauthenticated, PendingPerAddr: cfg.KVMaxUnauthenticatedPerAddress, AuthTimeout: cfg.KVAuthTimeout}
 
 	// What up needs, as doctor checks it; missing programs are installed or obtained first.
 	checks, set := runChecks(parent, cfg, true, log)
@@ -453,8 +486,8 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		}, stop: func(ctx context.Context) error { stopHooks(); return nil }},
 		{name: "kv-front", start: func(ctx context.Context) error {
 			tlsCfg := certMgr.TLSConfig()
-			kv = &kvproxy.Server{Addr: cfg.KVListen, TLS: tlsCfg, Resolver: svc, Log: log}
-			kvREST = &kvproxy.REST{Addr: cfg.KVRESTListen, TLS: tlsCfg, Resolver: svc, Log: log}
+			kv = &kvproxy.Server{Addr: cfg.KVListen, TLS: tlsCfg, Resolver: svc, Log: log, Limits: kvLimits}
+			kvREST = &kvproxy.REST{Addr: cfg.KVRESTListen, TLS: tlsCfg, Resolver: svc, Log: log, Limits: kvLimits}
 			svc.Probe.Register("kv-front", func(ctx context.Context) (string, string) {
 				return worst(ctx, kv.Health, kvREST.Health)
 			})

@@ -9,8 +9,12 @@
 package kvproxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"time"
+
+	"github.com/theappliance/appliance/httpapi/connlimit"
 )
 
 // Resolver maps a presented token to the unix socket of its running store.
@@ -31,3 +35,17 @@ const (
 	errUnavailable = "ERR the key-value store is unavailable: its server is restarting; connect again shortly"
 	errHelloNoAuth = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"
 )
+
+// DefaultLimits are a front's connection limits where Limits leaves a field 0: each front holds at most
+// 10000 connections, 512 not yet authenticated (the oldest is closed for a new one), 32 of those from one
+// client address (more are closed at once), and closes a connection that has not authenticated within
+// 5 seconds.
+var DefaultLimits = connlimit.Limits{Max: 10000, MaxPending: 512, PendingPerAddr: 32, AuthTimeout: 5 * time.Second}
+
+// limits fills l's zero fields from DefaultLimits. (A key-value front always has every limit: PerAddr,
+// on all connections of an address, stays as given: many clients of one application server share it.)
+func limits(l connlimit.Limits) connlimit.Limits {
+	d := DefaultLimits
+	return connlimit.Limits{Max: cmp.Or(l.Max, d.Max), PerAddr: l.PerAddr, MaxPending: cmp.Or(l.MaxPending, d.MaxPending),
+		PendingPerAddr: cmp.Or(l.PendingPerAddr, d.PendingPerAddr), AuthTimeout: cmp.Or(l.AuthTimeout, d.AuthTimeout)}
+}

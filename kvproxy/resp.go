@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/theappliance/appliance/httpapi/connlimit"
 	"github.com/theappliance/appliance/scheduler/lane"
 )
 
@@ -30,14 +31,15 @@ type Server struct {
 	TLS      *tls.Config
 	Resolver Resolver
 	Log      *slog.Logger // nil: discarded
-	// AuthTimeout bounds the TLS handshake and the time to authenticate (0: 30 s).
-	AuthTimeout time.Duration
 	// StoreWait is how long a client that authenticates waits for its store's server while it does not
 	// listen (being restarted); then it is answered errUnavailable and disconnected (0: DefaultStoreWait).
 	StoreWait time.Duration
+	// Limits bound the front's connections (a field left 0: DefaultLimits'): unauthenticated ones, in
+	// all and per client address, and the time to authenticate (the TLS handshake included).
+	Limits connlimit.Limits
 
 	mu     sync.Mutex
-	ln     net.Listener
+	ln     *connlimit.Listener
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
@@ -51,10 +53,12 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.TLS == nil {
 		return errors.New("kvproxy: TLS config required (no plaintext listener)")
 	}
-	ln, err := net.Listen("tcp", s.Addr)
+	raw, err := net.Listen("tcp", s.Addr)
 	if err != nil {
 		return fmt.Errorf("kvproxy listen on %s: %w", s.Addr, err)
 	}
+	s.Limits = limits(s.Limits)
+	ln := connlimit.New(raw, s.Limits)
 	s.mu.Lock()
 	s.ln, s.conns, s.closed = ln, map[net.Conn]struct{}{}, false
 	s.mu.Unlock()
@@ -70,7 +74,7 @@ func (s *Server) log() *slog.Logger {
 	return s.Log
 }
 
-func (s *Server) accept(ln net.Listener) {
+func (s *Server) accept(ln *connlimit.Listener) {
 	defer s.wg.Done()
 	for {
 		c, err := ln.Accept()
@@ -169,16 +173,9 @@ func probeTLS(ctx context.Context, addr, what string) (string, string) {
 	return "operational", what + " on " + addr
 }
 
-func (s *Server) authTimeout() time.Duration {
-	if s.AuthTimeout > 0 {
-		return s.AuthTimeout
-	}
-	return 30 * time.Second
-}
-
 // serve runs one client connection: the unauthenticated phase, then the splice.
 func (s *Server) serve(c *tls.Conn) {
-	c.SetDeadline(time.Now().Add(s.authTimeout()))
+	c.SetDeadline(time.Now().Add(s.Limits.AuthTimeout))
 	if err := c.Handshake(); err != nil {
 		return
 	}
@@ -222,6 +219,7 @@ func (s *Server) serve(c *tls.Conn) {
 					buf = leftover
 					continue
 				}
+				s.ln.Authenticated(c) // the token names a store: the connection leaves the unauthenticated ones
 				if len(out) > 0 {
 					if _, err := c.Write(out); err != nil {
 						up.Close()

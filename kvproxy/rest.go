@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/theappliance/appliance/httpapi/connlimit"
 	"github.com/theappliance/appliance/scheduler/lane"
 )
 
@@ -33,11 +34,14 @@ type REST struct {
 	TLS      *tls.Config
 	Resolver Resolver
 	Log      *slog.Logger
+	// Limits bound the front's connections as the RESP front's (a field left 0: DefaultLimits'): a
+	// connection is authenticated once a request on it brought a valid token.
+	Limits connlimit.Limits
 
 	pool *pool
 	mu   sync.Mutex
 	srv  *http.Server
-	ln   net.Listener
+	ln   *connlimit.Listener
 	stop chan struct{}
 	done chan struct{}
 }
@@ -47,10 +51,12 @@ func (s *REST) Start(ctx context.Context) error {
 	if s.TLS == nil {
 		return errors.New("kvproxy: TLS config required (no plaintext listener)")
 	}
-	ln, err := net.Listen("tcp", s.Addr)
+	raw, err := net.Listen("tcp", s.Addr)
 	if err != nil {
 		return fmt.Errorf("kv REST listen on %s: %w", s.Addr, err)
 	}
+	s.Limits = limits(s.Limits)
+	ln := connlimit.New(raw, s.Limits)
 	log := s.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -59,7 +65,8 @@ func (s *REST) Start(ctx context.Context) error {
 	defer s.mu.Unlock()
 	s.pool, s.ln, s.stop, s.done = newPool(), ln, make(chan struct{}), make(chan struct{})
 	s.srv = &http.Server{Handler: s, TLSConfig: s.TLS.Clone(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ConnState: ln.ConnState,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) }}
 	go s.srv.ServeTLS(ln, "", "")
 	go func() {
 		defer close(s.done)
@@ -108,6 +115,9 @@ func (s *REST) ListenAddr() string {
 func (s *REST) Health(ctx context.Context) (string, string) {
 	return probeTLS(ctx, s.ListenAddr(), "TLS REST listener")
 }
+
+// connKey holds a request's connection in its context.
+type connKey struct{}
 
 // restError answers {"error": msg} with status.
 func restError(w http.ResponseWriter, status int, msg string) {
@@ -194,6 +204,9 @@ func (s *REST) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		restError(w, http.StatusUnauthorized, "Unauthorized: "+errWrongPass)
 		return
+	}
+	if c, ok := ctx.Value(connKey{}).(net.Conn); ok {
+		s.ln.Authenticated(c)
 	}
 	c, err := s.pool.get(ctx, sock, token)
 	if err != nil {

@@ -20,7 +20,12 @@ import (
 // call sends one request to the REST front and decodes its JSON answer.
 func (k *kvEnv) call(t *testing.T, token, method, path string, body []byte, hdr ...string) (int, any) {
 	t.Helper()
-	base := k.restURL(t)
+	return k.callURL(t, k.restURL(t), token, method, path, body, hdr...)
+}
+
+// callURL is call against the REST front at base.
+func (k *kvEnv) callURL(t *testing.T, base, token, method, path string, body []byte, hdr ...string) (int, any) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, base+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
