@@ -239,3 +239,24 @@ func TestBusyConnectionsMakeTheNextWait(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestOversizeBodyGetsItsAnswerOverHTTP2: over HTTP/2 too, a body over the limit is answered 413 with a
+// JSON error, not a reset stream.
+func TestOversizeBodyGetsItsAnswerOverHTTP2(t *testing.T) {
+	t.Parallel()
+	addr, e := serveAPI(t, connlimit.Limits{})
+	c := apiClient(e, "127.0.0.1", true)
+	defer c.CloseIdleConnections()
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", "https://"+addr+"/v1/projects", bytes.NewReader(bytes.Repeat([]byte("x"), 10<<20)))
+	req.Header.Set("Authorization", "Bearer "+e.Bootstrap.APIKey)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("the client saw no answer: %v", err)
+	}
+	defer res.Body.Close()
+	var eb errorBody
+	if res.ProtoMajor != 2 || res.StatusCode != http.StatusRequestEntityTooLarge || json.NewDecoder(res.Body).Decode(&eb) != nil || eb.Error == "" {
+		t.Fatalf("%s %d %v", res.Proto, res.StatusCode, eb)
+	}
+}

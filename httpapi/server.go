@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/httpapi/connlimit"
 
 	"github.com/theappliance/appliance/scheduler/lane"
 )
@@ -361,7 +361,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", strconv.Itoa(int((ae.RetryAfter+time.Second-1)/time.Second)))
 	}
 	if kind == appliance.KindTooLarge {
-		drainAfterTooLarge(w, r)
+		connlimit.DrainRefusedBody(w, r)
 	}
 	if len(fields) > 0 {
 		body := map[string]any{"error": msg}
@@ -432,11 +432,3 @@ func (w *jsonErrors) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the connection (deadlines, flushing).
 func (w *jsonErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// drainAfterTooLarge reads what is left of a refused body (up to 32 MiB, for 5 seconds) before the 413
-// goes out: a client that sends its whole body before reading the answer (most do) then reads the 413
-// instead of a reset connection. A larger body is cut off when the server closes the connection.
-func drainAfterTooLarge(w http.ResponseWriter, r *http.Request) {
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, _ = io.CopyN(io.Discard, r.Body, 32<<20)
-}

@@ -153,6 +153,7 @@ func (s *REST) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
+			connlimit.DrainRefusedBody(w, r)
 			restError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("ERR max request size exceeded: the limit is %d bytes", MaxRESTBody))
 			return
 		}

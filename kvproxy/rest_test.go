@@ -1,6 +1,7 @@
 package kvproxy_test
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
 	"encoding/base64"
@@ -11,8 +12,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/theappliance/appliance/kvproxy"
 )
@@ -209,5 +212,51 @@ func TestUpstashSDK(t *testing.T) {
 	}
 	if s, _ := got["badToken"].(string); !strings.Contains(s, "Unauthorized") {
 		t.Errorf("bad token: %v", got["badToken"])
+	}
+}
+
+// TestRESTOversizeBodyGetsItsAnswer: a body over MaxRESTBody is answered 413 with a JSON error that the
+// client reads after sending its whole body — over HTTP/1.1 (before, the connection was reset) and over
+// HTTP/2.
+func TestRESTOversizeBodyGetsItsAnswer(t *testing.T) {
+	t.Parallel()
+	k := newKVEnv(t)
+	tok := *k.store(t, k.project(t, "big")).Token
+	body := bytes.Repeat([]byte("x"), 10<<20)
+
+	c, err := tls.Dial("tcp", k.rest.ListenAddr(), &tls.Config{RootCAs: k.CA.Pool(), ServerName: "localhost", NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	head := "POST /set/k HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " + tok + "\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+	if _, err := io.WriteString(c, head); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(body); err != nil {
+		t.Fatalf("HTTP/1.1: sending the body: %v", err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("HTTP/1.1: the client saw no answer: %v", err)
+	}
+	var e struct{ Error string }
+	if res.StatusCode != http.StatusRequestEntityTooLarge || json.NewDecoder(res.Body).Decode(&e) != nil || e.Error == "" {
+		t.Fatalf("HTTP/1.1: %d %v", res.StatusCode, e)
+	}
+
+	cl := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: k.CA.Pool()}, ForceAttemptHTTP2: true}, Timeout: 30 * time.Second}
+	defer cl.CloseIdleConnections()
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", k.restURL(t)+"/set/k", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	res, err = cl.Do(req)
+	if err != nil {
+		t.Fatalf("HTTP/2: the client saw no answer: %v", err)
+	}
+	defer res.Body.Close()
+	e.Error = ""
+	if res.ProtoMajor != 2 || res.StatusCode != http.StatusRequestEntityTooLarge || json.NewDecoder(res.Body).Decode(&e) != nil || e.Error == "" {
+		t.Fatalf("HTTP/2: %s %d %v", res.Proto, res.StatusCode, e)
 	}
 }

@@ -12,6 +12,7 @@ package connlimit
 
 import (
 	"crypto/tls"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -290,4 +291,13 @@ func hostOf(a net.Addr) string {
 		return a.String()
 	}
 	return host
+}
+
+// DrainRefusedBody reads what is left of a refused request body (up to 32 MiB, for 5 seconds) before the
+// answer goes out: a client that sends its whole body before reading the answer (most do) then reads the
+// answer (a 413) instead of a connection reset by the close with unread data. A larger body is cut off
+// when the server closes the connection. (Over HTTP/2 the stream's flow control bounds what arrives.)
+func DrainRefusedBody(w http.ResponseWriter, r *http.Request) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.CopyN(io.Discard, r.Body, 32<<20)
 }
