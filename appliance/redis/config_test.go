@@ -83,6 +83,8 @@ func TestACLs(t *testing.T) {
 	}
 	if got := cli(t, c, TenantUser, token, "INFO", "server"); !strings.Contains(got, "redis_version:") {
 		t.Errorf("tenant INFO: %q", got)
+	} else if strings.Contains(got, c.Dir) || strings.Contains(got, "redis.conf") {
+		t.Errorf("tenant INFO server shows the appliance's paths: %q", got)
 	}
 	if got := cli(t, c, TenantUser, "wrong", "PING"); !strings.Contains(got, "WRONGPASS") {
 		t.Errorf("a wrong token: %q", got)

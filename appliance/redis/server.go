@@ -2,6 +2,7 @@ package redis
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -109,7 +110,10 @@ func (s *Server) Start(ctx context.Context, ex daemon.ExecFunc) error {
 	}
 	os.Remove(s.PidPath())    // stale: a recycled pid must not be taken for it
 	os.Remove(s.SocketPath()) // Redis refuses to bind over a leftover socket file
-	cmd := s.User.Command(prog, s.ConfPath())
+	// The configuration comes on stdin ("-"), not as redis.conf's path: Redis then names no file in INFO
+	// server's config_file, which tenants may read (redis.conf stays on disk for the operator).
+	cmd := s.User.Command(prog, "-")
+	cmd.Stdin = bytes.NewReader(s.Conf())
 	cmd.Dir = s.Dir
 	if err := daemon.OrDefault(ex)(ctx, cmd); err != nil {
 		return fmt.Errorf("start kv server %s: %w", s.ID, err)
