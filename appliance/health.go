@@ -110,6 +110,22 @@ func (s *Service) Status(ctx context.Context) *Status {
 	return out
 }
 
+// Public is the status for anyone: each component's name and status, and a message that tells nothing
+// of the machine (paths, process counts, other organizations' webhooks): the details are an operator's
+// (the API's /status with the metrics token, or the operator listener).
+func (st *Status) Public() *Status {
+	out := *st
+	out.Components = make([]Component, len(st.Components))
+	for i, c := range st.Components {
+		msg := c.Status
+		if c.Status != StatusOperational {
+			msg += ": the appliance's operator sees why"
+		}
+		out.Components[i] = Component{Name: c.Name, Status: c.Status, Message: msg}
+	}
+	return &out
+}
+
 // CACertificate is the PEM of the appliance's CA certificate (what clients verify servers against).
 func (s *Service) CACertificate() ([]byte, error) {
 	if s.cfg.CACertPath == "" {

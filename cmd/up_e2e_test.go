@@ -197,7 +197,8 @@ func e2eStartWith(t *testing.T, bin, dataDir string, env, flags []string) *e2ePr
 	t.Helper()
 	p := &e2eProc{stdout: &e2eBuffer{}, stderr: &e2eBuffer{}, exited: make(chan struct{}), dataDir: dataDir}
 	p.cmd = exec.Command(bin, append([]string{"up", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--pg-ports", e2ePorts(dataDir)}, flags...)...)
-	p.cmd.Env = append(append(os.Environ(), "APPLIANCE_KV_LISTEN=127.0.0.1:0", "APPLIANCE_KV_REST_LISTEN=127.0.0.1:0", "APPLIANCE_LOG_LEVEL=debug"), env...)
+	p.cmd.Env = append(append(os.Environ(), "APPLIANCE_KV_LISTEN=127.0.0.1:0", "APPLIANCE_KV_REST_LISTEN=127.0.0.1:0", "APPLIANCE_LOG_LEVEL=debug",
+		"APPLIANCE_METRICS_TOKEN="+e2eMetricsToken), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -465,8 +466,10 @@ func TestUpInstancesSurviveCrash(t *testing.T) {
 	if prj.State != "active" || prj.RuntimeStatus != "active" || prj.PrimaryInstanceID == "" {
 		t.Fatalf("provisioned project: %+v", prj)
 	}
-	// The real listener serves /metrics from the API (not the dashboard's pages) to a loopback client.
-	if resp, err := a.client.Get(a.api + "/metrics"); err != nil {
+	// The real listener serves /metrics from the API (not the dashboard's pages) to the metrics token.
+	mreq, _ := http.NewRequest(http.MethodGet, a.api+"/metrics", nil)
+	mreq.Header.Set("Authorization", "Bearer "+e2eMetricsToken)
+	if resp, err := a.client.Do(mreq); err != nil {
 		t.Fatal(err)
 	} else {
 		body, _ := io.ReadAll(resp.Body)
@@ -754,6 +757,9 @@ func (p *e2eProc) instanceEvents(t *testing.T, key, id string) []string {
 
 var e2eWatchedRE = regexp.MustCompile(`(\d+) of (\d+) watched processes running`)
 
+// e2eMetricsToken is the appliances' --metrics-token: /status's details are an operator's.
+const e2eMetricsToken = "e2e-metrics-token"
+
 // waitSupervisorHealthy polls /status until the instance-supervisor component is operational with every
 // watched process (at least one) running.
 func (p *e2eProc) waitSupervisorHealthy(t *testing.T) {
@@ -764,7 +770,7 @@ func (p *e2eProc) waitSupervisorHealthy(t *testing.T) {
 				Name, Status, Message string
 			} `json:"components"`
 		}
-		p.do(t, "", http.MethodGet, "/status", nil, http.StatusOK, &st)
+		p.do(t, e2eMetricsToken, http.MethodGet, "/status", nil, http.StatusOK, &st) // the details are an operator's
 		for _, c := range st.Components {
 			if c.Name != "instance-supervisor" {
 				continue

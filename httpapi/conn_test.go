@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/httpapi/connlimit"
 )
@@ -258,5 +260,88 @@ func TestOversizeBodyGetsItsAnswerOverHTTP2(t *testing.T) {
 	var eb errorBody
 	if res.ProtoMajor != 2 || res.StatusCode != http.StatusRequestEntityTooLarge || json.NewDecoder(res.Body).Decode(&eb) != nil || eb.Error == "" {
 		t.Fatalf("%s %d %v", res.Proto, res.StatusCode, eb)
+	}
+}
+
+// TestStatusDetailsAreOperators: the public /status names each component and its status, but not the
+// data directory, process counts or webhook counts; a request with the metrics token, or on the
+// operator listener, gets each component's details.
+func TestStatusDetailsAreOperators(t *testing.T) {
+	t.Parallel()
+	e := appliancetest.New(t, appliancetest.Options{})
+	e.Svc.Probe.Register("instance-supervisor", func(context.Context) (string, string) {
+		return appliance.StatusDegraded, "2 of 3 watched processes running, 1 restarting"
+	})
+	e.Svc.Probe.Register("webhooks", func(context.Context) (string, string) { // as WebhookHealth words it
+		return appliance.StatusOperational, "4 endpoints (1 failing, 0 disabled), 7 deliveries pending"
+	})
+	get := func(h http.Handler, remote, auth string) (int, string) {
+		req := httptest.NewRequest("GET", "/status", nil)
+		req.RemoteAddr = remote
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code, w.Body.String()
+	}
+	details := []string{e.DB.Path(), "watched processes", "deliveries pending"}
+	plain := New(e.Svc, Options{Log: slog.New(slog.DiscardHandler)})
+	tok := New(e.Svc, Options{Log: slog.New(slog.DiscardHandler), MetricsToken: "s3cret-token", OperatorListener: true})
+	t.Cleanup(func() { plain.Close(); tok.Close() })
+	for _, c := range []struct {
+		name   string
+		h      http.Handler
+		remote string
+		auth   string
+		want   bool // the details
+	}{
+		{"a remote client", plain, "203.0.113.7:4000", "", false},
+		{"a loopback client (a reverse proxy's)", plain, "127.0.0.1:4000", "", false},
+		{"a wrong token", tok, "203.0.113.7:4000", "Bearer wrong", false},
+		{"the metrics token", tok, "203.0.113.7:4000", "Bearer s3cret-token", true},
+		{"the operator listener", plain.OperatorHandler(), "203.0.113.7:4000", "", true},
+	} {
+		code, body := get(c.h, c.remote, c.auth)
+		var st appliance.Status
+		if code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil || st.Status != appliance.StatusDegraded || len(st.Components) != 3 {
+			t.Fatalf("%s: %d %s", c.name, code, body)
+		}
+		for _, d := range details {
+			if strings.Contains(body, d) != c.want {
+				t.Errorf("%s: details shown %v, want %v: %q in %s", c.name, !c.want, c.want, d, body)
+			}
+		}
+	}
+}
+
+// TestMetricsOnTheOperatorListener: with an operator listener, it answers /metrics to any client that
+// reaches it and nothing but /metrics and /status; the API's listener no longer answers /metrics to
+// loopback clients (a reverse proxy on the same machine would pass them on).
+func TestMetricsOnTheOperatorListener(t *testing.T) {
+	t.Parallel()
+	e := appliancetest.New(t, appliancetest.Options{})
+	api := New(e.Svc, Options{Log: slog.New(slog.DiscardHandler), OperatorListener: true})
+	t.Cleanup(api.Close)
+	get := func(h http.Handler, path, remote string) int {
+		req := httptest.NewRequest("GET", path, nil)
+		req.RemoteAddr = remote
+		req.Header.Set("Authorization", "Bearer "+e.Bootstrap.APIKey)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code >= 400 && !strings.Contains(w.Body.String(), `"error"`) {
+			t.Fatalf("%s: %d %s", path, w.Code, w.Body)
+		}
+		return w.Code
+	}
+	if c := get(api, "/metrics", "127.0.0.1:4000"); c != http.StatusForbidden {
+		t.Errorf("/metrics on the API's listener to a loopback client: %d", c)
+	}
+	op := api.OperatorHandler()
+	if c := get(op, "/metrics", "203.0.113.7:4000"); c != http.StatusOK {
+		t.Errorf("/metrics on the operator listener: %d", c)
+	}
+	if c := get(op, "/v1/me", "203.0.113.7:4000"); c != http.StatusNotFound {
+		t.Errorf("/v1/me on the operator listener: %d", c)
 	}
 }

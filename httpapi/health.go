@@ -8,8 +8,14 @@ func (s *Server) healthz(r *Request) (*appliance.Health, error) {
 	return s.svc.Healthz(r.Context())
 }
 
+// status is every component's status; each one's details (its message) only for an operator: a request
+// on the operator listener, or one bearing the metrics token.
 func (s *Server) status(r *Request) (*appliance.Status, error) {
-	return s.svc.Status(r.Context()), nil
+	st := s.svc.Status(r.Context())
+	if s.operatorAccess(r.Request, false) != nil {
+		return st.Public(), nil
+	}
+	return st, nil
 }
 
 func (s *Server) openapiDoc(r *Request) error {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"crypto/subtle"
 	"fmt"
 	"net/http"
@@ -46,18 +47,52 @@ func (st *httpStats) observe(rt *Route, w http.ResponseWriter, start time.Time) 
 	c.Seconds += d
 }
 
-// metrics answers /metrics in the Prometheus text format: the appliance's own metrics and each active
-// project's core gauges from its newest sample. With a metrics token configured the caller must send it
-// as a bearer token; without one only loopback clients are answered (docs/api-decisions.md
-// "Observability").
-func (s *Server) metrics(r *Request) error {
+// operatorKey marks a request that came in on the operator listener (OperatorHandler).
+type operatorKey struct{}
+
+// OperatorHandler serves /metrics and /status with each component's details, for a listener of their
+// own (up --metrics-listen) that only operators reach: it answers any client there (with the metrics
+// token when one is set). Other paths are 404.
+func (s *Server) OperatorHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" && r.URL.Path != "/status" {
+			writeJSON(w, http.StatusNotFound, errorBody{Error: "the operator listener serves /metrics and /status only"})
+			return
+		}
+		s.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), operatorKey{}, true)))
+	})
+}
+
+// operatorAccess is nil when r may read what is the operator's (/metrics, /status's details): with a
+// metrics token, a request bearing it; without one, a request on the operator listener, or — when
+// loopback is set and no operator listener exists — a loopback client. (A reverse proxy on the same
+// machine makes every client a loopback one: then use the operator listener or the token.)
+func (s *Server) operatorAccess(r *http.Request, loopback bool) error {
 	if s.metricsToken != "" {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.metricsToken)) != 1 {
-			return &appliance.Error{Kind: appliance.KindUnauthenticated, Msg: "/metrics needs the metrics token (up --metrics-token) as a bearer token"}
+			return &appliance.Error{Kind: appliance.KindUnauthenticated, Msg: r.URL.Path + " needs the metrics token (up --metrics-token) as a bearer token"}
 		}
-	} else if ip, err := netip.ParseAddr(clientIP(r.Request)); err != nil || !ip.Unmap().IsLoopback() {
-		return appliance.Forbidden("/metrics answers loopback clients only unless a metrics token is set (up --metrics-token)")
+		return nil
+	}
+	if on, _ := r.Context().Value(operatorKey{}).(bool); on {
+		return nil
+	}
+	if s.operatorListener {
+		return appliance.Forbidden("%s is served on the operator listener (up --metrics-listen), or here with a metrics token (up --metrics-token)", r.URL.Path)
+	}
+	if ip, err := netip.ParseAddr(clientIP(r)); !loopback || err != nil || !ip.Unmap().IsLoopback() {
+		return appliance.Forbidden("%s answers loopback clients only unless a metrics token is set (up --metrics-token)", r.URL.Path)
+	}
+	return nil
+}
+
+// metrics answers /metrics in the Prometheus text format: the appliance's own metrics and each active
+// project's core gauges from its newest sample, to operators (operatorAccess; docs/api-decisions.md
+// "Observability").
+func (s *Server) metrics(r *Request) error {
+	if err := s.operatorAccess(r.Request, true); err != nil {
+		return err
 	}
 	m, err := s.svc.Metrics()
 	if err != nil {

@@ -37,6 +37,9 @@ type Options struct {
 	// MetricsToken, when set, is the bearer token /metrics asks for; without one only loopback clients
 	// may read /metrics.
 	MetricsToken string
+	// OperatorListener says /metrics and /status's details are served on a listener of their own
+	// (OperatorHandler): the API's listener then answers /metrics only with the metrics token.
+	OperatorListener bool
 }
 
 // Server serves the API.
@@ -54,6 +57,7 @@ type Server struct {
 	closeOnce                 sync.Once
 	stats                     httpStats // requests by route and status, for /metrics
 	metricsToken              string
+	operatorListener          bool
 }
 
 // New builds the server and its route table.
@@ -63,7 +67,8 @@ func New(svc *appliance.Service, opts Options) *Server {
 	}
 	s := &Server{svc: svc, log: opts.Log, mux: http.NewServeMux(), limiter: newLimiter(opts.Limits),
 		readTimeout: cmp.Or(opts.ReadTimeout, RequestReadTimeout), writeTimeout: cmp.Or(opts.WriteTimeout, RequestWriteTimeout),
-		heartbeat: cmp.Or(opts.Heartbeat, DefaultHeartbeat), writeBudget: eventWriteBudget, done: make(chan struct{}), metricsToken: opts.MetricsToken}
+		heartbeat: cmp.Or(opts.Heartbeat, DefaultHeartbeat), writeBudget: eventWriteBudget, done: make(chan struct{}), metricsToken: opts.MetricsToken,
+		operatorListener: opts.OperatorListener}
 	s.routes = append(s.table(), opts.Extra...)
 	for i := range s.routes {
 		rt := &s.routes[i]
