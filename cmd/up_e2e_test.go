@@ -968,3 +968,47 @@ func e2eEventually(t *testing.T, within time.Duration, what string, cond func() 
 		<-tick.C
 	}
 }
+
+var e2eOperatorLine = regexp.MustCompile(`Operator:\s+(https://\S+)/metrics`)
+
+// TestUpOperatorListener: with --metrics-listen (and no metrics token) the operator listener serves
+// /metrics and /status with each component's details to a client that reaches it, while the API's
+// listener answers /metrics no longer to loopback clients (a same-host reverse proxy's) and /status
+// without the details.
+func TestUpOperatorListener(t *testing.T) {
+	t.Parallel()
+	bin := e2eBuild(t)
+	dataDir := appliancetest.TraversableTempDir(t)
+	p := e2eStartWith(t, bin, dataDir, []string{"APPLIANCE_METRICS_TOKEN="}, []string{"--metrics-listen", "127.0.0.1:0"})
+	deadline := time.Now().Add(e2eDeadline)
+	var op string
+	for op == "" {
+		if m := e2eOperatorLine.FindStringSubmatch(p.stdout.String()); m != nil {
+			op = m[1]
+			break
+		}
+		p.checkAlive(t, deadline, "print its operator listener")
+	}
+	get := func(url string) (int, string) {
+		t.Helper()
+		res, err := p.client.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if st, body := get(op + "/metrics"); st != http.StatusOK || !strings.Contains(body, "appliance_http_requests_total") {
+		t.Fatalf("operator /metrics: %d %.500s", st, body)
+	}
+	if st, body := get(op + "/status"); st != http.StatusOK || !strings.Contains(body, "bbolt metadata store at "+dataDir) {
+		t.Fatalf("operator /status: %d %.2000s", st, body)
+	}
+	if st, body := get(p.api + "/metrics"); st != http.StatusForbidden {
+		t.Fatalf("the API's /metrics to a loopback client beside an operator listener: %d %.500s", st, body)
+	}
+	if st, body := get(p.api + "/status"); st != http.StatusOK || strings.Contains(body, dataDir) || !strings.Contains(body, `"components"`) {
+		t.Fatalf("the API's /status: %d %.2000s", st, body)
+	}
+}
