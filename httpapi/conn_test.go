@@ -107,8 +107,9 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 	}
 }
 
-// serveAPI serves the API over TLS as up does (HTTPServer, HTTP/1.1 and HTTP/2) within lim.
-func serveAPI(t *testing.T, lim connlimit.Limits) (addr string, e *appliancetest.Env) {
+// serveAPI serves the API over TLS as up does (HTTPServer, HTTP/1.1 and HTTP/2) within lim; onState, when
+// given, sees every connection state change after the listener.
+func serveAPI(t *testing.T, lim connlimit.Limits, onState ...func(http.ConnState)) (addr string, e *appliancetest.Env) {
 	t.Helper()
 	e = appliancetest.New(t, appliancetest.Options{})
 	api := New(e.Svc, Options{Log: slog.New(slog.DiscardHandler)})
@@ -119,6 +120,10 @@ func serveAPI(t *testing.T, lim connlimit.Limits) (addr string, e *appliancetest
 	srv, cl := HTTPServer(api, ln, lim, slog.New(slog.DiscardHandler))
 	if srv.TLSConfig, err = e.CA.ServerTLS("127.0.0.1", "localhost"); err != nil {
 		t.Fatal(err)
+	}
+	if len(onState) > 0 {
+		inner := srv.ConnState
+		srv.ConnState = func(c net.Conn, st http.ConnState) { inner(c, st); onState[0](st) }
 	}
 	go srv.ServeTLS(cl, "", "")
 	t.Cleanup(func() { api.Close(); srv.Close() })
@@ -219,7 +224,15 @@ func TestOneAddressHoldsItsShare(t *testing.T) {
 // waits until one closes (busy connections are not closed for it).
 func TestBusyConnectionsMakeTheNextWait(t *testing.T) {
 	t.Parallel()
-	addr, e := serveAPI(t, connlimit.Limits{Max: 1})
+	busy := make(chan struct{}, 1)
+	addr, e := serveAPI(t, connlimit.Limits{Max: 1}, func(st http.ConnState) {
+		if st == http.StateActive {
+			select {
+			case busy <- struct{}{}:
+			default:
+			}
+		}
+	})
 	hold, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: e.CA.Pool(), ServerName: "localhost", NextProtos: []string{"http/1.1"}})
 	if err != nil {
 		t.Fatal(err)
@@ -227,6 +240,7 @@ func TestBusyConnectionsMakeTheNextWait(t *testing.T) {
 	// A request whose body has not all come: its handler waits for it.
 	io.WriteString(hold, "POST /v1/projects HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer "+e.Bootstrap.APIKey+
 		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"name\":")
+	<-busy // the server has the request (until then the connection has sent nothing it knows of)
 	got := make(chan error, 1)
 	go func() { got <- getHealthz(apiClient(e, "127.0.0.1", false), addr, false) }()
 	select {

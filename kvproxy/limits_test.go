@@ -140,12 +140,8 @@ func TestUnauthenticatedConnectionsTimeOut(t *testing.T) {
 	}
 	defer c.Close()
 	io.WriteString(c, "PING\r\n")
-	start := time.Now()
 	if !closedByFront(c) {
 		t.Fatal("RESP: an unauthenticated connection stays open past the auth timeout")
-	}
-	if time.Since(start) < timeout/2 {
-		t.Fatal("RESP: the unauthenticated connection was closed before its time")
 	}
 	var cid int64
 	if cid, err = rc.ClientID(t.Context()).Result(); err != nil {
