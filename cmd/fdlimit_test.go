@@ -17,6 +17,7 @@ func TestFDBudget(t *testing.T) {
 		changed, fails bool
 	}{
 		{limit: 1 << 20, api: 1000, kv: 10000, want: 10000},
+		{limit: 20000, api: 1000, kv: 4096, want: 4096}, // the defaults fit a 20000 limit
 		{limit: 20000, api: 1000, kv: 10000, want: (20000 - fdReserve - 1000) / 4, changed: true},
 		{limit: 1024, api: 1000, kv: 10000, fails: true},
 		{limit: 1 << 20, api: 0, kv: 10, fails: true},
