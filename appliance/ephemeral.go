@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/store"
 )
@@ -348,100 +346,4 @@ func (s *Service) sweepExpired(candidates func(*store.Tx) ([]*store.Project, err
 		s.notify()
 	}
 	return n, err
-}
-
-// EnforceEphemeralStorage measures every active unclaimed ephemeral database: over its storage limit, its
-// database's transactions become read-only by default and its sessions are ended (writes are refused; a
-// client can still switch a session back, as with any PostgreSQL default); over 1.5 times the limit (a
-// client that did), its logins are refused. A claim lifts both. It returns how many locks it set.
-func (s *Service) EnforceEphemeralStorage(ctx context.Context) (int, error) {
-	var live []*store.Project
-	if err := s.db.View(func(tx *store.Tx) (err error) {
-		live, err = store.Projects.Lookup(tx, store.ProjectsEphemeral, "live", store.Query{})
-		return err
-	}); err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, prj := range live {
-		if prj.State != ProjectActive || prj.StorageLock == StorageNoConnections {
-			continue
-		}
-		size, _, err := s.measureProject(ctx, prj)
-		if err != nil {
-			s.log.Warn("measure an ephemeral database", "project", prj.ID, "err", err)
-			continue
-		}
-		lock := ""
-		switch {
-		case size > prj.StorageLimitBytes*3/2:
-			lock = StorageNoConnections
-		case size > prj.StorageLimitBytes:
-			lock = StorageReadOnly
-		}
-		if lock == "" || lock == prj.StorageLock {
-			continue
-		}
-		if err := s.storageLock(ctx, prj.ID, lock); err != nil {
-			s.log.Error("lock an ephemeral database over its storage limit", "project", prj.ID, "err", err)
-			continue
-		}
-		n++
-	}
-	return n, nil
-}
-
-// Storage locks of an ephemeral database.
-const (
-	StorageReadOnly      = "read_only"
-	StorageNoConnections = "no_connections"
-)
-
-// storageLock puts a project's database under lock ("" lifts every lock), ends its sessions when one is
-// set, and records it.
-func (s *Service) storageLock(ctx context.Context, projectID, lock string) error {
-	prj, inst, err := s.loadProject(projectID)
-	if err != nil || inst == nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	conn, err := s.adminConn(ctx, inst, "postgres")
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	db := pgx.Identifier{prj.DatabaseName}.Sanitize()
-	stmts := map[string][]string{
-		"":                   {"ALTER DATABASE " + db + " RESET default_transaction_read_only", "ALTER DATABASE " + db + " CONNECTION LIMIT -1"},
-		StorageReadOnly:      {"ALTER DATABASE " + db + " SET default_transaction_read_only = on"},
-		StorageNoConnections: {"ALTER DATABASE " + db + " SET default_transaction_read_only = on", "ALTER DATABASE " + db + " CONNECTION LIMIT 0"},
-	}[lock]
-	for _, q := range stmts {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			return fmt.Errorf("%s: %w", q, err)
-		}
-	}
-	if lock != "" { // the sessions open now would keep writing under the old default
-		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-			WHERE datname = $1 AND backend_type = 'client backend' AND usename IS DISTINCT FROM $2`, prj.DatabaseName, adminUser); err != nil {
-			return fmt.Errorf("end the sessions of %s: %w", prj.DatabaseName, err)
-		}
-	}
-	return s.db.Update(func(tx *store.Tx) error {
-		cur, err := store.Projects.Get(tx, projectID)
-		if err != nil {
-			return err
-		}
-		cur.StorageLock, cur.UpdatedAt = lock, s.now()
-		if err := store.Projects.Put(tx, cur); err != nil {
-			return err
-		}
-		action := "ephemeral.storage_lock"
-		if lock == "" {
-			action = "ephemeral.storage_unlock"
-		}
-		return s.audit(tx, &Principal{AuthSource: ActorSystem}, action, cur.OrganizationID, cur.ID,
-			map[string]any{"lock": lock, "storage_limit_bytes": cur.StorageLimitBytes})
-	})
 }

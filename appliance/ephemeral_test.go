@@ -165,8 +165,8 @@ func TestEphemeralLimits(t *testing.T) {
 }
 
 // TestEphemeralStorageLimit: over its storage limit an ephemeral database refuses writes (new sessions
-// are read-only, open ones are ended); a client that switches its session back and keeps writing past 1.5
-// times the limit loses its logins; a claim lifts both.
+// are read-only, open ones are ended); a client that switches its session back and keeps writing past
+// StorageLockGrowth loses its logins; a claim lifts both.
 func TestEphemeralStorageLimit(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
@@ -184,13 +184,13 @@ func TestEphemeralStorageLimit(t *testing.T) {
 	}
 	url := got.Connections.DirectURL
 	conn := connect(t, url)
-	if n, err := e.Svc.EnforceEphemeralStorage(t.Context()); err != nil || n != 0 {
+	if n, err := e.Svc.EnforceStorage(t.Context()); err != nil || n != 0 {
 		t.Fatalf("an empty database was locked: %d %v", n, err)
 	}
 	if _, err := conn.Exec(t.Context(), "CREATE TABLE fill AS SELECT g, repeat('x', 1000) AS pad FROM generate_series(1, 3000) g"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := e.Svc.EnforceEphemeralStorage(t.Context()); err != nil || n != 1 {
+	if n, err := e.Svc.EnforceStorage(t.Context()); err != nil || n != 1 {
 		t.Fatalf("over the limit: %d locks, %v", n, err)
 	}
 	if conn.Ping(t.Context()) == nil {
@@ -203,14 +203,14 @@ func TestEphemeralStorageLimit(t *testing.T) {
 	if n := scalar[int64](t, again, "SELECT count(*) FROM fill"); n != 3000 {
 		t.Fatalf("reads over the limit: %d rows", n)
 	}
-	// A client that switches the default off and keeps writing loses its logins past 1.5 times the limit.
+	// A client that switches the default off and keeps writing loses its logins (the growth).
 	if _, err := again.Exec(t.Context(), "SET default_transaction_read_only = off"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := again.Exec(t.Context(), "INSERT INTO fill SELECT g, repeat('y', 1000) FROM generate_series(1, 5000) g"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := e.Svc.EnforceEphemeralStorage(t.Context()); err != nil || n != 1 {
+	if n, err := e.Svc.EnforceStorage(t.Context()); err != nil || n != 1 {
 		t.Fatalf("past 1.5 times the limit: %d locks, %v", n, err)
 	}
 	if c, err := pgx.Connect(t.Context(), url); err == nil {

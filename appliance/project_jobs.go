@@ -383,7 +383,11 @@ func (s *Service) loginStatements(prj *store.Project) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open credential: %w", err)
 	}
-	setPW, err := setPasswordSQL("ALTER ROLE", prj.Credential.Username, "LOGIN", string(pw))
+	login := "LOGIN"
+	if prj.StorageLock == StorageNoConnections { // a new password does not lift the storage lock
+		login = "NOLOGIN"
+	}
+	setPW, err := setPasswordSQL("ALTER ROLE", prj.Credential.Username, login, string(pw))
 	if err != nil {
 		return nil, err
 	}

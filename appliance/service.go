@@ -81,6 +81,8 @@ type Service struct {
 	// ephemeral bounds anonymous ephemeral databases; ephemeralRate is its per-IP bucket.
 	ephemeral     EphemeralLimits
 	ephemeralRate perKeyRate
+	// guard holds storage limits between samples (storage.go).
+	guard storageGuard
 	// studio runs the SQL console and the table editor (studio.go).
 	studio studioState
 	// sampler keeps the observability sampler's connections and its last sweep (sampler.go).

@@ -323,7 +323,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	var db *store.DB
 	var sup *daemon.Supervisor
 	var runner *scheduler.Runner
-	stopHooks := func() {}
+	stopHooks, stopGuard := func() {}, func() {}
 	var firstFill chan struct{}
 	var svc *appliance.Service
 	var srv *http.Server
@@ -396,11 +396,6 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 					log.Error("export expiry sweep", "err", err)
 				} else if n > 0 {
 					log.Info("export expiry sweep", "expired", n)
-				}
-				if n, err := svc.EnforceEphemeralStorage(ctx); err != nil {
-					log.Error("ephemeral database storage", "err", err)
-				} else if n > 0 {
-					log.Info("ephemeral databases over their storage limit locked", "locked", n)
 				}
 				if n, err := svc.SweepPreviews(ctx); err != nil {
 					log.Error("preview expiry", "err", err)
@@ -488,6 +483,13 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			}
 			return err
 		}},
+		{name: "storage-guard", start: func(ctx context.Context) error {
+			guardCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			done := make(chan struct{})
+			go func() { defer close(done); svc.RunStorageGuard(guardCtx, appliance.StorageGuardInterval) }()
+			stopGuard = func() { cancel(); <-done }
+			return nil
+		}, stop: func(ctx context.Context) error { stopGuard(); return nil }},
 		{name: "webhooks", start: func(ctx context.Context) error {
 			hooksCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 			done := make(chan struct{})

@@ -188,9 +188,12 @@ type Project struct {
 	SourceBackupID    string     `json:"source_backup_id"` // a clone as of a past time: the base backup
 	SourceTimeline    int        `json:"source_timeline"`  // and the timeline recovery follows
 	TTLExpiresAt      *time.Time `json:"ttl_expires_at"`
-	// StorageLock is what an ephemeral database over its storage limit was put under: "" (nothing),
-	// "read_only" (writes refused by default) or "no_connections" (its role's logins refused).
-	StorageLock string `json:"storage_lock"`
+	// StorageLock is what a database over its storage limit was put under (appliance.EnforceStorage): ""
+	// (nothing), "read_only" (writes refused by default) or "no_connections" (its roles' logins refused);
+	// StorageLockedBytes is its size once the read-only lock had ended its sessions (growth past it
+	// means a client lifted the default and kept writing).
+	StorageLock        string `json:"storage_lock"`
+	StorageLockedBytes int64  `json:"storage_locked_bytes"`
 }
 
 // Credential is a database login; the password is sealed with the appliance's secret box.

@@ -1,0 +1,277 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/store"
+)
+
+// Storage limits are held between samples by the storage guard (docs/api-decisions.md "Storage limits
+// held, ephemeral bounds, disk reserve"): every StorageGuardInterval it measures the files of every active
+// database that has a storage limit, and puts one that went over under a lock.
+const (
+	// StorageGuardInterval is how often the guard measures. A client writing as fast as it can goes past
+	// the limit by at most what it writes in one interval and the lock's reaction (its sessions ended).
+	StorageGuardInterval = 250 * time.Millisecond
+	// StorageLockGrowth is how much a read-only database may still grow (vacuum's map forks) before the
+	// guard concludes that a client lifted the read-only default and ends its logins.
+	StorageLockGrowth = 2 << 20
+	// storageDirTTL is how long the guard trusts the directory it found for a database (a cutover or a
+	// restore may give the database another one).
+	storageDirTTL = 30 * time.Second
+)
+
+// Storage locks of a database over its storage limit.
+const (
+	// StorageReadOnly: transactions are read-only by default (database and login roles), its sessions
+	// were ended. A client may switch its own session back: growth past StorageLockGrowth then makes it
+	// StorageNoConnections.
+	StorageReadOnly = "read_only"
+	// StorageNoConnections: its login roles are NOLOGIN (a role cannot give itself LOGIN back) and its
+	// sessions were ended.
+	StorageNoConnections = "no_connections"
+)
+
+// storageGuard is the guard's state: one pass at a time, and where each database's files are.
+type storageGuard struct {
+	mu   sync.Mutex
+	dirs map[string]databaseDir // project ID → its database's directory
+}
+
+type databaseDir struct {
+	instanceID, database, path string
+	at                         time.Time
+}
+
+// RunStorageGuard runs EnforceStorage every interval until ctx ends.
+func (s *Service) RunStorageGuard(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if n, err := s.EnforceStorage(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("storage guard", "err", err)
+		} else if n > 0 {
+			s.log.Info("storage guard: locks changed", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// EnforceStorage measures every active database with a storage limit (projects, claimed or not, and
+// previews) by the size of its files, and locks or unlocks it (storageVerdict). It returns how many locks
+// it changed.
+func (s *Service) EnforceStorage(ctx context.Context) (int, error) {
+	s.guard.mu.Lock()
+	defer s.guard.mu.Unlock()
+	type target struct {
+		prj  *store.Project
+		inst *store.Instance
+	}
+	var targets []target
+	if err := s.db.View(func(tx *store.Tx) error {
+		prjs, err := store.Projects.All(tx, func(p *store.Project) bool {
+			return p.State == ProjectActive && p.PrimaryInstanceID != "" && p.StorageLimitBytes > 0 && p.DeletedAt == nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, p := range prjs {
+			if inst, err := store.Instances.Get(tx, p.PrimaryInstanceID); err == nil {
+				targets = append(targets, target{p, inst})
+			}
+		}
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("read projects: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, t := range targets {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		size, err := s.databaseFilesSize(ctx, t.prj, t.inst)
+		if err != nil {
+			s.log.Debug("storage guard: measure", "project", t.prj.ID, "err", err)
+			continue
+		}
+		lock := storageVerdict(t.prj, size)
+		if lock == t.prj.StorageLock {
+			continue
+		}
+		if err := s.storageLock(ctx, t.prj.ID, lock); err != nil {
+			errs = append(errs, fmt.Errorf("lock %q on project %s: %w", lock, t.prj.ID, err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// storageVerdict is the lock a database of size bytes should be under: read-only over its limit; no
+// logins when it grew by StorageLockGrowth while read-only (a client lifted the default); none once it is
+// back under nine tenths of its limit (data dropped, or a larger limit: a claim, a plan change).
+func storageVerdict(prj *store.Project, size int64) string {
+	limit := prj.StorageLimitBytes
+	switch {
+	case prj.StorageLock != "" && size <= limit-limit/10:
+		return ""
+	case prj.StorageLock == "" && size > limit:
+		return StorageReadOnly
+	case prj.StorageLock == StorageReadOnly && size > max(prj.StorageLockedBytes, limit)+StorageLockGrowth:
+		return StorageNoConnections
+	}
+	return prj.StorageLock
+}
+
+// databaseFilesSize is the size of the files of the project's database (what pg_database_size counts:
+// the tenant cannot create tablespaces), read from the data directory without a session.
+func (s *Service) databaseFilesSize(ctx context.Context, prj *store.Project, inst *store.Instance) (int64, error) {
+	d, ok := s.guard.dirs[prj.ID]
+	if !ok || d.instanceID != inst.ID || d.database != prj.DatabaseName || time.Since(d.at) > storageDirTTL {
+		var err error
+		if d, err = s.findDatabaseDir(ctx, prj, inst); err != nil {
+			return 0, err
+		}
+		if s.guard.dirs == nil {
+			s.guard.dirs = map[string]databaseDir{}
+		}
+		s.guard.dirs[prj.ID] = d
+	}
+	size, err := dirSize(d.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		delete(s.guard.dirs, prj.ID) // found again next time
+	}
+	return size, err
+}
+
+// findDatabaseDir asks the server for the database's OID: its files are in base/<oid>.
+func (s *Service) findDatabaseDir(ctx context.Context, prj *store.Project, inst *store.Instance) (databaseDir, error) {
+	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+	defer cancel()
+	conn, err := s.quietAdminConn(ctx, inst, "postgres")
+	if err != nil {
+		return databaseDir{}, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var oid uint32
+	if err := conn.QueryRow(ctx, "SELECT oid FROM pg_database WHERE datname = $1", prj.DatabaseName).Scan(&oid); err != nil {
+		return databaseDir{}, fmt.Errorf("find database %s: %w", prj.DatabaseName, err)
+	}
+	path := filepath.Join((&postgres.Instance{Dir: inst.Dir}).DataDir(), "base", strconv.FormatUint(uint64(oid), 10))
+	return databaseDir{instanceID: inst.ID, database: prj.DatabaseName, path: path, at: time.Now()}, nil
+}
+
+// dirSize sums the sizes of the files directly in dir (a database directory has no subdirectories).
+func dirSize(dir string) (int64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			continue // removed since the listing (a dropped table)
+		}
+		if fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+	}
+	return n, nil
+}
+
+// storageLock puts a project's database under lock ("" lifts every lock), ends its sessions when one is
+// set, and records it. The read-only default is set on the database and on both login roles; the
+// logins' NOLOGIN is what a tenant cannot undo (changing LOGIN needs CREATEROLE).
+func (s *Service) storageLock(ctx context.Context, projectID, lock string) error {
+	prj, inst, err := s.loadProject(projectID)
+	if err != nil || inst == nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	conn, err := s.adminConn(ctx, inst, "postgres")
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	names := []string{prj.RoleName, altRole(prj.RoleName)}
+	rows, err := conn.Query(ctx, "SELECT rolname FROM pg_roles WHERE rolname = ANY($1)", names)
+	if err != nil {
+		return fmt.Errorf("read roles: %w", err)
+	}
+	roles, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("read roles: %w", err)
+	}
+	db := pgx.Identifier{prj.DatabaseName}.Sanitize()
+	var stmts []string
+	switch lock {
+	case "":
+		stmts = append(stmts, "ALTER DATABASE "+db+" RESET default_transaction_read_only", "ALTER DATABASE "+db+" CONNECTION LIMIT -1")
+		for _, r := range roles {
+			stmts = append(stmts, "ALTER ROLE "+pgx.Identifier{r}.Sanitize()+" RESET default_transaction_read_only",
+				"ALTER ROLE "+pgx.Identifier{r}.Sanitize()+" LOGIN")
+		}
+	case StorageReadOnly, StorageNoConnections:
+		stmts = append(stmts, "ALTER DATABASE "+db+" SET default_transaction_read_only = on")
+		for _, r := range roles {
+			stmts = append(stmts, "ALTER ROLE "+pgx.Identifier{r}.Sanitize()+" SET default_transaction_read_only = on")
+			if lock == StorageNoConnections {
+				stmts = append(stmts, "ALTER ROLE "+pgx.Identifier{r}.Sanitize()+" NOLOGIN")
+			}
+		}
+	default:
+		return fmt.Errorf("unknown storage lock %q", lock)
+	}
+	for _, q := range stmts {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	var lockedAt int64
+	if lock != "" {
+		// The sessions open now would keep writing under the old default: end them, in any database, and
+		// wait for them to be gone (up to 5 s each) so that the size measured next is the locked one.
+		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
+			WHERE backend_type = 'client backend' AND (datname = $1 OR usename = ANY($2)) AND usename IS DISTINCT FROM $3`,
+			prj.DatabaseName, roles, adminUser); err != nil {
+			return fmt.Errorf("end the sessions of %s: %w", prj.DatabaseName, err)
+		}
+		if lockedAt, err = s.databaseFilesSize(ctx, prj, inst); err != nil {
+			return fmt.Errorf("measure %s: %w", prj.DatabaseName, err)
+		}
+	}
+	return s.db.Update(func(tx *store.Tx) error {
+		cur, err := store.Projects.Get(tx, projectID)
+		if err != nil {
+			return err
+		}
+		cur.StorageLock, cur.StorageLockedBytes, cur.UpdatedAt = lock, lockedAt, s.now()
+		if err := store.Projects.Put(tx, cur); err != nil {
+			return err
+		}
+		action := "project.storage_lock"
+		if lock == "" {
+			action = "project.storage_unlock"
+		}
+		return s.audit(tx, &Principal{AuthSource: ActorSystem}, action, cur.OrganizationID, cur.ID,
+			map[string]any{"lock": lock, "storage_limit_bytes": cur.StorageLimitBytes, "storage_bytes": lockedAt})
+	})
+}

@@ -1,0 +1,135 @@
+package appliance_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/store"
+)
+
+// storageSlack is what a client writing as fast as it can may store past a limit before the storage guard
+// (at StorageGuardInterval) has ended its session: its write rate times the interval and the reaction
+// (docs/api-decisions.md "Storage limits held, ephemeral bounds, disk reserve"). On these machines a
+// single INSERT writes 20 to 60 MB/s: well under 48 MB in a quarter second and the session's end.
+const storageSlack = 48 << 20
+
+// TestStorageLimitHoldsAgainstAFastWriter: an ephemeral database and a claimed project with a 32 MB limit
+// take 200 MB written as fast as one statement can; the guard stops the writer within storageSlack of the
+// limit; the tenant cannot lift the read-only lock (ALTER SYSTEM refused; SET, SET SESSION
+// CHARACTERISTICS, ALTER DATABASE/ROLE … RESET accepted but writing after them ends its logins, which it
+// cannot give back to itself), and the database stays within the limit, the growth allowed and the slack.
+func TestStorageLimitHoldsAgainstAFastWriter(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	const limit = 32 << 20
+	e.Svc.SetEphemeralLimits(appliance.EphemeralLimits{PerIPPerHour: 10, Live: 5, StorageBytes: limit})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.Svc.RunStorageGuard(ctx, appliance.StorageGuardInterval) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	created, err := e.Svc.CreateEphemeral(t.Context(), "192.0.2.9", &appliance.CreateEphemeralRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eph := created.EphemeralDatabase.ProjectID
+	e.WaitJob(t, e.Project(t, eph).LatestJobID)
+	got, err := e.Svc.GetEphemeral(t.Context(), eph, created.ClaimToken)
+	if err != nil || got.Connections == nil {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	prj, pc, _ := connected(t, e, p, "guarded")
+	if err := e.DB.Update(func(tx *store.Tx) error {
+		cur, err := store.Projects.Get(tx, prj.ID)
+		if err != nil {
+			return err
+		}
+		cur.StorageLimitBytes = limit
+		return store.Projects.Put(tx, cur)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, id, url string }{
+		{"ephemeral", eph, got.Connections.DirectURL},
+		{"project", prj.ID, pc.Connections.DirectURL},
+	} {
+		t.Run(c.name, func(t *testing.T) { holdsLimit(t, e, c.id, c.url, limit) })
+	}
+}
+
+func holdsLimit(t *testing.T, e *appliancetest.Env, id, url string, limit int64) {
+	size := func() int64 {
+		var n int64
+		if err := e.Svc.AdminQueryRow(t.Context(), id, "SELECT pg_database_size(current_database())", nil, &n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	lockOf := func() string { return e.Project(t, id).StorageLock }
+	writer := connect(t, url)
+	if _, err := writer.Exec(t.Context(), "CREATE TABLE fill (g int, pad text)"); err != nil {
+		t.Fatal(err)
+	}
+	const fill200MB = "INSERT INTO fill SELECT g, repeat('x', 1000) FROM generate_series(1, 200000) g"
+	if _, err := writer.Exec(t.Context(), fill200MB); err == nil {
+		t.Fatalf("200 MB written past a %d MB limit: the database holds %d MB", limit>>20, size()>>20)
+	}
+	waitFor(t, "the read-only lock", func() bool { return lockOf() == appliance.StorageReadOnly })
+	locked := size()
+	if locked > limit+storageSlack {
+		t.Fatalf("the writer stored %d MB past the %d MB limit (slack %d MB)", (locked-limit)>>20, limit>>20, storageSlack>>20)
+	}
+	t.Logf("stopped at %.1f MB of a %d MB limit", float64(locked)/(1<<20), limit>>20)
+
+	tenant := connect(t, url)
+	if _, err := tenant.Exec(t.Context(), "INSERT INTO fill VALUES (0, 'more')"); err == nil || !strings.Contains(err.Error(), "read-only transaction") {
+		t.Fatalf("a write over the limit: %v", err)
+	}
+	if n := scalar[int64](t, tenant, "SELECT count(*) FROM fill"); n != 0 {
+		t.Fatalf("the interrupted INSERT left %d rows visible", n)
+	}
+	// What a tenant can try: ALTER SYSTEM and its own LOGIN are refused; the rest is accepted…
+	for _, q := range []string{"ALTER SYSTEM SET default_transaction_read_only = off", "ALTER ROLE CURRENT_USER CREATEROLE"} {
+		if _, err := tenant.Exec(t.Context(), q); err == nil {
+			t.Fatalf("the tenant ran %s", q)
+		}
+	}
+	db := pgx.Identifier{scalar[string](t, tenant, "SELECT current_database()")}.Sanitize()
+	for _, q := range []string{
+		"SET default_transaction_read_only = off",
+		"SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE",
+		"ALTER DATABASE " + db + " RESET default_transaction_read_only",
+		"ALTER DATABASE " + db + " CONNECTION LIMIT -1",
+		"ALTER ROLE CURRENT_USER RESET default_transaction_read_only",
+	} {
+		if _, err := tenant.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	// …and writing after it ends the tenant's logins.
+	if _, err := tenant.Exec(t.Context(), fill200MB); err == nil {
+		t.Fatalf("200 MB written after lifting the read-only default: %d MB stored", size()>>20)
+	}
+	waitFor(t, "the no-connections lock", func() bool { return lockOf() == appliance.StorageNoConnections })
+	// No login of the tenant's, to its database or to another from which it could ALTER DATABASE.
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, database := range []string{cfg.Database, "postgres"} {
+		c := cfg.Copy()
+		c.Database = database
+		if conn, err := pgx.ConnectConfig(t.Context(), c); err == nil {
+			conn.Close(t.Context())
+			t.Fatalf("a login to %s was accepted after the tenant lifted the read-only lock and wrote", database)
+		}
+	}
+	if n := size(); n > max(locked, limit)+appliance.StorageLockGrowth+storageSlack {
+		t.Fatalf("the database holds %d MB after the second writer (locked at %d MB)", n>>20, locked>>20)
+	}
+}
