@@ -140,6 +140,10 @@ func (s *Service) settingsFor(dp *DataPlane, prj *store.Project, rec *store.Inst
 	}
 	set := postgres.Settings{MaxConnections: prj.MaxConnections, StatementTimeout: st,
 		IdleInTransactionSessionTimeout: idle, SharedPreloadLibraries: libs}
+	if prj.Ephemeral { // a throwaway database runs bounded (EphemeralLimits)
+		l := s.ephemeral
+		set.ProcessDataBytes, set.TempFileLimitBytes, set.MaxWorkerProcesses = l.ProcessMemoryBytes, l.TempFileBytes, ephemeralWorkers
+	}
 	// A project's WAL goes to its directory in the backup store, from provisioning on (a spare, which has
 	// no project yet, archives into its own directory until a provision claims it and rewrites this).
 	if prj.PreviewOf != "" { // a preview is disposable: no WAL archive, no backups

@@ -23,18 +23,45 @@ const (
 	EphemeralTokenPrefix = "eph_"
 )
 
-// EphemeralLimits bound what anonymous callers may make.
+// EphemeralLimits bound what anonymous callers may make (operators' flags: cmd/up.go).
 type EphemeralLimits struct {
 	PerIPPerHour int   // creations per client IP per hour (a burst of as many)
 	Live         int   // unclaimed ephemeral databases alive at once on the appliance
-	StorageBytes int64 // each one's storage limit (EnforceEphemeralStorage)
+	StorageBytes int64 // each one's storage limit (held by the storage guard: EnforceStorage)
+	// TotalStorageBytes caps the sum of the live ones' storage limits (0: Live × StorageBytes).
+	TotalStorageBytes int64
+	// MaxConnections is each one's max_connections (3 of them are the appliance's).
+	MaxConnections int
+	// ProcessMemoryBytes is the private memory (RLIMIT_DATA) of each of its server's processes, and
+	// TempFileBytes each process's temporary files (temp_file_limit): a session cannot raise either.
+	// One database's memory is then at most its shared buffers (128 MB) plus (MaxConnections +
+	// ephemeralWorkers + 8 auxiliary and autovacuum processes) × ProcessMemoryBytes.
+	ProcessMemoryBytes int64
+	TempFileBytes      int64
 }
 
-// DefaultEphemeralLimits are the appliance's.
-var DefaultEphemeralLimits = EphemeralLimits{PerIPPerHour: 10, Live: 20, StorageBytes: EphemeralStorageLimit}
+// ephemeralWorkers is an ephemeral server's max_worker_processes (and parallel workers).
+const ephemeralWorkers = 2
 
-// SetEphemeralLimits replaces the limits (tests, operators' flags).
+// DefaultEphemeralLimits are the appliance's: 20 databases of 256 MB (5 GB in all); each server's
+// memory at most 128 MB + (10 + 2 + 8) × 64 MB = 1.4 GB.
+var DefaultEphemeralLimits = EphemeralLimits{PerIPPerHour: 10, Live: 20, StorageBytes: EphemeralStorageLimit,
+	TotalStorageBytes: 20 * EphemeralStorageLimit, MaxConnections: 10, ProcessMemoryBytes: 64 << 20, TempFileBytes: EphemeralStorageLimit}
+
+// SetEphemeralLimits replaces the limits (tests, operators' flags); zero fields take the defaults'.
 func (s *Service) SetEphemeralLimits(l EphemeralLimits) {
+	d := DefaultEphemeralLimits
+	for _, f := range []struct{ v, def *int64 }{{&l.StorageBytes, &d.StorageBytes}, {&l.ProcessMemoryBytes, &d.ProcessMemoryBytes}, {&l.TempFileBytes, &d.TempFileBytes}} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = d.MaxConnections
+	}
+	if l.TotalStorageBytes <= 0 {
+		l.TotalStorageBytes = int64(max(1, l.Live)) * l.StorageBytes
+	}
 	s.ephemeral = l
 	s.ephemeralRate = perKeyRate{every: time.Hour / time.Duration(max(1, l.PerIPPerHour)), burst: max(1, l.PerIPPerHour)}
 }
@@ -125,7 +152,11 @@ func (s *Service) CreateEphemeral(ctx context.Context, clientIP string, req *Cre
 		if err != nil {
 			return Internal(err, "count ephemeral databases")
 		}
-		if len(live) >= s.ephemeral.Live {
+		var reserved int64
+		for _, e := range live {
+			reserved += e.StorageLimitBytes
+		}
+		if len(live) >= s.ephemeral.Live || reserved+s.ephemeral.StorageBytes > s.ephemeral.TotalStorageBytes {
 			return &Error{Kind: KindUnavailable, Msg: "this appliance holds as many ephemeral databases as it allows: try again later, or create a project with an account"}
 		}
 		plan, _ := PlanByName(DefaultPlan)
@@ -134,7 +165,7 @@ func (s *Service) CreateEphemeral(ctx context.Context, clientIP string, req *Cre
 		ident := identifier(name)
 		prj := &store.Project{ID: ids.New("prj"), Name: name, Slug: slugify(name), DatabaseName: ident, RoleName: ident,
 			PublicHost: s.cfg.PublicHost, Region: s.cfg.Region, Plan: plan.Name, SSLMode: "verify-full",
-			StatementTimeout: "0", IdleTransactionTimeout: "0", MaxConnections: plan.MaxConnections,
+			StatementTimeout: "0", IdleTransactionTimeout: "0", MaxConnections: s.ephemeral.MaxConnections,
 			StorageLimitBytes: s.ephemeral.StorageBytes, Environment: "development", State: ProjectProvisioning,
 			RuntimeStatus: RuntimeProvisioning, CreatedAt: now, UpdatedAt: now, PreloadLibraries: []string{},
 			Ephemeral: true, ClaimTokenHash: ids.Hash(token), EphemeralExpiresAt: &expires, CreatedFromIP: clientIP}

@@ -225,3 +225,18 @@ func TestEphemeralStorageLimit(t *testing.T) {
 		t.Fatalf("a write after the claim: %v", err)
 	}
 }
+
+// TestEphemeralTotalStorageCap: the appliance refuses an ephemeral database whose storage limit would take
+// the live ones' sum past the operator's total, even under the count cap.
+func TestEphemeralTotalStorageCap(t *testing.T) {
+	t.Parallel()
+	e, _ := keyEnv(t, appliancetest.Options{})
+	e.Svc.SetEphemeralLimits(appliance.EphemeralLimits{PerIPPerHour: 10, Live: 10, StorageBytes: 100 << 20, TotalStorageBytes: 250 << 20})
+	for i := range 2 {
+		if _, err := e.Svc.CreateEphemeral(t.Context(), "198.51.100.20", &appliance.CreateEphemeralRequest{}); err != nil {
+			t.Fatalf("database %d: %v", i+1, err)
+		}
+	}
+	_, err := e.Svc.CreateEphemeral(t.Context(), "198.51.100.21", &appliance.CreateEphemeralRequest{})
+	wantKind(t, err, appliance.KindUnavailable)
+}

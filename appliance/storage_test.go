@@ -2,6 +2,9 @@ package appliance_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -9,6 +12,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -131,5 +135,77 @@ func holdsLimit(t *testing.T, e *appliancetest.Env, id, url string, limit int64)
 	}
 	if n := size(); n > max(locked, limit)+appliance.StorageLockGrowth+storageSlack {
 		t.Fatalf("the database holds %d MB after the second writer (locked at %d MB)", n>>20, locked>>20)
+	}
+}
+
+// dataLimit is the soft "Max data size" of a process (/proc/<pid>/limits), "unlimited" or bytes.
+func dataLimit(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "Max data size") {
+			return strings.Fields(strings.TrimPrefix(line, "Max data size"))[0]
+		}
+	}
+	t.Fatalf("no Max data size in /proc/%d/limits", pid)
+	return ""
+}
+
+// TestEphemeralServerIsBounded: an ephemeral database's server runs with its memory bounds in force: its
+// postmaster and the tenant's session have RLIMIT_DATA, so a sort the tenant gives work_mem = 10GB ends
+// in "out of memory" instead of taking the machine's memory; temp_file_limit is set and the tenant cannot
+// raise it; max_connections and the worker processes are the ephemeral ones.
+func TestEphemeralServerIsBounded(t *testing.T) {
+	t.Parallel()
+	e, _ := realEnv(t)
+	const perProcess = 64 << 20
+	e.Svc.SetEphemeralLimits(appliance.EphemeralLimits{PerIPPerHour: 10, Live: 5, ProcessMemoryBytes: perProcess, TempFileBytes: 32 << 20, MaxConnections: 8})
+	created, err := e.Svc.CreateEphemeral(t.Context(), "192.0.2.10", &appliance.CreateEphemeralRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.EphemeralDatabase.ProjectID
+	if j := e.WaitJob(t, e.Project(t, id).LatestJobID); j.State != scheduler.StateCompleted {
+		t.Fatalf("provision: %s", j.Error)
+	}
+	got, err := e.Svc.GetEphemeral(t.Context(), id, created.ClaimToken)
+	if err != nil || got.Connections == nil {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	tenant := connect(t, got.Connections.DirectURL)
+	var inst *store.Instance
+	e.DB.View(func(tx *store.Tx) (err error) {
+		inst, err = store.Instances.Get(tx, e.Project(t, id).PrimaryInstanceID)
+		return err
+	})
+	want := strconv.Itoa(perProcess)
+	if got := dataLimit(t, postmasterPID(t, inst)); got != want {
+		t.Fatalf("the postmaster's data limit is %s, want %s", got, want)
+	}
+	if got := dataLimit(t, int(scalar[int32](t, tenant, "SELECT pg_backend_pid()"))); got != want {
+		t.Fatalf("the tenant's session's data limit is %s, want %s", got, want)
+	}
+	for q, want := range map[string]string{"SHOW temp_file_limit": "32MB", "SHOW max_connections": "8", "SHOW max_worker_processes": "2"} {
+		if got := scalar[string](t, tenant, q); got != want {
+			t.Fatalf("%s: %s, want %s", q, got, want)
+		}
+	}
+	if _, err := tenant.Exec(t.Context(), "SET temp_file_limit = -1"); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("the tenant raised temp_file_limit: %v", err)
+	}
+	// work_mem is the tenant's to set (PostgreSQL lets any session), the memory is not: a 300 MB sort in
+	// memory fails, and the session goes on.
+	if _, err := tenant.Exec(t.Context(), "SET work_mem = '10GB'"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tenant.Exec(t.Context(), "SELECT count(*) FROM (SELECT g, repeat(md5(g::text), 4) AS s FROM generate_series(1, 2000000) g ORDER BY s) x")
+	if err == nil || !strings.Contains(err.Error(), "out of memory") {
+		t.Fatalf("a sort of 300 MB with work_mem = 10GB: %v", err)
+	}
+	if n := scalar[int32](t, tenant, "SELECT 1"); n != 1 {
+		t.Fatal("the session did not survive its query's out of memory")
 	}
 }

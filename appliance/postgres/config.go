@@ -46,6 +46,17 @@ type Settings struct {
 	// ArchiveCommand is run by PostgreSQL through sh for every WAL segment (%p path, %f file name);
 	// "": copy into <Dir>/wal-archive (see CopyArchiveCommand). Changes apply on reload.
 	ArchiveCommand string `json:"archive_command"`
+
+	// Bounds of a throwaway instance (an ephemeral database), none when zero. ProcessDataBytes is the
+	// RLIMIT_DATA (private memory: heap and anonymous maps; not the shared buffers) of the postmaster and of
+	// every process it forks: no session can raise it, whatever work_mem it sets (an allocation past it is
+	// PostgreSQL's "out of memory" error). TempFileLimitBytes is temp_file_limit (superuser-only: sessions
+	// cannot raise it); MaxWorkerProcesses is max_worker_processes and max_parallel_workers (background
+	// and parallel workers each take up to ProcessDataBytes). Changing the first or the last needs a
+	// restart, the second a reload.
+	ProcessDataBytes   int64 `json:"process_data_bytes,omitempty"`
+	TempFileLimitBytes int64 `json:"temp_file_limit_bytes,omitempty"`
+	MaxWorkerProcesses int   `json:"max_worker_processes,omitempty"`
 }
 
 // Action is what makes a configuration change take effect.
@@ -72,15 +83,20 @@ func (a Action) String() string {
 // Change says what makes s take effect on an instance running with old (both as ReadSettings returns them).
 func (s Settings) Change(old Settings) Action {
 	switch {
-	case s.MaxConnections != old.MaxConnections || !slices.Equal(s.SharedPreloadLibraries, old.SharedPreloadLibraries):
+	case s.MaxConnections != old.MaxConnections || !slices.Equal(s.SharedPreloadLibraries, old.SharedPreloadLibraries) ||
+		s.ProcessDataBytes != old.ProcessDataBytes || s.MaxWorkerProcesses != old.MaxWorkerProcesses:
 		return ActionRestart
 	case s.StatementTimeout != old.StatementTimeout ||
 		s.IdleInTransactionSessionTimeout != old.IdleInTransactionSessionTimeout ||
-		s.ArchiveCommand != old.ArchiveCommand:
+		s.ArchiveCommand != old.ArchiveCommand || s.TempFileLimitBytes != old.TempFileLimitBytes:
 		return ActionReload
 	}
 	return ActionNone
 }
+
+// MinProcessDataBytes is the least ProcessDataBytes: a backend of PostgreSQL 15 with the preloaded
+// libraries and TLS maps about 20 MiB of private memory before its first query.
+const MinProcessDataBytes = 48 << 20
 
 // MaxTimeoutMillis is the largest statement_timeout or idle_in_transaction_session_timeout PostgreSQL
 // accepts (an int of milliseconds, about 24.8 days): a larger value makes the server refuse the file.
@@ -151,6 +167,12 @@ func (s Settings) normalize(i *Instance) (Settings, error) {
 		}
 		s.ArchiveCommand = cmd
 	}
+	if s.ProcessDataBytes < 0 || s.ProcessDataBytes > 0 && s.ProcessDataBytes < MinProcessDataBytes {
+		return s, fmt.Errorf("process_data_bytes %d is under %d (a server process needs about that much to start)", s.ProcessDataBytes, MinProcessDataBytes)
+	}
+	if s.TempFileLimitBytes < 0 || s.MaxWorkerProcesses < 0 {
+		return s, errors.New("temp_file_limit_bytes and max_worker_processes must not be negative")
+	}
 	if strings.ContainsAny(s.ArchiveCommand, "\n\r\x00") {
 		return s, errors.New("archive_command must be one line")
 	}
@@ -171,6 +193,12 @@ func settingsFile(s Settings) ([]byte, error) {
 	fmt.Fprintf(&b, "idle_in_transaction_session_timeout = %d\n", millis(s.IdleInTransactionSessionTimeout))
 	fmt.Fprintf(&b, "shared_preload_libraries = %s\n", confQuote(strings.Join(s.SharedPreloadLibraries, ",")))
 	fmt.Fprintf(&b, "archive_command = %s\n", confQuote(s.ArchiveCommand))
+	if s.TempFileLimitBytes > 0 {
+		fmt.Fprintf(&b, "temp_file_limit = %d\n", max(1, s.TempFileLimitBytes>>10)) // kB
+	}
+	if s.MaxWorkerProcesses > 0 {
+		fmt.Fprintf(&b, "max_worker_processes = %d\nmax_parallel_workers = %d\n", s.MaxWorkerProcesses, s.MaxWorkerProcesses)
+	}
 	if slices.Contains(s.SharedPreloadLibraries, "pg_qualstats") {
 		// pg_qualstats samples 1/max_connections of the statements by default (1% at 100): a predicate is
 		// seen after ~300 executions (95%), so the index advisor stays empty for the queries a developer

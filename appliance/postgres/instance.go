@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -394,6 +395,23 @@ func (i *Instance) start(ctx context.Context, ex daemon.ExecFunc) error {
 	return fmt.Errorf("%w: %w", ErrSettingsRefused, err)
 }
 
+// boundedCommand is the command running program with args as the OS user, under the settings' bound of
+// private memory (RLIMIT_DATA) when they have one: through prlimit(1), which lowers its own limit and
+// executes program (lowering one's own limit needs no privilege; the postmaster pg_ctl starts, and every
+// process it forks, inherit it).
+func (i *Instance) boundedCommand(program string, args ...string) (*exec.Cmd, error) {
+	s, err := i.ReadSettings()
+	if err != nil || s.ProcessDataBytes <= 0 {
+		return i.User.Command(program, args...), nil // no settings yet (an instance being assembled) or no bound
+	}
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		return nil, fmt.Errorf("instance %s is bounded to %d bytes of memory per process and needs prlimit (util-linux): %w", i.ID, s.ProcessDataBytes, err)
+	}
+	n := strconv.FormatInt(s.ProcessDataBytes, 10)
+	return i.User.Command(prlimit, append([]string{"--data=" + n + ":" + n, "--", program}, args...)...), nil
+}
+
 // configRefused reports whether a failed start was the server refusing its configuration.
 func configRefused(err error) bool {
 	msg := err.Error()
@@ -419,7 +437,10 @@ func (i *Instance) keepGoodSettings() {
 }
 
 func (i *Instance) pgctlStart(ctx context.Context, ex daemon.ExecFunc, pgctl string) error {
-	cmd := i.User.Command(pgctl, "start", "-w", "-t", "60", "-D", i.DataDir(), "-l", i.StartupLog())
+	cmd, err := i.boundedCommand(pgctl, "start", "-w", "-t", "60", "-D", i.DataDir(), "-l", i.StartupLog())
+	if err != nil {
+		return err
+	}
 	cmd.Dir = i.Dir
 	since := time.Now()
 	var logStart int64
