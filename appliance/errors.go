@@ -10,17 +10,18 @@ import (
 type Kind int
 
 const (
-	KindInternal        Kind = iota // 500; the message is not shown to the caller
-	KindInvalid                     // 400
-	KindUnauthenticated             // 401
-	KindForbidden                   // 403
-	KindNotFound                    // 404
-	KindConflict                    // 409
-	KindGone                        // 410: expired or already used
-	KindUnavailable                 // 503
-	KindTooLarge                    // 413: a request body over the limit
-	KindTooMany                     // 429: a per-resource rate or a cap reached
-	KindHeadersTooLarge             // 431: request headers over the limit
+	KindInternal            Kind = iota // 500; the message is not shown to the caller
+	KindInvalid                         // 400
+	KindUnauthenticated                 // 401
+	KindForbidden                       // 403
+	KindNotFound                        // 404
+	KindConflict                        // 409
+	KindGone                            // 410: expired or already used
+	KindUnavailable                     // 503
+	KindTooLarge                        // 413: a request body over the limit
+	KindTooMany                         // 429: a per-resource rate or a cap reached
+	KindHeadersTooLarge                 // 431: request headers over the limit
+	KindInsufficientStorage             // 507: the appliance is short of disk space (disk.go)
 )
 
 // Error is a failure with a public message (safe to send) and a private cause (logged only).

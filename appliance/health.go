@@ -40,7 +40,7 @@ func (p *Probes) Register(name string, c Check) {
 // Health is GET /healthz.
 type Health struct {
 	Service string `json:"service"`
-	Status  string `json:"status" doc:"ok when the process serves requests and its metadata store answers, otherwise down"`
+	Status  string `json:"status" doc:"ok when the process serves requests and its metadata store answers; degraded (still 200) when it is short of disk space and refuses writes (see /status); otherwise down (503)"`
 }
 
 // Component is one row of the status page.
@@ -72,6 +72,13 @@ const serviceName = "appliance"
 func (s *Service) Healthz(ctx context.Context) (*Health, error) {
 	if err := s.db.Ping(); err != nil {
 		return nil, &Error{Kind: KindUnavailable, Msg: "metadata store unavailable", Cause: err}
+	}
+	d := s.Disk()
+	if d.WriteErr != nil {
+		return nil, &Error{Kind: KindUnavailable, Msg: "metadata store refuses writes", Cause: d.WriteErr}
+	}
+	if d.Low {
+		return &Health{Service: serviceName, Status: StatusDegraded}, nil
 	}
 	return &Health{Service: serviceName, Status: "ok"}, nil
 }

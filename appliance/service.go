@@ -81,8 +81,10 @@ type Service struct {
 	// ephemeral bounds anonymous ephemeral databases; ephemeralRate is its per-IP bucket.
 	ephemeral     EphemeralLimits
 	ephemeralRate perKeyRate
-	// guard holds storage limits between samples (storage.go).
+	// guard holds storage limits between samples (storage.go); disk is its reading of the free space
+	// (disk.go).
 	guard storageGuard
+	disk  diskMonitor
 	// studio runs the SQL console and the table editor (studio.go).
 	studio studioState
 	// sampler keeps the observability sampler's connections and its last sweep (sampler.go).
@@ -108,6 +110,7 @@ func New(cfg Config, db *store.DB, box *SecretBox, log *slog.Logger) *Service {
 	s.hooks = newWebhooks(DefaultWebhookOptions, s.policy())
 	s.studio.pools = studio.NewPools()
 	s.SetEphemeralLimits(DefaultEphemeralLimits)
+	s.disk.free, s.disk.reserve = -1, DefaultDiskReserve
 	s.sparesStop, s.stopSpares = context.WithCancel(context.Background())
 	return s
 }

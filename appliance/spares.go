@@ -39,7 +39,7 @@ const spareTmpPrefix = ".spare-"
 // EnsureSpares tops the pool of prepared clusters up to Config.Spares. It is safe to call at any time;
 // concurrent calls do not overfill the pool.
 func (s *Service) EnsureSpares(ctx context.Context) error {
-	if s.cfg.Spares <= 0 {
+	if s.cfg.Spares <= 0 || s.Disk().Low { // no new clusters while short of disk space
 		return nil
 	}
 	dp, err := s.dataPlane()

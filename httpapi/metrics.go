@@ -153,6 +153,14 @@ func (s *Server) metrics(r *Request) error {
 	p.family("appliance_sampler_last_projects", "gauge", "projects the last sweep sampled, and those whose server did not answer")
 	p.sample("appliance_sampler_last_projects", labels{"result", "sampled"}, float64(m.Sampler.Projects))
 	p.sample("appliance_sampler_last_projects", labels{"result", "failed"}, float64(m.Sampler.Failed))
+	// The data directory's free space against the reserve, for an alert before the appliance degrades.
+	d := s.svc.Disk()
+	p.family("appliance_disk_free_bytes", "gauge", "free space of the data directory's file system (-1: not read)")
+	p.sample("appliance_disk_free_bytes", nil, float64(d.FreeBytes))
+	p.family("appliance_disk_reserve_bytes", "gauge", "free space under which the appliance is degraded (--disk-reserve-mb)")
+	p.sample("appliance_disk_reserve_bytes", nil, float64(d.ReserveBytes))
+	p.family("appliance_disk_degraded", "gauge", "1 while the free space is under the reserve: writes refused, databases read-only")
+	p.sample("appliance_disk_degraded", nil, map[bool]float64{true: 1}[d.Low])
 
 	gauges := []struct {
 		name, help string

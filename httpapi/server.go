@@ -104,6 +104,17 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
+// needsDisk says whether a route writes, so that it is refused while the appliance is short of disk space:
+// every POST, PUT and PATCH but signing in (an operator must be able to sign in to free space). Reads and
+// deletions are served.
+func needsDisk(rt *Route) bool {
+	switch rt.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		return rt.Path != "/v1/auth/sessions"
+	}
+	return false
+}
+
 // cleanPath refuses a path that ServeMux would clean and redirect: an empty, "." or ".." segment (also
 // when sent escaped, as %2E%2E), or a doubled slash. The API never answers with a redirect to another
 // resource: a DELETE of /v1/projects/P/restore-points/.. must not become a DELETE of the project.
@@ -158,6 +169,10 @@ func (s *Server) adapt(rt *Route) http.Handler {
 			rc := http.NewResponseController(w)
 			_ = rc.SetReadDeadline(time.Now().Add(s.readTimeout))
 			_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+		}
+		if needsDisk(rt) && s.svc.Disk().Low {
+			s.writeError(w, r, s.svc.ErrDiskLow())
+			return
 		}
 		req := &Request{Request: r, W: w, route: rt, params: params}
 		if err := s.authorize(req, rt, params); err != nil {
@@ -324,17 +339,18 @@ type errorBody struct {
 }
 
 var statusOf = map[appliance.Kind]int{
-	appliance.KindInternal:        http.StatusInternalServerError,
-	appliance.KindInvalid:         http.StatusBadRequest,
-	appliance.KindUnauthenticated: http.StatusUnauthorized,
-	appliance.KindForbidden:       http.StatusForbidden,
-	appliance.KindNotFound:        http.StatusNotFound,
-	appliance.KindConflict:        http.StatusConflict,
-	appliance.KindGone:            http.StatusGone,
-	appliance.KindUnavailable:     http.StatusServiceUnavailable,
-	appliance.KindTooLarge:        http.StatusRequestEntityTooLarge,
-	appliance.KindTooMany:         http.StatusTooManyRequests,
-	appliance.KindHeadersTooLarge: http.StatusRequestHeaderFieldsTooLarge,
+	appliance.KindInternal:            http.StatusInternalServerError,
+	appliance.KindInvalid:             http.StatusBadRequest,
+	appliance.KindUnauthenticated:     http.StatusUnauthorized,
+	appliance.KindForbidden:           http.StatusForbidden,
+	appliance.KindNotFound:            http.StatusNotFound,
+	appliance.KindConflict:            http.StatusConflict,
+	appliance.KindGone:                http.StatusGone,
+	appliance.KindUnavailable:         http.StatusServiceUnavailable,
+	appliance.KindTooLarge:            http.StatusRequestEntityTooLarge,
+	appliance.KindTooMany:             http.StatusTooManyRequests,
+	appliance.KindHeadersTooLarge:     http.StatusRequestHeaderFieldsTooLarge,
+	appliance.KindInsufficientStorage: http.StatusInsufficientStorage,
 }
 
 // publicMessage is the message of err a caller may see ("internal error" for an internal one).

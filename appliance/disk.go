@@ -1,0 +1,131 @@
+package appliance
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/theappliance/appliance/store"
+)
+
+// The disk reserve (docs/api-decisions.md "Storage limits held, ephemeral bounds, disk reserve"): the free
+// space of the data directory's file system under which the appliance is degraded. It then keeps what is
+// left for its metadata and the servers' WAL: every project's database is put read-only (the storage
+// guard's lock), the API refuses the requests that write (507), scheduled backups and spare clusters wait,
+// and /healthz, /status and the log say so. It serves reads and deletions meanwhile.
+
+// DefaultDiskReserve is the reserve when the operator names none.
+const DefaultDiskReserve = 1 << 30
+
+// diskProbeEvery is how often the metadata store's writes are tried (a small write to its meta bucket).
+const diskProbeEvery = 10 * time.Second
+
+// diskMonitor is the last reading of the file system and of the store's write probe.
+type diskMonitor struct {
+	mu       sync.Mutex
+	reserve  int64
+	free     int64 // -1: not read yet (or unreadable)
+	low      bool
+	probeErr error
+	probedAt time.Time
+}
+
+// SetDiskReserve sets the free space under which the appliance is degraded (0: DefaultDiskReserve).
+func (s *Service) SetDiskReserve(n int64) {
+	if n <= 0 {
+		n = DefaultDiskReserve
+	}
+	s.disk.mu.Lock()
+	s.disk.reserve = n
+	s.disk.mu.Unlock()
+}
+
+// DiskState is what the disk monitor last read.
+type DiskState struct {
+	FreeBytes    int64 // -1: unknown
+	ReserveBytes int64
+	Low          bool  // under the reserve (or unreadable): degraded
+	WriteErr     error // the metadata store's last write probe failed
+}
+
+// Disk is the disk monitor's last reading.
+func (s *Service) Disk() DiskState {
+	s.disk.mu.Lock()
+	defer s.disk.mu.Unlock()
+	return DiskState{FreeBytes: s.disk.free, ReserveBytes: s.disk.reserve, Low: s.disk.low, WriteErr: s.disk.probeErr}
+}
+
+// statfsFree is the space of dir's file system that unprivileged users may take.
+func statfsFree(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// CheckDisk reads the free space of the data directory's file system (and, every diskProbeEvery, tries a
+// write to the metadata store) and logs each change between degraded and not.
+func (s *Service) CheckDisk() DiskState {
+	s.disk.mu.Lock()
+	probe := time.Since(s.disk.probedAt) >= diskProbeEvery
+	s.disk.mu.Unlock()
+	free, err := statfsFree(s.cfg.DataDir)
+	var perr error
+	if probe {
+		perr = s.db.Update(func(tx *store.Tx) error { return tx.SetMeta("write_probe", s.now().Format(time.RFC3339Nano)) })
+	}
+	s.disk.mu.Lock()
+	defer s.disk.mu.Unlock()
+	was := s.disk.low
+	if err != nil {
+		free = -1
+	}
+	s.disk.free = free
+	s.disk.low = err != nil || free < s.disk.reserve
+	if probe {
+		s.disk.probeErr, s.disk.probedAt = perr, time.Now()
+	}
+	if s.disk.low != was {
+		if s.disk.low {
+			s.log.Warn("disk: free space under the reserve: degraded (reads served, writes refused, databases read-only)",
+				"dir", s.cfg.DataDir, "free_bytes", free, "reserve_bytes", s.disk.reserve, "err", err)
+		} else {
+			s.log.Info("disk: free space back over the reserve: writes accepted again", "dir", s.cfg.DataDir,
+				"free_bytes", free, "reserve_bytes", s.disk.reserve)
+		}
+	}
+	return DiskState{FreeBytes: free, ReserveBytes: s.disk.reserve, Low: s.disk.low, WriteErr: s.disk.probeErr}
+}
+
+// ErrDiskLow is the refusal of what needs disk while the appliance is degraded.
+func (s *Service) ErrDiskLow() error {
+	d := s.Disk()
+	return &Error{Kind: KindInsufficientStorage, Msg: fmt.Sprintf("the appliance is short of disk space (%s free, %s kept in reserve): it serves reads and deletions and refuses writes until space is freed",
+		FormatBytes(max(0, d.FreeBytes)), FormatBytes(d.ReserveBytes))}
+}
+
+// requireDisk is nil unless the appliance is degraded for want of disk.
+func (s *Service) requireDisk() error {
+	if s.Disk().Low {
+		return s.ErrDiskLow()
+	}
+	return nil
+}
+
+// DiskHealth is the status page's disk component.
+func (s *Service) DiskHealth(ctx context.Context) (string, string) {
+	d := s.Disk()
+	switch {
+	case d.WriteErr != nil:
+		return StatusDown, "the metadata store refuses writes: " + d.WriteErr.Error()
+	case d.FreeBytes < 0:
+		return StatusDegraded, "the data directory's free space cannot be read: writes refused"
+	case d.Low:
+		return StatusDegraded, fmt.Sprintf("%s free under %s, less than the %s reserve: reads served, writes refused, databases read-only",
+			FormatBytes(d.FreeBytes), s.cfg.DataDir, FormatBytes(d.ReserveBytes))
+	}
+	return StatusOperational, fmt.Sprintf("%s free under %s (reserve %s)", FormatBytes(d.FreeBytes), s.cfg.DataDir, FormatBytes(d.ReserveBytes))
+}
