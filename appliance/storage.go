@@ -28,6 +28,11 @@ const (
 	// StorageLockGrowth is how much a read-only database may still grow (vacuum's map forks) before the
 	// guard concludes that a client lifted the read-only default and ends its logins.
 	StorageLockGrowth = 2 << 20
+	// StorageGuardRate is the write rate the guard assumes when it spaces out the measures of a database
+	// far from its limit: it measures again before one writing that fast could reach it (at most every
+	// storageGuardIdle), so that a pass stats the files of the few databases near their limits only.
+	StorageGuardRate = 256 << 20 // bytes per second
+	storageGuardIdle = 5 * time.Second
 	// storageDirTTL is how long the guard trusts the directory it found for a database (a cutover or a
 	// restore may give the database another one).
 	storageDirTTL = 30 * time.Second
@@ -50,6 +55,8 @@ type storageGuard struct {
 	dirs map[string]databaseDir // project ID → its database's directory
 	// applied names, by project ID, the instance whose lock this process has applied (or confirmed).
 	applied map[string]string
+	// due is when a database is measured next (storageGuardRate).
+	due map[string]time.Time
 }
 
 type databaseDir struct {
@@ -105,15 +112,25 @@ func (s *Service) EnforceStorage(ctx context.Context) (int, error) {
 	}
 	n := 0
 	var errs []error
+	now := time.Now()
+	due := make(map[string]time.Time, len(targets)) // projects no longer measured are dropped
 	for _, t := range targets {
 		if err := ctx.Err(); err != nil {
 			return n, err
+		}
+		if at, ok := s.guard.due[t.prj.ID]; ok && now.Before(at) && !diskLow && t.prj.StorageLock == "" {
+			due[t.prj.ID] = at
+			continue
 		}
 		size, err := s.databaseFilesSize(ctx, t.prj, t.inst)
 		if err != nil {
 			s.log.Debug("storage guard: measure", "project", t.prj.ID, "err", err)
 			continue
 		}
+		// Far from its limit, a database is measured again just before a client writing at
+		// StorageGuardRate could reach it.
+		wait := time.Duration(float64(t.prj.StorageLimitBytes-size) / StorageGuardRate * float64(time.Second))
+		due[t.prj.ID] = now.Add(min(max(wait, 0), storageGuardIdle))
 		lock := storageVerdict(t.prj, size, diskLow)
 		if lock == t.prj.StorageLock && s.guard.applied[t.prj.ID] == t.inst.ID {
 			continue
@@ -132,6 +149,7 @@ func (s *Service) EnforceStorage(ctx context.Context) (int, error) {
 			n++
 		}
 	}
+	s.guard.due = due
 	return n, errors.Join(errs...)
 }
 

@@ -2533,7 +2533,7 @@ export interface components {
         };
         Health: {
             service: string;
-            /** @description ok when the process serves requests and its metadata store answers, otherwise down */
+            /** @description ok when the process serves requests and its metadata store answers; degraded (still 200) when it is short of disk space and refuses writes (see /status); otherwise down (503) */
             status: string;
         };
         HistoryResponse: {
