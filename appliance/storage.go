@@ -55,8 +55,9 @@ type storageGuard struct {
 	dirs map[string]databaseDir // project ID → its database's directory
 	// applied names, by project ID, the instance whose lock this process has applied (or confirmed).
 	applied map[string]string
-	// due is when a database is measured next (storageGuardRate).
-	due map[string]time.Time
+	// due is when a database is measured next (storageGuardRate); retry when a lock that failed is tried
+	// again (not every pass: each failure is logged).
+	due, retry map[string]time.Time
 }
 
 type databaseDir struct {
@@ -137,10 +138,18 @@ func (s *Service) EnforceStorage(ctx context.Context) (int, error) {
 		}
 		// A lock is applied again the first time this process sees the server: an appliance stopped in
 		// the middle of storageLock may have left the server and the record disagreeing.
-		if err := s.storageLock(ctx, t.prj.ID, lock); err != nil {
-			errs = append(errs, fmt.Errorf("lock %q on project %s: %w", lock, t.prj.ID, err))
+		if now.Before(s.guard.retry[t.prj.ID]) {
 			continue
 		}
+		if err := s.storageLock(ctx, t.prj.ID, lock); err != nil {
+			errs = append(errs, fmt.Errorf("lock %q on project %s: %w", lock, t.prj.ID, err))
+			if s.guard.retry == nil {
+				s.guard.retry = map[string]time.Time{}
+			}
+			s.guard.retry[t.prj.ID] = now.Add(storageGuardIdle)
+			continue
+		}
+		delete(s.guard.retry, t.prj.ID)
 		if s.guard.applied == nil {
 			s.guard.applied = map[string]string{}
 		}
