@@ -188,7 +188,8 @@ func TestEphemeralServerIsBounded(t *testing.T) {
 	if got := dataLimit(t, int(scalar[int32](t, tenant, "SELECT pg_backend_pid()"))); got != want {
 		t.Fatalf("the tenant's session's data limit is %s, want %s", got, want)
 	}
-	for q, want := range map[string]string{"SHOW temp_file_limit": "32MB", "SHOW max_connections": "8", "SHOW max_worker_processes": "2"} {
+	for q, want := range map[string]string{"SHOW temp_file_limit": "32MB", "SHOW max_connections": "8", "SHOW max_worker_processes": "2",
+		"SHOW maintenance_work_mem": "16MB", "SHOW autovacuum_work_mem": "16MB"} {
 		if got := scalar[string](t, tenant, q); got != want {
 			t.Fatalf("%s: %s, want %s", q, got, want)
 		}
@@ -207,5 +208,12 @@ func TestEphemeralServerIsBounded(t *testing.T) {
 	}
 	if n := scalar[int32](t, tenant, "SELECT 1"); n != 1 {
 		t.Fatal("the session did not survive its query's out of memory")
+	}
+	// The bound leaves ordinary work alone: an index build and a vacuum of a 40 MB table.
+	if _, err := tenant.Exec(t.Context(), "RESET work_mem; CREATE TABLE t AS SELECT g, md5(g::text) AS s FROM generate_series(1, 500000) g; CREATE INDEX ON t (s); DELETE FROM t WHERE g % 2 = 0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tenant.Exec(t.Context(), "VACUUM t"); err != nil {
+		t.Fatalf("a vacuum within the bound: %v", err)
 	}
 }

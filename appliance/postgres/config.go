@@ -193,6 +193,11 @@ func settingsFile(s Settings) ([]byte, error) {
 	fmt.Fprintf(&b, "idle_in_transaction_session_timeout = %d\n", millis(s.IdleInTransactionSessionTimeout))
 	fmt.Fprintf(&b, "shared_preload_libraries = %s\n", confQuote(strings.Join(s.SharedPreloadLibraries, ",")))
 	fmt.Fprintf(&b, "archive_command = %s\n", confQuote(s.ArchiveCommand))
+	if s.ProcessDataBytes > 0 {
+		// The defaults fit the bound (64 MB of maintenance_work_mem would not fit in 64 MB with the
+		// process's own ~20 MB): a quarter of it for index builds and vacuum's dead tuples.
+		fmt.Fprintf(&b, "maintenance_work_mem = %d\nautovacuum_work_mem = %d\n", max(1024, s.ProcessDataBytes>>12), max(1024, s.ProcessDataBytes>>12)) // kB
+	}
 	if s.TempFileLimitBytes > 0 {
 		fmt.Fprintf(&b, "temp_file_limit = %d\n", max(1, s.TempFileLimitBytes>>10)) // kB
 	}
