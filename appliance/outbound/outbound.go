@@ -4,10 +4,10 @@
 // nothing: the address checked is the address dialed.
 //
 // By default it refuses loopback, link-local (cloud metadata among it), unspecified, multicast and
-// broadcast addresses, and on this machine's own addresses the appliance's listeners and its instance
-// port range; private ranges are allowed, for self-hosters who import from their LAN. The operator's
-// deny list always wins; the allow list lifts the default refusals for its ranges (never the appliance's
-// own listeners and instance ports).
+// broadcast addresses, and every address of this machine (its interface addresses, read at dial time):
+// the host's own services are not the tenants'. Private ranges are allowed, for self-hosters who import
+// from their LAN. The operator's deny list always wins; the allow list lifts the default refusals for its
+// ranges (never for the appliance's own listeners and instance ports on this machine's addresses).
 package outbound
 
 import (
@@ -111,6 +111,8 @@ func (p *Policy) Check(addr netip.Addr, port int) error {
 		return refusal(addr, "is a link-local or cloud metadata address")
 	case addr.IsUnspecified() || addr.IsMulticast() || addr.IsInterfaceLocalMulticast():
 		return refusal(addr, "is not a host address (unspecified or multicast)")
+	case p.isLocal(addr):
+		return refusal(addr, "is an address of this machine")
 	}
 	return nil
 }

@@ -29,6 +29,7 @@ func TestCheck(t *testing.T) {
 		{"127.0.0.1", 15500, false},       // ...but never the appliance's instance ports
 		{"127.0.0.1", 7443, false},        // ...nor its API
 		{"192.168.1.20", 16000, false},    // nor on this machine's LAN address
+		{"192.168.1.20", 5432, false},     // nor any other service of this machine
 		{"192.168.1.21", 16000, true},     // another machine's port in the range is fine
 		{"::1", 5432, false},              // loopback v6
 		{"::ffff:127.0.0.2", 5432, false}, // loopback mapped into v6
@@ -102,4 +103,55 @@ func TestDialChecksTheResolvedAddress(t *testing.T) {
 
 func itoa(n int) string {
 	return netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(n)).String()[len("0.0.0.0:"):]
+}
+
+// TestRefusesThisMachinesAddresses: a service listening on one of this machine's own interface addresses
+// (not loopback, not an appliance port) is refused by default, and reachable once --outbound-allow names
+// it. Before, only the appliance's own ports were refused there, so tenants reached the host's services.
+func TestRefusesThisMachinesAddresses(t *testing.T) {
+	var local netip.Addr
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ia := range addrs {
+		if n, ok := ia.(*net.IPNet); ok {
+			a, _ := netip.AddrFromSlice(n.IP)
+			if a = a.Unmap(); a.IsValid() && !a.IsLoopback() && !a.IsLinkLocalUnicast() {
+				local = a
+				break
+			}
+		}
+	}
+	if !local.IsValid() {
+		t.Fatalf("this machine has no interface address but loopback and link-local ones: %v", addrs)
+	}
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(local, 0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	target := ln.Addr().String()
+	p := &Policy{}
+	if c, err := p.DialContext(t.Context(), "tcp", target); !errors.Is(err, ErrRefused) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("%s, an address of this machine: %v, want refused", target, err)
+	}
+	p.Allow = []netip.Prefix{netip.PrefixFrom(local, local.BitLen())}
+	c, err := p.DialContext(t.Context(), "tcp", target)
+	if err != nil {
+		t.Fatalf("%s allowed by --outbound-allow: %v", target, err)
+	}
+	c.Close()
 }
