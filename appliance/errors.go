@@ -22,6 +22,7 @@ const (
 	KindTooMany                         // 429: a per-resource rate or a cap reached
 	KindHeadersTooLarge                 // 431: request headers over the limit
 	KindInsufficientStorage             // 507: the appliance is short of disk space (disk.go)
+	KindUnsupportedMedia                // 415: a request body of another media type than the endpoint reads
 )
 
 // Error is a failure with a public message (safe to send) and a private cause (logged only).

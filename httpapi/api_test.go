@@ -682,6 +682,13 @@ func TestRoutingAndDecodingErrors(t *testing.T) {
 		{name: "a required field null", method: "POST", path: keys, cred: "$admin", body: map[string]any{"name": nil, "scopes": []string{"projects:read"}}, status: 400,
 			want: map[string]any{"error": "field name is required"}},
 		{name: "the body is checked after the credential", method: "PATCH", path: org, body: `{`, status: 401},
+		{name: "invalid UTF-8 in a string", method: "PATCH", path: org, cred: "$admin", body: "{\"billing_name\": \"a\xffb\"}", status: 400,
+			want: map[string]any{"error": "request body is not valid UTF-8"}},
+		{name: "invalid UTF-8 in a field name", method: "PATCH", path: org, cred: "$admin", body: "{\"billing_name\xc3\": \"x\"}", status: 400},
+		{name: "a lone surrogate escape", method: "PATCH", path: org, cred: "$admin", body: `{"billing_name": "a\ud800b"}`, status: 400,
+			want: map[string]any{"error": "request body is not valid UTF-8"}},
+		{name: "a surrogate pair escape", method: "PATCH", path: org, cred: "$admin", body: `{"billing_name": "\\ud800 \ud83d\ude00"}`, status: 200,
+			want: map[string]any{"organization.billing_name": "\\ud800 \U0001F600"}},
 	})
 }
 

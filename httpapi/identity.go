@@ -18,6 +18,9 @@ const (
 )
 
 func (s *Server) createSession(r *Request, body *appliance.SessionRequest) (*appliance.SessionResult, error) {
+	if err := sameOrigin(r.Request); err != nil {
+		return nil, err
+	}
 	res, err := s.svc.CreateSession(r.Context(), body)
 	if err != nil || !body.Cookie {
 		return res, err

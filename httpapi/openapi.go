@@ -193,6 +193,10 @@ var sharedResponses = map[string]any{
 		"description": "The request body is over its limit (1 MiB for JSON; the project's storage limit for dumps).",
 		"content":     errorContent(),
 	},
+	"UnsupportedMediaType": map[string]any{
+		"description": "A body sent with another Content-Type than application/json (or with none).",
+		"content":     errorContent(),
+	},
 	"Unavailable": map[string]any{
 		"description": "The project's server does not answer, or this appliance lacks the program the feature needs.",
 		"content":     errorContent(),
@@ -339,6 +343,9 @@ func (g *schemaGen) operation(rt Route, pathParams []string, used map[string]boo
 	}
 	if rt.Do.Body != nil || rt.RawBody != "" {
 		ref("413", "PayloadTooLarge")
+	}
+	if rt.Do.Body != nil {
+		ref("415", "UnsupportedMediaType")
 	}
 	for _, code := range rt.Errors {
 		name, ok := errorResponseNames[code]

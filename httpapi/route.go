@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/theappliance/appliance/appliance"
 )
@@ -165,7 +168,14 @@ func decodeBody(r *http.Request, t reflect.Type) (any, error) {
 		}
 		return nil, appliance.Invalid("cannot read request body")
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
+	if !validUTF8(data) {
+		return nil, appliance.Invalid("request body is not valid UTF-8")
+	}
+	empty := len(bytes.TrimSpace(data)) == 0
+	if err := jsonMediaType(r, empty); err != nil {
+		return nil, err
+	}
+	if empty {
 		data = []byte("{}")
 	}
 	var fields map[string]json.RawMessage
@@ -202,6 +212,60 @@ func decodeBody(r *http.Request, t reflect.Type) (any, error) {
 		}
 	}
 	return ptr.Interface(), nil
+}
+
+// validUTF8 reports whether a JSON text is UTF-8 and its \u escapes name characters: encoding/json
+// would replace an invalid byte or a lone surrogate (\ud800) with U+FFFD rather than refuse it.
+func validUTF8(data []byte) bool {
+	if !utf8.Valid(data) {
+		return false
+	}
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(data) || data[i] != '\\' || data[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(data[i+2:i+6]), 16, 16)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(data); i++ {
+		if data[i] != '\\' { // a backslash stands only in a string, where it starts an escape
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			i++ // \" \\ \n …: skip the escaped character
+			continue
+		}
+		i += 5
+		switch {
+		case utf16.IsSurrogate(r) && r < 0xdc00: // a high surrogate needs a low one right after it
+			lo, ok := hex4(i + 1)
+			if !ok || lo < 0xdc00 || lo > 0xdfff {
+				return false
+			}
+			i += 6
+		case utf16.IsSurrogate(r):
+			return false
+		}
+	}
+	return true
+}
+
+// jsonMediaType requires Content-Type: application/json (charset utf-8 or none) of a JSON body. Without a
+// Content-Type only an empty body passes: a browser sends a body without one (a Blob) with no CORS
+// preflight, like text/plain and form bodies, so none of them may reach a JSON endpoint.
+func jsonMediaType(r *http.Request, empty bool) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" && empty {
+		return nil
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err == nil && mt == "application/json" {
+		if cs, ok := params["charset"]; !ok || strings.EqualFold(cs, "utf-8") {
+			return nil
+		}
+	}
+	return &appliance.Error{Kind: appliance.KindUnsupportedMedia, Msg: "the request body must be JSON, sent with Content-Type: application/json"}
 }
 
 // knownFields returns the JSON names a body of type t may carry (those of embedded structs included).

@@ -21,7 +21,7 @@ type scenario struct {
 	method string
 	path   string
 	cred   string      // sent as Authorization: Bearer
-	header http.Header // further request headers
+	header http.Header // further request headers (a name with no values: the header is not sent)
 	body   any         // a string is sent raw; nil sends no body
 	status int
 	want   map[string]any             // dotted JSON path ("api_keys.0.id") → value or matcher
@@ -93,6 +93,9 @@ func play(t *testing.T, b *bundle, v vars, sc scenario) {
 	path := v.expand(t, sc.path)
 	hdr := http.Header{}
 	for k, vs := range sc.header {
+		if len(vs) == 0 { // an empty entry removes the header (Content-Type, which call sets for a body)
+			hdr[http.CanonicalHeaderKey(k)] = nil
+		}
 		for _, s := range vs {
 			hdr.Add(k, v.expand(t, s))
 		}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -237,7 +238,13 @@ func (s *Server) authorize(req *Request, rt *Route, params [][]string) error {
 	if rt.Auth == Public {
 		return nil
 	}
-	p, err := s.svc.Authenticate(req.Context(), credential(req.Request))
+	tok, viaCookie := credential(req.Request)
+	if viaCookie && !safeMethod(req.Method) {
+		if err := sameOrigin(req.Request); err != nil {
+			return err
+		}
+	}
+	p, err := s.svc.Authenticate(req.Context(), tok)
 	if err != nil {
 		return err
 	}
@@ -287,22 +294,47 @@ func (s *Server) stillAllowed(r *Request) error {
 }
 
 // credential reads the bearer token or X-API-Key, else the dashboard's session cookie when the request
-// also carries the CSRF header.
-func credential(r *http.Request) string {
+// also carries the CSRF header (viaCookie then).
+func credential(r *http.Request) (tok string, viaCookie bool) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		// The scheme is case-insensitive (RFC 9110 §11.1): "bearer" and "BEARER" are "Bearer".
 		if scheme, tok, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
-			return strings.TrimSpace(tok)
+			return strings.TrimSpace(tok), false
 		}
-		return ""
+		return "", false
 	}
 	if k := strings.TrimSpace(r.Header.Get("X-API-Key")); k != "" {
-		return k
+		return k, false
 	}
 	if c, err := r.Cookie(SessionCookie); err == nil && r.Header.Get(CSRFHeader) == "1" {
-		return c.Value
+		return c.Value, true
 	}
-	return ""
+	return "", false
+}
+
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
+
+// sameOrigin refuses a request a browser says comes from another site: Sec-Fetch-Site other than
+// same-origin or none (typed in, a bookmark), or an Origin whose host is not the one the request was sent
+// to ("null" too: a sandboxed or file page). Programs send neither header and pass. It guards the writes
+// the session cookie authenticates and the sign-in that sets the cookie (login CSRF).
+func sameOrigin(r *http.Request) error {
+	refuse := appliance.Forbidden("a request from another site may not act with the session cookie")
+	if r.URL.Path == "/v1/auth/sessions" {
+		refuse = appliance.Forbidden("a sign-in from another site is refused")
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return refuse
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+			return refuse
+		}
+	}
+	return nil
 }
 
 func clientIP(r *http.Request) string {
@@ -351,6 +383,7 @@ var statusOf = map[appliance.Kind]int{
 	appliance.KindTooMany:             http.StatusTooManyRequests,
 	appliance.KindHeadersTooLarge:     http.StatusRequestHeaderFieldsTooLarge,
 	appliance.KindInsufficientStorage: http.StatusInsufficientStorage,
+	appliance.KindUnsupportedMedia:    http.StatusUnsupportedMediaType,
 }
 
 // publicMessage is the message of err a caller may see ("internal error" for an internal one).
