@@ -160,13 +160,9 @@ func (rt *Route) parseQuery(r *http.Request) (map[string]any, error) {
 // data and missing required fields are refused. An empty body is an empty object.
 func decodeBody(r *http.Request, t reflect.Type) (any, error) {
 	ptr := reflect.New(t)
-	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	data, err := readBody(r)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, &appliance.Error{Kind: appliance.KindTooLarge, Msg: fmt.Sprintf("request body exceeds %d bytes", maxBody)}
-		}
-		return nil, appliance.Invalid("cannot read request body")
+		return nil, err
 	}
 	if !validUTF8(data) {
 		return nil, appliance.Invalid("request body is not valid UTF-8")
@@ -212,6 +208,37 @@ func decodeBody(r *http.Request, t reflect.Type) (any, error) {
 		}
 	}
 	return ptr.Interface(), nil
+}
+
+// noBody checks the body of a route that takes none: it must be empty or an empty JSON object ({}, sent
+// as JSON); anything else, malformed JSON among it, is refused rather than ignored.
+func noBody(r *http.Request) error {
+	data, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	empty := len(bytes.TrimSpace(data)) == 0
+	if err := jsonMediaType(r, empty); err != nil || empty {
+		return err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil || fields == nil || len(fields) > 0 {
+		return appliance.Invalid("this endpoint takes no request body: send none, or {}")
+	}
+	return nil
+}
+
+// readBody reads a JSON request body of at most maxBody bytes.
+func readBody(r *http.Request) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &appliance.Error{Kind: appliance.KindTooLarge, Msg: fmt.Sprintf("request body exceeds %d bytes", maxBody)}
+		}
+		return nil, appliance.Invalid("cannot read request body")
+	}
+	return data, nil
 }
 
 // validUTF8 reports whether a JSON text is UTF-8 and its \u escapes name characters: encoding/json

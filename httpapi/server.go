@@ -189,8 +189,14 @@ func (s *Server) adapt(rt *Route) http.Handler {
 			return
 		}
 		req.query = q
-		if rt.Do.Body != nil {
+		switch {
+		case rt.Do.Body != nil:
 			if req.body, err = decodeBody(r, rt.Do.Body); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		case rt.RawBody == "":
+			if err := noBody(r); err != nil {
 				s.writeError(w, r, err)
 				return
 			}
