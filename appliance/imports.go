@@ -125,10 +125,11 @@ func (s *Service) CreateImportUpload(ctx context.Context, p *Principal, projectI
 // OS user. A body over the project's storage_limit_bytes is TooLarge and nothing is kept; an upload that
 // is no longer pending is a Conflict.
 //
-// The limit holds for the project's uploads together: dumps uploaded and not yet imported, and the bytes
-// of other uploads being received, count against it. declared is the request's Content-Length (-1 when
-// unknown): over what is left, the upload is refused before a byte is read. A second PUT to an upload
-// being received is a Conflict at once.
+// The limit holds for the project's uploads together: dumps uploaded and not yet imported, and the
+// shares other uploads being received reserved, count against it. declared is the request's
+// Content-Length (-1 when unknown): the PUT reserves that much, or all that is left when unknown, before
+// a byte is read, and is refused when that much is not left. A second PUT to an upload being received is
+// a Conflict at once.
 func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, sig string, declared int64, body io.Reader) (*UploadResponse, error) {
 	if err := s.checkSignedURL(uploadMACPurpose, "upload", uploadID, expires, sig); err != nil {
 		return nil, err
@@ -163,20 +164,23 @@ func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, si
 			limit = pl.StorageLimitBytes
 		}
 	}
-	var stored int64 // dumps uploaded and waiting for their import
-	if err := s.db.View(func(tx *store.Tx) error {
-		waiting, err := store.Uploads.All(tx, func(x *store.Upload) bool { return x.ProjectID == prj.ID && x.State == UploadUploaded })
-		for _, x := range waiting {
-			stored += x.SizeBytes
-		}
-		return err
-	}); err != nil {
-		return nil, Internal(err, "list uploads")
+	// Reserve this PUT's share of the limit before reading a byte: its Content-Length, or all that is
+	// left when it declares none. Dumps waiting for their import and other PUTs' reservations count.
+	share, err := s.uploads.reserve(prj.ID, limit, declared, func() (stored int64, err error) {
+		err = s.db.View(func(tx *store.Tx) error {
+			waiting, err := store.Uploads.All(tx, func(x *store.Upload) bool { return x.ProjectID == prj.ID && x.State == UploadUploaded })
+			for _, x := range waiting {
+				stored += x.SizeBytes
+			}
+			return err
+		})
+		return stored, err
+	})
+	if err != nil {
+		return nil, err
 	}
-	tooLarge := &Error{Kind: KindTooLarge, Msg: fmt.Sprintf("the project's uploads together may hold at most its storage limit of %d bytes (%d are in dumps waiting for their import)", limit, stored)}
-	if limit > 0 && (stored >= limit || declared > limit-stored) {
-		return nil, tooLarge
-	}
+	defer s.uploads.release(prj.ID, share) // after the upload is stored (or refused): it counts there then
+	tooLarge := &Error{Kind: KindTooLarge, Msg: fmt.Sprintf("the project's uploads together may hold at most its storage limit of %d bytes: this upload had %d of them", limit, share)}
 	dp, err := s.dataPlane()
 	if err != nil {
 		return nil, err
@@ -204,16 +208,14 @@ func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, si
 	}()
 	var r io.Reader = body
 	if limit > 0 {
-		r = io.LimitReader(body, limit-stored+1)
+		r = io.LimitReader(body, share+1)
 	}
-	w := &projectBytes{f: tmp, gate: &s.uploads, project: prj.ID, max: limit - stored, unlimited: limit <= 0}
-	defer w.release()
-	n, err := io.Copy(w, r)
-	if errors.Is(err, errOverLimit) {
-		return nil, tooLarge
-	}
+	n, err := io.Copy(tmp, r)
 	if err != nil {
 		return nil, Invalid("read the upload: %v", err)
+	}
+	if limit > 0 && n > share {
+		return nil, tooLarge
 	}
 	if err := tmp.Sync(); err != nil {
 		return nil, Internal(err, "sync upload")
@@ -393,18 +395,18 @@ var schemaEntry = regexp.MustCompile(`^\d+; \d+ \d+ SCHEMA - (.*)$`)
 const MaxPendingUploads = 5
 
 // uploadGate tracks the upload PUTs being received: which uploads (one request each at a time), and how
-// many bytes each project's are writing.
+// many bytes of each project's limit they have reserved.
 type uploadGate struct {
 	mu       sync.Mutex
 	busy     map[string]bool
-	inflight map[string]int64
+	reserved map[string]int64
 }
 
 func (g *uploadGate) begin(uploadID string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.busy == nil {
-		g.busy, g.inflight = map[string]bool{}, map[string]int64{}
+		g.busy, g.reserved = map[string]bool{}, map[string]int64{}
 	}
 	if g.busy[uploadID] {
 		return false
@@ -419,38 +421,37 @@ func (g *uploadGate) end(uploadID string) {
 	delete(g.busy, uploadID)
 }
 
-// add counts n more bytes being written for a project and returns its total in flight.
-func (g *uploadGate) add(project string, n int64) int64 {
+// reserve claims an upload's share of its project's limit (0: none) and returns it: declared bytes, or
+// (declared < 0) all that the stored dumps (read by stored, under the gate's lock, so a dump stored
+// meanwhile is counted either there or in its reservation) and the other reservations leave. Too little
+// left is TooLarge. An unlimited project reserves nothing.
+func (g *uploadGate) reserve(project string, limit, declared int64, stored func() (int64, error)) (int64, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.inflight[project] += n
-	if g.inflight[project] == 0 {
-		delete(g.inflight, project)
+	waiting, err := stored()
+	if err != nil {
+		return 0, Internal(err, "list uploads")
 	}
-	return g.inflight[project]
-}
-
-var errOverLimit = errors.New("over the project's upload limit")
-
-// projectBytes writes an upload's file, counting its bytes with the project's other uploads in flight:
-// together they may not exceed max.
-type projectBytes struct {
-	f         io.Writer
-	gate      *uploadGate
-	project   string
-	max       int64
-	unlimited bool
-	written   int64
-}
-
-func (w *projectBytes) Write(p []byte) (int, error) {
-	total := w.gate.add(w.project, int64(len(p)))
-	w.written += int64(len(p))
-	if !w.unlimited && total > w.max {
-		return 0, errOverLimit
+	left := limit - waiting - g.reserved[project]
+	if left <= 0 || declared > left {
+		return 0, &Error{Kind: KindTooLarge, Msg: fmt.Sprintf("the project's uploads together may hold at most its storage limit of %d bytes (%d are in dumps waiting for their import, %d reserved by uploads being received)", limit, waiting, g.reserved[project])}
 	}
-	return w.f.Write(p)
+	share := left
+	if declared >= 0 {
+		share = declared
+	}
+	g.reserved[project] += share
+	return share, nil
 }
 
-// release takes this upload's bytes out of the project's count (the file is stored or removed by then).
-func (w *projectBytes) release() { w.gate.add(w.project, -w.written) }
+// release gives a reservation back (the upload is stored, and counted there, or refused).
+func (g *uploadGate) release(project string, share int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.reserved[project] -= share; g.reserved[project] <= 0 {
+		delete(g.reserved, project)
+	}
+}

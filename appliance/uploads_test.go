@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/store"
 )
 
 // TestUploadLimits: one PUT per upload URL at a time; a Content-Length over what is left is refused
@@ -73,4 +74,78 @@ func TestUploadLimits(t *testing.T) {
 	}
 	_, err := e.Svc.CreateImportUpload(t.Context(), p, prj.ID)
 	wantRetryAfter(t, err, appliance.UploadTTL) // when the oldest unused URL expires
+}
+
+// TestUploadTotalUnderConcurrency: uploads received at once cannot together pass the project's limit.
+// Before, a PUT counted the dumps stored when it began and the bytes in flight: once another upload of
+// the project was stored (its bytes no longer in flight, not in the count read earlier) both together
+// passed the limit. Now a PUT reserves its share (its Content-Length, or all that is left) before it
+// reads a byte.
+func TestUploadTotalUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "raceuploads", "development")
+	e.Svc.SetImportUploadLimit(1000)
+	newUpload := func() (id, expires, sig string) {
+		t.Helper()
+		res, err := e.Svc.CreateImportUpload(t.Context(), p, prj.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := url.Parse(res.Upload.UploadURL)
+		return res.Upload.ID, u.Query().Get("expires"), u.Query().Get("sig")
+	}
+	start := func(declared int64) (*io.PipeReader, *io.PipeWriter, chan error) {
+		id, exp, sig := newUpload()
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.Svc.ReceiveImportUpload(t.Context(), id, exp, sig, declared, pr)
+			pr.CloseWithError(io.ErrClosedPipe) // a writer still waiting gives up
+			done <- err
+		}()
+		return pr, pw, done
+	}
+	_, pwA, doneA := start(-1)
+	pwA.Write(bytes.Repeat([]byte("a"), 600)) // returns once A is reading
+	_, pwB, doneB := start(-1)
+	wroteB := make(chan error, 1)
+	go func() { _, err := pwB.Write(bytes.Repeat([]byte("b"), 100)); wroteB <- err }()
+	var errB error
+	select {
+	case <-wroteB: // B is reading while A is: A stored, then B goes on
+		pwA.Close()
+		if err := <-doneA; err != nil {
+			t.Fatalf("A: %v", err)
+		}
+		pwB.Write(bytes.Repeat([]byte("b"), 350))
+		pwB.Close()
+		errB = <-doneB
+	case errB = <-doneB: // refused before reading
+		pwA.Close()
+		if err := <-doneA; err != nil {
+			t.Fatalf("A: %v", err)
+		}
+	}
+	if appliance.KindOf(errB) != appliance.KindTooLarge {
+		t.Errorf("B, received while A held the rest of the limit: %v, want too large", errB)
+	}
+	var total int64
+	if err := e.DB.View(func(tx *store.Tx) error {
+		ups, err := store.Uploads.All(tx, func(u *store.Upload) bool { return u.ProjectID == prj.ID && u.State == appliance.UploadUploaded })
+		for _, u := range ups {
+			total += u.SizeBytes
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if total > 1000 {
+		t.Errorf("the project's stored uploads hold %d bytes, over its limit of 1000", total)
+	}
+	// Once A is stored, what is left is for the next upload.
+	id, exp, sig := newUpload()
+	if _, err := e.Svc.ReceiveImportUpload(t.Context(), id, exp, sig, 400, strings.NewReader(strings.Repeat("c", 400))); err != nil {
+		t.Fatalf("what is left after A: %v", err)
+	}
 }
