@@ -139,8 +139,8 @@ func (s *Service) CreateEphemeral(ctx context.Context, clientIP string, req *Cre
 	if err := checkDisplayText("name", name, 1, 63); err != nil {
 		return nil, err
 	}
-	if id := identifier(name); strings.HasPrefix(id, "pg_") {
-		return nil, Invalid("name %q would make the database and role name %s, and PostgreSQL reserves names starting with pg_: choose another name", name, id)
+	if _, err := instanceIdent(name); err != nil {
+		return nil, err
 	}
 	if wait := s.ephemeralRate.wait(clientIP); wait > 0 {
 		return nil, &Error{Kind: KindTooMany, RetryAfter: wait, Msg: fmt.Sprintf("too many ephemeral databases from this address: %d per hour", s.ephemeral.PerIPPerHour)}

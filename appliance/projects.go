@@ -120,6 +120,19 @@ func identifier(name string) string {
 	return id
 }
 
+// instanceIdent is the database and role name a project named name gets, or a 400 when PostgreSQL
+// would refuse a name its instance needs: the role and its rotation twin (altRole) may not start with
+// pg_, which PostgreSQL reserves ("pg" makes the role pg_alt). Refused here, not in the provision job.
+func instanceIdent(name string) (string, error) {
+	id := identifier(name)
+	for _, n := range []string{id, altRole(id)} {
+		if strings.HasPrefix(n, "pg_") {
+			return "", Invalid("name %q would make the database and role name %s and the rotation role %s, and PostgreSQL reserves names starting with pg_: choose another name", name, id, altRole(id))
+		}
+	}
+	return id, nil
+}
+
 // reservedIdents are names PostgreSQL or the appliance use for themselves.
 var reservedIdents = []string{"postgres", "template0", "template1", "appliance_admin", "public", "pg_db", "db_"}
 
@@ -171,9 +184,8 @@ func (s *Service) CreateProject(ctx context.Context, p *Principal, req *CreatePr
 	if err := checkDisplayText("name", name, 1, 63); err != nil {
 		return nil, err
 	}
-	// PostgreSQL reserves role names starting with pg_ for itself: CREATE ROLE would fail in the job.
-	if id := identifier(name); strings.HasPrefix(id, "pg_") {
-		return nil, Invalid("name %q would make the database and role name %s, and PostgreSQL reserves names starting with pg_: choose another name", name, id)
+	if _, err := instanceIdent(name); err != nil {
+		return nil, err
 	}
 	planName := req.Plan
 	if planName == "" {
