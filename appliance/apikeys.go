@@ -158,7 +158,8 @@ func (s *Service) CreateAPIKey(ctx context.Context, p *Principal, orgID string, 
 		}
 		if req.ProjectID != "" {
 			prj, err := store.Projects.Get(tx, req.ProjectID)
-			if err != nil || prj.OrganizationID != orgID || prj.DeletedAt != nil {
+			// A preview database is stored as a project but is not one: a key is bound to a project only.
+			if err != nil || prj.OrganizationID != orgID || prj.DeletedAt != nil || prj.PreviewOf != "" {
 				return Invalid("project_id %s is not a project of this organization", req.ProjectID)
 			}
 		}

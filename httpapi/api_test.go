@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"os"
 	"slices"
@@ -208,7 +209,16 @@ func TestAPIKeysAPI(t *testing.T) {
 	b := setup(t)
 	prj := b.project("alpha", "development")
 	_, theirs := b.otherOrg("other")
-	v := vars{"org": b.org.ID, "admin": b.adminKey, "prj": prj.ID, "theirs": theirs.ID,
+	preview, gone := b.project("alpha_preview", "development"), b.project("gone", "development")
+	preview.PreviewOf = prj.ID
+	now := time.Now()
+	gone.DeletedAt = &now
+	if err := b.db.Update(func(tx *store.Tx) error {
+		return errors.Join(store.Projects.Put(tx, preview), store.Projects.Put(tx, gone))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	v := vars{"org": b.org.ID, "admin": b.adminKey, "prj": prj.ID, "theirs": theirs.ID, "preview": preview.ID, "gone": gone.ID,
 		"member": b.session("member"), "adminSession": b.session("admin"), "owner": b.session("owner"),
 		"keyWriter": b.key("", appliance.ScopeAPIKeysWrite)}
 	keys := "/v1/organizations/$org/api-keys"
@@ -270,6 +280,11 @@ func TestAPIKeysAPI(t *testing.T) {
 			body: create(map[string]any{"scopes": []string{"api_keys:write"}, "project_id": "$prj"}), status: 400},
 		{name: "scoped to another organization's project", method: "POST", path: keys, cred: "$admin",
 			body: create(map[string]any{"scopes": []string{"projects:read"}, "project_id": "$theirs"}), status: 400},
+		{name: "bound to a preview database", method: "POST", path: keys, cred: "$admin",
+			body: create(map[string]any{"scopes": []string{"projects:read"}, "project_id": "$preview"}), status: 400,
+			want: map[string]any{"error": "project_id $preview is not a project of this organization"}},
+		{name: "bound to a deleted project", method: "POST", path: keys, cred: "$admin",
+			body: create(map[string]any{"scopes": []string{"projects:read"}, "project_id": "$gone"}), status: 400},
 		{name: "scoped to an unknown project", method: "POST", path: keys, cred: "$admin",
 			body: create(map[string]any{"scopes": []string{"projects:read"}, "project_id": "prj_nope"}), status: 400},
 		{name: "an unknown scope", method: "POST", path: keys, cred: "$admin", body: create(map[string]any{"scopes": []string{"projects:admin"}}), status: 400},
