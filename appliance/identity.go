@@ -7,6 +7,7 @@ import (
 	"net/mail"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -46,6 +47,9 @@ var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not a password"), bcrypt.
 // single writer that long on every sign-in attempt would stall every other write.
 func (s *Service) CreateSession(ctx context.Context, req *SessionRequest) (*SessionResult, error) {
 	email := strings.ToLower(strings.TrimSpace(req.Email))
+	if wait := s.signIns.attempt(email, s.now()); wait > 0 {
+		return nil, &Error{Kind: KindTooMany, RetryAfter: wait, Msg: "too many failed sign-ins for this account: retry after the number of seconds in Retry-After"}
+	}
 	var u *store.User
 	err := s.db.View(func(tx *store.Tx) error {
 		var err error
@@ -99,7 +103,69 @@ func (s *Service) CreateSession(ctx context.Context, req *SessionRequest) (*Sess
 		out = &SessionResult{Token: token, UserID: u.ID, OrganizationID: sess.OrganizationID, Role: role, ExpiresAt: sess.ExpiresAt}
 		return nil
 	})
+	if err == nil {
+		s.signIns.succeeded(email)
+	}
 	return out, err
+}
+
+// Sign-in backoff per account: the first SignInFreeAttempts attempts in a row are free; from then on
+// each attempt makes the account wait 1 s, 2 s, 4 s … (at most SignInMaxBackoff) before the next, the
+// right password included. A success clears the count, and so does an hour without attempts.
+const (
+	SignInFreeAttempts = 5
+	SignInMaxBackoff   = 15 * time.Minute
+	signInForget       = time.Hour
+)
+
+// signInBackoff counts sign-in attempts per email (known or not, so it tells nothing about which exist).
+// An attempt is counted when it starts, so attempts sent at once cannot pass the count together.
+type signInBackoff struct {
+	mu       sync.Mutex
+	accounts map[string]*signInCount
+}
+
+type signInCount struct {
+	attempts    int
+	last, until time.Time
+}
+
+// attempt counts an attempt for email at now, or, while the account must wait, counts nothing and
+// returns how long is left.
+func (b *signInBackoff) attempt(email string, now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.accounts == nil {
+		b.accounts = map[string]*signInCount{}
+	}
+	if len(b.accounts) > 10000 {
+		for k, c := range b.accounts {
+			if now.Sub(c.last) > signInForget && !now.Before(c.until) {
+				delete(b.accounts, k)
+			}
+		}
+	}
+	c := b.accounts[email]
+	if c == nil || (now.Sub(c.last) > signInForget && !now.Before(c.until)) {
+		c = &signInCount{}
+		b.accounts[email] = c
+	}
+	if now.Before(c.until) {
+		return c.until.Sub(now)
+	}
+	c.attempts++
+	c.last = now
+	if n := c.attempts - SignInFreeAttempts; n >= 0 {
+		c.until = now.Add(min(time.Second<<min(n, 20), SignInMaxBackoff))
+	}
+	return 0
+}
+
+// succeeded clears email's count.
+func (b *signInBackoff) succeeded(email string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.accounts, email)
 }
 
 // CreateUser adds a user of the built-in identity provider (used by bootstrap and the admin CLI).

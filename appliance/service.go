@@ -85,6 +85,8 @@ type Service struct {
 	// (disk.go).
 	guard storageGuard
 	disk  diskMonitor
+	// signIns is the per-account sign-in backoff (identity.go).
+	signIns signInBackoff
 	// studio runs the SQL console and the table editor (studio.go).
 	studio studioState
 	// sampler keeps the observability sampler's connections and its last sweep (sampler.go).

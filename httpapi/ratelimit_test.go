@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
 )
 
 var tinyLimits = setupOpts{limits: RateLimits{PerSecond: 1, Burst: 3, StrictPerSecond: 0.1, StrictBurst: 1}}
@@ -103,6 +105,79 @@ func TestParseRate(t *testing.T) {
 	for _, bad := range []string{"100", "0:1", "1:0", "x:1", "-1:5"} {
 		if _, _, err := ParseRate(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestSignInBackoffPerAccount: failed sign-ins are counted per account (the email, known or not), not
+// only per address: after 5 failures the account answers 429 for a doubling wait (1 s, 2 s, … up to 15
+// minutes), the right password included; a success clears the count; other accounts are untouched.
+// Before, an attacker with many addresses could guess one account's password without end.
+func TestSignInBackoffPerAccount(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	email, password := b.user("member")
+	other, otherPassword := b.user("member")
+	var shift time.Duration
+	later := func(d time.Duration) func(*testing.T, vars) {
+		return func(*testing.T, vars) { shift += d; moveClock(b, shift) }
+	}
+	v := vars{"email": email, "password": password, "other": other, "otherPassword": otherPassword}
+	wrong := map[string]any{"email": "$email", "password": "not the password"}
+	right := map[string]any{"email": "$email", "password": "$password"}
+	locked := func(max int) func(t *testing.T, v vars, r *response) {
+		return func(t *testing.T, v vars, r *response) { check429(t, r, max) }
+	}
+	table := []scenario{}
+	for i := 1; i <= 5; i++ {
+		table = append(table, scenario{name: "failure " + strconv.Itoa(i), method: "POST", path: "/v1/auth/sessions", body: wrong, status: 401})
+	}
+	table = append(table,
+		scenario{name: "the right password while backing off", method: "POST", path: "/v1/auth/sessions", body: right, status: 429, check: locked(1),
+			want: map[string]any{"error": "too many failed sign-ins for this account: retry after the number of seconds in Retry-After"}},
+		scenario{name: "another account", method: "POST", path: "/v1/auth/sessions", body: map[string]any{"email": "$other", "password": "$otherPassword"}, status: 201},
+		scenario{name: "a sixth failure after the wait", before: later(time.Second), method: "POST", path: "/v1/auth/sessions", body: wrong, status: 401},
+		scenario{name: "the wait doubled", method: "POST", path: "/v1/auth/sessions", body: right, status: 429, check: locked(2)},
+		scenario{name: "still backing off after 1 s", before: later(time.Second), method: "POST", path: "/v1/auth/sessions", body: right, status: 429, check: locked(1)},
+		scenario{name: "the right password after the wait", before: later(time.Second), method: "POST", path: "/v1/auth/sessions", body: right, status: 201},
+		scenario{name: "a failure after a success starts over", method: "POST", path: "/v1/auth/sessions", body: wrong, status: 401},
+		scenario{name: "and does not lock", method: "POST", path: "/v1/auth/sessions", body: right, status: 201},
+	)
+	for i := 1; i <= 5; i++ {
+		table = append(table, scenario{name: "unknown account failure " + strconv.Itoa(i), method: "POST", path: "/v1/auth/sessions",
+			body: map[string]any{"email": "Nobody@Example.com", "password": "guess"}, status: 401})
+	}
+	table = append(table, scenario{name: "an unknown account backs off alike", method: "POST", path: "/v1/auth/sessions",
+		body: map[string]any{"email": " nobody@example.com", "password": "guess"}, status: 429, check: locked(1)})
+	run(t, b, v, table)
+}
+
+// TestRateLimitIPv6Prefix: the per-address buckets count an IPv6 client by its /64, the block one host
+// usually holds (so it cannot take a fresh bucket per address); IPv4 addresses stay one each.
+func TestRateLimitIPv6Prefix(t *testing.T) {
+	t.Parallel()
+	b := setup(t, tinyLimits)
+	hit := func(addr string) int {
+		req := httptest.NewRequest("POST", "/v1/cli/login/sessions", nil)
+		req.RemoteAddr = addr
+		rec := httptest.NewRecorder()
+		b.api.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for _, c := range []struct {
+		addr string
+		want int
+	}{
+		{"[2001:db8:1:2::1]:4000", 201},
+		{"[2001:db8:1:2::ffff]:4001", 429},      // the same /64
+		{"[2001:db8:1:2:abcd:1:2:3]:4002", 429}, // the same /64
+		{"[2001:db8:1:3::1]:4003", 201},         // the next /64
+		{"192.0.2.10:4004", 201},                // IPv4: per address
+		{"192.0.2.11:4005", 201},                //
+		{"[::ffff:192.0.2.10]:4006", 429},       // the same IPv4 address, mapped
+	} {
+		if got := hit(c.addr); got != c.want {
+			t.Errorf("%s: %d, want %d", c.addr, got, c.want)
 		}
 	}
 }
