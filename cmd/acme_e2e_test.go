@@ -3,6 +3,7 @@ package cmd_test
 import (
 	"crypto/tls"
 	"net"
+	"net/http"
 	"strconv"
 	"testing"
 	"time"
@@ -37,6 +38,30 @@ func TestUpACMEDomain(t *testing.T) {
 	}
 	// localhost is still served by the appliance's CA (the e2e client verifies with it).
 	p.do(t, "", "GET", "/healthz", nil, 200, nil)
+
+	// The public domain's answers, the API's and the dashboard's, carry HSTS; localhost's do not (a
+	// browser would otherwise pin HTTPS on a name every other local service shares).
+	public := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: acme.IssuedRoots, ServerName: domain}}}
+	for _, path := range []string{"/healthz", "/v1/openapi.json", "/"} {
+		req, _ := http.NewRequest("GET", "https://127.0.0.1:"+strconv.Itoa(apiPort)+path, nil)
+		req.Host = domain
+		resp, err := public.Do(req)
+		if err != nil {
+			t.Fatalf("GET https://%s%s: %v", domain, path, err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Strict-Transport-Security"); got != "max-age=31536000" {
+			t.Errorf("GET https://%s%s: %d, Strict-Transport-Security %q, want max-age=31536000", domain, path, resp.StatusCode, got)
+		}
+	}
+	resp, err := p.client.Get(p.api + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("Strict-Transport-Security"); got != "" {
+		t.Errorf("localhost answers with Strict-Transport-Security %q", got)
+	}
 }
 
 // freePort is a TCP port free on 127.0.0.1 now.

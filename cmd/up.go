@@ -557,8 +557,12 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			tlsCfg := certMgr.TLSConfig()
 			api = httpapi.New(svc, httpapi.Options{Log: log, Limits: limits, Extra: testRoutes(svc, runner), MetricsToken: cfg.MetricsToken,
 				OperatorListener: opLn != nil})
+			handler := ui.Mount(api)
+			if cfg.ACMEDomain != "" {
+				handler = httpapi.HSTS(cfg.ACMEDomain, handler)
+			}
 			var apiLn net.Listener
-			srv, apiLn = httpapi.HTTPServer(ui.Mount(api), ln, connlimit.Limits{Max: cfg.MaxConnections, PerAddr: cfg.MaxConnectionsPerAddress}, log)
+			srv, apiLn = httpapi.HTTPServer(handler, ln, connlimit.Limits{Max: cfg.MaxConnections, PerAddr: cfg.MaxConnectionsPerAddress}, log)
 			srv.TLSConfig = tlsCfg
 			go func() {
 				if err := srv.ServeTLS(apiLn, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {

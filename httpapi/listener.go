@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/theappliance/appliance/httpapi/connlimit"
@@ -31,4 +32,24 @@ func HTTPServer(h http.Handler, ln net.Listener, lim connlimit.Limits, log *slog
 	srv := &http.Server{Handler: h, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ConnState: cl.ConnState,
 		ReadHeaderTimeout: ReadHeaderTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: ServerMaxHeaderBytes}
 	return srv, cl
+}
+
+// HSTSValue is the Strict-Transport-Security a public domain's answers carry: a year, this name only
+// (the domain's other names may be served by others).
+const HSTSValue = "max-age=31536000"
+
+// HSTS sends Strict-Transport-Security on the answers (the API's and the dashboard's) to requests made
+// over TLS to the public domain (up --acme-domain), whose certificate a browser trusts; not to other
+// names (localhost, an IP address), which the appliance's own CA certifies.
+func HSTS(domain string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if r.TLS != nil && (strings.EqualFold(host, domain) || strings.EqualFold(r.TLS.ServerName, domain)) {
+			w.Header().Set("Strict-Transport-Security", HSTSValue)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
