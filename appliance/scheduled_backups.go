@@ -104,6 +104,10 @@ func (s *Service) PutScheduledBackup(ctx context.Context, p *Principal, projectI
 	if scheduleID != ScheduledBackupID {
 		return nil, NotFound("scheduled backup %s not found: a project has one schedule, %q", scheduleID, ScheduledBackupID)
 	}
+	// Retention deletes backups and the schedule decides whether any are taken: an admin's decision.
+	if err := p.RequireAdminRole("changing the backup schedule or its retention"); err != nil {
+		return nil, err
+	}
 	switch {
 	case req.CronHour == nil:
 		return nil, Invalid("cron_hour is required")

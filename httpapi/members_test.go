@@ -64,6 +64,7 @@ func TestMemberKeysNeverExceedTheMember(t *testing.T) {
 		"POST /v1/projects/{projectID}/approvals", "POST /v1/organizations/{orgID}/members",
 		"PATCH /v1/organizations/{orgID}/members/{userID}", "DELETE /v1/organizations/{orgID}/members/{userID}",
 		"POST /v1/projects/{projectID}/imports", "PATCH /v1/organizations/{orgID}",
+		"PUT /v1/projects/{projectID}/scheduled-backups/default",
 	} {
 		if !compared[name] {
 			t.Errorf("%s: the member's session was not refused, so the walk did not compare the key there", name)
@@ -312,3 +313,26 @@ func TestDisplayText(t *testing.T) {
 }
 
 func (r *response) text() string { return string(r.body) }
+
+// TestBackupScheduleNeedsAdmin: changing the backup schedule or its retention (which deletes backups)
+// needs the organization admin role, like restores; members may read it. Before, a member could set
+// retention to one day.
+func TestBackupScheduleNeedsAdmin(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	prj := b.project("sched", "production")
+	v := vars{"prj": prj.ID, "member": b.session("member"), "adminSession": b.session("admin"), "admin": b.adminKey}
+	memberKey := b.cliLoginKey(v["member"])
+	v["memberKey"] = memberKey
+	path := "/v1/projects/$prj/scheduled-backups/default"
+	oneDay := map[string]any{"cron_hour": 3, "cron_minute": 0, "is_active": true, "retention_days": 1}
+	run(t, b, v, []scenario{
+		{name: "a member sets retention to one day", method: "PUT", path: path, cred: "$member", body: oneDay, status: 403,
+			want: map[string]any{"error": "changing the backup schedule or its retention requires the organization admin role"}},
+		{name: "a member's key", method: "PUT", path: path, cred: "$memberKey", body: oneDay, status: 403},
+		{name: "a member turns the schedule off", method: "PUT", path: path, cred: "$member", body: map[string]any{"cron_hour": 3, "cron_minute": 0, "is_active": false}, status: 403},
+		{name: "nothing changed", method: "GET", path: "/v1/projects/$prj/scheduled-backups", cred: "$member", status: 200, want: map[string]any{"scheduled_backups": arrayLen(0)}},
+		{name: "an admin session", method: "PUT", path: path, cred: "$adminSession", body: oneDay, status: 200, want: map[string]any{"scheduled_backup.retention_days": float64(1)}},
+		{name: "an admin's key", method: "PUT", path: path, cred: "$admin", body: map[string]any{"cron_hour": 4, "cron_minute": 0, "is_active": true, "retention_days": 14}, status: 200},
+	})
+}

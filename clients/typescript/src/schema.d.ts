@@ -1729,7 +1729,7 @@ export interface paths {
         };
         get?: never;
         /**
-         * Set the daily backup schedule and retention (id default)
+         * Set the daily backup schedule and retention (id default; the admin role)
          * @description Needs an API key or a session token. Required scope: `backups:write`. Project-scoped API keys may act only on their own project.
          */
         put: operations["putProjectsByProjectIDScheduledBackupsDefault"];
