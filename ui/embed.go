@@ -5,6 +5,7 @@ package ui
 
 import (
 	"embed"
+	"io"
 	"io/fs"
 	"net/http"
 	"path"
@@ -29,7 +30,23 @@ func Handler() http.Handler {
 	if err != nil {
 		panic("ui/dist has no index.html: build the dashboard (cd ui && npm ci && npm run build)")
 	}
-	server := http.FileServerFS(files)
+	// serve sends the file name as it is: http.ServeContent never redirects (http.FileServer would, to
+	// a path without a trailing slash or without index.html).
+	serve := func(w http.ResponseWriter, r *http.Request, name string) {
+		f, err := files.Open(name)
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		rs, ok := f.(io.ReadSeeker)
+		if err != nil || !ok {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeContent(w, r, name, st.ModTime(), rs)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", CSP)
@@ -42,18 +59,25 @@ func Handler() http.Handler {
 			return
 		}
 		name := strings.TrimPrefix(path.Clean("/"+r.URL.Path), "/")
+		// A file is served under its own name only: one named otherwise (a trailing slash, dot segments, a
+		// doubled slash) is a 404, never a redirect and never the file.
+		exact := "/"+name == r.URL.Path
 		if name == "assets" || strings.HasPrefix(name, "assets/") {
-			if st, err := fs.Stat(files, name); err != nil || st.IsDir() {
+			if st, err := fs.Stat(files, name); err != nil || st.IsDir() || !exact {
 				http.NotFound(w, r) // a missing asset is a 404, never the app's HTML
 				return
 			}
 			h.Set("Cache-Control", "public, max-age=31536000, immutable")
-			server.ServeHTTP(w, r)
+			serve(w, r, name)
 			return
 		}
 		h.Set("Cache-Control", "no-cache")
 		if st, err := fs.Stat(files, name); name != "" && name != "index.html" && err == nil && !st.IsDir() {
-			server.ServeHTTP(w, r)
+			if !exact {
+				http.NotFound(w, r)
+				return
+			}
+			serve(w, r, name)
 			return
 		}
 		h.Set("Content-Type", "text/html; charset=utf-8")

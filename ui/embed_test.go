@@ -68,6 +68,16 @@ func TestServing(t *testing.T) {
 	if r := get(t, h, "GET", "/index.html"); r.StatusCode != 200 || body(t, r) != html {
 		t.Errorf("/index.html: %d (never a redirect)", r.StatusCode)
 	}
+	// A file's name made unclean (a trailing slash, dot segments, a doubled slash) is a 404, never a
+	// redirect to the clean one: net/http's file server answered /favicon.svg/ with a 301.
+	for _, p := range []string{"/favicon.svg/", asset(t, ".js") + "/", "/./favicon.svg", "/x/../favicon.svg", "//favicon.svg", "/assets//" + strings.TrimPrefix(asset(t, ".js"), "/assets/")} {
+		if r := get(t, h, "GET", p); r.StatusCode != 404 || r.Header.Get("Location") != "" {
+			t.Errorf("%s: %d (Location %q), want 404", p, r.StatusCode, r.Header.Get("Location"))
+		}
+	}
+	if r := get(t, h, "GET", "/projects/prj_123/"); r.StatusCode != 200 || body(t, r) != html {
+		t.Errorf("an app route with a trailing slash: %d, want the app's HTML", r.StatusCode)
+	}
 	if r := get(t, h, "POST", "/"); r.StatusCode != 405 {
 		t.Errorf("POST: %d", r.StatusCode)
 	}
