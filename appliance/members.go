@@ -40,10 +40,37 @@ type AddMemberRequest struct {
 	Password string `json:"password" schema:"minLength=12,maxLength=72" doc:"initial password of a new user (at least 12 characters); absent: one is generated and returned once"`
 }
 
-// AddedMember carries a generated initial password, returned once.
+// AddedMember carries a generated initial password, returned once, or the invitation sent to an existing
+// user.
 type AddedMember struct {
-	Member          Member `json:"member"`
-	InitialPassword string `json:"initial_password" doc:"the generated password of a newly created user, shown once; empty when the user existed or a password was given"`
+	Member          Member      `json:"member" doc:"the person added; for an invited existing user only email and role (user_id and name stay empty until they accept)"`
+	InitialPassword string      `json:"initial_password" doc:"the generated password of a newly created user, shown once; empty when the user existed or a password was given"`
+	Invitation      *Invitation `json:"invitation" api:"nullable" doc:"null when a new user was created and added; the invitation when the email is an existing user's, who joins by accepting it signed in"`
+}
+
+// InvitationTTL is how long an invitation may be accepted.
+const InvitationTTL = 7 * 24 * time.Hour
+
+// Invitation asks an existing user to join an organization; they accept it signed in. Neither side's view
+// names the invited user beyond the email the organization typed.
+type Invitation struct {
+	ID               string    `json:"id"`
+	OrganizationID   string    `json:"organization_id"`
+	OrganizationName string    `json:"organization_name"`
+	Email            string    `json:"email"`
+	Role             string    `json:"role" enum:"owner,admin,member"`
+	CreatedAt        time.Time `json:"created_at"`
+	ExpiresAt        time.Time `json:"expires_at"`
+}
+
+// InvitationList is the list response.
+type InvitationList struct {
+	Invitations []Invitation `json:"invitations"`
+}
+
+// InvitationDone answers a revoke or a decline.
+type InvitationDone struct {
+	Deleted bool `json:"deleted"`
 }
 
 // SetMemberRoleRequest is the body of PATCH /v1/organizations/{orgID}/members/{userID}.
@@ -172,25 +199,199 @@ func (s *Service) AddMember(ctx context.Context, p *Principal, orgID string, req
 		case err != nil:
 			return Internal(err, "read user")
 		default:
+			// An existing user joins only by accepting: they are invited, and until then the
+			// organization learns neither their ID nor their name (they may be another tenant's).
 			if u.Role(orgID) != "" {
 				return Conflict("%s is already a member of this organization", email)
 			}
 			if req.Password != "" {
 				return Invalid("%s already has a user: leave password out (people change their own)", email)
 			}
-			if err := checkRoleChange(tx, p, orgID, u.ID, "", req.Role); err != nil {
+			if err := checkRoleChange(tx, p, orgID, "", "", req.Role); err != nil {
 				return err
 			}
-			u.Memberships = append(u.Memberships, store.Membership{OrganizationID: orgID, Role: req.Role})
-			u.UpdatedAt = s.now()
-			if err := store.Users.Put(tx, u); err != nil {
-				return Internal(err, "store user")
+			now := s.now()
+			pending, err := store.Invitations.Lookup(tx, store.InvitationsByUser, u.ID, store.Query{})
+			if err != nil {
+				return Internal(err, "list invitations")
 			}
-			out = &AddedMember{Member: memberView(u, orgID)}
+			for _, x := range pending {
+				if x.OrganizationID == orgID && now.Before(x.ExpiresAt) {
+					return Conflict("%s is already invited to this organization", email)
+				}
+			}
+			inv := &store.Invitation{ID: ids.New("inv"), OrganizationID: orgID, UserID: u.ID, Email: email, Role: req.Role,
+				InvitedByUserID: p.UserID, CreatedAt: now, ExpiresAt: now.Add(InvitationTTL)}
+			if err := store.Invitations.Put(tx, inv); err != nil {
+				return Internal(err, "store invitation")
+			}
+			view, err := invitationView(tx, inv)
+			if err != nil {
+				return err
+			}
+			out = &AddedMember{Member: Member{Email: email, Role: req.Role, CreatedAt: now}, Invitation: view}
+			return s.audit(tx, p, "member.invite", orgID, "", map[string]any{"invitation_id": inv.ID, "email": email, "role": req.Role})
 		}
 		return s.audit(tx, p, "member.add", orgID, "", map[string]any{"user_id": out.Member.UserID, "email": email, "role": req.Role})
 	})
 	return out, err
+}
+
+func invitationView(tx *store.Tx, inv *store.Invitation) (*Invitation, error) {
+	org, err := store.Organizations.Get(tx, inv.OrganizationID)
+	if err != nil {
+		return nil, Internal(err, "read organization")
+	}
+	return &Invitation{ID: inv.ID, OrganizationID: inv.OrganizationID, OrganizationName: org.Name, Email: inv.Email,
+		Role: inv.Role, CreatedAt: inv.CreatedAt, ExpiresAt: inv.ExpiresAt}, nil
+}
+
+// invitations returns the live invitations of an index key (an organization or a user), oldest first.
+func (s *Service) invitations(tx *store.Tx, ix *store.Index[store.Invitation], key string) (*InvitationList, error) {
+	all, err := store.Invitations.Lookup(tx, ix, key, store.Query{})
+	if err != nil {
+		return nil, Internal(err, "list invitations")
+	}
+	out := &InvitationList{Invitations: []Invitation{}}
+	now := s.now()
+	for _, inv := range all {
+		if !now.Before(inv.ExpiresAt) {
+			continue
+		}
+		v, err := invitationView(tx, inv)
+		if err != nil {
+			return nil, err
+		}
+		out.Invitations = append(out.Invitations, *v)
+	}
+	return out, nil
+}
+
+// ListInvitations lists the organization's pending invitations.
+func (s *Service) ListInvitations(ctx context.Context, p *Principal, orgID string) (*InvitationList, error) {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return nil, err
+	}
+	var out *InvitationList
+	err := s.db.View(func(tx *store.Tx) (err error) {
+		if _, err := store.Organizations.Get(tx, orgID); err != nil {
+			return notFoundAs(err, "organization %s not found", orgID)
+		}
+		out, err = s.invitations(tx, store.InvitationsByOrg, orgID)
+		return err
+	})
+	return out, err
+}
+
+// RevokeInvitation withdraws a pending invitation of the organization (the admin role).
+func (s *Service) RevokeInvitation(ctx context.Context, p *Principal, orgID, invitationID string) (*InvitationDone, error) {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return nil, err
+	}
+	if err := p.RequireAdminRole("managing organization members"); err != nil {
+		return nil, err
+	}
+	err := s.db.Update(func(tx *store.Tx) error {
+		inv, err := store.Invitations.Get(tx, invitationID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && inv.OrganizationID != orgID) {
+			return NotFound("invitation %s not found", invitationID)
+		}
+		if err != nil {
+			return Internal(err, "read invitation")
+		}
+		if err := store.Invitations.Delete(tx, inv.ID); err != nil {
+			return Internal(err, "delete invitation")
+		}
+		return s.audit(tx, p, "member.invite_revoke", orgID, "", map[string]any{"invitation_id": inv.ID, "email": inv.Email})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &InvitationDone{Deleted: true}, nil
+}
+
+// MyInvitations lists the signed-in user's pending invitations.
+func (s *Service) MyInvitations(ctx context.Context, p *Principal) (*InvitationList, error) {
+	if !p.IsSession() {
+		return nil, Forbidden("invitations are seen by their user, signed in")
+	}
+	var out *InvitationList
+	err := s.db.View(func(tx *store.Tx) (err error) {
+		out, err = s.invitations(tx, store.InvitationsByUser, p.UserID)
+		return err
+	})
+	return out, err
+}
+
+// myInvitation reads a live invitation of the signed-in user (404 for anyone else's, 410 when expired).
+func (s *Service) myInvitation(tx *store.Tx, p *Principal, invitationID string) (*store.Invitation, error) {
+	if !p.IsSession() {
+		return nil, Forbidden("an invitation is answered by its user, signed in")
+	}
+	inv, err := store.Invitations.Get(tx, invitationID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && inv.UserID != p.UserID) {
+		return nil, NotFound("invitation %s not found", invitationID)
+	}
+	if err != nil {
+		return nil, Internal(err, "read invitation")
+	}
+	if !s.now().Before(inv.ExpiresAt) {
+		return nil, Gone("invitation %s expired at %s: ask for a new one", inv.ID, inv.ExpiresAt.Format(time.RFC3339))
+	}
+	return inv, nil
+}
+
+// AcceptInvitation makes the signed-in user a member of the inviting organization with the invited role.
+func (s *Service) AcceptInvitation(ctx context.Context, p *Principal, invitationID string) (*MemberResponse, error) {
+	var out *MemberResponse
+	err := s.db.Update(func(tx *store.Tx) error {
+		inv, err := s.myInvitation(tx, p, invitationID)
+		if err != nil {
+			return err
+		}
+		u, err := store.Users.Get(tx, p.UserID)
+		if err != nil {
+			return Internal(err, "read user")
+		}
+		if u.Role(inv.OrganizationID) == "" {
+			u.Memberships = append(u.Memberships, store.Membership{OrganizationID: inv.OrganizationID, Role: inv.Role})
+			u.UpdatedAt = s.now()
+			if err := store.Users.Put(tx, u); err != nil {
+				return Internal(err, "store user")
+			}
+		}
+		if err := store.Invitations.Delete(tx, inv.ID); err != nil {
+			return Internal(err, "delete invitation")
+		}
+		out = &MemberResponse{Member: memberView(u, inv.OrganizationID)}
+		return s.audit(tx, p, "member.join", inv.OrganizationID, "", map[string]any{"invitation_id": inv.ID, "user_id": u.ID, "role": u.Role(inv.OrganizationID)})
+	})
+	return out, err
+}
+
+// DeclineInvitation deletes an invitation of the signed-in user; the organization learns only that it was
+// declined.
+func (s *Service) DeclineInvitation(ctx context.Context, p *Principal, invitationID string) (*InvitationDone, error) {
+	err := s.db.Update(func(tx *store.Tx) error {
+		inv, err := s.myInvitation(tx, p, invitationID)
+		if err != nil && KindOf(err) != KindGone {
+			return err
+		}
+		if inv == nil { // expired: gone either way
+			if inv, err = store.Invitations.Get(tx, invitationID); err != nil {
+				return Internal(err, "read invitation")
+			}
+		}
+		if err := store.Invitations.Delete(tx, inv.ID); err != nil {
+			return Internal(err, "delete invitation")
+		}
+		// The organization's audit names no actor: the decliner stays unknown to it.
+		return s.audit(tx, &Principal{}, "member.invite_decline", inv.OrganizationID, "", map[string]any{"invitation_id": inv.ID})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &InvitationDone{Deleted: true}, nil
 }
 
 // memberOf reads a member of the organization (404 for anyone else).

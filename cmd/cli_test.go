@@ -1043,6 +1043,12 @@ func TestCLIUsers(t *testing.T) {
 	if strings.Contains(list, userID) {
 		t.Errorf("removed user still listed:\n%s", list)
 	}
+	// Dana has a user now: adding her again invites her, and neither her ID nor her name is shown.
+	stdout, stderr = e.mustRun("", "users", "add", "dana@example.com", "--role", "member")
+	if stdout != "" || !strings.Contains(stderr, "invited to organization") || !strings.Contains(stderr, "inv_") ||
+		strings.Contains(stderr, userID) || strings.Contains(stderr, "Dana Müller") {
+		t.Errorf("add an existing user: stdout %q stderr %q", stdout, stderr)
+	}
 }
 
 // TestCLINeverFollowsRedirects: a server answering a DELETE with a redirect gets one request, and the

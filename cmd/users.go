@@ -65,7 +65,8 @@ func newUsersAddCmd(o *clientOpts) *cobra.Command {
 		Short: "Add a person with a role (a new user gets a generated password, printed once)",
 		Long: `Add a person to the organization with a role: owner, admin or member (only owners may add owners).
 An email the appliance does not know creates a user whose initial password is generated and printed once,
-alone on standard output; they change it with 'appliance users password'.`,
+alone on standard output; they change it with 'appliance users password'. An email that already has a
+user is invited instead: they join by accepting the invitation signed in (POST /v1/me/invitations/ID/accept).`,
 		Example: `  appliance users add dana@example.com --role member --name "Dana Müller"`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -82,6 +83,11 @@ alone on standard output; they change it with 'appliance users password'.`,
 				return err
 			}
 			m := res.Member
+			if inv := res.Invitation; inv != nil {
+				fmt.Fprintf(c.ErrOrStderr(), "%s already has a user: invited to organization %s as %s (invitation %s, until %s). They join by accepting it signed in.\n",
+					m.Email, orgID, m.Role, inv.ID, inv.ExpiresAt.Format(time.RFC3339))
+				return nil
+			}
 			fmt.Fprintf(c.ErrOrStderr(), "Added %s (%s) to organization %s as %s.\n", m.Email, m.UserID, orgID, m.Role)
 			if res.InitialPassword != "" {
 				fmt.Fprintln(c.ErrOrStderr(), "Their initial password follows; it is shown only this once. Hand it over safely; they should change it.")

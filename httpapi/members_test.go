@@ -4,8 +4,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/store"
 )
 
 // cliLoginKey mints a key the way `appliance login` does: a device login started without credentials,
@@ -335,4 +337,102 @@ func TestBackupScheduleNeedsAdmin(t *testing.T) {
 		{name: "an admin session", method: "PUT", path: path, cred: "$adminSession", body: oneDay, status: 200, want: map[string]any{"scheduled_backup.retention_days": float64(1)}},
 		{name: "an admin's key", method: "PUT", path: path, cred: "$admin", body: map[string]any{"cron_hour": 4, "cron_minute": 0, "is_active": true, "retention_days": 14}, status: 200},
 	})
+}
+
+// TestInviteExistingUser: an organization admin adding the email of another organization's user does
+// not add them: it invites them, and until they accept signed in the organization learns neither their
+// ID nor their name (not from the answer, the member list, the invitations or the audit trail). Before,
+// the user was added at once, without consent, and the answer named their ID and name.
+func TestInviteExistingUser(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	other, _ := b.otherOrg("elsewhere")
+	tenant := func(email string) (id, session string) {
+		var u *store.User
+		if err := b.db.Update(func(tx *store.Tx) (err error) {
+			u, err = b.svc.CreateUser(tx, email, "Secret Name "+email, "correct horse battery staple", false, store.Membership{OrganizationID: other.ID, Role: "owner"})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		r := b.do("POST", "/v1/auth/sessions", "", map[string]any{"email": email, "password": "correct horse battery staple"})
+		if r.status != http.StatusCreated {
+			t.Fatalf("sign in %s: %d %s", email, r.status, r.body)
+		}
+		return u.ID, r.json["token"].(string)
+	}
+	eveID, eve := tenant("eve@elsewhere.example")
+	frankID, frank := tenant("frank@elsewhere.example")
+	v := vars{"org": b.org.ID, "admin": b.adminKey, "adminSession": b.session("admin"), "member": b.session("member"),
+		"eve": eve, "eveID": eveID, "frank": frank, "frankID": frankID}
+	org := "/v1/organizations/$org"
+	secrets := []string{"$eveID", "Secret Name"}
+	run(t, b, v, []scenario{
+		{name: "add another tenant's user", method: "POST", path: org + "/members", cred: "$adminSession",
+			body: map[string]any{"email": "Eve@Elsewhere.example", "role": "admin"}, status: 201,
+			want: map[string]any{"member.user_id": "", "member.name": "", "member.email": "eve@elsewhere.example", "member.role": "admin",
+				"initial_password": "", "invitation.id": hasPrefix("inv_"), "invitation.email": "eve@elsewhere.example", "invitation.role": "admin",
+				"invitation.organization_id": "$org", "invitation.expires_at": timeIn(appliance.InvitationTTL)},
+			save: map[string]string{"inv": "invitation.id"}, hide: secrets},
+		{name: "invited twice", method: "POST", path: org + "/members", cred: "$admin", body: map[string]any{"email": "eve@elsewhere.example", "role": "member"}, status: 409,
+			want: map[string]any{"error": "eve@elsewhere.example is already invited to this organization"}},
+		{name: "not a member yet", method: "GET", path: org + "/members", cred: "$admin", status: 200, hide: secrets},
+		{name: "the organization's invitations", method: "GET", path: org + "/invitations", cred: "$member", status: 200,
+			want: map[string]any{"invitations": arrayLen(1), "invitations.0.id": "$inv", "invitations.0.email": "eve@elsewhere.example"}, hide: secrets},
+		{name: "the audit trail", method: "GET", path: org + "/audit-events", cred: "$admin", status: 200, hide: secrets},
+		{name: "the invited user's invitations", method: "GET", path: "/v1/me/invitations", cred: "$eve", status: 200,
+			want: map[string]any{"invitations": arrayLen(1), "invitations.0.id": "$inv", "invitations.0.role": "admin", "invitations.0.organization_name": b.org.Name}},
+		{name: "someone else's invitations", method: "GET", path: "/v1/me/invitations", cred: "$frank", status: 200, want: map[string]any{"invitations": arrayLen(0)}},
+		{name: "someone else accepts", method: "POST", path: "/v1/me/invitations/$inv/accept", cred: "$frank", status: 404},
+		{name: "a member of the inviting organization accepts", method: "POST", path: "/v1/me/invitations/$inv/accept", cred: "$member", status: 404},
+		{name: "accepted with an API key", method: "POST", path: "/v1/me/invitations/$inv/accept", cred: "$admin", status: 403},
+		{name: "the invited user accepts", method: "POST", path: "/v1/me/invitations/$inv/accept", cred: "$eve", status: 200,
+			want: map[string]any{"member.user_id": "$eveID", "member.role": "admin", "member.email": "eve@elsewhere.example"}},
+		{name: "a member now", method: "GET", path: org + "/members", cred: "$admin", status: 200, check: func(t *testing.T, v vars, r *response) {
+			if !strings.Contains(string(r.body), v["eveID"]) {
+				t.Errorf("the accepted user is not listed: %s", r.body)
+			}
+		}},
+		{name: "no longer pending", method: "GET", path: org + "/invitations", cred: "$admin", status: 200, want: map[string]any{"invitations": arrayLen(0)}},
+		{name: "accepted twice", method: "POST", path: "/v1/me/invitations/$inv/accept", cred: "$eve", status: 404},
+		{name: "signs in to the organization", method: "POST", path: "/v1/auth/sessions", body: map[string]any{"email": "eve@elsewhere.example", "password": "correct horse battery staple", "organization_id": "$org"}, status: 201,
+			want: map[string]any{"role": "admin", "organization_id": "$org"}},
+
+		{name: "invite a second user", method: "POST", path: org + "/members", cred: "$admin", body: map[string]any{"email": "frank@elsewhere.example", "role": "member"}, status: 201,
+			save: map[string]string{"inv2": "invitation.id"}, hide: []string{"$frankID"}},
+		{name: "a member withdraws it", method: "DELETE", path: org + "/invitations/$inv2", cred: "$member", status: 403},
+		{name: "another organization's invitation", method: "DELETE", path: "/v1/organizations/" + other.ID + "/invitations/$inv2", cred: "$admin", status: 404},
+		{name: "an admin withdraws it", method: "DELETE", path: org + "/invitations/$inv2", cred: "$adminSession", status: 200, want: map[string]any{"deleted": true}},
+		{name: "withdrawn: gone for its user", method: "GET", path: "/v1/me/invitations", cred: "$frank", status: 200, want: map[string]any{"invitations": arrayLen(0)}},
+		{name: "invite again", method: "POST", path: org + "/members", cred: "$admin", body: map[string]any{"email": "frank@elsewhere.example", "role": "member"}, status: 201,
+			save: map[string]string{"inv3": "invitation.id"}},
+	})
+	// The user declines: the invitation is gone, and the organization's audit trail does not name them.
+	if r := b.do("POST", "/v1/me/invitations/"+v["inv3"]+"/decline", frank, nil); r.status != http.StatusOK {
+		t.Fatalf("decline: %d %s", r.status, r.body)
+	}
+	if r := b.do("GET", "/v1/organizations/"+b.org.ID+"/audit-events?limit=200", b.adminKey, nil); strings.Contains(string(r.body), frankID) {
+		t.Errorf("the organization's audit trail names the user who declined: %s", r.body)
+	}
+	if r := b.do("GET", "/v1/organizations/"+b.org.ID+"/invitations", b.adminKey, nil); r.status != http.StatusOK || len(r.json["invitations"].([]any)) != 0 {
+		t.Errorf("after decline: %d %s", r.status, r.body)
+	}
+	// An expired invitation is refused (410) and not listed.
+	r := b.do("POST", "/v1/organizations/"+b.org.ID+"/members", b.adminKey, map[string]any{"email": "frank@elsewhere.example", "role": "member"})
+	if r.status != http.StatusCreated {
+		t.Fatalf("invite: %d %s", r.status, r.body)
+	}
+	inv := r.json["invitation"].(map[string]any)["id"].(string)
+	moveClock(b, appliance.InvitationTTL+time.Minute)
+	signIn := b.do("POST", "/v1/auth/sessions", "", map[string]any{"email": "frank@elsewhere.example", "password": "correct horse battery staple"})
+	if signIn.status != http.StatusCreated {
+		t.Fatalf("sign in: %d %s", signIn.status, signIn.body)
+	}
+	frank = signIn.json["token"].(string)
+	if r := b.do("POST", "/v1/me/invitations/"+inv+"/accept", frank, nil); r.status != http.StatusGone {
+		t.Errorf("accept an expired invitation: %d %s", r.status, r.body)
+	}
+	if r := b.do("GET", "/v1/me/invitations", frank, nil); r.status != http.StatusOK || len(r.json["invitations"].([]any)) != 0 {
+		t.Errorf("an expired invitation is listed: %d %s", r.status, r.body)
+	}
 }

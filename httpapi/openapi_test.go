@@ -382,6 +382,34 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("PATCH", org+"/members/usr_nope", membersPattern+"/{userID}", b.adminKey, map[string]any{"role": "admin"}, 404)
 	call("DELETE", org+"/members/"+uid, membersPattern+"/{userID}", b.adminKey, nil, 200)
 	call("DELETE", org+"/members/usr_nope", membersPattern+"/{userID}", b.adminKey, nil, 404)
+	// Invitations: an existing user (of another organization) is invited, and accepts or declines signed in.
+	elsewhere, _ := b.otherOrg("conform-elsewhere")
+	invitee := func(email string) (session, invitation string) {
+		t.Helper()
+		if err := b.db.Update(func(tx *store.Tx) error {
+			_, err := b.svc.CreateUser(tx, email, "Invitee", "correct horse battery staple", false, store.Membership{OrganizationID: elsewhere.ID, Role: "owner"})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		r := call("POST", org+"/members", membersPattern, b.adminKey, map[string]any{"email": email, "role": "member"}, 201)
+		in := b.do("POST", "/v1/auth/sessions", "", map[string]any{"email": email, "password": "correct horse battery staple"})
+		return in.json["token"].(string), r.json["invitation"].(map[string]any)["id"].(string)
+	}
+	invitations, mine := org+"/invitations", "/v1/me/invitations"
+	accepter, inv1 := invitee("accepter@example.com")
+	decliner, inv2 := invitee("decliner@example.com")
+	_, inv3 := invitee("withdrawn@example.com")
+	invPattern := "/v1/organizations/{orgID}/invitations"
+	call("GET", invitations, invPattern, b.adminKey, nil, 200)
+	call("GET", mine, mine, accepter, nil, 200)
+	call("GET", mine, mine, b.adminKey, nil, 403)
+	call("POST", mine+"/"+inv1+"/accept", mine+"/{invitationID}/accept", decliner, nil, 404)
+	call("POST", mine+"/"+inv1+"/accept", mine+"/{invitationID}/accept", accepter, nil, 200)
+	call("POST", mine+"/"+inv2+"/decline", mine+"/{invitationID}/decline", decliner, nil, 200)
+	call("POST", mine+"/"+inv2+"/decline", mine+"/{invitationID}/decline", decliner, nil, 404)
+	call("DELETE", invitations+"/"+inv3, invPattern+"/{invitationID}", b.adminKey, nil, 200)
+	call("DELETE", invitations+"/"+inv3, invPattern+"/{invitationID}", b.adminKey, nil, 404)
 	changer := b.session("member")
 	call("POST", "/v1/auth/password", "/v1/auth/password", changer, map[string]any{"current_password": "not the password", "new_password": "a brand new passphrase"}, 403)
 	call("POST", "/v1/auth/password", "/v1/auth/password", changer, map[string]any{"current_password": "correct horse battery staple", "new_password": "short"}, 400)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -141,6 +142,30 @@ func newFixtures(b *bundle) *fixtures {
 	src.App(b.t, "shop", "CREATE TABLE items (id int PRIMARY KEY)", "INSERT INTO items SELECT generate_series(1, 10)")
 	f.prjF = b.provision("follower", "development", "pro") // its plan allows the previews made on it below
 	f.routeParams = map[string]map[string]fixtureParam{}
+	// Invitations: one of the organization's (to withdraw), two to the owner session's user from another
+	// organization (to accept and to decline).
+	elsewhere, _ := b.otherOrg("fixture-elsewhere")
+	invite := func(orgID, userID string) string {
+		inv := &store.Invitation{ID: ids.New("inv"), OrganizationID: orgID, UserID: userID, Email: "invited@example.com", Role: "member",
+			CreatedAt: time.Now(), ExpiresAt: time.Now().Add(appliance.InvitationTTL)}
+		if err := b.db.Update(func(tx *store.Tx) error { return store.Invitations.Put(tx, inv) }); err != nil {
+			b.t.Fatal(err)
+		}
+		return inv.ID
+	}
+	var ownerID string
+	if err := b.db.View(func(tx *store.Tx) error {
+		sess, err := store.Sessions.First(tx, store.SessionsByHash, ids.Hash(f.ownerSession))
+		if err == nil {
+			ownerID = sess.UserID
+		}
+		return err
+	}); err != nil {
+		b.t.Fatal(err)
+	}
+	f.params["invitationID"] = fixtureParam{value: invite(b.org.ID, memberID)}
+	f.routeParams["POST /v1/me/invitations/{invitationID}/accept"] = map[string]fixtureParam{"invitationID": {value: invite(elsewhere.ID, ownerID)}}
+	f.routeParams["POST /v1/me/invitations/{invitationID}/decline"] = map[string]fixtureParam{"invitationID": {value: invite(elsewhere.ID, ownerID)}}
 	for _, path := range []string{"preflight", "follow", "follow/status", "follow/cutover", "follow/abort"} {
 		f.routeParams["POST /v1/projects/{projectID}/imports/"+path] = map[string]fixtureParam{"projectID": {value: f.prjF.ID, project: f.prjF.ID}}
 	}

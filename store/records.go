@@ -119,6 +119,19 @@ type AuditEvent struct {
 	CreatedAt      time.Time       `json:"created_at"`
 }
 
+// Invitation asks an existing user to join an organization with a role; the user accepts it while signed
+// in, and until then the organization learns nothing of them but the email it typed.
+type Invitation struct {
+	ID              string    `json:"id"`
+	OrganizationID  string    `json:"organization_id"`
+	UserID          string    `json:"user_id"`
+	Email           string    `json:"email"`
+	Role            string    `json:"role"`
+	InvitedByUserID string    `json:"invited_by_user_id"`
+	CreatedAt       time.Time `json:"created_at"`
+	ExpiresAt       time.Time `json:"expires_at"`
+}
+
 // Approval is a single-use token (SHA-256 kept) allowing one dangerous action.
 type Approval struct {
 	ID             string     `json:"id"`
@@ -330,6 +343,10 @@ var (
 	AuditEvents          = newTable("audit_events", func(r *AuditEvent) string { return r.ID })
 	AuditEventsByOrg     = AuditEvents.index("org", func(r *AuditEvent) []string { return nonEmpty(r.OrganizationID) })
 	AuditEventsByProject = AuditEvents.index("project", func(r *AuditEvent) []string { return nonEmpty(r.ProjectID) })
+
+	Invitations       = newTable("invitations", func(r *Invitation) string { return r.ID })
+	InvitationsByOrg  = Invitations.index("org", func(r *Invitation) []string { return []string{r.OrganizationID} })
+	InvitationsByUser = Invitations.index("user", func(r *Invitation) []string { return []string{r.UserID} })
 
 	Approvals       = newTable("approvals", func(r *Approval) string { return r.ID })
 	ApprovalsByHash = Approvals.index("hash", func(r *Approval) []string { return []string{r.TokenHash} })

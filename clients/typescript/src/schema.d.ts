@@ -368,6 +368,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/me/invitations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The signed-in user's pending invitations to organizations
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required.
+         */
+        get: operations["getMeInvitations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/me/invitations/{invitationID}/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Accept an invitation: the signed-in user joins the organization with the invited role
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required.
+         */
+        post: operations["postMeInvitationsByInvitationIDAccept"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/me/invitations/{invitationID}/decline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Decline an invitation (the organization is not told who declined)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required.
+         */
+        post: operations["postMeInvitationsByInvitationIDDecline"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -496,6 +556,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/organizations/{orgID}/invitations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's pending invitations
+         * @description Needs an API key or a session token. Required scope: `organizations:read`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        get: operations["getOrganizationsByOrgIDInvitations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/organizations/{orgID}/invitations/{invitationID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Withdraw a pending invitation (admin role)
+         * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        delete: operations["deleteOrganizationsByOrgIDInvitationsByInvitationID"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/organizations/{orgID}/members": {
         parameters: {
             query?: never;
@@ -510,7 +610,7 @@ export interface paths {
         get: operations["getOrganizationsByOrgIDMembers"];
         put?: never;
         /**
-         * Add a person with a role, creating their user when the email is new (admin role; owners only for owner)
+         * Add a person with a role: a new email creates their user; an existing user is invited and joins by accepting (admin role; owners only for owner)
          * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
          */
         post: operations["postOrganizationsByOrgIDMembers"];
@@ -2042,6 +2142,9 @@ export interface components {
         AddedMember: {
             /** @description the generated password of a newly created user, shown once; empty when the user existed or a password was given */
             initial_password: string;
+            /** @description null when a new user was created and added; the invitation when the email is an existing user's, who joins by accepting it signed in */
+            invitation: components["schemas"]["Invitation"] | null;
+            /** @description the person added; for an invited existing user only email and role (user_id and name stay empty until they accept) */
             member: components["schemas"]["Member"];
         };
         Advice: {
@@ -2572,6 +2675,24 @@ export interface components {
                     [key: string]: unknown;
                 } | unknown[] | string | number | boolean | null;
             }[];
+        };
+        Invitation: {
+            /** Format: date-time */
+            created_at: string;
+            email: string;
+            /** Format: date-time */
+            expires_at: string;
+            id: string;
+            organization_id: string;
+            organization_name: string;
+            /** @enum {string} */
+            role: "owner" | "admin" | "member";
+        };
+        InvitationDone: {
+            deleted: boolean;
+        };
+        InvitationList: {
+            invitations: components["schemas"]["Invitation"][];
         };
         Job: {
             attempts: number;
@@ -4479,6 +4600,115 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    getMeInvitations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "invitations": [
+                     *         {
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "email": "example",
+                     *           "expires_at": "2026-01-31T12:00:00Z",
+                     *           "id": "example",
+                     *           "organization_id": "example",
+                     *           "organization_name": "example",
+                     *           "role": "owner"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["InvitationList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postMeInvitationsByInvitationIDAccept: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the invitation ID */
+                invitationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "member": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "email": "example",
+                     *         "name": "example",
+                     *         "role": "owner",
+                     *         "user_id": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["MemberResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            410: components["responses"]["Gone"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postMeInvitationsByInvitationIDDecline: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the invitation ID */
+                invitationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "deleted": true
+                     *     } */
+                    "application/json": components["schemas"]["InvitationDone"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
     getOpenapiJson: {
         parameters: {
             query?: never;
@@ -4851,6 +5081,82 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    getOrganizationsByOrgIDInvitations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "invitations": [
+                     *         {
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "email": "example",
+                     *           "expires_at": "2026-01-31T12:00:00Z",
+                     *           "id": "example",
+                     *           "organization_id": "example",
+                     *           "organization_name": "example",
+                     *           "role": "owner"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["InvitationList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteOrganizationsByOrgIDInvitationsByInvitationID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+                /** @description the invitation ID */
+                invitationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "deleted": true
+                     *     } */
+                    "application/json": components["schemas"]["InvitationDone"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
     getOrganizationsByOrgIDMembers: {
         parameters: {
             query?: never;
@@ -4919,6 +5225,15 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "initial_password": "example",
+                     *       "invitation": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "email": "example",
+                     *         "expires_at": "2026-01-31T12:00:00Z",
+                     *         "id": "example",
+                     *         "organization_id": "example",
+                     *         "organization_name": "example",
+                     *         "role": "owner"
+                     *       },
                      *       "member": {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "email": "example",
