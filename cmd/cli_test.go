@@ -25,7 +25,9 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/httpapi"
+	"github.com/theappliance/appliance/store"
 	"github.com/theappliance/appliance/ui"
 )
 
@@ -1048,6 +1050,34 @@ func TestCLIUsers(t *testing.T) {
 	if stdout != "" || !strings.Contains(stderr, "invited to organization") || !strings.Contains(stderr, "inv_") ||
 		strings.Contains(stderr, userID) || strings.Contains(stderr, "Dana Müller") {
 		t.Errorf("add an existing user: stdout %q stderr %q", stdout, stderr)
+	}
+	// Another organization's user is invited, lists the invitation and accepts it signed in.
+	now := time.Now().UTC()
+	other := &store.Organization{ID: ids.New("org"), Name: "Elsewhere", Slug: "elsewhere", BillingPlan: "none", CreatedAt: now, UpdatedAt: now}
+	if err := e.env.DB.Update(func(tx *store.Tx) error {
+		if err := store.Organizations.Put(tx, other); err != nil {
+			return err
+		}
+		_, err := e.svc.CreateUser(tx, "erin@elsewhere.example", "Erin", "erin's own passphrase", false, store.Membership{OrganizationID: other.ID, Role: "owner"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr = e.mustRun("", "users", "add", "erin@elsewhere.example", "--role", "admin")
+	inv := regexp.MustCompile(`inv_[0-9a-z]{26}`).FindString(stderr)
+	if inv == "" {
+		t.Fatalf("add erin: %s", stderr)
+	}
+	out, _ = e.mustRun("erin's own passphrase", "users", "invitations", "--email", "erin@elsewhere.example", "--password-stdin")
+	if row := lineWith(out, inv); !strings.Contains(row, " admin ") {
+		t.Errorf("invitations: %q", out)
+	}
+	out, _ = e.mustRun("erin's own passphrase", "users", "accept", inv, "--email", "erin@elsewhere.example", "--password-stdin")
+	if !strings.Contains(out, "Joined the organization as admin") {
+		t.Errorf("accept: %s", out)
+	}
+	if list, _ := e.mustRun("", "users", "list"); !strings.Contains(lineWith(list, "erin@elsewhere.example"), " admin ") {
+		t.Errorf("erin is not listed as admin:\n%s", list)
 	}
 }
 

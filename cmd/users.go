@@ -21,7 +21,8 @@ var _ = registerClientCommand(newUsersCmd)
 
 func newUsersCmd(o *clientOpts) *cobra.Command {
 	return groupCmd("users", []string{"user", "members"}, "List, add and remove the organization's people and set their roles",
-		newUsersListCmd(o), newUsersAddCmd(o), newUsersSetRoleCmd(o), newUsersRemoveCmd(o), newUsersPasswordCmd(o))
+		newUsersListCmd(o), newUsersAddCmd(o), newUsersSetRoleCmd(o), newUsersRemoveCmd(o), newUsersPasswordCmd(o),
+		newUsersInvitationsCmd(o), newUsersAnswerCmd(o, "accept"), newUsersAnswerCmd(o, "decline"))
 }
 
 func membersPath(org string) string { return "/v1/organizations/" + seg(org) + "/members" }
@@ -203,6 +204,95 @@ APPLIANCE_NEW_PASSWORD are used, else both are prompted for (without echo) on a 
 	}
 	cmd.Flags().StringVar(&email, "email", "", "your email address (APPLIANCE_EMAIL)")
 	cmd.Flags().BoolVar(&passwordStdin, "password-stdin", false, "read the current and the new password, one per line, from standard input")
+	return cmd
+}
+
+// signedIn signs email in with the password from stdin, APPLIANCE_PASSWORD or a prompt.
+func signedIn(c *cobra.Command, o *clientOpts, email string, passwordStdin bool) (*apiClient, error) {
+	email = firstNonEmpty(email, os.Getenv("APPLIANCE_EMAIL"))
+	if email == "" {
+		return nil, errors.New("--email is required (or set APPLIANCE_EMAIL)")
+	}
+	password, err := readPassword(c, passwordStdin, email)
+	if err != nil {
+		return nil, err
+	}
+	cn, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := cn.anonymous()
+	if err != nil {
+		return nil, err
+	}
+	return signIn(c, cl, email, password, "")
+}
+
+func newUsersInvitationsCmd(o *clientOpts) *cobra.Command {
+	var (
+		email         string
+		passwordStdin bool
+	)
+	cmd := &cobra.Command{
+		Use:     "invitations",
+		Short:   "List your pending invitations to other organizations (signs in as you)",
+		Example: `  appliance users invitations --email you@example.com`,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			sc, err := signedIn(c, o, email, passwordStdin)
+			if err != nil {
+				return err
+			}
+			var res appliance.InvitationList
+			if err := sc.do(c.Context(), http.MethodGet, "/v1/me/invitations", nil, &res); err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tORGANIZATION\tROLE\tEXPIRES")
+			for _, inv := range res.Invitations {
+				fmt.Fprintf(w, "%s\t%s (%s)\t%s\t%s\n", inv.ID, inv.OrganizationName, inv.OrganizationID, inv.Role, inv.ExpiresAt.Format(time.RFC3339))
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&email, "email", "", "your email address (APPLIANCE_EMAIL)")
+	cmd.Flags().BoolVar(&passwordStdin, "password-stdin", false, "read your password from standard input")
+	return cmd
+}
+
+// newUsersAnswerCmd accepts or declines an invitation (verb: accept or decline).
+func newUsersAnswerCmd(o *clientOpts, verb string) *cobra.Command {
+	var (
+		email         string
+		passwordStdin bool
+	)
+	cmd := &cobra.Command{
+		Use:     verb + " INVITATION_ID",
+		Short:   strings.ToUpper(verb[:1]) + verb[1:] + " an invitation to an organization (signs in as you)",
+		Example: "  appliance users " + verb + " inv_... --email you@example.com",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			sc, err := signedIn(c, o, email, passwordStdin)
+			if err != nil {
+				return err
+			}
+			if verb == "decline" {
+				if err := sc.do(c.Context(), http.MethodPost, "/v1/me/invitations/"+seg(args[0])+"/decline", nil, nil); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.OutOrStdout(), "Declined invitation %s.\n", args[0])
+				return nil
+			}
+			var res appliance.MemberResponse
+			if err := sc.do(c.Context(), http.MethodPost, "/v1/me/invitations/"+seg(args[0])+"/accept", nil, &res); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.OutOrStdout(), "Joined the organization as %s (sign in with --org to act in it).\n", res.Member.Role)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&email, "email", "", "your email address (APPLIANCE_EMAIL)")
+	cmd.Flags().BoolVar(&passwordStdin, "password-stdin", false, "read your password from standard input")
 	return cmd
 }
 
