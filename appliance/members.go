@@ -385,7 +385,11 @@ func (s *Service) DeclineInvitation(ctx context.Context, p *Principal, invitatio
 		if err := store.Invitations.Delete(tx, inv.ID); err != nil {
 			return Internal(err, "delete invitation")
 		}
-		// The organization's audit names no actor: the decliner stays unknown to it.
+		// The organization's trail names no actor: the decliner stays unknown to it. The decliner's own
+		// event belongs to no organization's trail.
+		if err := s.audit(tx, p, "member.invite_decline", "", "", map[string]any{"invitation_id": inv.ID, "organization_id": inv.OrganizationID}); err != nil {
+			return Internal(err, "audit")
+		}
 		return s.audit(tx, &Principal{}, "member.invite_decline", inv.OrganizationID, "", map[string]any{"invitation_id": inv.ID})
 	})
 	if err != nil {
