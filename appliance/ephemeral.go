@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -142,8 +143,8 @@ func (s *Service) CreateEphemeral(ctx context.Context, clientIP string, req *Cre
 	if _, err := instanceIdent(name); err != nil {
 		return nil, err
 	}
-	if wait := s.ephemeralRate.wait(clientIP); wait > 0 {
-		return nil, &Error{Kind: KindTooMany, RetryAfter: wait, Msg: fmt.Sprintf("too many ephemeral databases from this address: %d per hour", s.ephemeral.PerIPPerHour)}
+	if wait := s.ephemeralRate.wait(AddressKey(clientIP)); wait > 0 {
+		return nil, &Error{Kind: KindTooMany, RetryAfter: wait, Msg: fmt.Sprintf("too many ephemeral databases from this address (an IPv6 one: its /64): %d per hour", s.ephemeral.PerIPPerHour)}
 	}
 	token := EphemeralTokenPrefix + ids.Secret(32)
 	var out *EphemeralCreated
@@ -377,4 +378,20 @@ func (s *Service) sweepExpired(candidates func(*store.Tx) ([]*store.Project, err
 		s.notify()
 	}
 	return n, err
+}
+
+// AddressKey is the key of a client address in per-address limits (the API's rate buckets, ephemeral
+// databases): an IPv6 address counts by its /64, the block one host or site usually holds (a fresh address
+// per request must not mean a fresh bucket); IPv4 (also mapped into IPv6) and loopback addresses count one
+// each.
+func AddressKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	a = a.Unmap().WithZone("")
+	if a.Is4() || a.IsLoopback() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, 64).Masked().String()
 }

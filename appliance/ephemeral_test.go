@@ -146,12 +146,13 @@ func TestEphemeralLimits(t *testing.T) {
 	t.Parallel()
 	e, _ := keyEnv(t, appliancetest.Options{})
 	e.Svc.SetEphemeralLimits(appliance.EphemeralLimits{PerIPPerHour: 2, Live: 3})
-	for range 2 {
-		if _, err := e.Svc.CreateEphemeral(t.Context(), "198.51.100.1", &appliance.CreateEphemeralRequest{}); err != nil {
+	// One IPv6 client is its /64: a fresh address of it is no fresh bucket.
+	for _, ip := range []string{"2001:db8:1:2::1", "2001:db8:1:2:ffff::7"} {
+		if _, err := e.Svc.CreateEphemeral(t.Context(), ip, &appliance.CreateEphemeralRequest{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err := e.Svc.CreateEphemeral(t.Context(), "198.51.100.1", &appliance.CreateEphemeralRequest{})
+	_, err := e.Svc.CreateEphemeral(t.Context(), "2001:db8:1:2::3", &appliance.CreateEphemeralRequest{})
 	wantRetryAfter(t, err, time.Hour)
 	if _, err := e.Svc.CreateEphemeral(t.Context(), "198.51.100.2", &appliance.CreateEphemeralRequest{}); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -215,7 +214,7 @@ func (s *Server) adapt(rt *Route) http.Handler {
 
 // rateLimit takes a token of bucket for the caller's IP, or answers 429 with Retry-After and reports false.
 func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request, bucket string) bool {
-	wait, ok := s.limiter.allow(addressKey(clientIP(r)), bucket)
+	wait, ok := s.limiter.allow(appliance.AddressKey(clientIP(r)), bucket)
 	return ok || s.tooMany(w, wait)
 }
 
@@ -342,21 +341,6 @@ func sameOrigin(r *http.Request) error {
 		}
 	}
 	return nil
-}
-
-// addressKey is the per-address rate limit's key for a client address: an IPv6 address counts by its /64,
-// the block one host or site usually holds (a fresh address per request must not mean a fresh bucket);
-// IPv4 (also mapped into IPv6) and loopback addresses count one each.
-func addressKey(ip string) string {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return ip
-	}
-	a = a.Unmap().WithZone("")
-	if a.Is4() || a.IsLoopback() {
-		return a.String()
-	}
-	return netip.PrefixFrom(a, 64).Masked().String()
 }
 
 func clientIP(r *http.Request) string {
