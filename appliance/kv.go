@@ -666,7 +666,8 @@ func (s *Service) onKVEvent(e daemon.Event) {
 	}
 }
 
-// KVHealth is the status page's row of the stores: how many run, and any whose server is down.
+// KVHealth is the status page's row of the stores: how many run, any whose server is down, and any that
+// refuses writes because its last snapshot failed.
 func (s *Service) KVHealth(ctx context.Context) (string, string) {
 	dp, err := s.dataPlane()
 	if err != nil {
@@ -682,19 +683,38 @@ func (s *Service) KVHealth(ctx context.Context) (string, string) {
 	}); err != nil {
 		return StatusDown, err.Error()
 	}
-	var down []string
+	var down, unsaved, unknown []string
 	for _, kv := range live {
-		srv, _, err := s.kvServer(dp, kv)
+		srv, admin, err := s.kvServer(dp, kv)
 		if err != nil {
 			down = append(down, kv.ID)
 			continue
 		}
 		if _, running, _ := srv.Status(); !running {
 			down = append(down, kv.ID)
+			continue
+		}
+		// A store whose snapshot cannot be written (its disk full) refuses writes with MISCONF.
+		switch failed, err := srv.SaveFailed(ctx, admin); {
+		case err != nil:
+			unknown = append(unknown, kv.ID)
+		case failed:
+			unsaved = append(unsaved, kv.ID)
 		}
 	}
+	var bad []string
 	if len(down) > 0 {
-		return StatusDegraded, fmt.Sprintf("%d of %d stores not running: %s", len(down), len(live), strings.Join(down, ", "))
+		bad = append(bad, fmt.Sprintf("%d of %d stores not running: %s", len(down), len(live), strings.Join(down, ", ")))
+	}
+	if len(unsaved) > 0 {
+		bad = append(bad, fmt.Sprintf("%d of %d stores refuse writes (MISCONF): their last snapshot could not be saved (disk full or unwritable): %s",
+			len(unsaved), len(live), strings.Join(unsaved, ", ")))
+	}
+	if len(unknown) > 0 {
+		bad = append(bad, fmt.Sprintf("%d of %d stores do not answer the appliance's INFO: %s", len(unknown), len(live), strings.Join(unknown, ", ")))
+	}
+	if len(bad) > 0 {
+		return StatusDegraded, strings.Join(bad, "; ")
 	}
 	return StatusOperational, fmt.Sprintf("%d stores running (redis-server %s)", len(live), dp.RedisServer)
 }

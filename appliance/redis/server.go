@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -182,8 +183,12 @@ func (s *Server) Remove(ctx context.Context) error {
 	return nil
 }
 
+// maxAdminBulk bounds a bulk reply Admin reads (INFO's sections are a few KiB).
+const maxAdminBulk = 1 << 20
+
 // Admin runs commands on the server as the appliance's user over its socket (password: the secret
-// AdminHash is the hash of) and returns each reply's first line; a Redis error reply is an error.
+// AdminHash is the hash of) and returns each reply: a status or integer reply's line, or a bulk string
+// whole (INFO's lines); a Redis error reply is an error.
 func (s *Server) Admin(ctx context.Context, password string, cmds ...[]string) ([]string, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", s.SocketPath())
@@ -218,11 +223,16 @@ func (s *Server) Admin(ctx context.Context, password string, cmds ...[]string) (
 		if strings.HasPrefix(line, "-") {
 			return nil, fmt.Errorf("kv server %s: %s: %s", s.ID, c[0], line[1:])
 		}
-		if strings.HasPrefix(line, "$") && line != "$-1" { // a bulk reply: its line follows
-			if line, err = r.ReadString('\n'); err != nil {
-				return nil, err
+		if strings.HasPrefix(line, "$") && line != "$-1" { // a bulk reply: its n bytes and CRLF follow
+			n, err := strconv.Atoi(line[1:])
+			if err != nil || n < 0 || n > maxAdminBulk {
+				return nil, fmt.Errorf("kv server %s: %s: a bulk reply of %q bytes", s.ID, c[0], line[1:])
 			}
-			line = strings.TrimRight(line, "\r\n")
+			buf := make([]byte, n+2)
+			if _, err := io.ReadFull(r, buf); err != nil {
+				return nil, fmt.Errorf("kv server %s: %s: %w", s.ID, c[0], err)
+			}
+			line = string(buf[:n])
 		}
 		if i > 0 {
 			out = append(out, line)
@@ -248,4 +258,21 @@ func (s *Server) RotateToken(ctx context.Context, adminPassword, tokenHash strin
 	}
 	s.TokenHash = tokenHash
 	return nil
+}
+
+// SaveFailed tells whether the server's last background save (its RDB snapshot) failed, as it does when
+// its directory's disk is full or unwritable: redis-server then refuses every write with MISCONF until a
+// save succeeds (stop-writes-on-bgsave-error, on by default). It reads INFO persistence's
+// rdb_last_bgsave_status.
+func (s *Server) SaveFailed(ctx context.Context, password string) (bool, error) {
+	out, err := s.Admin(ctx, password, []string{"INFO", "persistence"})
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(out[0], "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "rdb_last_bgsave_status:"); ok {
+			return v != "ok", nil
+		}
+	}
+	return false, fmt.Errorf("kv server %s: INFO persistence has no rdb_last_bgsave_status", s.ID)
 }
