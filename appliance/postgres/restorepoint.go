@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,34 +43,45 @@ func CreateRestorePoint(ctx context.Context, conn *pgx.Conn, name string) (*Rest
 	return rp, nil
 }
 
-// restorePointTime finds the restore point's record, which ends at lsn, in the WAL segment file and returns
-// its rp_time. The record's main data is a short data block: id 255, length 72, then xl_restore_point
-// {TimestampTz rp_time; char rp_name[64]}. It may span two WAL pages: the page headers are cut out first.
+// restorePointTime finds the restore point's record, which ends at lsn, in the WAL and returns its rp_time.
+// The record's main data is a short data block: id 255, length 72, then xl_restore_point
+// {TimestampTz rp_time; char rp_name[64]}. The record (about 100 bytes) may span two WAL pages, and those
+// two pages two segment files (the record starts at the end of one segment and its rest follows the next
+// one's long page header, flagged XLP_FIRST_IS_CONTRECORD): the two pages up to its end are read, each from
+// its own segment file, and their page headers are cut out.
 func restorePointTime(ctx context.Context, conn *pgx.Conn, name, lsn string) (time.Time, error) {
-	var (
-		file             string
-		off, page, segSz int64
-	)
-	err := conn.QueryRow(ctx, `SELECT w.file_name, w.file_offset, current_setting('wal_block_size')::bigint,
-		pg_catalog.pg_size_bytes(current_setting('wal_segment_size'))
-		FROM pg_catalog.pg_walfile_name_offset($1::pg_lsn - 1) w`, lsn).Scan(&file, &off, &page, &segSz)
+	end, err := parseLSN(lsn)
 	if err != nil {
 		return time.Time{}, err
 	}
-	off++ // the record's end within the file
-	// Two pages (the record is 98 bytes, far less than a page) up to the record's end.
-	pageStart := max(off-1-(off-1)%page-page, 0)
-	var raw []byte
-	if err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_read_binary_file('pg_wal/' || $1, $2, $3)", file, pageStart, off-pageStart).Scan(&raw); err != nil {
+	var (
+		last        string
+		page, segSz uint64
+	)
+	err = conn.QueryRow(ctx, `SELECT pg_catalog.pg_walfile_name($1::pg_lsn), current_setting('wal_block_size')::bigint,
+		pg_catalog.pg_size_bytes(current_setting('wal_segment_size'))`, lsn).Scan(&last, &page, &segSz)
+	if err != nil {
 		return time.Time{}, err
 	}
+	tli, err := strconv.ParseUint(last[:8], 16, 32) // the file name's timeline: the one being written
+	if err != nil || page == 0 || segSz == 0 || segSz%page != 0 || end == 0 {
+		return time.Time{}, fmt.Errorf("WAL file %s, page size %d, segment size %d, end %s", last, page, segSz, lsn)
+	}
+	segsPerID := uint64(1<<32) / segSz
 	var stream []byte
-	for p := int64(0); p < int64(len(raw)); p += page {
-		hdr := int64(24) // SizeOfXLogShortPHD
-		if (pageStart+p)%segSz == 0 {
+	for ps := max((end-1)-(end-1)%page, page) - page; ps < end; ps += page {
+		seg, off := ps/segSz, ps%segSz
+		file := fmt.Sprintf("%08X%08X%08X", tli, seg/segsPerID, seg%segsPerID)
+		n := min(page, end-ps)
+		var raw []byte
+		if err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_read_binary_file('pg_wal/' || $1, $2, $3)", file, int64(off), int64(n)).Scan(&raw); err != nil {
+			return time.Time{}, fmt.Errorf("read WAL file %s at %d: %w", file, off, err)
+		}
+		hdr := uint64(24) // SizeOfXLogShortPHD
+		if off == 0 {
 			hdr = 40 // SizeOfXLogLongPHD: a segment's first page
 		}
-		stream = append(stream, raw[min(p+hdr, int64(len(raw))):min(p+page, int64(len(raw)))]...)
+		stream = append(stream, raw[min(hdr, uint64(len(raw))):]...)
 	}
 	// Look for the name, preceded by the time and, before it, the block header (255, 72).
 	needle := append([]byte(name), 0)
@@ -79,5 +92,16 @@ func restorePointTime(ctx context.Context, conn *pgx.Conn, name, lsn string) (ti
 		us := int64(binary.LittleEndian.Uint64(stream[i-8 : i]))
 		return pgEpoch.Add(time.Duration(us) * time.Microsecond), nil
 	}
-	return time.Time{}, fmt.Errorf("no restore point record named %s before %s in %s", name, lsn, file)
+	return time.Time{}, fmt.Errorf("no restore point record named %s before %s in the WAL", name, lsn)
+}
+
+// parseLSN reads a pg_lsn's text (X/Y, hexadecimal).
+func parseLSN(s string) (uint64, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	h, err1 := strconv.ParseUint(hi, 16, 32)
+	l, err2 := strconv.ParseUint(lo, 16, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("not an LSN: %q", s)
+	}
+	return h<<32 | l, nil
 }
