@@ -227,7 +227,7 @@ func (s *Server) table() []Route {
 			Errors: []int{http.StatusConflict, http.StatusServiceUnavailable}, Do: Without(s.indexAdvice)},
 		{Method: get, Path: "/v1/projects/{projectID}/advisor/index-hygiene", Tag: "observability", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "Unused indexes (no scans since the statistics reset, not backing a constraint) and redundant ones (a prefix of another), with sizes and DROP statements",
 			Errors: []int{http.StatusConflict, http.StatusServiceUnavailable}, Do: Without(s.indexHygiene)},
-		{Method: get, Path: "/metrics", Tag: "observability", Auth: Public, Status: ok, ContentType: "text/plain; version=0.0.4; charset=utf-8", Summary: "Prometheus metrics of the appliance and each project's core gauges (the text format; a bearer token when up --metrics-token is set, otherwise loopback clients only)", Do: Raw(s.metrics)},
+		{Method: get, Path: "/metrics", Tag: "observability", Auth: Public, Status: ok, ContentType: "text/plain; version=0.0.4; charset=utf-8", Summary: "Prometheus metrics of the appliance and each project's core gauges (the text format). With up --metrics-token set, to a request bearing that token; otherwise, with up --metrics-listen set, only on that operator listener (not here); otherwise to loopback clients", Do: Raw(s.metrics)},
 
 		// Jobs
 		{Method: get, Path: "/v1/jobs/{jobID}", Tag: "jobs", Scope: appliance.ScopeJobsRead, Status: ok, Summary: "Get a job", Do: Without(s.getJob)},

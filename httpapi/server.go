@@ -35,8 +35,8 @@ type Options struct {
 	ReadTimeout, WriteTimeout time.Duration
 	// Heartbeat is how often an event stream sends a comment when it has nothing else (0: DefaultHeartbeat).
 	Heartbeat time.Duration
-	// MetricsToken, when set, is the bearer token /metrics asks for; without one only loopback clients
-	// may read /metrics.
+	// MetricsToken, when set, is the bearer token /metrics asks for; without one /metrics is served on the
+	// operator listener when there is one (OperatorListener), otherwise to loopback clients.
 	MetricsToken string
 	// OperatorListener says /metrics and /status's details are served on a listener of their own
 	// (OperatorHandler): the API's listener then answers /metrics only with the metrics token.

@@ -32,7 +32,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Prometheus metrics of the appliance and each project's core gauges (the text format; a bearer token when up --metrics-token is set, otherwise loopback clients only)
+         * Prometheus metrics of the appliance and each project's core gauges (the text format). With up --metrics-token set, to a request bearing that token; otherwise, with up --metrics-listen set, only on that operator listener (not here); otherwise to loopback clients
          * @description No authentication.
          */
         get: operations["getMetrics"];
