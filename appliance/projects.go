@@ -133,8 +133,9 @@ func instanceIdent(name string) (string, error) {
 	return id, nil
 }
 
-// reservedIdents are names PostgreSQL or the appliance use for themselves.
-var reservedIdents = []string{"postgres", "template0", "template1", "appliance_admin", "public", "pg_db", "db_"}
+// reservedIdents are names PostgreSQL, PgBouncer or the appliance use for themselves ("pgbouncer" is
+// PgBouncer's admin console: a database of that name would be unreachable on the pooled port).
+var reservedIdents = []string{"postgres", "template0", "template1", "appliance_admin", "public", "pg_db", "db_", "pgbouncer"}
 
 // readOnlyJobs only look at a project: they do not become its latest_job_id.
 var readOnlyJobs = map[string]bool{JobImportFollowStatus: true}
