@@ -230,6 +230,30 @@ func TestObservability(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// The crash above raised instance_crashed; it resolves once the server serves again. From here on
+		// this follows the storage alert alone (the lists and events below leave the crash's out).
+		waitFor(t, "the crash alert to resolve", func() bool {
+			list, err := e.Svc.ListAlerts(t.Context(), p, o.prj.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range list.Alerts {
+				if a.Kind == appliance.AlertInstanceCrashed && a.ResolvedAt == nil {
+					return false
+				}
+			}
+			return true
+		})
+		storageOnly := func(all []*appliance.ProjectAlert) []*appliance.ProjectAlert {
+			var out []*appliance.ProjectAlert
+			for _, a := range all {
+				if a.Kind != appliance.AlertInstanceCrashed {
+					out = append(out, a)
+				}
+			}
+			return out
+		}
+		triggered0, resolved0 := len(o.events(t, "alert.triggered")), len(o.events(t, "alert.resolved"))
 		var size int64
 		if err := e.Svc.AdminQueryRow(t.Context(), o.prj.ID, "SELECT pg_database_size(current_database())", nil, &size); err != nil {
 			t.Fatal(err)
@@ -238,6 +262,9 @@ func TestObservability(t *testing.T) {
 		o.advance(appliance.SampleInterval)
 		o.sweep(t)
 		list, err := e.Svc.ListAlerts(t.Context(), p, o.prj.ID)
+		if list != nil {
+			list.Alerts = storageOnly(list.Alerts)
+		}
 		if err != nil || len(list.Alerts) != 1 {
 			t.Fatalf("alerts: %+v %v", list, err)
 		}
@@ -249,7 +276,7 @@ func TestObservability(t *testing.T) {
 		// Raised once: another sweep with the condition still there adds nothing.
 		o.advance(appliance.SampleInterval)
 		o.sweep(t)
-		if n := len(o.events(t, "alert.triggered")); n != 1 {
+		if n := len(o.events(t, "alert.triggered")) - triggered0; n != 1 {
 			t.Fatalf("%d alert.triggered events", n)
 		}
 		snap, err := e.Svc.Observability(t.Context(), p, o.prj.ID)
@@ -267,10 +294,11 @@ func TestObservability(t *testing.T) {
 		o.advance(appliance.SampleInterval)
 		o.sweep(t)
 		list, _ = e.Svc.ListAlerts(t.Context(), p, o.prj.ID)
+		list.Alerts = storageOnly(list.Alerts)
 		if len(list.Alerts) != 1 || list.Alerts[0].ResolvedAt == nil || !list.Alerts[0].ResolvedAt.Equal(o.now) || list.Alerts[0].AcknowledgedAt == nil {
 			t.Fatalf("after the condition cleared: %+v", list.Alerts)
 		}
-		resolved := o.events(t, "alert.resolved")
+		resolved := o.events(t, "alert.resolved")[resolved0:]
 		if len(resolved) != 1 || !strings.Contains(string(resolved[0]), a.ID) {
 			t.Fatalf("alert.resolved events: %s", resolved)
 		}

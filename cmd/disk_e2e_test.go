@@ -62,6 +62,10 @@ func TestUpStartsDegradedWhenDiskIsLow(t *testing.T) {
 		Components []struct{ Name, Status, Message string }
 	}
 	b.do(t, "", http.MethodGet, "/status", nil, http.StatusOK, &status)
+	if status.Status != "degraded" {
+		t.Fatalf("public /status: %s while writes are refused", status.Status)
+	}
+	b.do(t, e2eMetricsToken, http.MethodGet, "/status", nil, http.StatusOK, &status) // the details are an operator's
 	disk := ""
 	for _, c := range status.Components {
 		if c.Name == "disk" {
@@ -71,7 +75,9 @@ func TestUpStartsDegradedWhenDiskIsLow(t *testing.T) {
 	if status.Status != "degraded" || !strings.HasPrefix(disk, "degraded: ") || !strings.Contains(disk, "reserve") {
 		t.Fatalf("/status: %s, disk component %q", status.Status, disk)
 	}
-	if resp, err := b.client.Get(b.api + "/metrics"); err != nil {
+	mreq, _ := http.NewRequest(http.MethodGet, b.api+"/metrics", nil)
+	mreq.Header.Set("Authorization", "Bearer "+e2eMetricsToken)
+	if resp, err := b.client.Do(mreq); err != nil {
 		t.Fatal(err)
 	} else {
 		body, _ := io.ReadAll(resp.Body)

@@ -269,7 +269,7 @@ func (p *e2eProc) component(t *testing.T, name string) string {
 	var status struct {
 		Components []struct{ Name, Status, Message string } `json:"components"`
 	}
-	p.do(t, "", http.MethodGet, "/status", nil, http.StatusOK, &status)
+	p.do(t, e2eMetricsToken, http.MethodGet, "/status", nil, http.StatusOK, &status) // the details are an operator's
 	for _, c := range status.Components {
 		if c.Name == name {
 			return c.Status + ": " + c.Message
