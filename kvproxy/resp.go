@@ -2,6 +2,7 @@ package kvproxy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -208,18 +209,26 @@ func (s *Server) serve(c *tls.Conn) {
 					buf = leftover
 					continue
 				}
-				up, err := s.upstream(first.token)
-				if errors.Is(err, errStoreDown) {
-					// Never NOAUTH to what the client pipelined after its AUTH: it is told, and cut off.
-					c.Write(redcon.AppendError(out, errUnavailable))
-					return
-				}
+				sock, err := s.resolve(first.token)
 				if err != nil {
 					out = redcon.AppendError(out, errWrongPass)
 					buf = leftover
 					continue
 				}
-				s.ln.Authenticated(c) // the token names a store: the connection leaves the unauthenticated ones
+				// The token names a store: the connection leaves the unauthenticated ones (and their time
+				// limit) before it waits for a store that is being restarted.
+				s.ln.Authenticated(c)
+				wait := cmp.Or(s.StoreWait, DefaultStoreWait)
+				c.SetDeadline(time.Now().Add(wait + 5*time.Second))
+				up, err := dialStore(context.Background(), sock, wait)
+				if err != nil {
+					// Never NOAUTH to what the client pipelined after its AUTH: it is told, and cut off.
+					if !errors.Is(err, errStoreDown) {
+						s.log().Warn("connect to a key-value store", "err", err)
+					}
+					c.Write(redcon.AppendError(out, errUnavailable))
+					return
+				}
 				if len(out) > 0 {
 					if _, err := c.Write(out); err != nil {
 						up.Close()
@@ -312,21 +321,12 @@ func appendCommand(b []byte, args ...string) []byte {
 	return b
 }
 
-// upstream connects to the token's store (nil error: the token names a running store; Redis itself checks
-// the token when the rewritten command arrives). A store whose server does not listen is waited for
-// (dialStore); errStoreDown when it does not come back in time.
-func (s *Server) upstream(token string) (net.Conn, error) {
-	wait := s.StoreWait
-	if wait <= 0 {
-		wait = DefaultStoreWait
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second+wait)
+// resolve finds the socket of the token's store (nil error: the token names a store; Redis itself checks
+// the token when the rewritten command arrives).
+func (s *Server) resolve(token string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	sock, err := s.Resolver.ResolveToken(ctx, token)
-	if err != nil {
-		return nil, err
-	}
-	return dialStore(ctx, sock, wait)
+	return s.Resolver.ResolveToken(ctx, token)
 }
 
 // splice sends first to the store, then copies both ways until either side ends; then both are closed.
