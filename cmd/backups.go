@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/theappliance/appliance/appliance"
 )
@@ -26,29 +26,18 @@ func newBackupsCmd(o *clientOpts) *cobra.Command {
 }
 
 func newBackupsListCmd(o *clientOpts) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:     "list PROJECT_ID",
-		Aliases: []string{"ls"},
-		Short:   "List a project's base backups, newest first",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			path := projectPath(args[0]) + "/backups"
-			var list appliance.BackupList
-			if done, err := o.show(c, path, asJSON, &list); done || err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tKEY\tLABEL\tSTATE\tVERIFICATION\tSIZE\tCREATED")
-			for _, b := range list.Backups {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.ID, b.BackupKey, firstNonEmpty(b.Label, "-"), b.State,
-					b.VerificationState, humanBytes(b.SizeBytes), b.CreatedAt.UTC().Format(time.RFC3339))
-			}
-			return tw.Flush()
+	return newAPICmd(o, apiCmd[appliance.BackupList]{
+		Use: "list PROJECT_ID", Aliases: []string{"ls"}, Short: "List a project's base backups, newest first",
+		Args: cobra.ExactArgs(1), JSON: true,
+		Path:    func(x *call) string { return projectPath(x.args[0]) + "/backups" },
+		Columns: []string{"ID", "KEY", "LABEL", "STATE", "VERIFICATION", "SIZE", "CREATED"},
+		Rows: func(l *appliance.BackupList) [][]string {
+			return rowsOf(l.Backups, func(b *appliance.Backup) []string {
+				return []string{b.ID, b.BackupKey, firstNonEmpty(b.Label, "-"), b.State, b.VerificationState,
+					humanBytes(b.SizeBytes), b.CreatedAt.UTC().Format(time.RFC3339)}
+			})
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+	})
 }
 
 // backupResult is the result of a completed backup.create job.
@@ -61,61 +50,39 @@ type backupResult struct {
 }
 
 func newBackupsCreateCmd(o *clientOpts) *cobra.Command {
-	var (
-		req  appliance.CreateBackupRequest
-		wait bool
-	)
-	cmd := &cobra.Command{
+	var req appliance.CreateBackupRequest
+	return newAPICmd(o, apiCmd[appliance.JobResponse]{
 		Use:   "create PROJECT_ID",
 		Short: "Take a base backup (pg_basebackup, then pg_verifybackup) in a job",
 		Example: `  appliance backups create prj_... --label before-migration --wait
   appliance restore prj_... --backup-key <key from appliance backups list>`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			id := args[0]
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			var res appliance.JobResponse
-			if err := cl.do(c.Context(), http.MethodPost, projectPath(id)+"/backups", &req, &res); err != nil {
-				return err
-			}
-			if res.Job == nil {
-				return fmt.Errorf("POST %s/backups: unexpected response: no job", projectPath(id))
-			}
-			jobStarted(c, "Backing up project "+id, res.Job, wait)
-			if !wait {
-				return nil
-			}
-			j, err := waitJob(c, cl, res.Job)
-			if err != nil {
-				return err
-			}
+		Flags: func(f *pflag.FlagSet) {
+			f.StringVar(&req.Label, "label", "", "label of the backup (at most 100 characters)")
+		},
+		Method:  http.MethodPost,
+		Path:    func(x *call) string { return projectPath(x.args[0]) + "/backups" },
+		Body:    func(*call) any { return &req },
+		Job:     func(r *appliance.JobResponse) *appliance.Job { return r.Job },
+		Started: func(x *call, _ *appliance.JobResponse) string { return "Backing up project " + x.args[0] },
+		Wait:    "wait until the backup is taken and verified (or failed)",
+		Print: func(x *call, _ *appliance.JobResponse) error {
 			var r backupResult
-			if len(j.Result) == 0 || json.Unmarshal(j.Result, &r) != nil || r.BackupID == "" {
+			if len(x.job.Result) == 0 || json.Unmarshal(x.job.Result, &r) != nil || r.BackupID == "" {
 				return nil
 			}
-			fmt.Fprintf(c.OutOrStdout(), "Backup %s (key %s): %s, verification %s.\n", r.BackupID, r.BackupKey,
-				humanBytes(r.SizeBytes), r.VerificationState)
+			x.printf("Backup %s (key %s): %s, verification %s.\n", r.BackupID, r.BackupKey, humanBytes(r.SizeBytes), r.VerificationState)
 			if r.VerificationState == "failed" {
-				return fmt.Errorf("backup %s was taken but failed verification (pg_verifybackup): see `appliance backups list %s --json`", r.BackupID, id)
+				return fmt.Errorf("backup %s was taken but failed verification (pg_verifybackup): see `appliance backups list %s --json`", r.BackupID, x.args[0])
 			}
 			return nil
 		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&req.Label, "label", "", "label of the backup (at most 100 characters)")
-	f.BoolVar(&wait, "wait", false, "wait until the backup is taken and verified (or failed)")
-	return cmd
+	})
 }
 
 func newRestoreCmd(o *clientOpts) *cobra.Command {
-	var (
-		req  appliance.RestoreRequest
-		wait bool
-	)
-	cmd := &cobra.Command{
+	var req appliance.RestoreRequest
+	return newAPICmd(o, apiCmd[appliance.JobResponse]{
 		Use:   "restore PROJECT_ID (--backup-key KEY | --time RFC3339 | --restore-point ID)",
 		Short: "Restore a project to a backup, a point in time or a restore point",
 		Long: `Restore a project's database, in a backup.restore job, to exactly one target:
@@ -127,7 +94,12 @@ The restored data directory replaces the current one only once it is up; the old
   appliance restore prj_... --time 2026-01-02T15:04:05Z
   appliance restore prj_... --restore-point rp_...`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
+		Flags: func(f *pflag.FlagSet) {
+			f.StringVar(&req.BackupKey, "backup-key", "", "restore what this base backup holds")
+			f.StringVar(&req.RestoreTime, "time", "", "restore the state at this time (RFC 3339, e.g. 2026-01-02T15:04:05Z)")
+			f.StringVar(&req.RestorePointID, "restore-point", "", "restore the state at this restore point ID")
+		},
+		Validate: func(*call) error {
 			n := 0
 			for _, v := range []string{req.BackupKey, req.RestoreTime, req.RestorePointID} {
 				if v != "" {
@@ -137,18 +109,13 @@ The restored data directory replaces the current one only once it is up; the old
 			if n != 1 {
 				return errors.New("restore needs exactly one target: --backup-key, --time or --restore-point")
 			}
-			id := args[0]
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			var res appliance.JobResponse
-			if err := cl.do(c.Context(), http.MethodPost, projectPath(id)+"/restores", &req, &res); err != nil {
-				return err
-			}
-			if res.Job == nil {
-				return fmt.Errorf("POST %s/restores: unexpected response: no job", projectPath(id))
-			}
+			return nil
+		},
+		Method: http.MethodPost,
+		Path:   func(x *call) string { return projectPath(x.args[0]) + "/restores" },
+		Body:   func(*call) any { return &req },
+		Job:    func(r *appliance.JobResponse) *appliance.Job { return r.Job },
+		Started: func(x *call, _ *appliance.JobResponse) string {
 			target := "backup " + req.BackupKey
 			switch {
 			case req.RestoreTime != "":
@@ -156,15 +123,11 @@ The restored data directory replaces the current one only once it is up; the old
 			case req.RestorePointID != "":
 				target = "restore point " + req.RestorePointID
 			}
-			return projectJobStarted(c, cl, "Restoring project "+id+" to "+target, res.Job, wait, id)
+			return "Restoring project " + x.args[0] + " to " + target
 		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&req.BackupKey, "backup-key", "", "restore what this base backup holds")
-	f.StringVar(&req.RestoreTime, "time", "", "restore the state at this time (RFC 3339, e.g. 2026-01-02T15:04:05Z)")
-	f.StringVar(&req.RestorePointID, "restore-point", "", "restore the state at this restore point ID")
-	f.BoolVar(&wait, "wait", false, "wait until the restore has ended")
-	return cmd
+		Wait:  "wait until the restore has ended",
+		Print: printProjectStateAfter[appliance.JobResponse],
+	})
 }
 
 func newRestorePointsCmd(o *clientOpts) *cobra.Command {
@@ -173,84 +136,62 @@ func newRestorePointsCmd(o *clientOpts) *cobra.Command {
 }
 
 func newRestorePointsListCmd(o *clientOpts) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:     "list PROJECT_ID",
-		Aliases: []string{"ls"},
-		Short:   "List a project's restore points and its point-in-time window",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			path := projectPath(args[0]) + "/restore-points"
-			var list appliance.RestorePointList
-			if done, err := o.show(c, path, asJSON, &list); done || err != nil {
-				return err
-			}
-			out := c.OutOrStdout()
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tLABEL\tTIME\tBACKUP\tCREATED BY")
-			for _, rp := range list.RestorePoints {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", rp.ID, rp.Label, rp.PITRTime.UTC().Format(time.RFC3339),
-					firstNonEmpty(rp.BackupKey, "-"), strings.TrimSpace(rp.CreatedByActorKind+" "+rp.CreatedByActorID))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			_, err := fmt.Fprintf(out, "Point-in-time window: %d day(s).\n", list.PITRWindowDays)
+	return newAPICmd(o, apiCmd[appliance.RestorePointList]{
+		Use: "list PROJECT_ID", Aliases: []string{"ls"}, Short: "List a project's restore points and its point-in-time window",
+		Args: cobra.ExactArgs(1), JSON: true,
+		Path:    func(x *call) string { return projectPath(x.args[0]) + "/restore-points" },
+		Columns: []string{"ID", "LABEL", "TIME", "BACKUP", "CREATED BY"},
+		Rows: func(l *appliance.RestorePointList) [][]string {
+			return rowsOf(l.RestorePoints, func(rp *appliance.RestorePoint) []string {
+				return []string{rp.ID, rp.Label, rp.PITRTime.UTC().Format(time.RFC3339), firstNonEmpty(rp.BackupKey, "-"),
+					strings.TrimSpace(rp.CreatedByActorKind + " " + rp.CreatedByActorID)}
+			})
+		},
+		Print: func(x *call, l *appliance.RestorePointList) error {
+			_, err := fmt.Fprintf(x.out(), "Point-in-time window: %d day(s).\n", l.PITRWindowDays)
 			return err
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+	})
 }
 
 func newRestorePointsCreateCmd(o *clientOpts) *cobra.Command {
 	var req appliance.RestorePointRequest
-	cmd := &cobra.Command{
+	return newAPICmd(o, apiCmd[appliance.RestorePointResponse]{
 		Use:     "create PROJECT_ID --label LABEL",
 		Short:   "Create a named restore point now (pg_create_restore_point)",
 		Example: `  appliance restore-points create prj_... --label before-migration`,
 		Args:    cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
+		Flags: func(f *pflag.FlagSet) {
+			f.StringVar(&req.Label, "label", "", "label of the restore point, 1 to 100 characters (required)")
+		},
+		Validate: func(*call) error {
 			if strings.TrimSpace(req.Label) == "" {
 				return errors.New("--label is required")
 			}
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			var res appliance.RestorePointResponse
-			if err := cl.do(c.Context(), http.MethodPost, projectPath(args[0])+"/restore-points", &req, &res); err != nil {
-				return err
-			}
-			rp := res.RestorePoint
-			if rp == nil {
-				return fmt.Errorf("POST %s/restore-points: unexpected response: no restore point", projectPath(args[0]))
-			}
-			fmt.Fprintf(c.OutOrStdout(), "Created restore point %s (%s) at %s.\n", rp.ID, rp.Label, rp.PITRTime.UTC().Format(time.RFC3339Nano))
 			return nil
 		},
-	}
-	cmd.Flags().StringVar(&req.Label, "label", "", "label of the restore point, 1 to 100 characters (required)")
-	return cmd
+		Method: http.MethodPost,
+		Path:   func(x *call) string { return projectPath(x.args[0]) + "/restore-points" },
+		Body:   func(*call) any { return &req },
+		Need:   func(r *appliance.RestorePointResponse) string { return missing(r.RestorePoint == nil, "restore point") },
+		Print: func(x *call, r *appliance.RestorePointResponse) error {
+			rp := r.RestorePoint
+			x.printf("Created restore point %s (%s) at %s.\n", rp.ID, rp.Label, rp.PITRTime.UTC().Format(time.RFC3339Nano))
+			return nil
+		},
+	})
 }
 
 func newRestorePointsDeleteCmd(o *clientOpts) *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete PROJECT_ID RESTORE_POINT_ID",
-		Short: "Delete a restore point (it is no longer listed nor restorable)",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			var res appliance.DeletedResponse
-			path := projectPath(args[0]) + "/restore-points/" + seg(args[1])
-			if err := cl.do(c.Context(), http.MethodDelete, path, nil, &res); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.OutOrStdout(), "Deleted restore point %s.\n", args[1])
+	return newAPICmd(o, apiCmd[appliance.DeletedResponse]{
+		Use:    "delete PROJECT_ID RESTORE_POINT_ID",
+		Short:  "Delete a restore point (it is no longer listed nor restorable)",
+		Args:   cobra.ExactArgs(2),
+		Method: http.MethodDelete,
+		Path:   func(x *call) string { return projectPath(x.args[0]) + "/restore-points/" + seg(x.args[1]) },
+		Print: func(x *call, _ *appliance.DeletedResponse) error {
+			x.printf("Deleted restore point %s.\n", x.args[1])
 			return nil
 		},
-	}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/theappliance/appliance/appliance"
 )
@@ -38,70 +39,53 @@ func findPreview(c *cobra.Command, cl *apiClient, projectID, previewID string) (
 }
 
 func newPreviewsListCmd(o *clientOpts) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:     "list PROJECT_ID",
-		Aliases: []string{"ls"},
-		Short:   "List a project's previews",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			var list appliance.PreviewList
-			if done, err := o.show(c, projectPath(args[0])+"/preview-databases", asJSON, &list); done || err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tMODE\tSTATE\tEXPIRES")
-			for _, p := range list.PreviewDatabases {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.ID, p.Name, p.Mode, p.State, p.TTLExpiresAt.UTC().Format(time.RFC3339))
-			}
-			return tw.Flush()
+	return newAPICmd(o, apiCmd[appliance.PreviewList]{
+		Use: "list PROJECT_ID", Aliases: []string{"ls"}, Short: "List a project's previews", Args: cobra.ExactArgs(1), JSON: true,
+		Path:    func(x *call) string { return projectPath(x.args[0]) + "/preview-databases" },
+		Columns: []string{"ID", "NAME", "MODE", "STATE", "EXPIRES"},
+		Rows: func(l *appliance.PreviewList) [][]string {
+			return rowsOf(l.PreviewDatabases, func(p *appliance.PreviewDatabase) []string {
+				return []string{p.ID, p.Name, p.Mode, p.State, p.TTLExpiresAt.UTC().Format(time.RFC3339)}
+			})
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+	})
 }
 
 func newPreviewsCreateCmd(o *clientOpts) *cobra.Command {
 	var req appliance.CreatePreviewRequest
 	var ttl int
-	var wait bool
-	cmd := &cobra.Command{
+	return newAPICmd(o, apiCmd[appliance.PreviewJobResponse]{
 		Use:   "create PROJECT_ID",
 		Short: "Create a preview: a clone of the project's data as of now (default) or an empty copy",
 		Example: `  appliance previews create prj_... --name feature-x --ttl-hours 48 --wait
   psql "$(appliance previews connections <preview id>)"`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			if c.Flags().Changed("ttl-hours") {
+		Flags: func(f *pflag.FlagSet) {
+			f.StringVar(&req.Name, "name", "", "its name (default: generated)")
+			f.StringVar(&req.Mode, "mode", "", "clone (default) or empty")
+			f.StringVar(&req.SourceRestoreTime, "as-of", "", "a clone of the project as of this RFC 3339 time (within its point-in-time window)")
+			f.IntVar(&ttl, "ttl-hours", appliance.DefaultPreviewTTLHours, "hours until it is deleted (1 to 720)")
+		},
+		Method: http.MethodPost,
+		Path:   func(x *call) string { return projectPath(x.args[0]) + "/preview-databases" },
+		Body: func(x *call) any {
+			if x.c.Flags().Changed("ttl-hours") {
 				req.TTLHours = &ttl
 			}
-			var res appliance.PreviewJobResponse
-			if err := cl.do(c.Context(), http.MethodPost, projectPath(args[0])+"/preview-databases", &req, &res); err != nil {
-				return err
-			}
-			jobStarted(c, fmt.Sprintf("Creating preview %s (%s, %s)", res.Preview.ID, res.Preview.Name, res.Preview.Mode), res.Job, wait)
-			if !wait {
-				return nil
-			}
-			if _, err := waitJob(c, cl, res.Job); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.OutOrStdout(), "Preview %s is active until %s; its URLs: appliance previews connections %s\n",
-				res.Preview.ID, res.Preview.TTLExpiresAt.UTC().Format(time.RFC3339), res.Preview.ID)
+			return &req
+		},
+		Need: func(r *appliance.PreviewJobResponse) string { return missing(r.Preview == nil, "preview") },
+		Job:  func(r *appliance.PreviewJobResponse) *appliance.Job { return r.Job },
+		Started: func(_ *call, r *appliance.PreviewJobResponse) string {
+			return fmt.Sprintf("Creating preview %s (%s, %s)", r.Preview.ID, r.Preview.Name, r.Preview.Mode)
+		},
+		Wait: "wait until it accepts connections",
+		Print: func(x *call, r *appliance.PreviewJobResponse) error {
+			x.printf("Preview %s is active until %s; its URLs: appliance previews connections %s\n",
+				r.Preview.ID, r.Preview.TTLExpiresAt.UTC().Format(time.RFC3339), r.Preview.ID)
 			return nil
 		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&req.Name, "name", "", "its name (default: generated)")
-	f.StringVar(&req.Mode, "mode", "", "clone (default) or empty")
-	f.StringVar(&req.SourceRestoreTime, "as-of", "", "a clone of the project as of this RFC 3339 time (within its point-in-time window)")
-	f.IntVar(&ttl, "ttl-hours", appliance.DefaultPreviewTTLHours, "hours until it is deleted (1 to 720)")
-	f.BoolVar(&wait, "wait", false, "wait until it accepts connections")
-	return cmd
+	})
 }
 
 func newPreviewsGetCmd(o *clientOpts) *cobra.Command {
@@ -131,77 +115,49 @@ func newPreviewsGetCmd(o *clientOpts) *cobra.Command {
 
 func newPreviewsConnectionsCmd(o *clientOpts) *cobra.Command {
 	var pooled bool
-	cmd := &cobra.Command{
-		Use:   "connections PREVIEW_ID",
-		Short: "Print a preview's connection URL (its own credential)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			var res appliance.ConnectionsResponse
-			if err := cl.do(c.Context(), http.MethodGet, previewPath(args[0])+"/connections", nil, &res); err != nil {
-				return err
-			}
+	return newAPICmd(o, apiCmd[appliance.ConnectionsResponse]{
+		Use: "connections PREVIEW_ID", Short: "Print a preview's connection URL (its own credential)", Args: cobra.ExactArgs(1),
+		Flags: func(f *pflag.FlagSet) {
+			f.BoolVar(&pooled, "pooled", false, "the PgBouncer URL instead of the direct one")
+		},
+		Path: func(x *call) string { return previewPath(x.args[0]) + "/connections" },
+		Print: func(x *call, r *appliance.ConnectionsResponse) error {
 			if pooled {
-				fmt.Fprintln(c.OutOrStdout(), res.Connections.PooledURL)
+				fmt.Fprintln(x.out(), r.Connections.PooledURL)
 			} else {
-				fmt.Fprintln(c.OutOrStdout(), res.Connections.DirectURL)
+				fmt.Fprintln(x.out(), r.Connections.DirectURL)
 			}
 			return nil
 		},
-	}
-	cmd.Flags().BoolVar(&pooled, "pooled", false, "the PgBouncer URL instead of the direct one")
-	return cmd
+	})
 }
 
 func newPreviewsExtendCmd(o *clientOpts) *cobra.Command {
 	var ttl int
-	cmd := &cobra.Command{
-		Use:   "extend PREVIEW_ID --ttl-hours N",
-		Short: "Move a preview's deletion to N hours from now",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			var res appliance.PreviewResponse
-			if err := cl.do(c.Context(), http.MethodPost, previewPath(args[0])+"/extend", appliance.ExtendPreviewRequest{TTLHours: ttl}, &res); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.OutOrStdout(), "Preview %s is kept until %s.\n", res.Preview.ID, res.Preview.TTLExpiresAt.UTC().Format(time.RFC3339))
+	return newAPICmd(o, apiCmd[appliance.PreviewResponse]{
+		Use: "extend PREVIEW_ID --ttl-hours N", Short: "Move a preview's deletion to N hours from now", Args: cobra.ExactArgs(1),
+		Flags: func(f *pflag.FlagSet) {
+			f.IntVar(&ttl, "ttl-hours", appliance.DefaultPreviewTTLHours, "hours from now (1 to 720)")
+		},
+		Method: http.MethodPost,
+		Path:   func(x *call) string { return previewPath(x.args[0]) + "/extend" },
+		Body:   func(*call) any { return appliance.ExtendPreviewRequest{TTLHours: ttl} },
+		Need:   func(r *appliance.PreviewResponse) string { return missing(r.Preview == nil, "preview") },
+		Print: func(x *call, r *appliance.PreviewResponse) error {
+			x.printf("Preview %s is kept until %s.\n", r.Preview.ID, r.Preview.TTLExpiresAt.UTC().Format(time.RFC3339))
 			return nil
 		},
-	}
-	cmd.Flags().IntVar(&ttl, "ttl-hours", appliance.DefaultPreviewTTLHours, "hours from now (1 to 720)")
-	return cmd
+	})
 }
 
 // newPreviewJobCmd is reset or delete: a job on one preview.
 func newPreviewJobCmd(o *clientOpts, use, short, method, suffix string) *cobra.Command {
-	var wait bool
-	cmd := &cobra.Command{
-		Use:   use + " PREVIEW_ID",
-		Short: short,
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			var res appliance.JobResponse
-			if err := cl.do(c.Context(), method, previewPath(args[0])+suffix, nil, &res); err != nil {
-				return err
-			}
-			jobStarted(c, fmt.Sprintf("Preview %s: %s", args[0], use), res.Job, wait)
-			if wait {
-				_, err = waitJob(c, cl, res.Job)
-			}
-			return err
-		},
-	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the job ends")
-	return cmd
+	return newAPICmd(o, apiCmd[appliance.JobResponse]{
+		Use: use + " PREVIEW_ID", Short: short, Args: cobra.ExactArgs(1),
+		Method:  method,
+		Path:    func(x *call) string { return previewPath(x.args[0]) + suffix },
+		Job:     func(r *appliance.JobResponse) *appliance.Job { return r.Job },
+		Started: func(x *call, _ *appliance.JobResponse) string { return fmt.Sprintf("Preview %s: %s", x.args[0], use) },
+		Wait:    "wait until the job ends",
+	})
 }

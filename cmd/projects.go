@@ -3,16 +3,15 @@ package cmd
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/theappliance/appliance/appliance"
 )
@@ -28,58 +27,38 @@ func newProjectsCmd(o *clientOpts) *cobra.Command {
 func projectPath(id string) string { return "/v1/projects/" + seg(id) }
 
 func newProjectsListCmd(o *clientOpts) *cobra.Command {
-	var (
-		org    string
-		asJSON bool
-	)
-	cmd := &cobra.Command{
-		Use:     "list",
-		Aliases: []string{"ls"},
-		Short:   "List the organization's projects",
-		Args:    cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			path := "/v1/projects"
-			if org != "" {
-				path += "?organization_id=" + url.QueryEscape(org)
-			}
-			var list appliance.ProjectList
-			if done, err := o.show(c, path, asJSON, &list); done || err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSTATE\tRUNTIME\tPLAN\tENV\tVERSION\tCREATED")
-			for _, p := range list.Projects {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Name, p.State, p.RuntimeStatus, p.Plan,
-					p.Environment, firstNonEmpty(p.PostgresVersion, "-"), p.CreatedAt.UTC().Format(time.RFC3339))
-			}
-			return tw.Flush()
+	var org string
+	return newAPICmd(o, apiCmd[appliance.ProjectList]{
+		Use: "list", Aliases: []string{"ls"}, Short: "List the organization's projects", JSON: true,
+		Flags: func(f *pflag.FlagSet) {
+			f.StringVar(&org, "org", "", "organization ID (required for platform administrators; default: the credential's organization)")
 		},
-	}
-	cmd.Flags().StringVar(&org, "org", "", "organization ID (required for platform administrators; default: the credential's organization)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+		Path: func(*call) string {
+			if org != "" {
+				return "/v1/projects?organization_id=" + url.QueryEscape(org)
+			}
+			return "/v1/projects"
+		},
+		Columns: []string{"ID", "NAME", "STATE", "RUNTIME", "PLAN", "ENV", "VERSION", "CREATED"},
+		Rows: func(l *appliance.ProjectList) [][]string {
+			return rowsOf(l.Projects, func(p *appliance.Project) []string {
+				return []string{p.ID, p.Name, p.State, p.RuntimeStatus, p.Plan, p.Environment,
+					firstNonEmpty(p.PostgresVersion, "-"), p.CreatedAt.UTC().Format(time.RFC3339)}
+			})
+		},
+	})
 }
 
 func newProjectsGetCmd(o *clientOpts) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "get PROJECT_ID",
-		Short: "Show a project",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			var res appliance.ProjectResponse
-			if done, err := o.show(c, projectPath(args[0]), asJSON, &res); done || err != nil {
-				return err
-			}
-			if res.Project == nil {
-				return fmt.Errorf("GET %s: unexpected response: no project", projectPath(args[0]))
-			}
-			printProject(c.OutOrStdout(), res.Project)
+	return newAPICmd(o, apiCmd[appliance.ProjectResponse]{
+		Use: "get PROJECT_ID", Short: "Show a project", Args: cobra.ExactArgs(1), JSON: true,
+		Path: func(x *call) string { return projectPath(x.args[0]) },
+		Need: func(r *appliance.ProjectResponse) string { return missing(r.Project == nil, "project") },
+		Print: func(x *call, r *appliance.ProjectResponse) error {
+			printProject(x.out(), r.Project)
 			return nil
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+	})
 }
 
 // printProject prints a project as an aligned block of labelled rows.
@@ -115,11 +94,8 @@ func printProject(w io.Writer, p *appliance.Project) {
 }
 
 func newProjectsCreateCmd(o *clientOpts) *cobra.Command {
-	var (
-		req  appliance.CreateProjectRequest
-		wait bool
-	)
-	cmd := &cobra.Command{
+	var req appliance.CreateProjectRequest
+	return newAPICmd(o, apiCmd[appliance.ProjectJobResponse]{
 		Use:   "create NAME",
 		Short: "Create a project: a PostgreSQL instance of its own, provisioned by a job",
 		Long: `Create a project. The appliance provisions its PostgreSQL instance in a project.provision job; the
@@ -128,29 +104,30 @@ New projects are production projects unless --environment says otherwise: deleti
 		Example: `  appliance projects create shop
   appliance projects create scratch --environment development --plan free --wait`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			req.Name = args[0]
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			var res appliance.ProjectJobResponse
-			if err := cl.do(c.Context(), http.MethodPost, "/v1/projects", &req, &res); err != nil {
-				return err
-			}
-			if res.Project == nil || res.Job == nil {
-				return errors.New("POST /v1/projects: unexpected response: no project or job")
-			}
-			p := res.Project
-			return projectJobStarted(c, cl, fmt.Sprintf("Creating project %s (%s), %s, plan %s", p.ID, p.Name, p.Environment, p.Plan), res.Job, wait, p.ID)
+		Flags: func(f *pflag.FlagSet) {
+			f.StringVar(&req.Plan, "plan", "", "plan: free (default), pro or scale")
+			f.StringVar(&req.Environment, "environment", "", "environment: production (default), staging or development")
+			f.StringVar(&req.OrganizationID, "org", "", "organization ID (platform administrators only; others create in their own organization)")
 		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&req.Plan, "plan", "", "plan: free (default), pro or scale")
-	f.StringVar(&req.Environment, "environment", "", "environment: production (default), staging or development")
-	f.StringVar(&req.OrganizationID, "org", "", "organization ID (platform administrators only; others create in their own organization)")
-	f.BoolVar(&wait, "wait", false, "wait until the project is provisioned (or provisioning failed)")
-	return cmd
+		Method: http.MethodPost,
+		Path:   func(*call) string { return "/v1/projects" },
+		Body: func(x *call) any {
+			req.Name = x.args[0]
+			return &req
+		},
+		Need: func(r *appliance.ProjectJobResponse) string {
+			return missing(r.Project == nil || r.Job == nil, "project or job")
+		},
+		Job: func(r *appliance.ProjectJobResponse) *appliance.Job { return r.Job },
+		Started: func(_ *call, r *appliance.ProjectJobResponse) string {
+			p := r.Project
+			return fmt.Sprintf("Creating project %s (%s), %s, plan %s", p.ID, p.Name, p.Environment, p.Plan)
+		},
+		Wait: "wait until the project is provisioned (or provisioning failed)",
+		Print: func(x *call, r *appliance.ProjectJobResponse) error {
+			return printProjectState(x.c, x.cl, r.Project.ID)
+		},
+	})
 }
 
 // printProjectState prints a project's state after a job that changed it ended.
@@ -169,10 +146,10 @@ func printProjectState(c *cobra.Command, cl *apiClient, id string) error {
 
 func newProjectsDeleteCmd(o *clientOpts) *cobra.Command {
 	var (
-		token         string
-		approve, wait bool
+		token   string
+		approve bool
 	)
-	cmd := &cobra.Command{
+	cmd := newAPICmd(o, apiCmd[appliance.JobResponse]{
 		Use:   "delete PROJECT_ID",
 		Short: "Delete a project, its instance, its data and its backups",
 		Long: `Delete a project: its PostgreSQL instance, its data and its backups, in a project.delete job.
@@ -181,71 +158,61 @@ A production project needs a single-use approval token: pass one minted earlier 
 		Example: `  appliance projects delete prj_... --wait
   appliance projects delete prj_... --approve --wait`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			id := args[0]
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			if approve {
-				var ap appliance.ApprovalResponse
-				if err := cl.do(c.Context(), http.MethodPost, projectPath(id)+"/approvals",
-					&appliance.ApprovalRequest{Action: appliance.ActionProjectDelete}, &ap); err != nil {
-					return err
-				}
-				if ap.Approval.Token == "" {
-					return fmt.Errorf("POST %s/approvals: unexpected response: no token", projectPath(id))
-				}
-				token = ap.Approval.Token
-				fmt.Fprintf(c.ErrOrStderr(), "Minted approval %s for %s on project %s.\n", ap.Approval.ID, ap.Approval.Action, id)
-			}
-			path := projectPath(id)
-			if token != "" {
-				path += "?approval_token=" + url.QueryEscape(token)
-			}
-			var res appliance.JobResponse
-			if err := cl.do(c.Context(), http.MethodDelete, path, nil, &res); err != nil {
-				if token == "" && apiStatus(err) == http.StatusForbidden && strings.Contains(err.Error(), "approval token") {
-					return fmt.Errorf("%w (pass --approve to mint one and delete)", err)
-				}
-				return err
-			}
-			if res.Job == nil {
-				return fmt.Errorf("DELETE %s: unexpected response: no job", projectPath(id))
-			}
-			return projectJobStarted(c, cl, "Deleting project "+id, res.Job, wait, id)
+		Flags: func(f *pflag.FlagSet) {
+			f.StringVar(&token, "approval-token", "", "single-use approval token for project.delete (production projects)")
+			f.BoolVar(&approve, "approve", false, "mint a project.delete approval token and use it (production projects)")
 		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&token, "approval-token", "", "single-use approval token for project.delete (production projects)")
-	f.BoolVar(&approve, "approve", false, "mint a project.delete approval token and use it (production projects)")
-	f.BoolVar(&wait, "wait", false, "wait until the project is deleted (or the deletion failed)")
+		Prepare: func(x *call) error {
+			if !approve {
+				return nil
+			}
+			id := x.args[0]
+			var ap appliance.ApprovalResponse
+			if err := x.cl.do(x.c.Context(), http.MethodPost, projectPath(id)+"/approvals",
+				&appliance.ApprovalRequest{Action: appliance.ActionProjectDelete}, &ap); err != nil {
+				return err
+			}
+			if ap.Approval.Token == "" {
+				return fmt.Errorf("POST %s/approvals: unexpected response: no token", projectPath(id))
+			}
+			token = ap.Approval.Token
+			fmt.Fprintf(x.c.ErrOrStderr(), "Minted approval %s for %s on project %s.\n", ap.Approval.ID, ap.Approval.Action, id)
+			return nil
+		},
+		Method: http.MethodDelete,
+		Path: func(x *call) string {
+			if token != "" {
+				return projectPath(x.args[0]) + "?approval_token=" + url.QueryEscape(token)
+			}
+			return projectPath(x.args[0])
+		},
+		Failed: func(_ *call, err error) error {
+			if token == "" && apiStatus(err) == http.StatusForbidden && strings.Contains(err.Error(), "approval token") {
+				return fmt.Errorf("%w (pass --approve to mint one and delete)", err)
+			}
+			return err
+		},
+		Job:     func(r *appliance.JobResponse) *appliance.Job { return r.Job },
+		Started: func(x *call, _ *appliance.JobResponse) string { return "Deleting project " + x.args[0] },
+		Wait:    "wait until the project is deleted (or the deletion failed)",
+		Print:   printProjectStateAfter[appliance.JobResponse],
+	})
 	cmd.MarkFlagsMutuallyExclusive("approve", "approval-token")
 	return cmd
 }
 
 func newProjectsConnectionsCmd(o *clientOpts) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:     "connections PROJECT_ID",
-		Aliases: []string{"conn", "urls"},
-		Short:   "Print a project's connection URLs (they hold the current password)",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			path := projectPath(args[0]) + "/connections"
-			var res appliance.ConnectionsResponse
-			if done, err := o.show(c, path, asJSON, &res); done || err != nil {
-				return err
-			}
-			out := c.OutOrStdout()
-			fmt.Fprintf(out, "%-12s%s\n", "Direct:", res.Connections.DirectURL)
-			fmt.Fprintf(out, "%-12s%s\n", "Pooled:", res.Connections.PooledURL)
-			fmt.Fprintf(out, "%-12s%s\n", "Username:", res.Connections.Username)
+	return newAPICmd(o, apiCmd[appliance.ConnectionsResponse]{
+		Use: "connections PROJECT_ID", Aliases: []string{"conn", "urls"}, Args: cobra.ExactArgs(1), JSON: true,
+		Short: "Print a project's connection URLs (they hold the current password)",
+		Path:  func(x *call) string { return projectPath(x.args[0]) + "/connections" },
+		Print: func(x *call, r *appliance.ConnectionsResponse) error {
+			x.printf("%-12s%s\n", "Direct:", r.Connections.DirectURL)
+			x.printf("%-12s%s\n", "Pooled:", r.Connections.PooledURL)
+			x.printf("%-12s%s\n", "Username:", r.Connections.Username)
 			return nil
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+	})
 }
 
 // ---- output helpers shared by the client commands ---------------------------------------------------

@@ -1,0 +1,199 @@
+package cmd
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/theappliance/appliance/appliance"
+)
+
+// Most client commands are one API call: resolve the credential, send a request built from the arguments
+// and flags, check and decode the answer (Res), then print it as a table, as the API's JSON (--json), or
+// follow the job it started (--wait). apiCmd describes such a command; newAPICmd builds it, so that every
+// command checks its answer the same way.
+type apiCmd[Res any] struct {
+	Use, Short, Long, Example string
+	Aliases                   []string
+	Args                      cobra.PositionalArgs // default cobra.NoArgs
+	Flags                     func(*pflag.FlagSet) // binds the command's own flags
+	// Validate checks the arguments and flags before anything is sent.
+	Validate func(x *call) error
+	// Prepare runs once the client is known, before the request (e.g. to look up the organization).
+	Prepare func(x *call) error
+	// Org adds --org: the command acts in that organization (x.org), by default the credential's.
+	Org    bool
+	Method string               // default GET
+	Path   func(x *call) string // the request's path (with its query)
+	Body   func(x *call) any    // the request's body; nil: none
+	// NoAnswer: the answer's body is not read (Res is then struct{}).
+	NoAnswer bool
+	// JSON adds --json: print the API's answer as it came instead of the table or Print.
+	JSON bool
+	// Need names what a well-formed answer must hold and does not ("" when all is there): the answer is
+	// then an "unexpected response" error, never a nil dereference.
+	Need func(res *Res) string
+	// Job is the job the answer started (a nil job is an unexpected response). The command prints it
+	// (Started says what it does) and, with --wait (its help is Wait), follows it to its end.
+	Job     func(res *Res) *appliance.Job
+	Started func(x *call, res *Res) string
+	Wait    string
+	// Columns and Rows print the answer as a table.
+	Columns []string
+	Rows    func(res *Res) [][]string
+	// Print prints the answer (after the table, if any; after the job ended, with --wait).
+	Print func(x *call, res *Res) error
+	// Failed may turn the API's error into a more helpful one.
+	Failed func(x *call, err error) error
+}
+
+// call is one run of an apiCmd.
+type call struct {
+	c    *cobra.Command
+	cl   *apiClient
+	args []string
+	org  string         // with Org, the organization
+	wait bool           // --wait was given
+	job  *appliance.Job // with --wait, the job as it ended
+}
+
+func (x *call) out() io.Writer { return x.c.OutOrStdout() }
+
+func (x *call) printf(format string, a ...any) { fmt.Fprintf(x.c.OutOrStdout(), format, a...) }
+
+// newAPICmd builds the cobra command s describes.
+func newAPICmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
+	var (
+		asJSON, wait bool
+		org          string
+	)
+	cmd := &cobra.Command{Use: s.Use, Aliases: s.Aliases, Short: s.Short, Long: s.Long, Example: s.Example, Args: s.Args}
+	if cmd.Args == nil {
+		cmd.Args = cobra.NoArgs
+	}
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		x := &call{c: c, args: args, wait: wait}
+		if s.Validate != nil {
+			if err := s.Validate(x); err != nil {
+				return err
+			}
+		}
+		var err error
+		if x.cl, err = o.authed(); err != nil {
+			return err
+		}
+		if s.Org {
+			if x.org, err = orgFor(c.Context(), x.cl, org); err != nil {
+				return err
+			}
+		}
+		if s.Prepare != nil {
+			if err := s.Prepare(x); err != nil {
+				return err
+			}
+		}
+		method := s.Method
+		if method == "" {
+			method = http.MethodGet
+		}
+		path := s.Path(x)
+		var body any
+		if s.Body != nil {
+			body = s.Body(x)
+		}
+		raw, err := x.cl.doRaw(c.Context(), method, path, body)
+		if err != nil {
+			if s.Failed != nil {
+				return s.Failed(x, err)
+			}
+			return err
+		}
+		if asJSON {
+			return printJSON(c.OutOrStdout(), raw)
+		}
+		res := new(Res)
+		if !s.NoAnswer {
+			if err := decode(method, path, raw, res); err != nil {
+				return err
+			}
+		}
+		if s.Need != nil {
+			if missing := s.Need(res); missing != "" {
+				return fmt.Errorf("%s %s: unexpected response: no %s", method, redactPath(path), missing)
+			}
+		}
+		if s.Job != nil {
+			j := s.Job(res)
+			if j == nil {
+				return fmt.Errorf("%s %s: unexpected response: no job", method, redactPath(path))
+			}
+			jobStarted(c, s.Started(x, res), j, wait)
+			if !wait {
+				return nil
+			}
+			if x.job, err = waitJob(c, x.cl, j); err != nil {
+				return err
+			}
+		}
+		if s.Columns != nil {
+			if err := writeTable(c.OutOrStdout(), s.Columns, s.Rows(res)); err != nil {
+				return err
+			}
+		}
+		if s.Print != nil {
+			return s.Print(x, res)
+		}
+		return nil
+	}
+	if s.Flags != nil {
+		s.Flags(cmd.Flags())
+	}
+	if s.Org {
+		orgFlag(cmd, &org)
+	}
+	if s.JSON {
+		cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
+	}
+	if s.Wait != "" {
+		cmd.Flags().BoolVar(&wait, "wait", false, s.Wait)
+	}
+	return cmd
+}
+
+// writeTable prints rows under a header as aligned columns.
+func writeTable(w io.Writer, columns []string, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(columns, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+// rowsOf maps each item to its table row.
+func rowsOf[T any](items []T, row func(T) []string) [][]string {
+	rows := make([][]string, 0, len(items))
+	for _, it := range items {
+		rows = append(rows, row(it))
+	}
+	return rows
+}
+
+// missing is what for Need when absent holds, else "".
+func missing(absent bool, what string) string {
+	if absent {
+		return what
+	}
+	return ""
+}
+
+// printProjectStateAfter is the Print of a command whose job changes a project (its first argument): the
+// project's state once the job has ended.
+func printProjectStateAfter[Res any](x *call, _ *Res) error {
+	return printProjectState(x.c, x.cl, x.args[0])
+}
