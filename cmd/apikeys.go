@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/theappliance/appliance/appliance"
 )
@@ -45,37 +45,15 @@ func orgFlag(cmd *cobra.Command, org *string) {
 	cmd.Flags().StringVar(org, "org", "", "organization ID (default: the credential's organization)")
 }
 
-// orgClient is the authenticated client and the organization a command acts in (--org or the credential's).
-func orgClient(c *cobra.Command, o *clientOpts, org string) (*apiClient, string, error) {
-	cl, err := o.authed()
-	if err != nil {
-		return nil, "", err
-	}
-	orgID, err := orgFor(c.Context(), cl, org)
-	return cl, orgID, err
-}
-
 func keysPath(org string) string { return "/v1/organizations/" + seg(org) + "/api-keys" }
 
 func newAPIKeysListCmd(o *clientOpts) *cobra.Command {
-	var org string
-	cmd := &cobra.Command{
-		Use:     "list",
-		Aliases: []string{"ls"},
-		Short:   "List the organization's API keys (never their secrets)",
-		Args:    cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			cl, orgID, err := orgClient(c, o, org)
-			if err != nil {
-				return err
-			}
-			var list appliance.APIKeyList
-			if err := cl.do(c.Context(), http.MethodGet, keysPath(orgID), nil, &list); err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tSCOPES\tPROJECT\tACTIVE\tLAST USED\tEXPIRES")
-			for _, k := range list.APIKeys {
+	return newAPICmd(o, apiCmd[appliance.APIKeyList]{
+		Use: "list", Aliases: []string{"ls"}, Short: "List the organization's API keys (never their secrets)", Org: true,
+		Path:    func(x *call) string { return keysPath(x.org) },
+		Columns: []string{"ID", "NAME", "PREFIX", "SCOPES", "PROJECT", "ACTIVE", "LAST USED", "EXPIRES"},
+		Rows: func(l *appliance.APIKeyList) [][]string {
+			return rowsOf(l.APIKeys, func(k apiKey) []string {
 				active := "yes"
 				switch {
 				case k.RevokedAt != nil:
@@ -83,14 +61,11 @@ func newAPIKeysListCmd(o *clientOpts) *cobra.Command {
 				case !k.IsActive:
 					active = "expired"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.KeyPrefix, scopeList(k.Scopes),
-					firstNonEmpty(k.ProjectID, "-"), active, timeOr(k.LastUsedAt, "never"), timeOr(k.ExpiresAt, "never"))
-			}
-			return tw.Flush()
+				return []string{k.ID, k.Name, k.KeyPrefix, scopeList(k.Scopes), firstNonEmpty(k.ProjectID, "-"), active,
+					timeOr(k.LastUsedAt, "never"), timeOr(k.ExpiresAt, "never")}
+			})
 		},
-	}
-	orgFlag(cmd, &org)
-	return cmd
+	})
 }
 
 // scopeList joins scopes with commas, or says "all" for a key holding every scope.
@@ -114,23 +89,32 @@ func timeOr(t *time.Time, def string) string {
 
 func newAPIKeysCreateCmd(o *clientOpts) *cobra.Command {
 	var (
-		org, name, project string
-		scopes             []string
-		days               int64
+		name, project string
+		scopes, ss    []string
+		days          int64
 	)
-	cmd := &cobra.Command{
+	type created struct {
+		APIKey          apiKey `json:"api_key"`
+		PlaintextAPIKey string `json:"plaintext_api_key"`
+	}
+	return newAPICmd(o, apiCmd[created]{
 		Use:   "create",
 		Short: "Create an API key; its secret is printed once",
 		Long: `Create an API key. The secret is printed once, alone on standard output (the details and a warning
 go to standard error), so that KEY=$(appliance api-keys create ...) works. It cannot be shown again.`,
 		Example: `  appliance api-keys create --name ci --scope projects:read --scope jobs:read
   appliance api-keys create --name deploy --scope projects:read,projects:write --project prj_... --expires-in-days 30`,
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
+		Flags: func(f *pflag.FlagSet) {
+			f.StringVar(&name, "name", "", "display name of the key (required)")
+			f.StringSliceVar(&scopes, "scope", nil, "scope to grant; repeat or separate with commas (required), e.g. projects:read,jobs:read")
+			f.StringVar(&project, "project", "", "restrict the key to this project ID")
+			f.Int64Var(&days, "expires-in-days", 0, "days until the key expires (default: never)")
+		},
+		Validate: func(*call) error {
 			if strings.TrimSpace(name) == "" {
 				return errors.New("--name is required")
 			}
-			var ss []string
+			ss = nil
 			for _, s := range scopes {
 				if s = strings.TrimSpace(s); s != "" {
 					ss = append(ss, s)
@@ -142,10 +126,11 @@ go to standard error), so that KEY=$(appliance api-keys create ...) works. It ca
 			if days < 0 {
 				return errors.New("--expires-in-days must be positive (or 0 for no expiry)")
 			}
-			cl, orgID, err := orgClient(c, o, org)
-			if err != nil {
-				return err
-			}
+			return nil
+		},
+		Org: true, Method: http.MethodPost,
+		Path: func(x *call) string { return keysPath(x.org) },
+		Body: func(*call) any {
 			body := map[string]any{"name": name, "scopes": ss}
 			if project != "" {
 				body["project_id"] = project
@@ -153,56 +138,33 @@ go to standard error), so that KEY=$(appliance api-keys create ...) works. It ca
 			if days > 0 {
 				body["expires_in_days"] = days
 			}
-			var created struct {
-				APIKey          apiKey `json:"api_key"`
-				PlaintextAPIKey string `json:"plaintext_api_key"`
-			}
-			if err := cl.do(c.Context(), http.MethodPost, keysPath(orgID), body, &created); err != nil {
-				return err
-			}
-			k, errw := created.APIKey, c.ErrOrStderr()
+			return body
+		},
+		Print: func(x *call, r *created) error {
+			k, errw := r.APIKey, x.c.ErrOrStderr()
 			fmt.Fprintf(errw, "Created API key %s (%s) in organization %s\n  scopes:  %s\n", k.ID, k.Name, k.OrganizationID, strings.Join(k.Scopes, ", "))
 			if k.ProjectID != "" {
 				fmt.Fprintf(errw, "  project: %s\n", k.ProjectID)
 			}
 			fmt.Fprintf(errw, "  expires: %s\n", timeOr(k.ExpiresAt, "never"))
 			fmt.Fprintln(errw, "Warning: this is the only time the key is shown. Store it now in a secret manager; it cannot be retrieved again.")
-			fmt.Fprintln(c.OutOrStdout(), created.PlaintextAPIKey)
+			fmt.Fprintln(x.out(), r.PlaintextAPIKey)
 			return nil
 		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&name, "name", "", "display name of the key (required)")
-	f.StringSliceVar(&scopes, "scope", nil, "scope to grant; repeat or separate with commas (required), e.g. projects:read,jobs:read")
-	f.StringVar(&project, "project", "", "restrict the key to this project ID")
-	f.Int64Var(&days, "expires-in-days", 0, "days until the key expires (default: never)")
-	orgFlag(cmd, &org)
-	return cmd
+	})
 }
 
 func newAPIKeysRevokeCmd(o *clientOpts) *cobra.Command {
-	var org string
-	cmd := &cobra.Command{
-		Use:   "revoke KEY_ID",
-		Short: "Revoke an API key at once",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, orgID, err := orgClient(c, o, org)
-			if err != nil {
-				return err
-			}
-			var res appliance.Revoked
-			if err := cl.do(c.Context(), http.MethodDelete, keysPath(orgID)+"/"+seg(args[0]), nil, &res); err != nil {
-				return err
-			}
-			if res.Revoked {
-				fmt.Fprintf(c.OutOrStdout(), "Revoked API key %s.\n", args[0])
+	return newAPICmd(o, apiCmd[appliance.Revoked]{
+		Use: "revoke KEY_ID", Short: "Revoke an API key at once", Args: cobra.ExactArgs(1), Org: true, Method: http.MethodDelete,
+		Path: func(x *call) string { return keysPath(x.org) + "/" + seg(x.args[0]) },
+		Print: func(x *call, r *appliance.Revoked) error {
+			if r.Revoked {
+				x.printf("Revoked API key %s.\n", x.args[0])
 			} else {
-				fmt.Fprintf(c.OutOrStdout(), "API key %s was already revoked.\n", args[0])
+				x.printf("API key %s was already revoked.\n", x.args[0])
 			}
 			return nil
 		},
-	}
-	orgFlag(cmd, &org)
-	return cmd
+	})
 }

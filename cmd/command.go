@@ -26,6 +26,10 @@ type apiCmd[Res any] struct {
 	Validate func(x *call) error
 	// Prepare runs once the client is known, before the request (e.g. to look up the organization).
 	Prepare func(x *call) error
+	// Anonymous: the command needs no credential (no login), only the API's URL. Client, when set, makes
+	// the client instead (e.g. by signing in).
+	Anonymous bool
+	Client    func(x *call) (*apiClient, error)
 	// Org adds --org: the command acts in that organization (x.org), by default the credential's.
 	Org    bool
 	Method string               // default GET
@@ -60,7 +64,11 @@ type call struct {
 	org  string         // with Org, the organization
 	wait bool           // --wait was given
 	job  *appliance.Job // with --wait, the job as it ended
+	done []func()       // run when the command ends
 }
+
+// onDone has f run when the command ends (e.g. to close a file Validate opened).
+func (x *call) onDone(f func()) { x.done = append(x.done, f) }
 
 func (x *call) out() io.Writer { return x.c.OutOrStdout() }
 
@@ -78,13 +86,26 @@ func newAPICmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 	}
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		x := &call{c: c, args: args, wait: wait}
+		defer func() {
+			for _, f := range x.done {
+				f()
+			}
+		}()
 		if s.Validate != nil {
 			if err := s.Validate(x); err != nil {
 				return err
 			}
 		}
 		var err error
-		if x.cl, err = o.authed(); err != nil {
+		switch {
+		case s.Client != nil:
+			x.cl, err = s.Client(x)
+		case s.Anonymous:
+			x.cl, err = o.anonymousClient()
+		default:
+			x.cl, err = o.authed()
+		}
+		if err != nil {
 			return err
 		}
 		if s.Org {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/theappliance/appliance/appliance"
 )
@@ -40,147 +41,127 @@ func (o *clientOpts) anonymousClient() (*apiClient, error) {
 	return cn.anonymous()
 }
 
+// needEphemeral is the Need of an answer holding an ephemeral database.
+func needEphemeral(db *appliance.EphemeralDatabase) string {
+	return missing(db == nil, "ephemeral database")
+}
+
 func newEphemeralCreateCmd(o *clientOpts) *cobra.Command {
 	var name string
 	var noWait bool
-	cmd := &cobra.Command{
+	return newAPICmd(o, apiCmd[appliance.EphemeralCreated]{
 		Use:   "create",
 		Short: "Make a throwaway database and print its connection string (no login needed)",
 		Example: `  psql "$(appliance ephemeral create --api https://127.0.0.1:7443 --ca-cert ca.crt)"
   appliance ephemeral claim <project id> --token eph_...   # keep it: move it into your organization`,
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := o.anonymousClient()
-			if err != nil {
-				return err
-			}
-			var res appliance.EphemeralCreated
-			if err := cl.do(c.Context(), http.MethodPost, "/v1/ephemeral-databases", appliance.CreateEphemeralRequest{Name: name}, &res); err != nil {
-				return err
-			}
-			db := res.EphemeralDatabase
-			w := c.ErrOrStderr()
+		Flags: func(f *pflag.FlagSet) {
+			f.StringVar(&name, "name", "", "its name (default: generated)")
+			f.BoolVar(&noWait, "no-wait", false, "print the project id at once instead of waiting for the connection string")
+		},
+		Anonymous: true, Method: http.MethodPost,
+		Path: func(*call) string { return "/v1/ephemeral-databases" },
+		Body: func(*call) any { return appliance.CreateEphemeralRequest{Name: name} },
+		Need: func(r *appliance.EphemeralCreated) string { return needEphemeral(r.EphemeralDatabase) },
+		Print: func(x *call, res *appliance.EphemeralCreated) error {
+			db, w := res.EphemeralDatabase, x.c.ErrOrStderr()
 			fmt.Fprintf(w, "Ephemeral database %s (%s), destroyed at %s unless claimed.\n", db.ProjectID, db.Name, db.ExpiresAt.Format(time.RFC3339))
 			fmt.Fprintf(w, "Claim token (shown once): %s\n", res.ClaimToken)
 			fmt.Fprintf(w, "Keep it: appliance ephemeral claim %s --token <claim token>, or open %s\n", db.ProjectID, strings.SplitN(res.ClaimURL, "#", 2)[0])
 			if noWait {
-				fmt.Fprintln(c.OutOrStdout(), db.ProjectID)
+				fmt.Fprintln(x.out(), db.ProjectID)
 				return nil
 			}
 			// Until it is active: a spare cluster makes that a fraction of a second, initdb a few seconds.
-			get := cl.withHeader("X-Service-Claim-Token", res.ClaimToken)
+			get := x.cl.withHeader("X-Service-Claim-Token", res.ClaimToken)
 			deadline := time.Now().Add(2 * time.Minute)
 			for {
 				var cur appliance.EphemeralResponse
-				if err := get.do(c.Context(), http.MethodGet, ephemeralPath(db.ProjectID), nil, &cur); err != nil {
+				if err := get.do(x.c.Context(), http.MethodGet, ephemeralPath(db.ProjectID), nil, &cur); err != nil {
 					return err
 				}
 				switch {
 				case cur.Connections != nil:
-					fmt.Fprintln(c.OutOrStdout(), cur.Connections.DirectURL)
+					fmt.Fprintln(x.out(), cur.Connections.DirectURL)
 					return nil
+				case cur.EphemeralDatabase == nil:
+					return fmt.Errorf("GET %s: unexpected response: no ephemeral database", ephemeralPath(db.ProjectID))
 				case cur.EphemeralDatabase.State == appliance.ProjectFailed:
 					return fmt.Errorf("ephemeral database %s failed to provision", db.ProjectID)
 				case time.Now().After(deadline):
 					return fmt.Errorf("ephemeral database %s is still %s after 2 minutes", db.ProjectID, cur.EphemeralDatabase.State)
 				}
-				if err := sleepCtx(c.Context(), 50*time.Millisecond); err != nil {
+				if err := sleepCtx(x.c.Context(), 50*time.Millisecond); err != nil {
 					return err
 				}
 			}
 		},
+	})
+}
+
+// claimTokenCmd is the description of a command that sends an ephemeral database's claim token
+// (--token or APPLIANCE_CLAIM_TOKEN); with header it goes in X-Service-Claim-Token, with an anonymous
+// client. token is where the command finds it.
+func claimTokenCmd[Res any](s apiCmd[Res], token *string, header bool) apiCmd[Res] {
+	var flag string
+	s.Flags = func(f *pflag.FlagSet) { f.StringVar(&flag, "token", "", "the claim token (APPLIANCE_CLAIM_TOKEN)") }
+	s.Validate = func(*call) (err error) {
+		*token, err = claimToken(flag)
+		return err
 	}
-	cmd.Flags().StringVar(&name, "name", "", "its name (default: generated)")
-	cmd.Flags().BoolVar(&noWait, "no-wait", false, "print the project id at once instead of waiting for the connection string")
-	return cmd
+	if header {
+		s.Anonymous = true
+		s.Prepare = func(x *call) error {
+			x.cl = x.cl.withHeader("X-Service-Claim-Token", *token)
+			return nil
+		}
+	}
+	return s
 }
 
 func newEphemeralGetCmd(o *clientOpts) *cobra.Command {
 	var token string
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "get PROJECT_ID",
-		Short: "Show an ephemeral database and its connection string (with its claim token)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			tok, err := claimToken(token)
-			if err != nil {
-				return err
+	return newAPICmd(o, claimTokenCmd(apiCmd[appliance.EphemeralResponse]{
+		Use: "get PROJECT_ID", Short: "Show an ephemeral database and its connection string (with its claim token)",
+		Args: cobra.ExactArgs(1), JSON: true,
+		Path: func(x *call) string { return ephemeralPath(x.args[0]) },
+		Need: func(r *appliance.EphemeralResponse) string { return needEphemeral(r.EphemeralDatabase) },
+		Print: func(x *call, res *appliance.EphemeralResponse) error {
+			db := res.EphemeralDatabase
+			x.printf("%s (%s): %s, destroyed at %s unless claimed\n", db.ProjectID, db.Name, db.State, db.ExpiresAt.Format(time.RFC3339))
+			if res.Connections != nil {
+				fmt.Fprintln(x.out(), res.Connections.DirectURL)
 			}
-			cl, err := o.anonymousClient()
-			if err != nil {
-				return err
-			}
-			raw, err := cl.withHeader("X-Service-Claim-Token", tok).doRaw(c.Context(), http.MethodGet, ephemeralPath(args[0]), nil)
-			if err != nil {
-				return err
-			}
-			var res appliance.EphemeralResponse
-			return kvJSONOr(c, raw, asJSON, http.MethodGet, ephemeralPath(args[0]), &res, func() {
-				db := res.EphemeralDatabase
-				fmt.Fprintf(c.OutOrStdout(), "%s (%s): %s, destroyed at %s unless claimed\n", db.ProjectID, db.Name, db.State, db.ExpiresAt.Format(time.RFC3339))
-				if res.Connections != nil {
-					fmt.Fprintln(c.OutOrStdout(), res.Connections.DirectURL)
-				}
-			})
+			return nil
 		},
-	}
-	cmd.Flags().StringVar(&token, "token", "", "the claim token (APPLIANCE_CLAIM_TOKEN)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+	}, &token, true))
 }
 
 func newEphemeralDeleteCmd(o *clientOpts) *cobra.Command {
 	var token string
-	cmd := &cobra.Command{
-		Use:   "delete PROJECT_ID",
-		Short: "Destroy an ephemeral database now (with its claim token)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			tok, err := claimToken(token)
-			if err != nil {
-				return err
-			}
-			cl, err := o.anonymousClient()
-			if err != nil {
-				return err
-			}
-			var res appliance.JobResponse
-			if err := cl.withHeader("X-Service-Claim-Token", tok).do(c.Context(), http.MethodDelete, ephemeralPath(args[0]), nil, &res); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.OutOrStdout(), "Destroying ephemeral database %s: job %s.\n", args[0], res.Job.ID)
+	return newAPICmd(o, claimTokenCmd(apiCmd[appliance.JobResponse]{
+		Use: "delete PROJECT_ID", Short: "Destroy an ephemeral database now (with its claim token)", Args: cobra.ExactArgs(1),
+		Method: http.MethodDelete,
+		Path:   func(x *call) string { return ephemeralPath(x.args[0]) },
+		Need:   func(r *appliance.JobResponse) string { return missing(r.Job == nil, "job") },
+		Print: func(x *call, r *appliance.JobResponse) error {
+			x.printf("Destroying ephemeral database %s: job %s.\n", x.args[0], r.Job.ID)
 			return nil
 		},
-	}
-	cmd.Flags().StringVar(&token, "token", "", "the claim token (APPLIANCE_CLAIM_TOKEN)")
-	return cmd
+	}, &token, true))
 }
 
 func newEphemeralClaimCmd(o *clientOpts) *cobra.Command {
 	var token string
-	cmd := &cobra.Command{
+	return newAPICmd(o, claimTokenCmd(apiCmd[appliance.ClaimResponse]{
 		Use:   "claim PROJECT_ID",
 		Short: "Move an ephemeral database into your organization as a normal project (its data and URLs stay)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			tok, err := claimToken(token)
-			if err != nil {
-				return err
-			}
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			var res appliance.ClaimResponse
-			if err := cl.do(c.Context(), http.MethodPost, ephemeralPath(args[0])+"/claim", appliance.ClaimRequest{ClaimToken: tok}, &res); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.OutOrStdout(), "Claimed %s (%s) into organization %s: it is a project now and is kept until deleted.\n",
-				res.Project.ID, res.Project.Name, res.Project.OrganizationID)
+		Args:  cobra.ExactArgs(1), Method: http.MethodPost,
+		Path: func(x *call) string { return ephemeralPath(x.args[0]) + "/claim" },
+		Body: func(*call) any { return appliance.ClaimRequest{ClaimToken: token} },
+		Print: func(x *call, r *appliance.ClaimResponse) error {
+			x.printf("Claimed %s (%s) into organization %s: it is a project now and is kept until deleted.\n",
+				r.Project.ID, r.Project.Name, r.Project.OrganizationID)
 			return nil
 		},
-	}
-	cmd.Flags().StringVar(&token, "token", "", "the claim token (APPLIANCE_CLAIM_TOKEN)")
-	return cmd
+	}, &token, false))
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/theappliance/appliance/appliance"
 )
@@ -36,96 +37,58 @@ func newExportsCmd(o *clientOpts) *cobra.Command {
 }
 
 func newExportsListCmd(o *clientOpts) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:     "list PROJECT_ID",
-		Aliases: []string{"ls"},
-		Short:   "List a project's exports, newest first",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			var list appliance.ExportList
-			if done, err := o.show(c, projectPath(args[0])+"/exports", asJSON, &list); done || err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATE\tSIZE\tCREATED\tEXPIRES")
-			for _, e := range list.Exports {
+	return newAPICmd(o, apiCmd[appliance.ExportList]{
+		Use: "list PROJECT_ID", Aliases: []string{"ls"}, Short: "List a project's exports, newest first", Args: cobra.ExactArgs(1), JSON: true,
+		Path:    func(x *call) string { return projectPath(x.args[0]) + "/exports" },
+		Columns: []string{"ID", "STATE", "SIZE", "CREATED", "EXPIRES"},
+		Rows: func(l *appliance.ExportList) [][]string {
+			return rowsOf(l.Exports, func(e *appliance.Export) []string {
 				expires := "-"
 				if e.ExpiresAt != nil {
 					expires = e.ExpiresAt.UTC().Format(time.RFC3339)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ID, e.State, humanBytes(e.SizeBytes), e.CreatedAt.UTC().Format(time.RFC3339), expires)
-			}
-			return tw.Flush()
+				return []string{e.ID, e.State, humanBytes(e.SizeBytes), e.CreatedAt.UTC().Format(time.RFC3339), expires}
+			})
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+	})
 }
 
 func newExportsCreateCmd(o *clientOpts) *cobra.Command {
-	var wait bool
-	cmd := &cobra.Command{
+	return newAPICmd(o, apiCmd[appliance.ExportJobResponse]{
 		Use:     "create PROJECT_ID",
 		Short:   "Dump the project's database in a job (kept 7 days)",
 		Example: `  appliance exports create prj_... --wait && appliance exports download prj_... <export id> -o shop.dump`,
-		Args:    cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			var res appliance.ExportJobResponse
-			if err := cl.do(c.Context(), http.MethodPost, projectPath(args[0])+"/exports", nil, &res); err != nil {
-				return err
-			}
-			if res.Job == nil {
-				return fmt.Errorf("POST %s/exports: unexpected response: no job", projectPath(args[0]))
-			}
-			jobStarted(c, "Exporting project "+args[0]+" as "+res.ExportID, res.Job, wait)
-			if !wait {
-				return nil
-			}
-			_, err = waitJob(c, cl, res.Job)
-			return err
+		Args:    cobra.ExactArgs(1), Method: http.MethodPost,
+		Path: func(x *call) string { return projectPath(x.args[0]) + "/exports" },
+		Job:  func(r *appliance.ExportJobResponse) *appliance.Job { return r.Job },
+		Started: func(x *call, r *appliance.ExportJobResponse) string {
+			return "Exporting project " + x.args[0] + " as " + r.ExportID
 		},
-	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the dump is written (or failed)")
-	return cmd
+		Wait: "wait until the dump is written (or failed)",
+	})
 }
 
 func newExportsDownloadCmd(o *clientOpts) *cobra.Command {
 	var output string
-	cmd := &cobra.Command{
-		Use:   "download PROJECT_ID EXPORT_ID",
-		Short: "Download a completed export's dump through a signed URL",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			var res appliance.DownloadResponse
-			path := projectPath(args[0]) + "/exports/" + seg(args[1]) + "/download"
-			if err := cl.do(c.Context(), http.MethodGet, path, nil, &res); err != nil {
-				return err
-			}
-			if res.Download == nil {
-				return fmt.Errorf("GET %s: unexpected response: no download", path)
-			}
+	return newAPICmd(o, apiCmd[appliance.DownloadResponse]{
+		Use: "download PROJECT_ID EXPORT_ID", Short: "Download a completed export's dump through a signed URL", Args: cobra.ExactArgs(2),
+		Flags: func(f *pflag.FlagSet) {
+			f.StringVarP(&output, "output", "o", "", "file to write (default <export id>.dump; - for standard output is not supported)")
+		},
+		Path: func(x *call) string { return projectPath(x.args[0]) + "/exports/" + seg(x.args[1]) + "/download" },
+		Need: func(r *appliance.DownloadResponse) string { return missing(r.Download == nil, "download") },
+		Print: func(x *call, r *appliance.DownloadResponse) error {
 			if output == "" {
-				output = args[1] + ".dump"
+				output = x.args[1] + ".dump"
 			}
-			n, err := cl.download(c.Context(), res.Download.DownloadURL, output)
+			n, err := x.cl.download(x.c.Context(), r.Download.DownloadURL, output)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.OutOrStdout(), "Wrote %s (%s): restore it with pg_restore, or import it with `appliance imports upload`.\n", output, humanBytes(n))
+			x.printf("Wrote %s (%s): restore it with pg_restore, or import it with `appliance imports upload`.\n", output, humanBytes(n))
 			return nil
 		},
-	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "file to write (default <export id>.dump; - for standard output is not supported)")
-	return cmd
+	})
 }
 
 func newImportsCmd(o *clientOpts) *cobra.Command {
@@ -153,9 +116,9 @@ The source URL comes from --source or, better (a command line is visible to othe
 func importsPath(projectID string) string { return projectPath(projectID) + "/imports" }
 
 // sourceFlag registers --source and returns the function that resolves it (flag, then environment).
-func sourceFlag(cmd *cobra.Command) func() (string, error) {
+func sourceFlag(f *pflag.FlagSet) func() (string, error) {
 	var source string
-	cmd.Flags().StringVar(&source, "source", "", "source database URL (default $"+sourceURLEnv+")")
+	f.StringVar(&source, "source", "", "source database URL (default $"+sourceURLEnv+")")
 	return func() (string, error) {
 		if v := firstNonEmpty(source, os.Getenv(sourceURLEnv)); v != "" {
 			return v, nil
@@ -171,7 +134,7 @@ func newImportsPreflightCmd(o *clientOpts) *cobra.Command {
 		Short: "Connect to a source and report what importing or following it would meet (exit 1 when a check fails)",
 		Args:  cobra.ExactArgs(1),
 	}
-	source := sourceFlag(cmd)
+	source := sourceFlag(cmd.Flags())
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		src, err := source()
 		if err != nil {
@@ -254,50 +217,51 @@ func requireConfirm(confirm bool, what string) error {
 	return nil
 }
 
-// postJob POSTs body to path and reports the job it started (following it with wait).
-func postJob(c *cobra.Command, o *clientOpts, path string, body any, what string, wait bool) (*apiClient, *appliance.Job, error) {
-	cl, err := o.authed()
-	if err != nil {
-		return nil, nil, err
+// importJobCmd is a POST to one of a project's import paths (suffix) that starts a job; confirm: the
+// command needs --confirm (its help confirmHelp), or it is refused with warning before any request.
+func importJobCmd(o *clientOpts, s apiCmd[appliance.JobResponse], suffix, what, confirmHelp, warning string, flags func(*pflag.FlagSet)) *cobra.Command {
+	var confirm bool
+	s.Args, s.Method = cobra.ExactArgs(1), http.MethodPost
+	s.Flags = func(f *pflag.FlagSet) {
+		if confirmHelp != "" {
+			f.BoolVar(&confirm, "confirm", false, confirmHelp)
+		}
+		if flags != nil {
+			flags(f)
+		}
 	}
-	var res appliance.JobResponse
-	if err := cl.do(c.Context(), http.MethodPost, path, body, &res); err != nil {
-		return nil, nil, err
+	validate := s.Validate
+	s.Validate = func(x *call) error {
+		if confirmHelp != "" {
+			if err := requireConfirm(confirm, warning); err != nil {
+				return err
+			}
+		}
+		if validate != nil {
+			return validate(x)
+		}
+		return nil
 	}
-	if res.Job == nil {
-		return nil, nil, fmt.Errorf("POST %s: unexpected response: no job", path)
-	}
-	jobStarted(c, what, res.Job, wait)
-	if !wait {
-		return cl, nil, nil
-	}
-	j, err := waitJob(c, cl, res.Job)
-	return cl, j, err
+	s.Path = func(x *call) string { return importsPath(x.args[0]) + suffix }
+	s.Job = func(r *appliance.JobResponse) *appliance.Job { return r.Job }
+	s.Started = func(x *call, _ *appliance.JobResponse) string { return fmt.Sprintf(what, x.args[0]) }
+	return newAPICmd(o, s)
 }
 
 func newImportsFollowCmd(o *clientOpts) *cobra.Command {
-	var confirm, wait bool
-	cmd := &cobra.Command{
+	var source func() (string, error)
+	var src string
+	return importJobCmd(o, apiCmd[appliance.JobResponse]{
 		Use:   "follow PROJECT_ID --confirm",
 		Short: "Back up the project, copy the source's schema over it and subscribe to the source's tables",
-		Args:  cobra.ExactArgs(1),
-	}
-	source := sourceFlag(cmd)
-	cmd.RunE = func(c *cobra.Command, args []string) error {
-		if err := requireConfirm(confirm, "follow copies the source's schema over the project's database"); err != nil {
+		Validate: func(*call) (err error) {
+			src, err = source()
 			return err
-		}
-		src, err := source()
-		if err != nil {
-			return err
-		}
-		_, _, err = postJob(c, o, importsPath(args[0])+"/follow", appliance.FollowRequest{SourceURL: src, Confirm: true},
-			"Following the source into project "+args[0], wait)
-		return err
-	}
-	cmd.Flags().BoolVar(&confirm, "confirm", false, "confirm that the project's database may be overwritten")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the subscription exists (the initial copy then runs on)")
-	return cmd
+		},
+		Body: func(*call) any { return appliance.FollowRequest{SourceURL: src, Confirm: true} },
+		Wait: "wait until the subscription exists (the initial copy then runs on)",
+	}, "/follow", "Following the source into project %s", "confirm that the project's database may be overwritten",
+		"follow copies the source's schema over the project's database", func(f *pflag.FlagSet) { source = sourceFlag(f) })
 }
 
 func newImportsStatusCmd(o *clientOpts) *cobra.Command {
@@ -368,115 +332,86 @@ func printFollowReport(w io.Writer, r *appliance.FollowReport) error {
 }
 
 func newImportsCutoverCmd(o *clientOpts) *cobra.Command {
-	var confirm, wait bool
-	cmd := &cobra.Command{
+	return importJobCmd(o, apiCmd[appliance.JobResponse]{
 		Use:   "cutover PROJECT_ID --confirm",
 		Short: "Wait for zero lag, copy sequence values and stop following (stop writes to the source first)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := requireConfirm(confirm, "after the cutover the project no longer follows the source"); err != nil {
-				return err
-			}
-			_, _, err := postJob(c, o, importsPath(args[0])+"/follow/cutover", appliance.FollowCutoverRequest{Confirm: true},
-				"Cutting project "+args[0]+" over", wait)
-			return err
-		},
-	}
-	cmd.Flags().BoolVar(&confirm, "confirm", false, "confirm the cutover")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the cutover is done (or failed)")
-	return cmd
+		Body:  func(*call) any { return appliance.FollowCutoverRequest{Confirm: true} },
+		Wait:  "wait until the cutover is done (or failed)",
+	}, "/follow/cutover", "Cutting project %s over", "confirm the cutover",
+		"after the cutover the project no longer follows the source", nil)
 }
 
 func newImportsAbortCmd(o *clientOpts) *cobra.Command {
-	var wait bool
-	cmd := &cobra.Command{
+	return importJobCmd(o, apiCmd[appliance.JobResponse]{
 		Use:   "abort PROJECT_ID",
 		Short: "Stop following and restore the backup taken before follow started",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, j, err := postJob(c, o, importsPath(args[0])+"/follow/abort", nil, "Aborting the follow of project "+args[0], wait)
-			if err != nil || j == nil {
-				return err
-			}
+		Wait:  "wait until the follow is gone and the project restored",
+		Print: func(x *call, _ *appliance.JobResponse) error {
 			var res struct {
 				RestoreJobID string   `json:"restore_job_id"`
 				Warnings     []string `json:"warnings"`
 			}
-			if err := json.Unmarshal(j.Result, &res); err != nil {
-				return fmt.Errorf("job %s: unexpected result: %w", j.ID, err)
+			if err := json.Unmarshal(x.job.Result, &res); err != nil {
+				return fmt.Errorf("job %s: unexpected result: %w", x.job.ID, err)
 			}
 			for _, w := range res.Warnings {
-				fmt.Fprintf(c.ErrOrStderr(), "Warning: %s\n", w)
+				fmt.Fprintf(x.c.ErrOrStderr(), "Warning: %s\n", w)
 			}
 			if res.RestoreJobID == "" {
 				return nil
 			}
-			return projectJobStarted(c, cl, "Restoring the pre-follow backup", &appliance.Job{ID: res.RestoreJobID,
-				Type: appliance.JobBackupRestore}, true, args[0])
+			return projectJobStarted(x.c, x.cl, "Restoring the pre-follow backup", &appliance.Job{ID: res.RestoreJobID,
+				Type: appliance.JobBackupRestore}, true, x.args[0])
 		},
-	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the follow is gone and the project restored")
-	return cmd
+	}, "/follow/abort", "Aborting the follow of project %s", "", "", nil)
 }
 
 func newImportsUploadCmd(o *clientOpts) *cobra.Command {
-	return &cobra.Command{
-		Use:   "upload PROJECT_ID FILE",
-		Short: "Upload a dump (pg_dump -Fc) for `imports restore` through a signed URL",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(c *cobra.Command, args []string) error {
-			f, err := os.Open(args[1])
-			if err != nil {
+	var (
+		f  *os.File
+		fi os.FileInfo
+	)
+	return newAPICmd(o, apiCmd[appliance.UploadResponse]{
+		Use: "upload PROJECT_ID FILE", Short: "Upload a dump (pg_dump -Fc) for `imports restore` through a signed URL", Args: cobra.ExactArgs(2),
+		Validate: func(x *call) (err error) {
+			if f, err = os.Open(x.args[1]); err != nil {
 				return err
 			}
-			defer f.Close()
-			fi, err := f.Stat()
-			if err != nil {
-				return err
-			}
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			var res appliance.UploadResponse
-			if err := cl.do(c.Context(), http.MethodPost, importsPath(args[0])+"/uploads", nil, &res); err != nil {
-				return err
-			}
-			if res.Upload == nil || res.Upload.UploadURL == "" {
-				return fmt.Errorf("POST %s/uploads: unexpected response: no upload URL", importsPath(args[0]))
-			}
+			x.onDone(func() { f.Close() })
+			fi, err = f.Stat()
+			return err
+		},
+		Method: http.MethodPost,
+		Path:   func(x *call) string { return importsPath(x.args[0]) + "/uploads" },
+		Need: func(r *appliance.UploadResponse) string {
+			return missing(r.Upload == nil || r.Upload.UploadURL == "", "upload URL")
+		},
+		Print: func(x *call, res *appliance.UploadResponse) error {
 			var up appliance.UploadResponse
-			if err := cl.transfer(c.Context(), http.MethodPut, res.Upload.UploadURL, f, fi.Size(), &up); err != nil {
+			if err := x.cl.transfer(x.c.Context(), http.MethodPut, res.Upload.UploadURL, f, fi.Size(), &up); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.OutOrStdout(), "Uploaded %s (%s) as %s: restore it with `appliance imports restore %s --confirm`.\n",
-				filepath.Base(args[1]), humanBytes(fi.Size()), res.Upload.ID, args[0])
+			x.printf("Uploaded %s (%s) as %s: restore it with `appliance imports restore %s --confirm`.\n",
+				filepath.Base(x.args[1]), humanBytes(fi.Size()), res.Upload.ID, x.args[0])
 			return nil
 		},
-	}
+	})
 }
 
 func newImportsRestoreCmd(o *clientOpts) *cobra.Command {
-	var (
-		req  appliance.ImportRequest
-		wait bool
-	)
-	cmd := &cobra.Command{
+	var req appliance.ImportRequest
+	return importJobCmd(o, apiCmd[appliance.JobResponse]{
 		Use:   "restore PROJECT_ID --confirm [--upload ID]",
 		Short: "Restore an uploaded dump over the project's database (one transaction: a failure changes nothing)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := requireConfirm(req.Confirm, "an import overwrites the project's database"); err != nil {
-				return err
-			}
-			_, _, err := postJob(c, o, importsPath(args[0]), &req, "Importing into project "+args[0], wait)
-			return err
+		Body: func(*call) any {
+			req.Confirm = true
+			return &req
 		},
-	}
-	cmd.Flags().BoolVar(&req.Confirm, "confirm", false, "confirm that the project's database may be overwritten")
-	cmd.Flags().StringVar(&req.UploadID, "upload", "", "the upload to restore (default: the newest uploaded one)")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the restore is done (or failed)")
-	return cmd
+		Wait: "wait until the restore is done (or failed)",
+	}, "", "Importing into project %s", "confirm that the project's database may be overwritten",
+		"an import overwrites the project's database", func(f *pflag.FlagSet) {
+			f.StringVar(&req.UploadID, "upload", "", "the upload to restore (default: the newest uploaded one)")
+		})
 }
 
 // transferClient is the API client's transport without its overall timeout: a dump may take long to move;

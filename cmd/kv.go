@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/theappliance/appliance/appliance"
 )
@@ -38,18 +39,6 @@ func printKVToken(c *cobra.Command, kv *appliance.KVStore) {
 	fmt.Fprintf(w, "  clients:    redis_url %s (with the token as the password of user default)\n",
 		strings.Replace(kv.Credentials.RedisURL, tok, "<token>", 1))
 	fmt.Fprintf(w, "  REST:       UPSTASH_REDIS_REST_URL=%s UPSTASH_REDIS_REST_TOKEN=<token>\n", kv.Credentials.RESTURL)
-}
-
-// kvJSONOr prints the API's JSON answer with asJSON, else runs human.
-func kvJSONOr(c *cobra.Command, raw []byte, asJSON bool, method, path string, out any, human func()) error {
-	if asJSON {
-		return printJSON(c.OutOrStdout(), raw)
-	}
-	if err := decode(method, path, raw, out); err != nil {
-		return err
-	}
-	human()
-	return nil
 }
 
 func newKVCreateCmd(o *clientOpts) *cobra.Command {
@@ -104,17 +93,11 @@ func newKVCreateCmd(o *clientOpts) *cobra.Command {
 }
 
 func newKVGetCmd(o *clientOpts) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "get PROJECT_ID",
-		Short: "Show the project's key-value store",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			var kv appliance.KVStore
-			if done, err := o.show(c, kvPath(args[0]), asJSON, &kv); done || err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+	return newAPICmd(o, apiCmd[appliance.KVStore]{
+		Use: "get PROJECT_ID", Short: "Show the project's key-value store", Args: cobra.ExactArgs(1), JSON: true,
+		Path: func(x *call) string { return kvPath(x.args[0]) },
+		Print: func(x *call, kv *appliance.KVStore) error {
+			tw := tabwriter.NewWriter(x.out(), 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "ID\t%s\nSTATE\t%s\n", kv.ID, kv.State)
 			if kv.LastError != "" {
 				fmt.Fprintf(tw, "LAST ERROR\t%s\n", kv.LastError)
@@ -124,95 +107,61 @@ func newKVGetCmd(o *clientOpts) *cobra.Command {
 				kv.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"))
 			return tw.Flush()
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+	})
 }
 
 func newKVCredentialsCmd(o *clientOpts) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "credentials PROJECT_ID",
+	return newAPICmd(o, apiCmd[appliance.KVCredentials]{
+		Use: "credentials PROJECT_ID", Args: cobra.ExactArgs(1), JSON: true,
 		Short: "Show how to connect (the token itself is shown only at create and rotate-token)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			var cr appliance.KVCredentials
-			if done, err := o.show(c, kvPath(args[0])+"/credentials", asJSON, &cr); done || err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+		Path:  func(x *call) string { return kvPath(x.args[0]) + "/credentials" },
+		Print: func(x *call, cr *appliance.KVCredentials) error {
+			tw := tabwriter.NewWriter(x.out(), 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "redis_host\t%s\nredis_port\t%d\nredis_url\t%s\nrest_url\t%s\ntoken\tnot shown: only its hash is kept (appliance kv rotate-token %s mints a new one)\n",
-				cr.RedisHost, cr.RedisPort, cr.RedisURL, cr.RESTURL, args[0])
+				cr.RedisHost, cr.RedisPort, cr.RedisURL, cr.RESTURL, x.args[0])
 			return tw.Flush()
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+	})
+}
+
+// confirmed is the Validate of a command that needs --confirm.
+func confirmed(confirm *bool, warning string) func(*call) error {
+	return func(*call) error { return requireConfirm(*confirm, warning) }
 }
 
 func newKVRotateCmd(o *clientOpts) *cobra.Command {
-	var confirm, asJSON bool
-	cmd := &cobra.Command{
-		Use:   "rotate-token PROJECT_ID --confirm",
+	var confirm bool
+	return newAPICmd(o, apiCmd[appliance.KVStoreResult]{
+		Use: "rotate-token PROJECT_ID --confirm", Args: cobra.ExactArgs(1), JSON: true,
 		Short: "Mint a new token (printed once); the old one and its connections are cut at once",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := requireConfirm(confirm, "the current token stops working at once and its connections are closed"); err != nil {
-				return err
-			}
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			path := kvPath(args[0]) + "/rotate-token"
-			raw, err := cl.doRaw(c.Context(), http.MethodPost, path, nil)
-			if err != nil {
-				return err
-			}
-			var res appliance.KVStoreResult
-			return kvJSONOr(c, raw, asJSON, http.MethodPost, path, &res, func() {
-				fmt.Fprintf(c.ErrOrStderr(), "Rotated the token of key-value store %s: the old one no longer works.\n", res.KVStore.ID)
-				printKVToken(c, res.KVStore)
-			})
+		Flags: func(f *pflag.FlagSet) {
+			f.BoolVar(&confirm, "confirm", false, "confirm that the current token stops working")
 		},
-	}
-	cmd.Flags().BoolVar(&confirm, "confirm", false, "confirm that the current token stops working")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+		Validate: confirmed(&confirm, "the current token stops working at once and its connections are closed"),
+		Method:   http.MethodPost,
+		Path:     func(x *call) string { return kvPath(x.args[0]) + "/rotate-token" },
+		Need:     func(r *appliance.KVStoreResult) string { return missing(r.KVStore == nil, "store") },
+		Print: func(x *call, r *appliance.KVStoreResult) error {
+			fmt.Fprintf(x.c.ErrOrStderr(), "Rotated the token of key-value store %s: the old one no longer works.\n", r.KVStore.ID)
+			printKVToken(x.c, r.KVStore)
+			return nil
+		},
+	})
 }
 
 // kvJobCmd is flush or delete: a confirmed job on the project's store.
 func kvJobCmd(o *clientOpts, use, short, method, suffix, warning, what string) *cobra.Command {
-	var confirm, wait bool
-	cmd := &cobra.Command{
-		Use:   use + " PROJECT_ID --confirm",
-		Short: short,
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			if err := requireConfirm(confirm, warning); err != nil {
-				return err
-			}
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			var res appliance.JobResponse
-			if err := cl.do(c.Context(), method, kvPath(args[0])+suffix, nil, &res); err != nil {
-				return err
-			}
-			if res.Job == nil {
-				return fmt.Errorf("%s %s%s: unexpected response: no job", method, kvPath(args[0]), suffix)
-			}
-			jobStarted(c, what+" the key-value store of "+args[0], res.Job, wait)
-			if wait {
-				_, err = waitJob(c, cl, res.Job)
-			}
-			return err
-		},
-	}
-	cmd.Flags().BoolVar(&confirm, "confirm", false, "confirm: this has no undo")
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the job ends")
-	return cmd
+	var confirm bool
+	return newAPICmd(o, apiCmd[appliance.JobResponse]{
+		Use: use + " PROJECT_ID --confirm", Short: short, Args: cobra.ExactArgs(1),
+		Flags:    func(f *pflag.FlagSet) { f.BoolVar(&confirm, "confirm", false, "confirm: this has no undo") },
+		Validate: confirmed(&confirm, warning),
+		Method:   method,
+		Path:     func(x *call) string { return kvPath(x.args[0]) + suffix },
+		Job:      func(r *appliance.JobResponse) *appliance.Job { return r.Job },
+		Started:  func(x *call, _ *appliance.JobResponse) string { return what + " the key-value store of " + x.args[0] },
+		Wait:     "wait until the job ends",
+	})
 }
 
 func newKVFlushCmd(o *clientOpts) *cobra.Command {

@@ -9,10 +9,10 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/pglog"
@@ -115,11 +115,15 @@ func printLogEntry(w io.Writer, e pglog.Entry, asJSON bool) error {
 
 func newTopCmd(o *clientOpts) *cobra.Command {
 	var (
-		asJSON bool
-		hours  int
-		hash   string
+		hours int
+		hash  string
 	)
-	cmd := &cobra.Command{
+	// The answer is the ranking, or with --query the one statement's detail.
+	type topAnswer struct {
+		appliance.TopQueriesResponse
+		appliance.QueryDetailResponse
+	}
+	return newAPICmd(o, apiCmd[topAnswer]{
 		Use:   "top PROJECT_ID",
 		Short: "The statements that took the most time on a project's server (from pg_stat_statements)",
 		Long: `Rank a project's statements by their total execution time over the last hours (snapshots of
@@ -127,45 +131,35 @@ pg_stat_statements every 5 minutes). With --query HASH, one statement's totals a
 		Example: `  appliance top prj_...
   appliance top prj_... --hours 168
   appliance top prj_... --query 3f2a…`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
+		Args: cobra.ExactArgs(1), JSON: true,
+		Flags: func(f *pflag.FlagSet) {
+			f.IntVar(&hours, "hours", appliance.QueriesHoursDefault, "the trailing window in hours (1-168)")
+			f.StringVar(&hash, "query", "", "show one statement by its query hash")
+		},
+		Path: func(x *call) string {
 			q := "?hours=" + strconv.Itoa(hours)
-			out := c.OutOrStdout()
 			if hash != "" {
-				var res appliance.QueryDetailResponse
-				if done, err := o.show(c, projectPath(args[0])+"/observability/queries/"+seg(hash)+q, asJSON, &res); done || err != nil {
-					return err
-				}
-				d := res.Query
-				fmt.Fprintf(out, "%s\n\ncalls %d  rows %d  total %s  mean %s\n\n", d.Query, d.WindowCalls, d.WindowRows, ms(d.WindowTotalExecMS), ms(d.WindowMeanExecMS))
-				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "CAPTURED\tCALLS\tCALLS/S\tMEAN\tTOTAL")
-				for _, p := range d.Points {
-					fmt.Fprintf(tw, "%s\t%d\t%.2f\t%s\t%s\n", p.CapturedAt.Format(time.DateTime), p.Calls, p.CallsPerSec, ms(p.MeanExecMS), ms(p.TotalExecMS))
-				}
-				return tw.Flush()
+				return projectPath(x.args[0]) + "/observability/queries/" + seg(hash) + q
 			}
-			var res appliance.TopQueriesResponse
-			if done, err := o.show(c, projectPath(args[0])+"/observability/queries"+q, asJSON, &res); done || err != nil {
-				return err
+			return projectPath(x.args[0]) + "/observability/queries" + q
+		},
+		Need: func(r *topAnswer) string { return missing(hash != "" && r.Query == nil, "query") },
+		Print: func(x *call, r *topAnswer) error {
+			if d := r.Query; hash != "" {
+				x.printf("%s\n\ncalls %d  rows %d  total %s  mean %s\n\n", d.Query, d.WindowCalls, d.WindowRows, ms(d.WindowTotalExecMS), ms(d.WindowMeanExecMS))
+				return writeTable(x.out(), []string{"CAPTURED", "CALLS", "CALLS/S", "MEAN", "TOTAL"}, rowsOf(d.Points, func(p appliance.QueryPoint) []string {
+					return []string{p.CapturedAt.Format(time.DateTime), strconv.FormatInt(p.Calls, 10), fmt.Sprintf("%.2f", p.CallsPerSec), ms(p.MeanExecMS), ms(p.TotalExecMS)}
+				}))
 			}
-			if len(res.Queries) == 0 {
-				fmt.Fprintf(out, "no statements ran in the last %d hours (or none was snapshotted yet: every 5 minutes)\n", hours)
+			if len(r.Queries) == 0 {
+				x.printf("no statements ran in the last %d hours (or none was snapshotted yet: every 5 minutes)\n", hours)
 				return nil
 			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "HASH\tCALLS\tTOTAL\tMEAN\tROWS\tQUERY")
-			for _, x := range res.Queries {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\n", x.QueryHash, x.Calls, ms(x.TotalExecMS), ms(x.MeanExecMS), x.Rows, oneLine(x.Query, 80))
-			}
-			return tw.Flush()
+			return writeTable(x.out(), []string{"HASH", "CALLS", "TOTAL", "MEAN", "ROWS", "QUERY"}, rowsOf(r.Queries, func(q appliance.TopQuery) []string {
+				return []string{q.QueryHash, strconv.FormatInt(q.Calls, 10), ms(q.TotalExecMS), ms(q.MeanExecMS), strconv.FormatInt(q.Rows, 10), oneLine(q.Query, 80)}
+			}))
 		},
-	}
-	f := cmd.Flags()
-	f.IntVar(&hours, "hours", appliance.QueriesHoursDefault, "the trailing window in hours (1-168)")
-	f.StringVar(&hash, "query", "", "show one statement by its query hash")
-	f.BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+	})
 }
 
 // ms formats milliseconds for people.

@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -23,20 +24,6 @@ func newPreviewsCmd(o *clientOpts) *cobra.Command {
 }
 
 func previewPath(id string) string { return "/v1/preview-databases/" + seg(id) }
-
-// findPreview reads one preview of a project through the project's list.
-func findPreview(c *cobra.Command, cl *apiClient, projectID, previewID string) (*appliance.PreviewDatabase, error) {
-	var list appliance.PreviewList
-	if err := cl.do(c.Context(), http.MethodGet, projectPath(projectID)+"/preview-databases", nil, &list); err != nil {
-		return nil, err
-	}
-	for _, p := range list.PreviewDatabases {
-		if p.ID == previewID {
-			return p, nil
-		}
-	}
-	return nil, fmt.Errorf("project %s has no preview %s", projectID, previewID)
-}
 
 func newPreviewsListCmd(o *clientOpts) *cobra.Command {
 	return newAPICmd(o, apiCmd[appliance.PreviewList]{
@@ -89,20 +76,17 @@ func newPreviewsCreateCmd(o *clientOpts) *cobra.Command {
 }
 
 func newPreviewsGetCmd(o *clientOpts) *cobra.Command {
-	return &cobra.Command{
-		Use:   "get PROJECT_ID PREVIEW_ID",
-		Short: "Show a preview",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := o.authed()
-			if err != nil {
-				return err
+	return newAPICmd(o, apiCmd[appliance.PreviewList]{
+		Use: "get PROJECT_ID PREVIEW_ID", Short: "Show a preview", Args: cobra.ExactArgs(2),
+		// One preview of a project, read through the project's list.
+		Path: func(x *call) string { return projectPath(x.args[0]) + "/preview-databases" },
+		Print: func(x *call, l *appliance.PreviewList) error {
+			i := slices.IndexFunc(l.PreviewDatabases, func(p *appliance.PreviewDatabase) bool { return p.ID == x.args[1] })
+			if i < 0 {
+				return fmt.Errorf("project %s has no preview %s", x.args[0], x.args[1])
 			}
-			p, err := findPreview(c, cl, args[0], args[1])
-			if err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+			p := l.PreviewDatabases[i]
+			tw := tabwriter.NewWriter(x.out(), 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "ID\t%s\nNAME\t%s\nMODE\t%s (%s)\nSTATE\t%s\nDATABASE\t%s\nEXPIRES\t%s\n", p.ID, p.Name, p.Mode, p.SourceKind,
 				p.State, p.DatabaseName, p.TTLExpiresAt.UTC().Format(time.RFC3339))
 			if p.LastError != "" {
@@ -110,7 +94,7 @@ func newPreviewsGetCmd(o *clientOpts) *cobra.Command {
 			}
 			return tw.Flush()
 		},
-	}
+	})
 }
 
 func newPreviewsConnectionsCmd(o *clientOpts) *cobra.Command {

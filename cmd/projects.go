@@ -229,23 +229,6 @@ func printJSON(w io.Writer, raw []byte) error {
 	return err
 }
 
-// show GETs path: with asJSON it prints the API's answer as it came and is done; otherwise it decodes the
-// answer into out for the command to print.
-func (o *clientOpts) show(c *cobra.Command, path string, asJSON bool, out any) (done bool, err error) {
-	cl, err := o.authed()
-	if err != nil {
-		return true, err
-	}
-	raw, err := cl.doRaw(c.Context(), http.MethodGet, path, nil)
-	if err != nil {
-		return true, err
-	}
-	if asJSON {
-		return true, printJSON(c.OutOrStdout(), raw)
-	}
-	return false, decode(http.MethodGet, path, raw, out)
-}
-
 // decode unmarshals an answer read with doRaw, with do's error.
 func decode(method, path string, raw []byte, out any) error {
 	if err := json.Unmarshal(raw, out); err != nil {

@@ -7,11 +7,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/studio"
 )
 
 var (
@@ -20,8 +20,8 @@ var (
 )
 
 func newSQLCmd(o *clientOpts) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
+	var query string
+	return newAPICmd(o, apiCmd[appliance.SQLResultResponse]{
 		Use:   "sql PROJECT_ID [QUERY]",
 		Short: "Run SQL on a project as its own role (the text from QUERY, or from standard input)",
 		Long: "Run SQL on a project's database as the project's role, through the API's studio. Every statement of the\n" +
@@ -30,13 +30,12 @@ func newSQLCmd(o *clientOpts) *cobra.Command {
 		Example: `  appliance sql prj_... "select * from orders limit 5"
   appliance sql prj_... < migrate.sql
   appliance sql prj_... --json "select now()"`,
-		Args: cobra.RangeArgs(1, 2),
-		RunE: func(c *cobra.Command, args []string) error {
-			query := ""
-			if len(args) == 2 && args[1] != "-" {
-				query = args[1]
+		Args: cobra.RangeArgs(1, 2), JSON: true,
+		Validate: func(x *call) error {
+			if len(x.args) == 2 && x.args[1] != "-" {
+				query = x.args[1]
 			} else {
-				b, err := io.ReadAll(io.LimitReader(c.InOrStdin(), appliance.MaxQueryBytes+1))
+				b, err := io.ReadAll(io.LimitReader(x.c.InOrStdin(), appliance.MaxQueryBytes+1))
 				if err != nil {
 					return fmt.Errorf("read the query from standard input: %w", err)
 				}
@@ -45,27 +44,18 @@ func newSQLCmd(o *clientOpts) *cobra.Command {
 			if strings.TrimSpace(query) == "" {
 				return errors.New("no query: give it as an argument or on standard input")
 			}
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			path := projectPath(args[0]) + "/sql"
-			raw, err := cl.doRaw(c.Context(), http.MethodPost, path, &appliance.SQLRequest{Query: query})
-			if err != nil {
-				return sqlErrorWithCaret(err, query)
-			}
-			if asJSON {
-				return printJSON(c.OutOrStdout(), raw)
-			}
-			var res appliance.SQLResultResponse
-			if err := decode(http.MethodPost, path, raw, &res); err != nil {
-				return err
-			}
-			return printResult(c.OutOrStdout(), res.Result.Columns, res.Result.Rows, res.Result.RowCount, res.Result.Command, res.Result.Truncated)
+			return nil
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+		Method: http.MethodPost,
+		Path:   func(x *call) string { return projectPath(x.args[0]) + "/sql" },
+		Body:   func(*call) any { return &appliance.SQLRequest{Query: query} },
+		Failed: func(_ *call, err error) error { return sqlErrorWithCaret(err, query) },
+		Need:   func(r *appliance.SQLResultResponse) string { return missing(r.Result == nil, "result") },
+		Print: func(x *call, res *appliance.SQLResultResponse) error {
+			r := res.Result
+			return printResult(x.out(), r.Columns, r.Rows, r.RowCount, r.Command, r.Truncated)
+		},
+	})
 }
 
 // sqlErrorWithCaret adds, to a SQL error that names a position, the line of the text it points at with a
@@ -102,16 +92,14 @@ func printResult(w io.Writer, columns []string, rows []map[string]json.RawMessag
 		_, err := fmt.Fprintln(w, command)
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(columns, "\t"))
-	for _, row := range rows {
-		cells := make([]string, len(columns))
+	cells := rowsOf(rows, func(row map[string]json.RawMessage) []string {
+		r := make([]string, len(columns))
 		for i, col := range columns {
-			cells[i] = cellText(row[col])
+			r[i] = cellText(row[col])
 		}
-		fmt.Fprintln(tw, strings.Join(cells, "\t"))
-	}
-	if err := tw.Flush(); err != nil {
+		return r
+	})
+	if err := writeTable(w, columns, cells); err != nil {
 		return err
 	}
 	switch {
@@ -138,24 +126,12 @@ func cellText(v json.RawMessage) string {
 }
 
 func newTablesCmd(o *clientOpts) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "tables PROJECT_ID",
-		Short: "List a project's tables, views and materialized views",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			var list appliance.TableList
-			if done, err := o.show(c, projectPath(args[0])+"/tables", asJSON, &list); done || err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SCHEMA\tTABLE\tTYPE")
-			for _, t := range list.Tables {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Schema, t.Table, t.Type)
-			}
-			return tw.Flush()
+	return newAPICmd(o, apiCmd[appliance.TableList]{
+		Use: "tables PROJECT_ID", Short: "List a project's tables, views and materialized views", Args: cobra.ExactArgs(1), JSON: true,
+		Path:    func(x *call) string { return projectPath(x.args[0]) + "/tables" },
+		Columns: []string{"SCHEMA", "TABLE", "TYPE"},
+		Rows: func(l *appliance.TableList) [][]string {
+			return rowsOf(l.Tables, func(t studio.TableEntry) []string { return []string{t.Schema, t.Table, t.Type} })
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+	})
 }

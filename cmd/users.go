@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/theappliance/appliance/appliance"
@@ -28,40 +28,21 @@ func newUsersCmd(o *clientOpts) *cobra.Command {
 func membersPath(org string) string { return "/v1/organizations/" + seg(org) + "/members" }
 
 func newUsersListCmd(o *clientOpts) *cobra.Command {
-	var (
-		org    string
-		asJSON bool
-	)
-	cmd := &cobra.Command{
-		Use:     "list",
-		Aliases: []string{"ls"},
-		Short:   "List the organization's members and their roles",
-		Args:    cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			_, orgID, err := orgClient(c, o, org)
-			if err != nil {
-				return err
-			}
-			var list appliance.MemberList
-			if done, err := o.show(c, membersPath(orgID), asJSON, &list); done || err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "USER ID\tEMAIL\tNAME\tROLE\tCREATED")
-			for _, m := range list.Members {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.UserID, m.Email, firstNonEmpty(m.Name, "-"), m.Role, m.CreatedAt.UTC().Format(time.RFC3339))
-			}
-			return tw.Flush()
+	return newAPICmd(o, apiCmd[appliance.MemberList]{
+		Use: "list", Aliases: []string{"ls"}, Short: "List the organization's members and their roles", Org: true, JSON: true,
+		Path:    func(x *call) string { return membersPath(x.org) },
+		Columns: []string{"USER ID", "EMAIL", "NAME", "ROLE", "CREATED"},
+		Rows: func(l *appliance.MemberList) [][]string {
+			return rowsOf(l.Members, func(m appliance.Member) []string {
+				return []string{m.UserID, m.Email, firstNonEmpty(m.Name, "-"), m.Role, m.CreatedAt.UTC().Format(time.RFC3339)}
+			})
 		},
-	}
-	orgFlag(cmd, &org)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+	})
 }
 
 func newUsersAddCmd(o *clientOpts) *cobra.Command {
-	var org, name, role string
-	cmd := &cobra.Command{
+	var name, role string
+	return newAPICmd(o, apiCmd[appliance.AddedMember]{
 		Use:   "add EMAIL",
 		Short: "Add a person with a role (a new user gets a generated password, printed once)",
 		Long: `Add a person to the organization with a role: owner, admin or member (only owners may add owners).
@@ -70,85 +51,60 @@ alone on standard output; they change it with 'appliance users password'. An ema
 user is invited instead: they join by accepting the invitation signed in (POST /v1/me/invitations/ID/accept).`,
 		Example: `  appliance users add dana@example.com --role member --name "Dana Müller"`,
 		Args:    cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
+		Flags: func(f *pflag.FlagSet) {
+			f.StringVar(&role, "role", "", "owner, admin or member (required)")
+			f.StringVar(&name, "name", "", "display name of a new user")
+		},
+		Validate: func(*call) error {
 			if role == "" {
 				return errors.New("--role is required: owner, admin or member")
 			}
-			cl, orgID, err := orgClient(c, o, org)
-			if err != nil {
-				return err
-			}
-			var res appliance.AddedMember
-			body := map[string]any{"email": args[0], "role": role, "name": name}
-			if err := cl.do(c.Context(), http.MethodPost, membersPath(orgID), body, &res); err != nil {
-				return err
-			}
-			m := res.Member
+			return nil
+		},
+		Org: true, Method: http.MethodPost,
+		Path: func(x *call) string { return membersPath(x.org) },
+		Body: func(x *call) any { return map[string]any{"email": x.args[0], "role": role, "name": name} },
+		Print: func(x *call, res *appliance.AddedMember) error {
+			m, errw := res.Member, x.c.ErrOrStderr()
 			if inv := res.Invitation; inv != nil {
-				fmt.Fprintf(c.ErrOrStderr(), "%s already has a user: invited to organization %s as %s (invitation %s, until %s). They join by accepting it signed in.\n",
-					m.Email, orgID, m.Role, inv.ID, inv.ExpiresAt.Format(time.RFC3339))
+				fmt.Fprintf(errw, "%s already has a user: invited to organization %s as %s (invitation %s, until %s). They join by accepting it signed in.\n",
+					m.Email, x.org, m.Role, inv.ID, inv.ExpiresAt.Format(time.RFC3339))
 				return nil
 			}
-			fmt.Fprintf(c.ErrOrStderr(), "Added %s (%s) to organization %s as %s.\n", m.Email, m.UserID, orgID, m.Role)
+			fmt.Fprintf(errw, "Added %s (%s) to organization %s as %s.\n", m.Email, m.UserID, x.org, m.Role)
 			if res.InitialPassword != "" {
-				fmt.Fprintln(c.ErrOrStderr(), "Their initial password follows; it is shown only this once. Hand it over safely; they should change it.")
-				fmt.Fprintln(c.OutOrStdout(), res.InitialPassword)
+				fmt.Fprintln(errw, "Their initial password follows; it is shown only this once. Hand it over safely; they should change it.")
+				fmt.Fprintln(x.out(), res.InitialPassword)
 			}
 			return nil
 		},
-	}
-	cmd.Flags().StringVar(&role, "role", "", "owner, admin or member (required)")
-	cmd.Flags().StringVar(&name, "name", "", "display name of a new user")
-	orgFlag(cmd, &org)
-	return cmd
+	})
 }
 
 func newUsersSetRoleCmd(o *clientOpts) *cobra.Command {
-	var org string
-	cmd := &cobra.Command{
-		Use:   "set-role USER_ID ROLE",
-		Short: "Change a member's role (their sessions and keys act with it at once)",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, orgID, err := orgClient(c, o, org)
-			if err != nil {
-				return err
-			}
-			var res appliance.MemberResponse
-			if err := cl.do(c.Context(), http.MethodPatch, membersPath(orgID)+"/"+seg(args[0]), map[string]any{"role": args[1]}, &res); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.OutOrStdout(), "%s (%s) is now %s.\n", res.Member.Email, res.Member.UserID, res.Member.Role)
+	return newAPICmd(o, apiCmd[appliance.MemberResponse]{
+		Use: "set-role USER_ID ROLE", Short: "Change a member's role (their sessions and keys act with it at once)",
+		Args: cobra.ExactArgs(2), Org: true, Method: http.MethodPatch,
+		Path: func(x *call) string { return membersPath(x.org) + "/" + seg(x.args[0]) },
+		Body: func(x *call) any { return map[string]any{"role": x.args[1]} },
+		Print: func(x *call, r *appliance.MemberResponse) error {
+			x.printf("%s (%s) is now %s.\n", r.Member.Email, r.Member.UserID, r.Member.Role)
 			return nil
 		},
-	}
-	orgFlag(cmd, &org)
-	return cmd
+	})
 }
 
 func newUsersRemoveCmd(o *clientOpts) *cobra.Command {
-	var org string
-	cmd := &cobra.Command{
-		Use:     "remove USER_ID",
-		Aliases: []string{"rm"},
-		Short:   "Remove a member: their sessions end and the API keys they created here are revoked",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, orgID, err := orgClient(c, o, org)
-			if err != nil {
-				return err
-			}
-			var res appliance.RemovedMember
-			if err := cl.do(c.Context(), http.MethodDelete, membersPath(orgID)+"/"+seg(args[0]), nil, &res); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.OutOrStdout(), "Removed %s from organization %s; revoked %d API key(s)%s.\n", args[0], orgID,
-				len(res.RevokedAPIKeys), prefixed(": ", strings.Join(res.RevokedAPIKeys, ", ")))
+	return newAPICmd(o, apiCmd[appliance.RemovedMember]{
+		Use: "remove USER_ID", Aliases: []string{"rm"}, Args: cobra.ExactArgs(1), Org: true, Method: http.MethodDelete,
+		Short: "Remove a member: their sessions end and the API keys they created here are revoked",
+		Path:  func(x *call) string { return membersPath(x.org) + "/" + seg(x.args[0]) },
+		Print: func(x *call, r *appliance.RemovedMember) error {
+			x.printf("Removed %s from organization %s; revoked %d API key(s)%s.\n", x.args[0], x.org,
+				len(r.RevokedAPIKeys), prefixed(": ", strings.Join(r.RevokedAPIKeys, ", ")))
 			return nil
 		},
-	}
-	orgFlag(cmd, &org)
-	return cmd
+	})
 }
 
 func prefixed(prefix, s string) string {
@@ -228,72 +184,52 @@ func signedIn(c *cobra.Command, o *clientOpts, email string, passwordStdin bool)
 	return signIn(c, cl, email, password, "")
 }
 
-func newUsersInvitationsCmd(o *clientOpts) *cobra.Command {
+// signedInCmd is s signing in as the user (--email, --password-stdin) instead of using the API key.
+func signedInCmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 	var (
 		email         string
 		passwordStdin bool
 	)
-	cmd := &cobra.Command{
+	s.Flags = func(f *pflag.FlagSet) {
+		f.StringVar(&email, "email", "", "your email address (APPLIANCE_EMAIL)")
+		f.BoolVar(&passwordStdin, "password-stdin", false, "read your password from standard input")
+	}
+	s.Client = func(x *call) (*apiClient, error) { return signedIn(x.c, o, email, passwordStdin) }
+	return newAPICmd(o, s)
+}
+
+func newUsersInvitationsCmd(o *clientOpts) *cobra.Command {
+	return signedInCmd(o, apiCmd[appliance.InvitationList]{
 		Use:     "invitations",
 		Short:   "List your pending invitations to other organizations (signs in as you)",
 		Example: `  appliance users invitations --email you@example.com`,
-		Args:    cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			sc, err := signedIn(c, o, email, passwordStdin)
-			if err != nil {
-				return err
-			}
-			var res appliance.InvitationList
-			if err := sc.do(c.Context(), http.MethodGet, "/v1/me/invitations", nil, &res); err != nil {
-				return err
-			}
-			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tORGANIZATION\tROLE\tEXPIRES")
-			for _, inv := range res.Invitations {
-				fmt.Fprintf(w, "%s\t%s (%s)\t%s\t%s\n", inv.ID, inv.OrganizationName, inv.OrganizationID, inv.Role, inv.ExpiresAt.Format(time.RFC3339))
-			}
-			return w.Flush()
+		Path:    func(*call) string { return "/v1/me/invitations" },
+		Columns: []string{"ID", "ORGANIZATION", "ROLE", "EXPIRES"},
+		Rows: func(l *appliance.InvitationList) [][]string {
+			return rowsOf(l.Invitations, func(inv appliance.Invitation) []string {
+				return []string{inv.ID, inv.OrganizationName + " (" + inv.OrganizationID + ")", inv.Role, inv.ExpiresAt.Format(time.RFC3339)}
+			})
 		},
-	}
-	cmd.Flags().StringVar(&email, "email", "", "your email address (APPLIANCE_EMAIL)")
-	cmd.Flags().BoolVar(&passwordStdin, "password-stdin", false, "read your password from standard input")
-	return cmd
+	})
 }
 
 // newUsersAnswerCmd accepts or declines an invitation (verb: accept or decline).
 func newUsersAnswerCmd(o *clientOpts, verb string) *cobra.Command {
-	var (
-		email         string
-		passwordStdin bool
-	)
-	cmd := &cobra.Command{
+	return signedInCmd(o, apiCmd[appliance.MemberResponse]{
 		Use:     verb + " INVITATION_ID",
 		Short:   strings.ToUpper(verb[:1]) + verb[1:] + " an invitation to an organization (signs in as you)",
 		Example: "  appliance users " + verb + " inv_... --email you@example.com",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			sc, err := signedIn(c, o, email, passwordStdin)
-			if err != nil {
-				return err
-			}
+		Args:    cobra.ExactArgs(1), Method: http.MethodPost, NoAnswer: verb == "decline",
+		Path: func(x *call) string { return "/v1/me/invitations/" + seg(x.args[0]) + "/" + verb },
+		Print: func(x *call, r *appliance.MemberResponse) error {
 			if verb == "decline" {
-				if err := sc.do(c.Context(), http.MethodPost, "/v1/me/invitations/"+seg(args[0])+"/decline", nil, nil); err != nil {
-					return err
-				}
-				fmt.Fprintf(c.OutOrStdout(), "Declined invitation %s.\n", args[0])
-				return nil
+				x.printf("Declined invitation %s.\n", x.args[0])
+			} else {
+				x.printf("Joined the organization as %s (sign in with --org to act in it).\n", r.Member.Role)
 			}
-			var res appliance.MemberResponse
-			if err := sc.do(c.Context(), http.MethodPost, "/v1/me/invitations/"+seg(args[0])+"/accept", nil, &res); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.OutOrStdout(), "Joined the organization as %s (sign in with --org to act in it).\n", res.Member.Role)
 			return nil
 		},
-	}
-	cmd.Flags().StringVar(&email, "email", "", "your email address (APPLIANCE_EMAIL)")
-	cmd.Flags().BoolVar(&passwordStdin, "password-stdin", false, "read your password from standard input")
-	return cmd
+	})
 }
 
 // readPasswordChange reads the current and the new password: two lines of stdin, the environment, or

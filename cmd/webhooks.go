@@ -12,10 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/webhook"
@@ -91,45 +91,29 @@ reaches a receiver on this machine only when the operator allows it: appliance u
 
 func hooksPath(org string) string { return "/v1/organizations/" + seg(org) + "/webhook-endpoints" }
 
-// orgCmd is a command acting in an organization (--org, or the credential's) with args; run gets the
-// client and the organization's webhook-endpoints path.
-func orgCmd(o *clientOpts, use, short string, args cobra.PositionalArgs, run func(c *cobra.Command, cl *apiClient, hooks string, args []string) error) *cobra.Command {
-	var org string
-	cmd := &cobra.Command{Use: use, Short: short, Args: args, RunE: func(c *cobra.Command, a []string) error {
-		cl, orgID, err := orgClient(c, o, org)
-		if err != nil {
-			return err
-		}
-		return run(c, cl, hooksPath(orgID), a)
-	}}
-	orgFlag(cmd, &org)
-	return cmd
-}
-
 func newWebhooksListCmd(o *clientOpts) *cobra.Command {
-	cmd := orgCmd(o, "list", "List webhook endpoints with their health", cobra.NoArgs, func(c *cobra.Command, cl *apiClient, hooks string, _ []string) error {
-		var list appliance.WebhookEndpointList
-		if err := cl.do(c.Context(), http.MethodGet, hooks, nil, &list); err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tURL\tEVENTS\tHEALTH\tDESCRIPTION")
-		for _, e := range list.WebhookEndpoints {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ID, e.URL, firstNonEmpty(strings.Join(e.EventTypes, ","), "all"), e.Health, firstNonEmpty(e.Description, "-"))
-		}
-		return tw.Flush()
+	return newAPICmd(o, apiCmd[appliance.WebhookEndpointList]{
+		Use: "list", Aliases: []string{"ls"}, Short: "List webhook endpoints with their health", Org: true,
+		Path:    func(x *call) string { return hooksPath(x.org) },
+		Columns: []string{"ID", "URL", "EVENTS", "HEALTH", "DESCRIPTION"},
+		Rows: func(l *appliance.WebhookEndpointList) [][]string {
+			return rowsOf(l.WebhookEndpoints, func(e appliance.WebhookEndpoint) []string {
+				return []string{e.ID, e.URL, firstNonEmpty(strings.Join(e.EventTypes, ","), "all"), e.Health, firstNonEmpty(e.Description, "-")}
+			})
+		},
 	})
-	cmd.Aliases = []string{"ls"}
-	return cmd
 }
 
 // printSecret prints an endpoint's signing secret alone on standard output (the details on standard
 // error), so SECRET=$(appliance webhooks create ...) works.
-func printSecret(c *cobra.Command, verb string, res *appliance.WebhookEndpointWithSecret) {
-	e := res.WebhookEndpoint
-	fmt.Fprintf(c.ErrOrStderr(), "%s webhook endpoint %s → %s (events: %s)\n", verb, e.ID, e.URL, firstNonEmpty(strings.Join(e.EventTypes, ","), "all"))
-	fmt.Fprintln(c.ErrOrStderr(), "Its signing secret follows; this is the only time it is shown. Verify deliveries with it (Standard Webhooks).")
-	fmt.Fprintln(c.OutOrStdout(), res.PlaintextSecret)
+func printSecret(verb string) func(x *call, res *appliance.WebhookEndpointWithSecret) error {
+	return func(x *call, res *appliance.WebhookEndpointWithSecret) error {
+		e, errw := res.WebhookEndpoint, x.c.ErrOrStderr()
+		fmt.Fprintf(errw, "%s webhook endpoint %s → %s (events: %s)\n", verb, e.ID, e.URL, firstNonEmpty(strings.Join(e.EventTypes, ","), "all"))
+		fmt.Fprintln(errw, "Its signing secret follows; this is the only time it is shown. Verify deliveries with it (Standard Webhooks).")
+		fmt.Fprintln(x.out(), res.PlaintextSecret)
+		return nil
+	}
 }
 
 func newWebhooksCreateCmd(o *clientOpts) *cobra.Command {
@@ -137,105 +121,100 @@ func newWebhooksCreateCmd(o *clientOpts) *cobra.Command {
 		url, desc string
 		events    []string
 	)
-	cmd := orgCmd(o, "create", "Register a webhook endpoint; its signing secret is printed once", cobra.NoArgs, func(c *cobra.Command, cl *apiClient, hooks string, _ []string) error {
-		if strings.TrimSpace(url) == "" {
-			return errors.New("--url is required")
-		}
-		body := map[string]any{"url": url, "description": desc, "event_types": events}
-		var res appliance.WebhookEndpointWithSecret
-		if err := cl.do(c.Context(), http.MethodPost, hooks, body, &res); err != nil {
-			return err
-		}
-		printSecret(c, "Created", &res)
-		return nil
+	return newAPICmd(o, apiCmd[appliance.WebhookEndpointWithSecret]{
+		Use: "create", Short: "Register a webhook endpoint; its signing secret is printed once", Org: true,
+		Example: `  appliance webhooks create --url https://example.com/hooks --event-type job.completed,job.failed`,
+		Flags: func(f *pflag.FlagSet) {
+			f.StringVar(&url, "url", "", "the receiver's absolute http(s) URL (required)")
+			f.StringVar(&desc, "description", "", "a note for people")
+			f.StringSliceVar(&events, "event-type", nil, "event types to deliver; repeat or separate with commas (default: all)")
+		},
+		Validate: func(*call) error {
+			if strings.TrimSpace(url) == "" {
+				return errors.New("--url is required")
+			}
+			return nil
+		},
+		Method: http.MethodPost,
+		Path:   func(x *call) string { return hooksPath(x.org) },
+		Body:   func(*call) any { return map[string]any{"url": url, "description": desc, "event_types": events} },
+		Print:  printSecret("Created"),
 	})
-	cmd.Example = `  appliance webhooks create --url https://example.com/hooks --event-type job.completed,job.failed`
-	f := cmd.Flags()
-	f.StringVar(&url, "url", "", "the receiver's absolute http(s) URL (required)")
-	f.StringVar(&desc, "description", "", "a note for people")
-	f.StringSliceVar(&events, "event-type", nil, "event types to deliver; repeat or separate with commas (default: all)")
-	return cmd
 }
 
 func newWebhooksDeleteCmd(o *clientOpts) *cobra.Command {
-	return orgCmd(o, "delete ENDPOINT_ID", "Delete a webhook endpoint and its deliveries", cobra.ExactArgs(1), func(c *cobra.Command, cl *apiClient, hooks string, args []string) error {
-		if err := cl.do(c.Context(), http.MethodDelete, hooks+"/"+seg(args[0]), nil, nil); err != nil {
-			return err
-		}
-		fmt.Fprintf(c.OutOrStdout(), "Deleted webhook endpoint %s.\n", args[0])
-		return nil
+	return newAPICmd(o, apiCmd[struct{}]{
+		Use: "delete ENDPOINT_ID", Short: "Delete a webhook endpoint and its deliveries", Args: cobra.ExactArgs(1), Org: true,
+		Method: http.MethodDelete, NoAnswer: true,
+		Path: func(x *call) string { return hooksPath(x.org) + "/" + seg(x.args[0]) },
+		Print: func(x *call, _ *struct{}) error {
+			x.printf("Deleted webhook endpoint %s.\n", x.args[0])
+			return nil
+		},
 	})
 }
 
 func newWebhooksRotateCmd(o *clientOpts) *cobra.Command {
-	return orgCmd(o, "rotate-secret ENDPOINT_ID", "Issue a new signing secret, printed once (the old one also signs for 24 hours)", cobra.ExactArgs(1), func(c *cobra.Command, cl *apiClient, hooks string, args []string) error {
-		var res appliance.WebhookEndpointWithSecret
-		if err := cl.do(c.Context(), http.MethodPost, hooks+"/"+seg(args[0])+"/rotate-secret", nil, &res); err != nil {
-			return err
-		}
-		printSecret(c, "Rotated the secret of", &res)
-		return nil
+	return newAPICmd(o, apiCmd[appliance.WebhookEndpointWithSecret]{
+		Use: "rotate-secret ENDPOINT_ID", Args: cobra.ExactArgs(1), Org: true,
+		Short:  "Issue a new signing secret, printed once (the old one also signs for 24 hours)",
+		Method: http.MethodPost,
+		Path:   func(x *call) string { return hooksPath(x.org) + "/" + seg(x.args[0]) + "/rotate-secret" },
+		Print:  printSecret("Rotated the secret of"),
 	})
 }
 
 func newWebhooksDeliveriesCmd(o *clientOpts) *cobra.Command {
-	var (
-		limit  int
-		asJSON bool
-	)
-	cmd := orgCmd(o, "deliveries ENDPOINT_ID", "List an endpoint's deliveries and their attempts, newest first", cobra.ExactArgs(1), func(c *cobra.Command, cl *apiClient, hooks string, args []string) error {
-		path := hooks + "/" + seg(args[0]) + "/deliveries?limit=" + strconv.Itoa(limit)
-		raw, err := cl.doRaw(c.Context(), http.MethodGet, path, nil)
-		if err != nil {
-			return err
-		}
-		if asJSON {
-			return printJSON(c.OutOrStdout(), raw)
-		}
-		var list appliance.WebhookDeliveryList
-		if err := decode(http.MethodGet, path, raw, &list); err != nil {
-			return err
-		}
-		printDeliveries(c.OutOrStdout(), list.Deliveries)
-		return nil
+	var limit int
+	cmd := newAPICmd(o, apiCmd[appliance.WebhookDeliveryList]{
+		Use: "deliveries ENDPOINT_ID", Short: "List an endpoint's deliveries and their attempts, newest first",
+		Args: cobra.ExactArgs(1), Org: true, JSON: true,
+		Flags: func(f *pflag.FlagSet) { f.IntVar(&limit, "limit", 50, "how many deliveries (1 to 200)") },
+		Path: func(x *call) string {
+			return hooksPath(x.org) + "/" + seg(x.args[0]) + "/deliveries?limit=" + strconv.Itoa(limit)
+		},
+		Columns: deliveryColumns,
+		Rows:    func(l *appliance.WebhookDeliveryList) [][]string { return deliveryRows(l.Deliveries) },
 	})
-	cmd.Flags().IntVar(&limit, "limit", 50, "how many deliveries (1 to 200)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer (with payloads)")
+	cmd.Flags().Lookup("json").Usage = "print the API's JSON answer (with payloads)"
 	return cmd
 }
 
-func printDeliveries(w io.Writer, ds []appliance.WebhookDelivery) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tEVENT\tSTATE\tATTEMPTS\tSTATUS\tLAST ERROR\tNEXT ATTEMPT\tCREATED")
-	for _, d := range ds {
+var deliveryColumns = []string{"ID", "EVENT", "STATE", "ATTEMPTS", "STATUS", "LAST ERROR", "NEXT ATTEMPT", "CREATED"}
+
+func deliveryRows(ds []appliance.WebhookDelivery) [][]string {
+	return rowsOf(ds, func(d appliance.WebhookDelivery) []string {
 		status := "-"
 		if d.ResponseStatus != 0 {
 			status = strconv.Itoa(d.ResponseStatus)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", d.ID, d.EventType, d.State, d.Attempts, d.MaxAttempts, status,
-			firstNonEmpty(d.LastError, "-"), timeOr(d.NextAttemptAt, "-"), d.CreatedAt.UTC().Format(time.RFC3339))
-	}
-	tw.Flush()
+		return []string{d.ID, d.EventType, d.State, fmt.Sprintf("%d/%d", d.Attempts, d.MaxAttempts), status,
+			firstNonEmpty(d.LastError, "-"), timeOr(d.NextAttemptAt, "-"), d.CreatedAt.UTC().Format(time.RFC3339)}
+	})
 }
 
 func newWebhooksTestCmd(o *clientOpts) *cobra.Command {
-	return orgCmd(o, "test ENDPOINT_ID", "Send a signed webhook.test event to an endpoint", cobra.ExactArgs(1), func(c *cobra.Command, cl *apiClient, hooks string, args []string) error {
-		var res appliance.WebhookDeliveryResult
-		if err := cl.do(c.Context(), http.MethodPost, hooks+"/"+seg(args[0])+"/test", nil, &res); err != nil {
-			return err
-		}
-		fmt.Fprintf(c.OutOrStdout(), "Queued test delivery %s; see it with: appliance webhooks deliveries %s\n", res.Delivery.ID, args[0])
-		return nil
+	return newAPICmd(o, apiCmd[appliance.WebhookDeliveryResult]{
+		Use: "test ENDPOINT_ID", Short: "Send a signed webhook.test event to an endpoint", Args: cobra.ExactArgs(1), Org: true,
+		Method: http.MethodPost,
+		Path:   func(x *call) string { return hooksPath(x.org) + "/" + seg(x.args[0]) + "/test" },
+		Print: func(x *call, r *appliance.WebhookDeliveryResult) error {
+			x.printf("Queued test delivery %s; see it with: appliance webhooks deliveries %s\n", r.Delivery.ID, x.args[0])
+			return nil
+		},
 	})
 }
 
 func newWebhooksRedeliverCmd(o *clientOpts) *cobra.Command {
-	return orgCmd(o, "redeliver ENDPOINT_ID DELIVERY_ID", "Send a delivery again as a new attempt (the same webhook-id)", cobra.ExactArgs(2), func(c *cobra.Command, cl *apiClient, hooks string, args []string) error {
-		var res appliance.WebhookDeliveryResult
-		if err := cl.do(c.Context(), http.MethodPost, hooks+"/"+seg(args[0])+"/deliveries/"+seg(args[1])+"/redeliver", nil, &res); err != nil {
-			return err
-		}
-		fmt.Fprintf(c.OutOrStdout(), "Queued delivery %s again (attempt %d).\n", res.Delivery.ID, res.Delivery.MaxAttempts)
-		return nil
+	return newAPICmd(o, apiCmd[appliance.WebhookDeliveryResult]{
+		Use: "redeliver ENDPOINT_ID DELIVERY_ID", Short: "Send a delivery again as a new attempt (the same webhook-id)",
+		Args: cobra.ExactArgs(2), Org: true, Method: http.MethodPost,
+		Path: func(x *call) string {
+			return hooksPath(x.org) + "/" + seg(x.args[0]) + "/deliveries/" + seg(x.args[1]) + "/redeliver"
+		},
+		Print: func(x *call, r *appliance.WebhookDeliveryResult) error {
+			x.printf("Queued delivery %s again (attempt %d).\n", r.Delivery.ID, r.Delivery.MaxAttempts)
+			return nil
+		},
 	})
 }
