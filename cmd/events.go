@@ -39,8 +39,6 @@ Each line is "ID TYPE DATA"; with --json, one JSON object {id, type, data} per l
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt)
-			defer stop()
 			q := url.Values{}
 			if noFollow {
 				q.Set("follow", "false")
@@ -53,26 +51,17 @@ Each line is "ID TYPE DATA"; with --json, one JSON object {id, type, data} per l
 				path += "?" + q.Encode()
 			}
 			out := c.OutOrStdout()
-			err = cl.stream(ctx, path, after, !noFollow, c.ErrOrStderr(), func(ev sseEvent) error {
+			return followStream(c, cl, path, after, !noFollow, func(ev sseEvent) error {
 				if asJSON {
-					line, err := json.Marshal(struct {
+					return printJSONLine(out, struct {
 						ID   string          `json:"id"`
 						Type string          `json:"type"`
 						Data json.RawMessage `json:"data"`
 					}{ev.ID, ev.Type, ev.Data})
-					if err != nil {
-						return err
-					}
-					_, err = fmt.Fprintf(out, "%s\n", line)
-					return err
 				}
 				_, err := fmt.Fprintf(out, "%s %s %s\n", ev.ID, ev.Type, ev.Data)
 				return err
 			})
-			if ctx.Err() != nil {
-				return nil // Ctrl-C (or the caller's context) ends the stream, not an error
-			}
-			return err
 		},
 	}
 	f := cmd.Flags()
@@ -81,6 +70,28 @@ Each line is "ID TYPE DATA"; with --json, one JSON object {id, type, data} per l
 	f.BoolVar(&news, "new", false, "skip the events the log holds: print only what happens from now on")
 	f.BoolVar(&asJSON, "json", false, "one JSON object per line")
 	return cmd
+}
+
+// followStream hands the events of the stream at path to onEvent (see stream) until it ends; Ctrl-C (or
+// the command's context ending) ends it too, and is not an error.
+func followStream(c *cobra.Command, cl *apiClient, path, after string, reconnect bool, onEvent func(sseEvent) error) error {
+	ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt)
+	defer stop()
+	err := cl.stream(ctx, path, after, reconnect, c.ErrOrStderr(), onEvent)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// printJSONLine writes v as one line of JSON.
+func printJSONLine(w io.Writer, v any) error {
+	line, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", line)
+	return err
 }
 
 // sseEvent is one event of a text/event-stream.

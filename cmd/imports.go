@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -193,12 +192,9 @@ func printPreflight(w io.Writer, pf *appliance.Preflight) error {
 		}
 	}
 	fmt.Fprintf(w, "Target:      PostgreSQL %s, storage limit %s\n", pf.TargetVersion, humanBytes(pf.StorageLimitBytes))
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CHECK\tSTATUS\tDETAIL")
-	for _, ch := range pf.Checks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", ch.Name, ch.Status, ch.Detail)
-	}
-	if err := tw.Flush(); err != nil {
+	if err := writeTable(w, []string{"CHECK", "STATUS", "DETAIL"}, rowsOf(pf.Checks, func(ch appliance.PreflightCheck) []string {
+		return []string{ch.Name, ch.Status, ch.Detail}
+	})); err != nil {
 		return err
 	}
 	verdict := "OK: nothing stops an import."
@@ -323,12 +319,9 @@ func printFollowReport(w io.Writer, r *appliance.FollowReport) error {
 		lag = humanBytes(*r.LagBytes)
 	}
 	fmt.Fprintf(w, "Tables ready: %d of %d; lag %s; worker running: %t\n", r.TablesReady, len(r.Tables), lag, r.WorkerRunning)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tSTATE")
-	for _, t := range r.Tables {
-		fmt.Fprintf(tw, "%s\t%s\n", t.Table, t.State)
-	}
-	return tw.Flush()
+	return writeTable(w, []string{"TABLE", "STATE"}, rowsOf(r.Tables, func(t appliance.FollowTable) []string {
+		return []string{t.Table, t.State}
+	}))
 }
 
 func newImportsCutoverCmd(o *clientOpts) *cobra.Command {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"time"
@@ -67,19 +65,13 @@ JSON object per line.`,
 				}
 				return nil
 			}
-			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt)
-			defer stop()
-			err = cl.stream(ctx, projectPath(args[0])+"/logs/stream?"+q.Encode(), "", true, c.ErrOrStderr(), func(ev sseEvent) error {
+			return followStream(c, cl, projectPath(args[0])+"/logs/stream?"+q.Encode(), "", true, func(ev sseEvent) error {
 				var e pglog.Entry
 				if err := json.Unmarshal(ev.Data, &e); err != nil {
 					return fmt.Errorf("a log event that does not decode: %w", err)
 				}
 				return emit(e)
 			})
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
 		},
 	}
 	f := cmd.Flags()
@@ -95,12 +87,7 @@ JSON object per line.`,
 // below it), or as a line of JSON.
 func printLogEntry(w io.Writer, e pglog.Entry, asJSON bool) error {
 	if asJSON {
-		line, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", line)
-		return err
+		return printJSONLine(w, e)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %-7s %s\n", e.Timestamp.UTC().Format("2006-01-02 15:04:05.000"), strings.ToUpper(e.Severity), e.Message)
