@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,34 +10,12 @@ import (
 var _ = registerClientCommand(newWhoamiCmd)
 
 func newWhoamiCmd(o *clientOpts) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "whoami",
-		Short: "Show the credential the CLI uses: its organization, user and scopes",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			cn, err := o.resolve()
-			if err != nil {
-				return err
-			}
-			cl, err := cn.client()
-			if err != nil {
-				return err
-			}
-			raw, err := cl.doRaw(c.Context(), http.MethodGet, "/v1/me", nil)
-			if err != nil {
-				return err
-			}
-			out := c.OutOrStdout()
-			if asJSON {
-				return printJSON(out, raw)
-			}
-			var me meResponse
-			if err := decode(http.MethodGet, "/v1/me", raw, &me); err != nil {
-				return err
-			}
+	return newAPICmd(o, apiCmd[meResponse]{
+		Use: "whoami", Short: "Show the credential the CLI uses: its organization, user and scopes", JSON: true,
+		Path: func(*call) string { return "/v1/me" },
+		Print: func(x *call, me *meResponse) error {
 			p := me.Principal
-			rows := [][2]string{{"API:", cn.apiURL}}
+			rows := [][2]string{{"API:", x.cl.base}}
 			src := p.AuthSource
 			if p.APIKeyID != "" {
 				src += " (" + p.APIKeyID + ")"
@@ -64,11 +41,9 @@ func newWhoamiCmd(o *clientOpts) *cobra.Command {
 				rows = append(rows, [2]string{"Project:", p.ProjectID + " (this key is restricted to it)"})
 			}
 			for _, r := range rows {
-				fmt.Fprintf(out, "%-16s%s\n", r[0], r[1])
+				x.printf("%-16s%s\n", r[0], r[1])
 			}
 			return nil
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+	})
 }
