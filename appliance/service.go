@@ -73,7 +73,7 @@ type Service struct {
 	importLimit atomic.Int64
 	// uploads tracks the upload PUTs being received: one per upload at a time, bytes per project.
 	uploads uploadGate
-	// hooks delivers webhooks (RunWebhooks).
+	// hooks delivers webhooks (StartWebhooks).
 	hooks *webhooks
 	// kvFront is where tenants reach the key-value stores; kvLocks orders a store's rotations and removal.
 	kvFront KVFront
@@ -109,7 +109,7 @@ func New(cfg Config, db *store.DB, box *SecretBox, log *slog.Logger) *Service {
 	}
 	s := &Service{cfg: cfg, db: db, box: box, log: log, now: func() time.Time { return time.Now().UTC() }, Probe: &Probes{},
 		preflights: perKeyRate{every: time.Minute / preflightsPerMinute, burst: preflightsPerMinute}}
-	s.hooks = newWebhooks(DefaultWebhookOptions, s.policy())
+	s.hooks = s.newWebhooks(DefaultWebhookOptions)
 	s.studio.pools = studio.NewPools()
 	s.SetEphemeralLimits(DefaultEphemeralLimits)
 	s.disk.free, s.disk.reserve = -1, DefaultDiskReserve

@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/ids"
@@ -22,24 +20,10 @@ import (
 
 // WebhookOptions tune deliveries; DefaultWebhookOptions are what the appliance runs with (tests shorten
 // the schedule).
-type WebhookOptions struct {
-	// Schedule is the wait before each retry: attempt n+1 comes Schedule[n-1] after attempt n fails.
-	// max_attempts is len(Schedule)+1.
-	Schedule     []time.Duration
-	Timeout      time.Duration // one attempt, connection to the end of the headers
-	Workers      int           // attempts in flight at once
-	PerEndpoint  int           // attempts in flight to one endpoint at once (a dead one holds no more)
-	FailingAfter int           // consecutive failed attempts that make an endpoint's health "failing"
-	DisableAfter time.Duration // an endpoint with nothing but failures for this long is disabled
-	Poll         time.Duration // how often due retries are looked for (new deliveries start at once)
-}
+type WebhookOptions = webhook.Options
 
-// DefaultWebhookOptions: Svix's schedule (immediately, then 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h),
-// and its rule of disabling an endpoint after 5 days of failures.
-var DefaultWebhookOptions = WebhookOptions{
-	Schedule: []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour},
-	Timeout:  10 * time.Second, Workers: 32, PerEndpoint: 4, FailingAfter: 3, DisableAfter: 5 * 24 * time.Hour, Poll: time.Second,
-}
+// DefaultWebhookOptions: Svix's schedule and its rule of disabling an endpoint after 5 days of failures.
+var DefaultWebhookOptions = webhook.DefaultOptions
 
 // Delivery states and endpoint health.
 const (
@@ -55,23 +39,26 @@ const (
 // DeliveryRetention is how long ended deliveries are kept.
 const DeliveryRetention = 30 * 24 * time.Hour
 
-// webhooks is the delivery machinery of a service.
+// webhooks is the delivery machinery of a service: the worker (package webhook), which claims and makes
+// the attempts, and the recorder of their outcomes while it runs.
 type webhooks struct {
 	opts   WebhookOptions
-	sender *webhook.Sender
-	kick   chan struct{}
-	// recorder writes attempts' outcomes while RunWebhooks runs.
+	worker *webhook.Worker[*store.WebhookEndpoint]
+
+	mu sync.Mutex // StartWebhooks and StopWebhooks
+	// recorder writes attempts' outcomes while the worker runs; recorded is closed when it ended.
 	recorder *batchWriter[outcome]
-	turn     int // which endpoint claims first next (RunWebhooks' goroutine only)
-	running  atomic.Bool
+	recorded chan struct{}
 }
 
-func newWebhooks(o WebhookOptions, pol *outbound.Policy) *webhooks {
-	return &webhooks{opts: o, sender: webhook.NewSender(pol.DialContext, o.Timeout, lane.Background), kick: make(chan struct{}, 1)}
+func (s *Service) newWebhooks(o WebhookOptions) *webhooks {
+	h := &webhooks{opts: o}
+	h.worker = webhook.NewWorker(o, deliveryStore{s, h}, s.policy().DialContext, s.now, s.log)
+	return h
 }
 
-// SetWebhookOptions replaces the delivery options (before RunWebhooks).
-func (s *Service) SetWebhookOptions(o WebhookOptions) { s.hooks = newWebhooks(o, s.policy()) }
+// SetWebhookOptions replaces the delivery options (before StartWebhooks).
+func (s *Service) SetWebhookOptions(o WebhookOptions) { s.hooks = s.newWebhooks(o) }
 
 // policy is the outbound destination policy of tenant connections.
 func (s *Service) policy() *outbound.Policy {
@@ -81,12 +68,7 @@ func (s *Service) policy() *outbound.Policy {
 	return s.cfg.Outbound
 }
 
-func (h *webhooks) poke() {
-	select {
-	case h.kick <- struct{}{}:
-	default:
-	}
-}
+func (h *webhooks) poke() { h.worker.Poke() }
 
 // WebhookEndpoint is the API resource of an endpoint (never its secret).
 type WebhookEndpoint struct {
@@ -589,7 +571,7 @@ func (s *Service) fanOut(tx *store.Tx, e *store.Event) error {
 func (s *Service) queueDelivery(tx *store.Tx, ep *store.WebhookEndpoint, typ string, seq uint64, body json.RawMessage) (*store.WebhookDelivery, error) {
 	now := s.now()
 	d := &store.WebhookDelivery{ID: ids.New("msg"), EndpointID: ep.ID, OrganizationID: ep.OrganizationID, EventType: typ,
-		EventSeq: seq, State: DeliveryPending, MaxAttempts: len(s.hooks.opts.Schedule) + 1,
+		EventSeq: seq, State: DeliveryPending, MaxAttempts: s.hooks.opts.MaxAttempts(),
 		NextAttemptAt: &now, CreatedAt: now, UpdatedAt: now}
 	if err := store.WebhookDeliveries.Put(tx, d); err != nil {
 		return nil, Internal(err, "store delivery")
@@ -633,115 +615,54 @@ type WebhookDisabledEvent struct {
 	Reason          string          `json:"reason"`
 }
 
-// RunWebhooks delivers until ctx ends: new deliveries at once, retries when due, at most
-// Workers attempts in flight and PerEndpoint to one endpoint. Which deliveries are in flight is known to
-// this process only (a claim writes nothing): a delivery stays due in the store until its outcome is
-// recorded, so one in flight when the process dies is sent again at the next start (at least once; the
-// same webhook-id).
-func (s *Service) RunWebhooks(ctx context.Context) {
+// StartWebhooks starts the delivery worker (package webhook) and the recorder of its attempts' outcomes:
+// outcomes that arrive together share a commit, in the background lane.
+func (s *Service) StartWebhooks(ctx context.Context) error {
 	h := s.hooks
-	h.running.Store(true)
-	defer h.running.Store(false)
-	defer h.sender.Close()
-	if err := s.releaseClaims(); err != nil {
-		s.log.Error("webhooks: release claims", "err", err)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.recorder != nil {
+		return errors.New("webhooks: already started")
 	}
-	f := &inFlight{slots: map[string]int{}, claimed: map[string]bool{}}
-	// Outcomes that arrive together share a commit, in the background lane.
 	h.recorder = newBatchWriter(s.db, lane.Background, 256, 0, 0, s.log, "webhook attempt outcomes",
 		func(tx *store.Tx, o outcome) error { return s.applyAttempt(tx, o.id, o.res, s.now()) })
-	recorderDone := make(chan struct{})
-	go func() { defer close(recorderDone); h.recorder.run() }()
-	var wg sync.WaitGroup
-	defer func() { wg.Wait(); h.recorder.close(); <-recorderDone }() // attempts record before the recorder ends
-	freed := make(chan struct{}, 1)
-	tick := time.NewTicker(h.opts.Poll)
-	defer tick.Stop()
-	for {
-		f.Lock()
-		free := h.opts.Workers - f.busy()
-		f.Unlock()
-		if free > 0 {
-			var claimed []claim
-			var err error
-			lane.Background.Do(func() { // the lane, then f's lock: attempts' callbacks take it outside the lane
-				f.Lock()
-				defer f.Unlock()
-				if claimed, err = s.claimDue(h.opts.Workers-f.busy(), f); err == nil {
-					for _, c := range claimed {
-						f.take(c.id, c.ep.ID)
-					}
-				}
-			})
-			if err != nil {
-				s.log.Error("webhooks: claim", "err", err)
-			}
-			for _, c := range claimed {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					// The slot is free once the receiver answered; the delivery stays claimed until its
-					// outcome is recorded (it is due in the store until then).
-					s.attempt(ctx, c, func() {
-						f.Lock()
-						f.freeSlot(c.ep.ID)
-						f.Unlock()
-						select {
-						case freed <- struct{}{}:
-						default:
-						}
-					}, func() {
-						f.Lock()
-						delete(f.claimed, c.id)
-						f.Unlock()
-					})
-				}()
-			}
-		}
+	h.recorded = make(chan struct{})
+	go func() { defer close(h.recorded); h.recorder.run() }()
+	if err := h.worker.Start(ctx); err != nil {
+		h.recorder.close()
+		<-h.recorded
+		return err
+	}
+	return nil
+}
+
+// StopWebhooks stops the worker (attempts under way are cut short and stay due), then the recorder once
+// the attempts recorded. It is idempotent.
+func (s *Service) StopWebhooks(ctx context.Context) error {
+	h := s.hooks
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.worker.Stop(ctx); err != nil {
+		return err // attempts may still record: the recorder stays
+	}
+	if h.recorded != nil {
 		select {
-		case <-ctx.Done():
-			return
-		case <-h.kick:
-		case <-freed:
-		case <-tick.C:
+		case <-h.recorded:
+		default:
+			h.recorder.close()
+			<-h.recorded
 		}
 	}
+	return nil
 }
 
-// inFlight is what RunWebhooks has under way, under its lock: the worker slots taken, by endpoint, and
-// the deliveries claimed, from their claim until their outcome is recorded (a slot is free once the
-// receiver answered, before that).
-type inFlight struct {
-	sync.Mutex
-	slots   map[string]int
-	claimed map[string]bool
+// deliveryStore is the delivery worker's view of the records (h: the machinery it records for).
+type deliveryStore struct {
+	s *Service
+	h *webhooks
 }
 
-// busy is the number of slots taken.
-func (f *inFlight) busy() int {
-	n := 0
-	for _, k := range f.slots {
-		n += k
-	}
-	return n
-}
-
-func (f *inFlight) take(deliveryID, endpointID string) {
-	f.slots[endpointID]++
-	f.claimed[deliveryID] = true
-}
-
-func (f *inFlight) freeSlot(endpointID string) {
-	if f.slots[endpointID]--; f.slots[endpointID] == 0 {
-		delete(f.slots, endpointID)
-	}
-}
-
-type claim struct {
-	id   string // the delivery's
-	ep   *store.WebhookEndpoint
-	body []byte
-}
+var _ webhook.Store[*store.WebhookEndpoint] = deliveryStore{}
 
 // activeEndpoints are the endpoints deliveries are made to, decoded once per change of the endpoints'
 // table (recording an attempt writes an endpoint only when its health changes).
@@ -757,13 +678,12 @@ func (s *Service) activeEndpoints(tx *store.Tx, version uint64) ([]*store.Webhoo
 	return eps, nil
 }
 
-// claimDue returns up to free due deliveries that f does not hold, respecting each endpoint's share, in a
-// read transaction (a claim is the caller's record in memory). Endpoints take turns being served first
+// Due returns up to free due deliveries that held does not hold, respecting each endpoint's share, in a
+// read transaction (a claim is the worker's record in memory). Endpoints take turns being served first
 // (round robin), so a few with a backlog do not starve the rest.
-func (s *Service) claimDue(free int, f *inFlight) ([]claim, error) {
-	var out []claim
-	turn := s.hooks.turn
-	s.hooks.turn++
+func (st deliveryStore) Due(turn, free int, held webhook.Held) ([]webhook.Claim[*store.WebhookEndpoint], error) {
+	s := st.s
+	var out []webhook.Claim[*store.WebhookEndpoint]
 	version := store.WebhookEndpoints.Version(s.db)
 	err := s.db.View(func(tx *store.Tx) error {
 		eps, err := s.activeEndpoints(tx, version)
@@ -773,20 +693,20 @@ func (s *Service) claimDue(free int, f *inFlight) ([]claim, error) {
 		due := store.DueKey(s.now().Add(time.Nanosecond))
 		for i := range eps {
 			ep := eps[(turn+i)%len(eps)]
-			n := min(s.hooks.opts.PerEndpoint-f.slots[ep.ID], free-len(out))
+			n := min(held.Room(ep.ID), free-len(out))
 			if n <= 0 {
 				continue
 			}
 			// Claimed deliveries may still be due (their outcome is being recorded): they are passed over.
 			err := store.WebhookDeliveries.Scan(tx, store.WebhookDeliveriesDue, ep.ID+" ", ep.ID+" "+due, func(id string) (bool, error) {
-				if f.claimed[id] {
+				if held.Holds(id) {
 					return true, nil
 				}
 				body, err := payloadOf(tx, id)
 				if err != nil {
 					return false, err
 				}
-				out = append(out, claim{id, ep, body})
+				out = append(out, webhook.Claim[*store.WebhookEndpoint]{ID: id, EndpointID: ep.ID, URL: ep.URL, Endpoint: ep, Body: body})
 				n--
 				return n > 0, nil
 			})
@@ -799,9 +719,10 @@ func (s *Service) claimDue(free int, f *inFlight) ([]claim, error) {
 	return out, err
 }
 
-// releaseClaims makes the deliveries due now that a version which wrote its claims to the store left
+// ReleaseClaims makes the deliveries due now that a version which wrote its claims to the store left
 // claimed (a claim now lives in memory only).
-func (s *Service) releaseClaims() error {
+func (st deliveryStore) ReleaseClaims() error {
+	s := st.s
 	return s.db.Update(func(tx *store.Tx) error {
 		ds, err := store.WebhookDeliveries.All(tx, func(d *store.WebhookDelivery) bool {
 			return d.State == DeliveryPending && d.ClaimedAt != nil
@@ -820,30 +741,15 @@ func (s *Service) releaseClaims() error {
 	})
 }
 
-// attempt sends a claimed delivery once, calls sent, records the outcome, then calls release (which ends
-// the claim). An attempt that could not be made or recorded keeps its claim for a while (the timeout and
-// half a minute), so a delivery that meets a persistent error is not tried in a loop; one cut short by
-// shutdown is not recorded: the delivery stays due and the next start sends it again.
-func (s *Service) attempt(ctx context.Context, c claim, sent, release func()) {
-	ep := c.ep
-	secrets, err := s.signingSecrets(ep)
-	if err != nil {
-		sent()
-		s.log.Error("webhooks: open secret", "endpoint", ep.ID, "err", err)
-		time.AfterFunc(s.hooks.opts.Timeout+30*time.Second, release)
-		return
-	}
-	res := s.hooks.sender.Send(ctx, webhook.Message{URL: ep.URL, ID: c.id, Time: s.now(), Body: c.body, Secrets: secrets})
-	sent()
-	if ctx.Err() != nil {
-		return
-	}
-	if err := s.recordAttempt(c.id, res); err != nil {
-		s.log.Error("webhooks: record attempt", "delivery", c.id, "err", err)
-		time.AfterFunc(s.hooks.opts.Timeout+30*time.Second, release)
-		return
-	}
-	release()
+// Secrets opens the endpoint's signing secrets.
+func (st deliveryStore) Secrets(ep *store.WebhookEndpoint) ([]string, error) {
+	return st.s.signingSecrets(ep)
+}
+
+// Record hands an attempt's outcome to the recorder and waits until it is stored.
+func (st deliveryStore) Record(deliveryID string, res webhook.Result) error {
+	st.s.webhookAttemptMetric(res.OK(), res.Duration)
+	return st.h.recorder.write(outcome{deliveryID, res})
 }
 
 func (s *Service) signingSecrets(ep *store.WebhookEndpoint) ([]string, error) {
@@ -860,32 +766,10 @@ func (s *Service) signingSecrets(ep *store.WebhookEndpoint) ([]string, error) {
 	return out, nil
 }
 
-// attemptError is what a tenant learns of a failed attempt: the HTTP status, or that the policy refused
-// the destination, or that no response came (never what answered or why a connection failed).
-func (s *Service) attemptError(res webhook.Result) string {
-	switch {
-	case res.Err != nil && errors.Is(res.Err, outbound.ErrRefused):
-		return outbound.ErrRefused.Error()
-	case res.Err != nil:
-		return "no response: could not connect, or no answer within " + s.hooks.opts.Timeout.String()
-	case res.Status >= 300 && res.Status < 400:
-		return fmt.Sprintf("HTTP %d (redirects are not followed)", res.Status)
-	case !res.OK():
-		return fmt.Sprintf("HTTP %d", res.Status)
-	}
-	return ""
-}
-
 // outcome is an attempt's result on its way to the store.
 type outcome struct {
 	id  string
 	res webhook.Result
-}
-
-// recordAttempt hands an attempt's outcome to the recorder and waits until it is stored.
-func (s *Service) recordAttempt(deliveryID string, res webhook.Result) error {
-	s.webhookAttemptMetric(res.OK(), res.Duration)
-	return s.hooks.recorder.write(outcome{deliveryID, res})
 }
 
 // applyAttempt stores an attempt's outcome in tx: delivered, or the next try by the schedule (or the
@@ -909,7 +793,7 @@ func (s *Service) applyAttempt(tx *store.Tx, deliveryID string, res webhook.Resu
 	o := s.hooks.opts
 	d.Attempts++
 	d.UpdatedAt, d.ResponseStatus = now, res.Status
-	d.LastError = s.attemptError(res)
+	d.LastError = o.AttemptError(res)
 	d.History = append(d.History, store.WebhookAttempt{At: now, ResponseStatus: res.Status, Error: d.LastError, DurationMS: res.Duration.Milliseconds()})
 	if len(d.History) > 50 {
 		d.History = d.History[len(d.History)-50:]
@@ -920,12 +804,7 @@ func (s *Service) applyAttempt(tx *store.Tx, deliveryID string, res webhook.Resu
 	case d.State != DeliveryPending || d.Attempts >= d.MaxAttempts || res.Status == 410:
 		d.State, d.NextAttemptAt = DeliveryFailed, nil
 	default:
-		wait := o.Schedule[min(d.Attempts-1, len(o.Schedule)-1)]
-		wait += time.Duration(rand.Int64N(int64(wait)/10 + 1)) // up to 10 % later, so retries spread
-		if res.RetryAfter > wait {
-			wait = min(res.RetryAfter, 24*time.Hour)
-		}
-		d.NextAttemptAt = ptr(now.Add(wait))
+		d.NextAttemptAt = ptr(now.Add(o.RetryWait(d.Attempts, res)))
 	}
 	if err := store.WebhookDeliveries.Put(tx, d); err != nil {
 		return err
@@ -993,11 +872,11 @@ func (s *Service) sweepDeliveries(tx *store.Tx) (int, error) {
 	return len(old), nil
 }
 
-// WebhookHealth is the webhook worker's component check (/status): down unless RunWebhooks runs; its
+// WebhookHealth is the webhook worker's component check (/status): down unless the worker runs; its
 // message counts endpoints by health and the deliveries waiting. A tenant's failing receiver does not
 // degrade the appliance.
 func (s *Service) WebhookHealth(ctx context.Context) (status, message string) {
-	if !s.hooks.running.Load() {
+	if !s.hooks.worker.Running() {
 		return StatusDown, "the delivery worker is not running"
 	}
 	var endpoints, failing, disabled, pending int

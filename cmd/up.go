@@ -344,7 +344,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	var db *store.DB
 	var sup *daemon.Supervisor
 	var runner *scheduler.Runner
-	stopHooks, stopGuard := func() {}, func() {}
+	stopGuard := func() {}
 	var firstFill chan struct{}
 	var svc *appliance.Service
 	var srv *http.Server
@@ -522,13 +522,12 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			return nil
 		}, stop: func(ctx context.Context) error { stopGuard(); return nil }},
 		{name: "webhooks", start: func(ctx context.Context) error {
-			hooksCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-			done := make(chan struct{})
-			go func() { defer close(done); svc.RunWebhooks(hooksCtx) }()
+			if err := svc.StartWebhooks(ctx); err != nil {
+				return err
+			}
 			svc.Probe.Register("webhooks", svc.WebhookHealth)
-			stopHooks = func() { cancel(); <-done }
 			return nil
-		}, stop: func(ctx context.Context) error { stopHooks(); return nil }},
+		}, stop: func(ctx context.Context) error { return svc.StopWebhooks(ctx) }},
 		{name: "kv-front", start: func(ctx context.Context) error {
 			tlsCfg := certMgr.TLSConfig()
 			kv = &kvproxy.Server{Addr: cfg.KVListen, TLS: tlsCfg, Resolver: svc, Log: log, Limits: kvLimits}

@@ -379,10 +379,14 @@ func (e *Env) StartWebhooks(t testing.TB, o *appliance.WebhookOptions) {
 	if o != nil {
 		e.Svc.SetWebhookOptions(*o)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); e.Svc.RunWebhooks(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	if err := e.Svc.StartWebhooks(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Svc.StopWebhooks(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 }
 
 // KVFronts are the key-value fronts of an Env, as up runs them.
