@@ -51,7 +51,8 @@ type KVFront struct {
 	RESTURL  string
 }
 
-// SetKVFront tells the service the fronts' addresses, which the credentials show.
+// SetKVFront tells the service the fronts' addresses, which the credentials show (tests whose fronts
+// start after the service; up gives them in Config.KVFront).
 func (s *Service) SetKVFront(f KVFront) { s.kvFront = f }
 
 // KVCredentials is how a client connects.

@@ -43,6 +43,8 @@ type Config struct {
 	// BackupRetentionDays is the default backup retention: of every project without a backup schedule, and
 	// of a new schedule (up --backup-retention-days; 0: DefaultRetentionDays).
 	BackupRetentionDays int
+	// KVFront is where tenants reach the key-value stores (the fronts' ports, bound before New).
+	KVFront KVFront
 }
 
 // Notifier is poked after jobs are enqueued so the runner claims them at once.
@@ -110,6 +112,7 @@ func New(cfg Config, db *store.DB, box *SecretBox, log *slog.Logger) *Service {
 	s := &Service{cfg: cfg, db: db, box: box, log: log, now: func() time.Time { return time.Now().UTC() }, Probe: &Probes{},
 		preflights: perKeyRate{every: time.Minute / preflightsPerMinute, burst: preflightsPerMinute}}
 	s.hooks = s.newWebhooks(DefaultWebhookOptions)
+	s.kvFront = cfg.KVFront
 	s.studio.pools = studio.NewPools()
 	s.SetEphemeralLimits(DefaultEphemeralLimits)
 	s.disk.free, s.disk.reserve = -1, DefaultDiskReserve

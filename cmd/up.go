@@ -314,6 +314,22 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		defer opLn.Close()
 		pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: portOf(opLn.Addr().String()), Last: portOf(opLn.Addr().String())})
 	}
+	// The key-value fronts' listeners too: every port of the appliance's own is known before the outbound
+	// policy is given to the service (and read by its workers).
+	kvLn, err := net.Listen("tcp", cfg.KVListen)
+	if err != nil {
+		return fmt.Errorf("--kv-listen %s: %w", cfg.KVListen, err)
+	}
+	defer kvLn.Close()
+	kvRESTLn, err := net.Listen("tcp", cfg.KVRESTListen)
+	if err != nil {
+		return fmt.Errorf("--kv-rest-listen %s: %w", cfg.KVRESTListen, err)
+	}
+	defer kvRESTLn.Close()
+	respPort, restPort := portOf(kvLn.Addr().String()), portOf(kvRESTLn.Addr().String())
+	for _, n := range []int{respPort, restPort} {
+		pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: n, Last: n})
+	}
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	certMgr, err := newCertManager(parent, cfg, dataDir, ca, ln.Addr().String(), log)
 	if err != nil {
@@ -360,7 +376,8 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		{name: "instance-supervisor", start: func(ctx context.Context) error {
 			svc = appliance.New(appliance.Config{APIURL: apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
 				Version: Version, CACertPath: ca.CertPath(), ListenHost: cfg.PGListen, DataDir: dataDir, Spares: cfg.Spares,
-				Ports: ports, Outbound: pol, NetworkExtensions: cfg.NetworkExtensions, LogArchiveDays: cfg.LogArchiveDays, BackupRetentionDays: cfg.BackupRetentionDays}, db, box, log)
+				Ports: ports, Outbound: pol, NetworkExtensions: cfg.NetworkExtensions, LogArchiveDays: cfg.LogArchiveDays, BackupRetentionDays: cfg.BackupRetentionDays,
+				KVFront: appliance.KVFront{RESPPort: respPort, RESTURL: "https://" + net.JoinHostPort(cfg.PublicHost, strconv.Itoa(restPort))}}, db, box, log)
 			svc.SetDiskReserve(int64(cfg.DiskReserveMB) << 20)
 			svc.SetEphemeralLimits(appliance.EphemeralLimits{PerIPPerHour: appliance.DefaultEphemeralLimits.PerIPPerHour,
 				Live: cfg.EphemeralMax, StorageBytes: int64(cfg.EphemeralStorageMB) << 20, TotalStorageBytes: int64(cfg.EphemeralTotalStorageMB) << 20,
@@ -530,8 +547,8 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		}, stop: func(ctx context.Context) error { return svc.StopWebhooks(ctx) }},
 		{name: "kv-front", start: func(ctx context.Context) error {
 			tlsCfg := certMgr.TLSConfig()
-			kv = &kvproxy.Server{Addr: cfg.KVListen, TLS: tlsCfg, Resolver: svc, Log: log, Limits: kvLimits}
-			kvREST = &kvproxy.REST{Addr: cfg.KVRESTListen, TLS: tlsCfg, Resolver: svc, Log: log, Limits: kvLimits}
+			kv = &kvproxy.Server{Addr: cfg.KVListen, Listener: kvLn, TLS: tlsCfg, Resolver: svc, Log: log, Limits: kvLimits}
+			kvREST = &kvproxy.REST{Addr: cfg.KVRESTListen, Listener: kvRESTLn, TLS: tlsCfg, Resolver: svc, Log: log, Limits: kvLimits}
 			svc.Probe.Register("kv-front", func(ctx context.Context) (string, string) {
 				return worst(ctx, kv.Health, kvREST.Health)
 			})
@@ -543,13 +560,6 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 				kv.Stop(ctx)
 				return err
 			}
-			// Tenants' connections never reach the appliance's own listeners (the API's is added above).
-			respPort, restPort := portOf(kv.ListenAddr()), portOf(kvREST.ListenAddr())
-			for _, n := range []int{respPort, restPort} {
-				pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: n, Last: n})
-			}
-			svc.SetKVFront(appliance.KVFront{RESPPort: respPort,
-				RESTURL: "https://" + net.JoinHostPort(cfg.PublicHost, strconv.Itoa(restPort))})
 			return nil
 		}, stop: func(ctx context.Context) error { return errors.Join(kvREST.Stop(ctx), kv.Stop(ctx)) }},
 		{name: "api", start: func(ctx context.Context) error {

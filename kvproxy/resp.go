@@ -28,7 +28,10 @@ import (
 // pipelining, MULTI/EXEC, blocking commands, pub/sub, RESP3 — behaves as on Redis itself. The user name a
 // client gives is ignored (default, as Redis clients send it, or any other): a store has one tenant user.
 type Server struct {
-	Addr     string
+	Addr string
+	// Listener, when set, is served instead of a listener on Addr (bound beforehand, so that its port is
+	// known before the front starts); Start takes it over and Stop closes it.
+	Listener net.Listener
 	TLS      *tls.Config
 	Resolver Resolver
 	Log      *slog.Logger // nil: discarded
@@ -54,9 +57,12 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.TLS == nil {
 		return errors.New("kvproxy: TLS config required (no plaintext listener)")
 	}
-	raw, err := net.Listen("tcp", s.Addr)
-	if err != nil {
-		return fmt.Errorf("kvproxy listen on %s: %w", s.Addr, err)
+	raw := s.Listener
+	if raw == nil {
+		var err error
+		if raw, err = net.Listen("tcp", s.Addr); err != nil {
+			return fmt.Errorf("kvproxy listen on %s: %w", s.Addr, err)
+		}
 	}
 	s.Limits = limits(s.Limits)
 	ln := connlimit.New(raw, s.Limits)

@@ -30,7 +30,9 @@ const MaxRESTBody = 1 << 20
 // status codes (400 for a command error, 401 for a wrong token, 405, 413); with the request header
 // Upstash-Encoding: base64 every string of a result is base64 (what @upstash/redis asks for by default).
 type REST struct {
-	Addr     string
+	Addr string
+	// Listener, when set, is served instead of a listener on Addr (as Server's).
+	Listener net.Listener
 	TLS      *tls.Config
 	Resolver Resolver
 	Log      *slog.Logger
@@ -51,9 +53,12 @@ func (s *REST) Start(ctx context.Context) error {
 	if s.TLS == nil {
 		return errors.New("kvproxy: TLS config required (no plaintext listener)")
 	}
-	raw, err := net.Listen("tcp", s.Addr)
-	if err != nil {
-		return fmt.Errorf("kv REST listen on %s: %w", s.Addr, err)
+	raw := s.Listener
+	if raw == nil {
+		var err error
+		if raw, err = net.Listen("tcp", s.Addr); err != nil {
+			return fmt.Errorf("kv REST listen on %s: %w", s.Addr, err)
+		}
 	}
 	s.Limits = limits(s.Limits)
 	ln := connlimit.New(raw, s.Limits)
