@@ -45,6 +45,11 @@ type Config struct {
 	BackupRetentionDays int
 	// KVFront is where tenants reach the key-value stores (the fronts' ports, bound before New).
 	KVFront KVFront
+	// DiskReserve is the free space under which the appliance runs degraded (0: DefaultDiskReserve).
+	DiskReserve int64
+	// Ephemeral bounds anonymous ephemeral databases (nil: DefaultEphemeralLimits; zero fields take the
+	// defaults' as in SetEphemeralLimits).
+	Ephemeral *EphemeralLimits
 }
 
 // Notifier is poked after jobs are enqueued so the runner claims them at once.
@@ -114,8 +119,13 @@ func New(cfg Config, db *store.DB, box *SecretBox, log *slog.Logger) *Service {
 	s.hooks = s.newWebhooks(DefaultWebhookOptions)
 	s.kvFront = cfg.KVFront
 	s.studio.pools = studio.NewPools()
-	s.SetEphemeralLimits(DefaultEphemeralLimits)
-	s.disk.free, s.disk.reserve = -1, DefaultDiskReserve
+	ephemeral := DefaultEphemeralLimits
+	if cfg.Ephemeral != nil {
+		ephemeral = *cfg.Ephemeral
+	}
+	s.SetEphemeralLimits(ephemeral)
+	s.disk.free = -1
+	s.SetDiskReserve(cfg.DiskReserve)
 	s.sparesStop, s.stopSpares = context.WithCancel(context.Background())
 	return s
 }
