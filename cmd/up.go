@@ -229,81 +229,103 @@ func prepareUp(parent context.Context, cfg UpConfig, out io.Writer) (_ *upRun, e
 			u.close()
 		}
 	}()
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+	level, err := u.parseFlags()
+	if err != nil {
+		return nil, err
 	}
-	if u.ports, err = appliance.ParsePortRange(cfg.PGPorts); err != nil {
-		return nil, fmt.Errorf("--pg-ports: %w", err)
+	u.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	for _, step := range []func(context.Context) error{u.checkMachine, u.openDataDir, u.listen, u.makeInstancesDir} {
+		if err := step(parent); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
+}
+
+// parseFlags checks up's flags and parses those the components take parsed (the port range, the rate
+// limits, the outbound policy's lists); it returns the log level.
+func (u *upRun) parseFlags() (slog.Level, error) {
+	var err error
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(u.cfg.LogLevel)); err != nil {
+		return 0, fmt.Errorf("--log-level: %w", err)
+	}
+	if u.ports, err = appliance.ParsePortRange(u.cfg.PGPorts); err != nil {
+		return 0, fmt.Errorf("--pg-ports: %w", err)
 	}
 	limits := &u.limits
 	for _, r := range []struct {
 		flag, v string
 		rate    *float64
 		burst   *int
-	}{{"--rate-per-ip", cfg.RatePerIP, &limits.PerSecond, &limits.Burst},
-		{"--rate-per-credential", cfg.RatePerCredential, &limits.CredentialPerSecond, &limits.CredentialBurst},
-		{"--rate-sign-in", cfg.RateStrict, &limits.StrictPerSecond, &limits.StrictBurst}} {
+	}{{"--rate-per-ip", u.cfg.RatePerIP, &limits.PerSecond, &limits.Burst},
+		{"--rate-per-credential", u.cfg.RatePerCredential, &limits.CredentialPerSecond, &limits.CredentialBurst},
+		{"--rate-sign-in", u.cfg.RateStrict, &limits.StrictPerSecond, &limits.StrictBurst}} {
 		if *r.rate, *r.burst, err = httpapi.ParseRate(r.v); err != nil {
-			return nil, fmt.Errorf("%s: %w", r.flag, err)
+			return 0, fmt.Errorf("%s: %w", r.flag, err)
 		}
 	}
-	limits.ExemptLoopback = !cfg.RateLimitLoopback
+	limits.ExemptLoopback = !u.cfg.RateLimitLoopback
 	pol := &outbound.Policy{OwnPorts: []outbound.PortRange{{First: u.ports.First, Last: u.ports.Last}}}
 	u.pol = pol
-	if pol.Allow, err = outbound.ParsePrefixes(cfg.OutboundAllow); err != nil {
-		return nil, fmt.Errorf("--outbound-allow: %w", err)
+	if pol.Allow, err = outbound.ParsePrefixes(u.cfg.OutboundAllow); err != nil {
+		return 0, fmt.Errorf("--outbound-allow: %w", err)
 	}
-	if pol.Deny, err = outbound.ParsePrefixes(cfg.OutboundDeny); err != nil {
-		return nil, fmt.Errorf("--outbound-deny: %w", err)
+	if pol.Deny, err = outbound.ParsePrefixes(u.cfg.OutboundDeny); err != nil {
+		return 0, fmt.Errorf("--outbound-deny: %w", err)
 	}
-	if cfg.BackupRetentionDays < 1 || cfg.BackupRetentionDays > 365 {
-		return nil, fmt.Errorf("--backup-retention-days: %d is not between 1 and 365", cfg.BackupRetentionDays)
+	if u.cfg.BackupRetentionDays < 1 || u.cfg.BackupRetentionDays > 365 {
+		return 0, fmt.Errorf("--backup-retention-days: %d is not between 1 and 365", u.cfg.BackupRetentionDays)
 	}
-	if cfg.HeapFloorMB < 0 || cfg.HeapFloorMB > 1<<20 {
-		return nil, fmt.Errorf("--heap-floor-mb: %d is not between 0 and 1048576 (1 TiB)", cfg.HeapFloorMB)
+	if u.cfg.HeapFloorMB < 0 || u.cfg.HeapFloorMB > 1<<20 {
+		return 0, fmt.Errorf("--heap-floor-mb: %d is not between 0 and 1048576 (1 TiB)", u.cfg.HeapFloorMB)
 	}
-	heapfloor.Set(uint64(cfg.HeapFloorMB) << 20)
+	heapfloor.Set(uint64(u.cfg.HeapFloorMB) << 20)
 	for _, v := range []struct {
 		flag     string
 		n, least int
-	}{{"--disk-reserve-mb", cfg.DiskReserveMB, 0}, {"--ephemeral-max", cfg.EphemeralMax, 0}, {"--ephemeral-storage-mb", cfg.EphemeralStorageMB, 16},
-		{"--ephemeral-total-storage-mb", cfg.EphemeralTotalStorageMB, 16}, {"--ephemeral-memory-mb", cfg.EphemeralMemoryMB, postgres.MinProcessDataBytes >> 20},
-		{"--ephemeral-connections", cfg.EphemeralConnections, 5}} {
+	}{{"--disk-reserve-mb", u.cfg.DiskReserveMB, 0}, {"--ephemeral-max", u.cfg.EphemeralMax, 0}, {"--ephemeral-storage-mb", u.cfg.EphemeralStorageMB, 16},
+		{"--ephemeral-total-storage-mb", u.cfg.EphemeralTotalStorageMB, 16}, {"--ephemeral-memory-mb", u.cfg.EphemeralMemoryMB, postgres.MinProcessDataBytes >> 20},
+		{"--ephemeral-connections", u.cfg.EphemeralConnections, 5}} {
 		if v.n < v.least || v.n > 1<<30 {
-			return nil, fmt.Errorf("%s: %d is not between %d and %d", v.flag, v.n, v.least, 1<<30)
+			return 0, fmt.Errorf("%s: %d is not between %d and %d", v.flag, v.n, v.least, 1<<30)
 		}
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	u.log = log
 	for _, v := range []struct {
 		flag string
 		n    int
-	}{{"--max-connections-per-address", cfg.MaxConnectionsPerAddress}, {"--kv-max-unauthenticated", cfg.KVMaxUnauthenticated},
-		{"--kv-max-unauthenticated-per-address", cfg.KVMaxUnauthenticatedPerAddress}} {
+	}{{"--max-connections-per-address", u.cfg.MaxConnectionsPerAddress}, {"--kv-max-unauthenticated", u.cfg.KVMaxUnauthenticated},
+		{"--kv-max-unauthenticated-per-address", u.cfg.KVMaxUnauthenticatedPerAddress}} {
 		if v.n < 0 || (v.n == 0 && v.flag != "--max-connections-per-address") {
-			return nil, fmt.Errorf("%s: %d is not a positive number", v.flag, v.n)
+			return 0, fmt.Errorf("%s: %d is not a positive number", v.flag, v.n)
 		}
 	}
-	if cfg.KVAuthTimeout <= 0 {
-		return nil, fmt.Errorf("--kv-auth-timeout: %s is not a positive duration", cfg.KVAuthTimeout)
+	if u.cfg.KVAuthTimeout <= 0 {
+		return 0, fmt.Errorf("--kv-auth-timeout: %s is not a positive duration", u.cfg.KVAuthTimeout)
 	}
+	return level, nil
+}
+
+// checkMachine fits the listeners' connection caps to the open-files limit, and refuses to start when a
+// check of doctor's fails (missing programs are installed or obtained first).
+func (u *upRun) checkMachine(ctx context.Context) error {
+	log := u.log
 	// No listener may starve the others, or the appliance's own work, of file descriptors.
 	nofile, err := raiseFileLimit()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	kvMax, lowered, err := fdBudget(nofile, cfg.MaxConnections, cfg.KVMaxConnections)
+	kvMax, lowered, err := fdBudget(nofile, u.cfg.MaxConnections, u.cfg.KVMaxConnections)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if lowered {
 		log.Warn("key-value fronts' connection cap lowered to fit the open-files limit", "kv_max_connections", kvMax, "open_files_limit", nofile, "fix", "raise the limit (ulimit -n, systemd LimitNOFILE=)")
 	}
-	u.kvLimits = connlimit.Limits{Max: kvMax, MaxPending: cfg.KVMaxUnauthenticated, PendingPerAddr: cfg.KVMaxUnauthenticatedPerAddress, AuthTimeout: cfg.KVAuthTimeout}
+	u.kvLimits = connlimit.Limits{Max: kvMax, MaxPending: u.cfg.KVMaxUnauthenticated, PendingPerAddr: u.cfg.KVMaxUnauthenticatedPerAddress, AuthTimeout: u.cfg.KVAuthTimeout}
 
 	// What up needs, as doctor checks it; missing programs are installed or obtained first.
-	checks, set := runChecks(parent, cfg, true, log)
+	checks, set := runChecks(ctx, u.cfg, true, log)
 	u.set = set
 	var failed []string
 	for _, c := range checks {
@@ -312,7 +334,7 @@ func prepareUp(parent context.Context, cfg UpConfig, out io.Writer) (_ *upRun, e
 		}
 	}
 	if len(failed) > 0 {
-		return nil, fmt.Errorf("refusing to start (appliance doctor shows every check):\n  %s", strings.Join(failed, "\n  "))
+		return fmt.Errorf("refusing to start (appliance doctor shows every check):\n  %s", strings.Join(failed, "\n  "))
 	}
 	for _, p := range programs.Catalog {
 		if f := set.Found[p.Name]; f.Err != nil {
@@ -321,12 +343,17 @@ func prepareUp(parent context.Context, cfg UpConfig, out io.Writer) (_ *upRun, e
 			log.Info("program", "name", p.Name, "path", f.Path, "source", f.Source)
 		}
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
+	return nil
+}
+
+// openDataDir makes the data directory (and its metadata store on a first start), its CA and secret box.
+func (u *upRun) openDataDir(context.Context) error {
+	if err := os.MkdirAll(u.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
 	}
-	dataDir, err := filepath.Abs(cfg.DataDir)
+	dataDir, err := filepath.Abs(u.cfg.DataDir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	u.dataDir = dataDir
 	// A first start makes its metadata store before anything else, so a data directory with a CA (or
@@ -334,68 +361,80 @@ func prepareUp(parent context.Context, cfg UpConfig, out io.Writer) (_ *upRun, e
 	if _, err := os.Stat(metaFile(dataDir)); errors.Is(err, os.ErrNotExist) {
 		db, err := store.Open(metaFile(dataDir))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := db.Close(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	u.ca, err = certs.LoadOrCreateCA(filepath.Join(dataDir, "ca"))
 	if err != nil {
-		return nil, fmt.Errorf("certificate authority: %w", err)
+		return fmt.Errorf("certificate authority: %w", err)
 	}
 	u.box, err = appliance.OpenSecretBox(filepath.Join(dataDir, "secret.key"))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	u.ln, err = net.Listen("tcp", cfg.Listen)
+	return nil
+}
+
+// listen binds every listener of the appliance's (each port of them is refused by the outbound policy)
+// and makes the certificates they serve.
+func (u *upRun) listen(ctx context.Context) error {
+	pol, log := u.pol, u.log
+	var err error
+	u.ln, err = net.Listen("tcp", u.cfg.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w (choose another address with --listen)", cfg.Listen, err)
+		return fmt.Errorf("listen on %s: %w (choose another address with --listen)", u.cfg.Listen, err)
 	}
-	if cfg.MetricsListen != "" {
-		if u.opLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
-			return nil, fmt.Errorf("--metrics-listen %s: %w", cfg.MetricsListen, err)
+	if u.cfg.MetricsListen != "" {
+		if u.opLn, err = net.Listen("tcp", u.cfg.MetricsListen); err != nil {
+			return fmt.Errorf("--metrics-listen %s: %w", u.cfg.MetricsListen, err)
 		}
 		pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: portOf(u.opLn.Addr().String()), Last: portOf(u.opLn.Addr().String())})
 	}
 	// The key-value fronts' listeners too: every port of the appliance's own is known before the outbound
 	// policy is given to the service (and read by its workers).
-	u.kvLn, err = net.Listen("tcp", cfg.KVListen)
+	u.kvLn, err = net.Listen("tcp", u.cfg.KVListen)
 	if err != nil {
-		return nil, fmt.Errorf("--kv-listen %s: %w", cfg.KVListen, err)
+		return fmt.Errorf("--kv-listen %s: %w", u.cfg.KVListen, err)
 	}
-	u.kvRESTLn, err = net.Listen("tcp", cfg.KVRESTListen)
+	u.kvRESTLn, err = net.Listen("tcp", u.cfg.KVRESTListen)
 	if err != nil {
-		return nil, fmt.Errorf("--kv-rest-listen %s: %w", cfg.KVRESTListen, err)
+		return fmt.Errorf("--kv-rest-listen %s: %w", u.cfg.KVRESTListen, err)
 	}
 	for _, l := range []net.Listener{u.kvLn, u.kvRESTLn} {
 		n := portOf(l.Addr().String())
 		pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: n, Last: n})
 	}
 	host, port, _ := net.SplitHostPort(u.ln.Addr().String())
-	if u.certMgr, err = newCertManager(parent, cfg, dataDir, u.ca, u.ln.Addr().String(), log); err != nil {
-		return nil, err
+	if u.certMgr, err = newCertManager(ctx, u.cfg, u.dataDir, u.ca, u.ln.Addr().String(), log); err != nil {
+		return err
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		host = cfg.PublicHost
+		host = u.cfg.PublicHost
 	}
 	u.apiURL = "https://" + net.JoinHostPort(host, port)
 	if p, err := strconv.Atoi(port); err == nil {
 		pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: p, Last: p})
 	}
+	return nil
+}
 
-	// Instances run as an unprivileged user that must traverse the data dir to reach its own directory.
-	if err := os.Chmod(dataDir, 0o711); err != nil {
-		return nil, err
+// makeInstancesDir makes the directory of the instances, which run as an unprivileged user that must
+// traverse the data directory to reach its own directory.
+func (u *upRun) makeInstancesDir(context.Context) error {
+	if err := os.Chmod(u.dataDir, 0o711); err != nil {
+		return err
 	}
-	instancesDir := filepath.Join(dataDir, "instances")
+	instancesDir := filepath.Join(u.dataDir, "instances")
 	if err := os.MkdirAll(instancesDir, 0o711); err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.Chmod(instancesDir, 0o711); err != nil {
-		return nil, err
+		return err
 	}
-	return u, nil
+	return nil
 }
 
 func uniq(in ...string) []string {
