@@ -7,48 +7,12 @@ import (
 	"github.com/theappliance/appliance/appliance"
 )
 
-func (s *Server) listBackups(r *Request) (*appliance.BackupList, error) {
-	return s.svc.ListBackups(r.Context(), r.Principal, r.PathValue("projectID"))
-}
-
-func (s *Server) createBackup(r *Request, body *appliance.CreateBackupRequest) (*appliance.JobResponse, error) {
-	return s.svc.CreateBackup(r.Context(), r.Principal, r.PathValue("projectID"), body)
-}
-
-func (s *Server) restoreProject(r *Request, body *appliance.RestoreRequest) (*appliance.JobResponse, error) {
-	return s.svc.RestoreProject(r.Context(), r.Principal, r.PathValue("projectID"), body)
-}
-
-func (s *Server) listRestorePoints(r *Request) (*appliance.RestorePointList, error) {
-	return s.svc.ListRestorePoints(r.Context(), r.Principal, r.PathValue("projectID"))
-}
-
-func (s *Server) createRestorePoint(r *Request, body *appliance.RestorePointRequest) (*appliance.RestorePointResponse, error) {
-	return s.svc.CreateRestorePoint(r.Context(), r.Principal, r.PathValue("projectID"), body)
-}
-
-func (s *Server) deleteRestorePoint(r *Request) (*appliance.DeletedResponse, error) {
-	return s.svc.DeleteRestorePoint(r.Context(), r.Principal, r.PathValue("projectID"), r.PathValue("restorePointID"))
-}
-
-func (s *Server) listScheduledBackups(r *Request) (*appliance.ScheduledBackupList, error) {
-	return s.svc.ListScheduledBackups(r.Context(), r.Principal, r.PathValue("projectID"))
-}
-
 func (s *Server) putScheduledBackup(r *Request, body *appliance.PutScheduledBackupRequest) (*appliance.ScheduledBackupResponse, error) {
 	return s.svc.PutScheduledBackup(r.Context(), r.Principal, r.PathValue("projectID"), appliance.ScheduledBackupID, body)
 }
 
-func (s *Server) listExports(r *Request) (*appliance.ExportList, error) {
-	return s.svc.ListExports(r.Context(), r.Principal, r.PathValue("projectID"))
-}
-
 func (s *Server) createExport(r *Request, _ *appliance.CreateExportRequest) (*appliance.ExportJobResponse, error) {
 	return s.svc.CreateExport(r.Context(), r.Principal, r.PathValue("projectID"))
-}
-
-func (s *Server) exportDownload(r *Request) (*appliance.DownloadResponse, error) {
-	return s.svc.ExportDownload(r.Context(), r.Principal, r.PathValue("projectID"), r.PathValue("exportID"))
 }
 
 // downloadExport streams an export's dump to the holder of a signed URL (no credentials).
@@ -68,30 +32,6 @@ func (s *Server) downloadExport(r *Request) error {
 
 func (s *Server) createImportUpload(r *Request, _ *appliance.CreateUploadRequest) (*appliance.UploadResponse, error) {
 	return s.svc.CreateImportUpload(r.Context(), r.Principal, r.PathValue("projectID"))
-}
-
-func (s *Server) createImport(r *Request, body *appliance.ImportRequest) (*appliance.JobResponse, error) {
-	return s.svc.CreateImport(r.Context(), r.Principal, r.PathValue("projectID"), body)
-}
-
-func (s *Server) importPreflight(r *Request, body *appliance.PreflightRequest) (*appliance.PreflightResponse, error) {
-	return s.svc.ImportPreflight(r.Context(), r.Principal, r.PathValue("projectID"), body)
-}
-
-func (s *Server) startFollow(r *Request, body *appliance.FollowRequest) (*appliance.JobResponse, error) {
-	return s.svc.StartFollow(r.Context(), r.Principal, r.PathValue("projectID"), body)
-}
-
-func (s *Server) followStatus(r *Request) (*appliance.JobResponse, error) {
-	return s.svc.FollowStatus(r.Context(), r.Principal, r.PathValue("projectID"))
-}
-
-func (s *Server) followCutover(r *Request, body *appliance.FollowCutoverRequest) (*appliance.JobResponse, error) {
-	return s.svc.FollowCutover(r.Context(), r.Principal, r.PathValue("projectID"), body)
-}
-
-func (s *Server) followAbort(r *Request) (*appliance.JobResponse, error) {
-	return s.svc.FollowAbort(r.Context(), r.Principal, r.PathValue("projectID"))
 }
 
 // receiveImportUpload stores the raw body of a signed upload URL's PUT (no credentials; the body is the

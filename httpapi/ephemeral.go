@@ -16,7 +16,3 @@ func (s *Server) getEphemeral(r *Request) (*appliance.EphemeralResponse, error) 
 func (s *Server) deleteEphemeral(r *Request) (*appliance.JobResponse, error) {
 	return s.svc.DeleteEphemeral(r.Context(), r.PathValue("projectID"), r.Header.Get(claimTokenHeader))
 }
-
-func (s *Server) claimEphemeral(r *Request, body *appliance.ClaimRequest) (*appliance.ClaimResponse, error) {
-	return s.svc.ClaimEphemeral(r.Context(), r.Principal, r.PathValue("projectID"), body)
-}

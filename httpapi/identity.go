@@ -46,11 +46,3 @@ func (s *Server) startCLILogin(r *Request, body *appliance.CLILoginStartRequest)
 func (s *Server) pollCLILogin(r *Request) (*appliance.CLILoginResult, error) {
 	return s.svc.PollCLILogin(r.Context(), r.PathValue("sessionID"), r.Str("poll_token"))
 }
-
-func (s *Server) cliLoginDetails(r *Request) (*appliance.CLILoginDetails, error) {
-	return s.svc.CLILoginDetailsFor(r.Context(), r.Principal, r.PathValue("sessionID"))
-}
-
-func (s *Server) authorizeCLILogin(r *Request) (*appliance.CLILoginResult, error) {
-	return s.svc.AuthorizeCLILogin(r.Context(), r.Principal, r.PathValue("sessionID"))
-}

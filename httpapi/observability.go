@@ -22,20 +22,8 @@ func (s *Server) queryDetail(r *Request) (*appliance.QueryDetailResponse, error)
 	return s.svc.QueryDetail(r.Context(), r.Principal, r.PathValue("projectID"), r.PathValue("queryHash"), r.Int("hours"))
 }
 
-func (s *Server) listAlerts(r *Request) (*appliance.AlertList, error) {
-	return s.svc.ListAlerts(r.Context(), r.Principal, r.PathValue("projectID"))
-}
-
-func (s *Server) acknowledgeAlert(r *Request) (*appliance.AlertResponse, error) {
-	return s.svc.AcknowledgeAlert(r.Context(), r.Principal, r.PathValue("projectID"), r.PathValue("alertID"))
-}
-
 func (s *Server) indexAdvice(r *Request) (*appliance.AdvisorResponse, error) {
 	return s.svc.IndexAdvice(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("min_filter"), r.Int("min_selectivity"))
-}
-
-func (s *Server) indexHygiene(r *Request) (*appliance.HygieneResponse, error) {
-	return s.svc.IndexHygiene(r.Context(), r.Principal, r.PathValue("projectID"))
 }
 
 // logsQuery is the logs routes' query.

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -105,6 +106,60 @@ func Without[R any](fn func(r *Request) (*R, error)) Op {
 // Raw builds an Op whose handler writes its own response (streams, documents); the result must be nil.
 func Raw(fn func(r *Request) error) Op {
 	return Op{fn: func(r *Request) (any, error) { return nil, fn(r) }}
+}
+
+// The Call adapters make a route row name a service method directly: the method takes the request's
+// context and caller, then the named path parameters in order (P: one each), then the JSON body (B) if
+// the route takes one. They are With and Without underneath, so the OpenAPI types are the method's.
+
+type principal = *appliance.Principal
+
+// Call builds an Op from a service method that takes no path parameter and no body.
+func Call[R any](fn func(context.Context, principal) (*R, error)) Op {
+	return Without(func(r *Request) (*R, error) { return fn(r.Context(), r.Principal) })
+}
+
+// CallB builds an Op from a service method that takes a body.
+func CallB[B, R any](fn func(context.Context, principal, *B) (*R, error)) Op {
+	return With(func(r *Request, b *B) (*R, error) { return fn(r.Context(), r.Principal, b) })
+}
+
+// CallP builds an Op from a service method that takes one path parameter.
+func CallP[R any](p string, fn func(context.Context, principal, string) (*R, error)) Op {
+	return Without(func(r *Request) (*R, error) { return fn(r.Context(), r.Principal, r.PathValue(p)) })
+}
+
+// CallPB builds an Op from a service method that takes one path parameter and a body.
+func CallPB[B, R any](p string, fn func(context.Context, principal, string, *B) (*R, error)) Op {
+	return With(func(r *Request, b *B) (*R, error) { return fn(r.Context(), r.Principal, r.PathValue(p), b) })
+}
+
+// CallPP builds an Op from a service method that takes two path parameters.
+func CallPP[R any](p1, p2 string, fn func(context.Context, principal, string, string) (*R, error)) Op {
+	return Without(func(r *Request) (*R, error) {
+		return fn(r.Context(), r.Principal, r.PathValue(p1), r.PathValue(p2))
+	})
+}
+
+// CallPPB builds an Op from a service method that takes two path parameters and a body.
+func CallPPB[B, R any](p1, p2 string, fn func(context.Context, principal, string, string, *B) (*R, error)) Op {
+	return With(func(r *Request, b *B) (*R, error) {
+		return fn(r.Context(), r.Principal, r.PathValue(p1), r.PathValue(p2), b)
+	})
+}
+
+// CallPPP builds an Op from a service method that takes three path parameters.
+func CallPPP[R any](p1, p2, p3 string, fn func(context.Context, principal, string, string, string) (*R, error)) Op {
+	return Without(func(r *Request) (*R, error) {
+		return fn(r.Context(), r.Principal, r.PathValue(p1), r.PathValue(p2), r.PathValue(p3))
+	})
+}
+
+// CallPPPB builds an Op from a service method that takes three path parameters and a body.
+func CallPPPB[B, R any](p1, p2, p3 string, fn func(context.Context, principal, string, string, string, *B) (*R, error)) Op {
+	return With(func(r *Request, b *B) (*R, error) {
+		return fn(r.Context(), r.Principal, r.PathValue(p1), r.PathValue(p2), r.PathValue(p3), b)
+	})
 }
 
 // maxBody bounds every JSON request body.
