@@ -6,10 +6,6 @@ import (
 	"github.com/theappliance/appliance/appliance"
 )
 
-func (s *Server) me(r *Request) (*appliance.MeResponse, error) {
-	return s.svc.Me(r.Context(), r.Principal)
-}
-
 // SessionCookie holds the dashboard's session; it authenticates a request only together with the
 // CSRFHeader, which a cross-site page cannot send without a CORS preflight the API never grants.
 const (

@@ -6,10 +6,6 @@ import (
 	"github.com/theappliance/appliance/appliance"
 )
 
-func (s *Server) observability(r *Request) (*appliance.ObservabilityResponse, error) {
-	return s.svc.Observability(r.Context(), r.Principal, r.PathValue("projectID"))
-}
-
 func (s *Server) observabilityHistory(r *Request) (*appliance.HistoryResponse, error) {
 	return s.svc.History(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("hours"))
 }

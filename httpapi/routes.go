@@ -50,7 +50,7 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/v1/ca.crt", Tag: "health", Auth: Public, Status: ok, ContentType: "application/x-pem-file", Summary: "The appliance's CA certificate (PEM), which database and API certificates chain to: clients verify connections with it", Do: Raw(s.caCert)},
 
 		// Identity and CLI device login
-		{Method: get, Path: "/v1/me", Tag: "identity", Status: ok, Summary: "The caller and its organization", Do: Without(s.me)},
+		{Method: get, Path: "/v1/me", Tag: "identity", Status: ok, Summary: "The caller and its organization", Do: Call(s.svc.Me)},
 		{Method: post, Path: "/v1/auth/sessions", Tag: "identity", Auth: Public, Bucket: BucketStrict, Status: created, Summary: "Sign in to the built-in identity provider", Do: With(s.createSession)},
 		{Method: post, Path: "/v1/cli/login/sessions", Tag: "identity", Auth: Public, Bucket: BucketStrict, Status: created, Summary: "Start a CLI device login", Do: With(s.startCLILogin)},
 		{Method: get, Path: "/v1/cli/login/sessions/{sessionID}", Tag: "identity", Auth: Public, Bucket: BucketStrict, Status: ok, Summary: "Poll a CLI device login",
@@ -63,7 +63,7 @@ func (s *Server) table() []Route {
 		// Organizations
 		{Method: get, Path: "/v1/organizations/{orgID}", Tag: "organizations", Scope: appliance.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "Get an organization", Do: CallP("orgID", s.svc.GetOrganization)},
 		{Method: patch, Path: "/v1/organizations/{orgID}", Tag: "organizations", Scope: appliance.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Update an organization's profile", Do: CallPB("orgID", s.svc.PatchOrganization)},
-		{Method: get, Path: "/v1/organizations/{orgID}/usage", Tag: "organizations", Scope: appliance.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "Organization usage", Do: Without(s.usage)},
+		{Method: get, Path: "/v1/organizations/{orgID}/usage", Tag: "organizations", Scope: appliance.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "Organization usage", Do: CallP("orgID", s.svc.OrganizationUsage)},
 		{Method: get, Path: "/v1/organizations/{orgID}/audit-events", Tag: "audit", Scope: appliance.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "Organization audit events",
 			Query: []Param{limitParam(25)}, Do: Without(s.orgAudit)},
 
@@ -97,12 +97,12 @@ func (s *Server) table() []Route {
 		// Projects
 		{Method: get, Path: "/v1/projects", Tag: "projects", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "List projects",
 			Query: []Param{{Name: "organization_id", Type: "string", Doc: "the organization to list; required for platform administrators, optional (and must be their own) for others"}}, Do: Without(s.listProjects)},
-		{Method: post, Path: "/v1/projects", Tag: "projects", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Create a project (provisions a PostgreSQL instance)", Do: With(s.createProject)},
+		{Method: post, Path: "/v1/projects", Tag: "projects", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Create a project (provisions a PostgreSQL instance)", Do: CallB(s.svc.CreateProject)},
 		{Method: get, Path: "/v1/projects/{projectID}", Tag: "projects", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "Get a project", Do: CallP("projectID", s.svc.GetProject)},
 		{Method: patch, Path: "/v1/projects/{projectID}", Tag: "projects", Scope: appliance.ScopeProjectsWrite, Status: ok, Summary: "Update a project (server changes run as project.apply_plan)", Do: CallPB("projectID", s.svc.PatchProject)},
 		{Method: del, Path: "/v1/projects/{projectID}", Tag: "projects", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Delete a project and its data",
 			Query: []Param{{Name: "approval_token", Type: "string", Doc: "single-use approval token for project.delete; required when the environment is production"}}, Do: Without(s.deleteProject)},
-		{Method: get, Path: "/v1/projects/{projectID}/connections", Tag: "projects", Scope: appliance.ScopeCredentialsRead, Status: ok, Summary: "Connection URLs with the current credential", Do: Without(s.connections)},
+		{Method: get, Path: "/v1/projects/{projectID}/connections", Tag: "projects", Scope: appliance.ScopeCredentialsRead, Status: ok, Summary: "Connection URLs with the current credential", Do: CallP("projectID", s.svc.ProjectConnections)},
 		{Method: post, Path: "/v1/projects/{projectID}/credentials/rotate", Tag: "projects", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Rotate the database credential (the previous one works during the overlap)", Do: CallPB("projectID", s.svc.RotateCredentials)},
 		{Method: get, Path: "/v1/projects/{projectID}/extensions", Tag: "extensions", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "Extensions the server offers, and which are enabled", Do: CallP("projectID", s.svc.ListExtensions)},
 		{Method: post, Path: "/v1/projects/{projectID}/extensions", Tag: "extensions", Scope: appliance.ScopeProjectsWrite, Status: accepted, Summary: "Enable an extension (restarts when it needs preloading)", Do: CallPB("projectID", s.svc.EnableExtension)},
@@ -206,7 +206,7 @@ func (s *Server) table() []Route {
 
 		// Observability (docs/api-decisions.md "Observability")
 		{Method: get, Path: "/v1/projects/{projectID}/observability", Tag: "observability", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "A live snapshot of the project's server: active queries, connections and storage against their limits, the slowest statements, the alerts in force",
-			Errors: []int{http.StatusConflict, http.StatusServiceUnavailable}, Do: Without(s.observability)},
+			Errors: []int{http.StatusConflict, http.StatusServiceUnavailable}, Do: CallP("projectID", s.svc.Observability)},
 		{Method: get, Path: "/v1/projects/{projectID}/observability/history", Tag: "observability", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "The minutely samples of the trailing window, oldest first (downsampled evenly to at most 720 points)",
 			Query: []Param{hoursParam(appliance.HistoryHoursMax, appliance.HistoryHoursDefault)}, Do: Without(s.observabilityHistory)},
 		{Method: get, Path: "/v1/projects/{projectID}/observability/queries", Tag: "observability", Scope: appliance.ScopeProjectsRead, Status: ok, Summary: "The statements with the most total execution time in the trailing window (from pg_stat_statements snapshots every 5 minutes; at most 50)",
