@@ -69,6 +69,24 @@ type Op struct {
 	Body reflect.Type // nil when the route takes no body
 	Resp reflect.Type // nil when the handler writes the response itself
 	fn   func(r *Request) (any, error)
+	// params are the path parameters a Call adapter reads: each must be in its route's path (checkParams).
+	params []string
+}
+
+// withParams records the path parameters op reads.
+func (op Op) withParams(ps ...string) Op {
+	op.params = ps
+	return op
+}
+
+// checkParams panics when the route's Op reads a path parameter its path does not have (a misspelt name
+// would read as "" on every request): the table is wrong, and the server must not start with it.
+func (rt *Route) checkParams() {
+	for _, p := range rt.Do.params {
+		if !strings.Contains(rt.Path, "{"+p+"}") {
+			panic(fmt.Sprintf("route %s %s: its handler reads the path parameter %q, which the path does not have", rt.Method, rt.Path, p))
+		}
+	}
 }
 
 // Request is what a handler sees: the HTTP request, the caller and the parsed query.
@@ -126,40 +144,40 @@ func CallB[B, R any](fn func(context.Context, principal, *B) (*R, error)) Op {
 
 // CallP builds an Op from a service method that takes one path parameter.
 func CallP[R any](p string, fn func(context.Context, principal, string) (*R, error)) Op {
-	return Without(func(r *Request) (*R, error) { return fn(r.Context(), r.Principal, r.PathValue(p)) })
+	return Without(func(r *Request) (*R, error) { return fn(r.Context(), r.Principal, r.PathValue(p)) }).withParams(p)
 }
 
 // CallPB builds an Op from a service method that takes one path parameter and a body.
 func CallPB[B, R any](p string, fn func(context.Context, principal, string, *B) (*R, error)) Op {
-	return With(func(r *Request, b *B) (*R, error) { return fn(r.Context(), r.Principal, r.PathValue(p), b) })
+	return With(func(r *Request, b *B) (*R, error) { return fn(r.Context(), r.Principal, r.PathValue(p), b) }).withParams(p)
 }
 
 // CallPP builds an Op from a service method that takes two path parameters.
 func CallPP[R any](p1, p2 string, fn func(context.Context, principal, string, string) (*R, error)) Op {
 	return Without(func(r *Request) (*R, error) {
 		return fn(r.Context(), r.Principal, r.PathValue(p1), r.PathValue(p2))
-	})
+	}).withParams(p1, p2)
 }
 
 // CallPPB builds an Op from a service method that takes two path parameters and a body.
 func CallPPB[B, R any](p1, p2 string, fn func(context.Context, principal, string, string, *B) (*R, error)) Op {
 	return With(func(r *Request, b *B) (*R, error) {
 		return fn(r.Context(), r.Principal, r.PathValue(p1), r.PathValue(p2), b)
-	})
+	}).withParams(p1, p2)
 }
 
 // CallPPP builds an Op from a service method that takes three path parameters.
 func CallPPP[R any](p1, p2, p3 string, fn func(context.Context, principal, string, string, string) (*R, error)) Op {
 	return Without(func(r *Request) (*R, error) {
 		return fn(r.Context(), r.Principal, r.PathValue(p1), r.PathValue(p2), r.PathValue(p3))
-	})
+	}).withParams(p1, p2, p3)
 }
 
 // CallPPPB builds an Op from a service method that takes three path parameters and a body.
 func CallPPPB[B, R any](p1, p2, p3 string, fn func(context.Context, principal, string, string, string, *B) (*R, error)) Op {
 	return With(func(r *Request, b *B) (*R, error) {
 		return fn(r.Context(), r.Principal, r.PathValue(p1), r.PathValue(p2), r.PathValue(p3), b)
-	})
+	}).withParams(p1, p2, p3)
 }
 
 // maxBody bounds every JSON request body.

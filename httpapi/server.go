@@ -73,6 +73,7 @@ func New(svc *appliance.Service, opts Options) *Server {
 	s.routes = append(s.table(), opts.Extra...)
 	for i := range s.routes {
 		rt := &s.routes[i]
+		rt.checkParams()
 		s.mux.Handle(rt.Method+" "+rt.Path, s.adapt(rt))
 	}
 	s.mux.HandleFunc("/", s.unmatched)
