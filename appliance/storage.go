@@ -22,9 +22,11 @@ import (
 // held, ephemeral bounds, disk reserve"): every StorageGuardInterval it measures the files of every active
 // database that has a storage limit, and puts one that went over under a lock.
 const (
-	// StorageGuardInterval is how often the guard measures. A client writing as fast as it can goes past
-	// the limit by at most what it writes in one interval and the lock's reaction (its sessions ended).
-	StorageGuardInterval = 250 * time.Millisecond
+	// StorageGuardInterval is how often the guard runs; it measures only the databases due (those near
+	// their limits: StorageGuardRate). A client writing as fast as it can goes past the limit by at most
+	// what it writes in one interval and the lock's reaction (its sessions ended): one INSERT writes up to
+	// about 200 MB/s on these machines, so about 20 MB.
+	StorageGuardInterval = 100 * time.Millisecond
 	// StorageLockGrowth is how much a read-only database may still grow (vacuum's map forks) before the
 	// guard concludes that a client lifted the read-only default and ends its logins.
 	StorageLockGrowth = 2 << 20
@@ -51,13 +53,27 @@ const (
 
 // storageGuard is the guard's state: one pass at a time, and where each database's files are.
 type storageGuard struct {
-	mu   sync.Mutex
-	dirs map[string]databaseDir // project ID → its database's directory
+	mu sync.Mutex
+	// dirsMu guards dirs alone: a lock being applied (storageLock) measures too, outside mu.
+	dirsMu sync.Mutex
+	dirs   map[string]databaseDir // project ID → its database's directory
 	// applied names, by project ID, the instance whose lock this process has applied (or confirmed).
 	applied map[string]string
 	// due is when a database is measured next (storageGuardRate); retry when a lock that failed is tried
 	// again (not every pass: each failure is logged).
-	due, retry map[string]time.Time
+	due   map[string]guardDue
+	retry map[string]time.Time
+	// locking names the projects whose lock is being applied: one database's lock (ending its sessions can
+	// take seconds) never holds up the measures of the others; wg waits for them.
+	locking map[string]bool
+	wg      sync.WaitGroup
+}
+
+// guardDue is when a database is measured next, and the limit that time was reckoned from: a lower limit
+// since (a plan change) makes it due at once.
+type guardDue struct {
+	at    time.Time
+	limit int64
 }
 
 type databaseDir struct {
@@ -65,12 +81,14 @@ type databaseDir struct {
 	at                         time.Time
 }
 
-// RunStorageGuard runs EnforceStorage every interval until ctx ends.
+// RunStorageGuard runs the guard every interval until ctx ends. Its locks are applied in the background,
+// so that a slow one does not delay the next measures; it returns once they ended.
 func (s *Service) RunStorageGuard(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	defer s.guard.wg.Wait()
 	for {
-		if n, err := s.EnforceStorage(ctx); err != nil && ctx.Err() == nil {
+		if n, err := s.enforceStorage(ctx, false); err != nil && ctx.Err() == nil {
 			s.log.Error("storage guard", "err", err)
 		} else if n > 0 {
 			s.log.Info("storage guard: locks changed", "count", n)
@@ -85,8 +103,67 @@ func (s *Service) RunStorageGuard(ctx context.Context, every time.Duration) {
 
 // EnforceStorage measures every active database with a storage limit (projects, claimed or not, and
 // previews) by the size of its files, and locks or unlocks it (storageVerdict). It returns how many locks
-// it changed.
+// it changed, once they are applied.
 func (s *Service) EnforceStorage(ctx context.Context) (int, error) {
+	return s.enforceStorage(ctx, true)
+}
+
+// enforceStorage is one pass of the guard: it measures, and applies each lock that changes in a goroutine
+// of its own (the database is not measured again until that ended). With wait it returns once they ended
+// (counting those that succeeded, with their errors); otherwise at once, counting the locks it started.
+func (s *Service) enforceStorage(ctx context.Context, wait bool) (int, error) {
+	var mu sync.Mutex // guards n and errs, which the locks' goroutines add to when waited for
+	var wg sync.WaitGroup
+	n, errs := 0, []error(nil)
+	n2, err := s.storagePass(ctx, func(prjID, instID, lock string, change bool) {
+		s.guard.wg.Add(1)
+		wg.Add(1)
+		go func() {
+			defer s.guard.wg.Done()
+			defer wg.Done()
+			err := s.storageLock(ctx, prjID, lock)
+			s.guard.mu.Lock()
+			delete(s.guard.locking, prjID)
+			if err != nil {
+				if s.guard.retry == nil {
+					s.guard.retry = map[string]time.Time{}
+				}
+				s.guard.retry[prjID] = time.Now().Add(storageGuardIdle)
+			} else {
+				delete(s.guard.retry, prjID)
+				if s.guard.applied == nil {
+					s.guard.applied = map[string]string{}
+				}
+				s.guard.applied[prjID] = instID
+			}
+			s.guard.mu.Unlock()
+			if err != nil {
+				err = fmt.Errorf("lock %q on project %s: %w", lock, prjID, err)
+				if !wait {
+					s.log.Error("storage guard", "err", err)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			} else if change && wait {
+				n++
+			}
+		}()
+	})
+	if !wait {
+		return n2, err
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	return n, errors.Join(append(errs, err)...)
+}
+
+// storagePass measures and hands each lock to apply to lock (with whether it changes the record's); it
+// returns how many changes it handed over.
+func (s *Service) storagePass(ctx context.Context, apply func(prjID, instID, lock string, change bool)) (int, error) {
 	s.guard.mu.Lock()
 	defer s.guard.mu.Unlock()
 	diskLow := s.CheckDisk().Low
@@ -114,13 +191,16 @@ func (s *Service) EnforceStorage(ctx context.Context) (int, error) {
 	n := 0
 	var errs []error
 	now := time.Now()
-	due := make(map[string]time.Time, len(targets)) // projects no longer measured are dropped
+	due := make(map[string]guardDue, len(targets)) // projects no longer measured are dropped
 	for _, t := range targets {
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		if at, ok := s.guard.due[t.prj.ID]; ok && now.Before(at) && !diskLow && t.prj.StorageLock == "" {
-			due[t.prj.ID] = at
+		if s.guard.locking[t.prj.ID] {
+			continue // measured again once its lock is applied
+		}
+		if d, ok := s.guard.due[t.prj.ID]; ok && now.Before(d.at) && d.limit <= t.prj.StorageLimitBytes && !diskLow && t.prj.StorageLock == "" {
+			due[t.prj.ID] = d
 			continue
 		}
 		size, err := s.databaseFilesSize(ctx, t.prj, t.inst)
@@ -131,7 +211,7 @@ func (s *Service) EnforceStorage(ctx context.Context) (int, error) {
 		// Far from its limit, a database is measured again just before a client writing at
 		// StorageGuardRate could reach it.
 		wait := time.Duration(float64(t.prj.StorageLimitBytes-size) / StorageGuardRate * float64(time.Second))
-		due[t.prj.ID] = now.Add(min(max(wait, 0), storageGuardIdle))
+		due[t.prj.ID] = guardDue{at: now.Add(min(max(wait, 0), storageGuardIdle)), limit: t.prj.StorageLimitBytes}
 		lock := storageVerdict(t.prj, size, diskLow)
 		if lock == t.prj.StorageLock && s.guard.applied[t.prj.ID] == t.inst.ID {
 			continue
@@ -141,19 +221,11 @@ func (s *Service) EnforceStorage(ctx context.Context) (int, error) {
 		if now.Before(s.guard.retry[t.prj.ID]) {
 			continue
 		}
-		if err := s.storageLock(ctx, t.prj.ID, lock); err != nil {
-			errs = append(errs, fmt.Errorf("lock %q on project %s: %w", lock, t.prj.ID, err))
-			if s.guard.retry == nil {
-				s.guard.retry = map[string]time.Time{}
-			}
-			s.guard.retry[t.prj.ID] = now.Add(storageGuardIdle)
-			continue
+		if s.guard.locking == nil {
+			s.guard.locking = map[string]bool{}
 		}
-		delete(s.guard.retry, t.prj.ID)
-		if s.guard.applied == nil {
-			s.guard.applied = map[string]string{}
-		}
-		s.guard.applied[t.prj.ID] = t.inst.ID
+		s.guard.locking[t.prj.ID] = true
+		apply(t.prj.ID, t.inst.ID, lock, lock != t.prj.StorageLock)
 		if lock != t.prj.StorageLock {
 			n++
 		}
@@ -182,20 +254,27 @@ func storageVerdict(prj *store.Project, size int64, diskLow bool) string {
 // databaseFilesSize is the size of the files of the project's database (what pg_database_size counts:
 // the tenant cannot create tablespaces), read from the data directory without a session.
 func (s *Service) databaseFilesSize(ctx context.Context, prj *store.Project, inst *store.Instance) (int64, error) {
-	d, ok := s.guard.dirs[prj.ID]
+	g := &s.guard
+	g.dirsMu.Lock()
+	d, ok := g.dirs[prj.ID]
+	g.dirsMu.Unlock()
 	if !ok || d.instanceID != inst.ID || d.database != prj.DatabaseName || time.Since(d.at) > storageDirTTL {
 		var err error
 		if d, err = s.findDatabaseDir(ctx, prj, inst); err != nil {
 			return 0, err
 		}
-		if s.guard.dirs == nil {
-			s.guard.dirs = map[string]databaseDir{}
+		g.dirsMu.Lock()
+		if g.dirs == nil {
+			g.dirs = map[string]databaseDir{}
 		}
-		s.guard.dirs[prj.ID] = d
+		g.dirs[prj.ID] = d
+		g.dirsMu.Unlock()
 	}
 	size, err := dirSize(d.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		delete(s.guard.dirs, prj.ID) // found again next time
+		g.dirsMu.Lock()
+		delete(g.dirs, prj.ID) // found again next time
+		g.dirsMu.Unlock()
 	}
 	return size, err
 }

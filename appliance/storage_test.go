@@ -19,7 +19,8 @@ import (
 // storageSlack is what a client writing as fast as it can may store past a limit before the storage guard
 // (at StorageGuardInterval) has ended its session: its write rate times the interval and the reaction
 // (docs/api-decisions.md "Storage limits held, ephemeral bounds, disk reserve"). On these machines a
-// single INSERT writes 20 to 60 MB/s: well under 48 MB in a quarter second and the session's end.
+// single INSERT writes 20 to about 200 MB/s (a quiet machine): at most about 20 MB in the guard's 100 ms
+// and the rest of the slack for the session's end.
 const storageSlack = 48 << 20
 
 // TestStorageLimitHoldsAgainstAFastWriter: an ephemeral database and a claimed project with a 32 MB limit
