@@ -12,7 +12,9 @@ import (
 // misspelt name would read "" on every request) stops the server from being built; the table's own
 // routes all pass.
 func TestCallParamsMustBeInThePath(t *testing.T) {
-	get := func(context.Context, *appliance.Principal, string) (*appliance.DeletedResponse, error) { return nil, nil }
+	get := func(context.Context, *appliance.Principal, string) (*appliance.DeletedResponse, error) {
+		return nil, nil
+	}
 	good := Route{Method: "GET", Path: "/v1/projects/{projectID}", Do: CallP("projectID", get)}
 	good.checkParams()
 	bad := Route{Method: "GET", Path: "/v1/projects/{projectID}", Do: CallP("projectId", get)}
