@@ -13,6 +13,7 @@ export function Members({ me }: { me: Me }) {
   const [name, setName] = useState('')
   const [role, setRole] = useState('member')
   const [added, setAdded] = useState<{ email: string; password: string } | null>(null)
+  const [invited, setInvited] = useState<string | null>(null)
   const [actionError, act] = useListAction(list)
   const admin = isOrgAdmin(me)
   return (
@@ -26,14 +27,22 @@ export function Members({ me }: { me: Me }) {
           <button onClick={() => setAdded(null)}>Done</button>
         </section>
       )}
+      {invited && (
+        <section class="card notice" aria-live="polite">
+          <h2>{invited} invited</h2>
+          <p>This email already has an account, so they were sent an invitation: they join when they accept it, signed in (the CLI's users accept, or the API's /v1/me/invitations). Pending invitations do not show in the list below.</p>
+          <button onClick={() => setInvited(null)}>Done</button>
+        </section>
+      )}
       {admin && (
         <section class="card">
           <h2>Add a person</h2>
           <Form
             label="Add a member"
             onSubmit={async () => {
-              const res = await post<{ initial_password: string }>(base, { email, name, role })
+              const res = await post<{ initial_password: string; invitation: unknown }>(base, { email, name, role })
               if (res.initial_password) setAdded({ email, password: res.initial_password })
+              if (res.invitation) setInvited(email)
               setEmail('')
               setName('')
               list.reload()
