@@ -979,7 +979,7 @@ func TestUpOperatorListener(t *testing.T) {
 	t.Parallel()
 	bin := e2eBuild(t)
 	dataDir := appliancetest.TraversableTempDir(t)
-	p := e2eStartWith(t, bin, dataDir, []string{"APPLIANCE_METRICS_TOKEN="}, []string{"--metrics-listen", "127.0.0.1:0"})
+	p := e2eStartWith(t, bin, dataDir, []string{"APPLIANCE_METRICS_TOKEN="}, []string{"--metrics-listen", "127.0.0.1:0", "--spare-clusters", "0"})
 	deadline := time.Now().Add(e2eDeadline)
 	var op string
 	for op == "" {
