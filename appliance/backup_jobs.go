@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
@@ -35,7 +32,8 @@ func (s *Service) updateBackup(id string, fn func(*store.Backup)) error {
 }
 
 // createBackupJob takes a plain-format base backup with pg_basebackup (-X stream: the backup carries the
-// WAL it needs, so it restores on its own), records its size and verifies it with pg_verifybackup.
+// WAL it needs, so it restores on its own) into the backup store's stage, verifies it with pg_verifybackup,
+// stores it (its files, then its manifest) and records its size and verification.
 func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	steps := newStepTimer()
 	var in backupPayload
@@ -51,11 +49,11 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 		return map[string]any{"skipped": "backup is " + b.State}, nil
 	}
 	bs := s.backupStore(dp)
-	if err := bs.Prepare(prj.ID); err != nil {
+	if err := bs.Prepare(ctx, prj.ID); err != nil {
 		return nil, scheduler.Transient(err)
 	}
-	// A retry after a crash starts over: pg_basebackup wants an absent or empty directory.
-	if err := bs.Remove(prj.ID, b.BackupKey); err != nil {
+	// A retry after a crash starts over: what an earlier attempt stored or staged goes.
+	if err := bs.RemoveBackup(ctx, prj.ID, b.BackupKey); err != nil {
 		return nil, scheduler.Transient(err)
 	}
 	if err := s.updateBackup(b.ID, func(b *store.Backup) { b.State = BackupRunning }); err != nil {
@@ -81,35 +79,24 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 	if err != nil {
 		return nil, s.failBackup(b.ID, err)
 	}
-	dir := bs.BaseDir(prj.ID, b.BackupKey)
+	dir, err := bs.StageBackup(ctx, prj.ID, b.BackupKey)
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
 	label := "appliance " + b.BackupKey
 	cmd := dp.User.Command(basebackup, "-D", dir, "-F", "p", "-X", "stream", "--checkpoint=fast", "--no-password",
 		"--label", label, "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port), "-U", postgres.AdminRole)
 	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
 	steps.done("prepare")
 	if err := run.Exec(ctx, cmd); err != nil {
-		_ = bs.Remove(prj.ID, b.BackupKey)
+		_ = bs.RemoveBackup(context.WithoutCancel(ctx), prj.ID, b.BackupKey)
 		if ctx.Err() != nil {
 			return nil, err // the runner stops: a later attempt starts over
 		}
 		return nil, s.failBackup(b.ID, err)
 	}
 	steps.done("basebackup")
-	size, err := bs.Size(prj.ID, b.BackupKey)
-	if err != nil {
-		return nil, s.failBackup(b.ID, err)
-	}
-	tli, err := backupTimeline(filepath.Join(dir, "backup_label"))
-	if err != nil {
-		return nil, s.failBackup(b.ID, err)
-	}
-	now := s.now()
-	if err := s.updateBackup(b.ID, func(b *store.Backup) {
-		b.State, b.SizeBytes, b.Timeline, b.CompletedAt = BackupCompleted, size, tli, &now
-	}); err != nil {
-		return nil, err
-	}
-	steps.done("record")
+	// pg_verifybackup reads a plain-format directory (PostgreSQL 15's): the staged one, before it is stored.
 	vstate, verr := VerificationVerified, ""
 	if err := run.Exec(ctx, dp.User.Command(verify, dir)); err != nil {
 		if ctx.Err() != nil {
@@ -118,6 +105,23 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 		vstate, verr = VerificationFailed, err.Error()
 	}
 	steps.done("verify")
+	now := s.now()
+	m, err := bs.CommitBackup(ctx, prj.ID, b.BackupKey, dir, now)
+	if err != nil {
+		_ = bs.RemoveBackup(context.WithoutCancel(ctx), prj.ID, b.BackupKey)
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, s.failBackup(b.ID, fmt.Errorf("store the base backup: %w", err))
+	}
+	size := m.SizeBytes
+	steps.done("store")
+	if err := s.updateBackup(b.ID, func(b *store.Backup) {
+		b.State, b.SizeBytes, b.Timeline, b.CompletedAt = BackupCompleted, size, m.Timeline, &now
+	}); err != nil {
+		return nil, err
+	}
+	steps.done("record")
 	verified := s.now()
 	if err := s.updateBackup(b.ID, func(b *store.Backup) {
 		b.VerificationState, b.VerificationError, b.VerifiedAt = vstate, verr, &verified
@@ -127,20 +131,6 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 	steps.done("finish")
 	return map[string]any{"backup_id": b.ID, "backup_key": b.BackupKey, "size_bytes": size, "verification_state": vstate,
 		"timings_ms": steps.ms}, nil
-}
-
-// backupTimeline reads the timeline a base backup started on from its backup_label.
-func backupTimeline(path string) (int, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "START TIMELINE: "); ok {
-			return strconv.Atoi(strings.TrimSpace(v))
-		}
-	}
-	return 0, fmt.Errorf("%s names no START TIMELINE", path)
 }
 
 // failBackup marks a backup failed with err, and returns err for the job.

@@ -2,11 +2,16 @@ package appliance
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/backup"
+	"github.com/theappliance/appliance/appliance/backup/dirstore"
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -25,9 +30,38 @@ const (
 // JobBackupCreate takes a base backup.
 const JobBackupCreate = "backup.create"
 
-// backupStore is where the projects' base backups and WAL archives live.
-func (s *Service) backupStore(dp *DataPlane) backup.Store {
-	return &backup.DirStore{Root: filepath.Join(s.cfg.DataDir, "backups"), Chown: dp.User.Chown}
+// backupStore is where the projects' base backups and WAL archives live: objects in the local directory
+// <data-dir>/backups, whose files and directories are the instances' OS user's.
+func (s *Service) backupStore(dp *DataPlane) *backup.Store {
+	return backup.New(&dirstore.Dir{Root: filepath.Join(s.cfg.DataDir, "backups"), Chown: dp.User.Chown})
+}
+
+var errTarEnded = errors.New("tar ended before the end of the stream")
+
+// fetchBackup makes dataDir (absent, or empty) a copy of a base backup's data directory: the store's tar
+// stream of it, extracted by the instances' OS user (so owners and modes are PostgreSQL's).
+func (s *Service) fetchBackup(ctx context.Context, ex daemon.ExecFunc, dp *DataPlane, projectID, key, dataDir string) error {
+	if err := dp.User.Mkdir(dataDir, 0o700); err != nil {
+		return err
+	}
+	pr, pw := io.Pipe()
+	cmd := dp.User.Command("tar", "-x", "-p", "-f", "-", "-C", dataDir)
+	cmd.Stdin = pr
+	written := make(chan error, 1)
+	go func() {
+		err := s.backupStore(dp).WriteBackupTar(ctx, projectID, key, pw)
+		pw.CloseWithError(err)
+		written <- err
+	}()
+	err := daemon.OrDefault(ex)(ctx, cmd)
+	pr.CloseWithError(errTarEnded) // a writer still blocked returns
+	if werr := <-written; werr != nil && !errors.Is(werr, errTarEnded) {
+		return fmt.Errorf("read the base backup %s from the backup store: %w", key, werr)
+	}
+	if err != nil {
+		return fmt.Errorf("extract the base backup %s: %w", key, err)
+	}
+	return nil
 }
 
 // Backup is the API resource.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -405,5 +406,78 @@ func TestRestoreToTimesAcrossTimelines(t *testing.T) {
 	pl, r = restore(tEarly, "a")
 	if pl.Timeline != 2 || pl.BackupID != wantBase || r.Timeline != 5 || r.FromTimeline != 4 {
 		t.Fatalf("restore to the start of timeline 2: payload %+v result %+v", pl, r)
+	}
+}
+
+// A base backup taken by the appliance before the backup store was objects (pg_basebackup's plain-format
+// directory straight into backups/<project>/base/<key>, no manifest) stays restorable after an upgrade in
+// place: it is fetched file by file, with the data directory's empty directories made again.
+func TestLegacyBackupRestores(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj := provision(t, e, p, "legacy", "development")
+	c, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string) {
+		t.Helper()
+		if _, err := connect(t, c.Connections.DirectURL).Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	rows := func() string {
+		t.Helper()
+		return scalar[string](t, connect(t, c.Connections.DirectURL), "SELECT coalesce(string_agg(v, ',' ORDER BY v), '') FROM items")
+	}
+	exec("CREATE TABLE items (v text)")
+	exec("INSERT INTO items VALUES ('a')")
+	// The backup's record, as the old code made it; its objects are then replaced by what the old code
+	// wrote, with a row the new backup does not have.
+	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "legacy"})
+	runJob(t, e, res, err)
+	list, err := e.Svc.ListBackups(t.Context(), p, prj.ID)
+	if err != nil || len(list.Backups) != 1 {
+		t.Fatalf("%+v %v", list, err)
+	}
+	key := list.Backups[0].BackupKey
+	baseDir := filepath.Join(e.Dir, "backups", prj.ID, "base")
+	if err := os.RemoveAll(filepath.Join(baseDir, key)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(baseDir, key+".backup.json")); err != nil {
+		t.Fatal(err)
+	}
+	exec("INSERT INTO items VALUES ('x')")
+	user, err := daemon.DefaultOSUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	basebackup, err := e.Bin.Path("pg_basebackup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.AdminConfig(t, prj.ID)
+	cmd := user.Command(basebackup, "-D", filepath.Join(baseDir, key), "-F", "p", "-X", "stream", "--checkpoint=fast", "--no-password",
+		"--label", "appliance "+key, "-h", "127.0.0.1", "-p", strconv.Itoa(int(cfg.Port)), "-U", cfg.User)
+	cmd.Env = append(cmd.Env, "PGPASSWORD="+cfg.Password, "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pg_basebackup: %v: %s", err, out)
+	}
+	exec("INSERT INTO items VALUES ('b')")
+	if got := rows(); got != "a,b,x" {
+		t.Fatalf("before the restore: %q", got)
+	}
+	res, err = e.Svc.RestoreProject(t.Context(), p, prj.ID, &appliance.RestoreRequest{BackupKey: key})
+	j := runJob(t, e, res, err)
+	if j.State != scheduler.StateCompleted {
+		t.Fatalf("restore: %s %s", j.State, j.Error)
+	}
+	if got := rows(); got != "a,x" {
+		t.Fatalf("after the restore to the legacy backup: %q (%s)", got, j.Result)
+	}
+	// Retention reads where its WAL starts from its backup_label.
+	if _, err := e.Svc.RunScheduledBackups(t.Context(), time.Now()); err != nil {
+		t.Fatal(err)
 	}
 }

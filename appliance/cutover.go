@@ -495,7 +495,7 @@ func (s *Service) stageCutover(ctx context.Context, run *scheduler.Run, dp *Data
 	if prv.State != ProjectActive || prvInst == nil {
 		return fmt.Errorf("preview database %s is %s: only an active preview can be cut over", prv.ID, prv.State)
 	}
-	if _, err := s.prepareDumpDir(dp, prj.ID); err != nil {
+	if _, err := s.prepareDumpDir(ctx, dp, prj.ID); err != nil {
 		return err
 	}
 	dump := cutoverDump(s, prj.ID, r.ID)

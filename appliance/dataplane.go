@@ -149,11 +149,13 @@ func (s *Service) settingsFor(dp *DataPlane, prj *store.Project, rec *store.Inst
 	if prj.PreviewOf != "" { // a preview is disposable: no WAL archive, no backups
 		set.ArchiveCommand = postgres.DiscardArchiveCommand
 	} else if prj.ID != "" {
+		// The directory store's commands: made locally, nothing to wait for.
+		ctx := context.Background()
 		bs := s.backupStore(dp)
-		if err := bs.Prepare(prj.ID); err != nil {
+		if err := bs.Prepare(ctx, prj.ID); err != nil {
 			return postgres.Settings{}, fmt.Errorf("prepare the backup store of %s: %w", prj.ID, err)
 		}
-		if set.ArchiveCommand, err = postgres.CopyArchiveCommand(bs.WALDir(prj.ID)); err != nil {
+		if set.ArchiveCommand, _, err = bs.WALCommands(ctx, prj.ID); err != nil {
 			return postgres.Settings{}, err
 		}
 	}

@@ -176,7 +176,7 @@ func (s *Service) createExportJob(ctx context.Context, run *scheduler.Run) (any,
 	if e.State != ExportPending && e.State != ExportRunning {
 		return map[string]any{"skipped": "export is " + e.State}, nil
 	}
-	if _, err := s.prepareDumpDir(dp, prj.ID); err != nil {
+	if _, err := s.prepareDumpDir(ctx, dp, prj.ID); err != nil {
 		return nil, err
 	}
 	if err := s.updateExport(e.ID, func(e *store.Export) { e.State = ExportRunning }); err != nil {
@@ -316,8 +316,8 @@ func (s *Service) SweepExports(ctx context.Context) (int, error) {
 
 // prepareDumpDir makes the project's directory of dumps (its exports, a cutover's copy of a preview),
 // owned by the instances' OS user, and returns it. Its errors are transient.
-func (s *Service) prepareDumpDir(dp *DataPlane, projectID string) (string, error) {
-	if err := s.backupStore(dp).Prepare(projectID); err != nil {
+func (s *Service) prepareDumpDir(ctx context.Context, dp *DataPlane, projectID string) (string, error) {
+	if err := s.backupStore(dp).Prepare(ctx, projectID); err != nil {
 		return "", scheduler.Transient(err)
 	}
 	dir := s.exportDir(projectID)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
@@ -627,10 +626,14 @@ func (s *Service) recoveryFill(dp *DataPlane, run *scheduler.Run, parent *store.
 		}
 		bs := s.backupStore(dp)
 		// Everything up to the target must be in the archive (a recent target's WAL may not be yet).
-		if _, _, err := s.archiveNow(ctx, pinst, bs.WALDir(parent.ID)); err != nil {
+		if _, _, err := s.archiveNow(ctx, pinst, bs, parent.ID); err != nil {
 			return fmt.Errorf("archive the project's WAL: %w", err)
 		}
-		if err := daemon.OrDefault(run.Exec)(ctx, dp.User.Command("cp", "-a", bs.BaseDir(parent.ID, b.BackupKey), dataDir)); err != nil {
+		_, restoreCmd, err := bs.WALCommands(ctx, parent.ID)
+		if err != nil {
+			return err
+		}
+		if err := s.fetchBackup(ctx, run.Exec, dp, parent.ID, b.BackupKey, dataDir); err != nil {
 			os.RemoveAll(dataDir)
 			return fmt.Errorf("copy the base backup: %w", err)
 		}
@@ -639,7 +642,7 @@ func (s *Service) recoveryFill(dp *DataPlane, run *scheduler.Run, parent *store.
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		conf := recoveryConf(run.Job.ID, bs.WALDir(parent.ID), restorePayload{TargetTime: *prv.SourceRestoreTime, Timeline: prv.SourceTimeline})
+		conf := recoveryConf(run.Job.ID, restoreCmd, restorePayload{TargetTime: *prv.SourceRestoreTime, Timeline: prv.SourceTimeline})
 		if err := writeUserFile(dp, auto, append(append(original, recoveryMarker...), conf...)); err != nil {
 			return err
 		}

@@ -650,7 +650,7 @@ func (c purgedBackups) any() bool {
 // the two steps leaves only records, which the next run deletes (and audits).
 func (s *Service) purgeProjectBackups(prj *store.Project) (purgedBackups, error) {
 	var c purgedBackups
-	removed, err := s.retentionStore().RemoveProject(prj.ID)
+	removed, err := s.retentionStore().RemoveProject(context.Background(), prj.ID)
 	if err != nil {
 		return c, err
 	}

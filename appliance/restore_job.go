@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/postgres"
@@ -123,7 +124,7 @@ func (s *Service) restoreJob(ctx context.Context, run *scheduler.Run) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := appendTimelineSwitch(dp.User, bs, prj.ID, timelineSwitch{JobID: run.Job.ID, From: swap.FromTimeline, To: tli,
+	if err := appendTimelineSwitch(ctx, bs, prj.ID, timelineSwitch{JobID: run.Job.ID, From: swap.FromTimeline, To: tli,
 		At: swap.SwitchedAt, BackupID: b.ID}); err != nil {
 		return nil, fmt.Errorf("record the timeline switch: %w", err)
 	}
@@ -169,7 +170,7 @@ func (s *Service) recoverAndSwap(ctx context.Context, run *scheduler.Run, dp *Da
 	bs := s.backupStore(dp)
 	if in.TargetName != "" || !in.TargetTime.IsZero() {
 		// Everything written up to now must be in the archive for recovery to reach the target.
-		if _, _, err := s.archiveNow(ctx, inst, bs.WALDir(prj.ID)); err != nil {
+		if _, _, err := s.archiveNow(ctx, inst, bs, prj.ID); err != nil {
 			return swap, err
 		}
 		steps.done("archive")
@@ -178,7 +179,11 @@ func (s *Service) recoverAndSwap(ctx context.Context, run *scheduler.Run, dp *Da
 	if cand.Port, err = postgres.FreePort(); err != nil {
 		return swap, err
 	}
-	if err := s.prepareCandidate(ctx, run, dp, live, cand, bs.BaseDir(prj.ID, b.BackupKey)); err != nil {
+	if err := s.prepareCandidate(ctx, run, dp, live, cand, prj.ID, b.BackupKey); err != nil {
+		return swap, err
+	}
+	_, restoreCmd, err := bs.WALCommands(ctx, prj.ID)
+	if err != nil {
 		return swap, err
 	}
 	autoConf := filepath.Join(cand.DataDir(), "postgresql.auto.conf")
@@ -186,7 +191,7 @@ func (s *Service) recoverAndSwap(ctx context.Context, run *scheduler.Run, dp *Da
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return swap, err
 	}
-	if err := writeUserFile(dp, autoConf, append(append([]byte{}, original...), recoveryConf(run.Job.ID, bs.WALDir(prj.ID), in)...)); err != nil {
+	if err := writeUserFile(dp, autoConf, append(append([]byte{}, original...), recoveryConf(run.Job.ID, restoreCmd, in)...)); err != nil {
 		return swap, err
 	}
 	if err := writeUserFile(dp, filepath.Join(cand.DataDir(), "recovery.signal"), nil); err != nil {
@@ -212,7 +217,7 @@ func (s *Service) recoverAndSwap(ctx context.Context, run *scheduler.Run, dp *Da
 	// The old timeline's history must be in the archive up to the swap, so that a later restore to a time
 	// before this one finds it: a commit just after the recorded switch time, then that segment archived.
 	// Best effort: the restore the user asked for does not depend on it.
-	at, from, err := s.archiveNow(ctx, inst, bs.WALDir(prj.ID))
+	at, from, err := s.archiveNow(ctx, inst, bs, prj.ID)
 	if err != nil {
 		s.log.Warn("archive the old timeline before a restore's swap", "project", prj.ID, "err", err)
 		at = time.Now().UTC()
@@ -335,11 +340,12 @@ func (s *Service) ensureRunning(ctx context.Context, run *scheduler.Run, dp *Dat
 	return dp.Supervisor.Watch(inst.ID, live)
 }
 
-// recoveryConf is what makes the candidate recover to the target and promote.
-func recoveryConf(jobID, walDir string, in restorePayload) []byte {
+// recoveryConf is what makes the candidate recover to the target and promote, fetching WAL with
+// restoreCmd (the backup store's restore_command).
+func recoveryConf(jobID, restoreCmd string, in restorePayload) []byte {
 	var c strings.Builder
 	fmt.Fprintf(&c, "\n# appliance: restore %s\n", jobID)
-	fmt.Fprintf(&c, "restore_command = %s\n", quoteLiteral(`cp "`+walDir+`/%f" "%p"`))
+	fmt.Fprintf(&c, "restore_command = %s\n", quoteLiteral(restoreCmd))
 	switch {
 	case in.TargetName != "":
 		fmt.Fprintf(&c, "recovery_target_name = %s\n", quoteLiteral(in.TargetName))
@@ -358,8 +364,8 @@ func recoveryConf(jobID, walDir string, in restorePayload) []byte {
 }
 
 // prepareCandidate makes the candidate's directory: the live instance's TLS files, a copy of the base
-// backup as its data directory (copied by the OS user, so ownership and modes are PostgreSQL's).
-func (s *Service) prepareCandidate(ctx context.Context, run *scheduler.Run, dp *DataPlane, live, cand *postgres.Instance, base string) error {
+// backup as its data directory (written by the OS user, so ownership and modes are PostgreSQL's).
+func (s *Service) prepareCandidate(ctx context.Context, run *scheduler.Run, dp *DataPlane, live, cand *postgres.Instance, projectID, backupKey string) error {
 	if err := os.Mkdir(cand.Dir, 0o700); err != nil {
 		return err
 	}
@@ -381,8 +387,7 @@ func (s *Service) prepareCandidate(ctx context.Context, run *scheduler.Run, dp *
 	if err := cand.MarkInitialized(); err != nil {
 		return err
 	}
-	cp := dp.User.Command("cp", "-a", base, cand.DataDir())
-	if err := run.Exec(ctx, cp); err != nil {
+	if err := s.fetchBackup(ctx, run.Exec, dp, projectID, backupKey, cand.DataDir()); err != nil {
 		return fmt.Errorf("copy the base backup: %w", err)
 	}
 	return nil
@@ -426,8 +431,9 @@ func waitPromoted(ctx context.Context, cand *postgres.Instance, password string,
 
 // archiveNow commits a transaction (so that the WAL holds a commit record timed after "at", which a
 // recovery to a time before it needs to stop), closes the current WAL segment and waits until the archiver
-// copied it into walDir. It returns the time taken just before that commit and the timeline it is on.
-func (s *Service) archiveNow(ctx context.Context, inst *store.Instance, walDir string) (at time.Time, timeline int, err error) {
+// stored it in the project's WAL archive. It returns the time taken just before that commit and the
+// timeline it is on.
+func (s *Service) archiveNow(ctx context.Context, inst *store.Instance, bs *backup.Store, projectID string) (at time.Time, timeline int, err error) {
 	conn, err := s.adminConn(ctx, inst, "postgres")
 	if err != nil {
 		return at, 0, err
@@ -450,7 +456,9 @@ func (s *Service) archiveNow(ctx context.Context, inst *store.Instance, walDir s
 		if err := conn.QueryRow(ctx, "SELECT last_archived_wal, last_failed_wal FROM pg_stat_archiver").Scan(&last, &failed); err != nil {
 			return at, 0, err
 		}
-		if _, err := os.Stat(filepath.Join(walDir, seg)); err == nil {
+		if ok, err := bs.WALArchived(ctx, projectID, seg); err != nil {
+			return at, 0, err
+		} else if ok {
 			return at, timeline, nil
 		}
 		if time.Now().After(deadline) {

@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/backup"
-	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -135,8 +132,8 @@ func (s *Service) RestoreProject(ctx context.Context, p *Principal, projectID st
 	return s.answerJob(job, err)
 }
 
-// A restore switches the project to a new WAL timeline. Each switch is recorded in timelines.json next to
-// the project's WAL archive, so that a restore to a time finds the timeline the project was on at that
+// A restore switches the project to a new WAL timeline. Each switch is recorded in the project's timeline
+// log in the backup store (backup.Store.Timelines), so that a restore to a time finds the timeline the project was on at that
 // time: before a switch, the timeline it left (whose WAL the restore archived up to the switch); from the
 // switch on, the new one.
 type timelineSwitch struct {
@@ -147,31 +144,25 @@ type timelineSwitch struct {
 	BackupID string    `json:"backup_id"` // the base backup it started from (a base for times on To, before To's first backup)
 }
 
-func timelineLog(bs backup.Store, projectID string) string {
-	return filepath.Join(filepath.Dir(bs.WALDir(projectID)), "timelines.json")
-}
-
 // readTimelineSwitches reads a project's timeline switches, oldest first (none when there is no log).
-func readTimelineSwitches(bs backup.Store, projectID string) ([]timelineSwitch, error) {
-	data, err := os.ReadFile(timelineLog(bs, projectID))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+func readTimelineSwitches(ctx context.Context, bs *backup.Store, projectID string) ([]timelineSwitch, error) {
+	data, err := bs.Timelines(ctx, projectID)
+	if err != nil || data == nil {
 		return nil, err
 	}
 	var out []timelineSwitch
 	if err := json.Unmarshal(data, &out); err != nil {
-		return nil, fmt.Errorf("%s: %w", timelineLog(bs, projectID), err)
+		return nil, fmt.Errorf("the timeline log of %s: %w", projectID, err)
 	}
 	slices.SortStableFunc(out, func(a, b timelineSwitch) int { return a.At.Compare(b.At) })
 	return out, nil
 }
 
 // appendTimelineSwitch records a switch (once per restore job: a retried job replaces its entry).
-// It is written atomically and durably, owned by the instances' OS user like the rest of the backup store.
-func appendTimelineSwitch(user *daemon.OSUser, bs backup.Store, projectID string, sw timelineSwitch) error {
-	all, err := readTimelineSwitches(bs, projectID)
+// It is written atomically and durably (an object put), owned by the instances' OS user like the rest of
+// the directory store.
+func appendTimelineSwitch(ctx context.Context, bs *backup.Store, projectID string, sw timelineSwitch) error {
+	all, err := readTimelineSwitches(ctx, bs, projectID)
 	if err != nil {
 		return err
 	}
@@ -181,7 +172,7 @@ func appendTimelineSwitch(user *daemon.OSUser, bs backup.Store, projectID string
 	if err != nil {
 		return err
 	}
-	return user.WriteFile(timelineLog(bs, projectID), data, 0o600)
+	return bs.PutTimelines(ctx, projectID, data)
 }
 
 // timelineAt is the timeline the project was on at t (0: unknown) and the switch that made it (nil: none
@@ -246,7 +237,7 @@ func (s *Service) pitrHistory(ctx context.Context, prj *store.Project, inst *sto
 	var switches []timelineSwitch
 	var err error
 	if withSwitches {
-		if switches, err = readTimelineSwitches(s.retentionStore(), prj.ID); err != nil {
+		if switches, err = readTimelineSwitches(ctx, s.retentionStore(), prj.ID); err != nil {
 			return 0, nil, Internal(err, "read the project's timeline switches")
 		}
 	}

@@ -1,19 +1,16 @@
 package appliance
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/backup"
+	"github.com/theappliance/appliance/appliance/backup/dirstore"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -327,6 +324,7 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 	if busy {
 		return 0, 0, nil
 	}
+	ctx := context.Background() // the directory store answers at once
 	bs := s.retentionStore()
 	var newest *store.Backup
 	for _, b := range all {
@@ -343,7 +341,7 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 			}
 			continue
 		}
-		if err := bs.Remove(projectID, b.BackupKey); err != nil {
+		if err := bs.RemoveBackup(ctx, projectID, b.BackupKey); err != nil {
 			return backups, 0, err
 		}
 		if err := s.db.Update(func(tx *store.Tx) error { return store.Backups.Delete(tx, b.ID) }); err != nil {
@@ -354,11 +352,11 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 	if oldestKept == nil {
 		return backups, 0, nil
 	}
-	start, err := backupStartSegment(filepath.Join(bs.BaseDir(projectID, oldestKept.BackupKey), "backup_label"))
+	_, start, err := bs.BackupStart(ctx, projectID, oldestKept.BackupKey)
 	if err != nil {
 		return backups, 0, err
 	}
-	wal, err = pruneWAL(bs.WALDir(projectID), start)
+	wal, err = bs.PruneWAL(ctx, projectID, start)
 	return backups, wal, err
 }
 
@@ -406,61 +404,9 @@ func pinnedBackups(tx *store.Tx, projectID string) (map[string]bool, error) {
 }
 
 // retentionStore is the backup store for deleting (no data plane needed: nothing is chowned).
-func (s *Service) retentionStore() backup.Store {
+func (s *Service) retentionStore() *backup.Store {
 	if s.dp != nil {
 		return s.backupStore(s.dp)
 	}
-	return &backup.DirStore{Root: filepath.Join(s.cfg.DataDir, "backups")}
-}
-
-var walSegmentName = regexp.MustCompile(`^[0-9A-F]{24}$`)
-
-// backupStartSegment reads the WAL segment a base backup starts in from its backup_label
-// ("START WAL LOCATION: 0/2000028 (file 000000010000000000000002)").
-func backupStartSegment(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "START WAL LOCATION: "); ok {
-			_, file, ok := strings.Cut(v, "(file ")
-			file = strings.TrimSuffix(strings.TrimSpace(file), ")")
-			if ok && walSegmentName.MatchString(file) {
-				return file, nil
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", err
-	}
-	return "", fmt.Errorf("%s names no START WAL LOCATION file", path)
-}
-
-// pruneWAL deletes the WAL segments in dir (24-hex-digit names only: history, .backup and .partial files
-// stay) on start's timeline or an earlier one whose position sorts before start's.
-func pruneWAL(dir, start string) (int, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return 0, nil
-		}
-		return 0, err
-	}
-	n := 0
-	for _, e := range ents {
-		name := e.Name()
-		if !e.Type().IsRegular() || !walSegmentName.MatchString(name) {
-			continue
-		}
-		if name[:8] <= start[:8] && name[8:] < start[8:] {
-			if err := os.Remove(filepath.Join(dir, name)); err != nil {
-				return n, err
-			}
-			n++
-		}
-	}
-	return n, nil
+	return backup.New(&dirstore.Dir{Root: filepath.Join(s.cfg.DataDir, "backups")})
 }

@@ -104,7 +104,7 @@ func (s *Service) OrganizationUsage(ctx context.Context, p *Principal, orgID str
 			continue
 		}
 		row := s.projectUsage(ctx, prj)
-		if n, err := s.retentionStore().ProjectSize(prj.ID); err == nil {
+		if n, err := s.retentionStore().ProjectSize(ctx, prj.ID); err == nil {
 			u.Totals.BackupsStorageBytes += n
 		} else {
 			s.log.Warn("measure backup storage", "project", prj.ID, "err", err)

@@ -358,7 +358,7 @@ func execSQL(ctx context.Context, url string, stmts ...string) error {
 	return nil
 }
 
-// treeSize is the total size of the regular files under dir (as backup.DirStore.Size counts).
+// treeSize is the total size of the regular files under dir (as backup.Store.BackupSize counts).
 func treeSize(dir string) (int64, error) {
 	var n int64
 	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {

@@ -1,166 +1,440 @@
-// Package backup keeps the base backups and the WAL archive of the projects.
+// Package backup keeps the base backups and the WAL archive of the projects: the project-level Store, on
+// top of an Objects implementation (package dirstore: the local directory).
 package backup
 
 import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 )
 
-// Store is where base backups and archived WAL live.
-type Store interface {
-	// Prepare creates the project's directories (idempotent); the WAL and base directories are then
-	// writable by the instances' OS user.
-	Prepare(projectID string) error
-	// WALDir is the directory archive_command copies the project's WAL segments into.
-	WALDir(projectID string) string
-	// BaseDir is the directory of one base backup (pg_basebackup creates it).
-	BaseDir(projectID, key string) string
-	// Size is the total size in bytes of one base backup.
-	Size(projectID, key string) (int64, error)
-	// Remove deletes one base backup (a missing one is not an error).
-	Remove(projectID, key string) error
-	// ProjectSize is the bytes the store holds of a project (WAL archive, base backups, exports, uploads);
-	// 0 for a project it holds nothing of.
-	ProjectSize(projectID string) (int64, error)
-	// RemoveProject deletes everything the store holds of a project (WAL archive, base backups and any
-	// other files under its directory) and reports whether there was anything; a missing project is not
-	// an error.
-	RemoveProject(projectID string) (bool, error)
+// Store is where base backups, the WAL archive and the timeline log of the projects live, as objects:
+//
+//	<project_id>/wal/<segment>                archived WAL segments (and timeline history, .backup files)
+//	<project_id>/base/<key>/<path>            one file of a base backup each (the data directory's tree)
+//	<project_id>/base/<key>.backup.json       the backup's manifest (BackupManifest), written last
+//	<project_id>/timelines.json               the timeline switches of the project's restores
+//
+// Exports and uploaded dumps are files under the project's directory of the local store for now
+// (<project_id>/exports, <project_id>/imports): ProjectSize counts them, RemoveProject removes them.
+type Store struct {
+	Objects Objects
 }
 
-// DirStore is a Store in a local directory:
-//
-//	<Root>/<project_id>/wal              archived WAL segments (and timeline history files)
-//	<Root>/<project_id>/base/<key>       one plain-format base backup each
-//
-// Root and the project directories are mode 0711 (traversable, not listable, by the instances' OS user);
-// wal and base are owned by that user with mode 0700.
-type DirStore struct {
-	Root string
-	// Chown gives a path to the instances' OS user (nil: nothing to do, the appliance is that user).
-	Chown func(path string) error
-}
-
-var _ Store = (*DirStore)(nil)
-
-var safeName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+// New is the Store on o.
+func New(o Objects) *Store { return &Store{Objects: o} }
 
 func checkName(kind, v string) error {
-	if !safeName.MatchString(v) || v == "." || v == ".." {
+	if CheckKey(v) != nil || strings.Contains(v, "/") {
 		return fmt.Errorf("invalid %s %q", kind, v)
 	}
 	return nil
 }
 
-func (d *DirStore) projectDir(projectID string) string { return filepath.Join(d.Root, projectID) }
-
-// WALDir implements Store.
-func (d *DirStore) WALDir(projectID string) string {
-	return filepath.Join(d.projectDir(projectID), "wal")
+func walPrefix(projectID string) string       { return projectID + "/wal/" }
+func basePrefix(projectID, key string) string { return projectID + "/base/" + key + "/" }
+func manifestKey(projectID, key string) string {
+	return projectID + "/base/" + key + ".backup.json"
 }
 
-// BaseDir implements Store.
-func (d *DirStore) BaseDir(projectID, key string) string {
-	return filepath.Join(d.projectDir(projectID), "base", key)
-}
-
-// Prepare implements Store.
-func (d *DirStore) Prepare(projectID string) error {
+// Prepare makes the places the project's WAL archive and base backups go (the directory store's
+// directories, the instances' user's); nothing for an implementation without a Preparer. Idempotent.
+func (s *Store) Prepare(ctx context.Context, projectID string) error {
 	if err := checkName("project id", projectID); err != nil {
 		return err
 	}
-	for _, dir := range []string{d.Root, d.projectDir(projectID)} {
-		if err := mkdir(dir, 0o711); err != nil {
-			return err
-		}
+	p, ok := s.Objects.(Preparer)
+	if !ok {
+		return nil
 	}
-	for _, dir := range []string{d.WALDir(projectID), filepath.Join(d.projectDir(projectID), "base")} {
-		if err := mkdir(dir, 0o700); err != nil {
-			return err
-		}
-		if d.Chown != nil {
-			if err := d.Chown(dir); err != nil {
-				return err
-			}
+	for _, prefix := range []string{walPrefix(projectID), projectID + "/base/"} {
+		if err := p.Prepare(ctx, prefix); err != nil {
+			return fmt.Errorf("prepare the backup store of %s: %w", projectID, err)
 		}
 	}
 	return nil
 }
 
-func mkdir(dir string, mode os.FileMode) error {
-	if err := os.Mkdir(dir, mode); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
+// WALCommands are the archive_command and restore_command through which PostgreSQL archives the
+// project's WAL into the store and fetches it back. Only an Objects with a WALTransport has them.
+func (s *Store) WALCommands(ctx context.Context, projectID string) (archive, restore string, err error) {
+	if err := checkName("project id", projectID); err != nil {
+		return "", "", err
 	}
-	return os.Chmod(dir, mode)
+	t, ok := s.Objects.(WALTransport)
+	if !ok {
+		return "", "", errors.New("this backup store has no WAL commands for PostgreSQL (the appliance must receive the WAL)")
+	}
+	return t.WALCommands(ctx, walPrefix(projectID))
 }
 
-// Size implements Store.
-func (d *DirStore) Size(projectID, key string) (int64, error) {
-	if err := checkName("backup key", key); err != nil {
-		return 0, err
+// WALArchived reports whether the project's WAL segment (a file name) is in the archive.
+func (s *Store) WALArchived(ctx context.Context, projectID, segment string) (bool, error) {
+	if err := checkName("project id", projectID); err != nil {
+		return false, err
 	}
-	return dirSize(d.BaseDir(projectID, key))
+	_, err := s.Objects.Stat(ctx, walPrefix(projectID)+segment)
+	if errors.Is(err, ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
-// ProjectSize implements Store.
-func (d *DirStore) ProjectSize(projectID string) (int64, error) {
+var walSegmentName = regexp.MustCompile(`^[0-9A-F]{24}$`)
+
+// PruneWAL deletes the project's archived WAL segments (24-hex-digit names only: history, .backup and
+// .partial files stay) on start's timeline or an earlier one whose position sorts before start's, and
+// returns how many.
+func (s *Store) PruneWAL(ctx context.Context, projectID, start string) (int, error) {
 	if err := checkName("project id", projectID); err != nil {
 		return 0, err
 	}
-	n, err := dirSize(d.projectDir(projectID))
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
+	if !walSegmentName.MatchString(start) {
+		return 0, fmt.Errorf("invalid WAL segment %q", start)
 	}
-	return n, err
+	all, err := s.Objects.List(ctx, walPrefix(projectID))
+	if err != nil {
+		return 0, err
+	}
+	var doomed []string
+	for _, in := range all {
+		name := strings.TrimPrefix(in.Key, walPrefix(projectID))
+		if !walSegmentName.MatchString(name) {
+			continue
+		}
+		if name[:8] <= start[:8] && name[8:] < start[8:] {
+			doomed = append(doomed, in.Key)
+		}
+	}
+	if err := s.Objects.Delete(ctx, doomed...); err != nil {
+		return 0, err
+	}
+	return len(doomed), nil
 }
 
-// dirSize is the sum of the sizes of the regular files under dir.
-func dirSize(dir string) (int64, error) {
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+// BackupManifest is the object a base backup's files are complete with: written last.
+type BackupManifest struct {
+	Key          string    `json:"key"`
+	Files        int       `json:"files"`
+	SizeBytes    int64     `json:"size_bytes"`
+	Timeline     int       `json:"timeline"`      // START TIMELINE of its backup_label
+	StartSegment string    `json:"start_segment"` // the WAL segment of its START WAL LOCATION
+	Dirs         []string  `json:"dirs"`          // every directory of the data directory's tree, empty ones included
+	CompletedAt  time.Time `json:"completed_at"`
+}
+
+// StageBackup returns an empty local directory for pg_basebackup to write a plain-format base backup into
+// (as the instances' OS user), which CommitBackup then stores. Only an Objects with a Stager has one.
+func (s *Store) StageBackup(ctx context.Context, projectID, key string) (string, error) {
+	st, err := s.stager(projectID, key)
+	if err != nil {
+		return "", err
+	}
+	return st.Stage(ctx, basePrefix(projectID, key))
+}
+
+func (s *Store) stager(projectID, key string) (Stager, error) {
+	if err := checkName("project id", projectID); err != nil {
+		return nil, err
+	}
+	if err := checkName("backup key", key); err != nil {
+		return nil, err
+	}
+	st, ok := s.Objects.(Stager)
+	if !ok {
+		return nil, errors.New("this backup store cannot stage a base backup")
+	}
+	return st, nil
+}
+
+// CommitBackup stores the base backup staged in dir (StageBackup's) as the backup's objects, then its
+// manifest: from then on it is complete. The backup's objects must not exist (RemoveBackup first).
+func (s *Store) CommitBackup(ctx context.Context, projectID, key, dir string, now time.Time) (*BackupManifest, error) {
+	st, err := s.stager(projectID, key)
+	if err != nil {
+		return nil, err
+	}
+	m := &BackupManifest{Key: key, Dirs: []string{}, CompletedAt: now.UTC()}
+	err = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if e.Type().IsRegular() {
-			fi, err := e.Info()
-			if err != nil {
-				return err
-			}
-			n += fi.Size()
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
 		}
+		if e.IsDir() {
+			m.Dirs = append(m.Dirs, filepath.ToSlash(rel))
+			return nil
+		}
+		if !e.Type().IsRegular() {
+			return fmt.Errorf("%s in the base backup is not a regular file", rel)
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		m.Files++
+		m.SizeBytes += fi.Size()
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return nil, fmt.Errorf("read the staged base backup: %w", err)
+	}
+	label, err := os.ReadFile(filepath.Join(dir, "backup_label"))
+	if err != nil {
+		return nil, fmt.Errorf("the staged base backup: %w", err)
+	}
+	if m.Timeline, m.StartSegment, err = parseLabel(label); err != nil {
+		return nil, err
+	}
+	if err := st.Commit(ctx, basePrefix(projectID, key)); err != nil {
+		return nil, err
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Objects.Put(ctx, manifestKey(projectID, key), bytes.NewReader(data)); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
-// Remove implements Store.
-func (d *DirStore) Remove(projectID, key string) error {
+// RemoveBackup deletes a base backup: its manifest first (it is no longer complete), then its files and
+// whatever is staged for it. A missing one is not an error.
+func (s *Store) RemoveBackup(ctx context.Context, projectID, key string) error {
 	if err := checkName("project id", projectID); err != nil {
 		return err
 	}
 	if err := checkName("backup key", key); err != nil {
 		return err
 	}
-	return os.RemoveAll(d.BaseDir(projectID, key))
+	if err := s.Objects.Delete(ctx, manifestKey(projectID, key)); err != nil {
+		return err
+	}
+	_, err := s.Objects.DeleteAll(ctx, basePrefix(projectID, key))
+	return err
 }
 
-// RemoveProject implements Store.
-func (d *DirStore) RemoveProject(projectID string) (bool, error) {
+// BackupStart reads the timeline and the WAL segment a base backup starts in from its backup_label object
+// (both layouts have one).
+func (s *Store) BackupStart(ctx context.Context, projectID, key string) (timeline int, segment string, err error) {
+	if err := checkName("project id", projectID); err != nil {
+		return 0, "", err
+	}
+	if err := checkName("backup key", key); err != nil {
+		return 0, "", err
+	}
+	r, err := s.Objects.Get(ctx, basePrefix(projectID, key)+"backup_label")
+	if err != nil {
+		return 0, "", err
+	}
+	defer r.Close()
+	label, err := io.ReadAll(io.LimitReader(r, 1<<20))
+	if err != nil {
+		return 0, "", err
+	}
+	return parseLabel(label)
+}
+
+// parseLabel reads START TIMELINE and the file of START WAL LOCATION ("START WAL LOCATION: 0/2000028 (file
+// 000000010000000000000002)") from a backup_label.
+func parseLabel(label []byte) (timeline int, segment string, err error) {
+	sc := bufio.NewScanner(bytes.NewReader(label))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "START WAL LOCATION: "); ok {
+			_, file, ok := strings.Cut(v, "(file ")
+			file = strings.TrimSuffix(strings.TrimSpace(file), ")")
+			if ok && walSegmentName.MatchString(file) {
+				segment = file
+			}
+		}
+		if v, ok := strings.CutPrefix(sc.Text(), "START TIMELINE: "); ok {
+			if timeline, err = strconv.Atoi(strings.TrimSpace(v)); err != nil {
+				return 0, "", fmt.Errorf("backup_label: START TIMELINE: %w", err)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, "", err
+	}
+	if segment == "" {
+		return 0, "", errors.New("backup_label names no START WAL LOCATION file")
+	}
+	if timeline == 0 {
+		return 0, "", errors.New("backup_label names no START TIMELINE")
+	}
+	return timeline, segment, nil
+}
+
+// legacyDirs are the directories of a PostgreSQL data directory that may be empty (initdb's list): a
+// backup without a manifest (written by pg_basebackup straight into the directory store, before the store
+// was objects) does not name its empty directories, so fetching it makes these.
+var legacyDirs = []string{"global", "pg_wal", "pg_wal/archive_status", "pg_commit_ts", "pg_dynshmem", "pg_notify",
+	"pg_serial", "pg_snapshots", "pg_subtrans", "pg_twophase", "pg_multixact", "pg_multixact/members",
+	"pg_multixact/offsets", "base", "pg_replslot", "pg_tblspc", "pg_stat", "pg_stat_tmp", "pg_xact", "pg_logical",
+	"pg_logical/snapshots", "pg_logical/mappings"}
+
+// WriteBackupTar writes a base backup's data directory to w as a tar stream (directories 0700 first, then
+// files 0600, paths relative to the data directory), for `tar -x` run as the instances' OS user. A backup
+// is complete when its manifest exists, or, for a backup taken before the store was objects (no
+// manifest), when its backup_manifest file does (pg_basebackup writes it last).
+func (s *Store) WriteBackupTar(ctx context.Context, projectID, key string, w io.Writer) error {
+	if err := checkName("project id", projectID); err != nil {
+		return err
+	}
+	if err := checkName("backup key", key); err != nil {
+		return err
+	}
+	prefix := basePrefix(projectID, key)
+	var dirs []string
+	if r, err := s.Objects.Get(ctx, manifestKey(projectID, key)); err == nil {
+		var m BackupManifest
+		err := json.NewDecoder(r).Decode(&m)
+		r.Close()
+		if err != nil {
+			return fmt.Errorf("base backup %s: read its manifest: %w", key, err)
+		}
+		dirs = m.Dirs
+	} else if errors.Is(err, ErrNotExist) {
+		if _, err := s.Objects.Stat(ctx, prefix+"backup_manifest"); errors.Is(err, ErrNotExist) {
+			return fmt.Errorf("base backup %s is not complete in the backup store (no manifest)", key)
+		} else if err != nil {
+			return err
+		}
+		dirs = slices.Clone(legacyDirs)
+	} else {
+		return err
+	}
+	files, err := s.Objects.List(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		for d := path.Dir(strings.TrimPrefix(f.Key, prefix)); d != "."; d = path.Dir(d) {
+			dirs = append(dirs, d)
+		}
+	}
+	slices.Sort(dirs)
+	dirs = slices.Compact(dirs)
+	tw := tar.NewWriter(w)
+	now := time.Now()
+	for _, d := range dirs {
+		if CheckKey(d) != nil {
+			return fmt.Errorf("base backup %s: invalid directory %q in its manifest", key, d)
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o700, ModTime: now}); err != nil {
+			return err
+		}
+	}
+	for _, f := range files {
+		if err := s.copyObject(ctx, tw, f, strings.TrimPrefix(f.Key, prefix)); err != nil {
+			return fmt.Errorf("base backup %s: %w", key, err)
+		}
+	}
+	return tw.Close()
+}
+
+func (s *Store) copyObject(ctx context.Context, tw *tar.Writer, f Info, name string) error {
+	r, err := s.Objects.Get(ctx, f.Key)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o600, Size: f.Size, ModTime: f.ModTime}); err != nil {
+		return err
+	}
+	n, err := io.Copy(tw, r)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if n != f.Size {
+		return fmt.Errorf("%s: %d bytes, listed with %d", name, n, f.Size)
+	}
+	return nil
+}
+
+// Timelines reads the project's timeline log (nil when there is none).
+func (s *Store) Timelines(ctx context.Context, projectID string) ([]byte, error) {
+	if err := checkName("project id", projectID); err != nil {
+		return nil, err
+	}
+	r, err := s.Objects.Get(ctx, projectID+"/timelines.json")
+	if errors.Is(err, ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// PutTimelines replaces the project's timeline log (atomically and durably: a Put).
+func (s *Store) PutTimelines(ctx context.Context, projectID string, data []byte) error {
+	if err := checkName("project id", projectID); err != nil {
+		return err
+	}
+	_, err := s.Objects.Put(ctx, projectID+"/timelines.json", bytes.NewReader(data))
+	return err
+}
+
+// BackupSize is the bytes of a base backup's files.
+func (s *Store) BackupSize(ctx context.Context, projectID, key string) (int64, error) {
+	if err := checkName("project id", projectID); err != nil {
+		return 0, err
+	}
+	if err := checkName("backup key", key); err != nil {
+		return 0, err
+	}
+	return s.size(ctx, basePrefix(projectID, key))
+}
+
+func (s *Store) size(ctx context.Context, prefix string) (int64, error) {
+	all, err := s.Objects.List(ctx, prefix)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, in := range all {
+		n += in.Size
+	}
+	return n, nil
+}
+
+// ProjectSize is the bytes the store holds of a project (WAL archive, base backups, exports, uploads);
+// 0 for a project it holds nothing of.
+func (s *Store) ProjectSize(ctx context.Context, projectID string) (int64, error) {
+	if err := checkName("project id", projectID); err != nil {
+		return 0, err
+	}
+	return s.size(ctx, projectID+"/")
+}
+
+// RemoveProject deletes everything the store holds of a project (WAL archive, base backups and anything
+// else under its prefix) and reports whether there was anything; a missing project is not an error.
+func (s *Store) RemoveProject(ctx context.Context, projectID string) (bool, error) {
 	if err := checkName("project id", projectID); err != nil {
 		return false, err
 	}
-	dir := d.projectDir(projectID)
-	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	} else if err != nil {
-		return false, err
+	found, err := s.Objects.DeleteAll(ctx, projectID+"/")
+	if err != nil {
+		return found, fmt.Errorf("remove the backup store of %s: %w", projectID, err)
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return true, fmt.Errorf("remove the backup store of %s: %w", projectID, err)
-	}
-	return true, nil
+	return found, nil
 }
