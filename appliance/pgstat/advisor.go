@@ -13,34 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Suggestion is an index the advisor proposes.
-type Suggestion struct {
-	DDL         string `json:"ddl"`          // CREATE INDEX ON schema.table USING method (columns)
-	IndexMethod string `json:"index_method"` // btree, hash, ...
-	Table       string `json:"table"`        // schema.table, quoted where needed
-	// EstimatedCostReductionPct is how much cheaper the planner finds QueryID with the index than without
-	// (0-100; 0 when it could not be estimated); EstimatedSizeBytes is the size of the index (hypopg).
-	EstimatedCostReductionPct float64 `json:"estimated_cost_reduction_pct"`
-	EstimatedSizeBytes        int64   `json:"estimated_size_bytes"`
-	// QueryID is the pg_stat_statements queryid of the statement the index helps most (by estimate, or the
-	// one whose predicates filtered most rows); 0 when unknown.
-	QueryID int64 `json:"query_id"`
-}
-
-// Advice is the index advisor's answer.
-type Advice struct {
-	Available              bool `json:"available"`
-	CostEstimatesAvailable bool `json:"cost_estimates_available"`
-	SizeEstimatesAvailable bool `json:"size_estimates_available"`
-	MinFilter              int  `json:"min_filter"`
-	MinSelectivity         int  `json:"min_selectivity"`
-	// MissingExtensions lists pg_qualstats (needed) and hypopg (for the estimates) when they are not
-	// installed in the database; never nil.
-	MissingExtensions []string     `json:"missing_extensions"`
-	Reason            string       `json:"reason"`      // why the advice is missing, partial or empty; "" otherwise
-	Suggestions       []Suggestion `json:"suggestions"` // never nil; the largest estimated reduction first
-}
-
 // Advisor limits.
 const (
 	examplesPerSuggestion = 5    // statements estimated per suggested index

@@ -8,48 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// UnusedIndex is an index no scan has used since the statistics were reset.
-type UnusedIndex struct {
-	Schema        string `json:"schema"`
-	Table         string `json:"table"`
-	Index         string `json:"index"`
-	Definition    string `json:"definition"`     // pg_get_indexdef
-	DropStatement string `json:"drop_statement"` // DROP INDEX CONCURRENTLY "schema"."index";
-	SizeBytes     int64  `json:"size_bytes"`
-	IndexScans    int64  `json:"index_scans"`
-}
-
-// RedundantIndex is an index another index of the same table makes unnecessary: its key columns are the
-// leading columns of CoveredBy, or it is an exact duplicate of it.
-type RedundantIndex struct {
-	Schema        string `json:"schema"`
-	Table         string `json:"table"`
-	Index         string `json:"index"`
-	CoveredBy     string `json:"covered_by"`
-	Definition    string `json:"definition"`
-	DropStatement string `json:"drop_statement"`
-	SizeBytes     int64  `json:"size_bytes"`
-}
-
-// Hygiene is the index hygiene report of a database.
-type Hygiene struct {
-	Available bool `json:"available"`
-	// Reason says why the report is unavailable, or what to keep in mind when it is (a short observation
-	// window); "" otherwise.
-	Reason string `json:"reason"`
-	// ObservationWindowSeconds is how long index scans have been counted: since StatsResetAt.
-	ObservationWindowSeconds int64 `json:"observation_window_seconds"`
-	MinIndexSizeBytes        int64 `json:"min_index_size_bytes"`
-	// ReclaimableBytes is the size of the indexes of both lists, each counted once.
-	ReclaimableBytes int64 `json:"reclaimable_bytes"`
-	// StatsResetAt is the database's statistics reset (pg_stat_database.stats_reset) or, when they were
-	// never reset, the server's start: a conservative start of the counting (PostgreSQL 15 keeps the
-	// statistics across clean restarts, but discards them after a crash).
-	StatsResetAt     *time.Time       `json:"stats_reset_at"`
-	UnusedIndexes    []UnusedIndex    `json:"unused_indexes"`
-	RedundantIndexes []RedundantIndex `json:"redundant_indexes"`
-}
-
 // ShortObservationWindow is the observation window below which the report warns that an index used
 // rarely may look unused.
 const ShortObservationWindow = 7 * 24 * time.Hour

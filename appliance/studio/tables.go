@@ -22,13 +22,6 @@ const systemSchemas = `n.nspname NOT IN ('pg_catalog', 'information_schema') AND
 // relkinds name the kinds of relation the table routes serve.
 var relkinds = map[string]string{"r": "table", "v": "view", "m": "materialized view", "f": "foreign table", "p": "partitioned table"}
 
-// TableEntry is one entry of the table list.
-type TableEntry struct {
-	Schema string `json:"schema"`
-	Table  string `json:"table"`
-	Type   string `json:"type" doc:"table, view, materialized view, foreign table or partitioned table"`
-}
-
 // Column is one column of a table.
 type Column struct {
 	Name         string  `json:"name"`
