@@ -71,3 +71,21 @@ type Hygiene struct {
 	UnusedIndexes    []UnusedIndex    `json:"unused_indexes"`
 	RedundantIndexes []RedundantIndex `json:"redundant_indexes"`
 }
+
+// AdvisorResponse is GET .../advisor/indexes.
+type AdvisorResponse struct {
+	Advisor *Advice `json:"advisor"`
+}
+
+// HygieneResponse is GET .../advisor/index-hygiene.
+type HygieneResponse struct {
+	Hygiene *Hygiene `json:"hygiene"`
+}
+
+// The index advisor's thresholds (the spec's Limits).
+const (
+	AdvisorMinFilterMax          = 10_000_000
+	AdvisorMinFilterDefault      = 1000
+	AdvisorMinSelectivityMax     = 100
+	AdvisorMinSelectivityDefault = 30
+)

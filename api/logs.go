@@ -18,3 +18,23 @@ type Entry struct {
 	Application string    `json:"application_name,omitempty"`
 	BackendType string    `json:"backend_type,omitempty"`
 }
+
+// Logs is the logs resource: entries oldest first, and the cursor to resume after.
+type Logs struct {
+	Entries    []Entry `json:"entries"`
+	NextCursor string  `json:"next_cursor" doc:"pass as cursor to read what comes after the last entry (also when there were none)"`
+}
+
+// LogsResponse is GET .../logs.
+type LogsResponse struct {
+	Logs Logs `json:"logs"`
+}
+
+// The logs API's bounds (the spec's Limits).
+const (
+	LogsHoursMax        = 168 // without the archive
+	LogsHoursArchiveMax = 720 // with up --log-archive-days
+	LogsHoursDefault    = 1
+	LogsLimitMax        = 500
+	LogsLimitDefault    = 200
+)

@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // ActiveQuery is a client session that is not idle.
 type ActiveQuery struct {
 	PID           int    `json:"pid"`
@@ -26,4 +28,104 @@ type Statement struct {
 	SharedBlksRead  int64   `json:"shared_blks_read"`
 	TempBlksRead    int64   `json:"temp_blks_read"`
 	TempBlksWritten int64   `json:"temp_blks_written"`
+}
+
+// ObservabilitySnapshot is GET .../observability: what the project's server is doing now.
+type ObservabilitySnapshot struct {
+	ActiveQueries          []ActiveQuery `json:"active_queries" doc:"client sessions that are not idle, longest running first (the appliance's own sessions left out)"`
+	Alerts                 []string      `json:"alerts" doc:"the messages of the alerts in force"`
+	ConnectionCount        int64         `json:"connection_count"`
+	ConnectionLimit        int64         `json:"connection_limit"`
+	ConnectionUsagePercent float64       `json:"connection_usage_percent"`
+	DatabaseSizeBytes      int64         `json:"database_size_bytes"`
+	StorageLimitBytes      int64         `json:"storage_limit_bytes"`
+	StorageUsagePercent    float64       `json:"storage_usage_percent"`
+	PGStatStatements       bool          `json:"pg_stat_statements" doc:"pg_stat_statements is installed in the database (slow_queries and the top queries need it)"`
+	SlowQueries            []Statement   `json:"slow_queries" doc:"the 10 statements with the highest mean execution time since the statistics were reset"`
+	SampledAt              time.Time     `json:"sampled_at"`
+}
+
+// ObservabilityResponse wraps the snapshot.
+type ObservabilityResponse struct {
+	Observability *ObservabilitySnapshot `json:"observability"`
+}
+
+// HistoryResponse is GET .../observability/history.
+type HistoryResponse struct {
+	Samples []ObservabilitySample `json:"samples"`
+}
+
+// TopQuery is one ranked statement of the top-queries window.
+type TopQuery struct {
+	QueryHash   string  `json:"query_hash"`
+	Query       string  `json:"query"`
+	Calls       int64   `json:"calls"`
+	Rows        int64   `json:"rows"`
+	MeanExecMS  float64 `json:"mean_exec_ms"`
+	TotalExecMS float64 `json:"total_exec_ms"`
+}
+
+// TopQueriesResponse is GET .../observability/queries.
+type TopQueriesResponse struct {
+	Queries []TopQuery `json:"queries"`
+}
+
+// QueryPoint is one snapshot of a statement in its detail.
+type QueryPoint struct {
+	CapturedAt  time.Time `json:"captured_at"`
+	Calls       int64     `json:"calls"`
+	Rows        int64     `json:"rows"`
+	TotalExecMS float64   `json:"total_exec_ms"`
+	MeanExecMS  float64   `json:"mean_exec_ms"`
+	CallsPerSec float64   `json:"calls_per_sec"`
+}
+
+// QueryDetail is GET .../observability/queries/{queryHash}.
+type QueryDetail struct {
+	QueryHash         string       `json:"query_hash"`
+	Query             string       `json:"query"`
+	WindowCalls       int64        `json:"window_calls"`
+	WindowRows        int64        `json:"window_rows"`
+	WindowTotalExecMS float64      `json:"window_total_exec_ms"`
+	WindowMeanExecMS  float64      `json:"window_mean_exec_ms"`
+	Points            []QueryPoint `json:"points" doc:"one per snapshot in the window (every 5 minutes), zero where the statement did not run"`
+}
+
+// QueryDetailResponse wraps the detail.
+type QueryDetailResponse struct {
+	Query *QueryDetail `json:"query"`
+}
+
+// The observability windows (hours) and their defaults, as the spec bounds them.
+const (
+	HistoryHoursMax     = 720
+	HistoryHoursDefault = 24
+	QueriesHoursMax     = 168
+	QueriesHoursDefault = 24
+)
+
+// ObservabilitySample is one history point of a project (the spec's Observability sample). Rates are over
+// the minute before sampled_at, from the deltas of the server's cumulative counters.
+type ObservabilitySample struct {
+	SampledAt         time.Time `json:"sampled_at"`
+	ActiveQueries     int64     `json:"active_queries"`
+	BlockedQueries    int64     `json:"blocked_queries" doc:"sessions waiting for a lock another session holds"`
+	ConnectionLimit   int64     `json:"connection_limit"`
+	Connections       int64     `json:"connections"`
+	DeadTuples        int64     `json:"dead_tuples"`
+	Deadlocks         int64     `json:"deadlocks" doc:"deadlocks detected since the previous sample"`
+	MemLimitBytes     int64     `json:"mem_limit_bytes" doc:"the plan's memory size"`
+	MemUsageBytes     int64     `json:"mem_usage_bytes" doc:"proportional set size (PSS) of the server's processes"`
+	SlowQueries       int64     `json:"slow_queries" doc:"statements running longer than 1 s when sampled"`
+	StorageBytes      int64     `json:"storage_bytes"`
+	StorageLimitBytes int64     `json:"storage_limit_bytes"`
+	TempBytes         int64     `json:"temp_bytes" doc:"bytes written to temporary files since the previous sample"`
+	AvgQueryMS        float64   `json:"avg_query_ms" doc:"mean execution time of the statements completed since the previous sample (pg_stat_statements)"`
+	CacheHitRatio     float64   `json:"cache_hit_ratio" doc:"shared buffer hits over block reads since the previous sample (1 when nothing was read)"`
+	CPUCoresUsed      float64   `json:"cpu_cores_used"`
+	CPUQuotaCores     float64   `json:"cpu_quota_cores" doc:"the plan's CPU size"`
+	RollbackRatio     float64   `json:"rollback_ratio"`
+	RowsReadPerSec    float64   `json:"rows_read_per_sec"`
+	RowsWrittenPerSec float64   `json:"rows_written_per_sec"`
+	TPS               float64   `json:"tps"`
 }

@@ -1,6 +1,9 @@
 package api
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // SQLResult is what one statement returned: its columns, its rows (each an object keyed by column name; a
 // name that repeats in one result is made unique as name_2, name_3, …), how many rows it produced or
@@ -22,3 +25,120 @@ type TableEntry struct {
 	Table  string `json:"table"`
 	Type   string `json:"type" doc:"table, view, materialized view, foreign table or partitioned table"`
 }
+
+// SQLRequest is the body of POST /v1/projects/{projectID}/sql.
+type SQLRequest struct {
+	Query string `json:"query" api:"required" doc:"one or more SQL statements (separated by semicolons; all run in one implicit transaction, the last one's result is returned); at most 256 KiB"`
+}
+
+// SQLResultResponse is the console's answer.
+type SQLResultResponse struct {
+	Result *SQLResult `json:"result"`
+}
+
+// SQLHistoryList is GET .../sql/history.
+type SQLHistoryList struct {
+	History []*SQLHistoryEntry `json:"history"`
+}
+
+// TableList is GET .../tables.
+type TableList struct {
+	Tables []TableEntry `json:"tables"`
+}
+
+// ColumnList is GET .../tables/{schema}/{table}/columns.
+type ColumnList struct {
+	Columns []Column `json:"columns"`
+}
+
+// RowsRead is a table's rows.
+type RowsRead struct {
+	Columns     []string                     `json:"columns"`
+	ColumnTypes []string                     `json:"column_types"`
+	Rows        []map[string]json.RawMessage `json:"rows"`
+	Truncated   bool                         `json:"truncated" doc:"rows were left out to keep the answer under the size cap"`
+}
+
+// RowsReadResponse is GET .../rows.
+type RowsReadResponse struct {
+	Result RowsRead `json:"result"`
+}
+
+// RowsWritten is what a row write did.
+type RowsWritten struct {
+	RowsAffected int64                        `json:"rows_affected"`
+	Rows         []map[string]json.RawMessage `json:"rows" doc:"the rows as written (RETURNING *)"`
+	Truncated    bool                         `json:"truncated" doc:"rows_affected is more than the rows shown"`
+}
+
+// RowsWriteResponse is the answer of a row insert, update or delete.
+type RowsWriteResponse struct {
+	Result RowsWritten `json:"result"`
+}
+
+// InsertRowsRequest is the body of POST .../rows.
+type InsertRowsRequest struct {
+	Rows []map[string]json.RawMessage `json:"rows" api:"required" doc:"the rows to insert (1 to 1000), each an object of column name to value; a column left out gets its default"`
+}
+
+// UpdateRowsRequest is the body of PATCH .../rows.
+type UpdateRowsRequest struct {
+	Match   map[string]json.RawMessage `json:"match" doc:"the rows to change: every named column equal to its value (null: IS NULL)"`
+	Set     map[string]json.RawMessage `json:"set" api:"required" doc:"column name to new value (at least one)"`
+	AllRows bool                       `json:"all_rows" doc:"true to allow an empty match, changing every row"`
+}
+
+// DeleteRowsRequest is the body of DELETE .../rows.
+type DeleteRowsRequest struct {
+	Match   map[string]json.RawMessage `json:"match" doc:"the rows to delete: every named column equal to its value (null: IS NULL)"`
+	AllRows bool                       `json:"all_rows" doc:"true to allow an empty match, deleting every row"`
+}
+
+// AIUsage is a project's AI assistant uses in the current calendar month (UTC).
+type AIUsage struct {
+	Used           int       `json:"used"`
+	Limit          int       `json:"limit"`
+	Remaining      int       `json:"remaining"`
+	SoftCapReached bool      `json:"soft_cap_reached" doc:"used is at least 80% of limit"`
+	PeriodStart    time.Time `json:"period_start"`
+	PeriodEnd      time.Time `json:"period_end"`
+}
+
+// AIUsageResponse is GET and POST .../ai-usage.
+type AIUsageResponse struct {
+	Usage AIUsage `json:"usage"`
+}
+
+// SQLHistoryEntry is one console run as the history lists it: exactly the fields of the stored record.
+type SQLHistoryEntry struct {
+	ID             string    `json:"id"`
+	OrganizationID string    `json:"organization_id"`
+	ProjectID      string    `json:"project_id"`
+	ActorID        string    `json:"actor_id"`
+	ActorKind      string    `json:"actor_kind"`
+	Query          string    `json:"query"`
+	Error          string    `json:"error"`
+	DurationMS     int64     `json:"duration_ms"`
+	RowCount       int64     `json:"row_count"`
+	Success        bool      `json:"success"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// Column is one column of a table.
+type Column struct {
+	Name         string  `json:"name"`
+	DataType     string  `json:"data_type"`
+	Default      *string `json:"default" api:"nullable" doc:"the default expression; null when the column has none"`
+	IsNullable   bool    `json:"is_nullable"`
+	IsPrimaryKey bool    `json:"is_primary_key"`
+	Position     int     `json:"position"`
+}
+
+// The studio's bounds the API states (docs/api-decisions.md "Studio").
+const (
+	// MaxQueryBytes bounds the console's text (413 above).
+	MaxQueryBytes = 256 << 10
+	// RowsDefault and RowsMax bound the table browser's limit.
+	RowsDefault = 100
+	RowsMax     = 1000
+)

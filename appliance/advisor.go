@@ -9,25 +9,8 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// The index advisor's thresholds (the spec's Limits) and the hygiene report's minimum index size.
-const (
-	AdvisorMinFilterMax          = 10_000_000
-	AdvisorMinFilterDefault      = 1000
-	AdvisorMinSelectivityMax     = 100
-	AdvisorMinSelectivityDefault = 30
-	// HygieneMinIndexBytes: smaller unused indexes are not worth reporting.
-	HygieneMinIndexBytes = 64 << 10
-)
-
-// AdvisorResponse is GET .../advisor/indexes.
-type AdvisorResponse struct {
-	Advisor *pgstat.Advice `json:"advisor"`
-}
-
-// HygieneResponse is GET .../advisor/index-hygiene.
-type HygieneResponse struct {
-	Hygiene *pgstat.Hygiene `json:"hygiene"`
-}
+// HygieneMinIndexBytes: smaller unused indexes are not worth reporting.
+const HygieneMinIndexBytes = 64 << 10
 
 // IndexAdvice suggests indexes for the predicates pg_qualstats saw filter many rows, with hypopg's
 // estimates. The candidates are read as the appliance; the estimates (EXPLAIN with hypothetical

@@ -37,35 +37,10 @@ const (
 	AlertListWindow = 7 * 24 * time.Hour
 )
 
-// ProjectAlert is the API's view of an alert (the spec's Project alert, with its message).
-type ProjectAlert struct {
-	ID             string     `json:"id"`
-	ProjectID      string     `json:"project_id"`
-	Kind           string     `json:"kind" doc:"storage, connections, long_transaction, backup_failed, instance_crashed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory)"`
-	Severity       string     `json:"severity" doc:"warning or critical"`
-	Message        string     `json:"message"`
-	LimitValue     float64    `json:"limit_value" doc:"storage: bytes; connections: sessions; long_transaction: seconds; backup_failed, instance_crashed: 0"`
-	ObservedValue  float64    `json:"observed_value"`
-	TriggeredAt    time.Time  `json:"triggered_at"`
-	AcknowledgedAt *time.Time `json:"acknowledged_at"`
-	ResolvedAt     *time.Time `json:"resolved_at"`
-	LastNotifiedAt *time.Time `json:"last_notified_at" doc:"when the alert.triggered event was appended (webhooks carry it)"`
-}
-
 func alertView(a *store.ProjectAlert) *ProjectAlert {
 	return &ProjectAlert{ID: a.ID, ProjectID: a.ProjectID, Kind: a.Kind, Severity: a.Severity, Message: a.Message,
 		LimitValue: a.LimitValue, ObservedValue: a.ObservedValue, TriggeredAt: a.TriggeredAt,
 		AcknowledgedAt: a.AcknowledgedAt, ResolvedAt: a.ResolvedAt, LastNotifiedAt: a.LastNotifiedAt}
-}
-
-// AlertList is GET .../alerts.
-type AlertList struct {
-	Alerts []*ProjectAlert `json:"alerts"`
-}
-
-// AlertResponse is POST .../alerts/{alertID}/acknowledge.
-type AlertResponse struct {
-	Alert *ProjectAlert `json:"alert"`
 }
 
 // AlertEvent is the data of alert.triggered and alert.resolved.

@@ -11,35 +11,12 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// APIKey is the API resource of a key (never its hash).
-type APIKey struct {
-	ID              string     `json:"id"`
-	Name            string     `json:"name"`
-	KeyPrefix       string     `json:"key_prefix"`
-	OrganizationID  string     `json:"organization_id"`
-	ProjectID       string     `json:"project_id"`
-	CreatedByUserID string     `json:"created_by_user_id"`
-	DeviceName      string     `json:"device_name"`
-	Source          string     `json:"source"`
-	IsActive        bool       `json:"is_active"`
-	Scopes          []string   `json:"scopes" enum:"projects:read,projects:write,credentials:read,backups:read,backups:write,jobs:read,organizations:read,organizations:write,api_keys:read,api_keys:write"`
-	CreatedAt       time.Time  `json:"created_at"`
-	ExpiresAt       *time.Time `json:"expires_at"`
-	LastUsedAt      *time.Time `json:"last_used_at"`
-	RevokedAt       *time.Time `json:"revoked_at"`
-}
-
 func (s *Service) apiKeyView(k *store.APIKey) APIKey {
 	active := k.RevokedAt == nil && (k.ExpiresAt == nil || s.now().Before(*k.ExpiresAt))
 	return APIKey{ID: k.ID, Name: k.Name, KeyPrefix: k.KeyPrefix, OrganizationID: k.OrganizationID,
 		ProjectID: k.ProjectID, CreatedByUserID: k.CreatedByUserID, DeviceName: k.DeviceName, Source: k.Source,
 		IsActive: active, Scopes: k.Scopes, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt,
 		LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt}
-}
-
-// APIKeyList is the list response.
-type APIKeyList struct {
-	APIKeys []APIKey `json:"api_keys"`
 }
 
 // ListAPIKeys lists an organization's keys, newest first.
@@ -62,20 +39,6 @@ func (s *Service) ListAPIKeys(ctx context.Context, p *Principal, orgID string) (
 		return nil
 	})
 	return out, err
-}
-
-// CreateAPIKeyRequest is the body of POST /v1/organizations/{orgID}/api-keys.
-type CreateAPIKeyRequest struct {
-	Name      string   `json:"name" api:"required" schema:"minLength=1,maxLength=100,example=ci" doc:"display name, 1 to 100 characters"`
-	Scopes    []string `json:"scopes" api:"required" schema:"minItems=1" enum:"projects:read,projects:write,credentials:read,backups:read,backups:write,jobs:read,organizations:read,organizations:write,api_keys:read,api_keys:write" doc:"at least one of the ten scopes"`
-	ProjectID string   `json:"project_id" doc:"restricts the key to one project; organization scopes are then refused"`
-	ExpiresIn int64    `json:"expires_in_days" schema:"minimum=0,maximum=3650" doc:"days until the key expires, 1 to 3650; absent or 0: never"`
-}
-
-// CreatedAPIKey carries the plaintext key, returned once.
-type CreatedAPIKey struct {
-	APIKey          APIKey `json:"api_key"`
-	PlaintextAPIKey string `json:"plaintext_api_key"`
 }
 
 // keySpec is everything needed to mint a key, from the API or from a CLI login.
@@ -174,11 +137,6 @@ func (s *Service) CreateAPIKey(ctx context.Context, p *Principal, orgID string, 
 		return nil
 	})
 	return out, err
-}
-
-// Revoked is the revoke response.
-type Revoked struct {
-	Revoked bool `json:"revoked"`
 }
 
 // RevokeAPIKey revokes a key at once; revoking a revoked key answers revoked=false.

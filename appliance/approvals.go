@@ -12,28 +12,7 @@ import (
 // ApprovalTTL is the lifetime of an approval token.
 const ApprovalTTL = 10 * time.Minute
 
-// Approval actions that exist.
-const ActionProjectDelete = "project.delete"
-
 var approvalActions = []string{ActionProjectDelete}
-
-// Approval is the API resource; the token is shown only in the create response.
-type Approval struct {
-	ID        string    `json:"id"`
-	Action    string    `json:"action"`
-	Token     string    `json:"token"`
-	ExpiresAt time.Time `json:"expires_at"`
-}
-
-// ApprovalRequest is the body of POST /v1/projects/{projectID}/approvals.
-type ApprovalRequest struct {
-	Action string `json:"action" api:"required" doc:"the action to approve: project.delete"`
-}
-
-// ApprovalResponse wraps the approval.
-type ApprovalResponse struct {
-	Approval Approval `json:"approval"`
-}
 
 // CreateApproval mints a single-use token for a dangerous action on the project.
 func (s *Service) CreateApproval(ctx context.Context, p *Principal, projectID string, req *ApprovalRequest) (*ApprovalResponse, error) {

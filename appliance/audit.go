@@ -9,11 +9,6 @@ import (
 // AuditEvent is the API resource (identical to the record).
 type AuditEvent = store.AuditEvent
 
-// AuditEventList is the list response.
-type AuditEventList struct {
-	AuditEvents []*AuditEvent `json:"audit_events"`
-}
-
 // ListOrganizationAudit returns the organization's newest audit events.
 func (s *Service) ListOrganizationAudit(ctx context.Context, p *Principal, orgID string, limit int) (*AuditEventList, error) {
 	if err := p.CheckOrganization(orgID); err != nil {
@@ -28,7 +23,7 @@ func (s *Service) ListOrganizationAudit(ctx context.Context, p *Principal, orgID
 			return notFoundAs(err, "organization %s not found", orgID)
 		}
 		evs, err := store.AuditEvents.Lookup(tx, store.AuditEventsByOrg, orgID, store.Query{Newest: true, Limit: limit})
-		out.AuditEvents = evs
+		out.AuditEvents = wireAuditEvents(evs)
 		return err
 	})
 	return out, err
@@ -45,7 +40,7 @@ func (s *Service) ListProjectAudit(ctx context.Context, p *Principal, projectID 
 			return err
 		}
 		evs, err := store.AuditEvents.Lookup(tx, store.AuditEventsByProject, projectID, store.Query{Newest: true, Limit: limit})
-		out.AuditEvents = evs
+		out.AuditEvents = wireAuditEvents(evs)
 		return err
 	})
 	return out, err

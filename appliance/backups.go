@@ -7,7 +7,6 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/dirstore"
@@ -64,35 +63,10 @@ func (s *Service) fetchBackup(ctx context.Context, ex daemon.ExecFunc, dp *DataP
 	return nil
 }
 
-// Backup is the API resource.
-type Backup struct {
-	ID                string     `json:"id"`
-	BackupKey         string     `json:"backup_key" doc:"names the backup in a restore"`
-	DatabaseName      string     `json:"database_name"`
-	Label             string     `json:"label"`
-	ProjectID         string     `json:"project_id"`
-	State             string     `json:"state" doc:"pending, running, completed or failed"`
-	VerificationState string     `json:"verification_state" doc:"pending, verified or failed (pg_verifybackup)"`
-	VerificationError string     `json:"verification_error"`
-	SizeBytes         int64      `json:"size_bytes"`
-	CreatedAt         time.Time  `json:"created_at"`
-	VerifiedAt        *time.Time `json:"verified_at"`
-}
-
 func backupView(b *store.Backup) *Backup {
 	return &Backup{ID: b.ID, BackupKey: b.BackupKey, DatabaseName: b.DatabaseName, Label: b.Label, ProjectID: b.ProjectID,
 		State: b.State, VerificationState: b.VerificationState, VerificationError: b.VerificationError,
 		SizeBytes: b.SizeBytes, CreatedAt: b.CreatedAt, VerifiedAt: b.VerifiedAt}
-}
-
-// BackupList is the list response.
-type BackupList struct {
-	Backups []*Backup `json:"backups"`
-}
-
-// CreateBackupRequest is the body of POST /v1/projects/{projectID}/backups (an empty object is fine).
-type CreateBackupRequest struct {
-	Label string `json:"label" schema:"maxLength=100" doc:"at most 100 characters"`
 }
 
 type backupPayload struct {

@@ -10,18 +10,6 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// Connections is the connections object.
-type Connections struct {
-	DirectURL string `json:"direct_url" doc:"PostgreSQL's own port; sslmode=verify-full against the appliance CA"`
-	PooledURL string `json:"pooled_url" doc:"PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol)"`
-	Username  string `json:"username"`
-}
-
-// ConnectionsResponse wraps the connections object.
-type ConnectionsResponse struct {
-	Connections Connections `json:"connections"`
-}
-
 // connectionURL builds a libpq URL that verifies the server against the appliance CA.
 func (s *Service) connectionURL(host string, port int, db, user, password string) string {
 	q := url.Values{}
@@ -64,11 +52,6 @@ func (s *Service) connectionsOf(prj *store.Project) (*Connections, error) {
 	return &Connections{Username: c,
 		DirectURL: s.connectionURL(prj.PublicHost, prj.DirectPort, prj.DatabaseName, c, string(pw)),
 		PooledURL: s.connectionURL(prj.PublicHost, prj.PooledPort, prj.DatabaseName, c, string(pw))}, nil
-}
-
-// RotateCredentialsRequest is the body of POST /v1/projects/{projectID}/credentials/rotate.
-type RotateCredentialsRequest struct {
-	OverlapSeconds *int64 `json:"overlap_seconds" schema:"minimum=0,maximum=604800" doc:"how long the previous credential keeps working, 0 to 604800 seconds; default 3600"`
 }
 
 // DefaultCredentialOverlap is the overlap of a rotation when the request names none.

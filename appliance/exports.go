@@ -37,45 +37,9 @@ const (
 
 const exportMACPurpose = "export-download"
 
-// Export is the API resource.
-type Export struct {
-	ID           string     `json:"id"`
-	DatabaseName string     `json:"database_name"`
-	ProjectID    string     `json:"project_id"`
-	SizeBytes    int64      `json:"size_bytes"`
-	State        string     `json:"state" doc:"pending, running, completed, failed or expired"`
-	CreatedAt    time.Time  `json:"created_at"`
-	ExpiresAt    *time.Time `json:"expires_at" doc:"7 days after completion; null until completed"`
-}
-
 func exportView(e *store.Export) *Export {
 	return &Export{ID: e.ID, DatabaseName: e.DatabaseName, ProjectID: e.ProjectID, SizeBytes: e.SizeBytes,
 		State: e.State, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt}
-}
-
-// ExportList is the list response.
-type ExportList struct {
-	Exports []*Export `json:"exports"`
-}
-
-// CreateExportRequest is the body of POST /v1/projects/{projectID}/exports (no fields; may be absent).
-type CreateExportRequest struct{}
-
-// ExportJobResponse is the response of POST /v1/projects/{projectID}/exports.
-type ExportJobResponse struct {
-	ExportID string `json:"export_id"`
-	Job      *Job   `json:"job"`
-}
-
-// Download is a signed, short-lived URL served by the appliance itself.
-type Download struct {
-	DownloadURL string    `json:"download_url"`
-	ExpiresAt   time.Time `json:"expires_at"`
-}
-
-// DownloadResponse is the response of GET .../exports/{exportID}/download.
-type DownloadResponse struct {
-	Download *Download `json:"download"`
 }
 
 type exportPayload struct {

@@ -10,17 +10,6 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// Import follow states; see docs/api-decisions.md (Imports: follow).
-const (
-	FollowStarting    = "starting"     // import.follow is queued or running (after the pre-follow backup)
-	FollowFollowing   = "following"    // the subscription exists: the initial copy runs, then changes stream
-	FollowCuttingOver = "cutting_over" // import.follow_cutover is running
-	FollowAborting    = "aborting"     // import.follow_abort is queued or running
-	FollowCompleted   = "completed"    // cut over: the subscription is gone, the project is on its own
-	FollowAborted     = "aborted"      // the subscription is gone and the pre-follow backup was restored
-	FollowFailed      = "failed"       // import.follow failed; abort removes what it left and restores
-)
-
 // Job types of imports/follow.
 const (
 	JobImportFollow        = "import.follow"
@@ -28,17 +17,6 @@ const (
 	JobImportFollowCutover = "import.follow_cutover"
 	JobImportFollowAbort   = "import.follow_abort"
 )
-
-// FollowRequest is the body of POST /v1/projects/{projectID}/imports/follow.
-type FollowRequest struct {
-	SourceURL string `json:"source_url" api:"required" doc:"the source database (see imports/preflight); its wal_level must be logical"`
-	Confirm   bool   `json:"confirm" schema:"const=true" doc:"must be true: the source's schema is copied over the project's database"`
-}
-
-// FollowCutoverRequest is the body of POST /v1/projects/{projectID}/imports/follow/cutover.
-type FollowCutoverRequest struct {
-	Confirm bool `json:"confirm" schema:"const=true" doc:"must be true: after the cutover the project no longer follows the source"`
-}
 
 type followPayload struct {
 	FollowID string `json:"follow_id"`

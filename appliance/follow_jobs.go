@@ -349,30 +349,6 @@ func (s *Service) detachFollow(ctx context.Context, target *pgx.Conn, src *Sourc
 	return warnings, nil
 }
 
-// FollowReport is the result of import.follow_status (and part of the cutover's).
-type FollowReport struct {
-	FollowID      string        `json:"follow_id"`
-	State         string        `json:"state"`
-	Source        string        `json:"source"`
-	Subscription  string        `json:"subscription"`
-	Enabled       bool          `json:"enabled"`
-	WorkerRunning bool          `json:"worker_running"`
-	Tables        []FollowTable `json:"tables"`
-	TablesReady   int           `json:"tables_ready"`
-	LagBytes      *int64        `json:"lag_bytes" api:"nullable" doc:"WAL the source wrote that the subscription has not confirmed; null when the source cannot be reached"`
-	SourceLSN     string        `json:"source_lsn,omitempty"`
-	ConfirmedLSN  string        `json:"confirmed_lsn,omitempty"`
-	LastMessageAt *time.Time    `json:"last_message_at,omitempty"`
-	SourceError   string        `json:"source_error,omitempty"`
-	Error         string        `json:"error,omitempty"`
-}
-
-// FollowTable is one subscribed table and its synchronization state.
-type FollowTable struct {
-	Table string `json:"table"`
-	State string `json:"state" doc:"init, copying, copied, synchronized or ready"`
-}
-
 var subStates = map[string]string{"i": "init", "d": "copying", "f": "copied", "s": "synchronized", "r": "ready"}
 
 // measureFollow reads the subscription's state on the project's server and the slot's lag on the source.

@@ -21,24 +21,6 @@ const SessionTTL = 12 * time.Hour
 
 const sessionPrefix = "ses"
 
-// SessionRequest signs a user in with the built-in identity provider.
-type SessionRequest struct {
-	Email          string `json:"email" api:"required" schema:"example=owner@appliance.local"`
-	Password       string `json:"password" api:"required"`
-	OrganizationID string `json:"organization_id"` // the organization to act in; default: the first membership
-	// Cookie asks for the session as an HttpOnly cookie instead of a token in the body (the dashboard).
-	Cookie bool `json:"cookie" doc:"true: the session is set as an HttpOnly, Secure, SameSite=Strict cookie and token is empty; the cookie authenticates only requests that also send the header X-Appliance-CSRF: 1"`
-}
-
-// SessionResult carries the session token (returned once).
-type SessionResult struct {
-	Token          string    `json:"token"`
-	UserID         string    `json:"user_id"`
-	OrganizationID string    `json:"organization_id"`
-	Role           string    `json:"role"`
-	ExpiresAt      time.Time `json:"expires_at"`
-}
-
 // dummyHash makes a sign-in for an unknown email cost as much as a wrong password.
 var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not a password"), bcrypt.DefaultCost)
 

@@ -35,32 +35,8 @@ const UploadTTL = time.Hour
 
 const uploadMACPurpose = "import-upload"
 
-// Upload is the API resource of an import upload.
-type Upload struct {
-	ID        string    `json:"id"`
-	UploadURL string    `json:"upload_url,omitempty" doc:"signed URL to PUT the dump to (pg_dump -Fc); only in the creation response"`
-	ObjectKey string    `json:"object_key" doc:"imports/<id>.dump in the project's backup store"`
-	State     string    `json:"state" doc:"pending, uploaded, consumed or expired"`
-	SizeBytes int64     `json:"size_bytes"`
-	ExpiresAt time.Time `json:"expires_at" doc:"the upload URL's expiry (1 hour after creation)"`
-}
-
 func uploadView(u *store.Upload) *Upload {
 	return &Upload{ID: u.ID, ObjectKey: u.ObjectKey, State: u.State, SizeBytes: u.SizeBytes, ExpiresAt: u.ExpiresAt}
-}
-
-// CreateUploadRequest is the body of POST /v1/projects/{projectID}/imports/uploads (no fields; may be absent).
-type CreateUploadRequest struct{}
-
-// UploadResponse wraps an upload.
-type UploadResponse struct {
-	Upload *Upload `json:"upload"`
-}
-
-// ImportRequest is the body of POST /v1/projects/{projectID}/imports.
-type ImportRequest struct {
-	Confirm  bool   `json:"confirm" schema:"const=true" doc:"must be true: an import overwrites the project's database"`
-	UploadID string `json:"upload_id,omitempty" doc:"the upload to restore; default the newest uploaded one"`
 }
 
 type importPayload struct {

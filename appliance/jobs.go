@@ -3,37 +3,9 @@ package appliance
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/theappliance/appliance/store"
 )
-
-// Job is the API resource of a durable job.
-type Job struct {
-	ID                  string          `json:"id"`
-	Type                string          `json:"type"`
-	State               string          `json:"state" enum:"pending,running,completed,failed" doc:"pending, running, completed or failed"`
-	OrganizationID      string          `json:"organization_id"`
-	ProjectID           string          `json:"project_id"`
-	PreviewDatabaseID   string          `json:"preview_database_id"`
-	InstanceID          string          `json:"instance_id"`
-	HostID              string          `json:"host_id"`
-	LockedResource      string          `json:"locked_resource"`
-	ClaimedBy           string          `json:"claimed_by"`
-	Attempts            int             `json:"attempts"`
-	MaxAttempts         int             `json:"max_attempts"`
-	Error               string          `json:"error"`
-	RetryClassification string          `json:"retry_classification" doc:"transient (retried with backoff) or permanent; empty until a failure"`
-	LastStdout          string          `json:"last_stdout"`
-	LastStderr          string          `json:"last_stderr"`
-	LastExitCode        *int            `json:"last_exit_code" api:"nullable" doc:"null until a step ran a program"`
-	Result              json.RawMessage `json:"result" doc:"free-form result of the job; null until it completes"`
-	ClaimedAt           *time.Time      `json:"claimed_at"`
-	StartedAt           *time.Time      `json:"started_at"`
-	CompletedAt         *time.Time      `json:"completed_at"`
-	CreatedAt           time.Time       `json:"created_at"`
-	UpdatedAt           time.Time       `json:"updated_at"`
-}
 
 // JobView converts the record to the API resource.
 func JobView(j *store.Job) *Job {
@@ -47,16 +19,6 @@ func JobView(j *store.Job) *Job {
 		Error: j.Error, RetryClassification: j.RetryClassification, LastStdout: j.LastStdout,
 		LastStderr: j.LastStderr, LastExitCode: j.LastExitCode, Result: res, ClaimedAt: j.ClaimedAt,
 		StartedAt: j.StartedAt, CompletedAt: j.CompletedAt, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt}
-}
-
-// JobResponse wraps one job (also the 202 answer of every job-returning endpoint).
-type JobResponse struct {
-	Job *Job `json:"job"`
-}
-
-// JobList is the list response.
-type JobList struct {
-	Jobs []*Job `json:"jobs"`
 }
 
 // GetJob returns a job the caller may see; project-scoped keys see only their project's jobs.

@@ -11,17 +11,9 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// The logs API's bounds (the spec's Limits) and the servers' log retention.
-const (
-	LogsHoursMax        = 168 // without the archive
-	LogsHoursArchiveMax = 720 // with up --log-archive-days
-	LogsHoursDefault    = 1
-	LogsLimitMax        = 500
-	LogsLimitDefault    = 200
-	// LogRetention is how long a server's own log files are kept (a day more than the longest window
-	// without the archive); with the archive, rotated files are compressed and kept LogArchiveDays.
-	LogRetention = 8 * 24 * time.Hour
-)
+// LogRetention is how long a server's own log files are kept (a day more than the longest window
+// without the archive); with the archive, rotated files are compressed and kept LogArchiveDays.
+const LogRetention = 8 * 24 * time.Hour
 
 // LogsQuery is what GET .../logs and .../logs/stream ask for.
 type LogsQuery struct {
@@ -30,17 +22,6 @@ type LogsQuery struct {
 	Severity string // comma-separated severities ("": all)
 	Limit    int    // 1..LogsLimitMax
 	Stream   bool   // the live tail: hours at most LogsHoursMax whatever the archive
-}
-
-// Logs is the logs resource: entries oldest first, and the cursor to resume after.
-type Logs struct {
-	Entries    []pglog.Entry `json:"entries"`
-	NextCursor string        `json:"next_cursor" doc:"pass as cursor to read what comes after the last entry (also when there were none)"`
-}
-
-// LogsResponse is GET .../logs.
-type LogsResponse struct {
-	Logs Logs `json:"logs"`
 }
 
 // logDirs are where an instance's logs are: the server's log directory and the archive beside its data

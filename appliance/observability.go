@@ -14,81 +14,8 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// The observability windows (hours) and their defaults, as the spec bounds them.
-const (
-	HistoryHoursMax     = 720
-	HistoryHoursDefault = 24
-	QueriesHoursMax     = 168
-	QueriesHoursDefault = 24
-	// TopQueriesLimit is how many statements the top-queries listing ranks.
-	TopQueriesLimit = 50
-)
-
-// ObservabilitySnapshot is GET .../observability: what the project's server is doing now.
-type ObservabilitySnapshot struct {
-	ActiveQueries          []pgstat.ActiveQuery `json:"active_queries" doc:"client sessions that are not idle, longest running first (the appliance's own sessions left out)"`
-	Alerts                 []string             `json:"alerts" doc:"the messages of the alerts in force"`
-	ConnectionCount        int64                `json:"connection_count"`
-	ConnectionLimit        int64                `json:"connection_limit"`
-	ConnectionUsagePercent float64              `json:"connection_usage_percent"`
-	DatabaseSizeBytes      int64                `json:"database_size_bytes"`
-	StorageLimitBytes      int64                `json:"storage_limit_bytes"`
-	StorageUsagePercent    float64              `json:"storage_usage_percent"`
-	PGStatStatements       bool                 `json:"pg_stat_statements" doc:"pg_stat_statements is installed in the database (slow_queries and the top queries need it)"`
-	SlowQueries            []pgstat.Statement   `json:"slow_queries" doc:"the 10 statements with the highest mean execution time since the statistics were reset"`
-	SampledAt              time.Time            `json:"sampled_at"`
-}
-
-// ObservabilityResponse wraps the snapshot.
-type ObservabilityResponse struct {
-	Observability *ObservabilitySnapshot `json:"observability"`
-}
-
-// HistoryResponse is GET .../observability/history.
-type HistoryResponse struct {
-	Samples []ObservabilitySample `json:"samples"`
-}
-
-// TopQuery is one ranked statement of the top-queries window.
-type TopQuery struct {
-	QueryHash   string  `json:"query_hash"`
-	Query       string  `json:"query"`
-	Calls       int64   `json:"calls"`
-	Rows        int64   `json:"rows"`
-	MeanExecMS  float64 `json:"mean_exec_ms"`
-	TotalExecMS float64 `json:"total_exec_ms"`
-}
-
-// TopQueriesResponse is GET .../observability/queries.
-type TopQueriesResponse struct {
-	Queries []TopQuery `json:"queries"`
-}
-
-// QueryPoint is one snapshot of a statement in its detail.
-type QueryPoint struct {
-	CapturedAt  time.Time `json:"captured_at"`
-	Calls       int64     `json:"calls"`
-	Rows        int64     `json:"rows"`
-	TotalExecMS float64   `json:"total_exec_ms"`
-	MeanExecMS  float64   `json:"mean_exec_ms"`
-	CallsPerSec float64   `json:"calls_per_sec"`
-}
-
-// QueryDetail is GET .../observability/queries/{queryHash}.
-type QueryDetail struct {
-	QueryHash         string       `json:"query_hash"`
-	Query             string       `json:"query"`
-	WindowCalls       int64        `json:"window_calls"`
-	WindowRows        int64        `json:"window_rows"`
-	WindowTotalExecMS float64      `json:"window_total_exec_ms"`
-	WindowMeanExecMS  float64      `json:"window_mean_exec_ms"`
-	Points            []QueryPoint `json:"points" doc:"one per snapshot in the window (every 5 minutes), zero where the statement did not run"`
-}
-
-// QueryDetailResponse wraps the detail.
-type QueryDetailResponse struct {
-	Query *QueryDetail `json:"query"`
-}
+// TopQueriesLimit is how many statements the top-queries listing ranks.
+const TopQueriesLimit = 50
 
 // Observability reads the live snapshot from the project's server (a short admin session).
 func (s *Service) Observability(ctx context.Context, p *Principal, projectID string) (*ObservabilityResponse, error) {

@@ -12,20 +12,9 @@ import (
 // Organization is the API resource (the stored record has exactly the spec's fields).
 type Organization = store.Organization
 
-// OrganizationResponse wraps one organization.
-type OrganizationResponse struct {
-	Organization *Organization `json:"organization"`
-}
-
-// MeResponse is GET /v1/me.
-type MeResponse struct {
-	Organization *Organization `json:"organization" api:"nullable" doc:"null for a platform admin acting in no organization"`
-	Principal    *Principal    `json:"principal"`
-}
-
 // Me describes the caller and its organization.
 func (s *Service) Me(ctx context.Context, p *Principal) (*MeResponse, error) {
-	out := &MeResponse{Principal: p}
+	out := &MeResponse{Principal: wirePrincipal(p)}
 	if p.OrganizationID == "" {
 		return out, nil
 	}
@@ -37,7 +26,7 @@ func (s *Service) Me(ctx context.Context, p *Principal) (*MeResponse, error) {
 		if !p.IsAdmin && !p.Has(ScopeOrganizationsRead) {
 			org = orgSummary(org)
 		}
-		out.Organization = org
+		out.Organization = wireOrganization(org)
 		return nil
 	})
 	return out, err
@@ -62,18 +51,10 @@ func (s *Service) GetOrganization(ctx context.Context, p *Principal, orgID strin
 		if err != nil {
 			return notFoundAs(err, "organization %s not found", orgID)
 		}
-		out = &OrganizationResponse{Organization: org}
+		out = &OrganizationResponse{Organization: wireOrganization(org)}
 		return nil
 	})
 	return out, err
-}
-
-// PatchOrganizationRequest holds the organization fields a customer may change; absent fields stay.
-type PatchOrganizationRequest struct {
-	Name         *string `json:"name" schema:"minLength=1,maxLength=100" doc:"1 to 100 characters"`
-	Slug         *string `json:"slug" schema:"minLength=3,maxLength=40,pattern=^[a-z0-9][a-z0-9-]*[a-z0-9]$" doc:"lowercase letters, digits and dashes, 3 to 40 characters, unique"`
-	BillingEmail *string `json:"billing_email" doc:"an email address, or empty to clear"`
-	BillingName  *string `json:"billing_name" schema:"maxLength=200" doc:"up to 200 characters"`
 }
 
 var slugRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{1,38})[a-z0-9]$`)
@@ -136,7 +117,7 @@ func (s *Service) PatchOrganization(ctx context.Context, p *Principal, orgID str
 				return Internal(err, "audit")
 			}
 		}
-		out = &OrganizationResponse{Organization: org}
+		out = &OrganizationResponse{Organization: wireOrganization(org)}
 		return nil
 	})
 	return out, err

@@ -4,29 +4,6 @@ import (
 	"slices"
 )
 
-// Scope is a permission an API key carries.
-type Scope string
-
-// The ten scopes of the API.
-const (
-	ScopeProjectsRead       Scope = "projects:read"
-	ScopeProjectsWrite      Scope = "projects:write"
-	ScopeCredentialsRead    Scope = "credentials:read"
-	ScopeBackupsRead        Scope = "backups:read"
-	ScopeBackupsWrite       Scope = "backups:write"
-	ScopeJobsRead           Scope = "jobs:read"
-	ScopeOrganizationsRead  Scope = "organizations:read"
-	ScopeOrganizationsWrite Scope = "organizations:write"
-	ScopeAPIKeysRead        Scope = "api_keys:read"
-	ScopeAPIKeysWrite       Scope = "api_keys:write"
-)
-
-// AllScopes lists every scope in a stable order.
-var AllScopes = []Scope{
-	ScopeProjectsRead, ScopeProjectsWrite, ScopeCredentialsRead, ScopeBackupsRead, ScopeBackupsWrite,
-	ScopeJobsRead, ScopeOrganizationsRead, ScopeOrganizationsWrite, ScopeAPIKeysRead, ScopeAPIKeysWrite,
-}
-
 // organizationScopes act on the organization as a whole and are refused on project-scoped keys.
 var organizationScopes = []Scope{ScopeOrganizationsRead, ScopeOrganizationsWrite, ScopeAPIKeysRead, ScopeAPIKeysWrite}
 

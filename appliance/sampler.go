@@ -369,7 +369,7 @@ func decodeStatementPoint(at time.Time, b []byte, want string) (statementPoint, 
 func (s *Service) storeTarget(tx *store.Tx, t *sampleTarget, now time.Time) (int, error) {
 	prj := t.prj
 	if t.sample != nil {
-		if err := store.ObservabilitySamples.Put(tx, prj.ID, t.sample.SampledAt, t.sample.appendBinary(nil)); err != nil {
+		if err := store.ObservabilitySamples.Put(tx, prj.ID, t.sample.SampledAt, appendSample(nil, t.sample)); err != nil {
 			return 0, err
 		}
 	}

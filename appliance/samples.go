@@ -10,62 +10,36 @@ import (
 	"github.com/theappliance/appliance/appliance/pgstat"
 )
 
-// ObservabilitySample is one history point of a project (the spec's Observability sample). Rates are over
-// the minute before sampled_at, from the deltas of the server's cumulative counters.
-type ObservabilitySample struct {
-	SampledAt         time.Time `json:"sampled_at"`
-	ActiveQueries     int64     `json:"active_queries"`
-	BlockedQueries    int64     `json:"blocked_queries" doc:"sessions waiting for a lock another session holds"`
-	ConnectionLimit   int64     `json:"connection_limit"`
-	Connections       int64     `json:"connections"`
-	DeadTuples        int64     `json:"dead_tuples"`
-	Deadlocks         int64     `json:"deadlocks" doc:"deadlocks detected since the previous sample"`
-	MemLimitBytes     int64     `json:"mem_limit_bytes" doc:"the plan's memory size"`
-	MemUsageBytes     int64     `json:"mem_usage_bytes" doc:"proportional set size (PSS) of the server's processes"`
-	SlowQueries       int64     `json:"slow_queries" doc:"statements running longer than 1 s when sampled"`
-	StorageBytes      int64     `json:"storage_bytes"`
-	StorageLimitBytes int64     `json:"storage_limit_bytes"`
-	TempBytes         int64     `json:"temp_bytes" doc:"bytes written to temporary files since the previous sample"`
-	AvgQueryMS        float64   `json:"avg_query_ms" doc:"mean execution time of the statements completed since the previous sample (pg_stat_statements)"`
-	CacheHitRatio     float64   `json:"cache_hit_ratio" doc:"shared buffer hits over block reads since the previous sample (1 when nothing was read)"`
-	CPUCoresUsed      float64   `json:"cpu_cores_used"`
-	CPUQuotaCores     float64   `json:"cpu_quota_cores" doc:"the plan's CPU size"`
-	RollbackRatio     float64   `json:"rollback_ratio"`
-	RowsReadPerSec    float64   `json:"rows_read_per_sec"`
-	RowsWrittenPerSec float64   `json:"rows_written_per_sec"`
-	TPS               float64   `json:"tps"`
-}
-
 // sampleVersion leads every encoded sample.
 const sampleVersion = 1
 
-// ints and floats list a sample's fields for the encoding and for downsampling, in a fixed order.
-func (x *ObservabilitySample) ints() [12]*int64 {
+// sampleInts and sampleFloats list a sample's fields for the encoding and for downsampling, in a fixed order.
+func sampleInts(x *ObservabilitySample) [12]*int64 {
 	return [12]*int64{&x.ActiveQueries, &x.BlockedQueries, &x.ConnectionLimit, &x.Connections, &x.DeadTuples, &x.Deadlocks,
 		&x.MemLimitBytes, &x.MemUsageBytes, &x.SlowQueries, &x.StorageBytes, &x.StorageLimitBytes, &x.TempBytes}
 }
 
-func (x *ObservabilitySample) floats() [8]*float64 {
+func sampleFloats(x *ObservabilitySample) [8]*float64 {
 	return [8]*float64{&x.AvgQueryMS, &x.CacheHitRatio, &x.CPUCoresUsed, &x.CPUQuotaCores, &x.RollbackRatio,
 		&x.RowsReadPerSec, &x.RowsWrittenPerSec, &x.TPS}
 }
 
-// summed reports whether p (one of x.ints()) counts events between samples: downsampling adds those up
+// summed reports whether p (one of sampleInts(x)) counts events between samples: downsampling adds those up
 // and averages the rest.
-func (x *ObservabilitySample) summed(p *int64) bool { return p == &x.Deadlocks || p == &x.TempBytes }
+func summed(x *ObservabilitySample, p *int64) bool { return p == &x.Deadlocks || p == &x.TempBytes }
 
 // micro is the resolution the numbers are kept at: millionths.
 const micro = 1e6
 
-// appendBinary encodes the sample compactly (the time is the series key, not encoded): a version byte,
+// appendSample appends the sample, encoded compactly (the time is the series key, not encoded): a version byte,
 // then the integers and the numbers (in millionths) as varints — about 50 bytes, so a month of minutely
 // points of a project is ~2 MB.
-func (x *ObservabilitySample) appendBinary(b []byte) []byte {
+func appendSample(b []byte, x *ObservabilitySample) []byte {
 	b = append(b, sampleVersion)
-	for _, p := range x.ints() {
+	for _, p := range sampleInts(x) {
 		b = binary.AppendVarint(b, *p)
 	}
-	for _, p := range x.floats() {
+	for _, p := range sampleFloats(x) {
 		b = binary.AppendVarint(b, int64(math.Round(*p*micro)))
 	}
 	return b
@@ -73,21 +47,21 @@ func (x *ObservabilitySample) appendBinary(b []byte) []byte {
 
 var errSampleEncoding = errors.New("malformed observability sample")
 
-// decodeSample decodes what appendBinary wrote.
+// decodeSample decodes what appendSample wrote.
 func decodeSample(at time.Time, b []byte) (ObservabilitySample, error) {
 	x := ObservabilitySample{SampledAt: at}
 	if len(b) == 0 || b[0] != sampleVersion {
 		return x, errSampleEncoding
 	}
 	b = b[1:]
-	for _, p := range x.ints() {
+	for _, p := range sampleInts(&x) {
 		v, n := binary.Varint(b)
 		if n <= 0 {
 			return x, errSampleEncoding
 		}
 		*p, b = v, b[n:]
 	}
-	for _, p := range x.floats() {
+	for _, p := range sampleFloats(&x) {
 		v, n := binary.Varint(b)
 		if n <= 0 {
 			return x, errSampleEncoding
@@ -117,23 +91,23 @@ func downsample(in []ObservabilitySample, max int) []ObservabilitySample {
 		var acc ObservabilitySample
 		var ints [12]float64
 		for _, x := range in[lo:hi] {
-			for j, p := range x.ints() {
+			for j, p := range sampleInts(&x) {
 				ints[j] += float64(*p)
 			}
-			af := acc.floats()
-			for j, p := range x.floats() {
+			af := sampleFloats(&acc)
+			for j, p := range sampleFloats(&x) {
 				*af[j] += *p
 			}
 		}
 		n := float64(hi - lo)
-		for j, p := range acc.ints() {
-			if acc.summed(p) {
+		for j, p := range sampleInts(&acc) {
+			if summed(&acc, p) {
 				*p = int64(ints[j])
 			} else {
 				*p = int64(math.Round(ints[j] / n))
 			}
 		}
-		for _, p := range acc.floats() {
+		for _, p := range sampleFloats(&acc) {
 			*p = math.Round(*p/n*micro) / micro
 		}
 		acc.SampledAt = in[hi-1].SampledAt

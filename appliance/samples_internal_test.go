@@ -17,14 +17,14 @@ func TestSampleEncodingRoundTrip(t *testing.T) {
 		Deadlocks: 2, MemLimitBytes: 512 << 20, MemUsageBytes: 123456789, SlowQueries: 1, StorageBytes: 9 << 30, StorageLimitBytes: 10 << 30,
 		TempBytes: 4096, AvgQueryMS: 1.25, CacheHitRatio: 0.995, CPUCoresUsed: 0.5, CPUQuotaCores: 2, RollbackRatio: 0.01,
 		RowsReadPerSec: 1000.5, RowsWrittenPerSec: 20.25, TPS: 150.5}
-	got, err := decodeSample(at, x.appendBinary(nil))
+	got, err := decodeSample(at, appendSample(nil, &x))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got != x {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, x)
 	}
-	for _, bad := range [][]byte{nil, {9}, x.appendBinary(nil)[:10]} {
+	for _, bad := range [][]byte{nil, {9}, appendSample(nil, &x)[:10]} {
 		if _, err := decodeSample(at, bad); err == nil {
 			t.Fatalf("%x decoded", bad)
 		}

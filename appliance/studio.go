@@ -28,88 +28,16 @@ const (
 	// StudioTimeout is the statement timeout of the console and the table routes; a project whose own
 	// statement_timeout is shorter (and not 0) gets that one.
 	StudioTimeout = 30 * time.Second
-	// MaxQueryBytes bounds the console's text (413 above).
-	MaxQueryBytes = 256 << 10
 	// HistoryQueryChars is how much of a run's text its history entry keeps.
 	HistoryQueryChars = 4000
 	// HistoryKeep runs are kept per project, none older than HistoryRetention (the sweep prunes).
 	HistoryKeep      = 1000
 	HistoryRetention = 30 * 24 * time.Hour
-	// RowsDefault and RowsMax bound the table browser's limit; MaxInsertRows one insert's rows.
-	RowsDefault   = 100
-	RowsMax       = 1000
+	// MaxInsertRows bounds one insert's rows.
 	MaxInsertRows = 1000
 	// AISoftCapShare of a plan's monthly AI uses sets soft_cap_reached.
 	AISoftCapShare = 0.8
 )
-
-// SQLRequest is the body of POST /v1/projects/{projectID}/sql.
-type SQLRequest struct {
-	Query string `json:"query" api:"required" doc:"one or more SQL statements (separated by semicolons; all run in one implicit transaction, the last one's result is returned); at most 256 KiB"`
-}
-
-// SQLResultResponse is the console's answer.
-type SQLResultResponse struct {
-	Result *studio.SQLResult `json:"result"`
-}
-
-// SQLHistoryList is GET .../sql/history.
-type SQLHistoryList struct {
-	History []*store.SQLHistoryEntry `json:"history"`
-}
-
-// TableList is GET .../tables.
-type TableList struct {
-	Tables []studio.TableEntry `json:"tables"`
-}
-
-// ColumnList is GET .../tables/{schema}/{table}/columns.
-type ColumnList struct {
-	Columns []studio.Column `json:"columns"`
-}
-
-// RowsRead is a table's rows.
-type RowsRead struct {
-	Columns     []string                     `json:"columns"`
-	ColumnTypes []string                     `json:"column_types"`
-	Rows        []map[string]json.RawMessage `json:"rows"`
-	Truncated   bool                         `json:"truncated" doc:"rows were left out to keep the answer under the size cap"`
-}
-
-// RowsReadResponse is GET .../rows.
-type RowsReadResponse struct {
-	Result RowsRead `json:"result"`
-}
-
-// RowsWritten is what a row write did.
-type RowsWritten struct {
-	RowsAffected int64                        `json:"rows_affected"`
-	Rows         []map[string]json.RawMessage `json:"rows" doc:"the rows as written (RETURNING *)"`
-	Truncated    bool                         `json:"truncated" doc:"rows_affected is more than the rows shown"`
-}
-
-// RowsWriteResponse is the answer of a row insert, update or delete.
-type RowsWriteResponse struct {
-	Result RowsWritten `json:"result"`
-}
-
-// InsertRowsRequest is the body of POST .../rows.
-type InsertRowsRequest struct {
-	Rows []map[string]json.RawMessage `json:"rows" api:"required" doc:"the rows to insert (1 to 1000), each an object of column name to value; a column left out gets its default"`
-}
-
-// UpdateRowsRequest is the body of PATCH .../rows.
-type UpdateRowsRequest struct {
-	Match   map[string]json.RawMessage `json:"match" doc:"the rows to change: every named column equal to its value (null: IS NULL)"`
-	Set     map[string]json.RawMessage `json:"set" api:"required" doc:"column name to new value (at least one)"`
-	AllRows bool                       `json:"all_rows" doc:"true to allow an empty match, changing every row"`
-}
-
-// DeleteRowsRequest is the body of DELETE .../rows.
-type DeleteRowsRequest struct {
-	Match   map[string]json.RawMessage `json:"match" doc:"the rows to delete: every named column equal to its value (null: IS NULL)"`
-	AllRows bool                       `json:"all_rows" doc:"true to allow an empty match, deleting every row"`
-}
 
 // studioState is the service's studio machinery: the per-project pools, the trust for the instances'
 // certificates, and the writer of history and audit entries.
@@ -385,10 +313,11 @@ func (s *Service) SQLHistory(ctx context.Context, p *Principal, projectID string
 		if err != nil {
 			return err
 		}
-		out.History, err = store.SQLHistory.Lookup(tx, store.SQLHistoryByProject, prj.ID, store.Query{Newest: true, Limit: limit})
-		for _, h := range out.History {
+		hs, err := store.SQLHistory.Lookup(tx, store.SQLHistoryByProject, prj.ID, store.Query{Newest: true, Limit: limit})
+		for _, h := range hs {
 			maskHistory(h) // an entry stored before the history was masked, until the sweep rewrites it
 		}
+		out.History = wireSQLHistory(hs)
 		return err
 	})
 	return out, err
@@ -423,7 +352,7 @@ func (s *Service) ListTables(ctx context.Context, p *Principal, projectID string
 func (s *Service) TableColumns(ctx context.Context, p *Principal, projectID, schema, table string) (*ColumnList, error) {
 	out := &ColumnList{}
 	err := s.withTable(ctx, p, projectID, schema, table, func(_ context.Context, _ *store.Project, _ *pgconn.PgConn, t *studio.TableInfo) error {
-		out.Columns = t.Columns
+		out.Columns = wireColumns(t.Columns)
 		return nil
 	})
 	return out, err
@@ -617,21 +546,6 @@ func (s *Service) pruneSQLHistory(ctx context.Context) (int, error) {
 		return nil
 	})
 	return deleted, err
-}
-
-// AIUsage is a project's AI assistant uses in the current calendar month (UTC).
-type AIUsage struct {
-	Used           int       `json:"used"`
-	Limit          int       `json:"limit"`
-	Remaining      int       `json:"remaining"`
-	SoftCapReached bool      `json:"soft_cap_reached" doc:"used is at least 80% of limit"`
-	PeriodStart    time.Time `json:"period_start"`
-	PeriodEnd      time.Time `json:"period_end"`
-}
-
-// AIUsageResponse is GET and POST .../ai-usage.
-type AIUsageResponse struct {
-	Usage AIUsage `json:"usage"`
 }
 
 // aiPeriod is the calendar month (UTC) holding now.

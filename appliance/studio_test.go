@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/studio"
@@ -408,7 +409,11 @@ func TestStudio(t *testing.T) {
 			h.History[1].Success || h.History[1].Error == "" {
 			t.Fatalf("history: %+v", h.History)
 		}
-		for _, entries := range [][]*store.SQLHistoryEntry{h.History, stored} {
+		storedWire := make([]*api.SQLHistoryEntry, len(stored))
+		for i, en := range stored {
+			storedWire[i] = (*api.SQLHistoryEntry)(en)
+		}
+		for _, entries := range [][]*api.SQLHistoryEntry{h.History, storedWire} {
 			for _, en := range entries {
 				for _, sec := range secrets {
 					if strings.Contains(en.Query, sec) || strings.Contains(en.Error, sec) {
@@ -428,7 +433,7 @@ func TestStudio(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		i := slices.IndexFunc(h.History, func(en *store.SQLHistoryEntry) bool { return en.ID == "sqh_0clear" })
+		i := slices.IndexFunc(h.History, func(en *api.SQLHistoryEntry) bool { return en.ID == "sqh_0clear" })
 		if i < 0 || strings.Contains(h.History[i].Query, "Hunter2") || !strings.Contains(h.History[i].Query, "PASSWORD") {
 			t.Fatalf("an entry stored in clear is served as %+v", h.History[max(i, 0)])
 		}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/store"
 )
@@ -140,7 +141,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	routes := []Route{
 		{Method: "POST", Path: "/v1/things/{thingID}/{rest...}", Summary: "s", Status: 201,
 			Do: Op{Body: reflect.TypeFor[oaReq](), Resp: reflect.TypeFor[oaResp]()}},
-		{Method: "GET", Path: "/v1/jobs/{jobID}", Summary: "a", Status: 200, Do: Op{Resp: reflect.TypeFor[appliance.Job]()}},
+		{Method: "GET", Path: "/v1/jobs/{jobID}", Summary: "a", Status: 200, Do: Op{Resp: reflect.TypeFor[api.Job]()}},
 		{Method: "GET", Path: "/v2/jobs/{jobID}", Summary: "b", Status: 200, Do: Op{Resp: reflect.TypeFor[store.Job]()}},
 		{Method: "PUT", Path: "/v1/children", Summary: "c", Status: 200,
 			Do: Op{Body: reflect.TypeFor[oaChild](), Resp: reflect.TypeFor[oaChild]()}},
@@ -160,7 +161,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	}
 	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 
-	for _, name := range []string{"oaResp", "oaReq", "oaChild", "oaChildInput", "ApplianceJob", "StoreJob", "Organization", "Error"} {
+	for _, name := range []string{"oaResp", "oaReq", "oaChild", "oaChildInput", "ApiJob", "StoreJob", "Organization", "Error"} {
 		if schemas[name] == nil {
 			t.Errorf("no schema %s; have %v", name, keys(schemas))
 		}
@@ -221,7 +222,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	if a, b := get("paths", "/v1/jobs/{jobID}", "get", "operationId"), get("paths", "/v2/jobs/{jobID}", "get", "operationId"); a != "getJobsByJobID" || b != "getV2JobsByJobID" {
 		t.Errorf("operationIds %v %v", a, b)
 	}
-	if got := js(get("components", "schemas", "ApplianceJob", "properties", "result")); got != `{"additionalProperties":true,"description":"free-form result of the job; null until it completes","items":{},"type":["object","array","string","number","boolean","null"]}` {
+	if got := js(get("components", "schemas", "ApiJob", "properties", "result")); got != `{"additionalProperties":true,"description":"free-form result of the job; null until it completes","items":{},"type":["object","array","string","number","boolean","null"]}` {
 		t.Errorf("Job.result = %s", got)
 	}
 }

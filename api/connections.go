@@ -1,0 +1,18 @@
+package api
+
+// Connections is the connections object.
+type Connections struct {
+	DirectURL string `json:"direct_url" doc:"PostgreSQL's own port; sslmode=verify-full against the appliance CA"`
+	PooledURL string `json:"pooled_url" doc:"PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol)"`
+	Username  string `json:"username"`
+}
+
+// ConnectionsResponse wraps the connections object.
+type ConnectionsResponse struct {
+	Connections Connections `json:"connections"`
+}
+
+// RotateCredentialsRequest is the body of POST /v1/projects/{projectID}/credentials/rotate.
+type RotateCredentialsRequest struct {
+	OverlapSeconds *int64 `json:"overlap_seconds" schema:"minimum=0,maximum=604800" doc:"how long the previous credential keeps working, 0 to 604800 seconds; default 3600"`
+}

@@ -1,0 +1,55 @@
+package api
+
+import "time"
+
+// Health is GET /healthz.
+type Health struct {
+	Service string `json:"service"`
+	Status  string `json:"status" doc:"ok when the process serves requests and its metadata store answers; degraded (still 200) when it is short of disk space and refuses writes (see /status); otherwise down (503)"`
+}
+
+// Component is one row of the status page.
+type Component struct {
+	Name    string `json:"name"`
+	Status  string `json:"status" doc:"operational, degraded or down"`
+	Message string `json:"message"`
+}
+
+// RegionStatus is the status of a region served by this appliance.
+type RegionStatus struct {
+	Region string `json:"region"`
+	Status string `json:"status"`
+}
+
+// Status is GET /status.
+type Status struct {
+	Service     string         `json:"service"`
+	Status      string         `json:"status" doc:"operational when every component is, down when any is down, otherwise degraded"`
+	Components  []Component    `json:"components"`
+	Regions     []RegionStatus `json:"regions"`
+	UpdatedAt   time.Time      `json:"updated_at"`
+	GeneratedAt time.Time      `json:"generated_at"`
+}
+
+// Public is the status for anyone: each component's name and status, and a message that tells nothing
+// of the machine (paths, process counts, other organizations' webhooks): the details are an operator's
+// (the API's /status with the metrics token, or the operator listener).
+func (st *Status) Public() *Status {
+	out := *st
+	out.Components = make([]Component, len(st.Components))
+	for i, c := range st.Components {
+		msg := c.Status
+		if c.Status != StatusOperational {
+			msg += ": the appliance's operator sees why"
+		}
+		out.Components[i] = Component{Name: c.Name, Status: c.Status, Message: msg}
+	}
+	return &out
+}
+
+// Component statuses.
+const (
+	StatusOperational = "operational"
+	StatusDegraded    = "degraded"
+	StatusDown        = "down"
+)
