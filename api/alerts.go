@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // ProjectAlert is the API's view of an alert (the spec's Project alert, with its message).
 type ProjectAlert struct {
@@ -25,4 +28,19 @@ type AlertList struct {
 // AlertResponse is POST .../alerts/{alertID}/acknowledge.
 type AlertResponse struct {
 	Alert *ProjectAlert `json:"alert"`
+}
+
+// FormatBytes writes a size in binary units as the API's messages and the CLI show it: 0 B, 512 B,
+// 1.5 KiB, 10.0 GiB.
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/scheduler"
@@ -82,24 +83,10 @@ func (t *sampleTarget) alertInput() []alertCondition {
 		long.message = fmt.Sprintf("a transaction has been open for %s (it holds back vacuum and may hold locks)", d.Round(time.Second))
 	}
 	return []alertCondition{
-		share(AlertStorage, "storage", c.DatabaseSizeBytes, t.prj.StorageLimitBytes, FormatBytes),
+		share(AlertStorage, "storage", c.DatabaseSizeBytes, t.prj.StorageLimitBytes, api.FormatBytes),
 		share(AlertConnections, "connections", c.Connections, c.ConnectionLimit, func(n int64) string { return fmt.Sprint(n) }),
 		long,
 	}
-}
-
-// FormatBytes writes a size in binary units: 0 B, 512 B, 1.5 KiB, 10.0 GiB.
-func FormatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // evaluateAlerts applies a sample's verdicts to the project's open alerts inside tx: a condition that

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -105,7 +106,7 @@ func (s *Service) CheckDisk() DiskState {
 func (s *Service) ErrDiskLow() error {
 	d := s.Disk()
 	return &Error{Kind: KindInsufficientStorage, Msg: fmt.Sprintf("the appliance is short of disk space (%s free, %s kept in reserve): it serves reads and deletions and refuses writes until space is freed",
-		FormatBytes(max(0, d.FreeBytes)), FormatBytes(d.ReserveBytes))}
+		api.FormatBytes(max(0, d.FreeBytes)), api.FormatBytes(d.ReserveBytes))}
 }
 
 // requireDisk is nil unless the appliance is degraded for want of disk.
@@ -126,7 +127,7 @@ func (s *Service) DiskHealth(ctx context.Context) (string, string) {
 		return StatusDegraded, "the data directory's free space cannot be read: writes refused"
 	case d.Low:
 		return StatusDegraded, fmt.Sprintf("%s free under %s, less than the %s reserve: reads served, writes refused, databases read-only",
-			FormatBytes(d.FreeBytes), s.cfg.DataDir, FormatBytes(d.ReserveBytes))
+			api.FormatBytes(d.FreeBytes), s.cfg.DataDir, api.FormatBytes(d.ReserveBytes))
 	}
-	return StatusOperational, fmt.Sprintf("%s free under %s (reserve %s)", FormatBytes(d.FreeBytes), s.cfg.DataDir, FormatBytes(d.ReserveBytes))
+	return StatusOperational, fmt.Sprintf("%s free under %s (reserve %s)", api.FormatBytes(d.FreeBytes), s.cfg.DataDir, api.FormatBytes(d.ReserveBytes))
 }

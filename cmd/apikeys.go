@@ -12,11 +12,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 )
 
 // apiKey is the API resource of a key.
-type apiKey = appliance.APIKey
+type apiKey = api.APIKey
 
 var _ = registerClientCommand(newAPIKeysCmd)
 
@@ -48,11 +48,11 @@ func orgFlag(cmd *cobra.Command, org *string) {
 func keysPath(org string) string { return "/v1/organizations/" + seg(org) + "/api-keys" }
 
 func newAPIKeysListCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.APIKeyList]{
+	return newAPICmd(o, apiCmd[api.APIKeyList]{
 		Use: "list", Aliases: []string{"ls"}, Short: "List the organization's API keys (never their secrets)", Org: true,
 		Path:    func(x *call) string { return keysPath(x.org) },
 		Columns: []string{"ID", "NAME", "PREFIX", "SCOPES", "PROJECT", "ACTIVE", "LAST USED", "EXPIRES"},
-		Rows: func(l *appliance.APIKeyList) [][]string {
+		Rows: func(l *api.APIKeyList) [][]string {
 			return rowsOf(l.APIKeys, func(k apiKey) []string {
 				active := "yes"
 				switch {
@@ -70,8 +70,8 @@ func newAPIKeysListCmd(o *clientOpts) *cobra.Command {
 
 // scopeList joins scopes with commas, or says "all" for a key holding every scope.
 func scopeList(scopes []string) string {
-	all := len(scopes) == len(appliance.AllScopes)
-	for _, sc := range appliance.AllScopes {
+	all := len(scopes) == len(api.AllScopes)
+	for _, sc := range api.AllScopes {
 		all = all && slices.Contains(scopes, string(sc))
 	}
 	if all {
@@ -155,10 +155,10 @@ go to standard error), so that KEY=$(appliance api-keys create ...) works. It ca
 }
 
 func newAPIKeysRevokeCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.Revoked]{
+	return newAPICmd(o, apiCmd[api.Revoked]{
 		Use: "revoke KEY_ID", Short: "Revoke an API key at once", Args: cobra.ExactArgs(1), Org: true, Method: http.MethodDelete,
 		Path: func(x *call) string { return keysPath(x.org) + "/" + seg(x.args[0]) },
-		Print: func(x *call, r *appliance.Revoked) error {
+		Print: func(x *call, r *api.Revoked) error {
 			if r.Revoked {
 				x.printf("Revoked API key %s.\n", x.args[0])
 			} else {

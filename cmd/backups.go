@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 )
 
 var (
@@ -26,13 +26,13 @@ func newBackupsCmd(o *clientOpts) *cobra.Command {
 }
 
 func newBackupsListCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.BackupList]{
+	return newAPICmd(o, apiCmd[api.BackupList]{
 		Use: "list PROJECT_ID", Aliases: []string{"ls"}, Short: "List a project's base backups, newest first",
 		Args: cobra.ExactArgs(1), JSON: true,
 		Path:    func(x *call) string { return projectPath(x.args[0]) + "/backups" },
 		Columns: []string{"ID", "KEY", "LABEL", "STATE", "VERIFICATION", "SIZE", "CREATED"},
-		Rows: func(l *appliance.BackupList) [][]string {
-			return rowsOf(l.Backups, func(b *appliance.Backup) []string {
+		Rows: func(l *api.BackupList) [][]string {
+			return rowsOf(l.Backups, func(b *api.Backup) []string {
 				return []string{b.ID, b.BackupKey, firstNonEmpty(b.Label, "-"), b.State, b.VerificationState,
 					humanBytes(b.SizeBytes), b.CreatedAt.UTC().Format(time.RFC3339)}
 			})
@@ -50,8 +50,8 @@ type backupResult struct {
 }
 
 func newBackupsCreateCmd(o *clientOpts) *cobra.Command {
-	var req appliance.CreateBackupRequest
-	return newAPICmd(o, apiCmd[appliance.JobResponse]{
+	var req api.CreateBackupRequest
+	return newAPICmd(o, apiCmd[api.JobResponse]{
 		Use:   "create PROJECT_ID",
 		Short: "Take a base backup (pg_basebackup, then pg_verifybackup) in a job",
 		Example: `  appliance backups create prj_... --label before-migration --wait
@@ -63,10 +63,10 @@ func newBackupsCreateCmd(o *clientOpts) *cobra.Command {
 		Method:  http.MethodPost,
 		Path:    func(x *call) string { return projectPath(x.args[0]) + "/backups" },
 		Body:    func(*call) any { return &req },
-		Job:     func(r *appliance.JobResponse) *appliance.Job { return r.Job },
-		Started: func(x *call, _ *appliance.JobResponse) string { return "Backing up project " + x.args[0] },
+		Job:     func(r *api.JobResponse) *api.Job { return r.Job },
+		Started: func(x *call, _ *api.JobResponse) string { return "Backing up project " + x.args[0] },
 		Wait:    "wait until the backup is taken and verified (or failed)",
-		Print: func(x *call, _ *appliance.JobResponse) error {
+		Print: func(x *call, _ *api.JobResponse) error {
 			var r backupResult
 			if len(x.job.Result) == 0 || json.Unmarshal(x.job.Result, &r) != nil || r.BackupID == "" {
 				return nil
@@ -81,8 +81,8 @@ func newBackupsCreateCmd(o *clientOpts) *cobra.Command {
 }
 
 func newRestoreCmd(o *clientOpts) *cobra.Command {
-	var req appliance.RestoreRequest
-	return newAPICmd(o, apiCmd[appliance.JobResponse]{
+	var req api.RestoreRequest
+	return newAPICmd(o, apiCmd[api.JobResponse]{
 		Use:   "restore PROJECT_ID (--backup-key KEY | --time RFC3339 | --restore-point ID)",
 		Short: "Restore a project to a backup, a point in time or a restore point",
 		Long: `Restore a project's database, in a backup.restore job, to exactly one target:
@@ -114,8 +114,8 @@ The restored data directory replaces the current one only once it is up; the old
 		Method: http.MethodPost,
 		Path:   func(x *call) string { return projectPath(x.args[0]) + "/restores" },
 		Body:   func(*call) any { return &req },
-		Job:    func(r *appliance.JobResponse) *appliance.Job { return r.Job },
-		Started: func(x *call, _ *appliance.JobResponse) string {
+		Job:    func(r *api.JobResponse) *api.Job { return r.Job },
+		Started: func(x *call, _ *api.JobResponse) string {
 			target := "backup " + req.BackupKey
 			switch {
 			case req.RestoreTime != "":
@@ -126,7 +126,7 @@ The restored data directory replaces the current one only once it is up; the old
 			return "Restoring project " + x.args[0] + " to " + target
 		},
 		Wait:  "wait until the restore has ended",
-		Print: printProjectStateAfter[appliance.JobResponse],
+		Print: printProjectStateAfter[api.JobResponse],
 	})
 }
 
@@ -136,18 +136,18 @@ func newRestorePointsCmd(o *clientOpts) *cobra.Command {
 }
 
 func newRestorePointsListCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.RestorePointList]{
+	return newAPICmd(o, apiCmd[api.RestorePointList]{
 		Use: "list PROJECT_ID", Aliases: []string{"ls"}, Short: "List a project's restore points and its point-in-time window",
 		Args: cobra.ExactArgs(1), JSON: true,
 		Path:    func(x *call) string { return projectPath(x.args[0]) + "/restore-points" },
 		Columns: []string{"ID", "LABEL", "TIME", "BACKUP", "CREATED BY"},
-		Rows: func(l *appliance.RestorePointList) [][]string {
-			return rowsOf(l.RestorePoints, func(rp *appliance.RestorePoint) []string {
+		Rows: func(l *api.RestorePointList) [][]string {
+			return rowsOf(l.RestorePoints, func(rp *api.RestorePoint) []string {
 				return []string{rp.ID, rp.Label, rp.PITRTime.UTC().Format(time.RFC3339), firstNonEmpty(rp.BackupKey, "-"),
 					strings.TrimSpace(rp.CreatedByActorKind + " " + rp.CreatedByActorID)}
 			})
 		},
-		Print: func(x *call, l *appliance.RestorePointList) error {
+		Print: func(x *call, l *api.RestorePointList) error {
 			_, err := fmt.Fprintf(x.out(), "Point-in-time window: %d day(s).\n", l.PITRWindowDays)
 			return err
 		},
@@ -155,8 +155,8 @@ func newRestorePointsListCmd(o *clientOpts) *cobra.Command {
 }
 
 func newRestorePointsCreateCmd(o *clientOpts) *cobra.Command {
-	var req appliance.RestorePointRequest
-	return newAPICmd(o, apiCmd[appliance.RestorePointResponse]{
+	var req api.RestorePointRequest
+	return newAPICmd(o, apiCmd[api.RestorePointResponse]{
 		Use:     "create PROJECT_ID --label LABEL",
 		Short:   "Create a named restore point now (pg_create_restore_point)",
 		Example: `  appliance restore-points create prj_... --label before-migration`,
@@ -173,8 +173,8 @@ func newRestorePointsCreateCmd(o *clientOpts) *cobra.Command {
 		Method: http.MethodPost,
 		Path:   func(x *call) string { return projectPath(x.args[0]) + "/restore-points" },
 		Body:   func(*call) any { return &req },
-		Need:   func(r *appliance.RestorePointResponse) string { return missing(r.RestorePoint == nil, "restore point") },
-		Print: func(x *call, r *appliance.RestorePointResponse) error {
+		Need:   func(r *api.RestorePointResponse) string { return missing(r.RestorePoint == nil, "restore point") },
+		Print: func(x *call, r *api.RestorePointResponse) error {
 			rp := r.RestorePoint
 			x.printf("Created restore point %s (%s) at %s.\n", rp.ID, rp.Label, rp.PITRTime.UTC().Format(time.RFC3339Nano))
 			return nil
@@ -183,13 +183,13 @@ func newRestorePointsCreateCmd(o *clientOpts) *cobra.Command {
 }
 
 func newRestorePointsDeleteCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.DeletedResponse]{
+	return newAPICmd(o, apiCmd[api.DeletedResponse]{
 		Use:    "delete PROJECT_ID RESTORE_POINT_ID",
 		Short:  "Delete a restore point (it is no longer listed nor restorable)",
 		Args:   cobra.ExactArgs(2),
 		Method: http.MethodDelete,
 		Path:   func(x *call) string { return projectPath(x.args[0]) + "/restore-points/" + seg(x.args[1]) },
-		Print: func(x *call, _ *appliance.DeletedResponse) error {
+		Print: func(x *call, _ *api.DeletedResponse) error {
 			x.printf("Deleted restore point %s.\n", x.args[1])
 			return nil
 		},

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/ids"
@@ -112,7 +113,7 @@ func (e *cliEnv) login(t *testing.T) *appliance.Principal {
 // activeProject provisions a development project and waits until it is active; it returns its id.
 func (e *cliEnv) activeProject(t *testing.T, p *appliance.Principal, name string) string {
 	t.Helper()
-	res, err := e.svc.CreateProject(t.Context(), p, &appliance.CreateProjectRequest{Name: name, Environment: "development"})
+	res, err := e.svc.CreateProject(t.Context(), p, &api.CreateProjectRequest{Name: name, Environment: "development"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +419,7 @@ func TestCLILoginHonoursRetryAfter(t *testing.T) {
 	waitFor(t, "a rate-limited poll", login, func() bool { return strings.Contains(login.stderr.String(), "Rate limited") })
 
 	// Approve directly in the service (the HTTP sign-in shares the exhausted strict bucket).
-	sess, err := e.svc.CreateSession(t.Context(), &appliance.SessionRequest{Email: e.boot.Email, Password: e.boot.Password})
+	sess, err := e.svc.CreateSession(t.Context(), &api.SessionRequest{Email: e.boot.Email, Password: e.boot.Password})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -689,7 +690,7 @@ func TestCLIProjectsBackupsRestore(t *testing.T) {
 		}
 	}
 	raw, _ := e.mustRun("", "projects", "get", id, "--json")
-	var pr appliance.ProjectResponse
+	var pr api.ProjectResponse
 	if err := json.Unmarshal([]byte(raw), &pr); err != nil || pr.Project == nil || pr.Project.ID != id || pr.Project.State != "active" {
 		t.Fatalf("get --json = %s (%v)", raw, err)
 	}
@@ -701,7 +702,7 @@ func TestCLIProjectsBackupsRestore(t *testing.T) {
 		t.Fatalf("connections:\n%s", conns)
 	}
 	raw, _ = e.mustRun("", "projects", "connections", id, "--json")
-	var cr appliance.ConnectionsResponse
+	var cr api.ConnectionsResponse
 	if err := json.Unmarshal([]byte(raw), &cr); err != nil || cr.Connections.DirectURL != direct {
 		t.Fatalf("connections --json = %s (%v)", raw, err)
 	}
@@ -782,7 +783,7 @@ func TestCLIProjectsBackupsRestore(t *testing.T) {
 	}
 }
 
-func (e *cliEnv) svcProject(id string) *appliance.Project {
+func (e *cliEnv) svcProject(id string) *api.Project {
 	e.t.Helper()
 	p, err := e.svc.Authenticate(e.t.Context(), e.boot.APIKey)
 	if err != nil {
@@ -1106,7 +1107,7 @@ func TestCLINeverFollowsRedirects(t *testing.T) {
 func TestCLIDotDotDeletesNothing(t *testing.T) {
 	e := setupCLI(t)
 	p := e.login(t)
-	res, err := e.svc.CreateProject(t.Context(), p, &appliance.CreateProjectRequest{Name: "kept", Environment: "development"})
+	res, err := e.svc.CreateProject(t.Context(), p, &api.CreateProjectRequest{Name: "kept", Environment: "development"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 )
 
 // Most client commands are one API call: resolve the credential, send a request built from the arguments
@@ -44,7 +44,7 @@ type apiCmd[Res any] struct {
 	Need func(res *Res) string
 	// Job is the job the answer started (a nil job is an unexpected response). The command prints it
 	// (Started says what it does) and, with --wait (its help is Wait), follows it to its end.
-	Job     func(res *Res) *appliance.Job
+	Job     func(res *Res) *api.Job
 	Started func(x *call, res *Res) string
 	Wait    string
 	// Columns and Rows print the answer as a table.
@@ -61,10 +61,10 @@ type call struct {
 	c    *cobra.Command
 	cl   *apiClient
 	args []string
-	org  string         // with Org, the organization
-	wait bool           // --wait was given
-	job  *appliance.Job // with --wait, the job as it ended
-	done []func()       // run when the command ends
+	org  string   // with Org, the organization
+	wait bool     // --wait was given
+	job  *api.Job // with --wait, the job as it ended
+	done []func() // run when the command ends
 }
 
 // onDone has f run when the command ends (e.g. to close a file Validate opened).

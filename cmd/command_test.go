@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 )
 
 // TestAPICmd drives the generic command builder against a fake API: the table, --json, --wait on the
@@ -54,8 +54,8 @@ func TestAPICmd(t *testing.T) {
 		Things []*thing `json:"things"`
 	}
 	type made struct {
-		Thing *thing         `json:"thing"`
-		Job   *appliance.Job `json:"job"`
+		Thing *thing   `json:"thing"`
+		Job   *api.Job `json:"job"`
 	}
 	newTree := func() *cobra.Command {
 		o := &clientOpts{}
@@ -75,7 +75,7 @@ func TestAPICmd(t *testing.T) {
 			Path:    func(x *call) string { return "/v1/things/" + seg(x.args[0]) },
 			Body:    func(*call) any { return map[string]string{"name": name} },
 			Need:    func(m *made) string { return missing(m.Thing == nil, "thing") },
-			Job:     func(m *made) *appliance.Job { return m.Job },
+			Job:     func(m *made) *api.Job { return m.Job },
 			Started: func(_ *call, m *made) string { return "Making " + m.Thing.ID },
 			Wait:    "wait",
 			Print: func(x *call, m *made) error {

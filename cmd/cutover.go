@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 )
 
 var _ = registerClientCommand(newCutoverCmd)
@@ -23,13 +23,13 @@ func newCutoverCmd(o *clientOpts) *cobra.Command {
 func cutoverPath(projectID string) string { return projectPath(projectID) + "/cutover-requests" }
 
 func newCutoverListCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.CutoverRequestList]{
+	return newAPICmd(o, apiCmd[api.CutoverRequestList]{
 		Use: "list PROJECT_ID", Aliases: []string{"ls"}, Short: "List a project's cutover requests, newest first",
 		Args: cobra.ExactArgs(1), JSON: true,
 		Path:    func(x *call) string { return cutoverPath(x.args[0]) },
 		Columns: []string{"ID", "PREVIEW", "STATUS", "CREATED"},
-		Rows: func(l *appliance.CutoverRequestList) [][]string {
-			return rowsOf(l.CutoverRequests, func(r *appliance.CutoverRequest) []string {
+		Rows: func(l *api.CutoverRequestList) [][]string {
+			return rowsOf(l.CutoverRequests, func(r *api.CutoverRequest) []string {
 				return []string{r.ID, r.PreviewDatabaseID, r.Status, r.CreatedAt.UTC().Format(time.RFC3339)}
 			})
 		},
@@ -37,13 +37,13 @@ func newCutoverListCmd(o *clientOpts) *cobra.Command {
 }
 
 // needCutover is the Need of an answer holding a cutover request.
-func needCutover(r *appliance.CutoverRequestResponse) string {
+func needCutover(r *api.CutoverRequestResponse) string {
 	return missing(r.CutoverRequest == nil, "cutover request")
 }
 
 func newCutoverRequestCmd(o *clientOpts) *cobra.Command {
-	var req appliance.CreateCutoverRequest
-	return newAPICmd(o, apiCmd[appliance.CutoverRequestResponse]{
+	var req api.CreateCutoverRequest
+	return newAPICmd(o, apiCmd[api.CutoverRequestResponse]{
 		Use:     "request PROJECT_ID PREVIEW_ID",
 		Short:   "Ask for the preview's data to become the project's",
 		Example: `  appliance cutover request prj_... prv_... --note "schema v2 is ready"`,
@@ -59,7 +59,7 @@ func newCutoverRequestCmd(o *clientOpts) *cobra.Command {
 			return &req
 		},
 		Need: needCutover,
-		Print: func(x *call, r *appliance.CutoverRequestResponse) error {
+		Print: func(x *call, r *api.CutoverRequestResponse) error {
 			x.printf("Cutover request %s is open: an organization admin approves it with appliance cutover approve %s %s\n",
 				r.CutoverRequest.ID, x.args[0], r.CutoverRequest.ID)
 			return nil
@@ -68,17 +68,17 @@ func newCutoverRequestCmd(o *clientOpts) *cobra.Command {
 }
 
 func newCutoverGetCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.CutoverRequestResponse]{
+	return newAPICmd(o, apiCmd[api.CutoverRequestResponse]{
 		Use: "get PROJECT_ID REQUEST_ID", Short: "Show a cutover request", Args: cobra.ExactArgs(2),
 		Path: func(x *call) string { return cutoverPath(x.args[0]) + "/" + seg(x.args[1]) },
 		Need: needCutover,
-		Print: func(x *call, r *appliance.CutoverRequestResponse) error {
+		Print: func(x *call, r *api.CutoverRequestResponse) error {
 			return printCutover(x.out(), r.CutoverRequest)
 		},
 	})
 }
 
-func printCutover(w io.Writer, r *appliance.CutoverRequest) error {
+func printCutover(w io.Writer, r *api.CutoverRequest) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "ID\t%s\nPREVIEW\t%s\nSTATUS\t%s\nREQUESTED BY\t%s %s\n", r.ID, r.PreviewDatabaseID, r.Status,
 		r.RequestedByActorKind, r.RequestedByActorID)
@@ -93,8 +93,8 @@ func printCutover(w io.Writer, r *appliance.CutoverRequest) error {
 }
 
 func newCutoverApproveCmd(o *clientOpts) *cobra.Command {
-	var req appliance.ApproveCutoverRequest
-	return newAPICmd(o, apiCmd[appliance.CutoverJobResponse]{
+	var req api.ApproveCutoverRequest
+	return newAPICmd(o, apiCmd[api.CutoverJobResponse]{
 		Use:   "approve PROJECT_ID REQUEST_ID",
 		Short: "Approve a cutover (admin role): the project is backed up, then the preview's data swapped in",
 		Args:  cobra.ExactArgs(2),
@@ -105,15 +105,15 @@ func newCutoverApproveCmd(o *clientOpts) *cobra.Command {
 		Method: http.MethodPost,
 		Path:   func(x *call) string { return cutoverPath(x.args[0]) + "/" + seg(x.args[1]) + "/approve" },
 		Body:   func(*call) any { return &req },
-		Need: func(r *appliance.CutoverJobResponse) string {
+		Need: func(r *api.CutoverJobResponse) string {
 			return missing(r.CutoverRequest == nil, "cutover request")
 		},
-		Job: func(r *appliance.CutoverJobResponse) *appliance.Job { return r.Job },
-		Started: func(_ *call, r *appliance.CutoverJobResponse) string {
+		Job: func(r *api.CutoverJobResponse) *api.Job { return r.Job },
+		Started: func(_ *call, r *api.CutoverJobResponse) string {
 			return fmt.Sprintf("Cutover %s approved; backup %s first, then the promotion", r.CutoverRequest.ID, r.CutoverRequest.PreCutoverBackupID)
 		},
 		Wait: "wait until the promotion ends",
-		Print: func(x *call, r *appliance.CutoverJobResponse) error {
+		Print: func(x *call, r *api.CutoverJobResponse) error {
 			x.printf("The project's database holds the preview's data; backup %s holds what it had.\n", r.CutoverRequest.PreCutoverBackupID)
 			return nil
 		},
@@ -121,8 +121,8 @@ func newCutoverApproveCmd(o *clientOpts) *cobra.Command {
 }
 
 func newCutoverRejectCmd(o *clientOpts) *cobra.Command {
-	var req appliance.RejectCutoverRequest
-	return newAPICmd(o, apiCmd[appliance.CutoverRequestResponse]{
+	var req api.RejectCutoverRequest
+	return newAPICmd(o, apiCmd[api.CutoverRequestResponse]{
 		Use: "reject PROJECT_ID REQUEST_ID --reason TEXT", Short: "Reject a cutover request (admin role)", Args: cobra.ExactArgs(2),
 		Flags: func(f *pflag.FlagSet) {
 			f.StringVar(&req.RejectedReason, "reason", "", "why (required)")
@@ -132,7 +132,7 @@ func newCutoverRejectCmd(o *clientOpts) *cobra.Command {
 		Path:   func(x *call) string { return cutoverPath(x.args[0]) + "/" + seg(x.args[1]) + "/reject" },
 		Body:   func(*call) any { return &req },
 		Need:   needCutover,
-		Print: func(x *call, r *appliance.CutoverRequestResponse) error {
+		Print: func(x *call, r *api.CutoverRequestResponse) error {
 			x.printf("Cutover request %s is rejected.\n", r.CutoverRequest.ID)
 			return nil
 		},

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/webhook"
 	"github.com/theappliance/appliance/httpapi"
@@ -158,7 +159,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 			waitCLI(t, func() bool { n, err := c.DBSize(t.Context()).Result(); return err == nil && n == 0 })
 			answer("")
 		case what == "ephemeral": // a database made with no account, ready; the page opens its claim_url
-			c, err := e.svc.CreateEphemeral(t.Context(), "192.0.2.9", &appliance.CreateEphemeralRequest{Name: "claimed scratch"})
+			c, err := e.svc.CreateEphemeral(t.Context(), "192.0.2.9", &api.CreateEphemeralRequest{Name: "claimed scratch"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,7 +173,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 			}
 			answer(u.Path + "#" + u.Fragment)
 		case what == "create-project":
-			if _, err := e.svc.CreateProject(t.Context(), p, &appliance.CreateProjectRequest{Name: arg, Environment: "development"}); err != nil {
+			if _, err := e.svc.CreateProject(t.Context(), p, &api.CreateProjectRequest{Name: arg, Environment: "development"}); err != nil {
 				t.Fatalf("create project: %v", err)
 			}
 			answer(arg)
@@ -288,7 +289,7 @@ func failImport(t *testing.T, e *cliEnv, p *appliance.Principal, projectID strin
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("upload: %d %s", res.StatusCode, body)
 	}
-	jr, err := e.svc.CreateImport(t.Context(), p, projectID, &appliance.ImportRequest{Confirm: true, UploadID: up.Upload.ID})
+	jr, err := e.svc.CreateImport(t.Context(), p, projectID, &api.ImportRequest{Confirm: true, UploadID: up.Upload.ID})
 	if err != nil {
 		t.Fatal(err)
 	}

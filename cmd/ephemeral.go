@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 )
 
 var _ = registerClientCommand(newEphemeralCmd)
@@ -42,14 +42,14 @@ func (o *clientOpts) anonymousClient() (*apiClient, error) {
 }
 
 // needEphemeral is the Need of an answer holding an ephemeral database.
-func needEphemeral(db *appliance.EphemeralDatabase) string {
+func needEphemeral(db *api.EphemeralDatabase) string {
 	return missing(db == nil, "ephemeral database")
 }
 
 func newEphemeralCreateCmd(o *clientOpts) *cobra.Command {
 	var name string
 	var noWait bool
-	return newAPICmd(o, apiCmd[appliance.EphemeralCreated]{
+	return newAPICmd(o, apiCmd[api.EphemeralCreated]{
 		Use:   "create",
 		Short: "Make a throwaway database and print its connection string (no login needed)",
 		Example: `  psql "$(appliance ephemeral create --api https://127.0.0.1:7443 --ca-cert ca.crt)"
@@ -60,9 +60,9 @@ func newEphemeralCreateCmd(o *clientOpts) *cobra.Command {
 		},
 		Anonymous: true, Method: http.MethodPost,
 		Path: func(*call) string { return "/v1/ephemeral-databases" },
-		Body: func(*call) any { return appliance.CreateEphemeralRequest{Name: name} },
-		Need: func(r *appliance.EphemeralCreated) string { return needEphemeral(r.EphemeralDatabase) },
-		Print: func(x *call, res *appliance.EphemeralCreated) error {
+		Body: func(*call) any { return api.CreateEphemeralRequest{Name: name} },
+		Need: func(r *api.EphemeralCreated) string { return needEphemeral(r.EphemeralDatabase) },
+		Print: func(x *call, res *api.EphemeralCreated) error {
 			db, w := res.EphemeralDatabase, x.c.ErrOrStderr()
 			fmt.Fprintf(w, "Ephemeral database %s (%s), destroyed at %s unless claimed.\n", db.ProjectID, db.Name, db.ExpiresAt.Format(time.RFC3339))
 			fmt.Fprintf(w, "Claim token (shown once): %s\n", res.ClaimToken)
@@ -75,7 +75,7 @@ func newEphemeralCreateCmd(o *clientOpts) *cobra.Command {
 			get := x.cl.withHeader("X-Service-Claim-Token", res.ClaimToken)
 			deadline := time.Now().Add(2 * time.Minute)
 			for {
-				var cur appliance.EphemeralResponse
+				var cur api.EphemeralResponse
 				if err := get.do(x.c.Context(), http.MethodGet, ephemeralPath(db.ProjectID), nil, &cur); err != nil {
 					return err
 				}
@@ -85,7 +85,7 @@ func newEphemeralCreateCmd(o *clientOpts) *cobra.Command {
 					return nil
 				case cur.EphemeralDatabase == nil:
 					return fmt.Errorf("GET %s: unexpected response: no ephemeral database", ephemeralPath(db.ProjectID))
-				case cur.EphemeralDatabase.State == appliance.ProjectFailed:
+				case cur.EphemeralDatabase.State == api.ProjectFailed:
 					return fmt.Errorf("ephemeral database %s failed to provision", db.ProjectID)
 				case time.Now().After(deadline):
 					return fmt.Errorf("ephemeral database %s is still %s after 2 minutes", db.ProjectID, cur.EphemeralDatabase.State)
@@ -120,12 +120,12 @@ func claimTokenCmd[Res any](s apiCmd[Res], token *string, header bool) apiCmd[Re
 
 func newEphemeralGetCmd(o *clientOpts) *cobra.Command {
 	var token string
-	return newAPICmd(o, claimTokenCmd(apiCmd[appliance.EphemeralResponse]{
+	return newAPICmd(o, claimTokenCmd(apiCmd[api.EphemeralResponse]{
 		Use: "get PROJECT_ID", Short: "Show an ephemeral database and its connection string (with its claim token)",
 		Args: cobra.ExactArgs(1), JSON: true,
 		Path: func(x *call) string { return ephemeralPath(x.args[0]) },
-		Need: func(r *appliance.EphemeralResponse) string { return needEphemeral(r.EphemeralDatabase) },
-		Print: func(x *call, res *appliance.EphemeralResponse) error {
+		Need: func(r *api.EphemeralResponse) string { return needEphemeral(r.EphemeralDatabase) },
+		Print: func(x *call, res *api.EphemeralResponse) error {
 			db := res.EphemeralDatabase
 			x.printf("%s (%s): %s, destroyed at %s unless claimed\n", db.ProjectID, db.Name, db.State, db.ExpiresAt.Format(time.RFC3339))
 			if res.Connections != nil {
@@ -138,12 +138,12 @@ func newEphemeralGetCmd(o *clientOpts) *cobra.Command {
 
 func newEphemeralDeleteCmd(o *clientOpts) *cobra.Command {
 	var token string
-	return newAPICmd(o, claimTokenCmd(apiCmd[appliance.JobResponse]{
+	return newAPICmd(o, claimTokenCmd(apiCmd[api.JobResponse]{
 		Use: "delete PROJECT_ID", Short: "Destroy an ephemeral database now (with its claim token)", Args: cobra.ExactArgs(1),
 		Method: http.MethodDelete,
 		Path:   func(x *call) string { return ephemeralPath(x.args[0]) },
-		Need:   func(r *appliance.JobResponse) string { return missing(r.Job == nil, "job") },
-		Print: func(x *call, r *appliance.JobResponse) error {
+		Need:   func(r *api.JobResponse) string { return missing(r.Job == nil, "job") },
+		Print: func(x *call, r *api.JobResponse) error {
 			x.printf("Destroying ephemeral database %s: job %s.\n", x.args[0], r.Job.ID)
 			return nil
 		},
@@ -152,13 +152,13 @@ func newEphemeralDeleteCmd(o *clientOpts) *cobra.Command {
 
 func newEphemeralClaimCmd(o *clientOpts) *cobra.Command {
 	var token string
-	return newAPICmd(o, claimTokenCmd(apiCmd[appliance.ClaimResponse]{
+	return newAPICmd(o, claimTokenCmd(apiCmd[api.ClaimResponse]{
 		Use:   "claim PROJECT_ID",
 		Short: "Move an ephemeral database into your organization as a normal project (its data and URLs stay)",
 		Args:  cobra.ExactArgs(1), Method: http.MethodPost,
 		Path: func(x *call) string { return ephemeralPath(x.args[0]) + "/claim" },
-		Body: func(*call) any { return appliance.ClaimRequest{ClaimToken: token} },
-		Print: func(x *call, r *appliance.ClaimResponse) error {
+		Body: func(*call) any { return api.ClaimRequest{ClaimToken: token} },
+		Print: func(x *call, r *api.ClaimResponse) error {
 			x.printf("Claimed %s (%s) into organization %s: it is a project now and is kept until deleted.\n",
 				r.Project.ID, r.Project.Name, r.Project.OrganizationID)
 			return nil

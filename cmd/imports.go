@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 )
 
 // Moving data in and out: dumps (exports, uploads and imports) and following a source by logical
@@ -36,12 +36,12 @@ func newExportsCmd(o *clientOpts) *cobra.Command {
 }
 
 func newExportsListCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.ExportList]{
+	return newAPICmd(o, apiCmd[api.ExportList]{
 		Use: "list PROJECT_ID", Aliases: []string{"ls"}, Short: "List a project's exports, newest first", Args: cobra.ExactArgs(1), JSON: true,
 		Path:    func(x *call) string { return projectPath(x.args[0]) + "/exports" },
 		Columns: []string{"ID", "STATE", "SIZE", "CREATED", "EXPIRES"},
-		Rows: func(l *appliance.ExportList) [][]string {
-			return rowsOf(l.Exports, func(e *appliance.Export) []string {
+		Rows: func(l *api.ExportList) [][]string {
+			return rowsOf(l.Exports, func(e *api.Export) []string {
 				expires := "-"
 				if e.ExpiresAt != nil {
 					expires = e.ExpiresAt.UTC().Format(time.RFC3339)
@@ -53,14 +53,14 @@ func newExportsListCmd(o *clientOpts) *cobra.Command {
 }
 
 func newExportsCreateCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.ExportJobResponse]{
+	return newAPICmd(o, apiCmd[api.ExportJobResponse]{
 		Use:     "create PROJECT_ID",
 		Short:   "Dump the project's database in a job (kept 7 days)",
 		Example: `  appliance exports create prj_... --wait && appliance exports download prj_... <export id> -o shop.dump`,
 		Args:    cobra.ExactArgs(1), Method: http.MethodPost,
 		Path: func(x *call) string { return projectPath(x.args[0]) + "/exports" },
-		Job:  func(r *appliance.ExportJobResponse) *appliance.Job { return r.Job },
-		Started: func(x *call, r *appliance.ExportJobResponse) string {
+		Job:  func(r *api.ExportJobResponse) *api.Job { return r.Job },
+		Started: func(x *call, r *api.ExportJobResponse) string {
 			return "Exporting project " + x.args[0] + " as " + r.ExportID
 		},
 		Wait: "wait until the dump is written (or failed)",
@@ -69,14 +69,14 @@ func newExportsCreateCmd(o *clientOpts) *cobra.Command {
 
 func newExportsDownloadCmd(o *clientOpts) *cobra.Command {
 	var output string
-	return newAPICmd(o, apiCmd[appliance.DownloadResponse]{
+	return newAPICmd(o, apiCmd[api.DownloadResponse]{
 		Use: "download PROJECT_ID EXPORT_ID", Short: "Download a completed export's dump through a signed URL", Args: cobra.ExactArgs(2),
 		Flags: func(f *pflag.FlagSet) {
 			f.StringVarP(&output, "output", "o", "", "file to write (default <export id>.dump; - for standard output is not supported)")
 		},
 		Path: func(x *call) string { return projectPath(x.args[0]) + "/exports/" + seg(x.args[1]) + "/download" },
-		Need: func(r *appliance.DownloadResponse) string { return missing(r.Download == nil, "download") },
-		Print: func(x *call, r *appliance.DownloadResponse) error {
+		Need: func(r *api.DownloadResponse) string { return missing(r.Download == nil, "download") },
+		Print: func(x *call, r *api.DownloadResponse) error {
 			if output == "" {
 				output = x.args[1] + ".dump"
 			}
@@ -144,11 +144,11 @@ func newImportsPreflightCmd(o *clientOpts) *cobra.Command {
 			return err
 		}
 		path := importsPath(args[0]) + "/preflight"
-		raw, err := cl.doRaw(c.Context(), http.MethodPost, path, appliance.PreflightRequest{SourceURL: src})
+		raw, err := cl.doRaw(c.Context(), http.MethodPost, path, api.PreflightRequest{SourceURL: src})
 		if err != nil {
 			return err
 		}
-		var res appliance.PreflightResponse
+		var res api.PreflightResponse
 		if err := decode(http.MethodPost, path, raw, &res); err != nil {
 			return err
 		}
@@ -171,7 +171,7 @@ func newImportsPreflightCmd(o *clientOpts) *cobra.Command {
 	return cmd
 }
 
-func printPreflight(w io.Writer, pf *appliance.Preflight) error {
+func printPreflight(w io.Writer, pf *api.Preflight) error {
 	if s := pf.Source; s != nil {
 		fmt.Fprintf(w, "Source:      PostgreSQL %s, %s, provider %s\n", s.ServerVersion, humanBytes(s.DatabaseSizeBytes), s.Provider)
 		fmt.Fprintf(w, "Schemas:     %s (copied)", firstNonEmpty(strings.Join(s.AppSchemas, ", "), "-"))
@@ -192,7 +192,7 @@ func printPreflight(w io.Writer, pf *appliance.Preflight) error {
 		}
 	}
 	fmt.Fprintf(w, "Target:      PostgreSQL %s, storage limit %s\n", pf.TargetVersion, humanBytes(pf.StorageLimitBytes))
-	if err := writeTable(w, []string{"CHECK", "STATUS", "DETAIL"}, rowsOf(pf.Checks, func(ch appliance.PreflightCheck) []string {
+	if err := writeTable(w, []string{"CHECK", "STATUS", "DETAIL"}, rowsOf(pf.Checks, func(ch api.PreflightCheck) []string {
 		return []string{ch.Name, ch.Status, ch.Detail}
 	})); err != nil {
 		return err
@@ -215,7 +215,7 @@ func requireConfirm(confirm bool, what string) error {
 
 // importJobCmd is a POST to one of a project's import paths (suffix) that starts a job; confirm: the
 // command needs --confirm (its help confirmHelp), or it is refused with warning before any request.
-func importJobCmd(o *clientOpts, s apiCmd[appliance.JobResponse], suffix, what, confirmHelp, warning string, flags func(*pflag.FlagSet)) *cobra.Command {
+func importJobCmd(o *clientOpts, s apiCmd[api.JobResponse], suffix, what, confirmHelp, warning string, flags func(*pflag.FlagSet)) *cobra.Command {
 	var confirm bool
 	s.Args, s.Method = cobra.ExactArgs(1), http.MethodPost
 	s.Flags = func(f *pflag.FlagSet) {
@@ -239,22 +239,22 @@ func importJobCmd(o *clientOpts, s apiCmd[appliance.JobResponse], suffix, what, 
 		return nil
 	}
 	s.Path = func(x *call) string { return importsPath(x.args[0]) + suffix }
-	s.Job = func(r *appliance.JobResponse) *appliance.Job { return r.Job }
-	s.Started = func(x *call, _ *appliance.JobResponse) string { return fmt.Sprintf(what, x.args[0]) }
+	s.Job = func(r *api.JobResponse) *api.Job { return r.Job }
+	s.Started = func(x *call, _ *api.JobResponse) string { return fmt.Sprintf(what, x.args[0]) }
 	return newAPICmd(o, s)
 }
 
 func newImportsFollowCmd(o *clientOpts) *cobra.Command {
 	var source func() (string, error)
 	var src string
-	return importJobCmd(o, apiCmd[appliance.JobResponse]{
+	return importJobCmd(o, apiCmd[api.JobResponse]{
 		Use:   "follow PROJECT_ID --confirm",
 		Short: "Back up the project, copy the source's schema over it and subscribe to the source's tables",
 		Validate: func(*call) (err error) {
 			src, err = source()
 			return err
 		},
-		Body: func(*call) any { return appliance.FollowRequest{SourceURL: src, Confirm: true} },
+		Body: func(*call) any { return api.FollowRequest{SourceURL: src, Confirm: true} },
 		Wait: "wait until the subscription exists (the initial copy then runs on)",
 	}, "/follow", "Following the source into project %s", "confirm that the project's database may be overwritten",
 		"follow copies the source's schema over the project's database", func(f *pflag.FlagSet) { source = sourceFlag(f) })
@@ -271,7 +271,7 @@ func newImportsStatusCmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var res appliance.JobResponse
+			var res api.JobResponse
 			path := importsPath(args[0]) + "/follow/status"
 			if err := cl.do(c.Context(), http.MethodPost, path, nil, &res); err != nil {
 				return err
@@ -286,7 +286,7 @@ func newImportsStatusCmd(o *clientOpts) *cobra.Command {
 			if asJSON {
 				return printJSON(c.OutOrStdout(), j.Result)
 			}
-			var rep appliance.FollowReport
+			var rep api.FollowReport
 			if err := json.Unmarshal(j.Result, &rep); err != nil {
 				return fmt.Errorf("job %s: unexpected result: %w", j.ID, err)
 			}
@@ -306,12 +306,12 @@ func quiet(c *cobra.Command) *cobra.Command {
 	return q
 }
 
-func printFollowReport(w io.Writer, r *appliance.FollowReport) error {
+func printFollowReport(w io.Writer, r *api.FollowReport) error {
 	fmt.Fprintf(w, "Follow %s: %s, from %s\n", r.FollowID, r.State, r.Source)
 	if r.Error != "" {
 		fmt.Fprintf(w, "Error: %s\n", r.Error)
 	}
-	if r.State != appliance.FollowFollowing && r.State != appliance.FollowCuttingOver {
+	if r.State != api.FollowFollowing && r.State != api.FollowCuttingOver {
 		return nil
 	}
 	lag := "unknown (" + r.SourceError + ")"
@@ -319,27 +319,27 @@ func printFollowReport(w io.Writer, r *appliance.FollowReport) error {
 		lag = humanBytes(*r.LagBytes)
 	}
 	fmt.Fprintf(w, "Tables ready: %d of %d; lag %s; worker running: %t\n", r.TablesReady, len(r.Tables), lag, r.WorkerRunning)
-	return writeTable(w, []string{"TABLE", "STATE"}, rowsOf(r.Tables, func(t appliance.FollowTable) []string {
+	return writeTable(w, []string{"TABLE", "STATE"}, rowsOf(r.Tables, func(t api.FollowTable) []string {
 		return []string{t.Table, t.State}
 	}))
 }
 
 func newImportsCutoverCmd(o *clientOpts) *cobra.Command {
-	return importJobCmd(o, apiCmd[appliance.JobResponse]{
+	return importJobCmd(o, apiCmd[api.JobResponse]{
 		Use:   "cutover PROJECT_ID --confirm",
 		Short: "Wait for zero lag, copy sequence values and stop following (stop writes to the source first)",
-		Body:  func(*call) any { return appliance.FollowCutoverRequest{Confirm: true} },
+		Body:  func(*call) any { return api.FollowCutoverRequest{Confirm: true} },
 		Wait:  "wait until the cutover is done (or failed)",
 	}, "/follow/cutover", "Cutting project %s over", "confirm the cutover",
 		"after the cutover the project no longer follows the source", nil)
 }
 
 func newImportsAbortCmd(o *clientOpts) *cobra.Command {
-	return importJobCmd(o, apiCmd[appliance.JobResponse]{
+	return importJobCmd(o, apiCmd[api.JobResponse]{
 		Use:   "abort PROJECT_ID",
 		Short: "Stop following and restore the backup taken before follow started",
 		Wait:  "wait until the follow is gone and the project restored",
-		Print: func(x *call, _ *appliance.JobResponse) error {
+		Print: func(x *call, _ *api.JobResponse) error {
 			var res struct {
 				RestoreJobID string   `json:"restore_job_id"`
 				Warnings     []string `json:"warnings"`
@@ -353,8 +353,8 @@ func newImportsAbortCmd(o *clientOpts) *cobra.Command {
 			if res.RestoreJobID == "" {
 				return nil
 			}
-			return projectJobStarted(x.c, x.cl, "Restoring the pre-follow backup", &appliance.Job{ID: res.RestoreJobID,
-				Type: appliance.JobBackupRestore}, true, x.args[0])
+			return projectJobStarted(x.c, x.cl, "Restoring the pre-follow backup", &api.Job{ID: res.RestoreJobID,
+				Type: api.JobBackupRestore}, true, x.args[0])
 		},
 	}, "/follow/abort", "Aborting the follow of project %s", "", "", nil)
 }
@@ -364,7 +364,7 @@ func newImportsUploadCmd(o *clientOpts) *cobra.Command {
 		f  *os.File
 		fi os.FileInfo
 	)
-	return newAPICmd(o, apiCmd[appliance.UploadResponse]{
+	return newAPICmd(o, apiCmd[api.UploadResponse]{
 		Use: "upload PROJECT_ID FILE", Short: "Upload a dump (pg_dump -Fc) for `imports restore` through a signed URL", Args: cobra.ExactArgs(2),
 		Validate: func(x *call) (err error) {
 			if f, err = os.Open(x.args[1]); err != nil {
@@ -376,11 +376,11 @@ func newImportsUploadCmd(o *clientOpts) *cobra.Command {
 		},
 		Method: http.MethodPost,
 		Path:   func(x *call) string { return importsPath(x.args[0]) + "/uploads" },
-		Need: func(r *appliance.UploadResponse) string {
+		Need: func(r *api.UploadResponse) string {
 			return missing(r.Upload == nil || r.Upload.UploadURL == "", "upload URL")
 		},
-		Print: func(x *call, res *appliance.UploadResponse) error {
-			var up appliance.UploadResponse
+		Print: func(x *call, res *api.UploadResponse) error {
+			var up api.UploadResponse
 			if err := x.cl.transfer(x.c.Context(), http.MethodPut, res.Upload.UploadURL, f, fi.Size(), &up); err != nil {
 				return err
 			}
@@ -392,8 +392,8 @@ func newImportsUploadCmd(o *clientOpts) *cobra.Command {
 }
 
 func newImportsRestoreCmd(o *clientOpts) *cobra.Command {
-	var req appliance.ImportRequest
-	return importJobCmd(o, apiCmd[appliance.JobResponse]{
+	var req api.ImportRequest
+	return importJobCmd(o, apiCmd[api.JobResponse]{
 		Use:   "restore PROJECT_ID --confirm [--upload ID]",
 		Short: "Restore an uploaded dump over the project's database (one transaction: a failure changes nothing)",
 		Body: func(*call) any {

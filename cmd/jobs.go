@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 )
 
 // Client commands that start a job (create a project, take a backup, restore ...) answer at once with the
@@ -34,7 +34,7 @@ func jobPath(id string) string { return "/v1/jobs/" + seg(id) }
 // waitJob polls GET /v1/jobs/{id} every jobPollInterval until the job completes or fails, and prints
 // only its end. A failed job is an error carrying the job's error; the tail of its last stderr goes to
 // standard error. Ctrl-C (or the command's context ending) stops the waiting, not the job.
-func waitJob(c *cobra.Command, cl *apiClient, job *appliance.Job) (*appliance.Job, error) {
+func waitJob(c *cobra.Command, cl *apiClient, job *api.Job) (*api.Job, error) {
 	ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt)
 	defer stop()
 	stopped := func(err error) error {
@@ -45,7 +45,7 @@ func waitJob(c *cobra.Command, cl *apiClient, job *appliance.Job) (*appliance.Jo
 		if err := sleepCtx(ctx, jobPollInterval); err != nil {
 			return nil, stopped(err)
 		}
-		var res appliance.JobResponse
+		var res api.JobResponse
 		err := cl.do(ctx, http.MethodGet, jobPath(job.ID), nil, &res)
 		var ae *APIError
 		switch {
@@ -96,7 +96,7 @@ func indent(s, prefix string) string {
 }
 
 // jobStarted prints the job a command started, and what to do to follow it.
-func jobStarted(c *cobra.Command, what string, j *appliance.Job, wait bool) {
+func jobStarted(c *cobra.Command, what string, j *api.Job, wait bool) {
 	fmt.Fprintf(c.OutOrStdout(), "%s: job %s (%s).\n", what, j.ID, j.Type)
 	if !wait {
 		fmt.Fprintf(c.ErrOrStderr(), "The job runs on the server; pass --wait to wait for it, or follow GET %s.\n", jobPath(j.ID))
@@ -105,7 +105,7 @@ func jobStarted(c *cobra.Command, what string, j *appliance.Job, wait bool) {
 
 // projectJobStarted reports a project's job; with wait it follows the job to its end and prints the
 // project's state then.
-func projectJobStarted(c *cobra.Command, cl *apiClient, what string, j *appliance.Job, wait bool, projectID string) error {
+func projectJobStarted(c *cobra.Command, cl *apiClient, what string, j *api.Job, wait bool, projectID string) error {
 	jobStarted(c, what, j, wait)
 	if !wait {
 		return nil

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 )
 
 var _ = registerClientCommand(newKVCmd)
@@ -27,7 +27,7 @@ func kvPath(projectID string) string { return projectPath(projectID) + "/kv" }
 
 // printKVToken prints a token the API returns once: alone on stdout (TOKEN=$(appliance kv create …)), and
 // how to use it on stderr.
-func printKVToken(c *cobra.Command, kv *appliance.KVStore) {
+func printKVToken(c *cobra.Command, kv *api.KVStore) {
 	if kv.Token == nil {
 		return
 	}
@@ -59,7 +59,7 @@ func newKVCreateCmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var res appliance.KVCreateResponse
+			var res api.KVCreateResponse
 			if err := decode(http.MethodPost, path, raw, &res); err != nil {
 				return err
 			}
@@ -93,10 +93,10 @@ func newKVCreateCmd(o *clientOpts) *cobra.Command {
 }
 
 func newKVGetCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.KVStore]{
+	return newAPICmd(o, apiCmd[api.KVStore]{
 		Use: "get PROJECT_ID", Short: "Show the project's key-value store", Args: cobra.ExactArgs(1), JSON: true,
 		Path: func(x *call) string { return kvPath(x.args[0]) },
-		Print: func(x *call, kv *appliance.KVStore) error {
+		Print: func(x *call, kv *api.KVStore) error {
 			tw := tabwriter.NewWriter(x.out(), 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "ID\t%s\nSTATE\t%s\n", kv.ID, kv.State)
 			if kv.LastError != "" {
@@ -111,11 +111,11 @@ func newKVGetCmd(o *clientOpts) *cobra.Command {
 }
 
 func newKVCredentialsCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.KVCredentials]{
+	return newAPICmd(o, apiCmd[api.KVCredentials]{
 		Use: "credentials PROJECT_ID", Args: cobra.ExactArgs(1), JSON: true,
 		Short: "Show how to connect (the token itself is shown only at create and rotate-token)",
 		Path:  func(x *call) string { return kvPath(x.args[0]) + "/credentials" },
-		Print: func(x *call, cr *appliance.KVCredentials) error {
+		Print: func(x *call, cr *api.KVCredentials) error {
 			tw := tabwriter.NewWriter(x.out(), 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "redis_host\t%s\nredis_port\t%d\nredis_url\t%s\nrest_url\t%s\ntoken\tnot shown: only its hash is kept (appliance kv rotate-token %s mints a new one)\n",
 				cr.RedisHost, cr.RedisPort, cr.RedisURL, cr.RESTURL, x.args[0])
@@ -131,7 +131,7 @@ func confirmed(confirm *bool, warning string) func(*call) error {
 
 func newKVRotateCmd(o *clientOpts) *cobra.Command {
 	var confirm bool
-	return newAPICmd(o, apiCmd[appliance.KVStoreResult]{
+	return newAPICmd(o, apiCmd[api.KVStoreResult]{
 		Use: "rotate-token PROJECT_ID --confirm", Args: cobra.ExactArgs(1), JSON: true,
 		Short: "Mint a new token (printed once); the old one and its connections are cut at once",
 		Flags: func(f *pflag.FlagSet) {
@@ -140,8 +140,8 @@ func newKVRotateCmd(o *clientOpts) *cobra.Command {
 		Validate: confirmed(&confirm, "the current token stops working at once and its connections are closed"),
 		Method:   http.MethodPost,
 		Path:     func(x *call) string { return kvPath(x.args[0]) + "/rotate-token" },
-		Need:     func(r *appliance.KVStoreResult) string { return missing(r.KVStore == nil, "store") },
-		Print: func(x *call, r *appliance.KVStoreResult) error {
+		Need:     func(r *api.KVStoreResult) string { return missing(r.KVStore == nil, "store") },
+		Print: func(x *call, r *api.KVStoreResult) error {
 			fmt.Fprintf(x.c.ErrOrStderr(), "Rotated the token of key-value store %s: the old one no longer works.\n", r.KVStore.ID)
 			printKVToken(x.c, r.KVStore)
 			return nil
@@ -152,14 +152,14 @@ func newKVRotateCmd(o *clientOpts) *cobra.Command {
 // kvJobCmd is flush or delete: a confirmed job on the project's store.
 func kvJobCmd(o *clientOpts, use, short, method, suffix, warning, what string) *cobra.Command {
 	var confirm bool
-	return newAPICmd(o, apiCmd[appliance.JobResponse]{
+	return newAPICmd(o, apiCmd[api.JobResponse]{
 		Use: use + " PROJECT_ID --confirm", Short: short, Args: cobra.ExactArgs(1),
 		Flags:    func(f *pflag.FlagSet) { f.BoolVar(&confirm, "confirm", false, "confirm: this has no undo") },
 		Validate: confirmed(&confirm, warning),
 		Method:   method,
 		Path:     func(x *call) string { return kvPath(x.args[0]) + suffix },
-		Job:      func(r *appliance.JobResponse) *appliance.Job { return r.Job },
-		Started:  func(x *call, _ *appliance.JobResponse) string { return what + " the key-value store of " + x.args[0] },
+		Job:      func(r *api.JobResponse) *api.Job { return r.Job },
+		Started:  func(x *call, _ *api.JobResponse) string { return what + " the key-value store of " + x.args[0] },
 		Wait:     "wait until the job ends",
 	})
 }
@@ -201,7 +201,7 @@ func newKVCLICmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var cr appliance.KVCredentials
+			var cr api.KVCredentials
 			if err := cl.do(c.Context(), http.MethodGet, kvPath(args[0])+"/credentials", nil, &cr); err != nil {
 				return err
 			}

@@ -14,15 +14,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 	"golang.org/x/term"
 )
 
 // The client decodes into the server's own types, so the two cannot drift apart.
 type (
-	loginStart   = appliance.CLILoginStart
-	loginResult  = appliance.CLILoginResult
-	loginDetails = appliance.CLILoginDetails
+	loginStart   = api.CLILoginStart
+	loginResult  = api.CLILoginResult
+	loginDetails = api.CLILoginDetails
 )
 
 type loginOpts struct {

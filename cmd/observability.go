@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/pglog"
 )
 
@@ -54,7 +54,7 @@ JSON object per line.`,
 			emit := func(e pglog.Entry) error { return printLogEntry(out, e, asJSON) }
 			if !follow {
 				path := projectPath(args[0]) + "/logs?" + q.Encode()
-				var res appliance.LogsResponse
+				var res api.LogsResponse
 				if err := cl.do(c.Context(), "GET", path, nil, &res); err != nil {
 					return err
 				}
@@ -77,8 +77,8 @@ JSON object per line.`,
 	f := cmd.Flags()
 	f.BoolVarP(&follow, "follow", "f", false, "keep printing new entries (a live tail)")
 	f.StringVar(&severity, "severity", "", "comma-separated severities to show (debug, log, info, notice, warning, error, fatal, panic, detail)")
-	f.IntVar(&hours, "hours", appliance.LogsHoursDefault, "how far back to look, in hours (1-168; up to 720 with the server's log archive)")
-	f.IntVar(&limit, "limit", appliance.LogsLimitDefault, "at most this many entries (1-500; the newest are kept)")
+	f.IntVar(&hours, "hours", api.LogsHoursDefault, "how far back to look, in hours (1-168; up to 720 with the server's log archive)")
+	f.IntVar(&limit, "limit", api.LogsLimitDefault, "at most this many entries (1-500; the newest are kept)")
 	f.BoolVar(&asJSON, "json", false, "one JSON object per line")
 	return cmd
 }
@@ -107,8 +107,8 @@ func newTopCmd(o *clientOpts) *cobra.Command {
 	)
 	// The answer is the ranking, or with --query the one statement's detail.
 	type topAnswer struct {
-		appliance.TopQueriesResponse
-		appliance.QueryDetailResponse
+		api.TopQueriesResponse
+		api.QueryDetailResponse
 	}
 	return newAPICmd(o, apiCmd[topAnswer]{
 		Use:   "top PROJECT_ID",
@@ -120,7 +120,7 @@ pg_stat_statements every 5 minutes). With --query HASH, one statement's totals a
   appliance top prj_... --query 3f2a…`,
 		Args: cobra.ExactArgs(1), JSON: true,
 		Flags: func(f *pflag.FlagSet) {
-			f.IntVar(&hours, "hours", appliance.QueriesHoursDefault, "the trailing window in hours (1-168)")
+			f.IntVar(&hours, "hours", api.QueriesHoursDefault, "the trailing window in hours (1-168)")
 			f.StringVar(&hash, "query", "", "show one statement by its query hash")
 		},
 		Path: func(x *call) string {
@@ -134,7 +134,7 @@ pg_stat_statements every 5 minutes). With --query HASH, one statement's totals a
 		Print: func(x *call, r *topAnswer) error {
 			if d := r.Query; hash != "" {
 				x.printf("%s\n\ncalls %d  rows %d  total %s  mean %s\n\n", d.Query, d.WindowCalls, d.WindowRows, ms(d.WindowTotalExecMS), ms(d.WindowMeanExecMS))
-				return writeTable(x.out(), []string{"CAPTURED", "CALLS", "CALLS/S", "MEAN", "TOTAL"}, rowsOf(d.Points, func(p appliance.QueryPoint) []string {
+				return writeTable(x.out(), []string{"CAPTURED", "CALLS", "CALLS/S", "MEAN", "TOTAL"}, rowsOf(d.Points, func(p api.QueryPoint) []string {
 					return []string{p.CapturedAt.Format(time.DateTime), strconv.FormatInt(p.Calls, 10), fmt.Sprintf("%.2f", p.CallsPerSec), ms(p.MeanExecMS), ms(p.TotalExecMS)}
 				}))
 			}
@@ -142,7 +142,7 @@ pg_stat_statements every 5 minutes). With --query HASH, one statement's totals a
 				x.printf("no statements ran in the last %d hours (or none was snapshotted yet: every 5 minutes)\n", hours)
 				return nil
 			}
-			return writeTable(x.out(), []string{"HASH", "CALLS", "TOTAL", "MEAN", "ROWS", "QUERY"}, rowsOf(r.Queries, func(q appliance.TopQuery) []string {
+			return writeTable(x.out(), []string{"HASH", "CALLS", "TOTAL", "MEAN", "ROWS", "QUERY"}, rowsOf(r.Queries, func(q api.TopQuery) []string {
 				return []string{q.QueryHash, strconv.FormatInt(q.Calls, 10), ms(q.TotalExecMS), ms(q.MeanExecMS), strconv.FormatInt(q.Rows, 10), oneLine(q.Query, 80)}
 			}))
 		},
@@ -186,8 +186,8 @@ func newAdvisorCmd(o *clientOpts) *cobra.Command {
 				return err
 			}
 			q := url.Values{"min_filter": {strconv.Itoa(minFilter)}, "min_selectivity": {strconv.Itoa(minSelectivity)}}
-			var adv appliance.AdvisorResponse
-			var hyg appliance.HygieneResponse
+			var adv api.AdvisorResponse
+			var hyg api.HygieneResponse
 			if err := cl.do(c.Context(), "GET", projectPath(args[0])+"/advisor/indexes?"+q.Encode(), nil, &adv); err != nil {
 				return err
 			}
@@ -245,8 +245,8 @@ func newAdvisorCmd(o *clientOpts) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&minFilter, "min-filter", appliance.AdvisorMinFilterDefault, "minimum average number of rows a predicate must filter (1-10000000)")
-	f.IntVar(&minSelectivity, "min-selectivity", appliance.AdvisorMinSelectivityDefault, "minimum average selectivity percentage (1-100)")
+	f.IntVar(&minFilter, "min-filter", api.AdvisorMinFilterDefault, "minimum average number of rows a predicate must filter (1-10000000)")
+	f.IntVar(&minSelectivity, "min-selectivity", api.AdvisorMinSelectivityDefault, "minimum average selectivity percentage (1-100)")
 	f.BoolVar(&asJSON, "json", false, "print the API's JSON answers")
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/scheduler"
 )
@@ -32,7 +33,7 @@ func TestCLIObservability(t *testing.T) {
 	}
 	sweep()
 	for _, ext := range []string{"pg_qualstats", "hypopg"} {
-		res, err := e.svc.EnableExtension(t.Context(), p, prj, &appliance.ExtensionRequest{Name: ext})
+		res, err := e.svc.EnableExtension(t.Context(), p, prj, &api.ExtensionRequest{Name: ext})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 )
 
 var _ = registerClientCommand(newPreviewsCmd)
@@ -26,12 +26,12 @@ func newPreviewsCmd(o *clientOpts) *cobra.Command {
 func previewPath(id string) string { return "/v1/preview-databases/" + seg(id) }
 
 func newPreviewsListCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.PreviewList]{
+	return newAPICmd(o, apiCmd[api.PreviewList]{
 		Use: "list PROJECT_ID", Aliases: []string{"ls"}, Short: "List a project's previews", Args: cobra.ExactArgs(1), JSON: true,
 		Path:    func(x *call) string { return projectPath(x.args[0]) + "/preview-databases" },
 		Columns: []string{"ID", "NAME", "MODE", "STATE", "EXPIRES"},
-		Rows: func(l *appliance.PreviewList) [][]string {
-			return rowsOf(l.PreviewDatabases, func(p *appliance.PreviewDatabase) []string {
+		Rows: func(l *api.PreviewList) [][]string {
+			return rowsOf(l.PreviewDatabases, func(p *api.PreviewDatabase) []string {
 				return []string{p.ID, p.Name, p.Mode, p.State, p.TTLExpiresAt.UTC().Format(time.RFC3339)}
 			})
 		},
@@ -39,9 +39,9 @@ func newPreviewsListCmd(o *clientOpts) *cobra.Command {
 }
 
 func newPreviewsCreateCmd(o *clientOpts) *cobra.Command {
-	var req appliance.CreatePreviewRequest
+	var req api.CreatePreviewRequest
 	var ttl int
-	return newAPICmd(o, apiCmd[appliance.PreviewJobResponse]{
+	return newAPICmd(o, apiCmd[api.PreviewJobResponse]{
 		Use:   "create PROJECT_ID",
 		Short: "Create a preview: a clone of the project's data as of now (default) or an empty copy",
 		Example: `  appliance previews create prj_... --name feature-x --ttl-hours 48 --wait
@@ -51,7 +51,7 @@ func newPreviewsCreateCmd(o *clientOpts) *cobra.Command {
 			f.StringVar(&req.Name, "name", "", "its name (default: generated)")
 			f.StringVar(&req.Mode, "mode", "", "clone (default) or empty")
 			f.StringVar(&req.SourceRestoreTime, "as-of", "", "a clone of the project as of this RFC 3339 time (within its point-in-time window)")
-			f.IntVar(&ttl, "ttl-hours", appliance.DefaultPreviewTTLHours, "hours until it is deleted (1 to 720)")
+			f.IntVar(&ttl, "ttl-hours", api.DefaultPreviewTTLHours, "hours until it is deleted (1 to 720)")
 		},
 		Method: http.MethodPost,
 		Path:   func(x *call) string { return projectPath(x.args[0]) + "/preview-databases" },
@@ -61,13 +61,13 @@ func newPreviewsCreateCmd(o *clientOpts) *cobra.Command {
 			}
 			return &req
 		},
-		Need: func(r *appliance.PreviewJobResponse) string { return missing(r.Preview == nil, "preview") },
-		Job:  func(r *appliance.PreviewJobResponse) *appliance.Job { return r.Job },
-		Started: func(_ *call, r *appliance.PreviewJobResponse) string {
+		Need: func(r *api.PreviewJobResponse) string { return missing(r.Preview == nil, "preview") },
+		Job:  func(r *api.PreviewJobResponse) *api.Job { return r.Job },
+		Started: func(_ *call, r *api.PreviewJobResponse) string {
 			return fmt.Sprintf("Creating preview %s (%s, %s)", r.Preview.ID, r.Preview.Name, r.Preview.Mode)
 		},
 		Wait: "wait until it accepts connections",
-		Print: func(x *call, r *appliance.PreviewJobResponse) error {
+		Print: func(x *call, r *api.PreviewJobResponse) error {
 			x.printf("Preview %s is active until %s; its URLs: appliance previews connections %s\n",
 				r.Preview.ID, r.Preview.TTLExpiresAt.UTC().Format(time.RFC3339), r.Preview.ID)
 			return nil
@@ -76,12 +76,12 @@ func newPreviewsCreateCmd(o *clientOpts) *cobra.Command {
 }
 
 func newPreviewsGetCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.PreviewList]{
+	return newAPICmd(o, apiCmd[api.PreviewList]{
 		Use: "get PROJECT_ID PREVIEW_ID", Short: "Show a preview", Args: cobra.ExactArgs(2),
 		// One preview of a project, read through the project's list.
 		Path: func(x *call) string { return projectPath(x.args[0]) + "/preview-databases" },
-		Print: func(x *call, l *appliance.PreviewList) error {
-			i := slices.IndexFunc(l.PreviewDatabases, func(p *appliance.PreviewDatabase) bool { return p.ID == x.args[1] })
+		Print: func(x *call, l *api.PreviewList) error {
+			i := slices.IndexFunc(l.PreviewDatabases, func(p *api.PreviewDatabase) bool { return p.ID == x.args[1] })
 			if i < 0 {
 				return fmt.Errorf("project %s has no preview %s", x.args[0], x.args[1])
 			}
@@ -99,13 +99,13 @@ func newPreviewsGetCmd(o *clientOpts) *cobra.Command {
 
 func newPreviewsConnectionsCmd(o *clientOpts) *cobra.Command {
 	var pooled bool
-	return newAPICmd(o, apiCmd[appliance.ConnectionsResponse]{
+	return newAPICmd(o, apiCmd[api.ConnectionsResponse]{
 		Use: "connections PREVIEW_ID", Short: "Print a preview's connection URL (its own credential)", Args: cobra.ExactArgs(1),
 		Flags: func(f *pflag.FlagSet) {
 			f.BoolVar(&pooled, "pooled", false, "the PgBouncer URL instead of the direct one")
 		},
 		Path: func(x *call) string { return previewPath(x.args[0]) + "/connections" },
-		Print: func(x *call, r *appliance.ConnectionsResponse) error {
+		Print: func(x *call, r *api.ConnectionsResponse) error {
 			if pooled {
 				fmt.Fprintln(x.out(), r.Connections.PooledURL)
 			} else {
@@ -118,16 +118,16 @@ func newPreviewsConnectionsCmd(o *clientOpts) *cobra.Command {
 
 func newPreviewsExtendCmd(o *clientOpts) *cobra.Command {
 	var ttl int
-	return newAPICmd(o, apiCmd[appliance.PreviewResponse]{
+	return newAPICmd(o, apiCmd[api.PreviewResponse]{
 		Use: "extend PREVIEW_ID --ttl-hours N", Short: "Move a preview's deletion to N hours from now", Args: cobra.ExactArgs(1),
 		Flags: func(f *pflag.FlagSet) {
-			f.IntVar(&ttl, "ttl-hours", appliance.DefaultPreviewTTLHours, "hours from now (1 to 720)")
+			f.IntVar(&ttl, "ttl-hours", api.DefaultPreviewTTLHours, "hours from now (1 to 720)")
 		},
 		Method: http.MethodPost,
 		Path:   func(x *call) string { return previewPath(x.args[0]) + "/extend" },
-		Body:   func(*call) any { return appliance.ExtendPreviewRequest{TTLHours: ttl} },
-		Need:   func(r *appliance.PreviewResponse) string { return missing(r.Preview == nil, "preview") },
-		Print: func(x *call, r *appliance.PreviewResponse) error {
+		Body:   func(*call) any { return api.ExtendPreviewRequest{TTLHours: ttl} },
+		Need:   func(r *api.PreviewResponse) string { return missing(r.Preview == nil, "preview") },
+		Print: func(x *call, r *api.PreviewResponse) error {
 			x.printf("Preview %s is kept until %s.\n", r.Preview.ID, r.Preview.TTLExpiresAt.UTC().Format(time.RFC3339))
 			return nil
 		},
@@ -136,12 +136,12 @@ func newPreviewsExtendCmd(o *clientOpts) *cobra.Command {
 
 // newPreviewJobCmd is reset or delete: a job on one preview.
 func newPreviewJobCmd(o *clientOpts, use, short, method, suffix string) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.JobResponse]{
+	return newAPICmd(o, apiCmd[api.JobResponse]{
 		Use: use + " PREVIEW_ID", Short: short, Args: cobra.ExactArgs(1),
 		Method:  method,
 		Path:    func(x *call) string { return previewPath(x.args[0]) + suffix },
-		Job:     func(r *appliance.JobResponse) *appliance.Job { return r.Job },
-		Started: func(x *call, _ *appliance.JobResponse) string { return fmt.Sprintf("Preview %s: %s", x.args[0], use) },
+		Job:     func(r *api.JobResponse) *api.Job { return r.Job },
+		Started: func(x *call, _ *api.JobResponse) string { return fmt.Sprintf("Preview %s: %s", x.args[0], use) },
 		Wait:    "wait until the job ends",
 	})
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 )
 
 var _ = registerClientCommand(newProjectsCmd)
@@ -28,7 +28,7 @@ func projectPath(id string) string { return "/v1/projects/" + seg(id) }
 
 func newProjectsListCmd(o *clientOpts) *cobra.Command {
 	var org string
-	return newAPICmd(o, apiCmd[appliance.ProjectList]{
+	return newAPICmd(o, apiCmd[api.ProjectList]{
 		Use: "list", Aliases: []string{"ls"}, Short: "List the organization's projects", JSON: true,
 		Flags: func(f *pflag.FlagSet) {
 			f.StringVar(&org, "org", "", "organization ID (required for platform administrators; default: the credential's organization)")
@@ -40,8 +40,8 @@ func newProjectsListCmd(o *clientOpts) *cobra.Command {
 			return "/v1/projects"
 		},
 		Columns: []string{"ID", "NAME", "STATE", "RUNTIME", "PLAN", "ENV", "VERSION", "CREATED"},
-		Rows: func(l *appliance.ProjectList) [][]string {
-			return rowsOf(l.Projects, func(p *appliance.Project) []string {
+		Rows: func(l *api.ProjectList) [][]string {
+			return rowsOf(l.Projects, func(p *api.Project) []string {
 				return []string{p.ID, p.Name, p.State, p.RuntimeStatus, p.Plan, p.Environment,
 					firstNonEmpty(p.PostgresVersion, "-"), p.CreatedAt.UTC().Format(time.RFC3339)}
 			})
@@ -50,11 +50,11 @@ func newProjectsListCmd(o *clientOpts) *cobra.Command {
 }
 
 func newProjectsGetCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.ProjectResponse]{
+	return newAPICmd(o, apiCmd[api.ProjectResponse]{
 		Use: "get PROJECT_ID", Short: "Show a project", Args: cobra.ExactArgs(1), JSON: true,
 		Path: func(x *call) string { return projectPath(x.args[0]) },
-		Need: func(r *appliance.ProjectResponse) string { return missing(r.Project == nil, "project") },
-		Print: func(x *call, r *appliance.ProjectResponse) error {
+		Need: func(r *api.ProjectResponse) string { return missing(r.Project == nil, "project") },
+		Print: func(x *call, r *api.ProjectResponse) error {
 			printProject(x.out(), r.Project)
 			return nil
 		},
@@ -62,7 +62,7 @@ func newProjectsGetCmd(o *clientOpts) *cobra.Command {
 }
 
 // printProject prints a project as an aligned block of labelled rows.
-func printProject(w io.Writer, p *appliance.Project) {
+func printProject(w io.Writer, p *api.Project) {
 	rows := [][2]string{
 		{"ID:", p.ID},
 		{"Name:", p.Name + " (slug " + p.Slug + ")"},
@@ -94,8 +94,8 @@ func printProject(w io.Writer, p *appliance.Project) {
 }
 
 func newProjectsCreateCmd(o *clientOpts) *cobra.Command {
-	var req appliance.CreateProjectRequest
-	return newAPICmd(o, apiCmd[appliance.ProjectJobResponse]{
+	var req api.CreateProjectRequest
+	return newAPICmd(o, apiCmd[api.ProjectJobResponse]{
 		Use:   "create NAME",
 		Short: "Create a project: a PostgreSQL instance of its own, provisioned by a job",
 		Long: `Create a project. The appliance provisions its PostgreSQL instance in a project.provision job; the
@@ -115,16 +115,16 @@ New projects are production projects unless --environment says otherwise: deleti
 			req.Name = x.args[0]
 			return &req
 		},
-		Need: func(r *appliance.ProjectJobResponse) string {
+		Need: func(r *api.ProjectJobResponse) string {
 			return missing(r.Project == nil || r.Job == nil, "project or job")
 		},
-		Job: func(r *appliance.ProjectJobResponse) *appliance.Job { return r.Job },
-		Started: func(_ *call, r *appliance.ProjectJobResponse) string {
+		Job: func(r *api.ProjectJobResponse) *api.Job { return r.Job },
+		Started: func(_ *call, r *api.ProjectJobResponse) string {
 			p := r.Project
 			return fmt.Sprintf("Creating project %s (%s), %s, plan %s", p.ID, p.Name, p.Environment, p.Plan)
 		},
 		Wait: "wait until the project is provisioned (or provisioning failed)",
-		Print: func(x *call, r *appliance.ProjectJobResponse) error {
+		Print: func(x *call, r *api.ProjectJobResponse) error {
 			return printProjectState(x.c, x.cl, r.Project.ID)
 		},
 	})
@@ -132,7 +132,7 @@ New projects are production projects unless --environment says otherwise: deleti
 
 // printProjectState prints a project's state after a job that changed it ended.
 func printProjectState(c *cobra.Command, cl *apiClient, id string) error {
-	var res appliance.ProjectResponse
+	var res api.ProjectResponse
 	if err := cl.do(c.Context(), http.MethodGet, projectPath(id), nil, &res); err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func newProjectsDeleteCmd(o *clientOpts) *cobra.Command {
 		token   string
 		approve bool
 	)
-	cmd := newAPICmd(o, apiCmd[appliance.JobResponse]{
+	cmd := newAPICmd(o, apiCmd[api.JobResponse]{
 		Use:   "delete PROJECT_ID",
 		Short: "Delete a project, its instance, its data and its backups",
 		Long: `Delete a project: its PostgreSQL instance, its data and its backups, in a project.delete job.
@@ -167,9 +167,9 @@ A production project needs a single-use approval token: pass one minted earlier 
 				return nil
 			}
 			id := x.args[0]
-			var ap appliance.ApprovalResponse
+			var ap api.ApprovalResponse
 			if err := x.cl.do(x.c.Context(), http.MethodPost, projectPath(id)+"/approvals",
-				&appliance.ApprovalRequest{Action: appliance.ActionProjectDelete}, &ap); err != nil {
+				&api.ApprovalRequest{Action: api.ActionProjectDelete}, &ap); err != nil {
 				return err
 			}
 			if ap.Approval.Token == "" {
@@ -192,21 +192,21 @@ A production project needs a single-use approval token: pass one minted earlier 
 			}
 			return err
 		},
-		Job:     func(r *appliance.JobResponse) *appliance.Job { return r.Job },
-		Started: func(x *call, _ *appliance.JobResponse) string { return "Deleting project " + x.args[0] },
+		Job:     func(r *api.JobResponse) *api.Job { return r.Job },
+		Started: func(x *call, _ *api.JobResponse) string { return "Deleting project " + x.args[0] },
 		Wait:    "wait until the project is deleted (or the deletion failed)",
-		Print:   printProjectStateAfter[appliance.JobResponse],
+		Print:   printProjectStateAfter[api.JobResponse],
 	})
 	cmd.MarkFlagsMutuallyExclusive("approve", "approval-token")
 	return cmd
 }
 
 func newProjectsConnectionsCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.ConnectionsResponse]{
+	return newAPICmd(o, apiCmd[api.ConnectionsResponse]{
 		Use: "connections PROJECT_ID", Aliases: []string{"conn", "urls"}, Args: cobra.ExactArgs(1), JSON: true,
 		Short: "Print a project's connection URLs (they hold the current password)",
 		Path:  func(x *call) string { return projectPath(x.args[0]) + "/connections" },
-		Print: func(x *call, r *appliance.ConnectionsResponse) error {
+		Print: func(x *call, r *api.ConnectionsResponse) error {
 			x.printf("%-12s%s\n", "Direct:", r.Connections.DirectURL)
 			x.printf("%-12s%s\n", "Pooled:", r.Connections.PooledURL)
 			x.printf("%-12s%s\n", "Username:", r.Connections.Username)
@@ -238,4 +238,4 @@ func decode(method, path string, raw []byte, out any) error {
 }
 
 // humanBytes formats a size in binary units: 0 B, 512 B, 1.5 KiB, 10.0 GiB.
-func humanBytes(n int64) string { return appliance.FormatBytes(n) }
+func humanBytes(n int64) string { return api.FormatBytes(n) }

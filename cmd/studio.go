@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/studio"
 )
 
@@ -21,7 +21,7 @@ var (
 
 func newSQLCmd(o *clientOpts) *cobra.Command {
 	var query string
-	return newAPICmd(o, apiCmd[appliance.SQLResultResponse]{
+	return newAPICmd(o, apiCmd[api.SQLResultResponse]{
 		Use:   "sql PROJECT_ID [QUERY]",
 		Short: "Run SQL on a project as its own role (the text from QUERY, or from standard input)",
 		Long: "Run SQL on a project's database as the project's role, through the API's studio. Every statement of the\n" +
@@ -35,7 +35,7 @@ func newSQLCmd(o *clientOpts) *cobra.Command {
 			if len(x.args) == 2 && x.args[1] != "-" {
 				query = x.args[1]
 			} else {
-				b, err := io.ReadAll(io.LimitReader(x.c.InOrStdin(), appliance.MaxQueryBytes+1))
+				b, err := io.ReadAll(io.LimitReader(x.c.InOrStdin(), api.MaxQueryBytes+1))
 				if err != nil {
 					return fmt.Errorf("read the query from standard input: %w", err)
 				}
@@ -48,10 +48,10 @@ func newSQLCmd(o *clientOpts) *cobra.Command {
 		},
 		Method: http.MethodPost,
 		Path:   func(x *call) string { return projectPath(x.args[0]) + "/sql" },
-		Body:   func(*call) any { return &appliance.SQLRequest{Query: query} },
+		Body:   func(*call) any { return &api.SQLRequest{Query: query} },
 		Failed: func(_ *call, err error) error { return sqlErrorWithCaret(err, query) },
-		Need:   func(r *appliance.SQLResultResponse) string { return missing(r.Result == nil, "result") },
-		Print: func(x *call, res *appliance.SQLResultResponse) error {
+		Need:   func(r *api.SQLResultResponse) string { return missing(r.Result == nil, "result") },
+		Print: func(x *call, res *api.SQLResultResponse) error {
 			r := res.Result
 			return printResult(x.out(), r.Columns, r.Rows, r.RowCount, r.Command, r.Truncated)
 		},
@@ -126,11 +126,11 @@ func cellText(v json.RawMessage) string {
 }
 
 func newTablesCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.TableList]{
+	return newAPICmd(o, apiCmd[api.TableList]{
 		Use: "tables PROJECT_ID", Short: "List a project's tables, views and materialized views", Args: cobra.ExactArgs(1), JSON: true,
 		Path:    func(x *call) string { return projectPath(x.args[0]) + "/tables" },
 		Columns: []string{"SCHEMA", "TABLE", "TYPE"},
-		Rows: func(l *appliance.TableList) [][]string {
+		Rows: func(l *api.TableList) [][]string {
 			return rowsOf(l.Tables, func(t studio.TableEntry) []string { return []string{t.Schema, t.Table, t.Type} })
 		},
 	})

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/scheduler"
@@ -86,9 +87,9 @@ func registerTestHooks(_ *appliance.Service, runner *scheduler.Runner) {
 func testRoutes(svc *appliance.Service, runner *scheduler.Runner) []httpapi.Route {
 	return []httpapi.Route{{
 		Method: http.MethodPost, Path: "/v1/test/jobs", Tag: "test", Auth: httpapi.Authenticated,
-		Scope: appliance.ScopeJobsRead, Status: http.StatusAccepted,
+		Scope: api.ScopeJobsRead, Status: http.StatusAccepted,
 		Summary: "Enqueue a test.sleep job (test builds only)",
-		Do: httpapi.With(func(r *httpapi.Request, body *testSleepJob) (*appliance.JobResponse, error) {
+		Do: httpapi.With(func(r *httpapi.Request, body *testSleepJob) (*api.JobResponse, error) {
 			if body.Seconds < 0 || body.Seconds > 3600 {
 				return nil, appliance.Invalid("seconds must be between 0 and 3600")
 			}
@@ -102,7 +103,7 @@ func testRoutes(svc *appliance.Service, runner *scheduler.Runner) []httpapi.Rout
 				return nil, appliance.Internal(err, "enqueue test job")
 			}
 			runner.Notify()
-			return &appliance.JobResponse{Job: appliance.JobView(j)}, nil
+			return &api.JobResponse{Job: appliance.JobView(j)}, nil
 		}),
 	}}
 }

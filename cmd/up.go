@@ -19,6 +19,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/spf13/cobra"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/heapfloor"
@@ -474,8 +475,8 @@ func portOf(addr string) int {
 
 // worst is the least healthy of several probes, with every message.
 func worst(ctx context.Context, probes ...func(context.Context) (string, string)) (string, string) {
-	rank := map[string]int{appliance.StatusOperational: 0, appliance.StatusDegraded: 1, appliance.StatusDown: 2}
-	status, msgs := appliance.StatusOperational, []string{}
+	rank := map[string]int{api.StatusOperational: 0, api.StatusDegraded: 1, api.StatusDown: 2}
+	status, msgs := api.StatusOperational, []string{}
 	for _, p := range probes {
 		st, msg := p(ctx)
 		if rank[st] > rank[status] {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/daemon"
@@ -161,7 +162,7 @@ func (u *upRun) serviceComponent() *component {
 		sup.OnEvent = svc.OnInstanceEvent
 		bin, err := postgres.FindBinaries(u.set.PG.Dir)
 		if err != nil {
-			svc.Probe.Register("instance-supervisor", func(context.Context) (string, string) { return appliance.StatusDown, err.Error() })
+			svc.Probe.Register("instance-supervisor", func(context.Context) (string, string) { return api.StatusDown, err.Error() })
 			return err
 		}
 		svc.Probe.Register("instance-supervisor", func(ctx context.Context) (string, string) {

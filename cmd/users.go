@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 )
 
 var _ = registerClientCommand(newUsersCmd)
@@ -28,12 +28,12 @@ func newUsersCmd(o *clientOpts) *cobra.Command {
 func membersPath(org string) string { return "/v1/organizations/" + seg(org) + "/members" }
 
 func newUsersListCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.MemberList]{
+	return newAPICmd(o, apiCmd[api.MemberList]{
 		Use: "list", Aliases: []string{"ls"}, Short: "List the organization's members and their roles", Org: true, JSON: true,
 		Path:    func(x *call) string { return membersPath(x.org) },
 		Columns: []string{"USER ID", "EMAIL", "NAME", "ROLE", "CREATED"},
-		Rows: func(l *appliance.MemberList) [][]string {
-			return rowsOf(l.Members, func(m appliance.Member) []string {
+		Rows: func(l *api.MemberList) [][]string {
+			return rowsOf(l.Members, func(m api.Member) []string {
 				return []string{m.UserID, m.Email, firstNonEmpty(m.Name, "-"), m.Role, m.CreatedAt.UTC().Format(time.RFC3339)}
 			})
 		},
@@ -42,7 +42,7 @@ func newUsersListCmd(o *clientOpts) *cobra.Command {
 
 func newUsersAddCmd(o *clientOpts) *cobra.Command {
 	var name, role string
-	return newAPICmd(o, apiCmd[appliance.AddedMember]{
+	return newAPICmd(o, apiCmd[api.AddedMember]{
 		Use:   "add EMAIL",
 		Short: "Add a person with a role (a new user gets a generated password, printed once)",
 		Long: `Add a person to the organization with a role: owner, admin or member (only owners may add owners).
@@ -64,7 +64,7 @@ user is invited instead: they join by accepting the invitation signed in (POST /
 		Org: true, Method: http.MethodPost,
 		Path: func(x *call) string { return membersPath(x.org) },
 		Body: func(x *call) any { return map[string]any{"email": x.args[0], "role": role, "name": name} },
-		Print: func(x *call, res *appliance.AddedMember) error {
+		Print: func(x *call, res *api.AddedMember) error {
 			m, errw := res.Member, x.c.ErrOrStderr()
 			if inv := res.Invitation; inv != nil {
 				fmt.Fprintf(errw, "%s already has a user: invited to organization %s as %s (invitation %s, until %s). They join by accepting it signed in.\n",
@@ -82,12 +82,12 @@ user is invited instead: they join by accepting the invitation signed in (POST /
 }
 
 func newUsersSetRoleCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.MemberResponse]{
+	return newAPICmd(o, apiCmd[api.MemberResponse]{
 		Use: "set-role USER_ID ROLE", Short: "Change a member's role (their sessions and keys act with it at once)",
 		Args: cobra.ExactArgs(2), Org: true, Method: http.MethodPatch,
 		Path: func(x *call) string { return membersPath(x.org) + "/" + seg(x.args[0]) },
 		Body: func(x *call) any { return map[string]any{"role": x.args[1]} },
-		Print: func(x *call, r *appliance.MemberResponse) error {
+		Print: func(x *call, r *api.MemberResponse) error {
 			x.printf("%s (%s) is now %s.\n", r.Member.Email, r.Member.UserID, r.Member.Role)
 			return nil
 		},
@@ -95,11 +95,11 @@ func newUsersSetRoleCmd(o *clientOpts) *cobra.Command {
 }
 
 func newUsersRemoveCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.RemovedMember]{
+	return newAPICmd(o, apiCmd[api.RemovedMember]{
 		Use: "remove USER_ID", Aliases: []string{"rm"}, Args: cobra.ExactArgs(1), Org: true, Method: http.MethodDelete,
 		Short: "Remove a member: their sessions end and the API keys they created here are revoked",
 		Path:  func(x *call) string { return membersPath(x.org) + "/" + seg(x.args[0]) },
-		Print: func(x *call, r *appliance.RemovedMember) error {
+		Print: func(x *call, r *api.RemovedMember) error {
 			x.printf("Removed %s from organization %s; revoked %d API key(s)%s.\n", x.args[0], x.org,
 				len(r.RevokedAPIKeys), prefixed(": ", strings.Join(r.RevokedAPIKeys, ", ")))
 			return nil
@@ -149,7 +149,7 @@ APPLIANCE_NEW_PASSWORD are used, else both are prompted for (without echo) on a 
 			if err != nil {
 				return err
 			}
-			var res appliance.PasswordChanged
+			var res api.PasswordChanged
 			body := map[string]any{"current_password": cur, "new_password": next}
 			if err := sc.do(c.Context(), http.MethodPost, "/v1/auth/password", body, &res); err != nil {
 				return err
@@ -199,14 +199,14 @@ func signedInCmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 }
 
 func newUsersInvitationsCmd(o *clientOpts) *cobra.Command {
-	return signedInCmd(o, apiCmd[appliance.InvitationList]{
+	return signedInCmd(o, apiCmd[api.InvitationList]{
 		Use:     "invitations",
 		Short:   "List your pending invitations to other organizations (signs in as you)",
 		Example: `  appliance users invitations --email you@example.com`,
 		Path:    func(*call) string { return "/v1/me/invitations" },
 		Columns: []string{"ID", "ORGANIZATION", "ROLE", "EXPIRES"},
-		Rows: func(l *appliance.InvitationList) [][]string {
-			return rowsOf(l.Invitations, func(inv appliance.Invitation) []string {
+		Rows: func(l *api.InvitationList) [][]string {
+			return rowsOf(l.Invitations, func(inv api.Invitation) []string {
 				return []string{inv.ID, inv.OrganizationName + " (" + inv.OrganizationID + ")", inv.Role, inv.ExpiresAt.Format(time.RFC3339)}
 			})
 		},
@@ -215,13 +215,13 @@ func newUsersInvitationsCmd(o *clientOpts) *cobra.Command {
 
 // newUsersAnswerCmd accepts or declines an invitation (verb: accept or decline).
 func newUsersAnswerCmd(o *clientOpts, verb string) *cobra.Command {
-	return signedInCmd(o, apiCmd[appliance.MemberResponse]{
+	return signedInCmd(o, apiCmd[api.MemberResponse]{
 		Use:     verb + " INVITATION_ID",
 		Short:   strings.ToUpper(verb[:1]) + verb[1:] + " an invitation to an organization (signs in as you)",
 		Example: "  appliance users " + verb + " inv_... --email you@example.com",
 		Args:    cobra.ExactArgs(1), Method: http.MethodPost, NoAnswer: verb == "decline",
 		Path: func(x *call) string { return "/v1/me/invitations/" + seg(x.args[0]) + "/" + verb },
-		Print: func(x *call, r *appliance.MemberResponse) error {
+		Print: func(x *call, r *api.MemberResponse) error {
 			if verb == "decline" {
 				x.printf("Declined invitation %s.\n", x.args[0])
 			} else {

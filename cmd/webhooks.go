@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/webhook"
 )
 
@@ -92,12 +92,12 @@ reaches a receiver on this machine only when the operator allows it: appliance u
 func hooksPath(org string) string { return "/v1/organizations/" + seg(org) + "/webhook-endpoints" }
 
 func newWebhooksListCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.WebhookEndpointList]{
+	return newAPICmd(o, apiCmd[api.WebhookEndpointList]{
 		Use: "list", Aliases: []string{"ls"}, Short: "List webhook endpoints with their health", Org: true,
 		Path:    func(x *call) string { return hooksPath(x.org) },
 		Columns: []string{"ID", "URL", "EVENTS", "HEALTH", "DESCRIPTION"},
-		Rows: func(l *appliance.WebhookEndpointList) [][]string {
-			return rowsOf(l.WebhookEndpoints, func(e appliance.WebhookEndpoint) []string {
+		Rows: func(l *api.WebhookEndpointList) [][]string {
+			return rowsOf(l.WebhookEndpoints, func(e api.WebhookEndpoint) []string {
 				return []string{e.ID, e.URL, firstNonEmpty(strings.Join(e.EventTypes, ","), "all"), e.Health, firstNonEmpty(e.Description, "-")}
 			})
 		},
@@ -106,8 +106,8 @@ func newWebhooksListCmd(o *clientOpts) *cobra.Command {
 
 // printSecret prints an endpoint's signing secret alone on standard output (the details on standard
 // error), so SECRET=$(appliance webhooks create ...) works.
-func printSecret(verb string) func(x *call, res *appliance.WebhookEndpointWithSecret) error {
-	return func(x *call, res *appliance.WebhookEndpointWithSecret) error {
+func printSecret(verb string) func(x *call, res *api.WebhookEndpointWithSecret) error {
+	return func(x *call, res *api.WebhookEndpointWithSecret) error {
 		e, errw := res.WebhookEndpoint, x.c.ErrOrStderr()
 		fmt.Fprintf(errw, "%s webhook endpoint %s → %s (events: %s)\n", verb, e.ID, e.URL, firstNonEmpty(strings.Join(e.EventTypes, ","), "all"))
 		fmt.Fprintln(errw, "Its signing secret follows; this is the only time it is shown. Verify deliveries with it (Standard Webhooks).")
@@ -121,7 +121,7 @@ func newWebhooksCreateCmd(o *clientOpts) *cobra.Command {
 		url, desc string
 		events    []string
 	)
-	return newAPICmd(o, apiCmd[appliance.WebhookEndpointWithSecret]{
+	return newAPICmd(o, apiCmd[api.WebhookEndpointWithSecret]{
 		Use: "create", Short: "Register a webhook endpoint; its signing secret is printed once", Org: true,
 		Example: `  appliance webhooks create --url https://example.com/hooks --event-type job.completed,job.failed`,
 		Flags: func(f *pflag.FlagSet) {
@@ -155,7 +155,7 @@ func newWebhooksDeleteCmd(o *clientOpts) *cobra.Command {
 }
 
 func newWebhooksRotateCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.WebhookEndpointWithSecret]{
+	return newAPICmd(o, apiCmd[api.WebhookEndpointWithSecret]{
 		Use: "rotate-secret ENDPOINT_ID", Args: cobra.ExactArgs(1), Org: true,
 		Short:  "Issue a new signing secret, printed once (the old one also signs for 24 hours)",
 		Method: http.MethodPost,
@@ -166,7 +166,7 @@ func newWebhooksRotateCmd(o *clientOpts) *cobra.Command {
 
 func newWebhooksDeliveriesCmd(o *clientOpts) *cobra.Command {
 	var limit int
-	cmd := newAPICmd(o, apiCmd[appliance.WebhookDeliveryList]{
+	cmd := newAPICmd(o, apiCmd[api.WebhookDeliveryList]{
 		Use: "deliveries ENDPOINT_ID", Short: "List an endpoint's deliveries and their attempts, newest first",
 		Args: cobra.ExactArgs(1), Org: true, JSON: true,
 		Flags: func(f *pflag.FlagSet) { f.IntVar(&limit, "limit", 50, "how many deliveries (1 to 200)") },
@@ -174,7 +174,7 @@ func newWebhooksDeliveriesCmd(o *clientOpts) *cobra.Command {
 			return hooksPath(x.org) + "/" + seg(x.args[0]) + "/deliveries?limit=" + strconv.Itoa(limit)
 		},
 		Columns: deliveryColumns,
-		Rows:    func(l *appliance.WebhookDeliveryList) [][]string { return deliveryRows(l.Deliveries) },
+		Rows:    func(l *api.WebhookDeliveryList) [][]string { return deliveryRows(l.Deliveries) },
 	})
 	cmd.Flags().Lookup("json").Usage = "print the API's JSON answer (with payloads)"
 	return cmd
@@ -182,8 +182,8 @@ func newWebhooksDeliveriesCmd(o *clientOpts) *cobra.Command {
 
 var deliveryColumns = []string{"ID", "EVENT", "STATE", "ATTEMPTS", "STATUS", "LAST ERROR", "NEXT ATTEMPT", "CREATED"}
 
-func deliveryRows(ds []appliance.WebhookDelivery) [][]string {
-	return rowsOf(ds, func(d appliance.WebhookDelivery) []string {
+func deliveryRows(ds []api.WebhookDelivery) [][]string {
+	return rowsOf(ds, func(d api.WebhookDelivery) []string {
 		status := "-"
 		if d.ResponseStatus != 0 {
 			status = strconv.Itoa(d.ResponseStatus)
@@ -194,11 +194,11 @@ func deliveryRows(ds []appliance.WebhookDelivery) [][]string {
 }
 
 func newWebhooksTestCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.WebhookDeliveryResult]{
+	return newAPICmd(o, apiCmd[api.WebhookDeliveryResult]{
 		Use: "test ENDPOINT_ID", Short: "Send a signed webhook.test event to an endpoint", Args: cobra.ExactArgs(1), Org: true,
 		Method: http.MethodPost,
 		Path:   func(x *call) string { return hooksPath(x.org) + "/" + seg(x.args[0]) + "/test" },
-		Print: func(x *call, r *appliance.WebhookDeliveryResult) error {
+		Print: func(x *call, r *api.WebhookDeliveryResult) error {
 			x.printf("Queued test delivery %s; see it with: appliance webhooks deliveries %s\n", r.Delivery.ID, x.args[0])
 			return nil
 		},
@@ -206,13 +206,13 @@ func newWebhooksTestCmd(o *clientOpts) *cobra.Command {
 }
 
 func newWebhooksRedeliverCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[appliance.WebhookDeliveryResult]{
+	return newAPICmd(o, apiCmd[api.WebhookDeliveryResult]{
 		Use: "redeliver ENDPOINT_ID DELIVERY_ID", Short: "Send a delivery again as a new attempt (the same webhook-id)",
 		Args: cobra.ExactArgs(2), Org: true, Method: http.MethodPost,
 		Path: func(x *call) string {
 			return hooksPath(x.org) + "/" + seg(x.args[0]) + "/deliveries/" + seg(x.args[1]) + "/redeliver"
 		},
-		Print: func(x *call, r *appliance.WebhookDeliveryResult) error {
+		Print: func(x *call, r *api.WebhookDeliveryResult) error {
 			x.printf("Queued delivery %s again (attempt %d).\n", r.Delivery.ID, r.Delivery.MaxAttempts)
 			return nil
 		},

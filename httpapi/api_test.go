@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/store"
@@ -64,7 +65,7 @@ func TestIdentityAPI(t *testing.T) {
 	email, password := b.user("member")
 	v := vars{
 		"org": b.org.ID, "admin": b.adminKey, "prj": prj.ID, "email": email, "password": password,
-		"prjKey": b.key(prj.ID, appliance.ScopeProjectsRead),
+		"prjKey": b.key(prj.ID, api.ScopeProjectsRead),
 		"member": b.session("member"), "padmin": b.session("platform-admin"),
 	}
 	run(t, b, v, []scenario{
@@ -144,7 +145,7 @@ func TestOrganizationsAPI(t *testing.T) {
 	}
 	v := vars{"org": b.org.ID, "other": other.ID, "admin": b.adminKey, "member": b.session("member"),
 		"adminSession": b.session("admin"), "padmin": b.session("platform-admin"),
-		"readOnly": b.key("", appliance.ScopeOrganizationsRead)}
+		"readOnly": b.key("", api.ScopeOrganizationsRead)}
 	org := "/v1/organizations/$org"
 	long := strings.Repeat("x", 101)
 	run(t, b, v, []scenario{
@@ -220,7 +221,7 @@ func TestAPIKeysAPI(t *testing.T) {
 	}
 	v := vars{"org": b.org.ID, "admin": b.adminKey, "prj": prj.ID, "theirs": theirs.ID, "preview": preview.ID, "gone": gone.ID,
 		"member": b.session("member"), "adminSession": b.session("admin"), "owner": b.session("owner"),
-		"keyWriter": b.key("", appliance.ScopeAPIKeysWrite)}
+		"keyWriter": b.key("", api.ScopeAPIKeysWrite)}
 	keys := "/v1/organizations/$org/api-keys"
 	create := func(body map[string]any) map[string]any {
 		if _, ok := body["name"]; !ok {
@@ -307,7 +308,7 @@ func TestAPIKeysAPI(t *testing.T) {
 			want: map[string]any{"error": says("organization role member does not grant")}},
 		{name: "by an admin session", method: "POST", path: keys, cred: "$adminSession", body: create(map[string]any{"scopes": []string{"projects:read"}}), status: 201,
 			want: map[string]any{"api_key.source": "session", "api_key.created_by_user_id": nonEmpty}},
-		{name: "by the owner session", method: "POST", path: keys, cred: "$owner", body: create(map[string]any{"scopes": scopeNames(appliance.AllScopes)}), status: 201},
+		{name: "by the owner session", method: "POST", path: keys, cred: "$owner", body: create(map[string]any{"scopes": scopeNames(api.AllScopes)}), status: 201},
 		{name: "create in another organization", method: "POST", path: "/v1/organizations/org_other/api-keys", cred: "$admin",
 			body: create(map[string]any{"scopes": []string{"projects:read"}}), status: 404},
 		{name: "list by a member (api_keys:read)", method: "GET", path: keys, cred: "$member", status: 200},
@@ -363,8 +364,8 @@ func TestAuditAPI(t *testing.T) {
 	_, theirs := b.otherOrg("other")
 	_, adminKeyID := b.actorOf(b.adminKey)
 	v := vars{"org": b.org.ID, "admin": b.adminKey, "adminKeyID": adminKeyID, "prjA": prjA.ID, "prjB": prjB.ID, "theirs": theirs.ID,
-		"member": b.session("member"), "boundB": b.key(prjB.ID, appliance.ScopeProjectsRead),
-		"noOrgRead": b.key("", appliance.ScopeProjectsRead), "boundA": b.key(prjA.ID, appliance.ScopeProjectsRead)}
+		"member": b.session("member"), "boundB": b.key(prjB.ID, api.ScopeProjectsRead),
+		"noOrgRead": b.key("", api.ScopeProjectsRead), "boundA": b.key(prjA.ID, api.ScopeProjectsRead)}
 	// So far: bootstrap, a sign-in and three keys (one on each project). Then 30 changes of the
 	// organization and an approval on each project.
 	for i := range 30 {
@@ -440,8 +441,8 @@ func TestJobsAPI(t *testing.T) {
 	theirJob := b.job(theirs.ID, "project.provision")
 	v := vars{"admin": b.adminKey, "prjA": prjA.ID, "prjB": prjB.ID, "empty": empty.ID, "theirs": theirs.ID,
 		"j1": j1.ID, "j2": j2.ID, "j3": j3.ID, "jB": jB.ID, "theirJob": theirJob.ID,
-		"boundA": b.key(prjA.ID, appliance.ScopeJobsRead), "boundB": b.key(prjB.ID, appliance.ScopeJobsRead),
-		"noJobs": b.key("", appliance.ScopeProjectsRead), "member": b.session("member")}
+		"boundA": b.key(prjA.ID, api.ScopeJobsRead), "boundB": b.key(prjB.ID, api.ScopeJobsRead),
+		"noJobs": b.key("", api.ScopeProjectsRead), "member": b.session("member")}
 	jobs := "/v1/projects/$prjA/jobs"
 	run(t, b, v, []scenario{
 		{name: "a job", method: "GET", path: "/v1/jobs/$j1", cred: "$admin", status: 200,
@@ -477,8 +478,8 @@ func TestApprovalsAPI(t *testing.T) {
 	_, theirs := b.otherOrg("other")
 	v := vars{"admin": b.adminKey, "prjA": prjA.ID, "theirs": theirs.ID,
 		"member": b.session("member"), "adminSession": b.session("admin"), "owner": b.session("owner"), "padmin": b.session("platform-admin"),
-		"boundA": b.key(prjA.ID, appliance.ScopeProjectsWrite), "boundB": b.key(prjB.ID, appliance.ScopeProjectsWrite),
-		"readOnly": b.key("", appliance.ScopeProjectsRead)}
+		"boundA": b.key(prjA.ID, api.ScopeProjectsWrite), "boundB": b.key(prjB.ID, api.ScopeProjectsWrite),
+		"readOnly": b.key("", api.ScopeProjectsRead)}
 	approvals := "/v1/projects/$prjA/approvals"
 	del := map[string]any{"action": "project.delete"}
 	var tokens []string
@@ -648,12 +649,12 @@ func TestHealthAPI(t *testing.T) {
 			check: component("store", "operational")},
 		{name: "status with a degraded component", method: "GET", path: "/status", status: 200,
 			before: func(t *testing.T, v vars) {
-				b.svc.Probe.Register("kv", func(context.Context) (string, string) { return appliance.StatusDegraded, "1 of 2 stores answer" })
+				b.svc.Probe.Register("kv", func(context.Context) (string, string) { return api.StatusDegraded, "1 of 2 stores answer" })
 			},
 			want: map[string]any{"status": "degraded", "components": arrayLen(2), "regions.0.status": "degraded"}, check: component("kv", "degraded")},
 		{name: "status with a component down", method: "GET", path: "/status", status: 200,
 			before: func(t *testing.T, v vars) {
-				b.svc.Probe.Register("postgres", func(context.Context) (string, string) { return appliance.StatusDown, "no instance answers" })
+				b.svc.Probe.Register("postgres", func(context.Context) (string, string) { return api.StatusDown, "no instance answers" })
 			},
 			want: map[string]any{"status": "down", "components": arrayLen(3)}, check: component("postgres", "down")},
 		{name: "the OpenAPI document", method: "GET", path: "/v1/openapi.json", status: 200, want: map[string]any{"openapi": hasPrefix("3.1"), "paths": notNull}},

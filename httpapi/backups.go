@@ -4,14 +4,15 @@ import (
 	"mime"
 	"net/http"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 )
 
-func (s *Server) putScheduledBackup(r *Request, body *appliance.PutScheduledBackupRequest) (*appliance.ScheduledBackupResponse, error) {
+func (s *Server) putScheduledBackup(r *Request, body *api.PutScheduledBackupRequest) (*api.ScheduledBackupResponse, error) {
 	return s.svc.PutScheduledBackup(r.Context(), r.Principal, r.PathValue("projectID"), appliance.ScheduledBackupID, body)
 }
 
-func (s *Server) createExport(r *Request, _ *appliance.CreateExportRequest) (*appliance.ExportJobResponse, error) {
+func (s *Server) createExport(r *Request, _ *api.CreateExportRequest) (*api.ExportJobResponse, error) {
 	return s.svc.CreateExport(r.Context(), r.Principal, r.PathValue("projectID"))
 }
 
@@ -30,12 +31,12 @@ func (s *Server) downloadExport(r *Request) error {
 	return nil
 }
 
-func (s *Server) createImportUpload(r *Request, _ *appliance.CreateUploadRequest) (*appliance.UploadResponse, error) {
+func (s *Server) createImportUpload(r *Request, _ *api.CreateUploadRequest) (*api.UploadResponse, error) {
 	return s.svc.CreateImportUpload(r.Context(), r.Principal, r.PathValue("projectID"))
 }
 
 // receiveImportUpload stores the raw body of a signed upload URL's PUT (no credentials; the body is the
 // dump, not JSON) and answers {upload}; the service bounds it by the project's storage_limit_bytes (413).
-func (s *Server) receiveImportUpload(r *Request) (*appliance.UploadResponse, error) {
+func (s *Server) receiveImportUpload(r *Request) (*api.UploadResponse, error) {
 	return s.svc.ReceiveImportUpload(r.Context(), r.PathValue("uploadID"), r.URL.Query().Get("expires"), r.URL.Query().Get("sig"), r.ContentLength, r.Body)
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -117,7 +117,7 @@ func TestProjectEventStream(t *testing.T) {
 	}
 	// Another project's key is refused before any stream.
 	other := b.project("other", "development")
-	otherKey := b.key(other.ID, appliance.ScopeProjectsRead)
+	otherKey := b.key(other.ID, api.ScopeProjectsRead)
 	req, _ := http.NewRequest("GET", b.ts.URL+"/v1/projects/"+prj.ID+"/events", nil)
 	req.Header.Set("Authorization", "Bearer "+otherKey)
 	if res, err := b.ts.Client().Do(req); err != nil || res.StatusCode != http.StatusForbidden {
@@ -192,13 +192,13 @@ func TestOrganizationEventStream(t *testing.T) {
 	if all.status != 200 || strings.Count(string(all.body), "event: webhook_endpoint.disabled") != 250 || !strings.Contains(string(all.body), "event: project.ready") {
 		t.Fatalf("admin: %d, %d bytes", all.status, len(all.body))
 	}
-	reader := b.key("", appliance.ScopeProjectsRead)
+	reader := b.key("", api.ScopeProjectsRead)
 	r := b.do("GET", path, reader, nil)
 	if r.status != 200 || strings.Contains(string(r.body), "webhook_endpoint.disabled") ||
 		!strings.Contains(string(r.body), "event: job.completed") || !strings.Contains(string(r.body), "event: project.ready") {
 		t.Fatalf("projects:read only: %d %s", r.status, r.body)
 	}
-	if r := b.do("GET", path, b.key(one.ID, appliance.ScopeProjectsRead), nil); r.status != http.StatusForbidden {
+	if r := b.do("GET", path, b.key(one.ID, api.ScopeProjectsRead), nil); r.status != http.StatusForbidden {
 		t.Fatalf("a project-scoped key: %d %s", r.status, r.body)
 	}
 	// skip_backlog: nothing of the log, only what comes next.

@@ -1,16 +1,16 @@
 package httpapi
 
 import (
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 )
 
-func (s *Server) healthz(r *Request) (*appliance.Health, error) {
+func (s *Server) healthz(r *Request) (*api.Health, error) {
 	return s.svc.Healthz(r.Context())
 }
 
 // status is every component's status; each one's details (its message) only for an operator: a request
 // on the operator listener, or one bearing the metrics token.
-func (s *Server) status(r *Request) (*appliance.Status, error) {
+func (s *Server) status(r *Request) (*api.Status, error) {
 	st := s.svc.Status(r.Context())
 	if s.operatorAccess(r.Request, false) != nil {
 		return st.Public(), nil

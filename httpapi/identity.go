@@ -3,7 +3,7 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/api"
 )
 
 // SessionCookie holds the dashboard's session; it authenticates a request only together with the
@@ -13,7 +13,7 @@ const (
 	CSRFHeader    = "X-Appliance-CSRF"
 )
 
-func (s *Server) createSession(r *Request, body *appliance.SessionRequest) (*appliance.SessionResult, error) {
+func (s *Server) createSession(r *Request, body *api.SessionRequest) (*api.SessionResult, error) {
 	if err := sameOrigin(r.Request); err != nil {
 		return nil, err
 	}
@@ -27,7 +27,7 @@ func (s *Server) createSession(r *Request, body *appliance.SessionRequest) (*app
 	return res, nil
 }
 
-func (s *Server) signOut(r *Request) (*appliance.SignedOut, error) {
+func (s *Server) signOut(r *Request) (*api.SignedOut, error) {
 	res, err := s.svc.SignOut(r.Context(), r.Principal)
 	if err == nil {
 		http.SetCookie(r.W, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
@@ -35,10 +35,10 @@ func (s *Server) signOut(r *Request) (*appliance.SignedOut, error) {
 	return res, err
 }
 
-func (s *Server) startCLILogin(r *Request, body *appliance.CLILoginStartRequest) (*appliance.CLILoginStart, error) {
+func (s *Server) startCLILogin(r *Request, body *api.CLILoginStartRequest) (*api.CLILoginStart, error) {
 	return s.svc.StartCLILogin(r.Context(), body)
 }
 
-func (s *Server) pollCLILogin(r *Request) (*appliance.CLILoginResult, error) {
+func (s *Server) pollCLILogin(r *Request) (*api.CLILoginResult, error) {
 	return s.svc.PollCLILogin(r.Context(), r.PathValue("sessionID"), r.Str("poll_token"))
 }

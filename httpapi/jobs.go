@@ -1,7 +1,7 @@
 package httpapi
 
-import "github.com/theappliance/appliance/appliance"
+import "github.com/theappliance/appliance/api"
 
-func (s *Server) projectJobs(r *Request) (*appliance.JobList, error) {
+func (s *Server) projectJobs(r *Request) (*api.JobList, error) {
 	return s.svc.ListProjectJobs(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("limit"))
 }

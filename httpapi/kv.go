@@ -1,7 +1,7 @@
 package httpapi
 
-import "github.com/theappliance/appliance/appliance"
+import "github.com/theappliance/appliance/api"
 
-func (s *Server) listKV(r *Request) (*appliance.KVStoreList, error) {
+func (s *Server) listKV(r *Request) (*api.KVStoreList, error) {
 	return s.svc.ListKV(r.Context(), r.Principal, r.Str("organization_id"))
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 )
 
@@ -164,17 +165,17 @@ func (s *Server) metrics(r *Request) error {
 
 	gauges := []struct {
 		name, help string
-		v          func(*appliance.ObservabilitySample) float64
+		v          func(*api.ObservabilitySample) float64
 	}{
-		{"appliance_project_connections", "client connections to the project's server", func(x *appliance.ObservabilitySample) float64 { return float64(x.Connections) }},
-		{"appliance_project_connection_limit", "the project's server's connection limit", func(x *appliance.ObservabilitySample) float64 { return float64(x.ConnectionLimit) }},
-		{"appliance_project_storage_bytes", "the project's database size", func(x *appliance.ObservabilitySample) float64 { return float64(x.StorageBytes) }},
-		{"appliance_project_storage_limit_bytes", "the project's storage limit", func(x *appliance.ObservabilitySample) float64 { return float64(x.StorageLimitBytes) }},
-		{"appliance_project_tps", "transactions per second over the last sample's minute", func(x *appliance.ObservabilitySample) float64 { return x.TPS }},
-		{"appliance_project_cache_hit_ratio", "shared buffer hit ratio over the last sample's minute", func(x *appliance.ObservabilitySample) float64 { return x.CacheHitRatio }},
-		{"appliance_project_active_queries", "statements running when sampled", func(x *appliance.ObservabilitySample) float64 { return float64(x.ActiveQueries) }},
-		{"appliance_project_cpu_cores_used", "CPU cores the project's server used over the last sample's minute", func(x *appliance.ObservabilitySample) float64 { return x.CPUCoresUsed }},
-		{"appliance_project_memory_bytes", "proportional set size of the project's server processes", func(x *appliance.ObservabilitySample) float64 { return float64(x.MemUsageBytes) }},
+		{"appliance_project_connections", "client connections to the project's server", func(x *api.ObservabilitySample) float64 { return float64(x.Connections) }},
+		{"appliance_project_connection_limit", "the project's server's connection limit", func(x *api.ObservabilitySample) float64 { return float64(x.ConnectionLimit) }},
+		{"appliance_project_storage_bytes", "the project's database size", func(x *api.ObservabilitySample) float64 { return float64(x.StorageBytes) }},
+		{"appliance_project_storage_limit_bytes", "the project's storage limit", func(x *api.ObservabilitySample) float64 { return float64(x.StorageLimitBytes) }},
+		{"appliance_project_tps", "transactions per second over the last sample's minute", func(x *api.ObservabilitySample) float64 { return x.TPS }},
+		{"appliance_project_cache_hit_ratio", "shared buffer hit ratio over the last sample's minute", func(x *api.ObservabilitySample) float64 { return x.CacheHitRatio }},
+		{"appliance_project_active_queries", "statements running when sampled", func(x *api.ObservabilitySample) float64 { return float64(x.ActiveQueries) }},
+		{"appliance_project_cpu_cores_used", "CPU cores the project's server used over the last sample's minute", func(x *api.ObservabilitySample) float64 { return x.CPUCoresUsed }},
+		{"appliance_project_memory_bytes", "proportional set size of the project's server processes", func(x *api.ObservabilitySample) float64 { return float64(x.MemUsageBytes) }},
 	}
 	for _, g := range gauges {
 		p.family(g.name, "gauge", g.help)

@@ -3,22 +3,23 @@ package httpapi
 import (
 	"encoding/json"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 )
 
-func (s *Server) observabilityHistory(r *Request) (*appliance.HistoryResponse, error) {
+func (s *Server) observabilityHistory(r *Request) (*api.HistoryResponse, error) {
 	return s.svc.History(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("hours"))
 }
 
-func (s *Server) topQueries(r *Request) (*appliance.TopQueriesResponse, error) {
+func (s *Server) topQueries(r *Request) (*api.TopQueriesResponse, error) {
 	return s.svc.TopQueries(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("hours"))
 }
 
-func (s *Server) queryDetail(r *Request) (*appliance.QueryDetailResponse, error) {
+func (s *Server) queryDetail(r *Request) (*api.QueryDetailResponse, error) {
 	return s.svc.QueryDetail(r.Context(), r.Principal, r.PathValue("projectID"), r.PathValue("queryHash"), r.Int("hours"))
 }
 
-func (s *Server) indexAdvice(r *Request) (*appliance.AdvisorResponse, error) {
+func (s *Server) indexAdvice(r *Request) (*api.AdvisorResponse, error) {
 	return s.svc.IndexAdvice(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("min_filter"), r.Int("min_selectivity"))
 }
 
@@ -27,7 +28,7 @@ func logsQuery(r *Request, stream bool) appliance.LogsQuery {
 	return appliance.LogsQuery{Hours: r.Int("hours"), Cursor: r.Str("cursor"), Severity: r.Str("severity"), Limit: r.Int("limit"), Stream: stream}
 }
 
-func (s *Server) readLogs(r *Request) (*appliance.LogsResponse, error) {
+func (s *Server) readLogs(r *Request) (*api.LogsResponse, error) {
 	return s.svc.ReadLogs(r.Context(), r.Principal, r.PathValue("projectID"), logsQuery(r, false))
 }
 

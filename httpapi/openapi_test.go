@@ -286,7 +286,7 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	prj := b.provision("conform", "production")
 	member := b.session("member")
 	owner := b.session("owner")
-	readOnly := b.key("", appliance.ScopeProjectsRead)
+	readOnly := b.key("", api.ScopeProjectsRead)
 
 	called := map[string]bool{}
 	call := func(method, path, pattern, cred string, body any, want int) *response {

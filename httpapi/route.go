@@ -16,6 +16,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 )
 
@@ -45,10 +46,10 @@ type Route struct {
 	Summary      string
 	Tag          string
 	Auth         Auth
-	Scope        appliance.Scope // "" means any authenticated caller
-	OrgLevel     bool            // acts on a whole organization: refused for project-scoped keys
-	Bucket       string          // rate-limit bucket: "" (default) or "cli_login"
-	Status       int             // success status
+	Scope        api.Scope // "" means any authenticated caller
+	OrgLevel     bool      // acts on a whole organization: refused for project-scoped keys
+	Bucket       string    // rate-limit bucket: "" (default) or "cli_login"
+	Status       int       // success status
 	Query        []Param
 	Header       []Param // request headers the handler reads (documentation; the handler checks them)
 	Do           Op

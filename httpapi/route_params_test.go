@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 )
 
@@ -12,7 +13,7 @@ import (
 // misspelt name would read "" on every request) stops the server from being built; the table's own
 // routes all pass.
 func TestCallParamsMustBeInThePath(t *testing.T) {
-	get := func(context.Context, *appliance.Principal, string) (*appliance.DeletedResponse, error) {
+	get := func(context.Context, *appliance.Principal, string) (*api.DeletedResponse, error) {
 		return nil, nil
 	}
 	good := Route{Method: "GET", Path: "/v1/projects/{projectID}", Do: CallP("projectID", get)}

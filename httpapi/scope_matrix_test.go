@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/store"
@@ -52,7 +53,7 @@ func newFixtures(b *bundle) *fixtures {
 	f.installOldExtension("hstore", "1.7")
 	f.ownerSession = b.session("owner")
 	job := b.job(f.prjA.ID, "project.apply_plan")
-	spare := b.keyRecord(b.key("", appliance.ScopeProjectsRead))
+	spare := b.keyRecord(b.key("", api.ScopeProjectsRead))
 	login := b.do("POST", "/v1/cli/login/sessions", "", map[string]any{"device_name": "fixture"})
 	if login.status != http.StatusCreated {
 		b.t.Fatalf("start CLI login: %d %s", login.status, login.body)
@@ -431,9 +432,9 @@ func bearer(cred string) http.Header {
 }
 
 // projectScopes are the scopes a project-scoped key may carry.
-func projectScopes() []appliance.Scope {
-	var out []appliance.Scope
-	for _, s := range appliance.AllScopes {
+func projectScopes() []api.Scope {
+	var out []api.Scope
+	for _, s := range api.AllScopes {
 		if !appliance.IsOrganizationScope(s) {
 			out = append(out, s)
 		}
@@ -450,14 +451,14 @@ func TestScopeMatrix(t *testing.T) {
 	b := setup(t, setupOpts{limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}, instances: true})
 	f := newFixtures(b)
 
-	lacking := map[appliance.Scope]string{} // scope → an organization-wide key with every other scope
-	for _, s := range appliance.AllScopes {
-		lacking[s] = b.key("", slices.DeleteFunc(slices.Clone(appliance.AllScopes), func(x appliance.Scope) bool { return x == s })...)
+	lacking := map[api.Scope]string{} // scope → an organization-wide key with every other scope
+	for _, s := range api.AllScopes {
+		lacking[s] = b.key("", slices.DeleteFunc(slices.Clone(api.AllScopes), func(x api.Scope) bool { return x == s })...)
 	}
 	// Keys bound to a project: as the API mints them (project scopes only) and as stored records holding
 	// every scope (the HTTP layer must not rely on the service never minting such a key).
-	boundA, boundAll := b.key(f.prjA.ID, projectScopes()...), b.rawKey(f.prjA.ID, appliance.AllScopes...)
-	boundB, boundBAll := b.key(f.prjB.ID, projectScopes()...), b.rawKey(f.prjB.ID, appliance.AllScopes...)
+	boundA, boundAll := b.key(f.prjA.ID, projectScopes()...), b.rawKey(f.prjA.ID, api.AllScopes...)
+	boundB, boundBAll := b.key(f.prjB.ID, projectScopes()...), b.rawKey(f.prjB.ID, api.AllScopes...)
 	boundTo := map[string]string{f.prjA.ID: boundA, f.prjF.ID: b.key(f.prjF.ID, projectScopes()...)}
 	// A key a member minted through CLI login: refused wherever the member's role lacks the scope (the
 	// admin-only actions within the member's scopes are walked by TestMemberKeysNeverExceedTheMember).

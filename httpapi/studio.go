@@ -1,11 +1,11 @@
 package httpapi
 
-import "github.com/theappliance/appliance/appliance"
+import "github.com/theappliance/appliance/api"
 
-func (s *Server) sqlHistory(r *Request) (*appliance.SQLHistoryList, error) {
+func (s *Server) sqlHistory(r *Request) (*api.SQLHistoryList, error) {
 	return s.svc.SQLHistory(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("limit"))
 }
 
-func (s *Server) readRows(r *Request) (*appliance.RowsReadResponse, error) {
+func (s *Server) readRows(r *Request) (*api.RowsReadResponse, error) {
 	return s.svc.ReadRows(r.Context(), r.Principal, r.PathValue("projectID"), r.PathValue("schema"), r.PathValue("table"), r.Int("limit"), r.Int("offset"))
 }

@@ -1,7 +1,7 @@
 package httpapi
 
-import "github.com/theappliance/appliance/appliance"
+import "github.com/theappliance/appliance/api"
 
-func (s *Server) listWebhookDeliveries(r *Request) (*appliance.WebhookDeliveryList, error) {
+func (s *Server) listWebhookDeliveries(r *Request) (*api.WebhookDeliveryList, error) {
 	return s.svc.ListWebhookDeliveries(r.Context(), r.Principal, r.PathValue("orgID"), r.PathValue("endpointID"), r.Int("limit"))
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/store"
@@ -52,8 +53,8 @@ func TestWebhooksAPI(t *testing.T) {
 		{"their endpoint's deliveries", "GET", mine + "/" + theirs.ID + "/deliveries", b.adminKey, nil, 404},
 		{"their endpoints", "GET", "/v1/organizations/" + theirOrg.ID + "/webhook-endpoints", b.adminKey, nil, 404},
 		{"a member session creates", "POST", mine, b.session("member"), map[string]any{"url": "https://example.com/m"}, 403},
-		{"a project-scoped key lists", "GET", mine, b.key(prj.ID, appliance.ScopeProjectsRead), nil, 403},
-		{"a key without organizations:write rotates", "POST", mine + "/" + myID + "/rotate-secret", b.key("", appliance.ScopeOrganizationsRead), nil, 403},
+		{"a project-scoped key lists", "GET", mine, b.key(prj.ID, api.ScopeProjectsRead), nil, 403},
+		{"a key without organizations:write rotates", "POST", mine + "/" + myID + "/rotate-secret", b.key("", api.ScopeOrganizationsRead), nil, 403},
 		{"an unknown field", "PATCH", mine + "/" + myID, b.adminKey, map[string]any{"secret": "x"}, 400},
 		{"event types must be known", "PATCH", mine + "/" + myID, b.adminKey, map[string]any{"event_types": []string{"job.completed", "nope.nope"}}, 400},
 	} {
