@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/theappliance/appliance/api"
-	"github.com/theappliance/appliance/appliance/pglog"
 )
 
 var (
@@ -51,7 +50,7 @@ JSON object per line.`,
 				q.Set("severity", severity)
 			}
 			out := c.OutOrStdout()
-			emit := func(e pglog.Entry) error { return printLogEntry(out, e, asJSON) }
+			emit := func(e api.Entry) error { return printLogEntry(out, e, asJSON) }
 			if !follow {
 				path := projectPath(args[0]) + "/logs?" + q.Encode()
 				var res api.LogsResponse
@@ -66,7 +65,7 @@ JSON object per line.`,
 				return nil
 			}
 			return followStream(c, cl, projectPath(args[0])+"/logs/stream?"+q.Encode(), "", true, func(ev sseEvent) error {
-				var e pglog.Entry
+				var e api.Entry
 				if err := json.Unmarshal(ev.Data, &e); err != nil {
 					return fmt.Errorf("a log event that does not decode: %w", err)
 				}
@@ -85,7 +84,7 @@ JSON object per line.`,
 
 // printLogEntry writes one entry as "TIME SEVERITY MESSAGE" (the statement, detail and hint indented
 // below it), or as a line of JSON.
-func printLogEntry(w io.Writer, e pglog.Entry, asJSON bool) error {
+func printLogEntry(w io.Writer, e api.Entry, asJSON bool) error {
 	if asJSON {
 		return printJSONLine(w, e)
 	}

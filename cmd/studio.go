@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/theappliance/appliance/api"
-	"github.com/theappliance/appliance/appliance/studio"
 )
 
 var (
@@ -131,7 +130,7 @@ func newTablesCmd(o *clientOpts) *cobra.Command {
 		Path:    func(x *call) string { return projectPath(x.args[0]) + "/tables" },
 		Columns: []string{"SCHEMA", "TABLE", "TYPE"},
 		Rows: func(l *api.TableList) [][]string {
-			return rowsOf(l.Tables, func(t studio.TableEntry) []string { return []string{t.Schema, t.Table, t.Type} })
+			return rowsOf(l.Tables, func(t api.TableEntry) []string { return []string{t.Schema, t.Table, t.Type} })
 		},
 	})
 }
