@@ -281,6 +281,16 @@ func (o *clientOpts) authed() (*apiClient, error) {
 	return cn.client()
 }
 
+// anonymousClient is a client of the API with no credential (the API URL and CA as every command resolves
+// them; no login needed).
+func (o *clientOpts) anonymousClient() (*apiClient, error) {
+	cn, err := o.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return cn.anonymous()
+}
+
 // anonymous returns an API client without credential (CLI login start and poll, sign-in).
 func (c *conn) anonymous() (*apiClient, error) {
 	if err := c.requireURL(); err != nil {

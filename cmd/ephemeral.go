@@ -31,16 +31,6 @@ func claimToken(flag string) (string, error) {
 	return "", errors.New("the claim token is required: --token eph_... or APPLIANCE_CLAIM_TOKEN (ephemeral create printed it)")
 }
 
-// anonymousClient is a client of the API with no credential (the API URL and CA as every command resolves
-// them; no login needed).
-func (o *clientOpts) anonymousClient() (*apiClient, error) {
-	cn, err := o.resolve()
-	if err != nil {
-		return nil, err
-	}
-	return cn.anonymous()
-}
-
 // needEphemeral is the Need of an answer holding an ephemeral database.
 func needEphemeral(db *api.EphemeralDatabase) string {
 	return missing(db == nil, "ephemeral database")

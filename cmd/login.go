@@ -264,11 +264,7 @@ func runApprove(c *cobra.Command, o *clientOpts, ao approveOpts, sessionID strin
 	if email == "" {
 		return errors.New("--email is required (or set APPLIANCE_EMAIL)")
 	}
-	cn, err := o.resolve()
-	if err != nil {
-		return err
-	}
-	cl, err := cn.anonymous()
+	cl, err := o.anonymousClient()
 	if err != nil {
 		return err
 	}

@@ -137,11 +137,7 @@ APPLIANCE_NEW_PASSWORD are used, else both are prompted for (without echo) on a 
 			if err != nil {
 				return err
 			}
-			cn, err := o.resolve()
-			if err != nil {
-				return err
-			}
-			cl, err := cn.anonymous()
+			cl, err := o.anonymousClient()
 			if err != nil {
 				return err
 			}
@@ -173,11 +169,7 @@ func signedIn(c *cobra.Command, o *clientOpts, email string, passwordStdin bool)
 	if err != nil {
 		return nil, err
 	}
-	cn, err := o.resolve()
-	if err != nil {
-		return nil, err
-	}
-	cl, err := cn.anonymous()
+	cl, err := o.anonymousClient()
 	if err != nil {
 		return nil, err
 	}
