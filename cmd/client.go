@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/theappliance/appliance/api"
 )
 
 // The client commands (login, whoami, api-keys, ...) talk to a running appliance over its HTTP API. Where
@@ -472,13 +474,7 @@ func (c *apiClient) doRaw(ctx context.Context, method, path string, body any) ([
 // apiError is the *APIError of a non-2xx answer whose body (at most its start) is raw.
 func apiError(method, path string, resp *http.Response, raw []byte) *APIError {
 	ae := &APIError{Method: method, Path: redactPath(path), Status: resp.StatusCode}
-	var eb struct {
-		Error    string `json:"error"`
-		SQLState string `json:"sqlstate"`
-		Position int    `json:"position"`
-		Detail   string `json:"detail"`
-		Hint     string `json:"hint"`
-	}
+	var eb api.ErrorBody
 	if json.Unmarshal(raw, &eb) == nil && eb.Error != "" {
 		ae.Message, ae.SQLState, ae.Position, ae.Detail, ae.Hint = eb.Error, eb.SQLState, eb.Position, eb.Detail, eb.Hint
 	} else {

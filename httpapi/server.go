@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/httpapi/connlimit"
 
@@ -373,9 +374,8 @@ func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusNotFound, errorBody{Error: "no such endpoint: " + r.Method + " " + r.URL.Path})
 }
 
-type errorBody struct {
-	Error string `json:"error"`
-}
+// errorBody is an error answer without details (the error's fields, when it has some, are sent as a map).
+type errorBody = api.ErrorBody
 
 var statusOf = map[appliance.Kind]int{
 	appliance.KindInternal:            http.StatusInternalServerError,
