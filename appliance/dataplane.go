@@ -30,9 +30,9 @@ type DataPlane struct {
 	RedisServer string
 }
 
-// SetDataPlane connects the instance machinery, and reports on the status page which features lack a
-// program.
-func (s *Service) SetDataPlane(dp *DataPlane) {
+// useDataPlane connects the instance machinery (New), and reports on the status page which features lack
+// a program.
+func (s *Service) useDataPlane(dp *DataPlane) {
 	s.dp = dp
 	s.Probe.Register("programs", s.programsCheck)
 }

@@ -33,9 +33,9 @@ type diskMonitor struct {
 	probedAt time.Time
 }
 
-// SetDiskReserve sets the free space under which the appliance is degraded (0: DefaultDiskReserve); up
-// gives it in Config.DiskReserve, tests change it afterwards.
-func (s *Service) SetDiskReserve(n int64) {
+// setDiskReserve sets the free space under which the appliance is degraded (New: Config.DiskReserve; 0:
+// DefaultDiskReserve).
+func (s *Service) setDiskReserve(n int64) {
 	if n <= 0 {
 		n = DefaultDiskReserve
 	}

@@ -49,8 +49,8 @@ const ephemeralWorkers = 2
 var DefaultEphemeralLimits = EphemeralLimits{PerIPPerHour: 10, Live: 20, StorageBytes: EphemeralStorageLimit,
 	TotalStorageBytes: 20 * EphemeralStorageLimit, MaxConnections: 10, ProcessMemoryBytes: 64 << 20, TempFileBytes: EphemeralStorageLimit}
 
-// SetEphemeralLimits replaces the limits (tests, operators' flags); zero fields take the defaults'.
-func (s *Service) SetEphemeralLimits(l EphemeralLimits) {
+// setEphemeralLimits sets the limits (New: Config.Ephemeral); zero fields take the defaults'.
+func (s *Service) setEphemeralLimits(l EphemeralLimits) {
 	d := DefaultEphemeralLimits
 	for _, f := range []struct{ v, def *int64 }{{&l.StorageBytes, &d.StorageBytes}, {&l.ProcessMemoryBytes, &d.ProcessMemoryBytes}, {&l.TempFileBytes, &d.TempFileBytes}} {
 		if *f.v <= 0 {

@@ -38,7 +38,7 @@ func TestEphemeralDatabaseClaimKeepsItsData(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
 	now := time.Now()
-	e.Svc.SetClock(func() time.Time { return now })
+	e.Clock.Set(func() time.Time { return now })
 	created, err := e.Svc.CreateEphemeral(t.Context(), "192.0.2.1", &appliance.CreateEphemeralRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestEphemeralDatabaseExpires(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
 	now := time.Now()
-	e.Svc.SetClock(func() time.Time { return now })
+	e.Clock.Set(func() time.Time { return now })
 	created, err := e.Svc.CreateEphemeral(t.Context(), "192.0.2.2", &appliance.CreateEphemeralRequest{Name: "throwaway"})
 	if err != nil {
 		t.Fatal(err)
@@ -144,8 +144,7 @@ func TestEphemeralDatabaseExpires(t *testing.T) {
 // bad input is refused before anything is made.
 func TestEphemeralLimits(t *testing.T) {
 	t.Parallel()
-	e, _ := keyEnv(t, appliancetest.Options{})
-	e.Svc.SetEphemeralLimits(appliance.EphemeralLimits{PerIPPerHour: 2, Live: 3})
+	e, _ := keyEnv(t, appliancetest.Options{Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: 2, Live: 3}})
 	// One IPv6 client is its /64: a fresh address of it is no fresh bucket.
 	for _, ip := range []string{"2001:db8:1:2::1", "2001:db8:1:2:ffff::7"} {
 		if _, err := e.Svc.CreateEphemeral(t.Context(), ip, &appliance.CreateEphemeralRequest{}); err != nil {
@@ -170,9 +169,9 @@ func TestEphemeralLimits(t *testing.T) {
 // StorageLockGrowth loses its logins; a claim lifts both.
 func TestEphemeralStorageLimit(t *testing.T) {
 	t.Parallel()
-	e, p := realEnv(t)
 	// An empty database is about 7.5 MB: 9 MB is over after a few MB of rows.
-	e.Svc.SetEphemeralLimits(appliance.EphemeralLimits{PerIPPerHour: 10, Live: 5, StorageBytes: 9 << 20})
+	e, p := keyEnv(t, appliancetest.Options{Instances: true,
+		Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: 10, Live: 5, StorageBytes: 9 << 20}})
 	created, err := e.Svc.CreateEphemeral(t.Context(), "192.0.2.3", &appliance.CreateEphemeralRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -231,8 +230,8 @@ func TestEphemeralStorageLimit(t *testing.T) {
 // the live ones' sum past the operator's total, even under the count cap.
 func TestEphemeralTotalStorageCap(t *testing.T) {
 	t.Parallel()
-	e, _ := keyEnv(t, appliancetest.Options{})
-	e.Svc.SetEphemeralLimits(appliance.EphemeralLimits{PerIPPerHour: 10, Live: 10, StorageBytes: 100 << 20, TotalStorageBytes: 250 << 20})
+	e, _ := keyEnv(t, appliancetest.Options{
+		Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: 10, Live: 10, StorageBytes: 100 << 20, TotalStorageBytes: 250 << 20}})
 	for i := range 2 {
 		if _, err := e.Svc.CreateEphemeral(t.Context(), "198.51.100.20", &appliance.CreateEphemeralRequest{}); err != nil {
 			t.Fatalf("database %d: %v", i+1, err)

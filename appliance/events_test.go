@@ -60,7 +60,7 @@ func TestJobEndsAreLogged(t *testing.T) {
 		t.Errorf("project.ready data: %s", evs[1].Data)
 	}
 	// After the retention, the sweep deletes them.
-	e.Svc.SetClock(func() time.Time { return time.Now().Add(appliance.EventRetention + time.Hour) })
+	e.Clock.Set(func() time.Time { return time.Now().Add(appliance.EventRetention + time.Hour) })
 	if n, err := e.Svc.SweepEvents(t.Context()); err != nil || n < 4 {
 		t.Fatalf("sweep: %d %v", n, err)
 	}

@@ -116,13 +116,13 @@ func TestExportDownloadAndExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	e.Svc.SetClock(func() time.Time { return now.Add(appliance.DownloadTTL + time.Minute) })
+	e.Clock.Set(func() time.Time { return now.Add(appliance.DownloadTTL + time.Minute) })
 	if _, err := e.Svc.OpenExportDownload(x.ID, expires, sig); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Errorf("expired URL: %v", err)
 	}
 
 	// Past the export's expiry: no download URL, and the sweep deletes the file.
-	e.Svc.SetClock(func() time.Time { return now.Add(appliance.ExportTTL + time.Hour) })
+	e.Clock.Set(func() time.Time { return now.Add(appliance.ExportTTL + time.Hour) })
 	if _, err := e.Svc.ExportDownload(t.Context(), p, prj.ID, x.ID); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("download of an expired export: %v", err)
 	}

@@ -43,10 +43,6 @@ type importPayload struct {
 	UploadID string `json:"upload_id"`
 }
 
-// SetImportUploadLimit overrides the upload size limit (tests of 413); 0 restores the project's
-// storage_limit_bytes.
-func (s *Service) SetImportUploadLimit(n int64) { s.importLimit.Store(n) }
-
 // importDir is the directory of a project's uploaded dumps in the backup store.
 func (s *Service) importDir(projectID string) string {
 	return filepath.Join(s.cfg.DataDir, "backups", projectID, "imports")
@@ -132,7 +128,7 @@ func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, si
 	}
 	defer s.uploads.end(u.ID)
 	limit := prj.StorageLimitBytes
-	if n := s.importLimit.Load(); n > 0 {
+	if n := s.importLimit(); n > 0 {
 		limit = n
 	}
 	if limit <= 0 {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/theappliance/appliance/appliance"
@@ -16,7 +17,8 @@ import (
 
 func TestImportUploadAndRestore(t *testing.T) {
 	t.Parallel()
-	e, p := realEnv(t)
+	var uploadLimit atomic.Int64 // the import upload size limit when positive
+	e, p := keyEnv(t, appliancetest.Options{Instances: true, ImportUploadLimit: uploadLimit.Load})
 	src := provision(t, e, p, "importsrc", "development")
 	dst := provision(t, e, p, "importdst", "development")
 	if err := e.AdminExec(t, src.ID, "CREATE TABLE imported_items AS SELECT g AS id FROM generate_series(1, 500) g"); err != nil {
@@ -78,9 +80,9 @@ func TestImportUploadAndRestore(t *testing.T) {
 		t.Fatalf("later expires: %v", err)
 	}
 	dir := filepath.Join(e.Dir, "backups", dst.ID, "imports")
-	e.Svc.SetImportUploadLimit(int64(len(dump) - 1))
+	uploadLimit.Store(int64(len(dump) - 1))
 	_, err = e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, sig, -1, bytes.NewReader(dump))
-	e.Svc.SetImportUploadLimit(0)
+	uploadLimit.Store(0)
 	if appliance.KindOf(err) != appliance.KindTooLarge {
 		t.Fatalf("oversize upload: %v", err)
 	}

@@ -51,9 +51,6 @@ type KVFront struct {
 	RESTURL  string
 }
 
-// SetKVFront tells the service the fronts' addresses, which the credentials show (tests whose fronts
-// start after the service; up gives them in Config.KVFront).
-func (s *Service) SetKVFront(f KVFront) { s.kvFront = f }
 
 // kvCredentials builds the credentials; token is "" where it is not shown.
 func (s *Service) kvCredentials(token string) KVCredentials {

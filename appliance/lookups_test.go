@@ -132,8 +132,8 @@ func TestKeyAuthCacheFollowsWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 		later := time.Now().Add(25 * time.Hour)
-		e.Svc.SetClock(func() time.Time { return later })
-		defer e.Svc.SetClock(time.Now)
+		e.Clock.Set(func() time.Time { return later })
+		defer e.Clock.Set(time.Now)
 		refused(key.PlaintextAPIKey, "expired")
 	})
 

@@ -92,7 +92,7 @@ func TestObservability(t *testing.T) {
 	e, p := realEnv(t)
 	o := &obsEnv{e: e, p: p, now: time.Now().UTC()}
 	o.prj = provision(t, e, p, "watched", "development")
-	e.Svc.SetClock(func() time.Time { o.mu.Lock(); defer o.mu.Unlock(); return o.now })
+	e.Clock.Set(func() time.Time { o.mu.Lock(); defer o.mu.Unlock(); return o.now })
 
 	// The first sweep only takes the baseline: no point without a previous reading.
 	o.sweep(t)

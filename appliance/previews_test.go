@@ -39,7 +39,7 @@ func TestPreviewsCloneEmptyExpireAndGoWithTheirProject(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
 	now := time.Now()
-	e.Svc.SetClock(func() time.Time { return now })
+	e.Clock.Set(func() time.Time { return now })
 	prj, pc, parent := connected(t, e, p, "shop")
 	if _, err := parent.Exec(t.Context(), "CREATE TABLE orders (id int PRIMARY KEY, note text); INSERT INTO orders SELECT g, 'before' FROM generate_series(1, 100) g"); err != nil {
 		t.Fatal(err)

@@ -601,7 +601,7 @@ func TestUsageShowsRealSizesAndConnections(t *testing.T) {
 	}
 	start := time.Now().UTC()
 	for i, at := range []time.Time{start, start.Add(time.Hour), start.Add(31 * 24 * time.Hour)} {
-		e.Svc.SetClock(func() time.Time { return at })
+		e.Clock.Set(func() time.Time { return at })
 		if n, err := e.Svc.SampleStorage(t.Context()); err != nil || n != 1 {
 			t.Fatalf("sample %d: %d organizations, %v", i, n, err)
 		}

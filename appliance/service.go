@@ -8,7 +8,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -48,8 +47,29 @@ type Config struct {
 	// DiskReserve is the free space under which the appliance runs degraded (0: DefaultDiskReserve).
 	DiskReserve int64
 	// Ephemeral bounds anonymous ephemeral databases (nil: DefaultEphemeralLimits; zero fields take the
-	// defaults' as in SetEphemeralLimits).
+	// defaults').
 	Ephemeral *EphemeralLimits
+	// Webhooks tune deliveries (nil: DefaultWebhookOptions; tests shorten the schedule).
+	Webhooks *WebhookOptions
+}
+
+// Deps are the service's collaborators, made before it (by up's components, by appliancetest): New
+// takes them all, nothing is set afterwards.
+type Deps struct {
+	DB  *store.DB
+	Box *SecretBox
+	Log *slog.Logger
+	// DataPlane is the instance machinery the job handlers drive (nil: none, as in tests of the API
+	// alone; jobs that need it fail).
+	DataPlane *DataPlane
+	// Jobs is poked after jobs are enqueued so the runner claims them at once (nil: no runner; jobs wait
+	// for one).
+	Jobs Notifier
+	// Clock is the time (nil: time.Now); tests of expiry give one they move.
+	Clock func() time.Time
+	// ImportUploadLimit, when it returns a positive size, is the upload size limit instead of the
+	// project's storage_limit_bytes (nil: none; tests of 413).
+	ImportUploadLimit func() int64
 }
 
 // Notifier is poked after jobs are enqueued so the runner claims them at once.
@@ -76,8 +96,8 @@ type Service struct {
 	stopSpares    context.CancelFunc
 	// spareConns holds an admin connection to each spare this process prepared (see takeSpareConn).
 	spareConns sync.Map // instance ID → *pgx.Conn
-	// importLimit overrides the import upload size limit when positive (tests of 413).
-	importLimit atomic.Int64
+	// importLimit overrides the import upload size limit when it returns a positive size (tests of 413).
+	importLimit func() int64
 	// uploads tracks the upload PUTs being received: one per upload at a time, bytes per project.
 	uploads uploadGate
 	// hooks delivers webhooks (StartWebhooks).
@@ -106,35 +126,45 @@ type Service struct {
 	metrics serviceMetrics
 }
 
-// New returns a service; jobs may be nil until the runner exists (SetNotifier).
-func New(cfg Config, db *store.DB, box *SecretBox, log *slog.Logger) *Service {
+// New returns a service built with its collaborators.
+func New(cfg Config, deps Deps) *Service {
 	if cfg.KeyPrefix == "" {
 		cfg.KeyPrefix = "apl"
 	}
 	if cfg.Region == "" {
 		cfg.Region = "local"
 	}
-	s := &Service{cfg: cfg, db: db, box: box, log: log, now: func() time.Time { return time.Now().UTC() }, Probe: &Probes{},
+	clock := deps.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	importLimit := deps.ImportUploadLimit
+	if importLimit == nil {
+		importLimit = func() int64 { return 0 }
+	}
+	s := &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, jobs: deps.Jobs, importLimit: importLimit,
+		now: func() time.Time { return clock().UTC() }, Probe: &Probes{},
 		preflights: perKeyRate{every: time.Minute / preflightsPerMinute, burst: preflightsPerMinute}}
-	s.hooks = s.newWebhooks(DefaultWebhookOptions)
+	hooks := DefaultWebhookOptions
+	if cfg.Webhooks != nil {
+		hooks = *cfg.Webhooks
+	}
+	s.hooks = s.newWebhooks(hooks)
 	s.kvFront = cfg.KVFront
 	s.studio.pools = studio.NewPools()
 	ephemeral := DefaultEphemeralLimits
 	if cfg.Ephemeral != nil {
 		ephemeral = *cfg.Ephemeral
 	}
-	s.SetEphemeralLimits(ephemeral)
+	s.setEphemeralLimits(ephemeral)
 	s.disk.free = -1
-	s.SetDiskReserve(cfg.DiskReserve)
+	s.setDiskReserve(cfg.DiskReserve)
 	s.sparesStop, s.stopSpares = context.WithCancel(context.Background())
+	if deps.DataPlane != nil {
+		s.useDataPlane(deps.DataPlane)
+	}
 	return s
 }
-
-// SetNotifier connects the job runner.
-func (s *Service) SetNotifier(n Notifier) { s.jobs = n }
-
-// SetClock replaces the clock (tests of expiry).
-func (s *Service) SetClock(now func() time.Time) { s.now = func() time.Time { return now().UTC() } }
 
 func (s *Service) passwordCost() int {
 	if s.cfg.PasswordCost == 0 {

@@ -30,9 +30,9 @@ const storageSlack = 48 << 20
 // cannot give back to itself), and the database stays within the limit, the growth allowed and the slack.
 func TestStorageLimitHoldsAgainstAFastWriter(t *testing.T) {
 	t.Parallel()
-	e, p := realEnv(t)
 	const limit = 32 << 20
-	e.Svc.SetEphemeralLimits(appliance.EphemeralLimits{PerIPPerHour: 10, Live: 5, StorageBytes: limit})
+	e, p := keyEnv(t, appliancetest.Options{Instances: true,
+		Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: 10, Live: 5, StorageBytes: limit}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); e.Svc.RunStorageGuard(ctx, appliance.StorageGuardInterval) }()
@@ -161,9 +161,9 @@ func dataLimit(t *testing.T, pid int) string {
 // raise it; max_connections and the worker processes are the ephemeral ones.
 func TestEphemeralServerIsBounded(t *testing.T) {
 	t.Parallel()
-	e, _ := realEnv(t)
 	const perProcess = 64 << 20
-	e.Svc.SetEphemeralLimits(appliance.EphemeralLimits{PerIPPerHour: 10, Live: 5, ProcessMemoryBytes: perProcess, TempFileBytes: 32 << 20, MaxConnections: 8})
+	e, _ := keyEnv(t, appliancetest.Options{Instances: true,
+		Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: 10, Live: 5, ProcessMemoryBytes: perProcess, TempFileBytes: 32 << 20, MaxConnections: 8}})
 	created, err := e.Svc.CreateEphemeral(t.Context(), "192.0.2.10", &appliance.CreateEphemeralRequest{})
 	if err != nil {
 		t.Fatal(err)

@@ -643,8 +643,8 @@ CREATE TABLE "x""; DROP TABLE canary; --"."x""; DROP TABLE canary; --" ("x""; DR
 
 	t.Run("ai usage", func(t *testing.T) {
 		now := time.Date(2026, 3, 31, 23, 0, 0, 0, time.UTC)
-		e.Svc.SetClock(func() time.Time { return now })
-		defer e.Svc.SetClock(time.Now)
+		e.Clock.Set(func() time.Time { return now })
+		defer e.Clock.Set(time.Now)
 		plan, _ := appliance.PlanByName(s.prj.Plan)
 		var u *appliance.AIUsageResponse
 		var err error

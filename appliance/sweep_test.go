@@ -28,9 +28,9 @@ func setup(t *testing.T) (*appliance.Service, *appliance.Bootstrap, *time.Time) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := appliance.New(appliance.Config{PasswordCost: 4}, db, box, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	now := time.Now().UTC()
-	svc.SetClock(func() time.Time { return now })
+	svc := appliance.New(appliance.Config{PasswordCost: 4}, appliance.Deps{DB: db, Box: box, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Clock: func() time.Time { return now }})
 	boot, err := svc.EnsureBootstrap(t.Context(), filepath.Join(dir, "bootstrap.json"), "ca.crt")
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func TestSweepExpiresUploads(t *testing.T) {
 	ctx := t.Context()
 	prj := provision(t, e, p, "uploads", "development")
 	base := time.Now().UTC()
-	at := func(t time.Time) { e.Svc.SetClock(func() time.Time { return t }) }
+	at := func(t time.Time) { e.Clock.Set(func() time.Time { return t }) }
 	at(base)
 	dir := filepath.Join(e.Dir, "backups", prj.ID, "imports")
 	create := func() *appliance.Upload {

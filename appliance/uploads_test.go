@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -19,9 +20,8 @@ import (
 // 559 MB, and the limit held per request only.
 func TestUploadLimits(t *testing.T) {
 	t.Parallel()
-	e, p := realEnv(t)
+	e, p := keyEnv(t, appliancetest.Options{Instances: true, ImportUploadLimit: func() int64 { return 1000 }})
 	prj := provision(t, e, p, "uploads", "development")
-	e.Svc.SetImportUploadLimit(1000)
 	type upload struct{ id, expires, sig string }
 	newUpload := func() upload {
 		t.Helper()
@@ -83,9 +83,8 @@ func TestUploadLimits(t *testing.T) {
 // reads a byte.
 func TestUploadTotalUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	e, p := realEnv(t)
+	e, p := keyEnv(t, appliancetest.Options{Instances: true, ImportUploadLimit: func() int64 { return 1000 }})
 	prj := provision(t, e, p, "raceuploads", "development")
-	e.Svc.SetImportUploadLimit(1000)
 	newUpload := func() (id, expires, sig string) {
 		t.Helper()
 		res, err := e.Svc.CreateImportUpload(t.Context(), p, prj.ID)

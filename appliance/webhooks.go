@@ -57,9 +57,6 @@ func (s *Service) newWebhooks(o WebhookOptions) *webhooks {
 	return h
 }
 
-// SetWebhookOptions replaces the delivery options (before StartWebhooks).
-func (s *Service) SetWebhookOptions(o WebhookOptions) { s.hooks = s.newWebhooks(o) }
-
 // policy is the outbound destination policy of tenant connections.
 func (s *Service) policy() *outbound.Policy {
 	if s.cfg.Outbound == nil {

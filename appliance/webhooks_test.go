@@ -144,8 +144,8 @@ func keyEnv(t *testing.T, o appliancetest.Options) (*appliancetest.Env, *applian
 // after a rotation, with the new and (during the overlap) the old one.
 func TestWebhooksSignedAndVerified(t *testing.T) {
 	t.Parallel()
-	e, p := realEnv(t)
-	e.StartWebhooks(t, fastHooks(50*time.Millisecond))
+	e, p := keyEnv(t, appliancetest.Options{Instances: true, Webhooks: fastHooks(50 * time.Millisecond)})
+	e.StartWebhooks(t)
 	rc := newReceiver(nil)
 	ep := createEndpoint(t, e, p, e.Serve(t, rc)+"/hooks")
 	if !strings.HasPrefix(ep.PlaintextSecret, "whsec_") || ep.WebhookEndpoint.Health != appliance.HealthHealthy {
@@ -212,8 +212,8 @@ func TestWebhooksSignedAndVerified(t *testing.T) {
 // and one webhook-id; a receiver that always fails exhausts max_attempts and turns the endpoint failing.
 func TestWebhookRetries(t *testing.T) {
 	t.Parallel()
-	e, p := keyEnv(t, appliancetest.Options{})
-	e.StartWebhooks(t, fastHooks(30*time.Millisecond, 30*time.Millisecond, 30*time.Millisecond))
+	e, p := keyEnv(t, appliancetest.Options{Webhooks: fastHooks(30*time.Millisecond, 30*time.Millisecond, 30*time.Millisecond)})
+	e.StartWebhooks(t)
 	flaky := newReceiver(func(n int, _ http.ResponseWriter) int {
 		if n <= 2 {
 			return http.StatusInternalServerError
@@ -278,10 +278,10 @@ func TestWebhookRetries(t *testing.T) {
 // nothing but failures for DisableAfter is disabled.
 func TestWebhookReceiverSignals(t *testing.T) {
 	t.Parallel()
-	e, p := keyEnv(t, appliancetest.Options{})
 	o := fastHooks(300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond)
 	o.DisableAfter = 200 * time.Millisecond
-	e.StartWebhooks(t, o)
+	e, p := keyEnv(t, appliancetest.Options{Webhooks: o})
+	e.StartWebhooks(t)
 
 	// These two take only test deliveries: the disabled events of the others would fail on them too.
 	busy := createEndpoint(t, e, p, e.Serve(t, newReceiver(func(n int, w http.ResponseWriter) int {
@@ -343,8 +343,9 @@ func ptrTo[T any](v T) *T { return &v }
 // are refused when saved, saying why; a receiver that redirects to loopback is not followed.
 func TestWebhookSSRF(t *testing.T) {
 	t.Parallel()
-	e, p := keyEnv(t, appliancetest.Options{Outbound: &outbound.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}}})
-	e.StartWebhooks(t, fastHooks(time.Hour))
+	e, p := keyEnv(t, appliancetest.Options{Outbound: &outbound.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}},
+		Webhooks: fastHooks(time.Hour)})
+	e.StartWebhooks(t)
 	inner := newReceiver(nil)
 	innerURL := e.Serve(t, inner) // on 127.0.0.1: refused
 	port := strings.TrimPrefix(innerURL, "http://127.0.0.1:")
@@ -418,8 +419,8 @@ func TestWebhookEndpointInput(t *testing.T) {
 func TestWebhookPolicyAtEveryAttempt(t *testing.T) {
 	t.Parallel()
 	pol := &outbound.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}}
-	e, p := keyEnv(t, appliancetest.Options{Outbound: pol})
-	e.StartWebhooks(t, fastHooks(time.Hour))
+	e, p := keyEnv(t, appliancetest.Options{Outbound: pol, Webhooks: fastHooks(time.Hour)})
+	e.StartWebhooks(t)
 	rc := newReceiver(nil)
 	l, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {

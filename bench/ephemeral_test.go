@@ -25,8 +25,8 @@ func BenchmarkEphemeral(b *testing.B) {
 	per := perEnv(spares)
 	var envs []*appliancetest.Env
 	for i := 0; i < n; i += per {
-		e := appliancetest.New(b, appliancetest.Options{Instances: true, Spares: spares})
-		e.Svc.SetEphemeralLimits(appliance.EphemeralLimits{PerIPPerHour: n, Live: n, StorageBytes: appliance.EphemeralStorageLimit})
+		e := appliancetest.New(b, appliancetest.Options{Instances: true, Spares: spares,
+			Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: n, Live: n, StorageBytes: appliance.EphemeralStorageLimit}})
 		envs = append(envs, e)
 	}
 	samples := make([]*sample, n)

@@ -363,7 +363,7 @@ func BenchmarkObservabilitySampler(b *testing.B) {
 		b.Fatal(err)
 	}
 	clk := &benchClock{}
-	e.Svc.SetClock(clk.now)
+	e.Clock.Set(clk.now)
 	detail := detailLog(b)
 	var prjs []obsProject
 	var idleSessions []*pgx.Conn
@@ -842,7 +842,7 @@ func BenchmarkObservabilityHistory(b *testing.B) {
 	e, p, prj := previewEnv(b, 0, "free")
 	ctx := b.Context()
 	clk := &benchClock{}
-	e.Svc.SetClock(clk.now)
+	e.Clock.Set(clk.now)
 
 	// One real point with some activity in it.
 	if _, err := e.Svc.SampleObservability(ctx); err != nil {

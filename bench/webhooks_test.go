@@ -36,17 +36,19 @@ type eventsEnv struct {
 	api    *httptest.Server
 }
 
-func newEventsEnv(b *testing.B) *eventsEnv {
+// newEventsEnv builds it; hooks tune the webhook worker a benchmark starts (nil: the defaults).
+func newEventsEnv(b *testing.B, hooks *appliance.WebhookOptions) *eventsEnv {
 	b.Helper()
 	// The garbage collector's heap floor that up sets (--heap-floor-mb); BENCH_HEAP_FLOOR_MB=0: GOGC alone.
 	heapfloor.Set(uint64(envAtLeast(b, "BENCH_HEAP_FLOOR_MB", heapfloor.Default>>20, 0)) << 20)
-	e := appliancetest.New(b, appliancetest.Options{})
+	e := appliancetest.New(b, appliancetest.Options{Webhooks: hooks})
 	p, err := e.Svc.Authenticate(b.Context(), e.Bootstrap.APIKey)
 	if err != nil {
 		b.Fatal(err)
 	}
 	r := scheduler.New(e.DB, scheduler.Options{ID: "bench", HostID: "bench", Workers: 4})
-	e.Svc.SetNotifier(r)
+	// The service enqueues no job here (the benchmarks enqueue bench.noop and notify the runner), so it is
+	// built without a notifier.
 	e.Svc.RegisterJobs(r)
 	r.Handle("bench.noop", func(context.Context, *scheduler.Run) (any, error) { return map[string]bool{"ok": true}, nil })
 	if err := r.Start(b.Context()); err != nil {
@@ -99,8 +101,8 @@ func pct(ds []time.Duration, p float64) time.Duration {
 func BenchmarkWebhookLatency(b *testing.B) {
 	n := envInt(b, "BENCH_EVENTS", 1000)
 	for range b.N {
-		v := newEventsEnv(b)
-		v.e.StartWebhooks(b, nil)
+		v := newEventsEnv(b, nil)
+		v.e.StartWebhooks(b)
 		var mu sync.Mutex
 		var lat []time.Duration
 		url := v.e.Serve(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -147,8 +149,8 @@ func BenchmarkWebhookFanOutAPI(b *testing.B) {
 	o.Workers = envInt(b, "BENCH_WORKERS", o.Workers)
 	o.PerEndpoint = envInt(b, "BENCH_PER_ENDPOINT", o.PerEndpoint)
 	for range b.N {
-		v := newEventsEnv(b)
-		v.e.StartWebhooks(b, &o)
+		v := newEventsEnv(b, &o)
+		v.e.StartWebhooks(b)
 		urls, count := startReceivers(b, v.e, fast, hanging)
 		for _, u := range urls {
 			v.endpoint(b, u)
@@ -218,7 +220,7 @@ func BenchmarkWebhookFanOutAPI(b *testing.B) {
 func BenchmarkEventStreamFanOut(b *testing.B) {
 	clients, n := envInt(b, "BENCH_CLIENTS", 200), envInt(b, "BENCH_STREAM_EVENTS", 2000)
 	for range b.N {
-		v := newEventsEnv(b)
+		v := newEventsEnv(b, nil)
 		prj := &store.Project{ID: "prj_bench", Name: "bench", Slug: "bench", OrganizationID: v.p.OrganizationID, State: "active",
 			RuntimeStatus: "active", Environment: "development", Plan: "free", CreatedAt: time.Now(), UpdatedAt: time.Now()}
 		if err := v.e.DB.Update(func(tx *store.Tx) error { return store.Projects.Put(tx, prj) }); err != nil {

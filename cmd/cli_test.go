@@ -52,6 +52,8 @@ type cliSetupOpts struct {
 	instances bool
 	// kv starts the key-value fronts (RESP and REST) as up does.
 	kv bool
+	// webhooks tune the webhook worker the test may start (env.StartWebhooks; nil: the defaults).
+	webhooks *appliance.WebhookOptions
 }
 
 func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
@@ -65,10 +67,11 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := appliancetest.New(t, appliancetest.Options{Instances: o.instances, APIURL: "https://" + ln.Addr().String()}) // the same stack every API test runs on
+	env := appliancetest.New(t, appliancetest.Options{Instances: o.instances, APIURL: "https://" + ln.Addr().String(), // the same stack every API test runs on
+		KVFronts: o.kv, Webhooks: o.webhooks})
 	svc, ca, boot := env.Svc, env.CA, env.Bootstrap
 	if o.clock != nil {
-		svc.SetClock(o.clock)
+		env.Clock.Set(o.clock)
 	}
 	tlsCfg, err := ca.ServerTLS("127.0.0.1", "localhost")
 	if err != nil {

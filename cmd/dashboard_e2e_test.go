@@ -45,7 +45,12 @@ func TestDashboardEndToEnd(t *testing.T) {
 		}
 		t.Skip("node or chromium missing")
 	}
-	e := setupCLI(t, cliSetupOpts{instances: true, kv: true, limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
+	// The webhook worker (started when the page asks for a receiver) fails each delivery's first attempt
+	// quickly, then takes it.
+	hookOpts := appliance.DefaultWebhookOptions
+	hookOpts.Schedule, hookOpts.Poll = []time.Duration{300 * time.Millisecond, time.Second}, 50*time.Millisecond
+	e := setupCLI(t, cliSetupOpts{instances: true, kv: true, webhooks: &hookOpts,
+		limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
 	work := e2eScript(t)
 	out := os.Getenv("APPLIANCE_E2E_OUT")
 	if out == "" {
@@ -127,9 +132,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 		case what == "failed-job":
 			answer(failImport(t, e, p, arg))
 		case what == "webhook-receiver": // fails each delivery's first attempt, then takes it
-			o := appliance.DefaultWebhookOptions
-			o.Schedule, o.Poll = []time.Duration{300 * time.Millisecond, time.Second}, 50*time.Millisecond
-			e.env.StartWebhooks(t, &o)
+			e.env.StartWebhooks(t)
 			answer(e.env.Serve(t, hooks) + "/hooks")
 		case what == "webhook-secret":
 			hooks.secret.Store(&arg)

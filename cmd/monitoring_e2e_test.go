@@ -34,7 +34,7 @@ func monitoringData(t *testing.T, e *cliEnv, p *appliance.Principal, projectID s
 		}
 	}
 	var ago atomic.Int64 // how far the service's clock is behind the real one
-	e.svc.SetClock(func() time.Time { return time.Now().Add(-time.Duration(ago.Load())) })
+	e.env.Clock.Set(func() time.Time { return time.Now().Add(-time.Duration(ago.Load())) })
 	defer ago.Store(0)
 	sweep := func(at time.Duration) {
 		t.Helper()

@@ -21,7 +21,7 @@ func TestCLIObservability(t *testing.T) {
 	prj := e.activeProject(t, p, "watched")
 	var mu sync.Mutex
 	now := time.Now().UTC()
-	e.svc.SetClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	e.env.Clock.Set(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
 	sweep := func() {
 		t.Helper()
 		mu.Lock()

@@ -83,7 +83,7 @@ type UpConfig struct {
 	MetricsListen string
 	// HeapFloorMB is the least heap goal of the appliance's garbage collector, in MiB (0: GOGC alone).
 	HeapFloorMB int
-	// DiskReserveMB is the free space under which the appliance runs degraded (appliance.SetDiskReserve).
+	// DiskReserveMB is the free space under which the appliance runs degraded (appliance.Config.DiskReserve).
 	DiskReserveMB int
 	// Ephemeral* bound anonymous ephemeral databases (appliance.EphemeralLimits).
 	EphemeralMax, EphemeralStorageMB, EphemeralTotalStorageMB, EphemeralMemoryMB, EphemeralConnections int

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/daemon"
@@ -137,38 +136,16 @@ func (u *upRun) storeComponent() *component {
 	}, stop: func(ctx context.Context) error { return u.db.Close() }}
 }
 
-// serviceComponent is the service and the supervisor of its instances.
+// serviceComponent is the service, the supervisor of its instances and the job runner it enqueues for
+// (made here, started by the scheduler component).
 func (u *upRun) serviceComponent() *component {
 	cfg, log := u.cfg, u.log
 	var sup *daemon.Supervisor
 	return &component{name: "instance-supervisor", start: func(ctx context.Context) error {
-		respPort, restPort := portOf(u.kvLn.Addr().String()), portOf(u.kvRESTLn.Addr().String())
-		svc := appliance.New(appliance.Config{APIURL: u.apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
-			Version: Version, CACertPath: u.ca.CertPath(), ListenHost: cfg.PGListen, DataDir: u.dataDir, Spares: cfg.Spares,
-			Ports: u.ports, Outbound: u.pol, NetworkExtensions: cfg.NetworkExtensions, LogArchiveDays: cfg.LogArchiveDays, BackupRetentionDays: cfg.BackupRetentionDays,
-			KVFront:     appliance.KVFront{RESPPort: respPort, RESTURL: "https://" + net.JoinHostPort(cfg.PublicHost, strconv.Itoa(restPort))},
-			DiskReserve: int64(cfg.DiskReserveMB) << 20,
-			Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: appliance.DefaultEphemeralLimits.PerIPPerHour,
-				Live: cfg.EphemeralMax, StorageBytes: int64(cfg.EphemeralStorageMB) << 20, TotalStorageBytes: int64(cfg.EphemeralTotalStorageMB) << 20,
-				MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: int64(cfg.EphemeralMemoryMB) << 20,
-				TempFileBytes: int64(cfg.EphemeralStorageMB) << 20}}, u.db, u.box, log)
-		u.svc = svc
-		svc.Probe.Register("disk", svc.DiskHealth)
-		if d := svc.CheckDisk(); d.Low {
-			log.Warn("starting degraded: the data directory's free space is under the reserve; instances are supervised and reads served, writes are refused (507) until space is freed",
-				"free_bytes", d.FreeBytes, "reserve_bytes", d.ReserveBytes, "flag", "--disk-reserve-mb")
-		}
-		sup = daemon.NewSupervisor()
-		sup.OnEvent = svc.OnInstanceEvent
 		bin, err := postgres.FindBinaries(u.set.PG.Dir)
 		if err != nil {
-			svc.Probe.Register("instance-supervisor", func(context.Context) (string, string) { return api.StatusDown, err.Error() })
 			return err
 		}
-		svc.Probe.Register("instance-supervisor", func(ctx context.Context) (string, string) {
-			status, msg := sup.Health(ctx)
-			return status, fmt.Sprintf("PostgreSQL %d at %s; %s", bin.Major, bin.Dir, msg)
-		})
 		user, err := daemon.DefaultOSUser()
 		if cfg.PGUser != "" {
 			user, err = daemon.EnsureOSUser(cfg.PGUser)
@@ -185,7 +162,32 @@ func (u *upRun) serviceComponent() *component {
 			log.Warn("key-value stores are disabled", "err", err)
 			redisServer = ""
 		}
-		svc.SetDataPlane(&appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: u.ca, PgBouncer: bouncer, RedisServer: redisServer})
+		sup = daemon.NewSupervisor()
+		hostname, _ := os.Hostname()
+		u.runner = scheduler.New(u.db, scheduler.Options{ID: fmt.Sprintf("%s/%d", hostname, os.Getpid()), HostID: hostname, Log: log})
+		respPort, restPort := portOf(u.kvLn.Addr().String()), portOf(u.kvRESTLn.Addr().String())
+		svc := appliance.New(appliance.Config{APIURL: u.apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
+			Version: Version, CACertPath: u.ca.CertPath(), ListenHost: cfg.PGListen, DataDir: u.dataDir, Spares: cfg.Spares,
+			Ports: u.ports, Outbound: u.pol, NetworkExtensions: cfg.NetworkExtensions, LogArchiveDays: cfg.LogArchiveDays, BackupRetentionDays: cfg.BackupRetentionDays,
+			KVFront:     appliance.KVFront{RESPPort: respPort, RESTURL: "https://" + net.JoinHostPort(cfg.PublicHost, strconv.Itoa(restPort))},
+			DiskReserve: int64(cfg.DiskReserveMB) << 20,
+			Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: appliance.DefaultEphemeralLimits.PerIPPerHour,
+				Live: cfg.EphemeralMax, StorageBytes: int64(cfg.EphemeralStorageMB) << 20, TotalStorageBytes: int64(cfg.EphemeralTotalStorageMB) << 20,
+				MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: int64(cfg.EphemeralMemoryMB) << 20,
+				TempFileBytes: int64(cfg.EphemeralStorageMB) << 20}},
+			appliance.Deps{DB: u.db, Box: u.box, Log: log, Jobs: u.runner,
+				DataPlane: &appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: u.ca, PgBouncer: bouncer, RedisServer: redisServer}})
+		u.svc = svc
+		sup.OnEvent = svc.OnInstanceEvent
+		svc.Probe.Register("disk", svc.DiskHealth)
+		if d := svc.CheckDisk(); d.Low {
+			log.Warn("starting degraded: the data directory's free space is under the reserve; instances are supervised and reads served, writes are refused (507) until space is freed",
+				"free_bytes", d.FreeBytes, "reserve_bytes", d.ReserveBytes, "flag", "--disk-reserve-mb")
+		}
+		svc.Probe.Register("instance-supervisor", func(ctx context.Context) (string, string) {
+			status, msg := sup.Health(ctx)
+			return status, fmt.Sprintf("PostgreSQL %d at %s; %s", bin.Major, bin.Dir, msg)
+		})
 		return nil
 	}, stop: func(ctx context.Context) error { return errors.Join(sup.Stop(ctx), u.svc.StopInstances(ctx)) }}
 }
@@ -212,11 +214,7 @@ func (u *upRun) bootstrapComponent() *component {
 func (u *upRun) schedulerComponent() *component {
 	var firstFill chan struct{}
 	return &component{name: "scheduler", start: func(ctx context.Context) error {
-		svc, log := u.svc, u.log
-		hostname, _ := os.Hostname()
-		runner := scheduler.New(u.db, scheduler.Options{ID: fmt.Sprintf("%s/%d", hostname, os.Getpid()), HostID: hostname, Log: log})
-		u.runner = runner
-		svc.SetNotifier(runner)
+		svc, log, runner := u.svc, u.log, u.runner
 		svc.Probe.Register("scheduler", runner.Health)
 		registerTestHooks(svc, runner)
 		if err := registerPeriodic(runner, svc, log); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -81,13 +82,13 @@ func TestCLIWebhooks(t *testing.T) {
 
 // setupWebhooksCLI is an API with the webhook worker running and the CLI pointed at it.
 func setupWebhooksCLI(t *testing.T) *cliEnv {
-	e := setupCLI(t)
+	o := appliance.DefaultWebhookOptions
+	o.Poll = 20 * time.Millisecond
+	e := setupCLI(t, cliSetupOpts{limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}, webhooks: &o})
 	t.Setenv("APPLIANCE_API_URL", e.url)
 	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
 	t.Setenv("APPLIANCE_API_KEY", e.boot.APIKey)
-	o := appliance.DefaultWebhookOptions
-	o.Poll = 20 * time.Millisecond
-	e.env.StartWebhooks(t, &o)
+	e.env.StartWebhooks(t)
 	return e
 }
 

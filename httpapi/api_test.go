@@ -38,7 +38,7 @@ func find(r *response, path, id string) map[string]any {
 
 // moveClock makes the service's clock run d ahead of the real one.
 func moveClock(b *bundle, d time.Duration) {
-	b.svc.SetClock(func() time.Time { return time.Now().Add(d) })
+	b.env.Clock.Set(func() time.Time { return time.Now().Add(d) })
 }
 
 // newestFirst checks that the list at path is ordered newest first (by created_at, then id).

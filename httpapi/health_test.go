@@ -40,8 +40,8 @@ func TestHealthzWhenTheStoreRefusesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := appliance.New(appliance.Config{DataDir: dir}, db, box, log)
-	svc.SetDiskReserve(1) // the file system's free space is not what is short here
+	// A reserve of 1 byte: the file system's free space is not what is short here.
+	svc := appliance.New(appliance.Config{DataDir: dir, DiskReserve: 1}, appliance.Deps{DB: db, Box: box, Log: log})
 	svc.Probe.Register("disk", svc.DiskHealth)
 	if d := svc.CheckDisk(); d.WriteErr == nil || d.Low {
 		t.Fatalf("the write probe of a read-only store: %+v", d)

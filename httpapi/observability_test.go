@@ -30,7 +30,7 @@ func TestObservabilityOverHTTP(t *testing.T) {
 	prj := b.provision("metered", "development")
 	var mu sync.Mutex
 	now := time.Now().UTC()
-	b.svc.SetClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	b.env.Clock.Set(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
 	sweep := func() {
 		t.Helper()
 		if res, err := b.svc.SampleObservability(t.Context()); err != nil || res.Projects != 1 {

@@ -347,7 +347,7 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("DELETE", org+"/api-keys/key_nope", "/v1/organizations/{orgID}/api-keys/{keyID}", b.adminKey, nil, 404)
 
 	// Webhook endpoints: errors and successes conform.
-	b.env.StartWebhooks(t, nil)
+	b.env.StartWebhooks(t)
 	receiver := b.env.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
 	hooks, hooksPattern := org+"/webhook-endpoints", "/v1/organizations/{orgID}/webhook-endpoints"
 	call("GET", hooks, hooksPattern, b.adminKey, nil, 200)

@@ -219,7 +219,7 @@ func newFixtures(b *bundle) *fixtures {
 	f.params["alertID"] = fixtureParam{value: alertID, project: f.prjA.ID}
 	f.params["queryHash"] = fixtureParam{value: hash, project: f.prjA.ID}
 	// A webhook endpoint on a receiver that accepts everything, and a delivery it took.
-	b.env.StartWebhooks(b.t, nil)
+	b.env.StartWebhooks(b.t)
 	receiver := b.env.Serve(b.t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	ep := b.do("POST", "/v1/organizations/"+b.org.ID+"/webhook-endpoints", b.adminKey, map[string]any{"url": receiver})
 	if ep.status != http.StatusCreated {

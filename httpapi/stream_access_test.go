@@ -31,7 +31,7 @@ func TestStreamsEndWhenAccessEnds(t *testing.T) {
 				limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
 			var mu sync.Mutex
 			var ahead time.Duration // the service's clock runs this far ahead of the real one
-			b.svc.SetClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(ahead) })
+			b.env.Clock.Set(func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(ahead) })
 			prj := b.provision("watched", "development")
 			org := "/v1/organizations/" + b.org.ID
 			ok := func(r *response, what string) *response {

@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -48,7 +49,28 @@ type Env struct {
 	Sup       *daemon.Supervisor // nil unless Options.Instances
 	Bin       postgres.Binaries  // the PostgreSQL the instances run from (with Options.Instances)
 	Bootstrap *appliance.Bootstrap
+	// Clock is the service's clock: the time now until a test sets another.
+	Clock *Clock
+	// kvLn and kvRESTLn are the key-value fronts' listeners (with Options.KVFronts), bound before the
+	// service so that its credentials name their ports.
+	kvLn, kvRESTLn net.Listener
 }
+
+// Clock is a clock a test moves: the service is built with its Now.
+type Clock struct {
+	now atomic.Pointer[func() time.Time]
+}
+
+// Now is the time of the clock last Set (time.Now before any).
+func (c *Clock) Now() time.Time {
+	if f := c.now.Load(); f != nil {
+		return (*f)()
+	}
+	return time.Now()
+}
+
+// Set makes now the service's clock (time.Now goes back to the real time).
+func (c *Clock) Set(now func() time.Time) { c.now.Store(&now) }
 
 // Options choose what runs.
 type Options struct {
@@ -70,6 +92,15 @@ type Options struct {
 	// operator would allow for the local sources the tests import from). Its OwnPorts gets the Env's
 	// instance range added.
 	Outbound *outbound.Policy
+	// Ephemeral bounds anonymous ephemeral databases (nil: the defaults).
+	Ephemeral *appliance.EphemeralLimits
+	// Webhooks tune the delivery worker StartWebhooks runs (nil: the defaults).
+	Webhooks *appliance.WebhookOptions
+	// ImportUploadLimit, when it returns a positive size, is the import upload size limit (tests of 413).
+	ImportUploadLimit func() int64
+	// KVFronts binds the key-value fronts' listeners first, as up does, so that StartKVFronts can run them
+	// and the credentials the service hands out name them.
+	KVFronts bool
 }
 
 // New builds an Env in a fresh directory that the instances' OS user can traverse.
@@ -109,24 +140,34 @@ func New(t testing.TB, o Options) *Env {
 		pol = &outbound.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	}
 	pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: ports.First, Last: ports.Last})
-	svc := appliance.New(appliance.Config{APIURL: apiURL, PublicHost: "localhost", Region: "local",
+	e := &Env{Dir: dir, DB: db, Box: box, CA: ca, Clock: &Clock{}}
+	cfg := appliance.Config{APIURL: apiURL, PublicHost: "localhost", Region: "local",
 		Version: "test", PasswordCost: bcrypt.MinCost, CACertPath: ca.CertPath(), ListenHost: "127.0.0.1",
-		DataDir: dir, Ports: ports, Spares: o.Spares, Outbound: pol}, db, box, log)
-	e := &Env{Dir: dir, DB: db, Box: box, Svc: svc, CA: ca}
-	e.Bootstrap, err = svc.EnsureBootstrap(t.Context(), filepath.Join(dir, "bootstrap.json"), ca.CertPath())
+		DataDir: dir, Ports: ports, Spares: o.Spares, Outbound: pol, Ephemeral: o.Ephemeral, Webhooks: o.Webhooks}
+	if o.KVFronts {
+		cfg.KVFront = e.bindKVFronts(t)
+	}
+	deps := appliance.Deps{DB: db, Box: box, Log: log, Clock: e.Clock.Now, ImportUploadLimit: o.ImportUploadLimit}
+	if o.Instances {
+		deps.DataPlane = e.dataPlane(t, o.PGBin)
+		e.Runner = scheduler.New(e.DB, scheduler.Options{ID: "test", HostID: "test", Log: log,
+			Backoff: func(int) time.Duration { return 200 * time.Millisecond }})
+		deps.Jobs = e.Runner
+	}
+	e.Svc = appliance.New(cfg, deps)
+	e.Bootstrap, err = e.Svc.EnsureBootstrap(t.Context(), filepath.Join(dir, "bootstrap.json"), ca.CertPath())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.Instances {
-		e.startDataPlane(t, log, o.PGBin)
+		e.startDataPlane(t)
 	}
 	return e
 }
 
-func (e *Env) startDataPlane(t testing.TB, log *slog.Logger, pgBin string) {
+// dataPlane finds the programs the instances run and makes their supervisor.
+func (e *Env) dataPlane(t testing.TB, pgBin string) *appliance.DataPlane {
 	t.Helper()
-	e.Sup = daemon.NewSupervisor()
-	e.Sup.OnEvent = e.Svc.OnInstanceEvent
 	bin, err := postgres.FindBinaries(pgBin)
 	if err != nil {
 		t.Fatalf("PostgreSQL binaries are required (install postgresql-15): %v", err)
@@ -144,10 +185,14 @@ func (e *Env) startDataPlane(t testing.TB, log *slog.Logger, pgBin string) {
 	if err != nil {
 		t.Fatalf("redis-server is required (install redis-server): %v", err)
 	}
-	e.Svc.SetDataPlane(&appliance.DataPlane{Supervisor: e.Sup, User: user, Bin: bin, CA: e.CA, PgBouncer: bouncer, RedisServer: redisServer})
-	e.Runner = scheduler.New(e.DB, scheduler.Options{ID: "test", HostID: "test", Log: log,
-		Backoff: func(int) time.Duration { return 200 * time.Millisecond }})
-	e.Svc.SetNotifier(e.Runner)
+	e.Sup = daemon.NewSupervisor()
+	return &appliance.DataPlane{Supervisor: e.Sup, User: user, Bin: bin, CA: e.CA, PgBouncer: bouncer, RedisServer: redisServer}
+}
+
+// startDataPlane connects the supervisor's events to the service and starts the job runner.
+func (e *Env) startDataPlane(t testing.TB) {
+	t.Helper()
+	e.Sup.OnEvent = e.Svc.OnInstanceEvent
 	e.Svc.RegisterJobs(e.Runner)
 	if err := e.Runner.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -373,12 +418,9 @@ func (e *Env) Serve(t testing.TB, h http.Handler) string {
 	return srv.URL
 }
 
-// StartWebhooks runs the webhook delivery worker until the test ends (o: nil for the defaults).
-func (e *Env) StartWebhooks(t testing.TB, o *appliance.WebhookOptions) {
+// StartWebhooks runs the webhook delivery worker (with Options.Webhooks) until the test ends.
+func (e *Env) StartWebhooks(t testing.TB) {
 	t.Helper()
-	if o != nil {
-		e.Svc.SetWebhookOptions(*o)
-	}
 	if err := e.Svc.StartWebhooks(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -395,16 +437,35 @@ type KVFronts struct {
 	REST *kvproxy.REST
 }
 
-// StartKVFronts starts both key-value fronts on loopback with certificates of the Env's CA (for localhost
-// and 127.0.0.1), and tells the service their addresses (the REST URL's host is localhost).
+// bindKVFronts binds the key-value fronts' listeners on loopback and returns where the service says they
+// are (the REST URL's host is localhost).
+func (e *Env) bindKVFronts(t testing.TB) appliance.KVFront {
+	t.Helper()
+	for _, l := range []*net.Listener{&e.kvLn, &e.kvRESTLn} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		*l = ln
+	}
+	return appliance.KVFront{RESPPort: e.kvLn.Addr().(*net.TCPAddr).Port,
+		RESTURL: "https://localhost:" + strconv.Itoa(e.kvRESTLn.Addr().(*net.TCPAddr).Port)}
+}
+
+// StartKVFronts starts both key-value fronts (Options.KVFronts) on their loopback listeners with
+// certificates of the Env's CA (for localhost and 127.0.0.1).
 func (e *Env) StartKVFronts(t testing.TB) *KVFronts {
 	t.Helper()
+	if e.kvLn == nil {
+		t.Fatal("StartKVFronts needs appliancetest.Options.KVFronts")
+	}
 	cfg, err := e.CA.ServerTLS("127.0.0.1", "localhost")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &KVFronts{RESP: &kvproxy.Server{Addr: "127.0.0.1:0", TLS: cfg, Resolver: e.Svc},
-		REST: &kvproxy.REST{Addr: "127.0.0.1:0", TLS: cfg, Resolver: e.Svc}}
+	f := &KVFronts{RESP: &kvproxy.Server{Addr: "127.0.0.1:0", Listener: e.kvLn, TLS: cfg, Resolver: e.Svc},
+		REST: &kvproxy.REST{Addr: "127.0.0.1:0", Listener: e.kvRESTLn, TLS: cfg, Resolver: e.Svc}}
 	for _, s := range []interface {
 		Start(context.Context) error
 		Stop(context.Context) error
@@ -414,9 +475,5 @@ func (e *Env) StartKVFronts(t testing.TB) *KVFronts {
 		}
 		t.Cleanup(func() { s.Stop(context.Background()) })
 	}
-	_, resp, _ := net.SplitHostPort(f.RESP.ListenAddr())
-	_, rest, _ := net.SplitHostPort(f.REST.ListenAddr())
-	port, _ := strconv.Atoi(resp)
-	e.Svc.SetKVFront(appliance.KVFront{RESPPort: port, RESTURL: "https://localhost:" + rest})
 	return f
 }
