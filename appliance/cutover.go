@@ -383,7 +383,7 @@ func (s *Service) promoteCutoverJob(ctx context.Context, run *scheduler.Run) (an
 		steps.done("prepare")
 		err := s.stageCutover(ctx, run, dp, conn, prj, inst, r, staging, steps)
 		if err == nil {
-			jobStep(ctx, run.Job.ID, "cutover-staged")
+			s.jobStep(ctx, run.Job.ID, "cutover-staged")
 			err = s.swapDatabases(ctx, conn, prj, r.ID, staging, old)
 		}
 		if err != nil {
@@ -399,7 +399,7 @@ func (s *Service) promoteCutoverJob(ctx context.Context, run *scheduler.Run) (an
 	if err := s.completeCutover(r.ID); err != nil {
 		return nil, err
 	}
-	jobStep(ctx, run.Job.ID, "cutover-swapped")
+	s.jobStep(ctx, run.Job.ID, "cutover-swapped")
 	// The rest tidies up: the project's data is the preview's from the swap on.
 	if err := prepareDatabase(ctx, conn, prj, prj.DatabaseName); err != nil {
 		return nil, scheduler.Transient(err)

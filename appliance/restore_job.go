@@ -19,9 +19,9 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// JobStepHook, when not nil, is called at the named steps of the restore and cutover jobs. Only test
-// builds set it (cmd/testhooks_on.go), to stop the process at a chosen moment; it must be set before jobs
-// run. The steps of a restore:
+// JobStepHook, when not nil (Deps.JobStepHook), is called at the named steps of the restore and cutover
+// jobs. Only test builds give one (cmd/testhooks_on.go), to stop the process at a chosen moment. The steps
+// of a restore:
 //
 //	recovering   the candidate postmaster is recovering on its scratch port
 //	swapped-out  the original data directory was renamed to pgdata.pre-restore-<job>, pgdata is absent
@@ -32,10 +32,10 @@ import (
 //
 //	cutover-staged   the preview's data is restored into the staging database; the project is untouched
 //	cutover-swapped  the staging database has the project's database name; the old one is not dropped yet
-var JobStepHook func(ctx context.Context, jobID, step string)
+type JobStepHook func(ctx context.Context, jobID, step string)
 
-func jobStep(ctx context.Context, jobID, step string) {
-	if h := JobStepHook; h != nil {
+func (s *Service) jobStep(ctx context.Context, jobID, step string) {
+	if h := s.stepHook; h != nil {
 		h(ctx, jobID, step)
 	}
 }
@@ -202,7 +202,7 @@ func (s *Service) recoverAndSwap(ctx context.Context, run *scheduler.Run, dp *Da
 	if err := cand.Start(ctx, run.Exec); err != nil {
 		return swap, fmt.Errorf("recover the backup: %w", err)
 	}
-	jobStep(ctx, run.Job.ID, "recovering")
+	s.jobStep(ctx, run.Job.ID, "recovering")
 	if err := waitPromoted(ctx, cand, adminPW, since); err != nil {
 		return swap, err
 	}
@@ -250,14 +250,14 @@ func (s *Service) recoverAndSwap(ctx context.Context, run *scheduler.Run, dp *Da
 		if err := os.Rename(live.DataDir(), old); err != nil {
 			return errors.Join(err, ops.Start(context.WithoutCancel(ctx), run.Exec))
 		}
-		jobStep(ctx, run.Job.ID, "swapped-out")
+		s.jobStep(ctx, run.Job.ID, "swapped-out")
 		if err := os.Rename(cand.DataDir(), live.DataDir()); err != nil {
 			if berr := os.Rename(old, live.DataDir()); berr != nil {
 				return fmt.Errorf("move the restored data in: %w (and the original could not be put back: %v)", err, berr)
 			}
 			return errors.Join(err, ops.Start(context.WithoutCancel(ctx), run.Exec))
 		}
-		jobStep(ctx, run.Job.ID, "swapped-in")
+		s.jobStep(ctx, run.Job.ID, "swapped-in")
 		startErr := func() error {
 			if _, err := live.WriteSettings(settings); err != nil {
 				return err
@@ -283,7 +283,7 @@ func (s *Service) recoverAndSwap(ctx context.Context, run *scheduler.Run, dp *Da
 	if err != nil {
 		return swap, err
 	}
-	jobStep(ctx, run.Job.ID, "started")
+	s.jobStep(ctx, run.Job.ID, "started")
 	steps.done("swap")
 	return swap, nil
 }

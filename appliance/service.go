@@ -46,6 +46,9 @@ type Config struct {
 	KVFront KVFront
 	// DiskReserve is the free space under which the appliance runs degraded (0: DefaultDiskReserve).
 	DiskReserve int64
+	// PostgresRoot is where the distribution installs PostgreSQL majors, <root>/<major>/bin: the targets of
+	// major upgrades ("": DefaultPostgresRoot).
+	PostgresRoot string
 	// Ephemeral bounds anonymous ephemeral databases (nil: DefaultEphemeralLimits; zero fields take the
 	// defaults').
 	Ephemeral *EphemeralLimits
@@ -70,6 +73,8 @@ type Deps struct {
 	// ImportUploadLimit, when it returns a positive size, is the upload size limit instead of the
 	// project's storage_limit_bytes (nil: none; tests of 413).
 	ImportUploadLimit func() int64
+	// JobStepHook is called at the named steps of the restore and cutover jobs (nil: none; test builds).
+	JobStepHook JobStepHook
 }
 
 // Notifier is poked after jobs are enqueued so the runner claims them at once.
@@ -96,6 +101,8 @@ type Service struct {
 	stopSpares    context.CancelFunc
 	// spareConns holds an admin connection to each spare this process prepared (see takeSpareConn).
 	spareConns sync.Map // instance ID → *pgx.Conn
+	// stepHook is Deps.JobStepHook (restore_job.go).
+	stepHook JobStepHook
 	// importLimit overrides the import upload size limit when it returns a positive size (tests of 413).
 	importLimit func() int64
 	// uploads tracks the upload PUTs being received: one per upload at a time, bytes per project.
@@ -134,6 +141,9 @@ func New(cfg Config, deps Deps) *Service {
 	if cfg.Region == "" {
 		cfg.Region = "local"
 	}
+	if cfg.PostgresRoot == "" {
+		cfg.PostgresRoot = DefaultPostgresRoot
+	}
 	clock := deps.Clock
 	if clock == nil {
 		clock = time.Now
@@ -142,7 +152,7 @@ func New(cfg Config, deps Deps) *Service {
 	if importLimit == nil {
 		importLimit = func() int64 { return 0 }
 	}
-	s := &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, jobs: deps.Jobs, importLimit: importLimit,
+	s := &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, jobs: deps.Jobs, importLimit: importLimit, stepHook: deps.JobStepHook,
 		now: func() time.Time { return clock().UTC() }, Probe: &Probes{},
 		preflights: perKeyRate{every: time.Minute / preflightsPerMinute, burst: preflightsPerMinute}}
 	hooks := DefaultWebhookOptions

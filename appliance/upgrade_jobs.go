@@ -22,13 +22,15 @@ func (s *Service) registerUpgradeJobs(r *scheduler.Runner) {
 	r.Handle(JobUpgradeRollback, s.upgradeRollbackJob)
 }
 
-// PostgresRoot is where Debian installs PostgreSQL majors (/usr/lib/postgresql/<major>/bin).
-var PostgresRoot = "/usr/lib/postgresql"
+// DefaultPostgresRoot is where Debian installs PostgreSQL majors (/usr/lib/postgresql/<major>/bin).
+const DefaultPostgresRoot = "/usr/lib/postgresql"
 
-// targetBinaries finds the installed binaries of a major, or says clearly what is missing.
-func targetBinaries(major int) (postgres.Binaries, error) {
+// targetBinaries finds the installed binaries of a major under Config.PostgresRoot, or says clearly what
+// is missing.
+func (s *Service) targetBinaries(major int) (postgres.Binaries, error) {
+	root := s.cfg.PostgresRoot
 	var have []string
-	for _, b := range postgres.Installed(PostgresRoot) {
+	for _, b := range postgres.Installed(root) {
 		if b.Major == major {
 			if _, err := b.Path("pg_upgrade"); err != nil {
 				return postgres.Binaries{}, err
@@ -38,7 +40,7 @@ func targetBinaries(major int) (postgres.Binaries, error) {
 		have = append(have, strconv.Itoa(b.Major))
 	}
 	return postgres.Binaries{}, fmt.Errorf("PostgreSQL %d is not installed (no %s/%d/bin/pg_upgrade); installed majors: %s",
-		major, PostgresRoot, major, strings.Join(have, ", "))
+		major, root, major, strings.Join(have, ", "))
 }
 
 // clientSessions counts the sessions of customers (not the appliance's own).
@@ -115,7 +117,7 @@ func (s *Service) upgradePreflightJob(ctx context.Context, run *scheduler.Run) (
 	if err != nil {
 		return nil, err
 	}
-	target, err := targetBinaries(in.TargetMajor)
+	target, err := s.targetBinaries(in.TargetMajor)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +192,7 @@ func (s *Service) upgradeMajorJob(ctx context.Context, run *scheduler.Run) (any,
 	if err != nil {
 		return nil, err
 	}
-	target, err := targetBinaries(in.TargetMajor)
+	target, err := s.targetBinaries(in.TargetMajor)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 )
 
 // Without the testhooks build tag the binary registers no diagnostic job types or routes.
-func registerTestHooks(*appliance.Service, *scheduler.Runner) {}
+func registerTestHooks(*scheduler.Runner) {}
+
+func testJobStepHook() appliance.JobStepHook { return nil }
 
 func testRoutes(*appliance.Service, *scheduler.Runner) []httpapi.Route { return nil }

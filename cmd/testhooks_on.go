@@ -39,22 +39,29 @@ const (
 	TestJobPauseMarkerEnv = "APPLIANCE_TEST_JOB_PAUSE_MARKER"
 )
 
-func registerTestHooks(_ *appliance.Service, runner *scheduler.Runner) {
-	if step := os.Getenv(TestJobPauseEnv); step != "" {
-		marker := os.Getenv(TestJobPauseMarkerEnv)
-		appliance.JobStepHook = func(ctx context.Context, jobID, at string) {
-			if at != step {
-				return
-			}
-			if marker != "" {
-				if f, err := os.OpenFile(marker, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
-					fmt.Fprintf(f, "%s %s\n", jobID, at)
-					f.Close()
-				}
-			}
-			<-ctx.Done()
-		}
+// testJobStepHook is the service's job-step hook (Deps.JobStepHook): nil unless TestJobPauseEnv names a
+// step.
+func testJobStepHook() appliance.JobStepHook {
+	step := os.Getenv(TestJobPauseEnv)
+	if step == "" {
+		return nil
 	}
+	marker := os.Getenv(TestJobPauseMarkerEnv)
+	return func(ctx context.Context, jobID, at string) {
+		if at != step {
+			return
+		}
+		if marker != "" {
+			if f, err := os.OpenFile(marker, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
+				fmt.Fprintf(f, "%s %s\n", jobID, at)
+				f.Close()
+			}
+		}
+		<-ctx.Done()
+	}
+}
+
+func registerTestHooks(runner *scheduler.Runner) {
 	runner.Handle("test.sleep", func(ctx context.Context, run *scheduler.Run) (any, error) {
 		var p testSleepJob
 		if err := run.DecodePayload(&p); err != nil {

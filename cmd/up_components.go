@@ -175,7 +175,7 @@ func (u *upRun) serviceComponent() *component {
 				Live: cfg.EphemeralMax, StorageBytes: int64(cfg.EphemeralStorageMB) << 20, TotalStorageBytes: int64(cfg.EphemeralTotalStorageMB) << 20,
 				MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: int64(cfg.EphemeralMemoryMB) << 20,
 				TempFileBytes: int64(cfg.EphemeralStorageMB) << 20}},
-			appliance.Deps{DB: u.db, Box: u.box, Log: log, Jobs: u.runner,
+			appliance.Deps{DB: u.db, Box: u.box, Log: log, Jobs: u.runner, JobStepHook: testJobStepHook(),
 				DataPlane: &appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: u.ca, PgBouncer: bouncer, RedisServer: redisServer}})
 		u.svc = svc
 		sup.OnEvent = svc.OnInstanceEvent
@@ -216,7 +216,7 @@ func (u *upRun) schedulerComponent() *component {
 	return &component{name: "scheduler", start: func(ctx context.Context) error {
 		svc, log, runner := u.svc, u.log, u.runner
 		svc.Probe.Register("scheduler", runner.Health)
-		registerTestHooks(svc, runner)
+		registerTestHooks(runner)
 		if err := registerPeriodic(runner, svc, log); err != nil {
 			return err
 		}
