@@ -15,6 +15,7 @@ import (
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/studio"
+	"github.com/theappliance/appliance/scheduler/lane"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -75,6 +76,9 @@ type Deps struct {
 	ImportUploadLimit func() int64
 	// JobStepHook is called at the named steps of the restore and cutover jobs (nil: none; test builds).
 	JobStepHook JobStepHook
+	// Lane is the background lane where the webhook worker claims and the outcomes of its attempts are
+	// recorded (nil: in their goroutines, unpaced; up gives the process's).
+	Lane *lane.Lane
 }
 
 // Notifier is poked after jobs are enqueued so the runner claims them at once.
@@ -103,6 +107,8 @@ type Service struct {
 	spareConns sync.Map // instance ID → *pgx.Conn
 	// stepHook is Deps.JobStepHook (restore_job.go).
 	stepHook JobStepHook
+	// lane is the background lane of the webhook deliveries (webhooks.go).
+	lane *lane.Lane
 	// importLimit overrides the import upload size limit when it returns a positive size (tests of 413).
 	importLimit func() int64
 	// uploads tracks the upload PUTs being received: one per upload at a time, bytes per project.
@@ -152,7 +158,7 @@ func New(cfg Config, deps Deps) *Service {
 	if importLimit == nil {
 		importLimit = func() int64 { return 0 }
 	}
-	s := &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, jobs: deps.Jobs, importLimit: importLimit, stepHook: deps.JobStepHook,
+	s := &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, jobs: deps.Jobs, importLimit: importLimit, stepHook: deps.JobStepHook, lane: deps.Lane,
 		now: func() time.Time { return clock().UTC() }, Probe: &Probes{},
 		preflights: perKeyRate{every: time.Minute / preflightsPerMinute, burst: preflightsPerMinute}}
 	hooks := DefaultWebhookOptions

@@ -14,7 +14,6 @@ import (
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/webhook"
-	"github.com/theappliance/appliance/scheduler/lane"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -53,7 +52,7 @@ type webhooks struct {
 
 func (s *Service) newWebhooks(o WebhookOptions) *webhooks {
 	h := &webhooks{opts: o}
-	h.worker = webhook.NewWorker(o, deliveryStore{s, h}, s.policy().DialContext, s.now, s.log)
+	h.worker = webhook.NewWorker(o, deliveryStore{s, h}, s.policy().DialContext, s.now, s.log, s.lane)
 	return h
 }
 
@@ -539,7 +538,7 @@ func (s *Service) StartWebhooks(ctx context.Context) error {
 	if h.recorder != nil {
 		return errors.New("webhooks: already started")
 	}
-	h.recorder = newBatchWriter(s.db, lane.Background, 256, 0, 0, s.log, "webhook attempt outcomes",
+	h.recorder = newBatchWriter(s.db, s.lane, 256, 0, 0, s.log, "webhook attempt outcomes",
 		func(tx *store.Tx, o outcome) error { return s.applyAttempt(tx, o.id, o.res, s.now()) })
 	h.recorded = make(chan struct{})
 	go func() { defer close(h.recorded); h.recorder.run() }()

@@ -312,7 +312,7 @@ func BenchmarkPreviewsIdle(b *testing.B) {
 		parents = append(parents, res.Project.ID)
 	}
 	api := httptest.NewServer(httpapi.New(e.Svc, httpapi.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}}))
+		Limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}, Lane: e.Lane}))
 	b.Cleanup(api.Close)
 	list := func() []time.Duration {
 		var out []time.Duration

@@ -57,7 +57,7 @@ func BenchmarkStudioSQL(b *testing.B) {
 	ctx := b.Context()
 
 	api := httptest.NewServer(httpapi.New(e.Svc, httpapi.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}}))
+		Limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}, Lane: e.Lane}))
 	b.Cleanup(api.Close)
 	tr := &http.Transport{MaxIdleConns: 4 * clients, MaxIdleConnsPerHost: 4 * clients}
 	b.Cleanup(tr.CloseIdleConnections)

@@ -46,7 +46,7 @@ func newEventsEnv(b *testing.B, hooks *appliance.WebhookOptions) *eventsEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := scheduler.New(e.DB, scheduler.Options{ID: "bench", HostID: "bench", Workers: 4})
+	r := scheduler.New(e.DB, scheduler.Options{ID: "bench", HostID: "bench", Workers: 4, Lane: e.Lane})
 	// The service enqueues no job here (the benchmarks enqueue bench.noop and notify the runner), so it is
 	// built without a notifier.
 	e.Svc.RegisterJobs(r)
@@ -60,7 +60,7 @@ func newEventsEnv(b *testing.B, hooks *appliance.WebhookOptions) *eventsEnv {
 		r.Stop(ctx)
 	})
 	api := httpapi.New(e.Svc, httpapi.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
+		Limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}, Lane: e.Lane})
 	ts := httptest.NewServer(api)
 	b.Cleanup(func() { api.Close(); ts.Close() })
 	return &eventsEnv{e: e, p: p, runner: r, api: ts}

@@ -78,7 +78,7 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	api := httpapi.New(svc, httpapi.Options{Log: logger, Limits: o.limits})
+	api := httpapi.New(svc, httpapi.Options{Log: logger, Limits: o.limits, Lane: env.Lane})
 	ts := httptest.NewUnstartedServer(ui.Mount(api))
 	ts.Listener.Close()
 	ts.Listener = ln

@@ -29,6 +29,7 @@ import (
 	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/httpapi/connlimit"
 	"github.com/theappliance/appliance/kvproxy"
+	"github.com/theappliance/appliance/scheduler/lane"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -179,6 +180,9 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		return err
 	}
 	defer u.close()
+	// The background lane of this process: the job runner's bookkeeping and the webhook deliveries work in
+	// it, paced by the API's and the key-value fronts' requests. Its threads live as long as the process.
+	u.lane = lane.NewBackground()
 	components := []*component{
 		u.storeComponent(),
 		u.serviceComponent(),

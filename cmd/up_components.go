@@ -24,6 +24,7 @@ import (
 	"github.com/theappliance/appliance/httpapi/connlimit"
 	"github.com/theappliance/appliance/kvproxy"
 	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/scheduler/lane"
 	"github.com/theappliance/appliance/store"
 	"github.com/theappliance/appliance/ui"
 )
@@ -107,6 +108,8 @@ type upRun struct {
 	// ln is the API's listener, opLn the operator listener's (--metrics-listen; nil: none), kvLn and
 	// kvRESTLn the key-value fronts'.
 	ln, opLn, kvLn, kvRESTLn net.Listener
+	// lane is the process's background lane (runUp).
+	lane *lane.Lane
 
 	db     *store.DB
 	svc    *appliance.Service
@@ -164,7 +167,7 @@ func (u *upRun) serviceComponent() *component {
 		}
 		sup = daemon.NewSupervisor()
 		hostname, _ := os.Hostname()
-		u.runner = scheduler.New(u.db, scheduler.Options{ID: fmt.Sprintf("%s/%d", hostname, os.Getpid()), HostID: hostname, Log: log})
+		u.runner = scheduler.New(u.db, scheduler.Options{ID: fmt.Sprintf("%s/%d", hostname, os.Getpid()), HostID: hostname, Log: log, Lane: u.lane})
 		respPort, restPort := portOf(u.kvLn.Addr().String()), portOf(u.kvRESTLn.Addr().String())
 		svc := appliance.New(appliance.Config{APIURL: u.apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
 			Version: Version, CACertPath: u.ca.CertPath(), ListenHost: cfg.PGListen, DataDir: u.dataDir, Spares: cfg.Spares,
@@ -175,7 +178,7 @@ func (u *upRun) serviceComponent() *component {
 				Live: cfg.EphemeralMax, StorageBytes: int64(cfg.EphemeralStorageMB) << 20, TotalStorageBytes: int64(cfg.EphemeralTotalStorageMB) << 20,
 				MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: int64(cfg.EphemeralMemoryMB) << 20,
 				TempFileBytes: int64(cfg.EphemeralStorageMB) << 20}},
-			appliance.Deps{DB: u.db, Box: u.box, Log: log, Jobs: u.runner, JobStepHook: testJobStepHook(),
+			appliance.Deps{DB: u.db, Box: u.box, Log: log, Jobs: u.runner, JobStepHook: testJobStepHook(), Lane: u.lane,
 				DataPlane: &appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: u.ca, PgBouncer: bouncer, RedisServer: redisServer}})
 		u.svc = svc
 		sup.OnEvent = svc.OnInstanceEvent
@@ -342,8 +345,8 @@ func (u *upRun) webhooksComponent() *component {
 func (u *upRun) kvFrontComponent() *component {
 	return &component{name: "kv-front", start: func(ctx context.Context) error {
 		svc, log, tlsCfg := u.svc, u.log, u.certMgr.TLSConfig()
-		u.kv = &kvproxy.Server{Addr: u.cfg.KVListen, Listener: u.kvLn, TLS: tlsCfg, Resolver: svc, Log: log, Limits: u.kvLimits}
-		u.kvREST = &kvproxy.REST{Addr: u.cfg.KVRESTListen, Listener: u.kvRESTLn, TLS: tlsCfg, Resolver: svc, Log: log, Limits: u.kvLimits}
+		u.kv = &kvproxy.Server{Addr: u.cfg.KVListen, Listener: u.kvLn, TLS: tlsCfg, Resolver: svc, Log: log, Limits: u.kvLimits, Lane: u.lane}
+		u.kvREST = &kvproxy.REST{Addr: u.cfg.KVRESTListen, Listener: u.kvRESTLn, TLS: tlsCfg, Resolver: svc, Log: log, Limits: u.kvLimits, Lane: u.lane}
 		kv, kvREST := u.kv, u.kvREST
 		svc.Probe.Register("kv-front", func(ctx context.Context) (string, string) {
 			return worst(ctx, kv.Health, kvREST.Health)
@@ -368,7 +371,7 @@ func (u *upRun) apiComponent() *component {
 	return &component{name: "api", start: func(ctx context.Context) error {
 		cfg, log, tlsCfg := u.cfg, u.log, u.certMgr.TLSConfig()
 		api = httpapi.New(u.svc, httpapi.Options{Log: log, Limits: u.limits, Extra: testRoutes(u.svc, u.runner), MetricsToken: cfg.MetricsToken,
-			OperatorListener: u.opLn != nil})
+			OperatorListener: u.opLn != nil, Lane: u.lane})
 		handler := ui.Mount(api)
 		if cfg.ACMEDomain != "" {
 			handler = httpapi.HSTS(cfg.ACMEDomain, handler)

@@ -42,6 +42,8 @@ type Options struct {
 	// OperatorListener says /metrics and /status's details are served on a listener of their own
 	// (OperatorHandler): the API's listener then answers /metrics only with the metrics token.
 	OperatorListener bool
+	// Lane is the background lane that yields to requests (nil: none; scheduler/lane).
+	Lane *lane.Lane
 }
 
 // Server serves the API.
@@ -60,6 +62,7 @@ type Server struct {
 	stats                     httpStats // requests by route and status, for /metrics
 	metricsToken              string
 	operatorListener          bool
+	lane                      *lane.Lane
 }
 
 // New builds the server and its route table.
@@ -70,7 +73,7 @@ func New(svc *appliance.Service, opts Options) *Server {
 	s := &Server{svc: svc, log: opts.Log, mux: http.NewServeMux(), limiter: newLimiter(opts.Limits),
 		readTimeout: cmp.Or(opts.ReadTimeout, RequestReadTimeout), writeTimeout: cmp.Or(opts.WriteTimeout, RequestWriteTimeout),
 		heartbeat: cmp.Or(opts.Heartbeat, DefaultHeartbeat), writeBudget: eventWriteBudget, done: make(chan struct{}), metricsToken: opts.MetricsToken,
-		operatorListener: opts.OperatorListener}
+		operatorListener: opts.OperatorListener, lane: opts.Lane}
 	s.routes = append(s.table(), opts.Extra...)
 	for i := range s.routes {
 		rt := &s.routes[i]
@@ -92,7 +95,7 @@ func (s *Server) Routes() []Route { return s.routes }
 // ServeHTTP sets the common headers and dispatches; each route applies the per-IP rate limit of its
 // bucket, unmatched requests that of the general bucket.
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	lane.Background.Foreground() // background work yields to requests (scheduler/lane)
+	s.lane.Foreground() // background work yields to requests (scheduler/lane)
 	w := &jsonErrors{ResponseWriter: rw}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "no-store")

@@ -50,7 +50,7 @@ func setup(t testing.TB, opts ...setupOpts) *bundle {
 		o = opts[0]
 	}
 	e := appliancetest.New(t, appliancetest.Options{Instances: o.instances})
-	api := New(e.Svc, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: o.limits})
+	api := New(e.Svc, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: o.limits, Lane: e.Lane})
 	ts := httptest.NewUnstartedServer(api)
 	if o.http2 {
 		ts.EnableHTTP2 = true

@@ -41,6 +41,8 @@ type Server struct {
 	// Limits bound the front's connections (a field left 0: DefaultLimits'): unauthenticated ones, in
 	// all and per client address, and the time to authenticate (the TLS handshake included).
 	Limits connlimit.Limits
+	// Lane is the background lane that yields to the front's commands (nil: none; scheduler/lane).
+	Lane *lane.Lane
 
 	mu     sync.Mutex
 	ln     *connlimit.Listener
@@ -264,7 +266,7 @@ func (s *Server) serve(c *tls.Conn) {
 		if err != nil {
 			return
 		}
-		lane.Background.Foreground() // background work yields to requests (scheduler/lane)
+		s.Lane.Foreground() // background work yields to requests (scheduler/lane)
 		buf = buf[:len(buf)+n]
 	}
 }

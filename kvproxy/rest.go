@@ -39,6 +39,8 @@ type REST struct {
 	// Limits bound the front's connections as the RESP front's (a field left 0: DefaultLimits'): a
 	// connection is authenticated once a request on it brought a valid token.
 	Limits connlimit.Limits
+	// Lane is the background lane that yields to the front's requests (nil: none; scheduler/lane).
+	Lane *lane.Lane
 
 	pool *pool
 	mu   sync.Mutex
@@ -139,7 +141,7 @@ var noPool = map[string]bool{"select": true, "hello": true, "reset": true, "auth
 var subscribing = map[string]bool{"subscribe": true, "psubscribe": true, "ssubscribe": true, "monitor": true, "sync": true, "psync": true}
 
 func (s *REST) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	lane.Background.Foreground() // background work yields to requests (scheduler/lane)
+	s.Lane.Foreground() // background work yields to requests (scheduler/lane)
 	token := ""
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
 		token = strings.TrimSpace(h[len("Bearer "):])

@@ -40,7 +40,8 @@ type Options struct {
 	Poll time.Duration
 	Log  *slog.Logger
 	// Lane is where the runner's own bookkeeping (claiming a job, recording its end, with the events and
-	// deliveries the end appends) runs; handlers run outside it (default lane.Background).
+	// deliveries the end appends) runs; handlers run outside it (nil: in the runner's goroutines, unpaced;
+	// up gives the process's background lane).
 	Lane *lane.Lane
 }
 
@@ -95,9 +96,6 @@ func New(db *store.DB, opts Options) *Runner {
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
-	}
-	if opts.Lane == nil {
-		opts.Lane = lane.Background
 	}
 	r := &Runner{db: db, opts: opts, log: opts.Log.With("component", "scheduler"),
 		cron:     cron.New(cron.WithLocation(time.UTC)),

@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -35,6 +36,7 @@ import (
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/kvproxy"
 	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/scheduler/lane"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -51,10 +53,17 @@ type Env struct {
 	Bootstrap *appliance.Bootstrap
 	// Clock is the service's clock: the time now until a test sets another.
 	Clock *Clock
+	// Lane is the background lane the service, the runner and the fronts share (TestLane).
+	Lane *lane.Lane
 	// kvLn and kvRESTLn are the key-value fronts' listeners (with Options.KVFronts), bound before the
 	// service so that its credentials name their ports.
 	kvLn, kvRESTLn net.Listener
 }
+
+// TestLane is the background lane of the appliances of a test process: one per process, as up makes one
+// per process. It is made when the first Env is (importing the package starts nothing) and never closed,
+// since the Envs of parallel tests share it.
+var TestLane = sync.OnceValue(lane.NewBackground)
 
 // Clock is a clock a test moves: the service is built with its Now.
 type Clock struct {
@@ -140,17 +149,17 @@ func New(t testing.TB, o Options) *Env {
 		pol = &outbound.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	}
 	pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: ports.First, Last: ports.Last})
-	e := &Env{Dir: dir, DB: db, Box: box, CA: ca, Clock: &Clock{}}
+	e := &Env{Dir: dir, DB: db, Box: box, CA: ca, Clock: &Clock{}, Lane: TestLane()}
 	cfg := appliance.Config{APIURL: apiURL, PublicHost: "localhost", Region: "local",
 		Version: "test", PasswordCost: bcrypt.MinCost, CACertPath: ca.CertPath(), ListenHost: "127.0.0.1",
 		DataDir: dir, Ports: ports, Spares: o.Spares, Outbound: pol, Ephemeral: o.Ephemeral, Webhooks: o.Webhooks}
 	if o.KVFronts {
 		cfg.KVFront = e.bindKVFronts(t)
 	}
-	deps := appliance.Deps{DB: db, Box: box, Log: log, Clock: e.Clock.Now, ImportUploadLimit: o.ImportUploadLimit}
+	deps := appliance.Deps{DB: db, Box: box, Log: log, Clock: e.Clock.Now, ImportUploadLimit: o.ImportUploadLimit, Lane: e.Lane}
 	if o.Instances {
 		deps.DataPlane = e.dataPlane(t, o.PGBin)
-		e.Runner = scheduler.New(e.DB, scheduler.Options{ID: "test", HostID: "test", Log: log,
+		e.Runner = scheduler.New(e.DB, scheduler.Options{ID: "test", HostID: "test", Log: log, Lane: e.Lane,
 			Backoff: func(int) time.Duration { return 200 * time.Millisecond }})
 		deps.Jobs = e.Runner
 	}
@@ -464,8 +473,8 @@ func (e *Env) StartKVFronts(t testing.TB) *KVFronts {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &KVFronts{RESP: &kvproxy.Server{Addr: "127.0.0.1:0", Listener: e.kvLn, TLS: cfg, Resolver: e.Svc},
-		REST: &kvproxy.REST{Addr: "127.0.0.1:0", Listener: e.kvRESTLn, TLS: cfg, Resolver: e.Svc}}
+	f := &KVFronts{RESP: &kvproxy.Server{Addr: "127.0.0.1:0", Listener: e.kvLn, TLS: cfg, Resolver: e.Svc, Lane: e.Lane},
+		REST: &kvproxy.REST{Addr: "127.0.0.1:0", Listener: e.kvRESTLn, TLS: cfg, Resolver: e.Svc, Lane: e.Lane}}
 	for _, s := range []interface {
 		Start(context.Context) error
 		Stop(context.Context) error

@@ -107,6 +107,7 @@ type Worker[E any] struct {
 	opts   Options
 	store  Store[E]
 	sender *Sender
+	lane   *lane.Lane
 	now    func() time.Time
 	log    *slog.Logger
 	kick   chan struct{}
@@ -120,10 +121,11 @@ type Worker[E any] struct {
 }
 
 // NewWorker returns a worker for the deliveries of st, dialing every attempt through dial (the outbound
-// policy), stamping them with now.
+// policy), stamping them with now. Its claims and the CPU work of its attempts run in ln (the background
+// lane; nil: in the worker's goroutines, unpaced).
 func NewWorker[E any](o Options, st Store[E], dial func(ctx context.Context, network, addr string) (net.Conn, error),
-	now func() time.Time, log *slog.Logger) *Worker[E] {
-	return &Worker[E]{opts: o, store: st, sender: NewSender(dial, o.Timeout, lane.Background), now: now, log: log,
+	now func() time.Time, log *slog.Logger, ln *lane.Lane) *Worker[E] {
+	return &Worker[E]{opts: o, store: st, sender: NewSender(dial, o.Timeout, ln), lane: ln, now: now, log: log,
 		kick: make(chan struct{}, 1)}
 }
 
@@ -197,7 +199,7 @@ func (w *Worker[E]) run(ctx context.Context) {
 		if free > 0 {
 			var claimed []Claim[E]
 			var err error
-			lane.Background.Do(func() { // the lane, then f's lock: attempts' callbacks take it outside the lane
+			w.lane.Do(func() { // the lane, then f's lock: attempts' callbacks take it outside the lane
 				f.Lock()
 				defer f.Unlock()
 				turn := w.turn

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance/outbound"
+	"github.com/theappliance/appliance/scheduler/lane"
 )
 
 // fakeEndpoint is the fake store's record of an endpoint.
@@ -136,7 +137,9 @@ func testOptions() Options {
 
 func startWorker(t *testing.T, o Options, st *fakeStore) *Worker[*fakeEndpoint] {
 	t.Helper()
-	w := NewWorker(o, st, dialer.DialContext, time.Now, slog.New(slog.DiscardHandler))
+	ln := lane.New(1) // as up gives it a background lane
+	t.Cleanup(ln.Close)
+	w := NewWorker(o, st, dialer.DialContext, time.Now, slog.New(slog.DiscardHandler), ln)
 	if err := w.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -52,8 +52,10 @@ func New(width int) *Lane {
 	return l
 }
 
-// Background is the lane of the process's background work: GOMAXPROCS-1 wide (1 on one or two CPUs).
-var Background = New(runtime.GOMAXPROCS(0) - 1)
+// NewBackground returns a lane for the process's background work: GOMAXPROCS-1 wide (1 on one or two
+// CPUs). up makes one and gives it to all that share it (the job runner, the webhook worker, and the
+// fronts whose requests pace it); there is no package-level lane, so importing the package starts nothing.
+func NewBackground() *Lane { return New(runtime.GOMAXPROCS(0) - 1) }
 
 // run is one of the lane's goroutines: on a thread of its own (never unlocked: a thread whose priority was
 // lowered is not handed to other goroutines; it ends with the goroutine).

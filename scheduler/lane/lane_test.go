@@ -49,8 +49,11 @@ func TestWidth(t *testing.T) {
 	var l *Lane
 	ran := false
 	l.Do(func() { ran = true })
-	if !ran || l.Width() != 0 || New(0).Width() != 1 || Background.Width() < 1 {
-		t.Errorf("nil lane ran %v; widths: nil %d, New(0) %d, Background %d", ran, l.Width(), New(0).Width(), Background.Width())
+	zero, bg := New(0), NewBackground()
+	defer zero.Close()
+	defer bg.Close()
+	if !ran || l.Width() != 0 || zero.Width() != 1 || bg.Width() < 1 {
+		t.Errorf("nil lane ran %v; widths: nil %d, New(0) %d, NewBackground %d", ran, l.Width(), zero.Width(), bg.Width())
 	}
 }
 
