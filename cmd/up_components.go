@@ -212,33 +212,26 @@ func (u *upRun) bootstrapComponent() *component {
 	}}
 }
 
-// schedulerComponent is the job runner with the appliance's periodic work, the first fill of the spare
-// clusters and the adoption of the instances and key-value stores already there.
+// schedulerComponent starts the job runner with the service's job handlers and periodic work, the first
+// fill of the spare clusters and the adoption of the instances and key-value stores already there.
 func (u *upRun) schedulerComponent() *component {
 	var firstFill chan struct{}
 	return &component{name: "scheduler", start: func(ctx context.Context) error {
-		svc, log, runner := u.svc, u.log, u.runner
+		svc, runner := u.svc, u.runner
 		svc.Probe.Register("scheduler", runner.Health)
 		registerTestHooks(runner)
-		if err := registerPeriodic(runner, svc, log); err != nil {
+		if err := svc.RegisterPeriodic(runner); err != nil {
 			return err
 		}
 		svc.RegisterJobs(runner)
 		if err := runner.Start(ctx); err != nil {
 			return err
 		}
-		refill := func(ctx context.Context) {
-			if err := svc.EnsureSpares(ctx); err != nil {
-				log.Warn("spare clusters", "err", err)
-			}
-		}
-		if err := runner.Every("@every 30s", "spare-clusters", refill); err != nil {
-			return err
-		}
-		// The first fill runs now, beside the runner; stopping waits for it as for the runner's own runs,
-		// so no spare's postmaster is started after the supervisor stopped (or the process exited).
+		// The spare clusters' first fill runs now, beside the runner; stopping waits for it as for the
+		// runner's own runs, so no spare's postmaster is started after the supervisor stopped (or the
+		// process exited).
 		firstFill = make(chan struct{})
-		go func() { defer close(firstFill); refill(ctx) }()
+		go func() { defer close(firstFill); svc.RefillSpares(ctx) }()
 		if err := svc.AdoptInstances(ctx); err != nil {
 			return err
 		}
@@ -253,76 +246,6 @@ func (u *upRun) schedulerComponent() *component {
 		}
 		return err
 	}}
-}
-
-// registerPeriodic gives the runner the appliance's periodic work (sweeps, scheduled backups, sampling,
-// housekeeping).
-func registerPeriodic(runner *scheduler.Runner, svc *appliance.Service, log *slog.Logger) error {
-	if err := runner.Every("@every 1m", "expiry-sweep", func(ctx context.Context) {
-		if res, err := svc.Sweep(ctx); err != nil {
-			log.Error("expiry sweep", "err", err)
-		} else if res != (appliance.SweepResult{}) {
-			log.Info("expiry sweep", "result", res)
-		}
-		if n, err := svc.SweepExports(ctx); err != nil {
-			log.Error("export expiry sweep", "err", err)
-		} else if n > 0 {
-			log.Info("export expiry sweep", "expired", n)
-		}
-		if n, err := svc.SweepPreviews(ctx); err != nil {
-			log.Error("preview expiry", "err", err)
-		} else if n > 0 {
-			log.Info("previews expired", "deleted", n)
-		}
-		if n, err := svc.SweepEphemeral(ctx); err != nil {
-			log.Error("ephemeral database expiry", "err", err)
-		} else if n > 0 {
-			log.Info("ephemeral databases expired", "deleted", n)
-		}
-		if n, err := svc.SweepEvents(ctx); err != nil {
-			log.Error("event log sweep", "err", err)
-		} else if n > 0 {
-			log.Info("event log sweep", "deleted", n)
-		}
-	}); err != nil {
-		return err
-	}
-	if err := runner.Every("@every 1m", "scheduled-backups", func(ctx context.Context) {
-		if res, err := svc.RunScheduledBackups(ctx, time.Now()); err != nil {
-			log.Error("scheduled backups", "err", err)
-		} else if res != (appliance.ScheduledRunResult{}) {
-			log.Info("scheduled backups", "result", res)
-		}
-	}); err != nil {
-		return err
-	}
-	sample := func(ctx context.Context) {
-		if _, err := svc.SampleStorage(ctx); err != nil {
-			log.Error("storage sampling", "err", err)
-		}
-	}
-	if err := runner.Every("@every 1h", "storage-history", sample); err != nil {
-		return err
-	}
-	if err := runner.Every("@every 1m", "observability-sampler", func(ctx context.Context) {
-		if _, err := svc.SampleObservability(ctx); err != nil {
-			log.Error("observability sampling", "err", err)
-		}
-	}); err != nil {
-		return err
-	}
-	return runner.Every("@every 1h", "observability-housekeeping", func(ctx context.Context) {
-		if n, err := svc.PruneObservability(ctx); err != nil {
-			log.Error("observability pruning", "err", err)
-		} else if n > 0 {
-			log.Info("observability pruning", "deleted", n)
-		}
-		if c, d, err := svc.MaintainLogs(ctx); err != nil {
-			log.Error("server log housekeeping", "err", err)
-		} else if c+d > 0 {
-			log.Info("server log housekeeping", "compressed", c, "deleted", d)
-		}
-	})
 }
 
 // storageGuardComponent holds projects to their storage limits.

@@ -1,0 +1,97 @@
+package appliance
+
+import (
+	"context"
+	"time"
+
+	"github.com/theappliance/appliance/scheduler"
+)
+
+// periodicTask is one of the service's periodic tasks: run on a cron spec of the runner (scheduler.Every).
+type periodicTask struct {
+	spec, name string
+	run        func(ctx context.Context)
+}
+
+// RegisterPeriodic gives the runner the service's periodic work (sweeps, scheduled backups, sampling,
+// housekeeping, the spare clusters' refill), as RegisterJobs gives it the job handlers.
+func (s *Service) RegisterPeriodic(r *scheduler.Runner) error {
+	for _, t := range s.periodic() {
+		if err := r.Every(t.spec, t.name, t.run); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// periodic lists the periodic tasks in the order they are registered.
+func (s *Service) periodic() []periodicTask {
+	log := s.log
+	return []periodicTask{
+		{"@every 1m", "expiry-sweep", func(ctx context.Context) {
+			if res, err := s.Sweep(ctx); err != nil {
+				log.Error("expiry sweep", "err", err)
+			} else if res != (SweepResult{}) {
+				log.Info("expiry sweep", "result", res)
+			}
+			if n, err := s.SweepExports(ctx); err != nil {
+				log.Error("export expiry sweep", "err", err)
+			} else if n > 0 {
+				log.Info("export expiry sweep", "expired", n)
+			}
+			if n, err := s.SweepPreviews(ctx); err != nil {
+				log.Error("preview expiry", "err", err)
+			} else if n > 0 {
+				log.Info("previews expired", "deleted", n)
+			}
+			if n, err := s.SweepEphemeral(ctx); err != nil {
+				log.Error("ephemeral database expiry", "err", err)
+			} else if n > 0 {
+				log.Info("ephemeral databases expired", "deleted", n)
+			}
+			if n, err := s.SweepEvents(ctx); err != nil {
+				log.Error("event log sweep", "err", err)
+			} else if n > 0 {
+				log.Info("event log sweep", "deleted", n)
+			}
+		}},
+		{"@every 1m", "scheduled-backups", func(ctx context.Context) {
+			if res, err := s.RunScheduledBackups(ctx, time.Now()); err != nil {
+				log.Error("scheduled backups", "err", err)
+			} else if res != (ScheduledRunResult{}) {
+				log.Info("scheduled backups", "result", res)
+			}
+		}},
+		{"@every 1h", "storage-history", func(ctx context.Context) {
+			if _, err := s.SampleStorage(ctx); err != nil {
+				log.Error("storage sampling", "err", err)
+			}
+		}},
+		{"@every 1m", "observability-sampler", func(ctx context.Context) {
+			if _, err := s.SampleObservability(ctx); err != nil {
+				log.Error("observability sampling", "err", err)
+			}
+		}},
+		{"@every 1h", "observability-housekeeping", func(ctx context.Context) {
+			if n, err := s.PruneObservability(ctx); err != nil {
+				log.Error("observability pruning", "err", err)
+			} else if n > 0 {
+				log.Info("observability pruning", "deleted", n)
+			}
+			if c, d, err := s.MaintainLogs(ctx); err != nil {
+				log.Error("server log housekeeping", "err", err)
+			} else if c+d > 0 {
+				log.Info("server log housekeeping", "compressed", c, "deleted", d)
+			}
+		}},
+		{"@every 30s", "spare-clusters", s.RefillSpares},
+	}
+}
+
+// RefillSpares tops the pool of spare clusters up to Config.Spares, logging what failed (the periodic
+// task spare-clusters, and up's first fill at start).
+func (s *Service) RefillSpares(ctx context.Context) {
+	if err := s.EnsureSpares(ctx); err != nil {
+		s.log.Warn("spare clusters", "err", err)
+	}
+}

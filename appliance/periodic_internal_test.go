@@ -1,0 +1,38 @@
+package appliance
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// TestPeriodicTasks: the service's periodic tasks are those up ran, on the same intervals and in the same
+// order, and the runner takes every one of them.
+func TestPeriodicTasks(t *testing.T) {
+	db, err := store.Open(filepath.Join(t.TempDir(), "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s := New(Config{}, Deps{DB: db, Log: slog.New(slog.DiscardHandler)})
+	var got []string
+	for _, task := range s.periodic() {
+		if task.run == nil {
+			t.Errorf("%s has nothing to run", task.name)
+		}
+		got = append(got, fmt.Sprintf("%s %s", task.spec, task.name))
+	}
+	want := []string{"@every 1m expiry-sweep", "@every 1m scheduled-backups", "@every 1h storage-history",
+		"@every 1m observability-sampler", "@every 1h observability-housekeeping", "@every 30s spare-clusters"}
+	if !slices.Equal(got, want) {
+		t.Errorf("periodic tasks:\n got %q\nwant %q", got, want)
+	}
+	if err := s.RegisterPeriodic(scheduler.New(db, scheduler.Options{})); err != nil {
+		t.Fatal(err)
+	}
+}
