@@ -51,7 +51,6 @@ type KVFront struct {
 	RESTURL  string
 }
 
-
 // kvCredentials builds the credentials; token is "" where it is not shown.
 func (s *Service) kvCredentials(token string) KVCredentials {
 	host := s.cfg.PublicHost
