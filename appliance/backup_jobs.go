@@ -63,7 +63,7 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 	if err != nil {
 		return nil, s.failBackup(b.ID, fmt.Errorf("open admin password: %w", err))
 	}
-	pgi := s.pgInstance(dp, inst)
+	pgi := s.eng.Instance(inst)
 	// Just after the appliance starts, the supervisor may still be bringing the server up: a backup waits
 	// for it (a retry) instead of failing.
 	ping, err := pgi.Admin(ctx, string(adminPW))

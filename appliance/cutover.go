@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -355,7 +356,7 @@ func (s *Service) promoteCutoverJob(ctx context.Context, run *scheduler.Run) (an
 		return nil, scheduler.Transient(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := untracked(ctx, conn); err != nil {
+	if err := instances.Untracked(ctx, conn); err != nil {
 		return nil, err
 	}
 	swapped := r.Swapped

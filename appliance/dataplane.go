@@ -9,13 +9,15 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // DataPlane is the machinery the job handlers drive: the supervisor of instances and poolers, the OS user
@@ -30,10 +32,33 @@ type DataPlane struct {
 	RedisServer string
 }
 
+// engine is what the service asks of the instance engine (appliance/instances): the process and
+// PostgreSQL side of instances and their poolers. The service keeps the records.
+type engine interface {
+	Instance(rec *store.Instance) *postgres.Instance
+	Pooler(rec *store.Instance, prj *store.Project) *postgres.Pooler
+	Watch(rec *store.Instance, prj *store.Project) error
+	WatchSpare(rec *store.Instance, maxConnections int) error
+	Unwatch(rec *store.Instance)
+	Remove(ctx context.Context, rec *store.Instance) error
+	Serving(ctx context.Context, rec *store.Instance, prj *store.Project) bool
+	StopAll(ctx context.Context, insts []*store.Instance, others []daemon.Process) error
+	ApplySettings(ctx context.Context, exec daemon.ExecFunc, inst *store.Instance, prj *store.Project, settings postgres.Settings,
+		adminPW string, restarting func(bool)) (postgres.Action, error)
+	BringUpToDate(ctx context.Context, inst *store.Instance, prj *store.Project, adminPW string) (bool, error)
+	TakeSpareConn(ctx context.Context, instanceID string) *pgx.Conn
+	KeepSpareConn(instanceID string, conn *pgx.Conn)
+	CloseSpareConns()
+}
+
+var _ engine = (*instances.Manager)(nil)
+
 // useDataPlane connects the instance machinery (New), and reports on the status page which features lack
 // a program.
 func (s *Service) useDataPlane(dp *DataPlane) {
 	s.dp = dp
+	s.eng = instances.New(instances.Config{Supervisor: dp.Supervisor, User: dp.User, Bin: dp.Bin, CA: dp.CA, PgBouncer: dp.PgBouncer,
+		ListenHost: s.cfg.ListenHost, Dir: s.instancesDir(), CertHosts: s.certHosts(), Log: s.log, Step: s.jobStep})
 	s.Probe.Register("programs", s.programsCheck)
 }
 
@@ -105,23 +130,6 @@ func (s *Service) dataPlane() (*DataPlane, error) {
 // instancesDir holds one directory per instance; it must be traversable by the instances' OS user.
 func (s *Service) instancesDir() string { return filepath.Join(s.cfg.DataDir, "instances") }
 
-// pgInstance is the postgres value of an instance record.
-func (s *Service) pgInstance(dp *DataPlane, rec *store.Instance) *postgres.Instance {
-	bin := dp.Bin
-	if rec.BinDir != "" && rec.BinDir != bin.Dir {
-		bin = postgres.Binaries{Dir: rec.BinDir, Major: rec.Major}
-	}
-	return &postgres.Instance{ID: rec.ID, Dir: rec.Dir, ListenHost: s.cfg.ListenHost, Port: rec.Port, Bin: bin, User: dp.User}
-}
-
-// pgPooler is the PgBouncer of an instance record.
-func (s *Service) pgPooler(dp *DataPlane, rec *store.Instance, prj *store.Project) *postgres.Pooler {
-	pi := s.pgInstance(dp, rec)
-	return &postgres.Pooler{ID: rec.ID + "-pooler", Dir: filepath.Join(rec.Dir, "pooler"), ListenHost: s.cfg.ListenHost,
-		Port: rec.PooledPort, TargetPort: rec.Port, PoolSize: postgres.PoolSizeFor(prj.MaxConnections),
-		CertFile: pi.CertFile(), KeyFile: pi.KeyFile(), CAFile: pi.CAFile(), Program: dp.PgBouncer, User: dp.User}
-}
-
 // settingsFor derives an instance's settings from its project.
 func (s *Service) settingsFor(dp *DataPlane, prj *store.Project, rec *store.Instance) (postgres.Settings, error) {
 	st, err := parsePGDuration(prj.StatementTimeout)
@@ -132,7 +140,7 @@ func (s *Service) settingsFor(dp *DataPlane, prj *store.Project, rec *store.Inst
 	if err != nil {
 		return postgres.Settings{}, err
 	}
-	libs := postgres.DefaultPreloadLibraries(s.pgInstance(dp, rec).Bin)
+	libs := postgres.DefaultPreloadLibraries(s.eng.Instance(rec).Bin)
 	for _, l := range prj.PreloadLibraries {
 		if !contains(libs, l) {
 			libs = append(libs, l)
@@ -196,18 +204,6 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// watch puts an instance and its pooler under supervision.
-func (s *Service) watch(dp *DataPlane, rec *store.Instance, prj *store.Project) error {
-	// Both, whatever the first answers: a supervisor that stopped meanwhile stops what it is handed (a spare
-	// prepared during a shutdown), the pooler included.
-	return errors.Join(dp.Supervisor.Watch(rec.ID, s.pgInstance(dp, rec)), dp.Supervisor.Watch(rec.ID+"/pooler", s.pgPooler(dp, rec, prj)))
-}
-
-func (s *Service) unwatch(dp *DataPlane, rec *store.Instance) {
-	dp.Supervisor.Unwatch(rec.ID)
-	dp.Supervisor.Unwatch(rec.ID + "/pooler")
-}
-
 // AdoptInstances puts every live instance under supervision at start: running ones are adopted, dead ones
 // (the machine rebooted, or they died with the appliance) are started by the supervisor.
 func (s *Service) AdoptInstances(ctx context.Context) error {
@@ -242,13 +238,9 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		return err
 	}
 	for _, p := range live {
-		if p.prj == nil { // a spare (its pooler with the placeholders' pool size; none in older spares)
-			err := dp.Supervisor.Watch(p.inst.ID, s.pgInstance(dp, p.inst))
-			if err == nil && p.inst.PooledPort != 0 {
-				defaults, _ := PlanByName(DefaultPlan)
-				err = dp.Supervisor.Watch(p.inst.ID+"/pooler", s.pgPooler(dp, p.inst, &store.Project{MaxConnections: defaults.MaxConnections}))
-			}
-			if err != nil {
+		if p.prj == nil { // a spare (its pooler with the placeholders' pool size)
+			defaults, _ := PlanByName(DefaultPlan)
+			if err := s.eng.WatchSpare(p.inst, defaults.MaxConnections); err != nil {
 				return err
 			}
 			continue
@@ -262,7 +254,7 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 			continue
 		}
 		s.repairEndedRestores(ctx, dp, p.inst)
-		if !s.pgInstance(dp, p.inst).Initialized() {
+		if !s.eng.Instance(p.inst).Initialized() {
 			// Its data is gone (metadata older than the data directory: ReportMismatches says so); starting
 			// it would only make an empty directory.
 			s.log.Warn("instance not started: its data directory holds no cluster", "instance", p.inst.ID, "project", p.prj.ID, "dir", p.inst.Dir)
@@ -271,18 +263,32 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		}
 		// A server that died with the machine is not running yet: say so until the supervisor's restart
 		// (whose event sets it back to active).
-		if _, running, _ := s.pgInstance(dp, p.inst).Status(); !running {
+		if _, running, _ := s.eng.Instance(p.inst).Status(); !running {
 			s.setRuntime(p.prj.ID, RuntimeRestarting)
 		} else if p.prj.State == ProjectActive {
-			if err := s.bringUpToDate(ctx, dp, p.inst, p.prj); err != nil {
+			if err := s.bringUpToDate(ctx, p.inst, p.prj); err != nil {
 				s.log.Warn("bring an adopted instance up to date", "project", p.prj.ID, "err", err)
 			}
 		}
-		if err := s.watch(dp, p.inst, p.prj); err != nil {
+		if err := s.eng.Watch(p.inst, p.prj); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// bringUpToDate brings an instance an older appliance provisioned up to today's rules (see
+// instances.Manager.BringUpToDate).
+func (s *Service) bringUpToDate(ctx context.Context, inst *store.Instance, prj *store.Project) error {
+	adminPW, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return err
+	}
+	reset, err := s.eng.BringUpToDate(ctx, inst, prj, string(adminPW))
+	if reset {
+		s.log.Warn("purged pg_stat_statements: it held statements with passwords", "project", prj.ID)
+	}
+	return err
 }
 
 // beingDeleted reports whether the project is being deleted or is deleted (read now: a delete requested
@@ -307,7 +313,7 @@ func (s *Service) beingDeleted(projectID string) (bool, error) {
 // job starts it again.
 func (s *Service) StopInstances(ctx context.Context) error {
 	s.endSpares()
-	s.closeSpareConns()
+	s.eng.CloseSpareConns()
 	s.studio.pools.Close()
 	if err := s.FlushStudioLog(ctx); err != nil {
 		s.log.Warn("write the studio's last history entries", "err", err)
@@ -316,22 +322,17 @@ func (s *Service) StopInstances(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var procs []daemon.Process
+	var insts []*store.Instance
+	var others []daemon.Process
 	err = s.db.View(func(tx *store.Tx) error {
-		insts, err := store.Instances.All(tx, nil)
-		if err != nil {
+		var err error
+		if insts, err = store.Instances.All(tx, nil); err != nil {
 			return err
-		}
-		for _, in := range insts {
-			procs = append(procs, s.pgInstance(dp, in))
-			if in.PooledPort != 0 { // a project's, or a spare's
-				procs = append(procs, s.pgPooler(dp, in, &store.Project{}))
-			}
 		}
 		kvs, err := store.KVStores.All(tx, nil)
 		for _, kv := range kvs {
 			if srv, _, err := s.kvServer(dp, kv); err == nil {
-				procs = append(procs, srv)
+				others = append(others, srv)
 			}
 		}
 		return err
@@ -339,20 +340,7 @@ func (s *Service) StopInstances(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	errs := make([]error, len(procs))
-	var wg sync.WaitGroup
-	for n, p := range procs {
-		if _, running, _ := p.Status(); !running {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[n] = p.Stop(ctx, daemon.OrDefault(dp.Supervisor.Exec), daemon.StopFast)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return s.eng.StopAll(ctx, insts, others)
 }
 
 // OnInstanceEvent records what the supervisor saw (a death, a restart) on the project: runtime_status and
@@ -379,11 +367,7 @@ func (s *Service) OnInstanceEvent(e daemon.Event) {
 			prj, err = store.Projects.Get(tx, rec.ProjectID)
 			return err
 		}); err == nil && prj != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			pgUp := s.pgInstance(s.dp, rec).Accepting(ctx) == nil
-			cancel()
-			_, poolerUp, _ := s.pgPooler(s.dp, rec, prj).Status()
-			serving = pgUp && (poolerUp || rec.PooledPort == 0)
+			serving = s.eng.Serving(context.Background(), rec, prj)
 		}
 	}
 	err := s.db.Update(func(tx *store.Tx) error {

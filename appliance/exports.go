@@ -314,7 +314,7 @@ func (s *Service) dumpDatabase(ctx context.Context, run *scheduler.Run, dp *Data
 	if err != nil {
 		return fmt.Errorf("open admin password: %w", err)
 	}
-	pgdump, err := s.pgInstance(dp, inst).Bin.Path("pg_dump")
+	pgdump, err := s.eng.Instance(inst).Bin.Path("pg_dump")
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -146,7 +147,7 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 	sub := pgx.Identifier{f.Subscription}.Sanitize()
 	// The statement holds the source's password: it must not be written to the server's log when it fails,
 	// nor show in pg_stat_activity or pg_stat_statements.
-	if err := untracked(ctx, target); err != nil {
+	if err := instances.Untracked(ctx, target); err != nil {
 		return nil, err
 	}
 	// The subscription's workers run as its owner, and they run code of the project's role (a CHECK
@@ -228,7 +229,7 @@ func (s *Service) copySchema(ctx context.Context, run *scheduler.Run, dp *DataPl
 	if err := src.pin(ctx); err != nil {
 		return src.connectErr(err)
 	}
-	pgi := s.pgInstance(dp, inst)
+	pgi := s.eng.Instance(inst)
 	pgdump, err := pgi.Bin.Path("pg_dump")
 	if err != nil {
 		return err
@@ -268,7 +269,7 @@ func (s *Service) restoreDump(ctx context.Context, run *scheduler.Run, dp *DataP
 	if err != nil {
 		return fmt.Errorf("open the project's credential: %w", err)
 	}
-	pgrestore, err := s.pgInstance(dp, inst).Bin.Path("pg_restore")
+	pgrestore, err := s.eng.Instance(inst).Bin.Path("pg_restore")
 	if err != nil {
 		return err
 	}

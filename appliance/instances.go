@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
 )
@@ -47,14 +48,14 @@ func (s *Service) adminConnWith(ctx context.Context, inst *store.Instance, db st
 	if err != nil {
 		return nil, fmt.Errorf("open admin password of %s: %w", inst.ID, err)
 	}
-	return (&postgres.Instance{ID: inst.ID, Port: inst.Port}).ConnectWith(ctx, string(pw), db, params)
+	return instances.ConnectAdmin(ctx, inst, string(pw), db, params)
 }
 
 // quietAdminConn is adminConn whose statements leave no trace in the tenant's statistics or logs: the
-// session starts with untrackedSettings (startup parameters, no statement each). The observability reads
+// session starts with instances.UntrackedSettings (startup parameters, no statement each). The observability reads
 // use it.
 func (s *Service) quietAdminConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error) {
-	conn, err := s.adminConnWith(ctx, inst, db, untrackedSettings)
+	conn, err := s.adminConnWith(ctx, inst, db, instances.UntrackedSettings)
 	if err != nil {
 		return nil, serverErr(err, "connect to the project's server")
 	}

@@ -2,10 +2,10 @@ package appliance
 
 import (
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 
+	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -47,7 +47,7 @@ func (s *Service) allocatePorts(tx *store.Tx, n int) ([]int, error) {
 	}
 	var out []int
 	for p := r.First; p <= r.Last && len(out) < n; p++ {
-		if used[p] || !bindable(s.cfg.ListenHost, p) {
+		if used[p] || !instances.Bindable(s.cfg.ListenHost, p) {
 			continue
 		}
 		out = append(out, p)
@@ -56,18 +56,6 @@ func (s *Service) allocatePorts(tx *store.Tx, n int) ([]int, error) {
 		return nil, fmt.Errorf("no free port left in %d-%d", r.First, r.Last)
 	}
 	return out, nil
-}
-
-func bindable(host string, port int) bool {
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
-	if err != nil {
-		return false
-	}
-	ln.Close()
-	return true
 }
 
 // Instance states.
@@ -86,7 +74,7 @@ func (s *Service) movePortIfTaken(inst *store.Instance, pooler bool, err error) 
 	if pooler {
 		port = inst.PooledPort
 	}
-	if bindable(s.cfg.ListenHost, port) {
+	if instances.Bindable(s.cfg.ListenHost, port) {
 		return err // the port is free: something else went wrong
 	}
 	var moved int

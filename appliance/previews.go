@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -406,7 +407,7 @@ func (s *Service) ResetPreview(ctx context.Context, p *Principal, previewID stri
 // resetPreviewJob removes the preview's server and data (its instance record, ports and credential stay),
 // then provisions it again from its source. A retry after a crash removes whatever the last attempt made.
 func (s *Service) resetPreviewJob(ctx context.Context, run *scheduler.Run) (any, error) {
-	dp, err := s.dataPlane()
+	_, err := s.dataPlane()
 	if err != nil {
 		return nil, err
 	}
@@ -418,11 +419,11 @@ func (s *Service) resetPreviewJob(ctx context.Context, run *scheduler.Run) (any,
 		return map[string]any{"skipped": "preview is " + prv.State}, nil
 	}
 	if inst != nil {
-		s.unwatch(dp, inst)
-		if err := s.pgPooler(dp, inst, prv).Remove(ctx); err != nil {
+		s.eng.Unwatch(inst)
+		if err := s.eng.Pooler(inst, prv).Remove(ctx); err != nil {
 			return nil, scheduler.Transient(err)
 		}
-		if err := s.pgInstance(dp, inst).Remove(ctx); err != nil {
+		if err := s.eng.Instance(inst).Remove(ctx); err != nil {
 			return nil, scheduler.Transient(err)
 		}
 	}
@@ -456,7 +457,7 @@ func (s *Service) cloneFill(dp *DataPlane, run *scheduler.Run, prv *store.Projec
 		if err != nil {
 			return fmt.Errorf("copy project %s: %w", parent.ID, err)
 		}
-		st, err := s.pgInstance(dp, pinst).OnlineCopy(ctx, conn, dataDir, postgres.CopyOptions{Label: "appliance preview " + prv.ID, Writeback: true})
+		st, err := s.eng.Instance(pinst).OnlineCopy(ctx, conn, dataDir, postgres.CopyOptions{Label: "appliance preview " + prv.ID, Writeback: true})
 		if err != nil {
 			return fmt.Errorf("copy project %s: %w", parent.ID, err)
 		}
@@ -476,7 +477,7 @@ const CopySessionName = "appliance online copy"
 // copySessionSettings are the startup parameters of the session an online copy runs on.
 var copySessionSettings = func() map[string]string {
 	m := map[string]string{"statement_timeout": "0", "application_name": CopySessionName}
-	for k, v := range untrackedSettings {
+	for k, v := range instances.UntrackedSettings {
 		m[k] = v
 	}
 	return m
@@ -491,14 +492,14 @@ func (s *Service) adoptClone(ctx context.Context, pgi *postgres.Instance, prv *s
 	}
 	stmts := []string{}
 	for _, r := range []struct{ name, pw string }{{postgres.AdminRole, ownPW}, {altRole(prv.RoleName), ids.Secret(20)}} {
-		q, err := setPasswordSQL("ALTER ROLE", r.name, "LOGIN", r.pw)
+		q, err := instances.SetPasswordSQL("ALTER ROLE", r.name, "LOGIN", r.pw)
 		if err != nil {
 			conn.Close(context.WithoutCancel(ctx))
 			return nil, err
 		}
 		stmts = append(stmts, q)
 	}
-	if err := untracked(ctx, conn); err != nil {
+	if err := instances.Untracked(ctx, conn); err != nil {
 		conn.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -530,11 +531,11 @@ func (s *Service) removePreviews(ctx context.Context, dp *DataPlane, projectID s
 		}
 		instID := ""
 		if inst != nil {
-			s.unwatch(dp, inst)
-			if err := s.pgPooler(dp, inst, prv).Remove(ctx); err != nil {
+			s.eng.Unwatch(inst)
+			if err := s.eng.Pooler(inst, prv).Remove(ctx); err != nil {
 				return err
 			}
-			if err := s.pgInstance(dp, inst).Remove(ctx); err != nil {
+			if err := s.eng.Instance(inst).Remove(ctx); err != nil {
 				return err
 			}
 			instID = inst.ID

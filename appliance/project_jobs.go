@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -111,11 +112,9 @@ func (s *Service) failProjectOnFinalError(h scheduler.Handler) scheduler.Handler
 		if err == nil || ctx.Err() != nil || (scheduler.IsTransient(err) && run.Job.Attempts < run.Job.MaxAttempts) {
 			return res, err
 		}
-		if dp, dpErr := s.dataPlane(); dpErr == nil {
+		if s.eng != nil {
 			if _, inst, lerr := s.loadProject(targetOf(run)); lerr == nil && inst != nil {
-				s.unwatch(dp, inst)
-				s.pgPooler(dp, inst, &store.Project{}).Remove(context.WithoutCancel(ctx))
-				s.pgInstance(dp, inst).Remove(context.WithoutCancel(ctx))
+				s.eng.Remove(context.WithoutCancel(ctx), inst)
 			}
 		}
 		uerr := s.updateProject(targetOf(run), func(p *store.Project) error {
@@ -152,7 +151,7 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	if err != nil {
 		return nil, err
 	}
-	pgi := s.pgInstance(dp, inst)
+	pgi := s.eng.Instance(inst)
 	adminPW, err := s.box.Open(inst.AdminPassword)
 	if err != nil {
 		return nil, fmt.Errorf("open admin password: %w", err)
@@ -178,7 +177,7 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	if errors.Is(err, postgres.ErrInitialized) {
 		// A claimed spare (or an earlier attempt): give it this project's settings. The supervisor lets
 		// go of it meanwhile so that a restart the settings need does not race it.
-		s.unwatch(dp, inst)
+		s.eng.Unwatch(inst)
 		var action postgres.Action
 		if action, err = pgi.WriteSettings(settings); err == nil {
 			err = pgi.Apply(ctx, run.Exec, action)
@@ -198,9 +197,9 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 		}
 	}
 	steps.done("start")
-	conn := s.takeSpareConn(ctx, inst.ID)
+	conn := s.eng.TakeSpareConn(ctx, inst.ID)
 	if conn == nil {
-		if conn, err = pgi.ConnectWith(ctx, string(adminPW), "postgres", untrackedSettings); err != nil && parentAdminPW != "" {
+		if conn, err = pgi.ConnectWith(ctx, string(adminPW), "postgres", instances.UntrackedSettings); err != nil && parentAdminPW != "" {
 			conn, err = s.adoptClone(ctx, pgi, prj, parentAdminPW, string(adminPW))
 		}
 		if err != nil {
@@ -221,7 +220,7 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 		return nil, err
 	}
 	steps.done("pooler_users")
-	pl := s.pgPooler(dp, inst, prj)
+	pl := s.eng.Pooler(inst, prj)
 	if _, running, _ := pl.Status(); running { // a claimed spare's: the project's pool size and users
 		err = pl.WriteConfig()
 		if err == nil {
@@ -254,7 +253,7 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	if err != nil {
 		return nil, err
 	}
-	if err := s.watch(dp, inst, prj); err != nil {
+	if err := s.eng.Watch(inst, prj); err != nil {
 		return nil, err
 	}
 	steps.done("activate")
@@ -357,9 +356,9 @@ func (s *Service) ensureInstanceRecord(dp *DataPlane, projectID string) (*store.
 	return inst, err
 }
 
-func altRole(role string) string { return role + "_alt" }
+func altRole(role string) string { return instances.AltRole(role) }
 
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+func quoteLiteral(s string) string { return instances.QuoteLiteral(s) }
 
 // setLogins sets the current credential's password, and makes the second login act as the project's role
 // (the role it sets is named by its name), in one transaction.
@@ -368,7 +367,7 @@ func (s *Service) setLogins(ctx context.Context, conn *pgx.Conn, prj *store.Proj
 	if err != nil {
 		return err
 	}
-	if err := untracked(ctx, conn); err != nil {
+	if err := instances.Untracked(ctx, conn); err != nil {
 		return err
 	}
 	if _, err := conn.Exec(ctx, strings.Join(stmts, "; ")); err != nil {
@@ -387,7 +386,7 @@ func (s *Service) loginStatements(prj *store.Project) ([]string, error) {
 	if prj.StorageLock == StorageNoConnections { // a new password does not lift the storage lock
 		login = "NOLOGIN"
 	}
-	setPW, err := setPasswordSQL("ALTER ROLE", prj.Credential.Username, login, string(pw))
+	setPW, err := instances.SetPasswordSQL("ALTER ROLE", prj.Credential.Username, login, string(pw))
 	if err != nil {
 		return nil, err
 	}
@@ -398,7 +397,7 @@ func (s *Service) loginStatements(prj *store.Project) ([]string, error) {
 // credential's password.
 func (s *Service) ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Project) error {
 	role, alt := pgx.Identifier{prj.RoleName}.Sanitize(), pgx.Identifier{altRole(prj.RoleName)}.Sanitize()
-	if err := untracked(ctx, conn); err != nil {
+	if err := instances.Untracked(ctx, conn); err != nil {
 		return err
 	}
 	exists := func(q, name string) (bool, error) {
@@ -413,7 +412,7 @@ func (s *Service) ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, pr
 		}
 		if !ok {
 			// The second login gets a random password nobody knows until a rotation sets its own.
-			create, err := setPasswordSQL("CREATE ROLE", r.name, "LOGIN", ids.Secret(20))
+			create, err := instances.SetPasswordSQL("CREATE ROLE", r.name, "LOGIN", ids.Secret(20))
 			if err != nil {
 				return err
 			}
@@ -453,7 +452,7 @@ func (s *Service) ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, pr
 // keeps in a project's database: pg_stat_statements, the public schema owned by the project's role,
 // connections for that role only. It connects to database with conn's admin login.
 func prepareDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Project, database string) error {
-	db, err := pgx.ConnectConfig(ctx, withDatabase(conn.Config(), database))
+	db, err := pgx.ConnectConfig(ctx, instances.WithDatabase(conn.Config(), database))
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", database, err)
 	}
@@ -469,14 +468,8 @@ func prepareDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Project, da
 			return fmt.Errorf("prepare database %s: %w", database, err)
 		}
 	}
-	_, err = purgeSecretStatements(ctx, db)
+	_, err = instances.PurgeSecretStatements(ctx, db)
 	return err
-}
-
-func withDatabase(cfg *pgx.ConnConfig, db string) *pgx.ConnConfig {
-	c := cfg.Copy()
-	c.Database = db
-	return c
 }
 
 // syncPoolerUsers writes the SCRAM verifiers of the project's logins for PgBouncer.
@@ -485,7 +478,7 @@ func (s *Service) syncPoolerUsers(ctx context.Context, dp *DataPlane, conn *pgx.
 	if err != nil {
 		return err
 	}
-	return s.pgPooler(dp, inst, prj).WriteUsers(v)
+	return s.eng.Pooler(inst, prj).WriteUsers(v)
 }
 
 // applyPlan writes the project's settings and reloads or restarts the instance as PostgreSQL requires.
@@ -509,62 +502,17 @@ func (s *Service) writeSettingsAndApply(ctx context.Context, run *scheduler.Run,
 	if err != nil {
 		return 0, err
 	}
-	pgi := s.pgInstance(dp, inst)
-	previous, prevErr := pgi.ReadSettings()
-	action, err := pgi.WriteSettings(settings)
-	if err != nil {
-		return 0, err
-	}
-	if action == postgres.ActionRestart {
-		s.setRuntime(prj.ID, RuntimeRestarting)
-		dp.Supervisor.Unwatch(inst.ID)
-		err = pgi.Apply(ctx, run.Exec, action)
-		if werr := dp.Supervisor.Watch(inst.ID, pgi); err == nil {
-			err = werr
-		}
-		s.setRuntime(prj.ID, RuntimeActive)
-		if errors.Is(err, postgres.ErrSettingsRefused) {
-			return 0, err // it runs, with the settings it had: retrying would not help
-		}
-		if err != nil {
-			return 0, scheduler.Transient(err)
-		}
-	} else if err := pgi.Apply(ctx, run.Exec, action); err != nil {
-		return 0, scheduler.Transient(err)
-	} else if action == postgres.ActionReload {
-		// A reload the server refuses in part leaves it running the old values while the files say
-		// otherwise: put the previous settings back and fail with the server's reason.
-		if err := s.checkReloaded(ctx, dp, inst, pgi); err != nil {
-			if prevErr == nil {
-				if _, werr := pgi.WriteSettings(previous); werr == nil {
-					_ = pgi.Apply(ctx, run.Exec, postgres.ActionReload)
-				}
-			}
-			return 0, err
-		}
-	}
-	pl := s.pgPooler(dp, inst, prj)
-	if err := pl.WriteConfig(); err != nil {
-		return 0, err
-	}
-	if err := pl.Reload(); err != nil {
-		return 0, scheduler.Transient(err)
-	}
-	return action, nil
-}
-
-// checkReloaded asks the server, after a reload, whether it applied every line of its files.
-func (s *Service) checkReloaded(ctx context.Context, dp *DataPlane, inst *store.Instance, pgi *postgres.Instance) error {
 	adminPW, err := s.box.Open(inst.AdminPassword)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	conn, err := pgi.Admin(ctx, string(adminPW))
-	if err != nil {
-		return scheduler.Transient(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	return pgi.CheckReloaded(ctx, conn)
+	return s.eng.ApplySettings(ctx, run.Exec, inst, prj, settings, string(adminPW), func(restarting bool) {
+		if restarting {
+			s.setRuntime(prj.ID, RuntimeRestarting)
+		} else {
+			s.setRuntime(prj.ID, RuntimeActive)
+		}
+	})
 }
 
 func (s *Service) setRuntime(projectID, status string) {
@@ -591,11 +539,11 @@ func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any
 	followWarnings := s.detachOpenFollow(ctx, prj, inst)
 	s.studio.pools.Forget(prj.ID)
 	if inst != nil {
-		s.unwatch(dp, inst)
-		if err := s.pgPooler(dp, inst, prj).Remove(ctx); err != nil {
+		s.eng.Unwatch(inst)
+		if err := s.eng.Pooler(inst, prj).Remove(ctx); err != nil {
 			return nil, scheduler.Transient(err)
 		}
-		if err := s.pgInstance(dp, inst).Remove(ctx); err != nil {
+		if err := s.eng.Instance(inst).Remove(ctx); err != nil {
 			return nil, scheduler.Transient(err)
 		}
 	}
@@ -742,7 +690,7 @@ func (s *Service) rotateCredentialsJob(ctx context.Context, run *scheduler.Run) 
 	if err != nil {
 		return nil, err
 	}
-	conn, err := s.pgInstance(dp, inst).Admin(ctx, string(adminPW))
+	conn, err := s.eng.Instance(inst).Admin(ctx, string(adminPW))
 	if err != nil {
 		return nil, scheduler.Transient(err)
 	}
@@ -752,11 +700,11 @@ func (s *Service) rotateCredentialsJob(ctx context.Context, run *scheduler.Run) 
 		next = prj.RoleName
 	}
 	password := ids.Secret(20)
-	setPW, err := setPasswordSQL("ALTER ROLE", next, "LOGIN", password)
+	setPW, err := instances.SetPasswordSQL("ALTER ROLE", next, "LOGIN", password)
 	if err != nil {
 		return nil, err
 	}
-	if err := untracked(ctx, conn); err != nil {
+	if err := instances.Untracked(ctx, conn); err != nil {
 		return nil, err
 	}
 	if _, err := conn.Exec(ctx, setPW); err != nil {
@@ -792,7 +740,7 @@ func (s *Service) rotateCredentialsJob(ctx context.Context, run *scheduler.Run) 
 	if err := s.syncPoolerUsers(ctx, dp, conn, inst, prj); err != nil {
 		return nil, err
 	}
-	if err := s.pgPooler(dp, inst, prj).Reload(); err != nil {
+	if err := s.eng.Pooler(inst, prj).Reload(); err != nil {
 		return nil, scheduler.Transient(err)
 	}
 	s.notify()
@@ -829,17 +777,17 @@ func (s *Service) expireCredentialJob(ctx context.Context, run *scheduler.Run) (
 	if err != nil {
 		return nil, err
 	}
-	conn, err := s.pgInstance(dp, inst).Admin(ctx, string(adminPW))
+	conn, err := s.eng.Instance(inst).Admin(ctx, string(adminPW))
 	if err != nil {
 		return nil, scheduler.Transient(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	// A fresh random password (rather than none) keeps a SCRAM verifier for the pooler's user list.
-	setPW, err := setPasswordSQL("ALTER ROLE", in.Username, "", ids.Secret(20))
+	setPW, err := instances.SetPasswordSQL("ALTER ROLE", in.Username, "", ids.Secret(20))
 	if err != nil {
 		return nil, err
 	}
-	if err := untracked(ctx, conn); err != nil {
+	if err := instances.Untracked(ctx, conn); err != nil {
 		return nil, err
 	}
 	if _, err := conn.Exec(ctx, setPW); err != nil {
@@ -852,7 +800,7 @@ func (s *Service) expireCredentialJob(ctx context.Context, run *scheduler.Run) (
 	if err := s.syncPoolerUsers(ctx, dp, conn, inst, prj); err != nil {
 		return nil, err
 	}
-	if err := s.pgPooler(dp, inst, prj).Reload(); err != nil {
+	if err := s.eng.Pooler(inst, prj).Reload(); err != nil {
 		return nil, scheduler.Transient(err)
 	}
 	err = s.updateProject(prj.ID, func(p *store.Project) error {

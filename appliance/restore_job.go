@@ -72,7 +72,7 @@ func (s *Service) restoreJob(ctx context.Context, run *scheduler.Run) (any, erro
 		return nil, fmt.Errorf("open admin password: %w", err)
 	}
 	bs := s.backupStore(dp)
-	live := s.pgInstance(dp, inst)
+	live := s.eng.Instance(inst)
 	old := live.DataDir() + ".pre-restore-" + run.Job.ID
 	committed := filepath.Join(inst.Dir, "restored-"+run.Job.ID)
 	cand := &postgres.Instance{ID: inst.ID + "-restore", Dir: filepath.Join(filepath.Dir(inst.Dir), inst.ID+".restore-"+run.Job.ID),
@@ -117,7 +117,7 @@ func (s *Service) restoreJob(ctx context.Context, run *scheduler.Run) (any, erro
 	if err := s.syncPoolerUsers(ctx, dp, conn, inst, prj); err != nil {
 		return nil, err
 	}
-	if err := s.pgPooler(dp, inst, prj).Reload(); err != nil {
+	if err := s.eng.Pooler(inst, prj).Reload(); err != nil {
 		return nil, fmt.Errorf("restored, but the pooler did not reload: %w", err)
 	}
 	tli, _, err := currentTimeline(ctx, conn)
@@ -493,7 +493,7 @@ func writeUserFile(dp *DataPlane, path string, data []byte) error {
 // committed (the original data is put back as pgdata). A restore job still pending or running repairs its
 // own leftovers. Call it before the instance is watched; it logs what it cannot do.
 func (s *Service) repairEndedRestores(ctx context.Context, dp *DataPlane, inst *store.Instance) {
-	live := s.pgInstance(dp, inst)
+	live := s.eng.Instance(inst)
 	ended := func(jobID string) bool {
 		var j *store.Job
 		err := s.db.View(func(tx *store.Tx) (err error) { j, err = store.Jobs.Get(tx, jobID); return err })

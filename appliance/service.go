@@ -96,6 +96,8 @@ type Service struct {
 	now        func() time.Time
 	Probe      *Probes
 	dp         *DataPlane
+	// eng runs the instances (appliance/instances); set with dp.
+	eng engine
 
 	// sparesMu is held while the pool is filled; sparesStopped (under it) says StopInstances ran, and
 	// sparesStop ends then: a refill the shutdown interrupts stops what it started.
@@ -103,8 +105,6 @@ type Service struct {
 	sparesStopped bool
 	sparesStop    context.Context
 	stopSpares    context.CancelFunc
-	// spareConns holds an admin connection to each spare this process prepared (see takeSpareConn).
-	spareConns sync.Map // instance ID → *pgx.Conn
 	// stepHook is Deps.JobStepHook (restore_job.go).
 	stepHook JobStepHook
 	// lane is the background lane of the webhook deliveries (webhooks.go).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
 )
@@ -103,13 +104,8 @@ func (s *Service) removeAbandonedSpares() error {
 			return err
 		}
 		for _, in := range stale {
-			if conn := s.takeSpareConn(context.Background(), in.ID); conn != nil {
-				conn.Close(context.Background())
-			}
-			if dp, err := s.dataPlane(); err == nil {
-				s.unwatch(dp, in)
-				s.pgPooler(dp, in, &store.Project{}).Remove(context.Background())
-				s.pgInstance(dp, in).Remove(context.Background())
+			if s.eng != nil {
+				s.eng.Remove(context.Background(), in)
 			}
 			if err := store.Instances.Delete(tx, in.ID); err != nil {
 				return err
@@ -149,13 +145,13 @@ func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := s.pgInstance(dp, &tmp).Init(ctx, nil, postgres.InitOptions{AdminPassword: password, CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM, Settings: settings}); err != nil {
+	if err := s.eng.Instance(&tmp).Init(ctx, nil, postgres.InitOptions{AdminPassword: password, CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM, Settings: settings}); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp.Dir, rec.Dir); err != nil {
 		return err
 	}
-	pgi := s.pgInstance(dp, rec)
+	pgi := s.eng.Instance(rec)
 	// Written again from the final directory (the archive command names it).
 	if _, err := pgi.WriteSettings(settings); err != nil {
 		return err
@@ -169,12 +165,12 @@ func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) (err error) {
 		if err != nil {
 			stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
-			s.pgPooler(dp, rec, &store.Project{}).Stop(stop, nil, daemon.StopFast)
+			s.eng.Pooler(rec, &store.Project{}).Stop(stop, nil, daemon.StopFast)
 			pgi.Stop(stop, nil, daemon.StopFast)
 		}
 	}()
 	// Quiet from its start: the claim sends the project's password over it.
-	conn, err := pgi.ConnectWith(ctx, password, "postgres", untrackedSettings)
+	conn, err := pgi.ConnectWith(ctx, password, "postgres", instances.UntrackedSettings)
 	if err != nil {
 		return err
 	}
@@ -192,13 +188,13 @@ func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) (err error) {
 	if err := s.syncPoolerUsers(ctx, dp, conn, rec, placeholder); err != nil {
 		return err
 	}
-	if err := s.pgPooler(dp, rec, placeholder).Start(ctx, nil); err != nil {
+	if err := s.eng.Pooler(rec, placeholder).Start(ctx, nil); err != nil {
 		return err
 	}
-	if err := s.watch(dp, rec, placeholder); err != nil {
+	if err := s.eng.Watch(rec, placeholder); err != nil {
 		return err
 	}
-	s.spareConns.Store(rec.ID, conn)
+	s.eng.KeepSpareConn(rec.ID, conn)
 	kept = true
 	return s.db.Update(func(tx *store.Tx) error {
 		cur, err := store.Instances.Get(tx, rec.ID)
@@ -207,32 +203,6 @@ func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) (err error) {
 		}
 		cur.State, cur.UpdatedAt = InstanceSpare, s.now()
 		return store.Instances.Put(tx, cur)
-	})
-}
-
-// takeSpareConn hands over the admin connection kept since the spare's preparation, when there is one
-// and it still works (a restart of the spare ends it): a claim then waits for no new backend, which on a
-// busy machine costs tens of milliseconds. A spare prepared by an earlier process has none. The caller
-// closes it.
-func (s *Service) takeSpareConn(ctx context.Context, instanceID string) *pgx.Conn {
-	v, ok := s.spareConns.LoadAndDelete(instanceID)
-	if !ok {
-		return nil
-	}
-	conn := v.(*pgx.Conn)
-	if err := conn.Ping(ctx); err != nil {
-		conn.Close(context.WithoutCancel(ctx))
-		return nil
-	}
-	return conn
-}
-
-// closeSpareConns closes the kept connections (at shutdown).
-func (s *Service) closeSpareConns() {
-	s.spareConns.Range(func(id, v any) bool {
-		s.spareConns.Delete(id)
-		v.(*pgx.Conn).Close(context.Background())
-		return true
 	})
 }
 
@@ -249,7 +219,7 @@ func (s *Service) adoptSpare(ctx context.Context, conn *pgx.Conn, prj *store.Pro
 	if err != nil {
 		return false, err
 	}
-	if err := untracked(ctx, conn); err != nil {
+	if err := instances.Untracked(ctx, conn); err != nil {
 		return false, err
 	}
 	stmts := append([]string{

@@ -89,7 +89,7 @@ func (s *Service) upgradeMinorJob(ctx context.Context, run *scheduler.Run) (any,
 	if n > 0 && !in.Force {
 		return nil, fmt.Errorf("%d client sessions are active: the restart would end them; retry with force=true (administrators only)", n)
 	}
-	pgi := s.pgInstance(dp, inst)
+	pgi := s.eng.Instance(inst)
 	s.setRuntime(prj.ID, RuntimeRestarting)
 	dp.Supervisor.Unwatch(inst.ID)
 	err = pgi.Restart(ctx, run.Exec)
@@ -136,7 +136,7 @@ func (s *Service) upgradePreflightJob(ctx context.Context, run *scheduler.Run) (
 func (s *Service) newCluster(ctx context.Context, run *scheduler.Run, dp *DataPlane, prj *store.Project, inst *store.Instance, target postgres.Binaries, dir string) (*postgres.Instance, error) {
 	rec := *inst
 	rec.Dir, rec.Major, rec.BinDir = dir, target.Major, target.Dir
-	pgi := s.pgInstance(dp, &rec)
+	pgi := s.eng.Instance(&rec)
 	if err := pgi.Remove(ctx); err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func (s *Service) newCluster(ctx context.Context, run *scheduler.Run, dp *DataPl
 
 // pgUpgrade runs pg_upgrade from the instance's data into next (both stopped unless check).
 func (s *Service) pgUpgrade(ctx context.Context, run *scheduler.Run, dp *DataPlane, inst *store.Instance, next *postgres.Instance, check bool) error {
-	old := s.pgInstance(dp, inst)
+	old := s.eng.Instance(inst)
 	prog, err := next.Bin.Path("pg_upgrade")
 	if err != nil {
 		return err
@@ -204,12 +204,12 @@ func (s *Service) upgradeMajorJob(ctx context.Context, run *scheduler.Run) (any,
 	if err != nil {
 		return nil, err
 	}
-	old := s.pgInstance(dp, inst)
+	old := s.eng.Instance(inst)
 	s.setRuntime(prj.ID, RuntimeRestarting)
-	s.unwatch(dp, inst)
+	s.eng.Unwatch(inst)
 	restoreOld := func() {
 		old.Start(context.WithoutCancel(ctx), run.Exec)
-		s.watch(dp, inst, prj)
+		s.eng.Watch(inst, prj)
 		s.setRuntime(prj.ID, RuntimeActive)
 		next.Remove(context.WithoutCancel(ctx))
 	}
@@ -238,7 +238,7 @@ func (s *Service) upgradeMajorJob(ctx context.Context, run *scheduler.Run) (any,
 	if err != nil {
 		return nil, err
 	}
-	if err := s.watch(dp, rec, prj); err != nil {
+	if err := s.eng.Watch(rec, prj); err != nil {
 		return nil, err
 	}
 	version, _ := s.serverVersion(ctx, rec)
@@ -248,7 +248,7 @@ func (s *Service) upgradeMajorJob(ctx context.Context, run *scheduler.Run) (any,
 
 // upgradeConfirmJob drops the pre-upgrade data directory.
 func (s *Service) upgradeConfirmJob(ctx context.Context, run *scheduler.Run) (any, error) {
-	dp, err := s.dataPlane()
+	_, err := s.dataPlane()
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +258,7 @@ func (s *Service) upgradeConfirmJob(ctx context.Context, run *scheduler.Run) (an
 	}
 	prev := *inst
 	prev.Dir, prev.Major, prev.BinDir = inst.PreviousDir, inst.PreviousMajor, inst.PreviousBinDir
-	if err := s.pgInstance(dp, &prev).Remove(ctx); err != nil {
+	if err := s.eng.Instance(&prev).Remove(ctx); err != nil {
 		return nil, err
 	}
 	err = s.db.Update(func(tx *store.Tx) error {
@@ -274,7 +274,7 @@ func (s *Service) upgradeConfirmJob(ctx context.Context, run *scheduler.Run) (an
 
 // upgradeRollbackJob stops the upgraded server and starts the old data directory on its old binaries.
 func (s *Service) upgradeRollbackJob(ctx context.Context, run *scheduler.Run) (any, error) {
-	dp, err := s.dataPlane()
+	_, err := s.dataPlane()
 	if err != nil {
 		return nil, err
 	}
@@ -285,25 +285,25 @@ func (s *Service) upgradeRollbackJob(ctx context.Context, run *scheduler.Run) (a
 	if _, err := os.Stat(inst.PreviousDir); err != nil {
 		return nil, fmt.Errorf("the pre-upgrade directory is gone: %w", err)
 	}
-	cur := s.pgInstance(dp, inst)
-	s.unwatch(dp, inst)
+	cur := s.eng.Instance(inst)
+	s.eng.Unwatch(inst)
 	if err := cur.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
-		s.watch(dp, inst, prj)
+		s.eng.Watch(inst, prj)
 		return nil, err
 	}
 	prev := *inst
 	prev.Dir, prev.Major, prev.BinDir = inst.PreviousDir, inst.PreviousMajor, inst.PreviousBinDir
 	prev.PreviousDir, prev.PreviousMajor, prev.PreviousBinDir = "", 0, ""
-	if err := s.pgInstance(dp, &prev).Start(ctx, run.Exec); err != nil {
+	if err := s.eng.Instance(&prev).Start(ctx, run.Exec); err != nil {
 		cur.Start(context.WithoutCancel(ctx), run.Exec)
-		s.watch(dp, inst, prj)
+		s.eng.Watch(inst, prj)
 		return nil, err
 	}
 	prev.UpdatedAt = s.now()
 	if err := s.db.Update(func(tx *store.Tx) error { return store.Instances.Put(tx, &prev) }); err != nil {
 		return nil, err
 	}
-	if err := s.watch(dp, &prev, prj); err != nil {
+	if err := s.eng.Watch(&prev, prj); err != nil {
 		return nil, err
 	}
 	if err := cur.Remove(ctx); err != nil {
