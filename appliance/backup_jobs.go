@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -35,7 +36,7 @@ func (s *Service) updateBackup(id string, fn func(*store.Backup)) error {
 // WAL it needs, so it restores on its own) into the backup store's stage, verifies it with pg_verifybackup,
 // stores it (its files, then its manifest) and records its size and verification.
 func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any, error) {
-	steps := newStepTimer()
+	steps := instances.NewTimer()
 	var in backupPayload
 	dp, prj, inst, err := s.activeTarget(run, &in)
 	if err != nil {
@@ -87,7 +88,7 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 	cmd := dp.User.Command(basebackup, "-D", dir, "-F", "p", "-X", "stream", "--checkpoint=fast", "--no-password",
 		"--label", label, "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port), "-U", postgres.AdminRole)
 	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
-	steps.done("prepare")
+	steps.Done("prepare")
 	if err := run.Exec(ctx, cmd); err != nil {
 		_ = bs.RemoveBackup(context.WithoutCancel(ctx), prj.ID, b.BackupKey)
 		if ctx.Err() != nil {
@@ -95,7 +96,7 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 		}
 		return nil, s.failBackup(b.ID, err)
 	}
-	steps.done("basebackup")
+	steps.Done("basebackup")
 	// pg_verifybackup reads a plain-format directory (PostgreSQL 15's): the staged one, before it is stored.
 	vstate, verr := VerificationVerified, ""
 	if err := run.Exec(ctx, dp.User.Command(verify, dir)); err != nil {
@@ -104,7 +105,7 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 		}
 		vstate, verr = VerificationFailed, err.Error()
 	}
-	steps.done("verify")
+	steps.Done("verify")
 	now := s.now()
 	m, err := bs.CommitBackup(ctx, prj.ID, b.BackupKey, dir, now)
 	if err != nil {
@@ -115,22 +116,22 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 		return nil, s.failBackup(b.ID, fmt.Errorf("store the base backup: %w", err))
 	}
 	size := m.SizeBytes
-	steps.done("store")
+	steps.Done("store")
 	if err := s.updateBackup(b.ID, func(b *store.Backup) {
 		b.State, b.SizeBytes, b.Timeline, b.CompletedAt = BackupCompleted, size, m.Timeline, &now
 	}); err != nil {
 		return nil, err
 	}
-	steps.done("record")
+	steps.Done("record")
 	verified := s.now()
 	if err := s.updateBackup(b.ID, func(b *store.Backup) {
 		b.VerificationState, b.VerificationError, b.VerifiedAt = vstate, verr, &verified
 	}); err != nil {
 		return nil, err
 	}
-	steps.done("finish")
+	steps.Done("finish")
 	return map[string]any{"backup_id": b.ID, "backup_key": b.BackupKey, "size_bytes": size, "verification_state": vstate,
-		"timings_ms": steps.ms}, nil
+		"timings_ms": steps.MS}, nil
 }
 
 // failBackup marks a backup failed with err, and returns err for the job.

@@ -11,6 +11,7 @@ import (
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/dirstore"
 	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -36,6 +37,23 @@ func (s *Service) backupStore(dp *DataPlane) *backup.Store {
 }
 
 var errTarEnded = errors.New("tar ended before the end of the stream")
+
+// archiveOf is the instance engine's view of a project's backup store: its WAL archive (whether a segment
+// is stored, the restore_command) and the base backup key, fetched into a data directory.
+func (s *Service) archiveOf(ctx context.Context, dp *DataPlane, projectID, key string) (instances.Archive, error) {
+	bs := s.backupStore(dp)
+	_, restore, err := bs.WALCommands(ctx, projectID)
+	if err != nil {
+		return instances.Archive{}, err
+	}
+	return instances.Archive{
+		Archived:       func(ctx context.Context, seg string) (bool, error) { return bs.WALArchived(ctx, projectID, seg) },
+		RestoreCommand: restore,
+		FetchBase: func(ctx context.Context, ex daemon.ExecFunc, dataDir string) error {
+			return s.fetchBackup(ctx, ex, dp, projectID, key, dataDir)
+		},
+	}, nil
+}
 
 // fetchBackup makes dataDir (absent, or empty) a copy of a base backup's data directory: the store's tar
 // stream of it, extracted by the instances' OS user (so owners and modes are PostgreSQL's).

@@ -349,7 +349,7 @@ func (s *Service) promoteCutoverJob(ctx context.Context, run *scheduler.Run) (an
 	if r.Status != CutoverApproved && r.Status != CutoverPromoting && r.Status != CutoverCompleted {
 		return map[string]any{"skipped": "cutover request is " + r.Status}, nil
 	}
-	steps := newStepTimer()
+	steps := instances.NewTimer()
 	staging, old := cutoverDatabases(r.ID)
 	conn, err := s.adminConn(ctx, inst, "postgres")
 	if err != nil {
@@ -381,7 +381,7 @@ func (s *Service) promoteCutoverJob(ctx context.Context, run *scheduler.Run) (an
 		if err := s.undoCutover(ctx, conn, prj, r.ID); err != nil {
 			return nil, scheduler.Transient(err)
 		}
-		steps.done("prepare")
+		steps.Done("prepare")
 		err := s.stageCutover(ctx, run, dp, conn, prj, inst, r, staging, steps)
 		if err == nil {
 			s.jobStep(ctx, run.Job.ID, "cutover-staged")
@@ -395,14 +395,14 @@ func (s *Service) promoteCutoverJob(ctx context.Context, run *scheduler.Run) (an
 			}
 			return nil, err
 		}
-		steps.done("swap")
+		steps.Done("swap")
 	}
 	if err := s.completeCutover(r.ID); err != nil {
 		return nil, err
 	}
 	s.jobStep(ctx, run.Job.ID, "cutover-swapped")
 	// The rest tidies up: the project's data is the preview's from the swap on.
-	if err := prepareDatabase(ctx, conn, prj, prj.DatabaseName); err != nil {
+	if err := instances.PrepareDatabase(ctx, conn, prj, prj.DatabaseName); err != nil {
 		return nil, scheduler.Transient(err)
 	}
 	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{old}.Sanitize()+" WITH (FORCE)"); err != nil {
@@ -411,9 +411,9 @@ func (s *Service) promoteCutoverJob(ctx context.Context, run *scheduler.Run) (an
 	if err := os.Remove(cutoverDump(s, prj.ID, r.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		s.log.Warn("remove a cutover's dump", "cutover_request", r.ID, "err", err)
 	}
-	steps.done("finish")
+	steps.Done("finish")
 	return map[string]any{"cutover_request_id": r.ID, "preview_id": r.PreviewID, "pre_cutover_backup_id": b.ID,
-		"timings_ms": steps.ms}, nil
+		"timings_ms": steps.MS}, nil
 }
 
 func cutoverDump(s *Service, projectID, requestID string) string {
@@ -430,7 +430,7 @@ func databaseExists(ctx context.Context, conn *pgx.Conn, name string) (bool, err
 // created in it (as the admin, those the appliance offers), then the preview's dump restored by the
 // project's role.
 func (s *Service) stageCutover(ctx context.Context, run *scheduler.Run, dp *DataPlane, conn *pgx.Conn, prj *store.Project,
-	inst *store.Instance, r *store.CutoverRequest, staging string, steps *stepTimer) error {
+	inst *store.Instance, r *store.CutoverRequest, staging string, steps *instances.Timer) error {
 	prv, prvInst, err := s.loadProject(r.PreviewID)
 	if err != nil {
 		return fmt.Errorf("preview database %s: %w", r.PreviewID, err)
@@ -445,7 +445,7 @@ func (s *Service) stageCutover(ctx context.Context, run *scheduler.Run, dp *Data
 	if err := s.dumpDatabase(ctx, run, dp, prvInst, prv.DatabaseName, dump); err != nil {
 		return fmt.Errorf("dump the preview: %w", err)
 	}
-	steps.done("dump")
+	steps.Done("dump")
 	exts, err := s.previewExtensions(ctx, prvInst, prv.DatabaseName)
 	if err != nil {
 		return err
@@ -458,7 +458,7 @@ func (s *Service) stageCutover(ctx context.Context, run *scheduler.Run, dp *Data
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{staging}.Sanitize()+" OWNER "+role); err != nil {
 		return fmt.Errorf("create the staging database: %w", err)
 	}
-	if err := prepareDatabase(ctx, conn, prj, staging); err != nil {
+	if err := instances.PrepareDatabase(ctx, conn, prj, staging); err != nil {
 		return err
 	}
 	db, err := s.extensionConn(ctx, inst, staging)
@@ -487,11 +487,11 @@ func (s *Service) stageCutover(ctx context.Context, run *scheduler.Run, dp *Data
 			return fmt.Errorf("create extension %s: %w", e.name, err)
 		}
 	}
-	steps.done("extensions")
+	steps.Done("extensions")
 	if err := s.restoreDump(ctx, run, dp, prj, inst, staging, dump, schemas); err != nil {
 		return fmt.Errorf("restore the preview's data: %w", err)
 	}
-	steps.done("restore")
+	steps.Done("restore")
 	return nil
 }
 

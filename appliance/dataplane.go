@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -35,20 +34,30 @@ type DataPlane struct {
 // engine is what the service asks of the instance engine (appliance/instances): the process and
 // PostgreSQL side of instances and their poolers. The service keeps the records.
 type engine interface {
+	// The instance's processes.
 	Instance(rec *store.Instance) *postgres.Instance
 	Pooler(rec *store.Instance, prj *store.Project) *postgres.Pooler
 	Watch(rec *store.Instance, prj *store.Project) error
 	WatchSpare(rec *store.Instance, maxConnections int) error
 	Unwatch(rec *store.Instance)
-	Remove(ctx context.Context, rec *store.Instance) error
 	Serving(ctx context.Context, rec *store.Instance, prj *store.Project) bool
 	StopAll(ctx context.Context, insts []*store.Instance, others []daemon.Process) error
+	Remove(ctx context.Context, rec *store.Instance) error
+	RepairEndedRestores(ctx context.Context, inst *store.Instance, ended func(jobID string) bool)
+	BringUpToDate(ctx context.Context, inst *store.Instance, prj *store.Project, adminPW string) (purged bool, err error)
+	// Making one: a spare, or a project's (from a spare, initdb or a clone's fill).
+	PrepareSpare(ctx context.Context, rec *store.Instance, adminPW string, settings postgres.Settings, maxConnections int, ready func() error) error
+	RemoveSpareLeftovers()
+	CloseSpareConns()
+	Provision(ctx context.Context, exec daemon.ExecFunc, spec instances.ProvisionSpec) (version string, err error)
+	CopyFill(src *store.Instance, adminPW, label string, steps *instances.Timer) func(context.Context, string) error
+	RecoveryFill(ctx context.Context, exec daemon.ExecFunc, spec instances.RecoverySpec, dataDir string) error
+	// Changing one.
 	ApplySettings(ctx context.Context, exec daemon.ExecFunc, inst *store.Instance, prj *store.Project, settings postgres.Settings,
 		adminPW string, restarting func(bool)) (postgres.Action, error)
-	BringUpToDate(ctx context.Context, inst *store.Instance, prj *store.Project, adminPW string) (bool, error)
-	TakeSpareConn(ctx context.Context, instanceID string) *pgx.Conn
-	KeepSpareConn(instanceID string, conn *pgx.Conn)
-	CloseSpareConns()
+	SyncPoolerUsers(ctx context.Context, conn *pgx.Conn, inst *store.Instance, prj *store.Project) error
+	Restore(ctx context.Context, exec daemon.ExecFunc, spec instances.RestoreSpec) (instances.Restored, error)
+	FinishRestore(inst *store.Instance, jobID string)
 }
 
 var _ engine = (*instances.Manager)(nil)
@@ -207,7 +216,7 @@ func contains(xs []string, x string) bool {
 // AdoptInstances puts every live instance under supervision at start: running ones are adopted, dead ones
 // (the machine rebooted, or they died with the appliance) are started by the supervisor.
 func (s *Service) AdoptInstances(ctx context.Context) error {
-	dp, err := s.dataPlane()
+	_, err := s.dataPlane()
 	if err != nil {
 		return err
 	}
@@ -253,7 +262,7 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		} else if deleting {
 			continue
 		}
-		s.repairEndedRestores(ctx, dp, p.inst)
+		s.repairEndedRestores(ctx, p.inst)
 		if !s.eng.Instance(p.inst).Initialized() {
 			// Its data is gone (metadata older than the data directory: ReportMismatches says so); starting
 			// it would only make an empty directory.
@@ -415,12 +424,4 @@ func (s *Service) OnInstanceEvent(e daemon.Event) {
 	if err != nil {
 		s.log.Error("record instance event", "event", e, "err", err)
 	}
-}
-
-func readFile(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	return b, nil
 }

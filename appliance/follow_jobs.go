@@ -75,7 +75,7 @@ func (s *Service) followStartJob(ctx context.Context, run *scheduler.Run) (any, 
 }
 
 func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *DataPlane, prj *store.Project, inst *store.Instance, f *store.ImportFollow) (any, error) {
-	steps := newStepTimer()
+	steps := instances.NewTimer()
 	var b *store.Backup
 	if err := s.db.View(func(tx *store.Tx) (err error) { b, err = store.Backups.Get(tx, f.BackupID); return err }); err != nil {
 		return nil, fmt.Errorf("the backup before follow: %w", err)
@@ -107,7 +107,7 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 	if err := followReady(pf); err != nil {
 		return nil, err
 	}
-	steps.done("preflight")
+	steps.Done("preflight")
 	// From here on the project's database changes: an abort restores the pre-follow backup.
 	if err := s.updateFollow(f.ID, func(f *store.ImportFollow) { f.SchemaCopied = true }); err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 	if err := s.copySchema(ctx, run, dp, prj, inst, f, src, pf.Source.AppSchemas); err != nil {
 		return nil, err
 	}
-	steps.done("schema")
+	steps.Done("schema")
 	source, err := src.Connect(ctx)
 	if err != nil {
 		return nil, src.connectErr(err)
@@ -176,7 +176,7 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 	if err := startSubscription(ctx, target, f); err != nil {
 		return nil, err
 	}
-	steps.done("subscribe")
+	steps.Done("subscribe")
 	return s.markFollowing(f, tables, steps)
 }
 
@@ -209,7 +209,7 @@ func startSubscription(ctx context.Context, target *pgx.Conn, f *store.ImportFol
 	return nil
 }
 
-func (s *Service) markFollowing(f *store.ImportFollow, tables []string, steps *stepTimer) (any, error) {
+func (s *Service) markFollowing(f *store.ImportFollow, tables []string, steps *instances.Timer) (any, error) {
 	state := ""
 	if err := s.updateFollow(f.ID, func(f *store.ImportFollow) {
 		if f.State == FollowStarting { // an abort accepted meanwhile stays: its job removes the subscription
@@ -220,7 +220,7 @@ func (s *Service) markFollowing(f *store.ImportFollow, tables []string, steps *s
 		return nil, err
 	}
 	return map[string]any{"follow_id": f.ID, "state": state, "publication": f.Publication,
-		"subscription": f.Subscription, "tables": len(tables), "backup_id": f.BackupID, "timings_ms": steps.ms}, nil
+		"subscription": f.Subscription, "tables": len(tables), "backup_id": f.BackupID, "timings_ms": steps.MS}, nil
 }
 
 // copySchema dumps the source's app schemas without data, owners or privileges and restores the dump over

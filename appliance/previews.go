@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/instances"
-	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -419,23 +415,18 @@ func (s *Service) resetPreviewJob(ctx context.Context, run *scheduler.Run) (any,
 		return map[string]any{"skipped": "preview is " + prv.State}, nil
 	}
 	if inst != nil {
-		s.eng.Unwatch(inst)
-		if err := s.eng.Pooler(inst, prv).Remove(ctx); err != nil {
-			return nil, scheduler.Transient(err)
-		}
-		if err := s.eng.Instance(inst).Remove(ctx); err != nil {
+		if err := s.eng.Remove(ctx, inst); err != nil {
 			return nil, scheduler.Transient(err)
 		}
 	}
 	return s.provisionProject(ctx, run) // ResetPreview made the preview provisioning when it queued this job
 }
 
-// cloneFill is how a clone preview's data directory is made: the appliance's online copy of its project's
-// running server (postgres.Instance.OnlineCopy: pg_backup_start, a file copy, pg_backup_stop and the WAL
-// in between; consistent on its own), or, as of a past time, recoveryFill. It also returns the parent's
-// admin password, which the copy starts with. The copy's steps go into steps (init.* in the job's
-// timings_ms).
-func (s *Service) cloneFill(dp *DataPlane, run *scheduler.Run, prv *store.Project, steps *stepTimer) (func(context.Context, string) error, string, error) {
+// cloneFill is how a clone preview's data directory is made: the engine's online copy of its project's
+// running server (instances.Manager.CopyFill), or, as of a past time, recoveryFill. It also returns the
+// parent's admin password, which the copy starts with. The copy's steps go into steps (init.* in the
+// job's timings_ms).
+func (s *Service) cloneFill(run *scheduler.Run, prv *store.Project, steps *instances.Timer) (func(context.Context, string) error, string, error) {
 	parent, pinst, err := s.loadProject(prv.PreviewOf)
 	if err != nil {
 		return nil, "", err
@@ -448,23 +439,13 @@ func (s *Service) cloneFill(dp *DataPlane, run *scheduler.Run, prv *store.Projec
 		return nil, "", fmt.Errorf("open the project's admin password: %w", err)
 	}
 	if prv.SourceBackupID != "" {
-		return s.recoveryFill(dp, run, parent, pinst, prv), string(pw), nil
+		return s.recoveryFill(run, parent, pinst, string(pw), prv), string(pw), nil
 	}
+	copyFill := s.eng.CopyFill(pinst, string(pw), "appliance preview "+prv.ID, steps)
 	fill := func(ctx context.Context, dataDir string) error {
-		// Its statements leave no trace, and the checkpoint is not cut short by the project's
-		// statement_timeout (which applies to the admin's sessions too).
-		conn, err := s.adminConnWith(ctx, pinst, "postgres", copySessionSettings)
-		if err != nil {
+		if err := copyFill(ctx, dataDir); err != nil {
 			return fmt.Errorf("copy project %s: %w", parent.ID, err)
 		}
-		st, err := s.eng.Instance(pinst).OnlineCopy(ctx, conn, dataDir, postgres.CopyOptions{Label: "appliance preview " + prv.ID, Writeback: true})
-		if err != nil {
-			return fmt.Errorf("copy project %s: %w", parent.ID, err)
-		}
-		steps.part("init.start_backup", st.Start)
-		steps.part("init.copy", st.Copy)
-		steps.part("init.stop_backup", st.Stop)
-		steps.part("init.wal", st.WAL)
 		return nil
 	}
 	return fill, string(pw), nil
@@ -472,54 +453,10 @@ func (s *Service) cloneFill(dp *DataPlane, run *scheduler.Run, prv *store.Projec
 
 // CopySessionName is the application_name of the session a clone's online copy runs on (its backup and
 // its temporary replication slot end with it).
-const CopySessionName = "appliance online copy"
-
-// copySessionSettings are the startup parameters of the session an online copy runs on.
-var copySessionSettings = func() map[string]string {
-	m := map[string]string{"statement_timeout": "0", "application_name": CopySessionName}
-	for k, v := range instances.UntrackedSettings {
-		m[k] = v
-	}
-	return m
-}()
-
-// adoptClone connects to a clone that still has its parent's admin password and gives it its own, and its
-// second login a new random password (the project's is not the preview's). A retry finds it done.
-func (s *Service) adoptClone(ctx context.Context, pgi *postgres.Instance, prv *store.Project, parentPW, ownPW string) (*pgx.Conn, error) {
-	conn, err := pgi.Admin(ctx, parentPW)
-	if err != nil {
-		return nil, err
-	}
-	stmts := []string{}
-	for _, r := range []struct{ name, pw string }{{postgres.AdminRole, ownPW}, {altRole(prv.RoleName), ids.Secret(20)}} {
-		q, err := instances.SetPasswordSQL("ALTER ROLE", r.name, "LOGIN", r.pw)
-		if err != nil {
-			conn.Close(context.WithoutCancel(ctx))
-			return nil, err
-		}
-		stmts = append(stmts, q)
-	}
-	if err := instances.Untracked(ctx, conn); err != nil {
-		conn.Close(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	for _, q := range stmts {
-		if _, err := conn.Exec(ctx, q); err != nil && !isUndefinedRole(err) {
-			conn.Close(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("give the clone its own passwords: %w", err)
-		}
-	}
-	conn.Close(context.WithoutCancel(ctx))
-	return pgi.Admin(ctx, ownPW) // later connections (to the database) take the connection's password
-}
-
-func isUndefinedRole(err error) bool {
-	var pe interface{ SQLState() string }
-	return errors.As(err, &pe) && pe.SQLState() == "42704"
-}
+const CopySessionName = instances.CopySessionName
 
 // removePreviews removes the instances of a deleted project's previews and marks them deleted.
-func (s *Service) removePreviews(ctx context.Context, dp *DataPlane, projectID string) error {
+func (s *Service) removePreviews(ctx context.Context, projectID string) error {
 	var live []*store.Project
 	if err := s.db.View(func(tx *store.Tx) (err error) { live, err = livePreviews(tx, projectID); return err }); err != nil {
 		return err
@@ -531,11 +468,7 @@ func (s *Service) removePreviews(ctx context.Context, dp *DataPlane, projectID s
 		}
 		instID := ""
 		if inst != nil {
-			s.eng.Unwatch(inst)
-			if err := s.eng.Pooler(inst, prv).Remove(ctx); err != nil {
-				return err
-			}
-			if err := s.eng.Instance(inst).Remove(ctx); err != nil {
+			if err := s.eng.Remove(ctx, inst); err != nil {
 				return err
 			}
 			instID = inst.ID
@@ -554,58 +487,22 @@ func (s *Service) removePreviews(ctx context.Context, dp *DataPlane, projectID s
 	return nil
 }
 
-// recoveryMarker starts the recovery settings a clone as of a past time gets in its postgresql.auto.conf.
-const recoveryMarker = "\n# appliance: preview recovery\n"
-
-// recoveryFill makes a clone's data directory as of a past time: its base backup copied, with settings
-// that recover from the project's WAL archive to source_restore_time and then promote. The preview's first
-// start runs the recovery (provisionProject waits for the promotion, then drops the settings).
-func (s *Service) recoveryFill(dp *DataPlane, run *scheduler.Run, parent *store.Project, pinst *store.Instance, prv *store.Project) func(context.Context, string) error {
+// recoveryFill makes a clone's data directory as of a past time (instances.Manager.RecoveryFill): its
+// base backup copied, with settings that recover from the project's WAL archive to source_restore_time
+// and then promote. The preview's first start runs the recovery (provisionProject waits for the promotion,
+// then drops the settings).
+func (s *Service) recoveryFill(run *scheduler.Run, parent *store.Project, pinst *store.Instance, parentPW string, prv *store.Project) func(context.Context, string) error {
 	return func(ctx context.Context, dataDir string) error {
 		var b *store.Backup
 		if err := s.db.View(func(tx *store.Tx) (err error) { b, err = store.Backups.Get(tx, prv.SourceBackupID); return err }); err != nil {
 			return fmt.Errorf("the preview's base backup %s: %w", prv.SourceBackupID, err)
 		}
-		bs := s.backupStore(dp)
-		// Everything up to the target must be in the archive (a recent target's WAL may not be yet).
-		if _, _, err := s.archiveNow(ctx, pinst, bs, parent.ID); err != nil {
-			return fmt.Errorf("archive the project's WAL: %w", err)
-		}
-		_, restoreCmd, err := bs.WALCommands(ctx, parent.ID)
+		archive, err := s.archiveOf(ctx, s.dp, parent.ID, b.BackupKey)
 		if err != nil {
 			return err
 		}
-		if err := s.fetchBackup(ctx, run.Exec, dp, parent.ID, b.BackupKey, dataDir); err != nil {
-			os.RemoveAll(dataDir)
-			return fmt.Errorf("copy the base backup: %w", err)
-		}
-		auto := dataDir + "/postgresql.auto.conf"
-		original, err := os.ReadFile(auto)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		conf := recoveryConf(run.Job.ID, restoreCmd, restorePayload{TargetTime: *prv.SourceRestoreTime, Timeline: prv.SourceTimeline})
-		if err := writeUserFile(dp, auto, append(append(original, recoveryMarker...), conf...)); err != nil {
-			return err
-		}
-		return writeUserFile(dp, dataDir+"/recovery.signal", nil)
+		return s.eng.RecoveryFill(ctx, run.Exec, instances.RecoverySpec{JobID: run.Job.ID, Source: pinst, AdminPW: parentPW,
+			Archive: archive,
+			Target:  instances.Target{Time: *prv.SourceRestoreTime, Timeline: prv.SourceTimeline}}, dataDir)
 	}
-}
-
-// finishRecovery waits until a clone as of a past time has recovered and promoted, then drops its
-// recovery settings. A clone without them returns at once.
-func (s *Service) finishRecovery(ctx context.Context, dp *DataPlane, pgi *postgres.Instance, parentPW string, since time.Time) error {
-	auto := pgi.DataDir() + "/postgresql.auto.conf"
-	b, err := os.ReadFile(auto)
-	if err != nil {
-		return err
-	}
-	i := strings.Index(string(b), recoveryMarker)
-	if i < 0 {
-		return nil
-	}
-	if err := waitPromoted(ctx, pgi, parentPW, since); err != nil {
-		return fmt.Errorf("recover the preview to its source time: %w", err)
-	}
-	return writeUserFile(dp, auto, b[:i])
 }

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/instances"
@@ -142,7 +139,7 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	if prj.State != ProjectProvisioning {
 		return map[string]any{"skipped": "project is " + prj.State}, nil
 	}
-	steps := newStepTimer()
+	steps := instances.NewTimer()
 	inst, err := s.ensureInstanceRecord(dp, prj.ID)
 	if err != nil {
 		return nil, scheduler.Transient(err)
@@ -151,7 +148,6 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	if err != nil {
 		return nil, err
 	}
-	pgi := s.eng.Instance(inst)
 	adminPW, err := s.box.Open(inst.AdminPassword)
 	if err != nil {
 		return nil, fmt.Errorf("open admin password: %w", err)
@@ -160,86 +156,21 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	if err != nil {
 		return nil, err
 	}
-	opts := postgres.InitOptions{AdminPassword: string(adminPW), Settings: settings}
-	if !pgi.Initialized() { // a claimed spare has its certificate already
-		if opts.CertPEM, opts.KeyPEM, opts.CAPEM, err = dp.CA.InstanceTLS(s.certHosts()...); err != nil {
-			return nil, fmt.Errorf("instance certificate: %w", err)
-		}
-	}
-	var parentAdminPW string // a clone's cluster starts with its parent's admin password
-	if prj.PreviewMode == PreviewClone {
-		if opts.Fill, parentAdminPW, err = s.cloneFill(dp, run, prj, steps); err != nil {
-			return nil, err
-		}
-	}
-	steps.done("prepare")
-	err = pgi.Init(ctx, run.Exec, opts)
-	if errors.Is(err, postgres.ErrInitialized) {
-		// A claimed spare (or an earlier attempt): give it this project's settings. The supervisor lets
-		// go of it meanwhile so that a restart the settings need does not race it.
-		s.eng.Unwatch(inst)
-		var action postgres.Action
-		if action, err = pgi.WriteSettings(settings); err == nil {
-			err = pgi.Apply(ctx, run.Exec, action)
-		}
-	}
+	cred, err := s.credentialOf(prj)
 	if err != nil {
 		return nil, err
 	}
-	steps.done("init")
-	since := time.Now()
-	if err := pgi.Start(ctx, run.Exec); err != nil {
-		return nil, scheduler.Transient(s.movePortIfTaken(inst, false, err))
-	}
-	if parentAdminPW != "" {
-		if err := s.finishRecovery(ctx, dp, pgi, parentAdminPW, since); err != nil {
+	spec := instances.ProvisionSpec{Instance: inst, Project: prj, AdminPassword: string(adminPW), Credential: cred,
+		Settings: settings, Steps: steps, PortTaken: func(pooler bool, err error) error { return s.movePortIfTaken(inst, pooler, err) }}
+	if prj.PreviewMode == PreviewClone { // a clone's cluster starts with its parent's admin password
+		if spec.Fill, spec.ParentAdminPassword, err = s.cloneFill(run, prj, steps); err != nil {
 			return nil, err
 		}
 	}
-	steps.done("start")
-	conn := s.eng.TakeSpareConn(ctx, inst.ID)
-	if conn == nil {
-		if conn, err = pgi.ConnectWith(ctx, string(adminPW), "postgres", instances.UntrackedSettings); err != nil && parentAdminPW != "" {
-			conn, err = s.adoptClone(ctx, pgi, prj, parentAdminPW, string(adminPW))
-		}
-		if err != nil {
-			return nil, scheduler.Transient(err)
-		}
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	steps.done("connect")
-	adopted, err := s.adoptSpare(ctx, conn, prj)
-	if err == nil && !adopted {
-		err = s.ensureRolesAndDatabase(ctx, conn, prj)
-	}
+	version, err := s.eng.Provision(ctx, run.Exec, spec)
 	if err != nil {
 		return nil, err
 	}
-	steps.done("roles_and_database")
-	if err := s.syncPoolerUsers(ctx, dp, conn, inst, prj); err != nil {
-		return nil, err
-	}
-	steps.done("pooler_users")
-	pl := s.eng.Pooler(inst, prj)
-	if _, running, _ := pl.Status(); running { // a claimed spare's: the project's pool size and users
-		err = pl.WriteConfig()
-		if err == nil {
-			err = pl.Reload()
-		}
-		if err != nil {
-			return nil, scheduler.Transient(err)
-		}
-	} else if err := pl.Start(ctx, run.Exec); err != nil {
-		return nil, scheduler.Transient(s.movePortIfTaken(inst, true, err))
-	}
-	steps.done("pooler")
-	version := conn.PgConn().ParameterStatus("server_version") // the server reports it when a session starts
-	if version == "" {
-		if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
-			return nil, scheduler.Transient(err)
-		}
-	}
-	version, _, _ = strings.Cut(version, " ")
 	err = s.db.Update(func(tx *store.Tx) error {
 		p, err := s.settle(tx, inst.ID, InstanceRunning, prj.ID, func(p *store.Project) {
 			p.State, p.RuntimeStatus, p.PostgresVersion, p.LastError = ProjectActive, RuntimeActive, version, ""
@@ -256,14 +187,14 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	if err := s.eng.Watch(inst, prj); err != nil {
 		return nil, err
 	}
-	steps.done("activate")
+	steps.Done("activate")
 	go func() {
 		if err := s.EnsureSpares(context.WithoutCancel(ctx)); err != nil {
 			s.log.Warn("refill spare clusters", "err", err)
 		}
 	}()
 	return map[string]any{"instance_id": inst.ID, "postgres_version": version, "direct_port": inst.Port,
-		"pooled_port": inst.PooledPort, "timings_ms": steps.ms}, nil
+		"pooled_port": inst.PooledPort, "timings_ms": steps.MS}, nil
 }
 
 // settle records, in tx, an instance's new state (instID "" for none) and a change of its project.
@@ -360,125 +291,14 @@ func altRole(role string) string { return instances.AltRole(role) }
 
 func quoteLiteral(s string) string { return instances.QuoteLiteral(s) }
 
-// setLogins sets the current credential's password, and makes the second login act as the project's role
-// (the role it sets is named by its name), in one transaction.
-func (s *Service) setLogins(ctx context.Context, conn *pgx.Conn, prj *store.Project) error {
-	stmts, err := s.loginStatements(prj)
-	if err != nil {
-		return err
-	}
-	if err := instances.Untracked(ctx, conn); err != nil {
-		return err
-	}
-	if _, err := conn.Exec(ctx, strings.Join(stmts, "; ")); err != nil {
-		return fmt.Errorf("set the logins: %w", err)
-	}
-	return nil
-}
-
-// loginStatements are setLogins' statements; the first carries the password's verifier (run them untracked).
-func (s *Service) loginStatements(prj *store.Project) ([]string, error) {
+// credentialOf is the project's current credential with its password opened, for the engine.
+func (s *Service) credentialOf(prj *store.Project) (instances.Credential, error) {
 	pw, err := s.box.Open(prj.Credential.Password)
 	if err != nil {
-		return nil, fmt.Errorf("open credential: %w", err)
+		return instances.Credential{}, fmt.Errorf("open credential: %w", err)
 	}
-	login := "LOGIN"
-	if prj.StorageLock == StorageNoConnections { // a new password does not lift the storage lock
-		login = "NOLOGIN"
-	}
-	setPW, err := instances.SetPasswordSQL("ALTER ROLE", prj.Credential.Username, login, string(pw))
-	if err != nil {
-		return nil, err
-	}
-	return []string{setPW, "ALTER ROLE " + pgx.Identifier{altRole(prj.RoleName)}.Sanitize() + " SET role = " + quoteLiteral(prj.RoleName)}, nil
-}
-
-// ensureRolesAndDatabase creates the project's login roles and database when missing, and sets the current
-// credential's password.
-func (s *Service) ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Project) error {
-	role, alt := pgx.Identifier{prj.RoleName}.Sanitize(), pgx.Identifier{altRole(prj.RoleName)}.Sanitize()
-	if err := instances.Untracked(ctx, conn); err != nil {
-		return err
-	}
-	exists := func(q, name string) (bool, error) {
-		var ok bool
-		err := conn.QueryRow(ctx, q, name).Scan(&ok)
-		return ok, err
-	}
-	for _, r := range []struct{ ident, name string }{{role, prj.RoleName}, {alt, altRole(prj.RoleName)}} {
-		ok, err := exists("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", r.name)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			// The second login gets a random password nobody knows until a rotation sets its own.
-			create, err := instances.SetPasswordSQL("CREATE ROLE", r.name, "LOGIN", ids.Secret(20))
-			if err != nil {
-				return err
-			}
-			if _, err := conn.Exec(ctx, create); err != nil {
-				return fmt.Errorf("create role %s: %w", r.name, err)
-			}
-		}
-	}
-	if err := s.setLogins(ctx, conn, prj); err != nil {
-		return err
-	}
-	stmts := []string{
-		"GRANT " + role + " TO " + alt,
-		// The project role reads the server's settings, not other roles' statements: older appliances
-		// granted pg_monitor, whose pg_read_all_stats shows every role's query texts.
-		"REVOKE pg_monitor FROM " + role,
-		"GRANT pg_read_all_settings TO " + role,
-	}
-	for _, q := range stmts {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			return fmt.Errorf("configure roles: %w", err)
-		}
-	}
-	ok, err := exists("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", prj.DatabaseName)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{prj.DatabaseName}.Sanitize()+" OWNER "+role); err != nil {
-			return fmt.Errorf("create database: %w", err)
-		}
-	}
-	return prepareDatabase(ctx, conn, prj, prj.DatabaseName)
-}
-
-// prepareDatabase gives database (the project's, or a cutover's staging database) what the platform
-// keeps in a project's database: pg_stat_statements, the public schema owned by the project's role,
-// connections for that role only. It connects to database with conn's admin login.
-func prepareDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Project, database string) error {
-	db, err := pgx.ConnectConfig(ctx, instances.WithDatabase(conn.Config(), database))
-	if err != nil {
-		return fmt.Errorf("connect to %s: %w", database, err)
-	}
-	defer db.Close(context.WithoutCancel(ctx))
-	role := pgx.Identifier{prj.RoleName}.Sanitize()
-	for _, q := range []string{
-		"CREATE EXTENSION IF NOT EXISTS pg_stat_statements SCHEMA public", // where it always was: not in the search_path
-		"ALTER SCHEMA public OWNER TO " + role,
-		"REVOKE ALL ON DATABASE " + pgx.Identifier{database}.Sanitize() + " FROM PUBLIC",
-		"GRANT CONNECT, TEMPORARY ON DATABASE " + pgx.Identifier{database}.Sanitize() + " TO " + role,
-	} {
-		if _, err := db.Exec(ctx, q); err != nil {
-			return fmt.Errorf("prepare database %s: %w", database, err)
-		}
-	}
-	_, err = instances.PurgeSecretStatements(ctx, db)
-	return err
-}
-
-// syncPoolerUsers writes the SCRAM verifiers of the project's logins for PgBouncer.
-func (s *Service) syncPoolerUsers(ctx context.Context, dp *DataPlane, conn *pgx.Conn, inst *store.Instance, prj *store.Project) error {
-	v, err := postgres.ScramVerifiers(ctx, conn, prj.RoleName, altRole(prj.RoleName))
-	if err != nil {
-		return err
-	}
-	return s.eng.Pooler(inst, prj).WriteUsers(v)
+	// A new password does not lift the storage lock.
+	return instances.Credential{Username: prj.Credential.Username, Password: string(pw), NoLogin: prj.StorageLock == StorageNoConnections}, nil
 }
 
 // applyPlan writes the project's settings and reloads or restarts the instance as PostgreSQL requires.
@@ -506,13 +326,7 @@ func (s *Service) writeSettingsAndApply(ctx context.Context, run *scheduler.Run,
 	if err != nil {
 		return 0, err
 	}
-	return s.eng.ApplySettings(ctx, run.Exec, inst, prj, settings, string(adminPW), func(restarting bool) {
-		if restarting {
-			s.setRuntime(prj.ID, RuntimeRestarting)
-		} else {
-			s.setRuntime(prj.ID, RuntimeActive)
-		}
-	})
+	return s.eng.ApplySettings(ctx, run.Exec, inst, prj, settings, string(adminPW), s.restartingFunc(prj.ID))
 }
 
 func (s *Service) setRuntime(projectID, status string) {
@@ -539,18 +353,14 @@ func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any
 	followWarnings := s.detachOpenFollow(ctx, prj, inst)
 	s.studio.pools.Forget(prj.ID)
 	if inst != nil {
-		s.eng.Unwatch(inst)
-		if err := s.eng.Pooler(inst, prj).Remove(ctx); err != nil {
-			return nil, scheduler.Transient(err)
-		}
-		if err := s.eng.Instance(inst).Remove(ctx); err != nil {
+		if err := s.eng.Remove(ctx, inst); err != nil {
 			return nil, scheduler.Transient(err)
 		}
 	}
 	if err := s.removeProjectKV(ctx, dp, prj.ID); err != nil {
 		return nil, scheduler.Transient(fmt.Errorf("remove the project's key-value store: %w", err))
 	}
-	if err := s.removePreviews(ctx, dp, prj.ID); err != nil {
+	if err := s.removePreviews(ctx, prj.ID); err != nil {
 		return nil, scheduler.Transient(fmt.Errorf("remove the project's previews: %w", err))
 	}
 	// Only now: the instance no longer archives WAL into the store.
@@ -682,7 +492,7 @@ func deleteAll[T any](tx *store.Tx, table *store.Table[T], ix *store.Index[T], k
 // keeps working until the overlap ends (a project.expire_credential job scheduled for then).
 func (s *Service) rotateCredentialsJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	var in rotatePayload
-	dp, prj, inst, err := s.activeTarget(run, &in)
+	_, prj, inst, err := s.activeTarget(run, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -737,7 +547,7 @@ func (s *Service) rotateCredentialsJob(ctx context.Context, run *scheduler.Run) 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.syncPoolerUsers(ctx, dp, conn, inst, prj); err != nil {
+	if err := s.eng.SyncPoolerUsers(ctx, conn, inst, prj); err != nil {
 		return nil, err
 	}
 	if err := s.eng.Pooler(inst, prj).Reload(); err != nil {
@@ -755,7 +565,7 @@ type expirePayload struct {
 // expireCredentialJob disables the previous login after the overlap: its password is removed and its
 // sessions end. A newer rotation that made it current again in between leaves it alone.
 func (s *Service) expireCredentialJob(ctx context.Context, run *scheduler.Run) (any, error) {
-	dp, err := s.dataPlane()
+	_, err := s.dataPlane()
 	if err != nil {
 		return nil, err
 	}
@@ -797,7 +607,7 @@ func (s *Service) expireCredentialJob(ctx context.Context, run *scheduler.Run) (
 	if err := conn.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = $1", in.Username).Scan(&ended); err != nil {
 		return nil, err
 	}
-	if err := s.syncPoolerUsers(ctx, dp, conn, inst, prj); err != nil {
+	if err := s.eng.SyncPoolerUsers(ctx, conn, inst, prj); err != nil {
 		return nil, err
 	}
 	if err := s.eng.Pooler(inst, prj).Reload(); err != nil {
@@ -813,21 +623,4 @@ func (s *Service) expireCredentialJob(ctx context.Context, run *scheduler.Run) (
 		return nil, err
 	}
 	return map[string]any{"disabled": in.Username, "sessions_ended": ended}, nil
-}
-
-// stepTimer records how long each step of a job took (milliseconds), for the job's result.
-type stepTimer struct {
-	last time.Time
-	ms   map[string]int64
-}
-
-func newStepTimer() *stepTimer { return &stepTimer{last: time.Now(), ms: map[string]int64{}} }
-
-// part records a part of the step under way, measured by its caller.
-func (t *stepTimer) part(name string, d time.Duration) { t.ms[name] = d.Milliseconds() }
-
-func (t *stepTimer) done(step string) {
-	now := time.Now()
-	t.ms[step] = now.Sub(t.last).Milliseconds()
-	t.last = now
 }

@@ -3,13 +3,11 @@ package appliance
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
 )
@@ -25,16 +23,6 @@ func restorePointView(r *store.RestorePoint) *RestorePoint {
 	return &RestorePoint{ID: r.ID, BackupID: r.BackupID, BackupKey: r.BackupKey, CreatedByActorID: r.CreatedByActorID,
 		CreatedByActorKind: r.CreatedByActorKind, Label: r.Label, Note: r.Note, OrganizationID: r.OrganizationID,
 		ProjectID: r.ProjectID, Kind: r.Kind, State: r.State, PITRTime: r.PITRTime, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
-}
-
-// currentTimeline is the WAL timeline a primary writes on.
-func currentTimeline(ctx context.Context, conn *pgx.Conn) (int, string, error) {
-	var seg, lsn string
-	if err := conn.QueryRow(ctx, "SELECT pg_walfile_name(pg_current_wal_lsn()), pg_current_wal_lsn()::text").Scan(&seg, &lsn); err != nil {
-		return 0, "", err
-	}
-	tli, err := strconv.ParseInt(seg[:8], 16, 32)
-	return int(tli), lsn, err
 }
 
 // CreateRestorePoint writes a named restore point into the project's WAL (pg_create_restore_point) and
@@ -59,7 +47,7 @@ func (s *Service) CreateRestorePoint(ctx context.Context, p *Principal, projectI
 		return nil, serverErr(err, "create restore point")
 	}
 	lsn := point.LSN
-	tli, _, err := currentTimeline(ctx, conn)
+	tli, _, err := instances.CurrentTimeline(ctx, conn)
 	if err != nil {
 		return nil, serverErr(err, "read the timeline")
 	}

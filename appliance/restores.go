@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance/backup"
+	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -228,7 +229,7 @@ func (s *Service) pitrHistory(ctx context.Context, prj *store.Project, inst *sto
 		if err != nil {
 			return 0, nil, &Error{Kind: KindUnavailable, Msg: "the project's server does not answer", Cause: err}
 		}
-		timeline, _, err = currentTimeline(ctx, conn)
+		timeline, _, err = instances.CurrentTimeline(ctx, conn)
 		conn.Close(context.Background())
 		if err != nil {
 			return 0, nil, Internal(err, "read the timeline")

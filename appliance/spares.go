@@ -3,16 +3,9 @@ package appliance
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/ids"
-	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
 )
@@ -26,16 +19,6 @@ const (
 	InstanceSpare          = "spare"
 	InstanceSparePreparing = "spare-preparing" // a crash leaves it behind; EnsureSpares removes it
 )
-
-// Placeholder names inside a spare, renamed to the project's when it is claimed.
-const (
-	spareRole     = "appliance_spare_owner"
-	spareDatabase = "appliance_spare_db"
-)
-
-// spareTmpPrefix names directories of spares being prepared; a crash leaves them behind and the next
-// EnsureSpares removes them.
-const spareTmpPrefix = ".spare-"
 
 // EnsureSpares tops the pool of prepared clusters up to Config.Spares. It is safe to call at any time;
 // concurrent calls do not overfill the pool.
@@ -92,11 +75,8 @@ func (s *Service) endSpares() {
 // removeAbandonedSpares deletes what an interrupted preparation left: temporary directories and records
 // still marked preparing (only EnsureSpares prepares, and it holds sparesMu).
 func (s *Service) removeAbandonedSpares() error {
-	entries, _ := os.ReadDir(s.instancesDir())
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), spareTmpPrefix) {
-			os.RemoveAll(filepath.Join(s.instancesDir(), e.Name()))
-		}
+	if s.eng != nil {
+		s.eng.RemoveSpareLeftovers()
 	}
 	return s.db.Update(func(tx *store.Tx) error {
 		stale, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == InstanceSparePreparing })
@@ -134,105 +114,21 @@ func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) (err error) {
 	if err != nil {
 		return err
 	}
-	tmp := *rec
-	tmp.Dir = filepath.Join(s.instancesDir(), spareTmpPrefix+id)
 	defaults, _ := PlanByName(DefaultPlan)
 	settings, err := s.settingsFor(dp, &store.Project{MaxConnections: defaults.MaxConnections}, rec)
 	if err != nil {
 		return err
 	}
-	certPEM, keyPEM, caPEM, err := dp.CA.InstanceTLS(s.certHosts()...)
-	if err != nil {
-		return err
-	}
-	if err := s.eng.Instance(&tmp).Init(ctx, nil, postgres.InitOptions{AdminPassword: password, CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM, Settings: settings}); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Dir, rec.Dir); err != nil {
-		return err
-	}
-	pgi := s.eng.Instance(rec)
-	// Written again from the final directory (the archive command names it).
-	if _, err := pgi.WriteSettings(settings); err != nil {
-		return err
-	}
-	if err := pgi.Start(ctx, nil); err != nil {
-		return err
-	}
-	// From here a failure (the appliance stopping under it, say) stops what it started: until the
-	// supervisor has them, nothing else would.
-	defer func() {
-		if err != nil {
-			stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			defer cancel()
-			s.eng.Pooler(rec, &store.Project{}).Stop(stop, nil, daemon.StopFast)
-			pgi.Stop(stop, nil, daemon.StopFast)
-		}
-	}()
-	// Quiet from its start: the claim sends the project's password over it.
-	conn, err := pgi.ConnectWith(ctx, password, "postgres", instances.UntrackedSettings)
-	if err != nil {
-		return err
-	}
-	kept := false
-	defer func() {
-		if !kept {
-			conn.Close(context.WithoutCancel(ctx))
-		}
-	}()
-	placeholder := &store.Project{RoleName: spareRole, DatabaseName: spareDatabase, MaxConnections: defaults.MaxConnections,
-		Credential: store.Credential{Username: spareRole, Password: s.box.Seal([]byte(ids.Secret(20)))}}
-	if err := s.ensureRolesAndDatabase(ctx, conn, placeholder); err != nil {
-		return err
-	}
-	if err := s.syncPoolerUsers(ctx, dp, conn, rec, placeholder); err != nil {
-		return err
-	}
-	if err := s.eng.Pooler(rec, placeholder).Start(ctx, nil); err != nil {
-		return err
-	}
-	if err := s.eng.Watch(rec, placeholder); err != nil {
-		return err
-	}
-	s.eng.KeepSpareConn(rec.ID, conn)
-	kept = true
-	return s.db.Update(func(tx *store.Tx) error {
-		cur, err := store.Instances.Get(tx, rec.ID)
-		if err != nil {
-			return err
-		}
-		cur.State, cur.UpdatedAt = InstanceSpare, s.now()
-		return store.Instances.Put(tx, cur)
+	return s.eng.PrepareSpare(ctx, rec, password, settings, defaults.MaxConnections, func() error {
+		return s.db.Update(func(tx *store.Tx) error {
+			cur, err := store.Instances.Get(tx, rec.ID)
+			if err != nil {
+				return err
+			}
+			cur.State, cur.UpdatedAt = InstanceSpare, s.now()
+			return store.Instances.Put(tx, cur)
+		})
 	})
-}
-
-// adoptSpare gives a claimed spare's placeholder roles and database the project's names and sets its logins
-// (setLogins), and reports whether there were placeholders. The placeholders were made by
-// ensureRolesAndDatabase: renamed, they keep their grants, ownerships and privileges (which follow the
-// objects, not their names); what names a role by its name, and the password, are set here.
-func (s *Service) adoptSpare(ctx context.Context, conn *pgx.Conn, prj *store.Project) (bool, error) {
-	var placeholder bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", spareRole).Scan(&placeholder); err != nil || !placeholder {
-		return false, err
-	}
-	logins, err := s.loginStatements(prj)
-	if err != nil {
-		return false, err
-	}
-	if err := instances.Untracked(ctx, conn); err != nil {
-		return false, err
-	}
-	stmts := append([]string{
-		"ALTER ROLE " + pgx.Identifier{spareRole}.Sanitize() + " RENAME TO " + pgx.Identifier{prj.RoleName}.Sanitize(),
-		"ALTER ROLE " + pgx.Identifier{altRole(spareRole)}.Sanitize() + " RENAME TO " + pgx.Identifier{altRole(prj.RoleName)}.Sanitize(),
-		"ALTER DATABASE " + pgx.Identifier{spareDatabase}.Sanitize() + " RENAME TO " + pgx.Identifier{prj.DatabaseName}.Sanitize(),
-	}, logins...)
-	// One message of statements, which PostgreSQL runs as one transaction: one round trip and one commit,
-	// and a crash renames and sets all or nothing (a retry finds the placeholders again).
-	if _, err := conn.Exec(ctx, strings.Join(stmts, "; ")); err != nil {
-		return false, fmt.Errorf("adopt spare: %w", err)
-	}
-	return true, nil
 }
 
 // claimSpare hands a spare to the project inside tx (nil when the pool is empty). A spare whose directory a

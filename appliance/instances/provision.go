@@ -1,0 +1,155 @@
+package instances
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// ProvisionSpec is what Provision makes: the instance of a project, with its secrets opened.
+type ProvisionSpec struct {
+	Instance      *store.Instance // its record: directory, ports (a claimed spare's, or new ones)
+	Project       *store.Project
+	AdminPassword string
+	Credential    Credential
+	Settings      postgres.Settings
+	// Fill, when not nil, makes the new data directory (a clone's: CopyFill or RecoveryFill) instead of
+	// initdb; the cluster then starts with ParentAdminPassword, its source's, until Provision gives it its
+	// own.
+	Fill                func(ctx context.Context, dataDir string) error
+	ParentAdminPassword string
+	// PortTaken is told of a start that failed (the server's, or the pooler's when pooler): it returns the
+	// error to report (moving the port for the next attempt when another process took it).
+	PortTaken func(pooler bool, err error) error
+	Steps     *Timer
+}
+
+// Provision creates, starts and configures a project's instance and pooler (initdb or a claimed spare or
+// a clone's fill; start; roles, database and logins; the pooler's users and start) and returns the
+// server's version. Every step checks what exists, so a retry after a crash continues where the last
+// attempt stopped. It leaves the instance unwatched: the caller records it running, then calls Watch.
+func (m *Manager) Provision(ctx context.Context, exec daemon.ExecFunc, spec ProvisionSpec) (string, error) {
+	inst, prj, steps := spec.Instance, spec.Project, spec.Steps
+	pgi := m.Instance(inst)
+	opts := postgres.InitOptions{AdminPassword: spec.AdminPassword, Settings: spec.Settings, Fill: spec.Fill}
+	var err error
+	if !pgi.Initialized() { // a claimed spare has its certificate already
+		if opts.CertPEM, opts.KeyPEM, opts.CAPEM, err = m.cfg.CA.InstanceTLS(m.cfg.CertHosts...); err != nil {
+			return "", fmt.Errorf("instance certificate: %w", err)
+		}
+	}
+	steps.Done("prepare")
+	err = pgi.Init(ctx, exec, opts)
+	if errors.Is(err, postgres.ErrInitialized) {
+		// A claimed spare (or an earlier attempt): give it this project's settings. The supervisor lets
+		// go of it meanwhile so that a restart the settings need does not race it.
+		m.Unwatch(inst)
+		var action postgres.Action
+		if action, err = pgi.WriteSettings(spec.Settings); err == nil {
+			err = pgi.Apply(ctx, exec, action)
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	steps.Done("init")
+	since := time.Now()
+	if err := pgi.Start(ctx, exec); err != nil {
+		return "", scheduler.Transient(spec.PortTaken(false, err))
+	}
+	if spec.ParentAdminPassword != "" {
+		if err := m.finishRecovery(ctx, pgi, spec.ParentAdminPassword, since); err != nil {
+			return "", err
+		}
+	}
+	steps.Done("start")
+	conn := m.TakeSpareConn(ctx, inst.ID)
+	if conn == nil {
+		if conn, err = pgi.ConnectWith(ctx, spec.AdminPassword, "postgres", UntrackedSettings); err != nil && spec.ParentAdminPassword != "" {
+			conn, err = adoptClone(ctx, pgi, prj, spec.ParentAdminPassword, spec.AdminPassword)
+		}
+		if err != nil {
+			return "", scheduler.Transient(err)
+		}
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	steps.Done("connect")
+	adopted, err := adoptSpare(ctx, conn, prj, spec.Credential)
+	if err == nil && !adopted {
+		err = ensureRolesAndDatabase(ctx, conn, prj, spec.Credential)
+	}
+	if err != nil {
+		return "", err
+	}
+	steps.Done("roles_and_database")
+	if err := m.SyncPoolerUsers(ctx, conn, inst, prj); err != nil {
+		return "", err
+	}
+	steps.Done("pooler_users")
+	pl := m.Pooler(inst, prj)
+	if _, running, _ := pl.Status(); running { // a claimed spare's: the project's pool size and users
+		err = pl.WriteConfig()
+		if err == nil {
+			err = pl.Reload()
+		}
+		if err != nil {
+			return "", scheduler.Transient(err)
+		}
+	} else if err := pl.Start(ctx, exec); err != nil {
+		return "", scheduler.Transient(spec.PortTaken(true, err))
+	}
+	steps.Done("pooler")
+	version := conn.PgConn().ParameterStatus("server_version") // the server reports it when a session starts
+	if version == "" {
+		if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
+			return "", scheduler.Transient(err)
+		}
+	}
+	version, _, _ = strings.Cut(version, " ")
+	return version, nil
+}
+
+// adoptClone connects to a clone that still has its parent's admin password and gives it its own, and its
+// second login a new random password (the project's is not the preview's). A retry finds it done.
+func adoptClone(ctx context.Context, pgi *postgres.Instance, prv *store.Project, parentPW, ownPW string) (*pgx.Conn, error) {
+	conn, err := pgi.Admin(ctx, parentPW)
+	if err != nil {
+		return nil, err
+	}
+	stmts := []string{}
+	for _, r := range []struct{ name, pw string }{{postgres.AdminRole, ownPW}, {AltRole(prv.RoleName), ids.Secret(20)}} {
+		q, err := SetPasswordSQL("ALTER ROLE", r.name, "LOGIN", r.pw)
+		if err != nil {
+			conn.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		stmts = append(stmts, q)
+	}
+	if err := Untracked(ctx, conn); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	for _, q := range stmts {
+		if _, err := conn.Exec(ctx, q); err != nil && !isUndefinedRole(err) {
+			conn.Close(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("give the clone its own passwords: %w", err)
+		}
+	}
+	conn.Close(context.WithoutCancel(ctx))
+	return pgi.Admin(ctx, ownPW) // later connections (to the database) take the connection's password
+}
+
+func isUndefinedRole(err error) bool {
+	var pe interface{ SQLState() string }
+	return errors.As(err, &pe) && pe.SQLState() == "42704"
+}

@@ -1,0 +1,244 @@
+package instances
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/store"
+)
+
+// CopySessionName is the application_name of the session a clone's online copy runs on (its backup and
+// its temporary replication slot end with it).
+const CopySessionName = "appliance online copy"
+
+// copySessionSettings are the startup parameters of the session an online copy runs on.
+var copySessionSettings = func() map[string]string {
+	m := map[string]string{"statement_timeout": "0", "application_name": CopySessionName}
+	for k, v := range UntrackedSettings {
+		m[k] = v
+	}
+	return m
+}()
+
+// CopyFill is how a clone's data directory is made from its source's running server src (adminPW: its
+// admin password): postgres.Instance.OnlineCopy (pg_backup_start, a file copy, pg_backup_stop and the WAL
+// in between; consistent on its own), labelled label. The copy's steps go into steps (init.* in the
+// job's timings_ms).
+func (m *Manager) CopyFill(src *store.Instance, adminPW, label string, steps *Timer) func(context.Context, string) error {
+	return func(ctx context.Context, dataDir string) error {
+		// Its statements leave no trace, and the checkpoint is not cut short by the project's
+		// statement_timeout (which applies to the admin's sessions too).
+		conn, err := ConnectAdmin(ctx, src, adminPW, "postgres", copySessionSettings)
+		if err != nil {
+			return err
+		}
+		st, err := m.Instance(src).OnlineCopy(ctx, conn, dataDir, postgres.CopyOptions{Label: label, Writeback: true})
+		if err != nil {
+			return err
+		}
+		steps.Part("init.start_backup", st.Start)
+		steps.Part("init.copy", st.Copy)
+		steps.Part("init.stop_backup", st.Stop)
+		steps.Part("init.wal", st.WAL)
+		return nil
+	}
+}
+
+// Target is where a recovery stops: a named restore point, a time, or (neither) the end of the base
+// backup; on Timeline (0: the backup's own, or the current one).
+type Target struct {
+	Time     time.Time
+	Name     string
+	Timeline int
+}
+
+// RecoverySpec is a recovery from a base backup and a WAL archive: job names it in the recovery settings.
+type RecoverySpec struct {
+	JobID   string
+	Source  *store.Instance // the server that archives into Archive
+	AdminPW string          // Source's admin password
+	Archive Archive
+	Target  Target
+}
+
+// Archive is what the engine needs of a project's backup store (appliance/backup): whether a WAL segment
+// is stored, the restore_command that fetches segments back, and one base backup written into a data
+// directory. The root builds it from the store; the engine never sees where the objects live.
+type Archive struct {
+	// Archived reports whether the WAL segment (a file name such as 000000010000000000000003) is stored.
+	Archived func(ctx context.Context, segment string) (bool, error)
+	// RestoreCommand is PostgreSQL's restore_command for the project's WAL archive.
+	RestoreCommand string
+	// FetchBase writes the base backup into dataDir (which must not exist), as the instances' OS user.
+	FetchBase func(ctx context.Context, exec daemon.ExecFunc, dataDir string) error
+}
+
+// recoveryMarker starts the recovery settings a clone as of a past time gets in its postgresql.auto.conf.
+const recoveryMarker = "\n# appliance: preview recovery\n"
+
+// RecoveryFill makes a clone's data directory as of a past time: its base backup copied, with settings
+// that recover from the source's WAL archive to the target and then promote. The clone's first start runs
+// the recovery (Provision waits for the promotion, then drops the settings).
+func (m *Manager) RecoveryFill(ctx context.Context, exec daemon.ExecFunc, spec RecoverySpec, dataDir string) error {
+	// Everything up to the target must be in the archive (a recent target's WAL may not be yet).
+	if _, _, err := archiveNow(ctx, spec.Source, spec.AdminPW, spec.Archive.Archived); err != nil {
+		return fmt.Errorf("archive the project's WAL: %w", err)
+	}
+	if err := spec.Archive.FetchBase(ctx, exec, dataDir); err != nil {
+		os.RemoveAll(dataDir)
+		return fmt.Errorf("copy the base backup: %w", err)
+	}
+	auto := dataDir + "/postgresql.auto.conf"
+	original, err := os.ReadFile(auto)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	conf := recoveryConf(spec.JobID, spec.Archive.RestoreCommand, spec.Target)
+	if err := m.writeUserFile(auto, append(append(original, recoveryMarker...), conf...)); err != nil {
+		return err
+	}
+	return m.writeUserFile(dataDir+"/recovery.signal", nil)
+}
+
+// finishRecovery waits until a clone as of a past time has recovered and promoted, then drops its
+// recovery settings. A clone without them returns at once.
+func (m *Manager) finishRecovery(ctx context.Context, pgi *postgres.Instance, parentPW string, since time.Time) error {
+	auto := pgi.DataDir() + "/postgresql.auto.conf"
+	b, err := os.ReadFile(auto)
+	if err != nil {
+		return err
+	}
+	i := strings.Index(string(b), recoveryMarker)
+	if i < 0 {
+		return nil
+	}
+	if err := waitPromoted(ctx, pgi, parentPW, since); err != nil {
+		return fmt.Errorf("recover the preview to its source time: %w", err)
+	}
+	return m.writeUserFile(auto, b[:i])
+}
+
+// recoveryConf is what makes a server recover to the target and promote, fetching WAL with restoreCmd (the
+// backup store's restore_command).
+func recoveryConf(jobID, restoreCmd string, t Target) []byte {
+	var c strings.Builder
+	fmt.Fprintf(&c, "\n# appliance: restore %s\n", jobID)
+	fmt.Fprintf(&c, "restore_command = %s\n", QuoteLiteral(restoreCmd))
+	switch {
+	case t.Name != "":
+		fmt.Fprintf(&c, "recovery_target_name = %s\n", QuoteLiteral(t.Name))
+	case !t.Time.IsZero():
+		fmt.Fprintf(&c, "recovery_target_time = %s\n", QuoteLiteral(t.Time.UTC().Format("2006-01-02 15:04:05.999999-07")))
+	default:
+		c.WriteString("recovery_target = 'immediate'\n")
+	}
+	if t.Timeline > 0 {
+		fmt.Fprintf(&c, "recovery_target_timeline = '%d'\n", t.Timeline)
+	} else {
+		c.WriteString("recovery_target_timeline = 'current'\n")
+	}
+	c.WriteString("recovery_target_action = 'promote'\n")
+	return []byte(c.String())
+}
+
+// waitPromoted waits until the server left recovery (recovery_target_action = promote).
+func waitPromoted(ctx context.Context, cand *postgres.Instance, password string, since time.Time) error {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		if _, running, _ := cand.Status(); !running {
+			return fmt.Errorf("recovery stopped before reaching the target: %s", strings.Join(cand.LogMessages(since, 4), "; "))
+		}
+		if conn, err := cand.Admin(ctx, password); err == nil {
+			var inRecovery bool
+			err = conn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery)
+			conn.Close(context.WithoutCancel(ctx))
+			if err == nil && !inRecovery {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return errors.New("recovery did not reach the target within 10 minutes")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// archiveNow commits a transaction (so that the WAL holds a commit record timed after "at", which a
+// recovery to a time before it needs to stop), closes the current WAL segment and waits until the archiver
+// stored it (archived says so). It returns the time taken just before that commit and the timeline it is on.
+func archiveNow(ctx context.Context, inst *store.Instance, adminPW string, archived func(context.Context, string) (bool, error)) (at time.Time, timeline int, err error) {
+	conn, err := ConnectAdmin(ctx, inst, adminPW, "postgres", nil)
+	if err != nil {
+		return at, 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	at = time.Now().UTC() // the wall clock, as the commit timestamps recovery compares targets with
+	if _, err := conn.Exec(ctx, "SELECT txid_current()"); err != nil {
+		return at, 0, fmt.Errorf("commit a marker transaction: %w", err)
+	}
+	if timeline, _, err = CurrentTimeline(ctx, conn); err != nil {
+		return at, 0, fmt.Errorf("read the timeline: %w", err)
+	}
+	var seg string
+	if err := conn.QueryRow(ctx, "SELECT pg_walfile_name(pg_switch_wal())").Scan(&seg); err != nil {
+		return at, 0, fmt.Errorf("switch WAL: %w", err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var last, failed *string
+		if err := conn.QueryRow(ctx, "SELECT last_archived_wal, last_failed_wal FROM pg_stat_archiver").Scan(&last, &failed); err != nil {
+			return at, 0, err
+		}
+		if ok, err := archived(ctx, seg); err != nil {
+			return at, 0, err
+		} else if ok {
+			return at, timeline, nil
+		}
+		if time.Now().After(deadline) {
+			return at, 0, fmt.Errorf("WAL segment %s was not archived within a minute (last archived: %s, last failed: %s)", seg, deref(last), deref(failed))
+		}
+		select {
+		case <-ctx.Done():
+			return at, 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "none"
+	}
+	return *s
+}
+
+// CurrentTimeline is the WAL timeline a primary writes on, and its current WAL position.
+func CurrentTimeline(ctx context.Context, conn *pgx.Conn) (int, string, error) {
+	var seg, lsn string
+	if err := conn.QueryRow(ctx, "SELECT pg_walfile_name(pg_current_wal_lsn()), pg_current_wal_lsn()::text").Scan(&seg, &lsn); err != nil {
+		return 0, "", err
+	}
+	tli, err := strconv.ParseInt(seg[:8], 16, 32)
+	return int(tli), lsn, err
+}
+
+// writeUserFile writes a file owned by the instances' OS user (mode 0600).
+func (m *Manager) writeUserFile(path string, data []byte) error {
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return err
+	}
+	return m.cfg.User.Chown(path)
+}

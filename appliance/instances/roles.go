@@ -1,0 +1,138 @@
+package instances
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/store"
+)
+
+// Credential is a project's current login with its password opened. NoLogin keeps its logins from
+// connecting (the storage lock: a new password does not lift it).
+type Credential struct {
+	Username, Password string
+	NoLogin            bool
+}
+
+// setLogins sets the current credential's password, and makes the second login act as the project's role
+// (the role it sets is named by its name), in one transaction.
+func setLogins(ctx context.Context, conn *pgx.Conn, prj *store.Project, cred Credential) error {
+	stmts, err := loginStatements(prj, cred)
+	if err != nil {
+		return err
+	}
+	if err := Untracked(ctx, conn); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, strings.Join(stmts, "; ")); err != nil {
+		return fmt.Errorf("set the logins: %w", err)
+	}
+	return nil
+}
+
+// loginStatements are setLogins' statements; the first carries the password's verifier (run them untracked).
+func loginStatements(prj *store.Project, cred Credential) ([]string, error) {
+	login := "LOGIN"
+	if cred.NoLogin {
+		login = "NOLOGIN"
+	}
+	setPW, err := SetPasswordSQL("ALTER ROLE", cred.Username, login, cred.Password)
+	if err != nil {
+		return nil, err
+	}
+	return []string{setPW, "ALTER ROLE " + pgx.Identifier{AltRole(prj.RoleName)}.Sanitize() + " SET role = " + QuoteLiteral(prj.RoleName)}, nil
+}
+
+// ensureRolesAndDatabase creates the project's login roles and database when missing, and sets the current
+// credential's password.
+func ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Project, cred Credential) error {
+	role, alt := pgx.Identifier{prj.RoleName}.Sanitize(), pgx.Identifier{AltRole(prj.RoleName)}.Sanitize()
+	if err := Untracked(ctx, conn); err != nil {
+		return err
+	}
+	exists := func(q, name string) (bool, error) {
+		var ok bool
+		err := conn.QueryRow(ctx, q, name).Scan(&ok)
+		return ok, err
+	}
+	for _, r := range []struct{ ident, name string }{{role, prj.RoleName}, {alt, AltRole(prj.RoleName)}} {
+		ok, err := exists("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", r.name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			// The second login gets a random password nobody knows until a rotation sets its own.
+			create, err := SetPasswordSQL("CREATE ROLE", r.name, "LOGIN", ids.Secret(20))
+			if err != nil {
+				return err
+			}
+			if _, err := conn.Exec(ctx, create); err != nil {
+				return fmt.Errorf("create role %s: %w", r.name, err)
+			}
+		}
+	}
+	if err := setLogins(ctx, conn, prj, cred); err != nil {
+		return err
+	}
+	stmts := []string{
+		"GRANT " + role + " TO " + alt,
+		// The project role reads the server's settings, not other roles' statements: older appliances
+		// granted pg_monitor, whose pg_read_all_stats shows every role's query texts.
+		"REVOKE pg_monitor FROM " + role,
+		"GRANT pg_read_all_settings TO " + role,
+	}
+	for _, q := range stmts {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("configure roles: %w", err)
+		}
+	}
+	ok, err := exists("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", prj.DatabaseName)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{prj.DatabaseName}.Sanitize()+" OWNER "+role); err != nil {
+			return fmt.Errorf("create database: %w", err)
+		}
+	}
+	return PrepareDatabase(ctx, conn, prj, prj.DatabaseName)
+}
+
+// PrepareDatabase gives database (the project's, or a cutover's staging database) what the platform
+// keeps in a project's database: pg_stat_statements, the public schema owned by the project's role,
+// connections for that role only. It connects to database with conn's admin login.
+func PrepareDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Project, database string) error {
+	db, err := pgx.ConnectConfig(ctx, WithDatabase(conn.Config(), database))
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", database, err)
+	}
+	defer db.Close(context.WithoutCancel(ctx))
+	role := pgx.Identifier{prj.RoleName}.Sanitize()
+	for _, q := range []string{
+		"CREATE EXTENSION IF NOT EXISTS pg_stat_statements SCHEMA public", // where it always was: not in the search_path
+		"ALTER SCHEMA public OWNER TO " + role,
+		"REVOKE ALL ON DATABASE " + pgx.Identifier{database}.Sanitize() + " FROM PUBLIC",
+		"GRANT CONNECT, TEMPORARY ON DATABASE " + pgx.Identifier{database}.Sanitize() + " TO " + role,
+	} {
+		if _, err := db.Exec(ctx, q); err != nil {
+			return fmt.Errorf("prepare database %s: %w", database, err)
+		}
+	}
+	_, err = PurgeSecretStatements(ctx, db)
+	return err
+}
+
+// SyncPoolerUsers writes the SCRAM verifiers of the project's logins for PgBouncer (conn: an admin
+// session of its instance).
+func (m *Manager) SyncPoolerUsers(ctx context.Context, conn *pgx.Conn, inst *store.Instance, prj *store.Project) error {
+	v, err := postgres.ScramVerifiers(ctx, conn, prj.RoleName, AltRole(prj.RoleName))
+	if err != nil {
+		return err
+	}
+	return m.Pooler(inst, prj).WriteUsers(v)
+}
