@@ -50,8 +50,6 @@ type engine interface {
 	RemoveSpareLeftovers()
 	CloseSpareConns()
 	Provision(ctx context.Context, exec daemon.ExecFunc, spec instances.ProvisionSpec) (version string, err error)
-	CopyFill(src *store.Instance, adminPW, label string, steps *instances.Timer) func(context.Context, string) error
-	RecoveryFill(ctx context.Context, exec daemon.ExecFunc, spec instances.RecoverySpec, dataDir string) error
 	// Changing one.
 	ApplySettings(ctx context.Context, exec daemon.ExecFunc, inst *store.Instance, prj *store.Project, settings postgres.Settings,
 		adminPW string, restarting func(bool)) (postgres.Action, error)

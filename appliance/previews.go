@@ -422,33 +422,35 @@ func (s *Service) resetPreviewJob(ctx context.Context, run *scheduler.Run) (any,
 	return s.provisionProject(ctx, run) // ResetPreview made the preview provisioning when it queued this job
 }
 
-// cloneFill is how a clone preview's data directory is made: the engine's online copy of its project's
-// running server (instances.Manager.CopyFill), or, as of a past time, recoveryFill. It also returns the
-// parent's admin password, which the copy starts with. The copy's steps go into steps (init.* in the
-// job's timings_ms).
-func (s *Service) cloneFill(run *scheduler.Run, prv *store.Project, steps *instances.Timer) (func(context.Context, string) error, string, error) {
+// cloneSource is where a clone preview's data comes from (instances.CloneSpec): its project's running
+// server, or, as of a past time, its base backup and WAL archive. It holds the project's admin password,
+// which the copy starts with.
+func (s *Service) cloneSource(ctx context.Context, run *scheduler.Run, prv *store.Project) (*instances.CloneSpec, error) {
 	parent, pinst, err := s.loadProject(prv.PreviewOf)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if parent.State != ProjectActive || pinst == nil {
-		return nil, "", fmt.Errorf("project %s is %s: a clone needs it active", parent.ID, parent.State)
+		return nil, fmt.Errorf("project %s is %s: a clone needs it active", parent.ID, parent.State)
 	}
 	pw, err := s.box.Open(pinst.AdminPassword)
 	if err != nil {
-		return nil, "", fmt.Errorf("open the project's admin password: %w", err)
+		return nil, fmt.Errorf("open the project's admin password: %w", err)
 	}
-	if prv.SourceBackupID != "" {
-		return s.recoveryFill(run, parent, pinst, string(pw), prv), string(pw), nil
-	}
-	copyFill := s.eng.CopyFill(pinst, string(pw), "appliance preview "+prv.ID, steps)
-	fill := func(ctx context.Context, dataDir string) error {
-		if err := copyFill(ctx, dataDir); err != nil {
-			return fmt.Errorf("copy project %s: %w", parent.ID, err)
+	c := &instances.CloneSpec{Source: pinst, AdminPassword: string(pw), Label: "appliance preview " + prv.ID}
+	if prv.SourceBackupID != "" { // recovered from the project's WAL archive to source_restore_time
+		var b *store.Backup
+		if err := s.db.View(func(tx *store.Tx) (err error) { b, err = store.Backups.Get(tx, prv.SourceBackupID); return err }); err != nil {
+			return nil, fmt.Errorf("the preview's base backup %s: %w", prv.SourceBackupID, err)
 		}
-		return nil
+		archive, err := s.archiveOf(ctx, s.dp, parent.ID, b.BackupKey)
+		if err != nil {
+			return nil, err
+		}
+		c.Recovery = &instances.RecoverySpec{JobID: run.Job.ID, Archive: archive,
+			Target: instances.Target{Time: *prv.SourceRestoreTime, Timeline: prv.SourceTimeline}}
 	}
-	return fill, string(pw), nil
+	return c, nil
 }
 
 // CopySessionName is the application_name of the session a clone's online copy runs on (its backup and
@@ -485,24 +487,4 @@ func (s *Service) removePreviews(ctx context.Context, projectID string) error {
 		}
 	}
 	return nil
-}
-
-// recoveryFill makes a clone's data directory as of a past time (instances.Manager.RecoveryFill): its
-// base backup copied, with settings that recover from the project's WAL archive to source_restore_time
-// and then promote. The preview's first start runs the recovery (provisionProject waits for the promotion,
-// then drops the settings).
-func (s *Service) recoveryFill(run *scheduler.Run, parent *store.Project, pinst *store.Instance, parentPW string, prv *store.Project) func(context.Context, string) error {
-	return func(ctx context.Context, dataDir string) error {
-		var b *store.Backup
-		if err := s.db.View(func(tx *store.Tx) (err error) { b, err = store.Backups.Get(tx, prv.SourceBackupID); return err }); err != nil {
-			return fmt.Errorf("the preview's base backup %s: %w", prv.SourceBackupID, err)
-		}
-		archive, err := s.archiveOf(ctx, s.dp, parent.ID, b.BackupKey)
-		if err != nil {
-			return err
-		}
-		return s.eng.RecoveryFill(ctx, run.Exec, instances.RecoverySpec{JobID: run.Job.ID, Source: pinst, AdminPW: parentPW,
-			Archive: archive,
-			Target:  instances.Target{Time: *prv.SourceRestoreTime, Timeline: prv.SourceTimeline}}, dataDir)
-	}
 }

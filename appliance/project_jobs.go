@@ -162,8 +162,8 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	}
 	spec := instances.ProvisionSpec{Instance: inst, Project: prj, AdminPassword: string(adminPW), Credential: cred,
 		Settings: settings, Steps: steps, PortTaken: func(pooler bool, err error) error { return s.movePortIfTaken(inst, pooler, err) }}
-	if prj.PreviewMode == PreviewClone { // a clone's cluster starts with its parent's admin password
-		if spec.Fill, spec.ParentAdminPassword, err = s.cloneFill(run, prj, steps); err != nil {
+	if prj.PreviewMode == PreviewClone {
+		if spec.Clone, err = s.cloneSource(ctx, run, prj); err != nil {
 			return nil, err
 		}
 	}

@@ -23,11 +23,8 @@ type ProvisionSpec struct {
 	AdminPassword string
 	Credential    Credential
 	Settings      postgres.Settings
-	// Fill, when not nil, makes the new data directory (a clone's: CopyFill or RecoveryFill) instead of
-	// initdb; the cluster then starts with ParentAdminPassword, its source's, until Provision gives it its
-	// own.
-	Fill                func(ctx context.Context, dataDir string) error
-	ParentAdminPassword string
+	// Clone, when not nil, makes the new data directory from another instance's data instead of initdb.
+	Clone *CloneSpec
 	// PortTaken is told of a start that failed (the server's, or the pooler's when pooler): it returns the
 	// error to report (moving the port for the next attempt when another process took it).
 	PortTaken func(pooler bool, err error) error
@@ -41,7 +38,11 @@ type ProvisionSpec struct {
 func (m *Manager) Provision(ctx context.Context, exec daemon.ExecFunc, spec ProvisionSpec) (string, error) {
 	inst, prj, steps := spec.Instance, spec.Project, spec.Steps
 	pgi := m.Instance(inst)
-	opts := postgres.InitOptions{AdminPassword: spec.AdminPassword, Settings: spec.Settings, Fill: spec.Fill}
+	opts := postgres.InitOptions{AdminPassword: spec.AdminPassword, Settings: spec.Settings}
+	var parentAdminPW string // a clone's cluster starts with its source's admin password
+	if spec.Clone != nil {
+		opts.Fill, parentAdminPW = m.cloneFill(exec, spec.Clone, steps), spec.Clone.AdminPassword
+	}
 	var err error
 	if !pgi.Initialized() { // a claimed spare has its certificate already
 		if opts.CertPEM, opts.KeyPEM, opts.CAPEM, err = m.cfg.CA.InstanceTLS(m.cfg.CertHosts...); err != nil {
@@ -67,16 +68,16 @@ func (m *Manager) Provision(ctx context.Context, exec daemon.ExecFunc, spec Prov
 	if err := pgi.Start(ctx, exec); err != nil {
 		return "", scheduler.Transient(spec.PortTaken(false, err))
 	}
-	if spec.ParentAdminPassword != "" {
-		if err := m.finishRecovery(ctx, pgi, spec.ParentAdminPassword, since); err != nil {
+	if parentAdminPW != "" {
+		if err := m.finishRecovery(ctx, pgi, parentAdminPW, since); err != nil {
 			return "", err
 		}
 	}
 	steps.Done("start")
 	conn := m.TakeSpareConn(ctx, inst.ID)
 	if conn == nil {
-		if conn, err = pgi.ConnectWith(ctx, spec.AdminPassword, "postgres", UntrackedSettings); err != nil && spec.ParentAdminPassword != "" {
-			conn, err = adoptClone(ctx, pgi, prj, spec.ParentAdminPassword, spec.AdminPassword)
+		if conn, err = pgi.ConnectWith(ctx, spec.AdminPassword, "postgres", UntrackedSettings); err != nil && parentAdminPW != "" {
+			conn, err = adoptClone(ctx, pgi, prj, parentAdminPW, spec.AdminPassword)
 		}
 		if err != nil {
 			return "", scheduler.Transient(err)

@@ -29,21 +29,34 @@ var copySessionSettings = func() map[string]string {
 	return m
 }()
 
-// CopyFill is how a clone's data directory is made from its source's running server src (adminPW: its
-// admin password): postgres.Instance.OnlineCopy (pg_backup_start, a file copy, pg_backup_stop and the WAL
-// in between; consistent on its own), labelled label. The copy's steps go into steps (init.* in the
-// job's timings_ms).
-func (m *Manager) CopyFill(src *store.Instance, adminPW, label string, steps *Timer) func(context.Context, string) error {
+// CloneSpec is where a clone's data comes from: its source project's running instance.
+type CloneSpec struct {
+	Source        *store.Instance
+	AdminPassword string // the source's admin password: the clone starts with it, until Provision gives it its own
+	Label         string // the online copy's backup label
+	// Recovery, when not nil, makes the clone as of a past time instead: a base backup recovered from the
+	// source's WAL archive.
+	Recovery *RecoverySpec
+}
+
+// cloneFill is how a clone's data directory is made: the online copy of its source's running server
+// (postgres.Instance.OnlineCopy: pg_backup_start, a file copy, pg_backup_stop and the WAL in between;
+// consistent on its own), or, as of a past time, recoveryFill. The copy's steps go into steps (init.* in
+// the job's timings_ms).
+func (m *Manager) cloneFill(exec daemon.ExecFunc, c *CloneSpec, steps *Timer) func(context.Context, string) error {
+	if c.Recovery != nil {
+		return func(ctx context.Context, dataDir string) error { return m.recoveryFill(ctx, exec, c, dataDir) }
+	}
 	return func(ctx context.Context, dataDir string) error {
 		// Its statements leave no trace, and the checkpoint is not cut short by the project's
 		// statement_timeout (which applies to the admin's sessions too).
-		conn, err := ConnectAdmin(ctx, src, adminPW, "postgres", copySessionSettings)
+		conn, err := ConnectAdmin(ctx, c.Source, c.AdminPassword, "postgres", copySessionSettings)
 		if err != nil {
-			return err
+			return fmt.Errorf("copy project %s: %w", c.Source.ProjectID, err)
 		}
-		st, err := m.Instance(src).OnlineCopy(ctx, conn, dataDir, postgres.CopyOptions{Label: label, Writeback: true})
+		st, err := m.Instance(c.Source).OnlineCopy(ctx, conn, dataDir, postgres.CopyOptions{Label: c.Label, Writeback: true})
 		if err != nil {
-			return err
+			return fmt.Errorf("copy project %s: %w", c.Source.ProjectID, err)
 		}
 		steps.Part("init.start_backup", st.Start)
 		steps.Part("init.copy", st.Copy)
@@ -61,12 +74,11 @@ type Target struct {
 	Timeline int
 }
 
-// RecoverySpec is a recovery from a base backup and a WAL archive: job names it in the recovery settings.
+// RecoverySpec is a recovery from a base backup and a WAL archive (JobID names it in the recovery
+// settings).
 type RecoverySpec struct {
 	JobID   string
-	Source  *store.Instance // the server that archives into Archive
-	AdminPW string          // Source's admin password
-	Archive Archive
+	Archive Archive // the archive the source writes into, and the base backup
 	Target  Target
 }
 
@@ -85,12 +97,13 @@ type Archive struct {
 // recoveryMarker starts the recovery settings a clone as of a past time gets in its postgresql.auto.conf.
 const recoveryMarker = "\n# appliance: preview recovery\n"
 
-// RecoveryFill makes a clone's data directory as of a past time: its base backup copied, with settings
+// recoveryFill makes a clone's data directory as of a past time: its base backup copied, with settings
 // that recover from the source's WAL archive to the target and then promote. The clone's first start runs
 // the recovery (Provision waits for the promotion, then drops the settings).
-func (m *Manager) RecoveryFill(ctx context.Context, exec daemon.ExecFunc, spec RecoverySpec, dataDir string) error {
+func (m *Manager) recoveryFill(ctx context.Context, exec daemon.ExecFunc, c *CloneSpec, dataDir string) error {
+	spec := c.Recovery
 	// Everything up to the target must be in the archive (a recent target's WAL may not be yet).
-	if _, _, err := archiveNow(ctx, spec.Source, spec.AdminPW, spec.Archive.Archived); err != nil {
+	if _, _, err := archiveNow(ctx, c.Source, c.AdminPassword, spec.Archive.Archived); err != nil {
 		return fmt.Errorf("archive the project's WAL: %w", err)
 	}
 	if err := spec.Archive.FetchBase(ctx, exec, dataDir); err != nil {
