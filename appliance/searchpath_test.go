@@ -43,7 +43,7 @@ END $$;`)
 
 // userSchemaTrapsSQL: with PostgreSQL's default search_path ("$user", public) a schema named like the admin
 // role comes first after pg_catalog: its pg_stat_statements view and zero-argument reset hide the extension's
-// in public (what purgeSecretStatements read and called), and unqualified objects are created in it.
+// in public (what instances.PurgeSecretStatements read and called), and unqualified objects are created in it.
 var userSchemaTrapsSQL = `CREATE SCHEMA ` + postgres.AdminRole + `;
 CREATE VIEW ` + postgres.AdminRole + `.pg_stat_statements AS SELECT public.sprung('pgss_view') AS query;
 CREATE FUNCTION ` + postgres.AdminRole + `.pg_stat_statements_reset() RETURNS void LANGUAGE plpgsql AS $$

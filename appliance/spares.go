@@ -97,13 +97,13 @@ func (s *Service) removeAbandonedSpares() error {
 
 // prepareSpare initializes a cluster in a temporary directory, moves it to its final place, starts it on
 // its reserved port, creates the placeholders and records it as a spare.
-func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) (err error) {
+func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) error {
 	id := ids.New("ins")
 	password := ids.Secret(24)
 	now := s.now()
 	rec := &store.Instance{ID: id, Dir: filepath.Join(s.instancesDir(), id), Major: dp.Bin.Major, BinDir: dp.Bin.Dir,
 		AdminPassword: s.box.Seal([]byte(password)), State: InstanceSparePreparing, CreatedAt: now, UpdatedAt: now}
-	err = s.db.Update(func(tx *store.Tx) error {
+	err := s.db.Update(func(tx *store.Tx) error {
 		ports, err := s.allocatePorts(tx, 2)
 		if err != nil {
 			return err

@@ -109,8 +109,8 @@ func (o obsProject) adminConnect(ctx context.Context) (*pgx.Conn, error) {
 }
 
 // quietAdmin is an admin session set up as the sampler sets up its session (appliance's quietAdminConn:
-// the five SETs of untracked, appliance/quiet.go), with an application_name when name is not empty (the
-// sampler sets none).
+// the five SETs of instances.Untracked, appliance/instances/quiet.go), with an application_name when name
+// is not empty (the sampler sets none).
 func (o obsProject) quietAdmin(ctx context.Context, name string) (*pgx.Conn, error) {
 	conn, err := o.adminConnect(ctx)
 	if err != nil {
