@@ -10,13 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // DataPlane is the machinery the job handlers drive: the supervisor of instances and poolers, the OS user
@@ -320,7 +320,9 @@ func (s *Service) beingDeleted(projectID string) (bool, error) {
 // job starts it again.
 func (s *Service) StopInstances(ctx context.Context) error {
 	s.endSpares()
-	s.eng.CloseSpareConns()
+	if s.eng != nil {
+		s.eng.CloseSpareConns()
+	}
 	s.studio.pools.Close()
 	if err := s.FlushStudioLog(ctx); err != nil {
 		s.log.Warn("write the studio's last history entries", "err", err)
