@@ -33,7 +33,7 @@ func TestRecoveryConf(t *testing.T) {
 		{"time", Target{Time: at}, []string{"recovery_target_time = '2026-01-31 12:00:00.25+00'", "recovery_target_timeline = 'current'"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			conf := string(recoveryConf("job_1", "/backups/prj/wal", c.target))
+			conf := string(recoveryConf("job_1", `cp "/backups/prj/wal/%f" "%p"`, c.target))
 			want := append([]string{"# appliance: restore job_1", `restore_command = 'cp "/backups/prj/wal/%f" "%p"'`}, c.want...)
 			want = append(want, "recovery_target_action = 'promote'")
 			for _, w := range want {
