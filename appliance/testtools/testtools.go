@@ -1,18 +1,21 @@
 // Package testtools gets a machine ready for the test suite: on a fresh Debian or Ubuntu machine, as root,
 // it installs with apt-get (the appliance's own way of obtaining programs) what the tests run — PostgreSQL
 // 15 with the extensions the tests enable, PgBouncer, Redis and its CLI, Node for the OpenAPI linter and
-// the dashboard's tests, and Debian's Chromium for the dashboard's browser test.
+// the dashboard's tests, and Debian's Chromium for the dashboard's browser test. Programs that are Go
+// modules (the S3 server versitygw) are built once per machine with `go install` into a cache directory.
 // Each test package that runs external programs calls Main from its TestMain, so `go test ./...` alone
 // sets the machine up.
 package testtools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,12 +85,17 @@ func Ensure(ctx context.Context) error {
 	return nil
 }
 
-// Main is a test package's TestMain: it readies the machine, then runs the tests. Under CI a machine that
-// cannot be readied fails at once; elsewhere the tests run and those needing what is missing fail (or
-// skip) with their own message.
-func Main(m *testing.M) {
+// Main is a test package's TestMain: it readies the machine (the Debian packages, and the Go programs
+// given), then runs the tests. Under CI a machine that cannot be readied fails at once; elsewhere the
+// tests run and those needing what is missing fail (or skip) with their own message.
+func Main(m *testing.M, programs ...GoProgram) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	err := Ensure(ctx)
+	for _, p := range programs {
+		if _, perr := p.Ensure(ctx); perr != nil {
+			err = errors.Join(err, perr)
+		}
+	}
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testtools:", err)
@@ -96,4 +104,71 @@ func Main(m *testing.M) {
 		}
 	}
 	os.Exit(m.Run())
+}
+
+// GoProgram is a program the tests run that is built from a Go module: `go install Package@Version`,
+// once per machine, into <CacheDir>/<Name>@<Version>/.
+type GoProgram struct{ Name, Package, Version string }
+
+// Versitygw is the S3-compatible server the object store's tests run (serving a local directory).
+var Versitygw = GoProgram{Name: "versitygw", Package: "github.com/versity/versitygw/cmd/versitygw", Version: "v1.8.0"}
+
+// CacheDir is where the programs built from Go modules are kept: the user's cache directory
+// (~/.cache/appliance-testtools), else one under the temporary directory.
+func CacheDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "appliance-testtools")
+	}
+	return filepath.Join(os.TempDir(), "appliance-testtools")
+}
+
+// Path is where the program is once built.
+func (p GoProgram) Path() string {
+	return filepath.Join(CacheDir(), p.Name+"@"+p.Version, p.Name)
+}
+
+// Ensure builds the program unless it is there (a few minutes the first time), and returns its path.
+// Test processes running at once build it once: they take a lock in the cache directory.
+func (p GoProgram) Ensure(ctx context.Context) (string, error) {
+	bin := p.Path()
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	fail := func(err error) (string, error) {
+		return "", fmt.Errorf("build %s (go install %s@%s): %w", p.Name, p.Package, p.Version, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		return fail(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(CacheDir(), ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fail(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fail(err)
+	}
+	if _, err := os.Stat(bin); err == nil { // another process built it meanwhile
+		return bin, nil
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return fail(errors.New("no go on PATH"))
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(bin), ".build-*")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(tmp)
+	fmt.Fprintf(os.Stderr, "testtools: building %s (go install %s@%s), once for this machine\n", p.Name, p.Package, p.Version)
+	cmd := exec.CommandContext(ctx, goBin, "install", p.Package+"@"+p.Version)
+	cmd.Dir = tmp // outside any module
+	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=-buildvcs=false")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fail(fmt.Errorf("%w: %s", err, out))
+	}
+	if err := os.Rename(filepath.Join(tmp, p.Name), bin); err != nil {
+		return fail(err)
+	}
+	return bin, nil
 }
