@@ -169,11 +169,15 @@ func explain(err error) error {
 	if err == nil {
 		return nil
 	}
-	switch minio.ToErrorResponse(err).Code {
-	case minio.NoSuchBucket:
+	resp := minio.ToErrorResponse(err)
+	switch {
+	case resp.Code == minio.NoSuchBucket:
 		return fmt.Errorf("%w: %w", ErrNoSuchBucket, err)
-	case minio.AccessDenied, "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidSecurity":
-		return fmt.Errorf("%w: %w", ErrAccessDenied, err)
+	case resp.StatusCode == http.StatusForbidden || slices.Contains([]string{minio.AccessDenied, "InvalidAccessKeyId",
+		"SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidSecurity",
+		"XAdminUserNotFound", // versitygw's answer (404) to an unknown access key
+	}, resp.Code):
+		return fmt.Errorf("%w: %w (%s)", ErrAccessDenied, err, resp.Code)
 	}
 	var nerr net.Error
 	if errors.As(err, &nerr) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -196,12 +200,10 @@ func (b *Bucket) Check(ctx context.Context) error {
 	fail := func(what string, err error) error {
 		return fmt.Errorf("backup store %s: %s: %w", b, what, explain(err))
 	}
-	ok, err := b.client.BucketExists(ctx, b.cfg.Bucket)
-	if err != nil {
-		return fail("check the bucket", err)
-	}
-	if !ok {
-		return fail("check the bucket", ErrNoSuchBucket)
+	// A listing rather than HEAD on the bucket: its error has a body that tells a missing bucket from
+	// refused credentials.
+	if err := b.listOne(ctx); err != nil {
+		return fail("list the bucket", err)
 	}
 	var r [8]byte
 	if _, err := rand.Read(r[:]); err != nil {
@@ -229,6 +231,15 @@ func (b *Bucket) Check(ctx context.Context) error {
 	}
 	if err := b.client.RemoveObject(ctx, b.cfg.Bucket, b.name(probe), minio.RemoveObjectOptions{}); err != nil {
 		return fail("delete the probe object", err)
+	}
+	return nil
+}
+
+func (b *Bucket) listOne(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for o := range b.client.ListObjects(ctx, b.cfg.Bucket, minio.ListObjectsOptions{Prefix: b.cfg.Prefix, MaxKeys: 1}) {
+		return o.Err
 	}
 	return nil
 }
