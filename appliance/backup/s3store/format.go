@@ -275,7 +275,7 @@ func (o *opener) next() error {
 
 var (
 	encoders = sync.Pool{New: func() any {
-		e, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true), zstd.WithEncoderLevel(zstd.SpeedFastest))
 		if err != nil {
 			panic(err) // only for invalid options
 		}

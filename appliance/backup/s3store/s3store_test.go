@@ -167,7 +167,8 @@ func TestTamperedObjects(t *testing.T) {
 	readFails(t, b, "p/a", a)
 	readFails(t, b, "p/c", c)
 	fresh := newBucket(t, srv.Config("backups"))
-	if _, err := fresh.List(context.Background(), "p/"); !errors.Is(err, s3store.ErrCorrupt) || !strings.Contains(err.Error(), "p/a") {
+	if _, err := fresh.List(context.Background(), "p/"); !errors.Is(err, s3store.ErrCorrupt) ||
+		(!strings.Contains(err.Error(), "p/a") && !strings.Contains(err.Error(), "p/c")) {
 		t.Fatalf("list of swapped objects: %v", err)
 	}
 	reset()
