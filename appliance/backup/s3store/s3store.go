@@ -6,8 +6,8 @@
 // The object "a/b" is stored as Prefix+"a/b". Sizes (Put's result, Stat and List) are plaintext sizes,
 // as the backup.Store needs them (it writes restores' tar headers from List): each object's trailer
 // carries its size, sealed, and Stat reads it with a ranged GET of the object's last bytes. List lists
-// the bucket and reads the trailer of each object it has not seen (bounded in parallel; Put and earlier
-// reads fill a cache keyed by key and ETag), so a first List of many objects costs a request per object.
+// the bucket and reads the trailer of each object it has not seen (4×Parallel at a time; Put, Stat and
+// List fill a cache of sizes by key and ETag), so a first List of many objects costs a request per object.
 //
 // Put streams: the stored form is produced while it is uploaded. An object that fits in one part is one
 // PUT; a larger one is a multipart upload (parts of PartSize; about two parts are held in memory), which
@@ -66,7 +66,7 @@ type Config struct {
 	// PartSize of multipart uploads (at least 5 MiB; 0 is 16 MiB): objects up to it are one PUT; at most
 	// 10000 parts make an object.
 	PartSize uint64
-	// Parallel is how many uploads a Commit and how many trailer reads a List run at once (0 is 4).
+	// Parallel is how many uploads a Commit runs at once (0 is 4); a List reads 4×Parallel trailers at once.
 	Parallel int
 	// Transport, when set, carries the requests (e.g. with a private CA).
 	Transport http.RoundTripper
@@ -288,19 +288,31 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader) (int64, error
 }
 
 func (b *Bucket) upload(ctx context.Context, key string, r io.Reader) (minio.UploadInfo, error) {
-	first := bytes.NewBuffer(nil)
-	n, err := io.CopyN(first, r, int64(b.cfg.PartSize)+1)
-	// The payload is not hashed into the request's signature (UNSIGNED-PAYLOAD; over plain HTTP it would
-	// otherwise be signed chunk by chunk, which halves the throughput): it is sealed, so a change in
-	// transit fails at read as any other (and HTTPS guards it on the way).
-	opts := minio.PutObjectOptions{ContentType: "application/octet-stream", PartSize: b.cfg.PartSize, DisableContentSha256: true}
-	switch {
-	case errors.Is(err, io.EOF): // it fits in one part
-		return b.client.PutObject(ctx, b.cfg.Bucket, b.name(key), first, n, opts)
-	case err != nil:
-		return minio.UploadInfo{}, err
+	// The stored form's first part, read in a buffer that grows with it: an object that ends there is one
+	// PUT (one request rather than three).
+	limit := int(b.cfg.PartSize) + 1
+	first := make([]byte, 0, 256<<10)
+	for len(first) < limit {
+		if len(first) == cap(first) {
+			first = slices.Grow(first, min(cap(first), limit-len(first)))
+		}
+		n, err := r.Read(first[len(first):min(cap(first), limit)])
+		first = first[:len(first)+n]
+		if errors.Is(err, io.EOF) {
+			return b.client.PutObject(ctx, b.cfg.Bucket, b.name(key), bytes.NewReader(first), int64(len(first)), putOptions(b.cfg.PartSize))
+		}
+		if err != nil {
+			return minio.UploadInfo{}, err
+		}
 	}
-	return b.client.PutObject(ctx, b.cfg.Bucket, b.name(key), io.MultiReader(first, r), -1, opts)
+	return b.client.PutObject(ctx, b.cfg.Bucket, b.name(key), io.MultiReader(bytes.NewReader(first), r), -1, putOptions(b.cfg.PartSize))
+}
+
+// putOptions: the payload is not hashed into the request's signature (UNSIGNED-PAYLOAD; over plain HTTP
+// it would otherwise be signed chunk by chunk, which halves the throughput): it is sealed, so a change in
+// transit fails at read as any other (and HTTPS guards it on the way).
+func putOptions(partSize uint64) minio.PutObjectOptions {
+	return minio.PutObjectOptions{ContentType: "application/octet-stream", PartSize: partSize, DisableContentSha256: true}
 }
 
 // ctxReader ends with the context, and keeps the error that ended it (not io.EOF).
@@ -441,7 +453,7 @@ func (b *Bucket) List(ctx context.Context, prefix string) ([]backup.Info, error)
 		}
 		out = append(out, backup.Info{Key: key, Size: size, ModTime: o.LastModified})
 	}
-	err = b.each(ctx, len(todo), func(ctx context.Context, i int) error {
+	err = b.each(ctx, 4*b.cfg.Parallel, len(todo), func(ctx context.Context, i int) error {
 		in, _, err := b.stat(ctx, out[todo[i]].Key)
 		if err != nil {
 			return err
@@ -473,14 +485,14 @@ func (b *Bucket) list(ctx context.Context, prefix string) ([]minio.ObjectInfo, e
 	return out, nil
 }
 
-// each runs f for 0..n-1, Parallel at a time, and returns the first error (the others stop).
-func (b *Bucket) each(ctx context.Context, n int, f func(ctx context.Context, i int) error) error {
+// each runs f for 0..n-1, parallel at a time, and returns the first error (the others stop).
+func (b *Bucket) each(ctx context.Context, parallel, n int, f func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	next := make(chan int)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
-	for range min(n, b.cfg.Parallel) {
+	for range min(n, parallel) {
 		wg.Go(func() {
 			for i := range next {
 				if err := f(ctx, i); err != nil {
@@ -689,7 +701,7 @@ func (b *Bucket) Commit(ctx context.Context, prefix string) error {
 	if err != nil {
 		return fmt.Errorf("commit %q: %w", prefix, err)
 	}
-	err = b.each(ctx, len(files), func(ctx context.Context, i int) error {
+	err = b.each(ctx, b.cfg.Parallel, len(files), func(ctx context.Context, i int) error {
 		f, err := os.Open(filepath.Join(st, filepath.FromSlash(files[i])))
 		if err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -442,5 +443,43 @@ func TestCheck(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
 	if err := newBucket(t, cfg).Check(ctx); err != nil {
 		t.Fatalf("credentials from the environment: %v", err)
+	}
+}
+
+// rangedGets counts the ranged GETs (trailer reads) a store makes.
+type rangedGets struct{ n atomic.Int64 }
+
+func (c *rangedGets) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && r.Header.Get("Range") != "" {
+		c.n.Add(1)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// List reads the trailer of an object once: Put and the first List remember its size for its ETag.
+func TestListSizesCached(t *testing.T) {
+	srv := s3test.Start(t)
+	cfg := srv.Config("backups")
+	c := &rangedGets{}
+	cfg.Transport = c
+	b := newBucket(t, cfg)
+	ctx := context.Background()
+	for _, k := range []string{"p/wal/1", "p/wal/2", "p/wal/3"} {
+		put(t, b, k, []byte(k))
+	}
+	if l, err := b.List(ctx, "p/"); err != nil || len(l) != 3 || c.n.Load() != 0 {
+		t.Fatalf("list after puts: %d objects, %v, %d trailer reads", len(l), err, c.n.Load())
+	}
+	c2 := &rangedGets{}
+	cfg.Transport = c2
+	fresh := newBucket(t, cfg)
+	for range 2 {
+		if l, err := fresh.List(ctx, "p/"); err != nil || len(l) != 3 || l[0].Size != 7 || c2.n.Load() != 3 {
+			t.Fatalf("list by another store: %+v, %v, %d trailer reads", l, err, c2.n.Load())
+		}
+	}
+	put(t, b, "p/wal/2", []byte("replaced")) // another ETag
+	if l, err := fresh.List(ctx, "p/"); err != nil || len(l) != 3 || l[1].Size != 8 || c2.n.Load() != 4 {
+		t.Fatalf("list after a replace: %+v, %v, %d trailer reads", l, err, c2.n.Load())
 	}
 }

@@ -47,19 +47,28 @@ func Start(t testing.TB) *Server {
 		t.Fatalf("versitygw is not built (the package's TestMain builds it: testtools.Main(m, testtools.Versitygw)): %v", err)
 	}
 	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	s := &Server{Dir: filepath.Join(dir, "data"), Addr: addr, AccessKey: "testaccess", SecretKey: "testsecret-0123456789",
+	s := &Server{Dir: filepath.Join(dir, "data"), AccessKey: "testaccess", SecretKey: "testsecret-0123456789",
 		Bucket: "test", t: t, bin: bin, log: filepath.Join(dir, "versitygw.log")}
 	if err := os.Mkdir(s.Dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
-	s.Restart()
+	// A free port may be taken by another process before versitygw binds it: then try another.
+	var err error
+	for range 3 {
+		l, lerr := net.Listen("tcp", "127.0.0.1:0")
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		s.Addr = l.Addr().String()
+		l.Close()
+		if err = s.start(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Client().MakeBucket(context.Background(), s.Bucket, minio.MakeBucketOptions{}); err != nil {
 		t.Fatalf("make the bucket: %v", err)
 	}
@@ -69,18 +78,24 @@ func Start(t testing.TB) *Server {
 // Restart starts the server (again) on the same directory and port, and waits until it answers.
 func (s *Server) Restart() {
 	s.t.Helper()
+	if err := s.start(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *Server) start() error {
 	if s.cmd != nil {
-		s.t.Fatal("versitygw is running")
+		return errors.New("versitygw is running")
 	}
 	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		s.t.Fatal(err)
+		return err
 	}
 	defer logf.Close()
 	cmd := exec.Command(s.bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", s.Addr, "posix", s.Dir)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
+		return err
 	}
 	s.cmd, s.exit = cmd, make(chan error, 1)
 	go func() { s.exit <- cmd.Wait() }()
@@ -91,14 +106,15 @@ func (s *Server) Restart() {
 		resp, err := http.Get("http://" + s.Addr + "/")
 		if err == nil {
 			resp.Body.Close()
-			return
+			return nil
 		}
 		select {
 		case err := <-s.exit:
 			s.cmd = nil
-			s.t.Fatalf("versitygw exited (%v): %s", err, s.logTail())
+			return fmt.Errorf("versitygw exited (%v): %s", err, s.logTail())
 		case <-deadline:
-			s.t.Fatalf("versitygw does not answer on %s: %s", s.Addr, s.logTail())
+			s.Stop()
+			return fmt.Errorf("versitygw does not answer on %s: %s", s.Addr, s.logTail())
 		case <-tick.C:
 		}
 	}
