@@ -1,6 +1,7 @@
 package s3store_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -481,5 +483,109 @@ func TestListSizesCached(t *testing.T) {
 	put(t, b, "p/wal/2", []byte("replaced")) // another ETag
 	if l, err := fresh.List(ctx, "p/"); err != nil || len(l) != 3 || l[1].Size != 8 || c2.n.Load() != 4 {
 		t.Fatalf("list after a replace: %+v, %v, %d trailer reads", l, err, c2.n.Load())
+	}
+}
+
+// The project-level backup.Store works on a bucket: a base backup staged, committed and complete with
+// its manifest, read back as a tar with the right sizes, its size and the project's, WAL pruned, the
+// project removed; a tampered file fails the tar naming it.
+func TestBackupStoreOnBucket(t *testing.T) {
+	b, srv, _ := setup(t)
+	s := backup.New(b)
+	ctx := context.Background()
+	dir, err := s.StageBackup(ctx, "prj_a", "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{
+		"backup_label":      []byte("START WAL LOCATION: 0/2000028 (file 000000010000000000000002)\nSTART TIMELINE: 1\n"),
+		"global/pg_control": random(t, 8192),
+		"base/1/1259":       bytes.Repeat([]byte("tuple "), 50000),
+	}
+	for f, data := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "pg_wal", "archive_status"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.CommitBackup(ctx, "prj_a", "k1", dir, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, data := range files {
+		total += int64(len(data))
+	}
+	if m.Files != len(files) || m.SizeBytes != total || m.StartSegment != "000000010000000000000002" {
+		t.Fatalf("manifest %+v", m)
+	}
+	if n, err := s.BackupSize(ctx, "prj_a", "k1"); err != nil || n != total {
+		t.Fatalf("backup size %d %v, want %d", n, err, total)
+	}
+	if tl, seg, err := s.BackupStart(ctx, "prj_a", "k1"); err != nil || tl != 1 || seg != "000000010000000000000002" {
+		t.Fatalf("backup start %d %s %v", tl, seg, err)
+	}
+	readTar := func() (map[string][]byte, error) {
+		var buf bytes.Buffer
+		if err := s.WriteBackupTar(ctx, "prj_a", "k1", &buf); err != nil {
+			return nil, err
+		}
+		got := map[string][]byte{}
+		tr := tar.NewReader(&buf)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				return got, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			if h.Typeflag == tar.TypeReg {
+				if got[h.Name], err = io.ReadAll(tr); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	got, err := readTar()
+	if err != nil || len(got) != len(files) {
+		t.Fatalf("tar: %d files, %v", len(got), err)
+	}
+	for f, data := range files {
+		if !bytes.Equal(got[f], data) {
+			t.Fatalf("tar: %s differs", f)
+		}
+	}
+	for _, seg := range []string{"000000010000000000000001", "000000010000000000000002", "000000010000000000000003"} {
+		put(t, b, "prj_a/wal/"+seg, []byte(seg))
+	}
+	if n, err := s.PruneWAL(ctx, "prj_a", "000000010000000000000002"); err != nil || n != 1 {
+		t.Fatalf("prune: %d %v", n, err)
+	}
+	if n, err := s.ProjectSize(ctx, "prj_a"); err != nil || n <= total {
+		t.Fatalf("project size %d %v", n, err)
+	}
+	stored := srv.Path("backups/prj_a/base/k1/base/1/1259")
+	data, err := os.ReadFile(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 1
+	if err := os.WriteFile(stored, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readTar(); !errors.Is(err, s3store.ErrCorrupt) || !strings.Contains(err.Error(), "prj_a/base/k1/base/1/1259") {
+		t.Fatalf("tar of a tampered backup: %v", err)
+	}
+	if found, err := s.RemoveProject(ctx, "prj_a"); err != nil || !found {
+		t.Fatalf("remove project: %v %v", found, err)
+	}
+	if l, err := b.List(ctx, ""); err != nil || len(l) != 0 {
+		t.Fatalf("after remove project: %+v %v", l, err)
 	}
 }
