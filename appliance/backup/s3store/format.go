@@ -220,12 +220,13 @@ func (o *opener) Read(p []byte) (int, error) {
 // next opens the next chunk (or the trailer) into out.
 func (o *opener) next() error {
 	if o.h == nil {
-		h := make([]byte, headerSize)
-		if _, err := io.ReadFull(o.r, h); err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return fmt.Errorf("%w: truncated header", ErrCorrupt)
-			}
+		h := make([]byte, 0, headerSize)
+		eof, err := fill(o.r, &h)
+		if err != nil {
 			return err
+		}
+		if eof {
+			return fmt.Errorf("%w: truncated header", ErrCorrupt)
 		}
 		if err := checkHeader(h); err != nil {
 			return err
@@ -233,12 +234,11 @@ func (o *opener) next() error {
 		o.h, o.ad = h, associated(h, o.key)
 	}
 	// Keep a trailer's worth of bytes beyond a full chunk: what is left at the end is the trailer.
-	k, err := io.ReadFull(o.r, o.buf[len(o.buf):cap(o.buf)])
-	o.buf = o.buf[:len(o.buf)+k]
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+	eof, err := fill(o.r, &o.buf)
+	if err != nil {
 		return err
 	}
-	if err == nil { // a full chunk, and more after it
+	if !eof { // a full chunk, and more after it
 		plain, oerr := o.aead.Open(o.plain[:0], nonce(o.h[8:], o.n, false), o.buf[:sealedChunk], o.ad)
 		if oerr != nil {
 			return fmt.Errorf("%w: chunk %d", ErrCorrupt, o.n)
@@ -271,6 +271,24 @@ func (o *opener) next() error {
 	o.size = int64(binary.BigEndian.Uint64(size))
 	o.out, o.done, o.buf = plain, true, nil
 	return nil
+}
+
+// fill reads into buf up to its capacity, and tells whether r ended first. Only r's io.EOF is the end:
+// a body cut short (io.ErrUnexpectedEOF from the transport) is an error, not a truncated object.
+func fill(r io.Reader, buf *[]byte) (eof bool, err error) {
+	b := *buf
+	defer func() { *buf = b }()
+	for len(b) < cap(b) {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return false, nil
 }
 
 var (
@@ -331,10 +349,10 @@ func open(body io.ReadCloser, aead cipher.AEAD, key string) *plainReader {
 }
 
 func (r *plainReader) fail(err error) error {
-	if r.op.err != nil { // what the stored form said is the cause, whatever zstd made of it
+	if r.op.err != nil { // what the stored form (or its transport) said is the cause, whatever zstd made of it
 		err = r.op.err
 	}
-	r.err = fmt.Errorf("get %s: %w", r.key, err)
+	r.err = fmt.Errorf("get %s: %w", r.key, explain(err))
 	return r.err
 }
 

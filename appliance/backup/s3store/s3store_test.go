@@ -589,3 +589,24 @@ func TestBackupStoreOnBucket(t *testing.T) {
 		t.Fatalf("after remove project: %+v %v", l, err)
 	}
 }
+
+// The server dies while an object is read: the read fails as unreachable, not as a corrupt object.
+func TestServerStoppedDuringGet(t *testing.T) {
+	b, srv, _ := setup(t)
+	data := random(t, 48<<20)
+	put(t, b, "p/big", data)
+	r, err := b.Get(context.Background(), "p/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := io.ReadFull(r, make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	_, err = io.Copy(io.Discard, r)
+	if err == nil || errors.Is(err, s3store.ErrCorrupt) || !strings.Contains(err.Error(), "p/big") {
+		t.Fatalf("read after the server died: %v, want an error naming the object that is not ErrCorrupt", err)
+	}
+	t.Log(err)
+}
