@@ -1,84 +1,61 @@
 package appliance
 
-import (
-	"errors"
-	"fmt"
-	"time"
-)
+import "github.com/theappliance/appliance/appliance/apperr"
+
+// The domain's typed failures live in appliance/apperr, where the area packages reach them without this
+// package; these names keep the root's and httpapi's spelling.
 
 // Kind classifies a failure for the API layer, which maps each kind to an HTTP status.
-type Kind int
+type Kind = apperr.Kind
 
 const (
-	KindInternal            Kind = iota // 500; the message is not shown to the caller
-	KindInvalid                         // 400
-	KindUnauthenticated                 // 401
-	KindForbidden                       // 403
-	KindNotFound                        // 404
-	KindConflict                        // 409
-	KindGone                            // 410: expired or already used
-	KindUnavailable                     // 503
-	KindTooLarge                        // 413: a request body over the limit
-	KindTooMany                         // 429: a per-resource rate or a cap reached
-	KindHeadersTooLarge                 // 431: request headers over the limit
-	KindInsufficientStorage             // 507: the appliance is short of disk space (disk.go)
-	KindUnsupportedMedia                // 415: a request body of another media type than the endpoint reads
+	KindInternal            = apperr.KindInternal
+	KindInvalid             = apperr.KindInvalid
+	KindUnauthenticated     = apperr.KindUnauthenticated
+	KindForbidden           = apperr.KindForbidden
+	KindNotFound            = apperr.KindNotFound
+	KindConflict            = apperr.KindConflict
+	KindGone                = apperr.KindGone
+	KindUnavailable         = apperr.KindUnavailable
+	KindTooLarge            = apperr.KindTooLarge
+	KindTooMany             = apperr.KindTooMany
+	KindHeadersTooLarge     = apperr.KindHeadersTooLarge
+	KindInsufficientStorage = apperr.KindInsufficientStorage
+	KindUnsupportedMedia    = apperr.KindUnsupportedMedia
 )
 
 // Error is a failure with a public message (safe to send) and a private cause (logged only).
-type Error struct {
-	Kind  Kind
-	Msg   string
-	Cause error
-	// Fields are public details sent beside the message (a SQL error's sqlstate and position).
-	Fields map[string]any
-	// RetryAfter, on a 429, is when trying again can succeed (sent as Retry-After).
-	RetryAfter time.Duration
-}
-
-func (e *Error) Error() string {
-	if e.Cause != nil {
-		return e.Msg + ": " + e.Cause.Error()
-	}
-	return e.Msg
-}
-
-func (e *Error) Unwrap() error { return e.Cause }
-
-func newErr(k Kind, format string, args ...any) *Error {
-	return &Error{Kind: k, Msg: fmt.Sprintf(format, args...)}
-}
+type Error = apperr.Error
 
 // Invalid is a 400 for bad input.
-func Invalid(format string, args ...any) error { return newErr(KindInvalid, format, args...) }
+func Invalid(format string, args ...any) error { return apperr.Invalid(format, args...) }
 
 // Forbidden is a 403.
-func Forbidden(format string, args ...any) error { return newErr(KindForbidden, format, args...) }
+func Forbidden(format string, args ...any) error { return apperr.Forbidden(format, args...) }
 
 // NotFound is a 404.
-func NotFound(format string, args ...any) error { return newErr(KindNotFound, format, args...) }
+func NotFound(format string, args ...any) error { return apperr.NotFound(format, args...) }
 
 // Conflict is a 409.
-func Conflict(format string, args ...any) error { return newErr(KindConflict, format, args...) }
+func Conflict(format string, args ...any) error { return apperr.Conflict(format, args...) }
 
 // Unauthenticated is a 401.
 func Unauthenticated(format string, args ...any) error {
-	return newErr(KindUnauthenticated, format, args...)
+	return apperr.Unauthenticated(format, args...)
 }
 
 // Gone is a 410.
-func Gone(format string, args ...any) error { return newErr(KindGone, format, args...) }
+func Gone(format string, args ...any) error { return apperr.Gone(format, args...) }
 
 // Internal wraps an unexpected failure; the caller sees only "internal error".
 func Internal(cause error, format string, args ...any) error {
-	return &Error{Kind: KindInternal, Msg: fmt.Sprintf(format, args...), Cause: cause}
+	return apperr.Internal(cause, format, args...)
 }
 
 // KindOf returns the kind of err (KindInternal for errors not made here).
-func KindOf(err error) Kind {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Kind
-	}
-	return KindInternal
+func KindOf(err error) Kind { return apperr.KindOf(err) }
+
+// notFoundAs turns store.ErrNotFound into a 404 with msg, and anything else into an internal error.
+func notFoundAs(err error, format string, args ...any) error {
+	return apperr.NotFoundAs(err, format, args...)
 }

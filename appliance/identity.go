@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/store"
 )
@@ -199,7 +200,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Principal, e
 			if err != nil {
 				return Unauthenticated("invalid or expired session")
 			}
-			p = &Principal{AuthSource: SourceSession, UserID: u.ID, IsAdmin: u.IsAdmin, sessionID: sess.ID, Scopes: []string{}}
+			p = authz.NewSession(u.ID, sess.ID, u.IsAdmin)
 			if u.IsAdmin && sess.OrganizationID == "" {
 				p.Scopes = scopeStrings(AllScopes)
 				return nil
@@ -214,7 +215,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*Principal, e
 				}
 				p.OrganizationID, p.IDPOrganizationID, p.IDPOrganizationSlug = org.ID, org.ID, org.Slug
 				p.IDPOrganizationRole = m.Role
-				p.Scopes = scopeStrings(roleScopes(m.Role))
+				p.Scopes = scopeStrings(authz.RoleScopes(m.Role))
 				if u.IsAdmin {
 					p.Scopes = scopeStrings(AllScopes)
 				}
@@ -325,7 +326,7 @@ func (s *Service) actAsCreator(tx *store.Tx, p *Principal, k *store.APIKey) erro
 	} else if p.IDPOrganizationRole = u.Role(k.OrganizationID); p.IDPOrganizationRole == "" {
 		return Unauthenticated("API key's creator is no longer a member of its organization")
 	}
-	granted := roleScopes(p.IDPOrganizationRole)
+	granted := authz.RoleScopes(p.IDPOrganizationRole)
 	p.Scopes = []string{}
 	for _, sc := range k.Scopes {
 		if slices.Contains(granted, Scope(sc)) {

@@ -422,7 +422,7 @@ func (s *Service) SignOut(ctx context.Context, p *Principal) (*SignedOut, error)
 		return nil, Forbidden("signing out needs a signed-in session")
 	}
 	err := s.db.Update(func(tx *store.Tx) error {
-		if _, err := s.revokeSessions(tx, p.UserID, func(x *store.Session) bool { return x.ID == p.sessionID }); err != nil {
+		if _, err := s.revokeSessions(tx, p.UserID, func(x *store.Session) bool { return x.ID == p.SessionID() }); err != nil {
 			return err
 		}
 		return s.audit(tx, p, "session.revoke", p.OrganizationID, "", nil)
@@ -488,7 +488,7 @@ func (s *Service) ChangePassword(ctx context.Context, p *Principal, req *ChangeP
 		if err := store.Users.Put(tx, cur); err != nil {
 			return Internal(err, "store user")
 		}
-		if out.SessionsRevoked, err = s.revokeSessions(tx, u.ID, func(x *store.Session) bool { return x.ID != p.sessionID }); err != nil {
+		if out.SessionsRevoked, err = s.revokeSessions(tx, u.ID, func(x *store.Session) bool { return x.ID != p.SessionID() }); err != nil {
 			return err
 		}
 		return s.audit(tx, p, "user.password_change", p.OrganizationID, "", map[string]any{"user_id": u.ID, "sessions_revoked": out.SessionsRevoked})

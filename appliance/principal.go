@@ -1,140 +1,39 @@
 package appliance
 
-import (
-	"slices"
-)
+import "github.com/theappliance/appliance/appliance/authz"
 
-// organizationScopes act on the organization as a whole and are refused on project-scoped keys.
-var organizationScopes = []Scope{ScopeOrganizationsRead, ScopeOrganizationsWrite, ScopeAPIKeysRead, ScopeAPIKeysWrite}
+// The caller and its checks live in appliance/authz, where the area packages reach them without this
+// package; these names keep the root's and httpapi's spelling.
+
+// Principal is the authenticated caller.
+type Principal = authz.Principal
 
 // IsOrganizationScope reports whether s manages the organization as a whole.
-func IsOrganizationScope(s Scope) bool { return slices.Contains(organizationScopes, s) }
+func IsOrganizationScope(s Scope) bool { return authz.IsOrganizationScope(s) }
+
+// RoleGrants reports whether the organization role grants scope s.
+func RoleGrants(role string, s Scope) bool { return authz.RoleGrants(role, s) }
 
 // Organization roles of the built-in identity provider.
 const (
-	RoleOwner  = "owner"
-	RoleAdmin  = "admin"
-	RoleMember = "member"
+	RoleOwner  = authz.RoleOwner
+	RoleAdmin  = authz.RoleAdmin
+	RoleMember = authz.RoleMember
 )
-
-// roleScopes are the scopes a session carries for each role.
-func roleScopes(role string) []Scope {
-	if isAdminRole(role) {
-		return AllScopes
-	}
-	return []Scope{ScopeProjectsRead, ScopeProjectsWrite, ScopeCredentialsRead, ScopeBackupsRead,
-		ScopeBackupsWrite, ScopeJobsRead, ScopeOrganizationsRead, ScopeAPIKeysRead}
-}
 
 // Authentication sources.
 const (
-	SourceAPIKey  = "api_key"
-	SourceSession = "session"
+	SourceAPIKey  = authz.SourceAPIKey
+	SourceSession = authz.SourceSession
 )
 
 // Actor kinds recorded on audit events.
 const (
-	ActorAPIKey    = "api_key"
-	ActorUser      = "user"
-	ActorSystem    = "system"
-	ActorAnonymous = "anonymous"
+	ActorAPIKey    = authz.ActorAPIKey
+	ActorUser      = authz.ActorUser
+	ActorSystem    = authz.ActorSystem
+	ActorAnonymous = authz.ActorAnonymous
 )
-
-// Principal is the authenticated caller.
-type Principal struct {
-	AuthSource          string   `json:"auth_source"`
-	IDPOrganizationID   string   `json:"idp_organization_id"`
-	IDPOrganizationRole string   `json:"idp_organization_role"`
-	IDPOrganizationSlug string   `json:"idp_organization_slug"`
-	OrganizationID      string   `json:"organization_id"`
-	UserID              string   `json:"user_id"`
-	IsAdmin             bool     `json:"is_admin"`
-	Scopes              []string `json:"scopes"`
-	ProjectID           string   `json:"project_id"` // set for project-scoped keys
-	APIKeyID            string   `json:"api_key_id"` // set when authenticated by API key
-
-	sessionID string
-}
-
-// Has reports whether the principal carries scope s.
-func (p *Principal) Has(s Scope) bool { return slices.Contains(p.Scopes, string(s)) }
-
-// SameRights reports whether q, the same credential authenticated again, may still do exactly what p
-// could: the same organization, project binding, role, admin flag and scopes. A long-lived request (an
-// event or log stream) that opened as p ends when its credential no longer authenticates as p.
-func (p *Principal) SameRights(q *Principal) bool {
-	return p.AuthSource == q.AuthSource && p.UserID == q.UserID && p.APIKeyID == q.APIKeyID &&
-		p.OrganizationID == q.OrganizationID && p.ProjectID == q.ProjectID && p.IsAdmin == q.IsAdmin &&
-		p.IDPOrganizationRole == q.IDPOrganizationRole && slices.Equal(p.Scopes, q.Scopes)
-}
-
-// IsSession reports whether the caller is an identity-provider session.
-func (p *Principal) IsSession() bool { return p.AuthSource == SourceSession }
-
-// Actor returns the kind and id recorded on audit events.
-func (p *Principal) Actor() (kind, id string) {
-	if p == nil {
-		return ActorAnonymous, ""
-	}
-	switch p.AuthSource {
-	case SourceAPIKey:
-		return ActorAPIKey, p.APIKeyID
-	case ActorSystem:
-		return ActorSystem, "appliance"
-	}
-	return ActorUser, p.UserID
-}
-
-// RequireAdminRole refuses callers without the organization admin role (owner or admin) for the
-// admin-only actions of the spec (§Authentication 6). A session carries its user's role; an API key
-// carries its creator's current role (see actAsCreator), so a key minted by a member is refused too.
-func (p *Principal) RequireAdminRole(action string) error {
-	if p.IsAdmin || p.AuthSource == ActorSystem || isAdminRole(p.IDPOrganizationRole) {
-		return nil
-	}
-	return Forbidden("%s requires the organization admin role", action)
-}
-
-func isAdminRole(role string) bool { return role == RoleOwner || role == RoleAdmin }
-
-// RoleGrants reports whether the organization role grants scope s.
-func RoleGrants(role string, s Scope) bool { return slices.Contains(roleScopes(role), s) }
-
-// CheckOrganization refuses access to an organization the caller does not belong to. Platform admins may
-// act on any organization. The error is a 404 so other organizations' IDs are not revealed.
-func (p *Principal) CheckOrganization(orgID string) error {
-	if p.IsAdmin || p.OrganizationID == orgID {
-		return nil
-	}
-	return NotFound("organization %s not found", orgID)
-}
-
-// CheckProject refuses a project outside the caller's reach: another organization's (404) or, for a
-// project-scoped key, any project but its own (403).
-func (p *Principal) CheckProject(projectID, projectOrgID string) error {
-	if err := p.CheckOrganization(projectOrgID); err != nil {
-		return NotFound("project %s not found", projectID)
-	}
-	if p.ProjectID != "" && p.ProjectID != projectID {
-		return Forbidden("this API key is restricted to project %s", p.ProjectID)
-	}
-	return nil
-}
-
-// OrganizationFilter resolves the organization a listing is for: organization principals always get their
-// own (a different filter is refused); platform admins must name one.
-func (p *Principal) OrganizationFilter(requested string) (string, error) {
-	if p.IsAdmin {
-		if requested == "" {
-			return "", Invalid("organization_id is required for platform administrators, who have no implicit organization")
-		}
-		return requested, nil
-	}
-	if requested != "" && requested != p.OrganizationID {
-		return "", NotFound("organization %s not found", requested)
-	}
-	return p.OrganizationID, nil
-}
 
 func scopeStrings(s []Scope) []string {
 	out := make([]string, len(s))

@@ -5,7 +5,6 @@ package appliance
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -210,14 +209,6 @@ func (s *Service) audit(tx *store.Tx, p *Principal, action, orgID, projectID str
 		ID: ids.New("aud"), Action: action, ActorKind: kind, ActorID: id,
 		OrganizationID: orgID, ProjectID: projectID, Metadata: md, CreatedAt: s.now(),
 	})
-}
-
-// notFoundAs turns store.ErrNotFound into a 404 with msg, and anything else into an internal error.
-func notFoundAs(err error, format string, args ...any) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return NotFound(format, args...)
-	}
-	return Internal(err, "read metadata")
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/store"
 )
@@ -42,8 +43,9 @@ func TestWireTwins(t *testing.T) {
 
 // TestWirePrincipalCopiesEveryField fills every exported field of a Principal and checks the wire copy.
 func TestWirePrincipalCopiesEveryField(t *testing.T) {
-	p := &Principal{AuthSource: "a", IDPOrganizationID: "b", IDPOrganizationRole: "c", IDPOrganizationSlug: "d",
-		OrganizationID: "e", UserID: "f", IsAdmin: true, Scopes: []string{"g"}, ProjectID: "h", APIKeyID: "i", sessionID: "j"}
+	p := authz.NewSession("f", "j", true)
+	p.AuthSource, p.IDPOrganizationID, p.IDPOrganizationRole, p.IDPOrganizationSlug = "a", "b", "c", "d"
+	p.OrganizationID, p.Scopes, p.ProjectID, p.APIKeyID = "e", []string{"g"}, "h", "i"
 	w := reflect.ValueOf(*wirePrincipal(p))
 	for i := range w.NumField() {
 		if w.Field(i).IsZero() {
