@@ -327,20 +327,19 @@ func (s *Service) StopInstances(ctx context.Context) error {
 	if err := s.FlushStudioLog(ctx); err != nil {
 		s.log.Warn("write the studio's last history entries", "err", err)
 	}
-	dp, err := s.dataPlane()
-	if err != nil {
+	if _, err := s.dataPlane(); err != nil {
 		return err
 	}
 	var insts []*store.Instance
 	var others []daemon.Process
-	err = s.db.View(func(tx *store.Tx) error {
+	err := s.db.View(func(tx *store.Tx) error {
 		var err error
 		if insts, err = store.Instances.All(tx, nil); err != nil {
 			return err
 		}
 		kvs, err := store.KVStores.All(tx, nil)
 		for _, kv := range kvs {
-			if srv, _, err := s.kvServer(dp, kv); err == nil {
+			if srv, _, err := s.kv.Server(kv); err == nil {
 				others = append(others, srv)
 			}
 		}
@@ -356,7 +355,7 @@ func (s *Service) StopInstances(ctx context.Context) error {
 // an audit event from the system.
 func (s *Service) OnInstanceEvent(e daemon.Event) {
 	if strings.HasPrefix(e.Key, "kv/") {
-		s.onKVEvent(e)
+		s.kv.OnEvent(e)
 		return
 	}
 	instID := e.Key

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -60,11 +61,11 @@ var jobEvents = map[string]string{
 	JobImportRestore:       "import.completed",
 	JobImportFollowCutover: "import.completed",
 	JobProjectRotate:       "credentials.rotated",
-	JobKVCreate:            "kv.ready",
+	kv.JobCreate:           "kv.ready",
 	JobPreviewCreate:       "preview.ready",
 	JobPreviewDelete:       "preview.deleted",
 	JobPreviewReset:        "preview.reset",
-	JobKVDelete:            "kv.deleted",
+	kv.JobDelete:           "kv.deleted",
 }
 
 // EventRetention is how long the log keeps an event (a stream resuming from an older position starts

@@ -31,7 +31,7 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	s.registerUpgradeJobs(r)
 	s.registerBackupJobs(r)
 	s.registerFollowJobs(r)
-	s.registerKVJobs(r)
+	s.kv.RegisterJobs(r)
 	s.registerPreviewJobs(r)
 	s.registerCutoverJobs(r)
 }
@@ -339,8 +339,7 @@ func (s *Service) setRuntime(projectID, status string) {
 // (purgeProjectBackups), then marks the project deleted. Every step is idempotent and the project is marked
 // deleted last, so a retry after a crash does whatever the last attempt left undone.
 func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any, error) {
-	dp, err := s.dataPlane()
-	if err != nil {
+	if _, err := s.dataPlane(); err != nil {
 		return nil, err
 	}
 	prj, inst, err := s.loadProject(targetOf(run))
@@ -357,7 +356,7 @@ func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any
 			return nil, scheduler.Transient(err)
 		}
 	}
-	if err := s.removeProjectKV(ctx, dp, prj.ID); err != nil {
+	if err := s.kv.RemoveProject(ctx, prj.ID); err != nil {
 		return nil, scheduler.Transient(fmt.Errorf("remove the project's key-value store: %w", err))
 	}
 	if err := s.removePreviews(ctx, prj.ID); err != nil {

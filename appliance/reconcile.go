@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
 )
@@ -91,14 +92,14 @@ func reconcile(db *store.DB, dataDir string) ([]mismatch, error) {
 			return err
 		}
 		known = map[string]bool{}
-		for _, kv := range kvs {
-			known[kv.ID] = true
-			if kv.State != KVRunning || kv.Dir == "" {
+		for _, st := range kvs {
+			known[st.ID] = true
+			if st.State != kv.StateRunning || st.Dir == "" {
 				continue
 			}
-			if _, err := os.Stat(kv.Dir); os.IsNotExist(err) {
-				out = append(out, mismatch{projectID: kv.ProjectID,
-					text: fmt.Sprintf("key-value store %s (project %s) has no directory %s", kv.ID, kv.ProjectID, kv.Dir)})
+			if _, err := os.Stat(st.Dir); os.IsNotExist(err) {
+				out = append(out, mismatch{projectID: st.ProjectID,
+					text: fmt.Sprintf("key-value store %s (project %s) has no directory %s", st.ID, st.ProjectID, st.Dir)})
 			}
 		}
 		for _, name := range dirNames(filepath.Join(dataDir, "kv")) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -117,7 +118,7 @@ func (s *Service) ApplyRevocations() ([]string, error) {
 		for _, r := range kvs {
 			// A token nobody was given (it is dropped here): none opens the store until its owner rotates
 			// one, and its server still starts with a tenant password.
-			_, hash, prefix := newKVToken()
+			_, hash, prefix := kv.NewToken()
 			r.TokenHash, r.TokenPrefix, r.UpdatedAt = hash, prefix, now
 			r.LastError = "its token was replaced after this metadata was written (an older meta.db was put back): rotate the token"
 			if err := store.KVStores.Put(tx, r); err != nil {

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/scheduler/lane"
@@ -114,9 +115,8 @@ type Service struct {
 	uploads uploadGate
 	// hooks delivers webhooks (StartWebhooks).
 	hooks *webhooks
-	// kvFront is where tenants reach the key-value stores; kvLocks orders a store's rotations and removal.
-	kvFront KVFront
-	kvLocks keyLocks
+	// kv is the key-value store area (appliance/kv, built in New).
+	kv *kv.Service
 	// ephemeral bounds anonymous ephemeral databases; ephemeralRate is its per-IP bucket.
 	ephemeral     EphemeralLimits
 	ephemeralRate perKeyRate
@@ -165,7 +165,6 @@ func New(cfg Config, deps Deps) *Service {
 		hooks = *cfg.Webhooks
 	}
 	s.hooks = s.newWebhooks(hooks)
-	s.kvFront = cfg.KVFront
 	s.studio.pools = studio.NewPools()
 	ephemeral := DefaultEphemeralLimits
 	if cfg.Ephemeral != nil {
@@ -178,6 +177,7 @@ func New(cfg Config, deps Deps) *Service {
 	if deps.DataPlane != nil {
 		s.useDataPlane(deps.DataPlane)
 	}
+	s.kv = s.newKV(cfg, deps)
 	return s
 }
 

@@ -55,7 +55,7 @@ func newKVBench(b *testing.B) *kvBench {
 	if j := e.WaitJob(b, res.Job.ID); j.State != scheduler.StateCompleted {
 		b.Fatalf("provision: %s", j.Error)
 	}
-	kv, err := e.Svc.CreateKV(b.Context(), p, res.Project.ID)
+	kv, err := e.Svc.KV().Create(b.Context(), p, res.Project.ID)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -235,7 +235,7 @@ func (u *upRun) schedulerComponent() *component {
 		if err := svc.AdoptInstances(ctx); err != nil {
 			return err
 		}
-		return svc.AdoptKV(ctx)
+		return svc.KV().Adopt(ctx)
 	}, stop: func(ctx context.Context) error {
 		err := u.runner.Stop(ctx)
 		if firstFill != nil {
@@ -268,13 +268,13 @@ func (u *upRun) webhooksComponent() *component {
 func (u *upRun) kvFrontComponent() *component {
 	return &component{name: "kv-front", start: func(ctx context.Context) error {
 		svc, log, tlsCfg := u.svc, u.log, u.certMgr.TLSConfig()
-		u.kv = &kvproxy.Server{Addr: u.cfg.KVListen, Listener: u.kvLn, TLS: tlsCfg, Resolver: svc, Log: log, Limits: u.kvLimits, Lane: u.lane}
-		u.kvREST = &kvproxy.REST{Addr: u.cfg.KVRESTListen, Listener: u.kvRESTLn, TLS: tlsCfg, Resolver: svc, Log: log, Limits: u.kvLimits, Lane: u.lane}
+		u.kv = &kvproxy.Server{Addr: u.cfg.KVListen, Listener: u.kvLn, TLS: tlsCfg, Resolver: svc.KV(), Log: log, Limits: u.kvLimits, Lane: u.lane}
+		u.kvREST = &kvproxy.REST{Addr: u.cfg.KVRESTListen, Listener: u.kvRESTLn, TLS: tlsCfg, Resolver: svc.KV(), Log: log, Limits: u.kvLimits, Lane: u.lane}
 		kv, kvREST := u.kv, u.kvREST
 		svc.Probe.Register("kv-front", func(ctx context.Context) (string, string) {
 			return worst(ctx, kv.Health, kvREST.Health)
 		})
-		svc.Probe.Register("kv-stores", svc.KVHealth)
+		svc.Probe.Register("kv-stores", svc.KV().Health)
 		if err := kv.Start(ctx); err != nil {
 			return err
 		}

@@ -28,7 +28,7 @@ func TestStatusSaysWhenAStoreRefusesWrites(t *testing.T) {
 	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	k.Svc.Probe.Register("kv-stores", k.Svc.KVHealth)
+	k.Svc.Probe.Register("kv-stores", k.Svc.KV().Health)
 	component := func() appliance.Component {
 		t.Helper()
 		for _, c := range k.Svc.Status(ctx).Components {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	kvarea "github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/kvproxy"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -66,16 +67,16 @@ func (k *kvEnv) wait(t *testing.T, jobID string) *store.Job {
 // token).
 func (k *kvEnv) store(t *testing.T, projectID string) *appliance.KVStore {
 	t.Helper()
-	res, err := k.Svc.CreateKV(t.Context(), k.p, projectID)
+	res, err := k.Svc.KV().Create(t.Context(), k.p, projectID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.KVStore.State != appliance.KVProvisioning || res.KVStore.Token == nil {
+	if res.KVStore.State != kvarea.StateProvisioning || res.KVStore.Token == nil {
 		t.Fatalf("created: %+v", res.KVStore)
 	}
 	k.wait(t, res.Job.ID)
-	got, err := k.Svc.GetKV(t.Context(), k.p, projectID)
-	if err != nil || got.State != appliance.KVRunning || got.Token != nil {
+	got, err := k.Svc.KV().Get(t.Context(), k.p, projectID)
+	if err != nil || got.State != kvarea.StateRunning || got.Token != nil {
 		t.Fatalf("after the job: %+v, %v", got, err)
 	}
 	return res.KVStore
@@ -291,7 +292,7 @@ func TestTokensIsolateAndRotationCutsConnections(t *testing.T) {
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err := k.Svc.RotateKVToken(ctx, k.p, bPrj)
+	res, err := k.Svc.KV().RotateToken(ctx, k.p, bPrj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +326,7 @@ func TestStoreLifecycle(t *testing.T) {
 	kv := k.store(t, prj)
 	ctx := t.Context()
 	var ae *appliance.Error
-	if _, err := k.Svc.CreateKV(ctx, k.p, prj); !errors.As(err, &ae) || ae.Kind != appliance.KindConflict {
+	if _, err := k.Svc.KV().Create(ctx, k.p, prj); !errors.As(err, &ae) || ae.Kind != appliance.KindConflict {
 		t.Fatalf("second create: %v", err)
 	}
 	usage := func() (int, int) {
@@ -391,12 +392,12 @@ func TestStoreLifecycle(t *testing.T) {
 	if _, err := k.Svc.PatchProject(ctx, k.p, prj, &appliance.PatchProjectRequest{Plan: &pro}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := k.Svc.GetKV(ctx, k.p, prj); err != nil || got.MaxmemoryMB != 32 {
+	if got, err := k.Svc.KV().Get(ctx, k.p, prj); err != nil || got.MaxmemoryMB != 32 {
 		t.Fatalf("after the plan change: %+v %v", got, err)
 	}
 
 	// Flush: every key gone, the same token works.
-	fl, err := k.Svc.FlushKV(ctx, k.p, prj)
+	fl, err := k.Svc.KV().Flush(ctx, k.p, prj)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +412,7 @@ func TestStoreLifecycle(t *testing.T) {
 	}
 	c.Close()
 	stopAll(t, k)
-	if err := k.Svc.AdoptKV(ctx); err != nil {
+	if err := k.Svc.KV().Adopt(ctx); err != nil {
 		t.Fatal(err)
 	}
 	c2 := k.client(t, *kv.Token, 3)
@@ -419,11 +420,11 @@ func TestStoreLifecycle(t *testing.T) {
 
 	// Delete: the server, its socket and data are gone; then a new store can be created.
 	dir := kvDir(t, k, prj)
-	del, err := k.Svc.DeleteKV(ctx, k.p, prj)
+	del, err := k.Svc.KV().Delete(ctx, k.p, prj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := k.Svc.GetKV(ctx, k.p, prj); got != nil && got.State != appliance.KVDestroying {
+	if got, _ := k.Svc.KV().Get(ctx, k.p, prj); got != nil && got.State != kvarea.StateDestroying {
 		t.Fatalf("while deleting: %+v", got)
 	}
 	k.wait(t, del.Job.ID)
@@ -434,7 +435,7 @@ func TestStoreLifecycle(t *testing.T) {
 		t.Fatal("the store's server still runs")
 	}
 	wantErr(t, c2.Ping(ctx).Err(), "")
-	if _, err := k.Svc.GetKV(ctx, k.p, prj); !errors.As(err, &ae) || ae.Kind != appliance.KindNotFound {
+	if _, err := k.Svc.KV().Get(ctx, k.p, prj); !errors.As(err, &ae) || ae.Kind != appliance.KindNotFound {
 		t.Fatalf("after delete: %v", err)
 	}
 	if n, _ := usage(); n != 0 {
@@ -549,7 +550,7 @@ func TestRESPFrontWaitsForARestartingStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The supervisor starts it again (as at the appliance's start).
-	if err := k.Svc.AdoptKV(ctx); err != nil {
+	if err := k.Svc.KV().Adopt(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got, ping := line(r), line(r); got != "+OK" || ping != "+PONG" {

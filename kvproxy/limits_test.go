@@ -26,8 +26,8 @@ func (k *kvEnv) limitedFronts(t *testing.T, lim connlimit.Limits) (*kvproxy.Serv
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp := &kvproxy.Server{Addr: "127.0.0.1:0", TLS: cfg, Resolver: k.Svc, Limits: lim}
-	rest := &kvproxy.REST{Addr: "127.0.0.1:0", TLS: cfg, Resolver: k.Svc, Limits: lim}
+	resp := &kvproxy.Server{Addr: "127.0.0.1:0", TLS: cfg, Resolver: k.Svc.KV(), Limits: lim}
+	rest := &kvproxy.REST{Addr: "127.0.0.1:0", TLS: cfg, Resolver: k.Svc.KV(), Limits: lim}
 	for _, s := range []interface {
 		Start(context.Context) error
 		Stop(context.Context) error

@@ -153,7 +153,7 @@ func TestRESTFrontSpeaksUpstash(t *testing.T) {
 		t.Fatalf("a body under the cap: %d", status)
 	}
 	// After a rotation the old token is refused at once.
-	rot, err := k.Svc.RotateKVToken(t.Context(), k.p, kv.ProjectID)
+	rot, err := k.Svc.KV().RotateToken(t.Context(), k.p, kv.ProjectID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -473,8 +473,8 @@ func (e *Env) StartKVFronts(t testing.TB) *KVFronts {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &KVFronts{RESP: &kvproxy.Server{Addr: "127.0.0.1:0", Listener: e.kvLn, TLS: cfg, Resolver: e.Svc, Lane: e.Lane},
-		REST: &kvproxy.REST{Addr: "127.0.0.1:0", Listener: e.kvRESTLn, TLS: cfg, Resolver: e.Svc, Lane: e.Lane}}
+	f := &KVFronts{RESP: &kvproxy.Server{Addr: "127.0.0.1:0", Listener: e.kvLn, TLS: cfg, Resolver: e.Svc.KV(), Lane: e.Lane},
+		REST: &kvproxy.REST{Addr: "127.0.0.1:0", Listener: e.kvRESTLn, TLS: cfg, Resolver: e.Svc.KV(), Lane: e.Lane}}
 	for _, s := range []interface {
 		Start(context.Context) error
 		Stop(context.Context) error

@@ -1,0 +1,309 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/authz"
+	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/appliance/redis"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// RegisterJobs registers the area's job handlers on the runner (the root's RegisterJobs calls it).
+func (s *Service) RegisterJobs(r *scheduler.Runner) {
+	r.Handle(JobCreate, s.createJob)
+	r.Handle(JobFlush, s.flushJob)
+	r.Handle(JobDelete, s.deleteJob)
+}
+
+// target starts a kv job: the data plane and the job's store.
+func (s *Service) target(run *scheduler.Run) (*Plane, *store.KVStore, error) {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return nil, nil, err
+	}
+	if dp.RedisServer == "" {
+		return nil, nil, errors.New("redis-server is not installed (Debian package redis-server)")
+	}
+	var pl payload
+	if err := run.DecodePayload(&pl); err != nil {
+		return nil, nil, err
+	}
+	var kv *store.KVStore
+	err = s.db.View(func(tx *store.Tx) error {
+		kv, err = store.KVStores.Get(tx, pl.KVStoreID)
+		return err
+	})
+	return dp, kv, err
+}
+
+// update applies fn to the stored record.
+func (s *Service) update(id string, fn func(*store.KVStore)) error {
+	return s.db.Update(func(tx *store.Tx) error {
+		kv, err := store.KVStores.Get(tx, id)
+		if err != nil {
+			return err
+		}
+		fn(kv)
+		kv.UpdatedAt = s.now()
+		return store.KVStores.Put(tx, kv)
+	})
+}
+
+// createJob starts the store's server and puts it under supervision. When it fails for good, the store
+// is in error with last_error and nothing of it runs.
+func (s *Service) createJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	dp, kv, err := s.target(run)
+	if errors.Is(err, store.ErrNotFound) { // deleted with its project meanwhile
+		return map[string]any{"skipped": "the store is gone"}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if kv.State != StateProvisioning {
+		return map[string]any{"skipped": "the store is " + kv.State}, nil
+	}
+	srv, _, err := s.Server(kv)
+	if err == nil {
+		err = s.start(ctx, dp, srv)
+	}
+	if err != nil {
+		if ctx.Err() != nil { // the appliance stops: the retry after its next start starts the server again
+			s.stopUnsupervised(srv)
+			return nil, err
+		}
+		if srv != nil {
+			dp.Supervisor.Unwatch(supervisorKey(kv.ID))
+			if rerr := srv.Remove(context.WithoutCancel(ctx)); rerr != nil {
+				s.log.Warn("remove a key-value store that failed to start", "kv_store", kv.ID, "err", rerr)
+			}
+		}
+		if uerr := s.update(kv.ID, func(r *store.KVStore) { r.State, r.LastError = StateError, err.Error() }); uerr != nil {
+			s.log.Error("mark key-value store failed", "kv_store", kv.ID, "err", uerr)
+		}
+		return nil, err
+	}
+	if err := s.update(kv.ID, func(r *store.KVStore) {
+		if r.State == StateProvisioning {
+			r.State, r.LastError = StateRunning, ""
+		}
+	}); err != nil {
+		return nil, err
+	}
+	return map[string]any{"kv_store_id": kv.ID, "maxmemory_mb": kv.MaxMemoryMB}, nil
+}
+
+// start starts a server and watches it.
+func (s *Service) start(ctx context.Context, dp *Plane, srv *redis.Server) error {
+	if err := os.MkdirAll(s.cfg.Dir, 0o711); err != nil {
+		return err
+	}
+	if err := os.Chmod(s.cfg.Dir, 0o711); err != nil {
+		return err
+	}
+	if err := srv.Start(ctx, dp.Supervisor.Exec); err != nil {
+		return err
+	}
+	return dp.Supervisor.Watch(supervisorKey(srv.ID), srv)
+}
+
+func (s *Service) stopUnsupervised(srv *redis.Server) {
+	if srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Stop(ctx, nil, daemon.StopFast); err != nil {
+		s.log.Warn("stop the server of an interrupted key-value create", "kv_store", srv.ID, "err", err)
+	}
+}
+
+// flushJob deletes every key (FLUSHALL as the appliance's user) and saves the empty snapshot, so a
+// restart cannot bring keys back.
+func (s *Service) flushJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	_, kv, err := s.target(run)
+	if err != nil {
+		return nil, err
+	}
+	if kv.State != StateRunning {
+		return nil, fmt.Errorf("the key-value store is %s, not running", kv.State)
+	}
+	srv, admin, err := s.Server(kv)
+	if err != nil {
+		return nil, err
+	}
+	out, err := srv.Admin(ctx, admin, []string{"DBSIZE"}, []string{"FLUSHALL", "SYNC"}, []string{"SAVE"})
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	n, _ := strconv.Atoi(strings.TrimPrefix(out[0], ":"))
+	return map[string]any{"kv_store_id": kv.ID, "keys_deleted": n}, nil
+}
+
+// deleteJob stops the server, removes its directory (socket, snapshot, configuration) and the record.
+func (s *Service) deleteJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	dp, kv, err := s.target(run)
+	if errors.Is(err, store.ErrNotFound) {
+		return map[string]any{"skipped": "already deleted"}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.remove(ctx, dp, kv); err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	return map[string]any{"kv_store_id": kv.ID, "deleted": true}, nil
+}
+
+// remove ends a store: its server, its directory, then its record (with the project's lock on rotations).
+func (s *Service) remove(ctx context.Context, dp *Plane, kv *store.KVStore) error {
+	unlock := s.locks.lock(kv.ProjectID)
+	defer unlock()
+	dp.Supervisor.Unwatch(supervisorKey(kv.ID))
+	srv, _, err := s.Server(kv)
+	if err != nil {
+		return err
+	}
+	if err := srv.Remove(ctx); err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *store.Tx) error {
+		err := store.KVStores.Delete(tx, kv.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+}
+
+// RemoveProject removes a deleted project's store, if it has one (the root's project delete job).
+func (s *Service) RemoveProject(ctx context.Context, projectID string) error {
+	var kv *store.KVStore
+	err := s.db.View(func(tx *store.Tx) error {
+		var err error
+		kv, err = projectStore(tx, projectID)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	dp, err := s.dataPlane()
+	if err != nil {
+		return err
+	}
+	return s.remove(ctx, dp, kv)
+}
+
+// running is every running store's record.
+func (s *Service) running() ([]*store.KVStore, error) {
+	var live []*store.KVStore
+	err := s.db.View(func(tx *store.Tx) error {
+		var err error
+		live, err = store.KVStores.All(tx, func(r *store.KVStore) bool { return r.State == StateRunning })
+		return err
+	})
+	return live, err
+}
+
+// Adopt puts every running store's server under supervision at start: a live one is adopted, a dead one
+// (the machine rebooted) is started by the supervisor from its snapshot.
+func (s *Service) Adopt(ctx context.Context) error {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return err
+	}
+	live, err := s.running()
+	if err != nil {
+		return err
+	}
+	for _, kv := range live {
+		srv, _, err := s.Server(kv)
+		if err != nil {
+			return err
+		}
+		if err := dp.Supervisor.Watch(supervisorKey(kv.ID), srv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// OnEvent records what the supervisor saw of a store's server as an audit event of its project.
+func (s *Service) OnEvent(e daemon.Event) {
+	id := strings.TrimPrefix(e.Key, "kv/")
+	err := s.db.Update(func(tx *store.Tx) error {
+		kv, err := store.KVStores.Get(tx, id)
+		if err != nil {
+			return err
+		}
+		md := map[string]any{"kv_store_id": id, "pid": e.PID}
+		if e.Err != nil {
+			md["error"] = e.Err.Error()
+		}
+		return s.host.Audit(tx, &authz.Principal{AuthSource: authz.ActorSystem}, "kv."+string(e.Kind), kv.OrganizationID, kv.ProjectID, md)
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Error("record a key-value server event", "key", e.Key, "err", err)
+	}
+}
+
+// Health is the status page's row of the stores: how many run, any whose server is down, and any that
+// refuses writes because its last snapshot failed.
+func (s *Service) Health(ctx context.Context) (string, string) {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return api.StatusDown, err.Error()
+	}
+	if dp.RedisServer == "" {
+		return api.StatusDegraded, Feature + " disabled: redis-server is not installed (Debian package redis-server)"
+	}
+	live, err := s.running()
+	if err != nil {
+		return api.StatusDown, err.Error()
+	}
+	var down, unsaved, unknown []string
+	for _, kv := range live {
+		srv, admin, err := s.Server(kv)
+		if err != nil {
+			down = append(down, kv.ID)
+			continue
+		}
+		if _, running, _ := srv.Status(); !running {
+			down = append(down, kv.ID)
+			continue
+		}
+		// A store whose snapshot cannot be written (its disk full) refuses writes with MISCONF.
+		switch failed, err := srv.SaveFailed(ctx, admin); {
+		case err != nil:
+			unknown = append(unknown, kv.ID)
+		case failed:
+			unsaved = append(unsaved, kv.ID)
+		}
+	}
+	var bad []string
+	if len(down) > 0 {
+		bad = append(bad, fmt.Sprintf("%d of %d stores not running: %s", len(down), len(live), strings.Join(down, ", ")))
+	}
+	if len(unsaved) > 0 {
+		bad = append(bad, fmt.Sprintf("%d of %d stores refuse writes (MISCONF): their last snapshot could not be saved (disk full or unwritable): %s",
+			len(unsaved), len(live), strings.Join(unsaved, ", ")))
+	}
+	if len(unknown) > 0 {
+		bad = append(bad, fmt.Sprintf("%d of %d stores do not answer the appliance's INFO: %s", len(unknown), len(live), strings.Join(unknown, ", ")))
+	}
+	if len(bad) > 0 {
+		return api.StatusDegraded, strings.Join(bad, "; ")
+	}
+	return api.StatusOperational, fmt.Sprintf("%d stores running (redis-server %s)", len(live), dp.RedisServer)
+}
