@@ -464,6 +464,40 @@ func TestStoreLifecycle(t *testing.T) {
 	}
 }
 
+// TestProjectDeleteRemovesItsStore: deleting a project removes its store with it: the server, its
+// directory and the record; its token no longer resolves.
+func TestProjectDeleteRemovesItsStore(t *testing.T) {
+	k := newKVEnv(t)
+	ctx := t.Context()
+	prj := k.project(t, "doomed")
+	kv := k.store(t, prj)
+	c := k.client(t, *kv.Token, 2)
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	dir := kvDir(t, k, prj)
+	del, err := k.Svc.DeleteProject(ctx, k.p, prj, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.wait(t, del.Job.ID)
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the store's directory is still there: %v", err)
+	}
+	if len(appliancetest.ProcessesUnder(dir)) != 0 {
+		t.Fatal("the store's server still runs")
+	}
+	if err := k.DB.View(func(tx *store.Tx) error {
+		_, err := store.KVStores.Get(tx, kv.ID)
+		return err
+	}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the store's record: %v", err)
+	}
+	if _, err := k.Svc.KV().ResolveToken(ctx, *kv.Token); !errors.Is(err, kvarea.ErrInvalidToken) {
+		t.Fatalf("the token still resolves: %v", err)
+	}
+}
+
 func kvDir(t *testing.T, k *kvEnv, projectID string) string {
 	t.Helper()
 	var dir string
