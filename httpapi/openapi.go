@@ -120,7 +120,8 @@ const apiDescription = "The control-plane API of the appliance, a self-hosted ma
 	"value are `\"\"` or, for timestamps and free-form values, `null`). Request bodies are JSON objects; unknown " +
 	"fields are refused with 400. Every endpoint is rate limited per client IP (429 with `Retry-After`).\n\n" +
 	"Authenticate with an API key or a session token as a bearer token, or with an API key in `X-API-Key`. " +
-	"Each operation names the scope it needs in its description and in `x-required-scope`, and its " +
+	"Each operation names the scope it needs in its description and in `x-required-scope` (and, when it " +
+	"needs more than one, all of them in `x-required-scopes`), and its " +
 	"authentication mode in `x-auth` (`public`, `authenticated` or `session`)."
 
 // tagDescriptions describe the tags of the route table; a tag not listed here gets a generic description.
@@ -238,9 +239,18 @@ func (g *schemaGen) operation(rt Route, pathParams []string, used map[string]boo
 		op["security"] = []any{map[string]any{"bearerAuth": []any{}}, map[string]any{"apiKeyHeader": []any{}}}
 		desc = append(desc, "Needs an API key or a session token.")
 	}
-	if rt.Scope != "" {
-		op["x-required-scope"] = string(rt.Scope)
-		desc = append(desc, fmt.Sprintf("Required scope: `%s`.", rt.Scope))
+	if scopes := rt.scopes(); len(scopes) > 0 {
+		op["x-required-scope"] = string(scopes[0])
+		names := make([]string, len(scopes))
+		for i, sc := range scopes {
+			names[i] = "`" + string(sc) + "`"
+		}
+		if len(scopes) == 1 {
+			desc = append(desc, fmt.Sprintf("Required scope: %s.", names[0]))
+		} else {
+			op["x-required-scopes"] = scopeStrings(scopes)
+			desc = append(desc, fmt.Sprintf("Required scopes: %s (all of them).", strings.Join(names, ", ")))
+		}
 	} else if rt.Auth != Public {
 		desc = append(desc, "No particular scope is required.")
 	}

@@ -47,13 +47,17 @@ type Route struct {
 	Tag          string
 	Auth         Auth
 	Scope        api.Scope // "" means any authenticated caller
-	OrgLevel     bool      // acts on a whole organization: refused for project-scoped keys
-	Bucket       string    // rate-limit bucket: "" (default) or "cli_login"
-	Status       int       // success status
-	Query        []Param
-	Header       []Param // request headers the handler reads (documentation; the handler checks them)
-	Do           Op
-	ContentType  string // response media type when not JSON (documentation only)
+	// Also are further scopes the route needs: an answer that carries a secret (a token shown once) needs
+	// credentials:read beside the scope of the action. The router checks them all; the OpenAPI document and
+	// the scope table list them.
+	Also        []api.Scope
+	OrgLevel    bool   // acts on a whole organization: refused for project-scoped keys
+	Bucket      string // rate-limit bucket: "" (default) or "cli_login"
+	Status      int    // success status
+	Query       []Param
+	Header      []Param // request headers the handler reads (documentation; the handler checks them)
+	Do          Op
+	ContentType string // response media type when not JSON (documentation only)
 	// Stream marks routes whose bodies may take long to send or receive (dump uploads and downloads,
 	// event streams): they have no read or write deadline.
 	Stream bool
@@ -63,6 +67,14 @@ type Route struct {
 	// (400 for a body or query, 401/403 when authenticated, 404 for path parameters, 413 for a body, 429,
 	// 500): e.g. 409 for a project in the wrong state, 503 when its server does not answer.
 	Errors []int
+}
+
+// scopes are every scope the route needs: Scope, then Also.
+func (rt Route) scopes() []api.Scope {
+	if rt.Scope == "" {
+		return rt.Also
+	}
+	return append([]api.Scope{rt.Scope}, rt.Also...)
 }
 
 // Op is a typed handler: its request and response types feed the OpenAPI document.

@@ -506,14 +506,17 @@ func TestScopeMatrix(t *testing.T) {
 			refused(t, rt, "no credential", "", http.StatusUnauthorized, "missing credentials")
 			refused(t, rt, "unknown API key", "apl_live_doesnotexist", http.StatusUnauthorized, "invalid API key")
 			refused(t, rt, "unknown session", "ses_doesnotexist", http.StatusUnauthorized, "invalid or expired session")
-			if rt.Scope != "" {
-				refused(t, rt, "key with every scope but "+string(rt.Scope), lacking[rt.Scope], http.StatusForbidden, string(rt.Scope))
+			for _, sc := range rt.scopes() {
+				refused(t, rt, "key with every scope but "+string(sc), lacking[sc], http.StatusForbidden, string(sc))
 			}
 			if rt.Auth == SessionOnly {
 				refused(t, rt, "API key with every scope", b.adminKey, http.StatusForbidden, "session")
 			}
-			if rt.Scope != "" && rt.Auth != SessionOnly && !appliance.RoleGrants(appliance.RoleMember, rt.Scope) {
-				refused(t, rt, "key minted by a member", memberKey, http.StatusForbidden, string(rt.Scope))
+			for _, sc := range rt.scopes() {
+				if rt.Auth != SessionOnly && !appliance.RoleGrants(appliance.RoleMember, sc) {
+					refused(t, rt, "key minted by a member", memberKey, http.StatusForbidden, string(sc))
+					break
+				}
 			}
 			if rt.OrgLevel {
 				refused(t, rt, "key bound to a project (project scopes)", boundA, http.StatusForbidden, "")

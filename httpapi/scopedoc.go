@@ -3,6 +3,8 @@ package httpapi
 import (
 	"fmt"
 	"strings"
+
+	"github.com/theappliance/appliance/api"
 )
 
 // ScopeTable renders the route table's authentication and scope of every endpoint as a Markdown table.
@@ -15,7 +17,7 @@ func ScopeTable(routes []Route) string {
 		if rt.Bucket == BucketStrict {
 			auth += " (strict rate bucket)"
 		}
-		scope := string(rt.Scope)
+		scope := strings.Join(scopeStrings(rt.scopes()), " + ")
 		if scope == "" {
 			scope = "—"
 		}
@@ -32,4 +34,13 @@ func ScopeTable(routes []Route) string {
 		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s |\n", rt.Method, rt.Path, auth, scope, proj)
 	}
 	return b.String()
+}
+
+// scopeStrings are the scopes' names.
+func scopeStrings(scopes []api.Scope) []string {
+	out := make([]string, len(scopes))
+	for i, sc := range scopes {
+		out[i] = string(sc)
+	}
+	return out
 }

@@ -263,15 +263,18 @@ func (s *Server) authorize(req *Request, rt *Route, params [][]string) error {
 	if rt.Auth == SessionOnly && !p.IsSession() {
 		return appliance.Forbidden("this endpoint needs a signed-in session, not an API key")
 	}
-	if rt.Scope != "" && !p.Has(rt.Scope) {
-		if p.IDPOrganizationRole != "" && !appliance.RoleGrants(p.IDPOrganizationRole, rt.Scope) {
+	for _, sc := range rt.scopes() {
+		if p.Has(sc) {
+			continue
+		}
+		if p.IDPOrganizationRole != "" && !appliance.RoleGrants(p.IDPOrganizationRole, sc) {
 			whose := "the organization role"
 			if !p.IsSession() {
 				whose = "its creator's organization role"
 			}
-			return appliance.Forbidden("this credential lacks the scope %s, which %s %s does not grant", rt.Scope, whose, p.IDPOrganizationRole)
+			return appliance.Forbidden("this credential lacks the scope %s, which %s %s does not grant", sc, whose, p.IDPOrganizationRole)
 		}
-		return appliance.Forbidden("this credential lacks the scope %s", rt.Scope)
+		return appliance.Forbidden("this credential lacks the scope %s", sc)
 	}
 	if p.ProjectID != "" {
 		if rt.OrgLevel {
