@@ -1,7 +1,12 @@
 package appliance
 
 import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
 	"github.com/theappliance/appliance/appliance/kv"
+	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -42,4 +47,36 @@ func (h areaHost) PlanKVMemoryMB(name string) int {
 		plan, _ = PlanByName(DefaultPlan)
 	}
 	return plan.KVMemoryMB
+}
+
+var _ observe.Host = areaHost{}
+
+func (h areaHost) ActiveInstance(p *Principal, projectID string) (*store.Project, *store.Instance, error) {
+	return h.s.activeProject(p, projectID)
+}
+
+func (h areaHost) QuietAdminConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error) {
+	return h.s.quietAdminConn(ctx, inst, db)
+}
+
+// WithTenantSession takes a session of the studio's pool for the project, under the studio's timeout.
+func (h areaHost) WithTenantSession(ctx context.Context, p *Principal, prj *store.Project, fn func(context.Context, *pgx.Conn) error) error {
+	_, tenant, err := h.s.studioSession(ctx, p, prj.ID)
+	if err != nil {
+		return err
+	}
+	defer tenant.Release()
+	qctx, cancel := studioContext(ctx, prj)
+	defer cancel()
+	return fn(qctx, tenant.Conn())
+}
+
+func (h areaHost) AppendEvent(tx *store.Tx, typ, orgID, projectID string, data any) error {
+	return h.s.appendEvent(tx, typ, orgID, projectID, data)
+}
+
+// Plan is the plan's server sizes (zero for a plan the table does not have).
+func (h areaHost) Plan(name string) observe.Plan {
+	plan, _ := PlanByName(name)
+	return observe.Plan{MemoryBytes: plan.MemoryBytes, CPUCores: plan.CPUCores}
 }

@@ -414,9 +414,9 @@ func (s *Service) OnInstanceEvent(e daemon.Event) {
 		}
 		switch {
 		case e.Kind == daemon.EventDied:
-			return s.instanceCrashed(tx, prj, e)
+			return s.observe.InstanceCrashed(tx, prj, e)
 		case e.Kind == daemon.EventRestarted && serving:
-			return s.instanceServing(tx, prj)
+			return s.observe.InstanceServing(tx, prj)
 		}
 		return nil
 	})

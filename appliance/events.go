@@ -97,8 +97,10 @@ func (s *Service) jobEnded(tx *store.Tx, j *store.Job) error {
 		return err
 	}
 	s.jobEndedMetric(j)
-	if err := s.backupAlert(tx, j); err != nil {
-		return err
+	if j.Type == JobBackupCreate {
+		if err := s.observe.BackupEnded(tx, j); err != nil {
+			return err
+		}
 	}
 	if extra, ok := jobEvents[j.Type]; ok && j.State == scheduler.StateCompleted {
 		return s.appendEvent(tx, extra, j.OrganizationID, j.ProjectID, data)

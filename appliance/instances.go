@@ -2,35 +2,20 @@ package appliance
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/theappliance/appliance/appliance/apperr"
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
 )
 
-// serverErr classifies a failure talking to a project's server: the server going away (shutdown, restart,
-// a lost connection: SQLSTATE classes 08 and 57) is Unavailable, anything else Internal.
-func serverErr(err error, what string) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57")) ||
-		pgconn.SafeToRetry(err) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
-		return &Error{Kind: KindUnavailable, Msg: "the project's server does not answer", Cause: err}
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) {
-		return &Error{Kind: KindUnavailable, Msg: "the project's server does not answer", Cause: err}
-	}
-	return Internal(err, "%s", what)
-}
+// serverErr classifies a failure talking to a project's server (apperr.Server: the server going away is
+// Unavailable, anything else Internal).
+func serverErr(err error, what string) error { return apperr.Server(err, what) }
 
 // adminUser is the superuser the appliance manages every instance with (loopback only).
 const adminUser = postgres.AdminRole

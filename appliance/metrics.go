@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -72,7 +73,7 @@ type Metrics struct {
 	Jobs            []JobMetric
 	JobsByState     map[string]int // jobs in the store by state now
 	WebhookAttempts map[string]Counter
-	Sampler         SampleSweepResult
+	Sampler         observe.SampleSweepResult
 	SamplerSweeps   int64
 	Projects        []ProjectGauges
 }
@@ -89,7 +90,7 @@ func (s *Service) Metrics() (*Metrics, error) {
 	}
 	s.metrics.mu.Unlock()
 	slices.SortFunc(m.Jobs, func(a, b JobMetric) int { return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.State, b.State)) })
-	m.Sampler, m.SamplerSweeps = s.SamplerStats()
+	m.Sampler, m.SamplerSweeps = s.observe.SamplerStats()
 	err := s.db.View(func(tx *store.Tx) error {
 		for _, st := range []string{"pending", "running"} {
 			n, err := store.Jobs.Count(tx, store.JobsByState, st)
@@ -104,11 +105,7 @@ func (s *Service) Metrics() (*Metrics, error) {
 		}
 		for _, p := range prjs {
 			g := ProjectGauges{ProjectID: p.ID, OrganizationID: p.OrganizationID, Name: p.Name}
-			if at, v, err := store.ObservabilitySamples.Last(tx, p.ID); err == nil {
-				if x, err := decodeSample(at, v); err == nil {
-					g.Sample = &x
-				}
-			}
+			g.Sample = observe.LastSample(tx, p.ID)
 			m.Projects = append(m.Projects, g)
 		}
 		return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -34,9 +35,9 @@ func (o *obsEnv) advance(d time.Duration) {
 }
 
 // sweep runs one sampling sweep and fails the test unless the project was sampled.
-func (o *obsEnv) sweep(t *testing.T) appliance.SampleSweepResult {
+func (o *obsEnv) sweep(t *testing.T) observe.SampleSweepResult {
 	t.Helper()
-	res, err := o.e.Svc.SampleObservability(t.Context())
+	res, err := o.e.Svc.Observe().Sample(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestObservability(t *testing.T) {
 
 	// The first sweep only takes the baseline: no point without a previous reading.
 	o.sweep(t)
-	if h, err := e.Svc.History(t.Context(), p, o.prj.ID, 24); err != nil || len(h.Samples) != 0 {
+	if h, err := e.Svc.Observe().History(t.Context(), p, o.prj.ID, 24); err != nil || len(h.Samples) != 0 {
 		t.Fatalf("history after the first sweep: %+v %v", h, err)
 	}
 	o.sql(t, "CREATE TABLE items (id bigserial PRIMARY KEY, v int, note text)")
@@ -106,12 +107,12 @@ func TestObservability(t *testing.T) {
 	}
 	o.sql(t, "BEGIN; INSERT INTO items (v) VALUES (1); ROLLBACK")
 	o.statsFlushed(t, "tup_inserted >= 5000 AND xact_rollback >= 1")
-	o.advance(appliance.StatementSnapshotLate)
+	o.advance(observe.StatementSnapshotLate)
 	o.sweep(t)
 
 	var slowHash string
 	t.Run("history", func(t *testing.T) {
-		h, err := e.Svc.History(t.Context(), p, o.prj.ID, 24)
+		h, err := e.Svc.Observe().History(t.Context(), p, o.prj.ID, 24)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +128,7 @@ func TestObservability(t *testing.T) {
 	})
 
 	t.Run("top queries", func(t *testing.T) {
-		top, err := e.Svc.TopQueries(t.Context(), p, o.prj.ID, 24)
+		top, err := e.Svc.Observe().TopQueries(t.Context(), p, o.prj.ID, 24)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +149,7 @@ func TestObservability(t *testing.T) {
 		if top.Queries[0].QueryHash != slowHash {
 			t.Fatalf("the slowest statement is not first: %+v", top.Queries)
 		}
-		d, err := e.Svc.QueryDetail(t.Context(), p, o.prj.ID, slowHash, 24)
+		d, err := e.Svc.Observe().QueryDetail(t.Context(), p, o.prj.ID, slowHash, 24)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,9 +190,9 @@ func TestObservability(t *testing.T) {
 			}
 		}
 		o.statsFlushed(t, "xact_commit >= 5")
-		o.advance(appliance.StatementSnapshotLate)
+		o.advance(observe.StatementSnapshotLate)
 		o.sweep(t)
-		h, err := e.Svc.History(t.Context(), p, o.prj.ID, 24)
+		h, err := e.Svc.Observe().History(t.Context(), p, o.prj.ID, 24)
 		if err != nil || len(h.Samples) != 2 {
 			t.Fatalf("history: %+v %v", h, err)
 		}
@@ -206,7 +207,7 @@ func TestObservability(t *testing.T) {
 			t.Fatalf("sample after the crash: %+v", x)
 		}
 		// The same statement keeps its hash, and its calls after the crash are counted.
-		d, err := e.Svc.QueryDetail(t.Context(), p, o.prj.ID, slowHash, 24)
+		d, err := e.Svc.Observe().QueryDetail(t.Context(), p, o.prj.ID, slowHash, 24)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,12 +234,12 @@ func TestObservability(t *testing.T) {
 		// The crash above raised instance_crashed; it resolves once the server serves again. From here on
 		// this follows the storage alert alone (the lists and events below leave the crash's out).
 		waitFor(t, "the crash alert to resolve", func() bool {
-			list, err := e.Svc.ListAlerts(t.Context(), p, o.prj.ID)
+			list, err := e.Svc.Observe().ListAlerts(t.Context(), p, o.prj.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, a := range list.Alerts {
-				if a.Kind == appliance.AlertInstanceCrashed && a.ResolvedAt == nil {
+				if a.Kind == observe.AlertInstanceCrashed && a.ResolvedAt == nil {
 					return false
 				}
 			}
@@ -247,7 +248,7 @@ func TestObservability(t *testing.T) {
 		storageOnly := func(all []*appliance.ProjectAlert) []*appliance.ProjectAlert {
 			var out []*appliance.ProjectAlert
 			for _, a := range all {
-				if a.Kind != appliance.AlertInstanceCrashed {
+				if a.Kind != observe.AlertInstanceCrashed {
 					out = append(out, a)
 				}
 			}
@@ -259,9 +260,9 @@ func TestObservability(t *testing.T) {
 			t.Fatal(err)
 		}
 		setLimit(size) // at the limit: critical
-		o.advance(appliance.SampleInterval)
+		o.advance(observe.SampleInterval)
 		o.sweep(t)
-		list, err := e.Svc.ListAlerts(t.Context(), p, o.prj.ID)
+		list, err := e.Svc.Observe().ListAlerts(t.Context(), p, o.prj.ID)
 		if list != nil {
 			list.Alerts = storageOnly(list.Alerts)
 		}
@@ -269,31 +270,31 @@ func TestObservability(t *testing.T) {
 			t.Fatalf("alerts: %+v %v", list, err)
 		}
 		a := list.Alerts[0]
-		if a.Kind != appliance.AlertStorage || a.Severity != appliance.SeverityCritical || a.ResolvedAt != nil || a.LimitValue != float64(size) ||
+		if a.Kind != observe.AlertStorage || a.Severity != observe.SeverityCritical || a.ResolvedAt != nil || a.LimitValue != float64(size) ||
 			a.ObservedValue < float64(size)*0.95 || !a.TriggeredAt.Equal(o.now) {
 			t.Fatalf("storage alert: %+v", a)
 		}
 		// Raised once: another sweep with the condition still there adds nothing.
-		o.advance(appliance.SampleInterval)
+		o.advance(observe.SampleInterval)
 		o.sweep(t)
 		if n := len(o.events(t, "alert.triggered")) - triggered0; n != 1 {
 			t.Fatalf("%d alert.triggered events", n)
 		}
-		snap, err := e.Svc.Observability(t.Context(), p, o.prj.ID)
+		snap, err := e.Svc.Observe().Snapshot(t.Context(), p, o.prj.ID)
 		if err != nil || len(snap.Observability.Alerts) != 1 || snap.Observability.StorageUsagePercent < 95 {
 			t.Fatalf("snapshot: %+v %v", snap, err)
 		}
-		ack, err := e.Svc.AcknowledgeAlert(t.Context(), p, o.prj.ID, a.ID)
+		ack, err := e.Svc.Observe().AcknowledgeAlert(t.Context(), p, o.prj.ID, a.ID)
 		if err != nil || ack.Alert.AcknowledgedAt == nil {
 			t.Fatalf("acknowledge: %+v %v", ack, err)
 		}
-		if _, err := e.Svc.AcknowledgeAlert(t.Context(), p, o.prj.ID, "alr_nope"); appliance.KindOf(err) != appliance.KindNotFound {
+		if _, err := e.Svc.Observe().AcknowledgeAlert(t.Context(), p, o.prj.ID, "alr_nope"); appliance.KindOf(err) != appliance.KindNotFound {
 			t.Fatalf("acknowledge an unknown alert: %v", err)
 		}
 		setLimit(appliance.Plans[0].StorageLimitBytes)
-		o.advance(appliance.SampleInterval)
+		o.advance(observe.SampleInterval)
 		o.sweep(t)
-		list, _ = e.Svc.ListAlerts(t.Context(), p, o.prj.ID)
+		list, _ = e.Svc.Observe().ListAlerts(t.Context(), p, o.prj.ID)
 		list.Alerts = storageOnly(list.Alerts)
 		if len(list.Alerts) != 1 || list.Alerts[0].ResolvedAt == nil || !list.Alerts[0].ResolvedAt.Equal(o.now) || list.Alerts[0].AcknowledgedAt == nil {
 			t.Fatalf("after the condition cleared: %+v", list.Alerts)
@@ -303,8 +304,8 @@ func TestObservability(t *testing.T) {
 			t.Fatalf("alert.resolved events: %s", resolved)
 		}
 		// Resolved alerts are listed for a week, then no more.
-		o.advance(appliance.AlertListWindow + time.Hour)
-		if list, _ = e.Svc.ListAlerts(t.Context(), p, o.prj.ID); len(list.Alerts) != 0 {
+		o.advance(observe.AlertListWindow + time.Hour)
+		if list, _ = e.Svc.Observe().ListAlerts(t.Context(), p, o.prj.ID); len(list.Alerts) != 0 {
 			t.Fatalf("a week later: %+v", list.Alerts)
 		}
 	})
@@ -321,7 +322,7 @@ func TestObservability(t *testing.T) {
 		var marker, failed bool
 		deadline := time.Now().Add(20 * time.Second)
 		for !(marker && failed) {
-			res, err := e.Svc.ReadLogs(t.Context(), p, o.prj.ID, q)
+			res, err := e.Svc.Observe().ReadLogs(t.Context(), p, o.prj.ID, q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -344,7 +345,7 @@ func TestObservability(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		errs, err := e.Svc.ReadLogs(t.Context(), p, o.prj.ID, appliance.LogsQuery{Hours: 1, Limit: 200, Severity: "error"})
+		errs, err := e.Svc.Observe().ReadLogs(t.Context(), p, o.prj.ID, appliance.LogsQuery{Hours: 1, Limit: 200, Severity: "error"})
 		if err != nil || len(errs.Logs.Entries) == 0 {
 			t.Fatalf("errors only: %+v %v", errs, err)
 		}
@@ -355,7 +356,7 @@ func TestObservability(t *testing.T) {
 		}
 		// Resuming after the last entry returns only what comes after it.
 		last := errs.Logs.Entries[len(errs.Logs.Entries)-1]
-		after, err := e.Svc.ReadLogs(t.Context(), p, o.prj.ID, appliance.LogsQuery{Hours: 1, Limit: 200, Severity: "error", Cursor: last.Cursor})
+		after, err := e.Svc.Observe().ReadLogs(t.Context(), p, o.prj.ID, appliance.LogsQuery{Hours: 1, Limit: 200, Severity: "error", Cursor: last.Cursor})
 		if err != nil || len(after.Logs.Entries) != 0 || after.Logs.NextCursor == "" {
 			t.Fatalf("after the last cursor: %+v %v", after, err)
 		}
@@ -367,32 +368,32 @@ func TestObservability(t *testing.T) {
 			call func() error
 			want string
 		}{
-			{"history 0 hours", func() error { _, err := e.Svc.History(t.Context(), p, o.prj.ID, 0); return err }, "between 1 and 720"},
-			{"history 721 hours", func() error { _, err := e.Svc.History(t.Context(), p, o.prj.ID, 721); return err }, "between 1 and 720"},
-			{"queries 169 hours", func() error { _, err := e.Svc.TopQueries(t.Context(), p, o.prj.ID, 169); return err }, "between 1 and 168"},
-			{"a hash too short", func() error { _, err := e.Svc.QueryDetail(t.Context(), p, o.prj.ID, "abc", 24); return err }, "32 lowercase"},
+			{"history 0 hours", func() error { _, err := e.Svc.Observe().History(t.Context(), p, o.prj.ID, 0); return err }, "between 1 and 720"},
+			{"history 721 hours", func() error { _, err := e.Svc.Observe().History(t.Context(), p, o.prj.ID, 721); return err }, "between 1 and 720"},
+			{"queries 169 hours", func() error { _, err := e.Svc.Observe().TopQueries(t.Context(), p, o.prj.ID, 169); return err }, "between 1 and 168"},
+			{"a hash too short", func() error { _, err := e.Svc.Observe().QueryDetail(t.Context(), p, o.prj.ID, "abc", 24); return err }, "32 lowercase"},
 			{"a hash in capitals", func() error {
-				_, err := e.Svc.QueryDetail(t.Context(), p, o.prj.ID, strings.ToUpper(slowHash), 24)
+				_, err := e.Svc.Observe().QueryDetail(t.Context(), p, o.prj.ID, strings.ToUpper(slowHash), 24)
 				return err
 			}, "32 lowercase"},
 			{"logs 169 hours without the archive", func() error {
-				_, err := e.Svc.ReadLogs(t.Context(), p, o.prj.ID, appliance.LogsQuery{Hours: 169, Limit: 10})
+				_, err := e.Svc.Observe().ReadLogs(t.Context(), p, o.prj.ID, appliance.LogsQuery{Hours: 169, Limit: 10})
 				return err
 			}, "log archive"},
 			{"logs limit 501", func() error {
-				_, err := e.Svc.ReadLogs(t.Context(), p, o.prj.ID, appliance.LogsQuery{Hours: 1, Limit: 501})
+				_, err := e.Svc.Observe().ReadLogs(t.Context(), p, o.prj.ID, appliance.LogsQuery{Hours: 1, Limit: 501})
 				return err
 			}, "between 1 and 500"},
 			{"an unknown severity", func() error {
-				_, err := e.Svc.ReadLogs(t.Context(), p, o.prj.ID, appliance.LogsQuery{Hours: 1, Limit: 10, Severity: "error,loud"})
+				_, err := e.Svc.Observe().ReadLogs(t.Context(), p, o.prj.ID, appliance.LogsQuery{Hours: 1, Limit: 10, Severity: "error,loud"})
 				return err
 			}, "loud"},
 			{"a malformed cursor", func() error {
-				_, err := e.Svc.ReadLogs(t.Context(), p, o.prj.ID, appliance.LogsQuery{Hours: 1, Limit: 10, Cursor: "not-a-cursor!"})
+				_, err := e.Svc.Observe().ReadLogs(t.Context(), p, o.prj.ID, appliance.LogsQuery{Hours: 1, Limit: 10, Cursor: "not-a-cursor!"})
 				return err
 			}, "cursor"},
-			{"min_filter 0", func() error { _, err := e.Svc.IndexAdvice(t.Context(), p, o.prj.ID, 0, 30); return err }, "min_filter"},
-			{"min_selectivity 101", func() error { _, err := e.Svc.IndexAdvice(t.Context(), p, o.prj.ID, 1000, 101); return err }, "min_selectivity"},
+			{"min_filter 0", func() error { _, err := e.Svc.Observe().IndexAdvice(t.Context(), p, o.prj.ID, 0, 30); return err }, "min_filter"},
+			{"min_selectivity 101", func() error { _, err := e.Svc.Observe().IndexAdvice(t.Context(), p, o.prj.ID, 1000, 101); return err }, "min_selectivity"},
 		}
 		for _, c := range bad {
 			err := c.call()
@@ -400,18 +401,18 @@ func TestObservability(t *testing.T) {
 				t.Errorf("%s: %v (want a 400 naming %q)", c.name, err, c.want)
 			}
 		}
-		if _, err := e.Svc.QueryDetail(t.Context(), p, o.prj.ID, strings.Repeat("0", 32), 24); appliance.KindOf(err) != appliance.KindNotFound {
+		if _, err := e.Svc.Observe().QueryDetail(t.Context(), p, o.prj.ID, strings.Repeat("0", 32), 24); appliance.KindOf(err) != appliance.KindNotFound {
 			t.Errorf("an unknown hash: %v", err)
 		}
 	})
 
 	t.Run("pruning", func(t *testing.T) {
-		o.advance(appliance.SampleRetention + time.Hour)
-		n, err := e.Svc.PruneObservability(t.Context())
+		o.advance(observe.SampleRetention + time.Hour)
+		n, err := e.Svc.Observe().Prune(t.Context())
 		if err != nil || n == 0 {
 			t.Fatalf("prune: %d %v", n, err)
 		}
-		h, err := e.Svc.History(t.Context(), p, o.prj.ID, 720)
+		h, err := e.Svc.Observe().History(t.Context(), p, o.prj.ID, 720)
 		if err != nil || len(h.Samples) != 0 {
 			t.Fatalf("history after pruning: %+v %v", h, err)
 		}
@@ -431,7 +432,7 @@ func TestIndexAdvisor(t *testing.T) {
 		}
 	}
 	// Without the extensions the advisor says what is missing.
-	adv, err := e.Svc.IndexAdvice(t.Context(), p, prj.ID, 1000, 30)
+	adv, err := e.Svc.Observe().IndexAdvice(t.Context(), p, prj.ID, 1000, 30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +464,7 @@ func TestIndexAdvisor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	adv, err = e.Svc.IndexAdvice(t.Context(), p, prj.ID, 1000, 30)
+	adv, err = e.Svc.Observe().IndexAdvice(t.Context(), p, prj.ID, 1000, 30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +482,7 @@ func TestIndexAdvisor(t *testing.T) {
 		t.Fatalf("no suggestion for orders.customer with estimates: %+v", a.Suggestions)
 	}
 
-	h, err := e.Svc.IndexHygiene(t.Context(), p, prj.ID)
+	h, err := e.Svc.Observe().IndexHygiene(t.Context(), p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

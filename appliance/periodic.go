@@ -68,17 +68,17 @@ func (s *Service) periodic() []periodicTask {
 			}
 		}},
 		{"@every 1m", "observability-sampler", func(ctx context.Context) {
-			if _, err := s.SampleObservability(ctx); err != nil {
+			if _, err := s.observe.Sample(ctx); err != nil {
 				log.Error("observability sampling", "err", err)
 			}
 		}},
 		{"@every 1h", "observability-housekeeping", func(ctx context.Context) {
-			if n, err := s.PruneObservability(ctx); err != nil {
+			if n, err := s.observe.Prune(ctx); err != nil {
 				log.Error("observability pruning", "err", err)
 			} else if n > 0 {
 				log.Info("observability pruning", "deleted", n)
 			}
-			if c, d, err := s.MaintainLogs(ctx); err != nil {
+			if c, d, err := s.observe.MaintainLogs(ctx); err != nil {
 				log.Error("server log housekeeping", "err", err)
 			} else if c+d > 0 {
 				log.Info("server log housekeeping", "compressed", c, "deleted", d)

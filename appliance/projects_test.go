@@ -19,6 +19,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -402,7 +403,7 @@ func TestInstanceCrashIsToldAndActiveOnlyWhenServing(t *testing.T) {
 		}
 		for _, ev := range page.Events {
 			if ev.Type == "instance.crashed" {
-				var data appliance.InstanceCrashedEvent
+				var data observe.InstanceCrashedEvent
 				if err := json.Unmarshal(ev.Data, &data); err != nil || data.ProjectID != prj.ID || data.PID == 0 {
 					t.Fatalf("instance.crashed data %s: %v", ev.Data, err)
 				}
@@ -412,12 +413,12 @@ func TestInstanceCrashIsToldAndActiveOnlyWhenServing(t *testing.T) {
 		return n
 	}
 	crashAlert := func() *appliance.ProjectAlert {
-		list, err := e.Svc.ListAlerts(ctx, p, prj.ID)
+		list, err := e.Svc.Observe().ListAlerts(ctx, p, prj.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, a := range list.Alerts {
-			if a.Kind == appliance.AlertInstanceCrashed {
+			if a.Kind == observe.AlertInstanceCrashed {
 				return a
 			}
 		}
@@ -446,7 +447,7 @@ func TestInstanceCrashIsToldAndActiveOnlyWhenServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "an instance.crashed event", func() bool { return crashes() == 1 })
-	if a := crashAlert(); a == nil || a.Severity != appliance.SeverityCritical || a.ResolvedAt != nil {
+	if a := crashAlert(); a == nil || a.Severity != observe.SeverityCritical || a.ResolvedAt != nil {
 		t.Fatalf("instance_crashed alert %+v", a)
 	}
 	waitFor(t, "a failed restart", func() bool { return audited("instance.restart_failed") > 0 })

@@ -153,10 +153,6 @@ func instanceOwner(dir string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// AlertDataMissing is raised on a project whose instance or key-value store directory the metadata has
-// running is missing from the data directory (found at start).
-const AlertDataMissing = "data_missing"
-
 // ReportMismatches reconciles the metadata with the data directory at start: it revokes again the
 // credentials the revocation record lists (ApplyRevocations), logs each mismatch, raises a data_missing
 // alert on each project concerned, and registers the "metadata" component of /status (degraded while
@@ -183,36 +179,7 @@ func (s *Service) ReportMismatches(ctx context.Context) error {
 				byProject[m.projectID] = append(byProject[m.projectID], m.text)
 			}
 		}
-		// The alerts of an earlier start whose mismatches are gone resolve.
-		stale, err := store.ProjectAlerts.All(tx, func(a *store.ProjectAlert) bool {
-			return a.Kind == AlertDataMissing && a.ResolvedAt == nil && byProject[a.ProjectID] == nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, a := range stale {
-			if prj, err := store.Projects.Get(tx, a.ProjectID); err == nil {
-				if _, err := s.applyAlert(tx, prj, a, alertCondition{kind: AlertDataMissing}, s.now()); err != nil {
-					return err
-				}
-			}
-		}
-		for id, what := range byProject {
-			prj, err := store.Projects.Get(tx, id)
-			if err != nil {
-				continue
-			}
-			open, err := openAlerts(tx, id)
-			if err != nil {
-				return err
-			}
-			c := alertCondition{kind: AlertDataMissing, raised: true, severity: SeverityCritical, observed: float64(len(what)),
-				message: "the metadata does not match the data directory: " + strings.Join(what, "; ")}
-			if _, err := s.applyAlert(tx, prj, open[AlertDataMissing], c, s.now()); err != nil {
-				return err
-			}
-		}
-		return nil
+		return s.observe.DataMissing(tx, byProject)
 	})
 	if err != nil {
 		return fmt.Errorf("raise data_missing alerts: %w", err)

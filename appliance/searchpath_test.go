@@ -203,7 +203,7 @@ func TestAdminSessionsNeverRunTheTenantsCode(t *testing.T) {
 	}
 	res, err := e.Svc.DisableExtension(ctx, p, prj.ID, "citext")
 	runJob(t, e, res, err)
-	if _, err := e.Svc.IndexHygiene(ctx, p, prj.ID); err != nil {
+	if _, err := e.Svc.Observe().IndexHygiene(ctx, p, prj.ID); err != nil {
 		t.Fatal(err)
 	}
 	res, err = e.Svc.RotateCredentials(ctx, p, prj.ID, &appliance.RotateCredentialsRequest{OverlapSeconds: ptr(int64(600))})
@@ -247,7 +247,7 @@ func TestAdminSessionsNeverRunTheTenantsCode(t *testing.T) {
 	if _, err := e.Svc.ImportPreflight(ctx, p, prj.ID, &appliance.PreflightRequest{SourceURL: fmt.Sprintf("postgres://app:pw@127.0.0.1:%d/shop", closed)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Svc.IndexHygiene(ctx, p, prj.ID); err != nil {
+	if _, err := e.Svc.Observe().IndexHygiene(ctx, p, prj.ID); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Svc.AdoptInstances(ctx); err != nil {
@@ -342,7 +342,7 @@ func TestAdminSessionsKeepTheirRole(t *testing.T) {
 		t.Errorf("an admin session runs as %q (%v)", user, err)
 	}
 	// The sampler's sessions (startup parameters of their own) too: its reading sees the admin role's rights.
-	if res, err := e.Svc.SampleObservability(t.Context()); err != nil || res.Failed != 0 {
+	if res, err := e.Svc.Observe().Sample(t.Context()); err != nil || res.Failed != 0 {
 		t.Errorf("a sweep: %+v %v", res, err)
 	}
 }

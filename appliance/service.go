@@ -13,6 +13,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/kv"
+	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/scheduler/lane"
@@ -117,6 +118,8 @@ type Service struct {
 	hooks *webhooks
 	// kv is the key-value store area (appliance/kv, built in New).
 	kv *kv.Service
+	// observe is the observability area (appliance/observe, built in New).
+	observe *observe.Service
 	// ephemeral bounds anonymous ephemeral databases; ephemeralRate is its per-IP bucket.
 	ephemeral     EphemeralLimits
 	ephemeralRate perKeyRate
@@ -128,8 +131,6 @@ type Service struct {
 	signIns signInBackoff
 	// studio runs the SQL console and the table editor (studio.go).
 	studio studioState
-	// sampler keeps the observability sampler's connections and its last sweep (sampler.go).
-	sampler samplerState
 	// keyCache holds API keys' principals by key hash (identity.go, lookups.go).
 	keyCache recordCache[keyAuth]
 	// endpointCache holds the active webhook endpoints the delivery worker claims for (webhooks.go).
@@ -178,6 +179,7 @@ func New(cfg Config, deps Deps) *Service {
 		s.useDataPlane(deps.DataPlane)
 	}
 	s.kv = s.newKV(cfg, deps)
+	s.observe = s.newObserve(cfg, deps)
 	return s
 }
 

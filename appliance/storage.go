@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
 )
@@ -281,7 +282,7 @@ func (s *Service) databaseFilesSize(ctx context.Context, prj *store.Project, ins
 
 // findDatabaseDir asks the server for the database's OID: its files are in base/<oid>.
 func (s *Service) findDatabaseDir(ctx context.Context, prj *store.Project, inst *store.Instance) (databaseDir, error) {
-	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+	ctx, cancel := context.WithTimeout(ctx, observe.SampleTimeout)
 	defer cancel()
 	conn, err := s.quietAdminConn(ctx, inst, "postgres")
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/pgstat"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/httpapi"
@@ -327,7 +328,7 @@ type sweepFigures struct {
 	gone      time.Duration // how long the backends the window opened took to exit after it
 }
 
-// BenchmarkObservabilitySampler: the sampler's sweep (Service.SampleObservability) over
+// BenchmarkObservabilitySampler: the sampler's sweep (observe.Service.Sample) over
 // BENCH_SAMPLER_PROJECTS (1,20,100) running free-plan projects, grown on one appliance (sub-benchmark
 // projects=N), each with BENCH_SESSIONS (0) idle client sessions. After a baseline sweep, BENCH_SWEEPS (20)
 // rounds each run, in alternating order, one sweep of ours (the clock, frozen between sweeps, moved a
@@ -453,8 +454,8 @@ func samplerRun(b *testing.B, e *appliancetest.Env, p *appliance.Principal, clk 
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
-	sweep := func() appliance.SampleSweepResult {
-		res, err := e.Svc.SampleObservability(ctx)
+	sweep := func() observe.SampleSweepResult {
+		res, err := e.Svc.Observe().Sample(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -469,7 +470,7 @@ func samplerRun(b *testing.B, e *appliancetest.Env, p *appliance.Principal, clk 
 	stored := func(at time.Time) (measured int, mem []int64, snapped []bool) {
 		mem, snapped = make([]int64, n), make([]bool, n)
 		for i, o := range prjs {
-			h, err := e.Svc.History(ctx, p, o.id, 1)
+			h, err := e.Svc.Observe().History(ctx, p, o.id, 1)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -513,7 +514,7 @@ func samplerRun(b *testing.B, e *appliancetest.Env, p *appliance.Principal, clk 
 	// The baseline: the first reading of the new projects. The clock moves a StatementSnapshotLate first,
 	// so that every project's statements are snapshotted now (a new project's first snapshot is at once,
 	// an older project's is late), and then in the sweeps of its phase; it stays frozen between sweeps.
-	clk.advance(appliance.StatementSnapshotLate)
+	clk.advance(observe.StatementSnapshotLate)
 	clk.freeze()
 	defer clk.thaw()
 	base := sweep()
@@ -606,7 +607,7 @@ func samplerRun(b *testing.B, e *appliancetest.Env, p *appliance.Principal, clk 
 	// pgstat.Memory of each project for the part measured alone.
 	lastSnap, rolling := make([]int, n), make([]*pgstat.Memory, n)
 	for i := range rolling {
-		rolling[i] = &pgstat.Memory{Every: int(appliance.MemoryInterval / appliance.SampleInterval)}
+		rolling[i] = &pgstat.Memory{Every: int(observe.MemoryInterval / observe.SampleInterval)}
 	}
 	// window measures fn: this process's CPU and wall time, and the servers' CPU, read outside the CPU
 	// window (for one that opens sessions, after its backends exited).
@@ -628,8 +629,8 @@ func samplerRun(b *testing.B, e *appliancetest.Env, p *appliance.Principal, clk 
 	for r := range rounds {
 		for k := range 2 {
 			if (k+r)%2 == 0 { // ours first in even rounds
-				clk.advance(appliance.SampleInterval)
-				var res appliance.SampleSweepResult
+				clk.advance(observe.SampleInterval)
+				var res observe.SampleSweepResult
 				f := window(func() error { res = sweep(); return nil }, true)
 				f.cpu, f.wall = res.CPU, res.Duration
 				k := len(ours) + 1 // sweeps after the baseline
@@ -845,7 +846,7 @@ func BenchmarkObservabilityHistory(b *testing.B) {
 	e.Clock.Set(clk.now)
 
 	// One real point with some activity in it.
-	if _, err := e.Svc.SampleObservability(ctx); err != nil {
+	if _, err := e.Svc.Observe().Sample(ctx); err != nil {
 		b.Fatal(err)
 	}
 	if err := obsWorkload(ctx, e, p, prj.ID, 20); err != nil {
@@ -861,8 +862,8 @@ func BenchmarkObservabilityHistory(b *testing.B) {
 			b.Fatalf("the server's statistics never showed the inserts (%v)", err)
 		}
 	}
-	clk.advance(appliance.SampleInterval)
-	if res, err := e.Svc.SampleObservability(ctx); err != nil || res.Projects != 1 {
+	clk.advance(observe.SampleInterval)
+	if res, err := e.Svc.Observe().Sample(ctx); err != nil || res.Projects != 1 {
 		b.Fatalf("sweep: %+v %v", res, err)
 	}
 	var last time.Time
@@ -874,7 +875,7 @@ func BenchmarkObservabilityHistory(b *testing.B) {
 		b.Fatal(err)
 	}
 	clk.frozen.Store(last.UnixNano())
-	one, err := e.Svc.History(ctx, p, prj.ID, 1)
+	one, err := e.Svc.Observe().History(ctx, p, prj.ID, 1)
 	if err != nil || len(one.Samples) != 1 {
 		b.Fatalf("history of the real point: %+v %v", one, err)
 	}
@@ -920,7 +921,7 @@ func BenchmarkObservabilityHistory(b *testing.B) {
 			if _, err := store.Projects.Get(tx, prj.ID); err != nil { // as History reads the project
 				return err
 			}
-			samples = make([]appliance.ObservabilitySample, 0, hours*int(time.Hour/appliance.SampleInterval)+1) // as History sizes it
+			samples = make([]appliance.ObservabilitySample, 0, hours*int(time.Hour/observe.SampleInterval)+1) // as History sizes it
 			return store.ObservabilitySamples.Range(tx, refKey, now.Add(-time.Duration(hours)*time.Hour), now.Add(time.Nanosecond), func(_ time.Time, v []byte) error {
 				var x appliance.ObservabilitySample
 				if err := json.Unmarshal(v, &x); err == nil {
@@ -929,10 +930,10 @@ func BenchmarkObservabilityHistory(b *testing.B) {
 				return nil
 			})
 		})
-		return benchDownsample(samples, appliance.MaxHistoryPoints), err
+		return benchDownsample(samples, observe.MaxHistoryPoints), err
 	}
 	// Check: both give the same answer.
-	h720, err := e.Svc.History(ctx, p, prj.ID, 720)
+	h720, err := e.Svc.Observe().History(ctx, p, prj.ID, 720)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -940,7 +941,7 @@ func BenchmarkObservabilityHistory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if len(h720.Samples) != appliance.MaxHistoryPoints || !reflect.DeepEqual(h720.Samples, r720) {
+	if len(h720.Samples) != observe.MaxHistoryPoints || !reflect.DeepEqual(h720.Samples, r720) {
 		b.Fatalf("history 720 h: %d samples; the JSON reference differs: %v", len(h720.Samples), !reflect.DeepEqual(h720.Samples, r720))
 	}
 
@@ -974,9 +975,9 @@ func BenchmarkObservabilityHistory(b *testing.B) {
 		name string
 		do   func() error
 	}{
-		{"History 720 h", func() error { _, err := e.Svc.History(ctx, p, prj.ID, 720); return err }},
+		{"History 720 h", func() error { _, err := e.Svc.Observe().History(ctx, p, prj.ID, 720); return err }},
 		{"JSON reference 720 h", func() error { _, err := reference(720); return err }},
-		{"History 24 h", func() error { _, err := e.Svc.History(ctx, p, prj.ID, 24); return err }},
+		{"History 24 h", func() error { _, err := e.Svc.Observe().History(ctx, p, prj.ID, 24); return err }},
 		{"HTTP GET 720 h", func() error { return get(720) }},
 		{"HTTP GET 24 h", func() error { return get(24) }},
 	}
@@ -1038,7 +1039,7 @@ func BenchmarkObservabilityHistory(b *testing.B) {
 	b.Logf("p50 per round (ms): History 720 h %s; JSON 720 h %s; HTTP 720 h %s", joinMS3(roundP50[0]), joinMS3(roundP50[1]), joinMS3(roundP50[3]))
 }
 
-// benchDownsample is appliance's downsample (samples.go), copied for the JSON reference: buckets of
+// benchDownsample is observe's downsample (appliance/observe/samples.go), copied for the JSON reference: buckets of
 // consecutive samples, each one point at its newest sample's time, deadlocks and temp bytes summed, every
 // other field averaged (integers rounded, numbers rounded to millionths).
 func benchDownsample(in []appliance.ObservabilitySample, maxPoints int) []appliance.ObservabilitySample {

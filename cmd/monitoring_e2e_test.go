@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -39,7 +40,7 @@ func monitoringData(t *testing.T, e *cliEnv, p *appliance.Principal, projectID s
 	sweep := func(at time.Duration) {
 		t.Helper()
 		ago.Store(int64(at))
-		res, err := e.svc.SampleObservability(ctx)
+		res, err := e.svc.Observe().Sample(ctx)
 		if err != nil || res.Failed != 0 || res.Projects == 0 {
 			t.Fatalf("sweep %s ago: %+v %v", at, res, err)
 		}
@@ -114,12 +115,12 @@ func monitoringData(t *testing.T, e *cliEnv, p *appliance.Principal, projectID s
 // alertAcknowledged checks that the project's storage alert is acknowledged (from the page) and still open.
 func alertAcknowledged(t *testing.T, e *cliEnv, p *appliance.Principal, projectID string) {
 	t.Helper()
-	l, err := e.svc.ListAlerts(t.Context(), p, projectID)
+	l, err := e.svc.Observe().ListAlerts(t.Context(), p, projectID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range l.Alerts {
-		if a.Kind == appliance.AlertStorage && a.AcknowledgedAt != nil && a.ResolvedAt == nil {
+		if a.Kind == observe.AlertStorage && a.AcknowledgedAt != nil && a.ResolvedAt == nil {
 			return
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/api"
-	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/scheduler"
 )
 
@@ -25,9 +25,9 @@ func TestCLIObservability(t *testing.T) {
 	sweep := func() {
 		t.Helper()
 		mu.Lock()
-		now = now.Add(appliance.StatementSnapshotLate)
+		now = now.Add(observe.StatementSnapshotLate)
 		mu.Unlock()
-		if res, err := e.svc.SampleObservability(t.Context()); err != nil || res.Projects != 1 {
+		if res, err := e.svc.Observe().Sample(t.Context()); err != nil || res.Projects != 1 {
 			t.Fatalf("sweep: %+v %v", res, err)
 		}
 	}

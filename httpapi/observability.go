@@ -8,19 +8,19 @@ import (
 )
 
 func (s *Server) observabilityHistory(r *Request) (*api.HistoryResponse, error) {
-	return s.svc.History(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("hours"))
+	return s.svc.Observe().History(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("hours"))
 }
 
 func (s *Server) topQueries(r *Request) (*api.TopQueriesResponse, error) {
-	return s.svc.TopQueries(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("hours"))
+	return s.svc.Observe().TopQueries(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("hours"))
 }
 
 func (s *Server) queryDetail(r *Request) (*api.QueryDetailResponse, error) {
-	return s.svc.QueryDetail(r.Context(), r.Principal, r.PathValue("projectID"), r.PathValue("queryHash"), r.Int("hours"))
+	return s.svc.Observe().QueryDetail(r.Context(), r.Principal, r.PathValue("projectID"), r.PathValue("queryHash"), r.Int("hours"))
 }
 
 func (s *Server) indexAdvice(r *Request) (*api.AdvisorResponse, error) {
-	return s.svc.IndexAdvice(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("min_filter"), r.Int("min_selectivity"))
+	return s.svc.Observe().IndexAdvice(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("min_filter"), r.Int("min_selectivity"))
 }
 
 // logsQuery is the logs routes' query.
@@ -29,7 +29,7 @@ func logsQuery(r *Request, stream bool) appliance.LogsQuery {
 }
 
 func (s *Server) readLogs(r *Request) (*api.LogsResponse, error) {
-	return s.svc.ReadLogs(r.Context(), r.Principal, r.PathValue("projectID"), logsQuery(r, false))
+	return s.svc.Observe().ReadLogs(r.Context(), r.Principal, r.PathValue("projectID"), logsQuery(r, false))
 }
 
 // streamLogs is the live tail: the entries the query selects (the newest of the window, or those after
@@ -42,7 +42,7 @@ func (s *Server) streamLogs(r *Request) error {
 		q.Cursor = last
 	}
 	return s.serveSSE(r, "the logs of project "+id, r.Bool("follow"), func() ([]sseFrame, bool, error) {
-		res, err := s.svc.ReadLogs(r.Context(), r.Principal, id, q)
+		res, err := s.svc.Observe().ReadLogs(r.Context(), r.Principal, id, q)
 		if err != nil {
 			return nil, false, err
 		}

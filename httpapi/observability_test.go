@@ -33,7 +33,7 @@ func TestObservabilityOverHTTP(t *testing.T) {
 	b.env.Clock.Set(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
 	sweep := func() {
 		t.Helper()
-		if res, err := b.svc.SampleObservability(t.Context()); err != nil || res.Projects != 1 {
+		if res, err := b.svc.Observe().Sample(t.Context()); err != nil || res.Projects != 1 {
 			t.Fatalf("sweep: %+v %v", res, err)
 		}
 	}

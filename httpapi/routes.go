@@ -206,15 +206,15 @@ func (s *Server) table() []Route {
 
 		// Observability (docs/api-decisions.md "Observability")
 		{Method: get, Path: "/v1/projects/{projectID}/observability", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Summary: "A live snapshot of the project's server: active queries, connections and storage against their limits, the slowest statements, the alerts in force",
-			Errors: []int{http.StatusConflict, http.StatusServiceUnavailable}, Do: CallP("projectID", s.svc.Observability)},
+			Errors: []int{http.StatusConflict, http.StatusServiceUnavailable}, Do: CallP("projectID", s.svc.Observe().Snapshot)},
 		{Method: get, Path: "/v1/projects/{projectID}/observability/history", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Summary: "The minutely samples of the trailing window, oldest first (downsampled evenly to at most 720 points)",
 			Query: []Param{hoursParam(api.HistoryHoursMax, api.HistoryHoursDefault)}, Do: Without(s.observabilityHistory)},
 		{Method: get, Path: "/v1/projects/{projectID}/observability/queries", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Summary: "The statements with the most total execution time in the trailing window (from pg_stat_statements snapshots every 5 minutes; at most 50)",
 			Query: []Param{hoursParam(api.QueriesHoursMax, api.QueriesHoursDefault)}, Do: Without(s.topQueries)},
 		{Method: get, Path: "/v1/projects/{projectID}/observability/queries/{queryHash}", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Summary: "One statement's totals in the trailing window and a point per snapshot (queryHash: 32 lowercase hex characters)",
 			Query: []Param{hoursParam(api.QueriesHoursMax, api.QueriesHoursDefault)}, Do: Without(s.queryDetail)},
-		{Method: get, Path: "/v1/projects/{projectID}/alerts", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Summary: "The project's alerts in force and those resolved in the last 7 days, newest first", Do: CallP("projectID", s.svc.ListAlerts)},
-		{Method: post, Path: "/v1/projects/{projectID}/alerts/{alertID}/acknowledge", Tag: "observability", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Acknowledge an alert (it stays until its condition clears)", Do: CallPP("projectID", "alertID", s.svc.AcknowledgeAlert)},
+		{Method: get, Path: "/v1/projects/{projectID}/alerts", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Summary: "The project's alerts in force and those resolved in the last 7 days, newest first", Do: CallP("projectID", s.svc.Observe().ListAlerts)},
+		{Method: post, Path: "/v1/projects/{projectID}/alerts/{alertID}/acknowledge", Tag: "observability", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Acknowledge an alert (it stays until its condition clears)", Do: CallPP("projectID", "alertID", s.svc.Observe().AcknowledgeAlert)},
 		{Method: get, Path: "/v1/projects/{projectID}/logs", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Summary: "The server's log entries: the newest of the window, or those after a cursor (passwords masked; the appliance's own sessions left out)",
 			Query: logsParams(api.LogsHoursArchiveMax, "1 to 168, or to 720 with the log archive (up --log-archive-days); ignored when cursor is set"), Errors: []int{http.StatusConflict}, Do: Without(s.readLogs)},
 		{Method: get, Path: "/v1/projects/{projectID}/logs/stream", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Stream: true,
@@ -226,7 +226,7 @@ func (s *Server) table() []Route {
 				{Name: "min_selectivity", Type: "integer", Min: 1, Max: api.AdvisorMinSelectivityMax, Default: int64(api.AdvisorMinSelectivityDefault), Doc: "minimum average selectivity percentage"}},
 			Errors: []int{http.StatusConflict, http.StatusServiceUnavailable}, Do: Without(s.indexAdvice)},
 		{Method: get, Path: "/v1/projects/{projectID}/advisor/index-hygiene", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Summary: "Unused indexes (no scans since the statistics reset, not backing a constraint) and redundant ones (a prefix of another), with sizes and DROP statements",
-			Errors: []int{http.StatusConflict, http.StatusServiceUnavailable}, Do: CallP("projectID", s.svc.IndexHygiene)},
+			Errors: []int{http.StatusConflict, http.StatusServiceUnavailable}, Do: CallP("projectID", s.svc.Observe().IndexHygiene)},
 		{Method: get, Path: "/metrics", Tag: "observability", Auth: Public, Status: ok, ContentType: "text/plain; version=0.0.4; charset=utf-8", Summary: "Prometheus metrics of the appliance and each project's core gauges (the text format). With up --metrics-token set, to a request bearing that token; otherwise, with up --metrics-listen set, only on that operator listener (not here); otherwise to loopback clients", Do: Raw(s.metrics)},
 
 		// Jobs

@@ -12,6 +12,7 @@ import (
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -270,7 +271,7 @@ func (b *bundle) observed(prj *store.Project) (alertID, hash string) {
 	alertID, hash = "alr_fixture", strings.Repeat("ab", 16)
 	err := b.env.DB.Update(func(tx *store.Tx) error {
 		if err := store.ProjectAlerts.Put(tx, &store.ProjectAlert{ID: alertID, ProjectID: prj.ID, OrganizationID: prj.OrganizationID,
-			Kind: appliance.AlertStorage, Severity: appliance.SeverityWarning, Message: "storage at 85% of the limit", TriggeredAt: time.Now()}); err != nil {
+			Kind: observe.AlertStorage, Severity: observe.SeverityWarning, Message: "storage at 85% of the limit", TriggeredAt: time.Now()}); err != nil {
 			return err
 		}
 		return store.StatementTexts.Put(tx, &store.StatementText{ID: prj.ID + "/" + hash, ProjectID: prj.ID, Hash: hash, Query: "SELECT 1", LastSeen: time.Now()})

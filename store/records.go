@@ -678,7 +678,7 @@ var (
 
 // ProjectAlert is a condition the observability sampler found on a project's server (storage or
 // connections near their limit, a long-open transaction, ...): raised once, resolved by itself when the
-// condition clears (appliance/alerts.go).
+// condition clears (appliance/observe/alerts.go).
 type ProjectAlert struct {
 	ID             string     `json:"id"`
 	ProjectID      string     `json:"project_id"`

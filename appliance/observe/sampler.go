@@ -1,4 +1,4 @@
-package appliance
+package observe
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/pgstat"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
@@ -32,8 +33,9 @@ const (
 	// (a day more than their longest window).
 	SampleRetention    = 30 * 24 * time.Hour
 	StatementRetention = 8 * 24 * time.Hour
-	// sampleTimeout bounds one project's reading: a server that does not answer is skipped this sweep.
-	sampleTimeout = 5 * time.Second
+	// SampleTimeout bounds one project's reading: a server that does not answer is skipped this sweep (the
+	// storage guard's reading of a database's directory too).
+	SampleTimeout = 5 * time.Second
 	// sampleWorkers read this many projects' servers at once.
 	sampleWorkers = 4
 	// MemoryInterval is how often each process of a project's server has its PSS read (the costly
@@ -84,19 +86,19 @@ type sampleTarget struct {
 	mem   *pgstat.Memory
 	// results
 	cur       *reading
-	sample    *ObservabilitySample
+	sample    *api.ObservabilitySample
 	stmts     map[string]stmtTotals // the new totals (nil: not snapshotted this sweep)
 	stmtPoint []byte                // the snapshot's encoded deltas
 	stmtsRead bool
 	err       error
 }
 
-// SampleObservability is the sampler's sweep: for every active project it reads the server's counters
+// Sample is the sampler's sweep: for every active project it reads the server's counters
 // (one statement) and its processes' CPU time and memory (their stat files, found through the
 // postmaster's children; each process's PSS every MemoryInterval), stores a history point computed from
 // the previous reading, snapshots pg_stat_statements every StatementSnapshotInterval (statementsDue), and
 // raises or resolves alerts — the writes of all projects in one transaction.
-func (s *Service) SampleObservability(ctx context.Context) (SampleSweepResult, error) {
+func (s *Service) Sample(ctx context.Context) (SampleSweepResult, error) {
 	s.sampler.sweep.Lock()
 	defer s.sampler.sweep.Unlock()
 	start, cpu0 := time.Now(), processCPU()
@@ -105,7 +107,7 @@ func (s *Service) SampleObservability(ctx context.Context) (SampleSweepResult, e
 	var targets []*sampleTarget
 	err := s.db.View(func(tx *store.Tx) error {
 		prjs, err := store.Projects.All(tx, func(p *store.Project) bool {
-			return p.State == ProjectActive && p.PrimaryInstanceID != "" && p.PreviewOf == ""
+			return p.State == api.ProjectActive && p.PrimaryInstanceID != "" && p.PreviewOf == ""
 		})
 		if err != nil {
 			return err
@@ -121,7 +123,7 @@ func (s *Service) SampleObservability(ctx context.Context) (SampleSweepResult, e
 			} else if err != nil {
 				return err
 			}
-			plan, _ := PlanByName(prj.Plan)
+			plan := s.host.Plan(prj.Plan)
 			targets = append(targets, &sampleTarget{prj: prj, inst: inst, state: st, plan: plan})
 		}
 		return nil
@@ -192,7 +194,7 @@ func (s *Service) SampleObservability(ctx context.Context) (SampleSweepResult, e
 // for this sweep and closed after it: a session kept between sweeps would hold ~12 MiB of catalog caches
 // on every server for the sake of a connection setup a minute (bench/README.md "Observability").
 func (s *Service) readTarget(ctx context.Context, t *sampleTarget, now time.Time) error {
-	ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+	ctx, cancel := context.WithTimeout(ctx, SampleTimeout)
 	defer cancel()
 	// The processes are measured before the session opens: its backend is the appliance's, not the
 	// project's (~3.5 MiB), and one exiting after it closed would still hold its share of the shared pages.
@@ -221,18 +223,18 @@ func (s *Service) readTarget(ctx context.Context, t *sampleTarget, now time.Time
 // readServer reads the counters and, when due, pg_stat_statements, on a session it closes before
 // returning.
 func (s *Service) readServer(ctx context.Context, t *sampleTarget, now time.Time) error {
-	conn, err := s.quietAdminConn(ctx, t.inst, t.prj.DatabaseName)
+	conn, err := s.host.QuietAdminConn(ctx, t.inst, t.prj.DatabaseName)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	c, err := pgstat.ReadCounters(ctx, conn, adminUser)
+	c, err := pgstat.ReadCounters(ctx, conn, postgres.AdminRole)
 	if err != nil {
 		return fmt.Errorf("read counters: %w", err)
 	}
 	t.cur = &reading{Counters: c, At: now}
 	if statementsDue(t.prj.ID, t.state.StatementsAt, now) {
-		read, err := pgstat.ReadStatements(ctx, conn, t.prj.DatabaseName, adminUser)
+		read, err := pgstat.ReadStatements(ctx, conn, t.prj.DatabaseName, postgres.AdminRole)
 		if err != nil {
 			return fmt.Errorf("read pg_stat_statements: %w", err)
 		}
@@ -411,10 +413,10 @@ func (s *Service) SamplerStats() (SampleSweepResult, int64) {
 	return s.sampler.last, s.sampler.total
 }
 
-// PruneObservability deletes history points older than SampleRetention, statement snapshots and texts
+// Prune deletes history points older than SampleRetention, statement snapshots and texts
 // older than StatementRetention, resolved alerts older than SampleRetention, and everything of projects
 // that no longer exist. It returns how many records it deleted.
-func (s *Service) PruneObservability(ctx context.Context) (int, error) {
+func (s *Service) Prune(ctx context.Context) (int, error) {
 	now := s.now()
 	n := 0
 	err := s.db.Update(func(tx *store.Tx) error {
@@ -481,7 +483,7 @@ func (s *Service) PruneObservability(ctx context.Context) (int, error) {
 // projectGone reports whether the project was deleted (its record gone, or in state deleted).
 func projectGone(tx *store.Tx, id string) bool {
 	prj, err := store.Projects.Get(tx, id)
-	return errors.Is(err, store.ErrNotFound) || err == nil && prj.State == ProjectDeleted
+	return errors.Is(err, store.ErrNotFound) || err == nil && prj.State == api.ProjectDeleted
 }
 
 // processCPU is the CPU time (user and system) this process has used.

@@ -1,4 +1,4 @@
-package appliance
+package observe
 
 import (
 	"encoding/json"
@@ -7,13 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
 	"github.com/theappliance/appliance/appliance/pgstat"
 	"github.com/theappliance/appliance/store"
 )
 
 func TestSampleEncodingRoundTrip(t *testing.T) {
 	at := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
-	x := ObservabilitySample{SampledAt: at, ActiveQueries: 3, BlockedQueries: 1, ConnectionLimit: 97, Connections: 12, DeadTuples: 1 << 40,
+	x := api.ObservabilitySample{SampledAt: at, ActiveQueries: 3, BlockedQueries: 1, ConnectionLimit: 97, Connections: 12, DeadTuples: 1 << 40,
 		Deadlocks: 2, MemLimitBytes: 512 << 20, MemUsageBytes: 123456789, SlowQueries: 1, StorageBytes: 9 << 30, StorageLimitBytes: 10 << 30,
 		TempBytes: 4096, AvgQueryMS: 1.25, CacheHitRatio: 0.995, CPUCoresUsed: 0.5, CPUQuotaCores: 2, RollbackRatio: 0.01,
 		RowsReadPerSec: 1000.5, RowsWrittenPerSec: 20.25, TPS: 150.5}
@@ -33,9 +35,9 @@ func TestSampleEncodingRoundTrip(t *testing.T) {
 
 func TestDownsample(t *testing.T) {
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	var in []ObservabilitySample
+	var in []api.ObservabilitySample
 	for i := range 30 * 24 * 60 {
-		in = append(in, ObservabilitySample{SampledAt: t0.Add(time.Duration(i) * time.Minute), Connections: int64(i % 2 * 10), Deadlocks: 1, TPS: float64(i % 2 * 100)})
+		in = append(in, api.ObservabilitySample{SampledAt: t0.Add(time.Duration(i) * time.Minute), Connections: int64(i % 2 * 10), Deadlocks: 1, TPS: float64(i % 2 * 100)})
 	}
 	out := downsample(in, MaxHistoryPoints)
 	if len(out) != MaxHistoryPoints {
@@ -64,8 +66,8 @@ func TestComputeSample(t *testing.T) {
 	cur := reading{At: t0.Add(time.Minute), CPUSeconds: 40, Counters: &pgstat.Counters{At: t0.Add(time.Minute), PostmasterStart: start,
 		XactCommit: 1570, XactRollback: 40, BlksHit: 1890, BlksRead: 110, TupReturned: 11000, TupFetched: 1000, TupInserted: 700, TupUpdated: 10,
 		TupDeleted: 1, Deadlocks: 2, TempBytes: 8192, Calls: 300, ExecTimeMS: 250, Connections: 5, ConnectionLimit: 97, DatabaseSizeBytes: 1 << 20}}
-	plan := Plans[0]
-	x, err := computeSample(prev, cur, plan, plan.StorageLimitBytes)
+	plan, storage := Plan{MemoryBytes: 512 << 20, CPUCores: 0.5}, int64(1)<<30 // the free plan's
+	x, err := computeSample(prev, cur, plan, storage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +95,7 @@ func TestComputeSample(t *testing.T) {
 	crash.XactCommit, crash.XactRollback, crash.BlksHit, crash.BlksRead, crash.TupReturned = 60, 0, 50, 50, 300
 	crash.Calls, crash.ExecTimeMS, crash.Deadlocks, crash.TempBytes = 10, 5, 0, 0
 	after := reading{At: t0.Add(2 * time.Minute), CPUSeconds: 3, Counters: &crash}
-	x, err = computeSample(cur, after, plan, plan.StorageLimitBytes)
+	x, err = computeSample(cur, after, plan, storage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +112,7 @@ func TestComputeSample(t *testing.T) {
 	reset.At = t0.Add(3 * time.Minute)
 	reset.StatsReset = &reset.At
 	reset.XactCommit = 120
-	x, err = computeSample(after, reading{At: reset.At, CPUSeconds: 4, Counters: &reset}, plan, plan.StorageLimitBytes)
+	x, err = computeSample(after, reading{At: reset.At, CPUSeconds: 4, Counters: &reset}, plan, storage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +220,7 @@ func TestLogWindowBounds(t *testing.T) {
 	} {
 		s := &Service{cfg: Config{LogArchiveDays: c.archive}, now: time.Now}
 		q, err := s.logQuery(c.q)
-		if (err == nil) != c.ok || (err != nil && KindOf(err) != KindInvalid) {
+		if (err == nil) != c.ok || (err != nil && apperr.KindOf(err) != apperr.KindInvalid) {
 			t.Errorf("archive %d, %+v: %v", c.archive, c.q, err)
 		}
 		if err == nil && (q.Since.IsZero() || len(q.ExcludeUsers) != 1) {

@@ -1,4 +1,4 @@
-package appliance
+package observe
 
 import (
 	"cmp"
@@ -10,28 +10,32 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/pgstat"
+	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
 )
 
 // TopQueriesLimit is how many statements the top-queries listing ranks.
 const TopQueriesLimit = 50
 
-// Observability reads the live snapshot from the project's server (a short admin session).
-func (s *Service) Observability(ctx context.Context, p *Principal, projectID string) (*ObservabilityResponse, error) {
+// Snapshot reads the live snapshot from the project's server (a short admin session).
+func (s *Service) Snapshot(ctx context.Context, p *authz.Principal, projectID string) (*api.ObservabilityResponse, error) {
 	var prj *store.Project
 	var snap *pgstat.Snapshot
 	err := s.withQuietAdmin(ctx, p, projectID, func(x *store.Project, conn *pgx.Conn) (err error) {
 		prj = x
-		if snap, err = pgstat.TakeSnapshot(ctx, conn, adminUser); err != nil {
-			return serverErr(err, "read the server's statistics")
+		if snap, err = pgstat.TakeSnapshot(ctx, conn, postgres.AdminRole); err != nil {
+			return apperr.Server(err, "read the server's statistics")
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := &ObservabilitySnapshot{ActiveQueries: snap.ActiveQueries, Alerts: []string{}, ConnectionCount: snap.ConnectionCount,
+	out := &api.ObservabilitySnapshot{ActiveQueries: snap.ActiveQueries, Alerts: []string{}, ConnectionCount: snap.ConnectionCount,
 		ConnectionLimit: snap.ConnectionLimit, DatabaseSizeBytes: snap.DatabaseSizeBytes, StorageLimitBytes: prj.StorageLimitBytes,
 		PGStatStatements: snap.PGStatStatements, SlowQueries: snap.SlowQueries, SampledAt: s.now()}
 	if out.ConnectionLimit > 0 {
@@ -49,9 +53,9 @@ func (s *Service) Observability(ctx context.Context, p *Principal, projectID str
 		return err
 	})
 	if err != nil {
-		return nil, Internal(err, "read alerts")
+		return nil, apperr.Internal(err, "read alerts")
 	}
-	return &ObservabilityResponse{Observability: out}, nil
+	return &api.ObservabilityResponse{Observability: out}, nil
 }
 
 func roundTo(v float64, digits int) float64 {
@@ -61,18 +65,18 @@ func roundTo(v float64, digits int) float64 {
 
 // History returns the project's samples of the trailing window, oldest first, downsampled to at most
 // MaxHistoryPoints.
-func (s *Service) History(ctx context.Context, p *Principal, projectID string, hours int) (*HistoryResponse, error) {
-	if hours < 1 || hours > HistoryHoursMax {
-		return nil, Invalid("hours must be between 1 and %d", HistoryHoursMax)
+func (s *Service) History(ctx context.Context, p *authz.Principal, projectID string, hours int) (*api.HistoryResponse, error) {
+	if hours < 1 || hours > api.HistoryHoursMax {
+		return nil, apperr.Invalid("hours must be between 1 and %d", api.HistoryHoursMax)
 	}
 	now := s.now()
-	var samples []ObservabilitySample
+	var samples []api.ObservabilitySample
 	err := s.db.View(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		prj, err := s.host.VisibleProject(tx, p, projectID)
 		if err != nil {
 			return err
 		}
-		samples = make([]ObservabilitySample, 0, hours*int(time.Hour/SampleInterval)+1) // one allocation: the window's most points
+		samples = make([]api.ObservabilitySample, 0, hours*int(time.Hour/SampleInterval)+1) // one allocation: the window's most points
 		return store.ObservabilitySamples.Range(tx, prj.ID, now.Add(-time.Duration(hours)*time.Hour), now.Add(time.Nanosecond), func(at time.Time, v []byte) error {
 			x, err := decodeSample(at, v)
 			if err == nil {
@@ -84,7 +88,7 @@ func (s *Service) History(ctx context.Context, p *Principal, projectID string, h
 	if err != nil {
 		return nil, err
 	}
-	return &HistoryResponse{Samples: downsample(samples, MaxHistoryPoints)}, nil
+	return &api.HistoryResponse{Samples: downsample(samples, MaxHistoryPoints)}, nil
 }
 
 // queryHashPattern is the shape of a query hash.
@@ -92,14 +96,14 @@ var queryHashPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
 // statementWindow walks the project's statement snapshots of the trailing window (want: one hash, or all)
 // with fn, then calls done, in the same read, with a lookup of the statements' texts.
-func (s *Service) statementWindow(p *Principal, projectID string, hours int, want string, fn func(statementPoint),
+func (s *Service) statementWindow(p *authz.Principal, projectID string, hours int, want string, fn func(statementPoint),
 	done func(text func(hash string) (string, bool)) error) error {
-	if hours < 1 || hours > QueriesHoursMax {
-		return Invalid("hours must be between 1 and %d", QueriesHoursMax)
+	if hours < 1 || hours > api.QueriesHoursMax {
+		return apperr.Invalid("hours must be between 1 and %d", api.QueriesHoursMax)
 	}
 	now := s.now()
 	return s.db.View(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		prj, err := s.host.VisibleProject(tx, p, projectID)
 		if err != nil {
 			return err
 		}
@@ -110,7 +114,7 @@ func (s *Service) statementWindow(p *Principal, projectID string, hours int, wan
 			return nil
 		})
 		if err != nil {
-			return Internal(err, "read statement snapshots")
+			return apperr.Internal(err, "read statement snapshots")
 		}
 		return done(func(hash string) (string, bool) {
 			t, err := store.StatementTexts.Get(tx, prj.ID+"/"+hash)
@@ -124,14 +128,14 @@ func (s *Service) statementWindow(p *Principal, projectID string, hours int, wan
 
 // TopQueries ranks the statements by their total execution time within the window (the sum of the
 // snapshots' deltas), at most TopQueriesLimit.
-func (s *Service) TopQueries(ctx context.Context, p *Principal, projectID string, hours int) (*TopQueriesResponse, error) {
-	sums := map[string]*TopQuery{}
-	var out []TopQuery
+func (s *Service) TopQueries(ctx context.Context, p *authz.Principal, projectID string, hours int) (*api.TopQueriesResponse, error) {
+	sums := map[string]*api.TopQuery{}
+	var out []api.TopQuery
 	err := s.statementWindow(p, projectID, hours, "", func(pt statementPoint) {
 		for h, d := range pt.Deltas {
 			q := sums[h]
 			if q == nil {
-				q = &TopQuery{QueryHash: h}
+				q = &api.TopQuery{QueryHash: h}
 				sums[h] = q
 			}
 			q.Calls += d.Calls
@@ -139,11 +143,11 @@ func (s *Service) TopQueries(ctx context.Context, p *Principal, projectID string
 			q.TotalExecMS += d.ExecMS
 		}
 	}, func(text func(string) (string, bool)) error {
-		out = make([]TopQuery, 0, len(sums))
+		out = make([]api.TopQuery, 0, len(sums))
 		for _, q := range sums {
 			out = append(out, *q)
 		}
-		slices.SortFunc(out, func(a, b TopQuery) int {
+		slices.SortFunc(out, func(a, b api.TopQuery) int {
 			return cmp.Or(cmp.Compare(b.TotalExecMS, a.TotalExecMS), cmp.Compare(a.QueryHash, b.QueryHash))
 		})
 		out = out[:min(len(out), TopQueriesLimit)]
@@ -158,22 +162,22 @@ func (s *Service) TopQueries(ctx context.Context, p *Principal, projectID string
 	if err != nil {
 		return nil, err
 	}
-	return &TopQueriesResponse{Queries: out}, nil
+	return &api.TopQueriesResponse{Queries: out}, nil
 }
 
 // QueryDetail returns one statement's totals within the window and a point per snapshot (404 for a hash
 // no snapshot of the project has seen).
-func (s *Service) QueryDetail(ctx context.Context, p *Principal, projectID, hash string, hours int) (*QueryDetailResponse, error) {
+func (s *Service) QueryDetail(ctx context.Context, p *authz.Principal, projectID, hash string, hours int) (*api.QueryDetailResponse, error) {
 	if !queryHashPattern.MatchString(hash) {
-		return nil, Invalid("queryHash must be 32 lowercase hexadecimal characters (a query_hash from the top queries)")
+		return nil, apperr.Invalid("queryHash must be 32 lowercase hexadecimal characters (a query_hash from the top queries)")
 	}
-	d := &QueryDetail{QueryHash: hash, Points: []QueryPoint{}}
+	d := &api.QueryDetail{QueryHash: hash, Points: []api.QueryPoint{}}
 	err := s.statementWindow(p, projectID, hours, hash, func(pt statementPoint) {
 		if pt.Interval == 0 { // the baseline snapshot measured nothing
 			return
 		}
 		x := pt.Deltas[hash]
-		qp := QueryPoint{CapturedAt: pt.At, Calls: x.Calls, Rows: x.Rows, TotalExecMS: x.ExecMS, CallsPerSec: float64(x.Calls) / pt.Interval}
+		qp := api.QueryPoint{CapturedAt: pt.At, Calls: x.Calls, Rows: x.Rows, TotalExecMS: x.ExecMS, CallsPerSec: float64(x.Calls) / pt.Interval}
 		if x.Calls > 0 {
 			qp.MeanExecMS = x.ExecMS / float64(x.Calls)
 		}
@@ -184,7 +188,7 @@ func (s *Service) QueryDetail(ctx context.Context, p *Principal, projectID, hash
 	}, func(text func(string) (string, bool)) error {
 		var ok bool
 		if d.Query, ok = text(hash); !ok {
-			return NotFound("query %s not found: no snapshot of this project's statements has it", hash)
+			return apperr.NotFound("query %s not found: no snapshot of this project's statements has it", hash)
 		}
 		return nil
 	})
@@ -194,5 +198,5 @@ func (s *Service) QueryDetail(ctx context.Context, p *Principal, projectID, hash
 	if d.WindowCalls > 0 {
 		d.WindowMeanExecMS = d.WindowTotalExecMS / float64(d.WindowCalls)
 	}
-	return &QueryDetailResponse{Query: d}, nil
+	return &api.QueryDetailResponse{Query: d}, nil
 }

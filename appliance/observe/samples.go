@@ -1,4 +1,4 @@
-package appliance
+package observe
 
 import (
 	"encoding/binary"
@@ -7,26 +7,28 @@ import (
 	"math"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/pgstat"
+	"github.com/theappliance/appliance/store"
 )
 
 // sampleVersion leads every encoded sample.
 const sampleVersion = 1
 
 // sampleInts and sampleFloats list a sample's fields for the encoding and for downsampling, in a fixed order.
-func sampleInts(x *ObservabilitySample) [12]*int64 {
+func sampleInts(x *api.ObservabilitySample) [12]*int64 {
 	return [12]*int64{&x.ActiveQueries, &x.BlockedQueries, &x.ConnectionLimit, &x.Connections, &x.DeadTuples, &x.Deadlocks,
 		&x.MemLimitBytes, &x.MemUsageBytes, &x.SlowQueries, &x.StorageBytes, &x.StorageLimitBytes, &x.TempBytes}
 }
 
-func sampleFloats(x *ObservabilitySample) [8]*float64 {
+func sampleFloats(x *api.ObservabilitySample) [8]*float64 {
 	return [8]*float64{&x.AvgQueryMS, &x.CacheHitRatio, &x.CPUCoresUsed, &x.CPUQuotaCores, &x.RollbackRatio,
 		&x.RowsReadPerSec, &x.RowsWrittenPerSec, &x.TPS}
 }
 
 // summed reports whether p (one of sampleInts(x)) counts events between samples: downsampling adds those up
 // and averages the rest.
-func summed(x *ObservabilitySample, p *int64) bool { return p == &x.Deadlocks || p == &x.TempBytes }
+func summed(x *api.ObservabilitySample, p *int64) bool { return p == &x.Deadlocks || p == &x.TempBytes }
 
 // micro is the resolution the numbers are kept at: millionths.
 const micro = 1e6
@@ -34,7 +36,7 @@ const micro = 1e6
 // appendSample appends the sample, encoded compactly (the time is the series key, not encoded): a version byte,
 // then the integers and the numbers (in millionths) as varints — about 50 bytes, so a month of minutely
 // points of a project is ~2 MB.
-func appendSample(b []byte, x *ObservabilitySample) []byte {
+func appendSample(b []byte, x *api.ObservabilitySample) []byte {
 	b = append(b, sampleVersion)
 	for _, p := range sampleInts(x) {
 		b = binary.AppendVarint(b, *p)
@@ -48,8 +50,8 @@ func appendSample(b []byte, x *ObservabilitySample) []byte {
 var errSampleEncoding = errors.New("malformed observability sample")
 
 // decodeSample decodes what appendSample wrote.
-func decodeSample(at time.Time, b []byte) (ObservabilitySample, error) {
-	x := ObservabilitySample{SampledAt: at}
+func decodeSample(at time.Time, b []byte) (api.ObservabilitySample, error) {
+	x := api.ObservabilitySample{SampledAt: at}
 	if len(b) == 0 || b[0] != sampleVersion {
 		return x, errSampleEncoding
 	}
@@ -81,14 +83,14 @@ const MaxHistoryPoints = 720
 // downsample merges samples (oldest first) into at most max points: each bucket of consecutive samples
 // becomes one point at its newest sample's time, with the counts of events (deadlocks, temp bytes) summed
 // and every other field averaged.
-func downsample(in []ObservabilitySample, max int) []ObservabilitySample {
+func downsample(in []api.ObservabilitySample, max int) []api.ObservabilitySample {
 	if len(in) <= max {
 		return in
 	}
-	out := make([]ObservabilitySample, 0, max)
+	out := make([]api.ObservabilitySample, 0, max)
 	for i := range max {
 		lo, hi := i*len(in)/max, (i+1)*len(in)/max
-		var acc ObservabilitySample
+		var acc api.ObservabilitySample
 		var ints [12]float64
 		for _, x := range in[lo:hi] {
 			for j, p := range sampleInts(&x) {
@@ -137,17 +139,17 @@ func counterDelta(cur, prev int64, reset bool) int64 {
 // server's clock between them (the CPU time too). A statistics reset between
 // them (stats_reset moved, or a counter went back) makes each delta the counter's value since the reset;
 // a server restart that kept its statistics (a clean shutdown saves them) changes nothing.
-func computeSample(prev, cur reading, plan Plan, storageLimit int64) (ObservabilitySample, error) {
+func computeSample(prev, cur reading, plan Plan, storageLimit int64) (api.ObservabilitySample, error) {
 	c, p := cur.Counters, prev.Counters
 	secs := c.At.Sub(p.At).Seconds()
 	if secs <= 0 {
-		return ObservabilitySample{}, fmt.Errorf("readings %v and %v are not in order", p.At, c.At)
+		return api.ObservabilitySample{}, fmt.Errorf("readings %v and %v are not in order", p.At, c.At)
 	}
 	reset := !sameTime(c.StatsReset, p.StatsReset)
 	d := func(cur, prev int64) float64 { return float64(counterDelta(cur, prev, reset)) }
 	commits, rollbacks := d(c.XactCommit, p.XactCommit), d(c.XactRollback, p.XactRollback)
 	hits, reads := d(c.BlksHit, p.BlksHit), d(c.BlksRead, p.BlksRead)
-	x := ObservabilitySample{
+	x := api.ObservabilitySample{
 		SampledAt:         cur.At,
 		ActiveQueries:     c.ActiveQueries,
 		BlockedQueries:    c.BlockedQueries,
@@ -194,4 +196,18 @@ func sameTime(a, b *time.Time) bool {
 		return a == b
 	}
 	return a.Equal(*b)
+}
+
+// LastSample is the project's newest history point (nil: none, or one that does not decode): the
+// /metrics gauges.
+func LastSample(tx *store.Tx, projectID string) *api.ObservabilitySample {
+	at, v, err := store.ObservabilitySamples.Last(tx, projectID)
+	if err != nil {
+		return nil
+	}
+	x, err := decodeSample(at, v)
+	if err != nil {
+		return nil
+	}
+	return &x
 }

@@ -1,4 +1,4 @@
-package appliance
+package observe
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/scheduler"
@@ -23,7 +25,10 @@ const (
 	AlertLongTransaction = "long_transaction" // a client transaction open for a long time (holds back vacuum)
 	AlertBackupFailed    = "backup_failed"    // the project's latest backup failed (resolved by the next that completes)
 	AlertInstanceCrashed = "instance_crashed" // the server or its pooler exited unexpectedly (resolved once both serve again)
-	// AlertDataMissing (reconcile.go): found at start, resolved at a start that no longer finds it.
+	// AlertDataMissing is raised on a project whose instance or key-value store directory the metadata has
+	// running is missing from the data directory: found at start, resolved at a start that no longer finds
+	// it (DataMissing).
+	AlertDataMissing = "data_missing"
 
 	SeverityWarning  = "warning"
 	SeverityCritical = "critical"
@@ -38,15 +43,15 @@ const (
 	AlertListWindow = 7 * 24 * time.Hour
 )
 
-func alertView(a *store.ProjectAlert) *ProjectAlert {
-	return &ProjectAlert{ID: a.ID, ProjectID: a.ProjectID, Kind: a.Kind, Severity: a.Severity, Message: a.Message,
+func alertView(a *store.ProjectAlert) *api.ProjectAlert {
+	return &api.ProjectAlert{ID: a.ID, ProjectID: a.ProjectID, Kind: a.Kind, Severity: a.Severity, Message: a.Message,
 		LimitValue: a.LimitValue, ObservedValue: a.ObservedValue, TriggeredAt: a.TriggeredAt,
 		AcknowledgedAt: a.AcknowledgedAt, ResolvedAt: a.ResolvedAt, LastNotifiedAt: a.LastNotifiedAt}
 }
 
 // AlertEvent is the data of alert.triggered and alert.resolved.
 type AlertEvent struct {
-	Alert *ProjectAlert `json:"alert"`
+	Alert *api.ProjectAlert `json:"alert"`
 }
 
 // alertCondition is one kind's verdict at a sample: raised (with its severity and values) or clear.
@@ -134,7 +139,7 @@ func (s *Service) applyAlert(tx *store.Tx, prj *store.Project, a *store.ProjectA
 		if err := store.ProjectAlerts.Put(tx, a); err != nil {
 			return false, err
 		}
-		return true, s.appendEvent(tx, "alert.triggered", prj.OrganizationID, prj.ID, AlertEvent{Alert: alertView(a)})
+		return true, s.host.AppendEvent(tx, "alert.triggered", prj.OrganizationID, prj.ID, AlertEvent{Alert: alertView(a)})
 	case c.raised:
 		if a.Severity == c.severity && a.ObservedValue == c.observed && a.LimitValue == c.limit && a.Message == c.message {
 			return false, nil
@@ -147,15 +152,15 @@ func (s *Service) applyAlert(tx *store.Tx, prj *store.Project, a *store.ProjectA
 		if err := store.ProjectAlerts.Put(tx, a); err != nil {
 			return false, err
 		}
-		return true, s.appendEvent(tx, "alert.resolved", prj.OrganizationID, prj.ID, AlertEvent{Alert: alertView(a)})
+		return true, s.host.AppendEvent(tx, "alert.resolved", prj.OrganizationID, prj.ID, AlertEvent{Alert: alertView(a)})
 	}
 	return false, nil
 }
 
-// backupAlert raises backup_failed when a backup job fails and resolves it when one completes (the job
-// end hook calls it in the transaction that records the job's end).
-func (s *Service) backupAlert(tx *store.Tx, j *store.Job) error {
-	if j.Type != JobBackupCreate || j.ProjectID == "" {
+// BackupEnded raises backup_failed when a backup job fails and resolves it when one completes (the root's
+// job end hook calls it for the backup.create jobs, in the transaction that records the job's end).
+func (s *Service) BackupEnded(tx *store.Tx, j *store.Job) error {
+	if j.ProjectID == "" {
 		return nil
 	}
 	prj, err := store.Projects.Get(tx, j.ProjectID)
@@ -188,10 +193,10 @@ type InstanceCrashedEvent struct {
 	At        time.Time `json:"at"`
 }
 
-// instanceCrashed tells, inside tx, that a watched process of prj exited while nobody stopped it: the
+// InstanceCrashed tells, inside tx, that a watched process of prj exited while nobody stopped it: the
 // instance.crashed event, and the instance_crashed alert (critical; a crash while it is open counts one
 // more in its observed value).
-func (s *Service) instanceCrashed(tx *store.Tx, prj *store.Project, e daemon.Event) error {
+func (s *Service) InstanceCrashed(tx *store.Tx, prj *store.Project, e daemon.Event) error {
 	process := "postgres"
 	if strings.HasSuffix(e.Key, "/pooler") {
 		process = "pooler"
@@ -200,7 +205,7 @@ func (s *Service) instanceCrashed(tx *store.Tx, prj *store.Project, e daemon.Eve
 	if e.Err != nil {
 		ev.Error = e.Err.Error()
 	}
-	if err := s.appendEvent(tx, "instance.crashed", prj.OrganizationID, prj.ID, ev); err != nil {
+	if err := s.host.AppendEvent(tx, "instance.crashed", prj.OrganizationID, prj.ID, ev); err != nil {
 		return err
 	}
 	open, err := openAlerts(tx, prj.ID)
@@ -219,8 +224,8 @@ func (s *Service) instanceCrashed(tx *store.Tx, prj *store.Project, e daemon.Eve
 	return err
 }
 
-// instanceServing resolves the instance_crashed alert once the project's server and pooler serve again.
-func (s *Service) instanceServing(tx *store.Tx, prj *store.Project) error {
+// InstanceServing resolves the instance_crashed alert once the project's server and pooler serve again.
+func (s *Service) InstanceServing(tx *store.Tx, prj *store.Project) error {
 	open, err := openAlerts(tx, prj.ID)
 	if err != nil {
 		return err
@@ -237,17 +242,17 @@ func firstLine(s string) string {
 }
 
 // ListAlerts returns the project's open alerts and those resolved within AlertListWindow, newest first.
-func (s *Service) ListAlerts(ctx context.Context, p *Principal, projectID string) (*AlertList, error) {
-	out := &AlertList{Alerts: []*ProjectAlert{}}
+func (s *Service) ListAlerts(ctx context.Context, p *authz.Principal, projectID string) (*api.AlertList, error) {
+	out := &api.AlertList{Alerts: []*api.ProjectAlert{}}
 	now := s.now()
 	err := s.db.View(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		prj, err := s.host.VisibleProject(tx, p, projectID)
 		if err != nil {
 			return err
 		}
 		all, err := store.ProjectAlerts.Lookup(tx, store.ProjectAlertsByProject, prj.ID, store.Query{Newest: true})
 		if err != nil {
-			return Internal(err, "list alerts")
+			return apperr.Internal(err, "list alerts")
 		}
 		for _, a := range all {
 			if a.ResolvedAt == nil || now.Sub(*a.ResolvedAt) <= AlertListWindow {
@@ -256,21 +261,21 @@ func (s *Service) ListAlerts(ctx context.Context, p *Principal, projectID string
 		}
 		return nil
 	})
-	slices.SortStableFunc(out.Alerts, func(a, b *ProjectAlert) int { return b.TriggeredAt.Compare(a.TriggeredAt) })
+	slices.SortStableFunc(out.Alerts, func(a, b *api.ProjectAlert) int { return b.TriggeredAt.Compare(a.TriggeredAt) })
 	return out, err
 }
 
 // AcknowledgeAlert records that someone has seen the alert (again: a no-op that keeps the first time).
-func (s *Service) AcknowledgeAlert(ctx context.Context, p *Principal, projectID, alertID string) (*AlertResponse, error) {
-	var out *ProjectAlert
+func (s *Service) AcknowledgeAlert(ctx context.Context, p *authz.Principal, projectID, alertID string) (*api.AlertResponse, error) {
+	var out *api.ProjectAlert
 	err := s.db.Update(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		prj, err := s.host.VisibleProject(tx, p, projectID)
 		if err != nil {
 			return err
 		}
 		a, err := store.ProjectAlerts.Get(tx, alertID)
 		if err != nil || a.ProjectID != prj.ID {
-			return NotFound("alert %s not found", alertID)
+			return apperr.NotFound("alert %s not found", alertID)
 		}
 		if a.AcknowledgedAt == nil {
 			now := s.now()
@@ -279,7 +284,7 @@ func (s *Service) AcknowledgeAlert(ctx context.Context, p *Principal, projectID,
 			if err := store.ProjectAlerts.Put(tx, a); err != nil {
 				return err
 			}
-			if err := s.audit(tx, p, "project.alert.acknowledge", prj.OrganizationID, prj.ID, map[string]any{"alert_id": a.ID, "kind": a.Kind}); err != nil {
+			if err := s.host.Audit(tx, p, "project.alert.acknowledge", prj.OrganizationID, prj.ID, map[string]any{"alert_id": a.ID, "kind": a.Kind}); err != nil {
 				return err
 			}
 		}
@@ -289,5 +294,41 @@ func (s *Service) AcknowledgeAlert(ctx context.Context, p *Principal, projectID,
 	if err != nil {
 		return nil, err
 	}
-	return &AlertResponse{Alert: out}, nil
+	return &api.AlertResponse{Alert: out}, nil
+}
+
+// DataMissing applies, inside tx, what a start found missing from the data directory (the mismatches'
+// texts by project): the data_missing alerts of an earlier start whose mismatches are gone resolve, and
+// each project concerned has one raised (or kept, its message and count current).
+func (s *Service) DataMissing(tx *store.Tx, byProject map[string][]string) error {
+	// The alerts of an earlier start whose mismatches are gone resolve.
+	stale, err := store.ProjectAlerts.All(tx, func(a *store.ProjectAlert) bool {
+		return a.Kind == AlertDataMissing && a.ResolvedAt == nil && byProject[a.ProjectID] == nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, a := range stale {
+		if prj, err := store.Projects.Get(tx, a.ProjectID); err == nil {
+			if _, err := s.applyAlert(tx, prj, a, alertCondition{kind: AlertDataMissing}, s.now()); err != nil {
+				return err
+			}
+		}
+	}
+	for id, what := range byProject {
+		prj, err := store.Projects.Get(tx, id)
+		if err != nil {
+			continue
+		}
+		open, err := openAlerts(tx, id)
+		if err != nil {
+			return err
+		}
+		c := alertCondition{kind: AlertDataMissing, raised: true, severity: SeverityCritical, observed: float64(len(what)),
+			message: "the metadata does not match the data directory: " + strings.Join(what, "; ")}
+		if _, err := s.applyAlert(tx, prj, open[AlertDataMissing], c, s.now()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
