@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/theappliance/appliance/appliance/batch"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/pglog"
 	"github.com/theappliance/appliance/appliance/studio"
@@ -461,14 +462,14 @@ func (s *Service) DeleteRows(ctx context.Context, p *Principal, projectID, schem
 }
 
 // studioLog writes the console's history entries and the studio's audit events, many per transaction (a
-// batchWriter lingering 5 ms after an entry for others to share its commit: a commit's fdatasync costs
+// batch.Writer lingering 5 ms after an entry for others to share its commit: a commit's fdatasync costs
 // about as much CPU as tens of entries' encoding). A run that may have changed data waits until its entries
 // are written, before its answer (the writer does not linger for it), so a crash cannot lose the record of
 // a change the client was told of; only a provably inert one (studio.Inert) hands its entries over without
 // waiting. A reader of either flushes it first (docs/api-decisions.md "Studio: answer caps, masked history, durable records").
 type studioLog struct {
 	once sync.Once
-	w    *batchWriter[studioEntry]
+	w    *batch.Writer[studioEntry]
 }
 
 type studioEntry struct {
@@ -484,18 +485,18 @@ func (s *Service) studioRecord(p *Principal, h *store.SQLHistoryEntry, action st
 	e := studioEntry{history: h, audit: &store.AuditEvent{ID: ids.New("aud"), Action: action, ActorKind: kind, ActorID: id,
 		OrganizationID: prj.OrganizationID, ProjectID: prj.ID, Metadata: md, CreatedAt: s.now()}}
 	if !durable {
-		s.studioWriter().add(e)
+		s.studioWriter().Add(e)
 		return nil
 	}
-	if err := s.studioWriter().write(e); err != nil {
+	if err := s.studioWriter().Write(e); err != nil {
 		return Internal(err, "record the studio's audit event")
 	}
 	return nil
 }
 
-func (s *Service) studioWriter() *batchWriter[studioEntry] {
+func (s *Service) studioWriter() *batch.Writer[studioEntry] {
 	s.studio.log.once.Do(func() {
-		s.studio.log.w = newBatchWriter(s.db, nil, 512, studioLogLinger, 4096, s.log, "the studio's history and audit entries",
+		s.studio.log.w = batch.New(s.db, nil, 512, studioLogLinger, 4096, s.log, "the studio's history and audit entries",
 			func(tx *store.Tx, e studioEntry) error {
 				if e.history != nil {
 					if err := store.SQLHistory.Put(tx, e.history); err != nil {
@@ -504,13 +505,13 @@ func (s *Service) studioWriter() *batchWriter[studioEntry] {
 				}
 				return store.AuditEvents.Put(tx, e.audit)
 			})
-		go s.studio.log.w.run()
+		go s.studio.log.w.Run()
 	})
 	return s.studio.log.w
 }
 
 // FlushStudioLog waits until every history entry and audit event the studio queued before it is written.
-func (s *Service) FlushStudioLog(ctx context.Context) error { return s.studioWriter().flush(ctx) }
+func (s *Service) FlushStudioLog(ctx context.Context) error { return s.studioWriter().Flush(ctx) }
 
 // studioLogLinger is how long the writer waits after an entry for more to share its commit.
 const studioLogLinger = 5 * time.Millisecond

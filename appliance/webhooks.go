@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/theappliance/appliance/appliance/batch"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/webhook"
@@ -46,7 +47,7 @@ type webhooks struct {
 
 	mu sync.Mutex // StartWebhooks and StopWebhooks
 	// recorder writes attempts' outcomes while the worker runs; recorded is closed when it ended.
-	recorder *batchWriter[outcome]
+	recorder *batch.Writer[outcome]
 	recorded chan struct{}
 }
 
@@ -538,12 +539,12 @@ func (s *Service) StartWebhooks(ctx context.Context) error {
 	if h.recorder != nil {
 		return errors.New("webhooks: already started")
 	}
-	h.recorder = newBatchWriter(s.db, s.lane, 256, 0, 0, s.log, "webhook attempt outcomes",
+	h.recorder = batch.New(s.db, s.lane, 256, 0, 0, s.log, "webhook attempt outcomes",
 		func(tx *store.Tx, o outcome) error { return s.applyAttempt(tx, o.id, o.res, s.now()) })
 	h.recorded = make(chan struct{})
-	go func() { defer close(h.recorded); h.recorder.run() }()
+	go func() { defer close(h.recorded); h.recorder.Run() }()
 	if err := h.worker.Start(ctx); err != nil {
-		h.recorder.close()
+		h.recorder.Close()
 		<-h.recorded
 		return err
 	}
@@ -563,7 +564,7 @@ func (s *Service) StopWebhooks(ctx context.Context) error {
 		select {
 		case <-h.recorded:
 		default:
-			h.recorder.close()
+			h.recorder.Close()
 			<-h.recorded
 		}
 	}
@@ -663,7 +664,7 @@ func (st deliveryStore) Secrets(ep *store.WebhookEndpoint) ([]string, error) {
 // Record hands an attempt's outcome to the recorder and waits until it is stored.
 func (st deliveryStore) Record(deliveryID string, res webhook.Result) error {
 	st.s.webhookAttemptMetric(res.OK(), res.Duration)
-	return st.h.recorder.write(outcome{deliveryID, res})
+	return st.h.recorder.Write(outcome{deliveryID, res})
 }
 
 func (s *Service) signingSecrets(ep *store.WebhookEndpoint) ([]string, error) {

@@ -1,4 +1,6 @@
-package appliance
+// Package batch writes items many goroutines hand over in shared store transactions (Writer): the
+// studio's history and audit log and the webhook attempts' outcomes.
+package batch
 
 import (
 	"context"
@@ -9,14 +11,14 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// batchWriter writes the items many goroutines hand it in shared store transactions, from one goroutine
-// (run): it takes what is waiting (at most max; after the first item it waits up to linger for more, and a
-// flush or an item whose sender waits (write) ends the wait: senders that wait share commits with those
+// Writer writes the items many goroutines hand it in shared store transactions, from one goroutine
+// (Run): it takes what is waiting (at most max; after the first item it waits up to linger for more, and a
+// Flush or an item whose sender waits (Write) ends the wait: senders that wait share commits with those
 // queued while the last one ran), writes the lot in one transaction — in ln, unless ln is nil — and tells each
 // sender that waits how it went. When the shared transaction fails, each item is written on its own, so one
 // bad item does not lose the others. The studio's history and audit log and the webhook attempts'
 // outcomes are written by one each.
-type batchWriter[T any] struct {
+type Writer[T any] struct {
 	db     *store.DB
 	ln     *lane.Lane
 	max    int
@@ -24,35 +26,38 @@ type batchWriter[T any] struct {
 	apply  func(tx *store.Tx, item T) error
 	log    *slog.Logger // failures nobody waits for are logged
 	what   string
-	ch     chan batchItem[T]
+	ch     chan queued[T]
 }
 
-type batchItem[T any] struct {
+type queued[T any] struct {
 	item  T
 	flush bool       // no item: a marker answered once everything handed over before it is written
 	done  chan error // nil: nobody waits
 }
 
-func newBatchWriter[T any](db *store.DB, ln *lane.Lane, max int, linger time.Duration, queue int, log *slog.Logger, what string,
-	apply func(tx *store.Tx, item T) error) *batchWriter[T] {
-	return &batchWriter[T]{db: db, ln: ln, max: max, linger: linger, apply: apply, log: log, what: what, ch: make(chan batchItem[T], queue)}
+// New returns a writer of items with apply (at most max a transaction, lingering linger after the first
+// for more, queue of them handed over before a sender blocks; ln: nil, or the lane the transactions run in;
+// what names the items in logged failures). Run must be started.
+func New[T any](db *store.DB, ln *lane.Lane, max int, linger time.Duration, queue int, log *slog.Logger, what string,
+	apply func(tx *store.Tx, item T) error) *Writer[T] {
+	return &Writer[T]{db: db, ln: ln, max: max, linger: linger, apply: apply, log: log, what: what, ch: make(chan queued[T], queue)}
 }
 
-// add hands item over without waiting for it to be written.
-func (w *batchWriter[T]) add(item T) { w.ch <- batchItem[T]{item: item} }
+// Add hands item over without waiting for it to be written.
+func (w *Writer[T]) Add(item T) { w.ch <- queued[T]{item: item} }
 
-// write hands item over and waits until it is written.
-func (w *batchWriter[T]) write(item T) error {
+// Write hands item over and waits until it is written.
+func (w *Writer[T]) Write(item T) error {
 	done := make(chan error, 1)
-	w.ch <- batchItem[T]{item: item, done: done}
+	w.ch <- queued[T]{item: item, done: done}
 	return <-done
 }
 
-// flush waits until everything handed over before it is written.
-func (w *batchWriter[T]) flush(ctx context.Context) error {
+// Flush waits until everything handed over before it is written.
+func (w *Writer[T]) Flush(ctx context.Context) error {
 	done := make(chan error, 1)
 	select {
-	case w.ch <- batchItem[T]{flush: true, done: done}:
+	case w.ch <- queued[T]{flush: true, done: done}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -64,22 +69,22 @@ func (w *batchWriter[T]) flush(ctx context.Context) error {
 	}
 }
 
-// close ends run once what was handed over is written; nothing may be handed over after.
-func (w *batchWriter[T]) close() { close(w.ch) }
+// Close ends Run once what was handed over is written; nothing may be handed over after.
+func (w *Writer[T]) Close() { close(w.ch) }
 
-// run writes until close.
-func (w *batchWriter[T]) run() {
+// Run writes until Close.
+func (w *Writer[T]) Run() {
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	for first := range w.ch {
-		batch := []batchItem[T]{first}
+		batch := []queued[T]{first}
 		waiting := first.done != nil // a sender waits: take what is queued, no lingering
 		if w.linger > 0 && !waiting {
 			linger.Reset(w.linger)
 		}
 	gather:
 		for len(batch) < w.max && !batch[len(batch)-1].flush {
-			var it batchItem[T]
+			var it queued[T]
 			var ok bool
 			if w.linger > 0 && !waiting {
 				select {
@@ -107,8 +112,8 @@ func (w *batchWriter[T]) run() {
 }
 
 // commit writes the batch's items, together, or each alone when together failed, and answers them.
-func (w *batchWriter[T]) commit(batch []batchItem[T]) {
-	var items []*batchItem[T]
+func (w *Writer[T]) commit(batch []queued[T]) {
+	var items []*queued[T]
 	for i := range batch {
 		if !batch[i].flush {
 			items = append(items, &batch[i])
@@ -120,7 +125,7 @@ func (w *batchWriter[T]) commit(batch []batchItem[T]) {
 			errs[0] = err
 		} else {
 			for i, it := range items {
-				errs[i] = w.tx([]*batchItem[T]{it})
+				errs[i] = w.tx([]*queued[T]{it})
 			}
 		}
 	}
@@ -138,7 +143,7 @@ func (w *batchWriter[T]) commit(batch []batchItem[T]) {
 	}
 }
 
-func (w *batchWriter[T]) tx(items []*batchItem[T]) (err error) {
+func (w *Writer[T]) tx(items []*queued[T]) (err error) {
 	if len(items) == 0 {
 		return nil
 	}

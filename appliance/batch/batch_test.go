@@ -1,4 +1,4 @@
-package appliance
+package batch
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 )
 
 // TestBatchWriter: items handed over together share a commit; an item that fails is refused alone and the
-// others of its batch are written; a flush waits for what came before it; close ends run after writing.
+// others of its batch are written; a Flush waits for what came before it; Close ends Run after writing.
 func TestBatchWriter(t *testing.T) {
 	db, err := store.Open(filepath.Join(t.TempDir(), "meta.db"))
 	if err != nil {
@@ -24,7 +24,7 @@ func TestBatchWriter(t *testing.T) {
 	gate := make(chan struct{}) // holds the first transaction until every writer waits
 	var once sync.Once
 	var holding atomic.Pointer[chan struct{}] // holds the next transaction until closed
-	w := newBatchWriter(db, nil, 100, 0, 0, slog.New(slog.DiscardHandler), "test items", func(tx *store.Tx, id string) error {
+	w := New(db, nil, 100, 0, 0, slog.New(slog.DiscardHandler), "test items", func(tx *store.Tx, id string) error {
 		once.Do(func() { <-gate })
 		if h := holding.Swap(nil); h != nil {
 			<-*h
@@ -35,7 +35,7 @@ func TestBatchWriter(t *testing.T) {
 		return store.AuditEvents.Put(tx, &store.AuditEvent{ID: id, Action: "test", CreatedAt: time.Now()})
 	})
 	done := make(chan struct{})
-	go func() { defer close(done); w.run() }()
+	go func() { defer close(done); w.Run() }()
 	generation := func() int {
 		var g int
 		db.View(func(tx *store.Tx) error { g = tx.Generation(); return nil })
@@ -43,7 +43,7 @@ func TestBatchWriter(t *testing.T) {
 	}
 	before := generation()
 	first := make(chan error, 1)
-	go func() { first <- w.write("a0") }()
+	go func() { first <- w.Write("a0") }()
 	time.Sleep(20 * time.Millisecond) // a0 is taken alone and held at the gate
 	var wg sync.WaitGroup
 	errs := map[string]error{}
@@ -52,7 +52,7 @@ func TestBatchWriter(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := w.write(id)
+			err := w.Write(id)
 			mu.Lock()
 			errs[id] = err
 			mu.Unlock()
@@ -81,12 +81,12 @@ func TestBatchWriter(t *testing.T) {
 	// Three good ones waiting together: one commit.
 	hold := make(chan struct{})
 	holding.Store(&hold)
-	go w.write("b0")
+	go w.Write("b0")
 	time.Sleep(20 * time.Millisecond)
 	before = generation()
 	for _, id := range []string{"b1", "b2", "b3"} {
 		wg.Add(1)
-		go func() { defer wg.Done(); w.write(id) }()
+		go func() { defer wg.Done(); w.Write(id) }()
 	}
 	time.Sleep(20 * time.Millisecond)
 	close(hold)
@@ -95,15 +95,15 @@ func TestBatchWriter(t *testing.T) {
 		t.Errorf("%d commits for b0 and the three that waited behind it, want 2", n)
 	}
 	for range 3 {
-		w.add("later")
+		w.Add("later")
 	}
-	if err := w.flush(t.Context()); err != nil {
+	if err := w.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.View(func(tx *store.Tx) error { _, err := store.AuditEvents.Get(tx, "later"); return err }); err != nil {
 		t.Errorf("after a flush: %v", err)
 	}
-	w.close()
+	w.Close()
 	<-done
 }
 
@@ -115,19 +115,19 @@ func TestBatchWriterSenderWaitsNoLinger(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	w := newBatchWriter(db, nil, 100, time.Hour, 16, slog.New(slog.DiscardHandler), "test items", func(tx *store.Tx, id string) error {
+	w := New(db, nil, 100, time.Hour, 16, slog.New(slog.DiscardHandler), "test items", func(tx *store.Tx, id string) error {
 		return store.AuditEvents.Put(tx, &store.AuditEvent{ID: id, Action: "test", CreatedAt: time.Now()})
 	})
-	go w.run()
-	defer w.close()
+	go w.Run()
+	defer w.Close()
 	has := func(id string) bool {
 		found := false
 		db.View(func(tx *store.Tx) error { _, err := store.AuditEvents.Get(tx, id); found = err == nil; return nil })
 		return found
 	}
-	w.add("queued") // lingers, waiting for more
+	w.Add("queued") // lingers, waiting for more
 	done := make(chan error, 1)
-	go func() { done <- w.write("waited") }()
+	go func() { done <- w.Write("waited") }()
 	select {
 	case err := <-done:
 		if err != nil {
