@@ -2,21 +2,25 @@ package appliance
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/observe"
+	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/store"
 )
 
-// areaHost is the root's side of the API areas that live in packages of their own (appliance/kv): the
+// areaHost is the root's side of the API areas that live in packages of their own (appliance/kv, appliance/studio): the
 // records and rules they share with the rest of the domain, which each area declares as its Host. It is a
 // type of its own rather than methods of Service so that what the areas need is not part of the service's
 // API (httpapi cannot call it).
 type areaHost struct{ s *Service }
 
 var _ kv.Host = areaHost{}
+
+var _ studio.Host = areaHost{}
 
 func (h areaHost) VisibleProject(tx *store.Tx, p *Principal, projectID string) (*store.Project, error) {
 	return h.s.visibleProject(tx, p, projectID)
@@ -61,12 +65,12 @@ func (h areaHost) QuietAdminConn(ctx context.Context, inst *store.Instance, db s
 
 // WithTenantSession takes a session of the studio's pool for the project, under the studio's timeout.
 func (h areaHost) WithTenantSession(ctx context.Context, p *Principal, prj *store.Project, fn func(context.Context, *pgx.Conn) error) error {
-	_, tenant, err := h.s.studioSession(ctx, p, prj.ID)
+	_, tenant, err := h.s.studio.Session(ctx, p, prj.ID)
 	if err != nil {
 		return err
 	}
 	defer tenant.Release()
-	qctx, cancel := studioContext(ctx, prj)
+	qctx, cancel := h.s.studio.QueryContext(ctx, prj)
 	defer cancel()
 	return fn(qctx, tenant.Conn())
 }
@@ -79,4 +83,63 @@ func (h areaHost) AppendEvent(tx *store.Tx, typ, orgID, projectID string, data a
 func (h areaHost) Plan(name string) observe.Plan {
 	plan, _ := PlanByName(name)
 	return observe.Plan{MemoryBytes: plan.MemoryBytes, CPUCores: plan.CPUCores}
+}
+
+// ProjectTarget reads the project's studio target, from the cache when no write to the projects or
+// instances table committed since (projectVersion), and checks that the caller may see the project.
+func (h areaHost) ProjectTarget(p *Principal, projectID string) (*studio.ProjectTarget, error) {
+	s := h.s
+	version := s.projectVersion()
+	t, ok := s.studioTargets.get(projectID, version)
+	if !ok {
+		t = &studio.ProjectTarget{}
+		err := s.db.View(func(tx *store.Tx) error {
+			prj, err := store.Projects.Get(tx, projectID)
+			if err != nil {
+				return notFoundAs(err, "project %s not found", projectID)
+			}
+			t.Project = prj
+			if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
+				return nil
+			}
+			inst, err := store.Instances.Get(tx, prj.PrimaryInstanceID)
+			if err != nil {
+				t.Err = Internal(err, "read the project's instance")
+				return nil
+			}
+			t.Port = inst.Port
+			pw, err := s.box.Open(prj.Credential.Password)
+			if err != nil {
+				t.Err = Internal(err, "open the project's credential")
+				return nil
+			}
+			t.Password = string(pw)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if t.Err == nil {
+			s.studioTargets.put(projectID, version, t)
+		}
+	}
+	if err := projectVisible(p, t.Project); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// StatementTimeout is the project's statement_timeout as its settings read it (0: none, or unreadable).
+func (h areaHost) StatementTimeout(prj *store.Project) time.Duration {
+	d, err := parsePGDuration(prj.StatementTimeout)
+	if err != nil {
+		return 0
+	}
+	return d
+}
+
+// PlanAIUsesPerMonth is the plan's monthly AI uses.
+func (h areaHost) PlanAIUsesPerMonth(name string) int {
+	plan, _ := PlanByName(name)
+	return plan.AIUsesPerMonth
 }

@@ -14,7 +14,7 @@ func (s *Service) ListOrganizationAudit(ctx context.Context, p *Principal, orgID
 	if err := p.CheckOrganization(orgID); err != nil {
 		return nil, err
 	}
-	if err := s.FlushStudioLog(ctx); err != nil {
+	if err := s.studio.FlushLog(ctx); err != nil {
 		return nil, err
 	}
 	out := &AuditEventList{}
@@ -31,7 +31,7 @@ func (s *Service) ListOrganizationAudit(ctx context.Context, p *Principal, orgID
 
 // ListProjectAudit returns the project's newest audit events.
 func (s *Service) ListProjectAudit(ctx context.Context, p *Principal, projectID string, limit int) (*AuditEventList, error) {
-	if err := s.FlushStudioLog(ctx); err != nil {
+	if err := s.studio.FlushLog(ctx); err != nil {
 		return nil, err
 	}
 	out := &AuditEventList{}

@@ -538,7 +538,7 @@ func (s *Service) swapDatabases(ctx context.Context, conn *pgx.Conn, prj *store.
 	if _, err := conn.Exec(ctx, "ALTER DATABASE "+db+" CONNECTION LIMIT 0"); err != nil {
 		return scheduler.Transient(err)
 	}
-	s.studio.pools.Forget(prj.ID) // its sessions are about to end
+	s.studio.Forget(prj.ID) // its sessions are about to end
 	var err error
 	for try := 0; try < 50; try++ {
 		if _, err = conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname IN ($1, $2) AND pid <> pg_backend_pid()",

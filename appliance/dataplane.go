@@ -323,8 +323,8 @@ func (s *Service) StopInstances(ctx context.Context) error {
 	if s.eng != nil {
 		s.eng.CloseSpareConns()
 	}
-	s.studio.pools.Close()
-	if err := s.FlushStudioLog(ctx); err != nil {
+	s.studio.ClosePools()
+	if err := s.studio.FlushLog(ctx); err != nil {
 		s.log.Warn("write the studio's last history entries", "err", err)
 	}
 	if _, err := s.dataPlane(); err != nil {

@@ -156,7 +156,7 @@ func TestStudioTargetCacheFollowsWrites(t *testing.T) {
 	a := provision(t, e, p, "cached-a", "development")
 	b := provision(t, e, p, "cached-b", "development")
 	run := func(prj *store.Project) error {
-		_, err := e.Svc.RunSQL(t.Context(), p, prj.ID, &appliance.SQLRequest{Query: "select 1"})
+		_, err := e.Svc.Studio().RunSQL(t.Context(), p, prj.ID, &appliance.SQLRequest{Query: "select 1"})
 		return err
 	}
 	for _, prj := range []*store.Project{a, b} {
@@ -203,7 +203,7 @@ func TestStudioTargetCacheFollowsWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Svc.RunSQL(t.Context(), pa, b.ID, &appliance.SQLRequest{Query: "select 1"}); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.Studio().RunSQL(t.Context(), pa, b.ID, &appliance.SQLRequest{Query: "select 1"}); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Fatalf("a key of project a on project b: %v", err)
 	}
 }

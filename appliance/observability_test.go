@@ -49,7 +49,7 @@ func (o *obsEnv) sweep(t *testing.T) observe.SampleSweepResult {
 
 func (o *obsEnv) sql(t *testing.T, q string) {
 	t.Helper()
-	if _, err := o.e.Svc.RunSQL(t.Context(), o.p, o.prj.ID, &appliance.SQLRequest{Query: q}); err != nil {
+	if _, err := o.e.Svc.Studio().RunSQL(t.Context(), o.p, o.prj.ID, &appliance.SQLRequest{Query: q}); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
 }
@@ -315,7 +315,7 @@ func TestObservability(t *testing.T) {
 		o.now = time.Now().UTC() // the log's times are the server's
 		o.mu.Unlock()
 		o.sql(t, "DO $$ BEGIN RAISE LOG 'observability-marker-%', 42; END $$")
-		if _, err := e.Svc.RunSQL(t.Context(), p, o.prj.ID, &appliance.SQLRequest{Query: "ALTER ROLE no_such_role PASSWORD 'hunter2-secret'"}); err == nil {
+		if _, err := e.Svc.Studio().RunSQL(t.Context(), p, o.prj.ID, &appliance.SQLRequest{Query: "ALTER ROLE no_such_role PASSWORD 'hunter2-secret'"}); err == nil {
 			t.Fatal("altering a role that does not exist succeeded")
 		}
 		q := appliance.LogsQuery{Hours: 1, Limit: 200}
@@ -427,7 +427,7 @@ func TestIndexAdvisor(t *testing.T) {
 	prj := provision(t, e, p, "advised", "development")
 	run := func(q string) {
 		t.Helper()
-		if _, err := e.Svc.RunSQL(t.Context(), p, prj.ID, &appliance.SQLRequest{Query: q}); err != nil {
+		if _, err := e.Svc.Studio().RunSQL(t.Context(), p, prj.ID, &appliance.SQLRequest{Query: q}); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}

@@ -350,7 +350,7 @@ func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any
 		return map[string]any{"skipped": "already deleted"}, nil
 	}
 	followWarnings := s.detachOpenFollow(ctx, prj, inst)
-	s.studio.pools.Forget(prj.ID)
+	s.studio.Forget(prj.ID)
 	if inst != nil {
 		if err := s.eng.Remove(ctx, inst); err != nil {
 			return nil, scheduler.Transient(err)

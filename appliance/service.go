@@ -129,8 +129,10 @@ type Service struct {
 	disk  diskMonitor
 	// signIns is the per-account sign-in backoff (identity.go).
 	signIns signInBackoff
-	// studio runs the SQL console and the table editor (studio.go).
-	studio studioState
+	// studio is the studio area: the SQL console, the table editor, the history (appliance/studio, built
+	// in New); studioTargets caches its projects' targets (areaHost.ProjectTarget).
+	studio        *studio.Service
+	studioTargets recordCache[*studio.ProjectTarget]
 	// keyCache holds API keys' principals by key hash (identity.go, lookups.go).
 	keyCache recordCache[keyAuth]
 	// endpointCache holds the active webhook endpoints the delivery worker claims for (webhooks.go).
@@ -166,7 +168,7 @@ func New(cfg Config, deps Deps) *Service {
 		hooks = *cfg.Webhooks
 	}
 	s.hooks = s.newWebhooks(hooks)
-	s.studio.pools = studio.NewPools()
+	s.studio = s.newStudio(deps)
 	ephemeral := DefaultEphemeralLimits
 	if cfg.Ephemeral != nil {
 		ephemeral = *cfg.Ephemeral

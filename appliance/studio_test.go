@@ -31,7 +31,7 @@ type studioEnv struct {
 
 func (s *studioEnv) sql(t *testing.T, q string) (*appliance.SQLResultResponse, error) {
 	t.Helper()
-	return s.e.Svc.RunSQL(t.Context(), s.p, s.prj.ID, &appliance.SQLRequest{Query: q})
+	return s.e.Svc.Studio().RunSQL(t.Context(), s.p, s.prj.ID, &appliance.SQLRequest{Query: q})
 }
 
 func (s *studioEnv) mustSQL(t *testing.T, q string) map[string]json.RawMessage {
@@ -240,7 +240,7 @@ func TestStudio(t *testing.T) {
 		}
 		// A row write whose answer (RETURNING *) is refused may have committed: it is audited all the same.
 		s.mustSQL(t, fmt.Sprintf("CREATE TABLE wide (id int PRIMARY KEY, n int, body text); INSERT INTO wide VALUES (1, 0, repeat('w', %d))", studio.MaxMessageBytes+1))
-		_, err := e.Svc.UpdateRows(t.Context(), p, s.prj.ID, "public", "wide", &appliance.UpdateRowsRequest{
+		_, err := e.Svc.Studio().UpdateRows(t.Context(), p, s.prj.ID, "public", "wide", &appliance.UpdateRowsRequest{
 			Match: map[string]json.RawMessage{"id": json.RawMessage("1")}, Set: map[string]json.RawMessage{"n": json.RawMessage("1")}})
 		if ae := sqlFields(t, err); ae.Fields["max_row_bytes"] != studio.MaxMessageBytes {
 			t.Fatalf("row update with a wide answer: %+v", ae)
@@ -323,7 +323,7 @@ func TestStudio(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() {
-			_, err := e.Svc.RunSQL(ctx, p, s.prj.ID, &appliance.SQLRequest{Query: "SET statement_timeout = 0; SELECT pg_sleep(3600) /* gone-marker */"})
+			_, err := e.Svc.Studio().RunSQL(ctx, p, s.prj.ID, &appliance.SQLRequest{Query: "SET statement_timeout = 0; SELECT pg_sleep(3600) /* gone-marker */"})
 			done <- err
 		}()
 		deadline := time.Now().Add(10 * time.Second)
@@ -348,7 +348,7 @@ func TestStudio(t *testing.T) {
 	t.Run("history", func(t *testing.T) {
 		s.sql(t, "SELECT 'history-ok'")
 		s.sql(t, "SELECT history_fails")
-		h, err := e.Svc.SQLHistory(t.Context(), p, s.prj.ID, 2)
+		h, err := e.Svc.Studio().SQLHistory(t.Context(), p, s.prj.ID, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -362,8 +362,8 @@ func TestStudio(t *testing.T) {
 		}
 		long := "SELECT '" + strings.Repeat("é", 10_000) + "'"
 		s.sql(t, long)
-		h, _ = e.Svc.SQLHistory(t.Context(), p, s.prj.ID, 1)
-		if q := h.History[0].Query; len([]rune(q)) != appliance.HistoryQueryChars || !strings.HasSuffix(q, "…") {
+		h, _ = e.Svc.Studio().SQLHistory(t.Context(), p, s.prj.ID, 1)
+		if q := h.History[0].Query; len([]rune(q)) != studio.HistoryQueryChars || !strings.HasSuffix(q, "…") {
 			t.Fatalf("stored text: %d characters", len([]rune(q)))
 		}
 		audit, err := e.Svc.ListProjectAudit(t.Context(), p, s.prj.ID, 5)
@@ -394,7 +394,7 @@ func TestStudio(t *testing.T) {
 		for _, q := range texts {
 			s.sql(t, q)
 		}
-		h, err := e.Svc.SQLHistory(t.Context(), p, s.prj.ID, len(texts))
+		h, err := e.Svc.Studio().SQLHistory(t.Context(), p, s.prj.ID, len(texts))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -429,7 +429,7 @@ func TestStudio(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		h, err = e.Svc.SQLHistory(t.Context(), p, s.prj.ID, 200)
+		h, err = e.Svc.Studio().SQLHistory(t.Context(), p, s.prj.ID, 200)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -483,7 +483,7 @@ func TestStudio(t *testing.T) {
 		}) {
 			t.Fatal("the audit event of a run that changed data was lost in the crash")
 		}
-		if _, err := e.Svc.InsertRows(t.Context(), p, s.prj.ID, "public", "crash_rows", &appliance.InsertRowsRequest{Rows: []map[string]json.RawMessage{{"x": json.RawMessage("2")}}}); err != nil {
+		if _, err := e.Svc.Studio().InsertRows(t.Context(), p, s.prj.ID, "public", "crash_rows", &appliance.InsertRowsRequest{Rows: []map[string]json.RawMessage{{"x": json.RawMessage("2")}}}); err != nil {
 			t.Fatal(err)
 		}
 		db = crashCopy(t, e)
@@ -498,7 +498,7 @@ func TestStudio(t *testing.T) {
 CREATE VIEW item_names AS SELECT name FROM items; CREATE MATERIALIZED VIEW item_count AS SELECT count(*) FROM items;
 CREATE TABLE events (at date NOT NULL, n int) PARTITION BY RANGE (at); CREATE TABLE events_2026 PARTITION OF events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
 CREATE TABLE heap (n int); INSERT INTO heap SELECT generate_series(1, 5)`)
-		tables, err := e.Svc.ListTables(t.Context(), p, s.prj.ID)
+		tables, err := e.Svc.Studio().ListTables(t.Context(), p, s.prj.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -514,7 +514,7 @@ CREATE TABLE heap (n int); INSERT INTO heap SELECT generate_series(1, 5)`)
 		if kinds["items"] != "table" || kinds["item_names"] != "view" || kinds["item_count"] != "materialized view" || kinds["events"] != "partitioned table" || kinds["events_2026"] != "" {
 			t.Fatalf("tables: %v", kinds)
 		}
-		cols, err := e.Svc.TableColumns(t.Context(), p, s.prj.ID, "public", "items")
+		cols, err := e.Svc.Studio().TableColumns(t.Context(), p, s.prj.ID, "public", "items")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -523,12 +523,12 @@ CREATE TABLE heap (n int); INSERT INTO heap SELECT generate_series(1, 5)`)
 			c[2].IsNullable || !c[3].IsNullable || c[3].DataType != "text[]" || c[4].Position != 5 || c[4].Default != nil {
 			t.Fatalf("columns: %+v", c)
 		}
-		_, err = e.Svc.TableColumns(t.Context(), p, s.prj.ID, "public", "nope")
+		_, err = e.Svc.Studio().TableColumns(t.Context(), p, s.prj.ID, "public", "nope")
 		wantKind(t, err, appliance.KindNotFound)
-		_, err = e.Svc.TableColumns(t.Context(), p, s.prj.ID, "pg_catalog", "pg_authid")
+		_, err = e.Svc.Studio().TableColumns(t.Context(), p, s.prj.ID, "pg_catalog", "pg_authid")
 		wantKind(t, err, appliance.KindNotFound)
 
-		ins, err := e.Svc.InsertRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.InsertRowsRequest{Rows: []map[string]json.RawMessage{
+		ins, err := e.Svc.Studio().InsertRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.InsertRowsRequest{Rows: []map[string]json.RawMessage{
 			{"a": json.RawMessage(`2`), "b": json.RawMessage(`1`), "name": json.RawMessage(`"two"`), "tags": json.RawMessage(`["x", "y,z", "q\"uote"]`), "doc": json.RawMessage(`{"k": [1, 2]}`)},
 			{"a": json.RawMessage(`1`), "b": json.RawMessage(`9`)},
 			{"a": json.RawMessage(`1`), "b": json.RawMessage(`3`), "tags": json.RawMessage(`null`)},
@@ -539,7 +539,7 @@ CREATE TABLE heap (n int); INSERT INTO heap SELECT generate_series(1, 5)`)
 		if ins.Result.RowsAffected != 3 || string(ins.Result.Rows[0]["tags"]) != `["x","y,z","q\"uote"]` || string(ins.Result.Rows[1]["name"]) != `"none"` || string(ins.Result.Rows[0]["doc"]) != `{"k": [1, 2]}` {
 			t.Fatalf("insert: %+v", ins.Result)
 		}
-		read, err := e.Svc.ReadRows(t.Context(), p, s.prj.ID, "public", "items", 10, 0)
+		read, err := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, "public", "items", 10, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -550,31 +550,31 @@ CREATE TABLE heap (n int); INSERT INTO heap SELECT generate_series(1, 5)`)
 		if strings.Join(order, " ") != "1/3 1/9 2/1" { // by the primary key (a, b)
 			t.Fatalf("order: %v", order)
 		}
-		page, _ := e.Svc.ReadRows(t.Context(), p, s.prj.ID, "public", "items", 1, 1)
+		page, _ := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, "public", "items", 1, 1)
 		if len(page.Result.Rows) != 1 || string(page.Result.Rows[0]["b"]) != "9" {
 			t.Fatalf("page: %+v", page.Result.Rows)
 		}
-		heap, err := e.Svc.ReadRows(t.Context(), p, s.prj.ID, "public", "heap", 3, 0)
+		heap, err := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, "public", "heap", 3, 0)
 		if err != nil || len(heap.Result.Rows) != 3 || string(heap.Result.Rows[0]["n"]) != "1" {
 			t.Fatalf("a table without a key: %+v %v", heap, err)
 		}
-		if v, err := e.Svc.ReadRows(t.Context(), p, s.prj.ID, "public", "item_names", 10, 0); err != nil || len(v.Result.Rows) != 3 {
+		if v, err := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, "public", "item_names", 10, 0); err != nil || len(v.Result.Rows) != 3 {
 			t.Fatalf("a view: %+v %v", v, err)
 		}
 
-		up, err := e.Svc.UpdateRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.UpdateRowsRequest{
+		up, err := e.Svc.Studio().UpdateRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.UpdateRowsRequest{
 			Match: map[string]json.RawMessage{"a": json.RawMessage(`1`), "tags": json.RawMessage(`null`)}, Set: map[string]json.RawMessage{"name": json.RawMessage(`"renamed"`)}})
 		if err != nil || up.Result.RowsAffected != 2 || string(up.Result.Rows[0]["name"]) != `"renamed"` {
 			t.Fatalf("update: %+v %v", up, err)
 		}
-		_, err = e.Svc.UpdateRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.UpdateRowsRequest{Set: map[string]json.RawMessage{"name": json.RawMessage(`"all"`)}})
+		_, err = e.Svc.Studio().UpdateRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.UpdateRowsRequest{Set: map[string]json.RawMessage{"name": json.RawMessage(`"all"`)}})
 		wantKind(t, err, appliance.KindInvalid)
-		_, err = e.Svc.DeleteRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.DeleteRowsRequest{})
+		_, err = e.Svc.Studio().DeleteRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.DeleteRowsRequest{})
 		wantKind(t, err, appliance.KindInvalid)
 		if row := s.mustSQL(t, "SELECT count(*) AS n, count(*) FILTER (WHERE name = 'all') AS all_named FROM items"); string(row["n"]) != `"3"` || string(row["all_named"]) != `"0"` {
 			t.Fatalf("a refused empty match changed rows: %v", row)
 		}
-		all, err := e.Svc.UpdateRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.UpdateRowsRequest{Set: map[string]json.RawMessage{"name": json.RawMessage(`"all"`)}, AllRows: true})
+		all, err := e.Svc.Studio().UpdateRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.UpdateRowsRequest{Set: map[string]json.RawMessage{"name": json.RawMessage(`"all"`)}, AllRows: true})
 		if err != nil || all.Result.RowsAffected != 3 {
 			t.Fatalf("update all_rows: %+v %v", all, err)
 		}
@@ -585,12 +585,12 @@ CREATE TABLE heap (n int); INSERT INTO heap SELECT generate_series(1, 5)`)
 			"duplicate key":  {Rows: []map[string]json.RawMessage{{"a": json.RawMessage(`1`), "b": json.RawMessage(`3`)}}},
 			"no column":      {Rows: []map[string]json.RawMessage{{}, {}}},
 		} {
-			_, err := e.Svc.InsertRows(t.Context(), p, s.prj.ID, "public", "items", body)
+			_, err := e.Svc.Studio().InsertRows(t.Context(), p, s.prj.ID, "public", "items", body)
 			if ae := sqlFields(t, err); ae.Kind != appliance.KindInvalid {
 				t.Errorf("%s: %+v", name, ae)
 			}
 		}
-		del, err := e.Svc.DeleteRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.DeleteRowsRequest{Match: map[string]json.RawMessage{"a": json.RawMessage(`2`)}})
+		del, err := e.Svc.Studio().DeleteRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.DeleteRowsRequest{Match: map[string]json.RawMessage{"a": json.RawMessage(`2`)}})
 		if err != nil || del.Result.RowsAffected != 1 || string(del.Result.Rows[0]["b"]) != "1" {
 			t.Fatalf("delete: %+v %v", del, err)
 		}
@@ -605,22 +605,25 @@ CREATE TABLE "x""; DROP TABLE canary; --"."x""; DROP TABLE canary; --" ("x""; DR
 			name string
 			do   func() error
 		}{
-			{"columns", func() error { _, err := e.Svc.TableColumns(t.Context(), p, s.prj.ID, evil, evil); return err }},
+			{"columns", func() error { _, err := e.Svc.Studio().TableColumns(t.Context(), p, s.prj.ID, evil, evil); return err }},
 			{"insert", func() error {
-				_, err := e.Svc.InsertRows(t.Context(), p, s.prj.ID, evil, evil, &appliance.InsertRowsRequest{Rows: []map[string]json.RawMessage{{evil: json.RawMessage(`1`), `'; DROP TABLE canary; --`: quoteVal}}})
+				_, err := e.Svc.Studio().InsertRows(t.Context(), p, s.prj.ID, evil, evil, &appliance.InsertRowsRequest{Rows: []map[string]json.RawMessage{{evil: json.RawMessage(`1`), `'; DROP TABLE canary; --`: quoteVal}}})
 				return err
 			}},
-			{"read", func() error { _, err := e.Svc.ReadRows(t.Context(), p, s.prj.ID, evil, evil, 10, 0); return err }},
+			{"read", func() error {
+				_, err := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, evil, evil, 10, 0)
+				return err
+			}},
 			{"update", func() error {
-				_, err := e.Svc.UpdateRows(t.Context(), p, s.prj.ID, evil, evil, &appliance.UpdateRowsRequest{Match: map[string]json.RawMessage{evil: json.RawMessage(`1`)}, Set: map[string]json.RawMessage{`'; DROP TABLE canary; --`: quoteVal}})
+				_, err := e.Svc.Studio().UpdateRows(t.Context(), p, s.prj.ID, evil, evil, &appliance.UpdateRowsRequest{Match: map[string]json.RawMessage{evil: json.RawMessage(`1`)}, Set: map[string]json.RawMessage{`'; DROP TABLE canary; --`: quoteVal}})
 				return err
 			}},
 			{"match value", func() error {
-				_, err := e.Svc.DeleteRows(t.Context(), p, s.prj.ID, evil, evil, &appliance.DeleteRowsRequest{Match: map[string]json.RawMessage{`'; DROP TABLE canary; --`: json.RawMessage(`"x' OR '1'='1"`)}})
+				_, err := e.Svc.Studio().DeleteRows(t.Context(), p, s.prj.ID, evil, evil, &appliance.DeleteRowsRequest{Match: map[string]json.RawMessage{`'; DROP TABLE canary; --`: json.RawMessage(`"x' OR '1'='1"`)}})
 				return err
 			}},
 			{"delete", func() error {
-				_, err := e.Svc.DeleteRows(t.Context(), p, s.prj.ID, evil, evil, &appliance.DeleteRowsRequest{Match: map[string]json.RawMessage{evil: json.RawMessage(`1`)}})
+				_, err := e.Svc.Studio().DeleteRows(t.Context(), p, s.prj.ID, evil, evil, &appliance.DeleteRowsRequest{Match: map[string]json.RawMessage{evil: json.RawMessage(`1`)}})
 				return err
 			}},
 		}
@@ -631,9 +634,9 @@ CREATE TABLE "x""; DROP TABLE canary; --"."x""; DROP TABLE canary; --" ("x""; DR
 		}
 		// Names that do not exist fail as names, whatever they hold.
 		for _, name := range []string{`items; DROP TABLE canary`, `items" WHERE false; DROP TABLE canary; --`, `../items`, `items%00`} {
-			_, err := e.Svc.ReadRows(t.Context(), p, s.prj.ID, "public", name, 10, 0)
+			_, err := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, "public", name, 10, 0)
 			wantKind(t, err, appliance.KindNotFound)
-			_, err = e.Svc.InsertRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.InsertRowsRequest{Rows: []map[string]json.RawMessage{{name: json.RawMessage(`1`)}}})
+			_, err = e.Svc.Studio().InsertRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.InsertRowsRequest{Rows: []map[string]json.RawMessage{{name: json.RawMessage(`1`)}}})
 			wantKind(t, err, appliance.KindInvalid)
 		}
 		if row := s.mustSQL(t, "SELECT to_regclass('canary') IS NOT NULL AS here"); string(row["here"]) != "true" {
@@ -649,7 +652,7 @@ CREATE TABLE "x""; DROP TABLE canary; --"."x""; DROP TABLE canary; --" ("x""; DR
 		var u *appliance.AIUsageResponse
 		var err error
 		for range plan.AIUsesPerMonth {
-			if u, err = e.Svc.RecordAIUse(t.Context(), p, s.prj.ID); err != nil {
+			if u, err = e.Svc.Studio().RecordAIUse(t.Context(), p, s.prj.ID); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -657,10 +660,10 @@ CREATE TABLE "x""; DROP TABLE canary; --"."x""; DROP TABLE canary; --" ("x""; DR
 			!u.Usage.PeriodStart.Equal(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)) || !u.Usage.PeriodEnd.Equal(time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)) {
 			t.Fatalf("usage: %+v", u.Usage)
 		}
-		_, err = e.Svc.RecordAIUse(t.Context(), p, s.prj.ID)
+		_, err = e.Svc.Studio().RecordAIUse(t.Context(), p, s.prj.ID)
 		wantRetryAfter(t, err, time.Hour) // until April
 		now = now.Add(2 * time.Hour)      // April
-		g, err := e.Svc.GetAIUsage(t.Context(), p, s.prj.ID)
+		g, err := e.Svc.Studio().GetAIUsage(t.Context(), p, s.prj.ID)
 		if err != nil || g.Usage.Used != 0 || g.Usage.Remaining != plan.AIUsesPerMonth || g.Usage.SoftCapReached {
 			t.Fatalf("next month: %+v %v", g, err)
 		}

@@ -34,13 +34,13 @@ type SweepResult struct {
 	UploadsExpired     int // pending uploads past expires_at+UploadPendingGrace, uploaded ones past UploadRetention
 	UploadFilesDeleted int // files (dumps, partial uploads) of consumed or expired uploads
 	ProjectsPurged     int // deleted projects whose backup store or backup records were left (see purgeProjectBackups)
-	SQLHistoryDeleted  int // console runs past HistoryRetention or beyond a project's newest HistoryKeep
+	SQLHistoryDeleted  int // console runs past studio.HistoryRetention or beyond a project's newest studio.HistoryKeep
 }
 
 // Sweep is the periodic expiry work: CLI logins past their deadline are expired (revoking keys nobody
 // collected), and expired logins, approvals and sessions older than a day are deleted. Then uploads are
 // expired and their files deleted (sweepUploads), and whatever is left of a deleted project's backups is
-// deleted (sweepDeletedProjects), and the SQL console's history is pruned (pruneSQLHistory).
+// deleted (sweepDeletedProjects), and the SQL console's history is pruned (studio.Service.PruneHistory).
 func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
 	now := s.now()
@@ -95,7 +95,7 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	uerr := s.sweepUploads(ctx, now, &res)
 	perr := s.sweepDeletedProjects(ctx, &res)
 	var herr error
-	res.SQLHistoryDeleted, herr = s.pruneSQLHistory(ctx)
+	res.SQLHistoryDeleted, herr = s.studio.PruneHistory(ctx)
 	if err := errors.Join(uerr, perr, herr); err != nil {
 		return res, Internal(err, "sweep uploads, deleted projects and SQL history")
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -236,12 +237,12 @@ func TestSweepPrunesSQLHistory(t *testing.T) {
 	t.Parallel()
 	svc, _, now := setup(t)
 	db := svc.DB()
-	old := now.Add(-appliance.HistoryRetention - time.Hour)
+	old := now.Add(-studio.HistoryRetention - time.Hour)
 	err := db.Update(func(tx *store.Tx) error {
 		put := func(id, project string, at time.Time) error {
 			return store.SQLHistory.Put(tx, &store.SQLHistoryEntry{ID: id, ProjectID: project, Query: "select 1", Success: true, CreatedAt: at})
 		}
-		for i := range appliance.HistoryKeep + 5 { // IDs sort by creation: sqh_a0000 is the oldest
+		for i := range studio.HistoryKeep + 5 { // IDs sort by creation: sqh_a0000 is the oldest
 			if err := put(fmt.Sprintf("sqh_a%05d", i), "prj_a", *now); err != nil {
 				return err
 			}
@@ -262,7 +263,7 @@ func TestSweepPrunesSQLHistory(t *testing.T) {
 		t.Fatalf("deleted %d entries, want 6", res.SQLHistoryDeleted)
 	}
 	db.View(func(tx *store.Tx) error {
-		for id, want := range map[string]bool{"sqh_a00000": false, "sqh_a00004": false, "sqh_a00005": true, fmt.Sprintf("sqh_a%05d", appliance.HistoryKeep+4): true, "sqh_b00000": false, "sqh_b00001": true} {
+		for id, want := range map[string]bool{"sqh_a00000": false, "sqh_a00004": false, "sqh_a00005": true, fmt.Sprintf("sqh_a%05d", studio.HistoryKeep+4): true, "sqh_b00000": false, "sqh_b00001": true} {
 			if _, err := store.SQLHistory.Get(tx, id); (err == nil) != want {
 				t.Errorf("%s kept = %v, want %v", id, err == nil, want)
 			}

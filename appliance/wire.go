@@ -2,7 +2,6 @@ package appliance
 
 import (
 	"github.com/theappliance/appliance/api"
-	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -378,33 +377,9 @@ func wireAuditEvents(evs []*store.AuditEvent) []*api.AuditEvent {
 	return out
 }
 
-func wireSQLHistory(hs []*store.SQLHistoryEntry) []*api.SQLHistoryEntry {
-	if hs == nil {
-		return nil
-	}
-	out := make([]*api.SQLHistoryEntry, len(hs))
-	for i, h := range hs {
-		out[i] = (*api.SQLHistoryEntry)(h)
-	}
-	return out
-}
-
 // wirePrincipal is the caller as GET /v1/me shows it (the session it came with stays out).
 func wirePrincipal(p *Principal) *api.Principal {
 	return &api.Principal{AuthSource: p.AuthSource, IDPOrganizationID: p.IDPOrganizationID, IDPOrganizationRole: p.IDPOrganizationRole,
 		IDPOrganizationSlug: p.IDPOrganizationSlug, OrganizationID: p.OrganizationID, UserID: p.UserID, IsAdmin: p.IsAdmin,
 		Scopes: p.Scopes, ProjectID: p.ProjectID, APIKeyID: p.APIKeyID}
-}
-
-// wireColumns leaves out what the table editor keeps of a column for itself.
-func wireColumns(cs []studio.Column) []api.Column {
-	if cs == nil {
-		return nil
-	}
-	out := make([]api.Column, len(cs))
-	for i, c := range cs {
-		out[i] = api.Column{Name: c.Name, DataType: c.DataType, Default: c.Default, IsNullable: c.IsNullable,
-			IsPrimaryKey: c.IsPrimaryKey, Position: c.Position}
-	}
-	return out
 }

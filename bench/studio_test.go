@@ -197,7 +197,7 @@ func BenchmarkStudioSQL(b *testing.B) {
 			}
 			b.Logf("CPU per request (us): ours %.0f in this process + %.0f in other processes; reference %.0f + %.0f (machine: 2 CPUs)",
 				us(cpuSelf[0], 0), us(cpuAll[0]-cpuSelf[0], 0), us(cpuSelf[1], 1), us(cpuAll[1]-cpuSelf[1], 1))
-			pools, conns := e.Svc.StudioPoolStats()
+			pools, conns := e.Svc.Studio().PoolStats()
 			b.Logf("studio pools %d, sessions %d (at most %d per project); load average before %s, after %s", pools, conns, 4, loadBefore, loadavg())
 		})
 	}
@@ -295,8 +295,8 @@ type studioPoint struct {
 }
 
 // BenchmarkStudioIdlePools: BENCH_STUDIO_PROJECTS (100) free-plan projects on one appliance, each running
-// `select 1` once through Service.RunSQL (its studio pool and one session), then left alone. The process's
-// Go heap (HeapInuse after runtime.GC) and the studio's pools and sessions (Service.StudioPoolStats) are
+// `select 1` once through svc.Studio().RunSQL (its studio pool and one session), then left alone. The process's
+// Go heap (HeapInuse after runtime.GC) and the studio's pools and sessions (studio.Service.PoolStats) are
 // read before the queries, right after them, once every session closed (conns == 0: studio.IdleTime plus
 // up to the health check period), and once every pool was dropped (pools == 0: studio.PoolIdleTime plus up
 // to the janitor's period); also the PSS of the projects' processes (a session is a backend) at each.
@@ -351,7 +351,7 @@ func BenchmarkStudioIdlePools(b *testing.B) {
 		if !last.IsZero() {
 			pt.at = time.Since(last)
 		}
-		pt.pools, pt.conns = e.Svc.StudioPoolStats()
+		pt.pools, pt.conns = e.Svc.Studio().PoolStats()
 		pt.kindKB = map[string]float64{}
 		for _, id := range ids {
 			if err := pssByKind(e, id, pt.kindKB, &pt.procs); err != nil {
@@ -367,7 +367,7 @@ func BenchmarkStudioIdlePools(b *testing.B) {
 
 	t1 := time.Now()
 	for _, id := range ids {
-		res, err := e.Svc.RunSQL(ctx, p, id, &appliance.SQLRequest{Query: "select 1"})
+		res, err := e.Svc.Studio().RunSQL(ctx, p, id, &appliance.SQLRequest{Query: "select 1"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -377,7 +377,7 @@ func BenchmarkStudioIdlePools(b *testing.B) {
 	}
 	last = time.Now()
 	queried := last.Sub(t1)
-	if err := e.Svc.FlushStudioLog(ctx); err != nil { // the history and audit entries are in the store
+	if err := e.Svc.Studio().FlushLog(ctx); err != nil { // the history and audit entries are in the store
 		b.Fatal(err)
 	}
 	points = append(points, read("right after"))
@@ -385,11 +385,11 @@ func BenchmarkStudioIdlePools(b *testing.B) {
 	// Wait on the conditions, polling every 500 ms.
 	wait := func(what string, limit time.Duration, done func(pools, conns int) bool) {
 		for deadline := time.Now().Add(limit); ; time.Sleep(500 * time.Millisecond) {
-			if done(e.Svc.StudioPoolStats()) {
+			if done(e.Svc.Studio().PoolStats()) {
 				return
 			}
 			if time.Now().After(deadline) {
-				pools, conns := e.Svc.StudioPoolStats()
+				pools, conns := e.Svc.Studio().PoolStats()
 				b.Fatalf("%s: still %d pools and %d sessions after %v", what, pools, conns, limit)
 			}
 		}

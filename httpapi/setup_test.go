@@ -296,7 +296,7 @@ func (b *bundle) otherOrg(slug string) (*store.Organization, *store.Project) {
 // auditEvents returns every stored audit event, oldest first.
 func (b *bundle) auditEvents() []*store.AuditEvent {
 	b.t.Helper()
-	if err := b.svc.FlushStudioLog(context.Background()); err != nil { // the studio's audit events are written after its answers
+	if err := b.svc.Studio().FlushLog(context.Background()); err != nil { // the studio's audit events are written after its answers
 		b.t.Fatal(err)
 	}
 	var evs []*store.AuditEvent

@@ -643,7 +643,7 @@ var (
 	CutoverRequestsByPreview = CutoverRequests.index("preview", func(r *CutoverRequest) []string { return []string{r.PreviewID} })
 )
 
-// SQLHistoryEntry is one run of the studio's SQL console (its text capped; see appliance/studio.go).
+// SQLHistoryEntry is one run of the studio's SQL console (its text capped; see appliance/studio/endpoints.go).
 type SQLHistoryEntry struct {
 	ID             string    `json:"id"`
 	OrganizationID string    `json:"organization_id"`
