@@ -1,5 +1,7 @@
 // Package studio runs the SQL console's text and the table editor's statements on a project's server, as the
-// project's own role, over small per-project pools, and turns what comes back into JSON (values.go).
+// project's own role, over small per-project pools, and turns what comes back into JSON (values.go). It is
+// also the studio area (Service, service.go): the endpoints of the routes tagged "studio", the console's
+// history and the studio's audit log (history.go), the AI usage counter (endpoints.go).
 package studio
 
 import (

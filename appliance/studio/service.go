@@ -21,9 +21,7 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// The studio area (Service) is the SQL console, the table editor, the console's history and the AI
-// assistant's usage counter: the endpoints of the routes tagged "studio", on top of the statements above.
-// It was moved out of the root package `appliance` (issue 26): it reaches the rest of the domain only
+// The area was moved out of the root package `appliance` (issue 26): it reaches the rest of the domain only
 // through Host (declared here, given by the root's Service), the kernel packages (apperr, authz), the
 // records (store) and the batch writer. It never imports `appliance`.
 
