@@ -90,7 +90,7 @@ func (h areaHost) Plan(name string) observe.Plan {
 func (h areaHost) ProjectTarget(p *Principal, projectID string) (*studio.ProjectTarget, error) {
 	s := h.s
 	version := s.projectVersion()
-	t, ok := s.studioTargets.get(projectID, version)
+	t, ok := s.studioTargets.Get(projectID, version)
 	if !ok {
 		t = &studio.ProjectTarget{}
 		err := s.db.View(func(tx *store.Tx) error {
@@ -120,7 +120,7 @@ func (h areaHost) ProjectTarget(p *Principal, projectID string) (*studio.Project
 			return nil, err
 		}
 		if t.Err == nil {
-			s.studioTargets.put(projectID, version, t)
+			s.studioTargets.Put(projectID, version, t)
 		}
 	}
 	if err := projectVisible(p, t.Project); err != nil {

@@ -284,7 +284,7 @@ type keyAuth struct {
 // clock on every request. Only the key's hash is a cache key: no token is kept.
 func (s *Service) apiKeyByHash(hash string) (keyAuth, error) {
 	version := s.authVersion()
-	if a, ok := s.keyCache.get(hash, version); ok {
+	if a, ok := s.keyCache.Get(hash, version); ok {
 		return a, nil
 	}
 	var a keyAuth
@@ -303,7 +303,7 @@ func (s *Service) apiKeyByHash(hash string) (keyAuth, error) {
 		return keyAuth{}, err
 	}
 	if a.err == nil || KindOf(a.err) != KindInternal { // a failed read is not cached
-		s.keyCache.put(hash, version, a)
+		s.keyCache.Put(hash, version, a)
 	}
 	return a, nil
 }

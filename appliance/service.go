@@ -132,11 +132,11 @@ type Service struct {
 	// studio is the studio area: the SQL console, the table editor, the history (appliance/studio, built
 	// in New); studioTargets caches its projects' targets (areaHost.ProjectTarget).
 	studio        *studio.Service
-	studioTargets recordCache[*studio.ProjectTarget]
+	studioTargets store.Cache[*studio.ProjectTarget]
 	// keyCache holds API keys' principals by key hash (identity.go, lookups.go).
-	keyCache recordCache[keyAuth]
+	keyCache store.Cache[keyAuth]
 	// endpointCache holds the active webhook endpoints the delivery worker claims for (webhooks.go).
-	endpointCache recordCache[[]*store.WebhookEndpoint]
+	endpointCache store.Cache[[]*store.WebhookEndpoint]
 	// metrics counts job ends and webhook attempts for /metrics (metrics.go).
 	metrics serviceMetrics
 }

@@ -582,14 +582,14 @@ var _ webhook.Store[*store.WebhookEndpoint] = deliveryStore{}
 // activeEndpoints are the endpoints deliveries are made to, decoded once per change of the endpoints'
 // table (recording an attempt writes an endpoint only when its health changes).
 func (s *Service) activeEndpoints(tx *store.Tx, version uint64) ([]*store.WebhookEndpoint, error) {
-	if eps, ok := s.endpointCache.get("active", version); ok {
+	if eps, ok := s.endpointCache.Get("active", version); ok {
 		return eps, nil
 	}
 	eps, err := store.WebhookEndpoints.All(tx, func(e *store.WebhookEndpoint) bool { return e.IsActive })
 	if err != nil {
 		return nil, err
 	}
-	s.endpointCache.put("active", version, eps)
+	s.endpointCache.Put("active", version, eps)
 	return eps, nil
 }
 
