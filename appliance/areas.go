@@ -9,16 +9,18 @@ import (
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/studio"
+	"github.com/theappliance/appliance/appliance/webhook"
 	"github.com/theappliance/appliance/store"
 )
 
-// areaHost is the root's side of the API areas that live in packages of their own (appliance/kv, appliance/studio): the
-// records and rules they share with the rest of the domain, which each area declares as its Host. It is a
-// type of its own rather than methods of Service so that what the areas need is not part of the service's
-// API (httpapi cannot call it).
+// areaHost is the root's side of the API areas that live in packages of their own (appliance/kv,
+// appliance/observe, appliance/studio, appliance/webhook): the records and rules they share with the rest
+// of the domain, which each area declares as its Host. It is a type of its own rather than methods of
+// Service so that what the areas need is not part of the service's API (httpapi cannot call it).
 type areaHost struct{ s *Service }
 
 var _ kv.Host = areaHost{}
+var _ webhook.Host = areaHost{}
 
 var _ studio.Host = areaHost{}
 
@@ -75,6 +77,8 @@ func (h areaHost) WithTenantSession(ctx context.Context, p *Principal, prj *stor
 	return fn(qctx, tenant.Conn())
 }
 
+// AppendEvent appends an event to the log in tx; its webhook deliveries are queued there too (the webhooks
+// area's FanOut).
 func (h areaHost) AppendEvent(tx *store.Tx, typ, orgID, projectID string, data any) error {
 	return h.s.appendEvent(tx, typ, orgID, projectID, data)
 }
@@ -143,3 +147,11 @@ func (h areaHost) PlanAIUsesPerMonth(name string) int {
 	plan, _ := PlanByName(name)
 	return plan.AIUsesPerMonth
 }
+
+// CheckDisplayText applies the rules of every display field.
+func (h areaHost) CheckDisplayText(field, v string, min, max int) error {
+	return checkDisplayText(field, v, min, max)
+}
+
+// CountWebhookAttempt counts a delivery attempt for /metrics.
+func (h areaHost) CountWebhookAttempt(ok bool, d time.Duration) { h.s.webhookAttemptMetric(ok, d) }

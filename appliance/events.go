@@ -82,7 +82,7 @@ func (s *Service) appendEvent(tx *store.Tx, typ, orgID, projectID string, data a
 	if err := store.AppendEvent(tx, e); err != nil {
 		return err
 	}
-	return s.fanOut(tx, e)
+	return s.hooks.FanOut(tx, e)
 }
 
 // jobEnded is the runner's end hook: in the transaction that records a job's end, the log gets
@@ -109,7 +109,7 @@ func (s *Service) jobEnded(tx *store.Tx, j *store.Job) error {
 }
 
 // SweepEvents deletes the events older than EventRetention and the ended webhook deliveries older than
-// DeliveryRetention; it reports how many.
+// webhook.DeliveryRetention; it reports how many.
 func (s *Service) SweepEvents(ctx context.Context) (int, error) {
 	cutoff := s.now().Add(-EventRetention)
 	n := 0
@@ -123,7 +123,7 @@ func (s *Service) SweepEvents(ctx context.Context) (int, error) {
 				return err
 			}
 		}
-		swept, err := s.sweepDeliveries(tx)
+		swept, err := s.hooks.SweepDeliveries(tx)
 		n = len(old) + swept
 		return err
 	})

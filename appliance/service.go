@@ -16,6 +16,7 @@ import (
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/studio"
+	"github.com/theappliance/appliance/appliance/webhook"
 	"github.com/theappliance/appliance/scheduler/lane"
 	"github.com/theappliance/appliance/store"
 )
@@ -108,14 +109,12 @@ type Service struct {
 	stopSpares    context.CancelFunc
 	// stepHook is Deps.JobStepHook (restore_job.go).
 	stepHook JobStepHook
-	// lane is the background lane of the webhook deliveries (webhooks.go).
-	lane *lane.Lane
 	// importLimit overrides the import upload size limit when it returns a positive size (tests of 413).
 	importLimit func() int64
 	// uploads tracks the upload PUTs being received: one per upload at a time, bytes per project.
 	uploads uploadGate
-	// hooks delivers webhooks (StartWebhooks).
-	hooks *webhooks
+	// hooks is the webhooks area (appliance/webhook, built in New).
+	hooks *webhook.Service
 	// kv is the key-value store area (appliance/kv, built in New).
 	kv *kv.Service
 	// observe is the observability area (appliance/observe, built in New).
@@ -135,8 +134,6 @@ type Service struct {
 	studioTargets store.Cache[*studio.ProjectTarget]
 	// keyCache holds API keys' principals by key hash (identity.go, lookups.go).
 	keyCache store.Cache[keyAuth]
-	// endpointCache holds the active webhook endpoints the delivery worker claims for (webhooks.go).
-	endpointCache store.Cache[[]*store.WebhookEndpoint]
 	// metrics counts job ends and webhook attempts for /metrics (metrics.go).
 	metrics serviceMetrics
 }
@@ -160,14 +157,10 @@ func New(cfg Config, deps Deps) *Service {
 	if importLimit == nil {
 		importLimit = func() int64 { return 0 }
 	}
-	s := &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, jobs: deps.Jobs, importLimit: importLimit, stepHook: deps.JobStepHook, lane: deps.Lane,
+	s := &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, jobs: deps.Jobs, importLimit: importLimit, stepHook: deps.JobStepHook,
 		now: func() time.Time { return clock().UTC() }, Probe: &Probes{},
 		preflights: perKeyRate{every: time.Minute / preflightsPerMinute, burst: preflightsPerMinute}}
-	hooks := DefaultWebhookOptions
-	if cfg.Webhooks != nil {
-		hooks = *cfg.Webhooks
-	}
-	s.hooks = s.newWebhooks(hooks)
+	s.hooks = s.newWebhooks(cfg, deps)
 	s.studio = s.newStudio(deps)
 	ephemeral := DefaultEphemeralLimits
 	if cfg.Ephemeral != nil {

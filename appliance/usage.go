@@ -77,7 +77,7 @@ func (s *Service) OrganizationUsage(ctx context.Context, p *Principal, orgID str
 		u.Totals.JobSuccessRate7d = float64(completed) / float64(completed+failed)
 	}
 	if err := s.db.View(func(tx *store.Tx) error {
-		rate, err := s.deliveryRate(tx, orgID, s.now().Add(-7*24*time.Hour))
+		rate, err := s.hooks.DeliveryRate(tx, orgID, s.now().Add(-7*24*time.Hour))
 		if err != nil {
 			return Internal(err, "measure webhook deliveries")
 		}

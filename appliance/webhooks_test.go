@@ -18,6 +18,7 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/outbound"
+	"github.com/theappliance/appliance/appliance/webhook"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -69,7 +70,7 @@ func fastHooks(schedule ...time.Duration) *appliance.WebhookOptions {
 
 func createEndpoint(t *testing.T, e *appliancetest.Env, p *appliance.Principal, url string, types ...string) *appliance.WebhookEndpointWithSecret {
 	t.Helper()
-	res, err := e.Svc.CreateWebhookEndpoint(t.Context(), p, p.OrganizationID, &appliance.CreateWebhookEndpointRequest{URL: url, EventTypes: types})
+	res, err := e.Svc.Webhooks().CreateEndpoint(t.Context(), p, p.OrganizationID, &appliance.CreateWebhookEndpointRequest{URL: url, EventTypes: types})
 	if err != nil {
 		t.Fatalf("create endpoint %s: %v", url, err)
 	}
@@ -79,7 +80,7 @@ func createEndpoint(t *testing.T, e *appliancetest.Env, p *appliance.Principal, 
 // waitDelivery waits until the delivery is no longer pending and returns it.
 func waitDelivery(t *testing.T, e *appliancetest.Env, id string) *store.WebhookDelivery {
 	t.Helper()
-	return waitForDelivery(t, e, id, func(d *store.WebhookDelivery) bool { return d.State != appliance.DeliveryPending })
+	return waitForDelivery(t, e, id, func(d *store.WebhookDelivery) bool { return d.State != webhook.DeliveryPending })
 }
 
 // waitAttempts waits until the delivery has n recorded attempts and none in flight.
@@ -106,7 +107,7 @@ func waitForDelivery(t *testing.T, e *appliancetest.Env, id string, done func(*s
 
 func sendTest(t *testing.T, e *appliancetest.Env, p *appliance.Principal, endpointID string) string {
 	t.Helper()
-	res, err := e.Svc.TestWebhookEndpoint(t.Context(), p, p.OrganizationID, endpointID)
+	res, err := e.Svc.Webhooks().TestEndpoint(t.Context(), p, p.OrganizationID, endpointID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func sendTest(t *testing.T, e *appliancetest.Env, p *appliance.Principal, endpoi
 
 func endpoint(t *testing.T, e *appliancetest.Env, p *appliance.Principal, id string) appliance.WebhookEndpoint {
 	t.Helper()
-	list, err := e.Svc.ListWebhookEndpoints(t.Context(), p, p.OrganizationID)
+	list, err := e.Svc.Webhooks().ListEndpoints(t.Context(), p, p.OrganizationID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestWebhooksSignedAndVerified(t *testing.T) {
 	e.StartWebhooks(t)
 	rc := newReceiver(nil)
 	ep := createEndpoint(t, e, p, e.Serve(t, rc)+"/hooks")
-	if !strings.HasPrefix(ep.PlaintextSecret, "whsec_") || ep.WebhookEndpoint.Health != appliance.HealthHealthy {
+	if !strings.HasPrefix(ep.PlaintextSecret, "whsec_") || ep.WebhookEndpoint.Health != webhook.HealthHealthy {
 		t.Fatalf("created: %+v", ep)
 	}
 	prj := provision(t, e, p, "hooked", "development")
@@ -189,7 +190,7 @@ func TestWebhooksSignedAndVerified(t *testing.T) {
 		}
 	}
 
-	rot, err := e.Svc.RotateWebhookSecret(t.Context(), p, p.OrganizationID, ep.WebhookEndpoint.ID)
+	rot, err := e.Svc.Webhooks().RotateSecret(t.Context(), p, p.OrganizationID, ep.WebhookEndpoint.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func TestWebhooksSignedAndVerified(t *testing.T) {
 		t.Fatal("rotation returned the same secret")
 	}
 	d := waitDelivery(t, e, sendTest(t, e, p, ep.WebhookEndpoint.ID))
-	if d.State != appliance.DeliveryDelivered || d.Attempts != 1 {
+	if d.State != webhook.DeliveryDelivered || d.Attempts != 1 {
 		t.Fatalf("test delivery: %+v", d)
 	}
 	last := rc.requests()[len(rc.requests())-1]
@@ -222,7 +223,7 @@ func TestWebhookRetries(t *testing.T) {
 	})
 	ep := createEndpoint(t, e, p, e.Serve(t, flaky))
 	d := waitDelivery(t, e, sendTest(t, e, p, ep.WebhookEndpoint.ID))
-	if d.State != appliance.DeliveryDelivered || d.Attempts != 3 || d.MaxAttempts != 4 || d.DeliveredAt == nil || d.ResponseStatus != 200 {
+	if d.State != webhook.DeliveryDelivered || d.Attempts != 3 || d.MaxAttempts != 4 || d.DeliveredAt == nil || d.ResponseStatus != 200 {
 		t.Fatalf("delivery: %+v", d)
 	}
 	var statuses []int
@@ -241,27 +242,27 @@ func TestWebhookRetries(t *testing.T) {
 			t.Fatalf("webhook-id %q, want %q on every attempt", r.header.Get("webhook-id"), d.ID)
 		}
 	}
-	if h := endpoint(t, e, p, ep.WebhookEndpoint.ID).Health; h != appliance.HealthHealthy {
+	if h := endpoint(t, e, p, ep.WebhookEndpoint.ID).Health; h != webhook.HealthHealthy {
 		t.Fatalf("health after a success: %s", h)
 	}
 
 	dead := createEndpoint(t, e, p, e.Serve(t, newReceiver(func(int, http.ResponseWriter) int { return http.StatusBadGateway })))
 	d = waitDelivery(t, e, sendTest(t, e, p, dead.WebhookEndpoint.ID))
-	if d.State != appliance.DeliveryFailed || d.Attempts != 4 || d.LastError != "HTTP 502" || d.NextAttemptAt != nil {
+	if d.State != webhook.DeliveryFailed || d.Attempts != 4 || d.LastError != "HTTP 502" || d.NextAttemptAt != nil {
 		t.Fatalf("delivery to a dead endpoint: %+v", d)
 	}
-	if h := endpoint(t, e, p, dead.WebhookEndpoint.ID); h.Health != appliance.HealthFailing || !h.IsActive {
+	if h := endpoint(t, e, p, dead.WebhookEndpoint.ID); h.Health != webhook.HealthFailing || !h.IsActive {
 		t.Fatalf("endpoint after 4 failures: %+v", h)
 	}
 	// Redeliver sends it again as one more attempt, with the same webhook-id.
-	red, err := e.Svc.RedeliverWebhook(t.Context(), p, p.OrganizationID, dead.WebhookEndpoint.ID, d.ID)
-	if err != nil || red.Delivery.State != appliance.DeliveryPending {
+	red, err := e.Svc.Webhooks().Redeliver(t.Context(), p, p.OrganizationID, dead.WebhookEndpoint.ID, d.ID)
+	if err != nil || red.Delivery.State != webhook.DeliveryPending {
 		t.Fatalf("redeliver: %+v %v", red, err)
 	}
-	if d = waitDelivery(t, e, d.ID); d.Attempts != 5 || d.State != appliance.DeliveryFailed {
+	if d = waitDelivery(t, e, d.ID); d.Attempts != 5 || d.State != webhook.DeliveryFailed {
 		t.Fatalf("after redeliver: %+v", d)
 	}
-	if st, msg := e.Svc.WebhookHealth(t.Context()); st != appliance.StatusOperational || msg != "2 endpoints (1 failing, 0 disabled), 0 deliveries pending" {
+	if st, msg := e.Svc.Webhooks().Health(t.Context()); st != appliance.StatusOperational || msg != "2 endpoints (1 failing, 0 disabled), 0 deliveries pending" {
 		t.Errorf("webhook health: %s %q", st, msg)
 	}
 	usage, err := e.Svc.OrganizationUsage(t.Context(), p, p.OrganizationID)
@@ -295,19 +296,19 @@ func TestWebhookReceiverSignals(t *testing.T) {
 
 	gone := createEndpoint(t, e, p, e.Serve(t, newReceiver(func(int, http.ResponseWriter) int { return http.StatusGone })))
 	d = waitDelivery(t, e, sendTest(t, e, p, gone.WebhookEndpoint.ID))
-	if d.State != appliance.DeliveryFailed || d.Attempts != 1 {
+	if d.State != webhook.DeliveryFailed || d.Attempts != 1 {
 		t.Fatalf("delivery answered 410: %+v", d)
 	}
-	if ep := endpoint(t, e, p, gone.WebhookEndpoint.ID); ep.IsActive || ep.Health != appliance.HealthDisabled {
+	if ep := endpoint(t, e, p, gone.WebhookEndpoint.ID); ep.IsActive || ep.Health != webhook.HealthDisabled {
 		t.Fatalf("endpoint after 410: %+v", ep)
 	}
-	if _, err := e.Svc.TestWebhookEndpoint(t.Context(), p, p.OrganizationID, gone.WebhookEndpoint.ID); appliance.KindOf(err) != appliance.KindConflict {
+	if _, err := e.Svc.Webhooks().TestEndpoint(t.Context(), p, p.OrganizationID, gone.WebhookEndpoint.ID); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("test on a disabled endpoint: %v", err)
 	}
 
 	failing := createEndpoint(t, e, p, e.Serve(t, newReceiver(func(int, http.ResponseWriter) int { return http.StatusInternalServerError })), "webhook.test")
 	d = waitDelivery(t, e, sendTest(t, e, p, failing.WebhookEndpoint.ID))
-	if ep := endpoint(t, e, p, failing.WebhookEndpoint.ID); ep.IsActive || d.State != appliance.DeliveryFailed || d.Attempts != 2 ||
+	if ep := endpoint(t, e, p, failing.WebhookEndpoint.ID); ep.IsActive || d.State != webhook.DeliveryFailed || d.Attempts != 2 ||
 		!strings.Contains(d.LastError, "no attempt succeeded for") {
 		t.Fatalf("endpoint failing for longer than DisableAfter: %+v, delivery %+v", ep, d)
 	}
@@ -317,7 +318,7 @@ func TestWebhookReceiverSignals(t *testing.T) {
 		evs, err := store.Events.Lookup(tx, store.EventsByOrg, p.OrganizationID, store.Query{})
 		for _, ev := range evs {
 			if ev.Type == "webhook_endpoint.disabled" {
-				var data appliance.WebhookDisabledEvent
+				var data webhook.DisabledEvent
 				json.Unmarshal(ev.Data, &data)
 				reasons = append(reasons, data.WebhookEndpoint.ID+": "+data.Reason)
 			}
@@ -328,10 +329,10 @@ func TestWebhookReceiverSignals(t *testing.T) {
 		t.Fatalf("webhook_endpoint.disabled events: %q", reasons)
 	}
 	// Re-enabling resets health and deliveries flow again.
-	if _, err := e.Svc.PatchWebhookEndpoint(t.Context(), p, p.OrganizationID, gone.WebhookEndpoint.ID, &appliance.PatchWebhookEndpointRequest{IsActive: ptrTo(true)}); err != nil {
+	if _, err := e.Svc.Webhooks().PatchEndpoint(t.Context(), p, p.OrganizationID, gone.WebhookEndpoint.ID, &appliance.PatchWebhookEndpointRequest{IsActive: ptrTo(true)}); err != nil {
 		t.Fatal(err)
 	}
-	if ep := endpoint(t, e, p, gone.WebhookEndpoint.ID); !ep.IsActive || ep.Health != appliance.HealthHealthy {
+	if ep := endpoint(t, e, p, gone.WebhookEndpoint.ID); !ep.IsActive || ep.Health != webhook.HealthHealthy {
 		t.Fatalf("re-enabled: %+v", ep)
 	}
 }
@@ -357,7 +358,7 @@ func TestWebhookSSRF(t *testing.T) {
 		"http://0.0.0.0:" + port + "/":     "0.0.0.0",
 		"https://100.100.100.200/metadata": "cloud metadata",
 	} {
-		_, err := e.Svc.CreateWebhookEndpoint(t.Context(), p, p.OrganizationID, &appliance.CreateWebhookEndpointRequest{URL: url})
+		_, err := e.Svc.Webhooks().CreateEndpoint(t.Context(), p, p.OrganizationID, &appliance.CreateWebhookEndpointRequest{URL: url})
 		if appliance.KindOf(err) != appliance.KindInvalid || !strings.Contains(err.Error(), "refused by the outbound policy") || !strings.Contains(err.Error(), why) {
 			t.Errorf("create %s: %v, want a 400 saying %q", url, err, why)
 		}
@@ -374,7 +375,7 @@ func TestWebhookSSRF(t *testing.T) {
 	t.Cleanup(redirector.Close)
 	ep := createEndpoint(t, e, p, redirector.URL)
 	d := waitAttempts(t, e, sendTest(t, e, p, ep.WebhookEndpoint.ID), 1)
-	if d.State != appliance.DeliveryPending || d.ResponseStatus != http.StatusFound || d.LastError != "HTTP 302 (redirects are not followed)" {
+	if d.State != webhook.DeliveryPending || d.ResponseStatus != http.StatusFound || d.LastError != "HTTP 302 (redirects are not followed)" {
 		t.Fatalf("delivery to a redirector: %+v", d)
 	}
 	if n := len(inner.requests()); n != 0 {
@@ -398,16 +399,16 @@ func TestWebhookEndpointInput(t *testing.T) {
 		{appliance.CreateWebhookEndpointRequest{URL: ""}, "url is required"},
 		{appliance.CreateWebhookEndpointRequest{URL: "http://127.0.0.1:9/", Description: "a\nb"}, "control characters"},
 	} {
-		_, err := e.Svc.CreateWebhookEndpoint(t.Context(), p, p.OrganizationID, &c.req)
+		_, err := e.Svc.Webhooks().CreateEndpoint(t.Context(), p, p.OrganizationID, &c.req)
 		if appliance.KindOf(err) != appliance.KindInvalid || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("create %+v: %v, want 400 with %q", c.req, err, c.want)
 		}
 	}
-	list, err := e.Svc.ListWebhookEndpoints(t.Context(), p, p.OrganizationID)
+	list, err := e.Svc.Webhooks().ListEndpoints(t.Context(), p, p.OrganizationID)
 	if err != nil || len(list.WebhookEndpoints) != 0 {
 		t.Fatalf("after refused creates: %+v %v", list, err)
 	}
-	if st, _ := e.Svc.WebhookHealth(t.Context()); st != appliance.StatusDown {
+	if st, _ := e.Svc.Webhooks().Health(t.Context()); st != appliance.StatusDown {
 		t.Errorf("webhook health without the worker: %s", st)
 	}
 }
@@ -434,7 +435,7 @@ func TestWebhookPolicyAtEveryAttempt(t *testing.T) {
 	ep := createEndpoint(t, e, p, srv.URL)                           // allowed when saved, never dialed yet
 	pol.Deny = []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")} // the worker is idle: no dial reads it now
 	d := waitAttempts(t, e, sendTest(t, e, p, ep.WebhookEndpoint.ID), 1)
-	if d.LastError != "refused by the outbound policy" || d.ResponseStatus != 0 || d.State != appliance.DeliveryPending {
+	if d.LastError != "refused by the outbound policy" || d.ResponseStatus != 0 || d.State != webhook.DeliveryPending {
 		t.Fatalf("once refused: %+v", d)
 	}
 	if n := len(rc.requests()); n != 0 {

@@ -84,7 +84,7 @@ func (v *eventsEnv) jobs(b *testing.B, projectID string, n int) {
 
 func (v *eventsEnv) endpoint(b *testing.B, url string) {
 	b.Helper()
-	if _, err := v.e.Svc.CreateWebhookEndpoint(b.Context(), v.p, v.p.OrganizationID, &appliance.CreateWebhookEndpointRequest{URL: url, EventTypes: []string{"job.completed"}}); err != nil {
+	if _, err := v.e.Svc.Webhooks().CreateEndpoint(b.Context(), v.p, v.p.OrganizationID, &appliance.CreateWebhookEndpointRequest{URL: url, EventTypes: []string{"job.completed"}}); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -256,12 +256,12 @@ func (u *upRun) storageGuardComponent() *component {
 // webhooksComponent delivers webhooks (the service's webhook worker).
 func (u *upRun) webhooksComponent() *component {
 	return &component{name: "webhooks", start: func(ctx context.Context) error {
-		if err := u.svc.StartWebhooks(ctx); err != nil {
+		if err := u.svc.Webhooks().Start(ctx); err != nil {
 			return err
 		}
-		u.svc.Probe.Register("webhooks", u.svc.WebhookHealth)
+		u.svc.Probe.Register("webhooks", u.svc.Webhooks().Health)
 		return nil
-	}, stop: func(ctx context.Context) error { return u.svc.StopWebhooks(ctx) }}
+	}, stop: func(ctx context.Context) error { return u.svc.Webhooks().Stop(ctx) }}
 }
 
 // kvFrontComponent is the key-value stores' fronts (RESP and REST, over TLS) on their listeners.

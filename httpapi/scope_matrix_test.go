@@ -13,6 +13,7 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/observe"
+	"github.com/theappliance/appliance/appliance/webhook"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -317,10 +318,10 @@ func (b *bundle) deliveredTest(endpointID string) string {
 		if err := b.db.View(func(tx *store.Tx) (err error) { d, err = store.WebhookDeliveries.Get(tx, id); return err }); err != nil {
 			b.t.Fatal(err)
 		}
-		if d.State == appliance.DeliveryDelivered {
+		if d.State == webhook.DeliveryDelivered {
 			return id
 		}
-		if d.State == appliance.DeliveryFailed || time.Now().After(deadline) {
+		if d.State == webhook.DeliveryFailed || time.Now().After(deadline) {
 			b.t.Fatalf("test delivery %s: %s %s", id, d.State, d.LastError)
 		}
 	}

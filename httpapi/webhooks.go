@@ -3,5 +3,5 @@ package httpapi
 import "github.com/theappliance/appliance/api"
 
 func (s *Server) listWebhookDeliveries(r *Request) (*api.WebhookDeliveryList, error) {
-	return s.svc.ListWebhookDeliveries(r.Context(), r.Principal, r.PathValue("orgID"), r.PathValue("endpointID"), r.Int("limit"))
+	return s.svc.Webhooks().ListDeliveries(r.Context(), r.Principal, r.PathValue("orgID"), r.PathValue("endpointID"), r.Int("limit"))
 }

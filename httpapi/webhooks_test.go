@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/api"
-	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/webhook"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -23,7 +23,7 @@ func TestWebhooksAPI(t *testing.T) {
 	theirs := &store.WebhookEndpoint{ID: ids.New("whe"), OrganizationID: theirOrg.ID, URL: "https://example.com/", IsActive: true,
 		SealedSecret: b.box.Seal([]byte("whsec_AAAA")), CreatedAt: now, UpdatedAt: now}
 	theirDelivery := &store.WebhookDelivery{ID: ids.New("msg"), EndpointID: theirs.ID, OrganizationID: theirOrg.ID,
-		EventType: "job.completed", State: appliance.DeliveryFailed, Attempts: 8, MaxAttempts: 8, CreatedAt: now, UpdatedAt: now}
+		EventType: "job.completed", State: webhook.DeliveryFailed, Attempts: 8, MaxAttempts: 8, CreatedAt: now, UpdatedAt: now}
 	if err := b.db.Update(func(tx *store.Tx) error {
 		if err := store.WebhookEndpoints.Put(tx, theirs); err != nil {
 			return err
@@ -67,7 +67,7 @@ func TestWebhooksAPI(t *testing.T) {
 		after, err = store.WebhookDeliveries.Get(tx, theirDelivery.ID)
 		return err
 	})
-	if after.State != appliance.DeliveryFailed || after.Attempts != 8 {
+	if after.State != webhook.DeliveryFailed || after.Attempts != 8 {
 		t.Fatalf("their delivery changed: %+v", after)
 	}
 	if r := b.do("GET", mine, b.adminKey, nil); r.status != 200 || !strings.Contains(string(r.body), `"description":"mine"`) || strings.Contains(string(r.body), theirs.ID) {

@@ -430,11 +430,11 @@ func (e *Env) Serve(t testing.TB, h http.Handler) string {
 // StartWebhooks runs the webhook delivery worker (with Options.Webhooks) until the test ends.
 func (e *Env) StartWebhooks(t testing.TB) {
 	t.Helper()
-	if err := e.Svc.StartWebhooks(context.Background()); err != nil {
+	if err := e.Svc.Webhooks().Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := e.Svc.StopWebhooks(context.Background()); err != nil {
+		if err := e.Svc.Webhooks().Stop(context.Background()); err != nil {
 			t.Error(err)
 		}
 	})
