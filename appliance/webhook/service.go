@@ -12,7 +12,7 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// The webhooks area: an organization's endpoints (list, create, patch, delete, rotate-secret, test), their
+// The webhooks area (see the package comment): an organization's endpoints (list, create, patch, delete, rotate-secret, test), their
 // deliveries (list, redeliver), the deliveries queued for each event appended (FanOut), the delivery
 // worker and the recorder of its attempts (Start, Stop), the status page's row (Health). It reaches the rest
 // of the domain only through Host (declared here, given by the root's Service), the kernel packages

@@ -5,6 +5,10 @@
 // Every connection goes through the dial function it is given (the appliance's outbound policy), never
 // through a proxy from the environment; redirects are not followed; only a small part of a response body
 // is read; each attempt has a deadline.
+//
+// The package is also the webhooks area of the API (service.go: Service, built by the root's New and
+// reached through its Host; endpoints.go: the endpoints; deliveries.go: the deliveries queued for each
+// event, the worker's records and the recorder of its attempts).
 package webhook
 
 import (
