@@ -10,6 +10,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/dirstore"
+	"github.com/theappliance/appliance/appliance/backup/walsock"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/store"
@@ -30,10 +31,66 @@ const (
 // JobBackupCreate takes a base backup.
 const JobBackupCreate = "backup.create"
 
-// backupStore is where the projects' base backups and WAL archives live: objects in the local directory
-// <data-dir>/backups, whose files and directories are the instances' OS user's.
+// backupStore is where the projects' base backups and WAL archives live: Deps.BackupObjects (a bucket),
+// or objects in the local directory <data-dir>/backups, whose files and directories are the instances' OS
+// user's.
 func (s *Service) backupStore(dp *DataPlane) *backup.Store {
-	return backup.New(&dirstore.Dir{Root: filepath.Join(s.cfg.DataDir, "backups"), Chown: dp.User.Chown})
+	if s.backupObjects != nil {
+		return backup.New(s.backupObjects)
+	}
+	return s.localBackups(dp)
+}
+
+// localBackups is the local directory store <data-dir>/backups, whatever the backup store: the exports
+// and uploaded dumps of the projects live under it (<project>/exports, <project>/imports).
+func (s *Service) localBackups(dp *DataPlane) *backup.Store {
+	var chown func(string) error
+	if dp != nil {
+		chown = dp.User.Chown
+	}
+	return backup.New(&dirstore.Dir{Root: filepath.Join(s.cfg.DataDir, "backups"), Chown: chown})
+}
+
+// walSocket is where the appliance receives the WAL of a backup store PostgreSQL cannot reach itself.
+func (s *Service) walSocket() string { return filepath.Join(s.cfg.DataDir, "wal", "appliance.sock") }
+
+// walCommands are the archive_command and restore_command of the project's WAL archive: the store's own
+// (the directory store's cp), or the appliance's program talking to its WAL socket (StartWAL).
+func (s *Service) walCommands(ctx context.Context, dp *DataPlane, projectID string) (archive, restore string, err error) {
+	bs := s.backupStore(dp)
+	if bs.HasWALCommands() {
+		return bs.WALCommands(ctx, projectID)
+	}
+	if err := backup.CheckProjectID(projectID); err != nil {
+		return "", "", err
+	}
+	return walsock.Commands(s.cfg.WALProgram, s.walSocket(), projectID)
+}
+
+// StartWAL serves the backup store's WAL archive on the WAL socket when PostgreSQL cannot reach the store
+// itself (a bucket): archive_command and restore_command run Config.WALProgram, which talks to it. Nothing
+// to do for the directory store. Stop it with StopWAL after the instances stopped.
+func (s *Service) StartWAL(ctx context.Context) error {
+	if s.dp == nil || s.backupStore(s.dp).HasWALCommands() {
+		return nil
+	}
+	if len(s.cfg.WALProgram) == 0 {
+		return errors.New("the backup store needs the appliance to carry the WAL, and no program was given for it (Config.WALProgram)")
+	}
+	srv, err := walsock.Start(s.walSocket(), s.dp.User.Chown, s.backupStore(s.dp), s.log)
+	if err != nil {
+		return err
+	}
+	s.walServer = srv
+	return nil
+}
+
+// StopWAL stops serving the WAL socket (pushes in progress finish first, until ctx ends). Idempotent.
+func (s *Service) StopWAL(ctx context.Context) error {
+	if s.walServer == nil {
+		return nil
+	}
+	return s.walServer.Stop(ctx)
 }
 
 var errTarEnded = errors.New("tar ended before the end of the stream")
@@ -42,7 +99,7 @@ var errTarEnded = errors.New("tar ended before the end of the stream")
 // is stored, the restore_command) and the base backup key, fetched into a data directory.
 func (s *Service) archiveOf(ctx context.Context, dp *DataPlane, projectID, key string) (instances.Archive, error) {
 	bs := s.backupStore(dp)
-	_, restore, err := bs.WALCommands(ctx, projectID)
+	_, restore, err := s.walCommands(ctx, dp, projectID)
 	if err != nil {
 		return instances.Archive{}, err
 	}

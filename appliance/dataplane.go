@@ -164,13 +164,13 @@ func (s *Service) settingsFor(dp *DataPlane, prj *store.Project, rec *store.Inst
 	if prj.PreviewOf != "" { // a preview is disposable: no WAL archive, no backups
 		set.ArchiveCommand = postgres.DiscardArchiveCommand
 	} else if prj.ID != "" {
-		// The directory store's commands: made locally, nothing to wait for.
+		// The directory store's commands are made locally; a bucket's talk to the WAL socket.
 		ctx := context.Background()
 		bs := s.backupStore(dp)
 		if err := bs.Prepare(ctx, prj.ID); err != nil {
 			return postgres.Settings{}, fmt.Errorf("prepare the backup store of %s: %w", prj.ID, err)
 		}
-		if set.ArchiveCommand, _, err = bs.WALCommands(ctx, prj.ID); err != nil {
+		if set.ArchiveCommand, _, err = s.walCommands(ctx, dp, prj.ID); err != nil {
 			return postgres.Settings{}, err
 		}
 	}

@@ -281,7 +281,7 @@ func (s *Service) SweepExports(ctx context.Context) (int, error) {
 // prepareDumpDir makes the project's directory of dumps (its exports, a cutover's copy of a preview),
 // owned by the instances' OS user, and returns it. Its errors are transient.
 func (s *Service) prepareDumpDir(ctx context.Context, dp *DataPlane, projectID string) (string, error) {
-	if err := s.backupStore(dp).Prepare(ctx, projectID); err != nil {
+	if err := s.localBackups(dp).Prepare(ctx, projectID); err != nil {
 		return "", scheduler.Transient(err)
 	}
 	dir := s.exportDir(projectID)

@@ -157,7 +157,7 @@ func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, si
 	if err != nil {
 		return nil, err
 	}
-	if err := s.backupStore(dp).Prepare(ctx, prj.ID); err != nil {
+	if err := s.localBackups(dp).Prepare(ctx, prj.ID); err != nil {
 		return nil, Internal(err, "prepare backup store")
 	}
 	dir := s.importDir(prj.ID)

@@ -411,6 +411,13 @@ func (s *Service) purgeProjectBackups(prj *store.Project) (purgedBackups, error)
 	if err != nil {
 		return c, err
 	}
+	if s.backupObjects != nil { // the exports and uploads are local still
+		local, err := s.localBackups(s.dp).RemoveProject(context.Background(), prj.ID)
+		if err != nil {
+			return c, err
+		}
+		removed = removed || local
+	}
 	err = s.db.Update(func(tx *store.Tx) error {
 		c = purgedBackups{StoreRemoved: removed}
 		if err := deleteAll(tx, store.Backups, store.BackupsByProject, prj.ID, func(r *store.Backup) string { return r.ID }, &c.Backups); err != nil {

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/backup"
-	"github.com/theappliance/appliance/appliance/backup/dirstore"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -370,9 +368,4 @@ func pinnedBackups(tx *store.Tx, projectID string) (map[string]bool, error) {
 }
 
 // retentionStore is the backup store for deleting (no data plane needed: nothing is chowned).
-func (s *Service) retentionStore() *backup.Store {
-	if s.dp != nil {
-		return s.backupStore(s.dp)
-	}
-	return backup.New(&dirstore.Dir{Root: filepath.Join(s.cfg.DataDir, "backups")})
-}
+func (s *Service) retentionStore() *backup.Store { return s.backupStore(s.dp) }

@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/theappliance/appliance/appliance/backup"
+	"github.com/theappliance/appliance/appliance/backup/walsock"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/observe"
@@ -57,6 +59,10 @@ type Config struct {
 	Ephemeral *EphemeralLimits
 	// Webhooks tune deliveries (nil: DefaultWebhookOptions; tests shorten the schedule).
 	Webhooks *WebhookOptions
+	// WALProgram is the command line (argv) whose `wal push` and `wal fetch` subcommands PostgreSQL runs to
+	// archive into and fetch from a backup store it cannot reach itself (Deps.BackupObjects without a
+	// WALTransport): up gives its own binary, copied under the data directory; tests, the test binary.
+	WALProgram []string
 }
 
 // Deps are the service's collaborators, made before it (by up's components, by appliancetest): New
@@ -81,6 +87,9 @@ type Deps struct {
 	// Lane is the background lane where the webhook worker claims and the outcomes of its attempts are
 	// recorded (nil: in their goroutines, unpaced; up gives the process's).
 	Lane *lane.Lane
+	// BackupObjects is where the projects' base backups and WAL archives are kept (nil: the local
+	// directory <data-dir>/backups; up --backup-store gives a bucket).
+	BackupObjects backup.Objects
 }
 
 // Notifier is poked after jobs are enqueued so the runner claims them at once.
@@ -136,6 +145,10 @@ type Service struct {
 	keyCache store.Cache[keyAuth]
 	// metrics counts job ends and webhook attempts for /metrics (metrics.go).
 	metrics serviceMetrics
+	// backupObjects is Deps.BackupObjects; walServer carries the WAL to it when PostgreSQL cannot
+	// (backups.go).
+	backupObjects backup.Objects
+	walServer     *walsock.Server
 }
 
 // New returns a service built with its collaborators.
@@ -158,7 +171,8 @@ func New(cfg Config, deps Deps) *Service {
 		importLimit = func() int64 { return 0 }
 	}
 	s := &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, jobs: deps.Jobs, importLimit: importLimit, stepHook: deps.JobStepHook,
-		now: func() time.Time { return clock().UTC() }, Probe: &Probes{},
+		backupObjects: deps.BackupObjects,
+		now:           func() time.Time { return clock().UTC() }, Probe: &Probes{},
 		preflights: perKeyRate{every: time.Minute / preflightsPerMinute, burst: preflightsPerMinute}}
 	s.hooks = s.newWebhooks(cfg, deps)
 	s.studio = s.newStudio(deps)

@@ -30,6 +30,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/backup"
+	"github.com/theappliance/appliance/appliance/backup/walsock"
 	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/outbound"
@@ -110,6 +112,11 @@ type Options struct {
 	// KVFronts binds the key-value fronts' listeners first, as up does, so that StartKVFronts can run them
 	// and the credentials the service hands out name them.
 	KVFronts bool
+	// BackupObjects, when set, makes the backup store (Deps.BackupObjects) of the Env's data directory,
+	// given the chown of the instances' OS user (with Instances; nil otherwise). A store without WAL
+	// commands gets the WAL through the service's socket: PostgreSQL runs a copy of the test binary (whose
+	// TestMain must be testtools.Main) as `wal push`/`wal fetch`.
+	BackupObjects func(dataDir string, chown func(string) error) (backup.Objects, error)
 }
 
 // New builds an Env in a fresh directory that the instances' OS user can traverse.
@@ -163,7 +170,33 @@ func New(t testing.TB, o Options) *Env {
 			Backoff: func(int) time.Duration { return 200 * time.Millisecond }})
 		deps.Jobs = e.Runner
 	}
+	if o.BackupObjects != nil {
+		var chown func(string) error
+		if deps.DataPlane != nil {
+			chown = deps.DataPlane.User.Chown
+		}
+		if deps.BackupObjects, err = o.BackupObjects(dir, chown); err != nil {
+			t.Fatal(err)
+		}
+		if !backup.New(deps.BackupObjects).HasWALCommands() {
+			prog, err := walsock.InstallProgram(filepath.Join(dir, "bin", "appliance.test"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.WALProgram = []string{prog}
+		}
+	}
 	e.Svc = appliance.New(cfg, deps)
+	if err := e.Svc.StartWAL(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Registered before the data plane's cleanups: it runs after the instances stopped (their last
+	// archive_command).
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		e.Svc.StopWAL(ctx)
+	})
 	e.Bootstrap, err = e.Svc.EnsureBootstrap(t.Context(), filepath.Join(dir, "bootstrap.json"), ca.CertPath())
 	if err != nil {
 		t.Fatal(err)

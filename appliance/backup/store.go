@@ -45,6 +45,9 @@ func checkName(kind, v string) error {
 	return nil
 }
 
+// CheckProjectID refuses a project id that cannot name the project's objects.
+func CheckProjectID(projectID string) error { return checkName("project id", projectID) }
+
 func walPrefix(projectID string) string       { return projectID + "/wal/" }
 func basePrefix(projectID, key string) string { return projectID + "/base/" + key + "/" }
 func manifestKey(projectID, key string) string {
@@ -92,6 +95,37 @@ func (s *Store) WALArchived(ctx context.Context, projectID, segment string) (boo
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// PutWAL stores a WAL file of the project's (a segment, a timeline history, a .backup or .partial file,
+// by its name) in the archive, replacing any there; when it returns nil the file is stored durably. It
+// is how the appliance archives for a store without a WALTransport.
+func (s *Store) PutWAL(ctx context.Context, projectID, name string, r io.Reader) (int64, error) {
+	if err := checkName("project id", projectID); err != nil {
+		return 0, err
+	}
+	if err := checkName("WAL file", name); err != nil {
+		return 0, err
+	}
+	return s.Objects.Put(ctx, walPrefix(projectID)+name, r)
+}
+
+// GetWAL opens a WAL file of the project's archive; a missing one is ErrNotExist (wrapped).
+func (s *Store) GetWAL(ctx context.Context, projectID, name string) (io.ReadCloser, error) {
+	if err := checkName("project id", projectID); err != nil {
+		return nil, err
+	}
+	if err := checkName("WAL file", name); err != nil {
+		return nil, err
+	}
+	return s.Objects.Get(ctx, walPrefix(projectID)+name)
+}
+
+// HasWALCommands reports whether PostgreSQL can archive into the store and fetch from it by itself
+// (WALCommands); otherwise the appliance carries the WAL (PutWAL, GetWAL).
+func (s *Store) HasWALCommands() bool {
+	_, ok := s.Objects.(WALTransport)
+	return ok
 }
 
 var walSegmentName = regexp.MustCompile(`^[0-9A-F]{24}$`)

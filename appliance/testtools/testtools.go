@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance/apt"
+	"github.com/theappliance/appliance/appliance/backup/walsock"
 )
 
 // need is a Debian package and how to tell it is installed: an absolute file, or a program on PATH.
@@ -88,7 +89,13 @@ func Ensure(ctx context.Context) error {
 // Main is a test package's TestMain: it readies the machine (the Debian packages, and the Go programs
 // given), then runs the tests. Under CI a machine that cannot be readied fails at once; elsewhere the
 // tests run and those needing what is missing fail (or skip) with their own message.
+//
+// A test binary run as `<binary> wal ...` is PostgreSQL's archive_command or restore_command of an
+// appliance under test (Config.WALProgram): it runs that command (package walsock) and exits.
 func Main(m *testing.M, programs ...GoProgram) {
+	if len(os.Args) > 1 && os.Args[1] == "wal" {
+		os.Exit(walsock.Main(os.Args[2:], os.Stderr))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	err := Ensure(ctx)
 	for _, p := range programs {
