@@ -1,0 +1,221 @@
+package appliance_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/minio/minio-go/v7"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/backup"
+	"github.com/theappliance/appliance/appliance/backup/s3store"
+	"github.com/theappliance/appliance/appliance/backup/s3store/s3test"
+	"github.com/theappliance/appliance/store"
+)
+
+// bucketEnv is an appliance whose backup store is a bucket of a real S3 server (versitygw), under the
+// prefix "appliance/", sealed with a random data key; it returns the server and the store on it.
+func bucketEnv(t *testing.T) (*appliancetest.Env, *appliance.Principal, *s3test.Server, *backup.Store) {
+	t.Helper()
+	srv := s3test.Start(t)
+	var bs *backup.Store
+	e, p := keyEnv(t, appliancetest.Options{Instances: true,
+		BackupObjects: func(dir string, chown func(string) error) (backup.Objects, error) {
+			cfg := srv.Config("appliance/")
+			cfg.DataKey = make([]byte, 32)
+			rand.Read(cfg.DataKey)
+			cfg.Spool, cfg.Chown = filepath.Join(dir, "spool"), chown
+			b, err := s3store.New(cfg)
+			if err != nil {
+				return nil, err
+			}
+			if err := b.Check(t.Context()); err != nil {
+				return nil, err
+			}
+			bs = backup.New(b)
+			return b, nil
+		}})
+	return e, p, srv, bs
+}
+
+// waitArchivedIn switches to a new WAL segment and waits until the archiver stored the finished one in
+// bs (PostgreSQL's archive_command returned: the bucket has it).
+func waitArchivedIn(t *testing.T, e *appliancetest.Env, bs *backup.Store, conn *pgx.Conn, prj *store.Project) string {
+	t.Helper()
+	seg := scalar[string](t, conn, "SELECT pg_walfile_name(pg_current_wal_lsn())")
+	if err := e.AdminExec(t, prj.ID, "SELECT pg_switch_wal()"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ok, err := bs.WALArchived(t.Context(), prj.ID, seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return seg
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("segment %s not in the bucket after a minute", seg)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the archiver's progress, as WaitJob polls a job
+	}
+}
+
+// TestBucketBackupRestoreAndPreview: with a bucket as the backup store, the WAL archive and the base
+// backups are objects in the bucket (none in the local directory), sealed (a row's text and the
+// backup_label's are nowhere in the clear), and restores to a time and to a backup and a preview as of a
+// past time read them back through the appliance.
+func TestBucketBackupRestoreAndPreview(t *testing.T) {
+	t.Parallel()
+	e, p, srv, bs := bucketEnv(t)
+	prj, c, conn := connected(t, e, p, "in a bucket")
+	exec := func(q string) {
+		t.Helper()
+		if _, err := connect(t, c.Connections.DirectURL).Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	rows := func() string {
+		t.Helper()
+		return scalar[string](t, connect(t, c.Connections.DirectURL), "SELECT coalesce(string_agg(v, ',' ORDER BY v), '') FROM items")
+	}
+	const marker = "a-row-the-bucket-holder-must-not-read"
+	exec("CREATE TABLE items (v text)")
+	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "base"})
+	runJob(t, e, res, err)
+	list, err := e.Svc.ListBackups(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := list.Backups[0]
+	if b.State != appliance.BackupCompleted || b.VerificationState != appliance.VerificationVerified || b.SizeBytes <= 0 {
+		t.Fatalf("backup %+v", b)
+	}
+	exec("INSERT INTO items VALUES ('a'), ('" + marker + "')")
+	time.Sleep(1100 * time.Millisecond) // commit timestamps on either side of the target
+	target := time.Now().UTC()
+	time.Sleep(1100 * time.Millisecond)
+	exec("INSERT INTO items VALUES ('b')")
+	seg := waitArchivedIn(t, e, bs, conn, prj)
+
+	// The bucket holds the project's objects, and nothing of them in the clear.
+	objects := map[string]bool{}
+	for o := range srv.Client().ListObjects(t.Context(), srv.Bucket, minio.ListObjectsOptions{Prefix: "appliance/" + prj.ID + "/", Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		objects[strings.TrimPrefix(o.Key, "appliance/"+prj.ID+"/")] = true
+	}
+	for _, want := range []string{"wal/" + seg, "base/" + b.BackupKey + ".backup.json", "base/" + b.BackupKey + "/backup_label", "base/" + b.BackupKey + "/PG_VERSION"} {
+		if !objects[want] {
+			t.Errorf("the bucket lacks %s (it holds %d objects of the project)", want, len(objects))
+		}
+	}
+	for name := range objects {
+		raw, err := os.ReadFile(srv.Path("appliance/" + prj.ID + "/" + name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, clear := range []string{marker, "START WAL LOCATION", "PostgreSQL"} {
+			if bytes.Contains(raw, []byte(clear)) {
+				t.Errorf("the bucket's object %s holds %q in the clear", name, clear)
+			}
+		}
+	}
+	if local, _ := filepath.Glob(filepath.Join(e.Dir, "backups", prj.ID, "wal", "0*")); len(local) > 0 {
+		t.Errorf("WAL archived into the local directory too: %v", local)
+	}
+	// What the store gives back is the segment PostgreSQL wrote (16 MiB).
+	rc, err := bs.GetWAL(t.Context(), prj.ID, seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, rc)
+	rc.Close()
+	if err != nil || n != 16<<20 {
+		t.Fatalf("segment %s from the bucket: %d bytes, %v", seg, n, err)
+	}
+
+	// A preview as of the target recovers from the bucket.
+	pv, err := e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "as-of", SourceRestoreTime: target.Format(time.RFC3339Nano)})
+	waitPreview(t, e, pv, err)
+	cc, err := e.Svc.PreviewConnections(t.Context(), p, pv.Preview.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := scalar[string](t, connect(t, cc.Connections.DirectURL), "SELECT string_agg(v, ',' ORDER BY v) FROM items"); got != "a,"+marker {
+		t.Fatalf("the preview as of the target holds %q", got)
+	}
+
+	// Restores to the time and to the backup.
+	for _, step := range []struct {
+		name string
+		req  appliance.RestoreRequest
+		want string
+	}{
+		{"time", appliance.RestoreRequest{RestoreTime: target.Format(time.RFC3339Nano)}, "a," + marker},
+		{"backup", appliance.RestoreRequest{BackupKey: b.BackupKey}, ""},
+	} {
+		res, err := e.Svc.RestoreProject(t.Context(), p, prj.ID, &step.req)
+		j := runJob(t, e, res, err)
+		if got := rows(); got != step.want {
+			t.Fatalf("after the restore to the %s (%s): rows %q, want %q", step.name, j.Result, got, step.want)
+		}
+		// Archiving goes on into the bucket on the new timeline.
+		waitArchivedIn(t, e, bs, connect(t, c.Connections.DirectURL), prj)
+	}
+}
+
+// TestBucketDownWhileWritingArchivingCatchesUp: the S3 server dies while the project writes: archiving
+// fails (pg_stat_archiver counts it) and no segment is lost; once the server is back the archive catches
+// up, and a restore to the latest time sees every row.
+func TestBucketDownWhileWritingArchivingCatchesUp(t *testing.T) {
+	t.Parallel()
+	e, p, srv, bs := bucketEnv(t)
+	prj, c, conn := connected(t, e, p, "bucket goes away")
+	if _, err := conn.Exec(t.Context(), "CREATE TABLE items (n int)"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "base"})
+	runJob(t, e, res, err)
+	failedBefore := scalar[int64](t, conn, "SELECT failed_count FROM pg_stat_archiver")
+
+	srv.Stop()
+	for i := range 3 {
+		if _, err := conn.Exec(t.Context(), "INSERT INTO items SELECT g FROM generate_series($1::int, $1::int + 999) g", i*1000); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.AdminExec(t, prj.ID, "SELECT pg_switch_wal()"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for scalar[int64](t, conn, "SELECT failed_count FROM pg_stat_archiver") <= failedBefore {
+		if time.Now().After(deadline) {
+			t.Fatal("the archiver reported no failure in a minute with the bucket down")
+		}
+		time.Sleep(100 * time.Millisecond) // polling the archiver's progress
+	}
+	srv.Restart()
+	waitArchivedIn(t, e, bs, conn, prj)
+	target := scalar[time.Time](t, conn, "SELECT clock_timestamp()")
+	time.Sleep(1100 * time.Millisecond) // a commit after the target
+	if _, err := conn.Exec(t.Context(), "INSERT INTO items VALUES (-1)"); err != nil {
+		t.Fatal(err)
+	}
+	rres, err := e.Svc.RestoreProject(t.Context(), p, prj.ID, &appliance.RestoreRequest{RestoreTime: target.UTC().Format(time.RFC3339Nano)})
+	runJob(t, e, rres, err)
+	got := connect(t, c.Connections.DirectURL)
+	if n, sum := scalar[int64](t, got, "SELECT count(*) FROM items"), scalar[int64](t, got, "SELECT coalesce(sum(n), 0) FROM items"); n != 3000 || sum != 2999*3000/2 {
+		t.Fatalf("after the restore: %d rows summing to %d, want 3000 rows (0..2999)", n, sum)
+	}
+}
