@@ -268,6 +268,11 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 			s.setRuntime(p.prj.ID, RuntimeDown)
 			continue
 		}
+		// Its archive_command follows the backup store of this start (another store than the last start's,
+		// or the program's path).
+		if err := s.rewriteArchiveSettings(ctx, p.inst, p.prj); err != nil {
+			s.log.Warn("rewrite an adopted instance's settings", "project", p.prj.ID, "err", err)
+		}
 		// A server that died with the machine is not running yet: say so until the supervisor's restart
 		// (whose event sets it back to active).
 		if _, running, _ := s.eng.Instance(p.inst).Status(); !running {
@@ -282,6 +287,22 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// rewriteArchiveSettings writes an adopted instance's settings again, and reloads a running server when
+// that applies them (archive_command and restore_command do); a change that needs a restart waits for
+// the next one.
+func (s *Service) rewriteArchiveSettings(ctx context.Context, inst *store.Instance, prj *store.Project) error {
+	set, err := s.settingsFor(s.dp, prj, inst)
+	if err != nil {
+		return err
+	}
+	pgi := s.eng.Instance(inst)
+	action, err := pgi.WriteSettings(set)
+	if err != nil || action != postgres.ActionReload {
+		return err
+	}
+	return pgi.Apply(ctx, nil, action)
 }
 
 // bringUpToDate brings an instance an older appliance provisioned up to today's rules (see

@@ -3,6 +3,7 @@ package appliance
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -75,4 +76,11 @@ func (b *SecretBox) MAC(purpose string, msg []byte) []byte {
 	m := hmac.New(sha256.New, kdf.Sum(nil))
 	m.Write(msg)
 	return m.Sum(nil)
+}
+
+// DeriveKey is a 32-byte key derived from the secret key with HKDF-SHA256 for info (a fixed string naming
+// its use): the same secret key and info give the same key, another info an unrelated one, and the key
+// tells nothing of the secret key.
+func (b *SecretBox) DeriveKey(info string) ([]byte, error) {
+	return hkdf.Key(sha256.New, b.key, nil, info, 32)
 }

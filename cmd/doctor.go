@@ -97,7 +97,7 @@ func runChecks(ctx context.Context, cfg UpConfig, install bool, log *slog.Logger
 	// up checks the store itself as it opens it (doctor reads it through)
 	out = append(out, metadataCheck(cfg, dataDir, running, !install))
 	out = append(out, portChecks(cfg, running)...)
-	out = append(out, clockCheck(), caCheck(dataDir))
+	out = append(out, clockCheck(), caCheck(dataDir), backupStoreCheck(ctx, cfg, dataDir))
 	return out, set
 }
 

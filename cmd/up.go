@@ -86,6 +86,11 @@ type UpConfig struct {
 	HeapFloorMB int
 	// DiskReserveMB is the free space under which the appliance runs degraded (appliance.Config.DiskReserve).
 	DiskReserveMB int
+	// BackupStore is s3://BUCKET/PREFIX ("": the local directory), with its endpoint, region, path-style
+	// requests, credentials file and data key file.
+	BackupStore, BackupStoreEndpoint, BackupStoreRegion string
+	BackupStorePathStyle                                bool
+	BackupStoreCredentialsFile, BackupStoreKeyFile      string
 	// Ephemeral* bound anonymous ephemeral databases (appliance.EphemeralLimits).
 	EphemeralMax, EphemeralStorageMB, EphemeralTotalStorageMB, EphemeralMemoryMB, EphemeralConnections int
 }
@@ -160,6 +165,12 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.IntVar(&cfg.HeapFloorMB, "heap-floor-mb", envInt("APPLIANCE_HEAP_FLOOR_MB", heapfloor.Default>>20), "MiB the appliance's Go heap may grow to before it is collected, however little of it is live (APPLIANCE_HEAP_FLOOR_MB): fewer collections, less delay in the API during bursts of background work; 0: GOGC's rule alone; GOMEMLIMIT, when set, still bounds it")
 	f.BoolVar(&cfg.AcceptOlderMetadata, "accept-older-metadata", envBool("APPLIANCE_ACCEPT_OLDER_METADATA"), "start on a meta.db older than the one this data directory last ran with, such as a restored copy (APPLIANCE_ACCEPT_OLDER_METADATA=1); credentials revoked since stay revoked and every mismatch with the data directory is reported")
 	f.IntVar(&cfg.DiskReserveMB, "disk-reserve-mb", envInt("APPLIANCE_DISK_RESERVE_MB", appliance.DefaultDiskReserve>>20), "MiB of free space kept for the metadata store and the servers' WAL (APPLIANCE_DISK_RESERVE_MB): under it the appliance runs degraded, serving reads and refusing writes (507), with every database read-only, until space is freed")
+	f.StringVar(&cfg.BackupStore, "backup-store", envDefault("APPLIANCE_BACKUP_STORE", ""), "s3://BUCKET/PREFIX: keep base backups and the WAL archive in an S3-compatible bucket, compressed and encrypted (APPLIANCE_BACKUP_STORE); default: the local directory <data-dir>/backups")
+	f.StringVar(&cfg.BackupStoreEndpoint, "backup-store-endpoint", envDefault("APPLIANCE_BACKUP_STORE_ENDPOINT", ""), "the S3 API of --backup-store: host[:port], or a URL (https unless http:// is given) (APPLIANCE_BACKUP_STORE_ENDPOINT); default s3.amazonaws.com")
+	f.StringVar(&cfg.BackupStoreRegion, "backup-store-region", envDefault("APPLIANCE_BACKUP_STORE_REGION", ""), "region of the bucket (APPLIANCE_BACKUP_STORE_REGION); default: asked of the endpoint")
+	f.BoolVar(&cfg.BackupStorePathStyle, "backup-store-path-style", envBool("APPLIANCE_BACKUP_STORE_PATH_STYLE"), "path-style requests (endpoint/bucket/key), as MinIO and most self-hosted servers want, instead of virtual-hosted ones (APPLIANCE_BACKUP_STORE_PATH_STYLE=1)")
+	f.StringVar(&cfg.BackupStoreCredentialsFile, "backup-store-credentials-file", envDefault("APPLIANCE_BACKUP_STORE_CREDENTIALS_FILE", ""), "file of AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=... lines for the bucket (APPLIANCE_BACKUP_STORE_CREDENTIALS_FILE); default: those environment variables")
+	f.StringVar(&cfg.BackupStoreKeyFile, "backup-store-key-file", envDefault("APPLIANCE_BACKUP_STORE_KEY_FILE", ""), "file of the key that encrypts the bucket's objects: 32 bytes or 64 hex digits (APPLIANCE_BACKUP_STORE_KEY_FILE); default: derived from the data directory's secret.key")
 	d := appliance.DefaultEphemeralLimits
 	f.IntVar(&cfg.EphemeralMax, "ephemeral-max", envInt("APPLIANCE_EPHEMERAL_MAX", d.Live), "unclaimed ephemeral databases alive at once (APPLIANCE_EPHEMERAL_MAX)")
 	f.IntVar(&cfg.EphemeralStorageMB, "ephemeral-storage-mb", envInt("APPLIANCE_EPHEMERAL_STORAGE_MB", int(d.StorageBytes>>20)), "MiB of storage of each ephemeral database, held within a few MiB (APPLIANCE_EPHEMERAL_STORAGE_MB)")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/backup/walsock"
 	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/outbound"
@@ -169,6 +170,22 @@ func (u *upRun) serviceComponent() *component {
 		hostname, _ := os.Hostname()
 		u.runner = scheduler.New(u.db, scheduler.Options{ID: fmt.Sprintf("%s/%d", hostname, os.Getpid()), HostID: hostname, Log: log, Lane: u.lane})
 		respPort, restPort := portOf(u.kvLn.Addr().String()), portOf(u.kvRESTLn.Addr().String())
+		// A bucket as the backup store: PostgreSQL's WAL commands run a copy of this program (replaced at each
+		// start: the settings written at start name it) that talks to the service's WAL socket.
+		deps := appliance.Deps{DB: u.db, Box: u.box, Log: log, Jobs: u.runner, JobStepHook: testJobStepHook(), Lane: u.lane,
+			DataPlane: &appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: u.ca, PgBouncer: bouncer, RedisServer: redisServer}}
+		var walProgram []string
+		if bucket, err := openBackupStore(cfg, u.dataDir, u.box, user.Chown); err != nil {
+			return err
+		} else if bucket != nil {
+			deps.BackupObjects = bucket
+			prog, err := walsock.InstallProgram(filepath.Join(u.dataDir, "bin", "appliance"))
+			if err != nil {
+				return err
+			}
+			walProgram = []string{prog}
+			log.Info("backup store", "bucket", bucket.String())
+		}
 		svc := appliance.New(appliance.Config{APIURL: u.apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
 			Version: Version, CACertPath: u.ca.CertPath(), ListenHost: cfg.PGListen, DataDir: u.dataDir, Spares: cfg.Spares,
 			Ports: u.ports, Outbound: u.pol, NetworkExtensions: cfg.NetworkExtensions, LogArchiveDays: cfg.LogArchiveDays, BackupRetentionDays: cfg.BackupRetentionDays,
@@ -177,10 +194,12 @@ func (u *upRun) serviceComponent() *component {
 			Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: appliance.DefaultEphemeralLimits.PerIPPerHour,
 				Live: cfg.EphemeralMax, StorageBytes: int64(cfg.EphemeralStorageMB) << 20, TotalStorageBytes: int64(cfg.EphemeralTotalStorageMB) << 20,
 				MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: int64(cfg.EphemeralMemoryMB) << 20,
-				TempFileBytes: int64(cfg.EphemeralStorageMB) << 20}},
-			appliance.Deps{DB: u.db, Box: u.box, Log: log, Jobs: u.runner, JobStepHook: testJobStepHook(), Lane: u.lane,
-				DataPlane: &appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: u.ca, PgBouncer: bouncer, RedisServer: redisServer}})
+				TempFileBytes: int64(cfg.EphemeralStorageMB) << 20},
+			WALProgram: walProgram}, deps)
 		u.svc = svc
+		if err := svc.StartWAL(ctx); err != nil {
+			return err
+		}
 		sup.OnEvent = svc.OnInstanceEvent
 		svc.Probe.Register("disk", svc.DiskHealth)
 		if d := svc.CheckDisk(); d.Low {
@@ -192,7 +211,10 @@ func (u *upRun) serviceComponent() *component {
 			return status, fmt.Sprintf("PostgreSQL %d at %s; %s", bin.Major, bin.Dir, msg)
 		})
 		return nil
-	}, stop: func(ctx context.Context) error { return errors.Join(sup.Stop(ctx), u.svc.StopInstances(ctx)) }}
+	}, stop: func(ctx context.Context) error {
+		// The WAL socket last: the instances' shutdown archives through it.
+		return errors.Join(sup.Stop(ctx), u.svc.StopInstances(ctx), u.svc.StopWAL(ctx))
+	}}
 }
 
 // bootstrapComponent makes the first organization, its owner and key on a first start (and prints

@@ -1,0 +1,104 @@
+package cmd_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/backup/s3store/s3test"
+)
+
+// TestUpWithBucketBackupStore runs the real binary with `--backup-store s3://…` on a real S3 server
+// (versitygw): a project archives its WAL into the bucket (through `appliance wal push`, which PostgreSQL
+// runs) and a backup is stored there; `up` with a bucket that does not exist refuses to start, naming it.
+func TestUpWithBucketBackupStore(t *testing.T) {
+	t.Parallel()
+	srv := s3test.Start(t)
+	bin := e2eBuild(t)
+	env := []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey}
+	flags := func(bucket string) []string {
+		return []string{"--backup-store", "s3://" + bucket + "/appl", "--backup-store-endpoint", "http://" + srv.Addr,
+			"--backup-store-path-style", "--backup-store-region", "us-east-1"}
+	}
+
+	// A bucket that does not exist: up refuses to start, naming it and the problem.
+	missing := exec.Command(bin, append([]string{"up", "--data-dir", appliancetest.TraversableTempDir(t), "--listen", "127.0.0.1:0"}, flags("no-such-bucket")...)...)
+	missing.Env = append(append(os.Environ(), "APPLIANCE_KV_LISTEN=127.0.0.1:0", "APPLIANCE_KV_REST_LISTEN=127.0.0.1:0"), env...)
+	out, err := runWithin(t, missing, 2*time.Minute)
+	if err == nil || !strings.Contains(out, "no-such-bucket") || !strings.Contains(out, "the bucket does not exist") {
+		t.Fatalf("up with a missing bucket: %v\n%s", err, out)
+	}
+
+	dataDir := appliancetest.TraversableTempDir(t)
+	p := e2eStartWith(t, bin, dataDir, env, flags(srv.Bucket))
+	bootstrap, err := os.ReadFile(filepath.Join(dataDir, "bootstrap.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var creds struct {
+		APIKey string `json:"api_key"`
+	}
+	if err := json.Unmarshal(bootstrap, &creds); err != nil {
+		t.Fatal(err)
+	}
+	key := creds.APIKey
+	prjID := p.e2eProvision(t, key, "in a bucket")
+	bj := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/backups", map[string]any{"label": "base"}, http.StatusAccepted)
+	if j := waitJobFor(t, p, key, bj.ID, restoreDeadline); j.State != "completed" {
+		t.Fatalf("backup %s: %q\n%s", j.State, j.Error, j.LastStderr)
+	}
+	var backups struct {
+		Backups []struct {
+			BackupKey         string `json:"backup_key"`
+			State             string `json:"state"`
+			VerificationState string `json:"verification_state"`
+		} `json:"backups"`
+	}
+	p.do(t, key, http.MethodGet, "/v1/projects/"+prjID+"/backups", nil, http.StatusOK, &backups)
+	if len(backups.Backups) != 1 || backups.Backups[0].State != "completed" || backups.Backups[0].VerificationState != "verified" {
+		t.Fatalf("backups: %+v", backups)
+	}
+	// The bucket holds the backup (its manifest) and archived WAL (the backup's end forces a segment out).
+	want := []string{"appl/" + prjID + "/base/" + backups.Backups[0].BackupKey + ".backup.json", "appl/" + prjID + "/wal/"}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var keys []string
+		for o := range srv.Client().ListObjects(context.Background(), srv.Bucket, minio.ListObjectsOptions{Prefix: "appl/" + prjID + "/", Recursive: true}) {
+			if o.Err != nil {
+				t.Fatal(o.Err)
+			}
+			keys = append(keys, o.Key)
+		}
+		all := strings.Join(keys, "\n")
+		if strings.Contains(all, want[0]) && strings.Contains(all, want[1]) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bucket lacks %v after a minute; it holds:\n%s", want, all)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the archiver's progress
+	}
+	if local, _ := filepath.Glob(filepath.Join(dataDir, "backups", prjID, "wal", "0*")); len(local) > 0 {
+		t.Fatalf("WAL archived locally: %v", local)
+	}
+}
+
+// runWithin runs cmd to its end (killed after d) and returns its combined output.
+func runWithin(t *testing.T, cmd *exec.Cmd, d time.Duration) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	c := exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
+	c.Env = cmd.Env
+	out, err := c.CombinedOutput()
+	return string(out), err
+}
