@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,19 @@ func TestUpWithBucketBackupStore(t *testing.T) {
 	out, err := runWithin(t, missing, 2*time.Minute)
 	if err == nil || !strings.Contains(out, "no-such-bucket") || !strings.Contains(out, "the bucket does not exist") {
 		t.Fatalf("up with a missing bucket: %v\n%s", err, out)
+	}
+
+	// doctor says the same, and that the right bucket is fine.
+	doctor := func(bucket string) (string, error) {
+		c := exec.Command(bin, append([]string{"doctor", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, flags(bucket)...)...)
+		c.Env = missing.Env
+		return runWithin(t, c, 2*time.Minute)
+	}
+	if out, err := doctor("no-such-bucket"); err == nil || !strings.Contains(out, "no-such-bucket") || !strings.Contains(out, "the bucket does not exist") {
+		t.Fatalf("doctor with a missing bucket: %v\n%s", err, out)
+	}
+	if out, _ := doctor(srv.Bucket); !regexp.MustCompile(`(?m)^.*backup store.*s3://`+srv.Bucket+`/appl/`).MatchString(out) || strings.Contains(out, "the bucket does not exist") {
+		t.Fatalf("doctor with the bucket:\n%s", out)
 	}
 
 	dataDir := appliancetest.TraversableTempDir(t)

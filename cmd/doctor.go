@@ -46,8 +46,8 @@ func init() {
 		Short: "Check everything `appliance up` needs and say how to fix what is missing",
 		Long: `Check the programs the appliance runs (and where each comes from), the OS user instances run as, the
 data directory, the listeners' ports and the instance port range, disk space, the clock, the certificate
-authority and the metadata store (readable, undamaged, not older than the data directory, and matching
-what the data directory holds). It installs nothing: each problem comes with the command that fixes it. Exits 1 when up would
+authority, the metadata store (readable, undamaged, not older than the data directory, and matching
+what the data directory holds) and the backup store (a bucket: it exists and the credentials work). It installs nothing: each problem comes with the command that fixes it. Exits 1 when up would
 refuse to start. Takes the same flags and environment variables as up.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
