@@ -20,7 +20,8 @@ import (
 
 // TestUpWithBucketBackupStore runs the real binary with `--backup-store s3://…` on a real S3 server
 // (versitygw): a project archives its WAL into the bucket (through `appliance wal push`, which PostgreSQL
-// runs) and a backup is stored there; `up` with a bucket that does not exist refuses to start, naming it.
+// runs) and a backup is stored there; `up` with a bucket that does not exist refuses to start, naming it,
+// and doctor fails on it and on refused credentials.
 func TestUpWithBucketBackupStore(t *testing.T) {
 	t.Parallel()
 	srv := s3test.Start(t)
@@ -47,6 +48,11 @@ func TestUpWithBucketBackupStore(t *testing.T) {
 	}
 	if out, err := doctor("no-such-bucket"); err == nil || !strings.Contains(out, "no-such-bucket") || !strings.Contains(out, "the bucket does not exist") {
 		t.Fatalf("doctor with a missing bucket: %v\n%s", err, out)
+	}
+	refused := exec.Command(bin, append([]string{"doctor", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, flags(srv.Bucket)...)...)
+	refused.Env = append(missing.Env, "AWS_SECRET_ACCESS_KEY=not-the-secret")
+	if out, err := runWithin(t, refused, 2*time.Minute); err == nil || !strings.Contains(out, "access denied") {
+		t.Fatalf("doctor with refused credentials: %v\n%s", err, out)
 	}
 	if out, _ := doctor(srv.Bucket); !regexp.MustCompile(`(?m)^.*backup store.*s3://`+srv.Bucket+`/appl/`).MatchString(out) || strings.Contains(out, "the bucket does not exist") {
 		t.Fatalf("doctor with the bucket:\n%s", out)
