@@ -6,10 +6,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/theappliance/appliance/appliance/extensions"
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/observe"
+	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/appliance/webhook"
+	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -155,3 +158,36 @@ func (h areaHost) CheckDisplayText(field, v string, min, max int) error {
 
 // CountWebhookAttempt counts a delivery attempt for /metrics.
 func (h areaHost) CountWebhookAttempt(ok bool, d time.Duration) { h.s.webhookAttemptMetric(ok, d) }
+
+var _ extensions.Host = areaHost{}
+
+// AdminConn is a superuser session in the project's database (the admin password is sealed with the
+// root's box).
+func (h areaHost) AdminConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error) {
+	return h.s.adminConn(ctx, inst, db)
+}
+
+// ActiveTarget starts a project job: the data plane, the payload, the active project and its instance.
+func (h areaHost) ActiveTarget(run *scheduler.Run, payload any) (*store.Project, *store.Instance, error) {
+	_, prj, inst, err := h.s.activeTarget(run, payload)
+	return prj, inst, err
+}
+
+// UpdateProject applies fn to the stored project in one transaction.
+func (h areaHost) UpdateProject(id string, fn func(*store.Project) error) error {
+	return h.s.updateProject(id, fn)
+}
+
+// LoadProject reads a project and its primary instance (nil when it has none yet).
+func (h areaHost) LoadProject(id string) (*store.Project, *store.Instance, error) {
+	return h.s.loadProject(id)
+}
+
+// ApplySettings writes the project's server settings and applies them through the instance engine.
+func (h areaHost) ApplySettings(ctx context.Context, run *scheduler.Run, prj *store.Project, inst *store.Instance) (postgres.Action, error) {
+	dp, err := h.s.dataPlane()
+	if err != nil {
+		return 0, err
+	}
+	return h.s.writeSettingsAndApply(ctx, run, dp, prj, inst)
+}

@@ -14,7 +14,7 @@ func TestNetworkExtensionsNeedTheOperator(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
 	prj := provision(t, e, p, "nonet", "development")
-	list, err := e.Svc.ListExtensions(t.Context(), p, prj.ID)
+	list, err := e.Svc.Extensions().List(t.Context(), p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func TestNetworkExtensionsNeedTheOperator(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"dblink", "postgres_fdw"} {
-		_, err := e.Svc.EnableExtension(t.Context(), p, prj.ID, &appliance.ExtensionRequest{Name: name})
+		_, err := e.Svc.Extensions().Enable(t.Context(), p, prj.ID, &appliance.ExtensionRequest{Name: name})
 		if appliance.KindOf(err) != appliance.KindForbidden || !strings.Contains(err.Error(), "--allow-network-extensions") {
 			t.Errorf("enable %s: %v", name, err)
 		}

@@ -440,7 +440,7 @@ func TestIndexAdvisor(t *testing.T) {
 		t.Fatalf("advice without the extensions: %+v", adv.Advisor)
 	}
 	for _, ext := range []string{"pg_qualstats", "hypopg"} {
-		res, err := e.Svc.EnableExtension(t.Context(), p, prj.ID, &appliance.ExtensionRequest{Name: ext})
+		res, err := e.Svc.Extensions().Enable(t.Context(), p, prj.ID, &appliance.ExtensionRequest{Name: ext})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"slices"
 	"strconv"
@@ -359,4 +360,34 @@ func (s *Service) DeleteProject(ctx context.Context, p *Principal, projectID, ap
 		return nil
 	})
 	return s.answerJob(job, err)
+}
+
+// visibleActiveProject is a project the caller may act on, active with an instance (else a Conflict).
+func (s *Service) visibleActiveProject(tx *store.Tx, p *Principal, projectID string) (*store.Project, error) {
+	prj, err := s.visibleProject(tx, p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
+		return nil, Conflict("project %s is %s, not active", prj.ID, prj.State)
+	}
+	return prj, nil
+}
+
+// activeProject loads a project the caller may act on, requiring it active with an instance.
+func (s *Service) activeProject(p *Principal, projectID string) (*store.Project, *store.Instance, error) {
+	var prj *store.Project
+	var inst *store.Instance
+	err := s.db.View(func(tx *store.Tx) error {
+		var err error
+		if prj, err = s.visibleActiveProject(tx, p, projectID); err != nil {
+			return err
+		}
+		inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, Internal(err, "project instance record missing")
+	}
+	return prj, inst, err
 }

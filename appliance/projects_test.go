@@ -250,7 +250,7 @@ func TestExtensionsEnableDisable(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
 	prj := provision(t, e, p, "geo", "development")
-	list, err := e.Svc.ListExtensions(t.Context(), p, prj.ID)
+	list, err := e.Svc.Extensions().List(t.Context(), p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,20 +272,20 @@ func TestExtensionsEnableDisable(t *testing.T) {
 	if _, ok := byName["file_fdw"]; ok {
 		t.Fatal("file_fdw (server file access) is offered")
 	}
-	res, err := e.Svc.EnableExtension(t.Context(), p, prj.ID, &appliance.ExtensionRequest{Name: "postgis"})
+	res, err := e.Svc.Extensions().Enable(t.Context(), p, prj.ID, &appliance.ExtensionRequest{Name: "postgis"})
 	runJob(t, e, res, err)
 	c, _ := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
 	conn := connect(t, c.Connections.DirectURL)
 	if v := scalar[string](t, conn, "SELECT postgis_version()"); v == "" {
 		t.Fatal("postgis_version() is empty")
 	}
-	if _, err := e.Svc.EnableExtension(t.Context(), p, prj.ID, &appliance.ExtensionRequest{Name: "postgis"}); appliance.KindOf(err) != appliance.KindConflict {
+	if _, err := e.Svc.Extensions().Enable(t.Context(), p, prj.ID, &appliance.ExtensionRequest{Name: "postgis"}); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("enabling twice: %v", err)
 	}
-	if _, err := e.Svc.EnableExtension(t.Context(), p, prj.ID, &appliance.ExtensionRequest{Name: "no_such_ext"}); appliance.KindOf(err) != appliance.KindNotFound {
+	if _, err := e.Svc.Extensions().Enable(t.Context(), p, prj.ID, &appliance.ExtensionRequest{Name: "no_such_ext"}); appliance.KindOf(err) != appliance.KindNotFound {
 		t.Fatalf("unknown extension: %v", err)
 	}
-	res, err = e.Svc.DisableExtension(t.Context(), p, prj.ID, "postgis")
+	res, err = e.Svc.Extensions().Disable(t.Context(), p, prj.ID, "postgis")
 	runJob(t, e, res, err)
 	if n := scalar[int64](t, conn, "SELECT count(*) FROM pg_extension WHERE extname = 'postgis'"); n != 0 {
 		t.Fatal("postgis still installed after disable")
@@ -298,7 +298,7 @@ func TestExtensionsEnableDisable(t *testing.T) {
 	if x := extension(t, e, p, prj.ID, "hstore"); !x.UpdateAvailable || x.InstalledVersion != "1.7" {
 		t.Fatalf("hstore at 1.7: %+v", x)
 	}
-	res, err = e.Svc.UpdateExtension(t.Context(), p, prj.ID, "hstore")
+	res, err = e.Svc.Extensions().Update(t.Context(), p, prj.ID, "hstore")
 	runJob(t, e, res, err)
 	if x := extension(t, e, p, prj.ID, "hstore"); x.UpdateAvailable || x.InstalledVersion != x.AvailableVersion {
 		t.Fatalf("hstore after update: %+v", x)
@@ -308,7 +308,7 @@ func TestExtensionsEnableDisable(t *testing.T) {
 	if x := extension(t, e, p, prj.ID, "pg_prewarm"); !x.RequiresRestart || x.Enabled {
 		t.Fatalf("pg_prewarm: %+v", x)
 	}
-	res, err = e.Svc.EnableExtension(t.Context(), p, prj.ID, &appliance.ExtensionRequest{Name: "pg_prewarm"})
+	res, err = e.Svc.Extensions().Enable(t.Context(), p, prj.ID, &appliance.ExtensionRequest{Name: "pg_prewarm"})
 	j := runJob(t, e, res, err)
 	if jobResult(j)["restarted"] != true {
 		t.Fatalf("enabling pg_prewarm did not restart: %s", j.Result)
@@ -317,7 +317,7 @@ func TestExtensionsEnableDisable(t *testing.T) {
 	if libs := scalar[string](t, conn, "SHOW shared_preload_libraries"); !strings.Contains(libs, "pg_prewarm") {
 		t.Fatalf("shared_preload_libraries = %q", libs)
 	}
-	res, err = e.Svc.DisableExtension(t.Context(), p, prj.ID, "pg_prewarm")
+	res, err = e.Svc.Extensions().Disable(t.Context(), p, prj.ID, "pg_prewarm")
 	j = runJob(t, e, res, err)
 	conn = connect(t, c.Connections.DirectURL)
 	if libs := scalar[string](t, conn, "SHOW shared_preload_libraries"); strings.Contains(libs, "pg_prewarm") || !strings.Contains(libs, "pg_stat_statements") {
@@ -619,7 +619,7 @@ func TestUsageShowsRealSizesAndConnections(t *testing.T) {
 
 func extension(t *testing.T, e *appliancetest.Env, p *appliance.Principal, projectID, name string) appliance.Extension {
 	t.Helper()
-	list, err := e.Svc.ListExtensions(t.Context(), p, projectID)
+	list, err := e.Svc.Extensions().List(t.Context(), p, projectID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -184,11 +184,11 @@ func TestAdminSessionsNeverRunTheTenantsCode(t *testing.T) {
 	noneSprung(t, tenant, "a cutover")
 
 	// Extensions: postgis_topology needs postgis (CASCADE) and fixes its schema; citext goes to public.
-	if _, err := e.Svc.ListExtensions(ctx, p, prj.ID); err != nil {
+	if _, err := e.Svc.Extensions().List(ctx, p, prj.ID); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"postgis_topology", "citext"} {
-		res, err := e.Svc.EnableExtension(ctx, p, prj.ID, &appliance.ExtensionRequest{Name: name})
+		res, err := e.Svc.Extensions().Enable(ctx, p, prj.ID, &appliance.ExtensionRequest{Name: name})
 		runJob(t, e, res, err)
 	}
 	got := extensionSchemas(t, tenant)
@@ -201,7 +201,7 @@ func TestAdminSessionsNeverRunTheTenantsCode(t *testing.T) {
 	if path := scalar[string](t, tenantConn(t, e, p, prj.ID, false), "SHOW search_path"); path != `"$user", public, topology` {
 		t.Errorf("the project's sessions have search_path %q after postgis_topology", path)
 	}
-	res, err := e.Svc.DisableExtension(ctx, p, prj.ID, "citext")
+	res, err := e.Svc.Extensions().Disable(ctx, p, prj.ID, "citext")
 	runJob(t, e, res, err)
 	if _, err := e.Svc.Observe().IndexHygiene(ctx, p, prj.ID); err != nil {
 		t.Fatal(err)
@@ -230,10 +230,10 @@ func TestAdminSessionsNeverRunTheTenantsCode(t *testing.T) {
 	if _, err := tenant.Exec(ctx, publicFirstTrapsSQL(prj.DatabaseName)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Svc.ListExtensions(ctx, p, prj.ID); err != nil {
+	if _, err := e.Svc.Extensions().List(ctx, p, prj.ID); err != nil {
 		t.Fatal(err)
 	}
-	res, err = e.Svc.EnableExtension(ctx, p, prj.ID, &appliance.ExtensionRequest{Name: "citext"})
+	res, err = e.Svc.Extensions().Enable(ctx, p, prj.ID, &appliance.ExtensionRequest{Name: "citext"})
 	runJob(t, e, res, err)
 	if got := extensionSchemas(t, tenant)["citext"]; got != "public" {
 		t.Errorf("citext is in %q, want public", got)

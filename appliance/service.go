@@ -13,6 +13,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
+	"github.com/theappliance/appliance/appliance/extensions"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/observe"
@@ -149,6 +150,8 @@ type Service struct {
 	// (backups.go).
 	backupObjects backup.Objects
 	walServer     *walsock.Server
+	// extensions is the extensions area (appliance/extensions, built in New).
+	extensions *extensions.Service
 }
 
 // New returns a service built with its collaborators.
@@ -189,6 +192,7 @@ func New(cfg Config, deps Deps) *Service {
 	}
 	s.kv = s.newKV(cfg, deps)
 	s.observe = s.newObserve(cfg, deps)
+	s.extensions = s.newExtensions(cfg, deps)
 	return s
 }
 

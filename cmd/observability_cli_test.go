@@ -33,7 +33,7 @@ func TestCLIObservability(t *testing.T) {
 	}
 	sweep()
 	for _, ext := range []string{"pg_qualstats", "hypopg"} {
-		res, err := e.svc.EnableExtension(t.Context(), p, prj, &api.ExtensionRequest{Name: ext})
+		res, err := e.svc.Extensions().Enable(t.Context(), p, prj, &api.ExtensionRequest{Name: ext})
 		if err != nil {
 			t.Fatal(err)
 		}
