@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/extensions"
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/observe"
@@ -190,4 +191,27 @@ func (h areaHost) ApplySettings(ctx context.Context, run *scheduler.Run, prj *st
 		return 0, err
 	}
 	return h.s.writeSettingsAndApply(ctx, run, dp, prj, inst)
+}
+
+var _ exports.Host = areaHost{}
+
+// RequireDumps is a 503 when the installed PostgreSQL lacks pg_dump or pg_restore (FeatureDumps).
+func (h areaHost) RequireDumps() error { return h.s.requireFeature(FeatureDumps) }
+
+// PrepareDumpDir makes the project's directory of dumps in the backup store (prepareDumpDir).
+func (h areaHost) PrepareDumpDir(ctx context.Context, projectID string) (string, error) {
+	dp, err := h.s.dataPlane()
+	if err != nil {
+		return "", err
+	}
+	return h.s.prepareDumpDir(ctx, dp, projectID)
+}
+
+// DumpDatabase writes a pg_dump -Fc of the instance's database to path (dumpDatabase).
+func (h areaHost) DumpDatabase(ctx context.Context, run *scheduler.Run, inst *store.Instance, database, path string) error {
+	dp, err := h.s.dataPlane()
+	if err != nil {
+		return err
+	}
+	return h.s.dumpDatabase(ctx, run, dp, inst, database, path)
 }

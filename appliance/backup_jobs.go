@@ -16,7 +16,7 @@ import (
 func (s *Service) registerBackupJobs(r *scheduler.Runner) {
 	r.Handle(JobBackupCreate, s.createBackupJob)
 	r.Handle(JobBackupRestore, s.restoreJob)
-	r.Handle(JobExportCreate, s.createExportJob)
+	s.exports.RegisterJobs(r)
 	r.Handle(JobImportRestore, s.importRestoreJob)
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -57,7 +58,7 @@ var jobEvents = map[string]string{
 	JobProjectDelete:       "project.deleted",
 	JobBackupCreate:        "backup.completed",
 	JobBackupRestore:       "restore.completed",
-	JobExportCreate:        "export.completed",
+	exports.JobCreate:      "export.completed",
 	JobImportRestore:       "import.completed",
 	JobImportFollowCutover: "import.completed",
 	JobProjectRotate:       "credentials.rotated",

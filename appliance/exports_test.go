@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/scheduler"
 )
 
@@ -21,7 +22,7 @@ func TestExportDownloadAndExpiry(t *testing.T) {
 	if err := e.AdminExec(t, prj.ID, "CREATE TABLE exported_items AS SELECT g AS id FROM generate_series(1, 1000) g"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.Svc.CreateExport(t.Context(), p, prj.ID)
+	res, err := e.Svc.Exports().Create(t.Context(), p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,10 +30,10 @@ func TestExportDownloadAndExpiry(t *testing.T) {
 		t.Fatalf("create export: %+v", res)
 	}
 	j := e.WaitJob(t, res.Job.ID)
-	if j.State != scheduler.StateCompleted || j.Type != appliance.JobExportCreate {
+	if j.State != scheduler.StateCompleted || j.Type != exports.JobCreate {
 		t.Fatalf("%s job %s: %s\nstderr: %s", j.Type, j.State, j.Error, j.LastStderr)
 	}
-	list, err := e.Svc.ListExports(t.Context(), p, prj.ID)
+	list, err := e.Svc.Exports().List(t.Context(), p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +41,8 @@ func TestExportDownloadAndExpiry(t *testing.T) {
 		t.Fatalf("%d exports", len(list.Exports))
 	}
 	x := list.Exports[0]
-	if x.ID != res.ExportID || x.State != appliance.ExportCompleted || x.SizeBytes <= 0 || x.DatabaseName != prj.DatabaseName ||
-		x.ExpiresAt == nil || x.ExpiresAt.Sub(x.CreatedAt) < appliance.ExportTTL {
+	if x.ID != res.ExportID || x.State != exports.StateCompleted || x.SizeBytes <= 0 || x.DatabaseName != prj.DatabaseName ||
+		x.ExpiresAt == nil || x.ExpiresAt.Sub(x.CreatedAt) < exports.TTL {
 		t.Fatalf("export %+v", x)
 	}
 	file := filepath.Join(e.Dir, "backups", prj.ID, "exports", x.ID+".dump")
@@ -66,7 +67,7 @@ func TestExportDownloadAndExpiry(t *testing.T) {
 	}
 
 	// A signed URL opens the file; a tampered or expired one is forbidden.
-	dl, err := e.Svc.ExportDownload(t.Context(), p, prj.ID, x.ID)
+	dl, err := e.Svc.Exports().Download(t.Context(), p, prj.ID, x.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +75,11 @@ func TestExportDownloadAndExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(u.Path, "/v1/downloads/exports/"+x.ID) || dl.Download.ExpiresAt.Sub(time.Now()) > appliance.DownloadTTL {
+	if !strings.HasSuffix(u.Path, "/v1/downloads/exports/"+x.ID) || dl.Download.ExpiresAt.Sub(time.Now()) > exports.DownloadTTL {
 		t.Fatalf("download %+v", dl.Download)
 	}
 	expires, sig := u.Query().Get("expires"), u.Query().Get("sig")
-	f, err := e.Svc.OpenExportDownload(x.ID, expires, sig)
+	f, err := e.Svc.Exports().OpenDownload(x.ID, expires, sig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestExportDownloadAndExpiry(t *testing.T) {
 		"missing":          {x.ID, "", ""},
 		"expires not unix": {x.ID, "soon", sig},
 	} {
-		if _, err := e.Svc.OpenExportDownload(args[0], args[1], args[2]); appliance.KindOf(err) != appliance.KindForbidden {
+		if _, err := e.Svc.Exports().OpenDownload(args[0], args[1], args[2]); appliance.KindOf(err) != appliance.KindForbidden {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -109,38 +110,38 @@ func TestExportDownloadAndExpiry(t *testing.T) {
 	if err := os.Rename(file, file+".away"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Svc.OpenExportDownload(x.ID, expires, sig); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.Exports().OpenDownload(x.ID, expires, sig); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Errorf("download of a deleted file: %v", err)
 	}
 	if err := os.Rename(file+".away", file); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	e.Clock.Set(func() time.Time { return now.Add(appliance.DownloadTTL + time.Minute) })
-	if _, err := e.Svc.OpenExportDownload(x.ID, expires, sig); appliance.KindOf(err) != appliance.KindForbidden {
+	e.Clock.Set(func() time.Time { return now.Add(exports.DownloadTTL + time.Minute) })
+	if _, err := e.Svc.Exports().OpenDownload(x.ID, expires, sig); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Errorf("expired URL: %v", err)
 	}
 
 	// Past the export's expiry: no download URL, and the sweep deletes the file.
-	e.Clock.Set(func() time.Time { return now.Add(appliance.ExportTTL + time.Hour) })
-	if _, err := e.Svc.ExportDownload(t.Context(), p, prj.ID, x.ID); appliance.KindOf(err) != appliance.KindConflict {
+	e.Clock.Set(func() time.Time { return now.Add(exports.TTL + time.Hour) })
+	if _, err := e.Svc.Exports().Download(t.Context(), p, prj.ID, x.ID); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("download of an expired export: %v", err)
 	}
-	n, err := e.Svc.SweepExports(t.Context())
+	n, err := e.Svc.Exports().Sweep(t.Context())
 	if err != nil || n != 1 {
 		t.Fatalf("sweep: %d %v", n, err)
 	}
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
 		t.Fatalf("expired export's file: %v", err)
 	}
-	list, err = e.Svc.ListExports(t.Context(), p, prj.ID)
-	if err != nil || len(list.Exports) != 1 || list.Exports[0].State != appliance.ExportExpired {
+	list, err = e.Svc.Exports().List(t.Context(), p, prj.ID)
+	if err != nil || len(list.Exports) != 1 || list.Exports[0].State != exports.StateExpired {
 		t.Fatalf("after the sweep: %+v %v", list, err)
 	}
-	if n, err := e.Svc.SweepExports(t.Context()); err != nil || n != 0 {
+	if n, err := e.Svc.Exports().Sweep(t.Context()); err != nil || n != 0 {
 		t.Fatalf("second sweep: %d %v", n, err)
 	}
-	if _, err := e.Svc.ExportDownload(t.Context(), p, prj.ID, "exp_nope"); appliance.KindOf(err) != appliance.KindNotFound {
+	if _, err := e.Svc.Exports().Download(t.Context(), p, prj.ID, "exp_nope"); appliance.KindOf(err) != appliance.KindNotFound {
 		t.Fatalf("unknown export: %v", err)
 	}
 }

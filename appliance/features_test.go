@@ -49,7 +49,7 @@ func TestFeaturesNeedTheirPrograms(t *testing.T) {
 	}
 	_, err = e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{})
 	refused("backup", err, "pg_basebackup", "postgresql-client-15")
-	_, err = e.Svc.CreateExport(t.Context(), p, prj.ID)
+	_, err = e.Svc.Exports().Create(t.Context(), p, prj.ID)
 	refused("export", err, "pg_dump", "postgresql-client-15")
 	_, err = e.Svc.CreateImportUpload(t.Context(), p, prj.ID)
 	refused("upload", err, "pg_dump", "postgresql-client-15")

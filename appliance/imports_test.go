@@ -24,7 +24,7 @@ func TestImportUploadAndRestore(t *testing.T) {
 	if err := e.AdminExec(t, src.ID, "CREATE TABLE imported_items AS SELECT g AS id FROM generate_series(1, 500) g"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.Svc.CreateExport(t.Context(), p, src.ID)
+	res, err := e.Svc.Exports().Create(t.Context(), p, src.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestImportCannotBecomeSuperuser(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	res, err := e.Svc.CreateExport(t.Context(), p, src.ID)
+	res, err := e.Svc.Exports().Create(t.Context(), p, src.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func (s *Service) periodic() []periodicTask {
 			} else if res != (SweepResult{}) {
 				log.Info("expiry sweep", "result", res)
 			}
-			if n, err := s.SweepExports(ctx); err != nil {
+			if n, err := s.exports.Sweep(ctx); err != nil {
 				log.Error("export expiry sweep", "err", err)
 			} else if n > 0 {
 				log.Info("export expiry sweep", "expired", n)

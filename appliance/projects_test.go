@@ -933,14 +933,14 @@ func TestDeleteProjectDeletesItsBackups(t *testing.T) {
 	if _, err := e.Svc.CreateRestorePoint(ctx, p, prj.ID, &appliance.RestorePointRequest{Label: "before"}); err != nil {
 		t.Fatal(err)
 	}
-	xres, err := e.Svc.CreateExport(ctx, p, prj.ID)
+	xres, err := e.Svc.Exports().Create(ctx, p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if j := e.WaitJob(t, xres.Job.ID); j.State != scheduler.StateCompleted {
 		t.Fatalf("export job %s: %s\nstderr: %s", j.State, j.Error, j.LastStderr)
 	}
-	dl, err := e.Svc.ExportDownload(ctx, p, prj.ID, xres.ExportID)
+	dl, err := e.Svc.Exports().Download(ctx, p, prj.ID, xres.ExportID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -996,17 +996,17 @@ func TestDeleteProjectDeletesItsBackups(t *testing.T) {
 	if l, err := e.Svc.ListRestorePoints(ctx, p, prj.ID); err != nil || len(l.RestorePoints) != 0 {
 		t.Fatalf("restore points of the deleted project: %+v %v", l, err)
 	}
-	if l, err := e.Svc.ListExports(ctx, p, prj.ID); err != nil || len(l.Exports) != 0 {
+	if l, err := e.Svc.Exports().List(ctx, p, prj.ID); err != nil || len(l.Exports) != 0 {
 		t.Fatalf("exports of the deleted project: %+v %v", l, err)
 	}
 	if l, err := e.Svc.ListScheduledBackups(ctx, p, prj.ID); err != nil || len(l.ScheduledBackups) != 0 {
 		t.Fatalf("schedules of the deleted project: %+v %v", l, err)
 	}
 	// Its signed URLs answer 403, a new download URL 404.
-	if _, err := e.Svc.OpenExportDownload(xres.ExportID, dlURL.Query().Get("expires"), dlURL.Query().Get("sig")); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.Exports().OpenDownload(xres.ExportID, dlURL.Query().Get("expires"), dlURL.Query().Get("sig")); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Fatalf("download of a deleted project's export: %v", err)
 	}
-	if _, err := e.Svc.ExportDownload(ctx, p, prj.ID, xres.ExportID); appliance.KindOf(err) != appliance.KindNotFound {
+	if _, err := e.Svc.Exports().Download(ctx, p, prj.ID, xres.ExportID); appliance.KindOf(err) != appliance.KindNotFound {
 		t.Fatalf("download URL of a deleted project's export: %v", err)
 	}
 	if _, err := e.Svc.ReceiveImportUpload(ctx, pending.Upload.ID, pu.Query().Get("expires"), pu.Query().Get("sig"), -1, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindForbidden {

@@ -13,11 +13,13 @@ import (
 
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
+	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/extensions"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/outbound"
+	"github.com/theappliance/appliance/appliance/signedurl"
 	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/appliance/webhook"
 	"github.com/theappliance/appliance/scheduler/lane"
@@ -152,6 +154,10 @@ type Service struct {
 	walServer     *walsock.Server
 	// extensions is the extensions area (appliance/extensions, built in New).
 	extensions *extensions.Service
+	// exports is the exports area (appliance/exports, built in New); urls signs its download URLs and the
+	// imports' upload URLs (signedurl.go).
+	exports *exports.Service
+	urls    *signedurl.Signer
 }
 
 // New returns a service built with its collaborators.
@@ -193,6 +199,8 @@ func New(cfg Config, deps Deps) *Service {
 	s.kv = s.newKV(cfg, deps)
 	s.observe = s.newObserve(cfg, deps)
 	s.extensions = s.newExtensions(cfg, deps)
+	s.urls = signedurl.New(cfg.APIURL, deps.Box, s.now)
+	s.exports = s.newExports(cfg, deps)
 	return s
 }
 

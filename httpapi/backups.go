@@ -13,12 +13,12 @@ func (s *Server) putScheduledBackup(r *Request, body *api.PutScheduledBackupRequ
 }
 
 func (s *Server) createExport(r *Request, _ *api.CreateExportRequest) (*api.ExportJobResponse, error) {
-	return s.svc.CreateExport(r.Context(), r.Principal, r.PathValue("projectID"))
+	return s.svc.Exports().Create(r.Context(), r.Principal, r.PathValue("projectID"))
 }
 
 // downloadExport streams an export's dump to the holder of a signed URL (no credentials).
 func (s *Server) downloadExport(r *Request) error {
-	f, err := s.svc.OpenExportDownload(r.PathValue("exportID"), r.URL.Query().Get("expires"), r.URL.Query().Get("sig"))
+	f, err := s.svc.Exports().OpenDownload(r.PathValue("exportID"), r.URL.Query().Get("expires"), r.URL.Query().Get("sig"))
 	if err != nil {
 		return err
 	}

@@ -131,9 +131,9 @@ func (s *Server) table() []Route {
 		{Method: del, Path: "/v1/projects/{projectID}/restore-points/{restorePointID}", Tag: "backups", Scope: api.ScopeBackupsWrite, Status: ok, Summary: "Delete a restore point", Do: CallPP("projectID", "restorePointID", s.svc.DeleteRestorePoint)},
 
 		// Exports
-		{Method: get, Path: "/v1/projects/{projectID}/exports", Tag: "exports", Scope: api.ScopeBackupsRead, Status: ok, Summary: "List logical exports (pg_dump custom format), newest first", Do: CallP("projectID", s.svc.ListExports)},
+		{Method: get, Path: "/v1/projects/{projectID}/exports", Tag: "exports", Scope: api.ScopeBackupsRead, Status: ok, Summary: "List logical exports (pg_dump custom format), newest first", Do: CallP("projectID", s.svc.Exports().List)},
 		{Method: post, Path: "/v1/projects/{projectID}/exports", Tag: "exports", Scope: api.ScopeBackupsWrite, Status: accepted, Summary: "Export the database (pg_dump -Fc; kept 7 days after completion)", Do: With(s.createExport)},
-		{Method: get, Path: "/v1/projects/{projectID}/exports/{exportID}/download", Tag: "exports", Scope: api.ScopeBackupsRead, Status: ok, Summary: "A signed download URL for a completed export (valid 15 minutes)", Do: CallPP("projectID", "exportID", s.svc.ExportDownload)},
+		{Method: get, Path: "/v1/projects/{projectID}/exports/{exportID}/download", Tag: "exports", Scope: api.ScopeBackupsRead, Status: ok, Summary: "A signed download URL for a completed export (valid 15 minutes)", Do: CallPP("projectID", "exportID", s.svc.Exports().Download)},
 		{Method: get, Path: "/v1/downloads/exports/{exportID}", Tag: "exports", Auth: Public, Status: ok, Summary: "Download an export's dump through a signed URL (403 when tampered or expired)",
 			Query:       []Param{{Name: "expires", Type: "integer", Required: true, Doc: "unix time the URL expires at"}, {Name: "sig", Type: "string", Required: true, Doc: "HMAC-SHA256 signature (hex)"}},
 			ContentType: "application/octet-stream", Stream: true, Do: Raw(s.downloadExport)},

@@ -1,0 +1,196 @@
+package exports
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/authz"
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/store"
+)
+
+func view(e *store.Export) *api.Export {
+	return &api.Export{ID: e.ID, DatabaseName: e.DatabaseName, ProjectID: e.ProjectID, SizeBytes: e.SizeBytes,
+		State: e.State, CreatedAt: e.CreatedAt, ExpiresAt: e.ExpiresAt}
+}
+
+type payload struct {
+	ExportID string `json:"export_id"`
+}
+
+// List lists a project's exports, newest first.
+func (s *Service) List(ctx context.Context, p *authz.Principal, projectID string) (*api.ExportList, error) {
+	out := &api.ExportList{Exports: []*api.Export{}}
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := s.host.VisibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		es, err := store.Exports.Lookup(tx, store.ExportsByProject, prj.ID, store.Query{Newest: true})
+		if err != nil {
+			return apperr.Internal(err, "list exports")
+		}
+		for _, e := range es {
+			out.Exports = append(out.Exports, view(e))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Create records an export and enqueues the export.create job that dumps the database.
+func (s *Service) Create(ctx context.Context, p *authz.Principal, projectID string) (*api.ExportJobResponse, error) {
+	var e *store.Export
+	var job *store.Job
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := s.host.ActiveProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		if err := s.host.RequireDumps(); err != nil {
+			return err
+		}
+		now := s.now()
+		e = &store.Export{ID: ids.New("exp"), ProjectID: prj.ID, OrganizationID: prj.OrganizationID,
+			DatabaseName: prj.DatabaseName, State: StatePending, CreatedAt: now}
+		e.Path = filepath.Join(Dir(s.cfg.DataDir, prj.ID), e.ID+".dump")
+		j, err := s.host.Enqueue(tx, prj, JobCreate, prj.ID, payload{ExportID: e.ID})
+		if err != nil {
+			return err
+		}
+		e.JobID = j.ID
+		if err := store.Exports.Put(tx, e); err != nil {
+			return apperr.Internal(err, "store export")
+		}
+		if err := s.host.Audit(tx, p, JobCreate, prj.OrganizationID, prj.ID,
+			map[string]any{"export_id": e.ID, "job_id": j.ID}); err != nil {
+			return apperr.Internal(err, "audit")
+		}
+		job = j
+		return nil
+	})
+	res, err := s.host.AnswerJob(job, err)
+	if err != nil {
+		return nil, err
+	}
+	return &api.ExportJobResponse{ExportID: e.ID, Job: res.Job}, nil
+}
+
+// Download returns a signed URL for a completed, unexpired export (valid DownloadTTL).
+func (s *Service) Download(ctx context.Context, p *authz.Principal, projectID, exportID string) (*api.DownloadResponse, error) {
+	var e *store.Export
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := s.host.VisibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		e, err = store.Exports.Get(tx, exportID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && e.ProjectID != prj.ID) {
+			return apperr.NotFound("export %s not found", exportID)
+		}
+		if err != nil {
+			return apperr.Internal(err, "get export")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	if e.State != StateCompleted || e.ExpiresAt == nil || !now.Before(*e.ExpiresAt) {
+		return nil, apperr.Conflict("export %s is %s, not downloadable", e.ID, stateAt(e, now))
+	}
+	exp := now.Add(DownloadTTL).Truncate(time.Second)
+	if exp.After(*e.ExpiresAt) {
+		exp = e.ExpiresAt.Truncate(time.Second)
+	}
+	u := s.urls.URL(macPurpose, "/v1/downloads/exports", e.ID, exp)
+	return &api.DownloadResponse{Download: &api.Download{DownloadURL: u, ExpiresAt: exp.UTC()}}, nil
+}
+
+func stateAt(e *store.Export, now time.Time) string {
+	if e.State == StateCompleted && e.ExpiresAt != nil && !now.Before(*e.ExpiresAt) {
+		return StateExpired
+	}
+	return e.State
+}
+
+// File is an export's dump opened for a download.
+type File struct {
+	*os.File
+	Name    string // the attachment's file name
+	ModTime time.Time
+}
+
+// OpenDownload checks a signed download URL's expires and sig (constant-time) and opens the export's
+// file. A bad or expired signature, or an export no longer downloadable, is Forbidden.
+func (s *Service) OpenDownload(exportID, expires, sig string) (*File, error) {
+	if err := s.urls.Check(macPurpose, "download", exportID, expires, sig); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	var e *store.Export
+	var prj *store.Project
+	if err := s.db.View(func(tx *store.Tx) (err error) {
+		if e, err = store.Exports.Get(tx, exportID); err != nil {
+			return err
+		}
+		prj, err = store.Projects.Get(tx, e.ProjectID)
+		return err
+	}); err != nil {
+		return nil, apperr.Forbidden("export %s is not downloadable", exportID)
+	}
+	if prj.State == api.ProjectDeleting || prj.State == api.ProjectDeleted {
+		return nil, apperr.Forbidden("export %s is not downloadable: project %s is %s", e.ID, prj.ID, prj.State)
+	}
+	if stateAt(e, now) != StateCompleted {
+		return nil, apperr.Forbidden("export %s is %s", e.ID, stateAt(e, now))
+	}
+	f, err := os.Open(e.Path)
+	if errors.Is(err, fs.ErrNotExist) { // deleted under us (the sweep, a project's deletion)
+		return nil, apperr.Forbidden("export %s is not downloadable", e.ID)
+	}
+	if err != nil {
+		return nil, apperr.Internal(err, "open export")
+	}
+	mt := e.CreatedAt
+	if e.CompletedAt != nil {
+		mt = *e.CompletedAt
+	}
+	return &File{File: f, Name: e.ID + ".dump", ModTime: mt}, nil
+}
+
+// Sweep deletes the files of exports past expires_at and marks them expired; it returns how many.
+func (s *Service) Sweep(ctx context.Context) (int, error) {
+	now := s.now()
+	var due []*store.Export
+	if err := s.db.View(func(tx *store.Tx) (err error) {
+		due, err = store.Exports.All(tx, func(e *store.Export) bool {
+			return e.State == StateCompleted && e.ExpiresAt != nil && !now.Before(*e.ExpiresAt)
+		})
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range due {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		if err := os.Remove(e.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, fmt.Errorf("remove export %s: %w", e.ID, err)
+		}
+		if err := s.update(e.ID, func(e *store.Export) { e.State = StateExpired }); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}

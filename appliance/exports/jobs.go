@@ -1,0 +1,74 @@
+package exports
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// update applies fn to the stored export in one transaction.
+func (s *Service) update(id string, fn func(*store.Export)) error {
+	return s.db.Update(func(tx *store.Tx) error {
+		e, err := store.Exports.Get(tx, id)
+		if err != nil {
+			return err
+		}
+		fn(e)
+		return store.Exports.Put(tx, e)
+	})
+}
+
+// fail marks an export failed with err, and returns err for the job.
+func (s *Service) fail(id string, err error) error {
+	if id == "" {
+		return err
+	}
+	if uerr := s.update(id, func(e *store.Export) { e.State, e.Error = StateFailed, err.Error() }); uerr != nil && !errors.Is(uerr, store.ErrNotFound) {
+		s.log.Error("mark export failed", "export", id, "err", uerr)
+	}
+	return err
+}
+
+// createJob runs pg_dump -Fc as the instances' OS user into the project's exports directory.
+func (s *Service) createJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	var in payload
+	prj, inst, err := s.host.ActiveTarget(run, &in)
+	if err != nil {
+		return nil, s.fail(in.ExportID, err)
+	}
+	var e *store.Export
+	if err := s.db.View(func(tx *store.Tx) (err error) { e, err = store.Exports.Get(tx, in.ExportID); return err }); err != nil {
+		return nil, fmt.Errorf("export %s: %w", in.ExportID, err)
+	}
+	if e.State != StatePending && e.State != StateRunning {
+		return map[string]any{"skipped": "export is " + e.State}, nil
+	}
+	if _, err := s.host.PrepareDumpDir(ctx, prj.ID); err != nil {
+		return nil, err
+	}
+	if err := s.update(e.ID, func(e *store.Export) { e.State = StateRunning }); err != nil {
+		return nil, err
+	}
+	if err := s.host.DumpDatabase(ctx, run, inst, e.DatabaseName, e.Path); err != nil {
+		if ctx.Err() != nil || scheduler.IsTransient(err) {
+			return nil, err
+		}
+		return nil, s.fail(e.ID, err)
+	}
+	fi, err := os.Stat(e.Path)
+	if err != nil {
+		return nil, s.fail(e.ID, err)
+	}
+	now := s.now()
+	expires := now.Add(TTL)
+	if err := s.update(e.ID, func(e *store.Export) {
+		e.State, e.SizeBytes, e.CompletedAt, e.ExpiresAt = StateCompleted, fi.Size(), &now, &expires
+	}); err != nil {
+		return nil, err
+	}
+	return map[string]any{"export_id": e.ID, "size_bytes": fi.Size()}, nil
+}
