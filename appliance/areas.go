@@ -12,6 +12,7 @@ import (
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/studio"
+	"github.com/theappliance/appliance/appliance/upgrades"
 	"github.com/theappliance/appliance/appliance/webhook"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -214,4 +215,31 @@ func (h areaHost) DumpDatabase(ctx context.Context, run *scheduler.Run, inst *st
 		return err
 	}
 	return h.s.dumpDatabase(ctx, run, dp, inst, database, path)
+}
+
+var _ upgrades.Host = areaHost{}
+
+// SetRuntime records the project's runtime status (setRuntime).
+func (h areaHost) SetRuntime(projectID, status string) { h.s.setRuntime(projectID, status) }
+
+// InitOptions is initdb's options for a new cluster of the project's instance record: the admin password
+// opened with the root's box, the project's settings, a certificate of the appliance CA, in that order.
+func (h areaHost) InitOptions(prj *store.Project, rec *store.Instance) (postgres.InitOptions, error) {
+	dp, err := h.s.dataPlane()
+	if err != nil {
+		return postgres.InitOptions{}, err
+	}
+	adminPW, err := h.s.box.Open(rec.AdminPassword)
+	if err != nil {
+		return postgres.InitOptions{}, err
+	}
+	settings, err := h.s.settingsFor(dp, prj, rec)
+	if err != nil {
+		return postgres.InitOptions{}, err
+	}
+	certPEM, keyPEM, caPEM, err := dp.CA.InstanceTLS(h.s.certHosts()...)
+	if err != nil {
+		return postgres.InitOptions{}, err
+	}
+	return postgres.InitOptions{AdminPassword: string(adminPW), CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM, Settings: settings}, nil
 }

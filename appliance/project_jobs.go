@@ -26,7 +26,7 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	r.Handle(JobProjectRotate, s.rotateCredentialsJob)
 	r.Handle(JobExpireCredential, s.expireCredentialJob)
 	s.extensions.RegisterJobs(r)
-	s.registerUpgradeJobs(r)
+	s.upgrades.RegisterJobs(r)
 	s.registerBackupJobs(r)
 	s.registerFollowJobs(r)
 	s.kv.RegisterJobs(r)

@@ -638,7 +638,7 @@ func TestMinorUpgradeRefusesActiveSessionsUnlessForced(t *testing.T) {
 	prj := provision(t, e, p, "minor", "development")
 	c, _ := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
 	conn := connect(t, c.Connections.DirectURL)
-	res, err := e.Svc.UpgradeMinor(t.Context(), p, prj.ID, false)
+	res, err := e.Svc.Upgrades().Minor(t.Context(), p, prj.ID, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -651,10 +651,10 @@ func TestMinorUpgradeRefusesActiveSessionsUnlessForced(t *testing.T) {
 	}
 	// A member's session may not force it.
 	member := &appliance.Principal{AuthSource: appliance.SourceSession, OrganizationID: prj.OrganizationID, IDPOrganizationRole: appliance.RoleMember}
-	if _, err := e.Svc.UpgradeMinor(t.Context(), member, prj.ID, true); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.Upgrades().Minor(t.Context(), member, prj.ID, true); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Fatalf("forced by a member: %v", err)
 	}
-	res, err = e.Svc.UpgradeMinor(t.Context(), p, prj.ID, true)
+	res, err = e.Svc.Upgrades().Minor(t.Context(), p, prj.ID, true)
 	j = runJob(t, e, res, err)
 	if r := jobResult(j); r["version_after"] == "" || r["sessions_ended"] != float64(1) {
 		t.Fatalf("forced minor upgrade result: %s", j.Result)
@@ -670,8 +670,8 @@ func TestMajorUpgradePreflightFailsClearlyForAnAbsentMajor(t *testing.T) {
 	e, p := realEnv(t)
 	prj := provision(t, e, p, "major", "development")
 	for _, call := range []func() (*appliance.JobResponse, error){
-		func() (*appliance.JobResponse, error) { return e.Svc.PreflightMajorUpgrade(t.Context(), p, prj.ID, 16) },
-		func() (*appliance.JobResponse, error) { return e.Svc.UpgradeMajor(t.Context(), p, prj.ID, 16) },
+		func() (*appliance.JobResponse, error) { return e.Svc.Upgrades().Preflight(t.Context(), p, prj.ID, 16) },
+		func() (*appliance.JobResponse, error) { return e.Svc.Upgrades().Major(t.Context(), p, prj.ID, 16) },
 	} {
 		res, err := call()
 		if err != nil {
@@ -682,10 +682,10 @@ func TestMajorUpgradePreflightFailsClearlyForAnAbsentMajor(t *testing.T) {
 			t.Fatalf("%s: %s %q", j.Type, j.State, j.Error)
 		}
 	}
-	if _, err := e.Svc.PreflightMajorUpgrade(t.Context(), p, prj.ID, 15); appliance.KindOf(err) != appliance.KindInvalid {
+	if _, err := e.Svc.Upgrades().Preflight(t.Context(), p, prj.ID, 15); appliance.KindOf(err) != appliance.KindInvalid {
 		t.Fatalf("preflight to the current major: %v", err)
 	}
-	if _, err := e.Svc.ConfirmMajorUpgrade(t.Context(), p, prj.ID); appliance.KindOf(err) != appliance.KindConflict {
+	if _, err := e.Svc.Upgrades().Confirm(t.Context(), p, prj.ID); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("confirm without an upgrade: %v", err)
 	}
 	// The failed attempts left the project running on its data.

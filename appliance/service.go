@@ -21,6 +21,7 @@ import (
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/signedurl"
 	"github.com/theappliance/appliance/appliance/studio"
+	"github.com/theappliance/appliance/appliance/upgrades"
 	"github.com/theappliance/appliance/appliance/webhook"
 	"github.com/theappliance/appliance/scheduler/lane"
 	"github.com/theappliance/appliance/store"
@@ -158,6 +159,8 @@ type Service struct {
 	// imports' upload URLs (signedurl.go).
 	exports *exports.Service
 	urls    *signedurl.Signer
+	// upgrades is the upgrades area (appliance/upgrades, built in New).
+	upgrades *upgrades.Service
 }
 
 // New returns a service built with its collaborators.
@@ -201,6 +204,7 @@ func New(cfg Config, deps Deps) *Service {
 	s.extensions = s.newExtensions(cfg, deps)
 	s.urls = signedurl.New(cfg.APIURL, deps.Box, s.now)
 	s.exports = s.newExports(cfg, deps)
+	s.upgrades = s.newUpgrades(cfg, deps)
 	return s
 }
 

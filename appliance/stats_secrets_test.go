@@ -86,7 +86,7 @@ func TestRotationLeavesNoPasswordInStatistics(t *testing.T) {
 	check("during the overlap")
 
 	// A clean restart writes the statistics to disk and reads them back.
-	up, err := e.Svc.UpgradeMinor(t.Context(), p, prj.ID, true)
+	up, err := e.Svc.Upgrades().Minor(t.Context(), p, prj.ID, true)
 	if j := runJob(t, e, up, err); j.State != scheduler.StateCompleted {
 		t.Fatalf("restart: %s %s", j.State, j.Error)
 	}

@@ -11,13 +11,13 @@ func (s *Server) deleteProject(r *Request) (*api.JobResponse, error) {
 }
 
 func (s *Server) upgradeMinor(r *Request) (*api.JobResponse, error) {
-	return s.svc.UpgradeMinor(r.Context(), r.Principal, r.PathValue("projectID"), r.Bool("force"))
+	return s.svc.Upgrades().Minor(r.Context(), r.Principal, r.PathValue("projectID"), r.Bool("force"))
 }
 
 func (s *Server) upgradePreflight(r *Request) (*api.JobResponse, error) {
-	return s.svc.PreflightMajorUpgrade(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("target_major"))
+	return s.svc.Upgrades().Preflight(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("target_major"))
 }
 
 func (s *Server) upgradeMajor(r *Request) (*api.JobResponse, error) {
-	return s.svc.UpgradeMajor(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("target_major"))
+	return s.svc.Upgrades().Major(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("target_major"))
 }

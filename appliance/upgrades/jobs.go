@@ -1,4 +1,4 @@
-package appliance
+package upgrades
 
 import (
 	"context"
@@ -8,22 +8,26 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
 
-func (s *Service) registerUpgradeJobs(r *scheduler.Runner) {
-	r.Handle(JobUpgradeMinor, s.upgradeMinorJob)
-	r.Handle(JobUpgradePreflight, s.upgradePreflightJob)
-	r.Handle(JobUpgradeMajor, s.upgradeMajorJob)
-	r.Handle(JobUpgradeConfirm, s.upgradeConfirmJob)
-	r.Handle(JobUpgradeRollback, s.upgradeRollbackJob)
+// target starts most upgrade jobs: the data plane, the job's payload, and the project with its instance,
+// which must be active (Host.ActiveTarget).
+func (s *Service) target(run *scheduler.Run, payload any) (*Plane, *store.Project, *store.Instance, error) {
+	dp, err := s.dataPlane()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	prj, inst, err := s.host.ActiveTarget(run, payload)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return dp, prj, inst, nil
 }
-
-// DefaultPostgresRoot is where Debian installs PostgreSQL majors (/usr/lib/postgresql/<major>/bin).
-const DefaultPostgresRoot = "/usr/lib/postgresql"
 
 // targetBinaries finds the installed binaries of a major under Config.PostgresRoot, or says clearly what
 // is missing.
@@ -45,19 +49,19 @@ func (s *Service) targetBinaries(major int) (postgres.Binaries, error) {
 
 // clientSessions counts the sessions of customers (not the appliance's own).
 func (s *Service) clientSessions(ctx context.Context, inst *store.Instance) (int, error) {
-	conn, err := s.adminConn(ctx, inst, "postgres")
+	conn, err := s.host.AdminConn(ctx, inst, "postgres")
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var n int
 	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-		WHERE backend_type = 'client backend' AND usename IS DISTINCT FROM $1 AND pid <> pg_backend_pid()`, adminUser).Scan(&n)
+		WHERE backend_type = 'client backend' AND usename IS DISTINCT FROM $1 AND pid <> pg_backend_pid()`, postgres.AdminRole).Scan(&n)
 	return n, err
 }
 
 func (s *Service) serverVersion(ctx context.Context, inst *store.Instance) (string, error) {
-	conn, err := s.adminConn(ctx, inst, "postgres")
+	conn, err := s.host.AdminConn(ctx, inst, "postgres")
 	if err != nil {
 		return "", err
 	}
@@ -70,11 +74,11 @@ func (s *Service) serverVersion(ctx context.Context, inst *store.Instance) (stri
 	return v, nil
 }
 
-// upgradeMinorJob restarts the instance so it runs the installed binaries of its major (Debian replaces
+// minorJob restarts the instance so it runs the installed binaries of its major (Debian replaces
 // them in place on a minor update). Refused while customer sessions are active unless forced.
-func (s *Service) upgradeMinorJob(ctx context.Context, run *scheduler.Run) (any, error) {
+func (s *Service) minorJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	var in minorPayload
-	dp, prj, inst, err := s.activeTarget(run, &in)
+	dp, prj, inst, err := s.target(run, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -90,13 +94,13 @@ func (s *Service) upgradeMinorJob(ctx context.Context, run *scheduler.Run) (any,
 		return nil, fmt.Errorf("%d client sessions are active: the restart would end them; retry with force=true (administrators only)", n)
 	}
 	pgi := s.eng.Instance(inst)
-	s.setRuntime(prj.ID, RuntimeRestarting)
+	s.host.SetRuntime(prj.ID, api.RuntimeRestarting)
 	dp.Supervisor.Unwatch(inst.ID)
 	err = pgi.Restart(ctx, run.Exec)
 	if werr := dp.Supervisor.Watch(inst.ID, pgi); err == nil {
 		err = werr
 	}
-	s.setRuntime(prj.ID, RuntimeActive)
+	s.host.SetRuntime(prj.ID, api.RuntimeActive)
 	if err != nil {
 		return nil, scheduler.Transient(err)
 	}
@@ -104,16 +108,16 @@ func (s *Service) upgradeMinorJob(ctx context.Context, run *scheduler.Run) (any,
 	if err != nil {
 		return nil, scheduler.Transient(err)
 	}
-	if err := s.updateProject(prj.ID, func(p *store.Project) error { p.PostgresVersion = after; return nil }); err != nil {
+	if err := s.host.UpdateProject(prj.ID, func(p *store.Project) error { p.PostgresVersion = after; return nil }); err != nil {
 		return nil, err
 	}
 	return map[string]any{"version_before": before, "version_after": after, "sessions_ended": n}, nil
 }
 
-// upgradePreflightJob runs pg_upgrade --check against the target major's binaries in a scratch cluster.
-func (s *Service) upgradePreflightJob(ctx context.Context, run *scheduler.Run) (any, error) {
+// preflightJob runs pg_upgrade --check against the target major's binaries in a scratch cluster.
+func (s *Service) preflightJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	var in majorPayload
-	dp, prj, inst, err := s.activeTarget(run, &in)
+	dp, prj, inst, err := s.target(run, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +125,7 @@ func (s *Service) upgradePreflightJob(ctx context.Context, run *scheduler.Run) (
 	if err != nil {
 		return nil, err
 	}
-	scratch, err := s.newCluster(ctx, run, dp, prj, inst, target, inst.Dir+"-preflight")
+	scratch, err := s.newCluster(ctx, run, prj, inst, target, inst.Dir+"-preflight")
 	if err != nil {
 		return nil, err
 	}
@@ -133,33 +137,25 @@ func (s *Service) upgradePreflightJob(ctx context.Context, run *scheduler.Run) (
 }
 
 // newCluster initialises an empty cluster of the target binaries with the project's settings, stopped.
-func (s *Service) newCluster(ctx context.Context, run *scheduler.Run, dp *DataPlane, prj *store.Project, inst *store.Instance, target postgres.Binaries, dir string) (*postgres.Instance, error) {
+func (s *Service) newCluster(ctx context.Context, run *scheduler.Run, prj *store.Project, inst *store.Instance, target postgres.Binaries, dir string) (*postgres.Instance, error) {
 	rec := *inst
 	rec.Dir, rec.Major, rec.BinDir = dir, target.Major, target.Dir
 	pgi := s.eng.Instance(&rec)
 	if err := pgi.Remove(ctx); err != nil {
 		return nil, err
 	}
-	adminPW, err := s.box.Open(inst.AdminPassword)
+	opts, err := s.host.InitOptions(prj, &rec)
 	if err != nil {
 		return nil, err
 	}
-	settings, err := s.settingsFor(dp, prj, &rec)
-	if err != nil {
-		return nil, err
-	}
-	certPEM, keyPEM, caPEM, err := dp.CA.InstanceTLS(s.certHosts()...)
-	if err != nil {
-		return nil, err
-	}
-	if err := pgi.Init(ctx, run.Exec, postgres.InitOptions{AdminPassword: string(adminPW), CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM, Settings: settings}); err != nil {
+	if err := pgi.Init(ctx, run.Exec, opts); err != nil {
 		return nil, err
 	}
 	return pgi, nil
 }
 
 // pgUpgrade runs pg_upgrade from the instance's data into next (both stopped unless check).
-func (s *Service) pgUpgrade(ctx context.Context, run *scheduler.Run, dp *DataPlane, inst *store.Instance, next *postgres.Instance, check bool) error {
+func (s *Service) pgUpgrade(ctx context.Context, run *scheduler.Run, dp *Plane, inst *store.Instance, next *postgres.Instance, check bool) error {
 	old := s.eng.Instance(inst)
 	prog, err := next.Bin.Path("pg_upgrade")
 	if err != nil {
@@ -184,11 +180,11 @@ func (s *Service) pgUpgrade(ctx context.Context, run *scheduler.Run, dp *DataPla
 	return run.Exec(ctx, cmd)
 }
 
-// upgradeMajorJob stops the instance, upgrades its data into a new directory with pg_upgrade (copy mode:
+// majorJob stops the instance, upgrades its data into a new directory with pg_upgrade (copy mode:
 // the old directory stays intact for rollback) and starts the new one on the same port.
-func (s *Service) upgradeMajorJob(ctx context.Context, run *scheduler.Run) (any, error) {
+func (s *Service) majorJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	var in majorPayload
-	dp, prj, inst, err := s.activeTarget(run, &in)
+	dp, prj, inst, err := s.target(run, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -200,17 +196,17 @@ func (s *Service) upgradeMajorJob(ctx context.Context, run *scheduler.Run) (any,
 		return map[string]any{"skipped": "already upgraded; confirm or roll back"}, nil
 	}
 	newDir := filepath.Join(filepath.Dir(inst.Dir), inst.ID+"-pg"+strconv.Itoa(in.TargetMajor))
-	next, err := s.newCluster(ctx, run, dp, prj, inst, target, newDir)
+	next, err := s.newCluster(ctx, run, prj, inst, target, newDir)
 	if err != nil {
 		return nil, err
 	}
 	old := s.eng.Instance(inst)
-	s.setRuntime(prj.ID, RuntimeRestarting)
+	s.host.SetRuntime(prj.ID, api.RuntimeRestarting)
 	s.eng.Unwatch(inst)
 	restoreOld := func() {
 		old.Start(context.WithoutCancel(ctx), run.Exec)
 		s.eng.Watch(inst, prj)
-		s.setRuntime(prj.ID, RuntimeActive)
+		s.host.SetRuntime(prj.ID, api.RuntimeActive)
 		next.Remove(context.WithoutCancel(ctx))
 	}
 	if err := old.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
@@ -242,17 +238,20 @@ func (s *Service) upgradeMajorJob(ctx context.Context, run *scheduler.Run) (any,
 		return nil, err
 	}
 	version, _ := s.serverVersion(ctx, rec)
-	s.updateProject(prj.ID, func(p *store.Project) error { p.PostgresVersion, p.RuntimeStatus = version, RuntimeActive; return nil })
+	s.host.UpdateProject(prj.ID, func(p *store.Project) error {
+		p.PostgresVersion, p.RuntimeStatus = version, api.RuntimeActive
+		return nil
+	})
 	return map[string]any{"from_major": inst.Major, "to_major": target.Major, "postgres_version": version, "previous_dir_kept": inst.Dir}, nil
 }
 
-// upgradeConfirmJob drops the pre-upgrade data directory.
-func (s *Service) upgradeConfirmJob(ctx context.Context, run *scheduler.Run) (any, error) {
+// confirmJob drops the pre-upgrade data directory.
+func (s *Service) confirmJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	_, err := s.dataPlane()
 	if err != nil {
 		return nil, err
 	}
-	_, inst, err := s.loadProject(run.Job.ProjectID)
+	_, inst, err := s.host.LoadProject(run.Job.ProjectID)
 	if err != nil || inst.PreviousDir == "" {
 		return map[string]any{"skipped": "nothing to confirm"}, err
 	}
@@ -272,13 +271,13 @@ func (s *Service) upgradeConfirmJob(ctx context.Context, run *scheduler.Run) (an
 	return map[string]any{"removed": prev.Dir}, err
 }
 
-// upgradeRollbackJob stops the upgraded server and starts the old data directory on its old binaries.
-func (s *Service) upgradeRollbackJob(ctx context.Context, run *scheduler.Run) (any, error) {
+// rollbackJob stops the upgraded server and starts the old data directory on its old binaries.
+func (s *Service) rollbackJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	_, err := s.dataPlane()
 	if err != nil {
 		return nil, err
 	}
-	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	prj, inst, err := s.host.LoadProject(run.Job.ProjectID)
 	if err != nil || inst.PreviousDir == "" {
 		return map[string]any{"skipped": "nothing to roll back"}, err
 	}
@@ -310,6 +309,6 @@ func (s *Service) upgradeRollbackJob(ctx context.Context, run *scheduler.Run) (a
 		return nil, err
 	}
 	version, _ := s.serverVersion(ctx, &prev)
-	s.updateProject(prj.ID, func(p *store.Project) error { p.PostgresVersion = version; return nil })
+	s.host.UpdateProject(prj.ID, func(p *store.Project) error { p.PostgresVersion = version; return nil })
 	return map[string]any{"rolled_back_to": prev.Major, "postgres_version": version}, nil
 }

@@ -1,0 +1,135 @@
+// Package upgrades is the upgrades area: minor upgrades (a restart onto the installed binaries of the same
+// major) and major upgrades with pg_upgrade (preflight, upgrade into a new data directory, confirm,
+// rollback), their endpoints and jobs.
+//
+// It reaches the rest of the domain only through Host (declared here, given by the root's areaHost), the
+// instance engine through Engine (the root's appliance/instances manager), the kernel packages (apperr,
+// authz), the records (store), the PostgreSQL processes (postgres, daemon) and the job runner (scheduler).
+// It never imports `appliance`.
+package upgrades
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/authz"
+	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// Job types of upgrades.
+const (
+	JobMinor     = "project.upgrade_minor"
+	JobPreflight = "project.upgrade_major_preflight"
+	JobMajor     = "project.upgrade_major"
+	JobConfirm   = "project.upgrade_major_confirm"
+	JobRollback  = "project.upgrade_major_rollback"
+)
+
+// DefaultPostgresRoot is where Debian installs PostgreSQL majors (/usr/lib/postgresql/<major>/bin).
+const DefaultPostgresRoot = "/usr/lib/postgresql"
+
+// Host is what the area takes from the rest of the domain: the records and rules every area shares, which
+// the root package keeps (appliance/areas.go gives them).
+type Host interface {
+	// ActiveProject is a visible project that is also active with an instance (else 409).
+	ActiveProject(tx *store.Tx, p *authz.Principal, projectID string) (*store.Project, error)
+	// Enqueue adds a job of the project in tx and makes it the project's latest_job_id.
+	Enqueue(tx *store.Tx, prj *store.Project, jobType, lock string, payload any) (*store.Job, error)
+	// AnswerJob is a job-returning call's answer once its transaction committed (it pokes the runner).
+	AnswerJob(job *store.Job, err error) (*api.JobResponse, error)
+	// Audit writes an audit event of the caller in tx.
+	Audit(tx *store.Tx, p *authz.Principal, action, orgID, projectID string, metadata any) error
+	// ActiveTarget starts a project job: the data plane must exist, the payload is decoded, and the
+	// project must be active with an instance.
+	ActiveTarget(run *scheduler.Run, payload any) (*store.Project, *store.Instance, error)
+	// LoadProject reads a project and its primary instance.
+	LoadProject(id string) (*store.Project, *store.Instance, error)
+	// UpdateProject applies fn to the stored project in one transaction.
+	UpdateProject(id string, fn func(*store.Project) error) error
+	// AdminConn is a superuser session in the project's database (the admin password is sealed with the
+	// root's box).
+	AdminConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error)
+	// SetRuntime records the project's runtime status (restarting, active): the status page and the
+	// supervisor's callbacks read it, which are the root's.
+	SetRuntime(projectID, status string)
+	// InitOptions is what initdb of a new cluster for the project's instance record takes: its admin
+	// password, its TLS certificate (the appliance CA) and its settings (the settings are the root's).
+	InitOptions(prj *store.Project, rec *store.Instance) (postgres.InitOptions, error)
+}
+
+// Engine is what the area drives of the instance engine (appliance/instances): an instance record's
+// processes, and the supervisor's watch of a project's server.
+type Engine interface {
+	Instance(rec *store.Instance) *postgres.Instance
+	Watch(rec *store.Instance, prj *store.Project) error
+	Unwatch(rec *store.Instance)
+}
+
+// Plane is the data plane pieces the jobs need: the supervisor (a minor upgrade's restart) and the OS
+// user pg_upgrade runs as.
+type Plane struct {
+	Supervisor *daemon.Supervisor
+	User       *daemon.OSUser
+}
+
+// Opener opens sealed secrets (the root's SecretBox).
+type Opener interface {
+	Open(sealed []byte) ([]byte, error)
+}
+
+// Config is the deployment the area needs to know.
+type Config struct {
+	// PostgresRoot is where the distribution installs PostgreSQL majors, <root>/<major>/bin.
+	PostgresRoot string
+}
+
+// Deps are the area's collaborators; New takes them all.
+type Deps struct {
+	DB    *store.DB
+	Box   Opener
+	Clock func() time.Time // UTC
+	// Plane and Engine are nil in a process without a data plane (tests of the API alone): jobs fail.
+	Plane  *Plane
+	Engine Engine
+	Host   Host
+}
+
+// Service is the upgrades area.
+type Service struct {
+	cfg   Config
+	db    *store.DB
+	box   Opener
+	now   func() time.Time
+	plane *Plane
+	eng   Engine
+	host  Host
+}
+
+// New returns the area built with its collaborators.
+func New(cfg Config, deps Deps) *Service {
+	return &Service{cfg: cfg, db: deps.DB, box: deps.Box, now: deps.Clock, plane: deps.Plane, eng: deps.Engine, host: deps.Host}
+}
+
+// dataPlane is the data plane, or the error of a process without one.
+func (s *Service) dataPlane() (*Plane, error) {
+	if s.plane == nil {
+		return nil, errors.New("no data plane: PostgreSQL instances cannot run in this process")
+	}
+	return s.plane, nil
+}
+
+// RegisterJobs registers the area's job handlers on the runner (the root's RegisterJobs calls it).
+func (s *Service) RegisterJobs(r *scheduler.Runner) {
+	r.Handle(JobMinor, s.minorJob)
+	r.Handle(JobPreflight, s.preflightJob)
+	r.Handle(JobMajor, s.majorJob)
+	r.Handle(JobConfirm, s.confirmJob)
+	r.Handle(JobRollback, s.rollbackJob)
+}
