@@ -9,6 +9,7 @@ import (
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/extensions"
 	"github.com/theappliance/appliance/appliance/kv"
+	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/studio"
@@ -163,8 +164,10 @@ func (h areaHost) CountWebhookAttempt(ok bool, d time.Duration) { h.s.webhookAtt
 
 var _ extensions.Host = areaHost{}
 
+var _ migrate.Host = areaHost{}
+
 // AdminConn is a superuser session in the project's database (the admin password is sealed with the
-// root's box).
+// root's box): the extensions' statements, the import preflight's target.
 func (h areaHost) AdminConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error) {
 	return h.s.adminConn(ctx, inst, db)
 }
@@ -242,4 +245,15 @@ func (h areaHost) InitOptions(prj *store.Project, rec *store.Instance) (postgres
 		return postgres.InitOptions{}, err
 	}
 	return postgres.InitOptions{AdminPassword: string(adminPW), CertPEM: certPEM, KeyPEM: keyPEM, CAPEM: caPEM, Settings: settings}, nil
+}
+
+// OffersExtension is the extensions rule (the network extensions are the root's setting).
+func (h areaHost) OffersExtension(name string) bool { return h.s.offers(name) }
+
+// PlanStorageLimitBytes is the plan's storage limit (0 for a plan the table does not have).
+func (h areaHost) PlanStorageLimitBytes(name string) int64 {
+	if pl, ok := PlanByName(name); ok {
+		return pl.StorageLimitBytes
+	}
+	return 0
 }

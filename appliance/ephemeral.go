@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/keyrate"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -64,7 +65,7 @@ func (s *Service) setEphemeralLimits(l EphemeralLimits) {
 		l.TotalStorageBytes = int64(max(1, l.Live)) * l.StorageBytes
 	}
 	s.ephemeral = l
-	s.ephemeralRate = perKeyRate{every: time.Hour / time.Duration(max(1, l.PerIPPerHour)), burst: max(1, l.PerIPPerHour)}
+	s.ephemeralRate = keyrate.New(time.Hour/time.Duration(max(1, l.PerIPPerHour)), max(1, l.PerIPPerHour))
 }
 
 func ephemeralView(p *store.Project) *EphemeralDatabase {
@@ -97,7 +98,7 @@ func (s *Service) CreateEphemeral(ctx context.Context, clientIP string, req *Cre
 	if _, err := instanceIdent(name); err != nil {
 		return nil, err
 	}
-	if wait := s.ephemeralRate.wait(AddressKey(clientIP)); wait > 0 {
+	if wait := s.ephemeralRate.Wait(AddressKey(clientIP)); wait > 0 {
 		return nil, &Error{Kind: KindTooMany, RetryAfter: wait, Msg: fmt.Sprintf("too many ephemeral databases from this address (an IPv6 one: its /64): %d per hour", s.ephemeral.PerIPPerHour)}
 	}
 	token := EphemeralTokenPrefix + ids.Secret(32)

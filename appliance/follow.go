@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -20,6 +21,14 @@ const (
 
 type followPayload struct {
 	FollowID string `json:"follow_id"`
+}
+
+// Migrate is the migration area's checks of an outside source: httpapi's import preflight route calls it.
+func (s *Service) Migrate() *migrate.Service { return s.migrate }
+
+// newMigrate builds the area with the service's collaborators (New).
+func (s *Service) newMigrate(deps Deps) *migrate.Service {
+	return migrate.New(migrate.Deps{DB: deps.DB, Log: deps.Log, Policy: s.policy(), Host: areaHost{s}})
 }
 
 // followFinished says whether a follow can no longer change.
@@ -43,7 +52,7 @@ func (s *Service) StartFollow(ctx context.Context, p *Principal, projectID strin
 	if err := p.RequireAdminRole("importing into a project"); err != nil {
 		return nil, err
 	}
-	src, err := s.parseSource(req.SourceURL)
+	src, err := s.migrate.ParseSource(req.SourceURL)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +74,7 @@ func (s *Service) StartFollow(ctx context.Context, p *Principal, projectID strin
 	if err != nil {
 		return nil, &Error{Kind: KindUnavailable, Msg: "the project's server does not answer", Cause: err}
 	}
-	pf, err := s.preflight(ctx, prj, target, src)
+	pf, err := s.migrate.Check(ctx, prj, target, src)
 	target.Close(context.WithoutCancel(ctx))
 	if err != nil {
 		return nil, err
@@ -114,7 +123,7 @@ func (s *Service) StartFollow(ctx context.Context, p *Principal, projectID strin
 func followReady(pf *Preflight) error {
 	var reasons []string
 	for _, c := range pf.Checks {
-		if c.Status == CheckFail {
+		if c.Status == migrate.CheckFail {
 			reasons = append(reasons, c.Name+": "+c.Detail)
 		}
 	}
@@ -237,12 +246,12 @@ func (s *Service) updateFollow(id string, fn func(*store.ImportFollow)) error {
 }
 
 // followSource opens the follow's sealed source URL.
-func (s *Service) followSource(f *store.ImportFollow) (*SourceURL, error) {
+func (s *Service) followSource(f *store.ImportFollow) (*migrate.SourceURL, error) {
 	raw, err := s.box.Open(f.SourceURL)
 	if err != nil {
 		return nil, err
 	}
-	return s.parseSource(string(raw))
+	return s.migrate.ParseSource(string(raw))
 }
 
 var errFollowGone = errors.New("follow not found")

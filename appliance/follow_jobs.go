@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/appliance/instances"
+	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -100,7 +100,7 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 		}
 		return s.markFollowing(f, nil, steps)
 	}
-	pf, err := s.preflight(ctx, prj, target, src)
+	pf, err := s.migrate.Check(ctx, prj, target, src)
 	if err != nil {
 		return nil, err
 	}
@@ -122,13 +122,13 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 	steps.Done("schema")
 	source, err := src.Connect(ctx)
 	if err != nil {
-		return nil, src.connectErr(err)
+		return nil, src.ConnectErr(err)
 	}
 	defer source.Close(context.WithoutCancel(ctx))
-	tables, err := queryStrings(ctx, source, `SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c
+	tables, err := migrate.QueryStrings(ctx, source, `SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c
 		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND n.nspname = ANY($1) ORDER BY 1`, pf.Source.AppSchemas)
 	if err != nil {
-		return nil, src.redactErr(err)
+		return nil, src.RedactErr(err)
 	}
 	pub := pgx.Identifier{f.Publication}.Sanitize()
 	create := "CREATE PUBLICATION " + pub
@@ -138,11 +138,11 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 	// A slot left by an attempt that crashed inside CREATE SUBSCRIPTION would make it fail.
 	for _, stmt := range []string{"DROP PUBLICATION IF EXISTS " + pub, create} {
 		if _, err := source.Exec(ctx, stmt); err != nil {
-			return nil, fmt.Errorf("on the source: %w", src.redactErr(err))
+			return nil, fmt.Errorf("on the source: %w", src.RedactErr(err))
 		}
 	}
 	if _, err := source.Exec(ctx, dropIdleSlot, f.Subscription); err != nil {
-		return nil, fmt.Errorf("on the source: %w", src.redactErr(err))
+		return nil, fmt.Errorf("on the source: %w", src.RedactErr(err))
 	}
 	sub := pgx.Identifier{f.Subscription}.Sanitize()
 	// The statement holds the source's password: it must not be written to the server's log when it fails,
@@ -171,7 +171,7 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 		err = rerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create the subscription: %w", src.redactErr(err))
+		return nil, fmt.Errorf("create the subscription: %w", src.RedactErr(err))
 	}
 	if err := startSubscription(ctx, target, f); err != nil {
 		return nil, err
@@ -225,9 +225,9 @@ func (s *Service) markFollowing(f *store.ImportFollow, tables []string, steps *i
 
 // copySchema dumps the source's app schemas without data, owners or privileges and restores the dump over
 // the project's database in one transaction (objects owned by the project's role).
-func (s *Service) copySchema(ctx context.Context, run *scheduler.Run, dp *DataPlane, prj *store.Project, inst *store.Instance, f *store.ImportFollow, src *SourceURL, schemas []string) error {
-	if err := src.pin(ctx); err != nil {
-		return src.connectErr(err)
+func (s *Service) copySchema(ctx context.Context, run *scheduler.Run, dp *DataPlane, prj *store.Project, inst *store.Instance, f *store.ImportFollow, src *migrate.SourceURL, schemas []string) error {
+	if err := src.Pin(ctx); err != nil {
+		return src.ConnectErr(err)
 	}
 	pgi := s.eng.Instance(inst)
 	pgdump, err := pgi.Bin.Path("pg_dump")
@@ -248,11 +248,10 @@ func (s *Service) copySchema(ctx context.Context, run *scheduler.Run, dp *DataPl
 	for _, n := range schemas {
 		args = append(args, "--schema="+pgx.Identifier{n}.Sanitize())
 	}
-	cmd := dp.User.Command(pgdump, append(args, "--dbname="+src.conninfoWithoutPassword())...)
-	pw, _ := src.u.User.Password()
-	cmd.Env = append(cmd.Env, "PGPASSWORD="+pw, "PGPASSFILE=/dev/null")
+	cmd := dp.User.Command(pgdump, append(args, "--dbname="+src.ConninfoWithoutPassword())...)
+	cmd.Env = append(cmd.Env, "PGPASSWORD="+src.Password(), "PGPASSFILE=/dev/null")
 	if err := run.Exec(ctx, cmd); err != nil {
-		return fmt.Errorf("dump the source's schema: %w", src.redactErr(err))
+		return fmt.Errorf("dump the source's schema: %w", src.RedactErr(err))
 	}
 	return s.restoreDump(ctx, run, dp, prj, inst, prj.DatabaseName, dump, nil)
 }
@@ -291,14 +290,6 @@ func (s *Service) restoreDump(ctx context.Context, run *scheduler.Run, dp *DataP
 	return run.Exec(ctx, cmd)
 }
 
-// conninfoWithoutPassword is Conninfo without the password (for command lines, which other local users
-// can read; the password goes in PGPASSWORD).
-func (s *SourceURL) conninfoWithoutPassword() string {
-	u, _ := url.Parse(s.Conninfo())
-	u.User = url.User(s.u.User.Username())
-	return u.String()
-}
-
 // dropIdleSlot drops the follow's replication slot on the source unless a walsender uses it.
 const dropIdleSlot = "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active"
 
@@ -311,7 +302,7 @@ func subscriptionExists(ctx context.Context, target *pgx.Conn, name string) (boo
 // detachFollow drops the subscription (which drops its slot on the source) and the publication. The source
 // never stops it: when the slot cannot be dropped through the subscription, the subscription is dropped
 // without it, and the warnings say what is left on the source to remove by hand.
-func (s *Service) detachFollow(ctx context.Context, target *pgx.Conn, src *SourceURL, f *store.ImportFollow) ([]string, error) {
+func (s *Service) detachFollow(ctx context.Context, target *pgx.Conn, src *migrate.SourceURL, f *store.ImportFollow) ([]string, error) {
 	warnings := []string{}
 	sub := pgx.Identifier{f.Subscription}.Sanitize()
 	exists, err := subscriptionExists(ctx, target, f.Subscription)
@@ -324,7 +315,7 @@ func (s *Service) detachFollow(ctx context.Context, target *pgx.Conn, src *Sourc
 		}
 		if _, err := target.Exec(ctx, "DROP SUBSCRIPTION "+sub); err != nil {
 			warnings = append(warnings, fmt.Sprintf("the source's replication slot %s could not be dropped (%v): drop it there with SELECT pg_drop_replication_slot('%s')",
-				f.Subscription, src.redactErr(err), f.Subscription))
+				f.Subscription, src.RedactErr(err), f.Subscription))
 			for _, stmt := range []string{"ALTER SUBSCRIPTION " + sub + " SET (slot_name = NONE)", "DROP SUBSCRIPTION " + sub} {
 				if _, err := target.Exec(ctx, stmt); err != nil {
 					return nil, err
@@ -338,14 +329,14 @@ func (s *Service) detachFollow(ctx context.Context, target *pgx.Conn, src *Sourc
 	}
 	source, err := src.Connect(ctx)
 	if err != nil {
-		return append(warnings, fmt.Sprintf("%v: drop publication %s there", src.connectErr(err), f.Publication)), nil
+		return append(warnings, fmt.Sprintf("%v: drop publication %s there", src.ConnectErr(err), f.Publication)), nil
 	}
 	defer source.Close(context.WithoutCancel(ctx))
 	if _, err := source.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{f.Publication}.Sanitize()); err != nil {
-		warnings = append(warnings, fmt.Sprintf("on the source: %v", src.redactErr(err)))
+		warnings = append(warnings, fmt.Sprintf("on the source: %v", src.RedactErr(err)))
 	}
 	if _, err := source.Exec(ctx, dropIdleSlot, f.Subscription); err != nil {
-		warnings = append(warnings, fmt.Sprintf("on the source: %v", src.redactErr(err)))
+		warnings = append(warnings, fmt.Sprintf("on the source: %v", src.RedactErr(err)))
 	}
 	return warnings, nil
 }
@@ -353,7 +344,7 @@ func (s *Service) detachFollow(ctx context.Context, target *pgx.Conn, src *Sourc
 var subStates = map[string]string{"i": "init", "d": "copying", "f": "copied", "s": "synchronized", "r": "ready"}
 
 // measureFollow reads the subscription's state on the project's server and the slot's lag on the source.
-func (s *Service) measureFollow(ctx context.Context, target *pgx.Conn, src *SourceURL, f *store.ImportFollow) (*FollowReport, error) {
+func (s *Service) measureFollow(ctx context.Context, target *pgx.Conn, src *migrate.SourceURL, f *store.ImportFollow) (*FollowReport, error) {
 	rep := &FollowReport{FollowID: f.ID, State: f.State, Source: f.SourceRedacted, Subscription: f.Subscription,
 		Tables: []FollowTable{}, Error: f.Error}
 	if f.State != FollowFollowing && f.State != FollowCuttingOver {
@@ -386,7 +377,7 @@ func (s *Service) measureFollow(ctx context.Context, target *pgx.Conn, src *Sour
 	}
 	source, err := src.Connect(ctx)
 	if err != nil {
-		rep.SourceError = src.connectErr(err).Error()
+		rep.SourceError = src.ConnectErr(err).Error()
 		return rep, nil
 	}
 	defer source.Close(context.WithoutCancel(ctx))
@@ -398,7 +389,7 @@ func (s *Service) measureFollow(ctx context.Context, target *pgx.Conn, src *Sour
 	case errors.Is(err, pgx.ErrNoRows):
 		rep.SourceError = "the replication slot " + f.Subscription + " is missing on the source"
 	case err != nil:
-		rep.SourceError = src.redactErr(err).Error()
+		rep.SourceError = src.RedactErr(err).Error()
 	case lag >= 0:
 		rep.LagBytes = &lag
 	}
@@ -406,7 +397,7 @@ func (s *Service) measureFollow(ctx context.Context, target *pgx.Conn, src *Sour
 }
 
 // followTargets loads what every follow job after the first needs.
-func (s *Service) followTargets(ctx context.Context, run *scheduler.Run) (*store.Project, *store.ImportFollow, *SourceURL, *pgx.Conn, error) {
+func (s *Service) followTargets(ctx context.Context, run *scheduler.Run) (*store.Project, *store.ImportFollow, *migrate.SourceURL, *pgx.Conn, error) {
 	var in followPayload
 	_, prj, inst, err := s.activeTarget(run, &in)
 	if err != nil {
@@ -491,15 +482,15 @@ func (s *Service) followCutoverJob(ctx context.Context, run *scheduler.Run) (any
 	return res, nil
 }
 
-func (s *Service) cutover(ctx context.Context, target *pgx.Conn, src *SourceURL, f *store.ImportFollow) (any, error) {
+func (s *Service) cutover(ctx context.Context, target *pgx.Conn, src *migrate.SourceURL, f *store.ImportFollow) (any, error) {
 	source, err := src.Connect(ctx)
 	if err != nil {
-		return nil, src.connectErr(err)
+		return nil, src.ConnectErr(err)
 	}
 	defer source.Close(context.WithoutCancel(ctx))
 	var goal string
 	if err := source.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&goal); err != nil {
-		return nil, src.redactErr(err)
+		return nil, src.RedactErr(err)
 	}
 	deadline := time.Now().Add(followCutoverWait)
 	var rep *FollowReport
@@ -511,7 +502,7 @@ func (s *Service) cutover(ctx context.Context, target *pgx.Conn, src *SourceURL,
 		if rep.SourceError == "" {
 			if err := source.QueryRow(ctx, `SELECT pg_wal_lsn_diff($1::pg_lsn, confirmed_flush_lsn)::bigint
 				FROM pg_replication_slots WHERE slot_name = $2`, goal, f.Subscription).Scan(&behind); err != nil {
-				return nil, src.redactErr(err)
+				return nil, src.RedactErr(err)
 			}
 		}
 		if rep.TablesReady == len(rep.Tables) && behind != nil && *behind <= 0 {
@@ -557,7 +548,7 @@ func suffixIf(s string) string {
 
 // syncSequences sets every sequence of the subscribed schemas on the target to the source's last value
 // (logical replication does not carry sequences).
-func syncSequences(ctx context.Context, source, target *pgx.Conn, src *SourceURL) (int, error) {
+func syncSequences(ctx context.Context, source, target *pgx.Conn, src *migrate.SourceURL) (int, error) {
 	type seq struct {
 		Schema, Name string
 		Last         int64
@@ -565,11 +556,11 @@ func syncSequences(ctx context.Context, source, target *pgx.Conn, src *SourceURL
 	rows, err := source.Query(ctx, `SELECT schemaname::text, sequencename::text, last_value FROM pg_sequences
 		WHERE last_value IS NOT NULL AND schemaname NOT IN ('pg_catalog', 'information_schema')`)
 	if err != nil {
-		return 0, src.redactErr(err)
+		return 0, src.RedactErr(err)
 	}
 	seqs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[seq])
 	if err != nil {
-		return 0, src.redactErr(err)
+		return 0, src.RedactErr(err)
 	}
 	n := 0
 	for _, q := range seqs {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -81,7 +82,7 @@ func TestImportPreflightInputs(t *testing.T) {
 	for _, bad := range []string{"", "http://app:pw@127.0.0.1/shop", "postgres://app@127.0.0.1:5432/shop",
 		"postgres://app:pw@127.0.0.1:5432/", "postgres://app:pw@%2Ftmp/shop", "postgres://app:pw@127.0.0.1:5432/shop?sslrootcert=/etc/shadow",
 		"postgres://app:pw@127.0.0.1:5432/shop?sslmode=bogus", "postgres://app:pw@127.0.0.1:99999/shop"} {
-		_, err := e.Svc.ImportPreflight(t.Context(), p, prj.ID, &appliance.PreflightRequest{SourceURL: bad})
+		_, err := e.Svc.Migrate().Preflight(t.Context(), p, prj.ID, &appliance.PreflightRequest{SourceURL: bad})
 		if appliance.KindOf(err) != appliance.KindInvalid {
 			t.Errorf("source_url %q: %v, want invalid", bad, err)
 		}
@@ -93,7 +94,7 @@ func TestImportPreflightInputs(t *testing.T) {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	res, err := e.Svc.ImportPreflight(t.Context(), p, prj.ID, &appliance.PreflightRequest{
+	res, err := e.Svc.Migrate().Preflight(t.Context(), p, prj.ID, &appliance.PreflightRequest{
 		SourceURL: fmt.Sprintf("postgres://app:sekrit@127.0.0.1:%d/shop", port)})
 	if err != nil {
 		t.Fatal(err)
@@ -102,12 +103,12 @@ func TestImportPreflightInputs(t *testing.T) {
 	if pf.OK || pf.Source != nil || len(pf.Checks) != 1 {
 		t.Fatalf("unreachable source: %+v", pf)
 	}
-	checkStatus(t, pf, "connect", appliance.CheckFail)
+	checkStatus(t, pf, "connect", migrate.CheckFail)
 	if strings.Contains(pf.Checks[0].Detail, "sekrit") {
 		t.Fatalf("detail shows the password: %s", pf.Checks[0].Detail)
 	}
 	member := &appliance.Principal{AuthSource: appliance.SourceSession, OrganizationID: prj.OrganizationID, IDPOrganizationRole: appliance.RoleMember}
-	if _, err := e.Svc.ImportPreflight(t.Context(), member, prj.ID, &appliance.PreflightRequest{SourceURL: "postgres://a:b@h/d"}); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.Migrate().Preflight(t.Context(), member, prj.ID, &appliance.PreflightRequest{SourceURL: "postgres://a:b@h/d"}); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Fatalf("member preflight: %v", err)
 	}
 }
@@ -135,7 +136,7 @@ func TestImportPreflightProvider(t *testing.T) {
 		"CREATE TABLE public.notes (body text)",
 		"CREATE EXTENSION pgcrypto",
 	)
-	res, err := e.Svc.ImportPreflight(t.Context(), p, prj.ID, &appliance.PreflightRequest{SourceURL: src.URL("shop")})
+	res, err := e.Svc.Migrate().Preflight(t.Context(), p, prj.ID, &appliance.PreflightRequest{SourceURL: src.URL("shop")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,13 +171,13 @@ func TestImportPreflightProvider(t *testing.T) {
 	if pf.OK || pf.TargetVersion != prj.PostgresVersion || pf.StorageLimitBytes != prj.StorageLimitBytes {
 		t.Fatalf("preflight %+v", pf)
 	}
-	checkStatus(t, pf, "connect", appliance.CheckPass)
-	checkStatus(t, pf, "version", appliance.CheckPass)
-	checkStatus(t, pf, "size", appliance.CheckPass)
-	checkStatus(t, pf, "extensions", appliance.CheckPass)
-	checkStatus(t, pf, "provider_objects", appliance.CheckFail)
-	checkStatus(t, pf, "event_triggers", appliance.CheckWarn)
-	checkStatus(t, pf, "replication", appliance.CheckWarn)
+	checkStatus(t, pf, "connect", migrate.CheckPass)
+	checkStatus(t, pf, "version", migrate.CheckPass)
+	checkStatus(t, pf, "size", migrate.CheckPass)
+	checkStatus(t, pf, "extensions", migrate.CheckPass)
+	checkStatus(t, pf, "provider_objects", migrate.CheckFail)
+	checkStatus(t, pf, "event_triggers", migrate.CheckWarn)
+	checkStatus(t, pf, "replication", migrate.CheckWarn)
 
 	// Follow is refused with the reasons, before anything is queued.
 	_, err = e.Svc.StartFollow(t.Context(), p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})

@@ -14,7 +14,7 @@ import (
 
 func preflightDetail(t *testing.T, e *appliancetest.Env, p *appliance.Principal, projectID, url string) string {
 	t.Helper()
-	res, err := e.Svc.ImportPreflight(t.Context(), p, projectID, &appliance.PreflightRequest{SourceURL: url})
+	res, err := e.Svc.Migrate().Preflight(t.Context(), p, projectID, &appliance.PreflightRequest{SourceURL: url})
 	if err != nil {
 		t.Fatalf("preflight %s: %v", url, err)
 	}
@@ -49,7 +49,7 @@ func TestPreflightOutboundPolicy(t *testing.T) {
 	// Each project has its own rate of preflights.
 	limited := false
 	for i := 0; i < 12 && !limited; i++ {
-		_, err := e.Svc.ImportPreflight(t.Context(), p, prj.ID, &appliance.PreflightRequest{SourceURL: "postgres://x:y@169.254.169.254:80/db"})
+		_, err := e.Svc.Migrate().Preflight(t.Context(), p, prj.ID, &appliance.PreflightRequest{SourceURL: "postgres://x:y@169.254.169.254:80/db"})
 		if limited = appliance.KindOf(err) == appliance.KindTooMany; limited {
 			wantRetryAfter(t, err, 6*time.Second) // the bucket refills one preflight every 6 s
 		}
@@ -57,7 +57,7 @@ func TestPreflightOutboundPolicy(t *testing.T) {
 	if !limited {
 		t.Error("no preflight was rate limited")
 	}
-	if _, err := e.Svc.ImportPreflight(t.Context(), p, other.ID, &appliance.PreflightRequest{SourceURL: "postgres://x:y@169.254.169.254:80/db"}); err != nil {
+	if _, err := e.Svc.Migrate().Preflight(t.Context(), p, other.ID, &appliance.PreflightRequest{SourceURL: "postgres://x:y@169.254.169.254:80/db"}); err != nil {
 		t.Errorf("another project's preflight is limited too: %v", err)
 	}
 }

@@ -244,7 +244,7 @@ func TestAdminSessionsNeverRunTheTenantsCode(t *testing.T) {
 	}
 	closed := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	if _, err := e.Svc.ImportPreflight(ctx, p, prj.ID, &appliance.PreflightRequest{SourceURL: fmt.Sprintf("postgres://app:pw@127.0.0.1:%d/shop", closed)}); err != nil {
+	if _, err := e.Svc.Migrate().Preflight(ctx, p, prj.ID, &appliance.PreflightRequest{SourceURL: fmt.Sprintf("postgres://app:pw@127.0.0.1:%d/shop", closed)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.Svc.Observe().IndexHygiene(ctx, p, prj.ID); err != nil {

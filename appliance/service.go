@@ -16,7 +16,9 @@ import (
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/extensions"
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/keyrate"
 	"github.com/theappliance/appliance/appliance/kv"
+	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/signedurl"
@@ -101,16 +103,14 @@ type Notifier interface{ Notify() }
 
 // Service implements every endpoint's behaviour on top of the store.
 type Service struct {
-	cfg  Config
-	db   *store.DB
-	box  *SecretBox
-	jobs Notifier
-	log  *slog.Logger
-	// preflights limits each project's import preflights (they connect out on the tenant's behalf).
-	preflights perKeyRate
-	now        func() time.Time
-	Probe      *Probes
-	dp         *DataPlane
+	cfg   Config
+	db    *store.DB
+	box   *SecretBox
+	jobs  Notifier
+	log   *slog.Logger
+	now   func() time.Time
+	Probe *Probes
+	dp    *DataPlane
 	// eng runs the instances (appliance/instances); set with dp.
 	eng engine
 
@@ -134,7 +134,7 @@ type Service struct {
 	observe *observe.Service
 	// ephemeral bounds anonymous ephemeral databases; ephemeralRate is its per-IP bucket.
 	ephemeral     EphemeralLimits
-	ephemeralRate perKeyRate
+	ephemeralRate *keyrate.Limiter
 	// guard holds storage limits between samples (storage.go); disk is its reading of the free space
 	// (disk.go).
 	guard storageGuard
@@ -161,6 +161,8 @@ type Service struct {
 	urls    *signedurl.Signer
 	// upgrades is the upgrades area (appliance/upgrades, built in New).
 	upgrades *upgrades.Service
+	// migrate is the migration area's preflight and source checks (appliance/migrate, built in New).
+	migrate *migrate.Service
 }
 
 // New returns a service built with its collaborators.
@@ -184,10 +186,10 @@ func New(cfg Config, deps Deps) *Service {
 	}
 	s := &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, jobs: deps.Jobs, importLimit: importLimit, stepHook: deps.JobStepHook,
 		backupObjects: deps.BackupObjects,
-		now:           func() time.Time { return clock().UTC() }, Probe: &Probes{},
-		preflights: perKeyRate{every: time.Minute / preflightsPerMinute, burst: preflightsPerMinute}}
+		now:           func() time.Time { return clock().UTC() }, Probe: &Probes{}}
 	s.hooks = s.newWebhooks(cfg, deps)
 	s.studio = s.newStudio(deps)
+	s.migrate = s.newMigrate(deps)
 	ephemeral := DefaultEphemeralLimits
 	if cfg.Ephemeral != nil {
 		ephemeral = *cfg.Ephemeral

@@ -1,4 +1,4 @@
-package appliance
+package migrate
 
 import (
 	"context"
@@ -7,12 +7,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/time/rate"
 
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -53,57 +53,57 @@ var providers = []provider{
 	{name: "timescale", hosts: []string{".tsdb.cloud.timescale.com"}, schemas: []string{"_timescaledb_catalog", "_timescaledb_internal", "_timescaledb_config", "timescaledb_information"}},
 }
 
-// ImportPreflight connects to source_url and fills the preflight from it and from the project. A source
+// Preflight connects to source_url and fills the preflight from it and from the project. A source
 // that cannot be reached gives ok false with a failing connect check (and source null), not an error: the
 // answer is about the source. A malformed URL is Invalid.
-func (s *Service) ImportPreflight(ctx context.Context, p *Principal, projectID string, req *PreflightRequest) (*PreflightResponse, error) {
+func (s *Service) Preflight(ctx context.Context, p *authz.Principal, projectID string, req *api.PreflightRequest) (*api.PreflightResponse, error) {
 	if err := p.RequireAdminRole("importing into a project"); err != nil {
 		return nil, err
 	}
-	src, err := s.parseSource(req.SourceURL)
+	src, err := s.ParseSource(req.SourceURL)
 	if err != nil {
 		return nil, err
 	}
-	prj, inst, err := s.activeProject(p, projectID)
+	prj, inst, err := s.host.ActiveInstance(p, projectID)
 	if err != nil {
 		return nil, err
 	}
-	if wait := s.preflights.wait(prj.ID); wait > 0 {
-		return nil, &Error{Kind: KindTooMany, RetryAfter: wait, Msg: fmt.Sprintf("import preflights of a project are limited to %d a minute: try again shortly", preflightsPerMinute)}
+	if wait := s.preflights.Wait(prj.ID); wait > 0 {
+		return nil, &apperr.Error{Kind: apperr.KindTooMany, RetryAfter: wait, Msg: fmt.Sprintf("import preflights of a project are limited to %d a minute: try again shortly", PreflightsPerMinute)}
 	}
-	target, err := s.adminConn(ctx, inst, prj.DatabaseName)
+	target, err := s.host.AdminConn(ctx, inst, prj.DatabaseName)
 	if err != nil {
-		return nil, &Error{Kind: KindUnavailable, Msg: "the project's server does not answer", Cause: err}
+		return nil, &apperr.Error{Kind: apperr.KindUnavailable, Msg: "the project's server does not answer", Cause: err}
 	}
 	defer target.Close(context.WithoutCancel(ctx))
-	pf, err := s.preflight(ctx, prj, target, src)
+	pf, err := s.Check(ctx, prj, target, src)
 	if err != nil {
 		return nil, err
 	}
 	// Recorded: it connects to a database with credentials given to the appliance.
 	if err := s.db.Update(func(tx *store.Tx) error {
-		return s.audit(tx, p, "import.preflight", prj.OrganizationID, prj.ID, map[string]any{"source": src.Redacted(), "ok": pf.OK})
+		return s.host.Audit(tx, p, "import.preflight", prj.OrganizationID, prj.ID, map[string]any{"source": src.Redacted(), "ok": pf.OK})
 	}); err != nil {
-		return nil, Internal(err, "audit")
+		return nil, apperr.Internal(err, "audit")
 	}
-	return &PreflightResponse{Preflight: pf}, nil
+	return &api.PreflightResponse{Preflight: pf}, nil
 }
 
-// preflight inspects the source and compares it with the target (an admin connection to the project's
+// Check inspects the source and compares it with the target (an admin connection to the project's
 // database).
-func (s *Service) preflight(ctx context.Context, prj *store.Project, target *pgx.Conn, src *SourceURL) (*Preflight, error) {
-	pf := &Preflight{StorageLimitBytes: storageLimit(prj), TargetVersion: prj.PostgresVersion, Checks: []PreflightCheck{}}
+func (s *Service) Check(ctx context.Context, prj *store.Project, target *pgx.Conn, src *SourceURL) (*api.Preflight, error) {
+	pf := &api.Preflight{StorageLimitBytes: s.storageLimit(prj), TargetVersion: prj.PostgresVersion, Checks: []api.PreflightCheck{}}
 	var targetNum int
 	if err := target.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&targetNum); err != nil {
-		return nil, serverErr(err, "read the project's version")
+		return nil, apperr.Server(err, "read the project's version")
 	}
 	check := func(name, status, format string, args ...any) {
-		pf.Checks = append(pf.Checks, PreflightCheck{Name: name, Status: status, Detail: fmt.Sprintf(format, args...)})
+		pf.Checks = append(pf.Checks, api.PreflightCheck{Name: name, Status: status, Detail: fmt.Sprintf(format, args...)})
 	}
 	conn, err := src.Connect(ctx)
 	if err != nil {
-		s.log.Info("import source connection failed", "project", prj.ID, "source", src.Redacted(), "err", src.redactErr(err))
-		check("connect", CheckFail, "%v", src.connectErr(err))
+		s.log.Info("import source connection failed", "project", prj.ID, "source", src.Redacted(), "err", src.RedactErr(err))
+		check("connect", CheckFail, "%v", src.ConnectErr(err))
 		return pf, nil
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
@@ -114,7 +114,7 @@ func (s *Service) preflight(ctx context.Context, prj *store.Project, target *pgx
 	check("connect", CheckPass, "connected to database %s on %s as %s %s", src.Database(), src.Host(), src.User(), tlsNote)
 	info, sourceNum, err := inspectSource(ctx, conn, src.Host())
 	if err != nil {
-		check("inspect", CheckFail, "reading the source's catalogs failed: %v", src.redactErr(err))
+		check("inspect", CheckFail, "reading the source's catalogs failed: %v", src.RedactErr(err))
 		return pf, nil
 	}
 	pf.Source = info
@@ -129,9 +129,9 @@ func (s *Service) preflight(ctx context.Context, prj *store.Project, target *pgx
 	} else {
 		check("size", CheckPass, "%d bytes of a %d-byte limit", info.DatabaseSizeBytes, pf.StorageLimitBytes)
 	}
-	missing, err := missingExtensions(ctx, target, info.Extensions, s.offers)
+	missing, err := missingExtensions(ctx, target, info.Extensions, s.host.OffersExtension)
 	if err != nil {
-		return nil, serverErr(err, "list the project's extensions")
+		return nil, apperr.Server(err, "list the project's extensions")
 	}
 	if len(missing) > 0 {
 		check("extensions", CheckFail, "not available here: %s", strings.Join(missing, ", "))
@@ -164,24 +164,21 @@ func (s *Service) preflight(ctx context.Context, prj *store.Project, target *pgx
 	} else {
 		check("replication", CheckWarn, "imports/follow is not possible until: %s", strings.Join(info.Replication.Blockers, "; "))
 	}
-	pf.OK = !slices.ContainsFunc(pf.Checks, func(c PreflightCheck) bool { return c.Status == CheckFail })
+	pf.OK = !slices.ContainsFunc(pf.Checks, func(c api.PreflightCheck) bool { return c.Status == CheckFail })
 	return pf, nil
 }
 
 // storageLimit is the project's storage limit, from its plan when the project has none of its own.
-func storageLimit(prj *store.Project) int64 {
+func (s *Service) storageLimit(prj *store.Project) int64 {
 	if prj.StorageLimitBytes > 0 {
 		return prj.StorageLimitBytes
 	}
-	if pl, ok := PlanByName(prj.Plan); ok {
-		return pl.StorageLimitBytes
-	}
-	return 0
+	return s.host.PlanStorageLimitBytes(prj.Plan)
 }
 
 // missingExtensions names the source's extensions the target's server does not offer or the appliance
 // does not allow.
-func missingExtensions(ctx context.Context, target *pgx.Conn, exts []SourceExtension, offered func(string) bool) ([]string, error) {
+func missingExtensions(ctx context.Context, target *pgx.Conn, exts []api.SourceExtension, offered func(string) bool) ([]string, error) {
 	rows, err := target.Query(ctx, "SELECT name FROM pg_available_extensions")
 	if err != nil {
 		return nil, err
@@ -205,10 +202,10 @@ func missingExtensions(ctx context.Context, target *pgx.Conn, exts []SourceExten
 var systemSchema = regexp.MustCompile(`^(pg_catalog|information_schema|pg_toast|pg_temp_\d+|pg_toast_temp_\d+)$`)
 
 // inspectSource reads everything the preflight reports from the source's catalogs.
-func inspectSource(ctx context.Context, conn *pgx.Conn, host string) (*SourceInfo, int, error) {
-	info := &SourceInfo{Extensions: []SourceExtension{}, AppSchemas: []string{}, ProviderSchemas: []string{},
+func inspectSource(ctx context.Context, conn *pgx.Conn, host string) (*api.SourceInfo, int, error) {
+	info := &api.SourceInfo{Extensions: []api.SourceExtension{}, AppSchemas: []string{}, ProviderSchemas: []string{},
 		ProviderAuthPolicyTables: []string{}, EventTriggers: []string{}, ProviderSignals: []string{},
-		ProviderAuthFKs: []ProviderAuthFK{}, Replication: &ReplicationReadiness{Blockers: []string{}}}
+		ProviderAuthFKs: []api.ProviderAuthFK{}, Replication: &api.ReplicationReadiness{Blockers: []string{}}}
 	var num int
 	var version string
 	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('server_version_num')::int,
@@ -220,19 +217,19 @@ func inspectSource(ctx context.Context, conn *pgx.Conn, host string) (*SourceInf
 	if err != nil {
 		return nil, 0, err
 	}
-	if info.Extensions, err = pgx.CollectRows(rows, pgx.RowToStructByPos[SourceExtension]); err != nil {
+	if info.Extensions, err = pgx.CollectRows(rows, pgx.RowToStructByPos[api.SourceExtension]); err != nil {
 		return nil, 0, err
 	}
-	schemas, err := queryStrings(ctx, conn, "SELECT nspname FROM pg_namespace ORDER BY nspname")
+	schemas, err := QueryStrings(ctx, conn, "SELECT nspname FROM pg_namespace ORDER BY nspname")
 	if err != nil {
 		return nil, 0, err
 	}
 	schemas = slices.DeleteFunc(schemas, systemSchema.MatchString)
-	roles, err := queryStrings(ctx, conn, "SELECT rolname FROM pg_roles")
+	roles, err := QueryStrings(ctx, conn, "SELECT rolname FROM pg_roles")
 	if err != nil {
 		return nil, 0, err
 	}
-	settings, err := queryStrings(ctx, conn, "SELECT name FROM pg_settings")
+	settings, err := QueryStrings(ctx, conn, "SELECT name FROM pg_settings")
 	if err != nil {
 		return nil, 0, err
 	}
@@ -245,7 +242,7 @@ func inspectSource(ctx context.Context, conn *pgx.Conn, host string) (*SourceInf
 			info.AppSchemas = append(info.AppSchemas, n)
 		}
 	}
-	if info.EventTriggers, err = queryStrings(ctx, conn, "SELECT evtname FROM pg_event_trigger ORDER BY evtname"); err != nil {
+	if info.EventTriggers, err = QueryStrings(ctx, conn, "SELECT evtname FROM pg_event_trigger ORDER BY evtname"); err != nil {
 		return nil, 0, err
 	}
 	if len(info.ProviderSchemas) > 0 || len(provRoles) > 0 {
@@ -255,7 +252,7 @@ func inspectSource(ctx context.Context, conn *pgx.Conn, host string) (*SourceInf
 			re := `\m(` + strings.Join(regexpQuoteAll(info.ProviderSchemas), "|") + `)\.`
 			pattern = &re
 		}
-		if info.ProviderAuthPolicyTables, err = queryStrings(ctx, conn, `SELECT DISTINCT schemaname || '.' || tablename FROM pg_policies
+		if info.ProviderAuthPolicyTables, err = QueryStrings(ctx, conn, `SELECT DISTINCT schemaname || '.' || tablename FROM pg_policies
 			WHERE schemaname = ANY($1) AND (coalesce(qual, '') || ' ' || coalesce(with_check, '') ~ $2 OR roles && $3::name[])
 			ORDER BY 1`, info.AppSchemas, pattern, provRoles); err != nil {
 			return nil, 0, err
@@ -268,7 +265,7 @@ func inspectSource(ctx context.Context, conn *pgx.Conn, host string) (*SourceInf
 		if err != nil {
 			return nil, 0, err
 		}
-		if info.ProviderAuthFKs, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ProviderAuthFK]); err != nil {
+		if info.ProviderAuthFKs, err = pgx.CollectRows(rows, pgx.RowToStructByPos[api.ProviderAuthFK]); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -281,7 +278,7 @@ func inspectSource(ctx context.Context, conn *pgx.Conn, host string) (*SourceInf
 // detectProvider finds the hosting provider from the host name, roles, settings, extensions and schemas
 // (schemas alone count only when two or more of one provider's are present: a lone "auth" schema may be
 // the application's own). It returns the provider's schemas and roles present in the source.
-func detectProvider(info *SourceInfo, host string, schemas, roles, settings []string) (string, []string, []string) {
+func detectProvider(info *api.SourceInfo, host string, schemas, roles, settings []string) (string, []string, []string) {
 	host = strings.ToLower(host)
 	for _, pv := range providers {
 		var signals, strong []string
@@ -306,7 +303,7 @@ func detectProvider(info *SourceInfo, host string, schemas, roles, settings []st
 			}
 		}
 		for _, e := range pv.exts {
-			if slices.ContainsFunc(info.Extensions, func(x SourceExtension) bool { return x.Name == e }) {
+			if slices.ContainsFunc(info.Extensions, func(x api.SourceExtension) bool { return x.Name == e }) {
 				strong = append(strong, "extension:"+e)
 			}
 		}
@@ -327,7 +324,7 @@ func detectProvider(info *SourceInfo, host string, schemas, roles, settings []st
 
 // replicationReadiness fills info.Replication: the settings, and a blocker for everything that stops
 // logical replication of the app schemas with the URL's role.
-func replicationReadiness(ctx context.Context, conn *pgx.Conn, num int, info *SourceInfo) error {
+func replicationReadiness(ctx context.Context, conn *pgx.Conn, num int, info *api.SourceInfo) error {
 	r := info.Replication
 	var slots, senders, usedSenders int
 	var user, db string
@@ -362,7 +359,7 @@ func replicationReadiness(ctx context.Context, conn *pgx.Conn, num int, info *So
 		block("role %s may not create a publication in database %s: GRANT CREATE ON DATABASE %s TO %s", user, db,
 			pgx.Identifier{db}.Sanitize(), pgx.Identifier{user}.Sanitize())
 	}
-	notOwned, err := queryStrings(ctx, conn, `SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	notOwned, err := QueryStrings(ctx, conn, `SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.relkind IN ('r', 'p') AND n.nspname = ANY($1) AND NOT pg_has_role(current_user, c.relowner, 'USAGE')
 		ORDER BY 1`, info.AppSchemas)
 	if err != nil {
@@ -371,7 +368,7 @@ func replicationReadiness(ctx context.Context, conn *pgx.Conn, num int, info *So
 	if len(notOwned) > 0 {
 		block("role %s does not own %s: a publication needs the tables' owner", user, listSome(notOwned))
 	}
-	noIdentity, err := queryStrings(ctx, conn, `SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	noIdentity, err := QueryStrings(ctx, conn, `SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.relkind = 'r' AND n.nspname = ANY($1) AND (c.relreplident = 'n' OR (c.relreplident = 'd'
 		  AND NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)))
 		ORDER BY 1`, info.AppSchemas)
@@ -394,7 +391,7 @@ func listSome(names []string) string {
 	return strings.Join(names[:10], ", ") + " and " + strconv.Itoa(len(names)-10) + " more"
 }
 
-func queryStrings(ctx context.Context, conn *pgx.Conn, sql string, args ...any) ([]string, error) {
+func QueryStrings(ctx context.Context, conn *pgx.Conn, sql string, args ...any) ([]string, error) {
 	rows, err := conn.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
@@ -410,35 +407,6 @@ func regexpQuoteAll(names []string) []string {
 	return out
 }
 
-// preflightsPerMinute is each project's rate of import preflights: each connects somewhere on the
+// PreflightsPerMinute is each project's rate of import preflights: each connects somewhere on the
 // tenant's behalf.
-const preflightsPerMinute = 10
-
-// perKeyRate is a token bucket per key (a project's ID).
-type perKeyRate struct {
-	mu      sync.Mutex
-	every   time.Duration
-	burst   int
-	buckets map[string]*rate.Limiter
-}
-
-// wait takes a token of key's bucket and returns 0, or, when the bucket is empty, takes nothing and
-// returns how long until it holds a token again (what a 429's Retry-After says).
-func (r *perKeyRate) wait(key string) time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.buckets == nil {
-		r.buckets = map[string]*rate.Limiter{}
-	}
-	l := r.buckets[key]
-	if l == nil {
-		l = rate.NewLimiter(rate.Every(r.every), r.burst)
-		r.buckets[key] = l
-	}
-	res := l.Reserve()
-	if d := res.Delay(); d > 0 {
-		res.Cancel()
-		return d
-	}
-	return 0
-}
+const PreflightsPerMinute = 10

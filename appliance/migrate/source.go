@@ -1,4 +1,4 @@
-package appliance
+package migrate
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/theappliance/appliance/appliance/apperr"
 	"github.com/theappliance/appliance/appliance/outbound"
 )
 
@@ -27,13 +28,13 @@ type SourceURL struct {
 	addr netip.Addr // the address the outbound policy checked: every connection goes there
 }
 
-// parseSource checks a source URL and puts it under the appliance's outbound policy.
-func (s *Service) parseSource(raw string) (*SourceURL, error) {
+// ParseSource checks a source URL and puts it under the appliance's outbound policy.
+func (s *Service) ParseSource(raw string) (*SourceURL, error) {
 	src, err := ParseSourceURL(raw)
 	if err != nil {
 		return nil, err
 	}
-	src.pol = s.policy()
+	src.pol = s.policy
 	return src, nil
 }
 
@@ -45,9 +46,9 @@ func (s *SourceURL) port() int {
 	return 5432
 }
 
-// pin resolves the host through the outbound policy once: the connections of the appliance (pgx) and of
+// Pin resolves the host through the outbound policy once: the connections of the appliance (pgx) and of
 // the programs it runs for the source (pg_dump, the subscription's worker) all go to that address.
-func (s *SourceURL) pin(ctx context.Context) error {
+func (s *SourceURL) Pin(ctx context.Context) error {
 	if s.addr.IsValid() {
 		return nil
 	}
@@ -62,9 +63,9 @@ func (s *SourceURL) pin(ctx context.Context) error {
 	return nil
 }
 
-// connectErr is what a tenant learns of a failed connection to the source: refused by the policy, or
+// ConnectErr is what a tenant learns of a failed connection to the source: refused by the policy, or
 // could not connect; never what answered (a closed port, TLS, another service, a wrong password).
-func (s *SourceURL) connectErr(err error) error {
+func (s *SourceURL) ConnectErr(err error) error {
 	return fmt.Errorf("cannot connect to %s: %s", s.Redacted(), outbound.Public(err))
 }
 
@@ -83,37 +84,37 @@ var sourceSSLModes = []string{"disable", "allow", "prefer", "require", "verify-c
 func ParseSourceURL(raw string) (*SourceURL, error) {
 	raw = strings.TrimSpace(raw)
 	if raw == "" {
-		return nil, Invalid("source_url is required")
+		return nil, apperr.Invalid("source_url is required")
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return nil, Invalid("source_url must be a postgres:// or postgresql:// URL")
+		return nil, apperr.Invalid("source_url must be a postgres:// or postgresql:// URL")
 	}
 	host := u.Hostname()
 	switch {
 	case host == "" || strings.HasPrefix(host, "/") || strings.Contains(u.Host, ","):
-		return nil, Invalid("source_url must name one TCP host (no socket paths, no host lists)")
+		return nil, apperr.Invalid("source_url must name one TCP host (no socket paths, no host lists)")
 	case u.User == nil || u.User.Username() == "":
-		return nil, Invalid("source_url must name a user")
+		return nil, apperr.Invalid("source_url must name a user")
 	case !hasPassword(u):
-		return nil, Invalid("source_url must include the user's password")
+		return nil, apperr.Invalid("source_url must include the user's password")
 	case strings.Trim(u.Path, "/") == "" || strings.Contains(strings.Trim(u.Path, "/"), "/"):
-		return nil, Invalid("source_url must name one database, e.g. postgres://user:password@host:5432/dbname")
+		return nil, apperr.Invalid("source_url must name one database, e.g. postgres://user:password@host:5432/dbname")
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return nil, Invalid("source_url has an invalid port")
+			return nil, apperr.Invalid("source_url has an invalid port")
 		}
 	}
 	for k, v := range u.Query() {
 		if !slices.Contains(sourceParams, k) {
-			return nil, Invalid("source_url parameter %q is not accepted (allowed: %s)", k, strings.Join(sourceParams, ", "))
+			return nil, apperr.Invalid("source_url parameter %q is not accepted (allowed: %s)", k, strings.Join(sourceParams, ", "))
 		}
 		if k == "sslmode" && !slices.Contains(sourceSSLModes, v[0]) {
-			return nil, Invalid("source_url sslmode must be one of %s", strings.Join(sourceSSLModes, ", "))
+			return nil, apperr.Invalid("source_url sslmode must be one of %s", strings.Join(sourceSSLModes, ", "))
 		}
 		if k == "sslrootcert" && v[0] != "system" {
-			return nil, Invalid("source_url sslrootcert may only be \"system\" (the machine's CA certificates)")
+			return nil, apperr.Invalid("source_url sslrootcert may only be \"system\" (the machine's CA certificates)")
 		}
 	}
 	return &SourceURL{raw: raw, u: u}, nil
@@ -138,6 +139,20 @@ func (s *SourceURL) Database() string { return strings.Trim(s.u.Path, "/") }
 
 // User is the user the URL logs in as.
 func (s *SourceURL) User() string { return s.u.User.Username() }
+
+// Password is the password the URL logs in with (for PGPASSWORD).
+func (s *SourceURL) Password() string {
+	pw, _ := s.u.User.Password()
+	return pw
+}
+
+// ConninfoWithoutPassword is Conninfo without the password (for command lines, which other local users
+// can read; the password goes in PGPASSWORD).
+func (s *SourceURL) ConninfoWithoutPassword() string {
+	u, _ := url.Parse(s.Conninfo())
+	u.User = url.User(s.u.User.Username())
+	return u.String()
+}
 
 // Conninfo is the URL as a libpq connection string for CREATE SUBSCRIPTION and pg_dump, with
 // connect_timeout set when the URL has none and sslrootcert=system made the CA bundle's path.
@@ -164,12 +179,12 @@ func (s *SourceURL) conninfo(withHostaddr bool) string {
 // Connect opens a connection to the source. Only what the URL says is used: the password of the
 // appliance's environment or passfile never is.
 func (s *SourceURL) Connect(ctx context.Context) (*pgx.Conn, error) {
-	if err := s.pin(ctx); err != nil {
+	if err := s.Pin(ctx); err != nil {
 		return nil, err
 	}
 	cfg, err := pgx.ParseConfig(s.conninfo(false))
 	if err != nil {
-		return nil, Invalid("source_url: %s", s.redactErr(err))
+		return nil, apperr.Invalid("source_url: %s", s.RedactErr(err))
 	}
 	pw, _ := s.u.User.Password()
 	cfg.Password = pw
@@ -194,10 +209,10 @@ func connUsesTLS(conn *pgx.Conn) bool {
 	return ok
 }
 
-// redactErr removes the source URL's password from an error's text where it stands as the password:
+// RedactErr removes the source URL's password from an error's text where it stands as the password:
 // in the URL or conninfo, or as password=…; the same characters elsewhere (a database named like the
 // password) are left alone.
-func (s *SourceURL) redactErr(err error) error {
+func (s *SourceURL) RedactErr(err error) error {
 	if err == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package appliance
+package migrate
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ func TestRedactErrMasksOnlyThePassword(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := errors.New(`connect postgres://app:postgres@db.example.com:5432/postgres: database "postgres" of user app; password=postgres`)
-	got := src.redactErr(in).Error()
+	got := src.RedactErr(in).Error()
 	want := `connect postgres://app:xxxxx@db.example.com:5432/postgres: database "postgres" of user app; password=xxxxx`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
