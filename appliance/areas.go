@@ -257,3 +257,26 @@ func (h areaHost) PlanStorageLimitBytes(name string) int64 {
 	}
 	return 0
 }
+
+// SignedURL is the URL of the resource id under path, valid until expires (signed with the root's box).
+func (h areaHost) SignedURL(purpose, path, id string, expires time.Time) string {
+	return h.s.signedURL(purpose, path, id, expires)
+}
+
+// CheckSignedURL checks a signed URL's expires and sig for id.
+func (h areaHost) CheckSignedURL(purpose, what, id, expires, sig string) error {
+	return h.s.checkSignedURL(purpose, what, id, expires, sig)
+}
+
+// PrepareUploads makes the project's directory in the data plane's backup store; the uploads belong to
+// the instances' OS user.
+func (h areaHost) PrepareUploads(ctx context.Context, projectID string) (migrate.Owner, error) {
+	dp, err := h.s.dataPlane()
+	if err != nil {
+		return nil, err
+	}
+	if err := h.s.localBackups(dp).Prepare(ctx, projectID); err != nil {
+		return nil, Internal(err, "prepare backup store")
+	}
+	return dp.User, nil
+}

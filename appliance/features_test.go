@@ -51,9 +51,9 @@ func TestFeaturesNeedTheirPrograms(t *testing.T) {
 	refused("backup", err, "pg_basebackup", "postgresql-client-15")
 	_, err = e.Svc.Exports().Create(t.Context(), p, prj.ID)
 	refused("export", err, "pg_dump", "postgresql-client-15")
-	_, err = e.Svc.CreateImportUpload(t.Context(), p, prj.ID)
+	_, err = e.Svc.Migrate().CreateUpload(t.Context(), p, prj.ID)
 	refused("upload", err, "pg_dump", "postgresql-client-15")
-	_, err = e.Svc.CreateImport(t.Context(), p, prj.ID, &appliance.ImportRequest{Confirm: true, UploadID: "upl_x"})
+	_, err = e.Svc.Migrate().CreateImport(t.Context(), p, prj.ID, &appliance.ImportRequest{Confirm: true, UploadID: "upl_x"})
 	refused("import", err, "pg_dump", "postgresql-client-15")
 	if n := countJobs(t, e); n != jobsBefore {
 		t.Errorf("refused actions queued %d jobs", n-jobsBefore)

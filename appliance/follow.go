@@ -23,12 +23,13 @@ type followPayload struct {
 	FollowID string `json:"follow_id"`
 }
 
-// Migrate is the migration area's checks of an outside source: httpapi's import preflight route calls it.
+// Migrate is the migration area (the import preflight, the dump uploads): httpapi's import routes call it.
 func (s *Service) Migrate() *migrate.Service { return s.migrate }
 
 // newMigrate builds the area with the service's collaborators (New).
 func (s *Service) newMigrate(deps Deps) *migrate.Service {
-	return migrate.New(migrate.Deps{DB: deps.DB, Log: deps.Log, Policy: s.policy(), Host: areaHost{s}})
+	return migrate.New(migrate.Config{DataDir: s.cfg.DataDir}, migrate.Deps{DB: deps.DB, Log: deps.Log, Clock: s.now,
+		UploadLimit: deps.ImportUploadLimit, Policy: s.policy(), Host: areaHost{s}})
 }
 
 // followFinished says whether a follow can no longer change.

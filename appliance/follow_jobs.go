@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -672,4 +675,80 @@ func (s *Service) detachOpenFollow(ctx context.Context, prj *store.Project, inst
 		warnings = append(warnings, err.Error())
 	}
 	return warnings
+}
+
+// JobImportRestore is the area's job type, named here too so the root's tables of job types
+// (registerBackupJobs, the events) read as before.
+const JobImportRestore = migrate.JobImportRestore
+
+// importRestoreJob restores the upload's dump over the project's database (restoreDump: any error
+// pg_restore reports fails the job, and then nothing changed); on success the upload is consumed.
+func (s *Service) importRestoreJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	var in migrate.ImportPayload
+	dp, prj, inst, err := s.activeTarget(run, &in)
+	if err != nil {
+		return nil, err
+	}
+	var u *store.Upload
+	if err := s.db.View(func(tx *store.Tx) (err error) { u, err = store.Uploads.Get(tx, in.UploadID); return err }); err != nil {
+		return nil, fmt.Errorf("upload %s: %w", in.UploadID, err)
+	}
+	if u.State == migrate.UploadConsumed {
+		return map[string]any{"skipped": "upload is consumed"}, nil
+	}
+	if u.State != migrate.UploadUploaded {
+		return nil, fmt.Errorf("upload %s is %s, not uploaded", u.ID, u.State)
+	}
+	if err := s.restoreDump(ctx, run, dp, prj, inst, prj.DatabaseName, u.Path, nil); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	if err := s.db.Update(func(tx *store.Tx) error {
+		cur, err := store.Uploads.Get(tx, u.ID)
+		if err != nil {
+			return err
+		}
+		cur.State, cur.ConsumedAt = migrate.UploadConsumed, &now
+		return store.Uploads.Put(tx, cur)
+	}); err != nil {
+		return nil, err
+	}
+	// The dump has served its purpose (the record keeps its size). A file left by a failure here or a
+	// crash before is deleted by the sweep, which deletes the files of consumed uploads.
+	if err := os.Remove(u.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("delete consumed upload", "upload", u.ID, "err", err)
+	}
+	return map[string]any{"upload_id": u.ID, "size_bytes": u.SizeBytes}, nil
+}
+
+// filterRestoreList drops from a pg_restore --list file the entries a project's role may not or need not
+// restore: extensions (the platform manages them), event triggers (they need a superuser) and the public
+// schema itself (every database has it; --clean would try to drop it), with their comments, and the
+// schemas named in skip (themselves, not what they hold).
+func filterRestoreList(path string, skip []string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var keep []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, ";") && (skippedRestoreEntry.MatchString(line) || slices.ContainsFunc(skip, func(name string) bool {
+			return schemaEntry.MatchString(line) && strings.HasPrefix(schemaEntry.FindStringSubmatch(line)[1], name+" ")
+		})) {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	return os.WriteFile(path, []byte(strings.Join(keep, "\n")), 0o600)
+}
+
+// skippedRestoreEntry matches the list entries filterRestoreList drops ("<id>; <oid> <oid> TYPE schema name owner").
+var skippedRestoreEntry = regexp.MustCompile(`^\d+; \d+ \d+ (.* )?(EXTENSION|EVENT TRIGGER|SCHEMA (- )?public) `)
+
+// schemaEntry matches a schema's own entry; its group is "name owner".
+var schemaEntry = regexp.MustCompile(`^\d+; \d+ \d+ SCHEMA - (.*)$`)
+
+// importDir is the directory of a project's uploaded dumps in the backup store.
+func (s *Service) importDir(projectID string) string {
+	return migrate.ImportDir(s.cfg.DataDir, projectID)
 }

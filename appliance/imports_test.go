@@ -11,6 +11,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -37,24 +38,24 @@ func TestImportUploadAndRestore(t *testing.T) {
 	}
 
 	// Without confirm: 400 and no job; without an upload: 409.
-	if _, err := e.Svc.CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{}); appliance.KindOf(err) != appliance.KindInvalid ||
+	if _, err := e.Svc.Migrate().CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{}); appliance.KindOf(err) != appliance.KindInvalid ||
 		!strings.Contains(err.Error(), "send confirm: true") {
 		t.Fatalf("import without confirm: %v", err)
 	}
-	if _, err := e.Svc.CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true}); appliance.KindOf(err) != appliance.KindConflict {
+	if _, err := e.Svc.Migrate().CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true}); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("import without an upload: %v", err)
 	}
 
 	// A session without the admin role may neither get an upload URL nor import.
 	member := &appliance.Principal{AuthSource: appliance.SourceSession, OrganizationID: dst.OrganizationID, IDPOrganizationRole: appliance.RoleMember}
-	if _, err := e.Svc.CreateImportUpload(t.Context(), member, dst.ID); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.Migrate().CreateUpload(t.Context(), member, dst.ID); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Fatalf("member upload: %v", err)
 	}
-	if _, err := e.Svc.CreateImport(t.Context(), member, dst.ID, &appliance.ImportRequest{Confirm: true}); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.Migrate().CreateImport(t.Context(), member, dst.ID, &appliance.ImportRequest{Confirm: true}); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Fatalf("member import: %v", err)
 	}
 
-	up, err := e.Svc.CreateImportUpload(t.Context(), p, dst.ID)
+	up, err := e.Svc.Migrate().CreateUpload(t.Context(), p, dst.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestImportUploadAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	if up.Upload.ObjectKey != "imports/"+up.Upload.ID+".dump" || !strings.HasSuffix(u.Path, "/v1/uploads/imports/"+up.Upload.ID) ||
-		up.Upload.State != appliance.UploadPending {
+		up.Upload.State != migrate.UploadPending {
 		t.Fatalf("upload %+v", up.Upload)
 	}
 	expires, sig := u.Query().Get("expires"), u.Query().Get("sig")
@@ -73,15 +74,15 @@ func TestImportUploadAndRestore(t *testing.T) {
 	} else {
 		tampered[0] = '0'
 	}
-	if _, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, string(tampered), -1, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.Migrate().ReceiveUpload(t.Context(), up.Upload.ID, expires, string(tampered), -1, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Fatalf("tampered upload: %v", err)
 	}
-	if _, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, "9999999999", sig, -1, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.Migrate().ReceiveUpload(t.Context(), up.Upload.ID, "9999999999", sig, -1, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Fatalf("later expires: %v", err)
 	}
 	dir := filepath.Join(e.Dir, "backups", dst.ID, "imports")
 	uploadLimit.Store(int64(len(dump) - 1))
-	_, err = e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, sig, -1, bytes.NewReader(dump))
+	_, err = e.Svc.Migrate().ReceiveUpload(t.Context(), up.Upload.ID, expires, sig, -1, bytes.NewReader(dump))
 	uploadLimit.Store(0)
 	if appliance.KindOf(err) != appliance.KindTooLarge {
 		t.Fatalf("oversize upload: %v", err)
@@ -89,19 +90,19 @@ func TestImportUploadAndRestore(t *testing.T) {
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Fatalf("an oversize upload left %d files", len(left))
 	}
-	got, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, sig, -1, bytes.NewReader(dump))
+	got, err := e.Svc.Migrate().ReceiveUpload(t.Context(), up.Upload.ID, expires, sig, -1, bytes.NewReader(dump))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Upload.State != appliance.UploadUploaded || got.Upload.SizeBytes != int64(len(dump)) {
+	if got.Upload.State != migrate.UploadUploaded || got.Upload.SizeBytes != int64(len(dump)) {
 		t.Fatalf("uploaded %+v", got.Upload)
 	}
-	if _, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, expires, sig, -1, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindConflict {
+	if _, err := e.Svc.Migrate().ReceiveUpload(t.Context(), up.Upload.ID, expires, sig, -1, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("second upload: %v", err)
 	}
 
-	imp, err := e.Svc.CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true})
-	if j := runJob(t, e, imp, err); j.Type != appliance.JobImportRestore {
+	imp, err := e.Svc.Migrate().CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true})
+	if j := runJob(t, e, imp, err); j.Type != migrate.JobImportRestore {
 		t.Fatalf("job type %s", j.Type)
 	}
 	c, err := e.Svc.ProjectConnections(t.Context(), p, dst.ID)
@@ -116,10 +117,10 @@ func TestImportUploadAndRestore(t *testing.T) {
 		t.Fatalf("imported table owned by %s, want %s", owner, dst.RoleName)
 	}
 	// The upload is consumed: another import finds none. Its dump is deleted; the record keeps its size.
-	if _, err := e.Svc.CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true}); appliance.KindOf(err) != appliance.KindConflict {
+	if _, err := e.Svc.Migrate().CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true}); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("import of a consumed upload: %v", err)
 	}
-	if rec := uploadRecord(t, e, up.Upload.ID); rec.State != appliance.UploadConsumed || rec.SizeBytes != int64(len(dump)) || rec.ConsumedAt == nil {
+	if rec := uploadRecord(t, e, up.Upload.ID); rec.State != migrate.UploadConsumed || rec.SizeBytes != int64(len(dump)) || rec.ConsumedAt == nil {
 		t.Fatalf("consumed upload %+v", rec)
 	}
 	if left, err := os.ReadDir(dir); err != nil || len(left) != 0 {
@@ -127,16 +128,16 @@ func TestImportUploadAndRestore(t *testing.T) {
 	}
 
 	// A dump pg_restore rejects fails the job with its stderr.
-	bad, err := e.Svc.CreateImportUpload(t.Context(), p, dst.ID)
+	bad, err := e.Svc.Migrate().CreateUpload(t.Context(), p, dst.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bu, _ := url.Parse(bad.Upload.UploadURL)
-	if _, err := e.Svc.ReceiveImportUpload(t.Context(), bad.Upload.ID, bu.Query().Get("expires"), bu.Query().Get("sig"), -1,
+	if _, err := e.Svc.Migrate().ReceiveUpload(t.Context(), bad.Upload.ID, bu.Query().Get("expires"), bu.Query().Get("sig"), -1,
 		strings.NewReader("this is not a dump")); err != nil {
 		t.Fatal(err)
 	}
-	res2, err := e.Svc.CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true, UploadID: bad.Upload.ID})
+	res2, err := e.Svc.Migrate().CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true, UploadID: bad.Upload.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestImportUploadAndRestore(t *testing.T) {
 		t.Fatalf("after the failed import: %d rows", n)
 	}
 	// A failed import consumes nothing: the dump stays for another try (until the sweep's retention).
-	if rec := uploadRecord(t, e, bad.Upload.ID); rec.State != appliance.UploadUploaded {
+	if rec := uploadRecord(t, e, bad.Upload.ID); rec.State != migrate.UploadUploaded {
 		t.Fatalf("upload of the failed import %+v", rec)
 	}
 	if _, err := os.Stat(filepath.Join(dir, bad.Upload.ID+".dump")); err != nil {
@@ -204,15 +205,15 @@ func TestImportCannotBecomeSuperuser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up, err := e.Svc.CreateImportUpload(t.Context(), p, dst.ID)
+	up, err := e.Svc.Migrate().CreateUpload(t.Context(), p, dst.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse(up.Upload.UploadURL)
-	if _, err := e.Svc.ReceiveImportUpload(t.Context(), up.Upload.ID, u.Query().Get("expires"), u.Query().Get("sig"), -1, bytes.NewReader(dump)); err != nil {
+	if _, err := e.Svc.Migrate().ReceiveUpload(t.Context(), up.Upload.ID, u.Query().Get("expires"), u.Query().Get("sig"), -1, bytes.NewReader(dump)); err != nil {
 		t.Fatal(err)
 	}
-	jr, err := e.Svc.CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true})
+	jr, err := e.Svc.Migrate().CreateImport(t.Context(), p, dst.ID, &appliance.ImportRequest{Confirm: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -953,15 +953,15 @@ func TestDeleteProjectDeletesItsBackups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up, err := e.Svc.CreateImportUpload(ctx, p, prj.ID)
+	up, err := e.Svc.Migrate().CreateUpload(ctx, p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	uu, _ := url.Parse(up.Upload.UploadURL)
-	if _, err := e.Svc.ReceiveImportUpload(ctx, up.Upload.ID, uu.Query().Get("expires"), uu.Query().Get("sig"), -1, bytes.NewReader(dump)); err != nil {
+	if _, err := e.Svc.Migrate().ReceiveUpload(ctx, up.Upload.ID, uu.Query().Get("expires"), uu.Query().Get("sig"), -1, bytes.NewReader(dump)); err != nil {
 		t.Fatal(err)
 	}
-	pending, err := e.Svc.CreateImportUpload(ctx, p, prj.ID)
+	pending, err := e.Svc.Migrate().CreateUpload(ctx, p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1009,7 +1009,7 @@ func TestDeleteProjectDeletesItsBackups(t *testing.T) {
 	if _, err := e.Svc.Exports().Download(ctx, p, prj.ID, xres.ExportID); appliance.KindOf(err) != appliance.KindNotFound {
 		t.Fatalf("download URL of a deleted project's export: %v", err)
 	}
-	if _, err := e.Svc.ReceiveImportUpload(ctx, pending.Upload.ID, pu.Query().Get("expires"), pu.Query().Get("sig"), -1, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.Migrate().ReceiveUpload(ctx, pending.Upload.ID, pu.Query().Get("expires"), pu.Query().Get("sig"), -1, bytes.NewReader(dump)); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Fatalf("upload to a deleted project: %v", err)
 	}
 	if _, err := os.Lstat(root); !os.IsNotExist(err) {

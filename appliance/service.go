@@ -122,10 +122,6 @@ type Service struct {
 	stopSpares    context.CancelFunc
 	// stepHook is Deps.JobStepHook (restore_job.go).
 	stepHook JobStepHook
-	// importLimit overrides the import upload size limit when it returns a positive size (tests of 413).
-	importLimit func() int64
-	// uploads tracks the upload PUTs being received: one per upload at a time, bytes per project.
-	uploads uploadGate
 	// hooks is the webhooks area (appliance/webhook, built in New).
 	hooks *webhook.Service
 	// kv is the key-value store area (appliance/kv, built in New).
@@ -180,11 +176,7 @@ func New(cfg Config, deps Deps) *Service {
 	if clock == nil {
 		clock = time.Now
 	}
-	importLimit := deps.ImportUploadLimit
-	if importLimit == nil {
-		importLimit = func() int64 { return 0 }
-	}
-	s := &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, jobs: deps.Jobs, importLimit: importLimit, stepHook: deps.JobStepHook,
+	s := &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, jobs: deps.Jobs, stepHook: deps.JobStepHook,
 		backupObjects: deps.BackupObjects,
 		now:           func() time.Time { return clock().UTC() }, Probe: &Probes{}}
 	s.hooks = s.newWebhooks(cfg, deps)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -130,14 +131,14 @@ func (s *Service) sweepUploads(ctx context.Context, now time.Time, res *SweepRes
 			if err != nil || !uploadDue(u, now) {
 				return err
 			}
-			if u.State == UploadUploaded {
+			if u.State == migrate.UploadUploaded {
 				busy, err := importQueued(tx, u)
 				if err != nil || busy {
 					return err
 				}
 			}
 			// Like an export's expiry, not audited: the record keeps saying what happened.
-			u.State = UploadExpired
+			u.State = migrate.UploadExpired
 			if err := store.Uploads.Put(tx, u); err != nil {
 				return err
 			}
@@ -155,7 +156,7 @@ func (s *Service) sweepUploads(ctx context.Context, now time.Time, res *SweepRes
 			if final[u.ProjectID] == nil {
 				final[u.ProjectID] = map[string]bool{}
 			}
-			if u.State == UploadConsumed || u.State == UploadExpired {
+			if u.State == migrate.UploadConsumed || u.State == migrate.UploadExpired {
 				final[u.ProjectID][u.ID] = true
 			}
 			return false
@@ -196,9 +197,9 @@ func (s *Service) sweepUploads(ctx context.Context, now time.Time, res *SweepRes
 // uploadDue reports whether the sweep expires u at now.
 func uploadDue(u *store.Upload, now time.Time) bool {
 	switch u.State {
-	case UploadPending:
+	case migrate.UploadPending:
 		return !now.Before(u.ExpiresAt.Add(UploadPendingGrace))
-	case UploadUploaded:
+	case migrate.UploadUploaded:
 		return u.UploadedAt != nil && !now.Before(u.UploadedAt.Add(UploadRetention))
 	}
 	return false
@@ -211,10 +212,10 @@ func importQueued(tx *store.Tx, u *store.Upload) (bool, error) {
 		return false, err
 	}
 	for _, j := range js {
-		if j.Type != JobImportRestore || j.State == scheduler.StateCompleted || j.State == scheduler.StateFailed {
+		if j.Type != migrate.JobImportRestore || j.State == scheduler.StateCompleted || j.State == scheduler.StateFailed {
 			continue
 		}
-		var in importPayload
+		var in migrate.ImportPayload
 		if err := json.Unmarshal(j.Payload, &in); err == nil && in.UploadID == u.ID {
 			return true, nil
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -113,7 +114,7 @@ func TestSweepExpiresUploads(t *testing.T) {
 	dir := filepath.Join(e.Dir, "backups", prj.ID, "imports")
 	create := func() *appliance.Upload {
 		t.Helper()
-		up, err := e.Svc.CreateImportUpload(ctx, p, prj.ID)
+		up, err := e.Svc.Migrate().CreateUpload(ctx, p, prj.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +124,7 @@ func TestSweepExpiresUploads(t *testing.T) {
 		t.Helper()
 		u := create()
 		q, _ := url.Parse(u.UploadURL)
-		if _, err := e.Svc.ReceiveImportUpload(ctx, u.ID, q.Query().Get("expires"), q.Query().Get("sig"), -1, strings.NewReader(body)); err != nil {
+		if _, err := e.Svc.Migrate().ReceiveUpload(ctx, u.ID, q.Query().Get("expires"), q.Query().Get("sig"), -1, strings.NewReader(body)); err != nil {
 			t.Fatal(err)
 		}
 		return u
@@ -134,7 +135,7 @@ func TestSweepExpiresUploads(t *testing.T) {
 	// An import of queued that runs tomorrow (the runner leaves it alone until then).
 	var job *store.Job
 	if err := e.DB.Update(func(tx *store.Tx) error {
-		job = &store.Job{Type: appliance.JobImportRestore, OrganizationID: prj.OrganizationID, ProjectID: prj.ID,
+		job = &store.Job{Type: migrate.JobImportRestore, OrganizationID: prj.OrganizationID, ProjectID: prj.ID,
 			LockedResource: prj.ID, RunAfter: time.Now().Add(24 * time.Hour), Payload: []byte(`{"upload_id":"` + queued.ID + `"}`)}
 		return scheduler.Enqueue(tx, job)
 	}); err != nil {
@@ -167,17 +168,17 @@ func TestSweepExpiresUploads(t *testing.T) {
 	sweep(0, 0)
 	at(pending.ExpiresAt.Add(time.Minute))
 	sweep(0, 0)
-	if !exists(part) || state(pending) != appliance.UploadPending {
+	if !exists(part) || state(pending) != migrate.UploadPending {
 		t.Fatalf("within the grace: part %v, state %s", exists(part), state(pending))
 	}
 
 	// Past the grace the pending upload expires and its partial file is deleted.
 	at(pending.ExpiresAt.Add(appliance.UploadPendingGrace))
 	sweep(1, 1)
-	if exists(part) || state(pending) != appliance.UploadExpired {
+	if exists(part) || state(pending) != migrate.UploadExpired {
 		t.Fatalf("past the grace: part %v, state %s", exists(part), state(pending))
 	}
-	if !exists(staleFile) || !exists(queuedFile) || state(stale) != appliance.UploadUploaded || state(queued) != appliance.UploadUploaded {
+	if !exists(staleFile) || !exists(queuedFile) || state(stale) != migrate.UploadUploaded || state(queued) != migrate.UploadUploaded {
 		t.Fatal("the sweep touched an uploaded dump within its retention")
 	}
 
@@ -187,16 +188,16 @@ func TestSweepExpiresUploads(t *testing.T) {
 	sweep(0, 0)
 	at(base.Add(appliance.UploadRetention))
 	sweep(1, 1)
-	if exists(staleFile) || state(stale) != appliance.UploadExpired {
+	if exists(staleFile) || state(stale) != migrate.UploadExpired {
 		t.Fatalf("past the retention: file %v, state %s", exists(staleFile), state(stale))
 	}
 	if rec := uploadRecord(t, e, stale.ID); rec.SizeBytes != int64(len("never imported")) {
 		t.Fatalf("expired upload %+v", rec)
 	}
-	if !exists(queuedFile) || state(queued) != appliance.UploadUploaded {
+	if !exists(queuedFile) || state(queued) != migrate.UploadUploaded {
 		t.Fatalf("the upload a queued import names: file %v, state %s", exists(queuedFile), state(queued))
 	}
-	if _, err := e.Svc.CreateImport(ctx, p, prj.ID, &appliance.ImportRequest{Confirm: true, UploadID: stale.ID}); appliance.KindOf(err) != appliance.KindConflict {
+	if _, err := e.Svc.Migrate().CreateImport(ctx, p, prj.ID, &appliance.ImportRequest{Confirm: true, UploadID: stale.ID}); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("import of an expired upload: %v", err)
 	}
 
@@ -212,7 +213,7 @@ func TestSweepExpiresUploads(t *testing.T) {
 		t.Fatal(err)
 	}
 	sweep(1, 1)
-	if exists(queuedFile) || state(queued) != appliance.UploadExpired {
+	if exists(queuedFile) || state(queued) != migrate.UploadExpired {
 		t.Fatalf("after its import ended: file %v, state %s", exists(queuedFile), state(queued))
 	}
 	sweep(0, 0)

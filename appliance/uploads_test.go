@@ -11,6 +11,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -25,7 +26,7 @@ func TestUploadLimits(t *testing.T) {
 	type upload struct{ id, expires, sig string }
 	newUpload := func() upload {
 		t.Helper()
-		res, err := e.Svc.CreateImportUpload(t.Context(), p, prj.ID)
+		res, err := e.Svc.Migrate().CreateUpload(t.Context(), p, prj.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +34,7 @@ func TestUploadLimits(t *testing.T) {
 		return upload{res.Upload.ID, u.Query().Get("expires"), u.Query().Get("sig")}
 	}
 	put := func(u upload, declared int64, body io.Reader) error {
-		_, err := e.Svc.ReceiveImportUpload(t.Context(), u.id, u.expires, u.sig, declared, body)
+		_, err := e.Svc.Migrate().ReceiveUpload(t.Context(), u.id, u.expires, u.sig, declared, body)
 		return err
 	}
 	dir := filepath.Join(e.Dir, "backups", prj.ID, "imports")
@@ -69,11 +70,11 @@ func TestUploadLimits(t *testing.T) {
 	}
 
 	// Unused upload URLs are capped.
-	for i := 0; i < appliance.MaxPendingUploads; i++ {
+	for i := 0; i < migrate.MaxPendingUploads; i++ {
 		newUpload()
 	}
-	_, err := e.Svc.CreateImportUpload(t.Context(), p, prj.ID)
-	wantRetryAfter(t, err, appliance.UploadTTL) // when the oldest unused URL expires
+	_, err := e.Svc.Migrate().CreateUpload(t.Context(), p, prj.ID)
+	wantRetryAfter(t, err, migrate.UploadTTL) // when the oldest unused URL expires
 }
 
 // TestUploadTotalUnderConcurrency: uploads received at once cannot together pass the project's limit.
@@ -87,7 +88,7 @@ func TestUploadTotalUnderConcurrency(t *testing.T) {
 	prj := provision(t, e, p, "raceuploads", "development")
 	newUpload := func() (id, expires, sig string) {
 		t.Helper()
-		res, err := e.Svc.CreateImportUpload(t.Context(), p, prj.ID)
+		res, err := e.Svc.Migrate().CreateUpload(t.Context(), p, prj.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +100,7 @@ func TestUploadTotalUnderConcurrency(t *testing.T) {
 		pr, pw := io.Pipe()
 		done := make(chan error, 1)
 		go func() {
-			_, err := e.Svc.ReceiveImportUpload(t.Context(), id, exp, sig, declared, pr)
+			_, err := e.Svc.Migrate().ReceiveUpload(t.Context(), id, exp, sig, declared, pr)
 			pr.CloseWithError(io.ErrClosedPipe) // a writer still waiting gives up
 			done <- err
 		}()
@@ -131,7 +132,7 @@ func TestUploadTotalUnderConcurrency(t *testing.T) {
 	}
 	var total int64
 	if err := e.DB.View(func(tx *store.Tx) error {
-		ups, err := store.Uploads.All(tx, func(u *store.Upload) bool { return u.ProjectID == prj.ID && u.State == appliance.UploadUploaded })
+		ups, err := store.Uploads.All(tx, func(u *store.Upload) bool { return u.ProjectID == prj.ID && u.State == migrate.UploadUploaded })
 		for _, u := range ups {
 			total += u.SizeBytes
 		}
@@ -144,7 +145,7 @@ func TestUploadTotalUnderConcurrency(t *testing.T) {
 	}
 	// Once A is stored, what is left is for the next upload.
 	id, exp, sig := newUpload()
-	if _, err := e.Svc.ReceiveImportUpload(t.Context(), id, exp, sig, 400, strings.NewReader(strings.Repeat("c", 400))); err != nil {
+	if _, err := e.Svc.Migrate().ReceiveUpload(t.Context(), id, exp, sig, 400, strings.NewReader(strings.Repeat("c", 400))); err != nil {
 		t.Fatalf("what is left after A: %v", err)
 	}
 }

@@ -274,7 +274,7 @@ func e2eScript(t *testing.T) string {
 // of the job's error for the page to show.
 func failImport(t *testing.T, e *cliEnv, p *appliance.Principal, projectID string) string {
 	t.Helper()
-	up, err := e.svc.CreateImportUpload(t.Context(), p, projectID)
+	up, err := e.svc.Migrate().CreateUpload(t.Context(), p, projectID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func failImport(t *testing.T, e *cliEnv, p *appliance.Principal, projectID strin
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("upload: %d %s", res.StatusCode, body)
 	}
-	jr, err := e.svc.CreateImport(t.Context(), p, projectID, &api.ImportRequest{Confirm: true, UploadID: up.Upload.ID})
+	jr, err := e.svc.Migrate().CreateImport(t.Context(), p, projectID, &api.ImportRequest{Confirm: true, UploadID: up.Upload.ID})
 	if err != nil {
 		t.Fatal(err)
 	}

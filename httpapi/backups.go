@@ -32,11 +32,11 @@ func (s *Server) downloadExport(r *Request) error {
 }
 
 func (s *Server) createImportUpload(r *Request, _ *api.CreateUploadRequest) (*api.UploadResponse, error) {
-	return s.svc.CreateImportUpload(r.Context(), r.Principal, r.PathValue("projectID"))
+	return s.svc.Migrate().CreateUpload(r.Context(), r.Principal, r.PathValue("projectID"))
 }
 
 // receiveImportUpload stores the raw body of a signed upload URL's PUT (no credentials; the body is the
 // dump, not JSON) and answers {upload}; the service bounds it by the project's storage_limit_bytes (413).
 func (s *Server) receiveImportUpload(r *Request) (*api.UploadResponse, error) {
-	return s.svc.ReceiveImportUpload(r.Context(), r.PathValue("uploadID"), r.URL.Query().Get("expires"), r.URL.Query().Get("sig"), r.ContentLength, r.Body)
+	return s.svc.Migrate().ReceiveUpload(r.Context(), r.PathValue("uploadID"), r.URL.Query().Get("expires"), r.URL.Query().Get("sig"), r.ContentLength, r.Body)
 }

@@ -1,4 +1,4 @@
-package appliance
+package migrate
 
 import (
 	"context"
@@ -8,14 +8,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/ids"
-	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -35,32 +35,33 @@ const UploadTTL = time.Hour
 
 const uploadMACPurpose = "import-upload"
 
-func uploadView(u *store.Upload) *Upload {
-	return &Upload{ID: u.ID, ObjectKey: u.ObjectKey, State: u.State, SizeBytes: u.SizeBytes, ExpiresAt: u.ExpiresAt}
+func uploadView(u *store.Upload) *api.Upload {
+	return &api.Upload{ID: u.ID, ObjectKey: u.ObjectKey, State: u.State, SizeBytes: u.SizeBytes, ExpiresAt: u.ExpiresAt}
 }
 
-type importPayload struct {
+// ImportPayload is import.restore's payload.
+type ImportPayload struct {
 	UploadID string `json:"upload_id"`
 }
 
-// importDir is the directory of a project's uploaded dumps in the backup store.
-func (s *Service) importDir(projectID string) string {
-	return filepath.Join(s.cfg.DataDir, "backups", projectID, "imports")
+// ImportDir is the directory of a project's uploaded dumps in the backup store under the data directory.
+func ImportDir(dataDir, projectID string) string {
+	return filepath.Join(dataDir, "backups", projectID, "imports")
 }
 
-// CreateImportUpload records a pending upload and returns its signed URL (valid UploadTTL). A session
+// CreateUpload records a pending upload and returns its signed URL (valid UploadTTL). A session
 // needs the admin role: the dump is meant to overwrite the database.
-func (s *Service) CreateImportUpload(ctx context.Context, p *Principal, projectID string) (*UploadResponse, error) {
+func (s *Service) CreateUpload(ctx context.Context, p *authz.Principal, projectID string) (*api.UploadResponse, error) {
 	if err := p.RequireAdminRole("importing into a project"); err != nil {
 		return nil, err
 	}
-	var out *UploadResponse
+	var out *api.UploadResponse
 	err := s.db.Update(func(tx *store.Tx) error {
-		prj, err := s.visibleActiveProject(tx, p, projectID)
+		prj, err := s.host.ActiveProject(tx, p, projectID)
 		if err != nil {
 			return err
 		}
-		if err := s.requireFeature(FeatureDumps); err != nil {
+		if err := s.host.RequireDumps(); err != nil {
 			return err
 		}
 		now := s.now()
@@ -68,31 +69,31 @@ func (s *Service) CreateImportUpload(ctx context.Context, p *Principal, projectI
 			return x.ProjectID == prj.ID && x.State == UploadPending && now.Before(x.ExpiresAt)
 		})
 		if err != nil {
-			return Internal(err, "list uploads")
+			return apperr.Internal(err, "list uploads")
 		}
 		if len(pending) >= MaxPendingUploads {
 			first := slices.MinFunc(pending, func(a, b *store.Upload) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
-			return &Error{Kind: KindTooMany, RetryAfter: first.ExpiresAt.Sub(now), Msg: fmt.Sprintf("a project has at most %d upload URLs waiting for their dump: use them, or let them expire (%v)", MaxPendingUploads, UploadTTL)}
+			return &apperr.Error{Kind: apperr.KindTooMany, RetryAfter: first.ExpiresAt.Sub(now), Msg: fmt.Sprintf("a project has at most %d upload URLs waiting for their dump: use them, or let them expire (%v)", MaxPendingUploads, UploadTTL)}
 		}
 		u := &store.Upload{ID: ids.New("upl"), ProjectID: prj.ID, OrganizationID: prj.OrganizationID, State: UploadPending,
 			CreatedAt: now, ExpiresAt: now.Add(UploadTTL).Truncate(time.Second)}
 		u.ObjectKey = "imports/" + u.ID + ".dump"
-		u.Path = filepath.Join(s.importDir(prj.ID), u.ID+".dump")
+		u.Path = filepath.Join(ImportDir(s.dataDir, prj.ID), u.ID+".dump")
 		if err := store.Uploads.Put(tx, u); err != nil {
-			return Internal(err, "store upload")
+			return apperr.Internal(err, "store upload")
 		}
-		if err := s.audit(tx, p, "import.upload", prj.OrganizationID, prj.ID, map[string]any{"upload_id": u.ID}); err != nil {
-			return Internal(err, "audit")
+		if err := s.host.Audit(tx, p, "import.upload", prj.OrganizationID, prj.ID, map[string]any{"upload_id": u.ID}); err != nil {
+			return apperr.Internal(err, "audit")
 		}
 		v := uploadView(u)
-		v.UploadURL = s.signedURL(uploadMACPurpose, "/v1/uploads/imports", u.ID, u.ExpiresAt)
-		out = &UploadResponse{Upload: v}
+		v.UploadURL = s.host.SignedURL(uploadMACPurpose, "/v1/uploads/imports", u.ID, u.ExpiresAt)
+		out = &api.UploadResponse{Upload: v}
 		return nil
 	})
 	return out, err
 }
 
-// ReceiveImportUpload checks a signed upload URL (constant-time; bad or expired is Forbidden) and stores
+// ReceiveUpload checks a signed upload URL (constant-time; bad or expired is Forbidden) and stores
 // body as the upload's dump: a temporary file next to the target, fsync, rename, owned by the instances'
 // OS user. A body over the project's storage_limit_bytes is TooLarge and nothing is kept; an upload that
 // is no longer pending is a Conflict.
@@ -102,8 +103,8 @@ func (s *Service) CreateImportUpload(ctx context.Context, p *Principal, projectI
 // Content-Length (-1 when unknown): the PUT reserves that much, or all that is left when unknown, before
 // a byte is read, and is refused when that much is not left. A second PUT to an upload being received is
 // a Conflict at once.
-func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, sig string, declared int64, body io.Reader) (*UploadResponse, error) {
-	if err := s.checkSignedURL(uploadMACPurpose, "upload", uploadID, expires, sig); err != nil {
+func (s *Service) ReceiveUpload(ctx context.Context, uploadID, expires, sig string, declared int64, body io.Reader) (*api.UploadResponse, error) {
+	if err := s.host.CheckSignedURL(uploadMACPurpose, "upload", uploadID, expires, sig); err != nil {
 		return nil, err
 	}
 	var u *store.Upload
@@ -115,26 +116,24 @@ func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, si
 		prj, err = store.Projects.Get(tx, u.ProjectID)
 		return err
 	}); err != nil {
-		return nil, Forbidden("upload %s is not accepted", uploadID)
+		return nil, apperr.Forbidden("upload %s is not accepted", uploadID)
 	}
-	if prj.State == ProjectDeleting || prj.State == ProjectDeleted {
-		return nil, Forbidden("upload %s is not accepted: project %s is %s", u.ID, prj.ID, prj.State)
+	if prj.State == api.ProjectDeleting || prj.State == api.ProjectDeleted {
+		return nil, apperr.Forbidden("upload %s is not accepted: project %s is %s", u.ID, prj.ID, prj.State)
 	}
 	if u.State != UploadPending {
-		return nil, Conflict("upload %s is %s", u.ID, u.State)
+		return nil, apperr.Conflict("upload %s is %s", u.ID, u.State)
 	}
 	if !s.uploads.begin(u.ID) {
-		return nil, Conflict("upload %s is being received by another request", u.ID)
+		return nil, apperr.Conflict("upload %s is being received by another request", u.ID)
 	}
 	defer s.uploads.end(u.ID)
 	limit := prj.StorageLimitBytes
-	if n := s.importLimit(); n > 0 {
+	if n := s.uploadLimit(); n > 0 {
 		limit = n
 	}
 	if limit <= 0 {
-		if pl, ok := PlanByName(prj.Plan); ok {
-			limit = pl.StorageLimitBytes
-		}
+		limit = s.host.PlanStorageLimitBytes(prj.Plan)
 	}
 	// Reserve this PUT's share of the limit before reading a byte: its Content-Length, or all that is
 	// left when it declares none. Dumps waiting for their import and other PUTs' reservations count.
@@ -152,24 +151,21 @@ func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, si
 		return nil, err
 	}
 	defer s.uploads.release(prj.ID, share) // after the upload is stored (or refused): it counts there then
-	tooLarge := &Error{Kind: KindTooLarge, Msg: fmt.Sprintf("the project's uploads together may hold at most its storage limit of %d bytes: this upload had %d of them", limit, share)}
-	dp, err := s.dataPlane()
+	tooLarge := &apperr.Error{Kind: apperr.KindTooLarge, Msg: fmt.Sprintf("the project's uploads together may hold at most its storage limit of %d bytes: this upload had %d of them", limit, share)}
+	owner, err := s.host.PrepareUploads(ctx, prj.ID)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.localBackups(dp).Prepare(ctx, prj.ID); err != nil {
-		return nil, Internal(err, "prepare backup store")
-	}
-	dir := s.importDir(prj.ID)
+	dir := ImportDir(s.dataDir, prj.ID)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, Internal(err, "create imports directory")
+		return nil, apperr.Internal(err, "create imports directory")
 	}
-	if err := dp.User.Chown(dir); err != nil {
-		return nil, Internal(err, "chown imports directory")
+	if err := owner.Chown(dir); err != nil {
+		return nil, apperr.Internal(err, "chown imports directory")
 	}
 	tmp, err := os.CreateTemp(dir, u.ID+".*.part")
 	if err != nil {
-		return nil, Internal(err, "create upload file")
+		return nil, apperr.Internal(err, "create upload file")
 	}
 	keep := false
 	defer func() {
@@ -184,47 +180,47 @@ func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, si
 	}
 	n, err := io.Copy(tmp, r)
 	if err != nil {
-		return nil, Invalid("read the upload: %v", err)
+		return nil, apperr.Invalid("read the upload: %v", err)
 	}
 	if limit > 0 && n > share {
 		return nil, tooLarge
 	}
 	if err := tmp.Sync(); err != nil {
-		return nil, Internal(err, "sync upload")
+		return nil, apperr.Internal(err, "sync upload")
 	}
 	if err := tmp.Close(); err != nil {
-		return nil, Internal(err, "close upload")
+		return nil, apperr.Internal(err, "close upload")
 	}
-	if err := dp.User.Chown(tmp.Name()); err != nil {
-		return nil, Internal(err, "chown upload")
+	if err := owner.Chown(tmp.Name()); err != nil {
+		return nil, apperr.Internal(err, "chown upload")
 	}
-	var out *UploadResponse
+	var out *api.UploadResponse
 	err = s.db.Update(func(tx *store.Tx) error {
 		cur, err := store.Uploads.Get(tx, u.ID)
 		if errors.Is(err, store.ErrNotFound) { // its project was deleted meanwhile
-			return Forbidden("upload %s is not accepted", u.ID)
+			return apperr.Forbidden("upload %s is not accepted", u.ID)
 		}
 		if err != nil {
-			return Internal(err, "get upload")
+			return apperr.Internal(err, "get upload")
 		}
 		if cur.State != UploadPending {
-			return Conflict("upload %s is %s", cur.ID, cur.State)
+			return apperr.Conflict("upload %s is %s", cur.ID, cur.State)
 		}
 		if err := os.Rename(tmp.Name(), cur.Path); err != nil {
-			return Internal(err, "store upload file")
+			return apperr.Internal(err, "store upload file")
 		}
 		now := s.now()
 		cur.State, cur.SizeBytes, cur.UploadedAt = UploadUploaded, n, &now
 		if err := store.Uploads.Put(tx, cur); err != nil {
 			_ = os.Remove(cur.Path)
-			return Internal(err, "store upload")
+			return apperr.Internal(err, "store upload")
 		}
-		if err := s.audit(tx, nil, "import.upload_received", cur.OrganizationID, cur.ProjectID,
+		if err := s.host.Audit(tx, nil, "import.upload_received", cur.OrganizationID, cur.ProjectID,
 			map[string]any{"upload_id": cur.ID, "size_bytes": n}); err != nil {
 			_ = os.Remove(cur.Path)
-			return Internal(err, "audit")
+			return apperr.Internal(err, "audit")
 		}
-		out = &UploadResponse{Upload: uploadView(cur)}
+		out = &api.UploadResponse{Upload: uploadView(cur)}
 		return nil
 	})
 	if err != nil {
@@ -240,38 +236,38 @@ func (s *Service) ReceiveImportUpload(ctx context.Context, uploadID, expires, si
 
 // CreateImport enqueues import.restore of the named, or the newest uploaded, upload. It needs
 // confirm: true; a session needs the admin role.
-func (s *Service) CreateImport(ctx context.Context, p *Principal, projectID string, req *ImportRequest) (*JobResponse, error) {
+func (s *Service) CreateImport(ctx context.Context, p *authz.Principal, projectID string, req *api.ImportRequest) (*api.JobResponse, error) {
 	if err := p.RequireAdminRole("importing into a project"); err != nil {
 		return nil, err
 	}
 	if !req.Confirm {
-		return nil, Invalid("an import overwrites the project's database; send confirm: true")
+		return nil, apperr.Invalid("an import overwrites the project's database; send confirm: true")
 	}
 	var job *store.Job
 	err := s.db.Update(func(tx *store.Tx) error {
-		prj, err := s.visibleActiveProject(tx, p, projectID)
+		prj, err := s.host.ActiveProject(tx, p, projectID)
 		if err != nil {
 			return err
 		}
-		if err := s.requireFeature(FeatureDumps); err != nil {
+		if err := s.host.RequireDumps(); err != nil {
 			return err
 		}
 		var u *store.Upload
 		if req.UploadID != "" {
 			u, err = store.Uploads.Get(tx, req.UploadID)
 			if errors.Is(err, store.ErrNotFound) || (err == nil && u.ProjectID != prj.ID) {
-				return NotFound("upload %s not found", req.UploadID)
+				return apperr.NotFound("upload %s not found", req.UploadID)
 			}
 			if err != nil {
-				return Internal(err, "get upload")
+				return apperr.Internal(err, "get upload")
 			}
 			if u.State != UploadUploaded {
-				return Conflict("upload %s is %s, not uploaded", u.ID, u.State)
+				return apperr.Conflict("upload %s is %s, not uploaded", u.ID, u.State)
 			}
 		} else {
 			us, err := store.Uploads.Lookup(tx, store.UploadsByProject, prj.ID, store.Query{Newest: true})
 			if err != nil {
-				return Internal(err, "list uploads")
+				return apperr.Internal(err, "list uploads")
 			}
 			for _, c := range us {
 				if c.State == UploadUploaded && (u == nil || c.UploadedAt.After(*u.UploadedAt)) {
@@ -279,89 +275,22 @@ func (s *Service) CreateImport(ctx context.Context, p *Principal, projectID stri
 				}
 			}
 			if u == nil {
-				return Conflict("project %s has no uploaded dump to import", prj.ID)
+				return apperr.Conflict("project %s has no uploaded dump to import", prj.ID)
 			}
 		}
-		j, err := s.enqueue(tx, prj, JobImportRestore, prj.ID, importPayload{UploadID: u.ID})
+		j, err := s.host.Enqueue(tx, prj, JobImportRestore, prj.ID, ImportPayload{UploadID: u.ID})
 		if err != nil {
 			return err
 		}
-		if err := s.audit(tx, p, JobImportRestore, prj.OrganizationID, prj.ID,
+		if err := s.host.Audit(tx, p, JobImportRestore, prj.OrganizationID, prj.ID,
 			map[string]any{"upload_id": u.ID, "job_id": j.ID}); err != nil {
-			return Internal(err, "audit")
+			return apperr.Internal(err, "audit")
 		}
 		job = j
 		return nil
 	})
-	return s.answerJob(job, err)
+	return s.host.AnswerJob(job, err)
 }
-
-// importRestoreJob restores the upload's dump over the project's database (restoreDump: any error
-// pg_restore reports fails the job, and then nothing changed); on success the upload is consumed.
-func (s *Service) importRestoreJob(ctx context.Context, run *scheduler.Run) (any, error) {
-	var in importPayload
-	dp, prj, inst, err := s.activeTarget(run, &in)
-	if err != nil {
-		return nil, err
-	}
-	var u *store.Upload
-	if err := s.db.View(func(tx *store.Tx) (err error) { u, err = store.Uploads.Get(tx, in.UploadID); return err }); err != nil {
-		return nil, fmt.Errorf("upload %s: %w", in.UploadID, err)
-	}
-	if u.State == UploadConsumed {
-		return map[string]any{"skipped": "upload is consumed"}, nil
-	}
-	if u.State != UploadUploaded {
-		return nil, fmt.Errorf("upload %s is %s, not uploaded", u.ID, u.State)
-	}
-	if err := s.restoreDump(ctx, run, dp, prj, inst, prj.DatabaseName, u.Path, nil); err != nil {
-		return nil, err
-	}
-	now := s.now()
-	if err := s.db.Update(func(tx *store.Tx) error {
-		cur, err := store.Uploads.Get(tx, u.ID)
-		if err != nil {
-			return err
-		}
-		cur.State, cur.ConsumedAt = UploadConsumed, &now
-		return store.Uploads.Put(tx, cur)
-	}); err != nil {
-		return nil, err
-	}
-	// The dump has served its purpose (the record keeps its size). A file left by a failure here or a
-	// crash before is deleted by the sweep, which deletes the files of consumed uploads.
-	if err := os.Remove(u.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.log.Warn("delete consumed upload", "upload", u.ID, "err", err)
-	}
-	return map[string]any{"upload_id": u.ID, "size_bytes": u.SizeBytes}, nil
-}
-
-// filterRestoreList drops from a pg_restore --list file the entries a project's role may not or need not
-// restore: extensions (the platform manages them), event triggers (they need a superuser) and the public
-// schema itself (every database has it; --clean would try to drop it), with their comments, and the
-// schemas named in skip (themselves, not what they hold).
-func filterRestoreList(path string, skip []string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var keep []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, ";") && (skippedRestoreEntry.MatchString(line) || slices.ContainsFunc(skip, func(name string) bool {
-			return schemaEntry.MatchString(line) && strings.HasPrefix(schemaEntry.FindStringSubmatch(line)[1], name+" ")
-		})) {
-			continue
-		}
-		keep = append(keep, line)
-	}
-	return os.WriteFile(path, []byte(strings.Join(keep, "\n")), 0o600)
-}
-
-// skippedRestoreEntry matches the list entries filterRestoreList drops ("<id>; <oid> <oid> TYPE schema name owner").
-var skippedRestoreEntry = regexp.MustCompile(`^\d+; \d+ \d+ (.* )?(EXTENSION|EVENT TRIGGER|SCHEMA (- )?public) `)
-
-// schemaEntry matches a schema's own entry; its group is "name owner".
-var schemaEntry = regexp.MustCompile(`^\d+; \d+ \d+ SCHEMA - (.*)$`)
 
 // MaxPendingUploads is how many upload URLs a project may hold that have not received their dump.
 const MaxPendingUploads = 5
@@ -405,11 +334,11 @@ func (g *uploadGate) reserve(project string, limit, declared int64, stored func(
 	defer g.mu.Unlock()
 	waiting, err := stored()
 	if err != nil {
-		return 0, Internal(err, "list uploads")
+		return 0, apperr.Internal(err, "list uploads")
 	}
 	left := limit - waiting - g.reserved[project]
 	if left <= 0 || declared > left {
-		return 0, &Error{Kind: KindTooLarge, Msg: fmt.Sprintf("the project's uploads together may hold at most its storage limit of %d bytes (%d are in dumps waiting for their import, %d reserved by uploads being received)", limit, waiting, g.reserved[project])}
+		return 0, &apperr.Error{Kind: apperr.KindTooLarge, Msg: fmt.Sprintf("the project's uploads together may hold at most its storage limit of %d bytes (%d are in dumps waiting for their import, %d reserved by uploads being received)", limit, waiting, g.reserved[project])}
 	}
 	share := left
 	if declared >= 0 {
