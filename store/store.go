@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -33,6 +34,8 @@ type DB struct {
 	gen      *generationFile // nil for a read-only store
 	// unsealed: a version 1 store opened read-only (not migrated): its records have no checksums.
 	unsealed bool
+	// changed receives (without blocking, buffered 1) after every committed read-write transaction.
+	changed chan struct{}
 }
 
 // initialMmapSize is the address space the store's file is mapped into from the start. bbolt maps the file
@@ -101,7 +104,7 @@ func OpenWith(path string, opts Options) (db *DB, err error) {
 		}
 		return nil, fmt.Errorf("open metadata store %s: %w", path, err)
 	}
-	db = &DB{bolt: b, versions: make([]atomic.Uint64, len(registered))}
+	db = &DB{bolt: b, versions: make([]atomic.Uint64, len(registered)), changed: make(chan struct{}, 1)}
 	if err := db.bolt.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta != nil && string(meta.Get([]byte("schema_version"))) == "1" {
@@ -191,6 +194,21 @@ func (db *DB) generation() uint64 {
 	return g
 }
 
+// Changes receives after a read-write transaction committed; commits that follow one another before it is
+// read are one receive (the channel holds at most one). It is for one reader (the metadata snapshots).
+func (db *DB) Changes() <-chan struct{} { return db.changed }
+
+// WriteSnapshot writes a consistent copy of the whole file to w (bbolt's Tx.WriteTo in a read transaction:
+// writers are not blocked) and returns the generation it is at.
+func (db *DB) WriteSnapshot(w io.Writer) (generation uint64, err error) {
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		generation = uint64(tx.ID())
+		_, err := tx.WriteTo(w)
+		return err
+	})
+	return generation, err
+}
+
 // Path is the file the store lives in.
 func (db *DB) Path() string { return db.bolt.Path() }
 
@@ -209,10 +227,16 @@ func (db *DB) View(fn func(*Tx) error) error {
 // Update runs fn in a read-write transaction; an error rolls everything back.
 func (db *DB) Update(fn func(*Tx) error) error {
 	return db.bolt.Update(func(tx *bolt.Tx) error {
-		if db.gen != nil {
-			id := uint64(tx.ID())
-			tx.OnCommit(func() { db.gen.note(id) })
-		}
+		id := uint64(tx.ID())
+		tx.OnCommit(func() {
+			if db.gen != nil {
+				db.gen.note(id)
+			}
+			select {
+			case db.changed <- struct{}{}:
+			default:
+			}
+		})
 		return fn(&Tx{tx: tx, db: db})
 	})
 }
