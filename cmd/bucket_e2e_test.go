@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,6 +61,15 @@ func TestUpWithBucketBackupStore(t *testing.T) {
 
 	dataDir := appliancetest.TraversableTempDir(t)
 	p := e2eStartWith(t, bin, dataDir, env, flags(srv.Bucket))
+	// The first start with a bucket makes the recovery key and shows it; backup-store recovery-key prints
+	// the same.
+	m := regexp.MustCompile(`(?m)^  recovery_key: ([0-9a-f]{64})$`).FindStringSubmatch(p.stdout.String())
+	if m == nil {
+		t.Fatalf("the first start with a bucket shows no recovery key:\n%s", p.stdout)
+	}
+	if out, err := exec.Command(bin, "backup-store", "recovery-key", "--data-dir", dataDir).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != m[1] {
+		t.Fatalf("backup-store recovery-key: %v\n%s\nwant %s", err, out, m[1])
+	}
 	bootstrap, err := os.ReadFile(filepath.Join(dataDir, "bootstrap.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +120,36 @@ func TestUpWithBucketBackupStore(t *testing.T) {
 	if local, _ := filepath.Glob(filepath.Join(dataDir, "backups", prjID, "wal", "0*")); len(local) > 0 {
 		t.Fatalf("WAL archived locally: %v", local)
 	}
+
+	// The metadata snapshots are in the bucket (under meta/, none in the clear); /status has their row.
+	if c := p.component(t, "metadata-snapshots"); !strings.Contains(c, "last snapshot") && !strings.Contains(c, "first snapshot under way") {
+		t.Fatalf("/status metadata-snapshots: %q", c)
+	}
+	deadline = time.Now().Add(time.Minute)
+	for {
+		var manifests []string
+		for o := range srv.Client().ListObjects(context.Background(), srv.Bucket, minio.ListObjectsOptions{Prefix: "appl/meta/manifests/", Recursive: true}) {
+			if o.Err != nil {
+				t.Fatal(o.Err)
+			}
+			manifests = append(manifests, o.Key)
+		}
+		if len(manifests) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no metadata snapshot in the bucket after a minute")
+		}
+		time.Sleep(100 * time.Millisecond) // polling the snapshotter's progress
+	}
+
+	// A second start: the key is not shown again.
+	p.stop(t, syscall.SIGTERM)
+	again := e2eStartWith(t, bin, dataDir, env, flags(srv.Bucket))
+	if strings.Contains(again.stdout.String(), "recovery_key") || strings.Contains(again.stdout.String(), m[1]) {
+		t.Fatalf("the second start shows the recovery key again:\n%s", again.stdout)
+	}
+	again.stop(t, syscall.SIGTERM)
 }
 
 // runWithin runs cmd to its end (killed after d) and returns its combined output.

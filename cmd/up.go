@@ -197,6 +197,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 	components := []*component{
 		u.storeComponent(),
 		u.serviceComponent(),
+		u.metaSnapshotComponent(),
 		u.bootstrapComponent(),
 		u.schedulerComponent(),
 		u.storageGuardComponent(),

@@ -215,8 +215,9 @@ func (s *Snapshotter) attempt(ctx context.Context) bool {
 	return true
 }
 
-// Health is the status row: the last snapshot's time and how long the newest change has waited for one.
-func (s *Snapshotter) Health(context.Context) (status, message string) {
+// Health is the status row: the last snapshot's time and how long the newest change has waited for one;
+// ok is false when the last attempt failed.
+func (s *Snapshotter) Health() (ok bool, message string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lag := time.Duration(0)
@@ -225,14 +226,14 @@ func (s *Snapshotter) Health(context.Context) (status, message string) {
 	}
 	switch {
 	case s.lastOK.IsZero() && s.lastErr != nil:
-		return "degraded", fmt.Sprintf("no snapshot yet: %v", s.lastErr)
+		return false, fmt.Sprintf("no snapshot yet: %v", s.lastErr)
 	case s.lastOK.IsZero():
-		return "ok", "first snapshot under way"
+		return true, "first snapshot under way"
 	case s.lastErr != nil:
-		return "degraded", fmt.Sprintf("last snapshot %s (generation %d), lag %s; the last attempt failed: %v",
+		return false, fmt.Sprintf("last snapshot %s (generation %d), lag %s; the last attempt failed: %v",
 			s.lastOK.UTC().Format(time.RFC3339), s.lastGen, lag, s.lastErr)
 	}
-	return "ok", fmt.Sprintf("last snapshot %s (generation %d), lag %s", s.lastOK.UTC().Format(time.RFC3339), s.lastGen, lag)
+	return true, fmt.Sprintf("last snapshot %s (generation %d), lag %s", s.lastOK.UTC().Format(time.RFC3339), s.lastGen, lag)
 }
 
 // Snapshot writes one snapshot (its objects, then its manifest) and prunes the older ones beyond Keep.
