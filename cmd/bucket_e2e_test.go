@@ -70,6 +70,22 @@ func TestUpWithBucketBackupStore(t *testing.T) {
 	if out, err := exec.Command(bin, "backup-store", "recovery-key", "--data-dir", dataDir).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != m[1] {
 		t.Fatalf("backup-store recovery-key: %v\n%s\nwant %s", err, out, m[1])
 	}
+	// Anyone but root and the data directory's owner is refused, with a reason.
+	if os.Geteuid() == 0 {
+		nobodyBin := filepath.Join(appliancetest.TraversableTempDir(t), "appliance")
+		data, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(nobodyBin, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		c := exec.Command(nobodyBin, "backup-store", "recovery-key", "--data-dir", dataDir)
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		if out, err := c.CombinedOutput(); err == nil || strings.Contains(string(out), m[1]) || !strings.Contains(string(out), "for root or the owner of") {
+			t.Fatalf("backup-store recovery-key as uid 65534: %v\n%s", err, out)
+		}
+	}
 	bootstrap, err := os.ReadFile(filepath.Join(dataDir, "bootstrap.json"))
 	if err != nil {
 		t.Fatal(err)
