@@ -56,6 +56,8 @@ const (
 	// retryDelay is how long after a failed snapshot the next attempt is made.
 	retryDelay = 5 * time.Second
 	idLayout   = "20060102T150405.000000000Z"
+	// tempPattern names the copies of meta.db spooled in the data directory.
+	tempPattern = ".meta-snapshot-*"
 )
 
 // Manifest describes a complete snapshot.
@@ -156,6 +158,12 @@ func (s *Snapshotter) Run(ctx context.Context) {
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
+	// Copies of meta.db left by a process killed during a snapshot.
+	if stale, _ := filepath.Glob(filepath.Join(s.DataDir, tempPattern)); len(stale) > 0 {
+		for _, f := range stale {
+			os.Remove(f)
+		}
+	}
 	dirty := true
 	s.noteChange()
 	var last time.Time
@@ -248,7 +256,7 @@ func (s *Snapshotter) Snapshot(ctx context.Context) (*Manifest, error) {
 
 	// meta.db: a consistent copy written to a temporary file first (a read transaction held for the
 	// upload's length would keep bbolt from reusing pages).
-	tmp, err := os.CreateTemp(s.DataDir, ".meta-snapshot-*")
+	tmp, err := os.CreateTemp(s.DataDir, tempPattern)
 	if err != nil {
 		return nil, fmt.Errorf("metadata snapshot: %w", err)
 	}
