@@ -1519,7 +1519,7 @@ export interface paths {
         put?: never;
         /**
          * Create the project's key-value store (no body; the token is in this response only, so credentials:read is needed too; 409 while one exists or its delete runs)
-         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         * @description Needs an API key or a session token. Required scopes: `projects:write`, `credentials:read` (all of them). Project-scoped API keys may act only on their own project.
          */
         post: operations["postProjectsByProjectIDKv"];
         /**
@@ -1583,7 +1583,7 @@ export interface paths {
         put?: never;
         /**
          * Mint a new token, returned once (needs credentials:read too); the old one and its connections are cut at once
-         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         * @description Needs an API key or a session token. Required scopes: `projects:write`, `credentials:read` (all of them). Project-scoped API keys may act only on their own project.
          */
         post: operations["postProjectsByProjectIDKvRotateToken"];
         delete?: never;
