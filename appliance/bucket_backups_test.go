@@ -18,6 +18,7 @@ import (
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/s3store"
 	"github.com/theappliance/appliance/appliance/backup/s3store/s3test"
+	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -143,6 +144,36 @@ func TestBucketBackupRestoreAndPreview(t *testing.T) {
 	rc.Close()
 	if err != nil || n != 16<<20 {
 		t.Fatalf("segment %s from the bucket: %d bytes, %v", seg, n, err)
+	}
+
+	// The organization's usage counts the bucket's objects and the export, which stays on the local disk.
+	ex, err := e.Svc.Exports().Create(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, ex.Job.ID); j.State != scheduler.StateCompleted {
+		t.Fatalf("export job %s: %s", j.State, j.Error)
+	}
+	inBucket, err := bs.ProjectSize(t.Context(), prj.ID)
+	if err != nil || inBucket <= 0 {
+		t.Fatalf("the bucket's size of the project: %d, %v", inBucket, err)
+	}
+	exportFiles, _ := filepath.Glob(filepath.Join(e.Dir, "backups", prj.ID, "exports", "*"))
+	var exported int64
+	for _, f := range exportFiles {
+		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() {
+			exported += fi.Size()
+		}
+	}
+	if exported <= 0 {
+		t.Fatalf("no export file on the local disk: %v", exportFiles)
+	}
+	usage, err := e.Svc.OrganizationUsage(t.Context(), p, prj.OrganizationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if usage.Usage.Totals.BackupsStorageBytes < inBucket+exported {
+		t.Errorf("backups_storage_bytes %d: the bucket holds %d and the local export %d", usage.Usage.Totals.BackupsStorageBytes, inBucket, exported)
 	}
 
 	// A preview as of the target recovers from the bucket.

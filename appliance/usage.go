@@ -59,7 +59,7 @@ func (s *Service) OrganizationUsage(ctx context.Context, p *Principal, orgID str
 			continue
 		}
 		row := s.projectUsage(ctx, prj)
-		if n, err := s.retentionStore().ProjectSize(ctx, prj.ID); err == nil {
+		if n, err := s.backupBytes(ctx, prj.ID); err == nil {
 			u.Totals.BackupsStorageBytes += n
 		} else {
 			s.log.Warn("measure backup storage", "project", prj.ID, "err", err)
@@ -166,4 +166,15 @@ func (s *Service) SampleStorage(ctx context.Context) (int, error) {
 		return nil
 	})
 	return len(orgs), err
+}
+
+// backupBytes is what the backup stores hold of a project: the store's objects (the bucket's, when one is
+// the backup store) and, with a bucket, the exports and uploaded dumps, which stay in the local directory.
+func (s *Service) backupBytes(ctx context.Context, projectID string) (int64, error) {
+	n, err := s.retentionStore().ProjectSize(ctx, projectID)
+	if err != nil || s.backupObjects == nil {
+		return n, err
+	}
+	local, err := s.localBackups(s.dp).ProjectSize(ctx, projectID)
+	return n + local, err
 }
