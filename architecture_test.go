@@ -133,9 +133,6 @@ const maxRootCycle = 25
 // a cycle (a strongly connected component of the file call graph), type-checked from source so that a
 // method call resolves to the file that declares that method.
 func TestRootCallCycle(t *testing.T) {
-	if testing.Short() {
-		t.Skip("type-checks the root package from source")
-	}
 	files, cycle := rootCallCycle(t, "appliance")
 	t.Logf("%d of %d non-test files of the root package call each other in one cycle: %s", len(cycle), files, strings.Join(cycle, " "))
 	if len(cycle) > maxRootCycle {
