@@ -7,7 +7,9 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/dirstore"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
@@ -27,6 +29,13 @@ const (
 	VerificationVerified = "verified" // pg_verifybackup accepted it
 	VerificationFailed   = "failed"   // pg_verifybackup refused it (verification_error), or there is no copy
 )
+
+// BucketArchiveTimeout is the projects' archive_timeout when the backup store is a bucket: a segment
+// holding writes goes to the bucket within about this long even when the project writes too little to fill
+// it, so losing the machine loses at most this much of committed work (plus an upload). The directory store
+// keeps PostgreSQL's default (off): its archive is on the same disk, and 16 MB segments switched every
+// minute would fill it.
+const BucketArchiveTimeout = time.Minute
 
 // JobBackupCreate takes a base backup.
 const JobBackupCreate = "backup.create"
@@ -92,6 +101,53 @@ func (s *Service) StopWAL(ctx context.Context) error {
 	}
 	return s.walServer.Stop(ctx)
 }
+
+// backupStoreCheck is /status's "backup-store" component: where the backups live; whether every project's
+// WAL reaches it, from the observability sampler's last reading of each server's archiver (the lag: the
+// most WAL one project has waiting on the local disk, and how long ago the archive of the stalest of those
+// last advanced); and, with a bucket, the last upload through the WAL socket. Degraded while a project's
+// archiving fails or the last upload failed.
+func backupStoreCheck(s *Service) Check {
+	return func(ctx context.Context) (string, string) {
+		status, now := StatusOperational, s.now()
+		var parts []string
+		if str, ok := s.backupObjects.(fmt.Stringer); ok {
+			parts = append(parts, str.String())
+		} else {
+			parts = append(parts, filepath.Join(s.cfg.DataDir, "backups")+" (this machine's disk)")
+		}
+		if s.walServer != nil {
+			switch p := s.walServer.Pushes(); {
+			case !p.LastErrorAt.IsZero() && p.LastErrorAt.After(p.LastStored):
+				status = StatusDegraded
+				parts = append(parts, fmt.Sprintf("the last upload failed %s ago: %s", ago(now, p.LastErrorAt), p.LastError))
+			case p.LastStored.IsZero():
+				parts = append(parts, "no WAL uploaded since the start")
+			default:
+				parts = append(parts, fmt.Sprintf("last upload %s ago", ago(now, p.LastStored)))
+			}
+		}
+		a := s.observe.Archive()
+		switch {
+		case a.ReadAt.IsZero():
+			parts = append(parts, "WAL archiving not sampled yet")
+		default:
+			lag := "WAL lag " + api.FormatBytes(a.MaxPendingBytes)
+			if a.OldestArchived != nil {
+				lag += fmt.Sprintf(", %s since the archive last advanced", ago(now, *a.OldestArchived))
+			}
+			parts = append(parts, fmt.Sprintf("%s (%d projects, sampled %s ago)", lag, a.Projects, ago(now, a.ReadAt)))
+		}
+		if len(a.Failing) > 0 {
+			status = StatusDegraded
+			parts = append(parts, fmt.Sprintf("archiving fails for %d of %d projects: %s", len(a.Failing), a.Projects, strings.Join(a.Failing, ", ")))
+		}
+		return status, strings.Join(parts, "; ")
+	}
+}
+
+// ago is how long before now t was, to the second.
+func ago(now, t time.Time) time.Duration { return max(0, now.Sub(t)).Round(time.Second) }
 
 var errTarEnded = errors.New("tar ended before the end of the stream")
 

@@ -18,6 +18,7 @@ import (
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/s3store"
 	"github.com/theappliance/appliance/appliance/backup/s3store/s3test"
+	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -219,6 +220,13 @@ func TestBucketDownWhileWritingArchivingCatchesUp(t *testing.T) {
 	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "base"})
 	runJob(t, e, res, err)
 	failedBefore := scalar[int64](t, conn, "SELECT failed_count FROM pg_stat_archiver")
+	// With a bucket, a segment holding writes is switched within a minute (what a lost disk loses).
+	if v := scalar[string](t, conn, "SHOW archive_timeout"); v != "1min" {
+		t.Fatalf("archive_timeout = %s, want 1min", v)
+	}
+	if c := statusComponent(t, e, "backup-store"); c.Status != appliance.StatusOperational {
+		t.Fatalf("/status before the bucket went away: %+v", c)
+	}
 
 	srv.Stop()
 	for i := range 3 {
@@ -236,8 +244,35 @@ func TestBucketDownWhileWritingArchivingCatchesUp(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // polling the archiver's progress
 	}
+	// The sample that sees the archiver failing raises backup_store_unreachable (and its event), with the
+	// WAL waiting on the local disk as its observed value; /status's backup store is degraded, naming the
+	// project and the failed upload.
+	if _, err := e.Svc.Observe().Sample(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	alert := openAlert(t, e, p, prj.ID, observe.AlertBackupStoreUnreachable)
+	if alert == nil || alert.Severity != observe.SeverityWarning || alert.ObservedValue < 2*16<<20 || !strings.Contains(alert.Message, "WAL is not reaching the backup store") {
+		t.Fatalf("with the bucket down, the alert: %+v", alert)
+	}
+	if n := countEvents(t, e, prj.ID, observe.EventBackupStoreUnreachable); n != 1 {
+		t.Fatalf("%d %s events, want 1", n, observe.EventBackupStoreUnreachable)
+	}
+	if c := statusComponent(t, e, "backup-store"); c.Status != appliance.StatusDegraded || !strings.Contains(c.Message, "archiving fails for 1 of 1 projects: "+prj.ID) ||
+		!strings.Contains(c.Message, "the last upload failed") || !strings.Contains(c.Message, "s3://"+srv.Bucket+"/appliance/") {
+		t.Fatalf("/status with the bucket down: %+v", c)
+	}
+
 	srv.Restart()
 	waitArchivedIn(t, e, bs, conn, prj)
+	if _, err := e.Svc.Observe().Sample(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if a := openAlert(t, e, p, prj.ID, observe.AlertBackupStoreUnreachable); a != nil {
+		t.Fatalf("archiving caught up, and the alert is still open: %+v", a)
+	}
+	if c := statusComponent(t, e, "backup-store"); c.Status != appliance.StatusOperational || !strings.Contains(c.Message, "last upload") {
+		t.Fatalf("/status once archiving caught up: %+v", c)
+	}
 	target := scalar[time.Time](t, conn, "SELECT clock_timestamp()")
 	time.Sleep(1100 * time.Millisecond) // a commit after the target
 	if _, err := conn.Exec(t.Context(), "INSERT INTO items VALUES (-1)"); err != nil {
@@ -249,4 +284,45 @@ func TestBucketDownWhileWritingArchivingCatchesUp(t *testing.T) {
 	if n, sum := scalar[int64](t, got, "SELECT count(*) FROM items"), scalar[int64](t, got, "SELECT coalesce(sum(n), 0) FROM items"); n != 3000 || sum != 2999*3000/2 {
 		t.Fatalf("after the restore: %d rows summing to %d, want 3000 rows (0..2999)", n, sum)
 	}
+}
+
+// openAlert is the project's open alert of kind (nil: none).
+func openAlert(t *testing.T, e *appliancetest.Env, p *appliance.Principal, projectID, kind string) *appliance.ProjectAlert {
+	t.Helper()
+	list, err := e.Svc.Observe().ListAlerts(t.Context(), p, projectID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range list.Alerts {
+		if a.Kind == kind && a.ResolvedAt == nil {
+			return a
+		}
+	}
+	return nil
+}
+
+// statusComponent is /status's component named name.
+func statusComponent(t *testing.T, e *appliancetest.Env, name string) appliance.Component {
+	t.Helper()
+	for _, c := range e.Svc.Status(t.Context()).Components {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("/status has no %s component", name)
+	return appliance.Component{}
+}
+
+// countEvents counts the project's events of type typ in the log.
+func countEvents(t *testing.T, e *appliancetest.Env, projectID, typ string) int {
+	t.Helper()
+	n := 0
+	if err := e.Svc.DB().View(func(tx *store.Tx) error {
+		evs, err := store.Events.All(tx, func(ev *store.Event) bool { return ev.ProjectID == projectID && ev.Type == typ })
+		n = len(evs)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -67,6 +67,7 @@ func (s *Service) useDataPlane(dp *DataPlane) {
 	s.eng = instances.New(instances.Config{Supervisor: dp.Supervisor, User: dp.User, Bin: dp.Bin, CA: dp.CA, PgBouncer: dp.PgBouncer,
 		ListenHost: s.cfg.ListenHost, Dir: s.instancesDir(), CertHosts: s.certHosts(), Log: s.log, Step: s.jobStep})
 	s.Probe.Register("programs", s.programsCheck)
+	s.Probe.Register("backup-store", backupStoreCheck(s))
 }
 
 // Features that need PostgreSQL programs beyond the server (which the appliance does not start without).
@@ -172,6 +173,9 @@ func (s *Service) settingsFor(dp *DataPlane, prj *store.Project, rec *store.Inst
 		}
 		if set.ArchiveCommand, _, err = s.walCommands(ctx, dp, prj.ID); err != nil {
 			return postgres.Settings{}, err
+		}
+		if !bs.HasWALCommands() { // a bucket: the archive is off the machine, so bound what a lost disk loses
+			set.ArchiveTimeout = BucketArchiveTimeout
 		}
 	}
 	return set, nil

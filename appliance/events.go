@@ -9,6 +9,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/kv"
+	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -46,7 +47,8 @@ var EventTypes = []EventType{
 	{"kv.ready", "a key-value store's server runs: it accepts its token", "{job}"},
 	{"kv.deleted", "a key-value store's deletion completed: its server and data are gone", "{job}"},
 	{"instance.crashed", "a project's PostgreSQL server or its pooler exited without being stopped (killed, crashed); the supervisor starts it again, and an instance_crashed alert stays open until both serve", "{project_id, process, pid, error, at}"},
-	{"alert.triggered", "an observability alert was raised on a project (storage or connections near the limit, a long-open transaction, a failed backup, a crashed instance)", "{alert}"},
+	{observe.EventBackupStoreUnreachable, "a project's WAL is not reaching the backup store (its archiving failed at a sample: the store is unreachable, refuses or is full); the WAL waits on the local disk, and a backup_store_unreachable alert stays open until archiving succeeds", "{project_id, failed_wal, failed_at, last_archived_at, pending_bytes}"},
+	{"alert.triggered", "an observability alert was raised on a project (storage or connections near the limit, a long-open transaction, a failed backup, a crashed instance, WAL not reaching the backup store)", "{alert}"},
 	{"alert.resolved", "an alert's condition cleared (resolved_at set)", "{alert}"},
 	{"webhook.test", "POST .../webhook-endpoints/{endpointID}/test: sent to that endpoint only, whatever its event_types (never in the log or a stream)", "{webhook_endpoint_id, organization_id}"},
 	{"webhook_endpoint.disabled", "a webhook endpoint was disabled: through the API, on a 410 Gone, or after failing for 5 days (organization event: on no project stream)", "{webhook_endpoint, reason}"},

@@ -12,6 +12,7 @@ import (
 	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/pgstat"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -29,6 +30,14 @@ const (
 	// running is missing from the data directory: found at start, resolved at a start that no longer finds
 	// it (DataMissing).
 	AlertDataMissing = "data_missing"
+	// AlertBackupStoreUnreachable is raised on a project whose WAL archiving fails at a sample (the
+	// archive_command's last attempt failed: the backup store is unreachable, refuses or is full), with the
+	// event backup_store.unreachable; critical once the archive has not advanced for ArchiveStalledCritical.
+	// Its observed value is the WAL waiting on the local disk, in bytes. It resolves at the first sample
+	// where the last attempt succeeded.
+	AlertBackupStoreUnreachable = "backup_store_unreachable"
+	// EventBackupStoreUnreachable is the event appended when that alert is raised.
+	EventBackupStoreUnreachable = "backup_store.unreachable"
 
 	SeverityWarning  = "warning"
 	SeverityCritical = "critical"
@@ -39,6 +48,9 @@ const (
 	// LongTransactionWarn and LongTransactionCritical: how long a transaction may stay open.
 	LongTransactionWarn     = 5 * time.Minute
 	LongTransactionCritical = time.Hour
+	// ArchiveStalledCritical: how long the archive may not advance while archiving fails before the
+	// backup_store_unreachable alert is critical.
+	ArchiveStalledCritical = 15 * time.Minute
 	// AlertListWindow: resolved alerts are listed this long after they resolved.
 	AlertListWindow = 7 * 24 * time.Hour
 )
@@ -59,6 +71,9 @@ type alertCondition struct {
 	kind, severity, message string
 	observed, limit         float64
 	raised                  bool
+	// event, when set, is appended with eventData as well as alert.triggered when the alert is raised.
+	event     string
+	eventData any
 }
 
 // alertInput is what a sample knows for the alerts.
@@ -87,11 +102,47 @@ func (t *sampleTarget) alertInput() []alertCondition {
 		}
 		long.message = fmt.Sprintf("a transaction has been open for %s (it holds back vacuum and may hold locks)", d.Round(time.Second))
 	}
-	return []alertCondition{
+	conds := []alertCondition{
 		share(AlertStorage, "storage", c.DatabaseSizeBytes, t.prj.StorageLimitBytes, api.FormatBytes),
 		share(AlertConnections, "connections", c.Connections, c.ConnectionLimit, func(n int64) string { return fmt.Sprint(n) }),
 		long,
 	}
+	if t.arch != nil {
+		conds = append(conds, archiveCondition(t.prj.ID, t.arch, c.At))
+	}
+	return conds
+}
+
+// BackupStoreUnreachableEvent is the data of backup_store.unreachable.
+type BackupStoreUnreachableEvent struct {
+	ProjectID      string     `json:"project_id"`
+	FailedWAL      string     `json:"failed_wal" doc:"the WAL file whose archiving failed last"`
+	FailedAt       *time.Time `json:"failed_at"`
+	LastArchivedAt *time.Time `json:"last_archived_at" doc:"when the archive last advanced (null: not since the server's statistics began)"`
+	PendingBytes   int64      `json:"pending_bytes" doc:"WAL written past the end of the last archived segment, waiting on the local disk"`
+}
+
+// archiveCondition is the backup_store_unreachable verdict of a server's archiver read at now.
+func archiveCondition(projectID string, a *pgstat.Archiver, now time.Time) alertCondition {
+	c := alertCondition{kind: AlertBackupStoreUnreachable, observed: float64(a.PendingBytes)}
+	if !a.Failing() {
+		return c
+	}
+	c.raised, c.severity = true, SeverityWarning
+	since := "no WAL file was archived since the server's statistics began"
+	if a.ArchivedAt != nil {
+		stalled := now.Sub(*a.ArchivedAt)
+		since = "the archive last advanced " + stalled.Round(time.Second).String() + " ago"
+		if stalled >= ArchiveStalledCritical {
+			c.severity = SeverityCritical
+		}
+	}
+	c.message = fmt.Sprintf("WAL is not reaching the backup store: archiving %s failed; %s, and %s of WAL wait on the local disk",
+		a.FailedWAL, since, api.FormatBytes(a.PendingBytes))
+	c.event = EventBackupStoreUnreachable
+	c.eventData = BackupStoreUnreachableEvent{ProjectID: projectID, FailedWAL: a.FailedWAL, FailedAt: a.FailedAt,
+		LastArchivedAt: a.ArchivedAt, PendingBytes: a.PendingBytes}
+	return c
 }
 
 // evaluateAlerts applies a sample's verdicts to the project's open alerts inside tx: a condition that
@@ -138,6 +189,11 @@ func (s *Service) applyAlert(tx *store.Tx, prj *store.Project, a *store.ProjectA
 			Severity: c.severity, Message: c.message, LimitValue: c.limit, ObservedValue: c.observed, TriggeredAt: now, LastNotifiedAt: &now}
 		if err := store.ProjectAlerts.Put(tx, a); err != nil {
 			return false, err
+		}
+		if c.event != "" {
+			if err := s.host.AppendEvent(tx, c.event, prj.OrganizationID, prj.ID, c.eventData); err != nil {
+				return false, err
+			}
 		}
 		return true, s.host.AppendEvent(tx, "alert.triggered", prj.OrganizationID, prj.ID, AlertEvent{Alert: alertView(a)})
 	case c.raised:

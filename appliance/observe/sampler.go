@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -55,6 +56,8 @@ type samplerState struct {
 	// memory carries each sampled project's processes' readings from sweep to sweep (by project ID; only
 	// the sweep, under its lock, touches it).
 	memory map[string]*pgstat.Memory
+	// archive is each project's WAL archiving at the last sweep that read it (by project ID; under mu).
+	archive map[string]ProjectArchive
 }
 
 // SampleSweepResult says what a sampling sweep did.
@@ -90,6 +93,7 @@ type sampleTarget struct {
 	stmts     map[string]stmtTotals // the new totals (nil: not snapshotted this sweep)
 	stmtPoint []byte                // the snapshot's encoded deltas
 	stmtsRead bool
+	arch      *pgstat.Archiver // nil when it could not be read
 	err       error
 }
 
@@ -177,13 +181,18 @@ func (s *Service) Sample(ctx context.Context) (SampleSweepResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("store samples: %w", err)
 	}
+	archive := make(map[string]ProjectArchive, len(targets))
 	for _, t := range targets {
 		if t.err != nil && ctx.Err() == nil {
 			s.log.Warn("observability: sample", "project", t.prj.ID, "err", t.err)
 		}
+		if t.err == nil && t.arch != nil {
+			archive[t.prj.ID] = ProjectArchive{Archiver: *t.arch, ReadAt: now}
+		}
 	}
 	res.Duration, res.CPU = time.Since(start), processCPU()-cpu0
 	s.sampler.mu.Lock()
+	s.sampler.archive = archive
 	s.sampler.last = res
 	s.sampler.total++
 	s.sampler.mu.Unlock()
@@ -233,6 +242,12 @@ func (s *Service) readServer(ctx context.Context, t *sampleTarget, now time.Time
 		return fmt.Errorf("read counters: %w", err)
 	}
 	t.cur = &reading{Counters: c, At: now}
+	// The archiver is read apart from the counters: a server whose view cannot be read still gets its
+	// history point (and keeps no archive_failing verdict this sweep).
+	if t.arch, err = pgstat.ReadArchiver(ctx, conn); err != nil {
+		s.log.Warn("observability: read the archiver", "project", t.prj.ID, "err", err)
+		t.arch = nil
+	}
 	if statementsDue(t.prj.ID, t.state.StatementsAt, now) {
 		read, err := pgstat.ReadStatements(ctx, conn, t.prj.DatabaseName, postgres.AdminRole)
 		if err != nil {
@@ -404,6 +419,41 @@ func (s *Service) storeTarget(tx *store.Tx, t *sampleTarget, now time.Time) (int
 		return 0, err
 	}
 	return s.evaluateAlerts(tx, prj, t.alertInput(), now)
+}
+
+// ProjectArchive is a project's WAL archiving as the last sweep read it.
+type ProjectArchive struct {
+	pgstat.Archiver
+	ReadAt time.Time
+}
+
+// ArchiveSummary is the WAL archiving of every project the last sweep read (/status's backup store).
+type ArchiveSummary struct {
+	Projects        int        // projects read
+	Failing         []string   // the projects whose last archiving attempt failed, sorted
+	MaxPendingBytes int64      // the most WAL waiting on the local disk for one project
+	OldestArchived  *time.Time // the oldest "archive last advanced" among the projects with WAL waiting (nil: none)
+	ReadAt          time.Time  // when the sweep read them (zero: no sweep yet)
+}
+
+// Archive summarizes the projects' WAL archiving at the last sweep.
+func (s *Service) Archive() ArchiveSummary {
+	s.sampler.mu.Lock()
+	defer s.sampler.mu.Unlock()
+	var sum ArchiveSummary
+	for id, a := range s.sampler.archive {
+		sum.Projects++
+		sum.ReadAt = a.ReadAt
+		if a.Failing() {
+			sum.Failing = append(sum.Failing, id)
+		}
+		sum.MaxPendingBytes = max(sum.MaxPendingBytes, a.PendingBytes)
+		if a.PendingBytes > 0 && a.ArchivedAt != nil && (sum.OldestArchived == nil || a.ArchivedAt.Before(*sum.OldestArchived)) {
+			sum.OldestArchived = a.ArchivedAt
+		}
+	}
+	slices.Sort(sum.Failing)
+	return sum
 }
 
 // SamplerStats is the last sweep and the number of sweeps (for /metrics).

@@ -77,3 +77,41 @@ func testCounters(t *testing.T, s *pgtest.Server) {
 		t.Errorf("the tenant's functions ran on the admin session: %q", n)
 	}
 }
+
+// testArchiver: the archiver's view reads on a server that archives nothing (no file, no failure, nothing
+// pending counted).
+func testArchiver(t *testing.T, s *pgtest.Server) {
+	db, _, _ := s.Tenant(t)
+	admin := s.Connect(t, s.AdminConfig(t, db))
+	a, err := pgstat.ReadArchiver(t.Context(), admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ArchivedWAL != "" || a.ArchivedAt != nil || a.Failing() || a.PendingBytes != 0 {
+		t.Errorf("a server that archives nothing: %+v", a)
+	}
+}
+
+func TestSegmentEnd(t *testing.T) {
+	const mb16 = 16 << 20
+	for _, c := range []struct {
+		name string
+		size int64
+		end  int64
+		ok   bool
+	}{
+		{"000000010000000000000001", mb16, 2 * mb16, true},
+		{"0000000100000002000000FF", mb16, 2<<32 + 256*mb16, true},
+		{"000000030000000000000004.partial", mb16, 5 * mb16, true},
+		{"000000010000000000000002.00000028.backup", mb16, 3 * mb16, true},
+		{"000000010000000000000001", 1 << 30, 2 << 30, true},
+		{"00000002.history", mb16, 0, false},
+		{"", mb16, 0, false},
+		{"0000000100000000000000zz", mb16, 0, false},
+	} {
+		end, ok := pgstat.SegmentEnd(c.name, c.size)
+		if end != c.end || ok != c.ok {
+			t.Errorf("SegmentEnd(%q, %d) = %d, %v; want %d, %v", c.name, c.size, end, ok, c.end, c.ok)
+		}
+	}
+}

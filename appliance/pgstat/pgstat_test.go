@@ -72,6 +72,7 @@ func TestPgstat(t *testing.T) {
 	s := pgtest.Start(t, postgres.Settings{})
 	t.Run("Snapshot", func(t *testing.T) { t.Parallel(); testSnapshot(t, s) })
 	t.Run("Counters", func(t *testing.T) { t.Parallel(); testCounters(t, s) })
+	t.Run("Archiver", func(t *testing.T) { t.Parallel(); testArchiver(t, s) })
 	t.Run("Procs", func(t *testing.T) { t.Parallel(); testProcs(t, s) })
 	t.Run("Advisor", func(t *testing.T) { t.Parallel(); testAdvisor(t, s) })
 	t.Run("AdvisorWithoutHypopg", func(t *testing.T) { t.Parallel(); testAdvisorWithoutHypopg(t, s) })

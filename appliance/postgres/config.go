@@ -46,6 +46,9 @@ type Settings struct {
 	// ArchiveCommand is run by PostgreSQL through sh for every WAL segment (%p path, %f file name);
 	// "": copy into <Dir>/wal-archive (see CopyArchiveCommand). Changes apply on reload.
 	ArchiveCommand string `json:"archive_command"`
+	// ArchiveTimeout is archive_timeout (0: off, PostgreSQL's default): how long a WAL segment that holds
+	// writes may stay unfinished before the server switches to the next so the archive gets it. Reload.
+	ArchiveTimeout time.Duration `json:"archive_timeout,omitempty"`
 
 	// Bounds of a throwaway instance (an ephemeral database), none when zero. ProcessDataBytes is the
 	// RLIMIT_DATA (private memory: heap and anonymous maps; not the shared buffers) of the postmaster and of
@@ -193,6 +196,9 @@ func settingsFile(s Settings) ([]byte, error) {
 	fmt.Fprintf(&b, "idle_in_transaction_session_timeout = %d\n", millis(s.IdleInTransactionSessionTimeout))
 	fmt.Fprintf(&b, "shared_preload_libraries = %s\n", confQuote(strings.Join(s.SharedPreloadLibraries, ",")))
 	fmt.Fprintf(&b, "archive_command = %s\n", confQuote(s.ArchiveCommand))
+	if s.ArchiveTimeout > 0 {
+		fmt.Fprintf(&b, "archive_timeout = %d\n", max(1, int64(s.ArchiveTimeout/time.Second)))
+	}
 	if s.ProcessDataBytes > 0 {
 		// The defaults fit the bound (64 MB of maintenance_work_mem would not fit in 64 MB with the
 		// process's own ~20 MB): a quarter of it for index builds and vacuum's dead tuples.

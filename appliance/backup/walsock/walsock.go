@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/backup"
@@ -30,8 +31,42 @@ import (
 
 // Server serves a backup.Store's WAL archive on a unix socket.
 type Server struct {
-	srv  *http.Server
-	done chan struct{}
+	srv    *http.Server
+	done   chan struct{}
+	pushes pushes
+}
+
+// Pushes is what the socket stored so far, and its last failure (for /status).
+type Pushes struct {
+	Stored      int64     // WAL files stored
+	Bytes       int64     // their bytes
+	LastStored  time.Time // when the last one was stored (zero: none yet)
+	LastError   string    // the last push that failed, and why ("" when none failed)
+	LastErrorAt time.Time
+}
+
+type pushes struct {
+	mu sync.Mutex
+	Pushes
+}
+
+func (p *pushes) note(n int64, err error, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.LastError, p.LastErrorAt = err.Error(), now
+		return
+	}
+	p.Stored++
+	p.Bytes += n
+	p.LastStored = now
+}
+
+// Pushes reports what the socket stored so far and its last failure.
+func (s *Server) Pushes() Pushes {
+	s.pushes.mu.Lock()
+	defer s.pushes.mu.Unlock()
+	return s.pushes.Pushes
 }
 
 // maxSocketPath is what a sockaddr_un holds (108 bytes on Linux, with the terminating NUL).
@@ -74,7 +109,8 @@ func Start(path string, chown func(string) error, st *backup.Store, log *slog.Lo
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{srv: &http.Server{Handler: Handler(st, log), ReadHeaderTimeout: 10 * time.Second}, done: make(chan struct{})}
+	s := &Server{done: make(chan struct{})}
+	s.srv = &http.Server{Handler: handler(st, log, &s.pushes), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -92,8 +128,8 @@ func (s *Server) Stop(ctx context.Context) error {
 	return err
 }
 
-// Handler is the socket's HTTP handler on st.
-func Handler(st *backup.Store, log *slog.Logger) http.Handler {
+// handler is the socket's HTTP handler on st, noting each push's outcome in p.
+func handler(st *backup.Store, log *slog.Logger, p *pushes) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /wal/{project}/{file}", func(w http.ResponseWriter, r *http.Request) {
 		project, file := r.PathValue("project"), r.PathValue("file")
@@ -105,6 +141,7 @@ func Handler(st *backup.Store, log *slog.Logger) http.Handler {
 		if err == nil && n != r.ContentLength {
 			err = fmt.Errorf("stored %d bytes of %d", n, r.ContentLength)
 		}
+		p.note(n, err, time.Now())
 		if err != nil {
 			log.Warn("archive a WAL file", "project", project, "file", file, "err", err)
 			http.Error(w, fmt.Sprintf("store %s of %s: %v", file, project, err), http.StatusBadGateway)
