@@ -326,3 +326,96 @@ func countEvents(t *testing.T, e *appliancetest.Env, projectID, typ string) int 
 	}
 	return n
 }
+
+// TestBucketRetentionAndTamperedObject: retention applies to the bucket — the expired backups' objects
+// and manifests and the WAL archived before the oldest kept backup are deleted, the kept backup, the WAL
+// after it and another project's objects are not; then a tampered object of the kept backup fails the
+// restore to it with an error naming the object, and the project's database is left as it was.
+func TestBucketRetentionAndTamperedObject(t *testing.T) {
+	t.Parallel()
+	e, p, srv, bs := bucketEnv(t)
+	ctx := t.Context()
+	prj, c, conn := connected(t, e, p, "retained in a bucket")
+	other, _, otherConn := connected(t, e, p, "left alone")
+	waitArchivedIn(t, e, bs, otherConn, other)
+	objectsOf := func(id string) map[string]bool {
+		t.Helper()
+		out := map[string]bool{}
+		for o := range srv.Client().ListObjects(ctx, srv.Bucket, minio.ListObjectsOptions{Prefix: "appliance/" + id + "/", Recursive: true}) {
+			if o.Err != nil {
+				t.Fatal(o.Err)
+			}
+			out[strings.TrimPrefix(o.Key, "appliance/"+id+"/")] = true
+		}
+		return out
+	}
+	otherBefore := objectsOf(other.ID)
+
+	if _, err := conn.Exec(ctx, "CREATE TABLE items (n int); INSERT INTO items SELECT generate_series(1, 100)"); err != nil {
+		t.Fatal(err)
+	}
+	var segs []string // a segment archived before each backup
+	for range 3 {
+		segs = append(segs, waitArchivedIn(t, e, bs, conn, prj))
+		res, err := e.Svc.CreateBackup(ctx, p, prj.ID, &appliance.CreateBackupRequest{Label: "manual"})
+		runJob(t, e, res, err)
+	}
+	after := waitArchivedIn(t, e, bs, conn, prj) // archived after the newest backup
+	keys := ageBackups(t, e, p, prj, 3*24*time.Hour, 4*24*time.Hour, 5*24*time.Hour)
+	if _, err := e.Svc.PutScheduledBackup(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
+		CronHour: intp(23), CronMinute: intp(59), IsActive: boolp(true), RetentionDays: intp(1)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Svc.RunScheduledBackups(ctx, time.Now().UTC().Truncate(24*time.Hour)) // only retention runs
+	if err != nil || res.BackupsDeleted != 2 || res.WALDeleted == 0 {
+		t.Fatalf("retention: %+v %v", res, err)
+	}
+	objs := objectsOf(prj.ID)
+	for i, k := range keys {
+		kept := objs["base/"+k+".backup.json"] && objs["base/"+k+"/backup_label"]
+		if i == 0 && !kept {
+			t.Errorf("the kept backup %s lost its objects", k)
+		}
+		for name := range objs {
+			if i > 0 && strings.HasPrefix(name, "base/"+k) {
+				t.Errorf("the expired backup %s still has %s in the bucket", k, name)
+			}
+		}
+	}
+	for _, s := range segs {
+		if objs["wal/"+s] {
+			t.Errorf("segment %s, archived before the kept backup, is still in the bucket", s)
+		}
+	}
+	if !objs["wal/"+after] {
+		t.Errorf("segment %s, archived after the kept backup, was deleted", after)
+	}
+	for name := range otherBefore {
+		if !objectsOf(other.ID)[name] {
+			t.Errorf("another project's object %s was deleted", name)
+		}
+	}
+
+	// A byte of the kept backup's pg_control flipped in the bucket: the restore to it fails naming the
+	// object, and the project keeps its rows.
+	key := "appliance/" + prj.ID + "/base/" + keys[0] + "/global/pg_control"
+	data, err := os.ReadFile(srv.Path(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 1
+	if err := os.WriteFile(srv.Path(key), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rres, err := e.Svc.RestoreProject(ctx, p, prj.ID, &appliance.RestoreRequest{BackupKey: keys[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := e.WaitJob(t, rres.Job.ID)
+	if j.State != scheduler.StateFailed || !strings.Contains(j.Error, "global/pg_control") {
+		t.Fatalf("restore from a tampered object: %s, %q", j.State, j.Error)
+	}
+	if n := scalar[int64](t, connect(t, c.Connections.DirectURL), "SELECT count(*) FROM items"); n != 100 {
+		t.Fatalf("after the failed restore the project has %d rows, want 100", n)
+	}
+}
