@@ -8,6 +8,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/extensions"
+	"github.com/theappliance/appliance/appliance/identity"
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/appliance/observe"
@@ -279,4 +280,16 @@ func (h areaHost) PrepareUploads(ctx context.Context, projectID string) (migrate
 		return nil, Internal(err, "prepare backup store")
 	}
 	return dp.User, nil
+}
+
+var _ identity.Host = areaHost{}
+
+// RecordKeyRevocation appends a revoked API key's hash to the revocation record (revocations.go).
+func (h areaHost) RecordKeyRevocation(hash string) error {
+	return h.s.recordRevocation(revokedAPIKey, hash)
+}
+
+// RecordSessionRevocation appends a revoked session's token hash to the revocation record.
+func (h areaHost) RecordSessionRevocation(hash string) error {
+	return h.s.recordRevocation(revokedSession, hash)
 }

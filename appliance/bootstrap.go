@@ -49,14 +49,7 @@ func (s *Service) EnsureBootstrap(ctx context.Context, path, caCert string) (*Bo
 		if err := store.Organizations.Put(tx, org); err != nil {
 			return err
 		}
-		password := ids.Secret(15)
-		u, err := s.CreateUser(tx, BootstrapOwnerEmail, "Owner", password, false,
-			store.Membership{OrganizationID: org.ID, Role: RoleOwner})
-		if err != nil {
-			return err
-		}
-		_, plain, err := s.mintKey(tx, keySpec{orgID: org.ID, name: "bootstrap admin key", source: "bootstrap",
-			createdBy: u.ID, scopes: scopeStrings(AllScopes)})
+		u, password, plain, err := s.identity.BootstrapOwner(tx, org.ID, BootstrapOwnerEmail)
 		if err != nil {
 			return err
 		}

@@ -32,7 +32,7 @@ func TestFeaturesNeedTheirPrograms(t *testing.T) {
 		}
 	}
 	e := appliancetest.New(t, appliancetest.Options{Instances: true, PGBin: bin})
-	p, err := e.Svc.Authenticate(t.Context(), e.Bootstrap.APIKey)
+	p, err := e.Svc.Identity().Authenticate(t.Context(), e.Bootstrap.APIKey)
 	if err != nil {
 		t.Fatal(err)
 	}

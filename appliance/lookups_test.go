@@ -19,22 +19,22 @@ func TestKeyAuthCacheFollowsWrites(t *testing.T) {
 	e, admin := keyEnv(t, appliancetest.Options{})
 	org := e.Bootstrap.OrganizationID
 	ctx := t.Context()
-	added, err := e.Svc.AddMember(ctx, admin, org, &appliance.AddMemberRequest{Email: "dana@example.com", Role: appliance.RoleAdmin, Password: "correct horse battery"})
+	added, err := e.Svc.Identity().AddMember(ctx, admin, org, &appliance.AddMemberRequest{Email: "dana@example.com", Role: appliance.RoleAdmin, Password: "correct horse battery"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dana := added.Member.UserID
-	sess, err := e.Svc.CreateSession(ctx, &appliance.SessionRequest{Email: "dana@example.com", Password: "correct horse battery"})
+	sess, err := e.Svc.Identity().CreateSession(ctx, &appliance.SessionRequest{Email: "dana@example.com", Password: "correct horse battery"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pd, err := e.Svc.Authenticate(ctx, sess.Token)
+	pd, err := e.Svc.Identity().Authenticate(ctx, sess.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mint := func(name string, days int64) *appliance.CreatedAPIKey {
 		t.Helper()
-		k, err := e.Svc.CreateAPIKey(ctx, pd, org, &appliance.CreateAPIKeyRequest{Name: name,
+		k, err := e.Svc.Identity().CreateAPIKey(ctx, pd, org, &appliance.CreateAPIKeyRequest{Name: name,
 			Scopes: []string{"projects:read", "api_keys:read", "api_keys:write"}, ExpiresIn: days})
 		if err != nil {
 			t.Fatal(err)
@@ -44,8 +44,8 @@ func TestKeyAuthCacheFollowsWrites(t *testing.T) {
 	auth := func(token string) (*appliance.Principal, error) {
 		t.Helper()
 		// Twice: the second answer comes from the cache, and both must agree.
-		p1, err1 := e.Svc.Authenticate(ctx, token)
-		p2, err2 := e.Svc.Authenticate(ctx, token)
+		p1, err1 := e.Svc.Identity().Authenticate(ctx, token)
+		p2, err2 := e.Svc.Identity().Authenticate(ctx, token)
 		if (err1 == nil) != (err2 == nil) || err1 == nil && (p1.IDPOrganizationRole != p2.IDPOrganizationRole || !slices.Equal(p1.Scopes, p2.Scopes)) {
 			t.Fatalf("two authentications in a row disagree: %+v %v / %+v %v", p1, err1, p2, err2)
 		}
@@ -53,7 +53,7 @@ func TestKeyAuthCacheFollowsWrites(t *testing.T) {
 	}
 	refused := func(token, want string) {
 		t.Helper()
-		_, err := e.Svc.Authenticate(ctx, token)
+		_, err := e.Svc.Identity().Authenticate(ctx, token)
 		if appliance.KindOf(err) != appliance.KindUnauthenticated || !strings.Contains(err.Error(), want) {
 			t.Fatalf("want unauthenticated (%q), got %v", want, err)
 		}
@@ -75,17 +75,17 @@ func TestKeyAuthCacheFollowsWrites(t *testing.T) {
 	}
 
 	t.Run("role change", func(t *testing.T) {
-		if _, err := e.Svc.SetMemberRole(ctx, admin, org, dana, &appliance.SetMemberRoleRequest{Role: appliance.RoleMember}); err != nil {
+		if _, err := e.Svc.Identity().SetMemberRole(ctx, admin, org, dana, &appliance.SetMemberRoleRequest{Role: appliance.RoleMember}); err != nil {
 			t.Fatal(err)
 		}
-		p, err := e.Svc.Authenticate(ctx, key.PlaintextAPIKey)
+		p, err := e.Svc.Identity().Authenticate(ctx, key.PlaintextAPIKey)
 		if err != nil || p.IDPOrganizationRole != appliance.RoleMember || p.Has(appliance.ScopeAPIKeysWrite) || !p.Has(appliance.ScopeAPIKeysRead) {
 			t.Fatalf("after the demotion: %+v %v", p, err)
 		}
-		if _, err := e.Svc.SetMemberRole(ctx, admin, org, dana, &appliance.SetMemberRoleRequest{Role: appliance.RoleAdmin}); err != nil {
+		if _, err := e.Svc.Identity().SetMemberRole(ctx, admin, org, dana, &appliance.SetMemberRoleRequest{Role: appliance.RoleAdmin}); err != nil {
 			t.Fatal(err)
 		}
-		if p, err := e.Svc.Authenticate(ctx, key.PlaintextAPIKey); err != nil || !p.Has(appliance.ScopeAPIKeysWrite) {
+		if p, err := e.Svc.Identity().Authenticate(ctx, key.PlaintextAPIKey); err != nil || !p.Has(appliance.ScopeAPIKeysWrite) {
 			t.Fatalf("after the promotion back: %+v %v", p, err)
 		}
 	})
@@ -94,7 +94,7 @@ func TestKeyAuthCacheFollowsWrites(t *testing.T) {
 		if _, err := auth(other.PlaintextAPIKey); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Svc.RevokeAPIKey(ctx, admin, org, other.APIKey.ID); err != nil {
+		if _, err := e.Svc.Identity().RevokeAPIKey(ctx, admin, org, other.APIKey.ID); err != nil {
 			t.Fatal(err)
 		}
 		refused(other.PlaintextAPIKey, "revoked")
@@ -121,7 +121,7 @@ func TestKeyAuthCacheFollowsWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 		set(appliance.RoleMember)
-		if p, err := e.Svc.Authenticate(ctx, key.PlaintextAPIKey); err != nil || p.Has(appliance.ScopeAPIKeysWrite) {
+		if p, err := e.Svc.Identity().Authenticate(ctx, key.PlaintextAPIKey); err != nil || p.Has(appliance.ScopeAPIKeysWrite) {
 			t.Fatalf("after the store write: %+v %v", p, err)
 		}
 		set(appliance.RoleAdmin)
@@ -141,7 +141,7 @@ func TestKeyAuthCacheFollowsWrites(t *testing.T) {
 		if _, err := auth(key.PlaintextAPIKey); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Svc.RemoveMember(ctx, admin, org, dana); err != nil {
+		if _, err := e.Svc.Identity().RemoveMember(ctx, admin, org, dana); err != nil {
 			t.Fatal(err)
 		}
 		refused(key.PlaintextAPIKey, "")
@@ -194,12 +194,12 @@ func TestStudioTargetCacheFollowsWrites(t *testing.T) {
 	}
 
 	// A project-scoped key sees only its project, cache or not.
-	k, err := e.Svc.CreateAPIKey(t.Context(), p, e.Bootstrap.OrganizationID, &appliance.CreateAPIKeyRequest{Name: "a only",
+	k, err := e.Svc.Identity().CreateAPIKey(t.Context(), p, e.Bootstrap.OrganizationID, &appliance.CreateAPIKeyRequest{Name: "a only",
 		Scopes: []string{"projects:read", "projects:write"}, ProjectID: a.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pa, err := e.Svc.Authenticate(t.Context(), k.PlaintextAPIKey)
+	pa, err := e.Svc.Identity().Authenticate(t.Context(), k.PlaintextAPIKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func TestPreflightOutboundPolicy(t *testing.T) {
 func TestPreflightLoopbackRefusedByDefault(t *testing.T) {
 	t.Parallel()
 	e := appliancetest.New(t, appliancetest.Options{Instances: true, Outbound: &outbound.Policy{}})
-	p, err := e.Svc.Authenticate(t.Context(), e.Bootstrap.APIKey)
+	p, err := e.Svc.Identity().Authenticate(t.Context(), e.Bootstrap.APIKey)
 	if err != nil {
 		t.Fatal(err)
 	}

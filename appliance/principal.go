@@ -34,11 +34,3 @@ const (
 	ActorSystem    = authz.ActorSystem
 	ActorAnonymous = authz.ActorAnonymous
 )
-
-func scopeStrings(s []Scope) []string {
-	out := make([]string, len(s))
-	for i, v := range s {
-		out[i] = string(v)
-	}
-	return out
-}

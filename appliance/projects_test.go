@@ -697,7 +697,7 @@ func TestMajorUpgradePreflightFailsClearlyForAnAbsentMajor(t *testing.T) {
 func spareEnv(t *testing.T) (*appliancetest.Env, *appliance.Principal) {
 	t.Helper()
 	e := appliancetest.New(t, appliancetest.Options{Instances: true, Spares: 1})
-	p, err := e.Svc.Authenticate(t.Context(), e.Bootstrap.APIKey)
+	p, err := e.Svc.Identity().Authenticate(t.Context(), e.Bootstrap.APIKey)
 	if err != nil {
 		t.Fatal(err)
 	}

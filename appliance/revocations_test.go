@@ -19,15 +19,15 @@ func TestRevocationRecordOutlivesTheMetadata(t *testing.T) {
 	e, admin := keyEnv(t, appliancetest.Options{})
 	ctx := t.Context()
 	org := e.Bootstrap.OrganizationID
-	k, err := e.Svc.CreateAPIKey(ctx, admin, org, &appliance.CreateAPIKeyRequest{Name: "old", Scopes: []string{"projects:read"}})
+	k, err := e.Svc.Identity().CreateAPIKey(ctx, admin, org, &appliance.CreateAPIKeyRequest{Name: "old", Scopes: []string{"projects:read"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := e.Svc.CreateSession(ctx, &appliance.SessionRequest{Email: appliance.BootstrapOwnerEmail, Password: e.Bootstrap.Password})
+	sess, err := e.Svc.Identity().CreateSession(ctx, &appliance.SessionRequest{Email: appliance.BootstrapOwnerEmail, Password: e.Bootstrap.Password})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := e.Svc.Authenticate(ctx, sess.Token)
+	ps, err := e.Svc.Identity().Authenticate(ctx, sess.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,10 +39,10 @@ func TestRevocationRecordOutlivesTheMetadata(t *testing.T) {
 		liveSessions, _ = store.Sessions.All(tx, nil)
 		return nil
 	})
-	if _, err := e.Svc.RevokeAPIKey(ctx, admin, org, k.APIKey.ID); err != nil {
+	if _, err := e.Svc.Identity().RevokeAPIKey(ctx, admin, org, k.APIKey.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Svc.SignOut(ctx, ps); err != nil {
+	if _, err := e.Svc.Identity().SignOut(ctx, ps); err != nil {
 		t.Fatal(err)
 	}
 	record, err := os.ReadFile(appliance.RevocationFile(e.Dir))
@@ -65,7 +65,7 @@ func TestRevocationRecordOutlivesTheMetadata(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Svc.Authenticate(ctx, k.PlaintextAPIKey); err != nil {
+	if _, err := e.Svc.Identity().Authenticate(ctx, k.PlaintextAPIKey); err != nil {
 		t.Fatalf("the key written back live does not authenticate (%v): the test shows nothing", err)
 	}
 	report, err := appliance.Reconcile(e.DB, e.Dir)
@@ -83,10 +83,10 @@ func TestRevocationRecordOutlivesTheMetadata(t *testing.T) {
 	if len(again) != 2 {
 		t.Fatalf("revoked again: %q", again)
 	}
-	if _, err := e.Svc.Authenticate(ctx, k.PlaintextAPIKey); err == nil {
+	if _, err := e.Svc.Identity().Authenticate(ctx, k.PlaintextAPIKey); err == nil {
 		t.Fatal("the revoked key authenticates again")
 	}
-	if _, err := e.Svc.Authenticate(ctx, sess.Token); err == nil {
+	if _, err := e.Svc.Identity().Authenticate(ctx, sess.Token); err == nil {
 		t.Fatal("the signed-out session authenticates again")
 	}
 	if report, _ := appliance.Reconcile(e.DB, e.Dir); len(report) != 0 {

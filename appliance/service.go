@@ -9,12 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/extensions"
+	"github.com/theappliance/appliance/appliance/identity"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/keyrate"
 	"github.com/theappliance/appliance/appliance/kv"
@@ -135,14 +134,10 @@ type Service struct {
 	// (disk.go).
 	guard storageGuard
 	disk  diskMonitor
-	// signIns is the per-account sign-in backoff (identity.go).
-	signIns signInBackoff
 	// studio is the studio area: the SQL console, the table editor, the history (appliance/studio, built
 	// in New); studioTargets caches its projects' targets (areaHost.ProjectTarget).
 	studio        *studio.Service
 	studioTargets store.Cache[*studio.ProjectTarget]
-	// keyCache holds API keys' principals by key hash (identity.go, lookups.go).
-	keyCache store.Cache[keyAuth]
 	// metrics counts job ends and webhook attempts for /metrics (metrics.go).
 	metrics serviceMetrics
 	// backupObjects is Deps.BackupObjects; walServer carries the WAL to it when PostgreSQL cannot
@@ -159,6 +154,9 @@ type Service struct {
 	upgrades *upgrades.Service
 	// migrate is the migration area's preflight and source checks (appliance/migrate, built in New).
 	migrate *migrate.Service
+	// identity is the identity area: sign-in, sessions, authentication, members, CLI login, API keys,
+	// organizations (appliance/identity, built in New).
+	identity *identity.Service
 }
 
 // New returns a service built with its collaborators.
@@ -199,14 +197,8 @@ func New(cfg Config, deps Deps) *Service {
 	s.urls = signedurl.New(cfg.APIURL, deps.Box, s.now)
 	s.exports = s.newExports(cfg, deps)
 	s.upgrades = s.newUpgrades(cfg, deps)
+	s.identity = s.newIdentity(cfg, deps)
 	return s
-}
-
-func (s *Service) passwordCost() int {
-	if s.cfg.PasswordCost == 0 {
-		return bcrypt.DefaultCost
-	}
-	return s.cfg.PasswordCost
 }
 
 // Config returns the deployment configuration.

@@ -46,27 +46,9 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
 	now := s.now()
 	err := s.db.Update(func(tx *store.Tx) error {
-		logins, err := store.CLILogins.All(tx, nil)
-		if err != nil {
+		var err error
+		if res.LoginsExpired, res.LoginsDeleted, err = s.identity.SweepLogins(tx, now, sweepRetention); err != nil {
 			return err
-		}
-		for _, l := range logins {
-			changed, err := s.expireLogin(tx, l)
-			if err != nil {
-				return err
-			}
-			switch {
-			case now.Sub(l.ExpiresAt) > sweepRetention:
-				res.LoginsDeleted++
-				if err := store.CLILogins.Delete(tx, l.ID); err != nil {
-					return err
-				}
-			case changed:
-				res.LoginsExpired++
-				if err := store.CLILogins.Put(tx, l); err != nil {
-					return err
-				}
-			}
 		}
 		approvals, err := store.Approvals.All(tx, func(a *store.Approval) bool { return now.Sub(a.ExpiresAt) > sweepRetention })
 		if err != nil {
@@ -78,17 +60,8 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 				return err
 			}
 		}
-		sessions, err := store.Sessions.All(tx, func(x *store.Session) bool { return now.Sub(x.ExpiresAt) > sweepRetention })
-		if err != nil {
-			return err
-		}
-		for _, x := range sessions {
-			res.SessionsDeleted++
-			if err := store.Sessions.Delete(tx, x.ID); err != nil {
-				return err
-			}
-		}
-		return nil
+		res.SessionsDeleted, err = s.identity.SweepSessions(tx, now, sweepRetention)
+		return err
 	})
 	if err != nil {
 		return res, Internal(err, "sweep expired records")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/identity"
 	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/scheduler"
@@ -44,23 +45,23 @@ func TestSweepExpiresAndDeletes(t *testing.T) {
 	t.Parallel()
 	svc, boot, now := setup(t)
 	ctx := t.Context()
-	pending, err := svc.StartCLILogin(ctx, &appliance.CLILoginStartRequest{DeviceName: "laptop"})
+	pending, err := svc.Identity().StartCLILogin(ctx, &appliance.CLILoginStartRequest{DeviceName: "laptop"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := svc.CreateSession(ctx, &appliance.SessionRequest{Email: boot.Email, Password: boot.Password})
+	sess, err := svc.Identity().CreateSession(ctx, &appliance.SessionRequest{Email: boot.Email, Password: boot.Password})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := svc.Authenticate(ctx, sess.Token)
+	p, err := svc.Identity().Authenticate(ctx, sess.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
-	authorized, err := svc.StartCLILogin(ctx, &appliance.CLILoginStartRequest{DeviceName: "desk"})
+	authorized, err := svc.Identity().StartCLILogin(ctx, &appliance.CLILoginStartRequest{DeviceName: "desk"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.AuthorizeCLILogin(ctx, p, authorized.SessionID); err != nil {
+	if _, err := svc.Identity().AuthorizeCLILogin(ctx, p, authorized.SessionID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -70,12 +71,12 @@ func TestSweepExpiresAndDeletes(t *testing.T) {
 	}
 
 	// Past the login deadline: both logins expire and the uncollected key is revoked.
-	*now = now.Add(appliance.CLILoginTTL + time.Minute)
+	*now = now.Add(identity.CLILoginTTL + time.Minute)
 	res, err := svc.Sweep(ctx)
 	if err != nil || res.LoginsExpired != 2 {
 		t.Fatalf("sweep after expiry: %+v %v", res, err)
 	}
-	keys, err := svc.ListAPIKeys(ctx, p, boot.OrganizationID)
+	keys, err := svc.Identity().ListAPIKeys(ctx, p, boot.OrganizationID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,17 +89,17 @@ func TestSweepExpiresAndDeletes(t *testing.T) {
 	if revoked != 1 {
 		t.Fatalf("want the uncollected CLI key revoked, got %d revoked of %d", revoked, len(keys.APIKeys))
 	}
-	if r, err := svc.PollCLILogin(ctx, pending.SessionID, pending.PollToken); err != nil || r.State != appliance.CLILoginExpired {
+	if r, err := svc.Identity().PollCLILogin(ctx, pending.SessionID, pending.PollToken); err != nil || r.State != identity.CLILoginExpired {
 		t.Fatalf("poll after sweep: %+v %v", r, err)
 	}
 
 	// A day later the records are gone, and so is the expired session.
-	*now = now.Add(appliance.SessionTTL + 25*time.Hour)
+	*now = now.Add(identity.SessionTTL + 25*time.Hour)
 	res, err = svc.Sweep(ctx)
 	if err != nil || res.LoginsDeleted != 2 || res.SessionsDeleted != 1 {
 		t.Fatalf("late sweep: %+v %v", res, err)
 	}
-	if _, err := svc.PollCLILogin(ctx, pending.SessionID, pending.PollToken); appliance.KindOf(err) != appliance.KindNotFound {
+	if _, err := svc.Identity().PollCLILogin(ctx, pending.SessionID, pending.PollToken); appliance.KindOf(err) != appliance.KindNotFound {
 		t.Fatalf("poll of a deleted login: %v", err)
 	}
 }

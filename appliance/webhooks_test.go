@@ -133,7 +133,7 @@ func endpoint(t *testing.T, e *appliancetest.Env, p *appliance.Principal, id str
 func keyEnv(t *testing.T, o appliancetest.Options) (*appliancetest.Env, *appliance.Principal) {
 	t.Helper()
 	e := appliancetest.New(t, o)
-	p, err := e.Svc.Authenticate(t.Context(), e.Bootstrap.APIKey)
+	p, err := e.Svc.Identity().Authenticate(t.Context(), e.Bootstrap.APIKey)
 	if err != nil {
 		t.Fatal(err)
 	}

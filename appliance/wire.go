@@ -364,8 +364,6 @@ var AllScopes = api.AllScopes
 // The records and domain values the API shows field for field. A record's wire type has exactly its fields,
 // so the conversion stops compiling when one changes without the other.
 
-func wireOrganization(o *store.Organization) *api.Organization { return (*api.Organization)(o) }
-
 func wireAuditEvents(evs []*store.AuditEvent) []*api.AuditEvent {
 	if evs == nil {
 		return nil
@@ -375,11 +373,4 @@ func wireAuditEvents(evs []*store.AuditEvent) []*api.AuditEvent {
 		out[i] = (*api.AuditEvent)(e)
 	}
 	return out
-}
-
-// wirePrincipal is the caller as GET /v1/me shows it (the session it came with stays out).
-func wirePrincipal(p *Principal) *api.Principal {
-	return &api.Principal{AuthSource: p.AuthSource, IDPOrganizationID: p.IDPOrganizationID, IDPOrganizationRole: p.IDPOrganizationRole,
-		IDPOrganizationSlug: p.IDPOrganizationSlug, OrganizationID: p.OrganizationID, UserID: p.UserID, IsAdmin: p.IsAdmin,
-		Scopes: p.Scopes, ProjectID: p.ProjectID, APIKeyID: p.APIKeyID}
 }

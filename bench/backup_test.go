@@ -52,7 +52,7 @@ func BenchmarkBackup(b *testing.B) {
 	loadBefore := loadavg()
 
 	e := appliancetest.New(b, appliancetest.Options{Instances: true})
-	p, err := e.Svc.Authenticate(ctx, e.Bootstrap.APIKey)
+	p, err := e.Svc.Identity().Authenticate(ctx, e.Bootstrap.APIKey)
 	if err != nil {
 		b.Fatal(err)
 	}

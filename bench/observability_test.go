@@ -359,7 +359,7 @@ func BenchmarkObservabilitySampler(b *testing.B) {
 		b.Cleanup(func() { appliance.DefaultOrganizationQuota = q })
 	}
 	e := appliancetest.New(b, appliancetest.Options{Instances: true, Spares: spares, Ports: 2*(maxN+spares) + 48}) // slack: a port of the range something else holds is skipped
-	p, err := e.Svc.Authenticate(b.Context(), e.Bootstrap.APIKey)
+	p, err := e.Svc.Identity().Authenticate(b.Context(), e.Bootstrap.APIKey)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -30,7 +30,7 @@ import (
 func previewEnv(b *testing.B, spares int, plan string) (*appliancetest.Env, *appliance.Principal, *store.Project) {
 	b.Helper()
 	e := appliancetest.New(b, appliancetest.Options{Instances: true, Spares: spares})
-	p, err := e.Svc.Authenticate(b.Context(), e.Bootstrap.APIKey)
+	p, err := e.Svc.Identity().Authenticate(b.Context(), e.Bootstrap.APIKey)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func BenchmarkPreviewsIdle(b *testing.B) {
 	n, reqs := envInt(b, "BENCH_PREVIEWS", 50), envInt(b, "BENCH_REQUESTS", 1000)
 	ctx := b.Context()
 	e := appliancetest.New(b, appliancetest.Options{Instances: true, Ports: 2*n + 8})
-	p, err := e.Svc.Authenticate(ctx, e.Bootstrap.APIKey)
+	p, err := e.Svc.Identity().Authenticate(ctx, e.Bootstrap.APIKey)
 	if err != nil {
 		b.Fatal(err)
 	}

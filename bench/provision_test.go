@@ -108,7 +108,7 @@ func runProvision(b *testing.B, par, spares int) {
 	per := perEnv(spares)
 	for i := 0; i < n; i += per {
 		e := appliancetest.New(b, appliancetest.Options{Instances: true, Spares: spares})
-		p, err := e.Svc.Authenticate(ctx, e.Bootstrap.APIKey)
+		p, err := e.Svc.Identity().Authenticate(ctx, e.Bootstrap.APIKey)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -311,7 +311,7 @@ func BenchmarkStudioIdlePools(b *testing.B) {
 		b.Cleanup(func() { appliance.DefaultOrganizationQuota = q })
 	}
 	e := appliancetest.New(b, appliancetest.Options{Instances: true, Spares: spares, Ports: 2*(n+spares) + 8})
-	p, err := e.Svc.Authenticate(ctx, e.Bootstrap.APIKey)
+	p, err := e.Svc.Identity().Authenticate(ctx, e.Bootstrap.APIKey)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func newEventsEnv(b *testing.B, hooks *appliance.WebhookOptions) *eventsEnv {
 	// The garbage collector's heap floor that up sets (--heap-floor-mb); BENCH_HEAP_FLOOR_MB=0: GOGC alone.
 	heapfloor.Set(uint64(envAtLeast(b, "BENCH_HEAP_FLOOR_MB", heapfloor.Default>>20, 0)) << 20)
 	e := appliancetest.New(b, appliancetest.Options{Webhooks: hooks})
-	p, err := e.Svc.Authenticate(b.Context(), e.Bootstrap.APIKey)
+	p, err := e.Svc.Identity().Authenticate(b.Context(), e.Bootstrap.APIKey)
 	if err != nil {
 		b.Fatal(err)
 	}

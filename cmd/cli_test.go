@@ -26,6 +26,7 @@ import (
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/identity"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/store"
@@ -106,7 +107,7 @@ func (e *cliEnv) login(t *testing.T) *appliance.Principal {
 	t.Setenv("APPLIANCE_API_URL", e.url)
 	t.Setenv("APPLIANCE_CA_CERT", e.caPath)
 	t.Setenv("APPLIANCE_API_KEY", e.boot.APIKey)
-	p, err := e.svc.Authenticate(t.Context(), e.boot.APIKey)
+	p, err := e.svc.Identity().Authenticate(t.Context(), e.boot.APIKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,11 +261,11 @@ func (e *cliEnv) readCLIConfig() *cliConfig {
 
 func (e *cliEnv) orgName() string {
 	e.t.Helper()
-	p, err := e.svc.Authenticate(e.t.Context(), e.boot.APIKey)
+	p, err := e.svc.Identity().Authenticate(e.t.Context(), e.boot.APIKey)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	me, err := e.svc.Me(e.t.Context(), p)
+	me, err := e.svc.Identity().Me(e.t.Context(), p)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -321,7 +322,7 @@ func TestCLILoginDeviceFlow(t *testing.T) {
 	if got, err := os.ReadFile(cfg.CACert); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("saved CA differs from the server's (err %v)", err)
 	}
-	p, err := e.svc.Authenticate(t.Context(), cfg.APIKey)
+	p, err := e.svc.Identity().Authenticate(t.Context(), cfg.APIKey)
 	if err != nil || p.OrganizationID != e.boot.OrganizationID || p.APIKeyID == "" {
 		t.Fatalf("saved key authenticates as %+v, %v", p, err)
 	}
@@ -382,7 +383,7 @@ func TestCLILoginNoWaitResume(t *testing.T) {
 	if cfg.PendingLogin != nil || !strings.Contains(cfg.APIKey, "_live_") || cfg.CACert == "" {
 		t.Fatalf("config after resume = %+v", cfg)
 	}
-	if _, err := e.svc.Authenticate(t.Context(), cfg.APIKey); err != nil {
+	if _, err := e.svc.Identity().Authenticate(t.Context(), cfg.APIKey); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -395,7 +396,7 @@ func TestCLILoginExpired(t *testing.T) {
 	})
 	login := e.start("", "login", "--api", e.url, "--ca-cert", e.caPath, "--poll-interval", "10ms")
 	id := waitSession(t, login)
-	offset.Store(int64(appliance.CLILoginTTL + time.Minute))
+	offset.Store(int64(identity.CLILoginTTL + time.Minute))
 	err := login.wait(t)
 	if err == nil || !strings.Contains(err.Error(), "expired") || !strings.Contains(err.Error(), id) {
 		t.Fatalf("login of an expired session: %v\nstdout:\n%s", err, login.stdout)
@@ -422,15 +423,15 @@ func TestCLILoginHonoursRetryAfter(t *testing.T) {
 	waitFor(t, "a rate-limited poll", login, func() bool { return strings.Contains(login.stderr.String(), "Rate limited") })
 
 	// Approve directly in the service (the HTTP sign-in shares the exhausted strict bucket).
-	sess, err := e.svc.CreateSession(t.Context(), &api.SessionRequest{Email: e.boot.Email, Password: e.boot.Password})
+	sess, err := e.svc.Identity().CreateSession(t.Context(), &api.SessionRequest{Email: e.boot.Email, Password: e.boot.Password})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.svc.Authenticate(t.Context(), sess.Token)
+	p, err := e.svc.Identity().Authenticate(t.Context(), sess.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.AuthorizeCLILogin(t.Context(), p, id); err != nil {
+	if _, err := e.svc.Identity().AuthorizeCLILogin(t.Context(), p, id); err != nil {
 		t.Fatal(err)
 	}
 	if err := login.wait(t); err != nil {
@@ -788,7 +789,7 @@ func TestCLIProjectsBackupsRestore(t *testing.T) {
 
 func (e *cliEnv) svcProject(id string) *api.Project {
 	e.t.Helper()
-	p, err := e.svc.Authenticate(e.t.Context(), e.boot.APIKey)
+	p, err := e.svc.Identity().Authenticate(e.t.Context(), e.boot.APIKey)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -1062,7 +1063,7 @@ func TestCLIUsers(t *testing.T) {
 		if err := store.Organizations.Put(tx, other); err != nil {
 			return err
 		}
-		_, err := e.svc.CreateUser(tx, "erin@elsewhere.example", "Erin", "erin's own passphrase", false, store.Membership{OrganizationID: other.ID, Role: "owner"})
+		_, err := e.svc.Identity().CreateUser(tx, "erin@elsewhere.example", "Erin", "erin's own passphrase", false, store.Membership{OrganizationID: other.ID, Role: "owner"})
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -72,7 +72,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.svc.Authenticate(t.Context(), e.boot.APIKey)
+	p, err := e.svc.Identity().Authenticate(t.Context(), e.boot.APIKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 			answer("")
 		case what == "key-works" || what == "key-revoked":
 			want := map[string]int{"key-works": 200, "key-revoked": 401}[what]
-			if _, err := e.svc.Authenticate(t.Context(), arg); (err == nil) != (want == 200) {
+			if _, err := e.svc.Identity().Authenticate(t.Context(), arg); (err == nil) != (want == 200) {
 				t.Fatalf("%s: the key from the page authenticates: %v", what, err)
 			}
 			answer("")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/identity"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/store"
 )
@@ -108,7 +109,7 @@ func TestIdentityAPI(t *testing.T) {
 			body: map[string]any{"email": "$email", "password": "$password", "organization_id": "org_elsewhere"}, status: 403},
 		{name: "sign in", method: "POST", path: "/v1/auth/sessions", body: map[string]any{"email": "$email", "password": "$password"}, status: 201,
 			want: map[string]any{"token": hasPrefix("ses_"), "user_id": nonEmpty, "organization_id": "$org", "role": "member",
-				"expires_at": timeIn(appliance.SessionTTL)},
+				"expires_at": timeIn(identity.SessionTTL)},
 			save: map[string]string{"fresh": "token"}},
 		{name: "the new session works", method: "GET", path: "/v1/me", cred: "$fresh", status: 200,
 			want: map[string]any{"principal.auth_source": "session", "principal.idp_organization_role": "member"}},
@@ -126,7 +127,7 @@ func TestSessionExpiry(t *testing.T) {
 	run(t, b, v, []scenario{
 		{name: "a fresh session", method: "GET", path: "/v1/me", cred: "$member", status: 200},
 		{name: "after its lifetime", method: "GET", path: "/v1/me", cred: "$member", status: 401,
-			before: func(t *testing.T, v vars) { moveClock(b, appliance.SessionTTL+time.Minute) },
+			before: func(t *testing.T, v vars) { moveClock(b, identity.SessionTTL+time.Minute) },
 			want:   map[string]any{"error": "invalid or expired session"}},
 	})
 }
@@ -532,7 +533,7 @@ func TestCLILoginAPI(t *testing.T) {
 	memberScopes := []any{"projects:read", "projects:write", "credentials:read", "backups:read", "backups:write", "jobs:read", "organizations:read", "api_keys:read"}
 	run(t, b, v, []scenario{
 		{name: "start without a body", method: "POST", path: start, status: 201,
-			want: map[string]any{"session_id": hasPrefix("cli_"), "poll_token": hasPrefix("clp_"), "state": "pending", "expires_at": timeIn(appliance.CLILoginTTL)},
+			want: map[string]any{"session_id": hasPrefix("cli_"), "poll_token": hasPrefix("clp_"), "state": "pending", "expires_at": timeIn(identity.CLILoginTTL)},
 			save: map[string]string{"s1": "session_id", "p1": "poll_token"}},
 		{name: "start with an empty object", method: "POST", path: start, body: map[string]any{}, status: 201},
 		{name: "start with a device and scopes", method: "POST", path: start,
@@ -557,7 +558,7 @@ func TestCLILoginAPI(t *testing.T) {
 		{name: "authorize with an API key", method: "POST", path: sess + "$s1/authorize", cred: "$admin", status: 403},
 		{name: "details for a member", method: "GET", path: sess + "$s1/details", cred: "$member", status: 200,
 			want: map[string]any{"session_id": "$s1", "state": "pending", "source": "cli", "device_name": "", "key_name": "CLI",
-				"scopes": memberScopes, "key_expires_at": timeIn(90 * 24 * time.Hour), "expires_at": timeIn(appliance.CLILoginTTL)}},
+				"scopes": memberScopes, "key_expires_at": timeIn(90 * 24 * time.Hour), "expires_at": timeIn(identity.CLILoginTTL)}},
 		{name: "details for the owner", method: "GET", path: sess + "$s1/details", cred: "$owner", status: 200,
 			want: map[string]any{"scopes": arrayLen(10)}},
 		{name: "details of an unknown session", method: "GET", path: sess + "cli_nope/details", cred: "$owner", status: 404},
@@ -609,7 +610,7 @@ func TestCLILoginExpiry(t *testing.T) {
 		{name: "start one authorized but never polled", method: "POST", path: start, status: 201, save: map[string]string{"s2": "session_id", "p2": "poll_token"}},
 		{name: "authorize the second", method: "POST", path: sess + "$s2/authorize", cred: "$owner", status: 200},
 		{name: "poll after the login's lifetime", method: "GET", path: sess + "$s1?poll_token=$p1", status: 200,
-			before: func(t *testing.T, v vars) { moveClock(b, appliance.CLILoginTTL+time.Minute) },
+			before: func(t *testing.T, v vars) { moveClock(b, identity.CLILoginTTL+time.Minute) },
 			want:   map[string]any{"state": "expired", "plaintext_api_key": ""}},
 		{name: "details after the login's lifetime", method: "GET", path: sess + "$s1/details", cred: "$owner", status: 200,
 			want: map[string]any{"state": "expired"}},

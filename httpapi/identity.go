@@ -17,7 +17,7 @@ func (s *Server) createSession(r *Request, body *api.SessionRequest) (*api.Sessi
 	if err := sameOrigin(r.Request); err != nil {
 		return nil, err
 	}
-	res, err := s.svc.CreateSession(r.Context(), body)
+	res, err := s.svc.Identity().CreateSession(r.Context(), body)
 	if err != nil || !body.Cookie {
 		return res, err
 	}
@@ -28,7 +28,7 @@ func (s *Server) createSession(r *Request, body *api.SessionRequest) (*api.Sessi
 }
 
 func (s *Server) signOut(r *Request) (*api.SignedOut, error) {
-	res, err := s.svc.SignOut(r.Context(), r.Principal)
+	res, err := s.svc.Identity().SignOut(r.Context(), r.Principal)
 	if err == nil {
 		http.SetCookie(r.W, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
 	}
@@ -36,9 +36,9 @@ func (s *Server) signOut(r *Request) (*api.SignedOut, error) {
 }
 
 func (s *Server) startCLILogin(r *Request, body *api.CLILoginStartRequest) (*api.CLILoginStart, error) {
-	return s.svc.StartCLILogin(r.Context(), body)
+	return s.svc.Identity().StartCLILogin(r.Context(), body)
 }
 
 func (s *Server) pollCLILogin(r *Request) (*api.CLILoginResult, error) {
-	return s.svc.PollCLILogin(r.Context(), r.PathValue("sessionID"), r.Str("poll_token"))
+	return s.svc.Identity().PollCLILogin(r.Context(), r.PathValue("sessionID"), r.Str("poll_token"))
 }

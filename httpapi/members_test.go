@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/identity"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -350,7 +351,7 @@ func TestInviteExistingUser(t *testing.T) {
 	tenant := func(email string) (id, session string) {
 		var u *store.User
 		if err := b.db.Update(func(tx *store.Tx) (err error) {
-			u, err = b.svc.CreateUser(tx, email, "Secret Name "+email, "correct horse battery staple", false, store.Membership{OrganizationID: other.ID, Role: "owner"})
+			u, err = b.svc.Identity().CreateUser(tx, email, "Secret Name "+email, "correct horse battery staple", false, store.Membership{OrganizationID: other.ID, Role: "owner"})
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -372,7 +373,7 @@ func TestInviteExistingUser(t *testing.T) {
 			body: map[string]any{"email": "Eve@Elsewhere.example", "role": "admin"}, status: 201,
 			want: map[string]any{"member.user_id": "", "member.name": "", "member.email": "eve@elsewhere.example", "member.role": "admin",
 				"initial_password": "", "invitation.id": hasPrefix("inv_"), "invitation.email": "eve@elsewhere.example", "invitation.role": "admin",
-				"invitation.organization_id": "$org", "invitation.expires_at": timeIn(appliance.InvitationTTL)},
+				"invitation.organization_id": "$org", "invitation.expires_at": timeIn(identity.InvitationTTL)},
 			save: map[string]string{"inv": "invitation.id"}, hide: secrets},
 		{name: "invited twice", method: "POST", path: org + "/members", cred: "$admin", body: map[string]any{"email": "eve@elsewhere.example", "role": "member"}, status: 409,
 			want: map[string]any{"error": "eve@elsewhere.example is already invited to this organization"}},
@@ -423,7 +424,7 @@ func TestInviteExistingUser(t *testing.T) {
 		t.Fatalf("invite: %d %s", r.status, r.body)
 	}
 	inv := r.json["invitation"].(map[string]any)["id"].(string)
-	moveClock(b, appliance.InvitationTTL+time.Minute)
+	moveClock(b, identity.InvitationTTL+time.Minute)
 	signIn := b.do("POST", "/v1/auth/sessions", "", map[string]any{"email": "frank@elsewhere.example", "password": "correct horse battery staple"})
 	if signIn.status != http.StatusCreated {
 		t.Fatalf("sign in: %d %s", signIn.status, signIn.body)

@@ -388,7 +388,7 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	invitee := func(email string) (session, invitation string) {
 		t.Helper()
 		if err := b.db.Update(func(tx *store.Tx) error {
-			_, err := b.svc.CreateUser(tx, email, "Invitee", "correct horse battery staple", false, store.Membership{OrganizationID: elsewhere.ID, Role: "owner"})
+			_, err := b.svc.Identity().CreateUser(tx, email, "Invitee", "correct horse battery staple", false, store.Membership{OrganizationID: elsewhere.ID, Role: "owner"})
 			return err
 		}); err != nil {
 			t.Fatal(err)

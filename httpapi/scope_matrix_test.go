@@ -11,6 +11,7 @@ import (
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/identity"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/webhook"
@@ -150,7 +151,7 @@ func newFixtures(b *bundle) *fixtures {
 	elsewhere, _ := b.otherOrg("fixture-elsewhere")
 	invite := func(orgID, userID string) string {
 		inv := &store.Invitation{ID: ids.New("inv"), OrganizationID: orgID, UserID: userID, Email: "invited@example.com", Role: "member",
-			CreatedAt: time.Now(), ExpiresAt: time.Now().Add(appliance.InvitationTTL)}
+			CreatedAt: time.Now(), ExpiresAt: time.Now().Add(identity.InvitationTTL)}
 		if err := b.db.Update(func(tx *store.Tx) error { return store.Invitations.Put(tx, inv) }); err != nil {
 			b.t.Fatal(err)
 		}

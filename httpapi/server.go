@@ -255,7 +255,7 @@ func (s *Server) authorize(req *Request, rt *Route, params [][]string) error {
 			return err
 		}
 	}
-	p, err := s.svc.Authenticate(req.Context(), tok)
+	p, err := s.svc.Identity().Authenticate(req.Context(), tok)
 	if err != nil {
 		return err
 	}

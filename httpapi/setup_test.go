@@ -201,10 +201,10 @@ func (b *bundle) user(role string) (email, password string) {
 	password = "correct horse battery staple"
 	err := b.db.Update(func(tx *store.Tx) error {
 		if role == "platform-admin" {
-			_, err := b.svc.CreateUser(tx, email, "Admin", password, true)
+			_, err := b.svc.Identity().CreateUser(tx, email, "Admin", password, true)
 			return err
 		}
-		_, err := b.svc.CreateUser(tx, email, "User", password, false, store.Membership{OrganizationID: b.org.ID, Role: role})
+		_, err := b.svc.Identity().CreateUser(tx, email, "User", password, false, store.Membership{OrganizationID: b.org.ID, Role: role})
 		return err
 	})
 	if err != nil {

@@ -34,7 +34,7 @@ type kvEnv struct {
 func newKVEnv(t *testing.T) *kvEnv {
 	t.Helper()
 	e := appliancetest.New(t, appliancetest.Options{Instances: true, KVFronts: true})
-	p, err := e.Svc.Authenticate(t.Context(), e.Bootstrap.APIKey)
+	p, err := e.Svc.Identity().Authenticate(t.Context(), e.Bootstrap.APIKey)
 	if err != nil {
 		t.Fatal(err)
 	}

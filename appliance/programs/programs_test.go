@@ -77,7 +77,7 @@ func TestEmbeddedPostgresProvisionsAProject(t *testing.T) {
 	}
 
 	e := appliancetest.New(t, appliancetest.Options{Instances: true, PGBin: s.PG.Dir})
-	p, err := e.Svc.Authenticate(t.Context(), e.Bootstrap.APIKey)
+	p, err := e.Svc.Identity().Authenticate(t.Context(), e.Bootstrap.APIKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package appliance
+package identity
 
 import (
 	"context"
@@ -6,24 +6,24 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/store"
 )
 
-// Organization is the API resource (the stored record has exactly the spec's fields).
-type Organization = store.Organization
-
 // Me describes the caller and its organization.
-func (s *Service) Me(ctx context.Context, p *Principal) (*MeResponse, error) {
-	out := &MeResponse{Principal: wirePrincipal(p)}
+func (s *Service) Me(ctx context.Context, p *authz.Principal) (*api.MeResponse, error) {
+	out := &api.MeResponse{Principal: wirePrincipal(p)}
 	if p.OrganizationID == "" {
 		return out, nil
 	}
 	err := s.db.View(func(tx *store.Tx) error {
 		org, err := store.Organizations.Get(tx, p.OrganizationID)
 		if err != nil {
-			return notFoundAs(err, "organization %s not found", p.OrganizationID)
+			return apperr.NotFoundAs(err, "organization %s not found", p.OrganizationID)
 		}
-		if !p.IsAdmin && !p.Has(ScopeOrganizationsRead) {
+		if !p.IsAdmin && !p.Has(api.ScopeOrganizationsRead) {
 			org = orgSummary(org)
 		}
 		out.Organization = wireOrganization(org)
@@ -34,24 +34,24 @@ func (s *Service) Me(ctx context.Context, p *Principal) (*MeResponse, error) {
 
 // orgSummary is what a caller that may not read its organization (a project-scoped key) learns of it in
 // /v1/me: who it is and whether it is suspended; billing and integration fields stay empty.
-func orgSummary(o *Organization) *Organization {
-	return &Organization{ID: o.ID, Name: o.Name, Slug: o.Slug, IDPOrganizationID: o.IDPOrganizationID,
+func orgSummary(o *store.Organization) *store.Organization {
+	return &store.Organization{ID: o.ID, Name: o.Name, Slug: o.Slug, IDPOrganizationID: o.IDPOrganizationID,
 		IDPOrganizationSlug: o.IDPOrganizationSlug, SuspendedReason: o.SuspendedReason, SuspendedAt: o.SuspendedAt,
 		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}
 }
 
 // GetOrganization returns one organization the caller may see.
-func (s *Service) GetOrganization(ctx context.Context, p *Principal, orgID string) (*OrganizationResponse, error) {
+func (s *Service) GetOrganization(ctx context.Context, p *authz.Principal, orgID string) (*api.OrganizationResponse, error) {
 	if err := p.CheckOrganization(orgID); err != nil {
 		return nil, err
 	}
-	var out *OrganizationResponse
+	var out *api.OrganizationResponse
 	err := s.db.View(func(tx *store.Tx) error {
 		org, err := store.Organizations.Get(tx, orgID)
 		if err != nil {
-			return notFoundAs(err, "organization %s not found", orgID)
+			return apperr.NotFoundAs(err, "organization %s not found", orgID)
 		}
-		out = &OrganizationResponse{Organization: wireOrganization(org)}
+		out = &api.OrganizationResponse{Organization: wireOrganization(org)}
 		return nil
 	})
 	return out, err
@@ -60,33 +60,33 @@ func (s *Service) GetOrganization(ctx context.Context, p *Principal, orgID strin
 var slugRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{1,38})[a-z0-9]$`)
 
 // PatchOrganization changes the profile; an empty body changes nothing and still answers the organization.
-func (s *Service) PatchOrganization(ctx context.Context, p *Principal, orgID string, req *PatchOrganizationRequest) (*OrganizationResponse, error) {
+func (s *Service) PatchOrganization(ctx context.Context, p *authz.Principal, orgID string, req *api.PatchOrganizationRequest) (*api.OrganizationResponse, error) {
 	if err := p.CheckOrganization(orgID); err != nil {
 		return nil, err
 	}
 	if req.Name != nil {
-		if err := checkDisplayText("name", strings.TrimSpace(*req.Name), 1, 100); err != nil {
+		if err := s.host.CheckDisplayText("name", strings.TrimSpace(*req.Name), 1, 100); err != nil {
 			return nil, err
 		}
 	}
 	if req.Slug != nil && !slugRE.MatchString(*req.Slug) {
-		return nil, Invalid("slug must be 3 to 40 lowercase letters, digits or dashes, starting and ending with a letter or digit")
+		return nil, apperr.Invalid("slug must be 3 to 40 lowercase letters, digits or dashes, starting and ending with a letter or digit")
 	}
 	if req.BillingEmail != nil && *req.BillingEmail != "" {
 		if a, err := mail.ParseAddress(*req.BillingEmail); err != nil || a.Address != *req.BillingEmail {
-			return nil, Invalid("billing_email is not a valid email address")
+			return nil, apperr.Invalid("billing_email is not a valid email address")
 		}
 	}
 	if req.BillingName != nil {
-		if err := checkDisplayText("billing_name", *req.BillingName, 0, 200); err != nil {
+		if err := s.host.CheckDisplayText("billing_name", *req.BillingName, 0, 200); err != nil {
 			return nil, err
 		}
 	}
-	var out *OrganizationResponse
+	var out *api.OrganizationResponse
 	err := s.db.Update(func(tx *store.Tx) error {
 		org, err := store.Organizations.Get(tx, orgID)
 		if err != nil {
-			return notFoundAs(err, "organization %s not found", orgID)
+			return apperr.NotFoundAs(err, "organization %s not found", orgID)
 		}
 		changed := map[string]any{}
 		if req.Name != nil {
@@ -95,7 +95,7 @@ func (s *Service) PatchOrganization(ctx context.Context, p *Principal, orgID str
 		}
 		if req.Slug != nil && *req.Slug != org.Slug {
 			if other, err := store.Organizations.First(tx, store.OrganizationsBySlug, *req.Slug); err == nil && other.ID != org.ID {
-				return Conflict("slug %s is taken", *req.Slug)
+				return apperr.Conflict("slug %s is taken", *req.Slug)
 			}
 			org.Slug = *req.Slug
 			changed["slug"] = org.Slug
@@ -111,13 +111,13 @@ func (s *Service) PatchOrganization(ctx context.Context, p *Principal, orgID str
 		if len(changed) > 0 {
 			org.UpdatedAt = s.now()
 			if err := store.Organizations.Put(tx, org); err != nil {
-				return Internal(err, "store organization")
+				return apperr.Internal(err, "store organization")
 			}
-			if err := s.audit(tx, p, "organization.update", orgID, "", changed); err != nil {
-				return Internal(err, "audit")
+			if err := s.host.Audit(tx, p, "organization.update", orgID, "", changed); err != nil {
+				return apperr.Internal(err, "audit")
 			}
 		}
-		out = &OrganizationResponse{Organization: wireOrganization(org)}
+		out = &api.OrganizationResponse{Organization: wireOrganization(org)}
 		return nil
 	})
 	return out, err

@@ -1,4 +1,4 @@
-package appliance
+package identity
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/store"
 )
@@ -16,17 +19,17 @@ import (
 // InvitationTTL is how long an invitation may be accepted.
 const InvitationTTL = 7 * 24 * time.Hour
 
-var roles = []string{RoleOwner, RoleAdmin, RoleMember}
+var roles = []string{authz.RoleOwner, authz.RoleAdmin, authz.RoleMember}
 
 func checkRole(role string) error {
 	if !slices.Contains(roles, role) {
-		return Invalid("role must be one of owner, admin, member")
+		return apperr.Invalid("role must be one of owner, admin, member")
 	}
 	return nil
 }
 
-func memberView(u *store.User, orgID string) Member {
-	return Member{UserID: u.ID, Email: u.Email, Name: u.Name, Role: u.Role(orgID), CreatedAt: u.CreatedAt}
+func memberView(u *store.User, orgID string) api.Member {
+	return api.Member{UserID: u.ID, Email: u.Email, Name: u.Name, Role: u.Role(orgID), CreatedAt: u.CreatedAt}
 }
 
 // members returns the organization's members, oldest user first.
@@ -35,18 +38,18 @@ func members(tx *store.Tx, orgID string) ([]*store.User, error) {
 }
 
 // ListMembers lists the people of an organization.
-func (s *Service) ListMembers(ctx context.Context, p *Principal, orgID string) (*MemberList, error) {
+func (s *Service) ListMembers(ctx context.Context, p *authz.Principal, orgID string) (*api.MemberList, error) {
 	if err := p.CheckOrganization(orgID); err != nil {
 		return nil, err
 	}
-	out := &MemberList{Members: []Member{}}
+	out := &api.MemberList{Members: []api.Member{}}
 	err := s.db.View(func(tx *store.Tx) error {
 		if _, err := store.Organizations.Get(tx, orgID); err != nil {
-			return notFoundAs(err, "organization %s not found", orgID)
+			return apperr.NotFoundAs(err, "organization %s not found", orgID)
 		}
 		us, err := members(tx, orgID)
 		if err != nil {
-			return Internal(err, "list members")
+			return apperr.Internal(err, "list members")
 		}
 		for _, u := range us {
 			out.Members = append(out.Members, memberView(u, orgID))
@@ -58,33 +61,33 @@ func (s *Service) ListMembers(ctx context.Context, p *Principal, orgID string) (
 
 // checkRoleChange applies the rules every change of membership obeys: the admin role to change anything,
 // the owner role to give or take the owner role, and an organization never left without an owner.
-func checkRoleChange(tx *store.Tx, p *Principal, orgID, userID, from, to string) error {
+func checkRoleChange(tx *store.Tx, p *authz.Principal, orgID, userID, from, to string) error {
 	if err := p.RequireAdminRole("managing organization members"); err != nil {
 		return err
 	}
-	if (from == RoleOwner || to == RoleOwner) && from != to && !p.IsAdmin && p.IDPOrganizationRole != RoleOwner {
-		return Forbidden("only an owner may give or take the owner role")
+	if (from == authz.RoleOwner || to == authz.RoleOwner) && from != to && !p.IsAdmin && p.IDPOrganizationRole != authz.RoleOwner {
+		return apperr.Forbidden("only an owner may give or take the owner role")
 	}
-	if from == RoleOwner && to != RoleOwner {
+	if from == authz.RoleOwner && to != authz.RoleOwner {
 		us, err := members(tx, orgID)
 		if err != nil {
-			return Internal(err, "list members")
+			return apperr.Internal(err, "list members")
 		}
 		owners := 0
 		for _, u := range us {
-			if u.ID != userID && u.Role(orgID) == RoleOwner {
+			if u.ID != userID && u.Role(orgID) == authz.RoleOwner {
 				owners++
 			}
 		}
 		if owners == 0 {
-			return Conflict("the organization's last owner cannot be demoted or removed: make someone else owner first")
+			return apperr.Conflict("the organization's last owner cannot be demoted or removed: make someone else owner first")
 		}
 	}
 	return nil
 }
 
 // AddMember adds a person to the organization with a role, creating their user when the email is new.
-func (s *Service) AddMember(ctx context.Context, p *Principal, orgID string, req *AddMemberRequest) (*AddedMember, error) {
+func (s *Service) AddMember(ctx context.Context, p *authz.Principal, orgID string, req *api.AddMemberRequest) (*api.AddedMember, error) {
 	if err := p.CheckOrganization(orgID); err != nil {
 		return nil, err
 	}
@@ -92,7 +95,7 @@ func (s *Service) AddMember(ctx context.Context, p *Principal, orgID string, req
 		return nil, err
 	}
 	name := strings.TrimSpace(req.Name)
-	if err := checkDisplayText("name", name, 0, 100); err != nil {
+	if err := s.host.CheckDisplayText("name", name, 0, 100); err != nil {
 		return nil, err
 	}
 	email := strings.ToLower(strings.TrimSpace(req.Email))
@@ -101,10 +104,10 @@ func (s *Service) AddMember(ctx context.Context, p *Principal, orgID string, req
 		password = ids.Secret(15)
 		generated = password
 	}
-	var out *AddedMember
+	var out *api.AddedMember
 	err := s.db.Update(func(tx *store.Tx) error {
 		if _, err := store.Organizations.Get(tx, orgID); err != nil {
-			return notFoundAs(err, "organization %s not found", orgID)
+			return apperr.NotFoundAs(err, "organization %s not found", orgID)
 		}
 		u, err := store.Users.First(tx, store.UsersByEmail, email)
 		switch {
@@ -115,17 +118,17 @@ func (s *Service) AddMember(ctx context.Context, p *Principal, orgID string, req
 			if u, err = s.CreateUser(tx, email, name, password, false, store.Membership{OrganizationID: orgID, Role: req.Role}); err != nil {
 				return err
 			}
-			out = &AddedMember{Member: memberView(u, orgID), InitialPassword: generated}
+			out = &api.AddedMember{Member: memberView(u, orgID), InitialPassword: generated}
 		case err != nil:
-			return Internal(err, "read user")
+			return apperr.Internal(err, "read user")
 		default:
 			// An existing user joins only by accepting: they are invited, and until then the
 			// organization learns neither their ID nor their name (they may be another tenant's).
 			if u.Role(orgID) != "" {
-				return Conflict("%s is already a member of this organization", email)
+				return apperr.Conflict("%s is already a member of this organization", email)
 			}
 			if req.Password != "" {
-				return Invalid("%s already has a user: leave password out (people change their own)", email)
+				return apperr.Invalid("%s already has a user: leave password out (people change their own)", email)
 			}
 			if err := checkRoleChange(tx, p, orgID, "", "", req.Role); err != nil {
 				return err
@@ -133,46 +136,46 @@ func (s *Service) AddMember(ctx context.Context, p *Principal, orgID string, req
 			now := s.now()
 			pending, err := store.Invitations.Lookup(tx, store.InvitationsByUser, u.ID, store.Query{})
 			if err != nil {
-				return Internal(err, "list invitations")
+				return apperr.Internal(err, "list invitations")
 			}
 			for _, x := range pending {
 				if x.OrganizationID == orgID && now.Before(x.ExpiresAt) {
-					return Conflict("%s is already invited to this organization", email)
+					return apperr.Conflict("%s is already invited to this organization", email)
 				}
 			}
 			inv := &store.Invitation{ID: ids.New("inv"), OrganizationID: orgID, UserID: u.ID, Email: email, Role: req.Role,
 				InvitedByUserID: p.UserID, CreatedAt: now, ExpiresAt: now.Add(InvitationTTL)}
 			if err := store.Invitations.Put(tx, inv); err != nil {
-				return Internal(err, "store invitation")
+				return apperr.Internal(err, "store invitation")
 			}
 			view, err := invitationView(tx, inv)
 			if err != nil {
 				return err
 			}
-			out = &AddedMember{Member: Member{Email: email, Role: req.Role, CreatedAt: now}, Invitation: view}
-			return s.audit(tx, p, "member.invite", orgID, "", map[string]any{"invitation_id": inv.ID, "email": email, "role": req.Role})
+			out = &api.AddedMember{Member: api.Member{Email: email, Role: req.Role, CreatedAt: now}, Invitation: view}
+			return s.host.Audit(tx, p, "member.invite", orgID, "", map[string]any{"invitation_id": inv.ID, "email": email, "role": req.Role})
 		}
-		return s.audit(tx, p, "member.add", orgID, "", map[string]any{"user_id": out.Member.UserID, "email": email, "role": req.Role})
+		return s.host.Audit(tx, p, "member.add", orgID, "", map[string]any{"user_id": out.Member.UserID, "email": email, "role": req.Role})
 	})
 	return out, err
 }
 
-func invitationView(tx *store.Tx, inv *store.Invitation) (*Invitation, error) {
+func invitationView(tx *store.Tx, inv *store.Invitation) (*api.Invitation, error) {
 	org, err := store.Organizations.Get(tx, inv.OrganizationID)
 	if err != nil {
-		return nil, Internal(err, "read organization")
+		return nil, apperr.Internal(err, "read organization")
 	}
-	return &Invitation{ID: inv.ID, OrganizationID: inv.OrganizationID, OrganizationName: org.Name, Email: inv.Email,
+	return &api.Invitation{ID: inv.ID, OrganizationID: inv.OrganizationID, OrganizationName: org.Name, Email: inv.Email,
 		Role: inv.Role, CreatedAt: inv.CreatedAt, ExpiresAt: inv.ExpiresAt}, nil
 }
 
 // invitations returns the live invitations of an index key (an organization or a user), oldest first.
-func (s *Service) invitations(tx *store.Tx, ix *store.Index[store.Invitation], key string) (*InvitationList, error) {
+func (s *Service) invitations(tx *store.Tx, ix *store.Index[store.Invitation], key string) (*api.InvitationList, error) {
 	all, err := store.Invitations.Lookup(tx, ix, key, store.Query{})
 	if err != nil {
-		return nil, Internal(err, "list invitations")
+		return nil, apperr.Internal(err, "list invitations")
 	}
-	out := &InvitationList{Invitations: []Invitation{}}
+	out := &api.InvitationList{Invitations: []api.Invitation{}}
 	now := s.now()
 	for _, inv := range all {
 		if !now.Before(inv.ExpiresAt) {
@@ -188,14 +191,14 @@ func (s *Service) invitations(tx *store.Tx, ix *store.Index[store.Invitation], k
 }
 
 // ListInvitations lists the organization's pending invitations.
-func (s *Service) ListInvitations(ctx context.Context, p *Principal, orgID string) (*InvitationList, error) {
+func (s *Service) ListInvitations(ctx context.Context, p *authz.Principal, orgID string) (*api.InvitationList, error) {
 	if err := p.CheckOrganization(orgID); err != nil {
 		return nil, err
 	}
-	var out *InvitationList
+	var out *api.InvitationList
 	err := s.db.View(func(tx *store.Tx) (err error) {
 		if _, err := store.Organizations.Get(tx, orgID); err != nil {
-			return notFoundAs(err, "organization %s not found", orgID)
+			return apperr.NotFoundAs(err, "organization %s not found", orgID)
 		}
 		out, err = s.invitations(tx, store.InvitationsByOrg, orgID)
 		return err
@@ -204,7 +207,7 @@ func (s *Service) ListInvitations(ctx context.Context, p *Principal, orgID strin
 }
 
 // RevokeInvitation withdraws a pending invitation of the organization (the admin role).
-func (s *Service) RevokeInvitation(ctx context.Context, p *Principal, orgID, invitationID string) (*InvitationDone, error) {
+func (s *Service) RevokeInvitation(ctx context.Context, p *authz.Principal, orgID, invitationID string) (*api.InvitationDone, error) {
 	if err := p.CheckOrganization(orgID); err != nil {
 		return nil, err
 	}
@@ -214,28 +217,28 @@ func (s *Service) RevokeInvitation(ctx context.Context, p *Principal, orgID, inv
 	err := s.db.Update(func(tx *store.Tx) error {
 		inv, err := store.Invitations.Get(tx, invitationID)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && inv.OrganizationID != orgID) {
-			return NotFound("invitation %s not found", invitationID)
+			return apperr.NotFound("invitation %s not found", invitationID)
 		}
 		if err != nil {
-			return Internal(err, "read invitation")
+			return apperr.Internal(err, "read invitation")
 		}
 		if err := store.Invitations.Delete(tx, inv.ID); err != nil {
-			return Internal(err, "delete invitation")
+			return apperr.Internal(err, "delete invitation")
 		}
-		return s.audit(tx, p, "member.invite_revoke", orgID, "", map[string]any{"invitation_id": inv.ID, "email": inv.Email})
+		return s.host.Audit(tx, p, "member.invite_revoke", orgID, "", map[string]any{"invitation_id": inv.ID, "email": inv.Email})
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &InvitationDone{Deleted: true}, nil
+	return &api.InvitationDone{Deleted: true}, nil
 }
 
 // MyInvitations lists the signed-in user's pending invitations.
-func (s *Service) MyInvitations(ctx context.Context, p *Principal) (*InvitationList, error) {
+func (s *Service) MyInvitations(ctx context.Context, p *authz.Principal) (*api.InvitationList, error) {
 	if !p.IsSession() {
-		return nil, Forbidden("invitations are seen by their user, signed in")
+		return nil, apperr.Forbidden("invitations are seen by their user, signed in")
 	}
-	var out *InvitationList
+	var out *api.InvitationList
 	err := s.db.View(func(tx *store.Tx) (err error) {
 		out, err = s.invitations(tx, store.InvitationsByUser, p.UserID)
 		return err
@@ -244,26 +247,26 @@ func (s *Service) MyInvitations(ctx context.Context, p *Principal) (*InvitationL
 }
 
 // myInvitation reads a live invitation of the signed-in user (404 for anyone else's, 410 when expired).
-func (s *Service) myInvitation(tx *store.Tx, p *Principal, invitationID string) (*store.Invitation, error) {
+func (s *Service) myInvitation(tx *store.Tx, p *authz.Principal, invitationID string) (*store.Invitation, error) {
 	if !p.IsSession() {
-		return nil, Forbidden("an invitation is answered by its user, signed in")
+		return nil, apperr.Forbidden("an invitation is answered by its user, signed in")
 	}
 	inv, err := store.Invitations.Get(tx, invitationID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && inv.UserID != p.UserID) {
-		return nil, NotFound("invitation %s not found", invitationID)
+		return nil, apperr.NotFound("invitation %s not found", invitationID)
 	}
 	if err != nil {
-		return nil, Internal(err, "read invitation")
+		return nil, apperr.Internal(err, "read invitation")
 	}
 	if !s.now().Before(inv.ExpiresAt) {
-		return nil, Gone("invitation %s expired at %s: ask for a new one", inv.ID, inv.ExpiresAt.Format(time.RFC3339))
+		return nil, apperr.Gone("invitation %s expired at %s: ask for a new one", inv.ID, inv.ExpiresAt.Format(time.RFC3339))
 	}
 	return inv, nil
 }
 
 // AcceptInvitation makes the signed-in user a member of the inviting organization with the invited role.
-func (s *Service) AcceptInvitation(ctx context.Context, p *Principal, invitationID string) (*MemberResponse, error) {
-	var out *MemberResponse
+func (s *Service) AcceptInvitation(ctx context.Context, p *authz.Principal, invitationID string) (*api.MemberResponse, error) {
+	var out *api.MemberResponse
 	err := s.db.Update(func(tx *store.Tx) error {
 		inv, err := s.myInvitation(tx, p, invitationID)
 		if err != nil {
@@ -271,75 +274,75 @@ func (s *Service) AcceptInvitation(ctx context.Context, p *Principal, invitation
 		}
 		u, err := store.Users.Get(tx, p.UserID)
 		if err != nil {
-			return Internal(err, "read user")
+			return apperr.Internal(err, "read user")
 		}
 		if u.Role(inv.OrganizationID) == "" {
 			u.Memberships = append(u.Memberships, store.Membership{OrganizationID: inv.OrganizationID, Role: inv.Role})
 			u.UpdatedAt = s.now()
 			if err := store.Users.Put(tx, u); err != nil {
-				return Internal(err, "store user")
+				return apperr.Internal(err, "store user")
 			}
 		}
 		if err := store.Invitations.Delete(tx, inv.ID); err != nil {
-			return Internal(err, "delete invitation")
+			return apperr.Internal(err, "delete invitation")
 		}
-		out = &MemberResponse{Member: memberView(u, inv.OrganizationID)}
-		return s.audit(tx, p, "member.join", inv.OrganizationID, "", map[string]any{"invitation_id": inv.ID, "user_id": u.ID, "role": u.Role(inv.OrganizationID)})
+		out = &api.MemberResponse{Member: memberView(u, inv.OrganizationID)}
+		return s.host.Audit(tx, p, "member.join", inv.OrganizationID, "", map[string]any{"invitation_id": inv.ID, "user_id": u.ID, "role": u.Role(inv.OrganizationID)})
 	})
 	return out, err
 }
 
 // DeclineInvitation deletes an invitation of the signed-in user; the organization learns only that it was
 // declined.
-func (s *Service) DeclineInvitation(ctx context.Context, p *Principal, invitationID string) (*InvitationDone, error) {
+func (s *Service) DeclineInvitation(ctx context.Context, p *authz.Principal, invitationID string) (*api.InvitationDone, error) {
 	err := s.db.Update(func(tx *store.Tx) error {
 		inv, err := s.myInvitation(tx, p, invitationID)
-		if err != nil && KindOf(err) != KindGone {
+		if err != nil && apperr.KindOf(err) != apperr.KindGone {
 			return err
 		}
 		if inv == nil { // expired: gone either way
 			if inv, err = store.Invitations.Get(tx, invitationID); err != nil {
-				return Internal(err, "read invitation")
+				return apperr.Internal(err, "read invitation")
 			}
 		}
 		if err := store.Invitations.Delete(tx, inv.ID); err != nil {
-			return Internal(err, "delete invitation")
+			return apperr.Internal(err, "delete invitation")
 		}
 		// The organization's trail names no actor: the decliner stays unknown to it. The decliner's own
 		// event belongs to no organization's trail.
-		if err := s.audit(tx, p, "member.invite_decline", "", "", map[string]any{"invitation_id": inv.ID, "organization_id": inv.OrganizationID}); err != nil {
-			return Internal(err, "audit")
+		if err := s.host.Audit(tx, p, "member.invite_decline", "", "", map[string]any{"invitation_id": inv.ID, "organization_id": inv.OrganizationID}); err != nil {
+			return apperr.Internal(err, "audit")
 		}
-		return s.audit(tx, &Principal{}, "member.invite_decline", inv.OrganizationID, "", map[string]any{"invitation_id": inv.ID})
+		return s.host.Audit(tx, &authz.Principal{}, "member.invite_decline", inv.OrganizationID, "", map[string]any{"invitation_id": inv.ID})
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &InvitationDone{Deleted: true}, nil
+	return &api.InvitationDone{Deleted: true}, nil
 }
 
 // memberOf reads a member of the organization (404 for anyone else).
 func memberOf(tx *store.Tx, orgID, userID string) (*store.User, error) {
 	u, err := store.Users.Get(tx, userID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && u.Role(orgID) == "") {
-		return nil, NotFound("member %s not found", userID)
+		return nil, apperr.NotFound("member %s not found", userID)
 	}
 	if err != nil {
-		return nil, Internal(err, "read user")
+		return nil, apperr.Internal(err, "read user")
 	}
 	return u, nil
 }
 
 // SetMemberRole changes a member's role. Their sessions and keys act with the new role from the next
 // request on.
-func (s *Service) SetMemberRole(ctx context.Context, p *Principal, orgID, userID string, req *SetMemberRoleRequest) (*MemberResponse, error) {
+func (s *Service) SetMemberRole(ctx context.Context, p *authz.Principal, orgID, userID string, req *api.SetMemberRoleRequest) (*api.MemberResponse, error) {
 	if err := p.CheckOrganization(orgID); err != nil {
 		return nil, err
 	}
 	if err := checkRole(req.Role); err != nil {
 		return nil, err
 	}
-	var out *MemberResponse
+	var out *api.MemberResponse
 	err := s.db.Update(func(tx *store.Tx) error {
 		u, err := memberOf(tx, orgID, userID)
 		if err != nil {
@@ -357,13 +360,13 @@ func (s *Service) SetMemberRole(ctx context.Context, p *Principal, orgID, userID
 			}
 			u.UpdatedAt = s.now()
 			if err := store.Users.Put(tx, u); err != nil {
-				return Internal(err, "store user")
+				return apperr.Internal(err, "store user")
 			}
-			if err := s.audit(tx, p, "member.set_role", orgID, "", map[string]any{"user_id": u.ID, "from": from, "role": req.Role}); err != nil {
-				return Internal(err, "audit")
+			if err := s.host.Audit(tx, p, "member.set_role", orgID, "", map[string]any{"user_id": u.ID, "from": from, "role": req.Role}); err != nil {
+				return apperr.Internal(err, "audit")
 			}
 		}
-		out = &MemberResponse{Member: memberView(u, orgID)}
+		out = &api.MemberResponse{Member: memberView(u, orgID)}
 		return nil
 	})
 	return out, err
@@ -371,11 +374,11 @@ func (s *Service) SetMemberRole(ctx context.Context, p *Principal, orgID, userID
 
 // RemoveMember takes a person out of the organization: their sessions in it end and the API keys they
 // created in it are revoked (they would be refused anyway; revoking shows it in the key list).
-func (s *Service) RemoveMember(ctx context.Context, p *Principal, orgID, userID string) (*RemovedMember, error) {
+func (s *Service) RemoveMember(ctx context.Context, p *authz.Principal, orgID, userID string) (*api.RemovedMember, error) {
 	if err := p.CheckOrganization(orgID); err != nil {
 		return nil, err
 	}
-	out := &RemovedMember{RevokedAPIKeys: []string{}}
+	out := &api.RemovedMember{RevokedAPIKeys: []string{}}
 	err := s.db.Update(func(tx *store.Tx) error {
 		u, err := memberOf(tx, orgID, userID)
 		if err != nil {
@@ -388,14 +391,14 @@ func (s *Service) RemoveMember(ctx context.Context, p *Principal, orgID, userID 
 		u.Memberships = slices.DeleteFunc(u.Memberships, func(m store.Membership) bool { return m.OrganizationID == orgID })
 		u.UpdatedAt = now
 		if err := store.Users.Put(tx, u); err != nil {
-			return Internal(err, "store user")
+			return apperr.Internal(err, "store user")
 		}
 		if _, err := s.revokeSessions(tx, u.ID, func(x *store.Session) bool { return x.OrganizationID == orgID }); err != nil {
 			return err
 		}
 		keys, err := store.APIKeys.Lookup(tx, store.APIKeysByOrg, orgID, store.Query{})
 		if err != nil {
-			return Internal(err, "list keys")
+			return apperr.Internal(err, "list keys")
 		}
 		for _, k := range keys {
 			if k.CreatedByUserID != u.ID || k.RevokedAt != nil {
@@ -403,34 +406,34 @@ func (s *Service) RemoveMember(ctx context.Context, p *Principal, orgID, userID 
 			}
 			k.RevokedAt = ptr(now)
 			if err := store.APIKeys.Put(tx, k); err != nil {
-				return Internal(err, "revoke key")
+				return apperr.Internal(err, "revoke key")
 			}
-			if err := s.recordRevocation(revokedAPIKey, k.KeyHash); err != nil {
+			if err := s.host.RecordKeyRevocation(k.KeyHash); err != nil {
 				return err
 			}
 			out.RevokedAPIKeys = append(out.RevokedAPIKeys, k.ID)
 		}
 		out.Removed = true
-		return s.audit(tx, p, "member.remove", orgID, "", map[string]any{"user_id": u.ID, "revoked_api_key_ids": out.RevokedAPIKeys})
+		return s.host.Audit(tx, p, "member.remove", orgID, "", map[string]any{"user_id": u.ID, "revoked_api_key_ids": out.RevokedAPIKeys})
 	})
 	return out, err
 }
 
 // SignOut ends the calling session.
-func (s *Service) SignOut(ctx context.Context, p *Principal) (*SignedOut, error) {
+func (s *Service) SignOut(ctx context.Context, p *authz.Principal) (*api.SignedOut, error) {
 	if !p.IsSession() {
-		return nil, Forbidden("signing out needs a signed-in session")
+		return nil, apperr.Forbidden("signing out needs a signed-in session")
 	}
 	err := s.db.Update(func(tx *store.Tx) error {
 		if _, err := s.revokeSessions(tx, p.UserID, func(x *store.Session) bool { return x.ID == p.SessionID() }); err != nil {
 			return err
 		}
-		return s.audit(tx, p, "session.revoke", p.OrganizationID, "", nil)
+		return s.host.Audit(tx, p, "session.revoke", p.OrganizationID, "", nil)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &SignedOut{SignedOut: true}, nil
+	return &api.SignedOut{SignedOut: true}, nil
 }
 
 // revokeSessions ends the user's live sessions that match keep (nil: all) and returns how many.
@@ -440,14 +443,14 @@ func (s *Service) revokeSessions(tx *store.Tx, userID string, match func(*store.
 		return x.UserID == userID && x.RevokedAt == nil && now.Before(x.ExpiresAt) && (match == nil || match(x))
 	})
 	if err != nil {
-		return 0, Internal(err, "list sessions")
+		return 0, apperr.Internal(err, "list sessions")
 	}
 	for _, x := range live {
 		x.RevokedAt = ptr(now)
 		if err := store.Sessions.Put(tx, x); err != nil {
-			return 0, Internal(err, "revoke session")
+			return 0, apperr.Internal(err, "revoke session")
 		}
-		if err := s.recordRevocation(revokedSession, x.TokenHash); err != nil {
+		if err := s.host.RecordSessionRevocation(x.TokenHash); err != nil {
 			return 0, err
 		}
 	}
@@ -456,12 +459,12 @@ func (s *Service) revokeSessions(tx *store.Tx, userID string, match func(*store.
 
 // ChangePassword changes the signed-in user's password after checking the current one, and signs out
 // the user's other sessions.
-func (s *Service) ChangePassword(ctx context.Context, p *Principal, req *ChangePasswordRequest) (*PasswordChanged, error) {
+func (s *Service) ChangePassword(ctx context.Context, p *authz.Principal, req *api.ChangePasswordRequest) (*api.PasswordChanged, error) {
 	if !p.IsSession() {
-		return nil, Forbidden("changing a password needs a signed-in session")
+		return nil, apperr.Forbidden("changing a password needs a signed-in session")
 	}
 	if len(req.NewPassword) < 12 || len(req.NewPassword) > 72 {
-		return nil, Invalid("new_password must be 12 to 72 bytes")
+		return nil, apperr.Invalid("new_password must be 12 to 72 bytes")
 	}
 	var u *store.User
 	if err := s.db.View(func(tx *store.Tx) error {
@@ -469,29 +472,29 @@ func (s *Service) ChangePassword(ctx context.Context, p *Principal, req *ChangeP
 		u, err = store.Users.Get(tx, p.UserID)
 		return err
 	}); err != nil {
-		return nil, Unauthenticated("invalid or expired session")
+		return nil, apperr.Unauthenticated("invalid or expired session")
 	}
 	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(req.CurrentPassword)) != nil {
-		return nil, Forbidden("current_password is wrong")
+		return nil, apperr.Forbidden("current_password is wrong")
 	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(req.NewPassword), s.passwordCost())
 	if err != nil {
-		return nil, Internal(err, "hash password")
+		return nil, apperr.Internal(err, "hash password")
 	}
-	out := &PasswordChanged{Changed: true}
+	out := &api.PasswordChanged{Changed: true}
 	err = s.db.Update(func(tx *store.Tx) error {
 		cur, err := store.Users.Get(tx, u.ID)
 		if err != nil || cur.PasswordHash != u.PasswordHash {
-			return Conflict("the password changed meanwhile: sign in again")
+			return apperr.Conflict("the password changed meanwhile: sign in again")
 		}
 		cur.PasswordHash, cur.UpdatedAt = string(hash), s.now()
 		if err := store.Users.Put(tx, cur); err != nil {
-			return Internal(err, "store user")
+			return apperr.Internal(err, "store user")
 		}
 		if out.SessionsRevoked, err = s.revokeSessions(tx, u.ID, func(x *store.Session) bool { return x.ID != p.SessionID() }); err != nil {
 			return err
 		}
-		return s.audit(tx, p, "user.password_change", p.OrganizationID, "", map[string]any{"user_id": u.ID, "sessions_revoked": out.SessionsRevoked})
+		return s.host.Audit(tx, p, "user.password_change", p.OrganizationID, "", map[string]any{"user_id": u.ID, "sessions_revoked": out.SessionsRevoked})
 	})
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package appliance
+package identity
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/store"
 )
@@ -23,16 +26,16 @@ const (
 )
 
 // StartCLILogin opens a device login; the poll token is returned once.
-func (s *Service) StartCLILogin(ctx context.Context, req *CLILoginStartRequest) (*CLILoginStart, error) {
+func (s *Service) StartCLILogin(ctx context.Context, req *api.CLILoginStartRequest) (*api.CLILoginStart, error) {
 	dev := strings.TrimSpace(req.DeviceName)
-	if err := checkDisplayText("device_name", dev, 0, 100); err != nil {
+	if err := s.host.CheckDisplayText("device_name", dev, 0, 100); err != nil {
 		return nil, err
 	}
-	if err := checkDisplayText("key_name", req.KeyName, 0, 100); err != nil {
+	if err := s.host.CheckDisplayText("key_name", req.KeyName, 0, 100); err != nil {
 		return nil, err
 	}
 	if req.KeyExpiresInDays < 0 || req.KeyExpiresInDays > 3650 {
-		return nil, Invalid("key_expires_in_days must be between 1 and 3650")
+		return nil, apperr.Invalid("key_expires_in_days must be between 1 and 3650")
 	}
 	scopes := []string{}
 	if len(req.Scopes) > 0 {
@@ -59,14 +62,14 @@ func (s *Service) StartCLILogin(ctx context.Context, req *CLILoginStartRequest) 
 		ExpiresAt: now.Add(CLILoginTTL)}
 	err := s.db.Update(func(tx *store.Tx) error {
 		if err := store.CLILogins.Put(tx, l); err != nil {
-			return Internal(err, "store login")
+			return apperr.Internal(err, "store login")
 		}
-		return s.audit(tx, nil, "cli_login.start", "", "", map[string]any{"session_id": l.ID, "device_name": dev})
+		return s.host.Audit(tx, nil, "cli_login.start", "", "", map[string]any{"session_id": l.ID, "device_name": dev})
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &CLILoginStart{SessionID: l.ID, PollToken: poll, State: l.State, ExpiresAt: l.ExpiresAt}, nil
+	return &api.CLILoginStart{SessionID: l.ID, PollToken: poll, State: l.State, ExpiresAt: l.ExpiresAt}, nil
 }
 
 // expire moves a pending login past its deadline to expired (in memory; callers store it).
@@ -96,37 +99,37 @@ func (s *Service) expireLogin(tx *store.Tx, l *store.CLILogin) (bool, error) {
 	}
 	k.RevokedAt = ptr(s.now())
 	if err := store.APIKeys.Put(tx, k); err != nil {
-		return false, Internal(err, "revoke uncollected key")
+		return false, apperr.Internal(err, "revoke uncollected key")
 	}
-	if err := s.recordRevocation(revokedAPIKey, k.KeyHash); err != nil {
+	if err := s.host.RecordKeyRevocation(k.KeyHash); err != nil {
 		return false, err
 	}
-	sys := &Principal{AuthSource: ActorSystem}
-	if err := s.audit(tx, sys, "api_key.revoke", k.OrganizationID, k.ProjectID,
+	sys := &authz.Principal{AuthSource: authz.ActorSystem}
+	if err := s.host.Audit(tx, sys, "api_key.revoke", k.OrganizationID, k.ProjectID,
 		map[string]any{"api_key_id": k.ID, "reason": "the CLI login expired before the device collected its key", "session_id": l.ID}); err != nil {
-		return false, Internal(err, "audit")
+		return false, apperr.Internal(err, "audit")
 	}
 	return true, nil
 }
 
 // PollCLILogin reports the login's state; the first poll after authorization carries the plaintext key,
 // which is then erased.
-func (s *Service) PollCLILogin(ctx context.Context, sessionID, pollToken string) (*CLILoginResult, error) {
-	var out *CLILoginResult
+func (s *Service) PollCLILogin(ctx context.Context, sessionID, pollToken string) (*api.CLILoginResult, error) {
+	var out *api.CLILoginResult
 	err := s.db.Update(func(tx *store.Tx) error {
 		l, err := store.CLILogins.Get(tx, sessionID)
 		if err != nil || subtle.ConstantTimeCompare([]byte(l.PollTokenHash), []byte(ids.Hash(pollToken))) != 1 {
-			return NotFound("login session %s not found (or wrong poll_token)", sessionID)
+			return apperr.NotFound("login session %s not found (or wrong poll_token)", sessionID)
 		}
 		changed, err := s.expireLogin(tx, l)
 		if err != nil {
 			return err
 		}
-		out = &CLILoginResult{SessionID: l.ID, State: l.State, ExpiresAt: l.ExpiresAt, AuthorizedAt: l.AuthorizedAt}
+		out = &api.CLILoginResult{SessionID: l.ID, State: l.State, ExpiresAt: l.ExpiresAt, AuthorizedAt: l.AuthorizedAt}
 		if l.State == CLILoginAuthorized && l.SealedAPIKey != nil {
 			plain, err := s.box.Open(l.SealedAPIKey)
 			if err != nil {
-				return Internal(err, "open minted key")
+				return apperr.Internal(err, "open minted key")
 			}
 			out.PlaintextAPIKey = string(plain)
 			l.SealedAPIKey = nil
@@ -134,8 +137,8 @@ func (s *Service) PollCLILogin(ctx context.Context, sessionID, pollToken string)
 			out.State = l.State
 			changed = true
 			// The credential leaves the appliance: recorded, with the device (holder of the poll token) as actor.
-			if err := s.audit(tx, nil, "cli_login.complete", l.OrganizationID, "", map[string]any{"session_id": l.ID, "api_key_id": l.APIKeyID}); err != nil {
-				return Internal(err, "audit")
+			if err := s.host.Audit(tx, nil, "cli_login.complete", l.OrganizationID, "", map[string]any{"session_id": l.ID, "api_key_id": l.APIKeyID}); err != nil {
+				return apperr.Internal(err, "audit")
 			}
 		}
 		if l.OrganizationID != "" {
@@ -145,7 +148,7 @@ func (s *Service) PollCLILogin(ctx context.Context, sessionID, pollToken string)
 		}
 		if changed {
 			if err := store.CLILogins.Put(tx, l); err != nil {
-				return Internal(err, "store login")
+				return apperr.Internal(err, "store login")
 			}
 		}
 		return nil
@@ -154,19 +157,19 @@ func (s *Service) PollCLILogin(ctx context.Context, sessionID, pollToken string)
 }
 
 // CLILoginDetailsFor shows a pending login to a signed-in user.
-func (s *Service) CLILoginDetailsFor(ctx context.Context, p *Principal, sessionID string) (*CLILoginDetails, error) {
-	var out *CLILoginDetails
+func (s *Service) CLILoginDetailsFor(ctx context.Context, p *authz.Principal, sessionID string) (*api.CLILoginDetails, error) {
+	var out *api.CLILoginDetails
 	err := s.db.View(func(tx *store.Tx) error {
 		l, err := store.CLILogins.Get(tx, sessionID)
 		if err != nil {
-			return notFoundAs(err, "login session %s not found", sessionID)
+			return apperr.NotFoundAs(err, "login session %s not found", sessionID)
 		}
 		// Once authorized, a login belongs to its organization: others do not see it.
 		if l.OrganizationID != "" && l.OrganizationID != p.OrganizationID && !p.IsAdmin {
-			return NotFound("login session %s not found", sessionID)
+			return apperr.NotFound("login session %s not found", sessionID)
 		}
 		s.expire(l)
-		out = &CLILoginDetails{SessionID: l.ID, State: l.State, ExpiresAt: l.ExpiresAt, DeviceName: l.DeviceName,
+		out = &api.CLILoginDetails{SessionID: l.ID, State: l.State, ExpiresAt: l.ExpiresAt, DeviceName: l.DeviceName,
 			KeyName: l.KeyName, Scopes: s.cliScopes(p, l), Source: l.Source}
 		if l.KeyExpiresAt != nil {
 			out.KeyExpiresAt = l.KeyExpiresAt
@@ -179,10 +182,10 @@ func (s *Service) CLILoginDetailsFor(ctx context.Context, p *Principal, sessionI
 }
 
 // cliScopes are the scopes the key will carry: those requested (or all) that the approver holds.
-func (s *Service) cliScopes(p *Principal, l *store.CLILogin) []string {
+func (s *Service) cliScopes(p *authz.Principal, l *store.CLILogin) []string {
 	out := []string{}
-	for _, sc := range scopeStrings(AllScopes) {
-		if p.Has(Scope(sc)) && (len(l.Scopes) == 0 || slices.Contains(l.Scopes, sc)) {
+	for _, sc := range scopeStrings(api.AllScopes) {
+		if p.Has(api.Scope(sc)) && (len(l.Scopes) == 0 || slices.Contains(l.Scopes, sc)) {
 			out = append(out, sc)
 		}
 	}
@@ -191,22 +194,22 @@ func (s *Service) cliScopes(p *Principal, l *store.CLILogin) []string {
 
 // AuthorizeCLILogin mints the device's key in the approver's organization. The plaintext goes to the
 // polling device only; this result's plaintext_api_key is empty.
-func (s *Service) AuthorizeCLILogin(ctx context.Context, p *Principal, sessionID string) (*CLILoginResult, error) {
+func (s *Service) AuthorizeCLILogin(ctx context.Context, p *authz.Principal, sessionID string) (*api.CLILoginResult, error) {
 	if p.OrganizationID == "" {
-		return nil, Forbidden("authorizing a CLI login needs a session acting in an organization")
+		return nil, apperr.Forbidden("authorizing a CLI login needs a session acting in an organization")
 	}
-	var out *CLILoginResult
+	var out *api.CLILoginResult
 	expired := false
 	err := s.db.Update(func(tx *store.Tx) error {
 		l, err := store.CLILogins.Get(tx, sessionID)
 		if err != nil {
-			return notFoundAs(err, "login session %s not found", sessionID)
+			return apperr.NotFoundAs(err, "login session %s not found", sessionID)
 		}
 		if expiredNow, err := s.expireLogin(tx, l); err != nil {
 			return err
 		} else if expiredNow {
 			if err := store.CLILogins.Put(tx, l); err != nil {
-				return Internal(err, "store login")
+				return apperr.Internal(err, "store login")
 			}
 		}
 		// Expired now or at an earlier poll: either way 410, and the expiry (if new) is committed.
@@ -215,11 +218,11 @@ func (s *Service) AuthorizeCLILogin(ctx context.Context, p *Principal, sessionID
 			return nil
 		}
 		if l.State != CLILoginPending {
-			return Conflict("login session %s is %s, not pending", l.ID, l.State)
+			return apperr.Conflict("login session %s is %s, not pending", l.ID, l.State)
 		}
 		scopes := s.cliScopes(p, l)
 		if len(scopes) == 0 {
-			return Forbidden("you hold none of the scopes this login requests")
+			return apperr.Forbidden("you hold none of the scopes this login requests")
 		}
 		now := s.now()
 		spec := keySpec{orgID: p.OrganizationID, name: l.KeyName, deviceName: l.DeviceName, source: l.Source,
@@ -234,22 +237,22 @@ func (s *Service) AuthorizeCLILogin(ctx context.Context, p *Principal, sessionID
 		l.State, l.AuthorizedAt, l.AuthorizedBy, l.OrganizationID = CLILoginAuthorized, ptr(now), p.UserID, p.OrganizationID
 		l.APIKeyID, l.KeyExpiresAt, l.SealedAPIKey = k.ID, k.ExpiresAt, s.box.Seal([]byte(plain))
 		if err := store.CLILogins.Put(tx, l); err != nil {
-			return Internal(err, "store login")
+			return apperr.Internal(err, "store login")
 		}
-		return s.audit(tx, p, "cli_login.authorize", p.OrganizationID, "", map[string]any{"session_id": l.ID, "api_key_id": k.ID})
+		return s.host.Audit(tx, p, "cli_login.authorize", p.OrganizationID, "", map[string]any{"session_id": l.ID, "api_key_id": k.ID})
 	})
 	if err != nil {
 		return nil, err
 	}
 	if expired {
-		return nil, Gone("login session %s has expired", sessionID)
+		return nil, apperr.Gone("login session %s has expired", sessionID)
 	}
 	err = s.db.View(func(tx *store.Tx) error {
 		l, err := store.CLILogins.Get(tx, sessionID)
 		if err != nil {
-			return Internal(err, "read login")
+			return apperr.Internal(err, "read login")
 		}
-		out = &CLILoginResult{SessionID: l.ID, State: l.State, ExpiresAt: l.ExpiresAt, AuthorizedAt: l.AuthorizedAt,
+		out = &api.CLILoginResult{SessionID: l.ID, State: l.State, ExpiresAt: l.ExpiresAt, AuthorizedAt: l.AuthorizedAt,
 			OrganizationID: l.OrganizationID}
 		if org, err := store.Organizations.Get(tx, l.OrganizationID); err == nil {
 			out.OrganizationName, out.OrganizationSlug = org.Name, org.Slug
@@ -257,4 +260,33 @@ func (s *Service) AuthorizeCLILogin(ctx context.Context, p *Principal, sessionID
 		return nil
 	})
 	return out, err
+}
+
+// SweepLogins expires, in tx, the CLI logins past their deadline (revoking keys nobody collected) and
+// deletes those whose deadline is more than retention before now (the root's Sweep); it returns how many
+// it expired and deleted.
+func (s *Service) SweepLogins(tx *store.Tx, now time.Time, retention time.Duration) (expired, deleted int, err error) {
+	logins, err := store.CLILogins.All(tx, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, l := range logins {
+		changed, err := s.expireLogin(tx, l)
+		if err != nil {
+			return expired, deleted, err
+		}
+		switch {
+		case now.Sub(l.ExpiresAt) > retention:
+			deleted++
+			if err := store.CLILogins.Delete(tx, l.ID); err != nil {
+				return expired, deleted, err
+			}
+		case changed:
+			expired++
+			if err := store.CLILogins.Put(tx, l); err != nil {
+				return expired, deleted, err
+			}
+		}
+	}
+	return expired, deleted, nil
 }
