@@ -2,6 +2,14 @@ package api
 
 import "time"
 
+// Backup states (Backup.State); see docs/api-decisions.md.
+const (
+	BackupPending   = "pending"   // recorded, its backup.create job not started yet
+	BackupRunning   = "running"   // pg_basebackup is copying
+	BackupCompleted = "completed" // the copy is complete in the backup store
+	BackupFailed    = "failed"    // pg_basebackup failed; the job carries its output
+)
+
 // Backup is the API resource.
 type Backup struct {
 	ID                string     `json:"id"`

@@ -2,6 +2,11 @@ package appliance
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -203,22 +208,63 @@ var _ exports.Host = areaHost{}
 // RequireDumps is a 503 when the installed PostgreSQL lacks pg_dump or pg_restore (FeatureDumps).
 func (h areaHost) RequireDumps() error { return h.s.requireFeature(FeatureDumps) }
 
-// PrepareDumpDir makes the project's directory of dumps in the backup store (prepareDumpDir).
+// PrepareDumpDir makes the project's directory of dumps (its exports, a cutover's copy of a preview),
+// owned by the instances' OS user, and returns it. Its errors are transient.
 func (h areaHost) PrepareDumpDir(ctx context.Context, projectID string) (string, error) {
 	dp, err := h.s.dataPlane()
 	if err != nil {
 		return "", err
 	}
-	return h.s.prepareDumpDir(ctx, dp, projectID)
+	if err := h.s.localBackups(dp).Prepare(ctx, projectID); err != nil {
+		return "", scheduler.Transient(err)
+	}
+	dir := exports.Dir(h.s.cfg.DataDir, projectID)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", scheduler.Transient(err)
+	}
+	if err := dp.User.Chown(dir); err != nil {
+		return "", scheduler.Transient(err)
+	}
+	return dir, nil
 }
 
-// DumpDatabase writes a pg_dump -Fc of the instance's database to path (dumpDatabase).
+// DumpDatabase writes a custom-format dump (pg_dump -Fc, as the admin) of the instance's database to path,
+// replacing any file there; a failed dump leaves no file. The dump is the whole database: only the
+// instances' OS user reads it (pg_dump keeps the mode of the file it truncates, so it is created first,
+// 0600). Errors about the file are transient.
 func (h areaHost) DumpDatabase(ctx context.Context, run *scheduler.Run, inst *store.Instance, database, path string) error {
 	dp, err := h.s.dataPlane()
 	if err != nil {
 		return err
 	}
-	return h.s.dumpDatabase(ctx, run, dp, inst, database, path)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return scheduler.Transient(err)
+	}
+	if f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err != nil {
+		return scheduler.Transient(err)
+	} else if err := f.Close(); err != nil {
+		return scheduler.Transient(err)
+	}
+	if err := dp.User.Chown(path); err != nil {
+		return scheduler.Transient(err)
+	}
+	adminPW, err := h.s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return fmt.Errorf("open admin password: %w", err)
+	}
+	pgdump, err := h.s.eng.Instance(inst).Bin.Path("pg_dump")
+	if err != nil {
+		return err
+	}
+	cmd := dp.User.Command(pgdump, "-Fc", "--no-password", "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port),
+		"-U", postgres.AdminRole, "-d", database, "-f", path)
+	// role=none: the session's own role whatever the database's defaults say (postgres.Instance.Connect).
+	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10", "PGOPTIONS=-c role=none")
+	if err := run.Exec(ctx, cmd); err != nil {
+		_ = os.Remove(path)
+		return err
+	}
+	return nil
 }
 
 var _ upgrades.Host = areaHost{}
@@ -249,7 +295,7 @@ func (h areaHost) InitOptions(prj *store.Project, rec *store.Instance) (postgres
 }
 
 // OffersExtension is the extensions rule (the network extensions are the root's setting).
-func (h areaHost) OffersExtension(name string) bool { return h.s.offers(name) }
+func (h areaHost) OffersExtension(name string) bool { return h.s.extensions.Offers(name) }
 
 // PlanStorageLimitBytes is the plan's storage limit (0 for a plan the table does not have).
 func (h areaHost) PlanStorageLimitBytes(name string) int64 {
@@ -293,3 +339,26 @@ func (h areaHost) RecordKeyRevocation(hash string) error {
 func (h areaHost) RecordSessionRevocation(hash string) error {
 	return h.s.recordRevocation(revokedSession, hash)
 }
+
+// The migration area's follow and cutover (appliance/migrate) need these besides the methods above.
+
+// RequireBackups is a 503 when the installed PostgreSQL lacks the backup programs (FeatureBackups).
+func (h areaHost) RequireBackups() error { return h.s.requireFeature(FeatureBackups) }
+
+// NewBackup records a pending backup of the project and enqueues its backup.create job in tx.
+func (h areaHost) NewBackup(tx *store.Tx, prj *store.Project, label string) (*store.Backup, *store.Job, error) {
+	return h.s.newBackup(tx, prj, label)
+}
+
+// EnqueueBackupRestore enqueues backup.restore of the project's backup in tx (restorePayload).
+func (h areaHost) EnqueueBackupRestore(tx *store.Tx, prj *store.Project, backupID string) (*store.Job, error) {
+	return h.s.enqueue(tx, prj, JobBackupRestore, prj.ID, restorePayload{BackupID: backupID})
+}
+
+// DeletePreview marks the preview deleting and enqueues its deletion in tx (deletePreview).
+func (h areaHost) DeletePreview(tx *store.Tx, p *Principal, prv *store.Project, action string) (*store.Job, error) {
+	return h.s.deletePreview(tx, p, prv, action)
+}
+
+// ForgetStudio ends the studio's pooled sessions of the project.
+func (h areaHost) ForgetStudio(projectID string) { h.s.studio.Forget(projectID) }

@@ -17,7 +17,6 @@ func (s *Service) registerBackupJobs(r *scheduler.Runner) {
 	r.Handle(JobBackupCreate, s.createBackupJob)
 	r.Handle(JobBackupRestore, s.restoreJob)
 	s.exports.RegisterJobs(r)
-	r.Handle(JobImportRestore, s.importRestoreJob)
 }
 
 // updateBackup applies fn to the stored backup in one transaction.

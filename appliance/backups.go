@@ -20,10 +20,10 @@ import (
 
 // Backup states (state) and verification states (verification_state); see docs/api-decisions.md.
 const (
-	BackupPending   = "pending"   // recorded, its backup.create job not started yet
-	BackupRunning   = "running"   // pg_basebackup is copying
-	BackupCompleted = "completed" // the copy is complete in the backup store
-	BackupFailed    = "failed"    // pg_basebackup failed; the job carries its output
+	BackupPending   = api.BackupPending
+	BackupRunning   = api.BackupRunning
+	BackupCompleted = api.BackupCompleted
+	BackupFailed    = api.BackupFailed
 
 	VerificationPending  = "pending"  // not verified yet
 	VerificationVerified = "verified" // pg_verifybackup accepted it

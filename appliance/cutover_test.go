@@ -7,6 +7,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -42,56 +43,56 @@ func TestCutoverSwapsThePreviewIn(t *testing.T) {
 	}
 
 	// Bad input changes nothing.
-	if _, err := e.Svc.RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{}); appliance.KindOf(err) != appliance.KindInvalid {
+	if _, err := e.Svc.Migrate().RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{}); appliance.KindOf(err) != appliance.KindInvalid {
 		t.Fatalf("no preview_id: %v", err)
 	}
 	other := provision(t, e, p, "other", "development")
 	otherPrv, err := e.Svc.CreatePreview(ctx, p, other.ID, &appliance.CreatePreviewRequest{Mode: appliance.PreviewEmpty})
 	waitPreview(t, e, otherPrv, err)
-	if _, err := e.Svc.RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: otherPrv.Preview.ID}); appliance.KindOf(err) != appliance.KindNotFound {
+	if _, err := e.Svc.Migrate().RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: otherPrv.Preview.ID}); appliance.KindOf(err) != appliance.KindNotFound {
 		t.Fatalf("another project's preview: %v", err)
 	}
-	if _, err := e.Svc.RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: prj.ID}); appliance.KindOf(err) != appliance.KindNotFound {
+	if _, err := e.Svc.Migrate().RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: prj.ID}); appliance.KindOf(err) != appliance.KindNotFound {
 		t.Fatalf("a project as preview: %v", err)
 	}
 
-	first, err := e.Svc.RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: prv.ID, CustomerNote: "ship it"})
+	first, err := e.Svc.Migrate().RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: prv.ID, CustomerNote: "ship it"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := first.CutoverRequest; r.Status != appliance.CutoverOpen || r.PreviewDatabaseID != prv.ID || r.RequestedByActorKind != appliance.ActorAPIKey || r.CustomerNote != "ship it" {
+	if r := first.CutoverRequest; r.Status != migrate.CutoverOpen || r.PreviewDatabaseID != prv.ID || r.RequestedByActorKind != appliance.ActorAPIKey || r.CustomerNote != "ship it" {
 		t.Fatalf("request: %+v", r)
 	}
-	if _, err := e.Svc.RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: prv.ID}); appliance.KindOf(err) != appliance.KindConflict { // one per preview
+	if _, err := e.Svc.Migrate().RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: prv.ID}); appliance.KindOf(err) != appliance.KindConflict { // one per preview
 		t.Fatalf("a second open request: %v", err)
 	}
 	member := &appliance.Principal{AuthSource: appliance.SourceSession, OrganizationID: prj.OrganizationID, IDPOrganizationRole: appliance.RoleMember}
-	if _, err := e.Svc.ApproveCutover(ctx, member, prj.ID, first.CutoverRequest.ID, &appliance.ApproveCutoverRequest{}); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.Migrate().ApproveCutover(ctx, member, prj.ID, first.CutoverRequest.ID, &appliance.ApproveCutoverRequest{}); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Fatalf("a member approves: %v", err)
 	}
-	if _, err := e.Svc.RejectCutover(ctx, p, prj.ID, first.CutoverRequest.ID, &appliance.RejectCutoverRequest{}); appliance.KindOf(err) != appliance.KindInvalid {
+	if _, err := e.Svc.Migrate().RejectCutover(ctx, p, prj.ID, first.CutoverRequest.ID, &appliance.RejectCutoverRequest{}); appliance.KindOf(err) != appliance.KindInvalid {
 		t.Fatalf("a rejection without a reason: %v", err)
 	}
-	rej, err := e.Svc.RejectCutover(ctx, p, prj.ID, first.CutoverRequest.ID, &appliance.RejectCutoverRequest{RejectedReason: "not on a Friday"})
+	rej, err := e.Svc.Migrate().RejectCutover(ctx, p, prj.ID, first.CutoverRequest.ID, &appliance.RejectCutoverRequest{RejectedReason: "not on a Friday"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := rej.CutoverRequest; r.Status != appliance.CutoverRejected || r.RejectedReason != "not on a Friday" || r.AckAt == nil {
+	if r := rej.CutoverRequest; r.Status != migrate.CutoverRejected || r.RejectedReason != "not on a Friday" || r.AckAt == nil {
 		t.Fatalf("rejected: %+v", r)
 	}
-	if _, err := e.Svc.ApproveCutover(ctx, p, prj.ID, first.CutoverRequest.ID, &appliance.ApproveCutoverRequest{}); appliance.KindOf(err) != appliance.KindConflict {
+	if _, err := e.Svc.Migrate().ApproveCutover(ctx, p, prj.ID, first.CutoverRequest.ID, &appliance.ApproveCutoverRequest{}); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("approving a rejected request: %v", err)
 	}
 
-	second, err := e.Svc.RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: prv.ID})
+	second, err := e.Svc.Migrate().RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: prv.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok, err := e.Svc.ApproveCutover(ctx, p, prj.ID, second.CutoverRequest.ID, &appliance.ApproveCutoverRequest{OperatorNote: "go", ExternalTicketRef: "CHG-7"})
+	ok, err := e.Svc.Migrate().ApproveCutover(ctx, p, prj.ID, second.CutoverRequest.ID, &appliance.ApproveCutoverRequest{OperatorNote: "go", ExternalTicketRef: "CHG-7"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := ok.CutoverRequest; r.Status != appliance.CutoverApproved || r.PreCutoverBackupID == "" || r.PromoteJobID != ok.Job.ID || r.ExternalTicketRef != "CHG-7" {
+	if r := ok.CutoverRequest; r.Status != migrate.CutoverApproved || r.PreCutoverBackupID == "" || r.PromoteJobID != ok.Job.ID || r.ExternalTicketRef != "CHG-7" {
 		t.Fatalf("approved: %+v", r)
 	}
 	if _, err := e.Svc.DeletePreview(ctx, p, prv.ID); appliance.KindOf(err) != appliance.KindConflict {
@@ -100,11 +101,11 @@ func TestCutoverSwapsThePreviewIn(t *testing.T) {
 	if j := e.WaitJob(t, ok.Job.ID); j.State != scheduler.StateCompleted {
 		t.Fatalf("promotion: %s\n%s", j.Error, j.LastStderr)
 	}
-	got, err := e.Svc.GetCutoverRequest(ctx, p, prj.ID, second.CutoverRequest.ID)
+	got, err := e.Svc.Migrate().GetCutoverRequest(ctx, p, prj.ID, second.CutoverRequest.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := got.CutoverRequest; r.Status != appliance.CutoverCompleted || r.CompletedAt == nil || r.LastError != "" {
+	if r := got.CutoverRequest; r.Status != migrate.CutoverCompleted || r.CompletedAt == nil || r.LastError != "" {
 		t.Fatalf("after the promotion: %+v", r)
 	}
 
@@ -172,22 +173,22 @@ func TestFailedCutoverChangesNothing(t *testing.T) {
 	if err := e.AdminExec(t, res.Preview.ID, "CREATE EXTENSION file_fdw"); err != nil {
 		t.Fatal(err)
 	}
-	req, err := e.Svc.RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: res.Preview.ID})
+	req, err := e.Svc.Migrate().RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: res.Preview.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok, err := e.Svc.ApproveCutover(ctx, p, prj.ID, req.CutoverRequest.ID, &appliance.ApproveCutoverRequest{})
+	ok, err := e.Svc.Migrate().ApproveCutover(ctx, p, prj.ID, req.CutoverRequest.ID, &appliance.ApproveCutoverRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if j := e.WaitJob(t, ok.Job.ID); j.State != scheduler.StateFailed {
 		t.Fatalf("the promotion %s", j.State)
 	}
-	got, err := e.Svc.GetCutoverRequest(ctx, p, prj.ID, req.CutoverRequest.ID)
+	got, err := e.Svc.Migrate().GetCutoverRequest(ctx, p, prj.ID, req.CutoverRequest.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := got.CutoverRequest; r.Status != appliance.CutoverFailed || r.LastError == "" {
+	if r := got.CutoverRequest; r.Status != migrate.CutoverFailed || r.LastError == "" {
 		t.Fatalf("failed request: %+v", r)
 	}
 	t.Logf("last_error: %s", got.CutoverRequest.LastError)
@@ -205,7 +206,7 @@ func TestFailedCutoverChangesNothing(t *testing.T) {
 		t.Fatalf("the preview is %s", st)
 	}
 	// Another request may follow a failed one.
-	if _, err := e.Svc.RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: res.Preview.ID}); err != nil {
+	if _, err := e.Svc.Migrate().RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: res.Preview.ID}); err != nil {
 		t.Fatal(err)
 	}
 }

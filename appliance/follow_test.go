@@ -55,7 +55,7 @@ func mustComplete(t *testing.T, e *appliancetest.Env, jr *appliance.JobResponse,
 
 func followStatus(t *testing.T, e *appliancetest.Env, p *appliance.Principal, prj *store.Project) *appliance.FollowReport {
 	t.Helper()
-	jr, err := e.Svc.FollowStatus(t.Context(), p, prj.ID)
+	jr, err := e.Svc.Migrate().FollowStatus(t.Context(), p, prj.ID)
 	j := mustComplete(t, e, jr, err)
 	var rep appliance.FollowReport
 	jsonUnmarshal(j.Result, &rep)
@@ -180,7 +180,7 @@ func TestImportPreflightProvider(t *testing.T) {
 	checkStatus(t, pf, "replication", migrate.CheckWarn)
 
 	// Follow is refused with the reasons, before anything is queued.
-	_, err = e.Svc.StartFollow(t.Context(), p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
+	_, err = e.Svc.Migrate().StartFollow(t.Context(), p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
 	if appliance.KindOf(err) != appliance.KindConflict || !strings.Contains(err.Error(), "wal_level is replica") {
 		t.Fatalf("follow of an unready source: %v", err)
 	}
@@ -203,19 +203,19 @@ func TestImportFollow(t *testing.T) {
 		"INSERT INTO sales.orders (customer_id, total) SELECT 1 + g % 200, g FROM generate_series(1, 1000) g",
 	)
 	// A table without a primary key blocks follow (its UPDATEs would fail on the source once published).
-	_, err := e.Svc.StartFollow(t.Context(), p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
+	_, err := e.Svc.Migrate().StartFollow(t.Context(), p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
 	if appliance.KindOf(err) != appliance.KindConflict || !strings.Contains(err.Error(), "public.events has no primary key") {
 		t.Fatalf("follow with a table without a key: %v", err)
 	}
 	src.App(t, "shop", "ALTER TABLE public.events REPLICA IDENTITY FULL", "INSERT INTO public.events VALUES ('one')")
-	if _, err := e.Svc.StartFollow(t.Context(), p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop")}); appliance.KindOf(err) != appliance.KindInvalid {
+	if _, err := e.Svc.Migrate().StartFollow(t.Context(), p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop")}); appliance.KindOf(err) != appliance.KindInvalid {
 		t.Fatalf("follow without confirm: %v", err)
 	}
-	if _, err := e.Svc.FollowStatus(t.Context(), p, prj.ID); appliance.KindOf(err) != appliance.KindNotFound {
+	if _, err := e.Svc.Migrate().FollowStatus(t.Context(), p, prj.ID); appliance.KindOf(err) != appliance.KindNotFound {
 		t.Fatalf("status before any follow: %v", err)
 	}
 
-	jr, err := e.Svc.StartFollow(t.Context(), p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
+	jr, err := e.Svc.Migrate().StartFollow(t.Context(), p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
 	mustComplete(t, e, jr, err)
 	// The project's role (pg_monitor) reads every statement in pg_stat_statements: CREATE SUBSCRIPTION,
 	// which holds the source's password, is not among them.
@@ -228,7 +228,7 @@ func TestImportFollow(t *testing.T) {
 		"SELECT count(*) FROM pg_stat_statements WHERE query LIKE '%' || $1 || '%'", appliancetest.SourceAppPassword).Scan(&seen); err != nil || seen != 0 {
 		t.Fatalf("the source's password is in pg_stat_statements %d times (%v)", seen, err)
 	}
-	if _, err := e.Svc.StartFollow(t.Context(), p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true}); appliance.KindOf(err) != appliance.KindConflict {
+	if _, err := e.Svc.Migrate().StartFollow(t.Context(), p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true}); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("a second follow: %v", err)
 	}
 	var rep *appliance.FollowReport
@@ -271,11 +271,11 @@ func TestImportFollow(t *testing.T) {
 		t.Fatalf("applying a followed row made %d superusers", n)
 	}
 
-	if _, err := e.Svc.FollowCutover(t.Context(), p, prj.ID, &appliance.FollowCutoverRequest{}); appliance.KindOf(err) != appliance.KindInvalid {
+	if _, err := e.Svc.Migrate().FollowCutover(t.Context(), p, prj.ID, &appliance.FollowCutoverRequest{}); appliance.KindOf(err) != appliance.KindInvalid {
 		t.Fatalf("cutover without confirm: %v", err)
 	}
 	src.App(t, "shop", "INSERT INTO sales.orders (customer_id, total) VALUES (2, 2)")
-	jr, err = e.Svc.FollowCutover(t.Context(), p, prj.ID, &appliance.FollowCutoverRequest{Confirm: true})
+	jr, err = e.Svc.Migrate().FollowCutover(t.Context(), p, prj.ID, &appliance.FollowCutoverRequest{Confirm: true})
 	j := mustComplete(t, e, jr, err)
 	var cut struct {
 		LagBytes        int `json:"lag_bytes"`
@@ -307,7 +307,7 @@ func TestImportFollow(t *testing.T) {
 	if rep := followStatus(t, e, p, prj); rep.State != appliance.FollowCompleted {
 		t.Fatalf("status after cutover %+v", rep)
 	}
-	if _, err := e.Svc.FollowAbort(t.Context(), p, prj.ID); appliance.KindOf(err) != appliance.KindConflict {
+	if _, err := e.Svc.Migrate().FollowAbort(t.Context(), p, prj.ID); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("abort after cutover: %v", err)
 	}
 
@@ -316,13 +316,13 @@ func TestImportFollow(t *testing.T) {
 	if err := e.AdminExec(t, other.ID, "CREATE TABLE keepme AS SELECT g AS id FROM generate_series(1, 7) g"); err != nil {
 		t.Fatal(err)
 	}
-	jr, err = e.Svc.StartFollow(t.Context(), p, other.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
+	jr, err = e.Svc.Migrate().StartFollow(t.Context(), p, other.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
 	mustComplete(t, e, jr, err)
 	waitFor(t, "initial copy", func() bool { return followStatus(t, e, p, other).TablesReady == 3 })
 	if n := src.Int(t, "shop", "SELECT count(*) FROM pg_replication_slots"); n != 1 {
 		t.Fatalf("%d slots on the source while following", n)
 	}
-	jr, err = e.Svc.FollowAbort(t.Context(), p, other.ID)
+	jr, err = e.Svc.Migrate().FollowAbort(t.Context(), p, other.ID)
 	j = mustComplete(t, e, jr, err)
 	var ab struct {
 		RestoreJobID string `json:"restore_job_id"`
@@ -357,7 +357,7 @@ func TestImportFollow(t *testing.T) {
 	if err := e.AdminExec(t, blocked.ID, "SET ROLE "+blocked.RoleName+"; CREATE TABLE public.customers (id int); CREATE VIEW public.vip AS SELECT id FROM public.customers"); err != nil {
 		t.Fatal(err)
 	}
-	jr, err = e.Svc.StartFollow(t.Context(), p, blocked.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
+	jr, err = e.Svc.Migrate().StartFollow(t.Context(), p, blocked.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func TestImportFollow(t *testing.T) {
 	if n := src.Int(t, "shop", "SELECT count(*) FROM pg_replication_slots") + src.Int(t, "shop", "SELECT count(*) FROM pg_publication"); n != 0 {
 		t.Fatalf("a failed follow left %d slots and publications on the source", n)
 	}
-	jr, err = e.Svc.FollowAbort(t.Context(), p, blocked.ID)
+	jr, err = e.Svc.Migrate().FollowAbort(t.Context(), p, blocked.ID)
 	j = mustComplete(t, e, jr, err)
 	jsonUnmarshal(j.Result, &ab)
 	if rj := e.WaitJob(t, ab.RestoreJobID); rj.State != scheduler.StateCompleted {
@@ -382,7 +382,7 @@ func TestImportFollow(t *testing.T) {
 	}
 
 	// Deleting a project that follows a source drops the source's slot and publication too.
-	jr, err = e.Svc.StartFollow(t.Context(), p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
+	jr, err = e.Svc.Migrate().StartFollow(t.Context(), p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
 	mustComplete(t, e, jr, err)
 	// The subscription's own slot (a table's initial copy may still hold a temporary pg_<oid>_sync_<oid>
 	// slot of its own for a moment, which PostgreSQL drops when the copy ends).

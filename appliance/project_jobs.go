@@ -28,10 +28,9 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	s.extensions.RegisterJobs(r)
 	s.upgrades.RegisterJobs(r)
 	s.registerBackupJobs(r)
-	s.registerFollowJobs(r)
+	s.migrate.RegisterJobs(r)
 	s.kv.RegisterJobs(r)
 	s.registerPreviewJobs(r)
-	s.registerCutoverJobs(r)
 }
 
 // targetOf is the project record a job acts on: its preview database's when it names one (a preview is a
@@ -287,8 +286,6 @@ func (s *Service) ensureInstanceRecord(dp *DataPlane, projectID string) (*store.
 
 func altRole(role string) string { return instances.AltRole(role) }
 
-func quoteLiteral(s string) string { return instances.QuoteLiteral(s) }
-
 // credentialOf is the project's current credential with its password opened, for the engine.
 func (s *Service) credentialOf(prj *store.Project) (instances.Credential, error) {
 	pw, err := s.box.Open(prj.Credential.Password)
@@ -347,7 +344,7 @@ func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any
 	if prj.State == ProjectDeleted {
 		return map[string]any{"skipped": "already deleted"}, nil
 	}
-	followWarnings := s.detachOpenFollow(ctx, prj, inst)
+	followWarnings := s.migrate.DetachOpenFollow(ctx, prj, inst)
 	s.studio.Forget(prj.ID)
 	if inst != nil {
 		if err := s.eng.Remove(ctx, inst); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -331,9 +332,9 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 // a backup keeps the WAL archived since it too.
 func pinnedBackups(tx *store.Tx, projectID string) (map[string]bool, error) {
 	pinned := map[string]bool{}
-	if f, err := currentFollow(tx, projectID); err != nil {
+	if f, err := migrate.CurrentFollow(tx, projectID); err != nil {
 		return nil, err
-	} else if f != nil && !followFinished(f.State) {
+	} else if f != nil && !migrate.FollowFinished(f.State) {
 		pinned[f.BackupID] = true
 	}
 	rps, err := store.RestorePoints.Lookup(tx, store.RestorePointsByProject, projectID, store.Query{})
@@ -359,7 +360,7 @@ func pinnedBackups(tx *store.Tx, projectID string) (map[string]bool, error) {
 		return nil, err
 	}
 	for _, r := range reqs {
-		if (r.Status == CutoverApproved || r.Status == CutoverPromoting) && r.PreCutoverBackupID != "" {
+		if (r.Status == migrate.CutoverApproved || r.Status == migrate.CutoverPromoting) && r.PreCutoverBackupID != "" {
 			pinned[r.PreCutoverBackupID] = true
 		}
 	}

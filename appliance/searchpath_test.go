@@ -169,11 +169,11 @@ func TestAdminSessionsNeverRunTheTenantsCode(t *testing.T) {
 	clone, err := e.Svc.CreatePreview(ctx, p, prj.ID, &appliance.CreatePreviewRequest{Name: "trapped"})
 	waitPreview(t, e, clone, err)
 	noneSprung(t, tenantConn(t, e, p, clone.Preview.ID, true), "a clone preview's provisioning")
-	req, err := e.Svc.RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: clone.Preview.ID})
+	req, err := e.Svc.Migrate().RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: clone.Preview.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok, err := e.Svc.ApproveCutover(ctx, p, prj.ID, req.CutoverRequest.ID, &appliance.ApproveCutoverRequest{})
+	ok, err := e.Svc.Migrate().ApproveCutover(ctx, p, prj.ID, req.CutoverRequest.ID, &appliance.ApproveCutoverRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,13 +299,13 @@ func TestFollowNeverRunsTheTenantsCode(t *testing.T) {
 	}
 	src := e.StartSource(t, "logical")
 	src.App(t, "shop", "CREATE TABLE public.items (id serial PRIMARY KEY, v text)", "INSERT INTO public.items (v) VALUES ('a'), ('b')")
-	jr, err := e.Svc.StartFollow(ctx, p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
+	jr, err := e.Svc.Migrate().StartFollow(ctx, p, prj.ID, &appliance.FollowRequest{SourceURL: src.URL("shop"), Confirm: true})
 	mustComplete(t, e, jr, err)
 	waitFor(t, "initial copy", func() bool {
 		rep := followStatus(t, e, p, prj)
 		return len(rep.Tables) == 1 && rep.TablesReady == 1
 	})
-	jr, err = e.Svc.FollowCutover(ctx, p, prj.ID, &appliance.FollowCutoverRequest{Confirm: true})
+	jr, err = e.Svc.Migrate().FollowCutover(ctx, p, prj.ID, &appliance.FollowCutoverRequest{Confirm: true})
 	mustComplete(t, e, jr, err)
 	if n := scalar[int64](t, tenant, "SELECT count(*) FROM public.items"); n != 2 {
 		t.Fatalf("%d rows followed", n)

@@ -152,7 +152,8 @@ type Service struct {
 	urls    *signedurl.Signer
 	// upgrades is the upgrades area (appliance/upgrades, built in New).
 	upgrades *upgrades.Service
-	// migrate is the migration area's preflight and source checks (appliance/migrate, built in New).
+	// migrate is the migration area: preflight, uploads and import, follow, cutover requests
+	// (appliance/migrate, built in New).
 	migrate *migrate.Service
 	// identity is the identity area: sign-in, sessions, authentication, members, CLI login, API keys,
 	// organizations (appliance/identity, built in New).
@@ -179,7 +180,6 @@ func New(cfg Config, deps Deps) *Service {
 		now:           func() time.Time { return clock().UTC() }, Probe: &Probes{}}
 	s.hooks = s.newWebhooks(cfg, deps)
 	s.studio = s.newStudio(deps)
-	s.migrate = s.newMigrate(deps)
 	ephemeral := DefaultEphemeralLimits
 	if cfg.Ephemeral != nil {
 		ephemeral = *cfg.Ephemeral
@@ -198,6 +198,7 @@ func New(cfg Config, deps Deps) *Service {
 	s.exports = s.newExports(cfg, deps)
 	s.upgrades = s.newUpgrades(cfg, deps)
 	s.identity = s.newIdentity(cfg, deps)
+	s.migrate = s.newMigrate(deps)
 	return s
 }
 

@@ -143,7 +143,7 @@ func (s *Service) sweepUploads(ctx context.Context, now time.Time, res *SweepRes
 		if len(ids) == 0 {
 			continue
 		}
-		dir := s.importDir(projectID)
+		dir := migrate.ImportDir(s.cfg.DataDir, projectID)
 		ents, err := os.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue

@@ -1,4 +1,4 @@
-package appliance
+package migrate
 
 import (
 	"context"
@@ -13,6 +13,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/authz"
+	"github.com/theappliance/appliance/appliance/exports"
+	"github.com/theappliance/appliance/appliance/extensions"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/scheduler"
@@ -35,8 +40,8 @@ const (
 // JobCutoverPromote makes a preview's data its project's database.
 const JobCutoverPromote = "cutover.promote"
 
-func cutoverView(r *store.CutoverRequest) *CutoverRequest {
-	return &CutoverRequest{ID: r.ID, OrganizationID: r.OrganizationID, ProjectID: r.ProjectID, PreviewDatabaseID: r.PreviewID,
+func cutoverView(r *store.CutoverRequest) *api.CutoverRequest {
+	return &api.CutoverRequest{ID: r.ID, OrganizationID: r.OrganizationID, ProjectID: r.ProjectID, PreviewDatabaseID: r.PreviewID,
 		PreCutoverBackupID: r.PreCutoverBackupID, PromoteJobID: r.PromoteJobID, RequestedByActorID: r.RequestedByActorID,
 		RequestedByActorKind: r.RequestedByActorKind, AckByUserID: r.AckByUserID, CustomerNote: r.CustomerNote,
 		OperatorNote: r.OperatorNote, ExternalTicketRef: r.ExternalTicketRef, RejectedReason: r.RejectedReason,
@@ -53,32 +58,32 @@ func liveCutover(r *store.CutoverRequest) bool {
 	return r.Status == CutoverOpen || r.Status == CutoverApproved || r.Status == CutoverPromoting
 }
 
-// checkNotPromoting refuses to change a preview that an approved or promoting cutover request holds: its
+// CheckNotPromoting refuses to change a preview that an approved or promoting cutover request holds: its
 // reset and deletion wait until the request ends.
-func checkNotPromoting(tx *store.Tx, prv *store.Project) error {
+func CheckNotPromoting(tx *store.Tx, prv *store.Project) error {
 	reqs, err := store.CutoverRequests.Lookup(tx, store.CutoverRequestsByPreview, prv.ID, store.Query{})
 	if err != nil {
-		return Internal(err, "list cutover requests")
+		return apperr.Internal(err, "list cutover requests")
 	}
 	for _, r := range reqs {
 		if r.Status == CutoverApproved || r.Status == CutoverPromoting {
-			return Conflict("preview database %s is being cut over into its project (cutover request %s, %s)", prv.ID, r.ID, r.Status)
+			return apperr.Conflict("preview database %s is being cut over into its project (cutover request %s, %s)", prv.ID, r.ID, r.Status)
 		}
 	}
 	return nil
 }
 
 // ListCutoverRequests lists a project's cutover requests, newest first.
-func (s *Service) ListCutoverRequests(ctx context.Context, p *Principal, projectID string) (*CutoverRequestList, error) {
-	out := &CutoverRequestList{CutoverRequests: []*CutoverRequest{}}
+func (s *Service) ListCutoverRequests(ctx context.Context, p *authz.Principal, projectID string) (*api.CutoverRequestList, error) {
+	out := &api.CutoverRequestList{CutoverRequests: []*api.CutoverRequest{}}
 	err := s.db.View(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		prj, err := s.host.VisibleProject(tx, p, projectID)
 		if err != nil {
 			return err
 		}
 		reqs, err := store.CutoverRequests.Lookup(tx, store.CutoverRequestsByProject, prj.ID, store.Query{Newest: true})
 		if err != nil {
-			return Internal(err, "list cutover requests")
+			return apperr.Internal(err, "list cutover requests")
 		}
 		for _, r := range reqs {
 			out.CutoverRequests = append(out.CutoverRequests, cutoverView(r))
@@ -89,62 +94,68 @@ func (s *Service) ListCutoverRequests(ctx context.Context, p *Principal, project
 }
 
 // GetCutoverRequest reads one request of the project.
-func (s *Service) GetCutoverRequest(ctx context.Context, p *Principal, projectID, requestID string) (*CutoverRequestResponse, error) {
-	var out *CutoverRequestResponse
+func (s *Service) GetCutoverRequest(ctx context.Context, p *authz.Principal, projectID, requestID string) (*api.CutoverRequestResponse, error) {
+	var out *api.CutoverRequestResponse
 	err := s.db.View(func(tx *store.Tx) error {
 		r, err := s.visibleCutover(tx, p, projectID, requestID)
 		if err == nil {
-			out = &CutoverRequestResponse{CutoverRequest: cutoverView(r)}
+			out = &api.CutoverRequestResponse{CutoverRequest: cutoverView(r)}
 		}
 		return err
 	})
 	return out, err
 }
 
-func (s *Service) visibleCutover(tx *store.Tx, p *Principal, projectID, requestID string) (*store.CutoverRequest, error) {
-	prj, err := s.visibleProject(tx, p, projectID)
+func (s *Service) visibleCutover(tx *store.Tx, p *authz.Principal, projectID, requestID string) (*store.CutoverRequest, error) {
+	prj, err := s.host.VisibleProject(tx, p, projectID)
 	if err != nil {
 		return nil, err
 	}
 	r, err := store.CutoverRequests.Get(tx, requestID)
 	if err != nil || r.ProjectID != prj.ID {
-		return nil, notFoundAs(orNotFound(err), "cutover request %s not found in project %s", requestID, prj.ID)
+		if err == nil {
+			err = store.ErrNotFound // a request of another project
+		}
+		return nil, apperr.NotFoundAs(err, "cutover request %s not found in project %s", requestID, prj.ID)
 	}
 	return r, nil
 }
 
 // RequestCutover opens a request to make the preview's data the project's. A preview has one request
 // open or under way at a time; a project may have several open, and one under way.
-func (s *Service) RequestCutover(ctx context.Context, p *Principal, projectID string, req *CreateCutoverRequest) (*CutoverRequestResponse, error) {
+func (s *Service) RequestCutover(ctx context.Context, p *authz.Principal, projectID string, req *api.CreateCutoverRequest) (*api.CutoverRequestResponse, error) {
 	if strings.TrimSpace(req.PreviewID) == "" {
-		return nil, Invalid("preview_id is required")
+		return nil, apperr.Invalid("preview_id is required")
 	}
-	if err := checkDisplayText("customer_note", req.CustomerNote, 0, 1000); err != nil {
+	if err := s.host.CheckDisplayText("customer_note", req.CustomerNote, 0, 1000); err != nil {
 		return nil, err
 	}
-	if err := checkDisplayText("external_ticket_ref", req.ExternalTicketRef, 0, 200); err != nil {
+	if err := s.host.CheckDisplayText("external_ticket_ref", req.ExternalTicketRef, 0, 200); err != nil {
 		return nil, err
 	}
-	var out *CutoverRequestResponse
+	var out *api.CutoverRequestResponse
 	err := s.db.Update(func(tx *store.Tx) error {
-		prj, err := s.visibleActiveProject(tx, p, projectID)
+		prj, err := s.host.ActiveProject(tx, p, projectID)
 		if err != nil {
 			return err
 		}
 		prv, err := store.Projects.Get(tx, req.PreviewID)
 		if err != nil || prv.PreviewOf != prj.ID || prv.DeletedAt != nil {
-			return notFoundAs(orNotFound(err), "preview database %s not found in project %s", req.PreviewID, prj.ID)
+			if err == nil {
+				err = store.ErrNotFound // not a live preview of the project
+			}
+			return apperr.NotFoundAs(err, "preview database %s not found in project %s", req.PreviewID, prj.ID)
 		}
-		if prv.State != ProjectActive {
-			return Conflict("preview database %s is %s: only an active preview can be cut over", prv.ID, prv.State)
+		if prv.State != api.ProjectActive {
+			return apperr.Conflict("preview database %s is %s: only an active preview can be cut over", prv.ID, prv.State)
 		}
 		reqs, err := store.CutoverRequests.Lookup(tx, store.CutoverRequestsByPreview, prv.ID, store.Query{})
 		if err != nil {
-			return Internal(err, "list cutover requests")
+			return apperr.Internal(err, "list cutover requests")
 		}
 		for _, r := range reqs {
 			if liveCutover(r) {
-				return Conflict("preview database %s already has cutover request %s (%s): it must end first", prv.ID, r.ID, r.Status)
+				return apperr.Conflict("preview database %s already has cutover request %s (%s): it must end first", prv.ID, r.ID, r.Status)
 			}
 		}
 		kind, actor := p.Actor()
@@ -153,67 +164,68 @@ func (s *Service) RequestCutover(ctx context.Context, p *Principal, projectID st
 			Status: CutoverOpen, RequestedByActorID: actor, RequestedByActorKind: kind, CustomerNote: req.CustomerNote,
 			ExternalTicketRef: req.ExternalTicketRef, CreatedAt: now, UpdatedAt: now}
 		if err := store.CutoverRequests.Put(tx, r); err != nil {
-			return Internal(err, "store cutover request")
+			return apperr.Internal(err, "store cutover request")
 		}
-		out = &CutoverRequestResponse{CutoverRequest: cutoverView(r)}
-		if err := s.appendEvent(tx, "cutover.requested", r.OrganizationID, r.ProjectID, out); err != nil {
-			return Internal(err, "event")
+		out = &api.CutoverRequestResponse{CutoverRequest: cutoverView(r)}
+		if err := s.host.AppendEvent(tx, "cutover.requested", r.OrganizationID, r.ProjectID, out); err != nil {
+			return apperr.Internal(err, "event")
 		}
-		return s.audit(tx, p, "cutover.request", prj.OrganizationID, prj.ID, map[string]any{"cutover_request_id": r.ID, "preview_id": prv.ID})
+		return s.host.Audit(tx, p, "cutover.request", prj.OrganizationID, prj.ID, map[string]any{"cutover_request_id": r.ID, "preview_id": prv.ID})
 	})
 	return out, err
 }
 
 // ApproveCutover acknowledges an open request (organization admins and platform admins): it records the
 // pre-cutover backup and enqueues its backup.create job, then the cutover.promote job behind it.
-func (s *Service) ApproveCutover(ctx context.Context, p *Principal, projectID, requestID string, req *ApproveCutoverRequest) (*CutoverJobResponse, error) {
+func (s *Service) ApproveCutover(ctx context.Context, p *authz.Principal, projectID, requestID string, req *api.ApproveCutoverRequest) (*api.CutoverJobResponse, error) {
 	if err := p.RequireAdminRole("approving a cutover"); err != nil {
 		return nil, err
 	}
-	if err := checkDisplayText("operator_note", req.OperatorNote, 0, 1000); err != nil {
+	if err := s.host.CheckDisplayText("operator_note", req.OperatorNote, 0, 1000); err != nil {
 		return nil, err
 	}
-	if err := checkDisplayText("external_ticket_ref", req.ExternalTicketRef, 0, 200); err != nil {
+	if err := s.host.CheckDisplayText("external_ticket_ref", req.ExternalTicketRef, 0, 200); err != nil {
 		return nil, err
 	}
-	var out *CutoverJobResponse
+	var out *api.CutoverJobResponse
+	var job *store.Job
 	err := s.db.Update(func(tx *store.Tx) error {
 		r, err := s.visibleCutover(tx, p, projectID, requestID)
 		if err != nil {
 			return err
 		}
 		if r.Status != CutoverOpen {
-			return Conflict("cutover request %s is %s: only an open request can be approved", r.ID, r.Status)
+			return apperr.Conflict("cutover request %s is %s: only an open request can be approved", r.ID, r.Status)
 		}
-		prj, err := s.visibleActiveProject(tx, p, projectID)
+		prj, err := s.host.ActiveProject(tx, p, projectID)
 		if err != nil {
 			return err
 		}
-		if err := s.requireFeature(FeatureBackups); err != nil { // the pre-cutover backup
+		if err := s.host.RequireBackups(); err != nil { // the pre-cutover backup
 			return err
 		}
 		reqs, err := store.CutoverRequests.Lookup(tx, store.CutoverRequestsByProject, prj.ID, store.Query{})
 		if err != nil {
-			return Internal(err, "list cutover requests")
+			return apperr.Internal(err, "list cutover requests")
 		}
 		for _, o := range reqs {
 			if o.Status == CutoverApproved || o.Status == CutoverPromoting {
-				return Conflict("cutover request %s of project %s is under way (%s): approve another once it ended", o.ID, prj.ID, o.Status)
+				return apperr.Conflict("cutover request %s of project %s is under way (%s): approve another once it ended", o.ID, prj.ID, o.Status)
 			}
 		}
 		prv, err := store.Projects.Get(tx, r.PreviewID)
-		if err != nil || prv.State != ProjectActive {
+		if err != nil || prv.State != api.ProjectActive {
 			state := "gone"
 			if err == nil {
 				state = prv.State
 			}
-			return Conflict("preview database %s is %s: only an active preview can be cut over", r.PreviewID, state)
+			return apperr.Conflict("preview database %s is %s: only an active preview can be cut over", r.PreviewID, state)
 		}
-		b, _, err := s.newBackup(tx, prj, "before cutover "+r.ID)
+		b, _, err := s.host.NewBackup(tx, prj, "before cutover "+r.ID)
 		if err != nil {
 			return err
 		}
-		j, err := s.enqueue(tx, prj, JobCutoverPromote, prj.ID, cutoverPayload{RequestID: r.ID})
+		j, err := s.host.Enqueue(tx, prj, JobCutoverPromote, prj.ID, cutoverPayload{RequestID: r.ID})
 		if err != nil {
 			return err
 		}
@@ -224,41 +236,42 @@ func (s *Service) ApproveCutover(ctx context.Context, p *Principal, projectID, r
 			r.ExternalTicketRef = req.ExternalTicketRef
 		}
 		if err := store.CutoverRequests.Put(tx, r); err != nil {
-			return Internal(err, "store cutover request")
+			return apperr.Internal(err, "store cutover request")
 		}
-		if err := s.audit(tx, p, "cutover.approve", prj.OrganizationID, prj.ID,
+		if err := s.host.Audit(tx, p, "cutover.approve", prj.OrganizationID, prj.ID,
 			map[string]any{"cutover_request_id": r.ID, "preview_id": r.PreviewID, "backup_id": b.ID, "job_id": j.ID}); err != nil {
-			return Internal(err, "audit")
+			return apperr.Internal(err, "audit")
 		}
-		out = &CutoverJobResponse{CutoverRequest: cutoverView(r), Job: JobView(j)}
+		out, job = &api.CutoverJobResponse{CutoverRequest: cutoverView(r)}, j
 		return nil
 	})
+	jr, err := s.host.AnswerJob(job, err) // the job's view, and the runner poked once committed
 	if err != nil {
 		return nil, err
 	}
-	s.notify()
+	out.Job = jr.Job
 	return out, nil
 }
 
 // RejectCutover refuses an open request (organization admins and platform admins).
-func (s *Service) RejectCutover(ctx context.Context, p *Principal, projectID, requestID string, req *RejectCutoverRequest) (*CutoverRequestResponse, error) {
+func (s *Service) RejectCutover(ctx context.Context, p *authz.Principal, projectID, requestID string, req *api.RejectCutoverRequest) (*api.CutoverRequestResponse, error) {
 	if err := p.RequireAdminRole("rejecting a cutover"); err != nil {
 		return nil, err
 	}
-	if err := checkDisplayText("rejected_reason", req.RejectedReason, 1, 1000); err != nil {
+	if err := s.host.CheckDisplayText("rejected_reason", req.RejectedReason, 1, 1000); err != nil {
 		return nil, err
 	}
-	if err := checkDisplayText("operator_note", req.OperatorNote, 0, 1000); err != nil {
+	if err := s.host.CheckDisplayText("operator_note", req.OperatorNote, 0, 1000); err != nil {
 		return nil, err
 	}
-	var out *CutoverRequestResponse
+	var out *api.CutoverRequestResponse
 	err := s.db.Update(func(tx *store.Tx) error {
 		r, err := s.visibleCutover(tx, p, projectID, requestID)
 		if err != nil {
 			return err
 		}
 		if r.Status != CutoverOpen {
-			return Conflict("cutover request %s is %s: only an open request can be rejected", r.ID, r.Status)
+			return apperr.Conflict("cutover request %s is %s: only an open request can be rejected", r.ID, r.Status)
 		}
 		now := s.now()
 		r.Status, r.RejectedReason, r.AckByUserID, r.AckAt, r.UpdatedAt = CutoverRejected, req.RejectedReason, p.UserID, &now, now
@@ -266,17 +279,13 @@ func (s *Service) RejectCutover(ctx context.Context, p *Principal, projectID, re
 			r.OperatorNote = req.OperatorNote
 		}
 		if err := store.CutoverRequests.Put(tx, r); err != nil {
-			return Internal(err, "store cutover request")
+			return apperr.Internal(err, "store cutover request")
 		}
-		out = &CutoverRequestResponse{CutoverRequest: cutoverView(r)}
-		return s.audit(tx, p, "cutover.reject", r.OrganizationID, r.ProjectID,
+		out = &api.CutoverRequestResponse{CutoverRequest: cutoverView(r)}
+		return s.host.Audit(tx, p, "cutover.reject", r.OrganizationID, r.ProjectID,
 			map[string]any{"cutover_request_id": r.ID, "preview_id": r.PreviewID, "rejected_reason": req.RejectedReason})
 	})
 	return out, err
-}
-
-func (s *Service) registerCutoverJobs(r *scheduler.Runner) {
-	r.Handle(JobCutoverPromote, s.failCutoverOnFinalError(s.promoteCutoverJob))
 }
 
 // updateCutover applies fn to the stored request in one transaction.
@@ -330,7 +339,7 @@ func cutoverDatabases(requestID string) (staging, old string) {
 // database; a retry after a crash finds which side of the swap it is on by the databases' names.
 func (s *Service) promoteCutoverJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	var in cutoverPayload
-	dp, prj, inst, err := s.activeTarget(run, &in)
+	prj, inst, err := s.host.ActiveTarget(run, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +360,7 @@ func (s *Service) promoteCutoverJob(ctx context.Context, run *scheduler.Run) (an
 	}
 	steps := instances.NewTimer()
 	staging, old := cutoverDatabases(r.ID)
-	conn, err := s.adminConn(ctx, inst, "postgres")
+	conn, err := s.host.AdminConn(ctx, inst, "postgres")
 	if err != nil {
 		return nil, scheduler.Transient(err)
 	}
@@ -368,8 +377,8 @@ func (s *Service) promoteCutoverJob(ctx context.Context, run *scheduler.Run) (an
 	if !swapped {
 		// The backup job ran first: it holds the same lock and was enqueued just before.
 		switch b.State {
-		case BackupCompleted:
-		case BackupFailed:
+		case api.BackupCompleted:
+		case api.BackupFailed:
 			return nil, fmt.Errorf("the pre-cutover backup %s failed, so nothing was changed: %s", b.ID, b.Error)
 		default:
 			return nil, scheduler.Transient(fmt.Errorf("the pre-cutover backup %s is %s", b.ID, b.State))
@@ -382,7 +391,7 @@ func (s *Service) promoteCutoverJob(ctx context.Context, run *scheduler.Run) (an
 			return nil, scheduler.Transient(err)
 		}
 		steps.Done("prepare")
-		err := s.stageCutover(ctx, run, dp, conn, prj, inst, r, staging, steps)
+		err := s.stageCutover(ctx, run, conn, prj, inst, r, staging, steps)
 		if err == nil {
 			s.jobStep(ctx, run.Job.ID, "cutover-staged")
 			err = s.swapDatabases(ctx, conn, prj, r.ID, staging, old)
@@ -417,7 +426,7 @@ func (s *Service) promoteCutoverJob(ctx context.Context, run *scheduler.Run) (an
 }
 
 func cutoverDump(s *Service, projectID, requestID string) string {
-	return filepath.Join(s.exportDir(projectID), "cutover-"+requestID+".dump")
+	return filepath.Join(exports.Dir(s.dataDir, projectID), "cutover-"+requestID+".dump")
 }
 
 func databaseExists(ctx context.Context, conn *pgx.Conn, name string) (bool, error) {
@@ -429,20 +438,20 @@ func databaseExists(ctx context.Context, conn *pgx.Conn, name string) (bool, err
 // stageCutover fills the staging database: made and prepared like the project's, the preview's extensions
 // created in it (as the admin, those the appliance offers), then the preview's dump restored by the
 // project's role.
-func (s *Service) stageCutover(ctx context.Context, run *scheduler.Run, dp *DataPlane, conn *pgx.Conn, prj *store.Project,
+func (s *Service) stageCutover(ctx context.Context, run *scheduler.Run, conn *pgx.Conn, prj *store.Project,
 	inst *store.Instance, r *store.CutoverRequest, staging string, steps *instances.Timer) error {
-	prv, prvInst, err := s.loadProject(r.PreviewID)
+	prv, prvInst, err := s.host.LoadProject(r.PreviewID)
 	if err != nil {
 		return fmt.Errorf("preview database %s: %w", r.PreviewID, err)
 	}
-	if prv.State != ProjectActive || prvInst == nil {
+	if prv.State != api.ProjectActive || prvInst == nil {
 		return fmt.Errorf("preview database %s is %s: only an active preview can be cut over", prv.ID, prv.State)
 	}
-	if _, err := s.prepareDumpDir(ctx, dp, prj.ID); err != nil {
+	if _, err := s.host.PrepareDumpDir(ctx, prj.ID); err != nil {
 		return err
 	}
 	dump := cutoverDump(s, prj.ID, r.ID)
-	if err := s.dumpDatabase(ctx, run, dp, prvInst, prv.DatabaseName, dump); err != nil {
+	if err := s.host.DumpDatabase(ctx, run, prvInst, prv.DatabaseName, dump); err != nil {
 		return fmt.Errorf("dump the preview: %w", err)
 	}
 	steps.Done("dump")
@@ -461,17 +470,17 @@ func (s *Service) stageCutover(ctx context.Context, run *scheduler.Run, dp *Data
 	if err := instances.PrepareDatabase(ctx, conn, prj, staging); err != nil {
 		return err
 	}
-	db, err := s.extensionConn(ctx, inst, staging)
+	db, err := extensions.Conn(ctx, s.box, inst, staging)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", staging, err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
 	var schemas []string // made here, so the restore skips them
 	for _, e := range exts {
-		if !s.offers(e.name) {
+		if !s.host.OffersExtension(e.name) {
 			return fmt.Errorf("the preview has extension %s, which the appliance does not offer", e.name)
 		}
-		if lib, ok := preloadLibraries[e.name]; ok && !slices.Contains(strings.Split(strings.ReplaceAll(preload, " ", ""), ","), lib) {
+		if lib, ok := extensions.PreloadLibraries[e.name]; ok && !slices.Contains(strings.Split(strings.ReplaceAll(preload, " ", ""), ","), lib) {
 			return fmt.Errorf("the preview has extension %s, which the project's server does not load: enable %s on the project first", e.name, e.name)
 		}
 		if e.schema != "pg_catalog" && e.schema != "public" && !slices.Contains(schemas, e.schema) {
@@ -482,13 +491,13 @@ func (s *Service) stageCutover(ctx context.Context, run *scheduler.Run, dp *Data
 		}
 		// In the preview's schema, named: the session's search_path is the catalog's.
 		create := "CREATE EXTENSION IF NOT EXISTS " + pgx.Identifier{e.name}.Sanitize() + " SCHEMA " + pgx.Identifier{e.schema}.Sanitize() +
-			" VERSION " + quoteLiteral(e.version)
-		if err := extensionDDL(ctx, db, create); err != nil {
+			" VERSION " + instances.QuoteLiteral(e.version)
+		if err := extensions.DDL(ctx, db, create); err != nil {
 			return fmt.Errorf("create extension %s: %w", e.name, err)
 		}
 	}
 	steps.Done("extensions")
-	if err := s.restoreDump(ctx, run, dp, prj, inst, staging, dump, schemas); err != nil {
+	if err := s.restoreDump(ctx, run, prj, inst, staging, dump, schemas); err != nil {
 		return fmt.Errorf("restore the preview's data: %w", err)
 	}
 	steps.Done("restore")
@@ -499,7 +508,7 @@ type extension struct{ name, schema, version string }
 
 // previewExtensions lists the extensions of the preview's database in creation order (dependencies first).
 func (s *Service) previewExtensions(ctx context.Context, inst *store.Instance, database string) ([]extension, error) {
-	conn, err := s.adminConn(ctx, inst, database)
+	conn, err := s.host.AdminConn(ctx, inst, database)
 	if err != nil {
 		return nil, scheduler.Transient(err)
 	}
@@ -538,7 +547,7 @@ func (s *Service) swapDatabases(ctx context.Context, conn *pgx.Conn, prj *store.
 	if _, err := conn.Exec(ctx, "ALTER DATABASE "+db+" CONNECTION LIMIT 0"); err != nil {
 		return scheduler.Transient(err)
 	}
-	s.studio.Forget(prj.ID) // its sessions are about to end
+	s.host.ForgetStudio(prj.ID) // its sessions are about to end
 	var err error
 	for try := 0; try < 50; try++ {
 		if _, err = conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname IN ($1, $2) AND pid <> pg_backend_pid()",
@@ -614,16 +623,16 @@ func (s *Service) completeCutover(requestID string) error {
 		if err := store.CutoverRequests.Put(tx, r); err != nil {
 			return err
 		}
-		system := &Principal{AuthSource: ActorSystem}
-		if prv, err := store.Projects.Get(tx, r.PreviewID); err == nil && prv.DeletedAt == nil && prv.State != ProjectDeleting {
-			if _, err := s.deletePreview(tx, system, prv, "preview.delete"); err != nil {
+		system := &authz.Principal{AuthSource: authz.ActorSystem}
+		if prv, err := store.Projects.Get(tx, r.PreviewID); err == nil && prv.DeletedAt == nil && prv.State != api.ProjectDeleting {
+			if _, err := s.host.DeletePreview(tx, system, prv, "preview.delete"); err != nil {
 				return err
 			}
 		}
-		if err := s.appendEvent(tx, "cutover.completed", r.OrganizationID, r.ProjectID, CutoverRequestResponse{CutoverRequest: cutoverView(r)}); err != nil {
+		if err := s.host.AppendEvent(tx, "cutover.completed", r.OrganizationID, r.ProjectID, api.CutoverRequestResponse{CutoverRequest: cutoverView(r)}); err != nil {
 			return err
 		}
-		return s.audit(tx, system, "cutover.completed", r.OrganizationID, r.ProjectID,
+		return s.host.Audit(tx, system, "cutover.completed", r.OrganizationID, r.ProjectID,
 			map[string]any{"cutover_request_id": r.ID, "preview_id": r.PreviewID, "pre_cutover_backup_id": r.PreCutoverBackupID})
 	})
 	if err == nil {

@@ -1,4 +1,4 @@
-package appliance
+package migrate
 
 import (
 	"context"
@@ -6,39 +6,32 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/ids"
-	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/store"
 )
 
 // Job types of imports/follow.
 const (
-	JobImportFollow        = "import.follow"
-	JobImportFollowStatus  = "import.follow_status"
-	JobImportFollowCutover = "import.follow_cutover"
-	JobImportFollowAbort   = "import.follow_abort"
+	JobFollow        = "import.follow"
+	JobFollowStatus  = "import.follow_status"
+	JobFollowCutover = "import.follow_cutover"
+	JobFollowAbort   = "import.follow_abort"
 )
 
 type followPayload struct {
 	FollowID string `json:"follow_id"`
 }
 
-// Migrate is the migration area (the import preflight, the dump uploads): httpapi's import routes call it.
-func (s *Service) Migrate() *migrate.Service { return s.migrate }
-
-// newMigrate builds the area with the service's collaborators (New).
-func (s *Service) newMigrate(deps Deps) *migrate.Service {
-	return migrate.New(migrate.Config{DataDir: s.cfg.DataDir}, migrate.Deps{DB: deps.DB, Log: deps.Log, Clock: s.now,
-		UploadLimit: deps.ImportUploadLimit, Policy: s.policy(), Host: areaHost{s}})
+// FollowFinished says whether a follow can no longer change.
+func FollowFinished(state string) bool {
+	return state == api.FollowCompleted || state == api.FollowAborted
 }
 
-// followFinished says whether a follow can no longer change.
-func followFinished(state string) bool {
-	return state == FollowCompleted || state == FollowAborted
-}
-
-// currentFollow is the project's newest follow (nil when it never followed a source).
-func currentFollow(tx *store.Tx, projectID string) (*store.ImportFollow, error) {
+// CurrentFollow is the project's newest follow (nil when it never followed a source).
+func CurrentFollow(tx *store.Tx, projectID string) (*store.ImportFollow, error) {
 	fs, err := store.ImportFollows.Lookup(tx, store.ImportFollowsByProject, projectID, store.Query{Newest: true, Limit: 1})
 	if err != nil || len(fs) == 0 {
 		return nil, err
@@ -49,33 +42,33 @@ func currentFollow(tx *store.Tx, projectID string) (*store.ImportFollow, error) 
 // StartFollow checks the source (it must be ready for logical replication and pass the preflight), then
 // enqueues a backup of the project (abort restores it) and import.follow, which copies the schema and
 // creates the subscription. It needs confirm: true; a session needs the admin role.
-func (s *Service) StartFollow(ctx context.Context, p *Principal, projectID string, req *FollowRequest) (*JobResponse, error) {
+func (s *Service) StartFollow(ctx context.Context, p *authz.Principal, projectID string, req *api.FollowRequest) (*api.JobResponse, error) {
 	if err := p.RequireAdminRole("importing into a project"); err != nil {
 		return nil, err
 	}
-	src, err := s.migrate.ParseSource(req.SourceURL)
+	src, err := s.ParseSource(req.SourceURL)
 	if err != nil {
 		return nil, err
 	}
 	if !req.Confirm {
-		return nil, Invalid("follow copies the source's schema over the project's database; send confirm: true")
+		return nil, apperr.Invalid("follow copies the source's schema over the project's database; send confirm: true")
 	}
-	prj, inst, err := s.activeProject(p, projectID)
+	prj, inst, err := s.host.ActiveInstance(p, projectID)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.requireFeature(FeatureDumps); err != nil {
+	if err := s.host.RequireDumps(); err != nil {
 		return nil, err
 	}
 	// Checked before the preflight connects anywhere, and again when the follow is stored.
 	if err := s.db.View(func(tx *store.Tx) error { return noOpenFollow(tx, prj.ID) }); err != nil {
 		return nil, err
 	}
-	target, err := s.adminConn(ctx, inst, prj.DatabaseName)
+	target, err := s.host.AdminConn(ctx, inst, prj.DatabaseName)
 	if err != nil {
-		return nil, &Error{Kind: KindUnavailable, Msg: "the project's server does not answer", Cause: err}
+		return nil, &apperr.Error{Kind: apperr.KindUnavailable, Msg: "the project's server does not answer", Cause: err}
 	}
-	pf, err := s.migrate.Check(ctx, prj, target, src)
+	pf, err := s.Check(ctx, prj, target, src)
 	target.Close(context.WithoutCancel(ctx))
 	if err != nil {
 		return nil, err
@@ -86,7 +79,7 @@ func (s *Service) StartFollow(ctx context.Context, p *Principal, projectID strin
 	sealed := s.box.Seal([]byte(src.String()))
 	var job *store.Job
 	err = s.db.Update(func(tx *store.Tx) error {
-		prj, err := s.visibleActiveProject(tx, p, projectID)
+		prj, err := s.host.ActiveProject(tx, p, projectID)
 		if err != nil {
 			return err
 		}
@@ -96,35 +89,35 @@ func (s *Service) StartFollow(ctx context.Context, p *Principal, projectID strin
 		now := s.now()
 		id := ids.New("flw")
 		name := "appliance_follow_" + strings.ToLower(id[len(id)-10:])
-		b, _, err := s.newBackup(tx, prj, "before follow "+id)
+		b, _, err := s.host.NewBackup(tx, prj, "before follow "+id)
 		if err != nil {
 			return err
 		}
-		j, err := s.enqueue(tx, prj, JobImportFollow, prj.ID, followPayload{FollowID: id})
+		j, err := s.host.Enqueue(tx, prj, JobFollow, prj.ID, followPayload{FollowID: id})
 		if err != nil {
 			return err
 		}
 		f := &store.ImportFollow{ID: id, ProjectID: prj.ID, OrganizationID: prj.OrganizationID, SourceURL: sealed,
-			SourceRedacted: src.Redacted(), State: FollowStarting, Publication: name, Subscription: name, BackupID: b.ID,
+			SourceRedacted: src.Redacted(), State: api.FollowStarting, Publication: name, Subscription: name, BackupID: b.ID,
 			JobID: j.ID, CreatedAt: now, UpdatedAt: now}
 		if err := store.ImportFollows.Put(tx, f); err != nil {
-			return Internal(err, "store follow")
+			return apperr.Internal(err, "store follow")
 		}
 		md := map[string]any{"follow_id": id, "job_id": j.ID, "backup_id": b.ID, "source": src.Redacted()}
-		if err := s.audit(tx, p, JobImportFollow, prj.OrganizationID, prj.ID, md); err != nil {
-			return Internal(err, "audit")
+		if err := s.host.Audit(tx, p, JobFollow, prj.OrganizationID, prj.ID, md); err != nil {
+			return apperr.Internal(err, "audit")
 		}
 		job = j
 		return nil
 	})
-	return s.answerJob(job, err)
+	return s.host.AnswerJob(job, err)
 }
 
 // followReady turns a preflight that rules out following into a Conflict naming every reason.
-func followReady(pf *Preflight) error {
+func followReady(pf *api.Preflight) error {
 	var reasons []string
 	for _, c := range pf.Checks {
-		if c.Status == migrate.CheckFail {
+		if c.Status == CheckFail {
 			reasons = append(reasons, c.Name+": "+c.Detail)
 		}
 	}
@@ -132,41 +125,41 @@ func followReady(pf *Preflight) error {
 		reasons = append(reasons, pf.Source.Replication.Blockers...)
 	}
 	if len(reasons) > 0 {
-		return Conflict("the source cannot be followed: %s", strings.Join(reasons, "; "))
+		return apperr.Conflict("the source cannot be followed: %s", strings.Join(reasons, "; "))
 	}
 	return nil
 }
 
 // noOpenFollow refuses a second follow while one is not finished.
 func noOpenFollow(tx *store.Tx, projectID string) error {
-	cur, err := currentFollow(tx, projectID)
+	cur, err := CurrentFollow(tx, projectID)
 	if err != nil {
-		return Internal(err, "read follows")
+		return apperr.Internal(err, "read follows")
 	}
-	if cur != nil && !followFinished(cur.State) {
-		return Conflict("project %s already follows a source (state %s): cut over or abort it first", projectID, cur.State)
+	if cur != nil && !FollowFinished(cur.State) {
+		return apperr.Conflict("project %s already follows a source (state %s): cut over or abort it first", projectID, cur.State)
 	}
 	return nil
 }
 
 // FollowStatus enqueues import.follow_status, which measures the follow (subscription, tables, lag) and
 // reports it as the job's result. It takes no lock: it only reads.
-func (s *Service) FollowStatus(ctx context.Context, p *Principal, projectID string) (*JobResponse, error) {
-	return s.followJob(p, projectID, JobImportFollowStatus, "", func(f *store.ImportFollow) error { return nil })
+func (s *Service) FollowStatus(ctx context.Context, p *authz.Principal, projectID string) (*api.JobResponse, error) {
+	return s.followJob(p, projectID, JobFollowStatus, "", func(f *store.ImportFollow) error { return nil })
 }
 
 // FollowCutover enqueues import.follow_cutover: wait for zero lag, copy the sequences, detach. It needs
 // confirm: true and a follow that is starting (the cutover then runs once import.follow has) or following.
-func (s *Service) FollowCutover(ctx context.Context, p *Principal, projectID string, req *FollowCutoverRequest) (*JobResponse, error) {
+func (s *Service) FollowCutover(ctx context.Context, p *authz.Principal, projectID string, req *api.FollowCutoverRequest) (*api.JobResponse, error) {
 	if err := p.RequireAdminRole("cutting over an import"); err != nil {
 		return nil, err
 	}
 	if !req.Confirm {
-		return nil, Invalid("after the cutover the project no longer follows the source; send confirm: true")
+		return nil, apperr.Invalid("after the cutover the project no longer follows the source; send confirm: true")
 	}
-	return s.followJob(p, projectID, JobImportFollowCutover, projectID, func(f *store.ImportFollow) error {
-		if f.State != FollowStarting && f.State != FollowFollowing {
-			return Conflict("the follow is %s; only a starting or following one can cut over", f.State)
+	return s.followJob(p, projectID, JobFollowCutover, projectID, func(f *store.ImportFollow) error {
+		if f.State != api.FollowStarting && f.State != api.FollowFollowing {
+			return apperr.Conflict("the follow is %s; only a starting or following one can cut over", f.State)
 		}
 		return nil
 	})
@@ -174,59 +167,59 @@ func (s *Service) FollowCutover(ctx context.Context, p *Principal, projectID str
 
 // FollowAbort enqueues import.follow_abort: remove the subscription and the publication, and restore the
 // backup taken before follow started.
-func (s *Service) FollowAbort(ctx context.Context, p *Principal, projectID string) (*JobResponse, error) {
+func (s *Service) FollowAbort(ctx context.Context, p *authz.Principal, projectID string) (*api.JobResponse, error) {
 	if err := p.RequireAdminRole("aborting an import"); err != nil {
 		return nil, err
 	}
-	return s.followJob(p, projectID, JobImportFollowAbort, projectID, func(f *store.ImportFollow) error {
-		if followFinished(f.State) || f.State == FollowAborting {
-			return Conflict("the follow is %s already", f.State)
+	return s.followJob(p, projectID, JobFollowAbort, projectID, func(f *store.ImportFollow) error {
+		if FollowFinished(f.State) || f.State == api.FollowAborting {
+			return apperr.Conflict("the follow is %s already", f.State)
 		}
-		f.State = FollowAborting
+		f.State = api.FollowAborting
 		return nil
 	})
 }
 
 // followJob enqueues a job on the project's newest follow after change accepts it (and perhaps moves its
 // state, which is then stored).
-func (s *Service) followJob(p *Principal, projectID, jobType, lock string, change func(*store.ImportFollow) error) (*JobResponse, error) {
+func (s *Service) followJob(p *authz.Principal, projectID, jobType, lock string, change func(*store.ImportFollow) error) (*api.JobResponse, error) {
 	var job *store.Job
 	err := s.db.Update(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		prj, err := s.host.VisibleProject(tx, p, projectID)
 		if err != nil {
 			return err
 		}
-		f, err := currentFollow(tx, prj.ID)
+		f, err := CurrentFollow(tx, prj.ID)
 		if err != nil {
-			return Internal(err, "read follows")
+			return apperr.Internal(err, "read follows")
 		}
 		if f == nil {
-			return NotFound("project %s has never followed a source", prj.ID)
+			return apperr.NotFound("project %s has never followed a source", prj.ID)
 		}
 		before := f.State
 		if err := change(f); err != nil {
 			return err
 		}
-		if prj.State != ProjectActive || prj.PrimaryInstanceID == "" {
-			return Conflict("project %s is %s, not active", prj.ID, prj.State)
+		if prj.State != api.ProjectActive || prj.PrimaryInstanceID == "" {
+			return apperr.Conflict("project %s is %s, not active", prj.ID, prj.State)
 		}
-		j, err := s.enqueue(tx, prj, jobType, lock, followPayload{FollowID: f.ID})
+		j, err := s.host.Enqueue(tx, prj, jobType, lock, followPayload{FollowID: f.ID})
 		if err != nil {
 			return err
 		}
 		if f.State != before {
 			f.UpdatedAt = s.now()
 			if err := store.ImportFollows.Put(tx, f); err != nil {
-				return Internal(err, "store follow")
+				return apperr.Internal(err, "store follow")
 			}
 		}
-		if err := s.audit(tx, p, jobType, prj.OrganizationID, prj.ID, map[string]any{"follow_id": f.ID, "job_id": j.ID}); err != nil {
-			return Internal(err, "audit")
+		if err := s.host.Audit(tx, p, jobType, prj.OrganizationID, prj.ID, map[string]any{"follow_id": f.ID, "job_id": j.ID}); err != nil {
+			return apperr.Internal(err, "audit")
 		}
 		job = j
 		return nil
 	})
-	return s.answerJob(job, err)
+	return s.host.AnswerJob(job, err)
 }
 
 // updateFollow applies fn to the stored follow in one transaction.
@@ -238,7 +231,7 @@ func (s *Service) updateFollow(id string, fn func(*store.ImportFollow)) error {
 		}
 		fn(f)
 		f.UpdatedAt = s.now()
-		if followFinished(f.State) || f.State == FollowFailed {
+		if FollowFinished(f.State) || f.State == api.FollowFailed {
 			t := f.UpdatedAt
 			f.FinishedAt = &t
 		}
@@ -247,12 +240,12 @@ func (s *Service) updateFollow(id string, fn func(*store.ImportFollow)) error {
 }
 
 // followSource opens the follow's sealed source URL.
-func (s *Service) followSource(f *store.ImportFollow) (*migrate.SourceURL, error) {
+func (s *Service) followSource(f *store.ImportFollow) (*SourceURL, error) {
 	raw, err := s.box.Open(f.SourceURL)
 	if err != nil {
 		return nil, err
 	}
-	return s.migrate.ParseSource(string(raw))
+	return s.ParseSource(string(raw))
 }
 
 var errFollowGone = errors.New("follow not found")

@@ -1,33 +1,24 @@
-package appliance
+package migrate
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/authz"
+	"github.com/theappliance/appliance/appliance/extensions"
 	"github.com/theappliance/appliance/appliance/instances"
-	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
-
-// registerFollowJobs registers the handlers of imports/follow.
-func (s *Service) registerFollowJobs(r *scheduler.Runner) {
-	r.Handle(JobImportFollow, s.followStartJob)
-	r.Handle(JobImportFollowStatus, s.followStatusJob)
-	r.Handle(JobImportFollowCutover, s.followCutoverJob)
-	r.Handle(JobImportFollowAbort, s.followAbortJob)
-}
 
 // followCutoverWait bounds how long a cutover waits for the initial copy and for zero lag.
 var followCutoverWait = 10 * time.Minute
@@ -38,7 +29,7 @@ var followCutoverWait = 10 * time.Minute
 // abort restores the pre-follow backup.
 func (s *Service) followStartJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	var in followPayload
-	dp, prj, inst, err := s.activeTarget(run, &in)
+	prj, inst, err := s.host.ActiveTarget(run, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -46,17 +37,17 @@ func (s *Service) followStartJob(ctx context.Context, run *scheduler.Run) (any, 
 	if err != nil {
 		return nil, err
 	}
-	if f.State != FollowStarting {
+	if f.State != api.FollowStarting {
 		return map[string]any{"skipped": "follow is " + f.State}, nil
 	}
-	res, err := s.startFollowing(ctx, run, dp, prj, inst, f)
+	res, err := s.startFollowing(ctx, run, prj, inst, f)
 	if err == nil {
 		return res, nil
 	}
 	if ctx.Err() != nil {
 		return nil, err // the runner stops: the next attempt starts over
 	}
-	if target, cerr := s.adminConn(context.WithoutCancel(ctx), inst, prj.DatabaseName); cerr == nil {
+	if target, cerr := s.host.AdminConn(context.WithoutCancel(ctx), inst, prj.DatabaseName); cerr == nil {
 		if src, serr := s.followSource(f); serr == nil {
 			_, _ = s.detachFollow(context.WithoutCancel(ctx), target, src, f)
 		}
@@ -64,8 +55,8 @@ func (s *Service) followStartJob(ctx context.Context, run *scheduler.Run) (any, 
 	}
 	msg := err.Error()
 	if uerr := s.updateFollow(f.ID, func(f *store.ImportFollow) {
-		if f.State == FollowStarting { // an abort accepted meanwhile cleans up instead
-			f.State = FollowFailed
+		if f.State == api.FollowStarting { // an abort accepted meanwhile cleans up instead
+			f.State = api.FollowFailed
 		}
 		f.Error = msg
 	}); uerr != nil {
@@ -77,20 +68,20 @@ func (s *Service) followStartJob(ctx context.Context, run *scheduler.Run) (any, 
 	return nil, err
 }
 
-func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *DataPlane, prj *store.Project, inst *store.Instance, f *store.ImportFollow) (any, error) {
+func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, prj *store.Project, inst *store.Instance, f *store.ImportFollow) (any, error) {
 	steps := instances.NewTimer()
 	var b *store.Backup
 	if err := s.db.View(func(tx *store.Tx) (err error) { b, err = store.Backups.Get(tx, f.BackupID); return err }); err != nil {
 		return nil, fmt.Errorf("the backup before follow: %w", err)
 	}
-	if b.State != BackupCompleted {
+	if b.State != api.BackupCompleted {
 		return nil, fmt.Errorf("the backup before follow (%s) is %s, not completed: %s", b.BackupKey, b.State, b.Error)
 	}
 	src, err := s.followSource(f)
 	if err != nil {
 		return nil, fmt.Errorf("open the source URL: %w", err)
 	}
-	target, err := s.adminConn(ctx, inst, prj.DatabaseName)
+	target, err := s.host.AdminConn(ctx, inst, prj.DatabaseName)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +94,7 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 		}
 		return s.markFollowing(f, nil, steps)
 	}
-	pf, err := s.migrate.Check(ctx, prj, target, src)
+	pf, err := s.Check(ctx, prj, target, src)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +110,7 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 	if err := s.createExtensions(ctx, inst, prj.DatabaseName, pf.Source.Extensions); err != nil {
 		return nil, err
 	}
-	if err := s.copySchema(ctx, run, dp, prj, inst, f, src, pf.Source.AppSchemas); err != nil {
+	if err := s.copySchema(ctx, run, prj, inst, f, src, pf.Source.AppSchemas); err != nil {
 		return nil, err
 	}
 	steps.Done("schema")
@@ -128,7 +119,7 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 		return nil, src.ConnectErr(err)
 	}
 	defer source.Close(context.WithoutCancel(ctx))
-	tables, err := migrate.QueryStrings(ctx, source, `SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c
+	tables, err := QueryStrings(ctx, source, `SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c
 		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND n.nspname = ANY($1) ORDER BY 1`, pf.Source.AppSchemas)
 	if err != nil {
 		return nil, src.RedactErr(err)
@@ -168,8 +159,8 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 			return nil, fmt.Errorf("prepare the subscription's owner: %w", err)
 		}
 	}
-	_, err = target.Exec(ctx, "CREATE SUBSCRIPTION "+sub+" CONNECTION "+quoteLiteral(src.Conninfo())+
-		" PUBLICATION "+pub+" WITH (slot_name = "+quoteLiteral(f.Subscription)+", enabled = false)")
+	_, err = target.Exec(ctx, "CREATE SUBSCRIPTION "+sub+" CONNECTION "+instances.QuoteLiteral(src.Conninfo())+
+		" PUBLICATION "+pub+" WITH (slot_name = "+instances.QuoteLiteral(f.Subscription)+", enabled = false)")
 	if _, rerr := target.Exec(ctx, "RESET SESSION AUTHORIZATION"); err == nil {
 		err = rerr
 	}
@@ -184,17 +175,17 @@ func (s *Service) startFollowing(ctx context.Context, run *scheduler.Run, dp *Da
 }
 
 // createExtensions creates the source's extensions in the project's database, as the extension job does.
-func (s *Service) createExtensions(ctx context.Context, inst *store.Instance, database string, exts []SourceExtension) error {
+func (s *Service) createExtensions(ctx context.Context, inst *store.Instance, database string, exts []api.SourceExtension) error {
 	if len(exts) == 0 {
 		return nil
 	}
-	conn, err := s.extensionConn(ctx, inst, database)
+	conn, err := extensions.Conn(ctx, s.box, inst, database)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	for _, e := range exts {
-		if err := extensionDDL(ctx, conn, createExtensionSQL(pgx.Identifier{e.Name}.Sanitize())); err != nil {
+		if err := extensions.DDL(ctx, conn, extensions.CreateSQL(pgx.Identifier{e.Name}.Sanitize())); err != nil {
 			return fmt.Errorf("enable extension %s: %w", e.Name, err)
 		}
 	}
@@ -215,8 +206,8 @@ func startSubscription(ctx context.Context, target *pgx.Conn, f *store.ImportFol
 func (s *Service) markFollowing(f *store.ImportFollow, tables []string, steps *instances.Timer) (any, error) {
 	state := ""
 	if err := s.updateFollow(f.ID, func(f *store.ImportFollow) {
-		if f.State == FollowStarting { // an abort accepted meanwhile stays: its job removes the subscription
-			f.State, f.Error = FollowFollowing, ""
+		if f.State == api.FollowStarting { // an abort accepted meanwhile stays: its job removes the subscription
+			f.State, f.Error = api.FollowFollowing, ""
 		}
 		state = f.State
 	}); err != nil {
@@ -228,7 +219,7 @@ func (s *Service) markFollowing(f *store.ImportFollow, tables []string, steps *i
 
 // copySchema dumps the source's app schemas without data, owners or privileges and restores the dump over
 // the project's database in one transaction (objects owned by the project's role).
-func (s *Service) copySchema(ctx context.Context, run *scheduler.Run, dp *DataPlane, prj *store.Project, inst *store.Instance, f *store.ImportFollow, src *migrate.SourceURL, schemas []string) error {
+func (s *Service) copySchema(ctx context.Context, run *scheduler.Run, prj *store.Project, inst *store.Instance, f *store.ImportFollow, src *SourceURL, schemas []string) error {
 	if err := src.Pin(ctx); err != nil {
 		return src.ConnectErr(err)
 	}
@@ -237,11 +228,11 @@ func (s *Service) copySchema(ctx context.Context, run *scheduler.Run, dp *DataPl
 	if err != nil {
 		return err
 	}
-	dir := s.importDir(prj.ID)
+	dir := ImportDir(s.dataDir, prj.ID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if err := dp.User.Chown(dir); err != nil {
+	if err := s.plane.User.Chown(dir); err != nil {
 		return err
 	}
 	dump := filepath.Join(dir, f.ID+".schema.dump")
@@ -251,46 +242,12 @@ func (s *Service) copySchema(ctx context.Context, run *scheduler.Run, dp *DataPl
 	for _, n := range schemas {
 		args = append(args, "--schema="+pgx.Identifier{n}.Sanitize())
 	}
-	cmd := dp.User.Command(pgdump, append(args, "--dbname="+src.ConninfoWithoutPassword())...)
+	cmd := s.plane.User.Command(pgdump, append(args, "--dbname="+src.ConninfoWithoutPassword())...)
 	cmd.Env = append(cmd.Env, "PGPASSWORD="+src.Password(), "PGPASSFILE=/dev/null")
 	if err := run.Exec(ctx, cmd); err != nil {
 		return fmt.Errorf("dump the source's schema: %w", src.RedactErr(err))
 	}
-	return s.restoreDump(ctx, run, dp, prj, inst, prj.DatabaseName, dump, nil)
-}
-
-// restoreDump runs pg_restore --clean --if-exists --no-owner --no-tablespaces --role=<project role>
-// --single-transaction of a custom-format dump into database (the project's, or a cutover's staging one),
-// without the dump's extensions and event triggers (the platform manages extensions; event triggers need a
-// superuser) nor the schemas named in skipSchemas (made beforehand, holding extensions). It connects as the
-// project's current login over TLS, never as the admin: code the dump makes the server run (a CHECK
-// constraint's function, an index expression) could RESET ROLE to whoever connected. Any error fails it,
-// and then nothing changed.
-func (s *Service) restoreDump(ctx context.Context, run *scheduler.Run, dp *DataPlane, prj *store.Project, inst *store.Instance, database, dump string, skipSchemas []string) error {
-	pw, err := s.box.Open(prj.Credential.Password)
-	if err != nil {
-		return fmt.Errorf("open the project's credential: %w", err)
-	}
-	pgrestore, err := s.eng.Instance(inst).Bin.Path("pg_restore")
-	if err != nil {
-		return err
-	}
-	list := dump + ".list"
-	defer os.Remove(list)
-	if err := run.Exec(ctx, dp.User.Command(pgrestore, "--list", "-f", list, dump)); err != nil {
-		return err
-	}
-	if err := filterRestoreList(list, skipSchemas); err != nil {
-		return err
-	}
-	if err := dp.User.Chown(list); err != nil {
-		return err
-	}
-	cmd := dp.User.Command(pgrestore, "--clean", "--if-exists", "--no-owner", "--no-tablespaces", "--role="+prj.RoleName,
-		"--single-transaction", "--use-list="+list, "--no-password", "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port),
-		"-U", prj.Credential.Username, "-d", database, dump)
-	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(pw), "PGSSLMODE=require", "PGCONNECT_TIMEOUT=10", "PGPASSFILE=/dev/null")
-	return run.Exec(ctx, cmd)
+	return s.restoreDump(ctx, run, prj, inst, prj.DatabaseName, dump, nil)
 }
 
 // dropIdleSlot drops the follow's replication slot on the source unless a walsender uses it.
@@ -305,7 +262,7 @@ func subscriptionExists(ctx context.Context, target *pgx.Conn, name string) (boo
 // detachFollow drops the subscription (which drops its slot on the source) and the publication. The source
 // never stops it: when the slot cannot be dropped through the subscription, the subscription is dropped
 // without it, and the warnings say what is left on the source to remove by hand.
-func (s *Service) detachFollow(ctx context.Context, target *pgx.Conn, src *migrate.SourceURL, f *store.ImportFollow) ([]string, error) {
+func (s *Service) detachFollow(ctx context.Context, target *pgx.Conn, src *SourceURL, f *store.ImportFollow) ([]string, error) {
 	warnings := []string{}
 	sub := pgx.Identifier{f.Subscription}.Sanitize()
 	exists, err := subscriptionExists(ctx, target, f.Subscription)
@@ -347,10 +304,10 @@ func (s *Service) detachFollow(ctx context.Context, target *pgx.Conn, src *migra
 var subStates = map[string]string{"i": "init", "d": "copying", "f": "copied", "s": "synchronized", "r": "ready"}
 
 // measureFollow reads the subscription's state on the project's server and the slot's lag on the source.
-func (s *Service) measureFollow(ctx context.Context, target *pgx.Conn, src *migrate.SourceURL, f *store.ImportFollow) (*FollowReport, error) {
-	rep := &FollowReport{FollowID: f.ID, State: f.State, Source: f.SourceRedacted, Subscription: f.Subscription,
-		Tables: []FollowTable{}, Error: f.Error}
-	if f.State != FollowFollowing && f.State != FollowCuttingOver {
+func (s *Service) measureFollow(ctx context.Context, target *pgx.Conn, src *SourceURL, f *store.ImportFollow) (*api.FollowReport, error) {
+	rep := &api.FollowReport{FollowID: f.ID, State: f.State, Source: f.SourceRedacted, Subscription: f.Subscription,
+		Tables: []api.FollowTable{}, Error: f.Error}
+	if f.State != api.FollowFollowing && f.State != api.FollowCuttingOver {
 		return rep, nil
 	}
 	err := target.QueryRow(ctx, `SELECT s.subenabled, st.pid IS NOT NULL, st.last_msg_receipt_time
@@ -369,7 +326,7 @@ func (s *Service) measureFollow(ctx context.Context, target *pgx.Conn, src *migr
 	if err != nil {
 		return nil, err
 	}
-	if rep.Tables, err = pgx.CollectRows(rows, pgx.RowToStructByPos[FollowTable]); err != nil {
+	if rep.Tables, err = pgx.CollectRows(rows, pgx.RowToStructByPos[api.FollowTable]); err != nil {
 		return nil, err
 	}
 	for i, t := range rep.Tables {
@@ -400,9 +357,9 @@ func (s *Service) measureFollow(ctx context.Context, target *pgx.Conn, src *migr
 }
 
 // followTargets loads what every follow job after the first needs.
-func (s *Service) followTargets(ctx context.Context, run *scheduler.Run) (*store.Project, *store.ImportFollow, *migrate.SourceURL, *pgx.Conn, error) {
+func (s *Service) followTargets(ctx context.Context, run *scheduler.Run) (*store.Project, *store.ImportFollow, *SourceURL, *pgx.Conn, error) {
 	var in followPayload
-	_, prj, inst, err := s.activeTarget(run, &in)
+	prj, inst, err := s.host.ActiveTarget(run, &in)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -414,7 +371,7 @@ func (s *Service) followTargets(ctx context.Context, run *scheduler.Run) (*store
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("open the source URL: %w", err)
 	}
-	target, err := s.adminConn(ctx, inst, prj.DatabaseName)
+	target, err := s.host.AdminConn(ctx, inst, prj.DatabaseName)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -443,12 +400,12 @@ func (s *Service) followCutoverJob(ctx context.Context, run *scheduler.Run) (any
 	}
 	defer target.Close(context.WithoutCancel(ctx))
 	switch f.State {
-	case FollowFollowing:
-		if err := s.updateFollow(f.ID, func(f *store.ImportFollow) { f.State = FollowCuttingOver }); err != nil {
+	case api.FollowFollowing:
+		if err := s.updateFollow(f.ID, func(f *store.ImportFollow) { f.State = api.FollowCuttingOver }); err != nil {
 			return nil, err
 		}
-		f.State = FollowCuttingOver
-	case FollowCuttingOver: // an attempt before a crash
+		f.State = api.FollowCuttingOver
+	case api.FollowCuttingOver: // an attempt before a crash
 	default:
 		return nil, fmt.Errorf("the follow is %s: nothing to cut over", f.State)
 	}
@@ -457,15 +414,15 @@ func (s *Service) followCutoverJob(ctx context.Context, run *scheduler.Run) (any
 	gone = err == nil && !gone
 	if gone {
 		// An attempt that crashed after dropping the subscription: its sequences were copied before that.
-		res = map[string]any{"follow_id": f.ID, "state": FollowCompleted, "resumed": true}
+		res = map[string]any{"follow_id": f.ID, "state": api.FollowCompleted, "resumed": true}
 	} else {
 		res, err = s.cutover(ctx, target, src, f)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
 			if uerr := s.updateFollow(f.ID, func(f *store.ImportFollow) {
-				if f.State == FollowCuttingOver {
-					f.State = FollowFollowing
+				if f.State == api.FollowCuttingOver {
+					f.State = api.FollowFollowing
 				}
 			}); uerr != nil {
 				s.log.Error("put follow back to following", "follow", f.ID, "err", uerr)
@@ -473,11 +430,11 @@ func (s *Service) followCutoverJob(ctx context.Context, run *scheduler.Run) (any
 		}
 		return nil, err
 	}
-	if err := s.updateFollow(f.ID, func(f *store.ImportFollow) { f.State = FollowCompleted }); err != nil {
+	if err := s.updateFollow(f.ID, func(f *store.ImportFollow) { f.State = api.FollowCompleted }); err != nil {
 		return nil, err
 	}
 	if err := s.db.Update(func(tx *store.Tx) error {
-		return s.audit(tx, &Principal{AuthSource: ActorSystem}, "import.follow_completed", prj.OrganizationID, prj.ID,
+		return s.host.Audit(tx, &authz.Principal{AuthSource: authz.ActorSystem}, "import.follow_completed", prj.OrganizationID, prj.ID,
 			map[string]any{"follow_id": f.ID, "job_id": run.Job.ID})
 	}); err != nil {
 		return nil, err
@@ -485,7 +442,7 @@ func (s *Service) followCutoverJob(ctx context.Context, run *scheduler.Run) (any
 	return res, nil
 }
 
-func (s *Service) cutover(ctx context.Context, target *pgx.Conn, src *migrate.SourceURL, f *store.ImportFollow) (any, error) {
+func (s *Service) cutover(ctx context.Context, target *pgx.Conn, src *SourceURL, f *store.ImportFollow) (any, error) {
 	source, err := src.Connect(ctx)
 	if err != nil {
 		return nil, src.ConnectErr(err)
@@ -496,7 +453,7 @@ func (s *Service) cutover(ctx context.Context, target *pgx.Conn, src *migrate.So
 		return nil, src.RedactErr(err)
 	}
 	deadline := time.Now().Add(followCutoverWait)
-	var rep *FollowReport
+	var rep *api.FollowReport
 	for {
 		if rep, err = s.measureFollow(ctx, target, src, f); err != nil {
 			return nil, err
@@ -538,7 +495,7 @@ func (s *Service) cutover(ctx context.Context, target *pgx.Conn, src *migrate.So
 		}
 		return nil, err
 	}
-	return map[string]any{"follow_id": f.ID, "state": FollowCompleted, "source_lsn": goal, "lag_bytes": 0,
+	return map[string]any{"follow_id": f.ID, "state": api.FollowCompleted, "source_lsn": goal, "lag_bytes": 0,
 		"tables": rep.Tables, "sequences_synced": n, "warnings": warnings}, nil
 }
 
@@ -551,7 +508,7 @@ func suffixIf(s string) string {
 
 // syncSequences sets every sequence of the subscribed schemas on the target to the source's last value
 // (logical replication does not carry sequences).
-func syncSequences(ctx context.Context, source, target *pgx.Conn, src *migrate.SourceURL) (int, error) {
+func syncSequences(ctx context.Context, source, target *pgx.Conn, src *SourceURL) (int, error) {
 	type seq struct {
 		Schema, Name string
 		Last         int64
@@ -598,8 +555,8 @@ func (s *Service) followAbortJob(ctx context.Context, run *scheduler.Run) (_ any
 		// Not left aborting for good: the follow is failed, and abort can be asked again.
 		msg := "abort failed: " + err.Error()
 		if uerr := s.updateFollow(in.FollowID, func(f *store.ImportFollow) {
-			if f.State == FollowAborting {
-				f.State, f.Error = FollowFailed, msg
+			if f.State == api.FollowAborting {
+				f.State, f.Error = api.FollowFailed, msg
 			}
 		}); uerr != nil && !errors.Is(uerr, store.ErrNotFound) {
 			s.log.Error("mark follow failed", "follow", in.FollowID, "err", uerr)
@@ -610,14 +567,14 @@ func (s *Service) followAbortJob(ctx context.Context, run *scheduler.Run) (_ any
 		return nil, err
 	}
 	defer target.Close(context.WithoutCancel(ctx))
-	if f.State != FollowAborting {
+	if f.State != api.FollowAborting {
 		return nil, fmt.Errorf("the follow became %s before the abort ran: nothing was aborted", f.State)
 	}
 	warnings, err := s.detachFollow(ctx, target, src, f)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]any{"follow_id": f.ID, "state": FollowAborted, "warnings": warnings}
+	out := map[string]any{"follow_id": f.ID, "state": api.FollowAborted, "warnings": warnings}
 	err = s.db.Update(func(tx *store.Tx) error {
 		cur, err := store.ImportFollows.Get(tx, f.ID)
 		if err != nil {
@@ -628,18 +585,18 @@ func (s *Service) followAbortJob(ctx context.Context, run *scheduler.Run) (_ any
 			return err
 		}
 		if cur.SchemaCopied {
-			j, err := s.enqueue(tx, p, JobBackupRestore, p.ID, restorePayload{BackupID: cur.BackupID})
+			j, err := s.host.EnqueueBackupRestore(tx, p, cur.BackupID)
 			if err != nil {
 				return err
 			}
 			out["restore_job_id"] = j.ID
 		}
 		now := s.now()
-		cur.State, cur.UpdatedAt, cur.FinishedAt = FollowAborted, now, &now
+		cur.State, cur.UpdatedAt, cur.FinishedAt = api.FollowAborted, now, &now
 		if err := store.ImportFollows.Put(tx, cur); err != nil {
 			return err
 		}
-		return s.audit(tx, &Principal{AuthSource: ActorSystem}, "import.follow_aborted", p.OrganizationID, p.ID,
+		return s.host.Audit(tx, &authz.Principal{AuthSource: authz.ActorSystem}, "import.follow_aborted", p.OrganizationID, p.ID,
 			map[string]any{"follow_id": f.ID, "job_id": run.Job.ID, "restore_job_id": out["restore_job_id"]})
 	})
 	if err != nil {
@@ -649,13 +606,13 @@ func (s *Service) followAbortJob(ctx context.Context, run *scheduler.Run) (_ any
 	return out, nil
 }
 
-// detachOpenFollow, for the project's deletion, drops the subscription and the source's publication and
+// DetachOpenFollow, for the project's deletion, drops the subscription and the source's publication and
 // slot of a follow that is not finished (a slot left behind would make the source keep its WAL forever).
 // It never stops the deletion: what it could not do is returned as warnings.
-func (s *Service) detachOpenFollow(ctx context.Context, prj *store.Project, inst *store.Instance) []string {
+func (s *Service) DetachOpenFollow(ctx context.Context, prj *store.Project, inst *store.Instance) []string {
 	var f *store.ImportFollow
-	if err := s.db.View(func(tx *store.Tx) (err error) { f, err = currentFollow(tx, prj.ID); return err }); err != nil || f == nil ||
-		followFinished(f.State) {
+	if err := s.db.View(func(tx *store.Tx) (err error) { f, err = CurrentFollow(tx, prj.ID); return err }); err != nil || f == nil ||
+		FollowFinished(f.State) {
 		return nil
 	}
 	src, err := s.followSource(f)
@@ -665,7 +622,7 @@ func (s *Service) detachOpenFollow(ctx context.Context, prj *store.Project, inst
 	if inst == nil {
 		return []string{"no instance: drop publication " + f.Publication + " and slot " + f.Subscription + " on the source"}
 	}
-	target, err := s.adminConn(ctx, inst, prj.DatabaseName)
+	target, err := s.host.AdminConn(ctx, inst, prj.DatabaseName)
 	if err != nil {
 		return []string{fmt.Sprintf("the project's server does not answer (%v): drop publication %s and slot %s on the source", err, f.Publication, f.Subscription)}
 	}
@@ -675,80 +632,4 @@ func (s *Service) detachOpenFollow(ctx context.Context, prj *store.Project, inst
 		warnings = append(warnings, err.Error())
 	}
 	return warnings
-}
-
-// JobImportRestore is the area's job type, named here too so the root's tables of job types
-// (registerBackupJobs, the events) read as before.
-const JobImportRestore = migrate.JobImportRestore
-
-// importRestoreJob restores the upload's dump over the project's database (restoreDump: any error
-// pg_restore reports fails the job, and then nothing changed); on success the upload is consumed.
-func (s *Service) importRestoreJob(ctx context.Context, run *scheduler.Run) (any, error) {
-	var in migrate.ImportPayload
-	dp, prj, inst, err := s.activeTarget(run, &in)
-	if err != nil {
-		return nil, err
-	}
-	var u *store.Upload
-	if err := s.db.View(func(tx *store.Tx) (err error) { u, err = store.Uploads.Get(tx, in.UploadID); return err }); err != nil {
-		return nil, fmt.Errorf("upload %s: %w", in.UploadID, err)
-	}
-	if u.State == migrate.UploadConsumed {
-		return map[string]any{"skipped": "upload is consumed"}, nil
-	}
-	if u.State != migrate.UploadUploaded {
-		return nil, fmt.Errorf("upload %s is %s, not uploaded", u.ID, u.State)
-	}
-	if err := s.restoreDump(ctx, run, dp, prj, inst, prj.DatabaseName, u.Path, nil); err != nil {
-		return nil, err
-	}
-	now := s.now()
-	if err := s.db.Update(func(tx *store.Tx) error {
-		cur, err := store.Uploads.Get(tx, u.ID)
-		if err != nil {
-			return err
-		}
-		cur.State, cur.ConsumedAt = migrate.UploadConsumed, &now
-		return store.Uploads.Put(tx, cur)
-	}); err != nil {
-		return nil, err
-	}
-	// The dump has served its purpose (the record keeps its size). A file left by a failure here or a
-	// crash before is deleted by the sweep, which deletes the files of consumed uploads.
-	if err := os.Remove(u.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.log.Warn("delete consumed upload", "upload", u.ID, "err", err)
-	}
-	return map[string]any{"upload_id": u.ID, "size_bytes": u.SizeBytes}, nil
-}
-
-// filterRestoreList drops from a pg_restore --list file the entries a project's role may not or need not
-// restore: extensions (the platform manages them), event triggers (they need a superuser) and the public
-// schema itself (every database has it; --clean would try to drop it), with their comments, and the
-// schemas named in skip (themselves, not what they hold).
-func filterRestoreList(path string, skip []string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var keep []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, ";") && (skippedRestoreEntry.MatchString(line) || slices.ContainsFunc(skip, func(name string) bool {
-			return schemaEntry.MatchString(line) && strings.HasPrefix(schemaEntry.FindStringSubmatch(line)[1], name+" ")
-		})) {
-			continue
-		}
-		keep = append(keep, line)
-	}
-	return os.WriteFile(path, []byte(strings.Join(keep, "\n")), 0o600)
-}
-
-// skippedRestoreEntry matches the list entries filterRestoreList drops ("<id>; <oid> <oid> TYPE schema name owner").
-var skippedRestoreEntry = regexp.MustCompile(`^\d+; \d+ \d+ (.* )?(EXTENSION|EVENT TRIGGER|SCHEMA (- )?public) `)
-
-// schemaEntry matches a schema's own entry; its group is "name owner".
-var schemaEntry = regexp.MustCompile(`^\d+; \d+ \d+ SCHEMA - (.*)$`)
-
-// importDir is the directory of a project's uploaded dumps in the backup store.
-func (s *Service) importDir(projectID string) string {
-	return migrate.ImportDir(s.cfg.DataDir, projectID)
 }

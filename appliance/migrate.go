@@ -1,0 +1,44 @@
+package appliance
+
+import (
+	"github.com/theappliance/appliance/appliance/migrate"
+	"github.com/theappliance/appliance/store"
+)
+
+// The migration area lives in appliance/migrate (the import preflight, the dump uploads and their import,
+// following a source, the cutover requests, and their jobs); the service holds it, built in New.
+
+// The area's job types, named here too so the root's tables of job types (jobEvents, readOnlyJobs) read
+// as before.
+const (
+	JobImportRestore       = migrate.JobImportRestore
+	JobImportFollowStatus  = migrate.JobFollowStatus
+	JobImportFollowCutover = migrate.JobFollowCutover
+)
+
+// Migrate is the migration area: httpapi's import, follow and cutover routes call it.
+func (s *Service) Migrate() *migrate.Service { return s.migrate }
+
+// newMigrate builds the area with the service's collaborators (New, after useDataPlane: its jobs drive
+// the instance engine's programs).
+func (s *Service) newMigrate(deps Deps) *migrate.Service {
+	var plane *migrate.Plane
+	var eng migrate.Engine
+	if dp := deps.DataPlane; dp != nil {
+		plane = &migrate.Plane{User: dp.User}
+		eng = s.eng
+	}
+	var jobs migrate.Notifier
+	if deps.Jobs != nil {
+		jobs = deps.Jobs
+	}
+	return migrate.New(migrate.Config{DataDir: s.cfg.DataDir}, migrate.Deps{DB: deps.DB, Box: deps.Box, Log: deps.Log, Clock: s.now,
+		UploadLimit: deps.ImportUploadLimit, Policy: s.policy(), Engine: eng, Plane: plane, Jobs: jobs, StepHook: deps.JobStepHook,
+		Host: areaHost{s}})
+}
+
+// checkNotPromoting refuses to change a preview that an approved or promoting cutover request holds
+// (migrate.CheckNotPromoting): the previews' reset and deletion wait until the request ends.
+func checkNotPromoting(tx *store.Tx, prv *store.Project) error {
+	return migrate.CheckNotPromoting(tx, prv)
+}
