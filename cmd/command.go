@@ -37,8 +37,25 @@ type apiCmd[Res any] struct {
 	Body   func(x *call) any    // the request's body; nil: none
 	// NoAnswer: the answer's body is not read (Res is then struct{}).
 	NoAnswer bool
-	// JSON adds --json: print the API's answer as it came instead of the table or Print.
-	JSON bool
+	// JSON adds --json: print the API's answer as it came instead of the table or Print (JSONHelp, when
+	// set, is the flag's help).
+	JSON     bool
+	JSONHelp string
+	// OwnJSON adds --json (its help OwnJSON) that only sets x.json: the command prints the answer itself
+	// (Print, Event), e.g. one JSON object per line.
+	OwnJSON string
+	// Fetch, when set, replaces the one request: it makes the command's calls itself (several, or a job
+	// followed to its result), fills res and returns what --json prints.
+	Fetch func(x *call, res *Res) ([]byte, error)
+	// Stream, when it returns a path, has the command follow the text/event-stream there instead of the
+	// request: each event goes to Event, until the stream ends (with reconnect, only when the API refuses)
+	// or Ctrl-C, which is not an error. A reconnection resumes after the last event handed over (after
+	// names where the first connection starts).
+	Stream func(x *call) (path, after string, reconnect bool)
+	Event  func(x *call, ev sseEvent) error
+	// Exit gives the command's exit status from the answer, with --json too: the answer is then decoded and
+	// checked (Need) before it is printed either way, and Exit runs last.
+	Exit func(x *call, res *Res) error
 	// Need names what a well-formed answer must hold and does not ("" when all is there): the answer is
 	// then an "unexpected response" error, never a nil dereference.
 	Need func(res *Res) string
@@ -63,6 +80,8 @@ type call struct {
 	args []string
 	org  string   // with Org, the organization
 	wait bool     // --wait was given
+	json bool     // --json was given
+	raw  []byte   // the answer as it came
 	job  *api.Job // with --wait, the job as it ended
 	done []func() // run when the command ends
 }
@@ -85,7 +104,7 @@ func newAPICmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 		cmd.Args = cobra.NoArgs
 	}
 	cmd.RunE = func(c *cobra.Command, args []string) error {
-		x := &call{c: c, args: args, wait: wait}
+		x := &call{c: c, args: args, wait: wait, json: asJSON}
 		defer func() {
 			for _, f := range x.done {
 				f()
@@ -118,40 +137,61 @@ func newAPICmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 				return err
 			}
 		}
+		if s.Stream != nil {
+			if path, after, reconnect := s.Stream(x); path != "" {
+				return followStream(c, x.cl, path, after, reconnect, func(ev sseEvent) error { return s.Event(x, ev) })
+			}
+		}
 		method := s.Method
 		if method == "" {
 			method = http.MethodGet
 		}
-		path := s.Path(x)
-		var body any
-		if s.Body != nil {
-			body = s.Body(x)
+		res := new(Res)
+		var path string
+		if s.Fetch != nil {
+			x.raw, err = s.Fetch(x, res)
+		} else {
+			path = s.Path(x)
+			var body any
+			if s.Body != nil {
+				body = s.Body(x)
+			}
+			x.raw, err = x.cl.doRaw(c.Context(), method, path, body)
 		}
-		raw, err := x.cl.doRaw(c.Context(), method, path, body)
 		if err != nil {
 			if s.Failed != nil {
 				return s.Failed(x, err)
 			}
 			return err
 		}
-		if asJSON {
-			return printJSON(c.OutOrStdout(), raw)
+		what := method + " " + redactPath(path) // what answered, for errors
+		if s.Fetch != nil {
+			what = c.CommandPath()
 		}
-		res := new(Res)
-		if !s.NoAnswer {
-			if err := decode(method, path, raw, res); err != nil {
+		printRaw := asJSON && s.OwnJSON == ""
+		if printRaw && s.Exit == nil {
+			return printJSON(c.OutOrStdout(), x.raw)
+		}
+		if !s.NoAnswer && s.Fetch == nil {
+			if err := decode(method, path, x.raw, res); err != nil {
 				return err
 			}
 		}
 		if s.Need != nil {
 			if missing := s.Need(res); missing != "" {
-				return fmt.Errorf("%s %s: unexpected response: no %s", method, redactPath(path), missing)
+				return fmt.Errorf("%s: unexpected response: no %s", what, missing)
 			}
+		}
+		if printRaw { // and Exit
+			if err := printJSON(c.OutOrStdout(), x.raw); err != nil {
+				return err
+			}
+			return s.Exit(x, res)
 		}
 		if s.Job != nil {
 			j := s.Job(res)
 			if j == nil {
-				return fmt.Errorf("%s %s: unexpected response: no job", method, redactPath(path))
+				return fmt.Errorf("%s: unexpected response: no job", what)
 			}
 			jobStarted(c, s.Started(x, res), j, wait)
 			if !wait {
@@ -167,7 +207,12 @@ func newAPICmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 			}
 		}
 		if s.Print != nil {
-			return s.Print(x, res)
+			if err := s.Print(x, res); err != nil {
+				return err
+			}
+		}
+		if s.Exit != nil {
+			return s.Exit(x, res)
 		}
 		return nil
 	}
@@ -177,8 +222,11 @@ func newAPICmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 	if s.Org {
 		orgFlag(cmd, &org)
 	}
-	if s.JSON {
-		cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
+	switch {
+	case s.OwnJSON != "":
+		cmd.Flags().BoolVar(&asJSON, "json", false, s.OwnJSON)
+	case s.JSON:
+		cmd.Flags().BoolVar(&asJSON, "json", false, firstNonEmpty(s.JSONHelp, "print the API's JSON answer"))
 	}
 	if s.Wait != "" {
 		cmd.Flags().BoolVar(&wait, "wait", false, s.Wait)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 var _ = registerClientCommand(newEventsCmd)
@@ -23,9 +24,8 @@ func newEventsCmd(o *clientOpts) *cobra.Command {
 	var (
 		after          string
 		noFollow, news bool
-		asJSON         bool
 	)
-	cmd := &cobra.Command{
+	return newAPICmd(o, apiCmd[struct{}]{
 		Use:   "events PROJECT_ID",
 		Short: "Print a project's events as they happen (job ends, project ready, backups …)",
 		Long: `Print a project's events: those the log still holds (7 days), then live ones until Ctrl-C. A dropped
@@ -33,12 +33,13 @@ connection is resumed after the last event printed (Last-Event-ID), so nothing i
 Each line is "ID TYPE DATA"; with --json, one JSON object {id, type, data} per line.`,
 		Example: `  appliance events prj_...
   appliance events prj_... --after 42 --no-follow --json`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
+		Args: cobra.ExactArgs(1), OwnJSON: "one JSON object per line",
+		Flags: func(f *pflag.FlagSet) {
+			f.StringVar(&after, "after", "", "start after this event ID (default: every event the log holds)")
+			f.BoolVar(&noFollow, "no-follow", false, "print the events the log holds and exit")
+			f.BoolVar(&news, "new", false, "skip the events the log holds: print only what happens from now on")
+		},
+		Stream: func(x *call) (string, string, bool) {
 			q := url.Values{}
 			if noFollow {
 				q.Set("follow", "false")
@@ -46,30 +47,24 @@ Each line is "ID TYPE DATA"; with --json, one JSON object {id, type, data} per l
 			if news && after == "" {
 				q.Set("skip_backlog", "true") // a reconnect's Last-Event-ID wins over it
 			}
-			path := projectPath(args[0]) + "/events"
+			path := projectPath(x.args[0]) + "/events"
 			if len(q) > 0 {
 				path += "?" + q.Encode()
 			}
-			out := c.OutOrStdout()
-			return followStream(c, cl, path, after, !noFollow, func(ev sseEvent) error {
-				if asJSON {
-					return printJSONLine(out, struct {
-						ID   string          `json:"id"`
-						Type string          `json:"type"`
-						Data json.RawMessage `json:"data"`
-					}{ev.ID, ev.Type, ev.Data})
-				}
-				_, err := fmt.Fprintf(out, "%s %s %s\n", ev.ID, ev.Type, ev.Data)
-				return err
-			})
+			return path, after, !noFollow
 		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&after, "after", "", "start after this event ID (default: every event the log holds)")
-	f.BoolVar(&noFollow, "no-follow", false, "print the events the log holds and exit")
-	f.BoolVar(&news, "new", false, "skip the events the log holds: print only what happens from now on")
-	f.BoolVar(&asJSON, "json", false, "one JSON object per line")
-	return cmd
+		Event: func(x *call, ev sseEvent) error {
+			if x.json {
+				return printJSONLine(x.out(), struct {
+					ID   string          `json:"id"`
+					Type string          `json:"type"`
+					Data json.RawMessage `json:"data"`
+				}{ev.ID, ev.Type, ev.Data})
+			}
+			_, err := fmt.Fprintf(x.out(), "%s %s %s\n", ev.ID, ev.Type, ev.Data)
+			return err
+		},
+	})
 }
 
 // followStream hands the events of the stream at path to onEvent (see stream) until it ends; Ctrl-C (or

@@ -127,48 +127,29 @@ func sourceFlag(f *pflag.FlagSet) func() (string, error) {
 }
 
 func newImportsPreflightCmd(o *clientOpts) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
+	var source func() (string, error)
+	var src string
+	return newAPICmd(o, apiCmd[api.PreflightResponse]{
 		Use:   "preflight PROJECT_ID",
 		Short: "Connect to a source and report what importing or following it would meet (exit 1 when a check fails)",
-		Args:  cobra.ExactArgs(1),
-	}
-	source := sourceFlag(cmd.Flags())
-	cmd.RunE = func(c *cobra.Command, args []string) error {
-		src, err := source()
-		if err != nil {
+		Args:  cobra.ExactArgs(1), JSON: true,
+		Flags: func(f *pflag.FlagSet) { source = sourceFlag(f) },
+		Validate: func(*call) (err error) {
+			src, err = source()
 			return err
-		}
-		cl, err := o.authed()
-		if err != nil {
-			return err
-		}
-		path := importsPath(args[0]) + "/preflight"
-		raw, err := cl.doRaw(c.Context(), http.MethodPost, path, api.PreflightRequest{SourceURL: src})
-		if err != nil {
-			return err
-		}
-		var res api.PreflightResponse
-		if err := decode(http.MethodPost, path, raw, &res); err != nil {
-			return err
-		}
-		if res.Preflight == nil {
-			return fmt.Errorf("POST %s: unexpected response: no preflight", path)
-		}
-		if asJSON {
-			if err := printJSON(c.OutOrStdout(), raw); err != nil {
-				return err
+		},
+		Method: http.MethodPost,
+		Path:   func(x *call) string { return importsPath(x.args[0]) + "/preflight" },
+		Body:   func(*call) any { return api.PreflightRequest{SourceURL: src} },
+		Need:   func(r *api.PreflightResponse) string { return missing(r.Preflight == nil, "preflight") },
+		Print:  func(x *call, r *api.PreflightResponse) error { return printPreflight(x.out(), r.Preflight) },
+		Exit: func(_ *call, r *api.PreflightResponse) error {
+			if !r.Preflight.OK {
+				return errors.New("the preflight found a failing check")
 			}
-		} else if err := printPreflight(c.OutOrStdout(), res.Preflight); err != nil {
-			return err
-		}
-		if !res.Preflight.OK {
-			return errors.New("the preflight found a failing check")
-		}
-		return nil
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+			return nil
+		},
+	})
 }
 
 func printPreflight(w io.Writer, pf *api.Preflight) error {
@@ -261,40 +242,34 @@ func newImportsFollowCmd(o *clientOpts) *cobra.Command {
 }
 
 func newImportsStatusCmd(o *clientOpts) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
+	return newAPICmd(o, apiCmd[api.FollowReport]{
 		Use:   "status PROJECT_ID",
 		Short: "Measure the follow: each table's sync state and the lag in bytes",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
+		Args:  cobra.ExactArgs(1), JSON: true, JSONHelp: "print the status job's result as JSON",
+		// The status is a job's result: start the job, follow it to its end (quietly), read its result.
+		Fetch: func(x *call, rep *api.FollowReport) ([]byte, error) {
 			var res api.JobResponse
-			path := importsPath(args[0]) + "/follow/status"
-			if err := cl.do(c.Context(), http.MethodPost, path, nil, &res); err != nil {
-				return err
+			path := importsPath(x.args[0]) + "/follow/status"
+			if err := x.cl.do(x.c.Context(), http.MethodPost, path, nil, &res); err != nil {
+				return nil, err
 			}
 			if res.Job == nil {
-				return fmt.Errorf("POST %s: unexpected response: no job", path)
+				return nil, fmt.Errorf("POST %s: unexpected response: no job", path)
 			}
-			j, err := waitJob(quiet(c), cl, res.Job)
+			j, err := waitJob(quiet(x.c), x.cl, res.Job)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if asJSON {
-				return printJSON(c.OutOrStdout(), j.Result)
+			if x.json {
+				return j.Result, nil
 			}
-			var rep api.FollowReport
-			if err := json.Unmarshal(j.Result, &rep); err != nil {
-				return fmt.Errorf("job %s: unexpected result: %w", j.ID, err)
+			if err := json.Unmarshal(j.Result, rep); err != nil {
+				return nil, fmt.Errorf("job %s: unexpected result: %w", j.ID, err)
 			}
-			return printFollowReport(c.OutOrStdout(), &rep)
+			return j.Result, nil
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status job's result as JSON")
-	return cmd
+		Print: func(x *call, rep *api.FollowReport) error { return printFollowReport(x.out(), rep) },
+	})
 }
 
 // quiet is c with its standard output discarded (waitJob's "completed" line is not wanted there).

@@ -42,54 +42,42 @@ func printKVToken(c *cobra.Command, kv *api.KVStore) {
 }
 
 func newKVCreateCmd(o *clientOpts) *cobra.Command {
-	var wait, asJSON bool
-	cmd := &cobra.Command{
+	return newAPICmd(o, apiCmd[api.KVCreateResponse]{
 		Use:   "create PROJECT_ID",
 		Short: "Create the project's key-value store (prints its token once)",
 		Example: `  appliance kv create prj_... --wait
   appliance kv cli prj_... --token kv_...`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			path := kvPath(args[0])
-			raw, err := cl.doRaw(c.Context(), http.MethodPost, path, nil)
-			if err != nil {
-				return err
-			}
-			var res api.KVCreateResponse
-			if err := decode(http.MethodPost, path, raw, &res); err != nil {
-				return err
-			}
-			if res.Job == nil || res.KVStore == nil {
-				return fmt.Errorf("POST %s: unexpected response: no job or store", path)
-			}
-			if asJSON {
-				if err := printJSON(c.OutOrStdout(), raw); err != nil {
+		Args: cobra.ExactArgs(1), OwnJSON: "print the API's JSON answer",
+		Method: http.MethodPost,
+		Path:   func(x *call) string { return kvPath(x.args[0]) },
+		Need: func(r *api.KVCreateResponse) string {
+			return missing(r.Job == nil || r.KVStore == nil, "job or store")
+		},
+		Wait: "wait until the store's server runs",
+		// Standard output holds the token alone (or the JSON answer): the rest goes to standard error.
+		Print: func(x *call, res *api.KVCreateResponse) error {
+			c := x.c
+			if x.json {
+				if err := printJSON(c.OutOrStdout(), x.raw); err != nil {
 					return err
 				}
 			} else {
-				fmt.Fprintf(c.ErrOrStderr(), "Creating key-value store %s of %s: job %s (%s).\n", res.KVStore.ID, args[0], res.Job.ID, res.Job.Type)
+				fmt.Fprintf(c.ErrOrStderr(), "Creating key-value store %s of %s: job %s (%s).\n", res.KVStore.ID, x.args[0], res.Job.ID, res.Job.Type)
 				printKVToken(c, res.KVStore)
 			}
-			if !wait {
+			if !x.wait {
 				return nil
 			}
-			c.SetOut(c.ErrOrStderr()) // stdout holds the token alone
-			if _, err := waitJob(c, cl, res.Job); err != nil {
+			c.SetOut(c.ErrOrStderr())
+			if _, err := waitJob(c, x.cl, res.Job); err != nil {
 				return err
 			}
-			if !asJSON {
+			if !x.json {
 				fmt.Fprintf(c.ErrOrStderr(), "Key-value store %s is running.\n", res.KVStore.ID)
 			}
 			return nil
 		},
-	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the store's server runs")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON answer")
-	return cmd
+	})
 }
 
 func newKVGetCmd(o *clientOpts) *cobra.Command {

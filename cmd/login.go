@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/theappliance/appliance/api"
 	"golang.org/x/term"
@@ -230,16 +231,14 @@ func clearPending(cfg *cliConfig, p *pendingLogin) {
 
 // ---- login approve ---------------------------------------------------------------------------------
 
-type approveOpts struct {
-	email         string
-	org           string
-	passwordStdin bool
-	yes           bool
-}
-
 func newLoginApproveCmd(o *clientOpts) *cobra.Command {
-	var ao approveOpts
-	cmd := &cobra.Command{
+	var (
+		email, org    string
+		passwordStdin bool
+		yes           bool
+		base          string // the login session's path
+	)
+	return newAPICmd(o, apiCmd[loginDetails]{
 		Use:   "approve SESSION_ID",
 		Short: "Approve a device login as a signed-in user (mints the device's API key in your organization)",
 		Long: `Sign in with your email and password, show the device login and approve it. The new API key goes to
@@ -248,73 +247,73 @@ the waiting device only; it is never shown here. The password is read from stand
 		Example: `  appliance login approve cli_0123... --api https://127.0.0.1:7443 --email you@example.com
   printf '%s\n' "$PASSWORD" | appliance login approve cli_0123... --email you@example.com --password-stdin`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error { return runApprove(c, o, ao, args[0]) },
-	}
-	f := cmd.Flags()
-	f.StringVar(&ao.email, "email", "", "your email address (APPLIANCE_EMAIL)")
-	f.StringVar(&ao.org, "org", "", "organization to approve the login in (default: your first membership)")
-	f.BoolVar(&ao.passwordStdin, "password-stdin", false, "read the password from standard input")
-	f.BoolVar(&ao.yes, "yes", false, "approve without asking (asked only on a terminal)")
-	return cmd
-}
-
-func runApprove(c *cobra.Command, o *clientOpts, ao approveOpts, sessionID string) error {
-	ctx, out := c.Context(), c.OutOrStdout()
-	email := firstNonEmpty(ao.email, os.Getenv("APPLIANCE_EMAIL"))
-	if email == "" {
-		return errors.New("--email is required (or set APPLIANCE_EMAIL)")
-	}
-	cl, err := o.anonymousClient()
-	if err != nil {
-		return err
-	}
-	password, err := readPassword(c, ao.passwordStdin, email)
-	if err != nil {
-		return err
-	}
-	sc, err := signIn(c, cl, email, password, ao.org)
-	if err != nil {
-		return err
-	}
-	base := "/v1/cli/login/sessions/" + seg(sessionID)
-	var det loginDetails
-	if err := sc.do(ctx, http.MethodGet, base+"/details", nil, &det); err != nil {
-		return fmt.Errorf("read login session %s: %w", sessionID, err)
-	}
-	keyExp := "never"
-	if det.KeyExpiresAt != nil {
-		keyExp = det.KeyExpiresAt.Local().Format(time.RFC3339)
-	}
-	fmt.Fprintf(out, "Device login %s\n", det.SessionID)
-	for _, kv := range [][2]string{
-		{"device:", firstNonEmpty(det.DeviceName, "(unnamed)")},
-		{"key name:", det.KeyName},
-		{"scopes:", strings.Join(det.Scopes, ", ")},
-		{"key expires:", keyExp},
-		{"login expires:", det.ExpiresAt.Local().Format(time.RFC3339)},
-		{"state:", det.State},
-	} {
-		fmt.Fprintf(out, "  %-15s%s\n", kv[0], kv[1])
-	}
-	if det.State != "pending" {
-		return fmt.Errorf("login session %s is %s; only a pending login can be approved", sessionID, det.State)
-	}
-	if !ao.yes && !ao.passwordStdin {
-		if f, ok := c.InOrStdin().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-			fmt.Fprint(c.ErrOrStderr(), "Approve this device? It receives an API key with the scopes above. [y/N] ")
-			line, _ := bufio.NewReader(f).ReadString('\n')
-			if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-				return errors.New("not approved")
+		Flags: func(f *pflag.FlagSet) {
+			f.StringVar(&email, "email", "", "your email address (APPLIANCE_EMAIL)")
+			f.StringVar(&org, "org", "", "organization to approve the login in (default: your first membership)")
+			f.BoolVar(&passwordStdin, "password-stdin", false, "read the password from standard input")
+			f.BoolVar(&yes, "yes", false, "approve without asking (asked only on a terminal)")
+		},
+		Validate: func(*call) error {
+			if email = firstNonEmpty(email, os.Getenv("APPLIANCE_EMAIL")); email == "" {
+				return errors.New("--email is required (or set APPLIANCE_EMAIL)")
 			}
-		}
-	}
-	var res loginResult
-	if err := sc.do(ctx, http.MethodPost, base+"/authorize", nil, &res); err != nil {
-		return fmt.Errorf("approve login session %s: %w", sessionID, err)
-	}
-	fmt.Fprintf(out, "Approved login session %s for organization %s (%s); state: %s.\nThe device receives its API key on its next poll.\n",
-		res.SessionID, firstNonEmpty(res.OrganizationName, "(unnamed)"), res.OrganizationID, res.State)
-	return nil
+			return nil
+		},
+		Client: func(x *call) (*apiClient, error) {
+			cl, err := o.anonymousClient()
+			if err != nil {
+				return nil, err
+			}
+			password, err := readPassword(x.c, passwordStdin, email)
+			if err != nil {
+				return nil, err
+			}
+			return signIn(x.c, cl, email, password, org)
+		},
+		Path: func(x *call) string {
+			base = "/v1/cli/login/sessions/" + seg(x.args[0])
+			return base + "/details"
+		},
+		Failed: func(x *call, err error) error { return fmt.Errorf("read login session %s: %w", x.args[0], err) },
+		// The details shown, the user asked (on a terminal), the login is approved: a second call.
+		Print: func(x *call, det *loginDetails) error {
+			sessionID := x.args[0]
+			keyExp := "never"
+			if det.KeyExpiresAt != nil {
+				keyExp = det.KeyExpiresAt.Local().Format(time.RFC3339)
+			}
+			x.printf("Device login %s\n", det.SessionID)
+			for _, kv := range [][2]string{
+				{"device:", firstNonEmpty(det.DeviceName, "(unnamed)")},
+				{"key name:", det.KeyName},
+				{"scopes:", strings.Join(det.Scopes, ", ")},
+				{"key expires:", keyExp},
+				{"login expires:", det.ExpiresAt.Local().Format(time.RFC3339)},
+				{"state:", det.State},
+			} {
+				x.printf("  %-15s%s\n", kv[0], kv[1])
+			}
+			if det.State != "pending" {
+				return fmt.Errorf("login session %s is %s; only a pending login can be approved", sessionID, det.State)
+			}
+			if !yes && !passwordStdin {
+				if f, ok := x.c.InOrStdin().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+					fmt.Fprint(x.c.ErrOrStderr(), "Approve this device? It receives an API key with the scopes above. [y/N] ")
+					line, _ := bufio.NewReader(f).ReadString('\n')
+					if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+						return errors.New("not approved")
+					}
+				}
+			}
+			var res loginResult
+			if err := x.cl.do(x.c.Context(), http.MethodPost, base+"/authorize", nil, &res); err != nil {
+				return fmt.Errorf("approve login session %s: %w", sessionID, err)
+			}
+			x.printf("Approved login session %s for organization %s (%s); state: %s.\nThe device receives its API key on its next poll.\n",
+				res.SessionID, firstNonEmpty(res.OrganizationName, "(unnamed)"), res.OrganizationID, res.State)
+			return nil
+		},
+	})
 }
 
 // signIn opens a session of the built-in identity provider (in org, or the user's first membership) and

@@ -23,11 +23,20 @@ var (
 
 func newLogsCmd(o *clientOpts) *cobra.Command {
 	var (
-		follow, asJSON bool
-		severity       string
-		hours, limit   int
+		follow       bool
+		severity     string
+		hours, limit int
 	)
-	cmd := &cobra.Command{
+	query := func() string {
+		q := url.Values{}
+		q.Set("hours", strconv.Itoa(hours))
+		q.Set("limit", strconv.Itoa(limit))
+		if severity != "" {
+			q.Set("severity", severity)
+		}
+		return q.Encode()
+	}
+	return newAPICmd(o, apiCmd[api.LogsResponse]{
 		Use:   "logs PROJECT_ID",
 		Short: "Print a project's PostgreSQL server log (the newest entries, or a live tail with --follow)",
 		Long: `Print the newest entries of a project's server log (passwords masked; the appliance's own sessions left
@@ -37,49 +46,36 @@ JSON object per line.`,
 		Example: `  appliance logs prj_...
   appliance logs prj_... --follow --severity error,fatal
   appliance logs prj_... --hours 24 --limit 500 --json`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
-			q := url.Values{}
-			q.Set("hours", strconv.Itoa(hours))
-			q.Set("limit", strconv.Itoa(limit))
-			if severity != "" {
-				q.Set("severity", severity)
-			}
-			out := c.OutOrStdout()
-			emit := func(e api.Entry) error { return printLogEntry(out, e, asJSON) }
+		Args: cobra.ExactArgs(1), OwnJSON: "one JSON object per line",
+		Flags: func(f *pflag.FlagSet) {
+			f.BoolVarP(&follow, "follow", "f", false, "keep printing new entries (a live tail)")
+			f.StringVar(&severity, "severity", "", "comma-separated severities to show (debug, log, info, notice, warning, error, fatal, panic, detail)")
+			f.IntVar(&hours, "hours", api.LogsHoursDefault, "how far back to look, in hours (1-168; up to 720 with the server's log archive)")
+			f.IntVar(&limit, "limit", api.LogsLimitDefault, "at most this many entries (1-500; the newest are kept)")
+		},
+		Stream: func(x *call) (string, string, bool) {
 			if !follow {
-				path := projectPath(args[0]) + "/logs?" + q.Encode()
-				var res api.LogsResponse
-				if err := cl.do(c.Context(), "GET", path, nil, &res); err != nil {
+				return "", "", false
+			}
+			return projectPath(x.args[0]) + "/logs/stream?" + query(), "", true
+		},
+		Event: func(x *call, ev sseEvent) error {
+			var e api.Entry
+			if err := json.Unmarshal(ev.Data, &e); err != nil {
+				return fmt.Errorf("a log event that does not decode: %w", err)
+			}
+			return printLogEntry(x.out(), e, x.json)
+		},
+		Path: func(x *call) string { return projectPath(x.args[0]) + "/logs?" + query() },
+		Print: func(x *call, res *api.LogsResponse) error {
+			for _, e := range res.Logs.Entries {
+				if err := printLogEntry(x.out(), e, x.json); err != nil {
 					return err
 				}
-				for _, e := range res.Logs.Entries {
-					if err := emit(e); err != nil {
-						return err
-					}
-				}
-				return nil
 			}
-			return followStream(c, cl, projectPath(args[0])+"/logs/stream?"+q.Encode(), "", true, func(ev sseEvent) error {
-				var e api.Entry
-				if err := json.Unmarshal(ev.Data, &e); err != nil {
-					return fmt.Errorf("a log event that does not decode: %w", err)
-				}
-				return emit(e)
-			})
+			return nil
 		},
-	}
-	f := cmd.Flags()
-	f.BoolVarP(&follow, "follow", "f", false, "keep printing new entries (a live tail)")
-	f.StringVar(&severity, "severity", "", "comma-separated severities to show (debug, log, info, notice, warning, error, fatal, panic, detail)")
-	f.IntVar(&hours, "hours", api.LogsHoursDefault, "how far back to look, in hours (1-168; up to 720 with the server's log archive)")
-	f.IntVar(&limit, "limit", api.LogsLimitDefault, "at most this many entries (1-500; the newest are kept)")
-	f.BoolVar(&asJSON, "json", false, "one JSON object per line")
-	return cmd
+	})
 }
 
 // printLogEntry writes one entry as "TIME SEVERITY MESSAGE" (the statement, detail and hint indented
@@ -168,44 +164,41 @@ func oneLine(s string, n int) string {
 	return s
 }
 
+// advice is what advisor prints: the index advisor's suggestions and the index hygiene report.
+type advice struct {
+	Advisor *api.Advice  `json:"advisor"`
+	Hygiene *api.Hygiene `json:"hygiene"`
+}
+
 func newAdvisorCmd(o *clientOpts) *cobra.Command {
-	var (
-		asJSON                    bool
-		minFilter, minSelectivity int
-	)
-	cmd := &cobra.Command{
+	var minFilter, minSelectivity int
+	return newAPICmd(o, apiCmd[advice]{
 		Use:   "advisor PROJECT_ID",
 		Short: "Index suggestions (pg_qualstats and hypopg) and unused or redundant indexes of a project",
 		Example: `  appliance advisor prj_...
   appliance advisor prj_... --min-filter 100 --json`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := o.authed()
-			if err != nil {
-				return err
-			}
+		Args: cobra.ExactArgs(1), JSON: true, JSONHelp: "print the API's JSON answers",
+		Flags: func(f *pflag.FlagSet) {
+			f.IntVar(&minFilter, "min-filter", api.AdvisorMinFilterDefault, "minimum average number of rows a predicate must filter (1-10000000)")
+			f.IntVar(&minSelectivity, "min-selectivity", api.AdvisorMinSelectivityDefault, "minimum average selectivity percentage (1-100)")
+		},
+		Fetch: func(x *call, res *advice) ([]byte, error) {
 			q := url.Values{"min_filter": {strconv.Itoa(minFilter)}, "min_selectivity": {strconv.Itoa(minSelectivity)}}
 			var adv api.AdvisorResponse
 			var hyg api.HygieneResponse
-			if err := cl.do(c.Context(), "GET", projectPath(args[0])+"/advisor/indexes?"+q.Encode(), nil, &adv); err != nil {
-				return err
+			if err := x.cl.do(x.c.Context(), "GET", projectPath(x.args[0])+"/advisor/indexes?"+q.Encode(), nil, &adv); err != nil {
+				return nil, err
 			}
-			if err := cl.do(c.Context(), "GET", projectPath(args[0])+"/advisor/index-hygiene", nil, &hyg); err != nil {
-				return err
+			if err := x.cl.do(x.c.Context(), "GET", projectPath(x.args[0])+"/advisor/index-hygiene", nil, &hyg); err != nil {
+				return nil, err
 			}
-			out := c.OutOrStdout()
-			if asJSON {
-				line, err := json.MarshalIndent(struct {
-					Advisor any `json:"advisor"`
-					Hygiene any `json:"hygiene"`
-				}{adv.Advisor, hyg.Hygiene}, "", "  ")
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(out, "%s\n", line)
-				return err
-			}
-			a := adv.Advisor
+			res.Advisor, res.Hygiene = adv.Advisor, hyg.Hygiene
+			return json.Marshal(res)
+		},
+		Need: func(r *advice) string { return missing(r.Advisor == nil || r.Hygiene == nil, "advisor or hygiene") },
+		Print: func(x *call, r *advice) error {
+			out := x.out()
+			a := r.Advisor
 			fmt.Fprintln(out, "Index suggestions")
 			switch {
 			case !a.Available:
@@ -224,7 +217,7 @@ func newAdvisorCmd(o *clientOpts) *cobra.Command {
 				}
 				fmt.Fprintf(out, "  %s%s\n", s.DDL, est)
 			}
-			h := hyg.Hygiene
+			h := r.Hygiene
 			fmt.Fprintf(out, "\nIndex hygiene (statistics since %s)\n", h.StatsResetAt.Format(time.DateTime))
 			if !h.Available {
 				fmt.Fprintf(out, "  not available: %s\n", h.Reason)
@@ -242,10 +235,5 @@ func newAdvisorCmd(o *clientOpts) *cobra.Command {
 			}
 			return nil
 		},
-	}
-	f := cmd.Flags()
-	f.IntVar(&minFilter, "min-filter", api.AdvisorMinFilterDefault, "minimum average number of rows a predicate must filter (1-10000000)")
-	f.IntVar(&minSelectivity, "min-selectivity", api.AdvisorMinSelectivityDefault, "minimum average selectivity percentage (1-100)")
-	f.BoolVar(&asJSON, "json", false, "print the API's JSON answers")
-	return cmd
+	})
 }

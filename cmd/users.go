@@ -116,10 +116,10 @@ func prefixed(prefix, s string) string {
 
 func newUsersPasswordCmd(o *clientOpts) *cobra.Command {
 	var (
-		email         string
-		passwordStdin bool
+		email, cur, next string
+		passwordStdin    bool
 	)
-	cmd := &cobra.Command{
+	return newAPICmd(o, apiCmd[api.PasswordChanged]{
 		Use:   "password",
 		Short: "Change your password (signs out your other sessions)",
 		Long: `Sign in with your email and current password and set a new one (12 to 72 bytes). With --password-stdin,
@@ -127,36 +127,32 @@ standard input holds two lines: the current password, then the new one. Otherwis
 APPLIANCE_NEW_PASSWORD are used, else both are prompted for (without echo) on a terminal.`,
 		Example: `  appliance users password --email you@example.com
   printf '%s\n%s\n' "$OLD" "$NEW" | appliance users password --email you@example.com --password-stdin`,
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			email = firstNonEmpty(email, os.Getenv("APPLIANCE_EMAIL"))
-			if email == "" {
+		Flags: func(f *pflag.FlagSet) {
+			f.StringVar(&email, "email", "", "your email address (APPLIANCE_EMAIL)")
+			f.BoolVar(&passwordStdin, "password-stdin", false, "read the current and the new password, one per line, from standard input")
+		},
+		Validate: func(x *call) (err error) {
+			if email = firstNonEmpty(email, os.Getenv("APPLIANCE_EMAIL")); email == "" {
 				return errors.New("--email is required (or set APPLIANCE_EMAIL)")
 			}
-			cur, next, err := readPasswordChange(c, passwordStdin, email)
-			if err != nil {
-				return err
-			}
+			cur, next, err = readPasswordChange(x.c, passwordStdin, email)
+			return err
+		},
+		Client: func(x *call) (*apiClient, error) {
 			cl, err := o.anonymousClient()
 			if err != nil {
-				return err
+				return nil, err
 			}
-			sc, err := signIn(c, cl, email, cur, "")
-			if err != nil {
-				return err
-			}
-			var res api.PasswordChanged
-			body := map[string]any{"current_password": cur, "new_password": next}
-			if err := sc.do(c.Context(), http.MethodPost, "/v1/auth/password", body, &res); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.OutOrStdout(), "Changed the password of %s; signed out %d other session(s).\n", email, res.SessionsRevoked)
+			return signIn(x.c, cl, email, cur, "")
+		},
+		Method: http.MethodPost,
+		Path:   func(*call) string { return "/v1/auth/password" },
+		Body:   func(*call) any { return map[string]any{"current_password": cur, "new_password": next} },
+		Print: func(x *call, res *api.PasswordChanged) error {
+			x.printf("Changed the password of %s; signed out %d other session(s).\n", email, res.SessionsRevoked)
 			return nil
 		},
-	}
-	cmd.Flags().StringVar(&email, "email", "", "your email address (APPLIANCE_EMAIL)")
-	cmd.Flags().BoolVar(&passwordStdin, "password-stdin", false, "read the current and the new password, one per line, from standard input")
-	return cmd
+	})
 }
 
 // signedIn signs email in with the password from stdin, APPLIANCE_PASSWORD or a prompt.
