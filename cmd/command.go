@@ -22,6 +22,9 @@ type apiCmd[Res any] struct {
 	Aliases                   []string
 	Args                      cobra.PositionalArgs // default cobra.NoArgs
 	Flags                     func(*pflag.FlagSet) // binds the command's own flags
+	// Confirm adds --confirm (its help): without it the command is refused, before anything is sent, with
+	// Unconfirmed (what it would do that has no undo).
+	Confirm, Unconfirmed string
 	// Validate checks the arguments and flags before anything is sent.
 	Validate func(x *call) error
 	// Prepare runs once the client is known, before the request (e.g. to look up the organization).
@@ -91,13 +94,17 @@ func (x *call) onDone(f func()) { x.done = append(x.done, f) }
 
 func (x *call) out() io.Writer { return x.c.OutOrStdout() }
 
-func (x *call) printf(format string, a ...any) { fmt.Fprintf(x.c.OutOrStdout(), format, a...) }
+// printf prints to standard output; its error is the write's.
+func (x *call) printf(format string, a ...any) error {
+	_, err := fmt.Fprintf(x.c.OutOrStdout(), format, a...)
+	return err
+}
 
 // newAPICmd builds the cobra command s describes.
 func newAPICmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 	var (
-		asJSON, wait bool
-		org          string
+		asJSON, wait, confirm bool
+		org                   string
 	)
 	cmd := &cobra.Command{Use: s.Use, Aliases: s.Aliases, Short: s.Short, Long: s.Long, Example: s.Example, Args: s.Args}
 	if cmd.Args == nil {
@@ -110,6 +117,9 @@ func newAPICmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 				f()
 			}
 		}()
+		if s.Confirm != "" && !confirm {
+			return fmt.Errorf("%s; pass --confirm", s.Unconfirmed)
+		}
 		if s.Validate != nil {
 			if err := s.Validate(x); err != nil {
 				return err
@@ -221,6 +231,9 @@ func newAPICmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 	}
 	if s.Org {
 		orgFlag(cmd, &org)
+	}
+	if s.Confirm != "" {
+		cmd.Flags().BoolVar(&confirm, "confirm", false, s.Confirm)
 	}
 	switch {
 	case s.OwnJSON != "":

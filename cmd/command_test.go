@@ -83,13 +83,11 @@ func TestAPICmd(t *testing.T) {
 				return nil
 			},
 		}))
-		var confirm bool
 		r.AddCommand(newAPICmd(o, apiCmd[struct{}]{
 			Use: "drop ID", Args: cobra.ExactArgs(1), Method: http.MethodDelete, Org: true, NoAnswer: true,
-			Flags:    func(f *pflag.FlagSet) { f.BoolVar(&confirm, "confirm", false, "") },
-			Validate: confirmed(&confirm, "drop has no undo"),
-			Path:     func(x *call) string { return "/v1/organizations/" + seg(x.org) + "/things/" + seg(x.args[0]) },
-			Failed:   func(_ *call, err error) error { return fmt.Errorf("%w (is the ID right?)", err) },
+			Confirm: "confirm", Unconfirmed: "drop has no undo",
+			Path:   func(x *call) string { return "/v1/organizations/" + seg(x.org) + "/things/" + seg(x.args[0]) },
+			Failed: func(_ *call, err error) error { return fmt.Errorf("%w (is the ID right?)", err) },
 			Print: func(x *call, _ *struct{}) error {
 				x.printf("Dropped %s of %s.\n", x.args[0], x.org)
 				return nil

@@ -114,33 +114,31 @@ The source URL comes from --source or, better (a command line is visible to othe
 
 func importsPath(projectID string) string { return projectPath(projectID) + "/imports" }
 
-// sourceFlag registers --source and returns the function that resolves it (flag, then environment).
-func sourceFlag(f *pflag.FlagSet) func() (string, error) {
-	var source string
-	f.StringVar(&source, "source", "", "source database URL (default $"+sourceURLEnv+")")
-	return func() (string, error) {
-		if v := firstNonEmpty(source, os.Getenv(sourceURLEnv)); v != "" {
-			return v, nil
-		}
-		return "", fmt.Errorf("no source: pass --source or set %s", sourceURLEnv)
+// sourceURL is --source, else the environment's source URL.
+type sourceURL struct{ flag, url string }
+
+func (s *sourceURL) bind(f *pflag.FlagSet) {
+	f.StringVar(&s.flag, "source", "", "source database URL (default $"+sourceURLEnv+")")
+}
+
+// resolve is the Validate of a command that needs the source.
+func (s *sourceURL) resolve(*call) error {
+	if s.url = firstNonEmpty(s.flag, os.Getenv(sourceURLEnv)); s.url == "" {
+		return fmt.Errorf("no source: pass --source or set %s", sourceURLEnv)
 	}
+	return nil
 }
 
 func newImportsPreflightCmd(o *clientOpts) *cobra.Command {
-	var source func() (string, error)
-	var src string
+	var src sourceURL
 	return newAPICmd(o, apiCmd[api.PreflightResponse]{
 		Use:   "preflight PROJECT_ID",
 		Short: "Connect to a source and report what importing or following it would meet (exit 1 when a check fails)",
 		Args:  cobra.ExactArgs(1), JSON: true,
-		Flags: func(f *pflag.FlagSet) { source = sourceFlag(f) },
-		Validate: func(*call) (err error) {
-			src, err = source()
-			return err
-		},
+		Flags: src.bind, Validate: src.resolve,
 		Method: http.MethodPost,
 		Path:   func(x *call) string { return importsPath(x.args[0]) + "/preflight" },
-		Body:   func(*call) any { return api.PreflightRequest{SourceURL: src} },
+		Body:   func(*call) any { return api.PreflightRequest{SourceURL: src.url} },
 		Need:   func(r *api.PreflightResponse) string { return missing(r.Preflight == nil, "preflight") },
 		Print:  func(x *call, r *api.PreflightResponse) error { return printPreflight(x.out(), r.Preflight) },
 		Exit: func(_ *call, r *api.PreflightResponse) error {
@@ -186,39 +184,10 @@ func printPreflight(w io.Writer, pf *api.Preflight) error {
 	return err
 }
 
-// requireConfirm refuses an overwriting command without --confirm, before any request.
-func requireConfirm(confirm bool, what string) error {
-	if !confirm {
-		return fmt.Errorf("%s; pass --confirm", what)
-	}
-	return nil
-}
-
-// importJobCmd is a POST to one of a project's import paths (suffix) that starts a job; confirm: the
-// command needs --confirm (its help confirmHelp), or it is refused with warning before any request.
-func importJobCmd(o *clientOpts, s apiCmd[api.JobResponse], suffix, what, confirmHelp, warning string, flags func(*pflag.FlagSet)) *cobra.Command {
-	var confirm bool
+// importJobCmd is s, a POST to one of a project's import paths (suffix) that starts a job (what says
+// which).
+func importJobCmd(o *clientOpts, s apiCmd[api.JobResponse], suffix, what string) *cobra.Command {
 	s.Args, s.Method = cobra.ExactArgs(1), http.MethodPost
-	s.Flags = func(f *pflag.FlagSet) {
-		if confirmHelp != "" {
-			f.BoolVar(&confirm, "confirm", false, confirmHelp)
-		}
-		if flags != nil {
-			flags(f)
-		}
-	}
-	validate := s.Validate
-	s.Validate = func(x *call) error {
-		if confirmHelp != "" {
-			if err := requireConfirm(confirm, warning); err != nil {
-				return err
-			}
-		}
-		if validate != nil {
-			return validate(x)
-		}
-		return nil
-	}
 	s.Path = func(x *call) string { return importsPath(x.args[0]) + suffix }
 	s.Job = func(r *api.JobResponse) *api.Job { return r.Job }
 	s.Started = func(x *call, _ *api.JobResponse) string { return fmt.Sprintf(what, x.args[0]) }
@@ -226,19 +195,16 @@ func importJobCmd(o *clientOpts, s apiCmd[api.JobResponse], suffix, what, confir
 }
 
 func newImportsFollowCmd(o *clientOpts) *cobra.Command {
-	var source func() (string, error)
-	var src string
+	var src sourceURL
 	return importJobCmd(o, apiCmd[api.JobResponse]{
-		Use:   "follow PROJECT_ID --confirm",
-		Short: "Back up the project, copy the source's schema over it and subscribe to the source's tables",
-		Validate: func(*call) (err error) {
-			src, err = source()
-			return err
-		},
-		Body: func(*call) any { return api.FollowRequest{SourceURL: src, Confirm: true} },
+		Use:         "follow PROJECT_ID --confirm",
+		Short:       "Back up the project, copy the source's schema over it and subscribe to the source's tables",
+		Confirm:     "confirm that the project's database may be overwritten",
+		Unconfirmed: "follow copies the source's schema over the project's database",
+		Flags:       src.bind, Validate: src.resolve,
+		Body: func(*call) any { return api.FollowRequest{SourceURL: src.url, Confirm: true} },
 		Wait: "wait until the subscription exists (the initial copy then runs on)",
-	}, "/follow", "Following the source into project %s", "confirm that the project's database may be overwritten",
-		"follow copies the source's schema over the project's database", func(f *pflag.FlagSet) { source = sourceFlag(f) })
+	}, "/follow", "Following the source into project %s")
 }
 
 func newImportsStatusCmd(o *clientOpts) *cobra.Command {
@@ -301,12 +267,13 @@ func printFollowReport(w io.Writer, r *api.FollowReport) error {
 
 func newImportsCutoverCmd(o *clientOpts) *cobra.Command {
 	return importJobCmd(o, apiCmd[api.JobResponse]{
-		Use:   "cutover PROJECT_ID --confirm",
-		Short: "Wait for zero lag, copy sequence values and stop following (stop writes to the source first)",
-		Body:  func(*call) any { return api.FollowCutoverRequest{Confirm: true} },
-		Wait:  "wait until the cutover is done (or failed)",
-	}, "/follow/cutover", "Cutting project %s over", "confirm the cutover",
-		"after the cutover the project no longer follows the source", nil)
+		Use:         "cutover PROJECT_ID --confirm",
+		Short:       "Wait for zero lag, copy sequence values and stop following (stop writes to the source first)",
+		Confirm:     "confirm the cutover",
+		Unconfirmed: "after the cutover the project no longer follows the source",
+		Body:        func(*call) any { return api.FollowCutoverRequest{Confirm: true} },
+		Wait:        "wait until the cutover is done (or failed)",
+	}, "/follow/cutover", "Cutting project %s over")
 }
 
 func newImportsAbortCmd(o *clientOpts) *cobra.Command {
@@ -331,7 +298,7 @@ func newImportsAbortCmd(o *clientOpts) *cobra.Command {
 			return projectJobStarted(x.c, x.cl, "Restoring the pre-follow backup", &api.Job{ID: res.RestoreJobID,
 				Type: api.JobBackupRestore}, true, x.args[0])
 		},
-	}, "/follow/abort", "Aborting the follow of project %s", "", "", nil)
+	}, "/follow/abort", "Aborting the follow of project %s")
 }
 
 func newImportsUploadCmd(o *clientOpts) *cobra.Command {
@@ -369,17 +336,19 @@ func newImportsUploadCmd(o *clientOpts) *cobra.Command {
 func newImportsRestoreCmd(o *clientOpts) *cobra.Command {
 	var req api.ImportRequest
 	return importJobCmd(o, apiCmd[api.JobResponse]{
-		Use:   "restore PROJECT_ID --confirm [--upload ID]",
-		Short: "Restore an uploaded dump over the project's database (one transaction: a failure changes nothing)",
+		Use:         "restore PROJECT_ID --confirm [--upload ID]",
+		Short:       "Restore an uploaded dump over the project's database (one transaction: a failure changes nothing)",
+		Confirm:     "confirm that the project's database may be overwritten",
+		Unconfirmed: "an import overwrites the project's database",
+		Flags: func(f *pflag.FlagSet) {
+			f.StringVar(&req.UploadID, "upload", "", "the upload to restore (default: the newest uploaded one)")
+		},
 		Body: func(*call) any {
 			req.Confirm = true
 			return &req
 		},
 		Wait: "wait until the restore is done (or failed)",
-	}, "", "Importing into project %s", "confirm that the project's database may be overwritten",
-		"an import overwrites the project's database", func(f *pflag.FlagSet) {
-			f.StringVar(&req.UploadID, "upload", "", "the upload to restore (default: the newest uploaded one)")
-		})
+	}, "", "Importing into project %s")
 }
 
 // transferClient is the API client's transport without its overall timeout: a dump may take long to move;

@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/theappliance/appliance/api"
 )
@@ -112,23 +111,15 @@ func newKVCredentialsCmd(o *clientOpts) *cobra.Command {
 	})
 }
 
-// confirmed is the Validate of a command that needs --confirm.
-func confirmed(confirm *bool, warning string) func(*call) error {
-	return func(*call) error { return requireConfirm(*confirm, warning) }
-}
-
 func newKVRotateCmd(o *clientOpts) *cobra.Command {
-	var confirm bool
 	return newAPICmd(o, apiCmd[api.KVStoreResult]{
 		Use: "rotate-token PROJECT_ID --confirm", Args: cobra.ExactArgs(1), JSON: true,
-		Short: "Mint a new token (printed once); the old one and its connections are cut at once",
-		Flags: func(f *pflag.FlagSet) {
-			f.BoolVar(&confirm, "confirm", false, "confirm that the current token stops working")
-		},
-		Validate: confirmed(&confirm, "the current token stops working at once and its connections are closed"),
-		Method:   http.MethodPost,
-		Path:     func(x *call) string { return kvPath(x.args[0]) + "/rotate-token" },
-		Need:     func(r *api.KVStoreResult) string { return missing(r.KVStore == nil, "store") },
+		Short:       "Mint a new token (printed once); the old one and its connections are cut at once",
+		Confirm:     "confirm that the current token stops working",
+		Unconfirmed: "the current token stops working at once and its connections are closed",
+		Method:      http.MethodPost,
+		Path:        func(x *call) string { return kvPath(x.args[0]) + "/rotate-token" },
+		Need:        func(r *api.KVStoreResult) string { return missing(r.KVStore == nil, "store") },
 		Print: func(x *call, r *api.KVStoreResult) error {
 			fmt.Fprintf(x.c.ErrOrStderr(), "Rotated the token of key-value store %s: the old one no longer works.\n", r.KVStore.ID)
 			printKVToken(x.c, r.KVStore)
@@ -139,16 +130,14 @@ func newKVRotateCmd(o *clientOpts) *cobra.Command {
 
 // kvJobCmd is flush or delete: a confirmed job on the project's store.
 func kvJobCmd(o *clientOpts, use, short, method, suffix, warning, what string) *cobra.Command {
-	var confirm bool
 	return newAPICmd(o, apiCmd[api.JobResponse]{
 		Use: use + " PROJECT_ID --confirm", Short: short, Args: cobra.ExactArgs(1),
-		Flags:    func(f *pflag.FlagSet) { f.BoolVar(&confirm, "confirm", false, "confirm: this has no undo") },
-		Validate: confirmed(&confirm, warning),
-		Method:   method,
-		Path:     func(x *call) string { return kvPath(x.args[0]) + suffix },
-		Job:      func(r *api.JobResponse) *api.Job { return r.Job },
-		Started:  func(x *call, _ *api.JobResponse) string { return what + " the key-value store of " + x.args[0] },
-		Wait:     "wait until the job ends",
+		Confirm: "confirm: this has no undo", Unconfirmed: warning,
+		Method:  method,
+		Path:    func(x *call) string { return kvPath(x.args[0]) + suffix },
+		Job:     func(r *api.JobResponse) *api.Job { return r.Job },
+		Started: func(x *call, _ *api.JobResponse) string { return what + " the key-value store of " + x.args[0] },
+		Wait:    "wait until the job ends",
 	})
 }
 
