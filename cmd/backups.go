@@ -176,8 +176,7 @@ func newRestorePointsCreateCmd(o *clientOpts) *cobra.Command {
 		Need:   func(r *api.RestorePointResponse) string { return missing(r.RestorePoint == nil, "restore point") },
 		Print: func(x *call, r *api.RestorePointResponse) error {
 			rp := r.RestorePoint
-			x.printf("Created restore point %s (%s) at %s.\n", rp.ID, rp.Label, rp.PITRTime.UTC().Format(time.RFC3339Nano))
-			return nil
+			return x.printf("Created restore point %s (%s) at %s.\n", rp.ID, rp.Label, rp.PITRTime.UTC().Format(time.RFC3339Nano))
 		},
 	})
 }
@@ -189,9 +188,6 @@ func newRestorePointsDeleteCmd(o *clientOpts) *cobra.Command {
 		Args:   cobra.ExactArgs(2),
 		Method: http.MethodDelete,
 		Path:   func(x *call) string { return projectPath(x.args[0]) + "/restore-points/" + seg(x.args[1]) },
-		Print: func(x *call, _ *api.DeletedResponse) error {
-			x.printf("Deleted restore point %s.\n", x.args[1])
-			return nil
-		},
+		Print: func(x *call, _ *api.DeletedResponse) error { return x.printf("Deleted restore point %s.\n", x.args[1]) },
 	})
 }

@@ -60,9 +60,8 @@ func newCutoverRequestCmd(o *clientOpts) *cobra.Command {
 		},
 		Need: needCutover,
 		Print: func(x *call, r *api.CutoverRequestResponse) error {
-			x.printf("Cutover request %s is open: an organization admin approves it with appliance cutover approve %s %s\n",
+			return x.printf("Cutover request %s is open: an organization admin approves it with appliance cutover approve %s %s\n",
 				r.CutoverRequest.ID, x.args[0], r.CutoverRequest.ID)
-			return nil
 		},
 	})
 }
@@ -114,8 +113,7 @@ func newCutoverApproveCmd(o *clientOpts) *cobra.Command {
 		},
 		Wait: "wait until the promotion ends",
 		Print: func(x *call, r *api.CutoverJobResponse) error {
-			x.printf("The project's database holds the preview's data; backup %s holds what it had.\n", r.CutoverRequest.PreCutoverBackupID)
-			return nil
+			return x.printf("The project's database holds the preview's data; backup %s holds what it had.\n", r.CutoverRequest.PreCutoverBackupID)
 		},
 	})
 }
@@ -132,9 +130,6 @@ func newCutoverRejectCmd(o *clientOpts) *cobra.Command {
 		Path:   func(x *call) string { return cutoverPath(x.args[0]) + "/" + seg(x.args[1]) + "/reject" },
 		Body:   func(*call) any { return &req },
 		Need:   needCutover,
-		Print: func(x *call, r *api.CutoverRequestResponse) error {
-			x.printf("Cutover request %s is rejected.\n", r.CutoverRequest.ID)
-			return nil
-		},
+		Print: func(x *call, r *api.CutoverRequestResponse) error { return x.printf("Cutover request %s is rejected.\n", r.CutoverRequest.ID) },
 	})
 }

@@ -133,10 +133,7 @@ func newEphemeralDeleteCmd(o *clientOpts) *cobra.Command {
 		Method: http.MethodDelete,
 		Path:   func(x *call) string { return ephemeralPath(x.args[0]) },
 		Need:   func(r *api.JobResponse) string { return missing(r.Job == nil, "job") },
-		Print: func(x *call, r *api.JobResponse) error {
-			x.printf("Destroying ephemeral database %s: job %s.\n", x.args[0], r.Job.ID)
-			return nil
-		},
+		Print: func(x *call, r *api.JobResponse) error { return x.printf("Destroying ephemeral database %s: job %s.\n", x.args[0], r.Job.ID) },
 	}, &token, true))
 }
 
@@ -149,9 +146,8 @@ func newEphemeralClaimCmd(o *clientOpts) *cobra.Command {
 		Path: func(x *call) string { return ephemeralPath(x.args[0]) + "/claim" },
 		Body: func(*call) any { return api.ClaimRequest{ClaimToken: token} },
 		Print: func(x *call, r *api.ClaimResponse) error {
-			x.printf("Claimed %s (%s) into organization %s: it is a project now and is kept until deleted.\n",
+			return x.printf("Claimed %s (%s) into organization %s: it is a project now and is kept until deleted.\n",
 				r.Project.ID, r.Project.Name, r.Project.OrganizationID)
-			return nil
 		},
 	}, &token, false))
 }

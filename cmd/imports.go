@@ -84,8 +84,7 @@ func newExportsDownloadCmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			x.printf("Wrote %s (%s): restore it with pg_restore, or import it with `appliance imports upload`.\n", output, humanBytes(n))
-			return nil
+			return x.printf("Wrote %s (%s): restore it with pg_restore, or import it with `appliance imports upload`.\n", output, humanBytes(n))
 		},
 	})
 }
@@ -326,9 +325,8 @@ func newImportsUploadCmd(o *clientOpts) *cobra.Command {
 			if err := x.cl.transfer(x.c.Context(), http.MethodPut, res.Upload.UploadURL, f, fi.Size(), &up); err != nil {
 				return err
 			}
-			x.printf("Uploaded %s (%s) as %s: restore it with `appliance imports restore %s --confirm`.\n",
+			return x.printf("Uploaded %s (%s) as %s: restore it with `appliance imports restore %s --confirm`.\n",
 				filepath.Base(x.args[1]), humanBytes(fi.Size()), res.Upload.ID, x.args[0])
-			return nil
 		},
 	})
 }

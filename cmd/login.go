@@ -309,9 +309,8 @@ the waiting device only; it is never shown here. The password is read from stand
 			if err := x.cl.do(x.c.Context(), http.MethodPost, base+"/authorize", nil, &res); err != nil {
 				return fmt.Errorf("approve login session %s: %w", sessionID, err)
 			}
-			x.printf("Approved login session %s for organization %s (%s); state: %s.\nThe device receives its API key on its next poll.\n",
+			return x.printf("Approved login session %s for organization %s (%s); state: %s.\nThe device receives its API key on its next poll.\n",
 				res.SessionID, firstNonEmpty(res.OrganizationName, "(unnamed)"), res.OrganizationID, res.State)
-			return nil
 		},
 	})
 }

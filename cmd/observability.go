@@ -134,8 +134,7 @@ pg_stat_statements every 5 minutes). With --query HASH, one statement's totals a
 				}))
 			}
 			if len(r.Queries) == 0 {
-				x.printf("no statements ran in the last %d hours (or none was snapshotted yet: every 5 minutes)\n", hours)
-				return nil
+				return x.printf("no statements ran in the last %d hours (or none was snapshotted yet: every 5 minutes)\n", hours)
 			}
 			return writeTable(x.out(), []string{"HASH", "CALLS", "TOTAL", "MEAN", "ROWS", "QUERY"}, rowsOf(r.Queries, func(q api.TopQuery) []string {
 				return []string{q.QueryHash, strconv.FormatInt(q.Calls, 10), ms(q.TotalExecMS), ms(q.MeanExecMS), strconv.FormatInt(q.Rows, 10), oneLine(q.Query, 80)}

@@ -68,9 +68,8 @@ func newPreviewsCreateCmd(o *clientOpts) *cobra.Command {
 		},
 		Wait: "wait until it accepts connections",
 		Print: func(x *call, r *api.PreviewJobResponse) error {
-			x.printf("Preview %s is active until %s; its URLs: appliance previews connections %s\n",
+			return x.printf("Preview %s is active until %s; its URLs: appliance previews connections %s\n",
 				r.Preview.ID, r.Preview.TTLExpiresAt.UTC().Format(time.RFC3339), r.Preview.ID)
-			return nil
 		},
 	})
 }
@@ -128,8 +127,7 @@ func newPreviewsExtendCmd(o *clientOpts) *cobra.Command {
 		Body:   func(*call) any { return api.ExtendPreviewRequest{TTLHours: ttl} },
 		Need:   func(r *api.PreviewResponse) string { return missing(r.Preview == nil, "preview") },
 		Print: func(x *call, r *api.PreviewResponse) error {
-			x.printf("Preview %s is kept until %s.\n", r.Preview.ID, r.Preview.TTLExpiresAt.UTC().Format(time.RFC3339))
-			return nil
+			return x.printf("Preview %s is kept until %s.\n", r.Preview.ID, r.Preview.TTLExpiresAt.UTC().Format(time.RFC3339))
 		},
 	})
 }

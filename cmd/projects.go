@@ -209,8 +209,7 @@ func newProjectsConnectionsCmd(o *clientOpts) *cobra.Command {
 		Print: func(x *call, r *api.ConnectionsResponse) error {
 			x.printf("%-12s%s\n", "Direct:", r.Connections.DirectURL)
 			x.printf("%-12s%s\n", "Pooled:", r.Connections.PooledURL)
-			x.printf("%-12s%s\n", "Username:", r.Connections.Username)
-			return nil
+			return x.printf("%-12s%s\n", "Username:", r.Connections.Username)
 		},
 	})
 }

@@ -87,10 +87,7 @@ func newUsersSetRoleCmd(o *clientOpts) *cobra.Command {
 		Args: cobra.ExactArgs(2), Org: true, Method: http.MethodPatch,
 		Path: func(x *call) string { return membersPath(x.org) + "/" + seg(x.args[0]) },
 		Body: func(x *call) any { return map[string]any{"role": x.args[1]} },
-		Print: func(x *call, r *api.MemberResponse) error {
-			x.printf("%s (%s) is now %s.\n", r.Member.Email, r.Member.UserID, r.Member.Role)
-			return nil
-		},
+		Print: func(x *call, r *api.MemberResponse) error { return x.printf("%s (%s) is now %s.\n", r.Member.Email, r.Member.UserID, r.Member.Role) },
 	})
 }
 
@@ -100,9 +97,8 @@ func newUsersRemoveCmd(o *clientOpts) *cobra.Command {
 		Short: "Remove a member: their sessions end and the API keys they created here are revoked",
 		Path:  func(x *call) string { return membersPath(x.org) + "/" + seg(x.args[0]) },
 		Print: func(x *call, r *api.RemovedMember) error {
-			x.printf("Removed %s from organization %s; revoked %d API key(s)%s.\n", x.args[0], x.org,
+			return x.printf("Removed %s from organization %s; revoked %d API key(s)%s.\n", x.args[0], x.org,
 				len(r.RevokedAPIKeys), prefixed(": ", strings.Join(r.RevokedAPIKeys, ", ")))
-			return nil
 		},
 	})
 }
@@ -149,8 +145,7 @@ APPLIANCE_NEW_PASSWORD are used, else both are prompted for (without echo) on a 
 		Path:   func(*call) string { return "/v1/auth/password" },
 		Body:   func(*call) any { return map[string]any{"current_password": cur, "new_password": next} },
 		Print: func(x *call, res *api.PasswordChanged) error {
-			x.printf("Changed the password of %s; signed out %d other session(s).\n", email, res.SessionsRevoked)
-			return nil
+			return x.printf("Changed the password of %s; signed out %d other session(s).\n", email, res.SessionsRevoked)
 		},
 	})
 }

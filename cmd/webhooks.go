@@ -147,10 +147,7 @@ func newWebhooksDeleteCmd(o *clientOpts) *cobra.Command {
 		Use: "delete ENDPOINT_ID", Short: "Delete a webhook endpoint and its deliveries", Args: cobra.ExactArgs(1), Org: true,
 		Method: http.MethodDelete, NoAnswer: true,
 		Path: func(x *call) string { return hooksPath(x.org) + "/" + seg(x.args[0]) },
-		Print: func(x *call, _ *struct{}) error {
-			x.printf("Deleted webhook endpoint %s.\n", x.args[0])
-			return nil
-		},
+		Print: func(x *call, _ *struct{}) error { return x.printf("Deleted webhook endpoint %s.\n", x.args[0]) },
 	})
 }
 
@@ -199,8 +196,7 @@ func newWebhooksTestCmd(o *clientOpts) *cobra.Command {
 		Method: http.MethodPost,
 		Path:   func(x *call) string { return hooksPath(x.org) + "/" + seg(x.args[0]) + "/test" },
 		Print: func(x *call, r *api.WebhookDeliveryResult) error {
-			x.printf("Queued test delivery %s; see it with: appliance webhooks deliveries %s\n", r.Delivery.ID, x.args[0])
-			return nil
+			return x.printf("Queued test delivery %s; see it with: appliance webhooks deliveries %s\n", r.Delivery.ID, x.args[0])
 		},
 	})
 }
@@ -213,8 +209,7 @@ func newWebhooksRedeliverCmd(o *clientOpts) *cobra.Command {
 			return hooksPath(x.org) + "/" + seg(x.args[0]) + "/deliveries/" + seg(x.args[1]) + "/redeliver"
 		},
 		Print: func(x *call, r *api.WebhookDeliveryResult) error {
-			x.printf("Queued delivery %s again (attempt %d).\n", r.Delivery.ID, r.Delivery.MaxAttempts)
-			return nil
+			return x.printf("Queued delivery %s again (attempt %d).\n", r.Delivery.ID, r.Delivery.MaxAttempts)
 		},
 	})
 }
