@@ -188,6 +188,6 @@ func newRestorePointsDeleteCmd(o *clientOpts) *cobra.Command {
 		Args:   cobra.ExactArgs(2),
 		Method: http.MethodDelete,
 		Path:   func(x *call) string { return projectPath(x.args[0]) + "/restore-points/" + seg(x.args[1]) },
-		Print: func(x *call, _ *api.DeletedResponse) error { return x.printf("Deleted restore point %s.\n", x.args[1]) },
+		Print:  func(x *call, _ *api.DeletedResponse) error { return x.printf("Deleted restore point %s.\n", x.args[1]) },
 	})
 }

@@ -247,14 +247,40 @@ func newAPICmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 	return cmd
 }
 
-// writeTable prints rows under a header as aligned columns.
+// writeTable prints rows under a header (none when columns is nil: labelled values) as aligned columns,
+// leaving out the rows opt left out.
 func writeTable(w io.Writer, columns []string, rows [][]string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(columns, "\t"))
+	if columns != nil {
+		fmt.Fprintln(tw, strings.Join(columns, "\t"))
+	}
 	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
+		if r != nil {
+			fmt.Fprintln(tw, strings.Join(r, "\t"))
+		}
 	}
 	return tw.Flush()
+}
+
+// printFields prints labelled values, one a line, with format (e.g. "%-12s%s\n": the label, the value),
+// leaving out the rows opt left out.
+func printFields(w io.Writer, format string, rows [][]string) error {
+	for _, r := range rows {
+		if r != nil {
+			if _, err := fmt.Fprintf(w, format, r[0], r[1]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// opt is the row of a labelled value shown only when there is one.
+func opt(label, value string) []string {
+	if value == "" {
+		return nil
+	}
+	return []string{label, value}
 }
 
 // rowsOf maps each item to its table row.

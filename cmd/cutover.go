@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -78,17 +77,11 @@ func newCutoverGetCmd(o *clientOpts) *cobra.Command {
 }
 
 func printCutover(w io.Writer, r *api.CutoverRequest) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "ID\t%s\nPREVIEW\t%s\nSTATUS\t%s\nREQUESTED BY\t%s %s\n", r.ID, r.PreviewDatabaseID, r.Status,
-		r.RequestedByActorKind, r.RequestedByActorID)
-	for _, f := range []struct{ name, v string }{{"NOTE", r.CustomerNote}, {"TICKET", r.ExternalTicketRef},
-		{"ACKNOWLEDGED BY", r.AckByUserID}, {"OPERATOR NOTE", r.OperatorNote}, {"REJECTED", r.RejectedReason},
-		{"BACKUP BEFORE", r.PreCutoverBackupID}, {"PROMOTION JOB", r.PromoteJobID}, {"LAST ERROR", r.LastError}} {
-		if f.v != "" {
-			fmt.Fprintf(tw, "%s\t%s\n", f.name, f.v)
-		}
-	}
-	return tw.Flush()
+	return writeTable(w, nil, [][]string{{"ID", r.ID}, {"PREVIEW", r.PreviewDatabaseID}, {"STATUS", r.Status},
+		{"REQUESTED BY", r.RequestedByActorKind + " " + r.RequestedByActorID}, opt("NOTE", r.CustomerNote),
+		opt("TICKET", r.ExternalTicketRef), opt("ACKNOWLEDGED BY", r.AckByUserID), opt("OPERATOR NOTE", r.OperatorNote),
+		opt("REJECTED", r.RejectedReason), opt("BACKUP BEFORE", r.PreCutoverBackupID), opt("PROMOTION JOB", r.PromoteJobID),
+		opt("LAST ERROR", r.LastError)})
 }
 
 func newCutoverApproveCmd(o *clientOpts) *cobra.Command {
@@ -130,6 +123,8 @@ func newCutoverRejectCmd(o *clientOpts) *cobra.Command {
 		Path:   func(x *call) string { return cutoverPath(x.args[0]) + "/" + seg(x.args[1]) + "/reject" },
 		Body:   func(*call) any { return &req },
 		Need:   needCutover,
-		Print: func(x *call, r *api.CutoverRequestResponse) error { return x.printf("Cutover request %s is rejected.\n", r.CutoverRequest.ID) },
+		Print: func(x *call, r *api.CutoverRequestResponse) error {
+			return x.printf("Cutover request %s is rejected.\n", r.CutoverRequest.ID)
+		},
 	})
 }

@@ -133,7 +133,9 @@ func newEphemeralDeleteCmd(o *clientOpts) *cobra.Command {
 		Method: http.MethodDelete,
 		Path:   func(x *call) string { return ephemeralPath(x.args[0]) },
 		Need:   func(r *api.JobResponse) string { return missing(r.Job == nil, "job") },
-		Print: func(x *call, r *api.JobResponse) error { return x.printf("Destroying ephemeral database %s: job %s.\n", x.args[0], r.Job.ID) },
+		Print: func(x *call, r *api.JobResponse) error {
+			return x.printf("Destroying ephemeral database %s: job %s.\n", x.args[0], r.Job.ID)
+		},
 	}, &token, true))
 }
 

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -84,15 +83,10 @@ func newKVGetCmd(o *clientOpts) *cobra.Command {
 		Use: "get PROJECT_ID", Short: "Show the project's key-value store", Args: cobra.ExactArgs(1), JSON: true,
 		Path: func(x *call) string { return kvPath(x.args[0]) },
 		Print: func(x *call, kv *api.KVStore) error {
-			tw := tabwriter.NewWriter(x.out(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "ID\t%s\nSTATE\t%s\n", kv.ID, kv.State)
-			if kv.LastError != "" {
-				fmt.Fprintf(tw, "LAST ERROR\t%s\n", kv.LastError)
-			}
-			fmt.Fprintf(tw, "MEMORY\t%d MB (%s)\nPERSISTENCE\t%s\nTOKEN\t%s… (shown only at create and rotate-token)\nRESP\t%s\nREST\t%s\nCREATED\t%s\n",
-				kv.MaxmemoryMB, kv.MaxmemoryPolicy, kv.Persistence, kv.TokenPrefix, kv.Credentials.RedisURL, kv.Credentials.RESTURL,
-				kv.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"))
-			return tw.Flush()
+			return writeTable(x.out(), nil, [][]string{{"ID", kv.ID}, {"STATE", kv.State}, opt("LAST ERROR", kv.LastError),
+				{"MEMORY", fmt.Sprintf("%d MB (%s)", kv.MaxmemoryMB, kv.MaxmemoryPolicy)}, {"PERSISTENCE", kv.Persistence},
+				{"TOKEN", kv.TokenPrefix + "… (shown only at create and rotate-token)"}, {"RESP", kv.Credentials.RedisURL},
+				{"REST", kv.Credentials.RESTURL}, {"CREATED", kv.CreatedAt.UTC().Format("2006-01-02T15:04:05Z")}})
 		},
 	})
 }
@@ -103,10 +97,9 @@ func newKVCredentialsCmd(o *clientOpts) *cobra.Command {
 		Short: "Show how to connect (the token itself is shown only at create and rotate-token)",
 		Path:  func(x *call) string { return kvPath(x.args[0]) + "/credentials" },
 		Print: func(x *call, cr *api.KVCredentials) error {
-			tw := tabwriter.NewWriter(x.out(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "redis_host\t%s\nredis_port\t%d\nredis_url\t%s\nrest_url\t%s\ntoken\tnot shown: only its hash is kept (appliance kv rotate-token %s mints a new one)\n",
-				cr.RedisHost, cr.RedisPort, cr.RedisURL, cr.RESTURL, x.args[0])
-			return tw.Flush()
+			return writeTable(x.out(), nil, [][]string{{"redis_host", cr.RedisHost}, {"redis_port", strconv.Itoa(cr.RedisPort)},
+				{"redis_url", cr.RedisURL}, {"rest_url", cr.RESTURL},
+				{"token", "not shown: only its hash is kept (appliance kv rotate-token " + x.args[0] + " mints a new one)"}})
 		},
 	})
 }

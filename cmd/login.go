@@ -283,16 +283,14 @@ the waiting device only; it is never shown here. The password is read from stand
 				keyExp = det.KeyExpiresAt.Local().Format(time.RFC3339)
 			}
 			x.printf("Device login %s\n", det.SessionID)
-			for _, kv := range [][2]string{
+			printFields(x.out(), "  %-15s%s\n", [][]string{
 				{"device:", firstNonEmpty(det.DeviceName, "(unnamed)")},
 				{"key name:", det.KeyName},
 				{"scopes:", strings.Join(det.Scopes, ", ")},
 				{"key expires:", keyExp},
 				{"login expires:", det.ExpiresAt.Local().Format(time.RFC3339)},
 				{"state:", det.State},
-			} {
-				x.printf("  %-15s%s\n", kv[0], kv[1])
-			}
+			})
 			if det.State != "pending" {
 				return fmt.Errorf("login session %s is %s; only a pending login can be approved", sessionID, det.State)
 			}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -85,13 +84,9 @@ func newPreviewsGetCmd(o *clientOpts) *cobra.Command {
 				return fmt.Errorf("project %s has no preview %s", x.args[0], x.args[1])
 			}
 			p := l.PreviewDatabases[i]
-			tw := tabwriter.NewWriter(x.out(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "ID\t%s\nNAME\t%s\nMODE\t%s (%s)\nSTATE\t%s\nDATABASE\t%s\nEXPIRES\t%s\n", p.ID, p.Name, p.Mode, p.SourceKind,
-				p.State, p.DatabaseName, p.TTLExpiresAt.UTC().Format(time.RFC3339))
-			if p.LastError != "" {
-				fmt.Fprintf(tw, "LAST ERROR\t%s\n", p.LastError)
-			}
-			return tw.Flush()
+			return writeTable(x.out(), nil, [][]string{{"ID", p.ID}, {"NAME", p.Name}, {"MODE", p.Mode + " (" + p.SourceKind + ")"},
+				{"STATE", p.State}, {"DATABASE", p.DatabaseName}, {"EXPIRES", p.TTLExpiresAt.UTC().Format(time.RFC3339)},
+				opt("LAST ERROR", p.LastError)})
 		},
 	})
 }

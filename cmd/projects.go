@@ -52,18 +52,15 @@ func newProjectsListCmd(o *clientOpts) *cobra.Command {
 func newProjectsGetCmd(o *clientOpts) *cobra.Command {
 	return newAPICmd(o, apiCmd[api.ProjectResponse]{
 		Use: "get PROJECT_ID", Short: "Show a project", Args: cobra.ExactArgs(1), JSON: true,
-		Path: func(x *call) string { return projectPath(x.args[0]) },
-		Need: func(r *api.ProjectResponse) string { return missing(r.Project == nil, "project") },
-		Print: func(x *call, r *api.ProjectResponse) error {
-			printProject(x.out(), r.Project)
-			return nil
-		},
+		Path:  func(x *call) string { return projectPath(x.args[0]) },
+		Need:  func(r *api.ProjectResponse) string { return missing(r.Project == nil, "project") },
+		Print: func(x *call, r *api.ProjectResponse) error { return printProject(x.out(), r.Project) },
 	})
 }
 
 // printProject prints a project as an aligned block of labelled rows.
-func printProject(w io.Writer, p *api.Project) {
-	rows := [][2]string{
+func printProject(w io.Writer, p *api.Project) error {
+	return printFields(w, "%-19s%s\n", [][]string{
 		{"ID:", p.ID},
 		{"Name:", p.Name + " (slug " + p.Slug + ")"},
 		{"Organization:", p.OrganizationID},
@@ -75,22 +72,13 @@ func printProject(w io.Writer, p *api.Project) {
 		{"Host:", fmt.Sprintf("%s (direct port %d, pooled port %d)", p.PublicHost, p.DirectPort, p.PooledPort)},
 		{"Database:", p.DatabaseName},
 		{"Role:", p.RoleName},
-	}
-	if p.StatementTimeout != "" {
-		rows = append(rows, [2]string{"Statement timeout:", p.StatementTimeout})
-	}
-	if p.IdleTransactionTimeout != "" {
-		rows = append(rows, [2]string{"Idle tx timeout:", p.IdleTransactionTimeout})
-	}
-	rows = append(rows, [2]string{"Latest job:", firstNonEmpty(p.LatestJobID, "-")})
-	if p.LastError != "" {
-		rows = append(rows, [2]string{"Last error:", p.LastError})
-	}
-	rows = append(rows, [2]string{"Created:", p.CreatedAt.UTC().Format(time.RFC3339)},
-		[2]string{"Updated:", p.UpdatedAt.UTC().Format(time.RFC3339)})
-	for _, r := range rows {
-		fmt.Fprintf(w, "%-19s%s\n", r[0], r[1])
-	}
+		opt("Statement timeout:", p.StatementTimeout),
+		opt("Idle tx timeout:", p.IdleTransactionTimeout),
+		{"Latest job:", firstNonEmpty(p.LatestJobID, "-")},
+		opt("Last error:", p.LastError),
+		{"Created:", p.CreatedAt.UTC().Format(time.RFC3339)},
+		{"Updated:", p.UpdatedAt.UTC().Format(time.RFC3339)},
+	})
 }
 
 func newProjectsCreateCmd(o *clientOpts) *cobra.Command {
@@ -207,9 +195,8 @@ func newProjectsConnectionsCmd(o *clientOpts) *cobra.Command {
 		Short: "Print a project's connection URLs (they hold the current password)",
 		Path:  func(x *call) string { return projectPath(x.args[0]) + "/connections" },
 		Print: func(x *call, r *api.ConnectionsResponse) error {
-			x.printf("%-12s%s\n", "Direct:", r.Connections.DirectURL)
-			x.printf("%-12s%s\n", "Pooled:", r.Connections.PooledURL)
-			return x.printf("%-12s%s\n", "Username:", r.Connections.Username)
+			c := r.Connections
+			return printFields(x.out(), "%-12s%s\n", [][]string{{"Direct:", c.DirectURL}, {"Pooled:", c.PooledURL}, {"Username:", c.Username}})
 		},
 	})
 }

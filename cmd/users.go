@@ -87,7 +87,9 @@ func newUsersSetRoleCmd(o *clientOpts) *cobra.Command {
 		Args: cobra.ExactArgs(2), Org: true, Method: http.MethodPatch,
 		Path: func(x *call) string { return membersPath(x.org) + "/" + seg(x.args[0]) },
 		Body: func(x *call) any { return map[string]any{"role": x.args[1]} },
-		Print: func(x *call, r *api.MemberResponse) error { return x.printf("%s (%s) is now %s.\n", r.Member.Email, r.Member.UserID, r.Member.Role) },
+		Print: func(x *call, r *api.MemberResponse) error {
+			return x.printf("%s (%s) is now %s.\n", r.Member.Email, r.Member.UserID, r.Member.Role)
+		},
 	})
 }
 

@@ -146,7 +146,7 @@ func newWebhooksDeleteCmd(o *clientOpts) *cobra.Command {
 	return newAPICmd(o, apiCmd[struct{}]{
 		Use: "delete ENDPOINT_ID", Short: "Delete a webhook endpoint and its deliveries", Args: cobra.ExactArgs(1), Org: true,
 		Method: http.MethodDelete, NoAnswer: true,
-		Path: func(x *call) string { return hooksPath(x.org) + "/" + seg(x.args[0]) },
+		Path:  func(x *call) string { return hooksPath(x.org) + "/" + seg(x.args[0]) },
 		Print: func(x *call, _ *struct{}) error { return x.printf("Deleted webhook endpoint %s.\n", x.args[0]) },
 	})
 }

@@ -15,35 +15,27 @@ func newWhoamiCmd(o *clientOpts) *cobra.Command {
 		Path: func(*call) string { return "/v1/me" },
 		Print: func(x *call, me *meResponse) error {
 			p := me.Principal
-			rows := [][2]string{{"API:", x.cl.base}}
 			src := p.AuthSource
 			if p.APIKeyID != "" {
 				src += " (" + p.APIKeyID + ")"
 			}
-			rows = append(rows, [2]string{"Auth source:", src})
+			org := "(none: platform administrator)"
 			switch {
 			case me.Organization != nil:
-				rows = append(rows, [2]string{"Organization:", fmt.Sprintf("%s (%s)", me.Organization.Name, me.Organization.ID)})
+				org = fmt.Sprintf("%s (%s)", me.Organization.Name, me.Organization.ID)
 			case p.OrganizationID != "":
-				rows = append(rows, [2]string{"Organization:", p.OrganizationID})
-			default:
-				rows = append(rows, [2]string{"Organization:", "(none: platform administrator)"})
+				org = p.OrganizationID
 			}
-			rows = append(rows, [2]string{"User:", firstNonEmpty(p.UserID, "-")})
-			if p.IDPOrganizationRole != "" {
-				rows = append(rows, [2]string{"Role:", p.IDPOrganizationRole})
-			}
+			admin, project := "", ""
 			if p.IsAdmin {
-				rows = append(rows, [2]string{"Platform admin:", "yes"})
+				admin = "yes"
 			}
-			rows = append(rows, [2]string{"Scopes:", firstNonEmpty(strings.Join(p.Scopes, ", "), "(none)")})
 			if p.ProjectID != "" {
-				rows = append(rows, [2]string{"Project:", p.ProjectID + " (this key is restricted to it)"})
+				project = p.ProjectID + " (this key is restricted to it)"
 			}
-			for _, r := range rows {
-				x.printf("%-16s%s\n", r[0], r[1])
-			}
-			return nil
+			return printFields(x.out(), "%-16s%s\n", [][]string{{"API:", x.cl.base}, {"Auth source:", src}, {"Organization:", org},
+				{"User:", firstNonEmpty(p.UserID, "-")}, opt("Role:", p.IDPOrganizationRole), opt("Platform admin:", admin),
+				{"Scopes:", firstNonEmpty(strings.Join(p.Scopes, ", "), "(none)")}, opt("Project:", project)})
 		},
 	})
 }
