@@ -1,9 +1,11 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -304,4 +306,28 @@ func missing(absent bool, what string) string {
 // project's state once the job has ended.
 func printProjectStateAfter[Res any](x *call, _ *Res) error {
 	return printProjectState(x.c, x.cl, x.args[0])
+}
+
+// envFlag is a string flag that falls back to an environment variable, so that a secret (or a URL holding
+// one) need not stand on a command line, which other local users can read.
+type envFlag struct {
+	name, env, usage string
+	required         string // the error when neither holds a value ("": the flag is optional)
+	flag, value      string
+}
+
+func (e *envFlag) bind(f *pflag.FlagSet) { f.StringVar(&e.flag, e.name, "", e.usage) }
+
+// resolve is the Validate of a command that uses the value: the flag's, else the environment's.
+func (e *envFlag) resolve(*call) error {
+	if e.value = firstNonEmpty(e.flag, os.Getenv(e.env)); e.value == "" && e.required != "" {
+		return errors.New(e.required)
+	}
+	return nil
+}
+
+// emailFlag is --email of the commands that sign in as a person.
+func emailFlag() *envFlag {
+	return &envFlag{name: "email", env: "APPLIANCE_EMAIL", usage: "your email address (APPLIANCE_EMAIL)",
+		required: "--email is required (or set APPLIANCE_EMAIL)"}
 }

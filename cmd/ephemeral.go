@@ -1,10 +1,8 @@
 package cmd
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -22,14 +20,6 @@ func newEphemeralCmd(o *clientOpts) *cobra.Command {
 }
 
 func ephemeralPath(id string) string { return "/v1/ephemeral-databases/" + seg(id) }
-
-// claimToken is --token, else APPLIANCE_CLAIM_TOKEN.
-func claimToken(flag string) (string, error) {
-	if t := firstNonEmpty(flag, os.Getenv("APPLIANCE_CLAIM_TOKEN")); t != "" {
-		return t, nil
-	}
-	return "", errors.New("the claim token is required: --token eph_... or APPLIANCE_CLAIM_TOKEN (ephemeral create printed it)")
-}
 
 // needEphemeral is the Need of an answer holding an ephemeral database.
 func needEphemeral(db *api.EphemeralDatabase) string {
@@ -91,17 +81,14 @@ func newEphemeralCreateCmd(o *clientOpts) *cobra.Command {
 // claimTokenCmd is the description of a command that sends an ephemeral database's claim token
 // (--token or APPLIANCE_CLAIM_TOKEN); with header it goes in X-Service-Claim-Token, with an anonymous
 // client. token is where the command finds it.
-func claimTokenCmd[Res any](s apiCmd[Res], token *string, header bool) apiCmd[Res] {
-	var flag string
-	s.Flags = func(f *pflag.FlagSet) { f.StringVar(&flag, "token", "", "the claim token (APPLIANCE_CLAIM_TOKEN)") }
-	s.Validate = func(*call) (err error) {
-		*token, err = claimToken(flag)
-		return err
-	}
+func claimTokenCmd[Res any](s apiCmd[Res], token *envFlag, header bool) apiCmd[Res] {
+	*token = envFlag{name: "token", env: "APPLIANCE_CLAIM_TOKEN", usage: "the claim token (APPLIANCE_CLAIM_TOKEN)",
+		required: "the claim token is required: --token eph_... or APPLIANCE_CLAIM_TOKEN (ephemeral create printed it)"}
+	s.Flags, s.Validate = token.bind, token.resolve
 	if header {
 		s.Anonymous = true
 		s.Prepare = func(x *call) error {
-			x.cl = x.cl.withHeader("X-Service-Claim-Token", *token)
+			x.cl = x.cl.withHeader("X-Service-Claim-Token", token.value)
 			return nil
 		}
 	}
@@ -109,7 +96,7 @@ func claimTokenCmd[Res any](s apiCmd[Res], token *string, header bool) apiCmd[Re
 }
 
 func newEphemeralGetCmd(o *clientOpts) *cobra.Command {
-	var token string
+	var token envFlag
 	return newAPICmd(o, claimTokenCmd(apiCmd[api.EphemeralResponse]{
 		Use: "get PROJECT_ID", Short: "Show an ephemeral database and its connection string (with its claim token)",
 		Args: cobra.ExactArgs(1), JSON: true,
@@ -127,7 +114,7 @@ func newEphemeralGetCmd(o *clientOpts) *cobra.Command {
 }
 
 func newEphemeralDeleteCmd(o *clientOpts) *cobra.Command {
-	var token string
+	var token envFlag
 	return newAPICmd(o, claimTokenCmd(apiCmd[api.JobResponse]{
 		Use: "delete PROJECT_ID", Short: "Destroy an ephemeral database now (with its claim token)", Args: cobra.ExactArgs(1),
 		Method: http.MethodDelete,
@@ -140,13 +127,13 @@ func newEphemeralDeleteCmd(o *clientOpts) *cobra.Command {
 }
 
 func newEphemeralClaimCmd(o *clientOpts) *cobra.Command {
-	var token string
+	var token envFlag
 	return newAPICmd(o, claimTokenCmd(apiCmd[api.ClaimResponse]{
 		Use:   "claim PROJECT_ID",
 		Short: "Move an ephemeral database into your organization as a normal project (its data and URLs stay)",
 		Args:  cobra.ExactArgs(1), Method: http.MethodPost,
 		Path: func(x *call) string { return ephemeralPath(x.args[0]) + "/claim" },
-		Body: func(*call) any { return api.ClaimRequest{ClaimToken: token} },
+		Body: func(*call) any { return api.ClaimRequest{ClaimToken: token.value} },
 		Print: func(x *call, r *api.ClaimResponse) error {
 			return x.printf("Claimed %s (%s) into organization %s: it is a project now and is kept until deleted.\n",
 				r.Project.ID, r.Project.Name, r.Project.OrganizationID)

@@ -113,23 +113,14 @@ The source URL comes from --source or, better (a command line is visible to othe
 
 func importsPath(projectID string) string { return projectPath(projectID) + "/imports" }
 
-// sourceURL is --source, else the environment's source URL.
-type sourceURL struct{ flag, url string }
-
-func (s *sourceURL) bind(f *pflag.FlagSet) {
-	f.StringVar(&s.flag, "source", "", "source database URL (default $"+sourceURLEnv+")")
-}
-
-// resolve is the Validate of a command that needs the source.
-func (s *sourceURL) resolve(*call) error {
-	if s.url = firstNonEmpty(s.flag, os.Getenv(sourceURLEnv)); s.url == "" {
-		return fmt.Errorf("no source: pass --source or set %s", sourceURLEnv)
-	}
-	return nil
+// sourceFlag is --source, else $APPLIANCE_SOURCE_URL.
+func sourceFlag() *envFlag {
+	return &envFlag{name: "source", env: sourceURLEnv, usage: "source database URL (default $" + sourceURLEnv + ")",
+		required: "no source: pass --source or set " + sourceURLEnv}
 }
 
 func newImportsPreflightCmd(o *clientOpts) *cobra.Command {
-	var src sourceURL
+	src := sourceFlag()
 	return newAPICmd(o, apiCmd[api.PreflightResponse]{
 		Use:   "preflight PROJECT_ID",
 		Short: "Connect to a source and report what importing or following it would meet (exit 1 when a check fails)",
@@ -137,7 +128,7 @@ func newImportsPreflightCmd(o *clientOpts) *cobra.Command {
 		Flags: src.bind, Validate: src.resolve,
 		Method: http.MethodPost,
 		Path:   func(x *call) string { return importsPath(x.args[0]) + "/preflight" },
-		Body:   func(*call) any { return api.PreflightRequest{SourceURL: src.url} },
+		Body:   func(*call) any { return api.PreflightRequest{SourceURL: src.value} },
 		Need:   func(r *api.PreflightResponse) string { return missing(r.Preflight == nil, "preflight") },
 		Print:  func(x *call, r *api.PreflightResponse) error { return printPreflight(x.out(), r.Preflight) },
 		Exit: func(_ *call, r *api.PreflightResponse) error {
@@ -194,14 +185,14 @@ func importJobCmd(o *clientOpts, s apiCmd[api.JobResponse], suffix, what string)
 }
 
 func newImportsFollowCmd(o *clientOpts) *cobra.Command {
-	var src sourceURL
+	src := sourceFlag()
 	return importJobCmd(o, apiCmd[api.JobResponse]{
 		Use:         "follow PROJECT_ID --confirm",
 		Short:       "Back up the project, copy the source's schema over it and subscribe to the source's tables",
 		Confirm:     "confirm that the project's database may be overwritten",
 		Unconfirmed: "follow copies the source's schema over the project's database",
 		Flags:       src.bind, Validate: src.resolve,
-		Body: func(*call) any { return api.FollowRequest{SourceURL: src.url, Confirm: true} },
+		Body: func(*call) any { return api.FollowRequest{SourceURL: src.value, Confirm: true} },
 		Wait: "wait until the subscription exists (the initial copy then runs on)",
 	}, "/follow", "Following the source into project %s")
 }

@@ -147,37 +147,40 @@ func newKVDeleteCmd(o *clientOpts) *cobra.Command {
 // newKVCLICmd runs redis-cli against the store's RESP front with TLS verified against the CA the CLI
 // trusts; the token goes to redis-cli through REDISCLI_AUTH, never on its command line.
 func newKVCLICmd(o *clientOpts) *cobra.Command {
-	var token string
-	cmd := &cobra.Command{
+	var (
+		token = envFlag{name: "token", env: "APPLIANCE_KV_TOKEN", usage: "the store's token (APPLIANCE_KV_TOKEN)",
+			required: "the store's token is required: --token kv_... or APPLIANCE_KV_TOKEN (it was printed by kv create or kv rotate-token)"}
+		prog, caCert string
+	)
+	return newAPICmd(o, apiCmd[api.KVCredentials]{
 		Use:   "cli PROJECT_ID [-- REDIS_CLI_ARGS...]",
 		Short: "Open redis-cli on the store (TLS verified; the token from --token or APPLIANCE_KV_TOKEN)",
 		Example: `  APPLIANCE_KV_TOKEN=kv_... appliance kv cli prj_...
   appliance kv cli prj_... --token kv_... -- GET greeting`,
-		Args: cobra.MinimumNArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			token = firstNonEmpty(token, os.Getenv("APPLIANCE_KV_TOKEN"))
-			if token == "" {
-				return errors.New("the store's token is required: --token kv_... or APPLIANCE_KV_TOKEN (it was printed by kv create or kv rotate-token)")
+		Args:  cobra.MinimumNArgs(1),
+		Flags: token.bind,
+		Validate: func(x *call) (err error) {
+			if err := token.resolve(x); err != nil {
+				return err
 			}
-			prog, err := exec.LookPath("redis-cli")
-			if err != nil {
+			if prog, err = exec.LookPath("redis-cli"); err != nil {
 				return errors.New("redis-cli is not installed (Debian package redis-tools)")
 			}
+			return nil
+		},
+		Client: func(*call) (*apiClient, error) {
 			cn, err := o.resolve()
 			if err != nil {
-				return err
+				return nil, err
 			}
-			cl, err := cn.client()
-			if err != nil {
-				return err
-			}
-			var cr api.KVCredentials
-			if err := cl.do(c.Context(), http.MethodGet, kvPath(args[0])+"/credentials", nil, &cr); err != nil {
-				return err
-			}
+			caCert = cn.caCert
+			return cn.client()
+		},
+		Path: func(x *call) string { return kvPath(x.args[0]) + "/credentials" },
+		Print: func(x *call, cr *api.KVCredentials) error {
 			cliArgs := []string{"--tls", "-h", cr.RedisHost, "-p", strconv.Itoa(cr.RedisPort)}
-			if cn.caCert != "" {
-				caFile := cn.caCert
+			if caCert != "" {
+				caFile := caCert
 				if strings.Contains(caFile, "-----BEGIN") { // inline PEM: redis-cli needs a file
 					f, err := os.CreateTemp("", "appliance-ca-*.crt")
 					if err != nil {
@@ -192,12 +195,10 @@ func newKVCLICmd(o *clientOpts) *cobra.Command {
 				}
 				cliArgs = append(cliArgs, "--cacert", caFile)
 			}
-			run := exec.CommandContext(c.Context(), prog, append(cliArgs, args[1:]...)...)
-			run.Env = append(os.Environ(), "REDISCLI_AUTH="+token)
-			run.Stdin, run.Stdout, run.Stderr = c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr()
+			run := exec.CommandContext(x.c.Context(), prog, append(cliArgs, x.args[1:]...)...)
+			run.Env = append(os.Environ(), "REDISCLI_AUTH="+token.value)
+			run.Stdin, run.Stdout, run.Stderr = x.c.InOrStdin(), x.out(), x.c.ErrOrStderr()
 			return run.Run()
 		},
-	}
-	cmd.Flags().StringVar(&token, "token", "", "the store's token (APPLIANCE_KV_TOKEN)")
-	return cmd
+	})
 }

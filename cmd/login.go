@@ -233,10 +233,10 @@ func clearPending(cfg *cliConfig, p *pendingLogin) {
 
 func newLoginApproveCmd(o *clientOpts) *cobra.Command {
 	var (
-		email, org    string
-		passwordStdin bool
-		yes           bool
-		base          string // the login session's path
+		email              = emailFlag()
+		org                string
+		passwordStdin, yes bool
+		base               string // the login session's path
 	)
 	return newAPICmd(o, apiCmd[loginDetails]{
 		Use:   "approve SESSION_ID",
@@ -248,27 +248,22 @@ the waiting device only; it is never shown here. The password is read from stand
   printf '%s\n' "$PASSWORD" | appliance login approve cli_0123... --email you@example.com --password-stdin`,
 		Args: cobra.ExactArgs(1),
 		Flags: func(f *pflag.FlagSet) {
-			f.StringVar(&email, "email", "", "your email address (APPLIANCE_EMAIL)")
+			email.bind(f)
 			f.StringVar(&org, "org", "", "organization to approve the login in (default: your first membership)")
 			f.BoolVar(&passwordStdin, "password-stdin", false, "read the password from standard input")
 			f.BoolVar(&yes, "yes", false, "approve without asking (asked only on a terminal)")
 		},
-		Validate: func(*call) error {
-			if email = firstNonEmpty(email, os.Getenv("APPLIANCE_EMAIL")); email == "" {
-				return errors.New("--email is required (or set APPLIANCE_EMAIL)")
-			}
-			return nil
-		},
+		Validate: email.resolve,
 		Client: func(x *call) (*apiClient, error) {
 			cl, err := o.anonymousClient()
 			if err != nil {
 				return nil, err
 			}
-			password, err := readPassword(x.c, passwordStdin, email)
+			password, err := readPassword(x.c, passwordStdin, email.value)
 			if err != nil {
 				return nil, err
 			}
-			return signIn(x.c, cl, email, password, org)
+			return signIn(x.c, cl, email.value, password, org)
 		},
 		Path: func(x *call) string {
 			base = "/v1/cli/login/sessions/" + seg(x.args[0])

@@ -114,8 +114,9 @@ func prefixed(prefix, s string) string {
 
 func newUsersPasswordCmd(o *clientOpts) *cobra.Command {
 	var (
-		email, cur, next string
-		passwordStdin    bool
+		email         = emailFlag()
+		cur, next     string
+		passwordStdin bool
 	)
 	return newAPICmd(o, apiCmd[api.PasswordChanged]{
 		Use:   "password",
@@ -126,14 +127,14 @@ APPLIANCE_NEW_PASSWORD are used, else both are prompted for (without echo) on a 
 		Example: `  appliance users password --email you@example.com
   printf '%s\n%s\n' "$OLD" "$NEW" | appliance users password --email you@example.com --password-stdin`,
 		Flags: func(f *pflag.FlagSet) {
-			f.StringVar(&email, "email", "", "your email address (APPLIANCE_EMAIL)")
+			email.bind(f)
 			f.BoolVar(&passwordStdin, "password-stdin", false, "read the current and the new password, one per line, from standard input")
 		},
 		Validate: func(x *call) (err error) {
-			if email = firstNonEmpty(email, os.Getenv("APPLIANCE_EMAIL")); email == "" {
-				return errors.New("--email is required (or set APPLIANCE_EMAIL)")
+			if err := email.resolve(x); err != nil {
+				return err
 			}
-			cur, next, err = readPasswordChange(x.c, passwordStdin, email)
+			cur, next, err = readPasswordChange(x.c, passwordStdin, email.value)
 			return err
 		},
 		Client: func(x *call) (*apiClient, error) {
@@ -141,45 +142,39 @@ APPLIANCE_NEW_PASSWORD are used, else both are prompted for (without echo) on a 
 			if err != nil {
 				return nil, err
 			}
-			return signIn(x.c, cl, email, cur, "")
+			return signIn(x.c, cl, email.value, cur, "")
 		},
 		Method: http.MethodPost,
 		Path:   func(*call) string { return "/v1/auth/password" },
 		Body:   func(*call) any { return map[string]any{"current_password": cur, "new_password": next} },
 		Print: func(x *call, res *api.PasswordChanged) error {
-			return x.printf("Changed the password of %s; signed out %d other session(s).\n", email, res.SessionsRevoked)
+			return x.printf("Changed the password of %s; signed out %d other session(s).\n", email.value, res.SessionsRevoked)
 		},
 	})
-}
-
-// signedIn signs email in with the password from stdin, APPLIANCE_PASSWORD or a prompt.
-func signedIn(c *cobra.Command, o *clientOpts, email string, passwordStdin bool) (*apiClient, error) {
-	email = firstNonEmpty(email, os.Getenv("APPLIANCE_EMAIL"))
-	if email == "" {
-		return nil, errors.New("--email is required (or set APPLIANCE_EMAIL)")
-	}
-	password, err := readPassword(c, passwordStdin, email)
-	if err != nil {
-		return nil, err
-	}
-	cl, err := o.anonymousClient()
-	if err != nil {
-		return nil, err
-	}
-	return signIn(c, cl, email, password, "")
 }
 
 // signedInCmd is s signing in as the user (--email, --password-stdin) instead of using the API key.
 func signedInCmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 	var (
-		email         string
+		email         = emailFlag()
 		passwordStdin bool
 	)
 	s.Flags = func(f *pflag.FlagSet) {
-		f.StringVar(&email, "email", "", "your email address (APPLIANCE_EMAIL)")
+		email.bind(f)
 		f.BoolVar(&passwordStdin, "password-stdin", false, "read your password from standard input")
 	}
-	s.Client = func(x *call) (*apiClient, error) { return signedIn(x.c, o, email, passwordStdin) }
+	s.Validate = email.resolve
+	s.Client = func(x *call) (*apiClient, error) {
+		password, err := readPassword(x.c, passwordStdin, email.value)
+		if err != nil {
+			return nil, err
+		}
+		cl, err := o.anonymousClient()
+		if err != nil {
+			return nil, err
+		}
+		return signIn(x.c, cl, email.value, password, "")
+	}
 	return newAPICmd(o, s)
 }
 

@@ -32,7 +32,8 @@ func newWebhooksCmd(o *clientOpts) *cobra.Command {
 // newWebhooksListenCmd is a receiver for trying webhooks out: it verifies each delivery's signature with
 // the endpoint's secret, prints it, and answers 204 (401 when the signature does not verify).
 func newWebhooksListenCmd() *cobra.Command {
-	var addr, secret string
+	var addr string
+	secret := envFlag{name: "secret", env: "APPLIANCE_WEBHOOK_SECRET", usage: "the endpoint's signing secret (APPLIANCE_WEBHOOK_SECRET)"}
 	cmd := &cobra.Command{
 		Use:   "listen",
 		Short: "Receive deliveries on this machine: verify each signature, print it, answer 204",
@@ -43,10 +44,8 @@ reaches a receiver on this machine only when the operator allows it: appliance u
 		Example: `  appliance webhooks listen --listen 127.0.0.1:9000 --secret whsec_...`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if secret == "" {
-				secret = os.Getenv("APPLIANCE_WEBHOOK_SECRET")
-			}
-			if !strings.HasPrefix(secret, webhook.SecretPrefix) {
+			secret.resolve(nil)
+			if !strings.HasPrefix(secret.value, webhook.SecretPrefix) {
 				return errors.New("--secret whsec_... is required (the secret printed by webhooks create or rotate-secret)")
 			}
 			ln, err := net.Listen("tcp", addr)
@@ -63,7 +62,7 @@ reaches a receiver on this machine only when the operator allows it: appliance u
 				}
 				mu.Lock()
 				defer mu.Unlock()
-				if err := webhook.Verify(secret, r.Header, body, time.Now(), 5*time.Minute); err != nil {
+				if err := webhook.Verify(secret.value, r.Header, body, time.Now(), 5*time.Minute); err != nil {
 					fmt.Fprintf(out, "REFUSED %s %s: %v\n", r.Header.Get("webhook-id"), r.URL.Path, err)
 					http.Error(w, err.Error(), http.StatusUnauthorized)
 					return
@@ -85,7 +84,7 @@ reaches a receiver on this machine only when the operator allows it: appliance u
 		},
 	}
 	cmd.Flags().StringVar(&addr, "listen", "127.0.0.1:9000", "address to receive on")
-	cmd.Flags().StringVar(&secret, "secret", "", "the endpoint's signing secret (APPLIANCE_WEBHOOK_SECRET)")
+	secret.bind(cmd.Flags())
 	return cmd
 }
 
