@@ -168,3 +168,158 @@ func TestCLIPreviewsCreateMalformedAnswer(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestAPICmdModes drives the builder's other modes against a fake API: a stream followed to its end (and
+// the request in its place when Stream declines), several calls in one command (Fetch), an exit status
+// from the answer with and without --json (Exit), a --json the command prints itself (OwnJSON), and
+// --confirm.
+func TestAPICmdModes(t *testing.T) {
+	_, requests := fakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/feed/stream":
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, ": heartbeat\n\nid: 1\nevent: made\ndata: {\"n\":1}\n\nid: 2\nevent: made\ndata: {\"n\":2}\n\n")
+		case "/v1/feed":
+			w.Write([]byte(`{"items":[{"n":7}]}`))
+		case "/v1/a":
+			w.Write([]byte(`{"n":1}`))
+		case "/v1/b":
+			w.Write([]byte(`{"n":2}`))
+		case "/v1/check":
+			w.Write([]byte(`{"ok":` + r.URL.Query().Get("ok") + `}`))
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"error":"no such thing"}`))
+		}
+	})
+	type item struct {
+		N int `json:"n"`
+	}
+	type feed struct {
+		Items []item `json:"items"`
+	}
+	type pair struct {
+		A *item `json:"a"`
+		B *item `json:"b"`
+	}
+	type verdict struct {
+		OK *bool `json:"ok"`
+	}
+	newTree := func() *cobra.Command {
+		o := &clientOpts{}
+		r := &cobra.Command{Use: "appliance", SilenceUsage: true, SilenceErrors: true}
+		var follow bool
+		r.AddCommand(newAPICmd(o, apiCmd[feed]{
+			Use: "feed", OwnJSON: "one object per line",
+			Flags: func(f *pflag.FlagSet) { f.BoolVar(&follow, "follow", false, "") },
+			Stream: func(*call) (string, string, bool) {
+				if !follow {
+					return "", "", false
+				}
+				return "/v1/feed/stream", "", false
+			},
+			Event: func(x *call, ev sseEvent) error {
+				if x.json {
+					return printJSONLine(x.out(), ev.Data)
+				}
+				return x.printf("%s %s %s\n", ev.ID, ev.Type, ev.Data)
+			},
+			Path: func(*call) string { return "/v1/feed" },
+			Print: func(x *call, f *feed) error {
+				for _, it := range f.Items {
+					if x.json {
+						printJSONLine(x.out(), it)
+					} else {
+						x.printf("item %d\n", it.N)
+					}
+				}
+				return nil
+			},
+		}))
+		var missingB bool
+		r.AddCommand(newAPICmd(o, apiCmd[pair]{
+			Use: "pair", JSON: true, JSONHelp: "print both answers",
+			Flags: func(f *pflag.FlagSet) { f.BoolVar(&missingB, "missing-b", false, "") },
+			Fetch: func(x *call, p *pair) ([]byte, error) {
+				if err := x.cl.do(x.c.Context(), http.MethodGet, "/v1/a", nil, &p.A); err != nil {
+					return nil, err
+				}
+				b := "/v1/b"
+				if missingB {
+					b = "/v1/nothing"
+				}
+				if err := x.cl.do(x.c.Context(), http.MethodGet, b, nil, &p.B); err != nil {
+					return nil, err
+				}
+				return json.Marshal(p)
+			},
+			Print: func(x *call, p *pair) error { return x.printf("%d+%d\n", p.A.N, p.B.N) },
+		}))
+		var ok string
+		r.AddCommand(newAPICmd(o, apiCmd[verdict]{
+			Use: "check", JSON: true, Confirm: "confirm", Unconfirmed: "check has no undo",
+			Flags: func(f *pflag.FlagSet) { f.StringVar(&ok, "ok", "true", "") },
+			Path:  func(*call) string { return "/v1/check?ok=" + ok },
+			Need:  func(v *verdict) string { return missing(v.OK == nil, "verdict") },
+			Print: func(x *call, v *verdict) error { return x.printf("ok: %t\n", *v.OK) },
+			Exit: func(_ *call, v *verdict) error {
+				if !*v.OK {
+					return fmt.Errorf("the check failed")
+				}
+				return nil
+			},
+		}))
+		return r
+	}
+	run := func(args ...string) (string, error) {
+		r := newTree()
+		var out, errw strings.Builder
+		r.SetOut(&out)
+		r.SetErr(&errw)
+		r.SetArgs(args)
+		err := r.ExecuteContext(t.Context())
+		return out.String(), err
+	}
+
+	// Stream: each event to Event until the stream ends; declined, the request and Print instead.
+	if out, err := run("feed", "--follow"); err != nil || out != "1 made {\"n\":1}\n2 made {\"n\":2}\n" {
+		t.Errorf("feed --follow: %v\n%q", err, out)
+	}
+	if out, err := run("feed", "--follow", "--json"); err != nil || out != "{\"n\":1}\n{\"n\":2}\n" {
+		t.Errorf("feed --follow --json: %v\n%q", err, out)
+	}
+	if out, err := run("feed"); err != nil || out != "item 7\n" {
+		t.Errorf("feed: %v\n%q", err, out)
+	}
+	if out, err := run("feed", "--json"); err != nil || out != "{\"n\":7}\n" {
+		t.Errorf("feed --json (the command's own): %v\n%q", err, out)
+	}
+	// Fetch: several calls, printed together; --json is what Fetch returned; a failed call is the error.
+	if out, err := run("pair"); err != nil || out != "1+2\n" {
+		t.Errorf("pair: %v\n%q", err, out)
+	}
+	if out, err := run("pair", "--json"); err != nil || out != "{\n  \"a\": {\n    \"n\": 1\n  },\n  \"b\": {\n    \"n\": 2\n  }\n}\n" {
+		t.Errorf("pair --json: %v\n%q", err, out)
+	}
+	if _, err := run("pair", "--missing-b"); err == nil || err.Error() != "GET /v1/nothing: 404 Not Found: no such thing" {
+		t.Errorf("pair with a failing call: %v", err)
+	}
+	// Confirm refuses before any request; Exit gives the status with and without --json, after the answer
+	// was checked (Need) and printed.
+	before := requests.Load()
+	if out, err := run("check"); err == nil || err.Error() != "check has no undo; pass --confirm" || out != "" || requests.Load() != before {
+		t.Errorf("check without --confirm: %v\n%q", err, out)
+	}
+	if out, err := run("check", "--confirm"); err != nil || out != "ok: true\n" {
+		t.Errorf("check: %v\n%q", err, out)
+	}
+	if out, err := run("check", "--confirm", "--ok", "false"); err == nil || err.Error() != "the check failed" || out != "ok: false\n" {
+		t.Errorf("check failing: %v\n%q", err, out)
+	}
+	if out, err := run("check", "--confirm", "--ok", "false", "--json"); err == nil || err.Error() != "the check failed" || out != "{\n  \"ok\": false\n}\n" {
+		t.Errorf("check failing, --json: %v\n%q", err, out)
+	}
+	if out, err := run("check", "--confirm", "--ok", "null", "--json"); err == nil || err.Error() != "GET /v1/check: unexpected response: no verdict" || out != "" {
+		t.Errorf("check answered without its verdict, --json: %v\n%q", err, out)
+	}
+}
