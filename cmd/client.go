@@ -437,20 +437,12 @@ func (c *apiClient) doRaw(ctx context.Context, method, path string, body any) ([
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	req, err := c.request(ctx, method, path, "application/json", rd)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "appliance-cli/"+Version)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	for k, v := range c.header {
-		req.Header[k] = v
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -469,6 +461,24 @@ func (c *apiClient) doRaw(ctx context.Context, method, path string, body any) ([
 			Message: fmt.Sprintf("the server answered a redirect to %q, which the CLI never follows (the appliance's API does not redirect: is --api right?)", resp.Header.Get("Location"))}
 	}
 	return nil, apiError(method, path, resp, raw)
+}
+
+// request is a request to the API at path accepting accept, with the CLI's User-Agent, the client's
+// credential and its headers.
+func (c *apiClient) request(ctx context.Context, method, path, accept string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", accept)
+	req.Header.Set("User-Agent", "appliance-cli/"+Version)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	return req, nil
 }
 
 // apiError is the *APIError of a non-2xx answer whose body (at most its start) is raw.

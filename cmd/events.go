@@ -135,14 +135,9 @@ func errOr(err error, s string) string {
 
 // streamOnce reads one connection of a stream; it reports whether any event came.
 func (c *apiClient) streamOnce(ctx context.Context, hc *http.Client, path string, last *string, onEvent func(sseEvent) error) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	req, err := c.request(ctx, http.MethodGet, path, "text/event-stream", nil)
 	if err != nil {
 		return false, err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("User-Agent", "appliance-cli/"+Version)
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	if *last != "" {
 		req.Header.Set("Last-Event-ID", *last)

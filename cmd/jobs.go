@@ -47,7 +47,6 @@ func waitJob(c *cobra.Command, cl *apiClient, job *api.Job) (*api.Job, error) {
 		}
 		var res api.JobResponse
 		err := cl.do(ctx, http.MethodGet, jobPath(job.ID), nil, &res)
-		var ae *APIError
 		switch {
 		case err == nil && res.Job != nil:
 			j, transient = res.Job, 0
@@ -55,15 +54,14 @@ func waitJob(c *cobra.Command, cl *apiClient, job *api.Job) (*api.Job, error) {
 			return nil, fmt.Errorf("GET %s: unexpected response: no job", jobPath(job.ID))
 		case ctx.Err() != nil:
 			return nil, stopped(ctx.Err())
-		case errors.As(err, &ae) && ae.Status == http.StatusTooManyRequests:
-			if err := sleepCtx(ctx, ae.RetryAfter); err != nil {
+		default:
+			after, retry := retryPoll(err, &transient)
+			if !retry {
+				return nil, fmt.Errorf("wait for job %s (%s): %w", job.ID, job.Type, err)
+			}
+			if err := sleepCtx(ctx, after); err != nil {
 				return nil, stopped(err)
 			}
-		case (ae == nil || ae.Status >= 500) && transient < 3:
-			// A network error or a server error: try a few more times before giving up.
-			transient++
-		default:
-			return nil, fmt.Errorf("wait for job %s (%s): %w", job.ID, job.Type, err)
 		}
 	}
 	if j.State == jobFailed {
@@ -76,6 +74,21 @@ func waitJob(c *cobra.Command, cl *apiClient, job *api.Job) (*api.Job, error) {
 	}
 	fmt.Fprintf(c.OutOrStdout(), "Job %s (%s) completed.\n", j.ID, j.Type)
 	return j, nil
+}
+
+// retryPoll says whether a poll that failed with err is tried again, and after how long (besides the
+// polling interval): a 429 after its Retry-After; a network or server error (5xx) at once, up to three
+// times in a row (transient counts them; a poll that succeeds resets it). Anything else ends the polling.
+func retryPoll(err error, transient *int) (after time.Duration, retry bool) {
+	var ae *APIError
+	switch {
+	case errors.As(err, &ae) && ae.Status == http.StatusTooManyRequests:
+		return ae.RetryAfter, true
+	case (ae == nil || ae.Status >= 500) && *transient < 3:
+		*transient++
+		return 0, true
+	}
+	return 0, false
 }
 
 // lastLines returns the last n lines of s, without trailing blank lines.

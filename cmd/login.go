@@ -160,7 +160,6 @@ func waitForLogin(ctx context.Context, c *cobra.Command, cl *apiClient, cfg *cli
 		wait := lo.interval
 		var res loginResult
 		err := cl.do(pollCtx, http.MethodGet, path, nil, &res)
-		var ae *APIError
 		switch {
 		case err == nil:
 			transient = 0
@@ -176,18 +175,20 @@ func waitForLogin(ctx context.Context, c *cobra.Command, cl *apiClient, cfg *cli
 			}
 		case pollCtx.Err() != nil:
 			return timedOut()
-		case errors.As(err, &ae) && ae.Status == http.StatusTooManyRequests:
-			wait = max(wait, ae.RetryAfter)
-			fmt.Fprintf(c.ErrOrStderr(), "Rate limited by the API; polling again in %s.\n", wait)
-		case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
+		case apiStatus(err) == http.StatusNotFound:
 			clearPending(cfg, p)
 			return fmt.Errorf("login session %s: %w", p.SessionID, err)
-		case (ae == nil || ae.Status >= 500) && transient < 3:
-			// A network error or a server error: try a few more times before giving up.
-			transient++
-			fmt.Fprintf(c.ErrOrStderr(), "Polling failed (%v); trying again in %s.\n", err, wait)
 		default:
-			return fmt.Errorf("poll login session %s: %w", p.SessionID, err)
+			after, retry := retryPoll(err, &transient)
+			switch {
+			case !retry:
+				return fmt.Errorf("poll login session %s: %w", p.SessionID, err)
+			case apiStatus(err) == http.StatusTooManyRequests:
+				wait = max(wait, after)
+				fmt.Fprintf(c.ErrOrStderr(), "Rate limited by the API; polling again in %s.\n", wait)
+			default:
+				fmt.Fprintf(c.ErrOrStderr(), "Polling failed (%v); trying again in %s.\n", err, wait)
+			}
 		}
 		if err := sleepCtx(pollCtx, wait); err != nil {
 			return timedOut()
