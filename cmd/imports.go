@@ -285,8 +285,12 @@ func newImportsAbortCmd(o *clientOpts) *cobra.Command {
 			if res.RestoreJobID == "" {
 				return nil
 			}
-			return projectJobStarted(x.c, x.cl, "Restoring the pre-follow backup", &api.Job{ID: res.RestoreJobID,
-				Type: api.JobBackupRestore}, true, x.args[0])
+			j := &api.Job{ID: res.RestoreJobID, Type: api.JobBackupRestore}
+			jobStarted(x.c, "Restoring the pre-follow backup", j, true)
+			if _, err := waitJob(x.c, x.cl, j); err != nil {
+				return err
+			}
+			return printProjectState(x.c, x.cl, x.args[0])
 		},
 	}, "/follow/abort", "Aborting the follow of project %s")
 }

@@ -115,16 +115,3 @@ func jobStarted(c *cobra.Command, what string, j *api.Job, wait bool) {
 		fmt.Fprintf(c.ErrOrStderr(), "The job runs on the server; pass --wait to wait for it, or follow GET %s.\n", jobPath(j.ID))
 	}
 }
-
-// projectJobStarted reports a project's job; with wait it follows the job to its end and prints the
-// project's state then.
-func projectJobStarted(c *cobra.Command, cl *apiClient, what string, j *api.Job, wait bool, projectID string) error {
-	jobStarted(c, what, j, wait)
-	if !wait {
-		return nil
-	}
-	if _, err := waitJob(c, cl, j); err != nil {
-		return err
-	}
-	return printProjectState(c, cl, projectID)
-}
