@@ -95,15 +95,7 @@ func TestAPICmd(t *testing.T) {
 		}))
 		return r
 	}
-	run := func(args ...string) (string, string, error) {
-		r := newTree()
-		var out, errw strings.Builder
-		r.SetOut(&out)
-		r.SetErr(&errw)
-		r.SetArgs(args)
-		err := r.ExecuteContext(t.Context())
-		return out.String(), errw.String(), err
-	}
+	run := func(args ...string) (string, string, error) { return runTree(t, newTree(), args...) }
 
 	if out, _, err := run("list", "x"); err != nil || out != "ID    NAME\nt_1   one\nt_22  two\n" {
 		t.Errorf("table: %v\n%q", err, out)
@@ -272,13 +264,8 @@ func TestAPICmdModes(t *testing.T) {
 		return r
 	}
 	run := func(args ...string) (string, error) {
-		r := newTree()
-		var out, errw strings.Builder
-		r.SetOut(&out)
-		r.SetErr(&errw)
-		r.SetArgs(args)
-		err := r.ExecuteContext(t.Context())
-		return out.String(), err
+		out, _, err := runTree(t, newTree(), args...)
+		return out, err
 	}
 
 	// Stream: each event to Event until the stream ends; declined, the request and Print instead.
@@ -322,4 +309,15 @@ func TestAPICmdModes(t *testing.T) {
 	if out, err := run("check", "--confirm", "--ok", "null", "--json"); err == nil || err.Error() != "GET /v1/check: unexpected response: no verdict" || out != "" {
 		t.Errorf("check answered without its verdict, --json: %v\n%q", err, out)
 	}
+}
+
+// runTree runs args on the command tree r and returns what it printed on standard output and standard
+// error.
+func runTree(t *testing.T, r *cobra.Command, args ...string) (string, string, error) {
+	var out, errw strings.Builder
+	r.SetOut(&out)
+	r.SetErr(&errw)
+	r.SetArgs(args)
+	err := r.ExecuteContext(t.Context())
+	return out.String(), errw.String(), err
 }
