@@ -63,7 +63,7 @@ func newBackupsCreateCmd(o *clientOpts) *cobra.Command {
 		Method:  http.MethodPost,
 		Path:    func(x *call) string { return projectPath(x.args[0]) + "/backups" },
 		Body:    func(*call) any { return &req },
-		Job:     func(r *api.JobResponse) *api.Job { return r.Job },
+		Job:     jobOf,
 		Started: func(x *call, _ *api.JobResponse) string { return "Backing up project " + x.args[0] },
 		Wait:    "wait until the backup is taken and verified (or failed)",
 		Print: func(x *call, _ *api.JobResponse) error {
@@ -114,7 +114,7 @@ The restored data directory replaces the current one only once it is up; the old
 		Method: http.MethodPost,
 		Path:   func(x *call) string { return projectPath(x.args[0]) + "/restores" },
 		Body:   func(*call) any { return &req },
-		Job:    func(r *api.JobResponse) *api.Job { return r.Job },
+		Job:    jobOf,
 		Started: func(x *call, _ *api.JobResponse) string {
 			target := "backup " + req.BackupKey
 			switch {

@@ -302,6 +302,9 @@ func missing(absent bool, what string) string {
 	return ""
 }
 
+// jobOf is the Job of a command answered with a job alone.
+func jobOf(r *api.JobResponse) *api.Job { return r.Job }
+
 // printProjectStateAfter is the Print of a command whose job changes a project (its first argument): the
 // project's state once the job has ended.
 func printProjectStateAfter[Res any](x *call, _ *Res) error {

@@ -179,7 +179,7 @@ func printPreflight(w io.Writer, pf *api.Preflight) error {
 func importJobCmd(o *clientOpts, s apiCmd[api.JobResponse], suffix, what string) *cobra.Command {
 	s.Args, s.Method = cobra.ExactArgs(1), http.MethodPost
 	s.Path = func(x *call) string { return importsPath(x.args[0]) + suffix }
-	s.Job = func(r *api.JobResponse) *api.Job { return r.Job }
+	s.Job = jobOf
 	s.Started = func(x *call, _ *api.JobResponse) string { return fmt.Sprintf(what, x.args[0]) }
 	return newAPICmd(o, s)
 }

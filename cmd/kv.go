@@ -128,7 +128,7 @@ func kvJobCmd(o *clientOpts, use, short, method, suffix, warning, what string) *
 		Confirm: "confirm: this has no undo", Unconfirmed: warning,
 		Method:  method,
 		Path:    func(x *call) string { return kvPath(x.args[0]) + suffix },
-		Job:     func(r *api.JobResponse) *api.Job { return r.Job },
+		Job:     jobOf,
 		Started: func(x *call, _ *api.JobResponse) string { return what + " the key-value store of " + x.args[0] },
 		Wait:    "wait until the job ends",
 	})

@@ -133,7 +133,7 @@ func newPreviewJobCmd(o *clientOpts, use, short, method, suffix string) *cobra.C
 		Use: use + " PREVIEW_ID", Short: short, Args: cobra.ExactArgs(1),
 		Method:  method,
 		Path:    func(x *call) string { return previewPath(x.args[0]) + suffix },
-		Job:     func(r *api.JobResponse) *api.Job { return r.Job },
+		Job:     jobOf,
 		Started: func(x *call, _ *api.JobResponse) string { return fmt.Sprintf("Preview %s: %s", x.args[0], use) },
 		Wait:    "wait until the job ends",
 	})

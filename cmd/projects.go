@@ -180,7 +180,7 @@ A production project needs a single-use approval token: pass one minted earlier 
 			}
 			return err
 		},
-		Job:     func(r *api.JobResponse) *api.Job { return r.Job },
+		Job:     jobOf,
 		Started: func(x *call, _ *api.JobResponse) string { return "Deleting project " + x.args[0] },
 		Wait:    "wait until the project is deleted (or the deletion failed)",
 		Print:   printProjectStateAfter[api.JobResponse],
