@@ -348,46 +348,51 @@ func newImportsRestoreCmd(o *clientOpts) *cobra.Command {
 // the command's context bounds it instead.
 func (c *apiClient) transferClient() *http.Client { return &http.Client{Transport: c.http.Transport} }
 
-// transfer sends body (size bytes) to a signed URL the API handed out and decodes its JSON answer into out.
-func (c *apiClient) transfer(ctx context.Context, method, signedURL string, body io.Reader, size int64, out any) error {
+// signedDo sends a request to a signed URL the API handed out (the URL is the credential) with body (size
+// bytes; nil: none) and returns its 2xx answer; any other answer is an *APIError.
+func (c *apiClient) signedDo(ctx context.Context, method, signedURL string, body io.Reader, size int64) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, signedURL, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	req.ContentLength = size
-	req.Header.Set("Content-Type", "application/octet-stream")
 	req.Header.Set("User-Agent", "appliance-cli/"+Version)
+	if body != nil {
+		req.ContentLength = size
+		req.Header.Set("Content-Type", "application/octet-stream")
+	}
 	resp, err := c.transferClient().Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, redactPath(signedURL), err)
+		return nil, fmt.Errorf("%s %s: %w", method, redactPath(signedURL), err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return nil, apiError(method, signedURL, resp, raw)
+	}
+	return resp, nil
+}
+
+// transfer sends body (size bytes) to a signed URL and decodes its JSON answer into out.
+func (c *apiClient) transfer(ctx context.Context, method, signedURL string, body io.Reader, size int64, out any) error {
+	resp, err := c.signedDo(ctx, method, signedURL, body, size)
+	if err != nil {
+		return err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
-		return apiError(method, signedURL, resp, raw)
-	}
 	return json.Unmarshal(raw, out)
 }
 
 // download writes what a signed URL serves to path (through a temporary file renamed at the end).
 func (c *apiClient) download(ctx context.Context, signedURL, path string) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, signedURL, nil)
+	resp, err := c.signedDo(ctx, http.MethodGet, signedURL, nil, 0)
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("User-Agent", "appliance-cli/"+Version)
-	resp, err := c.transferClient().Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("GET %s: %w", redactPath(signedURL), err)
-	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return 0, apiError(http.MethodGet, signedURL, resp, raw)
-	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.part")
 	if err != nil {
 		return 0, err
