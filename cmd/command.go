@@ -17,8 +17,9 @@ import (
 
 // Most client commands are one API call: resolve the credential, send a request built from the arguments
 // and flags, check and decode the answer (Res), then print it as a table, as the API's JSON (--json), or
-// follow the job it started (--wait). apiCmd describes such a command; newAPICmd builds it, so that every
-// command checks its answer the same way.
+// follow the job it started (--wait). The others make several calls (Fetch) or follow an event stream
+// (Stream). apiCmd describes such a command; newAPICmd builds it, so that every command checks its flags,
+// its credential and its answer the same way.
 type apiCmd[Res any] struct {
 	Use, Short, Long, Example string
 	Aliases                   []string
