@@ -18,12 +18,8 @@ import (
 // apiKey is the API resource of a key.
 type apiKey = api.APIKey
 
-var _ = registerClientCommand(newAPIKeysCmd)
-
-func newAPIKeysCmd(o *clientOpts) *cobra.Command {
-	return groupCmd("api-keys", []string{"api-key", "keys"}, "List, create and revoke the organization's API keys",
-		newAPIKeysListCmd(o), newAPIKeysCreateCmd(o), newAPIKeysRevokeCmd(o))
-}
+var _ = registerClientGroup("api-keys", []string{"api-key", "keys"}, "List, create and revoke the organization's API keys",
+	newAPIKeysListCmd, newAPIKeysCreateCmd, newAPIKeysRevokeCmd)
 
 // orgFor returns --org, or the organization of the credential (GET /v1/me).
 func orgFor(ctx context.Context, cl *apiClient, org string) (string, error) {

@@ -15,15 +15,12 @@ import (
 )
 
 var (
-	_ = registerClientCommand(newBackupsCmd)
+	_ = registerClientGroup("backups", []string{"backup"}, "List and take a project's base backups",
+		newBackupsListCmd, newBackupsCreateCmd)
 	_ = registerClientCommand(newRestoreCmd)
-	_ = registerClientCommand(newRestorePointsCmd)
+	_ = registerClientGroup("restore-points", []string{"restore-point"}, "List, create and delete a project's named restore points",
+		newRestorePointsListCmd, newRestorePointsCreateCmd, newRestorePointsDeleteCmd)
 )
-
-func newBackupsCmd(o *clientOpts) *cobra.Command {
-	return groupCmd("backups", []string{"backup"}, "List and take a project's base backups",
-		newBackupsListCmd(o), newBackupsCreateCmd(o))
-}
 
 func newBackupsListCmd(o *clientOpts) *cobra.Command {
 	return newAPICmd(o, apiCmd[api.BackupList]{
@@ -128,11 +125,6 @@ The restored data directory replaces the current one only once it is up; the old
 		Wait:  "wait until the restore has ended",
 		Print: printProjectStateAfter[api.JobResponse],
 	})
-}
-
-func newRestorePointsCmd(o *clientOpts) *cobra.Command {
-	return groupCmd("restore-points", []string{"restore-point"}, "List, create and delete a project's named restore points",
-		newRestorePointsListCmd(o), newRestorePointsCreateCmd(o), newRestorePointsDeleteCmd(o))
 }
 
 func newRestorePointsListCmd(o *clientOpts) *cobra.Command {

@@ -67,6 +67,17 @@ func groupCmd(use string, aliases []string, short string, subs ...*cobra.Command
 	return cmd
 }
 
+// registerClientGroup registers a client command that groups the commands newSubs build.
+func registerClientGroup(use string, aliases []string, short string, newSubs ...func(*clientOpts) *cobra.Command) bool {
+	return registerClientCommand(func(o *clientOpts) *cobra.Command {
+		cmd := groupCmd(use, aliases, short)
+		for _, newSub := range newSubs {
+			cmd.AddCommand(newSub(o))
+		}
+		return cmd
+	})
+}
+
 // ---- CLI config -------------------------------------------------------------------------------------
 
 // cliConfig is the CLI config file (mode 0600 in a 0700 directory).

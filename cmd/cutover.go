@@ -12,12 +12,8 @@ import (
 	"github.com/theappliance/appliance/api"
 )
 
-var _ = registerClientCommand(newCutoverCmd)
-
-func newCutoverCmd(o *clientOpts) *cobra.Command {
-	return groupCmd("cutover", []string{"cutovers"}, "Cutover requests: make a preview's data its project's (an organization admin approves)",
-		newCutoverListCmd(o), newCutoverRequestCmd(o), newCutoverGetCmd(o), newCutoverApproveCmd(o), newCutoverRejectCmd(o))
-}
+var _ = registerClientGroup("cutover", []string{"cutovers"}, "Cutover requests: make a preview's data its project's (an organization admin approves)",
+	newCutoverListCmd, newCutoverRequestCmd, newCutoverGetCmd, newCutoverApproveCmd, newCutoverRejectCmd)
 
 func cutoverPath(projectID string) string { return projectPath(projectID) + "/cutover-requests" }
 

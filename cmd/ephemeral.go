@@ -12,12 +12,8 @@ import (
 	"github.com/theappliance/appliance/api"
 )
 
-var _ = registerClientCommand(newEphemeralCmd)
-
-func newEphemeralCmd(o *clientOpts) *cobra.Command {
-	return groupCmd("ephemeral", nil, "Throwaway databases that need no account (destroyed after 72 hours unless claimed)",
-		newEphemeralCreateCmd(o), newEphemeralGetCmd(o), newEphemeralDeleteCmd(o), newEphemeralClaimCmd(o))
-}
+var _ = registerClientGroup("ephemeral", nil, "Throwaway databases that need no account (destroyed after 72 hours unless claimed)",
+	newEphemeralCreateCmd, newEphemeralGetCmd, newEphemeralDeleteCmd, newEphemeralClaimCmd)
 
 func ephemeralPath(id string) string { return "/v1/ephemeral-databases/" + seg(id) }
 

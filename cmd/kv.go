@@ -14,12 +14,8 @@ import (
 	"github.com/theappliance/appliance/api"
 )
 
-var _ = registerClientCommand(newKVCmd)
-
-func newKVCmd(o *clientOpts) *cobra.Command {
-	return groupCmd("kv", []string{"redis"}, "Manage a project's key-value store (Redis over TLS, and Upstash's REST protocol)",
-		newKVCreateCmd(o), newKVGetCmd(o), newKVCredentialsCmd(o), newKVRotateCmd(o), newKVFlushCmd(o), newKVDeleteCmd(o), newKVCLICmd(o))
-}
+var _ = registerClientGroup("kv", []string{"redis"}, "Manage a project's key-value store (Redis over TLS, and Upstash's REST protocol)",
+	newKVCreateCmd, newKVGetCmd, newKVCredentialsCmd, newKVRotateCmd, newKVFlushCmd, newKVDeleteCmd, newKVCLICmd)
 
 func kvPath(projectID string) string { return projectPath(projectID) + "/kv" }
 

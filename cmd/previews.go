@@ -12,15 +12,11 @@ import (
 	"github.com/theappliance/appliance/api"
 )
 
-var _ = registerClientCommand(newPreviewsCmd)
-
-func newPreviewsCmd(o *clientOpts) *cobra.Command {
-	return groupCmd("previews", []string{"preview"}, "Preview databases of a project: clones or empty copies with their own instance, deleted after a TTL",
-		newPreviewsListCmd(o), newPreviewsCreateCmd(o), newPreviewsGetCmd(o), newPreviewsConnectionsCmd(o),
-		newPreviewJobCmd(o, "reset", "Make a preview again from its source (its writes are gone; its URL stays)", http.MethodPost, "/reset"),
-		newPreviewsExtendCmd(o),
-		newPreviewJobCmd(o, "delete", "Delete a preview and everything it had", http.MethodDelete, ""))
-}
+var _ = registerClientGroup("previews", []string{"preview"}, "Preview databases of a project: clones or empty copies with their own instance, deleted after a TTL",
+	newPreviewsListCmd, newPreviewsCreateCmd, newPreviewsGetCmd, newPreviewsConnectionsCmd,
+	previewJobCmd("reset", "Make a preview again from its source (its writes are gone; its URL stays)", http.MethodPost, "/reset"),
+	newPreviewsExtendCmd,
+	previewJobCmd("delete", "Delete a preview and everything it had", http.MethodDelete, ""))
 
 func previewPath(id string) string { return "/v1/preview-databases/" + seg(id) }
 
@@ -127,14 +123,16 @@ func newPreviewsExtendCmd(o *clientOpts) *cobra.Command {
 	})
 }
 
-// newPreviewJobCmd is reset or delete: a job on one preview.
-func newPreviewJobCmd(o *clientOpts, use, short, method, suffix string) *cobra.Command {
-	return newAPICmd(o, apiCmd[api.JobResponse]{
-		Use: use + " PREVIEW_ID", Short: short, Args: cobra.ExactArgs(1),
-		Method:  method,
-		Path:    func(x *call) string { return previewPath(x.args[0]) + suffix },
-		Job:     jobOf,
-		Started: func(x *call, _ *api.JobResponse) string { return fmt.Sprintf("Preview %s: %s", x.args[0], use) },
-		Wait:    "wait until the job ends",
-	})
+// previewJobCmd is reset or delete: a job on one preview.
+func previewJobCmd(use, short, method, suffix string) func(*clientOpts) *cobra.Command {
+	return func(o *clientOpts) *cobra.Command {
+		return newAPICmd(o, apiCmd[api.JobResponse]{
+			Use: use + " PREVIEW_ID", Short: short, Args: cobra.ExactArgs(1),
+			Method:  method,
+			Path:    func(x *call) string { return previewPath(x.args[0]) + suffix },
+			Job:     jobOf,
+			Started: func(x *call, _ *api.JobResponse) string { return fmt.Sprintf("Preview %s: %s", x.args[0], use) },
+			Wait:    "wait until the job ends",
+		})
+	}
 }

@@ -16,13 +16,8 @@ import (
 	"github.com/theappliance/appliance/api"
 )
 
-var _ = registerClientCommand(newProjectsCmd)
-
-func newProjectsCmd(o *clientOpts) *cobra.Command {
-	return groupCmd("projects", []string{"project"}, "List, create and delete projects (PostgreSQL instances) and show their connection URLs",
-		newProjectsListCmd(o), newProjectsGetCmd(o), newProjectsCreateCmd(o), newProjectsDeleteCmd(o),
-		newProjectsConnectionsCmd(o))
-}
+var _ = registerClientGroup("projects", []string{"project"}, "List, create and delete projects (PostgreSQL instances) and show their connection URLs",
+	newProjectsListCmd, newProjectsGetCmd, newProjectsCreateCmd, newProjectsDeleteCmd, newProjectsConnectionsCmd)
 
 func projectPath(id string) string { return "/v1/projects/" + seg(id) }
 

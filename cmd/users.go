@@ -17,13 +17,9 @@ import (
 	"github.com/theappliance/appliance/api"
 )
 
-var _ = registerClientCommand(newUsersCmd)
-
-func newUsersCmd(o *clientOpts) *cobra.Command {
-	return groupCmd("users", []string{"user", "members"}, "List, add and remove the organization's people and set their roles",
-		newUsersListCmd(o), newUsersAddCmd(o), newUsersSetRoleCmd(o), newUsersRemoveCmd(o), newUsersPasswordCmd(o),
-		newUsersInvitationsCmd(o), newUsersAnswerCmd(o, "accept"), newUsersAnswerCmd(o, "decline"))
-}
+var _ = registerClientGroup("users", []string{"user", "members"}, "List, add and remove the organization's people and set their roles",
+	newUsersListCmd, newUsersAddCmd, newUsersSetRoleCmd, newUsersRemoveCmd, newUsersPasswordCmd,
+	newUsersInvitationsCmd, usersAnswerCmd("accept"), usersAnswerCmd("decline"))
 
 func membersPath(org string) string { return "/v1/organizations/" + seg(org) + "/members" }
 
@@ -193,23 +189,25 @@ func newUsersInvitationsCmd(o *clientOpts) *cobra.Command {
 	})
 }
 
-// newUsersAnswerCmd accepts or declines an invitation (verb: accept or decline).
-func newUsersAnswerCmd(o *clientOpts, verb string) *cobra.Command {
-	return signedInCmd(o, apiCmd[api.MemberResponse]{
-		Use:     verb + " INVITATION_ID",
-		Short:   strings.ToUpper(verb[:1]) + verb[1:] + " an invitation to an organization (signs in as you)",
-		Example: "  appliance users " + verb + " inv_... --email you@example.com",
-		Args:    cobra.ExactArgs(1), Method: http.MethodPost, NoAnswer: verb == "decline",
-		Path: func(x *call) string { return "/v1/me/invitations/" + seg(x.args[0]) + "/" + verb },
-		Print: func(x *call, r *api.MemberResponse) error {
-			if verb == "decline" {
-				x.printf("Declined invitation %s.\n", x.args[0])
-			} else {
-				x.printf("Joined the organization as %s (sign in with --org to act in it).\n", r.Member.Role)
-			}
-			return nil
-		},
-	})
+// usersAnswerCmd accepts or declines an invitation (verb: accept or decline).
+func usersAnswerCmd(verb string) func(*clientOpts) *cobra.Command {
+	return func(o *clientOpts) *cobra.Command {
+		return signedInCmd(o, apiCmd[api.MemberResponse]{
+			Use:     verb + " INVITATION_ID",
+			Short:   strings.ToUpper(verb[:1]) + verb[1:] + " an invitation to an organization (signs in as you)",
+			Example: "  appliance users " + verb + " inv_... --email you@example.com",
+			Args:    cobra.ExactArgs(1), Method: http.MethodPost, NoAnswer: verb == "decline",
+			Path: func(x *call) string { return "/v1/me/invitations/" + seg(x.args[0]) + "/" + verb },
+			Print: func(x *call, r *api.MemberResponse) error {
+				if verb == "decline" {
+					x.printf("Declined invitation %s.\n", x.args[0])
+				} else {
+					x.printf("Joined the organization as %s (sign in with --org to act in it).\n", r.Member.Role)
+				}
+				return nil
+			},
+		})
+	}
 }
 
 // readPasswordChange reads the current and the new password: two lines of stdin, the environment, or

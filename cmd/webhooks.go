@@ -21,17 +21,13 @@ import (
 	"github.com/theappliance/appliance/appliance/webhook"
 )
 
-var _ = registerClientCommand(newWebhooksCmd)
-
-func newWebhooksCmd(o *clientOpts) *cobra.Command {
-	return groupCmd("webhooks", []string{"webhook"}, "Manage the organization's webhook endpoints and their deliveries",
-		newWebhooksListCmd(o), newWebhooksCreateCmd(o), newWebhooksDeleteCmd(o), newWebhooksRotateCmd(o),
-		newWebhooksDeliveriesCmd(o), newWebhooksTestCmd(o), newWebhooksRedeliverCmd(o), newWebhooksListenCmd())
-}
+var _ = registerClientGroup("webhooks", []string{"webhook"}, "Manage the organization's webhook endpoints and their deliveries",
+	newWebhooksListCmd, newWebhooksCreateCmd, newWebhooksDeleteCmd, newWebhooksRotateCmd,
+	newWebhooksDeliveriesCmd, newWebhooksTestCmd, newWebhooksRedeliverCmd, newWebhooksListenCmd)
 
 // newWebhooksListenCmd is a receiver for trying webhooks out: it verifies each delivery's signature with
 // the endpoint's secret, prints it, and answers 204 (401 when the signature does not verify).
-func newWebhooksListenCmd() *cobra.Command {
+func newWebhooksListenCmd(*clientOpts) *cobra.Command {
 	var addr string
 	secret := envFlag{name: "secret", env: "APPLIANCE_WEBHOOK_SECRET", usage: "the endpoint's signing secret (APPLIANCE_WEBHOOK_SECRET)"}
 	cmd := &cobra.Command{
