@@ -11,13 +11,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/extensions"
 	"github.com/theappliance/appliance/appliance/identity"
+	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/appliance/upgrades"
 	"github.com/theappliance/appliance/appliance/webhook"
@@ -357,8 +360,115 @@ func (h areaHost) EnqueueBackupRestore(tx *store.Tx, prj *store.Project, backupI
 
 // DeletePreview marks the preview deleting and enqueues its deletion in tx (deletePreview).
 func (h areaHost) DeletePreview(tx *store.Tx, p *Principal, prv *store.Project, action string) (*store.Job, error) {
-	return h.s.deletePreview(tx, p, prv, action)
+	return h.s.previews.EnqueueDelete(tx, p, prv, action)
 }
 
 // ForgetStudio ends the studio's pooled sessions of the project.
 func (h areaHost) ForgetStudio(projectID string) { h.s.studio.Forget(projectID) }
+
+var _ previews.Host = areaHost{}
+
+// Notify pokes the job runner once jobs enqueued in a committed transaction are there.
+func (h areaHost) Notify() { h.s.notify() }
+
+// Slug is a display name's URL slug (one rule for every project).
+func (h areaHost) Slug(name string) string { return slugify(name) }
+
+// InstanceIdent is the database and role name a project named name gets (or the 400 of a name PostgreSQL
+// would refuse).
+func (h areaHost) InstanceIdent(name string) (string, error) { return instanceIdent(name) }
+
+// Connections are a project's URLs with its current credential (opened with the root's box).
+func (h areaHost) Connections(prj *store.Project) (*api.Connections, error) {
+	return h.s.connectionsOf(prj)
+}
+
+// ProjectView is a project's API resource.
+func (h areaHost) ProjectView(prj *store.Project) *api.Project { return projectView(prj) }
+
+// DefaultPlan is the name of the plan of a project made without one.
+func (h areaHost) DefaultPlan() string {
+	plan, _ := PlanByName(DefaultPlan)
+	return plan.Name
+}
+
+// PlanPreviews is the previews the plan allows and its name (0 and "" for a plan the table does not have).
+func (h areaHost) PlanPreviews(name string) (int, string) {
+	plan, _ := PlanByName(name)
+	return plan.PreviewsLimit, plan.Name
+}
+
+// OrganizationQuota is DefaultOrganizationQuota's projects and previews, read at each call (benchmarks
+// raise it).
+func (h areaHost) OrganizationQuota() (projects, previews int) {
+	q := DefaultOrganizationQuota
+	return q.ProjectsLimit, q.PreviewsLimit
+}
+
+// PointInTime reads the caller's active project's timeline switches and current timeline (pitrHistory)
+// and returns the finder of the base backup and timeline of a recovery to a time (pitrBase; a nil backup
+// for errNoBackup).
+func (h areaHost) PointInTime(ctx context.Context, p *Principal, projectID string) (func(*store.Tx, string, time.Time) (*store.Backup, int, error), error) {
+	prj, inst, err := h.s.activeProject(p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	timeline, switches, err := h.s.pitrHistory(ctx, prj, inst, true, true)
+	if err != nil {
+		return nil, err
+	}
+	return func(tx *store.Tx, projectID string, target time.Time) (*store.Backup, int, error) {
+		base, tl, err := h.s.pitrBase(tx, projectID, target, timeline, switches)
+		if errors.Is(err, errNoBackup) {
+			return nil, 0, nil
+		}
+		return base, tl, err
+	}, nil
+}
+
+// Archive is the instance engine's view of the project's backup store (archiveOf).
+func (h areaHost) Archive(ctx context.Context, projectID, backupKey string) (instances.Archive, error) {
+	return h.s.archiveOf(ctx, h.s.dp, projectID, backupKey)
+}
+
+// CheckNotPromoting refuses to change a preview that an approved or promoting cutover request holds.
+func (h areaHost) CheckNotPromoting(tx *store.Tx, prv *store.Project) error {
+	return migrate.CheckNotPromoting(tx, prv)
+}
+
+// EnqueueProvision queues the project's project.provision in tx (locked by the project).
+func (h areaHost) EnqueueProvision(tx *store.Tx, prj *store.Project) (*store.Job, error) {
+	return h.s.enqueue(tx, prj, JobProjectProvision, prj.ID, nil)
+}
+
+// EnqueueDelete queues the project's project.delete in tx (locked by the project).
+func (h areaHost) EnqueueDelete(tx *store.Tx, prj *store.Project) (*store.Job, error) {
+	return h.s.enqueue(tx, prj, JobProjectDelete, prj.ID, nil)
+}
+
+// Provision is the project provision job (provisionProject).
+func (h areaHost) Provision(ctx context.Context, run *scheduler.Run) (any, error) {
+	return h.s.provisionProject(ctx, run)
+}
+
+// DeleteProject is the project delete job (deleteProjectJob).
+func (h areaHost) DeleteProject(ctx context.Context, run *scheduler.Run) (any, error) {
+	return h.s.deleteProjectJob(ctx, run)
+}
+
+// FailOnFinalError marks the project failed when h fails for good (failProjectOnFinalError).
+func (h areaHost) FailOnFinalError(handler scheduler.Handler) scheduler.Handler {
+	return h.s.failProjectOnFinalError(handler)
+}
+
+// SettleRemoved records, in tx, that the instance instID ("" for none) was removed and a change of the
+// project (settle with InstanceRemoved).
+func (h areaHost) SettleRemoved(tx *store.Tx, instID, projectID string, change func(*store.Project)) error {
+	_, err := h.s.settle(tx, instID, InstanceRemoved, projectID, change)
+	return err
+}
+
+// LiftStorageLock lifts the project's storage lock (storageLock with none).
+func (h areaHost) LiftStorageLock(ctx context.Context, projectID string) error {
+	return h.s.storageLock(ctx, projectID, "")
+}

@@ -178,9 +178,9 @@ func TestBucketBackupRestoreAndPreview(t *testing.T) {
 	}
 
 	// A preview as of the target recovers from the bucket.
-	pv, err := e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "as-of", SourceRestoreTime: target.Format(time.RFC3339Nano)})
+	pv, err := e.Svc.Previews().Create(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "as-of", SourceRestoreTime: target.Format(time.RFC3339Nano)})
 	waitPreview(t, e, pv, err)
-	cc, err := e.Svc.PreviewConnections(t.Context(), p, pv.Preview.ID)
+	cc, err := e.Svc.Previews().Connections(t.Context(), p, pv.Preview.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

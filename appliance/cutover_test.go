@@ -8,6 +8,7 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/migrate"
+	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -24,10 +25,10 @@ func TestCutoverSwapsThePreviewIn(t *testing.T) {
 	prj, pc, project := seeded(t, e, p, "shop", `CREATE TABLE orders (id int PRIMARY KEY, note text);
 		INSERT INTO orders SELECT g, 'before' FROM generate_series(1, 100) g;
 		CREATE TABLE legacy (v int); INSERT INTO legacy VALUES (1)`)
-	res, err := e.Svc.CreatePreview(ctx, p, prj.ID, &appliance.CreatePreviewRequest{Name: "next"})
+	res, err := e.Svc.Previews().Create(ctx, p, prj.ID, &appliance.CreatePreviewRequest{Name: "next"})
 	waitPreview(t, e, res, err)
 	prv := res.Preview
-	cc, err := e.Svc.PreviewConnections(ctx, p, prv.ID)
+	cc, err := e.Svc.Previews().Connections(ctx, p, prv.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestCutoverSwapsThePreviewIn(t *testing.T) {
 		t.Fatalf("no preview_id: %v", err)
 	}
 	other := provision(t, e, p, "other", "development")
-	otherPrv, err := e.Svc.CreatePreview(ctx, p, other.ID, &appliance.CreatePreviewRequest{Mode: appliance.PreviewEmpty})
+	otherPrv, err := e.Svc.Previews().Create(ctx, p, other.ID, &appliance.CreatePreviewRequest{Mode: previews.ModeEmpty})
 	waitPreview(t, e, otherPrv, err)
 	if _, err := e.Svc.Migrate().RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: otherPrv.Preview.ID}); appliance.KindOf(err) != appliance.KindNotFound {
 		t.Fatalf("another project's preview: %v", err)
@@ -95,7 +96,7 @@ func TestCutoverSwapsThePreviewIn(t *testing.T) {
 	if r := ok.CutoverRequest; r.Status != migrate.CutoverApproved || r.PreCutoverBackupID == "" || r.PromoteJobID != ok.Job.ID || r.ExternalTicketRef != "CHG-7" {
 		t.Fatalf("approved: %+v", r)
 	}
-	if _, err := e.Svc.DeletePreview(ctx, p, prv.ID); appliance.KindOf(err) != appliance.KindConflict {
+	if _, err := e.Svc.Previews().Delete(ctx, p, prv.ID); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("deleting a preview being cut over: %v", err)
 	}
 	if j := e.WaitJob(t, ok.Job.ID); j.State != scheduler.StateCompleted {
@@ -168,7 +169,7 @@ func TestFailedCutoverChangesNothing(t *testing.T) {
 	e, p := realEnv(t)
 	ctx := t.Context()
 	prj, pc, _ := seeded(t, e, p, "shop", "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('mine')")
-	res, err := e.Svc.CreatePreview(ctx, p, prj.ID, &appliance.CreatePreviewRequest{Mode: appliance.PreviewEmpty})
+	res, err := e.Svc.Previews().Create(ctx, p, prj.ID, &appliance.CreatePreviewRequest{Mode: previews.ModeEmpty})
 	waitPreview(t, e, res, err)
 	if err := e.AdminExec(t, res.Preview.ID, "CREATE EXTENSION file_fdw"); err != nil {
 		t.Fatal(err)

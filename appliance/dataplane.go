@@ -16,6 +16,7 @@ import (
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -157,8 +158,8 @@ func (s *Service) settingsFor(dp *DataPlane, prj *store.Project, rec *store.Inst
 	set := postgres.Settings{MaxConnections: prj.MaxConnections, StatementTimeout: st,
 		IdleInTransactionSessionTimeout: idle, SharedPreloadLibraries: libs}
 	if prj.Ephemeral { // a throwaway database runs bounded (EphemeralLimits)
-		l := s.ephemeral
-		set.ProcessDataBytes, set.TempFileLimitBytes, set.MaxWorkerProcesses = l.ProcessMemoryBytes, l.TempFileBytes, ephemeralWorkers
+		l := s.previews.EphemeralLimits()
+		set.ProcessDataBytes, set.TempFileLimitBytes, set.MaxWorkerProcesses = l.ProcessMemoryBytes, l.TempFileBytes, previews.EphemeralWorkers
 	}
 	// A project's WAL goes to its directory in the backup store, from provisioning on (a spare, which has
 	// no project yet, archives into its own directory until a provision claims it and rewrites this).

@@ -39,7 +39,7 @@ func TestEphemeralDatabaseClaimKeepsItsData(t *testing.T) {
 	e, p := realEnv(t)
 	now := time.Now()
 	e.Clock.Set(func() time.Time { return now })
-	created, err := e.Svc.CreateEphemeral(t.Context(), "192.0.2.1", &appliance.CreateEphemeralRequest{})
+	created, err := e.Svc.Previews().CreateEphemeral(t.Context(), "192.0.2.1", &appliance.CreateEphemeralRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestEphemeralDatabaseClaimKeepsItsData(t *testing.T) {
 	if j := e.WaitJob(t, prj.LatestJobID); j.State != scheduler.StateCompleted {
 		t.Fatalf("provision: %s", j.Error)
 	}
-	got, err := e.Svc.GetEphemeral(t.Context(), id, token)
+	got, err := e.Svc.Previews().GetEphemeral(t.Context(), id, token)
 	if err != nil || got.Connections == nil || got.EphemeralDatabase.State != appliance.ProjectActive {
 		t.Fatalf("get: %+v %v", got, err)
 	}
@@ -60,28 +60,28 @@ func TestEphemeralDatabaseClaimKeepsItsData(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), "CREATE TABLE notes (id int); INSERT INTO notes VALUES (1), (2), (3)"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.Svc.GetEphemeral(t.Context(), id, "")
+	_, err = e.Svc.Previews().GetEphemeral(t.Context(), id, "")
 	wantKind(t, err, appliance.KindUnauthenticated)
-	_, err = e.Svc.GetEphemeral(t.Context(), id, "eph_wrong")
+	_, err = e.Svc.Previews().GetEphemeral(t.Context(), id, "eph_wrong")
 	wantKind(t, err, appliance.KindNotFound)
-	_, err = e.Svc.GetEphemeral(t.Context(), "prj_nope", token)
+	_, err = e.Svc.Previews().GetEphemeral(t.Context(), "prj_nope", token)
 	wantKind(t, err, appliance.KindNotFound)
 	if _, err := e.Svc.GetProject(t.Context(), p, id); err == nil {
 		t.Fatal("an organization sees an unclaimed ephemeral database")
 	}
 
-	_, err = e.Svc.ClaimEphemeral(t.Context(), p, id, &appliance.ClaimRequest{ClaimToken: "eph_wrong"})
+	_, err = e.Svc.Previews().ClaimEphemeral(t.Context(), p, id, &appliance.ClaimRequest{ClaimToken: "eph_wrong"})
 	wantKind(t, err, appliance.KindNotFound)
-	claimed, err := e.Svc.ClaimEphemeral(t.Context(), p, id, &appliance.ClaimRequest{ClaimToken: token})
+	claimed, err := e.Svc.Previews().ClaimEphemeral(t.Context(), p, id, &appliance.ClaimRequest{ClaimToken: token})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !claimed.Project.AlwaysOn || claimed.Project.OrganizationID != p.OrganizationID {
 		t.Fatalf("claimed: %+v", claimed.Project)
 	}
-	_, err = e.Svc.ClaimEphemeral(t.Context(), p, id, &appliance.ClaimRequest{ClaimToken: token})
+	_, err = e.Svc.Previews().ClaimEphemeral(t.Context(), p, id, &appliance.ClaimRequest{ClaimToken: token})
 	wantKind(t, err, appliance.KindConflict)
-	_, err = e.Svc.GetEphemeral(t.Context(), id, token) // a project now: the token no longer reads it
+	_, err = e.Svc.Previews().GetEphemeral(t.Context(), id, token) // a project now: the token no longer reads it
 	wantKind(t, err, appliance.KindNotFound)
 	conns, err := e.Svc.ProjectConnections(t.Context(), p, id)
 	if err != nil || conns.Connections.DirectURL != got.Connections.DirectURL {
@@ -92,7 +92,7 @@ func TestEphemeralDatabaseClaimKeepsItsData(t *testing.T) {
 	}
 	// 73 hours later the claimed database is still there.
 	now = now.Add(73 * time.Hour)
-	if n, err := e.Svc.SweepEphemeral(t.Context()); err != nil || n != 0 {
+	if n, err := e.Svc.Previews().SweepEphemeral(t.Context()); err != nil || n != 0 {
 		t.Fatalf("sweep after the claim: %d %v", n, err)
 	}
 	if got, err := e.Svc.GetProject(t.Context(), p, id); err != nil || got.Project.State != appliance.ProjectActive {
@@ -107,7 +107,7 @@ func TestEphemeralDatabaseExpires(t *testing.T) {
 	e, p := realEnv(t)
 	now := time.Now()
 	e.Clock.Set(func() time.Time { return now })
-	created, err := e.Svc.CreateEphemeral(t.Context(), "192.0.2.2", &appliance.CreateEphemeralRequest{Name: "throwaway"})
+	created, err := e.Svc.Previews().CreateEphemeral(t.Context(), "192.0.2.2", &appliance.CreateEphemeralRequest{Name: "throwaway"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,11 +116,11 @@ func TestEphemeralDatabaseExpires(t *testing.T) {
 	e.WaitJob(t, prj.LatestJobID)
 	inst := instanceOf(t, e, e.Project(t, id))
 	now = now.Add(71 * time.Hour)
-	if n, _ := e.Svc.SweepEphemeral(t.Context()); n != 0 {
+	if n, _ := e.Svc.Previews().SweepEphemeral(t.Context()); n != 0 {
 		t.Fatalf("deleted %d before the 72 hours", n)
 	}
 	now = now.Add(2 * time.Hour)
-	if n, err := e.Svc.SweepEphemeral(t.Context()); err != nil || n != 1 {
+	if n, err := e.Svc.Previews().SweepEphemeral(t.Context()); err != nil || n != 1 {
 		t.Fatalf("sweep after 73 hours: %d %v", n, err)
 	}
 	if j := e.WaitJob(t, e.Project(t, id).LatestJobID); j.Type != "project.delete" || j.State != scheduler.StateCompleted {
@@ -132,9 +132,9 @@ func TestEphemeralDatabaseExpires(t *testing.T) {
 	if left := processesUnder(inst.Dir); len(left) > 0 {
 		t.Fatalf("processes of the expired database still run: %v", left)
 	}
-	_, err = e.Svc.GetEphemeral(t.Context(), id, created.ClaimToken)
+	_, err = e.Svc.Previews().GetEphemeral(t.Context(), id, created.ClaimToken)
 	wantKind(t, err, appliance.KindNotFound)
-	_, err = e.Svc.ClaimEphemeral(t.Context(), p, id, &appliance.ClaimRequest{ClaimToken: created.ClaimToken})
+	_, err = e.Svc.Previews().ClaimEphemeral(t.Context(), p, id, &appliance.ClaimRequest{ClaimToken: created.ClaimToken})
 	if err == nil {
 		t.Fatal("an expired database was claimed")
 	}
@@ -147,20 +147,20 @@ func TestEphemeralLimits(t *testing.T) {
 	e, _ := keyEnv(t, appliancetest.Options{Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: 2, Live: 3}})
 	// One IPv6 client is its /64: a fresh address of it is no fresh bucket.
 	for _, ip := range []string{"2001:db8:1:2::1", "2001:db8:1:2:ffff::7"} {
-		if _, err := e.Svc.CreateEphemeral(t.Context(), ip, &appliance.CreateEphemeralRequest{}); err != nil {
+		if _, err := e.Svc.Previews().CreateEphemeral(t.Context(), ip, &appliance.CreateEphemeralRequest{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err := e.Svc.CreateEphemeral(t.Context(), "2001:db8:1:2::3", &appliance.CreateEphemeralRequest{})
+	_, err := e.Svc.Previews().CreateEphemeral(t.Context(), "2001:db8:1:2::3", &appliance.CreateEphemeralRequest{})
 	wantRetryAfter(t, err, time.Hour)
-	if _, err := e.Svc.CreateEphemeral(t.Context(), "198.51.100.2", &appliance.CreateEphemeralRequest{}); err != nil {
+	if _, err := e.Svc.Previews().CreateEphemeral(t.Context(), "198.51.100.2", &appliance.CreateEphemeralRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.Svc.CreateEphemeral(t.Context(), "198.51.100.3", &appliance.CreateEphemeralRequest{})
+	_, err = e.Svc.Previews().CreateEphemeral(t.Context(), "198.51.100.3", &appliance.CreateEphemeralRequest{})
 	wantKind(t, err, appliance.KindUnavailable)
-	_, err = e.Svc.CreateEphemeral(t.Context(), "198.51.100.4", &appliance.CreateEphemeralRequest{Region: "mars"})
+	_, err = e.Svc.Previews().CreateEphemeral(t.Context(), "198.51.100.4", &appliance.CreateEphemeralRequest{Region: "mars"})
 	wantKind(t, err, appliance.KindInvalid)
-	_, err = e.Svc.CreateEphemeral(t.Context(), "198.51.100.4", &appliance.CreateEphemeralRequest{Name: "pg_mine"})
+	_, err = e.Svc.Previews().CreateEphemeral(t.Context(), "198.51.100.4", &appliance.CreateEphemeralRequest{Name: "pg_mine"})
 	wantKind(t, err, appliance.KindInvalid)
 }
 
@@ -172,13 +172,13 @@ func TestEphemeralStorageLimit(t *testing.T) {
 	// An empty database is about 7.5 MB: 9 MB is over after a few MB of rows.
 	e, p := keyEnv(t, appliancetest.Options{Instances: true,
 		Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: 10, Live: 5, StorageBytes: 9 << 20}})
-	created, err := e.Svc.CreateEphemeral(t.Context(), "192.0.2.3", &appliance.CreateEphemeralRequest{})
+	created, err := e.Svc.Previews().CreateEphemeral(t.Context(), "192.0.2.3", &appliance.CreateEphemeralRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id, token := created.EphemeralDatabase.ProjectID, created.ClaimToken
 	e.WaitJob(t, e.Project(t, id).LatestJobID)
-	got, err := e.Svc.GetEphemeral(t.Context(), id, token)
+	got, err := e.Svc.Previews().GetEphemeral(t.Context(), id, token)
 	if err != nil || got.Connections == nil {
 		t.Fatalf("get: %+v %v", got, err)
 	}
@@ -218,7 +218,7 @@ func TestEphemeralStorageLimit(t *testing.T) {
 		t.Fatal("a login past 1.5 times the limit was accepted")
 	}
 	// Claimed, it is a project with its plan's limit: logins and writes work again.
-	if _, err := e.Svc.ClaimEphemeral(t.Context(), p, id, &appliance.ClaimRequest{ClaimToken: token}); err != nil {
+	if _, err := e.Svc.Previews().ClaimEphemeral(t.Context(), p, id, &appliance.ClaimRequest{ClaimToken: token}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := connect(t, url).Exec(t.Context(), "INSERT INTO fill VALUES (-1, 'claimed')"); err != nil {
@@ -233,10 +233,10 @@ func TestEphemeralTotalStorageCap(t *testing.T) {
 	e, _ := keyEnv(t, appliancetest.Options{
 		Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: 10, Live: 10, StorageBytes: 100 << 20, TotalStorageBytes: 250 << 20}})
 	for i := range 2 {
-		if _, err := e.Svc.CreateEphemeral(t.Context(), "198.51.100.20", &appliance.CreateEphemeralRequest{}); err != nil {
+		if _, err := e.Svc.Previews().CreateEphemeral(t.Context(), "198.51.100.20", &appliance.CreateEphemeralRequest{}); err != nil {
 			t.Fatalf("database %d: %v", i+1, err)
 		}
 	}
-	_, err := e.Svc.CreateEphemeral(t.Context(), "198.51.100.21", &appliance.CreateEphemeralRequest{})
+	_, err := e.Svc.Previews().CreateEphemeral(t.Context(), "198.51.100.21", &appliance.CreateEphemeralRequest{})
 	wantKind(t, err, appliance.KindUnavailable)
 }

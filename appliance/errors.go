@@ -59,3 +59,6 @@ func KindOf(err error) Kind { return apperr.KindOf(err) }
 func notFoundAs(err error, format string, args ...any) error {
 	return apperr.NotFoundAs(err, format, args...)
 }
+
+// orNotFound is err, or store.ErrNotFound when err is nil (a record of another kind).
+func orNotFound(err error) error { return apperr.OrNotFound(err) }

@@ -10,6 +10,7 @@ import (
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/observe"
+	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -65,9 +66,9 @@ var jobEvents = map[string]string{
 	JobImportFollowCutover: "import.completed",
 	JobProjectRotate:       "credentials.rotated",
 	kv.JobCreate:           "kv.ready",
-	JobPreviewCreate:       "preview.ready",
-	JobPreviewDelete:       "preview.deleted",
-	JobPreviewReset:        "preview.reset",
+	previews.JobCreate:     "preview.ready",
+	previews.JobDelete:     "preview.deleted",
+	previews.JobReset:      "preview.reset",
 	kv.JobDelete:           "kv.deleted",
 }
 

@@ -2,7 +2,6 @@ package appliance
 
 import (
 	"github.com/theappliance/appliance/appliance/migrate"
-	"github.com/theappliance/appliance/store"
 )
 
 // The migration area lives in appliance/migrate (the import preflight, the dump uploads and their import,
@@ -35,10 +34,4 @@ func (s *Service) newMigrate(deps Deps) *migrate.Service {
 	return migrate.New(migrate.Config{DataDir: s.cfg.DataDir}, migrate.Deps{DB: deps.DB, Box: deps.Box, Log: deps.Log, Clock: s.now,
 		UploadLimit: deps.ImportUploadLimit, Policy: s.policy(), Engine: eng, Plane: plane, Jobs: jobs, StepHook: deps.JobStepHook,
 		Host: areaHost{s}})
-}
-
-// checkNotPromoting refuses to change a preview that an approved or promoting cutover request holds
-// (migrate.CheckNotPromoting): the previews' reset and deletion wait until the request ends.
-func checkNotPromoting(tx *store.Tx, prv *store.Project) error {
-	return migrate.CheckNotPromoting(tx, prv)
 }

@@ -39,12 +39,12 @@ func (s *Service) periodic() []periodicTask {
 			} else if n > 0 {
 				log.Info("export expiry sweep", "expired", n)
 			}
-			if n, err := s.SweepPreviews(ctx); err != nil {
+			if n, err := s.previews.Sweep(ctx); err != nil {
 				log.Error("preview expiry", "err", err)
 			} else if n > 0 {
 				log.Info("previews expired", "deleted", n)
 			}
-			if n, err := s.SweepEphemeral(ctx); err != nil {
+			if n, err := s.previews.SweepEphemeral(ctx); err != nil {
 				log.Error("ephemeral database expiry", "err", err)
 			} else if n > 0 {
 				log.Info("ephemeral databases expired", "deleted", n)

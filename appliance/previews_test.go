@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/instances"
+	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -45,12 +47,12 @@ func TestPreviewsCloneEmptyExpireAndGoWithTheirProject(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	clone, err := e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "feature-x"})
+	clone, err := e.Svc.Previews().Create(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "feature-x"})
 	waitPreview(t, e, clone, err)
-	if clone.Preview.Mode != appliance.PreviewClone || clone.Preview.ProjectID != prj.ID || clone.Preview.DatabaseName != prj.DatabaseName {
+	if clone.Preview.Mode != previews.ModeClone || clone.Preview.ProjectID != prj.ID || clone.Preview.DatabaseName != prj.DatabaseName {
 		t.Fatalf("clone: %+v", clone.Preview)
 	}
-	cc, err := e.Svc.PreviewConnections(t.Context(), p, clone.Preview.ID)
+	cc, err := e.Svc.Previews().Connections(t.Context(), p, clone.Preview.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +104,7 @@ func TestPreviewsCloneEmptyExpireAndGoWithTheirProject(t *testing.T) {
 
 	// A reset makes the clone again from the project as of now: its own write is gone, the project's later
 	// one is there, and the same URL works.
-	rs, err := e.Svc.ResetPreview(t.Context(), p, clone.Preview.ID)
+	rs, err := e.Svc.Previews().Reset(t.Context(), p, clone.Preview.ID)
 	runJob(t, e, rs, err)
 	again := connect(t, cc.Connections.DirectURL)
 	if n := scalar[int64](t, again, "SELECT count(*) FROM orders WHERE id = 1000"); n != 0 {
@@ -112,9 +114,9 @@ func TestPreviewsCloneEmptyExpireAndGoWithTheirProject(t *testing.T) {
 		t.Fatal("the reset clone lacks the project's later write")
 	}
 
-	empty, err := e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Mode: appliance.PreviewEmpty, TTLHours: ptr(2)})
+	empty, err := e.Svc.Previews().Create(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Mode: previews.ModeEmpty, TTLHours: ptr(2)})
 	waitPreview(t, e, empty, err)
-	ec, err := e.Svc.PreviewConnections(t.Context(), p, empty.Preview.ID)
+	ec, err := e.Svc.Previews().Connections(t.Context(), p, empty.Preview.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,37 +132,37 @@ func TestPreviewsCloneEmptyExpireAndGoWithTheirProject(t *testing.T) {
 	if _, err := e.Svc.GetProject(t.Context(), p, clone.Preview.ID); err == nil {
 		t.Fatal("a preview is reachable as a project")
 	}
-	prvs, err := e.Svc.ListPreviews(t.Context(), p, prj.ID)
+	prvs, err := e.Svc.Previews().List(t.Context(), p, prj.ID)
 	if err != nil || len(prvs.PreviewDatabases) != 2 {
 		t.Fatalf("previews: %+v %v", prvs, err)
 	}
 	// Bad input.
-	_, err = e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Mode: "fork"})
+	_, err = e.Svc.Previews().Create(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Mode: "fork"})
 	wantKind(t, err, appliance.KindInvalid)
-	_, err = e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{TTLHours: ptr(0)})
+	_, err = e.Svc.Previews().Create(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{TTLHours: ptr(0)})
 	wantKind(t, err, appliance.KindInvalid)
-	_, err = e.Svc.ExtendPreview(t.Context(), p, clone.Preview.ID, &appliance.ExtendPreviewRequest{TTLHours: 721})
+	_, err = e.Svc.Previews().Extend(t.Context(), p, clone.Preview.ID, &appliance.ExtendPreviewRequest{TTLHours: 721})
 	wantKind(t, err, appliance.KindInvalid)
-	_, err = e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{})
+	_, err = e.Svc.Previews().Create(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{})
 	wantKind(t, err, appliance.KindForbidden) // the free plan's 2 previews
 
 	// The clone is extended to 48 hours; 3 hours later the empty one (2 hours) expires.
-	ext, err := e.Svc.ExtendPreview(t.Context(), p, clone.Preview.ID, &appliance.ExtendPreviewRequest{TTLHours: 48})
+	ext, err := e.Svc.Previews().Extend(t.Context(), p, clone.Preview.ID, &appliance.ExtendPreviewRequest{TTLHours: 48})
 	if err != nil || !ext.Preview.TTLExpiresAt.Equal(now.Add(48*time.Hour)) {
 		t.Fatalf("extend: %+v %v", ext, err)
 	}
 	emptyInst := e.Project(t, empty.Preview.ID).PrimaryInstanceID
 	now = now.Add(3 * time.Hour)
-	if n, err := e.Svc.SweepPreviews(t.Context()); err != nil || n != 1 {
+	if n, err := e.Svc.Previews().Sweep(t.Context()); err != nil || n != 1 {
 		t.Fatalf("sweep: %d %v", n, err)
 	}
-	if j := e.WaitJob(t, e.Project(t, empty.Preview.ID).LatestJobID); j.Type != appliance.JobPreviewDelete || j.State != scheduler.StateCompleted {
+	if j := e.WaitJob(t, e.Project(t, empty.Preview.ID).LatestJobID); j.Type != previews.JobDelete || j.State != scheduler.StateCompleted {
 		t.Fatalf("expiry job: %s %s %s", j.Type, j.State, j.Error)
 	}
 	if left := processesUnder(filepath.Join(e.Dir, "instances", emptyInst)); len(left) > 0 {
 		t.Fatalf("the expired preview's processes still run: %v", left)
 	}
-	if prvs, _ := e.Svc.ListPreviews(t.Context(), p, prj.ID); len(prvs.PreviewDatabases) != 1 {
+	if prvs, _ := e.Svc.Previews().List(t.Context(), p, prj.ID); len(prvs.PreviewDatabases) != 1 {
 		t.Fatalf("after the expiry: %d previews", len(prvs.PreviewDatabases))
 	}
 
@@ -198,16 +200,16 @@ func TestPreviewAsOfAPastTime(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err = e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{SourceRestoreTime: before})
+	_, err = e.Svc.Previews().Create(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{SourceRestoreTime: before})
 	wantKind(t, err, appliance.KindInvalid)
-	_, err = e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Mode: appliance.PreviewEmpty, SourceRestoreTime: target.Format(time.RFC3339Nano)})
+	_, err = e.Svc.Previews().Create(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Mode: previews.ModeEmpty, SourceRestoreTime: target.Format(time.RFC3339Nano)})
 	wantKind(t, err, appliance.KindInvalid)
-	res, err := e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "as-of", SourceRestoreTime: target.Format(time.RFC3339Nano)})
+	res, err := e.Svc.Previews().Create(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "as-of", SourceRestoreTime: target.Format(time.RFC3339Nano)})
 	waitPreview(t, e, res, err)
-	if res.Preview.SourceKind != appliance.SourceBackup || res.Preview.SourceBackupKey == "" || !res.Preview.SourceRestoreTime.Equal(target) {
+	if res.Preview.SourceKind != previews.SourceBackup || res.Preview.SourceBackupKey == "" || !res.Preview.SourceRestoreTime.Equal(target) {
 		t.Fatalf("preview: %+v", res.Preview)
 	}
-	cc, err := e.Svc.PreviewConnections(t.Context(), p, res.Preview.ID)
+	cc, err := e.Svc.Previews().Connections(t.Context(), p, res.Preview.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +221,7 @@ func TestPreviewAsOfAPastTime(t *testing.T) {
 		t.Fatalf("the recovered preview does not take writes: %v", err)
 	}
 	// A reset recovers to the same time again.
-	rs, err := e.Svc.ResetPreview(t.Context(), p, res.Preview.ID)
+	rs, err := e.Svc.Previews().Reset(t.Context(), p, res.Preview.ID)
 	runJob(t, e, rs, err)
 	if n := scalar[int64](t, connect(t, cc.Connections.DirectURL), "SELECT count(*) FROM events"); n != 20 {
 		t.Fatalf("after the reset: %d rows, want 20", n)
@@ -255,7 +257,7 @@ func TestCloneUnderWritesIsConsistent(t *testing.T) {
 		conn := admin()
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			slots := scalar[int64](t, conn, "SELECT count(*) FROM pg_replication_slots")
-			copies := scalar[int64](t, conn, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", appliance.CopySessionName)
+			copies := scalar[int64](t, conn, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", instances.CopySessionName)
 			if slots == 0 && copies == 0 {
 				return
 			}
@@ -313,7 +315,7 @@ func TestCloneUnderWritesIsConsistent(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	asked := committed.Load()
-	res, err := e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "busy-clone"})
+	res, err := e.Svc.Previews().Create(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "busy-clone"})
 	waitPreview(t, e, res, err)
 	during := committed.Load() - asked
 	stopWriting.Store(true)
@@ -325,7 +327,7 @@ func TestCloneUnderWritesIsConsistent(t *testing.T) {
 	}
 	total := committed.Load()
 
-	cc, err := e.Svc.PreviewConnections(t.Context(), p, res.Preview.ID)
+	cc, err := e.Svc.Previews().Connections(t.Context(), p, res.Preview.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +367,7 @@ func TestCloneUnderWritesIsConsistent(t *testing.T) {
 	if err := os.Symlink("/etc", link); err != nil {
 		t.Fatal(err)
 	}
-	bad, err := e.Svc.CreatePreview(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "refused"})
+	bad, err := e.Svc.Previews().Create(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "refused"})
 	if err != nil {
 		t.Fatal(err)
 	}

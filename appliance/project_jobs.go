@@ -10,6 +10,7 @@ import (
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -30,7 +31,7 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	s.registerBackupJobs(r)
 	s.migrate.RegisterJobs(r)
 	s.kv.RegisterJobs(r)
-	s.registerPreviewJobs(r)
+	s.previews.RegisterJobs(r)
 }
 
 // targetOf is the project record a job acts on: its preview database's when it names one (a preview is a
@@ -159,8 +160,8 @@ func (s *Service) provisionProject(ctx context.Context, run *scheduler.Run) (any
 	}
 	spec := instances.ProvisionSpec{Instance: inst, Project: prj, AdminPassword: string(adminPW), Credential: cred,
 		Settings: settings, Steps: steps, PortTaken: func(pooler bool, err error) error { return s.movePortIfTaken(inst, pooler, err) }}
-	if prj.PreviewMode == PreviewClone {
-		if spec.Clone, err = s.cloneSource(ctx, run, prj); err != nil {
+	if prj.PreviewMode == previews.ModeClone {
+		if spec.Clone, err = s.previews.CloneSource(ctx, run, prj); err != nil {
 			return nil, err
 		}
 	}
@@ -242,7 +243,7 @@ func (s *Service) ensureInstanceRecord(dp *DataPlane, projectID string) (*store.
 		}
 		now := s.now()
 		var spare *store.Instance
-		if prj.PreviewMode != PreviewClone { // a clone's data directory is copied, never a spare's
+		if prj.PreviewMode != previews.ModeClone { // a clone's data directory is copied, never a spare's
 			if spare, err = claimSpare(tx); err != nil {
 				return err
 			}
@@ -354,7 +355,7 @@ func (s *Service) deleteProjectJob(ctx context.Context, run *scheduler.Run) (any
 	if err := s.kv.RemoveProject(ctx, prj.ID); err != nil {
 		return nil, scheduler.Transient(fmt.Errorf("remove the project's key-value store: %w", err))
 	}
-	if err := s.removePreviews(ctx, prj.ID); err != nil {
+	if err := s.previews.RemoveProject(ctx, prj.ID); err != nil {
 		return nil, scheduler.Transient(fmt.Errorf("remove the project's previews: %w", err))
 	}
 	// Only now: the instance no longer archives WAL into the store.

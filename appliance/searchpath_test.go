@@ -116,7 +116,7 @@ func tenantConn(t *testing.T, e *appliancetest.Env, p *appliance.Principal, proj
 	var c *appliance.ConnectionsResponse
 	var err error
 	if preview {
-		c, err = e.Svc.PreviewConnections(t.Context(), p, projectID)
+		c, err = e.Svc.Previews().Connections(t.Context(), p, projectID)
 	} else {
 		c, err = e.Svc.ProjectConnections(t.Context(), p, projectID)
 	}
@@ -166,7 +166,7 @@ func TestAdminSessionsNeverRunTheTenantsCode(t *testing.T) {
 
 	// A clone preview (its provisioning prepares the copy of the database), then its cutover (the staging
 	// database is prepared, the preview's extensions created in it, and the swapped database prepared).
-	clone, err := e.Svc.CreatePreview(ctx, p, prj.ID, &appliance.CreatePreviewRequest{Name: "trapped"})
+	clone, err := e.Svc.Previews().Create(ctx, p, prj.ID, &appliance.CreatePreviewRequest{Name: "trapped"})
 	waitPreview(t, e, clone, err)
 	noneSprung(t, tenantConn(t, e, p, clone.Preview.ID, true), "a clone preview's provisioning")
 	req, err := e.Svc.Migrate().RequestCutover(ctx, p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: clone.Preview.ID})

@@ -15,11 +15,11 @@ import (
 	"github.com/theappliance/appliance/appliance/extensions"
 	"github.com/theappliance/appliance/appliance/identity"
 	"github.com/theappliance/appliance/appliance/ids"
-	"github.com/theappliance/appliance/appliance/keyrate"
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/outbound"
+	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/appliance/signedurl"
 	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/appliance/upgrades"
@@ -59,8 +59,8 @@ type Config struct {
 	// PostgresRoot is where the distribution installs PostgreSQL majors, <root>/<major>/bin: the targets of
 	// major upgrades ("": DefaultPostgresRoot).
 	PostgresRoot string
-	// Ephemeral bounds anonymous ephemeral databases (nil: DefaultEphemeralLimits; zero fields take the
-	// defaults').
+	// Ephemeral bounds anonymous ephemeral databases (nil: previews.DefaultEphemeralLimits; zero sizes take
+	// the defaults').
 	Ephemeral *EphemeralLimits
 	// Webhooks tune deliveries (nil: DefaultWebhookOptions; tests shorten the schedule).
 	Webhooks *WebhookOptions
@@ -127,9 +127,6 @@ type Service struct {
 	kv *kv.Service
 	// observe is the observability area (appliance/observe, built in New).
 	observe *observe.Service
-	// ephemeral bounds anonymous ephemeral databases; ephemeralRate is its per-IP bucket.
-	ephemeral     EphemeralLimits
-	ephemeralRate *keyrate.Limiter
 	// guard holds storage limits between samples (storage.go); disk is its reading of the free space
 	// (disk.go).
 	guard storageGuard
@@ -158,6 +155,8 @@ type Service struct {
 	// identity is the identity area: sign-in, sessions, authentication, members, CLI login, API keys,
 	// organizations (appliance/identity, built in New).
 	identity *identity.Service
+	// previews is the previews area: preview and ephemeral databases (appliance/previews, built in New).
+	previews *previews.Service
 }
 
 // New returns a service built with its collaborators.
@@ -180,11 +179,6 @@ func New(cfg Config, deps Deps) *Service {
 		now:           func() time.Time { return clock().UTC() }, Probe: &Probes{}}
 	s.hooks = s.newWebhooks(cfg, deps)
 	s.studio = s.newStudio(deps)
-	ephemeral := DefaultEphemeralLimits
-	if cfg.Ephemeral != nil {
-		ephemeral = *cfg.Ephemeral
-	}
-	s.setEphemeralLimits(ephemeral)
 	s.disk.free = -1
 	s.setDiskReserve(cfg.DiskReserve)
 	s.sparesStop, s.stopSpares = context.WithCancel(context.Background())
@@ -199,6 +193,7 @@ func New(cfg Config, deps Deps) *Service {
 	s.upgrades = s.newUpgrades(cfg, deps)
 	s.identity = s.newIdentity(cfg, deps)
 	s.migrate = s.newMigrate(deps)
+	s.previews = s.newPreviews(cfg, deps)
 	return s
 }
 

@@ -38,13 +38,13 @@ func TestStorageLimitHoldsAgainstAFastWriter(t *testing.T) {
 	go func() { defer close(done); e.Svc.RunStorageGuard(ctx, appliance.StorageGuardInterval) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	created, err := e.Svc.CreateEphemeral(t.Context(), "192.0.2.9", &appliance.CreateEphemeralRequest{})
+	created, err := e.Svc.Previews().CreateEphemeral(t.Context(), "192.0.2.9", &appliance.CreateEphemeralRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	eph := created.EphemeralDatabase.ProjectID
 	e.WaitJob(t, e.Project(t, eph).LatestJobID)
-	got, err := e.Svc.GetEphemeral(t.Context(), eph, created.ClaimToken)
+	got, err := e.Svc.Previews().GetEphemeral(t.Context(), eph, created.ClaimToken)
 	if err != nil || got.Connections == nil {
 		t.Fatalf("get: %+v %v", got, err)
 	}
@@ -164,7 +164,7 @@ func TestEphemeralServerIsBounded(t *testing.T) {
 	const perProcess = 64 << 20
 	e, _ := keyEnv(t, appliancetest.Options{Instances: true,
 		Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: 10, Live: 5, ProcessMemoryBytes: perProcess, TempFileBytes: 32 << 20, MaxConnections: 8}})
-	created, err := e.Svc.CreateEphemeral(t.Context(), "192.0.2.10", &appliance.CreateEphemeralRequest{})
+	created, err := e.Svc.Previews().CreateEphemeral(t.Context(), "192.0.2.10", &appliance.CreateEphemeralRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestEphemeralServerIsBounded(t *testing.T) {
 	if j := e.WaitJob(t, e.Project(t, id).LatestJobID); j.State != scheduler.StateCompleted {
 		t.Fatalf("provision: %s", j.Error)
 	}
-	got, err := e.Svc.GetEphemeral(t.Context(), id, created.ClaimToken)
+	got, err := e.Svc.Previews().GetEphemeral(t.Context(), id, created.ClaimToken)
 	if err != nil || got.Connections == nil {
 		t.Fatalf("get: %+v %v", got, err)
 	}

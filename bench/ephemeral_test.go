@@ -10,6 +10,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -26,7 +27,7 @@ func BenchmarkEphemeral(b *testing.B) {
 	var envs []*appliancetest.Env
 	for i := 0; i < n; i += per {
 		e := appliancetest.New(b, appliancetest.Options{Instances: true, Spares: spares,
-			Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: n, Live: n, StorageBytes: appliance.EphemeralStorageLimit}})
+			Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: n, Live: n, StorageBytes: previews.EphemeralStorageLimit}})
 		envs = append(envs, e)
 	}
 	samples := make([]*sample, n)
@@ -37,7 +38,7 @@ func BenchmarkEphemeral(b *testing.B) {
 			b.Fatal(err)
 		}
 		t0 := time.Now()
-		c, err := e.Svc.CreateEphemeral(ctx, "192.0.2.1", &appliance.CreateEphemeralRequest{Name: fmt.Sprintf("eph %03d", i)})
+		c, err := e.Svc.Previews().CreateEphemeral(ctx, "192.0.2.1", &appliance.CreateEphemeralRequest{Name: fmt.Sprintf("eph %03d", i)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -45,7 +46,7 @@ func BenchmarkEphemeral(b *testing.B) {
 		id := c.EphemeralDatabase.ProjectID
 		var url string
 		for deadline := t0.Add(2 * time.Minute); ; time.Sleep(pollInterval) {
-			g, err := e.Svc.GetEphemeral(ctx, id, c.ClaimToken)
+			g, err := e.Svc.Previews().GetEphemeral(ctx, id, c.ClaimToken)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -49,7 +50,7 @@ func timePreview(b *testing.B, e *appliancetest.Env, p *appliance.Principal, pro
 	b.Helper()
 	ctx := b.Context()
 	t0 := time.Now()
-	res, err := e.Svc.CreatePreview(ctx, p, projectID, &appliance.CreatePreviewRequest{Mode: mode})
+	res, err := e.Svc.Previews().Create(ctx, p, projectID, &appliance.CreatePreviewRequest{Mode: mode})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func timePreview(b *testing.B, e *appliancetest.Env, p *appliance.Principal, pro
 			b.Fatalf("preview %s: %s %s", res.Preview.ID, j.State, j.Error)
 		}
 	}
-	c, err := e.Svc.PreviewConnections(ctx, p, res.Preview.ID)
+	c, err := e.Svc.Previews().Connections(ctx, p, res.Preview.ID)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -97,9 +98,9 @@ func BenchmarkPreviewEmpty(b *testing.B) {
 		if err := waitSpares(b.Context(), e, spares); err != nil {
 			b.Fatal(err)
 		}
-		d, id := timePreview(b, e, p, prj.ID, appliance.PreviewEmpty)
+		d, id := timePreview(b, e, p, prj.ID, previews.ModeEmpty)
 		totals = append(totals, d)
-		res, err := e.Svc.DeletePreview(b.Context(), p, id)
+		res, err := e.Svc.Previews().Delete(b.Context(), p, id)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -137,9 +138,9 @@ func BenchmarkPreviewClone(b *testing.B) {
 			dst := filepath.Join(scratch, fmt.Sprintf("%d-%d", r, k))
 			switch kind {
 			case "preview":
-				d, id := timePreview(b, e, p, prj.ID, appliance.PreviewClone)
+				d, id := timePreview(b, e, p, prj.ID, previews.ModeClone)
 				got[kind] = append(got[kind], d)
-				res, err := e.Svc.DeletePreview(ctx, p, id)
+				res, err := e.Svc.Previews().Delete(ctx, p, id)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -341,7 +342,7 @@ func BenchmarkPreviewsIdle(b *testing.B) {
 	ids := make([]string, n)
 	jobs := make([]string, n)
 	for i := range n {
-		res, err := e.Svc.CreatePreview(ctx, p, parents[i/25], &appliance.CreatePreviewRequest{Name: fmt.Sprintf("idle-%02d", i), Mode: appliance.PreviewEmpty, TTLHours: &ttl})
+		res, err := e.Svc.Previews().Create(ctx, p, parents[i/25], &appliance.CreatePreviewRequest{Name: fmt.Sprintf("idle-%02d", i), Mode: previews.ModeEmpty, TTLHours: &ttl})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -162,12 +162,12 @@ func TestDashboardEndToEnd(t *testing.T) {
 			waitCLI(t, func() bool { n, err := c.DBSize(t.Context()).Result(); return err == nil && n == 0 })
 			answer("")
 		case what == "ephemeral": // a database made with no account, ready; the page opens its claim_url
-			c, err := e.svc.CreateEphemeral(t.Context(), "192.0.2.9", &api.CreateEphemeralRequest{Name: "claimed scratch"})
+			c, err := e.svc.Previews().CreateEphemeral(t.Context(), "192.0.2.9", &api.CreateEphemeralRequest{Name: "claimed scratch"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			waitCLI(t, func() bool {
-				g, err := e.svc.GetEphemeral(t.Context(), c.EphemeralDatabase.ProjectID, c.ClaimToken)
+				g, err := e.svc.Previews().GetEphemeral(t.Context(), c.EphemeralDatabase.ProjectID, c.ClaimToken)
 				return err == nil && g.Connections != nil
 			})
 			u, err := url.Parse(c.ClaimURL)

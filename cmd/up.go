@@ -25,6 +25,7 @@ import (
 	"github.com/theappliance/appliance/appliance/heapfloor"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/appliance/programs"
 	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/httpapi/connlimit"
@@ -171,7 +172,7 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.BoolVar(&cfg.BackupStorePathStyle, "backup-store-path-style", envBool("APPLIANCE_BACKUP_STORE_PATH_STYLE"), "path-style requests (endpoint/bucket/key), as MinIO and most self-hosted servers want, instead of virtual-hosted ones (APPLIANCE_BACKUP_STORE_PATH_STYLE=1)")
 	f.StringVar(&cfg.BackupStoreCredentialsFile, "backup-store-credentials-file", envDefault("APPLIANCE_BACKUP_STORE_CREDENTIALS_FILE", ""), "file of AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=... lines for the bucket (APPLIANCE_BACKUP_STORE_CREDENTIALS_FILE); default: those environment variables")
 	f.StringVar(&cfg.BackupStoreKeyFile, "backup-store-key-file", envDefault("APPLIANCE_BACKUP_STORE_KEY_FILE", ""), "file of the key that encrypts the bucket's objects: 32 bytes or 64 hex digits (APPLIANCE_BACKUP_STORE_KEY_FILE); default: derived from the data directory's secret.key")
-	d := appliance.DefaultEphemeralLimits
+	d := previews.DefaultEphemeralLimits
 	f.IntVar(&cfg.EphemeralMax, "ephemeral-max", envInt("APPLIANCE_EPHEMERAL_MAX", d.Live), "unclaimed ephemeral databases alive at once (APPLIANCE_EPHEMERAL_MAX)")
 	f.IntVar(&cfg.EphemeralStorageMB, "ephemeral-storage-mb", envInt("APPLIANCE_EPHEMERAL_STORAGE_MB", int(d.StorageBytes>>20)), "MiB of storage of each ephemeral database, held within a few MiB (APPLIANCE_EPHEMERAL_STORAGE_MB)")
 	f.IntVar(&cfg.EphemeralTotalStorageMB, "ephemeral-total-storage-mb", envInt("APPLIANCE_EPHEMERAL_TOTAL_STORAGE_MB", int(d.TotalStorageBytes>>20)), "MiB the storage limits of all live ephemeral databases may add up to (APPLIANCE_EPHEMERAL_TOTAL_STORAGE_MB)")

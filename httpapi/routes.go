@@ -151,12 +151,12 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/projects/{projectID}/imports/follow/abort", Tag: "imports", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Stop following: drop the subscription and publication and restore the backup taken before follow started", Do: CallP("projectID", s.svc.Migrate().FollowAbort)},
 
 		// Preview databases (an instance of their own, derived from a project)
-		{Method: get, Path: "/v1/projects/{projectID}/preview-databases", Tag: "previews", Scope: api.ScopeProjectsRead, Status: ok, Summary: "List the project's preview databases", Do: CallP("projectID", s.svc.ListPreviews)},
-		{Method: post, Path: "/v1/projects/{projectID}/preview-databases", Tag: "previews", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Create a preview database: clone (the project's data as of now) or empty, deleted after ttl_hours", Do: CallPB("projectID", s.svc.CreatePreview)},
-		{Method: del, Path: "/v1/preview-databases/{previewID}", Tag: "previews", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Delete a preview database and everything it had", Errors: []int{http.StatusConflict}, Do: CallP("previewID", s.svc.DeletePreview)},
-		{Method: post, Path: "/v1/preview-databases/{previewID}/reset", Tag: "previews", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Make a preview again from its source (its writes are gone; host, ports and credential stay)", Errors: []int{http.StatusConflict}, Do: CallP("previewID", s.svc.ResetPreview)},
-		{Method: post, Path: "/v1/preview-databases/{previewID}/extend", Tag: "previews", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Move a preview's deletion to ttl_hours from now", Errors: []int{http.StatusConflict}, Do: CallPB("previewID", s.svc.ExtendPreview)},
-		{Method: get, Path: "/v1/preview-databases/{previewID}/connections", Tag: "previews", Scope: api.ScopeCredentialsRead, Status: ok, Summary: "A preview's connection URLs with its own credential", Errors: []int{http.StatusConflict}, Do: CallP("previewID", s.svc.PreviewConnections)},
+		{Method: get, Path: "/v1/projects/{projectID}/preview-databases", Tag: "previews", Scope: api.ScopeProjectsRead, Status: ok, Summary: "List the project's preview databases", Do: CallP("projectID", s.svc.Previews().List)},
+		{Method: post, Path: "/v1/projects/{projectID}/preview-databases", Tag: "previews", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Create a preview database: clone (the project's data as of now) or empty, deleted after ttl_hours", Do: CallPB("projectID", s.svc.Previews().Create)},
+		{Method: del, Path: "/v1/preview-databases/{previewID}", Tag: "previews", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Delete a preview database and everything it had", Errors: []int{http.StatusConflict}, Do: CallP("previewID", s.svc.Previews().Delete)},
+		{Method: post, Path: "/v1/preview-databases/{previewID}/reset", Tag: "previews", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Make a preview again from its source (its writes are gone; host, ports and credential stay)", Errors: []int{http.StatusConflict}, Do: CallP("previewID", s.svc.Previews().Reset)},
+		{Method: post, Path: "/v1/preview-databases/{previewID}/extend", Tag: "previews", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Move a preview's deletion to ttl_hours from now", Errors: []int{http.StatusConflict}, Do: CallPB("previewID", s.svc.Previews().Extend)},
+		{Method: get, Path: "/v1/preview-databases/{previewID}/connections", Tag: "previews", Scope: api.ScopeCredentialsRead, Status: ok, Summary: "A preview's connection URLs with its own credential", Errors: []int{http.StatusConflict}, Do: CallP("previewID", s.svc.Previews().Connections)},
 
 		// Cutover requests (a preview's data made its project's: requested, approved by an admin, promoted)
 		{Method: get, Path: "/v1/projects/{projectID}/cutover-requests", Tag: "previews", Scope: api.ScopeProjectsRead, Status: ok, Summary: "List the project's cutover requests, newest first", Do: CallP("projectID", s.svc.Migrate().ListCutoverRequests)},
@@ -176,7 +176,7 @@ func (s *Server) table() []Route {
 		{Method: del, Path: "/v1/ephemeral-databases/{projectID}", Tag: "ephemeral", Auth: Public, Status: accepted, Summary: "Destroy an ephemeral database now (the claim token in X-Service-Claim-Token)",
 			Header: []Param{claimTokenParam}, Errors: []int{http.StatusConflict}, Do: Without(s.deleteEphemeral)},
 		{Method: post, Path: "/v1/ephemeral-databases/{projectID}/claim", Tag: "ephemeral", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Claim an ephemeral database into the caller's organization as a normal project (its data and connection details stay; sessions need the admin role)",
-			Errors: []int{http.StatusConflict}, Do: CallPB("projectID", s.svc.ClaimEphemeral)},
+			Errors: []int{http.StatusConflict}, Do: CallPB("projectID", s.svc.Previews().ClaimEphemeral)},
 
 		// Key-value stores (a Redis server per project behind the RESP and REST fronts)
 		{Method: get, Path: "/v1/kv", Tag: "kv", Scope: api.ScopeProjectsRead, Status: ok, Summary: "List the organization's key-value stores",

@@ -20,6 +20,7 @@ import (
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/keyrate"
 	"github.com/theappliance/appliance/httpapi/connlimit"
 
 	"github.com/theappliance/appliance/scheduler/lane"
@@ -219,7 +220,7 @@ func (s *Server) adapt(rt *Route) http.Handler {
 
 // rateLimit takes a token of bucket for the caller's IP, or answers 429 with Retry-After and reports false.
 func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request, bucket string) bool {
-	wait, ok := s.limiter.allow(appliance.AddressKey(clientIP(r)), bucket)
+	wait, ok := s.limiter.allow(keyrate.AddressKey(clientIP(r)), bucket)
 	return ok || s.tooMany(w, wait)
 }
 

@@ -90,6 +90,14 @@ func NotFoundAs(err error, format string, args ...any) error {
 	return Internal(err, "read metadata")
 }
 
+// OrNotFound is err, or store.ErrNotFound when err is nil (a record was found, but of another kind).
+func OrNotFound(err error) error {
+	if err == nil {
+		return store.ErrNotFound
+	}
+	return err
+}
+
 // KindOf returns the kind of err (KindInternal for errors not made here).
 func KindOf(err error) Kind {
 	var e *Error

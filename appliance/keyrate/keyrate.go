@@ -1,8 +1,10 @@
 // Package keyrate is a token bucket per key: the import preflights' per project (appliance/migrate), the
-// ephemeral databases' per client address (the root).
+// ephemeral databases' per client address (appliance/previews); and the key of a client address
+// (AddressKey), which the API's rate buckets use too.
 package keyrate
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 
@@ -38,4 +40,20 @@ func (r *Limiter) Wait(key string) time.Duration {
 		return d
 	}
 	return 0
+}
+
+// AddressKey is the key of a client address in per-address limits (the API's rate buckets, ephemeral
+// databases): an IPv6 address counts by its /64, the block one host or site usually holds (a fresh address
+// per request must not mean a fresh bucket); IPv4 (also mapped into IPv6) and loopback addresses count one
+// each.
+func AddressKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	a = a.Unmap().WithZone("")
+	if a.Is4() || a.IsLoopback() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, 64).Masked().String()
 }

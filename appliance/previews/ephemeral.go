@@ -1,15 +1,17 @@
-package appliance
+package previews
 
 import (
 	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/keyrate"
 	"github.com/theappliance/appliance/store"
@@ -37,20 +39,20 @@ type EphemeralLimits struct {
 	// ProcessMemoryBytes is the private memory (RLIMIT_DATA) of each of its server's processes, and
 	// TempFileBytes each process's temporary files (temp_file_limit): a session cannot raise either.
 	// One database's memory is then at most its shared buffers (128 MB) plus (MaxConnections +
-	// ephemeralWorkers + 8 auxiliary and autovacuum processes) × ProcessMemoryBytes.
+	// EphemeralWorkers + 8 auxiliary and autovacuum processes) × ProcessMemoryBytes.
 	ProcessMemoryBytes int64
 	TempFileBytes      int64
 }
 
-// ephemeralWorkers is an ephemeral server's max_worker_processes (and parallel workers).
-const ephemeralWorkers = 2
+// EphemeralWorkers is an ephemeral server's max_worker_processes (and parallel workers).
+const EphemeralWorkers = 2
 
 // DefaultEphemeralLimits are the appliance's: 20 databases of 256 MB (5 GB in all); each server's
 // memory at most 128 MB + (10 + 2 + 8) × 64 MB = 1.4 GB.
 var DefaultEphemeralLimits = EphemeralLimits{PerIPPerHour: 10, Live: 20, StorageBytes: EphemeralStorageLimit,
 	TotalStorageBytes: 20 * EphemeralStorageLimit, MaxConnections: 10, ProcessMemoryBytes: 64 << 20, TempFileBytes: EphemeralStorageLimit}
 
-// setEphemeralLimits sets the limits (New: Config.Ephemeral); zero fields take the defaults'.
+// setEphemeralLimits sets the limits (New: Config.Ephemeral); zero sizes take the defaults'.
 func (s *Service) setEphemeralLimits(l EphemeralLimits) {
 	d := DefaultEphemeralLimits
 	for _, f := range []struct{ v, def *int64 }{{&l.StorageBytes, &d.StorageBytes}, {&l.ProcessMemoryBytes, &d.ProcessMemoryBytes}, {&l.TempFileBytes, &d.TempFileBytes}} {
@@ -68,8 +70,11 @@ func (s *Service) setEphemeralLimits(l EphemeralLimits) {
 	s.ephemeralRate = keyrate.New(time.Hour/time.Duration(max(1, l.PerIPPerHour)), max(1, l.PerIPPerHour))
 }
 
-func ephemeralView(p *store.Project) *EphemeralDatabase {
-	v := &EphemeralDatabase{ProjectID: p.ID, Name: p.Name, PostgresVersion: p.PostgresVersion, Region: p.Region,
+// EphemeralLimits are the limits in force (the root's settings of an ephemeral database's server read them).
+func (s *Service) EphemeralLimits() EphemeralLimits { return s.ephemeral }
+
+func ephemeralView(p *store.Project) *api.EphemeralDatabase {
+	v := &api.EphemeralDatabase{ProjectID: p.ID, Name: p.Name, PostgresVersion: p.PostgresVersion, Region: p.Region,
 		State: p.State, CreatedAt: p.CreatedAt}
 	if p.EphemeralExpiresAt != nil {
 		v.ExpiresAt = *p.EphemeralExpiresAt
@@ -79,66 +84,65 @@ func ephemeralView(p *store.Project) *EphemeralDatabase {
 
 // errNoEphemeral is the one answer for an unknown database and a wrong token alike.
 func errNoEphemeral() error {
-	return NotFound("no ephemeral database with this id and claim token")
+	return apperr.NotFound("no ephemeral database with this id and claim token")
 }
 
 // CreateEphemeral makes a database for an anonymous caller at clientIP: a project without an organization,
 // provisioned like any (from a spare cluster when one is ready), destroyed after 72 hours unless claimed.
-func (s *Service) CreateEphemeral(ctx context.Context, clientIP string, req *CreateEphemeralRequest) (*EphemeralCreated, error) {
+func (s *Service) CreateEphemeral(ctx context.Context, clientIP string, req *api.CreateEphemeralRequest) (*api.EphemeralCreated, error) {
 	if req.Region != "" && req.Region != s.cfg.Region {
-		return nil, Invalid("region must be %s, the only region of this appliance", s.cfg.Region)
+		return nil, apperr.Invalid("region must be %s, the only region of this appliance", s.cfg.Region)
 	}
 	name := strings.TrimSpace(req.Name)
 	if name == "" {
 		name = "ephemeral-" + ids.Secret(4)[:6]
 	}
-	if err := checkDisplayText("name", name, 1, 63); err != nil {
+	if err := s.host.CheckDisplayText("name", name, 1, 63); err != nil {
 		return nil, err
 	}
-	if _, err := instanceIdent(name); err != nil {
+	ident, err := s.host.InstanceIdent(name)
+	if err != nil {
 		return nil, err
 	}
-	if wait := s.ephemeralRate.Wait(AddressKey(clientIP)); wait > 0 {
-		return nil, &Error{Kind: KindTooMany, RetryAfter: wait, Msg: fmt.Sprintf("too many ephemeral databases from this address (an IPv6 one: its /64): %d per hour", s.ephemeral.PerIPPerHour)}
+	if wait := s.ephemeralRate.Wait(keyrate.AddressKey(clientIP)); wait > 0 {
+		return nil, &apperr.Error{Kind: apperr.KindTooMany, RetryAfter: wait, Msg: fmt.Sprintf("too many ephemeral databases from this address (an IPv6 one: its /64): %d per hour", s.ephemeral.PerIPPerHour)}
 	}
 	token := EphemeralTokenPrefix + ids.Secret(32)
-	var out *EphemeralCreated
-	err := s.db.Update(func(tx *store.Tx) error {
+	var out *api.EphemeralCreated
+	err = s.db.Update(func(tx *store.Tx) error {
 		live, err := store.Projects.Lookup(tx, store.ProjectsEphemeral, "live", store.Query{})
 		if err != nil {
-			return Internal(err, "count ephemeral databases")
+			return apperr.Internal(err, "count ephemeral databases")
 		}
 		var reserved int64
 		for _, e := range live {
 			reserved += e.StorageLimitBytes
 		}
 		if len(live) >= s.ephemeral.Live || reserved+s.ephemeral.StorageBytes > s.ephemeral.TotalStorageBytes {
-			return &Error{Kind: KindUnavailable, Msg: "this appliance holds as many ephemeral databases as it allows: try again later, or create a project with an account"}
+			return apperr.Unavailable("this appliance holds as many ephemeral databases as it allows: try again later, or create a project with an account")
 		}
-		plan, _ := PlanByName(DefaultPlan)
 		now := s.now()
 		expires := now.Add(EphemeralLifetime)
-		ident := identifier(name)
-		prj := &store.Project{ID: ids.New("prj"), Name: name, Slug: slugify(name), DatabaseName: ident, RoleName: ident,
-			PublicHost: s.cfg.PublicHost, Region: s.cfg.Region, Plan: plan.Name, SSLMode: "verify-full",
+		prj := &store.Project{ID: ids.New("prj"), Name: name, Slug: s.host.Slug(name), DatabaseName: ident, RoleName: ident,
+			PublicHost: s.cfg.PublicHost, Region: s.cfg.Region, Plan: s.host.DefaultPlan(), SSLMode: "verify-full",
 			StatementTimeout: "0", IdleTransactionTimeout: "0", MaxConnections: s.ephemeral.MaxConnections,
-			StorageLimitBytes: s.ephemeral.StorageBytes, Environment: "development", State: ProjectProvisioning,
-			RuntimeStatus: RuntimeProvisioning, CreatedAt: now, UpdatedAt: now, PreloadLibraries: []string{},
+			StorageLimitBytes: s.ephemeral.StorageBytes, Environment: "development", State: api.ProjectProvisioning,
+			RuntimeStatus: api.RuntimeProvisioning, CreatedAt: now, UpdatedAt: now, PreloadLibraries: []string{},
 			Ephemeral: true, ClaimTokenHash: ids.Hash(token), EphemeralExpiresAt: &expires, CreatedFromIP: clientIP}
-		if _, err := s.enqueue(tx, prj, JobProjectProvision, prj.ID, nil); err != nil {
+		if _, err := s.host.EnqueueProvision(tx, prj); err != nil {
 			return err
 		}
-		if err := s.audit(tx, &Principal{}, "ephemeral.create", "", prj.ID, map[string]any{"name": name, "client_ip": clientIP}); err != nil {
-			return Internal(err, "audit")
+		if err := s.host.Audit(tx, &authz.Principal{}, "ephemeral.create", "", prj.ID, map[string]any{"name": name, "client_ip": clientIP}); err != nil {
+			return apperr.Internal(err, "audit")
 		}
-		out = &EphemeralCreated{ClaimToken: token, EphemeralDatabase: ephemeralView(prj),
+		out = &api.EphemeralCreated{ClaimToken: token, EphemeralDatabase: ephemeralView(prj),
 			ClaimURL: strings.TrimRight(s.cfg.APIURL, "/") + "/claim/" + url.PathEscape(prj.ID) + "#token=" + token}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.notify()
+	s.host.Notify()
 	return out, nil
 }
 
@@ -146,14 +150,14 @@ func (s *Service) CreateEphemeral(ctx context.Context, clientIP string, req *Cre
 // unknown id, another id's token, a claimed or a deleted database).
 func ephemeralByToken(tx *store.Tx, projectID, token string) (*store.Project, error) {
 	if token == "" {
-		return nil, Unauthenticated("the X-Service-Claim-Token header is required: the eph_ token returned at creation")
+		return nil, apperr.Unauthenticated("the X-Service-Claim-Token header is required: the eph_ token returned at creation")
 	}
 	prj, err := store.Projects.Get(tx, projectID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errNoEphemeral()
 	}
 	if err != nil {
-		return nil, Internal(err, "read project")
+		return nil, apperr.Internal(err, "read project")
 	}
 	if !prj.Ephemeral || prj.DeletedAt != nil || subtle.ConstantTimeCompare([]byte(prj.ClaimTokenHash), []byte(ids.Hash(token))) != 1 {
 		return nil, errNoEphemeral()
@@ -162,16 +166,16 @@ func ephemeralByToken(tx *store.Tx, projectID, token string) (*store.Project, er
 }
 
 // GetEphemeral is the database and, once it is active, its connection URLs.
-func (s *Service) GetEphemeral(ctx context.Context, projectID, token string) (*EphemeralResponse, error) {
-	var out *EphemeralResponse
+func (s *Service) GetEphemeral(ctx context.Context, projectID, token string) (*api.EphemeralResponse, error) {
+	var out *api.EphemeralResponse
 	err := s.db.View(func(tx *store.Tx) error {
 		prj, err := ephemeralByToken(tx, projectID, token)
 		if err != nil {
 			return err
 		}
-		out = &EphemeralResponse{EphemeralDatabase: ephemeralView(prj)}
-		if prj.State == ProjectActive {
-			c, err := s.connectionsOf(prj)
+		out = &api.EphemeralResponse{EphemeralDatabase: ephemeralView(prj)}
+		if prj.State == api.ProjectActive {
+			c, err := s.host.Connections(prj)
 			if err != nil {
 				return err
 			}
@@ -183,51 +187,51 @@ func (s *Service) GetEphemeral(ctx context.Context, projectID, token string) (*E
 }
 
 // DeleteEphemeral destroys the database now (the project.delete job).
-func (s *Service) DeleteEphemeral(ctx context.Context, projectID, token string) (*JobResponse, error) {
+func (s *Service) DeleteEphemeral(ctx context.Context, projectID, token string) (*api.JobResponse, error) {
 	var job *store.Job
 	err := s.db.Update(func(tx *store.Tx) error {
 		prj, err := ephemeralByToken(tx, projectID, token)
 		if err != nil {
 			return err
 		}
-		job, err = s.deleteEphemeral(tx, prj, &Principal{}, "ephemeral.delete")
+		job, err = s.deleteEphemeral(tx, prj, &authz.Principal{}, "ephemeral.delete")
 		return err
 	})
-	return s.answerJob(job, err)
+	return s.host.AnswerJob(job, err)
 }
 
 // deleteEphemeral enqueues the deletion of an ephemeral database (once: a second call is a conflict).
-func (s *Service) deleteEphemeral(tx *store.Tx, prj *store.Project, p *Principal, action string) (*store.Job, error) {
-	if prj.State == ProjectDeleting {
-		return nil, Conflict("ephemeral database %s is already being deleted", prj.ID)
+func (s *Service) deleteEphemeral(tx *store.Tx, prj *store.Project, p *authz.Principal, action string) (*store.Job, error) {
+	if prj.State == api.ProjectDeleting {
+		return nil, apperr.Conflict("ephemeral database %s is already being deleted", prj.ID)
 	}
-	j, err := s.enqueue(tx, prj, JobProjectDelete, prj.ID, nil)
+	j, err := s.host.EnqueueDelete(tx, prj)
 	if err != nil {
 		return nil, err
 	}
-	prj.State = ProjectDeleting
+	prj.State = api.ProjectDeleting
 	if err := store.Projects.Put(tx, prj); err != nil {
-		return nil, Internal(err, "store project")
+		return nil, apperr.Internal(err, "store project")
 	}
-	if err := s.audit(tx, p, action, "", prj.ID, map[string]any{"job_id": j.ID}); err != nil {
-		return nil, Internal(err, "audit")
+	if err := s.host.Audit(tx, p, action, "", prj.ID, map[string]any{"job_id": j.ID}); err != nil {
+		return nil, apperr.Internal(err, "audit")
 	}
 	return j, nil
 }
 
 // ClaimEphemeral moves an unclaimed ephemeral database into the caller's organization as a normal
 // project: its data and connection details stay, its expiry goes, its storage limit becomes its plan's.
-func (s *Service) ClaimEphemeral(ctx context.Context, p *Principal, projectID string, req *ClaimRequest) (*ClaimResponse, error) {
+func (s *Service) ClaimEphemeral(ctx context.Context, p *authz.Principal, projectID string, req *api.ClaimRequest) (*api.ClaimResponse, error) {
 	if err := p.RequireAdminRole("claiming a database into the organization"); err != nil {
 		return nil, err
 	}
 	if p.ProjectID != "" {
-		return nil, Forbidden("a project-scoped key cannot claim databases")
+		return nil, apperr.Forbidden("a project-scoped key cannot claim databases")
 	}
 	if p.IsAdmin && p.OrganizationID == "" {
-		return nil, Invalid("platform administrators have no organization to claim into: claim as a member of one")
+		return nil, apperr.Invalid("platform administrators have no organization to claim into: claim as a member of one")
 	}
-	var out *ClaimResponse
+	var out *api.ClaimResponse
 	unlock := ""
 	err := s.db.Update(func(tx *store.Tx) error {
 		prj, err := store.Projects.Get(tx, projectID)
@@ -235,22 +239,22 @@ func (s *Service) ClaimEphemeral(ctx context.Context, p *Principal, projectID st
 			return errNoEphemeral()
 		}
 		if err != nil {
-			return Internal(err, "read project")
+			return apperr.Internal(err, "read project")
 		}
 		if req.ClaimToken == "" || subtle.ConstantTimeCompare([]byte(prj.ClaimTokenHash), []byte(ids.Hash(req.ClaimToken))) != 1 {
 			return errNoEphemeral()
 		}
 		switch {
 		case prj.ClaimedAt != nil:
-			return Conflict("this database was already claimed")
-		case prj.DeletedAt != nil || prj.State == ProjectDeleting || prj.State == ProjectDeleted:
-			return Conflict("this database expired or was deleted: it cannot be claimed")
-		case prj.State == ProjectFailed:
-			return Conflict("this database failed to provision: it cannot be claimed")
+			return apperr.Conflict("this database was already claimed")
+		case prj.DeletedAt != nil || prj.State == api.ProjectDeleting || prj.State == api.ProjectDeleted:
+			return apperr.Conflict("this database expired or was deleted: it cannot be claimed")
+		case prj.State == api.ProjectFailed:
+			return apperr.Conflict("this database failed to provision: it cannot be claimed")
 		}
 		existing, err := store.Projects.Lookup(tx, store.ProjectsByOrg, p.OrganizationID, store.Query{})
 		if err != nil {
-			return Internal(err, "list projects")
+			return apperr.Internal(err, "list projects")
 		}
 		live := 0
 		for _, e := range existing {
@@ -258,33 +262,32 @@ func (s *Service) ClaimEphemeral(ctx context.Context, p *Principal, projectID st
 				live++
 			}
 		}
-		if q := DefaultOrganizationQuota.ProjectsLimit; live >= q {
-			return Forbidden("project quota reached: the organization has %d of %d projects", live, q)
+		if q, _ := s.host.OrganizationQuota(); live >= q {
+			return apperr.Forbidden("project quota reached: the organization has %d of %d projects", live, q)
 		}
 		if prj.StorageLock != "" {
 			// Lifted after this transaction commits (see below): a claimed project has its plan's limit.
 			unlock = prj.ID
 		}
-		plan, _ := PlanByName(prj.Plan)
 		now := s.now()
 		prj.OrganizationID, prj.Ephemeral, prj.EphemeralExpiresAt, prj.ClaimedAt = p.OrganizationID, false, nil, &now
 		prj.StorageLock = ""
-		prj.StorageLimitBytes, prj.UpdatedAt = plan.StorageLimitBytes, now
+		prj.StorageLimitBytes, prj.UpdatedAt = s.host.PlanStorageLimitBytes(prj.Plan), now
 		if err := store.Projects.Put(tx, prj); err != nil {
-			return Internal(err, "store project")
+			return apperr.Internal(err, "store project")
 		}
-		if err := s.audit(tx, p, "ephemeral.claim", prj.OrganizationID, prj.ID, map[string]any{"name": prj.Name}); err != nil {
-			return Internal(err, "audit")
+		if err := s.host.Audit(tx, p, "ephemeral.claim", prj.OrganizationID, prj.ID, map[string]any{"name": prj.Name}); err != nil {
+			return apperr.Internal(err, "audit")
 		}
-		view := projectView(prj)
-		if err := s.appendEvent(tx, "ephemeral.claimed", prj.OrganizationID, prj.ID, ProjectResponse{Project: view}); err != nil {
-			return Internal(err, "append event")
+		view := s.host.ProjectView(prj)
+		if err := s.host.AppendEvent(tx, "ephemeral.claimed", prj.OrganizationID, prj.ID, api.ProjectResponse{Project: view}); err != nil {
+			return apperr.Internal(err, "append event")
 		}
-		out = &ClaimResponse{Project: ClaimedProjectView{Project: *view, AlwaysOn: true}}
+		out = &api.ClaimResponse{Project: api.ClaimedProjectView{Project: *view, AlwaysOn: true}}
 		return nil
 	})
 	if err == nil && unlock != "" {
-		if lerr := s.storageLock(ctx, unlock, ""); lerr != nil {
+		if lerr := s.host.LiftStorageLock(ctx, unlock); lerr != nil {
 			s.log.Error("lift the storage lock of a claimed database", "project", unlock, "err", lerr)
 		}
 	}
@@ -297,7 +300,7 @@ func (s *Service) SweepEphemeral(ctx context.Context) (int, error) {
 		return store.Projects.Lookup(tx, store.ProjectsEphemeral, "live", store.Query{})
 	}, func(p *store.Project) *time.Time { return p.EphemeralExpiresAt },
 		func(tx *store.Tx, p *store.Project) error {
-			_, err := s.deleteEphemeral(tx, p, &Principal{AuthSource: ActorSystem}, "ephemeral.expire")
+			_, err := s.deleteEphemeral(tx, p, &authz.Principal{AuthSource: authz.ActorSystem}, "ephemeral.expire")
 			return err
 		})
 }
@@ -319,7 +322,7 @@ func (s *Service) sweepExpired(candidates func(*store.Tx) ([]*store.Project, err
 			if at == nil || now.Before(*at) || p.DeletedAt != nil {
 				continue
 			}
-			if p.State == ProjectProvisioning || p.State == ProjectDeleting || p.State == ProjectDeleted {
+			if p.State == api.ProjectProvisioning || p.State == api.ProjectDeleting || p.State == api.ProjectDeleted {
 				continue
 			}
 			if err := del(tx, p); err != nil {
@@ -330,23 +333,7 @@ func (s *Service) sweepExpired(candidates func(*store.Tx) ([]*store.Project, err
 		return nil
 	})
 	if err == nil && n > 0 {
-		s.notify()
+		s.host.Notify()
 	}
 	return n, err
-}
-
-// AddressKey is the key of a client address in per-address limits (the API's rate buckets, ephemeral
-// databases): an IPv6 address counts by its /64, the block one host or site usually holds (a fresh address
-// per request must not mean a fresh bucket); IPv4 (also mapped into IPv6) and loopback addresses count one
-// each.
-func AddressKey(ip string) string {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return ip
-	}
-	a = a.Unmap().WithZone("")
-	if a.Is4() || a.IsLoopback() {
-		return a.String()
-	}
-	return netip.PrefixFrom(a, 64).Masked().String()
 }
