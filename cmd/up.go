@@ -92,7 +92,7 @@ type UpConfig struct {
 	BackupStore, BackupStoreEndpoint, BackupStoreRegion string
 	BackupStorePathStyle                                bool
 	BackupStoreCredentialsFile, BackupStoreKeyFile      string
-	// Ephemeral* bound anonymous ephemeral databases (appliance.EphemeralLimits).
+	// Ephemeral* bound anonymous ephemeral databases (previews.EphemeralLimits).
 	EphemeralMax, EphemeralStorageMB, EphemeralTotalStorageMB, EphemeralMemoryMB, EphemeralConnections int
 }
 

@@ -192,7 +192,7 @@ func (u *upRun) serviceComponent() *component {
 			Ports: u.ports, Outbound: u.pol, NetworkExtensions: cfg.NetworkExtensions, LogArchiveDays: cfg.LogArchiveDays, BackupRetentionDays: cfg.BackupRetentionDays,
 			KVFront:     appliance.KVFront{RESPPort: respPort, RESTURL: "https://" + net.JoinHostPort(cfg.PublicHost, strconv.Itoa(restPort))},
 			DiskReserve: int64(cfg.DiskReserveMB) << 20,
-			Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: previews.DefaultEphemeralLimits.PerIPPerHour,
+			Ephemeral: &previews.EphemeralLimits{PerIPPerHour: previews.DefaultEphemeralLimits.PerIPPerHour,
 				Live: cfg.EphemeralMax, StorageBytes: int64(cfg.EphemeralStorageMB) << 20, TotalStorageBytes: int64(cfg.EphemeralTotalStorageMB) << 20,
 				MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: int64(cfg.EphemeralMemoryMB) << 20,
 				TempFileBytes: int64(cfg.EphemeralStorageMB) << 20},

@@ -48,3 +48,14 @@ func TestNotFoundAs(t *testing.T) {
 		t.Errorf("another failure: %v", err)
 	}
 }
+
+// TestOrNotFound: a record of another kind (no error) is a 404 through NotFoundAs; an error stays itself.
+func TestOrNotFound(t *testing.T) {
+	if err := NotFoundAs(OrNotFound(nil), "preview database %s not found", "prv"); KindOf(err) != KindNotFound {
+		t.Errorf("another kind: %v", err)
+	}
+	cause := errors.New("bolt closed")
+	if err := OrNotFound(cause); err != cause {
+		t.Errorf("an error: %v", err)
+	}
+}

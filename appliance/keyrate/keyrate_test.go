@@ -25,3 +25,21 @@ func TestWaitPerKey(t *testing.T) {
 		t.Fatalf("another key waits %v, want 0", d)
 	}
 }
+
+// TestAddressKey: an IPv6 address counts by its /64, IPv4 (also mapped into IPv6) and loopback addresses
+// one each, and what is not an address is its own key.
+func TestAddressKey(t *testing.T) {
+	for _, c := range []struct{ ip, want string }{
+		{"192.0.2.1", "192.0.2.1"},
+		{"::ffff:192.0.2.1", "192.0.2.1"},
+		{"2001:db8:1:2::3", "2001:db8:1:2::/64"},
+		{"2001:db8:1:2:ffff::9", "2001:db8:1:2::/64"},
+		{"fe80::1%eth0", "fe80::/64"},
+		{"::1", "::1"},
+		{"not-an-address", "not-an-address"},
+	} {
+		if got := AddressKey(c.ip); got != c.want {
+			t.Errorf("AddressKey(%q) = %q, want %q", c.ip, got, c.want)
+		}
+	}
+}
