@@ -22,10 +22,6 @@ func (s *Service) newPreviews(cfg Config, deps Deps) *previews.Service {
 	if cfg.Ephemeral != nil {
 		ephemeral = *cfg.Ephemeral
 	}
-	var eng previews.Engine
-	if s.eng != nil {
-		eng = s.eng
-	}
 	return previews.New(previews.Config{APIURL: cfg.APIURL, PublicHost: cfg.PublicHost, Region: cfg.Region, Ephemeral: ephemeral},
-		previews.Deps{DB: deps.DB, Box: deps.Box, Log: deps.Log, Clock: s.now, Engine: eng, Host: areaHost{s}})
+		previews.Deps{DB: deps.DB, Box: deps.Box, Log: deps.Log, Clock: s.now, Engine: s.eng, Host: areaHost{s}})
 }
