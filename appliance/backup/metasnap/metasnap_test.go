@@ -160,6 +160,7 @@ func TestSnapshotToBucket(t *testing.T) {
 	}
 
 	// Retention: more changes, more snapshots; never more than Keep manifests.
+	var last uint64 // the generation of the last change
 	for i := range 4 {
 		var g uint64
 		if err := db.Update(func(tx *store.Tx) error {
@@ -169,6 +170,21 @@ func TestSnapshotToBucket(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor("the next change", func(m *Manifest) bool { return m.Generation >= g })
+		last = g
+	}
+	// The manifest is written before the older snapshots are pruned: the attempt has ended once the
+	// snapshotter recorded it.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		s.mu.Lock()
+		done := s.lastGen >= last && s.lastErr == nil
+		s.mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the last snapshot's attempt did not end within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the snapshotter's record
 	}
 	ids, err := manifestIDs(ctx0, objs)
 	if err != nil {
