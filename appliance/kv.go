@@ -3,6 +3,7 @@ package appliance
 import (
 	"path/filepath"
 
+	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/kv"
 )
 
@@ -22,6 +23,11 @@ func (s *Service) newKV(cfg Config, deps Deps) *kv.Service {
 	if dp := deps.DataPlane; dp != nil {
 		plane = &kv.Plane{Supervisor: dp.Supervisor, User: dp.User, RedisServer: dp.RedisServer}
 	}
+	// The stores' RDB snapshots go to a bucket only: the local directory store is on the stores' own disk.
+	var snapshots *backup.Store
+	if deps.BackupObjects != nil {
+		snapshots = backup.New(deps.BackupObjects)
+	}
 	return kv.New(kv.Config{PublicHost: cfg.PublicHost, Front: cfg.KVFront, Dir: filepath.Join(cfg.DataDir, "kv")},
-		kv.Deps{DB: deps.DB, Box: deps.Box, Log: deps.Log, Clock: s.now, Plane: plane, Host: areaHost{s}})
+		kv.Deps{DB: deps.DB, Box: deps.Box, Log: deps.Log, Clock: s.now, Plane: plane, Host: areaHost{s}, Snapshots: snapshots})
 }

@@ -85,6 +85,13 @@ func (s *Service) periodic() []periodicTask {
 			}
 		}},
 		{"@every 30s", "spare-clusters", s.RefillSpares},
+		{"@every 30s", "kv-snapshots", func(ctx context.Context) {
+			if n, err := s.kv.ShipSnapshots(ctx); err != nil {
+				log.Error("key-value snapshots", "err", err)
+			} else if n > 0 {
+				log.Info("key-value snapshots shipped to the backup store", "stores", n)
+			}
+		}},
 	}
 }
 

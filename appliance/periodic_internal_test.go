@@ -28,7 +28,8 @@ func TestPeriodicTasks(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s %s", task.spec, task.name))
 	}
 	want := []string{"@every 1m expiry-sweep", "@every 1m scheduled-backups", "@every 1h storage-history",
-		"@every 1m observability-sampler", "@every 1h observability-housekeeping", "@every 30s spare-clusters"}
+		"@every 1m observability-sampler", "@every 1h observability-housekeeping", "@every 30s spare-clusters",
+		"@every 30s kv-snapshots"}
 	if !slices.Equal(got, want) {
 		t.Errorf("periodic tasks:\n got %q\nwant %q", got, want)
 	}

@@ -28,6 +28,7 @@ import (
 //	<project_id>/base/<key>/<path>            one file of a base backup each (the data directory's tree)
 //	<project_id>/base/<key>.backup.json       the backup's manifest (BackupManifest), written last
 //	<project_id>/timelines.json               the timeline switches of the project's restores
+//	<project_id>/kv/<store_id>/<id>.rdb|.json its key-value store's RDB snapshots (kvsnap.go)
 //
 // Exports and uploaded dumps are files under the project's directory of the local store for now
 // (<project_id>/exports, <project_id>/imports): ProjectSize counts them, RemoveProject removes them.

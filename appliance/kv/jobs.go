@@ -148,7 +148,8 @@ func (s *Service) flushJob(ctx context.Context, run *scheduler.Run) (any, error)
 	return map[string]any{"kv_store_id": kv.ID, "keys_deleted": n}, nil
 }
 
-// deleteJob stops the server, removes its directory (socket, snapshot, configuration) and the record.
+// deleteJob stops the server, removes its directory (socket, snapshot, configuration), its snapshots in the
+// backup store and the record.
 func (s *Service) deleteJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	dp, kv, err := s.target(run)
 	if errors.Is(err, store.ErrNotFound) {
@@ -163,7 +164,8 @@ func (s *Service) deleteJob(ctx context.Context, run *scheduler.Run) (any, error
 	return map[string]any{"kv_store_id": kv.ID, "deleted": true}, nil
 }
 
-// remove ends a store: its server, its directory, then its record (with the project's lock on rotations).
+// remove ends a store: its server, its directory, its snapshots in the backup store, then its record (with
+// the project's lock on rotations).
 func (s *Service) remove(ctx context.Context, dp *Plane, kv *store.KVStore) error {
 	unlock := s.locks.lock(kv.ProjectID)
 	defer unlock()
@@ -173,6 +175,9 @@ func (s *Service) remove(ctx context.Context, dp *Plane, kv *store.KVStore) erro
 		return err
 	}
 	if err := srv.Remove(ctx); err != nil {
+		return err
+	}
+	if err := s.removeSnapshots(ctx, kv); err != nil {
 		return err
 	}
 	return s.db.Update(func(tx *store.Tx) error {
@@ -291,7 +296,12 @@ func (s *Service) Health(ctx context.Context) (string, string) {
 			unsaved = append(unsaved, kv.ID)
 		}
 	}
+	shipping, shipFailed := s.shipHealth(live)
 	var bad []string
+	if len(shipFailed) > 0 {
+		bad = append(bad, fmt.Sprintf("%d of %d stores' last RDB snapshot could not be shipped to the backup store: %s",
+			len(shipFailed), len(live), strings.Join(shipFailed, ", ")))
+	}
 	if len(down) > 0 {
 		bad = append(bad, fmt.Sprintf("%d of %d stores not running: %s", len(down), len(live), strings.Join(down, ", ")))
 	}
@@ -305,5 +315,5 @@ func (s *Service) Health(ctx context.Context) (string, string) {
 	if len(bad) > 0 {
 		return api.StatusDegraded, strings.Join(bad, "; ")
 	}
-	return api.StatusOperational, fmt.Sprintf("%d stores running (redis-server %s)", len(live), dp.RedisServer)
+	return api.StatusOperational, fmt.Sprintf("%d stores running (redis-server %s)%s", len(live), dp.RedisServer, shipping)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/authz"
+	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/redis"
@@ -112,6 +113,9 @@ type Deps struct {
 	// need a running server answer 503.
 	Plane *Plane
 	Host  Host
+	// Snapshots is where the stores' RDB snapshots are shipped and fetched back from (snapshots.go); nil
+	// ships none (the backup store is the local disk, the stores' own).
+	Snapshots *backup.Store
 }
 
 // Service is the key-value store area.
@@ -123,13 +127,18 @@ type Service struct {
 	now   func() time.Time
 	plane *Plane
 	host  Host
-	// locks orders a project's store's rotations and removal.
+	// locks orders a project's store's rotations and removal, and a store's snapshot shipping and removal.
 	locks keyLocks
+	// snapshots is Deps.Snapshots; shipped what ShipSnapshots knows of each store's (snapshots.go).
+	snapshots *backup.Store
+	shipMu    sync.Mutex
+	shipped   map[string]*shipState
 }
 
 // New returns the area built with its collaborators.
 func New(cfg Config, deps Deps) *Service {
-	return &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, now: deps.Clock, plane: deps.Plane, host: deps.Host}
+	return &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, now: deps.Clock, plane: deps.Plane, host: deps.Host,
+		snapshots: deps.Snapshots, shipped: map[string]*shipState{}}
 }
 
 // dataPlane is the data plane, or the error of a process without one.
@@ -176,7 +185,8 @@ func (s *Service) Server(r *store.KVStore) (*redis.Server, string, error) {
 		return nil, "", fmt.Errorf("open the key-value store's admin password: %w", err)
 	}
 	return &redis.Server{ID: r.ID, Program: dp.RedisServer, User: dp.User, Config: redis.Config{Dir: r.Dir,
-		MaxMemoryMB: r.MaxMemoryMB, TokenHash: r.TokenHash, AdminHash: redis.Hash(string(admin))}}, string(admin), nil
+		MaxMemoryMB: r.MaxMemoryMB, TokenHash: r.TokenHash, AdminHash: redis.Hash(string(admin))},
+		Seed: s.seed(r)}, string(admin), nil
 }
 
 // keyLocks serializes work per key (a project's store: rotations and removal).

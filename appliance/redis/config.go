@@ -50,6 +50,11 @@ func (c Config) SocketPath() string { return c.path("redis.sock") }
 // PidPath is the server's pid file.
 func (c Config) PidPath() string { return c.path("redis.pid") }
 
+// RDBPath is the server's RDB snapshot (dbfilename).
+func (c Config) RDBPath() string { return c.path(rdbName) }
+
+const rdbName = "dump.rdb"
+
 // ConfPath and ACLPath are the files written from the Config.
 func (c Config) ConfPath() string { return c.path("redis.conf") }
 func (c Config) ACLPath() string  { return c.path("users.acl") }
@@ -65,7 +70,7 @@ func (c Config) Conf() []byte {
 		"pidfile " + c.PidPath(),
 		"logfile " + c.path("redis.log"),
 		"dir " + c.Dir,
-		"dbfilename dump.rdb",
+		"dbfilename " + rdbName,
 		"save 900 1 300 10 60 10000",
 		"appendonly no",
 		fmt.Sprintf("maxmemory %dmb", c.MaxMemoryMB),

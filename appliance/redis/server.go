@@ -27,6 +27,10 @@ type Server struct {
 	Config
 	Program string // the redis-server program; "" looks it up in PATH, then /usr/bin
 	User    *daemon.OSUser
+	// Seed, when set, is asked for the data of a server whose directory has no RDB snapshot when it
+	// starts: it writes a dump.rdb to w and says true, or says false when it has none (the server then
+	// starts empty). An error fails the start. An existing dump.rdb is never replaced.
+	Seed func(ctx context.Context, w io.Writer) (bool, error)
 }
 
 var _ daemon.Process = (*Server)(nil)
@@ -109,6 +113,9 @@ func (s *Server) Start(ctx context.Context, ex daemon.ExecFunc) error {
 	if _, running, _ := s.Status(); running { // started meanwhile
 		return nil
 	}
+	if err := s.seed(ctx); err != nil {
+		return fmt.Errorf("start kv server %s: %w", s.ID, err)
+	}
 	os.Remove(s.PidPath())    // stale: a recycled pid must not be taken for it
 	os.Remove(s.SocketPath()) // Redis refuses to bind over a leftover socket file
 	// The configuration comes on stdin ("-"), not as redis.conf's path: Redis then names no file in INFO
@@ -129,6 +136,47 @@ func (s *Server) Start(ctx context.Context, ex daemon.ExecFunc) error {
 	if err != nil {
 		return fmt.Errorf("start kv server %s: %w: %s", s.ID, err, daemon.Tail(filepath.Join(s.Dir, "redis.log"), 2000))
 	}
+	return nil
+}
+
+// seed writes dump.rdb from Seed when Dir has none: to a temporary file owned by the user, synced and
+// renamed into place only once complete.
+func (s *Server) seed(ctx context.Context) (err error) {
+	if s.Seed == nil {
+		return nil
+	}
+	if _, err := os.Lstat(s.RDBPath()); !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	tmp := s.RDBPath() + ".seed"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	keep := false
+	defer func() {
+		f.Close()
+		if !keep {
+			os.Remove(tmp)
+		}
+	}()
+	if err := s.User.ChownFile(f); err != nil {
+		return err
+	}
+	ok, err := s.Seed(ctx, f)
+	if err != nil || !ok {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, s.RDBPath()); err != nil {
+		return err
+	}
+	keep = true
 	return nil
 }
 
