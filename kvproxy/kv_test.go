@@ -35,6 +35,15 @@ func newKVEnv(t *testing.T) *kvEnv {
 	t.Helper()
 	e := appliancetest.New(t, appliancetest.Options{Instances: true, KVFronts: true})
 	p, err := e.Svc.Identity().Authenticate(t.Context(), e.Bootstrap.APIKey)
+	return newKVEnvWith(t, appliancetest.Options{})
+}
+
+// newKVEnvWith is newKVEnv with more options (Instances and KVFronts are set).
+func newKVEnvWith(t *testing.T, o appliancetest.Options) *kvEnv {
+	t.Helper()
+	o.Instances, o.KVFronts = true, true
+	e := appliancetest.New(t, o)
+	p, err := e.Svc.Authenticate(t.Context(), e.Bootstrap.APIKey)
 	if err != nil {
 		t.Fatal(err)
 	}
