@@ -95,6 +95,9 @@ func TestKVSnapshotsInTheBucket(t *testing.T) {
 	save()
 	ship(1)
 	ship(0) // idle: the same file
+	if st, msg := kvs.Health(ctx); !strings.Contains(msg, "RDB snapshots in the backup store: 1 of 1 stores") {
+		t.Fatalf("status row: %s %s", st, msg)
+	}
 	first, err := bs.LatestKVSnapshot(ctx, prj, kv.ID)
 	if err != nil {
 		t.Fatal(err)

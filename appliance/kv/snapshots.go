@@ -113,9 +113,9 @@ func (s *Service) shipOne(ctx context.Context, kv *store.KVStore) (shipped bool,
 		return false, err
 	}
 	var known, shippedAt = "", time.Time{}
-	if st != nil {
+	if st != nil && st.sha != "" {
 		known, shippedAt = st.sha, st.shippedAt
-	} else {
+	} else { // the first look of this process (or only failures so far): the newest manifest says
 		switch m, err := s.snapshots.LatestKVSnapshot(ctx, kv.ProjectID, kv.ID); {
 		case err == nil:
 			known, shippedAt = m.SHA256, m.ShippedAt
