@@ -343,7 +343,8 @@ func (s *Service) beingDeleted(projectID string) (bool, error) {
 // instance, pooler and key-value server the store knows of that still runs is stopped (fast). A job that
 // the shutdown cancelled may have started one before handing it to the supervisor (a provision between
 // its instance's start and its watch); it must not outlive the appliance. The next start's retry of that
-// job starts it again.
+// job starts it again. Then the key-value stores' last snapshots are shipped (kv.ShipSnapshots, at most
+// 10 s).
 func (s *Service) StopInstances(ctx context.Context) error {
 	s.endSpares()
 	if s.eng != nil {
@@ -374,7 +375,17 @@ func (s *Service) StopInstances(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.eng.StopAll(ctx, insts, others)
+	err = s.eng.StopAll(ctx, insts, others)
+	// The stores saved their RDB snapshot as they stopped: ship it (bounded), so a clean stop leaves the
+	// bucket with every store's last data.
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if n, serr := s.kv.ShipSnapshots(sctx); serr != nil {
+		s.log.Warn("ship the key-value stores' last snapshots", "err", serr)
+	} else if n > 0 {
+		s.log.Info("key-value stores' last snapshots shipped to the backup store", "stores", n)
+	}
+	return err
 }
 
 // OnInstanceEvent records what the supervisor saw (a death, a restart) on the project: runtime_status and

@@ -1,6 +1,7 @@
 package kvproxy_test
 
 import (
+	"bytes"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -199,5 +200,37 @@ func TestKVSnapshotsInTheBucket(t *testing.T) {
 	k.wait(t, pd.Job.ID)
 	if got := objects(prj + "/"); len(got) != 0 {
 		t.Fatalf("objects left after the project's delete: %q", got)
+	}
+}
+
+// TestKVLastSnapshotShippedAtStop: the snapshot a store saves as the appliance stops it goes to the
+// bucket as the stop ends, with what was written just before.
+func TestKVLastSnapshotShippedAtStop(t *testing.T) {
+	t.Parallel()
+	k, bs := bucketKVEnv(t)
+	ctx := t.Context()
+	prj := k.project(t, "laststop")
+	kv := k.store(t, prj)
+	if err := k.client(t, *kv.Token, 2).Set(ctx, "lastkey", "lastval", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bs.LatestKVSnapshot(ctx, prj, kv.ID); !errors.Is(err, backup.ErrNotExist) {
+		t.Fatalf("a snapshot before the stop: %v", err)
+	}
+	k.Sup.Stop(ctx)
+	if err := k.Svc.StopInstances(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := bs.LatestKVSnapshot(ctx, prj, kv.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rdb bytes.Buffer
+	if err := bs.ReadKVSnapshot(ctx, m, &rdb); err != nil {
+		t.Fatal(err)
+	}
+	// Short strings are stored as they are in an RDB file.
+	if !bytes.HasPrefix(rdb.Bytes(), []byte("REDIS")) || !bytes.Contains(rdb.Bytes(), []byte("lastkey")) || !bytes.Contains(rdb.Bytes(), []byte("lastval")) {
+		t.Fatalf("the shipped snapshot lacks the key: %q", rdb.Bytes())
 	}
 }
