@@ -115,10 +115,10 @@ func TestKVSnapshotsInTheBucket(t *testing.T) {
 	}
 	c.Close()
 
-	// The machine lost the store's directory: the start fetches the snapshot.
+	// The machine lost the stores' directory: the start fetches the snapshot.
 	stopAll(t, k)
 	dir := kvDir(t, k, prj)
-	if err := os.RemoveAll(dir); err != nil {
+	if err := os.RemoveAll(filepath.Dir(dir)); err != nil {
 		t.Fatal(err)
 	}
 	if err := kvs.Adopt(ctx); err != nil {

@@ -103,16 +103,21 @@ func (s *Service) createJob(ctx context.Context, run *scheduler.Run) (any, error
 
 // start starts a server and watches it.
 func (s *Service) start(ctx context.Context, dp *Plane, srv *redis.Server) error {
-	if err := os.MkdirAll(s.cfg.Dir, 0o711); err != nil {
-		return err
-	}
-	if err := os.Chmod(s.cfg.Dir, 0o711); err != nil {
+	if err := s.makeDir(); err != nil {
 		return err
 	}
 	if err := srv.Start(ctx, dp.Supervisor.Exec); err != nil {
 		return err
 	}
 	return dp.Supervisor.Watch(supervisorKey(srv.ID), srv)
+}
+
+// makeDir makes the stores' directory (searchable by the OS user: each store's own is its).
+func (s *Service) makeDir() error {
+	if err := os.MkdirAll(s.cfg.Dir, 0o711); err != nil {
+		return err
+	}
+	return os.Chmod(s.cfg.Dir, 0o711)
 }
 
 func (s *Service) stopUnsupervised(srv *redis.Server) {
@@ -222,7 +227,8 @@ func (s *Service) running() ([]*store.KVStore, error) {
 }
 
 // Adopt puts every running store's server under supervision at start: a live one is adopted, a dead one
-// (the machine rebooted) is started by the supervisor from its snapshot.
+// (the machine rebooted) is started by the supervisor from its snapshot (the backup store's newest when
+// its directory has none: snapshots.go).
 func (s *Service) Adopt(ctx context.Context) error {
 	dp, err := s.dataPlane()
 	if err != nil {
@@ -231,6 +237,11 @@ func (s *Service) Adopt(ctx context.Context) error {
 	live, err := s.running()
 	if err != nil {
 		return err
+	}
+	if len(live) > 0 { // a recovered machine has none yet: its stores start from the backup store's snapshots
+		if err := s.makeDir(); err != nil {
+			return err
+		}
 	}
 	for _, kv := range live {
 		srv, _, err := s.Server(kv)
