@@ -73,6 +73,9 @@ func (s *Service) createJob(ctx context.Context, run *scheduler.Run) (any, error
 	}
 	srv, _, err := s.Server(kv)
 	if err == nil {
+		// A store being created was never running, so never shipped: nothing to fetch, and a create does
+		// not wait for the backup store. Its later starts (adoption, restarts) fetch.
+		srv.Seed = nil
 		err = s.start(ctx, dp, srv)
 	}
 	if err != nil {
