@@ -3,7 +3,9 @@ package redis_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	. "github.com/theappliance/appliance/appliance/redis"
 	"net"
 	"os"
@@ -125,5 +127,91 @@ func TestRotateToken(t *testing.T) {
 	}
 	if _, err := srv.Admin(t.Context(), "wrong", []string{"PING"}); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
 		t.Fatalf("Admin with a wrong password: %v", err)
+	}
+}
+
+// TestServerSeed: a server whose directory has no dump.rdb starts from what Seed writes (owned by the OS
+// user); a Seed that fails, even after writing part of a file, fails the start and leaves no dump.rdb;
+// Seed saying it has nothing starts the server empty; an existing dump.rdb is never replaced (Seed is not
+// even asked).
+func TestServerSeed(t *testing.T) {
+	t.Parallel()
+	srv, token, admin := startServer(t)
+	if got := cli(t, srv.Config, TenantUser, token, "SET", "seeded", "yes"); got != "OK" {
+		t.Fatalf("SET: %q", got)
+	}
+	if got := cli(t, srv.Config, AdminUser, admin, "SAVE"); got != "OK" {
+		t.Fatalf("SAVE: %q", got)
+	}
+	rdb, err := os.ReadFile(srv.RDBPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart := func(seed func(context.Context, io.Writer) (bool, error)) error {
+		t.Helper()
+		if err := srv.Stop(t.Context(), nil, daemon.StopImmediate); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(srv.RDBPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		srv.Seed = seed
+		return srv.Start(t.Context(), nil)
+	}
+	noFile := func(when string) {
+		t.Helper()
+		for _, p := range []string{srv.RDBPath(), srv.RDBPath() + ".seed"} {
+			if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("%s: %s exists: %v", when, p, err)
+			}
+		}
+		if _, running, _ := srv.Status(); running {
+			t.Fatalf("%s: running", when)
+		}
+	}
+	if err := restart(func(context.Context, io.Writer) (bool, error) { return false, errors.New("bucket away") }); err == nil || !strings.Contains(err.Error(), "bucket away") {
+		t.Fatalf("a failing seed: %v", err)
+	}
+	noFile("a failing seed")
+	if err := restart(func(_ context.Context, w io.Writer) (bool, error) {
+		w.Write(rdb[:len(rdb)/2])
+		return false, errors.New("truncated")
+	}); err == nil {
+		t.Fatal("a seed failing midway started the server")
+	}
+	noFile("a seed failing midway")
+
+	if err := restart(func(_ context.Context, w io.Writer) (bool, error) { _, err := w.Write(rdb); return true, err }); err != nil {
+		t.Fatal(err)
+	}
+	if got := cli(t, srv.Config, TenantUser, token, "GET", "seeded"); got != "yes" {
+		t.Fatalf("after a seeded start: %q", got)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(srv.RDBPath(), &st); err != nil || st.Uid != srv.User.UID || st.Mode&0o777 != 0o600 {
+		t.Fatalf("the seeded file: uid %d mode %o, %v", st.Uid, st.Mode&0o777, err)
+	}
+
+	if err := restart(func(context.Context, io.Writer) (bool, error) { return false, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := cli(t, srv.Config, TenantUser, token, "DBSIZE"); got != "0" {
+		t.Fatalf("nothing to seed: DBSIZE %q", got)
+	}
+	if got := cli(t, srv.Config, TenantUser, token, "SET", "local", "yes"); got != "OK" {
+		t.Fatalf("SET: %q", got)
+	}
+	if err := srv.Stop(t.Context(), nil, daemon.StopFast); err != nil { // saves dump.rdb
+		t.Fatal(err)
+	}
+	srv.Seed = func(context.Context, io.Writer) (bool, error) {
+		t.Error("Seed asked while dump.rdb exists")
+		return false, nil
+	}
+	if err := srv.Start(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := cli(t, srv.Config, TenantUser, token, "GET", "local"); got != "yes" {
+		t.Fatalf("the local dump.rdb: %q", got)
 	}
 }
