@@ -2,6 +2,7 @@ package kvproxy_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -9,7 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/s3store"
@@ -19,7 +22,7 @@ import (
 
 // bucketKVEnv is a kvEnv whose backup store is a bucket of a real S3 server (versitygw), and the
 // project-level store on that bucket.
-func bucketKVEnv(t *testing.T) (*kvEnv, *backup.Store) {
+func bucketKVEnv(t *testing.T) (*kvEnv, *backup.Store, *s3test.Server) {
 	t.Helper()
 	srv := s3test.Start(t)
 	var bs *backup.Store
@@ -36,18 +39,19 @@ func bucketKVEnv(t *testing.T) (*kvEnv, *backup.Store) {
 			bs = backup.New(b)
 			return b, nil
 		}})
-	return k, bs
+	return k, bs, srv
 }
 
 // TestKVSnapshotsInTheBucket: with a bucket as the backup store, a store's saved RDB snapshot is shipped
 // once (an idle store uploads nothing again); when the store starts with no data directory, its newest
 // snapshot is fetched into place before redis-server starts (a half-written newer upload, without its
 // manifest, is ignored), so the keys it held are back and nothing written after it; an identical
-// fetched file is not shipped again; a local dump.rdb is never replaced; deleting the store, and the
-// project, deletes its objects.
+// fetched file is not shipped again; a local dump.rdb is never replaced; with the bucket away a save is
+// not shipped and the status row names the store, and it is shipped once the bucket is back; the newest 3
+// are kept; deleting the store, and the project, deletes its objects.
 func TestKVSnapshotsInTheBucket(t *testing.T) {
 	t.Parallel()
-	k, bs := bucketKVEnv(t)
+	k, bs, s3 := bucketKVEnv(t)
 	ctx := t.Context()
 	prj := k.project(t, "snap")
 	kv := k.store(t, prj)
@@ -151,6 +155,26 @@ func TestKVSnapshotsInTheBucket(t *testing.T) {
 	if got, err := bs.LatestKVSnapshot(ctx, prj, kv.ID); err != nil || got.ID <= first.ID {
 		t.Fatalf("the newest snapshot after a save: %+v %v", got, err)
 	}
+	// The bucket away: the save is not shipped, the status row says so; back, it is shipped.
+	if err := c3.Set(ctx, "while-away", "z", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	save()
+	s3.Stop()
+	away, cancel := context.WithTimeout(ctx, 3*time.Second)
+	n, err := kvs.ShipSnapshots(away)
+	cancel()
+	if n != 0 || err == nil || !strings.Contains(err.Error(), kv.ID) {
+		t.Fatalf("shipping with the bucket away: %d %v", n, err)
+	}
+	if st, msg := kvs.Health(ctx); st != api.StatusDegraded || !strings.Contains(msg, "could not be shipped to the backup store: "+kv.ID) {
+		t.Fatalf("status row with the bucket away: %s %s", st, msg)
+	}
+	s3.Restart()
+	ship(1)
+	if st, msg := kvs.Health(ctx); st != api.StatusOperational {
+		t.Fatalf("status row with the bucket back: %s %s", st, msg)
+	}
 	// Only the newest few are kept.
 	for i := range 4 {
 		if err := c3.Set(ctx, "n", i, 0).Err(); err != nil {
@@ -207,7 +231,7 @@ func TestKVSnapshotsInTheBucket(t *testing.T) {
 // bucket as the stop ends, with what was written just before.
 func TestKVLastSnapshotShippedAtStop(t *testing.T) {
 	t.Parallel()
-	k, bs := bucketKVEnv(t)
+	k, bs, _ := bucketKVEnv(t)
 	ctx := t.Context()
 	prj := k.project(t, "laststop")
 	kv := k.store(t, prj)

@@ -84,11 +84,7 @@ func (s *Service) shipOne(ctx context.Context, kv *store.KVStore) (shipped bool,
 	s.shipMu.Lock()
 	st := s.shipped[kv.ID]
 	s.shipMu.Unlock()
-	defer func() {
-		if err != nil {
-			s.noteShip(kv.ID, func(st *shipState) { st.err = err })
-		}
-	}()
+	defer s.noteShip(kv.ID, func(st *shipState) { st.err = err }) // the last attempt's outcome, for Health
 	f, err := os.Open(redis.Config{Dir: kv.Dir}.RDBPath())
 	if errors.Is(err, os.ErrNotExist) { // no save yet, or the store is being removed
 		return false, nil
