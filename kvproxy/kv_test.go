@@ -33,8 +33,6 @@ type kvEnv struct {
 
 func newKVEnv(t *testing.T) *kvEnv {
 	t.Helper()
-	e := appliancetest.New(t, appliancetest.Options{Instances: true, KVFronts: true})
-	p, err := e.Svc.Identity().Authenticate(t.Context(), e.Bootstrap.APIKey)
 	return newKVEnvWith(t, appliancetest.Options{})
 }
 
@@ -43,7 +41,7 @@ func newKVEnvWith(t *testing.T, o appliancetest.Options) *kvEnv {
 	t.Helper()
 	o.Instances, o.KVFronts = true, true
 	e := appliancetest.New(t, o)
-	p, err := e.Svc.Authenticate(t.Context(), e.Bootstrap.APIKey)
+	p, err := e.Svc.Identity().Authenticate(t.Context(), e.Bootstrap.APIKey)
 	if err != nil {
 		t.Fatal(err)
 	}
