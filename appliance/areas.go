@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/backup"
+	"github.com/theappliance/appliance/appliance/backups"
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/extensions"
 	"github.com/theappliance/appliance/appliance/identity"
@@ -350,12 +352,12 @@ func (h areaHost) RequireBackups() error { return h.s.requireFeature(FeatureBack
 
 // NewBackup records a pending backup of the project and enqueues its backup.create job in tx.
 func (h areaHost) NewBackup(tx *store.Tx, prj *store.Project, label string) (*store.Backup, *store.Job, error) {
-	return h.s.newBackup(tx, prj, label)
+	return h.s.backups.NewBackup(tx, prj, label)
 }
 
-// EnqueueBackupRestore enqueues backup.restore of the project's backup in tx (restorePayload).
+// EnqueueBackupRestore enqueues backup.restore of the project's backup in tx (the backups area's).
 func (h areaHost) EnqueueBackupRestore(tx *store.Tx, prj *store.Project, backupID string) (*store.Job, error) {
-	return h.s.enqueue(tx, prj, JobBackupRestore, prj.ID, restorePayload{BackupID: backupID})
+	return h.s.backups.EnqueueRestore(tx, prj, backupID)
 }
 
 // DeletePreview marks the preview deleting and enqueues its deletion in tx (deletePreview).
@@ -405,25 +407,9 @@ func (h areaHost) OrganizationQuota() (projects, previews int) {
 	return q.ProjectsLimit, q.PreviewsLimit
 }
 
-// PointInTime reads the caller's active project's timeline switches and current timeline (pitrHistory)
-// and returns the finder of the base backup and timeline of a recovery to a time (pitrBase; a nil backup
-// for errNoBackup).
+// PointInTime is the backups area's finder of a recovery's base backup and timeline.
 func (h areaHost) PointInTime(ctx context.Context, p *Principal, projectID string) (func(*store.Tx, string, time.Time) (*store.Backup, int, error), error) {
-	prj, inst, err := h.s.activeProject(p, projectID)
-	if err != nil {
-		return nil, err
-	}
-	timeline, switches, err := h.s.pitrHistory(ctx, prj, inst, true, true)
-	if err != nil {
-		return nil, err
-	}
-	return func(tx *store.Tx, projectID string, target time.Time) (*store.Backup, int, error) {
-		base, tl, err := h.s.pitrBase(tx, projectID, target, timeline, switches)
-		if errors.Is(err, errNoBackup) {
-			return nil, 0, nil
-		}
-		return base, tl, err
-	}, nil
+	return h.s.backups.PointInTime(ctx, p, projectID)
 }
 
 // Archive is the instance engine's view of the project's backup store (archiveOf).
@@ -472,3 +458,32 @@ func (h areaHost) SettleRemoved(tx *store.Tx, instID, projectID string, change f
 func (h areaHost) LiftStorageLock(ctx context.Context, projectID string) error {
 	return h.s.storageLock(ctx, projectID, "")
 }
+
+var _ backups.Host = areaHost{}
+
+// The backups area (appliance/backups) needs these besides the methods above.
+
+// RequireDisk is the 507 while the data directory's disk is low (the storage guard).
+func (h areaHost) RequireDisk() error { return h.s.requireDisk() }
+
+// BackupStore is the data plane's backup store (backupStore): the jobs', retention's and the timeline
+// log's.
+func (h areaHost) BackupStore() *backup.Store { return h.s.retentionStore() }
+
+// Credential is the project's current credential, opened with the root's box (credentialOf).
+func (h areaHost) Credential(prj *store.Project) (instances.Credential, error) {
+	return h.s.credentialOf(prj)
+}
+
+// Settings are the project's server settings on its instance (settingsFor; an error without a data
+// plane).
+func (h areaHost) Settings(prj *store.Project, inst *store.Instance) (postgres.Settings, error) {
+	dp, err := h.s.dataPlane()
+	if err != nil {
+		return postgres.Settings{}, err
+	}
+	return h.s.settingsFor(dp, prj, inst)
+}
+
+// Restarting sets the project's runtime status as the engine stops and starts its server (restartingFunc).
+func (h areaHost) Restarting(projectID string) func(bool) { return h.s.restartingFunc(projectID) }

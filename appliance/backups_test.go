@@ -65,12 +65,12 @@ func TestBackupTakenAndVerified(t *testing.T) {
 	if err := e.AdminExec(t, prj.ID, "CREATE TABLE t AS SELECT g AS id FROM generate_series(1, 1000) g"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "first"})
+	res, err := e.Svc.Backups().Create(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "first"})
 	j := runJob(t, e, res, err)
 	if j.Type != appliance.JobBackupCreate || j.LastExitCode == nil || *j.LastExitCode != 0 {
 		t.Fatalf("job %+v", j)
 	}
-	list, err := e.Svc.ListBackups(t.Context(), p, prj.ID)
+	list, err := e.Svc.Backups().List(t.Context(), p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestBackupTakenAndVerified(t *testing.T) {
 		}
 	}
 
-	if _, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: strings.Repeat("é", 101)}); appliance.KindOf(err) != appliance.KindInvalid {
+	if _, err := e.Svc.Backups().Create(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: strings.Repeat("é", 101)}); appliance.KindOf(err) != appliance.KindInvalid {
 		t.Fatalf("a 101-character label: %v", err)
 	}
 }
@@ -115,9 +115,9 @@ func TestRestoreToTimeRestorePointAndBackup(t *testing.T) {
 		return scalar[string](t, conn, "SELECT coalesce(string_agg(v, ',' ORDER BY v), '') FROM items")
 	}
 	exec("CREATE TABLE items (v text)")
-	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "base"})
+	res, err := e.Svc.Backups().Create(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "base"})
 	runJob(t, e, res, err)
-	list, err := e.Svc.ListBackups(t.Context(), p, prj.ID)
+	list, err := e.Svc.Backups().List(t.Context(), p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestRestoreToTimeRestorePointAndBackup(t *testing.T) {
 	conn := connect(t, c.Connections.DirectURL)
 	noted := scalar[time.Time](t, conn, "SELECT clock_timestamp()")
 	exec("INSERT INTO items VALUES ('b')")
-	rp, err := e.Svc.CreateRestorePoint(t.Context(), p, prj.ID, &appliance.RestorePointRequest{Label: "after b"})
+	rp, err := e.Svc.Backups().CreateRestorePoint(t.Context(), p, prj.ID, &appliance.RestorePointRequest{Label: "after b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestRestoreToTimeRestorePointAndBackup(t *testing.T) {
 	if got := rows(); got != "a,b,c" {
 		t.Fatalf("before the restores: %q", got)
 	}
-	rps, err := e.Svc.ListRestorePoints(t.Context(), p, prj.ID)
+	rps, err := e.Svc.Backups().ListRestorePoints(t.Context(), p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestRestoreToTimeRestorePointAndBackup(t *testing.T) {
 		{"restore point", appliance.RestoreRequest{RestorePointID: rp.RestorePoint.ID}, "a,b"},
 		{"backup", appliance.RestoreRequest{BackupKey: backupKey}, ""},
 	} {
-		res, err := e.Svc.RestoreProject(t.Context(), p, prj.ID, &step.req)
+		res, err := e.Svc.Backups().Restore(t.Context(), p, prj.ID, &step.req)
 		j := runJob(t, e, res, err)
 		if got := rows(); got != step.want {
 			t.Fatalf("after the restore to the %s (%s): rows %q, want %q", step.name, j.Result, got, step.want)
@@ -181,19 +181,19 @@ func TestRestoreToTimeRestorePointAndBackup(t *testing.T) {
 		t.Fatalf("left behind: %v %v", leftovers, more)
 	}
 
-	if _, err := e.Svc.DeleteRestorePoint(t.Context(), p, prj.ID, rp.RestorePoint.ID); err != nil {
+	if _, err := e.Svc.Backups().DeleteRestorePoint(t.Context(), p, prj.ID, rp.RestorePoint.ID); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := e.Svc.DeleteRestorePoint(t.Context(), p, prj.ID, rp.RestorePoint.ID); err != nil || !res.Deleted {
+	if res, err := e.Svc.Backups().DeleteRestorePoint(t.Context(), p, prj.ID, rp.RestorePoint.ID); err != nil || !res.Deleted {
 		t.Fatalf("second delete (idempotent): %v", err)
 	}
-	if _, err := e.Svc.DeleteRestorePoint(t.Context(), p, prj.ID, "rp_nope"); appliance.KindOf(err) != appliance.KindNotFound {
+	if _, err := e.Svc.Backups().DeleteRestorePoint(t.Context(), p, prj.ID, "rp_nope"); appliance.KindOf(err) != appliance.KindNotFound {
 		t.Fatalf("delete of an unknown point: %v", err)
 	}
-	if rps, err := e.Svc.ListRestorePoints(t.Context(), p, prj.ID); err != nil || len(rps.RestorePoints) != 0 {
+	if rps, err := e.Svc.Backups().ListRestorePoints(t.Context(), p, prj.ID); err != nil || len(rps.RestorePoints) != 0 {
 		t.Fatalf("after delete: %+v %v", rps, err)
 	}
-	if _, err := e.Svc.RestoreProject(t.Context(), p, prj.ID, &appliance.RestoreRequest{RestorePointID: rp.RestorePoint.ID}); appliance.KindOf(err) != appliance.KindInvalid {
+	if _, err := e.Svc.Backups().Restore(t.Context(), p, prj.ID, &appliance.RestoreRequest{RestorePointID: rp.RestorePoint.ID}); appliance.KindOf(err) != appliance.KindInvalid {
 		t.Fatalf("restore to a deleted point: %v", err)
 	}
 }
@@ -238,11 +238,11 @@ func TestRestoreRequestsRefused(t *testing.T) {
 		"unknown key":    {BackupKey: "nope"},
 		"unknown point":  {RestorePointID: "rp_nope"},
 	} {
-		if _, err := e.Svc.RestoreProject(t.Context(), p, prj.ID, &req); appliance.KindOf(err) != appliance.KindInvalid {
+		if _, err := e.Svc.Backups().Restore(t.Context(), p, prj.ID, &req); appliance.KindOf(err) != appliance.KindInvalid {
 			t.Errorf("%s: %v, want invalid", name, err)
 		}
 	}
-	if _, err := e.Svc.CreateRestorePoint(t.Context(), p, prj.ID, &appliance.RestorePointRequest{}); appliance.KindOf(err) != appliance.KindInvalid {
+	if _, err := e.Svc.Backups().CreateRestorePoint(t.Context(), p, prj.ID, &appliance.RestorePointRequest{}); appliance.KindOf(err) != appliance.KindInvalid {
 		t.Errorf("restore point without label: %v", err)
 	}
 }
@@ -267,7 +267,7 @@ func TestBackupFailureIsReported(t *testing.T) {
 	if err := e.AdminExec(t, prj.ID, "CREATE TABLESPACE extra LOCATION '"+dir+"'"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{})
+	res, err := e.Svc.Backups().Create(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestBackupFailureIsReported(t *testing.T) {
 		!strings.Contains(j.LastStderr, "not empty") || j.LastExitCode == nil || *j.LastExitCode == 0 {
 		t.Fatalf("job %s: %s\nstderr: %s", j.State, j.Error, j.LastStderr)
 	}
-	list, err := e.Svc.ListBackups(t.Context(), p, prj.ID)
+	list, err := e.Svc.Backups().List(t.Context(), p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestRestoreToTimesAcrossTimelines(t *testing.T) {
 	}
 	restore := func(at time.Time, want string) (payload, result) {
 		t.Helper()
-		res, err := e.Svc.RestoreProject(t.Context(), p, prj.ID, &appliance.RestoreRequest{RestoreTime: at.UTC().Format(time.RFC3339Nano)})
+		res, err := e.Svc.Backups().Restore(t.Context(), p, prj.ID, &appliance.RestoreRequest{RestoreTime: at.UTC().Format(time.RFC3339Nano)})
 		j := runJob(t, e, res, err)
 		var pl payload
 		var r result
@@ -357,7 +357,7 @@ func TestRestoreToTimesAcrossTimelines(t *testing.T) {
 	}
 
 	exec("CREATE TABLE items (v text)")
-	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "base"})
+	res, err := e.Svc.Backups().Create(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "base"})
 	first := backupByJob(runJob(t, e, res, err).ID)
 	if first.Timeline != 1 {
 		t.Fatalf("first backup on timeline %d", first.Timeline)
@@ -434,9 +434,9 @@ func TestLegacyBackupRestores(t *testing.T) {
 	exec("INSERT INTO items VALUES ('a')")
 	// The backup's record, as the old code made it; its objects are then replaced by what the old code
 	// wrote, with a row the new backup does not have.
-	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "legacy"})
+	res, err := e.Svc.Backups().Create(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "legacy"})
 	runJob(t, e, res, err)
-	list, err := e.Svc.ListBackups(t.Context(), p, prj.ID)
+	list, err := e.Svc.Backups().List(t.Context(), p, prj.ID)
 	if err != nil || len(list.Backups) != 1 {
 		t.Fatalf("%+v %v", list, err)
 	}
@@ -468,7 +468,7 @@ func TestLegacyBackupRestores(t *testing.T) {
 	if got := rows(); got != "a,b,x" {
 		t.Fatalf("before the restore: %q", got)
 	}
-	res, err = e.Svc.RestoreProject(t.Context(), p, prj.ID, &appliance.RestoreRequest{BackupKey: key})
+	res, err = e.Svc.Backups().Restore(t.Context(), p, prj.ID, &appliance.RestoreRequest{BackupKey: key})
 	j := runJob(t, e, res, err)
 	if j.State != scheduler.StateCompleted {
 		t.Fatalf("restore: %s %s", j.State, j.Error)
@@ -477,7 +477,7 @@ func TestLegacyBackupRestores(t *testing.T) {
 		t.Fatalf("after the restore to the legacy backup: %q (%s)", got, j.Result)
 	}
 	// Retention reads where its WAL starts from its backup_label.
-	if _, err := e.Svc.RunScheduledBackups(t.Context(), time.Now()); err != nil {
+	if _, err := e.Svc.Backups().RunScheduled(t.Context(), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 }

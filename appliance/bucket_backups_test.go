@@ -92,9 +92,9 @@ func TestBucketBackupRestoreAndPreview(t *testing.T) {
 	}
 	const marker = "a-row-the-bucket-holder-must-not-read"
 	exec("CREATE TABLE items (v text)")
-	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "base"})
+	res, err := e.Svc.Backups().Create(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "base"})
 	runJob(t, e, res, err)
-	list, err := e.Svc.ListBackups(t.Context(), p, prj.ID)
+	list, err := e.Svc.Backups().List(t.Context(), p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestBucketBackupRestoreAndPreview(t *testing.T) {
 		{"time", appliance.RestoreRequest{RestoreTime: target.Format(time.RFC3339Nano)}, "a," + marker},
 		{"backup", appliance.RestoreRequest{BackupKey: b.BackupKey}, ""},
 	} {
-		res, err := e.Svc.RestoreProject(t.Context(), p, prj.ID, &step.req)
+		res, err := e.Svc.Backups().Restore(t.Context(), p, prj.ID, &step.req)
 		j := runJob(t, e, res, err)
 		if got := rows(); got != step.want {
 			t.Fatalf("after the restore to the %s (%s): rows %q, want %q", step.name, j.Result, got, step.want)
@@ -217,7 +217,7 @@ func TestBucketDownWhileWritingArchivingCatchesUp(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), "CREATE TABLE items (n int)"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "base"})
+	res, err := e.Svc.Backups().Create(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "base"})
 	runJob(t, e, res, err)
 	failedBefore := scalar[int64](t, conn, "SELECT failed_count FROM pg_stat_archiver")
 	// With a bucket, a segment holding writes is switched within a minute (what a lost disk loses).
@@ -278,7 +278,7 @@ func TestBucketDownWhileWritingArchivingCatchesUp(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), "INSERT INTO items VALUES (-1)"); err != nil {
 		t.Fatal(err)
 	}
-	rres, err := e.Svc.RestoreProject(t.Context(), p, prj.ID, &appliance.RestoreRequest{RestoreTime: target.UTC().Format(time.RFC3339Nano)})
+	rres, err := e.Svc.Backups().Restore(t.Context(), p, prj.ID, &appliance.RestoreRequest{RestoreTime: target.UTC().Format(time.RFC3339Nano)})
 	runJob(t, e, rres, err)
 	got := connect(t, c.Connections.DirectURL)
 	if n, sum := scalar[int64](t, got, "SELECT count(*) FROM items"), scalar[int64](t, got, "SELECT coalesce(sum(n), 0) FROM items"); n != 3000 || sum != 2999*3000/2 {
@@ -357,16 +357,16 @@ func TestBucketRetentionAndTamperedObject(t *testing.T) {
 	var segs []string // a segment archived before each backup
 	for range 3 {
 		segs = append(segs, waitArchivedIn(t, e, bs, conn, prj))
-		res, err := e.Svc.CreateBackup(ctx, p, prj.ID, &appliance.CreateBackupRequest{Label: "manual"})
+		res, err := e.Svc.Backups().Create(ctx, p, prj.ID, &appliance.CreateBackupRequest{Label: "manual"})
 		runJob(t, e, res, err)
 	}
 	after := waitArchivedIn(t, e, bs, conn, prj) // archived after the newest backup
 	keys := ageBackups(t, e, p, prj, 3*24*time.Hour, 4*24*time.Hour, 5*24*time.Hour)
-	if _, err := e.Svc.PutScheduledBackup(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
+	if _, err := e.Svc.Backups().PutSchedule(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
 		CronHour: intp(23), CronMinute: intp(59), IsActive: boolp(true), RetentionDays: intp(1)}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.Svc.RunScheduledBackups(ctx, time.Now().UTC().Truncate(24*time.Hour)) // only retention runs
+	res, err := e.Svc.Backups().RunScheduled(ctx, time.Now().UTC().Truncate(24*time.Hour)) // only retention runs
 	if err != nil || res.BackupsDeleted != 2 || res.WALDeleted == 0 {
 		t.Fatalf("retention: %+v %v", res, err)
 	}
@@ -407,7 +407,7 @@ func TestBucketRetentionAndTamperedObject(t *testing.T) {
 	if err := os.WriteFile(srv.Path(key), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rres, err := e.Svc.RestoreProject(ctx, p, prj.ID, &appliance.RestoreRequest{BackupKey: keys[0]})
+	rres, err := e.Svc.Backups().Restore(ctx, p, prj.ID, &appliance.RestoreRequest{BackupKey: keys[0]})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,7 +150,7 @@ func TestCutoverSwapsThePreviewIn(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := e.Svc.RestoreProject(ctx, p, prj.ID, &appliance.RestoreRequest{BackupKey: b.BackupKey})
+	rs, err := e.Svc.Backups().Restore(ctx, p, prj.ID, &appliance.RestoreRequest{BackupKey: b.BackupKey})
 	runJob(t, e, rs, err)
 	c := connect(t, pc.Connections.DirectURL)
 	if n := scalar[int64](t, c, "SELECT count(*) FROM orders WHERE id = 2000"); n != 1 {

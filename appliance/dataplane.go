@@ -17,6 +17,7 @@ import (
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/previews"
+	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -460,4 +461,15 @@ func (s *Service) OnInstanceEvent(e daemon.Event) {
 	if err != nil {
 		s.log.Error("record instance event", "event", e, "err", err)
 	}
+}
+
+// repairEndedRestores puts right, at start, what restore jobs of an instance that will never run again
+// left behind (instances.Manager.RepairEndedRestores): a restore job ends when it failed (a crash spent
+// its last attempt) or completed. Call it before the instance is watched.
+func (s *Service) repairEndedRestores(ctx context.Context, inst *store.Instance) {
+	s.eng.RepairEndedRestores(ctx, inst, func(jobID string) bool {
+		var j *store.Job
+		err := s.db.View(func(tx *store.Tx) (err error) { j, err = store.Jobs.Get(tx, jobID); return err })
+		return err == nil && (j.State == scheduler.StateFailed || j.State == scheduler.StateCompleted)
+	})
 }

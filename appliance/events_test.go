@@ -41,7 +41,7 @@ func TestJobEndsAreLogged(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
 	prj := provision(t, e, p, "logged", "development")
-	res, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{})
+	res, err := e.Svc.Backups().Create(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{})
 	runJob(t, e, res, err)
 	var types []string
 	var last uint64

@@ -47,7 +47,7 @@ func TestFeaturesNeedTheirPrograms(t *testing.T) {
 			t.Errorf("%s: %v, want 503 naming %s and %s", what, err, program, pkg)
 		}
 	}
-	_, err = e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{})
+	_, err = e.Svc.Backups().Create(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{})
 	refused("backup", err, "pg_basebackup", "postgresql-client-15")
 	_, err = e.Svc.Exports().Create(t.Context(), p, prj.ID)
 	refused("export", err, "pg_dump", "postgresql-client-15")

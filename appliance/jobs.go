@@ -79,3 +79,24 @@ func (s *Service) answerJob(job *store.Job, err error) (*JobResponse, error) {
 	s.notify()
 	return &JobResponse{Job: JobView(job)}, nil
 }
+
+// JobStepHook, when not nil (Deps.JobStepHook), is called at the named steps of the restore and cutover
+// jobs. Only test builds give one (cmd/testhooks_on.go), to stop the process at a chosen moment. The steps
+// of a restore:
+//
+//	recovering   the candidate postmaster is recovering on its scratch port
+//	swapped-out  the original data directory was renamed to pgdata.pre-restore-<job>, pgdata is absent
+//	swapped-in   the candidate's data directory is pgdata, not started yet
+//	started      the restored instance runs on the real port; the original's directory is still kept
+//
+// and of a cutover's promotion:
+//
+//	cutover-staged   the preview's data is restored into the staging database; the project is untouched
+//	cutover-swapped  the staging database has the project's database name; the old one is not dropped yet
+type JobStepHook func(ctx context.Context, jobID, step string)
+
+func (s *Service) jobStep(ctx context.Context, jobID, step string) {
+	if h := s.stepHook; h != nil {
+		h(ctx, jobID, step)
+	}
+}

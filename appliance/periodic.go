@@ -56,7 +56,7 @@ func (s *Service) periodic() []periodicTask {
 			}
 		}},
 		{"@every 1m", "scheduled-backups", func(ctx context.Context) {
-			if res, err := s.RunScheduledBackups(ctx, time.Now()); err != nil {
+			if res, err := s.backups.RunScheduled(ctx, time.Now()); err != nil {
 				log.Error("scheduled backups", "err", err)
 			} else if res != (ScheduledRunResult{}) {
 				log.Info("scheduled backups", "result", res)

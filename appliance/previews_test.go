@@ -188,7 +188,7 @@ func TestPreviewAsOfAPastTime(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), "CREATE TABLE events (id int); INSERT INTO events SELECT generate_series(1, 10)"); err != nil {
 		t.Fatal(err)
 	}
-	b, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "base"})
+	b, err := e.Svc.Backups().Create(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "base"})
 	runJob(t, e, b, err)
 	if _, err := conn.Exec(t.Context(), "INSERT INTO events SELECT generate_series(11, 20)"); err != nil {
 		t.Fatal(err)

@@ -28,7 +28,8 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	r.Handle(JobExpireCredential, s.expireCredentialJob)
 	s.extensions.RegisterJobs(r)
 	s.upgrades.RegisterJobs(r)
-	s.registerBackupJobs(r)
+	s.backups.RegisterJobs(r)
+	s.exports.RegisterJobs(r)
 	s.migrate.RegisterJobs(r)
 	s.kv.RegisterJobs(r)
 	s.previews.RegisterJobs(r)
@@ -625,4 +626,16 @@ func (s *Service) expireCredentialJob(ctx context.Context, run *scheduler.Run) (
 		return nil, err
 	}
 	return map[string]any{"disabled": in.Username, "sessions_ended": ended}, nil
+}
+
+// restartingFunc tells the project's runtime status as the engine stops (restarting) and starts again
+// (active) its server.
+func (s *Service) restartingFunc(projectID string) func(bool) {
+	return func(restarting bool) {
+		if restarting {
+			s.setRuntime(projectID, RuntimeRestarting)
+		} else {
+			s.setRuntime(projectID, RuntimeActive)
+		}
+	}
 }

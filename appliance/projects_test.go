@@ -582,7 +582,7 @@ func TestUsageShowsRealSizesAndConnections(t *testing.T) {
 	}
 	// A base backup of the ~12 MB database shows in the backup storage, together with the archived WAL.
 	before := u.Usage.Totals.BackupsStorageBytes
-	bj, err := e.Svc.CreateBackup(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{})
+	bj, err := e.Svc.Backups().Create(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -924,13 +924,13 @@ func TestDeleteProjectDeletesItsBackups(t *testing.T) {
 	}
 
 	// A backup, a restore point, an export with a download URL, an uploaded and a pending upload, a schedule.
-	bres, err := e.Svc.CreateBackup(ctx, p, prj.ID, &appliance.CreateBackupRequest{})
+	bres, err := e.Svc.Backups().Create(ctx, p, prj.ID, &appliance.CreateBackupRequest{})
 	runJob(t, e, bres, err)
-	backups, err := e.Svc.ListBackups(ctx, p, prj.ID)
+	backups, err := e.Svc.Backups().List(ctx, p, prj.ID)
 	if err != nil || len(backups.Backups) != 1 || backups.Backups[0].State != appliance.BackupCompleted {
 		t.Fatalf("backups: %+v %v", backups, err)
 	}
-	if _, err := e.Svc.CreateRestorePoint(ctx, p, prj.ID, &appliance.RestorePointRequest{Label: "before"}); err != nil {
+	if _, err := e.Svc.Backups().CreateRestorePoint(ctx, p, prj.ID, &appliance.RestorePointRequest{Label: "before"}); err != nil {
 		t.Fatal(err)
 	}
 	xres, err := e.Svc.Exports().Create(ctx, p, prj.ID)
@@ -966,7 +966,7 @@ func TestDeleteProjectDeletesItsBackups(t *testing.T) {
 		t.Fatal(err)
 	}
 	pu, _ := url.Parse(pending.Upload.UploadURL)
-	if _, err := e.Svc.PutScheduledBackup(ctx, p, prj.ID, appliance.ScheduledBackupID, &appliance.PutScheduledBackupRequest{
+	if _, err := e.Svc.Backups().PutSchedule(ctx, p, prj.ID, appliance.ScheduledBackupID, &appliance.PutScheduledBackupRequest{
 		CronHour: intp(0), CronMinute: intp(0), IsActive: boolp(true)}); err != nil {
 		t.Fatal(err)
 	}
@@ -990,16 +990,16 @@ func TestDeleteProjectDeletesItsBackups(t *testing.T) {
 	if n, sched := backupRecordCounts(t, e, prj.ID); n != [4]int{} || sched {
 		t.Fatalf("after the delete: records %v, schedule %v", n, sched)
 	}
-	if l, err := e.Svc.ListBackups(ctx, p, prj.ID); err != nil || len(l.Backups) != 0 {
+	if l, err := e.Svc.Backups().List(ctx, p, prj.ID); err != nil || len(l.Backups) != 0 {
 		t.Fatalf("backups of the deleted project: %+v %v", l, err)
 	}
-	if l, err := e.Svc.ListRestorePoints(ctx, p, prj.ID); err != nil || len(l.RestorePoints) != 0 {
+	if l, err := e.Svc.Backups().ListRestorePoints(ctx, p, prj.ID); err != nil || len(l.RestorePoints) != 0 {
 		t.Fatalf("restore points of the deleted project: %+v %v", l, err)
 	}
 	if l, err := e.Svc.Exports().List(ctx, p, prj.ID); err != nil || len(l.Exports) != 0 {
 		t.Fatalf("exports of the deleted project: %+v %v", l, err)
 	}
-	if l, err := e.Svc.ListScheduledBackups(ctx, p, prj.ID); err != nil || len(l.ScheduledBackups) != 0 {
+	if l, err := e.Svc.Backups().ListSchedules(ctx, p, prj.ID); err != nil || len(l.ScheduledBackups) != 0 {
 		t.Fatalf("schedules of the deleted project: %+v %v", l, err)
 	}
 	// Its signed URLs answer 403, a new download URL 404.
@@ -1038,7 +1038,7 @@ func TestDeleteProjectDeletesItsBackups(t *testing.T) {
 	// The schedule task enqueues nothing for it, even at a due slot.
 	tomorrow := time.Now().UTC().Add(24 * time.Hour)
 	jobs := projectJobCount(t, e, prj.ID)
-	if r, err := e.Svc.RunScheduledBackups(ctx, tomorrow); err != nil || r.Enqueued != 0 {
+	if r, err := e.Svc.Backups().RunScheduled(ctx, tomorrow); err != nil || r.Enqueued != 0 {
 		t.Fatalf("scheduled backups after the delete: %+v %v", r, err)
 	}
 	// Nor for a schedule that is left (as a crash or an older version could leave it, with files): the
@@ -1056,7 +1056,7 @@ func TestDeleteProjectDeletesItsBackups(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "wal", "000000010000000000000009"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := e.Svc.RunScheduledBackups(ctx, tomorrow); err != nil || r.Enqueued != 0 {
+	if r, err := e.Svc.Backups().RunScheduled(ctx, tomorrow); err != nil || r.Enqueued != 0 {
 		t.Fatalf("scheduled backups with a schedule left: %+v %v", r, err)
 	}
 	if n := projectJobCount(t, e, prj.ID); n != jobs {

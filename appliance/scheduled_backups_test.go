@@ -26,7 +26,7 @@ func TestScheduledBackupsPutGetAndRun(t *testing.T) {
 	prj := provision(t, e, p, "scheduled", "development")
 	ctx := t.Context()
 
-	list, err := e.Svc.ListScheduledBackups(ctx, p, prj.ID)
+	list, err := e.Svc.Backups().ListSchedules(ctx, p, prj.ID)
 	if err != nil || len(list.ScheduledBackups) != 0 {
 		t.Fatalf("before a PUT: %+v %v", list, err)
 	}
@@ -39,16 +39,16 @@ func TestScheduledBackupsPutGetAndRun(t *testing.T) {
 		"no is_active":  {CronHour: intp(1), CronMinute: intp(0)},
 		"no cron_hour":  {CronMinute: intp(0), IsActive: boolp(true)},
 	} {
-		if _, err := e.Svc.PutScheduledBackup(ctx, p, prj.ID, "default", req); appliance.KindOf(err) != appliance.KindInvalid {
+		if _, err := e.Svc.Backups().PutSchedule(ctx, p, prj.ID, "default", req); appliance.KindOf(err) != appliance.KindInvalid {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, err := e.Svc.PutScheduledBackup(ctx, p, prj.ID, "other", &appliance.PutScheduledBackupRequest{
+	if _, err := e.Svc.Backups().PutSchedule(ctx, p, prj.ID, "other", &appliance.PutScheduledBackupRequest{
 		CronHour: intp(1), CronMinute: intp(0), IsActive: boolp(true)}); appliance.KindOf(err) != appliance.KindNotFound {
 		t.Errorf("schedule id other: %v", err)
 	}
 
-	put, err := e.Svc.PutScheduledBackup(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
+	put, err := e.Svc.Backups().PutSchedule(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
 		CronHour: intp(2), CronMinute: intp(30), IsActive: boolp(true)})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestScheduledBackupsPutGetAndRun(t *testing.T) {
 		sb.ProjectID != prj.ID || sb.Label != "scheduled" || sb.LastRunAt != nil {
 		t.Fatalf("put %+v", sb)
 	}
-	list, err = e.Svc.ListScheduledBackups(ctx, p, prj.ID)
+	list, err = e.Svc.Backups().ListSchedules(ctx, p, prj.ID)
 	if err != nil || len(list.ScheduledBackups) != 1 || list.ScheduledBackups[0].CronMinute != 30 {
 		t.Fatalf("after a PUT: %+v %v", list, err)
 	}
@@ -79,7 +79,7 @@ func TestScheduledBackupsPutGetAndRun(t *testing.T) {
 	}
 	run := func(at time.Time, want int) {
 		t.Helper()
-		res, err := e.Svc.RunScheduledBackups(ctx, at)
+		res, err := e.Svc.Backups().RunScheduled(ctx, at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestScheduledBackupsPutGetAndRun(t *testing.T) {
 	run(day.Add(2*time.Hour+31*time.Minute), 1) // past it
 	run(day.Add(2*time.Hour+32*time.Minute), 0) // the same slot again
 	run(day.Add(23*time.Hour), 0)               // later that day
-	list, err = e.Svc.ListScheduledBackups(ctx, p, prj.ID)
+	list, err = e.Svc.Backups().ListSchedules(ctx, p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,13 +102,13 @@ func TestScheduledBackupsPutGetAndRun(t *testing.T) {
 	run(day.AddDate(0, 0, 1).Add(5*time.Hour), 1) // the next day, late: once
 	run(day.AddDate(0, 0, 1).Add(6*time.Hour), 0)
 
-	if _, err := e.Svc.PutScheduledBackup(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
+	if _, err := e.Svc.Backups().PutSchedule(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
 		CronHour: intp(2), CronMinute: intp(30), IsActive: boolp(false)}); err != nil {
 		t.Fatal(err)
 	}
 	run(day.AddDate(0, 0, 2).Add(3*time.Hour), 0) // inactive
 
-	bs, err := e.Svc.ListBackups(ctx, p, prj.ID)
+	bs, err := e.Svc.Backups().List(ctx, p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestScheduledBackupsPutGetAndRun(t *testing.T) {
 			t.Errorf("backup %+v", b)
 		}
 	}
-	list, _ = e.Svc.ListScheduledBackups(ctx, p, prj.ID)
+	list, _ = e.Svc.Backups().ListSchedules(ctx, p, prj.ID)
 	if j := e.WaitJob(t, list.ScheduledBackups[0].LastJobID); j.State != scheduler.StateCompleted || j.Type != appliance.JobBackupCreate {
 		t.Fatalf("scheduled job %+v", j)
 	}
@@ -139,11 +139,11 @@ func TestScheduledBackupRetention(t *testing.T) {
 	var keys []string
 	for range 3 {
 		segs = append(segs, waitArchived(t, e, p, prj))
-		res, err := e.Svc.CreateBackup(ctx, p, prj.ID, &appliance.CreateBackupRequest{Label: "manual"})
+		res, err := e.Svc.Backups().Create(ctx, p, prj.ID, &appliance.CreateBackupRequest{Label: "manual"})
 		runJob(t, e, res, err)
 	}
 	after := waitArchived(t, e, p, prj) // archived after the newest backup
-	list, err := e.Svc.ListBackups(ctx, p, prj.ID)
+	list, err := e.Svc.Backups().List(ctx, p, prj.ID)
 	if err != nil || len(list.Backups) != 3 {
 		t.Fatalf("%+v %v", list, err)
 	}
@@ -164,24 +164,24 @@ func TestScheduledBackupRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rps, err := e.Svc.ListRestorePoints(ctx, p, prj.ID)
+	rps, err := e.Svc.Backups().ListRestorePoints(ctx, p, prj.ID)
 	if err != nil || rps.PITRWindowDays != 5 {
 		t.Fatalf("window before retention: %+v %v", rps, err)
 	}
 
-	if _, err := e.Svc.PutScheduledBackup(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
+	if _, err := e.Svc.Backups().PutSchedule(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
 		CronHour: intp(23), CronMinute: intp(59), IsActive: boolp(true), RetentionDays: intp(1)}); err != nil {
 		t.Fatal(err)
 	}
 	// Midnight today: the 23:59 slot has not come, so only retention runs.
-	res, err := e.Svc.RunScheduledBackups(ctx, time.Now().UTC().Truncate(24*time.Hour))
+	res, err := e.Svc.Backups().RunScheduled(ctx, time.Now().UTC().Truncate(24*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Enqueued != 0 || res.BackupsDeleted != 2 || res.WALDeleted == 0 {
 		t.Fatalf("result %+v", res)
 	}
-	list, err = e.Svc.ListBackups(ctx, p, prj.ID)
+	list, err = e.Svc.Backups().List(ctx, p, prj.ID)
 	if err != nil || len(list.Backups) != 1 || list.Backups[0].BackupKey != keys[0] {
 		t.Fatalf("after retention: %+v %v", list, err)
 	}
@@ -204,12 +204,12 @@ func TestScheduledBackupRetention(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(wal, after)); err != nil {
 		t.Errorf("segment %s archived after the kept backup: %v", after, err)
 	}
-	rps, err = e.Svc.ListRestorePoints(ctx, p, prj.ID)
+	rps, err = e.Svc.Backups().ListRestorePoints(ctx, p, prj.ID)
 	if err != nil || rps.PITRWindowDays != 3 {
 		t.Fatalf("window after retention: %+v %v", rps, err)
 	}
 	// A second run has nothing left to delete.
-	res, err = e.Svc.RunScheduledBackups(ctx, time.Now().UTC().Truncate(24*time.Hour))
+	res, err = e.Svc.Backups().RunScheduled(ctx, time.Now().UTC().Truncate(24*time.Hour))
 	if err != nil || res != (appliance.ScheduledRunResult{}) {
 		t.Fatalf("second run %+v %v", res, err)
 	}
@@ -222,7 +222,7 @@ func TestScheduledBackupMissedAcrossMidnight(t *testing.T) {
 	e, p := realEnv(t)
 	prj := provision(t, e, p, "midnight", "development")
 	ctx := t.Context()
-	if _, err := e.Svc.PutScheduledBackup(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
+	if _, err := e.Svc.Backups().PutSchedule(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
 		CronHour: intp(23), CronMinute: intp(55), IsActive: boolp(true)}); err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestScheduledBackupMissedAcrossMidnight(t *testing.T) {
 	}
 	run := func(at time.Time, want int) {
 		t.Helper()
-		res, err := e.Svc.RunScheduledBackups(ctx, at)
+		res, err := e.Svc.Backups().RunScheduled(ctx, at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +255,7 @@ func TestScheduledBackupMissedAcrossMidnight(t *testing.T) {
 	run(day.Add(11*time.Minute), 0)                            // once
 	run(day.Add(23*time.Hour+54*time.Minute), 0)
 	run(day.Add(23*time.Hour+55*time.Minute), 1) // that day's own slot
-	list, err := e.Svc.ListScheduledBackups(ctx, p, prj.ID)
+	list, err := e.Svc.Backups().ListSchedules(ctx, p, prj.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestScheduledBackupMissedAcrossMidnight(t *testing.T) {
 // ageBackups moves a project's backups back in time, the newest by back[0], the next by back[1]...
 func ageBackups(t *testing.T, e *appliancetest.Env, p *appliance.Principal, prj *store.Project, back ...time.Duration) []string {
 	t.Helper()
-	list, err := e.Svc.ListBackups(t.Context(), p, prj.ID)
+	list, err := e.Svc.Backups().List(t.Context(), p, prj.ID)
 	if err != nil || len(list.Backups) != len(back) {
 		t.Fatalf("%+v %v", list, err)
 	}
@@ -298,12 +298,12 @@ func TestDefaultRetentionWithoutSchedule(t *testing.T) {
 	prj := provision(t, e, p, "unscheduled", "development")
 	ctx := t.Context()
 	backup := func() {
-		res, err := e.Svc.CreateBackup(ctx, p, prj.ID, &appliance.CreateBackupRequest{Label: "manual"})
+		res, err := e.Svc.Backups().Create(ctx, p, prj.ID, &appliance.CreateBackupRequest{Label: "manual"})
 		runJob(t, e, res, err)
 	}
 	before := waitArchived(t, e, p, prj) // archived before every backup
 	backup()
-	rp, err := e.Svc.CreateRestorePoint(ctx, p, prj.ID, &appliance.RestorePointRequest{Label: "pins the first backup"})
+	rp, err := e.Svc.Backups().CreateRestorePoint(ctx, p, prj.ID, &appliance.RestorePointRequest{Label: "pins the first backup"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestDefaultRetentionWithoutSchedule(t *testing.T) {
 	base := filepath.Join(e.Dir, "backups", prj.ID, "base")
 	wal := filepath.Join(e.Dir, "backups", prj.ID, "wal")
 
-	res, err := e.Svc.RunScheduledBackups(ctx, time.Now())
+	res, err := e.Svc.Backups().RunScheduled(ctx, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,21 +336,21 @@ func TestDefaultRetentionWithoutSchedule(t *testing.T) {
 	}
 
 	// Without the point, the first backup goes too, and the WAL before the newest one.
-	if _, err := e.Svc.DeleteRestorePoint(ctx, p, prj.ID, rp.RestorePoint.ID); err != nil {
+	if _, err := e.Svc.Backups().DeleteRestorePoint(ctx, p, prj.ID, rp.RestorePoint.ID); err != nil {
 		t.Fatal(err)
 	}
-	if res, err = e.Svc.RunScheduledBackups(ctx, time.Now()); err != nil || res.BackupsDeleted != 1 || res.WALDeleted == 0 {
+	if res, err = e.Svc.Backups().RunScheduled(ctx, time.Now()); err != nil || res.BackupsDeleted != 1 || res.WALDeleted == 0 {
 		t.Fatalf("second run %+v %v", res, err)
 	}
 	if !exists(filepath.Join(base, keys[0])) || exists(filepath.Join(base, keys[2])) || exists(filepath.Join(wal, between)) {
 		t.Fatal("after the second run: the newest backup must stay, the first one and the WAL before the newest go")
 	}
-	list, err := e.Svc.ListBackups(ctx, p, prj.ID)
+	list, err := e.Svc.Backups().List(ctx, p, prj.ID)
 	if err != nil || len(list.Backups) != 1 || list.Backups[0].BackupKey != keys[0] {
 		t.Fatalf("after retention: %+v %v", list, err)
 	}
 	// Nothing is left to delete: the newest backup is kept whatever its age.
-	if res, err = e.Svc.RunScheduledBackups(ctx, time.Now()); err != nil || res != (appliance.ScheduledRunResult{}) {
+	if res, err = e.Svc.Backups().RunScheduled(ctx, time.Now()); err != nil || res != (appliance.ScheduledRunResult{}) {
 		t.Fatalf("third run %+v %v", res, err)
 	}
 }
@@ -376,7 +376,7 @@ func TestScheduledBackupFailureThenNextSlot(t *testing.T) {
 			e, p := realEnv(t)
 			prj := provision(t, e, p, "scheduled "+tc.name, "development")
 			ctx := t.Context()
-			if _, err := e.Svc.PutScheduledBackup(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
+			if _, err := e.Svc.Backups().PutSchedule(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
 				CronHour: intp(4), CronMinute: intp(0), IsActive: boolp(true)}); err != nil {
 				t.Fatal(err)
 			}
@@ -385,11 +385,11 @@ func TestScheduledBackupFailureThenNextSlot(t *testing.T) {
 			day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 1)
 			slot := func(at time.Time) *store.Job {
 				t.Helper()
-				res, err := e.Svc.RunScheduledBackups(ctx, at)
+				res, err := e.Svc.Backups().RunScheduled(ctx, at)
 				if err != nil || res.Enqueued != 1 {
 					t.Fatalf("run at %s: %+v %v", at, res, err)
 				}
-				list, err := e.Svc.ListScheduledBackups(ctx, p, prj.ID)
+				list, err := e.Svc.Backups().ListSchedules(ctx, p, prj.ID)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -401,7 +401,7 @@ func TestScheduledBackupFailureThenNextSlot(t *testing.T) {
 				!strings.Contains(j.LastStderr, tc.stderr) || j.LastExitCode == nil || *j.LastExitCode == 0 {
 				t.Fatalf("failed slot's job: %s %q\nexit code %v\nstderr: %s", j.State, j.Error, j.LastExitCode, j.LastStderr)
 			}
-			bs, err := e.Svc.ListBackups(ctx, p, prj.ID)
+			bs, err := e.Svc.Backups().List(ctx, p, prj.ID)
 			if err != nil || len(bs.Backups) != 1 {
 				t.Fatalf("%+v %v", bs, err)
 			}
@@ -417,7 +417,7 @@ func TestScheduledBackupFailureThenNextSlot(t *testing.T) {
 			}
 
 			// The slot ran (failing is running): the same day does not retry it; the next day's does.
-			if res, err := e.Svc.RunScheduledBackups(ctx, day.Add(5*time.Hour)); err != nil || res.Enqueued != 0 {
+			if res, err := e.Svc.Backups().RunScheduled(ctx, day.Add(5*time.Hour)); err != nil || res.Enqueued != 0 {
 				t.Fatalf("same day again: %+v %v", res, err)
 			}
 			fix()
@@ -425,7 +425,7 @@ func TestScheduledBackupFailureThenNextSlot(t *testing.T) {
 			if j.State != scheduler.StateCompleted {
 				t.Fatalf("next slot's job: %s %q\nstderr: %s", j.State, j.Error, j.LastStderr)
 			}
-			bs, err = e.Svc.ListBackups(ctx, p, prj.ID)
+			bs, err = e.Svc.Backups().List(ctx, p, prj.ID)
 			if err != nil || len(bs.Backups) != 2 {
 				t.Fatalf("%+v %v", bs, err)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
+	"github.com/theappliance/appliance/appliance/backups"
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/extensions"
 	"github.com/theappliance/appliance/appliance/identity"
@@ -119,7 +120,7 @@ type Service struct {
 	sparesStopped bool
 	sparesStop    context.Context
 	stopSpares    context.CancelFunc
-	// stepHook is Deps.JobStepHook (restore_job.go).
+	// stepHook is Deps.JobStepHook (jobs.go).
 	stepHook JobStepHook
 	// hooks is the webhooks area (appliance/webhook, built in New).
 	hooks *webhook.Service
@@ -157,6 +158,9 @@ type Service struct {
 	identity *identity.Service
 	// previews is the previews area: preview and ephemeral databases (appliance/previews, built in New).
 	previews *previews.Service
+	// backups is the backups area: backups, schedules, restore points, restores (appliance/backups, built
+	// in New).
+	backups *backups.Service
 }
 
 // New returns a service built with its collaborators.
@@ -194,6 +198,7 @@ func New(cfg Config, deps Deps) *Service {
 	s.identity = s.newIdentity(cfg, deps)
 	s.migrate = s.newMigrate(deps)
 	s.previews = s.newPreviews(cfg, deps)
+	s.backups = s.newBackups(cfg, deps)
 	return s
 }
 

@@ -77,7 +77,7 @@ func BenchmarkBackup(b *testing.B) {
 		b.Fatal(err)
 	}
 	bin := e.Bin
-	// The connection options of createBackupJob (appliance/backup_jobs.go).
+	// The connection options of createBackupJob (appliance/backups/jobs.go).
 	pgEnv := []string{"PGPASSWORD=" + string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10"}
 	conn := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port), "-U", postgres.AdminRole}
 
@@ -126,7 +126,7 @@ func BenchmarkBackup(b *testing.B) {
 	runAppliance := func(r int) {
 		syscall.Sync() // earlier writes are not flushed on the clock of this run
 		t0 := time.Now()
-		res, err := e.Svc.CreateBackup(ctx, p, prj.ID, &appliance.CreateBackupRequest{Label: fmt.Sprintf("bench %d", r)})
+		res, err := e.Svc.Backups().Create(ctx, p, prj.ID, &appliance.CreateBackupRequest{Label: fmt.Sprintf("bench %d", r)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -223,7 +223,7 @@ func BenchmarkBackup(b *testing.B) {
 	}
 	syscall.Sync()
 	t0 := time.Now()
-	rres, err := e.Svc.RestoreProject(ctx, p, prj.ID, &appliance.RestoreRequest{RestoreTime: noted.UTC().Format(time.RFC3339Nano)})
+	rres, err := e.Svc.Backups().Restore(ctx, p, prj.ID, &appliance.RestoreRequest{RestoreTime: noted.UTC().Format(time.RFC3339Nano)})
 	if err != nil {
 		b.Fatal(err)
 	}

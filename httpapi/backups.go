@@ -9,7 +9,7 @@ import (
 )
 
 func (s *Server) putScheduledBackup(r *Request, body *api.PutScheduledBackupRequest) (*api.ScheduledBackupResponse, error) {
-	return s.svc.PutScheduledBackup(r.Context(), r.Principal, r.PathValue("projectID"), appliance.ScheduledBackupID, body)
+	return s.svc.Backups().PutSchedule(r.Context(), r.Principal, r.PathValue("projectID"), appliance.ScheduledBackupID, body)
 }
 
 func (s *Server) createExport(r *Request, _ *api.CreateExportRequest) (*api.ExportJobResponse, error) {

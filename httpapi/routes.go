@@ -121,14 +121,14 @@ func (s *Server) table() []Route {
 			Query: []Param{limitParam(25)}, Do: Without(s.projectAudit)},
 
 		// Backups and restores
-		{Method: get, Path: "/v1/projects/{projectID}/backups", Tag: "backups", Scope: api.ScopeBackupsRead, Status: ok, Summary: "List base backups, newest first", Do: CallP("projectID", s.svc.ListBackups)},
-		{Method: post, Path: "/v1/projects/{projectID}/backups", Tag: "backups", Scope: api.ScopeBackupsWrite, Status: accepted, Summary: "Take a base backup (pg_basebackup, then pg_verifybackup)", Do: CallPB("projectID", s.svc.CreateBackup)},
-		{Method: get, Path: "/v1/projects/{projectID}/scheduled-backups", Tag: "backups", Scope: api.ScopeBackupsRead, Status: ok, Summary: "List the backup schedule (empty until one is set)", Do: CallP("projectID", s.svc.ListScheduledBackups)},
+		{Method: get, Path: "/v1/projects/{projectID}/backups", Tag: "backups", Scope: api.ScopeBackupsRead, Status: ok, Summary: "List base backups, newest first", Do: CallP("projectID", s.svc.Backups().List)},
+		{Method: post, Path: "/v1/projects/{projectID}/backups", Tag: "backups", Scope: api.ScopeBackupsWrite, Status: accepted, Summary: "Take a base backup (pg_basebackup, then pg_verifybackup)", Do: CallPB("projectID", s.svc.Backups().Create)},
+		{Method: get, Path: "/v1/projects/{projectID}/scheduled-backups", Tag: "backups", Scope: api.ScopeBackupsRead, Status: ok, Summary: "List the backup schedule (empty until one is set)", Do: CallP("projectID", s.svc.Backups().ListSchedules)},
 		{Method: put, Path: "/v1/projects/{projectID}/scheduled-backups/default", Tag: "backups", Scope: api.ScopeBackupsWrite, Status: ok, Summary: "Set the daily backup schedule and retention (id default; the admin role)", Do: With(s.putScheduledBackup)},
-		{Method: post, Path: "/v1/projects/{projectID}/restores", Tag: "backups", Scope: api.ScopeBackupsWrite, Status: accepted, Summary: "Restore to a backup, a time or a restore point (sessions need the admin role)", Do: CallPB("projectID", s.svc.RestoreProject)},
-		{Method: get, Path: "/v1/projects/{projectID}/restore-points", Tag: "backups", Scope: api.ScopeBackupsRead, Status: ok, Summary: "List restore points and the point-in-time window", Do: CallP("projectID", s.svc.ListRestorePoints)},
-		{Method: post, Path: "/v1/projects/{projectID}/restore-points", Tag: "backups", Scope: api.ScopeBackupsWrite, Status: created, Summary: "Create a named restore point (pg_create_restore_point)", Do: CallPB("projectID", s.svc.CreateRestorePoint)},
-		{Method: del, Path: "/v1/projects/{projectID}/restore-points/{restorePointID}", Tag: "backups", Scope: api.ScopeBackupsWrite, Status: ok, Summary: "Delete a restore point", Do: CallPP("projectID", "restorePointID", s.svc.DeleteRestorePoint)},
+		{Method: post, Path: "/v1/projects/{projectID}/restores", Tag: "backups", Scope: api.ScopeBackupsWrite, Status: accepted, Summary: "Restore to a backup, a time or a restore point (sessions need the admin role)", Do: CallPB("projectID", s.svc.Backups().Restore)},
+		{Method: get, Path: "/v1/projects/{projectID}/restore-points", Tag: "backups", Scope: api.ScopeBackupsRead, Status: ok, Summary: "List restore points and the point-in-time window", Do: CallP("projectID", s.svc.Backups().ListRestorePoints)},
+		{Method: post, Path: "/v1/projects/{projectID}/restore-points", Tag: "backups", Scope: api.ScopeBackupsWrite, Status: created, Summary: "Create a named restore point (pg_create_restore_point)", Do: CallPB("projectID", s.svc.Backups().CreateRestorePoint)},
+		{Method: del, Path: "/v1/projects/{projectID}/restore-points/{restorePointID}", Tag: "backups", Scope: api.ScopeBackupsWrite, Status: ok, Summary: "Delete a restore point", Do: CallPP("projectID", "restorePointID", s.svc.Backups().DeleteRestorePoint)},
 
 		// Exports
 		{Method: get, Path: "/v1/projects/{projectID}/exports", Tag: "exports", Scope: api.ScopeBackupsRead, Status: ok, Summary: "List logical exports (pg_dump custom format), newest first", Do: CallP("projectID", s.svc.Exports().List)},

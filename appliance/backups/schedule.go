@@ -1,4 +1,4 @@
-package appliance
+package backups
 
 import (
 	"context"
@@ -8,8 +8,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/theappliance/appliance/appliance/backup"
-	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -27,23 +28,23 @@ const DefaultRetentionDays = 7
 
 // retentionDays is the operator's default backup retention (up --backup-retention-days).
 func (s *Service) retentionDays() int {
-	if s.cfg.BackupRetentionDays > 0 {
-		return s.cfg.BackupRetentionDays
+	if s.cfg.RetentionDays > 0 {
+		return s.cfg.RetentionDays
 	}
 	return DefaultRetentionDays
 }
 
-func scheduledBackupView(r *store.ScheduledBackup) *ScheduledBackup {
-	return &ScheduledBackup{ID: r.ID, Label: r.Label, LastJobID: r.LastJobID, OrganizationID: r.OrganizationID,
+func scheduledBackupView(r *store.ScheduledBackup) *api.ScheduledBackup {
+	return &api.ScheduledBackup{ID: r.ID, Label: r.Label, LastJobID: r.LastJobID, OrganizationID: r.OrganizationID,
 		ProjectID: r.ProjectID, CronHour: r.CronHour, CronMinute: r.CronMinute, RetentionDays: r.RetentionDays,
 		IsActive: r.IsActive, CreatedAt: r.CreatedAt, LastRunAt: r.LastRunAt, UpdatedAt: r.UpdatedAt}
 }
 
-// ListScheduledBackups lists a project's backup schedules: none, or its one schedule "default".
-func (s *Service) ListScheduledBackups(ctx context.Context, p *Principal, projectID string) (*ScheduledBackupList, error) {
-	out := &ScheduledBackupList{ScheduledBackups: []*ScheduledBackup{}}
+// ListSchedules lists a project's backup schedules: none, or its one schedule "default".
+func (s *Service) ListSchedules(ctx context.Context, p *authz.Principal, projectID string) (*api.ScheduledBackupList, error) {
+	out := &api.ScheduledBackupList{ScheduledBackups: []*api.ScheduledBackup{}}
 	err := s.db.View(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		prj, err := s.host.VisibleProject(tx, p, projectID)
 		if err != nil {
 			return err
 		}
@@ -52,7 +53,7 @@ func (s *Service) ListScheduledBackups(ctx context.Context, p *Principal, projec
 		case errors.Is(err, store.ErrNotFound):
 			return nil
 		case err != nil:
-			return Internal(err, "read the backup schedule")
+			return apperr.Internal(err, "read the backup schedule")
 		}
 		out.ScheduledBackups = append(out.ScheduledBackups, scheduledBackupView(r))
 		return nil
@@ -60,11 +61,11 @@ func (s *Service) ListScheduledBackups(ctx context.Context, p *Principal, projec
 	return out, err
 }
 
-// PutScheduledBackup creates or replaces a project's backup schedule. It is data the periodic
+// PutSchedule creates or replaces a project's backup schedule. It is data the periodic
 // scheduled-backups task reads, so a change takes effect at its next tick.
-func (s *Service) PutScheduledBackup(ctx context.Context, p *Principal, projectID, scheduleID string, req *PutScheduledBackupRequest) (*ScheduledBackupResponse, error) {
+func (s *Service) PutSchedule(ctx context.Context, p *authz.Principal, projectID, scheduleID string, req *api.PutScheduledBackupRequest) (*api.ScheduledBackupResponse, error) {
 	if scheduleID != ScheduledBackupID {
-		return nil, NotFound("scheduled backup %s not found: a project has one schedule, %q", scheduleID, ScheduledBackupID)
+		return nil, apperr.NotFound("scheduled backup %s not found: a project has one schedule, %q", scheduleID, ScheduledBackupID)
 	}
 	// Retention deletes backups and the schedule decides whether any are taken: an admin's decision.
 	if err := p.RequireAdminRole("changing the backup schedule or its retention"); err != nil {
@@ -72,21 +73,21 @@ func (s *Service) PutScheduledBackup(ctx context.Context, p *Principal, projectI
 	}
 	switch {
 	case req.CronHour == nil:
-		return nil, Invalid("cron_hour is required")
+		return nil, apperr.Invalid("cron_hour is required")
 	case req.CronMinute == nil:
-		return nil, Invalid("cron_minute is required")
+		return nil, apperr.Invalid("cron_minute is required")
 	case req.IsActive == nil:
-		return nil, Invalid("is_active is required")
+		return nil, apperr.Invalid("is_active is required")
 	case *req.CronHour < 0 || *req.CronHour > 23:
-		return nil, Invalid("cron_hour must be 0 to 23")
+		return nil, apperr.Invalid("cron_hour must be 0 to 23")
 	case *req.CronMinute < 0 || *req.CronMinute > 59:
-		return nil, Invalid("cron_minute must be 0 to 59")
+		return nil, apperr.Invalid("cron_minute must be 0 to 59")
 	case req.RetentionDays != nil && (*req.RetentionDays < 1 || *req.RetentionDays > 365):
-		return nil, Invalid("retention_days must be 1 to 365")
+		return nil, apperr.Invalid("retention_days must be 1 to 365")
 	}
-	var out *ScheduledBackupResponse
+	var out *api.ScheduledBackupResponse
 	err := s.db.Update(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		prj, err := s.host.VisibleProject(tx, p, projectID)
 		if err != nil {
 			return err
 		}
@@ -97,21 +98,21 @@ func (s *Service) PutScheduledBackup(ctx context.Context, p *Principal, projectI
 			r = &store.ScheduledBackup{ID: ScheduledBackupID, ProjectID: prj.ID, OrganizationID: prj.OrganizationID,
 				Label: ScheduledBackupLabel, RetentionDays: s.retentionDays(), CreatedAt: now}
 		case err != nil:
-			return Internal(err, "read the backup schedule")
+			return apperr.Internal(err, "read the backup schedule")
 		}
 		r.CronHour, r.CronMinute, r.IsActive, r.UpdatedAt = *req.CronHour, *req.CronMinute, *req.IsActive, now
 		if req.RetentionDays != nil {
 			r.RetentionDays = *req.RetentionDays
 		}
 		if err := store.ScheduledBackups.Put(tx, r); err != nil {
-			return Internal(err, "store the backup schedule")
+			return apperr.Internal(err, "store the backup schedule")
 		}
-		if err := s.audit(tx, p, "scheduled_backup.update", prj.OrganizationID, prj.ID, map[string]any{
+		if err := s.host.Audit(tx, p, "scheduled_backup.update", prj.OrganizationID, prj.ID, map[string]any{
 			"cron_hour": r.CronHour, "cron_minute": r.CronMinute, "is_active": r.IsActive, "retention_days": r.RetentionDays,
 		}); err != nil {
-			return Internal(err, "audit")
+			return apperr.Internal(err, "audit")
 		}
-		out = &ScheduledBackupResponse{ScheduledBackup: scheduledBackupView(r)}
+		out = &api.ScheduledBackupResponse{ScheduledBackup: scheduledBackupView(r)}
 		return nil
 	})
 	return out, err
@@ -139,16 +140,16 @@ func dueSlot(r *store.ScheduledBackup, now time.Time) bool {
 	return r.LastRunAt == nil || r.LastRunAt.Before(slot)
 }
 
-// RunScheduledBackups is the periodic scheduled-backups task (every minute): it enqueues a backup.create
+// RunScheduled is the periodic scheduled-backups task (every minute): it enqueues a backup.create
 // (label "scheduled") for every active schedule whose UTC hour:minute has come today and that has not run
 // since, then applies retention to every project that has backups: its schedule's retention_days (active or
 // not), or the appliance's default retention when it has no schedule.
-func (s *Service) RunScheduledBackups(ctx context.Context, now time.Time) (ScheduledRunResult, error) {
+func (s *Service) RunScheduled(ctx context.Context, now time.Time) (ScheduledRunResult, error) {
 	var res ScheduledRunResult
-	if err := s.requireFeature(FeatureBackups); err != nil {
+	if err := s.host.RequireBackups(); err != nil {
 		return res, err
 	}
-	if err := s.requireDisk(); err != nil { // they wait for space: the next run after it takes them
+	if err := s.host.RequireDisk(); err != nil { // they wait for space: the next run after it takes them
 		return res, err
 	}
 	var scheds []*store.ScheduledBackup
@@ -174,12 +175,12 @@ func (s *Service) RunScheduledBackups(ctx context.Context, now time.Time) (Sched
 				return err
 			}
 			switch {
-			case prj.State == ProjectDeleting || prj.State == ProjectDeleted:
+			case prj.State == api.ProjectDeleting || prj.State == api.ProjectDeleted:
 				return nil // never: the delete job deletes the project's backups and this schedule
-			case prj.State != ProjectActive || prj.PrimaryInstanceID == "":
+			case prj.State != api.ProjectActive || prj.PrimaryInstanceID == "":
 				return nil // not now: the slot runs once the project is active again
 			}
-			b, j, err := s.newBackup(tx, prj, ScheduledBackupLabel)
+			b, j, err := s.NewBackup(tx, prj, ScheduledBackupLabel)
 			if err != nil {
 				return err
 			}
@@ -189,7 +190,7 @@ func (s *Service) RunScheduledBackups(ctx context.Context, now time.Time) (Sched
 				return err
 			}
 			enqueued = true
-			return s.audit(tx, &Principal{AuthSource: ActorSystem}, "scheduled_backup.run", prj.OrganizationID, prj.ID,
+			return s.host.Audit(tx, &authz.Principal{AuthSource: authz.ActorSystem}, "scheduled_backup.run", prj.OrganizationID, prj.ID,
 				map[string]any{"backup_id": b.ID, "backup_key": b.BackupKey, "job_id": j.ID})
 		})
 		if err != nil {
@@ -199,7 +200,7 @@ func (s *Service) RunScheduledBackups(ctx context.Context, now time.Time) (Sched
 		}
 	}
 	if res.Enqueued > 0 {
-		s.notify()
+		s.host.Notify()
 	}
 	days := map[string]int{} // the projects with backups, and their retention
 	if err := s.db.View(func(tx *store.Tx) error {
@@ -227,24 +228,6 @@ func (s *Service) RunScheduledBackups(ctx context.Context, now time.Time) (Sched
 	return res, errors.Join(errs...)
 }
 
-// newBackup records a pending backup of prj and enqueues the backup.create job that takes it, inside tx.
-func (s *Service) newBackup(tx *store.Tx, prj *store.Project, label string) (*store.Backup, *store.Job, error) {
-	now := s.now()
-	id := ids.New("bkp")
-	b := &store.Backup{ID: id, ProjectID: prj.ID, OrganizationID: prj.OrganizationID, DatabaseName: prj.DatabaseName,
-		BackupKey: now.Format("20060102T150405Z") + "-" + id[len(id)-6:], Label: label,
-		State: BackupPending, VerificationState: VerificationPending, CreatedAt: now}
-	j, err := s.enqueue(tx, prj, JobBackupCreate, prj.ID, backupPayload{BackupID: b.ID})
-	if err != nil {
-		return nil, nil, err
-	}
-	b.JobID = j.ID
-	if err := store.Backups.Put(tx, b); err != nil {
-		return nil, nil, Internal(err, "store backup")
-	}
-	return b, j, nil
-}
-
 // applyRetention deletes the project's backups created more than days before now (records and
 // directories), except the newest completed one, those still pending or running and those something else
 // needs (pinnedBackups), then deletes the archived WAL segments older than the oldest remaining completed
@@ -262,7 +245,7 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 		if err != nil {
 			return err
 		}
-		if prj.State != ProjectActive {
+		if prj.State != api.ProjectActive {
 			busy = true
 			return nil
 		}
@@ -271,7 +254,7 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 			return err
 		}
 		for _, j := range js {
-			if j.Type == JobBackupRestore && j.State != scheduler.StateCompleted && j.State != scheduler.StateFailed {
+			if j.Type == JobRestore && j.State != scheduler.StateCompleted && j.State != scheduler.StateFailed {
 				busy = true
 			}
 		}
@@ -290,18 +273,18 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 		return 0, 0, nil
 	}
 	ctx := context.Background() // the directory store answers at once
-	bs := s.retentionStore()
+	bs := s.host.BackupStore()
 	var newest *store.Backup
 	for _, b := range all {
-		if b.State == BackupCompleted && (newest == nil || b.CreatedAt.After(newest.CreatedAt)) {
+		if b.State == StateCompleted && (newest == nil || b.CreatedAt.After(newest.CreatedAt)) {
 			newest = b
 		}
 	}
 	var oldestKept *store.Backup
 	for _, b := range all {
-		keep := b == newest || pinned[b.ID] || !b.CreatedAt.Before(cutoff) || b.State == BackupPending || b.State == BackupRunning
+		keep := b == newest || pinned[b.ID] || !b.CreatedAt.Before(cutoff) || b.State == StatePending || b.State == StateRunning
 		if keep {
-			if b.State == BackupCompleted && (oldestKept == nil || b.CreatedAt.Before(oldestKept.CreatedAt)) {
+			if b.State == StateCompleted && (oldestKept == nil || b.CreatedAt.Before(oldestKept.CreatedAt)) {
 				oldestKept = b
 			}
 			continue
@@ -351,7 +334,7 @@ func pinnedBackups(tx *store.Tx, projectID string) (map[string]bool, error) {
 		return nil, err
 	}
 	for _, prv := range prvs {
-		if prv.State != ProjectDeleted && prv.SourceBackupID != "" {
+		if prv.State != api.ProjectDeleted && prv.SourceBackupID != "" {
 			pinned[prv.SourceBackupID] = true
 		}
 	}
@@ -367,6 +350,3 @@ func pinnedBackups(tx *store.Tx, projectID string) (map[string]bool, error) {
 	delete(pinned, "")
 	return pinned, nil
 }
-
-// retentionStore is the backup store for deleting (no data plane needed: nothing is chowned).
-func (s *Service) retentionStore() *backup.Store { return s.backupStore(s.dp) }

@@ -1,4 +1,4 @@
-package appliance
+package backups
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/store"
@@ -20,8 +23,8 @@ type restorePayload struct {
 	Timeline   int       `json:"timeline"`    // recovery_target_timeline (0: the backup's own, for immediate)
 }
 
-// RestoreProject checks the target and enqueues backup.restore. A session needs the admin role.
-func (s *Service) RestoreProject(ctx context.Context, p *Principal, projectID string, req *RestoreRequest) (*JobResponse, error) {
+// Restore checks the target and enqueues backup.restore. A session needs the admin role.
+func (s *Service) Restore(ctx context.Context, p *authz.Principal, projectID string, req *api.RestoreRequest) (*api.JobResponse, error) {
 	if err := p.RequireAdminRole("restoring a project"); err != nil {
 		return nil, err
 	}
@@ -32,19 +35,19 @@ func (s *Service) RestoreProject(ctx context.Context, p *Principal, projectID st
 		}
 	}
 	if n != 1 {
-		return nil, Invalid("a restore needs exactly one of backup_key, restore_time, restore_point_id")
+		return nil, apperr.Invalid("a restore needs exactly one of backup_key, restore_time, restore_point_id")
 	}
 	var target time.Time
 	if req.RestoreTime != "" {
 		t, err := time.Parse(time.RFC3339Nano, req.RestoreTime)
 		if err != nil {
-			return nil, Invalid("restore_time must be an RFC 3339 time such as 2026-01-31T12:00:00Z")
+			return nil, apperr.Invalid("restore_time must be an RFC 3339 time such as 2026-01-31T12:00:00Z")
 		}
 		if target = t.UTC(); target.After(s.now()) {
-			return nil, Invalid("restore_time %s is in the future", req.RestoreTime)
+			return nil, apperr.Invalid("restore_time %s is in the future", req.RestoreTime)
 		}
 	}
-	prj, inst, err := s.activeProject(p, projectID)
+	prj, inst, err := s.host.ActiveInstance(p, projectID)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +57,7 @@ func (s *Service) RestoreProject(ctx context.Context, p *Principal, projectID st
 	}
 	var job *store.Job
 	err = s.db.Update(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, prj.ID)
+		prj, err := s.host.VisibleProject(tx, p, prj.ID)
 		if err != nil {
 			return err
 		}
@@ -64,37 +67,37 @@ func (s *Service) RestoreProject(ctx context.Context, p *Principal, projectID st
 		case req.BackupKey != "":
 			bs, err := store.Backups.Lookup(tx, store.BackupsByProject, prj.ID, store.Query{})
 			if err != nil {
-				return Internal(err, "list backups")
+				return apperr.Internal(err, "list backups")
 			}
 			for _, b := range bs {
-				if b.BackupKey == req.BackupKey && b.State == BackupCompleted {
+				if b.BackupKey == req.BackupKey && b.State == StateCompleted {
 					base = b
 				}
 			}
 			if base == nil {
-				return Invalid("backup_key %q names no completed backup of this project", req.BackupKey)
+				return apperr.Invalid("backup_key %q names no completed backup of this project", req.BackupKey)
 			}
 		case req.RestorePointID != "":
 			rp, err := store.RestorePoints.Get(tx, req.RestorePointID)
 			if err != nil || rp.ProjectID != prj.ID || rp.State != RestorePointActive {
-				return Invalid("restore_point_id %q names no restore point of this project", req.RestorePointID)
+				return apperr.Invalid("restore_point_id %q names no restore point of this project", req.RestorePointID)
 			}
 			if base, err = s.restoreBase(tx, prj.ID, rp.PITRTime, rp.Timeline, switchTo(switches, rp.Timeline)); err != nil {
-				return Invalid("restore point %s is outside the point-in-time window: no backup of its timeline was complete before it", rp.ID)
+				return apperr.Invalid("restore point %s is outside the point-in-time window: no backup of its timeline was complete before it", rp.ID)
 			}
 			pl.TargetName, pl.Timeline = rp.Name, rp.Timeline
 		default:
 			var tl int
 			if base, tl, err = s.pitrBase(tx, prj.ID, target, timeline, switches); err != nil {
 				if errors.Is(err, errNoBackup) {
-					return Invalid("restore_time %s is outside the point-in-time window: no backup of the timeline the project was on then was complete by then", req.RestoreTime)
+					return apperr.Invalid("restore_time %s is outside the point-in-time window: no backup of the timeline the project was on then was complete by then", req.RestoreTime)
 				}
-				return Internal(err, "find a base backup")
+				return apperr.Internal(err, "find a base backup")
 			}
 			pl.Timeline = tl
 		}
 		pl.BackupID = base.ID
-		j, err := s.enqueue(tx, prj, JobBackupRestore, prj.ID, pl)
+		j, err := s.host.Enqueue(tx, prj, JobRestore, prj.ID, pl)
 		if err != nil {
 			return err
 		}
@@ -105,13 +108,13 @@ func (s *Service) RestoreProject(ctx context.Context, p *Principal, projectID st
 		if req.RestorePointID != "" {
 			md["restore_point_id"] = req.RestorePointID
 		}
-		if err := s.audit(tx, p, JobBackupRestore, prj.OrganizationID, prj.ID, md); err != nil {
-			return Internal(err, "audit")
+		if err := s.host.Audit(tx, p, JobRestore, prj.OrganizationID, prj.ID, md); err != nil {
+			return apperr.Internal(err, "audit")
 		}
 		job = j
 		return nil
 	})
-	return s.answerJob(job, err)
+	return s.host.AnswerJob(job, err)
 }
 
 // A restore switches the project to a new WAL timeline. Each switch is recorded in the project's timeline
@@ -197,7 +200,7 @@ func (s *Service) restoreBase(tx *store.Tx, projectID string, t time.Time, tl in
 			return nil, err
 		}
 		for _, b := range bs {
-			if b.State == BackupCompleted && b.CompletedAt != nil && !b.CompletedAt.After(t) {
+			if b.State == StateCompleted && b.CompletedAt != nil && !b.CompletedAt.After(t) {
 				return b, nil
 			}
 		}
@@ -207,7 +210,7 @@ func (s *Service) restoreBase(tx *store.Tx, projectID string, t time.Time, tl in
 	if !errors.Is(err, errNoBackup) || sw == nil || sw.To != tl || sw.BackupID == "" {
 		return b, err
 	}
-	if b, err := store.Backups.Get(tx, sw.BackupID); err == nil && b.State == BackupCompleted {
+	if b, err := store.Backups.Get(tx, sw.BackupID); err == nil && b.State == StateCompleted {
 		return b, nil
 	}
 	return nil, errNoBackup
@@ -219,20 +222,20 @@ func (s *Service) pitrHistory(ctx context.Context, prj *store.Project, inst *sto
 	var switches []timelineSwitch
 	var err error
 	if withSwitches {
-		if switches, err = readTimelineSwitches(ctx, s.retentionStore(), prj.ID); err != nil {
-			return 0, nil, Internal(err, "read the project's timeline switches")
+		if switches, err = readTimelineSwitches(ctx, s.host.BackupStore(), prj.ID); err != nil {
+			return 0, nil, apperr.Internal(err, "read the project's timeline switches")
 		}
 	}
 	timeline := 0
 	if withTimeline {
-		conn, err := s.adminConn(ctx, inst, "postgres")
+		conn, err := s.host.AdminConn(ctx, inst, "postgres")
 		if err != nil {
-			return 0, nil, &Error{Kind: KindUnavailable, Msg: "the project's server does not answer", Cause: err}
+			return 0, nil, &apperr.Error{Kind: apperr.KindUnavailable, Msg: "the project's server does not answer", Cause: err}
 		}
 		timeline, _, err = instances.CurrentTimeline(ctx, conn)
 		conn.Close(context.Background())
 		if err != nil {
-			return 0, nil, Internal(err, "read the timeline")
+			return 0, nil, apperr.Internal(err, "read the timeline")
 		}
 	}
 	return timeline, switches, nil
@@ -250,4 +253,30 @@ func (s *Service) pitrBase(tx *store.Tx, projectID string, target time.Time, tim
 		tl = base.Timeline
 	}
 	return base, tl, nil
+}
+
+// EnqueueRestore enqueues backup.restore of the project's backup in tx (a restore to the backup itself).
+func (s *Service) EnqueueRestore(tx *store.Tx, prj *store.Project, backupID string) (*store.Job, error) {
+	return s.host.Enqueue(tx, prj, JobRestore, prj.ID, restorePayload{BackupID: backupID})
+}
+
+// PointInTime reads the caller's active project's timeline switches and current timeline (pitrHistory)
+// and returns the finder of the base backup and timeline of a recovery to a time (pitrBase; a nil backup
+// when no backup was complete by then).
+func (s *Service) PointInTime(ctx context.Context, p *authz.Principal, projectID string) (func(*store.Tx, string, time.Time) (*store.Backup, int, error), error) {
+	prj, inst, err := s.host.ActiveInstance(p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	timeline, switches, err := s.pitrHistory(ctx, prj, inst, true, true)
+	if err != nil {
+		return nil, err
+	}
+	return func(tx *store.Tx, projectID string, target time.Time) (*store.Backup, int, error) {
+		base, tl, err := s.pitrBase(tx, projectID, target, timeline, switches)
+		if errors.Is(err, errNoBackup) {
+			return nil, 0, nil
+		}
+		return base, tl, err
+	}, nil
 }

@@ -1,4 +1,4 @@
-package appliance
+package backups
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
@@ -19,40 +22,40 @@ const (
 	RestorePointDeleted = "deleted" // deleted: no longer listed nor restorable; deleting it again succeeds
 )
 
-func restorePointView(r *store.RestorePoint) *RestorePoint {
-	return &RestorePoint{ID: r.ID, BackupID: r.BackupID, BackupKey: r.BackupKey, CreatedByActorID: r.CreatedByActorID,
+func restorePointView(r *store.RestorePoint) *api.RestorePoint {
+	return &api.RestorePoint{ID: r.ID, BackupID: r.BackupID, BackupKey: r.BackupKey, CreatedByActorID: r.CreatedByActorID,
 		CreatedByActorKind: r.CreatedByActorKind, Label: r.Label, Note: r.Note, OrganizationID: r.OrganizationID,
 		ProjectID: r.ProjectID, Kind: r.Kind, State: r.State, PITRTime: r.PITRTime, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
 
 // CreateRestorePoint writes a named restore point into the project's WAL (pg_create_restore_point) and
 // records it. Its WAL name is the record's id, so names never repeat.
-func (s *Service) CreateRestorePoint(ctx context.Context, p *Principal, projectID string, req *RestorePointRequest) (*RestorePointResponse, error) {
+func (s *Service) CreateRestorePoint(ctx context.Context, p *authz.Principal, projectID string, req *api.RestorePointRequest) (*api.RestorePointResponse, error) {
 	label := strings.TrimSpace(req.Label)
-	if err := checkDisplayText("label", label, 1, 100); err != nil {
+	if err := s.host.CheckDisplayText("label", label, 1, 100); err != nil {
 		return nil, err
 	}
-	prj, inst, err := s.activeProject(p, projectID)
+	prj, inst, err := s.host.ActiveInstance(p, projectID)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := s.adminConn(ctx, inst, "postgres")
+	conn, err := s.host.AdminConn(ctx, inst, "postgres")
 	if err != nil {
-		return nil, &Error{Kind: KindUnavailable, Msg: "the project's server does not answer", Cause: err}
+		return nil, &apperr.Error{Kind: apperr.KindUnavailable, Msg: "the project's server does not answer", Cause: err}
 	}
 	defer conn.Close(context.Background())
 	id := ids.New("rp")
 	point, err := postgres.CreateRestorePoint(ctx, conn, id)
 	if err != nil {
-		return nil, serverErr(err, "create restore point")
+		return nil, apperr.Server(err, "create restore point")
 	}
 	lsn := point.LSN
 	tli, _, err := instances.CurrentTimeline(ctx, conn)
 	if err != nil {
-		return nil, serverErr(err, "read the timeline")
+		return nil, apperr.Server(err, "read the timeline")
 	}
 	kind, actor := p.Actor()
-	var out *RestorePointResponse
+	var out *api.RestorePointResponse
 	err = s.db.Update(func(tx *store.Tx) error {
 		now := s.now()
 		rp := &store.RestorePoint{ID: id, ProjectID: prj.ID, OrganizationID: prj.OrganizationID, Kind: RestorePointNamed,
@@ -62,25 +65,29 @@ func (s *Service) CreateRestorePoint(ctx context.Context, p *Principal, projectI
 			rp.BackupID, rp.BackupKey = b.ID, b.BackupKey
 		}
 		if err := store.RestorePoints.Put(tx, rp); err != nil {
-			return Internal(err, "store restore point")
+			return apperr.Internal(err, "store restore point")
 		}
-		if err := s.audit(tx, p, "restore_point.create", prj.OrganizationID, prj.ID,
+		if err := s.host.Audit(tx, p, "restore_point.create", prj.OrganizationID, prj.ID,
 			map[string]any{"restore_point_id": id, "label": label, "lsn": lsn}); err != nil {
-			return Internal(err, "audit")
+			return apperr.Internal(err, "audit")
 		}
-		out = &RestorePointResponse{RestorePoint: restorePointView(rp)}
+		out = &api.RestorePointResponse{RestorePoint: restorePointView(rp)}
 		return nil
 	})
 	return out, err
 }
 
 // ListRestorePoints lists a project's restore points (newest first) and its point-in-time window.
-func (s *Service) ListRestorePoints(ctx context.Context, p *Principal, projectID string) (*RestorePointList, error) {
-	out := &RestorePointList{RestorePoints: []*RestorePoint{}}
+func (s *Service) ListRestorePoints(ctx context.Context, p *authz.Principal, projectID string) (*api.RestorePointList, error) {
+	out := &api.RestorePointList{RestorePoints: []*api.RestorePoint{}}
 	err := s.db.View(func(tx *store.Tx) error {
-		prj, rps, err := visibleRecords(s, tx, p, projectID, "restore points", store.RestorePoints, store.RestorePointsByProject)
+		prj, err := s.host.VisibleProject(tx, p, projectID)
 		if err != nil {
 			return err
+		}
+		rps, err := store.RestorePoints.Lookup(tx, store.RestorePointsByProject, prj.ID, store.Query{Newest: true})
+		if err != nil {
+			return apperr.Internal(err, "list restore points")
 		}
 		for _, r := range rps {
 			if r.State == RestorePointDeleted {
@@ -98,29 +105,29 @@ func (s *Service) ListRestorePoints(ctx context.Context, p *Principal, projectID
 
 // DeleteRestorePoint marks a restore point deleted (the WAL record stays; nothing refers to it). A delete
 // is idempotent: deleting a deleted point answers deleted again.
-func (s *Service) DeleteRestorePoint(ctx context.Context, p *Principal, projectID, restorePointID string) (*DeletedResponse, error) {
+func (s *Service) DeleteRestorePoint(ctx context.Context, p *authz.Principal, projectID, restorePointID string) (*api.DeletedResponse, error) {
 	err := s.db.Update(func(tx *store.Tx) error {
-		prj, err := s.visibleProject(tx, p, projectID)
+		prj, err := s.host.VisibleProject(tx, p, projectID)
 		if err != nil {
 			return err
 		}
 		rp, err := store.RestorePoints.Get(tx, restorePointID)
 		if err != nil || rp.ProjectID != prj.ID {
-			return NotFound("restore point %s not found", restorePointID)
+			return apperr.NotFound("restore point %s not found", restorePointID)
 		}
 		if rp.State == RestorePointDeleted {
 			return nil
 		}
 		rp.State, rp.UpdatedAt = RestorePointDeleted, s.now()
 		if err := store.RestorePoints.Put(tx, rp); err != nil {
-			return Internal(err, "delete restore point")
+			return apperr.Internal(err, "delete restore point")
 		}
-		return s.audit(tx, p, "restore_point.delete", prj.OrganizationID, prj.ID, map[string]any{"restore_point_id": rp.ID})
+		return s.host.Audit(tx, p, "restore_point.delete", prj.OrganizationID, prj.ID, map[string]any{"restore_point_id": rp.ID})
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &DeletedResponse{Deleted: true}, nil
+	return &api.DeletedResponse{Deleted: true}, nil
 }
 
 var errNoBackup = errors.New("no completed backup")
@@ -132,7 +139,7 @@ func (s *Service) oldestBackup(tx *store.Tx, projectID string) (*store.Backup, e
 		return nil, err
 	}
 	for _, b := range bs {
-		if b.State == BackupCompleted && b.CompletedAt != nil {
+		if b.State == StateCompleted && b.CompletedAt != nil {
 			return b, nil
 		}
 	}
@@ -147,7 +154,7 @@ func (s *Service) baseBackupBefore(tx *store.Tx, projectID string, t time.Time, 
 		return nil, err
 	}
 	for _, b := range bs {
-		if b.State == BackupCompleted && b.CompletedAt != nil && !b.CompletedAt.After(t) && b.Timeline == timeline {
+		if b.State == StateCompleted && b.CompletedAt != nil && !b.CompletedAt.After(t) && b.Timeline == timeline {
 			return b, nil
 		}
 	}

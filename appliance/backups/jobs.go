@@ -1,4 +1,4 @@
-package appliance
+package backups
 
 import (
 	"context"
@@ -11,13 +11,6 @@ import (
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
-
-// registerBackupJobs registers the handlers of the backups area.
-func (s *Service) registerBackupJobs(r *scheduler.Runner) {
-	r.Handle(JobBackupCreate, s.createBackupJob)
-	r.Handle(JobBackupRestore, s.restoreJob)
-	s.exports.RegisterJobs(r)
-}
 
 // updateBackup applies fn to the stored backup in one transaction.
 func (s *Service) updateBackup(id string, fn func(*store.Backup)) error {
@@ -37,18 +30,19 @@ func (s *Service) updateBackup(id string, fn func(*store.Backup)) error {
 func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	steps := instances.NewTimer()
 	var in backupPayload
-	dp, prj, inst, err := s.activeTarget(run, &in)
+	prj, inst, err := s.host.ActiveTarget(run, &in)
 	if err != nil {
 		return nil, s.failBackup(in.BackupID, err)
 	}
+	user := s.plane.User // ActiveTarget fails without a data plane
 	var b *store.Backup
 	if err := s.db.View(func(tx *store.Tx) (err error) { b, err = store.Backups.Get(tx, in.BackupID); return err }); err != nil {
 		return nil, fmt.Errorf("backup %s: %w", in.BackupID, err)
 	}
-	if b.State == BackupCompleted || b.State == BackupFailed {
+	if b.State == StateCompleted || b.State == StateFailed {
 		return map[string]any{"skipped": "backup is " + b.State}, nil
 	}
-	bs := s.backupStore(dp)
+	bs := s.host.BackupStore()
 	if err := bs.Prepare(ctx, prj.ID); err != nil {
 		return nil, scheduler.Transient(err)
 	}
@@ -56,7 +50,7 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 	if err := bs.RemoveBackup(ctx, prj.ID, b.BackupKey); err != nil {
 		return nil, scheduler.Transient(err)
 	}
-	if err := s.updateBackup(b.ID, func(b *store.Backup) { b.State = BackupRunning }); err != nil {
+	if err := s.updateBackup(b.ID, func(b *store.Backup) { b.State = StateRunning }); err != nil {
 		return nil, err
 	}
 	adminPW, err := s.box.Open(inst.AdminPassword)
@@ -84,7 +78,7 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 		return nil, scheduler.Transient(err)
 	}
 	label := "appliance " + b.BackupKey
-	cmd := dp.User.Command(basebackup, "-D", dir, "-F", "p", "-X", "stream", "--checkpoint=fast", "--no-password",
+	cmd := user.Command(basebackup, "-D", dir, "-F", "p", "-X", "stream", "--checkpoint=fast", "--no-password",
 		"--label", label, "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port), "-U", postgres.AdminRole)
 	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
 	steps.Done("prepare")
@@ -98,7 +92,7 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 	steps.Done("basebackup")
 	// pg_verifybackup reads a plain-format directory (PostgreSQL 15's): the staged one, before it is stored.
 	vstate, verr := VerificationVerified, ""
-	if err := run.Exec(ctx, dp.User.Command(verify, dir)); err != nil {
+	if err := run.Exec(ctx, user.Command(verify, dir)); err != nil {
 		if ctx.Err() != nil {
 			return nil, err
 		}
@@ -117,7 +111,7 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 	size := m.SizeBytes
 	steps.Done("store")
 	if err := s.updateBackup(b.ID, func(b *store.Backup) {
-		b.State, b.SizeBytes, b.Timeline, b.CompletedAt = BackupCompleted, size, m.Timeline, &now
+		b.State, b.SizeBytes, b.Timeline, b.CompletedAt = StateCompleted, size, m.Timeline, &now
 	}); err != nil {
 		return nil, err
 	}
@@ -139,7 +133,7 @@ func (s *Service) failBackup(id string, err error) error {
 		return err
 	}
 	uerr := s.updateBackup(id, func(b *store.Backup) {
-		b.State, b.Error = BackupFailed, err.Error()
+		b.State, b.Error = StateFailed, err.Error()
 		b.VerificationState, b.VerificationError = VerificationFailed, "no backup to verify: "+err.Error()
 	})
 	if uerr != nil && !errors.Is(uerr, store.ErrNotFound) {

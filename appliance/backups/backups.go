@@ -1,0 +1,231 @@
+// Package backups is the backups area: a project's base backups (list, take: the backup.create job), its
+// backup schedule and the retention that the periodic scheduled-backups task applies, its named restore
+// points, and restoring it (to a backup, a time or a restore point: the backup.restore job, which drives
+// the instance engine's Restore and records the new timeline).
+//
+// The backup store itself (where base backups and WAL live, the WAL socket, the archive the engine reads)
+// is the data plane's and stays in the root: the area reaches it through Host (BackupStore, Archive). The
+// area keeps its records (load → engine → settle, audit, enqueue), reaches the instance engine through
+// Engine, the rest of the domain only through Host (declared here, given by the root's areaHost), the
+// kernel packages (apperr, authz, ids), the records (store) and the job runner (scheduler). It never
+// imports `appliance`.
+package backups
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/authz"
+	"github.com/theappliance/appliance/appliance/backup"
+	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/instances"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// Backup states (state) and verification states (verification_state); see docs/api-decisions.md.
+const (
+	StatePending   = api.BackupPending
+	StateRunning   = api.BackupRunning
+	StateCompleted = api.BackupCompleted
+	StateFailed    = api.BackupFailed
+
+	VerificationPending  = "pending"  // not verified yet
+	VerificationVerified = "verified" // pg_verifybackup accepted it
+	VerificationFailed   = "failed"   // pg_verifybackup refused it (verification_error), or there is no copy
+)
+
+// JobCreate takes a base backup; JobRestore restores a project from its backup store.
+const (
+	JobCreate  = "backup.create"
+	JobRestore = api.JobBackupRestore
+)
+
+// Host is what the area takes from the rest of the domain: the records and rules every area shares, which
+// the root package keeps (appliance/areas.go gives them).
+type Host interface {
+	// VisibleProject is a project the caller may see: one visibility rule for every area.
+	VisibleProject(tx *store.Tx, p *authz.Principal, projectID string) (*store.Project, error)
+	// ActiveProject is a visible project that is also active with an instance (else 409).
+	ActiveProject(tx *store.Tx, p *authz.Principal, projectID string) (*store.Project, error)
+	// ActiveInstance reads the caller's active project and its instance (one "active" rule).
+	ActiveInstance(p *authz.Principal, projectID string) (*store.Project, *store.Instance, error)
+	// ActiveTarget starts a project job: the data plane (an error without one), the payload, the active
+	// project and its instance.
+	ActiveTarget(run *scheduler.Run, payload any) (*store.Project, *store.Instance, error)
+	// Audit writes an audit event of the caller in tx.
+	Audit(tx *store.Tx, p *authz.Principal, action, orgID, projectID string, metadata any) error
+	// Enqueue enqueues a job of the project in tx (it becomes the project's latest_job_id).
+	Enqueue(tx *store.Tx, prj *store.Project, jobType, lock string, payload any) (*store.Job, error)
+	// AnswerJob is a job-returning call's answer once its transaction committed (it pokes the runner).
+	AnswerJob(job *store.Job, err error) (*api.JobResponse, error)
+	// Notify pokes the root's job runner once jobs enqueued in a transaction are committed.
+	Notify()
+	// CheckDisplayText applies the rules of every display field.
+	CheckDisplayText(field, v string, min, max int) error
+	// RequireBackups is a 503 when the installed PostgreSQL lacks the backup programs (the data plane's
+	// programs are the root's).
+	RequireBackups() error
+	// RequireDisk is the 507 while the data directory's disk is low (the storage guard is the root's).
+	RequireDisk() error
+	// AdminConn is a superuser session in the project's database (the admin password is sealed with the
+	// root's box).
+	AdminConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error)
+	// BackupStore is the data plane's backup store (a bucket, or the local directory): the root's.
+	BackupStore() *backup.Store
+	// Archive is the instance engine's view of the project's backup store (its WAL archive and the base
+	// backup key): the backup store is the root's.
+	Archive(ctx context.Context, projectID, backupKey string) (instances.Archive, error)
+	// Credential is the project's current credential (opened with the root's box).
+	Credential(prj *store.Project) (instances.Credential, error)
+	// Settings are the project's server settings on its instance (the settings are the root's).
+	Settings(prj *store.Project, inst *store.Instance) (postgres.Settings, error)
+	// Restarting tells the project's runtime status as the engine stops (restarting) and starts again
+	// (active) its server (the runtime status is the root's).
+	Restarting(projectID string) func(bool)
+}
+
+// Engine is what the area drives of the instance engine (appliance/instances): an instance's programs
+// and connections, and its restore.
+type Engine interface {
+	Instance(rec *store.Instance) *postgres.Instance
+	Restore(ctx context.Context, exec daemon.ExecFunc, spec instances.RestoreSpec) (instances.Restored, error)
+	FinishRestore(inst *store.Instance, jobID string)
+}
+
+// Plane is the data plane pieces the jobs need: the OS user pg_basebackup and pg_verifybackup run as.
+type Plane struct {
+	User *daemon.OSUser
+}
+
+// Opener opens sealed secrets (the root's SecretBox).
+type Opener interface {
+	Open(sealed []byte) ([]byte, error)
+}
+
+// Config is the area's settings.
+type Config struct {
+	// RetentionDays is the operator's default backup retention (0: DefaultRetentionDays).
+	RetentionDays int
+}
+
+// Deps are the area's collaborators; New takes them all.
+type Deps struct {
+	DB    *store.DB
+	Box   Opener
+	Log   *slog.Logger
+	Clock func() time.Time // UTC
+	// Engine and Plane are nil in a process without a data plane (tests of the API alone): the jobs fail.
+	Engine Engine
+	Plane  *Plane
+	Host   Host
+}
+
+// Service is the backups area.
+type Service struct {
+	cfg   Config
+	db    *store.DB
+	box   Opener
+	log   *slog.Logger
+	now   func() time.Time
+	eng   Engine
+	plane *Plane
+	host  Host
+}
+
+// New builds the area.
+func New(cfg Config, deps Deps) *Service {
+	return &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, now: deps.Clock, eng: deps.Engine,
+		plane: deps.Plane, host: deps.Host}
+}
+
+// RegisterJobs registers the area's job handlers.
+func (s *Service) RegisterJobs(r *scheduler.Runner) {
+	r.Handle(JobCreate, s.createBackupJob)
+	r.Handle(JobRestore, s.restoreJob)
+}
+
+func backupView(b *store.Backup) *api.Backup {
+	return &api.Backup{ID: b.ID, BackupKey: b.BackupKey, DatabaseName: b.DatabaseName, Label: b.Label, ProjectID: b.ProjectID,
+		State: b.State, VerificationState: b.VerificationState, VerificationError: b.VerificationError,
+		SizeBytes: b.SizeBytes, CreatedAt: b.CreatedAt, VerifiedAt: b.VerifiedAt}
+}
+
+type backupPayload struct {
+	BackupID string `json:"backup_id"`
+}
+
+// List lists a project's backups, newest first.
+func (s *Service) List(ctx context.Context, p *authz.Principal, projectID string) (*api.BackupList, error) {
+	out := &api.BackupList{Backups: []*api.Backup{}}
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := s.host.VisibleProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		bs, err := store.Backups.Lookup(tx, store.BackupsByProject, prj.ID, store.Query{Newest: true})
+		if err != nil {
+			return apperr.Internal(err, "list backups")
+		}
+		for _, b := range bs {
+			out.Backups = append(out.Backups, backupView(b))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Create records a backup and enqueues the backup.create job that takes it.
+func (s *Service) Create(ctx context.Context, p *authz.Principal, projectID string, req *api.CreateBackupRequest) (*api.JobResponse, error) {
+	label := strings.TrimSpace(req.Label)
+	if err := s.host.CheckDisplayText("label", label, 0, 100); err != nil {
+		return nil, err
+	}
+	var job *store.Job
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := s.host.ActiveProject(tx, p, projectID)
+		if err != nil {
+			return err
+		}
+		if err := s.host.RequireBackups(); err != nil {
+			return err
+		}
+		b, j, err := s.NewBackup(tx, prj, label)
+		if err != nil {
+			return err
+		}
+		if err := s.host.Audit(tx, p, JobCreate, prj.OrganizationID, prj.ID,
+			map[string]any{"backup_id": b.ID, "backup_key": b.BackupKey, "job_id": j.ID}); err != nil {
+			return apperr.Internal(err, "audit")
+		}
+		job = j
+		return nil
+	})
+	return s.host.AnswerJob(job, err)
+}
+
+// NewBackup records a pending backup of prj and enqueues the backup.create job that takes it, inside tx.
+func (s *Service) NewBackup(tx *store.Tx, prj *store.Project, label string) (*store.Backup, *store.Job, error) {
+	now := s.now()
+	id := ids.New("bkp")
+	b := &store.Backup{ID: id, ProjectID: prj.ID, OrganizationID: prj.OrganizationID, DatabaseName: prj.DatabaseName,
+		BackupKey: now.Format("20060102T150405Z") + "-" + id[len(id)-6:], Label: label,
+		State: StatePending, VerificationState: VerificationPending, CreatedAt: now}
+	j, err := s.host.Enqueue(tx, prj, JobCreate, prj.ID, backupPayload{BackupID: b.ID})
+	if err != nil {
+		return nil, nil, err
+	}
+	b.JobID = j.ID
+	if err := store.Backups.Put(tx, b); err != nil {
+		return nil, nil, apperr.Internal(err, "store backup")
+	}
+	return b, j, nil
+}
