@@ -47,20 +47,6 @@ func (s *Service) ListProjectAudit(ctx context.Context, p *Principal, projectID 
 }
 
 // visibleProject loads a project the caller may act on.
-// visibleRecords is a project the caller may see and its records of table (newest first); what names them
-// in an error.
-func visibleRecords[T any](s *Service, tx *store.Tx, p *Principal, projectID, what string, table *store.Table[T], ix *store.Index[T]) (*store.Project, []*T, error) {
-	prj, err := s.visibleProject(tx, p, projectID)
-	if err != nil {
-		return nil, nil, err
-	}
-	recs, err := table.Lookup(tx, ix, prj.ID, store.Query{Newest: true})
-	if err != nil {
-		return nil, nil, Internal(err, "list %s", what)
-	}
-	return prj, recs, nil
-}
-
 func (s *Service) visibleProject(tx *store.Tx, p *Principal, projectID string) (*store.Project, error) {
 	prj, err := store.Projects.Get(tx, projectID)
 	if err != nil {

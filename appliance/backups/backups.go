@@ -163,17 +163,27 @@ type backupPayload struct {
 	BackupID string `json:"backup_id"`
 }
 
+// visibleRecords is a project the caller may see and its records of table (newest first); what names them
+// in an error.
+func visibleRecords[T any](s *Service, tx *store.Tx, p *authz.Principal, projectID, what string, table *store.Table[T], ix *store.Index[T]) (*store.Project, []*T, error) {
+	prj, err := s.host.VisibleProject(tx, p, projectID)
+	if err != nil {
+		return nil, nil, err
+	}
+	recs, err := table.Lookup(tx, ix, prj.ID, store.Query{Newest: true})
+	if err != nil {
+		return nil, nil, apperr.Internal(err, "list %s", what)
+	}
+	return prj, recs, nil
+}
+
 // List lists a project's backups, newest first.
 func (s *Service) List(ctx context.Context, p *authz.Principal, projectID string) (*api.BackupList, error) {
 	out := &api.BackupList{Backups: []*api.Backup{}}
 	err := s.db.View(func(tx *store.Tx) error {
-		prj, err := s.host.VisibleProject(tx, p, projectID)
+		_, bs, err := visibleRecords(s, tx, p, projectID, "backups", store.Backups, store.BackupsByProject)
 		if err != nil {
 			return err
-		}
-		bs, err := store.Backups.Lookup(tx, store.BackupsByProject, prj.ID, store.Query{Newest: true})
-		if err != nil {
-			return apperr.Internal(err, "list backups")
 		}
 		for _, b := range bs {
 			out.Backups = append(out.Backups, backupView(b))

@@ -81,13 +81,9 @@ func (s *Service) CreateRestorePoint(ctx context.Context, p *authz.Principal, pr
 func (s *Service) ListRestorePoints(ctx context.Context, p *authz.Principal, projectID string) (*api.RestorePointList, error) {
 	out := &api.RestorePointList{RestorePoints: []*api.RestorePoint{}}
 	err := s.db.View(func(tx *store.Tx) error {
-		prj, err := s.host.VisibleProject(tx, p, projectID)
+		prj, rps, err := visibleRecords(s, tx, p, projectID, "restore points", store.RestorePoints, store.RestorePointsByProject)
 		if err != nil {
 			return err
-		}
-		rps, err := store.RestorePoints.Lookup(tx, store.RestorePointsByProject, prj.ID, store.Query{Newest: true})
-		if err != nil {
-			return apperr.Internal(err, "list restore points")
 		}
 		for _, r := range rps {
 			if r.State == RestorePointDeleted {
