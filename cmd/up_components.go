@@ -170,7 +170,10 @@ func (u *upRun) serviceComponent() *component {
 		sup = daemon.NewSupervisor()
 		hostname, _ := os.Hostname()
 		u.runner = scheduler.New(u.db, scheduler.Options{ID: fmt.Sprintf("%s/%d", hostname, os.Getpid()), HostID: hostname, Log: log, Lane: u.lane})
-		respPort, restPort := portOf(u.kvLn.Addr().String()), portOf(u.kvRESTLn.Addr().String())
+		respPort, restPort := 0, 0 // recover runs the service without the key-value fronts
+		if u.kvLn != nil {
+			respPort, restPort = portOf(u.kvLn.Addr().String()), portOf(u.kvRESTLn.Addr().String())
+		}
 		// A bucket as the backup store: PostgreSQL's WAL commands run a copy of this program (replaced at each
 		// start: the settings written at start name it) that talks to the service's WAL socket.
 		deps := appliance.Deps{DB: u.db, Box: u.box, Log: log, Jobs: u.runner, JobStepHook: testJobStepHook(), Lane: u.lane,
