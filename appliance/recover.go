@@ -58,6 +58,15 @@ func (s *Service) Recover(ctx context.Context, report func(RecoveredProject)) er
 	if err != nil {
 		return fmt.Errorf("reconcile the records: %w", err)
 	}
+	// The key-value stores' directory, which the stores' servers (started by up's adoption) are made in
+	// and which the instances' OS user traverses.
+	kvDir := filepath.Join(s.cfg.DataDir, "kv")
+	if err := os.MkdirAll(kvDir, 0o711); err != nil {
+		return err
+	}
+	if err := os.Chmod(kvDir, 0o711); err != nil {
+		return err
+	}
 	for _, prj := range todo {
 		rp := r.project(ctx, prj)
 		if rp.Err != nil {

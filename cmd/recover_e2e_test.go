@@ -54,6 +54,17 @@ func TestRecoverFromBucket(t *testing.T) {
 	names := []string{"recover a", "recover b"}
 	ids := []string{p.e2eProvision(t, key, names[0]), p.e2eProvision(t, key, names[1])}
 	noBackup := p.e2eProvision(t, key, "recover c")
+	// A key-value store: its token must work again (its data is not this test's).
+	var kvCreated struct {
+		Job     *e2eJob `json:"job"`
+		KVStore struct {
+			Token string `json:"token"`
+		} `json:"kv_store"`
+	}
+	p.do(t, key, http.MethodPost, "/v1/projects/"+ids[0]+"/kv", nil, http.StatusAccepted, &kvCreated)
+	if j := p.waitJob(t, key, kvCreated.Job.ID); j.State != "completed" {
+		t.Fatalf("kv.create %s: %s", j.State, j.Error)
+	}
 	conns := map[string]e2eConnections{}
 	for i, id := range ids {
 		conns[id] = p.connections(t, key, id)
@@ -176,7 +187,7 @@ func TestRecoverFromBucket(t *testing.T) {
 		}
 	}
 	put(original[:len(original)-7])
-	if out, err := runRecover(newDir, keyFile); err == nil || !strings.Contains(out, tampered) {
+	if out, err := runRecover(newDir, keyFile); err == nil || !strings.Contains(out, strings.TrimPrefix(tampered, "appl/")) || !strings.Contains(out, "does not authenticate") {
 		t.Fatalf("recover with a truncated snapshot object: %v\n%s", err, out)
 	}
 	empty("a truncated snapshot object")
@@ -227,6 +238,13 @@ func TestRecoverFromBucket(t *testing.T) {
 			t.Fatalf("%s: rows through the pooler after the recovery %s, before the loss %s", id, got, sums[id])
 		}
 	}
+	kv := q.kvClient(t, key, ids[0], kvCreated.KVStore.Token)
+	e2eEventually(t, e2eDeadline, "the key-value store to answer with its token", func() (bool, string) {
+		if err := kv.Set(t.Context(), "after-recover", "1", 0).Err(); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
 	if prj := q.project(t, key, noBackup); prj.State != "failed" || !strings.Contains(prj.LastError, "no completed base backup") {
 		t.Fatalf("the project without a backup is %s (%q) after the recovery, want failed", prj.State, prj.LastError)
 	}
