@@ -29,7 +29,8 @@ import (
 // data directory deleted. recover refuses a non-empty data directory, a wrong recovery key and a tampered
 // snapshot object, writing nothing each time; then it rebuilds into a new directory with another port
 // range, reporting each project (the one without a backup failed, exit status non-zero), and up on it
-// serves the same rows (checksums) with the same passwords and API key.
+// serves the same rows (checksums) with the same passwords, API key and key-value token; a restore to a
+// time after the recovery (on the timeline its promotion started) finds its base backup.
 func TestRecoverFromBucket(t *testing.T) {
 	t.Parallel()
 	srv := s3test.Start(t)
@@ -195,6 +196,7 @@ func TestRecoverFromBucket(t *testing.T) {
 
 	// The recovery: the two projects with a backup rebuilt, the third failed for want of one.
 	out, err := runRecover(newDir, keyFile)
+	t.Logf("recover:\n%s", out)
 	if err == nil {
 		t.Fatalf("recover with a project that has no backup exits 0:\n%s", out)
 	}
@@ -238,6 +240,41 @@ func TestRecoverFromBucket(t *testing.T) {
 			t.Fatalf("%s: rows through the pooler after the recovery %s, before the loss %s", id, got, sums[id])
 		}
 	}
+	// A restore to a time after the recovery: on the timeline the promotion started, which has no base
+	// backup of its own (the recovery's switch record names the backup it came from).
+	c := q.connections(t, key, ids[0])
+	e2eSQL(t, c.DirectURL, false, "CREATE TABLE later (id int PRIMARY KEY)", "INSERT INTO later VALUES (1)")
+	var target time.Time
+	func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		conn := e2eConnect(ctx, t, c.DirectURL, false)
+		defer conn.Close(context.Background())
+		if err := conn.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&target); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "INSERT INTO later VALUES (2)"); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	rj := q.call(t, key, http.MethodPost, "/v1/projects/"+ids[0]+"/restores", map[string]any{"restore_time": target.UTC().Format(time.RFC3339Nano)}, http.StatusAccepted)
+	if j := waitJobFor(t, q, key, rj.ID, restoreDeadline); j.State != "completed" {
+		t.Fatalf("restore to %s after the recovery: %s %q\n%s", target, j.State, j.Error, j.LastStderr)
+	}
+	if got := recoverChecksum(t, c.DirectURL); got != sums[ids[0]] {
+		t.Fatalf("after a restore to a time after the recovery: rows %s, want %s", got, sums[ids[0]])
+	}
+	func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		conn := e2eConnect(ctx, t, c.DirectURL, false)
+		defer conn.Close(context.Background())
+		var later string
+		if err := conn.QueryRow(ctx, "SELECT string_agg(id::text, ',' ORDER BY id) FROM later").Scan(&later); err != nil || later != "1" {
+			t.Fatalf("after a restore to a time after the recovery: later holds %q (%v), want 1", later, err)
+		}
+	}()
+
 	kv := q.kvClient(t, key, ids[0], kvCreated.KVStore.Token)
 	e2eEventually(t, e2eDeadline, "the key-value store to answer with its token", func() (bool, string) {
 		if err := kv.Set(t.Context(), "after-recover", "1", 0).Err(); err != nil {
