@@ -117,7 +117,7 @@ func (r *recovery) reconcile() ([]*store.Project, error) {
 			return err
 		}
 		for _, in := range insts {
-			if in.State == InstanceSpare || in.State == InstanceRemoved {
+			if in.State == InstanceSpare {
 				// A spare is a local cluster with no project: up prepares new ones.
 				if err := store.Instances.Delete(tx, in.ID); err != nil {
 					return err
