@@ -224,7 +224,15 @@ func (r *recovery) fitPorts(tx *store.Tx, p *store.Project) error {
 		inPort, prjPort *int
 	}{{"direct", &in.Port, &p.DirectPort}, {"pooled", &in.PooledPort, &p.PooledPort}} {
 		old := *f.inPort
-		if old >= rg.First && old <= rg.Last && !held(old) && instances.Bindable(s.cfg.ListenHost, old) {
+		var why string
+		switch {
+		case old < rg.First || old > rg.Last:
+			why = fmt.Sprintf("outside --pg-ports %d-%d", rg.First, rg.Last)
+		case held(old):
+			why = "held by another instance"
+		case !instances.Bindable(s.cfg.ListenHost, old):
+			why = "taken by another process"
+		default:
 			continue
 		}
 		// The old port stays in the record until replaced: allocatePorts skips it.
@@ -233,7 +241,7 @@ func (r *recovery) fitPorts(tx *store.Tx, p *store.Project) error {
 			return err
 		}
 		*f.inPort, *f.prjPort = ports[0], ports[0]
-		r.moved[p.ID] = append(r.moved[p.ID], fmt.Sprintf("%s port %d → %d (outside %d-%d, or taken)", f.what, old, ports[0], rg.First, rg.Last))
+		r.moved[p.ID] = append(r.moved[p.ID], fmt.Sprintf("%s port %d → %d (%s)", f.what, old, ports[0], why))
 		if err := store.Instances.Put(tx, in); err != nil {
 			return err
 		}
