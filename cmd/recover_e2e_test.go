@@ -205,7 +205,7 @@ func TestRecoverFromBucket(t *testing.T) {
 			t.Fatalf("recover's report lacks project %s:\n%s", id, out)
 		}
 		// Another port range: every port moved, and the report says so.
-		if !strings.Contains(out, "direct port "+oldPorts[id]+" → ") {
+		if !strings.Contains(out, "direct port "+oldPorts[id]+" → ") || !strings.Contains(out, "(outside --pg-ports "+e2ePorts(newDir)+")") {
 			t.Fatalf("recover's report does not say the port %s of %s moved:\n%s", oldPorts[id], id, out)
 		}
 	}
