@@ -145,6 +145,16 @@ func (r *recovery) reconcile() ([]*store.Project, error) {
 				return err
 			}
 		}
+		unfinished, err := store.Backups.All(tx, func(b *store.Backup) bool { return b.State == BackupPending || b.State == BackupRunning })
+		if err != nil {
+			return err
+		}
+		for _, b := range unfinished { // their jobs failed above
+			b.State, b.Error = BackupFailed, recoveryNote+" before the backup finished"
+			if err := store.Backups.Put(tx, b); err != nil {
+				return err
+			}
+		}
 		exps, err := store.Exports.All(tx, func(e *store.Export) bool { return e.State == exports.StateCompleted })
 		if err != nil {
 			return err
