@@ -108,6 +108,10 @@ func TestRecoverFromBucket(t *testing.T) {
 		conn.Close(context.Background())
 		cancel()
 	}
+	// A job running when the machine is lost.
+	marker := filepath.Join(t.TempDir(), "sleep.marker")
+	inFlight := p.enqueueSleep(t, key, 600, marker)
+	e2eWaitLines(t, marker, 1)
 	// A metadata snapshot taken after every change the test made (one more change after the mark, so
 	// that there is one to take).
 	mark := time.Now().UTC().Format("20060102T150405.000000000Z")
@@ -274,6 +278,11 @@ func TestRecoverFromBucket(t *testing.T) {
 			t.Fatalf("after a restore to a time after the recovery: later holds %q (%v), want 1", later, err)
 		}
 	}()
+
+	// The job that ran on the lost machine failed, saying why.
+	if j := q.call(t, key, http.MethodGet, "/v1/jobs/"+inFlight.ID, nil, http.StatusOK); j.State != "failed" || !strings.Contains(j.Error, "recovered from its backup store") {
+		t.Fatalf("the job running at the loss is %s (%q) after the recovery, want failed with the reason", j.State, j.Error)
+	}
 
 	kv := q.kvClient(t, key, ids[0], kvCreated.KVStore.Token)
 	e2eEventually(t, e2eDeadline, "the key-value store to answer with its token", func() (bool, string) {
