@@ -8,8 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -108,6 +110,9 @@ func runRecover(ctx context.Context, cfg UpConfig, keyFile string, out io.Writer
 		}
 	}
 	u.lane = lane.NewBackground()
+	// Interrupted, the project under way fails and the servers started are stopped before the exit.
+	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
 	components := []*component{u.storeComponent(), u.serviceComponent()}
 	if err := startAll(ctx, components, u.log); err != nil {
 		return err
