@@ -68,7 +68,13 @@ func (s *Service) Recover(ctx context.Context, report func(RecoveredProject)) er
 		return err
 	}
 	for _, prj := range todo {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted before project %s: %w", prj.ID, err)
+		}
 		rp := r.project(ctx, prj)
+		if rp.Err != nil && ctx.Err() != nil { // interrupted, not failed
+			return fmt.Errorf("interrupted during project %s: %w", prj.ID, ctx.Err())
+		}
 		if rp.Err != nil {
 			r.fail(ctx, prj.ID, rp.Err)
 		}
