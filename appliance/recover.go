@@ -290,11 +290,6 @@ func (r *recovery) project(ctx context.Context, prj *store.Project) RecoveredPro
 		rp.Err = fmt.Errorf("open the admin password: %w", err)
 		return rp
 	}
-	settings, err := s.settingsFor(s.dp, prj, inst)
-	if err != nil {
-		rp.Err = err
-		return rp
-	}
 	cred, err := s.credentialOf(prj)
 	if err != nil {
 		rp.Err = err
@@ -305,12 +300,29 @@ func (r *recovery) project(ctx context.Context, prj *store.Project) RecoveredPro
 		rp.Err = err
 		return rp
 	}
-	spec := instances.ProvisionSpec{Instance: inst, Project: prj, AdminPassword: string(adminPW), Credential: cred,
-		Settings: settings, Steps: instances.NewTimer(), PortTaken: func(pooler bool, err error) error { return err },
-		Clone: &instances.CloneSpec{AdminPassword: string(adminPW),
-			Recovery: &instances.RecoverySpec{JobID: "recover-" + prj.ID, Archive: archive, Target: instances.Target{End: true}}}}
-	version, err := s.eng.Provision(ctx, nil, spec)
-	if err != nil {
+	// A port bindable when reconcile chose it may be taken by another process before the server starts (an
+	// outgoing connection's, say): movePortIfTaken moves it, as for a provision job, and the provisioning
+	// (whose every step checks what exists) goes on on the new one.
+	var version string
+	for attempt := 1; ; attempt++ {
+		settings, err := s.settingsFor(s.dp, prj, inst)
+		if err != nil {
+			rp.Err = err
+			return rp
+		}
+		spec := instances.ProvisionSpec{Instance: inst, Project: prj, AdminPassword: string(adminPW), Credential: cred,
+			Settings: settings, Steps: instances.NewTimer(), PortTaken: func(pooler bool, err error) error { return s.movePortIfTaken(inst, pooler, err) },
+			Clone: &instances.CloneSpec{AdminPassword: string(adminPW),
+				Recovery: &instances.RecoverySpec{JobID: "recover-" + prj.ID, Archive: archive, Target: instances.Target{End: true}}}}
+		if version, err = s.eng.Provision(ctx, nil, spec); err == nil {
+			break
+		}
+		before := *inst
+		if p2, in2, lerr := s.loadProject(prj.ID); lerr == nil && in2 != nil && attempt < 3 && (in2.Port != before.Port || in2.PooledPort != before.PooledPort) {
+			rp.Notes = append(rp.Notes, fmt.Sprintf("ports %d/%d → %d/%d (taken by another process when the server started)", before.Port, before.PooledPort, in2.Port, in2.PooledPort))
+			prj, inst = p2, in2
+			continue
+		}
 		rp.Err = fmt.Errorf("rebuild from base backup %s and the WAL archive: %w", b.BackupKey, err)
 		return rp
 	}
