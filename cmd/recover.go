@@ -233,14 +233,14 @@ func installSnapshot(m *metasnap.Manifest, staged, dataDir string, recoveryKey [
 func printRecovered(out io.Writer, rp appliance.RecoveredProject) {
 	if rp.Err != nil {
 		fmt.Fprintf(out, "project %s (%s): FAILED: %v\n", rp.ProjectID, rp.Name, rp.Err)
-		return
+	} else {
+		at := "no transaction after the backup"
+		if rp.At != nil {
+			at = "last transaction " + rp.At.UTC().Format(time.RFC3339Nano)
+		}
+		fmt.Fprintf(out, "project %s (%s): restored from base backup %s to LSN %s (%s), now on timeline %d\n",
+			rp.ProjectID, rp.Name, rp.BackupKey, rp.LSN, at, rp.Timeline)
 	}
-	at := "no transaction after the backup"
-	if rp.At != nil {
-		at = "last transaction " + rp.At.UTC().Format(time.RFC3339Nano)
-	}
-	fmt.Fprintf(out, "project %s (%s): restored from base backup %s to LSN %s (%s), now on timeline %d\n",
-		rp.ProjectID, rp.Name, rp.BackupKey, rp.LSN, at, rp.Timeline)
 	if len(rp.Notes) > 0 {
 		fmt.Fprintf(out, "  %s\n", strings.Join(rp.Notes, "\n  "))
 	}
