@@ -28,7 +28,8 @@ import (
 // must bring them back), a third without any backup; the appliance is SIGKILLed with its servers and its
 // data directory deleted. recover refuses a non-empty data directory, a wrong recovery key and a tampered
 // snapshot object, writing nothing each time; then it rebuilds into a new directory with another port
-// range, reporting each project (the one without a backup failed, exit status non-zero), and up on it
+// range, reporting each project (the one without a backup failed, exit status non-zero; a preview and a
+// job running at the loss are not carried over), and up on it
 // serves the same rows (checksums) with the same passwords, API key and key-value token; a restore to a
 // time after the recovery (on the timeline its promotion started) finds its base backup.
 func TestRecoverFromBucket(t *testing.T) {
@@ -107,6 +108,17 @@ func TestRecoverFromBucket(t *testing.T) {
 		})
 		conn.Close(context.Background())
 		cancel()
+	}
+	// A preview of the first project (disposable: not rebuilt).
+	var pv struct {
+		Job     *e2eJob `json:"job"`
+		Preview struct {
+			ID string `json:"id"`
+		} `json:"preview"`
+	}
+	p.do(t, key, http.MethodPost, "/v1/projects/"+ids[0]+"/preview-databases", map[string]any{"name": "before the loss"}, http.StatusAccepted, &pv)
+	if j := waitJobFor(t, p, key, pv.Job.ID, restoreDeadline); j.State != "completed" {
+		t.Fatalf("preview %s: %q", j.State, j.Error)
 	}
 	// A job running when the machine is lost.
 	marker := filepath.Join(t.TempDir(), "sleep.marker")
@@ -279,6 +291,15 @@ func TestRecoverFromBucket(t *testing.T) {
 		}
 	}()
 
+	var previews struct {
+		PreviewDatabases []struct {
+			ID string `json:"id"`
+		} `json:"preview_databases"`
+	}
+	q.do(t, key, http.MethodGet, "/v1/projects/"+ids[0]+"/preview-databases", nil, http.StatusOK, &previews)
+	if len(previews.PreviewDatabases) != 0 {
+		t.Fatalf("previews after the recovery: %+v, want none (preview %s is not rebuilt)", previews.PreviewDatabases, pv.Preview.ID)
+	}
 	// The job that ran on the lost machine failed, saying why.
 	if j := q.call(t, key, http.MethodGet, "/v1/jobs/"+inFlight.ID, nil, http.StatusOK); j.State != "failed" || !strings.Contains(j.Error, "recovered from its backup store") {
 		t.Fatalf("the job running at the loss is %s (%q) after the recovery, want failed with the reason", j.State, j.Error)
