@@ -92,10 +92,10 @@ func (h areaHost) WithTenantSession(ctx context.Context, p *Principal, prj *stor
 	return fn(qctx, tenant.Conn())
 }
 
-// AppendEvent appends an event to the log in tx; its webhook deliveries are queued there too (the webhooks
-// area's FanOut).
+// AppendEvent appends an event to the log in tx (appliance/eventlog); its webhook deliveries are queued
+// there too (the webhooks area's FanOut).
 func (h areaHost) AppendEvent(tx *store.Tx, typ, orgID, projectID string, data any) error {
-	return h.s.appendEvent(tx, typ, orgID, projectID, data)
+	return h.s.events.Append(tx, typ, orgID, projectID, data)
 }
 
 // Plan is the plan's server sizes (zero for a plan the table does not have).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
+	"github.com/theappliance/appliance/appliance/eventlog"
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/extensions"
 	"github.com/theappliance/appliance/appliance/identity"
@@ -123,6 +124,8 @@ type Service struct {
 	stepHook JobStepHook
 	// hooks is the webhooks area (appliance/webhook, built in New).
 	hooks *webhook.Service
+	// events is the event log (appliance/eventlog, built in New after hooks, whose FanOut it calls).
+	events *eventlog.Log
 	// kv is the key-value store area (appliance/kv, built in New).
 	kv *kv.Service
 	// observe is the observability area (appliance/observe, built in New).
@@ -178,6 +181,7 @@ func New(cfg Config, deps Deps) *Service {
 		backupObjects: deps.BackupObjects,
 		now:           func() time.Time { return clock().UTC() }, Probe: &Probes{}}
 	s.hooks = s.newWebhooks(cfg, deps)
+	s.events = eventlog.New(eventlog.Deps{DB: deps.DB, Clock: s.now, Deliveries: s.hooks, Host: areaHost{s}})
 	s.studio = s.newStudio(deps)
 	s.disk.free = -1
 	s.setDiskReserve(cfg.DiskReserve)
