@@ -21,6 +21,7 @@ import (
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/previews"
+	"github.com/theappliance/appliance/appliance/storageguard"
 	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/appliance/upgrades"
 	"github.com/theappliance/appliance/appliance/webhook"
@@ -468,7 +469,9 @@ func (h areaHost) SettleRemoved(tx *store.Tx, instID, projectID string, change f
 	return err
 }
 
-// LiftStorageLock lifts the project's storage lock (storageLock with none).
+// LiftStorageLock lifts the project's storage lock (the storage guard's Lift).
 func (h areaHost) LiftStorageLock(ctx context.Context, projectID string) error {
-	return h.s.storageLock(ctx, projectID, "")
+	return h.s.storage.Lift(ctx, projectID)
 }
+
+var _ storageguard.Host = areaHost{}

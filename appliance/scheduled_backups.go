@@ -148,7 +148,7 @@ func (s *Service) RunScheduledBackups(ctx context.Context, now time.Time) (Sched
 	if err := s.requireFeature(FeatureBackups); err != nil {
 		return res, err
 	}
-	if err := s.requireDisk(); err != nil { // they wait for space: the next run after it takes them
+	if err := s.storage.RequireDisk(); err != nil { // they wait for space: the next run after it takes them
 		return res, err
 	}
 	var scheds []*store.ScheduledBackup

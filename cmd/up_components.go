@@ -22,6 +22,7 @@ import (
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/appliance/programs"
+	"github.com/theappliance/appliance/appliance/storageguard"
 	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/httpapi/connlimit"
 	"github.com/theappliance/appliance/kvproxy"
@@ -205,8 +206,8 @@ func (u *upRun) serviceComponent() *component {
 			return err
 		}
 		sup.OnEvent = svc.OnInstanceEvent
-		svc.Probe.Register("disk", svc.DiskHealth)
-		if d := svc.CheckDisk(); d.Low {
+		svc.Probe.Register("disk", svc.Storage().DiskHealth)
+		if d := svc.Storage().CheckDisk(); d.Low {
 			log.Warn("starting degraded: the data directory's free space is under the reserve; instances are supervised and reads served, writes are refused (507) until space is freed",
 				"free_bytes", d.FreeBytes, "reserve_bytes", d.ReserveBytes, "flag", "--disk-reserve-mb")
 		}
@@ -276,7 +277,7 @@ func (u *upRun) schedulerComponent() *component {
 
 // storageGuardComponent holds projects to their storage limits.
 func (u *upRun) storageGuardComponent() *component {
-	return inBackground("storage-guard", func(ctx context.Context) { u.svc.RunStorageGuard(ctx, appliance.StorageGuardInterval) })
+	return inBackground("storage-guard", func(ctx context.Context) { u.svc.Storage().Run(ctx, storageguard.Interval) })
 }
 
 // webhooksComponent delivers webhooks (the service's webhook worker).
