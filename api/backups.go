@@ -25,9 +25,36 @@ type Backup struct {
 	VerifiedAt        *time.Time `json:"verified_at"`
 }
 
-// BackupList is the list response.
+// BackupList is the list response: the backups, and where they live.
 type BackupList struct {
-	Backups []*Backup `json:"backups"`
+	Backups []*Backup      `json:"backups"`
+	Storage *BackupStorage `json:"storage" doc:"where this project's backups live, and how its WAL archiving keeps up"`
+}
+
+// Backup storage kinds (BackupStorage.Kind).
+const (
+	BackupStorageBucket = "bucket" // an S3-compatible bucket, off this machine
+	BackupStorageLocal  = "local"  // a directory on the appliance's own disk
+)
+
+// BackupStorage is where a project's base backups and WAL archive live, and its WAL archiving as the
+// observability sampler last read it.
+type BackupStorage struct {
+	Kind      string        `json:"kind" enum:"bucket,local" doc:"bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database"`
+	Location  string        `json:"location" doc:"the project's place in the store: s3://BUCKET/PREFIX/PROJECT_ID/ (never the endpoint or credentials), or the directory on the appliance's disk"`
+	Archiving *WALArchiving `json:"archiving" api:"nullable" doc:"null until the sampler read the project's server (it samples each active project every minute)"`
+}
+
+// WALArchiving is a project's WAL archiving as pg_stat_archiver told the sampler at sampled_at.
+type WALArchiving struct {
+	SampledAt       time.Time  `json:"sampled_at"`
+	LastArchivedWAL string     `json:"last_archived_wal" doc:"the last WAL file archived (empty when none since the server's statistics began)"`
+	LastArchivedAt  *time.Time `json:"last_archived_at" api:"nullable" doc:"when the archive last advanced; null when no WAL file was archived since the server's statistics began"`
+	Failing         bool       `json:"failing" doc:"the last archiving attempt failed (WAL is not reaching the store; it waits on the local disk)"`
+	LastFailedWAL   string     `json:"last_failed_wal" doc:"the last WAL file whose archiving failed (empty when none)"`
+	LastFailedAt    *time.Time `json:"last_failed_at" api:"nullable" doc:"when; null when no attempt failed"`
+	PendingBytes    int64      `json:"pending_bytes" doc:"WAL written past the end of the last archived segment, waiting on the local disk (it includes the segment being written, archived once full or, with a bucket, within a minute)"`
+	LagSeconds      *int64     `json:"lag_seconds" api:"nullable" doc:"while WAL waits: seconds from the archive's last advance to sampled_at; null when nothing waits or nothing was archived yet"`
 }
 
 // CreateBackupRequest is the body of POST /v1/projects/{projectID}/backups (an empty object is fine).

@@ -23,6 +23,7 @@ import (
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/previews"
+	"github.com/theappliance/appliance/appliance/storageguard"
 	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/appliance/upgrades"
 	"github.com/theappliance/appliance/appliance/webhook"
@@ -94,10 +95,10 @@ func (h areaHost) WithTenantSession(ctx context.Context, p *Principal, prj *stor
 	return fn(qctx, tenant.Conn())
 }
 
-// AppendEvent appends an event to the log in tx; its webhook deliveries are queued there too (the webhooks
-// area's FanOut).
+// AppendEvent appends an event to the log in tx (appliance/eventlog); its webhook deliveries are queued
+// there too (the webhooks area's FanOut).
 func (h areaHost) AppendEvent(tx *store.Tx, typ, orgID, projectID string, data any) error {
-	return h.s.appendEvent(tx, typ, orgID, projectID, data)
+	return h.s.events.Append(tx, typ, orgID, projectID, data)
 }
 
 // Plan is the plan's server sizes (zero for a plan the table does not have).
@@ -454,9 +455,9 @@ func (h areaHost) SettleRemoved(tx *store.Tx, instID, projectID string, change f
 	return err
 }
 
-// LiftStorageLock lifts the project's storage lock (storageLock with none).
+// LiftStorageLock lifts the project's storage lock (the storage guard's Lift).
 func (h areaHost) LiftStorageLock(ctx context.Context, projectID string) error {
-	return h.s.storageLock(ctx, projectID, "")
+	return h.s.storage.Lift(ctx, projectID)
 }
 
 var _ backups.Host = areaHost{}
@@ -464,11 +465,16 @@ var _ backups.Host = areaHost{}
 // The backups area (appliance/backups) needs these besides the methods above.
 
 // RequireDisk is the 507 while the data directory's disk is low (the storage guard).
-func (h areaHost) RequireDisk() error { return h.s.requireDisk() }
+func (h areaHost) RequireDisk() error { return h.s.storage.RequireDisk() }
 
 // BackupStore is the data plane's backup store (backupStore): the jobs', retention's and the timeline
 // log's.
 func (h areaHost) BackupStore() *backup.Store { return h.s.retentionStore() }
+
+// BackupStorage is where the project's backups live and its WAL archiving (backupStorage).
+func (h areaHost) BackupStorage(projectID string) *api.BackupStorage {
+	return h.s.backupStorage(projectID)
+}
 
 // Credential is the project's current credential, opened with the root's box (credentialOf).
 func (h areaHost) Credential(prj *store.Project) (instances.Credential, error) {
@@ -487,3 +493,5 @@ func (h areaHost) Settings(prj *store.Project, inst *store.Instance) (postgres.S
 
 // Restarting sets the project's runtime status as the engine stops and starts its server (restartingFunc).
 func (h areaHost) Restarting(projectID string) func(bool) { return h.s.restartingFunc(projectID) }
+
+var _ storageguard.Host = areaHost{}

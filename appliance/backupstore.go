@@ -180,3 +180,29 @@ func (s *Service) fetchBackup(ctx context.Context, ex daemon.ExecFunc, dp *DataP
 
 // retentionStore is the backup store for deleting (no data plane needed: nothing is chowned).
 func (s *Service) retentionStore() *backup.Store { return s.backupStore(s.dp) }
+
+// bucketURL is a bucket backup store's s3://bucket/prefix/, which names no endpoint or credentials.
+type bucketURL interface{ URL() string }
+
+// backupStorage is where the project's backups live (a bucket's s3:// location, never its endpoint; or
+// the directory on this machine) and its WAL archiving as the observability sampler last read it.
+func (s *Service) backupStorage(projectID string) *api.BackupStorage {
+	st := &api.BackupStorage{Kind: api.BackupStorageLocal, Location: filepath.Join(s.cfg.DataDir, "backups", projectID) + "/"}
+	if s.backupObjects != nil {
+		st.Kind, st.Location = api.BackupStorageBucket, "a bucket"
+		if b, ok := s.backupObjects.(bucketURL); ok {
+			st.Location = b.URL() + projectID + "/"
+		}
+	}
+	a, ok := s.observe.ArchiveOf(projectID)
+	if !ok {
+		return st
+	}
+	st.Archiving = &api.WALArchiving{SampledAt: a.ReadAt, LastArchivedWAL: a.ArchivedWAL, LastArchivedAt: a.ArchivedAt,
+		Failing: a.Failing(), LastFailedWAL: a.FailedWAL, LastFailedAt: a.FailedAt, PendingBytes: a.PendingBytes}
+	if a.PendingBytes > 0 && a.ArchivedAt != nil {
+		lag := int64(max(0, a.ReadAt.Sub(*a.ArchivedAt)) / time.Second)
+		st.Archiving.LagSeconds = &lag
+	}
+	return st
+}

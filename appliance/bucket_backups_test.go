@@ -261,6 +261,11 @@ func TestBucketDownWhileWritingArchivingCatchesUp(t *testing.T) {
 		!strings.Contains(c.Message, "the last upload failed") || !strings.Contains(c.Message, "s3://"+srv.Bucket+"/appliance/") {
 		t.Fatalf("/status with the bucket down: %+v", c)
 	}
+	// The backups list tells the project's tenant the same: archiving fails, WAL waits, and for how long.
+	if a := backupStorage(t, e, p, prj.ID).Archiving; a == nil || !a.Failing || a.LastFailedWAL == "" || a.LastFailedAt == nil ||
+		a.PendingBytes < 2*16<<20 || a.LagSeconds == nil {
+		t.Fatalf("the backups list with the bucket down: %+v", a)
+	}
 
 	srv.Restart()
 	waitArchivedIn(t, e, bs, conn, prj)

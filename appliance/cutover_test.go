@@ -237,7 +237,7 @@ func seeded(t *testing.T, e *appliancetest.Env, p *appliance.Principal, name, sq
 // eventTypes are the types of the project's events in the log.
 func eventTypes(t *testing.T, e *appliancetest.Env, p *appliance.Principal, projectID string) map[string]bool {
 	t.Helper()
-	evs, err := e.Svc.ProjectEvents(t.Context(), p, projectID, 0, 1000)
+	evs, err := e.Svc.Events().ProjectEvents(t.Context(), p, projectID, 0, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -184,13 +184,13 @@ func TestEphemeralStorageLimit(t *testing.T) {
 	}
 	url := got.Connections.DirectURL
 	conn := connect(t, url)
-	if n, err := e.Svc.EnforceStorage(t.Context()); err != nil || n != 0 {
+	if n, err := e.Svc.Storage().Enforce(t.Context()); err != nil || n != 0 {
 		t.Fatalf("an empty database was locked: %d %v", n, err)
 	}
 	if _, err := conn.Exec(t.Context(), "CREATE TABLE fill AS SELECT g, repeat('x', 1000) AS pad FROM generate_series(1, 3000) g"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := e.Svc.EnforceStorage(t.Context()); err != nil || n != 1 {
+	if n, err := e.Svc.Storage().Enforce(t.Context()); err != nil || n != 1 {
 		t.Fatalf("over the limit: %d locks, %v", n, err)
 	}
 	if conn.Ping(t.Context()) == nil {
@@ -210,7 +210,7 @@ func TestEphemeralStorageLimit(t *testing.T) {
 	if _, err := again.Exec(t.Context(), "INSERT INTO fill SELECT g, repeat('y', 1000) FROM generate_series(1, 5000) g"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := e.Svc.EnforceStorage(t.Context()); err != nil || n != 1 {
+	if n, err := e.Svc.Storage().Enforce(t.Context()); err != nil || n != 1 {
 		t.Fatalf("past 1.5 times the limit: %d locks, %v", n, err)
 	}
 	if c, err := pgx.Connect(t.Context(), url); err == nil {

@@ -6,20 +6,9 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance"
-	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/eventlog"
 	"github.com/theappliance/appliance/store"
 )
-
-const (
-	eventBegin = "<!-- event-table:begin (generated from appliance.EventTypes: UPDATE_DOCS=1 go test ./appliance -run TestEventTableDoc) -->\n"
-	eventEnd   = "<!-- event-table:end -->"
-)
-
-// TestEventTableDoc keeps the event table of docs/api-decisions.md identical to appliance.EventTypes.
-func TestEventTableDoc(t *testing.T) {
-	appliancetest.DocSection(t, "../docs/api-decisions.md", eventBegin, eventEnd, appliance.EventTable(),
-		"UPDATE_DOCS=1 go test ./appliance -run TestEventTableDoc")
-}
 
 func projectEvents(t *testing.T, e interface {
 	View(func(*store.Tx) error) error
@@ -60,8 +49,8 @@ func TestJobEndsAreLogged(t *testing.T) {
 		t.Errorf("project.ready data: %s", evs[1].Data)
 	}
 	// After the retention, the sweep deletes them.
-	e.Clock.Set(func() time.Time { return time.Now().Add(appliance.EventRetention + time.Hour) })
-	if n, err := e.Svc.SweepEvents(t.Context()); err != nil || n < 4 {
+	e.Clock.Set(func() time.Time { return time.Now().Add(eventlog.Retention + time.Hour) })
+	if n, err := e.Svc.Events().Sweep(t.Context()); err != nil || n < 4 {
 		t.Fatalf("sweep: %d %v", n, err)
 	}
 	if left := projectEvents(t, e.DB, prj.ID); len(left) != 0 {

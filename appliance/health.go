@@ -37,7 +37,7 @@ func (s *Service) Healthz(ctx context.Context) (*Health, error) {
 	if err := s.db.Ping(); err != nil {
 		return nil, &Error{Kind: KindUnavailable, Msg: "metadata store unavailable", Cause: err}
 	}
-	d := s.Disk()
+	d := s.storage.Disk()
 	if d.WriteErr != nil {
 		return nil, &Error{Kind: KindUnavailable, Msg: "metadata store refuses writes", Cause: d.WriteErr}
 	}

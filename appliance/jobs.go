@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/theappliance/appliance/appliance/exports"
+	"github.com/theappliance/appliance/appliance/kv"
+	"github.com/theappliance/appliance/appliance/previews"
+	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -99,4 +103,49 @@ func (s *Service) jobStep(ctx context.Context, jobID, step string) {
 	if h := s.stepHook; h != nil {
 		h(ctx, jobID, step)
 	}
+}
+
+// JobEvent is the data of the job events and of the events a job's end tells.
+type JobEvent struct {
+	Job *Job `json:"job"`
+}
+
+// jobEvents are the events a job type's completion tells besides job.completed.
+var jobEvents = map[string]string{
+	JobProjectProvision:    "project.ready",
+	JobProjectDelete:       "project.deleted",
+	JobBackupCreate:        "backup.completed",
+	JobBackupRestore:       "restore.completed",
+	exports.JobCreate:      "export.completed",
+	JobImportRestore:       "import.completed",
+	JobImportFollowCutover: "import.completed",
+	JobProjectRotate:       "credentials.rotated",
+	kv.JobCreate:           "kv.ready",
+	previews.JobCreate:     "preview.ready",
+	previews.JobDelete:     "preview.deleted",
+	previews.JobReset:      "preview.reset",
+	kv.JobDelete:           "kv.deleted",
+}
+
+// jobEnded is the runner's end hook: in the transaction that records a job's end, the log gets
+// job.completed or job.failed, and what a completed job of its type means.
+func (s *Service) jobEnded(tx *store.Tx, j *store.Job) error {
+	data := JobEvent{Job: JobView(j)}
+	typ := "job.completed"
+	if j.State == scheduler.StateFailed {
+		typ = "job.failed"
+	}
+	if err := s.events.Append(tx, typ, j.OrganizationID, j.ProjectID, data); err != nil {
+		return err
+	}
+	s.jobEndedMetric(j)
+	if j.Type == JobBackupCreate {
+		if err := s.observe.BackupEnded(tx, j); err != nil {
+			return err
+		}
+	}
+	if extra, ok := jobEvents[j.Type]; ok && j.State == scheduler.StateCompleted {
+		return s.events.Append(tx, extra, j.OrganizationID, j.ProjectID, data)
+	}
+	return nil
 }

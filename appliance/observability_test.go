@@ -74,7 +74,7 @@ func (o *obsEnv) statsFlushed(t *testing.T, cond string) {
 
 func (o *obsEnv) events(t *testing.T, typ string) []json.RawMessage {
 	t.Helper()
-	page, err := o.e.Svc.ProjectEvents(t.Context(), o.p, o.prj.ID, 0, 1000)
+	page, err := o.e.Svc.Events().ProjectEvents(t.Context(), o.p, o.prj.ID, 0, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func (s *Service) periodic() []periodicTask {
 			} else if n > 0 {
 				log.Info("ephemeral databases expired", "deleted", n)
 			}
-			if n, err := s.SweepEvents(ctx); err != nil {
+			if n, err := s.events.Sweep(ctx); err != nil {
 				log.Error("event log sweep", "err", err)
 			} else if n > 0 {
 				log.Info("event log sweep", "deleted", n)

@@ -11,6 +11,7 @@ import (
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/previews"
+	"github.com/theappliance/appliance/appliance/storageguard"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -295,7 +296,7 @@ func (s *Service) credentialOf(prj *store.Project) (instances.Credential, error)
 		return instances.Credential{}, fmt.Errorf("open credential: %w", err)
 	}
 	// A new password does not lift the storage lock.
-	return instances.Credential{Username: prj.Credential.Username, Password: string(pw), NoLogin: prj.StorageLock == StorageNoConnections}, nil
+	return instances.Credential{Username: prj.Credential.Username, Password: string(pw), NoLogin: prj.StorageLock == storageguard.NoConnections}, nil
 }
 
 // applyPlan writes the project's settings and reloads or restarts the instance as PostgreSQL requires.

@@ -392,12 +392,12 @@ func TestInstanceCrashIsToldAndActiveOnlyWhenServing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pos, err := e.Svc.EventPosition()
+	pos, err := e.Svc.Events().Position()
 	if err != nil {
 		t.Fatal(err)
 	}
 	crashes := func() (n int) {
-		page, err := e.Svc.ProjectEvents(ctx, p, prj.ID, pos, 100)
+		page, err := e.Svc.Events().ProjectEvents(ctx, p, prj.ID, pos, 100)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
 	"github.com/theappliance/appliance/appliance/backups"
+	"github.com/theappliance/appliance/appliance/eventlog"
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/extensions"
 	"github.com/theappliance/appliance/appliance/identity"
@@ -22,6 +23,7 @@ import (
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/appliance/signedurl"
+	"github.com/theappliance/appliance/appliance/storageguard"
 	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/appliance/upgrades"
 	"github.com/theappliance/appliance/appliance/webhook"
@@ -124,14 +126,15 @@ type Service struct {
 	stepHook JobStepHook
 	// hooks is the webhooks area (appliance/webhook, built in New).
 	hooks *webhook.Service
+	// events is the event log (appliance/eventlog, built in New after hooks, whose FanOut it calls).
+	events *eventlog.Log
 	// kv is the key-value store area (appliance/kv, built in New).
 	kv *kv.Service
 	// observe is the observability area (appliance/observe, built in New).
 	observe *observe.Service
-	// guard holds storage limits between samples (storage.go); disk is its reading of the free space
-	// (disk.go).
-	guard storageGuard
-	disk  diskMonitor
+	// storage holds storage limits between samples and reads the free space under the disk reserve
+	// (appliance/storageguard, built in New).
+	storage *storageguard.Guard
 	// studio is the studio area: the SQL console, the table editor, the history (appliance/studio, built
 	// in New); studioTargets caches its projects' targets (areaHost.ProjectTarget).
 	studio        *studio.Service
@@ -182,9 +185,10 @@ func New(cfg Config, deps Deps) *Service {
 		backupObjects: deps.BackupObjects,
 		now:           func() time.Time { return clock().UTC() }, Probe: &Probes{}}
 	s.hooks = s.newWebhooks(cfg, deps)
+	s.events = eventlog.New(eventlog.Deps{DB: deps.DB, Clock: s.now, Deliveries: s.hooks, Host: areaHost{s}})
 	s.studio = s.newStudio(deps)
-	s.disk.free = -1
-	s.setDiskReserve(cfg.DiskReserve)
+	s.storage = storageguard.New(storageguard.Config{DataDir: cfg.DataDir, DiskReserve: cfg.DiskReserve},
+		storageguard.Deps{DB: deps.DB, Log: deps.Log, Clock: s.now, Host: areaHost{s}})
 	s.sparesStop, s.stopSpares = context.WithCancel(context.Background())
 	if deps.DataPlane != nil {
 		s.useDataPlane(deps.DataPlane)

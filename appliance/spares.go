@@ -23,7 +23,7 @@ const (
 // EnsureSpares tops the pool of prepared clusters up to Config.Spares. It is safe to call at any time;
 // concurrent calls do not overfill the pool.
 func (s *Service) EnsureSpares(ctx context.Context) error {
-	if s.cfg.Spares <= 0 || s.Disk().Low { // no new clusters while short of disk space
+	if s.cfg.Spares <= 0 || s.storage.Disk().Low { // no new clusters while short of disk space
 		return nil
 	}
 	dp, err := s.dataPlane()

@@ -12,12 +12,13 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/storageguard"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
 
 // storageSlack is what a client writing as fast as it can may store past a limit before the storage guard
-// (at StorageGuardInterval) has ended its session: its write rate times the interval and the reaction
+// (at storageguard.Interval) has ended its session: its write rate times the interval and the reaction
 // (docs/api-decisions.md "Storage limits held, ephemeral bounds, disk reserve"). On these machines a
 // single INSERT writes 20 to about 200 MB/s (a quiet machine): at most about 20 MB in the guard's 100 ms
 // and the rest of the slack for the session's end.
@@ -35,7 +36,7 @@ func TestStorageLimitHoldsAgainstAFastWriter(t *testing.T) {
 		Ephemeral: &appliance.EphemeralLimits{PerIPPerHour: 10, Live: 5, StorageBytes: limit}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); e.Svc.RunStorageGuard(ctx, appliance.StorageGuardInterval) }()
+	go func() { defer close(done); e.Svc.Storage().Run(ctx, storageguard.Interval) }()
 	t.Cleanup(func() { cancel(); <-done })
 
 	created, err := e.Svc.Previews().CreateEphemeral(t.Context(), "192.0.2.9", &appliance.CreateEphemeralRequest{})
@@ -84,7 +85,7 @@ func holdsLimit(t *testing.T, e *appliancetest.Env, id, url string, limit int64)
 	if _, err := writer.Exec(t.Context(), fill200MB); err == nil {
 		t.Fatalf("200 MB written past a %d MB limit: the database holds %d MB", limit>>20, size()>>20)
 	}
-	waitFor(t, "the read-only lock", func() bool { return lockOf() == appliance.StorageReadOnly })
+	waitFor(t, "the read-only lock", func() bool { return lockOf() == storageguard.ReadOnly })
 	locked := size()
 	if locked > limit+storageSlack {
 		t.Fatalf("the writer stored %d MB past the %d MB limit (slack %d MB)", (locked-limit)>>20, limit>>20, storageSlack>>20)
@@ -120,7 +121,7 @@ func holdsLimit(t *testing.T, e *appliancetest.Env, id, url string, limit int64)
 	if _, err := tenant.Exec(t.Context(), fill200MB); err == nil {
 		t.Fatalf("200 MB written after lifting the read-only default: %d MB stored", size()>>20)
 	}
-	waitFor(t, "the no-connections lock", func() bool { return lockOf() == appliance.StorageNoConnections })
+	waitFor(t, "the no-connections lock", func() bool { return lockOf() == storageguard.NoConnections })
 	// No login of the tenant's, to its database or to another from which it could ALTER DATABASE.
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
@@ -134,7 +135,7 @@ func holdsLimit(t *testing.T, e *appliancetest.Env, id, url string, limit int64)
 			t.Fatalf("a login to %s was accepted after the tenant lifted the read-only lock and wrote", database)
 		}
 	}
-	if n := size(); n > max(locked, limit)+appliance.StorageLockGrowth+storageSlack {
+	if n := size(); n > max(locked, limit)+storageguard.LockGrowth+storageSlack {
 		t.Fatalf("the database holds %d MB after the second writer (locked at %d MB)", n>>20, locked>>20)
 	}
 }

@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"github.com/theappliance/appliance/appliance/eventlog"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/webhook"
 )
@@ -26,11 +27,7 @@ func (s *Service) newWebhooks(cfg Config, deps Deps) *webhook.Service {
 	if cfg.Webhooks != nil {
 		opts = *cfg.Webhooks
 	}
-	types := make([]string, 0, len(EventTypes))
-	for _, e := range EventTypes {
-		types = append(types, e.Name)
-	}
-	return webhook.New(webhook.Config{Options: opts, EventTypes: types},
+	return webhook.New(webhook.Config{Options: opts, EventTypes: eventlog.Names()},
 		webhook.Deps{DB: deps.DB, Box: deps.Box, Log: deps.Log, Clock: s.now, Lane: deps.Lane, Policy: s.policy(), Host: areaHost{s}})
 }
 

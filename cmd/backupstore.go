@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/backup/s3store"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
@@ -144,8 +146,84 @@ func openBackupStore(cfg UpConfig, dataDir string, box *appliance.SecretBox, cho
 }
 
 // backupStoreCheck: the bucket exists and the credentials may put, get and delete in it (with a probe
-// object sealed under a throwaway key when the data key is derived: sealing is not what is checked).
-func backupStoreCheck(ctx context.Context, cfg UpConfig, dataDir string) check {
+// object sealed under a throwaway key when the data key is derived: sealing is not what is checked); and,
+// while an appliance runs on the data directory, what it says of its store (withRunningStore).
+func backupStoreCheck(ctx context.Context, cfg UpConfig, dataDir string, running bool) check {
+	c := storeReachable(ctx, cfg, dataDir)
+	if c.level == levelFail {
+		return c
+	}
+	return withRunningStore(ctx, c, cfg, dataDir, running)
+}
+
+// withRunningStore adds to the backup store line the running appliance's /status backup-store component
+// (the last upload, the WAL lag in bytes and seconds, the projects whose archiving fails): a warning when
+// it is not operational. Without a running appliance there is no lag to read, and the line says so.
+func withRunningStore(ctx context.Context, c check, cfg UpConfig, dataDir string, running bool) check {
+	if !running {
+		c.detail += "; the WAL lag is shown while the appliance runs"
+		return c
+	}
+	comp, err := runningComponent(ctx, cfg, dataDir, "backup-store")
+	if err != nil {
+		c.detail += "; the running appliance's view of it could not be read: " + err.Error()
+		return c
+	}
+	c.detail += "; the running appliance: " + comp.Message
+	if public := (&api.Status{Components: []api.Component{*comp}}).Public().Components[0]; public == *comp {
+		// /status answered without its details: they are an operator's (up's metrics token or listener)
+		c.detail += " (the last upload and the WAL lag need up's --metrics-token or --metrics-listen, given to doctor too)"
+	}
+	if comp.Status != api.StatusOperational {
+		c.level = levelWarn
+		c.fix = "WAL waits on the local disk until the store takes it: each failing project has a backup_store_unreachable alert (its Monitoring tab; GET /v1/projects/{id}/alerts) saying why: fix the store's reachability or space"
+	}
+	return c
+}
+
+// runningComponent is the component named name of the /status of the appliance running on dataDir: on
+// the operator listener when up has one (--metrics-listen), else on the API's (--listen), with the metrics
+// token when one is set (/status has its details for the token's bearer or on the operator listener; else
+// each component's status only); over HTTPS trusting the data directory's CA (and the system's roots, for
+// an ACME certificate).
+func runningComponent(ctx context.Context, cfg UpConfig, dataDir, name string) (*api.Component, error) {
+	addr, flag := cfg.Listen, "--listen"
+	if cfg.MetricsListen != "" {
+		addr, flag = cfg.MetricsListen, "--metrics-listen"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", flag, addr, err)
+	}
+	if port == "0" {
+		return nil, fmt.Errorf("%s %s picks its port at start: give doctor the address up printed", flag, addr)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	cl, err := newAPIClient("https://"+net.JoinHostPort(host, port), cfg.MetricsToken, filepath.Join(dataDir, "ca", "ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var st api.Status
+	if err := cl.do(ctx, "GET", "/status", nil, &st); err != nil {
+		return nil, err
+	}
+	for _, c := range st.Components {
+		if c.Name == name {
+			return &c, nil
+		}
+	}
+	return nil, fmt.Errorf("its /status has no %s component (no data plane)", name)
+}
+
+// storeReachable: the bucket exists and the credentials work (the local directory needs no check).
+func storeReachable(ctx context.Context, cfg UpConfig, dataDir string) check {
 	c := check{name: "backup store", level: levelOK}
 	sc, err := parseBackupStore(cfg)
 	if err != nil {

@@ -55,6 +55,8 @@ type cliSetupOpts struct {
 	kv bool
 	// webhooks tune the webhook worker the test may start (env.StartWebhooks; nil: the defaults).
 	webhooks *appliance.WebhookOptions
+	// metricsToken is the API's metrics token (up --metrics-token): /status's details for its bearer.
+	metricsToken string
 }
 
 func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
@@ -79,7 +81,7 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	api := httpapi.New(svc, httpapi.Options{Log: logger, Limits: o.limits, Lane: env.Lane})
+	api := httpapi.New(svc, httpapi.Options{Log: logger, Limits: o.limits, Lane: env.Lane, MetricsToken: o.metricsToken})
 	ts := httptest.NewUnstartedServer(ui.Mount(api))
 	ts.Listener.Close()
 	ts.Listener = ln

@@ -32,7 +32,7 @@ import (
 // appliance: sign in, create a project and see it active, run select 1 with the connection string it
 // shows, see a failed job's error, take a backup, create an API key (it works) and revoke it (it does
 // not), add a member, watch the project's Monitoring tab (charts, top queries, an alert acknowledged, the
-// live log), approve a login started by the real CLI (which then has its key), sign out. Screenshots of every page at desktop and phone width go to the test's output directory
+// live log), see where backups live and the WAL archiving on the Backups tab, approve a login started by the real CLI (which then has its key), sign out. Screenshots of every page at desktop and phone width go to the test's output directory
 // (APPLIANCE_E2E_OUT, default ui/test-results/screenshots, which git ignores; the path is logged).
 func TestDashboardEndToEnd(t *testing.T) {
 	node, err := exec.LookPath("node")
@@ -129,6 +129,9 @@ func TestDashboardEndToEnd(t *testing.T) {
 				t.Fatalf("no export of %s on disk", arg)
 			}
 			answer(dumps[0])
+		case what == "archived-sample": // the project's archive advanced, and the sampler read it
+			archivedSample(t, e, arg)
+			answer("")
 		case what == "failed-job":
 			answer(failImport(t, e, p, arg))
 		case what == "webhook-receiver": // fails each delivery's first attempt, then takes it
@@ -209,13 +212,27 @@ func TestDashboardEndToEnd(t *testing.T) {
 	if err != nil || !done {
 		t.Fatalf("dashboard script: %v\n%s", err, stderr.String())
 	}
-	for _, page := range []string{"docs", "signin", "projects-empty", "project", "project-backups", "project-exports", "project-extensions",
+	for _, page := range []string{"docs", "signin", "projects-empty", "project", "project-backups", "project-backups-archiving", "project-exports", "project-extensions",
 		"project-settings", "project-audit", "project-imports", "project-monitoring", "projects", "api-keys", "members", "webhooks", "overview", "account", "cli-login"} {
 		for _, w := range []string{"desktop", "phone"} {
 			if st, err := os.Stat(filepath.Join(out, page+"-"+w+".png")); err != nil || st.Size() < 1000 {
 				t.Errorf("screenshot %s-%s: %v", page, w, err)
 			}
 		}
+	}
+}
+
+// archivedSample waits until the project's server archived a WAL file (its backup ended a segment), then
+// runs a sampling sweep, so the Backups tab shows the archiving as read.
+func archivedSample(t *testing.T, e *cliEnv, projectID string) {
+	t.Helper()
+	waitCLI(t, func() bool {
+		var n int64
+		err := e.svc.AdminQueryRow(t.Context(), projectID, "SELECT archived_count FROM pg_stat_archiver", nil, &n)
+		return err == nil && n > 0
+	})
+	if res, err := e.svc.Observe().Sample(t.Context()); err != nil || res.Failed != 0 || res.Projects == 0 {
+		t.Fatalf("sample: %+v %v", res, err)
 	}
 }
 

@@ -47,7 +47,8 @@ func init() {
 		Long: `Check the programs the appliance runs (and where each comes from), the OS user instances run as, the
 data directory, the listeners' ports and the instance port range, disk space, the clock, the certificate
 authority, the metadata store (readable, undamaged, not older than the data directory, and matching
-what the data directory holds) and the backup store (a bucket: it exists and the credentials work). It installs nothing: each problem comes with the command that fixes it. Exits 1 when up would
+what the data directory holds) and the backup store (a bucket: it exists and the credentials work; while an appliance runs on the data
+directory, what its /status says of the store: the last upload, the WAL lag in bytes and seconds). It installs nothing: each problem comes with the command that fixes it. Exits 1 when up would
 refuse to start. Takes the same flags and environment variables as up.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -97,7 +98,7 @@ func runChecks(ctx context.Context, cfg UpConfig, install bool, log *slog.Logger
 	// up checks the store itself as it opens it (doctor reads it through)
 	out = append(out, metadataCheck(cfg, dataDir, running, !install))
 	out = append(out, portChecks(cfg, running)...)
-	out = append(out, clockCheck(), caCheck(dataDir), backupStoreCheck(ctx, cfg, dataDir))
+	out = append(out, clockCheck(), caCheck(dataDir), backupStoreCheck(ctx, cfg, dataDir, running && !install)) // up reads no other appliance's /status
 	return out, set
 }
 

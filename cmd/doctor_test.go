@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,4 +160,66 @@ func TestDoctorBesideARunningAppliance(t *testing.T) {
 		!strings.HasSuffix(row, busy.Addr().String()+" is in use: an appliance runs on this data directory") {
 		t.Fatalf("doctor:\n%s", out)
 	}
+}
+
+// TestDoctorShowsTheRunningStore: beside a running appliance, doctor's backup store line carries what its
+// /status says of the store (read over HTTPS trusting the data directory's CA): operational, then — once
+// a project's archive_command fails and the sampler saw it — a warning naming the failing project, with
+// the WAL lag. Without a running appliance the line says the lag is shown while it runs.
+func TestDoctorShowsTheRunningStore(t *testing.T) {
+	if c := backupStoreCheck(t.Context(), upConfig(t), t.TempDir(), false); c.level != levelOK || !strings.HasSuffix(c.detail, "; the WAL lag is shown while the appliance runs") {
+		t.Fatalf("without a running appliance: %+v", c)
+	}
+	e := setupCLI(t, cliSetupOpts{instances: true, metricsToken: "doctor-reads-status"})
+	u, err := url.Parse(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !applianceRunning(e.env.Dir) {
+		t.Fatal("the test's appliance does not count as running")
+	}
+	// Without the metrics token, /status tells the component's status only: doctor says what it needs.
+	c := backupStoreCheck(t.Context(), upConfig(t, "--data-dir", e.env.Dir, "--listen", u.Host), e.env.Dir, true)
+	if c.level != levelOK || !strings.Contains(c.detail, "; the running appliance: operational (the last upload and the WAL lag need up's --metrics-token") {
+		t.Fatalf("beside a running appliance, without the token: %+v", c)
+	}
+	cfg := upConfig(t, "--data-dir", e.env.Dir, "--listen", u.Host, "--metrics-token", "doctor-reads-status")
+	c = backupStoreCheck(t.Context(), cfg, e.env.Dir, true)
+	if c.level != levelOK || !strings.HasSuffix(c.detail, "; the running appliance: "+filepath.Join(e.env.Dir, "backups")+" (this machine's disk); WAL archiving not sampled yet") {
+		t.Fatalf("beside a running appliance: %+v", c)
+	}
+
+	// A project whose archive_command cannot write into its archive (the directory is root's now).
+	p := e.login(t)
+	id := e.activeProject(t, p, "doctor")
+	wal := filepath.Join(e.env.Dir, "backups", id, "wal")
+	if err := os.Chown(wal, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(wal, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var xid, lsn string // a transaction's commit record, then the end of its segment: one to archive
+	if err := e.svc.AdminQueryRow(t.Context(), id, "SELECT txid_current()::text", nil, &xid); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.AdminQueryRow(t.Context(), id, "SELECT pg_switch_wal()::text", nil, &lsn); err != nil {
+		t.Fatal(err)
+	}
+	waitCLI(t, func() bool {
+		var failed int64
+		err := e.svc.AdminQueryRow(t.Context(), id, "SELECT failed_count FROM pg_stat_archiver", nil, &failed)
+		return err == nil && failed > 0
+	})
+	if res, err := e.svc.Observe().Sample(t.Context()); err != nil || res.Failed != 0 {
+		t.Fatalf("sample: %+v %v", res, err)
+	}
+	c = backupStoreCheck(t.Context(), cfg, e.env.Dir, true)
+	if c.level != levelWarn || !strings.Contains(c.detail, "archiving fails for 1 of 1 projects: "+id) || !strings.Contains(c.detail, "WAL lag ") ||
+		!strings.Contains(c.fix, "backup_store_unreachable") {
+		t.Fatalf("with a project's archiving failing: %+v", c)
+	}
+	out := &bytes.Buffer{}
+	printChecks(out, []check{c})
+	t.Logf("doctor's line:\n%s", out)
 }

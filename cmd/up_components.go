@@ -22,6 +22,7 @@ import (
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/appliance/programs"
+	"github.com/theappliance/appliance/appliance/storageguard"
 	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/httpapi/connlimit"
 	"github.com/theappliance/appliance/kvproxy"
@@ -170,7 +171,10 @@ func (u *upRun) serviceComponent() *component {
 		sup = daemon.NewSupervisor()
 		hostname, _ := os.Hostname()
 		u.runner = scheduler.New(u.db, scheduler.Options{ID: fmt.Sprintf("%s/%d", hostname, os.Getpid()), HostID: hostname, Log: log, Lane: u.lane})
-		respPort, restPort := portOf(u.kvLn.Addr().String()), portOf(u.kvRESTLn.Addr().String())
+		respPort, restPort := 0, 0 // recover runs the service without the key-value fronts
+		if u.kvLn != nil {
+			respPort, restPort = portOf(u.kvLn.Addr().String()), portOf(u.kvRESTLn.Addr().String())
+		}
 		// A bucket as the backup store: PostgreSQL's WAL commands run a copy of this program (replaced at each
 		// start: the settings written at start name it) that talks to the service's WAL socket.
 		deps := appliance.Deps{DB: u.db, Box: u.box, Log: log, Jobs: u.runner, JobStepHook: testJobStepHook(), Lane: u.lane,
@@ -202,8 +206,8 @@ func (u *upRun) serviceComponent() *component {
 			return err
 		}
 		sup.OnEvent = svc.OnInstanceEvent
-		svc.Probe.Register("disk", svc.DiskHealth)
-		if d := svc.CheckDisk(); d.Low {
+		svc.Probe.Register("disk", svc.Storage().DiskHealth)
+		if d := svc.Storage().CheckDisk(); d.Low {
 			log.Warn("starting degraded: the data directory's free space is under the reserve; instances are supervised and reads served, writes are refused (507) until space is freed",
 				"free_bytes", d.FreeBytes, "reserve_bytes", d.ReserveBytes, "flag", "--disk-reserve-mb")
 		}
@@ -273,7 +277,7 @@ func (u *upRun) schedulerComponent() *component {
 
 // storageGuardComponent holds projects to their storage limits.
 func (u *upRun) storageGuardComponent() *component {
-	return inBackground("storage-guard", func(ctx context.Context) { u.svc.RunStorageGuard(ctx, appliance.StorageGuardInterval) })
+	return inBackground("storage-guard", func(ctx context.Context) { u.svc.Storage().Run(ctx, storageguard.Interval) })
 }
 
 // webhooksComponent delivers webhooks (the service's webhook worker).

@@ -24,7 +24,7 @@ const (
 func (s *Server) projectEvents(r *Request) error {
 	id := r.PathValue("projectID")
 	return s.streamEvents(r, "project "+id, func(after uint64) (*appliance.EventPage, error) {
-		return s.svc.ProjectEvents(r.Context(), r.Principal, id, after, eventBatch)
+		return s.svc.Events().ProjectEvents(r.Context(), r.Principal, id, after, eventBatch)
 	})
 }
 
@@ -33,7 +33,7 @@ func (s *Server) projectEvents(r *Request) error {
 func (s *Server) organizationEvents(r *Request) error {
 	id := r.PathValue("orgID")
 	return s.streamEvents(r, "organization "+id, func(after uint64) (*appliance.EventPage, error) {
-		return s.svc.OrganizationEvents(r.Context(), r.Principal, id, after, eventBatch)
+		return s.svc.Events().OrganizationEvents(r.Context(), r.Principal, id, after, eventBatch)
 	})
 }
 
@@ -55,7 +55,7 @@ func (s *Server) streamEvents(r *Request, what string, read func(after uint64) (
 		}
 		after = n
 	case r.Bool("skip_backlog"):
-		pos, err := s.svc.EventPosition()
+		pos, err := s.svc.Events().Position()
 		if err != nil {
 			return appliance.Internal(err, "read the event log's position")
 		}

@@ -42,8 +42,8 @@ func TestHealthzWhenTheStoreRefusesWrites(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// A reserve of 1 byte: the file system's free space is not what is short here.
 	svc := appliance.New(appliance.Config{DataDir: dir, DiskReserve: 1}, appliance.Deps{DB: db, Box: box, Log: log})
-	svc.Probe.Register("disk", svc.DiskHealth)
-	if d := svc.CheckDisk(); d.WriteErr == nil || d.Low {
+	svc.Probe.Register("disk", svc.Storage().DiskHealth)
+	if d := svc.Storage().CheckDisk(); d.WriteErr == nil || d.Low {
 		t.Fatalf("the write probe of a read-only store: %+v", d)
 	}
 	api := New(svc, Options{Log: log, MetricsToken: "s3cret-token"})

@@ -155,7 +155,7 @@ func (s *Server) metrics(r *Request) error {
 	p.sample("appliance_sampler_last_projects", labels{"result", "sampled"}, float64(m.Sampler.Projects))
 	p.sample("appliance_sampler_last_projects", labels{"result", "failed"}, float64(m.Sampler.Failed))
 	// The data directory's free space against the reserve, for an alert before the appliance degrades.
-	d := s.svc.Disk()
+	d := s.svc.Storage().Disk()
 	p.family("appliance_disk_free_bytes", "gauge", "free space of the data directory's file system (-1: not read)")
 	p.sample("appliance_disk_free_bytes", nil, float64(d.FreeBytes))
 	p.family("appliance_disk_reserve_bytes", "gauge", "free space under which the appliance is degraded (--disk-reserve-mb)")

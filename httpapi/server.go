@@ -177,8 +177,8 @@ func (s *Server) adapt(rt *Route) http.Handler {
 			_ = rc.SetReadDeadline(time.Now().Add(s.readTimeout))
 			_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 		}
-		if needsDisk(rt) && s.svc.Disk().Low {
-			s.writeError(w, r, s.svc.ErrDiskLow())
+		if needsDisk(rt) && s.svc.Storage().Disk().Low {
+			s.writeError(w, r, s.svc.Storage().ErrDiskLow())
 			return
 		}
 		req := &Request{Request: r, W: w, route: rt, params: params}

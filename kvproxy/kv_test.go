@@ -449,7 +449,7 @@ func TestStoreLifecycle(t *testing.T) {
 		t.Fatalf("usage counts %d stores after the delete", n)
 	}
 	// The project's event log tells the store's life.
-	page, err := k.Svc.ProjectEvents(ctx, k.p, prj, 0, 1000)
+	page, err := k.Svc.Events().ProjectEvents(ctx, k.p, prj, 0, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

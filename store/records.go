@@ -201,7 +201,7 @@ type Project struct {
 	SourceBackupID    string     `json:"source_backup_id"` // a clone as of a past time: the base backup
 	SourceTimeline    int        `json:"source_timeline"`  // and the timeline recovery follows
 	TTLExpiresAt      *time.Time `json:"ttl_expires_at"`
-	// StorageLock is what a database over its storage limit was put under (appliance.EnforceStorage): ""
+	// StorageLock is what a database over its storage limit was put under (appliance/storageguard): ""
 	// (nothing), "read_only" (writes refused by default) or "no_connections" (its roles' logins refused);
 	// StorageLockedBytes is its size once the read-only lock had ended its sessions (growth past it
 	// means a client lifted the default and kept writing).

@@ -26,7 +26,7 @@ const (
 	KindTooLarge                        // 413: a request body over the limit
 	KindTooMany                         // 429: a per-resource rate or a cap reached
 	KindHeadersTooLarge                 // 431: request headers over the limit
-	KindInsufficientStorage             // 507: the appliance is short of disk space (appliance/disk.go)
+	KindInsufficientStorage             // 507: the appliance is short of disk space (appliance/storageguard)
 	KindUnsupportedMedia                // 415: a request body of another media type than the endpoint reads
 )
 

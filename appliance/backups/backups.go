@@ -81,6 +81,9 @@ type Host interface {
 	AdminConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error)
 	// BackupStore is the data plane's backup store (a bucket, or the local directory): the root's.
 	BackupStore() *backup.Store
+	// BackupStorage is where the project's backups live and its WAL archiving as last sampled (the backup
+	// store and the observability sampler are the root's).
+	BackupStorage(projectID string) *api.BackupStorage
 	// Archive is the instance engine's view of the project's backup store (its WAL archive and the base
 	// backup key): the backup store is the root's.
 	Archive(ctx context.Context, projectID, backupKey string) (instances.Archive, error)
@@ -177,7 +180,7 @@ func visibleRecords[T any](s *Service, tx *store.Tx, p *authz.Principal, project
 	return prj, recs, nil
 }
 
-// List lists a project's backups, newest first.
+// List lists a project's backups, newest first, and where they live (Host.BackupStorage).
 func (s *Service) List(ctx context.Context, p *authz.Principal, projectID string) (*api.BackupList, error) {
 	out := &api.BackupList{Backups: []*api.Backup{}}
 	err := s.db.View(func(tx *store.Tx) error {
@@ -190,7 +193,11 @@ func (s *Service) List(ctx context.Context, p *authz.Principal, projectID string
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	out.Storage = s.host.BackupStorage(projectID)
+	return out, nil
 }
 
 // Create records a backup and enqueues the backup.create job that takes it.

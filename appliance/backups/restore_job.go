@@ -50,7 +50,7 @@ func (s *Service) restoreJob(ctx context.Context, run *scheduler.Run) (any, erro
 		return nil, err
 	}
 	tli, swap := done.Timeline, done
-	if err := appendTimelineSwitch(ctx, bs, prj.ID, timelineSwitch{JobID: run.Job.ID, From: swap.FromTimeline, To: tli,
+	if err := AppendTimelineSwitch(ctx, bs, prj.ID, TimelineSwitch{JobID: run.Job.ID, From: swap.FromTimeline, To: tli,
 		At: swap.SwitchedAt, BackupID: b.ID}); err != nil {
 		return nil, fmt.Errorf("record the timeline switch: %w", err)
 	}

@@ -121,7 +121,7 @@ func (s *Service) Restore(ctx context.Context, p *authz.Principal, projectID str
 // log in the backup store (backup.Store.Timelines), so that a restore to a time finds the timeline the project was on at that
 // time: before a switch, the timeline it left (whose WAL the restore archived up to the switch); from the
 // switch on, the new one.
-type timelineSwitch struct {
+type TimelineSwitch struct {
 	JobID    string    `json:"job_id"`    // the restore
 	From     int       `json:"from"`      // the timeline before it (0: unknown)
 	To       int       `json:"to"`        // the timeline it created
@@ -130,28 +130,29 @@ type timelineSwitch struct {
 }
 
 // readTimelineSwitches reads a project's timeline switches, oldest first (none when there is no log).
-func readTimelineSwitches(ctx context.Context, bs *backup.Store, projectID string) ([]timelineSwitch, error) {
+func readTimelineSwitches(ctx context.Context, bs *backup.Store, projectID string) ([]TimelineSwitch, error) {
 	data, err := bs.Timelines(ctx, projectID)
 	if err != nil || data == nil {
 		return nil, err
 	}
-	var out []timelineSwitch
+	var out []TimelineSwitch
 	if err := json.Unmarshal(data, &out); err != nil {
 		return nil, fmt.Errorf("the timeline log of %s: %w", projectID, err)
 	}
-	slices.SortStableFunc(out, func(a, b timelineSwitch) int { return a.At.Compare(b.At) })
+	slices.SortStableFunc(out, func(a, b TimelineSwitch) int { return a.At.Compare(b.At) })
 	return out, nil
 }
 
-// appendTimelineSwitch records a switch (once per restore job: a retried job replaces its entry).
+// AppendTimelineSwitch records a switch (once per restore job: a retried job replaces its entry; the root's
+// recover records the timeline its promotion starts).
 // It is written atomically and durably (an object put), owned by the instances' OS user like the rest of
 // the directory store.
-func appendTimelineSwitch(ctx context.Context, bs *backup.Store, projectID string, sw timelineSwitch) error {
+func AppendTimelineSwitch(ctx context.Context, bs *backup.Store, projectID string, sw TimelineSwitch) error {
 	all, err := readTimelineSwitches(ctx, bs, projectID)
 	if err != nil {
 		return err
 	}
-	all = slices.DeleteFunc(all, func(o timelineSwitch) bool { return o.JobID == sw.JobID })
+	all = slices.DeleteFunc(all, func(o TimelineSwitch) bool { return o.JobID == sw.JobID })
 	all = append(all, sw)
 	data, err := json.MarshalIndent(all, "", "  ")
 	if err != nil {
@@ -162,8 +163,8 @@ func appendTimelineSwitch(ctx context.Context, bs *backup.Store, projectID strin
 
 // timelineAt is the timeline the project was on at t (0: unknown) and the switch that made it (nil: none
 // recorded, it was the original one). current is the timeline now.
-func timelineAt(switches []timelineSwitch, t time.Time, current int) (int, *timelineSwitch) {
-	var last *timelineSwitch
+func timelineAt(switches []TimelineSwitch, t time.Time, current int) (int, *TimelineSwitch) {
+	var last *TimelineSwitch
 	for i := range switches {
 		if switches[i].At.After(t) {
 			break
@@ -180,7 +181,7 @@ func timelineAt(switches []timelineSwitch, t time.Time, current int) (int, *time
 }
 
 // switchTo is the switch that created timeline tl (nil: none recorded).
-func switchTo(switches []timelineSwitch, tl int) *timelineSwitch {
+func switchTo(switches []TimelineSwitch, tl int) *TimelineSwitch {
 	for i := range switches {
 		if switches[i].To == tl {
 			return &switches[i]
@@ -193,7 +194,7 @@ func switchTo(switches []timelineSwitch, tl int) *timelineSwitch {
 // tl complete by t; if tl has none yet (t lies just after the restore sw that created tl), the backup sw
 // started from, whose timeline tl branched off after it (recovery follows tl's history file). Timeline 0
 // (unknown) takes the newest backup complete by t, whatever its timeline.
-func (s *Service) restoreBase(tx *store.Tx, projectID string, t time.Time, tl int, sw *timelineSwitch) (*store.Backup, error) {
+func (s *Service) restoreBase(tx *store.Tx, projectID string, t time.Time, tl int, sw *TimelineSwitch) (*store.Backup, error) {
 	if tl == 0 {
 		bs, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{Newest: true})
 		if err != nil {
@@ -218,8 +219,8 @@ func (s *Service) restoreBase(tx *store.Tx, projectID string, t time.Time, tl in
 
 // pitrHistory reads what a point-in-time target needs: the project's timeline switches (withSwitches) and
 // its current timeline (withTimeline: a time is read on the history the project had at that time).
-func (s *Service) pitrHistory(ctx context.Context, prj *store.Project, inst *store.Instance, withSwitches, withTimeline bool) (int, []timelineSwitch, error) {
-	var switches []timelineSwitch
+func (s *Service) pitrHistory(ctx context.Context, prj *store.Project, inst *store.Instance, withSwitches, withTimeline bool) (int, []TimelineSwitch, error) {
+	var switches []TimelineSwitch
 	var err error
 	if withSwitches {
 		if switches, err = readTimelineSwitches(ctx, s.host.BackupStore(), prj.ID); err != nil {
@@ -243,7 +244,7 @@ func (s *Service) pitrHistory(ctx context.Context, prj *store.Project, inst *sto
 
 // pitrBase finds the base backup and timeline a recovery to target starts from (errNoBackup outside the
 // point-in-time window).
-func (s *Service) pitrBase(tx *store.Tx, projectID string, target time.Time, timeline int, switches []timelineSwitch) (*store.Backup, int, error) {
+func (s *Service) pitrBase(tx *store.Tx, projectID string, target time.Time, timeline int, switches []TimelineSwitch) (*store.Backup, int, error) {
 	tl, sw := timelineAt(switches, target, timeline)
 	base, err := s.restoreBase(tx, projectID, target, tl, sw)
 	if err != nil {

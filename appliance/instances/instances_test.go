@@ -20,7 +20,8 @@ import (
 func TestMain(m *testing.M) { testtools.Main(m) }
 
 // TestRecoveryConf: the recovery settings name the archive, stop at the target (a restore point's name, a
-// time, or the end of the backup) on the timeline asked for (the current one by default), then promote.
+// time, the end of the backup, or none: the end of the archive) on the timeline asked for (the current one
+// by default, the latest for the end of the archive), then promote.
 func TestRecoveryConf(t *testing.T) {
 	at := time.Date(2026, 1, 31, 12, 0, 0, 250_000_000, time.UTC)
 	for _, c := range []struct {
@@ -31,6 +32,7 @@ func TestRecoveryConf(t *testing.T) {
 		{"immediate", Target{}, []string{"recovery_target = 'immediate'", "recovery_target_timeline = 'current'"}},
 		{"name", Target{Name: "before 'x'", Timeline: 3}, []string{"recovery_target_name = 'before ''x'''", "recovery_target_timeline = '3'"}},
 		{"time", Target{Time: at}, []string{"recovery_target_time = '2026-01-31 12:00:00.25+00'", "recovery_target_timeline = 'current'"}},
+		{"end of the archive", Target{End: true}, []string{"recovery_target_timeline = 'latest'"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			conf := string(recoveryConf("job_1", `cp "/backups/prj/wal/%f" "%p"`, c.target))
@@ -39,6 +41,11 @@ func TestRecoveryConf(t *testing.T) {
 			for _, w := range want {
 				if !strings.Contains(conf, w+"\n") {
 					t.Errorf("recovery settings lack %q:\n%s", w, conf)
+				}
+			}
+			for _, target := range []string{"recovery_target =", "recovery_target_name =", "recovery_target_time ="} {
+				if c.target.End && strings.Contains(conf, target) {
+					t.Errorf("recovery settings to the end of the archive name a target (%s):\n%s", target, conf)
 				}
 			}
 		})

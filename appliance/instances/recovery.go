@@ -31,6 +31,8 @@ var copySessionSettings = func() map[string]string {
 
 // CloneSpec is where a clone's data comes from: its source project's running instance.
 type CloneSpec struct {
+	// Source is nil only with Recovery when no server of the source runs any more (an appliance
+	// rebuilt from its bucket recovers each project from its own archive): nothing is archived first.
 	Source        *store.Instance
 	AdminPassword string // the source's admin password: the clone starts with it, until Provision gives it its own
 	Label         string // the online copy's backup label
@@ -66,12 +68,15 @@ func (m *Manager) cloneFill(exec daemon.ExecFunc, c *CloneSpec, steps *Timer) fu
 	}
 }
 
-// Target is where a recovery stops: a named restore point, a time, or (neither) the end of the base
-// backup; on Timeline (0: the backup's own, or the current one).
+// Target is where a recovery stops: a named restore point, a time, the end of the archive (End), or
+// (none of them) the end of the base backup; on Timeline (0: the backup's own, or the current one; with
+// End, the latest the archive holds).
 type Target struct {
 	Time     time.Time
 	Name     string
 	Timeline int
+	// End replays every WAL file the archive holds, then promotes.
+	End bool
 }
 
 // RecoverySpec is a recovery from a base backup and a WAL archive (JobID names it in the recovery
@@ -102,9 +107,12 @@ const recoveryMarker = "\n# appliance: preview recovery\n"
 // the recovery (Provision waits for the promotion, then drops the settings).
 func (m *Manager) recoveryFill(ctx context.Context, exec daemon.ExecFunc, c *CloneSpec, dataDir string) error {
 	spec := c.Recovery
-	// Everything up to the target must be in the archive (a recent target's WAL may not be yet).
-	if _, _, err := archiveNow(ctx, c.Source, c.AdminPassword, spec.Archive.Archived); err != nil {
-		return fmt.Errorf("archive the project's WAL: %w", err)
+	// Everything up to the target must be in the archive (a recent target's WAL may not be yet). Without a
+	// running source, the archive is all there is.
+	if c.Source != nil {
+		if _, _, err := archiveNow(ctx, c.Source, c.AdminPassword, spec.Archive.Archived); err != nil {
+			return fmt.Errorf("archive the project's WAL: %w", err)
+		}
 	}
 	if err := spec.Archive.FetchBase(ctx, exec, dataDir); err != nil {
 		os.RemoveAll(dataDir)
@@ -135,7 +143,7 @@ func (m *Manager) finishRecovery(ctx context.Context, pgi *postgres.Instance, pa
 		return nil
 	}
 	if err := waitPromoted(ctx, pgi, parentPW, since); err != nil {
-		return fmt.Errorf("recover the preview to its source time: %w", err)
+		return fmt.Errorf("recover to the target: %w", err)
 	}
 	return m.writeUserFile(auto, b[:i])
 }
@@ -151,12 +159,16 @@ func recoveryConf(jobID, restoreCmd string, t Target) []byte {
 		fmt.Fprintf(&c, "recovery_target_name = %s\n", QuoteLiteral(t.Name))
 	case !t.Time.IsZero():
 		fmt.Fprintf(&c, "recovery_target_time = %s\n", QuoteLiteral(t.Time.UTC().Format("2006-01-02 15:04:05.999999-07")))
+	case t.End: // no target: recovery ends where the archive does
 	default:
 		c.WriteString("recovery_target = 'immediate'\n")
 	}
-	if t.Timeline > 0 {
+	switch {
+	case t.Timeline > 0:
 		fmt.Fprintf(&c, "recovery_target_timeline = '%d'\n", t.Timeline)
-	} else {
+	case t.End:
+		c.WriteString("recovery_target_timeline = 'latest'\n")
+	default:
 		c.WriteString("recovery_target_timeline = 'current'\n")
 	}
 	c.WriteString("recovery_target_action = 'promote'\n")

@@ -456,6 +456,15 @@ func (s *Service) Archive() ArchiveSummary {
 	return sum
 }
 
+// ArchiveOf is the project's WAL archiving as the last sweep read it; ok is false when that sweep did not
+// read it (no sweep since the start, the project was not active, or its server could not be read).
+func (s *Service) ArchiveOf(projectID string) (a ProjectArchive, ok bool) {
+	s.sampler.mu.Lock()
+	defer s.sampler.mu.Unlock()
+	a, ok = s.sampler.archive[projectID]
+	return a, ok
+}
+
 // SamplerStats is the last sweep and the number of sweeps (for /metrics).
 func (s *Service) SamplerStats() (SampleSweepResult, int64) {
 	s.sampler.mu.Lock()

@@ -17,8 +17,8 @@ type Archiver struct {
 	FailedAt    *time.Time // when
 	FailedCount int64
 	// PendingBytes is the WAL written past the end of the last archived segment: what a loss of the disk
-	// now would lose of this server (0 when no segment was archived yet, or the server is in recovery). It
-	// includes the segment being written, which is archived once it is full.
+	// now would lose of this server (0 in recovery, or when no segment was archived yet and none failed).
+	// It includes the segment being written, which is archived once it is full.
 	PendingBytes int64
 }
 
@@ -54,10 +54,23 @@ func ReadArchiver(ctx context.Context, admin *pgx.Conn) (*Archiver, error) {
 			*t = t.UTC()
 		}
 	}
-	if end, ok := SegmentEnd(a.ArchivedWAL, segSize); ok && lsn != nil && *lsn > end {
-		a.PendingBytes = *lsn - end
+	if lsn != nil {
+		a.PendingBytes = pendingBytes(&a, *lsn, segSize)
 	}
 	return &a, nil
+}
+
+// pendingBytes is the WAL between lsn and the end of the last archived segment; while archiving fails, at
+// least the WAL from the start of the segment that failed (which covers a server that never archived one).
+func pendingBytes(a *Archiver, lsn, segSize int64) int64 {
+	var pending int64
+	if end, ok := SegmentEnd(a.ArchivedWAL, segSize); ok {
+		pending = lsn - end
+	}
+	if end, ok := SegmentEnd(a.FailedWAL, segSize); ok && a.Failing() {
+		pending = max(pending, lsn-(end-segSize))
+	}
+	return max(0, pending)
 }
 
 // SegmentEnd is the LSN (as bytes since 0/0) where the WAL segment named name ends, for segments of

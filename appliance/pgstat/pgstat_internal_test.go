@@ -3,6 +3,7 @@ package pgstat
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 func TestParseStat(t *testing.T) {
@@ -63,5 +64,26 @@ func TestReadWholeProcFile(t *testing.T) {
 	}
 	if _, ok := readWholeProcFile("/proc/no-such-file", nil); ok {
 		t.Fatal("a missing file was read")
+	}
+}
+
+func TestPendingBytes(t *testing.T) {
+	const seg = 16 << 20
+	at := func(sec int64) *time.Time { v := time.Unix(sec, 0); return &v }
+	for _, c := range []struct {
+		name string
+		a    Archiver
+		lsn  int64
+		want int64
+	}{
+		{"nothing archived, nothing failed", Archiver{}, 5 * seg, 0},
+		{"archived up to segment 2", Archiver{ArchivedWAL: "000000010000000000000002", ArchivedAt: at(10)}, 5*seg + 100, 2*seg + 100},
+		{"never archived, segment 1 failing", Archiver{FailedWAL: "000000010000000000000001", FailedAt: at(10)}, 3*seg + 7, 2*seg + 7},
+		{"archived 2, then 3 failing", Archiver{ArchivedWAL: "000000010000000000000002", ArchivedAt: at(10), FailedWAL: "000000010000000000000003", FailedAt: at(20)}, 6 * seg, 3 * seg},
+		{"an old failure, archived since", Archiver{ArchivedWAL: "000000010000000000000004", ArchivedAt: at(30), FailedWAL: "000000010000000000000001", FailedAt: at(20)}, 6 * seg, seg},
+	} {
+		if got := pendingBytes(&c.a, c.lsn, seg); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
 	}
 }

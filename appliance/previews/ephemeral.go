@@ -31,7 +31,7 @@ const (
 type EphemeralLimits struct {
 	PerIPPerHour int   // creations per client IP per hour (a burst of as many)
 	Live         int   // unclaimed ephemeral databases alive at once on the appliance
-	StorageBytes int64 // each one's storage limit (held by the storage guard: EnforceStorage)
+	StorageBytes int64 // each one's storage limit (held by the storage guard: appliance/storageguard)
 	// TotalStorageBytes caps the sum of the live ones' storage limits (0: Live × StorageBytes).
 	TotalStorageBytes int64
 	// MaxConnections is each one's max_connections (3 of them are the appliance's).

@@ -42,8 +42,8 @@ type Host interface {
 	// Audit writes an audit event of the caller in tx: one event shape and one clock for every area.
 	Audit(tx *store.Tx, p *authz.Principal, action, orgID, projectID string, metadata any) error
 	// AppendEvent appends an event to the log in tx (webhook_endpoint.disabled): the log, its sequence and
-	// its webhook fan-out (FanOut, called back) are one mechanism of the root's, in the transaction of the
-	// change the event tells.
+	// its webhook fan-out (FanOut, called back) are one mechanism (appliance/eventlog, which the root holds),
+	// in the transaction of the change the event tells.
 	AppendEvent(tx *store.Tx, typ, orgID, projectID string, data any) error
 	// CheckDisplayText applies the rules of every display field (an endpoint's description): one rule for
 	// every area's names, labels and notes.

@@ -115,6 +115,10 @@ try {
   await page.getByRole('button', { name: 'Take a backup' }).click()
   const row = page.getByRole('row').filter({ hasText: 'from the dashboard' })
   await row.locator('.badge-verified').waitFor({ timeout: 60000 })
+  // Where the backups live (this machine's disk, said plainly), and the WAL archiving once sampled.
+  await page.getByText(/Backups live in .*\/backups\/.* on this machine's disk\./).first().waitFor()
+  await page.getByText("Losing this machine's disk loses the backups with the database.").first().waitFor()
+  await page.getByText('not read yet (the appliance reads it every minute)').waitFor()
   await page.getByLabel('Label', { exact: true }).fill('before the e2e change')
   await page.getByRole('button', { name: 'Create restore point' }).click()
   await page.getByRole('cell', { name: 'before the e2e change', exact: true }).waitFor()
@@ -288,6 +292,14 @@ try {
   await page.getByRole('region', { name: 'Index advice' }).getByRole('heading', { name: 'Index hygiene' }).waitFor()
   await page.getByRole('region', { name: 'Index advice' }).getByText('Reclaimable').waitFor()
   await shoot('project-monitoring')
+
+  // The Backups tab once the sampler read the archiver (after the Monitoring tab's samples, which run on a
+  // clock in the past: a sample now would break their statement snapshots): the archive advanced.
+  await ask('archived-sample', prjID)
+  await page.getByRole('navigation', { name: 'Project' }).getByRole('link', { name: 'Backups' }).click()
+  await page.getByText(/the archive last advanced \d+ (s|min) ago/).first().waitFor()
+  await page.getByText(/^Read \d+ s ago\.$/).waitFor()
+  await shoot('project-backups-archiving')
 
   for (const [tab, heading] of [['Extensions', 'Extensions'], ['Settings', 'Settings'], ['Audit', 'Audit events']]) {
     await page.getByRole('navigation', { name: 'Project' }).getByRole('link', { name: tab }).click()

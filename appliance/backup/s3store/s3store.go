@@ -153,9 +153,11 @@ func New(cfg Config) (*Bucket, error) {
 }
 
 // String names the bucket for messages: s3://bucket/prefix at endpoint.
-func (b *Bucket) String() string {
-	return "s3://" + b.cfg.Bucket + "/" + b.cfg.Prefix + " at " + b.cfg.Endpoint
-}
+func (b *Bucket) String() string { return b.URL() + " at " + b.cfg.Endpoint }
+
+// URL is the bucket and prefix as s3://bucket/prefix/ (s3://bucket/ without a prefix): what a tenant may
+// be told of where the backups live, without the endpoint.
+func (b *Bucket) URL() string { return "s3://" + b.cfg.Bucket + "/" + b.cfg.Prefix }
 
 // Errors Check (and the other methods, wrapped) name; errors.Is tells them apart.
 var (

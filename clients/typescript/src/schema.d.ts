@@ -2222,6 +2222,19 @@ export interface components {
         };
         BackupList: {
             backups: components["schemas"]["Backup"][];
+            /** @description where this project's backups live, and how its WAL archiving keeps up */
+            storage: components["schemas"]["BackupStorage"];
+        };
+        BackupStorage: {
+            /** @description null until the sampler read the project's server (it samples each active project every minute) */
+            archiving: components["schemas"]["WALArchiving"] | null;
+            /**
+             * @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database
+             * @enum {string}
+             */
+            kind: "bucket" | "local";
+            /** @description the project's place in the store: s3://BUCKET/PREFIX/PROJECT_ID/ (never the endpoint or credentials), or the directory on the appliance's disk */
+            location: string;
         };
         CLILoginDetails: {
             device_name: string;
@@ -3591,6 +3604,36 @@ export interface components {
             storage_overage_bytes: number;
             /** @description webhook deliveries delivered / (delivered + failed) among those that ended in the last 7 days; 1 when none ended */
             webhook_delivery_rate_7d: number;
+        };
+        WALArchiving: {
+            /** @description the last archiving attempt failed (WAL is not reaching the store; it waits on the local disk) */
+            failing: boolean;
+            /**
+             * Format: int64
+             * @description while WAL waits: seconds from the archive's last advance to sampled_at; null when nothing waits or nothing was archived yet
+             */
+            lag_seconds: number | null;
+            /**
+             * Format: date-time
+             * @description when the archive last advanced; null when no WAL file was archived since the server's statistics began
+             */
+            last_archived_at: string | null;
+            /** @description the last WAL file archived (empty when none since the server's statistics began) */
+            last_archived_wal: string;
+            /**
+             * Format: date-time
+             * @description when; null when no attempt failed
+             */
+            last_failed_at: string | null;
+            /** @description the last WAL file whose archiving failed (empty when none) */
+            last_failed_wal: string;
+            /**
+             * Format: int64
+             * @description WAL written past the end of the last archived segment, waiting on the local disk (it includes the segment being written, archived once full or, with a bucket, within a minute)
+             */
+            pending_bytes: number;
+            /** Format: date-time */
+            sampled_at: string;
         };
         WebhookAttempt: {
             /** Format: date-time */
@@ -6806,7 +6849,21 @@ export interface operations {
                      *           "verification_state": "example",
                      *           "verified_at": "2026-01-31T12:00:00Z"
                      *         }
-                     *       ]
+                     *       ],
+                     *       "storage": {
+                     *         "archiving": {
+                     *           "failing": true,
+                     *           "lag_seconds": 1,
+                     *           "last_archived_at": "2026-01-31T12:00:00Z",
+                     *           "last_archived_wal": "example",
+                     *           "last_failed_at": "2026-01-31T12:00:00Z",
+                     *           "last_failed_wal": "example",
+                     *           "pending_bytes": 1,
+                     *           "sampled_at": "2026-01-31T12:00:00Z"
+                     *         },
+                     *         "kind": "bucket",
+                     *         "location": "example"
+                     *       }
                      *     } */
                     "application/json": components["schemas"]["BackupList"];
                 };

@@ -26,13 +26,70 @@ const tabs = [
 ]
 
 type Backup = Schemas['Backup']
+type BackupStorage = Schemas['BackupStorage']
+
+/** ago says how long before now iso was, roughly: "40 s", "12 min", "3 h", "2 days". */
+function ago(iso: string): string {
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000)
+  if (s < 90) return Math.round(s) + ' s'
+  if (s < 90 * 60) return Math.round(s / 60) + ' min'
+  if (s < 36 * 3600) return Math.round(s / 3600) + ' h'
+  return Math.round(s / 86400) + ' days'
+}
+
+/** Storage says where the project's backups live and whether its WAL reaches them (as last sampled). */
+function Storage({ st }: { st: BackupStorage }) {
+  const a = st.archiving
+  const advanced = a?.last_archived_at ? `the archive last advanced ${ago(a.last_archived_at)} ago` : 'no WAL archived yet'
+  return (
+    <>
+      {st.kind === 'bucket' ? (
+        <p class="where">
+          Backups live in <code>{st.location}</code>, a bucket off this machine: they outlive its disk.
+        </p>
+      ) : (
+        <>
+          <p class="where">
+            Backups live in <code>{st.location}</code> on this machine's disk.
+          </p>
+          <p class="warning">Losing this machine's disk loses the backups with the database. The operator can keep them in a bucket (up --backup-store).</p>
+        </>
+      )}
+      <dl class="facts">
+        <dt>WAL archiving</dt>
+        <dd>
+          {!a && <span class="hint">not read yet (the appliance reads it every minute)</span>}
+          {a && a.failing && (
+            <>
+              <Badge value="failing" />{' '}
+              failing: {a.last_failed_wal} could not be archived{a.last_failed_at ? ` ${ago(a.last_failed_at)} ago` : ''}; {bytes(a.pending_bytes)} of WAL wait on this machine's disk, and {advanced}.
+            </>
+          )}
+          {a && !a.failing && a.pending_bytes > 0 && (
+            <>
+              <Badge value="pending" label="waiting" /> {bytes(a.pending_bytes)} of WAL waiting on this machine's disk; {advanced}
+              {st.kind === 'bucket' ? ' (it goes to the bucket within a minute).' : ' (the segment being written is archived once full).'}
+            </>
+          )}
+          {a && !a.failing && a.pending_bytes === 0 && (
+            <>
+              <Badge value="healthy" label="up to date" /> {advanced}.
+            </>
+          )}
+          {a && <div class="hint">Read {ago(a.sampled_at)} ago.</div>}
+        </dd>
+      </dl>
+    </>
+  )
+}
 
 function Backups({ id, path, active }: { id: string; path: string; active: boolean }) {
-  const list = useProjectLoad(id, () => get<{ backups: Backup[] }>(path + '/backups'), [path])
+  const list = useProjectLoad(id, () => get<{ backups: Backup[]; storage: BackupStorage }>(path + '/backups'), [path])
   const [label, setLabel] = useState('')
   return (
     <section class="card">
       <h2>Backups</h2>
+      {list.data && <Storage st={list.data.storage} />}
       <Form
         label="Take a backup"
         onSubmit={async () => {

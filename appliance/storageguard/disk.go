@@ -1,4 +1,4 @@
-package appliance
+package storageguard
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -35,13 +36,13 @@ type diskMonitor struct {
 
 // setDiskReserve sets the free space under which the appliance is degraded (New: Config.DiskReserve; 0:
 // DefaultDiskReserve).
-func (s *Service) setDiskReserve(n int64) {
+func (g *Guard) setDiskReserve(n int64) {
 	if n <= 0 {
 		n = DefaultDiskReserve
 	}
-	s.disk.mu.Lock()
-	s.disk.reserve = n
-	s.disk.mu.Unlock()
+	g.disk.mu.Lock()
+	g.disk.reserve = n
+	g.disk.mu.Unlock()
 }
 
 // DiskState is what the disk monitor last read.
@@ -53,10 +54,10 @@ type DiskState struct {
 }
 
 // Disk is the disk monitor's last reading.
-func (s *Service) Disk() DiskState {
-	s.disk.mu.Lock()
-	defer s.disk.mu.Unlock()
-	return DiskState{FreeBytes: s.disk.free, ReserveBytes: s.disk.reserve, Low: s.disk.low, WriteErr: s.disk.probeErr}
+func (g *Guard) Disk() DiskState {
+	g.disk.mu.Lock()
+	defer g.disk.mu.Unlock()
+	return DiskState{FreeBytes: g.disk.free, ReserveBytes: g.disk.reserve, Low: g.disk.low, WriteErr: g.disk.probeErr}
 }
 
 // statfsFree is the space of dir's file system that unprivileged users may take.
@@ -70,64 +71,64 @@ func statfsFree(dir string) (int64, error) {
 
 // CheckDisk reads the free space of the data directory's file system (and, every diskProbeEvery, tries a
 // write to the metadata store) and logs each change between degraded and not.
-func (s *Service) CheckDisk() DiskState {
-	s.disk.mu.Lock()
-	probe := time.Since(s.disk.probedAt) >= diskProbeEvery
-	s.disk.mu.Unlock()
-	free, err := statfsFree(s.cfg.DataDir)
+func (g *Guard) CheckDisk() DiskState {
+	g.disk.mu.Lock()
+	probe := time.Since(g.disk.probedAt) >= diskProbeEvery
+	g.disk.mu.Unlock()
+	free, err := statfsFree(g.dataDir)
 	var perr error
 	if probe {
-		perr = s.db.Update(func(tx *store.Tx) error { return tx.SetMeta("write_probe", s.now().Format(time.RFC3339Nano)) })
+		perr = g.db.Update(func(tx *store.Tx) error { return tx.SetMeta("write_probe", g.now().Format(time.RFC3339Nano)) })
 	}
-	s.disk.mu.Lock()
-	defer s.disk.mu.Unlock()
-	was := s.disk.low
+	g.disk.mu.Lock()
+	defer g.disk.mu.Unlock()
+	was := g.disk.low
 	if err != nil {
 		free = -1
 	}
-	s.disk.free = free
-	s.disk.low = err != nil || free < s.disk.reserve
+	g.disk.free = free
+	g.disk.low = err != nil || free < g.disk.reserve
 	if probe {
-		s.disk.probeErr, s.disk.probedAt = perr, time.Now()
+		g.disk.probeErr, g.disk.probedAt = perr, time.Now()
 	}
-	if s.disk.low != was {
-		if s.disk.low {
-			s.log.Warn("disk: free space under the reserve: degraded (reads served, writes refused, databases read-only)",
-				"dir", s.cfg.DataDir, "free_bytes", free, "reserve_bytes", s.disk.reserve, "err", err)
+	if g.disk.low != was {
+		if g.disk.low {
+			g.log.Warn("disk: free space under the reserve: degraded (reads served, writes refused, databases read-only)",
+				"dir", g.dataDir, "free_bytes", free, "reserve_bytes", g.disk.reserve, "err", err)
 		} else {
-			s.log.Info("disk: free space back over the reserve: writes accepted again", "dir", s.cfg.DataDir,
-				"free_bytes", free, "reserve_bytes", s.disk.reserve)
+			g.log.Info("disk: free space back over the reserve: writes accepted again", "dir", g.dataDir,
+				"free_bytes", free, "reserve_bytes", g.disk.reserve)
 		}
 	}
-	return DiskState{FreeBytes: free, ReserveBytes: s.disk.reserve, Low: s.disk.low, WriteErr: s.disk.probeErr}
+	return DiskState{FreeBytes: free, ReserveBytes: g.disk.reserve, Low: g.disk.low, WriteErr: g.disk.probeErr}
 }
 
 // ErrDiskLow is the refusal of what needs disk while the appliance is degraded.
-func (s *Service) ErrDiskLow() error {
-	d := s.Disk()
-	return &Error{Kind: KindInsufficientStorage, Msg: fmt.Sprintf("the appliance is short of disk space (%s free, %s kept in reserve): it serves reads and deletions and refuses writes until space is freed",
+func (g *Guard) ErrDiskLow() error {
+	d := g.Disk()
+	return &apperr.Error{Kind: apperr.KindInsufficientStorage, Msg: fmt.Sprintf("the appliance is short of disk space (%s free, %s kept in reserve): it serves reads and deletions and refuses writes until space is freed",
 		api.FormatBytes(max(0, d.FreeBytes)), api.FormatBytes(d.ReserveBytes))}
 }
 
-// requireDisk is nil unless the appliance is degraded for want of disk.
-func (s *Service) requireDisk() error {
-	if s.Disk().Low {
-		return s.ErrDiskLow()
+// RequireDisk is nil unless the appliance is degraded for want of disk.
+func (g *Guard) RequireDisk() error {
+	if g.Disk().Low {
+		return g.ErrDiskLow()
 	}
 	return nil
 }
 
 // DiskHealth is the status page's disk component.
-func (s *Service) DiskHealth(ctx context.Context) (string, string) {
-	d := s.Disk()
+func (g *Guard) DiskHealth(ctx context.Context) (string, string) {
+	d := g.Disk()
 	switch {
 	case d.WriteErr != nil:
-		return StatusDown, "the metadata store refuses writes: " + d.WriteErr.Error()
+		return api.StatusDown, "the metadata store refuses writes: " + d.WriteErr.Error()
 	case d.FreeBytes < 0:
-		return StatusDegraded, "the data directory's free space cannot be read: writes refused"
+		return api.StatusDegraded, "the data directory's free space cannot be read: writes refused"
 	case d.Low:
-		return StatusDegraded, fmt.Sprintf("%s free under %s, less than the %s reserve: reads served, writes refused, databases read-only",
-			api.FormatBytes(d.FreeBytes), s.cfg.DataDir, api.FormatBytes(d.ReserveBytes))
+		return api.StatusDegraded, fmt.Sprintf("%s free under %s, less than the %s reserve: reads served, writes refused, databases read-only",
+			api.FormatBytes(d.FreeBytes), g.dataDir, api.FormatBytes(d.ReserveBytes))
 	}
-	return StatusOperational, fmt.Sprintf("%s free under %s (reserve %s)", api.FormatBytes(d.FreeBytes), s.cfg.DataDir, api.FormatBytes(d.ReserveBytes))
+	return api.StatusOperational, fmt.Sprintf("%s free under %s (reserve %s)", api.FormatBytes(d.FreeBytes), g.dataDir, api.FormatBytes(d.ReserveBytes))
 }

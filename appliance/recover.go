@@ -1,0 +1,444 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/backups"
+	"github.com/theappliance/appliance/appliance/exports"
+	"github.com/theappliance/appliance/appliance/instances"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// RecoveredProject is what Recover did with one project (see docs/api-decisions.md, "Recovering an
+// appliance from its bucket").
+type RecoveredProject struct {
+	ProjectID, Name string
+	// BackupKey is the base backup the project was rebuilt from; LSN and At where its recovery ended
+	// (pg_last_wal_replay_lsn and the last replayed transaction's commit time, nil when the WAL after the
+	// backup held none), on Timeline after the promotion.
+	BackupKey string
+	LSN       string
+	At        *time.Time
+	Timeline  int
+	// Notes are what changed on the way (a port moved).
+	Notes []string
+	// Err is why the project could not be rebuilt (it is left failed, with this as its last_error).
+	Err error
+}
+
+// recoveryNote is the reason written on the records recovery reconciles.
+const recoveryNote = "the appliance was recovered from its backup store"
+
+// Recover rebuilds, on a data directory whose meta.db, CA and secret.key came back from the backup
+// store's newest metadata snapshot, what the lost machine held besides them: the records of local-only
+// things are reconciled (spares dropped, in-flight jobs failed, previews and unclaimed ephemeral databases
+// deleted, instance and key-value directories moved under this data directory, ports outside this
+// appliance's range or taken moved), then every active project's instance is provisioned from its newest
+// base backup and the whole WAL archive (recovery to the archive's end, then promotion). report is told
+// of each project; a project that fails is marked failed and does not stop the others. The instances run
+// when it returns: StopInstances stops them (up adopts them next).
+func (s *Service) Recover(ctx context.Context, report func(RecoveredProject)) error {
+	if _, err := s.dataPlane(); err != nil {
+		return err
+	}
+	if s.backupObjects == nil {
+		return errors.New("recover needs a bucket as the backup store")
+	}
+	r := &recovery{s: s}
+	todo, err := r.reconcile()
+	if err != nil {
+		return fmt.Errorf("reconcile the records: %w", err)
+	}
+	// The key-value stores' directory, which the stores' servers (started by up's adoption) are made in
+	// and which the instances' OS user traverses.
+	kvDir := filepath.Join(s.cfg.DataDir, "kv")
+	if err := os.MkdirAll(kvDir, 0o711); err != nil {
+		return err
+	}
+	if err := os.Chmod(kvDir, 0o711); err != nil {
+		return err
+	}
+	for _, prj := range todo {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted before project %s: %w", prj.ID, err)
+		}
+		rp := r.project(ctx, prj)
+		if rp.Err != nil && ctx.Err() != nil { // interrupted, not failed
+			return fmt.Errorf("interrupted during project %s: %w", prj.ID, ctx.Err())
+		}
+		if rp.Err != nil {
+			r.fail(ctx, prj.ID, rp.Err)
+		}
+		report(rp)
+	}
+	return nil
+}
+
+// recovery is one Recover run.
+type recovery struct {
+	s *Service
+	// moved notes, per project, the ports reconcile moved.
+	moved map[string][]string
+}
+
+// reconcile makes the records fit the new machine in one transaction and returns the projects to rebuild
+// (active, with an instance), in creation order.
+func (r *recovery) reconcile() ([]*store.Project, error) {
+	s := r.s
+	r.moved = map[string][]string{}
+	var todo []*store.Project
+	err := s.db.Update(func(tx *store.Tx) error {
+		now := s.now()
+		// In-flight jobs ran on the lost machine: what they did there is gone.
+		for _, state := range []string{scheduler.StatePending, scheduler.StateRunning} {
+			jobs, err := store.Jobs.Lookup(tx, store.JobsByState, state, store.Query{})
+			if err != nil {
+				return err
+			}
+			for _, j := range jobs {
+				if j.Type == JobProjectDelete {
+					continue // a deletion is finished by up: nothing of it depends on the lost disk
+				}
+				j.State, j.CompletedAt, j.UpdatedAt = scheduler.StateFailed, &now, now
+				j.RetryClassification, j.Error = scheduler.ClassPermanent, recoveryNote+" before this job finished: run it again"
+				if err := store.Jobs.Put(tx, j); err != nil {
+					return err
+				}
+				if err := s.jobEnded(tx, j); err != nil {
+					return err
+				}
+			}
+		}
+		insts, err := store.Instances.All(tx, nil)
+		if err != nil {
+			return err
+		}
+		for _, in := range insts {
+			if in.State == InstanceSpare {
+				// A spare is a local cluster with no project: up prepares new ones.
+				if err := store.Instances.Delete(tx, in.ID); err != nil {
+					return err
+				}
+				continue
+			}
+			in.Dir, in.PreviousDir, in.PreviousMajor, in.PreviousBinDir = filepath.Join(s.instancesDir(), in.ID), "", 0, ""
+			if in.BinDir != "" && in.BinDir != s.dp.Bin.Dir {
+				if _, err := os.Stat(filepath.Join(in.BinDir, "postgres")); err != nil && in.Major == s.dp.Bin.Major {
+					in.BinDir = s.dp.Bin.Dir // the same major version, elsewhere on this machine
+				}
+			}
+			in.UpdatedAt = now
+			if err := store.Instances.Put(tx, in); err != nil {
+				return err
+			}
+		}
+		kvs, err := store.KVStores.All(tx, nil)
+		if err != nil {
+			return err
+		}
+		for _, kv := range kvs {
+			kv.Dir, kv.UpdatedAt = filepath.Join(s.cfg.DataDir, "kv", kv.ID), now
+			if err := store.KVStores.Put(tx, kv); err != nil {
+				return err
+			}
+		}
+		unfinished, err := store.Backups.All(tx, func(b *store.Backup) bool { return b.State == BackupPending || b.State == BackupRunning })
+		if err != nil {
+			return err
+		}
+		for _, b := range unfinished { // their jobs failed above
+			b.State, b.Error = BackupFailed, recoveryNote+" before the backup finished"
+			if err := store.Backups.Put(tx, b); err != nil {
+				return err
+			}
+		}
+		exps, err := store.Exports.All(tx, func(e *store.Export) bool { return e.State == exports.StateCompleted })
+		if err != nil {
+			return err
+		}
+		for _, e := range exps { // their files were on the lost disk
+			e.State, e.Error = exports.StateExpired, recoveryNote+": the export's file was on the lost disk"
+			if err := store.Exports.Put(tx, e); err != nil {
+				return err
+			}
+		}
+		prjs, err := store.Projects.All(tx, nil)
+		if err != nil {
+			return err
+		}
+		slices.SortFunc(prjs, func(a, b *store.Project) int { return a.CreatedAt.Compare(b.CreatedAt) })
+		for _, p := range prjs {
+			if p.DeletedAt != nil || p.State == ProjectDeleted {
+				continue
+			}
+			disposable := p.PreviewOf != "" || (p.Ephemeral && p.ClaimedAt == nil)
+			switch {
+			case disposable:
+				// A preview has no WAL archive and an unclaimed ephemeral database is a throwaway: not rebuilt.
+				if _, err := s.settle(tx, p.PrimaryInstanceID, InstanceRemoved, p.ID, func(p *store.Project) {
+					p.State, p.RuntimeStatus, p.DeletedAt, p.LastError = ProjectDeleted, RuntimeStopped, &now, recoveryNote+": disposable databases are not rebuilt"
+					p.Credential.Password, p.PreviousCredential = nil, nil
+				}); err != nil {
+					return err
+				}
+			case p.State == ProjectActive && p.PrimaryInstanceID != "":
+				if err := r.fitPorts(tx, p); err != nil {
+					return err
+				}
+				p.RuntimeStatus, p.UpdatedAt = RuntimeStopped, now
+				if err := store.Projects.Put(tx, p); err != nil {
+					return err
+				}
+				todo = append(todo, p)
+			case p.State == ProjectDeleting:
+				// Its project.delete job was left pending: up finishes the deletion (the bucket's objects too).
+			default: // provisioning, failed: nothing on the lost machine worth rebuilding
+				if p.State != ProjectFailed {
+					p.State, p.LastError = ProjectFailed, recoveryNote+" before the project was provisioned: delete it and create it again"
+				}
+				p.RuntimeStatus, p.UpdatedAt = RuntimeStopped, now
+				if err := store.Projects.Put(tx, p); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	return todo, err
+}
+
+// fitPorts gives the project's instance new ports where its recorded ones are outside this appliance's
+// range, held by another record, or taken by another process.
+func (r *recovery) fitPorts(tx *store.Tx, p *store.Project) error {
+	s := r.s
+	in, err := store.Instances.Get(tx, p.PrimaryInstanceID)
+	if err != nil {
+		return err
+	}
+	rg := s.cfg.Ports
+	if rg.First == 0 {
+		rg = DefaultPortRange
+	}
+	others, err := store.Instances.All(tx, func(o *store.Instance) bool { return o.ID != in.ID && o.State != InstanceRemoved })
+	if err != nil {
+		return err
+	}
+	held := func(port int) bool {
+		return slices.ContainsFunc(others, func(o *store.Instance) bool { return o.Port == port || o.PooledPort == port })
+	}
+	for _, f := range []struct {
+		what            string
+		inPort, prjPort *int
+	}{{"direct", &in.Port, &p.DirectPort}, {"pooled", &in.PooledPort, &p.PooledPort}} {
+		old := *f.inPort
+		var why string
+		switch {
+		case old < rg.First || old > rg.Last:
+			why = fmt.Sprintf("outside --pg-ports %d-%d", rg.First, rg.Last)
+		case held(old):
+			why = "held by another instance"
+		case !instances.Bindable(s.cfg.ListenHost, old):
+			why = "taken by another process"
+		default:
+			continue
+		}
+		// The old port stays in the record until replaced: allocatePorts skips it.
+		ports, err := s.allocatePorts(tx, 1)
+		if err != nil {
+			return err
+		}
+		*f.inPort, *f.prjPort = ports[0], ports[0]
+		r.moved[p.ID] = append(r.moved[p.ID], fmt.Sprintf("%s port %d → %d (%s)", f.what, old, ports[0], why))
+		if err := store.Instances.Put(tx, in); err != nil {
+			return err
+		}
+	}
+	return store.Projects.Put(tx, p)
+}
+
+// project rebuilds one project's instance from its newest base backup and the whole WAL archive, through
+// the engine's provisioning of a clone recovered from an archive (no source runs: the archive is all).
+func (r *recovery) project(ctx context.Context, prj *store.Project) RecoveredProject {
+	s := r.s
+	rp := RecoveredProject{ProjectID: prj.ID, Name: prj.Name, Notes: r.moved[prj.ID]}
+	prj, inst, err := s.loadProject(prj.ID)
+	if err != nil {
+		rp.Err = err
+		return rp
+	}
+	if inst == nil {
+		rp.Err = errors.New("no instance record")
+		return rp
+	}
+	b, err := r.newestBackup(prj.ID)
+	if err != nil {
+		rp.Err = err
+		return rp
+	}
+	rp.BackupKey = b.BackupKey
+	adminPW, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		rp.Err = fmt.Errorf("open the admin password: %w", err)
+		return rp
+	}
+	cred, err := s.credentialOf(prj)
+	if err != nil {
+		rp.Err = err
+		return rp
+	}
+	archive, err := s.archiveOf(ctx, s.dp, prj.ID, b.BackupKey)
+	if err != nil {
+		rp.Err = err
+		return rp
+	}
+	// A port bindable when reconcile chose it may be taken by another process before the server starts (an
+	// outgoing connection's, say): movePortIfTaken moves it, as for a provision job, and the provisioning
+	// (whose every step checks what exists) goes on on the new one.
+	var version string
+	for attempt := 1; ; attempt++ {
+		settings, err := s.settingsFor(s.dp, prj, inst)
+		if err != nil {
+			rp.Err = err
+			return rp
+		}
+		spec := instances.ProvisionSpec{Instance: inst, Project: prj, AdminPassword: string(adminPW), Credential: cred,
+			Settings: settings, Steps: instances.NewTimer(), PortTaken: func(pooler bool, err error) error { return s.movePortIfTaken(inst, pooler, err) },
+			Clone: &instances.CloneSpec{AdminPassword: string(adminPW),
+				Recovery: &instances.RecoverySpec{JobID: "recover-" + prj.ID, Archive: archive, Target: instances.Target{End: true}}}}
+		if version, err = s.eng.Provision(ctx, nil, spec); err == nil {
+			break
+		}
+		before := *inst
+		if p2, in2, lerr := s.loadProject(prj.ID); lerr == nil && in2 != nil && attempt < 3 && (in2.Port != before.Port || in2.PooledPort != before.PooledPort) {
+			rp.Notes = append(rp.Notes, fmt.Sprintf("ports %d/%d → %d/%d (taken by another process when the server started)", before.Port, before.PooledPort, in2.Port, in2.PooledPort))
+			prj, inst = p2, in2
+			continue
+		}
+		rp.Err = fmt.Errorf("rebuild from base backup %s and the WAL archive: %w", b.BackupKey, err)
+		return rp
+	}
+	if rp.LSN, rp.At, rp.Timeline, err = replayedTo(ctx, s.eng.Instance(inst), string(adminPW)); err != nil {
+		rp.Err = fmt.Errorf("recovered, but reading where recovery ended failed: %w", err)
+		return rp
+	}
+	// The promotion started a timeline: recorded as a restore's is, so that a later restore to a time
+	// finds the timeline the project was on then (before the last replayed transaction: the one left).
+	sw := backups.TimelineSwitch{JobID: "recover-" + prj.ID + "-" + s.now().Format("20060102T150405Z"), To: rp.Timeline, At: s.now(), BackupID: b.ID}
+	if rp.At != nil {
+		sw.At = *rp.At
+	}
+	if sw.From, err = parentTimeline(s.eng.Instance(inst), rp.Timeline); err == nil {
+		err = backups.AppendTimelineSwitch(ctx, s.backupStore(s.dp), prj.ID, sw)
+	}
+	if err != nil {
+		rp.Err = fmt.Errorf("recovered, but the timeline switch was not recorded: %w", err)
+		return rp
+	}
+	err = s.db.Update(func(tx *store.Tx) error {
+		_, err := s.settle(tx, inst.ID, InstanceRunning, prj.ID, func(p *store.Project) {
+			p.State, p.RuntimeStatus, p.PostgresVersion, p.LastError = ProjectActive, RuntimeActive, version, ""
+		})
+		if err != nil {
+			return err
+		}
+		return s.audit(tx, &Principal{AuthSource: ActorSystem}, "project.recovered", prj.OrganizationID, prj.ID,
+			map[string]any{"instance_id": inst.ID, "backup_key": b.BackupKey, "lsn": rp.LSN, "timeline": rp.Timeline})
+	})
+	if err != nil {
+		rp.Err = err
+	}
+	return rp
+}
+
+// newestBackup is the project's newest completed base backup that verification did not refuse.
+func (r *recovery) newestBackup(projectID string) (*store.Backup, error) {
+	var newest *store.Backup
+	err := r.s.db.View(func(tx *store.Tx) error {
+		bs, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{})
+		if err != nil {
+			return err
+		}
+		for _, b := range bs {
+			if b.State == BackupCompleted && b.VerificationState != VerificationFailed && (newest == nil || b.CreatedAt.After(newest.CreatedAt)) {
+				newest = b
+			}
+		}
+		return nil
+	})
+	if err == nil && newest == nil {
+		err = errors.New("no completed base backup in the backup store: the project cannot be rebuilt (take backups, or schedule them)")
+	}
+	return newest, err
+}
+
+// replayedTo is where a promoted server's recovery ended: the last replayed WAL position, the last
+// replayed transaction's commit time (nil: none was replayed), and the timeline it writes on now.
+func replayedTo(ctx context.Context, pgi *postgres.Instance, adminPW string) (lsn string, at *time.Time, timeline int, err error) {
+	conn, err := pgi.Admin(ctx, adminPW)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var l *string
+	if err := conn.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn()::text, pg_last_xact_replay_timestamp()").Scan(&l, &at); err != nil {
+		return "", nil, 0, err
+	}
+	if l != nil {
+		lsn = *l
+	}
+	timeline, _, err = instances.CurrentTimeline(ctx, conn)
+	return lsn, at, timeline, err
+}
+
+// parentTimeline is the timeline tl branched off, read from tl's history file (its last line: parent
+// timeline, switch point, reason).
+func parentTimeline(pgi *postgres.Instance, tl int) (int, error) {
+	data, err := os.ReadFile(filepath.Join(pgi.DataDir(), "pg_wal", fmt.Sprintf("%08X.history", tl)))
+	if err != nil {
+		return 0, err
+	}
+	var from int
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				from = n
+			}
+		}
+	}
+	if from == 0 {
+		return 0, fmt.Errorf("timeline %d: its history file names no parent", tl)
+	}
+	return from, nil
+}
+
+// fail leaves a project that could not be rebuilt failed, with the reason, and removes what its attempt
+// started.
+func (r *recovery) fail(ctx context.Context, projectID string, cause error) {
+	s := r.s
+	instID := ""
+	if _, inst, err := s.loadProject(projectID); err == nil && inst != nil {
+		instID = inst.ID
+		if err := s.eng.Remove(context.WithoutCancel(ctx), inst); err != nil {
+			s.log.Warn("remove a project's instance whose recovery failed", "project", projectID, "err", err)
+		}
+	}
+	err := s.db.Update(func(tx *store.Tx) error {
+		_, err := s.settle(tx, instID, InstanceStopped, projectID, func(p *store.Project) {
+			p.State, p.RuntimeStatus, p.LastError = ProjectFailed, RuntimeStopped, "recover: "+cause.Error()
+		})
+		return err
+	})
+	if err != nil {
+		s.log.Error("mark a project failed", "project", projectID, "err", err)
+	}
+}

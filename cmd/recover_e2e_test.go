@@ -1,0 +1,334 @@
+package cmd_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/backup/s3store/s3test"
+)
+
+// TestRecoverFromBucket loses a whole appliance and rebuilds it from its bucket with the real binary on a
+// real S3 server (versitygw): two projects with a base backup each and rows written after it (WAL replay
+// must bring them back), a third without any backup; the appliance is SIGKILLed with its servers and its
+// data directory deleted. recover refuses a non-empty data directory, a wrong recovery key and a tampered
+// snapshot object, writing nothing each time; then it rebuilds into a new directory with another port
+// range, reporting each project (the one without a backup failed, exit status non-zero; a preview and a
+// job running at the loss are not carried over), and up on it
+// serves the same rows (checksums) with the same passwords, API key and key-value token; a restore to a
+// time after the recovery (on the timeline its promotion started) finds its base backup.
+func TestRecoverFromBucket(t *testing.T) {
+	t.Parallel()
+	srv := s3test.Start(t)
+	bin := e2eBuild(t)
+	env := []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey}
+	flags := []string{"--backup-store", "s3://" + srv.Bucket + "/appl", "--backup-store-endpoint", "http://" + srv.Addr,
+		"--backup-store-path-style", "--backup-store-region", "us-east-1"}
+
+	dataDir := appliancetest.TraversableTempDir(t)
+	t.Cleanup(func() { e2eKillUnder(t, dataDir) })
+	p := e2eStartWith(t, bin, dataDir, env, flags)
+	m := regexp.MustCompile(`(?m)^  recovery_key: ([0-9a-f]{64})$`).FindStringSubmatch(p.stdout.String())
+	if m == nil {
+		t.Fatalf("the first start with a bucket shows no recovery key:\n%s", p.stdout)
+	}
+	keyFile := filepath.Join(t.TempDir(), "recovery.key")
+	if err := os.WriteFile(keyFile, []byte(m[1]+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key := e2eAdminKey(t, dataDir)
+
+	names := []string{"recover a", "recover b"}
+	ids := []string{p.e2eProvision(t, key, names[0]), p.e2eProvision(t, key, names[1])}
+	noBackup := p.e2eProvision(t, key, "recover c")
+	// A key-value store: its token must work again (its data is not this test's).
+	var kvCreated struct {
+		Job     *e2eJob `json:"job"`
+		KVStore struct {
+			Token string `json:"token"`
+		} `json:"kv_store"`
+	}
+	p.do(t, key, http.MethodPost, "/v1/projects/"+ids[0]+"/kv", nil, http.StatusAccepted, &kvCreated)
+	if j := p.waitJob(t, key, kvCreated.Job.ID); j.State != "completed" {
+		t.Fatalf("kv.create %s: %s", j.State, j.Error)
+	}
+	conns := map[string]e2eConnections{}
+	for i, id := range ids {
+		conns[id] = p.connections(t, key, id)
+		e2eSQL(t, conns[id].DirectURL, false, "CREATE TABLE kept (id int PRIMARY KEY, note text NOT NULL)",
+			"INSERT INTO kept SELECT g, 'before the backup "+names[i]+" '||g FROM generate_series(1, 500) g")
+		bj := p.call(t, key, http.MethodPost, "/v1/projects/"+id+"/backups", map[string]any{"label": "base"}, http.StatusAccepted)
+		if j := waitJobFor(t, p, key, bj.ID, restoreDeadline); j.State != "completed" {
+			t.Fatalf("backup of %s %s: %q\n%s", id, j.State, j.Error, j.LastStderr)
+		}
+	}
+	// Rows after the backups: only the WAL archive has them. Then enough WAL to fill the segment they are
+	// in (its commit is in a later one, so the filler itself is not recovered), and wait until the
+	// archiver stored the segment of the rows (pg_stat_archiver).
+	sums := map[string]string{}
+	for i, id := range ids {
+		e2eSQL(t, conns[id].DirectURL, false,
+			"INSERT INTO kept SELECT g, 'after the backup "+names[i]+" '||g FROM generate_series(501, 1500) g",
+			"UPDATE kept SET note = note || ' (updated)' WHERE id % 7 = 0",
+			"DELETE FROM kept WHERE id % 11 = 0")
+		sums[id] = recoverChecksum(t, conns[id].DirectURL)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		conn := e2eConnect(ctx, t, conns[id].DirectURL, false)
+		var seg string
+		if err := conn.QueryRow(ctx, "SELECT pg_walfile_name(pg_current_wal_lsn())").Scan(&seg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "CREATE TABLE filler AS SELECT g, md5(g::text) || repeat('x', 900) AS pad FROM generate_series(1, 20000) g"); err != nil {
+			t.Fatal(err)
+		}
+		e2eEventually(t, time.Minute, "segment "+seg+" of "+id+" archived", func() (bool, string) {
+			var last *string
+			if err := conn.QueryRow(ctx, "SELECT last_archived_wal FROM pg_stat_archiver").Scan(&last); err != nil {
+				return false, err.Error()
+			}
+			if last == nil {
+				return false, "nothing archived yet"
+			}
+			return *last >= seg, "last archived: " + *last
+		})
+		conn.Close(context.Background())
+		cancel()
+	}
+	// A preview of the first project (disposable: not rebuilt).
+	var pv struct {
+		Job     *e2eJob `json:"job"`
+		Preview struct {
+			ID string `json:"id"`
+		} `json:"preview"`
+	}
+	p.do(t, key, http.MethodPost, "/v1/projects/"+ids[0]+"/preview-databases", map[string]any{"name": "before the loss"}, http.StatusAccepted, &pv)
+	if j := waitJobFor(t, p, key, pv.Job.ID, restoreDeadline); j.State != "completed" {
+		t.Fatalf("preview %s: %q", j.State, j.Error)
+	}
+	// A job running when the machine is lost.
+	marker := filepath.Join(t.TempDir(), "sleep.marker")
+	inFlight := p.enqueueSleep(t, key, 600, marker)
+	e2eWaitLines(t, marker, 1)
+	// A metadata snapshot taken after every change the test made (one more change after the mark, so
+	// that there is one to take).
+	mark := time.Now().UTC().Format("20060102T150405.000000000Z")
+	p.do(t, key, http.MethodPost, "/v1/projects/"+ids[0]+"/restore-points", map[string]any{"label": "before the loss"}, http.StatusCreated, nil)
+	manifests := "appl/meta/manifests/"
+	var newest string
+	e2eEventually(t, time.Minute, "a metadata snapshot after "+mark, func() (bool, string) {
+		for o := range srv.Client().ListObjects(t.Context(), srv.Bucket, minio.ListObjectsOptions{Prefix: manifests}) {
+			if o.Err != nil {
+				return false, o.Err.Error()
+			}
+			if id := strings.TrimSuffix(strings.TrimPrefix(o.Key, manifests), ".json"); id > newest {
+				newest = id
+			}
+		}
+		return newest > mark, "newest: " + newest
+	})
+
+	// The machine is lost: the appliance and its servers killed, the data directory gone.
+	oldPorts := map[string]string{}
+	for _, id := range ids {
+		u, _ := url.Parse(conns[id].DirectURL)
+		oldPorts[id] = u.Port()
+	}
+	p.stop(t, syscall.SIGKILL)
+	e2eKillUnder(t, dataDir)
+	if err := os.RemoveAll(dataDir); err != nil {
+		t.Fatal(err)
+	}
+
+	newDir := appliancetest.TraversableTempDir(t)
+	t.Cleanup(func() { e2eKillUnder(t, newDir) })
+	runRecover := func(dir, keyFile string) (string, error) {
+		c := exec.Command(bin, append([]string{"recover", "--data-dir", dir, "--pg-ports", e2ePorts(dir), "--recovery-key", keyFile}, flags...)...)
+		c.Env = append(os.Environ(), env...)
+		return runWithin(t, c, 10*time.Minute)
+	}
+	empty := func(what string) {
+		t.Helper()
+		if entries, err := os.ReadDir(newDir); err != nil || len(entries) > 0 {
+			t.Fatalf("%s: the data directory is not left empty (%v): %v", what, err, entries)
+		}
+	}
+	// A data directory that holds anything is refused.
+	busy := appliancetest.TraversableTempDir(t)
+	if err := os.WriteFile(filepath.Join(busy, "something"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runRecover(busy, keyFile); err == nil || !strings.Contains(out, "is not empty") {
+		t.Fatalf("recover into a non-empty directory: %v\n%s", err, out)
+	}
+	// A wrong recovery key: refused before anything is written.
+	wrongKey := filepath.Join(t.TempDir(), "wrong.key")
+	other := make([]byte, 32)
+	rand.Read(other)
+	if err := os.WriteFile(wrongKey, []byte(hex.EncodeToString(other)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runRecover(newDir, wrongKey); err == nil || !strings.Contains(out, "does not authenticate") || !strings.Contains(out, "recovery key") {
+		t.Fatalf("recover with a wrong recovery key: %v\n%s", err, out)
+	}
+	empty("a wrong recovery key")
+	// A truncated object of the newest snapshot: refused, naming it; nothing written. Then put back.
+	tampered := "appl/meta/snapshots/" + newest + "/files/secret.key"
+	obj, err := srv.Client().GetObject(t.Context(), srv.Bucket, tampered, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	original, err := io.ReadAll(obj)
+	obj.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(data []byte) {
+		t.Helper()
+		if _, err := srv.Client().PutObject(t.Context(), srv.Bucket, tampered, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(original[:len(original)-7])
+	if out, err := runRecover(newDir, keyFile); err == nil || !strings.Contains(out, strings.TrimPrefix(tampered, "appl/")) || !strings.Contains(out, "does not authenticate") {
+		t.Fatalf("recover with a truncated snapshot object: %v\n%s", err, out)
+	}
+	empty("a truncated snapshot object")
+	put(original)
+
+	// The recovery: the two projects with a backup rebuilt, the third failed for want of one.
+	out, err := runRecover(newDir, keyFile)
+	t.Logf("recover:\n%s", out)
+	if err == nil {
+		t.Fatalf("recover with a project that has no backup exits 0:\n%s", out)
+	}
+	for _, id := range ids {
+		if !regexp.MustCompile(`project ` + id + ` \(recover .\): restored from base backup \S+ to LSN [0-9A-F]+/[0-9A-F]+ \(last transaction \S+\), now on timeline [2-9]`).MatchString(out) {
+			t.Fatalf("recover's report lacks project %s:\n%s", id, out)
+		}
+		// Another port range: every port moved, and the report says so.
+		if !strings.Contains(out, "direct port "+oldPorts[id]+" → ") || !strings.Contains(out, "(outside --pg-ports "+e2ePorts(newDir)+")") {
+			t.Fatalf("recover's report does not say the port %s of %s moved:\n%s", oldPorts[id], id, out)
+		}
+	}
+	if !strings.Contains(out, "project "+noBackup+" (recover c): FAILED: ") || !strings.Contains(out, "no completed base backup") {
+		t.Fatalf("recover's report lacks the project without a backup:\n%s", out)
+	}
+
+	// up on the recovered directory serves every project again: same rows, same password, same API key.
+	q := e2eStartWith(t, bin, newDir, env, flags)
+	if strings.Contains(q.stdout.String(), "recovery_key:") {
+		t.Fatalf("up after recover made a new recovery key:\n%s", q.stdout)
+	}
+	for _, id := range ids {
+		e2eEventually(t, 2*time.Minute, id+" active", func() (bool, string) {
+			prj := q.project(t, key, id)
+			return prj.State == "active" && prj.RuntimeStatus == "active", prj.State + "/" + prj.RuntimeStatus
+		})
+		c := q.connections(t, key, id)
+		before, _ := url.Parse(conns[id].DirectURL)
+		after, _ := url.Parse(c.DirectURL)
+		pw, _ := before.User.Password()
+		if got, _ := after.User.Password(); got != pw || after.User.Username() != before.User.Username() {
+			t.Fatalf("%s: the credential changed across the recovery", id)
+		}
+		if after.Port() == before.Port() {
+			t.Fatalf("%s: still on port %s, outside the new range %s", id, after.Port(), e2ePorts(newDir))
+		}
+		if got := recoverChecksum(t, c.DirectURL); got != sums[id] {
+			t.Fatalf("%s: rows after the recovery %s, before the loss %s", id, got, sums[id])
+		}
+		if got := recoverChecksum(t, c.PooledURL); got != sums[id] {
+			t.Fatalf("%s: rows through the pooler after the recovery %s, before the loss %s", id, got, sums[id])
+		}
+	}
+	// A restore to a time after the recovery: on the timeline the promotion started, which has no base
+	// backup of its own (the recovery's switch record names the backup it came from).
+	c := q.connections(t, key, ids[0])
+	e2eSQL(t, c.DirectURL, false, "CREATE TABLE later (id int PRIMARY KEY)", "INSERT INTO later VALUES (1)")
+	var target time.Time
+	func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		conn := e2eConnect(ctx, t, c.DirectURL, false)
+		defer conn.Close(context.Background())
+		if err := conn.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&target); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "INSERT INTO later VALUES (2)"); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	rj := q.call(t, key, http.MethodPost, "/v1/projects/"+ids[0]+"/restores", map[string]any{"restore_time": target.UTC().Format(time.RFC3339Nano)}, http.StatusAccepted)
+	if j := waitJobFor(t, q, key, rj.ID, restoreDeadline); j.State != "completed" {
+		t.Fatalf("restore to %s after the recovery: %s %q\n%s", target, j.State, j.Error, j.LastStderr)
+	}
+	if got := recoverChecksum(t, c.DirectURL); got != sums[ids[0]] {
+		t.Fatalf("after a restore to a time after the recovery: rows %s, want %s", got, sums[ids[0]])
+	}
+	func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		conn := e2eConnect(ctx, t, c.DirectURL, false)
+		defer conn.Close(context.Background())
+		var later string
+		if err := conn.QueryRow(ctx, "SELECT string_agg(id::text, ',' ORDER BY id) FROM later").Scan(&later); err != nil || later != "1" {
+			t.Fatalf("after a restore to a time after the recovery: later holds %q (%v), want 1", later, err)
+		}
+	}()
+
+	var previews struct {
+		PreviewDatabases []struct {
+			ID string `json:"id"`
+		} `json:"preview_databases"`
+	}
+	q.do(t, key, http.MethodGet, "/v1/projects/"+ids[0]+"/preview-databases", nil, http.StatusOK, &previews)
+	if len(previews.PreviewDatabases) != 0 {
+		t.Fatalf("previews after the recovery: %+v, want none (preview %s is not rebuilt)", previews.PreviewDatabases, pv.Preview.ID)
+	}
+	// The job that ran on the lost machine failed, saying why.
+	if j := q.call(t, key, http.MethodGet, "/v1/jobs/"+inFlight.ID, nil, http.StatusOK); j.State != "failed" || !strings.Contains(j.Error, "recovered from its backup store") {
+		t.Fatalf("the job running at the loss is %s (%q) after the recovery, want failed with the reason", j.State, j.Error)
+	}
+
+	kv := q.kvClient(t, key, ids[0], kvCreated.KVStore.Token)
+	e2eEventually(t, e2eDeadline, "the key-value store to answer with its token", func() (bool, string) {
+		if err := kv.Set(t.Context(), "after-recover", "1", 0).Err(); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	if prj := q.project(t, key, noBackup); prj.State != "failed" || !strings.Contains(prj.LastError, "no completed base backup") {
+		t.Fatalf("the project without a backup is %s (%q) after the recovery, want failed", prj.State, prj.LastError)
+	}
+	q.stop(t, syscall.SIGTERM)
+}
+
+// recoverChecksum is the count and MD5 of every row of the table kept, in order.
+func recoverChecksum(t *testing.T, url string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	conn := e2eConnect(ctx, t, url, true) // the simple protocol: PgBouncer's transaction mode wants it
+
+	defer conn.Close(context.Background())
+	var sum string
+	if err := conn.QueryRow(ctx, "SELECT count(*)::text || ':' || md5(string_agg(id::text || '=' || note, ',' ORDER BY id)) FROM kept").Scan(&sum); err != nil {
+		t.Fatalf("checksum: %v", err)
+	}
+	return sum
+}
