@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,6 +69,12 @@ func (m *Manager) VerifyBackup(ctx context.Context, exec daemon.ExecFunc, spec V
 	}
 	if err := m.prepareCandidate(ctx, exec, live, cand, spec.Archive.FetchBase); err != nil {
 		return out, err
+	}
+	// A backup taken before a major upgrade does not start on the instance's binaries: say so plainly.
+	if v, err := os.ReadFile(filepath.Join(cand.DataDir(), "PG_VERSION")); err != nil {
+		return out, fmt.Errorf("the base backup has no PG_VERSION: %w", err)
+	} else if major := strings.TrimSpace(string(v)); cand.Bin.Major != 0 && major != strconv.Itoa(cand.Bin.Major) {
+		return out, fmt.Errorf("the base backup is of PostgreSQL %s, the instance runs %d: it cannot be restored into it", major, cand.Bin.Major)
 	}
 	settings, err := cand.ReadSettings()
 	if err != nil {
