@@ -9,10 +9,10 @@ import (
 type ProjectAlert struct {
 	ID             string     `json:"id"`
 	ProjectID      string     `json:"project_id"`
-	Kind           string     `json:"kind" doc:"storage, connections, long_transaction, backup_failed, instance_crashed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory)"`
+	Kind           string     `json:"kind" doc:"storage, connections, long_transaction, backup_failed, backup_unrestorable (the periodic restore test of a backup failed), instance_crashed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory)"`
 	Severity       string     `json:"severity" doc:"warning or critical"`
 	Message        string     `json:"message"`
-	LimitValue     float64    `json:"limit_value" doc:"storage: bytes; connections: sessions; long_transaction: seconds; backup_failed, instance_crashed: 0"`
+	LimitValue     float64    `json:"limit_value" doc:"storage: bytes; connections: sessions; long_transaction: seconds; backup_failed, backup_unrestorable, instance_crashed: 0"`
 	ObservedValue  float64    `json:"observed_value"`
 	TriggeredAt    time.Time  `json:"triggered_at"`
 	AcknowledgedAt *time.Time `json:"acknowledged_at"`

@@ -58,6 +58,8 @@ type engine interface {
 	SyncPoolerUsers(ctx context.Context, conn *pgx.Conn, inst *store.Instance, prj *store.Project) error
 	Restore(ctx context.Context, exec daemon.ExecFunc, spec instances.RestoreSpec) (instances.Restored, error)
 	FinishRestore(inst *store.Instance, jobID string)
+	VerifyBackup(ctx context.Context, exec daemon.ExecFunc, spec instances.VerifySpec) (instances.Verified, error)
+	RemoveVerifyScratch(ctx context.Context, inst *store.Instance)
 }
 
 var _ engine = (*instances.Manager)(nil)

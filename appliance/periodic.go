@@ -27,7 +27,7 @@ func (s *Service) RegisterPeriodic(r *scheduler.Runner) error {
 // periodic lists the periodic tasks in the order they are registered.
 func (s *Service) periodic() []periodicTask {
 	log := s.log
-	return []periodicTask{
+	tasks := []periodicTask{
 		{"@every 1m", "expiry-sweep", func(ctx context.Context) {
 			if res, err := s.Sweep(ctx); err != nil {
 				log.Error("expiry sweep", "err", err)
@@ -93,6 +93,16 @@ func (s *Service) periodic() []periodicTask {
 			}
 		}},
 	}
+	if every := s.cfg.VerifyBackupsEvery; every > 0 {
+		tasks = append(tasks, periodicTask{verifyBackupsCheckEvery, "verify-backups", func(ctx context.Context) {
+			if res, err := s.VerifyBackups(ctx, s.now(), every); err != nil {
+				log.Error("backup restore tests", "result", res, "err", err)
+			} else if res != (VerifyBackupsResult{}) {
+				log.Info("backup restore tests", "result", res)
+			}
+		}})
+	}
+	return tasks
 }
 
 // RefillSpares tops the pool of spare clusters up to Config.Spares, logging what failed (the periodic

@@ -36,4 +36,10 @@ func TestPeriodicTasks(t *testing.T) {
 	if err := s.RegisterPeriodic(scheduler.New(db, scheduler.Options{})); err != nil {
 		t.Fatal(err)
 	}
+	// With --verify-backups-every, the restore tests come last (looking hourly for what is due).
+	s = New(Config{VerifyBackupsEvery: DefaultVerifyBackupsEvery}, Deps{DB: db, Log: slog.New(slog.DiscardHandler)})
+	tasks := s.periodic()
+	if last := tasks[len(tasks)-1]; len(tasks) != len(want)+1 || last.spec+" "+last.name != "@every 1h verify-backups" {
+		t.Errorf("with VerifyBackupsEvery, the tasks end with %s %s (%d tasks)", last.spec, last.name, len(tasks))
+	}
 }

@@ -55,6 +55,9 @@ type Config struct {
 	// BackupRetentionDays is the default backup retention: of every project without a backup schedule, and
 	// of a new schedule (up --backup-retention-days; 0: DefaultRetentionDays).
 	BackupRetentionDays int
+	// VerifyBackupsEvery is how often each project's newest backup is restore-tested (up
+	// --verify-backups-every; 0: never; VerifyBackups).
+	VerifyBackupsEvery time.Duration
 	// KVFront is where tenants reach the key-value stores (the fronts' ports, bound before New).
 	KVFront KVFront
 	// DiskReserve is the free space under which the appliance runs degraded (0: DefaultDiskReserve).

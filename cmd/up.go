@@ -81,6 +81,8 @@ type UpConfig struct {
 	// BackupRetentionDays is the default backup retention in days (every project without a schedule, and
 	// new schedules).
 	BackupRetentionDays int
+	// VerifyBackupsEvery is how often each project's newest backup is restore-tested (0: never).
+	VerifyBackupsEvery time.Duration
 	// MetricsListen is the operator listener's address: /metrics and /status's details ("": none).
 	MetricsListen string
 	// HeapFloorMB is the least heap goal of the appliance's garbage collector, in MiB (0: GOGC alone).
@@ -161,6 +163,7 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.BoolVar(&cfg.NetworkExtensions, "allow-network-extensions", envBool("APPLIANCE_ALLOW_NETWORK_EXTENSIONS"), "offer dblink and postgres_fdw, which connect out from inside a project's database past the outbound policy (APPLIANCE_ALLOW_NETWORK_EXTENSIONS=1)")
 	f.IntVar(&cfg.LogArchiveDays, "log-archive-days", envInt("APPLIANCE_LOG_ARCHIVE_DAYS", 0), "keep the servers' rotated logs compressed this many days, so the logs API reads up to 720 hours (APPLIANCE_LOG_ARCHIVE_DAYS); 0: logs are kept 8 days")
 	f.IntVar(&cfg.BackupRetentionDays, "backup-retention-days", envInt("APPLIANCE_BACKUP_RETENTION_DAYS", appliance.DefaultRetentionDays), "days a project's backups are kept unless its backup schedule sets retention_days, and the retention_days of a new schedule (APPLIANCE_BACKUP_RETENTION_DAYS); 1 to 365; the newest backup and those restore points, previews, follows and cutovers need are always kept")
+	f.DurationVar(&cfg.VerifyBackupsEvery, "verify-backups-every", envDuration("APPLIANCE_VERIFY_BACKUPS_EVERY", appliance.DefaultVerifyBackupsEvery), "how often each project's newest backup is restore-tested: fetched from the backup store into a scratch server, recovered and queried, one project at a time (APPLIANCE_VERIFY_BACKUPS_EVERY); the result is the backup's verification_state and an event; 0: never")
 	f.StringVar(&cfg.MetricsToken, "metrics-token", envDefault("APPLIANCE_METRICS_TOKEN", ""), "bearer token Prometheus sends to GET /metrics (APPLIANCE_METRICS_TOKEN); without one /metrics answers loopback clients only")
 	f.StringVar(&cfg.MetricsListen, "metrics-listen", envDefault("APPLIANCE_METRICS_LISTEN", ""), "host:port of an operator listener (HTTPS, the API's certificate) serving /metrics and /status with each component's details to any client that reaches it (with --metrics-token when set) (APPLIANCE_METRICS_LISTEN); the API's listener then answers /metrics only with the token. Use it when a reverse proxy on this machine makes every API client a loopback one")
 	f.IntVar(&cfg.HeapFloorMB, "heap-floor-mb", envInt("APPLIANCE_HEAP_FLOOR_MB", heapfloor.Default>>20), "MiB the appliance's Go heap may grow to before it is collected, however little of it is live (APPLIANCE_HEAP_FLOOR_MB): fewer collections, less delay in the API during bursts of background work; 0: GOGC's rule alone; GOMEMLIMIT, when set, still bounds it")
@@ -294,6 +297,9 @@ func (u *upRun) parseFlags() (slog.Level, error) {
 	}
 	if u.cfg.BackupRetentionDays < 1 || u.cfg.BackupRetentionDays > 365 {
 		return 0, fmt.Errorf("--backup-retention-days: %d is not between 1 and 365", u.cfg.BackupRetentionDays)
+	}
+	if u.cfg.VerifyBackupsEvery < 0 {
+		return 0, fmt.Errorf("--verify-backups-every: %s is negative (0 turns the restore tests off)", u.cfg.VerifyBackupsEvery)
 	}
 	if u.cfg.HeapFloorMB < 0 || u.cfg.HeapFloorMB > 1<<20 {
 		return 0, fmt.Errorf("--heap-floor-mb: %d is not between 0 and 1048576 (1 TiB)", u.cfg.HeapFloorMB)

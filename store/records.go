@@ -283,6 +283,9 @@ type Backup struct {
 	CreatedAt         time.Time  `json:"created_at"`
 	CompletedAt       *time.Time `json:"completed_at"`
 	VerifiedAt        *time.Time `json:"verified_at"`
+	// RestoreTestedAt is when the periodic verification last restored this backup into a scratch server
+	// and queried it (nil: never; its verification_* fields then are pg_verifybackup's).
+	RestoreTestedAt *time.Time `json:"restore_tested_at,omitempty"`
 }
 
 // ScheduledBackup is a project's daily backup schedule (one per project, id "default" per project in the

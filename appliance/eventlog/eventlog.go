@@ -37,6 +37,8 @@ var Types = []Type{
 	{"project.ready", "a project's provisioning completed: it accepts connections", "{job}"},
 	{"project.deleted", "a project's deletion completed: its instance, data and backups are gone", "{job}"},
 	{"backup.completed", "a backup was taken (its verification follows in the job's result)", "{job}"},
+	{"backup.verified", "the periodic restore test (up --verify-backups-every) restored a backup from the backup store into a scratch server and queried it: its verification_state is verified", "{backup_id, backup_key, project_id, verification_state, verification_error, verified_at, databases, tables, took_ms}"},
+	{"backup.verification_failed", "the periodic restore test of a backup failed (fetch, recovery or query): its verification_state is failed, verification_error says why, and a backup_unrestorable alert stays open until a restore test succeeds", "{backup_id, backup_key, project_id, verification_state, verification_error, verified_at, databases, tables, took_ms}"},
 	{"restore.completed", "a restore replaced the project's database", "{job}"},
 	{"export.completed", "an export's dump is ready to download", "{job}"},
 	{"import.completed", "an uploaded dump was restored, or a follow was cut over", "{job}"},

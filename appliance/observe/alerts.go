@@ -26,6 +26,9 @@ const (
 	AlertLongTransaction = "long_transaction" // a client transaction open for a long time (holds back vacuum)
 	AlertBackupFailed    = "backup_failed"    // the project's latest backup failed (resolved by the next that completes)
 	AlertInstanceCrashed = "instance_crashed" // the server or its pooler exited unexpectedly (resolved once both serve again)
+	// AlertBackupUnrestorable is raised on a project whose newest backup failed its periodic restore test
+	// (BackupRestoreTested); the next restore test that succeeds resolves it.
+	AlertBackupUnrestorable = "backup_unrestorable"
 	// AlertDataMissing is raised on a project whose instance or key-value store directory the metadata has
 	// running is missing from the data directory: found at start, resolved at a start that no longer finds
 	// it (DataMissing).
@@ -237,6 +240,27 @@ func (s *Service) BackupEnded(tx *store.Tx, j *store.Job) error {
 		}
 	}
 	_, err = s.applyAlert(tx, prj, open[AlertBackupFailed], c, s.now())
+	return err
+}
+
+// BackupRestoreTested raises backup_unrestorable when a periodic restore test of one of the project's
+// backups failed (critical: the project may have no backup that restores; observed_value the failures in
+// a row), and resolves it when one succeeds (the root's restore test calls it in the transaction that
+// records the result).
+func (s *Service) BackupRestoreTested(tx *store.Tx, prj *store.Project, backupKey string, failure error) error {
+	open, err := openAlerts(tx, prj.ID)
+	if err != nil {
+		return err
+	}
+	c := alertCondition{kind: AlertBackupUnrestorable}
+	if failure != nil {
+		c.raised, c.severity, c.observed = true, SeverityCritical, 1
+		if a := open[AlertBackupUnrestorable]; a != nil {
+			c.observed = a.ObservedValue + 1
+		}
+		c.message = fmt.Sprintf("the restore test of backup %s failed: %s", backupKey, firstLine(failure.Error()))
+	}
+	_, err = s.applyAlert(tx, prj, open[AlertBackupUnrestorable], c, s.now())
 	return err
 }
 
