@@ -27,24 +27,30 @@ import (
 // prefix "appliance/", sealed with a random data key; it returns the server and the store on it.
 func bucketEnv(t *testing.T) (*appliancetest.Env, *appliance.Principal, *s3test.Server, *backup.Store) {
 	t.Helper()
+	return bucketEnvWith(t, appliancetest.Options{Instances: true})
+}
+
+// bucketEnvWith is bucketEnv with options (its BackupObjects is the bucket's).
+func bucketEnvWith(t *testing.T, o appliancetest.Options) (*appliancetest.Env, *appliance.Principal, *s3test.Server, *backup.Store) {
+	t.Helper()
 	srv := s3test.Start(t)
 	var bs *backup.Store
-	e, p := keyEnv(t, appliancetest.Options{Instances: true,
-		BackupObjects: func(dir string, chown func(string) error) (backup.Objects, error) {
-			cfg := srv.Config("appliance/")
-			cfg.DataKey = make([]byte, 32)
-			rand.Read(cfg.DataKey)
-			cfg.Spool, cfg.Chown = filepath.Join(dir, "spool"), chown
-			b, err := s3store.New(cfg)
-			if err != nil {
-				return nil, err
-			}
-			if err := b.Check(t.Context()); err != nil {
-				return nil, err
-			}
-			bs = backup.New(b)
-			return b, nil
-		}})
+	o.BackupObjects = func(dir string, chown func(string) error) (backup.Objects, error) {
+		cfg := srv.Config("appliance/")
+		cfg.DataKey = make([]byte, 32)
+		rand.Read(cfg.DataKey)
+		cfg.Spool, cfg.Chown = filepath.Join(dir, "spool"), chown
+		b, err := s3store.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if err := b.Check(t.Context()); err != nil {
+			return nil, err
+		}
+		bs = backup.New(b)
+		return b, nil
+	}
+	e, p := keyEnv(t, o)
 	return e, p, srv, bs
 }
 
