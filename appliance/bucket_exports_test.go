@@ -17,10 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
 )
 
 // TestBucketExports: with a bucket as the backup store, an export is an object of the bucket, sealed (a
@@ -201,31 +204,9 @@ func TestBucketExports(t *testing.T) {
 	}
 
 	// The usage counts what the bucket holds (the exports among it) once: not their cached files again.
-	var size int64
-	for range 5 { // WAL keeps arriving: take a reading between two equal sizes of the bucket
-		before, err := bs.ProjectSize(ctx, prj.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u, err := e.Svc.OrganizationUsage(ctx, p, prj.OrganizationID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		after, err := bs.ProjectSize(ctx, prj.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if before == after {
-			size = u.Usage.Totals.BackupsStorageBytes
-			if size != before {
-				t.Fatalf("usage counts %d bytes of backups; the bucket holds %d (of which %d are the exports, one of them also cached)",
-					size, before, len(dumpA)+len(dumpB))
-			}
-			break
-		}
-	}
-	if size < int64(len(dumpA)+len(dumpB)) {
-		t.Fatalf("usage counts %d bytes of backups, less than the two exports", size)
+	if usage, inBucket := stableUsage(t, e, p, bs, prj); usage != inBucket || usage < int64(len(dumpA)+len(dumpB)) {
+		t.Fatalf("usage counts %d bytes of backups; the bucket holds %d (of which %d are the exports, one of them also cached)",
+			usage, inBucket, len(dumpA)+len(dumpB))
 	}
 
 	// Past their expiry the sweep deletes the objects and the files.
@@ -307,4 +288,29 @@ func TestBucketExportsCacheNone(t *testing.T) {
 	if entries, err := os.ReadDir(exports.Dir(e.Dir, prj.ID)); err != nil || len(entries) != 0 {
 		t.Fatalf("the exports directory holds %v (%v)", entries, err)
 	}
+}
+
+// stableUsage is the organization's backups_storage_bytes with the project's size in the bucket, read
+// between two equal sizes of the bucket (WAL keeps arriving).
+func stableUsage(t *testing.T, e *appliancetest.Env, p *appliance.Principal, bs *backup.Store, prj *store.Project) (usage, inBucket int64) {
+	t.Helper()
+	for range 10 {
+		before, err := bs.ProjectSize(t.Context(), prj.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := e.Svc.OrganizationUsage(t.Context(), p, prj.OrganizationID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := bs.ProjectSize(t.Context(), prj.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if before == after {
+			return u.Usage.Totals.BackupsStorageBytes, after
+		}
+	}
+	t.Fatal("the bucket's size of the project changed during each of 10 readings of the usage")
+	return 0, 0
 }
