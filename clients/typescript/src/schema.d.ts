@@ -3128,14 +3128,14 @@ export interface components {
             /** Format: date-time */
             acknowledged_at: string | null;
             id: string;
-            /** @description storage, connections, long_transaction, backup_failed, instance_crashed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory) */
+            /** @description storage, connections, long_transaction, backup_failed, backup_unrestorable (the periodic restore test of a backup failed), instance_crashed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory) */
             kind: string;
             /**
              * Format: date-time
              * @description when the alert.triggered event was appended (webhooks carry it)
              */
             last_notified_at: string | null;
-            /** @description storage: bytes; connections: sessions; long_transaction: seconds; backup_failed, instance_crashed: 0 */
+            /** @description storage: bytes; connections: sessions; long_transaction: seconds; backup_failed, backup_unrestorable, instance_crashed: 0 */
             limit_value: number;
             message: string;
             observed_value: number;
@@ -4244,6 +4244,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
     };
