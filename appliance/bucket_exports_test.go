@@ -314,3 +314,28 @@ func stableUsage(t *testing.T, e *appliancetest.Env, p *appliance.Principal, bs 
 	t.Fatal("the bucket's size of the project changed during each of 10 readings of the usage")
 	return 0, 0
 }
+
+// TestBucketExportFailsWhenTheBucketStaysDown: an export whose object cannot be stored (the S3 server is
+// down through every attempt) ends failed, naming the backup store, rather than running forever; it is
+// never listed completed.
+func TestBucketExportFailsWhenTheBucketStaysDown(t *testing.T) {
+	t.Parallel()
+	e, p, srv, _ := bucketEnvWith(t, appliancetest.Options{Instances: true})
+	ctx := t.Context()
+	prj := provision(t, e, p, "exported while down", "development")
+	srv.Stop()
+	res, err := e.Svc.Exports().Create(ctx, p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, res.Job.ID); j.State != scheduler.StateFailed || !strings.Contains(j.Error, "backup store") {
+		t.Fatalf("export job with the bucket down: %s, %q", j.State, j.Error)
+	}
+	list, err := e.Svc.Exports().List(ctx, p, prj.ID)
+	if err != nil || len(list.Exports) != 1 {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if x := list.Exports[0]; x.State != exports.StateFailed {
+		t.Fatalf("the export after its job failed: %+v", x)
+	}
+}

@@ -117,7 +117,24 @@ func New(cfg Config, deps Deps) *Service {
 
 // RegisterJobs registers the area's job handler on the runner (the root's RegisterJobs calls it).
 func (s *Service) RegisterJobs(r *scheduler.Runner) {
-	r.Handle(JobCreate, s.createJob)
+	r.Handle(JobCreate, s.failOnFinalError(s.createJob))
+}
+
+// failOnFinalError marks the export failed when its job fails for good: a transient error on the last
+// attempt (a bucket still unreachable, a dump interrupted again) would otherwise leave it running
+// forever. A shutdown is not a failure: the job runs again after the next start.
+func (s *Service) failOnFinalError(h scheduler.Handler) scheduler.Handler {
+	return func(ctx context.Context, run *scheduler.Run) (any, error) {
+		res, err := h(ctx, run)
+		if err == nil || ctx.Err() != nil || (scheduler.IsTransient(err) && run.Job.Attempts < run.Job.MaxAttempts) {
+			return res, err
+		}
+		var in payload
+		if derr := run.DecodePayload(&in); derr == nil && in.ExportID != "" {
+			err = s.fail(in.ExportID, err)
+		}
+		return res, err
+	}
 }
 
 // Dir is the directory of a project's exports in the backup store under dataDir.
