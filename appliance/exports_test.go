@@ -79,7 +79,7 @@ func TestExportDownloadAndExpiry(t *testing.T) {
 		t.Fatalf("download %+v", dl.Download)
 	}
 	expires, sig := u.Query().Get("expires"), u.Query().Get("sig")
-	f, err := e.Svc.Exports().OpenDownload(x.ID, expires, sig)
+	f, err := e.Svc.Exports().OpenDownload(t.Context(), x.ID, expires, sig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestExportDownloadAndExpiry(t *testing.T) {
 		"missing":          {x.ID, "", ""},
 		"expires not unix": {x.ID, "soon", sig},
 	} {
-		if _, err := e.Svc.Exports().OpenDownload(args[0], args[1], args[2]); appliance.KindOf(err) != appliance.KindForbidden {
+		if _, err := e.Svc.Exports().OpenDownload(t.Context(), args[0], args[1], args[2]); appliance.KindOf(err) != appliance.KindForbidden {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -110,7 +110,7 @@ func TestExportDownloadAndExpiry(t *testing.T) {
 	if err := os.Rename(file, file+".away"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Svc.Exports().OpenDownload(x.ID, expires, sig); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.Exports().OpenDownload(t.Context(), x.ID, expires, sig); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Errorf("download of a deleted file: %v", err)
 	}
 	if err := os.Rename(file+".away", file); err != nil {
@@ -118,7 +118,7 @@ func TestExportDownloadAndExpiry(t *testing.T) {
 	}
 	now := time.Now()
 	e.Clock.Set(func() time.Time { return now.Add(exports.DownloadTTL + time.Minute) })
-	if _, err := e.Svc.Exports().OpenDownload(x.ID, expires, sig); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.Exports().OpenDownload(t.Context(), x.ID, expires, sig); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Errorf("expired URL: %v", err)
 	}
 

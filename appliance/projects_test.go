@@ -1003,7 +1003,7 @@ func TestDeleteProjectDeletesItsBackups(t *testing.T) {
 		t.Fatalf("schedules of the deleted project: %+v %v", l, err)
 	}
 	// Its signed URLs answer 403, a new download URL 404.
-	if _, err := e.Svc.Exports().OpenDownload(xres.ExportID, dlURL.Query().Get("expires"), dlURL.Query().Get("sig")); appliance.KindOf(err) != appliance.KindForbidden {
+	if _, err := e.Svc.Exports().OpenDownload(t.Context(), xres.ExportID, dlURL.Query().Get("expires"), dlURL.Query().Get("sig")); appliance.KindOf(err) != appliance.KindForbidden {
 		t.Fatalf("download of a deleted project's export: %v", err)
 	}
 	if _, err := e.Svc.Exports().Download(ctx, p, prj.ID, xres.ExportID); appliance.KindOf(err) != appliance.KindNotFound {

@@ -62,6 +62,9 @@ type Config struct {
 	KVFront KVFront
 	// DiskReserve is the free space under which the appliance runs degraded (0: DefaultDiskReserve).
 	DiskReserve int64
+	// BackupCache bounds, with a bucket as the backup store, the bytes of its exports kept on the local
+	// disk (up --backup-cache-mb; 0: DefaultBackupCache; negative: none kept).
+	BackupCache int64
 	// PostgresRoot is where the distribution installs PostgreSQL majors, <root>/<major>/bin: the targets of
 	// major upgrades ("": DefaultPostgresRoot).
 	PostgresRoot string

@@ -94,6 +94,8 @@ type UpConfig struct {
 	BackupStore, BackupStoreEndpoint, BackupStoreRegion string
 	BackupStorePathStyle                                bool
 	BackupStoreCredentialsFile, BackupStoreKeyFile      string
+	// BackupCacheMB bounds the local copies of the bucket's exports (appliance.Config.BackupCache; 0: none).
+	BackupCacheMB int
 	// Ephemeral* bound anonymous ephemeral databases (previews.EphemeralLimits).
 	EphemeralMax, EphemeralStorageMB, EphemeralTotalStorageMB, EphemeralMemoryMB, EphemeralConnections int
 }
@@ -175,6 +177,7 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 	f.BoolVar(&cfg.BackupStorePathStyle, "backup-store-path-style", envBool("APPLIANCE_BACKUP_STORE_PATH_STYLE"), "path-style requests (endpoint/bucket/key), as MinIO and most self-hosted servers want, instead of virtual-hosted ones (APPLIANCE_BACKUP_STORE_PATH_STYLE=1)")
 	f.StringVar(&cfg.BackupStoreCredentialsFile, "backup-store-credentials-file", envDefault("APPLIANCE_BACKUP_STORE_CREDENTIALS_FILE", ""), "file of AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=... lines for the bucket (APPLIANCE_BACKUP_STORE_CREDENTIALS_FILE); default: those environment variables")
 	f.StringVar(&cfg.BackupStoreKeyFile, "backup-store-key-file", envDefault("APPLIANCE_BACKUP_STORE_KEY_FILE", ""), "file of the key that encrypts the bucket's objects: 32 bytes or 64 hex digits (APPLIANCE_BACKUP_STORE_KEY_FILE); default: derived from the data directory's secret.key")
+	f.IntVar(&cfg.BackupCacheMB, "backup-cache-mb", envInt("APPLIANCE_BACKUP_CACHE_MB", appliance.DefaultBackupCache>>20), "MiB of the bucket's exports kept on the local disk as well, with --backup-store (APPLIANCE_BACKUP_CACHE_MB): past it the least recently downloaded are deleted here, and a download of one reads the bucket; 0: none kept")
 	d := previews.DefaultEphemeralLimits
 	f.IntVar(&cfg.EphemeralMax, "ephemeral-max", envInt("APPLIANCE_EPHEMERAL_MAX", d.Live), "unclaimed ephemeral databases alive at once (APPLIANCE_EPHEMERAL_MAX)")
 	f.IntVar(&cfg.EphemeralStorageMB, "ephemeral-storage-mb", envInt("APPLIANCE_EPHEMERAL_STORAGE_MB", int(d.StorageBytes>>20)), "MiB of storage of each ephemeral database, held within a few MiB (APPLIANCE_EPHEMERAL_STORAGE_MB)")
@@ -308,7 +311,7 @@ func (u *upRun) parseFlags() (slog.Level, error) {
 	for _, v := range []struct {
 		flag     string
 		n, least int
-	}{{"--disk-reserve-mb", u.cfg.DiskReserveMB, 0}, {"--ephemeral-max", u.cfg.EphemeralMax, 0}, {"--ephemeral-storage-mb", u.cfg.EphemeralStorageMB, 16},
+	}{{"--disk-reserve-mb", u.cfg.DiskReserveMB, 0}, {"--backup-cache-mb", u.cfg.BackupCacheMB, 0}, {"--ephemeral-max", u.cfg.EphemeralMax, 0}, {"--ephemeral-storage-mb", u.cfg.EphemeralStorageMB, 16},
 		{"--ephemeral-total-storage-mb", u.cfg.EphemeralTotalStorageMB, 16}, {"--ephemeral-memory-mb", u.cfg.EphemeralMemoryMB, postgres.MinProcessDataBytes >> 20},
 		{"--ephemeral-connections", u.cfg.EphemeralConnections, 5}} {
 		if v.n < v.least || v.n > 1<<30 {

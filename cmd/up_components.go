@@ -196,7 +196,7 @@ func (u *upRun) serviceComponent() *component {
 			Ports: u.ports, Outbound: u.pol, NetworkExtensions: cfg.NetworkExtensions, LogArchiveDays: cfg.LogArchiveDays, BackupRetentionDays: cfg.BackupRetentionDays,
 			VerifyBackupsEvery: cfg.VerifyBackupsEvery,
 			KVFront:            appliance.KVFront{RESPPort: respPort, RESTURL: "https://" + net.JoinHostPort(cfg.PublicHost, strconv.Itoa(restPort))},
-			DiskReserve:        int64(cfg.DiskReserveMB) << 20,
+			DiskReserve:        int64(cfg.DiskReserveMB) << 20, BackupCache: backupCache(cfg.BackupCacheMB),
 			Ephemeral: &previews.EphemeralLimits{PerIPPerHour: previews.DefaultEphemeralLimits.PerIPPerHour,
 				Live: cfg.EphemeralMax, StorageBytes: int64(cfg.EphemeralStorageMB) << 20, TotalStorageBytes: int64(cfg.EphemeralTotalStorageMB) << 20,
 				MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: int64(cfg.EphemeralMemoryMB) << 20,
@@ -354,4 +354,12 @@ func (u *upRun) apiComponent() *component {
 		}
 		return srv.Shutdown(ctx)
 	}}
+}
+
+// backupCache is appliance.Config.BackupCache for --backup-cache-mb, whose 0 keeps nothing.
+func backupCache(mb int) int64 {
+	if mb == 0 {
+		return -1
+	}
+	return int64(mb) << 20
 }

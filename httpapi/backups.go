@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"io"
 	"mime"
 	"net/http"
+	"strconv"
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
@@ -16,9 +18,11 @@ func (s *Server) createExport(r *Request, _ *api.CreateExportRequest) (*api.Expo
 	return s.svc.Exports().Create(r.Context(), r.Principal, r.PathValue("projectID"))
 }
 
-// downloadExport streams an export's dump to the holder of a signed URL (no credentials).
+// downloadExport streams an export's dump to the holder of a signed URL (no credentials): a local file
+// with ranges and conditional requests (http.ServeContent); one read from the bucket whole, with its
+// length (an error midway cuts the response short of it, so the client sees the download failed).
 func (s *Server) downloadExport(r *Request) error {
-	f, err := s.svc.Exports().OpenDownload(r.PathValue("exportID"), r.URL.Query().Get("expires"), r.URL.Query().Get("sig"))
+	f, err := s.svc.Exports().OpenDownload(r.Context(), r.PathValue("exportID"), r.URL.Query().Get("expires"), r.URL.Query().Get("sig"))
 	if err != nil {
 		return err
 	}
@@ -27,7 +31,19 @@ func (s *Server) downloadExport(r *Request) error {
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": f.Name}))
 	h.Set("Cache-Control", "private, no-store")
-	http.ServeContent(r.W, r.Request, f.Name, f.ModTime, f)
+	if rs, ok := f.ReadCloser.(io.ReadSeeker); ok {
+		http.ServeContent(r.W, r.Request, f.Name, f.ModTime, rs)
+		return nil
+	}
+	h.Set("Content-Length", strconv.FormatInt(f.Size, 10))
+	h.Set("Last-Modified", f.ModTime.UTC().Format(http.TimeFormat))
+	r.W.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return nil
+	}
+	if _, err := io.Copy(r.W, f); err != nil {
+		s.log.Warn("download of an export from the backup store cut short", "export", f.Name, "err", err)
+	}
 	return nil
 }
 

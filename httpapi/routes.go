@@ -136,7 +136,7 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/v1/projects/{projectID}/exports/{exportID}/download", Tag: "exports", Scope: api.ScopeBackupsRead, Status: ok, Summary: "A signed download URL for a completed export (valid 15 minutes)", Do: CallPP("projectID", "exportID", s.svc.Exports().Download)},
 		{Method: get, Path: "/v1/downloads/exports/{exportID}", Tag: "exports", Auth: Public, Status: ok, Summary: "Download an export's dump through a signed URL (403 when tampered or expired)",
 			Query:       []Param{{Name: "expires", Type: "integer", Required: true, Doc: "unix time the URL expires at"}, {Name: "sig", Type: "string", Required: true, Doc: "HMAC-SHA256 signature (hex)"}},
-			ContentType: "application/octet-stream", Stream: true, Do: Raw(s.downloadExport)},
+			ContentType: "application/octet-stream", Stream: true, Errors: []int{http.StatusServiceUnavailable}, Do: Raw(s.downloadExport)},
 
 		// Imports
 		{Method: post, Path: "/v1/projects/{projectID}/imports/uploads", Tag: "imports", Scope: api.ScopeProjectsWrite, Status: created, Summary: "A signed URL to PUT a dump to (pg_dump -Fc; valid 1 hour; sessions need the admin role)", Do: With(s.createImportUpload)},

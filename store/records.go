@@ -403,6 +403,9 @@ type Export struct {
 	CreatedAt      time.Time  `json:"created_at"`
 	CompletedAt    *time.Time `json:"completed_at"`
 	ExpiresAt      *time.Time `json:"expires_at"`
+	// ObjectKey is the export's object in the bucket backup store once stored there (then the file at Path
+	// is a cache entry, which may be evicted); "": the file at Path is the only copy.
+	ObjectKey string `json:"object_key"`
 }
 
 // The exports table.

@@ -117,6 +117,9 @@ type Options struct {
 	// commands gets the WAL through the service's socket: PostgreSQL runs a copy of the test binary (whose
 	// TestMain must be testtools.Main) as `wal push`/`wal fetch`.
 	BackupObjects func(dataDir string, chown func(string) error) (backup.Objects, error)
+	// BackupCache is Config.BackupCache: with BackupObjects, the bound of the local cache of the bucket's
+	// exports (0: the default; negative: none kept).
+	BackupCache int64
 }
 
 // New builds an Env in a fresh directory that the instances' OS user can traverse.
@@ -159,7 +162,8 @@ func New(t testing.TB, o Options) *Env {
 	e := &Env{Dir: dir, DB: db, Box: box, CA: ca, Clock: &Clock{}, Lane: TestLane()}
 	cfg := appliance.Config{APIURL: apiURL, PublicHost: "localhost", Region: "local",
 		Version: "test", PasswordCost: bcrypt.MinCost, CACertPath: ca.CertPath(), ListenHost: "127.0.0.1",
-		DataDir: dir, Ports: ports, Spares: o.Spares, Outbound: pol, Ephemeral: o.Ephemeral, Webhooks: o.Webhooks}
+		DataDir: dir, Ports: ports, Spares: o.Spares, Outbound: pol, Ephemeral: o.Ephemeral, Webhooks: o.Webhooks,
+		BackupCache: o.BackupCache}
 	if o.KVFronts {
 		cfg.KVFront = e.bindKVFronts(t)
 	}

@@ -29,9 +29,11 @@ import (
 //	<project_id>/base/<key>.backup.json       the backup's manifest (BackupManifest), written last
 //	<project_id>/timelines.json               the timeline switches of the project's restores
 //	<project_id>/kv/<store_id>/<id>.rdb|.json its key-value store's RDB snapshots (kvsnap.go)
+//	<project_id>/exports/<export_id>.dump     its exports (exports.go)
 //
-// Exports and uploaded dumps are files under the project's directory of the local store for now
-// (<project_id>/exports, <project_id>/imports): ProjectSize counts them, RemoveProject removes them.
+// In the local directory store, <project_id>/exports holds the exports themselves (or, with a bucket, the
+// local cache of the bucket's) and <project_id>/imports the uploaded dumps, which stay local whatever the
+// store: ProjectSize counts them, RemoveProject removes them.
 type Store struct {
 	Objects Objects
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -122,16 +123,20 @@ func stateAt(e *store.Export, now time.Time) string {
 	return e.State
 }
 
-// File is an export's dump opened for a download.
+// File is an export's dump opened for a download: the local file (an io.ReadSeeker: an *os.File), or,
+// with a bucket when the local cache lacks it, its object read from the bucket as it is sent.
 type File struct {
-	*os.File
+	io.ReadCloser
+	Size    int64  // the dump's bytes
 	Name    string // the attachment's file name
 	ModTime time.Time
 }
 
 // OpenDownload checks a signed download URL's expires and sig (constant-time) and opens the export's
-// file. A bad or expired signature, or an export no longer downloadable, is Forbidden.
-func (s *Service) OpenDownload(exportID, expires, sig string) (*File, error) {
+// file, or its object in the bucket when the file is not cached (caching it again as it is read). A bad or
+// expired signature, or an export no longer downloadable, is Forbidden; a bucket that cannot be read is
+// Unavailable.
+func (s *Service) OpenDownload(ctx context.Context, exportID, expires, sig string) (*File, error) {
 	if err := s.urls.Check(macPurpose, "download", exportID, expires, sig); err != nil {
 		return nil, err
 	}
@@ -153,21 +158,39 @@ func (s *Service) OpenDownload(exportID, expires, sig string) (*File, error) {
 	if stateAt(e, now) != StateCompleted {
 		return nil, apperr.Forbidden("export %s is %s", e.ID, stateAt(e, now))
 	}
-	f, err := os.Open(e.Path)
-	if errors.Is(err, fs.ErrNotExist) { // deleted under us (the sweep, a project's deletion)
-		return nil, apperr.Forbidden("export %s is not downloadable", e.ID)
-	}
-	if err != nil {
-		return nil, apperr.Internal(err, "open export")
-	}
 	mt := e.CreatedAt
 	if e.CompletedAt != nil {
 		mt = *e.CompletedAt
 	}
-	return &File{File: f, Name: e.ID + ".dump", ModTime: mt}, nil
+	out := &File{Size: e.SizeBytes, Name: e.ID + ".dump", ModTime: mt}
+	f, err := os.Open(e.Path)
+	switch {
+	case err == nil:
+		if e.ObjectKey != "" {
+			s.touch(e.Path)
+		}
+		out.ReadCloser = f
+		return out, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, apperr.Internal(err, "open export")
+	case e.ObjectKey == "": // deleted under us (the sweep, a project's deletion)
+		return nil, apperr.Forbidden("export %s is not downloadable", e.ID)
+	case s.bucket == nil:
+		return nil, apperr.Unavailable(fmt.Sprintf("export %s is in a bucket backup store, and the appliance runs without one now", e.ID))
+	}
+	r, err := s.bucket.GetExport(ctx, e.ProjectID, e.ID)
+	if errors.Is(err, fs.ErrNotExist) { // deleted under us
+		return nil, apperr.Forbidden("export %s is not downloadable", e.ID)
+	}
+	if err != nil {
+		return nil, &apperr.Error{Kind: apperr.KindUnavailable, Msg: fmt.Sprintf("export %s cannot be read from the backup store now: try again later", e.ID), Cause: err}
+	}
+	out.ReadCloser = s.fill(ctx, e, r)
+	return out, nil
 }
 
-// Sweep deletes the files of exports past expires_at and marks them expired; it returns how many.
+// Sweep deletes the files of exports past expires_at (and their objects in the bucket) and marks them
+// expired; it returns how many.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
 	now := s.now()
 	var due []*store.Export
@@ -184,13 +207,30 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		if err := os.Remove(e.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return n, fmt.Errorf("remove export %s: %w", e.ID, err)
+		switch {
+		case e.ObjectKey == "":
+		case s.bucket == nil:
+			s.log.Warn("an expired export's object stays in the bucket the appliance no longer runs with", "export", e.ID, "object", e.ObjectKey)
+		default:
+			if err := s.bucket.RemoveExport(ctx, e.ProjectID, e.ID); err != nil {
+				return n, fmt.Errorf("remove export %s from the backup store: %w", e.ID, err)
+			}
 		}
-		if err := s.update(e.ID, func(e *store.Export) { e.State = StateExpired }); err != nil {
+		if err := s.expire(e); err != nil {
 			return n, err
 		}
 		n++
 	}
 	return n, nil
+}
+
+// expire deletes an export's file and marks it expired, under cacheMu (a download caching it again sees
+// it expired, or its file is deleted here).
+func (s *Service) expire(e *store.Export) error {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	if err := os.Remove(e.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove export %s: %w", e.ID, err)
+	}
+	return s.update(e.ID, func(e *store.Export) { e.State = StateExpired })
 }

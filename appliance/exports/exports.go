@@ -1,19 +1,23 @@
 // Package exports is the exports area: logical exports of a project's database (pg_dump -Fc) kept in the
-// backup store until they expire, their signed download URLs, and the sweep of the expired ones.
+// backup store until they expire, their signed download URLs, and the sweep of the expired ones. With a
+// bucket as the backup store, each export is an object of the bucket (backup.Store's PutExport: sealed and
+// compressed) and its local file a cache entry, the local exports bounded by Config.CacheBytes (cache.go).
 //
 // It reaches the rest of the domain only through Host (declared here, given by the root's areaHost), the
-// kernel packages (apperr, authz, ids), the signed URLs (signedurl), the records (store) and the job runner
-// (scheduler). It never imports `appliance`.
+// kernel packages (apperr, authz, ids), the signed URLs (signedurl), the bucket's backup store (backup),
+// the records (store) and the job runner (scheduler). It never imports `appliance`.
 package exports
 
 import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/authz"
+	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/signedurl"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -25,7 +29,7 @@ const (
 	StateRunning   = "running"   // pg_dump is writing
 	StateCompleted = "completed" // the dump is in the backup store until expires_at
 	StateFailed    = "failed"    // pg_dump failed; the job carries its output
-	StateExpired   = "expired"   // past expires_at: Sweep deleted the file
+	StateExpired   = "expired"   // past expires_at: Sweep deleted the file (and the bucket's object)
 )
 
 // JobCreate dumps a project's database with pg_dump -Fc.
@@ -67,9 +71,16 @@ type Host interface {
 	DumpDatabase(ctx context.Context, run *scheduler.Run, inst *store.Instance, database, path string) error
 }
 
+// DefaultCacheBytes is how much of the bucket's exports is kept on the local disk when Config.CacheBytes
+// is 0 (up --backup-cache-mb).
+const DefaultCacheBytes = 1 << 30
+
 // Config is the deployment the area needs to know.
 type Config struct {
 	DataDir string // the appliance's data directory (the backup store is under it)
+	// CacheBytes bounds, with a bucket (Deps.Bucket), the local files of the exports stored in it: the
+	// least recently used are deleted past it (0: DefaultCacheBytes; negative: none kept).
+	CacheBytes int64
 }
 
 // Deps are the area's collaborators; New takes them all.
@@ -80,26 +91,50 @@ type Deps struct {
 	// URLs signs the download URLs (one signer with the imports' upload URLs).
 	URLs *signedurl.Signer
 	Host Host
+	// Bucket is the backup store when it is a bucket (nil: the local directory, where the exports' files
+	// are the only copy).
+	Bucket *backup.Store
 }
 
 // Service is the exports area.
 type Service struct {
-	cfg  Config
-	db   *store.DB
-	log  *slog.Logger
-	now  func() time.Time
-	urls *signedurl.Signer
-	host Host
+	cfg    Config
+	db     *store.DB
+	log    *slog.Logger
+	now    func() time.Time
+	urls   *signedurl.Signer
+	host   Host
+	bucket *backup.Store
+	// cacheMu serializes the local cache's changes: evictions, a file cached from the bucket, the sweep's
+	// deletions.
+	cacheMu sync.Mutex
 }
 
 // New returns the area built with its collaborators.
 func New(cfg Config, deps Deps) *Service {
-	return &Service{cfg: cfg, db: deps.DB, log: deps.Log, now: deps.Clock, urls: deps.URLs, host: deps.Host}
+	return &Service{cfg: cfg, db: deps.DB, log: deps.Log, now: deps.Clock, urls: deps.URLs, host: deps.Host, bucket: deps.Bucket}
 }
 
 // RegisterJobs registers the area's job handler on the runner (the root's RegisterJobs calls it).
 func (s *Service) RegisterJobs(r *scheduler.Runner) {
-	r.Handle(JobCreate, s.createJob)
+	r.Handle(JobCreate, s.failOnFinalError(s.createJob))
+}
+
+// failOnFinalError marks the export failed when its job fails for good: a transient error on the last
+// attempt (a bucket still unreachable, a dump interrupted again) would otherwise leave it running
+// forever. A shutdown is not a failure: the job runs again after the next start.
+func (s *Service) failOnFinalError(h scheduler.Handler) scheduler.Handler {
+	return func(ctx context.Context, run *scheduler.Run) (any, error) {
+		res, err := h(ctx, run)
+		if err == nil || ctx.Err() != nil || (scheduler.IsTransient(err) && run.Job.Attempts < run.Job.MaxAttempts) {
+			return res, err
+		}
+		var in payload
+		if derr := run.DecodePayload(&in); derr == nil && in.ExportID != "" {
+			err = s.fail(in.ExportID, err)
+		}
+		return res, err
+	}
 }
 
 // Dir is the directory of a project's exports in the backup store under dataDir.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -33,7 +34,8 @@ func (s *Service) fail(id string, err error) error {
 	return err
 }
 
-// createJob runs pg_dump -Fc as the instances' OS user into the project's exports directory.
+// createJob runs pg_dump -Fc as the instances' OS user into the project's exports directory and, with a
+// bucket, stores the dump as its object before the export is completed (the file stays, a cache entry).
 func (s *Service) createJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	var in payload
 	prj, inst, err := s.host.ActiveTarget(run, &in)
@@ -63,12 +65,42 @@ func (s *Service) createJob(ctx context.Context, run *scheduler.Run) (any, error
 	if err != nil {
 		return nil, s.fail(e.ID, err)
 	}
+	key := ""
+	if s.bucket != nil {
+		if key, err = s.put(ctx, e, fi.Size()); err != nil {
+			return nil, err
+		}
+	}
 	now := s.now()
 	expires := now.Add(TTL)
 	if err := s.update(e.ID, func(e *store.Export) {
-		e.State, e.SizeBytes, e.CompletedAt, e.ExpiresAt = StateCompleted, fi.Size(), &now, &expires
+		e.State, e.SizeBytes, e.CompletedAt, e.ExpiresAt, e.ObjectKey = StateCompleted, fi.Size(), &now, &expires, key
 	}); err != nil {
 		return nil, err
 	}
-	return map[string]any{"export_id": e.ID, "size_bytes": fi.Size()}, nil
+	out := map[string]any{"export_id": e.ID, "size_bytes": fi.Size()}
+	if key != "" {
+		out["object_key"] = key
+		s.touch(e.Path)
+		s.evictAfter("export " + e.ID)
+	}
+	return out, nil
+}
+
+// put stores the export's dump as its object of the bucket, complete when it returns, and returns the
+// key. Its errors are transient (the bucket may be back at the next attempt, which dumps again).
+func (s *Service) put(ctx context.Context, e *store.Export, size int64) (string, error) {
+	f, err := os.Open(e.Path)
+	if err != nil {
+		return "", scheduler.Transient(err)
+	}
+	defer f.Close()
+	n, err := s.bucket.PutExport(ctx, e.ProjectID, e.ID, f)
+	if err != nil {
+		return "", scheduler.Transient(fmt.Errorf("store export %s in the backup store: %w", e.ID, err))
+	}
+	if n != size {
+		return "", scheduler.Transient(fmt.Errorf("store export %s in the backup store: %d bytes stored of %d", e.ID, n, size))
+	}
+	return backup.ExportKey(e.ProjectID, e.ID), nil
 }

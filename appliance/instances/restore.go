@@ -160,7 +160,7 @@ func (m *Manager) recoverAndSwap(ctx context.Context, exec daemon.ExecFunc, spec
 	}
 	steps.Done("prepare")
 	since := time.Now()
-	if err := cand.Start(ctx, exec); err != nil {
+	if err := startScratch(ctx, exec, cand); err != nil {
 		return swap, fmt.Errorf("recover the backup: %w", err)
 	}
 	m.step(ctx, spec.JobID, "recovering")
@@ -395,6 +395,22 @@ func (m *Manager) RepairEndedRestores(ctx context.Context, inst *store.Instance,
 	for _, m := range markers {
 		if ended(strings.TrimPrefix(filepath.Base(m), "restored-")) {
 			_ = os.Remove(m)
+		}
+	}
+}
+
+// startScratch starts a scratch server (a restore's candidate, a restore test) on loopback. Its port was
+// found free by postgres.FreePort, which only probes: another process may bind it before the server does
+// (a busy machine's outgoing connections take ephemeral ports too). A start that failed to bind is tried
+// again on another free port, up to three ports; the start rewrites the port into appliance.conf.
+func startScratch(ctx context.Context, exec daemon.ExecFunc, cand *postgres.Instance) error {
+	for attempt := 1; ; attempt++ {
+		err := cand.Start(ctx, exec)
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "Address already in use") {
+			return err
+		}
+		if cand.Port, err = postgres.FreePort(); err != nil {
+			return err
 		}
 	}
 }

@@ -97,7 +97,7 @@ func (m *Manager) VerifyBackup(ctx context.Context, exec daemon.ExecFunc, spec V
 		return out, err
 	}
 	since := time.Now()
-	if err := cand.Start(ctx, exec); err != nil {
+	if err := startScratch(ctx, exec, cand); err != nil {
 		return out, fmt.Errorf("start the restored backup: %w", err)
 	}
 	if err := waitPromoted(ctx, cand, spec.AdminPassword, since); err != nil {

@@ -78,17 +78,33 @@ func testCounters(t *testing.T, s *pgtest.Server) {
 	}
 }
 
-// testArchiver: the archiver's view reads on a server that archives nothing (no file, no failure, nothing
-// pending counted).
+// testArchiver: once a switched segment is archived, the archiver names it, is not failing, and the WAL
+// waiting is what was written since (bounded: the other subtests write little).
 func testArchiver(t *testing.T, s *pgtest.Server) {
 	db, _, _ := s.Tenant(t)
 	admin := s.Connect(t, s.AdminConfig(t, db))
-	a, err := pgstat.ReadArchiver(t.Context(), admin)
-	if err != nil {
+	var seg string
+	if err := admin.QueryRow(t.Context(), "SELECT pg_walfile_name(pg_current_wal_lsn())").Scan(&seg); err != nil {
 		t.Fatal(err)
 	}
-	if a.ArchivedWAL != "" || a.ArchivedAt != nil || a.Failing() || a.PendingBytes != 0 {
-		t.Errorf("a server that archives nothing: %+v", a)
+	mustExec(t, admin, "CREATE TABLE archived (n int); INSERT INTO archived VALUES (1)") // the segment holds something
+	mustExec(t, admin, "SELECT pg_switch_wal()")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		a, err := pgstat.ReadArchiver(t.Context(), admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.ArchivedWAL >= seg && len(a.ArchivedWAL) == len(seg) { // segment names sort by position on one timeline
+			if a.ArchivedAt == nil || a.Failing() || a.PendingBytes < 0 || a.PendingBytes >= 64<<20 {
+				t.Fatalf("after %s was archived: %+v", seg, a)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("segment %s not archived within 30 s: %+v", seg, a)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the archiver, as the sampler reads it
 	}
 }
 

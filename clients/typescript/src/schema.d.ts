@@ -4244,6 +4244,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
     };
