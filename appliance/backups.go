@@ -54,6 +54,6 @@ func (s *Service) newBackups(cfg Config, deps Deps) *backups.Service {
 		plane = &backups.Plane{User: dp.User}
 		eng = s.eng
 	}
-	return backups.New(backups.Config{RetentionDays: cfg.BackupRetentionDays},
+	return backups.New(backups.Config{RetentionDays: cfg.BackupRetentionDays, FirstBackups: deps.BackupObjects != nil},
 		backups.Deps{DB: deps.DB, Box: deps.Box, Log: deps.Log, Clock: s.now, Engine: eng, Plane: plane, Host: areaHost{s}})
 }

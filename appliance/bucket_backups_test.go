@@ -18,6 +18,7 @@ import (
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/s3store"
 	"github.com/theappliance/appliance/appliance/backup/s3store/s3test"
+	"github.com/theappliance/appliance/appliance/backups"
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -418,5 +419,35 @@ func TestBucketRetentionAndTamperedObject(t *testing.T) {
 	}
 	if n := scalar[int64](t, connect(t, c.Connections.DirectURL), "SELECT count(*) FROM items"); n != 100 {
 		t.Fatalf("after the failed restore the project has %d rows, want 100", n)
+	}
+}
+
+// TestBucketFirstBackup: with a bucket, the scheduled-backups run takes a first base backup of an active
+// project that has none (the machine's loss would lose a project never backed up), once; a preview gets
+// none.
+func TestBucketFirstBackup(t *testing.T) {
+	t.Parallel()
+	e, p, _, _ := bucketEnv(t)
+	ctx := t.Context()
+	prj := provision(t, e, p, "never backed up", "development")
+	pv, err := e.Svc.Previews().Create(ctx, p, prj.ID, &appliance.CreatePreviewRequest{Name: "no backup"})
+	waitPreview(t, e, pv, err)
+	res, err := e.Svc.Backups().RunScheduled(ctx, time.Now())
+	if err != nil || res.First != 1 || res.Enqueued != 0 {
+		t.Fatalf("the first run: %+v %v", res, err)
+	}
+	list, err := e.Svc.Backups().List(ctx, p, prj.ID)
+	if err != nil || len(list.Backups) != 1 || list.Backups[0].Label != backups.FirstBackupLabel {
+		t.Fatalf("backups after the first run: %+v %v", list, err)
+	}
+	var rec *store.Backup
+	if err := e.DB.View(func(tx *store.Tx) (err error) { rec, err = store.Backups.Get(tx, list.Backups[0].ID); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, rec.JobID); j.State != scheduler.StateCompleted {
+		t.Fatalf("the first backup's job: %s %s", j.State, j.Error)
+	}
+	if res, err := e.Svc.Backups().RunScheduled(ctx, time.Now()); err != nil || res.First != 0 {
+		t.Fatalf("a run once the project has a backup: %+v %v", res, err)
 	}
 }

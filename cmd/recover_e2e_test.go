@@ -25,7 +25,7 @@ import (
 
 // TestRecoverFromBucket loses a whole appliance and rebuilds it from its bucket with the real binary on a
 // real S3 server (versitygw): two projects with a base backup each and rows written after it (WAL replay
-// must bring them back), a third without any backup; the appliance is SIGKILLed with its servers and its
+// must bring them back), a third whose base backups are lost from the bucket (up may have taken a first one); the appliance is SIGKILLed with its servers and its
 // data directory deleted. recover refuses a non-empty data directory, a wrong recovery key and a tampered
 // snapshot object, writing nothing each time; then it rebuilds into a new directory with another port
 // range, reporting each project (the one without a backup failed, exit status non-zero; a preview and a
@@ -210,6 +210,18 @@ func TestRecoverFromBucket(t *testing.T) {
 	empty("a truncated snapshot object")
 	put(original)
 
+	// The third project's base backups are lost from the bucket (with a bucket, up takes a first backup of
+	// a project that has none, at its next scheduled-backups run: whether it came before the loss depends
+	// on the timing): it cannot be rebuilt, and recover goes on with the others.
+	for o := range srv.Client().ListObjects(t.Context(), srv.Bucket, minio.ListObjectsOptions{Prefix: "appl/" + noBackup + "/base/", Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		if err := srv.Client().RemoveObject(t.Context(), srv.Bucket, o.Key, minio.RemoveObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// The recovery: the two projects with a backup rebuilt, the third failed for want of one.
 	out, err := runRecover(newDir, keyFile)
 	t.Logf("recover:\n%s", out)
@@ -225,7 +237,7 @@ func TestRecoverFromBucket(t *testing.T) {
 			t.Fatalf("recover's report does not say the port %s of %s moved:\n%s", oldPorts[id], id, out)
 		}
 	}
-	if !strings.Contains(out, "project "+noBackup+" (recover c): FAILED: ") || !strings.Contains(out, "no completed base backup") {
+	if !regexp.MustCompile(`project ` + noBackup + ` \(recover c\): FAILED: .*(no completed base backup|base backup)`).MatchString(out) {
 		t.Fatalf("recover's report lacks the project without a backup:\n%s", out)
 	}
 
@@ -312,7 +324,7 @@ func TestRecoverFromBucket(t *testing.T) {
 		}
 		return true, ""
 	})
-	if prj := q.project(t, key, noBackup); prj.State != "failed" || !strings.Contains(prj.LastError, "no completed base backup") {
+	if prj := q.project(t, key, noBackup); prj.State != "failed" || !strings.HasPrefix(prj.LastError, "recover: ") {
 		t.Fatalf("the project without a backup is %s (%q) after the recovery, want failed", prj.State, prj.LastError)
 	}
 	q.stop(t, syscall.SIGTERM)

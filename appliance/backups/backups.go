@@ -118,6 +118,10 @@ type Opener interface {
 type Config struct {
 	// RetentionDays is the operator's default backup retention (0: DefaultRetentionDays).
 	RetentionDays int
+	// FirstBackups, set when the backup store is off the machine (a bucket), makes RunScheduled take a
+	// base backup of every active project that has none: a project is rebuilt after the machine's loss
+	// from its newest base backup and the WAL after it, so one that was never backed up would be lost.
+	FirstBackups bool
 }
 
 // Deps are the area's collaborators; New takes them all.

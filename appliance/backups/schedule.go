@@ -120,7 +120,8 @@ func (s *Service) PutSchedule(ctx context.Context, p *authz.Principal, projectID
 
 // ScheduledRunResult says what one run of the scheduled-backups task did.
 type ScheduledRunResult struct {
-	Enqueued       int // backup.create jobs enqueued
+	Enqueued       int // backup.create jobs enqueued by schedules
+	First          int // first backups enqueued (Config.FirstBackups)
 	BackupsDeleted int // backups deleted by retention
 	WALDeleted     int // WAL segments deleted by retention
 }
@@ -199,7 +200,14 @@ func (s *Service) RunScheduled(ctx context.Context, now time.Time) (ScheduledRun
 			res.Enqueued++
 		}
 	}
-	if res.Enqueued > 0 {
+	if s.cfg.FirstBackups {
+		n, err := s.enqueueFirstBackups(now)
+		res.First = n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if res.Enqueued+res.First > 0 {
 		s.host.Notify()
 	}
 	days := map[string]int{} // the projects with backups, and their retention
@@ -226,6 +234,73 @@ func (s *Service) RunScheduled(ctx context.Context, now time.Time) (ScheduledRun
 		}
 	}
 	return res, errors.Join(errs...)
+}
+
+// FirstBackupLabel is the label of the backups FirstBackups takes; FirstBackupRetry is how long after a
+// failed first backup the next is tried.
+const (
+	FirstBackupLabel = "first"
+	FirstBackupRetry = time.Hour
+)
+
+// enqueueFirstBackups enqueues a backup.create (label "first") for every active project — not a preview,
+// not an unclaimed ephemeral database — that has no backup pending, running or completed, and whose last
+// failed one (if any) failed more than FirstBackupRetry ago; each in its own transaction, checked again
+// there.
+func (s *Service) enqueueFirstBackups(now time.Time) (int, error) {
+	needs := func(tx *store.Tx, prj *store.Project) (bool, error) {
+		if prj.State != api.ProjectActive || prj.PrimaryInstanceID == "" || prj.PreviewOf != "" || (prj.Ephemeral && prj.ClaimedAt == nil) {
+			return false, nil
+		}
+		bs, err := store.Backups.All(tx, func(b *store.Backup) bool { return b.ProjectID == prj.ID })
+		if err != nil {
+			return false, err
+		}
+		for _, b := range bs {
+			if b.State != StateFailed || now.Sub(b.CreatedAt) < FirstBackupRetry {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	var todo []string
+	if err := s.db.View(func(tx *store.Tx) error {
+		prjs, err := store.Projects.All(tx, func(p *store.Project) bool { return p.State == api.ProjectActive })
+		for _, prj := range prjs {
+			if ok, err := needs(tx, prj); err != nil {
+				return err
+			} else if ok {
+				todo = append(todo, prj.ID)
+			}
+		}
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	n := 0
+	var errs []error
+	for _, id := range todo {
+		err := s.db.Update(func(tx *store.Tx) error {
+			prj, err := store.Projects.Get(tx, id)
+			if err != nil {
+				return err
+			}
+			if ok, err := needs(tx, prj); err != nil || !ok {
+				return err
+			}
+			b, j, err := s.NewBackup(tx, prj, FirstBackupLabel)
+			if err != nil {
+				return err
+			}
+			n++
+			return s.host.Audit(tx, &authz.Principal{AuthSource: authz.ActorSystem}, "backup.first", prj.OrganizationID, prj.ID,
+				map[string]any{"backup_id": b.ID, "backup_key": b.BackupKey, "job_id": j.ID})
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("first backup of %s: %w", id, err))
+		}
+	}
+	return n, errors.Join(errs...)
 }
 
 // applyRetention deletes the project's backups created more than days before now (records and
