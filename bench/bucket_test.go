@@ -170,7 +170,7 @@ func BenchmarkBucketBackup(b *testing.B) {
 	// About 130 bytes a row on disk (tuple header, int, 96 hex characters, line pointer).
 	rowsN := int64(sizeMB) * (1 << 20) / 134
 	tLoad := time.Now()
-	if _, err := conn.Exec(ctx, `CREATE TABLE bench_md5 AS SELECT g AS id, md5(g::text) || md5((g + 1)::text) || md5((g + 2)::text) AS v
+	if _, err := conn.Exec(ctx, `CREATE TABLE bench_md5 AS SELECT g AS id, md5(g::text) || md5((-g)::text) || md5((g + 1000000000)::text) AS v
 		FROM generate_series(1::int8, $1::int8) g`, rowsN); err != nil {
 		b.Fatal(err)
 	}

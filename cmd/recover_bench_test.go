@@ -67,7 +67,7 @@ func TestRecoverBench(t *testing.T) {
 			defer cancel()
 			conn := e2eConnect(ctx, t, url, false)
 			defer conn.Close(context.Background())
-			if _, err := conn.Exec(ctx, `CREATE TABLE bench_md5 AS SELECT g AS id, md5(g::text) || md5((g + 1)::text) || md5((g + 2)::text) AS v
+			if _, err := conn.Exec(ctx, `CREATE TABLE bench_md5 AS SELECT g AS id, md5(g::text) || md5((-g)::text) || md5((g + 1000000000)::text) AS v
 				FROM generate_series(1::int8, $1::int8) g`, rows); err != nil {
 				t.Fatal(err)
 			}
