@@ -320,13 +320,13 @@ func segNo(name string, segSize int64) int64 {
 // BenchmarkBucketArchive (issue 27): a pgbench write load (BENCH_ARCHIVE_CLIENTS clients, default 4, for
 // BENCH_ARCHIVE_SECONDS, default 60, on a scale BENCH_ARCHIVE_SCALE, default 20, database) against one
 // project whose WAL is archived into the bucket, with pg_receivewal streaming the same WAL to a local
-// directory at the same time: side by side on the same load. Every second the benchmark reads the
-// server's WAL position, pg_stat_archiver and pg_stat_replication, and reports for each:
+// directory at the same time: side by side on the same load. Every second (BENCH_ARCHIVE_SAMPLE_MS) the
+// benchmark reads the server's WAL position, pg_stat_archiver and pg_stat_replication, and reports for each:
 //
 //   - lag in bytes: WAL written but not yet archived (the end of the last archived segment) or not yet
 //     flushed by pg_receivewal (its flush position);
 //   - lag in seconds: how long the oldest finished segment that is not archived (flushed) has been
-//     waiting, timed from the sample at which the server was first seen past its end; 0 when none waits.
+//     waiting, timed from the sample at which the server was first seen past its end (so up to one sampling interval short); 0 when none waits.
 //     The same definition serves both sides (pg_receivewal without --synchronous flushes at segment ends);
 //     PostgreSQL's flush_lag of pg_receivewal is reported too.
 //
@@ -335,6 +335,7 @@ func BenchmarkBucketArchive(b *testing.B) {
 	secs := envInt(b, "BENCH_ARCHIVE_SECONDS", 60)
 	clients := envInt(b, "BENCH_ARCHIVE_CLIENTS", 4)
 	scale := envInt(b, "BENCH_ARCHIVE_SCALE", 20)
+	every := time.Duration(envInt(b, "BENCH_ARCHIVE_SAMPLE_MS", 1000)) * time.Millisecond
 	ctx := b.Context()
 	loadBefore := loadavg()
 	k := newBucketBench(b)
@@ -423,7 +424,7 @@ func BenchmarkBucketArchive(b *testing.B) {
 	benchDone := make(chan error, 1)
 	go func() { benchDone <- bench.Wait() }()
 	samples := []archiveSample{first}
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(every)
 	running := true
 	for running {
 		select {
@@ -526,8 +527,8 @@ func BenchmarkBucketArchive(b *testing.B) {
 	b.ReportMetric(q(archBytes, 99)/(1<<20), "archive-lag-p99-MB")
 	b.ReportMetric(q(recvBytes, 99)/(1<<20), "receivewal-lag-p99-MB")
 	if len(tps) == 2 {
-		b.Logf("load average before: %s; pgbench -c %d -T %d on scale %d: %s tps; WAL written %.0f MB in %.1f s = %.2f MB/s (%d samples)",
-			loadBefore, clients, secs, scale, tps[1], walMB, elapsed, walMB/elapsed, len(samples))
+		b.Logf("load average before: %s; pgbench -c %d -T %d on scale %d: %s tps; WAL written %.0f MB in %.1f s = %.2f MB/s (%d samples, every %s)",
+			loadBefore, clients, secs, scale, tps[1], walMB, elapsed, walMB/elapsed, len(samples), every)
 	} else {
 		b.Logf("load average before: %s; pgbench output without tps:\n%s", loadBefore, benchOut.String())
 	}
