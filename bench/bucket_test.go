@@ -532,10 +532,10 @@ func BenchmarkBucketArchive(b *testing.B) {
 	} else {
 		b.Logf("load average before: %s; pgbench output without tps:\n%s", loadBefore, benchOut.String())
 	}
-	b.Logf("archive to the bucket: %.0f MB of segments in %.1f s = %.2f MB/s; failed_count %d -> %d; lag p50/p99/max: %.0f/%.0f/%.0f s, %.1f/%.1f/%.1f MB; caught up %.0f ms after the switch",
+	b.Logf("archive to the bucket: %.0f MB of segments in %.1f s = %.2f MB/s; failed_count %d -> %d; lag p50/p99/max: %.1f/%.1f/%.1f s, %.1f/%.1f/%.1f MB; caught up %.0f ms after the switch",
 		archivedMB, elapsed, archivedMB/elapsed, first.failed, end.failed, q(archSecs, 50), q(archSecs, 99), q(archSecs, 100),
 		q(archBytes, 50)/(1<<20), q(archBytes, 99)/(1<<20), q(archBytes, 100)/(1<<20), ms(archCatch))
-	b.Logf("pg_receivewal to local disk: lag p50/p99/max: %.0f/%.0f/%.0f s, %.1f/%.1f/%.1f MB (flush position); flush_lag p50/p99 %.2f/%.2f s; caught up %.0f ms after the switch",
+	b.Logf("pg_receivewal to local disk: lag p50/p99/max: %.1f/%.1f/%.1f s, %.1f/%.1f/%.1f MB (flush position); flush_lag p50/p99 %.2f/%.2f s; caught up %.0f ms after the switch",
 		q(recvSecs, 50), q(recvSecs, 99), q(recvSecs, 100), q(recvBytes, 50)/(1<<20), q(recvBytes, 99)/(1<<20), q(recvBytes, 100)/(1<<20),
 		q(recvFlushLag, 50), q(recvFlushLag, 99), ms(recvCatch))
 	b.Logf("stored: WAL in the bucket %.0f MB (all of the project's archive, compressed and sealed); pg_receivewal's directory %.0f MB", float64(walStored)/(1<<20), float64(recvStored)/(1<<20))
