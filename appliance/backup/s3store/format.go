@@ -132,9 +132,10 @@ type sealer struct {
 	n      uint64 // data chunks written
 }
 
-func newSealer(w io.Writer, aead cipher.AEAD, key string) (*sealer, error) {
-	h, err := newHeader()
-	if err != nil {
+// newSealer writes the header h (newHeader's, or a resumed upload's: see upload.go) and returns the
+// sealer of what follows it.
+func newSealer(w io.Writer, aead cipher.AEAD, key string, h []byte) (*sealer, error) {
+	if err := checkHeader(h); err != nil {
 		return nil, err
 	}
 	if _, err := w.Write(h); err != nil {
@@ -308,9 +309,11 @@ var (
 	}}
 )
 
-// seal writes the stored form of what r yields to w (closing neither) and returns the plaintext size.
-func seal(w io.Writer, r io.Reader, aead cipher.AEAD, key string) (int64, error) {
-	s, err := newSealer(w, aead, key)
+// seal writes the stored form of what r yields to w (closing neither) under the header h and returns the
+// plaintext size. The output is a function of the key, h and the plaintext (zstd's encoder gives the same
+// output for the same input from the same code version), which is what lets an upload resume (upload.go).
+func seal(w io.Writer, r io.Reader, aead cipher.AEAD, key string, h []byte) (int64, error) {
+	s, err := newSealer(w, aead, key, h)
 	if err != nil {
 		return 0, err
 	}
@@ -325,6 +328,21 @@ func seal(w io.Writer, r io.Reader, aead cipher.AEAD, key string) (int64, error)
 		return n, err
 	}
 	return n, s.finish(n)
+}
+
+// reseal writes to w the stored form that old (a stored form of the object key) becomes under the
+// header h: the same compressed stream, sealed under h's nonce prefix (so of the same size); it returns
+// the plaintext size. An upload that may not go on under its nonce prefix starts again with it (upload.go).
+func reseal(w io.Writer, old io.Reader, aead cipher.AEAD, key string, h []byte) (int64, error) {
+	s, err := newSealer(w, aead, key, h)
+	if err != nil {
+		return 0, err
+	}
+	op := newOpener(old, aead, key)
+	if _, err := io.Copy(s, op); err != nil {
+		return 0, err
+	}
+	return op.size, s.finish(op.size)
 }
 
 // plainReader yields an object's plaintext from its stored form; any failure is an error naming the

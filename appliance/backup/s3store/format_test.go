@@ -15,8 +15,12 @@ func sealBytes(t *testing.T, key string, plain []byte) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h, err := newHeader()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out bytes.Buffer
-	n, err := seal(&out, bytes.NewReader(plain), aead, key)
+	n, err := seal(&out, bytes.NewReader(plain), aead, key, h)
 	if err != nil || n != int64(len(plain)) {
 		t.Fatalf("seal: %d %v", n, err)
 	}
@@ -108,4 +112,39 @@ func TestTamperedNeverOpens(t *testing.T) {
 	mixed := append(append(bytes.Clone(stored[:headerSize+sealedChunk]), other[headerSize+sealedChunk:headerSize+2*sealedChunk]...), stored[headerSize+2*sealedChunk:]...)
 	check("another object's chunk", mixed, "p/x")
 	check("appended", append(bytes.Clone(stored), 0), "p/x")
+}
+
+// The stored form is a function of the key, the header and the plaintext (a resumed upload re-encodes
+// its object to the same bytes); reseal turns it into the same object under another nonce prefix, of
+// the same size and sharing no chunk with it.
+func TestSealDeterministicReseal(t *testing.T) {
+	aead, _ := newAEAD([]byte(strings.Repeat("k", 32)))
+	plain := append(random(t, 200<<10), bytes.Repeat([]byte("compressible "), 50000)...)
+	h, _ := newHeader()
+	var a, b bytes.Buffer
+	if _, err := seal(&a, bytes.NewReader(plain), aead, "p/x", h); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := seal(&b, io.MultiReader(bytes.NewReader(plain[:1000]), bytes.NewReader(plain[1000:])), aead, "p/x", h); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Fatal("the same plaintext under the same header sealed to different bytes")
+	}
+	h2, _ := newHeader()
+	var c bytes.Buffer
+	n, err := reseal(&c, bytes.NewReader(a.Bytes()), aead, "p/x", h2)
+	if err != nil || n != int64(len(plain)) || c.Len() != a.Len() {
+		t.Fatalf("reseal: %d %v, %d bytes for %d", n, err, c.Len(), a.Len())
+	}
+	if bytes.Equal(c.Bytes()[headerSize:headerSize+sealedChunk], a.Bytes()[headerSize:headerSize+sealedChunk]) {
+		t.Fatal("resealed under the same nonces")
+	}
+	if got, err := openBytes(t, "p/x", c.Bytes()); err != nil || !bytes.Equal(got, plain) {
+		t.Fatalf("open the resealed object: %d bytes, %v", len(got), err)
+	}
+	// A stored form cut short does not reseal.
+	if _, err := reseal(io.Discard, bytes.NewReader(a.Bytes()[:a.Len()-5]), aead, "p/x", h2); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("reseal of a truncated object: %v", err)
+	}
 }

@@ -40,6 +40,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -66,6 +67,14 @@ type Config struct {
 	// PartSize of multipart uploads (at least 5 MiB; 0 is 16 MiB): objects up to it are one PUT; at most
 	// 10000 parts make an object.
 	PartSize uint64
+	// UploadState is the local directory where the state of unfinished multipart uploads is kept, for a
+	// later Put of the same key to resume them (upload.go); "" means no resuming: a failed upload is
+	// aborted. Only one store (one data key) should use it for a bucket and prefix, and only for keys
+	// that are put again when a Put failed.
+	UploadState string
+	// AbandonAfter: SweepUploads aborts the incomplete uploads under Prefix that no state record names
+	// once this old (0 is 24 hours; a negative duration, at any age).
+	AbandonAfter time.Duration
 	// Parallel is how many uploads a Commit runs at once (0 is 4); a List reads 4×Parallel trailers at once.
 	Parallel int
 	// Transport, when set, carries the requests (e.g. with a private CA).
@@ -78,8 +87,17 @@ type Bucket struct {
 	client *minio.Client
 	aead   cipher.AEAD
 
+	keyCheck     string // of DataKey, in upload records
+	abandonAfter time.Duration
+
 	mu    sync.Mutex
-	sizes map[string]sized // plaintext sizes by key, for the ETag they were read for
+	sizes map[string]sized     // plaintext sizes by key, for the ETag they were read for
+	locks map[string]*nameLock // by object name, while a Put of it runs
+}
+
+type nameLock struct {
+	mu   sync.Mutex
+	refs int
 }
 
 type sized struct {
@@ -124,6 +142,13 @@ func New(cfg Config) (*Bucket, error) {
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = 4
 	}
+	abandon := cfg.AbandonAfter
+	switch {
+	case abandon == 0:
+		abandon = defaultAbandonAfter
+	case abandon < 0:
+		abandon = 0
+	}
 	aead, err := newAEAD(cfg.DataKey)
 	if err != nil {
 		return nil, fmt.Errorf("s3 store: %w", err)
@@ -149,7 +174,8 @@ func New(cfg Config) (*Bucket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3 store: %w", err)
 	}
-	return &Bucket{cfg: cfg, client: client, aead: aead, sizes: map[string]sized{}}, nil
+	return &Bucket{cfg: cfg, client: client, aead: aead, keyCheck: keyCheck(cfg.DataKey), abandonAfter: abandon,
+		sizes: map[string]sized{}, locks: map[string]*nameLock{}}, nil
 }
 
 // String names the bucket for messages: s3://bucket/prefix at endpoint.
@@ -259,24 +285,35 @@ func (b *Bucket) Put(ctx context.Context, key string, r io.Reader) (int64, error
 }
 
 // put seals what r yields while uploading it: one PUT when it fits in a part, a multipart upload
-// otherwise.
+// otherwise, resuming the recorded upload of the key if there is one (upload.go).
 func (b *Bucket) put(ctx context.Context, key string, r io.Reader) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	pr, pw := io.Pipe()
+	name := b.name(key)
+	defer b.lock(name)()
+	rec, held, err := b.resumable(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	var h []byte
+	if rec != nil {
+		h, err = rec.header()
+	} else {
+		h, err = newHeader()
+	}
+	if err != nil {
+		return 0, err
+	}
 	cr := &ctxReader{ctx: ctx, r: r}
 	var size int64
-	sealed := make(chan error, 1)
-	go func() {
-		n, err := seal(pw, cr, b.aead, key)
+	s := startSeal(func(w io.Writer) error {
+		n, err := seal(w, cr, b.aead, key, h)
 		size = n
-		pw.CloseWithError(err)
-		sealed <- err
-	}()
-	info, err := b.upload(ctx, key, pr)
-	pr.CloseWithError(errors.New("the upload ended")) // the sealer stops, if it had not
-	serr := <-sealed
+		return err
+	}, h)
+	etag, err := b.upload(ctx, key, name, s, rec, held)
+	serr := s.stop()
 	switch {
 	case cr.err != nil:
 		return 0, cr.err // what the reader said rather than the upload's echo of it
@@ -285,34 +322,13 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader) (int64, error
 	case serr != nil:
 		return 0, serr
 	}
-	b.remember(key, info.ETag, size)
+	b.remember(key, etag, size)
 	return size, nil
-}
-
-func (b *Bucket) upload(ctx context.Context, key string, r io.Reader) (minio.UploadInfo, error) {
-	// The stored form's first part, read in a buffer that grows with it: an object that ends there is one
-	// PUT (one request rather than three).
-	limit := int(b.cfg.PartSize) + 1
-	first := make([]byte, 0, 256<<10)
-	for len(first) < limit {
-		if len(first) == cap(first) {
-			first = slices.Grow(first, min(cap(first), limit-len(first)))
-		}
-		n, err := r.Read(first[len(first):min(cap(first), limit)])
-		first = first[:len(first)+n]
-		if errors.Is(err, io.EOF) {
-			return b.client.PutObject(ctx, b.cfg.Bucket, b.name(key), bytes.NewReader(first), int64(len(first)), putOptions(b.cfg.PartSize))
-		}
-		if err != nil {
-			return minio.UploadInfo{}, err
-		}
-	}
-	return b.client.PutObject(ctx, b.cfg.Bucket, b.name(key), io.MultiReader(bytes.NewReader(first), r), -1, putOptions(b.cfg.PartSize))
 }
 
 // putOptions: the payload is not hashed into the request's signature (UNSIGNED-PAYLOAD; over plain HTTP
 // it would otherwise be signed chunk by chunk, which halves the throughput): it is sealed, so a change in
-// transit fails at read as any other (and HTTPS guards it on the way).
+// transit fails at read as any other (and HTTPS guards it on the way; parts carry their MD5).
 func putOptions(partSize uint64) minio.PutObjectOptions {
 	return minio.PutObjectOptions{ContentType: "application/octet-stream", PartSize: partSize, DisableContentSha256: true}
 }
@@ -579,18 +595,10 @@ func (b *Bucket) DeleteAll(ctx context.Context, prefix string) (bool, error) {
 		return true, fail(err)
 	}
 	found := len(names) > 0
-	uploads := map[string]bool{}
-	for u := range b.client.ListIncompleteUploads(ctx, b.cfg.Bucket, b.name(prefix), true) {
-		if u.Err != nil {
-			return found, fail(u.Err)
-		}
-		uploads[u.Key] = true
-	}
-	for name := range uploads {
+	if up, err := b.abortUnder(ctx, prefix); err != nil {
+		return found || up, fail(err)
+	} else if up {
 		found = true
-		if err := b.client.RemoveIncompleteUpload(ctx, b.cfg.Bucket, name); err != nil && !notFound(err) {
-			return found, fail(err)
-		}
 	}
 	if dir, ok := strings.CutSuffix(prefix, "/"); ok && b.cfg.Spool != "" {
 		for _, p := range []string{b.stagePath(dir), b.stagesPath(dir)} {
