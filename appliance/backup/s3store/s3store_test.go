@@ -212,7 +212,8 @@ func (f *failAfter) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-// A multipart Put whose reader fails is aborted: no object, no incomplete upload, the reader's error.
+// Without UploadState, a multipart Put whose reader fails is aborted: no object, no incomplete upload,
+// the reader's error.
 func TestFailedMultipartPutAborted(t *testing.T) {
 	srv := s3test.Start(t)
 	cfg := srv.Config("backups")
