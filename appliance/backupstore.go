@@ -178,6 +178,12 @@ func (s *Service) fetchBackup(ctx context.Context, ex daemon.ExecFunc, dp *DataP
 	return nil
 }
 
+// uploadSweeper is a backup store whose incomplete uploads cost until aborted (s3store.Bucket): the
+// periodic task backup-store-uploads aborts those nobody will resume.
+type uploadSweeper interface {
+	SweepUploads(ctx context.Context) (int, error)
+}
+
 // retentionStore is the backup store for deleting (no data plane needed: nothing is chowned).
 func (s *Service) retentionStore() *backup.Store { return s.backupStore(s.dp) }
 

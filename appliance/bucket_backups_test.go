@@ -41,6 +41,7 @@ func bucketEnvWith(t *testing.T, o appliancetest.Options) (*appliancetest.Env, *
 		cfg.DataKey = make([]byte, 32)
 		rand.Read(cfg.DataKey)
 		cfg.Spool, cfg.Chown = filepath.Join(dir, "spool"), chown
+		cfg.UploadState = filepath.Join(dir, "spool", "uploads") // as up has it
 		b, err := s3store.New(cfg)
 		if err != nil {
 			return nil, err

@@ -93,6 +93,15 @@ func (s *Service) periodic() []periodicTask {
 			}
 		}},
 	}
+	if sw, ok := s.backupObjects.(uploadSweeper); ok {
+		tasks = append(tasks, periodicTask{"@every 1h", "backup-store-uploads", func(ctx context.Context) {
+			if n, err := sw.SweepUploads(ctx); err != nil {
+				log.Warn("backup store: sweep of abandoned uploads", "err", err)
+			} else if n > 0 {
+				log.Info("backup store: abandoned incomplete uploads aborted", "aborted", n)
+			}
+		}})
+	}
 	if every := s.cfg.VerifyBackupsEvery; every > 0 {
 		tasks = append(tasks, periodicTask{verifyBackupsCheckEvery, "verify-backups", func(ctx context.Context) {
 			if res, err := s.VerifyBackups(ctx, s.now(), every); err != nil {

@@ -1,12 +1,14 @@
 package appliance
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -36,10 +38,27 @@ func TestPeriodicTasks(t *testing.T) {
 	if err := s.RegisterPeriodic(scheduler.New(db, scheduler.Options{})); err != nil {
 		t.Fatal(err)
 	}
+	// With a bucket, its abandoned uploads are swept hourly.
+	sw := &sweepingObjects{}
+	s = New(Config{}, Deps{DB: db, Log: slog.New(slog.DiscardHandler), BackupObjects: sw})
+	tasks := s.periodic()
+	if last := tasks[len(tasks)-1]; len(tasks) != len(want)+1 || last.spec+" "+last.name != "@every 1h backup-store-uploads" {
+		t.Errorf("with a bucket, the tasks end with %s %s (%d tasks)", last.spec, last.name, len(tasks))
+	} else if last.run(t.Context()); sw.swept != 1 {
+		t.Errorf("the task swept %d times", sw.swept)
+	}
 	// With --verify-backups-every, the restore tests come last (looking hourly for what is due).
 	s = New(Config{VerifyBackupsEvery: DefaultVerifyBackupsEvery}, Deps{DB: db, Log: slog.New(slog.DiscardHandler)})
-	tasks := s.periodic()
+	tasks = s.periodic()
 	if last := tasks[len(tasks)-1]; len(tasks) != len(want)+1 || last.spec+" "+last.name != "@every 1h verify-backups" {
 		t.Errorf("with VerifyBackupsEvery, the tasks end with %s %s (%d tasks)", last.spec, last.name, len(tasks))
 	}
 }
+
+// sweepingObjects is a backup store with uploads to sweep (as s3store.Bucket).
+type sweepingObjects struct {
+	backup.Objects
+	swept int
+}
+
+func (o *sweepingObjects) SweepUploads(context.Context) (int, error) { o.swept++; return 0, nil }

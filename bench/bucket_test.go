@@ -51,6 +51,7 @@ func newBucketBench(b *testing.B) *bucketBench {
 			cfg.DataKey = make([]byte, 32)
 			rand.Read(cfg.DataKey)
 			cfg.Spool, cfg.Chown = filepath.Join(dir, "spool"), chown
+			cfg.UploadState = filepath.Join(dir, "spool", "uploads") // as up has it
 			o, err := s3store.New(cfg)
 			if err != nil {
 				return nil, err

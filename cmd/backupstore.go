@@ -125,8 +125,8 @@ func readKeyFile(path string) ([]byte, error) {
 }
 
 // openBackupStore is the bucket of up's flags for the service, its data key given or derived from box,
-// its stages under the data directory given to the instances' OS user (chown); nil for the local
-// directory.
+// its stages under the data directory given to the instances' OS user (chown) and its uploads'
+// state beside them; nil for the local directory.
 func openBackupStore(cfg UpConfig, dataDir string, box *appliance.SecretBox, chown func(string) error) (*s3store.Bucket, error) {
 	sc, err := parseBackupStore(cfg)
 	if sc == nil || err != nil {
@@ -138,6 +138,10 @@ func openBackupStore(cfg UpConfig, dataDir string, box *appliance.SecretBox, cho
 		}
 	}
 	sc.Spool, sc.Chown = filepath.Join(dataDir, "spool"), chown
+	// The state of unfinished multipart uploads, for a later Put of the same key (a segment archive_command
+	// retries, a backup's Commit) to resume them. Only this store's: the metadata snapshots' store (another
+	// data key, keys never put again) has none, so its failed uploads are aborted.
+	sc.UploadState = filepath.Join(dataDir, "spool", "uploads")
 	b, err := s3store.New(*sc)
 	if err != nil {
 		return nil, fmt.Errorf("--backup-store: %w", err)
