@@ -33,6 +33,7 @@ func BenchmarkPutGet(b *testing.B) {
 
 	srv := s3test.Start(b)
 	cfg := srv.Config("bench")
+	cfg.UploadState = filepath.Join(b.TempDir(), "uploads") // as up has it
 	stores := map[string]backup.Objects{"s3store": newBucket(b, cfg), "dirstore": &dirstore.Dir{Root: filepath.Join(b.TempDir(), "backups")}}
 	ctx := context.Background()
 	for _, kind := range []string{"random", "rows"} {

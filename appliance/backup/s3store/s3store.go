@@ -9,12 +9,18 @@
 // the bucket and reads the trailer of each object it has not seen (4×Parallel at a time; Put, Stat and
 // List fill a cache of sizes by key and ETag), so a first List of many objects costs a request per object.
 //
-// Put streams: the stored form is produced while it is uploaded. An object that fits in one part is one
-// PUT; a larger one is a multipart upload (parts of PartSize; about two parts are held in memory), which
-// S3 makes visible only once completed; a failed upload is aborted. An upload killed with the process
-// (or whose abort failed) stays as an incomplete upload, invisible to Get and List, until DeleteAll of
-// its prefix removes it (ListIncompleteUploads) or a bucket lifecycle rule
-// (AbortIncompleteMultipartUpload) does.
+// Put streams: the stored form is produced while it is uploaded. An object that fits in one part
+// (PartSize) is one PUT; a larger one is a multipart upload the store runs part by part (one part held in
+// memory), which S3 makes visible only once completed: an upload that failed or was killed is never an
+// object, and the backup store's manifests are written last. With UploadState, a failed upload is not
+// aborted: a state record (upload ID, nonce prefix, each part's SHA-256 and ETag) lets a later Put of the
+// same key resume it, sending only the parts the server lacks, as long as the object seals to the same
+// bytes under the recorded nonce prefix; other content starts a new upload under a new nonce prefix
+// (never other plaintext under nonces already used: upload.go says why). SweepUploads (run hourly by the
+// appliance) aborts the incomplete uploads under Prefix nobody will resume (unrecorded ones older than
+// AbandonAfter, recorded ones not resumed for a week), and DeleteAll of a prefix aborts those under it.
+// Without UploadState, a failed upload is aborted; one whose abort failed waits for a sweep, DeleteAll or
+// a bucket lifecycle rule (AbortIncompleteMultipartUpload).
 //
 // Bucket implements backup.Stager (stages are local directories under Spool, committed by uploading
 // their files) but not backup.WALTransport: PostgreSQL's archive_command cannot upload to a bucket
@@ -328,7 +334,7 @@ func (b *Bucket) put(ctx context.Context, key string, r io.Reader) (int64, error
 
 // putOptions: the payload is not hashed into the request's signature (UNSIGNED-PAYLOAD; over plain HTTP
 // it would otherwise be signed chunk by chunk, which halves the throughput): it is sealed, so a change in
-// transit fails at read as any other (and HTTPS guards it on the way; parts carry their MD5).
+// transit fails at read as any other (and HTTPS guards it on the way; a multipart upload's parts carry their SHA-256, upload.go).
 func putOptions(partSize uint64) minio.PutObjectOptions {
 	return minio.PutObjectOptions{ContentType: "application/octet-stream", PartSize: partSize, DisableContentSha256: true}
 }

@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/md5"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -16,7 +14,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -28,14 +28,14 @@ import (
 // one part after the other (minio-go's Core calls). With Config.UploadState set, each upload has a state
 // record there (<UploadState>/<hash of bucket and name>.upload, JSON lines): its upload ID, the nonce
 // prefix of its header, the part size, a check of the data key, then one line before each part is sent
-// (its number, size and MD5) and one once the server confirmed it (with its ETag). Each line is synced
+// (its number, size and SHA-256) and one once the server confirmed it (with its ETag). Each line is synced
 // before what it records happens. A failed upload (the bucket unreachable, the context ended, the reader
 // failed, the process killed) is not aborted: its record stays, and a later Put of the same key resumes it.
 //
 // A resuming Put first asks the server for the upload's parts (ListObjectParts): an upload the server no
 // longer has is forgotten and the Put starts over. Otherwise it seals the source again under the recorded
 // nonce prefix (the stored form is a function of the data key, the header and the plaintext) and compares
-// each part with the record: a part whose MD5 and size are the recorded ones and that the server holds
+// each part with the record: a part whose SHA-256 and size are the recorded ones and that the server holds
 // with the recorded ETag is not sent again; one the server lacks is sent again (the same bytes). At the
 // first part that differs (another content under the same key), the upload is aborted and the object is
 // sealed again under a NEW nonce prefix and uploaded whole. It must not go on under the old prefix: the
@@ -67,7 +67,7 @@ const (
 type partRecord struct {
 	N    int    `json:"n"`
 	Size int    `json:"size"`
-	MD5  string `json:"md5"` // hex, of the part's stored bytes
+	Hash string `json:"sha256"` // hex, of the part's stored bytes
 	ETag string `json:"etag,omitempty"`
 }
 
@@ -130,6 +130,8 @@ func (r *uploadRecord) header() ([]byte, error) {
 
 func (r *uploadRecord) apply(l recordLine) {
 	switch {
+	case l.Part != nil && l.Part.N >= 1 && l.Part.N <= len(r.parts): // sent again (the server had lost it)
+		r.parts[l.Part.N-1] = *l.Part
 	case l.Part != nil && l.Part.N == len(r.parts)+1:
 		r.parts = append(r.parts, *l.Part)
 		if r.sending != nil && r.sending.N <= l.Part.N {
@@ -278,6 +280,10 @@ func (b *Bucket) records(prefix string) (map[string]*uploadRecord, error) {
 	}
 	for _, e := range ents {
 		if !strings.HasSuffix(e.Name(), recordSuffix) {
+			// A temporary file (.record-*, .compared-*) a killed process left.
+			if fi, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), ".") && time.Since(fi.ModTime()) > defaultAbandonAfter {
+				os.Remove(filepath.Join(b.cfg.UploadState, e.Name()))
+			}
 			continue
 		}
 		p := filepath.Join(b.cfg.UploadState, e.Name())
@@ -419,40 +425,146 @@ func (s *sealed) stop() error {
 	return s.wait()
 }
 
-// nextPart reads a part (a full buffer, or what is left) and tells whether the stored form ends with it.
-func nextPart(br *bufio.Reader, buf []byte) (int, bool, error) {
-	n, err := io.ReadFull(br, buf)
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return n, true, nil // the producer's end, which the caller checks (sealed.wait)
+// part is a part of a stored form read by a partReader: data, the SHA-256 of it, whether the stored form
+// ends with it, or the error that ended the reading.
+type part struct {
+	data []byte
+	sum  [sha256.Size]byte
+	last bool
+	err  error
+}
+
+// partReader cuts a stored form in parts of PartSize, reading (and hashing) the next part while the one
+// before is sent: two part buffers in all. The first part's buffer grows with what comes, so that a small
+// object costs no more than its size.
+type partReader struct {
+	out  chan *part
+	free chan []byte
+	done chan struct{}
+	stop sync.Once
+}
+
+func (b *Bucket) readParts(r io.Reader) *partReader {
+	pr := &partReader{out: make(chan *part), free: make(chan []byte, 2), done: make(chan struct{})}
+	go func() {
+		br := bufio.NewReaderSize(r, 64<<10)
+		size, bufs := int(b.cfg.PartSize), 0
+		for {
+			var buf []byte
+			select {
+			case buf = <-pr.free:
+			default:
+				if bufs < 2 {
+					bufs++
+					break
+				}
+				select {
+				case buf = <-pr.free:
+				case <-pr.done:
+					return
+				}
+			}
+			p := &part{}
+			p.data, p.last, p.err = readPart(br, buf, size)
+			if p.err == nil {
+				p.sum = sha256.Sum256(p.data)
+			}
+			select {
+			case pr.out <- p:
+			case <-pr.done:
+				return
+			}
+			if p.last || p.err != nil {
+				return
+			}
+		}
+	}()
+	return pr
+}
+
+// next is the next part (not to be called after the last one or an error).
+func (pr *partReader) next() *part { return <-pr.out }
+
+// release gives a part's buffer back for a later part.
+func (pr *partReader) release(p *part) {
+	select {
+	case pr.free <- p.data[:0]:
+	default:
 	}
-	if err != nil {
-		return n, false, err
+}
+
+// close stops the reading.
+func (pr *partReader) close() { pr.stop.Do(func() { close(pr.done) }) }
+
+// rest reads the parts after the last one next returned, as one stream.
+func (pr *partReader) rest() io.Reader { return &restReader{pr: pr} }
+
+type restReader struct {
+	pr  *partReader
+	cur *part
+	off int
+}
+
+func (r *restReader) Read(b []byte) (int, error) {
+	for r.cur == nil || r.off == len(r.cur.data) {
+		if r.cur != nil {
+			if r.cur.last {
+				return 0, io.EOF
+			}
+			r.pr.release(r.cur)
+		}
+		r.cur, r.off = r.pr.next(), 0
+		if r.cur.err != nil {
+			return 0, r.cur.err
+		}
+	}
+	n := copy(b, r.cur.data[r.off:])
+	r.off += n
+	return n, nil
+}
+
+// readPart reads up to size bytes into buf (grown as they come) and tells whether the stored form ends
+// with them. Only br's io.EOF is the end: an error the producer ended with is an error.
+func readPart(br *bufio.Reader, buf []byte, size int) ([]byte, bool, error) {
+	buf = buf[:0]
+	for len(buf) < size {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(max(cap(buf), 256<<10), size-len(buf)))
+		}
+		n, err := br.Read(buf[len(buf):min(cap(buf), size)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, true, nil
+		}
+		if err != nil {
+			return buf, false, err
+		}
 	}
 	if _, err := br.Peek(1); err == io.EOF {
-		return n, true, nil
+		return buf, true, nil
 	} else if err != nil {
-		return n, false, err
+		return buf, false, err
 	}
-	return n, false, nil
+	return buf, false, nil
 }
 
 // upload stores s (the stored form of key, under the header s.h) as the object name: one PUT when it fits
 // in a part, else a multipart upload, resuming rec (s.h is then rec's header) whose parts the server holds
 // are held. It returns the object's ETag.
 func (b *Bucket) upload(ctx context.Context, key, name string, s *sealed, rec *uploadRecord, held map[int]minio.ObjectPart) (string, error) {
-	br := bufio.NewReaderSize(s.r, 64<<10)
-	buf := make([]byte, b.cfg.PartSize)
-	n, last, err := nextPart(br, buf)
-	if err != nil {
-		return "", err
+	pr := b.readParts(s.r)
+	defer pr.close()
+	first := pr.next()
+	if first.err != nil {
+		return "", first.err
 	}
-	if !last {
-		return b.multipart(ctx, key, name, s, br, buf, n, rec, held)
+	if !first.last {
+		return b.multipart(ctx, key, name, s, pr, first, rec, held)
 	}
 	if err := s.wait(); err != nil {
 		return "", err
 	}
-	body := buf[:n]
+	body := first.data
 	if rec != nil {
 		// Smaller than the upload recorded under this name, so not its bytes: not under its nonce prefix.
 		b.dropUpload(ctx, rec)
@@ -470,8 +582,8 @@ func (b *Bucket) upload(ctx context.Context, key, name string, s *sealed, rec *u
 	return info.ETag, err
 }
 
-// multipart uploads s in parts, the first of which (n bytes) is in buf, the rest to come from br.
-func (b *Bucket) multipart(ctx context.Context, key, name string, s *sealed, br *bufio.Reader, buf []byte, n int,
+// multipart uploads s in parts, the first of which is first, the rest to come from pr.
+func (b *Bucket) multipart(ctx context.Context, key, name string, s *sealed, pr *partReader, first *part,
 	rec *uploadRecord, held map[int]minio.ObjectPart) (etag string, err error) {
 	core := minio.Core{Client: b.client}
 	if rec == nil {
@@ -512,43 +624,51 @@ func (b *Bucket) multipart(ctx context.Context, key, name string, s *sealed, br 
 			return "", err
 		}
 	}
-	for i, last := 1, false; !last; i++ {
+	for i, p := 1, first; ; i++ {
 		if i > 1 {
-			if n, last, err = nextPart(br, buf); err != nil {
-				return "", err
+			if p = pr.next(); p.err != nil {
+				return "", p.err
 			}
 		}
-		if last {
+		if p.last {
 			if err := s.wait(); err != nil { // the stored form ended whole
 				return "", err
 			}
 		}
-		part := buf[:n]
-		sum := md5.Sum(part)
+		send := true
 		if old := rec.known(i); old != nil {
-			if old.Size != n || old.MD5 != hex.EncodeToString(sum[:]) {
+			if old.Size != len(p.data) || old.Hash != hex.EncodeToString(p.sum[:]) {
 				// Other bytes than were sent under this nonce prefix: start again under a new one (see
 				// the top of this file).
-				old := io.MultiReader(compared, bytes.NewReader(bytes.Clone(part)), br)
 				if _, err := compared.Seek(0, io.SeekStart); err != nil {
 					return "", err
 				}
-				return b.restart(ctx, key, name, rec, old)
+				var rest io.Reader = eofReader{}
+				if !p.last {
+					rest = pr.rest()
+				}
+				return b.restart(ctx, key, name, rec, io.MultiReader(compared, bytes.NewReader(p.data), rest))
 			}
-			if _, err := compared.Write(part); err != nil {
+			if _, err := compared.Write(p.data); err != nil {
 				return "", err
 			}
-			if p, ok := held[i]; ok && old.ETag != "" && trimETag(p.ETag) == old.ETag && int(p.Size) == n {
-				continue // the server has it
+			if h, ok := held[i]; ok && old.ETag != "" && trimETag(h.ETag) == old.ETag && int(h.Size) == len(p.data) {
+				send = false // the server has it
 			}
 		} else if compared != nil {
 			compared.Close()
 			os.Remove(compared.Name())
 			compared = nil
 		}
-		if err := b.sendPart(ctx, rec, i, part, sum); err != nil {
-			return "", err
+		if send {
+			if err := b.sendPart(ctx, rec, i, p.data, p.sum); err != nil {
+				return "", err
+			}
 		}
+		if p.last {
+			break
+		}
+		pr.release(p)
 	}
 	parts := make([]minio.CompletePart, len(rec.parts))
 	for i, p := range rec.parts {
@@ -561,15 +681,21 @@ func (b *Bucket) multipart(ctx context.Context, key, name string, s *sealed, br 
 	return info.ETag, nil
 }
 
-// sendPart records that part i is about to be sent (before any of its bytes leave), sends it (with its
-// MD5 for the server to check) and records the server's ETag.
-func (b *Bucket) sendPart(ctx context.Context, rec *uploadRecord, i int, part []byte, sum [md5.Size]byte) error {
-	p := partRecord{N: i, Size: len(part), MD5: hex.EncodeToString(sum[:])}
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// sendPart records that part i is about to be sent (before any of its bytes leave), sends it and records
+// the server's ETag. The part's SHA-256 is its request's signed payload hash (x-amz-content-sha256),
+// which the server checks: the digest the record compares parts by costs nothing more.
+func (b *Bucket) sendPart(ctx context.Context, rec *uploadRecord, i int, part []byte, sum [sha256.Size]byte) error {
+	p := partRecord{N: i, Size: len(part), Hash: hex.EncodeToString(sum[:])}
 	if err := rec.add(recordLine{Sending: &p}); err != nil {
 		return err
 	}
 	got, err := minio.Core{Client: b.client}.PutObjectPart(ctx, b.cfg.Bucket, rec.Name, rec.UploadID, i, bytes.NewReader(part), int64(len(part)),
-		minio.PutObjectPartOptions{Md5Base64: base64.StdEncoding.EncodeToString(sum[:]), DisableContentSha256: true})
+		// DisableContentSha256: no chunked signing of the body over plain HTTP, the hash given instead.
+		minio.PutObjectPartOptions{Sha256Hex: p.Hash, DisableContentSha256: true})
 	if err != nil {
 		return fmt.Errorf("part %d: %w", i, err)
 	}
