@@ -477,8 +477,13 @@ func (b *Bucket) List(ctx context.Context, prefix string) ([]backup.Info, error)
 		}
 		out = append(out, backup.Info{Key: key, Size: size, ModTime: o.LastModified})
 	}
+	gone := make([]bool, len(out))
 	err = b.each(ctx, 4*b.cfg.Parallel, len(todo), func(ctx context.Context, i int) error {
 		in, _, err := b.stat(ctx, out[todo[i]].Key)
+		if errors.Is(err, backup.ErrNotExist) { // deleted since the listing
+			gone[todo[i]] = true
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -488,6 +493,13 @@ func (b *Bucket) List(ctx context.Context, prefix string) ([]backup.Info, error)
 	if err != nil {
 		return nil, fmt.Errorf("list %q: %w", prefix, err)
 	}
+	kept := out[:0]
+	for i, in := range out {
+		if !gone[i] {
+			kept = append(kept, in)
+		}
+	}
+	out = kept
 	slices.SortFunc(out, func(a, b backup.Info) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -610,4 +611,35 @@ func TestServerStoppedDuringGet(t *testing.T) {
 		t.Fatalf("read after the server died: %v, want an error naming the object that is not ErrCorrupt", err)
 	}
 	t.Log(err)
+}
+
+// deleteOnStat deletes an object from the bucket as a store is about to read its trailer.
+type deleteOnStat struct {
+	srv  *s3test.Server
+	name string
+	once sync.Once
+}
+
+func (d *deleteOnStat) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && r.Header.Get("Range") != "" && strings.HasSuffix(r.URL.Path, "/"+d.name) {
+		d.once.Do(func() {
+			if err := d.srv.Client().RemoveObject(r.Context(), d.srv.Bucket, d.name, minio.RemoveObjectOptions{}); err != nil {
+				panic(err)
+			}
+		})
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// An object deleted between List's listing and its reading of the object's trailer is not listed (and
+// fails nothing): a List concurrent with a prune.
+func TestListDeletedMeanwhile(t *testing.T) {
+	srv := s3test.Start(t)
+	cfg := srv.Config("backups")
+	put(t, newBucket(t, cfg), "p/a", []byte("a"))
+	put(t, newBucket(t, cfg), "p/b", []byte("b"))
+	cfg.Transport = &deleteOnStat{srv: srv, name: "backups/p/a"}
+	if l, err := newBucket(t, cfg).List(context.Background(), "p/"); err != nil || len(l) != 1 || l[0].Key != "p/b" {
+		t.Fatalf("list: %+v %v", l, err)
+	}
 }
