@@ -24,14 +24,14 @@ import (
 
 // Resumable multipart uploads.
 //
-// An object whose stored form is larger than PartSize is a multipart upload that this file runs itself,
-// one part after the other (minio-go's Core calls; the next part is sealed and hashed while one is sent).
-// With Config.UploadState set, each upload has a state
-// record there (<UploadState>/<hash of bucket and name>.upload, JSON lines): its upload ID, the nonce
-// prefix of its header, the part size, a check of the data key, then one line before each part is sent
-// (its number, size and SHA-256) and one once the server confirmed it (with its ETag). Each line is synced
-// before what it records happens. A failed upload (the bucket unreachable, the context ended, the reader
-// failed, the process killed) is not aborted: its record stays, and a later Put of the same key resumes it.
+// An object whose stored form is larger than PartSize is a multipart upload that this file runs itself, one
+// part after the other (minio-go's Core calls; the next part is sealed and hashed while one is sent). With
+// Config.UploadState set, each upload has a state record there (<UploadState>/<hash of bucket and
+// name>.upload, JSON lines): its upload ID, the nonce prefix of its header, the part size, a check of the
+// data key, then one line before each part is sent (its number, size and SHA-256) and one once the server
+// confirmed it (with its ETag). Each line is synced before what it records happens. A failed upload (the
+// bucket unreachable, the context ended, the reader failed, the process killed) is not aborted: its record
+// stays, and a later Put of the same key resumes it.
 //
 // A resuming Put first asks the server for the upload's parts (ListObjectParts): an upload the server no
 // longer has is forgotten and the Put starts over. Otherwise it seals the source again under the recorded
