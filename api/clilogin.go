@@ -16,9 +16,11 @@ type CLILoginStart struct {
 	PollToken string    `json:"poll_token"`
 	State     string    `json:"state"`
 	ExpiresAt time.Time `json:"expires_at"`
+	UserCode  string    `json:"user_code" schema:"pattern=^[A-Z]{4}-[A-Z]{4}$,example=BCDF-GHJK" doc:"the code the CLI shows; the approval page shows it too, to compare before approving"`
 }
 
-// CLILoginResult is the poll and authorize result.
+// CLILoginResult is the poll, authorize and refuse result: state is pending, authorized, completed,
+// refused (a signed-in user refused it: it can no longer be approved) or expired.
 type CLILoginResult struct {
 	SessionID        string     `json:"session_id"`
 	State            string     `json:"state"`
@@ -40,4 +42,5 @@ type CLILoginDetails struct {
 	KeyExpiresAt *time.Time `json:"key_expires_at"`
 	Scopes       []string   `json:"scopes"`
 	Source       string     `json:"source"`
+	UserCode     string     `json:"user_code" doc:"the code the CLI printed: approve only when the two match"`
 }

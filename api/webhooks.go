@@ -5,17 +5,22 @@ import (
 	"time"
 )
 
+// EventType is the name of a kind of event (job.completed, alert.triggered …): what an endpoint's
+// event_types filter takes. Its values are the event table's (appliance/eventlog's Types, the one list):
+// the OpenAPI document gives them as the EventType schema's enum, and an unknown name is a 400.
+type EventType string
+
 // WebhookEndpoint is the API resource of an endpoint (never its secret).
 type WebhookEndpoint struct {
-	ID             string    `json:"id"`
-	OrganizationID string    `json:"organization_id"`
-	Description    string    `json:"description"`
-	URL            string    `json:"url" schema:"format=uri"`
-	EventTypes     []string  `json:"event_types" doc:"the event types delivered; empty: all"`
-	IsActive       bool      `json:"is_active"`
-	Health         string    `json:"health" enum:"healthy,failing,disabled" doc:"failing after 3 failed attempts in a row; disabled when not active"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	ID             string      `json:"id"`
+	OrganizationID string      `json:"organization_id"`
+	Description    string      `json:"description"`
+	URL            string      `json:"url" schema:"format=uri"`
+	EventTypes     []EventType `json:"event_types" doc:"the event types delivered; empty: all"`
+	IsActive       bool        `json:"is_active"`
+	Health         string      `json:"health" enum:"healthy,failing,disabled" doc:"failing after 3 failed attempts in a row; disabled when not active"`
+	CreatedAt      time.Time   `json:"created_at"`
+	UpdatedAt      time.Time   `json:"updated_at"`
 }
 
 // WebhookEndpointList is the list response.
@@ -36,18 +41,18 @@ type WebhookEndpointWithSecret struct {
 
 // CreateWebhookEndpointRequest is the body of POST /v1/organizations/{orgID}/webhook-endpoints.
 type CreateWebhookEndpointRequest struct {
-	URL         string   `json:"url" api:"required" schema:"format=uri,maxLength=2048,example=https://example.com/hooks" doc:"absolute http(s) URL the outbound policy allows"`
-	Description string   `json:"description" schema:"maxLength=500"`
-	EventTypes  []string `json:"event_types" doc:"event types to deliver (see the event table); empty or absent: all"`
-	IsActive    *bool    `json:"is_active" doc:"default true"`
+	URL         string      `json:"url" api:"required" schema:"format=uri,maxLength=2048,example=https://example.com/hooks" doc:"absolute http(s) URL the outbound policy allows"`
+	Description string      `json:"description" schema:"maxLength=500"`
+	EventTypes  []EventType `json:"event_types" doc:"event types to deliver (see the event table); empty or absent: all"`
+	IsActive    *bool       `json:"is_active" doc:"default true"`
 }
 
 // PatchWebhookEndpointRequest changes the fields it names.
 type PatchWebhookEndpointRequest struct {
-	URL         *string   `json:"url" schema:"format=uri,maxLength=2048"`
-	Description *string   `json:"description" schema:"maxLength=500"`
-	EventTypes  *[]string `json:"event_types" doc:"replaces the list; empty: all"`
-	IsActive    *bool     `json:"is_active" doc:"false stops deliveries (pending ones fail); true re-enables and resets health"`
+	URL         *string      `json:"url" schema:"format=uri,maxLength=2048"`
+	Description *string      `json:"description" schema:"maxLength=500"`
+	EventTypes  *[]EventType `json:"event_types" doc:"replaces the list; empty: all"`
+	IsActive    *bool        `json:"is_active" doc:"false stops deliveries (pending ones fail); true re-enables and resets health"`
 }
 
 // WebhookAttempt is one recorded attempt of a delivery.

@@ -38,3 +38,7 @@ func (s *Service) policy() *outbound.Policy {
 	}
 	return s.cfg.Outbound
 }
+
+// EventTypeNames are the names of the event table (eventlog.Types, the one list): the values of
+// api.EventType, which the OpenAPI document gives as its enum and the webhook endpoints' filter accepts.
+func EventTypeNames() []string { return eventlog.Names() }

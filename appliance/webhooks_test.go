@@ -15,6 +15,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/outbound"
@@ -68,7 +69,7 @@ func fastHooks(schedule ...time.Duration) *appliance.WebhookOptions {
 	return &o
 }
 
-func createEndpoint(t *testing.T, e *appliancetest.Env, p *appliance.Principal, url string, types ...string) *appliance.WebhookEndpointWithSecret {
+func createEndpoint(t *testing.T, e *appliancetest.Env, p *appliance.Principal, url string, types ...api.EventType) *appliance.WebhookEndpointWithSecret {
 	t.Helper()
 	res, err := e.Svc.Webhooks().CreateEndpoint(t.Context(), p, p.OrganizationID, &appliance.CreateWebhookEndpointRequest{URL: url, EventTypes: types})
 	if err != nil {
@@ -391,7 +392,7 @@ func TestWebhookEndpointInput(t *testing.T) {
 		req  appliance.CreateWebhookEndpointRequest
 		want string
 	}{
-		{appliance.CreateWebhookEndpointRequest{URL: "http://127.0.0.1:9/x", EventTypes: []string{"job.completed", "job.exploded", "nope"}}, "unknown event types: job.exploded, nope"},
+		{appliance.CreateWebhookEndpointRequest{URL: "http://127.0.0.1:9/x", EventTypes: []api.EventType{"job.completed", "job.exploded", "nope"}}, "unknown event types: job.exploded, nope"},
 		{appliance.CreateWebhookEndpointRequest{URL: "/relative"}, "absolute http:// or https:// URL"},
 		{appliance.CreateWebhookEndpointRequest{URL: "ftp://example.com/"}, "absolute http:// or https:// URL"},
 		{appliance.CreateWebhookEndpointRequest{URL: "https://user:pw@example.com/"}, "credentials"},

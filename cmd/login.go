@@ -125,6 +125,7 @@ func runLogin(c *cobra.Command, o *clientOpts, lo loginOpts) error {
 		approve += " --ca-cert " + cn.caCert
 	}
 	fmt.Fprintf(out, "Login session: %s (expires %s)\n", st.SessionID, st.ExpiresAt.Local().Format(time.RFC3339))
+	fmt.Fprintf(out, "Code: %s (approve only if the page shows the same code)\n", st.UserCode)
 	fmt.Fprintf(out, "Open %s/cli/login/%s in a signed-in browser, or approve from a signed-in terminal with:\n  %s --email <you>\n",
 		cn.apiURL, st.SessionID, approve)
 	p := &pendingLogin{APIURL: cn.apiURL, CACert: caPEM, SessionID: st.SessionID, PollToken: st.PollToken, ExpiresAt: st.ExpiresAt}
@@ -169,6 +170,9 @@ func waitForLogin(ctx context.Context, c *cobra.Command, cl *apiClient, cfg *cli
 			case "expired":
 				clearPending(cfg, p)
 				return fmt.Errorf("login session %s expired before it was approved; run `appliance login` again", p.SessionID)
+			case "refused":
+				clearPending(cfg, p)
+				return fmt.Errorf("login session %s was refused on the approval page; no key was issued", p.SessionID)
 			case "pending":
 			default:
 				return fmt.Errorf("login session %s is in an unexpected state %q", p.SessionID, res.State)
@@ -280,6 +284,7 @@ the waiting device only; it is never shown here. The password is read from stand
 			}
 			x.printf("Device login %s\n", det.SessionID)
 			printFields(x.out(), "  %-15s%s\n", [][]string{
+				{"code:", firstNonEmpty(det.UserCode, "-")},
 				{"device:", firstNonEmpty(det.DeviceName, "(unnamed)")},
 				{"key name:", det.KeyName},
 				{"scopes:", strings.Join(det.Scopes, ", ")},

@@ -93,10 +93,19 @@ func newWebhooksListCmd(o *clientOpts) *cobra.Command {
 		Columns: []string{"ID", "URL", "EVENTS", "HEALTH", "DESCRIPTION"},
 		Rows: func(l *api.WebhookEndpointList) [][]string {
 			return rowsOf(l.WebhookEndpoints, func(e api.WebhookEndpoint) []string {
-				return []string{e.ID, e.URL, firstNonEmpty(strings.Join(e.EventTypes, ","), "all"), e.Health, firstNonEmpty(e.Description, "-")}
+				return []string{e.ID, e.URL, eventsText(e.EventTypes), e.Health, firstNonEmpty(e.Description, "-")}
 			})
 		},
 	})
+}
+
+// eventsText is an endpoint's event filter as the commands print it: "all" when empty.
+func eventsText(types []api.EventType) string {
+	names := make([]string, len(types))
+	for i, t := range types {
+		names[i] = string(t)
+	}
+	return firstNonEmpty(strings.Join(names, ","), "all")
 }
 
 // printSecret prints an endpoint's signing secret alone on standard output (the details on standard
@@ -104,7 +113,7 @@ func newWebhooksListCmd(o *clientOpts) *cobra.Command {
 func printSecret(verb string) func(x *call, res *api.WebhookEndpointWithSecret) error {
 	return func(x *call, res *api.WebhookEndpointWithSecret) error {
 		e, errw := res.WebhookEndpoint, x.c.ErrOrStderr()
-		fmt.Fprintf(errw, "%s webhook endpoint %s → %s (events: %s)\n", verb, e.ID, e.URL, firstNonEmpty(strings.Join(e.EventTypes, ","), "all"))
+		fmt.Fprintf(errw, "%s webhook endpoint %s → %s (events: %s)\n", verb, e.ID, e.URL, eventsText(e.EventTypes))
 		fmt.Fprintln(errw, "Its signing secret follows; this is the only time it is shown. Verify deliveries with it (Standard Webhooks).")
 		fmt.Fprintln(x.out(), res.PlaintextSecret)
 		return nil

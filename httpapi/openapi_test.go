@@ -328,6 +328,13 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	if r := call("GET", login+"?poll_token="+poll, loginPattern, "", nil, 200); r.json["plaintext_api_key"] == "" {
 		t.Errorf("poll after authorize: %s", r.body)
 	}
+	call("POST", login+"/refuse", loginPattern+"/refuse", owner, nil, 409) // authorized: its key exists
+	other := call("POST", "/v1/cli/login/sessions", "/v1/cli/login/sessions", "", map[string]any{}, 201)
+	otherLogin := "/v1/cli/login/sessions/" + other.json["session_id"].(string)
+	call("POST", otherLogin+"/refuse", loginPattern+"/refuse", member, nil, 200)
+	if r := call("GET", otherLogin+"?poll_token="+other.json["poll_token"].(string), loginPattern, "", nil, 200); r.json["state"] != "refused" {
+		t.Errorf("poll after refuse: %s", r.body)
+	}
 
 	call("GET", org, "/v1/organizations/{orgID}", b.adminKey, nil, 200)
 	call("GET", org, "/v1/organizations/{orgID}", readOnly, nil, 403)

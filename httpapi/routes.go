@@ -59,6 +59,7 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/auth/password", Tag: "identity", Auth: SessionOnly, Bucket: BucketStrict, Status: ok, Summary: "Change the signed-in user's password (signs out their other sessions)", Do: CallB(s.svc.Identity().ChangePassword)},
 		{Method: get, Path: "/v1/cli/login/sessions/{sessionID}/details", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Show a CLI device login to the approving user", Do: CallP("sessionID", s.svc.Identity().CLILoginDetailsFor)},
 		{Method: post, Path: "/v1/cli/login/sessions/{sessionID}/authorize", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Authorize a CLI device login (mints its key)", Errors: []int{http.StatusConflict, http.StatusGone}, Do: CallP("sessionID", s.svc.Identity().AuthorizeCLILogin)},
+		{Method: post, Path: "/v1/cli/login/sessions/{sessionID}/refuse", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Refuse a CLI device login (it can no longer be authorized; the device's poll reads state refused)", Errors: []int{http.StatusConflict, http.StatusGone}, Do: CallP("sessionID", s.svc.Identity().RefuseCLILogin)},
 
 		// Organizations
 		{Method: get, Path: "/v1/organizations/{orgID}", Tag: "organizations", Scope: api.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "Get an organization", Do: CallP("orgID", s.svc.Identity().GetOrganization)},

@@ -91,7 +91,8 @@ type APIKey struct {
 type CLILogin struct {
 	ID             string     `json:"id"`
 	PollTokenHash  string     `json:"poll_token_hash"`
-	State          string     `json:"state"` // pending, authorized, completed, expired
+	State          string     `json:"state"`     // pending, authorized, completed, refused, expired
+	UserCode       string     `json:"user_code"` // shown by the CLI and on the approval page, to compare
 	DeviceName     string     `json:"device_name"`
 	KeyName        string     `json:"key_name"`
 	KeyTTLSeconds  int64      `json:"key_ttl_seconds"` // 0: the key does not expire
@@ -101,6 +102,8 @@ type CLILogin struct {
 	ExpiresAt      time.Time  `json:"expires_at"`
 	AuthorizedAt   *time.Time `json:"authorized_at"`
 	AuthorizedBy   string     `json:"authorized_by"`
+	RefusedAt      *time.Time `json:"refused_at"`
+	RefusedBy      string     `json:"refused_by"`
 	OrganizationID string     `json:"organization_id"`
 	APIKeyID       string     `json:"api_key_id"`
 	KeyExpiresAt   *time.Time `json:"key_expires_at"`

@@ -2,6 +2,7 @@ package identity
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"slices"
 	"strings"
@@ -22,8 +23,28 @@ const (
 	CLILoginPending    = "pending"
 	CLILoginAuthorized = "authorized" // the key is minted and waits for the poll
 	CLILoginCompleted  = "completed"  // the poll has taken the key
+	CLILoginRefused    = "refused"    // a signed-in user refused it: it can no longer be authorized
 	CLILoginExpired    = "expired"
 )
+
+// userCodeAlphabet are the letters of a login's user code: consonants only (RFC 8628 §6.1), so no word
+// and no 0/O, 1/I confusion; 8 of them are 20^8 ≈ 2.6e10 codes.
+const userCodeAlphabet = "BCDFGHJKLMNPQRSTVWXZ"
+
+// newUserCode returns a code like BCDF-GHJK that the CLI prints and the approval page shows, so the
+// approving user can see that the login is the one their terminal started.
+func newUserCode() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	out := make([]byte, 0, 9)
+	for i, c := range b {
+		if i == 4 {
+			out = append(out, '-')
+		}
+		out = append(out, userCodeAlphabet[int(c)%len(userCodeAlphabet)]) // 256 % 20 = 16: a negligible bias
+	}
+	return string(out)
+}
 
 // StartCLILogin opens a device login; the poll token is returned once.
 func (s *Service) StartCLILogin(ctx context.Context, req *api.CLILoginStartRequest) (*api.CLILoginStart, error) {
@@ -57,7 +78,7 @@ func (s *Service) StartCLILogin(ctx context.Context, req *api.CLILoginStartReque
 	}
 	poll := "clp_" + ids.Secret(24)
 	now := s.now()
-	l := &store.CLILogin{ID: ids.New("cli"), PollTokenHash: ids.Hash(poll), State: CLILoginPending, DeviceName: dev,
+	l := &store.CLILogin{ID: ids.New("cli"), PollTokenHash: ids.Hash(poll), State: CLILoginPending, UserCode: newUserCode(), DeviceName: dev,
 		KeyName: keyName, KeyTTLSeconds: days * 86400, Scopes: scopes, Source: "cli", CreatedAt: now,
 		ExpiresAt: now.Add(CLILoginTTL)}
 	err := s.db.Update(func(tx *store.Tx) error {
@@ -69,7 +90,7 @@ func (s *Service) StartCLILogin(ctx context.Context, req *api.CLILoginStartReque
 	if err != nil {
 		return nil, err
 	}
-	return &api.CLILoginStart{SessionID: l.ID, PollToken: poll, State: l.State, ExpiresAt: l.ExpiresAt}, nil
+	return &api.CLILoginStart{SessionID: l.ID, PollToken: poll, State: l.State, ExpiresAt: l.ExpiresAt, UserCode: l.UserCode}, nil
 }
 
 // expire moves a pending login past its deadline to expired (in memory; callers store it).
@@ -170,7 +191,7 @@ func (s *Service) CLILoginDetailsFor(ctx context.Context, p *authz.Principal, se
 		}
 		s.expire(l)
 		out = &api.CLILoginDetails{SessionID: l.ID, State: l.State, ExpiresAt: l.ExpiresAt, DeviceName: l.DeviceName,
-			KeyName: l.KeyName, Scopes: s.cliScopes(p, l), Source: l.Source}
+			KeyName: l.KeyName, Scopes: s.cliScopes(p, l), Source: l.Source, UserCode: l.UserCode}
 		if l.KeyExpiresAt != nil {
 			out.KeyExpiresAt = l.KeyExpiresAt
 		} else if l.KeyTTLSeconds > 0 {
@@ -260,6 +281,54 @@ func (s *Service) AuthorizeCLILogin(ctx context.Context, p *authz.Principal, ses
 		return nil
 	})
 	return out, err
+}
+
+// RefuseCLILogin refuses a pending login: it can no longer be authorized, and the device's next poll
+// reads state refused. Refusing a refused login again answers it as it is; an authorized or completed
+// one is a conflict (its key exists: revoke the key instead), an expired one is gone.
+func (s *Service) RefuseCLILogin(ctx context.Context, p *authz.Principal, sessionID string) (*api.CLILoginResult, error) {
+	var out *api.CLILoginResult
+	expired := false
+	err := s.db.Update(func(tx *store.Tx) error {
+		l, err := store.CLILogins.Get(tx, sessionID)
+		if err != nil {
+			return apperr.NotFoundAs(err, "login session %s not found", sessionID)
+		}
+		if l.OrganizationID != "" && l.OrganizationID != p.OrganizationID && !p.IsAdmin {
+			return apperr.NotFound("login session %s not found", sessionID)
+		}
+		expiredNow, err := s.expireLogin(tx, l)
+		if err != nil {
+			return err
+		}
+		switch {
+		case l.State == CLILoginExpired:
+			expired = true
+			if !expiredNow {
+				return nil
+			}
+		case l.State == CLILoginRefused:
+		case l.State != CLILoginPending:
+			return apperr.Conflict("login session %s is %s, not pending: revoke its API key instead", l.ID, l.State)
+		default:
+			l.State, l.RefusedAt, l.RefusedBy = CLILoginRefused, ptr(s.now()), p.UserID
+			if err := s.host.Audit(tx, p, "cli_login.refuse", p.OrganizationID, "", map[string]any{"session_id": l.ID, "device_name": l.DeviceName}); err != nil {
+				return apperr.Internal(err, "audit")
+			}
+		}
+		if err := store.CLILogins.Put(tx, l); err != nil {
+			return apperr.Internal(err, "store login")
+		}
+		out = &api.CLILoginResult{SessionID: l.ID, State: l.State, ExpiresAt: l.ExpiresAt}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if expired {
+		return nil, apperr.Gone("login session %s has expired", sessionID)
+	}
+	return out, nil
 }
 
 // SweepLogins expires, in tx, the CLI logins past their deadline (revoking keys nobody collected) and

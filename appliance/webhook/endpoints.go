@@ -25,9 +25,9 @@ func (s *Service) endpointView(e *store.WebhookEndpoint) api.WebhookEndpoint {
 	case e.ConsecutiveFailures >= s.opts.FailingAfter:
 		health = HealthFailing
 	}
-	types := e.EventTypes
-	if types == nil {
-		types = []string{}
+	types := make([]api.EventType, 0, len(e.EventTypes))
+	for _, t := range e.EventTypes {
+		types = append(types, api.EventType(t))
 	}
 	return api.WebhookEndpoint{ID: e.ID, OrganizationID: e.OrganizationID, Description: e.Description, URL: e.URL,
 		EventTypes: types, IsActive: e.IsActive, Health: health, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
@@ -86,10 +86,11 @@ func (s *Service) checkEndpointURL(ctx context.Context, raw string) (string, err
 }
 
 // checkEventTypes validates an endpoint's event type filter (names of the event table, Config.EventTypes).
-func (s *Service) checkEventTypes(types []string) ([]string, error) {
+func (s *Service) checkEventTypes(types []api.EventType) ([]string, error) {
 	out := []string{}
 	var unknown []string
-	for _, t := range types {
+	for _, et := range types {
+		t := string(et)
 		if !slices.Contains(s.eventTypes, t) {
 			unknown = append(unknown, t)
 			continue
