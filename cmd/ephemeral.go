@@ -3,7 +3,6 @@ package cmd
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,7 +41,8 @@ func newEphemeralCreateCmd(o *clientOpts) *cobra.Command {
 			db, w := res.EphemeralDatabase, x.c.ErrOrStderr()
 			fmt.Fprintf(w, "Ephemeral database %s (%s), destroyed at %s unless claimed.\n", db.ProjectID, db.Name, db.ExpiresAt.Format(time.RFC3339))
 			fmt.Fprintf(w, "Claim token (shown once): %s\n", res.ClaimToken)
-			fmt.Fprintf(w, "Keep it: appliance ephemeral claim %s --token <claim token>, or open %s\n", db.ProjectID, strings.SplitN(res.ClaimURL, "#", 2)[0])
+			// The link whole: its #token= fragment is what the claim page claims with (browsers never send it).
+			fmt.Fprintf(w, "Keep it: appliance ephemeral claim %s --token <claim token>, or open in a signed-in browser:\n  %s\n", db.ProjectID, res.ClaimURL)
 			if noWait {
 				fmt.Fprintln(x.out(), db.ProjectID)
 				return nil

@@ -25,6 +25,10 @@ func TestCLIEphemeral(t *testing.T) {
 	if !strings.HasPrefix(url, "postgresql://") || token == "" || id == "" {
 		t.Fatalf("ephemeral create: stdout %q\nstderr %s", stdout, stderr)
 	}
+	// The claim link is printed whole: without its #token= fragment the page cannot claim.
+	if !strings.Contains(stderr, "/claim/"+id+"#token="+token) {
+		t.Fatalf("ephemeral create does not print the whole claim link:\n%s", stderr)
+	}
 	if got := cliQuery(t, url, "SELECT 1"); got != "1" {
 		t.Fatalf("SELECT 1 on the printed URL: %q", got)
 	}
