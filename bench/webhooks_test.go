@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/heapfloor"
@@ -84,7 +85,7 @@ func (v *eventsEnv) jobs(b *testing.B, projectID string, n int) {
 
 func (v *eventsEnv) endpoint(b *testing.B, url string) {
 	b.Helper()
-	if _, err := v.e.Svc.Webhooks().CreateEndpoint(b.Context(), v.p, v.p.OrganizationID, &appliance.CreateWebhookEndpointRequest{URL: url, EventTypes: []string{"job.completed"}}); err != nil {
+	if _, err := v.e.Svc.Webhooks().CreateEndpoint(b.Context(), v.p, v.p.OrganizationID, &appliance.CreateWebhookEndpointRequest{URL: url, EventTypes: []api.EventType{"job.completed"}}); err != nil {
 		b.Fatal(err)
 	}
 }

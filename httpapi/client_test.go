@@ -1,15 +1,18 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 )
 
 // TestTypeScriptClient regenerates clients/typescript/src/schema.d.ts from the served document
-// (openapi-typescript) and type-checks the client with ordinary code against it (src/check.ts): a stale
+// (openapi-typescript) and src/enums.ts (the values of each enum schema, enumsTS) and type-checks the client with ordinary code against it (src/check.ts): a stale
 // client, or a document too loose for `data.job.id`, fails here. UPDATE_CLIENT=1 writes the new schema.
 func TestTypeScriptClient(t *testing.T) {
 	t.Parallel()
@@ -53,13 +56,59 @@ func TestTypeScriptClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	committed := filepath.Join(src, "src", "schema.d.ts")
-	if os.Getenv("UPDATE_CLIENT") != "" {
-		if err := os.WriteFile(committed, got, 0o644); err != nil {
-			t.Fatal(err)
+	enums, err := enumsTS(b.api.openapi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "src", "enums.ts"), enums, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string][]byte{"schema.d.ts": got, "enums.ts": enums} {
+		committed := filepath.Join(src, "src", name)
+		if os.Getenv("UPDATE_CLIENT") != "" {
+			if err := os.WriteFile(committed, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		} else if want, _ := os.ReadFile(committed); string(want) != string(got) {
+			t.Errorf("clients/typescript/src/%s is stale: run UPDATE_CLIENT=1 go test ./httpapi -run TestTypeScriptClient", name)
 		}
-	} else if want, _ := os.ReadFile(committed); string(want) != string(got) {
-		t.Errorf("clients/typescript/src/schema.d.ts is stale: run UPDATE_CLIENT=1 go test ./httpapi -run TestTypeScriptClient")
 	}
 	run("run", "typecheck")
+}
+
+// enumsTS is clients/typescript/src/enums.ts: for each component schema of the document that is a string
+// enum (EventType …), an exported array of its values, typed by schema.d.ts, so that a client (the
+// dashboard's webhook form) lists the values from the API, never from a list of its own.
+func enumsTS(doc []byte) ([]byte, error) {
+	var d struct {
+		Components struct {
+			Schemas map[string]struct {
+				Type any      `json:"type"`
+				Enum []string `json:"enum"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return nil, fmt.Errorf("read the document: %w", err)
+	}
+	var names []string
+	for name, s := range d.Components.Schemas {
+		if s.Type == "string" && len(s.Enum) > 0 {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("// Generated from /v1/openapi.json by TestTypeScriptClient (UPDATE_CLIENT=1 go test ./httpapi -run\n" +
+		"// TestTypeScriptClient): the values of each enum schema of the document. Do not edit.\n" +
+		"import type { components } from './schema'\n")
+	for _, name := range names {
+		values, err := json.Marshal(d.Components.Schemas[name].Enum)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&b, "\n/** The values of %s, in the document's order. */\nexport const %sValues = %s as const satisfies readonly components['schemas']['%s'][]\n",
+			name, name, values, name)
+	}
+	return []byte(b.String()), nil
 }

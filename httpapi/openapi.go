@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance"
 )
 
 // OpenAPI builds the OpenAPI 3.1 document from the route table and the Go types of its Ops. Nothing in it
@@ -663,6 +666,26 @@ func pkgName(t reflect.Type) string {
 	return p[strings.LastIndex(p, "/")+1:]
 }
 
+// namedEnums are the closed sets whose values the domain holds rather than a struct tag: each of these
+// named string types is a component schema of its own (named after it) whose enum is those values, so
+// clients get one type for it (and the TypeScript client an array of its values, src/enums.ts).
+var namedEnums = map[reflect.Type]func() []string{
+	reflect.TypeFor[api.EventType](): appliance.EventTypeNames,
+}
+
+// enumRef is the $ref of a named enum's component schema, which it adds on first use.
+func (g *schemaGen) enumRef(t reflect.Type, values []string) map[string]any {
+	name := typeName(t)
+	if _, ok := g.schemas[name]; !ok {
+		enum := make([]any, len(values))
+		for i, v := range values {
+			enum[i] = v
+		}
+		g.schemas[name] = map[string]any{"type": "string", "enum": enum}
+	}
+	return map[string]any{"$ref": "#/components/schemas/" + name}
+}
+
 // ref returns the schema of t, a $ref for named struct types.
 func (g *schemaGen) ref(t reflect.Type, request bool) map[string]any {
 	if s, ok := special(t); ok {
@@ -687,6 +710,9 @@ func (g *schemaGen) ref(t reflect.Type, request bool) map[string]any {
 	case reflect.Float32, reflect.Float64:
 		return map[string]any{"type": "number"}
 	case reflect.String:
+		if values, ok := namedEnums[t]; ok {
+			return g.enumRef(t, values())
+		}
 		return map[string]any{"type": "string"}
 	case reflect.Slice, reflect.Array:
 		if t.Elem().Kind() == reflect.Uint8 && t.Kind() == reflect.Slice {

@@ -10,3 +10,4 @@ export type Schemas = components['schemas']
 export function client(baseUrl: string, apiKey: string) {
   return createClient<paths>({ baseUrl, headers: { Authorization: `Bearer ${apiKey}` } })
 }
+export * from './enums'

@@ -224,6 +224,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/cli/login/sessions/{sessionID}/refuse": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Refuse a CLI device login (it can no longer be authorized; the device's poll reads state refused)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required.
+         */
+        post: operations["postCliLoginSessionsBySessionIDRefuse"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/downloads/exports/{exportID}": {
         parameters: {
             query?: never;
@@ -2247,6 +2267,8 @@ export interface components {
             session_id: string;
             source: string;
             state: string;
+            /** @description the code the CLI printed: approve only when the two match */
+            user_code: string;
         };
         CLILoginResult: {
             /** Format: date-time */
@@ -2267,6 +2289,11 @@ export interface components {
             poll_token: string;
             session_id: string;
             state: string;
+            /**
+             * @description the code the CLI shows; the approval page shows it too, to compare before approving
+             * @example BCDF-GHJK
+             */
+            user_code: string;
         };
         CLILoginStartRequest: {
             /** @description name of the device asking, shown to the approving user (up to 100 characters) */
@@ -2441,7 +2468,7 @@ export interface components {
         CreateWebhookEndpointRequest: {
             description?: string;
             /** @description event types to deliver (see the event table); empty or absent: all */
-            event_types?: string[];
+            event_types?: components["schemas"]["EventType"][];
             /** @description default true */
             is_active?: boolean;
             /**
@@ -2580,6 +2607,8 @@ export interface components {
             /** @description on a SQL error from the studio: PostgreSQL's SQLSTATE code */
             sqlstate?: string;
         };
+        /** @enum {string} */
+        EventType: "job.completed" | "job.failed" | "project.ready" | "project.deleted" | "backup.completed" | "backup.verified" | "backup.verification_failed" | "restore.completed" | "export.completed" | "import.completed" | "credentials.rotated" | "preview.ready" | "preview.reset" | "preview.deleted" | "cutover.requested" | "cutover.completed" | "ephemeral.claimed" | "kv.ready" | "kv.deleted" | "instance.crashed" | "backup_store.unreachable" | "alert.triggered" | "alert.resolved" | "webhook.test" | "webhook_endpoint.disabled";
         Export: {
             /** Format: date-time */
             created_at: string;
@@ -2979,7 +3008,7 @@ export interface components {
         PatchWebhookEndpointRequest: {
             description?: string;
             /** @description replaces the list; empty: all */
-            event_types?: string[];
+            event_types?: components["schemas"]["EventType"][];
             /** @description false stops deliveries (pending ones fail); true re-enables and resets health */
             is_active?: boolean;
             /** Format: uri */
@@ -3683,7 +3712,7 @@ export interface components {
             created_at: string;
             description: string;
             /** @description the event types delivered; empty: all */
-            event_types: string[];
+            event_types: components["schemas"]["EventType"][];
             /**
              * @description failing after 3 failed attempts in a row; disabled when not active
              * @enum {string}
@@ -4078,7 +4107,8 @@ export interface operations {
                      *       "expires_at": "2026-01-31T12:00:00Z",
                      *       "poll_token": "example",
                      *       "session_id": "example",
-                     *       "state": "example"
+                     *       "state": "example",
+                     *       "user_code": "BCDF-GHJK"
                      *     } */
                     "application/json": components["schemas"]["CLILoginStart"];
                 };
@@ -4201,7 +4231,8 @@ export interface operations {
                      *       ],
                      *       "session_id": "example",
                      *       "source": "example",
-                     *       "state": "example"
+                     *       "state": "example",
+                     *       "user_code": "example"
                      *     } */
                     "application/json": components["schemas"]["CLILoginDetails"];
                 };
@@ -4209,6 +4240,47 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postCliLoginSessionsBySessionIDRefuse: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the session ID */
+                sessionID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "authorized_at": "2026-01-31T12:00:00Z",
+                     *       "expires_at": "2026-01-31T12:00:00Z",
+                     *       "organization_id": "example",
+                     *       "organization_name": "example",
+                     *       "organization_slug": "example",
+                     *       "plaintext_api_key": "example",
+                     *       "session_id": "example",
+                     *       "state": "example"
+                     *     } */
+                    "application/json": components["schemas"]["CLILoginResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             default: components["responses"]["Error"];
@@ -5478,7 +5550,7 @@ export interface operations {
                      *           "created_at": "2026-01-31T12:00:00Z",
                      *           "description": "example",
                      *           "event_types": [
-                     *             "example"
+                     *             "job.completed"
                      *           ],
                      *           "health": "healthy",
                      *           "id": "example",
@@ -5531,7 +5603,7 @@ export interface operations {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "description": "example",
                      *         "event_types": [
-                     *           "example"
+                     *           "job.completed"
                      *         ],
                      *         "health": "healthy",
                      *         "id": "example",
@@ -5619,7 +5691,7 @@ export interface operations {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "description": "example",
                      *         "event_types": [
-                     *           "example"
+                     *           "job.completed"
                      *         ],
                      *         "health": "healthy",
                      *         "id": "example",
@@ -5792,7 +5864,7 @@ export interface operations {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "description": "example",
                      *         "event_types": [
-                     *           "example"
+                     *           "job.completed"
                      *         ],
                      *         "health": "healthy",
                      *         "id": "example",
