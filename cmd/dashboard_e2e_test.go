@@ -60,7 +60,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 	}
 	t.Logf("screenshots in %s", out)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute) // a loaded machine (CI, parallel suites) is slow
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, filepath.Join(work, "e2e", "dashboard.mjs"))
 	cmd.Dir = work
@@ -76,7 +76,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var login *cliRun
+	var login, refusedLogin *cliRun
 	hooks := &e2eHookReceiver{seen: map[string]int{}}
 	answer := func(v string) { fmt.Fprintln(stdin, "ok "+v) }
 	done := false
@@ -196,6 +196,14 @@ func TestDashboardEndToEnd(t *testing.T) {
 		case what == "cli-login":
 			login = e.start("", "login", "--api", e.url, "--ca-cert", e.caPath, "--device-name", "e2e laptop", "--poll-interval", "50ms")
 			answer(waitSession(t, login))
+		case what == "consa-connect": // ui/e2e/consa.mjs (cmd/dashboard_consa_test.go)
+			answer(consaConnect(t, arg))
+		case what == "consa-cli-login":
+			var code string
+			refusedLogin, code = consaCLILogin(t, e)
+			answer(code)
+		case what == "consa-cli-refused":
+			answer(consaRefused(t, e, p, refusedLogin, arg))
 		case what == "cli-key":
 			if err := login.wait(t); err != nil {
 				t.Fatalf("the CLI login the dashboard approved: %v\n%s", err, login.stderr)

@@ -53,17 +53,37 @@ export function Badge({ value, label }: { value: string; label?: string }) {
   return <span class={'badge badge-' + value.replace(/[^a-z]/g, '')}>{label ?? value}</span>
 }
 
-/** masked hides the password of a connection URL (user:password@). */
-export function masked(url: string): string {
-  return url.replace(/^([a-z]+:\/\/[^:/@]*:)[^@]*@/, '$1••••••@')
+/** masked hides a secret: a connection URL's password (user:password@, the rest stays readable), any other
+ * value whole. */
+export function masked(value: string): string {
+  const url = value.replace(/^([a-z]+:\/\/[^:/@]*:)[^@]*@/, '$1••••••@')
+  return url !== value ? url : '•'.repeat(Math.min(24, Math.max(8, value.length)))
 }
 
-/** CopyField shows a value to copy; a secret one is masked until "Show" (the copy is always whole). */
-export function CopyField({ label, value, secret = false }: { label: string; value: string; secret?: boolean }) {
+/** CopyField shows a value to copy. */
+export function CopyField({ label, value }: { label: string; value: string }) {
+  return <Field label={label} value={value} secret={false} />
+}
+
+/** SecretField is how every secret is shown (a password, a connection URL with its password, a token, a
+ * signing secret, an API key): masked until "Show", "Hide" masks it again, and "Copy" copies it whole
+ * without showing it. The value is not in the page while masked. */
+export function SecretField({ label, value }: { label: string; value: string }) {
+  return <Field label={label} value={value} secret />
+}
+
+function Field({ label, value, secret }: { label: string; value: string; secret: boolean }) {
   const [copied, setCopied] = useState(false)
   const [shown, setShown] = useState(!secret)
+  const [error, setError] = useState('')
   const copy = async () => {
-    await navigator.clipboard.writeText(value)
+    setError('')
+    try {
+      await navigator.clipboard.writeText(value)
+    } catch (e) {
+      setError('the browser refused the clipboard: ' + message(e))
+      return
+    }
     setCopied(true)
     setTimeout(() => setCopied(false), 1500)
   }
@@ -82,6 +102,7 @@ export function CopyField({ label, value, secret = false }: { label: string; val
           {copied ? 'Copied' : 'Copy'}
         </button>
       </div>
+      <ErrorBox error={error} />
     </div>
   )
 }
@@ -181,7 +202,15 @@ export function useListAction(list: { reload: () => unknown }): [string, (f: () 
   ]
 }
 
-/** isOrgAdmin: the signed-in person may do the organization's admin-only actions (owner or admin role). */
+/** isOrgAdmin: the signed-in person may do the organization's admin-only actions (owner or admin role).
+ * It is the one role check of the pages: what it refuses is hidden (AdminOnly), not left to a 403. */
 export function isOrgAdmin(me: { principal: { is_admin: boolean; idp_organization_role: string } }): boolean {
   return me.principal.is_admin || ['owner', 'admin'].includes(me.principal.idp_organization_role)
+}
+
+/** AdminOnly shows children to an owner or admin (isOrgAdmin); to anyone else, a line saying who can
+ * do it (what: "create projects") instead of a form that would answer 403. */
+export function AdminOnly({ me, what, children }: { me: { principal: { is_admin: boolean; idp_organization_role: string } }; what: string; children: ComponentChildren }) {
+  if (isOrgAdmin(me)) return <>{children}</>
+  return <p class="hint admin-only">Only an owner or an admin of the organization can {what}.</p>
 }

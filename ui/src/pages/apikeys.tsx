@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks'
 import { del, get, post, seg, type Me, type Project, type Schemas } from '../api'
-import { CopyField, Empty, ErrorBox, Form, Table, useAction, useLoad, when } from '../ui'
+import { Empty, ErrorBox, Form, SecretField, Table, useAction, useLoad, when } from '../ui'
 
 type APIKey = Schemas['APIKey']
 
@@ -27,7 +27,7 @@ export function APIKeys({ me }: { me: Me }) {
         <section class="card notice" aria-live="polite">
           <h2>Key “{created.name}” created</h2>
           <p>This is the only time the key is shown: copy it now into a secret manager.</p>
-          <CopyField label="New API key" value={created.key} />
+          <SecretField label="New API key" value={created.key} />
           <button onClick={() => setCreated(null)}>Done</button>
         </section>
       )}

@@ -4,7 +4,8 @@ import { ErrorBox, message, useLoad, when } from '../ui'
 
 type Details = Schemas['CLILoginDetails']
 
-/** CLILogin is the page `appliance login` sends a person to: it shows what the device asks for. */
+/** CLILogin is the page `appliance login` sends a person to: it shows what the device asks for and the
+ * code the terminal printed, to compare before approving; Refuse refuses the login on the server. */
 export function CLILogin({ id }: { id: string }) {
   const path = '/v1/cli/login/sessions/' + seg(id)
   const { data, error, reload } = useLoad(() => get<Details>(path + '/details'), [id])
@@ -16,6 +17,14 @@ export function CLILogin({ id }: { id: string }) {
       <ErrorBox error={error} />
       {data && (
         <section class="card">
+          {data.user_code && (
+            <div class="user-code">
+              <p>Approve only if your terminal shows this code:</p>
+              <p class="code">
+                <strong>{data.user_code}</strong>
+              </p>
+            </div>
+          )}
           <dl class="facts">
             <dt>Device</dt>
             <dd>{data.device_name || '(unnamed)'}</dd>
@@ -48,7 +57,20 @@ export function CLILogin({ id }: { id: string }) {
               >
                 Approve
               </button>
-              <button onClick={() => setDone('Not approved: the login expires unused; the CLI gets no key.')}>Refuse</button>
+              <button
+                onClick={async () => {
+                  setActionError('')
+                  try {
+                    await post(path + '/refuse')
+                    setDone('Refused: the login can no longer be approved, and the CLI stops without a key.')
+                    reload()
+                  } catch (e) {
+                    setActionError(message(e))
+                  }
+                }}
+              >
+                Refuse
+              </button>
             </div>
           )}
           <ErrorBox error={actionError} />

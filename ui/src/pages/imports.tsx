@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks'
-import { api, get, post, type Job, type Schemas } from '../api'
+import { api, get, post, type Job, type Me, type Schemas } from '../api'
 import { JobProgress } from '../job'
-import { Badge, ErrorBox, Form, message, useLoad } from '../ui'
+import { AdminOnly, Badge, ErrorBox, Form, isOrgAdmin, message, useLoad } from '../ui'
 import { bytes } from './overview'
 
 type Check = Schemas['PreflightCheck']
@@ -47,7 +47,15 @@ function put(url: string, file: File, progress: (f: number) => void): Promise<vo
   })
 }
 
-export function ImportsTab({ path, projectName }: { path: string; projectName: string }) {
+export function ImportsTab({ path, projectName, me }: { path: string; projectName: string; me: Me }) {
+  return (
+    <AdminOnly me={me} what="import into the project">
+      <Imports path={path} projectName={projectName} />
+    </AdminOnly>
+  )
+}
+
+function Imports({ path, projectName }: { path: string; projectName: string }) {
   const [file, setFile] = useState<File | null>(null)
   const [progress, setProgress] = useState(-1)
   const [uploadID, setUploadID] = useState('')
@@ -131,8 +139,22 @@ export function ImportsTab({ path, projectName }: { path: string; projectName: s
         )}
         <div class="actions">
           <button onClick={() => startJob('Follow status', post(path + '/imports/follow/status'), setFollowJob)}>Follow status</button>
-          <button onClick={() => startJob('Cutover', post(path + '/imports/follow/cutover', { confirm: true }), setFollowJob)}>Cut over</button>
-          <button onClick={() => startJob('Abort', post(path + '/imports/follow/abort'), setFollowJob)}>Abort</button>
+          <button
+            onClick={() =>
+              confirm(`Cut over now? ${projectName} stops following the source and takes writes itself; point your application at it.`) &&
+              startJob('Cutover', post(path + '/imports/follow/cutover', { confirm: true }), setFollowJob)
+            }
+          >
+            Cut over
+          </button>
+          <button
+            onClick={() =>
+              confirm(`Abort the follow? ${projectName} stops following the source; what it copied so far stays.`) &&
+              startJob('Abort', post(path + '/imports/follow/abort'), setFollowJob)
+            }
+          >
+            Abort
+          </button>
         </div>
         {followJob && <JobProgress id={followJob.id} label={followJob.label} />}
         <ErrorBox error={error} />
@@ -143,61 +165,83 @@ export function ImportsTab({ path, projectName }: { path: string; projectName: s
 
 type Schedule = Schemas['ScheduledBackup']
 
-export function ScheduleCard({ path }: { path: string }) {
+/** ScheduleCard shows and sets the daily backup. Its form appears only once the schedule is read: while it
+ * loads or after an error there is nothing to show as saved, and nothing to save over the real schedule. A
+ * project with no schedule yet gets a proposal (03:00 UTC, 7 days) marked as not set. */
+export function ScheduleCard({ path, me }: { path: string; me: Me }) {
   const cur = useLoad(() => get<{ scheduled_backups: Schedule[] }>(path + '/scheduled-backups'), [path])
-  const s = cur.data?.scheduled_backups[0]
-  const [hour, setHour] = useState<string | null>(null)
-  const [minute, setMinute] = useState<string | null>(null)
-  const [days, setDays] = useState<string | null>(null)
-  const [active, setActive] = useState<boolean | null>(null)
   const [saved, setSaved] = useState('')
-  const v = {
-    hour: hour ?? String(s?.cron_hour ?? 3),
-    minute: minute ?? String(s?.cron_minute ?? 0),
-    days: days ?? String(s?.retention_days ?? 7),
-    active: active ?? s?.is_active ?? true,
-  }
   return (
     <section class="card">
       <h2>Daily backup</h2>
-      <ErrorBox error={cur.error} />
+      <ErrorBox error={cur.error ? 'The schedule could not be read: ' + cur.error : ''} />
       {saved && <p role="status">{saved}</p>}
+      {!cur.data && !cur.error && <p class="loading">Reading the schedule…</p>}
+      {cur.data && (
+        <ScheduleForm
+          key={JSON.stringify(cur.data.scheduled_backups[0] ?? null)}
+          path={path}
+          s={cur.data.scheduled_backups[0]}
+          admin={isOrgAdmin(me)}
+          saved={() => {
+            setSaved('Schedule saved.')
+            cur.reload()
+          }}
+        />
+      )}
+    </section>
+  )
+}
+
+/** ScheduleForm edits a schedule that was read (s; undefined: none is set). */
+function ScheduleForm({ path, s, admin, saved }: { path: string; s: Schedule | undefined; admin: boolean; saved: () => void }) {
+  const [hour, setHour] = useState(String(s?.cron_hour ?? 3))
+  const [minute, setMinute] = useState(String(s?.cron_minute ?? 0))
+  const [days, setDays] = useState(String(s?.retention_days ?? 7))
+  const [active, setActive] = useState(s?.is_active ?? true)
+  return (
+    <>
       <Form
         label="Backup schedule"
         onSubmit={async () => {
           await api('PUT', path + '/scheduled-backups/default', {
-            cron_hour: Number(v.hour),
-            cron_minute: Number(v.minute),
-            retention_days: Number(v.days),
-            is_active: v.active,
+            cron_hour: Number(hour),
+            cron_minute: Number(minute),
+            retention_days: Number(days),
+            is_active: active,
           })
-          setSaved('Schedule saved.')
-          cur.reload()
+          saved()
         }}
       >
-        <div class="row">
-          <div>
-            <label for="sched-hour">Hour (UTC)</label>
-            <input id="sched-hour" type="number" min={0} max={23} value={v.hour} onInput={(e) => setHour((e.target as HTMLInputElement).value)} />
+        <fieldset disabled={!admin}>
+          <div class="row">
+            <div>
+              <label for="sched-hour">Hour (UTC)</label>
+              <input id="sched-hour" type="number" min={0} max={23} value={hour} onInput={(e) => setHour((e.target as HTMLInputElement).value)} />
+            </div>
+            <div>
+              <label for="sched-minute">Minute</label>
+              <input id="sched-minute" type="number" min={0} max={59} value={minute} onInput={(e) => setMinute((e.target as HTMLInputElement).value)} />
+            </div>
+            <div>
+              <label for="sched-days">Keep backups (days)</label>
+              <input id="sched-days" type="number" min={1} max={365} value={days} onInput={(e) => setDays((e.target as HTMLInputElement).value)} />
+            </div>
+            <label class="check">
+              <input type="checkbox" checked={active} onChange={(e) => setActive((e.target as HTMLInputElement).checked)} /> active
+            </label>
+            {admin && (
+              <button type="submit" class="primary">
+                Save schedule
+              </button>
+            )}
           </div>
-          <div>
-            <label for="sched-minute">Minute</label>
-            <input id="sched-minute" type="number" min={0} max={59} value={v.minute} onInput={(e) => setMinute((e.target as HTMLInputElement).value)} />
-          </div>
-          <div>
-            <label for="sched-days">Keep backups (days)</label>
-            <input id="sched-days" type="number" min={1} max={365} value={v.days} onInput={(e) => setDays((e.target as HTMLInputElement).value)} />
-          </div>
-          <label class="check">
-            <input type="checkbox" checked={v.active} onChange={(e) => setActive((e.target as HTMLInputElement).checked)} /> active
-          </label>
-          <button type="submit" class="primary">
-            Save schedule
-          </button>
-        </div>
+        </fieldset>
       </Form>
+      {!admin && <p class="hint admin-only">Only an owner or an admin of the organization can change the schedule.</p>}
       {s && <p class="hint">Last run: {s.last_run_at ? new Date(s.last_run_at).toLocaleString() : 'not yet'}</p>}
       <Badge value={s ? (s.is_active ? 'active' : 'paused') : 'not set'} />
-    </section>
+      {!s && <span class="hint"> No daily backup yet: the values above are a proposal until set.</span>}
+    </>
   )
 }

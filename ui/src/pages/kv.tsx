@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks'
 import { del, get, post, seg, type Schemas } from '../api'
-import { Badge, CopyField, Empty, ErrorBox, useListAction, when } from '../ui'
+import { Badge, CopyField, Empty, ErrorBox, SecretField, useListAction, when } from '../ui'
 import { useProjectLoad } from '../events'
 
 type KV = Schemas['KVStore']
@@ -27,8 +27,8 @@ export function KVTab({ id, path, orgID, active }: { id: string; path: string; o
         <section class="card notice" aria-live="polite">
           <h2>{token.title}</h2>
           <p>This is the only time the token is shown: the appliance keeps only its hash. Copy what your application needs now.</p>
-          <CopyField label="Token" value={token.store.token} secret />
-          <CopyField label="Redis URL with the token" value={token.store.credentials.redis_url} secret />
+          <SecretField label="Token" value={token.store.token} />
+          <SecretField label="Redis URL with the token" value={token.store.credentials.redis_url} />
           <CopyField label="REST URL (UPSTASH_REDIS_REST_URL)" value={token.store.credentials.rest_url} />
           <button onClick={() => setToken(null)}>Done</button>
         </section>

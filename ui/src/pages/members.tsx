@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks'
 import { del, get, patch, post, seg, type Me, type Schemas } from '../api'
-import { CopyField, Empty, ErrorBox, Form, isOrgAdmin, Table, useListAction, useLoad, when } from '../ui'
+import { Empty, ErrorBox, Form, isOrgAdmin, SecretField, Table, useListAction, useLoad, when } from '../ui'
 
 type Member = Schemas['Member']
 
@@ -23,7 +23,7 @@ export function Members({ me }: { me: Me }) {
         <section class="card notice" aria-live="polite">
           <h2>{added.email} added</h2>
           <p>Their initial password is shown only now. Hand it over safely; they change it under Account.</p>
-          <CopyField label="Initial password" value={added.password} />
+          <SecretField label="Initial password" value={added.password} />
           <button onClick={() => setAdded(null)}>Done</button>
         </section>
       )}

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks'
 import { del, get, post, seg, type Connections, type Me, type Schemas } from '../api'
-import { Badge, CopyField, Empty, ErrorBox, Form, isOrgAdmin, Table, useListAction, when } from '../ui'
+import { Badge, Empty, ErrorBox, Form, isOrgAdmin, SecretField, Table, useListAction, when } from '../ui'
 import { useProjectLoad } from '../events'
 
 type Preview = Schemas['PreviewDatabase']
@@ -55,8 +55,8 @@ export function PreviewsTab({ id, path, active, me }: { id: string; path: string
       {conns && (
         <section class="card notice">
           <h2>Connect to the preview</h2>
-          <CopyField label="Preview direct connection" value={conns.c.direct_url} secret />
-          <CopyField label="Preview pooled connection" value={conns.c.pooled_url} secret />
+          <SecretField label="Preview direct connection" value={conns.c.direct_url} />
+          <SecretField label="Preview pooled connection" value={conns.c.pooled_url} />
           <button onClick={() => setConns(null)}>Done</button>
         </section>
       )}

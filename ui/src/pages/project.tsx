@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks'
 import { get, post, seg, type Connections, type Job, type Me, type Project as P, type Schemas } from '../api'
-import { Badge, CopyField, Empty, ErrorBox, Form, Table, useLoad, when } from '../ui'
+import { Badge, Empty, ErrorBox, Form, SecretField, Table, useLoad, when } from '../ui'
 import { bytes } from './overview'
 import { useProjectEvents, useProjectLoad } from '../events'
 import { ImportsTab, ScheduleCard } from './imports'
@@ -141,7 +141,9 @@ export function Project({ id, tab = '', me }: { id: string; tab?: string; me: Me
   const prj = useLoad(() => get<{ project: P }>(path), [id], 10000)
   const p = prj.data?.project
   const active = p?.state === 'active'
-  const conns = useLoad(() => (active ? get<{ connections: Connections }>(path + '/connections') : Promise.resolve(undefined)), [id, active])
+  // The connection strings follow the credential: a rotation's end (or any job's) on the event stream reads
+  // them again, so what the Overview shows and copies is the current password, without a reload.
+  const conns = useProjectLoad(id, () => (active ? get<{ connections: Connections }>(path + '/connections') : Promise.resolve(undefined)), [id, active])
   const [jobLimit, setJobLimit] = useState(10)
   const jobs = useProjectLoad(id, () => get<{ jobs: Job[] }>(path + '/jobs?limit=' + jobLimit), [id, jobLimit])
   useProjectEvents(id, () => prj.reload())
@@ -165,19 +167,19 @@ export function Project({ id, tab = '', me }: { id: string; tab?: string; me: Me
           {tab === 'backups' && (
             <>
               <Backups id={id} path={path} active={active} />
-              <ScheduleCard path={path} />
-              <BackupsTab path={path} project={p} />
+              <ScheduleCard path={path} me={me} />
+              <BackupsTab path={path} project={p} me={me} />
             </>
           )}
           {tab === 'sql' && <SQLTab id={id} path={path} active={active} />}
           {tab === 'tables' && <TablesTab id={id} path={path} active={active} />}
           {tab === 'monitoring' && <MonitoringTab id={id} path={path} />}
           {tab === 'data' && <DataTab id={id} path={path} />}
-          {tab === 'imports' && <ImportsTab path={path} projectName={p.name} />}
+          {tab === 'imports' && <ImportsTab path={path} projectName={p.name} me={me} />}
           {tab === 'previews' && <PreviewsTab id={id} path={path} active={active} me={me} />}
           {tab === 'kv' && <KVTab id={id} path={path} orgID={p.organization_id} active={active} />}
           {tab === 'extensions' && <ExtensionsTab path={path} />}
-          {tab === 'settings' && <SettingsTab path={path} project={p} reload={prj.reload} />}
+          {tab === 'settings' && <SettingsTab path={path} project={p} reload={prj.reload} me={me} />}
           {tab === 'audit' && <AuditTab path={path} />}
         </>
       )}
@@ -213,8 +215,8 @@ function Overview({ p, active, conns }: { p: P; active: boolean; conns: ReturnTy
             <ErrorBox error={conns.error} />
             {conns.data && (
               <>
-                <CopyField label="Direct connection" value={conns.data.connections.direct_url} secret />
-                <CopyField label="Pooled connection (PgBouncer, transaction mode)" value={conns.data.connections.pooled_url} secret />
+                <SecretField label="Direct connection" value={conns.data.connections.direct_url} />
+                <SecretField label="Pooled connection (PgBouncer, transaction mode)" value={conns.data.connections.pooled_url} />
                 <p class="hint">
                   The URLs verify the server (sslmode=verify-full) against the appliance's CA: on another machine, point sslrootcert at{' '}
                   <a href="/v1/ca.crt" download="appliance-ca.crt">

@@ -1,9 +1,9 @@
 import { useState } from 'preact/hooks'
-import { del, get, patch, post, seg, type Job, type Project, type Schemas } from '../api'
+import { del, get, patch, post, seg, type Job, type Me, type Project, type Schemas } from '../api'
 import { useProjectLoad } from '../events'
 import { JobProgress } from '../job'
 import { navigate } from '../router'
-import { Badge, Empty, ErrorBox, Form, message, Table, useAction, useLoad, when } from '../ui'
+import { AdminOnly, Badge, Empty, ErrorBox, Form, isOrgAdmin, message, Table, useAction, useLoad, when } from '../ui'
 import { bytes } from './overview'
 
 type Started = { id: string; label: string } | null
@@ -16,7 +16,7 @@ function useJob(): [Started, (label: string, p: Promise<{ job: Job }>) => Promis
 
 type RestorePoint = Schemas['RestorePoint']
 
-export function BackupsTab({ path, project }: { path: string; project: Project }) {
+export function BackupsTab({ path, project, me }: { path: string; project: Project; me: Me }) {
   const points = useProjectLoad(project.id, () => get<{ restore_points: RestorePoint[]; pitr_window_days: number }>(path + '/restore-points'), [path])
   const [label, setLabel] = useState('')
   const [kind, setKind] = useState<'time' | 'point'>('time')
@@ -81,9 +81,12 @@ export function BackupsTab({ path, project }: { path: string; project: Project }
       <section class="card">
         <h2>Restore</h2>
         <p class="hint">
-          {windowDays > 0 ? `The point-in-time window reaches back ${windowDays} day(s), to the oldest backup.` : 'The point-in-time window starts at the oldest backup, taken today.'}{' '}
+          {points.data && (windowDays > 0 ? `The point-in-time window reaches back ${windowDays} day(s), to the oldest backup. ` : 'The point-in-time window starts at the oldest backup, taken today. ')}
           A restore replaces the database: the current data is kept until the restored server is up, so a failed restore loses nothing.
         </p>
+        <AdminOnly me={me} what="restore the project">
+        {!points.data && !points.error && <p class="loading">Reading the restore window…</p>}
+        {points.data && (
         <Form
           label="Restore the project"
           onSubmit={async () => {
@@ -127,6 +130,8 @@ export function BackupsTab({ path, project }: { path: string; project: Project }
             Restore
           </button>
         </Form>
+        )}
+        </AdminOnly>
         {job && <JobProgress id={job.id} label={job.label} />}
       </section>
     </>
@@ -232,7 +237,7 @@ export function ExtensionsTab({ path }: { path: string }) {
   )
 }
 
-export function SettingsTab({ path, project, reload }: { path: string; project: Project; reload: () => void }) {
+export function SettingsTab({ path, project, reload, me }: { path: string; project: Project; reload: () => void; me: Me }) {
   const [name, setName] = useState(project.name)
   const [environment, setEnvironment] = useState<string>(project.environment)
   const [plan, setPlan] = useState<string>(project.plan)
@@ -298,7 +303,14 @@ export function SettingsTab({ path, project, reload }: { path: string; project: 
       <section class="card">
         <h2>Credentials</h2>
         <p class="hint">A rotation gives the database a new password; the old one keeps working for the overlap, then its sessions end.</p>
-        <Form label="Rotate the credentials" onSubmit={() => start('Rotation', post(path + '/credentials/rotate', { overlap_seconds: Number(overlap) }))}>
+        <Form
+          label="Rotate the credentials"
+          onSubmit={async () => {
+            const during = Number(overlap) > 0 ? `keeps working for ${overlap} s` : 'stops working at once, and its sessions end'
+            if (!confirm(`Rotate the database password? The current one ${during}: the connection strings change.`)) return
+            await start('Rotation', post(path + '/credentials/rotate', { overlap_seconds: Number(overlap) }))
+          }}
+        >
           <div class="row">
             <div>
               <label for="rot-overlap">Overlap in seconds</label>
@@ -311,10 +323,11 @@ export function SettingsTab({ path, project, reload }: { path: string; project: 
         </Form>
         {job && <JobProgress id={job.id} label={job.label} />}
       </section>
-      <Upgrades path={path} version={project.postgres_version} />
+      <Upgrades path={path} version={project.postgres_version} admin={isOrgAdmin(me)} />
       <section class="card danger-zone">
         <h2>Delete the project</h2>
         <p class="warning">Deleting {project.name} deletes its database and its backups. It cannot be undone.</p>
+        <AdminOnly me={me} what="delete the project">
         <Form
           label="Delete the project"
           onSubmit={async () => {
@@ -334,6 +347,7 @@ export function SettingsTab({ path, project, reload }: { path: string; project: 
             Delete project
           </button>
         </Form>
+        </AdminOnly>
       </section>
     </>
   )
@@ -369,45 +383,61 @@ export function AuditTab({ path }: { path: string }) {
   )
 }
 
-/** Upgrades: a restart onto the installed minor release, and the steps of a major upgrade. */
-function Upgrades({ path, version }: { path: string; version: string }) {
+/** Upgrades: a restart onto the installed minor release, and the steps of a major upgrade. Each step that
+ * changes the server asks first; a refusal (409: nothing to confirm …) shows here. Forcing the restart
+ * with sessions open is for admins only. */
+function Upgrades({ path, version, admin }: { path: string; version: string; admin: boolean }) {
   const [job, start] = useJob()
+  const [error, act] = useAction()
   const [target, setTarget] = useState(String((parseInt(version, 10) || 15) + 1))
   const [force, setForce] = useState(false)
-  const run = (label: string, p: Promise<{ job: Job }>) => start(label, p)
   const major = (step: string) => path + '/upgrade/major' + step + '?target_major=' + encodeURIComponent(target)
+  /** run starts a step's job after question (when given) is confirmed; its failure goes to the ErrorBox. */
+  const run = (label: string, call: () => Promise<{ job: Job }>, question = '') => {
+    if (question && !confirm(question)) return Promise.resolve()
+    return act(() => start(label, call()))
+  }
   return (
     <section class="card">
       <h2>Upgrades</h2>
       <p class="hint">PostgreSQL {version || '?'}. A minor upgrade restarts the server on the installed release; a major upgrade is checked, run, then confirmed or rolled back.</p>
-      <Form label="Minor upgrade" onSubmit={() => run('Minor upgrade', post(path + '/upgrade/minor' + (force ? '?force=true' : '')))}>
+      <Form
+        label="Minor upgrade"
+        onSubmit={() =>
+          run('Minor upgrade', () => post(path + '/upgrade/minor' + (force ? '?force=true' : '')), `Restart ${force ? 'now, ending the open sessions' : 'the server'} on the installed minor release?`)
+        }
+      >
         <div class="row">
-          <label class="check">
-            <input type="checkbox" checked={force} onChange={(e) => setForce((e.target as HTMLInputElement).checked)} /> even with sessions open
-          </label>
+          {admin && (
+            <label class="check">
+              <input type="checkbox" checked={force} onChange={(e) => setForce((e.target as HTMLInputElement).checked)} /> even with sessions open
+            </label>
+          )}
           <button type="submit" class="primary">
             Restart on the installed minor
           </button>
         </div>
       </Form>
-      <Form label="Major upgrade" onSubmit={() => run('Major upgrade check', post(major('/preflight')))}>
+      <Form label="Major upgrade" onSubmit={() => run('Major upgrade check', () => post(major('/preflight')))}>
         <div class="row">
           <div>
             <label for="major-target">Target major version</label>
             <input id="major-target" type="number" min={10} max={99} value={target} onInput={(e) => setTarget((e.target as HTMLInputElement).value)} />
           </div>
           <button type="submit">Check</button>
-          <button type="button" onClick={() => run('Major upgrade', post(major('')))}>
+          <button type="button" onClick={() => run('Major upgrade', () => post(major('')), `Upgrade to PostgreSQL ${target}? The server stops during the upgrade; the old data is kept until you confirm.`)}>
             Upgrade
           </button>
-          <button type="button" onClick={() => run('Confirm upgrade', post(path + '/upgrade/major/confirm'))}>
+          <button type="button" onClick={() => run('Confirm upgrade', () => post(path + '/upgrade/major/confirm'), 'Confirm the major upgrade? The data from before it is deleted: no rolling back after this.')}>
             Confirm
           </button>
-          <button type="button" onClick={() => run('Roll back', post(path + '/upgrade/major/rollback'))}>
+          <button type="button" onClick={() => run('Roll back', () => post(path + '/upgrade/major/rollback'), 'Roll back the major upgrade? The server returns to the old data: what was written since the upgrade is lost.')}>
             Roll back
           </button>
         </div>
       </Form>
+      {!admin && <p class="hint admin-only">Only an owner or an admin of the organization can restart the server while sessions are open.</p>}
+      <ErrorBox error={error} />
       {job && <JobProgress id={job.id} label={job.label} />}
     </section>
   )

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks'
 import { get, post, type Me, type Project } from '../api'
 import { useOrganizationEvents } from '../events'
 import { navigate } from '../router'
-import { Badge, Empty, ErrorBox, Form, Table, useLoad, when } from '../ui'
+import { AdminOnly, Badge, Empty, ErrorBox, Form, Table, useLoad, when } from '../ui'
 
 /** Projects lists the organization's projects; their states arrive live from the organization's event
  * stream (any project event reloads the list), polling only as a slow fallback. */
@@ -17,6 +17,7 @@ export function Projects({ me }: { me: Me }) {
       <h1>Projects</h1>
       <section class="card">
         <h2>New project</h2>
+        <AdminOnly me={me} what="create projects">
         <Form
           label="Create a project"
           onSubmit={async () => {
@@ -50,6 +51,7 @@ export function Projects({ me }: { me: Me }) {
             </button>
           </div>
         </Form>
+        </AdminOnly>
       </section>
       <ErrorBox error={error} />
       {data && data.projects.length === 0 && <Empty>No projects yet: name one above and create it; it is ready in about a second.</Empty>}

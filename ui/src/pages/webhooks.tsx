@@ -1,21 +1,21 @@
 import { useState } from 'preact/hooks'
 import { del, get, patch, post, seg, type Me, type Schemas } from '../api'
-import { Badge, CopyField, Empty, ErrorBox, Form, isOrgAdmin, Table, useListAction, useLoad, when } from '../ui'
+import { EventTypeValues } from '../../../clients/typescript/src/enums'
+import { Badge, Empty, ErrorBox, Form, isOrgAdmin, SecretField, Table, useListAction, useLoad, when } from '../ui'
 
 type Endpoint = Schemas['WebhookEndpoint']
 type Delivery = Schemas['WebhookDelivery']
 
-// The event types an endpoint can take (docs/api-decisions.md, generated from appliance.EventTypes).
-const eventTypes = ['job.completed', 'job.failed', 'project.ready', 'project.deleted', 'backup.completed', 'restore.completed',
-  'export.completed', 'import.completed', 'credentials.rotated', 'preview.ready', 'preview.reset', 'preview.deleted',
-  'cutover.requested', 'cutover.completed', 'ephemeral.claimed', 'kv.ready', 'kv.deleted', 'webhook_endpoint.disabled']
+// The event types an endpoint can take: the API's EventType enum, generated into the TypeScript client
+// from the OpenAPI document (which reads the event table), never listed here.
+const eventTypes = EventTypeValues
 
 export function Webhooks({ me }: { me: Me }) {
   const base = '/v1/organizations/' + seg(me.organization!.id) + '/webhook-endpoints'
   const list = useLoad(() => get<{ webhook_endpoints: Endpoint[] }>(base), [base], 10000)
   const [url, setURL] = useState('')
   const [description, setDescription] = useState('')
-  const [types, setTypes] = useState<string[]>([])
+  const [types, setTypes] = useState<Schemas['EventType'][]>([])
   const [secret, setSecret] = useState<{ title: string; value: string } | null>(null)
   const [open, setOpen] = useState('')
   const [actionError, act] = useListAction(list)
@@ -32,7 +32,7 @@ export function Webhooks({ me }: { me: Me }) {
         <section class="card notice" aria-live="polite">
           <h2>{secret.title}</h2>
           <p>This is the only time the signing secret is shown: store it where your receiver verifies deliveries.</p>
-          <CopyField label="Signing secret" value={secret.value} secret />
+          <SecretField label="Signing secret" value={secret.value} />
           <button onClick={() => setSecret(null)}>Done</button>
         </section>
       )}
