@@ -4,7 +4,10 @@
 
 export async function run(page, { ask, shoot, base, out, widths, consoleErrors }) {
   const failures = []
+  // CONSA_ONLY=11,2 runs only those defects' steps (to check one again, e.g. against an older build).
+  const only = process.env.CONSA_ONLY ? process.env.CONSA_ONLY.split(',') : null
   const step = async (name, f) => {
+    if (only && !only.includes(name.split(' ')[0])) return
     try {
       await f()
     } catch (e) {
