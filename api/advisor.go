@@ -13,7 +13,7 @@ type Suggestion struct {
 	EstimatedSizeBytes        int64   `json:"estimated_size_bytes"`
 	// QueryID is the pg_stat_statements queryid of the statement the index helps most (by estimate, or the
 	// one whose predicates filtered most rows); 0 when unknown.
-	QueryID int64 `json:"query_id"`
+	QueryID int64 `json:"query_id,string" doc:"pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it); \"0\" when unknown"`
 }
 
 // Advice is the index advisor's answer.

@@ -9,8 +9,8 @@ import (
 type ProjectAlert struct {
 	ID             string     `json:"id"`
 	ProjectID      string     `json:"project_id"`
-	Kind           string     `json:"kind" doc:"storage, connections, long_transaction, backup_failed, backup_unrestorable (the periodic restore test of a backup failed), instance_crashed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory)"`
-	Severity       string     `json:"severity" doc:"warning or critical"`
+	Kind           string     `json:"kind" enum:"AlertKind" doc:"backup_unrestorable: the periodic restore test of a backup failed; data_missing (raised at start): the project's instance or key-value store directory is missing from the data directory; backup_store_unreachable: WAL archiving fails"`
+	Severity       string     `json:"severity" enum:"AlertSeverity"`
 	Message        string     `json:"message"`
 	LimitValue     float64    `json:"limit_value" doc:"storage: bytes; connections: sessions; long_transaction: seconds; backup_failed, backup_unrestorable, instance_crashed: 0"`
 	ObservedValue  float64    `json:"observed_value"`

@@ -17,8 +17,8 @@ type Backup struct {
 	DatabaseName      string     `json:"database_name"`
 	Label             string     `json:"label"`
 	ProjectID         string     `json:"project_id"`
-	State             string     `json:"state" doc:"pending, running, completed or failed"`
-	VerificationState string     `json:"verification_state" doc:"pending, verified or failed (pg_verifybackup)"`
+	State             string     `json:"state" enum:"BackupState"`
+	VerificationState string     `json:"verification_state" enum:"BackupVerificationState" doc:"pg_verifybackup's verdict"`
 	VerificationError string     `json:"verification_error"`
 	SizeBytes         int64      `json:"size_bytes"`
 	CreatedAt         time.Time  `json:"created_at"`
@@ -40,7 +40,7 @@ const (
 // BackupStorage is where a project's base backups and WAL archive live, and its WAL archiving as the
 // observability sampler last read it.
 type BackupStorage struct {
-	Kind      string        `json:"kind" enum:"bucket,local" doc:"bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database"`
+	Kind      string        `json:"kind" enum:"BackupStorageKind" doc:"bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database"`
 	Location  string        `json:"location" doc:"the project's place in the store: s3://BUCKET/PREFIX/PROJECT_ID/ (never the endpoint or credentials), or the directory on the appliance's disk"`
 	Archiving *WALArchiving `json:"archiving" api:"nullable" doc:"null until the sampler read the project's server (it samples each active project every minute)"`
 }

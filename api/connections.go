@@ -2,8 +2,8 @@ package api
 
 // Connections is the connections object.
 type Connections struct {
-	DirectURL string `json:"direct_url" doc:"PostgreSQL's own port; sslmode=verify-full against the appliance CA"`
-	PooledURL string `json:"pooled_url" doc:"PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol)"`
+	DirectURL string `json:"direct_url" schema:"format=uri,pattern=^postgres(ql)?://,example=postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full" doc:"PostgreSQL's own port; sslmode=verify-full against the appliance CA"`
+	PooledURL string `json:"pooled_url" schema:"format=uri,pattern=^postgres(ql)?://,example=postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full" doc:"PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol)"`
 	Username  string `json:"username"`
 }
 

@@ -8,7 +8,7 @@ type EphemeralDatabase struct {
 	Name            string    `json:"name"`
 	PostgresVersion string    `json:"postgres_version" doc:"empty until provisioned"`
 	Region          string    `json:"region"`
-	State           string    `json:"state" enum:"provisioning,active,failed,deleting,deleted" doc:"the project's state: active once it accepts connections"`
+	State           string    `json:"state" enum:"ProjectState" doc:"the project's state: active once it accepts connections"`
 	CreatedAt       time.Time `json:"created_at"`
 	ExpiresAt       time.Time `json:"expires_at" doc:"when it is destroyed unless claimed (72 hours after creation)"`
 }
@@ -22,7 +22,7 @@ type CreateEphemeralRequest struct {
 // EphemeralCreated is the create response: the claim token is shown once.
 type EphemeralCreated struct {
 	ClaimToken        string             `json:"claim_token" doc:"eph_…: the only credential of the database until it is claimed; shown once"`
-	ClaimURL          string             `json:"claim_url" schema:"format=uri" doc:"the dashboard page that claims it into an organization (the token is in the URL's fragment, which browsers never send)"`
+	ClaimURL          string             `json:"claim_url" schema:"format=uri,pattern=^https?://,example=https://appliance.example.com/claim/prj_123#token=eph_abc" doc:"the dashboard page that claims it into an organization (the token is in the URL's fragment, which browsers never send)"`
 	EphemeralDatabase *EphemeralDatabase `json:"ephemeral_database"`
 }
 

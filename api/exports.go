@@ -8,7 +8,7 @@ type Export struct {
 	DatabaseName string     `json:"database_name"`
 	ProjectID    string     `json:"project_id"`
 	SizeBytes    int64      `json:"size_bytes"`
-	State        string     `json:"state" doc:"pending, running, completed, failed or expired"`
+	State        string     `json:"state" enum:"ExportState"`
 	CreatedAt    time.Time  `json:"created_at"`
 	ExpiresAt    *time.Time `json:"expires_at" doc:"7 days after completion; null until completed"`
 }
@@ -29,7 +29,7 @@ type ExportJobResponse struct {
 
 // Download is a signed, short-lived URL served by the appliance itself.
 type Download struct {
-	DownloadURL string    `json:"download_url"`
+	DownloadURL string    `json:"download_url" schema:"format=uri,pattern=^https?://,example=https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b"`
 	ExpiresAt   time.Time `json:"expires_at"`
 }
 

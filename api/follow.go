@@ -4,13 +4,13 @@ import "time"
 
 // FollowRequest is the body of POST /v1/projects/{projectID}/imports/follow.
 type FollowRequest struct {
-	SourceURL string `json:"source_url" api:"required" doc:"the source database (see imports/preflight); its wal_level must be logical"`
-	Confirm   bool   `json:"confirm" schema:"const=true" doc:"must be true: the source's schema is copied over the project's database"`
+	SourceURL string `json:"source_url" api:"required" schema:"format=uri,pattern=^postgres(ql)?://,example=postgres://app:secret@db.example.com:5432/shop?sslmode=require" doc:"the source database (see imports/preflight); its wal_level must be logical"`
+	Confirm   bool   `json:"confirm" api:"required" schema:"const=true" doc:"must be true: the source's schema is copied over the project's database"`
 }
 
 // FollowCutoverRequest is the body of POST /v1/projects/{projectID}/imports/follow/cutover.
 type FollowCutoverRequest struct {
-	Confirm bool `json:"confirm" schema:"const=true" doc:"must be true: after the cutover the project no longer follows the source"`
+	Confirm bool `json:"confirm" api:"required" schema:"const=true" doc:"must be true: after the cutover the project no longer follows the source"`
 }
 
 // Import follow states; see docs/api-decisions.md (Imports: follow).

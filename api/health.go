@@ -5,13 +5,13 @@ import "time"
 // Health is GET /healthz.
 type Health struct {
 	Service string `json:"service"`
-	Status  string `json:"status" doc:"ok when the process serves requests and its metadata store answers; degraded (still 200) when it is short of disk space and refuses writes (see /status); otherwise down (503)"`
+	Status  string `json:"status" enum:"HealthStatus" doc:"ok when the process serves requests and its metadata store answers; degraded (still 200) when it is short of disk space and refuses writes (see /status); otherwise down (503)"`
 }
 
 // Component is one row of the status page.
 type Component struct {
 	Name    string `json:"name"`
-	Status  string `json:"status" doc:"operational, degraded or down"`
+	Status  string `json:"status" enum:"ComponentStatus"`
 	Message string `json:"message"`
 }
 
@@ -24,7 +24,7 @@ type RegionStatus struct {
 // Status is GET /status.
 type Status struct {
 	Service     string         `json:"service"`
-	Status      string         `json:"status" doc:"operational when every component is, down when any is down, otherwise degraded"`
+	Status      string         `json:"status" enum:"ComponentStatus" doc:"operational when every component is, down when any is down, otherwise degraded"`
 	Components  []Component    `json:"components"`
 	Regions     []RegionStatus `json:"regions"`
 	UpdatedAt   time.Time      `json:"updated_at"`

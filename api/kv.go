@@ -6,8 +6,8 @@ import "time"
 type KVCredentials struct {
 	RedisHost     string  `json:"redis_host"`
 	RedisPort     int     `json:"redis_port"`
-	RedisURL      string  `json:"redis_url" doc:"rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere"`
-	RESTURL       string  `json:"rest_url" schema:"format=uri" doc:"the Upstash-compatible REST front"`
+	RedisURL      string  `json:"redis_url" schema:"format=uri,pattern=^rediss://,example=rediss://kv.example.com:6380" doc:"rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere"`
+	RESTURL       string  `json:"rest_url" schema:"format=uri,pattern=^https?://,example=https://kv.example.com:8443" doc:"the Upstash-compatible REST front"`
 	RESTToken     *string `json:"rest_token" api:"nullable" doc:"the store's token; null except in the create and rotate-token responses (only its SHA-256 is kept)"`
 	TokenRequired bool    `json:"token_required" doc:"always true: every connection and request presents the token"`
 }

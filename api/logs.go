@@ -5,7 +5,7 @@ import "time"
 // Entry is one log entry as the API shows it.
 type Entry struct {
 	Timestamp   time.Time `json:"timestamp"`
-	Severity    string    `json:"severity"` // mapped: DEBUG1-5→debug, LOG→log, ... PANIC→panic
+	Severity    string    `json:"severity" enum:"LogSeverity" doc:"PostgreSQL's, mapped: DEBUG1-5 → debug, LOG → log, … PANIC → panic"`
 	Message     string    `json:"message"`
 	Cursor      string    `json:"cursor"`
 	SQLState    string    `json:"sqlstate,omitempty"`

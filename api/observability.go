@@ -17,7 +17,7 @@ type ActiveQuery struct {
 
 // Statement is a statement of pg_stat_statements, its rows of all users but the admin role summed.
 type Statement struct {
-	QueryID         int64   `json:"query_id"`
+	QueryID         int64   `json:"query_id,string" doc:"pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it)"`
 	Query           string  `json:"query"`
 	Calls           int64   `json:"calls"`
 	Rows            int64   `json:"rows"`

@@ -2,7 +2,7 @@ package api
 
 // PreflightRequest is the body of POST /v1/projects/{projectID}/imports/preflight.
 type PreflightRequest struct {
-	SourceURL string `json:"source_url" api:"required" schema:"example=postgres://app:secret@db.example.com:5432/shop?sslmode=require" doc:"postgres://user:password@host:port/dbname[?sslmode=...]; only sslmode, connect_timeout and application_name are accepted as parameters"`
+	SourceURL string `json:"source_url" api:"required" schema:"format=uri,pattern=^postgres(ql)?://,example=postgres://app:secret@db.example.com:5432/shop?sslmode=require" doc:"postgres://user:password@host:port/dbname[?sslmode=...]; only sslmode, connect_timeout and application_name are accepted as parameters"`
 }
 
 // PreflightResponse wraps a preflight.

@@ -16,7 +16,7 @@ type PreviewDatabase struct {
 	SourceBackupKey   string     `json:"source_backup_key" doc:"the base backup a clone as of a past time starts from (empty otherwise)"`
 	SourceRestoreTime *time.Time `json:"source_restore_time" doc:"the moment the data is as of (a clone); null for an empty preview"`
 	SourceDatabase    string     `json:"source_database" doc:"the project's database a clone holds"`
-	State             string     `json:"state" enum:"provisioning,active,failed,deleting,deleted"`
+	State             string     `json:"state" enum:"ProjectState"`
 	LastError         string     `json:"last_error"`
 	DirectPort        int        `json:"direct_port"`
 	PooledPort        int        `json:"pooled_port"`
@@ -47,7 +47,7 @@ type CreatePreviewRequest struct {
 	Mode     string `json:"mode" enum:"empty,clone" doc:"clone (default): the project's data as of now; empty: its database and role names, no data"`
 	TTLHours *int   `json:"ttl_hours" schema:"minimum=1,maximum=720" doc:"hours until it is deleted, 1 to 720; default 24"`
 	// SourceRestoreTime makes a clone of the project as it was then (within its point-in-time window).
-	SourceRestoreTime string `json:"source_restore_time" doc:"a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now"`
+	SourceRestoreTime string `json:"source_restore_time" schema:"format=date-time" doc:"a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now"`
 }
 
 // ExtendPreviewRequest is the body of POST /v1/preview-databases/{previewID}/extend.

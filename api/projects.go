@@ -12,7 +12,7 @@ type Project struct {
 	RoleName               string    `json:"role_name"`
 	PublicHost             string    `json:"public_host"`
 	Region                 string    `json:"region"`
-	Plan                   string    `json:"plan" enum:"free,pro,scale" doc:"free, pro or scale"`
+	Plan                   string    `json:"plan" enum:"Plan"`
 	PostgresVersion        string    `json:"postgres_version" doc:"read from the server (SHOW server_version); empty until provisioned"`
 	SSLMode                string    `json:"ssl_mode"`
 	IdleTransactionTimeout string    `json:"idle_transaction_timeout"`
@@ -24,9 +24,9 @@ type Project struct {
 	PooledPort             int       `json:"pooled_port"`
 	MaxConnections         int       `json:"max_connections"`
 	StorageLimitBytes      int64     `json:"storage_limit_bytes"`
-	Environment            string    `json:"environment" enum:"production,staging,development" doc:"production, staging or development"`
-	RuntimeStatus          string    `json:"runtime_status" enum:"provisioning,active,restarting,down,stopped" doc:"provisioning, active, restarting, down or stopped"`
-	State                  string    `json:"state" enum:"provisioning,active,failed,deleting,deleted" doc:"provisioning, active, failed, deleting or deleted"`
+	Environment            string    `json:"environment" enum:"Environment"`
+	RuntimeStatus          string    `json:"runtime_status" enum:"RuntimeStatus"`
+	State                  string    `json:"state" enum:"ProjectState"`
 	CreatedAt              time.Time `json:"created_at"`
 	UpdatedAt              time.Time `json:"updated_at"`
 }
@@ -50,18 +50,18 @@ type ProjectJobResponse struct {
 // CreateProjectRequest is the body of POST /v1/projects.
 type CreateProjectRequest struct {
 	Name           string `json:"name" api:"required" schema:"minLength=1,maxLength=63,example=shop" doc:"1 to 63 characters"`
-	Plan           string `json:"plan" enum:"free,pro,scale" doc:"free (default), pro or scale"`
-	Environment    string `json:"environment" enum:"production,staging,development" doc:"production (default), staging or development"`
+	Plan           string `json:"plan" enum:"Plan" doc:"default: free"`
+	Environment    string `json:"environment" enum:"Environment" doc:"default: production"`
 	OrganizationID string `json:"organization_id" doc:"required for platform administrators; others create in their own organization"`
 }
 
 // PatchProjectRequest holds the project fields a customer may change; absent fields stay.
 type PatchProjectRequest struct {
 	Name                   *string `json:"name" schema:"minLength=1,maxLength=63" doc:"1 to 63 characters (database and role names do not change)"`
-	Environment            *string `json:"environment" doc:"production, staging or development"`
+	Environment            *string `json:"environment" enum:"Environment"`
 	StatementTimeout       *string `json:"statement_timeout" doc:"PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload"`
 	IdleTransactionTimeout *string `json:"idle_transaction_timeout" doc:"idle_in_transaction_session_timeout as a PostgreSQL duration; applied by reload"`
-	Plan                   *string `json:"plan" doc:"free, pro or scale; max_connections changes with a restart"`
+	Plan                   *string `json:"plan" enum:"Plan" doc:"max_connections changes with a restart"`
 }
 
 // Project states (state) and runtime statuses (runtime_status); transitions in docs/api-decisions.md.

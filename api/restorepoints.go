@@ -13,8 +13,8 @@ type RestorePoint struct {
 	Note               string    `json:"note"`
 	OrganizationID     string    `json:"organization_id"`
 	ProjectID          string    `json:"project_id"`
-	Kind               string    `json:"kind" doc:"named"`
-	State              string    `json:"state" doc:"active (deleted points are not listed)"`
+	Kind               string    `json:"kind" enum:"RestorePointKind"`
+	State              string    `json:"state" enum:"RestorePointState" doc:"deleted points are not listed"`
 	PITRTime           time.Time `json:"pitr_time"`
 	CreatedAt          time.Time `json:"created_at"`
 	UpdatedAt          time.Time `json:"updated_at"`

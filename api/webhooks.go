@@ -15,7 +15,7 @@ type WebhookEndpoint struct {
 	ID             string      `json:"id"`
 	OrganizationID string      `json:"organization_id"`
 	Description    string      `json:"description"`
-	URL            string      `json:"url" schema:"format=uri"`
+	URL            string      `json:"url" schema:"format=uri,pattern=^https?://,example=https://example.com/hooks"`
 	EventTypes     []EventType `json:"event_types" doc:"the event types delivered; empty: all"`
 	IsActive       bool        `json:"is_active"`
 	Health         string      `json:"health" enum:"healthy,failing,disabled" doc:"failing after 3 failed attempts in a row; disabled when not active"`
@@ -41,7 +41,7 @@ type WebhookEndpointWithSecret struct {
 
 // CreateWebhookEndpointRequest is the body of POST /v1/organizations/{orgID}/webhook-endpoints.
 type CreateWebhookEndpointRequest struct {
-	URL         string      `json:"url" api:"required" schema:"format=uri,maxLength=2048,example=https://example.com/hooks" doc:"absolute http(s) URL the outbound policy allows"`
+	URL         string      `json:"url" api:"required" schema:"format=uri,pattern=^https?://,maxLength=2048,example=https://example.com/hooks" doc:"absolute http(s) URL the outbound policy allows"`
 	Description string      `json:"description" schema:"maxLength=500"`
 	EventTypes  []EventType `json:"event_types" doc:"event types to deliver (see the event table); empty or absent: all"`
 	IsActive    *bool       `json:"is_active" doc:"default true"`
@@ -49,7 +49,7 @@ type CreateWebhookEndpointRequest struct {
 
 // PatchWebhookEndpointRequest changes the fields it names.
 type PatchWebhookEndpointRequest struct {
-	URL         *string      `json:"url" schema:"format=uri,maxLength=2048"`
+	URL         *string      `json:"url" schema:"format=uri,pattern=^https?://,maxLength=2048,example=https://example.com/hooks"`
 	Description *string      `json:"description" schema:"maxLength=500"`
 	EventTypes  *[]EventType `json:"event_types" doc:"replaces the list; empty: all"`
 	IsActive    *bool        `json:"is_active" doc:"false stops deliveries (pending ones fail); true re-enables and resets health"`

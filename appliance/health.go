@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/theappliance/appliance/api"
 )
 
 // Check reports one component's health.
@@ -44,7 +46,7 @@ func (s *Service) Healthz(ctx context.Context) (*Health, error) {
 	if d.Low {
 		return &Health{Service: serviceName, Status: StatusDegraded}, nil
 	}
-	return &Health{Service: serviceName, Status: "ok"}, nil
+	return &Health{Service: serviceName, Status: api.HealthOK}, nil
 }
 
 // Status runs every component check.

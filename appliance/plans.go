@@ -1,6 +1,10 @@
 package appliance
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/theappliance/appliance/api"
+)
 
 // Plan is a project's size and quota, defined here once for the whole appliance.
 type Plan struct {
@@ -20,13 +24,13 @@ const gib = int64(1) << 30
 
 // Plans are the project plans, smallest first.
 var Plans = []Plan{
-	{Name: "free", MaxConnections: 20, StorageLimitBytes: 1 * gib, KVMemoryMB: 32, PreviewsLimit: 2, AIUsesPerMonth: 100, MemoryBytes: 512 << 20, CPUCores: 0.5},
-	{Name: "pro", MaxConnections: 100, StorageLimitBytes: 10 * gib, KVMemoryMB: 256, PreviewsLimit: 10, AIUsesPerMonth: 1000, MemoryBytes: 4 * gib, CPUCores: 2},
-	{Name: "scale", MaxConnections: 300, StorageLimitBytes: 50 * gib, KVMemoryMB: 1024, PreviewsLimit: 25, AIUsesPerMonth: 5000, MemoryBytes: 16 * gib, CPUCores: 4},
+	{Name: api.PlanFree, MaxConnections: 20, StorageLimitBytes: 1 * gib, KVMemoryMB: 32, PreviewsLimit: 2, AIUsesPerMonth: 100, MemoryBytes: 512 << 20, CPUCores: 0.5},
+	{Name: api.PlanPro, MaxConnections: 100, StorageLimitBytes: 10 * gib, KVMemoryMB: 256, PreviewsLimit: 10, AIUsesPerMonth: 1000, MemoryBytes: 4 * gib, CPUCores: 2},
+	{Name: api.PlanScale, MaxConnections: 300, StorageLimitBytes: 50 * gib, KVMemoryMB: 1024, PreviewsLimit: 25, AIUsesPerMonth: 5000, MemoryBytes: 16 * gib, CPUCores: 4},
 }
 
 // DefaultPlan is the plan of a new project.
-const DefaultPlan = "free"
+const DefaultPlan = api.PlanFree
 
 // PlanByName finds a plan.
 func PlanByName(name string) (Plan, bool) {

@@ -8,13 +8,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
 
 // Environments a project may declare; production deletes need an approval token.
-var Environments = []string{"production", "staging", "development"}
+var Environments = api.Environments
 
 func projectView(p *store.Project) *Project {
 	return &Project{ID: p.ID, Name: p.Name, Slug: p.Slug, OrganizationID: p.OrganizationID, DatabaseName: p.DatabaseName,

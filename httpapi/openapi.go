@@ -601,6 +601,9 @@ func (g *schemaGen) assignNames() {
 		groups[base] = append(groups[base], k)
 	}
 	taken := map[string]bool{errorSchemaName: true}
+	for name := range api.Enums { // the enums' component schemas
+		taken[name] = true
+	}
 	bases := make([]string, 0, len(groups))
 	for b := range groups {
 		bases = append(bases, b)
@@ -739,19 +742,32 @@ func (g *schemaGen) object(t reflect.Type, request bool) map[string]any {
 	for _, f := range jsonFields(t) {
 		var s map[string]any
 		if f.asString {
-			s = map[string]any{"type": "string"}
+			s = stringEncoded(f.typ)
 		} else {
 			s = g.ref(f.typ, request)
 		}
 		if len(f.enum) > 0 {
+			// A named set (api.Enums) is one component schema the fields refer to.
+			var e map[string]any
+			if f.enumName != "" {
+				g.schemas[f.enumName] = map[string]any{"type": "string", "enum": f.enum}
+				e = map[string]any{"$ref": "#/components/schemas/" + f.enumName}
+			}
 			if items, ok := s["items"].(map[string]any); ok && s["type"] == "array" {
-				items = maps.Clone(items)
-				items["enum"] = f.enum
+				if e == nil {
+					e = maps.Clone(items)
+					e["enum"] = f.enum
+				}
 				s = maps.Clone(s)
-				s["items"] = items
+				s["items"] = e
 			} else if s["type"] == "string" {
-				s = maps.Clone(s)
-				s["enum"] = f.enum
+				if e == nil {
+					e = maps.Clone(s)
+					e["enum"] = f.enum
+				}
+				s = e
+			} else {
+				panic(fmt.Sprintf("%s.%s: enum on a field that is not a string or a list of strings", t, f.name))
 			}
 		}
 		if len(f.bounds) > 0 {
@@ -783,6 +799,22 @@ func (g *schemaGen) object(t reflect.Type, request bool) map[string]any {
 		out["additionalProperties"] = false
 	}
 	return out
+}
+
+// stringEncoded is the schema of a `json:",string"` field: a JSON string holding the value. A 64-bit
+// integer is sent that way when it can exceed 2^53 (JavaScript's numbers would round it): its pattern
+// and format say which integer the string holds.
+func stringEncoded(t reflect.Type) map[string]any {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return map[string]any{"type": "string", "format": "int64", "pattern": `^-?(0|[1-9][0-9]{0,18})$`, "example": "8071840665353803258"}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return map[string]any{"type": "string", "format": "uint64", "pattern": `^(0|[1-9][0-9]{0,19})$`, "example": "8071840665353803258"}
+	}
+	return map[string]any{"type": "string"}
 }
 
 // withDescription returns a copy of s with a description (next to a $ref too, as OpenAPI 3.1 allows).
@@ -825,7 +857,8 @@ type jsonField struct {
 	asString  bool
 	required  bool           // `api:"required"`
 	nullable  bool           // `api:"nullable"`: a response pointer field that may be null
-	enum      []any          // `enum:"a,b,c"`: the closed set of a string (or of a string list's items)
+	enum      []any          // `enum:"Name"` (api.Enums) or `enum:"a,b,c"`: the closed set of a string (or of a string list's items)
+	enumName  string         // the api.Enums set of enum, "" for a list in the tag
 	bounds    map[string]any // `schema:"minLength=1,maxLength=63,format=date-time,const=true"`: JSON Schema keywords (values hold no commas)
 	doc       string
 }
@@ -883,7 +916,15 @@ func jsonFields(t reflect.Type) []jsonField {
 				}
 			}
 			if e := f.Tag.Get("enum"); e != "" {
-				for _, v := range strings.Split(e, ",") {
+				vals, named := api.Enums[e]
+				if named {
+					jf.enumName = e
+				} else if unicode.IsUpper(rune(e[0])) {
+					panic(fmt.Sprintf("%s.%s: enum %q is not in api.Enums", t, f.Name, e))
+				} else {
+					vals = strings.Split(e, ",")
+				}
+				for _, v := range vals {
 					jf.enum = append(jf.enum, v)
 				}
 			}

@@ -41,9 +41,9 @@ const (
 	StateCompleted = api.BackupCompleted
 	StateFailed    = api.BackupFailed
 
-	VerificationPending  = "pending"  // not verified yet
-	VerificationVerified = "verified" // pg_verifybackup accepted it
-	VerificationFailed   = "failed"   // pg_verifybackup refused it (verification_error), or there is no copy
+	VerificationPending  = api.VerificationPending
+	VerificationVerified = api.VerificationVerified
+	VerificationFailed   = api.VerificationFailed
 )
 
 // JobCreate takes a base backup; JobRestore restores a project from its backup store.

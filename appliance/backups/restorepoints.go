@@ -17,9 +17,9 @@ import (
 
 // Restore point kinds and states.
 const (
-	RestorePointNamed   = "named"   // made by pg_create_restore_point through the API
-	RestorePointActive  = "active"  // restorable
-	RestorePointDeleted = "deleted" // deleted: no longer listed nor restorable; deleting it again succeeds
+	RestorePointNamed   = api.RestorePointNamed
+	RestorePointActive  = api.RestorePointActive
+	RestorePointDeleted = api.RestorePointDeleted
 )
 
 func restorePointView(r *store.RestorePoint) *api.RestorePoint {

@@ -25,11 +25,11 @@ import (
 
 // Export states; see docs/api-decisions.md (Exports).
 const (
-	StatePending   = "pending"   // recorded, its export.create job not started yet
-	StateRunning   = "running"   // pg_dump is writing
-	StateCompleted = "completed" // the dump is in the backup store until expires_at
-	StateFailed    = "failed"    // pg_dump failed; the job carries its output
-	StateExpired   = "expired"   // past expires_at: Sweep deleted the file (and the bucket's object)
+	StatePending   = api.ExportPending
+	StateRunning   = api.ExportRunning
+	StateCompleted = api.ExportCompleted
+	StateFailed    = api.ExportFailed
+	StateExpired   = api.ExportExpired
 )
 
 // JobCreate dumps a project's database with pg_dump -Fc.

@@ -35,8 +35,10 @@ const UploadTTL = time.Hour
 
 const uploadMACPurpose = "import-upload"
 
-func uploadView(u *store.Upload) *api.Upload {
-	return &api.Upload{ID: u.ID, ObjectKey: u.ObjectKey, State: u.State, SizeBytes: u.SizeBytes, ExpiresAt: u.ExpiresAt}
+// uploadView is the API view of an upload; its URL is the one signed at creation (same ID and expiry).
+func (s *Service) uploadView(u *store.Upload) *api.Upload {
+	return &api.Upload{ID: u.ID, ObjectKey: u.ObjectKey, State: u.State, SizeBytes: u.SizeBytes, ExpiresAt: u.ExpiresAt,
+		UploadURL: s.host.SignedURL(uploadMACPurpose, "/v1/uploads/imports", u.ID, u.ExpiresAt)}
 }
 
 // ImportPayload is import.restore's payload.
@@ -85,9 +87,7 @@ func (s *Service) CreateUpload(ctx context.Context, p *authz.Principal, projectI
 		if err := s.host.Audit(tx, p, "import.upload", prj.OrganizationID, prj.ID, map[string]any{"upload_id": u.ID}); err != nil {
 			return apperr.Internal(err, "audit")
 		}
-		v := uploadView(u)
-		v.UploadURL = s.host.SignedURL(uploadMACPurpose, "/v1/uploads/imports", u.ID, u.ExpiresAt)
-		out = &api.UploadResponse{Upload: v}
+		out = &api.UploadResponse{Upload: s.uploadView(u)}
 		return nil
 	})
 	return out, err
@@ -220,7 +220,7 @@ func (s *Service) ReceiveUpload(ctx context.Context, uploadID, expires, sig stri
 			_ = os.Remove(cur.Path)
 			return apperr.Internal(err, "audit")
 		}
-		out = &api.UploadResponse{Upload: uploadView(cur)}
+		out = &api.UploadResponse{Upload: s.uploadView(cur)}
 		return nil
 	})
 	if err != nil {

@@ -21,29 +21,29 @@ import (
 // raised once when its condition holds at a sample, keeps its observed value and severity current while
 // it holds, and resolves by itself at the first sample where it does not.
 const (
-	AlertStorage         = "storage"          // the database's size against the plan's storage limit
-	AlertConnections     = "connections"      // client connections against the server's limit
-	AlertLongTransaction = "long_transaction" // a client transaction open for a long time (holds back vacuum)
-	AlertBackupFailed    = "backup_failed"    // the project's latest backup failed (resolved by the next that completes)
-	AlertInstanceCrashed = "instance_crashed" // the server or its pooler exited unexpectedly (resolved once both serve again)
+	AlertStorage         = api.AlertStorage         // the database's size against the plan's storage limit
+	AlertConnections     = api.AlertConnections     // client connections against the server's limit
+	AlertLongTransaction = api.AlertLongTransaction // a client transaction open for a long time (holds back vacuum)
+	AlertBackupFailed    = api.AlertBackupFailed    // the project's latest backup failed (resolved by the next that completes)
+	AlertInstanceCrashed = api.AlertInstanceCrashed // the server or its pooler exited unexpectedly (resolved once both serve again)
 	// AlertBackupUnrestorable is raised on a project whose newest backup failed its periodic restore test
 	// (BackupRestoreTested); the next restore test that succeeds resolves it.
-	AlertBackupUnrestorable = "backup_unrestorable"
+	AlertBackupUnrestorable = api.AlertBackupUnrestorable
 	// AlertDataMissing is raised on a project whose instance or key-value store directory the metadata has
 	// running is missing from the data directory: found at start, resolved at a start that no longer finds
 	// it (DataMissing).
-	AlertDataMissing = "data_missing"
+	AlertDataMissing = api.AlertDataMissing
 	// AlertBackupStoreUnreachable is raised on a project whose WAL archiving fails at a sample (the
 	// archive_command's last attempt failed: the backup store is unreachable, refuses or is full), with the
 	// event backup_store.unreachable; critical once the archive has not advanced for ArchiveStalledCritical.
 	// Its observed value is the WAL waiting on the local disk, in bytes. It resolves at the first sample
 	// where the last attempt succeeded.
-	AlertBackupStoreUnreachable = "backup_store_unreachable"
+	AlertBackupStoreUnreachable = api.AlertBackupStoreUnreachable
 	// EventBackupStoreUnreachable is the event appended when that alert is raised.
 	EventBackupStoreUnreachable = "backup_store.unreachable"
 
-	SeverityWarning  = "warning"
-	SeverityCritical = "critical"
+	SeverityWarning  = api.SeverityWarning
+	SeverityCritical = api.SeverityCritical
 
 	// AlertWarnShare and AlertCriticalShare of a limit raise storage and connection alerts.
 	AlertWarnShare     = 0.80

@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/theappliance/appliance/api"
 )
 
 // Severities are the API's severity values, in order.
-var Severities = []string{"debug", "log", "info", "notice", "warning", "error", "fatal", "panic", "detail"}
+var Severities = api.LogSeverities
 
 // ParseSeverities parses a comma-separated filter ("" → nil, meaning all); an unknown value → an error
 // naming it and the allowed values. Case-insensitive, spaces trimmed.
