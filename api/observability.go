@@ -57,7 +57,7 @@ type HistoryResponse struct {
 
 // TopQuery is one ranked statement of the top-queries window.
 type TopQuery struct {
-	QueryHash   string  `json:"query_hash"`
+	QueryHash   string  `json:"query_hash" schema:"pattern=^[0-9a-f]{32}$"`
 	Query       string  `json:"query"`
 	Calls       int64   `json:"calls"`
 	Rows        int64   `json:"rows"`
@@ -95,6 +95,9 @@ type QueryDetail struct {
 type QueryDetailResponse struct {
 	Query *QueryDetail `json:"query"`
 }
+
+// QueryHashPattern is the shape of a query_hash (and of the queryHash path parameter).
+const QueryHashPattern = `^[0-9a-f]{32}$`
 
 // The observability windows (hours) and their defaults, as the spec bounds them.
 const (

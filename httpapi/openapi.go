@@ -272,10 +272,14 @@ func (g *schemaGen) operation(rt Route, pathParams []string, used map[string]boo
 
 	params := []any{}
 	for _, name := range pathParams {
+		schema := map[string]any{"type": "string"}
+		if p := pathParamPatterns[name]; p != "" {
+			schema["pattern"] = p
+		}
 		params = append(params, map[string]any{
 			"name": name, "in": "path", "required": true,
 			"description": "the " + paramNoun(name),
-			"schema":      map[string]any{"type": "string"},
+			"schema":      schema,
 		})
 	}
 	for _, p := range rt.Query {
@@ -290,6 +294,9 @@ func (g *schemaGen) operation(rt Route, pathParams []string, used map[string]boo
 		}
 		if p.Default != nil {
 			schema["default"] = p.Default
+		}
+		if p.Pattern != "" {
+			schema["pattern"] = p.Pattern
 		}
 		qp := map[string]any{"name": p.Name, "in": "query", "required": p.Required, "schema": schema}
 		if p.Doc != "" {
@@ -316,7 +323,11 @@ func (g *schemaGen) operation(rt Route, pathParams []string, used map[string]boo
 		}
 	}
 	if rt.RawBody != "" {
-		op["requestBody"] = map[string]any{"required": true,
+		desc := "the raw bytes, sent as " + rt.RawBody
+		if rt.RawBody == "*/*" {
+			desc = "the raw bytes, with any Content-Type (or none): the body is read as bytes, whatever it declares"
+		}
+		op["requestBody"] = map[string]any{"required": true, "description": desc,
 			"content": map[string]any{rt.RawBody: map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}}
 	}
 
@@ -379,6 +390,9 @@ func isJSONMedia(ct string) bool {
 	ct = strings.TrimSpace(ct)
 	return ct == "application/json" || strings.HasSuffix(ct, "+json")
 }
+
+// pathParamPatterns are the shapes of the path parameters that have one (the handlers check them).
+var pathParamPatterns = map[string]string{"queryHash": api.QueryHashPattern}
 
 // paramNoun turns a path parameter name into words: orgID -> "organization ID".
 func paramNoun(name string) string {

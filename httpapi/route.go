@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -36,6 +38,7 @@ type Param struct {
 	Min, Max int64  // bounds of an integer (both 0: unbounded)
 	Default  any
 	Required bool
+	Pattern  string // a string's regular expression (documentation; the handler checks it)
 	Doc      string
 }
 
@@ -61,7 +64,8 @@ type Route struct {
 	// Stream marks routes whose bodies may take long to send or receive (dump uploads and downloads,
 	// event streams): they have no read or write deadline.
 	Stream bool
-	// RawBody is the media type of a body the handler reads itself (documentation only; "" for none).
+	// RawBody is the media type of a body the handler reads itself (documentation only; "" for none; */*
+	// when any Content-Type is accepted and the body is read as bytes).
 	RawBody string
 	// Errors are the error statuses the operation answers beyond the ones every route of its kind does
 	// (400 for a body or query, 401/403 when authenticated, 404 for path parameters, 413 for a body, 429,
@@ -291,6 +295,13 @@ func decodeBody(r *http.Request, t reflect.Type) (any, error) {
 			if v, ok := fields[name]; !ok || string(v) == "null" {
 				return nil, appliance.Invalid("field %s is required", name)
 			}
+		}
+	}
+	// null is no value of any field (encoding/json would read it as "absent" or as the zero value): an
+	// optional field is left out, not sent as null.
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		if string(fields[name]) == "null" {
+			return nil, appliance.Invalid("field %s must not be null: leave it out to keep its current or default value", name)
 		}
 	}
 	return ptr.Interface(), nil

@@ -24,10 +24,19 @@ func logsParams(maxHours int64, hoursDoc string) []Param {
 	return []Param{
 		{Name: "hours", Type: "integer", Min: 1, Max: maxHours, Default: int64(api.LogsHoursDefault), Doc: "the trailing window in hours: " + hoursDoc},
 		{Name: "cursor", Type: "string", Doc: "resume strictly after the entry with this cursor (tail mode; takes precedence over hours)"},
-		{Name: "severity", Type: "string", Doc: "comma-separated severities to keep (debug, log, info, notice, warning, error, fatal, panic, detail); empty: all"},
+		{Name: "severity", Type: "string", Pattern: listPattern(api.LogSeverities), Doc: "comma-separated severities to keep (" + strings.Join(api.LogSeverities, ", ") + "); empty: all"},
 		{Name: "limit", Type: "integer", Min: 1, Max: api.LogsLimitMax, Default: int64(api.LogsLimitDefault), Doc: "at most this many entries (without a cursor the newest are kept)"},
 	}
 }
+
+// listPattern is the pattern of a comma-separated list of values.
+func listPattern(values []string) string {
+	alt := "(" + strings.Join(values, "|") + ")"
+	return "^" + alt + "(," + alt + ")*$"
+}
+
+// lastEventID is the event streams' resume parameter: an event position.
+var lastEventID = Param{Name: "last_event_id", Type: "string", Pattern: `^(0|[1-9][0-9]{0,19})$`, Doc: "resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins)"}
 
 // skipBacklog is the event streams' parameter for clients that just read the current state.
 var skipBacklog = Param{Name: "skip_backlog", Type: "boolean", Default: false, Doc: "true (without a Last-Event-ID): start after the newest event, sending only what happens next"}
@@ -143,7 +152,7 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/projects/{projectID}/imports/uploads", Tag: "imports", Scope: api.ScopeProjectsWrite, Status: created, Summary: "A signed URL to PUT a dump to (pg_dump -Fc; valid 1 hour; sessions need the admin role)", Do: With(s.createImportUpload)},
 		{Method: put, Path: "/v1/uploads/imports/{uploadID}", Tag: "imports", Auth: Public, Status: ok, Summary: "Upload a dump through a signed URL (raw body up to the storage limit; 403 when tampered or expired, 413 too large, 409 already uploaded)",
 			Query:  []Param{{Name: "expires", Type: "integer", Required: true, Doc: "unix time the URL expires at"}, {Name: "sig", Type: "string", Required: true, Doc: "HMAC-SHA256 signature (hex)"}},
-			Stream: true, RawBody: "application/octet-stream", Errors: []int{http.StatusConflict}, Do: Without(s.receiveImportUpload)},
+			Stream: true, RawBody: "*/*", Errors: []int{http.StatusConflict}, Do: Without(s.receiveImportUpload)},
 		{Method: post, Path: "/v1/projects/{projectID}/imports", Tag: "imports", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Restore an uploaded dump over the database (pg_restore --clean; needs confirm: true; sessions need the admin role)", Do: CallPB("projectID", s.svc.Migrate().CreateImport)},
 		{Method: post, Path: "/v1/projects/{projectID}/imports/preflight", Tag: "imports", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Connect to a source database and report what an import would meet: version, size, extensions, schemas, provider, replication readiness (an unreachable source is ok: false with a failing connect check)", Do: CallPB("projectID", s.svc.Migrate().Preflight)},
 		{Method: post, Path: "/v1/projects/{projectID}/imports/follow", Tag: "imports", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Follow a source by logical replication: back up the project, copy the source's schema, subscribe (needs confirm: true; 409 naming every blocker when the source is not ready)", Do: CallPB("projectID", s.svc.Migrate().StartFollow)},
@@ -234,12 +243,12 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/v1/jobs/{jobID}", Tag: "jobs", Scope: api.ScopeJobsRead, Status: ok, Summary: "Get a job", Do: CallP("jobID", s.svc.GetJob)},
 		{Method: get, Path: "/v1/projects/{projectID}/events", Tag: "events", Scope: api.ScopeProjectsRead, Status: ok, Stream: true,
 			ContentType: "text/event-stream", Summary: "The project's events as a stream (text/event-stream): those after Last-Event-ID, then live ones; a heartbeat comment every 15 s",
-			Query: []Param{{Name: "last_event_id", Type: "string", Doc: "resume after this event position (the Last-Event-ID header wins)"},
+			Query: []Param{lastEventID,
 				{Name: "follow", Type: "boolean", Default: true, Doc: "false: send the events the log holds and end (no live ones)"},
 				skipBacklog}, Do: Raw(s.projectEvents)},
 		{Method: get, Path: "/v1/organizations/{orgID}/events", Tag: "events", Scope: api.ScopeProjectsRead, OrgLevel: true, Status: ok, Stream: true,
 			ContentType: "text/event-stream", Summary: "The events of every project of the organization as a stream (an addition; the organization's own events, such as webhook_endpoint.disabled, need organizations:read)",
-			Query: []Param{{Name: "last_event_id", Type: "string", Doc: "resume after this event position (the Last-Event-ID header wins)"},
+			Query: []Param{lastEventID,
 				{Name: "follow", Type: "boolean", Default: true, Doc: "false: send the events the log holds and end (no live ones)"},
 				skipBacklog}, Do: Raw(s.organizationEvents)},
 		{Method: get, Path: "/v1/projects/{projectID}/jobs", Tag: "jobs", Scope: api.ScopeJobsRead, Status: ok, Summary: "List a project's jobs",

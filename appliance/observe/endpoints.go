@@ -92,7 +92,7 @@ func (s *Service) History(ctx context.Context, p *authz.Principal, projectID str
 }
 
 // queryHashPattern is the shape of a query hash.
-var queryHashPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
+var queryHashPattern = regexp.MustCompile(api.QueryHashPattern)
 
 // statementWindow walks the project's statement snapshots of the trailing window (want: one hash, or all)
 // with fn, then calls done, in the same read, with a lookup of the statements' texts.
