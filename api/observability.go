@@ -57,7 +57,7 @@ type HistoryResponse struct {
 
 // TopQuery is one ranked statement of the top-queries window.
 type TopQuery struct {
-	QueryHash   string  `json:"query_hash" schema:"pattern=^[0-9a-f]{32}$"`
+	QueryHash   string  `json:"query_hash" schema:"pattern=^[0-9a-f]{32}$,example=0123456789abcdef0123456789abcdef"`
 	Query       string  `json:"query"`
 	Calls       int64   `json:"calls"`
 	Rows        int64   `json:"rows"`
@@ -82,7 +82,7 @@ type QueryPoint struct {
 
 // QueryDetail is GET .../observability/queries/{queryHash}.
 type QueryDetail struct {
-	QueryHash         string       `json:"query_hash"`
+	QueryHash         string       `json:"query_hash" schema:"pattern=^[0-9a-f]{32}$,example=0123456789abcdef0123456789abcdef"`
 	Query             string       `json:"query"`
 	WindowCalls       int64        `json:"window_calls"`
 	WindowRows        int64        `json:"window_rows"`

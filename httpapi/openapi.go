@@ -209,10 +209,6 @@ var sharedResponses = map[string]any{
 		"description": "An internal error; the cause is logged, never sent.",
 		"content":     errorContent(),
 	},
-	"Error": map[string]any{
-		"description": "Any other error, e.g. 409 conflict, 410 gone or 503 unavailable.",
-		"content":     errorContent(),
-	},
 }
 
 // operation documents one route.
@@ -380,7 +376,6 @@ func (g *schemaGen) operation(rt Route, pathParams []string, used map[string]boo
 	}
 	ref("429", "TooManyRequests")
 	ref("500", "InternalError")
-	ref("default", "Error")
 	op["responses"] = responses
 	return op
 }

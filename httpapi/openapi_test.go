@@ -782,6 +782,11 @@ func TestCheckAgainstOpenAPIRejects(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	jsonHeader := http.Header{"Content-Type": {"application/json"}}
+	// status is a /status answer whose component has the given status and further members.
+	status := func(componentStatus, more string) []byte {
+		return []byte(`{"service":"appliance","status":"operational","regions":[],"updated_at":"2026-01-31T12:00:00Z","generated_at":"2026-01-31T12:00:00Z",` +
+			`"components":[{"name":"store","message":"ok","status":` + componentStatus + more + `}]}`)
+	}
 	cases := []struct {
 		name, method, path string
 		resp               response
@@ -796,6 +801,12 @@ func TestCheckAgainstOpenAPIRejects(t *testing.T) {
 		{"valid error", "GET", "/v1/me", response{status: 403, header: jsonHeader, body: []byte(`{"error":"no"}`)}, false},
 		{"429 without Retry-After", "GET", "/healthz", response{status: 429, header: jsonHeader, body: []byte(`{"error":"slow down"}`)}, true},
 		{"wrong media type", "GET", "/healthz", response{status: 200, header: http.Header{"Content-Type": {"text/plain"}}, body: []byte(`ok`)}, true},
+		{"undeclared field", "GET", "/healthz", response{status: 200, header: jsonHeader, body: []byte(`{"service":"appliance","status":"ok","extra":1}`)}, true},
+		{"valid status", "GET", "/status", response{status: 200, header: jsonHeader, body: status(`"operational"`, ``)}, false},
+		{"undeclared nested field", "GET", "/status", response{status: 200, header: jsonHeader, body: status(`"operational"`, `,"surprise":true`)}, true},
+		{"enum value outside the set", "GET", "/status", response{status: 200, header: jsonHeader, body: status(`"fine"`, ``)}, true},
+		{"undeclared status", "DELETE", "/v1/projects/prj_x/restore-points/rp_x", response{status: 410, header: jsonHeader, body: []byte(`{"error":"gone"}`)}, true},
+		{"undeclared error status", "GET", "/healthz", response{status: 409, header: jsonHeader, body: []byte(`{"error":"conflict"}`)}, true},
 		{"unknown path", "GET", "/v1/nope", response{status: 404, header: jsonHeader, body: []byte(`whatever`)}, false},
 		{"other method", "PUT", "/v1/me", response{status: 405, header: jsonHeader, body: []byte(`whatever`)}, false},
 	}
