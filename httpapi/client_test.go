@@ -7,8 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/theappliance/appliance/api"
 )
 
 // TestTypeScriptClient regenerates clients/typescript/src/schema.d.ts from the served document
@@ -74,6 +77,21 @@ func TestTypeScriptClient(t *testing.T) {
 		}
 	}
 	run("run", "typecheck")
+
+	// What a JavaScript client reads of a query_id the server sends (JSON.parse, as openapi-fetch does) is
+	// the exact value, which its type (a string, checked by src/check.ts) carries on.
+	body, err := json.Marshal(api.ObservabilitySnapshot{SlowQueries: []api.Statement{{QueryID: bigQueryID}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(node, "-e", "process.stdout.write(String(JSON.parse(process.argv[1]).slow_queries[0].query_id))", string(body)).CombinedOutput()
+	if err != nil || string(out) != strconv.FormatInt(bigQueryID, 10) {
+		t.Errorf("JavaScript reads query_id %s (%v) of %s, want %d", out, err, body, bigQueryID)
+	}
 }
 
 // enumsTS is clients/typescript/src/enums.ts: for each component schema of the document that is a string

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/pglog"
 )
@@ -250,4 +252,43 @@ func TestObservabilityOverHTTP(t *testing.T) {
 			}
 		}
 	})
+}
+
+// bigQueryID is a pg_stat_statements queryid past 2^53, where a float64 (a JavaScript number) rounds.
+const bigQueryID int64 = 8071840665353803258
+
+// TestQueryIDIsAString: the 64-bit query_id travels as a JSON string, exactly, both ways, in the slow
+// queries and the advisor's suggestions, and the document says so.
+func TestQueryIDIsAString(t *testing.T) {
+	t.Parallel()
+	if float64(bigQueryID) != float64(bigQueryID+1) {
+		t.Fatal("the test value must be one a float64 (a JavaScript number) cannot hold")
+	}
+	for _, v := range []any{&api.Statement{QueryID: bigQueryID}, &api.Suggestion{QueryID: bigQueryID}} {
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), `"query_id":"8071840665353803258"`) {
+			t.Errorf("%T marshals as %s", v, data)
+		}
+		back := reflect.New(reflect.TypeOf(v).Elem()).Interface()
+		if err := json.Unmarshal(data, back); err != nil {
+			t.Fatal(err)
+		}
+		if got := reflect.ValueOf(back).Elem().FieldByName("QueryID").Int(); got != bigQueryID {
+			t.Errorf("%T: query_id %d after the round trip", v, got)
+		}
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(setup(t).api.openapi, &doc); err != nil {
+		t.Fatal(err)
+	}
+	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	for _, name := range []string{"Statement", "Suggestion"} {
+		q := schemas[name].(map[string]any)["properties"].(map[string]any)["query_id"].(map[string]any)
+		if q["type"] != "string" || q["format"] != "int64" {
+			t.Errorf("%s.query_id is documented as %v", name, q)
+		}
+	}
 }

@@ -2,6 +2,16 @@
 // and no non-null assertions. A document looser than the server (every object nullable, open strings for
 // closed sets) makes these lines fail.
 import { client } from './index'
+import type { Schemas } from './index'
+
+// 64-bit integers that can pass 2^53 are strings: as a JSON number, 8071840665353803258 would read as
+// 8071840665353803000. These lines fail to compile if query_id is typed a number again.
+type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false
+export const statementQueryID: Equal<Schemas['Statement']['query_id'], string> = true
+export const suggestionQueryID: Equal<Schemas['Suggestion']['query_id'], string> = true
+export function slowQueryIDs(o: Schemas['ObservabilitySnapshot']): string[] {
+  return o.slow_queries.map((q) => q.query_id)
+}
 
 export async function example(baseUrl: string, key: string, dump: string): Promise<string> {
   const api = client(baseUrl, key)
@@ -22,7 +32,7 @@ export async function example(baseUrl: string, key: string, dump: string): Promi
   // Upload a dump through the signed URL the API hands out, then import it.
   const upload = await api.POST('/v1/projects/{projectID}/imports/uploads', { params: { path: { projectID } } })
   if (upload.error) return upload.error.error
-  const signed = new URL(upload.data.upload.upload_url ?? '')
+  const signed = new URL(upload.data.upload.upload_url) // always returned
   const put = await api.PUT('/v1/uploads/imports/{uploadID}', {
     params: {
       path: { uploadID: upload.data.upload.id },

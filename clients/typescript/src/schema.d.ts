@@ -2180,22 +2180,28 @@ export interface components {
         AdvisorResponse: {
             advisor: components["schemas"]["Advice"];
         };
+        /** @enum {string} */
+        AlertKind: "storage" | "connections" | "long_transaction" | "backup_failed" | "instance_crashed" | "backup_unrestorable" | "data_missing" | "backup_store_unreachable";
         AlertList: {
             alerts: components["schemas"]["ProjectAlert"][];
         };
         AlertResponse: {
             alert: components["schemas"]["ProjectAlert"];
         };
+        /** @enum {string} */
+        AlertSeverity: "warning" | "critical";
         Approval: {
-            action: string;
+            action: components["schemas"]["ApprovalAction"];
             /** Format: date-time */
             expires_at: string;
             id: string;
             token: string;
         };
+        /** @enum {string} */
+        ApprovalAction: "project.delete";
         ApprovalRequest: {
-            /** @description the action to approve: project.delete */
-            action: string;
+            /** @description the action to approve */
+            action: components["schemas"]["ApprovalAction"];
         };
         ApprovalResponse: {
             approval: components["schemas"]["Approval"];
@@ -2232,11 +2238,10 @@ export interface components {
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
-            /** @description pending, running, completed or failed */
-            state: string;
+            state: components["schemas"]["BackupState"];
             verification_error: string;
-            /** @description pending, verified or failed (pg_verifybackup) */
-            verification_state: string;
+            /** @description pg_verifybackup's verdict */
+            verification_state: components["schemas"]["BackupVerificationState"];
             /** Format: date-time */
             verified_at: string | null;
         };
@@ -2245,17 +2250,20 @@ export interface components {
             /** @description where this project's backups live, and how its WAL archiving keeps up */
             storage: components["schemas"]["BackupStorage"];
         };
+        /** @enum {string} */
+        BackupState: "pending" | "running" | "completed" | "failed";
         BackupStorage: {
             /** @description null until the sampler read the project's server (it samples each active project every minute) */
             archiving: components["schemas"]["WALArchiving"] | null;
-            /**
-             * @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database
-             * @enum {string}
-             */
-            kind: "bucket" | "local";
+            /** @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database */
+            kind: components["schemas"]["BackupStorageKind"];
             /** @description the project's place in the store: s3://BUCKET/PREFIX/PROJECT_ID/ (never the endpoint or credentials), or the directory on the appliance's disk */
             location: string;
         };
+        /** @enum {string} */
+        BackupStorageKind: "bucket" | "local";
+        /** @enum {string} */
+        BackupVerificationState: "pending" | "verified" | "failed";
         CLILoginDetails: {
             device_name: string;
             /** Format: date-time */
@@ -2327,11 +2335,7 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            /**
-             * @description production, staging or development
-             * @enum {string}
-             */
-            environment: "production" | "staging" | "development";
+            environment: components["schemas"]["Environment"];
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -2339,11 +2343,7 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            /**
-             * @description free, pro or scale
-             * @enum {string}
-             */
-            plan: "free" | "pro" | "scale";
+            plan: components["schemas"]["Plan"];
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -2351,18 +2351,10 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            /**
-             * @description provisioning, active, restarting, down or stopped
-             * @enum {string}
-             */
-            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
+            runtime_status: components["schemas"]["RuntimeStatus"];
             slug: string;
             ssl_mode: string;
-            /**
-             * @description provisioning, active, failed, deleting or deleted
-             * @enum {string}
-             */
-            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            state: components["schemas"]["ProjectState"];
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -2384,13 +2376,22 @@ export interface components {
         Component: {
             message: string;
             name: string;
-            /** @description operational, degraded or down */
-            status: string;
+            status: components["schemas"]["ComponentStatus"];
         };
+        /** @enum {string} */
+        ComponentStatus: "operational" | "degraded" | "down";
         Connections: {
-            /** @description PostgreSQL's own port; sslmode=verify-full against the appliance CA */
+            /**
+             * Format: uri
+             * @description PostgreSQL's own port; sslmode=verify-full against the appliance CA
+             * @example postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full
+             */
             direct_url: string;
-            /** @description PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol) */
+            /**
+             * Format: uri
+             * @description PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol)
+             * @example postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full
+             */
             pooled_url: string;
             username: string;
         };
@@ -2440,17 +2441,17 @@ export interface components {
             mode?: "empty" | "clone";
             /** @description 1 to 63 characters; default preview-<random> */
             name?: string;
-            /** @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now */
+            /**
+             * Format: date-time
+             * @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now
+             */
             source_restore_time?: string;
             /** @description hours until it is deleted, 1 to 720; default 24 */
             ttl_hours?: number;
         };
         CreateProjectRequest: {
-            /**
-             * @description production (default), staging or development
-             * @enum {string}
-             */
-            environment?: "production" | "staging" | "development";
+            /** @description default: production */
+            environment?: components["schemas"]["Environment"];
             /**
              * @description 1 to 63 characters
              * @example shop
@@ -2458,11 +2459,8 @@ export interface components {
             name: string;
             /** @description required for platform administrators; others create in their own organization */
             organization_id?: string;
-            /**
-             * @description free (default), pro or scale
-             * @enum {string}
-             */
-            plan?: "free" | "pro" | "scale";
+            /** @description default: free */
+            plan?: components["schemas"]["Plan"];
         };
         CreateUploadRequest: Record<string, never>;
         CreateWebhookEndpointRequest: {
@@ -2537,6 +2535,10 @@ export interface components {
             deleted: boolean;
         };
         Download: {
+            /**
+             * Format: uri
+             * @example https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b
+             */
             download_url: string;
             /** Format: date-time */
             expires_at: string;
@@ -2553,19 +2555,23 @@ export interface components {
             hint?: string;
             message: string;
             pid?: number;
-            severity: string;
+            /** @description PostgreSQL's, mapped: DEBUG1-5 → debug, LOG → log, … PANIC → panic */
+            severity: components["schemas"]["LogSeverity"];
             sqlstate?: string;
             statement?: string;
             /** Format: date-time */
             timestamp: string;
             user?: string;
         };
+        /** @enum {string} */
+        Environment: "production" | "staging" | "development";
         EphemeralCreated: {
             /** @description eph_…: the only credential of the database until it is claimed; shown once */
             claim_token: string;
             /**
              * Format: uri
              * @description the dashboard page that claims it into an organization (the token is in the URL's fragment, which browsers never send)
+             * @example https://appliance.example.com/claim/prj_123#token=eph_abc
              */
             claim_url: string;
             ephemeral_database: components["schemas"]["EphemeralDatabase"];
@@ -2583,11 +2589,8 @@ export interface components {
             postgres_version: string;
             project_id: string;
             region: string;
-            /**
-             * @description the project's state: active once it accepts connections
-             * @enum {string}
-             */
-            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            /** @description the project's state: active once it accepts connections */
+            state: components["schemas"]["ProjectState"];
         };
         EphemeralResponse: {
             /** @description null until the database is active */
@@ -2622,8 +2625,7 @@ export interface components {
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
-            /** @description pending, running, completed, failed or expired */
-            state: string;
+            state: components["schemas"]["ExportState"];
         };
         ExportJobResponse: {
             export_id: string;
@@ -2632,6 +2634,8 @@ export interface components {
         ExportList: {
             exports: components["schemas"]["Export"][];
         };
+        /** @enum {string} */
+        ExportState: "pending" | "running" | "completed" | "failed" | "expired";
         ExtendPreviewRequest: {
             /** @description hours from now until it is deleted, 1 to 720 */
             ttl_hours: number;
@@ -2665,22 +2669,28 @@ export interface components {
              * @description must be true: after the cutover the project no longer follows the source
              * @constant
              */
-            confirm?: true;
+            confirm: true;
         };
         FollowRequest: {
             /**
              * @description must be true: the source's schema is copied over the project's database
              * @constant
              */
-            confirm?: true;
-            /** @description the source database (see imports/preflight); its wal_level must be logical */
+            confirm: true;
+            /**
+             * Format: uri
+             * @description the source database (see imports/preflight); its wal_level must be logical
+             * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
+             */
             source_url: string;
         };
         Health: {
             service: string;
             /** @description ok when the process serves requests and its metadata store answers; degraded (still 200) when it is short of disk space and refuses writes (see /status); otherwise down (503) */
-            status: string;
+            status: components["schemas"]["HealthStatus"];
         };
+        /** @enum {string} */
+        HealthStatus: "ok" | "degraded";
         HistoryResponse: {
             samples: components["schemas"]["ObservabilitySample"][];
         };
@@ -2706,7 +2716,7 @@ export interface components {
              * @description must be true: an import overwrites the project's database
              * @constant
              */
-            confirm?: true;
+            confirm: true;
             /** @description the upload to restore; default the newest uploaded one */
             upload_id?: string;
         };
@@ -2788,13 +2798,18 @@ export interface components {
         KVCredentials: {
             redis_host: string;
             redis_port: number;
-            /** @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere */
+            /**
+             * Format: uri
+             * @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere
+             * @example rediss://kv.example.com:6380
+             */
             redis_url: string;
             /** @description the store's token; null except in the create and rotate-token responses (only its SHA-256 is kept) */
             rest_token: string | null;
             /**
              * Format: uri
              * @description the Upstash-compatible REST front
+             * @example https://kv.example.com:8443
              */
             rest_url: string;
             /** @description always true: every connection and request presents the token */
@@ -2836,6 +2851,8 @@ export interface components {
         KVStoreResult: {
             kv_store: components["schemas"]["KVStore"];
         };
+        /** @enum {string} */
+        LogSeverity: "debug" | "log" | "info" | "notice" | "warning" | "error" | "fatal" | "panic" | "detail";
         Logs: {
             entries: components["schemas"]["Entry"][];
             /** @description pass as cursor to read what comes after the last entry (also when there were none) */
@@ -2994,14 +3011,13 @@ export interface components {
             slug?: string;
         };
         PatchProjectRequest: {
-            /** @description production, staging or development */
-            environment?: string;
+            environment?: components["schemas"]["Environment"];
             /** @description idle_in_transaction_session_timeout as a PostgreSQL duration; applied by reload */
             idle_transaction_timeout?: string;
             /** @description 1 to 63 characters (database and role names do not change) */
             name?: string;
-            /** @description free, pro or scale; max_connections changes with a restart */
-            plan?: string;
+            /** @description max_connections changes with a restart */
+            plan?: components["schemas"]["Plan"];
             /** @description PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload */
             statement_timeout?: string;
         };
@@ -3011,9 +3027,14 @@ export interface components {
             event_types?: components["schemas"]["EventType"][];
             /** @description false stops deliveries (pending ones fail); true re-enables and resets health */
             is_active?: boolean;
-            /** Format: uri */
+            /**
+             * Format: uri
+             * @example https://example.com/hooks
+             */
             url?: string;
         };
+        /** @enum {string} */
+        Plan: "free" | "pro" | "scale";
         Preflight: {
             checks: components["schemas"]["PreflightCheck"][];
             /** @description no check failed */
@@ -3037,6 +3058,7 @@ export interface components {
         };
         PreflightRequest: {
             /**
+             * Format: uri
              * @description postgres://user:password@host:port/dbname[?sslmode=...]; only sslmode, connect_timeout and application_name are accepted as parameters
              * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
              */
@@ -3074,8 +3096,7 @@ export interface components {
              */
             source_restore_time: string | null;
             ssl_mode: string;
-            /** @enum {string} */
-            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            state: components["schemas"]["ProjectState"];
             /**
              * Format: date-time
              * @description when it is deleted unless extended
@@ -3111,11 +3132,7 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            /**
-             * @description production, staging or development
-             * @enum {string}
-             */
-            environment: "production" | "staging" | "development";
+            environment: components["schemas"]["Environment"];
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -3123,11 +3140,7 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            /**
-             * @description free, pro or scale
-             * @enum {string}
-             */
-            plan: "free" | "pro" | "scale";
+            plan: components["schemas"]["Plan"];
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -3135,18 +3148,10 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            /**
-             * @description provisioning, active, restarting, down or stopped
-             * @enum {string}
-             */
-            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
+            runtime_status: components["schemas"]["RuntimeStatus"];
             slug: string;
             ssl_mode: string;
-            /**
-             * @description provisioning, active, failed, deleting or deleted
-             * @enum {string}
-             */
-            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            state: components["schemas"]["ProjectState"];
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -3157,8 +3162,8 @@ export interface components {
             /** Format: date-time */
             acknowledged_at: string | null;
             id: string;
-            /** @description storage, connections, long_transaction, backup_failed, backup_unrestorable (the periodic restore test of a backup failed), instance_crashed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory) */
-            kind: string;
+            /** @description backup_unrestorable: the periodic restore test of a backup failed; data_missing (raised at start): the project's instance or key-value store directory is missing from the data directory; backup_store_unreachable: WAL archiving fails */
+            kind: components["schemas"]["AlertKind"];
             /**
              * Format: date-time
              * @description when the alert.triggered event was appended (webhooks carry it)
@@ -3171,8 +3176,7 @@ export interface components {
             project_id: string;
             /** Format: date-time */
             resolved_at: string | null;
-            /** @description warning or critical */
-            severity: string;
+            severity: components["schemas"]["AlertSeverity"];
             /** Format: date-time */
             triggered_at: string;
         };
@@ -3186,6 +3190,8 @@ export interface components {
         ProjectResponse: {
             project: components["schemas"]["Project"];
         };
+        /** @enum {string} */
+        ProjectState: "provisioning" | "active" | "failed" | "deleting" | "deleted";
         ProjectUsage: {
             connections: number;
             name: string;
@@ -3214,6 +3220,7 @@ export interface components {
             /** @description one per snapshot in the window (every 5 minutes), zero where the statement did not run */
             points: components["schemas"]["QueryPoint"][];
             query: string;
+            /** @example 0123456789abcdef0123456789abcdef */
             query_hash: string;
             /** Format: int64 */
             window_calls: number;
@@ -3279,19 +3286,20 @@ export interface components {
             created_by_actor_id: string;
             created_by_actor_kind: string;
             id: string;
-            /** @description named */
-            kind: string;
+            kind: components["schemas"]["RestorePointKind"];
             label: string;
             note: string;
             organization_id: string;
             /** Format: date-time */
             pitr_time: string;
             project_id: string;
-            /** @description active (deleted points are not listed) */
-            state: string;
+            /** @description deleted points are not listed */
+            state: components["schemas"]["RestorePointState"];
             /** Format: date-time */
             updated_at: string;
         };
+        /** @enum {string} */
+        RestorePointKind: "named";
         RestorePointList: {
             /** @description whole days from the oldest completed backup to now (0: no backup yet) */
             pitr_window_days: number;
@@ -3304,6 +3312,8 @@ export interface components {
         RestorePointResponse: {
             restore_point: components["schemas"]["RestorePoint"];
         };
+        /** @enum {string} */
+        RestorePointState: "active";
         /** @description exactly one of backup_key, restore_time and restore_point_id */
         RestoreRequest: {
             /** @description restore what this backup contains (recovery_target = immediate) */
@@ -3361,6 +3371,8 @@ export interface components {
             /** @description rows_affected is more than the rows shown */
             truncated: boolean;
         };
+        /** @enum {string} */
+        RuntimeStatus: "provisioning" | "active" | "restarting" | "down" | "stopped";
         SQLHistoryEntry: {
             actor_id: string;
             actor_kind: string;
@@ -3491,8 +3503,12 @@ export interface components {
             jit_time_ms: number;
             mean_time_ms: number;
             query: string;
-            /** Format: int64 */
-            query_id: number;
+            /**
+             * Format: int64
+             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it)
+             * @example 8071840665353803258
+             */
+            query_id: string;
             /** Format: int64 */
             rows: number;
             /** Format: int64 */
@@ -3512,7 +3528,7 @@ export interface components {
             regions: components["schemas"]["RegionStatus"][];
             service: string;
             /** @description operational when every component is, down when any is down, otherwise degraded */
-            status: string;
+            status: components["schemas"]["ComponentStatus"];
             /** Format: date-time */
             updated_at: string;
         };
@@ -3528,8 +3544,12 @@ export interface components {
             /** Format: int64 */
             estimated_size_bytes: number;
             index_method: string;
-            /** Format: int64 */
-            query_id: number;
+            /**
+             * Format: int64
+             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it); "0" when unknown
+             * @example 8071840665353803258
+             */
+            query_id: string;
             table: string;
         };
         TableEntry: {
@@ -3549,6 +3569,7 @@ export interface components {
             calls: number;
             mean_exec_ms: number;
             query: string;
+            /** @example 0123456789abcdef0123456789abcdef */
             query_hash: string;
             /** Format: int64 */
             rows: number;
@@ -3594,8 +3615,12 @@ export interface components {
             size_bytes: number;
             /** @description pending, uploaded, consumed or expired */
             state: string;
-            /** @description signed URL to PUT the dump to (pg_dump -Fc); only in the creation response */
-            upload_url?: string;
+            /**
+             * Format: uri
+             * @description the signed URL to PUT the dump to (pg_dump -Fc), valid until expires_at
+             * @example https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b
+             */
+            upload_url: string;
         };
         UploadResponse: {
             upload: components["schemas"]["Upload"];
@@ -3723,7 +3748,10 @@ export interface components {
             organization_id: string;
             /** Format: date-time */
             updated_at: string;
-            /** Format: uri */
+            /**
+             * Format: uri
+             * @example https://example.com/hooks
+             */
             url: string;
         };
         WebhookEndpointList: {
@@ -3750,15 +3778,6 @@ export interface components {
         };
         /** @description The resource is not in a state that allows this (a project not active, a job already running, an upload already received …). */
         Conflict: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description Any other error, e.g. 409 conflict, 410 gone or 503 unavailable. */
-        Error: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3876,14 +3895,13 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "service": "example",
-                     *       "status": "example"
+                     *       "status": "ok"
                      *     } */
                     "application/json": components["schemas"]["Health"];
                 };
             };
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getMetrics: {
@@ -3906,7 +3924,6 @@ export interface operations {
             };
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getStatus: {
@@ -3929,7 +3946,7 @@ export interface operations {
                      *         {
                      *           "message": "example",
                      *           "name": "example",
-                     *           "status": "example"
+                     *           "status": "operational"
                      *         }
                      *       ],
                      *       "generated_at": "2026-01-31T12:00:00Z",
@@ -3940,7 +3957,7 @@ export interface operations {
                      *         }
                      *       ],
                      *       "service": "example",
-                     *       "status": "example",
+                     *       "status": "operational",
                      *       "updated_at": "2026-01-31T12:00:00Z"
                      *     } */
                     "application/json": components["schemas"]["Status"];
@@ -3948,7 +3965,6 @@ export interface operations {
             };
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postAuthPassword: {
@@ -3988,7 +4004,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postAuthSessions: {
@@ -4029,7 +4044,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteAuthSessionsCurrent: {
@@ -4057,7 +4071,6 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getCaCrt: {
@@ -4080,7 +4093,6 @@ export interface operations {
             };
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessions: {
@@ -4118,7 +4130,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getCliLoginSessionsBySessionID: {
@@ -4159,7 +4170,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessionsBySessionIDAuthorize: {
@@ -4200,7 +4210,6 @@ export interface operations {
             410: components["responses"]["Gone"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getCliLoginSessionsBySessionIDDetails: {
@@ -4242,7 +4251,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessionsBySessionIDRefuse: {
@@ -4317,7 +4325,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postEphemeralDatabases: {
@@ -4342,7 +4349,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "claim_token": "example",
-                     *       "claim_url": "example",
+                     *       "claim_url": "https://appliance.example.com/claim/prj_123#token=eph_abc",
                      *       "ephemeral_database": {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "expires_at": "2026-01-31T12:00:00Z",
@@ -4362,7 +4369,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getEphemeralDatabasesByProjectID: {
@@ -4388,8 +4394,8 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "example",
-                     *         "pooled_url": "example",
+                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
+                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
                      *         "username": "example"
                      *       },
                      *       "ephemeral_database": {
@@ -4408,7 +4414,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteEphemeralDatabasesByProjectID: {
@@ -4466,7 +4471,6 @@ export interface operations {
             409: components["responses"]["Conflict"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postEphemeralDatabasesByProjectIDClaim: {
@@ -4536,7 +4540,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getJobsByJobID: {
@@ -4592,7 +4595,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getKv: {
@@ -4620,9 +4622,9 @@ export interface operations {
                      *           "credentials": {
                      *             "redis_host": "example",
                      *             "redis_port": 1,
-                     *             "redis_url": "example",
+                     *             "redis_url": "rediss://kv.example.com:6380",
                      *             "rest_token": "example",
-                     *             "rest_url": "example",
+                     *             "rest_url": "https://kv.example.com:8443",
                      *             "token_required": true
                      *           },
                      *           "host_id": "example",
@@ -4650,7 +4652,6 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getMe: {
@@ -4713,7 +4714,6 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getMeInvitations: {
@@ -4751,7 +4751,6 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postMeInvitationsByInvitationIDAccept: {
@@ -4790,7 +4789,6 @@ export interface operations {
             410: components["responses"]["Gone"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postMeInvitationsByInvitationIDDecline: {
@@ -4822,7 +4820,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOpenapiJson: {
@@ -4848,7 +4845,6 @@ export interface operations {
             };
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgID: {
@@ -4901,7 +4897,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgID: {
@@ -4962,7 +4957,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDApiKeys: {
@@ -5013,7 +5007,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDApiKeys: {
@@ -5076,7 +5069,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDApiKeysByKeyID: {
@@ -5110,7 +5102,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDAuditEvents: {
@@ -5157,13 +5148,12 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDEvents: {
         parameters: {
             query?: {
-                /** @description resume after this event position (the Last-Event-ID header wins) */
+                /** @description resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins) */
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
@@ -5194,7 +5184,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDInvitations: {
@@ -5236,7 +5225,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDInvitationsByInvitationID: {
@@ -5270,7 +5258,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDMembers: {
@@ -5310,7 +5297,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDMembers: {
@@ -5370,7 +5356,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDMembersByUserID: {
@@ -5408,7 +5393,6 @@ export interface operations {
             409: components["responses"]["Conflict"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgIDMembersByUserID: {
@@ -5459,7 +5443,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDUsage: {
@@ -5523,7 +5506,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDWebhookEndpoints: {
@@ -5557,7 +5539,7 @@ export interface operations {
                      *           "is_active": true,
                      *           "organization_id": "example",
                      *           "updated_at": "2026-01-31T12:00:00Z",
-                     *           "url": "example"
+                     *           "url": "https://example.com/hooks"
                      *         }
                      *       ]
                      *     } */
@@ -5569,7 +5551,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpoints: {
@@ -5610,7 +5591,7 @@ export interface operations {
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "example"
+                     *         "url": "https://example.com/hooks"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
@@ -5624,7 +5605,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
@@ -5658,7 +5638,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
@@ -5698,7 +5677,7 @@ export interface operations {
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "example"
+                     *         "url": "https://example.com/hooks"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointResult"];
@@ -5712,7 +5691,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveries: {
@@ -5775,7 +5753,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveriesByDeliveryIDRedeliver: {
@@ -5835,7 +5812,6 @@ export interface operations {
             409: components["responses"]["Conflict"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDRotateSecret: {
@@ -5871,7 +5847,7 @@ export interface operations {
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "example"
+                     *         "url": "https://example.com/hooks"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
@@ -5882,7 +5858,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDTest: {
@@ -5940,7 +5915,6 @@ export interface operations {
             409: components["responses"]["Conflict"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deletePreviewDatabasesByPreviewID: {
@@ -5997,7 +5971,6 @@ export interface operations {
             409: components["responses"]["Conflict"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getPreviewDatabasesByPreviewIDConnections: {
@@ -6020,8 +5993,8 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "example",
-                     *         "pooled_url": "example",
+                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
+                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
                      *         "username": "example"
                      *       }
                      *     } */
@@ -6034,7 +6007,6 @@ export interface operations {
             409: components["responses"]["Conflict"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postPreviewDatabasesByPreviewIDExtend: {
@@ -6097,7 +6069,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postPreviewDatabasesByPreviewIDReset: {
@@ -6154,7 +6125,6 @@ export interface operations {
             409: components["responses"]["Conflict"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getProjects: {
@@ -6214,7 +6184,6 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjects: {
@@ -6303,7 +6272,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectID: {
@@ -6361,7 +6329,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectID: {
@@ -6423,7 +6390,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectID: {
@@ -6491,7 +6457,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAdvisorIndexHygiene: {
@@ -6554,7 +6519,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAdvisorIndexes: {
@@ -6597,7 +6561,7 @@ export interface operations {
                      *             "estimated_cost_reduction_pct": 1.5,
                      *             "estimated_size_bytes": 1,
                      *             "index_method": "example",
-                     *             "query_id": 1,
+                     *             "query_id": "8071840665353803258",
                      *             "table": "example"
                      *           }
                      *         ]
@@ -6614,7 +6578,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAiUsage: {
@@ -6653,7 +6616,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDAiUsage: {
@@ -6694,7 +6656,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAlerts: {
@@ -6720,14 +6681,14 @@ export interface operations {
                      *         {
                      *           "acknowledged_at": "2026-01-31T12:00:00Z",
                      *           "id": "example",
-                     *           "kind": "example",
+                     *           "kind": "storage",
                      *           "last_notified_at": "2026-01-31T12:00:00Z",
                      *           "limit_value": 1.5,
                      *           "message": "example",
                      *           "observed_value": 1.5,
                      *           "project_id": "example",
                      *           "resolved_at": "2026-01-31T12:00:00Z",
-                     *           "severity": "example",
+                     *           "severity": "warning",
                      *           "triggered_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
@@ -6742,7 +6703,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDAlertsByAlertIDAcknowledge: {
@@ -6769,14 +6729,14 @@ export interface operations {
                      *       "alert": {
                      *         "acknowledged_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
-                     *         "kind": "example",
+                     *         "kind": "storage",
                      *         "last_notified_at": "2026-01-31T12:00:00Z",
                      *         "limit_value": 1.5,
                      *         "message": "example",
                      *         "observed_value": 1.5,
                      *         "project_id": "example",
                      *         "resolved_at": "2026-01-31T12:00:00Z",
-                     *         "severity": "example",
+                     *         "severity": "warning",
                      *         "triggered_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
@@ -6790,7 +6750,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDApprovals: {
@@ -6806,7 +6765,7 @@ export interface operations {
         requestBody: {
             content: {
                 /** @example {
-                 *       "action": "example"
+                 *       "action": "project.delete"
                  *     } */
                 "application/json": components["schemas"]["ApprovalRequest"];
             };
@@ -6820,7 +6779,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "approval": {
-                     *         "action": "example",
+                     *         "action": "project.delete",
                      *         "expires_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
                      *         "token": "example"
@@ -6839,7 +6798,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAuditEvents: {
@@ -6886,7 +6844,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDBackups: {
@@ -6917,9 +6874,9 @@ export interface operations {
                      *           "label": "example",
                      *           "project_id": "example",
                      *           "size_bytes": 1,
-                     *           "state": "example",
+                     *           "state": "pending",
                      *           "verification_error": "example",
-                     *           "verification_state": "example",
+                     *           "verification_state": "pending",
                      *           "verified_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ],
@@ -6946,7 +6903,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDBackups: {
@@ -7012,7 +6968,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDConnections: {
@@ -7035,8 +6990,8 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "example",
-                     *         "pooled_url": "example",
+                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
+                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
                      *         "username": "example"
                      *       }
                      *     } */
@@ -7050,7 +7005,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCredentialsRotate: {
@@ -7116,7 +7070,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDCutoverRequests: {
@@ -7172,7 +7125,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequests: {
@@ -7236,7 +7188,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDCutoverRequestsByRequestID: {
@@ -7292,7 +7243,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequestsByRequestIDApprove: {
@@ -7381,7 +7331,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequestsByRequestIDReject: {
@@ -7447,13 +7396,12 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDEvents: {
         parameters: {
             query?: {
-                /** @description resume after this event position (the Last-Event-ID header wins) */
+                /** @description resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins) */
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
@@ -7486,7 +7434,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExports: {
@@ -7516,7 +7463,7 @@ export interface operations {
                      *           "id": "example",
                      *           "project_id": "example",
                      *           "size_bytes": 1,
-                     *           "state": "example"
+                     *           "state": "pending"
                      *         }
                      *       ]
                      *     } */
@@ -7528,7 +7475,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExports: {
@@ -7595,7 +7541,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExportsByExportIDDownload: {
@@ -7620,7 +7565,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "download": {
-                     *         "download_url": "example",
+                     *         "download_url": "https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b",
                      *         "expires_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
@@ -7634,7 +7579,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExtensions: {
@@ -7681,7 +7625,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExtensions: {
@@ -7749,7 +7692,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDExtensionsByExtensionName: {
@@ -7809,7 +7751,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExtensionsByExtensionNameUpdate: {
@@ -7869,7 +7810,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImports: {
@@ -7882,9 +7822,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
-                /** @example {} */
+                /** @example {
+                 *       "confirm": true
+                 *     } */
                 "application/json": components["schemas"]["ImportRequest"];
             };
         };
@@ -7935,7 +7877,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollow: {
@@ -7951,7 +7892,8 @@ export interface operations {
         requestBody: {
             content: {
                 /** @example {
-                 *       "source_url": "example"
+                 *       "confirm": true,
+                 *       "source_url": "postgres://app:secret@db.example.com:5432/shop?sslmode=require"
                  *     } */
                 "application/json": components["schemas"]["FollowRequest"];
             };
@@ -8003,7 +7945,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollowAbort: {
@@ -8061,7 +8002,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollowCutover: {
@@ -8074,9 +8014,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
-                /** @example {} */
+                /** @example {
+                 *       "confirm": true
+                 *     } */
                 "application/json": components["schemas"]["FollowCutoverRequest"];
             };
         };
@@ -8127,7 +8069,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollowStatus: {
@@ -8185,7 +8126,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsPreflight: {
@@ -8284,7 +8224,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsUploads: {
@@ -8317,7 +8256,7 @@ export interface operations {
                      *         "object_key": "example",
                      *         "size_bytes": 1,
                      *         "state": "example",
-                     *         "upload_url": "example"
+                     *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["UploadResponse"];
@@ -8333,7 +8272,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDJobs: {
@@ -8395,7 +8333,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDKv: {
@@ -8421,9 +8358,9 @@ export interface operations {
                      *       "credentials": {
                      *         "redis_host": "example",
                      *         "redis_port": 1,
-                     *         "redis_url": "example",
+                     *         "redis_url": "rediss://kv.example.com:6380",
                      *         "rest_token": "example",
-                     *         "rest_url": "example",
+                     *         "rest_url": "https://kv.example.com:8443",
                      *         "token_required": true
                      *       },
                      *       "host_id": "example",
@@ -8449,7 +8386,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKv: {
@@ -8501,9 +8437,9 @@ export interface operations {
                      *         "credentials": {
                      *           "redis_host": "example",
                      *           "redis_port": 1,
-                     *           "redis_url": "example",
+                     *           "redis_url": "rediss://kv.example.com:6380",
                      *           "rest_token": "example",
-                     *           "rest_url": "example",
+                     *           "rest_url": "https://kv.example.com:8443",
                      *           "token_required": true
                      *         },
                      *         "host_id": "example",
@@ -8532,7 +8468,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDKv: {
@@ -8590,7 +8525,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDKvCredentials: {
@@ -8614,9 +8548,9 @@ export interface operations {
                     /** @example {
                      *       "redis_host": "example",
                      *       "redis_port": 1,
-                     *       "redis_url": "example",
+                     *       "redis_url": "rediss://kv.example.com:6380",
                      *       "rest_token": "example",
-                     *       "rest_url": "example",
+                     *       "rest_url": "https://kv.example.com:8443",
                      *       "token_required": true
                      *     } */
                     "application/json": components["schemas"]["KVCredentials"];
@@ -8627,7 +8561,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKvFlush: {
@@ -8685,7 +8618,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKvRotateToken: {
@@ -8712,9 +8644,9 @@ export interface operations {
                      *         "credentials": {
                      *           "redis_host": "example",
                      *           "redis_port": 1,
-                     *           "redis_url": "example",
+                     *           "redis_url": "rediss://kv.example.com:6380",
                      *           "rest_token": "example",
-                     *           "rest_url": "example",
+                     *           "rest_url": "https://kv.example.com:8443",
                      *           "token_required": true
                      *         },
                      *         "host_id": "example",
@@ -8743,7 +8675,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDLogs: {
@@ -8785,7 +8716,7 @@ export interface operations {
                      *             "hint": "example",
                      *             "message": "example",
                      *             "pid": 1,
-                     *             "severity": "example",
+                     *             "severity": "debug",
                      *             "sqlstate": "example",
                      *             "statement": "example",
                      *             "timestamp": "2026-01-31T12:00:00Z",
@@ -8806,7 +8737,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDLogsStream: {
@@ -8849,7 +8779,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservability: {
@@ -8898,7 +8827,7 @@ export interface operations {
                      *             "jit_time_ms": 1.5,
                      *             "mean_time_ms": 1.5,
                      *             "query": "example",
-                     *             "query_id": 1,
+                     *             "query_id": "8071840665353803258",
                      *             "rows": 1,
                      *             "shared_blks_hit": 1,
                      *             "shared_blks_read": 1,
@@ -8921,7 +8850,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityHistory: {
@@ -8983,7 +8911,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityQueries: {
@@ -9013,7 +8940,7 @@ export interface operations {
                      *           "calls": 1,
                      *           "mean_exec_ms": 1.5,
                      *           "query": "example",
-                     *           "query_hash": "example",
+                     *           "query_hash": "0123456789abcdef0123456789abcdef",
                      *           "rows": 1,
                      *           "total_exec_ms": 1.5
                      *         }
@@ -9030,7 +8957,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityQueriesByQueryHash: {
@@ -9069,7 +8995,7 @@ export interface operations {
                      *           }
                      *         ],
                      *         "query": "example",
-                     *         "query_hash": "example",
+                     *         "query_hash": "0123456789abcdef0123456789abcdef",
                      *         "window_calls": 1,
                      *         "window_mean_exec_ms": 1.5,
                      *         "window_rows": 1,
@@ -9087,7 +9013,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDPreviewDatabases: {
@@ -9141,7 +9066,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDPreviewDatabases: {
@@ -9228,7 +9152,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDRestorePoints: {
@@ -9259,13 +9182,13 @@ export interface operations {
                      *           "created_by_actor_id": "example",
                      *           "created_by_actor_kind": "example",
                      *           "id": "example",
-                     *           "kind": "example",
+                     *           "kind": "named",
                      *           "label": "example",
                      *           "note": "example",
                      *           "organization_id": "example",
                      *           "pitr_time": "2026-01-31T12:00:00Z",
                      *           "project_id": "example",
-                     *           "state": "example",
+                     *           "state": "active",
                      *           "updated_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
@@ -9278,7 +9201,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDRestorePoints: {
@@ -9314,13 +9236,13 @@ export interface operations {
                      *         "created_by_actor_id": "example",
                      *         "created_by_actor_kind": "example",
                      *         "id": "example",
-                     *         "kind": "example",
+                     *         "kind": "named",
                      *         "label": "example",
                      *         "note": "example",
                      *         "organization_id": "example",
                      *         "pitr_time": "2026-01-31T12:00:00Z",
                      *         "project_id": "example",
-                     *         "state": "example",
+                     *         "state": "active",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
@@ -9337,7 +9259,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDRestorePointsByRestorePointID: {
@@ -9373,7 +9294,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDRestores: {
@@ -9441,7 +9361,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDScheduledBackups: {
@@ -9488,7 +9407,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     putProjectsByProjectIDScheduledBackupsDefault: {
@@ -9547,7 +9465,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDSql: {
@@ -9606,7 +9523,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDSqlHistory: {
@@ -9656,7 +9572,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTables: {
@@ -9696,7 +9611,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTablesBySchemaByTableColumns: {
@@ -9743,7 +9657,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -9798,7 +9711,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -9854,7 +9766,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -9906,7 +9817,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -9960,7 +9870,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajor: {
@@ -10022,7 +9931,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajorConfirm: {
@@ -10080,7 +9988,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajorPreflight: {
@@ -10142,7 +10049,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajorRollback: {
@@ -10200,7 +10106,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMinor: {
@@ -10262,7 +10167,6 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     putUploadsImportsByUploadID: {
@@ -10280,9 +10184,10 @@ export interface operations {
             };
             cookie?: never;
         };
+        /** @description the raw bytes, with any Content-Type (or none): the body is read as bytes, whatever it declares */
         requestBody: {
             content: {
-                "application/octet-stream": string;
+                "*/*": string;
             };
         };
         responses: {
@@ -10299,7 +10204,7 @@ export interface operations {
                      *         "object_key": "example",
                      *         "size_bytes": 1,
                      *         "state": "example",
-                     *         "upload_url": "example"
+                     *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["UploadResponse"];
@@ -10311,7 +10216,6 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
 }

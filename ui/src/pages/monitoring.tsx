@@ -10,7 +10,7 @@ import { bytes, Meter } from './overview'
 // (clients/typescript) does not have them yet: once it is regenerated these become Schemas[...].
 
 type ActiveQuery = { pid: number; username: string; state: string; query: string; wait_event_type: string; wait_event: string; duration_ms: number }
-type Statement = { query_id: number; query: string; calls: number; rows: number; total_time_ms: number; mean_time_ms: number }
+type Statement = { query_id: string; query: string; calls: number; rows: number; total_time_ms: number; mean_time_ms: number }
 type Snapshot = {
   active_queries: ActiveQuery[]
   alerts: string[]
@@ -69,7 +69,7 @@ type LogEntry = {
   user?: string
   pid?: number
 }
-type Suggestion = { ddl: string; index_method: string; table: string; estimated_cost_reduction_pct: number; estimated_size_bytes: number; query_id: number }
+type Suggestion = { ddl: string; index_method: string; table: string; estimated_cost_reduction_pct: number; estimated_size_bytes: number; query_id: string }
 type Advice = {
   available: boolean
   cost_estimates_available: boolean
