@@ -315,7 +315,7 @@ func TestOpenAPILint(t *testing.T) {
 
 	// redocly: its totals must be 0 errors and 0 warnings.
 	var report struct {
-		Totals struct{ Errors, Warnings int } `json:"totals"`
+		Totals   struct{ Errors, Warnings int } `json:"totals"`
 		Problems []struct {
 			RuleID   string `json:"ruleId"`
 			Severity string `json:"severity"`
