@@ -41,7 +41,7 @@ type kvBench struct {
 
 func newKVBench(b *testing.B) *kvBench {
 	b.Helper()
-	e := appliancetest.New(b, appliancetest.Options{Instances: true, KVFronts: true})
+	e := appliancetest.New(b, appliancetest.Options{Instances: true})
 	p, err := e.Svc.Identity().Authenticate(b.Context(), e.Bootstrap.APIKey)
 	if err != nil {
 		b.Fatal(err)

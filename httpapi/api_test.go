@@ -698,6 +698,10 @@ func TestRoutingAndDecodingErrors(t *testing.T) {
 		{name: "a field of the wrong type", method: "POST", path: keys, cred: "$admin", body: map[string]any{"name": "x", "scopes": []any{1}}, status: 400},
 		{name: "a required field null", method: "POST", path: keys, cred: "$admin", body: map[string]any{"name": nil, "scopes": []string{"projects:read"}}, status: 400,
 			want: map[string]any{"error": "field name is required"}},
+		{name: "an optional field null", method: "PATCH", path: org, cred: "$admin", body: `{"billing_name": null}`, status: 400,
+			want: map[string]any{"error": "field billing_name must not be null: leave it out to keep its current or default value"}},
+		{name: "JSON sent as text/plain", method: "PATCH", path: org, cred: "$admin", body: `{"billing_name": "x"}`, header: http.Header{"Content-Type": {"text/plain"}}, status: 415,
+			want: map[string]any{"error": "the request body must be JSON, sent with Content-Type: application/json"}},
 		{name: "the body is checked after the credential", method: "PATCH", path: org, body: `{`, status: 401},
 		{name: "a body-less read with a body", method: "GET", path: "/v1/me", cred: "$admin", body: `{"a": 1}`, status: 400,
 			want: map[string]any{"error": "this endpoint takes no request body: send none, or {}"}},
@@ -730,5 +734,29 @@ func assertNotStored(t *testing.T, b *bundle, secrets ...string) {
 		if s != "" && bytes.Contains(data, []byte(s)) {
 			t.Errorf("the metadata store holds a secret in plaintext (%.12s...)", s)
 		}
+	}
+}
+
+// TestNullIsNoValue: a project's plan and a backup's label sent as null are refused with a 400 that says
+// so (encoding/json would read them as "unchanged" and "no label"), and nothing changes.
+func TestNullIsNoValue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	prj := b.project("nulls", "development")
+	for _, c := range []struct{ method, path, body, field string }{
+		{"PATCH", "/v1/projects/" + prj.ID, `{"plan": null}`, "plan"},
+		{"PATCH", "/v1/projects/" + prj.ID, `{"name": "renamed", "environment": null}`, "environment"},
+		{"POST", "/v1/projects/" + prj.ID + "/backups", `{"label": null}`, "label"},
+	} {
+		r := b.do(c.method, c.path, b.adminKey, c.body)
+		if want := "field " + c.field + " must not be null: leave it out to keep its current or default value"; r.status != http.StatusBadRequest || r.json["error"] != want {
+			t.Errorf("%s %s %s: %d %s", c.method, c.path, c.body, r.status, r.body)
+		}
+	}
+	if got := b.env.Project(t, prj.ID); got.Name != "nulls" || got.Plan != prj.Plan {
+		t.Errorf("the project changed: %s on %s", got.Name, got.Plan)
+	}
+	if backups := b.do("GET", "/v1/projects/"+prj.ID+"/backups", b.adminKey, nil); len(backups.json["backups"].([]any)) != 0 {
+		t.Errorf("a backup was made: %s", backups.body)
 	}
 }

@@ -146,13 +146,48 @@ func errorContent() map[string]any {
 	}}
 }
 
-// errorResponseNames name the shared responses a route's Errors may list.
-var errorResponseNames = map[int]string{http.StatusConflict: "Conflict", http.StatusGone: "Gone", http.StatusServiceUnavailable: "Unavailable"}
+// errorResponseNames name the shared response of each error status (every apperr kind's; a test checks).
+var errorResponseNames = map[int]string{
+	http.StatusBadRequest: "BadRequest", http.StatusUnauthorized: "Unauthorized", http.StatusForbidden: "Forbidden",
+	http.StatusNotFound: "NotFound", http.StatusConflict: "Conflict", http.StatusGone: "Gone",
+	http.StatusRequestEntityTooLarge: "PayloadTooLarge", http.StatusUnsupportedMediaType: "UnsupportedMediaType",
+	http.StatusTooManyRequests: "TooManyRequests", http.StatusRequestHeaderFieldsTooLarge: "HeadersTooLarge",
+	http.StatusInternalServerError: "InternalError", http.StatusServiceUnavailable: "Unavailable",
+	http.StatusInsufficientStorage: "InsufficientStorage",
+}
+
+// errorStatuses are the error statuses a route can answer, in order: those of every route (400 for an
+// unclean path or a malformed query string, 413 for a body over its limit, 429, 431, 500), those of its
+// kind (401 and 403 when authenticated, 404 with path parameters, 415 when it reads JSON, 507 when it
+// needs disk: needsDisk), then the route's own Errors.
+func errorStatuses(rt Route, pathParams []string) []int {
+	codes := []int{http.StatusBadRequest}
+	if rt.Auth != Public {
+		codes = append(codes, http.StatusUnauthorized, http.StatusForbidden)
+	}
+	if len(pathParams) > 0 {
+		codes = append(codes, http.StatusNotFound)
+	}
+	codes = append(codes, http.StatusRequestEntityTooLarge)
+	if rt.RawBody == "" {
+		codes = append(codes, http.StatusUnsupportedMediaType)
+	}
+	codes = append(codes, http.StatusTooManyRequests, http.StatusRequestHeaderFieldsTooLarge, http.StatusInternalServerError)
+	if needsDisk(&rt) {
+		codes = append(codes, http.StatusInsufficientStorage)
+	}
+	for _, c := range rt.Errors {
+		if !slices.Contains(codes, c) {
+			codes = append(codes, c)
+		}
+	}
+	return codes
+}
 
 // sharedResponses are the error answers, referenced from the operations under components.responses.
 var sharedResponses = map[string]any{
 	"BadRequest": map[string]any{
-		"description": "Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field or a query value out of bounds.",
+		"description": "Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field, a field sent as null, a body sent to an endpoint that takes none, a malformed query string or a query value out of bounds, or a path with empty, `.` or `..` segments.",
 		"content":     errorContent(),
 	},
 	"Unauthorized": map[string]any{
@@ -193,12 +228,20 @@ var sharedResponses = map[string]any{
 		"description": "Expired or already used.",
 		"content":     errorContent(),
 	},
+	"HeadersTooLarge": map[string]any{
+		"description": "The request headers are over their limit (64 KiB).",
+		"content":     errorContent(),
+	},
+	"InsufficientStorage": map[string]any{
+		"description": "The appliance is short of disk space: it refuses what would write to its disk until space is freed (GET /status says so).",
+		"content":     errorContent(),
+	},
 	"PayloadTooLarge": map[string]any{
 		"description": "The request body is over its limit (1 MiB for JSON; the project's storage limit for dumps).",
 		"content":     errorContent(),
 	},
 	"UnsupportedMediaType": map[string]any{
-		"description": "A body sent with another Content-Type than application/json (or with none).",
+		"description": "A body sent with another Content-Type than application/json (text/plain and form bodies included, which a browser sends across sites without asking), or with none.",
 		"content":     errorContent(),
 	},
 	"Unavailable": map[string]any{
@@ -347,35 +390,14 @@ func (g *schemaGen) operation(rt Route, pathParams []string, used map[string]boo
 		success["content"] = map[string]any{ct: media}
 	}
 	responses := map[string]any{fmt.Sprint(status): success}
-	ref := func(code, name string) {
-		used[name] = true
-		responses[code] = map[string]any{"$ref": "#/components/responses/" + name}
-	}
-	if rt.Do.Body != nil || len(rt.Query) > 0 {
-		ref("400", "BadRequest")
-	}
-	if rt.Auth != Public {
-		ref("401", "Unauthorized")
-		ref("403", "Forbidden")
-	}
-	if len(pathParams) > 0 {
-		ref("404", "NotFound")
-	}
-	if rt.Do.Body != nil || rt.RawBody != "" {
-		ref("413", "PayloadTooLarge")
-	}
-	if rt.Do.Body != nil {
-		ref("415", "UnsupportedMediaType")
-	}
-	for _, code := range rt.Errors {
+	for _, code := range errorStatuses(rt, pathParams) {
 		name, ok := errorResponseNames[code]
 		if !ok {
 			panic(fmt.Sprintf("route %s %s: no shared response for status %d", rt.Method, rt.Path, code))
 		}
-		ref(fmt.Sprint(code), name)
+		used[name] = true
+		responses[fmt.Sprint(code)] = map[string]any{"$ref": "#/components/responses/" + name}
 	}
-	ref("429", "TooManyRequests")
-	ref("500", "InternalError")
 	op["responses"] = responses
 	return op
 }

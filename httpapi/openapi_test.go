@@ -182,7 +182,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		"maybeKid": `{"oneOf":[{"$ref":"#/components/schemas/oaChild"},{"type":"null"}]}`,
 		"kids":     `{"items":{"$ref":"#/components/schemas/oaChild"},"type":"array"}`,
 		"ratio":    `{"type":"number"}`,
-		"str":      `{"type":"string"}`,
+		"str":      `{"example":"8071840665353803258","format":"int64","pattern":"^-?(0|[1-9][0-9]{0,18})$","type":"string"}`,
 		"bytes":    `{"contentEncoding":"base64","type":"string"}`,
 		"Org":      `{"$ref":"#/components/schemas/Organization"}`,
 	}
@@ -883,6 +883,22 @@ func TestCheckAgainstOpenAPIRejects(t *testing.T) {
 		checkAgainstOpenAPI(rec, b, req, &c.resp)
 		if got := len(rec.errs) > 0; got != c.wantErr {
 			t.Errorf("%s: errors %q, want error: %v", c.name, rec.errs, c.wantErr)
+		}
+	}
+}
+
+// TestEveryErrorKindIsDocumented: each status an error kind is answered with has a shared response in the
+// document (errorStatuses and the routes' Errors can only name those).
+func TestEveryErrorKindIsDocumented(t *testing.T) {
+	t.Parallel()
+	for kind, status := range statusOf {
+		name, ok := errorResponseNames[status]
+		if !ok {
+			t.Errorf("kind %d answers %d, which has no shared response", kind, status)
+			continue
+		}
+		if r, _ := sharedResponses[name].(map[string]any); r == nil || r["description"] == "" {
+			t.Errorf("status %d: shared response %q is missing or undocumented", status, name)
 		}
 	}
 }

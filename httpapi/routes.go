@@ -60,7 +60,8 @@ func (s *Server) table() []Route {
 
 		// Identity and CLI device login
 		{Method: get, Path: "/v1/me", Tag: "identity", Status: ok, Summary: "The caller and its organization", Do: Call(s.svc.Identity().Me)},
-		{Method: post, Path: "/v1/auth/sessions", Tag: "identity", Auth: Public, Bucket: BucketStrict, Status: created, Summary: "Sign in to the built-in identity provider", Do: With(s.createSession)},
+		{Method: post, Path: "/v1/auth/sessions", Tag: "identity", Auth: Public, Bucket: BucketStrict, Status: created, Summary: "Sign in to the built-in identity provider (401 for a wrong email or password, 403 for a sign-in from another site or into an organization the user is not a member of)",
+			Errors: []int{http.StatusUnauthorized, http.StatusForbidden}, Do: With(s.createSession)},
 		{Method: post, Path: "/v1/cli/login/sessions", Tag: "identity", Auth: Public, Bucket: BucketStrict, Status: created, Summary: "Start a CLI device login", Do: With(s.startCLILogin)},
 		{Method: get, Path: "/v1/cli/login/sessions/{sessionID}", Tag: "identity", Auth: Public, Bucket: BucketStrict, Status: ok, Summary: "Poll a CLI device login",
 			Query: []Param{{Name: "poll_token", Type: "string", Required: true, Doc: "the poll_token returned by the start call"}}, Do: Without(s.pollCLILogin)},
@@ -72,7 +73,7 @@ func (s *Server) table() []Route {
 
 		// Organizations
 		{Method: get, Path: "/v1/organizations/{orgID}", Tag: "organizations", Scope: api.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "Get an organization", Do: CallP("orgID", s.svc.Identity().GetOrganization)},
-		{Method: patch, Path: "/v1/organizations/{orgID}", Tag: "organizations", Scope: api.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Update an organization's profile", Do: CallPB("orgID", s.svc.Identity().PatchOrganization)},
+		{Method: patch, Path: "/v1/organizations/{orgID}", Tag: "organizations", Scope: api.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Update an organization's profile (409 when the slug is taken)", Errors: []int{http.StatusConflict}, Do: CallPB("orgID", s.svc.Identity().PatchOrganization)},
 		{Method: get, Path: "/v1/organizations/{orgID}/usage", Tag: "organizations", Scope: api.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "Organization usage", Do: CallP("orgID", s.svc.OrganizationUsage)},
 		{Method: get, Path: "/v1/organizations/{orgID}/audit-events", Tag: "audit", Scope: api.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "Organization audit events",
 			Query: []Param{limitParam(25)}, Do: Without(s.orgAudit)},
@@ -146,13 +147,13 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/v1/projects/{projectID}/exports/{exportID}/download", Tag: "exports", Scope: api.ScopeBackupsRead, Status: ok, Summary: "A signed download URL for a completed export (valid 15 minutes)", Do: CallPP("projectID", "exportID", s.svc.Exports().Download)},
 		{Method: get, Path: "/v1/downloads/exports/{exportID}", Tag: "exports", Auth: Public, Status: ok, Summary: "Download an export's dump through a signed URL (403 when tampered or expired)",
 			Query:       []Param{{Name: "expires", Type: "integer", Required: true, Doc: "unix time the URL expires at"}, {Name: "sig", Type: "string", Required: true, Doc: "HMAC-SHA256 signature (hex)"}},
-			ContentType: "application/octet-stream", Stream: true, Errors: []int{http.StatusServiceUnavailable}, Do: Raw(s.downloadExport)},
+			ContentType: "application/octet-stream", Stream: true, Errors: []int{http.StatusForbidden, http.StatusServiceUnavailable}, Do: Raw(s.downloadExport)},
 
 		// Imports
 		{Method: post, Path: "/v1/projects/{projectID}/imports/uploads", Tag: "imports", Scope: api.ScopeProjectsWrite, Status: created, Summary: "A signed URL to PUT a dump to (pg_dump -Fc; valid 1 hour; sessions need the admin role)", Do: With(s.createImportUpload)},
 		{Method: put, Path: "/v1/uploads/imports/{uploadID}", Tag: "imports", Auth: Public, Status: ok, Summary: "Upload a dump through a signed URL (raw body up to the storage limit; 403 when tampered or expired, 413 too large, 409 already uploaded)",
 			Query:  []Param{{Name: "expires", Type: "integer", Required: true, Doc: "unix time the URL expires at"}, {Name: "sig", Type: "string", Required: true, Doc: "HMAC-SHA256 signature (hex)"}},
-			Stream: true, RawBody: "*/*", Errors: []int{http.StatusConflict}, Do: Without(s.receiveImportUpload)},
+			Stream: true, RawBody: "*/*", Errors: []int{http.StatusForbidden, http.StatusConflict}, Do: Without(s.receiveImportUpload)},
 		{Method: post, Path: "/v1/projects/{projectID}/imports", Tag: "imports", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Restore an uploaded dump over the database (pg_restore --clean; needs confirm: true; sessions need the admin role)", Do: CallPB("projectID", s.svc.Migrate().CreateImport)},
 		{Method: post, Path: "/v1/projects/{projectID}/imports/preflight", Tag: "imports", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Connect to a source database and report what an import would meet: version, size, extensions, schemas, provider, replication readiness (an unreachable source is ok: false with a failing connect check)", Do: CallPB("projectID", s.svc.Migrate().Preflight)},
 		{Method: post, Path: "/v1/projects/{projectID}/imports/follow", Tag: "imports", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Follow a source by logical replication: back up the project, copy the source's schema, subscribe (needs confirm: true; 409 naming every blocker when the source is not ready)", Do: CallPB("projectID", s.svc.Migrate().StartFollow)},
@@ -182,9 +183,9 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/ephemeral-databases", Tag: "ephemeral", Auth: Public, Status: created, Summary: "Create a throwaway database without an account (destroyed after 72 hours unless claimed; the claim token is returned once)",
 			Errors: []int{http.StatusServiceUnavailable}, Do: With(s.createEphemeral)},
 		{Method: get, Path: "/v1/ephemeral-databases/{projectID}", Tag: "ephemeral", Auth: Public, Status: ok, Summary: "An ephemeral database and its connection URLs (the claim token in X-Service-Claim-Token; 404 for an unknown database and a wrong token alike)",
-			Header: []Param{claimTokenParam}, Do: Without(s.getEphemeral)},
+			Header: []Param{claimTokenParam}, Errors: []int{http.StatusUnauthorized}, Do: Without(s.getEphemeral)},
 		{Method: del, Path: "/v1/ephemeral-databases/{projectID}", Tag: "ephemeral", Auth: Public, Status: accepted, Summary: "Destroy an ephemeral database now (the claim token in X-Service-Claim-Token)",
-			Header: []Param{claimTokenParam}, Errors: []int{http.StatusConflict}, Do: Without(s.deleteEphemeral)},
+			Header: []Param{claimTokenParam}, Errors: []int{http.StatusUnauthorized, http.StatusConflict}, Do: Without(s.deleteEphemeral)},
 		{Method: post, Path: "/v1/ephemeral-databases/{projectID}/claim", Tag: "ephemeral", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Claim an ephemeral database into the caller's organization as a normal project (its data and connection details stay; sessions need the admin role)",
 			Errors: []int{http.StatusConflict}, Do: CallPB("projectID", s.svc.Previews().ClaimEphemeral)},
 
@@ -237,7 +238,7 @@ func (s *Server) table() []Route {
 			Errors: []int{http.StatusConflict, http.StatusServiceUnavailable}, Do: Without(s.indexAdvice)},
 		{Method: get, Path: "/v1/projects/{projectID}/advisor/index-hygiene", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Summary: "Unused indexes (no scans since the statistics reset, not backing a constraint) and redundant ones (a prefix of another), with sizes and DROP statements",
 			Errors: []int{http.StatusConflict, http.StatusServiceUnavailable}, Do: CallP("projectID", s.svc.Observe().IndexHygiene)},
-		{Method: get, Path: "/metrics", Tag: "observability", Auth: Public, Status: ok, ContentType: "text/plain; version=0.0.4; charset=utf-8", Summary: "Prometheus metrics of the appliance and each project's core gauges (the text format). With up --metrics-token set, to a request bearing that token; otherwise, with up --metrics-listen set, only on that operator listener (not here); otherwise to loopback clients", Do: Raw(s.metrics)},
+		{Method: get, Path: "/metrics", Tag: "observability", Auth: Public, Status: ok, ContentType: "text/plain; version=0.0.4; charset=utf-8", Summary: "Prometheus metrics of the appliance and each project's core gauges (the text format). With up --metrics-token set, to a request bearing that token; otherwise, with up --metrics-listen set, only on that operator listener (not here); otherwise to loopback clients", Errors: []int{http.StatusUnauthorized, http.StatusForbidden}, Do: Raw(s.metrics)},
 
 		// Jobs
 		{Method: get, Path: "/v1/jobs/{jobID}", Tag: "jobs", Scope: api.ScopeJobsRead, Status: ok, Summary: "Get a job", Do: CallP("jobID", s.svc.GetJob)},

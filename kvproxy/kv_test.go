@@ -39,7 +39,7 @@ func newKVEnv(t *testing.T) *kvEnv {
 // newKVEnvWith is newKVEnv with more options (Instances and KVFronts are set).
 func newKVEnvWith(t *testing.T, o appliancetest.Options) *kvEnv {
 	t.Helper()
-	o.Instances, o.KVFronts = true, true
+	o.Instances = true
 	e := appliancetest.New(t, o)
 	p, err := e.Svc.Identity().Authenticate(t.Context(), e.Bootstrap.APIKey)
 	if err != nil {

@@ -57,7 +57,7 @@ type Env struct {
 	Clock *Clock
 	// Lane is the background lane the service, the runner and the fronts share (TestLane).
 	Lane *lane.Lane
-	// kvLn and kvRESTLn are the key-value fronts' listeners (with Options.KVFronts), bound before the
+	// kvLn and kvRESTLn are the key-value fronts' listeners, bound before the
 	// service so that its credentials name their ports.
 	kvLn, kvRESTLn net.Listener
 }
@@ -109,9 +109,6 @@ type Options struct {
 	Webhooks *appliance.WebhookOptions
 	// ImportUploadLimit, when it returns a positive size, is the import upload size limit (tests of 413).
 	ImportUploadLimit func() int64
-	// KVFronts binds the key-value fronts' listeners first, as up does, so that StartKVFronts can run them
-	// and the credentials the service hands out name them.
-	KVFronts bool
 	// BackupObjects, when set, makes the backup store (Deps.BackupObjects) of the Env's data directory,
 	// given the chown of the instances' OS user (with Instances; nil otherwise). A store without WAL
 	// commands gets the WAL through the service's socket: PostgreSQL runs a copy of the test binary (whose
@@ -164,9 +161,9 @@ func New(t testing.TB, o Options) *Env {
 		Version: "test", PasswordCost: bcrypt.MinCost, CACertPath: ca.CertPath(), ListenHost: "127.0.0.1",
 		DataDir: dir, Ports: ports, Spares: o.Spares, Outbound: pol, Ephemeral: o.Ephemeral, Webhooks: o.Webhooks,
 		BackupCache: o.BackupCache}
-	if o.KVFronts {
-		cfg.KVFront = e.bindKVFronts(t)
-	}
+	// The key-value fronts' listeners are bound first, as up does, so that StartKVFronts can run them and
+	// the credentials the service hands out name them (real URLs, as the API documents them).
+	cfg.KVFront = e.bindKVFronts(t)
 	deps := appliance.Deps{DB: db, Box: box, Log: log, Clock: e.Clock.Now, ImportUploadLimit: o.ImportUploadLimit, Lane: e.Lane}
 	if o.Instances {
 		deps.DataPlane = e.dataPlane(t, o.PGBin)
