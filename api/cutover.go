@@ -18,7 +18,7 @@ type CutoverRequest struct {
 	ExternalTicketRef    string     `json:"external_ticket_ref"`
 	RejectedReason       string     `json:"rejected_reason"`
 	LastError            string     `json:"last_error" doc:"why a failed request failed"`
-	Status               string     `json:"status" enum:"open,approved,promoting,completed,rejected,failed"`
+	Status               string     `json:"status" enum:"CutoverStatus"`
 	AckAt                *time.Time `json:"ack_at"`
 	CompletedAt          *time.Time `json:"completed_at"`
 	CreatedAt            time.Time  `json:"created_at"`

@@ -13,16 +13,67 @@ var Enums = map[string][]string{
 	"RestorePointState":       {RestorePointActive},
 	"AlertKind": {AlertStorage, AlertConnections, AlertLongTransaction, AlertBackupFailed, AlertInstanceCrashed,
 		AlertBackupUnrestorable, AlertDataMissing, AlertBackupStoreUnreachable},
-	"AlertSeverity":   {SeverityWarning, SeverityCritical},
-	"LogSeverity":     LogSeverities,
-	"ComponentStatus": {StatusOperational, StatusDegraded, StatusDown},
-	"HealthStatus":    {HealthOK, HealthDegraded},
-	"Plan":            {PlanFree, PlanPro, PlanScale},
-	"Environment":     Environments,
-	"ApprovalAction":  {ActionProjectDelete},
-	"ProjectState":    {ProjectProvisioning, ProjectActive, ProjectFailed, ProjectDeleting, ProjectDeleted},
-	"RuntimeStatus":   {RuntimeProvisioning, RuntimeActive, RuntimeRestarting, RuntimeDown, RuntimeStopped},
+	"AlertSeverity":     {SeverityWarning, SeverityCritical},
+	"LogSeverity":       LogSeverities,
+	"ComponentStatus":   {StatusOperational, StatusDegraded, StatusDown},
+	"HealthStatus":      {HealthOK, HealthDegraded},
+	"Plan":              {PlanFree, PlanPro, PlanScale},
+	"Environment":       Environments,
+	"ApprovalAction":    {ActionProjectDelete},
+	"ProjectState":      {ProjectProvisioning, ProjectActive, ProjectFailed, ProjectDeleting, ProjectDeleted},
+	"RuntimeStatus":     {RuntimeProvisioning, RuntimeActive, RuntimeRestarting, RuntimeDown, RuntimeStopped},
+	"Scope":             scopeNames(AllScopes),
+	"Role":              {RoleOwner, RoleAdmin, RoleMember},
+	"PreviewMode":       {PreviewModeEmpty, PreviewModeClone},
+	"PreviewSourceKind": {PreviewSourceNone, PreviewSourceLive, PreviewSourceBackup},
+	"KVState":           {KVProvisioning, KVRunning, KVError, KVDestroying},
+	"CutoverStatus":     {CutoverOpen, CutoverApproved, CutoverPromoting, CutoverCompleted, CutoverRejected, CutoverFailed},
 }
+
+func scopeNames(scopes []Scope) []string {
+	out := make([]string, len(scopes))
+	for i, s := range scopes {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// Organization roles.
+const (
+	RoleOwner  = "owner"
+	RoleAdmin  = "admin"
+	RoleMember = "member"
+)
+
+// Preview modes and the sources of their data.
+const (
+	PreviewModeEmpty    = "empty"  // the project's database and role names, no data (from a spare cluster)
+	PreviewModeClone    = "clone"  // the project's data as of now (an online copy of its running server)
+	PreviewSourceNone   = "none"   // an empty preview
+	PreviewSourceLive   = "live"   // a copy of the running server
+	PreviewSourceBackup = "backup" // a base backup and the WAL archive, recovered to source_restore_time
+)
+
+// Key-value store states (see the spec's state table and docs/api-decisions.md).
+const (
+	KVProvisioning = "provisioning"
+	KVRunning      = "running"
+	KVError        = "error"
+	KVDestroying   = "destroying"
+)
+
+// Cutover request statuses:
+//
+//	open → approved → promoting → completed
+//	open → rejected;  approved or promoting → failed (the project as it was)
+const (
+	CutoverOpen      = "open"      // requested; an organization admin approves or rejects it
+	CutoverApproved  = "approved"  // approved: the pre-cutover backup is being taken
+	CutoverPromoting = "promoting" // the promotion job copies the preview's data in
+	CutoverCompleted = "completed" // the project's database holds the preview's data; the preview is deleted
+	CutoverRejected  = "rejected"  // an admin refused it (rejected_reason)
+	CutoverFailed    = "failed"    // the backup or the promotion failed (last_error); nothing changed
+)
 
 // Backup verification states (Backup.VerificationState).
 const (

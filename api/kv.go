@@ -18,7 +18,7 @@ type KVStore struct {
 	ProjectID       string        `json:"project_id"`
 	OrganizationID  string        `json:"organization_id"`
 	HostID          string        `json:"host_id"`
-	State           string        `json:"state" enum:"provisioning,running,error,destroying"`
+	State           string        `json:"state" enum:"KVState"`
 	LastError       string        `json:"last_error"`
 	MaxmemoryPolicy string        `json:"maxmemory_policy" enum:"volatile-lru"`
 	MemMaxMB        int           `json:"mem_max_mb" doc:"the plan's key-value memory at creation"`

@@ -7,7 +7,7 @@ type Member struct {
 	UserID    string    `json:"user_id"`
 	Email     string    `json:"email"`
 	Name      string    `json:"name"`
-	Role      string    `json:"role" enum:"owner,admin,member"`
+	Role      string    `json:"role" enum:"Role"`
 	CreatedAt time.Time `json:"created_at" doc:"when the user was created"`
 }
 
@@ -25,7 +25,7 @@ type MemberResponse struct {
 type AddMemberRequest struct {
 	Email    string `json:"email" api:"required" schema:"example=dana@example.com" doc:"the person's email; an existing user is added, otherwise a user is created"`
 	Name     string `json:"name" schema:"maxLength=100" doc:"display name of a new user (up to 100 characters)"`
-	Role     string `json:"role" api:"required" enum:"owner,admin,member" doc:"owner, admin or member (only owners may add owners)"`
+	Role     string `json:"role" api:"required" enum:"Role" doc:"owner, admin or member (only owners may add owners)"`
 	Password string `json:"password" schema:"minLength=12,maxLength=72" doc:"initial password of a new user (at least 12 characters); absent: one is generated and returned once"`
 }
 
@@ -44,7 +44,7 @@ type Invitation struct {
 	OrganizationID   string    `json:"organization_id"`
 	OrganizationName string    `json:"organization_name"`
 	Email            string    `json:"email"`
-	Role             string    `json:"role" enum:"owner,admin,member"`
+	Role             string    `json:"role" enum:"Role"`
 	CreatedAt        time.Time `json:"created_at"`
 	ExpiresAt        time.Time `json:"expires_at"`
 }
@@ -61,7 +61,7 @@ type InvitationDone struct {
 
 // SetMemberRoleRequest is the body of PATCH /v1/organizations/{orgID}/members/{userID}.
 type SetMemberRoleRequest struct {
-	Role string `json:"role" api:"required" enum:"owner,admin,member" doc:"owner, admin or member"`
+	Role string `json:"role" api:"required" enum:"Role" doc:"owner, admin or member"`
 }
 
 // RemovedMember is the remove response.

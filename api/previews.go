@@ -11,8 +11,8 @@ type PreviewDatabase struct {
 	RoleName          string     `json:"role_name"`
 	PublicHost        string     `json:"public_host"`
 	SSLMode           string     `json:"ssl_mode"`
-	Mode              string     `json:"mode" enum:"empty,clone"`
-	SourceKind        string     `json:"source_kind" enum:"none,live,backup" doc:"none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time"`
+	Mode              string     `json:"mode" enum:"PreviewMode"`
+	SourceKind        string     `json:"source_kind" enum:"PreviewSourceKind" doc:"none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time"`
 	SourceBackupKey   string     `json:"source_backup_key" doc:"the base backup a clone as of a past time starts from (empty otherwise)"`
 	SourceRestoreTime *time.Time `json:"source_restore_time" doc:"the moment the data is as of (a clone); null for an empty preview"`
 	SourceDatabase    string     `json:"source_database" doc:"the project's database a clone holds"`
@@ -44,7 +44,7 @@ type PreviewResponse struct {
 // CreatePreviewRequest is the body of POST /v1/projects/{projectID}/preview-databases.
 type CreatePreviewRequest struct {
 	Name     string `json:"name" schema:"maxLength=63" doc:"1 to 63 characters; default preview-<random>"`
-	Mode     string `json:"mode" enum:"empty,clone" doc:"clone (default): the project's data as of now; empty: its database and role names, no data"`
+	Mode     string `json:"mode" enum:"PreviewMode" doc:"clone (default): the project's data as of now; empty: its database and role names, no data"`
 	TTLHours *int   `json:"ttl_hours" schema:"minimum=1,maximum=720" doc:"hours until it is deleted, 1 to 720; default 24"`
 	// SourceRestoreTime makes a clone of the project as it was then (within its point-in-time window).
 	SourceRestoreTime string `json:"source_restore_time" schema:"format=date-time" doc:"a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now"`

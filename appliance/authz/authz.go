@@ -19,9 +19,9 @@ func IsOrganizationScope(s api.Scope) bool { return slices.Contains(organization
 
 // Organization roles of the built-in identity provider.
 const (
-	RoleOwner  = "owner"
-	RoleAdmin  = "admin"
-	RoleMember = "member"
+	RoleOwner  = api.RoleOwner
+	RoleAdmin  = api.RoleAdmin
+	RoleMember = api.RoleMember
 )
 
 // RoleScopes are the scopes a session carries for each role.

@@ -28,10 +28,10 @@ import (
 
 // Key-value store states (see the spec's state table and docs/api-decisions.md).
 const (
-	StateProvisioning = "provisioning"
-	StateRunning      = "running"
-	StateError        = "error"
-	StateDestroying   = "destroying"
+	StateProvisioning = api.KVProvisioning
+	StateRunning      = api.KVRunning
+	StateError        = api.KVError
+	StateDestroying   = api.KVDestroying
 )
 
 // The key-value store jobs; each holds the lock "kv:<project>", so a project's store changes one at a time.

@@ -29,12 +29,12 @@ import (
 //	open → approved → promoting → completed
 //	open → rejected;  approved or promoting → failed (the project as it was)
 const (
-	CutoverOpen      = "open"      // requested; an organization admin approves or rejects it
-	CutoverApproved  = "approved"  // approved: the pre-cutover backup is being taken
-	CutoverPromoting = "promoting" // the promotion job copies the preview's data in
-	CutoverCompleted = "completed" // the project's database holds the preview's data; the preview is deleted
-	CutoverRejected  = "rejected"  // an admin refused it (rejected_reason)
-	CutoverFailed    = "failed"    // the backup or the promotion failed (last_error); nothing changed
+	CutoverOpen      = api.CutoverOpen
+	CutoverApproved  = api.CutoverApproved
+	CutoverPromoting = api.CutoverPromoting
+	CutoverCompleted = api.CutoverCompleted
+	CutoverRejected  = api.CutoverRejected
+	CutoverFailed    = api.CutoverFailed
 )
 
 // JobCutoverPromote makes a preview's data its project's database.

@@ -26,12 +26,12 @@ import (
 
 // Preview modes and sources (see docs/api-decisions.md "Preview databases").
 const (
-	ModeEmpty = "empty" // the project's database and role names, no data (from a spare cluster)
-	ModeClone = "clone" // the project's data as of now (an online copy of its running server)
+	ModeEmpty = api.PreviewModeEmpty // the project's database and role names, no data (from a spare cluster)
+	ModeClone = api.PreviewModeClone // the project's data as of now (an online copy of its running server)
 
-	SourceNone   = "none"   // an empty preview
-	SourceLive   = "live"   // a copy of the running server
-	SourceBackup = "backup" // a base backup and the WAL archive, recovered to source_restore_time
+	SourceNone   = api.PreviewSourceNone   // an empty preview
+	SourceLive   = api.PreviewSourceLive   // a copy of the running server
+	SourceBackup = api.PreviewSourceBackup // a base backup and the WAL archive, recovered to source_restore_time
 )
 
 // Preview jobs: each acts on the preview's own project record (the job's preview_database_id).
