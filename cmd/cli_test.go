@@ -71,7 +71,7 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 		t.Fatal(err)
 	}
 	env := appliancetest.New(t, appliancetest.Options{Instances: o.instances, APIURL: "https://" + ln.Addr().String(), // the same stack every API test runs on
-		KVFronts: o.kv, Webhooks: o.webhooks})
+		Webhooks: o.webhooks})
 	svc, ca, boot := env.Svc, env.CA, env.Bootstrap
 	if o.clock != nil {
 		env.Clock.Set(o.clock)
