@@ -760,3 +760,22 @@ func TestNullIsNoValue(t *testing.T) {
 		t.Errorf("a backup was made: %s", backups.body)
 	}
 }
+
+// TestDeletedProjectIsGone: deleting a deleted project, or minting an approval for it, answers 410, as the
+// document declares (the bundle's server validates both answers against it).
+func TestDeletedProjectIsGone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	prj := b.project("gone", "development")
+	now := time.Now().UTC()
+	prj.State, prj.DeletedAt = "deleted", &now
+	if err := b.db.Update(func(tx *store.Tx) error { return store.Projects.Put(tx, prj) }); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.do("DELETE", "/v1/projects/"+prj.ID, b.adminKey, nil); r.status != http.StatusGone {
+		t.Errorf("delete: %d %s", r.status, r.body)
+	}
+	if r := b.do("POST", "/v1/projects/"+prj.ID+"/approvals", b.adminKey, map[string]any{"action": api.ActionProjectDelete}); r.status != http.StatusGone {
+		t.Errorf("approval: %d %s", r.status, r.body)
+	}
+}
