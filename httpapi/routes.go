@@ -53,7 +53,7 @@ func (s *Server) table() []Route {
 	)
 	return withErrors([]Route{
 		// Health and metadata
-		{Method: get, Path: "/healthz", Tag: "health", Auth: Public, Status: ok, Summary: "Liveness", Do: Without(s.healthz)},
+		{Method: get, Path: "/healthz", Tag: "health", Auth: Public, Status: ok, Summary: "Liveness (503 when the metadata store does not answer or refuses writes)", Errors: []int{http.StatusServiceUnavailable}, Do: Without(s.healthz)},
 		{Method: get, Path: "/status", Tag: "health", Auth: Public, Status: ok, Summary: "Component status", Do: Without(s.status)},
 		{Method: get, Path: "/v1/openapi.json", Tag: "health", Auth: Public, Status: ok, Summary: "This API's OpenAPI 3.1 document", Do: Raw(s.openapiDoc)},
 		{Method: get, Path: "/v1/ca.crt", Tag: "health", Auth: Public, Status: ok, ContentType: "application/x-pem-file", Summary: "The appliance's CA certificate (PEM), which database and API certificates chain to: clients verify connections with it", Do: Raw(s.caCert)},
@@ -66,7 +66,7 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/v1/cli/login/sessions/{sessionID}", Tag: "identity", Auth: Public, Bucket: BucketStrict, Status: ok, Summary: "Poll a CLI device login",
 			Query: []Param{{Name: "poll_token", Type: "string", Required: true, Doc: "the poll_token returned by the start call"}}, Do: Without(s.pollCLILogin)},
 		{Method: del, Path: "/v1/auth/sessions/current", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Sign out: end the calling session (and clear the dashboard's cookie)", Do: Without(s.signOut)},
-		{Method: post, Path: "/v1/auth/password", Tag: "identity", Auth: SessionOnly, Bucket: BucketStrict, Status: ok, Summary: "Change the signed-in user's password (signs out their other sessions)", Do: CallB(s.svc.Identity().ChangePassword)},
+		{Method: post, Path: "/v1/auth/password", Tag: "identity", Auth: SessionOnly, Bucket: BucketStrict, Status: ok, Summary: "Change the signed-in user's password (signs out their other sessions)", Errors: []int{http.StatusConflict}, Do: CallB(s.svc.Identity().ChangePassword)},
 		{Method: get, Path: "/v1/cli/login/sessions/{sessionID}/details", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Show a CLI device login to the approving user", Do: CallP("sessionID", s.svc.Identity().CLILoginDetailsFor)},
 		{Method: post, Path: "/v1/cli/login/sessions/{sessionID}/authorize", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Authorize a CLI device login (mints its key)", Errors: []int{http.StatusConflict, http.StatusGone}, Do: CallP("sessionID", s.svc.Identity().AuthorizeCLILogin)},
 		{Method: post, Path: "/v1/cli/login/sessions/{sessionID}/refuse", Tag: "identity", Auth: SessionOnly, Status: ok, Summary: "Refuse a CLI device login (it can no longer be authorized; the device's poll reads state refused)", Errors: []int{http.StatusConflict, http.StatusGone}, Do: CallP("sessionID", s.svc.Identity().RefuseCLILogin)},
