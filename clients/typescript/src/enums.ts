@@ -2,5 +2,71 @@
 // TestTypeScriptClient): the values of each enum schema of the document. Do not edit.
 import type { components } from './schema'
 
+/** The values of AlertKind, in the document's order. */
+export const AlertKindValues = ["storage","connections","long_transaction","backup_failed","instance_crashed","backup_unrestorable","data_missing","backup_store_unreachable"] as const satisfies readonly components['schemas']['AlertKind'][]
+
+/** The values of AlertSeverity, in the document's order. */
+export const AlertSeverityValues = ["warning","critical"] as const satisfies readonly components['schemas']['AlertSeverity'][]
+
+/** The values of ApprovalAction, in the document's order. */
+export const ApprovalActionValues = ["project.delete"] as const satisfies readonly components['schemas']['ApprovalAction'][]
+
+/** The values of BackupState, in the document's order. */
+export const BackupStateValues = ["pending","running","completed","failed"] as const satisfies readonly components['schemas']['BackupState'][]
+
+/** The values of BackupStorageKind, in the document's order. */
+export const BackupStorageKindValues = ["bucket","local"] as const satisfies readonly components['schemas']['BackupStorageKind'][]
+
+/** The values of BackupVerificationState, in the document's order. */
+export const BackupVerificationStateValues = ["pending","verified","failed"] as const satisfies readonly components['schemas']['BackupVerificationState'][]
+
+/** The values of ComponentStatus, in the document's order. */
+export const ComponentStatusValues = ["operational","degraded","down"] as const satisfies readonly components['schemas']['ComponentStatus'][]
+
+/** The values of CutoverStatus, in the document's order. */
+export const CutoverStatusValues = ["open","approved","promoting","completed","rejected","failed"] as const satisfies readonly components['schemas']['CutoverStatus'][]
+
+/** The values of Environment, in the document's order. */
+export const EnvironmentValues = ["production","staging","development"] as const satisfies readonly components['schemas']['Environment'][]
+
 /** The values of EventType, in the document's order. */
 export const EventTypeValues = ["job.completed","job.failed","project.ready","project.deleted","backup.completed","backup.verified","backup.verification_failed","restore.completed","export.completed","import.completed","credentials.rotated","preview.ready","preview.reset","preview.deleted","cutover.requested","cutover.completed","ephemeral.claimed","kv.ready","kv.deleted","instance.crashed","backup_store.unreachable","alert.triggered","alert.resolved","webhook.test","webhook_endpoint.disabled"] as const satisfies readonly components['schemas']['EventType'][]
+
+/** The values of ExportState, in the document's order. */
+export const ExportStateValues = ["pending","running","completed","failed","expired"] as const satisfies readonly components['schemas']['ExportState'][]
+
+/** The values of HealthStatus, in the document's order. */
+export const HealthStatusValues = ["ok","degraded"] as const satisfies readonly components['schemas']['HealthStatus'][]
+
+/** The values of KVState, in the document's order. */
+export const KVStateValues = ["provisioning","running","error","destroying"] as const satisfies readonly components['schemas']['KVState'][]
+
+/** The values of LogSeverity, in the document's order. */
+export const LogSeverityValues = ["debug","log","info","notice","warning","error","fatal","panic","detail"] as const satisfies readonly components['schemas']['LogSeverity'][]
+
+/** The values of Plan, in the document's order. */
+export const PlanValues = ["free","pro","scale"] as const satisfies readonly components['schemas']['Plan'][]
+
+/** The values of PreviewMode, in the document's order. */
+export const PreviewModeValues = ["empty","clone"] as const satisfies readonly components['schemas']['PreviewMode'][]
+
+/** The values of PreviewSourceKind, in the document's order. */
+export const PreviewSourceKindValues = ["none","live","backup"] as const satisfies readonly components['schemas']['PreviewSourceKind'][]
+
+/** The values of ProjectState, in the document's order. */
+export const ProjectStateValues = ["provisioning","active","failed","deleting","deleted"] as const satisfies readonly components['schemas']['ProjectState'][]
+
+/** The values of RestorePointKind, in the document's order. */
+export const RestorePointKindValues = ["named"] as const satisfies readonly components['schemas']['RestorePointKind'][]
+
+/** The values of RestorePointState, in the document's order. */
+export const RestorePointStateValues = ["active"] as const satisfies readonly components['schemas']['RestorePointState'][]
+
+/** The values of Role, in the document's order. */
+export const RoleValues = ["owner","admin","member"] as const satisfies readonly components['schemas']['Role'][]
+
+/** The values of RuntimeStatus, in the document's order. */
+export const RuntimeStatusValues = ["provisioning","active","restarting","down","stopped"] as const satisfies readonly components['schemas']['RuntimeStatus'][]
+
+/** The values of Scope, in the document's order. */
+export const ScopeValues = ["projects:read","projects:write","credentials:read","backups:read","backups:write","jobs:read","organizations:read","organizations:write","api_keys:read","api_keys:write"] as const satisfies readonly components['schemas']['Scope'][]

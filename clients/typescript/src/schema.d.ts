@@ -4340,14 +4340,18 @@ export interface operations {
                     "application/json": components["schemas"]["CLILoginResult"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getDownloadsExportsByExportID: {
