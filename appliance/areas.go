@@ -311,16 +311,6 @@ func (h areaHost) PlanStorageLimitBytes(name string) int64 {
 	return 0
 }
 
-// SignedURL is the URL of the resource id under path, valid until expires (signed with the root's box).
-func (h areaHost) SignedURL(purpose, path, id string, expires time.Time) string {
-	return h.s.signedURL(purpose, path, id, expires)
-}
-
-// CheckSignedURL checks a signed URL's expires and sig for id.
-func (h areaHost) CheckSignedURL(purpose, what, id, expires, sig string) error {
-	return h.s.checkSignedURL(purpose, what, id, expires, sig)
-}
-
 // PrepareUploads makes the project's directory in the data plane's backup store; the uploads belong to
 // the instances' OS user.
 func (h areaHost) PrepareUploads(ctx context.Context, projectID string) (migrate.Owner, error) {

@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"github.com/theappliance/appliance/appliance/backup"
+	"github.com/theappliance/appliance/appliance/dumpcache"
 	"github.com/theappliance/appliance/appliance/exports"
 )
 
@@ -20,10 +21,10 @@ func (s *Service) newExports(cfg Config, deps Deps) *exports.Service {
 	if deps.BackupObjects != nil {
 		bucket = backup.New(deps.BackupObjects)
 	}
-	return exports.New(exports.Config{DataDir: cfg.DataDir, CacheBytes: cfg.BackupCache},
-		exports.Deps{DB: deps.DB, Log: deps.Log, Clock: s.now, URLs: s.urls, Host: areaHost{s}, Bucket: bucket})
+	return exports.New(exports.Config{DataDir: cfg.DataDir},
+		exports.Deps{DB: deps.DB, Log: deps.Log, Clock: s.now, URLs: s.urls, Host: areaHost{s}, Bucket: bucket, Cache: s.dumps})
 }
 
-// DefaultBackupCache is Config.BackupCache's default: the bytes of the bucket's exports kept on the local
-// disk too (up --backup-cache-mb).
-const DefaultBackupCache = exports.DefaultCacheBytes
+// DefaultBackupCache is Config.BackupCache's default: the bytes of the bucket's exports and uploaded dumps
+// kept on the local disk too (up --backup-cache-mb).
+const DefaultBackupCache = dumpcache.DefaultBytes

@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/migrate"
 )
 
@@ -27,11 +28,15 @@ func (s *Service) newMigrate(deps Deps) *migrate.Service {
 		plane = &migrate.Plane{User: dp.User}
 		eng = s.eng
 	}
+	var bucket *backup.Store // with a bucket the uploaded dumps are its objects too (their files cached)
+	if deps.BackupObjects != nil {
+		bucket = backup.New(deps.BackupObjects)
+	}
 	var jobs migrate.Notifier
 	if deps.Jobs != nil {
 		jobs = deps.Jobs
 	}
-	return migrate.New(migrate.Config{DataDir: s.cfg.DataDir}, migrate.Deps{DB: deps.DB, Box: deps.Box, Log: deps.Log, Clock: s.now,
+	return migrate.New(migrate.Config{DataDir: s.cfg.DataDir}, migrate.Deps{DB: deps.DB, Box: deps.Box, Log: deps.Log, Clock: s.now, URLs: s.urls, Bucket: bucket, Cache: s.dumps,
 		UploadLimit: deps.ImportUploadLimit, Policy: s.policy(), Engine: eng, Plane: plane, Jobs: jobs, StepHook: deps.JobStepHook,
 		Host: areaHost{s}})
 }

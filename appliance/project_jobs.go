@@ -409,7 +409,7 @@ func (s *Service) purgeProjectBackups(prj *store.Project) (purgedBackups, error)
 	if err != nil {
 		return c, err
 	}
-	if s.backupObjects != nil { // the exports and uploads are local still
+	if s.backupObjects != nil { // the exports' and uploads' local files: their cache, or made before the bucket
 		local, err := s.localBackups(s.dp).RemoveProject(context.Background(), prj.ID)
 		if err != nil {
 			return c, err

@@ -12,6 +12,7 @@ import (
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
 	"github.com/theappliance/appliance/appliance/backups"
+	"github.com/theappliance/appliance/appliance/dumpcache"
 	"github.com/theappliance/appliance/appliance/eventlog"
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/extensions"
@@ -62,8 +63,8 @@ type Config struct {
 	KVFront KVFront
 	// DiskReserve is the free space under which the appliance runs degraded (0: DefaultDiskReserve).
 	DiskReserve int64
-	// BackupCache bounds, with a bucket as the backup store, the bytes of its exports kept on the local
-	// disk (up --backup-cache-mb; 0: DefaultBackupCache; negative: none kept).
+	// BackupCache bounds, with a bucket as the backup store, the bytes of its exports and uploaded dumps
+	// kept on the local disk (up --backup-cache-mb; 0: DefaultBackupCache; negative: none kept).
 	BackupCache int64
 	// PostgresRoot is where the distribution installs PostgreSQL majors, <root>/<major>/bin: the targets of
 	// major upgrades ("": DefaultPostgresRoot).
@@ -154,9 +155,11 @@ type Service struct {
 	// extensions is the extensions area (appliance/extensions, built in New).
 	extensions *extensions.Service
 	// exports is the exports area (appliance/exports, built in New); urls signs its download URLs and the
-	// imports' upload URLs (signedurl.go).
+	// imports' upload URLs (each area's signedurl.Resource); dumps is the local cache of the bucket's
+	// exports and uploaded dumps (Config.BackupCache).
 	exports *exports.Service
 	urls    *signedurl.Signer
+	dumps   *dumpcache.Cache
 	// upgrades is the upgrades area (appliance/upgrades, built in New).
 	upgrades *upgrades.Service
 	// migrate is the migration area: preflight, uploads and import, follow, cutover requests
@@ -203,6 +206,7 @@ func New(cfg Config, deps Deps) *Service {
 	s.observe = s.newObserve(cfg, deps)
 	s.extensions = s.newExtensions(cfg, deps)
 	s.urls = signedurl.New(cfg.APIURL, deps.Box, s.now)
+	s.dumps = dumpcache.New(cfg.BackupCache, deps.Log, s.now)
 	s.exports = s.newExports(cfg, deps)
 	s.upgrades = s.newUpgrades(cfg, deps)
 	s.identity = s.newIdentity(cfg, deps)

@@ -34,6 +34,7 @@ type SweepResult struct {
 
 	UploadsExpired     int // pending uploads past expires_at+UploadPendingGrace, uploaded ones past UploadRetention
 	UploadFilesDeleted int // files (dumps, partial uploads) of consumed or expired uploads
+	UploadObjects      int // objects in the bucket of consumed or expired uploads (migrate's RemoveUploadObjects)
 	ProjectsPurged     int // deleted projects whose backup store or backup records were left (see purgeProjectBackups)
 	SQLHistoryDeleted  int // console runs past studio.HistoryRetention or beyond a project's newest studio.HistoryKeep
 }
@@ -77,10 +78,11 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 }
 
 // sweepUploads expires the pending uploads past expires_at+UploadPendingGrace and the uploaded ones past
-// uploaded_at+UploadRetention that no queued or running import.restore names, then deletes, in the imports
-// directory of every project with uploads, the files (dump, partial upload, restore list) of uploads that
-// are consumed or expired. Those two states are final, so deleting by them is safe against a concurrent
-// PUT or import, and a file a crash left behind is deleted by the next sweep.
+// uploaded_at+UploadRetention that no queued or running import.restore names, then deletes their objects
+// in the bucket and, in the imports directory of every project with uploads, the files (dump, partial
+// upload, restore list, a copy from the bucket) of uploads that are consumed or expired. Those two states
+// are final, so deleting by them is safe against a concurrent PUT or import, and a file or object a crash
+// left behind is deleted by the next sweep.
 func (s *Service) sweepUploads(ctx context.Context, now time.Time, res *SweepResult) error {
 	var due []string
 	if err := s.db.View(func(tx *store.Tx) error {
@@ -122,6 +124,10 @@ func (s *Service) sweepUploads(ctx context.Context, now time.Time, res *SweepRes
 			return fmt.Errorf("expire upload %s: %w", id, err)
 		}
 	}
+	var oerr error
+	if res.UploadObjects, oerr = s.migrate.RemoveUploadObjects(ctx); oerr != nil {
+		oerr = fmt.Errorf("delete the objects of uploads: %w", oerr)
+	}
 	// The files: one directory listing per project with uploads.
 	final := map[string]map[string]bool{} // project → ids of its consumed or expired uploads
 	if err := s.db.View(func(tx *store.Tx) error {
@@ -138,7 +144,7 @@ func (s *Service) sweepUploads(ctx context.Context, now time.Time, res *SweepRes
 	}); err != nil {
 		return err
 	}
-	var errs []error
+	errs := []error{oerr}
 	for projectID, ids := range final {
 		if len(ids) == 0 {
 			continue
@@ -153,7 +159,7 @@ func (s *Service) sweepUploads(ctx context.Context, now time.Time, res *SweepRes
 			continue
 		}
 		for _, e := range ents {
-			id, _, _ := strings.Cut(e.Name(), ".")
+			id, _, _ := strings.Cut(strings.TrimPrefix(e.Name(), "."), ".")
 			if !ids[id] {
 				continue
 			}

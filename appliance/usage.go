@@ -169,15 +169,15 @@ func (s *Service) SampleStorage(ctx context.Context) (int, error) {
 }
 
 // backupBytes is what the backup stores hold of a project: the store's objects (the bucket's, when one is
-// the backup store: its exports among them) and, with a bucket, what only the local directory holds: the
-// uploaded dumps and the exports made before the bucket. The local files of the bucket's exports are a
-// cache of its objects, counted once, as objects.
+// the backup store: its exports and uploaded dumps among them) and, with a bucket, what only the local
+// directory holds: the uploaded dumps and the exports made before the bucket. The local files of the
+// bucket's exports and uploaded dumps are a cache of its objects, counted once, as objects.
 func (s *Service) backupBytes(ctx context.Context, projectID string) (int64, error) {
 	n, err := s.retentionStore().ProjectSize(ctx, projectID)
 	if err != nil || s.backupObjects == nil {
 		return n, err
 	}
-	uploads, err := s.localBackups(s.dp).UploadsSize(ctx, projectID)
+	uploads, err := s.migrate.LocalOnlyBytes(projectID)
 	if err != nil {
 		return n, err
 	}

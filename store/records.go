@@ -424,12 +424,16 @@ type Upload struct {
 	OrganizationID string     `json:"organization_id"`
 	ObjectKey      string     `json:"object_key"` // imports/<id>.dump in the project's backup store
 	Path           string     `json:"path"`
-	State          string     `json:"state"` // pending, uploaded, consumed
+	State          string     `json:"state"` // pending, uploaded, consumed, expired
 	SizeBytes      int64      `json:"size_bytes"`
 	CreatedAt      time.Time  `json:"created_at"`
 	ExpiresAt      time.Time  `json:"expires_at"` // the signed URL's expiry
 	UploadedAt     *time.Time `json:"uploaded_at"`
 	ConsumedAt     *time.Time `json:"consumed_at"`
+	// InBucket: the dump is an object of the bucket backup store (backup.UploadKey), and the file at Path
+	// a cache entry, which may be evicted; false once the object is deleted (consumed, expired) or when
+	// the file at Path is the only copy (uploaded without a bucket).
+	InBucket bool `json:"in_bucket"`
 }
 
 // The uploads table.

@@ -10,7 +10,6 @@ import (
 //	<project_id>/exports/<export_id>.dump
 //
 // one object each, put once the dump is complete (an object is visible only once its Put completed).
-// Uploaded dumps (<project_id>/imports) are never objects of a bucket: they stay in the local directory.
 
 // ExportKey is the object of an export.
 func ExportKey(projectID, exportID string) string {
@@ -47,13 +46,4 @@ func (s *Store) RemoveExport(ctx context.Context, projectID, exportID string) er
 		return err
 	}
 	return s.Objects.Delete(ctx, ExportKey(projectID, exportID))
-}
-
-// UploadsSize is the bytes of a project's uploaded dumps (<project_id>/imports/) in this store: the local
-// directory's, where they live whatever the backup store.
-func (s *Store) UploadsSize(ctx context.Context, projectID string) (int64, error) {
-	if err := checkName("project id", projectID); err != nil {
-		return 0, err
-	}
-	return s.size(ctx, projectID+"/imports/")
 }

@@ -112,7 +112,7 @@ func (s *Service) Download(ctx context.Context, p *authz.Principal, projectID, e
 	if exp.After(*e.ExpiresAt) {
 		exp = e.ExpiresAt.Truncate(time.Second)
 	}
-	u := s.urls.URL(macPurpose, "/v1/downloads/exports", e.ID, exp)
+	u := s.downloads.URL(e.ID, exp)
 	return &api.DownloadResponse{Download: &api.Download{DownloadURL: u, ExpiresAt: exp.UTC()}}, nil
 }
 
@@ -137,24 +137,11 @@ type File struct {
 // expired signature, or an export no longer downloadable, is Forbidden; a bucket that cannot be read is
 // Unavailable.
 func (s *Service) OpenDownload(ctx context.Context, exportID, expires, sig string) (*File, error) {
-	if err := s.urls.Check(macPurpose, "download", exportID, expires, sig); err != nil {
+	e, _, err := s.downloads.Open(exportID, expires, sig)
+	if err != nil {
 		return nil, err
 	}
 	now := s.now()
-	var e *store.Export
-	var prj *store.Project
-	if err := s.db.View(func(tx *store.Tx) (err error) {
-		if e, err = store.Exports.Get(tx, exportID); err != nil {
-			return err
-		}
-		prj, err = store.Projects.Get(tx, e.ProjectID)
-		return err
-	}); err != nil {
-		return nil, apperr.Forbidden("export %s is not downloadable", exportID)
-	}
-	if prj.State == api.ProjectDeleting || prj.State == api.ProjectDeleted {
-		return nil, apperr.Forbidden("export %s is not downloadable: project %s is %s", e.ID, prj.ID, prj.State)
-	}
 	if stateAt(e, now) != StateCompleted {
 		return nil, apperr.Forbidden("export %s is %s", e.ID, stateAt(e, now))
 	}
@@ -167,7 +154,7 @@ func (s *Service) OpenDownload(ctx context.Context, exportID, expires, sig strin
 	switch {
 	case err == nil:
 		if e.ObjectKey != "" {
-			s.touch(e.Path)
+			s.cache.Touch(e.Path)
 		}
 		out.ReadCloser = f
 		return out, nil
@@ -224,13 +211,13 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// expire deletes an export's file and marks it expired, under cacheMu (a download caching it again sees
-// it expired, or its file is deleted here).
+// expire deletes an export's file and marks it expired, under the cache's lock (a download caching it
+// again sees it expired, or its file is deleted here).
 func (s *Service) expire(e *store.Export) error {
-	s.cacheMu.Lock()
-	defer s.cacheMu.Unlock()
-	if err := os.Remove(e.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove export %s: %w", e.ID, err)
-	}
-	return s.update(e.ID, func(e *store.Export) { e.State = StateExpired })
+	return s.cache.Locked(func() error {
+		if err := os.Remove(e.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove export %s: %w", e.ID, err)
+		}
+		return s.update(e.ID, func(e *store.Export) { e.State = StateExpired })
+	})
 }

@@ -1,23 +1,23 @@
 // Package exports is the exports area: logical exports of a project's database (pg_dump -Fc) kept in the
 // backup store until they expire, their signed download URLs, and the sweep of the expired ones. With a
 // bucket as the backup store, each export is an object of the bucket (backup.Store's PutExport: sealed and
-// compressed) and its local file a cache entry, the local exports bounded by Config.CacheBytes (cache.go).
+// compressed) and its local file an entry of the local cache of the bucket's dumps (Deps.Cache, cache.go).
 //
 // It reaches the rest of the domain only through Host (declared here, given by the root's areaHost), the
-// kernel packages (apperr, authz, ids), the signed URLs (signedurl), the bucket's backup store (backup),
-// the records (store) and the job runner (scheduler). It never imports `appliance`.
+// kernel packages (apperr, authz, ids), the signed URLs (signedurl), the bucket's backup store (backup) and
+// the local cache of its dumps (dumpcache), the records (store) and the job runner (scheduler). It never imports `appliance`.
 package exports
 
 import (
 	"context"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/backup"
+	"github.com/theappliance/appliance/appliance/dumpcache"
 	"github.com/theappliance/appliance/appliance/signedurl"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -71,16 +71,9 @@ type Host interface {
 	DumpDatabase(ctx context.Context, run *scheduler.Run, inst *store.Instance, database, path string) error
 }
 
-// DefaultCacheBytes is how much of the bucket's exports is kept on the local disk when Config.CacheBytes
-// is 0 (up --backup-cache-mb).
-const DefaultCacheBytes = 1 << 30
-
 // Config is the deployment the area needs to know.
 type Config struct {
 	DataDir string // the appliance's data directory (the backup store is under it)
-	// CacheBytes bounds, with a bucket (Deps.Bucket), the local files of the exports stored in it: the
-	// least recently used are deleted past it (0: DefaultCacheBytes; negative: none kept).
-	CacheBytes int64
 }
 
 // Deps are the area's collaborators; New takes them all.
@@ -94,25 +87,32 @@ type Deps struct {
 	// Bucket is the backup store when it is a bucket (nil: the local directory, where the exports' files
 	// are the only copy).
 	Bucket *backup.Store
+	// Cache is the local cache of the bucket's dumps, which the exports' files stored in the bucket are
+	// entries of (New adds them as a source).
+	Cache *dumpcache.Cache
 }
 
 // Service is the exports area.
 type Service struct {
-	cfg    Config
-	db     *store.DB
-	log    *slog.Logger
-	now    func() time.Time
-	urls   *signedurl.Signer
-	host   Host
-	bucket *backup.Store
-	// cacheMu serializes the local cache's changes: evictions, a file cached from the bucket, the sweep's
-	// deletions.
-	cacheMu sync.Mutex
+	cfg Config
+	db  *store.DB
+	log *slog.Logger
+	now func() time.Time
+	// downloads are the signed download URLs (Deps.URLs) of the exports.
+	downloads *signedurl.Resource[store.Export]
+	host      Host
+	bucket    *backup.Store
+	cache     *dumpcache.Cache
 }
 
 // New returns the area built with its collaborators.
 func New(cfg Config, deps Deps) *Service {
-	return &Service{cfg: cfg, db: deps.DB, log: deps.Log, now: deps.Clock, urls: deps.URLs, host: deps.Host, bucket: deps.Bucket}
+	s := &Service{cfg: cfg, db: deps.DB, log: deps.Log, now: deps.Clock, host: deps.Host, bucket: deps.Bucket, cache: deps.Cache}
+	s.downloads = &signedurl.Resource[store.Export]{Signer: deps.URLs, DB: deps.DB, Purpose: macPurpose, Path: "/v1/downloads/exports",
+		Action: "download", Noun: "export", Refused: "not downloadable", Table: store.Exports,
+		Project: func(e *store.Export) string { return e.ProjectID }}
+	s.cache.AddSource(s.cachedPaths)
+	return s
 }
 
 // RegisterJobs registers the area's job handler on the runner (the root's RegisterJobs calls it).

@@ -81,8 +81,8 @@ func (s *Service) createJob(ctx context.Context, run *scheduler.Run) (any, error
 	out := map[string]any{"export_id": e.ID, "size_bytes": fi.Size()}
 	if key != "" {
 		out["object_key"] = key
-		s.touch(e.Path)
-		s.evictAfter("export " + e.ID)
+		s.cache.Touch(e.Path)
+		s.cache.EvictAfter("export " + e.ID)
 	}
 	return out, nil
 }

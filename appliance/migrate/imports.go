@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,7 +37,7 @@ const uploadMACPurpose = "import-upload"
 // uploadView is the API view of an upload; its URL is the one signed at creation (same ID and expiry).
 func (s *Service) uploadView(u *store.Upload) *api.Upload {
 	return &api.Upload{ID: u.ID, ObjectKey: u.ObjectKey, State: u.State, SizeBytes: u.SizeBytes, ExpiresAt: u.ExpiresAt,
-		UploadURL: s.host.SignedURL(uploadMACPurpose, "/v1/uploads/imports", u.ID, u.ExpiresAt)}
+		UploadURL: s.uploadURLs.URL(u.ID, u.ExpiresAt)}
 }
 
 // ImportPayload is import.restore's payload.
@@ -95,8 +94,10 @@ func (s *Service) CreateUpload(ctx context.Context, p *authz.Principal, projectI
 
 // ReceiveUpload checks a signed upload URL (constant-time; bad or expired is Forbidden) and stores
 // body as the upload's dump: a temporary file next to the target, fsync, rename, owned by the instances'
-// OS user. A body over the project's storage_limit_bytes is TooLarge and nothing is kept; an upload that
-// is no longer pending is a Conflict.
+// OS user; with a bucket, the complete file is stored as the dump's object first (a bucket that cannot
+// take it is Unavailable, and nothing is kept) and the file is then a cache entry. A body over the
+// project's storage_limit_bytes is TooLarge and nothing is kept; an upload that is no longer pending is a
+// Conflict.
 //
 // The limit holds for the project's uploads together: dumps uploaded and not yet imported, and the
 // shares other uploads being received reserved, count against it. declared is the request's
@@ -104,22 +105,9 @@ func (s *Service) CreateUpload(ctx context.Context, p *authz.Principal, projectI
 // a byte is read, and is refused when that much is not left. A second PUT to an upload being received is
 // a Conflict at once.
 func (s *Service) ReceiveUpload(ctx context.Context, uploadID, expires, sig string, declared int64, body io.Reader) (*api.UploadResponse, error) {
-	if err := s.host.CheckSignedURL(uploadMACPurpose, "upload", uploadID, expires, sig); err != nil {
+	u, prj, err := s.uploadURLs.Open(uploadID, expires, sig)
+	if err != nil {
 		return nil, err
-	}
-	var u *store.Upload
-	var prj *store.Project
-	if err := s.db.View(func(tx *store.Tx) (err error) {
-		if u, err = store.Uploads.Get(tx, uploadID); err != nil {
-			return err
-		}
-		prj, err = store.Projects.Get(tx, u.ProjectID)
-		return err
-	}); err != nil {
-		return nil, apperr.Forbidden("upload %s is not accepted", uploadID)
-	}
-	if prj.State == api.ProjectDeleting || prj.State == api.ProjectDeleted {
-		return nil, apperr.Forbidden("upload %s is not accepted: project %s is %s", u.ID, prj.ID, prj.State)
 	}
 	if u.State != UploadPending {
 		return nil, apperr.Conflict("upload %s is %s", u.ID, u.State)
@@ -152,16 +140,9 @@ func (s *Service) ReceiveUpload(ctx context.Context, uploadID, expires, sig stri
 	}
 	defer s.uploads.release(prj.ID, share) // after the upload is stored (or refused): it counts there then
 	tooLarge := &apperr.Error{Kind: apperr.KindTooLarge, Msg: fmt.Sprintf("the project's uploads together may hold at most its storage limit of %d bytes: this upload had %d of them", limit, share)}
-	owner, err := s.host.PrepareUploads(ctx, prj.ID)
+	owner, dir, err := s.importDir(ctx, prj.ID)
 	if err != nil {
 		return nil, err
-	}
-	dir := ImportDir(s.dataDir, prj.ID)
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, apperr.Internal(err, "create imports directory")
-	}
-	if err := owner.Chown(dir); err != nil {
-		return nil, apperr.Internal(err, "chown imports directory")
 	}
 	tmp, err := os.CreateTemp(dir, u.ID+".*.part")
 	if err != nil {
@@ -194,6 +175,19 @@ func (s *Service) ReceiveUpload(ctx context.Context, uploadID, expires, sig stri
 	if err := owner.Chown(tmp.Name()); err != nil {
 		return nil, apperr.Internal(err, "chown upload")
 	}
+	// With a bucket the dump is stored as its object before it is uploaded: the file becomes a cache
+	// entry. An upload refused after this (its project deleted meanwhile, a second PUT first) deletes it.
+	inBucket := s.bucket != nil
+	if inBucket {
+		if err := s.putUpload(ctx, u, tmp.Name(), n); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if !keep {
+				s.removeObject(context.WithoutCancel(ctx), u)
+			}
+		}()
+	}
 	var out *api.UploadResponse
 	err = s.db.Update(func(tx *store.Tx) error {
 		cur, err := store.Uploads.Get(tx, u.ID)
@@ -210,7 +204,7 @@ func (s *Service) ReceiveUpload(ctx context.Context, uploadID, expires, sig stri
 			return apperr.Internal(err, "store upload file")
 		}
 		now := s.now()
-		cur.State, cur.SizeBytes, cur.UploadedAt = UploadUploaded, n, &now
+		cur.State, cur.SizeBytes, cur.UploadedAt, cur.InBucket = UploadUploaded, n, &now, inBucket
 		if err := store.Uploads.Put(tx, cur); err != nil {
 			_ = os.Remove(cur.Path)
 			return apperr.Internal(err, "store upload")
@@ -230,6 +224,10 @@ func (s *Service) ReceiveUpload(ctx context.Context, uploadID, expires, sig stri
 	if d, err := os.Open(dir); err == nil { // make the rename durable
 		_ = d.Sync()
 		d.Close()
+	}
+	if inBucket {
+		s.cache.Touch(u.Path)
+		s.cache.EvictAfter("upload " + u.ID)
 	}
 	return out, nil
 }

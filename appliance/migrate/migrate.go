@@ -8,7 +8,9 @@
 //
 // It reaches the rest of the domain only through Host (declared here, given by the root's areaHost), the
 // instance engine through Engine, the kernel packages (apperr, authz, ids), the extensions and exports
-// areas' shared pieces (extensions.Conn, exports.Dir), the records (store) and the job runner (scheduler).
+// areas' shared pieces (extensions.Conn, exports.Dir), the signed URLs (signedurl), the bucket's backup
+// store (backup) and the local cache of its dumps (dumpcache), the records (store) and the job runner
+// (scheduler).
 // It never imports `appliance`.
 package migrate
 
@@ -21,10 +23,13 @@ import (
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/authz"
+	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/appliance/dumpcache"
 	"github.com/theappliance/appliance/appliance/keyrate"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/signedurl"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -50,9 +55,6 @@ type Host interface {
 	Enqueue(tx *store.Tx, prj *store.Project, jobType, lock string, payload any) (*store.Job, error)
 	// AnswerJob is the 202 answer (pokes the root's runner once the transaction committed).
 	AnswerJob(job *store.Job, err error) (*api.JobResponse, error)
-	// SignedURL and CheckSignedURL are the signed URLs (keyed by the root's secret box).
-	SignedURL(purpose, path, id string, expires time.Time) string
-	CheckSignedURL(purpose, what, id, expires, sig string) error
 	// PrepareUploads makes the project's directory in the backup store (the data plane's) and returns the
 	// instances' OS user, who must own the uploaded dumps.
 	PrepareUploads(ctx context.Context, projectID string) (Owner, error)
@@ -131,6 +133,13 @@ type Deps struct {
 	Box   Box
 	Log   *slog.Logger
 	Clock func() time.Time
+	// URLs signs the upload URLs (one signer with the exports' download URLs, keyed by the root's box).
+	URLs *signedurl.Signer
+	// Bucket is the backup store when it is a bucket (nil: the local directory, where the uploaded dumps'
+	// files are the only copy); Cache the local cache of its dumps, the uploads' files in it among them
+	// (New adds them as a source).
+	Bucket *backup.Store
+	Cache  *dumpcache.Cache
 	// UploadLimit overrides the upload size limit when it returns a positive size (tests of 413).
 	UploadLimit func() int64
 	// Policy is the outbound policy every connection to a source goes through.
@@ -162,6 +171,9 @@ type Service struct {
 	now         func() time.Time
 	uploadLimit func() int64
 	uploads     uploadGate
+	uploadURLs  *signedurl.Resource[store.Upload]
+	bucket      *backup.Store
+	cache       *dumpcache.Cache
 }
 
 // New builds the area.
@@ -170,10 +182,16 @@ func New(cfg Config, d Deps) *Service {
 	if limit == nil {
 		limit = func() int64 { return 0 }
 	}
-	return &Service{db: d.DB, box: d.Box, log: d.Log, policy: d.Policy, host: d.Host, eng: d.Engine, plane: d.Plane,
+	s := &Service{db: d.DB, box: d.Box, log: d.Log, policy: d.Policy, host: d.Host, eng: d.Engine, plane: d.Plane,
 		jobs: d.Jobs, stepHook: d.StepHook,
 		preflights: keyrate.New(time.Minute/PreflightsPerMinute, PreflightsPerMinute),
-		dataDir:    cfg.DataDir, now: d.Clock, uploadLimit: limit}
+		dataDir:    cfg.DataDir, now: d.Clock, uploadLimit: limit,
+		uploadURLs: &signedurl.Resource[store.Upload]{Signer: d.URLs, DB: d.DB, Purpose: uploadMACPurpose, Path: "/v1/uploads/imports",
+			Action: "upload", Noun: "upload", Refused: "not accepted", Table: store.Uploads,
+			Project: func(u *store.Upload) string { return u.ProjectID }},
+		bucket: d.Bucket, cache: d.Cache}
+	s.cache.AddSource(s.cachedUploads)
+	return s
 }
 
 // RegisterJobs registers the area's job handlers on the runner (the root's RegisterJobs calls it).

@@ -16,7 +16,8 @@ import (
 )
 
 // importRestoreJob restores the upload's dump over the project's database (restoreDump: any error
-// pg_restore reports fails the job, and then nothing changed); on success the upload is consumed.
+// pg_restore reports fails the job, and then nothing changed), read from the cache or the bucket when the
+// dump is an object of it (localDump); on success the upload is consumed, its file and object deleted.
 func (s *Service) importRestoreJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	var in ImportPayload
 	prj, inst, err := s.host.ActiveTarget(run, &in)
@@ -33,7 +34,13 @@ func (s *Service) importRestoreJob(ctx context.Context, run *scheduler.Run) (any
 	if u.State != UploadUploaded {
 		return nil, fmt.Errorf("upload %s is %s, not uploaded", u.ID, u.State)
 	}
-	if err := s.restoreDump(ctx, run, prj, inst, prj.DatabaseName, u.Path, nil); err != nil {
+	dump, done, err := s.localDump(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	err = s.restoreDump(ctx, run, prj, inst, prj.DatabaseName, dump, nil)
+	done()
+	if err != nil {
 		return nil, err
 	}
 	now := s.now()
@@ -47,10 +54,17 @@ func (s *Service) importRestoreJob(ctx context.Context, run *scheduler.Run) (any
 	}); err != nil {
 		return nil, err
 	}
-	// The dump has served its purpose (the record keeps its size). A file left by a failure here or a
-	// crash before is deleted by the sweep, which deletes the files of consumed uploads.
+	// The dump has served its purpose (the record keeps its size). A file or an object left by a failure
+	// here or a crash before is deleted by the sweep, which deletes those of consumed uploads.
 	if err := os.Remove(u.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Warn("delete consumed upload", "upload", u.ID, "err", err)
+	}
+	if u.InBucket && s.bucket != nil {
+		if err := s.bucket.RemoveUpload(ctx, u.ProjectID, u.ID); err != nil {
+			s.log.Warn("delete a consumed upload's object from the backup store", "upload", u.ID, "err", err)
+		} else if err := s.forgetObject(u.ID); err != nil {
+			s.log.Warn("mark a consumed upload's object deleted", "upload", u.ID, "err", err)
+		}
 	}
 	return map[string]any{"upload_id": u.ID, "size_bytes": u.SizeBytes}, nil
 }

@@ -12,7 +12,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Liveness (503 when the metadata store does not answer or refuses writes)
+         * Liveness
          * @description No authentication.
          */
         get: operations["getHealthz"];
@@ -94,7 +94,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Sign in to the built-in identity provider (401 for a wrong email or password, 403 for a sign-in from another site or into an organization the user is not a member of)
+         * Sign in to the built-in identity provider
          * @description No authentication. Rate limited by the `strict` bucket in addition to the general one.
          */
         post: operations["postAuthSessions"];
@@ -218,26 +218,6 @@ export interface paths {
         get: operations["getCliLoginSessionsBySessionIDDetails"];
         put?: never;
         post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/cli/login/sessions/{sessionID}/refuse": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Refuse a CLI device login (it can no longer be authorized; the device's poll reads state refused)
-         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required.
-         */
-        post: operations["postCliLoginSessionsBySessionIDRefuse"];
         delete?: never;
         options?: never;
         head?: never;
@@ -486,7 +466,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Update an organization's profile (409 when the slug is taken)
+         * Update an organization's profile
          * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
          */
         patch: operations["patchOrganizationsByOrgID"];
@@ -931,7 +911,7 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Delete a project and its data (410 once it has been deleted)
+         * Delete a project and its data
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         delete: operations["deleteProjectsByProjectID"];
@@ -1058,7 +1038,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Mint a single-use approval token (410 for a deleted project)
+         * Mint a single-use approval token
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         post: operations["postProjectsByProjectIDApprovals"];
@@ -2127,7 +2107,7 @@ export interface components {
             project_id: string;
             /** Format: date-time */
             revoked_at: string | null;
-            scopes: components["schemas"]["Scope"][];
+            scopes: ("projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write")[];
             source: string;
         };
         APIKeyList: {
@@ -2153,8 +2133,11 @@ export interface components {
             name?: string;
             /** @description initial password of a new user (at least 12 characters); absent: one is generated and returned once */
             password?: string;
-            /** @description owner, admin or member (only owners may add owners) */
-            role: components["schemas"]["Role"];
+            /**
+             * @description owner, admin or member (only owners may add owners)
+             * @enum {string}
+             */
+            role: "owner" | "admin" | "member";
         };
         AddedMember: {
             /** @description the generated password of a newly created user, shown once; empty when the user existed or a password was given */
@@ -2177,28 +2160,22 @@ export interface components {
         AdvisorResponse: {
             advisor: components["schemas"]["Advice"];
         };
-        /** @enum {string} */
-        AlertKind: "storage" | "connections" | "long_transaction" | "backup_failed" | "instance_crashed" | "backup_unrestorable" | "data_missing" | "backup_store_unreachable";
         AlertList: {
             alerts: components["schemas"]["ProjectAlert"][];
         };
         AlertResponse: {
             alert: components["schemas"]["ProjectAlert"];
         };
-        /** @enum {string} */
-        AlertSeverity: "warning" | "critical";
         Approval: {
-            action: components["schemas"]["ApprovalAction"];
+            action: string;
             /** Format: date-time */
             expires_at: string;
             id: string;
             token: string;
         };
-        /** @enum {string} */
-        ApprovalAction: "project.delete";
         ApprovalRequest: {
-            /** @description the action to approve */
-            action: components["schemas"]["ApprovalAction"];
+            /** @description the action to approve: project.delete */
+            action: string;
         };
         ApprovalResponse: {
             approval: components["schemas"]["Approval"];
@@ -2235,10 +2212,11 @@ export interface components {
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
-            state: components["schemas"]["BackupState"];
+            /** @description pending, running, completed or failed */
+            state: string;
             verification_error: string;
-            /** @description pg_verifybackup's verdict */
-            verification_state: components["schemas"]["BackupVerificationState"];
+            /** @description pending, verified or failed (pg_verifybackup) */
+            verification_state: string;
             /** Format: date-time */
             verified_at: string | null;
         };
@@ -2247,20 +2225,17 @@ export interface components {
             /** @description where this project's backups live, and how its WAL archiving keeps up */
             storage: components["schemas"]["BackupStorage"];
         };
-        /** @enum {string} */
-        BackupState: "pending" | "running" | "completed" | "failed";
         BackupStorage: {
             /** @description null until the sampler read the project's server (it samples each active project every minute) */
             archiving: components["schemas"]["WALArchiving"] | null;
-            /** @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database */
-            kind: components["schemas"]["BackupStorageKind"];
+            /**
+             * @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database
+             * @enum {string}
+             */
+            kind: "bucket" | "local";
             /** @description the project's place in the store: s3://BUCKET/PREFIX/PROJECT_ID/ (never the endpoint or credentials), or the directory on the appliance's disk */
             location: string;
         };
-        /** @enum {string} */
-        BackupStorageKind: "bucket" | "local";
-        /** @enum {string} */
-        BackupVerificationState: "pending" | "verified" | "failed";
         CLILoginDetails: {
             device_name: string;
             /** Format: date-time */
@@ -2272,8 +2247,6 @@ export interface components {
             session_id: string;
             source: string;
             state: string;
-            /** @description the code the CLI printed: approve only when the two match */
-            user_code: string;
         };
         CLILoginResult: {
             /** Format: date-time */
@@ -2294,11 +2267,6 @@ export interface components {
             poll_token: string;
             session_id: string;
             state: string;
-            /**
-             * @description the code the CLI shows; the approval page shows it too, to compare before approving
-             * @example BCDF-GHJK
-             */
-            user_code: string;
         };
         CLILoginStartRequest: {
             /** @description name of the device asking, shown to the approving user (up to 100 characters) */
@@ -2332,7 +2300,11 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            environment: components["schemas"]["Environment"];
+            /**
+             * @description production, staging or development
+             * @enum {string}
+             */
+            environment: "production" | "staging" | "development";
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -2340,7 +2312,11 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            plan: components["schemas"]["Plan"];
+            /**
+             * @description free, pro or scale
+             * @enum {string}
+             */
+            plan: "free" | "pro" | "scale";
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -2348,10 +2324,18 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            runtime_status: components["schemas"]["RuntimeStatus"];
+            /**
+             * @description provisioning, active, restarting, down or stopped
+             * @enum {string}
+             */
+            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
             slug: string;
             ssl_mode: string;
-            state: components["schemas"]["ProjectState"];
+            /**
+             * @description provisioning, active, failed, deleting or deleted
+             * @enum {string}
+             */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -2373,22 +2357,13 @@ export interface components {
         Component: {
             message: string;
             name: string;
-            status: components["schemas"]["ComponentStatus"];
+            /** @description operational, degraded or down */
+            status: string;
         };
-        /** @enum {string} */
-        ComponentStatus: "operational" | "degraded" | "down";
         Connections: {
-            /**
-             * Format: uri
-             * @description PostgreSQL's own port; sslmode=verify-full against the appliance CA
-             * @example postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full
-             */
+            /** @description PostgreSQL's own port; sslmode=verify-full against the appliance CA */
             direct_url: string;
-            /**
-             * Format: uri
-             * @description PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol)
-             * @example postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full
-             */
+            /** @description PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol) */
             pooled_url: string;
             username: string;
         };
@@ -2409,7 +2384,7 @@ export interface components {
             /** @description restricts the key to one project; organization scopes are then refused */
             project_id?: string;
             /** @description at least one of the ten scopes */
-            scopes: components["schemas"]["Scope"][];
+            scopes: ("projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write")[];
         };
         CreateBackupRequest: {
             /** @description at most 100 characters */
@@ -2431,21 +2406,24 @@ export interface components {
         };
         CreateExportRequest: Record<string, never>;
         CreatePreviewRequest: {
-            /** @description clone (default): the project's data as of now; empty: its database and role names, no data */
-            mode?: components["schemas"]["PreviewMode"];
+            /**
+             * @description clone (default): the project's data as of now; empty: its database and role names, no data
+             * @enum {string}
+             */
+            mode?: "empty" | "clone";
             /** @description 1 to 63 characters; default preview-<random> */
             name?: string;
-            /**
-             * Format: date-time
-             * @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now
-             */
+            /** @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now */
             source_restore_time?: string;
             /** @description hours until it is deleted, 1 to 720; default 24 */
             ttl_hours?: number;
         };
         CreateProjectRequest: {
-            /** @description default: production */
-            environment?: components["schemas"]["Environment"];
+            /**
+             * @description production (default), staging or development
+             * @enum {string}
+             */
+            environment?: "production" | "staging" | "development";
             /**
              * @description 1 to 63 characters
              * @example shop
@@ -2453,14 +2431,17 @@ export interface components {
             name: string;
             /** @description required for platform administrators; others create in their own organization */
             organization_id?: string;
-            /** @description default: free */
-            plan?: components["schemas"]["Plan"];
+            /**
+             * @description free (default), pro or scale
+             * @enum {string}
+             */
+            plan?: "free" | "pro" | "scale";
         };
         CreateUploadRequest: Record<string, never>;
         CreateWebhookEndpointRequest: {
             description?: string;
             /** @description event types to deliver (see the event table); empty or absent: all */
-            event_types?: components["schemas"]["EventType"][];
+            event_types?: string[];
             /** @description default true */
             is_active?: boolean;
             /**
@@ -2504,7 +2485,8 @@ export interface components {
             requested_by_actor_id: string;
             /** @enum {string} */
             requested_by_actor_kind: "user" | "api_key";
-            status: components["schemas"]["CutoverStatus"];
+            /** @enum {string} */
+            status: "open" | "approved" | "promoting" | "completed" | "rejected" | "failed";
             /** Format: date-time */
             updated_at: string;
         };
@@ -2514,8 +2496,6 @@ export interface components {
         CutoverRequestResponse: {
             cutover_request: components["schemas"]["CutoverRequest"];
         };
-        /** @enum {string} */
-        CutoverStatus: "open" | "approved" | "promoting" | "completed" | "rejected" | "failed";
         DeleteRowsRequest: {
             /** @description true to allow an empty match, deleting every row */
             all_rows?: boolean;
@@ -2530,10 +2510,6 @@ export interface components {
             deleted: boolean;
         };
         Download: {
-            /**
-             * Format: uri
-             * @example https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b
-             */
             download_url: string;
             /** Format: date-time */
             expires_at: string;
@@ -2550,23 +2526,19 @@ export interface components {
             hint?: string;
             message: string;
             pid?: number;
-            /** @description PostgreSQL's, mapped: DEBUG1-5 → debug, LOG → log, … PANIC → panic */
-            severity: components["schemas"]["LogSeverity"];
+            severity: string;
             sqlstate?: string;
             statement?: string;
             /** Format: date-time */
             timestamp: string;
             user?: string;
         };
-        /** @enum {string} */
-        Environment: "production" | "staging" | "development";
         EphemeralCreated: {
             /** @description eph_…: the only credential of the database until it is claimed; shown once */
             claim_token: string;
             /**
              * Format: uri
              * @description the dashboard page that claims it into an organization (the token is in the URL's fragment, which browsers never send)
-             * @example https://appliance.example.com/claim/prj_123#token=eph_abc
              */
             claim_url: string;
             ephemeral_database: components["schemas"]["EphemeralDatabase"];
@@ -2584,8 +2556,11 @@ export interface components {
             postgres_version: string;
             project_id: string;
             region: string;
-            /** @description the project's state: active once it accepts connections */
-            state: components["schemas"]["ProjectState"];
+            /**
+             * @description the project's state: active once it accepts connections
+             * @enum {string}
+             */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
         };
         EphemeralResponse: {
             /** @description null until the database is active */
@@ -2605,8 +2580,6 @@ export interface components {
             /** @description on a SQL error from the studio: PostgreSQL's SQLSTATE code */
             sqlstate?: string;
         };
-        /** @enum {string} */
-        EventType: "job.completed" | "job.failed" | "project.ready" | "project.deleted" | "backup.completed" | "backup.verified" | "backup.verification_failed" | "restore.completed" | "export.completed" | "import.completed" | "credentials.rotated" | "preview.ready" | "preview.reset" | "preview.deleted" | "cutover.requested" | "cutover.completed" | "ephemeral.claimed" | "kv.ready" | "kv.deleted" | "instance.crashed" | "backup_store.unreachable" | "alert.triggered" | "alert.resolved" | "webhook.test" | "webhook_endpoint.disabled";
         Export: {
             /** Format: date-time */
             created_at: string;
@@ -2620,7 +2593,8 @@ export interface components {
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
-            state: components["schemas"]["ExportState"];
+            /** @description pending, running, completed, failed or expired */
+            state: string;
         };
         ExportJobResponse: {
             export_id: string;
@@ -2629,8 +2603,6 @@ export interface components {
         ExportList: {
             exports: components["schemas"]["Export"][];
         };
-        /** @enum {string} */
-        ExportState: "pending" | "running" | "completed" | "failed" | "expired";
         ExtendPreviewRequest: {
             /** @description hours from now until it is deleted, 1 to 720 */
             ttl_hours: number;
@@ -2664,28 +2636,22 @@ export interface components {
              * @description must be true: after the cutover the project no longer follows the source
              * @constant
              */
-            confirm: true;
+            confirm?: true;
         };
         FollowRequest: {
             /**
              * @description must be true: the source's schema is copied over the project's database
              * @constant
              */
-            confirm: true;
-            /**
-             * Format: uri
-             * @description the source database (see imports/preflight); its wal_level must be logical
-             * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
-             */
+            confirm?: true;
+            /** @description the source database (see imports/preflight); its wal_level must be logical */
             source_url: string;
         };
         Health: {
             service: string;
             /** @description ok when the process serves requests and its metadata store answers; degraded (still 200) when it is short of disk space and refuses writes (see /status); otherwise down (503) */
-            status: components["schemas"]["HealthStatus"];
+            status: string;
         };
-        /** @enum {string} */
-        HealthStatus: "ok" | "degraded";
         HistoryResponse: {
             samples: components["schemas"]["ObservabilitySample"][];
         };
@@ -2711,7 +2677,7 @@ export interface components {
              * @description must be true: an import overwrites the project's database
              * @constant
              */
-            confirm: true;
+            confirm?: true;
             /** @description the upload to restore; default the newest uploaded one */
             upload_id?: string;
         };
@@ -2732,7 +2698,8 @@ export interface components {
             id: string;
             organization_id: string;
             organization_name: string;
-            role: components["schemas"]["Role"];
+            /** @enum {string} */
+            role: "owner" | "admin" | "member";
         };
         InvitationDone: {
             deleted: boolean;
@@ -2792,25 +2759,18 @@ export interface components {
         KVCredentials: {
             redis_host: string;
             redis_port: number;
-            /**
-             * Format: uri
-             * @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere
-             * @example rediss://kv.example.com:6380
-             */
+            /** @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere */
             redis_url: string;
             /** @description the store's token; null except in the create and rotate-token responses (only its SHA-256 is kept) */
             rest_token: string | null;
             /**
              * Format: uri
              * @description the Upstash-compatible REST front
-             * @example https://kv.example.com:8443
              */
             rest_url: string;
             /** @description always true: every connection and request presents the token */
             token_required: boolean;
         };
-        /** @enum {string} */
-        KVState: "provisioning" | "running" | "error" | "destroying";
         KVStore: {
             /** Format: date-time */
             created_at: string;
@@ -2832,7 +2792,8 @@ export interface components {
             persistence: "rdb";
             project_id: string;
             public_host: string;
-            state: components["schemas"]["KVState"];
+            /** @enum {string} */
+            state: "provisioning" | "running" | "error" | "destroying";
             /** @description the plaintext token; null except in the create and rotate-token responses */
             token: string | null;
             /** @description the token's first 11 characters, to tell tokens apart */
@@ -2846,8 +2807,6 @@ export interface components {
         KVStoreResult: {
             kv_store: components["schemas"]["KVStore"];
         };
-        /** @enum {string} */
-        LogSeverity: "debug" | "log" | "info" | "notice" | "warning" | "error" | "fatal" | "panic" | "detail";
         Logs: {
             entries: components["schemas"]["Entry"][];
             /** @description pass as cursor to read what comes after the last entry (also when there were none) */
@@ -2869,7 +2828,8 @@ export interface components {
             created_at: string;
             email: string;
             name: string;
-            role: components["schemas"]["Role"];
+            /** @enum {string} */
+            role: "owner" | "admin" | "member";
             user_id: string;
         };
         MemberList: {
@@ -3005,30 +2965,26 @@ export interface components {
             slug?: string;
         };
         PatchProjectRequest: {
-            environment?: components["schemas"]["Environment"];
+            /** @description production, staging or development */
+            environment?: string;
             /** @description idle_in_transaction_session_timeout as a PostgreSQL duration; applied by reload */
             idle_transaction_timeout?: string;
             /** @description 1 to 63 characters (database and role names do not change) */
             name?: string;
-            /** @description max_connections changes with a restart */
-            plan?: components["schemas"]["Plan"];
+            /** @description free, pro or scale; max_connections changes with a restart */
+            plan?: string;
             /** @description PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload */
             statement_timeout?: string;
         };
         PatchWebhookEndpointRequest: {
             description?: string;
             /** @description replaces the list; empty: all */
-            event_types?: components["schemas"]["EventType"][];
+            event_types?: string[];
             /** @description false stops deliveries (pending ones fail); true re-enables and resets health */
             is_active?: boolean;
-            /**
-             * Format: uri
-             * @example https://example.com/hooks
-             */
+            /** Format: uri */
             url?: string;
         };
-        /** @enum {string} */
-        Plan: "free" | "pro" | "scale";
         Preflight: {
             checks: components["schemas"]["PreflightCheck"][];
             /** @description no check failed */
@@ -3052,7 +3008,6 @@ export interface components {
         };
         PreflightRequest: {
             /**
-             * Format: uri
              * @description postgres://user:password@host:port/dbname[?sslmode=...]; only sslmode, connect_timeout and application_name are accepted as parameters
              * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
              */
@@ -3068,7 +3023,8 @@ export interface components {
             direct_port: number;
             id: string;
             last_error: string;
-            mode: components["schemas"]["PreviewMode"];
+            /** @enum {string} */
+            mode: "empty" | "clone";
             name: string;
             pooled_port: number;
             project_id: string;
@@ -3078,15 +3034,19 @@ export interface components {
             source_backup_key: string;
             /** @description the project's database a clone holds */
             source_database: string;
-            /** @description none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time */
-            source_kind: components["schemas"]["PreviewSourceKind"];
+            /**
+             * @description none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time
+             * @enum {string}
+             */
+            source_kind: "none" | "live" | "backup";
             /**
              * Format: date-time
              * @description the moment the data is as of (a clone); null for an empty preview
              */
             source_restore_time: string | null;
             ssl_mode: string;
-            state: components["schemas"]["ProjectState"];
+            /** @enum {string} */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
             /**
              * Format: date-time
              * @description when it is deleted unless extended
@@ -3102,13 +3062,9 @@ export interface components {
         PreviewList: {
             preview_databases: components["schemas"]["PreviewDatabase"][];
         };
-        /** @enum {string} */
-        PreviewMode: "empty" | "clone";
         PreviewResponse: {
             preview: components["schemas"]["PreviewDatabase"];
         };
-        /** @enum {string} */
-        PreviewSourceKind: "none" | "live" | "backup";
         Principal: {
             api_key_id: string;
             auth_source: string;
@@ -3126,7 +3082,11 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            environment: components["schemas"]["Environment"];
+            /**
+             * @description production, staging or development
+             * @enum {string}
+             */
+            environment: "production" | "staging" | "development";
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -3134,7 +3094,11 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            plan: components["schemas"]["Plan"];
+            /**
+             * @description free, pro or scale
+             * @enum {string}
+             */
+            plan: "free" | "pro" | "scale";
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -3142,10 +3106,18 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            runtime_status: components["schemas"]["RuntimeStatus"];
+            /**
+             * @description provisioning, active, restarting, down or stopped
+             * @enum {string}
+             */
+            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
             slug: string;
             ssl_mode: string;
-            state: components["schemas"]["ProjectState"];
+            /**
+             * @description provisioning, active, failed, deleting or deleted
+             * @enum {string}
+             */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -3156,8 +3128,8 @@ export interface components {
             /** Format: date-time */
             acknowledged_at: string | null;
             id: string;
-            /** @description backup_unrestorable: the periodic restore test of a backup failed; data_missing (raised at start): the project's instance or key-value store directory is missing from the data directory; backup_store_unreachable: WAL archiving fails */
-            kind: components["schemas"]["AlertKind"];
+            /** @description storage, connections, long_transaction, backup_failed, backup_unrestorable (the periodic restore test of a backup failed), instance_crashed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory) */
+            kind: string;
             /**
              * Format: date-time
              * @description when the alert.triggered event was appended (webhooks carry it)
@@ -3170,7 +3142,8 @@ export interface components {
             project_id: string;
             /** Format: date-time */
             resolved_at: string | null;
-            severity: components["schemas"]["AlertSeverity"];
+            /** @description warning or critical */
+            severity: string;
             /** Format: date-time */
             triggered_at: string;
         };
@@ -3184,8 +3157,6 @@ export interface components {
         ProjectResponse: {
             project: components["schemas"]["Project"];
         };
-        /** @enum {string} */
-        ProjectState: "provisioning" | "active" | "failed" | "deleting" | "deleted";
         ProjectUsage: {
             connections: number;
             name: string;
@@ -3214,7 +3185,6 @@ export interface components {
             /** @description one per snapshot in the window (every 5 minutes), zero where the statement did not run */
             points: components["schemas"]["QueryPoint"][];
             query: string;
-            /** @example 0123456789abcdef0123456789abcdef */
             query_hash: string;
             /** Format: int64 */
             window_calls: number;
@@ -3280,20 +3250,19 @@ export interface components {
             created_by_actor_id: string;
             created_by_actor_kind: string;
             id: string;
-            kind: components["schemas"]["RestorePointKind"];
+            /** @description named */
+            kind: string;
             label: string;
             note: string;
             organization_id: string;
             /** Format: date-time */
             pitr_time: string;
             project_id: string;
-            /** @description deleted points are not listed */
-            state: components["schemas"]["RestorePointState"];
+            /** @description active (deleted points are not listed) */
+            state: string;
             /** Format: date-time */
             updated_at: string;
         };
-        /** @enum {string} */
-        RestorePointKind: "named";
         RestorePointList: {
             /** @description whole days from the oldest completed backup to now (0: no backup yet) */
             pitr_window_days: number;
@@ -3306,8 +3275,6 @@ export interface components {
         RestorePointResponse: {
             restore_point: components["schemas"]["RestorePoint"];
         };
-        /** @enum {string} */
-        RestorePointState: "active";
         /** @description exactly one of backup_key, restore_time and restore_point_id */
         RestoreRequest: {
             /** @description restore what this backup contains (recovery_target = immediate) */
@@ -3329,8 +3296,6 @@ export interface components {
         Revoked: {
             revoked: boolean;
         };
-        /** @enum {string} */
-        Role: "owner" | "admin" | "member";
         RotateCredentialsRequest: {
             /**
              * Format: int64
@@ -3367,8 +3332,6 @@ export interface components {
             /** @description rows_affected is more than the rows shown */
             truncated: boolean;
         };
-        /** @enum {string} */
-        RuntimeStatus: "provisioning" | "active" | "restarting" | "down" | "stopped";
         SQLHistoryEntry: {
             actor_id: string;
             actor_kind: string;
@@ -3443,8 +3406,6 @@ export interface components {
         ScheduledBackupResponse: {
             scheduled_backup: components["schemas"]["ScheduledBackup"];
         };
-        /** @enum {string} */
-        Scope: "projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write";
         SessionRequest: {
             /** @description true: the session is set as an HttpOnly, Secure, SameSite=Strict cookie and token is empty; the cookie authenticates only requests that also send the header X-Appliance-CSRF: 1 */
             cookie?: boolean;
@@ -3462,8 +3423,11 @@ export interface components {
             user_id: string;
         };
         SetMemberRoleRequest: {
-            /** @description owner, admin or member */
-            role: components["schemas"]["Role"];
+            /**
+             * @description owner, admin or member
+             * @enum {string}
+             */
+            role: "owner" | "admin" | "member";
         };
         SignedOut: {
             signed_out: boolean;
@@ -3498,12 +3462,8 @@ export interface components {
             jit_time_ms: number;
             mean_time_ms: number;
             query: string;
-            /**
-             * Format: int64
-             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it)
-             * @example 8071840665353803258
-             */
-            query_id: string;
+            /** Format: int64 */
+            query_id: number;
             /** Format: int64 */
             rows: number;
             /** Format: int64 */
@@ -3523,7 +3483,7 @@ export interface components {
             regions: components["schemas"]["RegionStatus"][];
             service: string;
             /** @description operational when every component is, down when any is down, otherwise degraded */
-            status: components["schemas"]["ComponentStatus"];
+            status: string;
             /** Format: date-time */
             updated_at: string;
         };
@@ -3539,12 +3499,8 @@ export interface components {
             /** Format: int64 */
             estimated_size_bytes: number;
             index_method: string;
-            /**
-             * Format: int64
-             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it); "0" when unknown
-             * @example 8071840665353803258
-             */
-            query_id: string;
+            /** Format: int64 */
+            query_id: number;
             table: string;
         };
         TableEntry: {
@@ -3564,7 +3520,6 @@ export interface components {
             calls: number;
             mean_exec_ms: number;
             query: string;
-            /** @example 0123456789abcdef0123456789abcdef */
             query_hash: string;
             /** Format: int64 */
             rows: number;
@@ -3610,12 +3565,8 @@ export interface components {
             size_bytes: number;
             /** @description pending, uploaded, consumed or expired */
             state: string;
-            /**
-             * Format: uri
-             * @description the signed URL to PUT the dump to (pg_dump -Fc), valid until expires_at
-             * @example https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b
-             */
-            upload_url: string;
+            /** @description signed URL to PUT the dump to (pg_dump -Fc); only in the creation response */
+            upload_url?: string;
         };
         UploadResponse: {
             upload: components["schemas"]["Upload"];
@@ -3732,7 +3683,7 @@ export interface components {
             created_at: string;
             description: string;
             /** @description the event types delivered; empty: all */
-            event_types: components["schemas"]["EventType"][];
+            event_types: string[];
             /**
              * @description failing after 3 failed attempts in a row; disabled when not active
              * @enum {string}
@@ -3743,10 +3694,7 @@ export interface components {
             organization_id: string;
             /** Format: date-time */
             updated_at: string;
-            /**
-             * Format: uri
-             * @example https://example.com/hooks
-             */
+            /** Format: uri */
             url: string;
         };
         WebhookEndpointList: {
@@ -3762,7 +3710,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field, a field sent as null, a body sent to an endpoint that takes none, a malformed query string or a query value out of bounds, or a path with empty, `.` or `..` segments. */
+        /** @description Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field or a query value out of bounds. */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
@@ -3773,6 +3721,15 @@ export interface components {
         };
         /** @description The resource is not in a state that allows this (a project not active, a job already running, an upload already received …). */
         Conflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Any other error, e.g. 409 conflict, 410 gone or 503 unavailable. */
+        Error: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3791,24 +3748,6 @@ export interface components {
         };
         /** @description Expired or already used. */
         Gone: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description The request headers are over their limit (64 KiB). */
-        HeadersTooLarge: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description The appliance is short of disk space: it refuses what would write to its disk until space is freed (GET /status says so). */
-        InsufficientStorage: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3874,7 +3813,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A body sent with another Content-Type than application/json (text/plain and form bodies included, which a browser sends across sites without asking), or with none. */
+        /** @description A body sent with another Content-Type than application/json (or with none). */
         UnsupportedMediaType: {
             headers: {
                 [name: string]: unknown;
@@ -3908,18 +3847,14 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "service": "example",
-                     *       "status": "ok"
+                     *       "status": "example"
                      *     } */
                     "application/json": components["schemas"]["Health"];
                 };
             };
-            400: components["responses"]["BadRequest"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getMetrics: {
@@ -3940,14 +3875,9 @@ export interface operations {
                     "text/plain; version=0.0.4; charset=utf-8": unknown;
                 };
             };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getStatus: {
@@ -3970,7 +3900,7 @@ export interface operations {
                      *         {
                      *           "message": "example",
                      *           "name": "example",
-                     *           "status": "operational"
+                     *           "status": "example"
                      *         }
                      *       ],
                      *       "generated_at": "2026-01-31T12:00:00Z",
@@ -3981,18 +3911,15 @@ export interface operations {
                      *         }
                      *       ],
                      *       "service": "example",
-                     *       "status": "operational",
+                     *       "status": "example",
                      *       "updated_at": "2026-01-31T12:00:00Z"
                      *     } */
                     "application/json": components["schemas"]["Status"];
                 };
             };
-            400: components["responses"]["BadRequest"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postAuthPassword: {
@@ -4028,13 +3955,11 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postAuthSessions: {
@@ -4071,13 +3996,11 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     deleteAuthSessionsCurrent: {
@@ -4101,14 +4024,11 @@ export interface operations {
                     "application/json": components["schemas"]["SignedOut"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getCaCrt: {
@@ -4129,12 +4049,9 @@ export interface operations {
                     "application/x-pem-file": unknown;
                 };
             };
-            400: components["responses"]["BadRequest"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessions: {
@@ -4161,8 +4078,7 @@ export interface operations {
                      *       "expires_at": "2026-01-31T12:00:00Z",
                      *       "poll_token": "example",
                      *       "session_id": "example",
-                     *       "state": "example",
-                     *       "user_code": "BCDF-GHJK"
+                     *       "state": "example"
                      *     } */
                     "application/json": components["schemas"]["CLILoginStart"];
                 };
@@ -4171,9 +4087,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getCliLoginSessionsBySessionID: {
@@ -4212,11 +4127,9 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessionsBySessionIDAuthorize: {
@@ -4250,18 +4163,14 @@ export interface operations {
                     "application/json": components["schemas"]["CLILoginResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getCliLoginSessionsBySessionIDDetails: {
@@ -4292,66 +4201,17 @@ export interface operations {
                      *       ],
                      *       "session_id": "example",
                      *       "source": "example",
-                     *       "state": "example",
-                     *       "user_code": "example"
+                     *       "state": "example"
                      *     } */
                     "application/json": components["schemas"]["CLILoginDetails"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-        };
-    };
-    postCliLoginSessionsBySessionIDRefuse: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description the session ID */
-                sessionID: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description OK */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /** @example {
-                     *       "authorized_at": "2026-01-31T12:00:00Z",
-                     *       "expires_at": "2026-01-31T12:00:00Z",
-                     *       "organization_id": "example",
-                     *       "organization_name": "example",
-                     *       "organization_slug": "example",
-                     *       "plaintext_api_key": "example",
-                     *       "session_id": "example",
-                     *       "state": "example"
-                     *     } */
-                    "application/json": components["schemas"]["CLILoginResult"];
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
-            410: components["responses"]["Gone"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
-            429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
-            500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getDownloadsExportsByExportID: {
@@ -4381,14 +4241,11 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postEphemeralDatabases: {
@@ -4413,7 +4270,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "claim_token": "example",
-                     *       "claim_url": "https://appliance.example.com/claim/prj_123#token=eph_abc",
+                     *       "claim_url": "example",
                      *       "ephemeral_database": {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "expires_at": "2026-01-31T12:00:00Z",
@@ -4431,10 +4288,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getEphemeralDatabasesByProjectID: {
@@ -4460,8 +4316,8 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
-                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
+                     *         "direct_url": "example",
+                     *         "pooled_url": "example",
                      *         "username": "example"
                      *       },
                      *       "ephemeral_database": {
@@ -4477,14 +4333,10 @@ export interface operations {
                     "application/json": components["schemas"]["EphemeralResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     deleteEphemeralDatabasesByProjectID: {
@@ -4538,15 +4390,11 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postEphemeralDatabasesByProjectIDClaim: {
@@ -4615,9 +4463,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getJobsByJobID: {
@@ -4668,15 +4515,12 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getKv: {
@@ -4704,9 +4548,9 @@ export interface operations {
                      *           "credentials": {
                      *             "redis_host": "example",
                      *             "redis_port": 1,
-                     *             "redis_url": "rediss://kv.example.com:6380",
+                     *             "redis_url": "example",
                      *             "rest_token": "example",
-                     *             "rest_url": "https://kv.example.com:8443",
+                     *             "rest_url": "example",
                      *             "token_required": true
                      *           },
                      *           "host_id": "example",
@@ -4732,11 +4576,9 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getMe: {
@@ -4795,14 +4637,11 @@ export interface operations {
                     "application/json": components["schemas"]["MeResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getMeInvitations: {
@@ -4836,14 +4675,11 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postMeInvitationsByInvitationIDAccept: {
@@ -4876,17 +4712,13 @@ export interface operations {
                     "application/json": components["schemas"]["MemberResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             410: components["responses"]["Gone"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postMeInvitationsByInvitationIDDecline: {
@@ -4913,16 +4745,12 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationDone"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getOpenapiJson: {
@@ -4946,12 +4774,9 @@ export interface operations {
                     };
                 };
             };
-            400: components["responses"]["BadRequest"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgID: {
@@ -4999,15 +4824,12 @@ export interface operations {
                     "application/json": components["schemas"]["OrganizationResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgID: {
@@ -5064,13 +4886,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDApiKeys: {
@@ -5116,15 +4936,12 @@ export interface operations {
                     "application/json": components["schemas"]["APIKeyList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDApiKeys: {
@@ -5186,9 +5003,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDApiKeysByKeyID: {
@@ -5217,15 +5033,12 @@ export interface operations {
                     "application/json": components["schemas"]["Revoked"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDAuditEvents: {
@@ -5270,17 +5083,15 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDEvents: {
         parameters: {
             query?: {
-                /** @description resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins) */
+                /** @description resume after this event position (the Last-Event-ID header wins) */
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
@@ -5309,11 +5120,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDInvitations: {
@@ -5350,15 +5159,12 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDInvitationsByInvitationID: {
@@ -5387,15 +5193,12 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationDone"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDMembers: {
@@ -5430,15 +5233,12 @@ export interface operations {
                     "application/json": components["schemas"]["MemberList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDMembers: {
@@ -5497,9 +5297,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDMembersByUserID: {
@@ -5531,16 +5330,13 @@ export interface operations {
                     "application/json": components["schemas"]["RemovedMember"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgIDMembersByUserID: {
@@ -5590,9 +5386,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDUsage: {
@@ -5651,15 +5446,12 @@ export interface operations {
                     "application/json": components["schemas"]["UsageResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDWebhookEndpoints: {
@@ -5686,29 +5478,26 @@ export interface operations {
                      *           "created_at": "2026-01-31T12:00:00Z",
                      *           "description": "example",
                      *           "event_types": [
-                     *             "job.completed"
+                     *             "example"
                      *           ],
                      *           "health": "healthy",
                      *           "id": "example",
                      *           "is_active": true,
                      *           "organization_id": "example",
                      *           "updated_at": "2026-01-31T12:00:00Z",
-                     *           "url": "https://example.com/hooks"
+                     *           "url": "example"
                      *         }
                      *       ]
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpoints: {
@@ -5742,14 +5531,14 @@ export interface operations {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "description": "example",
                      *         "event_types": [
-                     *           "job.completed"
+                     *           "example"
                      *         ],
                      *         "health": "healthy",
                      *         "id": "example",
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "https://example.com/hooks"
+                     *         "url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
@@ -5762,9 +5551,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
@@ -5793,15 +5581,12 @@ export interface operations {
                     "application/json": components["schemas"]["DeletedResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
@@ -5834,14 +5619,14 @@ export interface operations {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "description": "example",
                      *         "event_types": [
-                     *           "job.completed"
+                     *           "example"
                      *         ],
                      *         "health": "healthy",
                      *         "id": "example",
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "https://example.com/hooks"
+                     *         "url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointResult"];
@@ -5854,9 +5639,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveries: {
@@ -5917,11 +5701,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveriesByDeliveryIDRedeliver: {
@@ -5975,17 +5757,13 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDeliveryResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDRotateSecret: {
@@ -6014,29 +5792,25 @@ export interface operations {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "description": "example",
                      *         "event_types": [
-                     *           "job.completed"
+                     *           "example"
                      *         ],
                      *         "health": "healthy",
                      *         "id": "example",
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "https://example.com/hooks"
+                     *         "url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDTest: {
@@ -6088,17 +5862,13 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDeliveryResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deletePreviewDatabasesByPreviewID: {
@@ -6149,16 +5919,13 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getPreviewDatabasesByPreviewIDConnections: {
@@ -6181,24 +5948,21 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
-                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
+                     *         "direct_url": "example",
+                     *         "pooled_url": "example",
                      *         "username": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["ConnectionsResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postPreviewDatabasesByPreviewIDExtend: {
@@ -6260,9 +6024,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postPreviewDatabasesByPreviewIDReset: {
@@ -6313,17 +6076,13 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjects: {
@@ -6381,11 +6140,9 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjects: {
@@ -6473,9 +6230,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectID: {
@@ -6528,15 +6284,12 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectID: {
@@ -6595,13 +6348,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            410: components["responses"]["Gone"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectID: {
@@ -6667,10 +6417,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAdvisorIndexHygiene: {
@@ -6726,17 +6475,14 @@ export interface operations {
                     "application/json": components["schemas"]["HygieneResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAdvisorIndexes: {
@@ -6779,7 +6525,7 @@ export interface operations {
                      *             "estimated_cost_reduction_pct": 1.5,
                      *             "estimated_size_bytes": 1,
                      *             "index_method": "example",
-                     *             "query_id": "8071840665353803258",
+                     *             "query_id": 1,
                      *             "table": "example"
                      *           }
                      *         ]
@@ -6793,12 +6539,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAiUsage: {
@@ -6832,15 +6576,12 @@ export interface operations {
                     "application/json": components["schemas"]["AIUsageResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDAiUsage: {
@@ -6874,18 +6615,14 @@ export interface operations {
                     "application/json": components["schemas"]["AIUsageResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAlerts: {
@@ -6911,14 +6648,14 @@ export interface operations {
                      *         {
                      *           "acknowledged_at": "2026-01-31T12:00:00Z",
                      *           "id": "example",
-                     *           "kind": "storage",
+                     *           "kind": "example",
                      *           "last_notified_at": "2026-01-31T12:00:00Z",
                      *           "limit_value": 1.5,
                      *           "message": "example",
                      *           "observed_value": 1.5,
                      *           "project_id": "example",
                      *           "resolved_at": "2026-01-31T12:00:00Z",
-                     *           "severity": "warning",
+                     *           "severity": "example",
                      *           "triggered_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
@@ -6926,17 +6663,14 @@ export interface operations {
                     "application/json": components["schemas"]["AlertList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDAlertsByAlertIDAcknowledge: {
@@ -6963,32 +6697,28 @@ export interface operations {
                      *       "alert": {
                      *         "acknowledged_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
-                     *         "kind": "storage",
+                     *         "kind": "example",
                      *         "last_notified_at": "2026-01-31T12:00:00Z",
                      *         "limit_value": 1.5,
                      *         "message": "example",
                      *         "observed_value": 1.5,
                      *         "project_id": "example",
                      *         "resolved_at": "2026-01-31T12:00:00Z",
-                     *         "severity": "warning",
+                     *         "severity": "example",
                      *         "triggered_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["AlertResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDApprovals: {
@@ -7004,7 +6734,7 @@ export interface operations {
         requestBody: {
             content: {
                 /** @example {
-                 *       "action": "project.delete"
+                 *       "action": "example"
                  *     } */
                 "application/json": components["schemas"]["ApprovalRequest"];
             };
@@ -7018,7 +6748,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "approval": {
-                     *         "action": "project.delete",
+                     *         "action": "example",
                      *         "expires_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
                      *         "token": "example"
@@ -7032,14 +6762,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAuditEvents: {
@@ -7084,11 +6812,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDBackups: {
@@ -7119,9 +6845,9 @@ export interface operations {
                      *           "label": "example",
                      *           "project_id": "example",
                      *           "size_bytes": 1,
-                     *           "state": "pending",
+                     *           "state": "example",
                      *           "verification_error": "example",
-                     *           "verification_state": "pending",
+                     *           "verification_state": "example",
                      *           "verified_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ],
@@ -7143,15 +6869,12 @@ export interface operations {
                     "application/json": components["schemas"]["BackupList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDBackups: {
@@ -7215,10 +6938,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDConnections: {
@@ -7241,25 +6963,22 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
-                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
+                     *         "direct_url": "example",
+                     *         "pooled_url": "example",
                      *         "username": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["ConnectionsResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCredentialsRotate: {
@@ -7323,10 +7042,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDCutoverRequests: {
@@ -7375,17 +7093,14 @@ export interface operations {
                     "application/json": components["schemas"]["CutoverRequestList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequests: {
@@ -7447,10 +7162,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDCutoverRequestsByRequestID: {
@@ -7499,17 +7213,14 @@ export interface operations {
                     "application/json": components["schemas"]["CutoverRequestResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequestsByRequestIDApprove: {
@@ -7596,10 +7307,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequestsByRequestIDReject: {
@@ -7663,16 +7373,15 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDEvents: {
         parameters: {
             query?: {
-                /** @description resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins) */
+                /** @description resume after this event position (the Last-Event-ID header wins) */
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
@@ -7702,12 +7411,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExports: {
@@ -7737,22 +7444,19 @@ export interface operations {
                      *           "id": "example",
                      *           "project_id": "example",
                      *           "size_bytes": 1,
-                     *           "state": "pending"
+                     *           "state": "example"
                      *         }
                      *       ]
                      *     } */
                     "application/json": components["schemas"]["ExportList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExports: {
@@ -7817,10 +7521,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExportsByExportIDDownload: {
@@ -7845,24 +7548,21 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "download": {
-                     *         "download_url": "https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b",
+                     *         "download_url": "example",
                      *         "expires_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["DownloadResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExtensions: {
@@ -7902,17 +7602,14 @@ export interface operations {
                     "application/json": components["schemas"]["ExtensionList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExtensions: {
@@ -7978,10 +7675,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDExtensionsByExtensionName: {
@@ -8034,17 +7730,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExtensionsByExtensionNameUpdate: {
@@ -8097,18 +7790,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImports: {
@@ -8121,11 +7810,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                /** @example {
-                 *       "confirm": true
-                 *     } */
+                /** @example {} */
                 "application/json": components["schemas"]["ImportRequest"];
             };
         };
@@ -8174,10 +7861,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollow: {
@@ -8193,8 +7879,7 @@ export interface operations {
         requestBody: {
             content: {
                 /** @example {
-                 *       "confirm": true,
-                 *       "source_url": "postgres://app:secret@db.example.com:5432/shop?sslmode=require"
+                 *       "source_url": "example"
                  *     } */
                 "application/json": components["schemas"]["FollowRequest"];
             };
@@ -8244,10 +7929,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollowAbort: {
@@ -8298,18 +7982,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollowCutover: {
@@ -8322,11 +8002,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                /** @example {
-                 *       "confirm": true
-                 *     } */
+                /** @example {} */
                 "application/json": components["schemas"]["FollowCutoverRequest"];
             };
         };
@@ -8375,10 +8053,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollowStatus: {
@@ -8429,18 +8106,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsPreflight: {
@@ -8537,10 +8210,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsUploads: {
@@ -8573,7 +8245,7 @@ export interface operations {
                      *         "object_key": "example",
                      *         "size_bytes": 1,
                      *         "state": "example",
-                     *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
+                     *         "upload_url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["UploadResponse"];
@@ -8587,10 +8259,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDJobs: {
@@ -8650,11 +8321,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDKv: {
@@ -8680,9 +8349,9 @@ export interface operations {
                      *       "credentials": {
                      *         "redis_host": "example",
                      *         "redis_port": 1,
-                     *         "redis_url": "rediss://kv.example.com:6380",
+                     *         "redis_url": "example",
                      *         "rest_token": "example",
-                     *         "rest_url": "https://kv.example.com:8443",
+                     *         "rest_url": "example",
                      *         "token_required": true
                      *       },
                      *       "host_id": "example",
@@ -8703,15 +8372,12 @@ export interface operations {
                     "application/json": components["schemas"]["KVStore"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKv: {
@@ -8763,9 +8429,9 @@ export interface operations {
                      *         "credentials": {
                      *           "redis_host": "example",
                      *           "redis_port": 1,
-                     *           "redis_url": "rediss://kv.example.com:6380",
+                     *           "redis_url": "example",
                      *           "rest_token": "example",
-                     *           "rest_url": "https://kv.example.com:8443",
+                     *           "rest_url": "example",
                      *           "token_required": true
                      *         },
                      *         "host_id": "example",
@@ -8787,18 +8453,14 @@ export interface operations {
                     "application/json": components["schemas"]["KVCreateResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDKv: {
@@ -8849,17 +8511,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDKvCredentials: {
@@ -8883,23 +8542,20 @@ export interface operations {
                     /** @example {
                      *       "redis_host": "example",
                      *       "redis_port": 1,
-                     *       "redis_url": "rediss://kv.example.com:6380",
+                     *       "redis_url": "example",
                      *       "rest_token": "example",
-                     *       "rest_url": "https://kv.example.com:8443",
+                     *       "rest_url": "example",
                      *       "token_required": true
                      *     } */
                     "application/json": components["schemas"]["KVCredentials"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKvFlush: {
@@ -8950,18 +8606,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKvRotateToken: {
@@ -8988,9 +8640,9 @@ export interface operations {
                      *         "credentials": {
                      *           "redis_host": "example",
                      *           "redis_port": 1,
-                     *           "redis_url": "rediss://kv.example.com:6380",
+                     *           "redis_url": "example",
                      *           "rest_token": "example",
-                     *           "rest_url": "https://kv.example.com:8443",
+                     *           "rest_url": "example",
                      *           "token_required": true
                      *         },
                      *         "host_id": "example",
@@ -9012,18 +8664,14 @@ export interface operations {
                     "application/json": components["schemas"]["KVStoreResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDLogs: {
@@ -9065,7 +8713,7 @@ export interface operations {
                      *             "hint": "example",
                      *             "message": "example",
                      *             "pid": 1,
-                     *             "severity": "debug",
+                     *             "severity": "example",
                      *             "sqlstate": "example",
                      *             "statement": "example",
                      *             "timestamp": "2026-01-31T12:00:00Z",
@@ -9083,12 +8731,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDLogsStream: {
@@ -9128,12 +8774,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservability: {
@@ -9182,7 +8826,7 @@ export interface operations {
                      *             "jit_time_ms": 1.5,
                      *             "mean_time_ms": 1.5,
                      *             "query": "example",
-                     *             "query_id": "8071840665353803258",
+                     *             "query_id": 1,
                      *             "rows": 1,
                      *             "shared_blks_hit": 1,
                      *             "shared_blks_read": 1,
@@ -9198,17 +8842,14 @@ export interface operations {
                     "application/json": components["schemas"]["ObservabilityResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityHistory: {
@@ -9267,12 +8908,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityQueries: {
@@ -9302,7 +8941,7 @@ export interface operations {
                      *           "calls": 1,
                      *           "mean_exec_ms": 1.5,
                      *           "query": "example",
-                     *           "query_hash": "0123456789abcdef0123456789abcdef",
+                     *           "query_hash": "example",
                      *           "rows": 1,
                      *           "total_exec_ms": 1.5
                      *         }
@@ -9316,12 +8955,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityQueriesByQueryHash: {
@@ -9360,7 +8997,7 @@ export interface operations {
                      *           }
                      *         ],
                      *         "query": "example",
-                     *         "query_hash": "0123456789abcdef0123456789abcdef",
+                     *         "query_hash": "example",
                      *         "window_calls": 1,
                      *         "window_mean_exec_ms": 1.5,
                      *         "window_rows": 1,
@@ -9375,12 +9012,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDPreviewDatabases: {
@@ -9429,15 +9064,12 @@ export interface operations {
                     "application/json": components["schemas"]["PreviewList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDPreviewDatabases: {
@@ -9522,10 +9154,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDRestorePoints: {
@@ -9556,13 +9187,13 @@ export interface operations {
                      *           "created_by_actor_id": "example",
                      *           "created_by_actor_kind": "example",
                      *           "id": "example",
-                     *           "kind": "named",
+                     *           "kind": "example",
                      *           "label": "example",
                      *           "note": "example",
                      *           "organization_id": "example",
                      *           "pitr_time": "2026-01-31T12:00:00Z",
                      *           "project_id": "example",
-                     *           "state": "active",
+                     *           "state": "example",
                      *           "updated_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
@@ -9570,15 +9201,12 @@ export interface operations {
                     "application/json": components["schemas"]["RestorePointList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDRestorePoints: {
@@ -9614,13 +9242,13 @@ export interface operations {
                      *         "created_by_actor_id": "example",
                      *         "created_by_actor_kind": "example",
                      *         "id": "example",
-                     *         "kind": "named",
+                     *         "kind": "example",
                      *         "label": "example",
                      *         "note": "example",
                      *         "organization_id": "example",
                      *         "pitr_time": "2026-01-31T12:00:00Z",
                      *         "project_id": "example",
-                     *         "state": "active",
+                     *         "state": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
@@ -9635,10 +9263,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDRestorePointsByRestorePointID: {
@@ -9667,17 +9294,14 @@ export interface operations {
                     "application/json": components["schemas"]["DeletedResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDRestores: {
@@ -9743,10 +9367,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDScheduledBackups: {
@@ -9788,15 +9411,12 @@ export interface operations {
                     "application/json": components["schemas"]["ScheduledBackupList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     putProjectsByProjectIDScheduledBackupsDefault: {
@@ -9853,10 +9473,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDSql: {
@@ -9913,10 +9532,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDSqlHistory: {
@@ -9964,11 +9582,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTables: {
@@ -10001,17 +9617,14 @@ export interface operations {
                     "application/json": components["schemas"]["TableList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTablesBySchemaByTableColumns: {
@@ -10051,17 +9664,14 @@ export interface operations {
                     "application/json": components["schemas"]["ColumnList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10113,12 +9723,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10172,10 +9780,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10225,9 +9832,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10279,10 +9886,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajor: {
@@ -10341,13 +9947,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajorConfirm: {
@@ -10398,18 +10001,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajorPreflight: {
@@ -10468,13 +10067,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajorRollback: {
@@ -10525,18 +10121,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMinor: {
@@ -10595,13 +10187,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     putUploadsImportsByUploadID: {
@@ -10619,10 +10208,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description the raw bytes, with any Content-Type (or none): the body is read as bytes, whatever it declares */
         requestBody: {
             content: {
-                "*/*": string;
+                "application/octet-stream": string;
             };
         };
         responses: {
@@ -10639,21 +10227,20 @@ export interface operations {
                      *         "object_key": "example",
                      *         "size_bytes": 1,
                      *         "state": "example",
-                     *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
+                     *         "upload_url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["UploadResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
 }

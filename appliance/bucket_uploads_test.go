@@ -1,0 +1,193 @@
+package appliance_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/exports"
+	"github.com/theappliance/appliance/appliance/migrate"
+	"github.com/theappliance/appliance/scheduler"
+)
+
+// TestBucketUploads: with a bucket as the backup store, an uploaded dump is an object of the bucket,
+// sealed, stored before the PUT is answered; its local file is an entry of the same cache as the exports'
+// (one bound: the upload evicts the older export); the usage counts it once; an import whose dump's file
+// is gone reads it from the bucket and restores it, then deletes the object; a PUT the bucket cannot take
+// is refused and keeps nothing; expiry and the project's deletion delete the objects.
+func TestBucketUploads(t *testing.T) {
+	t.Parallel()
+	const bound = 1 << 20
+	e, p, srv, bs := bucketEnvWith(t, appliancetest.Options{Instances: true, BackupCache: bound})
+	ctx := t.Context()
+	prj := provision(t, e, p, "uploaded to a bucket", "development")
+	marker := fmt.Sprintf("marker_%d", time.Now().UnixNano())
+	// About 1.3 MB of random hex, which pg_dump's compression makes 0.6 to 0.8 MB: one dump fits in the
+	// cache's bound, two do not.
+	if err := e.AdminExec(t, prj.ID, "CREATE TABLE "+marker+" (note text); INSERT INTO "+marker+" VALUES ('in the dump'); "+
+		"CREATE TABLE padding AS SELECT md5(random()::text) || md5(random()::text) AS h FROM generate_series(1, 20000)"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Svc.Exports().Create(ctx, p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, res.Job.ID); j.State != scheduler.StateCompleted {
+		t.Fatalf("export job %s: %s\nstderr: %s", j.State, j.Error, j.LastStderr)
+	}
+	exportFile := filepath.Join(exports.Dir(e.Dir, prj.ID), res.ExportID+".dump")
+	dump, err := os.ReadFile(exportFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := int64(len(dump)); n <= bound/2 || n > bound || !bytes.Contains(dump, []byte(marker)) {
+		t.Fatalf("the dump has %d bytes (the test needs one between %d and %d naming %s in the clear)", n, bound/2, bound, marker)
+	}
+	exists := func(path string) bool {
+		t.Helper()
+		_, err := os.Stat(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	object := func(id string) string { return srv.Path("appliance/" + prj.ID + "/imports/" + id + ".dump") }
+	importDir := migrate.ImportDir(e.Dir, prj.ID)
+	// upload PUTs the dump to a new upload's signed URL.
+	upload := func() (id string, err error) {
+		t.Helper()
+		up, err := e.Svc.Migrate().CreateUpload(ctx, p, prj.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(up.Upload.UploadURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.Svc.Migrate().ReceiveUpload(ctx, up.Upload.ID, u.Query().Get("expires"), u.Query().Get("sig"), int64(len(dump)), bytes.NewReader(dump))
+		return up.Upload.ID, err
+	}
+
+	// The upload is an object of the bucket, sealed, holding the dump; its file is cached, and the
+	// export's, used before it, is evicted: one bound for both.
+	a, err := upload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(object(a))
+	if err != nil {
+		t.Fatalf("the upload's object: %v", err)
+	}
+	if bytes.Contains(raw, []byte(marker)) || bytes.Contains(raw, dump[:64]) {
+		t.Fatal("the upload's object in the bucket holds the dump in the clear")
+	}
+	r, err := bs.GetUpload(ctx, prj.ID, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || !bytes.Equal(stored, dump) {
+		t.Fatalf("the object opened: %d bytes (%v), the dump has %d", len(stored), err, len(dump))
+	}
+	fileA := filepath.Join(importDir, a+".dump")
+	if rec := uploadRecord(t, e, a); rec.State != migrate.UploadUploaded || !rec.InBucket || rec.Path != fileA {
+		t.Fatalf("the uploaded record: %+v", rec)
+	}
+	if !exists(fileA) || exists(exportFile) {
+		t.Fatalf("after the upload: its file cached %v, the older export's cached %v (want evicted)", exists(fileA), exists(exportFile))
+	}
+
+	// The usage counts what the bucket holds (the upload among it) once: not its cached file again.
+	if usage, inBucket := stableUsage(t, e, p, bs, prj); usage != inBucket || usage < 2*int64(len(dump)) {
+		t.Fatalf("usage counts %d bytes of backups; the bucket holds %d (of which %d are the export and the upload, the upload also cached)",
+			usage, inBucket, 2*len(dump))
+	}
+
+	// Its file gone (evicted), the import reads the dump from the bucket and restores it; then the upload
+	// is consumed, and its object and its file are deleted.
+	if err := e.AdminExec(t, prj.ID, "DROP TABLE "+marker); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(fileA); err != nil {
+		t.Fatal(err)
+	}
+	imp, err := e.Svc.Migrate().CreateImport(ctx, p, prj.ID, &appliance.ImportRequest{Confirm: true, UploadID: a})
+	if j := runJob(t, e, imp, err); j.Type != migrate.JobImportRestore {
+		t.Fatalf("job type %s", j.Type)
+	}
+	if n := targetInt(t, e, prj, "SELECT count(*) FROM public."+marker+" WHERE note = 'in the dump'"); n != 1 {
+		t.Fatalf("the import from the bucket restored %d rows of %s", n, marker)
+	}
+	if rec := uploadRecord(t, e, a); rec.State != migrate.UploadConsumed || rec.InBucket {
+		t.Fatalf("the imported upload: %+v", rec)
+	}
+	if exists(object(a)) {
+		t.Error("the consumed upload's object is still in the bucket")
+	}
+	if left, err := os.ReadDir(importDir); err != nil || len(left) != 0 {
+		t.Fatalf("files left after the import: %v %v", left, err)
+	}
+
+	// A PUT the bucket cannot take is refused (503) and keeps nothing: the upload stays pending.
+	srv.Stop()
+	b, err := upload()
+	srv.Restart()
+	if appliance.KindOf(err) != appliance.KindUnavailable {
+		t.Fatalf("upload with the bucket down: %v", err)
+	}
+	if rec := uploadRecord(t, e, b); rec.State != migrate.UploadPending || rec.InBucket {
+		t.Fatalf("the upload refused: %+v", rec)
+	}
+	if left, err := os.ReadDir(importDir); err != nil || len(left) != 0 {
+		t.Fatalf("files left by the refused upload: %v %v", left, err)
+	}
+
+	// Never imported: past its retention the sweep expires it and deletes its object and its file.
+	c, err := upload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !exists(object(c)) || !exists(filepath.Join(importDir, c+".dump")) {
+		t.Fatal("the second upload is not in the bucket and the cache")
+	}
+	now := time.Now()
+	e.Clock.Set(func() time.Time { return now.Add(appliance.UploadRetention + time.Hour) })
+	sw, err := e.Svc.Sweep(ctx)
+	e.Clock.Set(time.Now)
+	if err != nil || sw.UploadObjects != 1 {
+		t.Fatalf("sweep: %+v %v", sw, err)
+	}
+	if rec := uploadRecord(t, e, c); rec.State != migrate.UploadExpired || rec.InBucket {
+		t.Fatalf("the expired upload: %+v", rec)
+	}
+	if exists(object(c)) || exists(filepath.Join(importDir, c+".dump")) {
+		t.Error("the expired upload's object or file is still there")
+	}
+
+	// Deleting the project deletes its uploads' objects.
+	d, err := upload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !exists(object(d)) {
+		t.Fatal("the third upload is not in the bucket")
+	}
+	del, err := e.Svc.DeleteProject(ctx, p, prj.ID, "")
+	runJob(t, e, del, err)
+	if exists(object(d)) {
+		t.Error("the deleted project's upload is still in the bucket")
+	}
+	if _, err := bs.GetUpload(ctx, prj.ID, d); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the deleted project's upload opened from the bucket: %v", err)
+	}
+}
