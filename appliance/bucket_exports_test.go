@@ -38,13 +38,7 @@ func TestBucketExports(t *testing.T) {
 	e, p, srv, bs := bucketEnvWith(t, appliancetest.Options{Instances: true, BackupCache: bound})
 	ctx := t.Context()
 	prj := provision(t, e, p, "exported to a bucket", "development")
-	marker := fmt.Sprintf("marker_%d", time.Now().UnixNano())
-	// About 1.3 MB of random hex, which pg_dump's compression makes 0.6 to 0.8 MB: one export fits in
-	// the cache's bound, two do not.
-	if err := e.AdminExec(t, prj.ID, "CREATE TABLE "+marker+" (note text); INSERT INTO "+marker+" VALUES ('in the dump'); "+
-		"CREATE TABLE padding AS SELECT md5(random()::text) || md5(random()::text) AS h FROM generate_series(1, 20000)"); err != nil {
-		t.Fatal(err)
-	}
+	marker := padForDump(t, e, prj) // one export fits in the cache's bound, two do not
 	api := httpapi.New(e.Svc, httpapi.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Lane: e.Lane,
 		Limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
 	ts := httptest.NewServer(api)
@@ -52,22 +46,16 @@ func TestBucketExports(t *testing.T) {
 
 	export := func() (id, file string, dump []byte) {
 		t.Helper()
-		res, err := e.Svc.Exports().Create(ctx, p, prj.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if j := e.WaitJob(t, res.Job.ID); j.State != scheduler.StateCompleted {
-			t.Fatalf("export job %s: %s\nstderr: %s", j.State, j.Error, j.LastStderr)
-		}
-		file = filepath.Join(exports.Dir(e.Dir, prj.ID), res.ExportID+".dump")
-		dump, err = os.ReadFile(file)
+		id = exportDone(t, e, p, prj)
+		file = filepath.Join(exports.Dir(e.Dir, prj.ID), id+".dump")
+		dump, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatalf("the new export's local file: %v", err)
 		}
 		if !bytes.Contains(dump, []byte(marker)) {
 			t.Fatalf("the dump does not name the table %s in the clear: the sealing check below would prove nothing", marker)
 		}
-		return res.ExportID, file, dump
+		return id, file, dump
 	}
 	signed := func(id string) (expires, sig string, u *url.URL) {
 		t.Helper()
@@ -288,6 +276,32 @@ func TestBucketExportsCacheNone(t *testing.T) {
 	if entries, err := os.ReadDir(exports.Dir(e.Dir, prj.ID)); err != nil || len(entries) != 0 {
 		t.Fatalf("the exports directory holds %v (%v)", entries, err)
 	}
+}
+
+// padForDump makes a table named by the returned marker, holding one row 'in the dump', and about 1.3 MB
+// of random hex, which pg_dump's compression makes a dump of 0.6 to 0.8 MB: one fits in a cache of 1 MiB,
+// two do not.
+func padForDump(t *testing.T, e *appliancetest.Env, prj *store.Project) (marker string) {
+	t.Helper()
+	marker = fmt.Sprintf("marker_%d", time.Now().UnixNano())
+	if err := e.AdminExec(t, prj.ID, "CREATE TABLE "+marker+" (note text); INSERT INTO "+marker+" VALUES ('in the dump'); "+
+		"CREATE TABLE padding AS SELECT md5(random()::text) || md5(random()::text) AS h FROM generate_series(1, 20000)"); err != nil {
+		t.Fatal(err)
+	}
+	return marker
+}
+
+// exportDone exports the project's database and returns the export's id once its job completed.
+func exportDone(t *testing.T, e *appliancetest.Env, p *appliance.Principal, prj *store.Project) string {
+	t.Helper()
+	res, err := e.Svc.Exports().Create(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, res.Job.ID); j.State != scheduler.StateCompleted {
+		t.Fatalf("export job %s: %s\nstderr: %s", j.State, j.Error, j.LastStderr)
+	}
+	return res.ExportID
 }
 
 // stableUsage is the organization's backups_storage_bytes with the project's size in the bucket, read

@@ -3,7 +3,6 @@ package appliance_test
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"net/url"
@@ -16,7 +15,6 @@ import (
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/migrate"
-	"github.com/theappliance/appliance/scheduler"
 )
 
 // TestBucketUploads: with a bucket as the backup store, an uploaded dump is an object of the bucket,
@@ -30,21 +28,9 @@ func TestBucketUploads(t *testing.T) {
 	e, p, srv, bs := bucketEnvWith(t, appliancetest.Options{Instances: true, BackupCache: bound})
 	ctx := t.Context()
 	prj := provision(t, e, p, "uploaded to a bucket", "development")
-	marker := fmt.Sprintf("marker_%d", time.Now().UnixNano())
-	// About 1.3 MB of random hex, which pg_dump's compression makes 0.6 to 0.8 MB: one dump fits in the
-	// cache's bound, two do not.
-	if err := e.AdminExec(t, prj.ID, "CREATE TABLE "+marker+" (note text); INSERT INTO "+marker+" VALUES ('in the dump'); "+
-		"CREATE TABLE padding AS SELECT md5(random()::text) || md5(random()::text) AS h FROM generate_series(1, 20000)"); err != nil {
-		t.Fatal(err)
-	}
-	res, err := e.Svc.Exports().Create(ctx, p, prj.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if j := e.WaitJob(t, res.Job.ID); j.State != scheduler.StateCompleted {
-		t.Fatalf("export job %s: %s\nstderr: %s", j.State, j.Error, j.LastStderr)
-	}
-	exportFile := filepath.Join(exports.Dir(e.Dir, prj.ID), res.ExportID+".dump")
+	marker := padForDump(t, e, prj) // one dump fits in the cache's bound, two do not
+	exportID := exportDone(t, e, p, prj)
+	exportFile := filepath.Join(exports.Dir(e.Dir, prj.ID), exportID+".dump")
 	dump, err := os.ReadFile(exportFile)
 	if err != nil {
 		t.Fatal(err)

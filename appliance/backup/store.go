@@ -30,7 +30,7 @@ import (
 //	<project_id>/timelines.json               the timeline switches of the project's restores
 //	<project_id>/kv/<store_id>/<id>.rdb|.json its key-value store's RDB snapshots (kvsnap.go)
 //	<project_id>/exports/<export_id>.dump     its exports (exports.go)
-//	<project_id>/imports/<upload_id>.dump     its uploaded dumps for imports (uploads.go)
+//	<project_id>/imports/<upload_id>.dump     its uploaded dumps for imports (exports.go, uploads.go)
 //
 // In the local directory store, <project_id>/exports and <project_id>/imports hold the exports and the
 // uploaded dumps themselves or, with a bucket, the local cache of the bucket's (appliance/dumpcache).

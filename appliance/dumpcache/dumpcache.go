@@ -26,6 +26,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/theappliance/appliance/store"
 )
 
 // DefaultBytes is the bound when New is given 0: 1 GiB.
@@ -326,4 +328,34 @@ func (f *filling) keep() {
 	if f.evict {
 		f.c.EvictAfter(f.e.Name + " read from the bucket")
 	}
+}
+
+// Paths reads the paths (path) of the records of table that keep selects, in one read transaction: an
+// area's source of entries, or its dumps whose file is the only copy.
+func Paths[T any](db *store.DB, table *store.Table[T], keep func(*T) bool, path func(*T) string) ([]string, error) {
+	var recs []*T
+	if err := db.View(func(tx *store.Tx) (err error) { recs, err = table.All(tx, keep); return err }); err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(recs))
+	for i, r := range recs {
+		paths[i] = path(r)
+	}
+	return paths, nil
+}
+
+// FileBytes is the bytes of the files at paths that exist.
+func FileBytes(paths []string) (int64, error) {
+	var n int64
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		n += fi.Size()
+	}
+	return n, nil
 }

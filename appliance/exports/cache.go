@@ -2,11 +2,8 @@ package exports
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 
 	"github.com/theappliance/appliance/appliance/dumpcache"
 	"github.com/theappliance/appliance/store"
@@ -20,18 +17,8 @@ import (
 
 // cachedPaths lists the files of the exports stored in the bucket: the cache's entries of this area.
 func (s *Service) cachedPaths() ([]string, error) {
-	var cached []*store.Export
-	if err := s.db.View(func(tx *store.Tx) (err error) {
-		cached, err = store.Exports.All(tx, func(e *store.Export) bool { return e.State == StateCompleted && e.ObjectKey != "" })
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("list the cached exports: %w", err)
-	}
-	paths := make([]string, len(cached))
-	for i, e := range cached {
-		paths[i] = e.Path
-	}
-	return paths, nil
+	return dumpcache.Paths(s.db, store.Exports, func(e *store.Export) bool { return e.State == StateCompleted && e.ObjectKey != "" },
+		func(e *store.Export) string { return e.Path })
 }
 
 // fill caches an export's object as a download reads it from the bucket (dumpcache.Cache.Fill), unless
@@ -60,26 +47,11 @@ func (s *Service) fill(ctx context.Context, e *store.Export, src io.ReadCloser) 
 // LocalOnlyBytes is the bytes of a project's completed exports whose only copy is their local file (made
 // without a bucket); the others' files are cache entries of objects, which the bucket's size counts.
 func (s *Service) LocalOnlyBytes(projectID string) (int64, error) {
-	var local []*store.Export
-	if err := s.db.View(func(tx *store.Tx) (err error) {
-		local, err = store.Exports.Lookup(tx, store.ExportsByProject, projectID, store.Query{})
-		return err
-	}); err != nil {
+	paths, err := dumpcache.Paths(s.db, store.Exports, func(e *store.Export) bool {
+		return e.ProjectID == projectID && e.State == StateCompleted && e.ObjectKey == ""
+	}, func(e *store.Export) string { return e.Path })
+	if err != nil {
 		return 0, err
 	}
-	var n int64
-	for _, e := range local {
-		if e.State != StateCompleted || e.ObjectKey != "" {
-			continue
-		}
-		fi, err := os.Stat(e.Path)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return n, err
-		}
-		n += fi.Size()
-	}
-	return n, nil
+	return dumpcache.FileBytes(paths)
 }

@@ -67,18 +67,8 @@ func (s *Service) removeObject(ctx context.Context, u *store.Upload) {
 // cachedUploads lists the files of the uploaded dumps stored in the bucket: the cache's entries of this
 // area.
 func (s *Service) cachedUploads() ([]string, error) {
-	var us []*store.Upload
-	if err := s.db.View(func(tx *store.Tx) (err error) {
-		us, err = store.Uploads.All(tx, func(u *store.Upload) bool { return u.State == UploadUploaded && u.InBucket })
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("list the cached uploads: %w", err)
-	}
-	paths := make([]string, len(us))
-	for i, u := range us {
-		paths[i] = u.Path
-	}
-	return paths, nil
+	return dumpcache.Paths(s.db, store.Uploads, func(u *store.Upload) bool { return u.State == UploadUploaded && u.InBucket },
+		func(u *store.Upload) string { return u.Path })
 }
 
 // localDump is the file of the upload's dump for pg_restore, and the func to call once the restore is
@@ -185,26 +175,11 @@ func (s *Service) forgetObject(id string) error {
 // LocalOnlyBytes is the bytes of a project's uploaded dumps whose only copy is their local file (uploaded
 // without a bucket); the others' files are cache entries of objects, which the bucket's size counts.
 func (s *Service) LocalOnlyBytes(projectID string) (int64, error) {
-	var us []*store.Upload
-	if err := s.db.View(func(tx *store.Tx) (err error) {
-		us, err = store.Uploads.Lookup(tx, store.UploadsByProject, projectID, store.Query{})
-		return err
-	}); err != nil {
+	paths, err := dumpcache.Paths(s.db, store.Uploads, func(u *store.Upload) bool {
+		return u.ProjectID == projectID && u.State == UploadUploaded && !u.InBucket
+	}, func(u *store.Upload) string { return u.Path })
+	if err != nil {
 		return 0, err
 	}
-	var n int64
-	for _, u := range us {
-		if u.State != UploadUploaded || u.InBucket {
-			continue
-		}
-		fi, err := os.Stat(u.Path)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return n, err
-		}
-		n += fi.Size()
-	}
-	return n, nil
+	return dumpcache.FileBytes(paths)
 }
