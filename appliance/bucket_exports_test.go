@@ -21,6 +21,7 @@ import (
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/exports"
+	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -232,7 +233,8 @@ func TestBucketExports(t *testing.T) {
 }
 
 // TestBucketExportsCacheNone: with a cache of nothing (up --backup-cache-mb 0), an export's local file is
-// deleted once it is in the bucket, and a download streams it from the bucket without keeping it.
+// deleted once it is in the bucket, and a download streams it from the bucket without keeping it; an
+// uploaded dump likewise, which its import reads from the bucket.
 func TestBucketExportsCacheNone(t *testing.T) {
 	t.Parallel()
 	e, p, _, _ := bucketEnvWith(t, appliancetest.Options{Instances: true, BackupCache: -1})
@@ -275,6 +277,32 @@ func TestBucketExportsCacheNone(t *testing.T) {
 	}
 	if entries, err := os.ReadDir(exports.Dir(e.Dir, prj.ID)); err != nil || len(entries) != 0 {
 		t.Fatalf("the exports directory holds %v (%v)", entries, err)
+	}
+
+	// The dump uploaded back for an import: its file is not kept either once it is in the bucket; the
+	// import copies it from the bucket, restores it, and keeps nothing.
+	up, err := e.Svc.Migrate().CreateUpload(ctx, p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uu, err := url.Parse(up.Upload.UploadURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Svc.Migrate().ReceiveUpload(ctx, up.Upload.ID, uu.Query().Get("expires"), uu.Query().Get("sig"), -1, bytes.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	importDir := migrate.ImportDir(e.Dir, prj.ID)
+	if entries, err := os.ReadDir(importDir); err != nil || len(entries) != 0 {
+		t.Fatalf("with no cache, the imports directory holds %v after the upload (%v)", entries, err)
+	}
+	imp, err := e.Svc.Migrate().CreateImport(ctx, p, prj.ID, &appliance.ImportRequest{Confirm: true})
+	runJob(t, e, imp, err)
+	if rec := uploadRecord(t, e, up.Upload.ID); rec.State != migrate.UploadConsumed || rec.InBucket {
+		t.Fatalf("the imported upload: %+v", rec)
+	}
+	if entries, err := os.ReadDir(importDir); err != nil || len(entries) != 0 {
+		t.Fatalf("with no cache, the imports directory holds %v after the import (%v)", entries, err)
 	}
 }
 
