@@ -175,8 +175,9 @@ func (s *Service) ReceiveUpload(ctx context.Context, uploadID, expires, sig stri
 	if err := owner.Chown(tmp.Name()); err != nil {
 		return nil, apperr.Internal(err, "chown upload")
 	}
-	// With a bucket the dump is stored as its object before it is uploaded: the file becomes a cache
-	// entry. An upload refused after this (its project deleted meanwhile, a second PUT first) deletes it.
+	// With a bucket the dump is stored as its object before the upload is recorded uploaded: the file
+	// becomes a cache entry. An upload refused after this (its project deleted meanwhile, a second PUT
+	// first) deletes the object.
 	inBucket := s.bucket != nil
 	if inBucket {
 		if err := s.putUpload(ctx, u, tmp.Name(), n); err != nil {
