@@ -12,7 +12,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Liveness
+         * Liveness (503 when the metadata store does not answer or refuses writes)
          * @description No authentication.
          */
         get: operations["getHealthz"];
@@ -94,7 +94,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Sign in to the built-in identity provider
+         * Sign in to the built-in identity provider (401 for a wrong email or password, 403 for a sign-in from another site or into an organization the user is not a member of)
          * @description No authentication. Rate limited by the `strict` bucket in addition to the general one.
          */
         post: operations["postAuthSessions"];
@@ -218,6 +218,26 @@ export interface paths {
         get: operations["getCliLoginSessionsBySessionIDDetails"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cli/login/sessions/{sessionID}/refuse": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Refuse a CLI device login (it can no longer be authorized; the device's poll reads state refused)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required.
+         */
+        post: operations["postCliLoginSessionsBySessionIDRefuse"];
         delete?: never;
         options?: never;
         head?: never;
@@ -466,7 +486,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Update an organization's profile
+         * Update an organization's profile (409 when the slug is taken)
          * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
          */
         patch: operations["patchOrganizationsByOrgID"];
@@ -911,7 +931,7 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Delete a project and its data
+         * Delete a project and its data (410 once it has been deleted)
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         delete: operations["deleteProjectsByProjectID"];
@@ -1038,7 +1058,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Mint a single-use approval token
+         * Mint a single-use approval token (410 for a deleted project)
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         post: operations["postProjectsByProjectIDApprovals"];
@@ -2107,7 +2127,7 @@ export interface components {
             project_id: string;
             /** Format: date-time */
             revoked_at: string | null;
-            scopes: ("projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write")[];
+            scopes: components["schemas"]["Scope"][];
             source: string;
         };
         APIKeyList: {
@@ -2133,11 +2153,8 @@ export interface components {
             name?: string;
             /** @description initial password of a new user (at least 12 characters); absent: one is generated and returned once */
             password?: string;
-            /**
-             * @description owner, admin or member (only owners may add owners)
-             * @enum {string}
-             */
-            role: "owner" | "admin" | "member";
+            /** @description owner, admin or member (only owners may add owners) */
+            role: components["schemas"]["Role"];
         };
         AddedMember: {
             /** @description the generated password of a newly created user, shown once; empty when the user existed or a password was given */
@@ -2160,22 +2177,28 @@ export interface components {
         AdvisorResponse: {
             advisor: components["schemas"]["Advice"];
         };
+        /** @enum {string} */
+        AlertKind: "storage" | "connections" | "long_transaction" | "backup_failed" | "instance_crashed" | "backup_unrestorable" | "data_missing" | "backup_store_unreachable";
         AlertList: {
             alerts: components["schemas"]["ProjectAlert"][];
         };
         AlertResponse: {
             alert: components["schemas"]["ProjectAlert"];
         };
+        /** @enum {string} */
+        AlertSeverity: "warning" | "critical";
         Approval: {
-            action: string;
+            action: components["schemas"]["ApprovalAction"];
             /** Format: date-time */
             expires_at: string;
             id: string;
             token: string;
         };
+        /** @enum {string} */
+        ApprovalAction: "project.delete";
         ApprovalRequest: {
-            /** @description the action to approve: project.delete */
-            action: string;
+            /** @description the action to approve */
+            action: components["schemas"]["ApprovalAction"];
         };
         ApprovalResponse: {
             approval: components["schemas"]["Approval"];
@@ -2212,11 +2235,10 @@ export interface components {
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
-            /** @description pending, running, completed or failed */
-            state: string;
+            state: components["schemas"]["BackupState"];
             verification_error: string;
-            /** @description pending, verified or failed (pg_verifybackup) */
-            verification_state: string;
+            /** @description pg_verifybackup's verdict */
+            verification_state: components["schemas"]["BackupVerificationState"];
             /** Format: date-time */
             verified_at: string | null;
         };
@@ -2225,17 +2247,20 @@ export interface components {
             /** @description where this project's backups live, and how its WAL archiving keeps up */
             storage: components["schemas"]["BackupStorage"];
         };
+        /** @enum {string} */
+        BackupState: "pending" | "running" | "completed" | "failed";
         BackupStorage: {
             /** @description null until the sampler read the project's server (it samples each active project every minute) */
             archiving: components["schemas"]["WALArchiving"] | null;
-            /**
-             * @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database
-             * @enum {string}
-             */
-            kind: "bucket" | "local";
+            /** @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database */
+            kind: components["schemas"]["BackupStorageKind"];
             /** @description the project's place in the store: s3://BUCKET/PREFIX/PROJECT_ID/ (never the endpoint or credentials), or the directory on the appliance's disk */
             location: string;
         };
+        /** @enum {string} */
+        BackupStorageKind: "bucket" | "local";
+        /** @enum {string} */
+        BackupVerificationState: "pending" | "verified" | "failed";
         CLILoginDetails: {
             device_name: string;
             /** Format: date-time */
@@ -2247,6 +2272,8 @@ export interface components {
             session_id: string;
             source: string;
             state: string;
+            /** @description the code the CLI printed: approve only when the two match */
+            user_code: string;
         };
         CLILoginResult: {
             /** Format: date-time */
@@ -2267,6 +2294,11 @@ export interface components {
             poll_token: string;
             session_id: string;
             state: string;
+            /**
+             * @description the code the CLI shows; the approval page shows it too, to compare before approving
+             * @example BCDF-GHJK
+             */
+            user_code: string;
         };
         CLILoginStartRequest: {
             /** @description name of the device asking, shown to the approving user (up to 100 characters) */
@@ -2300,11 +2332,7 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            /**
-             * @description production, staging or development
-             * @enum {string}
-             */
-            environment: "production" | "staging" | "development";
+            environment: components["schemas"]["Environment"];
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -2312,11 +2340,7 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            /**
-             * @description free, pro or scale
-             * @enum {string}
-             */
-            plan: "free" | "pro" | "scale";
+            plan: components["schemas"]["Plan"];
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -2324,18 +2348,10 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            /**
-             * @description provisioning, active, restarting, down or stopped
-             * @enum {string}
-             */
-            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
+            runtime_status: components["schemas"]["RuntimeStatus"];
             slug: string;
             ssl_mode: string;
-            /**
-             * @description provisioning, active, failed, deleting or deleted
-             * @enum {string}
-             */
-            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            state: components["schemas"]["ProjectState"];
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -2357,13 +2373,22 @@ export interface components {
         Component: {
             message: string;
             name: string;
-            /** @description operational, degraded or down */
-            status: string;
+            status: components["schemas"]["ComponentStatus"];
         };
+        /** @enum {string} */
+        ComponentStatus: "operational" | "degraded" | "down";
         Connections: {
-            /** @description PostgreSQL's own port; sslmode=verify-full against the appliance CA */
+            /**
+             * Format: uri
+             * @description PostgreSQL's own port; sslmode=verify-full against the appliance CA
+             * @example postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full
+             */
             direct_url: string;
-            /** @description PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol) */
+            /**
+             * Format: uri
+             * @description PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol)
+             * @example postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full
+             */
             pooled_url: string;
             username: string;
         };
@@ -2384,7 +2409,7 @@ export interface components {
             /** @description restricts the key to one project; organization scopes are then refused */
             project_id?: string;
             /** @description at least one of the ten scopes */
-            scopes: ("projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write")[];
+            scopes: components["schemas"]["Scope"][];
         };
         CreateBackupRequest: {
             /** @description at most 100 characters */
@@ -2406,24 +2431,21 @@ export interface components {
         };
         CreateExportRequest: Record<string, never>;
         CreatePreviewRequest: {
-            /**
-             * @description clone (default): the project's data as of now; empty: its database and role names, no data
-             * @enum {string}
-             */
-            mode?: "empty" | "clone";
+            /** @description clone (default): the project's data as of now; empty: its database and role names, no data */
+            mode?: components["schemas"]["PreviewMode"];
             /** @description 1 to 63 characters; default preview-<random> */
             name?: string;
-            /** @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now */
+            /**
+             * Format: date-time
+             * @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now
+             */
             source_restore_time?: string;
             /** @description hours until it is deleted, 1 to 720; default 24 */
             ttl_hours?: number;
         };
         CreateProjectRequest: {
-            /**
-             * @description production (default), staging or development
-             * @enum {string}
-             */
-            environment?: "production" | "staging" | "development";
+            /** @description default: production */
+            environment?: components["schemas"]["Environment"];
             /**
              * @description 1 to 63 characters
              * @example shop
@@ -2431,17 +2453,14 @@ export interface components {
             name: string;
             /** @description required for platform administrators; others create in their own organization */
             organization_id?: string;
-            /**
-             * @description free (default), pro or scale
-             * @enum {string}
-             */
-            plan?: "free" | "pro" | "scale";
+            /** @description default: free */
+            plan?: components["schemas"]["Plan"];
         };
         CreateUploadRequest: Record<string, never>;
         CreateWebhookEndpointRequest: {
             description?: string;
             /** @description event types to deliver (see the event table); empty or absent: all */
-            event_types?: string[];
+            event_types?: components["schemas"]["EventType"][];
             /** @description default true */
             is_active?: boolean;
             /**
@@ -2485,8 +2504,7 @@ export interface components {
             requested_by_actor_id: string;
             /** @enum {string} */
             requested_by_actor_kind: "user" | "api_key";
-            /** @enum {string} */
-            status: "open" | "approved" | "promoting" | "completed" | "rejected" | "failed";
+            status: components["schemas"]["CutoverStatus"];
             /** Format: date-time */
             updated_at: string;
         };
@@ -2496,6 +2514,8 @@ export interface components {
         CutoverRequestResponse: {
             cutover_request: components["schemas"]["CutoverRequest"];
         };
+        /** @enum {string} */
+        CutoverStatus: "open" | "approved" | "promoting" | "completed" | "rejected" | "failed";
         DeleteRowsRequest: {
             /** @description true to allow an empty match, deleting every row */
             all_rows?: boolean;
@@ -2510,6 +2530,10 @@ export interface components {
             deleted: boolean;
         };
         Download: {
+            /**
+             * Format: uri
+             * @example https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b
+             */
             download_url: string;
             /** Format: date-time */
             expires_at: string;
@@ -2526,19 +2550,23 @@ export interface components {
             hint?: string;
             message: string;
             pid?: number;
-            severity: string;
+            /** @description PostgreSQL's, mapped: DEBUG1-5 → debug, LOG → log, … PANIC → panic */
+            severity: components["schemas"]["LogSeverity"];
             sqlstate?: string;
             statement?: string;
             /** Format: date-time */
             timestamp: string;
             user?: string;
         };
+        /** @enum {string} */
+        Environment: "production" | "staging" | "development";
         EphemeralCreated: {
             /** @description eph_…: the only credential of the database until it is claimed; shown once */
             claim_token: string;
             /**
              * Format: uri
              * @description the dashboard page that claims it into an organization (the token is in the URL's fragment, which browsers never send)
+             * @example https://appliance.example.com/claim/prj_123#token=eph_abc
              */
             claim_url: string;
             ephemeral_database: components["schemas"]["EphemeralDatabase"];
@@ -2556,11 +2584,8 @@ export interface components {
             postgres_version: string;
             project_id: string;
             region: string;
-            /**
-             * @description the project's state: active once it accepts connections
-             * @enum {string}
-             */
-            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            /** @description the project's state: active once it accepts connections */
+            state: components["schemas"]["ProjectState"];
         };
         EphemeralResponse: {
             /** @description null until the database is active */
@@ -2580,6 +2605,8 @@ export interface components {
             /** @description on a SQL error from the studio: PostgreSQL's SQLSTATE code */
             sqlstate?: string;
         };
+        /** @enum {string} */
+        EventType: "job.completed" | "job.failed" | "project.ready" | "project.deleted" | "backup.completed" | "backup.verified" | "backup.verification_failed" | "restore.completed" | "export.completed" | "import.completed" | "credentials.rotated" | "preview.ready" | "preview.reset" | "preview.deleted" | "cutover.requested" | "cutover.completed" | "ephemeral.claimed" | "kv.ready" | "kv.deleted" | "instance.crashed" | "backup_store.unreachable" | "alert.triggered" | "alert.resolved" | "webhook.test" | "webhook_endpoint.disabled";
         Export: {
             /** Format: date-time */
             created_at: string;
@@ -2593,8 +2620,7 @@ export interface components {
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
-            /** @description pending, running, completed, failed or expired */
-            state: string;
+            state: components["schemas"]["ExportState"];
         };
         ExportJobResponse: {
             export_id: string;
@@ -2603,6 +2629,8 @@ export interface components {
         ExportList: {
             exports: components["schemas"]["Export"][];
         };
+        /** @enum {string} */
+        ExportState: "pending" | "running" | "completed" | "failed" | "expired";
         ExtendPreviewRequest: {
             /** @description hours from now until it is deleted, 1 to 720 */
             ttl_hours: number;
@@ -2636,22 +2664,28 @@ export interface components {
              * @description must be true: after the cutover the project no longer follows the source
              * @constant
              */
-            confirm?: true;
+            confirm: true;
         };
         FollowRequest: {
             /**
              * @description must be true: the source's schema is copied over the project's database
              * @constant
              */
-            confirm?: true;
-            /** @description the source database (see imports/preflight); its wal_level must be logical */
+            confirm: true;
+            /**
+             * Format: uri
+             * @description the source database (see imports/preflight); its wal_level must be logical
+             * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
+             */
             source_url: string;
         };
         Health: {
             service: string;
             /** @description ok when the process serves requests and its metadata store answers; degraded (still 200) when it is short of disk space and refuses writes (see /status); otherwise down (503) */
-            status: string;
+            status: components["schemas"]["HealthStatus"];
         };
+        /** @enum {string} */
+        HealthStatus: "ok" | "degraded";
         HistoryResponse: {
             samples: components["schemas"]["ObservabilitySample"][];
         };
@@ -2677,7 +2711,7 @@ export interface components {
              * @description must be true: an import overwrites the project's database
              * @constant
              */
-            confirm?: true;
+            confirm: true;
             /** @description the upload to restore; default the newest uploaded one */
             upload_id?: string;
         };
@@ -2698,8 +2732,7 @@ export interface components {
             id: string;
             organization_id: string;
             organization_name: string;
-            /** @enum {string} */
-            role: "owner" | "admin" | "member";
+            role: components["schemas"]["Role"];
         };
         InvitationDone: {
             deleted: boolean;
@@ -2759,18 +2792,25 @@ export interface components {
         KVCredentials: {
             redis_host: string;
             redis_port: number;
-            /** @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere */
+            /**
+             * Format: uri
+             * @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere
+             * @example rediss://kv.example.com:6380
+             */
             redis_url: string;
             /** @description the store's token; null except in the create and rotate-token responses (only its SHA-256 is kept) */
             rest_token: string | null;
             /**
              * Format: uri
              * @description the Upstash-compatible REST front
+             * @example https://kv.example.com:8443
              */
             rest_url: string;
             /** @description always true: every connection and request presents the token */
             token_required: boolean;
         };
+        /** @enum {string} */
+        KVState: "provisioning" | "running" | "error" | "destroying";
         KVStore: {
             /** Format: date-time */
             created_at: string;
@@ -2792,8 +2832,7 @@ export interface components {
             persistence: "rdb";
             project_id: string;
             public_host: string;
-            /** @enum {string} */
-            state: "provisioning" | "running" | "error" | "destroying";
+            state: components["schemas"]["KVState"];
             /** @description the plaintext token; null except in the create and rotate-token responses */
             token: string | null;
             /** @description the token's first 11 characters, to tell tokens apart */
@@ -2807,6 +2846,8 @@ export interface components {
         KVStoreResult: {
             kv_store: components["schemas"]["KVStore"];
         };
+        /** @enum {string} */
+        LogSeverity: "debug" | "log" | "info" | "notice" | "warning" | "error" | "fatal" | "panic" | "detail";
         Logs: {
             entries: components["schemas"]["Entry"][];
             /** @description pass as cursor to read what comes after the last entry (also when there were none) */
@@ -2828,8 +2869,7 @@ export interface components {
             created_at: string;
             email: string;
             name: string;
-            /** @enum {string} */
-            role: "owner" | "admin" | "member";
+            role: components["schemas"]["Role"];
             user_id: string;
         };
         MemberList: {
@@ -2965,26 +3005,30 @@ export interface components {
             slug?: string;
         };
         PatchProjectRequest: {
-            /** @description production, staging or development */
-            environment?: string;
+            environment?: components["schemas"]["Environment"];
             /** @description idle_in_transaction_session_timeout as a PostgreSQL duration; applied by reload */
             idle_transaction_timeout?: string;
             /** @description 1 to 63 characters (database and role names do not change) */
             name?: string;
-            /** @description free, pro or scale; max_connections changes with a restart */
-            plan?: string;
+            /** @description max_connections changes with a restart */
+            plan?: components["schemas"]["Plan"];
             /** @description PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload */
             statement_timeout?: string;
         };
         PatchWebhookEndpointRequest: {
             description?: string;
             /** @description replaces the list; empty: all */
-            event_types?: string[];
+            event_types?: components["schemas"]["EventType"][];
             /** @description false stops deliveries (pending ones fail); true re-enables and resets health */
             is_active?: boolean;
-            /** Format: uri */
+            /**
+             * Format: uri
+             * @example https://example.com/hooks
+             */
             url?: string;
         };
+        /** @enum {string} */
+        Plan: "free" | "pro" | "scale";
         Preflight: {
             checks: components["schemas"]["PreflightCheck"][];
             /** @description no check failed */
@@ -3008,6 +3052,7 @@ export interface components {
         };
         PreflightRequest: {
             /**
+             * Format: uri
              * @description postgres://user:password@host:port/dbname[?sslmode=...]; only sslmode, connect_timeout and application_name are accepted as parameters
              * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
              */
@@ -3023,8 +3068,7 @@ export interface components {
             direct_port: number;
             id: string;
             last_error: string;
-            /** @enum {string} */
-            mode: "empty" | "clone";
+            mode: components["schemas"]["PreviewMode"];
             name: string;
             pooled_port: number;
             project_id: string;
@@ -3034,19 +3078,15 @@ export interface components {
             source_backup_key: string;
             /** @description the project's database a clone holds */
             source_database: string;
-            /**
-             * @description none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time
-             * @enum {string}
-             */
-            source_kind: "none" | "live" | "backup";
+            /** @description none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time */
+            source_kind: components["schemas"]["PreviewSourceKind"];
             /**
              * Format: date-time
              * @description the moment the data is as of (a clone); null for an empty preview
              */
             source_restore_time: string | null;
             ssl_mode: string;
-            /** @enum {string} */
-            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            state: components["schemas"]["ProjectState"];
             /**
              * Format: date-time
              * @description when it is deleted unless extended
@@ -3062,9 +3102,13 @@ export interface components {
         PreviewList: {
             preview_databases: components["schemas"]["PreviewDatabase"][];
         };
+        /** @enum {string} */
+        PreviewMode: "empty" | "clone";
         PreviewResponse: {
             preview: components["schemas"]["PreviewDatabase"];
         };
+        /** @enum {string} */
+        PreviewSourceKind: "none" | "live" | "backup";
         Principal: {
             api_key_id: string;
             auth_source: string;
@@ -3082,11 +3126,7 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            /**
-             * @description production, staging or development
-             * @enum {string}
-             */
-            environment: "production" | "staging" | "development";
+            environment: components["schemas"]["Environment"];
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -3094,11 +3134,7 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            /**
-             * @description free, pro or scale
-             * @enum {string}
-             */
-            plan: "free" | "pro" | "scale";
+            plan: components["schemas"]["Plan"];
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -3106,18 +3142,10 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            /**
-             * @description provisioning, active, restarting, down or stopped
-             * @enum {string}
-             */
-            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
+            runtime_status: components["schemas"]["RuntimeStatus"];
             slug: string;
             ssl_mode: string;
-            /**
-             * @description provisioning, active, failed, deleting or deleted
-             * @enum {string}
-             */
-            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            state: components["schemas"]["ProjectState"];
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -3128,8 +3156,8 @@ export interface components {
             /** Format: date-time */
             acknowledged_at: string | null;
             id: string;
-            /** @description storage, connections, long_transaction, backup_failed, backup_unrestorable (the periodic restore test of a backup failed), instance_crashed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory) */
-            kind: string;
+            /** @description backup_unrestorable: the periodic restore test of a backup failed; data_missing (raised at start): the project's instance or key-value store directory is missing from the data directory; backup_store_unreachable: WAL archiving fails */
+            kind: components["schemas"]["AlertKind"];
             /**
              * Format: date-time
              * @description when the alert.triggered event was appended (webhooks carry it)
@@ -3142,8 +3170,7 @@ export interface components {
             project_id: string;
             /** Format: date-time */
             resolved_at: string | null;
-            /** @description warning or critical */
-            severity: string;
+            severity: components["schemas"]["AlertSeverity"];
             /** Format: date-time */
             triggered_at: string;
         };
@@ -3157,6 +3184,8 @@ export interface components {
         ProjectResponse: {
             project: components["schemas"]["Project"];
         };
+        /** @enum {string} */
+        ProjectState: "provisioning" | "active" | "failed" | "deleting" | "deleted";
         ProjectUsage: {
             connections: number;
             name: string;
@@ -3185,6 +3214,7 @@ export interface components {
             /** @description one per snapshot in the window (every 5 minutes), zero where the statement did not run */
             points: components["schemas"]["QueryPoint"][];
             query: string;
+            /** @example 0123456789abcdef0123456789abcdef */
             query_hash: string;
             /** Format: int64 */
             window_calls: number;
@@ -3250,19 +3280,20 @@ export interface components {
             created_by_actor_id: string;
             created_by_actor_kind: string;
             id: string;
-            /** @description named */
-            kind: string;
+            kind: components["schemas"]["RestorePointKind"];
             label: string;
             note: string;
             organization_id: string;
             /** Format: date-time */
             pitr_time: string;
             project_id: string;
-            /** @description active (deleted points are not listed) */
-            state: string;
+            /** @description deleted points are not listed */
+            state: components["schemas"]["RestorePointState"];
             /** Format: date-time */
             updated_at: string;
         };
+        /** @enum {string} */
+        RestorePointKind: "named";
         RestorePointList: {
             /** @description whole days from the oldest completed backup to now (0: no backup yet) */
             pitr_window_days: number;
@@ -3275,6 +3306,8 @@ export interface components {
         RestorePointResponse: {
             restore_point: components["schemas"]["RestorePoint"];
         };
+        /** @enum {string} */
+        RestorePointState: "active";
         /** @description exactly one of backup_key, restore_time and restore_point_id */
         RestoreRequest: {
             /** @description restore what this backup contains (recovery_target = immediate) */
@@ -3296,6 +3329,8 @@ export interface components {
         Revoked: {
             revoked: boolean;
         };
+        /** @enum {string} */
+        Role: "owner" | "admin" | "member";
         RotateCredentialsRequest: {
             /**
              * Format: int64
@@ -3332,6 +3367,8 @@ export interface components {
             /** @description rows_affected is more than the rows shown */
             truncated: boolean;
         };
+        /** @enum {string} */
+        RuntimeStatus: "provisioning" | "active" | "restarting" | "down" | "stopped";
         SQLHistoryEntry: {
             actor_id: string;
             actor_kind: string;
@@ -3406,6 +3443,8 @@ export interface components {
         ScheduledBackupResponse: {
             scheduled_backup: components["schemas"]["ScheduledBackup"];
         };
+        /** @enum {string} */
+        Scope: "projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write";
         SessionRequest: {
             /** @description true: the session is set as an HttpOnly, Secure, SameSite=Strict cookie and token is empty; the cookie authenticates only requests that also send the header X-Appliance-CSRF: 1 */
             cookie?: boolean;
@@ -3423,11 +3462,8 @@ export interface components {
             user_id: string;
         };
         SetMemberRoleRequest: {
-            /**
-             * @description owner, admin or member
-             * @enum {string}
-             */
-            role: "owner" | "admin" | "member";
+            /** @description owner, admin or member */
+            role: components["schemas"]["Role"];
         };
         SignedOut: {
             signed_out: boolean;
@@ -3462,8 +3498,12 @@ export interface components {
             jit_time_ms: number;
             mean_time_ms: number;
             query: string;
-            /** Format: int64 */
-            query_id: number;
+            /**
+             * Format: int64
+             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it)
+             * @example 8071840665353803258
+             */
+            query_id: string;
             /** Format: int64 */
             rows: number;
             /** Format: int64 */
@@ -3483,7 +3523,7 @@ export interface components {
             regions: components["schemas"]["RegionStatus"][];
             service: string;
             /** @description operational when every component is, down when any is down, otherwise degraded */
-            status: string;
+            status: components["schemas"]["ComponentStatus"];
             /** Format: date-time */
             updated_at: string;
         };
@@ -3499,8 +3539,12 @@ export interface components {
             /** Format: int64 */
             estimated_size_bytes: number;
             index_method: string;
-            /** Format: int64 */
-            query_id: number;
+            /**
+             * Format: int64
+             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it); "0" when unknown
+             * @example 8071840665353803258
+             */
+            query_id: string;
             table: string;
         };
         TableEntry: {
@@ -3520,6 +3564,7 @@ export interface components {
             calls: number;
             mean_exec_ms: number;
             query: string;
+            /** @example 0123456789abcdef0123456789abcdef */
             query_hash: string;
             /** Format: int64 */
             rows: number;
@@ -3565,8 +3610,12 @@ export interface components {
             size_bytes: number;
             /** @description pending, uploaded, consumed or expired */
             state: string;
-            /** @description signed URL to PUT the dump to (pg_dump -Fc); only in the creation response */
-            upload_url?: string;
+            /**
+             * Format: uri
+             * @description the signed URL to PUT the dump to (pg_dump -Fc), valid until expires_at
+             * @example https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b
+             */
+            upload_url: string;
         };
         UploadResponse: {
             upload: components["schemas"]["Upload"];
@@ -3683,7 +3732,7 @@ export interface components {
             created_at: string;
             description: string;
             /** @description the event types delivered; empty: all */
-            event_types: string[];
+            event_types: components["schemas"]["EventType"][];
             /**
              * @description failing after 3 failed attempts in a row; disabled when not active
              * @enum {string}
@@ -3694,7 +3743,10 @@ export interface components {
             organization_id: string;
             /** Format: date-time */
             updated_at: string;
-            /** Format: uri */
+            /**
+             * Format: uri
+             * @example https://example.com/hooks
+             */
             url: string;
         };
         WebhookEndpointList: {
@@ -3710,7 +3762,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field or a query value out of bounds. */
+        /** @description Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field, a field sent as null, a body sent to an endpoint that takes none, a malformed query string or a query value out of bounds, or a path with empty, `.` or `..` segments. */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
@@ -3721,15 +3773,6 @@ export interface components {
         };
         /** @description The resource is not in a state that allows this (a project not active, a job already running, an upload already received …). */
         Conflict: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description Any other error, e.g. 409 conflict, 410 gone or 503 unavailable. */
-        Error: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3748,6 +3791,24 @@ export interface components {
         };
         /** @description Expired or already used. */
         Gone: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The request headers are over their limit (64 KiB). */
+        HeadersTooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The appliance is short of disk space: it refuses what would write to its disk until space is freed (GET /status says so). */
+        InsufficientStorage: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3813,7 +3874,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A body sent with another Content-Type than application/json (or with none). */
+        /** @description A body sent with another Content-Type than application/json (text/plain and form bodies included, which a browser sends across sites without asking), or with none. */
         UnsupportedMediaType: {
             headers: {
                 [name: string]: unknown;
@@ -3847,14 +3908,18 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "service": "example",
-                     *       "status": "example"
+                     *       "status": "ok"
                      *     } */
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getMetrics: {
@@ -3875,9 +3940,14 @@ export interface operations {
                     "text/plain; version=0.0.4; charset=utf-8": unknown;
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getStatus: {
@@ -3900,7 +3970,7 @@ export interface operations {
                      *         {
                      *           "message": "example",
                      *           "name": "example",
-                     *           "status": "example"
+                     *           "status": "operational"
                      *         }
                      *       ],
                      *       "generated_at": "2026-01-31T12:00:00Z",
@@ -3911,15 +3981,18 @@ export interface operations {
                      *         }
                      *       ],
                      *       "service": "example",
-                     *       "status": "example",
+                     *       "status": "operational",
                      *       "updated_at": "2026-01-31T12:00:00Z"
                      *     } */
                     "application/json": components["schemas"]["Status"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postAuthPassword: {
@@ -3955,11 +4028,13 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postAuthSessions: {
@@ -3996,11 +4071,13 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteAuthSessionsCurrent: {
@@ -4024,11 +4101,14 @@ export interface operations {
                     "application/json": components["schemas"]["SignedOut"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getCaCrt: {
@@ -4049,9 +4129,12 @@ export interface operations {
                     "application/x-pem-file": unknown;
                 };
             };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessions: {
@@ -4078,7 +4161,8 @@ export interface operations {
                      *       "expires_at": "2026-01-31T12:00:00Z",
                      *       "poll_token": "example",
                      *       "session_id": "example",
-                     *       "state": "example"
+                     *       "state": "example",
+                     *       "user_code": "BCDF-GHJK"
                      *     } */
                     "application/json": components["schemas"]["CLILoginStart"];
                 };
@@ -4087,8 +4171,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getCliLoginSessionsBySessionID: {
@@ -4127,9 +4212,11 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessionsBySessionIDAuthorize: {
@@ -4163,14 +4250,18 @@ export interface operations {
                     "application/json": components["schemas"]["CLILoginResult"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getCliLoginSessionsBySessionIDDetails: {
@@ -4201,17 +4292,66 @@ export interface operations {
                      *       ],
                      *       "session_id": "example",
                      *       "source": "example",
-                     *       "state": "example"
+                     *       "state": "example",
+                     *       "user_code": "example"
                      *     } */
                     "application/json": components["schemas"]["CLILoginDetails"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+        };
+    };
+    postCliLoginSessionsBySessionIDRefuse: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the session ID */
+                sessionID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "authorized_at": "2026-01-31T12:00:00Z",
+                     *       "expires_at": "2026-01-31T12:00:00Z",
+                     *       "organization_id": "example",
+                     *       "organization_name": "example",
+                     *       "organization_slug": "example",
+                     *       "plaintext_api_key": "example",
+                     *       "session_id": "example",
+                     *       "state": "example"
+                     *     } */
+                    "application/json": components["schemas"]["CLILoginResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getDownloadsExportsByExportID: {
@@ -4241,11 +4381,14 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postEphemeralDatabases: {
@@ -4270,7 +4413,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "claim_token": "example",
-                     *       "claim_url": "example",
+                     *       "claim_url": "https://appliance.example.com/claim/prj_123#token=eph_abc",
                      *       "ephemeral_database": {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "expires_at": "2026-01-31T12:00:00Z",
@@ -4288,9 +4431,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getEphemeralDatabasesByProjectID: {
@@ -4316,8 +4460,8 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "example",
-                     *         "pooled_url": "example",
+                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
+                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
                      *         "username": "example"
                      *       },
                      *       "ephemeral_database": {
@@ -4333,10 +4477,14 @@ export interface operations {
                     "application/json": components["schemas"]["EphemeralResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteEphemeralDatabasesByProjectID: {
@@ -4390,11 +4538,15 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postEphemeralDatabasesByProjectIDClaim: {
@@ -4463,8 +4615,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getJobsByJobID: {
@@ -4515,12 +4668,15 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getKv: {
@@ -4548,9 +4704,9 @@ export interface operations {
                      *           "credentials": {
                      *             "redis_host": "example",
                      *             "redis_port": 1,
-                     *             "redis_url": "example",
+                     *             "redis_url": "rediss://kv.example.com:6380",
                      *             "rest_token": "example",
-                     *             "rest_url": "example",
+                     *             "rest_url": "https://kv.example.com:8443",
                      *             "token_required": true
                      *           },
                      *           "host_id": "example",
@@ -4576,9 +4732,11 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getMe: {
@@ -4637,11 +4795,14 @@ export interface operations {
                     "application/json": components["schemas"]["MeResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getMeInvitations: {
@@ -4675,11 +4836,14 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postMeInvitationsByInvitationIDAccept: {
@@ -4712,13 +4876,17 @@ export interface operations {
                     "application/json": components["schemas"]["MemberResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             410: components["responses"]["Gone"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postMeInvitationsByInvitationIDDecline: {
@@ -4745,12 +4913,16 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationDone"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getOpenapiJson: {
@@ -4774,9 +4946,12 @@ export interface operations {
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgID: {
@@ -4824,12 +4999,15 @@ export interface operations {
                     "application/json": components["schemas"]["OrganizationResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgID: {
@@ -4886,11 +5064,13 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getOrganizationsByOrgIDApiKeys: {
@@ -4936,12 +5116,15 @@ export interface operations {
                     "application/json": components["schemas"]["APIKeyList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDApiKeys: {
@@ -5003,8 +5186,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteOrganizationsByOrgIDApiKeysByKeyID: {
@@ -5033,12 +5217,15 @@ export interface operations {
                     "application/json": components["schemas"]["Revoked"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDAuditEvents: {
@@ -5083,15 +5270,17 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDEvents: {
         parameters: {
             query?: {
-                /** @description resume after this event position (the Last-Event-ID header wins) */
+                /** @description resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins) */
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
@@ -5120,9 +5309,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDInvitations: {
@@ -5159,12 +5350,15 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDInvitationsByInvitationID: {
@@ -5193,12 +5387,15 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationDone"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDMembers: {
@@ -5233,12 +5430,15 @@ export interface operations {
                     "application/json": components["schemas"]["MemberList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDMembers: {
@@ -5297,8 +5497,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteOrganizationsByOrgIDMembersByUserID: {
@@ -5330,13 +5531,16 @@ export interface operations {
                     "application/json": components["schemas"]["RemovedMember"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgIDMembersByUserID: {
@@ -5386,8 +5590,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getOrganizationsByOrgIDUsage: {
@@ -5446,12 +5651,15 @@ export interface operations {
                     "application/json": components["schemas"]["UsageResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDWebhookEndpoints: {
@@ -5478,26 +5686,29 @@ export interface operations {
                      *           "created_at": "2026-01-31T12:00:00Z",
                      *           "description": "example",
                      *           "event_types": [
-                     *             "example"
+                     *             "job.completed"
                      *           ],
                      *           "health": "healthy",
                      *           "id": "example",
                      *           "is_active": true,
                      *           "organization_id": "example",
                      *           "updated_at": "2026-01-31T12:00:00Z",
-                     *           "url": "example"
+                     *           "url": "https://example.com/hooks"
                      *         }
                      *       ]
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpoints: {
@@ -5531,14 +5742,14 @@ export interface operations {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "description": "example",
                      *         "event_types": [
-                     *           "example"
+                     *           "job.completed"
                      *         ],
                      *         "health": "healthy",
                      *         "id": "example",
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "example"
+                     *         "url": "https://example.com/hooks"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
@@ -5551,8 +5762,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
@@ -5581,12 +5793,15 @@ export interface operations {
                     "application/json": components["schemas"]["DeletedResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
@@ -5619,14 +5834,14 @@ export interface operations {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "description": "example",
                      *         "event_types": [
-                     *           "example"
+                     *           "job.completed"
                      *         ],
                      *         "health": "healthy",
                      *         "id": "example",
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "example"
+                     *         "url": "https://example.com/hooks"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointResult"];
@@ -5639,8 +5854,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveries: {
@@ -5701,9 +5917,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveriesByDeliveryIDRedeliver: {
@@ -5757,13 +5975,17 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDeliveryResult"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDRotateSecret: {
@@ -5792,25 +6014,29 @@ export interface operations {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "description": "example",
                      *         "event_types": [
-                     *           "example"
+                     *           "job.completed"
                      *         ],
                      *         "health": "healthy",
                      *         "id": "example",
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "example"
+                     *         "url": "https://example.com/hooks"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDTest: {
@@ -5862,13 +6088,17 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDeliveryResult"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deletePreviewDatabasesByPreviewID: {
@@ -5919,13 +6149,16 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getPreviewDatabasesByPreviewIDConnections: {
@@ -5948,21 +6181,24 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "example",
-                     *         "pooled_url": "example",
+                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
+                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
                      *         "username": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["ConnectionsResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postPreviewDatabasesByPreviewIDExtend: {
@@ -6024,8 +6260,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postPreviewDatabasesByPreviewIDReset: {
@@ -6076,13 +6313,17 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjects: {
@@ -6140,9 +6381,11 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjects: {
@@ -6230,8 +6473,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectID: {
@@ -6284,12 +6528,15 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectID: {
@@ -6348,10 +6595,13 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectID: {
@@ -6417,9 +6667,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDAdvisorIndexHygiene: {
@@ -6475,14 +6726,17 @@ export interface operations {
                     "application/json": components["schemas"]["HygieneResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAdvisorIndexes: {
@@ -6525,7 +6779,7 @@ export interface operations {
                      *             "estimated_cost_reduction_pct": 1.5,
                      *             "estimated_size_bytes": 1,
                      *             "index_method": "example",
-                     *             "query_id": 1,
+                     *             "query_id": "8071840665353803258",
                      *             "table": "example"
                      *           }
                      *         ]
@@ -6539,10 +6793,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAiUsage: {
@@ -6576,12 +6832,15 @@ export interface operations {
                     "application/json": components["schemas"]["AIUsageResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDAiUsage: {
@@ -6615,14 +6874,18 @@ export interface operations {
                     "application/json": components["schemas"]["AIUsageResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDAlerts: {
@@ -6648,14 +6911,14 @@ export interface operations {
                      *         {
                      *           "acknowledged_at": "2026-01-31T12:00:00Z",
                      *           "id": "example",
-                     *           "kind": "example",
+                     *           "kind": "storage",
                      *           "last_notified_at": "2026-01-31T12:00:00Z",
                      *           "limit_value": 1.5,
                      *           "message": "example",
                      *           "observed_value": 1.5,
                      *           "project_id": "example",
                      *           "resolved_at": "2026-01-31T12:00:00Z",
-                     *           "severity": "example",
+                     *           "severity": "warning",
                      *           "triggered_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
@@ -6663,14 +6926,17 @@ export interface operations {
                     "application/json": components["schemas"]["AlertList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDAlertsByAlertIDAcknowledge: {
@@ -6697,28 +6963,32 @@ export interface operations {
                      *       "alert": {
                      *         "acknowledged_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
-                     *         "kind": "example",
+                     *         "kind": "storage",
                      *         "last_notified_at": "2026-01-31T12:00:00Z",
                      *         "limit_value": 1.5,
                      *         "message": "example",
                      *         "observed_value": 1.5,
                      *         "project_id": "example",
                      *         "resolved_at": "2026-01-31T12:00:00Z",
-                     *         "severity": "example",
+                     *         "severity": "warning",
                      *         "triggered_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["AlertResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDApprovals: {
@@ -6734,7 +7004,7 @@ export interface operations {
         requestBody: {
             content: {
                 /** @example {
-                 *       "action": "example"
+                 *       "action": "project.delete"
                  *     } */
                 "application/json": components["schemas"]["ApprovalRequest"];
             };
@@ -6748,7 +7018,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "approval": {
-                     *         "action": "example",
+                     *         "action": "project.delete",
                      *         "expires_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
                      *         "token": "example"
@@ -6762,12 +7032,14 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDAuditEvents: {
@@ -6812,9 +7084,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDBackups: {
@@ -6845,9 +7119,9 @@ export interface operations {
                      *           "label": "example",
                      *           "project_id": "example",
                      *           "size_bytes": 1,
-                     *           "state": "example",
+                     *           "state": "pending",
                      *           "verification_error": "example",
-                     *           "verification_state": "example",
+                     *           "verification_state": "pending",
                      *           "verified_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ],
@@ -6869,12 +7143,15 @@ export interface operations {
                     "application/json": components["schemas"]["BackupList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDBackups: {
@@ -6938,9 +7215,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDConnections: {
@@ -6963,22 +7241,25 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "example",
-                     *         "pooled_url": "example",
+                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
+                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
                      *         "username": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["ConnectionsResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCredentialsRotate: {
@@ -7042,9 +7323,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDCutoverRequests: {
@@ -7093,14 +7375,17 @@ export interface operations {
                     "application/json": components["schemas"]["CutoverRequestList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequests: {
@@ -7162,9 +7447,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDCutoverRequestsByRequestID: {
@@ -7213,14 +7499,17 @@ export interface operations {
                     "application/json": components["schemas"]["CutoverRequestResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequestsByRequestIDApprove: {
@@ -7307,9 +7596,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDCutoverRequestsByRequestIDReject: {
@@ -7373,15 +7663,16 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDEvents: {
         parameters: {
             query?: {
-                /** @description resume after this event position (the Last-Event-ID header wins) */
+                /** @description resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins) */
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
@@ -7411,10 +7702,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExports: {
@@ -7444,19 +7737,22 @@ export interface operations {
                      *           "id": "example",
                      *           "project_id": "example",
                      *           "size_bytes": 1,
-                     *           "state": "example"
+                     *           "state": "pending"
                      *         }
                      *       ]
                      *     } */
                     "application/json": components["schemas"]["ExportList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExports: {
@@ -7521,9 +7817,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDExportsByExportIDDownload: {
@@ -7548,21 +7845,24 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "download": {
-                     *         "download_url": "example",
+                     *         "download_url": "https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b",
                      *         "expires_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["DownloadResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExtensions: {
@@ -7602,14 +7902,17 @@ export interface operations {
                     "application/json": components["schemas"]["ExtensionList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExtensions: {
@@ -7675,9 +7978,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteProjectsByProjectIDExtensionsByExtensionName: {
@@ -7730,14 +8034,17 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExtensionsByExtensionNameUpdate: {
@@ -7790,14 +8097,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImports: {
@@ -7810,9 +8121,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
-                /** @example {} */
+                /** @example {
+                 *       "confirm": true
+                 *     } */
                 "application/json": components["schemas"]["ImportRequest"];
             };
         };
@@ -7861,9 +8174,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsFollow: {
@@ -7879,7 +8193,8 @@ export interface operations {
         requestBody: {
             content: {
                 /** @example {
-                 *       "source_url": "example"
+                 *       "confirm": true,
+                 *       "source_url": "postgres://app:secret@db.example.com:5432/shop?sslmode=require"
                  *     } */
                 "application/json": components["schemas"]["FollowRequest"];
             };
@@ -7929,9 +8244,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsFollowAbort: {
@@ -7982,14 +8298,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsFollowCutover: {
@@ -8002,9 +8322,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
-                /** @example {} */
+                /** @example {
+                 *       "confirm": true
+                 *     } */
                 "application/json": components["schemas"]["FollowCutoverRequest"];
             };
         };
@@ -8053,9 +8375,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsFollowStatus: {
@@ -8106,14 +8429,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsPreflight: {
@@ -8210,9 +8537,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsUploads: {
@@ -8245,7 +8573,7 @@ export interface operations {
                      *         "object_key": "example",
                      *         "size_bytes": 1,
                      *         "state": "example",
-                     *         "upload_url": "example"
+                     *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["UploadResponse"];
@@ -8259,9 +8587,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDJobs: {
@@ -8321,9 +8650,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDKv: {
@@ -8349,9 +8680,9 @@ export interface operations {
                      *       "credentials": {
                      *         "redis_host": "example",
                      *         "redis_port": 1,
-                     *         "redis_url": "example",
+                     *         "redis_url": "rediss://kv.example.com:6380",
                      *         "rest_token": "example",
-                     *         "rest_url": "example",
+                     *         "rest_url": "https://kv.example.com:8443",
                      *         "token_required": true
                      *       },
                      *       "host_id": "example",
@@ -8372,12 +8703,15 @@ export interface operations {
                     "application/json": components["schemas"]["KVStore"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKv: {
@@ -8429,9 +8763,9 @@ export interface operations {
                      *         "credentials": {
                      *           "redis_host": "example",
                      *           "redis_port": 1,
-                     *           "redis_url": "example",
+                     *           "redis_url": "rediss://kv.example.com:6380",
                      *           "rest_token": "example",
-                     *           "rest_url": "example",
+                     *           "rest_url": "https://kv.example.com:8443",
                      *           "token_required": true
                      *         },
                      *         "host_id": "example",
@@ -8453,14 +8787,18 @@ export interface operations {
                     "application/json": components["schemas"]["KVCreateResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteProjectsByProjectIDKv: {
@@ -8511,14 +8849,17 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDKvCredentials: {
@@ -8542,20 +8883,23 @@ export interface operations {
                     /** @example {
                      *       "redis_host": "example",
                      *       "redis_port": 1,
-                     *       "redis_url": "example",
+                     *       "redis_url": "rediss://kv.example.com:6380",
                      *       "rest_token": "example",
-                     *       "rest_url": "example",
+                     *       "rest_url": "https://kv.example.com:8443",
                      *       "token_required": true
                      *     } */
                     "application/json": components["schemas"]["KVCredentials"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKvFlush: {
@@ -8606,14 +8950,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDKvRotateToken: {
@@ -8640,9 +8988,9 @@ export interface operations {
                      *         "credentials": {
                      *           "redis_host": "example",
                      *           "redis_port": 1,
-                     *           "redis_url": "example",
+                     *           "redis_url": "rediss://kv.example.com:6380",
                      *           "rest_token": "example",
-                     *           "rest_url": "example",
+                     *           "rest_url": "https://kv.example.com:8443",
                      *           "token_required": true
                      *         },
                      *         "host_id": "example",
@@ -8664,14 +9012,18 @@ export interface operations {
                     "application/json": components["schemas"]["KVStoreResult"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDLogs: {
@@ -8713,7 +9065,7 @@ export interface operations {
                      *             "hint": "example",
                      *             "message": "example",
                      *             "pid": 1,
-                     *             "severity": "example",
+                     *             "severity": "debug",
                      *             "sqlstate": "example",
                      *             "statement": "example",
                      *             "timestamp": "2026-01-31T12:00:00Z",
@@ -8731,10 +9083,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDLogsStream: {
@@ -8774,10 +9128,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservability: {
@@ -8826,7 +9182,7 @@ export interface operations {
                      *             "jit_time_ms": 1.5,
                      *             "mean_time_ms": 1.5,
                      *             "query": "example",
-                     *             "query_id": 1,
+                     *             "query_id": "8071840665353803258",
                      *             "rows": 1,
                      *             "shared_blks_hit": 1,
                      *             "shared_blks_read": 1,
@@ -8842,14 +9198,17 @@ export interface operations {
                     "application/json": components["schemas"]["ObservabilityResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityHistory: {
@@ -8908,10 +9267,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityQueries: {
@@ -8941,7 +9302,7 @@ export interface operations {
                      *           "calls": 1,
                      *           "mean_exec_ms": 1.5,
                      *           "query": "example",
-                     *           "query_hash": "example",
+                     *           "query_hash": "0123456789abcdef0123456789abcdef",
                      *           "rows": 1,
                      *           "total_exec_ms": 1.5
                      *         }
@@ -8955,10 +9316,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityQueriesByQueryHash: {
@@ -8997,7 +9360,7 @@ export interface operations {
                      *           }
                      *         ],
                      *         "query": "example",
-                     *         "query_hash": "example",
+                     *         "query_hash": "0123456789abcdef0123456789abcdef",
                      *         "window_calls": 1,
                      *         "window_mean_exec_ms": 1.5,
                      *         "window_rows": 1,
@@ -9012,10 +9375,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDPreviewDatabases: {
@@ -9064,12 +9429,15 @@ export interface operations {
                     "application/json": components["schemas"]["PreviewList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDPreviewDatabases: {
@@ -9154,9 +9522,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDRestorePoints: {
@@ -9187,13 +9556,13 @@ export interface operations {
                      *           "created_by_actor_id": "example",
                      *           "created_by_actor_kind": "example",
                      *           "id": "example",
-                     *           "kind": "example",
+                     *           "kind": "named",
                      *           "label": "example",
                      *           "note": "example",
                      *           "organization_id": "example",
                      *           "pitr_time": "2026-01-31T12:00:00Z",
                      *           "project_id": "example",
-                     *           "state": "example",
+                     *           "state": "active",
                      *           "updated_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
@@ -9201,12 +9570,15 @@ export interface operations {
                     "application/json": components["schemas"]["RestorePointList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDRestorePoints: {
@@ -9242,13 +9614,13 @@ export interface operations {
                      *         "created_by_actor_id": "example",
                      *         "created_by_actor_kind": "example",
                      *         "id": "example",
-                     *         "kind": "example",
+                     *         "kind": "named",
                      *         "label": "example",
                      *         "note": "example",
                      *         "organization_id": "example",
                      *         "pitr_time": "2026-01-31T12:00:00Z",
                      *         "project_id": "example",
-                     *         "state": "example",
+                     *         "state": "active",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
@@ -9263,9 +9635,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteProjectsByProjectIDRestorePointsByRestorePointID: {
@@ -9294,14 +9667,17 @@ export interface operations {
                     "application/json": components["schemas"]["DeletedResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDRestores: {
@@ -9367,9 +9743,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDScheduledBackups: {
@@ -9411,12 +9788,15 @@ export interface operations {
                     "application/json": components["schemas"]["ScheduledBackupList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     putProjectsByProjectIDScheduledBackupsDefault: {
@@ -9473,9 +9853,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDSql: {
@@ -9532,9 +9913,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDSqlHistory: {
@@ -9582,9 +9964,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTables: {
@@ -9617,14 +10001,17 @@ export interface operations {
                     "application/json": components["schemas"]["TableList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTablesBySchemaByTableColumns: {
@@ -9664,14 +10051,17 @@ export interface operations {
                     "application/json": components["schemas"]["ColumnList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -9723,10 +10113,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -9780,9 +10172,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -9832,9 +10225,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -9886,9 +10279,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDUpgradeMajor: {
@@ -9947,10 +10341,13 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDUpgradeMajorConfirm: {
@@ -10001,14 +10398,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDUpgradeMajorPreflight: {
@@ -10067,10 +10468,13 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDUpgradeMajorRollback: {
@@ -10121,14 +10525,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDUpgradeMinor: {
@@ -10187,10 +10595,13 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     putUploadsImportsByUploadID: {
@@ -10208,9 +10619,10 @@ export interface operations {
             };
             cookie?: never;
         };
+        /** @description the raw bytes, with any Content-Type (or none): the body is read as bytes, whatever it declares */
         requestBody: {
             content: {
-                "application/octet-stream": string;
+                "*/*": string;
             };
         };
         responses: {
@@ -10227,20 +10639,22 @@ export interface operations {
                      *         "object_key": "example",
                      *         "size_bytes": 1,
                      *         "state": "example",
-                     *         "upload_url": "example"
+                     *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["UploadResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
 }
