@@ -94,7 +94,7 @@ func runChecks(ctx context.Context, cfg UpConfig, install bool, log *slog.Logger
 		out = append(out, programChecks(set)...)
 	}
 	running := applianceRunning(dataDir)
-	out = append(out, osUserCheck(cfg), dataDirCheck(dataDir), traverseCheck(cfg, dataDir), diskCheck(dataDir, int64(cfg.DiskReserveMB)<<20))
+	out = append(out, osUserCheck(cfg), dataDirCheck(dataDir), traverseCheck(cfg, dataDir), diskCheck(dataDir, mib(cfg.DiskReserveMB)))
 	// up checks the store itself as it opens it (doctor reads it through)
 	out = append(out, metadataCheck(cfg, dataDir, running, !install))
 	out = append(out, portChecks(cfg, running)...)

@@ -1,44 +1,66 @@
 package cmd
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"github.com/theappliance/appliance/appliance/appliancetest"
 )
 
-// TestREADMEListsEveryUpFlag: the README's table of up's flags has a row for each flag, with the
-// environment variable the flag's help names, and no row for a flag that does not exist.
+const (
+	upFlagsBegin = "<!-- up-flags:begin (the rows follow up's flag table in cmd/up.go: UPDATE_DOCS=1 go test ./cmd -run TestREADMEListsEveryUpFlag) -->\n"
+	upFlagsEnd   = "<!-- up-flags:end -->"
+)
+
+// TestREADMEListsEveryUpFlag: the README's table of up's flags has a row for each flag of upFlagTable, in
+// its order, with its environment variable (which the flag's help names), and no other row; a default the
+// table fixes starts its row's last column. UPDATE_DOCS=1 rewrites the rows' first two columns and their
+// order, keeps each row's description, and adds a row (default and help) for a flag it lacks.
 func TestREADMEListsEveryUpFlag(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := map[string]string{} // flag → its row
-	for _, line := range strings.Split(string(readme), "\n") {
-		if m := regexp.MustCompile("^\\| `--([a-z0-9-]+)` \\|").FindStringSubmatch(line); m != nil {
-			rows[m[1]] = line
-		}
+	described := map[string]string{} // flag → the last column of its row
+	_, section, _ := strings.Cut(string(readme), upFlagsBegin)
+	section, _, _ = strings.Cut(section, upFlagsEnd)
+	for _, m := range regexp.MustCompile("(?m)^\\| `--([a-z0-9-]+)` \\| [^|]* \\| (.*) \\|$").FindAllStringSubmatch(section, -1) {
+		described[m[1]] = m[2]
 	}
+	var cfg UpConfig
+	table := "| flag | environment | default |\n|---|---|---|\n"
 	up, _, err := root.Find([]string{"up"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := regexp.MustCompile(`APPLIANCE_[A-Z_]+`)
-	up.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
-		row, ok := rows[f.Name]
-		if !ok {
-			t.Errorf("README.md: no row for up --%s", f.Name)
-			return
+	for _, fl := range upFlagTable(&cfg) {
+		env := "APPLIANCE_" + strings.ToUpper(strings.ReplaceAll(fl.name, "-", "_"))
+		if !strings.Contains(fl.usage, env) {
+			t.Errorf("the help of --%s does not name %s", fl.name, env)
 		}
-		delete(rows, f.Name)
-		if v := env.FindString(f.Usage); v != "" && !strings.Contains(row, "`"+v+"`") && !strings.Contains(row, "`"+v+"=") {
-			t.Errorf("README.md: the row of --%s does not name %s", f.Name, v)
+		if up.Flags().Lookup(fl.name) == nil {
+			t.Errorf("up has no --%s", fl.name)
+		}
+		def, desc := "`"+fl.def+"`", described[fl.name]
+		if fl.isBool {
+			env, def = env+"=1", "off"
+		}
+		if desc == "" {
+			desc = fmt.Sprintf("%s: %s", def, fl.usage)
+		} else if fl.def != "" && fl.name != "data-dir" && !strings.HasPrefix(desc, def) { // data-dir's is the user's
+			t.Errorf("README.md: the row of --%s does not start with its default %s", fl.name, def)
+		}
+		table += fmt.Sprintf("| `--%s` | `%s` | %s |\n", fl.name, env, desc)
+	}
+	up.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if !strings.Contains(table, "| `--"+f.Name+"` |") {
+			t.Errorf("up --%s is not in upFlagTable", f.Name)
 		}
 	})
-	for name := range rows {
-		t.Errorf("README.md: a row for --%s, which up does not have", name)
-	}
+	appliancetest.DocSection(t, "../README.md", upFlagsBegin, upFlagsEnd, table, "UPDATE_DOCS=1 go test ./cmd -run TestREADMEListsEveryUpFlag")
 }

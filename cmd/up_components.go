@@ -196,11 +196,11 @@ func (u *upRun) serviceComponent() *component {
 			Ports: u.ports, Outbound: u.pol, NetworkExtensions: cfg.NetworkExtensions, LogArchiveDays: cfg.LogArchiveDays, BackupRetentionDays: cfg.BackupRetentionDays,
 			VerifyBackupsEvery: cfg.VerifyBackupsEvery,
 			KVFront:            appliance.KVFront{RESPPort: respPort, RESTURL: "https://" + net.JoinHostPort(cfg.PublicHost, strconv.Itoa(restPort))},
-			DiskReserve:        int64(cfg.DiskReserveMB) << 20, BackupCache: backupCache(cfg.BackupCacheMB),
+			DiskReserve:        mib(cfg.DiskReserveMB), BackupCache: backupCache(cfg.BackupCacheMB),
 			Ephemeral: &previews.EphemeralLimits{PerIPPerHour: previews.DefaultEphemeralLimits.PerIPPerHour,
-				Live: cfg.EphemeralMax, StorageBytes: int64(cfg.EphemeralStorageMB) << 20, TotalStorageBytes: int64(cfg.EphemeralTotalStorageMB) << 20,
-				MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: int64(cfg.EphemeralMemoryMB) << 20,
-				TempFileBytes: int64(cfg.EphemeralStorageMB) << 20},
+				Live: cfg.EphemeralMax, StorageBytes: mib(cfg.EphemeralStorageMB), TotalStorageBytes: mib(cfg.EphemeralTotalStorageMB),
+				MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: mib(cfg.EphemeralMemoryMB),
+				TempFileBytes: mib(cfg.EphemeralStorageMB)},
 			WALProgram: walProgram}, deps)
 		u.svc = svc
 		if err := svc.StartWAL(ctx); err != nil {
@@ -361,5 +361,5 @@ func backupCache(mb int) int64 {
 	if mb == 0 {
 		return -1
 	}
-	return int64(mb) << 20
+	return mib(mb)
 }
