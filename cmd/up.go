@@ -35,70 +35,20 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// UpConfig is what `appliance up` is started with; every flag has an environment variable.
+// UpConfig is what `appliance up` is started with: each field is filled by a flag of upFlagTable, which
+// says what it means (and each flag has an environment variable).
 type UpConfig struct {
-	DataDir    string
-	Listen     string
-	PublicHost string
-	Region     string
-	LogLevel   string
-	KVListen   string
-	// KVRESTListen is the REST front of key-value stores.
-	KVRESTListen string
-	// ACME* name a public domain whose certificate an ACME CA issues (the listeners serve it beside the
-	// local CA's certificates of the local names).
-	ACMEDomain, ACMEEmail, ACMECA, ACMECARoot string
-	PGBin                                     string
-	PGUser                                    string
-	PGListen                                  string
-	PGPorts                                   string
-	Spares                                    int
-	// NoInstall stops up from installing missing programs with apt-get.
-	NoInstall        bool
-	PGEmbeddedCache  string
-	PGEmbeddedMirror string
-	// OutboundAllow and OutboundDeny are comma-separated CIDRs for the outbound destination policy.
-	OutboundAllow string
-	OutboundDeny  string
-	// NetworkExtensions offers dblink and postgres_fdw to projects.
-	NetworkExtensions bool
-	// Rates are PER_SECOND:BURST token buckets of the API.
-	RatePerIP, RatePerCredential, RateStrict string
-	// MaxConnections caps the API's open connections (idle ones are closed for new clients), and
-	// MaxConnectionsPerAddress those of one client address.
-	MaxConnections           int
-	MaxConnectionsPerAddress int
-	RateLimitLoopback        bool
-	// KV* bound each key-value front's connections: in all, those not yet authenticated (and per client
-	// address), and the time a connection has to authenticate.
-	KVMaxConnections, KVMaxUnauthenticated, KVMaxUnauthenticatedPerAddress int
-	KVAuthTimeout                                                          time.Duration
-	// LogArchiveDays keeps the servers' rotated logs compressed this many days (0: off).
-	LogArchiveDays int
-	// MetricsToken is the bearer token /metrics asks for ("": loopback clients only).
-	MetricsToken string
-	// AcceptOlderMetadata starts on a meta.db older than the one the data directory last ran with.
-	AcceptOlderMetadata bool
-	// BackupRetentionDays is the default backup retention in days (every project without a schedule, and
-	// new schedules).
-	BackupRetentionDays int
-	// VerifyBackupsEvery is how often each project's newest backup is restore-tested (0: never).
-	VerifyBackupsEvery time.Duration
-	// MetricsListen is the operator listener's address: /metrics and /status's details ("": none).
-	MetricsListen string
-	// HeapFloorMB is the least heap goal of the appliance's garbage collector, in MiB (0: GOGC alone).
-	HeapFloorMB int
-	// DiskReserveMB is the free space under which the appliance runs degraded (appliance.Config.DiskReserve).
-	DiskReserveMB int
-	// BackupStore is s3://BUCKET/PREFIX ("": the local directory), with its endpoint, region, path-style
-	// requests, credentials file and data key file.
-	BackupStore, BackupStoreEndpoint, BackupStoreRegion string
-	BackupStorePathStyle                                bool
-	BackupStoreCredentialsFile, BackupStoreKeyFile      string
-	// BackupCacheMB bounds the local copies of the bucket's exports (appliance.Config.BackupCache; 0: none).
-	BackupCacheMB int
-	// Ephemeral* bound anonymous ephemeral databases (previews.EphemeralLimits).
-	EphemeralMax, EphemeralStorageMB, EphemeralTotalStorageMB, EphemeralMemoryMB, EphemeralConnections int
+	DataDir, Listen, PublicHost, Region, LogLevel, KVListen, KVRESTListen, MetricsToken, MetricsListen  string
+	ACMEDomain, ACMEEmail, ACMECA, ACMECARoot, OutboundAllow, OutboundDeny                              string
+	PGBin, PGUser, PGListen, PGPorts, PGEmbeddedCache, PGEmbeddedMirror                                 string
+	RatePerIP, RatePerCredential, RateStrict                                                            string
+	NoInstall, NetworkExtensions, RateLimitLoopback, AcceptOlderMetadata, BackupStorePathStyle          bool
+	Spares, MaxConnections, MaxConnectionsPerAddress, LogArchiveDays, BackupRetentionDays               int
+	KVMaxConnections, KVMaxUnauthenticated, KVMaxUnauthenticatedPerAddress                              int
+	KVAuthTimeout, VerifyBackupsEvery                                                                   time.Duration
+	HeapFloorMB, DiskReserveMB, BackupCacheMB                                                           int
+	BackupStore, BackupStoreEndpoint, BackupStoreRegion, BackupStoreCredentialsFile, BackupStoreKeyFile string
+	EphemeralMax, EphemeralStorageMB, EphemeralTotalStorageMB, EphemeralMemoryMB, EphemeralConnections  int
 }
 
 // defaultDataDir is /var/lib/appliance for root (instances run as another user, who cannot traverse
@@ -138,7 +88,7 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 }
 
 // upFlagTable is up's flags, each with the UpConfig field it fills, in the order of README.md's table of
-// them (TestREADMEUpFlags keeps that table true to this one).
+// them (TestREADMEListsEveryUpFlag keeps that table true to this one).
 func upFlagTable(cfg *UpConfig) []upFlag {
 	d := previews.DefaultEphemeralLimits
 	return []upFlag{
@@ -179,7 +129,7 @@ func upFlagTable(cfg *UpConfig) []upFlag {
 		flagOf("backup-store-credentials-file", &cfg.BackupStoreCredentialsFile, "", "file of AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=... lines for the bucket (APPLIANCE_BACKUP_STORE_CREDENTIALS_FILE); default: those environment variables"),
 		flagOf("backup-store-key-file", &cfg.BackupStoreKeyFile, "", "file of the key that encrypts the bucket's objects: 32 bytes or 64 hex digits (APPLIANCE_BACKUP_STORE_KEY_FILE); default: derived from the data directory's secret.key"),
 		flagOf("verify-backups-every", &cfg.VerifyBackupsEvery, appliance.DefaultVerifyBackupsEvery, "how often each project's newest backup is restore-tested: fetched from the backup store into a scratch server, recovered and queried, one project at a time (APPLIANCE_VERIFY_BACKUPS_EVERY); the result is the backup's verification_state and an event; 0: never", func(d time.Duration) string {
-			return missing(d < 0, fmt.Sprintf("%s is negative (0 turns the restore tests off)", d))
+			return wrongIf(d < 0, "%s is negative (0 turns the restore tests off)", d)
 		}),
 		flagOf("backup-cache-mb", &cfg.BackupCacheMB, appliance.DefaultBackupCache>>20, "MiB of the bucket's exports kept on the local disk as well, with --backup-store (APPLIANCE_BACKUP_CACHE_MB): past it the least recently downloaded are deleted here, and a download of one reads the bucket; 0: none kept", sizeMB(0)),
 		flagOf("heap-floor-mb", &cfg.HeapFloorMB, heapfloor.Default>>20, "MiB the appliance's Go heap may grow to before it is collected, however little of it is live (APPLIANCE_HEAP_FLOOR_MB): fewer collections, less delay in the API during bursts of background work; 0: GOGC's rule alone; GOMEMLIMIT, when set, still bounds it", between(0, 1<<20, " (1 TiB)")),
@@ -243,14 +193,14 @@ func flagOf[T string | int | bool | time.Duration](name string, p *T, def T, usa
 	return fl
 }
 
+// wrongIf is a check's complaint when bad ("": none).
+func wrongIf(bad bool, format string, a ...any) string {
+	return missing(bad, fmt.Sprintf(format, a...))
+}
+
 // between is the check of an integer flag from lo to hi (note follows hi in the error).
 func between(lo, hi int, note string) func(int) string {
-	return func(n int) string {
-		if n < lo || n > hi {
-			return fmt.Sprintf("%d is not between %d and %d%s", n, lo, hi, note)
-		}
-		return ""
-	}
+	return func(n int) string { return wrongIf(n < lo || n > hi, "%d is not between %d and %d%s", n, lo, hi, note) }
 }
 
 // sizeMB is the check of a size in MiB of at least least.
@@ -258,21 +208,11 @@ func sizeMB(least int) func(int) string { return between(least, 1<<30, "") }
 
 // atLeast is the check of a count of at least least (0 or 1).
 func atLeast(least int) func(int) string {
-	return func(n int) string {
-		if n < least {
-			return fmt.Sprintf("%d is not a positive number", n)
-		}
-		return ""
-	}
+	return func(n int) string { return wrongIf(n < least, "%d is not a positive number", n) }
 }
 
 // positive is the check of a duration above 0.
-func positive(d time.Duration) string {
-	if d <= 0 {
-		return fmt.Sprintf("%s is not a positive duration", d)
-	}
-	return ""
-}
+func positive(d time.Duration) string { return wrongIf(d <= 0, "%s is not a positive duration", d) }
 
 // mib is a size in MiB in bytes.
 func mib(n int) int64 { return int64(n) << 20 }
