@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -30,7 +29,7 @@ func orgFor(ctx context.Context, cl *apiClient, org string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if me.Principal.OrganizationID == "" {
+	if me.Principal == nil || me.Principal.OrganizationID == "" {
 		return "", errors.New("this credential acts in no organization: pass --org ID")
 	}
 	return me.Principal.OrganizationID, nil
@@ -74,13 +73,6 @@ func scopeList(scopes []string) string {
 		return "all"
 	}
 	return strings.Join(scopes, ",")
-}
-
-func timeOr(t *time.Time, def string) string {
-	if t == nil {
-		return def
-	}
-	return t.UTC().Format(time.RFC3339)
 }
 
 func newAPIKeysCreateCmd(o *clientOpts) *cobra.Command {

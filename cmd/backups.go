@@ -31,7 +31,7 @@ func newBackupsListCmd(o *clientOpts) *cobra.Command {
 		Rows: func(l *api.BackupList) [][]string {
 			return rowsOf(l.Backups, func(b *api.Backup) []string {
 				return []string{b.ID, b.BackupKey, firstNonEmpty(b.Label, "-"), b.State, b.VerificationState,
-					humanBytes(b.SizeBytes), b.CreatedAt.UTC().Format(time.RFC3339)}
+					humanBytes(b.SizeBytes), stamp(b.CreatedAt)}
 			})
 		},
 	})
@@ -135,7 +135,7 @@ func newRestorePointsListCmd(o *clientOpts) *cobra.Command {
 		Columns: []string{"ID", "LABEL", "TIME", "BACKUP", "CREATED BY"},
 		Rows: func(l *api.RestorePointList) [][]string {
 			return rowsOf(l.RestorePoints, func(rp *api.RestorePoint) []string {
-				return []string{rp.ID, rp.Label, rp.PITRTime.UTC().Format(time.RFC3339), firstNonEmpty(rp.BackupKey, "-"),
+				return []string{rp.ID, rp.Label, stamp(rp.PITRTime), firstNonEmpty(rp.BackupKey, "-"),
 					strings.TrimSpace(rp.CreatedByActorKind + " " + rp.CreatedByActorID)}
 			})
 		},

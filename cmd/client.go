@@ -549,27 +549,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// me is the part of GET /v1/me the CLI uses.
-type meResponse struct {
-	Organization *struct {
-		ID   string `json:"id"`
-		Name string `json:"name"`
-		Slug string `json:"slug"`
-	} `json:"organization"`
-	Principal struct {
-		AuthSource          string   `json:"auth_source"`
-		IDPOrganizationRole string   `json:"idp_organization_role"`
-		OrganizationID      string   `json:"organization_id"`
-		UserID              string   `json:"user_id"`
-		IsAdmin             bool     `json:"is_admin"`
-		Scopes              []string `json:"scopes"`
-		ProjectID           string   `json:"project_id"`
-		APIKeyID            string   `json:"api_key_id"`
-	} `json:"principal"`
-}
-
-func (c *apiClient) me(ctx context.Context) (*meResponse, error) {
-	var out meResponse
+// me is GET /v1/me.
+func (c *apiClient) me(ctx context.Context) (*api.MeResponse, error) {
+	var out api.MeResponse
 	if err := c.do(ctx, http.MethodGet, "/v1/me", nil, &out); err != nil {
 		return nil, err
 	}

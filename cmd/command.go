@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -276,6 +277,17 @@ func printFields(w io.Writer, format string, rows [][]string) error {
 		}
 	}
 	return nil
+}
+
+// stamp is a time as the CLI shows it: RFC 3339 in UTC.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// timeOr is stamp of t, or def when there is none.
+func timeOr(t *time.Time, def string) string {
+	if t == nil {
+		return def
+	}
+	return stamp(*t)
 }
 
 // opt is the row of a labelled value shown only when there is one.

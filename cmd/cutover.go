@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -25,7 +24,7 @@ func newCutoverListCmd(o *clientOpts) *cobra.Command {
 		Columns: []string{"ID", "PREVIEW", "STATUS", "CREATED"},
 		Rows: func(l *api.CutoverRequestList) [][]string {
 			return rowsOf(l.CutoverRequests, func(r *api.CutoverRequest) []string {
-				return []string{r.ID, r.PreviewDatabaseID, r.Status, r.CreatedAt.UTC().Format(time.RFC3339)}
+				return []string{r.ID, r.PreviewDatabaseID, r.Status, stamp(r.CreatedAt)}
 			})
 		},
 	})

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -42,11 +41,7 @@ func newExportsListCmd(o *clientOpts) *cobra.Command {
 		Columns: []string{"ID", "STATE", "SIZE", "CREATED", "EXPIRES"},
 		Rows: func(l *api.ExportList) [][]string {
 			return rowsOf(l.Exports, func(e *api.Export) []string {
-				expires := "-"
-				if e.ExpiresAt != nil {
-					expires = e.ExpiresAt.UTC().Format(time.RFC3339)
-				}
-				return []string{e.ID, e.State, humanBytes(e.SizeBytes), e.CreatedAt.UTC().Format(time.RFC3339), expires}
+				return []string{e.ID, e.State, humanBytes(e.SizeBytes), stamp(e.CreatedAt), timeOr(e.ExpiresAt, "-")}
 			})
 		},
 	})

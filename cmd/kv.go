@@ -82,7 +82,7 @@ func newKVGetCmd(o *clientOpts) *cobra.Command {
 			return writeTable(x.out(), nil, [][]string{{"ID", kv.ID}, {"STATE", kv.State}, opt("LAST ERROR", kv.LastError),
 				{"MEMORY", fmt.Sprintf("%d MB (%s)", kv.MaxmemoryMB, kv.MaxmemoryPolicy)}, {"PERSISTENCE", kv.Persistence},
 				{"TOKEN", kv.TokenPrefix + "… (shown only at create and rotate-token)"}, {"RESP", kv.Credentials.RedisURL},
-				{"REST", kv.Credentials.RESTURL}, {"CREATED", kv.CreatedAt.UTC().Format("2006-01-02T15:04:05Z")}})
+				{"REST", kv.Credentials.RESTURL}, {"CREATED", stamp(kv.CreatedAt)}})
 		},
 	})
 }

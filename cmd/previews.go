@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -27,7 +26,7 @@ func newPreviewsListCmd(o *clientOpts) *cobra.Command {
 		Columns: []string{"ID", "NAME", "MODE", "STATE", "EXPIRES"},
 		Rows: func(l *api.PreviewList) [][]string {
 			return rowsOf(l.PreviewDatabases, func(p *api.PreviewDatabase) []string {
-				return []string{p.ID, p.Name, p.Mode, p.State, p.TTLExpiresAt.UTC().Format(time.RFC3339)}
+				return []string{p.ID, p.Name, p.Mode, p.State, stamp(p.TTLExpiresAt)}
 			})
 		},
 	})
@@ -64,7 +63,7 @@ func newPreviewsCreateCmd(o *clientOpts) *cobra.Command {
 		Wait: "wait until it accepts connections",
 		Print: func(x *call, r *api.PreviewJobResponse) error {
 			return x.printf("Preview %s is active until %s; its URLs: appliance previews connections %s\n",
-				r.Preview.ID, r.Preview.TTLExpiresAt.UTC().Format(time.RFC3339), r.Preview.ID)
+				r.Preview.ID, stamp(r.Preview.TTLExpiresAt), r.Preview.ID)
 		},
 	})
 }
@@ -81,7 +80,7 @@ func newPreviewsGetCmd(o *clientOpts) *cobra.Command {
 			}
 			p := l.PreviewDatabases[i]
 			return writeTable(x.out(), nil, [][]string{{"ID", p.ID}, {"NAME", p.Name}, {"MODE", p.Mode + " (" + p.SourceKind + ")"},
-				{"STATE", p.State}, {"DATABASE", p.DatabaseName}, {"EXPIRES", p.TTLExpiresAt.UTC().Format(time.RFC3339)},
+				{"STATE", p.State}, {"DATABASE", p.DatabaseName}, {"EXPIRES", stamp(p.TTLExpiresAt)},
 				opt("LAST ERROR", p.LastError)})
 		},
 	})
@@ -118,7 +117,7 @@ func newPreviewsExtendCmd(o *clientOpts) *cobra.Command {
 		Body:   func(*call) any { return api.ExtendPreviewRequest{TTLHours: ttl} },
 		Need:   func(r *api.PreviewResponse) string { return missing(r.Preview == nil, "preview") },
 		Print: func(x *call, r *api.PreviewResponse) error {
-			return x.printf("Preview %s is kept until %s.\n", r.Preview.ID, r.Preview.TTLExpiresAt.UTC().Format(time.RFC3339))
+			return x.printf("Preview %s is kept until %s.\n", r.Preview.ID, stamp(r.Preview.TTLExpiresAt))
 		},
 	})
 }

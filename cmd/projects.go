@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -38,7 +37,7 @@ func newProjectsListCmd(o *clientOpts) *cobra.Command {
 		Rows: func(l *api.ProjectList) [][]string {
 			return rowsOf(l.Projects, func(p *api.Project) []string {
 				return []string{p.ID, p.Name, p.State, p.RuntimeStatus, p.Plan, p.Environment,
-					firstNonEmpty(p.PostgresVersion, "-"), p.CreatedAt.UTC().Format(time.RFC3339)}
+					firstNonEmpty(p.PostgresVersion, "-"), stamp(p.CreatedAt)}
 			})
 		},
 	})
@@ -71,8 +70,8 @@ func printProject(w io.Writer, p *api.Project) error {
 		opt("Idle tx timeout:", p.IdleTransactionTimeout),
 		{"Latest job:", firstNonEmpty(p.LatestJobID, "-")},
 		opt("Last error:", p.LastError),
-		{"Created:", p.CreatedAt.UTC().Format(time.RFC3339)},
-		{"Updated:", p.UpdatedAt.UTC().Format(time.RFC3339)},
+		{"Created:", stamp(p.CreatedAt)},
+		{"Updated:", stamp(p.UpdatedAt)},
 	})
 }
 

@@ -30,7 +30,7 @@ func newUsersListCmd(o *clientOpts) *cobra.Command {
 		Columns: []string{"USER ID", "EMAIL", "NAME", "ROLE", "CREATED"},
 		Rows: func(l *api.MemberList) [][]string {
 			return rowsOf(l.Members, func(m api.Member) []string {
-				return []string{m.UserID, m.Email, firstNonEmpty(m.Name, "-"), m.Role, m.CreatedAt.UTC().Format(time.RFC3339)}
+				return []string{m.UserID, m.Email, firstNonEmpty(m.Name, "-"), m.Role, stamp(m.CreatedAt)}
 			})
 		},
 	})

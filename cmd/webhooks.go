@@ -190,7 +190,7 @@ func deliveryRows(ds []api.WebhookDelivery) [][]string {
 			status = strconv.Itoa(d.ResponseStatus)
 		}
 		return []string{d.ID, d.EventType, d.State, fmt.Sprintf("%d/%d", d.Attempts, d.MaxAttempts), status,
-			firstNonEmpty(d.LastError, "-"), timeOr(d.NextAttemptAt, "-"), d.CreatedAt.UTC().Format(time.RFC3339)}
+			firstNonEmpty(d.LastError, "-"), timeOr(d.NextAttemptAt, "-"), stamp(d.CreatedAt)}
 	})
 }
 

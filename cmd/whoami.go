@@ -1,20 +1,23 @@
 package cmd
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/theappliance/appliance/api"
 )
 
 var _ = registerClientCommand(newWhoamiCmd)
 
 func newWhoamiCmd(o *clientOpts) *cobra.Command {
-	return newAPICmd(o, apiCmd[meResponse]{
+	return newAPICmd(o, apiCmd[api.MeResponse]{
 		Use: "whoami", Short: "Show the credential the CLI uses: its organization, user and scopes", JSON: true,
 		Path: func(*call) string { return "/v1/me" },
-		Print: func(x *call, me *meResponse) error {
-			p := me.Principal
+		Print: func(x *call, me *api.MeResponse) error {
+			p := cmp.Or(me.Principal, &api.Principal{})
 			src := p.AuthSource
 			if p.APIKeyID != "" {
 				src += " (" + p.APIKeyID + ")"
