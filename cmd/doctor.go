@@ -79,6 +79,35 @@ func printChecks(w io.Writer, checks []check) (failed bool) {
 	return failed
 }
 
+// checkRun is what the checks look at: up's settings, the data directory (absolute), whether an
+// appliance runs on it, and whether up runs them (install) rather than doctor.
+type checkRun struct {
+	ctx              context.Context
+	cfg              UpConfig
+	dataDir          string
+	running, install bool
+}
+
+// doctorChecks are the checks after the programs', in the order doctor shows them: each fills in its line
+// (ok unless it says otherwise).
+var doctorChecks = []struct {
+	name string
+	run  func(r *checkRun, c *check)
+}{
+	{"instance OS user", osUserCheck},
+	{"data directory", dataDirCheck},
+	{"data directory access", traverseCheck},
+	{"disk space", diskCheck},
+	{"metadata", metadataCheck},
+	{"API listener", listenerCheck(func(cfg UpConfig) string { return cfg.Listen }, "--listen")},
+	{"KV listener", listenerCheck(func(cfg UpConfig) string { return cfg.KVListen }, "--kv-listen")},
+	{"KV REST listener", listenerCheck(func(cfg UpConfig) string { return cfg.KVRESTListen }, "--kv-rest-listen")},
+	{"instance ports", portRangeCheck},
+	{"clock", clockCheck},
+	{"certificate authority", caCheck},
+	{"backup store", func(r *checkRun, c *check) { *c = backupStoreCheck(r.ctx, r.cfg, r.dataDir, r.running && !r.install) }},
+}
+
 // runChecks checks what up needs. With install, missing programs are installed or obtained as up does
 // (doctor only reports). It returns the programs it resolved (nil when resolution itself failed).
 func runChecks(ctx context.Context, cfg UpConfig, install bool, log *slog.Logger) ([]check, *programs.Set) {
@@ -93,12 +122,12 @@ func runChecks(ctx context.Context, cfg UpConfig, install bool, log *slog.Logger
 	} else {
 		out = append(out, programChecks(set)...)
 	}
-	running := applianceRunning(dataDir)
-	out = append(out, osUserCheck(cfg), dataDirCheck(dataDir), traverseCheck(cfg, dataDir), diskCheck(dataDir, mib(cfg.DiskReserveMB)))
-	// up checks the store itself as it opens it (doctor reads it through)
-	out = append(out, metadataCheck(cfg, dataDir, running, !install))
-	out = append(out, portChecks(cfg, running)...)
-	out = append(out, clockCheck(), caCheck(dataDir), backupStoreCheck(ctx, cfg, dataDir, running && !install)) // up reads no other appliance's /status
+	r := &checkRun{ctx: ctx, cfg: cfg, dataDir: dataDir, running: applianceRunning(dataDir), install: install}
+	for _, ch := range doctorChecks {
+		c := check{name: ch.name, level: levelOK}
+		ch.run(r, &c)
+		out = append(out, c)
+	}
 	return out, set
 }
 
@@ -134,9 +163,8 @@ func programChecks(set *programs.Set) []check {
 }
 
 // osUserCheck: instances run as an unprivileged user (PostgreSQL refuses root).
-func osUserCheck(cfg UpConfig) check {
-	c := check{name: "instance OS user", level: levelOK}
-	name, u := instanceUser(cfg)
+func osUserCheck(r *checkRun, c *check) {
+	name, u := instanceUser(r.cfg)
 	switch {
 	case os.Geteuid() != 0:
 		c.detail = "instances run as the current user " + name
@@ -145,24 +173,22 @@ func osUserCheck(cfg UpConfig) check {
 	default:
 		c.detail = "instances run as " + name
 	}
-	return c
 }
 
 // dataDirCheck: the data directory (or the nearest existing parent, where up creates it) is writable.
-func dataDirCheck(dir string) check {
-	c := check{name: "data directory", level: levelOK}
+func dataDirCheck(r *checkRun, c *check) {
+	dir := r.dataDir
 	existing := nearestExisting(dir)
 	if err := syscall.Access(existing, 2|1); err != nil { // W_OK|X_OK
 		c.level, c.detail = levelFail, fmt.Sprintf("%s is not writable by this user: %v", existing, err)
 		c.fix = "choose another --data-dir (APPLIANCE_DATA_DIR), or fix the directory's owner"
-		return c
+		return
 	}
 	if existing == dir {
 		c.detail = dir
 	} else {
 		c.detail = dir + " (created by up)"
 	}
-	return c
 }
 
 // instanceUser is the OS user instances will run as (and whether it exists yet), as up chooses it.
@@ -188,9 +214,9 @@ func instanceUser(cfg UpConfig) (name string, u *user.User) {
 // traverseCheck: the instances' OS user must pass through every directory above the data directory to
 // reach its instances (up makes the data directory itself traversable). Without it the first provision
 // fails; up refuses to start instead, naming the directory and the fix.
-func traverseCheck(cfg UpConfig, dataDir string) check {
-	c := check{name: "data directory access", level: levelOK}
-	name, u := instanceUser(cfg)
+func traverseCheck(r *checkRun, c *check) {
+	dataDir := r.dataDir
+	name, u := instanceUser(r.cfg)
 	uid, gids := -1, []string{}
 	if u != nil {
 		uid, _ = strconv.Atoi(u.Uid)
@@ -202,7 +228,7 @@ func traverseCheck(cfg UpConfig, dataDir string) check {
 				c.level = levelFail
 				c.detail = fmt.Sprintf("the instances' OS user %s cannot enter %s (mode %04o), above the data directory %s", name, d, st.Mode().Perm(), dataDir)
 				c.fix = fmt.Sprintf("chmod o+x %s, or choose a --data-dir the user can reach (e.g. /var/lib/appliance)", d)
-				return c
+				return
 			}
 		}
 		if d == filepath.Dir(d) {
@@ -210,7 +236,6 @@ func traverseCheck(cfg UpConfig, dataDir string) check {
 		}
 	}
 	c.detail = fmt.Sprintf("%s can reach %s", name, dataDir)
-	return c
 }
 
 // canTraverse reports whether a user (uid, its groups; uid -1 for one not created yet) may search a directory.
@@ -243,12 +268,12 @@ func nearestExisting(dir string) string {
 // diskCheck: free space where the data directory lives, against the reserve under which up runs degraded
 // (it starts all the same: it supervises the instances and serves reads, and refuses writes until space
 // is freed).
-func diskCheck(dir string, reserve int64) check {
-	c := check{name: "disk space"}
+func diskCheck(r *checkRun, c *check) {
+	dir, reserve := r.dataDir, mib(r.cfg.DiskReserveMB)
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(nearestExisting(dir), &st); err != nil {
 		c.level, c.detail = levelWarn, err.Error()
-		return c
+		return
 	}
 	free := int64(st.Bavail) * int64(st.Bsize)
 	c.detail = fmt.Sprintf("%.1f GiB free under %s (reserve %.1f GiB)", float64(free)/(1<<30), nearestExisting(dir), float64(reserve)/(1<<30))
@@ -257,10 +282,7 @@ func diskCheck(dir string, reserve int64) check {
 		c.level, c.fix = levelWarn, "under the reserve (--disk-reserve-mb): up runs degraded (reads served, writes refused, databases read-only); free space or choose a --data-dir on a larger file system (each project needs about 100 MB plus its data and backups)"
 	case free < 5<<30:
 		c.level, c.fix = levelWarn, "less than 5 GiB free: backups and WAL fill disks fast"
-	default:
-		c.level = levelOK
 	}
-	return c
 }
 
 // applianceRunning reports whether an appliance runs on the data directory now: its metadata store is
@@ -278,64 +300,66 @@ func applianceRunning(dataDir string) bool {
 	return false
 }
 
-// portChecks: the listeners' addresses are free and the instance range has free ports. While an
+// listenerCheck: the address of a listener (addr of up's settings, set by flag) is free. While an
 // appliance runs on the data directory, its own listeners are in use, as they should be.
-func portChecks(cfg UpConfig, running bool) []check {
-	var out []check
-	for _, l := range []struct{ name, addr, flag string }{{"API listener", cfg.Listen, "--listen"}, {"KV listener", cfg.KVListen, "--kv-listen"}, {"KV REST listener", cfg.KVRESTListen, "--kv-rest-listen"}} {
-		c := check{name: l.name, level: levelOK, detail: l.addr + " is free"}
-		if _, port, _ := net.SplitHostPort(l.addr); port == "0" {
-			c.detail = l.addr + " (a free port is picked)"
-		} else if ln, err := net.Listen("tcp", l.addr); err != nil && running {
-			c.detail = l.addr + " is in use: an appliance runs on this data directory"
+func listenerCheck(addr func(UpConfig) string, flag string) func(r *checkRun, c *check) {
+	return func(r *checkRun, c *check) {
+		a := addr(r.cfg)
+		c.detail = a + " is free"
+		if _, port, _ := net.SplitHostPort(a); port == "0" {
+			c.detail = a + " (a free port is picked)"
+		} else if ln, err := net.Listen("tcp", a); err != nil && r.running {
+			c.detail = a + " is in use: an appliance runs on this data directory"
 		} else if err != nil {
-			c.level, c.detail, c.fix = levelFail, fmt.Sprintf("cannot listen on %s: %v", l.addr, err), "stop what uses it, or choose another address with "+l.flag
+			c.level, c.detail, c.fix = levelFail, fmt.Sprintf("cannot listen on %s: %v", a, err), "stop what uses it, or choose another address with "+flag
 		} else {
 			ln.Close()
 		}
-		out = append(out, c)
 	}
-	c := check{name: "instance ports", level: levelOK}
-	r, err := appliance.ParsePortRange(cfg.PGPorts)
+}
+
+// portRangeCheck: the instance range has free ports.
+func portRangeCheck(r *checkRun, c *check) {
+	cfg := r.cfg
+	pr, err := appliance.ParsePortRange(cfg.PGPorts)
 	if err != nil {
-		return append(out, check{name: "instance ports", level: levelFail, detail: err.Error(), fix: "--pg-ports FIRST-LAST"})
+		c.level, c.detail, c.fix = levelFail, err.Error(), "--pg-ports FIRST-LAST"
+		return
 	}
 	free := 0
-	for p := r.First; p <= r.Last; p++ {
+	for p := pr.First; p <= pr.Last; p++ {
 		if ln, err := net.Listen("tcp", net.JoinHostPort(cfg.PGListen, fmt.Sprint(p))); err == nil {
 			ln.Close()
 			free++
 		}
 	}
-	total := r.Last - r.First + 1
+	total := pr.Last - pr.First + 1
 	c.detail = fmt.Sprintf("%d of %d ports free in %s on %s (two per project)", free, total, cfg.PGPorts, cfg.PGListen)
 	switch {
 	case free < 2:
 		c.level, c.fix = levelFail, "choose a free range with --pg-ports (APPLIANCE_PG_PORTS) or another --pg-listen"
-	case free < total/2 && !running:
+	case free < total/2 && !r.running:
 		c.level, c.fix = levelWarn, "another program (or appliance) uses this range: give each its own --pg-ports"
 	}
-	return append(out, c)
 }
 
 // clockCheck: certificates and backups' restore windows need a clock that is roughly right.
-func clockCheck() check {
+func clockCheck(_ *checkRun, c *check) {
 	now := time.Now().UTC()
+	c.detail = now.Format(time.RFC3339)
 	if now.Year() < 2025 {
-		return check{name: "clock", level: levelFail, detail: "the clock says " + now.Format(time.RFC3339),
-			fix: "set the time (timedatectl set-ntp true); certificates and restore times depend on it"}
+		c.level, c.detail = levelFail, "the clock says "+c.detail
+		c.fix = "set the time (timedatectl set-ntp true); certificates and restore times depend on it"
 	}
-	return check{name: "clock", level: levelOK, detail: now.Format(time.RFC3339)}
 }
 
 // caCheck: the local certificate authority, when it exists, is valid for a while yet.
-func caCheck(dataDir string) check {
-	c := check{name: "certificate authority", level: levelOK}
-	path := filepath.Join(dataDir, "ca", "ca.crt")
+func caCheck(r *checkRun, c *check) {
+	path := filepath.Join(r.dataDir, "ca", "ca.crt")
 	raw, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		c.detail = "created at first start"
-		return c
+		return
 	}
 	var cert *x509.Certificate
 	if err == nil {
@@ -353,5 +377,4 @@ func caCheck(dataDir string) check {
 	default:
 		c.detail = fmt.Sprintf("%s valid until %s", path, cert.NotAfter.Format(time.RFC3339))
 	}
-	return c
 }

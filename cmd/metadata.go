@@ -64,11 +64,11 @@ func errNoMetadata(dataDir, state string, found []string) error {
 }
 
 // metadataCheck is the data directory's metadata as doctor and up see it before anything starts: a missing
-// or empty meta.db beside what an earlier run left fails. Doctor (deep) also opens the store to read —
+// or empty meta.db beside what an earlier run left fails. Doctor also opens the store to read —
 // its header, pages, records' checksums, generation — and compares it with the data directory (a
 // mismatch is a warning); up does the same as it opens the store.
-func metadataCheck(cfg UpConfig, dataDir string, running, deep bool) check {
-	c := check{name: "metadata", level: levelOK}
+func metadataCheck(r *checkRun, c *check) {
+	dataDir := r.dataDir
 	path := metaFile(dataDir)
 	st, err := os.Stat(path)
 	if err != nil || st.Size() == 0 {
@@ -79,20 +79,20 @@ func metadataCheck(cfg UpConfig, dataDir string, running, deep bool) check {
 		if found := priorRun(dataDir, true); len(found) > 0 {
 			c.level, c.detail = levelFail, errNoMetadata(dataDir, state, found).Error()
 			c.fix = fmt.Sprintf("restore meta.db from a copy into %s, or move %s away to start afresh", dataDir, dataDir)
-			return c
+			return
 		}
 		c.detail = path + " is created at first start"
-		return c
+		return
 	}
-	if running {
+	if r.running {
 		c.detail = path + " is in use by the running appliance"
-		return c
+		return
 	}
-	if !deep {
+	if r.install { // up checks the store itself as it opens it
 		c.detail = path
-		return c
+		return
 	}
-	db, err := store.OpenWith(path, store.Options{ReadOnly: true, AcceptOlderMetadata: cfg.AcceptOlderMetadata})
+	db, err := store.OpenWith(path, store.Options{ReadOnly: true, AcceptOlderMetadata: r.cfg.AcceptOlderMetadata})
 	if err != nil {
 		c.level, c.detail = levelFail, err.Error()
 		switch {
@@ -103,7 +103,7 @@ func metadataCheck(cfg UpConfig, dataDir string, running, deep bool) check {
 		default:
 			c.fix = "check the file's owner and mode"
 		}
-		return c
+		return
 	}
 	defer db.Close()
 	mismatches, err := appliance.Reconcile(db, dataDir)
@@ -116,7 +116,6 @@ func metadataCheck(cfg UpConfig, dataDir string, running, deep bool) check {
 	default:
 		c.detail = path + " is sound and matches the data directory"
 	}
-	return c
 }
 
 // openStore opens the data directory's metadata store for up. A store never bootstrapped beside what an
