@@ -44,11 +44,21 @@ func TestREADMEListsEveryUpFlag(t *testing.T) {
 			t.Errorf("the help of --%s does not name %s", fl.name, env)
 		}
 		if up.Flags().Lookup(fl.name) == nil {
-			t.Errorf("up has no --%s", fl.name)
+			t.Fatalf("up has no --%s", fl.name)
 		}
 		def, desc := "`"+fl.def+"`", described[fl.name]
-		if fl.isBool {
+		switch up.Flags().Lookup(fl.name).Value.Type() {
+		case "bool":
 			env, def = env+"=1", "off"
+		case "duration": // 168h, not 168h0m0s
+			d := fl.def
+			if strings.HasSuffix(d, "m0s") {
+				d = strings.TrimSuffix(d, "0s")
+			}
+			if strings.HasSuffix(d, "h0m") {
+				d = strings.TrimSuffix(d, "0m")
+			}
+			def = "`" + d + "`"
 		}
 		if desc == "" {
 			desc = fmt.Sprintf("%s: %s", def, fl.usage)

@@ -152,19 +152,16 @@ func upFlagTable(cfg *UpConfig) []upFlag {
 // upFlag is one of up's flags. Its environment variable, which its help names, is APPLIANCE_ and its name
 // in capitals; a value there is the flag's default.
 type upFlag struct {
-	name, usage string
-	def         string // the default before the environment's, as README.md's table shows it
-	isBool      bool
-	bind        func(*pflag.FlagSet)
-	check       func() error // the flag's checks of its value (parseFlags)
+	name, usage, def string // def: the default before the environment's
+	bind             func(*pflag.FlagSet)
+	check            func() error // the flag's checks of its value (parseFlags)
 }
 
 // flagOf is the flag name filling *p, with default def; each check says what is wrong with a value ("":
 // nothing).
 func flagOf[T string | int | bool | time.Duration](name string, p *T, def T, usage string, checks ...func(T) string) upFlag {
 	env := "APPLIANCE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-	fl := upFlag{name: name, usage: usage, def: fmt.Sprint(def)}
-	fl.bind = func(f *pflag.FlagSet) {
+	return upFlag{name: name, usage: usage, def: fmt.Sprint(def), bind: func(f *pflag.FlagSet) {
 		switch p := any(p).(type) {
 		case *string:
 			f.StringVar(p, name, envDefault(env, any(def).(string)), usage)
@@ -175,22 +172,14 @@ func flagOf[T string | int | bool | time.Duration](name string, p *T, def T, usa
 		case *time.Duration:
 			f.DurationVar(p, name, envDuration(env, any(def).(time.Duration)), usage)
 		}
-	}
-	switch d := any(def).(type) {
-	case bool:
-		fl.isBool = true
-	case time.Duration:
-		fl.def = strings.TrimSuffix(strings.TrimSuffix(d.String(), "0s"), "0m") // 168h, not 168h0m0s
-	}
-	fl.check = func() error {
+	}, check: func() error {
 		for _, c := range checks {
 			if msg := c(*p); msg != "" {
 				return fmt.Errorf("--%s: %s", name, msg)
 			}
 		}
 		return nil
-	}
-	return fl
+	}}
 }
 
 // wrongIf is a check's complaint when bad ("": none).
