@@ -296,7 +296,7 @@ the waiting device only; it is never shown here. The password is read from stand
 				return fmt.Errorf("login session %s is %s; only a pending login can be approved", sessionID, det.State)
 			}
 			if !yes && !passwordStdin {
-				if f := stdinTerminal(x.c); f != nil {
+				if f, ok := x.c.InOrStdin().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 					fmt.Fprint(x.c.ErrOrStderr(), "Approve this device? It receives an API key with the scopes above. [y/N] ")
 					line, _ := bufio.NewReader(f).ReadString('\n')
 					if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
@@ -346,31 +346,17 @@ func readPassword(c *cobra.Command, fromStdin bool, email string) (string, error
 	if pw := os.Getenv("APPLIANCE_PASSWORD"); pw != "" {
 		return pw, nil
 	}
-	if f := stdinTerminal(c); f != nil {
-		pw, err := promptSecret(c, f, "Password for "+email+": ")
+	if f, ok := c.InOrStdin().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprintf(c.ErrOrStderr(), "Password for %s: ", email)
+		b, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(c.ErrOrStderr())
 		if err != nil {
 			return "", fmt.Errorf("read password: %w", err)
 		}
-		if pw == "" {
+		if len(b) == 0 {
 			return "", errors.New("empty password")
 		}
-		return pw, nil
+		return string(b), nil
 	}
 	return "", errors.New("no password: pipe it in with --password-stdin, set APPLIANCE_PASSWORD, or run in a terminal to be prompted")
-}
-
-// stdinTerminal is the command's standard input when it is a terminal (nil otherwise).
-func stdinTerminal(c *cobra.Command) *os.File {
-	if f, ok := c.InOrStdin().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return f
-	}
-	return nil
-}
-
-// promptSecret asks for a secret on the terminal f, without echo.
-func promptSecret(c *cobra.Command, f *os.File, label string) (string, error) {
-	fmt.Fprint(c.ErrOrStderr(), label)
-	b, err := term.ReadPassword(int(f.Fd()))
-	fmt.Fprintln(c.ErrOrStderr())
-	return string(b), err
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/theappliance/appliance/api"
 )
@@ -226,11 +227,16 @@ func readPasswordChange(c *cobra.Command, fromStdin bool, email string) (cur, ne
 	if cur, next = os.Getenv("APPLIANCE_PASSWORD"), os.Getenv("APPLIANCE_NEW_PASSWORD"); cur != "" && next != "" {
 		return cur, next, nil
 	}
-	f := stdinTerminal(c)
-	if f == nil {
+	f, ok := c.InOrStdin().(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
 		return "", "", errors.New("no passwords: pipe them in with --password-stdin, set APPLIANCE_PASSWORD and APPLIANCE_NEW_PASSWORD, or run in a terminal to be prompted")
 	}
-	prompt := func(label string) (string, error) { return promptSecret(c, f, label) }
+	prompt := func(label string) (string, error) {
+		fmt.Fprint(c.ErrOrStderr(), label)
+		b, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(c.ErrOrStderr())
+		return string(b), err
+	}
 	if cur, err = prompt("Current password for " + email + ": "); err != nil {
 		return "", "", err
 	}
