@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -67,15 +66,15 @@ var errDoctorFailed = fmt.Errorf("some checks failed: see the fixes above")
 
 // printChecks writes the report and says whether anything failed.
 func printChecks(w io.Writer, checks []check) (failed bool) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var rows [][]string
 	for _, c := range checks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.level, c.name, c.detail)
+		rows = append(rows, []string{c.level, c.name, c.detail})
 		if c.fix != "" {
-			fmt.Fprintf(tw, "\t\t  fix: %s\n", c.fix)
+			rows = append(rows, []string{"", "", "  fix: " + c.fix})
 		}
 		failed = failed || c.level == levelFail
 	}
-	tw.Flush()
+	writeTable(w, nil, rows)
 	return failed
 }
 
