@@ -411,7 +411,6 @@ func (u *upRun) listen(ctx context.Context) error {
 		if u.opLn, err = net.Listen("tcp", u.cfg.MetricsListen); err != nil {
 			return fmt.Errorf("--metrics-listen %s: %w", u.cfg.MetricsListen, err)
 		}
-		pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: portOf(u.opLn.Addr().String()), Last: portOf(u.opLn.Addr().String())})
 	}
 	// The key-value fronts' listeners too: every port of the appliance's own is known before the outbound
 	// policy is given to the service (and read by its workers).
@@ -423,9 +422,11 @@ func (u *upRun) listen(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--kv-rest-listen %s: %w", u.cfg.KVRESTListen, err)
 	}
-	for _, l := range []net.Listener{u.kvLn, u.kvRESTLn} {
-		n := portOf(l.Addr().String())
-		pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: n, Last: n})
+	for _, l := range []net.Listener{u.opLn, u.kvLn, u.kvRESTLn, u.ln} {
+		if l != nil {
+			n := portOf(l.Addr().String())
+			pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: n, Last: n})
+		}
 	}
 	host, port, _ := net.SplitHostPort(u.ln.Addr().String())
 	if u.certMgr, err = newCertManager(ctx, u.cfg, u.dataDir, u.ca, u.ln.Addr().String(), log); err != nil {
@@ -435,9 +436,6 @@ func (u *upRun) listen(ctx context.Context) error {
 		host = u.cfg.PublicHost
 	}
 	u.apiURL = "https://" + net.JoinHostPort(host, port)
-	if p, err := strconv.Atoi(port); err == nil {
-		pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: p, Last: p})
-	}
 	return nil
 }
 
