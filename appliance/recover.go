@@ -9,9 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/backups"
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
@@ -32,6 +34,8 @@ type RecoveredProject struct {
 	Timeline  int
 	// Notes are what changed on the way (a port moved).
 	Notes []string
+	// Kept: an earlier run restored it (BackupKey, LSN, At and Timeline are that run's), and it verified.
+	Kept bool
 	// Err is why the project could not be rebuilt (it is left failed, with this as its last_error).
 	Err error
 }
@@ -39,25 +43,60 @@ type RecoveredProject struct {
 // recoveryNote is the reason written on the records recovery reconciles.
 const recoveryNote = "the appliance was recovered from its backup store"
 
+// RecoverOptions are Recover's.
+type RecoverOptions struct {
+	// Progress is the recovery's record (RecoveryProgress) in the data directory: what reconcile chose
+	// and which projects are restored. A project it says restored is verified and kept.
+	Progress *RecoveryProgress
+	// Parallel is how many projects are rebuilt at once (less than 1: one).
+	Parallel int
+	// Report is told of each project as it ends (one call at a time).
+	Report func(RecoveredProject)
+	// Hook, when not nil, is called at the named steps of a project's rebuild ("base-fetched": its base
+	// backup is in its new data directory, nothing started yet). Test builds pause there.
+	Hook func(ctx context.Context, projectID, step string)
+}
+
+// ErrRecoverInterrupted is Recover's error when its context ended before every project was done: the
+// projects under way are left as they were, and a rerun wipes and restores them.
+var ErrRecoverInterrupted = errors.New("recover interrupted")
+
 // Recover rebuilds, on a data directory whose meta.db, CA and secret.key came back from the backup
 // store's newest metadata snapshot, what the lost machine held besides them: the records of local-only
 // things are reconciled (spares dropped, in-flight jobs failed, previews and unclaimed ephemeral databases
 // deleted, instance and key-value directories moved under this data directory, ports outside this
 // appliance's range or taken moved), then every active project's instance is provisioned from its newest
-// base backup and the whole WAL archive (recovery to the archive's end, then promotion). report is told
-// of each project; a project that fails is marked failed and does not stop the others. The instances run
-// when it returns: StopInstances stops them (up adopts them next).
-func (s *Service) Recover(ctx context.Context, report func(RecoveredProject)) error {
+// base backup and the whole WAL archive (recovery to the archive's end, then promotion), o.Parallel at a
+// time. A project that fails is marked failed and does not stop the others.
+//
+// It can be run again on the same directory (o.Progress says what an earlier run did): reconcile is not
+// repeated, a project restored earlier is verified (its server started, out of recovery, on the timeline
+// it was restored to, with its role and database) and kept, and any other one is wiped (its instance's
+// processes and directory) and rebuilt. The instances run when it returns: StopInstances stops them (up
+// adopts them next).
+func (s *Service) Recover(ctx context.Context, o RecoverOptions) error {
 	if _, err := s.dataPlane(); err != nil {
 		return err
 	}
 	if s.backupObjects == nil {
 		return errors.New("recover needs a bucket as the backup store")
 	}
-	r := &recovery{s: s}
-	todo, err := r.reconcile()
-	if err != nil {
-		return fmt.Errorf("reconcile the records: %w", err)
+	if o.Progress == nil {
+		return errors.New("recover needs its progress record")
+	}
+	r := &recovery{s: s, o: o}
+	if !o.Progress.reconciled() {
+		todo, err := r.reconcile()
+		if err != nil {
+			return fmt.Errorf("reconcile the records: %w", err)
+		}
+		var es []ProjectRecovery
+		for _, p := range todo {
+			es = append(es, ProjectRecovery{ID: p.ID, Name: p.Name, State: RecoveryPending, Notes: r.moved[p.ID], UpdatedAt: s.now()})
+		}
+		if err := o.Progress.setProjects(es); err != nil {
+			return err
+		}
 	}
 	// The key-value stores' directory, which the stores' servers (started by up's adoption) are made in
 	// and which the instances' OS user traverses.
@@ -68,25 +107,137 @@ func (s *Service) Recover(ctx context.Context, report func(RecoveredProject)) er
 	if err := os.Chmod(kvDir, 0o711); err != nil {
 		return err
 	}
-	for _, prj := range todo {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("interrupted before project %s: %w", prj.ID, err)
+	var reportMu sync.Mutex
+	report := func(rp RecoveredProject) {
+		reportMu.Lock()
+		defer reportMu.Unlock()
+		if o.Report != nil {
+			o.Report(rp)
 		}
-		rp := r.project(ctx, prj)
-		if rp.Err != nil && ctx.Err() != nil { // interrupted, not failed
-			return fmt.Errorf("interrupted during project %s: %w", prj.ID, ctx.Err())
+	}
+	work := make(chan ProjectRecovery)
+	var wg sync.WaitGroup
+	for range max(1, o.Parallel) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := range work {
+				if rp, ok := r.one(ctx, e); ok {
+					report(rp)
+				}
+			}
+		}()
+	}
+feed:
+	for _, e := range o.Progress.Projects() {
+		select {
+		case work <- e:
+		case <-ctx.Done():
+			break feed
 		}
-		if rp.Err != nil {
-			r.fail(ctx, prj.ID, rp.Err)
-		}
-		report(rp)
+	}
+	close(work)
+	wg.Wait()
+	if ctx.Err() != nil {
+		n := o.Progress.Counts()
+		return fmt.Errorf("%w (%w): %d projects restored, %d failed, %d not done; run the same command again to finish",
+			ErrRecoverInterrupted, ctx.Err(), n[RecoveryRestored], n[RecoveryFailed], n[RecoveryPending])
 	}
 	return nil
+}
+
+// one is a project's turn: one restored by an earlier run verified and kept, any other (or one that does
+// not verify) wiped and rebuilt; the record updated. ok is false when the context ended first (the
+// project is left as it is, pending, for a rerun).
+func (r *recovery) one(ctx context.Context, e ProjectRecovery) (RecoveredProject, bool) {
+	var notes []string
+	if e.State == RecoveryRestored {
+		rp, err := r.verify(ctx, e)
+		if err == nil {
+			return rp, true
+		}
+		if ctx.Err() != nil {
+			return rp, false
+		}
+		notes = append(notes, fmt.Sprintf("restored by an earlier run, but it does not verify (%v): restored again", err))
+	}
+	if ctx.Err() != nil {
+		return RecoveredProject{}, false
+	}
+	rp := r.project(ctx, e)
+	rp.Notes = append(rp.Notes, notes...)
+	e.UpdatedAt = r.s.now()
+	switch {
+	case rp.Err != nil && ctx.Err() != nil: // interrupted, not failed: wiped and done again by a rerun
+		e.State = RecoveryPending
+		if err := r.o.Progress.setProject(e); err != nil {
+			r.s.log.Error("record a project's recovery", "project", e.ID, "err", err)
+		}
+		return rp, false
+	case rp.Err != nil:
+		r.fail(ctx, e.ID, rp.Err)
+		e.State, e.Error = RecoveryFailed, rp.Err.Error()
+	default:
+		e.State, e.Error, e.BackupKey, e.LSN, e.At, e.Timeline = RecoveryRestored, "", rp.BackupKey, rp.LSN, rp.At, rp.Timeline
+	}
+	if err := r.o.Progress.setProject(e); err != nil && rp.Err == nil {
+		rp.Err = fmt.Errorf("restored, but the recovery's record was not written: %w", err)
+	}
+	return rp, true
+}
+
+// verify checks a project an earlier run restored: its records say running, its server starts (or runs
+// already: a run killed with its servers left), answers the admin, is out of recovery on the timeline it
+// was restored to and has the project's role and database.
+func (r *recovery) verify(ctx context.Context, e ProjectRecovery) (RecoveredProject, error) {
+	s := r.s
+	rp := RecoveredProject{ProjectID: e.ID, Name: e.Name, Kept: true, BackupKey: e.BackupKey, LSN: e.LSN, At: e.At, Timeline: e.Timeline}
+	prj, inst, err := s.loadProject(e.ID)
+	if err != nil {
+		return rp, err
+	}
+	if inst == nil || prj.State != ProjectActive || inst.State != InstanceRunning {
+		return rp, errors.New("its records do not say it runs")
+	}
+	pgi := s.eng.Instance(inst)
+	if !pgi.Initialized() {
+		return rp, fmt.Errorf("%s holds no cluster", inst.Dir)
+	}
+	if err := pgi.Start(ctx, nil); err != nil {
+		return rp, err
+	}
+	adminPW, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return rp, fmt.Errorf("open the admin password: %w", err)
+	}
+	conn, err := pgi.Admin(ctx, string(adminPW))
+	if err != nil {
+		return rp, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var inRecovery, role, db bool
+	if err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery(), EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1), EXISTS (SELECT 1 FROM pg_database WHERE datname = $2)",
+		prj.RoleName, prj.DatabaseName).Scan(&inRecovery, &role, &db); err != nil {
+		return rp, err
+	}
+	tl, _, err := instances.CurrentTimeline(ctx, conn)
+	switch {
+	case err != nil:
+		return rp, err
+	case inRecovery:
+		return rp, errors.New("its server is still in recovery")
+	case tl != e.Timeline:
+		return rp, fmt.Errorf("its server is on timeline %d, not %d", tl, e.Timeline)
+	case !role || !db:
+		return rp, fmt.Errorf("its server lacks the role %s or the database %s", prj.RoleName, prj.DatabaseName)
+	}
+	return rp, nil
 }
 
 // recovery is one Recover run.
 type recovery struct {
 	s *Service
+	o RecoverOptions
 	// moved notes, per project, the ports reconcile moved.
 	moved map[string][]string
 }
@@ -268,16 +419,21 @@ func (r *recovery) fitPorts(tx *store.Tx, p *store.Project) error {
 
 // project rebuilds one project's instance from its newest base backup and the whole WAL archive, through
 // the engine's provisioning of a clone recovered from an archive (no source runs: the archive is all).
-func (r *recovery) project(ctx context.Context, prj *store.Project) RecoveredProject {
+func (r *recovery) project(ctx context.Context, e ProjectRecovery) RecoveredProject {
 	s := r.s
-	rp := RecoveredProject{ProjectID: prj.ID, Name: prj.Name, Notes: r.moved[prj.ID]}
-	prj, inst, err := s.loadProject(prj.ID)
+	rp := RecoveredProject{ProjectID: e.ID, Name: e.Name, Notes: slices.Clone(e.Notes)}
+	prj, inst, err := s.loadProject(e.ID)
 	if err != nil {
 		rp.Err = err
 		return rp
 	}
 	if inst == nil {
 		rp.Err = errors.New("no instance record")
+		return rp
+	}
+	// What an earlier attempt left (a killed run's half-filled directory, its servers) goes first.
+	if err := s.eng.Remove(ctx, inst); err != nil {
+		rp.Err = fmt.Errorf("remove what an earlier attempt left: %w", err)
 		return rp
 	}
 	b, err := r.newestBackup(prj.ID)
@@ -300,6 +456,16 @@ func (r *recovery) project(ctx context.Context, prj *store.Project) RecoveredPro
 	if err != nil {
 		rp.Err = err
 		return rp
+	}
+	if hook := r.o.Hook; hook != nil {
+		fetch := archive.FetchBase
+		archive.FetchBase = func(ctx context.Context, exec daemon.ExecFunc, dataDir string) error {
+			if err := fetch(ctx, exec, dataDir); err != nil {
+				return err
+			}
+			hook(ctx, prj.ID, "base-fetched")
+			return ctx.Err()
+		}
 	}
 	// A port bindable when reconcile chose it may be taken by another process before the server starts (an
 	// outgoing connection's, say): movePortIfTaken moves it, as for a provision job, and the provisioning
@@ -441,4 +607,24 @@ func (r *recovery) fail(ctx context.Context, projectID string, cause error) {
 	if err != nil {
 		s.log.Error("mark a project failed", "project", projectID, "err", err)
 	}
+}
+
+// RemoveInstances stops and removes every instance the records name (their processes and directories):
+// recover --start-over's first step, on a data directory an unfinished recovery filled.
+func (s *Service) RemoveInstances(ctx context.Context) error {
+	if _, err := s.dataPlane(); err != nil {
+		return err
+	}
+	var insts []*store.Instance
+	if err := s.db.View(func(tx *store.Tx) (err error) {
+		insts, err = store.Instances.All(tx, nil)
+		return err
+	}); err != nil {
+		return err
+	}
+	var errs []error
+	for _, in := range insts {
+		errs = append(errs, s.eng.Remove(ctx, in))
+	}
+	return errors.Join(errs...)
 }

@@ -1,0 +1,40 @@
+//go:build testhooks
+
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+)
+
+// TestRecoverPauseEnv makes recover of a test build stop the N-th project (1 the first) to reach the step
+// "base-fetched" (its base backup in its new directory, nothing started): it appends "<project id>
+// base-fetched" to the file TestRecoverPauseMarkerEnv names, then blocks until the process stops, so that
+// a test can kill recover with a project half restored.
+const (
+	TestRecoverPauseEnv       = "APPLIANCE_TEST_RECOVER_PAUSE"
+	TestRecoverPauseMarkerEnv = "APPLIANCE_TEST_RECOVER_PAUSE_MARKER"
+)
+
+// recoverTestHook is appliance.RecoverOptions.Hook: nil unless TestRecoverPauseEnv is set.
+func recoverTestHook() func(ctx context.Context, projectID, step string) {
+	n, err := strconv.Atoi(os.Getenv(TestRecoverPauseEnv))
+	if err != nil || n < 1 {
+		return nil
+	}
+	marker := os.Getenv(TestRecoverPauseMarkerEnv)
+	var seen atomic.Int64
+	return func(ctx context.Context, projectID, step string) {
+		if step != "base-fetched" || seen.Add(1) != int64(n) {
+			return
+		}
+		if f, err := os.OpenFile(marker, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
+			fmt.Fprintf(f, "%s %s\n", projectID, step)
+			f.Close()
+		}
+		<-ctx.Done()
+	}
+}
