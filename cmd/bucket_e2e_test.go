@@ -25,13 +25,9 @@ import (
 // and doctor fails on it and on refused credentials.
 func TestUpWithBucketBackupStore(t *testing.T) {
 	t.Parallel()
-	srv := s3test.Start(t)
+	b := e2eBucket(t)
+	srv, env, flags := b.srv, b.env, b.flagsFor
 	bin := e2eBuild(t)
-	env := []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey}
-	flags := func(bucket string) []string {
-		return []string{"--backup-store", "s3://" + bucket + "/appl", "--backup-store-endpoint", "http://" + srv.Addr,
-			"--backup-store-path-style", "--backup-store-region", "us-east-1"}
-	}
 
 	// A bucket that does not exist: up refuses to start, naming it and the problem.
 	missing := exec.Command(bin, append([]string{"up", "--data-dir", appliancetest.TraversableTempDir(t), "--listen", "127.0.0.1:0"}, flags("no-such-bucket")...)...)
@@ -60,15 +56,11 @@ func TestUpWithBucketBackupStore(t *testing.T) {
 	}
 
 	dataDir := appliancetest.TraversableTempDir(t)
-	p := e2eStartWith(t, bin, dataDir, env, flags(srv.Bucket))
 	// The first start with a bucket makes the recovery key and shows it; backup-store recovery-key prints
 	// the same.
-	m := regexp.MustCompile(`(?m)^  recovery_key: ([0-9a-f]{64})$`).FindStringSubmatch(p.stdout.String())
-	if m == nil {
-		t.Fatalf("the first start with a bucket shows no recovery key:\n%s", p.stdout)
-	}
-	if out, err := exec.Command(bin, "backup-store", "recovery-key", "--data-dir", dataDir).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != m[1] {
-		t.Fatalf("backup-store recovery-key: %v\n%s\nwant %s", err, out, m[1])
+	p, recoveryKey, _ := b.start(t, bin, dataDir)
+	if out, err := exec.Command(bin, "backup-store", "recovery-key", "--data-dir", dataDir).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != recoveryKey {
+		t.Fatalf("backup-store recovery-key: %v\n%s\nwant %s", err, out, recoveryKey)
 	}
 	// Anyone but root and the data directory's owner is refused, with a reason.
 	if os.Geteuid() == 0 {
@@ -82,7 +74,7 @@ func TestUpWithBucketBackupStore(t *testing.T) {
 		}
 		c := exec.Command(nobodyBin, "backup-store", "recovery-key", "--data-dir", dataDir)
 		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-		if out, err := c.CombinedOutput(); err == nil || strings.Contains(string(out), m[1]) || !strings.Contains(string(out), "for root or the owner of") {
+		if out, err := c.CombinedOutput(); err == nil || strings.Contains(string(out), recoveryKey) || !strings.Contains(string(out), "for root or the owner of") {
 			t.Fatalf("backup-store recovery-key as uid 65534: %v\n%s", err, out)
 		}
 	}
@@ -161,15 +153,15 @@ func TestUpWithBucketBackupStore(t *testing.T) {
 
 	// A second start: the key is not shown again.
 	p.stop(t, syscall.SIGTERM)
-	again := e2eStartWith(t, bin, dataDir, env, flags(srv.Bucket))
-	if strings.Contains(again.stdout.String(), "recovery_key") || strings.Contains(again.stdout.String(), m[1]) {
+	again := e2eStartWith(t, bin, dataDir, env, b.flags())
+	if strings.Contains(again.stdout.String(), "recovery_key") || strings.Contains(again.stdout.String(), recoveryKey) {
 		t.Fatalf("the second start shows the recovery key again:\n%s", again.stdout)
 	}
 	again.stop(t, syscall.SIGTERM)
 }
 
 // runWithin runs cmd to its end (killed after d) and returns its combined output.
-func runWithin(t *testing.T, cmd *exec.Cmd, d time.Duration) (string, error) {
+func runWithin(t testing.TB, cmd *exec.Cmd, d time.Duration) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), d)
 	defer cancel()
@@ -177,4 +169,100 @@ func runWithin(t *testing.T, cmd *exec.Cmd, d time.Duration) (string, error) {
 	c.Env = cmd.Env
 	out, err := c.CombinedOutput()
 	return string(out), err
+}
+
+// bucketEnv is a real S3 server (versitygw, started by s3test) for the appliance binary: the environment
+// with its credentials, and the --backup-store flags of a bucket on it (prefix appl/).
+type bucketEnv struct {
+	srv *s3test.Server
+	env []string
+}
+
+// e2eBucket starts the S3 server (stopped at the test's end).
+func e2eBucket(tb testing.TB) bucketEnv {
+	srv := s3test.Start(tb)
+	return bucketEnv{srv: srv, env: []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey}}
+}
+
+// flagsFor is the --backup-store flags of up, recover and doctor for bucket on the server.
+func (b bucketEnv) flagsFor(bucket string) []string {
+	return []string{"--backup-store", "s3://" + bucket + "/appl", "--backup-store-endpoint", "http://" + b.srv.Addr,
+		"--backup-store-path-style", "--backup-store-region", "us-east-1"}
+}
+
+// flags is flagsFor the server's bucket.
+func (b bucketEnv) flags() []string { return b.flagsFor(b.srv.Bucket) }
+
+// start runs the first `up` with the bucket on dataDir and returns it with the recovery key it showed
+// (64 hex digits) and a file holding it.
+func (b bucketEnv) start(tb testing.TB, bin, dataDir string) (p *e2eProc, recoveryKey, keyFile string) {
+	tb.Helper()
+	tb.Cleanup(func() { e2eKillUnder(tb, dataDir) })
+	p = e2eStartWith(tb, bin, dataDir, b.env, b.flags())
+	m := regexp.MustCompile(`(?m)^  recovery_key: ([0-9a-f]{64})$`).FindStringSubmatch(p.stdout.String())
+	if m == nil {
+		tb.Fatalf("the first start with a bucket shows no recovery key:\n%s", p.stdout)
+	}
+	keyFile = filepath.Join(tb.TempDir(), "recovery.key")
+	if err := os.WriteFile(keyFile, []byte(m[1]+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return p, m[1], keyFile
+}
+
+// recoverCmd is `appliance recover` into dir (its own port range) with keyFile, the bucket's flags and
+// args.
+func (b bucketEnv) recoverCmd(bin, dir, keyFile string, args ...string) *exec.Cmd {
+	c := exec.Command(bin, append(append([]string{"recover", "--data-dir", dir, "--pg-ports", e2ePorts(dir), "--recovery-key", keyFile}, b.flags()...), args...)...)
+	c.Env = append(os.Environ(), b.env...)
+	return c
+}
+
+// recover runs recoverCmd to its end (killed after within) and returns its output.
+func (b bucketEnv) recover(tb testing.TB, within time.Duration, bin, dir, keyFile string, args ...string) (string, error) {
+	tb.Helper()
+	return runWithin(tb, b.recoverCmd(bin, dir, keyFile, args...), within)
+}
+
+const e2eManifests = "appl/meta/manifests/"
+
+// newestSnapshot is the id of the bucket's newest metadata snapshot ("" when none).
+func (b bucketEnv) newestSnapshot(tb testing.TB) (string, error) {
+	newest := ""
+	for o := range b.srv.Client().ListObjects(tb.Context(), b.srv.Bucket, minio.ListObjectsOptions{Prefix: e2eManifests}) {
+		if o.Err != nil {
+			return "", o.Err
+		}
+		if id := strings.TrimSuffix(strings.TrimPrefix(o.Key, e2eManifests), ".json"); id > newest {
+			newest = id
+		}
+	}
+	return newest, nil
+}
+
+// snapshotEverything makes one more change on p (a restore point of project prjID) and waits until the
+// bucket holds a metadata snapshot taken after it, whose id it returns: every change made before is in it.
+func (b bucketEnv) snapshotEverything(tb testing.TB, p *e2eProc, key, prjID string) string {
+	tb.Helper()
+	mark := time.Now().UTC().Format("20060102T150405.000000000Z")
+	p.do(tb, key, http.MethodPost, "/v1/projects/"+prjID+"/restore-points", map[string]any{"label": "before the loss"}, http.StatusCreated, nil)
+	var newest string
+	e2eEventually(tb, time.Minute, "a metadata snapshot after "+mark, func() (bool, string) {
+		var err error
+		if newest, err = b.newestSnapshot(tb); err != nil {
+			return false, err.Error()
+		}
+		return newest > mark, "newest: " + newest
+	})
+	return newest
+}
+
+// loseMachine SIGKILLs the appliance and every process of its data directory, and deletes the directory.
+func loseMachine(tb testing.TB, p *e2eProc) {
+	tb.Helper()
+	p.stop(tb, syscall.SIGKILL)
+	e2eKillUnder(tb, p.dataDir)
+	if err := os.RemoveAll(p.dataDir); err != nil {
+		tb.Fatal(err)
+	}
 }

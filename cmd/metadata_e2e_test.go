@@ -43,7 +43,7 @@ func e2eWants(t *testing.T, what, got string, wants ...string) {
 }
 
 // e2eProvision creates a development project and waits for it to be active.
-func (p *e2eProc) e2eProvision(t *testing.T, key, name string) string {
+func (p *e2eProc) e2eProvision(t testing.TB, key, name string) string {
 	t.Helper()
 	var created struct {
 		Job     *e2eJob     `json:"job"`

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -20,37 +19,33 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/theappliance/appliance/appliance/appliancetest"
-	"github.com/theappliance/appliance/appliance/backup/s3store/s3test"
+	"github.com/theappliance/appliance/appliance/backup/metasnap"
+	"github.com/theappliance/appliance/appliance/backup/s3store"
+	"github.com/theappliance/appliance/store"
 )
 
 // TestRecoverFromBucket loses a whole appliance and rebuilds it from its bucket with the real binary on a
 // real S3 server (versitygw): two projects with a base backup each and rows written after it (WAL replay
-// must bring them back), a third whose base backups are lost from the bucket (up may have taken a first one); the appliance is SIGKILLed with its servers and its
-// data directory deleted. recover refuses a non-empty data directory, a wrong recovery key and a tampered
-// snapshot object, writing nothing each time; then it rebuilds into a new directory with another port
-// range, reporting each project (the one without a backup failed, exit status non-zero; a preview and a
-// job running at the loss are not carried over), and up on it
-// serves the same rows (checksums) with the same passwords, API key and key-value token; a restore to a
-// time after the recovery (on the timeline its promotion started) finds its base backup.
+// must bring them back), a third whose base backups are lost from the bucket (up may have taken a first
+// one); the appliance is SIGKILLed with its servers and its data directory deleted. recover refuses a
+// live appliance's data directory, a non-empty one, a wrong recovery key and a tampered snapshot object,
+// writing nothing each time. Then it rebuilds into a new directory with another port range, one project
+// at a time, and is SIGKILLed once the first project is restored and the second has its base backup in
+// place (a test build's pause); a rerun is refused while the bucket holds a newer metadata snapshot than
+// the one the recovery began from, and, once that is gone, finishes the job with --parallel 2: the first
+// project kept (verified, its server left running by the killed run), the second wiped and restored
+// again, each reported (the one without a backup failed, exit status non-zero; a preview and a job
+// running at the loss are not carried over). up on it serves the same rows (checksums) with the same
+// passwords, API key and key-value token; a restore to a time after the recovery (on the timeline its
+// promotion started) finds its base backup.
 func TestRecoverFromBucket(t *testing.T) {
 	t.Parallel()
-	srv := s3test.Start(t)
+	bk := e2eBucket(t)
+	srv := bk.srv
 	bin := e2eBuild(t)
-	env := []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey}
-	flags := []string{"--backup-store", "s3://" + srv.Bucket + "/appl", "--backup-store-endpoint", "http://" + srv.Addr,
-		"--backup-store-path-style", "--backup-store-region", "us-east-1"}
 
 	dataDir := appliancetest.TraversableTempDir(t)
-	t.Cleanup(func() { e2eKillUnder(t, dataDir) })
-	p := e2eStartWith(t, bin, dataDir, env, flags)
-	m := regexp.MustCompile(`(?m)^  recovery_key: ([0-9a-f]{64})$`).FindStringSubmatch(p.stdout.String())
-	if m == nil {
-		t.Fatalf("the first start with a bucket shows no recovery key:\n%s", p.stdout)
-	}
-	keyFile := filepath.Join(t.TempDir(), "recovery.key")
-	if err := os.WriteFile(keyFile, []byte(m[1]+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p, recoveryKey, keyFile := bk.start(t, bin, dataDir)
 	key := e2eAdminKey(t, dataDir)
 
 	names := []string{"recover a", "recover b"}
@@ -121,26 +116,19 @@ func TestRecoverFromBucket(t *testing.T) {
 		t.Fatalf("preview %s: %q", j.State, j.Error)
 	}
 	// A job running when the machine is lost.
-	marker := filepath.Join(t.TempDir(), "sleep.marker")
-	inFlight := p.enqueueSleep(t, key, 600, marker)
-	e2eWaitLines(t, marker, 1)
-	// A metadata snapshot taken after every change the test made (one more change after the mark, so
-	// that there is one to take).
-	mark := time.Now().UTC().Format("20060102T150405.000000000Z")
-	p.do(t, key, http.MethodPost, "/v1/projects/"+ids[0]+"/restore-points", map[string]any{"label": "before the loss"}, http.StatusCreated, nil)
-	manifests := "appl/meta/manifests/"
-	var newest string
-	e2eEventually(t, time.Minute, "a metadata snapshot after "+mark, func() (bool, string) {
-		for o := range srv.Client().ListObjects(t.Context(), srv.Bucket, minio.ListObjectsOptions{Prefix: manifests}) {
-			if o.Err != nil {
-				return false, o.Err.Error()
-			}
-			if id := strings.TrimSuffix(strings.TrimPrefix(o.Key, manifests), ".json"); id > newest {
-				newest = id
-			}
-		}
-		return newest > mark, "newest: " + newest
-	})
+	sleepMarker := filepath.Join(t.TempDir(), "sleep.marker")
+	inFlight := p.enqueueSleep(t, key, 600, sleepMarker)
+	e2eWaitLines(t, sleepMarker, 1)
+	// A metadata snapshot taken after every change the test made.
+	bk.snapshotEverything(t, p, key, ids[0])
+
+	// recover refuses a live appliance's data directory, writing nothing.
+	if out, err := bk.recover(t, 2*time.Minute, bin, dataDir, keyFile); err == nil || !strings.Contains(out, "holds a meta.db and no unfinished recovery") {
+		t.Fatalf("recover into a live appliance's data directory: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "recovery-progress.json")); !os.IsNotExist(err) {
+		t.Fatalf("recover into a live appliance's data directory wrote its record (%v)", err)
+	}
 
 	// The machine is lost: the appliance and its servers killed, the data directory gone.
 	oldPorts := map[string]string{}
@@ -148,18 +136,16 @@ func TestRecoverFromBucket(t *testing.T) {
 		u, _ := url.Parse(conns[id].DirectURL)
 		oldPorts[id] = u.Port()
 	}
-	p.stop(t, syscall.SIGKILL)
-	e2eKillUnder(t, dataDir)
-	if err := os.RemoveAll(dataDir); err != nil {
+	loseMachine(t, p)
+	newest, err := bk.newestSnapshot(t) // up may have taken one more since
+	if err != nil {
 		t.Fatal(err)
 	}
 
 	newDir := appliancetest.TraversableTempDir(t)
 	t.Cleanup(func() { e2eKillUnder(t, newDir) })
-	runRecover := func(dir, keyFile string) (string, error) {
-		c := exec.Command(bin, append([]string{"recover", "--data-dir", dir, "--pg-ports", e2ePorts(dir), "--recovery-key", keyFile}, flags...)...)
-		c.Env = append(os.Environ(), env...)
-		return runWithin(t, c, 10*time.Minute)
+	runRecover := func(dir, keyFile string, args ...string) (string, error) {
+		return bk.recover(t, 10*time.Minute, bin, dir, keyFile, args...)
 	}
 	empty := func(what string) {
 		t.Helper()
@@ -172,7 +158,7 @@ func TestRecoverFromBucket(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(busy, "something"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := runRecover(busy, keyFile); err == nil || !strings.Contains(out, "is not empty") {
+	if out, err := runRecover(busy, keyFile); err == nil || !strings.Contains(out, "is not empty") || !strings.Contains(out, "no unfinished recovery") {
 		t.Fatalf("recover into a non-empty directory: %v\n%s", err, out)
 	}
 	// A wrong recovery key: refused before anything is written.
@@ -222,27 +208,99 @@ func TestRecoverFromBucket(t *testing.T) {
 		}
 	}
 
-	// The recovery: the two projects with a backup rebuilt, the third failed for want of one.
-	out, err := runRecover(newDir, keyFile)
-	t.Logf("recover:\n%s", out)
+	// The recovery, one project at a time, killed once the first project is restored and the second has its
+	// base backup in its new directory.
+	marker := filepath.Join(t.TempDir(), "recover.marker")
+	first := bk.recoverCmd(bin, newDir, keyFile, "--parallel", "1")
+	first.Env = append(first.Env, "APPLIANCE_TEST_RECOVER_PAUSE=2", "APPLIANCE_TEST_RECOVER_PAUSE_MARKER="+marker)
+	var firstOut e2eBuffer
+	first.Stdout, first.Stderr = &firstOut, &firstOut
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e2eWaitLines(t, marker, 1)
+	first.Process.Kill()
+	first.Wait()
+	t.Logf("recover, killed:\n%s", firstOut.String())
+	restoredLine := func(id string) *regexp.Regexp {
+		return regexp.MustCompile(`project ` + id + ` \(recover .\): restored from base backup \S+ to LSN [0-9A-F]+/[0-9A-F]+ \(last transaction \S+\), now on timeline [2-9]`)
+	}
+	paused, _ := os.ReadFile(marker)
+	if !restoredLine(ids[0]).MatchString(firstOut.String()) || string(paused) != ids[1]+" base-fetched\n" {
+		t.Fatalf("recover killed with %s restored and %s half done: the report and the marker (%q) say otherwise:\n%s", ids[0], ids[1], paused, firstOut.String())
+	}
+	record, err := os.ReadFile(filepath.Join(newDir, "recovery-progress.json"))
+	if err != nil {
+		t.Fatalf("the killed recover left no record: %v", err)
+	}
+
+	// A newer metadata snapshot in the bucket than the one the recovery began from: the rerun refuses,
+	// naming both and --start-over, and changes nothing. (One taken of the half-recovered directory, as
+	// up started on it would: the old machine still running would do the same.)
+	func() {
+		db, err := store.Open(filepath.Join(newDir, "meta.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		kb, _ := hex.DecodeString(recoveryKey)
+		sc := srv.Config("appl")
+		if sc.DataKey, err = metasnap.SnapshotKey(kb); err != nil {
+			t.Fatal(err)
+		}
+		bucket, err := s3store.New(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sn := &metasnap.Snapshotter{DB: db, Objects: bucket, DataDir: newDir, Files: []string{"ca/ca.crt", "ca/ca.key", "secret.key"}, Keep: 1000}
+		m, err := sn.Snapshot(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, rerr := runRecover(newDir, keyFile)
+		if rerr == nil || !strings.Contains(out, "newest snapshot "+m.ID) || !strings.Contains(out, "newer than") || !strings.Contains(out, newest) || !strings.Contains(out, "--start-over") {
+			t.Fatalf("recover with a newer metadata snapshot in the bucket: %v\n%s", rerr, out)
+		}
+		if after, _ := os.ReadFile(filepath.Join(newDir, "recovery-progress.json")); !bytes.Equal(after, record) {
+			t.Fatalf("the refused rerun changed the record:\n%s\nwas:\n%s", after, record)
+		}
+		if err := srv.Client().RemoveObject(t.Context(), srv.Bucket, e2eManifests+m.ID+".json", minio.RemoveObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}()
+
+	// The rerun finishes the job: the first project kept, the second restored again, the third failed for
+	// want of a backup.
+	out, err := runRecover(newDir, keyFile, "--parallel", "2")
+	t.Logf("recover, again:\n%s", out)
 	if err == nil {
 		t.Fatalf("recover with a project that has no backup exits 0:\n%s", out)
 	}
+	if !strings.Contains(out, "finishing the recovery in "+newDir+" (run 2) from metadata snapshot "+newest) {
+		t.Fatalf("the rerun does not say it finishes the recovery from %s:\n%s", newest, out)
+	}
+	if !regexp.MustCompile(`project ` + ids[0] + ` \(recover a\): kept: restored by an earlier run from base backup \S+ to LSN [0-9A-F]+/[0-9A-F]+ \(last transaction \S+\), verified running on timeline [2-9]`).MatchString(out) {
+		t.Fatalf("the rerun does not keep %s:\n%s", ids[0], out)
+	}
+	if !restoredLine(ids[1]).MatchString(out) {
+		t.Fatalf("the rerun does not restore %s:\n%s", ids[1], out)
+	}
+	both := firstOut.String() + out
 	for _, id := range ids {
-		if !regexp.MustCompile(`project ` + id + ` \(recover .\): restored from base backup \S+ to LSN [0-9A-F]+/[0-9A-F]+ \(last transaction \S+\), now on timeline [2-9]`).MatchString(out) {
-			t.Fatalf("recover's report lacks project %s:\n%s", id, out)
-		}
 		// Another port range: every port moved, and the report says so.
-		if !strings.Contains(out, "direct port "+oldPorts[id]+" → ") || !strings.Contains(out, "(outside --pg-ports "+e2ePorts(newDir)+")") {
-			t.Fatalf("recover's report does not say the port %s of %s moved:\n%s", oldPorts[id], id, out)
+		if !strings.Contains(both, "direct port "+oldPorts[id]+" → ") || !strings.Contains(both, "(outside --pg-ports "+e2ePorts(newDir)+")") {
+			t.Fatalf("recover's report does not say the port %s of %s moved:\n%s", oldPorts[id], id, both)
 		}
 	}
 	if !regexp.MustCompile(`project ` + noBackup + ` \(recover c\): FAILED: .*(no completed base backup|base backup)`).MatchString(out) {
 		t.Fatalf("recover's report lacks the project without a backup:\n%s", out)
 	}
+	if !strings.Contains(out, "run the same command again") {
+		t.Fatalf("recover with a failed project does not say a rerun tries it again:\n%s", out)
+	}
 
 	// up on the recovered directory serves every project again: same rows, same password, same API key.
-	q := e2eStartWith(t, bin, newDir, env, flags)
+	q := e2eStartWith(t, bin, newDir, bk.env, bk.flags())
 	if strings.Contains(q.stdout.String(), "recovery_key:") {
 		t.Fatalf("up after recover made a new recovery key:\n%s", q.stdout)
 	}

@@ -208,7 +208,7 @@ func itemsState(t *testing.T, url string, pooled bool) string {
 }
 
 // stop signals the appliance and waits for it to exit (0 after SIGTERM).
-func (p *e2eProc) stop(t *testing.T, sig syscall.Signal) {
+func (p *e2eProc) stop(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
@@ -239,7 +239,7 @@ func waitMarker(t *testing.T, p *e2eProc, path, line string) {
 }
 
 // waitJobFor polls the job until it is completed or failed, for at most within.
-func waitJobFor(t *testing.T, p *e2eProc, key, id string, within time.Duration) *e2eJob {
+func waitJobFor(t testing.TB, p *e2eProc, key, id string, within time.Duration) *e2eJob {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {

@@ -121,7 +121,7 @@ func TestUpSurvivesCrashAndStop(t *testing.T) {
 const e2eDeadline = 60 * time.Second
 
 // e2eBuild builds the appliance binary with the testhooks tag from the module root.
-func e2eBuild(t *testing.T) string {
+func e2eBuild(t testing.TB) string {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
@@ -193,7 +193,7 @@ func e2eStartEnv(t *testing.T, bin, dataDir string, env ...string) *e2eProc {
 }
 
 // e2eStartWith is e2eStart with extra environment variables and flags (which win over the defaults).
-func e2eStartWith(t *testing.T, bin, dataDir string, env, flags []string) *e2eProc {
+func e2eStartWith(t testing.TB, bin, dataDir string, env, flags []string) *e2eProc {
 	t.Helper()
 	p := &e2eProc{stdout: &e2eBuffer{}, stderr: &e2eBuffer{}, exited: make(chan struct{}), dataDir: dataDir}
 	p.cmd = exec.Command(bin, append([]string{"up", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--pg-ports", e2ePorts(dataDir)}, flags...)...)
@@ -251,7 +251,7 @@ func e2eStartWith(t *testing.T, bin, dataDir string, env, flags []string) *e2ePr
 }
 
 // checkAlive fails the test if the process exited or the deadline passed, and otherwise waits a moment.
-func (p *e2eProc) checkAlive(t *testing.T, deadline time.Time, what string) {
+func (p *e2eProc) checkAlive(t testing.TB, deadline time.Time, what string) {
 	t.Helper()
 	select {
 	case <-p.exited:
@@ -264,7 +264,7 @@ func (p *e2eProc) checkAlive(t *testing.T, deadline time.Time, what string) {
 }
 
 // waitExit waits for the process to end and returns its exit code (-1 when a signal ended it).
-func (p *e2eProc) waitExit(t *testing.T) int {
+func (p *e2eProc) waitExit(t testing.TB) int {
 	t.Helper()
 	select {
 	case <-p.exited:
@@ -290,7 +290,7 @@ type e2eJob struct {
 
 // do sends an API request, fails the test unless the answer has wantStatus, and decodes it into out (when
 // not nil). It returns the raw answer.
-func (p *e2eProc) do(t *testing.T, key, method, path string, body any, wantStatus int, out any) []byte {
+func (p *e2eProc) do(t testing.TB, key, method, path string, body any, wantStatus int, out any) []byte {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -325,7 +325,7 @@ func (p *e2eProc) do(t *testing.T, key, method, path string, body any, wantStatu
 	return data
 }
 
-func (p *e2eProc) call(t *testing.T, key, method, path string, body any, wantStatus int) *e2eJob {
+func (p *e2eProc) call(t testing.TB, key, method, path string, body any, wantStatus int) *e2eJob {
 	t.Helper()
 	var out struct {
 		Job *e2eJob `json:"job"`
@@ -343,13 +343,13 @@ func (p *e2eProc) enqueueSleep(t *testing.T, key string, seconds int, marker str
 }
 
 // waitJob polls GET /v1/jobs/{id} until the job is completed or failed.
-func (p *e2eProc) waitJob(t *testing.T, key, id string) *e2eJob {
+func (p *e2eProc) waitJob(t testing.TB, key, id string) *e2eJob {
 	t.Helper()
 	return p.waitJobWatching(t, key, id, nil)
 }
 
 // waitJobWatching is waitJob calling look (when not nil) at every poll.
-func (p *e2eProc) waitJobWatching(t *testing.T, key, id string, look func()) *e2eJob {
+func (p *e2eProc) waitJobWatching(t testing.TB, key, id string, look func()) *e2eJob {
 	t.Helper()
 	deadline := time.Now().Add(e2eDeadline)
 	for {
@@ -368,7 +368,7 @@ func (p *e2eProc) waitJobWatching(t *testing.T, key, id string, look func()) *e2
 }
 
 // e2eWaitLines waits until the marker file has at least n lines and returns how many it has.
-func e2eWaitLines(t *testing.T, path string, n int) int {
+func e2eWaitLines(t testing.TB, path string, n int) int {
 	t.Helper()
 	deadline := time.Now().Add(e2eDeadline)
 	tick := time.NewTicker(10 * time.Millisecond) // the file is written by another process: poll it
@@ -695,7 +695,7 @@ type e2eConnections struct {
 }
 
 // e2eAdminKey reads the admin API key the first start wrote.
-func e2eAdminKey(t *testing.T, dataDir string) string {
+func e2eAdminKey(t testing.TB, dataDir string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dataDir, "bootstrap.json"))
 	if err != nil {
@@ -710,7 +710,7 @@ func e2eAdminKey(t *testing.T, dataDir string) string {
 	return creds.APIKey
 }
 
-func (p *e2eProc) project(t *testing.T, key, id string) *e2eProject {
+func (p *e2eProc) project(t testing.TB, key, id string) *e2eProject {
 	t.Helper()
 	var out struct {
 		Project *e2eProject `json:"project"`
@@ -722,7 +722,7 @@ func (p *e2eProc) project(t *testing.T, key, id string) *e2eProject {
 	return out.Project
 }
 
-func (p *e2eProc) connections(t *testing.T, key, id string) e2eConnections {
+func (p *e2eProc) connections(t testing.TB, key, id string) e2eConnections {
 	t.Helper()
 	var out struct {
 		Connections e2eConnections `json:"connections"`
@@ -785,7 +785,7 @@ func (p *e2eProc) waitSupervisorHealthy(t *testing.T) {
 
 // e2eSQL runs statements through url (the pooled URL needs the simple protocol: PgBouncer runs in
 // transaction mode).
-func e2eSQL(t *testing.T, url string, pooled bool, stmts ...string) {
+func e2eSQL(t testing.TB, url string, pooled bool, stmts ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
@@ -798,7 +798,7 @@ func e2eSQL(t *testing.T, url string, pooled bool, stmts ...string) {
 	}
 }
 
-func e2eConnect(ctx context.Context, t *testing.T, url string, pooled bool) *pgx.Conn {
+func e2eConnect(ctx context.Context, t testing.TB, url string, pooled bool) *pgx.Conn {
 	t.Helper()
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
@@ -929,7 +929,7 @@ func e2eProcsUnder(dir string) map[int]string {
 }
 
 // e2eKillUnder SIGKILLs every process of dir until none is left (a test cleanup: it only logs).
-func e2eKillUnder(t *testing.T, dir string) {
+func e2eKillUnder(t testing.TB, dir string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		left := e2eProcsUnder(dir)
@@ -952,7 +952,7 @@ func e2eKillUnder(t *testing.T, dir string) {
 
 // e2eEventually polls cond (every 20 ms, for up to within) and fails with its last detail if it never
 // holds.
-func e2eEventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+func e2eEventually(t testing.TB, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	tick := time.NewTicker(20 * time.Millisecond)
