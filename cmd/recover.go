@@ -137,6 +137,7 @@ func runRecover(ctx context.Context, cfg UpConfig, o recoverOptions, out io.Writ
 		if err := installSnapshot(m, staged, dataDir, key); err != nil {
 			return err
 		}
+		os.RemoveAll(staged) // now, not at the end: a killed run leaves nothing beside the directory
 		if err := prog.SetMetadataInstalled(); err != nil {
 			return err
 		}

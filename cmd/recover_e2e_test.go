@@ -236,38 +236,47 @@ func TestRecoverFromBucket(t *testing.T) {
 
 	// A newer metadata snapshot in the bucket than the one the recovery began from: the rerun refuses,
 	// naming both and --start-over, and changes nothing. (One taken of the half-recovered directory, as
-	// up started on it would: the old machine still running would do the same.)
-	func() {
-		db, err := store.Open(filepath.Join(newDir, "meta.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		kb, _ := hex.DecodeString(recoveryKey)
-		sc := srv.Config("appl")
-		if sc.DataKey, err = metasnap.SnapshotKey(kb); err != nil {
-			t.Fatal(err)
-		}
-		bucket, err := s3store.New(sc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sn := &metasnap.Snapshotter{DB: db, Objects: bucket, DataDir: newDir, Files: []string{"ca/ca.crt", "ca/ca.key", "secret.key"}, Keep: 1000}
-		m, err := sn.Snapshot(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, rerr := runRecover(newDir, keyFile)
-		if rerr == nil || !strings.Contains(out, "newest snapshot "+m.ID) || !strings.Contains(out, "newer than") || !strings.Contains(out, newest) || !strings.Contains(out, "--start-over") {
-			t.Fatalf("recover with a newer metadata snapshot in the bucket: %v\n%s", rerr, out)
-		}
+	// up started on it would: the old machine still running would do the same.) While that store is open
+	// here, the rerun refuses the directory as one in use.
+	unchanged := func(what string) {
+		t.Helper()
 		if after, _ := os.ReadFile(filepath.Join(newDir, "recovery-progress.json")); !bytes.Equal(after, record) {
-			t.Fatalf("the refused rerun changed the record:\n%s\nwas:\n%s", after, record)
+			t.Fatalf("%s changed the record:\n%s\nwas:\n%s", what, after, record)
 		}
-		if err := srv.Client().RemoveObject(t.Context(), srv.Bucket, e2eManifests+m.ID+".json", minio.RemoveObjectOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}()
+	}
+	db, err := store.Open(filepath.Join(newDir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := hex.DecodeString(recoveryKey)
+	sc := srv.Config("appl")
+	if sc.DataKey, err = metasnap.SnapshotKey(kb); err != nil {
+		t.Fatal(err)
+	}
+	bucket, err := s3store.New(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn := &metasnap.Snapshotter{DB: db, Objects: bucket, DataDir: newDir, Files: []string{"ca/ca.crt", "ca/ca.key", "secret.key"}, Keep: 1000}
+	newer, err := sn.Snapshot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runRecover(newDir, keyFile); err == nil || !strings.Contains(out, "locked by another process") {
+		t.Fatalf("recover into a directory whose meta.db is in use: %v\n%s", err, out)
+	}
+	unchanged("recover into a directory whose meta.db is in use")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runRecover(newDir, keyFile); err == nil || !strings.Contains(out, "newest snapshot "+newer.ID) || !strings.Contains(out, "newer than") ||
+		!strings.Contains(out, newest) || !strings.Contains(out, "--start-over") {
+		t.Fatalf("recover with a newer metadata snapshot in the bucket: %v\n%s", err, out)
+	}
+	unchanged("the rerun refused for a newer snapshot")
+	if err := srv.Client().RemoveObject(t.Context(), srv.Bucket, e2eManifests+newer.ID+".json", minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// The rerun finishes the job: the first project kept, the second restored again, the third failed for
 	// want of a backup.
