@@ -35,7 +35,8 @@ import (
 // the one the recovery began from, and, once that is gone, finishes the job with --parallel 2: the first
 // project kept (verified, its server left running by the killed run), the second wiped and restored
 // again, each reported (the one without a backup failed, exit status non-zero; a preview and a job
-// running at the loss are not carried over). up on it serves the same rows (checksums) with the same
+// running at the loss are not carried over). With a newer snapshot again, --start-over begins anew from
+// it and restores every project once more. up on it serves the same rows (checksums) with the same
 // passwords, API key and key-value token; a restore to a time after the recovery (on the timeline its
 // promotion started) finds its base backup.
 func TestRecoverFromBucket(t *testing.T) {
@@ -244,10 +245,6 @@ func TestRecoverFromBucket(t *testing.T) {
 			t.Fatalf("%s changed the record:\n%s\nwas:\n%s", what, after, record)
 		}
 	}
-	db, err := store.Open(filepath.Join(newDir, "meta.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	kb, _ := hex.DecodeString(recoveryKey)
 	sc := srv.Config("appl")
 	if sc.DataKey, err = metasnap.SnapshotKey(kb); err != nil {
@@ -257,11 +254,20 @@ func TestRecoverFromBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sn := &metasnap.Snapshotter{DB: db, Objects: bucket, DataDir: newDir, Files: []string{"ca/ca.crt", "ca/ca.key", "secret.key"}, Keep: 1000}
-	newer, err := sn.Snapshot(t.Context())
+	snapshotOf := func(db *store.DB) *metasnap.Manifest {
+		t.Helper()
+		sn := &metasnap.Snapshotter{DB: db, Objects: bucket, DataDir: newDir, Files: []string{"ca/ca.crt", "ca/ca.key", "secret.key"}, Keep: 1000}
+		m, err := sn.Snapshot(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	db, err := store.Open(filepath.Join(newDir, "meta.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	newer := snapshotOf(db)
 	if out, err := runRecover(newDir, keyFile); err == nil || !strings.Contains(out, "locked by another process") {
 		t.Fatalf("recover into a directory whose meta.db is in use: %v\n%s", err, out)
 	}
@@ -306,6 +312,31 @@ func TestRecoverFromBucket(t *testing.T) {
 	}
 	if !strings.Contains(out, "run the same command again") {
 		t.Fatalf("recover with a failed project does not say a rerun tries it again:\n%s", out)
+	}
+
+	// A newer snapshot again (of the directory as the rerun left it), and --start-over: the unfinished
+	// recovery's instances are removed, the directory emptied, and the recovery begins again from that
+	// snapshot (each project on a new timeline after the first recovery's).
+	func() {
+		db, err := store.Open(filepath.Join(newDir, "meta.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		newer = snapshotOf(db)
+	}()
+	out, err = runRecover(newDir, keyFile, "--start-over")
+	t.Logf("recover --start-over:\n%s", out)
+	if err == nil || !strings.Contains(out, "--start-over: discarding the unfinished recovery in "+newDir) || !strings.Contains(out, "metadata snapshot "+newer.ID+" (taken") {
+		t.Fatalf("recover --start-over: %v\n%s", err, out)
+	}
+	for _, id := range ids {
+		if !restoredLine(id).MatchString(out) {
+			t.Fatalf("recover --start-over does not restore %s again:\n%s", id, out)
+		}
+	}
+	if !regexp.MustCompile(`project ` + noBackup + ` \(recover c\): FAILED: `).MatchString(out) {
+		t.Fatalf("recover --start-over: the project without a backup is not reported failed:\n%s", out)
 	}
 
 	// up on the recovered directory serves every project again: same rows, same password, same API key.
