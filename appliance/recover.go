@@ -43,6 +43,10 @@ type RecoveredProject struct {
 // recoveryNote is the reason written on the records recovery reconciles.
 const recoveryNote = "the appliance was recovered from its backup store"
 
+// recoverFailed starts the last_error of a project recovery could not rebuild: a later recovery from a
+// snapshot that holds it so (up ran on the half-recovered directory) tries it again.
+const recoverFailed = "recover: "
+
 // RecoverOptions are Recover's.
 type RecoverOptions struct {
 	// Progress is the recovery's record (RecoveryProgress) in the data directory: what reconcile chose
@@ -342,7 +346,8 @@ func (r *recovery) reconcile() ([]*store.Project, error) {
 				}); err != nil {
 					return err
 				}
-			case p.State == ProjectActive && p.PrimaryInstanceID != "":
+			case p.PrimaryInstanceID != "" && (p.State == ProjectActive || p.State == ProjectFailed && strings.HasPrefix(p.LastError, recoverFailed)):
+				// Active, or left failed by a recovery (a snapshot of a half-recovered appliance): rebuilt.
 				if err := r.fitPorts(tx, p); err != nil {
 					return err
 				}
@@ -600,7 +605,7 @@ func (r *recovery) fail(ctx context.Context, projectID string, cause error) {
 	}
 	err := s.db.Update(func(tx *store.Tx) error {
 		_, err := s.settle(tx, instID, InstanceStopped, projectID, func(p *store.Project) {
-			p.State, p.RuntimeStatus, p.LastError = ProjectFailed, RuntimeStopped, "recover: "+cause.Error()
+			p.State, p.RuntimeStatus, p.LastError = ProjectFailed, RuntimeStopped, recoverFailed+cause.Error()
 		})
 		return err
 	})
