@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,10 +32,12 @@ import (
 // one); the appliance is SIGKILLed with its servers and its data directory deleted. recover refuses a
 // live appliance's data directory, a non-empty one, a wrong recovery key and a tampered snapshot object,
 // writing nothing each time. Then it rebuilds into a new directory with another port range, one project
-// at a time, and is SIGKILLed once the first project is restored and the second has its base backup in
-// place (a test build's pause); a rerun is refused while the bucket holds a newer metadata snapshot than
-// the one the recovery began from, and, once that is gone, finishes the job with --parallel 2: the first
-// project kept (verified, its server left running by the killed run), the second wiped and restored
+// at a time, and is interrupted (SIGINT: it stops its servers and says how to go on) once the first
+// project is restored and the second has its base backup in place (a test build's pause); run again, it
+// keeps the first and is SIGKILLed at the same point of the second. A rerun is refused while the store
+// is open elsewhere and while the bucket holds a newer metadata snapshot than the one the recovery began
+// from, and, once that is gone, finishes the job with --parallel 2: the first project kept (verified,
+// its server left running by the killed run), the second wiped and restored
 // again, each reported (the one without a backup failed, exit status non-zero; a preview and a job
 // running at the loss are not carried over). With a newer snapshot again, --start-over begins anew from
 // it and restores every project once more. up on it serves the same rows (checksums) with the same
@@ -209,26 +213,47 @@ func TestRecoverFromBucket(t *testing.T) {
 		}
 	}
 
-	// The recovery, one project at a time, killed once the first project is restored and the second has its
-	// base backup in its new directory.
-	marker := filepath.Join(t.TempDir(), "recover.marker")
-	first := bk.recoverCmd(bin, newDir, keyFile, "--parallel", "1")
-	first.Env = append(first.Env, "APPLIANCE_TEST_RECOVER_PAUSE=2", "APPLIANCE_TEST_RECOVER_PAUSE_MARKER="+marker)
-	var firstOut e2eBuffer
-	first.Stdout, first.Stderr = &firstOut, &firstOut
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
+	// The recovery, one project at a time, stopped with the second project's base backup in its new
+	// directory (a test build's pause): first by SIGINT (recover stops what it started and says how to go
+	// on), then, rerun, by SIGKILL (its servers left running, as when the machine goes with it).
+	startPaused := func(pause int) (*exec.Cmd, *e2eBuffer, string) {
+		marker := filepath.Join(t.TempDir(), "recover.marker")
+		c := bk.recoverCmd(bin, newDir, keyFile, "--parallel", "1")
+		c.Env = append(c.Env, "APPLIANCE_TEST_RECOVER_PAUSE="+strconv.Itoa(pause), "APPLIANCE_TEST_RECOVER_PAUSE_MARKER="+marker)
+		out := &e2eBuffer{}
+		c.Stdout, c.Stderr = out, out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		e2eWaitLines(t, marker, 1)
+		if paused, _ := os.ReadFile(marker); string(paused) != ids[1]+" base-fetched\n" {
+			t.Fatalf("recover paused at %q, want %s's base-fetched:\n%s", paused, ids[1], out)
+		}
+		return c, out, marker
 	}
-	e2eWaitLines(t, marker, 1)
-	first.Process.Kill()
-	first.Wait()
-	t.Logf("recover, killed:\n%s", firstOut.String())
 	restoredLine := func(id string) *regexp.Regexp {
 		return regexp.MustCompile(`project ` + id + ` \(recover .\): restored from base backup \S+ to LSN [0-9A-F]+/[0-9A-F]+ \(last transaction \S+\), now on timeline [2-9]`)
 	}
-	paused, _ := os.ReadFile(marker)
-	if !restoredLine(ids[0]).MatchString(firstOut.String()) || string(paused) != ids[1]+" base-fetched\n" {
-		t.Fatalf("recover killed with %s restored and %s half done: the report and the marker (%q) say otherwise:\n%s", ids[0], ids[1], paused, firstOut.String())
+	keptLine := func(id string) *regexp.Regexp {
+		return regexp.MustCompile(`project ` + id + ` \(recover .\): kept: restored by an earlier run from base backup \S+ to LSN [0-9A-F]+/[0-9A-F]+ \(last transaction \S+\), verified running on timeline [2-9]`)
+	}
+	first, firstOut, _ := startPaused(2)
+	first.Process.Signal(os.Interrupt)
+	err = first.Wait()
+	t.Logf("recover, interrupted:\n%s", firstOut)
+	if err == nil || !restoredLine(ids[0]).MatchString(firstOut.String()) ||
+		!strings.Contains(firstOut.String(), "recover interrupted (context canceled): 1 projects restored, 0 failed, 2 not done; run the same command again to finish") {
+		t.Fatalf("recover interrupted with %s restored: %v\n%s", ids[0], err, firstOut)
+	}
+	if left := e2eProcsUnder(newDir); len(left) > 0 {
+		t.Fatalf("recover interrupted left processes running: %v", left)
+	}
+	second, secondOut, _ := startPaused(1) // the first project is kept: the second is the first to fetch
+	second.Process.Kill()
+	second.Wait()
+	t.Logf("recover again, killed:\n%s", secondOut)
+	if !keptLine(ids[0]).MatchString(secondOut.String()) || !strings.Contains(secondOut.String(), "(run 2)") {
+		t.Fatalf("recover run again does not keep %s:\n%s", ids[0], secondOut)
 	}
 	record, err := os.ReadFile(filepath.Join(newDir, "recovery-progress.json"))
 	if err != nil {
@@ -291,16 +316,16 @@ func TestRecoverFromBucket(t *testing.T) {
 	if err == nil {
 		t.Fatalf("recover with a project that has no backup exits 0:\n%s", out)
 	}
-	if !strings.Contains(out, "finishing the recovery in "+newDir+" (run 2) from metadata snapshot "+newest) {
+	if !strings.Contains(out, "finishing the recovery in "+newDir+" (run 3) from metadata snapshot "+newest) {
 		t.Fatalf("the rerun does not say it finishes the recovery from %s:\n%s", newest, out)
 	}
-	if !regexp.MustCompile(`project ` + ids[0] + ` \(recover a\): kept: restored by an earlier run from base backup \S+ to LSN [0-9A-F]+/[0-9A-F]+ \(last transaction \S+\), verified running on timeline [2-9]`).MatchString(out) {
+	if !keptLine(ids[0]).MatchString(out) {
 		t.Fatalf("the rerun does not keep %s:\n%s", ids[0], out)
 	}
 	if !restoredLine(ids[1]).MatchString(out) {
 		t.Fatalf("the rerun does not restore %s:\n%s", ids[1], out)
 	}
-	both := firstOut.String() + out
+	both := firstOut.String() + secondOut.String() + out
 	for _, id := range ids {
 		// Another port range: every port moved, and the report says so.
 		if !strings.Contains(both, "direct port "+oldPorts[id]+" → ") || !strings.Contains(both, "(outside --pg-ports "+e2ePorts(newDir)+")") {
