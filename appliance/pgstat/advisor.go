@@ -80,13 +80,13 @@ func IndexAdvice(ctx context.Context, admin, tenant *pgx.Conn, minFilter, minSel
 	a.Available = true
 	a.CostEstimatesAvailable, a.SizeEstimatesAvailable = hypopg != nil, hypopg != nil
 
-	tx, err := tenant.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
-	if err != nil {
+	tx := &session{conn: tenant}
+	if err := tx.exec(ctx, "BEGIN READ ONLY"); err != nil {
 		return nil, fmt.Errorf("index advice: begin: %w", err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer tx.exec(context.WithoutCancel(ctx), "ROLLBACK")
 	var tenantDB string
-	if err := tx.QueryRow(ctx, "SELECT pg_catalog.current_database()::text").Scan(&tenantDB); err != nil {
+	if err := tx.queryRow(ctx, "SELECT pg_catalog.current_database()::text").Scan(&tenantDB); err != nil {
 		return nil, fmt.Errorf("index advice: %w", err)
 	}
 	if tenantDB != database {
@@ -94,6 +94,11 @@ func IndexAdvice(ctx context.Context, admin, tenant *pgx.Conn, minFilter, minSel
 	}
 	cands, err := advise(ctx, tx, *qualstats, minFilter, minSelectivity)
 	if err != nil {
+		return nil, fmt.Errorf("index advice: %w", err)
+	}
+	// An index that an existing one already provides (the primary key's, or any with the same leading
+	// columns and method) is no advice: pg_qualstats_index_advisor does not look at the existing indexes.
+	if cands, err = dropCovered(ctx, admin, cands); err != nil {
 		return nil, fmt.Errorf("index advice: %w", err)
 	}
 	if len(cands) == 0 {
@@ -113,8 +118,14 @@ func IndexAdvice(ctx context.Context, admin, tenant *pgx.Conn, minFilter, minSel
 		}
 	}
 	if hypopg != nil {
-		if err := estimate(ctx, tenant, tx, *qualstats, *hypopg, cands); err != nil {
+		if err := estimate(ctx, tx, *qualstats, *hypopg, cands); err != nil {
 			return nil, fmt.Errorf("index advice: %w", err)
+		}
+		// With estimates, a suggestion the planner finds no cheaper plan with (or none it could plan)
+		// is no advice either.
+		cands = slices.DeleteFunc(cands, func(c *candidate) bool { return c.EstimatedCostReductionPct <= 0 })
+		if len(cands) == 0 {
+			a.Reason = "no index would make the sampled statements cheaper by the planner's estimate (hypopg)"
 		}
 	} else {
 		a.Reason = "enable the hypopg extension for cost and size estimates (POST /v1/projects/{id}/extensions)"
@@ -135,24 +146,66 @@ type candidate struct {
 	queryIDs []int64  // the statements it would serve, most relevant first
 }
 
+// session runs the advisor's statements on the tenant's connection, each starting with InternalMarker:
+// pg_stat_statements records every top-level statement of the tenant's role (transaction control
+// included), and the top queries and slowest statements leave the marked ones out. pgx's transactions
+// send their own unmarked BEGIN and SAVEPOINT, so the advisor writes its own.
+type session struct{ conn *pgx.Conn }
+
+func (s *session) exec(ctx context.Context, sql string, args ...any) error {
+	_, err := s.conn.Exec(ctx, InternalMarker+sql, args...)
+	return err
+}
+
+func (s *session) queryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return s.conn.QueryRow(ctx, InternalMarker+sql, args...)
+}
+
+func (s *session) query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return s.conn.Query(ctx, InternalMarker+sql, args...)
+}
+
+// savepoint runs fn in a savepoint (one at a time: they are not nested), released when fn returns nil
+// and keep is true, rolled back to otherwise. It returns fn's error.
+func (s *session) savepoint(ctx context.Context, keep bool, fn func() error) (fnErr, err error) {
+	if err := s.exec(ctx, "SAVEPOINT pgstat_advisor"); err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
+	}
+	fnErr = fn()
+	if fnErr == nil && keep {
+		if err := s.exec(ctx, "RELEASE SAVEPOINT pgstat_advisor"); err != nil {
+			return fnErr, fmt.Errorf("release savepoint: %w", err)
+		}
+		return nil, nil
+	}
+	if err := s.exec(ctx, "ROLLBACK TO SAVEPOINT pgstat_advisor"); err != nil {
+		return fnErr, fmt.Errorf("rollback to savepoint: %w", err)
+	}
+	if err := s.exec(ctx, "RELEASE SAVEPOINT pgstat_advisor"); err != nil {
+		return fnErr, fmt.Errorf("release savepoint: %w", err)
+	}
+	return fnErr, nil
+}
+
 // advise calls pg_qualstats_index_advisor on the tenant's session. Its body names the extension's objects
 // unqualified: the extension's schema goes first in the search_path during the call, in a savepoint rolled
 // back after it (so the example statements are planned later with the session's own search_path).
-func advise(ctx context.Context, tx pgx.Tx, schema string, minFilter, minSelectivity int) ([]*candidate, error) {
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("savepoint: %w", err)
-	}
-	defer sp.Rollback(ctx)
-	if _, err := sp.Exec(ctx, "SELECT pg_catalog.set_config('search_path', pg_catalog.quote_ident($1::text) || ', ' || pg_catalog.current_setting('search_path'), true)", schema); err != nil {
-		return nil, fmt.Errorf("set search_path: %w", err)
-	}
+func advise(ctx context.Context, tx *session, schema string, minFilter, minSelectivity int) ([]*candidate, error) {
 	var raw string
-	if err := sp.QueryRow(ctx, "SELECT "+ident(schema, "pg_qualstats_index_advisor")+"($1::int, $2::int)::text", minFilter, minSelectivity).Scan(&raw); err != nil {
-		return nil, fmt.Errorf("pg_qualstats_index_advisor: %w", err)
+	fnErr, err := tx.savepoint(ctx, false, func() error {
+		if err := tx.exec(ctx, "SELECT pg_catalog.set_config('search_path', pg_catalog.quote_ident($1::text) || ', ' || pg_catalog.current_setting('search_path'), true)", schema); err != nil {
+			return fmt.Errorf("set search_path: %w", err)
+		}
+		if err := tx.queryRow(ctx, "SELECT "+ident(schema, "pg_qualstats_index_advisor")+"($1::int, $2::int)::text", minFilter, minSelectivity).Scan(&raw); err != nil {
+			return fmt.Errorf("pg_qualstats_index_advisor: %w", err)
+		}
+		return nil
+	})
+	if fnErr != nil {
+		return nil, fnErr
 	}
-	if err := sp.Rollback(ctx); err != nil {
-		return nil, fmt.Errorf("rollback to savepoint: %w", err)
+	if err != nil {
+		return nil, err
 	}
 	// pg_qualstats 2.0 lists DDL strings; 2.1 objects with the DDL and the queryids.
 	var out struct {
@@ -186,51 +239,110 @@ func advise(ctx context.Context, tx pgx.Tx, schema string, minFilter, minSelecti
 	return cands, nil
 }
 
-// findQueries fills in the statements of the candidates the advisor gave none (pg_qualstats 2.0): those
-// whose sampled predicates on the index's columns filtered most rows.
-func findQueries(ctx context.Context, tx pgx.Tx, schema, adminRole string, cands []*candidate) error {
-	b := &pgx.Batch{}
+// existingIndexesSQL lists the valid indexes without a predicate of table $1: their method and key
+// columns in order ("" for an expression).
+const existingIndexesSQL = `SELECT m.amname::text, ARRAY(
+    SELECT coalesce(a.attname::text, '') FROM pg_catalog.unnest((string_to_array(i.indkey::text, ' ')::int2[])[1:i.indnkeyatts]) WITH ORDINALITY k(attnum, n)
+    LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum ORDER BY k.n)
+FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid JOIN pg_catalog.pg_am m ON m.oid = c.relam
+WHERE i.indrelid = pg_catalog.to_regclass($1::text) AND i.indisvalid AND i.indpred IS NULL`
+
+// existingIndex is an index of a table: its method and key columns.
+type existingIndex struct {
+	method  string
+	columns []string
+}
+
+// covers says whether idx already provides an index on columns with method: the same method, and
+// columns are its leading key columns (in any order: the advisor's columns come from AND-ed equality
+// and range predicates, which an index on the same leading columns serves).
+func (idx existingIndex) covers(method string, columns []string) bool {
+	if idx.method != method || len(columns) == 0 || len(idx.columns) < len(columns) {
+		return false
+	}
+	lead := slices.Clone(idx.columns[:len(columns)])
+	want := slices.Clone(columns)
+	slices.Sort(lead)
+	slices.Sort(want)
+	return slices.Equal(lead, want)
+}
+
+// dropCovered leaves out the candidates an existing index of their table already provides (read on the
+// admin session: catalogs only).
+func dropCovered(ctx context.Context, admin *pgx.Conn, cands []*candidate) ([]*candidate, error) {
+	b := adminBatch()
 	var asked []*candidate
 	for _, c := range cands {
-		if len(c.queryIDs) == 0 && c.Table != "" {
-			b.Queue(fmt.Sprintf(queryIDsSQL, ident(schema)), c.Table, c.columns, adminRole, examplesPerSuggestion)
+		if c.Table != "" && len(c.columns) > 0 {
+			b.Queue(existingIndexesSQL, c.Table)
 			asked = append(asked, c)
 		}
 	}
 	if len(asked) == 0 {
-		return nil
+		return cands, nil
 	}
-	br := tx.SendBatch(ctx, b)
+	br, err := sendAdmin(ctx, admin, b)
+	if err != nil {
+		return nil, fmt.Errorf("read the existing indexes: %w", err)
+	}
 	defer br.Close()
+	covered := map[*candidate]bool{}
 	for _, c := range asked {
 		rows, _ := br.Query()
+		var idx existingIndex
+		if _, err := pgx.ForEachRow(rows, []any{&idx.method, &idx.columns}, func() error {
+			if idx.covers(c.IndexMethod, c.columns) {
+				covered[c] = true
+			}
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("read the existing indexes of %s: %w", c.Table, err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("read the existing indexes: %w", err)
+	}
+	return slices.DeleteFunc(cands, func(c *candidate) bool { return covered[c] }), nil
+}
+
+// findQueries fills in the statements of the candidates the advisor gave none (pg_qualstats 2.0): those
+// whose sampled predicates on the index's columns filtered most rows.
+func findQueries(ctx context.Context, tx *session, schema, adminRole string, cands []*candidate) error {
+	for _, c := range cands {
+		if len(c.queryIDs) != 0 || c.Table == "" {
+			continue
+		}
+		rows, err := tx.query(ctx, fmt.Sprintf(queryIDsSQL, ident(schema)), c.Table, c.columns, adminRole, examplesPerSuggestion)
+		if err != nil {
+			return fmt.Errorf("read pg_qualstats: %w", err)
+		}
 		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 		if err != nil {
 			return fmt.Errorf("read pg_qualstats: %w", err)
 		}
 		c.queryIDs = ids
 	}
-	return br.Close()
+	return nil
 }
 
 // estimate plans each candidate's example statements without and with the index made hypothetical
 // (hypopg, local to the session), and measures the index. The hypothetical indexes are dropped at the end.
-func estimate(ctx context.Context, tenant *pgx.Conn, tx pgx.Tx, qualstats, hypopg string, cands []*candidate) (err error) {
+func estimate(ctx context.Context, tx *session, qualstats, hypopg string, cands []*candidate) (err error) {
 	reset := "SELECT " + ident(hypopg, "hypopg_reset") + "()"
-	if _, err := tx.Exec(ctx, reset); err != nil {
+	if err := tx.exec(ctx, reset); err != nil {
 		return fmt.Errorf("hypopg_reset: %w", err)
 	}
 	defer func() {
 		// hypopg's indexes are the session's, not the transaction's: drop them even when the transaction
 		// failed (then with a statement of its own after the rollback).
-		if _, rerr := tx.Exec(ctx, reset); rerr != nil {
-			tx.Rollback(context.WithoutCancel(ctx))
-			if _, rerr := tenant.Exec(context.WithoutCancel(ctx), reset); rerr != nil && err == nil {
+		if rerr := tx.exec(ctx, reset); rerr != nil {
+			tx.exec(context.WithoutCancel(ctx), "ROLLBACK")
+			if rerr := tx.exec(context.WithoutCancel(ctx), reset); rerr != nil && err == nil {
 				err = fmt.Errorf("hypopg_reset: %w", rerr)
 			}
 		}
 	}()
-	if _, err := tx.Exec(ctx, "SELECT pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true), "+
+	if err := tx.exec(ctx, "SELECT pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true), "+
 		"pg_catalog.set_config('statement_timeout', $1::text, true), pg_catalog.set_config('lock_timeout', $2::text, true)",
 		fmt.Sprint(explainTimeoutMS), fmt.Sprint(explainLockTimeoutMS)); err != nil {
 		return fmt.Errorf("set planning parameters: %w", err)
@@ -243,7 +355,7 @@ func estimate(ctx context.Context, tenant *pgx.Conn, tx pgx.Tx, qualstats, hypop
 	}
 	examples := map[int64]string{}
 	if len(ids) > 0 {
-		rows, _ := tx.Query(ctx, "SELECT id, "+ident(qualstats, "pg_qualstats_example_query")+"(id) FROM pg_catalog.unnest($1::bigint[]) id", ids)
+		rows, _ := tx.query(ctx, "SELECT id, "+ident(qualstats, "pg_qualstats_example_query")+"(id) FROM pg_catalog.unnest($1::bigint[]) id", ids)
 		var id int64
 		var text *string
 		if _, err := pgx.ForEachRow(rows, []any{&id, &text}, func() error {
@@ -257,7 +369,7 @@ func estimate(ctx context.Context, tenant *pgx.Conn, tx pgx.Tx, qualstats, hypop
 	}
 	before := map[int64]float64{}
 	for id, text := range examples {
-		if cost, ok, err := planCost(ctx, tenant, tx, text); err != nil {
+		if cost, ok, err := planCost(ctx, tx, text); err != nil {
 			return err
 		} else if ok {
 			before[id] = cost
@@ -265,20 +377,15 @@ func estimate(ctx context.Context, tenant *pgx.Conn, tx pgx.Tx, qualstats, hypop
 	}
 
 	for _, c := range cands {
-		sp, err := tx.Begin(ctx)
-		if err != nil {
-			return fmt.Errorf("savepoint: %w", err)
-		}
 		var size int64
-		err = sp.QueryRow(ctx, "SELECT "+ident(hypopg, "hypopg_relation_size")+"(h.indexrelid) FROM "+ident(hypopg, "hypopg_create_index")+"($1::text) h", c.DDL).Scan(&size)
-		if err != nil { // the advisor's DDL does not apply (the table changed meanwhile): no estimate
-			if rerr := sp.Rollback(ctx); rerr != nil {
-				return fmt.Errorf("rollback to savepoint: %w", rerr)
-			}
-			continue
+		fnErr, err := tx.savepoint(ctx, true, func() error {
+			return tx.queryRow(ctx, "SELECT "+ident(hypopg, "hypopg_relation_size")+"(h.indexrelid) FROM "+ident(hypopg, "hypopg_create_index")+"($1::text) h", c.DDL).Scan(&size)
+		})
+		if err != nil {
+			return err
 		}
-		if err := sp.Commit(ctx); err != nil {
-			return fmt.Errorf("release savepoint: %w", err)
+		if fnErr != nil { // the advisor's DDL does not apply (the table changed meanwhile): no estimate
+			continue
 		}
 		c.EstimatedSizeBytes = size
 		for _, id := range c.queryIDs {
@@ -286,7 +393,7 @@ func estimate(ctx context.Context, tenant *pgx.Conn, tx pgx.Tx, qualstats, hypop
 			if !ok || b <= 0 {
 				continue
 			}
-			after, ok, err := planCost(ctx, tenant, tx, examples[id])
+			after, ok, err := planCost(ctx, tx, examples[id])
 			if err != nil {
 				return err
 			}
@@ -298,7 +405,7 @@ func estimate(ctx context.Context, tenant *pgx.Conn, tx pgx.Tx, qualstats, hypop
 				c.EstimatedCostReductionPct, c.QueryID = pct, id
 			}
 		}
-		if _, err := tx.Exec(ctx, reset); err != nil {
+		if err := tx.exec(ctx, reset); err != nil {
 			return fmt.Errorf("hypopg_reset: %w", err)
 		}
 	}
@@ -308,31 +415,28 @@ func estimate(ctx context.Context, tenant *pgx.Conn, tx pgx.Tx, qualstats, hypop
 // planCost prepares statement on the tenant's session and returns the total cost of its generic plan
 // (EXPLAIN EXECUTE; the parameters, if any, are NULL: a generic plan does not look at them). ok is false,
 // with no error, when the statement does not prepare or plan (no longer valid, several statements, a
-// timeout): the savepoint around it is rolled back.
-func planCost(ctx context.Context, tenant *pgx.Conn, tx pgx.Tx, statement string) (cost float64, ok bool, err error) {
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return 0, false, fmt.Errorf("savepoint: %w", err)
-	}
-	pg := tenant.PgConn()
-	sd, perr := pg.Prepare(ctx, exampleStatement, statement, nil)
-	if perr == nil {
+// timeout): the savepoint around it is rolled back. Preparing runs nothing, so pg_stat_statements does not
+// record the statement; the EXPLAIN is marked.
+func planCost(ctx context.Context, tx *session, statement string) (cost float64, ok bool, err error) {
+	pg := tx.conn.PgConn()
+	perr, err := tx.savepoint(ctx, true, func() error {
+		sd, err := pg.Prepare(ctx, exampleStatement, statement, nil)
+		if err != nil {
+			return err
+		}
 		explain := "EXPLAIN (FORMAT JSON) EXECUTE " + exampleStatement
 		if n := len(sd.ParamOIDs); n > 0 {
 			explain += "(" + strings.TrimSuffix(strings.Repeat("NULL, ", n), ", ") + ")"
 		}
 		var plan string
-		perr = sp.QueryRow(ctx, explain, pgx.QueryExecModeExec).Scan(&plan)
-		if perr == nil {
-			cost, perr = totalCost(plan)
+		if err := tx.conn.QueryRow(ctx, InternalMarker+explain, pgx.QueryExecModeExec).Scan(&plan); err != nil {
+			return err
 		}
-	}
-	if perr != nil {
-		if err := sp.Rollback(ctx); err != nil {
-			return 0, false, fmt.Errorf("rollback to savepoint: %w", err)
-		}
-	} else if err := sp.Commit(ctx); err != nil {
-		return 0, false, fmt.Errorf("release savepoint: %w", err)
+		cost, err = totalCost(plan)
+		return err
+	})
+	if err != nil {
+		return 0, false, err
 	}
 	if err := pg.Deallocate(ctx, exampleStatement); err != nil {
 		return 0, false, fmt.Errorf("deallocate the example statement: %w", err)

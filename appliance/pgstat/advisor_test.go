@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/appliance/pgstat"
+	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/postgres/pgtest"
 )
 
@@ -58,6 +59,7 @@ func testAdvisor(t *testing.T, s *pgtest.Server) {
 	advisorTenant := s.Connect(t, tenantNotices.record(s.TenantConfig(t, db, role)))
 	mustExec(t, admin, "CREATE EXTENSION pg_qualstats")
 	mustExec(t, admin, "CREATE EXTENSION hypopg")
+	mustExec(t, admin, "CREATE EXTENSION pg_stat_statements")
 	mustExec(t, tenant, ordersSQL)
 	mustExec(t, tenant, overloadsSQL)
 	var rate string
@@ -68,16 +70,55 @@ func testAdvisor(t *testing.T, s *pgtest.Server) {
 	// pg_qualstats samples a share of the statements: run the workload until the advisor has seen all three.
 	var advice *pgstat.Advice
 	var err error
+	// A range of the primary key read by a sequential scan: pg_qualstats samples its filter, and the
+	// advisor would propose an index on id, which the primary key already is.
+	var idSampled bool
 	pgtest.WaitFor(t, 60*time.Second, func() (bool, string) {
 		orderQueries(t, tenant, 10)
+		for range 10 {
+			mustExec(t, tenant, "SELECT sum(customer_id) FROM orders WHERE id > 40000", pgx.QueryExecModeSimpleProtocol)
+		}
+		if err := admin.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_qualstats() q WHERE coalesce(q.lrelid, q.rrelid) = 'orders'::regclass
+			AND coalesce(q.lattnum, q.rattnum) = 1 AND q.eval_type = 'f'`).Scan(&idSampled); err != nil {
+			t.Fatal(err)
+		}
 		if advice, err = pgstat.IndexAdvice(ctx, admin, advisorTenant, 1000, 30); err != nil {
 			t.Fatal(err)
 		}
 		c, r := find(advice.Suggestions, customerDDL), find(advice.Suggestions, regionDDL)
-		return c != nil && r != nil && c.EstimatedCostReductionPct > 0 && r.EstimatedCostReductionPct > 0 &&
+		var plan string
+		if err := tenant.QueryRow(ctx, "EXPLAIN (FORMAT JSON) SELECT sum(customer_id) FROM orders WHERE id > 40000").Scan(&plan); err != nil {
+			t.Fatal(err)
+		}
+		return c != nil && r != nil && c.EstimatedCostReductionPct > 0 && r.EstimatedCostReductionPct > 0 && idSampled &&
 				len(tenantNotices.containing("pick() runs as")) > 0,
-			fmt.Sprintf("%+v; notices %q", advice, tenantNotices.containing("runs as"))
+			fmt.Sprintf("%+v; id sampled %v (plan %s); %d notices", advice, idSampled, plan, len(tenantNotices.containing("runs as")))
 	})
+	// Nothing the primary key provides, and nothing without a gain.
+	for _, sg := range advice.Suggestions {
+		if strings.HasSuffix(sg.DDL, "(id)") || sg.EstimatedCostReductionPct <= 0 {
+			t.Errorf("suggested %+v", sg)
+		}
+	}
+	// The advisor's own statements (transaction control included) are not among the tenant's statements
+	// the top queries and the slowest statements read.
+	st, err := pgstat.ReadStatements(ctx, admin, db, postgres.AdminRole)
+	if err != nil || !st.Available {
+		t.Fatalf("statements: %+v %v", st, err)
+	}
+	for _, x := range st.Totals {
+		q := strings.ToLower(x.Query)
+		for _, own := range []string{"hypopg", "pg_qualstats_", "pg_qualstats()", "pgstat_advisor", "plan_cache_mode", "current_database()"} {
+			if strings.Contains(q, own) {
+				t.Errorf("the advisor's statement %q is among the tenant's", x.Query)
+			}
+		}
+		for _, own := range []string{"begin", "savepoint", "release", "rollback"} {
+			if strings.HasPrefix(q, own) {
+				t.Errorf("the advisor's statement %q is among the tenant's", x.Query)
+			}
+		}
+	}
 	if !advice.Available || !advice.CostEstimatesAvailable || !advice.SizeEstimatesAvailable || len(advice.MissingExtensions) != 0 ||
 		advice.MinFilter != 1000 || advice.MinSelectivity != 30 {
 		t.Errorf("advice: %+v", advice)

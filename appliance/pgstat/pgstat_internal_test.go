@@ -87,3 +87,29 @@ func TestPendingBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexCovers: an existing index provides a suggestion when its method is the suggestion's and its
+// leading key columns are the suggestion's columns.
+func TestIndexCovers(t *testing.T) {
+	pkey := existingIndex{method: "btree", columns: []string{"id"}}
+	pair := existingIndex{method: "btree", columns: []string{"status", "total"}}
+	for _, tc := range []struct {
+		idx     existingIndex
+		method  string
+		columns []string
+		want    bool
+	}{
+		{pkey, "btree", []string{"id"}, true},
+		{pkey, "hash", []string{"id"}, false},
+		{pkey, "btree", []string{"id", "status"}, false},
+		{pair, "btree", []string{"status"}, true},
+		{pair, "btree", []string{"total", "status"}, true},
+		{pair, "btree", []string{"total"}, false},
+		{existingIndex{method: "btree", columns: []string{""}}, "btree", []string{""}, true}, // never asked: the advisor's columns are names
+		{pkey, "btree", nil, false},
+	} {
+		if got := tc.idx.covers(tc.method, tc.columns); got != tc.want {
+			t.Errorf("%+v covers %s %v: %v, want %v", tc.idx, tc.method, tc.columns, got, tc.want)
+		}
+	}
+}
