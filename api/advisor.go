@@ -28,6 +28,9 @@ type Advice struct {
 	MissingExtensions []string     `json:"missing_extensions"`
 	Reason            string       `json:"reason"`      // why the advice is missing, partial or empty; "" otherwise
 	Suggestions       []Suggestion `json:"suggestions"` // never nil; the largest estimated reduction first
+	// ComputedAt is when the advice was computed: the appliance keeps an available advice for
+	// AdvisorCacheSeconds (refresh=true computes it again).
+	ComputedAt time.Time `json:"computed_at"`
 }
 
 // UnusedIndex is an index no scan has used since the statistics were reset.
@@ -88,4 +91,6 @@ const (
 	AdvisorMinFilterDefault      = 1000
 	AdvisorMinSelectivityMax     = 100
 	AdvisorMinSelectivityDefault = 30
+	// AdvisorCacheSeconds is how long an available advice is served again before it is computed anew.
+	AdvisorCacheSeconds = 300
 )

@@ -392,8 +392,8 @@ func TestObservability(t *testing.T) {
 				_, err := e.Svc.Observe().ReadLogs(t.Context(), p, o.prj.ID, appliance.LogsQuery{Hours: 1, Limit: 10, Cursor: "not-a-cursor!"})
 				return err
 			}, "cursor"},
-			{"min_filter 0", func() error { _, err := e.Svc.Observe().IndexAdvice(t.Context(), p, o.prj.ID, 0, 30); return err }, "min_filter"},
-			{"min_selectivity 101", func() error { _, err := e.Svc.Observe().IndexAdvice(t.Context(), p, o.prj.ID, 1000, 101); return err }, "min_selectivity"},
+			{"min_filter 0", func() error { _, err := e.Svc.Observe().IndexAdvice(t.Context(), p, o.prj.ID, 0, 30, false); return err }, "min_filter"},
+			{"min_selectivity 101", func() error { _, err := e.Svc.Observe().IndexAdvice(t.Context(), p, o.prj.ID, 1000, 101, false); return err }, "min_selectivity"},
 		}
 		for _, c := range bad {
 			err := c.call()
@@ -432,7 +432,7 @@ func TestIndexAdvisor(t *testing.T) {
 		}
 	}
 	// Without the extensions the advisor says what is missing.
-	adv, err := e.Svc.Observe().IndexAdvice(t.Context(), p, prj.ID, 1000, 30)
+	adv, err := e.Svc.Observe().IndexAdvice(t.Context(), p, prj.ID, 1000, 30, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +464,7 @@ func TestIndexAdvisor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	adv, err = e.Svc.Observe().IndexAdvice(t.Context(), p, prj.ID, 1000, 30)
+	adv, err = e.Svc.Observe().IndexAdvice(t.Context(), p, prj.ID, 1000, 30, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,6 +480,15 @@ func TestIndexAdvisor(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no suggestion for orders.customer with estimates: %+v", a.Suggestions)
+	}
+	// The advice is kept: asked again it is the same, computed at the same time; refresh computes it anew.
+	again, err := e.Svc.Observe().IndexAdvice(t.Context(), p, prj.ID, 1000, 30, false)
+	if err != nil || a.ComputedAt.IsZero() || !again.Advisor.ComputedAt.Equal(a.ComputedAt) {
+		t.Fatalf("asked again: computed at %v, first at %v (%v)", again.Advisor.ComputedAt, a.ComputedAt, err)
+	}
+	fresh, err := e.Svc.Observe().IndexAdvice(t.Context(), p, prj.ID, 1000, 30, true)
+	if err != nil || !fresh.Advisor.ComputedAt.After(a.ComputedAt) || len(fresh.Advisor.Suggestions) == 0 {
+		t.Fatalf("refreshed: %+v (%v), first at %v", fresh.Advisor, err, a.ComputedAt)
 	}
 
 	h, err := e.Svc.Observe().IndexHygiene(t.Context(), p, prj.ID)

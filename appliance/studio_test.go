@@ -450,6 +450,10 @@ func TestStudio(t *testing.T) {
 CREATE VIEW item_names AS SELECT name FROM items; CREATE MATERIALIZED VIEW item_count AS SELECT count(*) FROM items;
 CREATE TABLE events (at date NOT NULL, n int) PARTITION BY RANGE (at); CREATE TABLE events_2026 PARTITION OF events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
 CREATE TABLE heap (n int); INSERT INTO heap SELECT generate_series(1, 5)`)
+		// An extension's views (pg_stat_statements in public) are the extension's, not the project's tables.
+		if err := e.Svc.AdminExec(t.Context(), s.prj.ID, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements SCHEMA public"); err != nil {
+			t.Fatal(err)
+		}
 		tables, err := e.Svc.Studio().ListTables(t.Context(), p, s.prj.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -463,7 +467,8 @@ CREATE TABLE heap (n int); INSERT INTO heap SELECT generate_series(1, 5)`)
 				t.Fatalf("a system table is listed: %+v", tb)
 			}
 		}
-		if kinds["items"] != "table" || kinds["item_names"] != "view" || kinds["item_count"] != "materialized view" || kinds["events"] != "partitioned table" || kinds["events_2026"] != "" {
+		if kinds["items"] != "table" || kinds["item_names"] != "view" || kinds["item_count"] != "materialized view" || kinds["events"] != "partitioned table" || kinds["events_2026"] != "" ||
+			kinds["pg_stat_statements"] != "" || kinds["pg_stat_statements_info"] != "" {
 			t.Fatalf("tables: %v", kinds)
 		}
 		cols, err := e.Svc.Studio().TableColumns(t.Context(), p, s.prj.ID, "public", "items")

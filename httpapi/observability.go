@@ -20,7 +20,7 @@ func (s *Server) queryDetail(r *Request) (*api.QueryDetailResponse, error) {
 }
 
 func (s *Server) indexAdvice(r *Request) (*api.AdvisorResponse, error) {
-	return s.svc.Observe().IndexAdvice(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("min_filter"), r.Int("min_selectivity"))
+	return s.svc.Observe().IndexAdvice(r.Context(), r.Principal, r.PathValue("projectID"), r.Int("min_filter"), r.Int("min_selectivity"), r.Bool("refresh"))
 }
 
 // logsQuery is the logs routes' query.

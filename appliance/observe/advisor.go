@@ -2,6 +2,8 @@ package observe
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,15 +17,61 @@ import (
 // HygieneMinIndexBytes: smaller unused indexes are not worth reporting.
 const HygieneMinIndexBytes = 64 << 10
 
+// adviceCache keeps the last available advice of each project and thresholds for
+// api.AdvisorCacheSeconds: computing it plans every example statement twice per suggestion, too much to
+// run on every visit of the Monitoring tab.
+type adviceCache struct {
+	mu      sync.Mutex
+	entries map[adviceKey]*api.Advice
+}
+
+type adviceKey struct {
+	projectID                 string
+	minFilter, minSelectivity int
+}
+
+// get returns the cached advice of k computed after since, if any, and drops the expired entries.
+func (c *adviceCache) get(k adviceKey, since time.Time) *api.Advice {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, a := range c.entries {
+		if !a.ComputedAt.After(since) {
+			delete(c.entries, key)
+		}
+	}
+	return c.entries[k]
+}
+
+func (c *adviceCache) put(k adviceKey, a *api.Advice) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[adviceKey]*api.Advice{}
+	}
+	c.entries[k] = a
+}
+
 // IndexAdvice suggests indexes for the predicates pg_qualstats saw filter many rows, with hypopg's
 // estimates. The candidates are read as the appliance; the estimates (EXPLAIN with hypothetical
 // indexes) run as the project's own role: planning can run a tenant's functions, never as a superuser.
-func (s *Service) IndexAdvice(ctx context.Context, p *authz.Principal, projectID string, minFilter, minSelectivity int) (*api.AdvisorResponse, error) {
+// An available advice is kept for api.AdvisorCacheSeconds and served again (its computed_at says when
+// it was computed) unless refresh asks for a new one; an unavailable one (an extension missing) is not
+// kept, so enabling the extension shows at once.
+func (s *Service) IndexAdvice(ctx context.Context, p *authz.Principal, projectID string, minFilter, minSelectivity int, refresh bool) (*api.AdvisorResponse, error) {
 	if minFilter < 1 || minFilter > api.AdvisorMinFilterMax {
 		return nil, apperr.Invalid("min_filter must be between 1 and %d", api.AdvisorMinFilterMax)
 	}
 	if minSelectivity < 1 || minSelectivity > api.AdvisorMinSelectivityMax {
 		return nil, apperr.Invalid("min_selectivity must be between 1 and %d", api.AdvisorMinSelectivityMax)
+	}
+	if _, _, err := s.host.ActiveInstance(p, projectID); err != nil {
+		return nil, err
+	}
+	key := adviceKey{projectID, minFilter, minSelectivity}
+	if !refresh {
+		if a := s.advice.get(key, s.now().Add(-api.AdvisorCacheSeconds*time.Second)); a != nil {
+			return &api.AdvisorResponse{Advisor: a}, nil
+		}
 	}
 	var advice *pgstat.Advice
 	err := s.withQuietAdmin(ctx, p, projectID, func(prj *store.Project, admin *pgx.Conn) error {
@@ -36,6 +84,10 @@ func (s *Service) IndexAdvice(ctx context.Context, p *authz.Principal, projectID
 	})
 	if err != nil {
 		return nil, err
+	}
+	advice.ComputedAt = s.now()
+	if advice.Available {
+		s.advice.put(key, advice)
 	}
 	return &api.AdvisorResponse{Advisor: advice}, nil
 }

@@ -76,6 +76,8 @@ type Service struct {
 	host Host
 	// sampler serializes the sweeps and keeps the last one's figures (sampler.go).
 	sampler samplerState
+	// advice keeps the index advisor's recent answers (advisor.go).
+	advice adviceCache
 }
 
 // New returns the area built with its collaborators.

@@ -45,10 +45,13 @@ type TableInfo struct {
 var ErrNoTable = errors.New("no such table")
 
 // ListTables lists the tables, views, materialized views, foreign tables and partitioned tables outside
-// the system schemas, by schema and name.
+// the system schemas, by schema and name; not those of an extension (pg_stat_statements' views, PostGIS's
+// spatial_ref_sys): they are the extension's, not the project's data.
 func ListTables(ctx context.Context, conn *pgconn.PgConn) ([]TableEntry, error) {
 	rr := conn.ExecParams(ctx, pgstat.InternalMarker+`SELECT n.nspname, c.relname, c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p') AND NOT c.relispartition AND `+systemSchemas+` ORDER BY 1, 2`, nil, nil, nil, nil)
+WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p') AND NOT c.relispartition AND `+systemSchemas+`
+  AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_class'::regclass AND e.objid = c.oid AND e.deptype = 'e')
+ORDER BY 1, 2`, nil, nil, nil, nil)
 	out := []TableEntry{}
 	for rr.NextRow() {
 		v := rr.Values()

@@ -2166,6 +2166,8 @@ export interface components {
         };
         Advice: {
             available: boolean;
+            /** Format: date-time */
+            computed_at: string;
             cost_estimates_available: boolean;
             min_filter: number;
             min_selectivity: number;
@@ -6746,6 +6748,8 @@ export interface operations {
                 min_filter?: number;
                 /** @description minimum average selectivity percentage */
                 min_selectivity?: number;
+                /** @description compute the advice again instead of serving the one computed in the last 5 minutes */
+                refresh?: boolean;
             };
             header?: never;
             path: {
@@ -6765,6 +6769,7 @@ export interface operations {
                     /** @example {
                      *       "advisor": {
                      *         "available": true,
+                     *         "computed_at": "2026-01-31T12:00:00Z",
                      *         "cost_estimates_available": true,
                      *         "min_filter": 1,
                      *         "min_selectivity": 1,
