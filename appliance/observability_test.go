@@ -392,8 +392,14 @@ func TestObservability(t *testing.T) {
 				_, err := e.Svc.Observe().ReadLogs(t.Context(), p, o.prj.ID, appliance.LogsQuery{Hours: 1, Limit: 10, Cursor: "not-a-cursor!"})
 				return err
 			}, "cursor"},
-			{"min_filter 0", func() error { _, err := e.Svc.Observe().IndexAdvice(t.Context(), p, o.prj.ID, 0, 30, false); return err }, "min_filter"},
-			{"min_selectivity 101", func() error { _, err := e.Svc.Observe().IndexAdvice(t.Context(), p, o.prj.ID, 1000, 101, false); return err }, "min_selectivity"},
+			{"min_filter 0", func() error {
+				_, err := e.Svc.Observe().IndexAdvice(t.Context(), p, o.prj.ID, 0, 30, false)
+				return err
+			}, "min_filter"},
+			{"min_selectivity 101", func() error {
+				_, err := e.Svc.Observe().IndexAdvice(t.Context(), p, o.prj.ID, 1000, 101, false)
+				return err
+			}, "min_selectivity"},
 		}
 		for _, c := range bad {
 			err := c.call()
