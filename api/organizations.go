@@ -11,6 +11,14 @@ type OrganizationResponse struct {
 type MeResponse struct {
 	Organization *Organization `json:"organization" api:"nullable" doc:"null for a platform admin acting in no organization"`
 	Principal    *Principal    `json:"principal"`
+	User         *MeUser       `json:"user" api:"nullable" doc:"the person signed in (a session) or who the API key belongs to; null when there is none"`
+}
+
+// MeUser is who a caller is, as a person reads it.
+type MeUser struct {
+	ID    string `json:"id"`
+	Email string `json:"email"`
+	Name  string `json:"name" doc:"may be empty"`
 }
 
 // PatchOrganizationRequest holds the organization fields a customer may change; absent fields stay.

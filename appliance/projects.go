@@ -172,6 +172,11 @@ func (s *Service) CreateProject(ctx context.Context, p *Principal, req *CreatePr
 		if err != nil {
 			return err
 		}
+		if env == "production" { // a daily backup from the first day (docs/api-decisions.md)
+			if err := s.backups.AddDefaultSchedule(tx, prj, now); err != nil {
+				return Internal(err, "create the project")
+			}
+		}
 		if err := s.audit(tx, p, "project.create", orgID, prj.ID, map[string]any{"name": name, "plan": plan.Name, "job_id": j.ID}); err != nil {
 			return Internal(err, "audit")
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"time"
@@ -25,6 +26,27 @@ const ScheduledBackupLabel = "scheduled"
 // DefaultRetentionDays is the backup retention of every project without a schedule, and retention_days when
 // a PUT leaves it out (of a new schedule), unless the operator sets another (Config.BackupRetentionDays).
 const DefaultRetentionDays = 7
+
+// DefaultScheduleHour is the UTC hour of the daily backup a production project gets when it is created
+// (AddDefaultSchedule); the minute is spread over the hour by the project's id, so the projects of an
+// appliance do not all start their backups at once.
+const DefaultScheduleHour = 3
+
+// AddDefaultSchedule gives a project just created in tx its default schedule: active, daily at
+// DefaultScheduleHour UTC and a minute of that hour taken from its id, keeping the operator's default
+// retention. A production project has a daily backup from its first day; others get one when someone
+// sets it (PutSchedule changes or disables it like any other).
+func (s *Service) AddDefaultSchedule(tx *store.Tx, prj *store.Project, now time.Time) error {
+	h := fnv.New32a()
+	h.Write([]byte(prj.ID))
+	r := &store.ScheduledBackup{ID: ScheduledBackupID, ProjectID: prj.ID, OrganizationID: prj.OrganizationID,
+		Label: ScheduledBackupLabel, CronHour: DefaultScheduleHour, CronMinute: int(h.Sum32() % 60),
+		RetentionDays: s.retentionDays(), IsActive: true, CreatedAt: now, UpdatedAt: now}
+	if err := store.ScheduledBackups.Put(tx, r); err != nil {
+		return fmt.Errorf("store the default backup schedule: %w", err)
+	}
+	return nil
+}
 
 // retentionDays is the operator's default backup retention (up --backup-retention-days).
 func (s *Service) retentionDays() int {

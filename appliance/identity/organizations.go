@@ -2,6 +2,7 @@ package identity
 
 import (
 	"context"
+	"errors"
 	"net/mail"
 	"regexp"
 	"strings"
@@ -15,10 +16,19 @@ import (
 // Me describes the caller and its organization.
 func (s *Service) Me(ctx context.Context, p *authz.Principal) (*api.MeResponse, error) {
 	out := &api.MeResponse{Principal: wirePrincipal(p)}
-	if p.OrganizationID == "" {
-		return out, nil
-	}
 	err := s.db.View(func(tx *store.Tx) error {
+		if p.UserID != "" {
+			u, err := store.Users.Get(tx, p.UserID)
+			switch {
+			case err == nil:
+				out.User = &api.MeUser{ID: u.ID, Email: u.Email, Name: u.Name}
+			case !errors.Is(err, store.ErrNotFound):
+				return apperr.Internal(err, "read the user")
+			}
+		}
+		if p.OrganizationID == "" {
+			return nil
+		}
 		org, err := store.Organizations.Get(tx, p.OrganizationID)
 		if err != nil {
 			return apperr.NotFoundAs(err, "organization %s not found", p.OrganizationID)

@@ -2862,6 +2862,14 @@ export interface components {
             /** @description null for a platform admin acting in no organization */
             organization: components["schemas"]["Organization"] | null;
             principal: components["schemas"]["Principal"];
+            /** @description the person signed in (a session) or who the API key belongs to; null when there is none */
+            user: components["schemas"]["MeUser"] | null;
+        };
+        MeUser: {
+            email: string;
+            id: string;
+            /** @description may be empty */
+            name: string;
         };
         Member: {
             /**
@@ -4792,6 +4800,11 @@ export interface operations {
                      *           "example"
                      *         ],
                      *         "user_id": "example"
+                     *       },
+                     *       "user": {
+                     *         "email": "example",
+                     *         "id": "example",
+                     *         "name": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["MeResponse"];
