@@ -8,6 +8,7 @@ type CutoverRequest struct {
 	OrganizationID       string     `json:"organization_id"`
 	ProjectID            string     `json:"project_id"`
 	PreviewDatabaseID    string     `json:"preview_database_id"`
+	PreviewName          string     `json:"preview_name" doc:"the preview's name when the cutover was requested (a completed cutover deletes the preview)"`
 	PreCutoverBackupID   string     `json:"pre_cutover_backup_id" doc:"the backup of the project taken before the promotion (set at approval); restore it to undo a cutover"`
 	PromoteJobID         string     `json:"promote_job_id" doc:"the cutover.promote job (set at approval)"`
 	RequestedByActorID   string     `json:"requested_by_actor_id"`

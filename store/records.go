@@ -628,6 +628,7 @@ type CutoverRequest struct {
 	OrganizationID       string `json:"organization_id"`
 	ProjectID            string `json:"project_id"`
 	PreviewID            string `json:"preview_id"`
+	PreviewName          string `json:"preview_name"` // the preview's name when requested: it outlives the preview
 	Status               string `json:"status"`
 	PreCutoverBackupID   string `json:"pre_cutover_backup_id"`
 	PromoteJobID         string `json:"promote_job_id"`

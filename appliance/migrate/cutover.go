@@ -42,7 +42,7 @@ const JobCutoverPromote = "cutover.promote"
 
 func cutoverView(r *store.CutoverRequest) *api.CutoverRequest {
 	return &api.CutoverRequest{ID: r.ID, OrganizationID: r.OrganizationID, ProjectID: r.ProjectID, PreviewDatabaseID: r.PreviewID,
-		PreCutoverBackupID: r.PreCutoverBackupID, PromoteJobID: r.PromoteJobID, RequestedByActorID: r.RequestedByActorID,
+		PreviewName: r.PreviewName, PreCutoverBackupID: r.PreCutoverBackupID, PromoteJobID: r.PromoteJobID, RequestedByActorID: r.RequestedByActorID,
 		RequestedByActorKind: r.RequestedByActorKind, AckByUserID: r.AckByUserID, CustomerNote: r.CustomerNote,
 		OperatorNote: r.OperatorNote, ExternalTicketRef: r.ExternalTicketRef, RejectedReason: r.RejectedReason,
 		LastError: r.LastError, Status: r.Status, AckAt: r.AckAt, CompletedAt: r.CompletedAt, CreatedAt: r.CreatedAt,
@@ -160,7 +160,7 @@ func (s *Service) RequestCutover(ctx context.Context, p *authz.Principal, projec
 		}
 		kind, actor := p.Actor()
 		now := s.now()
-		r := &store.CutoverRequest{ID: ids.New("cut"), OrganizationID: prj.OrganizationID, ProjectID: prj.ID, PreviewID: prv.ID,
+		r := &store.CutoverRequest{ID: ids.New("cut"), OrganizationID: prj.OrganizationID, ProjectID: prj.ID, PreviewID: prv.ID, PreviewName: prv.Name,
 			Status: CutoverOpen, RequestedByActorID: actor, RequestedByActorKind: kind, CustomerNote: req.CustomerNote,
 			ExternalTicketRef: req.ExternalTicketRef, CreatedAt: now, UpdatedAt: now}
 		if err := store.CutoverRequests.Put(tx, r); err != nil {
