@@ -26,14 +26,15 @@ func body(t *testing.T, r *http.Response) string {
 	return string(b)
 }
 
-// asset is the path of the built script.
+// asset is the path of the entry script (ext ".js") or style sheet (".css") index.html loads.
 func asset(t *testing.T, ext string) string {
 	t.Helper()
-	m, _ := fs.Glob(dist, "dist/assets/*"+ext)
-	if len(m) != 1 {
-		t.Fatalf("dist/assets/*%s: %v", ext, m)
+	html, _ := fs.ReadFile(dist, "dist/index.html")
+	m := regexp.MustCompile(`"(/assets/index-[^"]+` + regexp.QuoteMeta(ext) + `)"`).FindStringSubmatch(string(html))
+	if m == nil {
+		t.Fatalf("index.html loads no /assets/index-*%s", ext)
 	}
-	return strings.TrimPrefix(m[0], "dist")
+	return m[1]
 }
 
 func TestServing(t *testing.T) {

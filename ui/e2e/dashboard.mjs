@@ -7,6 +7,7 @@ import { chromium } from 'playwright-core'
 import { createInterface } from 'node:readline'
 import { mkdirSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
+import { run as consb } from './consb.mjs'
 
 const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
 
@@ -85,10 +86,11 @@ try {
   await page.keyboard.press('Enter')
   await page.getByRole('heading', { name: 'Projects' }).waitFor()
   await page.getByText('No projects yet').waitFor()
-  // Tab order reaches the main navigation from the top of the page.
+  // Tab order reaches the main navigation from the top of the page (after the skip link and the brand).
   await page.keyboard.press('Tab')
   await page.keyboard.press('Tab')
-  if ((await page.evaluate(() => document.activeElement?.textContent)) !== 'Overview') throw new Error('the second Tab is not on the navigation')
+  await page.keyboard.press('Tab')
+  if ((await page.evaluate(() => document.activeElement?.textContent)) !== 'Overview') throw new Error('the third Tab is not on the navigation')
   await shoot('projects-empty')
 
   // Create a project and watch it become active.
@@ -402,6 +404,7 @@ try {
   if (new URL(page.url()).pathname !== '/api-keys') throw new Error('after signing in again: ' + page.url())
 
   await (await import('./consa.mjs')).run(page, { ask, shoot, base, out, widths, consoleErrors }) // issue 28's defects (h-consa)
+  await consb(page, { base, shoot, axe, consoleErrors }) // issue 28 §1: 6, 8, 9, 12, 13, 14
   await page.goto(base + '/nothing/here')
   await page.getByRole('heading', { name: 'Not found' }).waitFor()
 

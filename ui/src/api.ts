@@ -17,6 +17,27 @@ export function onUnauthenticated(f: Listener): () => void {
   return () => unauthenticated.delete(f)
 }
 
+const connection = new Set<(lost: boolean) => void>()
+let lost = false
+
+/** onConnection registers what to do when the appliance stops answering (true) and answers again (false):
+ * the app shows one banner for it, not an error per card. */
+export function onConnection(f: (lost: boolean) => void): () => void {
+  connection.add(f)
+  return () => connection.delete(f)
+}
+
+function setLost(v: boolean) {
+  if (lost === v) return
+  lost = v
+  connection.forEach((f) => f(v))
+}
+
+/** isConnectionError: the call got no answer at all (the banner says so; a card keeps what it shows). */
+export function isConnectionError(e: unknown): boolean {
+  return e instanceof ApiError && e.status === 0
+}
+
 export async function api<T>(method: string, path: string, body?: unknown, extra: Record<string, string> = {}): Promise<T> {
   const headers: Record<string, string> = { 'X-Appliance-CSRF': '1', Accept: 'application/json', ...extra }
   if (body !== undefined) headers['Content-Type'] = 'application/json'
@@ -30,8 +51,10 @@ export async function api<T>(method: string, path: string, body?: unknown, extra
       redirect: 'error',
     })
   } catch (e) {
+    setLost(true)
     throw new ApiError(0, 'the appliance does not answer: ' + String(e))
   }
+  setLost(false)
   const text = await res.text()
   let data: any = undefined
   if (text) {

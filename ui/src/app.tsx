@@ -1,10 +1,10 @@
-import { useEffect, useState } from 'preact/hooks'
-import { del, get, onUnauthenticated, type Me } from './api'
+import type { ComponentChildren } from 'preact'
+import { useEffect, useRef, useState } from 'preact/hooks'
+import { del, get, onConnection, onUnauthenticated, type Me } from './api'
 import { Account } from './pages/account'
 import { APIKeys } from './pages/apikeys'
 import { Claim } from './pages/claim'
 import { CLILogin } from './pages/clilogin'
-import { Docs } from './pages/docs'
 import { Members } from './pages/members'
 import { Overview } from './pages/overview'
 import { Project } from './pages/project'
@@ -12,7 +12,10 @@ import { Projects } from './pages/projects'
 import { SignIn } from './pages/signin'
 import { Webhooks } from './pages/webhooks'
 import { match, navigate, onLinkClick, useLocation } from './router'
-import { ErrorBox, message } from './ui'
+import { ErrorBox, lazy, message, useTitle } from './ui'
+
+// The API reference is a chunk of its own, fetched when it is opened.
+const Docs = lazy(() => import('./pages/docs').then((m) => m.Docs))
 
 const nav = [
   { href: '/overview', label: 'Overview' },
@@ -24,10 +27,79 @@ const nav = [
   { href: '/docs', label: 'API' },
 ]
 
+/** titles name the browser tab of each page (a project's page names its own, after the project). */
+const titles: Record<string, string> = {
+  '/': 'Projects',
+  '/projects': 'Projects',
+  '/overview': 'Overview',
+  '/api-keys': 'API keys',
+  '/members': 'Members',
+  '/webhooks': 'Webhooks',
+  '/account': 'Account',
+  '/docs': 'API reference',
+}
+
+/** focusHeading moves the focus to the page's main heading (a screen reader then reads the new page), once
+ * it is there: a page that loads first shows it a moment later. */
+function focusHeading(): () => void {
+  const tryFocus = () => {
+    const h = document.querySelector<HTMLElement>('main h1')
+    if (!h) return false
+    if (!h.hasAttribute('tabindex')) h.setAttribute('tabindex', '-1')
+    h.focus({ preventScroll: true })
+    return true
+  }
+  if (tryFocus()) return () => undefined
+  const obs = new MutationObserver(() => tryFocus() && obs.disconnect())
+  obs.observe(document.body, { childList: true, subtree: true })
+  const stop = setTimeout(() => obs.disconnect(), 10000)
+  return () => {
+    obs.disconnect()
+    clearTimeout(stop)
+  }
+}
+
+/** Shell is what every page has: the skip link and the one "connection lost" banner. */
+function Shell({ children }: { children: ComponentChildren }) {
+  const [lost, setLost] = useState(false)
+  useEffect(() => onConnection(setLost), [])
+  return (
+    <>
+      <a
+        class="skip-link"
+        href="#main"
+        onClick={(e) => {
+          e.preventDefault()
+          focusHeading()
+        }}
+      >
+        Skip to content
+      </a>
+      {lost && (
+        <div class="connection-lost" role="alert">
+          Connection to the appliance lost: retrying. What the page shows may be out of date.
+        </div>
+      )}
+      {children}
+    </>
+  )
+}
+
 export function App() {
   const loc = useLocation()
   const [me, setMe] = useState<Me | null | undefined>(undefined) // undefined: loading; null: signed out
   const [error, setError] = useState('')
+  const path0 = loc.split('?')[0]
+  useTitle(me === null && path0 !== '/docs' ? 'Sign in' : titles[path0] ?? (path0.startsWith('/projects/') && me ? null : path0.startsWith('/cli/login/') ? 'CLI login' : path0.startsWith('/claim/') ? 'Claim a database' : 'Not found'))
+  // A route change (not the first page) moves the focus to the new page's heading.
+  const first = useRef(true)
+  useEffect(() => {
+    if (first.current) {
+      first.current = false
+      return
+    }
+    return focusHeading()
+  }, [path0])
   const load = () =>
     get<Me>('/v1/me').then(setMe, (e) => {
       if (e.status === 401) setMe(null)
@@ -40,10 +112,10 @@ export function App() {
     return onUnauthenticated(() => setMe(null))
   }, [])
   // The API reference needs no sign-in (the document it reads is public).
-  if (loc.split('?')[0] === '/docs') return <div class="shell" onClick={onLinkClick}><header><a class="brand" href="/projects">appliance</a><nav aria-label="Main"><a href="/docs" aria-current="page">API reference</a></nav></header><Docs /></div>
+  if (loc.split('?')[0] === '/docs') return <Shell><div class="shell" onClick={onLinkClick}><header><a class="brand" href="/projects">appliance</a><nav aria-label="Main"><a href="/docs" aria-current="page">API reference</a></nav></header><div id="main"><Docs /></div></div></Shell>
   if (error) return <ErrorBox error={error} />
   if (me === undefined) return <p class="loading">Loading…</p>
-  if (me === null) return <SignIn onSignedIn={load} />
+  if (me === null) return <Shell><div id="main"><SignIn onSignedIn={load} /></div></Shell>
 
   const path = loc.split('?')[0]
   let page
@@ -61,7 +133,9 @@ export function App() {
   else if ((m = match('/claim/:id', path))) page = <Claim id={m.id} me={me} />
   else page = <main><h1>Not found</h1><p>There is no page at {path}.</p></main>
 
+  const who = me.user ? me.user.name || me.user.email : ''
   return (
+    <Shell>
     <div class="shell" onClick={onLinkClick}>
       <header>
         <a class="brand" href="/projects">
@@ -75,6 +149,12 @@ export function App() {
           ))}
         </nav>
         <span class="org">{me.organization?.name}</span>
+        {who && (
+          <span class="who" title={me.user!.email}>
+            <span class="visually-hidden">Signed in as </span>
+            {who}
+          </span>
+        )}
         <button
           class="link"
           onClick={async () => {
@@ -86,7 +166,8 @@ export function App() {
           Sign out
         </button>
       </header>
-      {page}
+      <div id="main">{page}</div>
     </div>
+    </Shell>
   )
 }

@@ -1,7 +1,8 @@
 import { useState } from 'preact/hooks'
 import { get, seg, type Job } from './api'
 import { useProjectEvents } from './events'
-import { Badge, ErrorBox, useLoad } from './ui'
+import { bytes } from './pages/overview'
+import { Badge, ErrorBox, useLoad, when } from './ui'
 
 const ended = (s: string) => s === 'completed' || s === 'failed' || s === 'cancelled'
 
@@ -33,6 +34,25 @@ export function JobProgress({ id, label }: { id: string; label: string }) {
   )
 }
 
+/** label makes an API key ("tables_ready", "lag_bytes") a label a person reads ("Tables ready", "Lag"). */
+export function label(key: string): string {
+  const words = key.replace(/_(bytes|ms|at)$/, '').replace(/_/g, ' ')
+  return words.charAt(0).toUpperCase() + words.slice(1)
+}
+
+const isoTime = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/
+
+/** readable shows a value of an API answer as a person reads it: times local, sizes and durations in
+ * units, booleans as yes/no. key is its field name (its suffix says its unit). */
+export function readable(key: string, v: unknown): string {
+  if (typeof v === 'boolean') return v ? 'yes' : 'no'
+  if (typeof v === 'number' && key.endsWith('_bytes')) return bytes(v)
+  if (typeof v === 'number' && key.endsWith('_ms')) return v < 1000 ? `${v} ms` : `${(v / 1000).toFixed(1)} s`
+  if (typeof v === 'number') return v.toLocaleString()
+  if (typeof v === 'string' && isoTime.test(v)) return when(v)
+  return String(v)
+}
+
 /** Result shows what a finished job reported, its plain fields (a follow's state, tables ready, lag …). */
 function Result({ result }: { result: unknown }) {
   if (!result || typeof result !== 'object' || Array.isArray(result)) return null
@@ -40,7 +60,7 @@ function Result({ result }: { result: unknown }) {
   if (plain.length === 0) return null
   return (
     <dl class="facts job-result">
-      {plain.map(([k, v]) => [<dt>{k.replace(/_/g, ' ')}</dt>, <dd>{String(v)}</dd>])}
+      {plain.map(([k, v]) => [<dt>{label(k)}</dt>, <dd>{readable(k, v)}</dd>])}
     </dl>
   )
 }

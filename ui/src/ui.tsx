@@ -1,6 +1,6 @@
-import type { ComponentChildren } from 'preact'
+import type { ComponentChildren, FunctionComponent } from 'preact'
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks'
-import { ApiError } from './api'
+import { ApiError, isConnectionError } from './api'
 
 /** useLoad runs load now and whenever deps change; reload() runs it again. every (ms) polls. */
 export function useLoad<T>(load: () => Promise<T>, deps: unknown[], every = 0) {
@@ -17,7 +17,8 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[], every = 0) {
         }
       },
       (e) => {
-        if (n === seq.current) setError(message(e))
+        // No answer at all is the app's one "connection lost" banner: the card keeps what it shows.
+        if (n === seq.current && !isConnectionError(e)) setError(message(e))
       },
     )
   }, deps)
@@ -105,6 +106,18 @@ function Field({ label, value, secret }: { label: string; value: string; secret:
       <ErrorBox error={error} />
     </div>
   )
+}
+
+/** plural says "1 row", "2 rows", "0 rows" (other: the plural when it is not word + s). */
+export function plural(n: number, word: string, other = word + 's'): string {
+  return `${n} ${n === 1 ? word : other}`
+}
+
+/** useTitle names the browser tab after the page: "title — Appliance" (null: a component below names it). */
+export function useTitle(title: string | null) {
+  useEffect(() => {
+    if (title !== null) document.title = title ? title + ' — Appliance' : 'Appliance'
+  }, [title])
 }
 
 export function when(iso: string): string {
@@ -213,4 +226,26 @@ export function isOrgAdmin(me: { principal: { is_admin: boolean; idp_organizatio
 export function AdminOnly({ me, what, children }: { me: { principal: { is_admin: boolean; idp_organization_role: string } }; what: string; children: ComponentChildren }) {
   if (isOrgAdmin(me)) return <>{children}</>
   return <p class="hint admin-only">Only an owner or an admin of the organization can {what}.</p>
+}
+
+/** lazy is a component whose code is a chunk of its own, fetched the first time it shows (uPlot and the
+ * monitoring page, the API reference): the main chunk stays small. */
+export function lazy<P extends object>(load: () => Promise<FunctionComponent<P>>): FunctionComponent<P> {
+  let loaded: FunctionComponent<P> | null = null
+  return function Lazy(props: P) {
+    const [C, setC] = useState<FunctionComponent<P> | null>(() => loaded)
+    const [error, setError] = useState('')
+    useEffect(() => {
+      if (C) return
+      load().then(
+        (c) => {
+          loaded = c
+          setC(() => c)
+        },
+        (e) => setError('this page could not be loaded: ' + message(e)),
+      )
+    }, [])
+    if (error) return <ErrorBox error={error} />
+    return C ? <C {...props} /> : <p class="loading">Loading…</p>
+  }
 }

@@ -2,7 +2,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import { get, post, seg } from '../api'
 import { TimeChart, units, type Line } from '../chart'
 import { follow, useProjectLoad } from '../events'
-import { Badge, CopyField, Empty, ErrorBox, Table, useListAction, useLoad, when } from '../ui'
+import { Badge, CopyField, Empty, ErrorBox, Table, plural, useListAction, useLoad, when } from '../ui'
 import { bytes, Meter } from './overview'
 
 // The shapes of the observability API (docs/api-decisions.md "Observability"; the json tags of
@@ -77,6 +77,7 @@ type Advice = {
   missing_extensions: string[] | null
   reason: string
   suggestions: Suggestion[] | null
+  computed_at: string
 }
 type UnusedIndex = { schema: string; table: string; index: string; definition: string; drop_statement: string; size_bytes: number; index_scans: number }
 type RedundantIndex = { schema: string; table: string; index: string; covered_by: string; definition: string; drop_statement: string; size_bytes: number }
@@ -397,7 +398,7 @@ function History({ path, hours }: { path: string; hours: number }) {
       )}
       {charts && (
         <p class="hint">
-          {charts.n} {charts.n === 1 ? 'sample' : 'samples'}, your local time. Drag across a chart to zoom in, double-click to zoom out; the dashed
+          {plural(charts.n, 'sample')}, your local time. Drag across a chart to zoom in, double-click to zoom out; the dashed
           lines are the plan's limits (memory and CPU are the plan's size, not enforced on this machine).
         </p>
       )}
@@ -566,7 +567,7 @@ function LogTail({ path }: { path: string }) {
       <div class="card-head">
         <h2 id="log-heading">Server log</h2>
         <span class="hint" role="status">
-          {paused ? 'paused' : error ? 'reconnecting…' : 'live'} · {entries.length} {entries.length === 1 ? 'line' : 'lines'}
+          {paused ? 'paused' : error ? 'reconnecting…' : 'live'} · {plural(entries.length, 'line')}
         </span>
       </div>
       <fieldset class="scopes severities">
@@ -631,7 +632,13 @@ function LogLine({ e }: { e: LogEntry }) {
 
 /** IndexAdvice shows the index suggestions and the unused and redundant indexes, each with its statement to copy. */
 function IndexAdvice({ id, path }: { id: string; path: string }) {
-  const adv = useLoad(() => get<{ advisor: Advice | null }>(path + '/advisor/indexes'), [path])
+  // The appliance keeps the advice a few minutes (computing it plans statements); Refresh asks anew.
+  const fresh = useRef(false)
+  const adv = useLoad(() => {
+    const q = fresh.current ? '?refresh=true' : ''
+    fresh.current = false
+    return get<{ advisor: Advice | null }>(path + '/advisor/indexes' + q)
+  }, [path])
   const hyg = useLoad(() => get<{ hygiene: Hygiene | null }>(path + '/advisor/index-hygiene'), [path])
   const a = adv.data?.advisor
   const h = hyg.data?.hygiene
@@ -644,6 +651,7 @@ function IndexAdvice({ id, path }: { id: string; path: string }) {
         <h2 id="advice-heading">Index advice</h2>
         <button
           onClick={() => {
+            fresh.current = true
             adv.reload()
             hyg.reload()
           }}
@@ -652,6 +660,7 @@ function IndexAdvice({ id, path }: { id: string; path: string }) {
         </button>
       </div>
       <h3>Suggested indexes</h3>
+      {a && a.available && a.computed_at && <p class="hint">Computed {when(a.computed_at)}; Refresh computes them again.</p>}
       <ErrorBox error={adv.error} />
       {adv.data && !a && <Empty>No advice available.</Empty>}
       {a && !a.available && (

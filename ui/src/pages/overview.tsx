@@ -107,7 +107,7 @@ export function Overview({ me }: { me: Me }) {
           </section>
         </>
       )}
-      <AuditTab path={'/v1/organizations/' + seg(org.id)} />
+      <AuditTab path={'/v1/organizations/' + seg(org.id)} orgID={org.id} />
     </main>
   )
 }

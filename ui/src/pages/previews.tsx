@@ -75,6 +75,7 @@ export function PreviewsTab({ id, path, active, me }: { id: string; path: string
               </td>
               <td class="sm-hide">{when(p.ttl_expires_at)}</td>
               <td class="actions-cell">
+                <div class="cell-actions">
                 <button
                   disabled={p.state !== 'active'}
                   aria-label={'Connect to ' + p.name}
@@ -106,6 +107,7 @@ export function PreviewsTab({ id, path, active, me }: { id: string; path: string
                 >
                   Delete
                 </button>
+                </div>
               </td>
             </tr>
           ))}
@@ -123,8 +125,8 @@ function Cutovers({ id, path, previews, admin }: { id: string; path: string; pre
   const [error, act] = useListAction(list)
   const [rejecting, setRejecting] = useState('')
   const [reason, setReason] = useState('')
-  // A preview a completed cutover deleted is not listed any more: its ID's end names it.
-  const name = (previewID: string) => previews.find((p) => p.id === previewID)?.name ?? 'preview …' + previewID.slice(-6)
+  // A preview a completed cutover deleted is not listed any more: the request kept its name.
+  const name = (r: Cutover) => r.preview_name || previews.find((p) => p.id === r.preview_database_id)?.name || 'preview …' + r.preview_database_id.slice(-6)
   const base = (r: Cutover) => path + '/cutover-requests/' + seg(r.id)
   if (!list.data || list.data.cutover_requests.length === 0) return <ErrorBox error={list.error} />
   return (
@@ -139,7 +141,7 @@ function Cutovers({ id, path, previews, admin }: { id: string; path: string; pre
         {list.data.cutover_requests.map((r) => (
           <tr key={r.id}>
             <td>
-              {name(r.preview_database_id)}
+              {name(r)}
               {r.customer_note && <div class="hint">{r.customer_note}</div>}
               {r.rejected_reason && <div class="hint">Rejected: {r.rejected_reason}</div>}
               {r.last_error && <div class="hint">{r.last_error}</div>}
@@ -154,26 +156,27 @@ function Cutovers({ id, path, previews, admin }: { id: string; path: string; pre
             </td>
             <td class="sm-hide">{when(r.created_at)}</td>
             <td class="actions-cell">
+              <div class="cell-actions">
               {r.status === 'open' && admin && (
                 <>
                   <button
                     class="primary"
-                    aria-label={'Approve the cutover of ' + name(r.preview_database_id)}
+                    aria-label={'Approve the cutover of ' + name(r)}
                     onClick={() =>
-                      confirm(`Replace this project's data with ${name(r.preview_database_id)}'s? The project is backed up first.`) &&
+                      confirm(`Replace this project's data with ${name(r)}'s? The project is backed up first.`) &&
                       act(() => post(base(r) + '/approve'))
                     }
                   >
                     Approve
                   </button>
-                  <button aria-label={'Reject the cutover of ' + name(r.preview_database_id)} onClick={() => setRejecting(r.id)}>
+                  <button aria-label={'Reject the cutover of ' + name(r)} onClick={() => setRejecting(r.id)}>
                     Reject
                   </button>
                 </>
               )}
               {rejecting === r.id && (
                 <Form
-                  label={'Reject the cutover of ' + name(r.preview_database_id)}
+                  label={'Reject the cutover of ' + name(r)}
                   onSubmit={async () => {
                     await post(base(r) + '/reject', { rejected_reason: reason })
                     setRejecting('')
@@ -187,6 +190,7 @@ function Cutovers({ id, path, previews, admin }: { id: string; path: string; pre
                 </Form>
               )}
               {r.status === 'open' && !admin && <span class="hint">waits for an admin</span>}
+              </div>
             </td>
           </tr>
         ))}

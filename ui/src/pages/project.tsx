@@ -1,14 +1,16 @@
 import { useState } from 'preact/hooks'
 import { get, post, seg, type Connections, type Job, type Me, type Project as P, type Schemas } from '../api'
-import { Badge, Empty, ErrorBox, Form, SecretField, Table, useLoad, when } from '../ui'
+import { Badge, CopyField, Empty, ErrorBox, Form, SecretField, Table, lazy, useLoad, useTitle, when } from '../ui'
 import { bytes } from './overview'
 import { useProjectEvents, useProjectLoad } from '../events'
 import { ImportsTab, ScheduleCard } from './imports'
 import { AuditTab, BackupsTab, DataTab, ExtensionsTab, SettingsTab } from './project_tabs'
 import { KVTab } from './kv'
-import { MonitoringTab } from './monitoring'
 import { PreviewsTab } from './previews'
 import { SQLTab, TablesTab } from './studio'
+
+// The Monitoring tab (and uPlot, its charts) is a chunk of its own, fetched when the tab is opened.
+const MonitoringTab = lazy(() => import('./monitoring').then((m) => m.MonitoringTab))
 
 const tabs = [
   { id: '', label: 'Overview' },
@@ -147,11 +149,14 @@ export function Project({ id, tab = '', me }: { id: string; tab?: string; me: Me
   const [jobLimit, setJobLimit] = useState(10)
   const jobs = useProjectLoad(id, () => get<{ jobs: Job[] }>(path + '/jobs?limit=' + jobLimit), [id, jobLimit])
   useProjectEvents(id, () => prj.reload())
+  const tabLabel = tabs.find((t) => t.id === tab)?.label
+  useTitle(p ? (tab && tabLabel ? `${tabLabel} · ${p.name}` : p.name) : prj.error ? 'Project not found' : 'Project')
   return (
     <main>
       <p class="crumbs">
         <a href="/projects">Projects</a> /
       </p>
+      {!p && prj.error && <h1>{prj.error.includes('not found') ? 'Project not found' : 'Project'}</h1>}
       <ErrorBox error={prj.error} />
       {p && (
         <>
@@ -180,7 +185,7 @@ export function Project({ id, tab = '', me }: { id: string; tab?: string; me: Me
           {tab === 'kv' && <KVTab id={id} path={path} orgID={p.organization_id} active={active} />}
           {tab === 'extensions' && <ExtensionsTab path={path} />}
           {tab === 'settings' && <SettingsTab path={path} project={p} reload={prj.reload} me={me} />}
-          {tab === 'audit' && <AuditTab path={path} />}
+          {tab === 'audit' && <AuditTab path={path} orgID={p.organization_id} />}
         </>
       )}
       {tab === '' && <Jobs jobs={jobs} more={jobs.data?.jobs.length === jobLimit && jobLimit < 200 ? () => setJobLimit(Math.min(200, jobLimit * 2)) : undefined} />}

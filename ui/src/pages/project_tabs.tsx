@@ -214,6 +214,7 @@ export function ExtensionsTab({ path }: { path: string }) {
               </td>
               <td class="sm-hide">{x.enabled ? x.installed_version : x.available_version}</td>
               <td class="actions-cell">
+                <div class="cell-actions">
                 {!x.enabled && (
                   <button onClick={() => act('Enable ' + x.name, () => post(path + '/extensions', { name: x.name }))} aria-label={'Enable ' + x.name}>
                     Enable{x.requires_restart ? ' (restarts)' : ''}
@@ -229,6 +230,7 @@ export function ExtensionsTab({ path }: { path: string }) {
                     Disable
                   </button>
                 )}
+                </div>
               </td>
             </tr>
           ))}
@@ -355,10 +357,31 @@ export function SettingsTab({ path, project, reload, me }: { path: string; proje
 
 type AuditEvent = Schemas['AuditEvent']
 
-export function AuditTab({ path }: { path: string }) {
+/** useActors names the organization's people (name and email) and API keys by their IDs, for the audit. A
+ * caller that may not list them (a project-scoped key) sees the IDs. */
+function useActors(orgID: string) {
+  const org = '/v1/organizations/' + seg(orgID)
+  const members = useLoad(() => get<{ members: Schemas['Member'][] }>(org + '/members').catch(() => ({ members: [] })), [orgID])
+  const keys = useLoad(() => get<{ api_keys: Schemas['APIKey'][] }>(org + '/api-keys').catch(() => ({ api_keys: [] })), [orgID])
+  return (kind: string, id: string) => {
+    if (kind === 'user') {
+      const m = members.data?.members.find((x) => x.user_id === id)
+      if (m) return m.name ? `${m.name} <${m.email}>` : m.email
+    }
+    if (kind === 'api_key') {
+      const k = keys.data?.api_keys.find((x) => x.id === id)
+      if (k) return `API key “${k.name}”`
+    }
+    if (kind === 'system') return 'the appliance'
+    return `${kind} ${id}`
+  }
+}
+
+export function AuditTab({ path, orgID }: { path: string; orgID: string }) {
   const [limit, setLimit] = useState(25)
   const list = useLoad(() => get<{ audit_events: AuditEvent[] }>(path + '/audit-events?limit=' + limit), [path, limit])
   const events = list.data?.audit_events ?? []
+  const actor = useActors(orgID)
   return (
     <section class="card">
       <h2>Audit events</h2>
@@ -368,8 +391,8 @@ export function AuditTab({ path }: { path: string }) {
             <tr key={a.id}>
               <td>{when(a.created_at)}</td>
               <td>{a.action}</td>
-              <td class="sm-hide">
-                {a.actor_kind} <code>{a.actor_id}</code>
+              <td class="sm-hide" title={a.actor_id}>
+                {actor(a.actor_kind, a.actor_id)}
               </td>
             </tr>
           ))}

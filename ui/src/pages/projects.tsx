@@ -10,7 +10,8 @@ export function Projects({ me }: { me: Me }) {
   const { data, error, reload } = useLoad(() => get<{ projects: Project[] }>('/v1/projects'), [], 30000)
   useOrganizationEvents(me.organization?.id ?? '', () => reload())
   const [name, setName] = useState('')
-  const [environment, setEnvironment] = useState('development')
+  // '' sends no environment: the API's default (production) applies, the one default of UI and API.
+  const [environment, setEnvironment] = useState('')
   const [plan, setPlan] = useState('free')
   return (
     <main>
@@ -21,7 +22,7 @@ export function Projects({ me }: { me: Me }) {
         <Form
           label="Create a project"
           onSubmit={async () => {
-            const res = await post<{ project: Project }>('/v1/projects', { name, environment, plan })
+            const res = await post<{ project: Project }>('/v1/projects', environment ? { name, environment, plan } : { name, plan })
             navigate('/projects/' + res.project.id)
           }}
         >
@@ -33,9 +34,9 @@ export function Projects({ me }: { me: Me }) {
             <div>
               <label for="project-env">Environment</label>
               <select id="project-env" value={environment} onChange={(e) => setEnvironment((e.target as HTMLSelectElement).value)}>
-                <option value="development">development</option>
+                <option value="">production (the default; a daily backup from the start)</option>
                 <option value="staging">staging</option>
-                <option value="production">production</option>
+                <option value="development">development</option>
               </select>
             </div>
             <div>

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { ApiError, del, get, patch, post, seg, type Schemas } from '../api'
-import { Badge, Empty, ErrorBox, message, useLoad, when } from '../ui'
+import { Badge, Empty, ErrorBox, message, plural, useLoad, when } from '../ui'
 
 type SQLResult = Schemas['SQLResult']
 type HistoryEntry = Schemas['SQLHistoryEntry']
@@ -165,7 +165,7 @@ export function SQLTab({ id, path, active }: { id: string; path: string; active:
           <div class="result" aria-live="polite">
             <p class="hint">
               {r.columns.length > 0
-                ? `${r.row_count} ${r.row_count === 1 ? 'row' : 'rows'}${r.truncated ? `, the first ${r.rows.length} shown` : ''}`
+                ? `${plural(r.row_count, 'row')}${r.truncated ? `, the first ${r.rows.length} shown` : ''}`
                 : r.command}{' '}
               · {r.duration_ms} ms{r.statements > 1 ? ` · ${r.statements} statements, the last one's result` : ''}
             </p>
@@ -184,7 +184,7 @@ export function SQLTab({ id, path, active }: { id: string; path: string; active:
                 <div class="history-head">
                   <Badge value={h.success ? 'completed' : 'failed'} label={h.success ? 'ok' : 'error'} />
                   <span class="hint">
-                    {when(h.created_at)} · {h.duration_ms} ms{h.success ? ` · ${h.row_count} rows` : ''}
+                    {when(h.created_at)} · {h.duration_ms} ms{h.success ? ` · ${plural(h.row_count, 'row')}` : ''}
                   </span>
                   <button
                     class="link"
@@ -230,11 +230,18 @@ export function TablesTab({ id, path, active }: { id: string; path: string; acti
   const tables = useLoad(() => (active ? get<{ tables: TableEntry[] }>(path + '/tables') : Promise.resolve({ tables: [] })), [id, active])
   const [picked, setPicked] = useState('')
   useEffect(() => {
-    const first = tables.data?.tables[0]
+    const first = tables.data?.tables.find((t) => t.type === 'table' || t.type === 'partitioned table') ?? tables.data?.tables[0]
     // an update of the latest state: a table picked before this effect ran stays picked
     if (first) setPicked((p) => p || first.schema + '.' + first.table)
   }, [tables.data])
   const entry = tables.data?.tables.find((t) => t.schema + '.' + t.table === picked)
+  // The tables (those the grid can write) first, the views apart.
+  const all = tables.data?.tables ?? []
+  const isTable = (t: TableEntry) => t.type === 'table' || t.type === 'partitioned table'
+  const groups: [string, TableEntry[]][] = [
+    ['Tables', all.filter(isTable)],
+    ['Views and other relations', all.filter((t) => !isTable(t))],
+  ]
   return (
     <section class="card">
       <h2>Tables</h2>
@@ -245,11 +252,18 @@ export function TablesTab({ id, path, active }: { id: string; path: string; acti
         <>
           <label for="studio-table">Table</label>
           <select id="studio-table" value={picked} onChange={(e) => setPicked((e.target as HTMLSelectElement).value)}>
-            {tables.data.tables.map((t) => (
-              <option value={t.schema + '.' + t.table}>
-                {t.schema}.{t.table} ({t.type})
-              </option>
-            ))}
+            {groups.map(([name, list]) =>
+              list.length > 0 && (
+                <optgroup label={name}>
+                  {list.map((t) => (
+                    <option value={t.schema + '.' + t.table}>
+                      {t.schema}.{t.table}
+                      {t.type !== 'table' && t.type !== 'view' ? ` (${t.type})` : ''}
+                    </option>
+                  ))}
+                </optgroup>
+              ),
+            )}
           </select>
         </>
       )}
@@ -285,6 +299,35 @@ function TableRows({ base, entry }: { base: string; entry: TableEntry }) {
   const match = (r: Row) => Object.fromEntries(pk.map((c) => [c.name, r[c.name]]))
   const list = rows.data?.result.rows ?? []
   const label = (r: Row, i: number) => (pk.length ? pk.map((c) => cellText(r[c.name])).join(', ') : String(offset + i + 1))
+  const cancel = () => {
+    setEditing(null)
+    setDraft({})
+    setError('') // an error of the edit goes with it
+  }
+  // save sends the fields changed, and nothing (no request) when none is.
+  const save = (r: Row) => {
+    const set = Object.fromEntries(
+      Object.entries(draft)
+        .filter(([c, v]) => v !== cellText(r[c]))
+        .map(([c, v]) => [c, fromInput(v, columns.find((x) => x.name === c)!)]),
+    )
+    if (Object.keys(set).length === 0) return cancel()
+    act(() => patch(base + '/rows', { match: match(r), set }))
+  }
+  // Editing a row puts the focus in its first field, where Enter saves and Escape cancels.
+  const editRow = useRef<HTMLTableRowElement>(null)
+  useEffect(() => {
+    if (editing !== null) editRow.current?.querySelector('input')?.focus()
+  }, [editing])
+  const keys = (r: Row) => (e: KeyboardEvent) => {
+    if (e.key === 'Escape') {
+      e.preventDefault()
+      cancel()
+    } else if (e.key === 'Enter') {
+      e.preventDefault()
+      save(r)
+    }
+  }
   return (
     <>
       <ErrorBox error={cols.error || rows.error || error} />
@@ -352,10 +395,11 @@ function TableRows({ base, entry }: { base: string; entry: TableEntry }) {
             </thead>
             <tbody>
               {list.map((r, i) => (
-                <tr key={offset + i}>
+                <tr key={offset + i} ref={editing === i ? editRow : undefined}>
                   {rows.data!.result.columns.map((c) => {
                     const col = columns.find((x) => x.name === c)
-                    if (editing === i && col) {
+                    // The primary key identifies the row: it is not edited in place (SQL can change it).
+                    if (editing === i && col && !col.is_primary_key) {
                       return (
                         <td>
                           <input
@@ -363,6 +407,7 @@ function TableRows({ base, entry }: { base: string; entry: TableEntry }) {
                             value={draft[c] ?? cellText(r[c])}
                             placeholder="NULL"
                             onInput={(e) => setDraft({ ...draft, [c]: (e.target as HTMLInputElement).value })}
+                            onKeyDown={keys(r)}
                           />
                         </td>
                       )
@@ -375,30 +420,21 @@ function TableRows({ base, entry }: { base: string; entry: TableEntry }) {
                   })}
                   {editable && (
                     <td class="actions-cell">
+                      <div class="cell-actions">
                       {editing === i ? (
                         <>
-                          <button
-                            class="primary"
-                            onClick={() => {
-                              const set = Object.fromEntries(
-                                Object.entries(draft)
-                                  .filter(([c, v]) => v !== cellText(r[c]))
-                                  .map(([c, v]) => [c, fromInput(v, columns.find((x) => x.name === c)!)]),
-                              )
-                              if (Object.keys(set).length === 0) return setEditing(null)
-                              act(() => patch(base + '/rows', { match: match(r), set }))
-                            }}
-                          >
+                          <button class="primary" key="save" onClick={() => save(r)}>
                             Save
                           </button>
-                          <button onClick={() => (setEditing(null), setDraft({}))}>Cancel</button>
+                          <button key="cancel" onClick={cancel}>Cancel</button>
                         </>
                       ) : (
                         <>
-                          <button aria-label={'Edit row ' + label(r, i)} onClick={() => (setEditing(i), setDraft({}))}>
+                          <button key="edit" aria-label={'Edit row ' + label(r, i)} onClick={() => (setEditing(i), setDraft({}), setError(''))}>
                             Edit
                           </button>
                           <button
+                            key="delete"
                             class="danger-outline"
                             aria-label={'Delete row ' + label(r, i)}
                             onClick={() => confirm(`Delete the row ${label(r, i)}? There is no undo.`) && act(() => del(base + '/rows', { match: match(r) }))}
@@ -407,6 +443,7 @@ function TableRows({ base, entry }: { base: string; entry: TableEntry }) {
                           </button>
                         </>
                       )}
+                      </div>
                     </td>
                   )}
                 </tr>
@@ -415,7 +452,7 @@ function TableRows({ base, entry }: { base: string; entry: TableEntry }) {
           </table>
         </div>
       )}
-      {editing !== null && <p class="hint">An emptied field is saved as NULL; for an array column type a JSON array.</p>}
+      {editing !== null && <p class="hint">Enter saves, Escape cancels. An emptied field is saved as NULL; for an array column type a JSON array. The primary key is changed with SQL.</p>}
       <div class="actions pager">
         <button disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE))}>
           Previous

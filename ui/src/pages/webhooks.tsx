@@ -89,6 +89,7 @@ export function Webhooks({ me }: { me: Me }) {
                 <Badge value={ep.health} />
               </td>
               <td class="actions-cell">
+                <div class="cell-actions">
                 <button aria-expanded={open === ep.id} aria-label={'Deliveries of ' + ep.url} onClick={() => setOpen(open === ep.id ? '' : ep.id)}>
                   Deliveries
                 </button>
@@ -124,6 +125,7 @@ export function Webhooks({ me }: { me: Me }) {
                     Delete
                   </button>
                 )}
+                </div>
               </td>
             </tr>
           ))}
@@ -164,6 +166,7 @@ function Deliveries({ path, mayWrite, url }: { path: string; mayWrite: boolean; 
               <td class="sm-hide">{d.response_status ? 'HTTP ' + d.response_status : d.last_error || '—'}</td>
               <td class="sm-hide">{when(d.created_at)}</td>
               <td class="actions-cell">
+                <div class="cell-actions">
                 <button aria-expanded={shown === d.id} aria-label={'Details of ' + d.id} onClick={() => setShown(shown === d.id ? '' : d.id)}>
                   Details
                 </button>
@@ -172,6 +175,7 @@ function Deliveries({ path, mayWrite, url }: { path: string; mayWrite: boolean; 
                     Redeliver
                   </button>
                 )}
+                </div>
               </td>
             </tr>,
             shown === d.id && (
@@ -192,7 +196,9 @@ function Deliveries({ path, mayWrite, url }: { path: string; mayWrite: boolean; 
                   )}
                   {d.last_error && <p class="hint">Last error: {d.last_error}</p>}
                   <h3>Payload</h3>
-                  <pre class="payload">{JSON.stringify(d.payload, null, 2)}</pre>
+                  <pre class="payload" tabIndex={0} role="region" aria-label={'Payload of ' + d.id}>
+                    {JSON.stringify(d.payload, null, 2)}
+                  </pre>
                 </td>
               </tr>
             ),
