@@ -11,15 +11,20 @@ const desktop = { width: 1280, height: 800 }
 export async function run(page, { base, shoot, axe, consoleErrors }) {
   const failures = []
   const check = (ok, what) => {
-    if (!ok) failures.push(what)
+    if (!ok) {
+      failures.push(what)
+      console.log('consb: ' + what) // the Go test logs it at once
+    }
   }
   const soft = async (name, f) => {
     try {
       await f()
     } catch (e) {
-      failures.push(`${name}: ${String(e).split('\n')[0]}`)
+      check(false, `${name}: ${String(e).split('\n')[0]}`)
     }
   }
+  // A step that does not happen fails in seconds, not the default 30 (every step runs).
+  page.setDefaultTimeout(10000)
   const project = () => page.getByRole('navigation', { name: 'Project' })
   const dark = async (name) => {
     await page.emulateMedia({ colorScheme: 'dark' })
@@ -32,9 +37,14 @@ export async function run(page, { base, shoot, axe, consoleErrors }) {
     const r = await page.evaluate(() => ({
       scroll: document.scrollingElement.scrollWidth,
       inner: window.innerWidth,
-      flexCells: [...document.querySelectorAll('td')].filter((td) => getComputedStyle(td).display !== 'table-cell').length,
+      flexCells: [...document.querySelectorAll('td')].filter((td) => !['table-cell', 'none'].includes(getComputedStyle(td).display)).length,
+      // what sticks out (the outermost elements past the edge), to say why
+      wide: [...document.body.querySelectorAll('*')]
+        .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 0.5 && !(e.parentElement && e.parentElement.getBoundingClientRect().right > window.innerWidth + 0.5))
+        .slice(0, 6)
+        .map((e) => `${e.tagName.toLowerCase()}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`),
     }))
-    check(r.scroll <= r.inner, `${name}: the page is ${r.scroll} px wide on a ${r.inner} px phone`)
+    check(r.scroll <= r.inner, `${name}: the page is ${r.scroll} px wide on a ${r.inner} px phone (${r.wide.join(', ')})`)
     check(r.flexCells === 0, `${name}: ${r.flexCells} <td> are not table cells (display:flex on a cell)`)
     await page.setViewportSize(desktop)
   }
@@ -90,14 +100,23 @@ export async function run(page, { base, shoot, axe, consoleErrors }) {
     check((await page.title()) === 'Tables · e2e shop — Appliance', `the tab's title: ${await page.title()}`)
   })
   await soft('focus ring of the tabs', async () => {
+    // Reached by the keyboard (the ring is :focus-visible's): Tab from the tab before it.
+    await project().getByRole('link', { name: 'Overview' }).focus()
+    await page.keyboard.press('Tab')
     const tab = project().getByRole('link', { name: 'SQL' })
-    await tab.focus()
     const r = await tab.evaluate((a) => {
-      const nav = a.closest('nav').getBoundingClientRect()
+      if (a !== document.activeElement) return { focused: false }
+      const nav = a.closest('nav')
+      const clip = nav.getBoundingClientRect() // the scroller clips to its padding box
+      const ns = getComputedStyle(nav)
       const box = a.getBoundingClientRect()
       const s = getComputedStyle(a)
       const out = parseFloat(s.outlineWidth) + parseFloat(s.outlineOffset)
-      return { top: box.top - out >= nav.top - 0.5, bottom: box.bottom + out <= nav.bottom + 0.5, style: s.outlineStyle }
+      return {
+        top: box.top - out >= clip.top + parseFloat(ns.borderTopWidth) - 0.5,
+        bottom: box.bottom + out <= clip.bottom - parseFloat(ns.borderBottomWidth) + 0.5,
+        style: s.outlineStyle,
+      }
     })
     check(r.style !== 'none' && r.top && r.bottom, `the focus ring of a tab is clipped by the tab bar: ${JSON.stringify(r)}`)
   })
@@ -196,7 +215,9 @@ export async function run(page, { base, shoot, axe, consoleErrors }) {
     await page.setViewportSize(phone)
     const clipped = await deliveries.evaluate((card) => {
       const edge = card.getBoundingClientRect().right
-      return [...card.querySelectorAll('button')].filter((b) => b.getBoundingClientRect().right > Math.min(edge, window.innerWidth) + 0.5).map((b) => b.textContent)
+      const past = (e) => e.getBoundingClientRect().right > Math.min(edge, window.innerWidth) + 0.5
+      return [...card.querySelectorAll('button')].filter(past).map((b) => b.textContent).concat(
+        [...card.querySelectorAll('*')].filter((e) => past(e) && !past(e.parentElement)).slice(0, 4).map((e) => `(${e.tagName.toLowerCase()}.${e.className} ${Math.round(e.getBoundingClientRect().width)} px)`))
     })
     check(clipped.length === 0, `webhook delivery actions clipped on a phone: ${clipped.join(', ')}`)
     await shoot('consb-webhooks')
@@ -237,5 +258,6 @@ export async function run(page, { base, shoot, axe, consoleErrors }) {
 
   await page.setViewportSize(desktop)
   await page.emulateMedia({ colorScheme: 'light' })
+  page.setDefaultTimeout(30000)
   if (failures.length) throw new Error('consb: ' + failures.join(' | '))
 }

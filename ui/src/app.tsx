@@ -112,10 +112,10 @@ export function App() {
     return onUnauthenticated(() => setMe(null))
   }, [])
   // The API reference needs no sign-in (the document it reads is public).
-  if (loc.split('?')[0] === '/docs') return <Shell><div class="shell" onClick={onLinkClick}><header><a class="brand" href="/projects">appliance</a><nav aria-label="Main"><a href="/docs" aria-current="page">API reference</a></nav></header><div id="main"><Docs /></div></div></Shell>
+  if (loc.split('?')[0] === '/docs') return <Shell key="docs"><div class="shell" onClick={onLinkClick}><header><a class="brand" href="/projects">appliance</a><nav aria-label="Main"><a href="/docs" aria-current="page">API reference</a></nav></header><div id="main"><Docs /></div></div></Shell>
   if (error) return <ErrorBox error={error} />
   if (me === undefined) return <p class="loading">Loading…</p>
-  if (me === null) return <Shell><div id="main"><SignIn onSignedIn={load} /></div></Shell>
+  if (me === null) return <Shell key="signin"><div id="main"><SignIn onSignedIn={load} /></div></Shell>
 
   const path = loc.split('?')[0]
   let page
@@ -134,8 +134,9 @@ export function App() {
   else page = <main><h1>Not found</h1><p>There is no page at {path}.</p></main>
 
   const who = me.user ? me.user.name || me.user.email : ''
+  // Each Shell has its key: signing in replaces the whole page (the focus starts again at its top).
   return (
-    <Shell>
+    <Shell key="app">
     <div class="shell" onClick={onLinkClick}>
       <header>
         <a class="brand" href="/projects">
