@@ -23,6 +23,8 @@ export async function run(page, { base, shoot, axe, consoleErrors }) {
       check(false, `${name}: ${String(e).split('\n')[0]}`)
     }
   }
+  // expected drops the browser's logs of the error answers a step asks for on purpose, since mark.
+  const expected = (mark, re) => consoleErrors.splice(mark, consoleErrors.length - mark, ...consoleErrors.slice(mark).filter((e) => !re.test(e)))
   // A step that does not happen fails in seconds, not the default 30 (every step runs).
   page.setDefaultTimeout(10000)
   const project = () => page.getByRole('navigation', { name: 'Project' })
@@ -147,6 +149,7 @@ export async function run(page, { base, shoot, axe, consoleErrors }) {
     await title.waitFor({ state: 'detached', timeout: 3000 })
     check(patches.length === 0, 'Escape sent the row')
     // An error does not outlive Cancel.
+    const mark = consoleErrors.length
     await page.getByRole('button', { name: 'Edit row 1', exact: true }).click()
     await title.fill('')
     await page.getByRole('button', { name: 'Save', exact: true }).click()
@@ -154,6 +157,7 @@ export async function run(page, { base, shoot, axe, consoleErrors }) {
     await error.first().waitFor()
     await page.getByRole('button', { name: 'Cancel', exact: true }).click()
     await error.first().waitFor({ state: 'detached', timeout: 3000 })
+    expected(mark, /status of 400/)
   })
   page.off('request', onRequest)
   // 8, 12: the Tables tab on a phone; dark mode.
@@ -227,10 +231,12 @@ export async function run(page, { base, shoot, axe, consoleErrors }) {
 
   // 12: a project that does not exist has a heading, and a title.
   await soft('not found', async () => {
+    const mark = consoleErrors.length
     await page.goto(base + '/projects/prj_nothere')
     await page.getByRole('heading', { level: 1 }).waitFor()
     check((await page.title()).endsWith('— Appliance') && (await page.title()) !== 'Appliance', `the missing project's title: ${await page.title()}`)
     await dark('project-not-found')
+    expected(mark, /status of 404/)
     await page.goto(base + '/projects')
     await page.getByRole('heading', { name: 'Projects', exact: true }).waitFor()
     await dark('projects')
@@ -253,7 +259,7 @@ export async function run(page, { base, shoot, axe, consoleErrors }) {
     await page.getByRole('link', { name: 'Projects' }).first().click()
     await banner.waitFor({ state: 'detached', timeout: 10000 })
     // The requests refused on purpose were logged by the browser.
-    consoleErrors.splice(before, consoleErrors.length - before, ...consoleErrors.slice(before).filter((e) => !/ERR_INTERNET_DISCONNECTED|Failed to fetch|does not answer/.test(e)))
+    expected(before, /ERR_INTERNET_DISCONNECTED|Failed to fetch|does not answer/)
   })
 
   await page.setViewportSize(desktop)
