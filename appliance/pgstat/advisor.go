@@ -144,6 +144,7 @@ type candidate struct {
 	Suggestion
 	columns  []string // the index's columns (names), from the DDL
 	queryIDs []int64  // the statements it would serve, most relevant first
+	opclass  bool     // the DDL names an operator class: an index with the default one may not serve it
 }
 
 // session runs the advisor's statements on the tenant's connection, each starting with InternalMarker:
@@ -232,7 +233,7 @@ func advise(ctx context.Context, tx *session, schema string, minFilter, minSelec
 		seen[idx.DDL] = true
 		c := &candidate{Suggestion: Suggestion{DDL: idx.DDL}, queryIDs: idx.QueryIDs}
 		if d, err := parseIndexDDL(idx.DDL); err == nil {
-			c.Table, c.IndexMethod, c.columns = d.table, d.method, d.columns
+			c.Table, c.IndexMethod, c.columns, c.opclass = d.table, d.method, d.columns, d.opclass
 		}
 		cands = append(cands, c)
 	}
@@ -268,12 +269,12 @@ func (idx existingIndex) covers(method string, columns []string) bool {
 }
 
 // dropCovered leaves out the candidates an existing index of their table already provides (read on the
-// admin session: catalogs only).
+// admin session: catalogs only). One naming an operator class is kept: the existing index's may differ.
 func dropCovered(ctx context.Context, admin *pgx.Conn, cands []*candidate) ([]*candidate, error) {
 	b := adminBatch()
 	var asked []*candidate
 	for _, c := range cands {
-		if c.Table != "" && len(c.columns) > 0 {
+		if c.Table != "" && len(c.columns) > 0 && !c.opclass {
 			b.Queue(existingIndexesSQL, c.Table)
 			asked = append(asked, c)
 		}
@@ -468,6 +469,7 @@ type indexDDL struct {
 	table   string // as written: schema.table, quoted where needed
 	method  string
 	columns []string // names, unquoted
+	opclass bool     // a column names its operator class (text_pattern_ops for LIKE, ...)
 }
 
 // parseIndexDDL reads the DDL pg_qualstats_index_advisor writes:
@@ -523,6 +525,7 @@ func parseIndexDDL(ddl string) (indexDDL, error) {
 		d.columns = append(d.columns, col.text)
 		t, ok := next()
 		if ok && !t.punct { // an operator class
+			d.opclass = true
 			t, ok = next()
 		}
 		if !ok || !t.punct {
