@@ -19,6 +19,7 @@ export function Projects({ me }: { me: Me }) {
       <section class="card">
         <h2>New project</h2>
         <AdminOnly me={me} what="create projects">
+          <p class="hint">A production project is backed up daily from the start (03:00–03:59 UTC, kept 7 days: change it on its Backups tab).</p>
         <Form
           label="Create a project"
           onSubmit={async () => {
@@ -34,7 +35,7 @@ export function Projects({ me }: { me: Me }) {
             <div>
               <label for="project-env">Environment</label>
               <select id="project-env" value={environment} onChange={(e) => setEnvironment((e.target as HTMLSelectElement).value)}>
-                <option value="">production (the default; a daily backup from the start)</option>
+                <option value="">production (default)</option>
                 <option value="staging">staging</option>
                 <option value="development">development</option>
               </select>
