@@ -36,7 +36,7 @@ export function JobProgress({ id, label }: { id: string; label: string }) {
 
 /** label makes an API key ("tables_ready", "lag_bytes") a label a person reads ("Tables ready", "Lag"). */
 export function label(key: string): string {
-  const words = key.replace(/_(bytes|ms|at)$/, '').replace(/_/g, ' ')
+  const words = key.replace(/_(bytes|ms)$/, '').replace(/_/g, ' ').replace(/\bid\b/g, 'ID')
   return words.charAt(0).toUpperCase() + words.slice(1)
 }
 

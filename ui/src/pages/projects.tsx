@@ -19,7 +19,7 @@ export function Projects({ me }: { me: Me }) {
       <section class="card">
         <h2>New project</h2>
         <AdminOnly me={me} what="create projects">
-          <p class="hint">A production project is backed up daily from the start (03:00–03:59 UTC, kept 7 days: change it on its Backups tab).</p>
+          <p class="hint">A production project is backed up daily from the start (once between 03:00 and 03:59 UTC; change or turn it off on its Backups tab).</p>
         <Form
           label="Create a project"
           onSubmit={async () => {
