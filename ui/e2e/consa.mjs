@@ -237,6 +237,9 @@ export async function run(page, { ask, shoot, base, out, widths, consoleErrors }
       await m.getByText('Only an owner or an admin of the organization can import into the project.').waitFor({ timeout: 5000 })
       await absent('imports', m.getByRole('button', { name: 'Upload', exact: true }))
       await absent('imports', m.getByRole('button', { name: 'Cut over', exact: true }))
+    } catch (e) {
+      await m.screenshot({ path: `${out}/consa-failed-11-member-view.png`, fullPage: true }).catch(() => {})
+      throw e
     } finally {
       await ctx.close()
     }
