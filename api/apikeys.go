@@ -28,7 +28,7 @@ type APIKeyList struct {
 // CreateAPIKeyRequest is the body of POST /v1/organizations/{orgID}/api-keys.
 type CreateAPIKeyRequest struct {
 	Name      string   `json:"name" api:"required" schema:"minLength=1,maxLength=100,example=ci" doc:"display name, 1 to 100 characters"`
-	Scopes    []string `json:"scopes" api:"required" schema:"minItems=1" enum:"Scope" doc:"at least one of the ten scopes"`
+	Scopes    []string `json:"scopes,omitempty" api:"required" schema:"minItems=1" enum:"Scope" doc:"at least one of the ten scopes"`
 	ProjectID string   `json:"project_id" doc:"restricts the key to one project; organization scopes are then refused"`
 	ExpiresIn int64    `json:"expires_in_days" schema:"minimum=0,maximum=3650" doc:"days until the key expires, 1 to 3650; absent or 0: never"`
 }

@@ -6,7 +6,7 @@ import "time"
 type CLILoginStartRequest struct {
 	DeviceName       string   `json:"device_name" schema:"maxLength=100" doc:"name of the device asking, shown to the approving user (up to 100 characters)"`
 	KeyName          string   `json:"key_name" schema:"maxLength=100" doc:"name of the key to mint (default: \"CLI on <device_name>\")"`
-	Scopes           []string `json:"scopes" doc:"scopes requested; default: every scope the approving user holds"`
+	Scopes           []string `json:"scopes,omitempty" doc:"scopes requested; default: every scope the approving user holds"`
 	KeyExpiresInDays int64    `json:"key_expires_in_days" schema:"minimum=0,maximum=3650" doc:"1 to 3650; 0 or absent: 90"`
 }
 

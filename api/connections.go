@@ -14,5 +14,5 @@ type ConnectionsResponse struct {
 
 // RotateCredentialsRequest is the body of POST /v1/projects/{projectID}/credentials/rotate.
 type RotateCredentialsRequest struct {
-	OverlapSeconds *int64 `json:"overlap_seconds" schema:"minimum=0,maximum=604800" doc:"how long the previous credential keeps working, 0 to 604800 seconds; default 3600"`
+	OverlapSeconds *int64 `json:"overlap_seconds,omitempty" schema:"minimum=0,maximum=604800" doc:"how long the previous credential keeps working, 0 to 604800 seconds; default 3600"`
 }

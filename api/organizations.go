@@ -23,10 +23,10 @@ type MeUser struct {
 
 // PatchOrganizationRequest holds the organization fields a customer may change; absent fields stay.
 type PatchOrganizationRequest struct {
-	Name         *string `json:"name" schema:"minLength=1,maxLength=100" doc:"1 to 100 characters"`
-	Slug         *string `json:"slug" schema:"minLength=3,maxLength=40,pattern=^[a-z0-9][a-z0-9-]*[a-z0-9]$" doc:"lowercase letters, digits and dashes, 3 to 40 characters, unique"`
-	BillingEmail *string `json:"billing_email" doc:"an email address, or empty to clear"`
-	BillingName  *string `json:"billing_name" schema:"maxLength=200" doc:"up to 200 characters"`
+	Name         *string `json:"name,omitempty" schema:"minLength=1,maxLength=100" doc:"1 to 100 characters"`
+	Slug         *string `json:"slug,omitempty" schema:"minLength=3,maxLength=40,pattern=^[a-z0-9][a-z0-9-]*[a-z0-9]$" doc:"lowercase letters, digits and dashes, 3 to 40 characters, unique"`
+	BillingEmail *string `json:"billing_email,omitempty" doc:"an email address, or empty to clear"`
+	BillingName  *string `json:"billing_name,omitempty" schema:"maxLength=200" doc:"up to 200 characters"`
 }
 
 // Organization is the API resource: exactly the fields of the stored record (appliance converts one to the

@@ -45,7 +45,7 @@ type PreviewResponse struct {
 type CreatePreviewRequest struct {
 	Name     string `json:"name" schema:"maxLength=63" doc:"1 to 63 characters; default preview-<random>"`
 	Mode     string `json:"mode" enum:"PreviewMode" doc:"clone (default): the project's data as of now; empty: its database and role names, no data"`
-	TTLHours *int   `json:"ttl_hours" schema:"minimum=1,maximum=720" doc:"hours until it is deleted, 1 to 720; default 24"`
+	TTLHours *int   `json:"ttl_hours,omitempty" schema:"minimum=1,maximum=720" doc:"hours until it is deleted, 1 to 720; default 24"`
 	// SourceRestoreTime makes a clone of the project as it was then (within its point-in-time window).
 	SourceRestoreTime string `json:"source_restore_time" schema:"format=date-time" doc:"a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now"`
 }

@@ -57,11 +57,11 @@ type CreateProjectRequest struct {
 
 // PatchProjectRequest holds the project fields a customer may change; absent fields stay.
 type PatchProjectRequest struct {
-	Name                   *string `json:"name" schema:"minLength=1,maxLength=63" doc:"1 to 63 characters (database and role names do not change)"`
-	Environment            *string `json:"environment" enum:"Environment"`
-	StatementTimeout       *string `json:"statement_timeout" doc:"PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload"`
-	IdleTransactionTimeout *string `json:"idle_transaction_timeout" doc:"idle_in_transaction_session_timeout as a PostgreSQL duration; applied by reload"`
-	Plan                   *string `json:"plan" enum:"Plan" doc:"max_connections changes with a restart"`
+	Name                   *string `json:"name,omitempty" schema:"minLength=1,maxLength=63" doc:"1 to 63 characters (database and role names do not change)"`
+	Environment            *string `json:"environment,omitempty" enum:"Environment"`
+	StatementTimeout       *string `json:"statement_timeout,omitempty" doc:"PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload"`
+	IdleTransactionTimeout *string `json:"idle_transaction_timeout,omitempty" doc:"idle_in_transaction_session_timeout as a PostgreSQL duration; applied by reload"`
+	Plan                   *string `json:"plan,omitempty" enum:"Plan" doc:"max_connections changes with a restart"`
 }
 
 // Project states (state) and runtime statuses (runtime_status); transitions in docs/api-decisions.md.

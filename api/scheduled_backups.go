@@ -30,8 +30,8 @@ type ScheduledBackupResponse struct {
 
 // PutScheduledBackupRequest is the body of PUT /v1/projects/{projectID}/scheduled-backups/default.
 type PutScheduledBackupRequest struct {
-	CronHour      *int  `json:"cron_hour" api:"required" schema:"minimum=0,maximum=23" doc:"UTC hour, 0 to 23"`
-	CronMinute    *int  `json:"cron_minute" api:"required" schema:"minimum=0,maximum=59" doc:"minute, 0 to 59"`
-	IsActive      *bool `json:"is_active" api:"required"`
-	RetentionDays *int  `json:"retention_days" schema:"minimum=1,maximum=365" doc:"1 to 365; default: the appliance's default retention, 7 unless its operator set another (a change keeps the current value)"`
+	CronHour      *int  `json:"cron_hour,omitempty" api:"required" schema:"minimum=0,maximum=23" doc:"UTC hour, 0 to 23"`
+	CronMinute    *int  `json:"cron_minute,omitempty" api:"required" schema:"minimum=0,maximum=59" doc:"minute, 0 to 59"`
+	IsActive      *bool `json:"is_active,omitempty" api:"required"`
+	RetentionDays *int  `json:"retention_days,omitempty" schema:"minimum=1,maximum=365" doc:"1 to 365; default: the appliance's default retention, 7 unless its operator set another (a change keeps the current value)"`
 }

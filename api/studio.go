@@ -78,19 +78,19 @@ type RowsWriteResponse struct {
 
 // InsertRowsRequest is the body of POST .../rows.
 type InsertRowsRequest struct {
-	Rows []map[string]json.RawMessage `json:"rows" api:"required" doc:"the rows to insert (1 to 1000), each an object of column name to value; a column left out gets its default"`
+	Rows []map[string]json.RawMessage `json:"rows,omitempty" api:"required" doc:"the rows to insert (1 to 1000), each an object of column name to value; a column left out gets its default"`
 }
 
 // UpdateRowsRequest is the body of PATCH .../rows.
 type UpdateRowsRequest struct {
-	Match   map[string]json.RawMessage `json:"match" doc:"the rows to change: every named column equal to its value (null: IS NULL)"`
-	Set     map[string]json.RawMessage `json:"set" api:"required" doc:"column name to new value (at least one)"`
+	Match   map[string]json.RawMessage `json:"match,omitempty" doc:"the rows to change: every named column equal to its value (null: IS NULL)"`
+	Set     map[string]json.RawMessage `json:"set,omitempty" api:"required" doc:"column name to new value (at least one)"`
 	AllRows bool                       `json:"all_rows" doc:"true to allow an empty match, changing every row"`
 }
 
 // DeleteRowsRequest is the body of DELETE .../rows.
 type DeleteRowsRequest struct {
-	Match   map[string]json.RawMessage `json:"match" doc:"the rows to delete: every named column equal to its value (null: IS NULL)"`
+	Match   map[string]json.RawMessage `json:"match,omitempty" doc:"the rows to delete: every named column equal to its value (null: IS NULL)"`
 	AllRows bool                       `json:"all_rows" doc:"true to allow an empty match, deleting every row"`
 }
 

@@ -43,16 +43,16 @@ type WebhookEndpointWithSecret struct {
 type CreateWebhookEndpointRequest struct {
 	URL         string      `json:"url" api:"required" schema:"format=uri,pattern=^https?://,maxLength=2048,example=https://example.com/hooks" doc:"absolute http(s) URL the outbound policy allows"`
 	Description string      `json:"description" schema:"maxLength=500"`
-	EventTypes  []EventType `json:"event_types" doc:"event types to deliver (see the event table); empty or absent: all"`
-	IsActive    *bool       `json:"is_active" doc:"default true"`
+	EventTypes  []EventType `json:"event_types,omitempty" doc:"event types to deliver (see the event table); empty or absent: all"`
+	IsActive    *bool       `json:"is_active,omitempty" doc:"default true"`
 }
 
 // PatchWebhookEndpointRequest changes the fields it names.
 type PatchWebhookEndpointRequest struct {
-	URL         *string      `json:"url" schema:"format=uri,pattern=^https?://,maxLength=2048,example=https://example.com/hooks"`
-	Description *string      `json:"description" schema:"maxLength=500"`
-	EventTypes  *[]EventType `json:"event_types" doc:"replaces the list; empty: all"`
-	IsActive    *bool        `json:"is_active" doc:"false stops deliveries (pending ones fail); true re-enables and resets health"`
+	URL         *string      `json:"url,omitempty" schema:"format=uri,pattern=^https?://,maxLength=2048,example=https://example.com/hooks"`
+	Description *string      `json:"description,omitempty" schema:"maxLength=500"`
+	EventTypes  *[]EventType `json:"event_types,omitempty" doc:"replaces the list; empty: all"`
+	IsActive    *bool        `json:"is_active,omitempty" doc:"false stops deliveries (pending ones fail); true re-enables and resets health"`
 }
 
 // WebhookAttempt is one recorded attempt of a delivery.

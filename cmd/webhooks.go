@@ -141,8 +141,14 @@ func newWebhooksCreateCmd(o *clientOpts) *cobra.Command {
 		},
 		Method: http.MethodPost,
 		Path:   func(x *call) string { return hooksPath(x.org) },
-		Body:   func(*call) any { return map[string]any{"url": url, "description": desc, "event_types": events} },
-		Print:  printSecret("Created"),
+		Body: func(*call) any {
+			req := api.CreateWebhookEndpointRequest{URL: url, Description: desc}
+			for _, e := range events {
+				req.EventTypes = append(req.EventTypes, api.EventType(e))
+			}
+			return req
+		},
+		Print: printSecret("Created"),
 	})
 }
 

@@ -168,6 +168,12 @@ func newFixtures(b *bundle) *fixtures {
 		b.t.Fatal(err)
 	}
 	f.params["invitationID"] = fixtureParam{value: invite(b.org.ID, memberID)}
+	// Refusing a CLI login needs one still pending: authorizing the shared one (an earlier route) ends it.
+	refusable := b.do("POST", "/v1/cli/login/sessions", "", map[string]any{"device_name": "fixture to refuse"})
+	if refusable.status != http.StatusCreated {
+		b.t.Fatalf("start CLI login: %d %s", refusable.status, refusable.body)
+	}
+	f.routeParams["POST /v1/cli/login/sessions/{sessionID}/refuse"] = map[string]fixtureParam{"sessionID": {value: refusable.json["session_id"].(string)}}
 	f.routeParams["POST /v1/me/invitations/{invitationID}/accept"] = map[string]fixtureParam{"invitationID": {value: invite(elsewhere.ID, ownerID)}}
 	f.routeParams["POST /v1/me/invitations/{invitationID}/decline"] = map[string]fixtureParam{"invitationID": {value: invite(elsewhere.ID, ownerID)}}
 	for _, path := range []string{"preflight", "follow", "follow/status", "follow/cutover", "follow/abort"} {
