@@ -17,6 +17,7 @@ type Entry struct {
 	PID         int       `json:"pid,omitempty"`
 	Application string    `json:"application_name,omitempty"`
 	BackendType string    `json:"backend_type,omitempty"`
+	QueryID     string    `json:"query_id,omitempty" doc:"the pg_stat_statements queryid of the statement the server ran when it logged the line (decimal; a string, as it can exceed what a JSON number holds exactly); absent when it had none"`
 }
 
 // Logs is the logs resource: entries oldest first, and the cursor to resume after.

@@ -2,6 +2,10 @@ package httpapi
 
 import (
 	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"time"
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
@@ -25,7 +29,30 @@ func (s *Server) indexAdvice(r *Request) (*api.AdvisorResponse, error) {
 
 // logsQuery is the logs routes' query.
 func logsQuery(r *Request, stream bool) appliance.LogsQuery {
-	return appliance.LogsQuery{Hours: r.Int("hours"), Cursor: r.Str("cursor"), Severity: r.Str("severity"), Limit: r.Int("limit"), Stream: stream}
+	return appliance.LogsQuery{Hours: r.Int("hours"), Cursor: r.Str("cursor"), Severity: r.Str("severity"), Limit: r.Int("limit"), Stream: stream,
+		Q: r.Str("q"), From: r.Str("from"), To: r.Str("to"), User: r.Str("user"), Database: r.Str("database"), SQLState: r.Str("sqlstate")}
+}
+
+// downloadLogs streams the entries of a range as newline-delimited JSON, as an attachment. A bad query
+// is answered with its JSON error before anything is written; an error midway cuts the download short.
+func (s *Server) downloadLogs(r *Request) error {
+	id := r.PathValue("projectID")
+	started := false
+	err := s.svc.Observe().DownloadLogs(r.Context(), r.Principal, id, logsQuery(r, false), func() io.Writer {
+		started = true
+		h := r.W.Header()
+		h.Set("Content-Type", "application/x-ndjson")
+		name := "logs-" + id + "-" + time.Now().UTC().Format("20060102T150405Z") + ".ndjson"
+		h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+		h.Set("Cache-Control", "private, no-store")
+		r.W.WriteHeader(http.StatusOK)
+		return r.W
+	})
+	if err != nil && started {
+		s.log.Warn("log download cut short", "project", id, "err", err)
+		return nil
+	}
+	return err
 }
 
 func (s *Server) readLogs(r *Request) (*api.LogsResponse, error) {

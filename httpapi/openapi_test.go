@@ -784,6 +784,15 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("GET", project+"/logs?severity=loud", obs+"/logs", b.adminKey, nil, 400)
 	call("GET", project+"/logs?hours=200", obs+"/logs", b.adminKey, nil, 400)
 	call("GET", project+"/logs?cursor=garbage", obs+"/logs", b.adminKey, nil, 400)
+	from := url.QueryEscape(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
+	call("GET", project+"/logs?q=Division&sqlstate=22012&user=u&database=d&from="+from, obs+"/logs", readOnly, nil, 200)
+	call("GET", project+"/logs?from=yesterday", obs+"/logs", b.adminKey, nil, 400)
+	call("GET", project+"/logs?sqlstate=4", obs+"/logs", b.adminKey, nil, 400)
+	if r := call("GET", project+"/logs/download?severity=error&from="+from, obs+"/logs/download", readOnly, nil, 200); r.header.Get("Content-Type") != "application/x-ndjson" ||
+		!strings.HasPrefix(r.header.Get("Content-Disposition"), "attachment; filename=") {
+		t.Errorf("log download: %v", r.header)
+	}
+	call("GET", project+"/logs/download?from=2020-01-01T00:00:00Z", obs+"/logs/download", b.adminKey, nil, 400)
 	if r := call("GET", project+"/logs/stream?follow=false", obs+"/logs/stream", b.adminKey, nil, 200); !strings.HasPrefix(r.header.Get("Content-Type"), "text/event-stream") {
 		t.Errorf("log stream: %v", r.header)
 	}

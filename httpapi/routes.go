@@ -26,6 +26,10 @@ func logsParams(maxHours int64, hoursDoc string) []Param {
 		{Name: "cursor", Type: "string", Doc: "resume strictly after the entry with this cursor (tail mode; takes precedence over hours)"},
 		{Name: "severity", Type: "string", Pattern: listPattern(api.LogSeverities), Doc: "comma-separated severities to keep (" + strings.Join(api.LogSeverities, ", ") + "); empty: all"},
 		{Name: "limit", Type: "integer", Min: 1, Max: api.LogsLimitMax, Default: int64(api.LogsLimitDefault), Doc: "at most this many entries (without a cursor the newest are kept)"},
+		{Name: "q", Type: "string", Doc: "keep entries whose message, detail, hint or statement contains this text (ignoring case; plain text, not a pattern; at most 200 characters)"},
+		{Name: "user", Type: "string", Doc: "keep the entries of this role"},
+		{Name: "database", Type: "string", Doc: "keep the entries of this database"},
+		{Name: "sqlstate", Type: "string", Doc: "keep the entries with this SQLSTATE (5 characters, e.g. 42P01)"},
 	}
 }
 
@@ -37,6 +41,12 @@ func listPattern(values []string) string {
 
 // lastEventID is the event streams' resume parameter: an event position.
 var lastEventID = Param{Name: "last_event_id", Type: "string", Pattern: `^(0|[1-9][0-9]{0,19})$`, Doc: "resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins)"}
+
+// logsRangeParams are the logs' and the download's time range: it replaces hours.
+var logsRangeParams = []Param{
+	{Name: "from", Type: "string", Doc: "RFC 3339: entries at or after this time (replaces hours; within the hours the logs keep: 168, or 720 with the archive); not with cursor"},
+	{Name: "to", Type: "string", Doc: "RFC 3339: entries at or before this time (after from; default: now); not with cursor"},
+}
 
 // skipBacklog is the event streams' parameter for clients that just read the current state.
 var skipBacklog = Param{Name: "skip_backlog", Type: "boolean", Default: false, Doc: "true (without a Last-Event-ID): start after the newest event, sending only what happens next"}
@@ -228,7 +238,10 @@ func (s *Server) table() []Route {
 		{Method: get, Path: "/v1/projects/{projectID}/alerts", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Summary: "The project's alerts in force and those resolved in the last 7 days, newest first", Do: CallP("projectID", s.svc.Observe().ListAlerts)},
 		{Method: post, Path: "/v1/projects/{projectID}/alerts/{alertID}/acknowledge", Tag: "observability", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Acknowledge an alert (it stays until its condition clears)", Do: CallPP("projectID", "alertID", s.svc.Observe().AcknowledgeAlert)},
 		{Method: get, Path: "/v1/projects/{projectID}/logs", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Summary: "The server's log entries: the newest of the window, or those after a cursor (passwords masked; the appliance's own sessions left out)",
-			Query: logsParams(api.LogsHoursArchiveMax, "1 to 168, or to 720 with the log archive (up --log-archive-days); ignored when cursor is set"), Errors: []int{http.StatusConflict}, Do: Without(s.readLogs)},
+			Query: append(logsParams(api.LogsHoursArchiveMax, "1 to 168, or to 720 with the log archive (up --log-archive-days); ignored when cursor is set"), logsRangeParams...), Errors: []int{http.StatusConflict}, Do: Without(s.readLogs)},
+		{Method: get, Path: "/v1/projects/{projectID}/logs/download", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Stream: true, ContentType: "application/x-ndjson",
+			Summary: "Download the entries of a range as newline-delimited JSON (one entry a line, oldest first, at most 100000; the logs' filters; limit and cursor ignored)",
+			Query:   append(logsParams(api.LogsHoursArchiveMax, "1 to 168, or to 720 with the log archive (up --log-archive-days)"), logsRangeParams...), Errors: []int{http.StatusConflict}, Do: Raw(s.downloadLogs)},
 		{Method: get, Path: "/v1/projects/{projectID}/logs/stream", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Stream: true,
 			ContentType: "text/event-stream", Summary: "The server's log as a live tail (text/event-stream): the newest entries of the window, or those after the cursor (Last-Event-ID wins), then new ones; id is the entry's cursor, event is log",
 			Query:  append(logsParams(api.LogsHoursMax, "1 to 168"), Param{Name: "follow", Type: "boolean", Default: true, Doc: "false: send the entries the query selects and end (no live ones)"}),

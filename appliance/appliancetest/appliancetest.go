@@ -117,6 +117,8 @@ type Options struct {
 	// BackupCache is Config.BackupCache: with BackupObjects, the bound of the local cache of the bucket's
 	// exports (0: the default; negative: none kept).
 	BackupCache int64
+	// LogArchiveDays is Config.LogArchiveDays (0: no log archive).
+	LogArchiveDays int
 }
 
 // New builds an Env in a fresh directory that the instances' OS user can traverse.
@@ -160,7 +162,7 @@ func New(t testing.TB, o Options) *Env {
 	cfg := appliance.Config{APIURL: apiURL, PublicHost: "localhost", Region: "local",
 		Version: "test", PasswordCost: bcrypt.MinCost, CACertPath: ca.CertPath(), ListenHost: "127.0.0.1",
 		DataDir: dir, Ports: ports, Spares: o.Spares, Outbound: pol, Ephemeral: o.Ephemeral, Webhooks: o.Webhooks,
-		BackupCache: o.BackupCache}
+		BackupCache: o.BackupCache, LogArchiveDays: o.LogArchiveDays}
 	// The key-value fronts' listeners are bound first, as up does, so that StartKVFronts can run them and
 	// the credentials the service hands out name them (real URLs, as the API documents them).
 	cfg.KVFront = e.bindKVFronts(t)

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -90,6 +91,7 @@ type jsonLine struct {
 	Statement       string `json:"statement"`
 	ApplicationName string `json:"application_name"`
 	BackendType     string `json:"backend_type"`
+	QueryID         int64  `json:"query_id"` // 0 when the statement had none (compute_query_id computes it with pg_stat_statements)
 }
 
 // parseTimestamp parses jsonlog's "2026-11-25 13:21:46.123 UTC". log_timezone is UTC on the appliance's
@@ -132,12 +134,17 @@ func parseUTC(s string) (time.Time, bool) {
 // matcher decides which lines a Query selects and makes their entries.
 type matcher struct {
 	since    time.Time // zero: no lower bound
+	until    time.Time // zero: no upper bound
 	sev      map[string]bool
 	excluded map[string]bool
+	text     string // lowercased; "" matches every entry
+	user     string
+	database string
+	sqlstate string
 }
 
 func newMatcher(q Query, useSince bool) *matcher {
-	m := &matcher{sev: q.Severities}
+	m := &matcher{sev: q.Severities, until: q.Until, text: strings.ToLower(q.Text), user: q.User, database: q.Database, sqlstate: q.SQLState}
 	if useSince {
 		m.since = q.Since
 	}
@@ -169,10 +176,13 @@ func (m *matcher) check(line []byte) (e Entry, ts time.Time, ok bool) {
 			return Entry{}, ts, false
 		}
 	}
-	if m.excluded != nil {
-		if u := rawString(line, keyUser); u != "" && m.excluded[u] {
+	if m.excluded != nil || m.user != "" {
+		if u := rawString(line, keyUser); u != "" && (m.excluded[u] || m.user != "" && u != m.user) {
 			return Entry{}, ts, false
 		}
+	}
+	if m.sqlstate != "" && !bytes.Contains(line, []byte(`"state_code":"`+m.sqlstate+`"`)) {
+		return Entry{}, ts, false
 	}
 
 	var j jsonLine
@@ -198,7 +208,16 @@ func (m *matcher) check(line []byte) (e Entry, ts time.Time, ok bool) {
 		Application: j.ApplicationName,
 		BackendType: j.BackendType,
 	}
+	if j.QueryID != 0 {
+		e.QueryID = strconv.FormatInt(j.QueryID, 10)
+	}
 	if !m.since.IsZero() && t.Before(m.since) {
+		return Entry{}, ts, false
+	}
+	if !m.until.IsZero() && t.After(m.until) {
+		return Entry{}, ts, false
+	}
+	if m.user != "" && e.User != m.user || m.database != "" && e.Database != m.database || m.sqlstate != "" && e.SQLState != m.sqlstate {
 		return Entry{}, ts, false
 	}
 	if m.sev != nil && !m.sev[e.Severity] {
@@ -208,7 +227,21 @@ func (m *matcher) check(line []byte) (e Entry, ts time.Time, ok bool) {
 		return Entry{}, ts, false
 	}
 	redactEntry(&e)
+	if m.text != "" && !containsFold(&e, m.text) {
+		return Entry{}, ts, false
+	}
 	return e, ts, true
+}
+
+// containsFold reports whether any of the entry's texts (as shown: passwords masked, so a search cannot
+// find one) holds lower, a lowercased string, ignoring case.
+func containsFold(e *Entry, lower string) bool {
+	for _, s := range []string{e.Message, e.Detail, e.Hint, e.Statement} {
+		if strings.Contains(strings.ToLower(s), lower) {
+			return true
+		}
+	}
+	return false
 }
 
 var (

@@ -17,6 +17,13 @@ type Query struct {
 	Severities   map[string]bool // nil: all
 	Limit        int             // at most this many (caller bounds it 1..500)
 	ExcludeUsers []string        // entries whose user is one of these are left out (the appliance's own admin role)
+
+	// The search (every one given must hold):
+	Until    time.Time // entries at or before Until (zero: no bound)
+	Text     string    // entries whose message, detail, hint or statement (passwords masked) contain Text, ignoring case
+	User     string    // entries of this role
+	Database string    // entries of this database
+	SQLState string    // entries with this SQLSTATE (5 characters, upper case)
 }
 
 // DefaultLimit is the Limit of a Query that gives none (0 or less).
@@ -133,6 +140,9 @@ func readNewest(d Dirs, m *matcher, limit int) ([]Entry, string, error) {
 		f := files[i]
 		if !stopBefore.IsZero() && !f.day.end().After(stopBefore) {
 			break // this day and all before it are older than Since
+		}
+		if !m.until.IsZero() && f.day.start().After(m.until.Add(sinceSlack)) {
+			continue // this day is newer than Until
 		}
 		if !f.gz {
 			more, err := newestLive(d, f.day, f.path, m, limit, stopBefore, &rev)
@@ -257,4 +267,49 @@ func endPos(d Dirs) (pos, error) {
 		return pos{}, err
 	}
 	return pos{last.day, end}, nil
+}
+
+// Scan calls fn with every entry that q selects between q.Since and q.Until, oldest first, at most max of
+// them (q.After and q.Limit are ignored), reading the archived days too; it stops at fn's first error and
+// returns it. n is how many entries fn was given. Nothing is held in memory: it is what a download streams.
+func Scan(d Dirs, q Query, max int, fn func(Entry) error) (n int, err error) {
+	files, err := listFiles(d)
+	if err != nil {
+		return 0, err
+	}
+	m := newMatcher(q, true)
+	var fnErr error
+	for _, f := range files {
+		if !m.since.IsZero() && !f.day.end().After(m.since.Add(-sinceSlack)) {
+			continue // older than Since
+		}
+		if !m.until.IsZero() && f.day.start().After(m.until.Add(sinceSlack)) {
+			break // this day and all after it are newer than Until
+		}
+		err := scanDay(d, f.day, 0, func(line []byte, end int64) bool {
+			e, ts, ok := m.check(line)
+			if !m.until.IsZero() && ts.After(m.until.Add(sinceSlack)) {
+				return false // the rest of the day is newer than Until
+			}
+			if !ok {
+				return true
+			}
+			e.Cursor = pos{f.day, end}.String()
+			if fnErr = fn(e); fnErr != nil {
+				return false
+			}
+			n++
+			return n < max
+		})
+		if fnErr != nil {
+			return n, fnErr
+		}
+		if err != nil {
+			return n, err
+		}
+		if n >= max {
+			break
+		}
+	}
+	return n, nil
 }

@@ -12,7 +12,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Liveness (503 when the metadata store does not answer or refuses writes)
+         * Liveness
          * @description No authentication.
          */
         get: operations["getHealthz"];
@@ -94,7 +94,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Sign in to the built-in identity provider (401 for a wrong email or password, 403 for a sign-in from another site or into an organization the user is not a member of)
+         * Sign in to the built-in identity provider
          * @description No authentication. Rate limited by the `strict` bucket in addition to the general one.
          */
         post: operations["postAuthSessions"];
@@ -218,26 +218,6 @@ export interface paths {
         get: operations["getCliLoginSessionsBySessionIDDetails"];
         put?: never;
         post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/cli/login/sessions/{sessionID}/refuse": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Refuse a CLI device login (it can no longer be authorized; the device's poll reads state refused)
-         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required.
-         */
-        post: operations["postCliLoginSessionsBySessionIDRefuse"];
         delete?: never;
         options?: never;
         head?: never;
@@ -486,7 +466,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Update an organization's profile (409 when the slug is taken)
+         * Update an organization's profile
          * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
          */
         patch: operations["patchOrganizationsByOrgID"];
@@ -931,7 +911,7 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Delete a project and its data (410 once it has been deleted)
+         * Delete a project and its data
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         delete: operations["deleteProjectsByProjectID"];
@@ -1058,7 +1038,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Mint a single-use approval token (410 for a deleted project)
+         * Mint a single-use approval token
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         post: operations["postProjectsByProjectIDApprovals"];
@@ -1632,6 +1612,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{projectID}/logs/download": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download the entries of a range as newline-delimited JSON (one entry a line, oldest first, at most 100000; the logs' filters; limit and cursor ignored)
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDLogsDownload"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{projectID}/logs/stream": {
         parameters: {
             query?: never;
@@ -2127,7 +2127,7 @@ export interface components {
             project_id: string;
             /** Format: date-time */
             revoked_at: string | null;
-            scopes: components["schemas"]["Scope"][];
+            scopes: ("projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write")[];
             source: string;
         };
         APIKeyList: {
@@ -2153,8 +2153,11 @@ export interface components {
             name?: string;
             /** @description initial password of a new user (at least 12 characters); absent: one is generated and returned once */
             password?: string;
-            /** @description owner, admin or member (only owners may add owners) */
-            role: components["schemas"]["Role"];
+            /**
+             * @description owner, admin or member (only owners may add owners)
+             * @enum {string}
+             */
+            role: "owner" | "admin" | "member";
         };
         AddedMember: {
             /** @description the generated password of a newly created user, shown once; empty when the user existed or a password was given */
@@ -2166,8 +2169,6 @@ export interface components {
         };
         Advice: {
             available: boolean;
-            /** Format: date-time */
-            computed_at: string;
             cost_estimates_available: boolean;
             min_filter: number;
             min_selectivity: number;
@@ -2179,28 +2180,22 @@ export interface components {
         AdvisorResponse: {
             advisor: components["schemas"]["Advice"];
         };
-        /** @enum {string} */
-        AlertKind: "storage" | "connections" | "long_transaction" | "backup_failed" | "instance_crashed" | "backup_unrestorable" | "data_missing" | "backup_store_unreachable";
         AlertList: {
             alerts: components["schemas"]["ProjectAlert"][];
         };
         AlertResponse: {
             alert: components["schemas"]["ProjectAlert"];
         };
-        /** @enum {string} */
-        AlertSeverity: "warning" | "critical";
         Approval: {
-            action: components["schemas"]["ApprovalAction"];
+            action: string;
             /** Format: date-time */
             expires_at: string;
             id: string;
             token: string;
         };
-        /** @enum {string} */
-        ApprovalAction: "project.delete";
         ApprovalRequest: {
-            /** @description the action to approve */
-            action: components["schemas"]["ApprovalAction"];
+            /** @description the action to approve: project.delete */
+            action: string;
         };
         ApprovalResponse: {
             approval: components["schemas"]["Approval"];
@@ -2237,10 +2232,11 @@ export interface components {
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
-            state: components["schemas"]["BackupState"];
+            /** @description pending, running, completed or failed */
+            state: string;
             verification_error: string;
-            /** @description pg_verifybackup's verdict */
-            verification_state: components["schemas"]["BackupVerificationState"];
+            /** @description pending, verified or failed (pg_verifybackup) */
+            verification_state: string;
             /** Format: date-time */
             verified_at: string | null;
         };
@@ -2249,20 +2245,17 @@ export interface components {
             /** @description where this project's backups live, and how its WAL archiving keeps up */
             storage: components["schemas"]["BackupStorage"];
         };
-        /** @enum {string} */
-        BackupState: "pending" | "running" | "completed" | "failed";
         BackupStorage: {
             /** @description null until the sampler read the project's server (it samples each active project every minute) */
             archiving: components["schemas"]["WALArchiving"] | null;
-            /** @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database */
-            kind: components["schemas"]["BackupStorageKind"];
+            /**
+             * @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database
+             * @enum {string}
+             */
+            kind: "bucket" | "local";
             /** @description the project's place in the store: s3://BUCKET/PREFIX/PROJECT_ID/ (never the endpoint or credentials), or the directory on the appliance's disk */
             location: string;
         };
-        /** @enum {string} */
-        BackupStorageKind: "bucket" | "local";
-        /** @enum {string} */
-        BackupVerificationState: "pending" | "verified" | "failed";
         CLILoginDetails: {
             device_name: string;
             /** Format: date-time */
@@ -2274,8 +2267,6 @@ export interface components {
             session_id: string;
             source: string;
             state: string;
-            /** @description the code the CLI printed: approve only when the two match */
-            user_code: string;
         };
         CLILoginResult: {
             /** Format: date-time */
@@ -2296,11 +2287,6 @@ export interface components {
             poll_token: string;
             session_id: string;
             state: string;
-            /**
-             * @description the code the CLI shows; the approval page shows it too, to compare before approving
-             * @example BCDF-GHJK
-             */
-            user_code: string;
         };
         CLILoginStartRequest: {
             /** @description name of the device asking, shown to the approving user (up to 100 characters) */
@@ -2334,7 +2320,11 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            environment: components["schemas"]["Environment"];
+            /**
+             * @description production, staging or development
+             * @enum {string}
+             */
+            environment: "production" | "staging" | "development";
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -2342,7 +2332,11 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            plan: components["schemas"]["Plan"];
+            /**
+             * @description free, pro or scale
+             * @enum {string}
+             */
+            plan: "free" | "pro" | "scale";
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -2350,10 +2344,18 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            runtime_status: components["schemas"]["RuntimeStatus"];
+            /**
+             * @description provisioning, active, restarting, down or stopped
+             * @enum {string}
+             */
+            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
             slug: string;
             ssl_mode: string;
-            state: components["schemas"]["ProjectState"];
+            /**
+             * @description provisioning, active, failed, deleting or deleted
+             * @enum {string}
+             */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -2375,22 +2377,13 @@ export interface components {
         Component: {
             message: string;
             name: string;
-            status: components["schemas"]["ComponentStatus"];
+            /** @description operational, degraded or down */
+            status: string;
         };
-        /** @enum {string} */
-        ComponentStatus: "operational" | "degraded" | "down";
         Connections: {
-            /**
-             * Format: uri
-             * @description PostgreSQL's own port; sslmode=verify-full against the appliance CA
-             * @example postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full
-             */
+            /** @description PostgreSQL's own port; sslmode=verify-full against the appliance CA */
             direct_url: string;
-            /**
-             * Format: uri
-             * @description PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol)
-             * @example postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full
-             */
+            /** @description PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol) */
             pooled_url: string;
             username: string;
         };
@@ -2411,7 +2404,7 @@ export interface components {
             /** @description restricts the key to one project; organization scopes are then refused */
             project_id?: string;
             /** @description at least one of the ten scopes */
-            scopes: components["schemas"]["Scope"][];
+            scopes: ("projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write")[];
         };
         CreateBackupRequest: {
             /** @description at most 100 characters */
@@ -2433,21 +2426,24 @@ export interface components {
         };
         CreateExportRequest: Record<string, never>;
         CreatePreviewRequest: {
-            /** @description clone (default): the project's data as of now; empty: its database and role names, no data */
-            mode?: components["schemas"]["PreviewMode"];
+            /**
+             * @description clone (default): the project's data as of now; empty: its database and role names, no data
+             * @enum {string}
+             */
+            mode?: "empty" | "clone";
             /** @description 1 to 63 characters; default preview-<random> */
             name?: string;
-            /**
-             * Format: date-time
-             * @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now
-             */
+            /** @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now */
             source_restore_time?: string;
             /** @description hours until it is deleted, 1 to 720; default 24 */
             ttl_hours?: number;
         };
         CreateProjectRequest: {
-            /** @description default: production */
-            environment?: components["schemas"]["Environment"];
+            /**
+             * @description production (default), staging or development
+             * @enum {string}
+             */
+            environment?: "production" | "staging" | "development";
             /**
              * @description 1 to 63 characters
              * @example shop
@@ -2455,14 +2451,17 @@ export interface components {
             name: string;
             /** @description required for platform administrators; others create in their own organization */
             organization_id?: string;
-            /** @description default: free */
-            plan?: components["schemas"]["Plan"];
+            /**
+             * @description free (default), pro or scale
+             * @enum {string}
+             */
+            plan?: "free" | "pro" | "scale";
         };
         CreateUploadRequest: Record<string, never>;
         CreateWebhookEndpointRequest: {
             description?: string;
             /** @description event types to deliver (see the event table); empty or absent: all */
-            event_types?: components["schemas"]["EventType"][];
+            event_types?: string[];
             /** @description default true */
             is_active?: boolean;
             /**
@@ -2499,8 +2498,6 @@ export interface components {
             /** @description the backup of the project taken before the promotion (set at approval); restore it to undo a cutover */
             pre_cutover_backup_id: string;
             preview_database_id: string;
-            /** @description the preview's name when the cutover was requested (a completed cutover deletes the preview) */
-            preview_name: string;
             project_id: string;
             /** @description the cutover.promote job (set at approval) */
             promote_job_id: string;
@@ -2508,7 +2505,8 @@ export interface components {
             requested_by_actor_id: string;
             /** @enum {string} */
             requested_by_actor_kind: "user" | "api_key";
-            status: components["schemas"]["CutoverStatus"];
+            /** @enum {string} */
+            status: "open" | "approved" | "promoting" | "completed" | "rejected" | "failed";
             /** Format: date-time */
             updated_at: string;
         };
@@ -2518,8 +2516,6 @@ export interface components {
         CutoverRequestResponse: {
             cutover_request: components["schemas"]["CutoverRequest"];
         };
-        /** @enum {string} */
-        CutoverStatus: "open" | "approved" | "promoting" | "completed" | "rejected" | "failed";
         DeleteRowsRequest: {
             /** @description true to allow an empty match, deleting every row */
             all_rows?: boolean;
@@ -2534,10 +2530,6 @@ export interface components {
             deleted: boolean;
         };
         Download: {
-            /**
-             * Format: uri
-             * @example https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b
-             */
             download_url: string;
             /** Format: date-time */
             expires_at: string;
@@ -2554,23 +2546,21 @@ export interface components {
             hint?: string;
             message: string;
             pid?: number;
-            /** @description PostgreSQL's, mapped: DEBUG1-5 → debug, LOG → log, … PANIC → panic */
-            severity: components["schemas"]["LogSeverity"];
+            /** @description the pg_stat_statements queryid of the statement the server ran when it logged the line (decimal; a string, as it can exceed what a JSON number holds exactly); absent when it had none */
+            query_id?: string;
+            severity: string;
             sqlstate?: string;
             statement?: string;
             /** Format: date-time */
             timestamp: string;
             user?: string;
         };
-        /** @enum {string} */
-        Environment: "production" | "staging" | "development";
         EphemeralCreated: {
             /** @description eph_…: the only credential of the database until it is claimed; shown once */
             claim_token: string;
             /**
              * Format: uri
              * @description the dashboard page that claims it into an organization (the token is in the URL's fragment, which browsers never send)
-             * @example https://appliance.example.com/claim/prj_123#token=eph_abc
              */
             claim_url: string;
             ephemeral_database: components["schemas"]["EphemeralDatabase"];
@@ -2588,8 +2578,11 @@ export interface components {
             postgres_version: string;
             project_id: string;
             region: string;
-            /** @description the project's state: active once it accepts connections */
-            state: components["schemas"]["ProjectState"];
+            /**
+             * @description the project's state: active once it accepts connections
+             * @enum {string}
+             */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
         };
         EphemeralResponse: {
             /** @description null until the database is active */
@@ -2609,8 +2602,6 @@ export interface components {
             /** @description on a SQL error from the studio: PostgreSQL's SQLSTATE code */
             sqlstate?: string;
         };
-        /** @enum {string} */
-        EventType: "job.completed" | "job.failed" | "project.ready" | "project.deleted" | "backup.completed" | "backup.verified" | "backup.verification_failed" | "restore.completed" | "export.completed" | "import.completed" | "credentials.rotated" | "preview.ready" | "preview.reset" | "preview.deleted" | "cutover.requested" | "cutover.completed" | "ephemeral.claimed" | "kv.ready" | "kv.deleted" | "instance.crashed" | "backup_store.unreachable" | "alert.triggered" | "alert.resolved" | "webhook.test" | "webhook_endpoint.disabled";
         Export: {
             /** Format: date-time */
             created_at: string;
@@ -2624,7 +2615,8 @@ export interface components {
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
-            state: components["schemas"]["ExportState"];
+            /** @description pending, running, completed, failed or expired */
+            state: string;
         };
         ExportJobResponse: {
             export_id: string;
@@ -2633,8 +2625,6 @@ export interface components {
         ExportList: {
             exports: components["schemas"]["Export"][];
         };
-        /** @enum {string} */
-        ExportState: "pending" | "running" | "completed" | "failed" | "expired";
         ExtendPreviewRequest: {
             /** @description hours from now until it is deleted, 1 to 720 */
             ttl_hours: number;
@@ -2668,28 +2658,22 @@ export interface components {
              * @description must be true: after the cutover the project no longer follows the source
              * @constant
              */
-            confirm: true;
+            confirm?: true;
         };
         FollowRequest: {
             /**
              * @description must be true: the source's schema is copied over the project's database
              * @constant
              */
-            confirm: true;
-            /**
-             * Format: uri
-             * @description the source database (see imports/preflight); its wal_level must be logical
-             * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
-             */
+            confirm?: true;
+            /** @description the source database (see imports/preflight); its wal_level must be logical */
             source_url: string;
         };
         Health: {
             service: string;
             /** @description ok when the process serves requests and its metadata store answers; degraded (still 200) when it is short of disk space and refuses writes (see /status); otherwise down (503) */
-            status: components["schemas"]["HealthStatus"];
+            status: string;
         };
-        /** @enum {string} */
-        HealthStatus: "ok" | "degraded";
         HistoryResponse: {
             samples: components["schemas"]["ObservabilitySample"][];
         };
@@ -2715,7 +2699,7 @@ export interface components {
              * @description must be true: an import overwrites the project's database
              * @constant
              */
-            confirm: true;
+            confirm?: true;
             /** @description the upload to restore; default the newest uploaded one */
             upload_id?: string;
         };
@@ -2736,7 +2720,8 @@ export interface components {
             id: string;
             organization_id: string;
             organization_name: string;
-            role: components["schemas"]["Role"];
+            /** @enum {string} */
+            role: "owner" | "admin" | "member";
         };
         InvitationDone: {
             deleted: boolean;
@@ -2796,25 +2781,18 @@ export interface components {
         KVCredentials: {
             redis_host: string;
             redis_port: number;
-            /**
-             * Format: uri
-             * @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere
-             * @example rediss://kv.example.com:6380
-             */
+            /** @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere */
             redis_url: string;
             /** @description the store's token; null except in the create and rotate-token responses (only its SHA-256 is kept) */
             rest_token: string | null;
             /**
              * Format: uri
              * @description the Upstash-compatible REST front
-             * @example https://kv.example.com:8443
              */
             rest_url: string;
             /** @description always true: every connection and request presents the token */
             token_required: boolean;
         };
-        /** @enum {string} */
-        KVState: "provisioning" | "running" | "error" | "destroying";
         KVStore: {
             /** Format: date-time */
             created_at: string;
@@ -2836,7 +2814,8 @@ export interface components {
             persistence: "rdb";
             project_id: string;
             public_host: string;
-            state: components["schemas"]["KVState"];
+            /** @enum {string} */
+            state: "provisioning" | "running" | "error" | "destroying";
             /** @description the plaintext token; null except in the create and rotate-token responses */
             token: string | null;
             /** @description the token's first 11 characters, to tell tokens apart */
@@ -2850,8 +2829,6 @@ export interface components {
         KVStoreResult: {
             kv_store: components["schemas"]["KVStore"];
         };
-        /** @enum {string} */
-        LogSeverity: "debug" | "log" | "info" | "notice" | "warning" | "error" | "fatal" | "panic" | "detail";
         Logs: {
             entries: components["schemas"]["Entry"][];
             /** @description pass as cursor to read what comes after the last entry (also when there were none) */
@@ -2864,14 +2841,6 @@ export interface components {
             /** @description null for a platform admin acting in no organization */
             organization: components["schemas"]["Organization"] | null;
             principal: components["schemas"]["Principal"];
-            /** @description the person signed in (a session) or who the API key belongs to; null when there is none */
-            user: components["schemas"]["MeUser"] | null;
-        };
-        MeUser: {
-            email: string;
-            id: string;
-            /** @description may be empty */
-            name: string;
         };
         Member: {
             /**
@@ -2881,7 +2850,8 @@ export interface components {
             created_at: string;
             email: string;
             name: string;
-            role: components["schemas"]["Role"];
+            /** @enum {string} */
+            role: "owner" | "admin" | "member";
             user_id: string;
         };
         MemberList: {
@@ -3017,30 +2987,26 @@ export interface components {
             slug?: string;
         };
         PatchProjectRequest: {
-            environment?: components["schemas"]["Environment"];
+            /** @description production, staging or development */
+            environment?: string;
             /** @description idle_in_transaction_session_timeout as a PostgreSQL duration; applied by reload */
             idle_transaction_timeout?: string;
             /** @description 1 to 63 characters (database and role names do not change) */
             name?: string;
-            /** @description max_connections changes with a restart */
-            plan?: components["schemas"]["Plan"];
+            /** @description free, pro or scale; max_connections changes with a restart */
+            plan?: string;
             /** @description PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload */
             statement_timeout?: string;
         };
         PatchWebhookEndpointRequest: {
             description?: string;
             /** @description replaces the list; empty: all */
-            event_types?: components["schemas"]["EventType"][];
+            event_types?: string[];
             /** @description false stops deliveries (pending ones fail); true re-enables and resets health */
             is_active?: boolean;
-            /**
-             * Format: uri
-             * @example https://example.com/hooks
-             */
+            /** Format: uri */
             url?: string;
         };
-        /** @enum {string} */
-        Plan: "free" | "pro" | "scale";
         Preflight: {
             checks: components["schemas"]["PreflightCheck"][];
             /** @description no check failed */
@@ -3064,7 +3030,6 @@ export interface components {
         };
         PreflightRequest: {
             /**
-             * Format: uri
              * @description postgres://user:password@host:port/dbname[?sslmode=...]; only sslmode, connect_timeout and application_name are accepted as parameters
              * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
              */
@@ -3080,7 +3045,8 @@ export interface components {
             direct_port: number;
             id: string;
             last_error: string;
-            mode: components["schemas"]["PreviewMode"];
+            /** @enum {string} */
+            mode: "empty" | "clone";
             name: string;
             pooled_port: number;
             project_id: string;
@@ -3090,15 +3056,19 @@ export interface components {
             source_backup_key: string;
             /** @description the project's database a clone holds */
             source_database: string;
-            /** @description none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time */
-            source_kind: components["schemas"]["PreviewSourceKind"];
+            /**
+             * @description none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time
+             * @enum {string}
+             */
+            source_kind: "none" | "live" | "backup";
             /**
              * Format: date-time
              * @description the moment the data is as of (a clone); null for an empty preview
              */
             source_restore_time: string | null;
             ssl_mode: string;
-            state: components["schemas"]["ProjectState"];
+            /** @enum {string} */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
             /**
              * Format: date-time
              * @description when it is deleted unless extended
@@ -3114,13 +3084,9 @@ export interface components {
         PreviewList: {
             preview_databases: components["schemas"]["PreviewDatabase"][];
         };
-        /** @enum {string} */
-        PreviewMode: "empty" | "clone";
         PreviewResponse: {
             preview: components["schemas"]["PreviewDatabase"];
         };
-        /** @enum {string} */
-        PreviewSourceKind: "none" | "live" | "backup";
         Principal: {
             api_key_id: string;
             auth_source: string;
@@ -3138,7 +3104,11 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            environment: components["schemas"]["Environment"];
+            /**
+             * @description production, staging or development
+             * @enum {string}
+             */
+            environment: "production" | "staging" | "development";
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -3146,7 +3116,11 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            plan: components["schemas"]["Plan"];
+            /**
+             * @description free, pro or scale
+             * @enum {string}
+             */
+            plan: "free" | "pro" | "scale";
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -3154,10 +3128,18 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            runtime_status: components["schemas"]["RuntimeStatus"];
+            /**
+             * @description provisioning, active, restarting, down or stopped
+             * @enum {string}
+             */
+            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
             slug: string;
             ssl_mode: string;
-            state: components["schemas"]["ProjectState"];
+            /**
+             * @description provisioning, active, failed, deleting or deleted
+             * @enum {string}
+             */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -3168,8 +3150,8 @@ export interface components {
             /** Format: date-time */
             acknowledged_at: string | null;
             id: string;
-            /** @description backup_unrestorable: the periodic restore test of a backup failed; data_missing (raised at start): the project's instance or key-value store directory is missing from the data directory; backup_store_unreachable: WAL archiving fails */
-            kind: components["schemas"]["AlertKind"];
+            /** @description storage, connections, long_transaction, backup_failed, backup_unrestorable (the periodic restore test of a backup failed), instance_crashed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory) */
+            kind: string;
             /**
              * Format: date-time
              * @description when the alert.triggered event was appended (webhooks carry it)
@@ -3182,7 +3164,8 @@ export interface components {
             project_id: string;
             /** Format: date-time */
             resolved_at: string | null;
-            severity: components["schemas"]["AlertSeverity"];
+            /** @description warning or critical */
+            severity: string;
             /** Format: date-time */
             triggered_at: string;
         };
@@ -3196,8 +3179,6 @@ export interface components {
         ProjectResponse: {
             project: components["schemas"]["Project"];
         };
-        /** @enum {string} */
-        ProjectState: "provisioning" | "active" | "failed" | "deleting" | "deleted";
         ProjectUsage: {
             connections: number;
             name: string;
@@ -3226,7 +3207,6 @@ export interface components {
             /** @description one per snapshot in the window (every 5 minutes), zero where the statement did not run */
             points: components["schemas"]["QueryPoint"][];
             query: string;
-            /** @example 0123456789abcdef0123456789abcdef */
             query_hash: string;
             /** Format: int64 */
             window_calls: number;
@@ -3292,20 +3272,19 @@ export interface components {
             created_by_actor_id: string;
             created_by_actor_kind: string;
             id: string;
-            kind: components["schemas"]["RestorePointKind"];
+            /** @description named */
+            kind: string;
             label: string;
             note: string;
             organization_id: string;
             /** Format: date-time */
             pitr_time: string;
             project_id: string;
-            /** @description deleted points are not listed */
-            state: components["schemas"]["RestorePointState"];
+            /** @description active (deleted points are not listed) */
+            state: string;
             /** Format: date-time */
             updated_at: string;
         };
-        /** @enum {string} */
-        RestorePointKind: "named";
         RestorePointList: {
             /** @description whole days from the oldest completed backup to now (0: no backup yet) */
             pitr_window_days: number;
@@ -3318,8 +3297,6 @@ export interface components {
         RestorePointResponse: {
             restore_point: components["schemas"]["RestorePoint"];
         };
-        /** @enum {string} */
-        RestorePointState: "active";
         /** @description exactly one of backup_key, restore_time and restore_point_id */
         RestoreRequest: {
             /** @description restore what this backup contains (recovery_target = immediate) */
@@ -3341,8 +3318,6 @@ export interface components {
         Revoked: {
             revoked: boolean;
         };
-        /** @enum {string} */
-        Role: "owner" | "admin" | "member";
         RotateCredentialsRequest: {
             /**
              * Format: int64
@@ -3379,8 +3354,6 @@ export interface components {
             /** @description rows_affected is more than the rows shown */
             truncated: boolean;
         };
-        /** @enum {string} */
-        RuntimeStatus: "provisioning" | "active" | "restarting" | "down" | "stopped";
         SQLHistoryEntry: {
             actor_id: string;
             actor_kind: string;
@@ -3455,8 +3428,6 @@ export interface components {
         ScheduledBackupResponse: {
             scheduled_backup: components["schemas"]["ScheduledBackup"];
         };
-        /** @enum {string} */
-        Scope: "projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write";
         SessionRequest: {
             /** @description true: the session is set as an HttpOnly, Secure, SameSite=Strict cookie and token is empty; the cookie authenticates only requests that also send the header X-Appliance-CSRF: 1 */
             cookie?: boolean;
@@ -3474,8 +3445,11 @@ export interface components {
             user_id: string;
         };
         SetMemberRoleRequest: {
-            /** @description owner, admin or member */
-            role: components["schemas"]["Role"];
+            /**
+             * @description owner, admin or member
+             * @enum {string}
+             */
+            role: "owner" | "admin" | "member";
         };
         SignedOut: {
             signed_out: boolean;
@@ -3510,12 +3484,8 @@ export interface components {
             jit_time_ms: number;
             mean_time_ms: number;
             query: string;
-            /**
-             * Format: int64
-             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it)
-             * @example 8071840665353803258
-             */
-            query_id: string;
+            /** Format: int64 */
+            query_id: number;
             /** Format: int64 */
             rows: number;
             /** Format: int64 */
@@ -3535,7 +3505,7 @@ export interface components {
             regions: components["schemas"]["RegionStatus"][];
             service: string;
             /** @description operational when every component is, down when any is down, otherwise degraded */
-            status: components["schemas"]["ComponentStatus"];
+            status: string;
             /** Format: date-time */
             updated_at: string;
         };
@@ -3551,12 +3521,8 @@ export interface components {
             /** Format: int64 */
             estimated_size_bytes: number;
             index_method: string;
-            /**
-             * Format: int64
-             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it); "0" when unknown
-             * @example 8071840665353803258
-             */
-            query_id: string;
+            /** Format: int64 */
+            query_id: number;
             table: string;
         };
         TableEntry: {
@@ -3576,7 +3542,6 @@ export interface components {
             calls: number;
             mean_exec_ms: number;
             query: string;
-            /** @example 0123456789abcdef0123456789abcdef */
             query_hash: string;
             /** Format: int64 */
             rows: number;
@@ -3622,12 +3587,8 @@ export interface components {
             size_bytes: number;
             /** @description pending, uploaded, consumed or expired */
             state: string;
-            /**
-             * Format: uri
-             * @description the signed URL to PUT the dump to (pg_dump -Fc), valid until expires_at
-             * @example https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b
-             */
-            upload_url: string;
+            /** @description signed URL to PUT the dump to (pg_dump -Fc); only in the creation response */
+            upload_url?: string;
         };
         UploadResponse: {
             upload: components["schemas"]["Upload"];
@@ -3744,7 +3705,7 @@ export interface components {
             created_at: string;
             description: string;
             /** @description the event types delivered; empty: all */
-            event_types: components["schemas"]["EventType"][];
+            event_types: string[];
             /**
              * @description failing after 3 failed attempts in a row; disabled when not active
              * @enum {string}
@@ -3755,10 +3716,7 @@ export interface components {
             organization_id: string;
             /** Format: date-time */
             updated_at: string;
-            /**
-             * Format: uri
-             * @example https://example.com/hooks
-             */
+            /** Format: uri */
             url: string;
         };
         WebhookEndpointList: {
@@ -3774,7 +3732,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field, a field sent as null, a body sent to an endpoint that takes none, a malformed query string or a query value out of bounds, or a path with empty, `.` or `..` segments. */
+        /** @description Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field or a query value out of bounds. */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
@@ -3785,6 +3743,15 @@ export interface components {
         };
         /** @description The resource is not in a state that allows this (a project not active, a job already running, an upload already received …). */
         Conflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Any other error, e.g. 409 conflict, 410 gone or 503 unavailable. */
+        Error: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3803,24 +3770,6 @@ export interface components {
         };
         /** @description Expired or already used. */
         Gone: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description The request headers are over their limit (64 KiB). */
-        HeadersTooLarge: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description The appliance is short of disk space: it refuses what would write to its disk until space is freed (GET /status says so). */
-        InsufficientStorage: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3886,7 +3835,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A body sent with another Content-Type than application/json (text/plain and form bodies included, which a browser sends across sites without asking), or with none. */
+        /** @description A body sent with another Content-Type than application/json (or with none). */
         UnsupportedMediaType: {
             headers: {
                 [name: string]: unknown;
@@ -3920,18 +3869,14 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "service": "example",
-                     *       "status": "ok"
+                     *       "status": "example"
                      *     } */
                     "application/json": components["schemas"]["Health"];
                 };
             };
-            400: components["responses"]["BadRequest"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getMetrics: {
@@ -3952,14 +3897,9 @@ export interface operations {
                     "text/plain; version=0.0.4; charset=utf-8": unknown;
                 };
             };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getStatus: {
@@ -3982,7 +3922,7 @@ export interface operations {
                      *         {
                      *           "message": "example",
                      *           "name": "example",
-                     *           "status": "operational"
+                     *           "status": "example"
                      *         }
                      *       ],
                      *       "generated_at": "2026-01-31T12:00:00Z",
@@ -3993,18 +3933,15 @@ export interface operations {
                      *         }
                      *       ],
                      *       "service": "example",
-                     *       "status": "operational",
+                     *       "status": "example",
                      *       "updated_at": "2026-01-31T12:00:00Z"
                      *     } */
                     "application/json": components["schemas"]["Status"];
                 };
             };
-            400: components["responses"]["BadRequest"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postAuthPassword: {
@@ -4040,13 +3977,11 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postAuthSessions: {
@@ -4083,13 +4018,11 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     deleteAuthSessionsCurrent: {
@@ -4113,14 +4046,11 @@ export interface operations {
                     "application/json": components["schemas"]["SignedOut"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getCaCrt: {
@@ -4141,12 +4071,9 @@ export interface operations {
                     "application/x-pem-file": unknown;
                 };
             };
-            400: components["responses"]["BadRequest"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessions: {
@@ -4173,8 +4100,7 @@ export interface operations {
                      *       "expires_at": "2026-01-31T12:00:00Z",
                      *       "poll_token": "example",
                      *       "session_id": "example",
-                     *       "state": "example",
-                     *       "user_code": "BCDF-GHJK"
+                     *       "state": "example"
                      *     } */
                     "application/json": components["schemas"]["CLILoginStart"];
                 };
@@ -4183,9 +4109,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getCliLoginSessionsBySessionID: {
@@ -4224,11 +4149,9 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessionsBySessionIDAuthorize: {
@@ -4262,18 +4185,14 @@ export interface operations {
                     "application/json": components["schemas"]["CLILoginResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getCliLoginSessionsBySessionIDDetails: {
@@ -4304,66 +4223,17 @@ export interface operations {
                      *       ],
                      *       "session_id": "example",
                      *       "source": "example",
-                     *       "state": "example",
-                     *       "user_code": "example"
+                     *       "state": "example"
                      *     } */
                     "application/json": components["schemas"]["CLILoginDetails"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-        };
-    };
-    postCliLoginSessionsBySessionIDRefuse: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description the session ID */
-                sessionID: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description OK */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /** @example {
-                     *       "authorized_at": "2026-01-31T12:00:00Z",
-                     *       "expires_at": "2026-01-31T12:00:00Z",
-                     *       "organization_id": "example",
-                     *       "organization_name": "example",
-                     *       "organization_slug": "example",
-                     *       "plaintext_api_key": "example",
-                     *       "session_id": "example",
-                     *       "state": "example"
-                     *     } */
-                    "application/json": components["schemas"]["CLILoginResult"];
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
-            410: components["responses"]["Gone"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
-            429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
-            500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getDownloadsExportsByExportID: {
@@ -4393,14 +4263,11 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postEphemeralDatabases: {
@@ -4425,7 +4292,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "claim_token": "example",
-                     *       "claim_url": "https://appliance.example.com/claim/prj_123#token=eph_abc",
+                     *       "claim_url": "example",
                      *       "ephemeral_database": {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "expires_at": "2026-01-31T12:00:00Z",
@@ -4443,10 +4310,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getEphemeralDatabasesByProjectID: {
@@ -4472,8 +4338,8 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
-                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
+                     *         "direct_url": "example",
+                     *         "pooled_url": "example",
                      *         "username": "example"
                      *       },
                      *       "ephemeral_database": {
@@ -4489,14 +4355,10 @@ export interface operations {
                     "application/json": components["schemas"]["EphemeralResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     deleteEphemeralDatabasesByProjectID: {
@@ -4550,15 +4412,11 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postEphemeralDatabasesByProjectIDClaim: {
@@ -4627,9 +4485,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getJobsByJobID: {
@@ -4680,15 +4537,12 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getKv: {
@@ -4716,9 +4570,9 @@ export interface operations {
                      *           "credentials": {
                      *             "redis_host": "example",
                      *             "redis_port": 1,
-                     *             "redis_url": "rediss://kv.example.com:6380",
+                     *             "redis_url": "example",
                      *             "rest_token": "example",
-                     *             "rest_url": "https://kv.example.com:8443",
+                     *             "rest_url": "example",
                      *             "token_required": true
                      *           },
                      *           "host_id": "example",
@@ -4744,11 +4598,9 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getMe: {
@@ -4802,24 +4654,16 @@ export interface operations {
                      *           "example"
                      *         ],
                      *         "user_id": "example"
-                     *       },
-                     *       "user": {
-                     *         "email": "example",
-                     *         "id": "example",
-                     *         "name": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["MeResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getMeInvitations: {
@@ -4853,14 +4697,11 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postMeInvitationsByInvitationIDAccept: {
@@ -4893,17 +4734,13 @@ export interface operations {
                     "application/json": components["schemas"]["MemberResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             410: components["responses"]["Gone"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postMeInvitationsByInvitationIDDecline: {
@@ -4930,16 +4767,12 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationDone"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getOpenapiJson: {
@@ -4963,12 +4796,9 @@ export interface operations {
                     };
                 };
             };
-            400: components["responses"]["BadRequest"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgID: {
@@ -5016,15 +4846,12 @@ export interface operations {
                     "application/json": components["schemas"]["OrganizationResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgID: {
@@ -5081,13 +4908,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDApiKeys: {
@@ -5133,15 +4958,12 @@ export interface operations {
                     "application/json": components["schemas"]["APIKeyList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDApiKeys: {
@@ -5203,9 +5025,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDApiKeysByKeyID: {
@@ -5234,15 +5055,12 @@ export interface operations {
                     "application/json": components["schemas"]["Revoked"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDAuditEvents: {
@@ -5287,17 +5105,15 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDEvents: {
         parameters: {
             query?: {
-                /** @description resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins) */
+                /** @description resume after this event position (the Last-Event-ID header wins) */
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
@@ -5326,11 +5142,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDInvitations: {
@@ -5367,15 +5181,12 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDInvitationsByInvitationID: {
@@ -5404,15 +5215,12 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationDone"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDMembers: {
@@ -5447,15 +5255,12 @@ export interface operations {
                     "application/json": components["schemas"]["MemberList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDMembers: {
@@ -5514,9 +5319,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDMembersByUserID: {
@@ -5548,16 +5352,13 @@ export interface operations {
                     "application/json": components["schemas"]["RemovedMember"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgIDMembersByUserID: {
@@ -5607,9 +5408,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDUsage: {
@@ -5668,15 +5468,12 @@ export interface operations {
                     "application/json": components["schemas"]["UsageResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDWebhookEndpoints: {
@@ -5703,29 +5500,26 @@ export interface operations {
                      *           "created_at": "2026-01-31T12:00:00Z",
                      *           "description": "example",
                      *           "event_types": [
-                     *             "job.completed"
+                     *             "example"
                      *           ],
                      *           "health": "healthy",
                      *           "id": "example",
                      *           "is_active": true,
                      *           "organization_id": "example",
                      *           "updated_at": "2026-01-31T12:00:00Z",
-                     *           "url": "https://example.com/hooks"
+                     *           "url": "example"
                      *         }
                      *       ]
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpoints: {
@@ -5759,14 +5553,14 @@ export interface operations {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "description": "example",
                      *         "event_types": [
-                     *           "job.completed"
+                     *           "example"
                      *         ],
                      *         "health": "healthy",
                      *         "id": "example",
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "https://example.com/hooks"
+                     *         "url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
@@ -5779,9 +5573,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
@@ -5810,15 +5603,12 @@ export interface operations {
                     "application/json": components["schemas"]["DeletedResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
@@ -5851,14 +5641,14 @@ export interface operations {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "description": "example",
                      *         "event_types": [
-                     *           "job.completed"
+                     *           "example"
                      *         ],
                      *         "health": "healthy",
                      *         "id": "example",
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "https://example.com/hooks"
+                     *         "url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointResult"];
@@ -5871,9 +5661,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveries: {
@@ -5934,11 +5723,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveriesByDeliveryIDRedeliver: {
@@ -5992,17 +5779,13 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDeliveryResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDRotateSecret: {
@@ -6031,29 +5814,25 @@ export interface operations {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "description": "example",
                      *         "event_types": [
-                     *           "job.completed"
+                     *           "example"
                      *         ],
                      *         "health": "healthy",
                      *         "id": "example",
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "https://example.com/hooks"
+                     *         "url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDTest: {
@@ -6105,17 +5884,13 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDeliveryResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deletePreviewDatabasesByPreviewID: {
@@ -6166,16 +5941,13 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getPreviewDatabasesByPreviewIDConnections: {
@@ -6198,24 +5970,21 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
-                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
+                     *         "direct_url": "example",
+                     *         "pooled_url": "example",
                      *         "username": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["ConnectionsResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postPreviewDatabasesByPreviewIDExtend: {
@@ -6277,9 +6046,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postPreviewDatabasesByPreviewIDReset: {
@@ -6330,17 +6098,13 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjects: {
@@ -6398,11 +6162,9 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjects: {
@@ -6490,9 +6252,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectID: {
@@ -6545,15 +6306,12 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectID: {
@@ -6612,13 +6370,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            410: components["responses"]["Gone"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectID: {
@@ -6684,10 +6439,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAdvisorIndexHygiene: {
@@ -6743,17 +6497,14 @@ export interface operations {
                     "application/json": components["schemas"]["HygieneResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAdvisorIndexes: {
@@ -6763,8 +6514,6 @@ export interface operations {
                 min_filter?: number;
                 /** @description minimum average selectivity percentage */
                 min_selectivity?: number;
-                /** @description compute the advice again instead of serving the one computed in the last 5 minutes */
-                refresh?: boolean;
             };
             header?: never;
             path: {
@@ -6784,7 +6533,6 @@ export interface operations {
                     /** @example {
                      *       "advisor": {
                      *         "available": true,
-                     *         "computed_at": "2026-01-31T12:00:00Z",
                      *         "cost_estimates_available": true,
                      *         "min_filter": 1,
                      *         "min_selectivity": 1,
@@ -6799,7 +6547,7 @@ export interface operations {
                      *             "estimated_cost_reduction_pct": 1.5,
                      *             "estimated_size_bytes": 1,
                      *             "index_method": "example",
-                     *             "query_id": "8071840665353803258",
+                     *             "query_id": 1,
                      *             "table": "example"
                      *           }
                      *         ]
@@ -6813,12 +6561,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAiUsage: {
@@ -6852,15 +6598,12 @@ export interface operations {
                     "application/json": components["schemas"]["AIUsageResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDAiUsage: {
@@ -6894,18 +6637,14 @@ export interface operations {
                     "application/json": components["schemas"]["AIUsageResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAlerts: {
@@ -6931,14 +6670,14 @@ export interface operations {
                      *         {
                      *           "acknowledged_at": "2026-01-31T12:00:00Z",
                      *           "id": "example",
-                     *           "kind": "storage",
+                     *           "kind": "example",
                      *           "last_notified_at": "2026-01-31T12:00:00Z",
                      *           "limit_value": 1.5,
                      *           "message": "example",
                      *           "observed_value": 1.5,
                      *           "project_id": "example",
                      *           "resolved_at": "2026-01-31T12:00:00Z",
-                     *           "severity": "warning",
+                     *           "severity": "example",
                      *           "triggered_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
@@ -6946,17 +6685,14 @@ export interface operations {
                     "application/json": components["schemas"]["AlertList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDAlertsByAlertIDAcknowledge: {
@@ -6983,32 +6719,28 @@ export interface operations {
                      *       "alert": {
                      *         "acknowledged_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
-                     *         "kind": "storage",
+                     *         "kind": "example",
                      *         "last_notified_at": "2026-01-31T12:00:00Z",
                      *         "limit_value": 1.5,
                      *         "message": "example",
                      *         "observed_value": 1.5,
                      *         "project_id": "example",
                      *         "resolved_at": "2026-01-31T12:00:00Z",
-                     *         "severity": "warning",
+                     *         "severity": "example",
                      *         "triggered_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["AlertResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDApprovals: {
@@ -7024,7 +6756,7 @@ export interface operations {
         requestBody: {
             content: {
                 /** @example {
-                 *       "action": "project.delete"
+                 *       "action": "example"
                  *     } */
                 "application/json": components["schemas"]["ApprovalRequest"];
             };
@@ -7038,7 +6770,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "approval": {
-                     *         "action": "project.delete",
+                     *         "action": "example",
                      *         "expires_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
                      *         "token": "example"
@@ -7052,14 +6784,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAuditEvents: {
@@ -7104,11 +6834,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDBackups: {
@@ -7139,9 +6867,9 @@ export interface operations {
                      *           "label": "example",
                      *           "project_id": "example",
                      *           "size_bytes": 1,
-                     *           "state": "pending",
+                     *           "state": "example",
                      *           "verification_error": "example",
-                     *           "verification_state": "pending",
+                     *           "verification_state": "example",
                      *           "verified_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ],
@@ -7163,15 +6891,12 @@ export interface operations {
                     "application/json": components["schemas"]["BackupList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDBackups: {
@@ -7235,10 +6960,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDConnections: {
@@ -7261,25 +6985,22 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
-                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
+                     *         "direct_url": "example",
+                     *         "pooled_url": "example",
                      *         "username": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["ConnectionsResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCredentialsRotate: {
@@ -7343,10 +7064,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDCutoverRequests: {
@@ -7382,7 +7102,6 @@ export interface operations {
                      *           "organization_id": "example",
                      *           "pre_cutover_backup_id": "example",
                      *           "preview_database_id": "example",
-                     *           "preview_name": "example",
                      *           "project_id": "example",
                      *           "promote_job_id": "example",
                      *           "rejected_reason": "example",
@@ -7396,17 +7115,14 @@ export interface operations {
                     "application/json": components["schemas"]["CutoverRequestList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequests: {
@@ -7448,7 +7164,6 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
-                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
@@ -7469,10 +7184,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDCutoverRequestsByRequestID: {
@@ -7509,7 +7223,6 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
-                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
@@ -7522,17 +7235,14 @@ export interface operations {
                     "application/json": components["schemas"]["CutoverRequestResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequestsByRequestIDApprove: {
@@ -7574,7 +7284,6 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
-                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
@@ -7620,10 +7329,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequestsByRequestIDReject: {
@@ -7667,7 +7375,6 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
-                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
@@ -7688,16 +7395,15 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDEvents: {
         parameters: {
             query?: {
-                /** @description resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins) */
+                /** @description resume after this event position (the Last-Event-ID header wins) */
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
@@ -7727,12 +7433,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExports: {
@@ -7762,22 +7466,19 @@ export interface operations {
                      *           "id": "example",
                      *           "project_id": "example",
                      *           "size_bytes": 1,
-                     *           "state": "pending"
+                     *           "state": "example"
                      *         }
                      *       ]
                      *     } */
                     "application/json": components["schemas"]["ExportList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExports: {
@@ -7842,10 +7543,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExportsByExportIDDownload: {
@@ -7870,24 +7570,21 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "download": {
-                     *         "download_url": "https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b",
+                     *         "download_url": "example",
                      *         "expires_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["DownloadResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExtensions: {
@@ -7927,17 +7624,14 @@ export interface operations {
                     "application/json": components["schemas"]["ExtensionList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExtensions: {
@@ -8003,10 +7697,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDExtensionsByExtensionName: {
@@ -8059,17 +7752,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExtensionsByExtensionNameUpdate: {
@@ -8122,18 +7812,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImports: {
@@ -8146,11 +7832,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                /** @example {
-                 *       "confirm": true
-                 *     } */
+                /** @example {} */
                 "application/json": components["schemas"]["ImportRequest"];
             };
         };
@@ -8199,10 +7883,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollow: {
@@ -8218,8 +7901,7 @@ export interface operations {
         requestBody: {
             content: {
                 /** @example {
-                 *       "confirm": true,
-                 *       "source_url": "postgres://app:secret@db.example.com:5432/shop?sslmode=require"
+                 *       "source_url": "example"
                  *     } */
                 "application/json": components["schemas"]["FollowRequest"];
             };
@@ -8269,10 +7951,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollowAbort: {
@@ -8323,18 +8004,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollowCutover: {
@@ -8347,11 +8024,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                /** @example {
-                 *       "confirm": true
-                 *     } */
+                /** @example {} */
                 "application/json": components["schemas"]["FollowCutoverRequest"];
             };
         };
@@ -8400,10 +8075,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollowStatus: {
@@ -8454,18 +8128,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsPreflight: {
@@ -8562,10 +8232,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsUploads: {
@@ -8598,7 +8267,7 @@ export interface operations {
                      *         "object_key": "example",
                      *         "size_bytes": 1,
                      *         "state": "example",
-                     *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
+                     *         "upload_url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["UploadResponse"];
@@ -8612,10 +8281,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDJobs: {
@@ -8675,11 +8343,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDKv: {
@@ -8705,9 +8371,9 @@ export interface operations {
                      *       "credentials": {
                      *         "redis_host": "example",
                      *         "redis_port": 1,
-                     *         "redis_url": "rediss://kv.example.com:6380",
+                     *         "redis_url": "example",
                      *         "rest_token": "example",
-                     *         "rest_url": "https://kv.example.com:8443",
+                     *         "rest_url": "example",
                      *         "token_required": true
                      *       },
                      *       "host_id": "example",
@@ -8728,15 +8394,12 @@ export interface operations {
                     "application/json": components["schemas"]["KVStore"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKv: {
@@ -8788,9 +8451,9 @@ export interface operations {
                      *         "credentials": {
                      *           "redis_host": "example",
                      *           "redis_port": 1,
-                     *           "redis_url": "rediss://kv.example.com:6380",
+                     *           "redis_url": "example",
                      *           "rest_token": "example",
-                     *           "rest_url": "https://kv.example.com:8443",
+                     *           "rest_url": "example",
                      *           "token_required": true
                      *         },
                      *         "host_id": "example",
@@ -8812,18 +8475,14 @@ export interface operations {
                     "application/json": components["schemas"]["KVCreateResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDKv: {
@@ -8874,17 +8533,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDKvCredentials: {
@@ -8908,23 +8564,20 @@ export interface operations {
                     /** @example {
                      *       "redis_host": "example",
                      *       "redis_port": 1,
-                     *       "redis_url": "rediss://kv.example.com:6380",
+                     *       "redis_url": "example",
                      *       "rest_token": "example",
-                     *       "rest_url": "https://kv.example.com:8443",
+                     *       "rest_url": "example",
                      *       "token_required": true
                      *     } */
                     "application/json": components["schemas"]["KVCredentials"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKvFlush: {
@@ -8975,18 +8628,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKvRotateToken: {
@@ -9013,9 +8662,9 @@ export interface operations {
                      *         "credentials": {
                      *           "redis_host": "example",
                      *           "redis_port": 1,
-                     *           "redis_url": "rediss://kv.example.com:6380",
+                     *           "redis_url": "example",
                      *           "rest_token": "example",
-                     *           "rest_url": "https://kv.example.com:8443",
+                     *           "rest_url": "example",
                      *           "token_required": true
                      *         },
                      *         "host_id": "example",
@@ -9037,18 +8686,14 @@ export interface operations {
                     "application/json": components["schemas"]["KVStoreResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDLogs: {
@@ -9062,6 +8707,18 @@ export interface operations {
                 severity?: string;
                 /** @description at most this many entries (without a cursor the newest are kept) */
                 limit?: number;
+                /** @description keep entries whose message, detail, hint or statement contains this text (ignoring case; plain text, not a pattern; at most 200 characters) */
+                q?: string;
+                /** @description keep the entries of this role */
+                user?: string;
+                /** @description keep the entries of this database */
+                database?: string;
+                /** @description keep the entries with this SQLSTATE (5 characters, e.g. 42P01) */
+                sqlstate?: string;
+                /** @description RFC 3339: entries at or after this time (replaces hours; within the hours the logs keep: 168, or 720 with the archive); not with cursor */
+                from?: string;
+                /** @description RFC 3339: entries at or before this time (after from; default: now); not with cursor */
+                to?: string;
             };
             header?: never;
             path: {
@@ -9090,7 +8747,8 @@ export interface operations {
                      *             "hint": "example",
                      *             "message": "example",
                      *             "pid": 1,
-                     *             "severity": "debug",
+                     *             "query_id": "example",
+                     *             "severity": "example",
                      *             "sqlstate": "example",
                      *             "statement": "example",
                      *             "timestamp": "2026-01-31T12:00:00Z",
@@ -9108,12 +8766,63 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDLogsDownload: {
+        parameters: {
+            query?: {
+                /** @description the trailing window in hours: 1 to 168, or to 720 with the log archive (up --log-archive-days) */
+                hours?: number;
+                /** @description resume strictly after the entry with this cursor (tail mode; takes precedence over hours) */
+                cursor?: string;
+                /** @description comma-separated severities to keep (debug, log, info, notice, warning, error, fatal, panic, detail); empty: all */
+                severity?: string;
+                /** @description at most this many entries (without a cursor the newest are kept) */
+                limit?: number;
+                /** @description keep entries whose message, detail, hint or statement contains this text (ignoring case; plain text, not a pattern; at most 200 characters) */
+                q?: string;
+                /** @description keep the entries of this role */
+                user?: string;
+                /** @description keep the entries of this database */
+                database?: string;
+                /** @description keep the entries with this SQLSTATE (5 characters, e.g. 42P01) */
+                sqlstate?: string;
+                /** @description RFC 3339: entries at or after this time (replaces hours; within the hours the logs keep: 168, or 720 with the archive); not with cursor */
+                from?: string;
+                /** @description RFC 3339: entries at or before this time (after from; default: now); not with cursor */
+                to?: string;
+            };
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": unknown;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDLogsStream: {
@@ -9127,6 +8836,14 @@ export interface operations {
                 severity?: string;
                 /** @description at most this many entries (without a cursor the newest are kept) */
                 limit?: number;
+                /** @description keep entries whose message, detail, hint or statement contains this text (ignoring case; plain text, not a pattern; at most 200 characters) */
+                q?: string;
+                /** @description keep the entries of this role */
+                user?: string;
+                /** @description keep the entries of this database */
+                database?: string;
+                /** @description keep the entries with this SQLSTATE (5 characters, e.g. 42P01) */
+                sqlstate?: string;
                 /** @description false: send the entries the query selects and end (no live ones) */
                 follow?: boolean;
             };
@@ -9153,12 +8870,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservability: {
@@ -9207,7 +8922,7 @@ export interface operations {
                      *             "jit_time_ms": 1.5,
                      *             "mean_time_ms": 1.5,
                      *             "query": "example",
-                     *             "query_id": "8071840665353803258",
+                     *             "query_id": 1,
                      *             "rows": 1,
                      *             "shared_blks_hit": 1,
                      *             "shared_blks_read": 1,
@@ -9223,17 +8938,14 @@ export interface operations {
                     "application/json": components["schemas"]["ObservabilityResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityHistory: {
@@ -9292,12 +9004,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityQueries: {
@@ -9327,7 +9037,7 @@ export interface operations {
                      *           "calls": 1,
                      *           "mean_exec_ms": 1.5,
                      *           "query": "example",
-                     *           "query_hash": "0123456789abcdef0123456789abcdef",
+                     *           "query_hash": "example",
                      *           "rows": 1,
                      *           "total_exec_ms": 1.5
                      *         }
@@ -9341,12 +9051,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityQueriesByQueryHash: {
@@ -9385,7 +9093,7 @@ export interface operations {
                      *           }
                      *         ],
                      *         "query": "example",
-                     *         "query_hash": "0123456789abcdef0123456789abcdef",
+                     *         "query_hash": "example",
                      *         "window_calls": 1,
                      *         "window_mean_exec_ms": 1.5,
                      *         "window_rows": 1,
@@ -9400,12 +9108,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDPreviewDatabases: {
@@ -9454,15 +9160,12 @@ export interface operations {
                     "application/json": components["schemas"]["PreviewList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDPreviewDatabases: {
@@ -9547,10 +9250,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDRestorePoints: {
@@ -9581,13 +9283,13 @@ export interface operations {
                      *           "created_by_actor_id": "example",
                      *           "created_by_actor_kind": "example",
                      *           "id": "example",
-                     *           "kind": "named",
+                     *           "kind": "example",
                      *           "label": "example",
                      *           "note": "example",
                      *           "organization_id": "example",
                      *           "pitr_time": "2026-01-31T12:00:00Z",
                      *           "project_id": "example",
-                     *           "state": "active",
+                     *           "state": "example",
                      *           "updated_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
@@ -9595,15 +9297,12 @@ export interface operations {
                     "application/json": components["schemas"]["RestorePointList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDRestorePoints: {
@@ -9639,13 +9338,13 @@ export interface operations {
                      *         "created_by_actor_id": "example",
                      *         "created_by_actor_kind": "example",
                      *         "id": "example",
-                     *         "kind": "named",
+                     *         "kind": "example",
                      *         "label": "example",
                      *         "note": "example",
                      *         "organization_id": "example",
                      *         "pitr_time": "2026-01-31T12:00:00Z",
                      *         "project_id": "example",
-                     *         "state": "active",
+                     *         "state": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
@@ -9660,10 +9359,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDRestorePointsByRestorePointID: {
@@ -9692,17 +9390,14 @@ export interface operations {
                     "application/json": components["schemas"]["DeletedResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDRestores: {
@@ -9768,10 +9463,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDScheduledBackups: {
@@ -9813,15 +9507,12 @@ export interface operations {
                     "application/json": components["schemas"]["ScheduledBackupList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     putProjectsByProjectIDScheduledBackupsDefault: {
@@ -9878,10 +9569,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDSql: {
@@ -9938,10 +9628,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDSqlHistory: {
@@ -9989,11 +9678,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTables: {
@@ -10026,17 +9713,14 @@ export interface operations {
                     "application/json": components["schemas"]["TableList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTablesBySchemaByTableColumns: {
@@ -10076,17 +9760,14 @@ export interface operations {
                     "application/json": components["schemas"]["ColumnList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10138,12 +9819,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10197,10 +9876,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10250,9 +9928,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10304,10 +9982,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajor: {
@@ -10366,13 +10043,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajorConfirm: {
@@ -10423,18 +10097,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajorPreflight: {
@@ -10493,13 +10163,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajorRollback: {
@@ -10550,18 +10217,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMinor: {
@@ -10620,13 +10283,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     putUploadsImportsByUploadID: {
@@ -10644,10 +10304,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description the raw bytes, with any Content-Type (or none): the body is read as bytes, whatever it declares */
         requestBody: {
             content: {
-                "*/*": string;
+                "application/octet-stream": string;
             };
         };
         responses: {
@@ -10664,22 +10323,19 @@ export interface operations {
                      *         "object_key": "example",
                      *         "size_bytes": 1,
                      *         "state": "example",
-                     *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
+                     *         "upload_url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["UploadResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
 }
