@@ -6,6 +6,7 @@ import { useProjectEvents, useProjectLoad } from '../events'
 import { ImportsTab, ScheduleCard } from './imports'
 import { AuditTab, BackupsTab, DataTab, ExtensionsTab, SettingsTab } from './project_tabs'
 import { KVTab } from './kv'
+import { LogsTab } from './logs'
 import { PreviewsTab } from './previews'
 import { SQLTab, TablesTab } from './studio'
 
@@ -17,6 +18,7 @@ const tabs = [
   { id: 'sql', label: 'SQL' },
   { id: 'tables', label: 'Tables' },
   { id: 'monitoring', label: 'Monitoring' },
+  { id: 'logs', label: 'Logs' },
   { id: 'backups', label: 'Backups' },
   { id: 'data', label: 'Exports' },
   { id: 'imports', label: 'Imports' },
@@ -179,6 +181,7 @@ export function Project({ id, tab = '', me }: { id: string; tab?: string; me: Me
           {tab === 'sql' && <SQLTab id={id} path={path} active={active} />}
           {tab === 'tables' && <TablesTab id={id} path={path} active={active} />}
           {tab === 'monitoring' && <MonitoringTab id={id} path={path} />}
+          {tab === 'logs' && <LogsTab id={id} path={path} />}
           {tab === 'data' && <DataTab id={id} path={path} />}
           {tab === 'imports' && <ImportsTab path={path} projectName={p.name} me={me} />}
           {tab === 'previews' && <PreviewsTab id={id} path={path} active={active} me={me} />}

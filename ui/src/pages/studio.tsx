@@ -110,7 +110,7 @@ function SQLError({ error, query }: { error: unknown; query: string }) {
 
 /** The SQL console: an editor, the result grid, errors with their position, and the project's history. */
 export function SQLTab({ id, path, active }: { id: string; path: string; active: boolean }) {
-  const [query, setQuery] = useState('')
+  const [query, setQuery] = useState(() => new URLSearchParams(location.search).get('sql') ?? '') // ?sql=: prefilled (the logs explorer's links)
   const [ran, setRan] = useState('') // the text of the result or error shown
   const [busy, setBusy] = useState(false)
   const [result, setResult] = useState<SQLResult | null>(null)
