@@ -6,11 +6,16 @@ import { readFileSync } from 'node:fs'
 
 export async function run(page, { shoot, base, prjID, consoleErrors }) {
   const nav = page.getByRole('navigation', { name: 'Project' })
+  // search clicks Search and waits for the API's answer and its rendering.
+  const search = async () => {
+    await Promise.all([page.waitForResponse((r) => new URL(r.url()).pathname.endsWith('/logs')), page.getByRole('button', { name: 'Search', exact: true }).click()])
+    await page.getByRole('button', { name: 'Search', exact: true }).waitFor()
+  }
   await page.goto(base + '/projects/' + prjID + '/sql')
   const editor = page.getByLabel(/^Query/)
-  await editor.fill("DO $$ BEGIN RAISE LOG 'e2e-explorer note'; END $$")
+  await editor.fill("DO $$ BEGIN RAISE LOG 'e2e_explorer note'; END $$")
   await page.getByRole('button', { name: 'Run', exact: true }).click()
-  await page.locator('.history li').filter({ hasText: 'e2e-explorer note' }).first().waitFor()
+  await page.locator('.history li').filter({ hasText: 'e2e_explorer note' }).first().waitFor()
   const missing = 'SELECT * FROM e2e_explorer_missing'
   const before = consoleErrors.length
   await editor.fill(missing)
@@ -23,12 +28,11 @@ export async function run(page, { shoot, base, prjID, consoleErrors }) {
   await page.getByRole('heading', { name: 'Logs explorer' }).waitFor()
   const results = page.getByRole('list', { name: 'Matching log lines, newest first' })
   const errorLine = results.locator('li').filter({ hasText: 'relation "e2e_explorer_missing" does not exist' })
-  const noteLine = results.locator('li').filter({ hasText: 'e2e-explorer note' })
+  const noteLine = results.locator('li').filter({ hasText: 'e2e_explorer note' })
   // The logging collector writes asynchronously: search again until both lines are there.
   await page.getByLabel(/^Text/).fill('E2E_EXPLORER')
   for (let i = 0; ; i++) {
-    await page.getByRole('button', { name: 'Search', exact: true }).click()
-    await page.getByRole('button', { name: 'Search', exact: true }).waitFor()
+    await search()
     if ((await errorLine.count()) === 1 && (await noteLine.count()) >= 1) break
     if (i === 50) throw new Error('the explorer never found the lines: ' + (await page.locator('main').innerText()))
     await page.waitForTimeout(200)
@@ -38,17 +42,17 @@ export async function run(page, { shoot, base, prjID, consoleErrors }) {
 
   // Errors only: the LOG line goes, the ERROR line stays; its SQLSTATE narrows the search.
   await page.getByLabel('Severity').selectOption({ label: 'Errors' })
-  await page.getByRole('button', { name: 'Search', exact: true }).click()
+  await search()
   await noteLine.first().waitFor({ state: 'detached' })
   await errorLine.waitFor()
-  await errorLine.getByRole('button', { name: '42P01' }).click()
+  await Promise.all([page.waitForResponse((r) => new URL(r.url()).searchParams.get('sqlstate') === '42P01'), errorLine.getByRole('button', { name: '42P01' }).click()])
   if ((await page.getByLabel('SQLSTATE').inputValue()) !== '42P01') throw new Error('the SQLSTATE filter was not set')
   await errorLine.waitFor()
 
   // A custom range (the last hour, in local time) finds it too.
   await page.getByLabel('Time range').selectOption('custom')
   await page.getByLabel(/^From/).waitFor()
-  await page.getByRole('button', { name: 'Search', exact: true }).click()
+  await search()
   await errorLine.waitFor()
   await shoot('project-logs-filtered')
 

@@ -37,7 +37,7 @@ const blank: Search = { q: '', range: '1', from: '', to: '', severity: '', user:
 /** localInput formats a time for a datetime-local input (the browser's zone). */
 function localInput(d: Date): string {
   const p = (n: number) => String(n).padStart(2, '0')
-  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}`
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`
 }
 
 /** params turns a search into the API's query parameters (the range as from/to, or hours). */
@@ -159,7 +159,7 @@ export function LogsTab({ id, path }: { id: string; path: string }) {
               onChange={(e) => {
                 const range = (e.target as HTMLSelectElement).value
                 const now = new Date()
-                setS(range === 'custom' && !s.from ? { ...s, range, from: localInput(new Date(now.getTime() - 3600e3)), to: localInput(now) } : { ...s, range })
+                setS(range === 'custom' && !s.from ? { ...s, range, from: localInput(new Date(now.getTime() - 3600e3)), to: '' } : { ...s, range })
               }}
             >
               {RANGES.map((r) => (
@@ -175,7 +175,7 @@ export function LogsTab({ id, path }: { id: string; path: string }) {
               <input id="logx-from" type="datetime-local" step={1} value={s.from} onInput={set('from')} required />
             </div>
             <div>
-              <label for="logx-to">To (your local time)</label>
+              <label for="logx-to">To (your local time; empty: now)</label>
               <input id="logx-to" type="datetime-local" step={1} value={s.to} onInput={set('to')} />
             </div>
           </div>
@@ -199,7 +199,7 @@ export function LogsTab({ id, path }: { id: string; path: string }) {
           </div>
           <div>
             <label for="logx-sqlstate">SQLSTATE</label>
-            <input id="logx-sqlstate" maxLength={5} pattern="[0-9A-Za-z]{5}" title="5 digits or letters, e.g. 42P01" value={s.sqlstate} onInput={set('sqlstate')} placeholder="42P01" autocomplete="off" />
+            <input id="logx-sqlstate" maxLength={5} pattern="[0-9A-Za-z]{5}" title="5 digits or letters, e.g. 42P01" value={s.sqlstate} onInput={set('sqlstate')} placeholder="e.g. 42P01" autocomplete="off" />
           </div>
           <div>
             <label for="logx-limit">Show</label>
