@@ -26,6 +26,7 @@ func newLogsCmd(o *clientOpts) *cobra.Command {
 		follow       bool
 		severity     string
 		hours, limit int
+		search       = map[string]*string{"q": new(string), "user": new(string), "database": new(string), "sqlstate": new(string), "from": new(string), "to": new(string)}
 	)
 	query := func() string {
 		q := url.Values{}
@@ -33,6 +34,11 @@ func newLogsCmd(o *clientOpts) *cobra.Command {
 		q.Set("limit", strconv.Itoa(limit))
 		if severity != "" {
 			q.Set("severity", severity)
+		}
+		for k, v := range search {
+			if *v != "" {
+				q.Set(k, *v)
+			}
 		}
 		return q.Encode()
 	}
@@ -45,13 +51,20 @@ connection resumes after the last entry printed. Each line is "TIME SEVERITY MES
 JSON object per line.`,
 		Example: `  appliance logs prj_...
   appliance logs prj_... --follow --severity error,fatal
-  appliance logs prj_... --hours 24 --limit 500 --json`,
+  appliance logs prj_... --hours 24 --limit 500 --json
+  appliance logs prj_... --search "does not exist" --sqlstate 42P01 --from 2026-11-25T08:00:00Z`,
 		Args: cobra.ExactArgs(1), OwnJSON: "one JSON object per line",
 		Flags: func(f *pflag.FlagSet) {
 			f.BoolVarP(&follow, "follow", "f", false, "keep printing new entries (a live tail)")
 			f.StringVar(&severity, "severity", "", "comma-separated severities to show (debug, log, info, notice, warning, error, fatal, panic, detail)")
 			f.IntVar(&hours, "hours", api.LogsHoursDefault, "how far back to look, in hours (1-168; up to 720 with the server's log archive)")
 			f.IntVar(&limit, "limit", api.LogsLimitDefault, "at most this many entries (1-500; the newest are kept)")
+			f.StringVar(search["q"], "search", "", "only entries whose message, detail, hint or statement contain this text (ignoring case)")
+			f.StringVar(search["user"], "user", "", "only the entries of this role")
+			f.StringVar(search["database"], "database", "", "only the entries of this database")
+			f.StringVar(search["sqlstate"], "sqlstate", "", "only the entries with this SQLSTATE (e.g. 42P01)")
+			f.StringVar(search["from"], "from", "", "RFC 3339: entries from this time (replaces --hours; not with --follow)")
+			f.StringVar(search["to"], "to", "", "RFC 3339: entries until this time (default: now; not with --follow)")
 		},
 		Stream: func(x *call) (string, string, bool) {
 			if !follow {

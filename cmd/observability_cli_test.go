@@ -76,6 +76,23 @@ func TestCLIObservability(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	e.run("", "sql", prj, "SELECT * FROM cli_missing_table") // fails: the server logs its error
+	for {
+		out, _ = e.mustRun("", "logs", prj, "--search", "CLI_MISSING", "--sqlstate", "42p01", "--from", time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
+		if strings.Contains(out, `relation "cli_missing_table" does not exist`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("logs --search --sqlstate --from:\n%s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out, _ = e.mustRun("", "logs", prj, "--search", "cli_missing", "--user", "nobody"); strings.Contains(out, "cli_missing_table") {
+		t.Fatalf("logs --user nobody:\n%s", out)
+	}
+	if _, _, err := e.run("", "logs", prj, "--from", "yesterday"); err == nil || !strings.Contains(err.Error(), "RFC 3339") {
+		t.Fatalf("logs --from yesterday: %v", err)
+	}
 	if _, _, err := e.run("", "logs", prj, "--severity", "loud"); err == nil || !strings.Contains(err.Error(), "loud") {
 		t.Fatalf("logs --severity loud: %v", err)
 	}
