@@ -8777,12 +8777,8 @@ export interface operations {
             query?: {
                 /** @description the trailing window in hours: 1 to 168, or to 720 with the log archive (up --log-archive-days) */
                 hours?: number;
-                /** @description resume strictly after the entry with this cursor (tail mode; takes precedence over hours) */
-                cursor?: string;
                 /** @description comma-separated severities to keep (debug, log, info, notice, warning, error, fatal, panic, detail); empty: all */
                 severity?: string;
-                /** @description at most this many entries (without a cursor the newest are kept) */
-                limit?: number;
                 /** @description keep entries whose message, detail, hint or statement contains this text (ignoring case; plain text, not a pattern; at most 200 characters) */
                 q?: string;
                 /** @description keep the entries of this role */
