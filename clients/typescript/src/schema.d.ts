@@ -12,7 +12,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Liveness
+         * Liveness (503 when the metadata store does not answer or refuses writes)
          * @description No authentication.
          */
         get: operations["getHealthz"];
@@ -94,7 +94,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Sign in to the built-in identity provider
+         * Sign in to the built-in identity provider (401 for a wrong email or password, 403 for a sign-in from another site or into an organization the user is not a member of)
          * @description No authentication. Rate limited by the `strict` bucket in addition to the general one.
          */
         post: operations["postAuthSessions"];
@@ -218,6 +218,26 @@ export interface paths {
         get: operations["getCliLoginSessionsBySessionIDDetails"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cli/login/sessions/{sessionID}/refuse": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Refuse a CLI device login (it can no longer be authorized; the device's poll reads state refused)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required.
+         */
+        post: operations["postCliLoginSessionsBySessionIDRefuse"];
         delete?: never;
         options?: never;
         head?: never;
@@ -466,7 +486,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Update an organization's profile
+         * Update an organization's profile (409 when the slug is taken)
          * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
          */
         patch: operations["patchOrganizationsByOrgID"];
@@ -911,7 +931,7 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Delete a project and its data
+         * Delete a project and its data (410 once it has been deleted)
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         delete: operations["deleteProjectsByProjectID"];
@@ -1038,7 +1058,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Mint a single-use approval token
+         * Mint a single-use approval token (410 for a deleted project)
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         post: operations["postProjectsByProjectIDApprovals"];
@@ -2127,7 +2147,7 @@ export interface components {
             project_id: string;
             /** Format: date-time */
             revoked_at: string | null;
-            scopes: ("projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write")[];
+            scopes: components["schemas"]["Scope"][];
             source: string;
         };
         APIKeyList: {
@@ -2153,11 +2173,8 @@ export interface components {
             name?: string;
             /** @description initial password of a new user (at least 12 characters); absent: one is generated and returned once */
             password?: string;
-            /**
-             * @description owner, admin or member (only owners may add owners)
-             * @enum {string}
-             */
-            role: "owner" | "admin" | "member";
+            /** @description owner, admin or member (only owners may add owners) */
+            role: components["schemas"]["Role"];
         };
         AddedMember: {
             /** @description the generated password of a newly created user, shown once; empty when the user existed or a password was given */
@@ -2169,6 +2186,8 @@ export interface components {
         };
         Advice: {
             available: boolean;
+            /** Format: date-time */
+            computed_at: string;
             cost_estimates_available: boolean;
             min_filter: number;
             min_selectivity: number;
@@ -2180,22 +2199,28 @@ export interface components {
         AdvisorResponse: {
             advisor: components["schemas"]["Advice"];
         };
+        /** @enum {string} */
+        AlertKind: "storage" | "connections" | "long_transaction" | "backup_failed" | "instance_crashed" | "backup_unrestorable" | "data_missing" | "backup_store_unreachable";
         AlertList: {
             alerts: components["schemas"]["ProjectAlert"][];
         };
         AlertResponse: {
             alert: components["schemas"]["ProjectAlert"];
         };
+        /** @enum {string} */
+        AlertSeverity: "warning" | "critical";
         Approval: {
-            action: string;
+            action: components["schemas"]["ApprovalAction"];
             /** Format: date-time */
             expires_at: string;
             id: string;
             token: string;
         };
+        /** @enum {string} */
+        ApprovalAction: "project.delete";
         ApprovalRequest: {
-            /** @description the action to approve: project.delete */
-            action: string;
+            /** @description the action to approve */
+            action: components["schemas"]["ApprovalAction"];
         };
         ApprovalResponse: {
             approval: components["schemas"]["Approval"];
@@ -2232,11 +2257,10 @@ export interface components {
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
-            /** @description pending, running, completed or failed */
-            state: string;
+            state: components["schemas"]["BackupState"];
             verification_error: string;
-            /** @description pending, verified or failed (pg_verifybackup) */
-            verification_state: string;
+            /** @description pg_verifybackup's verdict */
+            verification_state: components["schemas"]["BackupVerificationState"];
             /** Format: date-time */
             verified_at: string | null;
         };
@@ -2245,17 +2269,20 @@ export interface components {
             /** @description where this project's backups live, and how its WAL archiving keeps up */
             storage: components["schemas"]["BackupStorage"];
         };
+        /** @enum {string} */
+        BackupState: "pending" | "running" | "completed" | "failed";
         BackupStorage: {
             /** @description null until the sampler read the project's server (it samples each active project every minute) */
             archiving: components["schemas"]["WALArchiving"] | null;
-            /**
-             * @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database
-             * @enum {string}
-             */
-            kind: "bucket" | "local";
+            /** @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database */
+            kind: components["schemas"]["BackupStorageKind"];
             /** @description the project's place in the store: s3://BUCKET/PREFIX/PROJECT_ID/ (never the endpoint or credentials), or the directory on the appliance's disk */
             location: string;
         };
+        /** @enum {string} */
+        BackupStorageKind: "bucket" | "local";
+        /** @enum {string} */
+        BackupVerificationState: "pending" | "verified" | "failed";
         CLILoginDetails: {
             device_name: string;
             /** Format: date-time */
@@ -2267,6 +2294,8 @@ export interface components {
             session_id: string;
             source: string;
             state: string;
+            /** @description the code the CLI printed: approve only when the two match */
+            user_code: string;
         };
         CLILoginResult: {
             /** Format: date-time */
@@ -2287,6 +2316,11 @@ export interface components {
             poll_token: string;
             session_id: string;
             state: string;
+            /**
+             * @description the code the CLI shows; the approval page shows it too, to compare before approving
+             * @example BCDF-GHJK
+             */
+            user_code: string;
         };
         CLILoginStartRequest: {
             /** @description name of the device asking, shown to the approving user (up to 100 characters) */
@@ -2320,11 +2354,7 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            /**
-             * @description production, staging or development
-             * @enum {string}
-             */
-            environment: "production" | "staging" | "development";
+            environment: components["schemas"]["Environment"];
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -2332,11 +2362,7 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            /**
-             * @description free, pro or scale
-             * @enum {string}
-             */
-            plan: "free" | "pro" | "scale";
+            plan: components["schemas"]["Plan"];
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -2344,18 +2370,10 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            /**
-             * @description provisioning, active, restarting, down or stopped
-             * @enum {string}
-             */
-            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
+            runtime_status: components["schemas"]["RuntimeStatus"];
             slug: string;
             ssl_mode: string;
-            /**
-             * @description provisioning, active, failed, deleting or deleted
-             * @enum {string}
-             */
-            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            state: components["schemas"]["ProjectState"];
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -2377,13 +2395,22 @@ export interface components {
         Component: {
             message: string;
             name: string;
-            /** @description operational, degraded or down */
-            status: string;
+            status: components["schemas"]["ComponentStatus"];
         };
+        /** @enum {string} */
+        ComponentStatus: "operational" | "degraded" | "down";
         Connections: {
-            /** @description PostgreSQL's own port; sslmode=verify-full against the appliance CA */
+            /**
+             * Format: uri
+             * @description PostgreSQL's own port; sslmode=verify-full against the appliance CA
+             * @example postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full
+             */
             direct_url: string;
-            /** @description PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol) */
+            /**
+             * Format: uri
+             * @description PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol)
+             * @example postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full
+             */
             pooled_url: string;
             username: string;
         };
@@ -2404,7 +2431,7 @@ export interface components {
             /** @description restricts the key to one project; organization scopes are then refused */
             project_id?: string;
             /** @description at least one of the ten scopes */
-            scopes: ("projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write")[];
+            scopes: components["schemas"]["Scope"][];
         };
         CreateBackupRequest: {
             /** @description at most 100 characters */
@@ -2426,24 +2453,21 @@ export interface components {
         };
         CreateExportRequest: Record<string, never>;
         CreatePreviewRequest: {
-            /**
-             * @description clone (default): the project's data as of now; empty: its database and role names, no data
-             * @enum {string}
-             */
-            mode?: "empty" | "clone";
+            /** @description clone (default): the project's data as of now; empty: its database and role names, no data */
+            mode?: components["schemas"]["PreviewMode"];
             /** @description 1 to 63 characters; default preview-<random> */
             name?: string;
-            /** @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now */
+            /**
+             * Format: date-time
+             * @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now
+             */
             source_restore_time?: string;
             /** @description hours until it is deleted, 1 to 720; default 24 */
             ttl_hours?: number;
         };
         CreateProjectRequest: {
-            /**
-             * @description production (default), staging or development
-             * @enum {string}
-             */
-            environment?: "production" | "staging" | "development";
+            /** @description default: production */
+            environment?: components["schemas"]["Environment"];
             /**
              * @description 1 to 63 characters
              * @example shop
@@ -2451,17 +2475,14 @@ export interface components {
             name: string;
             /** @description required for platform administrators; others create in their own organization */
             organization_id?: string;
-            /**
-             * @description free (default), pro or scale
-             * @enum {string}
-             */
-            plan?: "free" | "pro" | "scale";
+            /** @description default: free */
+            plan?: components["schemas"]["Plan"];
         };
         CreateUploadRequest: Record<string, never>;
         CreateWebhookEndpointRequest: {
             description?: string;
             /** @description event types to deliver (see the event table); empty or absent: all */
-            event_types?: string[];
+            event_types?: components["schemas"]["EventType"][];
             /** @description default true */
             is_active?: boolean;
             /**
@@ -2498,6 +2519,8 @@ export interface components {
             /** @description the backup of the project taken before the promotion (set at approval); restore it to undo a cutover */
             pre_cutover_backup_id: string;
             preview_database_id: string;
+            /** @description the preview's name when the cutover was requested (a completed cutover deletes the preview) */
+            preview_name: string;
             project_id: string;
             /** @description the cutover.promote job (set at approval) */
             promote_job_id: string;
@@ -2505,8 +2528,7 @@ export interface components {
             requested_by_actor_id: string;
             /** @enum {string} */
             requested_by_actor_kind: "user" | "api_key";
-            /** @enum {string} */
-            status: "open" | "approved" | "promoting" | "completed" | "rejected" | "failed";
+            status: components["schemas"]["CutoverStatus"];
             /** Format: date-time */
             updated_at: string;
         };
@@ -2516,6 +2538,8 @@ export interface components {
         CutoverRequestResponse: {
             cutover_request: components["schemas"]["CutoverRequest"];
         };
+        /** @enum {string} */
+        CutoverStatus: "open" | "approved" | "promoting" | "completed" | "rejected" | "failed";
         DeleteRowsRequest: {
             /** @description true to allow an empty match, deleting every row */
             all_rows?: boolean;
@@ -2530,6 +2554,10 @@ export interface components {
             deleted: boolean;
         };
         Download: {
+            /**
+             * Format: uri
+             * @example https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b
+             */
             download_url: string;
             /** Format: date-time */
             expires_at: string;
@@ -2548,19 +2576,23 @@ export interface components {
             pid?: number;
             /** @description the pg_stat_statements queryid of the statement the server ran when it logged the line (decimal; a string, as it can exceed what a JSON number holds exactly); absent when it had none */
             query_id?: string;
-            severity: string;
+            /** @description PostgreSQL's, mapped: DEBUG1-5 → debug, LOG → log, … PANIC → panic */
+            severity: components["schemas"]["LogSeverity"];
             sqlstate?: string;
             statement?: string;
             /** Format: date-time */
             timestamp: string;
             user?: string;
         };
+        /** @enum {string} */
+        Environment: "production" | "staging" | "development";
         EphemeralCreated: {
             /** @description eph_…: the only credential of the database until it is claimed; shown once */
             claim_token: string;
             /**
              * Format: uri
              * @description the dashboard page that claims it into an organization (the token is in the URL's fragment, which browsers never send)
+             * @example https://appliance.example.com/claim/prj_123#token=eph_abc
              */
             claim_url: string;
             ephemeral_database: components["schemas"]["EphemeralDatabase"];
@@ -2578,11 +2610,8 @@ export interface components {
             postgres_version: string;
             project_id: string;
             region: string;
-            /**
-             * @description the project's state: active once it accepts connections
-             * @enum {string}
-             */
-            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            /** @description the project's state: active once it accepts connections */
+            state: components["schemas"]["ProjectState"];
         };
         EphemeralResponse: {
             /** @description null until the database is active */
@@ -2602,6 +2631,8 @@ export interface components {
             /** @description on a SQL error from the studio: PostgreSQL's SQLSTATE code */
             sqlstate?: string;
         };
+        /** @enum {string} */
+        EventType: "job.completed" | "job.failed" | "project.ready" | "project.deleted" | "backup.completed" | "backup.verified" | "backup.verification_failed" | "restore.completed" | "export.completed" | "import.completed" | "credentials.rotated" | "preview.ready" | "preview.reset" | "preview.deleted" | "cutover.requested" | "cutover.completed" | "ephemeral.claimed" | "kv.ready" | "kv.deleted" | "instance.crashed" | "backup_store.unreachable" | "alert.triggered" | "alert.resolved" | "webhook.test" | "webhook_endpoint.disabled";
         Export: {
             /** Format: date-time */
             created_at: string;
@@ -2615,8 +2646,7 @@ export interface components {
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
-            /** @description pending, running, completed, failed or expired */
-            state: string;
+            state: components["schemas"]["ExportState"];
         };
         ExportJobResponse: {
             export_id: string;
@@ -2625,6 +2655,8 @@ export interface components {
         ExportList: {
             exports: components["schemas"]["Export"][];
         };
+        /** @enum {string} */
+        ExportState: "pending" | "running" | "completed" | "failed" | "expired";
         ExtendPreviewRequest: {
             /** @description hours from now until it is deleted, 1 to 720 */
             ttl_hours: number;
@@ -2658,22 +2690,28 @@ export interface components {
              * @description must be true: after the cutover the project no longer follows the source
              * @constant
              */
-            confirm?: true;
+            confirm: true;
         };
         FollowRequest: {
             /**
              * @description must be true: the source's schema is copied over the project's database
              * @constant
              */
-            confirm?: true;
-            /** @description the source database (see imports/preflight); its wal_level must be logical */
+            confirm: true;
+            /**
+             * Format: uri
+             * @description the source database (see imports/preflight); its wal_level must be logical
+             * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
+             */
             source_url: string;
         };
         Health: {
             service: string;
             /** @description ok when the process serves requests and its metadata store answers; degraded (still 200) when it is short of disk space and refuses writes (see /status); otherwise down (503) */
-            status: string;
+            status: components["schemas"]["HealthStatus"];
         };
+        /** @enum {string} */
+        HealthStatus: "ok" | "degraded";
         HistoryResponse: {
             samples: components["schemas"]["ObservabilitySample"][];
         };
@@ -2699,7 +2737,7 @@ export interface components {
              * @description must be true: an import overwrites the project's database
              * @constant
              */
-            confirm?: true;
+            confirm: true;
             /** @description the upload to restore; default the newest uploaded one */
             upload_id?: string;
         };
@@ -2720,8 +2758,7 @@ export interface components {
             id: string;
             organization_id: string;
             organization_name: string;
-            /** @enum {string} */
-            role: "owner" | "admin" | "member";
+            role: components["schemas"]["Role"];
         };
         InvitationDone: {
             deleted: boolean;
@@ -2781,18 +2818,25 @@ export interface components {
         KVCredentials: {
             redis_host: string;
             redis_port: number;
-            /** @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere */
+            /**
+             * Format: uri
+             * @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere
+             * @example rediss://kv.example.com:6380
+             */
             redis_url: string;
             /** @description the store's token; null except in the create and rotate-token responses (only its SHA-256 is kept) */
             rest_token: string | null;
             /**
              * Format: uri
              * @description the Upstash-compatible REST front
+             * @example https://kv.example.com:8443
              */
             rest_url: string;
             /** @description always true: every connection and request presents the token */
             token_required: boolean;
         };
+        /** @enum {string} */
+        KVState: "provisioning" | "running" | "error" | "destroying";
         KVStore: {
             /** Format: date-time */
             created_at: string;
@@ -2814,8 +2858,7 @@ export interface components {
             persistence: "rdb";
             project_id: string;
             public_host: string;
-            /** @enum {string} */
-            state: "provisioning" | "running" | "error" | "destroying";
+            state: components["schemas"]["KVState"];
             /** @description the plaintext token; null except in the create and rotate-token responses */
             token: string | null;
             /** @description the token's first 11 characters, to tell tokens apart */
@@ -2829,6 +2872,8 @@ export interface components {
         KVStoreResult: {
             kv_store: components["schemas"]["KVStore"];
         };
+        /** @enum {string} */
+        LogSeverity: "debug" | "log" | "info" | "notice" | "warning" | "error" | "fatal" | "panic" | "detail";
         Logs: {
             entries: components["schemas"]["Entry"][];
             /** @description pass as cursor to read what comes after the last entry (also when there were none) */
@@ -2841,6 +2886,14 @@ export interface components {
             /** @description null for a platform admin acting in no organization */
             organization: components["schemas"]["Organization"] | null;
             principal: components["schemas"]["Principal"];
+            /** @description the person signed in (a session) or who the API key belongs to; null when there is none */
+            user: components["schemas"]["MeUser"] | null;
+        };
+        MeUser: {
+            email: string;
+            id: string;
+            /** @description may be empty */
+            name: string;
         };
         Member: {
             /**
@@ -2850,8 +2903,7 @@ export interface components {
             created_at: string;
             email: string;
             name: string;
-            /** @enum {string} */
-            role: "owner" | "admin" | "member";
+            role: components["schemas"]["Role"];
             user_id: string;
         };
         MemberList: {
@@ -2987,26 +3039,30 @@ export interface components {
             slug?: string;
         };
         PatchProjectRequest: {
-            /** @description production, staging or development */
-            environment?: string;
+            environment?: components["schemas"]["Environment"];
             /** @description idle_in_transaction_session_timeout as a PostgreSQL duration; applied by reload */
             idle_transaction_timeout?: string;
             /** @description 1 to 63 characters (database and role names do not change) */
             name?: string;
-            /** @description free, pro or scale; max_connections changes with a restart */
-            plan?: string;
+            /** @description max_connections changes with a restart */
+            plan?: components["schemas"]["Plan"];
             /** @description PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload */
             statement_timeout?: string;
         };
         PatchWebhookEndpointRequest: {
             description?: string;
             /** @description replaces the list; empty: all */
-            event_types?: string[];
+            event_types?: components["schemas"]["EventType"][];
             /** @description false stops deliveries (pending ones fail); true re-enables and resets health */
             is_active?: boolean;
-            /** Format: uri */
+            /**
+             * Format: uri
+             * @example https://example.com/hooks
+             */
             url?: string;
         };
+        /** @enum {string} */
+        Plan: "free" | "pro" | "scale";
         Preflight: {
             checks: components["schemas"]["PreflightCheck"][];
             /** @description no check failed */
@@ -3030,6 +3086,7 @@ export interface components {
         };
         PreflightRequest: {
             /**
+             * Format: uri
              * @description postgres://user:password@host:port/dbname[?sslmode=...]; only sslmode, connect_timeout and application_name are accepted as parameters
              * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
              */
@@ -3045,8 +3102,7 @@ export interface components {
             direct_port: number;
             id: string;
             last_error: string;
-            /** @enum {string} */
-            mode: "empty" | "clone";
+            mode: components["schemas"]["PreviewMode"];
             name: string;
             pooled_port: number;
             project_id: string;
@@ -3056,19 +3112,15 @@ export interface components {
             source_backup_key: string;
             /** @description the project's database a clone holds */
             source_database: string;
-            /**
-             * @description none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time
-             * @enum {string}
-             */
-            source_kind: "none" | "live" | "backup";
+            /** @description none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time */
+            source_kind: components["schemas"]["PreviewSourceKind"];
             /**
              * Format: date-time
              * @description the moment the data is as of (a clone); null for an empty preview
              */
             source_restore_time: string | null;
             ssl_mode: string;
-            /** @enum {string} */
-            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            state: components["schemas"]["ProjectState"];
             /**
              * Format: date-time
              * @description when it is deleted unless extended
@@ -3084,9 +3136,13 @@ export interface components {
         PreviewList: {
             preview_databases: components["schemas"]["PreviewDatabase"][];
         };
+        /** @enum {string} */
+        PreviewMode: "empty" | "clone";
         PreviewResponse: {
             preview: components["schemas"]["PreviewDatabase"];
         };
+        /** @enum {string} */
+        PreviewSourceKind: "none" | "live" | "backup";
         Principal: {
             api_key_id: string;
             auth_source: string;
@@ -3104,11 +3160,7 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            /**
-             * @description production, staging or development
-             * @enum {string}
-             */
-            environment: "production" | "staging" | "development";
+            environment: components["schemas"]["Environment"];
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -3116,11 +3168,7 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            /**
-             * @description free, pro or scale
-             * @enum {string}
-             */
-            plan: "free" | "pro" | "scale";
+            plan: components["schemas"]["Plan"];
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -3128,18 +3176,10 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            /**
-             * @description provisioning, active, restarting, down or stopped
-             * @enum {string}
-             */
-            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
+            runtime_status: components["schemas"]["RuntimeStatus"];
             slug: string;
             ssl_mode: string;
-            /**
-             * @description provisioning, active, failed, deleting or deleted
-             * @enum {string}
-             */
-            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            state: components["schemas"]["ProjectState"];
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -3150,8 +3190,8 @@ export interface components {
             /** Format: date-time */
             acknowledged_at: string | null;
             id: string;
-            /** @description storage, connections, long_transaction, backup_failed, backup_unrestorable (the periodic restore test of a backup failed), instance_crashed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory) */
-            kind: string;
+            /** @description backup_unrestorable: the periodic restore test of a backup failed; data_missing (raised at start): the project's instance or key-value store directory is missing from the data directory; backup_store_unreachable: WAL archiving fails */
+            kind: components["schemas"]["AlertKind"];
             /**
              * Format: date-time
              * @description when the alert.triggered event was appended (webhooks carry it)
@@ -3164,8 +3204,7 @@ export interface components {
             project_id: string;
             /** Format: date-time */
             resolved_at: string | null;
-            /** @description warning or critical */
-            severity: string;
+            severity: components["schemas"]["AlertSeverity"];
             /** Format: date-time */
             triggered_at: string;
         };
@@ -3179,6 +3218,8 @@ export interface components {
         ProjectResponse: {
             project: components["schemas"]["Project"];
         };
+        /** @enum {string} */
+        ProjectState: "provisioning" | "active" | "failed" | "deleting" | "deleted";
         ProjectUsage: {
             connections: number;
             name: string;
@@ -3207,6 +3248,7 @@ export interface components {
             /** @description one per snapshot in the window (every 5 minutes), zero where the statement did not run */
             points: components["schemas"]["QueryPoint"][];
             query: string;
+            /** @example 0123456789abcdef0123456789abcdef */
             query_hash: string;
             /** Format: int64 */
             window_calls: number;
@@ -3272,19 +3314,20 @@ export interface components {
             created_by_actor_id: string;
             created_by_actor_kind: string;
             id: string;
-            /** @description named */
-            kind: string;
+            kind: components["schemas"]["RestorePointKind"];
             label: string;
             note: string;
             organization_id: string;
             /** Format: date-time */
             pitr_time: string;
             project_id: string;
-            /** @description active (deleted points are not listed) */
-            state: string;
+            /** @description deleted points are not listed */
+            state: components["schemas"]["RestorePointState"];
             /** Format: date-time */
             updated_at: string;
         };
+        /** @enum {string} */
+        RestorePointKind: "named";
         RestorePointList: {
             /** @description whole days from the oldest completed backup to now (0: no backup yet) */
             pitr_window_days: number;
@@ -3297,6 +3340,8 @@ export interface components {
         RestorePointResponse: {
             restore_point: components["schemas"]["RestorePoint"];
         };
+        /** @enum {string} */
+        RestorePointState: "active";
         /** @description exactly one of backup_key, restore_time and restore_point_id */
         RestoreRequest: {
             /** @description restore what this backup contains (recovery_target = immediate) */
@@ -3318,6 +3363,8 @@ export interface components {
         Revoked: {
             revoked: boolean;
         };
+        /** @enum {string} */
+        Role: "owner" | "admin" | "member";
         RotateCredentialsRequest: {
             /**
              * Format: int64
@@ -3354,6 +3401,8 @@ export interface components {
             /** @description rows_affected is more than the rows shown */
             truncated: boolean;
         };
+        /** @enum {string} */
+        RuntimeStatus: "provisioning" | "active" | "restarting" | "down" | "stopped";
         SQLHistoryEntry: {
             actor_id: string;
             actor_kind: string;
@@ -3428,6 +3477,8 @@ export interface components {
         ScheduledBackupResponse: {
             scheduled_backup: components["schemas"]["ScheduledBackup"];
         };
+        /** @enum {string} */
+        Scope: "projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write";
         SessionRequest: {
             /** @description true: the session is set as an HttpOnly, Secure, SameSite=Strict cookie and token is empty; the cookie authenticates only requests that also send the header X-Appliance-CSRF: 1 */
             cookie?: boolean;
@@ -3445,11 +3496,8 @@ export interface components {
             user_id: string;
         };
         SetMemberRoleRequest: {
-            /**
-             * @description owner, admin or member
-             * @enum {string}
-             */
-            role: "owner" | "admin" | "member";
+            /** @description owner, admin or member */
+            role: components["schemas"]["Role"];
         };
         SignedOut: {
             signed_out: boolean;
@@ -3484,8 +3532,12 @@ export interface components {
             jit_time_ms: number;
             mean_time_ms: number;
             query: string;
-            /** Format: int64 */
-            query_id: number;
+            /**
+             * Format: int64
+             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it)
+             * @example 8071840665353803258
+             */
+            query_id: string;
             /** Format: int64 */
             rows: number;
             /** Format: int64 */
@@ -3505,7 +3557,7 @@ export interface components {
             regions: components["schemas"]["RegionStatus"][];
             service: string;
             /** @description operational when every component is, down when any is down, otherwise degraded */
-            status: string;
+            status: components["schemas"]["ComponentStatus"];
             /** Format: date-time */
             updated_at: string;
         };
@@ -3521,8 +3573,12 @@ export interface components {
             /** Format: int64 */
             estimated_size_bytes: number;
             index_method: string;
-            /** Format: int64 */
-            query_id: number;
+            /**
+             * Format: int64
+             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it); "0" when unknown
+             * @example 8071840665353803258
+             */
+            query_id: string;
             table: string;
         };
         TableEntry: {
@@ -3542,6 +3598,7 @@ export interface components {
             calls: number;
             mean_exec_ms: number;
             query: string;
+            /** @example 0123456789abcdef0123456789abcdef */
             query_hash: string;
             /** Format: int64 */
             rows: number;
@@ -3587,8 +3644,12 @@ export interface components {
             size_bytes: number;
             /** @description pending, uploaded, consumed or expired */
             state: string;
-            /** @description signed URL to PUT the dump to (pg_dump -Fc); only in the creation response */
-            upload_url?: string;
+            /**
+             * Format: uri
+             * @description the signed URL to PUT the dump to (pg_dump -Fc), valid until expires_at
+             * @example https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b
+             */
+            upload_url: string;
         };
         UploadResponse: {
             upload: components["schemas"]["Upload"];
@@ -3705,7 +3766,7 @@ export interface components {
             created_at: string;
             description: string;
             /** @description the event types delivered; empty: all */
-            event_types: string[];
+            event_types: components["schemas"]["EventType"][];
             /**
              * @description failing after 3 failed attempts in a row; disabled when not active
              * @enum {string}
@@ -3716,7 +3777,10 @@ export interface components {
             organization_id: string;
             /** Format: date-time */
             updated_at: string;
-            /** Format: uri */
+            /**
+             * Format: uri
+             * @example https://example.com/hooks
+             */
             url: string;
         };
         WebhookEndpointList: {
@@ -3732,7 +3796,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field or a query value out of bounds. */
+        /** @description Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field, a field sent as null, a body sent to an endpoint that takes none, a malformed query string or a query value out of bounds, or a path with empty, `.` or `..` segments. */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
@@ -3743,15 +3807,6 @@ export interface components {
         };
         /** @description The resource is not in a state that allows this (a project not active, a job already running, an upload already received …). */
         Conflict: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description Any other error, e.g. 409 conflict, 410 gone or 503 unavailable. */
-        Error: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3770,6 +3825,24 @@ export interface components {
         };
         /** @description Expired or already used. */
         Gone: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The request headers are over their limit (64 KiB). */
+        HeadersTooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The appliance is short of disk space: it refuses what would write to its disk until space is freed (GET /status says so). */
+        InsufficientStorage: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3835,7 +3908,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A body sent with another Content-Type than application/json (or with none). */
+        /** @description A body sent with another Content-Type than application/json (text/plain and form bodies included, which a browser sends across sites without asking), or with none. */
         UnsupportedMediaType: {
             headers: {
                 [name: string]: unknown;
@@ -3869,14 +3942,18 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "service": "example",
-                     *       "status": "example"
+                     *       "status": "ok"
                      *     } */
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getMetrics: {
@@ -3897,9 +3974,14 @@ export interface operations {
                     "text/plain; version=0.0.4; charset=utf-8": unknown;
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getStatus: {
@@ -3922,7 +4004,7 @@ export interface operations {
                      *         {
                      *           "message": "example",
                      *           "name": "example",
-                     *           "status": "example"
+                     *           "status": "operational"
                      *         }
                      *       ],
                      *       "generated_at": "2026-01-31T12:00:00Z",
@@ -3933,15 +4015,18 @@ export interface operations {
                      *         }
                      *       ],
                      *       "service": "example",
-                     *       "status": "example",
+                     *       "status": "operational",
                      *       "updated_at": "2026-01-31T12:00:00Z"
                      *     } */
                     "application/json": components["schemas"]["Status"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postAuthPassword: {
@@ -3977,11 +4062,13 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postAuthSessions: {
@@ -4018,11 +4105,13 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteAuthSessionsCurrent: {
@@ -4046,11 +4135,14 @@ export interface operations {
                     "application/json": components["schemas"]["SignedOut"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getCaCrt: {
@@ -4071,9 +4163,12 @@ export interface operations {
                     "application/x-pem-file": unknown;
                 };
             };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessions: {
@@ -4100,7 +4195,8 @@ export interface operations {
                      *       "expires_at": "2026-01-31T12:00:00Z",
                      *       "poll_token": "example",
                      *       "session_id": "example",
-                     *       "state": "example"
+                     *       "state": "example",
+                     *       "user_code": "BCDF-GHJK"
                      *     } */
                     "application/json": components["schemas"]["CLILoginStart"];
                 };
@@ -4109,8 +4205,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getCliLoginSessionsBySessionID: {
@@ -4149,9 +4246,11 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessionsBySessionIDAuthorize: {
@@ -4185,14 +4284,18 @@ export interface operations {
                     "application/json": components["schemas"]["CLILoginResult"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getCliLoginSessionsBySessionIDDetails: {
@@ -4223,17 +4326,66 @@ export interface operations {
                      *       ],
                      *       "session_id": "example",
                      *       "source": "example",
-                     *       "state": "example"
+                     *       "state": "example",
+                     *       "user_code": "example"
                      *     } */
                     "application/json": components["schemas"]["CLILoginDetails"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+        };
+    };
+    postCliLoginSessionsBySessionIDRefuse: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the session ID */
+                sessionID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "authorized_at": "2026-01-31T12:00:00Z",
+                     *       "expires_at": "2026-01-31T12:00:00Z",
+                     *       "organization_id": "example",
+                     *       "organization_name": "example",
+                     *       "organization_slug": "example",
+                     *       "plaintext_api_key": "example",
+                     *       "session_id": "example",
+                     *       "state": "example"
+                     *     } */
+                    "application/json": components["schemas"]["CLILoginResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getDownloadsExportsByExportID: {
@@ -4263,11 +4415,14 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postEphemeralDatabases: {
@@ -4292,7 +4447,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "claim_token": "example",
-                     *       "claim_url": "example",
+                     *       "claim_url": "https://appliance.example.com/claim/prj_123#token=eph_abc",
                      *       "ephemeral_database": {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "expires_at": "2026-01-31T12:00:00Z",
@@ -4310,9 +4465,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getEphemeralDatabasesByProjectID: {
@@ -4338,8 +4494,8 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "example",
-                     *         "pooled_url": "example",
+                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
+                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
                      *         "username": "example"
                      *       },
                      *       "ephemeral_database": {
@@ -4355,10 +4511,14 @@ export interface operations {
                     "application/json": components["schemas"]["EphemeralResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteEphemeralDatabasesByProjectID: {
@@ -4412,11 +4572,15 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postEphemeralDatabasesByProjectIDClaim: {
@@ -4485,8 +4649,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getJobsByJobID: {
@@ -4537,12 +4702,15 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getKv: {
@@ -4570,9 +4738,9 @@ export interface operations {
                      *           "credentials": {
                      *             "redis_host": "example",
                      *             "redis_port": 1,
-                     *             "redis_url": "example",
+                     *             "redis_url": "rediss://kv.example.com:6380",
                      *             "rest_token": "example",
-                     *             "rest_url": "example",
+                     *             "rest_url": "https://kv.example.com:8443",
                      *             "token_required": true
                      *           },
                      *           "host_id": "example",
@@ -4598,9 +4766,11 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getMe: {
@@ -4654,16 +4824,24 @@ export interface operations {
                      *           "example"
                      *         ],
                      *         "user_id": "example"
+                     *       },
+                     *       "user": {
+                     *         "email": "example",
+                     *         "id": "example",
+                     *         "name": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["MeResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getMeInvitations: {
@@ -4697,11 +4875,14 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postMeInvitationsByInvitationIDAccept: {
@@ -4734,13 +4915,17 @@ export interface operations {
                     "application/json": components["schemas"]["MemberResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             410: components["responses"]["Gone"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postMeInvitationsByInvitationIDDecline: {
@@ -4767,12 +4952,16 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationDone"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getOpenapiJson: {
@@ -4796,9 +4985,12 @@ export interface operations {
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgID: {
@@ -4846,12 +5038,15 @@ export interface operations {
                     "application/json": components["schemas"]["OrganizationResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgID: {
@@ -4908,11 +5103,13 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getOrganizationsByOrgIDApiKeys: {
@@ -4958,12 +5155,15 @@ export interface operations {
                     "application/json": components["schemas"]["APIKeyList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDApiKeys: {
@@ -5025,8 +5225,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteOrganizationsByOrgIDApiKeysByKeyID: {
@@ -5055,12 +5256,15 @@ export interface operations {
                     "application/json": components["schemas"]["Revoked"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDAuditEvents: {
@@ -5105,15 +5309,17 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDEvents: {
         parameters: {
             query?: {
-                /** @description resume after this event position (the Last-Event-ID header wins) */
+                /** @description resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins) */
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
@@ -5142,9 +5348,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDInvitations: {
@@ -5181,12 +5389,15 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDInvitationsByInvitationID: {
@@ -5215,12 +5426,15 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationDone"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDMembers: {
@@ -5255,12 +5469,15 @@ export interface operations {
                     "application/json": components["schemas"]["MemberList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDMembers: {
@@ -5319,8 +5536,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteOrganizationsByOrgIDMembersByUserID: {
@@ -5352,13 +5570,16 @@ export interface operations {
                     "application/json": components["schemas"]["RemovedMember"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgIDMembersByUserID: {
@@ -5408,8 +5629,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getOrganizationsByOrgIDUsage: {
@@ -5468,12 +5690,15 @@ export interface operations {
                     "application/json": components["schemas"]["UsageResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDWebhookEndpoints: {
@@ -5500,26 +5725,29 @@ export interface operations {
                      *           "created_at": "2026-01-31T12:00:00Z",
                      *           "description": "example",
                      *           "event_types": [
-                     *             "example"
+                     *             "job.completed"
                      *           ],
                      *           "health": "healthy",
                      *           "id": "example",
                      *           "is_active": true,
                      *           "organization_id": "example",
                      *           "updated_at": "2026-01-31T12:00:00Z",
-                     *           "url": "example"
+                     *           "url": "https://example.com/hooks"
                      *         }
                      *       ]
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpoints: {
@@ -5553,14 +5781,14 @@ export interface operations {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "description": "example",
                      *         "event_types": [
-                     *           "example"
+                     *           "job.completed"
                      *         ],
                      *         "health": "healthy",
                      *         "id": "example",
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "example"
+                     *         "url": "https://example.com/hooks"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
@@ -5573,8 +5801,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
@@ -5603,12 +5832,15 @@ export interface operations {
                     "application/json": components["schemas"]["DeletedResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
@@ -5641,14 +5873,14 @@ export interface operations {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "description": "example",
                      *         "event_types": [
-                     *           "example"
+                     *           "job.completed"
                      *         ],
                      *         "health": "healthy",
                      *         "id": "example",
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "example"
+                     *         "url": "https://example.com/hooks"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointResult"];
@@ -5661,8 +5893,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveries: {
@@ -5723,9 +5956,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveriesByDeliveryIDRedeliver: {
@@ -5779,13 +6014,17 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDeliveryResult"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDRotateSecret: {
@@ -5814,25 +6053,29 @@ export interface operations {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "description": "example",
                      *         "event_types": [
-                     *           "example"
+                     *           "job.completed"
                      *         ],
                      *         "health": "healthy",
                      *         "id": "example",
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "example"
+                     *         "url": "https://example.com/hooks"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDTest: {
@@ -5884,13 +6127,17 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDeliveryResult"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deletePreviewDatabasesByPreviewID: {
@@ -5941,13 +6188,16 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getPreviewDatabasesByPreviewIDConnections: {
@@ -5970,21 +6220,24 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "example",
-                     *         "pooled_url": "example",
+                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
+                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
                      *         "username": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["ConnectionsResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postPreviewDatabasesByPreviewIDExtend: {
@@ -6046,8 +6299,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postPreviewDatabasesByPreviewIDReset: {
@@ -6098,13 +6352,17 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjects: {
@@ -6162,9 +6420,11 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjects: {
@@ -6252,8 +6512,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectID: {
@@ -6306,12 +6567,15 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectID: {
@@ -6370,10 +6634,13 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectID: {
@@ -6439,9 +6706,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDAdvisorIndexHygiene: {
@@ -6497,14 +6765,17 @@ export interface operations {
                     "application/json": components["schemas"]["HygieneResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAdvisorIndexes: {
@@ -6514,6 +6785,8 @@ export interface operations {
                 min_filter?: number;
                 /** @description minimum average selectivity percentage */
                 min_selectivity?: number;
+                /** @description compute the advice again instead of serving the one computed in the last 5 minutes */
+                refresh?: boolean;
             };
             header?: never;
             path: {
@@ -6533,6 +6806,7 @@ export interface operations {
                     /** @example {
                      *       "advisor": {
                      *         "available": true,
+                     *         "computed_at": "2026-01-31T12:00:00Z",
                      *         "cost_estimates_available": true,
                      *         "min_filter": 1,
                      *         "min_selectivity": 1,
@@ -6547,7 +6821,7 @@ export interface operations {
                      *             "estimated_cost_reduction_pct": 1.5,
                      *             "estimated_size_bytes": 1,
                      *             "index_method": "example",
-                     *             "query_id": 1,
+                     *             "query_id": "8071840665353803258",
                      *             "table": "example"
                      *           }
                      *         ]
@@ -6561,10 +6835,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAiUsage: {
@@ -6598,12 +6874,15 @@ export interface operations {
                     "application/json": components["schemas"]["AIUsageResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDAiUsage: {
@@ -6637,14 +6916,18 @@ export interface operations {
                     "application/json": components["schemas"]["AIUsageResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDAlerts: {
@@ -6670,14 +6953,14 @@ export interface operations {
                      *         {
                      *           "acknowledged_at": "2026-01-31T12:00:00Z",
                      *           "id": "example",
-                     *           "kind": "example",
+                     *           "kind": "storage",
                      *           "last_notified_at": "2026-01-31T12:00:00Z",
                      *           "limit_value": 1.5,
                      *           "message": "example",
                      *           "observed_value": 1.5,
                      *           "project_id": "example",
                      *           "resolved_at": "2026-01-31T12:00:00Z",
-                     *           "severity": "example",
+                     *           "severity": "warning",
                      *           "triggered_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
@@ -6685,14 +6968,17 @@ export interface operations {
                     "application/json": components["schemas"]["AlertList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDAlertsByAlertIDAcknowledge: {
@@ -6719,28 +7005,32 @@ export interface operations {
                      *       "alert": {
                      *         "acknowledged_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
-                     *         "kind": "example",
+                     *         "kind": "storage",
                      *         "last_notified_at": "2026-01-31T12:00:00Z",
                      *         "limit_value": 1.5,
                      *         "message": "example",
                      *         "observed_value": 1.5,
                      *         "project_id": "example",
                      *         "resolved_at": "2026-01-31T12:00:00Z",
-                     *         "severity": "example",
+                     *         "severity": "warning",
                      *         "triggered_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["AlertResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDApprovals: {
@@ -6756,7 +7046,7 @@ export interface operations {
         requestBody: {
             content: {
                 /** @example {
-                 *       "action": "example"
+                 *       "action": "project.delete"
                  *     } */
                 "application/json": components["schemas"]["ApprovalRequest"];
             };
@@ -6770,7 +7060,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "approval": {
-                     *         "action": "example",
+                     *         "action": "project.delete",
                      *         "expires_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
                      *         "token": "example"
@@ -6784,12 +7074,14 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDAuditEvents: {
@@ -6834,9 +7126,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDBackups: {
@@ -6867,9 +7161,9 @@ export interface operations {
                      *           "label": "example",
                      *           "project_id": "example",
                      *           "size_bytes": 1,
-                     *           "state": "example",
+                     *           "state": "pending",
                      *           "verification_error": "example",
-                     *           "verification_state": "example",
+                     *           "verification_state": "pending",
                      *           "verified_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ],
@@ -6891,12 +7185,15 @@ export interface operations {
                     "application/json": components["schemas"]["BackupList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDBackups: {
@@ -6960,9 +7257,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDConnections: {
@@ -6985,22 +7283,25 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "example",
-                     *         "pooled_url": "example",
+                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
+                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
                      *         "username": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["ConnectionsResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCredentialsRotate: {
@@ -7064,9 +7365,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDCutoverRequests: {
@@ -7102,6 +7404,7 @@ export interface operations {
                      *           "organization_id": "example",
                      *           "pre_cutover_backup_id": "example",
                      *           "preview_database_id": "example",
+                     *           "preview_name": "example",
                      *           "project_id": "example",
                      *           "promote_job_id": "example",
                      *           "rejected_reason": "example",
@@ -7115,14 +7418,17 @@ export interface operations {
                     "application/json": components["schemas"]["CutoverRequestList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequests: {
@@ -7164,6 +7470,7 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
+                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
@@ -7184,9 +7491,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDCutoverRequestsByRequestID: {
@@ -7223,6 +7531,7 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
+                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
@@ -7235,14 +7544,17 @@ export interface operations {
                     "application/json": components["schemas"]["CutoverRequestResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequestsByRequestIDApprove: {
@@ -7284,6 +7596,7 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
+                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
@@ -7329,9 +7642,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDCutoverRequestsByRequestIDReject: {
@@ -7375,6 +7689,7 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
+                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
@@ -7395,15 +7710,16 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDEvents: {
         parameters: {
             query?: {
-                /** @description resume after this event position (the Last-Event-ID header wins) */
+                /** @description resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins) */
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
@@ -7433,10 +7749,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExports: {
@@ -7466,19 +7784,22 @@ export interface operations {
                      *           "id": "example",
                      *           "project_id": "example",
                      *           "size_bytes": 1,
-                     *           "state": "example"
+                     *           "state": "pending"
                      *         }
                      *       ]
                      *     } */
                     "application/json": components["schemas"]["ExportList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExports: {
@@ -7543,9 +7864,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDExportsByExportIDDownload: {
@@ -7570,21 +7892,24 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "download": {
-                     *         "download_url": "example",
+                     *         "download_url": "https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b",
                      *         "expires_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["DownloadResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExtensions: {
@@ -7624,14 +7949,17 @@ export interface operations {
                     "application/json": components["schemas"]["ExtensionList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExtensions: {
@@ -7697,9 +8025,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteProjectsByProjectIDExtensionsByExtensionName: {
@@ -7752,14 +8081,17 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExtensionsByExtensionNameUpdate: {
@@ -7812,14 +8144,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImports: {
@@ -7832,9 +8168,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
-                /** @example {} */
+                /** @example {
+                 *       "confirm": true
+                 *     } */
                 "application/json": components["schemas"]["ImportRequest"];
             };
         };
@@ -7883,9 +8221,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsFollow: {
@@ -7901,7 +8240,8 @@ export interface operations {
         requestBody: {
             content: {
                 /** @example {
-                 *       "source_url": "example"
+                 *       "confirm": true,
+                 *       "source_url": "postgres://app:secret@db.example.com:5432/shop?sslmode=require"
                  *     } */
                 "application/json": components["schemas"]["FollowRequest"];
             };
@@ -7951,9 +8291,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsFollowAbort: {
@@ -8004,14 +8345,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsFollowCutover: {
@@ -8024,9 +8369,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
-                /** @example {} */
+                /** @example {
+                 *       "confirm": true
+                 *     } */
                 "application/json": components["schemas"]["FollowCutoverRequest"];
             };
         };
@@ -8075,9 +8422,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsFollowStatus: {
@@ -8128,14 +8476,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsPreflight: {
@@ -8232,9 +8584,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsUploads: {
@@ -8267,7 +8620,7 @@ export interface operations {
                      *         "object_key": "example",
                      *         "size_bytes": 1,
                      *         "state": "example",
-                     *         "upload_url": "example"
+                     *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["UploadResponse"];
@@ -8281,9 +8634,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDJobs: {
@@ -8343,9 +8697,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDKv: {
@@ -8371,9 +8727,9 @@ export interface operations {
                      *       "credentials": {
                      *         "redis_host": "example",
                      *         "redis_port": 1,
-                     *         "redis_url": "example",
+                     *         "redis_url": "rediss://kv.example.com:6380",
                      *         "rest_token": "example",
-                     *         "rest_url": "example",
+                     *         "rest_url": "https://kv.example.com:8443",
                      *         "token_required": true
                      *       },
                      *       "host_id": "example",
@@ -8394,12 +8750,15 @@ export interface operations {
                     "application/json": components["schemas"]["KVStore"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKv: {
@@ -8451,9 +8810,9 @@ export interface operations {
                      *         "credentials": {
                      *           "redis_host": "example",
                      *           "redis_port": 1,
-                     *           "redis_url": "example",
+                     *           "redis_url": "rediss://kv.example.com:6380",
                      *           "rest_token": "example",
-                     *           "rest_url": "example",
+                     *           "rest_url": "https://kv.example.com:8443",
                      *           "token_required": true
                      *         },
                      *         "host_id": "example",
@@ -8475,14 +8834,18 @@ export interface operations {
                     "application/json": components["schemas"]["KVCreateResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteProjectsByProjectIDKv: {
@@ -8533,14 +8896,17 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDKvCredentials: {
@@ -8564,20 +8930,23 @@ export interface operations {
                     /** @example {
                      *       "redis_host": "example",
                      *       "redis_port": 1,
-                     *       "redis_url": "example",
+                     *       "redis_url": "rediss://kv.example.com:6380",
                      *       "rest_token": "example",
-                     *       "rest_url": "example",
+                     *       "rest_url": "https://kv.example.com:8443",
                      *       "token_required": true
                      *     } */
                     "application/json": components["schemas"]["KVCredentials"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKvFlush: {
@@ -8628,14 +8997,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDKvRotateToken: {
@@ -8662,9 +9035,9 @@ export interface operations {
                      *         "credentials": {
                      *           "redis_host": "example",
                      *           "redis_port": 1,
-                     *           "redis_url": "example",
+                     *           "redis_url": "rediss://kv.example.com:6380",
                      *           "rest_token": "example",
-                     *           "rest_url": "example",
+                     *           "rest_url": "https://kv.example.com:8443",
                      *           "token_required": true
                      *         },
                      *         "host_id": "example",
@@ -8686,14 +9059,18 @@ export interface operations {
                     "application/json": components["schemas"]["KVStoreResult"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDLogs: {
@@ -8748,7 +9125,7 @@ export interface operations {
                      *             "message": "example",
                      *             "pid": 1,
                      *             "query_id": "example",
-                     *             "severity": "example",
+                     *             "severity": "debug",
                      *             "sqlstate": "example",
                      *             "statement": "example",
                      *             "timestamp": "2026-01-31T12:00:00Z",
@@ -8766,10 +9143,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDLogsDownload: {
@@ -8815,10 +9194,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDLogsStream: {
@@ -8866,10 +9247,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservability: {
@@ -8918,7 +9301,7 @@ export interface operations {
                      *             "jit_time_ms": 1.5,
                      *             "mean_time_ms": 1.5,
                      *             "query": "example",
-                     *             "query_id": 1,
+                     *             "query_id": "8071840665353803258",
                      *             "rows": 1,
                      *             "shared_blks_hit": 1,
                      *             "shared_blks_read": 1,
@@ -8934,14 +9317,17 @@ export interface operations {
                     "application/json": components["schemas"]["ObservabilityResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityHistory: {
@@ -9000,10 +9386,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityQueries: {
@@ -9033,7 +9421,7 @@ export interface operations {
                      *           "calls": 1,
                      *           "mean_exec_ms": 1.5,
                      *           "query": "example",
-                     *           "query_hash": "example",
+                     *           "query_hash": "0123456789abcdef0123456789abcdef",
                      *           "rows": 1,
                      *           "total_exec_ms": 1.5
                      *         }
@@ -9047,10 +9435,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityQueriesByQueryHash: {
@@ -9089,7 +9479,7 @@ export interface operations {
                      *           }
                      *         ],
                      *         "query": "example",
-                     *         "query_hash": "example",
+                     *         "query_hash": "0123456789abcdef0123456789abcdef",
                      *         "window_calls": 1,
                      *         "window_mean_exec_ms": 1.5,
                      *         "window_rows": 1,
@@ -9104,10 +9494,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDPreviewDatabases: {
@@ -9156,12 +9548,15 @@ export interface operations {
                     "application/json": components["schemas"]["PreviewList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDPreviewDatabases: {
@@ -9246,9 +9641,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDRestorePoints: {
@@ -9279,13 +9675,13 @@ export interface operations {
                      *           "created_by_actor_id": "example",
                      *           "created_by_actor_kind": "example",
                      *           "id": "example",
-                     *           "kind": "example",
+                     *           "kind": "named",
                      *           "label": "example",
                      *           "note": "example",
                      *           "organization_id": "example",
                      *           "pitr_time": "2026-01-31T12:00:00Z",
                      *           "project_id": "example",
-                     *           "state": "example",
+                     *           "state": "active",
                      *           "updated_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
@@ -9293,12 +9689,15 @@ export interface operations {
                     "application/json": components["schemas"]["RestorePointList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDRestorePoints: {
@@ -9334,13 +9733,13 @@ export interface operations {
                      *         "created_by_actor_id": "example",
                      *         "created_by_actor_kind": "example",
                      *         "id": "example",
-                     *         "kind": "example",
+                     *         "kind": "named",
                      *         "label": "example",
                      *         "note": "example",
                      *         "organization_id": "example",
                      *         "pitr_time": "2026-01-31T12:00:00Z",
                      *         "project_id": "example",
-                     *         "state": "example",
+                     *         "state": "active",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
@@ -9355,9 +9754,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteProjectsByProjectIDRestorePointsByRestorePointID: {
@@ -9386,14 +9786,17 @@ export interface operations {
                     "application/json": components["schemas"]["DeletedResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDRestores: {
@@ -9459,9 +9862,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDScheduledBackups: {
@@ -9503,12 +9907,15 @@ export interface operations {
                     "application/json": components["schemas"]["ScheduledBackupList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     putProjectsByProjectIDScheduledBackupsDefault: {
@@ -9565,9 +9972,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDSql: {
@@ -9624,9 +10032,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDSqlHistory: {
@@ -9674,9 +10083,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTables: {
@@ -9709,14 +10120,17 @@ export interface operations {
                     "application/json": components["schemas"]["TableList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTablesBySchemaByTableColumns: {
@@ -9756,14 +10170,17 @@ export interface operations {
                     "application/json": components["schemas"]["ColumnList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -9815,10 +10232,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -9872,9 +10291,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -9924,9 +10344,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -9978,9 +10398,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDUpgradeMajor: {
@@ -10039,10 +10460,13 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDUpgradeMajorConfirm: {
@@ -10093,14 +10517,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDUpgradeMajorPreflight: {
@@ -10159,10 +10587,13 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDUpgradeMajorRollback: {
@@ -10213,14 +10644,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDUpgradeMinor: {
@@ -10279,10 +10714,13 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     putUploadsImportsByUploadID: {
@@ -10300,9 +10738,10 @@ export interface operations {
             };
             cookie?: never;
         };
+        /** @description the raw bytes, with any Content-Type (or none): the body is read as bytes, whatever it declares */
         requestBody: {
             content: {
-                "application/octet-stream": string;
+                "*/*": string;
             };
         };
         responses: {
@@ -10319,19 +10758,22 @@ export interface operations {
                      *         "object_key": "example",
                      *         "size_bytes": 1,
                      *         "state": "example",
-                     *         "upload_url": "example"
+                     *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["UploadResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
 }
