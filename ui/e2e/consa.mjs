@@ -199,8 +199,9 @@ export async function run(page, { ask, shoot, base, out, widths, consoleErrors }
     await page.getByLabel('Email').fill('consa-member@example.com')
     await page.getByLabel('Name').fill('Consa Member')
     await page.getByRole('button', { name: 'Add', exact: true }).click()
-    const show = page.getByRole('button', { name: 'Show Initial password' }) // (step 3's: a secret is masked)
-    if (await show.count()) await show.click()
+    // The answer shows the password masked (step 3's rule): wait for its panel, then Show (counting the
+    // button before the answer arrived raced with it on a loaded machine).
+    await page.getByRole('button', { name: 'Show Initial password' }).click()
     const password = await page.getByLabel('Initial password', { exact: true }).inputValue()
     await page.getByRole('button', { name: 'Done' }).click()
     const ctx = await page.context().browser().newContext({ ignoreHTTPSErrors: true, viewport: widths.desktop })
