@@ -16,13 +16,16 @@ type PreviewDatabase struct {
 	SourceBackupKey   string     `json:"source_backup_key" doc:"the base backup a clone as of a past time starts from (empty otherwise)"`
 	SourceRestoreTime *time.Time `json:"source_restore_time" doc:"the moment the data is as of (a clone); null for an empty preview"`
 	SourceDatabase    string     `json:"source_database" doc:"the project's database a clone holds"`
-	State             string     `json:"state" enum:"ProjectState"`
-	LastError         string     `json:"last_error"`
-	DirectPort        int        `json:"direct_port"`
-	PooledPort        int        `json:"pooled_port"`
-	TTLExpiresAt      time.Time  `json:"ttl_expires_at" doc:"when it is deleted unless extended"`
-	CreatedAt         time.Time  `json:"created_at"`
-	UpdatedAt         time.Time  `json:"updated_at"`
+	// SourceRestorePointID is set for a clone as of a named restore point.
+	SourceRestorePointID    string    `json:"source_restore_point_id" doc:"the restore point a clone was recovered to (empty otherwise)"`
+	SourceRestorePointLabel string    `json:"source_restore_point_label" doc:"that restore point's label"`
+	State                   string    `json:"state" enum:"ProjectState"`
+	LastError               string    `json:"last_error"`
+	DirectPort              int       `json:"direct_port"`
+	PooledPort              int       `json:"pooled_port"`
+	TTLExpiresAt            time.Time `json:"ttl_expires_at" doc:"when it is deleted unless extended"`
+	CreatedAt               time.Time `json:"created_at"`
+	UpdatedAt               time.Time `json:"updated_at"`
 }
 
 // PreviewList is the list response.
@@ -48,6 +51,8 @@ type CreatePreviewRequest struct {
 	TTLHours *int   `json:"ttl_hours,omitempty" schema:"minimum=1,maximum=720" doc:"hours until it is deleted, 1 to 720; default 24"`
 	// SourceRestoreTime makes a clone of the project as it was then (within its point-in-time window).
 	SourceRestoreTime string `json:"source_restore_time" schema:"format=date-time" doc:"a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now"`
+	// SourceRestorePointID makes a clone of the project as of one of its named restore points.
+	SourceRestorePointID string `json:"source_restore_point_id" doc:"a clone of the project as of this restore point of it (400 for another's, a deleted one, or with source_restore_time or mode empty)"`
 }
 
 // ExtendPreviewRequest is the body of POST /v1/preview-databases/{previewID}/extend.

@@ -485,3 +485,8 @@ func (h areaHost) Settings(prj *store.Project, inst *store.Instance) (postgres.S
 func (h areaHost) Restarting(projectID string) func(bool) { return h.s.restartingFunc(projectID) }
 
 var _ storageguard.Host = areaHost{}
+
+// RestorePointBase is the backups area's finder of a restore point and a recovery's base backup for it.
+func (h areaHost) RestorePointBase(ctx context.Context, p *Principal, projectID string) (func(*store.Tx, string, string) (*store.RestorePoint, *store.Backup, error), error) {
+	return h.s.backups.RestorePointBase(ctx, p, projectID)
+}

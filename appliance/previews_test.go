@@ -385,3 +385,64 @@ func TestCloneUnderWritesIsConsistent(t *testing.T) {
 		t.Fatal("the project lost a write")
 	}
 }
+
+// TestPreviewAsOfARestorePoint: a clone as of a named restore point holds the rows committed before the
+// point and none after; the point's id and label are on the preview; another project's point, an unknown
+// one, one with mode empty or with a time as well are refused (400) and make nothing.
+func TestPreviewAsOfARestorePoint(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj, _, conn := connected(t, e, p, "pointed")
+	if _, err := conn.Exec(t.Context(), "CREATE TABLE events (id int); INSERT INTO events SELECT generate_series(1, 10)"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.Svc.Backups().Create(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "base"})
+	runJob(t, e, b, err)
+	if _, err := conn.Exec(t.Context(), "INSERT INTO events SELECT generate_series(11, 20)"); err != nil {
+		t.Fatal(err)
+	}
+	rp, err := e.Svc.Backups().CreateRestorePoint(t.Context(), p, prj.ID, &appliance.RestorePointRequest{Label: "before the migration"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(t.Context(), "INSERT INTO events SELECT generate_series(21, 30); CREATE TABLE later (id int)"); err != nil {
+		t.Fatal(err)
+	}
+
+	for name, req := range map[string]appliance.CreatePreviewRequest{
+		"unknown":    {SourceRestorePointID: "rp_unknown"},
+		"empty mode": {Mode: previews.ModeEmpty, SourceRestorePointID: rp.RestorePoint.ID},
+		"and a time": {SourceRestorePointID: rp.RestorePoint.ID, SourceRestoreTime: time.Now().UTC().Format(time.RFC3339)},
+	} {
+		_, err := e.Svc.Previews().Create(t.Context(), p, prj.ID, &req)
+		t.Log(name)
+		wantKind(t, err, appliance.KindInvalid)
+	}
+	other := provision(t, e, p, "other", "development")
+	_, err = e.Svc.Previews().Create(t.Context(), p, other.ID, &appliance.CreatePreviewRequest{SourceRestorePointID: rp.RestorePoint.ID})
+	wantKind(t, err, appliance.KindInvalid)
+	if l, err := e.Svc.Previews().List(t.Context(), p, prj.ID); err != nil || len(l.PreviewDatabases) != 0 {
+		t.Fatalf("refused creations left previews: %+v %v", l, err)
+	}
+
+	res, err := e.Svc.Previews().Create(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "at-point", SourceRestorePointID: rp.RestorePoint.ID})
+	waitPreview(t, e, res, err)
+	if res.Preview.SourceKind != previews.SourceBackup || res.Preview.SourceRestorePointID != rp.RestorePoint.ID ||
+		res.Preview.SourceRestorePointLabel != "before the migration" || res.Preview.SourceRestoreTime == nil {
+		t.Fatalf("preview: %+v", res.Preview)
+	}
+	cc, err := e.Svc.Previews().Connections(t.Context(), p, res.Preview.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prv := connect(t, cc.Connections.DirectURL)
+	if n := scalar[int64](t, prv, "SELECT count(*) FROM events"); n != 20 {
+		t.Fatalf("the preview as of the restore point holds %d rows, want 20", n)
+	}
+	if n := scalar[int64](t, prv, "SELECT count(*) FROM pg_tables WHERE tablename = 'later'"); n != 0 {
+		t.Fatal("the preview holds a table made after the restore point")
+	}
+	if _, err := prv.Exec(t.Context(), "INSERT INTO events VALUES (100)"); err != nil {
+		t.Fatalf("the recovered preview does not take writes: %v", err)
+	}
+}

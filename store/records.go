@@ -203,7 +203,11 @@ type Project struct {
 	SourceDatabase    string     `json:"source_database"`
 	SourceBackupID    string     `json:"source_backup_id"` // a clone as of a past time: the base backup
 	SourceTimeline    int        `json:"source_timeline"`  // and the timeline recovery follows
-	TTLExpiresAt      *time.Time `json:"ttl_expires_at"`
+	// A clone as of a named restore point: its id, label and name in the WAL (recovery_target_name).
+	SourceRestorePointID    string     `json:"source_restore_point_id,omitempty"`
+	SourceRestorePointLabel string     `json:"source_restore_point_label,omitempty"`
+	SourceRestorePointName  string     `json:"source_restore_point_name,omitempty"`
+	TTLExpiresAt            *time.Time `json:"ttl_expires_at"`
 	// StorageLock is what a database over its storage limit was put under (appliance/storageguard): ""
 	// (nothing), "read_only" (writes refused by default) or "no_connections" (its roles' logins refused);
 	// StorageLockedBytes is its size once the read-only lock had ended its sessions (growth past it

@@ -281,3 +281,29 @@ func (s *Service) PointInTime(ctx context.Context, p *authz.Principal, projectID
 		return base, tl, err
 	}, nil
 }
+
+// RestorePointBase reads the caller's active project's timeline switches and returns the finder, in a
+// transaction, of one of its active restore points and the base backup a recovery to it starts from (as
+// Restore finds them); an apperr.Invalid when the id names none of the project's or no backup of its
+// timeline was complete before it.
+func (s *Service) RestorePointBase(ctx context.Context, p *authz.Principal, projectID string) (func(*store.Tx, string, string) (*store.RestorePoint, *store.Backup, error), error) {
+	prj, inst, err := s.host.ActiveInstance(p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	_, switches, err := s.pitrHistory(ctx, prj, inst, true, false)
+	if err != nil {
+		return nil, err
+	}
+	return func(tx *store.Tx, projectID, id string) (*store.RestorePoint, *store.Backup, error) {
+		rp, err := store.RestorePoints.Get(tx, id)
+		if err != nil || rp.ProjectID != projectID || rp.State != RestorePointActive {
+			return nil, nil, apperr.Invalid("source_restore_point_id %q names no restore point of this project", id)
+		}
+		base, err := s.restoreBase(tx, projectID, rp.PITRTime, rp.Timeline, switchTo(switches, rp.Timeline))
+		if err != nil {
+			return nil, nil, apperr.Invalid("restore point %s is outside the point-in-time window: no backup of its timeline was complete before it", rp.ID)
+		}
+		return rp, base, nil
+	}, nil
+}

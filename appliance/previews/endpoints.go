@@ -18,6 +18,7 @@ func view(p *store.Project) *api.PreviewDatabase {
 	v := &api.PreviewDatabase{ID: p.ID, ProjectID: p.PreviewOf, Name: p.Name, DatabaseName: p.DatabaseName, RoleName: p.RoleName,
 		PublicHost: p.PublicHost, SSLMode: p.SSLMode, Mode: p.PreviewMode, SourceKind: p.SourceKind,
 		SourceBackupKey: p.SourceBackupKey, SourceRestoreTime: p.SourceRestoreTime, SourceDatabase: p.SourceDatabase,
+		SourceRestorePointID: p.SourceRestorePointID, SourceRestorePointLabel: p.SourceRestorePointLabel,
 		State: p.State, LastError: p.LastError, DirectPort: p.DirectPort, PooledPort: p.PooledPort,
 		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 	if p.TTLExpiresAt != nil {
@@ -100,6 +101,22 @@ func (s *Service) Create(ctx context.Context, p *authz.Principal, projectID stri
 	}
 	var target time.Time
 	var pitrBase func(tx *store.Tx, projectID string, target time.Time) (*store.Backup, int, error)
+	var pointBase func(tx *store.Tx, projectID, id string) (*store.RestorePoint, *store.Backup, error)
+	if req.SourceRestoreTime != "" && req.SourceRestorePointID != "" {
+		return nil, apperr.Invalid("source_restore_time and source_restore_point_id cannot go together: a clone is as of one or the other")
+	}
+	if req.SourceRestorePointID != "" {
+		if mode != ModeClone {
+			return nil, apperr.Invalid("source_restore_point_id makes a clone: it cannot go with mode empty")
+		}
+		if err := s.host.RequireBackups(); err != nil { // it starts from a base backup
+			return nil, err
+		}
+		var err error
+		if pointBase, err = s.host.RestorePointBase(ctx, p, projectID); err != nil {
+			return nil, err
+		}
+	}
 	if req.SourceRestoreTime != "" {
 		if mode != ModeClone {
 			return nil, apperr.Invalid("source_restore_time makes a clone: it cannot go with mode empty")
@@ -127,7 +144,14 @@ func (s *Service) Create(ctx context.Context, p *authz.Principal, projectID stri
 		}
 		var base *store.Backup
 		var tl int
-		if !target.IsZero() {
+		var rp *store.RestorePoint
+		if pointBase != nil {
+			if rp, base, err = pointBase(tx, parent.ID, req.SourceRestorePointID); err != nil {
+				return err
+			}
+			tl, target = rp.Timeline, rp.PITRTime.UTC()
+		}
+		if pitrBase != nil {
 			if base, tl, err = pitrBase(tx, parent.ID, target); err != nil {
 				return apperr.Internal(err, "find a base backup")
 			}
@@ -166,14 +190,23 @@ func (s *Service) Create(ctx context.Context, p *authz.Principal, projectID stri
 			prv.SourceKind, prv.SourceBackupKey, prv.SourceBackupID, prv.SourceTimeline = SourceBackup, base.BackupKey, base.ID, tl
 			prv.SourceRestoreTime = &target
 		}
+		if rp != nil {
+			prv.SourceRestorePointID, prv.SourceRestorePointLabel, prv.SourceRestorePointName = rp.ID, rp.Label, rp.Name
+		}
 		if job, err = s.enqueue(tx, parent, prv, JobCreate); err != nil {
 			return err
 		}
 		if err := store.Projects.Put(tx, prv); err != nil {
 			return apperr.Internal(err, "store preview")
 		}
-		if err := s.host.Audit(tx, p, "preview.create", parent.OrganizationID, parent.ID,
-			map[string]any{"preview_id": prv.ID, "name": name, "mode": mode, "ttl_hours": ttl, "job_id": job.ID}); err != nil {
+		md := map[string]any{"preview_id": prv.ID, "name": name, "mode": mode, "ttl_hours": ttl, "job_id": job.ID}
+		if req.SourceRestoreTime != "" {
+			md["source_restore_time"] = req.SourceRestoreTime
+		}
+		if rp != nil {
+			md["source_restore_point_id"] = rp.ID
+		}
+		if err := s.host.Audit(tx, p, "preview.create", parent.OrganizationID, parent.ID, md); err != nil {
 			return apperr.Internal(err, "audit")
 		}
 		return nil

@@ -48,7 +48,7 @@ func (s *Service) CloneSource(ctx context.Context, run *scheduler.Run, prv *stor
 		return nil, fmt.Errorf("open the project's admin password: %w", err)
 	}
 	c := &instances.CloneSpec{Source: pinst, AdminPassword: string(pw), Label: "appliance preview " + prv.ID}
-	if prv.SourceBackupID != "" { // recovered from the project's WAL archive to source_restore_time
+	if prv.SourceBackupID != "" { // recovered from the project's WAL archive to source_restore_time or the restore point
 		var b *store.Backup
 		if err := s.db.View(func(tx *store.Tx) (err error) { b, err = store.Backups.Get(tx, prv.SourceBackupID); return err }); err != nil {
 			return nil, fmt.Errorf("the preview's base backup %s: %w", prv.SourceBackupID, err)
@@ -57,8 +57,11 @@ func (s *Service) CloneSource(ctx context.Context, run *scheduler.Run, prv *stor
 		if err != nil {
 			return nil, err
 		}
-		c.Recovery = &instances.RecoverySpec{JobID: run.Job.ID, Archive: archive,
-			Target: instances.Target{Time: *prv.SourceRestoreTime, Timeline: prv.SourceTimeline}}
+		target := instances.Target{Time: *prv.SourceRestoreTime, Timeline: prv.SourceTimeline}
+		if prv.SourceRestorePointName != "" { // recovered to the named restore point (recovery_target_name)
+			target = instances.Target{Name: prv.SourceRestorePointName, Timeline: prv.SourceTimeline}
+		}
+		c.Recovery = &instances.RecoverySpec{JobID: run.Job.ID, Archive: archive, Target: target}
 	}
 	return c, nil
 }

@@ -84,6 +84,9 @@ type Host interface {
 	// of the base backup and timeline a recovery to target starts from (a nil backup: none was complete by
 	// then).
 	PointInTime(ctx context.Context, p *authz.Principal, projectID string) (func(tx *store.Tx, projectID string, target time.Time) (*store.Backup, int, error), error)
+	// RestorePointBase is PointInTime for a named restore point: the finder of the project's active restore
+	// point id and the base backup a recovery to it starts from (an apperr.Invalid when there is none).
+	RestorePointBase(ctx context.Context, p *authz.Principal, projectID string) (func(tx *store.Tx, projectID, id string) (*store.RestorePoint, *store.Backup, error), error)
 	// Archive is the instance engine's view of the project's backup store (its WAL archive and the base
 	// backup key): the backup store is the root's.
 	Archive(ctx context.Context, projectID, backupKey string) (instances.Archive, error)

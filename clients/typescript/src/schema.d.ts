@@ -2457,6 +2457,8 @@ export interface components {
             mode?: components["schemas"]["PreviewMode"];
             /** @description 1 to 63 characters; default preview-<random> */
             name?: string;
+            /** @description a clone of the project as of this restore point of it (400 for another's, a deleted one, or with source_restore_time or mode empty) */
+            source_restore_point_id?: string;
             /**
              * Format: date-time
              * @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now
@@ -3114,6 +3116,10 @@ export interface components {
             source_database: string;
             /** @description none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time */
             source_kind: components["schemas"]["PreviewSourceKind"];
+            /** @description the restore point a clone was recovered to (empty otherwise) */
+            source_restore_point_id: string;
+            /** @description that restore point's label */
+            source_restore_point_label: string;
             /**
              * Format: date-time
              * @description the moment the data is as of (a clone); null for an empty preview
@@ -6281,6 +6287,8 @@ export interface operations {
                      *         "source_backup_key": "example",
                      *         "source_database": "example",
                      *         "source_kind": "none",
+                     *         "source_restore_point_id": "example",
+                     *         "source_restore_point_label": "example",
                      *         "source_restore_time": "2026-01-31T12:00:00Z",
                      *         "ssl_mode": "example",
                      *         "state": "provisioning",
@@ -9537,6 +9545,8 @@ export interface operations {
                      *           "source_backup_key": "example",
                      *           "source_database": "example",
                      *           "source_kind": "none",
+                     *           "source_restore_point_id": "example",
+                     *           "source_restore_point_label": "example",
                      *           "source_restore_time": "2026-01-31T12:00:00Z",
                      *           "ssl_mode": "example",
                      *           "state": "provisioning",
@@ -9623,6 +9633,8 @@ export interface operations {
                      *         "source_backup_key": "example",
                      *         "source_database": "example",
                      *         "source_kind": "none",
+                     *         "source_restore_point_id": "example",
+                     *         "source_restore_point_label": "example",
                      *         "source_restore_time": "2026-01-31T12:00:00Z",
                      *         "ssl_mode": "example",
                      *         "state": "provisioning",
