@@ -20,6 +20,7 @@ type CutoverRequest struct {
 	RejectedReason       string     `json:"rejected_reason"`
 	LastError            string     `json:"last_error" doc:"why a failed request failed"`
 	Status               string     `json:"status" enum:"CutoverStatus"`
+	SchemaDiffURL        string     `json:"schema_diff_url" doc:"the path of the preview's schema diff against the project (GET; empty once the request ended): what an approval would change"`
 	AckAt                *time.Time `json:"ack_at"`
 	CompletedAt          *time.Time `json:"completed_at"`
 	CreatedAt            time.Time  `json:"created_at"`

@@ -446,3 +446,82 @@ func TestPreviewAsOfARestorePoint(t *testing.T) {
 		t.Fatalf("the recovered preview does not take writes: %v", err)
 	}
 }
+
+// TestPreviewSchemaDiff: a fresh clone's schema equals its project's; after a column, an index and a table
+// are added in the preview and a view dropped, the diff lists exactly those, in a fixed order (the new
+// table's own columns and constraints not again); a change of a column's default shows both sides; an
+// open cutover request of the preview links to the diff.
+func TestPreviewSchemaDiff(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	prj, _, conn := connected(t, e, p, "diffed")
+	if _, err := conn.Exec(t.Context(), `CREATE TABLE orders (id bigint PRIMARY KEY, total numeric NOT NULL DEFAULT 0);
+		CREATE VIEW big_orders AS SELECT id FROM orders WHERE total > 100;
+		CREATE FUNCTION twice(int) RETURNS int LANGUAGE sql AS 'SELECT $1 * 2'`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Svc.Previews().Create(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "next"})
+	waitPreview(t, e, res, err)
+	d, err := e.Svc.Previews().SchemaDiff(t.Context(), p, res.Preview.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Total != 0 || len(d.Changes) != 0 || d.Database != prj.DatabaseName {
+		t.Fatalf("a fresh clone differs: %+v", d)
+	}
+	cc, err := e.Svc.Previews().Connections(t.Context(), p, res.Preview.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prv := connect(t, cc.Connections.DirectURL)
+	if _, err := prv.Exec(t.Context(), `ALTER TABLE orders ADD COLUMN note text;
+		CREATE INDEX orders_total ON orders (total);
+		CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL);
+		DROP VIEW big_orders`); err != nil {
+		t.Fatal(err)
+	}
+	d, err = e.Svc.Previews().SchemaDiff(t.Context(), p, res.Preview.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range d.Changes {
+		got = append(got, c.Kind+" "+c.Change+" "+c.Schema+"."+c.Name+" ["+c.Before+"|"+c.After+"]")
+	}
+	want := []string{
+		"table added public.customers [|table]",
+		"column added public.orders.note [|text NULL]",
+		"index added public.orders_total [|CREATE INDEX orders_total ON public.orders USING btree (total)]",
+	}
+	if len(d.Changes) != 4 || d.Total != 4 || d.Truncated || strings.Join(got[:3], "\n") != strings.Join(want, "\n") ||
+		!strings.HasPrefix(got[3], "view removed public.big_orders [") || d.Changes[3].After != "" || !strings.Contains(d.Changes[3].Before, "total > ") {
+		t.Fatalf("diff:\n%s", strings.Join(got, "\n"))
+	}
+
+	if _, err := prv.Exec(t.Context(), `ALTER TABLE orders ALTER COLUMN total SET DEFAULT 1`); err != nil {
+		t.Fatal(err)
+	}
+	d, err = e.Svc.Previews().SchemaDiff(t.Context(), p, res.Preview.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changed *appliance.SchemaChange
+	for _, c := range d.Changes {
+		if c.Change == "changed" {
+			changed = c
+		}
+	}
+	if d.Total != 5 || changed == nil || changed.Name != "orders.total" || changed.Before != "numeric NOT NULL DEFAULT 0" || changed.After != "numeric NOT NULL DEFAULT 1" {
+		t.Fatalf("changed default: %+v %+v", d, changed)
+	}
+
+	cr, err := e.Svc.Migrate().RequestCutover(t.Context(), p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: res.Preview.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr.CutoverRequest.SchemaDiffURL != "/v1/preview-databases/"+res.Preview.ID+"/schema-diff" {
+		t.Fatalf("cutover request: %+v", cr.CutoverRequest)
+	}
+	_, err = e.Svc.Previews().SchemaDiff(t.Context(), p, "prv_unknown")
+	wantKind(t, err, appliance.KindNotFound)
+}

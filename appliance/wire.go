@@ -73,6 +73,8 @@ type (
 	CutoverRequestList     = api.CutoverRequestList
 	CutoverRequestResponse = api.CutoverRequestResponse
 	CutoverJobResponse     = api.CutoverJobResponse
+	SchemaChange           = api.SchemaChange
+	SchemaDiff             = api.SchemaDiff
 	CreateCutoverRequest   = api.CreateCutoverRequest
 	ApproveCutoverRequest  = api.ApproveCutoverRequest
 	RejectCutoverRequest   = api.RejectCutoverRequest

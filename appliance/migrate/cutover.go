@@ -41,12 +41,16 @@ const (
 const JobCutoverPromote = "cutover.promote"
 
 func cutoverView(r *store.CutoverRequest) *api.CutoverRequest {
-	return &api.CutoverRequest{ID: r.ID, OrganizationID: r.OrganizationID, ProjectID: r.ProjectID, PreviewDatabaseID: r.PreviewID,
+	v := &api.CutoverRequest{ID: r.ID, OrganizationID: r.OrganizationID, ProjectID: r.ProjectID, PreviewDatabaseID: r.PreviewID,
 		PreviewName: r.PreviewName, PreCutoverBackupID: r.PreCutoverBackupID, PromoteJobID: r.PromoteJobID, RequestedByActorID: r.RequestedByActorID,
 		RequestedByActorKind: r.RequestedByActorKind, AckByUserID: r.AckByUserID, CustomerNote: r.CustomerNote,
 		OperatorNote: r.OperatorNote, ExternalTicketRef: r.ExternalTicketRef, RejectedReason: r.RejectedReason,
 		LastError: r.LastError, Status: r.Status, AckAt: r.AckAt, CompletedAt: r.CompletedAt, CreatedAt: r.CreatedAt,
 		UpdatedAt: r.UpdatedAt}
+	if liveCutover(r) {
+		v.SchemaDiffURL = "/v1/preview-databases/" + r.PreviewID + "/schema-diff"
+	}
+	return v
 }
 
 type cutoverPayload struct {

@@ -13,6 +13,7 @@ package previews
 import (
 	"context"
 	"errors"
+	"github.com/jackc/pgx/v5"
 	"log/slog"
 	"time"
 
@@ -106,6 +107,9 @@ type Host interface {
 	// SettleRemoved records, in tx, that the project's instance instID ("" for none) was removed and a
 	// change of the project (the instances' states are the root's).
 	SettleRemoved(tx *store.Tx, instID, projectID string, change func(*store.Project)) error
+	// AdminConn is a superuser session in a database of the instance (the schema diff reads the catalogs of
+	// a preview and its project; the admin password is sealed with the root's box).
+	AdminConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error)
 	// LiftStorageLock lifts the project's storage lock (the storage guard is the root's).
 	LiftStorageLock(ctx context.Context, projectID string) error
 }

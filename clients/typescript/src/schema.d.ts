@@ -892,6 +892,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/preview-databases/{previewID}/schema-diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What a preview's schema adds, removes and changes against its project's (tables, columns, constraints, indexes, views, functions, extensions): shown before a cutover
+         * @description Needs an API key or a session token. Required scope: `projects:read`.
+         */
+        get: operations["getPreviewDatabasesByPreviewIDSchemaDiff"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects": {
         parameters: {
             query?: never;
@@ -2530,6 +2550,8 @@ export interface components {
             requested_by_actor_id: string;
             /** @enum {string} */
             requested_by_actor_kind: "user" | "api_key";
+            /** @description the path of the preview's schema diff against the project (GET; empty once the request ended): what an approval would change */
+            schema_diff_url: string;
             status: components["schemas"]["CutoverStatus"];
             /** Format: date-time */
             updated_at: string;
@@ -3482,6 +3504,34 @@ export interface components {
         };
         ScheduledBackupResponse: {
             scheduled_backup: components["schemas"]["ScheduledBackup"];
+        };
+        SchemaChange: {
+            /** @description the preview's definition (empty when removed) */
+            after: string;
+            /** @description the project's definition (empty when added); long definitions are cut at 2000 characters */
+            before: string;
+            /**
+             * @description added: in the preview only; removed: in the project only; changed: in both, defined differently
+             * @enum {string}
+             */
+            change: "added" | "removed" | "changed";
+            /** @enum {string} */
+            kind: "extension" | "table" | "column" | "constraint" | "index" | "view" | "function";
+            /** @description the object's name: table.column and table.constraint for those; a function with its argument types */
+            name: string;
+            /** @description empty for an extension */
+            schema: string;
+        };
+        SchemaDiff: {
+            /** @description by kind (extension, table, column, constraint, index, view, function), then schema and name; at most 500 */
+            changes: components["schemas"]["SchemaChange"][];
+            /** @description the database compared on both sides (the project's, which the preview has too) */
+            database: string;
+            preview_database_id: string;
+            project_id: string;
+            /** @description the changes found, Changes holds the first 500 */
+            total: number;
+            truncated: boolean;
         };
         /** @enum {string} */
         Scope: "projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write";
@@ -6373,6 +6423,57 @@ export interface operations {
             507: components["responses"]["InsufficientStorage"];
         };
     };
+    getPreviewDatabasesByPreviewIDSchemaDiff: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the preview ID */
+                previewID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "changes": [
+                     *         {
+                     *           "after": "example",
+                     *           "before": "example",
+                     *           "change": "added",
+                     *           "kind": "extension",
+                     *           "name": "example",
+                     *           "schema": "example"
+                     *         }
+                     *       ],
+                     *       "database": "example",
+                     *       "preview_database_id": "example",
+                     *       "project_id": "example",
+                     *       "total": 1,
+                     *       "truncated": true
+                     *     } */
+                    "application/json": components["schemas"]["SchemaDiff"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
     getProjects: {
         parameters: {
             query?: {
@@ -7418,6 +7519,7 @@ export interface operations {
                      *           "rejected_reason": "example",
                      *           "requested_by_actor_id": "example",
                      *           "requested_by_actor_kind": "user",
+                     *           "schema_diff_url": "example",
                      *           "status": "open",
                      *           "updated_at": "2026-01-31T12:00:00Z"
                      *         }
@@ -7484,6 +7586,7 @@ export interface operations {
                      *         "rejected_reason": "example",
                      *         "requested_by_actor_id": "example",
                      *         "requested_by_actor_kind": "user",
+                     *         "schema_diff_url": "example",
                      *         "status": "open",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
@@ -7545,6 +7648,7 @@ export interface operations {
                      *         "rejected_reason": "example",
                      *         "requested_by_actor_id": "example",
                      *         "requested_by_actor_kind": "user",
+                     *         "schema_diff_url": "example",
                      *         "status": "open",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
@@ -7610,6 +7714,7 @@ export interface operations {
                      *         "rejected_reason": "example",
                      *         "requested_by_actor_id": "example",
                      *         "requested_by_actor_kind": "user",
+                     *         "schema_diff_url": "example",
                      *         "status": "open",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       },
@@ -7703,6 +7808,7 @@ export interface operations {
                      *         "rejected_reason": "example",
                      *         "requested_by_actor_id": "example",
                      *         "requested_by_actor_kind": "user",
+                     *         "schema_diff_url": "example",
                      *         "status": "open",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
