@@ -2,16 +2,18 @@ import { useState } from 'preact/hooks'
 import { del, get, post, seg, type Connections, type Me, type Schemas } from '../api'
 import { Badge, Empty, ErrorBox, Form, isOrgAdmin, SecretField, Table, useListAction, when } from '../ui'
 import { useProjectLoad } from '../events'
+import { DiffToggle, SchemaDiffView, sourceBody, SourceFields, sourceText, type Source } from './branches'
 
 type Preview = Schemas['PreviewDatabase']
 type Cutover = Schemas['CutoverRequest']
 
-/** The project's preview databases: create (clone or empty, with a TTL), connect, reset, extend, delete;
- * and their cutover requests (below). */
-export function PreviewsTab({ id, path, active, me }: { id: string; path: string; active: boolean; me: Me }) {
+/** The project's preview databases as a tree under the project: create (empty, or the data as of now, a
+ * past time or a restore point, with a TTL), connect, compare schemas, reset, extend, delete; and their
+ * cutover requests (below), each with the schema changes an approval would bring. */
+export function PreviewsTab({ id, path, active, me, projectName }: { id: string; path: string; active: boolean; me: Me; projectName: string }) {
   const list = useProjectLoad(id, () => get<{ preview_databases: Preview[] }>(path + '/preview-databases'), [path])
   const [name, setName] = useState('')
-  const [mode, setMode] = useState('clone')
+  const [source, setSource] = useState<Source>({ kind: 'clone', time: '', point: '' })
   const [ttl, setTTL] = useState(24)
   const [conns, setConns] = useState<{ id: string; c: Connections } | null>(null)
   const [error, act] = useListAction(list)
@@ -24,7 +26,7 @@ export function PreviewsTab({ id, path, active, me }: { id: string; path: string
         <Form
           label="Create a preview"
           onSubmit={async () => {
-            await post(path + '/preview-databases', { name: name || undefined, mode, ttl_hours: ttl })
+            await post(path + '/preview-databases', { name: name || undefined, ttl_hours: ttl, ...sourceBody(source) })
             setName('')
             list.reload()
           }}
@@ -34,13 +36,7 @@ export function PreviewsTab({ id, path, active, me }: { id: string; path: string
               <label for="preview-name">Name (optional)</label>
               <input id="preview-name" maxLength={63} value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
             </div>
-            <div>
-              <label for="preview-mode">Contents</label>
-              <select id="preview-mode" value={mode} onChange={(e) => setMode((e.target as HTMLSelectElement).value)}>
-                <option value="clone">the project's data as of now</option>
-                <option value="empty">empty (same names)</option>
-              </select>
-            </div>
+            <SourceFields path={path} value={source} onChange={setSource} />
             <div>
               <label for="preview-ttl">Hours to keep</label>
               <input id="preview-ttl" type="number" min={1} max={720} value={ttl} onInput={(e) => setTTL(Number((e.target as HTMLInputElement).value))} />
@@ -62,13 +58,24 @@ export function PreviewsTab({ id, path, active, me }: { id: string; path: string
       )}
       {list.data && list.data.preview_databases.length === 0 && <Empty>No previews. Create one to try a change on a copy of the data.</Empty>}
       {list.data && list.data.preview_databases.length > 0 && (
-        <Table cols={['Preview', 'State', { label: 'Deleted at', sm: true }, { label: 'Actions', hidden: true }]}>
-          {list.data.preview_databases.map((p) => (
-            <tr key={p.id}>
+        <Table cols={['Project and its previews', 'State', { label: 'Deleted at', sm: true }, { label: 'Actions', hidden: true }]}>
+          <tr key="project" class="tree-root">
+            <td colSpan={4}>
+              <strong>{projectName}</strong> <span class="hint">the project · {list.data.preview_databases.length} preview{list.data.preview_databases.length === 1 ? '' : 's'}</span>
+            </td>
+          </tr>
+          {list.data.preview_databases.map((p, i, all) => (
+            <tr key={p.id} class="tree-child">
               <td>
-                {p.name}
-                <div class="hint">{p.mode === 'clone' ? 'data as of ' + when(p.source_restore_time ?? '') : 'empty'}</div>
-                {p.last_error && <div class="hint">{p.last_error}</div>}
+                <span class="tree-branch" aria-hidden="true">
+                  {i === all.length - 1 ? '└─' : '├─'}
+                </span>
+                <span class="tree-node">
+                  {p.name}
+                  <div class="hint">{sourceText(p)}</div>
+                  {p.last_error && <div class="hint">{p.last_error}</div>}
+                  {p.state === 'active' && <DiffToggle previewID={p.id} name={p.name} />}
+                </span>
               </td>
               <td>
                 <Badge value={p.state} />
@@ -145,6 +152,7 @@ function Cutovers({ id, path, previews, admin }: { id: string; path: string; pre
               {r.customer_note && <div class="hint">{r.customer_note}</div>}
               {r.rejected_reason && <div class="hint">Rejected: {r.rejected_reason}</div>}
               {r.last_error && <div class="hint">{r.last_error}</div>}
+              {r.status === 'open' && r.schema_diff_url && <SchemaDiffView previewID={r.preview_database_id} name={name(r.preview_database_id)} />}
               {r.pre_cutover_backup_id && (
                 <div class="hint">
                   The project was backed up first (<a href={'/projects/' + id + '/backups'}>Backups</a>).

@@ -184,7 +184,7 @@ export function Project({ id, tab = '', me }: { id: string; tab?: string; me: Me
           {tab === 'logs' && <LogsTab id={id} path={path} />}
           {tab === 'data' && <DataTab id={id} path={path} />}
           {tab === 'imports' && <ImportsTab path={path} projectName={p.name} me={me} />}
-          {tab === 'previews' && <PreviewsTab id={id} path={path} active={active} me={me} />}
+          {tab === 'previews' && <PreviewsTab id={id} path={path} active={active} me={me} projectName={p.name} />}
           {tab === 'kv' && <KVTab id={id} path={path} orgID={p.organization_id} active={active} />}
           {tab === 'extensions' && <ExtensionsTab path={path} />}
           {tab === 'settings' && <SettingsTab path={path} project={p} reload={prj.reload} me={me} />}
