@@ -100,7 +100,7 @@ func readSchema(ctx context.Context, conn *pgx.Conn) (map[string]schemaObject, e
 // what both have defined differently (changed), by kind, schema and name; the parts of a table added or
 // removed as a whole are left out.
 func diffSchemas(project, preview map[string]schemaObject) []*api.SchemaChange {
-	var out []*api.SchemaChange
+	out := []*api.SchemaChange{}
 	cut := func(s string) string {
 		if len(s) > 2000 {
 			return strings.ToValidUTF8(s[:2000], "") + "…"
