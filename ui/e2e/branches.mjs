@@ -36,6 +36,7 @@ export async function run(page, { ask, shoot, base }) {
   if ((await row.locator('.tree-branch').innerText()).trim() !== '└─') fail('the preview is not drawn as the project\'s branch')
 
   await page.getByRole('button', { name: 'Connect to e2e branch' }).click()
+  await page.getByRole('button', { name: 'Show Preview direct connection' }).click()
   const url = await page.getByLabel('Preview direct connection', { exact: true }).inputValue()
   await page.getByRole('button', { name: 'Done' }).click()
   await ask('write', url + ' ALTER TABLE todo ADD COLUMN branch_note text NOT NULL DEFAULT \'\'; CREATE INDEX todo_branch_note ON todo (branch_note); CREATE TABLE branch_only (id int PRIMARY KEY)')
