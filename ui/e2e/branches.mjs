@@ -41,7 +41,7 @@ export async function run(page, { ask, shoot, base }) {
   await page.getByRole('button', { name: 'Done' }).click()
   await ask('write', url + ' ALTER TABLE todo ADD COLUMN branch_note text NOT NULL DEFAULT \'\'; CREATE INDEX todo_branch_note ON todo (branch_note); CREATE TABLE branch_only (id int PRIMARY KEY)')
 
-  await page.getByRole('button', { name: 'Show the schema changes of e2e branch' }).click()
+  await page.getByRole('button', { name: 'Show schema changes of e2e branch' }).click()
   const diff = page.getByRole('region', { name: 'Schema changes of e2e branch' })
   await diff.getByText('3 schema changes against the project:').waitFor({ timeout: 20000 })
   const items = (await diff.getByRole('listitem').allInnerTexts()).map((s) => s.replace(/\s+/g, ' ').trim())

@@ -134,8 +134,8 @@ export function DiffToggle({ previewID, name, open = false }: { previewID: strin
   const [shown, setShown] = useState(open)
   return (
     <div>
-      <button class="linkish" aria-expanded={shown} aria-label={(shown ? 'Hide' : 'Show') + ' the schema changes of ' + name} onClick={() => setShown(!shown)}>
-        {shown ? 'Hide schema changes' : 'Schema changes'}
+      <button class="linkish" aria-expanded={shown} aria-label={(shown ? 'Hide' : 'Show') + ' schema changes of ' + name} onClick={() => setShown(!shown)}>
+        {shown ? 'Hide schema changes' : 'Show schema changes'}
       </button>
       {shown && <SchemaDiffView previewID={previewID} name={name} />}
     </div>
