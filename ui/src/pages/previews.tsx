@@ -152,7 +152,7 @@ function Cutovers({ id, path, previews, admin }: { id: string; path: string; pre
               {r.customer_note && <div class="hint">{r.customer_note}</div>}
               {r.rejected_reason && <div class="hint">Rejected: {r.rejected_reason}</div>}
               {r.last_error && <div class="hint">{r.last_error}</div>}
-              {r.status === 'open' && r.schema_diff_url && <SchemaDiffView previewID={r.preview_database_id} name={name(r.preview_database_id)} />}
+              {r.status === 'open' && r.schema_diff_url && <SchemaDiffView previewID={r.preview_database_id} name={name(r)} />}
               {r.pre_cutover_backup_id && (
                 <div class="hint">
                   The project was backed up first (<a href={'/projects/' + id + '/backups'}>Backups</a>).
