@@ -69,11 +69,14 @@ export function CopyField({ label, value }: { label: string; value: string }) {
 /** SecretField is how every secret is shown (a password, a connection URL with its password, a token, a
  * signing secret, an API key): masked until "Show", "Hide" masks it again, and "Copy" copies it whole
  * without showing it. The value is not in the page while masked. */
-export function SecretField({ label, value }: { label: string; value: string }) {
-  return <Field label={label} value={value} secret />
+export function SecretField({ label, value, hide }: { label: string; value: string; hide?: string[] }) {
+  return <Field label={label} value={value} secret hide={hide} />
 }
 
-function Field({ label, value, secret }: { label: string; value: string; secret: boolean }) {
+/** Field: a value of several lines (a code snippet) shows in a read-only text area; hide, when given, are
+ * the forms the secret takes in value (masked wherever they occur, the rest readable). */
+function Field({ label, value, secret, hide }: { label: string; value: string; secret: boolean; hide?: string[] }) {
+  const cover = () => (hide?.length ? hide.filter(Boolean).reduce((v, h) => v.split(h).join('••••••'), value) : masked(value))
   const [copied, setCopied] = useState(false)
   const [shown, setShown] = useState(!secret)
   const [error, setError] = useState('')
@@ -93,7 +96,11 @@ function Field({ label, value, secret }: { label: string; value: string; secret:
     <div class="copy">
       <label for={id}>{label}</label>
       <div class="copy-row">
-        <input id={id} readOnly value={shown ? value : masked(value)} onFocus={(e) => (e.target as HTMLInputElement).select()} />
+        {value.includes('\n') ? (
+          <textarea id={id} class="snippet" readOnly rows={value.split('\n').length} spellcheck={false} value={shown ? value : cover()} />
+        ) : (
+          <input id={id} readOnly value={shown ? value : cover()} onFocus={(e) => (e.target as HTMLInputElement).select()} />
+        )}
         {secret && (
           <button type="button" onClick={() => setShown(!shown)} aria-label={(shown ? 'Hide ' : 'Show ') + label} aria-pressed={shown}>
             {shown ? 'Hide' : 'Show'}

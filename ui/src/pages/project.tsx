@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks'
 import { get, post, seg, type Connections, type Job, type Me, type Project as P, type Schemas } from '../api'
-import { Badge, CopyField, Empty, ErrorBox, Form, SecretField, Table, lazy, useLoad, useTitle, when } from '../ui'
+import { Badge, Empty, ErrorBox, Form, Table, lazy, useLoad, useTitle, when } from '../ui'
 import { bytes } from './overview'
 import { useProjectEvents, useProjectLoad } from '../events'
 import { ImportsTab, ScheduleCard } from './imports'
@@ -9,6 +9,7 @@ import { KVTab } from './kv'
 import { LogsTab } from './logs'
 import { PreviewsTab } from './previews'
 import { SQLTab, TablesTab } from './studio'
+import { ConnectCard } from './connect'
 
 // The Monitoring tab (and uPlot, its charts) is a chunk of its own, fetched when the tab is opened.
 const MonitoringTab = lazy(() => import('./monitoring').then((m) => m.MonitoringTab))
@@ -217,24 +218,7 @@ function Overview({ p, active, conns }: { p: P; active: boolean; conns: ReturnTy
             <dt>Created</dt>
             <dd>{when(p.created_at)}</dd>
           </dl>
-          <section class="card">
-            <h2>Connect</h2>
-            {!active && <p>Connection strings appear once the project is active.</p>}
-            <ErrorBox error={conns.error} />
-            {conns.data && (
-              <>
-                <SecretField label="Direct connection" value={conns.data.connections.direct_url} />
-                <SecretField label="Pooled connection (PgBouncer, transaction mode)" value={conns.data.connections.pooled_url} />
-                <p class="hint">
-                  The URLs verify the server (sslmode=verify-full) against the appliance's CA: on another machine, point sslrootcert at{' '}
-                  <a href="/v1/ca.crt" download="appliance-ca.crt">
-                    the CA certificate
-                  </a>
-                  .
-                </p>
-              </>
-            )}
-          </section>
+          <ConnectCard conns={conns.data?.connections} error={conns.error} active={active} />
         </>
   )
 }
