@@ -67,7 +67,7 @@ func TestMemberKeysNeverExceedTheMember(t *testing.T) {
 		"POST /v1/projects/{projectID}/approvals", "POST /v1/organizations/{orgID}/members",
 		"PATCH /v1/organizations/{orgID}/members/{userID}", "DELETE /v1/organizations/{orgID}/members/{userID}",
 		"POST /v1/projects/{projectID}/imports", "PATCH /v1/organizations/{orgID}",
-		"PUT /v1/projects/{projectID}/scheduled-backups/default",
+		"PUT /v1/projects/{projectID}/scheduled-backups/default", "DELETE /v1/projects/{projectID}/databases/{databaseName}",
 	} {
 		if !compared[name] {
 			t.Errorf("%s: the member's session was not refused, so the walk did not compare the key there", name)

@@ -634,6 +634,19 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("POST", project+"/credentials/rotate", "/v1/projects/{projectID}/credentials/rotate", b.adminKey, map[string]any{"overlap_seconds": -1}, 400)
 	call("DELETE", project, "/v1/projects/{projectID}", b.adminKey, nil, 403)
 
+	dbs, roles := "/v1/projects/{projectID}/databases", "/v1/projects/{projectID}/roles"
+	call("GET", project+"/databases", dbs, b.adminKey, nil, 200)
+	call("POST", project+"/databases", dbs, b.adminKey, map[string]any{"name": "conformance"}, 201)
+	call("POST", project+"/databases", dbs, b.adminKey, map[string]any{"name": "conformance"}, 409)
+	call("POST", project+"/databases", dbs, b.adminKey, map[string]any{"name": "template1"}, 400)
+	call("DELETE", project+"/databases/conformance", dbs+"/{databaseName}", member, nil, 403)
+	call("DELETE", project+"/databases/conformance", dbs+"/{databaseName}", b.adminKey, nil, 200)
+	call("DELETE", project+"/databases/conformance", dbs+"/{databaseName}", b.adminKey, nil, 404)
+	call("GET", project+"/roles", roles, b.adminKey, nil, 200)
+	call("POST", project+"/roles", roles, b.adminKey, map[string]any{"name": "conformance"}, 201)
+	call("POST", project+"/roles", roles, b.adminKey, map[string]any{"name": "conformance"}, 409)
+	call("POST", project+"/roles/conformance/reset-password", roles+"/{roleName}/reset-password", b.adminKey, nil, 200)
+	call("POST", project+"/roles/nobody/reset-password", roles+"/{roleName}/reset-password", b.adminKey, nil, 404)
 	ext := "/v1/projects/{projectID}/extensions"
 	call("GET", project+"/extensions", ext, b.adminKey, nil, 200)
 	call("POST", project+"/extensions", ext, b.adminKey, map[string]any{"name": "citext"}, 202)

@@ -221,6 +221,14 @@ func newFixtures(b *bundle) *fixtures {
 	if r := b.do("POST", "/v1/projects/"+f.prjA.ID+"/sql", b.adminKey, map[string]any{"query": "CREATE TABLE fixture_rows (id serial PRIMARY KEY, note text); INSERT INTO fixture_rows (note) SELECT 'row' FROM generate_series(1, 10)"}); r.status != http.StatusOK {
 		b.t.Fatalf("create the studio's table: %d %s", r.status, r.body)
 	}
+	// A database and a role of prjA made through their endpoints: the drop's and the password reset's.
+	for _, r := range []struct{ path, name string }{{"/databases", "fixture_db"}, {"/roles", "fixture_role"}} {
+		if res := b.do("POST", "/v1/projects/"+f.prjA.ID+r.path, b.adminKey, map[string]any{"name": r.name}); res.status != http.StatusCreated {
+			b.t.Fatalf("create %s %s: %d %s", r.path, r.name, res.status, res.body)
+		}
+	}
+	f.params["databaseName"] = fixtureParam{value: "fixture_db", project: f.prjA.ID}
+	f.params["roleName"] = fixtureParam{value: "fixture_role", project: f.prjA.ID}
 	f.params["schema"] = fixtureParam{value: "public", project: f.prjA.ID}
 	f.params["table"] = fixtureParam{value: "fixture_rows", project: f.prjA.ID}
 	// An alert of prjA and a statement its top-queries snapshots saw (the sampler's records).
@@ -265,6 +273,8 @@ func newFixtures(b *bundle) *fixtures {
 		"POST /v1/projects/{projectID}/cutover-requests":                    map[string]any{"preview_id": cutPreview, "customer_note": "fixture"},
 		"POST /v1/projects/{projectID}/cutover-requests/{requestID}/reject": map[string]any{"rejected_reason": "fixture"},
 		"POST /v1/projects/{projectID}/sql":                                 map[string]any{"query": "SELECT 1"},
+		"POST /v1/projects/{projectID}/databases":                           map[string]any{"name": "fixture_new_db"},
+		"POST /v1/projects/{projectID}/roles":                               map[string]any{"name": "fixture_new_role"},
 		"POST /v1/projects/{projectID}/tables/{schema}/{table}/rows":        map[string]any{"rows": []any{map[string]any{"note": "fixture"}}},
 		"PATCH /v1/projects/{projectID}/tables/{schema}/{table}/rows":       map[string]any{"match": map[string]any{"id": 1}, "set": map[string]any{"note": "fixture"}},
 		"DELETE /v1/projects/{projectID}/tables/{schema}/{table}/rows":      map[string]any{"match": map[string]any{"id": 2}},

@@ -43,6 +43,8 @@ type Manager struct {
 	cfg Config
 	// spareConns holds an admin connection to each spare this process prepared (see TakeSpareConn).
 	spareConns sync.Map // instance ID → *pgx.Conn
+	// userLists serializes each instance's pooler user list (SyncPoolerUsers).
+	userLists sync.Map // instance ID → *sync.Mutex
 }
 
 // New makes a Manager.

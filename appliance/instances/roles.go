@@ -3,7 +3,9 @@ package instances
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 
@@ -127,12 +129,58 @@ func PrepareDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Project, da
 	return err
 }
 
-// SyncPoolerUsers writes the SCRAM verifiers of the project's logins for PgBouncer (conn: an admin
-// session of its instance).
+// SyncPoolerUsers writes the SCRAM verifiers of the project's logins, and of the roles created through the
+// roles endpoints (TenantRoles), for PgBouncer (conn: an admin session of its instance). The read and the
+// write are one step per instance: the last writer has read every role changed before it.
 func (m *Manager) SyncPoolerUsers(ctx context.Context, conn *pgx.Conn, inst *store.Instance, prj *store.Project) error {
+	mu, _ := m.userLists.LoadOrStore(inst.ID, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
 	v, err := postgres.ScramVerifiers(ctx, conn, prj.RoleName, AltRole(prj.RoleName))
 	if err != nil {
 		return err
 	}
+	extra, err := TenantRoles(ctx, conn, prj)
+	if err != nil {
+		return err
+	}
+	if len(extra) > 0 {
+		ev, err := postgres.ScramVerifiers(ctx, conn, extra...)
+		if err != nil {
+			return err
+		}
+		maps.Copy(v, ev)
+	}
 	return m.Pooler(inst, prj).WriteUsers(v)
+}
+
+// ReservedRoleName reports whether a role name is one the tenant may not create, alter or drop through the
+// roles endpoints: PostgreSQL's (postgres, public, pg_…), the appliance's (appliance…, its admin), the
+// project's two logins.
+func ReservedRoleName(prj *store.Project, name string) bool {
+	return name == "postgres" || name == "public" || name == "none" || strings.HasPrefix(name, "pg_") ||
+		strings.HasPrefix(name, "appliance") || name == postgres.AdminRole || name == prj.RoleName || name == AltRole(prj.RoleName)
+}
+
+// TenantRoles are the roles created through the roles endpoints: those that may log in, with a SCRAM
+// password, and neither superuser, replication nor CREATEROLE, nor a reserved name (ReservedRoleName).
+// conn is an admin session (pg_authid).
+func TenantRoles(ctx context.Context, conn *pgx.Conn, prj *store.Project) ([]string, error) {
+	rows, err := conn.Query(ctx, `SELECT rolname::text FROM pg_catalog.pg_authid
+		WHERE rolcanlogin AND NOT rolsuper AND NOT rolreplication AND NOT rolcreaterole AND NOT rolbypassrls
+		AND rolpassword LIKE 'SCRAM-SHA-256$%' ORDER BY rolname`)
+	if err != nil {
+		return nil, fmt.Errorf("read roles: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read roles: %w", err)
+	}
+	out := names[:0]
+	for _, n := range names {
+		if !ReservedRoleName(prj, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
 }

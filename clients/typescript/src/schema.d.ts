@@ -12,7 +12,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Liveness (503 when the metadata store does not answer or refuses writes)
+         * Liveness
          * @description No authentication.
          */
         get: operations["getHealthz"];
@@ -94,7 +94,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Sign in to the built-in identity provider (401 for a wrong email or password, 403 for a sign-in from another site or into an organization the user is not a member of)
+         * Sign in to the built-in identity provider
          * @description No authentication. Rate limited by the `strict` bucket in addition to the general one.
          */
         post: operations["postAuthSessions"];
@@ -486,7 +486,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Update an organization's profile (409 when the slug is taken)
+         * Update an organization's profile
          * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
          */
         patch: operations["patchOrganizationsByOrgID"];
@@ -892,26 +892,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/preview-databases/{previewID}/schema-diff": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * What a preview's schema adds, removes and changes against its project's (tables, columns, constraints, indexes, views, functions, extensions): shown before a cutover
-         * @description Needs an API key or a session token. Required scope: `projects:read`.
-         */
-        get: operations["getPreviewDatabasesByPreviewIDSchemaDiff"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/v1/projects": {
         parameters: {
             query?: never;
@@ -951,7 +931,7 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Delete a project and its data (410 once it has been deleted)
+         * Delete a project and its data
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         delete: operations["deleteProjectsByProjectID"];
@@ -1078,7 +1058,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Mint a single-use approval token (410 for a deleted project)
+         * Mint a single-use approval token
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         post: operations["postProjectsByProjectIDApprovals"];
@@ -1251,6 +1231,50 @@ export interface paths {
          */
         post: operations["postProjectsByProjectIDCutoverRequestsByRequestIDReject"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/databases": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The databases of the project's server (its own flagged reserved)
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDDatabases"];
+        put?: never;
+        /**
+         * Create a database (reachable directly and through the pooler at once)
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDDatabases"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/databases/{databaseName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Drop a database created here, ending its sessions (admin role; the project's own and PostgreSQL's are refused)
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        delete: operations["deleteProjectsByProjectIDDatabasesByDatabaseName"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1652,26 +1676,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/projects/{projectID}/logs/download": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Download the entries of a range as newline-delimited JSON (one entry a line, oldest first, at most 100000; the logs' filters; limit and cursor ignored)
-         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
-         */
-        get: operations["getProjectsByProjectIDLogsDownload"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/v1/projects/{projectID}/logs/stream": {
         parameters: {
             query?: never;
@@ -1854,6 +1858,50 @@ export interface paths {
          * @description Needs an API key or a session token. Required scope: `backups:write`. Project-scoped API keys may act only on their own project.
          */
         post: operations["postProjectsByProjectIDRestores"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/roles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The project's role (reserved) and the login roles created here
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDRoles"];
+        put?: never;
+        /**
+         * Create a login role (no superuser, replication, CREATEROLE or CREATEDB) with a generated password, returned once (needs credentials:read too)
+         * @description Needs an API key or a session token. Required scopes: `projects:write`, `credentials:read` (all of them). Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDRoles"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/roles/{roleName}/reset-password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give a role created here a new generated password, returned once (needs credentials:read too); the old one stops logging in
+         * @description Needs an API key or a session token. Required scopes: `projects:write`, `credentials:read` (all of them). Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDRolesByRoleNameResetPassword"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2167,7 +2215,7 @@ export interface components {
             project_id: string;
             /** Format: date-time */
             revoked_at: string | null;
-            scopes: components["schemas"]["Scope"][];
+            scopes: ("projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write")[];
             source: string;
         };
         APIKeyList: {
@@ -2193,8 +2241,11 @@ export interface components {
             name?: string;
             /** @description initial password of a new user (at least 12 characters); absent: one is generated and returned once */
             password?: string;
-            /** @description owner, admin or member (only owners may add owners) */
-            role: components["schemas"]["Role"];
+            /**
+             * @description owner, admin or member (only owners may add owners)
+             * @enum {string}
+             */
+            role: "owner" | "admin" | "member";
         };
         AddedMember: {
             /** @description the generated password of a newly created user, shown once; empty when the user existed or a password was given */
@@ -2206,8 +2257,6 @@ export interface components {
         };
         Advice: {
             available: boolean;
-            /** Format: date-time */
-            computed_at: string;
             cost_estimates_available: boolean;
             min_filter: number;
             min_selectivity: number;
@@ -2219,28 +2268,22 @@ export interface components {
         AdvisorResponse: {
             advisor: components["schemas"]["Advice"];
         };
-        /** @enum {string} */
-        AlertKind: "storage" | "connections" | "long_transaction" | "backup_failed" | "instance_crashed" | "backup_unrestorable" | "data_missing" | "backup_store_unreachable";
         AlertList: {
             alerts: components["schemas"]["ProjectAlert"][];
         };
         AlertResponse: {
             alert: components["schemas"]["ProjectAlert"];
         };
-        /** @enum {string} */
-        AlertSeverity: "warning" | "critical";
         Approval: {
-            action: components["schemas"]["ApprovalAction"];
+            action: string;
             /** Format: date-time */
             expires_at: string;
             id: string;
             token: string;
         };
-        /** @enum {string} */
-        ApprovalAction: "project.delete";
         ApprovalRequest: {
-            /** @description the action to approve */
-            action: components["schemas"]["ApprovalAction"];
+            /** @description the action to approve: project.delete */
+            action: string;
         };
         ApprovalResponse: {
             approval: components["schemas"]["Approval"];
@@ -2277,10 +2320,11 @@ export interface components {
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
-            state: components["schemas"]["BackupState"];
+            /** @description pending, running, completed or failed */
+            state: string;
             verification_error: string;
-            /** @description pg_verifybackup's verdict */
-            verification_state: components["schemas"]["BackupVerificationState"];
+            /** @description pending, verified or failed (pg_verifybackup) */
+            verification_state: string;
             /** Format: date-time */
             verified_at: string | null;
         };
@@ -2289,20 +2333,17 @@ export interface components {
             /** @description where this project's backups live, and how its WAL archiving keeps up */
             storage: components["schemas"]["BackupStorage"];
         };
-        /** @enum {string} */
-        BackupState: "pending" | "running" | "completed" | "failed";
         BackupStorage: {
             /** @description null until the sampler read the project's server (it samples each active project every minute) */
             archiving: components["schemas"]["WALArchiving"] | null;
-            /** @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database */
-            kind: components["schemas"]["BackupStorageKind"];
+            /**
+             * @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database
+             * @enum {string}
+             */
+            kind: "bucket" | "local";
             /** @description the project's place in the store: s3://BUCKET/PREFIX/PROJECT_ID/ (never the endpoint or credentials), or the directory on the appliance's disk */
             location: string;
         };
-        /** @enum {string} */
-        BackupStorageKind: "bucket" | "local";
-        /** @enum {string} */
-        BackupVerificationState: "pending" | "verified" | "failed";
         CLILoginDetails: {
             device_name: string;
             /** Format: date-time */
@@ -2374,7 +2415,11 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            environment: components["schemas"]["Environment"];
+            /**
+             * @description production, staging or development
+             * @enum {string}
+             */
+            environment: "production" | "staging" | "development";
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -2382,7 +2427,11 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            plan: components["schemas"]["Plan"];
+            /**
+             * @description free, pro or scale
+             * @enum {string}
+             */
+            plan: "free" | "pro" | "scale";
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -2390,10 +2439,18 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            runtime_status: components["schemas"]["RuntimeStatus"];
+            /**
+             * @description provisioning, active, restarting, down or stopped
+             * @enum {string}
+             */
+            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
             slug: string;
             ssl_mode: string;
-            state: components["schemas"]["ProjectState"];
+            /**
+             * @description provisioning, active, failed, deleting or deleted
+             * @enum {string}
+             */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -2415,22 +2472,13 @@ export interface components {
         Component: {
             message: string;
             name: string;
-            status: components["schemas"]["ComponentStatus"];
+            /** @description operational, degraded or down */
+            status: string;
         };
-        /** @enum {string} */
-        ComponentStatus: "operational" | "degraded" | "down";
         Connections: {
-            /**
-             * Format: uri
-             * @description PostgreSQL's own port; sslmode=verify-full against the appliance CA
-             * @example postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full
-             */
+            /** @description PostgreSQL's own port; sslmode=verify-full against the appliance CA */
             direct_url: string;
-            /**
-             * Format: uri
-             * @description PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol)
-             * @example postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full
-             */
+            /** @description PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol) */
             pooled_url: string;
             username: string;
         };
@@ -2451,7 +2499,7 @@ export interface components {
             /** @description restricts the key to one project; organization scopes are then refused */
             project_id?: string;
             /** @description at least one of the ten scopes */
-            scopes: components["schemas"]["Scope"][];
+            scopes: ("projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write")[];
         };
         CreateBackupRequest: {
             /** @description at most 100 characters */
@@ -2465,6 +2513,12 @@ export interface components {
             /** @description an active preview database of this project */
             preview_id: string;
         };
+        CreateDatabaseRequest: {
+            /** @description lowercase letters, digits and underscores, starting with a letter or underscore, at most 63; not postgres, template0/1, pg_… or appliance… */
+            name: string;
+            /** @description the owning role: the project's role (the default) or a role created through the roles endpoint */
+            owner?: string;
+        };
         CreateEphemeralRequest: {
             /** @description 1 to 63 characters; default: a generated name */
             name?: string;
@@ -2473,23 +2527,24 @@ export interface components {
         };
         CreateExportRequest: Record<string, never>;
         CreatePreviewRequest: {
-            /** @description clone (default): the project's data as of now; empty: its database and role names, no data */
-            mode?: components["schemas"]["PreviewMode"];
+            /**
+             * @description clone (default): the project's data as of now; empty: its database and role names, no data
+             * @enum {string}
+             */
+            mode?: "empty" | "clone";
             /** @description 1 to 63 characters; default preview-<random> */
             name?: string;
-            /** @description a clone of the project as of this restore point of it (400 for another's, a deleted one, or with source_restore_time or mode empty) */
-            source_restore_point_id?: string;
-            /**
-             * Format: date-time
-             * @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now
-             */
+            /** @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now */
             source_restore_time?: string;
             /** @description hours until it is deleted, 1 to 720; default 24 */
             ttl_hours?: number;
         };
         CreateProjectRequest: {
-            /** @description default: production */
-            environment?: components["schemas"]["Environment"];
+            /**
+             * @description production (default), staging or development
+             * @enum {string}
+             */
+            environment?: "production" | "staging" | "development";
             /**
              * @description 1 to 63 characters
              * @example shop
@@ -2497,8 +2552,15 @@ export interface components {
             name: string;
             /** @description required for platform administrators; others create in their own organization */
             organization_id?: string;
-            /** @description default: free */
-            plan?: components["schemas"]["Plan"];
+            /**
+             * @description free (default), pro or scale
+             * @enum {string}
+             */
+            plan?: "free" | "pro" | "scale";
+        };
+        CreateRoleRequest: {
+            /** @description lowercase letters, digits and underscores, starting with a letter or underscore, at most 63; not postgres, pg_…, appliance… or the project's role */
+            name: string;
         };
         CreateUploadRequest: Record<string, never>;
         CreateWebhookEndpointRequest: {
@@ -2541,8 +2603,6 @@ export interface components {
             /** @description the backup of the project taken before the promotion (set at approval); restore it to undo a cutover */
             pre_cutover_backup_id: string;
             preview_database_id: string;
-            /** @description the preview's name when the cutover was requested (a completed cutover deletes the preview) */
-            preview_name: string;
             project_id: string;
             /** @description the cutover.promote job (set at approval) */
             promote_job_id: string;
@@ -2550,9 +2610,8 @@ export interface components {
             requested_by_actor_id: string;
             /** @enum {string} */
             requested_by_actor_kind: "user" | "api_key";
-            /** @description the path of the preview's schema diff against the project (GET; empty once the request ended): what an approval would change */
-            schema_diff_url: string;
-            status: components["schemas"]["CutoverStatus"];
+            /** @enum {string} */
+            status: "open" | "approved" | "promoting" | "completed" | "rejected" | "failed";
             /** Format: date-time */
             updated_at: string;
         };
@@ -2562,8 +2621,21 @@ export interface components {
         CutoverRequestResponse: {
             cutover_request: components["schemas"]["CutoverRequest"];
         };
-        /** @enum {string} */
-        CutoverStatus: "open" | "approved" | "promoting" | "completed" | "rejected" | "failed";
+        Database: {
+            name: string;
+            /** @description the role that owns it */
+            owner: string;
+            /** @description true for the project's own database, which cannot be dropped here */
+            reserved: boolean;
+            /** Format: int64 */
+            size_bytes: number;
+        };
+        DatabaseList: {
+            databases: components["schemas"]["Database"][];
+        };
+        DatabaseResponse: {
+            database: components["schemas"]["Database"];
+        };
         DeleteRowsRequest: {
             /** @description true to allow an empty match, deleting every row */
             all_rows?: boolean;
@@ -2578,10 +2650,6 @@ export interface components {
             deleted: boolean;
         };
         Download: {
-            /**
-             * Format: uri
-             * @example https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b
-             */
             download_url: string;
             /** Format: date-time */
             expires_at: string;
@@ -2598,25 +2666,19 @@ export interface components {
             hint?: string;
             message: string;
             pid?: number;
-            /** @description the pg_stat_statements queryid of the statement the server ran when it logged the line (decimal; a string, as it can exceed what a JSON number holds exactly); absent when it had none */
-            query_id?: string;
-            /** @description PostgreSQL's, mapped: DEBUG1-5 → debug, LOG → log, … PANIC → panic */
-            severity: components["schemas"]["LogSeverity"];
+            severity: string;
             sqlstate?: string;
             statement?: string;
             /** Format: date-time */
             timestamp: string;
             user?: string;
         };
-        /** @enum {string} */
-        Environment: "production" | "staging" | "development";
         EphemeralCreated: {
             /** @description eph_…: the only credential of the database until it is claimed; shown once */
             claim_token: string;
             /**
              * Format: uri
              * @description the dashboard page that claims it into an organization (the token is in the URL's fragment, which browsers never send)
-             * @example https://appliance.example.com/claim/prj_123#token=eph_abc
              */
             claim_url: string;
             ephemeral_database: components["schemas"]["EphemeralDatabase"];
@@ -2634,8 +2696,11 @@ export interface components {
             postgres_version: string;
             project_id: string;
             region: string;
-            /** @description the project's state: active once it accepts connections */
-            state: components["schemas"]["ProjectState"];
+            /**
+             * @description the project's state: active once it accepts connections
+             * @enum {string}
+             */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
         };
         EphemeralResponse: {
             /** @description null until the database is active */
@@ -2670,7 +2735,8 @@ export interface components {
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
-            state: components["schemas"]["ExportState"];
+            /** @description pending, running, completed, failed or expired */
+            state: string;
         };
         ExportJobResponse: {
             export_id: string;
@@ -2679,8 +2745,6 @@ export interface components {
         ExportList: {
             exports: components["schemas"]["Export"][];
         };
-        /** @enum {string} */
-        ExportState: "pending" | "running" | "completed" | "failed" | "expired";
         ExtendPreviewRequest: {
             /** @description hours from now until it is deleted, 1 to 720 */
             ttl_hours: number;
@@ -2714,28 +2778,22 @@ export interface components {
              * @description must be true: after the cutover the project no longer follows the source
              * @constant
              */
-            confirm: true;
+            confirm?: true;
         };
         FollowRequest: {
             /**
              * @description must be true: the source's schema is copied over the project's database
              * @constant
              */
-            confirm: true;
-            /**
-             * Format: uri
-             * @description the source database (see imports/preflight); its wal_level must be logical
-             * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
-             */
+            confirm?: true;
+            /** @description the source database (see imports/preflight); its wal_level must be logical */
             source_url: string;
         };
         Health: {
             service: string;
             /** @description ok when the process serves requests and its metadata store answers; degraded (still 200) when it is short of disk space and refuses writes (see /status); otherwise down (503) */
-            status: components["schemas"]["HealthStatus"];
+            status: string;
         };
-        /** @enum {string} */
-        HealthStatus: "ok" | "degraded";
         HistoryResponse: {
             samples: components["schemas"]["ObservabilitySample"][];
         };
@@ -2761,7 +2819,7 @@ export interface components {
              * @description must be true: an import overwrites the project's database
              * @constant
              */
-            confirm: true;
+            confirm?: true;
             /** @description the upload to restore; default the newest uploaded one */
             upload_id?: string;
         };
@@ -2782,7 +2840,8 @@ export interface components {
             id: string;
             organization_id: string;
             organization_name: string;
-            role: components["schemas"]["Role"];
+            /** @enum {string} */
+            role: "owner" | "admin" | "member";
         };
         InvitationDone: {
             deleted: boolean;
@@ -2842,25 +2901,18 @@ export interface components {
         KVCredentials: {
             redis_host: string;
             redis_port: number;
-            /**
-             * Format: uri
-             * @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere
-             * @example rediss://kv.example.com:6380
-             */
+            /** @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere */
             redis_url: string;
             /** @description the store's token; null except in the create and rotate-token responses (only its SHA-256 is kept) */
             rest_token: string | null;
             /**
              * Format: uri
              * @description the Upstash-compatible REST front
-             * @example https://kv.example.com:8443
              */
             rest_url: string;
             /** @description always true: every connection and request presents the token */
             token_required: boolean;
         };
-        /** @enum {string} */
-        KVState: "provisioning" | "running" | "error" | "destroying";
         KVStore: {
             /** Format: date-time */
             created_at: string;
@@ -2882,7 +2934,8 @@ export interface components {
             persistence: "rdb";
             project_id: string;
             public_host: string;
-            state: components["schemas"]["KVState"];
+            /** @enum {string} */
+            state: "provisioning" | "running" | "error" | "destroying";
             /** @description the plaintext token; null except in the create and rotate-token responses */
             token: string | null;
             /** @description the token's first 11 characters, to tell tokens apart */
@@ -2896,8 +2949,6 @@ export interface components {
         KVStoreResult: {
             kv_store: components["schemas"]["KVStore"];
         };
-        /** @enum {string} */
-        LogSeverity: "debug" | "log" | "info" | "notice" | "warning" | "error" | "fatal" | "panic" | "detail";
         Logs: {
             entries: components["schemas"]["Entry"][];
             /** @description pass as cursor to read what comes after the last entry (also when there were none) */
@@ -2910,14 +2961,6 @@ export interface components {
             /** @description null for a platform admin acting in no organization */
             organization: components["schemas"]["Organization"] | null;
             principal: components["schemas"]["Principal"];
-            /** @description the person signed in (a session) or who the API key belongs to; null when there is none */
-            user: components["schemas"]["MeUser"] | null;
-        };
-        MeUser: {
-            email: string;
-            id: string;
-            /** @description may be empty */
-            name: string;
         };
         Member: {
             /**
@@ -2927,7 +2970,8 @@ export interface components {
             created_at: string;
             email: string;
             name: string;
-            role: components["schemas"]["Role"];
+            /** @enum {string} */
+            role: "owner" | "admin" | "member";
             user_id: string;
         };
         MemberList: {
@@ -3063,13 +3107,14 @@ export interface components {
             slug?: string;
         };
         PatchProjectRequest: {
-            environment?: components["schemas"]["Environment"];
+            /** @description production, staging or development */
+            environment?: string;
             /** @description idle_in_transaction_session_timeout as a PostgreSQL duration; applied by reload */
             idle_transaction_timeout?: string;
             /** @description 1 to 63 characters (database and role names do not change) */
             name?: string;
-            /** @description max_connections changes with a restart */
-            plan?: components["schemas"]["Plan"];
+            /** @description free, pro or scale; max_connections changes with a restart */
+            plan?: string;
             /** @description PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload */
             statement_timeout?: string;
         };
@@ -3079,14 +3124,9 @@ export interface components {
             event_types?: components["schemas"]["EventType"][];
             /** @description false stops deliveries (pending ones fail); true re-enables and resets health */
             is_active?: boolean;
-            /**
-             * Format: uri
-             * @example https://example.com/hooks
-             */
+            /** Format: uri */
             url?: string;
         };
-        /** @enum {string} */
-        Plan: "free" | "pro" | "scale";
         Preflight: {
             checks: components["schemas"]["PreflightCheck"][];
             /** @description no check failed */
@@ -3110,7 +3150,6 @@ export interface components {
         };
         PreflightRequest: {
             /**
-             * Format: uri
              * @description postgres://user:password@host:port/dbname[?sslmode=...]; only sslmode, connect_timeout and application_name are accepted as parameters
              * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
              */
@@ -3126,7 +3165,8 @@ export interface components {
             direct_port: number;
             id: string;
             last_error: string;
-            mode: components["schemas"]["PreviewMode"];
+            /** @enum {string} */
+            mode: "empty" | "clone";
             name: string;
             pooled_port: number;
             project_id: string;
@@ -3136,19 +3176,19 @@ export interface components {
             source_backup_key: string;
             /** @description the project's database a clone holds */
             source_database: string;
-            /** @description none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time */
-            source_kind: components["schemas"]["PreviewSourceKind"];
-            /** @description the restore point a clone was recovered to (empty otherwise) */
-            source_restore_point_id: string;
-            /** @description that restore point's label */
-            source_restore_point_label: string;
+            /**
+             * @description none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time
+             * @enum {string}
+             */
+            source_kind: "none" | "live" | "backup";
             /**
              * Format: date-time
              * @description the moment the data is as of (a clone); null for an empty preview
              */
             source_restore_time: string | null;
             ssl_mode: string;
-            state: components["schemas"]["ProjectState"];
+            /** @enum {string} */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
             /**
              * Format: date-time
              * @description when it is deleted unless extended
@@ -3164,13 +3204,9 @@ export interface components {
         PreviewList: {
             preview_databases: components["schemas"]["PreviewDatabase"][];
         };
-        /** @enum {string} */
-        PreviewMode: "empty" | "clone";
         PreviewResponse: {
             preview: components["schemas"]["PreviewDatabase"];
         };
-        /** @enum {string} */
-        PreviewSourceKind: "none" | "live" | "backup";
         Principal: {
             api_key_id: string;
             auth_source: string;
@@ -3188,7 +3224,11 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            environment: components["schemas"]["Environment"];
+            /**
+             * @description production, staging or development
+             * @enum {string}
+             */
+            environment: "production" | "staging" | "development";
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -3196,7 +3236,11 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            plan: components["schemas"]["Plan"];
+            /**
+             * @description free, pro or scale
+             * @enum {string}
+             */
+            plan: "free" | "pro" | "scale";
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -3204,10 +3248,18 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            runtime_status: components["schemas"]["RuntimeStatus"];
+            /**
+             * @description provisioning, active, restarting, down or stopped
+             * @enum {string}
+             */
+            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
             slug: string;
             ssl_mode: string;
-            state: components["schemas"]["ProjectState"];
+            /**
+             * @description provisioning, active, failed, deleting or deleted
+             * @enum {string}
+             */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -3218,8 +3270,8 @@ export interface components {
             /** Format: date-time */
             acknowledged_at: string | null;
             id: string;
-            /** @description backup_unrestorable: the periodic restore test of a backup failed; data_missing (raised at start): the project's instance or key-value store directory is missing from the data directory; backup_store_unreachable: WAL archiving fails */
-            kind: components["schemas"]["AlertKind"];
+            /** @description storage, connections, long_transaction, backup_failed, backup_unrestorable (the periodic restore test of a backup failed), instance_crashed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory) */
+            kind: string;
             /**
              * Format: date-time
              * @description when the alert.triggered event was appended (webhooks carry it)
@@ -3232,7 +3284,8 @@ export interface components {
             project_id: string;
             /** Format: date-time */
             resolved_at: string | null;
-            severity: components["schemas"]["AlertSeverity"];
+            /** @description warning or critical */
+            severity: string;
             /** Format: date-time */
             triggered_at: string;
         };
@@ -3246,8 +3299,6 @@ export interface components {
         ProjectResponse: {
             project: components["schemas"]["Project"];
         };
-        /** @enum {string} */
-        ProjectState: "provisioning" | "active" | "failed" | "deleting" | "deleted";
         ProjectUsage: {
             connections: number;
             name: string;
@@ -3276,7 +3327,6 @@ export interface components {
             /** @description one per snapshot in the window (every 5 minutes), zero where the statement did not run */
             points: components["schemas"]["QueryPoint"][];
             query: string;
-            /** @example 0123456789abcdef0123456789abcdef */
             query_hash: string;
             /** Format: int64 */
             window_calls: number;
@@ -3342,20 +3392,19 @@ export interface components {
             created_by_actor_id: string;
             created_by_actor_kind: string;
             id: string;
-            kind: components["schemas"]["RestorePointKind"];
+            /** @description named */
+            kind: string;
             label: string;
             note: string;
             organization_id: string;
             /** Format: date-time */
             pitr_time: string;
             project_id: string;
-            /** @description deleted points are not listed */
-            state: components["schemas"]["RestorePointState"];
+            /** @description active (deleted points are not listed) */
+            state: string;
             /** Format: date-time */
             updated_at: string;
         };
-        /** @enum {string} */
-        RestorePointKind: "named";
         RestorePointList: {
             /** @description whole days from the oldest completed backup to now (0: no backup yet) */
             pitr_window_days: number;
@@ -3368,8 +3417,6 @@ export interface components {
         RestorePointResponse: {
             restore_point: components["schemas"]["RestorePoint"];
         };
-        /** @enum {string} */
-        RestorePointState: "active";
         /** @description exactly one of backup_key, restore_time and restore_point_id */
         RestoreRequest: {
             /** @description restore what this backup contains (recovery_target = immediate) */
@@ -3391,8 +3438,19 @@ export interface components {
         Revoked: {
             revoked: boolean;
         };
-        /** @enum {string} */
-        Role: "owner" | "admin" | "member";
+        Role: {
+            name: string;
+            /** @description true for the project's own role, whose password the credential rotation sets */
+            reserved: boolean;
+        };
+        RoleList: {
+            roles: components["schemas"]["Role"][];
+        };
+        RolePassword: {
+            /** @description generated by the server and returned only here; the appliance keeps none of it */
+            password: string;
+            role: components["schemas"]["Role"];
+        };
         RotateCredentialsRequest: {
             /**
              * Format: int64
@@ -3429,8 +3487,6 @@ export interface components {
             /** @description rows_affected is more than the rows shown */
             truncated: boolean;
         };
-        /** @enum {string} */
-        RuntimeStatus: "provisioning" | "active" | "restarting" | "down" | "stopped";
         SQLHistoryEntry: {
             actor_id: string;
             actor_kind: string;
@@ -3505,36 +3561,6 @@ export interface components {
         ScheduledBackupResponse: {
             scheduled_backup: components["schemas"]["ScheduledBackup"];
         };
-        SchemaChange: {
-            /** @description the preview's definition (empty when removed) */
-            after: string;
-            /** @description the project's definition (empty when added); long definitions are cut at 2000 characters */
-            before: string;
-            /**
-             * @description added: in the preview only; removed: in the project only; changed: in both, defined differently
-             * @enum {string}
-             */
-            change: "added" | "removed" | "changed";
-            /** @enum {string} */
-            kind: "extension" | "table" | "column" | "constraint" | "index" | "view" | "function";
-            /** @description the object's name: table.column and table.constraint for those; a function with its argument types */
-            name: string;
-            /** @description empty for an extension */
-            schema: string;
-        };
-        SchemaDiff: {
-            /** @description by kind (extension, table, column, constraint, index, view, function), then schema and name; at most 500 */
-            changes: components["schemas"]["SchemaChange"][];
-            /** @description the database compared on both sides (the project's, which the preview has too) */
-            database: string;
-            preview_database_id: string;
-            project_id: string;
-            /** @description the changes found, Changes holds the first 500 */
-            total: number;
-            truncated: boolean;
-        };
-        /** @enum {string} */
-        Scope: "projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write";
         SessionRequest: {
             /** @description true: the session is set as an HttpOnly, Secure, SameSite=Strict cookie and token is empty; the cookie authenticates only requests that also send the header X-Appliance-CSRF: 1 */
             cookie?: boolean;
@@ -3552,8 +3578,11 @@ export interface components {
             user_id: string;
         };
         SetMemberRoleRequest: {
-            /** @description owner, admin or member */
-            role: components["schemas"]["Role"];
+            /**
+             * @description owner, admin or member
+             * @enum {string}
+             */
+            role: "owner" | "admin" | "member";
         };
         SignedOut: {
             signed_out: boolean;
@@ -3588,12 +3617,8 @@ export interface components {
             jit_time_ms: number;
             mean_time_ms: number;
             query: string;
-            /**
-             * Format: int64
-             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it)
-             * @example 8071840665353803258
-             */
-            query_id: string;
+            /** Format: int64 */
+            query_id: number;
             /** Format: int64 */
             rows: number;
             /** Format: int64 */
@@ -3613,7 +3638,7 @@ export interface components {
             regions: components["schemas"]["RegionStatus"][];
             service: string;
             /** @description operational when every component is, down when any is down, otherwise degraded */
-            status: components["schemas"]["ComponentStatus"];
+            status: string;
             /** Format: date-time */
             updated_at: string;
         };
@@ -3629,12 +3654,8 @@ export interface components {
             /** Format: int64 */
             estimated_size_bytes: number;
             index_method: string;
-            /**
-             * Format: int64
-             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it); "0" when unknown
-             * @example 8071840665353803258
-             */
-            query_id: string;
+            /** Format: int64 */
+            query_id: number;
             table: string;
         };
         TableEntry: {
@@ -3654,7 +3675,6 @@ export interface components {
             calls: number;
             mean_exec_ms: number;
             query: string;
-            /** @example 0123456789abcdef0123456789abcdef */
             query_hash: string;
             /** Format: int64 */
             rows: number;
@@ -3700,12 +3720,8 @@ export interface components {
             size_bytes: number;
             /** @description pending, uploaded, consumed or expired */
             state: string;
-            /**
-             * Format: uri
-             * @description the signed URL to PUT the dump to (pg_dump -Fc), valid until expires_at
-             * @example https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b
-             */
-            upload_url: string;
+            /** @description signed URL to PUT the dump to (pg_dump -Fc); only in the creation response */
+            upload_url?: string;
         };
         UploadResponse: {
             upload: components["schemas"]["Upload"];
@@ -3833,10 +3849,7 @@ export interface components {
             organization_id: string;
             /** Format: date-time */
             updated_at: string;
-            /**
-             * Format: uri
-             * @example https://example.com/hooks
-             */
+            /** Format: uri */
             url: string;
         };
         WebhookEndpointList: {
@@ -3852,7 +3865,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field, a field sent as null, a body sent to an endpoint that takes none, a malformed query string or a query value out of bounds, or a path with empty, `.` or `..` segments. */
+        /** @description Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field or a query value out of bounds. */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
@@ -3863,6 +3876,15 @@ export interface components {
         };
         /** @description The resource is not in a state that allows this (a project not active, a job already running, an upload already received …). */
         Conflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Any other error, e.g. 409 conflict, 410 gone or 503 unavailable. */
+        Error: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3881,24 +3903,6 @@ export interface components {
         };
         /** @description Expired or already used. */
         Gone: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description The request headers are over their limit (64 KiB). */
-        HeadersTooLarge: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description The appliance is short of disk space: it refuses what would write to its disk until space is freed (GET /status says so). */
-        InsufficientStorage: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3964,7 +3968,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A body sent with another Content-Type than application/json (text/plain and form bodies included, which a browser sends across sites without asking), or with none. */
+        /** @description A body sent with another Content-Type than application/json (or with none). */
         UnsupportedMediaType: {
             headers: {
                 [name: string]: unknown;
@@ -3998,18 +4002,14 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "service": "example",
-                     *       "status": "ok"
+                     *       "status": "example"
                      *     } */
                     "application/json": components["schemas"]["Health"];
                 };
             };
-            400: components["responses"]["BadRequest"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getMetrics: {
@@ -4030,14 +4030,9 @@ export interface operations {
                     "text/plain; version=0.0.4; charset=utf-8": unknown;
                 };
             };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getStatus: {
@@ -4060,7 +4055,7 @@ export interface operations {
                      *         {
                      *           "message": "example",
                      *           "name": "example",
-                     *           "status": "operational"
+                     *           "status": "example"
                      *         }
                      *       ],
                      *       "generated_at": "2026-01-31T12:00:00Z",
@@ -4071,18 +4066,15 @@ export interface operations {
                      *         }
                      *       ],
                      *       "service": "example",
-                     *       "status": "operational",
+                     *       "status": "example",
                      *       "updated_at": "2026-01-31T12:00:00Z"
                      *     } */
                     "application/json": components["schemas"]["Status"];
                 };
             };
-            400: components["responses"]["BadRequest"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postAuthPassword: {
@@ -4118,13 +4110,11 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postAuthSessions: {
@@ -4161,13 +4151,11 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     deleteAuthSessionsCurrent: {
@@ -4191,14 +4179,11 @@ export interface operations {
                     "application/json": components["schemas"]["SignedOut"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getCaCrt: {
@@ -4219,12 +4204,9 @@ export interface operations {
                     "application/x-pem-file": unknown;
                 };
             };
-            400: components["responses"]["BadRequest"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessions: {
@@ -4261,9 +4243,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getCliLoginSessionsBySessionID: {
@@ -4302,11 +4283,9 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessionsBySessionIDAuthorize: {
@@ -4340,18 +4319,14 @@ export interface operations {
                     "application/json": components["schemas"]["CLILoginResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getCliLoginSessionsBySessionIDDetails: {
@@ -4388,15 +4363,12 @@ export interface operations {
                     "application/json": components["schemas"]["CLILoginDetails"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessionsBySessionIDRefuse: {
@@ -4430,18 +4402,14 @@ export interface operations {
                     "application/json": components["schemas"]["CLILoginResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getDownloadsExportsByExportID: {
@@ -4471,14 +4439,11 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postEphemeralDatabases: {
@@ -4503,7 +4468,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "claim_token": "example",
-                     *       "claim_url": "https://appliance.example.com/claim/prj_123#token=eph_abc",
+                     *       "claim_url": "example",
                      *       "ephemeral_database": {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "expires_at": "2026-01-31T12:00:00Z",
@@ -4521,10 +4486,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getEphemeralDatabasesByProjectID: {
@@ -4550,8 +4514,8 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
-                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
+                     *         "direct_url": "example",
+                     *         "pooled_url": "example",
                      *         "username": "example"
                      *       },
                      *       "ephemeral_database": {
@@ -4567,14 +4531,10 @@ export interface operations {
                     "application/json": components["schemas"]["EphemeralResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     deleteEphemeralDatabasesByProjectID: {
@@ -4628,15 +4588,11 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postEphemeralDatabasesByProjectIDClaim: {
@@ -4705,9 +4661,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getJobsByJobID: {
@@ -4758,15 +4713,12 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getKv: {
@@ -4794,9 +4746,9 @@ export interface operations {
                      *           "credentials": {
                      *             "redis_host": "example",
                      *             "redis_port": 1,
-                     *             "redis_url": "rediss://kv.example.com:6380",
+                     *             "redis_url": "example",
                      *             "rest_token": "example",
-                     *             "rest_url": "https://kv.example.com:8443",
+                     *             "rest_url": "example",
                      *             "token_required": true
                      *           },
                      *           "host_id": "example",
@@ -4822,11 +4774,9 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getMe: {
@@ -4880,24 +4830,16 @@ export interface operations {
                      *           "example"
                      *         ],
                      *         "user_id": "example"
-                     *       },
-                     *       "user": {
-                     *         "email": "example",
-                     *         "id": "example",
-                     *         "name": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["MeResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getMeInvitations: {
@@ -4931,14 +4873,11 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postMeInvitationsByInvitationIDAccept: {
@@ -4971,17 +4910,13 @@ export interface operations {
                     "application/json": components["schemas"]["MemberResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             410: components["responses"]["Gone"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postMeInvitationsByInvitationIDDecline: {
@@ -5008,16 +4943,12 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationDone"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getOpenapiJson: {
@@ -5041,12 +4972,9 @@ export interface operations {
                     };
                 };
             };
-            400: components["responses"]["BadRequest"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgID: {
@@ -5094,15 +5022,12 @@ export interface operations {
                     "application/json": components["schemas"]["OrganizationResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgID: {
@@ -5159,13 +5084,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDApiKeys: {
@@ -5211,15 +5134,12 @@ export interface operations {
                     "application/json": components["schemas"]["APIKeyList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDApiKeys: {
@@ -5281,9 +5201,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDApiKeysByKeyID: {
@@ -5312,15 +5231,12 @@ export interface operations {
                     "application/json": components["schemas"]["Revoked"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDAuditEvents: {
@@ -5365,17 +5281,15 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDEvents: {
         parameters: {
             query?: {
-                /** @description resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins) */
+                /** @description resume after this event position (the Last-Event-ID header wins) */
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
@@ -5404,11 +5318,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDInvitations: {
@@ -5445,15 +5357,12 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDInvitationsByInvitationID: {
@@ -5482,15 +5391,12 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationDone"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDMembers: {
@@ -5525,15 +5431,12 @@ export interface operations {
                     "application/json": components["schemas"]["MemberList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDMembers: {
@@ -5592,9 +5495,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDMembersByUserID: {
@@ -5626,16 +5528,13 @@ export interface operations {
                     "application/json": components["schemas"]["RemovedMember"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgIDMembersByUserID: {
@@ -5685,9 +5584,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDUsage: {
@@ -5746,15 +5644,12 @@ export interface operations {
                     "application/json": components["schemas"]["UsageResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDWebhookEndpoints: {
@@ -5788,22 +5683,19 @@ export interface operations {
                      *           "is_active": true,
                      *           "organization_id": "example",
                      *           "updated_at": "2026-01-31T12:00:00Z",
-                     *           "url": "https://example.com/hooks"
+                     *           "url": "example"
                      *         }
                      *       ]
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpoints: {
@@ -5844,7 +5736,7 @@ export interface operations {
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "https://example.com/hooks"
+                     *         "url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
@@ -5857,9 +5749,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
@@ -5888,15 +5779,12 @@ export interface operations {
                     "application/json": components["schemas"]["DeletedResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
@@ -5936,7 +5824,7 @@ export interface operations {
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "https://example.com/hooks"
+                     *         "url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointResult"];
@@ -5949,9 +5837,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveries: {
@@ -6012,11 +5899,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveriesByDeliveryIDRedeliver: {
@@ -6070,17 +5955,13 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDeliveryResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDRotateSecret: {
@@ -6116,22 +5997,18 @@ export interface operations {
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "https://example.com/hooks"
+                     *         "url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDTest: {
@@ -6183,17 +6060,13 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDeliveryResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deletePreviewDatabasesByPreviewID: {
@@ -6244,16 +6117,13 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getPreviewDatabasesByPreviewIDConnections: {
@@ -6276,24 +6146,21 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
-                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
+                     *         "direct_url": "example",
+                     *         "pooled_url": "example",
                      *         "username": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["ConnectionsResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postPreviewDatabasesByPreviewIDExtend: {
@@ -6337,8 +6204,6 @@ export interface operations {
                      *         "source_backup_key": "example",
                      *         "source_database": "example",
                      *         "source_kind": "none",
-                     *         "source_restore_point_id": "example",
-                     *         "source_restore_point_label": "example",
                      *         "source_restore_time": "2026-01-31T12:00:00Z",
                      *         "ssl_mode": "example",
                      *         "state": "provisioning",
@@ -6357,9 +6222,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postPreviewDatabasesByPreviewIDReset: {
@@ -6410,68 +6274,13 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
-        };
-    };
-    getPreviewDatabasesByPreviewIDSchemaDiff: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description the preview ID */
-                previewID: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description OK */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /** @example {
-                     *       "changes": [
-                     *         {
-                     *           "after": "example",
-                     *           "before": "example",
-                     *           "change": "added",
-                     *           "kind": "extension",
-                     *           "name": "example",
-                     *           "schema": "example"
-                     *         }
-                     *       ],
-                     *       "database": "example",
-                     *       "preview_database_id": "example",
-                     *       "project_id": "example",
-                     *       "total": 1,
-                     *       "truncated": true
-                     *     } */
-                    "application/json": components["schemas"]["SchemaDiff"];
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
-            429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjects: {
@@ -6529,11 +6338,9 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjects: {
@@ -6621,9 +6428,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectID: {
@@ -6676,15 +6482,12 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectID: {
@@ -6743,13 +6546,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            410: components["responses"]["Gone"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectID: {
@@ -6815,10 +6615,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAdvisorIndexHygiene: {
@@ -6874,17 +6673,14 @@ export interface operations {
                     "application/json": components["schemas"]["HygieneResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAdvisorIndexes: {
@@ -6894,8 +6690,6 @@ export interface operations {
                 min_filter?: number;
                 /** @description minimum average selectivity percentage */
                 min_selectivity?: number;
-                /** @description compute the advice again instead of serving the one computed in the last 5 minutes */
-                refresh?: boolean;
             };
             header?: never;
             path: {
@@ -6915,7 +6709,6 @@ export interface operations {
                     /** @example {
                      *       "advisor": {
                      *         "available": true,
-                     *         "computed_at": "2026-01-31T12:00:00Z",
                      *         "cost_estimates_available": true,
                      *         "min_filter": 1,
                      *         "min_selectivity": 1,
@@ -6930,7 +6723,7 @@ export interface operations {
                      *             "estimated_cost_reduction_pct": 1.5,
                      *             "estimated_size_bytes": 1,
                      *             "index_method": "example",
-                     *             "query_id": "8071840665353803258",
+                     *             "query_id": 1,
                      *             "table": "example"
                      *           }
                      *         ]
@@ -6944,12 +6737,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAiUsage: {
@@ -6983,15 +6774,12 @@ export interface operations {
                     "application/json": components["schemas"]["AIUsageResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDAiUsage: {
@@ -7025,18 +6813,14 @@ export interface operations {
                     "application/json": components["schemas"]["AIUsageResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAlerts: {
@@ -7062,14 +6846,14 @@ export interface operations {
                      *         {
                      *           "acknowledged_at": "2026-01-31T12:00:00Z",
                      *           "id": "example",
-                     *           "kind": "storage",
+                     *           "kind": "example",
                      *           "last_notified_at": "2026-01-31T12:00:00Z",
                      *           "limit_value": 1.5,
                      *           "message": "example",
                      *           "observed_value": 1.5,
                      *           "project_id": "example",
                      *           "resolved_at": "2026-01-31T12:00:00Z",
-                     *           "severity": "warning",
+                     *           "severity": "example",
                      *           "triggered_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
@@ -7077,17 +6861,14 @@ export interface operations {
                     "application/json": components["schemas"]["AlertList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDAlertsByAlertIDAcknowledge: {
@@ -7114,32 +6895,28 @@ export interface operations {
                      *       "alert": {
                      *         "acknowledged_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
-                     *         "kind": "storage",
+                     *         "kind": "example",
                      *         "last_notified_at": "2026-01-31T12:00:00Z",
                      *         "limit_value": 1.5,
                      *         "message": "example",
                      *         "observed_value": 1.5,
                      *         "project_id": "example",
                      *         "resolved_at": "2026-01-31T12:00:00Z",
-                     *         "severity": "warning",
+                     *         "severity": "example",
                      *         "triggered_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["AlertResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDApprovals: {
@@ -7155,7 +6932,7 @@ export interface operations {
         requestBody: {
             content: {
                 /** @example {
-                 *       "action": "project.delete"
+                 *       "action": "example"
                  *     } */
                 "application/json": components["schemas"]["ApprovalRequest"];
             };
@@ -7169,7 +6946,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "approval": {
-                     *         "action": "project.delete",
+                     *         "action": "example",
                      *         "expires_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
                      *         "token": "example"
@@ -7183,14 +6960,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAuditEvents: {
@@ -7235,11 +7010,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDBackups: {
@@ -7270,9 +7043,9 @@ export interface operations {
                      *           "label": "example",
                      *           "project_id": "example",
                      *           "size_bytes": 1,
-                     *           "state": "pending",
+                     *           "state": "example",
                      *           "verification_error": "example",
-                     *           "verification_state": "pending",
+                     *           "verification_state": "example",
                      *           "verified_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ],
@@ -7294,15 +7067,12 @@ export interface operations {
                     "application/json": components["schemas"]["BackupList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDBackups: {
@@ -7366,10 +7136,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDConnections: {
@@ -7392,25 +7161,22 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
-                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
+                     *         "direct_url": "example",
+                     *         "pooled_url": "example",
                      *         "username": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["ConnectionsResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCredentialsRotate: {
@@ -7474,10 +7240,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDCutoverRequests: {
@@ -7513,13 +7278,11 @@ export interface operations {
                      *           "organization_id": "example",
                      *           "pre_cutover_backup_id": "example",
                      *           "preview_database_id": "example",
-                     *           "preview_name": "example",
                      *           "project_id": "example",
                      *           "promote_job_id": "example",
                      *           "rejected_reason": "example",
                      *           "requested_by_actor_id": "example",
                      *           "requested_by_actor_kind": "user",
-                     *           "schema_diff_url": "example",
                      *           "status": "open",
                      *           "updated_at": "2026-01-31T12:00:00Z"
                      *         }
@@ -7528,17 +7291,14 @@ export interface operations {
                     "application/json": components["schemas"]["CutoverRequestList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequests: {
@@ -7580,13 +7340,11 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
-                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
                      *         "requested_by_actor_id": "example",
                      *         "requested_by_actor_kind": "user",
-                     *         "schema_diff_url": "example",
                      *         "status": "open",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
@@ -7602,10 +7360,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDCutoverRequestsByRequestID: {
@@ -7642,13 +7399,11 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
-                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
                      *         "requested_by_actor_id": "example",
                      *         "requested_by_actor_kind": "user",
-                     *         "schema_diff_url": "example",
                      *         "status": "open",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
@@ -7656,17 +7411,14 @@ export interface operations {
                     "application/json": components["schemas"]["CutoverRequestResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequestsByRequestIDApprove: {
@@ -7708,13 +7460,11 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
-                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
                      *         "requested_by_actor_id": "example",
                      *         "requested_by_actor_kind": "user",
-                     *         "schema_diff_url": "example",
                      *         "status": "open",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       },
@@ -7755,10 +7505,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequestsByRequestIDReject: {
@@ -7802,13 +7551,11 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
-                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
                      *         "requested_by_actor_id": "example",
                      *         "requested_by_actor_kind": "user",
-                     *         "schema_diff_url": "example",
                      *         "status": "open",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
@@ -7824,16 +7571,141 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDDatabases: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "databases": [
+                     *         {
+                     *           "name": "example",
+                     *           "owner": "example",
+                     *           "reserved": true,
+                     *           "size_bytes": 1
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["DatabaseList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postProjectsByProjectIDDatabases: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "name": "example"
+                 *     } */
+                "application/json": components["schemas"]["CreateDatabaseRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "database": {
+                     *         "name": "example",
+                     *         "owner": "example",
+                     *         "reserved": true,
+                     *         "size_bytes": 1
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["DatabaseResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteProjectsByProjectIDDatabasesByDatabaseName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the databaseName */
+                databaseName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "deleted": true
+                     *     } */
+                    "application/json": components["schemas"]["DeletedResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDEvents: {
         parameters: {
             query?: {
-                /** @description resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins) */
+                /** @description resume after this event position (the Last-Event-ID header wins) */
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
@@ -7863,12 +7735,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExports: {
@@ -7898,22 +7768,19 @@ export interface operations {
                      *           "id": "example",
                      *           "project_id": "example",
                      *           "size_bytes": 1,
-                     *           "state": "pending"
+                     *           "state": "example"
                      *         }
                      *       ]
                      *     } */
                     "application/json": components["schemas"]["ExportList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExports: {
@@ -7978,10 +7845,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExportsByExportIDDownload: {
@@ -8006,24 +7872,21 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "download": {
-                     *         "download_url": "https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b",
+                     *         "download_url": "example",
                      *         "expires_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["DownloadResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExtensions: {
@@ -8063,17 +7926,14 @@ export interface operations {
                     "application/json": components["schemas"]["ExtensionList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExtensions: {
@@ -8139,10 +7999,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDExtensionsByExtensionName: {
@@ -8195,17 +8054,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExtensionsByExtensionNameUpdate: {
@@ -8258,18 +8114,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImports: {
@@ -8282,11 +8134,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                /** @example {
-                 *       "confirm": true
-                 *     } */
+                /** @example {} */
                 "application/json": components["schemas"]["ImportRequest"];
             };
         };
@@ -8335,10 +8185,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollow: {
@@ -8354,8 +8203,7 @@ export interface operations {
         requestBody: {
             content: {
                 /** @example {
-                 *       "confirm": true,
-                 *       "source_url": "postgres://app:secret@db.example.com:5432/shop?sslmode=require"
+                 *       "source_url": "example"
                  *     } */
                 "application/json": components["schemas"]["FollowRequest"];
             };
@@ -8405,10 +8253,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollowAbort: {
@@ -8459,18 +8306,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollowCutover: {
@@ -8483,11 +8326,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                /** @example {
-                 *       "confirm": true
-                 *     } */
+                /** @example {} */
                 "application/json": components["schemas"]["FollowCutoverRequest"];
             };
         };
@@ -8536,10 +8377,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollowStatus: {
@@ -8590,18 +8430,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsPreflight: {
@@ -8698,10 +8534,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsUploads: {
@@ -8734,7 +8569,7 @@ export interface operations {
                      *         "object_key": "example",
                      *         "size_bytes": 1,
                      *         "state": "example",
-                     *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
+                     *         "upload_url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["UploadResponse"];
@@ -8748,10 +8583,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDJobs: {
@@ -8811,11 +8645,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDKv: {
@@ -8841,9 +8673,9 @@ export interface operations {
                      *       "credentials": {
                      *         "redis_host": "example",
                      *         "redis_port": 1,
-                     *         "redis_url": "rediss://kv.example.com:6380",
+                     *         "redis_url": "example",
                      *         "rest_token": "example",
-                     *         "rest_url": "https://kv.example.com:8443",
+                     *         "rest_url": "example",
                      *         "token_required": true
                      *       },
                      *       "host_id": "example",
@@ -8864,15 +8696,12 @@ export interface operations {
                     "application/json": components["schemas"]["KVStore"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKv: {
@@ -8924,9 +8753,9 @@ export interface operations {
                      *         "credentials": {
                      *           "redis_host": "example",
                      *           "redis_port": 1,
-                     *           "redis_url": "rediss://kv.example.com:6380",
+                     *           "redis_url": "example",
                      *           "rest_token": "example",
-                     *           "rest_url": "https://kv.example.com:8443",
+                     *           "rest_url": "example",
                      *           "token_required": true
                      *         },
                      *         "host_id": "example",
@@ -8948,18 +8777,14 @@ export interface operations {
                     "application/json": components["schemas"]["KVCreateResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDKv: {
@@ -9010,17 +8835,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDKvCredentials: {
@@ -9044,23 +8866,20 @@ export interface operations {
                     /** @example {
                      *       "redis_host": "example",
                      *       "redis_port": 1,
-                     *       "redis_url": "rediss://kv.example.com:6380",
+                     *       "redis_url": "example",
                      *       "rest_token": "example",
-                     *       "rest_url": "https://kv.example.com:8443",
+                     *       "rest_url": "example",
                      *       "token_required": true
                      *     } */
                     "application/json": components["schemas"]["KVCredentials"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKvFlush: {
@@ -9111,18 +8930,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKvRotateToken: {
@@ -9149,9 +8964,9 @@ export interface operations {
                      *         "credentials": {
                      *           "redis_host": "example",
                      *           "redis_port": 1,
-                     *           "redis_url": "rediss://kv.example.com:6380",
+                     *           "redis_url": "example",
                      *           "rest_token": "example",
-                     *           "rest_url": "https://kv.example.com:8443",
+                     *           "rest_url": "example",
                      *           "token_required": true
                      *         },
                      *         "host_id": "example",
@@ -9173,18 +8988,14 @@ export interface operations {
                     "application/json": components["schemas"]["KVStoreResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDLogs: {
@@ -9198,18 +9009,6 @@ export interface operations {
                 severity?: string;
                 /** @description at most this many entries (without a cursor the newest are kept) */
                 limit?: number;
-                /** @description keep entries whose message, detail, hint or statement contains this text (ignoring case; plain text, not a pattern; at most 200 characters) */
-                q?: string;
-                /** @description keep the entries of this role */
-                user?: string;
-                /** @description keep the entries of this database */
-                database?: string;
-                /** @description keep the entries with this SQLSTATE (5 characters, e.g. 42P01) */
-                sqlstate?: string;
-                /** @description RFC 3339: entries at or after this time (replaces hours; within the hours the logs keep: 168, or 720 with the archive); not with cursor */
-                from?: string;
-                /** @description RFC 3339: entries at or before this time (after from; default: now); not with cursor */
-                to?: string;
             };
             header?: never;
             path: {
@@ -9238,8 +9037,7 @@ export interface operations {
                      *             "hint": "example",
                      *             "message": "example",
                      *             "pid": 1,
-                     *             "query_id": "example",
-                     *             "severity": "debug",
+                     *             "severity": "example",
                      *             "sqlstate": "example",
                      *             "statement": "example",
                      *             "timestamp": "2026-01-31T12:00:00Z",
@@ -9257,63 +9055,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-        };
-    };
-    getProjectsByProjectIDLogsDownload: {
-        parameters: {
-            query?: {
-                /** @description the trailing window in hours: 1 to 168, or to 720 with the log archive (up --log-archive-days) */
-                hours?: number;
-                /** @description comma-separated severities to keep (debug, log, info, notice, warning, error, fatal, panic, detail); empty: all */
-                severity?: string;
-                /** @description keep entries whose message, detail, hint or statement contains this text (ignoring case; plain text, not a pattern; at most 200 characters) */
-                q?: string;
-                /** @description keep the entries of this role */
-                user?: string;
-                /** @description keep the entries of this database */
-                database?: string;
-                /** @description keep the entries with this SQLSTATE (5 characters, e.g. 42P01) */
-                sqlstate?: string;
-                /** @description RFC 3339: entries at or after this time (replaces hours; within the hours the logs keep: 168, or 720 with the archive); not with cursor */
-                from?: string;
-                /** @description RFC 3339: entries at or before this time (after from; default: now); not with cursor */
-                to?: string;
-            };
-            header?: never;
-            path: {
-                /** @description the project ID */
-                projectID: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description OK */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/x-ndjson": unknown;
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
-            429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDLogsStream: {
@@ -9327,14 +9072,6 @@ export interface operations {
                 severity?: string;
                 /** @description at most this many entries (without a cursor the newest are kept) */
                 limit?: number;
-                /** @description keep entries whose message, detail, hint or statement contains this text (ignoring case; plain text, not a pattern; at most 200 characters) */
-                q?: string;
-                /** @description keep the entries of this role */
-                user?: string;
-                /** @description keep the entries of this database */
-                database?: string;
-                /** @description keep the entries with this SQLSTATE (5 characters, e.g. 42P01) */
-                sqlstate?: string;
                 /** @description false: send the entries the query selects and end (no live ones) */
                 follow?: boolean;
             };
@@ -9361,12 +9098,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservability: {
@@ -9415,7 +9150,7 @@ export interface operations {
                      *             "jit_time_ms": 1.5,
                      *             "mean_time_ms": 1.5,
                      *             "query": "example",
-                     *             "query_id": "8071840665353803258",
+                     *             "query_id": 1,
                      *             "rows": 1,
                      *             "shared_blks_hit": 1,
                      *             "shared_blks_read": 1,
@@ -9431,17 +9166,14 @@ export interface operations {
                     "application/json": components["schemas"]["ObservabilityResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityHistory: {
@@ -9500,12 +9232,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityQueries: {
@@ -9535,7 +9265,7 @@ export interface operations {
                      *           "calls": 1,
                      *           "mean_exec_ms": 1.5,
                      *           "query": "example",
-                     *           "query_hash": "0123456789abcdef0123456789abcdef",
+                     *           "query_hash": "example",
                      *           "rows": 1,
                      *           "total_exec_ms": 1.5
                      *         }
@@ -9549,12 +9279,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityQueriesByQueryHash: {
@@ -9593,7 +9321,7 @@ export interface operations {
                      *           }
                      *         ],
                      *         "query": "example",
-                     *         "query_hash": "0123456789abcdef0123456789abcdef",
+                     *         "query_hash": "example",
                      *         "window_calls": 1,
                      *         "window_mean_exec_ms": 1.5,
                      *         "window_rows": 1,
@@ -9608,12 +9336,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDPreviewDatabases: {
@@ -9651,8 +9377,6 @@ export interface operations {
                      *           "source_backup_key": "example",
                      *           "source_database": "example",
                      *           "source_kind": "none",
-                     *           "source_restore_point_id": "example",
-                     *           "source_restore_point_label": "example",
                      *           "source_restore_time": "2026-01-31T12:00:00Z",
                      *           "ssl_mode": "example",
                      *           "state": "provisioning",
@@ -9664,15 +9388,12 @@ export interface operations {
                     "application/json": components["schemas"]["PreviewList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDPreviewDatabases: {
@@ -9739,8 +9460,6 @@ export interface operations {
                      *         "source_backup_key": "example",
                      *         "source_database": "example",
                      *         "source_kind": "none",
-                     *         "source_restore_point_id": "example",
-                     *         "source_restore_point_label": "example",
                      *         "source_restore_time": "2026-01-31T12:00:00Z",
                      *         "ssl_mode": "example",
                      *         "state": "provisioning",
@@ -9759,10 +9478,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDRestorePoints: {
@@ -9793,13 +9511,13 @@ export interface operations {
                      *           "created_by_actor_id": "example",
                      *           "created_by_actor_kind": "example",
                      *           "id": "example",
-                     *           "kind": "named",
+                     *           "kind": "example",
                      *           "label": "example",
                      *           "note": "example",
                      *           "organization_id": "example",
                      *           "pitr_time": "2026-01-31T12:00:00Z",
                      *           "project_id": "example",
-                     *           "state": "active",
+                     *           "state": "example",
                      *           "updated_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
@@ -9807,15 +9525,12 @@ export interface operations {
                     "application/json": components["schemas"]["RestorePointList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDRestorePoints: {
@@ -9851,13 +9566,13 @@ export interface operations {
                      *         "created_by_actor_id": "example",
                      *         "created_by_actor_kind": "example",
                      *         "id": "example",
-                     *         "kind": "named",
+                     *         "kind": "example",
                      *         "label": "example",
                      *         "note": "example",
                      *         "organization_id": "example",
                      *         "pitr_time": "2026-01-31T12:00:00Z",
                      *         "project_id": "example",
-                     *         "state": "active",
+                     *         "state": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
@@ -9872,10 +9587,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDRestorePointsByRestorePointID: {
@@ -9904,17 +9618,14 @@ export interface operations {
                     "application/json": components["schemas"]["DeletedResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDRestores: {
@@ -9980,10 +9691,136 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDRoles: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "roles": [
+                     *         {
+                     *           "name": "example",
+                     *           "reserved": true
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["RoleList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postProjectsByProjectIDRoles: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "name": "example"
+                 *     } */
+                "application/json": components["schemas"]["CreateRoleRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "password": "example",
+                     *       "role": {
+                     *         "name": "example",
+                     *         "reserved": true
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["RolePassword"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postProjectsByProjectIDRolesByRoleNameResetPassword: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the roleName */
+                roleName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "password": "example",
+                     *       "role": {
+                     *         "name": "example",
+                     *         "reserved": true
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["RolePassword"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDScheduledBackups: {
@@ -10025,15 +9862,12 @@ export interface operations {
                     "application/json": components["schemas"]["ScheduledBackupList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     putProjectsByProjectIDScheduledBackupsDefault: {
@@ -10090,10 +9924,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDSql: {
@@ -10150,10 +9983,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDSqlHistory: {
@@ -10201,11 +10033,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTables: {
@@ -10238,17 +10068,14 @@ export interface operations {
                     "application/json": components["schemas"]["TableList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTablesBySchemaByTableColumns: {
@@ -10288,17 +10115,14 @@ export interface operations {
                     "application/json": components["schemas"]["ColumnList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10350,12 +10174,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10409,10 +10231,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10462,9 +10283,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10516,10 +10337,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajor: {
@@ -10578,13 +10398,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajorConfirm: {
@@ -10635,18 +10452,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajorPreflight: {
@@ -10705,13 +10518,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajorRollback: {
@@ -10762,18 +10572,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMinor: {
@@ -10832,13 +10638,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     putUploadsImportsByUploadID: {
@@ -10856,10 +10659,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description the raw bytes, with any Content-Type (or none): the body is read as bytes, whatever it declares */
         requestBody: {
             content: {
-                "*/*": string;
+                "application/octet-stream": string;
             };
         };
         responses: {
@@ -10876,22 +10678,19 @@ export interface operations {
                      *         "object_key": "example",
                      *         "size_bytes": 1,
                      *         "state": "example",
-                     *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
+                     *         "upload_url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["UploadResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
 }

@@ -1,0 +1,339 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/instances"
+	"github.com/theappliance/appliance/store"
+)
+
+// The databases and roles of a project's server (GET/POST …/databases, DELETE …/databases/{name}, GET/POST
+// …/roles, POST …/roles/{name}/reset-password). The statements run at once on an admin session (they are
+// short: no job); names are checked against plainName and quoted, passwords generated here and sent as
+// SCRAM verifiers on an untracked session, returned once and kept nowhere. Roles made here log in and
+// nothing more (no superuser, replication, CREATEROLE, CREATEDB, BYPASSRLS); PgBouncer's user list follows
+// every change (instances.TenantRoles), and it serves every database of the server, so a new database is
+// reachable pooled at once.
+
+// plainName is what a database or role created here may be called: no quoting surprises anywhere
+// (PgBouncer's files, URLs, shells). The statements quote it all the same.
+var plainName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// reservedDatabase reports whether a database name is PostgreSQL's or the appliance's.
+func reservedDatabase(prj *store.Project, name string) bool {
+	return name == "postgres" || name == "template0" || name == "template1" || name == prj.DatabaseName ||
+		strings.HasPrefix(name, "pg_") || strings.HasPrefix(name, "appliance")
+}
+
+// checkName refuses a name that is not plain or is reserved.
+func checkName(kind, name string, reserved bool) error {
+	if !plainName.MatchString(name) {
+		return Invalid("%s name %q: use 1 to 63 lowercase letters, digits and underscores, starting with a letter or underscore", kind, name)
+	}
+	if reserved {
+		return Invalid("%s name %q is reserved (PostgreSQL's, the appliance's or the project's own)", kind, name)
+	}
+	return nil
+}
+
+// projectServer is an active project visible to p, its instance and an untracked admin session on its
+// database (close it).
+func (s *Service) projectServer(ctx context.Context, p *Principal, projectID string) (*store.Project, *store.Instance, *pgx.Conn, error) {
+	prj, inst, err := s.activeProject(p, projectID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := s.quietAdminConn(ctx, inst, prj.DatabaseName)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return prj, inst, conn, nil
+}
+
+// syncPooler gives PgBouncer the roles as they are now.
+func (s *Service) syncPooler(ctx context.Context, conn *pgx.Conn, inst *store.Instance, prj *store.Project) error {
+	if err := s.eng.SyncPoolerUsers(ctx, conn, inst, prj); err != nil {
+		return serverErr(err, "update the pooler's users")
+	}
+	if err := s.eng.Pooler(inst, prj).Reload(); err != nil {
+		return serverErr(err, "reload the pooler")
+	}
+	return nil
+}
+
+// auditProject records an action on a project in its own transaction.
+func (s *Service) auditProject(p *Principal, prj *store.Project, action string, md map[string]any) error {
+	return s.db.Update(func(tx *store.Tx) error {
+		if err := s.audit(tx, p, action, prj.OrganizationID, prj.ID, md); err != nil {
+			return Internal(err, "audit")
+		}
+		return nil
+	})
+}
+
+const listDatabasesSQL = `SELECT d.datname::text, pg_catalog.pg_get_userbyid(d.datdba)::text, pg_catalog.pg_database_size(d.oid)
+	FROM pg_catalog.pg_database d WHERE d.datallowconn AND NOT d.datistemplate AND d.datname <> 'postgres' %s ORDER BY d.datname`
+
+func (s *Service) readDatabases(ctx context.Context, conn *pgx.Conn, prj *store.Project, name string) ([]api.Database, error) {
+	q, args := strings.Replace(listDatabasesSQL, "%s", "", 1), []any{}
+	if name != "" {
+		q, args = strings.Replace(listDatabasesSQL, "%s", "AND d.datname = $1", 1), []any{name}
+	}
+	rows, err := conn.Query(ctx, q, args...)
+	if err != nil {
+		return nil, serverErr(err, "list the databases")
+	}
+	out := []api.Database{}
+	var d api.Database
+	_, err = pgx.ForEachRow(rows, []any{&d.Name, &d.Owner, &d.SizeBytes}, func() error {
+		d.Reserved = reservedDatabase(prj, d.Name)
+		out = append(out, d)
+		return nil
+	})
+	if err != nil {
+		return nil, serverErr(err, "list the databases")
+	}
+	return out, nil
+}
+
+// ListDatabases lists the project's databases (its own first flagged reserved).
+func (s *Service) ListDatabases(ctx context.Context, p *Principal, projectID string) (*api.DatabaseList, error) {
+	prj, _, conn, err := s.projectServer(ctx, p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	dbs, err := s.readDatabases(ctx, conn, prj, "")
+	if err != nil {
+		return nil, err
+	}
+	return &api.DatabaseList{Databases: dbs}, nil
+}
+
+// CreateDatabase creates a database owned by the project's role or a role made here (the project's role
+// may then act as that owner), reachable directly and pooled, connections for its owner and the project's
+// role only.
+func (s *Service) CreateDatabase(ctx context.Context, p *Principal, projectID string, req *api.CreateDatabaseRequest) (*api.DatabaseResponse, error) {
+	prj, inst, err := s.activeProject(p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkName("database", req.Name, reservedDatabase(prj, req.Name)); err != nil {
+		return nil, err
+	}
+	if prj.StorageLock != "" {
+		return nil, Conflict("project %s is over its storage limit: no new database until it is under", prj.ID)
+	}
+	conn, err := s.quietAdminConn(ctx, inst, prj.DatabaseName)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	owner := prj.RoleName
+	if req.Owner != "" && req.Owner != prj.RoleName {
+		tenants, err := instances.TenantRoles(ctx, conn, prj)
+		if err != nil {
+			return nil, serverErr(err, "read the roles")
+		}
+		if !slices.Contains(tenants, req.Owner) {
+			return nil, Invalid("owner %q is neither the project's role nor a role created through the roles endpoint", req.Owner)
+		}
+		owner = req.Owner
+	}
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1)", req.Name).Scan(&exists); err != nil {
+		return nil, serverErr(err, "read the databases")
+	}
+	if exists {
+		return nil, Conflict("database %q already exists", req.Name)
+	}
+	// Another owner is a role made here, which the project's role may act as (CreateRole): the project's
+	// login keeps reaching all of the project's data.
+	db, own := pgx.Identifier{req.Name}.Sanitize(), pgx.Identifier{owner}.Sanitize()
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+db+" OWNER "+own); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42P04" {
+			return nil, Conflict("database %q already exists", req.Name)
+		}
+		return nil, serverErr(err, "create the database")
+	}
+	if err := s.prepareNewDatabase(ctx, conn, req.Name, owner, prj.RoleName); err != nil {
+		// Not half made: a database the next attempt could not create again.
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db)
+		return nil, err
+	}
+	if err := s.auditProject(p, prj, "project.database.create", map[string]any{"database": req.Name, "owner": owner}); err != nil {
+		return nil, err
+	}
+	dbs, err := s.readDatabases(ctx, conn, prj, req.Name)
+	if err != nil || len(dbs) != 1 {
+		return nil, errors.Join(err, Internal(errors.New("database not found after its creation"), "read the new database"))
+	}
+	return &api.DatabaseResponse{Database: dbs[0]}, nil
+}
+
+// prepareNewDatabase: connections for the owner and the project's role only, the public schema the owner's.
+func (s *Service) prepareNewDatabase(ctx context.Context, conn *pgx.Conn, name, owner, projectRole string) error {
+	db, err := pgx.ConnectConfig(ctx, instances.WithDatabase(conn.Config(), name))
+	if err != nil {
+		return serverErr(err, "connect to the new database")
+	}
+	defer db.Close(context.WithoutCancel(ctx))
+	d, own, prole := pgx.Identifier{name}.Sanitize(), pgx.Identifier{owner}.Sanitize(), pgx.Identifier{projectRole}.Sanitize()
+	for _, q := range []string{
+		"ALTER SCHEMA public OWNER TO " + own,
+		"REVOKE ALL ON DATABASE " + d + " FROM PUBLIC",
+		"GRANT CONNECT, TEMPORARY ON DATABASE " + d + " TO " + own + ", " + prole,
+	} {
+		if _, err := db.Exec(ctx, q); err != nil {
+			return serverErr(err, "prepare the new database")
+		}
+	}
+	return nil
+}
+
+// DropDatabase drops a database created here (its sessions ended first). Admin role: it destroys data.
+func (s *Service) DropDatabase(ctx context.Context, p *Principal, projectID, name string) (*api.DeletedResponse, error) {
+	if err := p.RequireAdminRole("dropping a database"); err != nil {
+		return nil, err
+	}
+	prj, _, conn, err := s.projectServer(ctx, p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if reservedDatabase(prj, name) {
+		return nil, Invalid("database %q is reserved (PostgreSQL's, the appliance's or the project's own) and cannot be dropped", name)
+	}
+	dbs, err := s.readDatabases(ctx, conn, prj, name)
+	if err != nil {
+		return nil, err
+	}
+	if len(dbs) == 0 {
+		return nil, NotFound("database %q not found", name)
+	}
+	if _, err := conn.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return nil, serverErr(err, "drop the database")
+	}
+	if err := s.auditProject(p, prj, "project.database.drop", map[string]any{"database": name}); err != nil {
+		return nil, err
+	}
+	return &api.DeletedResponse{Deleted: true}, nil
+}
+
+// ListRoles lists the project's role (reserved) and the roles created here.
+func (s *Service) ListRoles(ctx context.Context, p *Principal, projectID string) (*api.RoleList, error) {
+	prj, _, conn, err := s.projectServer(ctx, p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	names, err := instances.TenantRoles(ctx, conn, prj)
+	if err != nil {
+		return nil, serverErr(err, "read the roles")
+	}
+	out := []api.Role{{Name: prj.RoleName, Reserved: true}}
+	for _, n := range names {
+		out = append(out, api.Role{Name: n})
+	}
+	return &api.RoleList{Roles: out}, nil
+}
+
+// CreateRole creates a login role with a generated password (returned once): it may connect to the
+// project's database and to those it is given; no other privilege.
+func (s *Service) CreateRole(ctx context.Context, p *Principal, projectID string, req *api.CreateRoleRequest) (*api.RolePassword, error) {
+	prj, inst, err := s.activeProject(p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkName("role", req.Name, instances.ReservedRoleName(prj, req.Name)); err != nil {
+		return nil, err
+	}
+	conn, err := s.quietAdminConn(ctx, inst, prj.DatabaseName)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1)", req.Name).Scan(&exists); err != nil {
+		return nil, serverErr(err, "read the roles")
+	}
+	if exists {
+		return nil, Conflict("role %q already exists", req.Name)
+	}
+	password := ids.Secret(20)
+	create, err := instances.SetPasswordSQL("CREATE ROLE", req.Name, "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT", password)
+	if err != nil {
+		return nil, Internal(err, "role password")
+	}
+	role, prole := pgx.Identifier{req.Name}.Sanitize(), pgx.Identifier{prj.RoleName}.Sanitize()
+	_, err = conn.Exec(ctx, create)
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42710" {
+			return nil, Conflict("role %q already exists", req.Name)
+		}
+		return nil, serverErr(err, "create the role")
+	}
+	// The project's role may act as it (grant it tables, own its objects); it connects to the project's database.
+	for _, q := range []string{
+		"GRANT " + role + " TO " + prole,
+		"GRANT CONNECT, TEMPORARY ON DATABASE " + pgx.Identifier{prj.DatabaseName}.Sanitize() + " TO " + role,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "DROP ROLE IF EXISTS "+role)
+			return nil, serverErr(err, "grant the role")
+		}
+	}
+	if err := s.syncPooler(ctx, conn, inst, prj); err != nil {
+		return nil, err
+	}
+	if err := s.auditProject(p, prj, "project.role.create", map[string]any{"role": req.Name}); err != nil {
+		return nil, err
+	}
+	return &api.RolePassword{Role: api.Role{Name: req.Name}, Password: password}, nil
+}
+
+// ResetRolePassword gives a role created here a new generated password (returned once); the old one no
+// longer logs in, directly or pooled. The project's own role changes through the credential rotation.
+func (s *Service) ResetRolePassword(ctx context.Context, p *Principal, projectID, name string) (*api.RolePassword, error) {
+	prj, inst, conn, err := s.projectServer(ctx, p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if instances.ReservedRoleName(prj, name) {
+		return nil, Invalid("role %q is reserved: the project's own login changes through POST /v1/projects/%s/credentials/rotate", name, prj.ID)
+	}
+	tenants, err := instances.TenantRoles(ctx, conn, prj)
+	if err != nil {
+		return nil, serverErr(err, "read the roles")
+	}
+	if !slices.Contains(tenants, name) {
+		return nil, NotFound("role %q not found", name)
+	}
+	password := ids.Secret(20)
+	alter, err := instances.SetPasswordSQL("ALTER ROLE", name, "", password)
+	if err != nil {
+		return nil, Internal(err, "role password")
+	}
+	if _, err := conn.Exec(ctx, alter); err != nil {
+		return nil, serverErr(err, "set the password")
+	}
+	if err := s.syncPooler(ctx, conn, inst, prj); err != nil {
+		return nil, err
+	}
+	if err := s.auditProject(p, prj, "project.role.reset_password", map[string]any{"role": name}); err != nil {
+		return nil, err
+	}
+	return &api.RolePassword{Role: api.Role{Name: name}, Password: password}, nil
+}
