@@ -3,6 +3,7 @@ package appliance_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/storageguard"
@@ -60,15 +62,28 @@ func TestStorageLimitHoldsAgainstAFastWriter(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ name, id, url string }{
-		{"ephemeral", eph, got.Connections.DirectURL},
-		{"project", prj.ID, pc.Connections.DirectURL},
+	// A role made through the roles endpoint is a login of the tenant's too: the lock ends it as well.
+	role, err := e.Svc.CreateRole(t.Context(), p, prj.ID, &api.CreateRoleRequest{Name: "guarded_reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ru, err := url.Parse(pc.Connections.DirectURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ru.User = url.UserPassword(role.Role.Name, role.Password)
+	connect(t, ru.String()).Close(t.Context())
+	for _, c := range []struct{ name, id, url, other string }{
+		{"ephemeral", eph, got.Connections.DirectURL, ""},
+		{"project", prj.ID, pc.Connections.DirectURL, ru.String()},
 	} {
-		t.Run(c.name, func(t *testing.T) { holdsLimit(t, e, c.id, c.url, limit) })
+		t.Run(c.name, func(t *testing.T) { holdsLimit(t, e, c.id, c.url, c.other, limit) })
 	}
 }
 
-func holdsLimit(t *testing.T, e *appliancetest.Env, id, url string, limit int64) {
+// holdsLimit fills the database at url past limit; other, when set, is another login of the tenant's that
+// the no-connections lock must end too.
+func holdsLimit(t *testing.T, e *appliancetest.Env, id, url, other string, limit int64) {
 	size := func() int64 {
 		var n int64
 		if err := e.Svc.AdminQueryRow(t.Context(), id, "SELECT pg_database_size(current_database())", nil, &n); err != nil {
@@ -133,6 +148,12 @@ func holdsLimit(t *testing.T, e *appliancetest.Env, id, url string, limit int64)
 		if conn, err := pgx.ConnectConfig(t.Context(), c); err == nil {
 			conn.Close(t.Context())
 			t.Fatalf("a login to %s was accepted after the tenant lifted the read-only lock and wrote", database)
+		}
+	}
+	if other != "" {
+		if conn, err := pgx.Connect(t.Context(), other); err == nil {
+			conn.Close(t.Context())
+			t.Fatal("a role made through the roles endpoint still logs in under the no-connections lock")
 		}
 	}
 	if n := size(); n > max(locked, limit)+storageguard.LockGrowth+storageSlack {

@@ -162,12 +162,12 @@ func ReservedRoleName(prj *store.Project, name string) bool {
 		strings.HasPrefix(name, "appliance") || name == postgres.AdminRole || name == prj.RoleName || name == AltRole(prj.RoleName)
 }
 
-// TenantRoles are the roles created through the roles endpoints: those that may log in, with a SCRAM
-// password, and neither superuser, replication nor CREATEROLE, nor a reserved name (ReservedRoleName).
-// conn is an admin session (pg_authid).
+// TenantRoles are the roles created through the roles endpoints: those with a SCRAM password, neither
+// superuser, replication, CREATEROLE nor BYPASSRLS, nor of a reserved name (ReservedRoleName); LOGIN or
+// not (the storage guard's lock takes it away and gives it back). conn is an admin session (pg_authid).
 func TenantRoles(ctx context.Context, conn *pgx.Conn, prj *store.Project) ([]string, error) {
 	rows, err := conn.Query(ctx, `SELECT rolname::text FROM pg_catalog.pg_authid
-		WHERE rolcanlogin AND NOT rolsuper AND NOT rolreplication AND NOT rolcreaterole AND NOT rolbypassrls
+		WHERE NOT rolsuper AND NOT rolreplication AND NOT rolcreaterole AND NOT rolbypassrls
 		AND rolpassword LIKE 'SCRAM-SHA-256$%' ORDER BY rolname`)
 	if err != nil {
 		return nil, fmt.Errorf("read roles: %w", err)

@@ -300,8 +300,9 @@ func dirSize(dir string) (int64, error) {
 }
 
 // lock puts a project's database under lock ("" lifts every lock), ends its sessions when one is
-// set, and records it. The read-only default is set on the database and on both login roles; the
-// logins' NOLOGIN is what a tenant cannot undo (changing LOGIN needs CREATEROLE).
+// set, and records it. The read-only default is set on the database and on the login roles (the
+// project's two, those made through the roles endpoint); the logins' NOLOGIN is what a tenant cannot undo
+// (changing LOGIN needs CREATEROLE).
 func (g *Guard) lock(ctx context.Context, projectID, lock string) error {
 	prj, inst, err := g.host.LoadProject(projectID)
 	if err != nil || inst == nil {
@@ -314,7 +315,12 @@ func (g *Guard) lock(ctx context.Context, projectID, lock string) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	names := []string{prj.RoleName, instances.AltRole(prj.RoleName)}
+	// The project's two logins and the roles made through the roles endpoint.
+	tenants, err := instances.TenantRoles(ctx, conn, prj)
+	if err != nil {
+		return err
+	}
+	names := append([]string{prj.RoleName, instances.AltRole(prj.RoleName)}, tenants...)
 	rows, err := conn.Query(ctx, "SELECT rolname FROM pg_roles WHERE rolname = ANY($1)", names)
 	if err != nil {
 		return fmt.Errorf("read roles: %w", err)
