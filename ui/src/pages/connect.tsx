@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks'
 import type { Connections } from '../api'
 import { CopyField, ErrorBox, SecretField } from '../ui'
+import { useDatabases, useRoles } from './databases'
 
 /** The name the CA certificate is downloaded as; every snippet points at it. */
 export const caFile = 'appliance-ca.crt'
@@ -174,13 +175,12 @@ export type Role = { name: string; password?: string }
 
 /** ConnectCard is the project's connection widget: database and role pickers, pooled or direct, a snippet
  * per client with the CA to download next to them. */
-export function ConnectCard({ conns, error, active, databases, roles }: {
-  conns?: Connections
-  error: string
-  active: boolean
-  databases?: string[]
-  roles?: string[]
-}) {
+export function ConnectCard({ path, conns, error, active }: { path: string; conns?: Connections; error: string; active: boolean }) {
+  const dbList = useDatabases(path, active)
+  const roleList = useRoles(path, active)
+  const databases = dbList.data?.databases.map((d) => d.name)
+  // The project's own role is reserved: its login (conns.username) is the one to pick, with its password.
+  const roles = roleList.data?.roles.filter((r) => !r.reserved).map((r) => r.name)
   const [db, setDB] = useState('')
   const [role, setRole] = useState('')
   const [pooled, setPooled] = useState(false)
@@ -212,6 +212,7 @@ export function ConnectCard({ conns, error, active, databases, roles }: {
     pooled,
     directPort: direct.port,
   }
+  const urlLabel = pooled ? 'Pooled connection (PgBouncer, transaction mode)' : 'Direct connection'
   const all = snippets(t)
   const shown = all.find((s) => s.id === client) ?? all[0]
   return (
@@ -247,11 +248,11 @@ export function ConnectCard({ conns, error, active, databases, roles }: {
           </div>
         </div>
       </div>
-      <SecretField
-        label={pooled ? 'Pooled connection (PgBouncer, transaction mode)' : 'Direct connection'}
-        value={picked(pooled ? conns.pooled_url : conns.direct_url, database, user, t.password)}
-        hide={own ? [enc(t.password)] : undefined}
-      />
+      {own ? (
+        <SecretField label={urlLabel} value={picked(pooled ? conns.pooled_url : conns.direct_url, database, user, t.password)} hide={[enc(t.password)]} />
+      ) : (
+        <CopyField label={urlLabel} value={picked(pooled ? conns.pooled_url : conns.direct_url, database, user, '')} />
+      )}
       <nav class="tabs snippet-tabs" aria-label="Client">
         {all.map((s) => (
           <button type="button" aria-pressed={s.id === shown.id} onClick={() => setClient(s.id)}>

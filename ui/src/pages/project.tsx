@@ -10,6 +10,7 @@ import { LogsTab } from './logs'
 import { PreviewsTab } from './previews'
 import { SQLTab, TablesTab } from './studio'
 import { ConnectCard } from './connect'
+import { DatabasesTab } from './databases'
 
 // The Monitoring tab (and uPlot, its charts) is a chunk of its own, fetched when the tab is opened.
 const MonitoringTab = lazy(() => import('./monitoring').then((m) => m.MonitoringTab))
@@ -18,6 +19,7 @@ const tabs = [
   { id: '', label: 'Overview' },
   { id: 'sql', label: 'SQL' },
   { id: 'tables', label: 'Tables' },
+  { id: 'databases', label: 'Databases & roles' },
   { id: 'monitoring', label: 'Monitoring' },
   { id: 'logs', label: 'Logs' },
   { id: 'backups', label: 'Backups' },
@@ -181,6 +183,7 @@ export function Project({ id, tab = '', me }: { id: string; tab?: string; me: Me
           )}
           {tab === 'sql' && <SQLTab id={id} path={path} active={active} />}
           {tab === 'tables' && <TablesTab id={id} path={path} active={active} />}
+          {tab === 'databases' && <DatabasesTab path={path} active={active} me={me} />}
           {tab === 'monitoring' && <MonitoringTab id={id} path={path} />}
           {tab === 'logs' && <LogsTab id={id} path={path} />}
           {tab === 'data' && <DataTab id={id} path={path} />}
@@ -218,7 +221,7 @@ function Overview({ p, active, conns }: { p: P; active: boolean; conns: ReturnTy
             <dt>Created</dt>
             <dd>{when(p.created_at)}</dd>
           </dl>
-          <ConnectCard conns={conns.data?.connections} error={conns.error} active={active} />
+          <ConnectCard path={'/v1/projects/' + seg(p.id)} conns={conns.data?.connections} error={conns.error} active={active} />
         </>
   )
 }
