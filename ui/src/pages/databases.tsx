@@ -158,7 +158,7 @@ function Roles({ path, list }: { path: string; list: ReturnType<typeof useRoles>
               <td>
                 {!r.reserved && (
                   <button
-                    aria-label={'Reset the password of ' + r.name}
+                    aria-label={'Reset password of ' + r.name}
                     onClick={() =>
                       confirm(`Reset the password of “${r.name}”? The current one stops working for new connections.`) &&
                       act(async () => setShown({ what: 'New password for', r: await post<RolePassword>(path + '/roles/' + seg(r.name) + '/reset-password') }))
