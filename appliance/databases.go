@@ -241,9 +241,9 @@ func (s *Service) ListRoles(ctx context.Context, p *Principal, projectID string)
 	if err != nil {
 		return nil, serverErr(err, "read the roles")
 	}
-	out := []api.Role{{Name: prj.RoleName, Reserved: true}}
+	out := []api.DatabaseRole{{Name: prj.RoleName, Reserved: true}}
 	for _, n := range names {
-		out = append(out, api.Role{Name: n})
+		out = append(out, api.DatabaseRole{Name: n})
 	}
 	return &api.RoleList{Roles: out}, nil
 }
@@ -300,7 +300,7 @@ func (s *Service) CreateRole(ctx context.Context, p *Principal, projectID string
 	if err := s.auditProject(p, prj, "project.role.create", map[string]any{"role": req.Name}); err != nil {
 		return nil, err
 	}
-	return &api.RolePassword{Role: api.Role{Name: req.Name}, Password: password}, nil
+	return &api.RolePassword{Role: api.DatabaseRole{Name: req.Name}, Password: password}, nil
 }
 
 // ResetRolePassword gives a role created here a new generated password (returned once); the old one no
@@ -335,5 +335,5 @@ func (s *Service) ResetRolePassword(ctx context.Context, p *Principal, projectID
 	if err := s.auditProject(p, prj, "project.role.reset_password", map[string]any{"role": name}); err != nil {
 		return nil, err
 	}
-	return &api.RolePassword{Role: api.Role{Name: name}, Password: password}, nil
+	return &api.RolePassword{Role: api.DatabaseRole{Name: name}, Password: password}, nil
 }

@@ -407,7 +407,6 @@ try {
   await consb(page, { base, shoot, axe, consoleErrors }) // issue 28 §1: 6, 8, 9, 12, 13, 14
   await (await import('./logs.mjs')).run(page, { ask, shoot, base, prjID, consoleErrors }) // the logs explorer (ui/e2e/logs.mjs)
   await (await import('./branches.mjs')).run(page, { ask, shoot, base }) // issue 28 §3.5, previews as branches (h-branches)
-  await (await import('./connw.mjs')).run(page, { ask, shoot, base }) // issue 28 §3.6, §3.7: connection widget, databases and roles (h-connw)
   await (await import('./connw.mjs')).run(page, { ask, shoot, base, consoleErrors }) // issue 28 §3.6, §3.7: connection widget, databases and roles (h-connw)
   await page.goto(base + '/nothing/here')
   await page.getByRole('heading', { name: 'Not found' }).waitFor()

@@ -4,7 +4,7 @@ import { AdminOnly, Badge, Empty, ErrorBox, Form, isOrgAdmin, SecretField, Table
 import { bytes } from './overview'
 
 type Database = Schemas['Database']
-type Role = Schemas['Role']
+type Role = Schemas['DatabaseRole']
 type RolePassword = Schemas['RolePassword']
 
 const namePattern = '[a-z_][a-z0-9_]{0,62}'
