@@ -53,14 +53,17 @@ type Route struct {
 	// Also are further scopes the route needs: an answer that carries a secret (a token shown once) needs
 	// credentials:read beside the scope of the action. The router checks them all; the OpenAPI document and
 	// the scope table list them.
-	Also        []api.Scope
-	OrgLevel    bool   // acts on a whole organization: refused for project-scoped keys
-	Bucket      string // rate-limit bucket: "" (default) or "cli_login"
-	Status      int    // success status
-	Query       []Param
-	Header      []Param // request headers the handler reads (documentation; the handler checks them)
-	Do          Op
-	ContentType string // response media type when not JSON (documentation only)
+	Also     []api.Scope
+	OrgLevel bool // acts on a whole organization: refused for project-scoped keys
+	// Unaffiliated marks the few routes a session of no organization may call (a person who signed in only to
+	// answer an invitation: authz.Principal.Unaffiliated); every other route refuses it.
+	Unaffiliated bool
+	Bucket       string // rate-limit bucket: "" (default) or "cli_login"
+	Status       int    // success status
+	Query        []Param
+	Header       []Param // request headers the handler reads (documentation; the handler checks them)
+	Do           Op
+	ContentType  string // response media type when not JSON (documentation only)
 	// Stream marks routes whose bodies may take long to send or receive (dump uploads and downloads,
 	// event streams): they have no read or write deadline.
 	Stream bool

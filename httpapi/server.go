@@ -264,6 +264,9 @@ func (s *Server) authorize(req *Request, rt *Route, params [][]string) error {
 	if rt.Auth == SessionOnly && !p.IsSession() {
 		return appliance.Forbidden("this endpoint needs a signed-in session, not an API key")
 	}
+	if p.Unaffiliated() && !rt.Unaffiliated {
+		return appliance.Forbidden("this session belongs to no organization: it can only read /v1/me and answer its invitations (GET /v1/me/invitations) until it accepts one")
+	}
 	for _, sc := range rt.scopes() {
 		if p.Has(sc) {
 			continue

@@ -72,6 +72,13 @@ func NewSession(userID, sessionID string, isAdmin bool) *Principal {
 // SessionID is the session the caller came with ("" for an API key).
 func (p *Principal) SessionID() string { return p.sessionID }
 
+// Unaffiliated reports whether the principal is a session of a user who belonged to no organization when
+// signing in (they came to answer an invitation): it may read /v1/me, answer its invitations and sign out,
+// nothing else, until it accepts one.
+func (p *Principal) Unaffiliated() bool {
+	return p.IsSession() && !p.IsAdmin && p.OrganizationID == ""
+}
+
 // Has reports whether the principal carries scope s.
 func (p *Principal) Has(s api.Scope) bool { return slices.Contains(p.Scopes, string(s)) }
 

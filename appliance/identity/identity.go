@@ -62,7 +62,15 @@ func (s *Service) CreateSession(ctx context.Context, req *api.SessionRequest) (*
 		return nil, apperr.Forbidden("user is not a member of organization %s", req.OrganizationID)
 	}
 	if orgID == "" && !u.IsAdmin {
-		return nil, apperr.Forbidden("user belongs to no organization")
+		// A user of no organization signs in only to answer an invitation: the session is one of no
+		// organization, which reads /v1/me and answers its invitations and nothing else (authz.Principal.Unaffiliated).
+		invited, err := s.hasPendingInvitation(u.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !invited {
+			return nil, apperr.Forbidden("user belongs to no organization")
+		}
 	}
 	if u.IsAdmin && req.OrganizationID == "" {
 		orgID, role = "", ""
@@ -92,6 +100,21 @@ func (s *Service) CreateSession(ctx context.Context, req *api.SessionRequest) (*
 		s.signIns.succeeded(email)
 	}
 	return out, err
+}
+
+// hasPendingInvitation reports whether the user holds an invitation that has not expired.
+func (s *Service) hasPendingInvitation(userID string) (bool, error) {
+	var found bool
+	err := s.db.View(func(tx *store.Tx) error {
+		invs, err := store.Invitations.Lookup(tx, store.InvitationsByUser, userID, store.Query{})
+		if err != nil {
+			return apperr.Internal(err, "list invitations")
+		}
+		now := s.now()
+		found = slices.ContainsFunc(invs, func(inv *store.Invitation) bool { return now.Before(inv.ExpiresAt) })
+		return nil
+	})
+	return found, err
 }
 
 // Sign-in backoff per account: the first SignInFreeAttempts attempts in a row are free; from then on
@@ -205,6 +228,9 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*authz.Princi
 			p = authz.NewSession(u.ID, sess.ID, u.IsAdmin)
 			if u.IsAdmin && sess.OrganizationID == "" {
 				p.Scopes = scopeStrings(api.AllScopes)
+				return nil
+			}
+			if sess.OrganizationID == "" { // signed in to answer an invitation: no organization, no scopes
 				return nil
 			}
 			for _, m := range u.Memberships {

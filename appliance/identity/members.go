@@ -286,6 +286,18 @@ func (s *Service) AcceptInvitation(ctx context.Context, p *authz.Principal, invi
 		if err := store.Invitations.Delete(tx, inv.ID); err != nil {
 			return apperr.Internal(err, "delete invitation")
 		}
+		// A session of no organization (its user signed in only to answer) moves into the organization it
+		// joined, so the person goes on working without signing in again.
+		if p.Unaffiliated() {
+			sess, err := store.Sessions.Get(tx, p.SessionID())
+			if err != nil {
+				return apperr.Internal(err, "read session")
+			}
+			sess.OrganizationID = inv.OrganizationID
+			if err := store.Sessions.Put(tx, sess); err != nil {
+				return apperr.Internal(err, "store session")
+			}
+		}
 		out = &api.MemberResponse{Member: memberView(u, inv.OrganizationID)}
 		return s.host.Audit(tx, p, "member.join", inv.OrganizationID, "", map[string]any{"invitation_id": inv.ID, "user_id": u.ID, "role": u.Role(inv.OrganizationID)})
 	})
