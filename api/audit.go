@@ -8,6 +8,8 @@ import (
 // AuditEventList is the list response.
 type AuditEventList struct {
 	AuditEvents []*AuditEvent `json:"audit_events"`
+	// NextBefore is the before= of the next page (older events that match), or "" when this page is the last.
+	NextBefore string `json:"next_before"`
 }
 
 // AuditEvent is the API resource: exactly the fields of the stored record.

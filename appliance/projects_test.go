@@ -358,7 +358,7 @@ func TestSupervisorRestartsAKilledInstance(t *testing.T) {
 	// The death and the restart are recorded on the project's audit trail (the supervisor records the
 	// restart just after the server accepts connections again).
 	for {
-		evs, err := e.Svc.ListProjectAudit(t.Context(), p, prj.ID, 50)
+		evs, err := e.Svc.ListProjectAudit(t.Context(), p, prj.ID, appliance.AuditQuery{Limit: 50})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -425,7 +425,7 @@ func TestInstanceCrashIsToldAndActiveOnlyWhenServing(t *testing.T) {
 		return nil
 	}
 	audited := func(action string) int {
-		evs, err := e.Svc.ListProjectAudit(ctx, p, prj.ID, 100)
+		evs, err := e.Svc.ListProjectAudit(ctx, p, prj.ID, appliance.AuditQuery{Limit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1016,7 +1016,7 @@ func TestDeleteProjectDeletesItsBackups(t *testing.T) {
 		t.Fatalf("a refused upload recreated the backup store: %v", err)
 	}
 	// The deletion of the backups is audited once, by the system, with what was deleted.
-	evs, err := e.Svc.ListProjectAudit(ctx, p, prj.ID, 0)
+	evs, err := e.Svc.ListProjectAudit(ctx, p, prj.ID, appliance.AuditQuery{Limit: 0})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -318,7 +318,7 @@ func TestStudio(t *testing.T) {
 		if q := h.History[0].Query; len([]rune(q)) != studio.HistoryQueryChars || !strings.HasSuffix(q, "…") {
 			t.Fatalf("stored text: %d characters", len([]rune(q)))
 		}
-		audit, err := e.Svc.ListProjectAudit(t.Context(), p, s.prj.ID, 5)
+		audit, err := e.Svc.ListProjectAudit(t.Context(), p, s.prj.ID, appliance.AuditQuery{Limit: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,7 +389,7 @@ func TestStudio(t *testing.T) {
 		if i < 0 || strings.Contains(h.History[i].Query, "Hunter2") || !strings.Contains(h.History[i].Query, "PASSWORD") {
 			t.Fatalf("an entry stored in clear is served as %+v", h.History[max(i, 0)])
 		}
-		audit, err := e.Svc.ListProjectAudit(t.Context(), p, s.prj.ID, 10)
+		audit, err := e.Svc.ListProjectAudit(t.Context(), p, s.prj.ID, appliance.AuditQuery{Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -86,7 +86,7 @@ func (s *Server) table() []Route {
 		{Method: patch, Path: "/v1/organizations/{orgID}", Tag: "organizations", Scope: api.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Update an organization's profile (409 when the slug is taken)", Errors: []int{http.StatusConflict}, Do: CallPB("orgID", s.svc.Identity().PatchOrganization)},
 		{Method: get, Path: "/v1/organizations/{orgID}/usage", Tag: "organizations", Scope: api.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "Organization usage", Do: CallP("orgID", s.svc.OrganizationUsage)},
 		{Method: get, Path: "/v1/organizations/{orgID}/audit-events", Tag: "audit", Scope: api.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "Organization audit events",
-			Query: []Param{limitParam(25)}, Do: Without(s.orgAudit)},
+			Query: auditParams, Do: Without(s.orgAudit)},
 
 		// Members (an addition to the spec: the built-in identity provider's people and their roles)
 		{Method: get, Path: "/v1/organizations/{orgID}/members", Tag: "members", Scope: api.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "List the organization's members and their roles", Do: CallP("orgID", s.svc.Identity().ListMembers)},
@@ -146,7 +146,7 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/projects/{projectID}/upgrade/major/rollback", Tag: "upgrades", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Roll a major upgrade back to the old data", Do: CallP("projectID", s.svc.Upgrades().Rollback)},
 		{Method: post, Path: "/v1/projects/{projectID}/approvals", Tag: "projects", Scope: api.ScopeProjectsWrite, Status: created, Summary: "Mint a single-use approval token (410 for a deleted project)", Errors: []int{http.StatusGone}, Do: CallPB("projectID", s.svc.CreateApproval)},
 		{Method: get, Path: "/v1/projects/{projectID}/audit-events", Tag: "audit", Scope: api.ScopeProjectsRead, Status: ok, Summary: "Project audit events",
-			Query: []Param{limitParam(25)}, Do: Without(s.projectAudit)},
+			Query: auditParams, Do: Without(s.projectAudit)},
 
 		// Backups and restores
 		{Method: get, Path: "/v1/projects/{projectID}/backups", Tag: "backups", Scope: api.ScopeBackupsRead, Status: ok, Summary: "List base backups, newest first", Do: CallP("projectID", s.svc.Backups().List)},

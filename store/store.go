@@ -460,6 +460,7 @@ type Query struct {
 	Newest bool   // newest first (IDs sort by creation time)
 	Limit  int    // 0 means no limit
 	After  string // oldest first, only IDs after this one
+	Before string // with Newest, only IDs before this one
 }
 
 // Lookup returns the records filed under key in ix, oldest first unless q.Newest.
@@ -473,6 +474,9 @@ func (t *Table[T]) Lookup(tx *Tx, ix *Index[T], key string, q Query) ([]*T, erro
 		next = c.Prev
 		// position after the last key with the prefix
 		end := append(append([]byte{}, prefix[:len(prefix)-1]...), sep[0]+1)
+		if q.Before != "" {
+			end = append(append([]byte{}, prefix...), q.Before...)
+		}
 		if k, _ = c.Seek(end); k == nil {
 			k, _ = c.Last()
 		} else {

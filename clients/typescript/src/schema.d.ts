@@ -2353,6 +2353,7 @@ export interface components {
         };
         AuditEventList: {
             audit_events: components["schemas"]["AuditEvent"][];
+            next_before: string;
         };
         Backup: {
             /** @description names the backup in a restore */
@@ -5454,6 +5455,16 @@ export interface operations {
             query?: {
                 /** @description number of entries, newest first */
                 limit?: number;
+                /** @description events whose action starts with this (member. or project.create) */
+                action_prefix?: string;
+                /** @description events of this actor (a user or API key ID) */
+                actor_id?: string;
+                /** @description events created at or after this time (RFC 3339) */
+                from?: string;
+                /** @description events created before this time (RFC 3339) */
+                to?: string;
+                /** @description events older than this event ID: the next_before of the previous page */
+                before?: string;
             };
             header?: never;
             path: {
@@ -5482,7 +5493,8 @@ export interface operations {
                      *           "organization_id": "example",
                      *           "project_id": "example"
                      *         }
-                     *       ]
+                     *       ],
+                     *       "next_before": "example"
                      *     } */
                     "application/json": components["schemas"]["AuditEventList"];
                 };
@@ -7324,6 +7336,16 @@ export interface operations {
             query?: {
                 /** @description number of entries, newest first */
                 limit?: number;
+                /** @description events whose action starts with this (member. or project.create) */
+                action_prefix?: string;
+                /** @description events of this actor (a user or API key ID) */
+                actor_id?: string;
+                /** @description events created at or after this time (RFC 3339) */
+                from?: string;
+                /** @description events created before this time (RFC 3339) */
+                to?: string;
+                /** @description events older than this event ID: the next_before of the previous page */
+                before?: string;
             };
             header?: never;
             path: {
@@ -7352,7 +7374,8 @@ export interface operations {
                      *           "organization_id": "example",
                      *           "project_id": "example"
                      *         }
-                     *       ]
+                     *       ],
+                     *       "next_before": "example"
                      *     } */
                     "application/json": components["schemas"]["AuditEventList"];
                 };
