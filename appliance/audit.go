@@ -91,6 +91,7 @@ func (s *Service) ListProjectAudit(ctx context.Context, p *Principal, projectID 
 	})
 	return out, err
 }
+
 // visibleProject loads a project the caller may act on.
 func (s *Service) visibleProject(tx *store.Tx, p *Principal, projectID string) (*store.Project, error) {
 	prj, err := store.Projects.Get(tx, projectID)
