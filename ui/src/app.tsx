@@ -5,12 +5,14 @@ import { Account } from './pages/account'
 import { APIKeys } from './pages/apikeys'
 import { Claim } from './pages/claim'
 import { CLILogin } from './pages/clilogin'
+import { Invitations, InvitationBanner } from './pages/invitations'
 import { Members } from './pages/members'
 import { Overview } from './pages/overview'
 import { Project } from './pages/project'
 import { Projects } from './pages/projects'
 import { SignIn } from './pages/signin'
 import { Webhooks } from './pages/webhooks'
+import { Palette } from './palette'
 import { match, navigate, onLinkClick, useLocation } from './router'
 import { ErrorBox, lazy, message, useTitle } from './ui'
 
@@ -121,7 +123,9 @@ export function App() {
   let page
   let m
   const org = !!me.organization
-  if (path === '/' || path === '/projects') page = <Projects me={me} />
+  if (!org && !me.principal.is_admin) page = <Invitations me={me} id={match('/invitations/:id', path)?.id} onJoined={load} />
+  else if ((m = match('/invitations/:id', path)) || path === '/invitations') page = <Invitations me={me} id={m?.id} onJoined={load} />
+  else if (path === '/' || path === '/projects') page = <Projects me={me} />
   else if (path === '/overview' && org) page = <Overview me={me} />
   else if (path === '/api-keys' && org) page = <APIKeys me={me} />
   else if (path === '/members' && org) page = <Members me={me} />
@@ -149,6 +153,7 @@ export function App() {
             </a>
           ))}
         </nav>
+        <Palette me={me} />
         <span class="org">{me.organization?.name}</span>
         {who && (
           <span class="who" title={me.user!.email}>
@@ -167,6 +172,7 @@ export function App() {
           Sign out
         </button>
       </header>
+      {!path.startsWith('/invitations') && <InvitationBanner />}
       <div id="main">{page}</div>
     </div>
     </Shell>

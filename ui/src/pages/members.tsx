@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks'
 import { del, get, patch, post, seg, type Me, type Schemas } from '../api'
-import { Empty, ErrorBox, Form, isOrgAdmin, SecretField, Table, useListAction, useLoad, when } from '../ui'
+import { CopyField, Empty, ErrorBox, Form, isOrgAdmin, SecretField, Table, useListAction, useLoad, when } from '../ui'
+import { invitationLink } from './invitations'
 
 type Member = Schemas['Member']
 
@@ -13,7 +14,7 @@ export function Members({ me }: { me: Me }) {
   const [name, setName] = useState('')
   const [role, setRole] = useState('member')
   const [added, setAdded] = useState<{ email: string; password: string } | null>(null)
-  const [invited, setInvited] = useState<string | null>(null)
+  const [invited, setInvited] = useState<{ email: string; id: string } | null>(null)
   const [actionError, act] = useListAction(list)
   const admin = isOrgAdmin(me)
   return (
@@ -29,8 +30,9 @@ export function Members({ me }: { me: Me }) {
       )}
       {invited && (
         <section class="card notice" aria-live="polite">
-          <h2>{invited} invited</h2>
-          <p>This email already has an account, so they were sent an invitation: they join when they accept it, signed in (the CLI's users accept, or the API's /v1/me/invitations). Pending invitations do not show in the list below.</p>
+          <h2>{invited.email} invited</h2>
+          <p>This email already has an account, so it got an invitation: they join when they accept it, signed in. Send them this link (it grants nothing by itself: it asks them to sign in with that email). Pending invitations do not show in the list below.</p>
+          <CopyField label="Invitation link" value={invitationLink(invited.id)} />
           <button onClick={() => setInvited(null)}>Done</button>
         </section>
       )}
@@ -40,9 +42,9 @@ export function Members({ me }: { me: Me }) {
           <Form
             label="Add a member"
             onSubmit={async () => {
-              const res = await post<{ initial_password: string; invitation: unknown }>(base, { email, name, role })
+              const res = await post<{ initial_password: string; invitation: { id: string } | null }>(base, { email, name, role })
               if (res.initial_password) setAdded({ email, password: res.initial_password })
-              if (res.invitation) setInvited(email)
+              if (res.invitation) setInvited({ email, id: res.invitation.id })
               setEmail('')
               setName('')
               list.reload()

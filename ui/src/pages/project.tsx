@@ -15,7 +15,7 @@ import { DatabasesTab } from './databases'
 // The Monitoring tab (and uPlot, its charts) is a chunk of its own, fetched when the tab is opened.
 const MonitoringTab = lazy(() => import('./monitoring').then((m) => m.MonitoringTab))
 
-const tabs = [
+export const tabs = [
   { id: '', label: 'Overview' },
   { id: 'sql', label: 'SQL' },
   { id: 'tables', label: 'Tables' },

@@ -1,3 +1,4 @@
+import { AuditFilters } from '../auditfilter'
 import { useState } from 'preact/hooks'
 import { del, get, patch, post, seg, type Job, type Me, type Project, type Schemas } from '../api'
 import { useProjectLoad } from '../events'
@@ -379,12 +380,14 @@ function useActors(orgID: string) {
 
 export function AuditTab({ path, orgID }: { path: string; orgID: string }) {
   const [limit, setLimit] = useState(25)
-  const list = useLoad(() => get<{ audit_events: AuditEvent[] }>(path + '/audit-events?limit=' + limit), [path, limit])
+  const [filter, setFilter] = useState('')
+  const list = useLoad(() => get<{ audit_events: AuditEvent[] }>(path + '/audit-events?limit=' + limit + filter), [path, limit, filter])
   const events = list.data?.audit_events ?? []
   const actor = useActors(orgID)
   return (
     <section class="card">
       <h2>Audit events</h2>
+      <AuditFilters onChange={setFilter} />
       <ErrorBox error={list.error} />
       <Table cols={['When', 'Action', { label: 'By', sm: true }]}>
           {events.map((a) => (
