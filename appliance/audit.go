@@ -23,11 +23,12 @@ type AuditQuery struct {
 
 func (q AuditQuery) matches(e *store.AuditEvent) bool {
 	return strings.HasPrefix(e.Action, q.ActionPrefix) && (q.ActorID == "" || e.ActorID == q.ActorID) &&
-		(q.To.IsZero() || e.CreatedAt.Before(q.To))
+		(q.From.IsZero() || !e.CreatedAt.Before(q.From)) && (q.To.IsZero() || e.CreatedAt.Before(q.To))
 }
 
 // auditPage reads the events filed under key in ix that q selects, and the before= of the next page.
-// IDs sort by creation time, so the walk stops at the first event older than From.
+// The walk goes by ID, newest first; created_at is not relied on to follow it (an event may be written
+// after its time, as the studio's log is), so From and To filter rather than end the walk.
 func auditPage(tx *store.Tx, ix *store.Index[store.AuditEvent], key string, q AuditQuery) (*AuditEventList, error) {
 	const batch = 500
 	out := &AuditEventList{AuditEvents: []*api.AuditEvent{}}
@@ -38,9 +39,6 @@ func auditPage(tx *store.Tx, ix *store.Index[store.AuditEvent], key string, q Au
 			return nil, err
 		}
 		for _, e := range evs {
-			if !q.From.IsZero() && e.CreatedAt.Before(q.From) {
-				return out, nil
-			}
 			if !q.matches(e) {
 				continue
 			}
