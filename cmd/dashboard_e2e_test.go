@@ -204,6 +204,10 @@ func TestDashboardEndToEnd(t *testing.T) {
 			answer(code)
 		case what == "consa-cli-refused":
 			answer(consaRefused(t, e, p, refusedLogin, arg))
+		case what == "palette-invite": // ui/e2e/palette.mjs (cmd/dashboard_palette_test.go)
+			answer(paletteInvite(t, e, p))
+		case what == "palette-joined":
+			answer(paletteJoined(t, e, p))
 		case what == "cli-key":
 			if err := login.wait(t); err != nil {
 				t.Fatalf("the CLI login the dashboard approved: %v\n%s", err, login.stderr)
@@ -221,7 +225,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 		t.Fatalf("dashboard script: %v\n%s", err, stderr.String())
 	}
 	for _, page := range []string{"docs", "signin", "projects-empty", "project", "project-backups", "project-backups-archiving", "project-exports", "project-extensions",
-		"project-settings", "project-audit", "project-imports", "project-monitoring", "projects", "api-keys", "members", "webhooks", "overview", "account", "cli-login"} {
+		"project-settings", "project-audit", "project-imports", "project-monitoring", "projects", "api-keys", "members", "webhooks", "overview", "account", "cli-login", "palette", "project-audit-filtered", "invitation"} {
 		for _, w := range []string{"desktop", "phone"} {
 			if st, err := os.Stat(filepath.Join(out, page+"-"+w+".png")); err != nil || st.Size() < 1000 {
 				t.Errorf("screenshot %s-%s: %v", page, w, err)
