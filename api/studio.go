@@ -19,6 +19,17 @@ type SQLResult struct {
 	Statements  int                          `json:"statements" doc:"statements the text held (all ran; the last one's result is this one)"`
 }
 
+// SQLStatementResult is one statement's result in SQLResultResponse.results: its rows within the answer's
+// caps (shared by all the statements), its command tag and row count.
+type SQLStatementResult struct {
+	Columns     []string                     `json:"columns"`
+	ColumnTypes []string                     `json:"column_types"`
+	Rows        []map[string]json.RawMessage `json:"rows"`
+	RowCount    int64                        `json:"row_count" doc:"rows the statement returned (for statements without rows: rows it inserted, updated or deleted); more than len(rows) when truncated"`
+	Command     string                       `json:"command" doc:"the statement's command tag, e.g. SELECT 3 or INSERT 0 1"`
+	Truncated   bool                         `json:"truncated" doc:"rows were left out by the answer's caps (shared by every statement of the text)"`
+}
+
 // TableEntry is one entry of the table list.
 type TableEntry struct {
 	Schema string `json:"schema"`
@@ -28,12 +39,49 @@ type TableEntry struct {
 
 // SQLRequest is the body of POST /v1/projects/{projectID}/sql.
 type SQLRequest struct {
-	Query string `json:"query" api:"required" doc:"one or more SQL statements (separated by semicolons; all run in one implicit transaction, the last one's result is returned); at most 256 KiB"`
+	Query   string `json:"query" api:"required" doc:"one or more SQL statements (separated by semicolons; all run in one implicit transaction; every statement's result is returned); at most 256 KiB"`
+	RunID   string `json:"run_id" schema:"minLength=1,maxLength=64,pattern=^[A-Za-z0-9_-]+$,example=run-1" doc:"an ID of the client's choosing (1 to 64 letters, digits, _ or -) naming the run while it runs, so POST .../sql/runs/{runID}/cancel can cancel it; unique among the project's running runs (409)"`
+	MaxRows int    `json:"max_rows" schema:"minimum=0,maximum=100000" doc:"rows kept in the answer, over all statements (default and 0: 10,000; at most 100,000); the answer stays under about 8 MB whatever this says"`
 }
 
 // SQLResultResponse is the console's answer.
 type SQLResultResponse struct {
-	Result *SQLResult `json:"result"`
+	Result  *SQLResult            `json:"result" doc:"the last statement's result (as results' last entry; statements counts them all)"`
+	Results []*SQLStatementResult `json:"results" doc:"every statement's result, in order"`
+}
+
+// SQLCancelResponse is POST .../sql/runs/{runID}/cancel.
+type SQLCancelResponse struct {
+	RunID     string `json:"run_id"`
+	Cancelled bool   `json:"cancelled" doc:"true: the server was asked to cancel the running statement (the run answers with a 400 whose sqlstate is 57014); false: no run of that ID was running in the project (it had ended or not started)"`
+}
+
+// SavedQuery is a query saved in a project, shared with the organization's members who can see the project.
+type SavedQuery struct {
+	ID        string    `json:"id"`
+	ProjectID string    `json:"project_id"`
+	Name      string    `json:"name"`
+	SQL       string    `json:"sql"`
+	CreatedBy string    `json:"created_by" doc:"the user or API key that saved it first"`
+	UpdatedBy string    `json:"updated_by"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// SavedQueryRequest is the body of POST .../saved-queries (both fields required) and PATCH .../saved-queries/{queryID} (either).
+type SavedQueryRequest struct {
+	Name *string `json:"name" schema:"minLength=1,maxLength=100" doc:"1 to 100 characters, unique in the project"`
+	SQL  *string `json:"sql" schema:"minLength=1,maxLength=262144" doc:"the query's text, at most 256 KiB"`
+}
+
+// SavedQueryResponse is one saved query.
+type SavedQueryResponse struct {
+	SavedQuery *SavedQuery `json:"saved_query"`
+}
+
+// SavedQueryList is GET .../saved-queries (by name).
+type SavedQueryList struct {
+	SavedQueries []*SavedQuery `json:"saved_queries"`
 }
 
 // SQLHistoryList is GET .../sql/history.
@@ -138,6 +186,9 @@ type Column struct {
 const (
 	// MaxQueryBytes bounds the console's text (413 above).
 	MaxQueryBytes = 256 << 10
+	// MaxSavedQueries per project, MaxSavedQueryName characters of a saved query's name.
+	MaxSavedQueries   = 500
+	MaxSavedQueryName = 100
 	// RowsDefault and RowsMax bound the table browser's limit.
 	RowsDefault = 100
 	RowsMax     = 1000

@@ -222,6 +222,13 @@ func (s *Server) table() []Route {
 			Do: CallPB("projectID", s.svc.Studio().RunSQL)},
 		{Method: get, Path: "/v1/projects/{projectID}/sql/history", Tag: "studio", Scope: api.ScopeProjectsRead, Status: ok, Summary: "The console's runs, newest first (who, how long, rows, success, error; the text capped at 4,000 characters)",
 			Query: []Param{limitParam(50)}, Do: Without(s.sqlHistory)},
+		{Method: post, Path: "/v1/projects/{projectID}/sql/runs/{runID}/cancel", Tag: "studio", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Cancel a running console run the client named with run_id (PostgreSQL's cancel request to that run's backend only; the run answers 400 with sqlstate 57014); cancelled is false when none of that ID runs",
+			Do: CallPP("projectID", "runID", s.svc.Studio().CancelSQL)},
+		{Method: get, Path: "/v1/projects/{projectID}/saved-queries", Tag: "studio", Scope: api.ScopeProjectsRead, Status: ok, Summary: "The project's saved queries, by name (shared with whoever may see the project)", Do: CallP("projectID", s.svc.Studio().ListSavedQueries)},
+		{Method: post, Path: "/v1/projects/{projectID}/saved-queries", Tag: "studio", Scope: api.ScopeProjectsWrite, Status: created, Summary: "Save a query in the project (name unique in the project, 1 to 100 characters; sql at most 256 KiB; at most 500 per project)", Do: CallPB("projectID", s.svc.Studio().CreateSavedQuery)},
+		{Method: get, Path: "/v1/projects/{projectID}/saved-queries/{queryID}", Tag: "studio", Scope: api.ScopeProjectsRead, Status: ok, Summary: "One saved query", Do: CallPP("projectID", "queryID", s.svc.Studio().GetSavedQuery)},
+		{Method: patch, Path: "/v1/projects/{projectID}/saved-queries/{queryID}", Tag: "studio", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Rename a saved query or change its text", Do: CallPPB("projectID", "queryID", s.svc.Studio().UpdateSavedQuery)},
+		{Method: del, Path: "/v1/projects/{projectID}/saved-queries/{queryID}", Tag: "studio", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Delete a saved query (returns it)", Do: CallPP("projectID", "queryID", s.svc.Studio().DeleteSavedQuery)},
 		{Method: get, Path: "/v1/projects/{projectID}/tables", Tag: "studio", Scope: api.ScopeProjectsRead, Status: ok, Summary: "The tables, views, materialized views, foreign tables and partitioned tables the project's role sees (not the system schemas')", Do: CallP("projectID", s.svc.Studio().ListTables)},
 		{Method: get, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/columns", Tag: "studio", Scope: api.ScopeProjectsRead, Status: ok, Summary: "A table's columns in order", Do: CallPPP("projectID", "schema", "table", s.svc.Studio().TableColumns)},
 		{Method: get, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/rows", Tag: "studio", Scope: api.ScopeProjectsRead, Status: ok, Summary: "A page of a table's rows, by primary key (else by physical position)",
@@ -288,7 +295,8 @@ var claimTokenParam = Param{Name: claimTokenHeader, Required: true, Doc: "the ep
 var storeReads = []string{"/v1/projects/{projectID}", "/v1/projects/{projectID}/jobs", "/v1/projects/{projectID}/audit-events",
 	"/v1/projects/{projectID}/backups", "/v1/projects/{projectID}/exports", "/v1/projects/{projectID}/restore-points",
 	"/v1/projects/{projectID}/scheduled-backups", "/v1/projects/{projectID}/kv", "/v1/projects/{projectID}/kv/credentials", "/v1/projects/{projectID}/preview-databases",
-	"/v1/projects/{projectID}/sql/history", "/v1/projects/{projectID}/ai-usage"}
+	"/v1/projects/{projectID}/sql/history", "/v1/projects/{projectID}/ai-usage", "/v1/projects/{projectID}/saved-queries",
+	"/v1/projects/{projectID}/saved-queries/{queryID}"}
 
 // withErrors adds the error statuses routes answer by what they act on: a project route that is more than
 // a read of the records answers 409 when the project is not in the state it needs and 503 when its server

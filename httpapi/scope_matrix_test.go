@@ -94,6 +94,12 @@ func newFixtures(b *bundle) *fixtures {
 		b.t.Fatalf("create restore point: %d %s", rp.status, rp.body)
 	}
 	f.params["restorePointID"] = fixtureParam{value: rp.json["restore_point"].(map[string]any)["id"].(string), project: f.prjA.ID}
+	sq := b.do("POST", "/v1/projects/"+f.prjA.ID+"/saved-queries", b.adminKey, map[string]any{"name": "fixture", "sql": "SELECT 1"})
+	if sq.status != http.StatusCreated {
+		b.t.Fatalf("create saved query: %d %s", sq.status, sq.body)
+	}
+	f.params["queryID"] = fixtureParam{value: sq.json["saved_query"].(map[string]any)["id"].(string), project: f.prjA.ID}
+	f.params["runID"] = fixtureParam{value: "fixture-run", project: f.prjA.ID}
 	// A completed export of prjA, and a signed download URL for it (valid 15 minutes).
 	ex := b.do("POST", "/v1/projects/"+f.prjA.ID+"/exports", b.adminKey, nil)
 	if ex.status != http.StatusAccepted {
@@ -275,6 +281,8 @@ func newFixtures(b *bundle) *fixtures {
 		"POST /v1/projects/{projectID}/sql":                                 map[string]any{"query": "SELECT 1"},
 		"POST /v1/projects/{projectID}/databases":                           map[string]any{"name": "fixture_new_db"},
 		"POST /v1/projects/{projectID}/roles":                               map[string]any{"name": "fixture_new_role"},
+		"POST /v1/projects/{projectID}/saved-queries":                       map[string]any{"name": "another", "sql": "SELECT 2"},
+		"PATCH /v1/projects/{projectID}/saved-queries/{queryID}":            map[string]any{"sql": "SELECT 3"},
 		"POST /v1/projects/{projectID}/tables/{schema}/{table}/rows":        map[string]any{"rows": []any{map[string]any{"note": "fixture"}}},
 		"PATCH /v1/projects/{projectID}/tables/{schema}/{table}/rows":       map[string]any{"match": map[string]any{"id": 1}, "set": map[string]any{"note": "fixture"}},
 		"DELETE /v1/projects/{projectID}/tables/{schema}/{table}/rows":      map[string]any{"match": map[string]any{"id": 2}},

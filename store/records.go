@@ -749,3 +749,22 @@ var (
 	ObservabilitySamples    = newSeries("observability_samples")
 	StatementPoints         = newSeries("statement_points")
 )
+
+// SavedQuery is a SQL query saved in a project (the studio's saved queries; appliance/studio/saved.go).
+type SavedQuery struct {
+	ID             string    `json:"id"`
+	OrganizationID string    `json:"organization_id"`
+	ProjectID      string    `json:"project_id"`
+	Name           string    `json:"name"`
+	SQL            string    `json:"sql"`
+	CreatedBy      string    `json:"created_by"`
+	UpdatedBy      string    `json:"updated_by"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// The saved query tables.
+var (
+	SavedQueries          = newTable("saved_queries", func(r *SavedQuery) string { return r.ID })
+	SavedQueriesByProject = SavedQueries.index("project", func(r *SavedQuery) []string { return []string{r.ProjectID} })
+)

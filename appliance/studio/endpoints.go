@@ -36,13 +36,36 @@ func (s *Service) RunSQL(ctx context.Context, p *authz.Principal, projectID stri
 	if copyFromStdin.MatchString(req.Query) {
 		return nil, apperr.Invalid("COPY … FROM STDIN needs a client that sends the rows: use INSERT here, or psql with the project's connection URL")
 	}
+	if req.RunID != "" && !runIDPattern.MatchString(req.RunID) {
+		return nil, apperr.Invalid("run_id must be 1 to 64 letters, digits, _ or -")
+	}
+	caps := DefaultCaps
+	if req.MaxRows < 0 || req.MaxRows > MaxRows {
+		return nil, apperr.Invalid("max_rows must be 0 to %d", MaxRows)
+	} else if req.MaxRows > 0 {
+		caps.Rows = req.MaxRows
+	}
 	var out *api.SQLResultResponse
 	err := s.withSession(ctx, p, projectID, func(ctx context.Context, prj *store.Project, conn *pgconn.PgConn) error {
+		var run *running
+		if req.RunID != "" {
+			r, done, err := s.runs.add(prj.ID, req.RunID, conn)
+			if err != nil {
+				return err
+			}
+			defer done()
+			run = r
+		}
 		started := s.now()
 		inert := Inert(conn, req.Query)
-		res, err := Run(ctx, conn, req.Query, DefaultCaps)
+		res, results, err := Run(ctx, conn, req.Query, caps)
 		if err != nil {
 			err = s.sqlError(ctx, prj, err)
+			if run != nil && s.runs.wasCancelled(run) {
+				if ae := (*apperr.Error)(nil); errors.As(err, &ae) {
+					ae.Msg = "the run was cancelled (" + ae.Msg + "); the text's statements were rolled back unless they had committed"
+				}
+			}
 		}
 		// The history and the audit keep the text and the server's message with their passwords masked, as
 		// the logs API shows them (pglog): a hash of the clear text would let a short password be guessed.
@@ -62,7 +85,7 @@ func (s *Service) RunSQL(ctx context.Context, p *authz.Principal, projectID stri
 			h.DurationMS = s.now().Sub(started).Milliseconds()
 		} else {
 			h.DurationMS, h.RowCount = res.DurationMS, res.RowCount
-			out = &api.SQLResultResponse{Result: res}
+			out = &api.SQLResultResponse{Result: res, Results: results}
 		}
 		// A text that may have changed data is on disk before its answer; only a provably inert one is not
 		// waited for.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/pgstat"
 )
 
@@ -27,18 +28,25 @@ type Caps struct {
 // DefaultCaps are the console's: 10,000 rows or 8 MiB of JSON, whichever comes first.
 var DefaultCaps = Caps{Rows: 10_000, Bytes: 8 << 20}
 
-// resultBuilder collects one statement's result within the caps.
+// MaxRows is the most rows a console run may ask to keep (api.SQLRequest.MaxRows), still within
+// DefaultCaps.Bytes.
+const MaxRows = 100_000
+
+// resultBuilder collects the results of a text's statements within the caps, which bound the answer as a
+// whole (the rows and bytes of every statement together).
 type resultBuilder struct {
 	caps  Caps
 	res   SQLResult
+	all   []*api.SQLStatementResult
 	oids  []uint32
-	bytes int
+	types [][]uint32 // every result's column type OIDs, as all
+	bytes int        // kept so far, over every statement
+	kept  int        // rows kept so far, over every statement
 }
 
 func (b *resultBuilder) start(fields []pgconn.FieldDescription) {
 	b.res = SQLResult{Columns: make([]string, len(fields)), ColumnTypes: make([]string, len(fields)), Rows: []map[string]json.RawMessage{}}
 	b.oids = make([]uint32, len(fields))
-	b.bytes = 0
 	seen := map[string]bool{}
 	for i, f := range fields {
 		name := f.Name
@@ -63,7 +71,7 @@ func (b *resultBuilder) row(values [][]byte) {
 	for i, v := range values {
 		size += len(b.res.Columns[i]) + len(v) + 6
 	}
-	if len(b.res.Rows) >= b.caps.Rows || b.bytes+size > b.caps.Bytes {
+	if b.kept >= b.caps.Rows || b.bytes+size > b.caps.Bytes {
 		b.res.Truncated = true
 		return
 	}
@@ -79,6 +87,7 @@ func (b *resultBuilder) row(values [][]byte) {
 		row[b.res.Columns[i]] = j
 	}
 	b.bytes += size
+	b.kept++
 	b.res.Rows = append(b.res.Rows, row)
 }
 
@@ -87,13 +96,18 @@ func (b *resultBuilder) end(tag pgconn.CommandTag) {
 	if len(b.res.Columns) == 0 {
 		b.res.RowCount = tag.RowsAffected()
 	}
+	r := b.res
+	b.all = append(b.all, &api.SQLStatementResult{Columns: r.Columns, ColumnTypes: r.ColumnTypes, Rows: r.Rows, RowCount: r.RowCount,
+		Command: r.Command, Truncated: r.Truncated})
+	b.types = append(b.types, b.oids)
 }
 
 // Run sends text as one simple query: every statement in it runs, in order, in one implicit transaction
 // (unless the text holds its own BEGIN/COMMIT), so a failing statement undoes the ones before it. The
-// result is the last statement's. An error is the server's (*pgconn.PgError) or the connection's;
-// cancelling ctx cancels the statement on the server.
-func Run(ctx context.Context, conn *pgconn.PgConn, text string, caps Caps) (*SQLResult, error) {
+// result is the last statement's, and every statement's result is in results, in order (the caps bound
+// them together). An error is the server's (*pgconn.PgError) or the connection's; cancelling ctx cancels
+// the statement on the server.
+func Run(ctx context.Context, conn *pgconn.PgConn, text string, caps Caps) (*SQLResult, []*api.SQLStatementResult, error) {
 	started := time.Now()
 	// Whether the session may skip DISCARD ALL after this use (clean.go).
 	inert := Inert(conn, text)
@@ -115,22 +129,22 @@ func Run(ctx context.Context, conn *pgconn.PgConn, text string, caps Caps) (*SQL
 		tag, err := rr.Close()
 		if err != nil {
 			mrr.Close()
-			return nil, checkSize(conn, err)
+			return nil, nil, checkSize(conn, err)
 		}
 		b.end(tag)
 	}
 	if err := mrr.Close(); err != nil {
-		return nil, checkSize(conn, err)
+		return nil, nil, checkSize(conn, err)
 	}
 	b.res.Statements = statements
 	b.res.DurationMS = time.Since(started).Milliseconds()
 	if err := b.nameTypes(ctx, conn); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if inert {
 		markKept(conn, reported)
 	}
-	return &b.res, nil
+	return &b.res, b.all, nil
 }
 
 // Inert reports whether text, run on conn, provably changes nothing: neither the session (clean.go) nor
@@ -170,9 +184,11 @@ func Params(ctx context.Context, conn *pgconn.PgConn, sql string, args []*string
 // when there are such columns).
 func (b *resultBuilder) nameTypes(ctx context.Context, conn *pgconn.PgConn) error {
 	var unknown []string
-	for i, t := range b.res.ColumnTypes {
-		if t == "" {
-			unknown = append(unknown, strconv.FormatUint(uint64(b.oids[i]), 10))
+	for i, r := range b.all {
+		for j, t := range r.ColumnTypes {
+			if t == "" {
+				unknown = append(unknown, strconv.FormatUint(uint64(b.types[i][j]), 10))
+			}
 		}
 	}
 	if len(unknown) == 0 {
@@ -188,9 +204,12 @@ func (b *resultBuilder) nameTypes(ctx context.Context, conn *pgconn.PgConn) erro
 	if _, err := rr.Close(); err != nil {
 		return err
 	}
-	for i, t := range b.res.ColumnTypes {
-		if t == "" {
-			b.res.ColumnTypes[i] = names[strconv.FormatUint(uint64(b.oids[i]), 10)]
+	// The last result's types are res's too (one slice).
+	for i, r := range b.all {
+		for j, t := range r.ColumnTypes {
+			if t == "" {
+				r.ColumnTypes[j] = names[strconv.FormatUint(uint64(b.types[i][j]), 10)]
+			}
 		}
 	}
 	return nil

@@ -90,6 +90,8 @@ type Service struct {
 	now   func() time.Time
 	host  Host
 	pools *Pools
+	// runs are the console's named runs while they run (runs.go).
+	runs runRegistry
 	// tls trusts the appliance CA (nil: no data plane).
 	tls *tls.Config
 	// writer writes the console's history entries and the studio's audit events (history.go), started on

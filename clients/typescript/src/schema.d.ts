@@ -12,7 +12,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Liveness (503 when the metadata store does not answer or refuses writes)
+         * Liveness
          * @description No authentication.
          */
         get: operations["getHealthz"];
@@ -94,7 +94,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Sign in to the built-in identity provider (401 for a wrong email or password, 403 for a sign-in from another site or into an organization the user is not a member of)
+         * Sign in to the built-in identity provider
          * @description No authentication. Rate limited by the `strict` bucket in addition to the general one.
          */
         post: operations["postAuthSessions"];
@@ -486,7 +486,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Update an organization's profile (409 when the slug is taken)
+         * Update an organization's profile
          * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
          */
         patch: operations["patchOrganizationsByOrgID"];
@@ -892,26 +892,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/preview-databases/{previewID}/schema-diff": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * What a preview's schema adds, removes and changes against its project's (tables, columns, constraints, indexes, views, functions, extensions): shown before a cutover
-         * @description Needs an API key or a session token. Required scope: `projects:read`.
-         */
-        get: operations["getPreviewDatabasesByPreviewIDSchemaDiff"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/v1/projects": {
         parameters: {
             query?: never;
@@ -951,7 +931,7 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Delete a project and its data (410 once it has been deleted)
+         * Delete a project and its data
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         delete: operations["deleteProjectsByProjectID"];
@@ -1078,7 +1058,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Mint a single-use approval token (410 for a deleted project)
+         * Mint a single-use approval token
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         post: operations["postProjectsByProjectIDApprovals"];
@@ -1251,50 +1231,6 @@ export interface paths {
          */
         post: operations["postProjectsByProjectIDCutoverRequestsByRequestIDReject"];
         delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/projects/{projectID}/databases": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * The databases of the project's server (its own flagged reserved)
-         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
-         */
-        get: operations["getProjectsByProjectIDDatabases"];
-        put?: never;
-        /**
-         * Create a database (reachable directly and through the pooler at once)
-         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
-         */
-        post: operations["postProjectsByProjectIDDatabases"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/projects/{projectID}/databases/{databaseName}": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        post?: never;
-        /**
-         * Drop a database created here, ending its sessions (admin role; the project's own and PostgreSQL's are refused)
-         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
-         */
-        delete: operations["deleteProjectsByProjectIDDatabasesByDatabaseName"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1696,26 +1632,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/projects/{projectID}/logs/download": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Download the entries of a range as newline-delimited JSON (one entry a line, oldest first, at most 100000; the logs' filters; limit and cursor ignored)
-         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
-         */
-        get: operations["getProjectsByProjectIDLogsDownload"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/v1/projects/{projectID}/logs/stream": {
         parameters: {
             query?: never;
@@ -1904,7 +1820,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/projects/{projectID}/roles": {
+    "/v1/projects/{projectID}/saved-queries": {
         parameters: {
             query?: never;
             header?: never;
@@ -1912,40 +1828,48 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The project's role (reserved) and the login roles created here
+         * The project's saved queries, by name (shared with whoever may see the project)
          * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
          */
-        get: operations["getProjectsByProjectIDRoles"];
+        get: operations["getProjectsByProjectIDSavedQueries"];
         put?: never;
         /**
-         * Create a login role (no superuser, replication, CREATEROLE or CREATEDB) with a generated password, returned once (needs credentials:read too)
-         * @description Needs an API key or a session token. Required scopes: `projects:write`, `credentials:read` (all of them). Project-scoped API keys may act only on their own project.
+         * Save a query in the project (name unique in the project, 1 to 100 characters; sql at most 256 KiB; at most 500 per project)
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
-        post: operations["postProjectsByProjectIDRoles"];
+        post: operations["postProjectsByProjectIDSavedQueries"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/v1/projects/{projectID}/roles/{roleName}/reset-password": {
+    "/v1/projects/{projectID}/saved-queries/{queryID}": {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        get?: never;
-        put?: never;
         /**
-         * Give a role created here a new generated password, returned once (needs credentials:read too); the old one stops logging in
-         * @description Needs an API key or a session token. Required scopes: `projects:write`, `credentials:read` (all of them). Project-scoped API keys may act only on their own project.
+         * One saved query
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
          */
-        post: operations["postProjectsByProjectIDRolesByRoleNameResetPassword"];
-        delete?: never;
+        get: operations["getProjectsByProjectIDSavedQueriesByQueryID"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a saved query (returns it)
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        delete: operations["deleteProjectsByProjectIDSavedQueriesByQueryID"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Rename a saved query or change its text
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        patch: operations["patchProjectsByProjectIDSavedQueriesByQueryID"];
         trace?: never;
     };
     "/v1/projects/{projectID}/scheduled-backups": {
@@ -2022,6 +1946,26 @@ export interface paths {
         get: operations["getProjectsByProjectIDSqlHistory"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/sql/runs/{runID}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a running console run the client named with run_id (PostgreSQL's cancel request to that run's backend only; the run answers 400 with sqlstate 57014); cancelled is false when none of that ID runs
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDSqlRunsByRunIDCancel"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2255,7 +2199,7 @@ export interface components {
             project_id: string;
             /** Format: date-time */
             revoked_at: string | null;
-            scopes: components["schemas"]["Scope"][];
+            scopes: ("projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write")[];
             source: string;
         };
         APIKeyList: {
@@ -2281,8 +2225,11 @@ export interface components {
             name?: string;
             /** @description initial password of a new user (at least 12 characters); absent: one is generated and returned once */
             password?: string;
-            /** @description owner, admin or member (only owners may add owners) */
-            role: components["schemas"]["Role"];
+            /**
+             * @description owner, admin or member (only owners may add owners)
+             * @enum {string}
+             */
+            role: "owner" | "admin" | "member";
         };
         AddedMember: {
             /** @description the generated password of a newly created user, shown once; empty when the user existed or a password was given */
@@ -2294,8 +2241,6 @@ export interface components {
         };
         Advice: {
             available: boolean;
-            /** Format: date-time */
-            computed_at: string;
             cost_estimates_available: boolean;
             min_filter: number;
             min_selectivity: number;
@@ -2307,28 +2252,22 @@ export interface components {
         AdvisorResponse: {
             advisor: components["schemas"]["Advice"];
         };
-        /** @enum {string} */
-        AlertKind: "storage" | "connections" | "long_transaction" | "backup_failed" | "instance_crashed" | "backup_unrestorable" | "data_missing" | "backup_store_unreachable";
         AlertList: {
             alerts: components["schemas"]["ProjectAlert"][];
         };
         AlertResponse: {
             alert: components["schemas"]["ProjectAlert"];
         };
-        /** @enum {string} */
-        AlertSeverity: "warning" | "critical";
         Approval: {
-            action: components["schemas"]["ApprovalAction"];
+            action: string;
             /** Format: date-time */
             expires_at: string;
             id: string;
             token: string;
         };
-        /** @enum {string} */
-        ApprovalAction: "project.delete";
         ApprovalRequest: {
-            /** @description the action to approve */
-            action: components["schemas"]["ApprovalAction"];
+            /** @description the action to approve: project.delete */
+            action: string;
         };
         ApprovalResponse: {
             approval: components["schemas"]["Approval"];
@@ -2353,7 +2292,6 @@ export interface components {
         };
         AuditEventList: {
             audit_events: components["schemas"]["AuditEvent"][];
-            next_before: string;
         };
         Backup: {
             /** @description names the backup in a restore */
@@ -2366,10 +2304,11 @@ export interface components {
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
-            state: components["schemas"]["BackupState"];
+            /** @description pending, running, completed or failed */
+            state: string;
             verification_error: string;
-            /** @description pg_verifybackup's verdict */
-            verification_state: components["schemas"]["BackupVerificationState"];
+            /** @description pending, verified or failed (pg_verifybackup) */
+            verification_state: string;
             /** Format: date-time */
             verified_at: string | null;
         };
@@ -2378,20 +2317,17 @@ export interface components {
             /** @description where this project's backups live, and how its WAL archiving keeps up */
             storage: components["schemas"]["BackupStorage"];
         };
-        /** @enum {string} */
-        BackupState: "pending" | "running" | "completed" | "failed";
         BackupStorage: {
             /** @description null until the sampler read the project's server (it samples each active project every minute) */
             archiving: components["schemas"]["WALArchiving"] | null;
-            /** @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database */
-            kind: components["schemas"]["BackupStorageKind"];
+            /**
+             * @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database
+             * @enum {string}
+             */
+            kind: "bucket" | "local";
             /** @description the project's place in the store: s3://BUCKET/PREFIX/PROJECT_ID/ (never the endpoint or credentials), or the directory on the appliance's disk */
             location: string;
         };
-        /** @enum {string} */
-        BackupStorageKind: "bucket" | "local";
-        /** @enum {string} */
-        BackupVerificationState: "pending" | "verified" | "failed";
         CLILoginDetails: {
             device_name: string;
             /** Format: date-time */
@@ -2463,7 +2399,11 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            environment: components["schemas"]["Environment"];
+            /**
+             * @description production, staging or development
+             * @enum {string}
+             */
+            environment: "production" | "staging" | "development";
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -2471,7 +2411,11 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            plan: components["schemas"]["Plan"];
+            /**
+             * @description free, pro or scale
+             * @enum {string}
+             */
+            plan: "free" | "pro" | "scale";
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -2479,10 +2423,18 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            runtime_status: components["schemas"]["RuntimeStatus"];
+            /**
+             * @description provisioning, active, restarting, down or stopped
+             * @enum {string}
+             */
+            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
             slug: string;
             ssl_mode: string;
-            state: components["schemas"]["ProjectState"];
+            /**
+             * @description provisioning, active, failed, deleting or deleted
+             * @enum {string}
+             */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -2504,22 +2456,13 @@ export interface components {
         Component: {
             message: string;
             name: string;
-            status: components["schemas"]["ComponentStatus"];
+            /** @description operational, degraded or down */
+            status: string;
         };
-        /** @enum {string} */
-        ComponentStatus: "operational" | "degraded" | "down";
         Connections: {
-            /**
-             * Format: uri
-             * @description PostgreSQL's own port; sslmode=verify-full against the appliance CA
-             * @example postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full
-             */
+            /** @description PostgreSQL's own port; sslmode=verify-full against the appliance CA */
             direct_url: string;
-            /**
-             * Format: uri
-             * @description PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol)
-             * @example postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full
-             */
+            /** @description PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol) */
             pooled_url: string;
             username: string;
         };
@@ -2540,7 +2483,7 @@ export interface components {
             /** @description restricts the key to one project; organization scopes are then refused */
             project_id?: string;
             /** @description at least one of the ten scopes */
-            scopes: components["schemas"]["Scope"][];
+            scopes: ("projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write")[];
         };
         CreateBackupRequest: {
             /** @description at most 100 characters */
@@ -2554,12 +2497,6 @@ export interface components {
             /** @description an active preview database of this project */
             preview_id: string;
         };
-        CreateDatabaseRequest: {
-            /** @description lowercase letters, digits and underscores, starting with a letter or underscore, at most 63; not postgres, template0/1, pg_… or appliance… */
-            name: string;
-            /** @description the owning role: the project's role (the default) or a role created through the roles endpoint */
-            owner?: string;
-        };
         CreateEphemeralRequest: {
             /** @description 1 to 63 characters; default: a generated name */
             name?: string;
@@ -2568,23 +2505,24 @@ export interface components {
         };
         CreateExportRequest: Record<string, never>;
         CreatePreviewRequest: {
-            /** @description clone (default): the project's data as of now; empty: its database and role names, no data */
-            mode?: components["schemas"]["PreviewMode"];
+            /**
+             * @description clone (default): the project's data as of now; empty: its database and role names, no data
+             * @enum {string}
+             */
+            mode?: "empty" | "clone";
             /** @description 1 to 63 characters; default preview-<random> */
             name?: string;
-            /** @description a clone of the project as of this restore point of it (400 for another's, a deleted one, or with source_restore_time or mode empty) */
-            source_restore_point_id?: string;
-            /**
-             * Format: date-time
-             * @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now
-             */
+            /** @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now */
             source_restore_time?: string;
             /** @description hours until it is deleted, 1 to 720; default 24 */
             ttl_hours?: number;
         };
         CreateProjectRequest: {
-            /** @description default: production */
-            environment?: components["schemas"]["Environment"];
+            /**
+             * @description production (default), staging or development
+             * @enum {string}
+             */
+            environment?: "production" | "staging" | "development";
             /**
              * @description 1 to 63 characters
              * @example shop
@@ -2592,12 +2530,11 @@ export interface components {
             name: string;
             /** @description required for platform administrators; others create in their own organization */
             organization_id?: string;
-            /** @description default: free */
-            plan?: components["schemas"]["Plan"];
-        };
-        CreateRoleRequest: {
-            /** @description lowercase letters, digits and underscores, starting with a letter or underscore, at most 63; not postgres, pg_…, appliance… or the project's role */
-            name: string;
+            /**
+             * @description free (default), pro or scale
+             * @enum {string}
+             */
+            plan?: "free" | "pro" | "scale";
         };
         CreateUploadRequest: Record<string, never>;
         CreateWebhookEndpointRequest: {
@@ -2640,8 +2577,6 @@ export interface components {
             /** @description the backup of the project taken before the promotion (set at approval); restore it to undo a cutover */
             pre_cutover_backup_id: string;
             preview_database_id: string;
-            /** @description the preview's name when the cutover was requested (a completed cutover deletes the preview) */
-            preview_name: string;
             project_id: string;
             /** @description the cutover.promote job (set at approval) */
             promote_job_id: string;
@@ -2649,9 +2584,8 @@ export interface components {
             requested_by_actor_id: string;
             /** @enum {string} */
             requested_by_actor_kind: "user" | "api_key";
-            /** @description the path of the preview's schema diff against the project (GET; empty once the request ended): what an approval would change */
-            schema_diff_url: string;
-            status: components["schemas"]["CutoverStatus"];
+            /** @enum {string} */
+            status: "open" | "approved" | "promoting" | "completed" | "rejected" | "failed";
             /** Format: date-time */
             updated_at: string;
         };
@@ -2660,28 +2594,6 @@ export interface components {
         };
         CutoverRequestResponse: {
             cutover_request: components["schemas"]["CutoverRequest"];
-        };
-        /** @enum {string} */
-        CutoverStatus: "open" | "approved" | "promoting" | "completed" | "rejected" | "failed";
-        Database: {
-            name: string;
-            /** @description the role that owns it */
-            owner: string;
-            /** @description true for the project's own database, which cannot be dropped here */
-            reserved: boolean;
-            /** Format: int64 */
-            size_bytes: number;
-        };
-        DatabaseList: {
-            databases: components["schemas"]["Database"][];
-        };
-        DatabaseResponse: {
-            database: components["schemas"]["Database"];
-        };
-        DatabaseRole: {
-            name: string;
-            /** @description true for the project's own role, whose password the credential rotation sets */
-            reserved: boolean;
         };
         DeleteRowsRequest: {
             /** @description true to allow an empty match, deleting every row */
@@ -2697,10 +2609,6 @@ export interface components {
             deleted: boolean;
         };
         Download: {
-            /**
-             * Format: uri
-             * @example https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b
-             */
             download_url: string;
             /** Format: date-time */
             expires_at: string;
@@ -2717,25 +2625,19 @@ export interface components {
             hint?: string;
             message: string;
             pid?: number;
-            /** @description the pg_stat_statements queryid of the statement the server ran when it logged the line (decimal; a string, as it can exceed what a JSON number holds exactly); absent when it had none */
-            query_id?: string;
-            /** @description PostgreSQL's, mapped: DEBUG1-5 → debug, LOG → log, … PANIC → panic */
-            severity: components["schemas"]["LogSeverity"];
+            severity: string;
             sqlstate?: string;
             statement?: string;
             /** Format: date-time */
             timestamp: string;
             user?: string;
         };
-        /** @enum {string} */
-        Environment: "production" | "staging" | "development";
         EphemeralCreated: {
             /** @description eph_…: the only credential of the database until it is claimed; shown once */
             claim_token: string;
             /**
              * Format: uri
              * @description the dashboard page that claims it into an organization (the token is in the URL's fragment, which browsers never send)
-             * @example https://appliance.example.com/claim/prj_123#token=eph_abc
              */
             claim_url: string;
             ephemeral_database: components["schemas"]["EphemeralDatabase"];
@@ -2753,8 +2655,11 @@ export interface components {
             postgres_version: string;
             project_id: string;
             region: string;
-            /** @description the project's state: active once it accepts connections */
-            state: components["schemas"]["ProjectState"];
+            /**
+             * @description the project's state: active once it accepts connections
+             * @enum {string}
+             */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
         };
         EphemeralResponse: {
             /** @description null until the database is active */
@@ -2789,7 +2694,8 @@ export interface components {
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
-            state: components["schemas"]["ExportState"];
+            /** @description pending, running, completed, failed or expired */
+            state: string;
         };
         ExportJobResponse: {
             export_id: string;
@@ -2798,8 +2704,6 @@ export interface components {
         ExportList: {
             exports: components["schemas"]["Export"][];
         };
-        /** @enum {string} */
-        ExportState: "pending" | "running" | "completed" | "failed" | "expired";
         ExtendPreviewRequest: {
             /** @description hours from now until it is deleted, 1 to 720 */
             ttl_hours: number;
@@ -2833,28 +2737,22 @@ export interface components {
              * @description must be true: after the cutover the project no longer follows the source
              * @constant
              */
-            confirm: true;
+            confirm?: true;
         };
         FollowRequest: {
             /**
              * @description must be true: the source's schema is copied over the project's database
              * @constant
              */
-            confirm: true;
-            /**
-             * Format: uri
-             * @description the source database (see imports/preflight); its wal_level must be logical
-             * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
-             */
+            confirm?: true;
+            /** @description the source database (see imports/preflight); its wal_level must be logical */
             source_url: string;
         };
         Health: {
             service: string;
             /** @description ok when the process serves requests and its metadata store answers; degraded (still 200) when it is short of disk space and refuses writes (see /status); otherwise down (503) */
-            status: components["schemas"]["HealthStatus"];
+            status: string;
         };
-        /** @enum {string} */
-        HealthStatus: "ok" | "degraded";
         HistoryResponse: {
             samples: components["schemas"]["ObservabilitySample"][];
         };
@@ -2880,7 +2778,7 @@ export interface components {
              * @description must be true: an import overwrites the project's database
              * @constant
              */
-            confirm: true;
+            confirm?: true;
             /** @description the upload to restore; default the newest uploaded one */
             upload_id?: string;
         };
@@ -2901,7 +2799,8 @@ export interface components {
             id: string;
             organization_id: string;
             organization_name: string;
-            role: components["schemas"]["Role"];
+            /** @enum {string} */
+            role: "owner" | "admin" | "member";
         };
         InvitationDone: {
             deleted: boolean;
@@ -2961,25 +2860,18 @@ export interface components {
         KVCredentials: {
             redis_host: string;
             redis_port: number;
-            /**
-             * Format: uri
-             * @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere
-             * @example rediss://kv.example.com:6380
-             */
+            /** @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere */
             redis_url: string;
             /** @description the store's token; null except in the create and rotate-token responses (only its SHA-256 is kept) */
             rest_token: string | null;
             /**
              * Format: uri
              * @description the Upstash-compatible REST front
-             * @example https://kv.example.com:8443
              */
             rest_url: string;
             /** @description always true: every connection and request presents the token */
             token_required: boolean;
         };
-        /** @enum {string} */
-        KVState: "provisioning" | "running" | "error" | "destroying";
         KVStore: {
             /** Format: date-time */
             created_at: string;
@@ -3001,7 +2893,8 @@ export interface components {
             persistence: "rdb";
             project_id: string;
             public_host: string;
-            state: components["schemas"]["KVState"];
+            /** @enum {string} */
+            state: "provisioning" | "running" | "error" | "destroying";
             /** @description the plaintext token; null except in the create and rotate-token responses */
             token: string | null;
             /** @description the token's first 11 characters, to tell tokens apart */
@@ -3015,8 +2908,6 @@ export interface components {
         KVStoreResult: {
             kv_store: components["schemas"]["KVStore"];
         };
-        /** @enum {string} */
-        LogSeverity: "debug" | "log" | "info" | "notice" | "warning" | "error" | "fatal" | "panic" | "detail";
         Logs: {
             entries: components["schemas"]["Entry"][];
             /** @description pass as cursor to read what comes after the last entry (also when there were none) */
@@ -3029,14 +2920,6 @@ export interface components {
             /** @description null for a platform admin acting in no organization */
             organization: components["schemas"]["Organization"] | null;
             principal: components["schemas"]["Principal"];
-            /** @description the person signed in (a session) or who the API key belongs to; null when there is none */
-            user: components["schemas"]["MeUser"] | null;
-        };
-        MeUser: {
-            email: string;
-            id: string;
-            /** @description may be empty */
-            name: string;
         };
         Member: {
             /**
@@ -3046,7 +2929,8 @@ export interface components {
             created_at: string;
             email: string;
             name: string;
-            role: components["schemas"]["Role"];
+            /** @enum {string} */
+            role: "owner" | "admin" | "member";
             user_id: string;
         };
         MemberList: {
@@ -3182,13 +3066,14 @@ export interface components {
             slug?: string;
         };
         PatchProjectRequest: {
-            environment?: components["schemas"]["Environment"];
+            /** @description production, staging or development */
+            environment?: string;
             /** @description idle_in_transaction_session_timeout as a PostgreSQL duration; applied by reload */
             idle_transaction_timeout?: string;
             /** @description 1 to 63 characters (database and role names do not change) */
             name?: string;
-            /** @description max_connections changes with a restart */
-            plan?: components["schemas"]["Plan"];
+            /** @description free, pro or scale; max_connections changes with a restart */
+            plan?: string;
             /** @description PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload */
             statement_timeout?: string;
         };
@@ -3198,14 +3083,9 @@ export interface components {
             event_types?: components["schemas"]["EventType"][];
             /** @description false stops deliveries (pending ones fail); true re-enables and resets health */
             is_active?: boolean;
-            /**
-             * Format: uri
-             * @example https://example.com/hooks
-             */
+            /** Format: uri */
             url?: string;
         };
-        /** @enum {string} */
-        Plan: "free" | "pro" | "scale";
         Preflight: {
             checks: components["schemas"]["PreflightCheck"][];
             /** @description no check failed */
@@ -3229,7 +3109,6 @@ export interface components {
         };
         PreflightRequest: {
             /**
-             * Format: uri
              * @description postgres://user:password@host:port/dbname[?sslmode=...]; only sslmode, connect_timeout and application_name are accepted as parameters
              * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
              */
@@ -3245,7 +3124,8 @@ export interface components {
             direct_port: number;
             id: string;
             last_error: string;
-            mode: components["schemas"]["PreviewMode"];
+            /** @enum {string} */
+            mode: "empty" | "clone";
             name: string;
             pooled_port: number;
             project_id: string;
@@ -3255,19 +3135,19 @@ export interface components {
             source_backup_key: string;
             /** @description the project's database a clone holds */
             source_database: string;
-            /** @description none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time */
-            source_kind: components["schemas"]["PreviewSourceKind"];
-            /** @description the restore point a clone was recovered to (empty otherwise) */
-            source_restore_point_id: string;
-            /** @description that restore point's label */
-            source_restore_point_label: string;
+            /**
+             * @description none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time
+             * @enum {string}
+             */
+            source_kind: "none" | "live" | "backup";
             /**
              * Format: date-time
              * @description the moment the data is as of (a clone); null for an empty preview
              */
             source_restore_time: string | null;
             ssl_mode: string;
-            state: components["schemas"]["ProjectState"];
+            /** @enum {string} */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
             /**
              * Format: date-time
              * @description when it is deleted unless extended
@@ -3283,13 +3163,9 @@ export interface components {
         PreviewList: {
             preview_databases: components["schemas"]["PreviewDatabase"][];
         };
-        /** @enum {string} */
-        PreviewMode: "empty" | "clone";
         PreviewResponse: {
             preview: components["schemas"]["PreviewDatabase"];
         };
-        /** @enum {string} */
-        PreviewSourceKind: "none" | "live" | "backup";
         Principal: {
             api_key_id: string;
             auth_source: string;
@@ -3307,7 +3183,11 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            environment: components["schemas"]["Environment"];
+            /**
+             * @description production, staging or development
+             * @enum {string}
+             */
+            environment: "production" | "staging" | "development";
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -3315,7 +3195,11 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            plan: components["schemas"]["Plan"];
+            /**
+             * @description free, pro or scale
+             * @enum {string}
+             */
+            plan: "free" | "pro" | "scale";
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -3323,10 +3207,18 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            runtime_status: components["schemas"]["RuntimeStatus"];
+            /**
+             * @description provisioning, active, restarting, down or stopped
+             * @enum {string}
+             */
+            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
             slug: string;
             ssl_mode: string;
-            state: components["schemas"]["ProjectState"];
+            /**
+             * @description provisioning, active, failed, deleting or deleted
+             * @enum {string}
+             */
+            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -3337,8 +3229,8 @@ export interface components {
             /** Format: date-time */
             acknowledged_at: string | null;
             id: string;
-            /** @description backup_unrestorable: the periodic restore test of a backup failed; data_missing (raised at start): the project's instance or key-value store directory is missing from the data directory; backup_store_unreachable: WAL archiving fails */
-            kind: components["schemas"]["AlertKind"];
+            /** @description storage, connections, long_transaction, backup_failed, backup_unrestorable (the periodic restore test of a backup failed), instance_crashed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory) */
+            kind: string;
             /**
              * Format: date-time
              * @description when the alert.triggered event was appended (webhooks carry it)
@@ -3351,7 +3243,8 @@ export interface components {
             project_id: string;
             /** Format: date-time */
             resolved_at: string | null;
-            severity: components["schemas"]["AlertSeverity"];
+            /** @description warning or critical */
+            severity: string;
             /** Format: date-time */
             triggered_at: string;
         };
@@ -3365,8 +3258,6 @@ export interface components {
         ProjectResponse: {
             project: components["schemas"]["Project"];
         };
-        /** @enum {string} */
-        ProjectState: "provisioning" | "active" | "failed" | "deleting" | "deleted";
         ProjectUsage: {
             connections: number;
             name: string;
@@ -3395,7 +3286,6 @@ export interface components {
             /** @description one per snapshot in the window (every 5 minutes), zero where the statement did not run */
             points: components["schemas"]["QueryPoint"][];
             query: string;
-            /** @example 0123456789abcdef0123456789abcdef */
             query_hash: string;
             /** Format: int64 */
             window_calls: number;
@@ -3461,20 +3351,19 @@ export interface components {
             created_by_actor_id: string;
             created_by_actor_kind: string;
             id: string;
-            kind: components["schemas"]["RestorePointKind"];
+            /** @description named */
+            kind: string;
             label: string;
             note: string;
             organization_id: string;
             /** Format: date-time */
             pitr_time: string;
             project_id: string;
-            /** @description deleted points are not listed */
-            state: components["schemas"]["RestorePointState"];
+            /** @description active (deleted points are not listed) */
+            state: string;
             /** Format: date-time */
             updated_at: string;
         };
-        /** @enum {string} */
-        RestorePointKind: "named";
         RestorePointList: {
             /** @description whole days from the oldest completed backup to now (0: no backup yet) */
             pitr_window_days: number;
@@ -3487,8 +3376,6 @@ export interface components {
         RestorePointResponse: {
             restore_point: components["schemas"]["RestorePoint"];
         };
-        /** @enum {string} */
-        RestorePointState: "active";
         /** @description exactly one of backup_key, restore_time and restore_point_id */
         RestoreRequest: {
             /** @description restore what this backup contains (recovery_target = immediate) */
@@ -3509,16 +3396,6 @@ export interface components {
         });
         Revoked: {
             revoked: boolean;
-        };
-        /** @enum {string} */
-        Role: "owner" | "admin" | "member";
-        RoleList: {
-            roles: components["schemas"]["DatabaseRole"][];
-        };
-        RolePassword: {
-            /** @description generated by the server and returned only here; the appliance keeps none of it */
-            password: string;
-            role: components["schemas"]["DatabaseRole"];
         };
         RotateCredentialsRequest: {
             /**
@@ -3556,8 +3433,11 @@ export interface components {
             /** @description rows_affected is more than the rows shown */
             truncated: boolean;
         };
-        /** @enum {string} */
-        RuntimeStatus: "provisioning" | "active" | "restarting" | "down" | "stopped";
+        SQLCancelResponse: {
+            /** @description true: the server was asked to cancel the running statement (the run answers with a 400 whose sqlstate is 57014); false: no run of that ID was running in the project (it had ended or not started) */
+            cancelled: boolean;
+            run_id: string;
+        };
         SQLHistoryEntry: {
             actor_id: string;
             actor_kind: string;
@@ -3578,8 +3458,15 @@ export interface components {
             history: components["schemas"]["SQLHistoryEntry"][];
         };
         SQLRequest: {
-            /** @description one or more SQL statements (separated by semicolons; all run in one implicit transaction, the last one's result is returned); at most 256 KiB */
+            /** @description rows kept in the answer, over all statements (default and 0: 10,000; at most 100,000); the answer stays under about 8 MB whatever this says */
+            max_rows?: number;
+            /** @description one or more SQL statements (separated by semicolons; all run in one implicit transaction; every statement's result is returned); at most 256 KiB */
             query: string;
+            /**
+             * @description an ID of the client's choosing (1 to 64 letters, digits, _ or -) naming the run while it runs, so POST .../sql/runs/{runID}/cancel can cancel it; unique among the project's running runs (409)
+             * @example run-1
+             */
+            run_id?: string;
         };
         SQLResult: {
             /** @description the PostgreSQL type of each column (its name, or its OID for types this list does not name) */
@@ -3604,7 +3491,53 @@ export interface components {
             truncated: boolean;
         };
         SQLResultResponse: {
+            /** @description the last statement's result (as results' last entry; statements counts them all) */
             result: components["schemas"]["SQLResult"];
+            /** @description every statement's result, in order */
+            results: components["schemas"]["SQLStatementResult"][];
+        };
+        SQLStatementResult: {
+            column_types: string[];
+            columns: string[];
+            /** @description the statement's command tag, e.g. SELECT 3 or INSERT 0 1 */
+            command: string;
+            /**
+             * Format: int64
+             * @description rows the statement returned (for statements without rows: rows it inserted, updated or deleted); more than len(rows) when truncated
+             */
+            row_count: number;
+            rows: {
+                [key: string]: {
+                    [key: string]: unknown;
+                } | unknown[] | string | number | boolean | null;
+            }[];
+            /** @description rows were left out by the answer's caps (shared by every statement of the text) */
+            truncated: boolean;
+        };
+        SavedQuery: {
+            /** Format: date-time */
+            created_at: string;
+            /** @description the user or API key that saved it first */
+            created_by: string;
+            id: string;
+            name: string;
+            project_id: string;
+            sql: string;
+            /** Format: date-time */
+            updated_at: string;
+            updated_by: string;
+        };
+        SavedQueryList: {
+            saved_queries: components["schemas"]["SavedQuery"][];
+        };
+        SavedQueryRequest: {
+            /** @description 1 to 100 characters, unique in the project */
+            name?: string;
+            /** @description the query's text, at most 256 KiB */
+            sql?: string;
+        };
+        SavedQueryResponse: {
+            saved_query: components["schemas"]["SavedQuery"];
         };
         ScheduledBackup: {
             /** Format: date-time */
@@ -3632,36 +3565,6 @@ export interface components {
         ScheduledBackupResponse: {
             scheduled_backup: components["schemas"]["ScheduledBackup"];
         };
-        SchemaChange: {
-            /** @description the preview's definition (empty when removed) */
-            after: string;
-            /** @description the project's definition (empty when added); long definitions are cut at 2000 characters */
-            before: string;
-            /**
-             * @description added: in the preview only; removed: in the project only; changed: in both, defined differently
-             * @enum {string}
-             */
-            change: "added" | "removed" | "changed";
-            /** @enum {string} */
-            kind: "extension" | "table" | "column" | "constraint" | "index" | "view" | "function";
-            /** @description the object's name: table.column and table.constraint for those; a function with its argument types */
-            name: string;
-            /** @description empty for an extension */
-            schema: string;
-        };
-        SchemaDiff: {
-            /** @description by kind (extension, table, column, constraint, index, view, function), then schema and name; at most 500 */
-            changes: components["schemas"]["SchemaChange"][];
-            /** @description the database compared on both sides (the project's, which the preview has too) */
-            database: string;
-            preview_database_id: string;
-            project_id: string;
-            /** @description the changes found, Changes holds the first 500 */
-            total: number;
-            truncated: boolean;
-        };
-        /** @enum {string} */
-        Scope: "projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write";
         SessionRequest: {
             /** @description true: the session is set as an HttpOnly, Secure, SameSite=Strict cookie and token is empty; the cookie authenticates only requests that also send the header X-Appliance-CSRF: 1 */
             cookie?: boolean;
@@ -3679,8 +3582,11 @@ export interface components {
             user_id: string;
         };
         SetMemberRoleRequest: {
-            /** @description owner, admin or member */
-            role: components["schemas"]["Role"];
+            /**
+             * @description owner, admin or member
+             * @enum {string}
+             */
+            role: "owner" | "admin" | "member";
         };
         SignedOut: {
             signed_out: boolean;
@@ -3715,12 +3621,8 @@ export interface components {
             jit_time_ms: number;
             mean_time_ms: number;
             query: string;
-            /**
-             * Format: int64
-             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it)
-             * @example 8071840665353803258
-             */
-            query_id: string;
+            /** Format: int64 */
+            query_id: number;
             /** Format: int64 */
             rows: number;
             /** Format: int64 */
@@ -3740,7 +3642,7 @@ export interface components {
             regions: components["schemas"]["RegionStatus"][];
             service: string;
             /** @description operational when every component is, down when any is down, otherwise degraded */
-            status: components["schemas"]["ComponentStatus"];
+            status: string;
             /** Format: date-time */
             updated_at: string;
         };
@@ -3756,12 +3658,8 @@ export interface components {
             /** Format: int64 */
             estimated_size_bytes: number;
             index_method: string;
-            /**
-             * Format: int64
-             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it); "0" when unknown
-             * @example 8071840665353803258
-             */
-            query_id: string;
+            /** Format: int64 */
+            query_id: number;
             table: string;
         };
         TableEntry: {
@@ -3781,7 +3679,6 @@ export interface components {
             calls: number;
             mean_exec_ms: number;
             query: string;
-            /** @example 0123456789abcdef0123456789abcdef */
             query_hash: string;
             /** Format: int64 */
             rows: number;
@@ -3827,12 +3724,8 @@ export interface components {
             size_bytes: number;
             /** @description pending, uploaded, consumed or expired */
             state: string;
-            /**
-             * Format: uri
-             * @description the signed URL to PUT the dump to (pg_dump -Fc), valid until expires_at
-             * @example https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b
-             */
-            upload_url: string;
+            /** @description signed URL to PUT the dump to (pg_dump -Fc); only in the creation response */
+            upload_url?: string;
         };
         UploadResponse: {
             upload: components["schemas"]["Upload"];
@@ -3960,10 +3853,7 @@ export interface components {
             organization_id: string;
             /** Format: date-time */
             updated_at: string;
-            /**
-             * Format: uri
-             * @example https://example.com/hooks
-             */
+            /** Format: uri */
             url: string;
         };
         WebhookEndpointList: {
@@ -3979,7 +3869,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field, a field sent as null, a body sent to an endpoint that takes none, a malformed query string or a query value out of bounds, or a path with empty, `.` or `..` segments. */
+        /** @description Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field or a query value out of bounds. */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
@@ -3990,6 +3880,15 @@ export interface components {
         };
         /** @description The resource is not in a state that allows this (a project not active, a job already running, an upload already received …). */
         Conflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description Any other error, e.g. 409 conflict, 410 gone or 503 unavailable. */
+        Error: {
             headers: {
                 [name: string]: unknown;
             };
@@ -4008,24 +3907,6 @@ export interface components {
         };
         /** @description Expired or already used. */
         Gone: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description The request headers are over their limit (64 KiB). */
-        HeadersTooLarge: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description The appliance is short of disk space: it refuses what would write to its disk until space is freed (GET /status says so). */
-        InsufficientStorage: {
             headers: {
                 [name: string]: unknown;
             };
@@ -4091,7 +3972,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A body sent with another Content-Type than application/json (text/plain and form bodies included, which a browser sends across sites without asking), or with none. */
+        /** @description A body sent with another Content-Type than application/json (or with none). */
         UnsupportedMediaType: {
             headers: {
                 [name: string]: unknown;
@@ -4125,18 +4006,14 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "service": "example",
-                     *       "status": "ok"
+                     *       "status": "example"
                      *     } */
                     "application/json": components["schemas"]["Health"];
                 };
             };
-            400: components["responses"]["BadRequest"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getMetrics: {
@@ -4157,14 +4034,9 @@ export interface operations {
                     "text/plain; version=0.0.4; charset=utf-8": unknown;
                 };
             };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getStatus: {
@@ -4187,7 +4059,7 @@ export interface operations {
                      *         {
                      *           "message": "example",
                      *           "name": "example",
-                     *           "status": "operational"
+                     *           "status": "example"
                      *         }
                      *       ],
                      *       "generated_at": "2026-01-31T12:00:00Z",
@@ -4198,18 +4070,15 @@ export interface operations {
                      *         }
                      *       ],
                      *       "service": "example",
-                     *       "status": "operational",
+                     *       "status": "example",
                      *       "updated_at": "2026-01-31T12:00:00Z"
                      *     } */
                     "application/json": components["schemas"]["Status"];
                 };
             };
-            400: components["responses"]["BadRequest"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postAuthPassword: {
@@ -4245,13 +4114,11 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postAuthSessions: {
@@ -4288,13 +4155,11 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     deleteAuthSessionsCurrent: {
@@ -4318,14 +4183,11 @@ export interface operations {
                     "application/json": components["schemas"]["SignedOut"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getCaCrt: {
@@ -4346,12 +4208,9 @@ export interface operations {
                     "application/x-pem-file": unknown;
                 };
             };
-            400: components["responses"]["BadRequest"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessions: {
@@ -4388,9 +4247,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getCliLoginSessionsBySessionID: {
@@ -4429,11 +4287,9 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessionsBySessionIDAuthorize: {
@@ -4467,18 +4323,14 @@ export interface operations {
                     "application/json": components["schemas"]["CLILoginResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getCliLoginSessionsBySessionIDDetails: {
@@ -4515,15 +4367,12 @@ export interface operations {
                     "application/json": components["schemas"]["CLILoginDetails"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessionsBySessionIDRefuse: {
@@ -4557,18 +4406,14 @@ export interface operations {
                     "application/json": components["schemas"]["CLILoginResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getDownloadsExportsByExportID: {
@@ -4598,14 +4443,11 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postEphemeralDatabases: {
@@ -4630,7 +4472,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "claim_token": "example",
-                     *       "claim_url": "https://appliance.example.com/claim/prj_123#token=eph_abc",
+                     *       "claim_url": "example",
                      *       "ephemeral_database": {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "expires_at": "2026-01-31T12:00:00Z",
@@ -4648,10 +4490,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getEphemeralDatabasesByProjectID: {
@@ -4677,8 +4518,8 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
-                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
+                     *         "direct_url": "example",
+                     *         "pooled_url": "example",
                      *         "username": "example"
                      *       },
                      *       "ephemeral_database": {
@@ -4694,14 +4535,10 @@ export interface operations {
                     "application/json": components["schemas"]["EphemeralResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     deleteEphemeralDatabasesByProjectID: {
@@ -4755,15 +4592,11 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postEphemeralDatabasesByProjectIDClaim: {
@@ -4832,9 +4665,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getJobsByJobID: {
@@ -4885,15 +4717,12 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getKv: {
@@ -4921,9 +4750,9 @@ export interface operations {
                      *           "credentials": {
                      *             "redis_host": "example",
                      *             "redis_port": 1,
-                     *             "redis_url": "rediss://kv.example.com:6380",
+                     *             "redis_url": "example",
                      *             "rest_token": "example",
-                     *             "rest_url": "https://kv.example.com:8443",
+                     *             "rest_url": "example",
                      *             "token_required": true
                      *           },
                      *           "host_id": "example",
@@ -4949,11 +4778,9 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getMe: {
@@ -5007,24 +4834,16 @@ export interface operations {
                      *           "example"
                      *         ],
                      *         "user_id": "example"
-                     *       },
-                     *       "user": {
-                     *         "email": "example",
-                     *         "id": "example",
-                     *         "name": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["MeResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getMeInvitations: {
@@ -5058,14 +4877,11 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postMeInvitationsByInvitationIDAccept: {
@@ -5098,17 +4914,13 @@ export interface operations {
                     "application/json": components["schemas"]["MemberResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             410: components["responses"]["Gone"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postMeInvitationsByInvitationIDDecline: {
@@ -5135,16 +4947,12 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationDone"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getOpenapiJson: {
@@ -5168,12 +4976,9 @@ export interface operations {
                     };
                 };
             };
-            400: components["responses"]["BadRequest"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgID: {
@@ -5221,15 +5026,12 @@ export interface operations {
                     "application/json": components["schemas"]["OrganizationResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgID: {
@@ -5286,13 +5088,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDApiKeys: {
@@ -5338,15 +5138,12 @@ export interface operations {
                     "application/json": components["schemas"]["APIKeyList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDApiKeys: {
@@ -5408,9 +5205,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDApiKeysByKeyID: {
@@ -5439,15 +5235,12 @@ export interface operations {
                     "application/json": components["schemas"]["Revoked"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDAuditEvents: {
@@ -5455,16 +5248,6 @@ export interface operations {
             query?: {
                 /** @description number of entries, newest first */
                 limit?: number;
-                /** @description events whose action starts with this (member. or project.create) */
-                action_prefix?: string;
-                /** @description events of this actor (a user or API key ID) */
-                actor_id?: string;
-                /** @description events created at or after this time (RFC 3339) */
-                from?: string;
-                /** @description events created before this time (RFC 3339) */
-                to?: string;
-                /** @description events older than this event ID: the next_before of the previous page */
-                before?: string;
             };
             header?: never;
             path: {
@@ -5493,8 +5276,7 @@ export interface operations {
                      *           "organization_id": "example",
                      *           "project_id": "example"
                      *         }
-                     *       ],
-                     *       "next_before": "example"
+                     *       ]
                      *     } */
                     "application/json": components["schemas"]["AuditEventList"];
                 };
@@ -5503,17 +5285,15 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDEvents: {
         parameters: {
             query?: {
-                /** @description resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins) */
+                /** @description resume after this event position (the Last-Event-ID header wins) */
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
@@ -5542,11 +5322,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDInvitations: {
@@ -5583,15 +5361,12 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDInvitationsByInvitationID: {
@@ -5620,15 +5395,12 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationDone"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDMembers: {
@@ -5663,15 +5435,12 @@ export interface operations {
                     "application/json": components["schemas"]["MemberList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDMembers: {
@@ -5730,9 +5499,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDMembersByUserID: {
@@ -5764,16 +5532,13 @@ export interface operations {
                     "application/json": components["schemas"]["RemovedMember"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgIDMembersByUserID: {
@@ -5823,9 +5588,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDUsage: {
@@ -5884,15 +5648,12 @@ export interface operations {
                     "application/json": components["schemas"]["UsageResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDWebhookEndpoints: {
@@ -5926,22 +5687,19 @@ export interface operations {
                      *           "is_active": true,
                      *           "organization_id": "example",
                      *           "updated_at": "2026-01-31T12:00:00Z",
-                     *           "url": "https://example.com/hooks"
+                     *           "url": "example"
                      *         }
                      *       ]
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpoints: {
@@ -5982,7 +5740,7 @@ export interface operations {
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "https://example.com/hooks"
+                     *         "url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
@@ -5995,9 +5753,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
@@ -6026,15 +5783,12 @@ export interface operations {
                     "application/json": components["schemas"]["DeletedResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
@@ -6074,7 +5828,7 @@ export interface operations {
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "https://example.com/hooks"
+                     *         "url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointResult"];
@@ -6087,9 +5841,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveries: {
@@ -6150,11 +5903,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveriesByDeliveryIDRedeliver: {
@@ -6208,17 +5959,13 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDeliveryResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDRotateSecret: {
@@ -6254,22 +6001,18 @@ export interface operations {
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "https://example.com/hooks"
+                     *         "url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDTest: {
@@ -6321,17 +6064,13 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDeliveryResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deletePreviewDatabasesByPreviewID: {
@@ -6382,16 +6121,13 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getPreviewDatabasesByPreviewIDConnections: {
@@ -6414,24 +6150,21 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
-                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
+                     *         "direct_url": "example",
+                     *         "pooled_url": "example",
                      *         "username": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["ConnectionsResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postPreviewDatabasesByPreviewIDExtend: {
@@ -6475,8 +6208,6 @@ export interface operations {
                      *         "source_backup_key": "example",
                      *         "source_database": "example",
                      *         "source_kind": "none",
-                     *         "source_restore_point_id": "example",
-                     *         "source_restore_point_label": "example",
                      *         "source_restore_time": "2026-01-31T12:00:00Z",
                      *         "ssl_mode": "example",
                      *         "state": "provisioning",
@@ -6495,9 +6226,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postPreviewDatabasesByPreviewIDReset: {
@@ -6548,68 +6278,13 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
-        };
-    };
-    getPreviewDatabasesByPreviewIDSchemaDiff: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description the preview ID */
-                previewID: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description OK */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /** @example {
-                     *       "changes": [
-                     *         {
-                     *           "after": "example",
-                     *           "before": "example",
-                     *           "change": "added",
-                     *           "kind": "extension",
-                     *           "name": "example",
-                     *           "schema": "example"
-                     *         }
-                     *       ],
-                     *       "database": "example",
-                     *       "preview_database_id": "example",
-                     *       "project_id": "example",
-                     *       "total": 1,
-                     *       "truncated": true
-                     *     } */
-                    "application/json": components["schemas"]["SchemaDiff"];
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
-            429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjects: {
@@ -6667,11 +6342,9 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjects: {
@@ -6759,9 +6432,8 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectID: {
@@ -6814,15 +6486,12 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectID: {
@@ -6881,13 +6550,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            410: components["responses"]["Gone"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectID: {
@@ -6953,10 +6619,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAdvisorIndexHygiene: {
@@ -7012,17 +6677,14 @@ export interface operations {
                     "application/json": components["schemas"]["HygieneResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAdvisorIndexes: {
@@ -7032,8 +6694,6 @@ export interface operations {
                 min_filter?: number;
                 /** @description minimum average selectivity percentage */
                 min_selectivity?: number;
-                /** @description compute the advice again instead of serving the one computed in the last 5 minutes */
-                refresh?: boolean;
             };
             header?: never;
             path: {
@@ -7053,7 +6713,6 @@ export interface operations {
                     /** @example {
                      *       "advisor": {
                      *         "available": true,
-                     *         "computed_at": "2026-01-31T12:00:00Z",
                      *         "cost_estimates_available": true,
                      *         "min_filter": 1,
                      *         "min_selectivity": 1,
@@ -7068,7 +6727,7 @@ export interface operations {
                      *             "estimated_cost_reduction_pct": 1.5,
                      *             "estimated_size_bytes": 1,
                      *             "index_method": "example",
-                     *             "query_id": "8071840665353803258",
+                     *             "query_id": 1,
                      *             "table": "example"
                      *           }
                      *         ]
@@ -7082,12 +6741,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAiUsage: {
@@ -7121,15 +6778,12 @@ export interface operations {
                     "application/json": components["schemas"]["AIUsageResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDAiUsage: {
@@ -7163,18 +6817,14 @@ export interface operations {
                     "application/json": components["schemas"]["AIUsageResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAlerts: {
@@ -7200,14 +6850,14 @@ export interface operations {
                      *         {
                      *           "acknowledged_at": "2026-01-31T12:00:00Z",
                      *           "id": "example",
-                     *           "kind": "storage",
+                     *           "kind": "example",
                      *           "last_notified_at": "2026-01-31T12:00:00Z",
                      *           "limit_value": 1.5,
                      *           "message": "example",
                      *           "observed_value": 1.5,
                      *           "project_id": "example",
                      *           "resolved_at": "2026-01-31T12:00:00Z",
-                     *           "severity": "warning",
+                     *           "severity": "example",
                      *           "triggered_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
@@ -7215,17 +6865,14 @@ export interface operations {
                     "application/json": components["schemas"]["AlertList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDAlertsByAlertIDAcknowledge: {
@@ -7252,32 +6899,28 @@ export interface operations {
                      *       "alert": {
                      *         "acknowledged_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
-                     *         "kind": "storage",
+                     *         "kind": "example",
                      *         "last_notified_at": "2026-01-31T12:00:00Z",
                      *         "limit_value": 1.5,
                      *         "message": "example",
                      *         "observed_value": 1.5,
                      *         "project_id": "example",
                      *         "resolved_at": "2026-01-31T12:00:00Z",
-                     *         "severity": "warning",
+                     *         "severity": "example",
                      *         "triggered_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["AlertResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDApprovals: {
@@ -7293,7 +6936,7 @@ export interface operations {
         requestBody: {
             content: {
                 /** @example {
-                 *       "action": "project.delete"
+                 *       "action": "example"
                  *     } */
                 "application/json": components["schemas"]["ApprovalRequest"];
             };
@@ -7307,7 +6950,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "approval": {
-                     *         "action": "project.delete",
+                     *         "action": "example",
                      *         "expires_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
                      *         "token": "example"
@@ -7321,14 +6964,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAuditEvents: {
@@ -7336,16 +6977,6 @@ export interface operations {
             query?: {
                 /** @description number of entries, newest first */
                 limit?: number;
-                /** @description events whose action starts with this (member. or project.create) */
-                action_prefix?: string;
-                /** @description events of this actor (a user or API key ID) */
-                actor_id?: string;
-                /** @description events created at or after this time (RFC 3339) */
-                from?: string;
-                /** @description events created before this time (RFC 3339) */
-                to?: string;
-                /** @description events older than this event ID: the next_before of the previous page */
-                before?: string;
             };
             header?: never;
             path: {
@@ -7374,8 +7005,7 @@ export interface operations {
                      *           "organization_id": "example",
                      *           "project_id": "example"
                      *         }
-                     *       ],
-                     *       "next_before": "example"
+                     *       ]
                      *     } */
                     "application/json": components["schemas"]["AuditEventList"];
                 };
@@ -7384,11 +7014,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDBackups: {
@@ -7419,9 +7047,9 @@ export interface operations {
                      *           "label": "example",
                      *           "project_id": "example",
                      *           "size_bytes": 1,
-                     *           "state": "pending",
+                     *           "state": "example",
                      *           "verification_error": "example",
-                     *           "verification_state": "pending",
+                     *           "verification_state": "example",
                      *           "verified_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ],
@@ -7443,15 +7071,12 @@ export interface operations {
                     "application/json": components["schemas"]["BackupList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDBackups: {
@@ -7515,10 +7140,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDConnections: {
@@ -7541,25 +7165,22 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
-                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
+                     *         "direct_url": "example",
+                     *         "pooled_url": "example",
                      *         "username": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["ConnectionsResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCredentialsRotate: {
@@ -7623,10 +7244,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDCutoverRequests: {
@@ -7662,13 +7282,11 @@ export interface operations {
                      *           "organization_id": "example",
                      *           "pre_cutover_backup_id": "example",
                      *           "preview_database_id": "example",
-                     *           "preview_name": "example",
                      *           "project_id": "example",
                      *           "promote_job_id": "example",
                      *           "rejected_reason": "example",
                      *           "requested_by_actor_id": "example",
                      *           "requested_by_actor_kind": "user",
-                     *           "schema_diff_url": "example",
                      *           "status": "open",
                      *           "updated_at": "2026-01-31T12:00:00Z"
                      *         }
@@ -7677,17 +7295,14 @@ export interface operations {
                     "application/json": components["schemas"]["CutoverRequestList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequests: {
@@ -7729,13 +7344,11 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
-                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
                      *         "requested_by_actor_id": "example",
                      *         "requested_by_actor_kind": "user",
-                     *         "schema_diff_url": "example",
                      *         "status": "open",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
@@ -7751,10 +7364,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDCutoverRequestsByRequestID: {
@@ -7791,13 +7403,11 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
-                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
                      *         "requested_by_actor_id": "example",
                      *         "requested_by_actor_kind": "user",
-                     *         "schema_diff_url": "example",
                      *         "status": "open",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
@@ -7805,17 +7415,14 @@ export interface operations {
                     "application/json": components["schemas"]["CutoverRequestResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequestsByRequestIDApprove: {
@@ -7857,13 +7464,11 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
-                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
                      *         "requested_by_actor_id": "example",
                      *         "requested_by_actor_kind": "user",
-                     *         "schema_diff_url": "example",
                      *         "status": "open",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       },
@@ -7904,10 +7509,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequestsByRequestIDReject: {
@@ -7951,13 +7555,11 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
-                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
                      *         "requested_by_actor_id": "example",
                      *         "requested_by_actor_kind": "user",
-                     *         "schema_diff_url": "example",
                      *         "status": "open",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
@@ -7973,149 +7575,15 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
-        };
-    };
-    getProjectsByProjectIDDatabases: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description the project ID */
-                projectID: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description OK */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /** @example {
-                     *       "databases": [
-                     *         {
-                     *           "name": "example",
-                     *           "owner": "example",
-                     *           "reserved": true,
-                     *           "size_bytes": 1
-                     *         }
-                     *       ]
-                     *     } */
-                    "application/json": components["schemas"]["DatabaseList"];
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
-            429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["Unavailable"];
-        };
-    };
-    postProjectsByProjectIDDatabases: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description the project ID */
-                projectID: string;
-            };
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                /** @example {
-                 *       "name": "example"
-                 *     } */
-                "application/json": components["schemas"]["CreateDatabaseRequest"];
-            };
-        };
-        responses: {
-            /** @description Created */
-            201: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /** @example {
-                     *       "database": {
-                     *         "name": "example",
-                     *         "owner": "example",
-                     *         "reserved": true,
-                     *         "size_bytes": 1
-                     *       }
-                     *     } */
-                    "application/json": components["schemas"]["DatabaseResponse"];
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
-            429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
-        };
-    };
-    deleteProjectsByProjectIDDatabasesByDatabaseName: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description the project ID */
-                projectID: string;
-                /** @description the databaseName */
-                databaseName: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description OK */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /** @example {
-                     *       "deleted": true
-                     *     } */
-                    "application/json": components["schemas"]["DeletedResponse"];
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
-            429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDEvents: {
         parameters: {
             query?: {
-                /** @description resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins) */
+                /** @description resume after this event position (the Last-Event-ID header wins) */
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
@@ -8145,12 +7613,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExports: {
@@ -8180,22 +7646,19 @@ export interface operations {
                      *           "id": "example",
                      *           "project_id": "example",
                      *           "size_bytes": 1,
-                     *           "state": "pending"
+                     *           "state": "example"
                      *         }
                      *       ]
                      *     } */
                     "application/json": components["schemas"]["ExportList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExports: {
@@ -8260,10 +7723,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExportsByExportIDDownload: {
@@ -8288,24 +7750,21 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "download": {
-                     *         "download_url": "https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b",
+                     *         "download_url": "example",
                      *         "expires_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["DownloadResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExtensions: {
@@ -8345,17 +7804,14 @@ export interface operations {
                     "application/json": components["schemas"]["ExtensionList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExtensions: {
@@ -8421,10 +7877,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDExtensionsByExtensionName: {
@@ -8477,17 +7932,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExtensionsByExtensionNameUpdate: {
@@ -8540,18 +7992,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImports: {
@@ -8564,11 +8012,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                /** @example {
-                 *       "confirm": true
-                 *     } */
+                /** @example {} */
                 "application/json": components["schemas"]["ImportRequest"];
             };
         };
@@ -8617,10 +8063,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollow: {
@@ -8636,8 +8081,7 @@ export interface operations {
         requestBody: {
             content: {
                 /** @example {
-                 *       "confirm": true,
-                 *       "source_url": "postgres://app:secret@db.example.com:5432/shop?sslmode=require"
+                 *       "source_url": "example"
                  *     } */
                 "application/json": components["schemas"]["FollowRequest"];
             };
@@ -8687,10 +8131,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollowAbort: {
@@ -8741,18 +8184,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollowCutover: {
@@ -8765,11 +8204,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                /** @example {
-                 *       "confirm": true
-                 *     } */
+                /** @example {} */
                 "application/json": components["schemas"]["FollowCutoverRequest"];
             };
         };
@@ -8818,10 +8255,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsFollowStatus: {
@@ -8872,18 +8308,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsPreflight: {
@@ -8980,10 +8412,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDImportsUploads: {
@@ -9016,7 +8447,7 @@ export interface operations {
                      *         "object_key": "example",
                      *         "size_bytes": 1,
                      *         "state": "example",
-                     *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
+                     *         "upload_url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["UploadResponse"];
@@ -9030,10 +8461,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDJobs: {
@@ -9093,11 +8523,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDKv: {
@@ -9123,9 +8551,9 @@ export interface operations {
                      *       "credentials": {
                      *         "redis_host": "example",
                      *         "redis_port": 1,
-                     *         "redis_url": "rediss://kv.example.com:6380",
+                     *         "redis_url": "example",
                      *         "rest_token": "example",
-                     *         "rest_url": "https://kv.example.com:8443",
+                     *         "rest_url": "example",
                      *         "token_required": true
                      *       },
                      *       "host_id": "example",
@@ -9146,15 +8574,12 @@ export interface operations {
                     "application/json": components["schemas"]["KVStore"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKv: {
@@ -9206,9 +8631,9 @@ export interface operations {
                      *         "credentials": {
                      *           "redis_host": "example",
                      *           "redis_port": 1,
-                     *           "redis_url": "rediss://kv.example.com:6380",
+                     *           "redis_url": "example",
                      *           "rest_token": "example",
-                     *           "rest_url": "https://kv.example.com:8443",
+                     *           "rest_url": "example",
                      *           "token_required": true
                      *         },
                      *         "host_id": "example",
@@ -9230,18 +8655,14 @@ export interface operations {
                     "application/json": components["schemas"]["KVCreateResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDKv: {
@@ -9292,17 +8713,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDKvCredentials: {
@@ -9326,23 +8744,20 @@ export interface operations {
                     /** @example {
                      *       "redis_host": "example",
                      *       "redis_port": 1,
-                     *       "redis_url": "rediss://kv.example.com:6380",
+                     *       "redis_url": "example",
                      *       "rest_token": "example",
-                     *       "rest_url": "https://kv.example.com:8443",
+                     *       "rest_url": "example",
                      *       "token_required": true
                      *     } */
                     "application/json": components["schemas"]["KVCredentials"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKvFlush: {
@@ -9393,18 +8808,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKvRotateToken: {
@@ -9431,9 +8842,9 @@ export interface operations {
                      *         "credentials": {
                      *           "redis_host": "example",
                      *           "redis_port": 1,
-                     *           "redis_url": "rediss://kv.example.com:6380",
+                     *           "redis_url": "example",
                      *           "rest_token": "example",
-                     *           "rest_url": "https://kv.example.com:8443",
+                     *           "rest_url": "example",
                      *           "token_required": true
                      *         },
                      *         "host_id": "example",
@@ -9455,18 +8866,14 @@ export interface operations {
                     "application/json": components["schemas"]["KVStoreResult"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDLogs: {
@@ -9480,18 +8887,6 @@ export interface operations {
                 severity?: string;
                 /** @description at most this many entries (without a cursor the newest are kept) */
                 limit?: number;
-                /** @description keep entries whose message, detail, hint or statement contains this text (ignoring case; plain text, not a pattern; at most 200 characters) */
-                q?: string;
-                /** @description keep the entries of this role */
-                user?: string;
-                /** @description keep the entries of this database */
-                database?: string;
-                /** @description keep the entries with this SQLSTATE (5 characters, e.g. 42P01) */
-                sqlstate?: string;
-                /** @description RFC 3339: entries at or after this time (replaces hours; within the hours the logs keep: 168, or 720 with the archive); not with cursor */
-                from?: string;
-                /** @description RFC 3339: entries at or before this time (after from; default: now); not with cursor */
-                to?: string;
             };
             header?: never;
             path: {
@@ -9520,8 +8915,7 @@ export interface operations {
                      *             "hint": "example",
                      *             "message": "example",
                      *             "pid": 1,
-                     *             "query_id": "example",
-                     *             "severity": "debug",
+                     *             "severity": "example",
                      *             "sqlstate": "example",
                      *             "statement": "example",
                      *             "timestamp": "2026-01-31T12:00:00Z",
@@ -9539,63 +8933,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-        };
-    };
-    getProjectsByProjectIDLogsDownload: {
-        parameters: {
-            query?: {
-                /** @description the trailing window in hours: 1 to 168, or to 720 with the log archive (up --log-archive-days) */
-                hours?: number;
-                /** @description comma-separated severities to keep (debug, log, info, notice, warning, error, fatal, panic, detail); empty: all */
-                severity?: string;
-                /** @description keep entries whose message, detail, hint or statement contains this text (ignoring case; plain text, not a pattern; at most 200 characters) */
-                q?: string;
-                /** @description keep the entries of this role */
-                user?: string;
-                /** @description keep the entries of this database */
-                database?: string;
-                /** @description keep the entries with this SQLSTATE (5 characters, e.g. 42P01) */
-                sqlstate?: string;
-                /** @description RFC 3339: entries at or after this time (replaces hours; within the hours the logs keep: 168, or 720 with the archive); not with cursor */
-                from?: string;
-                /** @description RFC 3339: entries at or before this time (after from; default: now); not with cursor */
-                to?: string;
-            };
-            header?: never;
-            path: {
-                /** @description the project ID */
-                projectID: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description OK */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/x-ndjson": unknown;
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
-            429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDLogsStream: {
@@ -9609,14 +8950,6 @@ export interface operations {
                 severity?: string;
                 /** @description at most this many entries (without a cursor the newest are kept) */
                 limit?: number;
-                /** @description keep entries whose message, detail, hint or statement contains this text (ignoring case; plain text, not a pattern; at most 200 characters) */
-                q?: string;
-                /** @description keep the entries of this role */
-                user?: string;
-                /** @description keep the entries of this database */
-                database?: string;
-                /** @description keep the entries with this SQLSTATE (5 characters, e.g. 42P01) */
-                sqlstate?: string;
                 /** @description false: send the entries the query selects and end (no live ones) */
                 follow?: boolean;
             };
@@ -9643,12 +8976,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservability: {
@@ -9697,7 +9028,7 @@ export interface operations {
                      *             "jit_time_ms": 1.5,
                      *             "mean_time_ms": 1.5,
                      *             "query": "example",
-                     *             "query_id": "8071840665353803258",
+                     *             "query_id": 1,
                      *             "rows": 1,
                      *             "shared_blks_hit": 1,
                      *             "shared_blks_read": 1,
@@ -9713,17 +9044,14 @@ export interface operations {
                     "application/json": components["schemas"]["ObservabilityResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityHistory: {
@@ -9782,12 +9110,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityQueries: {
@@ -9817,7 +9143,7 @@ export interface operations {
                      *           "calls": 1,
                      *           "mean_exec_ms": 1.5,
                      *           "query": "example",
-                     *           "query_hash": "0123456789abcdef0123456789abcdef",
+                     *           "query_hash": "example",
                      *           "rows": 1,
                      *           "total_exec_ms": 1.5
                      *         }
@@ -9831,12 +9157,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityQueriesByQueryHash: {
@@ -9875,7 +9199,7 @@ export interface operations {
                      *           }
                      *         ],
                      *         "query": "example",
-                     *         "query_hash": "0123456789abcdef0123456789abcdef",
+                     *         "query_hash": "example",
                      *         "window_calls": 1,
                      *         "window_mean_exec_ms": 1.5,
                      *         "window_rows": 1,
@@ -9890,12 +9214,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDPreviewDatabases: {
@@ -9933,8 +9255,6 @@ export interface operations {
                      *           "source_backup_key": "example",
                      *           "source_database": "example",
                      *           "source_kind": "none",
-                     *           "source_restore_point_id": "example",
-                     *           "source_restore_point_label": "example",
                      *           "source_restore_time": "2026-01-31T12:00:00Z",
                      *           "ssl_mode": "example",
                      *           "state": "provisioning",
@@ -9946,15 +9266,12 @@ export interface operations {
                     "application/json": components["schemas"]["PreviewList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDPreviewDatabases: {
@@ -10021,8 +9338,6 @@ export interface operations {
                      *         "source_backup_key": "example",
                      *         "source_database": "example",
                      *         "source_kind": "none",
-                     *         "source_restore_point_id": "example",
-                     *         "source_restore_point_label": "example",
                      *         "source_restore_time": "2026-01-31T12:00:00Z",
                      *         "ssl_mode": "example",
                      *         "state": "provisioning",
@@ -10041,10 +9356,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDRestorePoints: {
@@ -10075,13 +9389,13 @@ export interface operations {
                      *           "created_by_actor_id": "example",
                      *           "created_by_actor_kind": "example",
                      *           "id": "example",
-                     *           "kind": "named",
+                     *           "kind": "example",
                      *           "label": "example",
                      *           "note": "example",
                      *           "organization_id": "example",
                      *           "pitr_time": "2026-01-31T12:00:00Z",
                      *           "project_id": "example",
-                     *           "state": "active",
+                     *           "state": "example",
                      *           "updated_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
@@ -10089,15 +9403,12 @@ export interface operations {
                     "application/json": components["schemas"]["RestorePointList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDRestorePoints: {
@@ -10133,13 +9444,13 @@ export interface operations {
                      *         "created_by_actor_id": "example",
                      *         "created_by_actor_kind": "example",
                      *         "id": "example",
-                     *         "kind": "named",
+                     *         "kind": "example",
                      *         "label": "example",
                      *         "note": "example",
                      *         "organization_id": "example",
                      *         "pitr_time": "2026-01-31T12:00:00Z",
                      *         "project_id": "example",
-                     *         "state": "active",
+                     *         "state": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
@@ -10154,10 +9465,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDRestorePointsByRestorePointID: {
@@ -10186,17 +9496,14 @@ export interface operations {
                     "application/json": components["schemas"]["DeletedResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDRestores: {
@@ -10262,13 +9569,12 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
-    getProjectsByProjectIDRoles: {
+    getProjectsByProjectIDSavedQueries: {
         parameters: {
             query?: never;
             header?: never;
@@ -10287,30 +9593,31 @@ export interface operations {
                 };
                 content: {
                     /** @example {
-                     *       "roles": [
+                     *       "saved_queries": [
                      *         {
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "created_by": "example",
+                     *           "id": "example",
                      *           "name": "example",
-                     *           "reserved": true
+                     *           "project_id": "example",
+                     *           "sql": "example",
+                     *           "updated_at": "2026-01-31T12:00:00Z",
+                     *           "updated_by": "example"
                      *         }
                      *       ]
                      *     } */
-                    "application/json": components["schemas"]["RoleList"];
+                    "application/json": components["schemas"]["SavedQueryList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
-    postProjectsByProjectIDRoles: {
+    postProjectsByProjectIDSavedQueries: {
         parameters: {
             query?: never;
             header?: never;
@@ -10320,12 +9627,10 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                /** @example {
-                 *       "name": "example"
-                 *     } */
-                "application/json": components["schemas"]["CreateRoleRequest"];
+                /** @example {} */
+                "application/json": components["schemas"]["SavedQueryRequest"];
             };
         };
         responses: {
@@ -10336,13 +9641,18 @@ export interface operations {
                 };
                 content: {
                     /** @example {
-                     *       "password": "example",
-                     *       "role": {
+                     *       "saved_query": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "created_by": "example",
+                     *         "id": "example",
                      *         "name": "example",
-                     *         "reserved": true
+                     *         "project_id": "example",
+                     *         "sql": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "updated_by": "example"
                      *       }
                      *     } */
-                    "application/json": components["schemas"]["RolePassword"];
+                    "application/json": components["schemas"]["SavedQueryResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -10353,21 +9663,20 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
-    postProjectsByProjectIDRolesByRoleNameResetPassword: {
+    getProjectsByProjectIDSavedQueriesByQueryID: {
         parameters: {
             query?: never;
             header?: never;
             path: {
                 /** @description the project ID */
                 projectID: string;
-                /** @description the roleName */
-                roleName: string;
+                /** @description the query ID */
+                queryID: string;
             };
             cookie?: never;
         };
@@ -10380,13 +9689,111 @@ export interface operations {
                 };
                 content: {
                     /** @example {
-                     *       "password": "example",
-                     *       "role": {
+                     *       "saved_query": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "created_by": "example",
+                     *         "id": "example",
                      *         "name": "example",
-                     *         "reserved": true
+                     *         "project_id": "example",
+                     *         "sql": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "updated_by": "example"
                      *       }
                      *     } */
-                    "application/json": components["schemas"]["RolePassword"];
+                    "application/json": components["schemas"]["SavedQueryResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteProjectsByProjectIDSavedQueriesByQueryID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the query ID */
+                queryID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "saved_query": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "created_by": "example",
+                     *         "id": "example",
+                     *         "name": "example",
+                     *         "project_id": "example",
+                     *         "sql": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "updated_by": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["SavedQueryResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    patchProjectsByProjectIDSavedQueriesByQueryID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the query ID */
+                queryID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["SavedQueryRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "saved_query": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "created_by": "example",
+                     *         "id": "example",
+                     *         "name": "example",
+                     *         "project_id": "example",
+                     *         "sql": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "updated_by": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["SavedQueryResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -10397,10 +9804,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDScheduledBackups: {
@@ -10442,15 +9848,12 @@ export interface operations {
                     "application/json": components["schemas"]["ScheduledBackupList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
         };
     };
     putProjectsByProjectIDScheduledBackupsDefault: {
@@ -10507,10 +9910,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDSql: {
@@ -10554,7 +9956,23 @@ export interface operations {
                      *         ],
                      *         "statements": 1,
                      *         "truncated": true
-                     *       }
+                     *       },
+                     *       "results": [
+                     *         {
+                     *           "column_types": [
+                     *             "example"
+                     *           ],
+                     *           "columns": [
+                     *             "example"
+                     *           ],
+                     *           "command": "example",
+                     *           "row_count": 1,
+                     *           "rows": [
+                     *             {}
+                     *           ],
+                     *           "truncated": true
+                     *         }
+                     *       ]
                      *     } */
                     "application/json": components["schemas"]["SQLResultResponse"];
                 };
@@ -10567,10 +9985,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDSqlHistory: {
@@ -10618,11 +10035,46 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            default: components["responses"]["Error"];
+        };
+    };
+    postProjectsByProjectIDSqlRunsByRunIDCancel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the run ID */
+                runID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "cancelled": true,
+                     *       "run_id": "example"
+                     *     } */
+                    "application/json": components["schemas"]["SQLCancelResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTables: {
@@ -10655,17 +10107,14 @@ export interface operations {
                     "application/json": components["schemas"]["TableList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTablesBySchemaByTableColumns: {
@@ -10705,17 +10154,14 @@ export interface operations {
                     "application/json": components["schemas"]["ColumnList"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10767,12 +10213,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10826,10 +10270,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10879,9 +10322,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10933,10 +10376,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajor: {
@@ -10995,13 +10437,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajorConfirm: {
@@ -11052,18 +10491,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajorPreflight: {
@@ -11122,13 +10557,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMajorRollback: {
@@ -11179,18 +10611,14 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
-            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDUpgradeMinor: {
@@ -11249,13 +10677,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
     putUploadsImportsByUploadID: {
@@ -11273,10 +10698,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description the raw bytes, with any Content-Type (or none): the body is read as bytes, whatever it declares */
         requestBody: {
             content: {
-                "*/*": string;
+                "application/octet-stream": string;
             };
         };
         responses: {
@@ -11293,22 +10717,19 @@ export interface operations {
                      *         "object_key": "example",
                      *         "size_bytes": 1,
                      *         "state": "example",
-                     *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
+                     *         "upload_url": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["UploadResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
-            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["Unavailable"];
-            507: components["responses"]["InsufficientStorage"];
+            default: components["responses"]["Error"];
         };
     };
 }
