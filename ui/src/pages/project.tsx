@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks'
+import { useEffect, useState } from 'preact/hooks'
 import { get, post, seg, type Connections, type Job, type Me, type Project as P, type Schemas } from '../api'
 import { Badge, Empty, ErrorBox, Form, Table, lazy, useLoad, useTitle, when } from '../ui'
 import { bytes } from './overview'
@@ -8,7 +8,7 @@ import { AuditTab, BackupsTab, DataTab, ExtensionsTab, SettingsTab } from './pro
 import { KVTab } from './kv'
 import { LogsTab } from './logs'
 import { PreviewsTab } from './previews'
-import { SQLTab, TablesTab } from './studio'
+import { TablesTab } from './studio'
 import { ConnectCard } from './connect'
 import { DatabasesTab } from './databases'
 
@@ -181,7 +181,7 @@ export function Project({ id, tab = '', me }: { id: string; tab?: string; me: Me
               <BackupsTab path={path} project={p} me={me} />
             </>
           )}
-          {tab === 'sql' && <SQLTab id={id} path={path} active={active} />}
+          {tab === 'sql' && <LazySQLEditor id={id} path={path} active={active} />}
           {tab === 'tables' && <TablesTab id={id} path={path} active={active} />}
           {tab === 'databases' && <DatabasesTab path={path} active={active} me={me} />}
           {tab === 'monitoring' && <MonitoringTab id={id} path={path} />}
@@ -259,4 +259,15 @@ function Jobs({ jobs, more }: { jobs: ReturnType<typeof useLoad<{ jobs: Job[] }>
         )}
       </section>
   )
+}
+
+/** LazySQLEditor loads the SQL editor (CodeMirror and all) on first use, out of the main chunk. */
+function LazySQLEditor(props: { id: string; path: string; active: boolean }) {
+  const [mod, setMod] = useState<typeof import('./sqleditor') | null>(null)
+  const [error, setError] = useState('')
+  useEffect(() => {
+    import('./sqleditor').then(setMod, (e) => setError('The SQL editor could not be loaded: ' + String(e)))
+  }, [])
+  if (mod) return <mod.SQLEditor {...props} />
+  return error ? <ErrorBox error={error} /> : <p class="loading">Loading the SQL editor…</p>
 }

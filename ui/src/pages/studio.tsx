@@ -28,7 +28,7 @@ const VIEW_H = 440
  * ResultGrid shows rows in a scrolling grid that renders only the rows in view (plus a margin), so 10,000
  * rows scroll as smoothly as 10.
  */
-function ResultGrid({ columns, types, rows, label }: { columns: string[]; types: string[]; rows: Row[]; label: string }) {
+export function ResultGrid({ columns, types, rows, label }: { columns: string[]; types: string[]; rows: Row[]; label: string }) {
   const [top, setTop] = useState(0)
   const scroller = useRef<HTMLDivElement>(null)
   useEffect(() => {
@@ -84,7 +84,7 @@ function ResultGrid({ columns, types, rows, label }: { columns: string[]; types:
 }
 
 /** SQLError shows a SQL error as psql does: the message, its SQLSTATE, and the line it points at with a caret. */
-function SQLError({ error, query }: { error: unknown; query: string }) {
+export function SQLError({ error, query }: { error: unknown; query: string }) {
   if (!error) return null
   if (!(error instanceof ApiError) || !error.body.sqlstate) return <ErrorBox error={message(error)} />
   const b = error.body as { sqlstate: string; position?: number; detail?: string; hint?: string }
@@ -105,106 +105,6 @@ function SQLError({ error, query }: { error: unknown; query: string }) {
       {b.detail && <div>Detail: {b.detail}</div>}
       {b.hint && <div>Hint: {b.hint}</div>}
     </div>
-  )
-}
-
-/** The SQL console: an editor, the result grid, errors with their position, and the project's history. */
-export function SQLTab({ id, path, active }: { id: string; path: string; active: boolean }) {
-  const [query, setQuery] = useState(() => new URLSearchParams(location.search).get('sql') ?? '') // ?sql=: prefilled (the logs explorer's links)
-  const [ran, setRan] = useState('') // the text of the result or error shown
-  const [busy, setBusy] = useState(false)
-  const [result, setResult] = useState<SQLResult | null>(null)
-  const [error, setError] = useState<unknown>(null)
-  const history = useLoad(() => get<{ history: HistoryEntry[] }>(path + '/sql/history?limit=20'), [id])
-  const editor = useRef<HTMLTextAreaElement>(null)
-  const run = async () => {
-    if (!query.trim() || busy) return
-    setBusy(true)
-    setError(null)
-    setRan(query)
-    try {
-      const res = await post<{ result: SQLResult }>(path + '/sql', { query })
-      setResult(res.result)
-    } catch (e) {
-      setResult(null)
-      setError(e)
-    } finally {
-      setBusy(false)
-      history.reload()
-    }
-  }
-  const r = result
-  return (
-    <>
-      <section class="card">
-        <h2>SQL</h2>
-        <label for="sql-text">Query (runs as the project's role; every statement in one transaction; Ctrl+Enter runs it)</label>
-        <textarea
-          id="sql-text"
-          ref={editor}
-          class="sql"
-          rows={8}
-          spellcheck={false}
-          value={query}
-          onInput={(e) => setQuery((e.target as HTMLTextAreaElement).value)}
-          onKeyDown={(e) => {
-            if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
-              e.preventDefault()
-              run()
-            }
-          }}
-        />
-        <div class="actions">
-          <button class="primary" disabled={!active || busy || !query.trim()} onClick={run}>
-            {busy ? 'Running…' : 'Run'}
-          </button>
-          {!active && <span class="hint">The project must be active.</span>}
-        </div>
-        <SQLError error={error} query={ran} />
-        {r && (
-          <div class="result" aria-live="polite">
-            <p class="hint">
-              {r.columns.length > 0
-                ? `${plural(r.row_count, 'row')}${r.truncated ? `, the first ${r.rows.length} shown` : ''}`
-                : r.command}{' '}
-              · {r.duration_ms} ms{r.statements > 1 ? ` · ${r.statements} statements, the last one's result` : ''}
-            </p>
-            {r.columns.length > 0 && <ResultGrid columns={r.columns} types={r.column_types} rows={r.rows as Row[]} label="Result" />}
-          </div>
-        )}
-      </section>
-      <section class="card">
-        <h2>History</h2>
-        <ErrorBox error={history.error} />
-        {history.data && history.data.history.length === 0 && <Empty>No queries run yet.</Empty>}
-        {history.data && history.data.history.length > 0 && (
-          <ul class="history">
-            {history.data.history.map((h) => (
-              <li key={h.id}>
-                <div class="history-head">
-                  <Badge value={h.success ? 'completed' : 'failed'} label={h.success ? 'ok' : 'error'} />
-                  <span class="hint">
-                    {when(h.created_at)} · {h.duration_ms} ms{h.success ? ` · ${plural(h.row_count, 'row')}` : ''}
-                  </span>
-                  <button
-                    class="link"
-                    aria-label={'Edit the query of ' + when(h.created_at)}
-                    onClick={() => {
-                      setQuery(h.query)
-                      editor.current?.focus()
-                    }}
-                  >
-                    Edit
-                  </button>
-                </div>
-                <code class="history-query">{h.query}</code>
-                {!h.success && <div class="hint history-error">{h.error}</div>}
-              </li>
-            ))}
-          </ul>
-        )}
-      </section>
-    </>
   )
 }
 
