@@ -101,9 +101,8 @@ async function schemaOf(path: string): Promise<SQLNamespace> {
 }
 
 /** Editor is CodeMirror on the active tab's text; onRun gets the selection, or the whole text. */
-function Editor({ doc, docKey, schema, onChange, onRun }: { doc: string; docKey: string; schema: SQLNamespace; onChange: (s: string) => void; onRun: (text: string) => void }) {
+function Editor({ doc, docKey, schema, onChange, onRun, view }: { doc: string; docKey: string; schema: SQLNamespace; onChange: (s: string) => void; onRun: (text: string) => void; view: { current: EditorView | null } }) {
   const host = useRef<HTMLDivElement>(null)
-  const view = useRef<EditorView | null>(null)
   const lang = useRef(new Compartment())
   const cb = useRef({ onChange, onRun })
   cb.current = { onChange, onRun }
@@ -135,11 +134,18 @@ function Editor({ doc, docKey, schema, onChange, onRun }: { doc: string; docKey:
     EditorView.updateListener.of((u) => {
       if (u.docChanged) cb.current.onChange(u.state.doc.toString())
     }),
-    EditorView.contentAttributes.of({ 'aria-label': 'SQL', 'aria-multiline': 'true' }),
+    EditorView.contentAttributes.of({ 'aria-label': 'Query', 'aria-multiline': 'true' }),
+    theme,
   ]
   useEffect(() => {
-    view.current = new EditorView({ parent: host.current!, state: EditorState.create({ doc, extensions: extensions() }) })
-    return () => view.current?.destroy()
+    // In a shadow root: CodeMirror's styles go in as constructed style sheets there, which the page's CSP
+    // (style-src 'self') allows, where the <style> elements it would add to the document are refused.
+    const root = host.current!.shadowRoot || host.current!.attachShadow({ mode: 'open' })
+    view.current = new EditorView({ root, parent: root, state: EditorState.create({ doc, extensions: extensions() }) })
+    return () => {
+      view.current?.destroy()
+      view.current = null
+    }
   }, [])
   // Another tab: its own text, undo history and selection.
   useEffect(() => {
@@ -153,12 +159,24 @@ function Editor({ doc, docKey, schema, onChange, onRun }: { doc: string; docKey:
 }
 
 /** selectionOrAll is what Run runs: the editor's selection when there is one, else the whole text. */
-function selectionOrAll(host: HTMLElement | null, all: string): string {
-  const v = host && EditorView.findFromDOM(host.querySelector('.cm-editor') as HTMLElement)
+function selectionOrAll(v: EditorView | null, all: string): string {
   if (!v) return all
   const sel = v.state.selection.main
   return sel.empty ? v.state.doc.toString() : v.state.sliceDoc(sel.from, sel.to)
 }
+
+/** theme fits the editor to the page's colours (custom properties cross the shadow root). */
+const theme = EditorView.theme({
+  '&': { minHeight: '160px', maxHeight: '420px', fontSize: '13px', color: 'var(--fg)', backgroundColor: 'var(--card)', borderRadius: '6px' },
+  '&.cm-focused': { outline: '2px solid var(--accent)', outlineOffset: '1px' },
+  '.cm-scroller': { fontFamily: 'ui-monospace, SFMono-Regular, Menlo, monospace', overflow: 'auto' },
+  '.cm-gutters': { backgroundColor: 'var(--bg)', color: 'var(--muted)', borderRight: '1px solid var(--line)' },
+  '.cm-content': { caretColor: 'var(--fg)', minHeight: '160px' },
+  '.cm-activeLine, .cm-activeLineGutter': { backgroundColor: 'color-mix(in srgb, var(--accent) 8%, transparent)' },
+  '.cm-placeholder': { color: 'var(--muted)' },
+  '.cm-tooltip': { backgroundColor: 'var(--card)', color: 'var(--fg)', border: '1px solid var(--line)' },
+  '.cm-tooltip.cm-tooltip-autocomplete > ul > li[aria-selected]': { backgroundColor: 'var(--accent)', color: 'var(--accent-fg)' },
+})
 
 interface PlanNode {
   'Node Type': string
@@ -236,7 +254,7 @@ function StatementPanel({ r, n, of }: { r: StatementResult; n: number; of: numbe
           Statement {n} <span class="hint">{r.command}</span>
         </h3>
         <span class="hint">
-          {r.columns.length > 0 ? `${r.row_count} ${r.row_count === 1 ? 'row' : 'rows'}${r.truncated ? `, the first ${rows.length} shown` : ''}` : `${r.row_count} affected`}
+          {r.columns.length > 0 ? `${r.row_count} ${r.row_count === 1 ? 'row' : 'rows'}${r.truncated ? `, the first ${rows.length} shown` : ''}` : /\d$/.test(r.command) ? `${r.row_count} affected` : ''}
         </span>
         {r.columns.length > 0 && (
           <span class="stmt-actions">
@@ -264,7 +282,7 @@ function StatementPanel({ r, n, of }: { r: StatementResult; n: number; of: numbe
         )}
       </div>
       {plan ? (
-        <div class="plan" aria-label="Query plan">
+        <div class="plan" role="group" aria-label="Plan tree">
           <p class="hint">
             {plan['Planning Time'] !== undefined && `Planning ${plan['Planning Time']} ms`}
             {plan['Execution Time'] !== undefined && ` · execution ${plan['Execution Time']} ms`}
@@ -290,7 +308,7 @@ export function SQLEditor({ id, path, active }: { id: string; path: string; acti
   const [saveName, setSaveName] = useState<string | null>(null)
   const [renaming, setRenaming] = useState<{ id: string; name: string } | null>(null)
   const [rev, setRev] = useState(0) // bumped when a tab's text is replaced from outside the editor
-  const editorHost = useRef<HTMLDivElement>(null)
+  const view = useRef<EditorView | null>(null)
   const saved = useLoad(() => get<{ saved_queries: SavedQuery[] }>(path + '/saved-queries'), [id])
   const history = useLoad(() => get<{ history: HistoryEntry[] }>(path + '/sql/history?limit=20'), [id])
   const tab = tabs.tabs.find((t) => t.id === tabs.active) || tabs.tabs[0]
@@ -325,7 +343,10 @@ export function SQLEditor({ id, path, active }: { id: string; path: string; acti
     setNote('')
     setRan(text)
     try {
-      setResults(await post<SQLResponse>(path + '/sql', { query: text, run_id: rid, max_rows: MAX_ROWS }))
+      const res = await post<SQLResponse>(path + '/sql', { query: text, run_id: rid, max_rows: MAX_ROWS })
+      setResults(res)
+      // A table made, changed or dropped: the completion learns it.
+      if (res.results.some((r) => /^(CREATE|ALTER|DROP)\b/.test(r.command))) schemaOf(path).then(setSchema, () => {})
     } catch (e) {
       setResults(null)
       setError(e)
@@ -334,7 +355,7 @@ export function SQLEditor({ id, path, active }: { id: string; path: string; acti
       history.reload()
     }
   }
-  const runNow = () => run(selectionOrAll(editorHost.current, tab.sql))
+  const runNow = () => run(selectionOrAll(view.current, tab.sql))
   const cancel = async () => {
     if (!runID) return
     try {
@@ -345,7 +366,7 @@ export function SQLEditor({ id, path, active }: { id: string; path: string; acti
     }
   }
   const explain = () => {
-    const text = selectionOrAll(editorHost.current, tab.sql).trim().replace(/;\s*$/, '')
+    const text = selectionOrAll(view.current, tab.sql).trim().replace(/;\s*$/, '')
     if (text) run(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`)
   }
   const save = async () => {
@@ -396,10 +417,10 @@ export function SQLEditor({ id, path, active }: { id: string; path: string; acti
           <h2>SQL</h2>
           <span class="hint">Runs as the project's role; the statements of one run share a transaction.</span>
         </div>
-        <div class="sql-tabs" role="tablist" aria-label="Query tabs">
+        <div class="sql-tabs" role="group" aria-label="Editor tabs">
           {tabs.tabs.map((t) => (
             <span class={'sql-tab' + (t.id === tab.id ? ' current' : '')}>
-              <button role="tab" aria-selected={t.id === tab.id} onClick={() => update((s) => ({ ...s, active: t.id }))}>
+              <button class="tab" aria-pressed={t.id === tab.id} onClick={() => update((s) => ({ ...s, active: t.id }))}>
                 {t.title}
                 {t.savedId ? '' : ' •'}
               </button>
@@ -412,9 +433,7 @@ export function SQLEditor({ id, path, active }: { id: string; path: string; acti
             + New
           </button>
         </div>
-        <div ref={editorHost}>
-          <Editor doc={tab.sql} docKey={tab.id + ':' + rev} schema={schema} onChange={setSQL} onRun={run} />
-        </div>
+        <Editor doc={tab.sql} docKey={tab.id + ':' + rev} schema={schema} onChange={setSQL} onRun={run} view={view} />
         <div class="actions">
           <button class="primary" disabled={!active || busy || !tab.sql.trim()} onClick={runNow} title="Ctrl+Enter">
             {busy ? 'Running…' : 'Run'}
@@ -438,6 +457,7 @@ export function SQLEditor({ id, path, active }: { id: string; path: string; acti
           ) : (
             <form
               class="inline-form"
+              aria-label="Save the query"
               onSubmit={(e) => {
                 e.preventDefault()
                 save()
@@ -482,6 +502,7 @@ export function SQLEditor({ id, path, active }: { id: string; path: string; acti
                 {renaming?.id === q.id ? (
                   <form
                     class="inline-form"
+                    aria-label={'Rename ' + q.name}
                     onSubmit={(e) => {
                       e.preventDefault()
                       rename()
