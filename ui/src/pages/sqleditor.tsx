@@ -7,8 +7,9 @@ import { useEffect, useRef, useState } from 'preact/hooks'
 import { EditorState, Compartment, Prec } from '@codemirror/state'
 import { EditorView, keymap, lineNumbers, highlightActiveLine, drawSelection, placeholder } from '@codemirror/view'
 import { defaultKeymap, history as cmHistory, historyKeymap, indentWithTab } from '@codemirror/commands'
-import { syntaxHighlighting, defaultHighlightStyle, bracketMatching } from '@codemirror/language'
-import { autocompletion, completionKeymap, closeBrackets } from '@codemirror/autocomplete'
+import { syntaxHighlighting, HighlightStyle, bracketMatching } from '@codemirror/language'
+import { tags as t } from '@lezer/highlight'
+import { autocompletion, closeCompletion, completionKeymap, closeBrackets } from '@codemirror/autocomplete'
 import { sql, PostgreSQL, type SQLNamespace } from '@codemirror/lang-sql'
 import { get, patch, post, del, seg, type Schemas } from '../api'
 import { Badge, Empty, ErrorBox, message, useLoad, when } from '../ui'
@@ -115,7 +116,7 @@ function Editor({ doc, docKey, schema, onChange, onRun, view }: { doc: string; d
     bracketMatching(),
     closeBrackets(),
     autocompletion(),
-    syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
+    syntaxHighlighting(highlight),
     placeholder('SELECT … (Ctrl+Enter runs the selection, or everything)'),
     lang.current.of(language(schema)),
     Prec.highest(
@@ -123,6 +124,7 @@ function Editor({ doc, docKey, schema, onChange, onRun, view }: { doc: string; d
         {
           key: 'Mod-Enter',
           run: (v) => {
+            closeCompletion(v)
             const sel = v.state.selection.main
             cb.current.onRun(sel.empty ? v.state.doc.toString() : v.state.sliceDoc(sel.from, sel.to))
             return true
@@ -164,6 +166,15 @@ function selectionOrAll(v: EditorView | null, all: string): string {
   const sel = v.state.selection.main
   return sel.empty ? v.state.doc.toString() : v.state.sliceDoc(sel.from, sel.to)
 }
+
+/** highlight colours SQL with the page's palette (sqleditor.css: contrast checked in light and dark). */
+const highlight = HighlightStyle.define([
+  { tag: t.keyword, color: 'var(--sql-keyword)' },
+  { tag: [t.number, t.bool, t.null, t.atom], color: 'var(--sql-literal)' },
+  { tag: [t.string, t.special(t.string)], color: 'var(--sql-string)' },
+  { tag: [t.typeName, t.standard(t.name)], color: 'var(--sql-type)' },
+  { tag: [t.comment, t.lineComment, t.blockComment], color: 'var(--muted)', fontStyle: 'italic' },
+])
 
 /** theme fits the editor to the page's colours (custom properties cross the shadow root). */
 const theme = EditorView.theme({
@@ -355,7 +366,10 @@ export function SQLEditor({ id, path, active }: { id: string; path: string; acti
       history.reload()
     }
   }
-  const runNow = () => run(selectionOrAll(view.current, tab.sql))
+  const runNow = () => {
+    if (view.current) closeCompletion(view.current)
+    run(selectionOrAll(view.current, tab.sql))
+  }
   const cancel = async () => {
     if (!runID) return
     try {
