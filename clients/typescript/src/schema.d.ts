@@ -12,7 +12,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Liveness
+         * Liveness (503 when the metadata store does not answer or refuses writes)
          * @description No authentication.
          */
         get: operations["getHealthz"];
@@ -94,7 +94,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Sign in to the built-in identity provider
+         * Sign in to the built-in identity provider (401 for a wrong email or password, 403 for a sign-in from another site or into an organization the user is not a member of)
          * @description No authentication. Rate limited by the `strict` bucket in addition to the general one.
          */
         post: operations["postAuthSessions"];
@@ -486,7 +486,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Update an organization's profile
+         * Update an organization's profile (409 when the slug is taken)
          * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
          */
         patch: operations["patchOrganizationsByOrgID"];
@@ -892,6 +892,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/preview-databases/{previewID}/schema-diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What a preview's schema adds, removes and changes against its project's (tables, columns, constraints, indexes, views, functions, extensions): shown before a cutover
+         * @description Needs an API key or a session token. Required scope: `projects:read`.
+         */
+        get: operations["getPreviewDatabasesByPreviewIDSchemaDiff"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects": {
         parameters: {
             query?: never;
@@ -931,7 +951,7 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Delete a project and its data
+         * Delete a project and its data (410 once it has been deleted)
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         delete: operations["deleteProjectsByProjectID"];
@@ -1058,7 +1078,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Mint a single-use approval token
+         * Mint a single-use approval token (410 for a deleted project)
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         post: operations["postProjectsByProjectIDApprovals"];
@@ -1231,6 +1251,50 @@ export interface paths {
          */
         post: operations["postProjectsByProjectIDCutoverRequestsByRequestIDReject"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/databases": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The databases of the project's server (its own flagged reserved)
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDDatabases"];
+        put?: never;
+        /**
+         * Create a database (reachable directly and through the pooler at once)
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDDatabases"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/databases/{databaseName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Drop a database created here, ending its sessions (admin role; the project's own and PostgreSQL's are refused)
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        delete: operations["deleteProjectsByProjectIDDatabasesByDatabaseName"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1632,6 +1696,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{projectID}/logs/download": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download the entries of a range as newline-delimited JSON (one entry a line, oldest first, at most 100000; the logs' filters; limit and cursor ignored)
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDLogsDownload"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{projectID}/logs/stream": {
         parameters: {
             query?: never;
@@ -1814,6 +1898,50 @@ export interface paths {
          * @description Needs an API key or a session token. Required scope: `backups:write`. Project-scoped API keys may act only on their own project.
          */
         post: operations["postProjectsByProjectIDRestores"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/roles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The project's role (reserved) and the login roles created here
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDRoles"];
+        put?: never;
+        /**
+         * Create a login role (no superuser, replication, CREATEROLE or CREATEDB) with a generated password, returned once (needs credentials:read too)
+         * @description Needs an API key or a session token. Required scopes: `projects:write`, `credentials:read` (all of them). Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDRoles"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/roles/{roleName}/reset-password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give a role created here a new generated password, returned once (needs credentials:read too); the old one stops logging in
+         * @description Needs an API key or a session token. Required scopes: `projects:write`, `credentials:read` (all of them). Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDRolesByRoleNameResetPassword"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2199,7 +2327,7 @@ export interface components {
             project_id: string;
             /** Format: date-time */
             revoked_at: string | null;
-            scopes: ("projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write")[];
+            scopes: components["schemas"]["Scope"][];
             source: string;
         };
         APIKeyList: {
@@ -2225,11 +2353,8 @@ export interface components {
             name?: string;
             /** @description initial password of a new user (at least 12 characters); absent: one is generated and returned once */
             password?: string;
-            /**
-             * @description owner, admin or member (only owners may add owners)
-             * @enum {string}
-             */
-            role: "owner" | "admin" | "member";
+            /** @description owner, admin or member (only owners may add owners) */
+            role: components["schemas"]["Role"];
         };
         AddedMember: {
             /** @description the generated password of a newly created user, shown once; empty when the user existed or a password was given */
@@ -2241,6 +2366,8 @@ export interface components {
         };
         Advice: {
             available: boolean;
+            /** Format: date-time */
+            computed_at: string;
             cost_estimates_available: boolean;
             min_filter: number;
             min_selectivity: number;
@@ -2252,22 +2379,28 @@ export interface components {
         AdvisorResponse: {
             advisor: components["schemas"]["Advice"];
         };
+        /** @enum {string} */
+        AlertKind: "storage" | "connections" | "long_transaction" | "backup_failed" | "instance_crashed" | "backup_unrestorable" | "data_missing" | "backup_store_unreachable";
         AlertList: {
             alerts: components["schemas"]["ProjectAlert"][];
         };
         AlertResponse: {
             alert: components["schemas"]["ProjectAlert"];
         };
+        /** @enum {string} */
+        AlertSeverity: "warning" | "critical";
         Approval: {
-            action: string;
+            action: components["schemas"]["ApprovalAction"];
             /** Format: date-time */
             expires_at: string;
             id: string;
             token: string;
         };
+        /** @enum {string} */
+        ApprovalAction: "project.delete";
         ApprovalRequest: {
-            /** @description the action to approve: project.delete */
-            action: string;
+            /** @description the action to approve */
+            action: components["schemas"]["ApprovalAction"];
         };
         ApprovalResponse: {
             approval: components["schemas"]["Approval"];
@@ -2292,6 +2425,7 @@ export interface components {
         };
         AuditEventList: {
             audit_events: components["schemas"]["AuditEvent"][];
+            next_before: string;
         };
         Backup: {
             /** @description names the backup in a restore */
@@ -2304,11 +2438,10 @@ export interface components {
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
-            /** @description pending, running, completed or failed */
-            state: string;
+            state: components["schemas"]["BackupState"];
             verification_error: string;
-            /** @description pending, verified or failed (pg_verifybackup) */
-            verification_state: string;
+            /** @description pg_verifybackup's verdict */
+            verification_state: components["schemas"]["BackupVerificationState"];
             /** Format: date-time */
             verified_at: string | null;
         };
@@ -2317,17 +2450,20 @@ export interface components {
             /** @description where this project's backups live, and how its WAL archiving keeps up */
             storage: components["schemas"]["BackupStorage"];
         };
+        /** @enum {string} */
+        BackupState: "pending" | "running" | "completed" | "failed";
         BackupStorage: {
             /** @description null until the sampler read the project's server (it samples each active project every minute) */
             archiving: components["schemas"]["WALArchiving"] | null;
-            /**
-             * @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database
-             * @enum {string}
-             */
-            kind: "bucket" | "local";
+            /** @description bucket: an S3-compatible bucket, off this machine; local: the appliance's own disk, so losing that disk loses the backups with the database */
+            kind: components["schemas"]["BackupStorageKind"];
             /** @description the project's place in the store: s3://BUCKET/PREFIX/PROJECT_ID/ (never the endpoint or credentials), or the directory on the appliance's disk */
             location: string;
         };
+        /** @enum {string} */
+        BackupStorageKind: "bucket" | "local";
+        /** @enum {string} */
+        BackupVerificationState: "pending" | "verified" | "failed";
         CLILoginDetails: {
             device_name: string;
             /** Format: date-time */
@@ -2399,11 +2535,7 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            /**
-             * @description production, staging or development
-             * @enum {string}
-             */
-            environment: "production" | "staging" | "development";
+            environment: components["schemas"]["Environment"];
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -2411,11 +2543,7 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            /**
-             * @description free, pro or scale
-             * @enum {string}
-             */
-            plan: "free" | "pro" | "scale";
+            plan: components["schemas"]["Plan"];
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -2423,18 +2551,10 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            /**
-             * @description provisioning, active, restarting, down or stopped
-             * @enum {string}
-             */
-            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
+            runtime_status: components["schemas"]["RuntimeStatus"];
             slug: string;
             ssl_mode: string;
-            /**
-             * @description provisioning, active, failed, deleting or deleted
-             * @enum {string}
-             */
-            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            state: components["schemas"]["ProjectState"];
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -2456,13 +2576,22 @@ export interface components {
         Component: {
             message: string;
             name: string;
-            /** @description operational, degraded or down */
-            status: string;
+            status: components["schemas"]["ComponentStatus"];
         };
+        /** @enum {string} */
+        ComponentStatus: "operational" | "degraded" | "down";
         Connections: {
-            /** @description PostgreSQL's own port; sslmode=verify-full against the appliance CA */
+            /**
+             * Format: uri
+             * @description PostgreSQL's own port; sslmode=verify-full against the appliance CA
+             * @example postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full
+             */
             direct_url: string;
-            /** @description PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol) */
+            /**
+             * Format: uri
+             * @description PgBouncer in transaction mode (no server-side prepared statements: use the simple protocol)
+             * @example postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full
+             */
             pooled_url: string;
             username: string;
         };
@@ -2483,7 +2612,7 @@ export interface components {
             /** @description restricts the key to one project; organization scopes are then refused */
             project_id?: string;
             /** @description at least one of the ten scopes */
-            scopes: ("projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write")[];
+            scopes: components["schemas"]["Scope"][];
         };
         CreateBackupRequest: {
             /** @description at most 100 characters */
@@ -2497,6 +2626,12 @@ export interface components {
             /** @description an active preview database of this project */
             preview_id: string;
         };
+        CreateDatabaseRequest: {
+            /** @description lowercase letters, digits and underscores, starting with a letter or underscore, at most 63; not postgres, template0/1, pg_… or appliance… */
+            name: string;
+            /** @description the owning role: the project's role (the default) or a role created through the roles endpoint */
+            owner?: string;
+        };
         CreateEphemeralRequest: {
             /** @description 1 to 63 characters; default: a generated name */
             name?: string;
@@ -2505,24 +2640,23 @@ export interface components {
         };
         CreateExportRequest: Record<string, never>;
         CreatePreviewRequest: {
-            /**
-             * @description clone (default): the project's data as of now; empty: its database and role names, no data
-             * @enum {string}
-             */
-            mode?: "empty" | "clone";
+            /** @description clone (default): the project's data as of now; empty: its database and role names, no data */
+            mode?: components["schemas"]["PreviewMode"];
             /** @description 1 to 63 characters; default preview-<random> */
             name?: string;
-            /** @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now */
+            /** @description a clone of the project as of this restore point of it (400 for another's, a deleted one, or with source_restore_time or mode empty) */
+            source_restore_point_id?: string;
+            /**
+             * Format: date-time
+             * @description a clone of the project as of this RFC 3339 time, within its point-in-time window (400 outside); default: now
+             */
             source_restore_time?: string;
             /** @description hours until it is deleted, 1 to 720; default 24 */
             ttl_hours?: number;
         };
         CreateProjectRequest: {
-            /**
-             * @description production (default), staging or development
-             * @enum {string}
-             */
-            environment?: "production" | "staging" | "development";
+            /** @description default: production */
+            environment?: components["schemas"]["Environment"];
             /**
              * @description 1 to 63 characters
              * @example shop
@@ -2530,11 +2664,12 @@ export interface components {
             name: string;
             /** @description required for platform administrators; others create in their own organization */
             organization_id?: string;
-            /**
-             * @description free (default), pro or scale
-             * @enum {string}
-             */
-            plan?: "free" | "pro" | "scale";
+            /** @description default: free */
+            plan?: components["schemas"]["Plan"];
+        };
+        CreateRoleRequest: {
+            /** @description lowercase letters, digits and underscores, starting with a letter or underscore, at most 63; not postgres, pg_…, appliance… or the project's role */
+            name: string;
         };
         CreateUploadRequest: Record<string, never>;
         CreateWebhookEndpointRequest: {
@@ -2577,6 +2712,8 @@ export interface components {
             /** @description the backup of the project taken before the promotion (set at approval); restore it to undo a cutover */
             pre_cutover_backup_id: string;
             preview_database_id: string;
+            /** @description the preview's name when the cutover was requested (a completed cutover deletes the preview) */
+            preview_name: string;
             project_id: string;
             /** @description the cutover.promote job (set at approval) */
             promote_job_id: string;
@@ -2584,8 +2721,9 @@ export interface components {
             requested_by_actor_id: string;
             /** @enum {string} */
             requested_by_actor_kind: "user" | "api_key";
-            /** @enum {string} */
-            status: "open" | "approved" | "promoting" | "completed" | "rejected" | "failed";
+            /** @description the path of the preview's schema diff against the project (GET; empty once the request ended): what an approval would change */
+            schema_diff_url: string;
+            status: components["schemas"]["CutoverStatus"];
             /** Format: date-time */
             updated_at: string;
         };
@@ -2594,6 +2732,28 @@ export interface components {
         };
         CutoverRequestResponse: {
             cutover_request: components["schemas"]["CutoverRequest"];
+        };
+        /** @enum {string} */
+        CutoverStatus: "open" | "approved" | "promoting" | "completed" | "rejected" | "failed";
+        Database: {
+            name: string;
+            /** @description the role that owns it */
+            owner: string;
+            /** @description true for the project's own database, which cannot be dropped here */
+            reserved: boolean;
+            /** Format: int64 */
+            size_bytes: number;
+        };
+        DatabaseList: {
+            databases: components["schemas"]["Database"][];
+        };
+        DatabaseResponse: {
+            database: components["schemas"]["Database"];
+        };
+        DatabaseRole: {
+            name: string;
+            /** @description true for the project's own role, whose password the credential rotation sets */
+            reserved: boolean;
         };
         DeleteRowsRequest: {
             /** @description true to allow an empty match, deleting every row */
@@ -2609,6 +2769,10 @@ export interface components {
             deleted: boolean;
         };
         Download: {
+            /**
+             * Format: uri
+             * @example https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b
+             */
             download_url: string;
             /** Format: date-time */
             expires_at: string;
@@ -2625,19 +2789,25 @@ export interface components {
             hint?: string;
             message: string;
             pid?: number;
-            severity: string;
+            /** @description the pg_stat_statements queryid of the statement the server ran when it logged the line (decimal; a string, as it can exceed what a JSON number holds exactly); absent when it had none */
+            query_id?: string;
+            /** @description PostgreSQL's, mapped: DEBUG1-5 → debug, LOG → log, … PANIC → panic */
+            severity: components["schemas"]["LogSeverity"];
             sqlstate?: string;
             statement?: string;
             /** Format: date-time */
             timestamp: string;
             user?: string;
         };
+        /** @enum {string} */
+        Environment: "production" | "staging" | "development";
         EphemeralCreated: {
             /** @description eph_…: the only credential of the database until it is claimed; shown once */
             claim_token: string;
             /**
              * Format: uri
              * @description the dashboard page that claims it into an organization (the token is in the URL's fragment, which browsers never send)
+             * @example https://appliance.example.com/claim/prj_123#token=eph_abc
              */
             claim_url: string;
             ephemeral_database: components["schemas"]["EphemeralDatabase"];
@@ -2655,11 +2825,8 @@ export interface components {
             postgres_version: string;
             project_id: string;
             region: string;
-            /**
-             * @description the project's state: active once it accepts connections
-             * @enum {string}
-             */
-            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            /** @description the project's state: active once it accepts connections */
+            state: components["schemas"]["ProjectState"];
         };
         EphemeralResponse: {
             /** @description null until the database is active */
@@ -2694,8 +2861,7 @@ export interface components {
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
-            /** @description pending, running, completed, failed or expired */
-            state: string;
+            state: components["schemas"]["ExportState"];
         };
         ExportJobResponse: {
             export_id: string;
@@ -2704,6 +2870,8 @@ export interface components {
         ExportList: {
             exports: components["schemas"]["Export"][];
         };
+        /** @enum {string} */
+        ExportState: "pending" | "running" | "completed" | "failed" | "expired";
         ExtendPreviewRequest: {
             /** @description hours from now until it is deleted, 1 to 720 */
             ttl_hours: number;
@@ -2737,22 +2905,28 @@ export interface components {
              * @description must be true: after the cutover the project no longer follows the source
              * @constant
              */
-            confirm?: true;
+            confirm: true;
         };
         FollowRequest: {
             /**
              * @description must be true: the source's schema is copied over the project's database
              * @constant
              */
-            confirm?: true;
-            /** @description the source database (see imports/preflight); its wal_level must be logical */
+            confirm: true;
+            /**
+             * Format: uri
+             * @description the source database (see imports/preflight); its wal_level must be logical
+             * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
+             */
             source_url: string;
         };
         Health: {
             service: string;
             /** @description ok when the process serves requests and its metadata store answers; degraded (still 200) when it is short of disk space and refuses writes (see /status); otherwise down (503) */
-            status: string;
+            status: components["schemas"]["HealthStatus"];
         };
+        /** @enum {string} */
+        HealthStatus: "ok" | "degraded";
         HistoryResponse: {
             samples: components["schemas"]["ObservabilitySample"][];
         };
@@ -2778,7 +2952,7 @@ export interface components {
              * @description must be true: an import overwrites the project's database
              * @constant
              */
-            confirm?: true;
+            confirm: true;
             /** @description the upload to restore; default the newest uploaded one */
             upload_id?: string;
         };
@@ -2799,8 +2973,7 @@ export interface components {
             id: string;
             organization_id: string;
             organization_name: string;
-            /** @enum {string} */
-            role: "owner" | "admin" | "member";
+            role: components["schemas"]["Role"];
         };
         InvitationDone: {
             deleted: boolean;
@@ -2860,18 +3033,25 @@ export interface components {
         KVCredentials: {
             redis_host: string;
             redis_port: number;
-            /** @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere */
+            /**
+             * Format: uri
+             * @description rediss://default:<token>@host:port where the token is shown (create and rotate-token), rediss://host:port elsewhere
+             * @example rediss://kv.example.com:6380
+             */
             redis_url: string;
             /** @description the store's token; null except in the create and rotate-token responses (only its SHA-256 is kept) */
             rest_token: string | null;
             /**
              * Format: uri
              * @description the Upstash-compatible REST front
+             * @example https://kv.example.com:8443
              */
             rest_url: string;
             /** @description always true: every connection and request presents the token */
             token_required: boolean;
         };
+        /** @enum {string} */
+        KVState: "provisioning" | "running" | "error" | "destroying";
         KVStore: {
             /** Format: date-time */
             created_at: string;
@@ -2893,8 +3073,7 @@ export interface components {
             persistence: "rdb";
             project_id: string;
             public_host: string;
-            /** @enum {string} */
-            state: "provisioning" | "running" | "error" | "destroying";
+            state: components["schemas"]["KVState"];
             /** @description the plaintext token; null except in the create and rotate-token responses */
             token: string | null;
             /** @description the token's first 11 characters, to tell tokens apart */
@@ -2908,6 +3087,8 @@ export interface components {
         KVStoreResult: {
             kv_store: components["schemas"]["KVStore"];
         };
+        /** @enum {string} */
+        LogSeverity: "debug" | "log" | "info" | "notice" | "warning" | "error" | "fatal" | "panic" | "detail";
         Logs: {
             entries: components["schemas"]["Entry"][];
             /** @description pass as cursor to read what comes after the last entry (also when there were none) */
@@ -2920,6 +3101,14 @@ export interface components {
             /** @description null for a platform admin acting in no organization */
             organization: components["schemas"]["Organization"] | null;
             principal: components["schemas"]["Principal"];
+            /** @description the person signed in (a session) or who the API key belongs to; null when there is none */
+            user: components["schemas"]["MeUser"] | null;
+        };
+        MeUser: {
+            email: string;
+            id: string;
+            /** @description may be empty */
+            name: string;
         };
         Member: {
             /**
@@ -2929,8 +3118,7 @@ export interface components {
             created_at: string;
             email: string;
             name: string;
-            /** @enum {string} */
-            role: "owner" | "admin" | "member";
+            role: components["schemas"]["Role"];
             user_id: string;
         };
         MemberList: {
@@ -3066,14 +3254,13 @@ export interface components {
             slug?: string;
         };
         PatchProjectRequest: {
-            /** @description production, staging or development */
-            environment?: string;
+            environment?: components["schemas"]["Environment"];
             /** @description idle_in_transaction_session_timeout as a PostgreSQL duration; applied by reload */
             idle_transaction_timeout?: string;
             /** @description 1 to 63 characters (database and role names do not change) */
             name?: string;
-            /** @description free, pro or scale; max_connections changes with a restart */
-            plan?: string;
+            /** @description max_connections changes with a restart */
+            plan?: components["schemas"]["Plan"];
             /** @description PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload */
             statement_timeout?: string;
         };
@@ -3083,9 +3270,14 @@ export interface components {
             event_types?: components["schemas"]["EventType"][];
             /** @description false stops deliveries (pending ones fail); true re-enables and resets health */
             is_active?: boolean;
-            /** Format: uri */
+            /**
+             * Format: uri
+             * @example https://example.com/hooks
+             */
             url?: string;
         };
+        /** @enum {string} */
+        Plan: "free" | "pro" | "scale";
         Preflight: {
             checks: components["schemas"]["PreflightCheck"][];
             /** @description no check failed */
@@ -3109,6 +3301,7 @@ export interface components {
         };
         PreflightRequest: {
             /**
+             * Format: uri
              * @description postgres://user:password@host:port/dbname[?sslmode=...]; only sslmode, connect_timeout and application_name are accepted as parameters
              * @example postgres://app:secret@db.example.com:5432/shop?sslmode=require
              */
@@ -3124,8 +3317,7 @@ export interface components {
             direct_port: number;
             id: string;
             last_error: string;
-            /** @enum {string} */
-            mode: "empty" | "clone";
+            mode: components["schemas"]["PreviewMode"];
             name: string;
             pooled_port: number;
             project_id: string;
@@ -3135,19 +3327,19 @@ export interface components {
             source_backup_key: string;
             /** @description the project's database a clone holds */
             source_database: string;
-            /**
-             * @description none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time
-             * @enum {string}
-             */
-            source_kind: "none" | "live" | "backup";
+            /** @description none for an empty preview; live: a copy of the project's running server when it was made; backup: a base backup recovered to source_restore_time */
+            source_kind: components["schemas"]["PreviewSourceKind"];
+            /** @description the restore point a clone was recovered to (empty otherwise) */
+            source_restore_point_id: string;
+            /** @description that restore point's label */
+            source_restore_point_label: string;
             /**
              * Format: date-time
              * @description the moment the data is as of (a clone); null for an empty preview
              */
             source_restore_time: string | null;
             ssl_mode: string;
-            /** @enum {string} */
-            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            state: components["schemas"]["ProjectState"];
             /**
              * Format: date-time
              * @description when it is deleted unless extended
@@ -3163,9 +3355,13 @@ export interface components {
         PreviewList: {
             preview_databases: components["schemas"]["PreviewDatabase"][];
         };
+        /** @enum {string} */
+        PreviewMode: "empty" | "clone";
         PreviewResponse: {
             preview: components["schemas"]["PreviewDatabase"];
         };
+        /** @enum {string} */
+        PreviewSourceKind: "none" | "live" | "backup";
         Principal: {
             api_key_id: string;
             auth_source: string;
@@ -3183,11 +3379,7 @@ export interface components {
             created_at: string;
             database_name: string;
             direct_port: number;
-            /**
-             * @description production, staging or development
-             * @enum {string}
-             */
-            environment: "production" | "staging" | "development";
+            environment: components["schemas"]["Environment"];
             id: string;
             idle_transaction_timeout: string;
             last_error: string;
@@ -3195,11 +3387,7 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            /**
-             * @description free, pro or scale
-             * @enum {string}
-             */
-            plan: "free" | "pro" | "scale";
+            plan: components["schemas"]["Plan"];
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -3207,18 +3395,10 @@ export interface components {
             public_host: string;
             region: string;
             role_name: string;
-            /**
-             * @description provisioning, active, restarting, down or stopped
-             * @enum {string}
-             */
-            runtime_status: "provisioning" | "active" | "restarting" | "down" | "stopped";
+            runtime_status: components["schemas"]["RuntimeStatus"];
             slug: string;
             ssl_mode: string;
-            /**
-             * @description provisioning, active, failed, deleting or deleted
-             * @enum {string}
-             */
-            state: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+            state: components["schemas"]["ProjectState"];
             statement_timeout: string;
             /** Format: int64 */
             storage_limit_bytes: number;
@@ -3229,8 +3409,8 @@ export interface components {
             /** Format: date-time */
             acknowledged_at: string | null;
             id: string;
-            /** @description storage, connections, long_transaction, backup_failed, backup_unrestorable (the periodic restore test of a backup failed), instance_crashed or data_missing (raised at start: the project's instance or key-value store directory is missing from the data directory) */
-            kind: string;
+            /** @description backup_unrestorable: the periodic restore test of a backup failed; data_missing (raised at start): the project's instance or key-value store directory is missing from the data directory; backup_store_unreachable: WAL archiving fails */
+            kind: components["schemas"]["AlertKind"];
             /**
              * Format: date-time
              * @description when the alert.triggered event was appended (webhooks carry it)
@@ -3243,8 +3423,7 @@ export interface components {
             project_id: string;
             /** Format: date-time */
             resolved_at: string | null;
-            /** @description warning or critical */
-            severity: string;
+            severity: components["schemas"]["AlertSeverity"];
             /** Format: date-time */
             triggered_at: string;
         };
@@ -3258,6 +3437,8 @@ export interface components {
         ProjectResponse: {
             project: components["schemas"]["Project"];
         };
+        /** @enum {string} */
+        ProjectState: "provisioning" | "active" | "failed" | "deleting" | "deleted";
         ProjectUsage: {
             connections: number;
             name: string;
@@ -3286,6 +3467,7 @@ export interface components {
             /** @description one per snapshot in the window (every 5 minutes), zero where the statement did not run */
             points: components["schemas"]["QueryPoint"][];
             query: string;
+            /** @example 0123456789abcdef0123456789abcdef */
             query_hash: string;
             /** Format: int64 */
             window_calls: number;
@@ -3351,19 +3533,20 @@ export interface components {
             created_by_actor_id: string;
             created_by_actor_kind: string;
             id: string;
-            /** @description named */
-            kind: string;
+            kind: components["schemas"]["RestorePointKind"];
             label: string;
             note: string;
             organization_id: string;
             /** Format: date-time */
             pitr_time: string;
             project_id: string;
-            /** @description active (deleted points are not listed) */
-            state: string;
+            /** @description deleted points are not listed */
+            state: components["schemas"]["RestorePointState"];
             /** Format: date-time */
             updated_at: string;
         };
+        /** @enum {string} */
+        RestorePointKind: "named";
         RestorePointList: {
             /** @description whole days from the oldest completed backup to now (0: no backup yet) */
             pitr_window_days: number;
@@ -3376,6 +3559,8 @@ export interface components {
         RestorePointResponse: {
             restore_point: components["schemas"]["RestorePoint"];
         };
+        /** @enum {string} */
+        RestorePointState: "active";
         /** @description exactly one of backup_key, restore_time and restore_point_id */
         RestoreRequest: {
             /** @description restore what this backup contains (recovery_target = immediate) */
@@ -3396,6 +3581,16 @@ export interface components {
         });
         Revoked: {
             revoked: boolean;
+        };
+        /** @enum {string} */
+        Role: "owner" | "admin" | "member";
+        RoleList: {
+            roles: components["schemas"]["DatabaseRole"][];
+        };
+        RolePassword: {
+            /** @description generated by the server and returned only here; the appliance keeps none of it */
+            password: string;
+            role: components["schemas"]["DatabaseRole"];
         };
         RotateCredentialsRequest: {
             /**
@@ -3433,6 +3628,8 @@ export interface components {
             /** @description rows_affected is more than the rows shown */
             truncated: boolean;
         };
+        /** @enum {string} */
+        RuntimeStatus: "provisioning" | "active" | "restarting" | "down" | "stopped";
         SQLCancelResponse: {
             /** @description true: the server was asked to cancel the running statement (the run answers with a 400 whose sqlstate is 57014); false: no run of that ID was running in the project (it had ended or not started) */
             cancelled: boolean;
@@ -3565,6 +3762,36 @@ export interface components {
         ScheduledBackupResponse: {
             scheduled_backup: components["schemas"]["ScheduledBackup"];
         };
+        SchemaChange: {
+            /** @description the preview's definition (empty when removed) */
+            after: string;
+            /** @description the project's definition (empty when added); long definitions are cut at 2000 characters */
+            before: string;
+            /**
+             * @description added: in the preview only; removed: in the project only; changed: in both, defined differently
+             * @enum {string}
+             */
+            change: "added" | "removed" | "changed";
+            /** @enum {string} */
+            kind: "extension" | "table" | "column" | "constraint" | "index" | "view" | "function";
+            /** @description the object's name: table.column and table.constraint for those; a function with its argument types */
+            name: string;
+            /** @description empty for an extension */
+            schema: string;
+        };
+        SchemaDiff: {
+            /** @description by kind (extension, table, column, constraint, index, view, function), then schema and name; at most 500 */
+            changes: components["schemas"]["SchemaChange"][];
+            /** @description the database compared on both sides (the project's, which the preview has too) */
+            database: string;
+            preview_database_id: string;
+            project_id: string;
+            /** @description the changes found, Changes holds the first 500 */
+            total: number;
+            truncated: boolean;
+        };
+        /** @enum {string} */
+        Scope: "projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write";
         SessionRequest: {
             /** @description true: the session is set as an HttpOnly, Secure, SameSite=Strict cookie and token is empty; the cookie authenticates only requests that also send the header X-Appliance-CSRF: 1 */
             cookie?: boolean;
@@ -3582,11 +3809,8 @@ export interface components {
             user_id: string;
         };
         SetMemberRoleRequest: {
-            /**
-             * @description owner, admin or member
-             * @enum {string}
-             */
-            role: "owner" | "admin" | "member";
+            /** @description owner, admin or member */
+            role: components["schemas"]["Role"];
         };
         SignedOut: {
             signed_out: boolean;
@@ -3621,8 +3845,12 @@ export interface components {
             jit_time_ms: number;
             mean_time_ms: number;
             query: string;
-            /** Format: int64 */
-            query_id: number;
+            /**
+             * Format: int64
+             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it)
+             * @example 8071840665353803258
+             */
+            query_id: string;
             /** Format: int64 */
             rows: number;
             /** Format: int64 */
@@ -3642,7 +3870,7 @@ export interface components {
             regions: components["schemas"]["RegionStatus"][];
             service: string;
             /** @description operational when every component is, down when any is down, otherwise degraded */
-            status: string;
+            status: components["schemas"]["ComponentStatus"];
             /** Format: date-time */
             updated_at: string;
         };
@@ -3658,8 +3886,12 @@ export interface components {
             /** Format: int64 */
             estimated_size_bytes: number;
             index_method: string;
-            /** Format: int64 */
-            query_id: number;
+            /**
+             * Format: int64
+             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it); "0" when unknown
+             * @example 8071840665353803258
+             */
+            query_id: string;
             table: string;
         };
         TableEntry: {
@@ -3679,6 +3911,7 @@ export interface components {
             calls: number;
             mean_exec_ms: number;
             query: string;
+            /** @example 0123456789abcdef0123456789abcdef */
             query_hash: string;
             /** Format: int64 */
             rows: number;
@@ -3724,8 +3957,12 @@ export interface components {
             size_bytes: number;
             /** @description pending, uploaded, consumed or expired */
             state: string;
-            /** @description signed URL to PUT the dump to (pg_dump -Fc); only in the creation response */
-            upload_url?: string;
+            /**
+             * Format: uri
+             * @description the signed URL to PUT the dump to (pg_dump -Fc), valid until expires_at
+             * @example https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b
+             */
+            upload_url: string;
         };
         UploadResponse: {
             upload: components["schemas"]["Upload"];
@@ -3853,7 +4090,10 @@ export interface components {
             organization_id: string;
             /** Format: date-time */
             updated_at: string;
-            /** Format: uri */
+            /**
+             * Format: uri
+             * @example https://example.com/hooks
+             */
             url: string;
         };
         WebhookEndpointList: {
@@ -3869,7 +4109,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field or a query value out of bounds. */
+        /** @description Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field, a field sent as null, a body sent to an endpoint that takes none, a malformed query string or a query value out of bounds, or a path with empty, `.` or `..` segments. */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
@@ -3880,15 +4120,6 @@ export interface components {
         };
         /** @description The resource is not in a state that allows this (a project not active, a job already running, an upload already received …). */
         Conflict: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description Any other error, e.g. 409 conflict, 410 gone or 503 unavailable. */
-        Error: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3907,6 +4138,24 @@ export interface components {
         };
         /** @description Expired or already used. */
         Gone: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The request headers are over their limit (64 KiB). */
+        HeadersTooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The appliance is short of disk space: it refuses what would write to its disk until space is freed (GET /status says so). */
+        InsufficientStorage: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3972,7 +4221,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description A body sent with another Content-Type than application/json (or with none). */
+        /** @description A body sent with another Content-Type than application/json (text/plain and form bodies included, which a browser sends across sites without asking), or with none. */
         UnsupportedMediaType: {
             headers: {
                 [name: string]: unknown;
@@ -4006,14 +4255,18 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "service": "example",
-                     *       "status": "example"
+                     *       "status": "ok"
                      *     } */
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getMetrics: {
@@ -4034,9 +4287,14 @@ export interface operations {
                     "text/plain; version=0.0.4; charset=utf-8": unknown;
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getStatus: {
@@ -4059,7 +4317,7 @@ export interface operations {
                      *         {
                      *           "message": "example",
                      *           "name": "example",
-                     *           "status": "example"
+                     *           "status": "operational"
                      *         }
                      *       ],
                      *       "generated_at": "2026-01-31T12:00:00Z",
@@ -4070,15 +4328,18 @@ export interface operations {
                      *         }
                      *       ],
                      *       "service": "example",
-                     *       "status": "example",
+                     *       "status": "operational",
                      *       "updated_at": "2026-01-31T12:00:00Z"
                      *     } */
                     "application/json": components["schemas"]["Status"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postAuthPassword: {
@@ -4114,11 +4375,13 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postAuthSessions: {
@@ -4155,11 +4418,13 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteAuthSessionsCurrent: {
@@ -4183,11 +4448,14 @@ export interface operations {
                     "application/json": components["schemas"]["SignedOut"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getCaCrt: {
@@ -4208,9 +4476,12 @@ export interface operations {
                     "application/x-pem-file": unknown;
                 };
             };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessions: {
@@ -4247,8 +4518,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getCliLoginSessionsBySessionID: {
@@ -4287,9 +4559,11 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessionsBySessionIDAuthorize: {
@@ -4323,14 +4597,18 @@ export interface operations {
                     "application/json": components["schemas"]["CLILoginResult"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getCliLoginSessionsBySessionIDDetails: {
@@ -4367,12 +4645,15 @@ export interface operations {
                     "application/json": components["schemas"]["CLILoginDetails"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postCliLoginSessionsBySessionIDRefuse: {
@@ -4406,14 +4687,18 @@ export interface operations {
                     "application/json": components["schemas"]["CLILoginResult"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Gone"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getDownloadsExportsByExportID: {
@@ -4443,11 +4728,14 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postEphemeralDatabases: {
@@ -4472,7 +4760,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "claim_token": "example",
-                     *       "claim_url": "example",
+                     *       "claim_url": "https://appliance.example.com/claim/prj_123#token=eph_abc",
                      *       "ephemeral_database": {
                      *         "created_at": "2026-01-31T12:00:00Z",
                      *         "expires_at": "2026-01-31T12:00:00Z",
@@ -4490,9 +4778,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getEphemeralDatabasesByProjectID: {
@@ -4518,8 +4807,8 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "example",
-                     *         "pooled_url": "example",
+                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
+                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
                      *         "username": "example"
                      *       },
                      *       "ephemeral_database": {
@@ -4535,10 +4824,14 @@ export interface operations {
                     "application/json": components["schemas"]["EphemeralResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteEphemeralDatabasesByProjectID: {
@@ -4592,11 +4885,15 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postEphemeralDatabasesByProjectIDClaim: {
@@ -4665,8 +4962,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getJobsByJobID: {
@@ -4717,12 +5015,15 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getKv: {
@@ -4750,9 +5051,9 @@ export interface operations {
                      *           "credentials": {
                      *             "redis_host": "example",
                      *             "redis_port": 1,
-                     *             "redis_url": "example",
+                     *             "redis_url": "rediss://kv.example.com:6380",
                      *             "rest_token": "example",
-                     *             "rest_url": "example",
+                     *             "rest_url": "https://kv.example.com:8443",
                      *             "token_required": true
                      *           },
                      *           "host_id": "example",
@@ -4778,9 +5079,11 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getMe: {
@@ -4834,16 +5137,24 @@ export interface operations {
                      *           "example"
                      *         ],
                      *         "user_id": "example"
+                     *       },
+                     *       "user": {
+                     *         "email": "example",
+                     *         "id": "example",
+                     *         "name": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["MeResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getMeInvitations: {
@@ -4877,11 +5188,14 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postMeInvitationsByInvitationIDAccept: {
@@ -4914,13 +5228,17 @@ export interface operations {
                     "application/json": components["schemas"]["MemberResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             410: components["responses"]["Gone"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postMeInvitationsByInvitationIDDecline: {
@@ -4947,12 +5265,16 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationDone"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getOpenapiJson: {
@@ -4976,9 +5298,12 @@ export interface operations {
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgID: {
@@ -5026,12 +5351,15 @@ export interface operations {
                     "application/json": components["schemas"]["OrganizationResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgID: {
@@ -5088,11 +5416,13 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getOrganizationsByOrgIDApiKeys: {
@@ -5138,12 +5468,15 @@ export interface operations {
                     "application/json": components["schemas"]["APIKeyList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDApiKeys: {
@@ -5205,8 +5538,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteOrganizationsByOrgIDApiKeysByKeyID: {
@@ -5235,12 +5569,15 @@ export interface operations {
                     "application/json": components["schemas"]["Revoked"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDAuditEvents: {
@@ -5248,6 +5585,16 @@ export interface operations {
             query?: {
                 /** @description number of entries, newest first */
                 limit?: number;
+                /** @description events whose action starts with this (member. or project.create) */
+                action_prefix?: string;
+                /** @description events of this actor (a user or API key ID) */
+                actor_id?: string;
+                /** @description events created at or after this time (RFC 3339) */
+                from?: string;
+                /** @description events created before this time (RFC 3339) */
+                to?: string;
+                /** @description events older than this event ID: the next_before of the previous page */
+                before?: string;
             };
             header?: never;
             path: {
@@ -5276,7 +5623,8 @@ export interface operations {
                      *           "organization_id": "example",
                      *           "project_id": "example"
                      *         }
-                     *       ]
+                     *       ],
+                     *       "next_before": "example"
                      *     } */
                     "application/json": components["schemas"]["AuditEventList"];
                 };
@@ -5285,15 +5633,17 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDEvents: {
         parameters: {
             query?: {
-                /** @description resume after this event position (the Last-Event-ID header wins) */
+                /** @description resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins) */
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
@@ -5322,9 +5672,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDInvitations: {
@@ -5361,12 +5713,15 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteOrganizationsByOrgIDInvitationsByInvitationID: {
@@ -5395,12 +5750,15 @@ export interface operations {
                     "application/json": components["schemas"]["InvitationDone"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDMembers: {
@@ -5435,12 +5793,15 @@ export interface operations {
                     "application/json": components["schemas"]["MemberList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDMembers: {
@@ -5499,8 +5860,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteOrganizationsByOrgIDMembersByUserID: {
@@ -5532,13 +5894,16 @@ export interface operations {
                     "application/json": components["schemas"]["RemovedMember"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgIDMembersByUserID: {
@@ -5588,8 +5953,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getOrganizationsByOrgIDUsage: {
@@ -5648,12 +6014,15 @@ export interface operations {
                     "application/json": components["schemas"]["UsageResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getOrganizationsByOrgIDWebhookEndpoints: {
@@ -5687,19 +6056,22 @@ export interface operations {
                      *           "is_active": true,
                      *           "organization_id": "example",
                      *           "updated_at": "2026-01-31T12:00:00Z",
-                     *           "url": "example"
+                     *           "url": "https://example.com/hooks"
                      *         }
                      *       ]
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpoints: {
@@ -5740,7 +6112,7 @@ export interface operations {
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "example"
+                     *         "url": "https://example.com/hooks"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
@@ -5753,8 +6125,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
@@ -5783,12 +6156,15 @@ export interface operations {
                     "application/json": components["schemas"]["DeletedResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     patchOrganizationsByOrgIDWebhookEndpointsByEndpointID: {
@@ -5828,7 +6204,7 @@ export interface operations {
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "example"
+                     *         "url": "https://example.com/hooks"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointResult"];
@@ -5841,8 +6217,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveries: {
@@ -5903,9 +6280,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDDeliveriesByDeliveryIDRedeliver: {
@@ -5959,13 +6338,17 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDeliveryResult"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDRotateSecret: {
@@ -6001,18 +6384,22 @@ export interface operations {
                      *         "is_active": true,
                      *         "organization_id": "example",
                      *         "updated_at": "2026-01-31T12:00:00Z",
-                     *         "url": "example"
+                     *         "url": "https://example.com/hooks"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["WebhookEndpointWithSecret"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postOrganizationsByOrgIDWebhookEndpointsByEndpointIDTest: {
@@ -6064,13 +6451,17 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDeliveryResult"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deletePreviewDatabasesByPreviewID: {
@@ -6121,13 +6512,16 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getPreviewDatabasesByPreviewIDConnections: {
@@ -6150,21 +6544,24 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "example",
-                     *         "pooled_url": "example",
+                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
+                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
                      *         "username": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["ConnectionsResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postPreviewDatabasesByPreviewIDExtend: {
@@ -6208,6 +6605,8 @@ export interface operations {
                      *         "source_backup_key": "example",
                      *         "source_database": "example",
                      *         "source_kind": "none",
+                     *         "source_restore_point_id": "example",
+                     *         "source_restore_point_label": "example",
                      *         "source_restore_time": "2026-01-31T12:00:00Z",
                      *         "ssl_mode": "example",
                      *         "state": "provisioning",
@@ -6226,8 +6625,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postPreviewDatabasesByPreviewIDReset: {
@@ -6278,13 +6678,68 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getPreviewDatabasesByPreviewIDSchemaDiff: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the preview ID */
+                previewID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "changes": [
+                     *         {
+                     *           "after": "example",
+                     *           "before": "example",
+                     *           "change": "added",
+                     *           "kind": "extension",
+                     *           "name": "example",
+                     *           "schema": "example"
+                     *         }
+                     *       ],
+                     *       "database": "example",
+                     *       "preview_database_id": "example",
+                     *       "project_id": "example",
+                     *       "total": 1,
+                     *       "truncated": true
+                     *     } */
+                    "application/json": components["schemas"]["SchemaDiff"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getProjects: {
@@ -6342,9 +6797,11 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjects: {
@@ -6432,8 +6889,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectID: {
@@ -6486,12 +6944,15 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectID: {
@@ -6550,10 +7011,13 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectID: {
@@ -6619,9 +7083,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDAdvisorIndexHygiene: {
@@ -6677,14 +7142,17 @@ export interface operations {
                     "application/json": components["schemas"]["HygieneResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAdvisorIndexes: {
@@ -6694,6 +7162,8 @@ export interface operations {
                 min_filter?: number;
                 /** @description minimum average selectivity percentage */
                 min_selectivity?: number;
+                /** @description compute the advice again instead of serving the one computed in the last 5 minutes */
+                refresh?: boolean;
             };
             header?: never;
             path: {
@@ -6713,6 +7183,7 @@ export interface operations {
                     /** @example {
                      *       "advisor": {
                      *         "available": true,
+                     *         "computed_at": "2026-01-31T12:00:00Z",
                      *         "cost_estimates_available": true,
                      *         "min_filter": 1,
                      *         "min_selectivity": 1,
@@ -6727,7 +7198,7 @@ export interface operations {
                      *             "estimated_cost_reduction_pct": 1.5,
                      *             "estimated_size_bytes": 1,
                      *             "index_method": "example",
-                     *             "query_id": 1,
+                     *             "query_id": "8071840665353803258",
                      *             "table": "example"
                      *           }
                      *         ]
@@ -6741,10 +7212,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDAiUsage: {
@@ -6778,12 +7251,15 @@ export interface operations {
                     "application/json": components["schemas"]["AIUsageResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDAiUsage: {
@@ -6817,14 +7293,18 @@ export interface operations {
                     "application/json": components["schemas"]["AIUsageResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDAlerts: {
@@ -6850,14 +7330,14 @@ export interface operations {
                      *         {
                      *           "acknowledged_at": "2026-01-31T12:00:00Z",
                      *           "id": "example",
-                     *           "kind": "example",
+                     *           "kind": "storage",
                      *           "last_notified_at": "2026-01-31T12:00:00Z",
                      *           "limit_value": 1.5,
                      *           "message": "example",
                      *           "observed_value": 1.5,
                      *           "project_id": "example",
                      *           "resolved_at": "2026-01-31T12:00:00Z",
-                     *           "severity": "example",
+                     *           "severity": "warning",
                      *           "triggered_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
@@ -6865,14 +7345,17 @@ export interface operations {
                     "application/json": components["schemas"]["AlertList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDAlertsByAlertIDAcknowledge: {
@@ -6899,28 +7382,32 @@ export interface operations {
                      *       "alert": {
                      *         "acknowledged_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
-                     *         "kind": "example",
+                     *         "kind": "storage",
                      *         "last_notified_at": "2026-01-31T12:00:00Z",
                      *         "limit_value": 1.5,
                      *         "message": "example",
                      *         "observed_value": 1.5,
                      *         "project_id": "example",
                      *         "resolved_at": "2026-01-31T12:00:00Z",
-                     *         "severity": "example",
+                     *         "severity": "warning",
                      *         "triggered_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["AlertResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDApprovals: {
@@ -6936,7 +7423,7 @@ export interface operations {
         requestBody: {
             content: {
                 /** @example {
-                 *       "action": "example"
+                 *       "action": "project.delete"
                  *     } */
                 "application/json": components["schemas"]["ApprovalRequest"];
             };
@@ -6950,7 +7437,7 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "approval": {
-                     *         "action": "example",
+                     *         "action": "project.delete",
                      *         "expires_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
                      *         "token": "example"
@@ -6964,12 +7451,14 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDAuditEvents: {
@@ -6977,6 +7466,16 @@ export interface operations {
             query?: {
                 /** @description number of entries, newest first */
                 limit?: number;
+                /** @description events whose action starts with this (member. or project.create) */
+                action_prefix?: string;
+                /** @description events of this actor (a user or API key ID) */
+                actor_id?: string;
+                /** @description events created at or after this time (RFC 3339) */
+                from?: string;
+                /** @description events created before this time (RFC 3339) */
+                to?: string;
+                /** @description events older than this event ID: the next_before of the previous page */
+                before?: string;
             };
             header?: never;
             path: {
@@ -7005,7 +7504,8 @@ export interface operations {
                      *           "organization_id": "example",
                      *           "project_id": "example"
                      *         }
-                     *       ]
+                     *       ],
+                     *       "next_before": "example"
                      *     } */
                     "application/json": components["schemas"]["AuditEventList"];
                 };
@@ -7014,9 +7514,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDBackups: {
@@ -7047,9 +7549,9 @@ export interface operations {
                      *           "label": "example",
                      *           "project_id": "example",
                      *           "size_bytes": 1,
-                     *           "state": "example",
+                     *           "state": "pending",
                      *           "verification_error": "example",
-                     *           "verification_state": "example",
+                     *           "verification_state": "pending",
                      *           "verified_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ],
@@ -7071,12 +7573,15 @@ export interface operations {
                     "application/json": components["schemas"]["BackupList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDBackups: {
@@ -7140,9 +7645,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDConnections: {
@@ -7165,22 +7671,25 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "connections": {
-                     *         "direct_url": "example",
-                     *         "pooled_url": "example",
+                     *         "direct_url": "postgresql://app:secret@db.example.com:5432/app?sslmode=verify-full",
+                     *         "pooled_url": "postgresql://app:secret@db.example.com:6432/app?sslmode=verify-full",
                      *         "username": "example"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["ConnectionsResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCredentialsRotate: {
@@ -7244,9 +7753,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDCutoverRequests: {
@@ -7282,11 +7792,13 @@ export interface operations {
                      *           "organization_id": "example",
                      *           "pre_cutover_backup_id": "example",
                      *           "preview_database_id": "example",
+                     *           "preview_name": "example",
                      *           "project_id": "example",
                      *           "promote_job_id": "example",
                      *           "rejected_reason": "example",
                      *           "requested_by_actor_id": "example",
                      *           "requested_by_actor_kind": "user",
+                     *           "schema_diff_url": "example",
                      *           "status": "open",
                      *           "updated_at": "2026-01-31T12:00:00Z"
                      *         }
@@ -7295,14 +7807,17 @@ export interface operations {
                     "application/json": components["schemas"]["CutoverRequestList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequests: {
@@ -7344,11 +7859,13 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
+                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
                      *         "requested_by_actor_id": "example",
                      *         "requested_by_actor_kind": "user",
+                     *         "schema_diff_url": "example",
                      *         "status": "open",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
@@ -7364,9 +7881,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDCutoverRequestsByRequestID: {
@@ -7403,11 +7921,13 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
+                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
                      *         "requested_by_actor_id": "example",
                      *         "requested_by_actor_kind": "user",
+                     *         "schema_diff_url": "example",
                      *         "status": "open",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
@@ -7415,14 +7935,17 @@ export interface operations {
                     "application/json": components["schemas"]["CutoverRequestResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDCutoverRequestsByRequestIDApprove: {
@@ -7464,11 +7987,13 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
+                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
                      *         "requested_by_actor_id": "example",
                      *         "requested_by_actor_kind": "user",
+                     *         "schema_diff_url": "example",
                      *         "status": "open",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       },
@@ -7509,9 +8034,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDCutoverRequestsByRequestIDReject: {
@@ -7555,11 +8081,13 @@ export interface operations {
                      *         "organization_id": "example",
                      *         "pre_cutover_backup_id": "example",
                      *         "preview_database_id": "example",
+                     *         "preview_name": "example",
                      *         "project_id": "example",
                      *         "promote_job_id": "example",
                      *         "rejected_reason": "example",
                      *         "requested_by_actor_id": "example",
                      *         "requested_by_actor_kind": "user",
+                     *         "schema_diff_url": "example",
                      *         "status": "open",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
@@ -7575,15 +8103,149 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getProjectsByProjectIDDatabases: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "databases": [
+                     *         {
+                     *           "name": "example",
+                     *           "owner": "example",
+                     *           "reserved": true,
+                     *           "size_bytes": 1
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["DatabaseList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    postProjectsByProjectIDDatabases: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "name": "example"
+                 *     } */
+                "application/json": components["schemas"]["CreateDatabaseRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "database": {
+                     *         "name": "example",
+                     *         "owner": "example",
+                     *         "reserved": true,
+                     *         "size_bytes": 1
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["DatabaseResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    deleteProjectsByProjectIDDatabasesByDatabaseName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the databaseName */
+                databaseName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "deleted": true
+                     *     } */
+                    "application/json": components["schemas"]["DeletedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getProjectsByProjectIDEvents: {
         parameters: {
             query?: {
-                /** @description resume after this event position (the Last-Event-ID header wins) */
+                /** @description resume after this event position, a 64-bit unsigned integer as a string (the Last-Event-ID header wins) */
                 last_event_id?: string;
                 /** @description false: send the events the log holds and end (no live ones) */
                 follow?: boolean;
@@ -7613,10 +8275,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExports: {
@@ -7646,19 +8310,22 @@ export interface operations {
                      *           "id": "example",
                      *           "project_id": "example",
                      *           "size_bytes": 1,
-                     *           "state": "example"
+                     *           "state": "pending"
                      *         }
                      *       ]
                      *     } */
                     "application/json": components["schemas"]["ExportList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExports: {
@@ -7723,9 +8390,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDExportsByExportIDDownload: {
@@ -7750,21 +8418,24 @@ export interface operations {
                 content: {
                     /** @example {
                      *       "download": {
-                     *         "download_url": "example",
+                     *         "download_url": "https://appliance.example.com/v1/downloads/exports/exp_123?expires=1769860800&sig=0a1b",
                      *         "expires_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["DownloadResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDExtensions: {
@@ -7804,14 +8475,17 @@ export interface operations {
                     "application/json": components["schemas"]["ExtensionList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExtensions: {
@@ -7877,9 +8551,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteProjectsByProjectIDExtensionsByExtensionName: {
@@ -7932,14 +8607,17 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDExtensionsByExtensionNameUpdate: {
@@ -7992,14 +8670,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImports: {
@@ -8012,9 +8694,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
-                /** @example {} */
+                /** @example {
+                 *       "confirm": true
+                 *     } */
                 "application/json": components["schemas"]["ImportRequest"];
             };
         };
@@ -8063,9 +8747,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsFollow: {
@@ -8081,7 +8766,8 @@ export interface operations {
         requestBody: {
             content: {
                 /** @example {
-                 *       "source_url": "example"
+                 *       "confirm": true,
+                 *       "source_url": "postgres://app:secret@db.example.com:5432/shop?sslmode=require"
                  *     } */
                 "application/json": components["schemas"]["FollowRequest"];
             };
@@ -8131,9 +8817,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsFollowAbort: {
@@ -8184,14 +8871,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsFollowCutover: {
@@ -8204,9 +8895,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
-                /** @example {} */
+                /** @example {
+                 *       "confirm": true
+                 *     } */
                 "application/json": components["schemas"]["FollowCutoverRequest"];
             };
         };
@@ -8255,9 +8948,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsFollowStatus: {
@@ -8308,14 +9002,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsPreflight: {
@@ -8412,9 +9110,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDImportsUploads: {
@@ -8447,7 +9146,7 @@ export interface operations {
                      *         "object_key": "example",
                      *         "size_bytes": 1,
                      *         "state": "example",
-                     *         "upload_url": "example"
+                     *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["UploadResponse"];
@@ -8461,9 +9160,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDJobs: {
@@ -8523,9 +9223,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDKv: {
@@ -8551,9 +9253,9 @@ export interface operations {
                      *       "credentials": {
                      *         "redis_host": "example",
                      *         "redis_port": 1,
-                     *         "redis_url": "example",
+                     *         "redis_url": "rediss://kv.example.com:6380",
                      *         "rest_token": "example",
-                     *         "rest_url": "example",
+                     *         "rest_url": "https://kv.example.com:8443",
                      *         "token_required": true
                      *       },
                      *       "host_id": "example",
@@ -8574,12 +9276,15 @@ export interface operations {
                     "application/json": components["schemas"]["KVStore"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKv: {
@@ -8631,9 +9336,9 @@ export interface operations {
                      *         "credentials": {
                      *           "redis_host": "example",
                      *           "redis_port": 1,
-                     *           "redis_url": "example",
+                     *           "redis_url": "rediss://kv.example.com:6380",
                      *           "rest_token": "example",
-                     *           "rest_url": "example",
+                     *           "rest_url": "https://kv.example.com:8443",
                      *           "token_required": true
                      *         },
                      *         "host_id": "example",
@@ -8655,14 +9360,18 @@ export interface operations {
                     "application/json": components["schemas"]["KVCreateResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteProjectsByProjectIDKv: {
@@ -8713,14 +9422,17 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDKvCredentials: {
@@ -8744,20 +9456,23 @@ export interface operations {
                     /** @example {
                      *       "redis_host": "example",
                      *       "redis_port": 1,
-                     *       "redis_url": "example",
+                     *       "redis_url": "rediss://kv.example.com:6380",
                      *       "rest_token": "example",
-                     *       "rest_url": "example",
+                     *       "rest_url": "https://kv.example.com:8443",
                      *       "token_required": true
                      *     } */
                     "application/json": components["schemas"]["KVCredentials"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDKvFlush: {
@@ -8808,14 +9523,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDKvRotateToken: {
@@ -8842,9 +9561,9 @@ export interface operations {
                      *         "credentials": {
                      *           "redis_host": "example",
                      *           "redis_port": 1,
-                     *           "redis_url": "example",
+                     *           "redis_url": "rediss://kv.example.com:6380",
                      *           "rest_token": "example",
-                     *           "rest_url": "example",
+                     *           "rest_url": "https://kv.example.com:8443",
                      *           "token_required": true
                      *         },
                      *         "host_id": "example",
@@ -8866,14 +9585,18 @@ export interface operations {
                     "application/json": components["schemas"]["KVStoreResult"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDLogs: {
@@ -8887,6 +9610,18 @@ export interface operations {
                 severity?: string;
                 /** @description at most this many entries (without a cursor the newest are kept) */
                 limit?: number;
+                /** @description keep entries whose message, detail, hint or statement contains this text (ignoring case; plain text, not a pattern; at most 200 characters) */
+                q?: string;
+                /** @description keep the entries of this role */
+                user?: string;
+                /** @description keep the entries of this database */
+                database?: string;
+                /** @description keep the entries with this SQLSTATE (5 characters, e.g. 42P01) */
+                sqlstate?: string;
+                /** @description RFC 3339: entries at or after this time (replaces hours; within the hours the logs keep: 168, or 720 with the archive); not with cursor */
+                from?: string;
+                /** @description RFC 3339: entries at or before this time (after from; default: now); not with cursor */
+                to?: string;
             };
             header?: never;
             path: {
@@ -8915,7 +9650,8 @@ export interface operations {
                      *             "hint": "example",
                      *             "message": "example",
                      *             "pid": 1,
-                     *             "severity": "example",
+                     *             "query_id": "example",
+                     *             "severity": "debug",
                      *             "sqlstate": "example",
                      *             "statement": "example",
                      *             "timestamp": "2026-01-31T12:00:00Z",
@@ -8933,10 +9669,63 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+        };
+    };
+    getProjectsByProjectIDLogsDownload: {
+        parameters: {
+            query?: {
+                /** @description the trailing window in hours: 1 to 168, or to 720 with the log archive (up --log-archive-days) */
+                hours?: number;
+                /** @description comma-separated severities to keep (debug, log, info, notice, warning, error, fatal, panic, detail); empty: all */
+                severity?: string;
+                /** @description keep entries whose message, detail, hint or statement contains this text (ignoring case; plain text, not a pattern; at most 200 characters) */
+                q?: string;
+                /** @description keep the entries of this role */
+                user?: string;
+                /** @description keep the entries of this database */
+                database?: string;
+                /** @description keep the entries with this SQLSTATE (5 characters, e.g. 42P01) */
+                sqlstate?: string;
+                /** @description RFC 3339: entries at or after this time (replaces hours; within the hours the logs keep: 168, or 720 with the archive); not with cursor */
+                from?: string;
+                /** @description RFC 3339: entries at or before this time (after from; default: now); not with cursor */
+                to?: string;
+            };
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": unknown;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getProjectsByProjectIDLogsStream: {
@@ -8950,6 +9739,14 @@ export interface operations {
                 severity?: string;
                 /** @description at most this many entries (without a cursor the newest are kept) */
                 limit?: number;
+                /** @description keep entries whose message, detail, hint or statement contains this text (ignoring case; plain text, not a pattern; at most 200 characters) */
+                q?: string;
+                /** @description keep the entries of this role */
+                user?: string;
+                /** @description keep the entries of this database */
+                database?: string;
+                /** @description keep the entries with this SQLSTATE (5 characters, e.g. 42P01) */
+                sqlstate?: string;
                 /** @description false: send the entries the query selects and end (no live ones) */
                 follow?: boolean;
             };
@@ -8976,10 +9773,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservability: {
@@ -9028,7 +9827,7 @@ export interface operations {
                      *             "jit_time_ms": 1.5,
                      *             "mean_time_ms": 1.5,
                      *             "query": "example",
-                     *             "query_id": 1,
+                     *             "query_id": "8071840665353803258",
                      *             "rows": 1,
                      *             "shared_blks_hit": 1,
                      *             "shared_blks_read": 1,
@@ -9044,14 +9843,17 @@ export interface operations {
                     "application/json": components["schemas"]["ObservabilityResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityHistory: {
@@ -9110,10 +9912,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityQueries: {
@@ -9143,7 +9947,7 @@ export interface operations {
                      *           "calls": 1,
                      *           "mean_exec_ms": 1.5,
                      *           "query": "example",
-                     *           "query_hash": "example",
+                     *           "query_hash": "0123456789abcdef0123456789abcdef",
                      *           "rows": 1,
                      *           "total_exec_ms": 1.5
                      *         }
@@ -9157,10 +9961,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDObservabilityQueriesByQueryHash: {
@@ -9199,7 +10005,7 @@ export interface operations {
                      *           }
                      *         ],
                      *         "query": "example",
-                     *         "query_hash": "example",
+                     *         "query_hash": "0123456789abcdef0123456789abcdef",
                      *         "window_calls": 1,
                      *         "window_mean_exec_ms": 1.5,
                      *         "window_rows": 1,
@@ -9214,10 +10020,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDPreviewDatabases: {
@@ -9255,6 +10063,8 @@ export interface operations {
                      *           "source_backup_key": "example",
                      *           "source_database": "example",
                      *           "source_kind": "none",
+                     *           "source_restore_point_id": "example",
+                     *           "source_restore_point_label": "example",
                      *           "source_restore_time": "2026-01-31T12:00:00Z",
                      *           "ssl_mode": "example",
                      *           "state": "provisioning",
@@ -9266,12 +10076,15 @@ export interface operations {
                     "application/json": components["schemas"]["PreviewList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDPreviewDatabases: {
@@ -9338,6 +10151,8 @@ export interface operations {
                      *         "source_backup_key": "example",
                      *         "source_database": "example",
                      *         "source_kind": "none",
+                     *         "source_restore_point_id": "example",
+                     *         "source_restore_point_label": "example",
                      *         "source_restore_time": "2026-01-31T12:00:00Z",
                      *         "ssl_mode": "example",
                      *         "state": "provisioning",
@@ -9356,9 +10171,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDRestorePoints: {
@@ -9389,13 +10205,13 @@ export interface operations {
                      *           "created_by_actor_id": "example",
                      *           "created_by_actor_kind": "example",
                      *           "id": "example",
-                     *           "kind": "example",
+                     *           "kind": "named",
                      *           "label": "example",
                      *           "note": "example",
                      *           "organization_id": "example",
                      *           "pitr_time": "2026-01-31T12:00:00Z",
                      *           "project_id": "example",
-                     *           "state": "example",
+                     *           "state": "active",
                      *           "updated_at": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
@@ -9403,12 +10219,15 @@ export interface operations {
                     "application/json": components["schemas"]["RestorePointList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDRestorePoints: {
@@ -9444,13 +10263,13 @@ export interface operations {
                      *         "created_by_actor_id": "example",
                      *         "created_by_actor_kind": "example",
                      *         "id": "example",
-                     *         "kind": "example",
+                     *         "kind": "named",
                      *         "label": "example",
                      *         "note": "example",
                      *         "organization_id": "example",
                      *         "pitr_time": "2026-01-31T12:00:00Z",
                      *         "project_id": "example",
-                     *         "state": "example",
+                     *         "state": "active",
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
@@ -9465,9 +10284,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteProjectsByProjectIDRestorePointsByRestorePointID: {
@@ -9496,14 +10316,17 @@ export interface operations {
                     "application/json": components["schemas"]["DeletedResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDRestores: {
@@ -9569,9 +10392,145 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getProjectsByProjectIDRoles: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "roles": [
+                     *         {
+                     *           "name": "example",
+                     *           "reserved": true
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["RoleList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    postProjectsByProjectIDRoles: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "name": "example"
+                 *     } */
+                "application/json": components["schemas"]["CreateRoleRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "password": "example",
+                     *       "role": {
+                     *         "name": "example",
+                     *         "reserved": true
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["RolePassword"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    postProjectsByProjectIDRolesByRoleNameResetPassword: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the roleName */
+                roleName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "password": "example",
+                     *       "role": {
+                     *         "name": "example",
+                     *         "reserved": true
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["RolePassword"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDSavedQueries: {
@@ -9609,12 +10568,15 @@ export interface operations {
                     "application/json": components["schemas"]["SavedQueryList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDSavedQueries: {
@@ -9663,9 +10625,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDSavedQueriesByQueryID: {
@@ -9703,12 +10666,15 @@ export interface operations {
                     "application/json": components["schemas"]["SavedQueryResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     deleteProjectsByProjectIDSavedQueriesByQueryID: {
@@ -9746,14 +10712,17 @@ export interface operations {
                     "application/json": components["schemas"]["SavedQueryResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectIDSavedQueriesByQueryID: {
@@ -9804,9 +10773,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDScheduledBackups: {
@@ -9848,12 +10818,15 @@ export interface operations {
                     "application/json": components["schemas"]["ScheduledBackupList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     putProjectsByProjectIDScheduledBackupsDefault: {
@@ -9910,9 +10883,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDSql: {
@@ -9985,9 +10959,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDSqlHistory: {
@@ -10035,9 +11010,11 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDSqlRunsByRunIDCancel: {
@@ -10067,14 +11044,18 @@ export interface operations {
                     "application/json": components["schemas"]["SQLCancelResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjectsByProjectIDTables: {
@@ -10107,14 +11088,17 @@ export interface operations {
                     "application/json": components["schemas"]["TableList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTablesBySchemaByTableColumns: {
@@ -10154,14 +11138,17 @@ export interface operations {
                     "application/json": components["schemas"]["ColumnList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     getProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10213,10 +11200,12 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     postProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10270,9 +11259,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     deleteProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10322,9 +11312,9 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
         };
     };
     patchProjectsByProjectIDTablesBySchemaByTableRows: {
@@ -10376,9 +11366,10 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDUpgradeMajor: {
@@ -10437,10 +11428,13 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDUpgradeMajorConfirm: {
@@ -10491,14 +11485,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDUpgradeMajorPreflight: {
@@ -10557,10 +11555,13 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDUpgradeMajorRollback: {
@@ -10611,14 +11612,18 @@ export interface operations {
                     "application/json": components["schemas"]["JobResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     postProjectsByProjectIDUpgradeMinor: {
@@ -10677,10 +11682,13 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
-            default: components["responses"]["Error"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     putUploadsImportsByUploadID: {
@@ -10698,9 +11706,10 @@ export interface operations {
             };
             cookie?: never;
         };
+        /** @description the raw bytes, with any Content-Type (or none): the body is read as bytes, whatever it declares */
         requestBody: {
             content: {
-                "application/octet-stream": string;
+                "*/*": string;
             };
         };
         responses: {
@@ -10717,19 +11726,22 @@ export interface operations {
                      *         "object_key": "example",
                      *         "size_bytes": 1,
                      *         "state": "example",
-                     *         "upload_url": "example"
+                     *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
                      *       }
                      *     } */
                     "application/json": components["schemas"]["UploadResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            default: components["responses"]["Error"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
 }

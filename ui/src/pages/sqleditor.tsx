@@ -12,7 +12,7 @@ import { tags as t } from '@lezer/highlight'
 import { autocompletion, closeCompletion, completionKeymap, closeBrackets } from '@codemirror/autocomplete'
 import { sql, PostgreSQL, type SQLNamespace } from '@codemirror/lang-sql'
 import { get, patch, post, del, seg, type Schemas } from '../api'
-import { Badge, Empty, ErrorBox, message, useLoad, when } from '../ui'
+import { Badge, Empty, ErrorBox, message, plural, useLoad, when } from '../ui'
 import { cellText, ResultGrid, SQLError } from './studio'
 import './sqleditor.css'
 
@@ -265,7 +265,7 @@ function StatementPanel({ r, n, of }: { r: StatementResult; n: number; of: numbe
           Statement {n} <span class="hint">{r.command}</span>
         </h3>
         <span class="hint">
-          {r.columns.length > 0 ? `${r.row_count} ${r.row_count === 1 ? 'row' : 'rows'}${r.truncated ? `, the first ${rows.length} shown` : ''}` : /\d$/.test(r.command) ? `${r.row_count} affected` : ''}
+          {r.columns.length > 0 ? `${plural(r.row_count, 'row')}${r.truncated ? `, the first ${rows.length} shown` : ''}` : /\d$/.test(r.command) ? `${r.row_count} affected` : ''}
         </span>
         {r.columns.length > 0 && (
           <span class="stmt-actions">
@@ -309,7 +309,14 @@ function StatementPanel({ r, n, of }: { r: StatementResult; n: number; of: numbe
 
 /** SQLEditor is the project's SQL tab. */
 export function SQLEditor({ id, path, active }: { id: string; path: string; active: boolean }) {
-  const [tabs, setTabs] = useState<Tabs>(() => loadTabs(id))
+  const [tabs, setTabs] = useState<Tabs>(() => {
+    const t = loadTabs(id)
+    // ?sql=: a query to open in a tab of its own (the logs explorer's "Open in SQL studio").
+    const prefill = new URLSearchParams(location.search).get('sql')
+    if (!prefill) return t
+    const nid = newID()
+    return { tabs: [...t.tabs, { id: nid, title: `Query ${t.tabs.length + 1}`, sql: prefill }], active: nid }
+  })
   const [schema, setSchema] = useState<SQLNamespace>({})
   const [runID, setRunID] = useState('')
   const [results, setResults] = useState<SQLResponse | null>(null)
@@ -573,7 +580,7 @@ export function SQLEditor({ id, path, active }: { id: string; path: string; acti
                 <div class="history-head">
                   <Badge value={h.success ? 'completed' : 'failed'} label={h.success ? 'ok' : 'error'} />
                   <span class="hint">
-                    {when(h.created_at)} · {h.duration_ms} ms{h.success ? ` · ${h.row_count} ${h.row_count === 1 ? 'row' : 'rows'}` : ''}
+                    {when(h.created_at)} · {h.duration_ms} ms{h.success ? ` · ${plural(h.row_count, 'row')}` : ''}
                   </span>
                   <button class="link" aria-label={'Open the query of ' + when(h.created_at) + ' in a new tab'} onClick={() => openTab(`Query ${tabs.tabs.length + 1}`, h.query)}>
                     Open
