@@ -70,8 +70,8 @@ type SavedQuery struct {
 
 // SavedQueryRequest is the body of POST .../saved-queries (both fields required) and PATCH .../saved-queries/{queryID} (either).
 type SavedQueryRequest struct {
-	Name *string `json:"name" schema:"minLength=1,maxLength=100" doc:"1 to 100 characters, unique in the project"`
-	SQL  *string `json:"sql" schema:"minLength=1,maxLength=262144" doc:"the query's text, at most 256 KiB"`
+	Name *string `json:"name,omitempty" schema:"minLength=1,maxLength=100" doc:"1 to 100 characters, unique in the project"`
+	SQL  *string `json:"sql,omitempty" schema:"minLength=1,maxLength=262144" doc:"the query's text, at most 256 KiB"`
 }
 
 // SavedQueryResponse is one saved query.

@@ -91,6 +91,11 @@ func (s *Service) CancelSQL(ctx context.Context, p *authz.Principal, projectID, 
 		return nil, &apperr.Error{Kind: apperr.KindUnavailable, Msg: "could not send the cancel request to the project's server", Cause: err}
 	}
 	// None of that ID runs (it ended, or has not started yet): nothing to cancel, which is no error for a
-	// client racing its run's end.
+	// client racing its run's end. Either way the request is audited, as every mutating call is.
+	if err := s.db.Update(func(tx *store.Tx) error {
+		return s.host.Audit(tx, p, "project.sql.cancel", prj.OrganizationID, prj.ID, map[string]any{"run_id": runID, "cancelled": ok})
+	}); err != nil {
+		return nil, err
+	}
 	return &api.SQLCancelResponse{RunID: runID, Cancelled: ok}, nil
 }

@@ -6,14 +6,15 @@ import { useProjectEvents, useProjectLoad } from '../events'
 import { ImportsTab, ScheduleCard } from './imports'
 import { AuditTab, BackupsTab, DataTab, ExtensionsTab, SettingsTab } from './project_tabs'
 import { KVTab } from './kv'
-import { LogsTab } from './logs'
 import { PreviewsTab } from './previews'
 import { TablesTab } from './studio'
 import { ConnectCard } from './connect'
-import { DatabasesTab } from './databases'
 
 // The Monitoring tab (and uPlot, its charts) is a chunk of its own, fetched when the tab is opened.
 const MonitoringTab = lazy(() => import('./monitoring').then((m) => m.MonitoringTab))
+// The logs explorer and the databases and roles page too: the main chunk stays small.
+const LogsTab = lazy(() => import('./logs').then((m) => m.LogsTab))
+const DatabasesTab = lazy(() => import('./databases').then((m) => m.DatabasesTab))
 
 export const tabs = [
   { id: '', label: 'Overview' },
