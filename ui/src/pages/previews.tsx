@@ -67,6 +67,7 @@ export function PreviewsTab({ id, path, active, me, projectName }: { id: string;
           {list.data.preview_databases.map((p, i, all) => (
             <tr key={p.id} class="tree-child">
               <td>
+                <div class="tree-cell">
                 <span class="tree-branch" aria-hidden="true">
                   {i === all.length - 1 ? '└─' : '├─'}
                 </span>
@@ -76,6 +77,7 @@ export function PreviewsTab({ id, path, active, me, projectName }: { id: string;
                   {p.last_error && <div class="hint">{p.last_error}</div>}
                   {p.state === 'active' && <DiffToggle previewID={p.id} name={p.name} />}
                 </span>
+                </div>
               </td>
               <td>
                 <Badge value={p.state} />
