@@ -176,7 +176,8 @@ try {
   await page.locator('.history li').filter({ hasText: 'nope FROM todo' }).locator('.badge-failed').waitFor()
   await shoot('project-sql-error')
   await page.locator('.history li').filter({ hasText: 'generate_series' }).getByRole('button', { name: /^Open the query of/ }).click()
-  if (!(await editor.innerText()).includes('generate_series(1, 10000)')) throw new Error('the history did not fill the editor')
+  // The new tab renders its text after the click: wait for it rather than read it at once.
+  await editor.filter({ hasText: 'generate_series(1, 10000)' }).waitFor({ timeout: 5000 }).catch(() => { throw new Error('the history did not fill the editor') })
   // The table browser: a row edited in place, one inserted, one deleted; the database has the changes.
   await page.getByRole('navigation', { name: 'Project' }).getByRole('link', { name: 'Tables' }).click()
   await page.getByLabel('Table', { exact: true }).selectOption('public.todo')
