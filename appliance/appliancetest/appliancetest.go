@@ -302,16 +302,59 @@ func TraversableTempDir(t testing.TB) string {
 	return dir
 }
 
-// freeRange gives each Env its own port range so parallel tests do not compete for the same ports.
+// Test port ranges are blocks of portBlock ports in [portsFirst, portsLast]: below Linux's ephemeral range
+// (32768-60999), so that no outgoing connection's local port takes an instance's port between allocation
+// and bind.
+const (
+	portBlock  = 40
+	portsFirst = 20000
+	portsLast  = 32767
+)
+
+// freeRange reserves a port range of at least n ports for the test's Env until the test ends. A range is
+// held by flock on one file per block under the temp dir, so Envs in parallel tests and in other test
+// processes (go test runs packages side by side) never share a port: two appliances allocating from one
+// range both see a port free until one binds it, and kept colliding on every retry.
 func freeRange(t testing.TB, n int) appliance.PortRange {
 	t.Helper()
-	// Spread by test name and time over 20000-59999, in blocks of n ports.
-	h := uint32(time.Now().UnixNano())
-	for _, c := range t.Name() {
-		h = h*31 + uint32(c)
+	dir := filepath.Join(os.TempDir(), "appliance-test-ports")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
 	}
-	first := 20000 + int(h%uint32(40000/n))*n
-	return appliance.PortRange{First: first, Last: first + n - 1}
+	blocks, total := (n+portBlock-1)/portBlock, (portsLast-portsFirst+1)/portBlock
+	start := int(uint32(os.Getpid())*2654435761) % total // processes start at different blocks
+	for i := 0; i < total; i++ {
+		first := (start + i) % total
+		if first+blocks > total {
+			continue
+		}
+		var held []*os.File
+		for b := first; b < first+blocks; b++ {
+			f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(b)), os.O_CREATE|os.O_RDWR, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+				f.Close()
+				break
+			}
+			held = append(held, f)
+		}
+		if len(held) == blocks {
+			t.Cleanup(func() {
+				for _, f := range held {
+					f.Close() // releases the lock
+				}
+			})
+			lo := portsFirst + first*portBlock
+			return appliance.PortRange{First: lo, Last: lo + blocks*portBlock - 1}
+		}
+		for _, f := range held {
+			f.Close()
+		}
+	}
+	t.Fatalf("no free test port range of %d ports in %d-%d", n, portsFirst, portsLast)
+	return appliance.PortRange{}
 }
 
 // AdminExec runs a statement as the instance's superuser in the project's database (for fixtures that
