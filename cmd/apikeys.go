@@ -14,9 +14,6 @@ import (
 	"github.com/theappliance/appliance/api"
 )
 
-// apiKey is the API resource of a key.
-type apiKey = api.APIKey
-
 var _ = registerClientGroup("api-keys", []string{"api-key", "keys"}, "List, create and revoke the organization's API keys",
 	newAPIKeysListCmd, newAPIKeysCreateCmd, newAPIKeysRevokeCmd)
 
@@ -48,7 +45,7 @@ func newAPIKeysListCmd(o *clientOpts) *cobra.Command {
 		Path:    func(x *call) string { return keysPath(x.org) },
 		Columns: []string{"ID", "NAME", "PREFIX", "SCOPES", "PROJECT", "ACTIVE", "LAST USED", "EXPIRES"},
 		Rows: func(l *api.APIKeyList) [][]string {
-			return rowsOf(l.APIKeys, func(k apiKey) []string {
+			return rowsOf(l.APIKeys, func(k api.APIKey) []string {
 				active := "yes"
 				switch {
 				case k.RevokedAt != nil:
@@ -81,11 +78,7 @@ func newAPIKeysCreateCmd(o *clientOpts) *cobra.Command {
 		scopes, ss    []string
 		days          int64
 	)
-	type created struct {
-		APIKey          apiKey `json:"api_key"`
-		PlaintextAPIKey string `json:"plaintext_api_key"`
-	}
-	return newAPICmd(o, apiCmd[created]{
+	return newAPICmd(o, apiCmd[api.CreatedAPIKey]{
 		Use:   "create",
 		Short: "Create an API key; its secret is printed once",
 		Long: `Create an API key. The secret is printed once, alone on standard output (the details and a warning
@@ -119,16 +112,9 @@ go to standard error), so that KEY=$(appliance api-keys create ...) works. It ca
 		Org: true, Method: http.MethodPost,
 		Path: func(x *call) string { return keysPath(x.org) },
 		Body: func(*call) any {
-			body := map[string]any{"name": name, "scopes": ss}
-			if project != "" {
-				body["project_id"] = project
-			}
-			if days > 0 {
-				body["expires_in_days"] = days
-			}
-			return body
+			return api.CreateAPIKeyRequest{Name: name, Scopes: ss, ProjectID: project, ExpiresIn: days}
 		},
-		Print: func(x *call, r *created) error {
+		Print: func(x *call, r *api.CreatedAPIKey) error {
 			k, errw := r.APIKey, x.c.ErrOrStderr()
 			fmt.Fprintf(errw, "Created API key %s (%s) in organization %s\n  scopes:  %s\n", k.ID, k.Name, k.OrganizationID, strings.Join(k.Scopes, ", "))
 			if k.ProjectID != "" {

@@ -426,16 +426,10 @@ func (c *apiClient) withHeader(name, value string) *apiClient {
 // an *APIError carrying the status and the API's message.
 func (c *apiClient) do(ctx context.Context, method, path string, body, out any) error {
 	raw, err := c.doRaw(ctx, method, path, body)
-	if err != nil {
+	if err != nil || out == nil {
 		return err
 	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("%s %s: unexpected response: %w", method, path, err)
-	}
-	return nil
+	return decode(method, path, raw, out)
 }
 
 // doRaw is do without decoding: it returns the body of a 2xx answer.

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
@@ -199,13 +200,7 @@ func instanceUser(cfg UpConfig) (name string, u *user.User) {
 		}
 		return name, u
 	}
-	name = cfg.PGUser
-	if name == "" {
-		name = daemon.ApplianceOSUser
-		if _, err := user.Lookup(daemon.DebianOSUser); err == nil {
-			name = daemon.DebianOSUser
-		}
-	}
+	name = cmp.Or(cfg.PGUser, daemon.DefaultOSUserName())
 	u, _ = user.Lookup(name)
 	return name, u
 }

@@ -19,13 +19,6 @@ import (
 	"golang.org/x/term"
 )
 
-// The client decodes into the server's own types, so the two cannot drift apart.
-type (
-	loginStart   = api.CLILoginStart
-	loginResult  = api.CLILoginResult
-	loginDetails = api.CLILoginDetails
-)
-
 type loginOpts struct {
 	deviceName string
 	keyName    string
@@ -112,11 +105,8 @@ func runLogin(c *cobra.Command, o *clientOpts, lo loginOpts) error {
 	if dev == "" {
 		dev, _ = os.Hostname()
 	}
-	body := map[string]any{"device_name": dev}
-	if lo.keyName != "" {
-		body["key_name"] = lo.keyName
-	}
-	var st loginStart
+	body := api.CLILoginStartRequest{DeviceName: dev, KeyName: lo.keyName}
+	var st api.CLILoginStart
 	if err := cl.do(ctx, http.MethodPost, "/v1/cli/login/sessions", body, &st); err != nil {
 		return fmt.Errorf("start login: %w", err)
 	}
@@ -159,7 +149,7 @@ func waitForLogin(ctx context.Context, c *cobra.Command, cl *apiClient, cfg *cli
 	transient := 0
 	for {
 		wait := lo.interval
-		var res loginResult
+		var res api.CLILoginResult
 		err := cl.do(pollCtx, http.MethodGet, path, nil, &res)
 		switch {
 		case err == nil:
@@ -201,7 +191,7 @@ func waitForLogin(ctx context.Context, c *cobra.Command, cl *apiClient, cfg *cli
 }
 
 // finishLogin saves the minted key with the API URL and CA in the CLI config.
-func finishLogin(c *cobra.Command, cfg *cliConfig, p *pendingLogin, res *loginResult) error {
+func finishLogin(c *cobra.Command, cfg *cliConfig, p *pendingLogin, res *api.CLILoginResult) error {
 	if res.PlaintextAPIKey == "" {
 		clearPending(cfg, p)
 		return fmt.Errorf("login session %s was approved but its key was already collected by another poll; run `appliance login` again", p.SessionID)
@@ -243,7 +233,7 @@ func newLoginApproveCmd(o *clientOpts) *cobra.Command {
 		passwordStdin, yes bool
 		base               string // the login session's path
 	)
-	return newAPICmd(o, apiCmd[loginDetails]{
+	return newAPICmd(o, apiCmd[api.CLILoginDetails]{
 		Use:   "approve SESSION_ID",
 		Short: "Approve a device login as a signed-in user (mints the device's API key in your organization)",
 		Long: `Sign in with your email and password, show the device login and approve it. The new API key goes to
@@ -276,7 +266,7 @@ the waiting device only; it is never shown here. The password is read from stand
 		},
 		Failed: func(x *call, err error) error { return fmt.Errorf("read login session %s: %w", x.args[0], err) },
 		// The details shown, the user asked (on a terminal), the login is approved: a second call.
-		Print: func(x *call, det *loginDetails) error {
+		Print: func(x *call, det *api.CLILoginDetails) error {
 			sessionID := x.args[0]
 			keyExp := "never"
 			if det.KeyExpiresAt != nil {
@@ -304,7 +294,7 @@ the waiting device only; it is never shown here. The password is read from stand
 					}
 				}
 			}
-			var res loginResult
+			var res api.CLILoginResult
 			if err := x.cl.do(x.c.Context(), http.MethodPost, base+"/authorize", nil, &res); err != nil {
 				return fmt.Errorf("approve login session %s: %w", sessionID, err)
 			}
@@ -317,13 +307,8 @@ the waiting device only; it is never shown here. The password is read from stand
 // signIn opens a session of the built-in identity provider (in org, or the user's first membership) and
 // returns a client that uses it.
 func signIn(c *cobra.Command, cl *apiClient, email, password, org string) (*apiClient, error) {
-	var sess struct {
-		Token string `json:"token"`
-	}
-	body := map[string]any{"email": email, "password": password}
-	if org != "" {
-		body["organization_id"] = org
-	}
+	var sess api.SessionResult
+	body := api.SessionRequest{Email: email, Password: password, OrganizationID: org}
 	if err := cl.do(c.Context(), http.MethodPost, "/v1/auth/sessions", body, &sess); err != nil {
 		return nil, fmt.Errorf("sign in as %s: %w", email, err)
 	}

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -152,10 +153,7 @@ func (u *upRun) serviceComponent() *component {
 		if err != nil {
 			return err
 		}
-		user, err := daemon.DefaultOSUser()
-		if cfg.PGUser != "" {
-			user, err = daemon.EnsureOSUser(cfg.PGUser)
-		}
+		user, err := daemon.EnsureOSUser(cmp.Or(cfg.PGUser, daemon.DefaultOSUserName()))
 		if err != nil {
 			return err
 		}

@@ -59,7 +59,7 @@ user is invited instead: they join by accepting the invitation signed in (POST /
 		},
 		Org: true, Method: http.MethodPost,
 		Path: func(x *call) string { return membersPath(x.org) },
-		Body: func(x *call) any { return map[string]any{"email": x.args[0], "role": role, "name": name} },
+		Body: func(x *call) any { return api.AddMemberRequest{Email: x.args[0], Role: role, Name: name} },
 		Print: func(x *call, res *api.AddedMember) error {
 			m, errw := res.Member, x.c.ErrOrStderr()
 			if inv := res.Invitation; inv != nil {
@@ -82,7 +82,7 @@ func newUsersSetRoleCmd(o *clientOpts) *cobra.Command {
 		Use: "set-role USER_ID ROLE", Short: "Change a member's role (their sessions and keys act with it at once)",
 		Args: cobra.ExactArgs(2), Org: true, Method: http.MethodPatch,
 		Path: func(x *call) string { return membersPath(x.org) + "/" + seg(x.args[0]) },
-		Body: func(x *call) any { return map[string]any{"role": x.args[1]} },
+		Body: func(x *call) any { return api.SetMemberRoleRequest{Role: x.args[1]} },
 		Print: func(x *call, r *api.MemberResponse) error {
 			return x.printf("%s (%s) is now %s.\n", r.Member.Email, r.Member.UserID, r.Member.Role)
 		},
@@ -142,7 +142,7 @@ APPLIANCE_NEW_PASSWORD are used, else both are prompted for (without echo) on a 
 		},
 		Method: http.MethodPost,
 		Path:   func(*call) string { return "/v1/auth/password" },
-		Body:   func(*call) any { return map[string]any{"current_password": cur, "new_password": next} },
+		Body:   func(*call) any { return api.ChangePasswordRequest{CurrentPassword: cur, NewPassword: next} },
 		Print: func(x *call, res *api.PasswordChanged) error {
 			return x.printf("Changed the password of %s; signed out %d other session(s).\n", email.value, res.SessionsRevoked)
 		},

@@ -38,12 +38,17 @@ var validUserName = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 // and otherwise "appliance-pg" (created if needed); when it does not, the current user.
 func DefaultOSUser() (*OSUser, error) {
 	if os.Geteuid() == 0 {
-		if _, err := user.Lookup(DebianOSUser); err == nil {
-			return EnsureOSUser(DebianOSUser)
-		}
-		return EnsureOSUser(ApplianceOSUser)
+		return EnsureOSUser(DefaultOSUserName())
 	}
 	return EnsureOSUser("")
+}
+
+// DefaultOSUserName is the user DefaultOSUser picks when the appliance runs as root, created or not yet.
+func DefaultOSUserName() string {
+	if _, err := user.Lookup(DebianOSUser); err == nil {
+		return DebianOSUser
+	}
+	return ApplianceOSUser
 }
 
 // EnsureOSUser returns the OS user called name, creating it as a system user without home directory or login
