@@ -48,21 +48,17 @@ type backupResult struct {
 
 func newBackupsCreateCmd(o *clientOpts) *cobra.Command {
 	var req api.CreateBackupRequest
-	return newAPICmd(o, apiCmd[api.JobResponse]{
+	return jobCmd(o, apiCmd[api.JobResponse]{
 		Use:   "create PROJECT_ID",
 		Short: "Take a base backup (pg_basebackup, then pg_verifybackup) in a job",
 		Example: `  appliance backups create prj_... --label before-migration --wait
   appliance restore prj_... --backup-key <key from appliance backups list>`,
-		Args: cobra.ExactArgs(1),
 		Flags: func(f *pflag.FlagSet) {
 			f.StringVar(&req.Label, "label", "", "label of the backup (at most 100 characters)")
 		},
-		Method:  http.MethodPost,
-		Path:    func(x *call) string { return projectPath(x.args[0]) + "/backups" },
-		Body:    func(*call) any { return &req },
-		Job:     jobOf,
-		Started: func(x *call, _ *api.JobResponse) string { return "Backing up project " + x.args[0] },
-		Wait:    "wait until the backup is taken and verified (or failed)",
+		Method: http.MethodPost,
+		Body:   func(*call) any { return &req },
+		Wait:   "wait until the backup is taken and verified (or failed)",
 		Print: func(x *call, _ *api.JobResponse) error {
 			var r backupResult
 			if len(x.job.Result) == 0 || json.Unmarshal(x.job.Result, &r) != nil || r.BackupID == "" {
@@ -74,7 +70,7 @@ func newBackupsCreateCmd(o *clientOpts) *cobra.Command {
 			}
 			return nil
 		},
-	})
+	}, projectPath, "/backups", "Backing up project %s")
 }
 
 func newRestoreCmd(o *clientOpts) *cobra.Command {

@@ -151,27 +151,26 @@ func openBackupStore(cfg UpConfig, dataDir string, box *appliance.SecretBox, cho
 
 // backupStoreCheck: the bucket exists and the credentials may put, get and delete in it (with a probe
 // object sealed under a throwaway key when the data key is derived: sealing is not what is checked); and,
-// while an appliance runs on the data directory, what it says of its store (withRunningStore).
-func backupStoreCheck(ctx context.Context, cfg UpConfig, dataDir string, running bool) check {
-	c := storeReachable(ctx, cfg, dataDir)
-	if c.level == levelFail {
-		return c
+// while an appliance runs on the data directory (and up is not the one checking), what it says of its
+// store (withRunningStore).
+func backupStoreCheck(r *checkRun, c *check) {
+	if storeReachable(r, c); c.level != levelFail {
+		withRunningStore(r, c)
 	}
-	return withRunningStore(ctx, c, cfg, dataDir, running)
 }
 
 // withRunningStore adds to the backup store line the running appliance's /status backup-store component
 // (the last upload, the WAL lag in bytes and seconds, the projects whose archiving fails): a warning when
 // it is not operational. Without a running appliance there is no lag to read, and the line says so.
-func withRunningStore(ctx context.Context, c check, cfg UpConfig, dataDir string, running bool) check {
-	if !running {
+func withRunningStore(r *checkRun, c *check) {
+	if !r.running || r.install {
 		c.detail += "; the WAL lag is shown while the appliance runs"
-		return c
+		return
 	}
-	comp, err := runningComponent(ctx, cfg, dataDir, "backup-store")
+	comp, err := runningComponent(r.ctx, r.cfg, r.dataDir, "backup-store")
 	if err != nil {
 		c.detail += "; the running appliance's view of it could not be read: " + err.Error()
-		return c
+		return
 	}
 	c.detail += "; the running appliance: " + comp.Message
 	if public := (&api.Status{Components: []api.Component{*comp}}).Public().Components[0]; public == *comp {
@@ -182,7 +181,6 @@ func withRunningStore(ctx context.Context, c check, cfg UpConfig, dataDir string
 		c.level = levelWarn
 		c.fix = "WAL waits on the local disk until the store takes it: each failing project has a backup_store_unreachable alert (its Monitoring tab; GET /v1/projects/{id}/alerts) saying why: fix the store's reachability or space"
 	}
-	return c
 }
 
 // runningComponent is the component named name of the /status of the appliance running on dataDir: on
@@ -227,16 +225,15 @@ func runningComponent(ctx context.Context, cfg UpConfig, dataDir, name string) (
 }
 
 // storeReachable: the bucket exists and the credentials work (the local directory needs no check).
-func storeReachable(ctx context.Context, cfg UpConfig, dataDir string) check {
-	c := check{name: "backup store", level: levelOK}
-	sc, err := parseBackupStore(cfg)
+func storeReachable(r *checkRun, c *check) {
+	sc, err := parseBackupStore(r.cfg)
 	if err != nil {
 		c.level, c.detail, c.fix = levelFail, err.Error(), "see the README's table of up's flags"
-		return c
+		return
 	}
 	if sc == nil {
-		c.detail = "the local directory " + filepath.Join(dataDir, "backups")
-		return c
+		c.detail = "the local directory " + filepath.Join(r.dataDir, "backups")
+		return
 	}
 	if sc.DataKey == nil {
 		sc.DataKey = make([]byte, 32)
@@ -244,12 +241,12 @@ func storeReachable(ctx context.Context, cfg UpConfig, dataDir string) check {
 	}
 	b, err := s3store.New(*sc)
 	if err == nil {
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
 		err = b.Check(ctx)
 		cancel()
 		if err == nil {
 			c.detail = b.String()
-			return c
+			return
 		}
 	}
 	c.level, c.detail = levelFail, err.Error()
@@ -263,5 +260,4 @@ func storeReachable(ctx context.Context, cfg UpConfig, dataDir string) check {
 	default:
 		c.fix = "check the --backup-store flags"
 	}
-	return c
 }

@@ -348,6 +348,7 @@ type apiClient struct {
 	token  string // bearer credential: an API key or a session token
 	http   *http.Client
 	header http.Header // sent with every request (e.g. an ephemeral database's claim token)
+	caCert string      // the CA trusted besides the system roots (path or inline PEM; "": none)
 }
 
 // APIError is an error response of the API: {"error": "..."} and its status.
@@ -395,7 +396,7 @@ func newAPIClient(base, token, caCert string) (*apiClient, error) {
 	// The API never redirects: a 3xx is answered as an error and never followed, so no request (a DELETE
 	// least of all) is ever re-sent to another resource.
 	noRedirects := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &apiClient{base: base, token: token, http: &http.Client{Transport: tr, Timeout: 30 * time.Second, CheckRedirect: noRedirects}}, nil
+	return &apiClient{base: base, token: token, caCert: caCert, http: &http.Client{Transport: tr, Timeout: 30 * time.Second, CheckRedirect: noRedirects}}, nil
 }
 
 // seg escapes one path segment. Dots are escaped too, so "." or ".." can never name a parent resource

@@ -318,6 +318,15 @@ func missing(absent bool, what string) string {
 // jobOf is the Job of a command answered with a job alone.
 func jobOf(r *api.JobResponse) *api.Job { return r.Job }
 
+// jobCmd is s, a request to base(its one argument)+suffix answered with the job it started; started, a
+// format of the argument, says what the job does.
+func jobCmd(o *clientOpts, s apiCmd[api.JobResponse], base func(string) string, suffix, started string) *cobra.Command {
+	s.Args, s.Job = cobra.ExactArgs(1), jobOf
+	s.Path = func(x *call) string { return base(x.args[0]) + suffix }
+	s.Started = func(x *call, _ *api.JobResponse) string { return fmt.Sprintf(started, x.args[0]) }
+	return newAPICmd(o, s)
+}
+
 // printProjectStateAfter is the Print of a command whose job changes a project (its first argument): the
 // project's state once the job has ended.
 func printProjectStateAfter[Res any](x *call, _ *Res) error {

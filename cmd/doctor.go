@@ -105,7 +105,7 @@ var doctorChecks = []struct {
 	{"instance ports", portRangeCheck},
 	{"clock", clockCheck},
 	{"certificate authority", caCheck},
-	{"backup store", func(r *checkRun, c *check) { *c = backupStoreCheck(r.ctx, r.cfg, r.dataDir, r.running && !r.install) }},
+	{"backup store", backupStoreCheck},
 }
 
 // runChecks checks what up needs. With install, missing programs are installed or obtained as up does

@@ -167,7 +167,12 @@ func TestDoctorBesideARunningAppliance(t *testing.T) {
 // a project's archive_command fails and the sampler saw it — a warning naming the failing project, with
 // the WAL lag. Without a running appliance the line says the lag is shown while it runs.
 func TestDoctorShowsTheRunningStore(t *testing.T) {
-	if c := backupStoreCheck(t.Context(), upConfig(t), t.TempDir(), false); c.level != levelOK || !strings.HasSuffix(c.detail, "; the WAL lag is shown while the appliance runs") {
+	storeCheck := func(cfg UpConfig, dataDir string, running bool) check {
+		c := check{name: "backup store", level: levelOK}
+		backupStoreCheck(&checkRun{ctx: t.Context(), cfg: cfg, dataDir: dataDir, running: running}, &c)
+		return c
+	}
+	if c := storeCheck(upConfig(t), t.TempDir(), false); c.level != levelOK || !strings.HasSuffix(c.detail, "; the WAL lag is shown while the appliance runs") {
 		t.Fatalf("without a running appliance: %+v", c)
 	}
 	e := setupCLI(t, cliSetupOpts{instances: true, metricsToken: "doctor-reads-status"})
@@ -179,12 +184,12 @@ func TestDoctorShowsTheRunningStore(t *testing.T) {
 		t.Fatal("the test's appliance does not count as running")
 	}
 	// Without the metrics token, /status tells the component's status only: doctor says what it needs.
-	c := backupStoreCheck(t.Context(), upConfig(t, "--data-dir", e.env.Dir, "--listen", u.Host), e.env.Dir, true)
+	c := storeCheck(upConfig(t, "--data-dir", e.env.Dir, "--listen", u.Host), e.env.Dir, true)
 	if c.level != levelOK || !strings.Contains(c.detail, "; the running appliance: operational (the last upload and the WAL lag need up's --metrics-token") {
 		t.Fatalf("beside a running appliance, without the token: %+v", c)
 	}
 	cfg := upConfig(t, "--data-dir", e.env.Dir, "--listen", u.Host, "--metrics-token", "doctor-reads-status")
-	c = backupStoreCheck(t.Context(), cfg, e.env.Dir, true)
+	c = storeCheck(cfg, e.env.Dir, true)
 	if c.level != levelOK || !strings.HasSuffix(c.detail, "; the running appliance: "+filepath.Join(e.env.Dir, "backups")+" (this machine's disk); WAL archiving not sampled yet") {
 		t.Fatalf("beside a running appliance: %+v", c)
 	}
@@ -214,7 +219,7 @@ func TestDoctorShowsTheRunningStore(t *testing.T) {
 	if res, err := e.svc.Observe().Sample(t.Context()); err != nil || res.Failed != 0 {
 		t.Fatalf("sample: %+v %v", res, err)
 	}
-	c = backupStoreCheck(t.Context(), cfg, e.env.Dir, true)
+	c = storeCheck(cfg, e.env.Dir, true)
 	if c.level != levelWarn || !strings.Contains(c.detail, "archiving fails for 1 of 1 projects: "+id) || !strings.Contains(c.detail, "WAL lag ") ||
 		!strings.Contains(c.fix, "backup_store_unreachable") {
 		t.Fatalf("with a project's archiving failing: %+v", c)

@@ -172,11 +172,8 @@ func printPreflight(w io.Writer, pf *api.Preflight) error {
 // importJobCmd is s, a POST to one of a project's import paths (suffix) that starts a job (what says
 // which).
 func importJobCmd(o *clientOpts, s apiCmd[api.JobResponse], suffix, what string) *cobra.Command {
-	s.Args, s.Method = cobra.ExactArgs(1), http.MethodPost
-	s.Path = func(x *call) string { return importsPath(x.args[0]) + suffix }
-	s.Job = jobOf
-	s.Started = func(x *call, _ *api.JobResponse) string { return fmt.Sprintf(what, x.args[0]) }
-	return newAPICmd(o, s)
+	s.Method = http.MethodPost
+	return jobCmd(o, s, importsPath, suffix, what)
 }
 
 func newImportsFollowCmd(o *clientOpts) *cobra.Command {

@@ -119,15 +119,11 @@ func newKVRotateCmd(o *clientOpts) *cobra.Command {
 
 // kvJobCmd is flush or delete: a confirmed job on the project's store.
 func kvJobCmd(o *clientOpts, use, short, method, suffix, warning, what string) *cobra.Command {
-	return newAPICmd(o, apiCmd[api.JobResponse]{
-		Use: use + " PROJECT_ID --confirm", Short: short, Args: cobra.ExactArgs(1),
+	return jobCmd(o, apiCmd[api.JobResponse]{
+		Use: use + " PROJECT_ID --confirm", Short: short, Method: method,
 		Confirm: "confirm: this has no undo", Unconfirmed: warning,
-		Method:  method,
-		Path:    func(x *call) string { return kvPath(x.args[0]) + suffix },
-		Job:     jobOf,
-		Started: func(x *call, _ *api.JobResponse) string { return what + " the key-value store of " + x.args[0] },
-		Wait:    "wait until the job ends",
-	})
+		Wait: "wait until the job ends",
+	}, kvPath, suffix, what+" the key-value store of %s")
 }
 
 func newKVFlushCmd(o *clientOpts) *cobra.Command {
@@ -146,7 +142,7 @@ func newKVCLICmd(o *clientOpts) *cobra.Command {
 	var (
 		token = envFlag{name: "token", env: "APPLIANCE_KV_TOKEN", usage: "the store's token (APPLIANCE_KV_TOKEN)",
 			required: "the store's token is required: --token kv_... or APPLIANCE_KV_TOKEN (it was printed by kv create or kv rotate-token)"}
-		prog, caCert string
+		prog string
 	)
 	return newAPICmd(o, apiCmd[api.KVCredentials]{
 		Use:   "cli PROJECT_ID [-- REDIS_CLI_ARGS...]",
@@ -164,19 +160,10 @@ func newKVCLICmd(o *clientOpts) *cobra.Command {
 			}
 			return nil
 		},
-		Client: func(*call) (*apiClient, error) {
-			cn, err := o.resolve()
-			if err != nil {
-				return nil, err
-			}
-			caCert = cn.caCert
-			return cn.client()
-		},
 		Path: func(x *call) string { return kvPath(x.args[0]) + "/credentials" },
 		Print: func(x *call, cr *api.KVCredentials) error {
 			cliArgs := []string{"--tls", "-h", cr.RedisHost, "-p", strconv.Itoa(cr.RedisPort)}
-			if caCert != "" {
-				caFile := caCert
+			if caFile := x.cl.caCert; caFile != "" {
 				if strings.Contains(caFile, "-----BEGIN") { // inline PEM: redis-cli needs a file
 					f, err := os.CreateTemp("", "appliance-ca-*.crt")
 					if err != nil {

@@ -125,13 +125,8 @@ func newPreviewsExtendCmd(o *clientOpts) *cobra.Command {
 // previewJobCmd is reset or delete: a job on one preview.
 func previewJobCmd(use, short, method, suffix string) func(*clientOpts) *cobra.Command {
 	return func(o *clientOpts) *cobra.Command {
-		return newAPICmd(o, apiCmd[api.JobResponse]{
-			Use: use + " PREVIEW_ID", Short: short, Args: cobra.ExactArgs(1),
-			Method:  method,
-			Path:    func(x *call) string { return previewPath(x.args[0]) + suffix },
-			Job:     jobOf,
-			Started: func(x *call, _ *api.JobResponse) string { return fmt.Sprintf("Preview %s: %s", x.args[0], use) },
-			Wait:    "wait until the job ends",
-		})
+		return jobCmd(o, apiCmd[api.JobResponse]{
+			Use: use + " PREVIEW_ID", Short: short, Method: method, Wait: "wait until the job ends",
+		}, previewPath, suffix, "Preview %s: "+use)
 	}
 }

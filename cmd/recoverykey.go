@@ -77,8 +77,7 @@ It is shown once; root can print it again with: appliance backup-store recovery-
 // metaSnapshotComponent keeps the metadata snapshots in the bucket (nothing with the local store: it is on
 // the same disk); at the first start with a bucket it makes the recovery key and prints it.
 func (u *upRun) metaSnapshotComponent() *component {
-	var cancel context.CancelFunc
-	var done chan struct{}
+	var run *component // the snapshotter, once there is a bucket
 	return &component{name: "metadata-snapshots", start: func(ctx context.Context) error {
 		sc, err := parseBackupStore(u.cfg)
 		if sc == nil || err != nil {
@@ -107,16 +106,12 @@ func (u *upRun) metaSnapshotComponent() *component {
 			}
 			return api.StatusOperational, msg
 		})
-		var bg context.Context
-		bg, cancel = context.WithCancel(context.WithoutCancel(ctx))
-		done = make(chan struct{})
-		go func() { defer close(done); s.Run(bg) }()
-		return nil
+		run = inBackground("metadata-snapshots", s.Run)
+		return run.Start(ctx)
 	}, stop: func(ctx context.Context) error {
-		if cancel != nil {
-			cancel()
-			<-done
+		if run == nil {
+			return nil
 		}
-		return nil
+		return run.Stop(ctx)
 	}}
 }
