@@ -145,30 +145,38 @@ func saveConfig(cfg *cliConfig) error {
 
 // writePrivateFile writes data to path through a temporary file, mode 0600, creating the directory 0700.
 func writePrivateFile(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("create config directory: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".config-*")
+	err := replaceFile(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
+	return nil
+}
+
+// replaceFile puts at path what write writes, through a temporary file beside it (mode 0600, as
+// os.CreateTemp makes it) renamed over path once written and synced: path is never seen half written.
+func replaceFile(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.part")
+	if err != nil {
 		return err
 	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
+	defer os.Remove(tmp.Name())
+	err = write(tmp)
+	if err == nil {
+		err = tmp.Sync()
 	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
 	}
-	return nil
+	return err
 }
 
 // saveCA copies the PEM named by ref (a path or inline PEM) next to the CLI config so the config does not

@@ -23,6 +23,7 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/programs"
+	"github.com/theappliance/appliance/appliance/storageguard"
 )
 
 // A check is one thing `up` needs, as doctor reports it.
@@ -263,14 +264,13 @@ func nearestExisting(dir string) string {
 // (it starts all the same: it supervises the instances and serves reads, and refuses writes until space
 // is freed).
 func diskCheck(r *checkRun, c *check) {
-	dir, reserve := r.dataDir, mib(r.cfg.DiskReserveMB)
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(nearestExisting(dir), &st); err != nil {
+	dir, reserve := nearestExisting(r.dataDir), mib(r.cfg.DiskReserveMB)
+	free, err := storageguard.FreeBytes(dir)
+	if err != nil {
 		c.level, c.detail = levelWarn, err.Error()
 		return
 	}
-	free := int64(st.Bavail) * int64(st.Bsize)
-	c.detail = fmt.Sprintf("%.1f GiB free under %s (reserve %.1f GiB)", float64(free)/(1<<30), nearestExisting(dir), float64(reserve)/(1<<30))
+	c.detail = fmt.Sprintf("%.1f GiB free under %s (reserve %.1f GiB)", float64(free)/(1<<30), dir, float64(reserve)/(1<<30))
 	switch {
 	case free < reserve:
 		c.level, c.fix = levelWarn, "under the reserve (--disk-reserve-mb): up runs degraded (reads served, writes refused, databases read-only); free space or choose a --data-dir on a larger file system (each project needs about 100 MB plus its data and backups)"

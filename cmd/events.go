@@ -107,10 +107,12 @@ func (c *apiClient) stream(ctx context.Context, path, last string, reconnect boo
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		why := "closed by the server"
 		if err != nil {
 			if ae, ok := err.(*APIError); ok && ae.Status < 500 && ae.Status != http.StatusTooManyRequests {
 				return err
 			}
+			why = err.Error()
 		}
 		if !reconnect {
 			return err
@@ -118,19 +120,12 @@ func (c *apiClient) stream(ctx context.Context, path, last string, reconnect boo
 		if got {
 			wait = time.Second
 		}
-		fmt.Fprintf(notes, "stream interrupted (%v); reconnecting after event %q in %s\n", errOr(err, "closed by the server"), last, wait)
+		fmt.Fprintf(notes, "stream interrupted (%v); reconnecting after event %q in %s\n", why, last, wait)
 		if err := sleepCtx(ctx, wait); err != nil {
 			return err
 		}
 		wait = min(wait*2, 30*time.Second)
 	}
-}
-
-func errOr(err error, s string) string {
-	if err != nil {
-		return err.Error()
-	}
-	return s
 }
 
 // streamOnce reads one connection of a stream; it reports whether any event came.

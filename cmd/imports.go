@@ -385,20 +385,10 @@ func (c *apiClient) download(ctx context.Context, signedURL, path string) (int64
 		return 0, err
 	}
 	defer resp.Body.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.part")
-	if err != nil {
-		return 0, err
-	}
-	defer os.Remove(tmp.Name())
-	n, err := io.Copy(tmp, resp.Body)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
+	var n int64
+	err = replaceFile(path, func(w io.Writer) (err error) {
+		n, err = io.Copy(w, resp.Body)
+		return err
+	})
 	return n, err
 }

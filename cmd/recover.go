@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -72,11 +71,9 @@ func runRecover(ctx context.Context, cfg UpConfig, o recoverOptions, out io.Writ
 		ctx = context.Background()
 	}
 	u := &upRun{cfg: cfg, out: out}
-	level, err := u.parseFlags()
-	if err != nil {
+	if err := u.parseFlags(); err != nil {
 		return err
 	}
-	u.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if o.keyFile == "" {
 		return errors.New("--recovery-key: required (the file of the recovery key up showed at its first start)")
 	}

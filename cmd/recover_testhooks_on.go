@@ -4,7 +4,6 @@ package cmd
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -31,10 +30,7 @@ func recoverTestHook() func(ctx context.Context, projectID, step string) {
 		if step != "base-fetched" || seen.Add(1) != int64(n) {
 			return
 		}
-		if f, err := os.OpenFile(marker, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
-			fmt.Fprintf(f, "%s %s\n", projectID, step)
-			f.Close()
-		}
+		appendLine(marker, projectID+" "+step)
 		<-ctx.Done()
 	}
 }

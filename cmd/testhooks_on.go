@@ -5,6 +5,7 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -52,10 +53,7 @@ func testJobStepHook() appliance.JobStepHook {
 			return
 		}
 		if marker != "" {
-			if f, err := os.OpenFile(marker, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
-				fmt.Fprintf(f, "%s %s\n", jobID, at)
-				f.Close()
-			}
+			appendLine(marker, jobID+" "+at)
 		}
 		<-ctx.Done()
 	}
@@ -68,15 +66,7 @@ func registerTestHooks(runner *scheduler.Runner) {
 			return nil, err
 		}
 		if p.Marker != "" {
-			f, err := os.OpenFile(p.Marker, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-			if err != nil {
-				return nil, fmt.Errorf("open marker: %w", err)
-			}
-			_, err = fmt.Fprintf(f, "%s attempt %d started\n", run.Job.ID, run.Job.Attempts)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
+			if err := appendLine(p.Marker, fmt.Sprintf("%s attempt %d started", run.Job.ID, run.Job.Attempts)); err != nil {
 				return nil, fmt.Errorf("write marker: %w", err)
 			}
 		}
@@ -89,6 +79,16 @@ func registerTestHooks(runner *scheduler.Runner) {
 			return nil, scheduler.Transient(ctx.Err())
 		}
 	})
+}
+
+// appendLine appends a line to the file at path (a test's marker), creating it.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(f, line)
+	return errors.Join(err, f.Close())
 }
 
 func testRoutes(svc *appliance.Service, runner *scheduler.Runner) []httpapi.Route {

@@ -272,11 +272,9 @@ func prepareUp(parent context.Context, cfg UpConfig, out io.Writer) (_ *upRun, e
 			u.close()
 		}
 	}()
-	level, err := u.parseFlags()
-	if err != nil {
+	if err := u.parseFlags(); err != nil {
 		return nil, err
 	}
-	u.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	for _, step := range []func(context.Context) error{u.checkMachine, u.openDataDir, u.listen, u.makeInstancesDir} {
 		if err := step(parent); err != nil {
 			return nil, err
@@ -285,16 +283,16 @@ func prepareUp(parent context.Context, cfg UpConfig, out io.Writer) (_ *upRun, e
 	return u, nil
 }
 
-// parseFlags checks up's flags and parses those the components take parsed (the port range, the rate
-// limits, the outbound policy's lists); it returns the log level.
-func (u *upRun) parseFlags() (slog.Level, error) {
+// parseFlags checks up's flags and parses those the components take parsed (the log level, the port
+// range, the rate limits, the outbound policy's lists).
+func (u *upRun) parseFlags() error {
 	var err error
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(u.cfg.LogLevel)); err != nil {
-		return 0, fmt.Errorf("--log-level: %w", err)
+		return fmt.Errorf("--log-level: %w", err)
 	}
 	if u.ports, err = appliance.ParsePortRange(u.cfg.PGPorts); err != nil {
-		return 0, fmt.Errorf("--pg-ports: %w", err)
+		return fmt.Errorf("--pg-ports: %w", err)
 	}
 	limits := &u.limits
 	for _, r := range []struct {
@@ -305,25 +303,26 @@ func (u *upRun) parseFlags() (slog.Level, error) {
 		{"--rate-per-credential", u.cfg.RatePerCredential, &limits.CredentialPerSecond, &limits.CredentialBurst},
 		{"--rate-sign-in", u.cfg.RateStrict, &limits.StrictPerSecond, &limits.StrictBurst}} {
 		if *r.rate, *r.burst, err = httpapi.ParseRate(r.v); err != nil {
-			return 0, fmt.Errorf("%s: %w", r.flag, err)
+			return fmt.Errorf("%s: %w", r.flag, err)
 		}
 	}
 	limits.ExemptLoopback = !u.cfg.RateLimitLoopback
 	pol := &outbound.Policy{OwnPorts: []outbound.PortRange{{First: u.ports.First, Last: u.ports.Last}}}
 	u.pol = pol
 	if pol.Allow, err = outbound.ParsePrefixes(u.cfg.OutboundAllow); err != nil {
-		return 0, fmt.Errorf("--outbound-allow: %w", err)
+		return fmt.Errorf("--outbound-allow: %w", err)
 	}
 	if pol.Deny, err = outbound.ParsePrefixes(u.cfg.OutboundDeny); err != nil {
-		return 0, fmt.Errorf("--outbound-deny: %w", err)
+		return fmt.Errorf("--outbound-deny: %w", err)
 	}
 	for _, fl := range upFlagTable(&u.cfg) {
 		if err := fl.check(); err != nil {
-			return 0, err
+			return err
 		}
 	}
 	heapfloor.Set(uint64(mib(u.cfg.HeapFloorMB)))
-	return level, nil
+	u.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return nil
 }
 
 // checkMachine fits the listeners' connection caps to the open-files limit, and refuses to start when a

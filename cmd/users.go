@@ -95,17 +95,13 @@ func newUsersRemoveCmd(o *clientOpts) *cobra.Command {
 		Short: "Remove a member: their sessions end and the API keys they created here are revoked",
 		Path:  func(x *call) string { return membersPath(x.org) + "/" + seg(x.args[0]) },
 		Print: func(x *call, r *api.RemovedMember) error {
-			return x.printf("Removed %s from organization %s; revoked %d API key(s)%s.\n", x.args[0], x.org,
-				len(r.RevokedAPIKeys), prefixed(": ", strings.Join(r.RevokedAPIKeys, ", ")))
+			keys := strings.Join(r.RevokedAPIKeys, ", ")
+			if keys != "" {
+				keys = ": " + keys
+			}
+			return x.printf("Removed %s from organization %s; revoked %d API key(s)%s.\n", x.args[0], x.org, len(r.RevokedAPIKeys), keys)
 		},
 	})
-}
-
-func prefixed(prefix, s string) string {
-	if s == "" {
-		return ""
-	}
-	return prefix + s
 }
 
 func newUsersPasswordCmd(o *clientOpts) *cobra.Command {

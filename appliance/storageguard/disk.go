@@ -60,8 +60,8 @@ func (g *Guard) Disk() DiskState {
 	return DiskState{FreeBytes: g.disk.free, ReserveBytes: g.disk.reserve, Low: g.disk.low, WriteErr: g.disk.probeErr}
 }
 
-// statfsFree is the space of dir's file system that unprivileged users may take.
-func statfsFree(dir string) (int64, error) {
+// FreeBytes is the space of dir's file system that unprivileged users may take (doctor reads it too).
+func FreeBytes(dir string) (int64, error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, err
@@ -75,7 +75,7 @@ func (g *Guard) CheckDisk() DiskState {
 	g.disk.mu.Lock()
 	probe := time.Since(g.disk.probedAt) >= diskProbeEvery
 	g.disk.mu.Unlock()
-	free, err := statfsFree(g.dataDir)
+	free, err := FreeBytes(g.dataDir)
 	var perr error
 	if probe {
 		perr = g.db.Update(func(tx *store.Tx) error { return tx.SetMeta("write_probe", g.now().Format(time.RFC3339Nano)) })
