@@ -33,8 +33,8 @@ type apiCmd[Res any] struct {
 	Validate func(x *call) error
 	// Prepare runs once the client is known, before the request (e.g. to look up the organization).
 	Prepare func(x *call) error
-	// Anonymous: the command needs no credential (no login), only the API's URL. Client, when set, makes
-	// the client instead (e.g. by signing in).
+	// Anonymous: the command needs no credential (no login), only the API's URL. Client, when set, turns
+	// that anonymous client (x.cl) into the one the command uses (e.g. by signing in).
 	Anonymous bool
 	Client    func(x *call) (*apiClient, error)
 	// Org adds --org: the command acts in that organization (x.org), by default the credential's.
@@ -130,13 +130,13 @@ func newAPICmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 			}
 		}
 		var err error
-		switch {
-		case s.Client != nil:
-			x.cl, err = s.Client(x)
-		case s.Anonymous:
+		if s.Anonymous || s.Client != nil {
 			x.cl, err = o.anonymousClient()
-		default:
+		} else {
 			x.cl, err = o.authed()
+		}
+		if err == nil && s.Client != nil {
+			x.cl, err = s.Client(x)
 		}
 		if err != nil {
 			return err

@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/spf13/cobra"
@@ -65,18 +64,15 @@ func newCutoverGetCmd(o *clientOpts) *cobra.Command {
 		Use: "get PROJECT_ID REQUEST_ID", Short: "Show a cutover request", Args: cobra.ExactArgs(2),
 		Path: func(x *call) string { return cutoverPath(x.args[0]) + "/" + seg(x.args[1]) },
 		Need: needCutover,
-		Print: func(x *call, r *api.CutoverRequestResponse) error {
-			return printCutover(x.out(), r.CutoverRequest)
+		Print: func(x *call, res *api.CutoverRequestResponse) error {
+			r := res.CutoverRequest
+			return writeTable(x.out(), nil, [][]string{{"ID", r.ID}, {"PREVIEW", r.PreviewDatabaseID}, {"STATUS", r.Status},
+				{"REQUESTED BY", r.RequestedByActorKind + " " + r.RequestedByActorID}, opt("NOTE", r.CustomerNote),
+				opt("TICKET", r.ExternalTicketRef), opt("ACKNOWLEDGED BY", r.AckByUserID), opt("OPERATOR NOTE", r.OperatorNote),
+				opt("REJECTED", r.RejectedReason), opt("BACKUP BEFORE", r.PreCutoverBackupID), opt("PROMOTION JOB", r.PromoteJobID),
+				opt("LAST ERROR", r.LastError)})
 		},
 	})
-}
-
-func printCutover(w io.Writer, r *api.CutoverRequest) error {
-	return writeTable(w, nil, [][]string{{"ID", r.ID}, {"PREVIEW", r.PreviewDatabaseID}, {"STATUS", r.Status},
-		{"REQUESTED BY", r.RequestedByActorKind + " " + r.RequestedByActorID}, opt("NOTE", r.CustomerNote),
-		opt("TICKET", r.ExternalTicketRef), opt("ACKNOWLEDGED BY", r.AckByUserID), opt("OPERATOR NOTE", r.OperatorNote),
-		opt("REJECTED", r.RejectedReason), opt("BACKUP BEFORE", r.PreCutoverBackupID), opt("PROMOTION JOB", r.PromoteJobID),
-		opt("LAST ERROR", r.LastError)})
 }
 
 func newCutoverApproveCmd(o *clientOpts) *cobra.Command {

@@ -68,7 +68,7 @@ func waitJob(c *cobra.Command, cl *apiClient, job *api.Job) (*api.Job, error) {
 		errw := c.ErrOrStderr()
 		fmt.Fprintf(errw, "Job %s (%s) failed after %d attempt(s).\n", j.ID, j.Type, j.Attempts)
 		if tail := lastLines(j.LastStderr, stderrTailLines); tail != "" {
-			fmt.Fprintf(errw, "Last stderr:\n%s\n", indent(tail, "  "))
+			fmt.Fprintf(errw, "Last stderr:\n%s\n", "  "+strings.ReplaceAll(tail, "\n", "\n  "))
 		}
 		return j, fmt.Errorf("job %s (%s) failed: %s", j.ID, j.Type, firstNonEmpty(j.Error, "(no error message)"))
 	}
@@ -102,10 +102,6 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-func indent(s, prefix string) string {
-	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
 }
 
 // jobStarted prints the job a command started, and what to do to follow it.

@@ -250,15 +250,11 @@ the waiting device only; it is never shown here. The password is read from stand
 		},
 		Validate: email.resolve,
 		Client: func(x *call) (*apiClient, error) {
-			cl, err := o.anonymousClient()
-			if err != nil {
-				return nil, err
-			}
 			password, err := readPassword(x.c, passwordStdin, email.value)
 			if err != nil {
 				return nil, err
 			}
-			return signIn(x.c, cl, email.value, password, org)
+			return signIn(x, email.value, password, org)
 		},
 		Path: func(x *call) string {
 			base = "/v1/cli/login/sessions/" + seg(x.args[0])
@@ -304,15 +300,15 @@ the waiting device only; it is never shown here. The password is read from stand
 	})
 }
 
-// signIn opens a session of the built-in identity provider (in org, or the user's first membership) and
-// returns a client that uses it.
-func signIn(c *cobra.Command, cl *apiClient, email, password, org string) (*apiClient, error) {
+// signIn opens a session of the built-in identity provider (in org, or the user's first membership) with
+// the command's anonymous client and returns a client that uses it.
+func signIn(x *call, email, password, org string) (*apiClient, error) {
 	var sess api.SessionResult
 	body := api.SessionRequest{Email: email, Password: password, OrganizationID: org}
-	if err := cl.do(c.Context(), http.MethodPost, "/v1/auth/sessions", body, &sess); err != nil {
+	if err := x.cl.do(x.c.Context(), http.MethodPost, "/v1/auth/sessions", body, &sess); err != nil {
 		return nil, fmt.Errorf("sign in as %s: %w", email, err)
 	}
-	return cl.withToken(sess.Token), nil
+	return x.cl.withToken(sess.Token), nil
 }
 
 // readPassword takes the password from stdin (--password-stdin), APPLIANCE_PASSWORD, or a no-echo prompt.

@@ -129,13 +129,7 @@ APPLIANCE_NEW_PASSWORD are used, else both are prompted for (without echo) on a 
 			cur, next, err = readPasswordChange(x.c, passwordStdin, email.value)
 			return err
 		},
-		Client: func(x *call) (*apiClient, error) {
-			cl, err := o.anonymousClient()
-			if err != nil {
-				return nil, err
-			}
-			return signIn(x.c, cl, email.value, cur, "")
-		},
+		Client: func(x *call) (*apiClient, error) { return signIn(x, email.value, cur, "") },
 		Method: http.MethodPost,
 		Path:   func(*call) string { return "/v1/auth/password" },
 		Body:   func(*call) any { return api.ChangePasswordRequest{CurrentPassword: cur, NewPassword: next} },
@@ -161,11 +155,7 @@ func signedInCmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 		if err != nil {
 			return nil, err
 		}
-		cl, err := o.anonymousClient()
-		if err != nil {
-			return nil, err
-		}
-		return signIn(x.c, cl, email.value, password, "")
+		return signIn(x, email.value, password, "")
 	}
 	return newAPICmd(o, s)
 }

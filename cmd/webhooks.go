@@ -173,30 +173,24 @@ func newWebhooksRotateCmd(o *clientOpts) *cobra.Command {
 
 func newWebhooksDeliveriesCmd(o *clientOpts) *cobra.Command {
 	var limit int
-	cmd := newAPICmd(o, apiCmd[api.WebhookDeliveryList]{
+	return newAPICmd(o, apiCmd[api.WebhookDeliveryList]{
 		Use: "deliveries ENDPOINT_ID", Short: "List an endpoint's deliveries and their attempts, newest first",
-		Args: cobra.ExactArgs(1), Org: true, JSON: true,
+		Args: cobra.ExactArgs(1), Org: true, JSON: true, JSONHelp: "print the API's JSON answer (with payloads)",
 		Flags: func(f *pflag.FlagSet) { f.IntVar(&limit, "limit", 50, "how many deliveries (1 to 200)") },
 		Path: func(x *call) string {
 			return hooksPath(x.org) + "/" + seg(x.args[0]) + "/deliveries?limit=" + strconv.Itoa(limit)
 		},
-		Columns: deliveryColumns,
-		Rows:    func(l *api.WebhookDeliveryList) [][]string { return deliveryRows(l.Deliveries) },
-	})
-	cmd.Flags().Lookup("json").Usage = "print the API's JSON answer (with payloads)"
-	return cmd
-}
-
-var deliveryColumns = []string{"ID", "EVENT", "STATE", "ATTEMPTS", "STATUS", "LAST ERROR", "NEXT ATTEMPT", "CREATED"}
-
-func deliveryRows(ds []api.WebhookDelivery) [][]string {
-	return rowsOf(ds, func(d api.WebhookDelivery) []string {
-		status := "-"
-		if d.ResponseStatus != 0 {
-			status = strconv.Itoa(d.ResponseStatus)
-		}
-		return []string{d.ID, d.EventType, d.State, fmt.Sprintf("%d/%d", d.Attempts, d.MaxAttempts), status,
-			firstNonEmpty(d.LastError, "-"), timeOr(d.NextAttemptAt, "-"), stamp(d.CreatedAt)}
+		Columns: []string{"ID", "EVENT", "STATE", "ATTEMPTS", "STATUS", "LAST ERROR", "NEXT ATTEMPT", "CREATED"},
+		Rows: func(l *api.WebhookDeliveryList) [][]string {
+			return rowsOf(l.Deliveries, func(d api.WebhookDelivery) []string {
+				status := "-"
+				if d.ResponseStatus != 0 {
+					status = strconv.Itoa(d.ResponseStatus)
+				}
+				return []string{d.ID, d.EventType, d.State, fmt.Sprintf("%d/%d", d.Attempts, d.MaxAttempts), status,
+					firstNonEmpty(d.LastError, "-"), timeOr(d.NextAttemptAt, "-"), stamp(d.CreatedAt)}
+			})
+		},
 	})
 }
 
