@@ -274,50 +274,27 @@ func (o *clientOpts) resolve() (*conn, error) {
 	return c, nil
 }
 
-// requireURL fails with advice when no API URL is known.
-func (c *conn) requireURL() error {
-	if c.apiURL == "" {
-		return errors.New("no API URL: pass --api URL (or set APPLIANCE_API_URL), or run `appliance login --api URL` first")
-	}
-	return nil
-}
-
-// client returns an API client authenticated with the API key, failing when there is none.
-func (c *conn) client() (*apiClient, error) {
-	if err := c.requireURL(); err != nil {
-		return nil, err
-	}
-	if c.key == "" {
+// client returns an API client: with the API key (failing when there is none), or, anonymous, without
+// credential (CLI login start and poll, sign-in, ephemeral databases).
+func (c *conn) client(anonymous bool) (*apiClient, error) {
+	switch {
+	case c.apiURL == "":
+		return nil, errors.New("no API URL: pass --api URL (or set APPLIANCE_API_URL), or run `appliance login --api URL` first")
+	case anonymous:
+		return newAPIClient(c.apiURL, "", c.caCert)
+	case c.key == "":
 		return nil, fmt.Errorf("not logged in to %s: run `appliance login --api %s`, or pass --api-key (or set APPLIANCE_API_KEY)", c.apiURL, c.apiURL)
 	}
 	return newAPIClient(c.apiURL, c.key, c.caCert)
 }
 
-// authed resolves the connection and returns a client authenticated with the API key.
-func (o *clientOpts) authed() (*apiClient, error) {
+// client resolves the connection and returns its client (see conn.client).
+func (o *clientOpts) client(anonymous bool) (*apiClient, error) {
 	cn, err := o.resolve()
 	if err != nil {
 		return nil, err
 	}
-	return cn.client()
-}
-
-// anonymousClient is a client of the API with no credential (the API URL and CA as every command resolves
-// them; no login needed).
-func (o *clientOpts) anonymousClient() (*apiClient, error) {
-	cn, err := o.resolve()
-	if err != nil {
-		return nil, err
-	}
-	return cn.anonymous()
-}
-
-// anonymous returns an API client without credential (CLI login start and poll, sign-in).
-func (c *conn) anonymous() (*apiClient, error) {
-	if err := c.requireURL(); err != nil {
-		return nil, err
-	}
-	return newAPIClient(c.apiURL, "", c.caCert)
+	return cn.client(anonymous)
 }
 
 func normalizeAPIURL(raw string) (string, error) {

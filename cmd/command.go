@@ -130,11 +130,7 @@ func newAPICmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 			}
 		}
 		var err error
-		if s.Anonymous || s.Client != nil {
-			x.cl, err = o.anonymousClient()
-		} else {
-			x.cl, err = o.authed()
-		}
+		x.cl, err = o.client(s.Anonymous || s.Client != nil)
 		if err == nil && s.Client != nil {
 			x.cl, err = s.Client(x)
 		}

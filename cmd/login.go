@@ -83,7 +83,7 @@ func runLogin(c *cobra.Command, o *clientOpts, lo loginOpts) error {
 	if o.api == "" && os.Getenv("APPLIANCE_API_URL") == "" && cn.apiURL != "" {
 		fmt.Fprintf(c.ErrOrStderr(), "Logging in to %s (from the CLI config; choose another with --api).\n", cn.apiURL)
 	}
-	cl, err := cn.anonymous()
+	cl, err := cn.client(true)
 	if err != nil {
 		return err
 	}

@@ -400,7 +400,7 @@ func (u *upRun) openDataDir(context.Context) error {
 // listen binds every listener of the appliance's (each port of them is refused by the outbound policy)
 // and makes the certificates they serve.
 func (u *upRun) listen(ctx context.Context) error {
-	pol, log := u.pol, u.log
+	pol := u.pol
 	var err error
 	u.ln, err = net.Listen("tcp", u.cfg.Listen)
 	if err != nil {
@@ -428,14 +428,12 @@ func (u *upRun) listen(ctx context.Context) error {
 		}
 	}
 	host, port, _ := net.SplitHostPort(u.ln.Addr().String())
-	if u.certMgr, err = newCertManager(ctx, u.cfg, u.dataDir, u.ca, u.ln.Addr().String(), log); err != nil {
-		return err
-	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		host = u.cfg.PublicHost
 	}
 	u.apiURL = "https://" + net.JoinHostPort(host, port)
-	return nil
+	u.certMgr, err = u.newCertManager(ctx, host)
+	return err
 }
 
 // makeInstancesDir makes the directory of the instances, which run as an unprivileged user that must
@@ -504,16 +502,13 @@ func worst(ctx context.Context, probes ...func(context.Context) (string, string)
 }
 
 // newCertManager is the certificates of the API and key-value listeners (certmagic): the appliance CA's for
-// the local names, an ACME CA's for --acme-domain.
-func newCertManager(ctx context.Context, cfg UpConfig, dataDir string, ca *certs.CA, apiAddr string, log *slog.Logger) (*certs.Manager, error) {
-	host, _, _ := net.SplitHostPort(apiAddr)
-	o := certs.Options{StorageDir: filepath.Join(dataDir, "certmagic"), CA: ca, Log: log,
+// the local names and the API's host, an ACME CA's for --acme-domain.
+func (u *upRun) newCertManager(ctx context.Context, host string) (*certs.Manager, error) {
+	cfg := u.cfg
+	o := certs.Options{StorageDir: filepath.Join(u.dataDir, "certmagic"), CA: u.ca, Log: u.log,
 		Names: uniq("localhost", "127.0.0.1", "::1", host, cfg.PublicHost)}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		o.Names = uniq("localhost", "127.0.0.1", "::1", cfg.PublicHost)
-	}
 	if cfg.ACMEDomain != "" {
-		o.ACME = &certs.ACMEOptions{Domain: cfg.ACMEDomain, Email: cfg.ACMEEmail, CA: cfg.ACMECA, TLSALPNAddr: apiAddr}
+		o.ACME = &certs.ACMEOptions{Domain: cfg.ACMEDomain, Email: cfg.ACMEEmail, CA: cfg.ACMECA, TLSALPNAddr: u.ln.Addr().String()}
 		if cfg.ACMECARoot != "" {
 			pem, err := os.ReadFile(cfg.ACMECARoot)
 			if err != nil {
