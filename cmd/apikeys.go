@@ -22,8 +22,8 @@ func orgFor(ctx context.Context, cl *apiClient, org string) (string, error) {
 	if org != "" {
 		return org, nil
 	}
-	me, err := cl.me(ctx)
-	if err != nil {
+	var me api.MeResponse
+	if err := cl.do(ctx, http.MethodGet, "/v1/me", nil, &me); err != nil {
 		return "", err
 	}
 	if me.Principal == nil || me.Principal.OrganizationID == "" {

@@ -528,12 +528,3 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
-
-// me is GET /v1/me.
-func (c *apiClient) me(ctx context.Context) (*api.MeResponse, error) {
-	var out api.MeResponse
-	if err := c.do(ctx, http.MethodGet, "/v1/me", nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
