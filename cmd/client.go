@@ -185,7 +185,7 @@ func saveCA(ref string) (string, error) {
 	if ref == "" {
 		return "", nil
 	}
-	pemBytes, err := readCA(ref)
+	pemBytes, _, err := readCA(ref)
 	if err != nil {
 		return "", err
 	}
@@ -203,28 +203,30 @@ func saveCA(ref string) (string, error) {
 	return dst, nil
 }
 
-// readCA returns the PEM of ref (a path or inline PEM), checking that it holds a certificate.
-func readCA(ref string) ([]byte, error) {
+// readCA returns the PEM of ref (a path or inline PEM) and its (first) certificate, checking that it holds
+// one.
+func readCA(ref string) ([]byte, *x509.Certificate, error) {
 	var b []byte
 	if strings.Contains(ref, "-----BEGIN") {
 		b = []byte(ref)
 	} else {
 		var err error
 		if b, err = os.ReadFile(ref); err != nil {
-			return nil, fmt.Errorf("read CA certificate: %w", err)
+			return nil, nil, fmt.Errorf("read CA certificate: %w", err)
 		}
 	}
 	for rest := b; ; {
 		var blk *pem.Block
 		blk, rest = pem.Decode(rest)
 		if blk == nil {
-			return nil, fmt.Errorf("CA certificate %s holds no PEM certificate", caName(ref))
+			return nil, nil, fmt.Errorf("CA certificate %s holds no PEM certificate", caName(ref))
 		}
 		if blk.Type == "CERTIFICATE" {
-			if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
-				return nil, fmt.Errorf("CA certificate %s: %w", caName(ref), err)
+			cert, err := x509.ParseCertificate(blk.Bytes)
+			if err != nil {
+				return nil, nil, fmt.Errorf("CA certificate %s: %w", caName(ref), err)
 			}
-			return b, nil
+			return b, cert, nil
 		}
 	}
 }
@@ -365,7 +367,7 @@ func apiStatus(err error) int {
 func newAPIClient(base, token, caCert string) (*apiClient, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if caCert != "" {
-		pemBytes, err := readCA(caCert)
+		pemBytes, _, err := readCA(caCert)
 		if err != nil {
 			return nil, err
 		}

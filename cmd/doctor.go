@@ -3,8 +3,7 @@ package cmd
 import (
 	"cmp"
 	"context"
-	"crypto/x509"
-	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -350,22 +349,12 @@ func clockCheck(_ *checkRun, c *check) {
 // caCheck: the local certificate authority, when it exists, is valid for a while yet.
 func caCheck(r *checkRun, c *check) {
 	path := filepath.Join(r.dataDir, "ca", "ca.crt")
-	raw, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		c.detail = "created at first start"
-		return
-	}
-	var cert *x509.Certificate
-	if err == nil {
-		if b, _ := pem.Decode(raw); b != nil {
-			cert, err = x509.ParseCertificate(b.Bytes)
-		} else {
-			err = fmt.Errorf("no PEM block")
-		}
-	}
+	_, cert, err := readCA(path)
 	switch {
+	case errors.Is(err, os.ErrNotExist):
+		c.detail = "created at first start"
 	case err != nil:
-		c.level, c.detail, c.fix = levelFail, fmt.Sprintf("%s: %v", path, err), "move the data directory's ca/ away to create a new CA (clients must trust the new one)"
+		c.level, c.detail, c.fix = levelFail, err.Error(), "move the data directory's ca/ away to create a new CA (clients must trust the new one)"
 	case time.Until(cert.NotAfter) < 30*24*time.Hour:
 		c.level, c.detail, c.fix = levelWarn, fmt.Sprintf("%s expires %s", path, cert.NotAfter.Format(time.RFC3339)), "replace the CA before it expires"
 	default:

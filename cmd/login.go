@@ -90,7 +90,7 @@ func runLogin(c *cobra.Command, o *clientOpts, lo loginOpts) error {
 	// Keep the CA as inline PEM in the pending login: the file named by --ca-cert may not outlive it.
 	caPEM := ""
 	if cn.caCert != "" {
-		b, err := readCA(cn.caCert)
+		b, _, err := readCA(cn.caCert)
 		if err != nil {
 			return err
 		}
