@@ -391,10 +391,7 @@ func (u *upRun) openDataDir(context.Context) error {
 		return fmt.Errorf("certificate authority: %w", err)
 	}
 	u.box, err = appliance.OpenSecretBox(filepath.Join(dataDir, "secret.key"))
-	if err != nil {
-		return err
-	}
-	return nil
+	return err
 }
 
 // listen binds every listener of the appliance's (each port of them is refused by the outbound policy)
@@ -446,10 +443,7 @@ func (u *upRun) makeInstancesDir(context.Context) error {
 	if err := os.MkdirAll(instancesDir, 0o711); err != nil {
 		return err
 	}
-	if err := os.Chmod(instancesDir, 0o711); err != nil {
-		return err
-	}
-	return nil
+	return os.Chmod(instancesDir, 0o711) // whatever the umask made of it
 }
 
 func uniq(in ...string) []string {
