@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -200,7 +199,7 @@ func instanceUser(cfg UpConfig) (name string, u *user.User) {
 		}
 		return name, u
 	}
-	name = cmp.Or(cfg.PGUser, daemon.DefaultOSUserName())
+	name = firstNonEmpty(cfg.PGUser, daemon.DefaultOSUserName())
 	u, _ = user.Lookup(name)
 	return name, u
 }

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -153,7 +152,7 @@ func (u *upRun) serviceComponent() *component {
 		if err != nil {
 			return err
 		}
-		user, err := daemon.EnsureOSUser(cmp.Or(cfg.PGUser, daemon.DefaultOSUserName()))
+		user, err := daemon.EnsureOSUser(firstNonEmpty(cfg.PGUser, daemon.DefaultOSUserName()))
 		if err != nil {
 			return err
 		}
