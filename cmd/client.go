@@ -481,12 +481,9 @@ func apiError(method, path string, resp *http.Response, raw []byte) *APIError {
 	if json.Unmarshal(raw, &eb) == nil && eb.Error != "" {
 		ae.Message, ae.SQLState, ae.Position, ae.Detail, ae.Hint = eb.Error, eb.SQLState, eb.Position, eb.Detail, eb.Hint
 	} else {
-		ae.Message = strings.TrimSpace(string(raw))
+		ae.Message = firstNonEmpty(strings.TrimSpace(string(raw)), "(no message)")
 		if len(ae.Message) > 200 {
 			ae.Message = ae.Message[:200] + "..."
-		}
-		if ae.Message == "" {
-			ae.Message = "(no message)"
 		}
 	}
 	ae.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())

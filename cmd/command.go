@@ -152,10 +152,7 @@ func newAPICmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 				return followStream(c, x.cl, path, after, reconnect, func(ev sseEvent) error { return s.Event(x, ev) })
 			}
 		}
-		method := s.Method
-		if method == "" {
-			method = http.MethodGet
-		}
+		method := firstNonEmpty(s.Method, http.MethodGet)
 		res := new(Res)
 		var path string
 		if s.Fetch != nil {

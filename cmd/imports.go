@@ -72,9 +72,7 @@ func newExportsDownloadCmd(o *clientOpts) *cobra.Command {
 		Path: func(x *call) string { return projectPath(x.args[0]) + "/exports/" + seg(x.args[1]) + "/download" },
 		Need: func(r *api.DownloadResponse) string { return missing(r.Download == nil, "download") },
 		Print: func(x *call, r *api.DownloadResponse) error {
-			if output == "" {
-				output = x.args[1] + ".dump"
-			}
+			output = firstNonEmpty(output, x.args[1]+".dump")
 			n, err := x.cl.download(x.c.Context(), r.Download.DownloadURL, output)
 			if err != nil {
 				return err

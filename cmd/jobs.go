@@ -93,11 +93,7 @@ func retryPoll(err error, transient *int) (after time.Duration, retry bool) {
 
 // lastLines returns the last n lines of s, without trailing blank lines.
 func lastLines(s string, n int) string {
-	s = strings.TrimRight(s, " \t\r\n")
-	if s == "" {
-		return ""
-	}
-	lines := strings.Split(s, "\n")
+	lines := strings.Split(strings.TrimRight(s, " \t\r\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
