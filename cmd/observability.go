@@ -196,15 +196,13 @@ func newAdvisorCmd(o *clientOpts) *cobra.Command {
 		},
 		Fetch: func(x *call, res *advice) ([]byte, error) {
 			q := url.Values{"min_filter": {strconv.Itoa(minFilter)}, "min_selectivity": {strconv.Itoa(minSelectivity)}}
-			var adv api.AdvisorResponse
-			var hyg api.HygieneResponse
-			if err := x.cl.do(x.c.Context(), "GET", projectPath(x.args[0])+"/advisor/indexes?"+q.Encode(), nil, &adv); err != nil {
+			// Each answer fills its half of res: {"advisor": …}, then {"hygiene": …}.
+			if err := x.cl.do(x.c.Context(), "GET", projectPath(x.args[0])+"/advisor/indexes?"+q.Encode(), nil, res); err != nil {
 				return nil, err
 			}
-			if err := x.cl.do(x.c.Context(), "GET", projectPath(x.args[0])+"/advisor/index-hygiene", nil, &hyg); err != nil {
+			if err := x.cl.do(x.c.Context(), "GET", projectPath(x.args[0])+"/advisor/index-hygiene", nil, res); err != nil {
 				return nil, err
 			}
-			res.Advisor, res.Hygiene = adv.Advisor, hyg.Hygiene
 			return json.Marshal(res)
 		},
 		Need: func(r *advice) string { return missing(r.Advisor == nil || r.Hygiene == nil, "advisor or hygiene") },
