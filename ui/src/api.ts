@@ -71,7 +71,36 @@ export async function api<T>(method: string, path: string, body?: unknown, extra
   return data as T
 }
 
-export const get = <T,>(path: string) => api<T>('GET', path)
+/** An early call: sent by prefetch before any component asks for it. */
+type Early = { promise: Promise<unknown>; ok?: boolean; at: number }
+const early = new Map<string, Early>()
+
+/** earlyFor is how long an early call's answer may stand in for a new one, once it has come. */
+const earlyFor = 10000
+
+/** prefetch sends GET path now, for the first get(path) to take instead of calling again: the calls the
+ * first page needs go out together as the script starts (boot.ts), not one after the other as the
+ * components that need them mount. */
+export function prefetch(path: string) {
+  if (early.has(path)) return
+  const e: Early = { promise: api('GET', path), at: 0 }
+  e.promise.then(
+    () => ((e.ok = true), (e.at = Date.now())),
+    () => (e.ok = false),
+  )
+  early.set(path, e)
+}
+
+/** get is GET path; it takes an early call's answer once (one still in flight, or one that succeeded in
+ * the last seconds): a failed early call is made again, and every later get calls the API. */
+export function get<T>(path: string): Promise<T> {
+  const e = early.get(path)
+  if (e) {
+    early.delete(path)
+    if (e.ok === undefined || (e.ok && Date.now() - e.at < earlyFor)) return e.promise as Promise<T>
+  }
+  return api<T>('GET', path)
+}
 export const post = <T,>(path: string, body?: unknown) => api<T>('POST', path, body ?? {})
 export const patch = <T,>(path: string, body: unknown) => api<T>('PATCH', path, body)
 export const del = <T,>(path: string, body?: unknown) => api<T>('DELETE', path, body)
