@@ -77,37 +77,32 @@ async function coldLoad(throttled, trace) {
   const ctx = await browser.newContext({ ignoreHTTPSErrors: true, storageState, viewport: { width: 1280, height: 800 } })
   await ctx.addInitScript(seen)
   const page = await ctx.newPage()
-  const done = []
-  page.on('requestfinished', (r) => {
-    const t = r.timing()
-    done.push({ url: r.url(), start: t.startTime, end: t.startTime + t.responseEnd })
-  })
   await throttle(page, throttled)
   if (trace) await browser.startTracing(page, { path: trace, categories: ['devtools.timeline', 'v8', 'v8.execute', 'blink.user_timing', 'loading', 'disabled-by-default-devtools.timeline', 'disabled-by-default-v8.cpu_profiler'] })
   await page.goto(base + '/projects/' + projectID, { waitUntil: 'commit' })
   await page.waitForFunction(() => window.__connShown !== undefined, null, { timeout: 60000, polling: 50 })
   if (trace) await browser.stopTracing()
+  // The page's own resource timings: a call's start is when the page asked for it, its end when the
+  // answer was complete (the browser's network events can start a call late on a busy machine).
   const m = await page.evaluate(() => ({
     shown: window.__connShown,
-    origin: performance.timeOrigin,
-    script: performance.getEntriesByType('resource').filter((e) => e.initiatorType === 'script' || e.name.endsWith('.js')).map((e) => ({ name: e.name, end: e.responseEnd, size: e.encodedBodySize, proto: e.nextHopProtocol })),
     fcp: performance.getEntriesByName('first-contentful-paint')[0]?.startTime,
+    res: performance.getEntriesByType('resource').map((e) => ({ url: e.name, start: e.startTime, end: e.responseEnd, size: e.encodedBodySize, proto: e.nextHopProtocol })),
   }))
   await ctx.close()
-  const shownAt = m.origin + m.shown
-  // The bundle: the page's main script (the first module the HTML names), loaded.
-  const main = done.find((r) => /\/assets\/index-[^/]*\.js$/.test(r.url))
-  const api = done.filter((r) => new URL(r.url).pathname.startsWith('/v1/') && r.end <= shownAt + 1)
+  // The bundle: the page's main script (the module the HTML names), loaded.
+  const main = m.res.find((r) => /\/assets\/index-[^/]*\.js$/.test(r.url))
+  const api = m.res.filter((r) => new URL(r.url).pathname.startsWith('/v1/') && r.end > 0 && r.end <= m.shown)
   const conn = api.findIndex((r) => /\/connections$/.test(new URL(r.url).pathname))
   const path = conn < 0 ? [] : chain(api, conn)
-  const after = main ? path.filter((r) => r.start >= main.end - 1) : path
+  const after = main ? path.filter((r) => r.start >= main.end) : path
   return {
     ms: m.shown,
     fcp: m.fcp,
-    bundleMs: main ? main.end - m.origin : undefined,
+    bundleMs: main?.end,
     depth: after.length,
-    chain: path.map((r) => new URL(r.url).pathname.replace(projectID, '{id}') + ` ${Math.round(r.start - m.origin)}-${Math.round(r.end - m.origin)}`),
-    scripts: m.script.map((s) => `${new URL(s.name).pathname.replace('/assets/', '')} ${s.size} B (${s.proto}) at ${Math.round(s.end)} ms`),
+    chain: path.map((r) => new URL(r.url).pathname.replace(projectID, '{id}') + ` ${Math.round(r.start)}-${Math.round(r.end)}`),
+    scripts: m.res.filter((r) => r.url.endsWith('.js')).map((s) => `${new URL(s.url).pathname.replace('/assets/', '')} ${s.size} B (${s.proto}) at ${Math.round(s.end)} ms`),
   }
 }
 

@@ -77,7 +77,7 @@ export async function run(page, { base, shoot, axe, consoleErrors }) {
       return { encoding: r.headers.get('content-encoding'), vary: r.headers.get('vary'), bytes: (await r.arrayBuffer()).byteLength }
     })
     check(main.encoding === 'br' && main.vary === 'Accept-Encoding', `the main script is not sent compressed: ${JSON.stringify(main)}`)
-    check(main.bytes < 120000, `the main script is ${main.bytes} bytes`)
+    check(main.bytes < 80000, `the main script is ${main.bytes} bytes`)
     const loaded = await page.evaluate(() => [...performance.getEntriesByType('resource').map((e) => e.name), ...[...document.querySelectorAll('script[src], link[href]')].map((e) => e.src || e.href)])
     check(!loaded.some((u) => /\/assets\/(monitoring|docs)-/.test(u)), `the projects page loads ${loaded.filter((u) => u.includes('/assets/')).join(', ')}`)
   })

@@ -72,7 +72,7 @@ export async function api<T>(method: string, path: string, body?: unknown, extra
 }
 
 /** An early call: sent by prefetch before any component asks for it. */
-type Early = { promise: Promise<unknown>; ok?: boolean; at: number }
+type Early = { promise: Promise<unknown>; ok?: boolean; value?: unknown; at: number; wait: boolean }
 const early = new Map<string, Early>()
 
 /** earlyFor is how long an early call's answer may stand in for a new one, once it has come. */
@@ -80,16 +80,24 @@ const earlyFor = 10000
 
 /** prefetch sends GET path now, for the first get(path) to take instead of calling again: the calls the
  * first page needs go out together as the script starts (boot.ts), not one after the other as the
- * components that need them mount. */
-export function prefetch(path: string) {
+ * components that need them mount. wait: the first page waits for its answer (earlyAnswers) and shows
+ * it at once (taken), rather than rendering without it and again when it comes. */
+export function prefetch(path: string, wait = false) {
   if (early.has(path)) return
-  const e: Early = { promise: api('GET', path), at: 0 }
+  const e: Early = { promise: api('GET', path), at: 0, wait }
   e.promise.then(
-    () => ((e.ok = true), (e.at = Date.now())),
+    (v) => ((e.ok = true), (e.value = v), (e.at = Date.now())),
     () => (e.ok = false),
   )
   early.set(path, e)
 }
+
+/** earlyAnswers resolves once every early call sent with wait has answered, well or not. */
+export function earlyAnswers(): Promise<unknown> {
+  return Promise.all([...early.values()].filter((e) => e.wait).map((e) => e.promise.catch(() => undefined)))
+}
+
+const fresh = (e: Early) => e.ok === true && Date.now() - e.at < earlyFor
 
 /** get is GET path; it takes an early call's answer once (one still in flight, or one that succeeded in
  * the last seconds): a failed early call is made again, and every later get calls the API. */
@@ -97,10 +105,20 @@ export function get<T>(path: string): Promise<T> {
   const e = early.get(path)
   if (e) {
     early.delete(path)
-    if (e.ok === undefined || (e.ok && Date.now() - e.at < earlyFor)) return e.promise as Promise<T>
+    if (e.ok === undefined || fresh(e)) return e.promise as Promise<T>
   }
   return api<T>('GET', path)
 }
+
+/** taken is the answer of an early call to path if it has come and succeeded (using it up, as get does),
+ * for a component's first render; undefined otherwise. */
+export function taken<T>(path: string): T | undefined {
+  const e = early.get(path)
+  if (!e || !fresh(e)) return undefined
+  early.delete(path)
+  return e.value as T
+}
+
 export const post = <T,>(path: string, body?: unknown) => api<T>('POST', path, body ?? {})
 export const patch = <T,>(path: string, body: unknown) => api<T>('PATCH', path, body)
 export const del = <T,>(path: string, body?: unknown) => api<T>('DELETE', path, body)

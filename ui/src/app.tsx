@@ -1,23 +1,24 @@
 import type { ComponentChildren } from 'preact'
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { del, get, onConnection, onUnauthenticated, type Me } from './api'
-import { Account } from './pages/account'
-import { APIKeys } from './pages/apikeys'
-import { Claim } from './pages/claim'
-import { CLILogin } from './pages/clilogin'
+import { del, earlyAnswers, get, onConnection, onUnauthenticated, type Me } from './api'
 import { Invitations, InvitationBanner } from './pages/invitations'
-import { Members } from './pages/members'
 import { Overview } from './pages/overview'
 import { Project } from './pages/project'
 import { Projects } from './pages/projects'
 import { SignIn } from './pages/signin'
-import { Webhooks } from './pages/webhooks'
 import { Palette } from './palette'
 import { match, navigate, onLinkClick, useLocation } from './router'
 import { ErrorBox, lazy, message, useTitle } from './ui'
 
-// The API reference is a chunk of its own, fetched when it is opened.
+// The API reference is a chunk of its own, fetched when it is opened; so are the pages a first visit
+// seldom opens (the main chunk carries the projects, a project's first page and what every page needs).
 const Docs = lazy(() => import('./pages/docs').then((m) => m.Docs))
+const Account = lazy(() => import('./pages/account').then((m) => m.Account))
+const APIKeys = lazy(() => import('./pages/apikeys').then((m) => m.APIKeys))
+const Claim = lazy(() => import('./pages/claim').then((m) => m.Claim))
+const CLILogin = lazy(() => import('./pages/clilogin').then((m) => m.CLILogin))
+const Members = lazy(() => import('./pages/members').then((m) => m.Members))
+const Webhooks = lazy(() => import('./pages/webhooks').then((m) => m.Webhooks))
 
 const nav = [
   { href: '/overview', label: 'Overview' },
@@ -102,8 +103,9 @@ export function App() {
     }
     return focusHeading()
   }, [path0])
+  // The first page waits for the early answers it shows (boot.ts), to render once with all of them.
   const load = () =>
-    get<Me>('/v1/me').then(setMe, (e) => {
+    Promise.all([get<Me>('/v1/me'), earlyAnswers()]).then(([me]) => setMe(me), (e) => {
       if (e.status === 401) setMe(null)
       else setError(message(e))
     })

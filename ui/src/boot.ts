@@ -13,9 +13,10 @@ if (!path.startsWith('/invitations') && path !== '/docs') prefetch('/v1/me/invit
 const m = match('/projects/:id', path) ?? match('/projects/:id/:tab', path)
 if (m) {
   const p = '/v1/projects/' + seg(m.id)
-  prefetch(p)
-  prefetch(p + '/connections') // every tab reads them (a project not yet active answers 409: nothing is lost)
-  prefetch(p + '/jobs?limit=10')
+  // The page waits for these (answered from the appliance's store, quickly) to show them in one render.
+  prefetch(p, true)
+  prefetch(p + '/connections', true) // every tab reads them (a project not yet active answers 409: nothing is lost)
+  prefetch(p + '/jobs?limit=10', true)
   if (!m.tab) {
     // the Connect card's pickers
     prefetch(p + '/databases')

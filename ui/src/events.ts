@@ -123,8 +123,8 @@ export async function follow(path: string, { first = '', signal, onEvent, onStat
 
 /** useProjectLoad is useLoad for what a project's job ends change (lists of backups, exports, jobs …): it
  * reloads on each of the project's events, polling only as a slow fallback. */
-export function useProjectLoad<T>(projectID: string, load: () => Promise<T>, deps: unknown[]) {
-  const r = useLoad(load, deps, 30000)
+export function useProjectLoad<T>(projectID: string, load: () => Promise<T>, deps: unknown[], first?: () => T | undefined) {
+  const r = useLoad(load, deps, 30000, first)
   useProjectEvents(projectID, () => r.reload())
   return r
 }

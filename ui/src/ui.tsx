@@ -2,10 +2,12 @@ import type { ComponentChildren, FunctionComponent } from 'preact'
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks'
 import { ApiError, isConnectionError } from './api'
 
-/** useLoad runs load now and whenever deps change; reload() runs it again. every (ms) polls. */
-export function useLoad<T>(load: () => Promise<T>, deps: unknown[], every = 0) {
-  const [data, setData] = useState<T | undefined>(undefined)
+/** useLoad runs load now and whenever deps change; reload() runs it again. every (ms) polls. first, when it
+ * gives data (an early answer: taken), is shown at once and stands for the first load. */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[], every = 0, first?: () => T | undefined) {
+  const [data, setData] = useState<T | undefined>(() => first?.())
   const [error, setError] = useState<string>('')
+  const skip = useRef(data !== undefined)
   const seq = useRef(0)
   const reload = useCallback(() => {
     const n = ++seq.current
@@ -23,7 +25,8 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[], every = 0) {
     )
   }, deps)
   useEffect(() => {
-    reload()
+    if (skip.current) skip.current = false
+    else reload()
     if (!every) return
     const t = setInterval(reload, every)
     return () => clearInterval(t)
@@ -127,10 +130,15 @@ export function useTitle(title: string | null) {
   }, [title])
 }
 
+// One formatter for every date shown: toLocaleString with options builds a new one at each call, which
+// was the project page's costliest function on its first render (ten jobs, a few ms each).
+let dateTime: Intl.DateTimeFormat | undefined
+
 export function when(iso: string): string {
   if (!iso) return '-'
+  dateTime ??= new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' })
   const d = new Date(iso)
-  return d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' })
+  return isNaN(d.getTime()) ? String(d) : dateTime.format(d) // String: "Invalid Date", as toLocaleString said
 }
 
 /** Form runs submit with a busy state and shows its error. */

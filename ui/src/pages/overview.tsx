@@ -1,6 +1,8 @@
 import { get, seg, type Me, type Schemas } from '../api'
-import { Empty, ErrorBox, Table, useLoad } from '../ui'
-import { AuditTab } from './project_tabs'
+import { Empty, ErrorBox, Table, lazy, useLoad } from '../ui'
+
+// The audit log is in the project tabs' chunk, fetched when shown.
+const AuditTab = lazy(() => import('./project_tabs').then((m) => m.AuditTab))
 
 type Usage = Schemas['Usage']
 

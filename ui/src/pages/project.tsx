@@ -1,13 +1,8 @@
 import { useEffect, useState } from 'preact/hooks'
-import { get, post, seg, type Connections, type Job, type Me, type Project as P, type Schemas } from '../api'
+import { get, post, seg, taken, type Connections, type Job, type Me, type Project as P, type Schemas } from '../api'
 import { Badge, Empty, ErrorBox, Form, Table, lazy, useLoad, useTitle, when } from '../ui'
 import { bytes } from './overview'
 import { useProjectEvents, useProjectLoad } from '../events'
-import { ImportsTab, ScheduleCard } from './imports'
-import { AuditTab, BackupsTab, DataTab, ExtensionsTab, SettingsTab } from './project_tabs'
-import { KVTab } from './kv'
-import { PreviewsTab } from './previews'
-import { TablesTab } from './studio'
 import { ConnectCard } from './connect'
 
 // The Monitoring tab (and uPlot, its charts) is a chunk of its own, fetched when the tab is opened.
@@ -15,6 +10,17 @@ const MonitoringTab = lazy(() => import('./monitoring').then((m) => m.Monitoring
 // The logs explorer and the databases and roles page too: the main chunk stays small.
 const LogsTab = lazy(() => import('./logs').then((m) => m.LogsTab))
 const DatabasesTab = lazy(() => import('./databases').then((m) => m.DatabasesTab))
+// And every other tab: the main chunk carries the Overview (a project's first page) and what all pages need.
+const TablesTab = lazy(() => import('./studio').then((m) => m.TablesTab))
+const ImportsTab = lazy(() => import('./imports').then((m) => m.ImportsTab))
+const ScheduleCard = lazy(() => import('./imports').then((m) => m.ScheduleCard))
+const PreviewsTab = lazy(() => import('./previews').then((m) => m.PreviewsTab))
+const KVTab = lazy(() => import('./kv').then((m) => m.KVTab))
+const BackupsTab = lazy(() => import('./project_tabs').then((m) => m.BackupsTab))
+const DataTab = lazy(() => import('./project_tabs').then((m) => m.DataTab))
+const ExtensionsTab = lazy(() => import('./project_tabs').then((m) => m.ExtensionsTab))
+const SettingsTab = lazy(() => import('./project_tabs').then((m) => m.SettingsTab))
+const AuditTab = lazy(() => import('./project_tabs').then((m) => m.AuditTab))
 
 export const tabs = [
   { id: '', label: 'Overview' },
@@ -146,14 +152,16 @@ export function Project({ id, tab = '', me }: { id: string; tab?: string; me: Me
   const path = '/v1/projects/' + seg(id)
   // Live: the project's event stream reloads what a job's end changed; a slow poll stays as a fallback
   // (runtime status changes that are not job ends, a stream that cannot connect).
-  const prj = useLoad(() => get<{ project: P }>(path), [id], 10000)
+  const prj = useLoad(() => get<{ project: P }>(path), [id], 10000, () => taken(path))
   const p = prj.data?.project
   const active = p?.state === 'active'
   // The connection strings follow the credential: a rotation's end (or any job's) on the event stream reads
   // them again, so what the Overview shows and copies is the current password, without a reload.
-  const conns = useProjectLoad(id, () => (active ? get<{ connections: Connections }>(path + '/connections') : Promise.resolve(undefined)), [id, active])
+  const conns = useProjectLoad(id, () => (active ? get<{ connections: Connections }>(path + '/connections') : Promise.resolve(undefined)), [id, active], () =>
+    active ? taken(path + '/connections') : undefined,
+  )
   const [jobLimit, setJobLimit] = useState(10)
-  const jobs = useProjectLoad(id, () => get<{ jobs: Job[] }>(path + '/jobs?limit=' + jobLimit), [id, jobLimit])
+  const jobs = useProjectLoad(id, () => get<{ jobs: Job[] }>(path + '/jobs?limit=' + jobLimit), [id, jobLimit], () => taken(path + '/jobs?limit=' + jobLimit))
   useProjectEvents(id, () => prj.reload())
   const tabLabel = tabs.find((t) => t.id === tab)?.label
   useTitle(p ? (tab && tabLabel ? `${tabLabel} · ${p.name}` : p.name) : prj.error ? 'Project not found' : 'Project')
