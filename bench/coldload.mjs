@@ -101,6 +101,7 @@ async function coldLoad(throttled, trace) {
     fcp: m.fcp,
     bundleMs: main?.end,
     depth: after.length,
+    calls: m.res.filter((r) => new URL(r.url).pathname.startsWith('/v1/')).map((r) => new URL(r.url).pathname.replace(projectID, '{id}') + ` ${Math.round(r.start)}-${Math.round(r.end)}`),
     chain: path.map((r) => new URL(r.url).pathname.replace(projectID, '{id}') + ` ${Math.round(r.start)}-${Math.round(r.end)}`),
     scripts: m.res.filter((r) => r.url.endsWith('.js')).map((s) => `${new URL(s.url).pathname.replace('/assets/', '')} ${s.size} B (${s.proto}) at ${Math.round(s.end)} ms`),
   }
@@ -121,7 +122,7 @@ for (const mode of modes) {
     const r = await coldLoad(throttled, i === 0 && process.env.TRACE_DIR ? `${process.env.TRACE_DIR}/${mode}.json` : undefined)
     all.push(r)
     console.log(`${mode} run ${i + 1}: connection string shown at ${Math.round(r.ms)} ms (first paint ${Math.round(r.fcp ?? -1)} ms, main script loaded at ${Math.round(r.bundleMs ?? -1)} ms); API calls one after the other after the bundle: ${r.depth}`)
-    if (i === 0) console.log(`  chain: ${r.chain.join(' -> ')}\n  scripts: ${r.scripts.join('; ')}`)
+    if (i === 0) console.log(`  chain: ${r.chain.join(' -> ')}\n  API calls: ${r.calls.join(', ')}\n  scripts: ${r.scripts.join('; ')}`)
   }
   result[mode] = {
     median_ms: median(all.map((r) => r.ms)),
