@@ -1,5 +1,6 @@
 import { prefetch, seg } from './api'
 import { match } from './router'
+import { when } from './ui'
 
 // The first page's data, asked for as the script starts: who is signed in, and what the page at the
 // address shows, all at once. Without this each call waits for the one before it (the app renders the
@@ -8,18 +9,20 @@ import { match } from './router'
 // components take these answers through get(); signed out, the calls answer 401 and the sign-in shows.
 // Only reads the page would make anyway, and only on the first load: later pages call as they mount.
 const path = location.pathname
-prefetch('/v1/me')
-if (!path.startsWith('/invitations') && path !== '/docs') prefetch('/v1/me/invitations')
 const m = match('/projects/:id', path) ?? match('/projects/:id/:tab', path)
-if (m) {
-  const p = '/v1/projects/' + seg(m.id)
-  // The page waits for these (answered from the appliance's store, quickly) to show them in one render.
+const p = m && '/v1/projects/' + seg(m.id)
+// The page waits for a project's calls (answered from the appliance's store, quickly) to show them in one
+// render. The connection strings first: every tab reads them (a project not yet active answers 409:
+// nothing is lost). Not the Connect card's pickers (databases, roles): those ask the project's own server,
+// and on a busy machine that work delayed the connection strings; they fill in just after.
+if (p) prefetch(p + '/connections', true)
+prefetch('/v1/me')
+if (p) {
   prefetch(p, true)
-  prefetch(p + '/connections', true) // every tab reads them (a project not yet active answers 409: nothing is lost)
   prefetch(p + '/jobs?limit=10', true)
-  if (!m.tab) {
-    // the Connect card's pickers
-    prefetch(p + '/databases')
-    prefetch(p + '/roles')
-  }
 } else if (path === '/' || path === '/projects') prefetch('/v1/projects')
+if (!path.startsWith('/invitations') && path !== '/docs') prefetch('/v1/me/invitations')
+
+// While the answers are on their way: the first date shown builds the browser's date formatter, which
+// takes its locale's data (about 20 ms, more on a slow CPU), otherwise on the way of the first render.
+when(new Date().toISOString())
