@@ -135,40 +135,47 @@ for (const mode of modes) {
 }
 
 // The SQL editor opening a 50,000-row result: the longest task the page runs from Run to the result shown
-// and scrolled to its last row (PerformanceObserver 'longtask'), unthrottled.
+// and scrolled to its last row (PerformanceObserver 'longtask'), unthrottled; then once more with the CPU
+// slowed down 4x (the network as is: 4.6 MB of JSON would take 23 s at 1.6 Mbit/s), for information.
+async function sqlRun(cpu4x) {
+  const ctx = await browser.newContext({ ignoreHTTPSErrors: true, storageState, viewport: { width: 1280, height: 800 } })
+  const page = await ctx.newPage()
+  await page.goto(base + '/projects/' + projectID + '/sql')
+  const editor = page.getByRole('textbox', { name: 'Query' })
+  await editor.waitFor()
+  await editor.click()
+  await page.keyboard.press('Control+a')
+  await page.keyboard.press('Backspace')
+  await page.keyboard.insertText('SELECT g AS id, md5(g::text) AS hash, now() AS at FROM generate_series(1, 50000) g')
+  await page.keyboard.press('Escape')
+  if (cpu4x) await (await ctx.newCDPSession(page)).send('Emulation.setCPUThrottlingRate', { rate: 4 })
+  await page.evaluate(() => {
+    window.__longTasks = []
+    new PerformanceObserver((l) => { for (const e of l.getEntries()) window.__longTasks.push(e.duration) }).observe({ type: 'longtask' })
+  })
+  const t0 = Date.now()
+  await page.getByRole('button', { name: 'Run', exact: true }).click()
+  const region = page.getByRole('region', { name: 'Statement 1 of 1' })
+  await region.getByText('50000 rows', { exact: true }).waitFor({ timeout: 120000 })
+  const shown = Date.now() - t0
+  const grid = region.getByRole('region', { name: 'Result of statement 1' })
+  await grid.getByRole('cell', { name: '1', exact: true }).waitFor()
+  for (let k = 1; k <= 10; k++) await grid.evaluate((g, f) => { g.scrollTop = g.scrollHeight * f }, k / 10)
+  await grid.getByRole('cell', { name: '50000', exact: true }).waitFor()
+  const tasks = await page.evaluate(() => window.__longTasks)
+  await ctx.close()
+  return { shown, tasks, max: Math.round(Math.max(0, ...tasks)) }
+}
 if (sqlRuns > 0) {
   const longest = []
   for (let i = 0; i < sqlRuns; i++) {
-    const ctx = await browser.newContext({ ignoreHTTPSErrors: true, storageState, viewport: { width: 1280, height: 800 } })
-    const page = await ctx.newPage()
-    await page.goto(base + '/projects/' + projectID + '/sql')
-    const editor = page.getByRole('textbox', { name: 'Query' })
-    await editor.waitFor()
-    await editor.click()
-    await page.keyboard.press('Control+a')
-    await page.keyboard.press('Backspace')
-    await page.keyboard.insertText('SELECT g AS id, md5(g::text) AS hash, now() AS at FROM generate_series(1, 50000) g')
-    await page.keyboard.press('Escape')
-    await page.evaluate(() => {
-      window.__longTasks = []
-      new PerformanceObserver((l) => { for (const e of l.getEntries()) window.__longTasks.push(e.duration) }).observe({ type: 'longtask' })
-    })
-    const t0 = Date.now()
-    await page.getByRole('button', { name: 'Run', exact: true }).click()
-    const region = page.getByRole('region', { name: 'Statement 1 of 1' })
-    await region.getByText('50000 rows', { exact: true }).waitFor({ timeout: 120000 })
-    const shown = Date.now() - t0
-    const grid = region.getByRole('region', { name: 'Result of statement 1' })
-    await grid.getByRole('cell', { name: '1', exact: true }).waitFor()
-    for (let k = 1; k <= 10; k++) await grid.evaluate((g, f) => { g.scrollTop = g.scrollHeight * f }, k / 10)
-    await grid.getByRole('cell', { name: '50000', exact: true }).waitFor()
-    const tasks = await page.evaluate(() => window.__longTasks)
-    const max = Math.round(Math.max(0, ...tasks))
-    longest.push(max)
-    console.log(`sql run ${i + 1}: 50,000 rows shown ${shown} ms after Run; ${tasks.length} long tasks, the longest ${max} ms (${tasks.map(Math.round).join(', ')})`)
-    await ctx.close()
+    const r = await sqlRun(false)
+    longest.push(r.max)
+    console.log(`sql run ${i + 1}: 50,000 rows shown ${r.shown} ms after Run; ${r.tasks.length} long tasks, the longest ${r.max} ms (${r.tasks.map(Math.round).join(', ')})`)
   }
-  result.sql = { median_longest_ms: median(longest), longest_ms: longest }
+  const slow = await sqlRun(true)
+  console.log(`sql at 4x CPU: 50,000 rows shown ${slow.shown} ms after Run; ${slow.tasks.length} long tasks, the longest ${slow.max} ms (${slow.tasks.map(Math.round).join(', ')})`)
+  result.sql = { median_longest_ms: median(longest), longest_ms: longest, cpu4x_longest_ms: slow.max }
 }
 
 await browser.close()
