@@ -38,7 +38,8 @@ type ProjectResponse struct {
 
 // ProjectList is the list response.
 type ProjectList struct {
-	Projects []*Project `json:"projects"`
+	Projects   []*Project     `json:"projects"`
+	OpenAlerts map[string]int `json:"open_alerts" doc:"how many alerts are in force per project ID (a project without any is left out): the list's badges"`
 }
 
 // ProjectJobResponse is the 202 answer of project creation.

@@ -75,6 +75,11 @@ func (h areaHost) PlanKVMemoryMB(name string) int {
 
 var _ observe.Host = areaHost{}
 
+// NewestBackup is the project's newest backup (the backups area's records).
+func (h areaHost) NewestBackup(tx *store.Tx, projectID string) (*api.Backup, error) {
+	return backups.Newest(tx, projectID)
+}
+
 func (h areaHost) ActiveInstance(p *Principal, projectID string) (*store.Project, *store.Instance, error) {
 	return h.s.activeProject(p, projectID)
 }

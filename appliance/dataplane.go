@@ -56,6 +56,7 @@ type engine interface {
 	ApplySettings(ctx context.Context, exec daemon.ExecFunc, inst *store.Instance, prj *store.Project, settings postgres.Settings,
 		adminPW string, restarting func(bool)) (postgres.Action, error)
 	SyncPoolerUsers(ctx context.Context, conn *pgx.Conn, inst *store.Instance, prj *store.Project) error
+	Restart(ctx context.Context, exec daemon.ExecFunc, inst *store.Instance, prj *store.Project, restarting func(bool)) error
 	Restore(ctx context.Context, exec daemon.ExecFunc, spec instances.RestoreSpec) (instances.Restored, error)
 	FinishRestore(inst *store.Instance, jobID string)
 	VerifyBackup(ctx context.Context, exec daemon.ExecFunc, spec instances.VerifySpec) (instances.Verified, error)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -204,6 +205,7 @@ func (s *Service) ListProjects(ctx context.Context, p *Principal, orgFilter stri
 		return nil, err
 	}
 	out := &ProjectList{Projects: []*Project{}}
+	var ids []string
 	err = s.db.View(func(tx *store.Tx) error {
 		prjs, err := store.Projects.Lookup(tx, store.ProjectsByOrg, orgID, store.Query{})
 		if err != nil {
@@ -214,6 +216,10 @@ func (s *Service) ListProjects(ctx context.Context, p *Principal, orgFilter stri
 				continue
 			}
 			out.Projects = append(out.Projects, projectView(prj))
+			ids = append(ids, prj.ID)
+		}
+		if out.OpenAlerts, err = observe.OpenAlertCounts(tx, ids); err != nil {
+			return Internal(err, "count alerts")
 		}
 		return nil
 	})

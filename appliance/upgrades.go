@@ -19,7 +19,7 @@ func (s *Service) newUpgrades(cfg Config, deps Deps) *upgrades.Service {
 	var plane *upgrades.Plane
 	var eng upgrades.Engine
 	if dp := deps.DataPlane; dp != nil {
-		plane = &upgrades.Plane{Supervisor: dp.Supervisor, User: dp.User}
+		plane = &upgrades.Plane{User: dp.User}
 		eng = s.eng
 	}
 	return upgrades.New(upgrades.Config{PostgresRoot: cfg.PostgresRoot},

@@ -16,7 +16,7 @@ import (
 )
 
 var _ = registerClientGroup("projects", []string{"project"}, "List, create and delete projects (PostgreSQL instances) and show their connection URLs",
-	newProjectsListCmd, newProjectsGetCmd, newProjectsCreateCmd, newProjectsDeleteCmd, newProjectsConnectionsCmd)
+	newProjectsListCmd, newProjectsGetCmd, newProjectsCreateCmd, newProjectsDeleteCmd, newProjectsConnectionsCmd, newProjectsRestartCmd)
 
 func projectPath(id string) string { return "/v1/projects/" + seg(id) }
 

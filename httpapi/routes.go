@@ -136,6 +136,7 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/projects/{projectID}/extensions", Tag: "extensions", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Enable an extension (restarts when it needs preloading)", Do: CallPB("projectID", s.svc.Extensions().Enable)},
 		{Method: del, Path: "/v1/projects/{projectID}/extensions/{extensionName}", Tag: "extensions", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Disable an extension", Do: CallPP("projectID", "extensionName", s.svc.Extensions().Disable)},
 		{Method: post, Path: "/v1/projects/{projectID}/extensions/{extensionName}/update", Tag: "extensions", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Update an extension to the newest version", Do: CallPP("projectID", "extensionName", s.svc.Extensions().Update)},
+		{Method: post, Path: "/v1/projects/{projectID}/restart", Tag: "projects", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Restart the project's server and its pooler: the sessions open end (the admin role for sessions, an organization-wide key for API keys; 409 while another job holds the project)", Do: CallP("projectID", s.svc.Upgrades().Restart)},
 		{Method: post, Path: "/v1/projects/{projectID}/upgrade/minor", Tag: "upgrades", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Restart onto the installed minor release of the same major",
 			Query: []Param{{Name: "force", Type: "boolean", Default: false, Doc: "restart even while client sessions are active (administrators only)"}}, Do: Without(s.upgradeMinor)},
 		{Method: post, Path: "/v1/projects/{projectID}/upgrade/major/preflight", Tag: "upgrades", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Check a major upgrade (pg_upgrade --check)",
@@ -249,6 +250,7 @@ func (s *Server) table() []Route {
 			Query: []Param{hoursParam(api.QueriesHoursMax, api.QueriesHoursDefault)}, Do: Without(s.topQueries)},
 		{Method: get, Path: "/v1/projects/{projectID}/observability/queries/{queryHash}", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Summary: "One statement's totals in the trailing window and a point per snapshot (queryHash: 32 lowercase hex characters)",
 			Query: []Param{hoursParam(api.QueriesHoursMax, api.QueriesHoursDefault)}, Do: Without(s.queryDetail)},
+		{Method: get, Path: "/v1/projects/{projectID}/summary", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Summary: "The project's home at a glance from the appliance's records (its server is not asked): storage and connections as last sampled, CPU and memory over the last 24 hours, the newest backup (with backups:read), the alerts in force", Do: CallP("projectID", s.svc.Observe().Summary)},
 		{Method: get, Path: "/v1/projects/{projectID}/alerts", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Summary: "The project's alerts in force and those resolved in the last 7 days, newest first", Do: CallP("projectID", s.svc.Observe().ListAlerts)},
 		{Method: post, Path: "/v1/projects/{projectID}/alerts/{alertID}/acknowledge", Tag: "observability", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Acknowledge an alert (it stays until its condition clears)", Do: CallPP("projectID", "alertID", s.svc.Observe().AcknowledgeAlert)},
 		{Method: get, Path: "/v1/projects/{projectID}/logs", Tag: "observability", Scope: api.ScopeProjectsRead, Status: ok, Summary: "The server's log entries: the newest of the window, or those after a cursor (passwords masked; the appliance's own sessions left out)",
@@ -296,7 +298,7 @@ var storeReads = []string{"/v1/projects/{projectID}", "/v1/projects/{projectID}/
 	"/v1/projects/{projectID}/backups", "/v1/projects/{projectID}/exports", "/v1/projects/{projectID}/restore-points",
 	"/v1/projects/{projectID}/scheduled-backups", "/v1/projects/{projectID}/kv", "/v1/projects/{projectID}/kv/credentials", "/v1/projects/{projectID}/preview-databases",
 	"/v1/projects/{projectID}/sql/history", "/v1/projects/{projectID}/ai-usage", "/v1/projects/{projectID}/saved-queries",
-	"/v1/projects/{projectID}/saved-queries/{queryID}"}
+	"/v1/projects/{projectID}/saved-queries/{queryID}", "/v1/projects/{projectID}/summary"}
 
 // withErrors adds the error statuses routes answer by what they act on: a project route that is more than
 // a read of the records answers 409 when the project is not in the state it needs and 503 when its server

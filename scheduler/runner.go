@@ -423,6 +423,24 @@ func nextDue(tx *store.Tx, now time.Time) (*store.Job, error) {
 	return due, err
 }
 
+// Holder is, in tx, the job that holds resource at now (nil when none): one running on it, or one pending
+// that is due or was attempted already (a job waiting out a retry backoff keeps its place, see nextDue). A
+// job merely scheduled for later holds nothing until it is due.
+func Holder(tx *store.Tx, resource string, now time.Time) (*store.Job, error) {
+	for _, state := range []string{StateRunning, StatePending} {
+		jobs, err := store.Jobs.Lookup(tx, store.JobsByState, state, store.Query{})
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range jobs {
+			if j.LockedResource == resource && (state == StateRunning || !j.RunAfter.After(now) || j.Attempts > 0) {
+				return j, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
 // execute runs the handler of a claimed job and records its outcome.
 func (r *Runner) execute(j *store.Job) {
 	defer func() {

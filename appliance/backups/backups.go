@@ -169,6 +169,15 @@ func backupView(b *store.Backup) *api.Backup {
 		SizeBytes: b.SizeBytes, CreatedAt: b.CreatedAt, VerifiedAt: b.VerifiedAt}
 }
 
+// Newest is, in tx, the project's newest backup, whatever its state (nil when it has none).
+func Newest(tx *store.Tx, projectID string) (*api.Backup, error) {
+	bs, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{Newest: true, Limit: 1})
+	if err != nil || len(bs) == 0 {
+		return nil, err
+	}
+	return backupView(bs[0]), nil
+}
+
 type backupPayload struct {
 	BackupID string `json:"backup_id"`
 }

@@ -160,13 +160,7 @@ func (m *Manager) ApplySettings(ctx context.Context, exec daemon.ExecFunc, inst 
 		return 0, err
 	}
 	if action == postgres.ActionRestart {
-		restarting(true)
-		m.cfg.Supervisor.Unwatch(inst.ID)
-		err = pgi.Apply(ctx, exec, action)
-		if werr := m.cfg.Supervisor.Watch(inst.ID, pgi); err == nil {
-			err = werr
-		}
-		restarting(false)
+		err = m.unwatched(inst, prj, restarting, func() error { return pgi.Apply(ctx, exec, action) })
 		if errors.Is(err, postgres.ErrSettingsRefused) {
 			return 0, err // it runs, with the settings it had: retrying would not help
 		}
@@ -195,6 +189,40 @@ func (m *Manager) ApplySettings(ctx context.Context, exec daemon.ExecFunc, inst 
 		return 0, scheduler.Transient(err)
 	}
 	return action, nil
+}
+
+// Restart stops the instance's server (fast: its sessions end) and starts it again, then its pooler (a
+// running one: a project's server has one unless it predates poolers), as one operation: the restart of a
+// minor upgrade and of POST …/restart. restarting is told true before it and false after.
+func (m *Manager) Restart(ctx context.Context, exec daemon.ExecFunc, inst *store.Instance, prj *store.Project, restarting func(bool)) error {
+	pgi := m.Instance(inst)
+	return m.unwatched(inst, prj, restarting, func() error {
+		if err := pgi.Restart(ctx, exec); err != nil {
+			return err
+		}
+		if inst.PooledPort == 0 {
+			return nil
+		}
+		pl := m.Pooler(inst, prj)
+		if err := pl.Stop(ctx, exec, daemon.StopFast); err != nil {
+			return err
+		}
+		return pl.Start(ctx, exec)
+	})
+}
+
+// unwatched runs fn (a restart) with the instance and its pooler out of the supervisor's watch, so the
+// supervisor does not race it, and watches them again whatever fn returned; restarting is told true before
+// and false after.
+func (m *Manager) unwatched(inst *store.Instance, prj *store.Project, restarting func(bool), fn func() error) error {
+	restarting(true)
+	m.Unwatch(inst)
+	err := fn()
+	if werr := m.Watch(inst, prj); err == nil {
+		err = werr
+	}
+	restarting(false)
+	return err
 }
 
 // checkReloaded asks the server, after a reload, whether it applied every line of its files.

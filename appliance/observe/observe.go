@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/store"
 )
@@ -44,6 +45,9 @@ type Host interface {
 	// Plan is the sizes of a plan the history shows as quota lines (zero for an unknown plan): plans are
 	// the root's table.
 	Plan(name string) Plan
+	// NewestBackup is, in tx, the project's newest backup (nil when none): the project summary's, the
+	// backups area's records.
+	NewestBackup(tx *store.Tx, projectID string) (*api.Backup, error)
 }
 
 // Plan is what the history shows of a project's plan: the memory and CPU its server is sized for.

@@ -6,6 +6,7 @@ import (
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/apperr"
 	"github.com/theappliance/appliance/appliance/authz"
+	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -22,19 +23,48 @@ type majorPayload struct {
 // (not a project-scoped one) for API keys.
 func (s *Service) Minor(ctx context.Context, p *authz.Principal, projectID string, force bool) (*api.JobResponse, error) {
 	if force {
-		if err := p.RequireAdminRole("forcing a minor upgrade"); err != nil {
+		if err := requireAdministrator(p, "forcing a minor upgrade"); err != nil {
 			return nil, err
 		}
-		if p.ProjectID != "" {
-			return nil, apperr.Forbidden("forcing a minor upgrade needs an organization-wide key or an administrator's session")
-		}
 	}
-	return s.projectJob(p, projectID, JobMinor, minorPayload{Force: force}, func(prj *store.Project, inst *store.Instance) error { return nil })
+	return s.projectJob(p, projectID, JobMinor, minorPayload{Force: force}, func(tx *store.Tx, prj *store.Project, inst *store.Instance) error { return nil })
+}
+
+// Restart enqueues a restart of the project's server and its pooler. It ends the sessions open, which is
+// for administrators as a forced minor upgrade is (the admin role for sessions, an organization-wide key
+// for API keys); refused (409) while another job holds the project (it would run after that one, at a time
+// nobody chose).
+func (s *Service) Restart(ctx context.Context, p *authz.Principal, projectID string) (*api.JobResponse, error) {
+	if err := requireAdministrator(p, "restarting a project's server"); err != nil {
+		return nil, err
+	}
+	return s.projectJob(p, projectID, JobRestart, nil, func(tx *store.Tx, prj *store.Project, inst *store.Instance) error {
+		j, err := scheduler.Holder(tx, prj.ID, s.now())
+		if err != nil {
+			return apperr.Internal(err, "read the project's jobs")
+		}
+		if j != nil {
+			return apperr.Conflict("job %s (%s) holds project %s: restart once it has ended", j.ID, j.Type, prj.ID)
+		}
+		return nil
+	})
+}
+
+// requireAdministrator lets through what ends a project's sessions: a session with the admin role, or an
+// organization-wide key (not a project-scoped one).
+func requireAdministrator(p *authz.Principal, action string) error {
+	if err := p.RequireAdminRole(action); err != nil {
+		return err
+	}
+	if p.ProjectID != "" {
+		return apperr.Forbidden("%s needs an organization-wide key or an administrator's session", action)
+	}
+	return nil
 }
 
 // Preflight enqueues pg_upgrade --check against the target major's binaries.
 func (s *Service) Preflight(ctx context.Context, p *authz.Principal, projectID string, target int) (*api.JobResponse, error) {
-	return s.projectJob(p, projectID, JobPreflight, majorPayload{TargetMajor: target}, func(prj *store.Project, inst *store.Instance) error {
+	return s.projectJob(p, projectID, JobPreflight, majorPayload{TargetMajor: target}, func(tx *store.Tx, prj *store.Project, inst *store.Instance) error {
 		if target <= inst.Major {
 			return apperr.Invalid("target_major must be above the current major version %d", inst.Major)
 		}
@@ -44,7 +74,7 @@ func (s *Service) Preflight(ctx context.Context, p *authz.Principal, projectID s
 
 // Major enqueues the upgrade into a new data directory, keeping the old one until confirmed.
 func (s *Service) Major(ctx context.Context, p *authz.Principal, projectID string, target int) (*api.JobResponse, error) {
-	return s.projectJob(p, projectID, JobMajor, majorPayload{TargetMajor: target}, func(prj *store.Project, inst *store.Instance) error {
+	return s.projectJob(p, projectID, JobMajor, majorPayload{TargetMajor: target}, func(tx *store.Tx, prj *store.Project, inst *store.Instance) error {
 		if target <= inst.Major {
 			return apperr.Invalid("target_major must be above the current major version %d", inst.Major)
 		}
@@ -57,7 +87,7 @@ func (s *Service) Major(ctx context.Context, p *authz.Principal, projectID strin
 
 // Confirm enqueues the removal of the pre-upgrade data directory.
 func (s *Service) Confirm(ctx context.Context, p *authz.Principal, projectID string) (*api.JobResponse, error) {
-	return s.projectJob(p, projectID, JobConfirm, nil, func(prj *store.Project, inst *store.Instance) error {
+	return s.projectJob(p, projectID, JobConfirm, nil, func(tx *store.Tx, prj *store.Project, inst *store.Instance) error {
 		if inst.PreviousDir == "" {
 			return apperr.Conflict("no major upgrade awaits confirmation")
 		}
@@ -67,7 +97,7 @@ func (s *Service) Confirm(ctx context.Context, p *authz.Principal, projectID str
 
 // Rollback enqueues the return to the pre-upgrade data directory and binaries.
 func (s *Service) Rollback(ctx context.Context, p *authz.Principal, projectID string) (*api.JobResponse, error) {
-	return s.projectJob(p, projectID, JobRollback, nil, func(prj *store.Project, inst *store.Instance) error {
+	return s.projectJob(p, projectID, JobRollback, nil, func(tx *store.Tx, prj *store.Project, inst *store.Instance) error {
 		if inst.PreviousDir == "" {
 			return apperr.Conflict("no major upgrade can be rolled back")
 		}
@@ -76,7 +106,7 @@ func (s *Service) Rollback(ctx context.Context, p *authz.Principal, projectID st
 }
 
 // projectJob enqueues a job on an active project after check accepts it, and audits it.
-func (s *Service) projectJob(p *authz.Principal, projectID, jobType string, payload any, check func(*store.Project, *store.Instance) error) (*api.JobResponse, error) {
+func (s *Service) projectJob(p *authz.Principal, projectID, jobType string, payload any, check func(*store.Tx, *store.Project, *store.Instance) error) (*api.JobResponse, error) {
 	var job *store.Job
 	err := s.db.Update(func(tx *store.Tx) error {
 		prj, err := s.host.ActiveProject(tx, p, projectID)
@@ -87,7 +117,7 @@ func (s *Service) projectJob(p *authz.Principal, projectID, jobType string, payl
 		if err != nil {
 			return apperr.Internal(err, "read instance")
 		}
-		if err := check(prj, inst); err != nil {
+		if err := check(tx, prj, inst); err != nil {
 			return err
 		}
 		j, err := s.host.Enqueue(tx, prj, jobType, prj.ID, payload)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/daemon"
@@ -78,7 +79,7 @@ func (s *Service) serverVersion(ctx context.Context, inst *store.Instance) (stri
 // them in place on a minor update). Refused while customer sessions are active unless forced.
 func (s *Service) minorJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	var in minorPayload
-	dp, prj, inst, err := s.target(run, &in)
+	_, prj, inst, err := s.target(run, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -93,16 +94,8 @@ func (s *Service) minorJob(ctx context.Context, run *scheduler.Run) (any, error)
 	if n > 0 && !in.Force {
 		return nil, fmt.Errorf("%d client sessions are active: the restart would end them; retry with force=true (administrators only)", n)
 	}
-	pgi := s.eng.Instance(inst)
-	s.host.SetRuntime(prj.ID, api.RuntimeRestarting)
-	dp.Supervisor.Unwatch(inst.ID)
-	err = pgi.Restart(ctx, run.Exec)
-	if werr := dp.Supervisor.Watch(inst.ID, pgi); err == nil {
-		err = werr
-	}
-	s.host.SetRuntime(prj.ID, api.RuntimeActive)
-	if err != nil {
-		return nil, scheduler.Transient(err)
+	if err := s.restart(ctx, run, prj, inst); err != nil {
+		return nil, err
 	}
 	after, err := s.serverVersion(ctx, inst)
 	if err != nil {
@@ -112,6 +105,59 @@ func (s *Service) minorJob(ctx context.Context, run *scheduler.Run) (any, error)
 		return nil, err
 	}
 	return map[string]any{"version_before": before, "version_after": after, "sessions_ended": n}, nil
+}
+
+// restart restarts the instance and its pooler through the engine, the project's runtime status
+// restarting meanwhile: a minor upgrade's restart and a restart's.
+func (s *Service) restart(ctx context.Context, run *scheduler.Run, prj *store.Project, inst *store.Instance) error {
+	err := s.eng.Restart(ctx, run.Exec, inst, prj, func(restarting bool) {
+		if restarting {
+			s.host.SetRuntime(prj.ID, api.RuntimeRestarting)
+		} else {
+			s.host.SetRuntime(prj.ID, api.RuntimeActive)
+		}
+	})
+	if err != nil {
+		return scheduler.Transient(err)
+	}
+	return nil
+}
+
+// postmasterStart is when the instance's server last started (pg_postmaster_start_time()).
+func (s *Service) postmasterStart(ctx context.Context, inst *store.Instance) (time.Time, error) {
+	conn, err := s.host.AdminConn(ctx, inst, "postgres")
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var t time.Time
+	err = conn.QueryRow(ctx, "SELECT pg_postmaster_start_time()").Scan(&t)
+	return t.UTC(), err
+}
+
+// restartJob restarts the project's server and its pooler: the sessions open end (a restart is asked for
+// by someone who may end them: see Restart).
+func (s *Service) restartJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	_, prj, inst, err := s.target(run, nil)
+	if err != nil {
+		return nil, err
+	}
+	before, err := s.postmasterStart(ctx, inst)
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	n, err := s.clientSessions(ctx, inst)
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	if err := s.restart(ctx, run, prj, inst); err != nil {
+		return nil, err
+	}
+	after, err := s.postmasterStart(ctx, inst)
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	return map[string]any{"started_before": before, "started_at": after, "sessions_ended": n}, nil
 }
 
 // preflightJob runs pg_upgrade --check against the target major's binaries in a scratch cluster.

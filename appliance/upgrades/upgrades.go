@@ -1,6 +1,6 @@
 // Package upgrades is the upgrades area: minor upgrades (a restart onto the installed binaries of the same
-// major) and major upgrades with pg_upgrade (preflight, upgrade into a new data directory, confirm,
-// rollback), their endpoints and jobs.
+// major), major upgrades with pg_upgrade (preflight, upgrade into a new data directory, confirm,
+// rollback) and the plain restart of a project's server and pooler, their endpoints and jobs.
 //
 // It reaches the rest of the domain only through Host (declared here, given by the root's areaHost), the
 // instance engine through Engine (the root's appliance/instances manager), the kernel packages (apperr,
@@ -30,6 +30,7 @@ const (
 	JobMajor     = "project.upgrade_major"
 	JobConfirm   = "project.upgrade_major_confirm"
 	JobRollback  = "project.upgrade_major_rollback"
+	JobRestart   = "project.restart"
 )
 
 // DefaultPostgresRoot is where Debian installs PostgreSQL majors (/usr/lib/postgresql/<major>/bin).
@@ -70,13 +71,13 @@ type Engine interface {
 	Instance(rec *store.Instance) *postgres.Instance
 	Watch(rec *store.Instance, prj *store.Project) error
 	Unwatch(rec *store.Instance)
+	// Restart restarts the server and its pooler, out of the supervisor's watch meanwhile.
+	Restart(ctx context.Context, exec daemon.ExecFunc, inst *store.Instance, prj *store.Project, restarting func(bool)) error
 }
 
-// Plane is the data plane pieces the jobs need: the supervisor (a minor upgrade's restart) and the OS
-// user pg_upgrade runs as.
+// Plane is the data plane pieces the jobs need: the OS user pg_upgrade runs as.
 type Plane struct {
-	Supervisor *daemon.Supervisor
-	User       *daemon.OSUser
+	User *daemon.OSUser
 }
 
 // Opener opens sealed secrets (the root's SecretBox).
@@ -132,4 +133,5 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	r.Handle(JobMajor, s.majorJob)
 	r.Handle(JobConfirm, s.confirmJob)
 	r.Handle(JobRollback, s.rollbackJob)
+	r.Handle(JobRestart, s.restartJob)
 }

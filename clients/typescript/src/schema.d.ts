@@ -1840,6 +1840,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{projectID}/restart": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restart the project's server and its pooler: the sessions open end (the admin role for sessions, an organization-wide key for API keys; 409 while another job holds the project)
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDRestart"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{projectID}/restore-points": {
         parameters: {
             query?: never;
@@ -2094,6 +2114,26 @@ export interface paths {
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         post: operations["postProjectsByProjectIDSqlRunsByRunIDCancel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The project's home at a glance from the appliance's records (its server is not asked): storage and connections as last sampled, CPU and memory over the last 24 hours, the newest backup (with backups:read), the alerts in force
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDSummary"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -3432,6 +3472,10 @@ export interface components {
             project: components["schemas"]["Project"];
         };
         ProjectList: {
+            /** @description how many alerts are in force per project ID (a project without any is left out): the list's badges */
+            open_alerts: {
+                [key: string]: number;
+            };
             projects: components["schemas"]["Project"][];
         };
         ProjectResponse: {
@@ -3439,6 +3483,43 @@ export interface components {
         };
         /** @enum {string} */
         ProjectState: "provisioning" | "active" | "failed" | "deleting" | "deleted";
+        ProjectSummary: {
+            /** Format: int64 */
+            connection_limit: number;
+            /**
+             * Format: int64
+             * @description client sessions when sampled
+             */
+            connections: number;
+            /** @description the plan's CPU size */
+            cpu_quota_cores: number;
+            /** @description the newest backup, whatever its state; null when there is none, or when the caller lacks backups:read */
+            last_backup: components["schemas"]["Backup"] | null;
+            /**
+             * Format: int64
+             * @description the plan's memory size
+             */
+            mem_limit_bytes: number;
+            /** @description the alerts in force (not resolved), newest first */
+            open_alerts: components["schemas"]["ProjectAlert"][];
+            /**
+             * Format: date-time
+             * @description the newest minutely sample's time, which storage and connections are as of; null until the sampler read the server (then those figures are 0 and the limits the project's)
+             */
+            sampled_at: string | null;
+            /**
+             * Format: int64
+             * @description the database's size
+             */
+            storage_bytes: number;
+            /** Format: int64 */
+            storage_limit_bytes: number;
+            /** @description CPU and memory of the server's processes over the last 24 hours, oldest first (at most 96 points, each the mean of the minutely samples it covers) */
+            usage: components["schemas"]["UsagePoint"][];
+        };
+        ProjectSummaryResponse: {
+            summary: components["schemas"]["ProjectSummary"];
+        };
         ProjectUsage: {
             connections: number;
             name: string;
@@ -3971,6 +4052,17 @@ export interface components {
             projects: components["schemas"]["ProjectUsage"][];
             storage_history: components["schemas"]["StorageSample"][];
             totals: components["schemas"]["UsageTotals"];
+        };
+        UsagePoint: {
+            /** @description CPU time of the server's processes per second (cores) */
+            cpu_cores_used: number;
+            /**
+             * Format: int64
+             * @description proportional set size (PSS) of the server's processes
+             */
+            mem_usage_bytes: number;
+            /** Format: date-time */
+            sampled_at: string;
         };
         UsageResponse: {
             usage: components["schemas"]["Usage"];
@@ -6761,6 +6853,7 @@ export interface operations {
                 };
                 content: {
                     /** @example {
+                     *       "open_alerts": {},
                      *       "projects": [
                      *         {
                      *           "created_at": "2026-01-31T12:00:00Z",
@@ -10177,6 +10270,68 @@ export interface operations {
             507: components["responses"]["InsufficientStorage"];
         };
     };
+    postProjectsByProjectIDRestart: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["JobResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
     getProjectsByProjectIDRestorePoints: {
         parameters: {
             query?: never;
@@ -11056,6 +11211,84 @@ export interface operations {
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getProjectsByProjectIDSummary: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "summary": {
+                     *         "connection_limit": 1,
+                     *         "connections": 1,
+                     *         "cpu_quota_cores": 1.5,
+                     *         "last_backup": {
+                     *           "backup_key": "example",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "database_name": "example",
+                     *           "id": "example",
+                     *           "label": "example",
+                     *           "project_id": "example",
+                     *           "size_bytes": 1,
+                     *           "state": "pending",
+                     *           "verification_error": "example",
+                     *           "verification_state": "pending",
+                     *           "verified_at": "2026-01-31T12:00:00Z"
+                     *         },
+                     *         "mem_limit_bytes": 1,
+                     *         "open_alerts": [
+                     *           {
+                     *             "acknowledged_at": "2026-01-31T12:00:00Z",
+                     *             "id": "example",
+                     *             "kind": "storage",
+                     *             "last_notified_at": "2026-01-31T12:00:00Z",
+                     *             "limit_value": 1.5,
+                     *             "message": "example",
+                     *             "observed_value": 1.5,
+                     *             "project_id": "example",
+                     *             "resolved_at": "2026-01-31T12:00:00Z",
+                     *             "severity": "warning",
+                     *             "triggered_at": "2026-01-31T12:00:00Z"
+                     *           }
+                     *         ],
+                     *         "sampled_at": "2026-01-31T12:00:00Z",
+                     *         "storage_bytes": 1,
+                     *         "storage_limit_bytes": 1,
+                     *         "usage": [
+                     *           {
+                     *             "cpu_cores_used": 1.5,
+                     *             "mem_usage_bytes": 1,
+                     *             "sampled_at": "2026-01-31T12:00:00Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ProjectSummaryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
         };
     };
     getProjectsByProjectIDTables: {
