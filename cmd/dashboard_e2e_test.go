@@ -204,6 +204,11 @@ func TestDashboardEndToEnd(t *testing.T) {
 			answer(code)
 		case what == "consa-cli-refused":
 			answer(consaRefused(t, e, p, refusedLogin, arg))
+		case what == "home-data": // ui/e2e/home.mjs (cmd/dashboard_home_test.go)
+			homeData(t, e, arg)
+			answer("")
+		case what == "home-started":
+			answer(homeStarted(t, e, arg))
 		case what == "palette-invite": // ui/e2e/palette.mjs (cmd/dashboard_palette_test.go)
 			answer(paletteInvite(t, e, p))
 		case what == "palette-joined":

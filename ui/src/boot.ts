@@ -20,6 +20,7 @@ prefetch('/v1/me')
 if (p) {
   prefetch(p, true)
   prefetch(p + '/jobs?limit=10', true)
+  prefetch(p + '/summary') // the home's figures: the first render does not wait for them
 } else if (path === '/' || path === '/projects') prefetch('/v1/projects')
 if (!path.startsWith('/invitations') && path !== '/docs') prefetch('/v1/me/invitations')
 

@@ -1,9 +1,10 @@
 import { useEffect, useState } from 'preact/hooks'
 import { get, post, seg, taken, type Connections, type Job, type Me, type Project as P, type Schemas } from '../api'
-import { Badge, Empty, ErrorBox, Form, Table, lazy, useLoad, useTitle, when } from '../ui'
+import { Badge, Empty, ErrorBox, Form, Table, lazy, plural, useLoad, useTitle, when } from '../ui'
 import { bytes } from './overview'
 import { useProjectEvents, useProjectLoad } from '../events'
 import { ConnectCard } from './connect'
+import type { Summary } from './home'
 
 // The Monitoring tab (and uPlot, its charts) is a chunk of its own, fetched when the tab is opened.
 const MonitoringTab = lazy(() => import('./monitoring').then((m) => m.MonitoringTab))
@@ -21,6 +22,8 @@ const DataTab = lazy(() => import('./project_tabs').then((m) => m.DataTab))
 const ExtensionsTab = lazy(() => import('./project_tabs').then((m) => m.ExtensionsTab))
 const SettingsTab = lazy(() => import('./project_tabs').then((m) => m.SettingsTab))
 const AuditTab = lazy(() => import('./project_tabs').then((m) => m.AuditTab))
+// The home's figures (the first tab's "At a glance") too: the connection details above the fold do not wait on it.
+const Home = lazy(() => import('./home').then((m) => m.Home))
 
 export const tabs = [
   { id: '', label: 'Overview' },
@@ -162,6 +165,10 @@ export function Project({ id, tab = '', me }: { id: string; tab?: string; me: Me
   )
   const [jobLimit, setJobLimit] = useState(10)
   const jobs = useProjectLoad(id, () => get<{ jobs: Job[] }>(path + '/jobs?limit=' + jobLimit), [id, jobLimit], () => taken(path + '/jobs?limit=' + jobLimit))
+  // The home's figures, and the alerts in force that badge the Monitoring tab on every tab: one read of the
+  // appliance's records, in parallel with the project's (alert events reload it).
+  const summary = useProjectLoad(id, () => get<{ summary: Summary }>(path + '/summary'), [id])
+  const alerts = summary.data?.summary.open_alerts.length ?? 0
   useProjectEvents(id, () => prj.reload())
   const tabLabel = tabs.find((t) => t.id === tab)?.label
   useTitle(p ? (tab && tabLabel ? `${tabLabel} · ${p.name}` : p.name) : prj.error ? 'Project not found' : 'Project')
@@ -179,9 +186,16 @@ export function Project({ id, tab = '', me }: { id: string; tab?: string; me: Me
             {tabs.map((t) => (
               <a href={'/projects/' + id + (t.id ? '/' + t.id : '')} aria-current={t.id === tab ? 'page' : undefined}>
                 {t.label}
+                {t.id === 'monitoring' && alerts > 0 && (
+                  <span class="count-badge" title={plural(alerts, 'alert') + ' in force'}>
+                    {alerts}
+                    <span class="visually-hidden"> {alerts === 1 ? 'alert' : 'alerts'} in force</span>
+                  </span>
+                )}
               </a>
             ))}
           </nav>
+          {tab === '' && <Home p={p} summary={summary.data?.summary} error={summary.error} me={me} active={active} />}
           {tab === '' && <Overview p={p} active={active} conns={conns} />}
           {tab === 'backups' && (
             <>
