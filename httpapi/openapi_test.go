@@ -671,6 +671,10 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("POST", project+"/upgrade/major?target_major=15", up+"/major", b.adminKey, nil, 400)
 	call("POST", project+"/upgrade/major/confirm", up+"/major/confirm", b.adminKey, nil, 409)
 	call("POST", project+"/upgrade/major/rollback", up+"/major/rollback", b.adminKey, nil, 409)
+	// The upgrade jobs above hold the project: a restart is refused until they end; a member may not.
+	call("POST", project+"/restart", "/v1/projects/{projectID}/restart", b.adminKey, nil, 409)
+	call("POST", project+"/restart", "/v1/projects/{projectID}/restart", member, nil, 403)
+	call("GET", project+"/summary", "/v1/projects/{projectID}/summary", b.adminKey, nil, 200)
 
 	bk := "/v1/projects/{projectID}/backups"
 	taken := call("POST", project+"/backups", bk, b.adminKey, map[string]any{"label": "conform"}, 202)

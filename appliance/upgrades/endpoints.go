@@ -31,11 +31,11 @@ func (s *Service) Minor(ctx context.Context, p *authz.Principal, projectID strin
 }
 
 // Restart enqueues a restart of the project's server and its pooler. It ends the sessions open, which is
-// for administrators as a forced minor upgrade is (the admin role for sessions, an organization-wide key
-// for API keys); refused (409) while another job holds the project (it would run after that one, at a time
-// nobody chose).
+// for the organization's admin role, as forcing a minor upgrade is (a key bound to the project may, as it
+// may delete it); refused (409) while another job holds the project (it would run after that one, at a
+// time nobody chose).
 func (s *Service) Restart(ctx context.Context, p *authz.Principal, projectID string) (*api.JobResponse, error) {
-	if err := requireAdministrator(p, "restarting a project's server"); err != nil {
+	if err := p.RequireAdminRole("restarting a project's server"); err != nil {
 		return nil, err
 	}
 	return s.projectJob(p, projectID, JobRestart, nil, func(tx *store.Tx, prj *store.Project, inst *store.Instance) error {
