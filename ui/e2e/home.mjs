@@ -15,7 +15,7 @@ export async function run(page, { ask, shoot, base, prjID }) {
   await backup.locator('.badge-completed').waitFor()
   await backup.getByRole('link', { name: 'Backups' }).waitFor()
   const alerts = home.getByRole('group', { name: 'Open alerts' })
-  await alerts.getByText(/^storage at \d+% of the limit/).waitFor()
+  await alerts.getByRole('listitem').filter({ hasText: /^warning storage at \d+% of the limit/ }).waitFor()
   const see = await alerts.getByRole('link', { name: /^See \d+ alerts? in force$/ }).innerText()
   const n = Number(see.match(/\d+/)[0])
   const word = n === 1 ? 'alert' : 'alerts'
