@@ -41,7 +41,7 @@ export async function run(page, { ask, shoot, base, prjID }) {
   await page.getByRole('link', { name: 'Projects' }).first().click()
   const shop = page.getByRole('row').filter({ hasText: 'e2e shop' })
   await shop.getByRole('link', { name: `${n} ${word}`, exact: true }).waitFor()
-  const { projects } = await page.evaluate(async () => (await fetch('/v1/projects')).json())
+  const { projects } = await page.evaluate(async () => (await fetch('/v1/projects', { headers: { 'X-Appliance-CSRF': '1' } })).json())
   if (projects.length < 2) throw new Error('too few projects to sort: ' + projects.length)
   const names = () => page.locator('tbody tr td:first-child > a:first-child').allInnerTexts()
   const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i])
