@@ -93,7 +93,7 @@ export function PreviewsTab({ id, path, active, me, projectName }: { id: string;
                   Connect
                 </button>
                 <button aria-label={'Keep 24 h longer: ' + p.name} onClick={() => act(() => post(base(p) + '/extend', { ttl_hours: 24 }))}>
-                  Keep 24 h
+                  Keep 24{'\u00a0'}h
                 </button>
                 <button
                   disabled={p.state !== 'active'}

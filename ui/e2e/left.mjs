@@ -1,0 +1,51 @@
+// Issue 28's leftovers in the browser (called once from dashboard.mjs, signed in as the owner, with the
+// project "e2e shop" active). On a phone (390 px) no page scrolls sideways: the top navigation wraps
+// (every link inside the screen) on every page, and a preview's row with its five actions fits.
+export async function run(page, { shoot, base }) {
+  const fail = (msg) => { throw new Error('left: ' + msg) }
+  const phone = { width: 390, height: 844 }
+  const desktop = { width: 1280, height: 800 }
+  // fits checks the page at phone width: nothing past the right edge, every main link inside the screen.
+  const fits = async (name) => {
+    await page.setViewportSize(phone)
+    const r = await page.evaluate(() => ({
+      scroll: document.documentElement.scrollWidth,
+      inner: window.innerWidth,
+      wide: [...document.body.querySelectorAll('*')]
+        .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 0.5 && !(e.parentElement && e.parentElement.getBoundingClientRect().right > window.innerWidth + 0.5))
+        .slice(0, 6)
+        .map((e) => `${e.tagName.toLowerCase()}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`),
+      cut: [...document.querySelectorAll('header nav a')].filter((a) => a.getBoundingClientRect().right > window.innerWidth + 0.5 || a.getBoundingClientRect().left < 0).map((a) => a.textContent),
+    }))
+    await page.setViewportSize(desktop)
+    if (r.scroll > r.inner) fail(`${name}: the page is ${r.scroll} px wide on a ${r.inner} px phone (${r.wide.join(', ')})`)
+    if (r.cut.length) fail(`${name}: top navigation links cut at the phone's edge: ${r.cut.join(', ')}`)
+  }
+  const main = page.getByRole('navigation', { name: 'Main' })
+  for (const [link, path] of [['Overview', '/overview'], ['Projects', '/projects'], ['API keys', '/api-keys'], ['Members', '/members'], ['Webhooks', '/webhooks'], ['Account', '/account']]) {
+    await page.goto(base + path)
+    await page.locator('main h1').waitFor()
+    await fits(link)
+  }
+  // On desktop the navigation stays one line, beside the brand.
+  const top = await main.getByRole('link').evaluateAll((as) => [...new Set(as.map((a) => Math.round(a.getBoundingClientRect().top)))])
+  if (top.length !== 1) fail('the desktop navigation is not one line: ' + top.join(', '))
+  await shoot('left-nav')
+
+  // A preview's row (here while it starts, then active) with the longest name a preview may have.
+  await page.goto(base + '/projects')
+  await page.getByRole('link', { name: 'e2e shop' }).click()
+  await page.getByRole('navigation', { name: 'Project' }).getByRole('link', { name: 'Previews', exact: true }).click()
+  const name = 'e2e-phone-preview-with-a-long-name'
+  await page.getByLabel('Name (optional)').fill(name)
+  await page.getByLabel('Contents').selectOption('empty')
+  await page.getByRole('button', { name: 'Create preview' }).click()
+  const row = page.getByRole('row').filter({ hasText: name })
+  await row.waitFor()
+  await fits('previews (starting)')
+  await row.locator('.badge-active').waitFor({ timeout: 120000 })
+  await fits('previews')
+  await shoot('left-previews')
+  await page.getByRole('button', { name: 'Delete ' + name }).click()
+  await row.waitFor({ state: 'detached', timeout: 60000 })
+}
