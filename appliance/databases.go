@@ -337,3 +337,77 @@ func (s *Service) ResetRolePassword(ctx context.Context, p *Principal, projectID
 	}
 	return &api.RolePassword{Role: api.DatabaseRole{Name: name}, Password: password}, nil
 }
+
+// DropRole drops a role created here. What it owns in any database of the server passes to the project's
+// role (REASSIGN OWNED, databases included), its privileges go (DROP OWNED), then the role, and its open
+// sessions are ended: nothing it made is lost, and it logs in nowhere, directly or pooled. The project's
+// own role and the appliance's are refused.
+func (s *Service) DropRole(ctx context.Context, p *Principal, projectID, name string) (*api.DeletedResponse, error) {
+	prj, inst, conn, err := s.projectServer(ctx, p, projectID)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if instances.ReservedRoleName(prj, name) {
+		return nil, Invalid("role %q is reserved (PostgreSQL's, the appliance's or the project's own) and cannot be dropped", name)
+	}
+	tenants, err := instances.TenantRoles(ctx, conn, prj)
+	if err != nil {
+		return nil, serverErr(err, "read the roles")
+	}
+	if !slices.Contains(tenants, name) {
+		return nil, NotFound("role %q not found", name)
+	}
+	var oid uint32
+	if err := conn.QueryRow(ctx, "SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1", name).Scan(&oid); err != nil {
+		return nil, serverErr(err, "read the role")
+	}
+	rows, err := conn.Query(ctx, "SELECT datname::text FROM pg_catalog.pg_database WHERE datallowconn ORDER BY datname")
+	if err != nil {
+		return nil, serverErr(err, "list the databases")
+	}
+	dbs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, serverErr(err, "list the databases")
+	}
+	role, prole := pgx.Identifier{name}.Sanitize(), pgx.Identifier{prj.RoleName}.Sanitize()
+	for _, d := range dbs {
+		if err := s.disownRole(ctx, conn, d, role, prole); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := conn.Exec(ctx, "DROP ROLE "+role); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "2BP01" {
+			return nil, Conflict("role %q still has objects or privileges: %s", name, pe.Detail)
+		}
+		return nil, serverErr(err, "drop the role")
+	}
+	// Sessions the role had open end now that it cannot log in again.
+	if _, err := conn.Exec(ctx, "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_catalog.pg_stat_activity WHERE usesysid = $1", oid); err != nil {
+		return nil, serverErr(err, "end the role's sessions")
+	}
+	if err := s.syncPooler(ctx, conn, inst, prj); err != nil {
+		return nil, err
+	}
+	if err := s.auditProject(p, prj, "project.role.drop", map[string]any{"role": name}); err != nil {
+		return nil, err
+	}
+	return &api.DeletedResponse{Deleted: true}, nil
+}
+
+// disownRole gives what role owns in database db to prole and revokes role's privileges there (both
+// identifiers quoted).
+func (s *Service) disownRole(ctx context.Context, conn *pgx.Conn, db, role, prole string) error {
+	c, err := pgx.ConnectConfig(ctx, instances.WithDatabase(conn.Config(), db))
+	if err != nil {
+		return serverErr(err, "connect to database "+db)
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	for _, q := range []string{"REASSIGN OWNED BY " + role + " TO " + prole, "DROP OWNED BY " + role} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			return serverErr(err, "hand over the role's objects in database "+db)
+		}
+	}
+	return nil
+}

@@ -115,6 +115,14 @@ func TestDatabasesAndRolesAPI(t *testing.T) {
 		}
 		return v
 	}
+	mustConn := func(u string) *pgx.Conn {
+		t.Helper()
+		c, err := tryConnect(u)
+		if err != nil {
+			t.Fatalf("connect %s: %v", redactURL(u), err)
+		}
+		return c
+	}
 	refused := func(u string) {
 		t.Helper()
 		if c, err := tryConnect(u); err == nil {
@@ -214,12 +222,18 @@ func TestDatabasesAndRolesAPI(t *testing.T) {
 		{"POST", base + "/roles/" + prj.RoleName + "/reset-password", admin, nil, 400},
 		{"POST", base + "/roles/appliance_admin/reset-password", admin, nil, 400},
 		{"POST", base + "/roles/nobody/reset-password", admin, nil, 404},
+		{"DELETE", base + "/roles/" + prj.RoleName, admin, nil, 400},
+		{"DELETE", base + "/roles/" + prj.RoleName + "_alt", admin, nil, 400},
+		{"DELETE", base + "/roles/appliance_admin", admin, nil, 400},
+		{"DELETE", base + "/roles/postgres", admin, nil, 400},
+		{"DELETE", base + "/roles/nobody", admin, nil, 404},
 		// A key of another project sees nothing of this one.
 		{"GET", base + "/databases", keyB, nil, 403},
 		{"POST", base + "/databases", keyB, map[string]any{"name": "sneaky"}, 403},
 		{"DELETE", base + "/databases/analytics", keyB, nil, 403},
 		{"POST", base + "/roles", keyB, map[string]any{"name": "sneaky"}, 403},
 		{"POST", base + "/roles/reporter/reset-password", keyB, nil, 403},
+		{"DELETE", base + "/roles/reporter", keyB, nil, 403},
 	} {
 		do(c.method, c.path, c.key, c.body, c.want, nil)
 	}
@@ -232,6 +246,41 @@ func TestDatabasesAndRolesAPI(t *testing.T) {
 	mustQuery(at(conns.Connections.PooledURL, prj.DatabaseName, "reporter", reset.Password), "SELECT current_user::text")
 	// The other project's key works on its own project.
 	do("POST", "/v1/projects/"+b+"/databases", keyB, map[string]any{"name": "mine"}, 201, nil)
+
+	// Dropping a role: what it owns (a database, a table) passes to the project's role, its open session
+	// ends, it logs in nowhere, and the drop is audited.
+	do("POST", base+"/databases", admin, map[string]any{"name": "reports", "owner": "reporter"}, 201, nil)
+	rc := mustConn(at(conns.Connections.DirectURL, "reports", "reporter", reset.Password))
+	if _, err := rc.Exec(t.Context(), "CREATE TABLE reporter_notes (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	rc.Close(context.Background())
+	open := mustConn(at(conns.Connections.DirectURL, prj.DatabaseName, "reporter", reset.Password))
+	defer open.Close(context.Background())
+	do("DELETE", base+"/roles/reporter", admin, nil, 200, nil)
+	for _, u := range []string{conns.Connections.DirectURL, conns.Connections.PooledURL} {
+		refused(at(u, prj.DatabaseName, "reporter", reset.Password))
+	}
+	if _, err := open.Exec(t.Context(), "SELECT 1"); err == nil {
+		t.Fatal("the dropped role's open session still runs statements")
+	}
+	if got := names("/roles", "roles"); slices.Contains(got, "reporter") {
+		t.Fatalf("roles after the drop: %v", got)
+	}
+	owners := mustQuery(at(conns.Connections.DirectURL, "reports", "", ""), `SELECT (SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'reports') || ' ' ||
+		(SELECT tableowner FROM pg_tables WHERE tablename = 'reporter_notes')`)
+	if owners != prj.RoleName+" "+prj.RoleName {
+		t.Fatalf("owners of the dropped role's database and table: %q", owners)
+	}
+	do("DELETE", base+"/roles/reporter", admin, nil, 404, nil)
+	var audit api.AuditEventList
+	do("GET", base+"/audit-events?limit=100", admin, nil, 200, &audit)
+	if !slices.ContainsFunc(audit.AuditEvents, func(ev *api.AuditEvent) bool {
+		var md struct{ Role string }
+		return ev.Action == "project.role.drop" && json.Unmarshal(ev.Metadata, &md) == nil && md.Role == "reporter"
+	}) {
+		t.Fatal("the role's drop is not in the project's audit events")
+	}
 
 	// Drop: gone, directly and pooled.
 	do("DELETE", base+"/databases/analytics", admin, nil, 200, nil)

@@ -658,6 +658,9 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("POST", project+"/roles", roles, b.adminKey, map[string]any{"name": "conformance"}, 409)
 	call("POST", project+"/roles/conformance/reset-password", roles+"/{roleName}/reset-password", b.adminKey, nil, 200)
 	call("POST", project+"/roles/nobody/reset-password", roles+"/{roleName}/reset-password", b.adminKey, nil, 404)
+	call("DELETE", project+"/roles/"+prj.RoleName, roles+"/{roleName}", b.adminKey, nil, 400)
+	call("DELETE", project+"/roles/conformance", roles+"/{roleName}", b.adminKey, nil, 200)
+	call("DELETE", project+"/roles/conformance", roles+"/{roleName}", b.adminKey, nil, 404)
 	ext := "/v1/projects/{projectID}/extensions"
 	call("GET", project+"/extensions", ext, b.adminKey, nil, 200)
 	call("POST", project+"/extensions", ext, b.adminKey, map[string]any{"name": "citext"}, 202)

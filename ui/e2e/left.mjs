@@ -1,6 +1,7 @@
 // Issue 28's leftovers in the browser (called once from dashboard.mjs, signed in as the owner, with the
 // project "e2e shop" active). On a phone (390 px) no page scrolls sideways: the top navigation wraps
-// (every link inside the screen) on every page, and a preview's row with its five actions fits.
+// (every link inside the screen) on every page, and a preview's row with its five actions fits. A role is
+// dropped from the Databases & roles tab after a confirmation.
 export async function run(page, { shoot, base }) {
   const fail = (msg) => { throw new Error('left: ' + msg) }
   const phone = { width: 390, height: 844 }
@@ -48,4 +49,20 @@ export async function run(page, { shoot, base }) {
   await shoot('left-previews')
   await page.getByRole('button', { name: 'Delete ' + name }).click()
   await row.waitFor({ state: 'detached', timeout: 60000 })
+
+  // Dropping a role: asked first, then gone from the list (and from the server: the list is read again).
+  await page.getByRole('navigation', { name: 'Project' }).getByRole('link', { name: 'Databases & roles', exact: true }).click()
+  await page.getByLabel('Role name').fill('e2e_dropped')
+  await page.getByRole('button', { name: 'Create role' }).click()
+  await page.getByRole('button', { name: 'Done' }).click()
+  const cell = page.getByRole('cell', { name: 'e2e_dropped', exact: true })
+  await cell.waitFor()
+  const [dialog] = await Promise.all([page.waitForEvent('dialog'), page.getByRole('button', { name: 'Drop role e2e_dropped' }).click()])
+  if (!dialog.message().includes('Drop the role “e2e_dropped”')) fail('the drop asked: ' + dialog.message())
+  await cell.waitFor({ state: 'detached' })
+  await page.reload()
+  await page.getByRole('heading', { name: 'Roles' }).waitFor()
+  await page.getByText('the project’s role: its password changes').waitFor()
+  if (await cell.count()) fail('the dropped role is back after a reload')
+  await shoot('left-roles')
 }

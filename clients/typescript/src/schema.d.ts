@@ -1948,6 +1948,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{projectID}/roles/{roleName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Drop a role created here: what it owns passes to the project's role, its privileges and sessions end (the project's own and the appliance's roles are refused)
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        delete: operations["deleteProjectsByProjectIDRolesByRoleName"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{projectID}/roles/{roleName}/reset-password": {
         parameters: {
             query?: never;
@@ -10642,6 +10662,45 @@ export interface operations {
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    deleteProjectsByProjectIDRolesByRoleName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the roleName */
+                roleName: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "deleted": true
+                     *     } */
+                    "application/json": components["schemas"]["DeletedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     postProjectsByProjectIDRolesByRoleNameResetPassword: {

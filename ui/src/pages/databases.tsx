@@ -19,7 +19,7 @@ export function useRoles(path: string, active: boolean) {
 }
 
 /** DatabasesTab: the databases and login roles of the project's server: create and drop a database,
- * create a role and reset its password (shown once). */
+ * create a role, reset its password (shown once) and drop it. */
 export function DatabasesTab({ path, active, me }: { path: string; active: boolean; me: Me }) {
   const dbs = useDatabases(path, active)
   const roles = useRoles(path, active)
@@ -27,7 +27,7 @@ export function DatabasesTab({ path, active, me }: { path: string; active: boole
   return (
     <>
       <Databases path={path} list={dbs} roles={roles.data?.roles ?? []} me={me} />
-      <Roles path={path} list={roles} />
+      <Roles path={path} list={roles} onDropped={dbs.reload} />
     </>
   )
 }
@@ -105,7 +105,7 @@ function Databases({ path, list, roles, me }: { path: string; list: ReturnType<t
   )
 }
 
-function Roles({ path, list }: { path: string; list: ReturnType<typeof useRoles> }) {
+function Roles({ path, list, onDropped }: { path: string; list: ReturnType<typeof useRoles>; onDropped: () => unknown }) {
   const [name, setName] = useState('')
   const [shown, setShown] = useState<{ what: string; r: RolePassword } | null>(null)
   const [error, act] = useListAction(list)
@@ -157,6 +157,7 @@ function Roles({ path, list }: { path: string; list: ReturnType<typeof useRoles>
               </td>
               <td>
                 {!r.reserved && (
+                  <div class="cell-actions">
                   <button
                     aria-label={'Reset password of ' + r.name}
                     onClick={() =>
@@ -166,6 +167,21 @@ function Roles({ path, list }: { path: string; list: ReturnType<typeof useRoles>
                   >
                     Reset password
                   </button>
+                  <button
+                    class="danger"
+                    aria-label={'Drop role ' + r.name}
+                    onClick={() =>
+                      confirm(`Drop the role “${r.name}”? Its sessions end and it logs in no more; what it owns passes to the project’s role.`) &&
+                      act(async () => {
+                        await del(path + '/roles/' + seg(r.name))
+                        if (shown?.r.role.name === r.name) setShown(null)
+                        onDropped()
+                      })
+                    }
+                  >
+                    Drop
+                  </button>
+                  </div>
                 )}
               </td>
             </tr>
