@@ -14,6 +14,7 @@ import (
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backups"
+	"github.com/theappliance/appliance/appliance/databases"
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/extensions"
 	"github.com/theappliance/appliance/appliance/identity"
@@ -494,4 +495,17 @@ var _ storageguard.Host = areaHost{}
 // RestorePointBase is the backups area's finder of a restore point and a recovery's base backup for it.
 func (h areaHost) RestorePointBase(ctx context.Context, p *Principal, projectID string) (func(*store.Tx, string, string) (*store.RestorePoint, *store.Backup, error), error) {
 	return h.s.backups.RestorePointBase(ctx, p, projectID)
+}
+
+var _ databases.Host = areaHost{}
+
+// SyncPooler gives the project's PgBouncer the roles as they are now and reloads it (the instance engine's).
+func (h areaHost) SyncPooler(ctx context.Context, conn *pgx.Conn, inst *store.Instance, prj *store.Project) error {
+	if err := h.s.eng.SyncPoolerUsers(ctx, conn, inst, prj); err != nil {
+		return serverErr(err, "update the pooler's users")
+	}
+	if err := h.s.eng.Pooler(inst, prj).Reload(); err != nil {
+		return serverErr(err, "reload the pooler")
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
 	"github.com/theappliance/appliance/appliance/backups"
+	"github.com/theappliance/appliance/appliance/databases"
 	"github.com/theappliance/appliance/appliance/dumpcache"
 	"github.com/theappliance/appliance/appliance/eventlog"
 	"github.com/theappliance/appliance/appliance/exports"
@@ -154,6 +155,8 @@ type Service struct {
 	walServer     *walsock.Server
 	// extensions is the extensions area (appliance/extensions, built in New).
 	extensions *extensions.Service
+	// databases is the databases and roles area (appliance/databases, built in New).
+	databases *databases.Service
 	// exports is the exports area (appliance/exports, built in New); urls signs its download URLs and the
 	// imports' upload URLs (each area's signedurl.Resource); dumps is the local cache of the bucket's
 	// exports and uploaded dumps (Config.BackupCache).
@@ -205,6 +208,7 @@ func New(cfg Config, deps Deps) *Service {
 	s.kv = s.newKV(cfg, deps)
 	s.observe = s.newObserve(cfg, deps)
 	s.extensions = s.newExtensions(cfg, deps)
+	s.databases = databases.New(databases.Deps{DB: deps.DB, Host: areaHost{s}})
 	s.urls = signedurl.New(cfg.APIURL, deps.Box, s.now)
 	s.dumps = dumpcache.New(cfg.BackupCache, deps.Log, s.now)
 	s.exports = s.newExports(cfg, deps)

@@ -63,7 +63,7 @@ func TestStorageLimitHoldsAgainstAFastWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A role made through the roles endpoint is a login of the tenant's too: the lock ends it as well.
-	role, err := e.Svc.CreateRole(t.Context(), p, prj.ID, &api.CreateRoleRequest{Name: "guarded_reader"})
+	role, err := e.Svc.Databases().CreateRole(t.Context(), p, prj.ID, &api.CreateRoleRequest{Name: "guarded_reader"})
 	if err != nil {
 		t.Fatal(err)
 	}
