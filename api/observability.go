@@ -132,3 +132,16 @@ type ObservabilitySample struct {
 	RowsWrittenPerSec float64   `json:"rows_written_per_sec"`
 	TPS               float64   `json:"tps"`
 }
+
+// StatementRef is GET .../observability/statements/{queryID}: a pg_stat_statements queryid (what a log
+// line carries) as the top queries' query_hash, to open its detail.
+type StatementRef struct {
+	QueryID   int64  `json:"query_id,string" doc:"pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it)"`
+	QueryHash string `json:"query_hash" schema:"pattern=^[0-9a-f]{32}$,example=0123456789abcdef0123456789abcdef" doc:"the statement's identity in the top queries and their detail (GET .../observability/queries/{queryHash})"`
+	Query     string `json:"query" doc:"pg_stat_statements' text (constants replaced by $1, $2, ...)"`
+}
+
+// StatementRefResponse wraps the StatementRef.
+type StatementRefResponse struct {
+	Statement StatementRef `json:"statement"`
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -148,6 +149,20 @@ func TestObservability(t *testing.T) {
 		}
 		if top.Queries[0].QueryHash != slowHash {
 			t.Fatalf("the slowest statement is not first: %+v", top.Queries)
+		}
+		// A log line's query_id (pg_stat_statements' queryid) leads to the same statement.
+		var queryID string
+		if err := e.Svc.AdminQueryRow(t.Context(), o.prj.ID, "SELECT queryid::text FROM public.pg_stat_statements WHERE query LIKE '%pg_sleep%' ORDER BY calls DESC LIMIT 1", nil, &queryID); err != nil {
+			t.Fatal(err)
+		}
+		ref, err := e.Svc.Observe().StatementByID(t.Context(), p, o.prj.ID, queryID)
+		if err != nil || ref.Statement.QueryHash != slowHash || !strings.Contains(ref.Statement.Query, "pg_sleep") || strconv.FormatInt(ref.Statement.QueryID, 10) != queryID {
+			t.Fatalf("statement %s: %+v %v, want hash %s", queryID, ref, err, slowHash)
+		}
+		for _, c := range []struct{ id, want string }{{"0", "non-zero"}, {"12x", "decimal"}, {"-1", "not found"}} {
+			if _, err := e.Svc.Observe().StatementByID(t.Context(), p, o.prj.ID, c.id); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("statement %q: %v, want %q", c.id, err, c.want)
+			}
 		}
 		d, err := e.Svc.Observe().QueryDetail(t.Context(), p, o.prj.ID, slowHash, 24)
 		if err != nil {

@@ -810,6 +810,14 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("GET", project+"/observability/queries/"+strings.Repeat("0", 32), obs+"/observability/queries/{queryHash}", b.adminKey, nil, 404)
 	alertID, hash := b.observed(prj)
 	call("GET", project+"/observability/queries/"+hash, obs+"/observability/queries/{queryHash}", b.adminKey, nil, 200)
+	call("GET", project+"/observability/statements/12x", obs+"/observability/statements/{queryID}", b.adminKey, nil, 400)
+	call("GET", project+"/observability/statements/-1", obs+"/observability/statements/{queryID}", b.adminKey, nil, 404)
+	var queryID string
+	if err := b.env.Svc.AdminQueryRow(t.Context(), prj.ID, `SELECT s.queryid::text FROM public.pg_stat_statements s JOIN pg_catalog.pg_roles r ON r.oid = s.userid
+		WHERE r.rolname = $1 AND s.calls > 0 AND s.query NOT LIKE '/* appliance internal */%' ORDER BY s.calls DESC LIMIT 1`, []any{prj.RoleName}, &queryID); err != nil {
+		t.Fatalf("a statement of the project's role: %v", err)
+	}
+	call("GET", project+"/observability/statements/"+queryID, obs+"/observability/statements/{queryID}", b.adminKey, nil, 200)
 	call("GET", project+"/alerts", obs+"/alerts", readOnly, nil, 200)
 	call("POST", project+"/alerts/alr_nope/acknowledge", obs+"/alerts/{alertID}/acknowledge", b.adminKey, nil, 404)
 	call("POST", project+"/alerts/"+alertID+"/acknowledge", obs+"/alerts/{alertID}/acknowledge", readOnly, nil, 403)

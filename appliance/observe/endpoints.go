@@ -6,6 +6,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -199,4 +200,30 @@ func (s *Service) QueryDetail(ctx context.Context, p *authz.Principal, projectID
 		d.WindowMeanExecMS = d.WindowTotalExecMS / float64(d.WindowCalls)
 	}
 	return &api.QueryDetailResponse{Query: d}, nil
+}
+
+// StatementByID resolves a pg_stat_statements queryid (a log line's query_id) to the statement's query
+// hash, read live from the project's server: 404 when pg_stat_statements does not have it (not installed,
+// reset since, or a statement that never ran).
+func (s *Service) StatementByID(ctx context.Context, p *authz.Principal, projectID, queryID string) (*api.StatementRefResponse, error) {
+	id, err := strconv.ParseInt(queryID, 10, 64)
+	if err != nil || id == 0 {
+		return nil, apperr.Invalid("queryID must be a non-zero 64-bit decimal integer (a log line's query_id)")
+	}
+	var out api.StatementRefResponse
+	err = s.withQuietAdmin(ctx, p, projectID, func(prj *store.Project, admin *pgx.Conn) error {
+		q, found, err := pgstat.StatementText(ctx, admin, postgres.AdminRole, id)
+		if err != nil {
+			return apperr.Server(err, "read the statement")
+		}
+		if !found {
+			return apperr.NotFound("statement %d not found: pg_stat_statements has no such statement of this project (not installed, reset since, or it never ran)", id)
+		}
+		out.Statement = api.StatementRef{QueryID: id, QueryHash: pgstat.QueryHash(prj.DatabaseName, q), Query: q}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }

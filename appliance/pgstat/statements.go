@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -119,4 +120,28 @@ func QueryHash(database, query string) string {
 	h.Write([]byte{0})
 	h.Write([]byte(strings.Join(strings.Fields(query), " ")))
 	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// StatementText is pg_stat_statements' text of the statement with queryid id in the database admin is
+// connected to (the statements of adminRole and the appliance's internal ones left out, as in
+// ReadStatements); found is false when pg_stat_statements is not there or has no such statement.
+func StatementText(ctx context.Context, admin *pgx.Conn, adminRole string, id int64) (query string, found bool, err error) {
+	var schema *string
+	if err := queryAdminRow(ctx, admin, "SELECT ("+pgssSchemaSQL+")", nil, &schema); err != nil {
+		return "", false, fmt.Errorf("read statement %d: %w", id, err)
+	}
+	if schema == nil {
+		return "", false, nil
+	}
+	q := fmt.Sprintf(statementsSQL, ident(*schema)) + " AND s.queryid = $2 ORDER BY s.calls DESC LIMIT 1"
+	var calls, rows int64
+	var total float64
+	err = queryAdminRow(ctx, admin, q, []any{adminRole, id}, &query, &calls, &rows, &total)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read statement %d: %w", id, err)
+	}
+	return query, true, nil
 }

@@ -1,7 +1,8 @@
 // Issue 28's leftovers in the browser (called once from dashboard.mjs, signed in as the owner, with the
 // project "e2e shop" active). On a phone (390 px) no page scrolls sideways: the top navigation wraps
 // (every link inside the screen) on every page, and a preview's row with its five actions fits. A role is
-// dropped from the Databases & roles tab after a confirmation.
+// dropped from the Databases & roles tab after a confirmation. A log line of a statement (logs.mjs's note,
+// which carries its query_id) links to that query's detail in monitoring.
 export async function run(page, { shoot, base }) {
   const fail = (msg) => { throw new Error('left: ' + msg) }
   const phone = { width: 390, height: 844 }
@@ -65,4 +66,17 @@ export async function run(page, { shoot, base }) {
   await page.getByText('the project’s role: its password changes').waitFor()
   if (await cell.count()) fail('the dropped role is back after a reload')
   await shoot('left-roles')
+
+  // The logs explorer's line → its query in monitoring, by its query_id.
+  await page.getByRole('navigation', { name: 'Project' }).getByRole('link', { name: 'Logs', exact: true }).click()
+  await page.getByLabel(/^Text/).fill('e2e_explorer note')
+  await Promise.all([page.waitForResponse((r) => new URL(r.url()).pathname.endsWith('/logs')), page.getByRole('button', { name: 'Search', exact: true }).click()])
+  const link = page.getByRole('list', { name: 'Matching log lines, newest first' }).locator('li').filter({ hasText: 'e2e_explorer note' }).first().getByRole('link', { name: 'Its query in monitoring' })
+  const href = await link.getAttribute('href')
+  if (!/\/monitoring\?query_id=-?\d+$/.test(href)) fail('the log line links to ' + href)
+  await link.click()
+  const detail = page.getByRole('region', { name: 'Query details' })
+  await detail.waitFor()
+  await detail.getByText(/e2e_explorer note|not found: no snapshot/).first().waitFor()
+  await shoot('left-logged-query')
 }

@@ -1816,6 +1816,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{projectID}/observability/statements/{queryID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A pg_stat_statements queryid (a log line's query_id, decimal) as its query_hash and text, read live from the server: what opens a logged statement's detail
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDObservabilityStatementsByQueryID"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{projectID}/preview-databases": {
         parameters: {
             query?: never;
@@ -3963,6 +3983,24 @@ export interface components {
             /** Format: int64 */
             temp_blks_written: number;
             total_time_ms: number;
+        };
+        StatementRef: {
+            /** @description pg_stat_statements' text (constants replaced by $1, $2, ...) */
+            query: string;
+            /**
+             * @description the statement's identity in the top queries and their detail (GET .../observability/queries/{queryHash})
+             * @example 0123456789abcdef0123456789abcdef
+             */
+            query_hash: string;
+            /**
+             * Format: int64
+             * @description pg_stat_statements' queryid, a 64-bit integer sent as a string (JavaScript numbers would round it)
+             * @example 8071840665353803258
+             */
+            query_id: string;
+        };
+        StatementRefResponse: {
+            statement: components["schemas"]["StatementRef"];
         };
         Status: {
             components: components["schemas"]["Component"][];
@@ -10126,6 +10164,49 @@ export interface operations {
                      *       }
                      *     } */
                     "application/json": components["schemas"]["QueryDetailResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getProjectsByProjectIDObservabilityStatementsByQueryID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the query ID */
+                queryID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "statement": {
+                     *         "query": "example",
+                     *         "query_hash": "0123456789abcdef0123456789abcdef",
+                     *         "query_id": "8071840665353803258"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["StatementRefResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -4,7 +4,8 @@ import { Empty, ErrorBox, message } from '../ui'
 
 // The logs explorer: a search of the server's log over a time range (the archived days too), with the
 // severity, user, database and SQLSTATE filters, run by the API (GET .../logs); its matches downloaded
-// whole as NDJSON (GET .../logs/download). A line with a statement opens it in the SQL studio.
+// whole as NDJSON (GET .../logs/download). A line with a statement opens it in the SQL studio, and a line of
+// a statement links to that query in monitoring (by its query_id, else by its text).
 
 type LogEntry = Schemas['Entry']
 
@@ -280,11 +281,19 @@ function ExplorerLine({ e, id, narrow }: { e: LogEntry; id: string; narrow: (k: 
       <div class="msg">{e.message}</div>
       {e.detail && <div class="log-extra">DETAIL: {e.detail}</div>}
       {e.hint && <div class="log-extra">HINT: {e.hint}</div>}
-      {e.statement && (
+      {(e.statement || e.query_id) && (
         <div class="log-extra">
-          STATEMENT: {e.statement}{' '}
-          <a class="logx-open" href={'/projects/' + encodeURIComponent(id) + '/sql?sql=' + encodeURIComponent(e.statement)}>
-            Open in SQL studio
+          {e.statement && (
+            <>
+              STATEMENT: {e.statement}{' '}
+              <a class="logx-open" href={'/projects/' + encodeURIComponent(id) + '/sql?sql=' + encodeURIComponent(e.statement)}>
+                Open in SQL studio
+              </a>
+              {' · '}
+            </>
+          )}
+          <a class="logx-open" href={'/projects/' + encodeURIComponent(id) + '/monitoring?' + (e.query_id ? 'query_id=' + encodeURIComponent(e.query_id) : 'statement=' + encodeURIComponent(e.statement!))}>
+            Its query in monitoring
           </a>
           {e.query_id && <span class="hint"> · query id {e.query_id}</span>}
         </div>

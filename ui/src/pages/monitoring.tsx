@@ -2,7 +2,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import { get, post, seg } from '../api'
 import { TimeChart, units, type Line } from '../chart'
 import { follow, useProjectLoad } from '../events'
-import { Badge, CopyField, Empty, ErrorBox, Table, plural, useListAction, useLoad, when } from '../ui'
+import { Badge, CopyField, Empty, ErrorBox, Table, message, plural, useListAction, useLoad, when } from '../ui'
 import { bytes, Meter } from './overview'
 
 // The shapes of the observability API (docs/api-decisions.md "Observability"; the json tags of
@@ -406,10 +406,45 @@ function History({ path, hours }: { path: string; hours: number }) {
   )
 }
 
-/** TopQueries ranks the statements by their total execution time in the window; one opens its detail. */
+/** sameStatement reports whether a logged statement is an instance of pg_stat_statements' text, whose
+ * constants are $1, $2, ... (each a quoted string or one token in the logged text; white space and a
+ * final semicolon aside). */
+function sameStatement(normalized: string, logged: string): boolean {
+  const esc = (t: string) => t.trim().replace(/[.*+?^{}()|[\]\\]/g, '\\$&').replace(/\s+/g, '\\s+').replace(/\$/g, '\\$')
+  const parts = normalized.trim().replace(/;\s*$/, '').split(/\$\d+/).map(esc)
+  try {
+    return new RegExp('^\\s*' + parts.join("\\s*(?:'(?:[^']|'')*'|[^\\s,()']+)\\s*") + '\\s*;?\\s*$', 'i').test(logged)
+  } catch {
+    return false
+  }
+}
+
+/** TopQueries ranks the statements by their total execution time in the window; one opens its detail. A
+ * log line's link opens its statement's detail: ?query_id= (the server turns pg_stat_statements' queryid
+ * into the query hash) or, for a line without one, ?statement= (matched against the ranked texts). */
 function TopQueries({ path, hours }: { path: string; hours: number }) {
   const top = useLive(() => get<{ queries: TopQuery[] }>(path + '/observability/queries?hours=' + hours), [path, hours], 60000)
   const [open, setOpen] = useState('')
+  const [logged] = useState(() => {
+    const q = new URLSearchParams(location.search)
+    return { id: q.get('query_id') ?? '', text: q.get('statement') ?? '' }
+  })
+  const [note, setNote] = useState('')
+  useEffect(() => {
+    if (!logged.id) return
+    get<{ statement: { query_hash: string } }>(path + '/observability/statements/' + seg(logged.id)).then(
+      (r) => setOpen(r.statement.query_hash),
+      (e) => setNote(`The log line's query (id ${logged.id}): ${message(e)}`),
+    )
+  }, [path, logged])
+  const [matched, setMatched] = useState(false)
+  useEffect(() => {
+    if (!logged.text || logged.id || matched || !top.data) return
+    setMatched(true)
+    const q = top.data.queries.find((q) => sameStatement(q.query, logged.text))
+    if (q) setOpen(q.query_hash)
+    else setNote('The log line\'s statement is not among the top queries of this window (a statement that failed is not counted).')
+  }, [top.data, logged, matched])
   return (
     <section class="card" aria-labelledby="top-heading">
       <div class="card-head">
@@ -417,6 +452,11 @@ function TopQueries({ path, hours }: { path: string; hours: number }) {
         <span class="hint">by total execution time, the last {hours === 168 ? '7 days' : hours === 1 ? 'hour' : hours + ' hours'}</span>
       </div>
       <ErrorBox error={top.error} />
+      {note && (
+        <p class="notice card" role="status">
+          {note}
+        </p>
+      )}
       {top.data && top.data.queries.length === 0 && (
         <Empty>No statements in this window. The appliance snapshots pg_stat_statements every 5 minutes; statements show from the second snapshot.</Empty>
       )}
