@@ -13,7 +13,7 @@ type SchemaDiff struct {
 
 // SchemaChange is one object added in the preview, removed from it, or changed.
 type SchemaChange struct {
-	Kind   string `json:"kind" enum:"extension,table,column,constraint,index,view,function"`
+	Kind   string `json:"kind" enum:"extension,type,sequence,table,column,constraint,index,trigger,policy,view,function,grant" doc:"grant: an object's privileges for one grantee (named \"on <kind> <schema>.<object> to <role>\"), its owner's left out"`
 	Change string `json:"change" enum:"added,removed,changed" doc:"added: in the preview only; removed: in the project only; changed: in both, defined differently"`
 	Schema string `json:"schema" doc:"empty for an extension"`
 	Name   string `json:"name" doc:"the object's name: table.column and table.constraint for those; a function with its argument types"`

@@ -3,9 +3,11 @@ package appliance_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -457,7 +459,13 @@ func TestPreviewSchemaDiff(t *testing.T) {
 	prj, _, conn := connected(t, e, p, "diffed")
 	if _, err := conn.Exec(t.Context(), `CREATE TABLE orders (id bigint PRIMARY KEY, total numeric NOT NULL DEFAULT 0);
 		CREATE VIEW big_orders AS SELECT id FROM orders WHERE total > 100;
-		CREATE FUNCTION twice(int) RETURNS int LANGUAGE sql AS 'SELECT $1 * 2'`); err != nil {
+		CREATE FUNCTION twice(int) RETURNS int LANGUAGE sql AS 'SELECT $1 * 2';
+		CREATE TYPE mood AS ENUM ('sad', 'ok');
+		CREATE SEQUENCE invoice_no;
+		CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END';
+		CREATE TRIGGER orders_touch BEFORE UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION touch();
+		CREATE POLICY own_rows ON orders USING (total >= 0);
+		GRANT SELECT ON orders TO PUBLIC`); err != nil {
 		t.Fatal(err)
 	}
 	res, err := e.Svc.Previews().Create(t.Context(), p, prj.ID, &appliance.CreatePreviewRequest{Name: "next"})
@@ -513,6 +521,48 @@ func TestPreviewSchemaDiff(t *testing.T) {
 	}
 	if d.Total != 5 || changed == nil || changed.Name != "orders.total" || changed.Before != "numeric NOT NULL DEFAULT 0" || changed.After != "numeric NOT NULL DEFAULT 1" {
 		t.Fatalf("changed default: %+v %+v", d, changed)
+	}
+
+	// Sequences, types (enum, composite, domain), triggers, row level security and its policies, grants.
+	if _, err := prv.Exec(t.Context(), `ALTER TYPE mood ADD VALUE 'happy';
+		CREATE TYPE pair AS (a int, b text);
+		CREATE DOMAIN positive AS int NOT NULL CHECK (VALUE > 0);
+		ALTER SEQUENCE invoice_no INCREMENT 10;
+		CREATE SEQUENCE ticket_no;
+		DROP TRIGGER orders_touch ON orders;
+		ALTER TABLE orders ENABLE ROW LEVEL SECURITY;
+		CREATE POLICY big ON orders FOR SELECT TO PUBLIC USING (total > 100);
+		GRANT INSERT ON orders TO PUBLIC;
+		GRANT USAGE ON SEQUENCE ticket_no TO PUBLIC`); err != nil {
+		t.Fatal(err)
+	}
+	d, err = e.Svc.Previews().SchemaDiff(t.Context(), p, res.Preview.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, c := range d.Changes {
+		if !slices.Contains([]string{"extension", "column", "index", "view", "function"}, c.Kind) && c.Name != "customers" {
+			got = append(got, c.Kind+" "+c.Change+" "+c.Schema+"."+c.Name+" ["+c.Before+"|"+c.After+"]")
+		}
+	}
+	seq := func(inc int) string {
+		return fmt.Sprintf("bigint start 1 increment %d min 1 max 9223372036854775807 cache 1", inc)
+	}
+	want = []string{
+		"type changed public.mood [enum ('sad', 'ok')|enum ('sad', 'ok', 'happy')]",
+		"type added public.pair [|composite (a integer, b text)]",
+		"type added public.positive [|domain over integer NOT NULL positive_check CHECK ((VALUE > 0))]",
+		"sequence changed public.invoice_no [" + seq(1) + "|" + seq(10) + "]",
+		"sequence added public.ticket_no [|" + seq(1) + "]",
+		"table changed public.orders [table|table, row level security]",
+		"trigger removed public.orders.orders_touch [CREATE TRIGGER orders_touch BEFORE UPDATE ON public.orders FOR EACH ROW EXECUTE FUNCTION public.touch()|]",
+		"policy added public.orders.big [|PERMISSIVE FOR SELECT TO PUBLIC USING ((total > (100)::numeric))]",
+		"grant added public.on sequence public.ticket_no to PUBLIC [|USAGE]",
+		"grant changed public.on table public.orders to PUBLIC [SELECT|INSERT, SELECT]",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the new kinds' diff:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
 	cr, err := e.Svc.Migrate().RequestCutover(t.Context(), p, prj.ID, &appliance.CreateCutoverRequest{PreviewID: res.Preview.ID})

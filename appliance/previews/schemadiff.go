@@ -24,7 +24,7 @@ type schemaObject struct {
 func (o schemaObject) key() string { return o.kind + "\x00" + o.schema + "\x00" + o.name }
 
 // kindOrder is the order of the kinds in a diff.
-var kindOrder = []string{"extension", "table", "column", "constraint", "index", "view", "function"}
+var kindOrder = []string{"extension", "type", "sequence", "table", "column", "constraint", "index", "trigger", "policy", "view", "function", "grant"}
 
 // userObjects leave out the system schemas and what extensions own.
 const userNamespaces = `n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') AND n.nspname NOT LIKE 'pg_temp_%' AND n.nspname NOT LIKE 'pg_toast_temp_%'`
@@ -36,7 +36,8 @@ func notExtensionMember(classid, objid string) string {
 // catalogQueries read each kind: kind, schema, name, definition, parent table ("" when none).
 var catalogQueries = []string{
 	`SELECT 'extension', '', e.extname, 'version ' || e.extversion || ' in schema ' || n.nspname, '' FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname <> 'plpgsql'`,
-	`SELECT 'table', n.nspname, c.relname, CASE c.relkind WHEN 'p' THEN 'partitioned table' WHEN 'f' THEN 'foreign table' ELSE 'table' END, ''
+	`SELECT 'table', n.nspname, c.relname, CASE c.relkind WHEN 'p' THEN 'partitioned table' WHEN 'f' THEN 'foreign table' ELSE 'table' END ||
+	        CASE WHEN c.relrowsecurity THEN ', row level security' || CASE WHEN c.relforcerowsecurity THEN ' (forced)' ELSE '' END ELSE '' END, ''
 	   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 	  WHERE c.relkind IN ('r', 'p', 'f') AND ` + userNamespaces + ` AND ` + notExtensionMember("'pg_class'::regclass", "c.oid"),
 	`SELECT 'column', n.nspname, c.relname || '.' || a.attname,
@@ -60,6 +61,61 @@ var catalogQueries = []string{
 	`SELECT 'function', n.nspname, p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')', pg_get_functiondef(p.oid), ''
 	   FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 	  WHERE p.prokind IN ('f', 'p') AND ` + userNamespaces + ` AND ` + notExtensionMember("'pg_proc'::regclass", "p.oid"),
+	// Sequences (those of identity columns are the column's; a serial's belongs to its table).
+	`SELECT 'sequence', n.nspname, c.relname,
+	        format('%s start %s increment %s min %s max %s cache %s%s', format_type(s.seqtypid, NULL), s.seqstart, s.seqincrement, s.seqmin, s.seqmax, s.seqcache,
+	               CASE WHEN s.seqcycle THEN ' cycle' ELSE '' END),
+	        coalesce((SELECT t.relname FROM pg_depend d JOIN pg_class t ON t.oid = d.refobjid
+	                   WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.refclassid = 'pg_class'::regclass AND d.deptype = 'a' LIMIT 1), '')
+	   FROM pg_sequence s JOIN pg_class c ON c.oid = s.seqrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+	  WHERE ` + userNamespaces + ` AND ` + notExtensionMember("'pg_class'::regclass", "c.oid") + `
+	    AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'i')`,
+	// Types: enums (their labels in order), composites, domains (base, NOT NULL, default, checks), ranges.
+	`SELECT 'type', n.nspname, t.typname, CASE t.typtype
+	        WHEN 'e' THEN 'enum (' || coalesce((SELECT string_agg(quote_literal(e.enumlabel), ', ' ORDER BY e.enumsortorder) FROM pg_enum e WHERE e.enumtypid = t.oid), '') || ')'
+	        WHEN 'd' THEN 'domain over ' || format_type(t.typbasetype, t.typtypmod) || CASE WHEN t.typnotnull THEN ' NOT NULL' ELSE '' END ||
+	                      coalesce(' DEFAULT ' || t.typdefault, '') ||
+	                      coalesce((SELECT ' ' || string_agg(con.conname || ' ' || pg_get_constraintdef(con.oid), ' ' ORDER BY con.conname)
+	                                  FROM pg_constraint con WHERE con.contypid = t.oid AND con.contype = 'c'), '')
+	        WHEN 'c' THEN 'composite (' || coalesce((SELECT string_agg(quote_ident(a.attname) || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
+	                                                  FROM pg_attribute a WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped), '') || ')'
+	        ELSE 'range of ' || (SELECT format_type(r.rngsubtype, NULL) FROM pg_range r WHERE r.rngtypid = t.oid) END, ''
+	   FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+	  WHERE (t.typtype IN ('e', 'd', 'r') OR (t.typtype = 'c' AND EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = t.typrelid AND c.relkind = 'c')))
+	    AND ` + userNamespaces + ` AND ` + notExtensionMember("'pg_type'::regclass", "t.oid"),
+	`SELECT 'trigger', n.nspname, c.relname || '.' || t.tgname,
+	        pg_get_triggerdef(t.oid) || CASE t.tgenabled WHEN 'D' THEN ' (disabled)' WHEN 'R' THEN ' (replica only)' WHEN 'A' THEN ' (always)' ELSE '' END, c.relname
+	   FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+	  WHERE NOT t.tgisinternal AND ` + userNamespaces + ` AND ` + notExtensionMember("'pg_class'::regclass", "c.oid"),
+	`SELECT 'policy', n.nspname, c.relname || '.' || pol.polname,
+	        CASE WHEN pol.polpermissive THEN 'PERMISSIVE' ELSE 'RESTRICTIVE' END ||
+	        ' FOR ' || CASE pol.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE' WHEN 'd' THEN 'DELETE' ELSE 'ALL' END ||
+	        ' TO ' || (SELECT string_agg(CASE WHEN r = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(r)::text END, ', ' ORDER BY CASE WHEN r = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(r)::text END)
+	                     FROM unnest(pol.polroles) r) ||
+	        coalesce(' USING (' || pg_get_expr(pol.polqual, pol.polrelid) || ')', '') ||
+	        coalesce(' WITH CHECK (' || pg_get_expr(pol.polwithcheck, pol.polrelid) || ')', ''), c.relname
+	   FROM pg_policy pol JOIN pg_class c ON c.oid = pol.polrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+	  WHERE ` + userNamespaces + ` AND ` + notExtensionMember("'pg_class'::regclass", "c.oid"),
+	// Grants: each object's privileges per grantee but its owner (whose are implicit), on relations,
+	// functions and schemas.
+	`SELECT 'grant', n.nspname, 'on ' || CASE c.relkind WHEN 'S' THEN 'sequence ' WHEN 'v' THEN 'view ' WHEN 'm' THEN 'materialized view ' ELSE 'table ' END ||
+	        n.nspname || '.' || c.relname || ' to ' || CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee)::text END,
+	        string_agg(a.privilege_type || CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END, ', ' ORDER BY a.privilege_type),
+	        CASE WHEN c.relkind IN ('r', 'p', 'f') THEN c.relname ELSE '' END
+	   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace, LATERAL aclexplode(c.relacl) a
+	  WHERE c.relkind IN ('r', 'p', 'f', 'v', 'm', 'S') AND a.grantee <> c.relowner AND ` + userNamespaces + ` AND ` + notExtensionMember("'pg_class'::regclass", "c.oid") + `
+	  GROUP BY n.nspname, c.relname, c.relkind, a.grantee`,
+	`SELECT 'grant', n.nspname, 'on function ' || n.nspname || '.' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') to ' ||
+	        CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee)::text END,
+	        string_agg(a.privilege_type || CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END, ', ' ORDER BY a.privilege_type), ''
+	   FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace, LATERAL aclexplode(p.proacl) a
+	  WHERE a.grantee <> p.proowner AND ` + userNamespaces + ` AND ` + notExtensionMember("'pg_proc'::regclass", "p.oid") + `
+	  GROUP BY n.nspname, p.oid, p.proname, a.grantee`,
+	`SELECT 'grant', n.nspname, 'on schema ' || n.nspname || ' to ' || CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee)::text END,
+	        string_agg(a.privilege_type || CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END, ', ' ORDER BY a.privilege_type), ''
+	   FROM pg_namespace n, LATERAL aclexplode(n.nspacl) a
+	  WHERE a.grantee <> n.nspowner AND ` + userNamespaces + ` AND n.nspname <> 'pg_toast' AND ` + notExtensionMember("'pg_namespace'::regclass", "n.oid") + `
+	  GROUP BY n.nspname, a.grantee`,
 }
 
 // readSchema reads a database's catalog objects in one read-only transaction.

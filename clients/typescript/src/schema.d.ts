@@ -900,7 +900,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * What a preview's schema adds, removes and changes against its project's (tables, columns, constraints, indexes, views, functions, extensions): shown before a cutover
+         * What a preview's schema adds, removes and changes against its project's (tables, columns, constraints, indexes, views, functions, extensions, types, sequences, triggers, policies, grants): shown before a cutover
          * @description Needs an API key or a session token. Required scope: `projects:read`.
          */
         get: operations["getPreviewDatabasesByPreviewIDSchemaDiff"];
@@ -3893,8 +3893,11 @@ export interface components {
              * @enum {string}
              */
             change: "added" | "removed" | "changed";
-            /** @enum {string} */
-            kind: "extension" | "table" | "column" | "constraint" | "index" | "view" | "function";
+            /**
+             * @description grant: an object's privileges for one grantee (named "on <kind> <schema>.<object> to <role>"), its owner's left out
+             * @enum {string}
+             */
+            kind: "extension" | "type" | "sequence" | "table" | "column" | "constraint" | "index" | "trigger" | "policy" | "view" | "function" | "grant";
             /** @description the object's name: table.column and table.constraint for those; a function with its argument types */
             name: string;
             /** @description empty for an extension */

@@ -99,7 +99,7 @@ export function SchemaDiffView({ previewID, name }: { previewID: string; name: s
     <div class="schema-diff" role="region" aria-label={'Schema changes of ' + name}>
       <p class="hint">
         {d.total === 0
-          ? `No schema changes: ${name} has the project's tables, columns, indexes, constraints, views, functions and extensions.`
+          ? `No schema changes: ${name} has the project's tables, columns, indexes, constraints, views, functions, extensions, types, sequences, triggers, policies and grants.`
           : `${d.total} schema change${d.total === 1 ? '' : 's'} against the project${d.truncated ? ` (the first ${d.changes.length} shown)` : ''}:`}
       </p>
       {d.changes.length > 0 && (
@@ -109,13 +109,13 @@ export function SchemaDiffView({ previewID, name }: { previewID: string; name: s
               <span class="diff-sign" aria-hidden="true">
                 {c.change === 'added' ? '+' : c.change === 'removed' ? '−' : '~'}
               </span>{' '}
-              <strong>{c.kind}</strong> <code>{(c.schema ? c.schema + '.' : '') + c.name}</code> <span class="hint">{changeWord[c.change]}</span>
+              <strong>{c.kind}</strong> <code>{(c.schema && c.kind !== 'grant' ? c.schema + '.' : '') + c.name}</code> <span class="hint">{changeWord[c.change]}</span>
               {c.change === 'changed' ? (
                 <div class="diff-defs">
                   <code class="diff-before">{c.before}</code> → <code class="diff-after">{c.after}</code>
                 </div>
               ) : (
-                (c.kind === 'column' || c.kind === 'index' || c.kind === 'constraint' || c.kind === 'extension') && (
+                c.kind !== 'table' && c.kind !== 'view' && c.kind !== 'function' && (
                   <div class="diff-defs">
                     <code>{c.after || c.before}</code>
                   </div>
