@@ -7,6 +7,7 @@ export async function run(page, { shoot, base }) {
   const fail = (msg) => { throw new Error('left: ' + msg) }
   const phone = { width: 390, height: 844 }
   const desktop = { width: 1280, height: 800 }
+  const problems = [] // the layout's, all reported at the end (one run shows every page that does not fit)
   // fits checks the page at phone width: nothing past the right edge, every main link inside the screen.
   const fits = async (name) => {
     await page.setViewportSize(phone)
@@ -20,8 +21,8 @@ export async function run(page, { shoot, base }) {
       cut: [...document.querySelectorAll('header nav a')].filter((a) => a.getBoundingClientRect().right > window.innerWidth + 0.5 || a.getBoundingClientRect().left < 0).map((a) => a.textContent),
     }))
     await page.setViewportSize(desktop)
-    if (r.scroll > r.inner) fail(`${name}: the page is ${r.scroll} px wide on a ${r.inner} px phone (${r.wide.join(', ')})`)
-    if (r.cut.length) fail(`${name}: top navigation links cut at the phone's edge: ${r.cut.join(', ')}`)
+    if (r.scroll > r.inner) problems.push(`${name}: the page is ${r.scroll} px wide on a ${r.inner} px phone (${r.wide.join(', ')})`)
+    if (r.cut.length) problems.push(`${name}: top navigation links cut at the phone's edge: ${r.cut.join(', ')}`)
   }
   const main = page.getByRole('navigation', { name: 'Main' })
   for (const [link, path] of [['Overview', '/overview'], ['Projects', '/projects'], ['API keys', '/api-keys'], ['Members', '/members'], ['Webhooks', '/webhooks'], ['Account', '/account']]) {
@@ -79,4 +80,5 @@ export async function run(page, { shoot, base }) {
   await detail.waitFor()
   await detail.getByText(/e2e_explorer note|not found: no snapshot/).first().waitFor()
   await shoot('left-logged-query')
+  if (problems.length) fail(problems.join(' | '))
 }
