@@ -12,7 +12,7 @@ type CutoverRequest struct {
 	PreCutoverBackupID   string     `json:"pre_cutover_backup_id" doc:"the backup of the project taken before the promotion (set at approval); restore it to undo a cutover"`
 	PromoteJobID         string     `json:"promote_job_id" doc:"the cutover.promote job (set at approval)"`
 	RequestedByActorID   string     `json:"requested_by_actor_id"`
-	RequestedByActorKind string     `json:"requested_by_actor_kind" enum:"user,api_key"`
+	RequestedByActorKind string     `json:"requested_by_actor_kind" enum:"CutoverActorKind"`
 	AckByUserID          string     `json:"ack_by_user_id" doc:"the admin who approved or rejected it"`
 	CustomerNote         string     `json:"customer_note"`
 	OperatorNote         string     `json:"operator_note"`

@@ -28,7 +28,51 @@ var Enums = map[string][]string{
 	"PreviewSourceKind": {PreviewSourceNone, PreviewSourceLive, PreviewSourceBackup},
 	"KVState":           {KVProvisioning, KVRunning, KVError, KVDestroying},
 	"CutoverStatus":     {CutoverOpen, CutoverApproved, CutoverPromoting, CutoverCompleted, CutoverRejected, CutoverFailed},
+	"JobState":          {JobPending, JobRunning, JobCompleted, JobFailed},
+	"KVEvictionPolicy":  {KVEvictionVolatileLRU},
+	"WebhookHealth":     {WebhookHealthy, WebhookFailing, WebhookDisabled},
+	"DeliveryState":     {DeliveryPending, DeliveryDelivered, DeliveryFailed},
+	"CutoverActorKind":  {ActorUser, ActorAPIKey},
+	"UploadState":       {UploadPending, UploadUploaded, UploadConsumed, UploadExpired},
 }
+
+// Job states (the scheduler's: appliance checks they are the same at compile time).
+const (
+	JobPending   = "pending"
+	JobRunning   = "running"
+	JobCompleted = "completed"
+	JobFailed    = "failed"
+)
+
+// KVEvictionVolatileLRU is the key-value stores' maxmemory-policy: keys with a TTL are evicted first.
+const KVEvictionVolatileLRU = "volatile-lru"
+
+// Webhook endpoint health and delivery states.
+const (
+	WebhookHealthy  = "healthy"  // delivering
+	WebhookFailing  = "failing"  // its last attempts in a row failed
+	WebhookDisabled = "disabled" // not active
+
+	DeliveryPending   = "pending"
+	DeliveryDelivered = "delivered"
+	DeliveryFailed    = "failed"
+)
+
+// Actor kinds recorded on audit events and on what a caller requested.
+const (
+	ActorUser      = "user"
+	ActorAPIKey    = "api_key"
+	ActorSystem    = "system"
+	ActorAnonymous = "anonymous"
+)
+
+// Upload states; see docs/api-decisions.md (Imports).
+const (
+	UploadPending  = "pending"  // the signed URL is issued, nothing received yet
+	UploadUploaded = "uploaded" // the dump is in the backup store, ready for import.restore
+	UploadConsumed = "consumed" // import.restore restored it; its dump is deleted
+	UploadExpired  = "expired"  // the sweep deleted it: pending past its URL's expiry, or never imported
+)
 
 func scopeNames(scopes []Scope) []string {
 	out := make([]string, len(scopes))

@@ -7,7 +7,7 @@ type Upload struct {
 	ID        string    `json:"id"`
 	UploadURL string    `json:"upload_url" schema:"format=uri,pattern=^https?://,example=https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b" doc:"the signed URL to PUT the dump to (pg_dump -Fc), valid until expires_at"`
 	ObjectKey string    `json:"object_key" doc:"imports/<id>.dump in the project's backup store"`
-	State     string    `json:"state" doc:"pending, uploaded, consumed or expired"`
+	State     string    `json:"state" enum:"UploadState"`
 	SizeBytes int64     `json:"size_bytes"`
 	ExpiresAt time.Time `json:"expires_at" doc:"the upload URL's expiry (1 hour after creation)"`
 }

@@ -9,7 +9,7 @@ import (
 type Job struct {
 	ID                  string          `json:"id"`
 	Type                string          `json:"type"`
-	State               string          `json:"state" enum:"pending,running,completed,failed" doc:"pending, running, completed or failed"`
+	State               string          `json:"state" enum:"JobState"`
 	OrganizationID      string          `json:"organization_id"`
 	ProjectID           string          `json:"project_id"`
 	PreviewDatabaseID   string          `json:"preview_database_id"`

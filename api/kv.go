@@ -20,7 +20,7 @@ type KVStore struct {
 	HostID          string        `json:"host_id"`
 	State           string        `json:"state" enum:"KVState"`
 	LastError       string        `json:"last_error"`
-	MaxmemoryPolicy string        `json:"maxmemory_policy" enum:"volatile-lru"`
+	MaxmemoryPolicy string        `json:"maxmemory_policy" enum:"KVEvictionPolicy"`
 	MemMaxMB        int           `json:"mem_max_mb" doc:"the plan's key-value memory at creation"`
 	MaxmemoryMB     int           `json:"maxmemory_mb" doc:"redis-server's maxmemory (equal to mem_max_mb)"`
 	Persistence     string        `json:"persistence" enum:"rdb" doc:"periodic RDB snapshots; not backed up"`

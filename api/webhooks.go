@@ -18,7 +18,7 @@ type WebhookEndpoint struct {
 	URL            string      `json:"url" schema:"format=uri,pattern=^https?://,example=https://example.com/hooks"`
 	EventTypes     []EventType `json:"event_types" doc:"the event types delivered; empty: all"`
 	IsActive       bool        `json:"is_active"`
-	Health         string      `json:"health" enum:"healthy,failing,disabled" doc:"failing after 3 failed attempts in a row; disabled when not active"`
+	Health         string      `json:"health" enum:"WebhookHealth" doc:"failing after 3 failed attempts in a row; disabled when not active"`
 	CreatedAt      time.Time   `json:"created_at"`
 	UpdatedAt      time.Time   `json:"updated_at"`
 }
@@ -69,7 +69,7 @@ type WebhookDelivery struct {
 	EndpointID     string           `json:"endpoint_id"`
 	OrganizationID string           `json:"organization_id"`
 	EventType      string           `json:"event_type"`
-	State          string           `json:"state" enum:"pending,delivered,failed"`
+	State          string           `json:"state" enum:"DeliveryState"`
 	Attempts       int              `json:"attempts"`
 	MaxAttempts    int              `json:"max_attempts"`
 	ResponseStatus int              `json:"response_status" doc:"the last attempt's HTTP status; 0 when none came"`

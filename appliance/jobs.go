@@ -4,12 +4,19 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
+
+// The job states the API declares (api.Enums["JobState"]) are the scheduler's: a map literal with a
+// duplicate key (two false ones) fails to compile when one of them differs.
+var _ = map[bool]int{false: 0,
+	scheduler.StatePending == api.JobPending && scheduler.StateRunning == api.JobRunning &&
+		scheduler.StateCompleted == api.JobCompleted && scheduler.StateFailed == api.JobFailed: 1}
 
 // JobView converts the record to the API resource.
 func JobView(j *store.Job) *Job {

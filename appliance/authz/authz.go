@@ -41,10 +41,10 @@ const (
 
 // Actor kinds recorded on audit events.
 const (
-	ActorAPIKey    = "api_key"
-	ActorUser      = "user"
-	ActorSystem    = "system"
-	ActorAnonymous = "anonymous"
+	ActorAPIKey    = api.ActorAPIKey
+	ActorUser      = api.ActorUser
+	ActorSystem    = api.ActorSystem
+	ActorAnonymous = api.ActorAnonymous
 )
 
 // Principal is the authenticated caller.

@@ -26,6 +26,10 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
+// The eviction policy the API declares (api.Enums["KVEvictionPolicy"]) is redis-server's: a map literal
+// with a duplicate key (two false ones) fails to compile when they differ.
+var _ = map[bool]int{false: 0, redis.MaxMemoryPolicy == api.KVEvictionVolatileLRU: 1}
+
 // Key-value store states (see the spec's state table and docs/api-decisions.md).
 const (
 	StateProvisioning = api.KVProvisioning
@@ -164,7 +168,7 @@ func (s *Service) credentials(token string) api.KVCredentials {
 
 func (s *Service) view(r *store.KVStore, token string) *api.KVStore {
 	v := &api.KVStore{ID: r.ID, ProjectID: r.ProjectID, OrganizationID: r.OrganizationID, HostID: r.HostID, State: r.State,
-		LastError: r.LastError, MaxmemoryPolicy: "volatile-lru", MemMaxMB: r.MaxMemoryMB, MaxmemoryMB: r.MaxMemoryMB,
+		LastError: r.LastError, MaxmemoryPolicy: redis.MaxMemoryPolicy, MemMaxMB: r.MaxMemoryMB, MaxmemoryMB: r.MaxMemoryMB,
 		Persistence: "rdb", PublicHost: s.cfg.PublicHost, TokenPrefix: r.TokenPrefix, Credentials: s.credentials(token),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	if token != "" {

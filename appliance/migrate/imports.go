@@ -20,10 +20,10 @@ import (
 
 // Upload states; see docs/api-decisions.md (Imports).
 const (
-	UploadPending  = "pending"  // the signed URL is issued, nothing received yet
-	UploadUploaded = "uploaded" // the dump is in the backup store, ready for import.restore
-	UploadConsumed = "consumed" // import.restore restored it; its dump is deleted
-	UploadExpired  = "expired"  // the sweep deleted it: pending past its URL's expiry, or never imported (see UploadRetention)
+	UploadPending  = api.UploadPending  // the signed URL is issued, nothing received yet
+	UploadUploaded = api.UploadUploaded // the dump is in the backup store, ready for import.restore
+	UploadConsumed = api.UploadConsumed // import.restore restored it; its dump is deleted
+	UploadExpired  = api.UploadExpired  // the sweep deleted it: pending past its URL's expiry, or never imported (see UploadRetention)
 )
 
 // JobImportRestore restores an uploaded dump into a project's database with pg_restore.

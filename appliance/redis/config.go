@@ -13,6 +13,10 @@ import (
 	"strings"
 )
 
+// MaxMemoryPolicy evicts the keys with a TTL first when maxmemory is reached (the API's
+// api.KVEvictionVolatileLRU: appliance/kv checks they are the same at compile time).
+const MaxMemoryPolicy = "volatile-lru"
+
 // Users of a store.
 const (
 	TenantUser = "tenant"    // what the tenant's token logs in as
@@ -74,7 +78,7 @@ func (c Config) Conf() []byte {
 		"save 900 1 300 10 60 10000",
 		"appendonly no",
 		fmt.Sprintf("maxmemory %dmb", c.MaxMemoryMB),
-		"maxmemory-policy volatile-lru",
+		"maxmemory-policy " + MaxMemoryPolicy,
 		"aclfile " + c.ACLPath(),
 		"enable-debug-command no",
 		"enable-module-command no",

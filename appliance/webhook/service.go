@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/batch"
 	"github.com/theappliance/appliance/appliance/outbound"
@@ -20,13 +21,13 @@ import (
 
 // Delivery states and endpoint health.
 const (
-	DeliveryPending   = "pending"
-	DeliveryDelivered = "delivered"
-	DeliveryFailed    = "failed"
+	DeliveryPending   = api.DeliveryPending
+	DeliveryDelivered = api.DeliveryDelivered
+	DeliveryFailed    = api.DeliveryFailed
 
-	HealthHealthy  = "healthy"
-	HealthFailing  = "failing"
-	HealthDisabled = "disabled"
+	HealthHealthy  = api.WebhookHealthy
+	HealthFailing  = api.WebhookFailing
+	HealthDisabled = api.WebhookDisabled
 )
 
 // DeliveryRetention is how long ended deliveries are kept.

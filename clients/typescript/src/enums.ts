@@ -23,8 +23,14 @@ export const BackupVerificationStateValues = ["pending","verified","failed"] as 
 /** The values of ComponentStatus, in the document's order. */
 export const ComponentStatusValues = ["operational","degraded","down"] as const satisfies readonly components['schemas']['ComponentStatus'][]
 
+/** The values of CutoverActorKind, in the document's order. */
+export const CutoverActorKindValues = ["user","api_key"] as const satisfies readonly components['schemas']['CutoverActorKind'][]
+
 /** The values of CutoverStatus, in the document's order. */
 export const CutoverStatusValues = ["open","approved","promoting","completed","rejected","failed"] as const satisfies readonly components['schemas']['CutoverStatus'][]
+
+/** The values of DeliveryState, in the document's order. */
+export const DeliveryStateValues = ["pending","delivered","failed"] as const satisfies readonly components['schemas']['DeliveryState'][]
 
 /** The values of Environment, in the document's order. */
 export const EnvironmentValues = ["production","staging","development"] as const satisfies readonly components['schemas']['Environment'][]
@@ -37,6 +43,12 @@ export const ExportStateValues = ["pending","running","completed","failed","expi
 
 /** The values of HealthStatus, in the document's order. */
 export const HealthStatusValues = ["ok","degraded"] as const satisfies readonly components['schemas']['HealthStatus'][]
+
+/** The values of JobState, in the document's order. */
+export const JobStateValues = ["pending","running","completed","failed"] as const satisfies readonly components['schemas']['JobState'][]
+
+/** The values of KVEvictionPolicy, in the document's order. */
+export const KVEvictionPolicyValues = ["volatile-lru"] as const satisfies readonly components['schemas']['KVEvictionPolicy'][]
 
 /** The values of KVState, in the document's order. */
 export const KVStateValues = ["provisioning","running","error","destroying"] as const satisfies readonly components['schemas']['KVState'][]
@@ -70,3 +82,9 @@ export const RuntimeStatusValues = ["provisioning","active","restarting","down",
 
 /** The values of Scope, in the document's order. */
 export const ScopeValues = ["projects:read","projects:write","credentials:read","backups:read","backups:write","jobs:read","organizations:read","organizations:write","api_keys:read","api_keys:write"] as const satisfies readonly components['schemas']['Scope'][]
+
+/** The values of UploadState, in the document's order. */
+export const UploadStateValues = ["pending","uploaded","consumed","expired"] as const satisfies readonly components['schemas']['UploadState'][]
+
+/** The values of WebhookHealth, in the document's order. */
+export const WebhookHealthValues = ["healthy","failing","disabled"] as const satisfies readonly components['schemas']['WebhookHealth'][]

@@ -2769,6 +2769,8 @@ export interface components {
             api_key: components["schemas"]["APIKey"];
             plaintext_api_key: string;
         };
+        /** @enum {string} */
+        CutoverActorKind: "user" | "api_key";
         CutoverJobResponse: {
             cutover_request: components["schemas"]["CutoverRequest"];
             job: components["schemas"]["Job"];
@@ -2799,8 +2801,7 @@ export interface components {
             promote_job_id: string;
             rejected_reason: string;
             requested_by_actor_id: string;
-            /** @enum {string} */
-            requested_by_actor_kind: "user" | "api_key";
+            requested_by_actor_kind: components["schemas"]["CutoverActorKind"];
             /** @description the path of the preview's schema diff against the project (GET; empty once the request ended): what an approval would change */
             schema_diff_url: string;
             status: components["schemas"]["CutoverStatus"];
@@ -2848,6 +2849,8 @@ export interface components {
         DeletedResponse: {
             deleted: boolean;
         };
+        /** @enum {string} */
+        DeliveryState: "pending" | "delivered" | "failed";
         Download: {
             /**
              * Format: uri
@@ -3091,11 +3094,7 @@ export interface components {
             retry_classification: string;
             /** Format: date-time */
             started_at: string | null;
-            /**
-             * @description pending, running, completed or failed
-             * @enum {string}
-             */
-            state: "pending" | "running" | "completed" | "failed";
+            state: components["schemas"]["JobState"];
             type: string;
             /** Format: date-time */
             updated_at: string;
@@ -3106,6 +3105,8 @@ export interface components {
         JobResponse: {
             job: components["schemas"]["Job"];
         };
+        /** @enum {string} */
+        JobState: "pending" | "running" | "completed" | "failed";
         KVCreateResponse: {
             job: components["schemas"]["Job"];
             kv_store: components["schemas"]["KVStore"];
@@ -3131,6 +3132,8 @@ export interface components {
             token_required: boolean;
         };
         /** @enum {string} */
+        KVEvictionPolicy: "volatile-lru";
+        /** @enum {string} */
         KVState: "provisioning" | "running" | "error" | "destroying";
         KVStore: {
             /** Format: date-time */
@@ -3141,8 +3144,7 @@ export interface components {
             last_error: string;
             /** @description redis-server's maxmemory (equal to mem_max_mb) */
             maxmemory_mb: number;
-            /** @enum {string} */
-            maxmemory_policy: "volatile-lru";
+            maxmemory_policy: components["schemas"]["KVEvictionPolicy"];
             /** @description the plan's key-value memory at creation */
             mem_max_mb: number;
             organization_id: string;
@@ -4097,8 +4099,7 @@ export interface components {
             object_key: string;
             /** Format: int64 */
             size_bytes: number;
-            /** @description pending, uploaded, consumed or expired */
-            state: string;
+            state: components["schemas"]["UploadState"];
             /**
              * Format: uri
              * @description the signed URL to PUT the dump to (pg_dump -Fc), valid until expires_at
@@ -4109,6 +4110,8 @@ export interface components {
         UploadResponse: {
             upload: components["schemas"]["Upload"];
         };
+        /** @enum {string} */
+        UploadState: "pending" | "uploaded" | "consumed" | "expired";
         Usage: {
             projects: components["schemas"]["ProjectUsage"][];
             storage_history: components["schemas"]["StorageSample"][];
@@ -4216,8 +4219,7 @@ export interface components {
             } | unknown[] | string | number | boolean | null;
             /** @description the last attempt's HTTP status; 0 when none came */
             response_status: number;
-            /** @enum {string} */
-            state: "pending" | "delivered" | "failed";
+            state: components["schemas"]["DeliveryState"];
             /** Format: date-time */
             updated_at: string;
         };
@@ -4233,11 +4235,8 @@ export interface components {
             description: string;
             /** @description the event types delivered; empty: all */
             event_types: components["schemas"]["EventType"][];
-            /**
-             * @description failing after 3 failed attempts in a row; disabled when not active
-             * @enum {string}
-             */
-            health: "healthy" | "failing" | "disabled";
+            /** @description failing after 3 failed attempts in a row; disabled when not active */
+            health: components["schemas"]["WebhookHealth"];
             id: string;
             is_active: boolean;
             organization_id: string;
@@ -4260,6 +4259,8 @@ export interface components {
             plaintext_secret: string;
             webhook_endpoint: components["schemas"]["WebhookEndpoint"];
         };
+        /** @enum {string} */
+        WebhookHealth: "healthy" | "failing" | "disabled";
     };
     responses: {
         /** @description Bad input: malformed JSON, a body that is not an object, unknown fields, wrong field types, a missing required field, a field sent as null, a body sent to an endpoint that takes none, a malformed query string or a query value out of bounds, or a path with empty, `.` or `..` segments. */
@@ -9299,7 +9300,7 @@ export interface operations {
                      *         "id": "example",
                      *         "object_key": "example",
                      *         "size_bytes": 1,
-                     *         "state": "example",
+                     *         "state": "pending",
                      *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
                      *       }
                      *     } */
@@ -12101,7 +12102,7 @@ export interface operations {
                      *         "id": "example",
                      *         "object_key": "example",
                      *         "size_bytes": 1,
-                     *         "state": "example",
+                     *         "state": "pending",
                      *         "upload_url": "https://appliance.example.com/v1/uploads/imports/upl_123?expires=1769860800&sig=0a1b"
                      *       }
                      *     } */
