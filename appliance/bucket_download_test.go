@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -24,7 +22,6 @@ import (
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/httpapi"
-	"github.com/theappliance/appliance/httpapi/connlimit"
 )
 
 // TestBucketExportDownloadOverHTTP: an export that lives only in the bucket (its cached file deleted)
@@ -91,16 +88,8 @@ func TestBucketExportDownloadOverHTTP(t *testing.T) {
 		api.ServeHTTP(w, r)
 		served <- struct{}{}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, cl := httpapi.HTTPServer(h, ln, connlimit.Limits{}, slog.New(slog.DiscardHandler))
-	if srv.TLSConfig, err = e.CA.ServerTLS("127.0.0.1", "localhost"); err != nil {
-		t.Fatal(err)
-	}
-	go srv.ServeTLS(cl, "", "")
-	t.Cleanup(func() { api.Close(); srv.Close() })
+	base := serveTLS(t, e, h)
+	t.Cleanup(api.Close)
 	waitServed := func(t *testing.T) {
 		t.Helper()
 		select {
@@ -116,12 +105,7 @@ func TestBucketExportDownloadOverHTTP(t *testing.T) {
 
 	for _, h2 := range []bool{true, false} {
 		t.Run(map[bool]string{true: "HTTP/2", false: "HTTP/1.1"}[h2], func(t *testing.T) {
-			tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.CA.Pool(), ServerName: "localhost"}, ForceAttemptHTTP2: h2}
-			if !h2 {
-				tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
-			}
-			t.Cleanup(tr.CloseIdleConnections)
-			client := &http.Client{Transport: tr}
+			client := tlsClient(t, e, h2)
 			get := func(ctx context.Context, header http.Header) *http.Response {
 				t.Helper()
 				dl, err := e.Svc.Exports().Download(ctx, p, prj.ID, exportID)
@@ -132,7 +116,7 @@ func TestBucketExportDownloadOverHTTP(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+ln.Addr().String()+u.Path+"?"+u.RawQuery, nil)
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+u.Path+"?"+u.RawQuery, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -143,9 +127,7 @@ func TestBucketExportDownloadOverHTTP(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if want := map[bool]int{true: 2, false: 1}[h2]; resp.ProtoMajor != want {
-					t.Fatalf("served over %s", resp.Proto)
-				}
+				checkProto(t, resp, h2)
 				return resp
 			}
 

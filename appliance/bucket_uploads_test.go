@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/migrate"
+	"github.com/theappliance/appliance/httpapi"
 )
 
 // TestBucketUploads: with a bucket as the backup store, an uploaded dump is an object of the bucket,
@@ -175,5 +178,63 @@ func TestBucketUploads(t *testing.T) {
 	}
 	if _, err := bs.GetUpload(ctx, prj.ID, d); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the deleted project's upload opened from the bucket: %v", err)
+	}
+}
+
+// TestBucketUploadOverHTTP: the signed PUT of an import's dump, from the API served as up serves it (TLS,
+// HTTP/2 and HTTP/1.1), stores it as the bucket's object (sealed; opened, the dump's bytes) before it
+// answers, and the upload is then uploaded, in the bucket.
+func TestBucketUploadOverHTTP(t *testing.T) {
+	t.Parallel()
+	e, p, _, bs := bucketEnvWith(t, appliancetest.Options{Instances: true})
+	ctx := t.Context()
+	prj := provision(t, e, p, "uploaded over http", "development")
+	exportID := exportDone(t, e, p, prj)
+	dump, err := os.ReadFile(filepath.Join(exports.Dir(e.Dir, prj.ID), exportID+".dump"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := httpapi.New(e.Svc, httpapi.Options{Log: slog.New(slog.DiscardHandler), Lane: e.Lane,
+		Limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
+	t.Cleanup(h.Close)
+	base := serveTLS(t, e, h)
+	for _, h2 := range []bool{true, false} {
+		t.Run(map[bool]string{true: "HTTP/2", false: "HTTP/1.1"}[h2], func(t *testing.T) {
+			up, err := e.Svc.Migrate().CreateUpload(ctx, p, prj.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, err := url.Parse(up.Upload.UploadURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodPut, base+u.RequestURI(), bytes.NewReader(dump))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/octet-stream")
+			resp, err := tlsClient(t, e, h2).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			checkProto(t, resp, h2)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("PUT: %d %s", resp.StatusCode, body)
+			}
+			r, err := bs.GetUpload(ctx, prj.ID, up.Upload.ID)
+			if err != nil {
+				t.Fatalf("the upload's object: %v", err)
+			}
+			stored, err := io.ReadAll(r)
+			r.Close()
+			if err != nil || !bytes.Equal(stored, dump) {
+				t.Fatalf("the object opened: %d bytes (%v), the dump has %d", len(stored), err, len(dump))
+			}
+			if rec := uploadRecord(t, e, up.Upload.ID); rec.State != migrate.UploadUploaded || !rec.InBucket || rec.SizeBytes != int64(len(dump)) {
+				t.Fatalf("the upload's record: %+v", rec)
+			}
+		})
 	}
 }

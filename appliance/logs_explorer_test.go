@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/observe"
+	"github.com/theappliance/appliance/httpapi"
 )
 
 // TestLogsExplorer: the logs' search (text, user, database, SQLSTATE, a time range) and the download
@@ -202,4 +206,79 @@ func TestLogsExplorer(t *testing.T) {
 		searches(t, rangeOf)
 		searches(t, appliance.LogsQuery{Hours: 72})
 	})
+}
+
+// TestLogsDownloadOverHTTP: GET …/logs/download streams NDJSON from the API served as up serves it (TLS,
+// HTTP/2 and HTTP/1.1): an attachment whose every line is an entry, the server's error line among them.
+func TestLogsDownloadOverHTTP(t *testing.T) {
+	t.Parallel()
+	e, p := keyEnv(t, appliancetest.Options{Instances: true})
+	prj := provision(t, e, p, "downloaded logs", "development")
+	from := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
+	c, err := e.Svc.ProjectConnections(t.Context(), p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), c.Connections.DirectURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(t.Context(), "SELECT 1/0 AS h2_division"); err == nil {
+		t.Fatal("1/0 did not fail")
+	}
+	conn.Close(t.Context())
+	// The logging collector writes asynchronously: wait for the line.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err := e.Svc.Observe().ReadLogs(t.Context(), p, prj.ID, appliance.LogsQuery{Q: "h2_division", Hours: 1, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Logs.Entries) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the error never reached the log")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	h := httpapi.New(e.Svc, httpapi.Options{Log: slog.New(slog.DiscardHandler), Lane: e.Lane,
+		Limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
+	t.Cleanup(h.Close)
+	base := serveTLS(t, e, h)
+	for _, h2 := range []bool{true, false} {
+		t.Run(map[bool]string{true: "HTTP/2", false: "HTTP/1.1"}[h2], func(t *testing.T) {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet,
+				base+"/v1/projects/"+prj.ID+"/logs/download?severity=error,log&from="+url.QueryEscape(from), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+e.Bootstrap.APIKey)
+			resp, err := tlsClient(t, e, h2).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			checkProto(t, resp, h2)
+			if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/x-ndjson" ||
+				!strings.HasPrefix(resp.Header.Get("Content-Disposition"), "attachment; filename=") {
+				t.Fatalf("download: %d %v %v\n%s", resp.StatusCode, resp.Header, err, body)
+			}
+			found := 0
+			for _, line := range strings.Split(strings.TrimSuffix(string(body), "\n"), "\n") {
+				var x api.Entry
+				if err := json.Unmarshal([]byte(line), &x); err != nil || x.Message == "" {
+					t.Fatalf("download line %q: %v", line, err)
+				}
+				if x.Statement == "SELECT 1/0 AS h2_division" && x.SQLState == "22012" {
+					found++
+				}
+			}
+			if found != 1 {
+				t.Fatalf("the error line is %d times in the download:\n%s", found, body)
+			}
+		})
+	}
 }
