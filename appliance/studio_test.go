@@ -496,7 +496,7 @@ CREATE TABLE heap (n int); INSERT INTO heap SELECT generate_series(1, 5)`)
 		if ins.Result.RowsAffected != 3 || string(ins.Result.Rows[0]["tags"]) != `["x","y,z","q\"uote"]` || string(ins.Result.Rows[1]["name"]) != `"none"` || string(ins.Result.Rows[0]["doc"]) != `{"k": [1, 2]}` {
 			t.Fatalf("insert: %+v", ins.Result)
 		}
-		read, err := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, "public", "items", 10, 0)
+		read, err := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, "public", "items", &api.RowsQuery{Limit: 10, Offset: 0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -507,15 +507,15 @@ CREATE TABLE heap (n int); INSERT INTO heap SELECT generate_series(1, 5)`)
 		if strings.Join(order, " ") != "1/3 1/9 2/1" { // by the primary key (a, b)
 			t.Fatalf("order: %v", order)
 		}
-		page, _ := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, "public", "items", 1, 1)
+		page, _ := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, "public", "items", &api.RowsQuery{Limit: 1, Offset: 1})
 		if len(page.Result.Rows) != 1 || string(page.Result.Rows[0]["b"]) != "9" {
 			t.Fatalf("page: %+v", page.Result.Rows)
 		}
-		heap, err := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, "public", "heap", 3, 0)
+		heap, err := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, "public", "heap", &api.RowsQuery{Limit: 3, Offset: 0})
 		if err != nil || len(heap.Result.Rows) != 3 || string(heap.Result.Rows[0]["n"]) != "1" {
 			t.Fatalf("a table without a key: %+v %v", heap, err)
 		}
-		if v, err := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, "public", "item_names", 10, 0); err != nil || len(v.Result.Rows) != 3 {
+		if v, err := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, "public", "item_names", &api.RowsQuery{Limit: 10, Offset: 0}); err != nil || len(v.Result.Rows) != 3 {
 			t.Fatalf("a view: %+v %v", v, err)
 		}
 
@@ -568,7 +568,7 @@ CREATE TABLE "x""; DROP TABLE canary; --"."x""; DROP TABLE canary; --" ("x""; DR
 				return err
 			}},
 			{"read", func() error {
-				_, err := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, evil, evil, 10, 0)
+				_, err := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, evil, evil, &api.RowsQuery{Limit: 10, Offset: 0})
 				return err
 			}},
 			{"update", func() error {
@@ -591,7 +591,7 @@ CREATE TABLE "x""; DROP TABLE canary; --"."x""; DROP TABLE canary; --" ("x""; DR
 		}
 		// Names that do not exist fail as names, whatever they hold.
 		for _, name := range []string{`items; DROP TABLE canary`, `items" WHERE false; DROP TABLE canary; --`, `../items`, `items%00`} {
-			_, err := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, "public", name, 10, 0)
+			_, err := e.Svc.Studio().ReadRows(t.Context(), p, s.prj.ID, "public", name, &api.RowsQuery{Limit: 10, Offset: 0})
 			wantKind(t, err, appliance.KindNotFound)
 			_, err = e.Svc.Studio().InsertRows(t.Context(), p, s.prj.ID, "public", "items", &appliance.InsertRowsRequest{Rows: []map[string]json.RawMessage{{name: json.RawMessage(`1`)}}})
 			wantKind(t, err, appliance.KindInvalid)

@@ -337,6 +337,12 @@ func (g *schemaGen) operation(rt Route, pathParams []string, used map[string]boo
 		if p.Pattern != "" {
 			schema["pattern"] = p.Pattern
 		}
+		if p.Repeated {
+			schema = map[string]any{"type": "array", "items": schema}
+			if p.Max > 0 {
+				schema["maxItems"] = p.Max
+			}
+		}
 		qp := map[string]any{"name": p.Name, "in": "query", "required": p.Required, "schema": schema}
 		if p.Doc != "" {
 			qp["description"] = p.Doc

@@ -40,6 +40,9 @@ type Param struct {
 	Required bool
 	Pattern  string // a string's regular expression (documentation; the handler checks it)
 	Doc      string
+	// Repeated: a string parameter that may be given several times (name=a&name=b), at most Max times
+	// (0: unbounded); Strs reads it.
+	Repeated bool
 }
 
 // Route is one row of the route table: everything the server, the scope matrix and the OpenAPI
@@ -125,6 +128,9 @@ func (r *Request) Int(name string) int { v, _ := r.query[name].(int64); return i
 
 // Str returns a declared string query parameter.
 func (r *Request) Str(name string) string { v, _ := r.query[name].(string); return v }
+
+// Strs returns a declared repeated query parameter's values, in order.
+func (r *Request) Strs(name string) []string { v, _ := r.query[name].([]string); return v }
 
 // Bool returns a declared boolean query parameter.
 func (r *Request) Bool(name string) bool { v, _ := r.query[name].(bool); return v }
@@ -213,6 +219,13 @@ func (rt *Route) parseQuery(r *http.Request) (map[string]any, error) {
 	}
 	for _, p := range rt.Query {
 		raw, present := q[p.Name]
+		if p.Repeated {
+			if p.Max > 0 && int64(len(raw)) > p.Max {
+				return nil, appliance.Invalid("query parameter %s is given more than %d times", p.Name, p.Max)
+			}
+			out[p.Name] = raw
+			continue
+		}
 		if len(raw) > 1 {
 			return nil, appliance.Invalid("query parameter %s is given more than once", p.Name)
 		}

@@ -33,6 +33,16 @@ func logsParams(maxHours int64, hoursDoc string) []Param {
 	}
 }
 
+// rowsSelection are the table editor's filters and sort (docs/api-decisions.md "Table editor").
+var rowsSelection = []Param{
+	{Name: "filter", Type: "string", Repeated: true, Max: api.MaxRowFilters, Doc: "column:op:value, repeatable (all must hold); op one of " + strings.Join(api.RowFilterOps, ", ") +
+		" (is_null and not_null take no value, in takes values separated by commas, like and ilike match the column's text); the value is bound, never spliced"},
+	{Name: "sort", Type: "string", Repeated: true, Max: api.MaxRowSorts, Doc: "column (ascending) or -column (descending), repeatable, in order of precedence"},
+}
+
+// dryRun is the schema changes' preview switch.
+var dryRun = Param{Name: "dry_run", Type: "boolean", Default: false, Doc: "true: return the DDL without running it"}
+
 // listPattern is the pattern of a comma-separated list of values.
 func listPattern(values []string) string {
 	alt := "(" + strings.Join(values, "|") + ")"
@@ -233,12 +243,24 @@ func (s *Server) table() []Route {
 		{Method: del, Path: "/v1/projects/{projectID}/saved-queries/{queryID}", Tag: "studio", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Delete a saved query (returns it)", Do: CallPP("projectID", "queryID", s.svc.Studio().DeleteSavedQuery)},
 		{Method: get, Path: "/v1/projects/{projectID}/tables", Tag: "studio", Scope: api.ScopeProjectsRead, Status: ok, Summary: "The tables, views, materialized views, foreign tables and partitioned tables the project's role sees (not the system schemas')", Do: CallP("projectID", s.svc.Studio().ListTables)},
 		{Method: get, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/columns", Tag: "studio", Scope: api.ScopeProjectsRead, Status: ok, Summary: "A table's columns in order", Do: CallPPP("projectID", "schema", "table", s.svc.Studio().TableColumns)},
-		{Method: get, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/rows", Tag: "studio", Scope: api.ScopeProjectsRead, Status: ok, Summary: "A page of a table's rows, by primary key (else by physical position)",
-			Query: []Param{{Name: "limit", Type: "integer", Min: 1, Max: api.RowsMax, Default: int64(api.RowsDefault), Doc: "rows to return"},
-				{Name: "offset", Type: "integer", Min: 0, Max: 1_000_000_000, Default: int64(0), Doc: "rows to skip"}}, Do: Without(s.readRows)},
+		{Method: get, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/rows", Tag: "studio", Scope: api.ScopeProjectsRead, Status: ok, Summary: "A page of a table's rows the filters match, in the sort then by primary key (else by physical position), with the count of the rows matching (exact up to 100,000, else the planner's estimate)",
+			Query: append([]Param{{Name: "limit", Type: "integer", Min: 1, Max: api.RowsMax, Default: int64(api.RowsDefault), Doc: "rows to return"},
+				{Name: "offset", Type: "integer", Min: 0, Max: 1_000_000_000, Default: int64(0), Doc: "rows to skip"}}, rowsSelection...), Do: Without(s.readRows)},
 		{Method: post, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/rows", Tag: "studio", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Insert rows ({rows: [{column: value}]}), returning them", Do: CallPPPB("projectID", "schema", "table", s.svc.Studio().InsertRows)},
 		{Method: patch, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/rows", Tag: "studio", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Update the rows a match selects ({match, set}; an empty match needs all_rows: true), returning them", Do: CallPPPB("projectID", "schema", "table", s.svc.Studio().UpdateRows)},
 		{Method: del, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/rows", Tag: "studio", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Delete the rows a match selects ({match}; an empty match needs all_rows: true), returning them", Do: CallPPPB("projectID", "schema", "table", s.svc.Studio().DeleteRows)},
+		{Method: get, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/csv", Tag: "studio", Scope: api.ScopeProjectsRead, Status: ok, Stream: true, ContentType: "text/csv",
+			Summary: "Download the rows the filters match, in the sort, as CSV with a header row (NULL an empty unquoted field, other values quoted)", Query: rowsSelection, Do: Raw(s.exportCSV)},
+		{Method: post, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/csv", Tag: "studio", Scope: api.ScopeProjectsWrite, Status: ok, Stream: true, RawBody: "text/csv",
+			Summary: "Import a CSV file (a header row of column names, at most 16 MiB) into a table in one COPY: all rows or none; a bad value is a 400 naming its row", Do: Without(s.importCSV)},
+		{Method: post, Path: "/v1/projects/{projectID}/tables", Tag: "studio", Scope: api.ScopeProjectsWrite, Status: ok, Query: []Param{dryRun},
+			Summary: "Create a table from its columns (types, nullability, defaults, primary key, references): the DDL generated, run as the project's role unless dry_run", Do: With(s.createTable)},
+		{Method: post, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/columns", Tag: "studio", Scope: api.ScopeProjectsWrite, Status: ok, Query: []Param{dryRun},
+			Summary: "Add a column: the DDL generated, run unless dry_run", Do: With(s.addColumn)},
+		{Method: patch, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/columns/{column}", Tag: "studio", Scope: api.ScopeProjectsWrite, Status: ok, Query: []Param{dryRun},
+			Summary: "Rename a column, change its type (values cast), nullability or default: the DDL generated, run in one transaction unless dry_run", Do: With(s.alterColumn)},
+		{Method: del, Path: "/v1/projects/{projectID}/tables/{schema}/{table}/columns/{column}", Tag: "studio", Scope: api.ScopeProjectsWrite, Status: ok, Query: []Param{dryRun},
+			Summary: "Drop a column (refused when something depends on it): the DDL generated, run unless dry_run", Do: Without(s.dropColumn)},
 		{Method: get, Path: "/v1/projects/{projectID}/ai-usage", Tag: "studio", Scope: api.ScopeProjectsRead, Status: ok, Summary: "The project's AI assistant uses this calendar month (UTC) against its plan's limit", Do: CallP("projectID", s.svc.Studio().GetAIUsage)},
 		{Method: post, Path: "/v1/projects/{projectID}/ai-usage", Tag: "studio", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Count one AI assistant use (429 once the month's limit is used)", Do: CallP("projectID", s.svc.Studio().RecordAIUse)},
 

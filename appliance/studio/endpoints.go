@@ -152,19 +152,6 @@ func (s *Service) TableColumns(ctx context.Context, p *authz.Principal, projectI
 	return out, err
 }
 
-// ReadRows reads a page of a table's rows in a stable order (Read).
-func (s *Service) ReadRows(ctx context.Context, p *authz.Principal, projectID, schema, table string, limit, offset int) (*api.RowsReadResponse, error) {
-	out := &api.RowsReadResponse{}
-	err := s.withTable(ctx, p, projectID, schema, table, func(ctx context.Context, _ *store.Project, conn *pgconn.PgConn, t *TableInfo) error {
-		res, err := Read(ctx, conn, t, limit, offset, DefaultCaps)
-		if err == nil {
-			out.Result = api.RowsRead{Columns: res.Columns, ColumnTypes: res.ColumnTypes, Rows: res.Rows, Truncated: res.Truncated}
-		}
-		return err
-	})
-	return out, err
-}
-
 // decodeValues decodes a body's column → value object keeping numbers exact.
 func decodeValues(field string, in map[string]json.RawMessage) (map[string]any, error) {
 	out := make(map[string]any, len(in))

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/pgstat"
 )
 
@@ -30,6 +31,8 @@ type Column struct {
 	IsNullable   bool    `json:"is_nullable"`
 	IsPrimaryKey bool    `json:"is_primary_key"`
 	Position     int     `json:"position"`
+	// ForeignKey is what a one-column foreign key on the column references (nil: none).
+	ForeignKey *api.ColumnRef `json:"foreign_key" api:"nullable"`
 
 	array bool // an array type: a JSON array given for it is bound as an array literal
 	pkPos int  // its place in the primary key (1-based), 0 when not in it
@@ -64,12 +67,17 @@ ORDER BY 1, 2`, nil, nil, nil, nil)
 // Describe finds schema.table and its columns (by position).
 func Describe(ctx context.Context, conn *pgconn.PgConn, schema, table string) (*TableInfo, error) {
 	rr := conn.ExecParams(ctx, pgstat.InternalMarker+`SELECT c.relkind::text, a.attname, format_type(a.atttypid, a.atttypmod), pg_get_expr(d.adbin, d.adrelid),
-  NOT a.attnotnull, coalesce((SELECT k.n FROM unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) WHERE k.attnum = a.attnum), 0), a.attnum, t.typcategory = 'A'
+  NOT a.attnotnull, coalesce((SELECT k.n FROM unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) WHERE k.attnum = a.attnum), 0), a.attnum, t.typcategory = 'A',
+  fk.nspname, fk.relname, fk.attname
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 LEFT JOIN pg_type t ON t.oid = a.atttypid
 LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
 LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
+LEFT JOIN LATERAL (SELECT rn.nspname, rc.relname, ra.attname FROM pg_constraint f
+  JOIN pg_class rc ON rc.oid = f.confrelid JOIN pg_namespace rn ON rn.oid = rc.relnamespace
+  JOIN pg_attribute ra ON ra.attrelid = f.confrelid AND ra.attnum = f.confkey[1]
+  WHERE f.conrelid = c.oid AND f.contype = 'f' AND f.conkey = ARRAY[a.attnum] ORDER BY f.conname LIMIT 1) fk ON true
 WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'v', 'm', 'f', 'p') AND `+systemSchemas+`
 ORDER BY a.attnum`, [][]byte{[]byte(schema), []byte(table)}, nil, nil, nil)
 	info := &TableInfo{Schema: schema, Name: table, Columns: []Column{}}
@@ -88,6 +96,9 @@ ORDER BY a.attnum`, [][]byte{[]byte(schema), []byte(table)}, nil, nil, nil)
 		col.pkPos, _ = strconv.Atoi(string(v[5]))
 		col.IsPrimaryKey = col.pkPos > 0
 		col.Position, _ = strconv.Atoi(string(v[6]))
+		if v[8] != nil {
+			col.ForeignKey = &api.ColumnRef{Schema: string(v[8]), Table: string(v[9]), Column: string(v[10])}
+		}
 		info.Columns = append(info.Columns, col)
 	}
 	if _, err := rr.Close(); err != nil {
@@ -118,33 +129,19 @@ func (t *TableInfo) column(name string) (*Column, error) {
 	return nil, &InputError{Msg: fmt.Sprintf("column %q does not exist in %s", name, t)}
 }
 
-// Read selects up to limit rows after offset, in a stable order: by the primary key where there is one,
-// else (tables and materialized views) by the rows' physical position, which holds while nobody writes.
-// Views and foreign tables come in the order the server returns them.
-func Read(ctx context.Context, conn *pgconn.PgConn, t *TableInfo, limit, offset int, caps Caps) (*SQLResult, error) {
-	var order []string
-	pk := slices.Clone(t.Columns)
-	slices.SortFunc(pk, func(a, b Column) int { return a.pkPos - b.pkPos })
-	for _, c := range pk {
-		if c.pkPos > 0 {
-			order = append(order, pgx.Identifier{c.Name}.Sanitize())
-		}
+// Read selects up to limit rows after offset that the selection's filters match, in its sort and then a
+// stable order: by the primary key where there is one, else (tables and materialized views) by the rows'
+// physical position, which holds while nobody writes. Views and foreign tables come in the order the
+// server returns them.
+func Read(ctx context.Context, conn *pgconn.PgConn, t *TableInfo, sel *Selection, limit, offset int, caps Caps) (*SQLResult, error) {
+	cond, args, err := sel.where(nil)
+	if err != nil {
+		return nil, err
 	}
-	if len(order) == 0 {
-		switch t.Kind {
-		case "table", "materialized view":
-			order = []string{"ctid"}
-		case "partitioned table":
-			order = []string{"tableoid", "ctid"}
-		}
-	}
-	q := "SELECT * FROM " + t.ident()
-	if len(order) > 0 {
-		q += " ORDER BY " + strings.Join(order, ", ")
-	}
-	q += " LIMIT $1 OFFSET $2"
 	l, o := strconv.Itoa(limit), strconv.Itoa(offset)
-	return Params(ctx, conn, q, []*string{&l, &o}, caps)
+	args = append(args, &l, &o)
+	q := "SELECT * FROM " + t.ident() + cond + sel.orderBy(t) + " LIMIT $" + strconv.Itoa(len(args)-1) + " OFFSET $" + strconv.Itoa(len(args))
+	return Params(ctx, conn, q, args, caps)
 }
 
 // param is a JSON value bound as a parameter of column c: nil stays NULL, a JSON array given for an array

@@ -26,7 +26,7 @@ func wireColumns(cs []Column) []api.Column {
 	out := make([]api.Column, len(cs))
 	for i, c := range cs {
 		out[i] = api.Column{Name: c.Name, DataType: c.DataType, Default: c.Default, IsNullable: c.IsNullable,
-			IsPrimaryKey: c.IsPrimaryKey, Position: c.Position}
+			IsPrimaryKey: c.IsPrimaryKey, Position: c.Position, ForeignKey: c.ForeignKey}
 	}
 	return out
 }
