@@ -573,6 +573,35 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("PATCH", tbl+"/rows", tp+"/rows", b.adminKey, map[string]any{"set": map[string]any{"name": "c"}}, 400)
 	call("DELETE", tbl+"/rows", tp+"/rows", b.adminKey, map[string]any{"match": map[string]any{"id": 2}}, 200)
 	call("DELETE", tbl+"/rows", tp+"/rows", b.adminKey, map[string]any{}, 400)
+	// The table editor: filters and sort, CSV out and in, schema changes with their dry runs.
+	if r := call("GET", tbl+"/rows?filter=name:eq:c&sort=-id&filter=id:gte:1", tp+"/rows", b.adminKey, nil, 200); r.json["result"].(map[string]any)["total"] != float64(1) {
+		t.Errorf("filtered rows: %s", r.body)
+	}
+	call("GET", tbl+"/rows?filter=nope:eq:1", tp+"/rows", b.adminKey, nil, 400)
+	call("GET", tbl+"/rows?sort=id&sort=-id", tp+"/rows", b.adminKey, nil, 400)
+	if r := call("GET", tbl+"/csv?sort=-id", tp+"/csv", b.adminKey, nil, 200); !strings.HasPrefix(string(r.body), `"id","name","tags"`) {
+		t.Errorf("csv export: %s", r.body)
+	}
+	call("GET", tbl+"/csv?filter=id:bad", tp+"/csv", b.adminKey, nil, 400)
+	call("POST", tbl+"/csv", tp+"/csv", b.adminKey, "name,tags\nfrom csv,\"{a,b}\"\n", 200)
+	call("POST", tbl+"/csv", tp+"/csv", b.adminKey, "name,tags\nx,not an array\n", 400)
+	newTable := map[string]any{"name": "conform_new", "columns": []any{map[string]any{"name": "id", "type": "bigint", "identity": true, "primary_key": true},
+		map[string]any{"name": "item", "type": "int", "references": map[string]any{"schema": "public", "table": "studio_items", "column": "id"}}}}
+	call("POST", project+"/tables?dry_run=true", st+"/tables", b.adminKey, newTable, 200)
+	call("POST", project+"/tables", st+"/tables", b.adminKey, newTable, 200)
+	call("POST", project+"/tables", st+"/tables", b.adminKey, map[string]any{"name": "bad", "columns": []any{map[string]any{"name": "a", "type": "int; drop"}}}, 400)
+	newTbl := project + "/tables/public/conform_new"
+	call("POST", newTbl+"/columns?dry_run=true", tp+"/columns", b.adminKey, map[string]any{"name": "note", "type": "text"}, 200)
+	call("POST", newTbl+"/columns", tp+"/columns", b.adminKey, map[string]any{"name": "note", "type": "text", "nullable": false, "default": map[string]any{"value": ""}}, 200)
+	if r := call("GET", newTbl+"/columns", tp+"/columns", b.adminKey, nil, 200); !strings.Contains(string(r.body), `"foreign_key":{"schema":"public","table":"studio_items","column":"id"}`) {
+		t.Errorf("columns: %s", r.body)
+	}
+	call("PATCH", newTbl+"/columns/note?dry_run=true", tp+"/columns/{column}", b.adminKey, map[string]any{"name": "body"}, 200)
+	call("PATCH", newTbl+"/columns/note", tp+"/columns/{column}", b.adminKey, map[string]any{"name": "body", "nullable": true}, 200)
+	call("PATCH", newTbl+"/columns/note", tp+"/columns/{column}", b.adminKey, map[string]any{"name": "x"}, 400)
+	call("DELETE", newTbl+"/columns/body?dry_run=true", tp+"/columns/{column}", b.adminKey, nil, 200)
+	call("DELETE", newTbl+"/columns/body", tp+"/columns/{column}", b.adminKey, nil, 200)
+	call("DELETE", newTbl+"/columns/body", tp+"/columns/{column}", b.adminKey, nil, 400)
 	call("GET", project+"/ai-usage", st+"/ai-usage", b.adminKey, nil, 200)
 	call("POST", project+"/ai-usage", st+"/ai-usage", b.adminKey, nil, 200)
 

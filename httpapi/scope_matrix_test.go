@@ -224,7 +224,7 @@ func newFixtures(b *bundle) *fixtures {
 		}
 	}
 	// A table of prjA for the studio's table routes, made by the project's role through the console.
-	if r := b.do("POST", "/v1/projects/"+f.prjA.ID+"/sql", b.adminKey, map[string]any{"query": "CREATE TABLE fixture_rows (id serial PRIMARY KEY, note text); INSERT INTO fixture_rows (note) SELECT 'row' FROM generate_series(1, 10)"}); r.status != http.StatusOK {
+	if r := b.do("POST", "/v1/projects/"+f.prjA.ID+"/sql", b.adminKey, map[string]any{"query": "CREATE TABLE fixture_rows (id serial PRIMARY KEY, note text, extra text); INSERT INTO fixture_rows (note) SELECT 'row' FROM generate_series(1, 10)"}); r.status != http.StatusOK {
 		b.t.Fatalf("create the studio's table: %d %s", r.status, r.body)
 	}
 	// A database and a role of prjA made through their endpoints: the drop's and the password reset's.
@@ -237,6 +237,7 @@ func newFixtures(b *bundle) *fixtures {
 	f.params["roleName"] = fixtureParam{value: "fixture_role", project: f.prjA.ID}
 	f.params["schema"] = fixtureParam{value: "public", project: f.prjA.ID}
 	f.params["table"] = fixtureParam{value: "fixture_rows", project: f.prjA.ID}
+	f.params["column"] = fixtureParam{value: "extra", project: f.prjA.ID}
 	// An alert of prjA and a statement its top-queries snapshots saw (the sampler's records).
 	alertID, hash := b.observed(f.prjA)
 	f.params["alertID"] = fixtureParam{value: alertID, project: f.prjA.ID}
@@ -252,40 +253,44 @@ func newFixtures(b *bundle) *fixtures {
 	f.params["endpointID"] = fixtureParam{value: endpointID}
 	f.params["deliveryID"] = fixtureParam{value: b.deliveredTest(endpointID)}
 	f.bodies = map[string]any{
-		"POST /v1/organizations/{orgID}/webhook-endpoints":                  map[string]any{"url": receiver + "/another", "event_types": []string{"job.completed"}},
-		"PATCH /v1/organizations/{orgID}/webhook-endpoints/{endpointID}":    map[string]any{"description": "fixture"},
-		"POST /v1/projects/{projectID}/imports":                             map[string]any{"confirm": true},
-		"POST /v1/projects/{projectID}/imports/preflight":                   map[string]any{"source_url": src.URL("shop")},
-		"POST /v1/projects/{projectID}/imports/follow":                      map[string]any{"source_url": src.URL("shop"), "confirm": true},
-		"POST /v1/projects/{projectID}/imports/follow/cutover":              map[string]any{"confirm": true},
-		"POST /v1/auth/sessions":                                            map[string]any{"email": email, "password": password},
-		"POST /v1/cli/login/sessions":                                       map[string]any{},
-		"PATCH /v1/organizations/{orgID}":                                   map[string]any{"billing_name": "Fixture Ltd"},
-		"POST /v1/organizations/{orgID}/api-keys":                           map[string]any{"name": "fixture", "scopes": []string{"projects:read"}},
-		"POST /v1/projects/{projectID}/approvals":                           map[string]any{"action": "project.delete"},
-		"POST /v1/projects":                                                 map[string]any{"name": "fixture"},
-		"POST /v1/organizations/{orgID}/members":                            map[string]any{"email": "new-member@example.com", "role": "member"},
-		"PATCH /v1/organizations/{orgID}/members/{userID}":                  map[string]any{"role": "admin"},
-		"POST /v1/auth/password":                                            map[string]any{"current_password": "correct horse battery staple", "new_password": "another correct horse battery"},
-		"PATCH /v1/projects/{projectID}":                                    map[string]any{"name": "renamed"},
-		"POST /v1/projects/{projectID}/extensions":                          map[string]any{"name": "citext"},
-		"POST /v1/projects/{projectID}/backups":                             map[string]any{"label": "fixture"},
-		"POST /v1/projects/{projectID}/restore-points":                      map[string]any{"label": "fixture"},
-		"POST /v1/projects/{projectID}/restores":                            map[string]any{"backup_key": "fixture-no-such-backup"},
-		"PUT /v1/projects/{projectID}/scheduled-backups/default":            map[string]any{"cron_hour": 3, "cron_minute": 0, "is_active": true},
-		"POST /v1/ephemeral-databases/{projectID}/claim":                    map[string]any{"claim_token": f.claimToken},
-		"POST /v1/projects/{projectID}/preview-databases":                   map[string]any{"mode": "empty"},
-		"POST /v1/preview-databases/{previewID}/extend":                     map[string]any{"ttl_hours": 48},
-		"POST /v1/projects/{projectID}/cutover-requests":                    map[string]any{"preview_id": cutPreview, "customer_note": "fixture"},
-		"POST /v1/projects/{projectID}/cutover-requests/{requestID}/reject": map[string]any{"rejected_reason": "fixture"},
-		"POST /v1/projects/{projectID}/sql":                                 map[string]any{"query": "SELECT 1"},
-		"POST /v1/projects/{projectID}/databases":                           map[string]any{"name": "fixture_new_db"},
-		"POST /v1/projects/{projectID}/roles":                               map[string]any{"name": "fixture_new_role"},
-		"POST /v1/projects/{projectID}/saved-queries":                       map[string]any{"name": "another", "sql": "SELECT 2"},
-		"PATCH /v1/projects/{projectID}/saved-queries/{queryID}":            map[string]any{"sql": "SELECT 3"},
-		"POST /v1/projects/{projectID}/tables/{schema}/{table}/rows":        map[string]any{"rows": []any{map[string]any{"note": "fixture"}}},
-		"PATCH /v1/projects/{projectID}/tables/{schema}/{table}/rows":       map[string]any{"match": map[string]any{"id": 1}, "set": map[string]any{"note": "fixture"}},
-		"DELETE /v1/projects/{projectID}/tables/{schema}/{table}/rows":      map[string]any{"match": map[string]any{"id": 2}},
+		"POST /v1/organizations/{orgID}/webhook-endpoints":                        map[string]any{"url": receiver + "/another", "event_types": []string{"job.completed"}},
+		"PATCH /v1/organizations/{orgID}/webhook-endpoints/{endpointID}":          map[string]any{"description": "fixture"},
+		"POST /v1/projects/{projectID}/imports":                                   map[string]any{"confirm": true},
+		"POST /v1/projects/{projectID}/imports/preflight":                         map[string]any{"source_url": src.URL("shop")},
+		"POST /v1/projects/{projectID}/imports/follow":                            map[string]any{"source_url": src.URL("shop"), "confirm": true},
+		"POST /v1/projects/{projectID}/imports/follow/cutover":                    map[string]any{"confirm": true},
+		"POST /v1/auth/sessions":                                                  map[string]any{"email": email, "password": password},
+		"POST /v1/cli/login/sessions":                                             map[string]any{},
+		"PATCH /v1/organizations/{orgID}":                                         map[string]any{"billing_name": "Fixture Ltd"},
+		"POST /v1/organizations/{orgID}/api-keys":                                 map[string]any{"name": "fixture", "scopes": []string{"projects:read"}},
+		"POST /v1/projects/{projectID}/approvals":                                 map[string]any{"action": "project.delete"},
+		"POST /v1/projects":                                                       map[string]any{"name": "fixture"},
+		"POST /v1/organizations/{orgID}/members":                                  map[string]any{"email": "new-member@example.com", "role": "member"},
+		"PATCH /v1/organizations/{orgID}/members/{userID}":                        map[string]any{"role": "admin"},
+		"POST /v1/auth/password":                                                  map[string]any{"current_password": "correct horse battery staple", "new_password": "another correct horse battery"},
+		"PATCH /v1/projects/{projectID}":                                          map[string]any{"name": "renamed"},
+		"POST /v1/projects/{projectID}/extensions":                                map[string]any{"name": "citext"},
+		"POST /v1/projects/{projectID}/backups":                                   map[string]any{"label": "fixture"},
+		"POST /v1/projects/{projectID}/restore-points":                            map[string]any{"label": "fixture"},
+		"POST /v1/projects/{projectID}/restores":                                  map[string]any{"backup_key": "fixture-no-such-backup"},
+		"PUT /v1/projects/{projectID}/scheduled-backups/default":                  map[string]any{"cron_hour": 3, "cron_minute": 0, "is_active": true},
+		"POST /v1/ephemeral-databases/{projectID}/claim":                          map[string]any{"claim_token": f.claimToken},
+		"POST /v1/projects/{projectID}/preview-databases":                         map[string]any{"mode": "empty"},
+		"POST /v1/preview-databases/{previewID}/extend":                           map[string]any{"ttl_hours": 48},
+		"POST /v1/projects/{projectID}/cutover-requests":                          map[string]any{"preview_id": cutPreview, "customer_note": "fixture"},
+		"POST /v1/projects/{projectID}/cutover-requests/{requestID}/reject":       map[string]any{"rejected_reason": "fixture"},
+		"POST /v1/projects/{projectID}/sql":                                       map[string]any{"query": "SELECT 1"},
+		"POST /v1/projects/{projectID}/databases":                                 map[string]any{"name": "fixture_new_db"},
+		"POST /v1/projects/{projectID}/roles":                                     map[string]any{"name": "fixture_new_role"},
+		"POST /v1/projects/{projectID}/saved-queries":                             map[string]any{"name": "another", "sql": "SELECT 2"},
+		"PATCH /v1/projects/{projectID}/saved-queries/{queryID}":                  map[string]any{"sql": "SELECT 3"},
+		"POST /v1/projects/{projectID}/tables/{schema}/{table}/rows":              map[string]any{"rows": []any{map[string]any{"note": "fixture"}}},
+		"PATCH /v1/projects/{projectID}/tables/{schema}/{table}/rows":             map[string]any{"match": map[string]any{"id": 1}, "set": map[string]any{"note": "fixture"}},
+		"DELETE /v1/projects/{projectID}/tables/{schema}/{table}/rows":            map[string]any{"match": map[string]any{"id": 2}},
+		"POST /v1/projects/{projectID}/tables":                                    map[string]any{"name": "fixture_created", "columns": []any{map[string]any{"name": "id", "type": "int"}}},
+		"POST /v1/projects/{projectID}/tables/{schema}/{table}/columns":           map[string]any{"name": "fixture_added", "type": "text"},
+		"PATCH /v1/projects/{projectID}/tables/{schema}/{table}/columns/{column}": map[string]any{"default": map[string]any{"value": "x"}},
+		"POST /v1/projects/{projectID}/tables/{schema}/{table}/csv":               "note\nfrom a CSV file\n",
 	}
 	return f
 }
@@ -420,11 +425,11 @@ func (f *fixtures) param(rt Route, name string) (fixtureParam, bool) {
 
 // body is what a successful call of rt sends (nil for routes without a body).
 func (f *fixtures) body(rt Route) any {
+	if b, ok := f.bodies[rt.Method+" "+rt.Path]; ok && (rt.Do.Body != nil || rt.RawBody != "") {
+		return b
+	}
 	if rt.Do.Body == nil {
 		return nil
-	}
-	if b, ok := f.bodies[rt.Method+" "+rt.Path]; ok {
-		return b
 	}
 	return map[string]any{}
 }

@@ -2193,7 +2193,11 @@ export interface paths {
          */
         get: operations["getProjectsByProjectIDTables"];
         put?: never;
-        post?: never;
+        /**
+         * Create a table from its columns (types, nullability, defaults, primary key, references): the DDL generated, run as the project's role unless dry_run
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDTables"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2213,7 +2217,59 @@ export interface paths {
          */
         get: operations["getProjectsByProjectIDTablesBySchemaByTableColumns"];
         put?: never;
+        /**
+         * Add a column: the DDL generated, run unless dry_run
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDTablesBySchemaByTableColumns"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/tables/{schema}/{table}/columns/{column}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
         post?: never;
+        /**
+         * Drop a column (refused when something depends on it): the DDL generated, run unless dry_run
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        delete: operations["deleteProjectsByProjectIDTablesBySchemaByTableColumnsByColumn"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename a column, change its type (values cast), nullability or default: the DDL generated, run in one transaction unless dry_run
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        patch: operations["patchProjectsByProjectIDTablesBySchemaByTableColumnsByColumn"];
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/tables/{schema}/{table}/csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download the rows the filters match, in the sort, as CSV with a header row (NULL an empty unquoted field, other values quoted)
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDTablesBySchemaByTableCsv"];
+        put?: never;
+        /**
+         * Import a CSV file (a header row of column names, at most 16 MiB) into a table in one COPY: all rows or none; a bad value is a 400 naming its row
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDTablesBySchemaByTableCsv"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2228,7 +2284,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * A page of a table's rows, by primary key (else by physical position)
+         * A page of a table's rows the filters match, in the sort then by primary key (else by physical position), with the count of the rows matching (exact up to 100,000, else the planner's estimate)
          * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
          */
         get: operations["getProjectsByProjectIDTablesBySchemaByTableRows"];
@@ -2469,6 +2525,18 @@ export interface components {
         };
         /** @enum {string} */
         AlertSeverity: "warning" | "critical";
+        AlterColumnRequest: {
+            /** @description set the default */
+            default?: components["schemas"]["ColumnDefault"];
+            /** @description drop the default */
+            drop_default?: boolean;
+            /** @description rename the column */
+            name?: string;
+            /** @description false: SET NOT NULL; true: DROP NOT NULL */
+            nullable?: boolean;
+            /** @description change the type (the values are cast: USING column::type) */
+            type?: string;
+        };
         Approval: {
             action: components["schemas"]["ApprovalAction"];
             /** Format: date-time */
@@ -2596,6 +2664,10 @@ export interface components {
             /** @description scopes requested; default: every scope the approving user holds */
             scopes?: string[];
         };
+        CSVImportResponse: {
+            /** Format: int64 */
+            rows_imported: number;
+        };
         ChangePasswordRequest: {
             current_password: string;
             /** @description 12 to 72 bytes */
@@ -2645,13 +2717,45 @@ export interface components {
             data_type: string;
             /** @description the default expression; null when the column has none */
             default: string | null;
+            /** @description the column a one-column foreign key on this column references; null when none */
+            foreign_key: components["schemas"]["ColumnRef"] | null;
             is_nullable: boolean;
             is_primary_key: boolean;
             name: string;
             position: number;
         };
+        ColumnDef: {
+            default?: components["schemas"]["ColumnDefault"];
+            /** @description GENERATED BY DEFAULT AS IDENTITY (integer types) */
+            identity?: boolean;
+            name: string;
+            /** @description false adds NOT NULL (default true) */
+            nullable?: boolean;
+            /** @description part of the table's primary key (create table only) */
+            primary_key?: boolean;
+            /** @description a foreign key to this column */
+            references?: components["schemas"]["ColumnRefInput"];
+            /** @description a type PostgreSQL knows (to_regtype), e.g. text, bigint, numeric(10,2), timestamp with time zone, text[] */
+            type: string;
+        };
+        ColumnDefault: {
+            /** @description one of the allowed expressions instead of a value */
+            expression?: string;
+            /** @description a literal, written as a quoted string the column's type reads (e.g. 0, abc, 2024-01-01) */
+            value?: string;
+        };
         ColumnList: {
             columns: components["schemas"]["Column"][];
+        };
+        ColumnRef: {
+            column: string;
+            schema: string;
+            table: string;
+        };
+        ColumnRefInput: {
+            column?: string;
+            schema?: string;
+            table?: string;
         };
         Component: {
             message: string;
@@ -2751,6 +2855,13 @@ export interface components {
             /** @description lowercase letters, digits and underscores, starting with a letter or underscore, at most 63; not postgres, pg_…, appliance… or the project's role */
             name: string;
         };
+        CreateTableRequest: {
+            /** @description 1 to 200 columns */
+            columns: components["schemas"]["ColumnDef"][];
+            name: string;
+            /** @description default public */
+            schema?: string;
+        };
         CreateUploadRequest: Record<string, never>;
         CreateWebhookEndpointRequest: {
             description?: string;
@@ -2816,6 +2927,12 @@ export interface components {
         };
         /** @enum {string} */
         CutoverStatus: "open" | "approved" | "promoting" | "completed" | "rejected" | "failed";
+        DDLResponse: {
+            /** @description the statements, exactly as they run (in one transaction) */
+            ddl: string;
+            /** @description false for a dry run */
+            executed: boolean;
+        };
         Database: {
             name: string;
             /** @description the role that owns it */
@@ -3725,11 +3842,18 @@ export interface components {
         RowsRead: {
             column_types: string[];
             columns: string[];
+            /** @description true when more than 100,000 rows match and total is the planner's estimate (at least 100,001) */
+            count_is_estimate: boolean;
             rows: {
                 [key: string]: {
                     [key: string]: unknown;
                 } | unknown[] | string | number | boolean | null;
             }[];
+            /**
+             * Format: int64
+             * @description the rows the filter matches (the whole table without one): exact up to 100,000, else the planner's estimate (count_is_estimate)
+             */
+            total: number;
             /** @description rows were left out to keep the answer under the size cap */
             truncated: boolean;
         };
@@ -11478,6 +11602,61 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    postProjectsByProjectIDTables: {
+        parameters: {
+            query?: {
+                /** @description true: return the DDL without running it */
+                dry_run?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "columns": [
+                 *         {
+                 *           "name": "example",
+                 *           "type": "example"
+                 *         }
+                 *       ],
+                 *       "name": "example"
+                 *     } */
+                "application/json": components["schemas"]["CreateTableRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "ddl": "example",
+                     *       "executed": true
+                     *     } */
+                    "application/json": components["schemas"]["DDLResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
     getProjectsByProjectIDTablesBySchemaByTableColumns: {
         parameters: {
             query?: never;
@@ -11505,6 +11684,11 @@ export interface operations {
                      *         {
                      *           "data_type": "example",
                      *           "default": "example",
+                     *           "foreign_key": {
+                     *             "column": "example",
+                     *             "schema": "example",
+                     *             "table": "example"
+                     *           },
                      *           "is_nullable": true,
                      *           "is_primary_key": true,
                      *           "name": "example",
@@ -11528,6 +11712,249 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    postProjectsByProjectIDTablesBySchemaByTableColumns: {
+        parameters: {
+            query?: {
+                /** @description true: return the DDL without running it */
+                dry_run?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the schema */
+                schema: string;
+                /** @description the table */
+                table: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "name": "example",
+                 *       "type": "example"
+                 *     } */
+                "application/json": components["schemas"]["ColumnDef"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "ddl": "example",
+                     *       "executed": true
+                     *     } */
+                    "application/json": components["schemas"]["DDLResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    deleteProjectsByProjectIDTablesBySchemaByTableColumnsByColumn: {
+        parameters: {
+            query?: {
+                /** @description true: return the DDL without running it */
+                dry_run?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the schema */
+                schema: string;
+                /** @description the table */
+                table: string;
+                /** @description the column */
+                column: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "ddl": "example",
+                     *       "executed": true
+                     *     } */
+                    "application/json": components["schemas"]["DDLResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    patchProjectsByProjectIDTablesBySchemaByTableColumnsByColumn: {
+        parameters: {
+            query?: {
+                /** @description true: return the DDL without running it */
+                dry_run?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the schema */
+                schema: string;
+                /** @description the table */
+                table: string;
+                /** @description the column */
+                column: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["AlterColumnRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "ddl": "example",
+                     *       "executed": true
+                     *     } */
+                    "application/json": components["schemas"]["DDLResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getProjectsByProjectIDTablesBySchemaByTableCsv: {
+        parameters: {
+            query?: {
+                /** @description column:op:value, repeatable (all must hold); op one of eq, neq, lt, lte, gt, gte, like, ilike, is_null, not_null, in (is_null and not_null take no value, in takes values separated by commas, like and ilike match the column's text); the value is bound, never spliced */
+                filter?: string[];
+                /** @description column (ascending) or -column (descending), repeatable, in order of precedence */
+                sort?: string[];
+            };
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the schema */
+                schema: string;
+                /** @description the table */
+                table: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": unknown;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    postProjectsByProjectIDTablesBySchemaByTableCsv: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the schema */
+                schema: string;
+                /** @description the table */
+                table: string;
+            };
+            cookie?: never;
+        };
+        /** @description the raw bytes, sent as text/csv */
+        requestBody: {
+            content: {
+                "text/csv": string;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "rows_imported": 1
+                     *     } */
+                    "application/json": components["schemas"]["CSVImportResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
     getProjectsByProjectIDTablesBySchemaByTableRows: {
         parameters: {
             query?: {
@@ -11535,6 +11962,10 @@ export interface operations {
                 limit?: number;
                 /** @description rows to skip */
                 offset?: number;
+                /** @description column:op:value, repeatable (all must hold); op one of eq, neq, lt, lte, gt, gte, like, ilike, is_null, not_null, in (is_null and not_null take no value, in takes values separated by commas, like and ilike match the column's text); the value is bound, never spliced */
+                filter?: string[];
+                /** @description column (ascending) or -column (descending), repeatable, in order of precedence */
+                sort?: string[];
             };
             header?: never;
             path: {
@@ -11563,9 +11994,11 @@ export interface operations {
                      *         "columns": [
                      *           "example"
                      *         ],
+                     *         "count_is_estimate": true,
                      *         "rows": [
                      *           {}
                      *         ],
+                     *         "total": 1,
                      *         "truncated": true
                      *       }
                      *     } */
