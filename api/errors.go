@@ -10,4 +10,5 @@ type ErrorBody struct {
 	Detail      string `json:"detail,omitempty"`
 	Hint        string `json:"hint,omitempty"`
 	MaxRowBytes int64  `json:"max_row_bytes,omitempty"`
+	Row         int    `json:"row,omitempty"` // a CSV import's bad value: its row (1: the first after the header)
 }

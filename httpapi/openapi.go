@@ -83,6 +83,7 @@ func OpenAPI(routes []Route, version string) map[string]any {
 			"position": map[string]any{"type": "integer", "description": "on a SQL error from the studio: the 1-based character position in the query the error points at, when the server names one"},
 			"detail":   map[string]any{"type": "string", "description": "on a SQL error from the studio: the server's DETAIL, when it gives one"},
 			"hint":     map[string]any{"type": "string", "description": "on a SQL error from the studio: the server's HINT, when it gives one"},
+			"row":      map[string]any{"type": "integer", "description": "on a CSV import's bad value: its row (1 for the first row after the header)"},
 		},
 		"required": []any{"error"},
 	}

@@ -3043,6 +3043,8 @@ export interface components {
             hint?: string;
             /** @description on a SQL error from the studio: the 1-based character position in the query the error points at, when the server names one */
             position?: number;
+            /** @description on a CSV import's bad value: its row (1 for the first row after the header) */
+            row?: number;
             /** @description on a SQL error from the studio: PostgreSQL's SQLSTATE code */
             sqlstate?: string;
         };

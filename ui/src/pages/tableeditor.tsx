@@ -653,7 +653,7 @@ function DDLAction({ label, request, onDone }: { label: string; request: () => {
         )}
       </div>
       {fresh && (
-        <pre class="ddl" aria-label={`DDL of ${label}`} tabIndex={0}>
+        <pre class="ddl" role="region" aria-label={`DDL of ${label}`} tabIndex={0}>
           {ddl.text}
         </pre>
       )}
