@@ -47,7 +47,7 @@ export async function run(page, { ask, shoot, base, prjID, direct, widths }) {
   await addDDL.waitFor()
   if ((await addDDL.textContent()) !== 'ALTER TABLE "public"."e2e_authors" ADD COLUMN "born" integer;') fail('the add DDL: ' + (await addDDL.textContent()))
   await columns.getByRole('button', { name: 'Run add column' }).click()
-  await page.getByRole('button', { name: 'born, sort' }).waitFor()
+  await page.getByRole('columnheader').getByRole('button', { name: 'born', exact: true }).waitFor()
   await page.getByRole('button', { name: 'Columns', exact: true }).click()
 
   // Rows from a CSV file (an empty field is NULL).
@@ -70,8 +70,8 @@ export async function run(page, { ask, shoot, base, prjID, direct, widths }) {
   await page.getByLabel('Filter 1 value').fill('2')
   await page.getByRole('button', { name: 'Apply filters' }).click()
   await countIs('4 rows match the filters')
-  await page.getByRole('button', { name: 'title, sort' }).click() // ascending
-  await page.getByRole('button', { name: 'title, sort' }).click() // descending
+  await page.getByRole('columnheader').getByRole('button', { name: 'title', exact: true }).click() // ascending
+  await page.getByRole('columnheader').getByRole('button', { name: 'title', exact: true }).click() // descending
   const titles = async () => page.locator('table.rows tbody tr td:nth-child(2)').allInnerTexts()
   await page.waitForFunction(() => document.querySelector('table.rows tbody tr td:nth-child(2)')?.textContent === 'book 7', null, { timeout: 10000 })
     .catch(async () => fail('sorted: ' + (await titles()).join(', ')))

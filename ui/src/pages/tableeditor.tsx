@@ -370,8 +370,9 @@ function TableRows({ base, entry, initial, onFollow, onSchema }: {
                   const s = sort.find((x) => x.col === c)
                   return (
                     <th scope="col" aria-sort={s ? (s.desc ? 'descending' : 'ascending') : undefined}>
-                      <button class="sort" onClick={() => sortBy(c)} aria-label={`${c}, sort`}>
-                        {c} {s ? (s.desc ? '↓' : '↑') : ''}
+                      <button class="sort" onClick={() => sortBy(c)} title={`Sort by ${c}`}>
+                        {c}
+                        <span aria-hidden="true">{s ? (s.desc ? ' ↓' : ' ↑') : ''}</span>
                       </button>
                       <span class="coltype">{byName(c)?.data_type ?? res?.column_types[i]}</span>
                     </th>
