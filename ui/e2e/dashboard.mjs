@@ -185,6 +185,7 @@ try {
   await page.getByRole('button', { name: 'Edit row 1', exact: true }).click()
   await page.getByLabel('title of row 1', { exact: true }).fill('edited in the grid')
   await page.getByRole('button', { name: 'Save', exact: true }).click()
+  await page.getByLabel('title of row 1', { exact: true }).waitFor({ state: 'detached' }) // saved (the cell holding the field is named by its value too)
   await page.getByRole('cell', { name: 'edited in the grid', exact: true }).waitFor()
   await ask('query', direct + " SELECT 1 FROM todo WHERE id = 1 AND title = 'edited in the grid'")
   await page.getByRole('button', { name: 'Insert row' }).click()

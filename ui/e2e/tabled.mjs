@@ -33,7 +33,8 @@ export async function run(page, { ask, shoot, base, prjID, direct, widths }) {
   await shoot('project-tables-new')
   await form.getByRole('button', { name: 'Run create table' }).click()
   await form.waitFor({ state: 'detached' })
-  if ((await page.getByLabel('Table', { exact: true }).inputValue()) !== 'public.e2e_authors') fail('the new table is not shown')
+  await page.waitForFunction(() => document.querySelector('#studio-table')?.value === 'public.e2e_authors', null, { timeout: 10000 })
+    .catch(() => fail('the new table is not shown'))
   await ask('query', direct + " SELECT 1 FROM information_schema.columns WHERE table_name = 'e2e_authors' AND column_name = 'name' AND is_nullable = 'NO'")
 
   // A column added from the Columns form, its DDL previewed first.
@@ -47,13 +48,14 @@ export async function run(page, { ask, shoot, base, prjID, direct, widths }) {
   await addDDL.waitFor()
   if ((await addDDL.textContent()) !== 'ALTER TABLE "public"."e2e_authors" ADD COLUMN "born" integer;') fail('the add DDL: ' + (await addDDL.textContent()))
   await columns.getByRole('button', { name: 'Run add column' }).click()
-  await page.getByRole('columnheader').getByRole('button', { name: 'born', exact: true }).waitFor()
+  await columns.getByRole('button', { name: 'Change column born' }).waitFor()
   await page.getByRole('button', { name: 'Columns', exact: true }).click()
 
   // Rows from a CSV file (an empty field is NULL).
   await page.getByLabel('Import CSV').setInputFiles({ name: 'authors.csv', mimeType: 'text/csv', buffer: Buffer.from('name,born\nAnn,1970\nBob,\nCy,1990\n') })
   await page.getByText('Imported 3 rows from authors.csv.').waitFor()
   await page.getByRole('cell', { name: 'Bob', exact: true }).waitFor()
+  await page.getByRole('columnheader').getByRole('button', { name: 'born', exact: true }).waitFor()
   await countIs('3 rows')
   await ask('query', direct + " SELECT 1 FROM e2e_authors WHERE name = 'Bob' AND born IS NULL AND id = 2")
 
@@ -113,7 +115,13 @@ export async function run(page, { ask, shoot, base, prjID, direct, widths }) {
 
   // On a phone the page does not scroll sideways (the grid scrolls in its own box).
   await page.setViewportSize(widths.phone)
-  const over = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)
+  const over = await page.evaluate(() => ({
+    by: document.documentElement.scrollWidth - window.innerWidth,
+    // what sticks out, outside the scrollers that may hold wider content
+    wide: [...document.body.querySelectorAll('*')]
+      .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 0.5 && !e.closest('nav'))
+      .slice(-6).map((e) => `${e.tagName.toLowerCase()}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`),
+  }))
   await page.setViewportSize(widths.desktop)
-  if (over > 0) fail(`the page overflows a phone by ${over}px`)
+  if (over.by > 0) fail(`the page overflows a phone by ${over.by}px: ${over.wide.join(', ')}`)
 }

@@ -75,6 +75,7 @@ async function sendRaw<T>(path: string, body: Blob): Promise<T> {
 }
 
 const PAGE = 50
+const num = (n: number) => n.toLocaleString('en-US')
 
 /** The table browser and editor: pick a table, filter, sort and page through its rows, edit them. */
 export function TablesTab({ id, path, active }: { id: string; path: string; active: boolean }) {
@@ -358,7 +359,7 @@ function TableRows({ base, entry, initial, onFollow, onSchema }: {
         </form>
       )}
       <p class="hint" role="status" aria-label="Row count">
-        {res ? `${res.count_is_estimate ? 'about ' : ''}${plural(res.total, 'row')}${filters.length ? ' match' + (res.total === 1 ? 'es' : '') + ' the filters' : ''}` : ''}
+        {res ? `${res.count_is_estimate ? 'about ' : ''}${num(res.total)} ${res.total === 1 ? 'row' : 'rows'}${filters.length ? ' match' + (res.total === 1 ? 'es' : '') + ' the filters' : ''}` : ''}
       </p>
       {rows.data && list.length === 0 && <Empty>{offset ? 'No more rows.' : filters.length ? 'No row matches the filters.' : 'No rows.'}</Empty>}
       {rows.data && list.length > 0 && (
@@ -452,7 +453,7 @@ function TableRows({ base, entry, initial, onFollow, onSchema }: {
         </button>
         <span class="hint">
           Rows {list.length ? offset + 1 : offset}–{offset + list.length}
-          {res ? ` of ${res.count_is_estimate ? 'about ' : ''}${res.total}` : ''}
+          {res ? ` of ${res.count_is_estimate ? 'about ' : ''}${num(res.total)}` : ''}
         </span>
         <button disabled={list.length < PAGE} onClick={() => setOffset(offset + PAGE)}>
           Next
@@ -490,7 +491,8 @@ function RowPanel({ row, columns, title, editable, draft, setDraft, onSave, onCa
 }) {
   const ref = useRef<HTMLElement>(null)
   useEffect(() => {
-    ref.current?.querySelector<HTMLElement>('input:not([readonly]), button')?.focus()
+    const el = ref.current
+    ;(el?.querySelector<HTMLElement>('input:not([readonly])') ?? el?.querySelector<HTMLElement>('button'))?.focus()
   }, [])
   return (
     <aside
