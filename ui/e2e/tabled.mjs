@@ -65,7 +65,7 @@ export async function run(page, { ask, shoot, base, prjID, direct, widths }) {
   await page.reload()
   await page.getByLabel('Table', { exact: true }).selectOption('public.e2e_books')
   await countIs('12 rows')
-  if (!(await page.getByRole('columnheader').filter({ hasText: 'author_id' }).innerText()).includes('bigint')) fail('no type under the header')
+  if (!(await page.getByRole('columnheader').filter({ hasText: 'author_id' }).textContent()).includes('bigint')) fail('no type under the header')
   await page.getByRole('button', { name: 'Add filter' }).click()
   await page.getByLabel('Filter 1 column').selectOption('author_id')
   await page.getByLabel('Filter 1 operator').selectOption('eq')
