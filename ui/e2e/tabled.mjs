@@ -4,7 +4,7 @@
 // cancels, Save saves), a foreign key followed to the referenced row, and the selection exported as CSV.
 import { readFileSync } from 'node:fs'
 
-export async function run(page, { ask, shoot, base, prjID, direct, widths }) {
+export async function run(page, { ask, shoot, base, prjID, widths }) {
   const fail = (m) => { throw new Error('table editor: ' + m) }
   const count = page.getByRole('status', { name: 'Row count' })
   const countIs = async (text) => {
@@ -12,6 +12,10 @@ export async function run(page, { ask, shoot, base, prjID, direct, widths }) {
       .catch(async () => fail(`the count says "${await count.textContent()}", want "${text}"`))
   }
   await page.goto(base + '/projects/' + prjID)
+  // The connection string as it is now: earlier steps rotate the credential (the one read at the start
+  // stops working once the rotation's overlap ends).
+  const { connections } = await page.evaluate(async (id) => (await fetch('/v1/projects/' + id + '/connections', { headers: { 'X-Appliance-CSRF': '1' } })).json(), prjID)
+  const direct = connections.direct_url
   await page.getByRole('navigation', { name: 'Project' }).getByRole('link', { name: 'Tables' }).click()
   await page.getByLabel('Table', { exact: true }).waitFor()
 
