@@ -45,6 +45,11 @@ export async function run(page, { ask, shoot, base, prjID }) {
   if (projects.length < 2) throw new Error('too few projects to sort: ' + projects.length)
   const names = () => page.locator('tbody tr td:first-child > a:first-child').allInnerTexts()
   const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i])
+  // The list re-renders a moment after the input (longer on a busy machine): wait for the order wanted.
+  const namesAre = async (want, what) => {
+    for (const end = Date.now() + 5000; Date.now() < end; await page.waitForTimeout(50)) if (same(await names(), want)) return
+    throw new Error(`${what}: ${await names()} want ${want}`)
+  }
   const box = page.getByRole('searchbox', { name: 'Search' })
   await box.fill('SHOP')
   await page.getByRole('status').filter({ hasText: /^\d+ of \d+ projects$/ }).waitFor()
@@ -52,18 +57,20 @@ export async function run(page, { ask, shoot, base, prjID }) {
   if (!found.length || !found.every((x) => x.toLowerCase().includes('shop'))) throw new Error('search shop: ' + found)
   await box.fill(prjID.slice(-8))
   await page.getByRole('status').filter({ hasText: new RegExp(`^1 of ${projects.length} projects$`) }).waitFor()
-  if (!same(await names(), ['e2e shop'])) throw new Error('search by ID: ' + (await names()))
+  await namesAre(['e2e shop'], 'search by ID')
   await box.fill('')
   const sortBy = page.getByLabel('Sort by')
   await sortBy.selectOption({ label: 'Newest first' })
   const newest = [...projects].sort((a, b) => b.created_at.localeCompare(a.created_at) || a.id.localeCompare(b.id)).map((p) => p.name).slice(0, 25)
-  if (!same(await names(), newest)) throw new Error(`newest first: ${await names()} want ${newest}`)
+  await namesAre(newest, 'newest first')
   await sortBy.selectOption({ label: 'Name' })
   const byName = [...projects].sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id)).map((p) => p.name).slice(0, 25)
-  if (!same(await names(), byName)) throw new Error(`by name: ${await names()} want ${byName}`)
+  await namesAre(byName, 'by name')
   await sortBy.selectOption({ label: 'State' })
   await box.fill('e2e')
-  if (!page.url().includes('q=e2e') || !page.url().includes('sort=state')) throw new Error('the URL does not keep the query: ' + page.url())
+  // The address follows the query once the page has rendered it (an effect: a moment later on a busy machine).
+  await page.waitForFunction(() => location.search.includes('q=e2e') && location.search.includes('sort=state'), null, { timeout: 5000 })
+    .catch(() => { throw new Error('the URL does not keep the query: ' + page.url()) })
   await page.reload()
   await page.getByRole('status').filter({ hasText: /projects?$/ }).waitFor()
   if ((await box.inputValue()) !== 'e2e' || (await sortBy.inputValue()) !== 'state') throw new Error('after a reload: ' + page.url())
