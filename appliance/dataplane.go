@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/appliance/cgroups"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
@@ -31,6 +32,8 @@ type DataPlane struct {
 	PgBouncer  string // the pgbouncer program
 	// RedisServer is the redis-server program of key-value stores ("": not installed, the feature is off).
 	RedisServer string
+	// Cgroups holds each project's server to its plan's memory and CPU (nil: not held, up --cgroups off).
+	Cgroups *cgroups.Groups
 }
 
 // engine is what the service asks of the instance engine (appliance/instances): the process and
@@ -70,9 +73,31 @@ var _ engine = (*instances.Manager)(nil)
 func (s *Service) useDataPlane(dp *DataPlane) {
 	s.dp = dp
 	s.eng = instances.New(instances.Config{Supervisor: dp.Supervisor, User: dp.User, Bin: dp.Bin, CA: dp.CA, PgBouncer: dp.PgBouncer,
-		ListenHost: s.cfg.ListenHost, Dir: s.instancesDir(), CertHosts: s.certHosts(), Log: s.log, Step: s.jobStep})
+		ListenHost: s.cfg.ListenHost, Dir: s.instancesDir(), CertHosts: s.certHosts(), Log: s.log, Step: s.jobStep,
+		Cgroups: dp.Cgroups, Limits: s.serverLimits})
+	if dp.Cgroups != nil {
+		s.Probe.Register("cgroups", func(context.Context) (string, string) {
+			if dp.Cgroups.Version() == cgroups.None {
+				return StatusDegraded, dp.Cgroups.Status()
+			}
+			return StatusOperational, "projects' memory and CPU held by " + dp.Cgroups.Status()
+		})
+	}
 	s.Probe.Register("programs", s.programsCheck)
 	s.Probe.Register("backup-store", backupStoreCheck(s))
+}
+
+// serverLimits are the memory and CPU a project's server is held to: its plan's (the default plan's for a
+// plan the table lacks), or Config.ServerLimits'.
+func (s *Service) serverLimits(prj *store.Project) cgroups.Limits {
+	plan, ok := PlanByName(prj.Plan)
+	if !ok {
+		plan, _ = PlanByName(DefaultPlan)
+	}
+	if s.cfg.ServerLimits != nil {
+		return s.cfg.ServerLimits(plan)
+	}
+	return cgroups.Limits{MemoryBytes: plan.MemoryBytes, CPUCores: plan.CPUCores}
 }
 
 // Features that need PostgreSQL programs beyond the server (which the appliance does not start without).

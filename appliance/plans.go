@@ -14,8 +14,8 @@ type Plan struct {
 	KVMemoryMB        int    `json:"kv_memory_mb"`
 	PreviewsLimit     int    `json:"previews_limit"` // preview databases per project
 	AIUsesPerMonth    int    `json:"ai_uses_per_month"`
-	// MemoryBytes and CPUCores are what the plan's server is sized for: the observability history shows
-	// them as the quota lines beside the measured use (the appliance does not enforce them: no cgroups).
+	// MemoryBytes and CPUCores are what the plan's server is held to (its cgroup: appliance/cgroups, up
+	// --cgroups) and what the observability history shows as the quota lines beside the measured use.
 	MemoryBytes int64   `json:"memory_bytes"`
 	CPUCores    float64 `json:"cpu_cores"`
 }

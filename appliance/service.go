@@ -12,6 +12,7 @@ import (
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
 	"github.com/theappliance/appliance/appliance/backups"
+	"github.com/theappliance/appliance/appliance/cgroups"
 	"github.com/theappliance/appliance/appliance/databases"
 	"github.com/theappliance/appliance/appliance/dumpcache"
 	"github.com/theappliance/appliance/appliance/eventlog"
@@ -79,6 +80,9 @@ type Config struct {
 	// archive into and fetch from a backup store it cannot reach itself (Deps.BackupObjects without a
 	// WALTransport): up gives its own binary, copied under the data directory; tests, the test binary.
 	WALProgram []string
+	// ServerLimits, when set, are the memory and CPU a plan's servers are held to in their cgroups
+	// (DataPlane.Cgroups) instead of the plan's MemoryBytes and CPUCores: tests shrink them.
+	ServerLimits func(plan Plan) cgroups.Limits
 }
 
 // Deps are the service's collaborators, made before it (by up's components, by appliancetest): New

@@ -49,6 +49,7 @@ type UpConfig struct {
 	HeapFloorMB, DiskReserveMB, BackupCacheMB                                                           int
 	BackupStore, BackupStoreEndpoint, BackupStoreRegion, BackupStoreCredentialsFile, BackupStoreKeyFile string
 	EphemeralMax, EphemeralStorageMB, EphemeralTotalStorageMB, EphemeralMemoryMB, EphemeralConnections  int
+	Cgroups                                                                                             string
 }
 
 // defaultDataDir is /var/lib/appliance for root (instances run as another user, who cannot traverse
@@ -108,6 +109,9 @@ func upFlagTable(cfg *UpConfig) []upFlag {
 		flagOf("pg-listen", &cfg.PGListen, "127.0.0.1", "address instances and poolers listen on (APPLIANCE_PG_LISTEN)"),
 		flagOf("pg-ports", &cfg.PGPorts, fmt.Sprintf("%d-%d", appliance.DefaultPortRange.First, appliance.DefaultPortRange.Last), "FIRST-LAST: where instances' direct and pooled ports are allocated (APPLIANCE_PG_PORTS); give two appliances on one machine different ranges"),
 		flagOf("spare-clusters", &cfg.Spares, 2, "prepared clusters kept ready so provisioning skips initdb (APPLIANCE_SPARE_CLUSTERS)"),
+		flagOf("cgroups", &cfg.Cgroups, "auto", "auto: each project's server is held to its plan's memory and CPU in a Linux cgroup (v2, else v1; where neither is writable, a warning and nothing held); off: not held (APPLIANCE_CGROUPS)", func(v string) string {
+			return wrongIf(v != "auto" && v != "off", "%q is not auto or off", v)
+		}),
 		flagOf("rate-per-ip", &cfg.RatePerIP, "100:400", "API requests per second and burst per client IP (APPLIANCE_RATE_PER_IP)"),
 		flagOf("rate-per-credential", &cfg.RatePerCredential, "500:5000", "API requests per second and burst per API key or session (APPLIANCE_RATE_PER_CREDENTIAL)"),
 		flagOf("rate-sign-in", &cfg.RateStrict, "1:20", "sign-in and CLI login requests per second and burst per client IP (APPLIANCE_RATE_SIGN_IN)"),

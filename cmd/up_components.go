@@ -17,6 +17,7 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
 	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/appliance/cgroups"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/postgres"
@@ -147,6 +148,7 @@ func (u *upRun) storeComponent() *component {
 func (u *upRun) serviceComponent() *component {
 	cfg, log := u.cfg, u.log
 	var sup *daemon.Supervisor
+	var groups *cgroups.Groups
 	return &component{name: "instance-supervisor", start: func(ctx context.Context) error {
 		bin, err := postgres.FindBinaries(u.set.PG.Dir)
 		if err != nil {
@@ -165,6 +167,9 @@ func (u *upRun) serviceComponent() *component {
 			log.Warn("key-value stores are disabled", "err", err)
 			redisServer = ""
 		}
+		if groups, err = openCgroups(cfg, u.dataDir, log); err != nil {
+			return err
+		}
 		sup = daemon.NewSupervisor()
 		hostname, _ := os.Hostname()
 		u.runner = scheduler.New(u.db, scheduler.Options{ID: fmt.Sprintf("%s/%d", hostname, os.Getpid()), HostID: hostname, Log: log, Lane: u.lane})
@@ -175,7 +180,7 @@ func (u *upRun) serviceComponent() *component {
 		// A bucket as the backup store: PostgreSQL's WAL commands run a copy of this program (replaced at each
 		// start: the settings written at start name it) that talks to the service's WAL socket.
 		deps := appliance.Deps{DB: u.db, Box: u.box, Log: log, Jobs: u.runner, JobStepHook: testJobStepHook(), Lane: u.lane,
-			DataPlane: &appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: u.ca, PgBouncer: bouncer, RedisServer: redisServer}}
+			DataPlane: &appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: u.ca, PgBouncer: bouncer, RedisServer: redisServer, Cgroups: groups}}
 		var walProgram []string
 		if bucket, err := openBackupStore(cfg, u.dataDir, u.box, user.Chown); err != nil {
 			return err
@@ -216,8 +221,18 @@ func (u *upRun) serviceComponent() *component {
 		return nil
 	}, stop: func(ctx context.Context) error {
 		// The WAL socket last: the instances' shutdown archives through it.
-		return errors.Join(sup.Stop(ctx), u.svc.StopInstances(ctx), u.svc.StopWAL(ctx))
+		return errors.Join(sup.Stop(ctx), u.svc.StopInstances(ctx), u.svc.StopWAL(ctx), groups.Close())
 	}}
+}
+
+// openCgroups opens the cgroups that hold the projects' servers (nil with --cgroups off): a parent group
+// named after the data directory, so that two appliances on a machine do not share one.
+func openCgroups(cfg UpConfig, dataDir string, log *slog.Logger) (*cgroups.Groups, error) {
+	if cfg.Cgroups == "off" {
+		log.Info("cgroups: off (--cgroups off): projects' memory and CPU are not held")
+		return nil, nil
+	}
+	return cgroups.Open(cgroups.Options{Name: cgroups.ParentName(dataDir), Log: log})
 }
 
 // bootstrapComponent makes the first organization, its owner and key on a first start (and prints

@@ -33,6 +33,7 @@ import (
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
 	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/appliance/cgroups"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/postgres"
@@ -53,6 +54,8 @@ type Env struct {
 	Sup       *daemon.Supervisor // nil unless Options.Instances
 	Bin       postgres.Binaries  // the PostgreSQL the instances run from (with Options.Instances)
 	Bootstrap *appliance.Bootstrap
+	// Cgroups are the groups of the projects' servers (nil unless Options.Cgroups).
+	Cgroups *cgroups.Groups
 	// Clock is the service's clock: the time now until a test sets another.
 	Clock *Clock
 	// Lane is the background lane the service, the runner and the fronts share (TestLane).
@@ -119,6 +122,11 @@ type Options struct {
 	BackupCache int64
 	// LogArchiveDays is Config.LogArchiveDays (0: no log archive).
 	LogArchiveDays int
+	// Cgroups holds the projects' servers in cgroups as up --cgroups auto does (with Instances; the Env's
+	// Cgroups), to ServerLimits when set (Config.ServerLimits), else to their plans'. Off by default: the
+	// plans' CPU quotas would slow the suite.
+	Cgroups      bool
+	ServerLimits func(plan appliance.Plan) cgroups.Limits
 }
 
 // New builds an Env in a fresh directory that the instances' OS user can traverse.
@@ -162,13 +170,20 @@ func New(t testing.TB, o Options) *Env {
 	cfg := appliance.Config{APIURL: apiURL, PublicHost: "localhost", Region: "local",
 		Version: "test", PasswordCost: bcrypt.MinCost, CACertPath: ca.CertPath(), ListenHost: "127.0.0.1",
 		DataDir: dir, Ports: ports, Spares: o.Spares, Outbound: pol, Ephemeral: o.Ephemeral, Webhooks: o.Webhooks,
-		BackupCache: o.BackupCache, LogArchiveDays: o.LogArchiveDays}
+		BackupCache: o.BackupCache, LogArchiveDays: o.LogArchiveDays, ServerLimits: o.ServerLimits}
 	// The key-value fronts' listeners are bound first, as up does, so that StartKVFronts can run them and
 	// the credentials the service hands out name them (real URLs, as the API documents them).
 	cfg.KVFront = e.bindKVFronts(t)
 	deps := appliance.Deps{DB: db, Box: box, Log: log, Clock: e.Clock.Now, ImportUploadLimit: o.ImportUploadLimit, Lane: e.Lane}
 	if o.Instances {
 		deps.DataPlane = e.dataPlane(t, o.PGBin)
+		if o.Cgroups {
+			groups, err := cgroups.Open(cgroups.Options{Name: cgroups.ParentName(dir), Log: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.Cgroups, deps.DataPlane.Cgroups = groups, groups
+		}
 		e.Runner = scheduler.New(e.DB, scheduler.Options{ID: "test", HostID: "test", Log: log, Lane: e.Lane,
 			Backoff: func(int) time.Duration { return 200 * time.Millisecond }})
 		deps.Jobs = e.Runner
@@ -250,6 +265,9 @@ func (e *Env) startDataPlane(t testing.TB) {
 		e.Sup.Stop(ctx)
 		if err := e.Svc.StopInstances(ctx); err != nil {
 			t.Errorf("stop the instances: %v", err)
+		}
+		if err := e.Cgroups.Close(); err != nil {
+			t.Errorf("remove the cgroups: %v", err)
 		}
 	})
 	t.Cleanup(func() {

@@ -566,7 +566,9 @@ func (g *Groups) Remove(id string) error {
 	return errors.Join(errs...)
 }
 
-// Close removes the appliance's parent group when no group is left in it (one that still holds some stays).
+// Close removes the instances' groups that hold no process any more (the appliance stopped its servers;
+// it makes them again when it adopts them), then the appliance's parent group when it is empty. A group
+// that still holds processes stays.
 func (g *Groups) Close() error {
 	if g == nil {
 		return nil
@@ -574,6 +576,15 @@ func (g *Groups) Close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, p := range g.parents {
+		entries, err := os.ReadDir(p)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("cgroups: %w", err)
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				_ = syscall.Rmdir(filepath.Join(p, e.Name())) // busy: it still holds processes
+			}
+		}
 		if err := syscall.Rmdir(p); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.ENOTEMPTY) {
 			return fmt.Errorf("cgroups: remove %s: %w", p, err)
 		}

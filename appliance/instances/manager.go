@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/appliance/cgroups"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
@@ -36,6 +37,10 @@ type Config struct {
 	Log       *slog.Logger
 	// Step, when not nil, is called at the named steps of a restore (see Manager.Restore).
 	Step func(ctx context.Context, jobID, step string)
+	// Cgroups, when not nil, holds each project's server to Limits (held.go); nil: not held (up --cgroups off).
+	Cgroups *cgroups.Groups
+	// Limits are a project's memory and CPU (its plan's).
+	Limits func(prj *store.Project) cgroups.Limits
 }
 
 // Manager runs the instances.
@@ -45,6 +50,8 @@ type Manager struct {
 	spareConns sync.Map // instance ID → *pgx.Conn
 	// userLists serializes each instance's pooler user list (SyncPoolerUsers).
 	userLists sync.Map // instance ID → *sync.Mutex
+	// held are the limits each instance's group was last given (see hold).
+	held sync.Map // instance ID → cgroups.Limits
 }
 
 // New makes a Manager.
@@ -82,7 +89,9 @@ func (m *Manager) Pooler(rec *store.Instance, prj *store.Project) *postgres.Pool
 func (m *Manager) Watch(rec *store.Instance, prj *store.Project) error {
 	// Both, whatever the first answers: a supervisor that stopped meanwhile stops what it is handed (a spare
 	// prepared during a shutdown), the pooler included.
-	return errors.Join(m.cfg.Supervisor.Watch(rec.ID, m.Instance(rec)), m.cfg.Supervisor.Watch(rec.ID+"/pooler", m.Pooler(rec, prj)))
+	pgi := m.Instance(rec)
+	m.hold(rec.ID, pgi, m.limits(prj))
+	return errors.Join(m.watchHeld(rec.ID, pgi), m.cfg.Supervisor.Watch(rec.ID+"/pooler", m.Pooler(rec, prj)))
 }
 
 // WatchSpare puts a spare under supervision: its pooler (none in older spares) with the pool size of
@@ -108,7 +117,10 @@ func (m *Manager) Remove(ctx context.Context, rec *store.Instance) error {
 		conn.Close(context.WithoutCancel(ctx))
 	}
 	m.Unwatch(rec)
-	return errors.Join(m.Pooler(rec, &store.Project{}).Remove(ctx), m.Instance(rec).Remove(ctx))
+	if err := errors.Join(m.Pooler(rec, &store.Project{}).Remove(ctx), m.Instance(rec).Remove(ctx)); err != nil {
+		return err
+	}
+	return m.removeGroup(rec.ID)
 }
 
 // Serving reports whether the instance's server accepts connections and its pooler (when it has one) runs.
@@ -181,6 +193,7 @@ func (m *Manager) ApplySettings(ctx context.Context, exec daemon.ExecFunc, inst 
 			return 0, err
 		}
 	}
+	m.hold(inst.ID, pgi, m.limits(prj)) // the plan's memory and CPU, which a plan change changes
 	pl := m.Pooler(inst, prj)
 	if err := pl.WriteConfig(); err != nil {
 		return 0, err

@@ -196,7 +196,7 @@ func (m *Manager) recoverAndSwap(ctx context.Context, exec daemon.ExecFunc, spec
 	defer spec.Restarting(false)
 	m.cfg.Supervisor.Unwatch(inst.ID)
 	defer func() {
-		if err := m.cfg.Supervisor.Watch(inst.ID, live); err != nil {
+		if err := m.watchHeld(inst.ID, live); err != nil {
 			m.cfg.Log.Error("watch instance after restore", "instance", inst.ID, "err", err)
 		}
 	}()
@@ -254,7 +254,7 @@ func (m *Manager) undoSwap(ctx context.Context, exec daemon.ExecFunc, inst *stor
 	m.cfg.Log.Warn("an interrupted restore left the original data aside: putting it back", "instance", inst.ID, "dir", old)
 	m.cfg.Supervisor.Unwatch(inst.ID)
 	defer func() {
-		if err := m.cfg.Supervisor.Watch(inst.ID, live); err != nil {
+		if err := m.watchHeld(inst.ID, live); err != nil {
 			m.cfg.Log.Error("watch instance after restore", "instance", inst.ID, "err", err)
 		}
 	}()
@@ -294,7 +294,7 @@ func (m *Manager) ensureRunning(ctx context.Context, exec daemon.ExecFunc, inst 
 	if err := live.Start(ctx, exec); err != nil {
 		return err
 	}
-	return m.cfg.Supervisor.Watch(inst.ID, live)
+	return m.watchHeld(inst.ID, live)
 }
 
 // prepareCandidate makes the candidate's directory: the live instance's TLS files, a copy of the base
