@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/cgroups"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/programs"
 	"github.com/theappliance/appliance/appliance/storageguard"
@@ -105,6 +106,7 @@ var doctorChecks = []struct {
 	{"clock", clockCheck},
 	{"certificate authority", caCheck},
 	{"backup store", backupStoreCheck},
+	{"cgroups", cgroupsCheck},
 }
 
 // runChecks checks what up needs. With install, missing programs are installed or obtained as up does
@@ -159,6 +161,25 @@ func programChecks(set *programs.Set) []check {
 		out = append(out, c)
 	}
 	return out
+}
+
+// cgroupsCheck: which cgroups hold the projects' servers to their plans' memory and CPU, as up would open
+// them (a warning where none is usable, or with --cgroups off).
+func cgroupsCheck(r *checkRun, c *check) {
+	groups, err := openCgroups(r.cfg, r.dataDir, slog.New(slog.DiscardHandler))
+	switch {
+	case err != nil:
+		c.level, c.detail = levelWarn, err.Error()
+	case groups == nil:
+		c.level, c.detail, c.fix = levelWarn, "off: projects' memory and CPU are not held", "--cgroups auto"
+	case groups.Version() == cgroups.None:
+		c.level, c.detail, c.fix = levelWarn, groups.Status(), "run up as root on a machine with cgroup v2 (memory and cpu delegated) or v1's memory and cpu hierarchies"
+	default:
+		c.detail = "projects' memory and CPU held by " + groups.Status()
+	}
+	if err := groups.Close(); err != nil {
+		c.level, c.detail = levelWarn, c.detail+"; "+err.Error()
+	}
 }
 
 // osUserCheck: instances run as an unprivileged user (PostgreSQL refuses root).

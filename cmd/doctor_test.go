@@ -43,7 +43,8 @@ func TestDoctorHealthy(t *testing.T) {
 		t.Fatalf("doctor fails on this machine:\n%s", out)
 	}
 	for _, want := range []string{"ok  postgres", "/usr/lib/postgresql/15/bin/postgres (system; postgres (PostgreSQL) 15.", "ok  pgbouncer",
-		"ok  instance ports", "ok  certificate authority  created at first start", "(created by up)"} {
+		"ok  instance ports", "ok  certificate authority  created at first start", "(created by up)",
+		"projects' memory and CPU held by cgroup v"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
