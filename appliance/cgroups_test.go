@@ -3,7 +3,9 @@ package appliance_test
 import (
 	"errors"
 	"io/fs"
+	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -12,6 +14,7 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/cgroups"
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/scheduler"
 )
 
@@ -88,7 +91,7 @@ func TestCgroupMemoryLimitHolds(t *testing.T) {
 	if err := connB.QueryRow(t.Context(), "SELECT 'still here'").Scan(&s); err != nil {
 		t.Fatalf("B's session after A's kill: %v", err)
 	}
-	waitFor(t, "A to answer again", func() bool {
+	answersA := func() bool {
 		c, err := pgx.Connect(t.Context(), ca.Connections.DirectURL)
 		if err != nil {
 			return false
@@ -96,13 +99,28 @@ func TestCgroupMemoryLimitHolds(t *testing.T) {
 		defer c.Close(t.Context())
 		var n int
 		return c.QueryRow(t.Context(), "SELECT 1").Scan(&n) == nil && n == 1
-	})
+	}
+	waitFor(t, "A to answer again", answersA)
 	if got := postmasterPID(t, instA); got != postA {
 		t.Fatalf("A's postmaster was replaced (%d, was %d): only a backend should have been killed", got, postA)
 	}
 	if procs, _ := e.Cgroups.Procs(instA.ID); !slices.Contains(procs, postA) || len(procs) < 3 {
 		t.Fatalf("A's group after the restart of its backends: %v", procs)
 	}
+
+	// A postmaster the supervisor starts again (after a crash here) is born outside and moved in.
+	if err := syscall.Kill(postA, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "A's server started again in its group", func() bool {
+		pid, err := daemon.ReadPidFile(filepath.Join(instA.Dir, "pgdata", "postmaster.pid"))
+		if err != nil || pid == 0 || pid == postA {
+			return false
+		}
+		procs, _ := e.Cgroups.Procs(instA.ID)
+		return slices.Contains(procs, pid)
+	})
+	waitFor(t, "A to answer after its restart", answersA)
 
 	// A plan change gives the group the new plan's limits.
 	pro := api.PlanPro
