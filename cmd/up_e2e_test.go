@@ -27,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/cgroups"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -525,6 +526,13 @@ func TestUpInstancesSurviveCrash(t *testing.T) {
 		}
 	}
 	e2eCheckRows(t, "while the appliance is down", conns, rows, sum)
+	// The postmaster runs in its project's memory group (up --cgroups auto); moved out of it while the
+	// appliance is down (a server an appliance without cgroups started), the adoption moves it back.
+	group := "/" + cgroups.ParentName(dataDir) + "/" + prj.PrimaryInstanceID
+	if g := e2eMemoryGroup(t, pids["postmaster"]); !strings.HasSuffix(g, group) {
+		t.Fatalf("the postmaster is in memory group %q, not %s", g, group)
+	}
+	e2eMoveToOwnMemoryGroup(t, pids["postmaster"])
 	phase("appliance SIGKILLed; instance, pooler and redis-server still run")
 
 	// The next start adopts both processes: same pids, no restart.
@@ -533,6 +541,9 @@ func TestUpInstancesSurviveCrash(t *testing.T) {
 		if pid := e2eLivePid(t, name, f); pid != pids[name] {
 			t.Errorf("%s pid %d after the restart, was %d: it was restarted, not adopted", name, pid, pids[name])
 		}
+	}
+	if g := e2eMemoryGroup(t, pids["postmaster"]); !strings.HasSuffix(g, group) {
+		t.Errorf("after adoption the postmaster is in memory group %q, not %s", g, group)
 	}
 	conns = b.connections(t, key, prjID)
 	e2eCheckRows(t, "after adoption", conns, rows, sum)
@@ -573,6 +584,9 @@ func TestUpInstancesSurviveCrash(t *testing.T) {
 		if pid := e2eLivePid(t, name, f); pid == pids[name] {
 			t.Errorf("%s pid %d after the crash is the dead one's", name, pid)
 		}
+	}
+	if g := e2eMemoryGroup(t, e2eLivePid(t, "postmaster", pidFiles["postmaster"])); !strings.HasSuffix(g, group) {
+		t.Errorf("after the crash the restarted postmaster is in memory group %q, not %s", g, group)
 	}
 	conns = c.connections(t, key, prjID)
 	e2eCheckRows(t, "after the crash", conns, rows, sum)
@@ -861,6 +875,47 @@ func e2eInstanceLogs(dataDir string) string {
 func e2eRedact(u string) string {
 	return regexp.MustCompile(`://([^:/@]+):[^@]*@`).ReplaceAllString(u, "://$1:***@")
 }
+
+// e2eMemoryGroup is the memory cgroup of a process (/proc/<pid>/cgroup: v1's memory line, else v2's).
+func e2eMemoryGroup(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := ""
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), "memory") {
+			return parts[2]
+		}
+		if len(parts) == 3 && parts[1] == "" {
+			v2 = parts[2]
+		}
+	}
+	return v2
+}
+
+// e2eMoveToOwnMemoryGroup moves a process (alone) into the test's own memory cgroup (v1's memory hierarchy,
+// else v2's).
+func e2eMoveToOwnMemoryGroup(t *testing.T, pid int) {
+	t.Helper()
+	own := e2eMemoryGroup(t, os.Getpid())
+	dir := filepath.Join("/sys/fs/cgroup/memory", own)
+	if _, err := os.Stat(filepath.Join(dir, "memory.limit_in_bytes")); err != nil {
+		if dir = filepath.Join("/sys/fs/cgroup", own); !e2eIsFile(filepath.Join(dir, "cgroup.controllers")) {
+			dir = filepath.Join("/sys/fs/cgroup/unified", own)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+		t.Fatalf("move %d to %s: %v", pid, dir, err)
+	}
+	if g := e2eMemoryGroup(t, pid); g != own {
+		t.Fatalf("%d is in %q after its move to %q", pid, g, own)
+	}
+}
+
+func e2eIsFile(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // e2eLivePid reads the pid on the first line of a pid file and fails unless it is a live process (not a
 // zombie) whose command line names the pid file's directory (postgres -D <pgdata>, pgbouncer -d
