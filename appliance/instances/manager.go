@@ -90,7 +90,9 @@ func (m *Manager) Watch(rec *store.Instance, prj *store.Project) error {
 	// Both, whatever the first answers: a supervisor that stopped meanwhile stops what it is handed (a spare
 	// prepared during a shutdown), the pooler included.
 	pgi := m.Instance(rec)
-	m.hold(rec.ID, pgi, m.limits(prj))
+	if prj.ID != "" { // a spare's placeholder has none: a spare is not held until a project takes it
+		m.hold(rec.ID, pgi, m.limits(prj))
+	}
 	return errors.Join(m.watchHeld(rec.ID, pgi), m.cfg.Supervisor.Watch(rec.ID+"/pooler", m.Pooler(rec, prj)))
 }
 
