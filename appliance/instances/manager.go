@@ -122,7 +122,8 @@ func (m *Manager) Remove(ctx context.Context, rec *store.Instance) error {
 	if err := errors.Join(m.Pooler(rec, &store.Project{}).Remove(ctx), m.Instance(rec).Remove(ctx)); err != nil {
 		return err
 	}
-	return m.removeGroup(rec.ID)
+	m.removeGroup(rec.ID)
+	return nil
 }
 
 // Serving reports whether the instance's server accepts connections and its pooler (when it has one) runs.
