@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -989,6 +990,7 @@ func e2eKillUnder(t testing.TB, dir string) {
 	for {
 		left := e2eProcsUnder(dir)
 		if len(left) == 0 {
+			e2eRemoveCgroups(t, dir)
 			return
 		}
 		if time.Now().After(deadline) {
@@ -1002,6 +1004,18 @@ func e2eKillUnder(t testing.TB, dir string) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		time.Sleep(20 * time.Millisecond) // poll interval while the kernel tears them down
+	}
+}
+
+// e2eRemoveCgroups removes the cgroups an appliance on the data directory dir left (killed, it could not):
+// its processes are gone, so they are empty.
+func e2eRemoveCgroups(t testing.TB, dir string) {
+	g, err := cgroups.Open(cgroups.Options{Name: cgroups.ParentName(dir), Log: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		err = g.Close()
+	}
+	if err != nil {
+		t.Errorf("cleanup: cgroups of %s: %v", dir, err)
 	}
 }
 
