@@ -34,6 +34,8 @@ var Enums = map[string][]string{
 	"DeliveryState":     {DeliveryPending, DeliveryDelivered, DeliveryFailed},
 	"CutoverActorKind":  {ActorUser, ActorAPIKey},
 	"UploadState":       {UploadPending, UploadUploaded, UploadConsumed, UploadExpired},
+	"BillingEventOutcome": {BillingOutcomeApplied, BillingOutcomeUnchanged, BillingOutcomeIgnored, BillingOutcomeUnknownCustomer,
+		BillingOutcomeStale, BillingOutcomeOtherSubscription, BillingOutcomeDuplicate},
 }
 
 // Job states (the scheduler's: appliance checks they are the same at compile time).
@@ -64,6 +66,8 @@ const (
 	ActorAPIKey    = "api_key"
 	ActorSystem    = "system"
 	ActorAnonymous = "anonymous"
+	// ActorBillingProvider is a billing provider's webhook event (its actor id: the provider, "stripe").
+	ActorBillingProvider = "billing_provider"
 )
 
 // Upload states; see docs/api-decisions.md (Imports).

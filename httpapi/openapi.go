@@ -137,6 +137,7 @@ var tagDescriptions = map[string]string{
 	"api-keys":      "Programmatic credentials of an organization.",
 	"projects":      "Projects: one PostgreSQL instance each.",
 	"jobs":          "Durable asynchronous jobs behind every lifecycle action.",
+	"billing":       "The billing provider's inbound webhook (Stripe): the organizations' billing_* fields follow its events.",
 }
 
 const errorSchemaName = "Error"

@@ -219,6 +219,11 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/ephemeral-databases/{projectID}/claim", Tag: "ephemeral", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Claim an ephemeral database into the caller's organization as a normal project (its data and connection details stay; sessions need the admin role)",
 			Errors: []int{http.StatusConflict}, Do: CallPB("projectID", s.svc.Previews().ClaimEphemeral)},
 
+		// Billing: the billing provider's inbound webhook (public: the signature is the credential)
+		{Method: post, Path: "/v1/billing/stripe/webhook", Tag: "billing", Auth: Public, Status: ok, Summary: "Receive a Stripe webhook event (customer.subscription.*, invoice.paid, invoice.payment_failed update the customer's organization's billing_* fields; other types are acknowledged and ignored; a redelivered event id applies nothing again). 400 when the Stripe-Signature does not verify, 404 without up --billing-provider stripe",
+			Header:  []Param{{Name: "Stripe-Signature", Required: true, Doc: "Stripe's signature of the body (t=...,v1=...) under the endpoint's signing secret"}},
+			RawBody: "application/json", Errors: []int{http.StatusNotFound}, Do: Without(s.stripeWebhook)},
+
 		// Key-value stores (a Redis server per project behind the RESP and REST fronts)
 		{Method: get, Path: "/v1/kv", Tag: "kv", Scope: api.ScopeProjectsRead, Status: ok, Summary: "List the organization's key-value stores",
 			Query: []Param{{Name: "organization_id", Type: "string", Doc: "the organization to list; required for platform administrators, optional (and must be their own) for others"}}, Do: Without(s.listKV)},

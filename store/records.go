@@ -768,3 +768,31 @@ var (
 	SavedQueries          = newTable("saved_queries", func(r *SavedQuery) string { return r.ID })
 	SavedQueriesByProject = SavedQueries.index("project", func(r *SavedQuery) []string { return []string{r.ProjectID} })
 )
+
+// BillingEvent is a billing provider's webhook event the appliance received, by the provider's event id:
+// a redelivery of one is answered and not applied again (appliance/billing). Swept after a while.
+type BillingEvent struct {
+	ID             string    `json:"id"` // the provider's event id (Stripe's evt_...)
+	Provider       string    `json:"provider"`
+	Type           string    `json:"type"`
+	OrganizationID string    `json:"organization_id"` // "" when no organization has its customer
+	Outcome        string    `json:"outcome"`         // what the event did (appliance/billing's Outcome*)
+	CreatedAt      time.Time `json:"created_at"`      // the provider's creation time of the event
+	ReceivedAt     time.Time `json:"received_at"`
+}
+
+// BillingState is an organization's newest billing provider event applied to its billing_* fields: an
+// older event, delivered late, changes nothing (appliance/billing).
+type BillingState struct {
+	OrganizationID string    `json:"organization_id"`
+	EventID        string    `json:"event_id"`
+	EventAt        time.Time `json:"event_at"` // the provider's creation time of that event
+}
+
+// The billing tables: the events received, the organizations' billing states, and the organizations by
+// their billing provider's customer.
+var (
+	BillingEvents                  = newTable("billing_events", func(r *BillingEvent) string { return r.ID })
+	BillingStates                  = newTable("billing_states", func(r *BillingState) string { return r.OrganizationID })
+	OrganizationsByBillingCustomer = Organizations.index("billing_customer", func(r *Organization) []string { return nonEmpty(r.BillingCustomerID) })
+)

@@ -45,6 +45,8 @@ const (
 	ActorUser      = api.ActorUser
 	ActorSystem    = api.ActorSystem
 	ActorAnonymous = api.ActorAnonymous
+	// ActorBillingProvider acts for a billing provider's verified webhook events (BillingProvider).
+	ActorBillingProvider = api.ActorBillingProvider
 )
 
 // Principal is the authenticated caller.
@@ -61,6 +63,13 @@ type Principal struct {
 	APIKeyID            string   `json:"api_key_id"` // set when authenticated by API key
 
 	sessionID string
+	provider  string // the billing provider's name (BillingProvider)
+}
+
+// BillingProvider is the caller of a billing provider's verified webhook event, named by the provider
+// ("stripe") on the audit events it causes.
+func BillingProvider(name string) *Principal {
+	return &Principal{AuthSource: ActorBillingProvider, provider: name, Scopes: []string{}}
 }
 
 // NewSession is the caller of an identity-provider session, with no scopes yet (its organization's role
@@ -104,6 +113,8 @@ func (p *Principal) Actor() (kind, id string) {
 		return ActorAPIKey, p.APIKeyID
 	case ActorSystem:
 		return ActorSystem, "appliance"
+	case ActorBillingProvider:
+		return ActorBillingProvider, p.provider
 	}
 	return ActorUser, p.UserID
 }

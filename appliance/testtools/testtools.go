@@ -2,7 +2,7 @@
 // it installs with apt-get (the appliance's own way of obtaining programs) what the tests run — PostgreSQL
 // 15 with the extensions the tests enable, PgBouncer, Redis and its CLI, Node for the OpenAPI linter and
 // the dashboard's tests, and Debian's Chromium for the dashboard's browser test. Programs that are Go
-// modules (the S3 server versitygw) are built once per machine with `go install` into a cache directory.
+// modules (the S3 server versitygw, Stripe's stripe-mock) are built once per machine with `go install` into a cache directory.
 // Each test package that runs external programs calls Main from its TestMain, so `go test ./...` alone
 // sets the machine up.
 package testtools
@@ -119,6 +119,10 @@ type GoProgram struct{ Name, Package, Version string }
 
 // Versitygw is the S3-compatible server the object store's tests run (serving a local directory).
 var Versitygw = GoProgram{Name: "versitygw", Package: "github.com/versity/versitygw/cmd/versitygw", Version: "v1.8.0"}
+
+// StripeMock is Stripe's own mock of its API (its OpenAPI document and fixtures embedded), which the billing
+// tests run stripe-go against.
+var StripeMock = GoProgram{Name: "stripe-mock", Package: "github.com/stripe/stripe-mock", Version: "v0.203.0"}
 
 // CacheDir is where the programs built from Go modules are kept: the user's cache directory
 // (~/.cache/appliance-testtools), else one under the temporary directory.
