@@ -127,6 +127,8 @@ type Options struct {
 	// plans' CPU quotas would slow the suite.
 	Cgroups      bool
 	ServerLimits func(plan appliance.Plan) cgroups.Limits
+	// Billing is Deps.Billing, the organizations' billing provider (nil: billing off).
+	Billing appliance.BillingProvider
 }
 
 // New builds an Env in a fresh directory that the instances' OS user can traverse.
@@ -174,7 +176,8 @@ func New(t testing.TB, o Options) *Env {
 	// The key-value fronts' listeners are bound first, as up does, so that StartKVFronts can run them and
 	// the credentials the service hands out name them (real URLs, as the API documents them).
 	cfg.KVFront = e.bindKVFronts(t)
-	deps := appliance.Deps{DB: db, Box: box, Log: log, Clock: e.Clock.Now, ImportUploadLimit: o.ImportUploadLimit, Lane: e.Lane}
+	deps := appliance.Deps{DB: db, Box: box, Log: log, Clock: e.Clock.Now, ImportUploadLimit: o.ImportUploadLimit, Lane: e.Lane,
+		Billing: o.Billing}
 	if o.Instances {
 		deps.DataPlane = e.dataPlane(t, o.PGBin)
 		if o.Cgroups {
