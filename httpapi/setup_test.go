@@ -40,6 +40,8 @@ type setupOpts struct {
 	// http2 serves the API over TLS with HTTP/2 enabled, as browsers reach it (the bundle's client speaks
 	// HTTP/2 and trusts the test certificate).
 	http2 bool
+	// billing is the organizations' billing provider (nil: billing off).
+	billing appliance.BillingProvider
 }
 
 // setup starts an appliance service with a bootstrapped organization and its admin key.
@@ -49,7 +51,7 @@ func setup(t testing.TB, opts ...setupOpts) *bundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	e := appliancetest.New(t, appliancetest.Options{Instances: o.instances})
+	e := appliancetest.New(t, appliancetest.Options{Instances: o.instances, Billing: o.billing})
 	api := New(e.Svc, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: o.limits, Lane: e.Lane})
 	b := &bundle{t: t, env: e, svc: e.Svc, api: api, db: e.DB, adminKey: e.Bootstrap.APIKey, box: e.Box}
 	// Every response of the server, whoever asked, is checked against the served document.

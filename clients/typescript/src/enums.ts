@@ -20,6 +20,9 @@ export const BackupStorageKindValues = ["bucket","local"] as const satisfies rea
 /** The values of BackupVerificationState, in the document's order. */
 export const BackupVerificationStateValues = ["pending","verified","failed"] as const satisfies readonly components['schemas']['BackupVerificationState'][]
 
+/** The values of BillingEventOutcome, in the document's order. */
+export const BillingEventOutcomeValues = ["applied","unchanged","ignored","unknown_customer","stale","other_subscription","duplicate"] as const satisfies readonly components['schemas']['BillingEventOutcome'][]
+
 /** The values of ComponentStatus, in the document's order. */
 export const ComponentStatusValues = ["operational","degraded","down"] as const satisfies readonly components['schemas']['ComponentStatus'][]
 

@@ -124,6 +124,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/billing/stripe/webhook": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Receive a Stripe webhook event (customer.subscription.*, invoice.paid, invoice.payment_failed update the customer's organization's billing_* fields; other types are acknowledged and ignored; a redelivered event id applies nothing again). 400 when the Stripe-Signature does not verify, 404 without up --billing-provider stripe
+         * @description No authentication.
+         */
+        post: operations["postBillingStripeWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/ca.crt": {
         parameters: {
             query?: never;
@@ -2612,6 +2632,13 @@ export interface components {
         BackupStorageKind: "bucket" | "local";
         /** @enum {string} */
         BackupVerificationState: "pending" | "verified" | "failed";
+        /** @enum {string} */
+        BillingEventOutcome: "applied" | "unchanged" | "ignored" | "unknown_customer" | "stale" | "other_subscription" | "duplicate";
+        BillingWebhookResponse: {
+            event_id: string;
+            outcome: components["schemas"]["BillingEventOutcome"];
+            received: boolean;
+        };
         CLILoginDetails: {
             device_name: string;
             /** Format: date-time */
@@ -4736,6 +4763,47 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+        };
+    };
+    postBillingStripeWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Stripe's signature of the body (t=...,v1=...) under the endpoint's signing secret */
+                "Stripe-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description the raw bytes, sent as application/json */
+        requestBody: {
+            content: {
+                /** @example  */
+                "application/json": string;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "event_id": "example",
+                     *       "outcome": "applied",
+                     *       "received": true
+                     *     } */
+                    "application/json": components["schemas"]["BillingWebhookResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getCaCrt: {
