@@ -7,4 +7,4 @@ import (
 )
 
 // TestMain installs what the tests run when it is missing (see testtools).
-func TestMain(m *testing.M) { testtools.Main(m, testtools.Versitygw) }
+func TestMain(m *testing.M) { testtools.Main(m, testtools.Versitygw, testtools.StripeMock) }

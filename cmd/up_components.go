@@ -250,9 +250,12 @@ func (u *upRun) bootstrapComponent() *component {
 		if b != nil {
 			printBootstrap(u.out, b, path)
 		}
-		// Billing on: every organization gets its customer at the provider (those it cannot be made for now
-		// are retried by the periodic task).
-		if n, err := u.svc.Billing().EnsureCustomers(ctx); err != nil {
+		// Billing on: every organization gets its customer at the provider; those it cannot be made for
+		// within a short wait (the provider down) are left to the periodic task, not to hold the start.
+		bctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		n, err := u.svc.Billing().EnsureCustomers(bctx)
+		cancel()
+		if err != nil {
 			u.log.Warn("billing: customers at the provider (retried every 10 minutes)", "made", n, "err", err)
 		}
 		// What the metadata says against what the data directory holds (an older meta.db put back).
