@@ -15,7 +15,8 @@ import (
 // make a successful call of it.
 func TestEveryMutatingRouteIsAudited(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}, instances: true})
+	b := setup(t, setupOpts{limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}, instances: true,
+		billing: stripeProvider(t)})
 	f := newFixtures(b)
 	for _, rt := range deletesLast(b.api.Routes()) {
 		if rt.Method == http.MethodGet || rt.Method == http.MethodHead {

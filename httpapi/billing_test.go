@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/billing"
 	"github.com/theappliance/appliance/appliance/billing/stripetest"
+	"github.com/theappliance/appliance/store"
 )
 
 const testWebhookSecret = "whsec_httpapi_test"
@@ -18,12 +20,7 @@ const testWebhookSecret = "whsec_httpapi_test"
 // /v1/organizations/{id} shows; a bad signature is 400 and changes nothing; a replay is 200 and applies
 // nothing twice; an unknown customer is 200 and ignored.
 func TestStripeWebhook(t *testing.T) {
-	mock := stripetest.Start(t)
-	p, err := billing.NewStripe(billing.StripeConfig{SecretKey: "sk_test_httpapi", WebhookSecret: testWebhookSecret, URL: mock.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := setup(t, setupOpts{limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}, billing: p})
+	b := setup(t, setupOpts{limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}, billing: stripeProvider(t)})
 	if n, err := b.svc.Billing().EnsureCustomers(context.Background()); err != nil || n != 1 {
 		t.Fatalf("EnsureCustomers = %d, %v; want the bootstrap organization's", n, err)
 	}
@@ -129,5 +126,45 @@ func TestStripeWebhookBillingOff(t *testing.T) {
 		if o[f] != "" {
 			t.Errorf("%s = %v with billing off", f, o[f])
 		}
+	}
+}
+
+// stripeProvider is Stripe's provider against a new stripe-mock, with testWebhookSecret.
+func stripeProvider(t testing.TB) appliance.BillingProvider {
+	t.Helper()
+	p, err := billing.NewStripe(billing.StripeConfig{SecretKey: "sk_test_fixture", WebhookSecret: testWebhookSecret, URL: stripetest.Start(t).URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// stripeWebhook makes the webhook route's fixture when the bundle has billing on: the organization's Stripe
+// customer, and a subscription event of it signed at each call.
+func (f *fixtures) stripeWebhook() {
+	b := f.b
+	if !b.svc.Billing().Enabled() {
+		return
+	}
+	if _, err := b.svc.Billing().EnsureCustomers(context.Background()); err != nil {
+		b.t.Fatal(err)
+	}
+	var cus string
+	if err := b.db.View(func(tx *store.Tx) error {
+		o, err := store.Organizations.Get(tx, b.org.ID)
+		cus = o.BillingCustomerID
+		return err
+	}); err != nil {
+		b.t.Fatal(err)
+	}
+	route := "POST /v1/billing/stripe/webhook"
+	payload := stripetest.Subscription{EventID: "evt_fixture", Type: "customer.subscription.created", Customer: cus, ID: "sub_fixture",
+		Status: "active", LookupKey: "pro", Product: "prod_pro", Created: time.Now(), PeriodEnd: time.Now().Add(30 * 24 * time.Hour)}.JSON()
+	f.bodies[route] = string(payload)
+	if f.signed == nil {
+		f.signed = map[string]func() http.Header{}
+	}
+	f.signed[route] = func() http.Header {
+		return http.Header{"Stripe-Signature": {stripetest.Sign(payload, testWebhookSecret)}}
 	}
 }

@@ -31,13 +31,18 @@ type fixtures struct {
 	routeParams  map[string]map[string]fixtureParam // "METHOD /path" → path parameters overriding params
 	bodies       map[string]any                     // "METHOD /path" → body of a call that succeeds
 	headers      map[string]http.Header             // "METHOD /path" → request headers a call needs
+	signed       map[string]func() http.Header      // "METHOD /path" → headers made at each call (a signature now)
 	claimToken   string                             // of the ephemeral database the claim route claims
 }
 
 // header is the request's headers: the credential's, and those the route's fixture needs.
 func (f *fixtures) header(rt Route, cred string) http.Header {
 	h := bearer(cred)
-	for k, v := range f.headers[rt.Method+" "+rt.Path] {
+	extra := f.headers[rt.Method+" "+rt.Path]
+	if sign := f.signed[rt.Method+" "+rt.Path]; sign != nil {
+		extra = sign()
+	}
+	for k, v := range extra {
 		if h == nil {
 			h = http.Header{}
 		}
@@ -292,6 +297,7 @@ func newFixtures(b *bundle) *fixtures {
 		"PATCH /v1/projects/{projectID}/tables/{schema}/{table}/columns/{column}": map[string]any{"default": map[string]any{"value": "x"}},
 		"POST /v1/projects/{projectID}/tables/{schema}/{table}/csv":               "note\nfrom a CSV file\n",
 	}
+	f.stripeWebhook()
 	return f
 }
 
@@ -426,6 +432,7 @@ func (f *fixtures) param(rt Route, name string) (fixtureParam, bool) {
 // body is what a successful call of rt sends (nil for routes without a body).
 func (f *fixtures) body(rt Route) any {
 	if b, ok := f.bodies[rt.Method+" "+rt.Path]; ok && (rt.Do.Body != nil || rt.RawBody != "") {
+	if b, ok := f.bodies[rt.Method+" "+rt.Path]; ok { // a JSON body, or a raw one (a string)
 		return b
 	}
 	if rt.Do.Body == nil {
@@ -480,7 +487,8 @@ func projectScopes() []api.Scope {
 // rights is not refused, so the credential is what each refusal is about.
 func TestScopeMatrix(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}, instances: true})
+	b := setup(t, setupOpts{limits: RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}, instances: true,
+		billing: stripeProvider(t)})
 	f := newFixtures(b)
 
 	lacking := map[api.Scope]string{} // scope → an organization-wide key with every other scope

@@ -7,11 +7,11 @@ package stripetest
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -24,7 +24,8 @@ type Mock struct {
 	log string
 }
 
-// Start starts stripe-mock and stops it at the test's end.
+// Start starts stripe-mock and stops it at the test's end. It listens on ports the system picks (HTTP, and
+// the HTTPS it always serves too), named in its log.
 func Start(t testing.TB) *Mock {
 	t.Helper()
 	bin := testtools.StripeMock.Path()
@@ -32,58 +33,54 @@ func Start(t testing.TB) *Mock {
 		t.Fatalf("stripe-mock is not built (the package's TestMain builds it: testtools.Main(m, testtools.StripeMock)): %v", err)
 	}
 	m := &Mock{log: filepath.Join(t.TempDir(), "stripe-mock.log")}
-	var err error
-	for range 3 { // a free port may be taken before stripe-mock binds it: then try another
-		l, lerr := net.Listen("tcp", "127.0.0.1:0")
-		if lerr != nil {
-			t.Fatal(lerr)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		if err = m.start(t, bin, addr); err == nil {
-			return m
-		}
+	if err := m.start(t, bin); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal(err)
-	return nil
+	return m
 }
 
-func (m *Mock) start(t testing.TB, bin, addr string) error {
+var listening = regexp.MustCompile(`Listening for HTTP at address: (\S+)`)
+
+func (m *Mock) start(t testing.TB, bin string) error {
 	logf, err := os.OpenFile(m.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(bin, "-http-addr", addr)
+	cmd := exec.Command(bin, "-http-addr", "127.0.0.1:0", "-https-addr", "127.0.0.1:0")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return err
 	}
 	exit := make(chan error, 1)
 	go func() { exit <- cmd.Wait() }()
-	stop := func() {
+	t.Cleanup(func() {
 		if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			t.Errorf("stop stripe-mock: %v", err)
 		}
 		<-exit
-	}
-	m.URL = "http://" + addr
+	})
 	deadline := time.After(30 * time.Second)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		resp, err := http.Get(m.URL + "/v1/customers")
-		if err == nil {
-			resp.Body.Close()
-			t.Cleanup(stop)
-			return nil
+		if m.URL == "" {
+			if sub := listening.FindStringSubmatch(m.logTail()); sub != nil {
+				m.URL = "http://" + sub[1]
+			}
+		}
+		if m.URL != "" {
+			if resp, err := http.Get(m.URL + "/v1/customers"); err == nil {
+				resp.Body.Close()
+				return nil
+			}
 		}
 		select {
 		case err := <-exit:
+			exit <- err // for the cleanup
 			return fmt.Errorf("stripe-mock exited (%v): %s", err, m.logTail())
 		case <-deadline:
-			stop()
-			return fmt.Errorf("stripe-mock does not answer on %s: %s", addr, m.logTail())
+			return fmt.Errorf("stripe-mock does not answer: %s", m.logTail())
 		case <-tick.C:
 		}
 	}
