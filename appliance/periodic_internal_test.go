@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/theappliance/appliance/appliance/backup"
+	"github.com/theappliance/appliance/appliance/billing"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -52,6 +53,17 @@ func TestPeriodicTasks(t *testing.T) {
 	tasks = s.periodic()
 	if last := tasks[len(tasks)-1]; len(tasks) != len(want)+1 || last.spec+" "+last.name != "@every 1h verify-backups" {
 		t.Errorf("with VerifyBackupsEvery, the tasks end with %s %s (%d tasks)", last.spec, last.name, len(tasks))
+	}
+	// With a billing provider, the customers Stripe could not be reached for and the sweep of received
+	// events every 10 minutes.
+	p, err := billing.NewStripe(billing.StripeConfig{SecretKey: "sk_test_x", WebhookSecret: "whsec_x", URL: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = New(Config{}, Deps{DB: db, Log: slog.New(slog.DiscardHandler), Billing: p})
+	tasks = s.periodic()
+	if last := tasks[len(tasks)-1]; len(tasks) != len(want)+1 || last.spec+" "+last.name != "@every 10m billing" {
+		t.Errorf("with billing, the tasks end with %s %s (%d tasks)", last.spec, last.name, len(tasks))
 	}
 }
 
