@@ -432,7 +432,6 @@ func (f *fixtures) param(rt Route, name string) (fixtureParam, bool) {
 // body is what a successful call of rt sends (nil for routes without a body).
 func (f *fixtures) body(rt Route) any {
 	if b, ok := f.bodies[rt.Method+" "+rt.Path]; ok && (rt.Do.Body != nil || rt.RawBody != "") {
-	if b, ok := f.bodies[rt.Method+" "+rt.Path]; ok { // a JSON body, or a raw one (a string)
 		return b
 	}
 	if rt.Do.Body == nil {
