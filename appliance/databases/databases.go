@@ -26,6 +26,7 @@ import (
 	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/instances"
+	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -314,7 +315,7 @@ func (s *Service) CreateRole(ctx context.Context, p *authz.Principal, projectID 
 		"GRANT " + role + " TO " + prole,
 		"GRANT CONNECT, TEMPORARY ON DATABASE " + pgx.Identifier{prj.DatabaseName}.Sanitize() + " TO " + role,
 	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
+		if err := postgres.ExecCatalog(ctx, conn, q); err != nil {
 			_, _ = conn.Exec(context.WithoutCancel(ctx), "DROP ROLE IF EXISTS "+role)
 			return nil, apperr.Server(err, "grant the role")
 		}

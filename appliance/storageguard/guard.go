@@ -350,7 +350,7 @@ func (g *Guard) lock(ctx context.Context, projectID, lock string) error {
 		return fmt.Errorf("unknown storage lock %q", lock)
 	}
 	for _, q := range stmts {
-		if _, err := conn.Exec(ctx, q); err != nil {
+		if err := postgres.ExecCatalog(ctx, conn, q); err != nil {
 			return fmt.Errorf("%s: %w", q, err)
 		}
 	}

@@ -32,7 +32,7 @@ type Column struct {
 	IsPrimaryKey bool    `json:"is_primary_key"`
 	Position     int     `json:"position"`
 	// ForeignKey is what a one-column foreign key on the column references (nil: none).
-	ForeignKey *api.ColumnRef `json:"foreign_key" api:"nullable"`
+	ForeignKey *api.ColumnRef `json:"foreign_key" api:"nullable" doc:"the column a one-column foreign key on this column references; null when none"`
 
 	array bool // an array type: a JSON array given for it is bound as an array literal
 	pkPos int  // its place in the primary key (1-based), 0 when not in it
