@@ -26,6 +26,7 @@ import (
 	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/appliance/storageguard"
 	"github.com/theappliance/appliance/appliance/studio"
+	"github.com/theappliance/appliance/appliance/tenancy"
 	"github.com/theappliance/appliance/appliance/upgrades"
 	"github.com/theappliance/appliance/appliance/webhook"
 	"github.com/theappliance/appliance/scheduler"
@@ -508,4 +509,26 @@ func (h areaHost) SyncPooler(ctx context.Context, conn *pgx.Conn, inst *store.In
 		return serverErr(err, "reload the pooler")
 	}
 	return nil
+}
+
+// The tenancy area (appliance/tenancy) needs these besides the methods above.
+
+var _ tenancy.Host = areaHost{}
+
+// JobView is a job's API resource.
+func (h areaHost) JobView(j *store.Job) *api.Job { return JobView(j) }
+
+// CreateUser adds a user of the built-in identity provider (the identity area's).
+func (h areaHost) CreateUser(tx *store.Tx, email, name, password string, isAdmin bool, memberships ...store.Membership) (*store.User, error) {
+	return h.s.identity.CreateUser(tx, email, name, password, isAdmin, memberships...)
+}
+
+// StopProject stops the project's server and pooler, data kept (a suspension's job).
+func (h areaHost) StopProject(ctx context.Context, run *scheduler.Run, projectID string) error {
+	return h.s.stopProject(ctx, run, projectID)
+}
+
+// StartProject starts the project's server and pooler again (a resume's job).
+func (h areaHost) StartProject(ctx context.Context, run *scheduler.Run, projectID string) error {
+	return h.s.startProject(ctx, run, projectID)
 }

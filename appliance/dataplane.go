@@ -60,6 +60,9 @@ type engine interface {
 		adminPW string, restarting func(bool)) (postgres.Action, error)
 	SyncPoolerUsers(ctx context.Context, conn *pgx.Conn, inst *store.Instance, prj *store.Project) error
 	Restart(ctx context.Context, exec daemon.ExecFunc, inst *store.Instance, prj *store.Project, restarting func(bool)) error
+	// Stop and Start stop a server and its pooler, data kept, and start them again (a suspension).
+	Stop(ctx context.Context, exec daemon.ExecFunc, inst *store.Instance, prj *store.Project) error
+	Start(ctx context.Context, exec daemon.ExecFunc, inst *store.Instance, prj *store.Project) error
 	Restore(ctx context.Context, exec daemon.ExecFunc, spec instances.RestoreSpec) (instances.Restored, error)
 	FinishRestore(inst *store.Instance, jobID string)
 	VerifyBackup(ctx context.Context, exec daemon.ExecFunc, spec instances.VerifySpec) (instances.Verified, error)
@@ -292,6 +295,11 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		if deleting, err := s.beingDeleted(p.prj.ID); err != nil {
 			return err
 		} else if deleting {
+			continue
+		}
+		// A suspended organization's server stays stopped until its resume starts it (appliance/tenancy).
+		if s.organizationSuspended(p.prj.OrganizationID) {
+			s.setRuntime(p.prj.ID, RuntimeStopped)
 			continue
 		}
 		s.repairEndedRestores(ctx, p.inst)

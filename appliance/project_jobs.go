@@ -34,6 +34,7 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	s.migrate.RegisterJobs(r)
 	s.kv.RegisterJobs(r)
 	s.previews.RegisterJobs(r)
+	s.tenancy.RegisterJobs(r)
 }
 
 // targetOf is the project record a job acts on: its preview database's when it names one (a preview is a

@@ -29,6 +29,7 @@ import (
 	"github.com/theappliance/appliance/appliance/signedurl"
 	"github.com/theappliance/appliance/appliance/storageguard"
 	"github.com/theappliance/appliance/appliance/studio"
+	"github.com/theappliance/appliance/appliance/tenancy"
 	"github.com/theappliance/appliance/appliance/upgrades"
 	"github.com/theappliance/appliance/appliance/webhook"
 	"github.com/theappliance/appliance/scheduler/lane"
@@ -187,6 +188,9 @@ type Service struct {
 	// billing keeps the organizations' customers at the billing provider and applies its webhook events
 	// (appliance/billing, built in New; off without Deps.Billing).
 	billing *billing.Service
+	// tenancy is the platform operators' area: operators and organizations (appliance/tenancy, built in
+	// New).
+	tenancy *tenancy.Service
 }
 
 // New returns a service built with its collaborators.
@@ -229,6 +233,7 @@ func New(cfg Config, deps Deps) *Service {
 	s.previews = s.newPreviews(cfg, deps)
 	s.backups = s.newBackups(cfg, deps)
 	s.billing = billing.New(billing.Deps{DB: deps.DB, Provider: deps.Billing, Host: areaHost{s}, Log: deps.Log, Clock: s.now})
+	s.tenancy = s.newTenancy(deps)
 	return s
 }
 

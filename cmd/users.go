@@ -139,17 +139,27 @@ APPLIANCE_NEW_PASSWORD are used, else both are prompted for (without echo) on a 
 	})
 }
 
-// signedInCmd is s signing in as the user (--email, --password-stdin) instead of using the API key.
+// signedInCmd is s signing in as the user (--email, --password-stdin) instead of using the API key (s's
+// own Flags and Validate come after the sign-in's).
 func signedInCmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 	var (
 		email         = emailFlag()
 		passwordStdin bool
 	)
+	own, validate := s.Flags, s.Validate
 	s.Flags = func(f *pflag.FlagSet) {
 		email.bind(f)
 		f.BoolVar(&passwordStdin, "password-stdin", false, "read your password from standard input")
+		if own != nil {
+			own(f)
+		}
 	}
-	s.Validate = email.resolve
+	s.Validate = func(x *call) error {
+		if err := email.resolve(x); err != nil || validate == nil {
+			return err
+		}
+		return validate(x)
+	}
 	s.Client = func(x *call) (*apiClient, error) {
 		password, err := readPassword(x.c, passwordStdin, email.value)
 		if err != nil {

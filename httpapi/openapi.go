@@ -298,6 +298,10 @@ func (g *schemaGen) operation(rt Route, pathParams []string, used map[string]boo
 	} else if rt.Auth != Public {
 		desc = append(desc, "No particular scope is required.")
 	}
+	if rt.Operator {
+		op["x-platform-operator"] = true
+		desc = append(desc, "For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.")
+	}
 	if rt.Auth != Public {
 		if rt.OrgLevel {
 			desc = append(desc, "Acts on the whole organization: project-scoped API keys are refused with 403.")

@@ -77,6 +77,9 @@ type Route struct {
 	// (400 for a body or query, 401/403 when authenticated, 404 for path parameters, 413 for a body, 429,
 	// 500): e.g. 409 for a project in the wrong state, 503 when its server does not answer.
 	Errors []int
+	// Operator marks the routes of platform operators (a session of a user with is_admin): every other
+	// caller, an organization's owner included, is refused with 403.
+	Operator bool
 }
 
 // scopes are every scope the route needs: Scope, then Also.

@@ -14,6 +14,9 @@ func ScopeTable(routes []Route) string {
 	b.WriteString("| Method | Path | Auth | Scope | Project-scoped keys |\n|---|---|---|---|---|\n")
 	for _, rt := range routes {
 		auth := map[Auth]string{Public: "none", Authenticated: "key or session", SessionOnly: "session only"}[rt.Auth]
+		if rt.Operator {
+			auth += " (platform operators)"
+		}
 		if rt.Bucket == BucketStrict {
 			auth += " (strict rate bucket)"
 		}

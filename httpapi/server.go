@@ -267,6 +267,9 @@ func (s *Server) authorize(req *Request, rt *Route, params [][]string) error {
 	if p.Unaffiliated() && !rt.Unaffiliated {
 		return appliance.Forbidden("this session belongs to no organization: it can only read /v1/me and answer its invitations (GET /v1/me/invitations) until it accepts one")
 	}
+	if rt.Operator && !p.IsAdmin {
+		return appliance.Forbidden("this endpoint is for platform operators (a signed-in user with is_admin)")
+	}
 	for _, sc := range rt.scopes() {
 		if p.Has(sc) {
 			continue

@@ -83,6 +83,11 @@ func (s *Service) CreateSession(ctx context.Context, req *api.SessionRequest) (*
 		if err != nil || cur.PasswordHash != u.PasswordHash {
 			return apperr.Unauthenticated("invalid email or password")
 		}
+		if orgID != "" && !u.IsAdmin {
+			if org, err := store.Organizations.Get(tx, orgID); err == nil && org.SuspendedAt != nil {
+				return Suspended(org)
+			}
+		}
 		now := s.now()
 		sess := &store.Session{ID: ids.New("ses"), TokenHash: ids.Hash(token), UserID: u.ID,
 			OrganizationID: orgID, CreatedAt: now, ExpiresAt: now.Add(SessionTTL)}
@@ -241,6 +246,9 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*authz.Princi
 				if err != nil {
 					return apperr.Unauthenticated("session organization no longer exists")
 				}
+				if org.SuspendedAt != nil && !u.IsAdmin { // a platform operator still reaches it
+					return Suspended(org)
+				}
 				p.OrganizationID, p.IDPOrganizationID, p.IDPOrganizationSlug = org.ID, org.ID, org.Slug
 				p.IDPOrganizationRole = m.Role
 				p.Scopes = scopeStrings(authz.RoleScopes(m.Role))
@@ -299,6 +307,11 @@ func (s *Service) Authenticate(ctx context.Context, token string) (*authz.Princi
 	return &p, nil
 }
 
+// Suspended is the refusal of a suspended organization's credentials (403), with the operator's reason.
+func Suspended(org *store.Organization) error {
+	return apperr.Forbidden("organization suspended: %s", org.SuspendedReason)
+}
+
 // keyAuth is what an API key's record says (the decoded key) and what its creator may do now (the
 // principal actAsCreator made, or why it acts for nobody).
 type keyAuth struct {
@@ -325,6 +338,19 @@ func (s *Service) apiKeyByHash(hash string) (keyAuth, error) {
 		a.principal = authz.Principal{AuthSource: authz.SourceAPIKey, OrganizationID: k.OrganizationID, UserID: k.CreatedByUserID,
 			ProjectID: k.ProjectID, APIKeyID: k.ID}
 		a.err = s.actAsCreator(tx, &a.principal, k)
+		// A suspended organization's keys are refused, a platform operator's included: the key is the
+		// organization's. The cache is keyed by the organizations' version too, so a suspension takes effect
+		// at the next request.
+		if a.err == nil {
+			switch org, err := store.Organizations.Get(tx, k.OrganizationID); {
+			case errors.Is(err, store.ErrNotFound):
+				a.err = apperr.Unauthenticated("API key's organization no longer exists")
+			case err != nil:
+				a.err = apperr.Internal(err, "read the key's organization")
+			case org.SuspendedAt != nil:
+				a.err = Suspended(org)
+			}
+		}
 		return nil
 	})
 	if err != nil {

@@ -488,6 +488,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/organizations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List every organization with its counts of projects and members (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        get: operations["getOrganizations"];
+        put?: never;
+        /**
+         * Create an organization, with its first owner when owner_email names one (platform operators; 409 when the slug is taken)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        post: operations["postOrganizations"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/organizations/{orgID}": {
         parameters: {
             query?: never;
@@ -502,7 +526,11 @@ export interface paths {
         get: operations["getOrganizationsByOrgID"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete an organization with no project left: its keys are revoked, its memberships and invitations end (platform operators; 409 while it has projects)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        delete: operations["deleteOrganizationsByOrgID"];
         options?: never;
         head?: never;
         /**
@@ -682,6 +710,46 @@ export interface paths {
          * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
          */
         patch: operations["patchOrganizationsByOrgIDMembersByUserID"];
+        trace?: never;
+    };
+    "/v1/organizations/{orgID}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a suspended organization: its keys and sessions work again, a job per project starts its server (platform operators; 409 when not suspended)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        post: operations["postOrganizationsByOrgIDResume"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/organizations/{orgID}/suspend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Suspend an organization with a reason: its keys and sessions are refused at once, a job per project stops its server (data kept) (platform operators; 409 when suspended already)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        post: operations["postOrganizationsByOrgIDSuspend"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/organizations/{orgID}/usage": {
@@ -2850,6 +2918,14 @@ export interface components {
             region?: string;
         };
         CreateExportRequest: Record<string, never>;
+        CreateOrganizationRequest: {
+            /** @description 1 to 100 characters */
+            name: string;
+            /** @description the organization's first owner: an existing user joins as owner; a new email creates a user whose generated password is returned once */
+            owner_email?: string;
+            /** @description lowercase letters, digits and dashes, 3 to 40 characters, unique; default: made from the name */
+            slug?: string;
+        };
         CreatePreviewRequest: {
             /** @description clone (default): the project's data as of now; empty: its database and role names, no data */
             mode?: components["schemas"]["PreviewMode"];
@@ -2906,6 +2982,13 @@ export interface components {
         CreatedAPIKey: {
             api_key: components["schemas"]["APIKey"];
             plaintext_api_key: string;
+        };
+        CreatedOrganization: {
+            /** @description the generated password of a newly created owner, shown once; empty otherwise */
+            initial_password: string;
+            organization: components["schemas"]["Organization"];
+            /** @description the owner named by owner_email; null when none was */
+            owner: components["schemas"]["Member"] | null;
         };
         /** @enum {string} */
         CutoverActorKind: "user" | "api_key";
@@ -2989,6 +3072,13 @@ export interface components {
                     [key: string]: unknown;
                 } | unknown[] | string | number | boolean | null;
             };
+        };
+        DeletedOrganization: {
+            deleted: boolean;
+            /** @description people whose membership ended (their users stay) */
+            removed_members: number;
+            /** @description the organization's API keys, revoked */
+            revoked_api_keys: string[];
         };
         DeletedResponse: {
             deleted: boolean;
@@ -3463,8 +3553,45 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
+        OrganizationJobs: {
+            /** @description one project.stop (suspend) or project.start (resume) job per project with a server */
+            jobs: components["schemas"]["Job"][];
+            organization: components["schemas"]["Organization"];
+        };
+        OrganizationList: {
+            organizations: components["schemas"]["OrganizationSummary"][];
+        };
         OrganizationResponse: {
             organization: components["schemas"]["Organization"];
+        };
+        OrganizationSummary: {
+            billing_customer_id: string;
+            billing_email: string;
+            billing_name: string;
+            /** Format: date-time */
+            billing_period_end: string | null;
+            billing_plan: string;
+            billing_product_id: string;
+            billing_provider: string;
+            billing_status: string;
+            billing_subscription_id: string;
+            /** Format: date-time */
+            created_at: string;
+            deploy_a_installation_id: string;
+            edge_c_account_id: string;
+            id: string;
+            idp_organization_id: string;
+            idp_organization_slug: string;
+            member_count: number;
+            name: string;
+            /** @description projects not deleted (previews and claimed ephemeral databases included) */
+            project_count: number;
+            slug: string;
+            /** Format: date-time */
+            suspended_at: string | null;
+            suspended_reason: string;
+            /** Format: date-time */
+            updated_at: string;
         };
         PasswordChanged: {
             changed: boolean;
@@ -4190,6 +4317,10 @@ export interface components {
              */
             query_id: string;
             table: string;
+        };
+        SuspendOrganizationRequest: {
+            /** @description why, 1 to 500 characters: the organization's callers read it in every refusal */
+            reason: string;
         };
         TableEntry: {
             schema: string;
@@ -5654,6 +5785,131 @@ export interface operations {
             500: components["responses"]["InternalError"];
         };
     };
+    getOrganizations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "organizations": [
+                     *         {
+                     *           "billing_customer_id": "example",
+                     *           "billing_email": "example",
+                     *           "billing_name": "example",
+                     *           "billing_period_end": "2026-01-31T12:00:00Z",
+                     *           "billing_plan": "example",
+                     *           "billing_product_id": "example",
+                     *           "billing_provider": "example",
+                     *           "billing_status": "example",
+                     *           "billing_subscription_id": "example",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "deploy_a_installation_id": "example",
+                     *           "edge_c_account_id": "example",
+                     *           "id": "example",
+                     *           "idp_organization_id": "example",
+                     *           "idp_organization_slug": "example",
+                     *           "member_count": 1,
+                     *           "name": "example",
+                     *           "project_count": 1,
+                     *           "slug": "example",
+                     *           "suspended_at": "2026-01-31T12:00:00Z",
+                     *           "suspended_reason": "example",
+                     *           "updated_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["OrganizationList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    postOrganizations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "name": "example"
+                 *     } */
+                "application/json": components["schemas"]["CreateOrganizationRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "initial_password": "example",
+                     *       "organization": {
+                     *         "billing_customer_id": "example",
+                     *         "billing_email": "example",
+                     *         "billing_name": "example",
+                     *         "billing_period_end": "2026-01-31T12:00:00Z",
+                     *         "billing_plan": "example",
+                     *         "billing_product_id": "example",
+                     *         "billing_provider": "example",
+                     *         "billing_status": "example",
+                     *         "billing_subscription_id": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "deploy_a_installation_id": "example",
+                     *         "edge_c_account_id": "example",
+                     *         "id": "example",
+                     *         "idp_organization_id": "example",
+                     *         "idp_organization_slug": "example",
+                     *         "name": "example",
+                     *         "slug": "example",
+                     *         "suspended_at": "2026-01-31T12:00:00Z",
+                     *         "suspended_reason": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       },
+                     *       "owner": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "email": "example",
+                     *         "name": "example",
+                     *         "role": "owner",
+                     *         "user_id": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["CreatedOrganization"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
     getOrganizationsByOrgID: {
         parameters: {
             query?: never;
@@ -5703,6 +5959,46 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    deleteOrganizationsByOrgID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "deleted": true,
+                     *       "removed_members": 1,
+                     *       "revoked_api_keys": [
+                     *         "example"
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["DeletedOrganization"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -6291,6 +6587,183 @@ export interface operations {
                      *       }
                      *     } */
                     "application/json": components["schemas"]["MemberResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    postOrganizationsByOrgIDResume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "jobs": [
+                     *         {
+                     *           "attempts": 1,
+                     *           "claimed_at": "2026-01-31T12:00:00Z",
+                     *           "claimed_by": "example",
+                     *           "completed_at": "2026-01-31T12:00:00Z",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "error": "example",
+                     *           "host_id": "example",
+                     *           "id": "example",
+                     *           "instance_id": "example",
+                     *           "last_exit_code": 1,
+                     *           "last_stderr": "example",
+                     *           "last_stdout": "example",
+                     *           "locked_resource": "example",
+                     *           "max_attempts": 1,
+                     *           "organization_id": "example",
+                     *           "preview_database_id": "example",
+                     *           "project_id": "example",
+                     *           "result": {},
+                     *           "retry_classification": "example",
+                     *           "started_at": "2026-01-31T12:00:00Z",
+                     *           "state": "pending",
+                     *           "type": "example",
+                     *           "updated_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ],
+                     *       "organization": {
+                     *         "billing_customer_id": "example",
+                     *         "billing_email": "example",
+                     *         "billing_name": "example",
+                     *         "billing_period_end": "2026-01-31T12:00:00Z",
+                     *         "billing_plan": "example",
+                     *         "billing_product_id": "example",
+                     *         "billing_provider": "example",
+                     *         "billing_status": "example",
+                     *         "billing_subscription_id": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "deploy_a_installation_id": "example",
+                     *         "edge_c_account_id": "example",
+                     *         "id": "example",
+                     *         "idp_organization_id": "example",
+                     *         "idp_organization_slug": "example",
+                     *         "name": "example",
+                     *         "slug": "example",
+                     *         "suspended_at": "2026-01-31T12:00:00Z",
+                     *         "suspended_reason": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["OrganizationJobs"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    postOrganizationsByOrgIDSuspend: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "reason": "example"
+                 *     } */
+                "application/json": components["schemas"]["SuspendOrganizationRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "jobs": [
+                     *         {
+                     *           "attempts": 1,
+                     *           "claimed_at": "2026-01-31T12:00:00Z",
+                     *           "claimed_by": "example",
+                     *           "completed_at": "2026-01-31T12:00:00Z",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "error": "example",
+                     *           "host_id": "example",
+                     *           "id": "example",
+                     *           "instance_id": "example",
+                     *           "last_exit_code": 1,
+                     *           "last_stderr": "example",
+                     *           "last_stdout": "example",
+                     *           "locked_resource": "example",
+                     *           "max_attempts": 1,
+                     *           "organization_id": "example",
+                     *           "preview_database_id": "example",
+                     *           "project_id": "example",
+                     *           "result": {},
+                     *           "retry_classification": "example",
+                     *           "started_at": "2026-01-31T12:00:00Z",
+                     *           "state": "pending",
+                     *           "type": "example",
+                     *           "updated_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ],
+                     *       "organization": {
+                     *         "billing_customer_id": "example",
+                     *         "billing_email": "example",
+                     *         "billing_name": "example",
+                     *         "billing_period_end": "2026-01-31T12:00:00Z",
+                     *         "billing_plan": "example",
+                     *         "billing_product_id": "example",
+                     *         "billing_provider": "example",
+                     *         "billing_status": "example",
+                     *         "billing_subscription_id": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "deploy_a_installation_id": "example",
+                     *         "edge_c_account_id": "example",
+                     *         "id": "example",
+                     *         "idp_organization_id": "example",
+                     *         "idp_organization_slug": "example",
+                     *         "name": "example",
+                     *         "slug": "example",
+                     *         "suspended_at": "2026-01-31T12:00:00Z",
+                     *         "suspended_reason": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["OrganizationJobs"];
                 };
             };
             400: components["responses"]["BadRequest"];
