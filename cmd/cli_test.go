@@ -152,6 +152,7 @@ func (b *syncBuffer) String() string {
 func newCLIRoot() *cobra.Command {
 	r := &cobra.Command{Use: "appliance", SilenceUsage: true, SilenceErrors: true}
 	addClientCommands(r)
+	r.AddCommand(newOperatorsCmd()) // a local command, run in the CLI tests too
 	return r
 }
 

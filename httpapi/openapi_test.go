@@ -374,6 +374,22 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	if r := call("GET", "/v1/me", "/v1/me", b.session("platform-admin"), nil, 200); r.json["organization"] != nil {
 		t.Errorf("platform admin me: %s", r.body)
 	}
+	// The operators' routes, on an organization of their own.
+	operator := b.session("platform-admin")
+	newOrg := call("POST", "/v1/organizations", "/v1/organizations", operator, map[string]any{"name": "Conform Customer", "owner_email": "conform-owner@example.com"}, 201)
+	call("POST", "/v1/organizations", "/v1/organizations", operator, map[string]any{}, 400)
+	call("POST", "/v1/organizations", "/v1/organizations", owner, map[string]any{"name": "x"}, 403)
+	call("GET", "/v1/organizations", "/v1/organizations", operator, nil, 200)
+	if id, _ := newOrg.json["organization"].(map[string]any)["id"].(string); id != "" {
+		o := "/v1/organizations/" + id
+		call("POST", o+"/suspend", "/v1/organizations/{orgID}/suspend", operator, map[string]any{"reason": "conformance"}, 200)
+		call("POST", o+"/suspend", "/v1/organizations/{orgID}/suspend", operator, map[string]any{"reason": "conformance"}, 409)
+		call("POST", o+"/resume", "/v1/organizations/{orgID}/resume", operator, nil, 200)
+		call("POST", o+"/resume", "/v1/organizations/{orgID}/resume", operator, nil, 409)
+		call("DELETE", o, "/v1/organizations/{orgID}", owner, nil, 403)
+		call("DELETE", o, "/v1/organizations/{orgID}", operator, nil, 200)
+		call("DELETE", o, "/v1/organizations/{orgID}", operator, nil, 404)
+	}
 	call("POST", "/v1/auth/sessions", "/v1/auth/sessions", "", map[string]any{"email": "x@example.com", "password": "wrong"}, 401)
 	call("POST", "/v1/auth/sessions", "/v1/auth/sessions", "", `{"email": 1}`, 400)
 

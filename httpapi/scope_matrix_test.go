@@ -25,6 +25,7 @@ type fixtures struct {
 	prjA, prjB   *store.Project // two projects of the organization; path parameters name prjA's resources
 	prjF         *store.Project // follows a source: the imports/follow routes act on it (see routeParams)
 	ownerSession string         // a session of the organization's owner (for session-only routes)
+	operator     string         // a platform operator's session (for the operators' routes)
 	params       map[string]fixtureParam
 	query        map[string]string                  // values of required query parameters
 	routeQuery   map[string]map[string]string       // "METHOD /path" → values overriding query for that route
@@ -60,6 +61,7 @@ func newFixtures(b *bundle) *fixtures {
 	// An extension at an older version: disabling and updating it are real operations.
 	f.installOldExtension("hstore", "1.7")
 	f.ownerSession = b.session("owner")
+	f.operator = b.session("platform-admin")
 	job := b.job(f.prjA.ID, "project.apply_plan")
 	spare := b.keyRecord(b.key("", api.ScopeProjectsRead))
 	login := b.do("POST", "/v1/cli/login/sessions", "", map[string]any{"device_name": "fixture"})
@@ -179,6 +181,16 @@ func newFixtures(b *bundle) *fixtures {
 		b.t.Fatal(err)
 	}
 	f.params["invitationID"] = fixtureParam{value: invite(b.org.ID, memberID)}
+	// The operators' routes suspend and resume another organization, and delete a third with no project
+	// (the fixtures' own organization must keep working for the other routes).
+	suspendable, _ := b.otherOrg("fixture-suspendable")
+	doomed := &store.Organization{ID: ids.New("org"), Name: "Doomed", Slug: "fixture-doomed", BillingPlan: "none", CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	if err := b.db.Update(func(tx *store.Tx) error { return store.Organizations.Put(tx, doomed) }); err != nil {
+		b.t.Fatal(err)
+	}
+	f.routeParams["POST /v1/organizations/{orgID}/suspend"] = map[string]fixtureParam{"orgID": {value: suspendable.ID}}
+	f.routeParams["POST /v1/organizations/{orgID}/resume"] = map[string]fixtureParam{"orgID": {value: suspendable.ID}}
+	f.routeParams["DELETE /v1/organizations/{orgID}"] = map[string]fixtureParam{"orgID": {value: doomed.ID}}
 	// Refusing a CLI login needs one still pending: authorizing the shared one (an earlier route) ends it.
 	refusable := b.do("POST", "/v1/cli/login/sessions", "", map[string]any{"device_name": "fixture to refuse"})
 	if refusable.status != http.StatusCreated {
@@ -267,6 +279,8 @@ func newFixtures(b *bundle) *fixtures {
 		"POST /v1/auth/sessions":                                                  map[string]any{"email": email, "password": password},
 		"POST /v1/cli/login/sessions":                                             map[string]any{},
 		"PATCH /v1/organizations/{orgID}":                                         map[string]any{"billing_name": "Fixture Ltd"},
+		"POST /v1/organizations":                                                  map[string]any{"name": "Fixture Customer"},
+		"POST /v1/organizations/{orgID}/suspend":                                  map[string]any{"reason": "fixture"},
 		"POST /v1/organizations/{orgID}/api-keys":                                 map[string]any{"name": "fixture", "scopes": []string{"projects:read"}},
 		"POST /v1/projects/{projectID}/approvals":                                 map[string]any{"action": "project.delete"},
 		"POST /v1/projects":                                                       map[string]any{"name": "fixture"},
@@ -447,6 +461,9 @@ func (f *fixtures) fullRights(rt Route) string {
 	case Public:
 		return ""
 	case SessionOnly:
+		if rt.Operator {
+			return f.operator
+		}
 		return f.ownerSession
 	}
 	return f.b.adminKey
@@ -550,6 +567,9 @@ func TestScopeMatrix(t *testing.T) {
 			}
 			if rt.Auth == SessionOnly {
 				refused(t, rt, "API key with every scope", b.adminKey, http.StatusForbidden, "session")
+			}
+			if rt.Operator {
+				refused(t, rt, "the organization owner's session", f.ownerSession, http.StatusForbidden, "platform operators")
 			}
 			for _, sc := range rt.scopes() {
 				if rt.Auth != SessionOnly && !appliance.RoleGrants(appliance.RoleMember, sc) {
