@@ -213,6 +213,8 @@ func TestDashboardEndToEnd(t *testing.T) {
 			answer(paletteInvite(t, e, p))
 		case what == "palette-joined":
 			answer(paletteJoined(t, e, p))
+		case what == "operator" || what == "operator-suspended": // ui/e2e/operator.mjs (cmd/dashboard_operator_test.go)
+			answer(operatorStep(t, e, what, arg))
 		case what == "cli-key":
 			if err := login.wait(t); err != nil {
 				t.Fatalf("the CLI login the dashboard approved: %v\n%s", err, login.stderr)

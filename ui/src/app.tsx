@@ -19,6 +19,7 @@ const Claim = lazy(() => import('./pages/claim').then((m) => m.Claim))
 const CLILogin = lazy(() => import('./pages/clilogin').then((m) => m.CLILogin))
 const Members = lazy(() => import('./pages/members').then((m) => m.Members))
 const Webhooks = lazy(() => import('./pages/webhooks').then((m) => m.Webhooks))
+const Operator = lazy(() => import('./pages/operator').then((m) => m.Operator))
 
 const nav = [
   { href: '/overview', label: 'Overview' },
@@ -28,6 +29,7 @@ const nav = [
   { href: '/webhooks', label: 'Webhooks' },
   { href: '/account', label: 'Account' },
   { href: '/docs', label: 'API' },
+  { href: '/operator', label: 'Operator' }, // platform operators only
 ]
 
 /** titles name the browser tab of each page (a project's page names its own, after the project). */
@@ -40,6 +42,7 @@ const titles: Record<string, string> = {
   '/webhooks': 'Webhooks',
   '/account': 'Account',
   '/docs': 'API reference',
+  '/operator': 'Organizations',
 }
 
 /** focusHeading moves the focus to the page's main heading (a screen reader then reads the new page), once
@@ -127,6 +130,8 @@ export function App() {
   const org = !!me.organization
   if (!org && !me.principal.is_admin) page = <Invitations me={me} id={match('/invitations/:id', path)?.id} onJoined={load} />
   else if ((m = match('/invitations/:id', path)) || path === '/invitations') page = <Invitations me={me} id={m?.id} onJoined={load} />
+  // A platform operator in no organization lands on the organizations they host.
+  else if (me.principal.is_admin && (path === '/operator' || (!org && (path === '/' || path === '/projects')))) page = <Operator me={me} />
   else if (path === '/' || path === '/projects') page = <Projects me={me} />
   else if (path === '/overview' && org) page = <Overview me={me} />
   else if (path === '/api-keys' && org) page = <APIKeys me={me} />
@@ -149,7 +154,7 @@ export function App() {
           appliance
         </a>
         <nav aria-label="Main">
-          {nav.map((n) => (
+          {nav.filter((n) => (n.href === '/operator' ? me.principal.is_admin : org || !['/overview', '/projects', '/api-keys', '/members', '/webhooks'].includes(n.href))).map((n) => (
             <a href={n.href} aria-current={path.startsWith(n.href) ? 'page' : undefined}>
               {n.label}
             </a>
