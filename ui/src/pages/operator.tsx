@@ -101,7 +101,16 @@ export function Operator({ me }: { me: Me }) {
               </td>
               <td>{o.project_count}</td>
               <td class="sm-hide">{o.member_count}</td>
-              <td>{o.suspended_at ? <span class="badge badge-critical">suspended: {o.suspended_reason}</span> : 'active'}</td>
+              <td>
+                {o.suspended_at ? (
+                  <>
+                    <span class="badge badge-critical">suspended</span>
+                    <div class="hint">{o.suspended_reason}</div>
+                  </>
+                ) : (
+                  'active'
+                )}
+              </td>
               <td class="sm-hide">{when(o.created_at)}</td>
               <td>
                 <div class="cell-actions">
