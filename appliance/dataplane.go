@@ -509,3 +509,16 @@ func (s *Service) repairEndedRestores(ctx context.Context, inst *store.Instance)
 		return err == nil && (j.State == scheduler.StateFailed || j.State == scheduler.StateCompleted)
 	})
 }
+
+// organizationSuspended reports whether the organization is suspended (its servers stay stopped at a
+// start of the appliance).
+func (s *Service) organizationSuspended(orgID string) bool {
+	suspended := false
+	_ = s.db.View(func(tx *store.Tx) error {
+		if org, err := store.Organizations.Get(tx, orgID); err == nil {
+			suspended = org.SuspendedAt != nil
+		}
+		return nil
+	})
+	return suspended
+}

@@ -233,7 +233,7 @@ func New(cfg Config, deps Deps) *Service {
 	s.previews = s.newPreviews(cfg, deps)
 	s.backups = s.newBackups(cfg, deps)
 	s.billing = billing.New(billing.Deps{DB: deps.DB, Provider: deps.Billing, Host: areaHost{s}, Log: deps.Log, Clock: s.now})
-	s.tenancy = s.newTenancy(deps)
+	s.tenancy = tenancy.New(tenancy.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}})
 	return s
 }
 

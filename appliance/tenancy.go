@@ -12,11 +12,6 @@ import (
 // create, suspend, resume and delete.
 func (s *Service) Tenancy() *tenancy.Service { return s.tenancy }
 
-// newTenancy builds the area with the service's collaborators (New).
-func (s *Service) newTenancy(deps Deps) *tenancy.Service {
-	return tenancy.New(tenancy.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}})
-}
-
 // suspendedTarget is the project and its instance a project.stop or project.start job acts on (a nil
 // instance: the project has none, and nothing runs).
 func (s *Service) suspendedTarget(projectID string) (*store.Project, *store.Instance, error) {
@@ -64,17 +59,4 @@ func (s *Service) startProject(ctx context.Context, run *scheduler.Run, projectI
 	}
 	s.setRuntime(prj.ID, RuntimeActive)
 	return nil
-}
-
-// organizationSuspended reports whether the organization is suspended (its servers stay stopped at a
-// start of the appliance).
-func (s *Service) organizationSuspended(orgID string) bool {
-	suspended := false
-	_ = s.db.View(func(tx *store.Tx) error {
-		if org, err := store.Organizations.Get(tx, orgID); err == nil {
-			suspended = org.SuspendedAt != nil
-		}
-		return nil
-	})
-	return suspended
 }
