@@ -215,6 +215,9 @@ func e2eStartWith(t testing.TB, bin, dataDir string, env, flags []string) *e2ePr
 		default:
 			p.cmd.Process.Kill()
 			<-p.exited
+			// Its instances are daemons and outlive it: they would still write in the data directory while
+			// the test's temp dir is removed (RemoveAll then fails on a pg_wal that is not empty).
+			e2eKillUnder(t, dataDir)
 		}
 		if t.Failed() {
 			t.Logf("appliance (pid %d) stdout:\n%s\nstderr:\n%s", p.cmd.Process.Pid, p.stdout, p.stderr)
