@@ -121,8 +121,11 @@ type GoProgram struct{ Name, Package, Version string }
 var Versitygw = GoProgram{Name: "versitygw", Package: "github.com/versity/versitygw/cmd/versitygw", Version: "v1.8.0"}
 
 // StripeMock is Stripe's own mock of its API (its OpenAPI document and fixtures embedded), which the billing
-// tests run stripe-go against.
-var StripeMock = GoProgram{Name: "stripe-mock", Package: "github.com/stripe/stripe-mock", Version: "v0.203.0"}
+// tests run stripe-go against. Its version is the one whose OpenAPI document is of stripe-go v82's API
+// version family (2025-05-28.basil; stripe-go v82.5.1 speaks 2025-08-27.basil): later stripe-mocks check
+// requests against clover or dahlia, which changed request shapes (a promotion code names its coupon as
+// `promotion[coupon]` there, `coupon` in basil).
+var StripeMock = GoProgram{Name: "stripe-mock", Package: "github.com/stripe/stripe-mock", Version: "v0.195.0"}
 
 // CacheDir is where the programs built from Go modules are kept: the user's cache directory
 // (~/.cache/appliance-testtools), else one under the temporary directory.
