@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/certs"
 )
 
 // The client commands (login, whoami, api-keys, ...) talk to a running appliance over its HTTP API. Where
@@ -185,7 +185,7 @@ func saveCA(ref string) (string, error) {
 	if ref == "" {
 		return "", nil
 	}
-	pemBytes, _, err := readCA(ref)
+	pemBytes, _, err := certs.ReadCA(ref)
 	if err != nil {
 		return "", err
 	}
@@ -201,41 +201,6 @@ func saveCA(ref string) (string, error) {
 		return "", err
 	}
 	return dst, nil
-}
-
-// readCA returns the PEM of ref (a path or inline PEM) and its (first) certificate, checking that it holds
-// one.
-func readCA(ref string) ([]byte, *x509.Certificate, error) {
-	var b []byte
-	if strings.Contains(ref, "-----BEGIN") {
-		b = []byte(ref)
-	} else {
-		var err error
-		if b, err = os.ReadFile(ref); err != nil {
-			return nil, nil, fmt.Errorf("read CA certificate: %w", err)
-		}
-	}
-	for rest := b; ; {
-		var blk *pem.Block
-		blk, rest = pem.Decode(rest)
-		if blk == nil {
-			return nil, nil, fmt.Errorf("CA certificate %s holds no PEM certificate", caName(ref))
-		}
-		if blk.Type == "CERTIFICATE" {
-			cert, err := x509.ParseCertificate(blk.Bytes)
-			if err != nil {
-				return nil, nil, fmt.Errorf("CA certificate %s: %w", caName(ref), err)
-			}
-			return b, cert, nil
-		}
-	}
-}
-
-func caName(ref string) string {
-	if strings.Contains(ref, "-----BEGIN") {
-		return "(inline PEM)"
-	}
-	return ref
 }
 
 // ---- connection settings ------------------------------------------------------------------------------
@@ -367,7 +332,7 @@ func apiStatus(err error) int {
 func newAPIClient(base, token, caCert string) (*apiClient, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if caCert != "" {
-		pemBytes, _, err := readCA(caCert)
+		pemBytes, _, err := certs.ReadCA(caCert)
 		if err != nil {
 			return nil, err
 		}
@@ -376,7 +341,7 @@ func newAPIClient(base, token, caCert string) (*apiClient, error) {
 			pool = x509.NewCertPool()
 		}
 		if !pool.AppendCertsFromPEM(pemBytes) {
-			return nil, fmt.Errorf("CA certificate %s: no usable certificate", caName(caCert))
+			return nil, fmt.Errorf("CA certificate %s: no usable certificate", certs.CAName(caCert))
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}

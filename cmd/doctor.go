@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/cgroups"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/programs"
@@ -369,7 +370,7 @@ func clockCheck(_ *checkRun, c *check) {
 // caCheck: the local certificate authority, when it exists, is valid for a while yet.
 func caCheck(r *checkRun, c *check) {
 	path := filepath.Join(r.dataDir, "ca", "ca.crt")
-	_, cert, err := readCA(path)
+	_, cert, err := certs.ReadCA(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		c.detail = "created at first start"

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/certs"
 	"golang.org/x/term"
 )
 
@@ -90,7 +91,7 @@ func runLogin(c *cobra.Command, o *clientOpts, lo loginOpts) error {
 	// Keep the CA as inline PEM in the pending login: the file named by --ca-cert may not outlive it.
 	caPEM := ""
 	if cn.caCert != "" {
-		b, _, err := readCA(cn.caCert)
+		b, _, err := certs.ReadCA(cn.caCert)
 		if err != nil {
 			return err
 		}
