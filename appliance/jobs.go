@@ -92,7 +92,7 @@ func (s *Service) answerJob(job *store.Job, err error) (*JobResponse, error) {
 }
 
 // JobStepHook, when not nil (Deps.JobStepHook), is called at the named steps of the restore and cutover
-// jobs. Only test builds give one (cmd/testhooks_on.go), to stop the process at a chosen moment. The steps
+// jobs. Only test builds give one (appliance/node/testhooks_on.go), to stop the process at a chosen moment. The steps
 // of a restore:
 //
 //	recovering   the candidate postmaster is recovering on its scratch port

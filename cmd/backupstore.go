@@ -1,31 +1,19 @@
 package cmd
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/theappliance/appliance/api"
-	"github.com/theappliance/appliance/appliance"
-	"github.com/theappliance/appliance/appliance/backup/s3store"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
+	"github.com/theappliance/appliance/appliance/node"
 )
-
-// backupStoreKeyInfo is the HKDF info the backup store's data key is derived with from the appliance's
-// secret key (when no --backup-store-key-file is given). Changing it loses every object in the bucket.
-const backupStoreKeyInfo = "appliance backup store data key v1"
 
 func init() {
 	// PostgreSQL's archive_command and restore_command with a bucket as the backup store (walsock).
@@ -42,153 +30,12 @@ func init() {
 	})
 }
 
-// parseBackupStore reads up's --backup-store* flags: nil for the local directory (no --backup-store),
-// else the bucket's configuration, its DataKey from --backup-store-key-file or nil (derived from the
-// secret key by the caller), and no Spool or Chown.
-func parseBackupStore(cfg UpConfig) (*s3store.Config, error) {
-	if cfg.BackupStore == "" {
-		return nil, nil
-	}
-	u, err := url.Parse(cfg.BackupStore)
-	if err != nil || u.Scheme != "s3" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("--backup-store %q: want s3://BUCKET or s3://BUCKET/PREFIX", cfg.BackupStore)
-	}
-	sc := &s3store.Config{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/"), Region: cfg.BackupStoreRegion, PathStyle: cfg.BackupStorePathStyle}
-	if ep := cfg.BackupStoreEndpoint; strings.Contains(ep, "://") {
-		e, err := url.Parse(ep)
-		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" || strings.Trim(e.Path, "/") != "" || e.RawQuery != "" {
-			return nil, fmt.Errorf("--backup-store-endpoint %q: want host[:port], https://host[:port] or http://host[:port]", ep)
-		}
-		sc.Endpoint, sc.PlainHTTP = e.Host, e.Scheme == "http"
-	} else {
-		sc.Endpoint = ep
-	}
-	if f := cfg.BackupStoreCredentialsFile; f != "" {
-		if sc.AccessKey, sc.SecretKey, err = readCredentialsFile(f); err != nil {
-			return nil, fmt.Errorf("--backup-store-credentials-file: %w", err)
-		}
-	}
-	if f := cfg.BackupStoreKeyFile; f != "" {
-		if sc.DataKey, err = readKeyFile(f); err != nil {
-			return nil, fmt.Errorf("--backup-store-key-file: %w", err)
-		}
-	}
-	return sc, nil
-}
-
-// readCredentialsFile reads AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=... lines (an environment
-// file, as systemd's EnvironmentFile= reads; blank lines and lines starting with # are skipped).
-func readCredentialsFile(path string) (access, secret string, err error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", "", err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		switch k = strings.TrimSpace(k); {
-		case !ok:
-			return "", "", fmt.Errorf("%s:%d: not NAME=VALUE", path, n)
-		case k == "AWS_ACCESS_KEY_ID":
-			access = strings.TrimSpace(v)
-		case k == "AWS_SECRET_ACCESS_KEY":
-			secret = strings.TrimSpace(v)
-		default:
-			return "", "", fmt.Errorf("%s:%d: %s is not AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY", path, n, k)
-		}
-	}
-	if access == "" || secret == "" {
-		return "", "", fmt.Errorf("%s: want both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", path)
-	}
-	return access, secret, nil
-}
-
-// readKeyFile reads a data key: 32 bytes, or 64 hexadecimal digits (surrounding white space ignored).
-func readKeyFile(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	if len(data) == 32 {
-		return data, nil
-	}
-	if t := strings.TrimSpace(string(data)); len(t) == 64 {
-		if key, err := hex.DecodeString(t); err == nil {
-			return key, nil
-		}
-	}
-	return nil, fmt.Errorf("%s: want 32 bytes or 64 hexadecimal digits (head -c 32 /dev/urandom > FILE)", path)
-}
-
-// openBackupStore is the bucket of up's flags for the service, its data key given or derived from box,
-// its stages under the data directory given to the instances' OS user (chown) and its uploads'
-// state beside them; nil for the local directory.
-func openBackupStore(cfg UpConfig, dataDir string, box *appliance.SecretBox, chown func(string) error) (*s3store.Bucket, error) {
-	sc, err := parseBackupStore(cfg)
-	if sc == nil || err != nil {
-		return nil, err
-	}
-	if sc.DataKey == nil {
-		if sc.DataKey, err = box.DeriveKey(backupStoreKeyInfo); err != nil {
-			return nil, err
-		}
-	}
-	sc.Spool, sc.Chown = filepath.Join(dataDir, "spool"), chown
-	// The state of unfinished multipart uploads, for a later Put of the same key (a segment archive_command
-	// retries, a backup's Commit) to resume them. Only this store's: the metadata snapshots' store (another
-	// data key, keys never put again) has none, so its failed uploads are aborted.
-	sc.UploadState = filepath.Join(dataDir, "spool", "uploads")
-	b, err := s3store.New(*sc)
-	if err != nil {
-		return nil, fmt.Errorf("--backup-store: %w", err)
-	}
-	return b, nil
-}
-
-// backupStoreCheck: the bucket exists and the credentials may put, get and delete in it (with a probe
-// object sealed under a throwaway key when the data key is derived: sealing is not what is checked); and,
-// while an appliance runs on the data directory (and up is not the one checking), what it says of its
-// store (withRunningStore).
-func backupStoreCheck(r *checkRun, c *check) {
-	if storeReachable(r, c); c.level != levelFail {
-		withRunningStore(r, c)
-	}
-}
-
-// withRunningStore adds to the backup store line the running appliance's /status backup-store component
-// (the last upload, the WAL lag in bytes and seconds, the projects whose archiving fails): a warning when
-// it is not operational. Without a running appliance there is no lag to read, and the line says so.
-func withRunningStore(r *checkRun, c *check) {
-	if !r.running || r.install {
-		c.detail += "; the WAL lag is shown while the appliance runs"
-		return
-	}
-	comp, err := runningComponent(r.ctx, r.cfg, r.dataDir, "backup-store")
-	if err != nil {
-		c.detail += "; the running appliance's view of it could not be read: " + err.Error()
-		return
-	}
-	c.detail += "; the running appliance: " + comp.Message
-	if public := (&api.Status{Components: []api.Component{*comp}}).Public().Components[0]; public == *comp {
-		// /status answered without its details: they are an operator's (up's metrics token or listener)
-		c.detail += " (the last upload and the WAL lag need up's --metrics-token or --metrics-listen, given to doctor too)"
-	}
-	if comp.Status != api.StatusOperational {
-		c.level = levelWarn
-		c.fix = "WAL waits on the local disk until the store takes it: each failing project has a backup_store_unreachable alert (its Monitoring tab; GET /v1/projects/{id}/alerts) saying why: fix the store's reachability or space"
-	}
-}
-
 // runningComponent is the component named name of the /status of the appliance running on dataDir: on
 // the operator listener when up has one (--metrics-listen), else on the API's (--listen), with the metrics
 // token when one is set (/status has its details for the token's bearer or on the operator listener; else
 // each component's status only); over HTTPS trusting the data directory's CA (and the system's roots, for
 // an ACME certificate).
-func runningComponent(ctx context.Context, cfg UpConfig, dataDir, name string) (*api.Component, error) {
+func runningComponent(ctx context.Context, cfg node.Config, dataDir, name string) (*api.Component, error) {
 	addr, flag := cfg.Listen, "--listen"
 	if cfg.MetricsListen != "" {
 		addr, flag = cfg.MetricsListen, "--metrics-listen"
@@ -222,42 +69,4 @@ func runningComponent(ctx context.Context, cfg UpConfig, dataDir, name string) (
 		}
 	}
 	return nil, fmt.Errorf("its /status has no %s component (no data plane)", name)
-}
-
-// storeReachable: the bucket exists and the credentials work (the local directory needs no check).
-func storeReachable(r *checkRun, c *check) {
-	sc, err := parseBackupStore(r.cfg)
-	if err != nil {
-		c.level, c.detail, c.fix = levelFail, err.Error(), "see the README's table of up's flags"
-		return
-	}
-	if sc == nil {
-		c.detail = "the local directory " + filepath.Join(r.dataDir, "backups")
-		return
-	}
-	if sc.DataKey == nil {
-		sc.DataKey = make([]byte, 32)
-		rand.Read(sc.DataKey)
-	}
-	b, err := s3store.New(*sc)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
-		err = b.Check(ctx)
-		cancel()
-		if err == nil {
-			c.detail = b.String()
-			return
-		}
-	}
-	c.level, c.detail = levelFail, err.Error()
-	switch {
-	case errors.Is(err, s3store.ErrNoSuchBucket):
-		c.fix = "create the bucket, or correct --backup-store"
-	case errors.Is(err, s3store.ErrAccessDenied):
-		c.fix = "check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or --backup-store-credentials-file, and the bucket's policy"
-	case errors.Is(err, s3store.ErrUnreachable):
-		c.fix = "check --backup-store-endpoint (http:// for a plain-HTTP server) and the network"
-	default:
-		c.fix = "check the --backup-store flags"
-	}
 }

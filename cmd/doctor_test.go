@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/node"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -30,7 +31,7 @@ func upConfig(t *testing.T, args ...string) UpConfig {
 
 func report(t *testing.T, cfg UpConfig) (string, bool) {
 	t.Helper()
-	checks, _ := runChecks(t.Context(), cfg, false, nil)
+	checks, _ := node.Doctor{Status: runningComponent}.Run(t.Context(), cfg)
 	var out bytes.Buffer
 	failed := printChecks(&out, checks)
 	return out.String(), failed
@@ -168,12 +169,15 @@ func TestDoctorBesideARunningAppliance(t *testing.T) {
 // a project's archive_command fails and the sampler saw it — a warning naming the failing project, with
 // the WAL lag. Without a running appliance the line says the lag is shown while it runs.
 func TestDoctorShowsTheRunningStore(t *testing.T) {
-	storeCheck := func(cfg UpConfig, dataDir string, running bool) check {
-		c := check{name: "backup store", level: levelOK}
-		backupStoreCheck(&checkRun{ctx: t.Context(), cfg: cfg, dataDir: dataDir, running: running}, &c)
+	storeCheck := func(cfg UpConfig, dataDir string) node.Check {
+		cfg.DataDir = dataDir
+		c, err := node.Doctor{Status: runningComponent}.One(t.Context(), cfg, "backup store")
+		if err != nil {
+			t.Fatal(err)
+		}
 		return c
 	}
-	if c := storeCheck(upConfig(t), t.TempDir(), false); c.level != levelOK || !strings.HasSuffix(c.detail, "; the WAL lag is shown while the appliance runs") {
+	if c := storeCheck(upConfig(t), t.TempDir()); c.Level != node.LevelOK || !strings.HasSuffix(c.Detail, "; the WAL lag is shown while the appliance runs") {
 		t.Fatalf("without a running appliance: %+v", c)
 	}
 	e := setupCLI(t, cliSetupOpts{instances: true, metricsToken: "doctor-reads-status"})
@@ -181,17 +185,17 @@ func TestDoctorShowsTheRunningStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !applianceRunning(e.env.Dir) {
+	if !node.Running(e.env.Dir) {
 		t.Fatal("the test's appliance does not count as running")
 	}
 	// Without the metrics token, /status tells the component's status only: doctor says what it needs.
-	c := storeCheck(upConfig(t, "--data-dir", e.env.Dir, "--listen", u.Host), e.env.Dir, true)
-	if c.level != levelOK || !strings.Contains(c.detail, "; the running appliance: operational (the last upload and the WAL lag need up's --metrics-token") {
+	c := storeCheck(upConfig(t, "--data-dir", e.env.Dir, "--listen", u.Host), e.env.Dir)
+	if c.Level != node.LevelOK || !strings.Contains(c.Detail, "; the running appliance: operational (the last upload and the WAL lag need up's --metrics-token") {
 		t.Fatalf("beside a running appliance, without the token: %+v", c)
 	}
 	cfg := upConfig(t, "--data-dir", e.env.Dir, "--listen", u.Host, "--metrics-token", "doctor-reads-status")
-	c = storeCheck(cfg, e.env.Dir, true)
-	if c.level != levelOK || !strings.HasSuffix(c.detail, "; the running appliance: "+filepath.Join(e.env.Dir, "backups")+" (this machine's disk); WAL archiving not sampled yet") {
+	c = storeCheck(cfg, e.env.Dir)
+	if c.Level != node.LevelOK || !strings.HasSuffix(c.Detail, "; the running appliance: "+filepath.Join(e.env.Dir, "backups")+" (this machine's disk); WAL archiving not sampled yet") {
 		t.Fatalf("beside a running appliance: %+v", c)
 	}
 
@@ -220,12 +224,12 @@ func TestDoctorShowsTheRunningStore(t *testing.T) {
 	if res, err := e.svc.Observe().Sample(t.Context()); err != nil || res.Failed != 0 {
 		t.Fatalf("sample: %+v %v", res, err)
 	}
-	c = storeCheck(cfg, e.env.Dir, true)
-	if c.level != levelWarn || !strings.Contains(c.detail, "archiving fails for 1 of 1 projects: "+id) || !strings.Contains(c.detail, "WAL lag ") ||
-		!strings.Contains(c.fix, "backup_store_unreachable") {
+	c = storeCheck(cfg, e.env.Dir)
+	if c.Level != node.LevelWarn || !strings.Contains(c.Detail, "archiving fails for 1 of 1 projects: "+id) || !strings.Contains(c.Detail, "WAL lag ") ||
+		!strings.Contains(c.Fix, "backup_store_unreachable") {
 		t.Fatalf("with a project's archiving failing: %+v", c)
 	}
 	out := &bytes.Buffer{}
-	printChecks(out, []check{c})
+	printChecks(out, []node.Check{c})
 	t.Logf("doctor's line:\n%s", out)
 }

@@ -19,13 +19,9 @@ import (
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/node"
 	"github.com/theappliance/appliance/store"
 )
-
-// operatorSocket is up's local admin socket in the data directory (mode 0600, in a 0700 directory): what
-// only root (or the directory's owner) on the machine may ask of a running appliance, such as making a
-// platform operator. It answers POST /operators.
-const operatorSocket = "operator.sock"
 
 func init() { root.AddCommand(newOperatorsCmd()) }
 
@@ -51,7 +47,7 @@ metadata store directly.`,
 			if err != nil {
 				return err
 			}
-			printOperator(c.ErrOrStderr(), c.OutOrStdout(), res)
+			node.PrintOperator(c.ErrOrStderr(), c.OutOrStdout(), res)
 			return nil
 		},
 	}
@@ -77,7 +73,7 @@ func checkDataDirOwner(dataDir, what string) error {
 // addOperator asks the running appliance through its admin socket, or, when none answers there, writes
 // the stopped appliance's metadata store itself.
 func addOperator(ctx context.Context, dataDir string, req *api.AddOperatorRequest) (*api.AddedOperator, error) {
-	sock := filepath.Join(dataDir, operatorSocket)
+	sock := filepath.Join(dataDir, node.OperatorSocket)
 	cl := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}
@@ -103,12 +99,12 @@ func addOperator(ctx context.Context, dataDir string, req *api.AddOperatorReques
 		return nil, fmt.Errorf("the appliance's admin socket %s: %w", sock, err)
 	}
 	// No appliance runs: the store itself (it is locked while one does).
-	for _, f := range []string{metaFile(dataDir), filepath.Join(dataDir, "secret.key")} {
+	for _, f := range []string{node.MetaFile(dataDir), filepath.Join(dataDir, "secret.key")} {
 		if _, err := os.Stat(f); err != nil {
 			return nil, fmt.Errorf("%s holds no appliance (%w): start it once with appliance up, or pass --data-dir", dataDir, err)
 		}
 	}
-	db, err := store.Open(metaFile(dataDir))
+	db, err := store.Open(node.MetaFile(dataDir))
 	if err != nil {
 		return nil, err
 	}
@@ -119,73 +115,4 @@ func addOperator(ctx context.Context, dataDir string, req *api.AddOperatorReques
 	}
 	svc := appliance.New(appliance.Config{DataDir: dataDir}, appliance.Deps{DB: db, Box: box, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	return svc.Tenancy().AddOperator(ctx, req)
-}
-
-// printOperator tells who is an operator now, and a new user's password alone on out.
-func printOperator(errw, out io.Writer, r *api.AddedOperator) {
-	if !r.Created {
-		fmt.Fprintf(errw, "%s (%s) is a platform operator.\n", r.Email, r.UserID)
-		return
-	}
-	fmt.Fprintf(errw, "Created %s (%s), a platform operator. Their password follows; it is shown only this once.\n", r.Email, r.UserID)
-	fmt.Fprintln(out, r.Password)
-}
-
-// operatorSocketComponent serves up's local admin socket (see operatorSocket) and, with --operator-email,
-// makes that operator at the start.
-func (u *upRun) operatorSocketComponent() *component {
-	var srv *http.Server
-	var done chan struct{}
-	path := ""
-	return &component{name: "operator-socket", start: func(ctx context.Context) error {
-		if u.cfg.OperatorEmail != "" {
-			res, err := u.svc.Tenancy().AddOperator(ctx, &api.AddOperatorRequest{Email: u.cfg.OperatorEmail})
-			if err != nil {
-				return fmt.Errorf("--operator-email: %w", err)
-			}
-			printOperator(u.out, u.out, res)
-		}
-		path = filepath.Join(u.dataDir, operatorSocket)
-		os.Remove(path) // a socket a killed up left (the store's lock says no other up runs here)
-		ln, err := net.Listen("unix", path)
-		if err != nil {
-			return fmt.Errorf("admin socket: %w", err)
-		}
-		if err := os.Chmod(path, 0o600); err != nil {
-			ln.Close()
-			return fmt.Errorf("admin socket: %w", err)
-		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("POST /operators", func(w http.ResponseWriter, r *http.Request) {
-			var req api.AddOperatorRequest
-			if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req); err != nil {
-				writeSocketJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid JSON body: " + err.Error()})
-				return
-			}
-			res, err := u.svc.Tenancy().AddOperator(r.Context(), &req)
-			if err != nil {
-				writeSocketJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-				return
-			}
-			writeSocketJSON(w, http.StatusOK, res)
-		})
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		done = make(chan struct{})
-		go func() { defer close(done); _ = srv.Serve(ln) }()
-		return nil
-	}, stop: func(ctx context.Context) error {
-		if srv == nil {
-			return nil
-		}
-		err := srv.Shutdown(ctx)
-		<-done
-		os.Remove(path)
-		return err
-	}}
-}
-
-func writeSocketJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }

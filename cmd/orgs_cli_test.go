@@ -1,13 +1,13 @@
 package cmd
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/node"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -20,13 +20,12 @@ func TestCLIOperatorsAndOrgs(t *testing.T) {
 
 	// A running appliance: its admin socket.
 	dir := t.TempDir()
-	var upOut bytes.Buffer
-	sock := (&upRun{svc: e.svc, dataDir: dir, out: &upOut}).operatorSocketComponent()
-	if err := sock.Start(t.Context()); err != nil {
+	stopSock, err := node.ServeOperatorSocket(e.svc, dir)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sock.Stop(t.Context()) })
-	if st, err := os.Stat(filepath.Join(dir, operatorSocket)); err != nil || st.Mode().Perm() != 0o600 {
+	t.Cleanup(func() { stopSock(t.Context()) })
+	if st, err := os.Stat(filepath.Join(dir, node.OperatorSocket)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("admin socket: %v %v", st, err)
 	}
 	password, stderr := e.mustRun("", "operators", "add", "ops@example.com", "--data-dir", dir)
@@ -43,7 +42,7 @@ func TestCLIOperatorsAndOrgs(t *testing.T) {
 
 	// A stopped appliance: its store, written directly.
 	stopped := t.TempDir()
-	db, err := store.Open(metaFile(stopped))
+	db, err := store.Open(node.MetaFile(stopped))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +53,7 @@ func TestCLIOperatorsAndOrgs(t *testing.T) {
 	if out, _ := e.mustRun("", "operators", "add", "night@example.com", "--data-dir", stopped); strings.TrimSpace(out) == "" {
 		t.Fatal("operators add on a stopped appliance printed no password")
 	}
-	if db, err = store.Open(metaFile(stopped)); err != nil {
+	if db, err = store.Open(node.MetaFile(stopped)); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.View(func(tx *store.Tx) error {

@@ -2,16 +2,11 @@ package cmd
 
 import (
 	"context"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,39 +15,19 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
-	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/heapfloor"
-	"github.com/theappliance/appliance/appliance/outbound"
+	"github.com/theappliance/appliance/appliance/node"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/appliance/programs"
 	"github.com/theappliance/appliance/httpapi"
-	"github.com/theappliance/appliance/httpapi/connlimit"
 	"github.com/theappliance/appliance/kvproxy"
-	"github.com/theappliance/appliance/scheduler/lane"
-	"github.com/theappliance/appliance/store"
 )
 
-// UpConfig is what `appliance up` is started with: each field is filled by a flag of upFlagTable, which
-// says what it means (and each flag has an environment variable).
-type UpConfig struct {
-	DataDir, Listen, PublicHost, Region, LogLevel, KVListen, KVRESTListen, MetricsToken, MetricsListen  string
-	ACMEDomain, ACMEEmail, ACMECA, ACMECARoot, OutboundAllow, OutboundDeny                              string
-	PGBin, PGUser, PGListen, PGPorts, PGEmbeddedCache, PGEmbeddedMirror                                 string
-	RatePerIP, RatePerCredential, RateStrict                                                            string
-	OperatorEmail                                                                                       string
-	NoInstall, NetworkExtensions, RateLimitLoopback, AcceptOlderMetadata, BackupStorePathStyle          bool
-	Spares, MaxConnections, MaxConnectionsPerAddress, LogArchiveDays, BackupRetentionDays               int
-	KVMaxConnections, KVMaxUnauthenticated, KVMaxUnauthenticatedPerAddress                              int
-	KVAuthTimeout, VerifyBackupsEvery                                                                   time.Duration
-	HeapFloorMB, DiskReserveMB, BackupCacheMB                                                           int
-	BackupStore, BackupStoreEndpoint, BackupStoreRegion, BackupStoreCredentialsFile, BackupStoreKeyFile string
-	EphemeralMax, EphemeralStorageMB, EphemeralTotalStorageMB, EphemeralMemoryMB, EphemeralConnections  int
-	Cgroups                                                                                             string
-	BillingProvider, StripeSecretKeyFile, StripeWebhookSecretFile, StripeAPIURL                         string
-}
+// UpConfig is what `appliance up` is started with (node.Config): each field is filled by a flag of
+// upFlagTable, which says what it means (and each flag has an environment variable).
+type UpConfig = node.Config
 
 // defaultDataDir is /var/lib/appliance for root (instances run as another user, who cannot traverse
 // /root) and the user's data directory otherwise.
@@ -216,324 +191,46 @@ func atLeast(least int) func(int) string {
 // positive is the check of a duration above 0.
 func positive(d time.Duration) string { return wrongIf(d <= 0, "%s is not a positive duration", d) }
 
-// mib is a size in MiB in bytes.
-func mib(n int) int64 { return int64(n) << 20 }
-
-// runUp checks the settings, prepares what the components share, starts every component in order,
-// waits for SIGINT/SIGTERM, and stops them in reverse order. A second signal forces exit.
-func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
-	if parent == nil {
-		parent = context.Background()
-	}
-	u, err := prepareUp(parent, cfg, out)
-	if err != nil {
-		return err
-	}
-	defer u.close()
-	// The background lane of this process: the job runner's bookkeeping and the webhook deliveries work in
-	// it, paced by the API's and the key-value fronts' requests. Its threads live as long as the process.
-	u.lane = lane.NewBackground()
-	components := []*component{
-		u.storeComponent(),
-		u.serviceComponent(),
-		u.metaSnapshotComponent(),
-		u.bootstrapComponent(),
-		u.operatorSocketComponent(),
-		u.schedulerComponent(),
-		u.storageGuardComponent(),
-		u.webhooksComponent(),
-		u.kvFrontComponent(),
-		u.apiComponent(),
-	}
-
-	ctx, stopSignals := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
-	defer stopSignals()
-	if err := startAll(ctx, components, u.log); err != nil {
-		return err
-	}
-	u.printUp()
-	<-ctx.Done()
-	stopSignals()
-	fmt.Fprintln(out, "shutting down (press Ctrl-C again to force)")
-	force := make(chan os.Signal, 1)
-	signal.Notify(force, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-force
-		fmt.Fprintln(os.Stderr, "forced exit")
-		os.Exit(130)
-	}()
-	stopAll(components, u.log)
-	return nil
-}
-
-// printUp tells where the appliance answers.
-func (u *upRun) printUp() {
-	fmt.Fprintf(u.out, "appliance %s is up\n  Dashboard: %s/ (API reference: %s/docs)\n  API:       %s\n  KV:        %s (RESP over TLS), https://%s (REST)\n  CA cert:   %s\n  data:      %s\n",
-		Version, u.apiURL, u.apiURL, u.apiURL, u.kv.ListenAddr(), u.kvREST.ListenAddr(), u.ca.CertPath(), u.dataDir)
-	if u.opLn != nil {
-		fmt.Fprintf(u.out, "  Operator:  https://%s/metrics and /status (--metrics-listen)\n", u.opLn.Addr())
-	}
-	fmt.Fprintln(u.out, "Press Ctrl-C to stop.")
-}
-
-// prepareUp checks up's settings and the machine (as doctor does), then prepares what the components
-// share: the data directory, its CA and secret box, every listener (so that the outbound policy names
-// all of the appliance's own ports before any component reads it) and the certificates.
-func prepareUp(parent context.Context, cfg UpConfig, out io.Writer) (_ *upRun, err error) {
-	u := &upRun{cfg: cfg, out: out}
-	defer func() {
-		if err != nil {
-			u.close()
-		}
-	}()
-	if err := u.parseFlags(); err != nil {
-		return nil, err
-	}
-	for _, step := range []func(context.Context) error{u.checkMachine, u.openDataDir, u.listen, u.makeInstancesDir} {
-		if err := step(parent); err != nil {
-			return nil, err
-		}
-	}
-	return u, nil
-}
-
-// parseFlags checks up's flags and parses those the components take parsed (the log level, the port
-// range, the rate limits, the outbound policy's lists).
-func (u *upRun) parseFlags() error {
-	var err error
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(u.cfg.LogLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	if u.ports, err = appliance.ParsePortRange(u.cfg.PGPorts); err != nil {
-		return fmt.Errorf("--pg-ports: %w", err)
-	}
-	limits := &u.limits
-	for _, r := range []struct {
-		flag, v string
-		rate    *float64
-		burst   *int
-	}{{"--rate-per-ip", u.cfg.RatePerIP, &limits.PerSecond, &limits.Burst},
-		{"--rate-per-credential", u.cfg.RatePerCredential, &limits.CredentialPerSecond, &limits.CredentialBurst},
-		{"--rate-sign-in", u.cfg.RateStrict, &limits.StrictPerSecond, &limits.StrictBurst}} {
-		if *r.rate, *r.burst, err = httpapi.ParseRate(r.v); err != nil {
-			return fmt.Errorf("%s: %w", r.flag, err)
-		}
-	}
-	limits.ExemptLoopback = !u.cfg.RateLimitLoopback
-	pol := &outbound.Policy{OwnPorts: []outbound.PortRange{{First: u.ports.First, Last: u.ports.Last}}}
-	u.pol = pol
-	if pol.Allow, err = outbound.ParsePrefixes(u.cfg.OutboundAllow); err != nil {
-		return fmt.Errorf("--outbound-allow: %w", err)
-	}
-	if pol.Deny, err = outbound.ParsePrefixes(u.cfg.OutboundDeny); err != nil {
-		return fmt.Errorf("--outbound-deny: %w", err)
-	}
-	for _, fl := range upFlagTable(&u.cfg) {
+// checkUpFlags checks each of up's flags' value (upFlagTable's checks).
+func checkUpFlags(cfg *UpConfig) error {
+	for _, fl := range upFlagTable(cfg) {
 		if err := fl.check(); err != nil {
 			return err
 		}
 	}
-	heapfloor.Set(uint64(mib(u.cfg.HeapFloorMB)))
-	u.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	return nil
 }
 
-// checkMachine fits the listeners' connection caps to the open-files limit, and refuses to start when a
-// check of doctor's fails (missing programs are installed or obtained first).
-func (u *upRun) checkMachine(ctx context.Context) error {
-	log := u.log
-	// No listener may starve the others, or the appliance's own work, of file descriptors.
-	nofile, err := raiseFileLimit()
-	if err != nil {
+// runUp checks up's flags and runs the appliance (node.Run) until SIGINT/SIGTERM; a second signal forces
+// exit.
+func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
+	if parent == nil {
+		parent = context.Background()
+	}
+	if err := checkUpFlags(&cfg); err != nil {
 		return err
 	}
-	kvMax, lowered, err := fdBudget(nofile, u.cfg.MaxConnections, u.cfg.KVMaxConnections)
-	if err != nil {
-		return err
+	cfg.Version = Version
+	ctx, stopSignals := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	// Once signalled (or parent is done), as the components stop: the notice, and a second signal ends the
+	// process at once.
+	noticed := make(chan struct{})
+	notice := context.AfterFunc(ctx, func() {
+		defer close(noticed)
+		stopSignals()
+		fmt.Fprintln(out, "shutting down (press Ctrl-C again to force)")
+		force := make(chan os.Signal, 1)
+		signal.Notify(force, os.Interrupt, syscall.SIGTERM)
+		go func() {
+			<-force
+			fmt.Fprintln(os.Stderr, "forced exit")
+			os.Exit(130)
+		}()
+	})
+	err := node.Run(ctx, cfg, out)
+	if !notice() {
+		<-noticed
 	}
-	if lowered {
-		log.Warn("key-value fronts' connection cap lowered to fit the open-files limit", "kv_max_connections", kvMax, "open_files_limit", nofile, "fix", "raise the limit (ulimit -n, systemd LimitNOFILE=)")
-	}
-	u.kvLimits = connlimit.Limits{Max: kvMax, MaxPending: u.cfg.KVMaxUnauthenticated, PendingPerAddr: u.cfg.KVMaxUnauthenticatedPerAddress, AuthTimeout: u.cfg.KVAuthTimeout}
-
-	// What up needs, as doctor checks it; missing programs are installed or obtained first.
-	checks, set := runChecks(ctx, u.cfg, true, log)
-	u.set = set
-	var failed []string
-	for _, c := range checks {
-		if c.level == levelFail {
-			failed = append(failed, fmt.Sprintf("%s: %s (fix: %s)", c.name, c.detail, c.fix))
-		}
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("refusing to start (appliance doctor shows every check):\n  %s", strings.Join(failed, "\n  "))
-	}
-	for _, p := range programs.Catalog {
-		if f := set.Found[p.Name]; f.Err != nil {
-			log.Warn("program missing: feature off", "program", p.Name, "feature", p.Feature, "fix", "apt-get install -y "+p.Package)
-		} else {
-			log.Info("program", "name", p.Name, "path", f.Path, "source", f.Source)
-		}
-	}
-	return nil
-}
-
-// openDataDir makes the data directory (and its metadata store on a first start), its CA and secret box.
-func (u *upRun) openDataDir(context.Context) error {
-	if err := os.MkdirAll(u.cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("create data dir: %w", err)
-	}
-	dataDir, err := filepath.Abs(u.cfg.DataDir)
-	if err != nil {
-		return err
-	}
-	u.dataDir = dataDir
-	// A first start makes its metadata store before anything else, so a data directory with a CA (or
-	// anything) but no meta.db is never one a first start left.
-	if _, err := os.Stat(metaFile(dataDir)); errors.Is(err, os.ErrNotExist) {
-		db, err := store.Open(metaFile(dataDir))
-		if err != nil {
-			return err
-		}
-		if err := db.Close(); err != nil {
-			return err
-		}
-	}
-	u.ca, err = certs.LoadOrCreateCA(filepath.Join(dataDir, "ca"))
-	if err != nil {
-		return fmt.Errorf("certificate authority: %w", err)
-	}
-	u.box, err = appliance.OpenSecretBox(filepath.Join(dataDir, "secret.key"))
 	return err
-}
-
-// listen binds every listener of the appliance's (each port of them is refused by the outbound policy)
-// and makes the certificates they serve.
-func (u *upRun) listen(ctx context.Context) error {
-	pol := u.pol
-	var err error
-	u.ln, err = net.Listen("tcp", u.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w (choose another address with --listen)", u.cfg.Listen, err)
-	}
-	if u.cfg.MetricsListen != "" {
-		if u.opLn, err = net.Listen("tcp", u.cfg.MetricsListen); err != nil {
-			return fmt.Errorf("--metrics-listen %s: %w", u.cfg.MetricsListen, err)
-		}
-	}
-	// The key-value fronts' listeners too: every port of the appliance's own is known before the outbound
-	// policy is given to the service (and read by its workers).
-	u.kvLn, err = net.Listen("tcp", u.cfg.KVListen)
-	if err != nil {
-		return fmt.Errorf("--kv-listen %s: %w", u.cfg.KVListen, err)
-	}
-	u.kvRESTLn, err = net.Listen("tcp", u.cfg.KVRESTListen)
-	if err != nil {
-		return fmt.Errorf("--kv-rest-listen %s: %w", u.cfg.KVRESTListen, err)
-	}
-	for _, l := range []net.Listener{u.opLn, u.kvLn, u.kvRESTLn, u.ln} {
-		if l != nil {
-			n := portOf(l.Addr().String())
-			pol.OwnPorts = append(pol.OwnPorts, outbound.PortRange{First: n, Last: n})
-		}
-	}
-	host, port, _ := net.SplitHostPort(u.ln.Addr().String())
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		host = u.cfg.PublicHost
-	}
-	u.apiURL = "https://" + net.JoinHostPort(host, port)
-	u.certMgr, err = u.newCertManager(ctx, host)
-	return err
-}
-
-// makeInstancesDir makes the directory of the instances, which run as an unprivileged user that must
-// traverse the data directory to reach its own directory.
-func (u *upRun) makeInstancesDir(context.Context) error {
-	if err := os.Chmod(u.dataDir, 0o711); err != nil {
-		return err
-	}
-	instancesDir := filepath.Join(u.dataDir, "instances")
-	if err := os.MkdirAll(instancesDir, 0o711); err != nil {
-		return err
-	}
-	return os.Chmod(instancesDir, 0o711) // whatever the umask made of it
-}
-
-func uniq(in ...string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range in {
-		if s != "" && !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func printBootstrap(out io.Writer, b *appliance.Bootstrap, path string) {
-	fmt.Fprintf(out, `
-First start: created an organization, its owner and an admin API key.
-These credentials are shown once; they are also in %s (mode 0600).
-  organization_id: %s
-  email:           %s
-  password:        %s
-  api_key:         %s
-  ca_cert:         %s
-Sign in to the dashboard at %s/ with the email and password above (your browser will not know the
-appliance's CA: trust %s, or accept the warning on this machine). Or try:
-  curl --cacert %s -H "Authorization: Bearer %s" %s/v1/me
-To host other teams, make yourself a platform operator (root on this machine; or start with --operator-email):
-  sudo appliance operators add you@example.com
-then manage organizations with: appliance orgs create|list|suspend|resume|delete --email you@example.com
-
-`, path, b.OrganizationID, b.Email, b.Password, b.APIKey, b.CACert, b.APIURL, b.CACert, b.CACert, b.APIKey, b.APIURL)
-}
-
-// portOf is the port of a host:port (0 when there is none).
-func portOf(addr string) int {
-	_, p, _ := net.SplitHostPort(addr)
-	n, _ := strconv.Atoi(p)
-	return n
-}
-
-// worst is the least healthy of several probes, with every message.
-func worst(ctx context.Context, probes ...func(context.Context) (string, string)) (string, string) {
-	rank := map[string]int{api.StatusOperational: 0, api.StatusDegraded: 1, api.StatusDown: 2}
-	status, msgs := api.StatusOperational, []string{}
-	for _, p := range probes {
-		st, msg := p(ctx)
-		if rank[st] > rank[status] {
-			status = st
-		}
-		msgs = append(msgs, msg)
-	}
-	return status, strings.Join(msgs, "; ")
-}
-
-// newCertManager is the certificates of the API and key-value listeners (certmagic): the appliance CA's for
-// the local names and the API's host, an ACME CA's for --acme-domain.
-func (u *upRun) newCertManager(ctx context.Context, host string) (*certs.Manager, error) {
-	cfg := u.cfg
-	o := certs.Options{StorageDir: filepath.Join(u.dataDir, "certmagic"), CA: u.ca, Log: u.log,
-		Names: uniq("localhost", "127.0.0.1", "::1", host, cfg.PublicHost)}
-	if cfg.ACMEDomain != "" {
-		o.ACME = &certs.ACMEOptions{Domain: cfg.ACMEDomain, Email: cfg.ACMEEmail, CA: cfg.ACMECA, TLSALPNAddr: u.ln.Addr().String()}
-		if cfg.ACMECARoot != "" {
-			pem, err := os.ReadFile(cfg.ACMECARoot)
-			if err != nil {
-				return nil, fmt.Errorf("--acme-ca-root: %w", err)
-			}
-			o.ACME.Roots = x509.NewCertPool()
-			if !o.ACME.Roots.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--acme-ca-root %s holds no PEM certificate", cfg.ACMECARoot)
-			}
-		}
-	}
-	m, err := certs.NewManager(ctx, o)
-	if err != nil {
-		return nil, fmt.Errorf("certificates: %w", err)
-	}
-	return m, nil
 }

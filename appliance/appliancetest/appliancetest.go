@@ -586,3 +586,10 @@ func (e *Env) StartKVFronts(t testing.TB) *KVFronts {
 	}
 	return f
 }
+
+// FreePorts reserves a port range of at least n ports until the test ends (for an appliance a test starts
+// itself, such as appliance/node's: its --pg-ports), shared with no other test of any process.
+func FreePorts(t testing.TB, n int) appliance.PortRange {
+	t.Helper()
+	return freeRange(t, n)
+}

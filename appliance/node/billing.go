@@ -1,4 +1,4 @@
-package cmd
+package node
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 
 // billingProvider is the provider up --billing-provider names, with its secrets read from their files (nil:
 // billing is off).
-func billingProvider(cfg UpConfig) (appliance.BillingProvider, error) {
+func billingProvider(cfg Config) (appliance.BillingProvider, error) {
 	if cfg.BillingProvider == "" {
 		if cfg.StripeSecretKeyFile != "" || cfg.StripeWebhookSecretFile != "" {
 			return nil, fmt.Errorf("--stripe-secret-key-file and --stripe-webhook-secret-file need --billing-provider stripe")

@@ -1,4 +1,4 @@
-package cmd
+package node
 
 import (
 	"bytes"
@@ -20,12 +20,12 @@ func TestBucketFlagsParsed(t *testing.T) {
 		}
 		return p
 	}
-	if sc, err := parseBackupStore(UpConfig{}); sc != nil || err != nil {
+	if sc, err := parseBackupStore(Config{}); sc != nil || err != nil {
 		t.Fatalf("no --backup-store: %+v %v", sc, err)
 	}
 	raw := bytes.Repeat([]byte{7}, 32)
 	creds := write("creds", "# the bucket's\nAWS_ACCESS_KEY_ID=AK\n\nAWS_SECRET_ACCESS_KEY = s/ecret\n")
-	sc, err := parseBackupStore(UpConfig{BackupStore: "s3://bkt/some/prefix/", BackupStoreEndpoint: "http://127.0.0.1:9000",
+	sc, err := parseBackupStore(Config{BackupStore: "s3://bkt/some/prefix/", BackupStoreEndpoint: "http://127.0.0.1:9000",
 		BackupStoreRegion: "eu-1", BackupStorePathStyle: true, BackupStoreCredentialsFile: creds,
 		BackupStoreKeyFile: write("raw.key", string(raw))})
 	if err != nil {
@@ -35,27 +35,27 @@ func TestBucketFlagsParsed(t *testing.T) {
 		!sc.PathStyle || sc.AccessKey != "AK" || sc.SecretKey != "s/ecret" || !bytes.Equal(sc.DataKey, raw) {
 		t.Fatalf("parsed %+v", sc)
 	}
-	sc, err = parseBackupStore(UpConfig{BackupStore: "s3://bkt", BackupStoreEndpoint: "https://s3.example.com",
+	sc, err = parseBackupStore(Config{BackupStore: "s3://bkt", BackupStoreEndpoint: "https://s3.example.com",
 		BackupStoreKeyFile: write("hex.key", strings.Repeat("07", 32)+"\n")})
 	if err != nil || sc.Prefix != "" || sc.Endpoint != "s3.example.com" || sc.PlainHTTP || !bytes.Equal(sc.DataKey, raw) || sc.DataKey == nil {
 		t.Fatalf("parsed %+v, %v", sc, err)
 	}
-	if sc, err = parseBackupStore(UpConfig{BackupStore: "s3://bkt", BackupStoreEndpoint: "minio:9000"}); err != nil || sc.Endpoint != "minio:9000" || sc.PlainHTTP || sc.DataKey != nil {
+	if sc, err = parseBackupStore(Config{BackupStore: "s3://bkt", BackupStoreEndpoint: "minio:9000"}); err != nil || sc.Endpoint != "minio:9000" || sc.PlainHTTP || sc.DataKey != nil {
 		t.Fatalf("parsed %+v, %v", sc, err)
 	}
 	for _, bad := range []struct {
-		cfg  UpConfig
+		cfg  Config
 		want string
 	}{
-		{UpConfig{BackupStore: "/var/backups"}, "--backup-store"},
-		{UpConfig{BackupStore: "gs://bkt/p"}, "--backup-store"},
-		{UpConfig{BackupStore: "s3:///p"}, "--backup-store"},
-		{UpConfig{BackupStore: "s3://bkt", BackupStoreEndpoint: "ftp://host"}, "--backup-store-endpoint"},
-		{UpConfig{BackupStore: "s3://bkt", BackupStoreEndpoint: "https://host/path"}, "--backup-store-endpoint"},
-		{UpConfig{BackupStore: "s3://bkt", BackupStoreKeyFile: write("short.key", "0707")}, "64 hexadecimal digits"},
-		{UpConfig{BackupStore: "s3://bkt", BackupStoreKeyFile: filepath.Join(dir, "absent")}, "--backup-store-key-file"},
-		{UpConfig{BackupStore: "s3://bkt", BackupStoreCredentialsFile: write("half", "AWS_ACCESS_KEY_ID=AK\n")}, "want both"},
-		{UpConfig{BackupStore: "s3://bkt", BackupStoreCredentialsFile: write("other", "AWS_REGION=x\n")}, "AWS_REGION"},
+		{Config{BackupStore: "/var/backups"}, "--backup-store"},
+		{Config{BackupStore: "gs://bkt/p"}, "--backup-store"},
+		{Config{BackupStore: "s3:///p"}, "--backup-store"},
+		{Config{BackupStore: "s3://bkt", BackupStoreEndpoint: "ftp://host"}, "--backup-store-endpoint"},
+		{Config{BackupStore: "s3://bkt", BackupStoreEndpoint: "https://host/path"}, "--backup-store-endpoint"},
+		{Config{BackupStore: "s3://bkt", BackupStoreKeyFile: write("short.key", "0707")}, "64 hexadecimal digits"},
+		{Config{BackupStore: "s3://bkt", BackupStoreKeyFile: filepath.Join(dir, "absent")}, "--backup-store-key-file"},
+		{Config{BackupStore: "s3://bkt", BackupStoreCredentialsFile: write("half", "AWS_ACCESS_KEY_ID=AK\n")}, "want both"},
+		{Config{BackupStore: "s3://bkt", BackupStoreCredentialsFile: write("other", "AWS_REGION=x\n")}, "AWS_REGION"},
 	} {
 		if _, err := parseBackupStore(bad.cfg); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%+v: %v, want an error naming %q", bad.cfg, err, bad.want)

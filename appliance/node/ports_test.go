@@ -1,4 +1,4 @@
-package cmd
+package node
 
 import (
 	"io"
@@ -12,7 +12,9 @@ import (
 // the port of every listener of the appliance's (API, operator, both key-value fronts).
 func TestUpOwnPorts(t *testing.T) {
 	t.Parallel()
-	u, err := prepareUp(t.Context(), upConfig(t, "--metrics-listen", "127.0.0.1:0"), io.Discard)
+	cfg := testConfig(t)
+	cfg.MetricsListen = "127.0.0.1:0"
+	u, err := prepareUp(t.Context(), cfg, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 //go:build !testhooks
 
-package cmd
+package node
 
 import "context"
 

@@ -1,10 +1,9 @@
-package cmd
+package node
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,20 +15,15 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
-	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/cgroups"
 	"github.com/theappliance/appliance/appliance/daemon"
-	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/previews"
-	"github.com/theappliance/appliance/appliance/programs"
 	"github.com/theappliance/appliance/appliance/storageguard"
 	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/httpapi/connlimit"
 	"github.com/theappliance/appliance/kvproxy"
 	"github.com/theappliance/appliance/scheduler"
-	"github.com/theappliance/appliance/scheduler/lane"
-	"github.com/theappliance/appliance/store"
 	"github.com/theappliance/appliance/ui"
 )
 
@@ -61,17 +55,17 @@ func (c *component) Stop(ctx context.Context) error {
 func startAll(ctx context.Context, cs []*component, log *slog.Logger) error {
 	for i, c := range cs {
 		if err := c.Start(ctx); err != nil {
-			stopAll(cs[:i], log)
+			stopAll(context.Background(), cs[:i], log)
 			return fmt.Errorf("start %s: %w", c.name, err)
 		}
 	}
 	return nil
 }
 
-// stopAll stops components in reverse order, each with a timeout.
-func stopAll(cs []*component, log *slog.Logger) {
+// stopAll stops components in reverse order, each with a timeout under parent.
+func stopAll(parent context.Context, cs []*component, log *slog.Logger) {
 	for i := len(cs) - 1; i >= 0; i-- {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(parent, 30*time.Second)
 		if err := cs[i].Stop(ctx); err != nil {
 			log.Error("stop", "component", cs[i].name, "err", err)
 		}
@@ -93,37 +87,8 @@ func inBackground(name string, fn func(ctx context.Context)) *component {
 	}, stop: func(ctx context.Context) error { cancel(); <-done; return nil }}
 }
 
-// upRun is what up's components share: the settings and what was prepared before them (data directory,
-// CA, listeners, the complete outbound policy), and what each component makes for those after it.
-type upRun struct {
-	cfg      UpConfig
-	out      io.Writer
-	log      *slog.Logger
-	ports    appliance.PortRange
-	limits   httpapi.RateLimits
-	kvLimits connlimit.Limits
-	pol      *outbound.Policy
-	set      *programs.Set
-	dataDir  string
-	ca       *certs.CA
-	box      *appliance.SecretBox
-	certMgr  *certs.Manager
-	apiURL   string
-	// ln is the API's listener, opLn the operator listener's (--metrics-listen; nil: none), kvLn and
-	// kvRESTLn the key-value fronts'.
-	ln, opLn, kvLn, kvRESTLn net.Listener
-	// lane is the process's background lane (runUp).
-	lane *lane.Lane
-
-	db     *store.DB
-	svc    *appliance.Service
-	runner *scheduler.Runner
-	kv     *kvproxy.Server
-	kvREST *kvproxy.REST
-}
-
 // close closes what prepareUp opened (the listeners a component took over are closed by it already).
-func (u *upRun) close() {
+func (u *Node) close() {
 	if u.certMgr != nil {
 		u.certMgr.Stop()
 	}
@@ -135,7 +100,7 @@ func (u *upRun) close() {
 }
 
 // storeComponent is the metadata store.
-func (u *upRun) storeComponent() *component {
+func (u *Node) storeComponent() *component {
 	return &component{name: "store", start: func(ctx context.Context) error {
 		var err error
 		u.db, err = openStore(u.cfg, u.dataDir)
@@ -145,7 +110,7 @@ func (u *upRun) storeComponent() *component {
 
 // serviceComponent is the service, the supervisor of its instances and the job runner it enqueues for
 // (made here, started by the scheduler component).
-func (u *upRun) serviceComponent() *component {
+func (u *Node) serviceComponent() *component {
 	cfg, log := u.cfg, u.log
 	var sup *daemon.Supervisor
 	var groups *cgroups.Groups
@@ -197,7 +162,7 @@ func (u *upRun) serviceComponent() *component {
 			log.Info("backup store", "bucket", bucket.String())
 		}
 		svc := appliance.New(appliance.Config{APIURL: u.apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
-			Version: Version, CACertPath: u.ca.CertPath(), ListenHost: cfg.PGListen, DataDir: u.dataDir, Spares: cfg.Spares,
+			Version: u.cfg.Version, CACertPath: u.ca.CertPath(), ListenHost: cfg.PGListen, DataDir: u.dataDir, Spares: cfg.Spares,
 			Ports: u.ports, Outbound: u.pol, NetworkExtensions: cfg.NetworkExtensions, LogArchiveDays: cfg.LogArchiveDays, BackupRetentionDays: cfg.BackupRetentionDays,
 			VerifyBackupsEvery: cfg.VerifyBackupsEvery,
 			KVFront:            appliance.KVFront{RESPPort: respPort, RESTURL: "https://" + net.JoinHostPort(cfg.PublicHost, strconv.Itoa(restPort))},
@@ -230,7 +195,7 @@ func (u *upRun) serviceComponent() *component {
 
 // openCgroups opens the cgroups that hold the projects' servers (nil with --cgroups off): a parent group
 // named after the data directory, so that two appliances on a machine do not share one.
-func openCgroups(cfg UpConfig, dataDir string, log *slog.Logger) (*cgroups.Groups, error) {
+func openCgroups(cfg Config, dataDir string, log *slog.Logger) (*cgroups.Groups, error) {
 	if cfg.Cgroups == "off" {
 		log.Info("cgroups: off (--cgroups off): projects' memory and CPU are not held")
 		return nil, nil
@@ -240,7 +205,7 @@ func openCgroups(cfg UpConfig, dataDir string, log *slog.Logger) (*cgroups.Group
 
 // bootstrapComponent makes the first organization, its owner and key on a first start (and prints
 // them), and reports what the metadata says against what the data directory holds.
-func (u *upRun) bootstrapComponent() *component {
+func (u *Node) bootstrapComponent() *component {
 	return &component{name: "bootstrap", start: func(ctx context.Context) error {
 		path := filepath.Join(u.dataDir, "bootstrap.json")
 		b, err := u.svc.EnsureBootstrap(ctx, path, u.ca.CertPath())
@@ -248,6 +213,7 @@ func (u *upRun) bootstrapComponent() *component {
 			return err
 		}
 		if b != nil {
+			u.boot = b
 			printBootstrap(u.out, b, path)
 		}
 		// Billing on: every organization gets its customer at the provider; those it cannot be made for
@@ -265,7 +231,7 @@ func (u *upRun) bootstrapComponent() *component {
 
 // schedulerComponent starts the job runner with the service's job handlers and periodic work, the first
 // fill of the spare clusters and the adoption of the instances and key-value stores already there.
-func (u *upRun) schedulerComponent() *component {
+func (u *Node) schedulerComponent() *component {
 	var firstFill chan struct{}
 	return &component{name: "scheduler", start: func(ctx context.Context) error {
 		svc, runner := u.svc, u.runner
@@ -300,12 +266,12 @@ func (u *upRun) schedulerComponent() *component {
 }
 
 // storageGuardComponent holds projects to their storage limits.
-func (u *upRun) storageGuardComponent() *component {
+func (u *Node) storageGuardComponent() *component {
 	return inBackground("storage-guard", func(ctx context.Context) { u.svc.Storage().Run(ctx, storageguard.Interval) })
 }
 
 // webhooksComponent delivers webhooks (the service's webhook worker).
-func (u *upRun) webhooksComponent() *component {
+func (u *Node) webhooksComponent() *component {
 	return &component{name: "webhooks", start: func(ctx context.Context) error {
 		if err := u.svc.Webhooks().Start(ctx); err != nil {
 			return err
@@ -316,7 +282,7 @@ func (u *upRun) webhooksComponent() *component {
 }
 
 // kvFrontComponent is the key-value stores' fronts (RESP and REST, over TLS) on their listeners.
-func (u *upRun) kvFrontComponent() *component {
+func (u *Node) kvFrontComponent() *component {
 	return &component{name: "kv-front", start: func(ctx context.Context) error {
 		svc, log, tlsCfg := u.svc, u.log, u.certMgr.TLSConfig()
 		u.kv = &kvproxy.Server{Addr: u.cfg.KVListen, Listener: u.kvLn, TLS: tlsCfg, Resolver: svc.KV(), Log: log, Limits: u.kvLimits, Lane: u.lane}
@@ -339,7 +305,7 @@ func (u *upRun) kvFrontComponent() *component {
 
 // apiComponent is the HTTPS API with the dashboard, the operator listener (--metrics-listen), and the
 // ACME certificate of --acme-domain (which the API's listener answers the challenge of).
-func (u *upRun) apiComponent() *component {
+func (u *Node) apiComponent() *component {
 	var srv, opSrv *http.Server
 	var api *httpapi.Server
 	return &component{name: "api", start: func(ctx context.Context) error {

@@ -1,4 +1,4 @@
-package cmd
+package node
 
 import (
 	"errors"
@@ -11,8 +11,8 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// metaFile is the metadata store of a data directory.
-func metaFile(dataDir string) string { return filepath.Join(dataDir, "meta.db") }
+// MetaFile is the metadata store of a data directory.
+func MetaFile(dataDir string) string { return filepath.Join(dataDir, "meta.db") }
 
 // priorRun lists what in a data directory shows an appliance ran on it before: instances, key-value
 // stores, backups, the credentials of its first start and, with markers, the CA and the store's recorded
@@ -60,16 +60,16 @@ func errNoMetadata(dataDir, state string, found []string) error {
 	return fmt.Errorf("refusing to start: %s %s, but the data directory holds %s: starting would make a new organization and admin key "+
 		"and hide every project. Restore meta.db from a copy of it (stop the appliance, put the copy at %s, start again); "+
 		"to start afresh instead, move the data directory away (mv %s %s.old)",
-		metaFile(dataDir), state, strings.Join(found, "; "), metaFile(dataDir), dataDir, dataDir)
+		MetaFile(dataDir), state, strings.Join(found, "; "), MetaFile(dataDir), dataDir, dataDir)
 }
 
 // metadataCheck is the data directory's metadata as doctor and up see it before anything starts: a missing
 // or empty meta.db beside what an earlier run left fails. Doctor also opens the store to read —
 // its header, pages, records' checksums, generation — and compares it with the data directory (a
 // mismatch is a warning); up does the same as it opens the store.
-func metadataCheck(r *checkRun, c *check) {
+func metadataCheck(r *checkRun, c *Check) {
 	dataDir := r.dataDir
-	path := metaFile(dataDir)
+	path := MetaFile(dataDir)
 	st, err := os.Stat(path)
 	if err != nil || st.Size() == 0 {
 		state := "is missing"
@@ -77,31 +77,31 @@ func metadataCheck(r *checkRun, c *check) {
 			state = "is empty"
 		}
 		if found := priorRun(dataDir, true); len(found) > 0 {
-			c.level, c.detail = levelFail, errNoMetadata(dataDir, state, found).Error()
-			c.fix = fmt.Sprintf("restore meta.db from a copy into %s, or move %s away to start afresh", dataDir, dataDir)
+			c.Level, c.Detail = LevelFail, errNoMetadata(dataDir, state, found).Error()
+			c.Fix = fmt.Sprintf("restore meta.db from a copy into %s, or move %s away to start afresh", dataDir, dataDir)
 			return
 		}
-		c.detail = path + " is created at first start"
+		c.Detail = path + " is created at first start"
 		return
 	}
 	if r.running {
-		c.detail = path + " is in use by the running appliance"
+		c.Detail = path + " is in use by the running appliance"
 		return
 	}
-	if r.install { // up checks the store itself as it opens it
-		c.detail = path
+	if r.Install { // up checks the store itself as it opens it
+		c.Detail = path
 		return
 	}
 	db, err := store.OpenWith(path, store.Options{ReadOnly: true, AcceptOlderMetadata: r.cfg.AcceptOlderMetadata})
 	if err != nil {
-		c.level, c.detail = levelFail, err.Error()
+		c.Level, c.Detail = LevelFail, err.Error()
 		switch {
 		case errors.Is(err, store.ErrOlderMetadata):
-			c.fix = "put the newest meta.db back, or start with --accept-older-metadata (revoked credentials stay revoked; doctor then lists what differs from the disk)"
+			c.Fix = "put the newest meta.db back, or start with --accept-older-metadata (revoked credentials stay revoked; doctor then lists what differs from the disk)"
 		case errors.Is(err, store.ErrDamaged):
-			c.fix = "stop, restore meta.db from a copy of it, and start again"
+			c.Fix = "stop, restore meta.db from a copy of it, and start again"
 		default:
-			c.fix = "check the file's owner and mode"
+			c.Fix = "check the file's owner and mode"
 		}
 		return
 	}
@@ -109,20 +109,20 @@ func metadataCheck(r *checkRun, c *check) {
 	mismatches, err := appliance.Reconcile(db, dataDir)
 	switch {
 	case err != nil:
-		c.level, c.detail, c.fix = levelFail, fmt.Sprintf("%s: %v", path, err), "stop, restore meta.db from a copy of it, and start again"
+		c.Level, c.Detail, c.Fix = LevelFail, fmt.Sprintf("%s: %v", path, err), "stop, restore meta.db from a copy of it, and start again"
 	case len(mismatches) > 0:
-		c.level, c.detail = levelWarn, fmt.Sprintf("%s does not match the data directory: %s", path, strings.Join(mismatches, "; "))
-		c.fix = "an older meta.db was put back, or files were moved: restore the newest meta.db, or remove what is no longer wanted"
+		c.Level, c.Detail = LevelWarn, fmt.Sprintf("%s does not match the data directory: %s", path, strings.Join(mismatches, "; "))
+		c.Fix = "an older meta.db was put back, or files were moved: restore the newest meta.db, or remove what is no longer wanted"
 	default:
-		c.detail = path + " is sound and matches the data directory"
+		c.Detail = path + " is sound and matches the data directory"
 	}
 }
 
 // openStore opens the data directory's metadata store for up. A store never bootstrapped beside what an
 // earlier run left (instances, key-value stores, backups, bootstrap.json) is refused as a missing one is:
 // the bootstrap runs before anything else writes there.
-func openStore(cfg UpConfig, dataDir string) (*store.DB, error) {
-	db, err := store.OpenWith(metaFile(dataDir), store.Options{AcceptOlderMetadata: cfg.AcceptOlderMetadata})
+func openStore(cfg Config, dataDir string) (*store.DB, error) {
+	db, err := store.OpenWith(MetaFile(dataDir), store.Options{AcceptOlderMetadata: cfg.AcceptOlderMetadata})
 	if err != nil {
 		return nil, err
 	}
