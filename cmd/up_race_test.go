@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -13,29 +12,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/theappliance/appliance/appliance/appliancetest"
 )
-
-// lockedBuffer is the output of an up that runs beside the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // inProcessUp is an up running in the test's process (so that the race detector sees it).
 type inProcessUp struct {
-	out  *lockedBuffer
+	out  *appliancetest.Output
 	stop context.CancelFunc
 	done chan error
 	url  string
@@ -45,7 +28,7 @@ type inProcessUp struct {
 func startUpInProcess(t *testing.T, cfg UpConfig) *inProcessUp {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	u := &inProcessUp{out: &lockedBuffer{}, stop: cancel, done: make(chan error, 1)}
+	u := &inProcessUp{out: &appliancetest.Output{}, stop: cancel, done: make(chan error, 1)}
 	go func() { u.done <- runUp(ctx, cfg, u.out) }()
 	t.Cleanup(func() { u.shutdown(t) })
 	api := regexp.MustCompile(`API:\s+(https://\S+)`)

@@ -593,3 +593,22 @@ func FreePorts(t testing.TB, n int) appliance.PortRange {
 	t.Helper()
 	return freeRange(t, n)
 }
+
+// Output is the output of an appliance that runs beside the test (in its process): written by it while
+// the test reads it.
+type Output struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *Output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}

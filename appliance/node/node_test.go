@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,31 +18,13 @@ import (
 	"github.com/theappliance/appliance/appliance/appliancetest"
 )
 
-// lockedBuffer is the output of an appliance that runs beside the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestStartInProcess: Start runs a whole appliance in the test's process on a temporary data directory and
 // free ports; through its API (its bootstrap's key, its CA) a project is created and provisioned, and
 // `SELECT 1` runs on it over TLS verified against the CA; Stop leaves no process of the data directory.
 func TestStartInProcess(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	out := &lockedBuffer{}
+	out := &appliancetest.Output{}
 	n, err := Start(t.Context(), cfg, out)
 	if err != nil {
 		t.Fatalf("start: %v\n%s", err, out)
