@@ -36,6 +36,8 @@ var Enums = map[string][]string{
 	"UploadState":       {UploadPending, UploadUploaded, UploadConsumed, UploadExpired},
 	"BillingEventOutcome": {BillingOutcomeApplied, BillingOutcomeUnchanged, BillingOutcomeIgnored, BillingOutcomeUnknownCustomer,
 		BillingOutcomeStale, BillingOutcomeOtherSubscription, BillingOutcomeDuplicate},
+	"Program":                  {ProgramStartup, ProgramPartner},
+	"ProgramApplicationStatus": {ProgramApplicationReceived, ProgramApplicationApproved, ProgramApplicationRejected},
 }
 
 // Job states (the scheduler's: appliance checks they are the same at compile time).
@@ -68,6 +70,8 @@ const (
 	ActorAnonymous = "anonymous"
 	// ActorBillingProvider is a billing provider's webhook event (its actor id: the provider, "stripe").
 	ActorBillingProvider = "billing_provider"
+	// ActorServiceToken is a service token's call (a program application submitted by the public website).
+	ActorServiceToken = "service_token"
 )
 
 // Upload states; see docs/api-decisions.md (Imports).

@@ -532,3 +532,7 @@ func (h areaHost) StopProject(ctx context.Context, run *scheduler.Run, projectID
 func (h areaHost) StartProject(ctx context.Context, run *scheduler.Run, projectID string) error {
 	return h.s.startProject(ctx, run, projectID)
 }
+
+// PlatformOrganization is the organization the platform's own events (program applications) and their
+// audit events go to: the one made at the first start.
+func (h areaHost) PlatformOrganization(tx *store.Tx) string { return h.s.platformOrganization(tx) }

@@ -26,6 +26,7 @@ import (
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/previews"
+	"github.com/theappliance/appliance/appliance/programapps"
 	"github.com/theappliance/appliance/appliance/signedurl"
 	"github.com/theappliance/appliance/appliance/storageguard"
 	"github.com/theappliance/appliance/appliance/studio"
@@ -85,6 +86,9 @@ type Config struct {
 	// ServerLimits, when set, are the memory and CPU a plan's servers are held to in their cgroups
 	// (DataPlane.Cgroups) instead of the plan's MemoryBytes and CPUCores: tests shrink them.
 	ServerLimits func(plan Plan) cgroups.Limits
+	// ProgramApplicationRate is each service token's rate of program applications (zero:
+	// programapps.DefaultRate; tests lower it).
+	ProgramApplicationRate programapps.Rate
 }
 
 // Deps are the service's collaborators, made before it (by up's components, by appliancetest): New
@@ -191,6 +195,9 @@ type Service struct {
 	// tenancy is the platform operators' area: operators and organizations (appliance/tenancy, built in
 	// New).
 	tenancy *tenancy.Service
+	// programApps is the programs area's applications and their service tokens (appliance/programapps,
+	// built in New).
+	programApps *programapps.Service
 }
 
 // New returns a service built with its collaborators.
@@ -234,6 +241,8 @@ func New(cfg Config, deps Deps) *Service {
 	s.backups = s.newBackups(cfg, deps)
 	s.billing = billing.New(billing.Deps{DB: deps.DB, Provider: deps.Billing, Host: areaHost{s}, Log: deps.Log, Clock: s.now})
 	s.tenancy = tenancy.New(tenancy.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}})
+	s.programApps = programapps.New(programapps.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}, Discounts: s.billing,
+		Rate: cfg.ProgramApplicationRate})
 	return s
 }
 

@@ -126,7 +126,7 @@ const apiDescription = "The control-plane API of the appliance, a self-hosted ma
 	"Authenticate with an API key or a session token as a bearer token, or with an API key in `X-API-Key`. " +
 	"Each operation names the scope it needs in its description and in `x-required-scope` (and, when it " +
 	"needs more than one, all of them in `x-required-scopes`), and its " +
-	"authentication mode in `x-auth` (`public`, `authenticated` or `session`)."
+	"authentication mode in `x-auth` (`public`, `authenticated`, `session` or `service_token`)."
 
 // tagDescriptions describe the tags of the route table; a tag not listed here gets a generic description.
 var tagDescriptions = map[string]string{
@@ -138,6 +138,7 @@ var tagDescriptions = map[string]string{
 	"projects":      "Projects: one PostgreSQL instance each.",
 	"jobs":          "Durable asynchronous jobs behind every lifecycle action.",
 	"billing":       "The billing provider's inbound webhook (Stripe): the organizations' billing_* fields follow its events.",
+	"programs":      "Program applications from the public website (with a narrow service token) and the platform operators' review of them.",
 }
 
 const errorSchemaName = "Error"
@@ -278,6 +279,10 @@ func (g *schemaGen) operation(rt Route, pathParams []string, used map[string]boo
 		op["x-auth"] = "session"
 		op["security"] = []any{map[string]any{"bearerAuth": []any{}}}
 		desc = append(desc, "Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403.")
+	case ServiceToken:
+		op["x-auth"] = "service_token"
+		op["security"] = []any{map[string]any{"bearerAuth": []any{}}}
+		desc = append(desc, "Needs a service token (`svc_...`, minted by a platform operator) as a bearer token; API keys and sessions are refused with 403, and a service token is refused on every other endpoint.")
 	default:
 		op["x-auth"] = "authenticated"
 		op["security"] = []any{map[string]any{"bearerAuth": []any{}}, map[string]any{"apiKeyHeader": []any{}}}

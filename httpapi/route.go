@@ -29,6 +29,9 @@ const (
 	Authenticated Auth = iota // an API key or a session
 	Public                    // no credentials
 	SessionOnly               // a signed-in identity-provider session, never an API key
+	// ServiceToken is a narrow service token (svc_…, minted by platform operators) and nothing else: API
+	// keys and sessions are refused with 403, and a service token is refused on every other route.
+	ServiceToken
 )
 
 // Param declares a query parameter; the same declaration validates requests and documents the route.

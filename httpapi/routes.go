@@ -229,6 +229,23 @@ func (s *Server) table() []Route {
 			Header:  []Param{{Name: "Stripe-Signature", Required: true, Doc: "Stripe's signature of the body (t=...,v1=...) under the endpoint's signing secret"}},
 			RawBody: "application/json", Errors: []int{http.StatusNotFound}, Do: Without(s.stripeWebhook)},
 
+		// Programs: applications from the public website (a service token only), the operators' review,
+		// and the service tokens operators mint for the website
+		{Method: post, Path: "/v1/program-applications", Tag: "programs", Auth: ServiceToken, Scope: api.ScopeProgramApplicationsCreate, Status: created, Summary: "Submit a program application (status received; program_application.received is delivered to the platform organization's webhook endpoints). Service tokens only, rate-limited per token (429); 409 naming the first application when the same e-mail applied within 24 hours",
+			Errors: []int{http.StatusConflict}, Do: CallB(s.svc.ProgramApps().Submit)},
+		{Method: get, Path: "/v1/program-applications", Tag: "programs", Auth: SessionOnly, Operator: true, Status: ok, Summary: "List program applications, newest first (platform operators)",
+			Query: []Param{{Name: "status", Type: "string", Pattern: "^(received|approved|rejected)$", Doc: "only applications of this status"}, {Name: "limit", Type: "integer", Min: 1, Max: 1000, Default: int64(100), Doc: "number of applications, newest first"}},
+			Do: Without(s.listProgramApplications)},
+		{Method: get, Path: "/v1/program-applications/{applicationID}", Tag: "programs", Auth: SessionOnly, Operator: true, Status: ok, Summary: "Get a program application (platform operators)", Do: CallP("applicationID", s.svc.ProgramApps().Get)},
+		{Method: post, Path: "/v1/program-applications/{applicationID}/approve", Tag: "programs", Auth: SessionOnly, Operator: true, Status: ok, Summary: "Approve a program application: a discount (a coupon and its promotion code, redeemable once) is made at the billing provider and recorded as discount_id and discount_code (platform operators; 409 when decided already or billing is off)",
+			Errors: []int{http.StatusConflict}, Do: CallPB("applicationID", s.svc.ProgramApps().Approve)},
+		{Method: post, Path: "/v1/program-applications/{applicationID}/reject", Tag: "programs", Auth: SessionOnly, Operator: true, Status: ok, Summary: "Reject a program application with an operator_note (platform operators; 409 when decided already)",
+			Errors: []int{http.StatusConflict}, Do: CallPB("applicationID", s.svc.ProgramApps().Reject)},
+		{Method: get, Path: "/v1/service-tokens", Tag: "programs", Auth: SessionOnly, Operator: true, Status: ok, Summary: "List the service tokens, newest first, revoked ones too (platform operators)", Do: Call(s.svc.ProgramApps().ListServiceTokens)},
+		{Method: post, Path: "/v1/service-tokens", Tag: "programs", Auth: SessionOnly, Operator: true, Status: created, Summary: "Mint a service token for the public website: scope program_applications:create only; its plaintext is returned once (platform operators)", Do: CallB(s.svc.ProgramApps().CreateServiceToken)},
+		{Method: del, Path: "/v1/service-tokens/{tokenID}", Tag: "programs", Auth: SessionOnly, Operator: true, Status: ok, Summary: "Revoke a service token: it authenticates no more (platform operators; 409 when revoked already)",
+			Errors: []int{http.StatusConflict}, Do: CallP("tokenID", s.svc.ProgramApps().RevokeServiceToken)},
+
 		// Key-value stores (a Redis server per project behind the RESP and REST fronts)
 		{Method: get, Path: "/v1/kv", Tag: "kv", Scope: api.ScopeProjectsRead, Status: ok, Summary: "List the organization's key-value stores",
 			Query: []Param{{Name: "organization_id", Type: "string", Doc: "the organization to list; required for platform administrators, optional (and must be their own) for others"}}, Do: Without(s.listKV)},

@@ -13,7 +13,7 @@ func ScopeTable(routes []Route) string {
 	var b strings.Builder
 	b.WriteString("| Method | Path | Auth | Scope | Project-scoped keys |\n|---|---|---|---|---|\n")
 	for _, rt := range routes {
-		auth := map[Auth]string{Public: "none", Authenticated: "key or session", SessionOnly: "session only"}[rt.Auth]
+		auth := map[Auth]string{Public: "none", Authenticated: "key or session", SessionOnly: "session only", ServiceToken: "service token only"}[rt.Auth]
 		if rt.Operator {
 			auth += " (platform operators)"
 		}
@@ -26,7 +26,7 @@ func ScopeTable(routes []Route) string {
 		}
 		proj := "—"
 		switch {
-		case rt.Auth == Public || rt.Auth == SessionOnly:
+		case rt.Auth == Public || rt.Auth == SessionOnly || rt.Auth == ServiceToken:
 		case rt.OrgLevel:
 			proj = "refused"
 		case strings.Contains(rt.Path, "{projectID}") || strings.Contains(rt.Path, "{jobID}"):

@@ -235,6 +235,9 @@ func credentialKey(p *appliance.Principal) string {
 	if p.APIKeyID != "" {
 		return "key " + p.APIKeyID
 	}
+	if id := p.ServiceTokenID(); id != "" {
+		return "service token " + id
+	}
 	return "user " + p.UserID
 }
 
@@ -256,11 +259,21 @@ func (s *Server) authorize(req *Request, rt *Route, params [][]string) error {
 			return err
 		}
 	}
-	p, err := s.svc.Identity().Authenticate(req.Context(), tok)
+	authenticate := s.svc.Identity().Authenticate
+	if appliance.IsServiceToken(tok) {
+		authenticate = s.svc.ProgramApps().Authenticate
+	}
+	p, err := authenticate(req.Context(), tok)
 	if err != nil {
 		return err
 	}
 	req.Principal = p
+	if rt.Auth == ServiceToken && !p.IsServiceToken() {
+		return appliance.Forbidden("this endpoint takes a service token (%s…, minted by a platform operator) only: API keys and sessions are refused", api.ServiceTokenPrefix)
+	}
+	if rt.Auth != ServiceToken && p.IsServiceToken() {
+		return appliance.Forbidden("a service token only submits program applications (POST /v1/program-applications): it is refused here")
+	}
 	if rt.Auth == SessionOnly && !p.IsSession() {
 		return appliance.Forbidden("this endpoint needs a signed-in session, not an API key")
 	}

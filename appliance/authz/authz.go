@@ -47,6 +47,8 @@ const (
 	ActorAnonymous = api.ActorAnonymous
 	// ActorBillingProvider acts for a billing provider's verified webhook events (BillingProvider).
 	ActorBillingProvider = api.ActorBillingProvider
+	// ActorServiceToken acts for a service token (ServiceToken).
+	ActorServiceToken = api.ActorServiceToken
 )
 
 // Principal is the authenticated caller.
@@ -62,8 +64,9 @@ type Principal struct {
 	ProjectID           string   `json:"project_id"` // set for project-scoped keys
 	APIKeyID            string   `json:"api_key_id"` // set when authenticated by API key
 
-	sessionID string
-	provider  string // the billing provider's name (BillingProvider)
+	sessionID    string
+	provider     string // the billing provider's name (BillingProvider)
+	serviceToken string // the service token's id (ServiceToken)
 }
 
 // BillingProvider is the caller of a billing provider's verified webhook event, named by the provider
@@ -115,6 +118,8 @@ func (p *Principal) Actor() (kind, id string) {
 		return ActorSystem, "appliance"
 	case ActorBillingProvider:
 		return ActorBillingProvider, p.provider
+	case ActorServiceToken:
+		return ActorServiceToken, p.serviceToken
 	}
 	return ActorUser, p.UserID
 }
@@ -170,3 +175,16 @@ func (p *Principal) OrganizationFilter(requested string) (string, error) {
 	}
 	return p.OrganizationID, nil
 }
+
+// ServiceToken is the caller of a narrow service token (appliance/programapps): no organization, no user,
+// and exactly the one scope program_applications:create. The router admits it on the routes that take a
+// service token and refuses it everywhere else.
+func ServiceToken(id string) *Principal {
+	return &Principal{AuthSource: ActorServiceToken, serviceToken: id, Scopes: []string{string(api.ScopeProgramApplicationsCreate)}}
+}
+
+// IsServiceToken reports whether the caller is a service token.
+func (p *Principal) IsServiceToken() bool { return p.AuthSource == ActorServiceToken }
+
+// ServiceTokenID is the service token the caller came with ("" for any other caller).
+func (p *Principal) ServiceTokenID() string { return p.serviceToken }

@@ -57,6 +57,9 @@ var Types = []Type{
 	{"alert.resolved", "an alert's condition cleared (resolved_at set)", "{alert}"},
 	{"webhook.test", "POST .../webhook-endpoints/{endpointID}/test: sent to that endpoint only, whatever its event_types (never in the log or a stream)", "{webhook_endpoint_id, organization_id}"},
 	{"webhook_endpoint.disabled", "a webhook endpoint was disabled: through the API, on a 410 Gone, or after failing for 5 days (organization event: on no project stream)", "{webhook_endpoint, reason}"},
+	{"program_application.received", "the public website submitted a program application with a service token (platform event: delivered to the webhook endpoints of the organization made at the first start, the operator's)", "{program_application}"},
+	{"program_application.approved", "a platform operator approved a program application: its discount (a coupon and its promotion code) was made at the billing provider (platform event)", "{program_application}"},
+	{"program_application.rejected", "a platform operator rejected a program application (platform event)", "{program_application}"},
 }
 
 // Names are the names of Types, in the table's order (the webhook endpoints' filter accepts these).

@@ -57,3 +57,9 @@ func AddressKey(ip string) string {
 	}
 	return netip.PrefixFrom(a, 64).Masked().String()
 }
+
+// Every is the interval of one token.
+func (r *Limiter) Every() time.Duration { return r.every }
+
+// Burst is the most tokens a bucket holds.
+func (r *Limiter) Burst() int { return r.burst }
