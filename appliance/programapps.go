@@ -5,6 +5,9 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
+// ProgramApplicationRate is each service token's rate of program applications (Config).
+type ProgramApplicationRate = programapps.Rate
+
 // ProgramApps is the programs area's applications half (appliance/programapps): the public website's
 // program applications, the service tokens it submits them with, and the operators' review.
 func (s *Service) ProgramApps() *programapps.Service { return s.programApps }

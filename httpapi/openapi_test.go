@@ -63,7 +63,7 @@ func TestOpenAPIServed(t *testing.T) {
 		if op["summary"] != rt.Summary {
 			t.Errorf("%s %s: summary %v", rt.Method, rt.Path, op["summary"])
 		}
-		wantAuth := map[Auth]string{Public: "public", Authenticated: "authenticated", SessionOnly: "session"}[rt.Auth]
+		wantAuth := map[Auth]string{Public: "public", Authenticated: "authenticated", SessionOnly: "session", ServiceToken: "service_token"}[rt.Auth]
 		if op["x-auth"] != wantAuth {
 			t.Errorf("%s %s: x-auth %v, want %s", rt.Method, rt.Path, op["x-auth"], wantAuth)
 		}
@@ -389,6 +389,33 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		call("DELETE", o, "/v1/organizations/{orgID}", owner, nil, 403)
 		call("DELETE", o, "/v1/organizations/{orgID}", operator, nil, 200)
 		call("DELETE", o, "/v1/organizations/{orgID}", operator, nil, 404)
+	}
+	// The programs' routes: service tokens, a submission and its review (billing off: approval is a 409).
+	minted := call("POST", "/v1/service-tokens", "/v1/service-tokens", operator, map[string]any{"name": "conformance"}, 201)
+	call("POST", "/v1/service-tokens", "/v1/service-tokens", operator, map[string]any{}, 400)
+	call("GET", "/v1/service-tokens", "/v1/service-tokens", operator, nil, 200)
+	svcToken, _ := minted.json["plaintext_token"].(string)
+	apps, appPattern := "/v1/program-applications", "/v1/program-applications/{applicationID}"
+	application := map[string]any{"company_name": "Conform", "contact_name": "C", "email": "conform@example.com", "segment": "saas",
+		"use_case": "tests", "program": "startup", "team_size": 2}
+	submitted := call("POST", apps, apps, svcToken, application, 201)
+	call("POST", apps, apps, svcToken, application, 409)
+	call("POST", apps, apps, b.adminKey, application, 403)
+	call("POST", apps, apps, "", application, 401)
+	call("POST", apps, apps, svcToken, map[string]any{"team_size": 0}, 400)
+	call("GET", apps+"?status=received", apps, operator, nil, 200)
+	call("GET", apps+"?status=nope", apps, operator, nil, 400)
+	if id, _ := submitted.json["program_application"].(map[string]any)["id"].(string); id != "" {
+		call("GET", apps+"/"+id, appPattern, operator, nil, 200)
+		call("GET", apps+"/pap_nope", appPattern, operator, nil, 404)
+		call("POST", apps+"/"+id+"/approve", appPattern+"/approve", operator, map[string]any{"percent_off": 10}, 409)
+		call("POST", apps+"/"+id+"/reject", appPattern+"/reject", operator, map[string]any{"operator_note": "conformance"}, 200)
+		call("POST", apps+"/"+id+"/reject", appPattern+"/reject", operator, map[string]any{}, 409)
+	}
+	if id, _ := minted.json["service_token"].(map[string]any)["id"].(string); id != "" {
+		call("DELETE", "/v1/service-tokens/"+id, "/v1/service-tokens/{tokenID}", operator, nil, 200)
+		call("DELETE", "/v1/service-tokens/"+id, "/v1/service-tokens/{tokenID}", operator, nil, 409)
+		call("DELETE", "/v1/service-tokens/svt_nope", "/v1/service-tokens/{tokenID}", operator, nil, 404)
 	}
 	call("POST", "/v1/auth/sessions", "/v1/auth/sessions", "", map[string]any{"email": "x@example.com", "password": "wrong"}, 401)
 	call("POST", "/v1/auth/sessions", "/v1/auth/sessions", "", `{"email": 1}`, 400)

@@ -235,7 +235,7 @@ func (s *Server) table() []Route {
 			Errors: []int{http.StatusConflict}, Do: CallB(s.svc.ProgramApps().Submit)},
 		{Method: get, Path: "/v1/program-applications", Tag: "programs", Auth: SessionOnly, Operator: true, Status: ok, Summary: "List program applications, newest first (platform operators)",
 			Query: []Param{{Name: "status", Type: "string", Pattern: "^(received|approved|rejected)$", Doc: "only applications of this status"}, {Name: "limit", Type: "integer", Min: 1, Max: 1000, Default: int64(100), Doc: "number of applications, newest first"}},
-			Do: Without(s.listProgramApplications)},
+			Do:    Without(s.listProgramApplications)},
 		{Method: get, Path: "/v1/program-applications/{applicationID}", Tag: "programs", Auth: SessionOnly, Operator: true, Status: ok, Summary: "Get a program application (platform operators)", Do: CallP("applicationID", s.svc.ProgramApps().Get)},
 		{Method: post, Path: "/v1/program-applications/{applicationID}/approve", Tag: "programs", Auth: SessionOnly, Operator: true, Status: ok, Summary: "Approve a program application: a discount (a coupon and its promotion code, redeemable once) is made at the billing provider and recorded as discount_id and discount_code (platform operators; 409 when decided already or billing is off)",
 			Errors: []int{http.StatusConflict}, Do: CallPB("applicationID", s.svc.ProgramApps().Approve)},

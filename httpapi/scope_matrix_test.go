@@ -34,6 +34,8 @@ type fixtures struct {
 	headers      map[string]http.Header             // "METHOD /path" → request headers a call needs
 	signed       map[string]func() http.Header      // "METHOD /path" → headers made at each call (a signature now)
 	claimToken   string                             // of the ephemeral database the claim route claims
+	serviceToken string                             // a service token (the program applications' route)
+	revokedToken string                             // a revoked service token
 }
 
 // header is the request's headers: the credential's, and those the route's fixture needs.
@@ -312,7 +314,48 @@ func newFixtures(b *bundle) *fixtures {
 		"POST /v1/projects/{projectID}/tables/{schema}/{table}/csv":               "note\nfrom a CSV file\n",
 	}
 	f.stripeWebhook()
+	f.programFixtures()
 	return f
+}
+
+// programFixtures are the programs' routes': two service tokens (one revoked, one for the revoke route),
+// the one the submissions use, and two received applications (one to approve, one to reject).
+func (f *fixtures) programFixtures() {
+	b := f.b
+	mint := func(name string) (string, string) {
+		r := b.do("POST", "/v1/service-tokens", f.operator, map[string]any{"name": name})
+		if r.status != http.StatusCreated {
+			b.t.Fatalf("mint service token: %d %s", r.status, r.body)
+		}
+		return r.json["service_token"].(map[string]any)["id"].(string), r.json["plaintext_token"].(string)
+	}
+	_, f.serviceToken = mint("fixture website")
+	revokedID, revoked := mint("fixture revoked")
+	if r := b.do("DELETE", "/v1/service-tokens/"+revokedID, f.operator, nil); r.status != http.StatusOK {
+		b.t.Fatalf("revoke service token: %d %s", r.status, r.body)
+	}
+	f.revokedToken = revoked
+	toRevoke, _ := mint("fixture to revoke")
+	f.params["tokenID"] = fixtureParam{value: toRevoke}
+	apply := func(email string) string {
+		r := b.do("POST", "/v1/program-applications", f.serviceToken, programApplication(email))
+		if r.status != http.StatusCreated {
+			b.t.Fatalf("submit program application: %d %s", r.status, r.body)
+		}
+		return r.json["program_application"].(map[string]any)["id"].(string)
+	}
+	f.params["applicationID"] = fixtureParam{value: apply("approve-me@example.com")}
+	f.routeParams["POST /v1/program-applications/{applicationID}/reject"] = map[string]fixtureParam{"applicationID": {value: apply("reject-me@example.com")}}
+	f.bodies["POST /v1/program-applications"] = programApplication("matrix@example.com")
+	f.bodies["POST /v1/program-applications/{applicationID}/approve"] = map[string]any{"percent_off": 25, "duration_months": 3}
+	f.bodies["POST /v1/program-applications/{applicationID}/reject"] = map[string]any{"operator_note": "fixture"}
+	f.bodies["POST /v1/service-tokens"] = map[string]any{"name": "fixture minted"}
+}
+
+// programApplication is a valid submission from email.
+func programApplication(email string) map[string]any {
+	return map[string]any{"company_name": "Acme Robotics", "contact_name": "Ada Lovelace", "email": email, "segment": "robotics",
+		"use_case": "Telemetry of our robot fleet.", "program": "startup", "team_size": 4}
 }
 
 // preview makes an empty preview of the project and returns its ID once it is active.
@@ -465,6 +508,8 @@ func (f *fixtures) fullRights(rt Route) string {
 			return f.operator
 		}
 		return f.ownerSession
+	case ServiceToken:
+		return f.serviceToken
 	}
 	return f.b.adminKey
 }
@@ -562,6 +607,17 @@ func TestScopeMatrix(t *testing.T) {
 			refused(t, rt, "no credential", "", http.StatusUnauthorized, "missing credentials")
 			refused(t, rt, "unknown API key", "apl_live_doesnotexist", http.StatusUnauthorized, "invalid API key")
 			refused(t, rt, "unknown session", "ses_doesnotexist", http.StatusUnauthorized, "invalid or expired session")
+			refused(t, rt, "unknown service token", "svc_doesnotexist", http.StatusUnauthorized, "invalid service token")
+			refused(t, rt, "revoked service token", f.revokedToken, http.StatusUnauthorized, "revoked")
+			if rt.Auth == ServiceToken {
+				// Nothing but a service token: the most privileged key and sessions are refused.
+				refused(t, rt, "API key with every scope", b.adminKey, http.StatusForbidden, "service token")
+				refused(t, rt, "the organization owner's session", b.session("owner"), http.StatusForbidden, "service token")
+				refused(t, rt, "a platform operator's session", f.operator, http.StatusForbidden, "service token")
+				allowed(t, rt, "a service token", f.fullRights(rt), false)
+				return
+			}
+			refused(t, rt, "a service token", f.serviceToken, http.StatusForbidden, "only submits program applications")
 			for _, sc := range rt.scopes() {
 				refused(t, rt, "key with every scope but "+string(sc), lacking[sc], http.StatusForbidden, string(sc))
 			}

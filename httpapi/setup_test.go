@@ -42,6 +42,8 @@ type setupOpts struct {
 	http2 bool
 	// billing is the organizations' billing provider (nil: billing off).
 	billing appliance.BillingProvider
+	// programRate is each service token's rate of program applications (zero: the default).
+	programRate appliance.ProgramApplicationRate
 }
 
 // setup starts an appliance service with a bootstrapped organization and its admin key.
@@ -51,7 +53,7 @@ func setup(t testing.TB, opts ...setupOpts) *bundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	e := appliancetest.New(t, appliancetest.Options{Instances: o.instances, Billing: o.billing})
+	e := appliancetest.New(t, appliancetest.Options{Instances: o.instances, Billing: o.billing, ProgramApplicationRate: o.programRate})
 	api := New(e.Svc, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: o.limits, Lane: e.Lane})
 	b := &bundle{t: t, env: e, svc: e.Svc, api: api, db: e.DB, adminKey: e.Bootstrap.APIKey, box: e.Box}
 	// Every response of the server, whoever asked, is checked against the served document.

@@ -129,6 +129,8 @@ type Options struct {
 	ServerLimits func(plan appliance.Plan) cgroups.Limits
 	// Billing is Deps.Billing, the organizations' billing provider (nil: billing off).
 	Billing appliance.BillingProvider
+	// ProgramApplicationRate is Config.ProgramApplicationRate (zero: the default).
+	ProgramApplicationRate appliance.ProgramApplicationRate
 }
 
 // New builds an Env in a fresh directory that the instances' OS user can traverse.
@@ -172,7 +174,8 @@ func New(t testing.TB, o Options) *Env {
 	cfg := appliance.Config{APIURL: apiURL, PublicHost: "localhost", Region: "local",
 		Version: "test", PasswordCost: bcrypt.MinCost, CACertPath: ca.CertPath(), ListenHost: "127.0.0.1",
 		DataDir: dir, Ports: ports, Spares: o.Spares, Outbound: pol, Ephemeral: o.Ephemeral, Webhooks: o.Webhooks,
-		BackupCache: o.BackupCache, LogArchiveDays: o.LogArchiveDays, ServerLimits: o.ServerLimits}
+		BackupCache: o.BackupCache, LogArchiveDays: o.LogArchiveDays, ServerLimits: o.ServerLimits,
+		ProgramApplicationRate: o.ProgramApplicationRate}
 	// The key-value fronts' listeners are bound first, as up does, so that StartKVFronts can run them and
 	// the credentials the service hands out name them (real URLs, as the API documents them).
 	cfg.KVFront = e.bindKVFronts(t)

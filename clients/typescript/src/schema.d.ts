@@ -1000,6 +1000,90 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/program-applications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List program applications, newest first (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        get: operations["getProgramApplications"];
+        put?: never;
+        /**
+         * Submit a program application (status received; program_application.received is delivered to the platform organization's webhook endpoints). Service tokens only, rate-limited per token (429); 409 naming the first application when the same e-mail applied within 24 hours
+         * @description Needs a service token (`svc_...`, minted by a platform operator) as a bearer token; API keys and sessions are refused with 403, and a service token is refused on every other endpoint. Required scope: `program_applications:create`.
+         */
+        post: operations["postProgramApplications"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/program-applications/{applicationID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a program application (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        get: operations["getProgramApplicationsByApplicationID"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/program-applications/{applicationID}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve a program application: a discount (a coupon and its promotion code, redeemable once) is made at the billing provider and recorded as discount_id and discount_code (platform operators; 409 when decided already or billing is off)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        post: operations["postProgramApplicationsByApplicationIDApprove"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/program-applications/{applicationID}/reject": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reject a program application with an operator_note (platform operators; 409 when decided already)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        post: operations["postProgramApplicationsByApplicationIDReject"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects": {
         parameters: {
             query?: never;
@@ -2496,6 +2580,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/service-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the service tokens, newest first, revoked ones too (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        get: operations["getServiceTokens"];
+        put?: never;
+        /**
+         * Mint a service token for the public website: scope program_applications:create only; its plaintext is returned once (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        post: operations["postServiceTokens"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/service-tokens/{tokenID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke a service token: it authenticates no more (platform operators; 409 when revoked already)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        delete: operations["deleteServiceTokensByTokenID"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/uploads/imports/{uploadID}": {
         parameters: {
             query?: never;
@@ -2645,6 +2773,16 @@ export interface components {
             /** @description replaces the request's when given */
             external_ticket_ref?: string;
             operator_note?: string;
+        };
+        ApproveProgramApplicationRequest: {
+            /** @description the promotion code the applicant types (letters, digits, - and _, at most 40); default: made up by the provider */
+            code?: string;
+            /** @description 0 (default): the first invoice only; otherwise that many months */
+            duration_months?: number;
+            /** @description at most 2000 characters */
+            operator_note?: string;
+            /** @description above 0, at most 100 */
+            percent_off: number;
         };
         AuditEvent: {
             action: string;
@@ -2941,6 +3079,27 @@ export interface components {
             /** @description hours until it is deleted, 1 to 720; default 24 */
             ttl_hours?: number;
         };
+        CreateProgramApplicationRequest: {
+            /** @description 1 to 200 characters */
+            company_name: string;
+            /** @description an http or https URL, at most 300 characters */
+            company_website?: string;
+            /** @description 1 to 200 characters */
+            contact_name: string;
+            /** @description one address (RFC 5322, as net/mail parses it), at most 254 characters */
+            email: string;
+            /** @description a BCP 47 language tag such as en or pt-BR, at most 35 characters */
+            locale?: string;
+            program: components["schemas"]["Program"];
+            /** @description how the applicant heard of the program, at most 200 characters */
+            referral_source?: string;
+            /** @description 1 to 100 characters */
+            segment: string;
+            /** @description at least 1 */
+            team_size: number;
+            /** @description 1 to 2000 characters */
+            use_case: string;
+        };
         CreateProjectRequest: {
             /** @description default: production */
             environment?: components["schemas"]["Environment"];
@@ -2956,6 +3115,10 @@ export interface components {
         };
         CreateRoleRequest: {
             /** @description lowercase letters, digits and underscores, starting with a letter or underscore, at most 63; not postgres, pg_…, appliance… or the project's role */
+            name: string;
+        };
+        CreateServiceTokenRequest: {
+            /** @description 1 to 100 characters, e.g. the website it is for */
             name: string;
         };
         CreateTableRequest: {
@@ -2989,6 +3152,11 @@ export interface components {
             organization: components["schemas"]["Organization"];
             /** @description the owner named by owner_email; null when none was */
             owner: components["schemas"]["Member"] | null;
+        };
+        CreatedServiceToken: {
+            /** @description svc_ and 32 characters; shown once, only its SHA-256 is kept */
+            plaintext_token: string;
+            service_token: components["schemas"]["ServiceToken"];
         };
         /** @enum {string} */
         CutoverActorKind: "user" | "api_key";
@@ -3166,7 +3334,7 @@ export interface components {
             sqlstate?: string;
         };
         /** @enum {string} */
-        EventType: "job.completed" | "job.failed" | "project.ready" | "project.deleted" | "backup.completed" | "backup.verified" | "backup.verification_failed" | "restore.completed" | "export.completed" | "import.completed" | "credentials.rotated" | "preview.ready" | "preview.reset" | "preview.deleted" | "cutover.requested" | "cutover.completed" | "ephemeral.claimed" | "kv.ready" | "kv.deleted" | "instance.crashed" | "backup_store.unreachable" | "alert.triggered" | "alert.resolved" | "webhook.test" | "webhook_endpoint.disabled";
+        EventType: "job.completed" | "job.failed" | "project.ready" | "project.deleted" | "backup.completed" | "backup.verified" | "backup.verification_failed" | "restore.completed" | "export.completed" | "import.completed" | "credentials.rotated" | "preview.ready" | "preview.reset" | "preview.deleted" | "cutover.requested" | "cutover.completed" | "ephemeral.claimed" | "kv.ready" | "kv.deleted" | "instance.crashed" | "backup_store.unreachable" | "alert.triggered" | "alert.resolved" | "webhook.test" | "webhook_endpoint.disabled" | "program_application.received" | "program_application.approved" | "program_application.rejected";
         Export: {
             /** Format: date-time */
             created_at: string;
@@ -3729,6 +3897,44 @@ export interface components {
             scopes: string[];
             user_id: string;
         };
+        /** @enum {string} */
+        Program: "startup" | "partner";
+        ProgramApplication: {
+            company_name: string;
+            company_website: string;
+            contact_name: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            decided_at: string | null;
+            decided_by_user_id: string;
+            /** @description the promotion code the applicant redeems at checkout */
+            discount_code: string;
+            /** @description the billing provider's coupon made on approval */
+            discount_id: string;
+            email: string;
+            id: string;
+            locale: string;
+            operator_note: string;
+            program: components["schemas"]["Program"];
+            referral_source: string;
+            segment: string;
+            /** @description the service token it was submitted with */
+            service_token_id: string;
+            status: components["schemas"]["ProgramApplicationStatus"];
+            team_size: number;
+            /** Format: date-time */
+            updated_at: string;
+            use_case: string;
+        };
+        ProgramApplicationList: {
+            program_applications: components["schemas"]["ProgramApplication"][];
+        };
+        ProgramApplicationResponse: {
+            program_application: components["schemas"]["ProgramApplication"];
+        };
+        /** @enum {string} */
+        ProgramApplicationStatus: "received" | "approved" | "rejected";
         Project: {
             /** Format: date-time */
             created_at: string;
@@ -3903,6 +4109,10 @@ export interface components {
         RejectCutoverRequest: {
             operator_note?: string;
             rejected_reason: string;
+        };
+        RejectProgramApplicationRequest: {
+            /** @description why, at most 2000 characters */
+            operator_note?: string;
         };
         RemovedMember: {
             removed: boolean;
@@ -4198,6 +4408,28 @@ export interface components {
         };
         /** @enum {string} */
         Scope: "projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write";
+        ServiceToken: {
+            /** Format: date-time */
+            created_at: string;
+            created_by_user_id: string;
+            id: string;
+            is_active: boolean;
+            /** Format: date-time */
+            last_used_at: string | null;
+            name: string;
+            /** Format: date-time */
+            revoked_at: string | null;
+            /** @description always [program_applications:create] */
+            scopes: string[];
+            /** @description the plaintext's first 8 characters, to recognise it */
+            token_prefix: string;
+        };
+        ServiceTokenList: {
+            service_tokens: components["schemas"]["ServiceToken"][];
+        };
+        ServiceTokenResponse: {
+            service_token: components["schemas"]["ServiceToken"];
+        };
         SessionRequest: {
             /** @description true: the session is set as an HttpOnly, Secure, SameSite=Strict cookie and token is empty; the cookie authenticates only requests that also send the header X-Appliance-CSRF: 1 */
             cookie?: boolean;
@@ -7561,6 +7793,316 @@ export interface operations {
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    getProgramApplications: {
+        parameters: {
+            query?: {
+                /** @description only applications of this status */
+                status?: string;
+                /** @description number of applications, newest first */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "program_applications": [
+                     *         {
+                     *           "company_name": "example",
+                     *           "company_website": "example",
+                     *           "contact_name": "example",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "decided_at": "2026-01-31T12:00:00Z",
+                     *           "decided_by_user_id": "example",
+                     *           "discount_code": "example",
+                     *           "discount_id": "example",
+                     *           "email": "example",
+                     *           "id": "example",
+                     *           "locale": "example",
+                     *           "operator_note": "example",
+                     *           "program": "startup",
+                     *           "referral_source": "example",
+                     *           "segment": "example",
+                     *           "service_token_id": "example",
+                     *           "status": "received",
+                     *           "team_size": 1,
+                     *           "updated_at": "2026-01-31T12:00:00Z",
+                     *           "use_case": "example"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["ProgramApplicationList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    postProgramApplications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "company_name": "example",
+                 *       "contact_name": "example",
+                 *       "email": "example",
+                 *       "program": "startup",
+                 *       "segment": "example",
+                 *       "team_size": 1,
+                 *       "use_case": "example"
+                 *     } */
+                "application/json": components["schemas"]["CreateProgramApplicationRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "program_application": {
+                     *         "company_name": "example",
+                     *         "company_website": "example",
+                     *         "contact_name": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "decided_at": "2026-01-31T12:00:00Z",
+                     *         "decided_by_user_id": "example",
+                     *         "discount_code": "example",
+                     *         "discount_id": "example",
+                     *         "email": "example",
+                     *         "id": "example",
+                     *         "locale": "example",
+                     *         "operator_note": "example",
+                     *         "program": "startup",
+                     *         "referral_source": "example",
+                     *         "segment": "example",
+                     *         "service_token_id": "example",
+                     *         "status": "received",
+                     *         "team_size": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "use_case": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ProgramApplicationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getProgramApplicationsByApplicationID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the application ID */
+                applicationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "program_application": {
+                     *         "company_name": "example",
+                     *         "company_website": "example",
+                     *         "contact_name": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "decided_at": "2026-01-31T12:00:00Z",
+                     *         "decided_by_user_id": "example",
+                     *         "discount_code": "example",
+                     *         "discount_id": "example",
+                     *         "email": "example",
+                     *         "id": "example",
+                     *         "locale": "example",
+                     *         "operator_note": "example",
+                     *         "program": "startup",
+                     *         "referral_source": "example",
+                     *         "segment": "example",
+                     *         "service_token_id": "example",
+                     *         "status": "received",
+                     *         "team_size": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "use_case": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ProgramApplicationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    postProgramApplicationsByApplicationIDApprove: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the application ID */
+                applicationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "percent_off": 1.5
+                 *     } */
+                "application/json": components["schemas"]["ApproveProgramApplicationRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "program_application": {
+                     *         "company_name": "example",
+                     *         "company_website": "example",
+                     *         "contact_name": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "decided_at": "2026-01-31T12:00:00Z",
+                     *         "decided_by_user_id": "example",
+                     *         "discount_code": "example",
+                     *         "discount_id": "example",
+                     *         "email": "example",
+                     *         "id": "example",
+                     *         "locale": "example",
+                     *         "operator_note": "example",
+                     *         "program": "startup",
+                     *         "referral_source": "example",
+                     *         "segment": "example",
+                     *         "service_token_id": "example",
+                     *         "status": "received",
+                     *         "team_size": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "use_case": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ProgramApplicationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    postProgramApplicationsByApplicationIDReject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the application ID */
+                applicationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["RejectProgramApplicationRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "program_application": {
+                     *         "company_name": "example",
+                     *         "company_website": "example",
+                     *         "contact_name": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "decided_at": "2026-01-31T12:00:00Z",
+                     *         "decided_by_user_id": "example",
+                     *         "discount_code": "example",
+                     *         "discount_id": "example",
+                     *         "email": "example",
+                     *         "id": "example",
+                     *         "locale": "example",
+                     *         "operator_note": "example",
+                     *         "program": "startup",
+                     *         "referral_source": "example",
+                     *         "segment": "example",
+                     *         "service_token_id": "example",
+                     *         "status": "received",
+                     *         "team_size": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "use_case": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ProgramApplicationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
         };
     };
     getProjects: {
@@ -13042,6 +13584,151 @@ export interface operations {
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getServiceTokens: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "service_tokens": [
+                     *         {
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "created_by_user_id": "example",
+                     *           "id": "example",
+                     *           "is_active": true,
+                     *           "last_used_at": "2026-01-31T12:00:00Z",
+                     *           "name": "example",
+                     *           "revoked_at": "2026-01-31T12:00:00Z",
+                     *           "scopes": [
+                     *             "example"
+                     *           ],
+                     *           "token_prefix": "example"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["ServiceTokenList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    postServiceTokens: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "name": "example"
+                 *     } */
+                "application/json": components["schemas"]["CreateServiceTokenRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "plaintext_token": "example",
+                     *       "service_token": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "created_by_user_id": "example",
+                     *         "id": "example",
+                     *         "is_active": true,
+                     *         "last_used_at": "2026-01-31T12:00:00Z",
+                     *         "name": "example",
+                     *         "revoked_at": "2026-01-31T12:00:00Z",
+                     *         "scopes": [
+                     *           "example"
+                     *         ],
+                     *         "token_prefix": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["CreatedServiceToken"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    deleteServiceTokensByTokenID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the token ID */
+                tokenID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "service_token": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "created_by_user_id": "example",
+                     *         "id": "example",
+                     *         "is_active": true,
+                     *         "last_used_at": "2026-01-31T12:00:00Z",
+                     *         "name": "example",
+                     *         "revoked_at": "2026-01-31T12:00:00Z",
+                     *         "scopes": [
+                     *           "example"
+                     *         ],
+                     *         "token_prefix": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ServiceTokenResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
         };
     };
     putUploadsImportsByUploadID: {
