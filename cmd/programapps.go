@@ -95,8 +95,10 @@ func newApplicationsListCmd(o *clientOpts) *cobra.Command {
 func newApplicationsGetCmd(o *clientOpts) *cobra.Command {
 	return signedInCmd(o, apiCmd[api.ProgramApplicationResponse]{
 		Use: "get APPLICATION_ID", Short: "Show a program application", Args: cobra.ExactArgs(1), JSON: true,
-		Path:  func(x *call) string { return applicationsPath + "/" + seg(x.args[0]) },
-		Print: func(x *call, r *api.ProgramApplicationResponse) error { return printApplication(x, r.ProgramApplication) },
+		Path: func(x *call) string { return applicationsPath + "/" + seg(x.args[0]) },
+		Print: func(x *call, r *api.ProgramApplicationResponse) error {
+			return printApplication(x, r.ProgramApplication)
+		},
 	})
 }
 
@@ -122,9 +124,11 @@ redeems once at checkout; both are recorded on the application. Billing off: ref
 			}
 			return nil
 		},
-		Path:  func(x *call) string { return applicationsPath + "/" + seg(x.args[0]) + "/approve" },
-		Body:  func(*call) any { return &req },
-		Print: func(x *call, r *api.ProgramApplicationResponse) error { return printApplication(x, r.ProgramApplication) },
+		Path: func(x *call) string { return applicationsPath + "/" + seg(x.args[0]) + "/approve" },
+		Body: func(*call) any { return &req },
+		Print: func(x *call, r *api.ProgramApplicationResponse) error {
+			return printApplication(x, r.ProgramApplication)
+		},
 	})
 }
 
@@ -136,7 +140,9 @@ func newApplicationsRejectCmd(o *clientOpts) *cobra.Command {
 		Flags: func(f *pflag.FlagSet) { f.StringVar(&req.OperatorNote, "note", "", "the operator's note: why") },
 		Path:  func(x *call) string { return applicationsPath + "/" + seg(x.args[0]) + "/reject" },
 		Body:  func(*call) any { return &req },
-		Print: func(x *call, r *api.ProgramApplicationResponse) error { return printApplication(x, r.ProgramApplication) },
+		Print: func(x *call, r *api.ProgramApplicationResponse) error {
+			return printApplication(x, r.ProgramApplication)
+		},
 	})
 }
 
