@@ -215,6 +215,8 @@ func TestDashboardEndToEnd(t *testing.T) {
 			answer(paletteJoined(t, e, p))
 		case what == "operator" || what == "operator-suspended": // ui/e2e/operator.mjs (cmd/dashboard_operator_test.go)
 			answer(operatorStep(t, e, what, arg))
+		case strings.HasPrefix(what, "programs-"): // ui/e2e/programs.mjs (cmd/dashboard_programs_test.go)
+			answer(programsStep(t, e, what, arg))
 		case what == "cli-key":
 			if err := login.wait(t); err != nil {
 				t.Fatalf("the CLI login the dashboard approved: %v\n%s", err, login.stderr)

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks'
 import { del, get, post, seg, type Me, type Schemas } from '../api'
 import { Empty, ErrorBox, Form, SecretField, Table, useListAction, useLoad, when } from '../ui'
+import { ProgramApplications, ServiceTokens } from './operator_programs'
 
 type Org = Schemas['OrganizationSummary']
 
@@ -137,6 +138,8 @@ export function Operator({ me }: { me: Me }) {
           ))}
         </Table>
       )}
+      <ProgramApplications />
+      <ServiceTokens />
     </main>
   )
 }
