@@ -113,17 +113,18 @@ export function ProgramApplications() {
       <ErrorBox error={list.error || actionError} />
       {list.data && list.data.program_applications.length === 0 && <Empty>No {status} applications.</Empty>}
       {list.data && list.data.program_applications.length > 0 && (
-        <Table cols={['Company', 'Contact', { label: 'Team', sm: true }, 'Status', { label: 'Received', sm: true }, { label: 'Actions', hidden: true }]}>
+        <Table cols={['Company', { label: 'Contact', sm: true }, { label: 'Team', sm: true }, 'Status', { label: 'Received', sm: true }, { label: 'Actions', hidden: true }]}>
           {list.data.program_applications.map((a) => (
             <tr key={a.id}>
               <td>
                 {a.company_name}
                 <div class="hint">
-                  {a.program} · {a.segment} · {a.id}
+                  {a.program} · {a.segment}
                 </div>
-                <div class="hint">{a.use_case}</div>
+                <div class="hint sm-hide">{a.id}</div>
+                <div class="hint sm-hide">{a.use_case}</div>
               </td>
-              <td>
+              <td class="sm-hide">
                 {a.contact_name}
                 <div class="hint">{a.email}</div>
               </td>
