@@ -238,7 +238,7 @@ func (s *Service) Approve(ctx context.Context, p *authz.Principal, id string, re
 		return nil, err
 	}
 	d, err := s.discounts.CreateDiscount(ctx, billing.DiscountSpec{Name: programName(a.Program), PercentOff: req.PercentOff,
-		DurationMonths: req.DurationMonths, Code: code, MaxRedemptions: 1, IdempotencyKey: "program-application-" + a.ID,
+		DurationMonths: req.DurationMonths, Code: code, MaxRedemptions: 1, IdempotencyKey: a.ID,
 		Metadata: map[string]string{"program_application_id": a.ID, "program": a.Program, "company_name": truncate(a.CompanyName, 100)}})
 	if err != nil {
 		var ae *apperr.Error
