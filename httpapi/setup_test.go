@@ -15,6 +15,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/store"
 )
@@ -324,6 +325,10 @@ func (b *bundle) actorOf(cred string) (kind, id string) {
 	err := b.db.View(func(tx *store.Tx) error {
 		if s, err := store.Sessions.First(tx, store.SessionsByHash, ids.Hash(cred)); err == nil {
 			kind, id = appliance.ActorUser, s.UserID
+			return nil
+		}
+		if st, err := store.ServiceTokens.First(tx, store.ServiceTokensByHash, ids.Hash(cred)); err == nil {
+			kind, id = authz.ActorServiceToken, st.ID
 			return nil
 		}
 		k, err := store.APIKeys.First(tx, store.APIKeysByHash, ids.Hash(cred))
