@@ -73,8 +73,16 @@ func (s *Service) CreateDiscount(ctx context.Context, d DiscountSpec) (*Discount
 	if d.IdempotencyKey == "" {
 		return nil, errors.New("billing: a discount needs an idempotency key")
 	}
-	return dp.CreateDiscount(ctx, d)
+	out, err := dp.CreateDiscount(ctx, d)
+	if errors.Is(err, ErrIdempotencyMismatch) {
+		return nil, apperr.Conflict("the billing provider made a discount for this decision already, with other terms: %v", err)
+	}
+	return out, err
 }
+
+// ErrIdempotencyMismatch wraps the provider's refusal of a retried creation whose terms differ from the
+// first (Stripe's idempotency_error): the first discount exists; this decision cannot take other terms.
+var ErrIdempotencyMismatch = errors.New("the idempotency key was used with other parameters")
 
 // GetDiscount reads a discount by id: ErrNoDiscount (a 400) when the provider does not know it, a 409
 // when billing is off.
@@ -114,7 +122,7 @@ func (s *Stripe) CreateDiscount(ctx context.Context, d DiscountSpec) (*Discount,
 	}
 	cp.SetIdempotencyKey(d.IdempotencyKey + "-coupon")
 	c, err := s.client.V1Coupons.Create(ctx, cp)
-	if err != nil {
+	if err = idempotency(err); err != nil {
 		return nil, fmt.Errorf("stripe: create the coupon: %w", err)
 	}
 	pp := &stripe.PromotionCodeCreateParams{Coupon: stripe.String(c.ID), Metadata: d.Metadata}
@@ -129,7 +137,7 @@ func (s *Stripe) CreateDiscount(ctx context.Context, d DiscountSpec) (*Discount,
 	}
 	pp.SetIdempotencyKey(d.IdempotencyKey + "-code")
 	pc, err := s.client.V1PromotionCodes.Create(ctx, pp)
-	if err != nil {
+	if err = idempotency(err); err != nil {
 		return nil, fmt.Errorf("stripe: create the promotion code of coupon %s: %w", c.ID, err)
 	}
 	out := discountOf(c)
@@ -151,6 +159,15 @@ func (s *Stripe) GetDiscount(ctx context.Context, id string) (*Discount, error) 
 		return nil, fmt.Errorf("stripe: read the coupon %s: %w", id, err)
 	}
 	return discountOf(c), nil
+}
+
+// idempotency marks Stripe's idempotency_error as ErrIdempotencyMismatch.
+func idempotency(err error) error {
+	var se *stripe.Error
+	if errors.As(err, &se) && se.Type == stripe.ErrorTypeIdempotency {
+		return fmt.Errorf("%w: %s", ErrIdempotencyMismatch, se.Msg)
+	}
+	return err
 }
 
 func discountOf(c *stripe.Coupon) *Discount {

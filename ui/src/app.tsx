@@ -1,6 +1,7 @@
 import type { ComponentChildren } from 'preact'
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { del, earlyAnswers, get, onConnection, onUnauthenticated, type Me } from './api'
+import { rememberOrgless } from './boot'
 import { Invitations, InvitationBanner } from './pages/invitations'
 import { Overview } from './pages/overview'
 import { Project } from './pages/project'
@@ -108,7 +109,10 @@ export function App() {
   }, [path0])
   // The first page waits for the early answers it shows (boot.ts), to render once with all of them.
   const load = () =>
-    Promise.all([get<Me>('/v1/me'), earlyAnswers()]).then(([me]) => setMe(me), (e) => {
+    Promise.all([get<Me>('/v1/me'), earlyAnswers()]).then(([me]) => {
+      rememberOrgless(!me.organization)
+      setMe(me)
+    }, (e) => {
       if (e.status === 401) setMe(null)
       else setError(message(e))
     })

@@ -21,8 +21,27 @@ if (p) {
   prefetch(p, true)
   prefetch(p + '/jobs?limit=10', true)
   prefetch(p + '/summary') // the home's figures: the first render does not wait for them
-} else if (path === '/' || path === '/projects') prefetch('/v1/projects')
+} else if ((path === '/' || path === '/projects') && !orgless()) prefetch('/v1/projects')
 if (!path.startsWith('/invitations') && path !== '/docs') prefetch('/v1/me/invitations')
+
+// A platform operator in no organization has no project list of their own (GET /v1/projects answers 400
+// without ?organization_id): the last sign-in on this browser says whether the list is worth asking for.
+const orglessKey = 'appliance.orgless'
+function orgless(): boolean {
+  try {
+    return localStorage.getItem(orglessKey) === '1'
+  } catch {
+    return false
+  }
+}
+export function rememberOrgless(yes: boolean) {
+  try {
+    if (yes) localStorage.setItem(orglessKey, '1')
+    else localStorage.removeItem(orglessKey)
+  } catch {
+    // storage refused (private mode): the early call is made and answers 400, as before
+  }
+}
 
 // While the answers are on their way: the first date shown builds the browser's date formatter, which
 // takes its locale's data (about 20 ms, more on a slow CPU), otherwise on the way of the first render.
