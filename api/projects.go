@@ -12,7 +12,7 @@ type Project struct {
 	RoleName               string    `json:"role_name"`
 	PublicHost             string    `json:"public_host"`
 	Region                 string    `json:"region"`
-	Plan                   string    `json:"plan" enum:"Plan"`
+	Plan                   string    `json:"plan" doc:"a plan's name (GET /v1/plans: the operators' configuration)"`
 	PostgresVersion        string    `json:"postgres_version" doc:"read from the server (SHOW server_version); empty until provisioned"`
 	SSLMode                string    `json:"ssl_mode"`
 	IdleTransactionTimeout string    `json:"idle_transaction_timeout"`
@@ -51,7 +51,7 @@ type ProjectJobResponse struct {
 // CreateProjectRequest is the body of POST /v1/projects.
 type CreateProjectRequest struct {
 	Name           string `json:"name" api:"required" schema:"minLength=1,maxLength=63,example=shop" doc:"1 to 63 characters"`
-	Plan           string `json:"plan" enum:"Plan" doc:"default: free"`
+	Plan           string `json:"plan" doc:"a plan's name (GET /v1/plans); default: free"`
 	Environment    string `json:"environment" enum:"Environment" doc:"default: production"`
 	OrganizationID string `json:"organization_id" doc:"required for platform administrators; others create in their own organization"`
 }
@@ -62,7 +62,7 @@ type PatchProjectRequest struct {
 	Environment            *string `json:"environment,omitempty" enum:"Environment"`
 	StatementTimeout       *string `json:"statement_timeout,omitempty" doc:"PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload"`
 	IdleTransactionTimeout *string `json:"idle_transaction_timeout,omitempty" doc:"idle_in_transaction_session_timeout as a PostgreSQL duration; applied by reload"`
-	Plan                   *string `json:"plan,omitempty" enum:"Plan" doc:"max_connections changes with a restart"`
+	Plan                   *string `json:"plan,omitempty" doc:"a plan's name (GET /v1/plans); max_connections changes with a restart"`
 }
 
 // Project states (state) and runtime statuses (runtime_status); transitions in docs/api-decisions.md.

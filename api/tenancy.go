@@ -23,8 +23,9 @@ type CreatedOrganization struct {
 // OrganizationSummary is an organization as the operators' list shows it.
 type OrganizationSummary struct {
 	Organization
-	ProjectCount int `json:"project_count" doc:"projects not deleted (previews and claimed ephemeral databases included)"`
-	MemberCount  int `json:"member_count"`
+	ProjectCount int               `json:"project_count" doc:"projects not deleted (previews and claimed ephemeral databases included)"`
+	MemberCount  int               `json:"member_count"`
+	Quota        OrganizationQuota `json:"quota" doc:"what it may hold: its own quota, else the default (PATCH /v1/organizations/{orgID}/quota)"`
 }
 
 // OrganizationList is GET /v1/organizations.

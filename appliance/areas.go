@@ -68,9 +68,9 @@ func (h areaHost) RevokeKVToken(hash string) error { return h.s.recordRevocation
 
 // PlanKVMemoryMB is the plan's store size, the default plan's when the plan gives none.
 func (h areaHost) PlanKVMemoryMB(name string) int {
-	plan, _ := PlanByName(name)
+	plan, _ := h.s.PlanByName(name)
 	if plan.KVMemoryMB <= 0 {
-		plan, _ = PlanByName(DefaultPlan)
+		plan = h.s.planOrDefault(DefaultPlan)
 	}
 	return plan.KVMemoryMB
 }
@@ -110,7 +110,7 @@ func (h areaHost) AppendEvent(tx *store.Tx, typ, orgID, projectID string, data a
 
 // Plan is the plan's server sizes (zero for a plan the table does not have).
 func (h areaHost) Plan(name string) observe.Plan {
-	plan, _ := PlanByName(name)
+	plan, _ := h.s.PlanByName(name)
 	return observe.Plan{MemoryBytes: plan.MemoryBytes, CPUCores: plan.CPUCores}
 }
 
@@ -169,7 +169,7 @@ func (h areaHost) StatementTimeout(prj *store.Project) time.Duration {
 
 // PlanAIUsesPerMonth is the plan's monthly AI uses.
 func (h areaHost) PlanAIUsesPerMonth(name string) int {
-	plan, _ := PlanByName(name)
+	plan, _ := h.s.PlanByName(name)
 	return plan.AIUsesPerMonth
 }
 
@@ -312,7 +312,7 @@ func (h areaHost) OffersExtension(name string) bool { return h.s.extensions.Offe
 
 // PlanStorageLimitBytes is the plan's storage limit (0 for a plan the table does not have).
 func (h areaHost) PlanStorageLimitBytes(name string) int64 {
-	if pl, ok := PlanByName(name); ok {
+	if pl, ok := h.s.PlanByName(name); ok {
 		return pl.StorageLimitBytes
 	}
 	return 0
@@ -388,21 +388,20 @@ func (h areaHost) ProjectView(prj *store.Project) *api.Project { return projectV
 
 // DefaultPlan is the name of the plan of a project made without one.
 func (h areaHost) DefaultPlan() string {
-	plan, _ := PlanByName(DefaultPlan)
-	return plan.Name
+	return h.s.planOrDefault(DefaultPlan).Name
 }
 
 // PlanPreviews is the previews the plan allows and its name (0 and "" for a plan the table does not have).
 func (h areaHost) PlanPreviews(name string) (int, string) {
-	plan, _ := PlanByName(name)
+	plan, _ := h.s.PlanByName(name)
 	return plan.PreviewsLimit, plan.Name
 }
 
-// OrganizationQuota is DefaultOrganizationQuota's projects and previews, read at each call (benchmarks
-// raise it).
-func (h areaHost) OrganizationQuota() (projects, previews int) {
-	q := DefaultOrganizationQuota
-	return q.ProjectsLimit, q.PreviewsLimit
+// OrganizationQuota is the organization's projects and previews limits in force, read in tx (the
+// operators' configuration: appliance/tenancy).
+func (h areaHost) OrganizationQuota(tx *store.Tx, orgID string) (projects, previews int, err error) {
+	q, err := h.s.organizationQuota(tx, orgID)
+	return q.ProjectsLimit, q.PreviewsLimit, err
 }
 
 // PointInTime is the backups area's finder of a recovery's base backup and timeline.
@@ -536,3 +535,8 @@ func (h areaHost) StartProject(ctx context.Context, run *scheduler.Run, projectI
 // PlatformOrganization is the organization the platform's own events (program applications) and their
 // audit events go to: the one made at the first start.
 func (h areaHost) PlatformOrganization(tx *store.Tx) string { return h.s.platformOrganization(tx) }
+// ApplyPlan queues the project's project.apply_plan job in tx (the plan's limits to its server and
+// key-value store), locked by the project as a plan change of the project is.
+func (h areaHost) ApplyPlan(tx *store.Tx, prj *store.Project) (*store.Job, error) {
+	return h.s.enqueue(tx, prj, JobProjectApplyPlan, prj.ID, nil)
+}

@@ -49,6 +49,9 @@ func (s *Service) EnsureBootstrap(ctx context.Context, path, caCert string) (*Bo
 		if err := store.Organizations.Put(tx, org); err != nil {
 			return err
 		}
+		if err := s.tenancy.SeedPlans(tx); err != nil { // the operators' plans and quotas, from the built-in ones
+			return err
+		}
 		u, password, plain, err := s.identity.BootstrapOwner(tx, org.ID, BootstrapOwnerEmail)
 		if err != nil {
 			return err

@@ -93,10 +93,7 @@ func (s *Service) useDataPlane(dp *DataPlane) {
 // serverLimits are the memory and CPU a project's server is held to: its plan's (the default plan's for a
 // plan the table lacks), or Config.ServerLimits'.
 func (s *Service) serverLimits(prj *store.Project) cgroups.Limits {
-	plan, ok := PlanByName(prj.Plan)
-	if !ok {
-		plan, _ = PlanByName(DefaultPlan)
-	}
+	plan := s.planOrDefault(prj.Plan)
 	if s.cfg.ServerLimits != nil {
 		return s.cfg.ServerLimits(plan)
 	}
@@ -283,7 +280,7 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 	}
 	for _, p := range live {
 		if p.prj == nil { // a spare (its pooler with the placeholders' pool size)
-			defaults, _ := PlanByName(DefaultPlan)
+			defaults := s.planOrDefault(DefaultPlan)
 			if err := s.eng.WatchSpare(p.inst, defaults.MaxConnections); err != nil {
 				return err
 			}

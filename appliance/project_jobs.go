@@ -310,8 +310,14 @@ func (s *Service) applyPlan(ctx context.Context, run *scheduler.Run) (any, error
 	if err != nil {
 		return nil, err
 	}
+	kvMB, err := s.kv.ApplyPlan(ctx, prj.ID, prj.Plan)
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	limits := s.serverLimits(prj)
 	return map[string]any{"action": action.String(), "max_connections": prj.MaxConnections,
-		"statement_timeout": prj.StatementTimeout, "idle_transaction_timeout": prj.IdleTransactionTimeout}, nil
+		"statement_timeout": prj.StatementTimeout, "idle_transaction_timeout": prj.IdleTransactionTimeout,
+		"storage_limit_bytes": prj.StorageLimitBytes, "kv_memory_mb": kvMB, "memory_bytes": limits.MemoryBytes, "cpu_cores": limits.CPUCores}, nil
 }
 
 // writeSettingsAndApply rewrites the instance's settings and the pooler's pool size, then reloads or

@@ -126,9 +126,9 @@ func (s *Service) CreateProject(ctx context.Context, p *Principal, req *CreatePr
 	if planName == "" {
 		planName = DefaultPlan
 	}
-	plan, ok := PlanByName(planName)
+	plan, ok := s.PlanByName(planName)
 	if !ok {
-		return nil, Invalid("plan must be one of %s", planNames())
+		return nil, Invalid("plan must be one of %s", s.planNames())
 	}
 	env := req.Environment
 	if env == "" {
@@ -154,7 +154,11 @@ func (s *Service) CreateProject(ctx context.Context, p *Principal, req *CreatePr
 				slugs[e.Slug] = true
 			}
 		}
-		if q := DefaultOrganizationQuota.ProjectsLimit; live >= q {
+		quota, err := s.organizationQuota(tx, orgID)
+		if err != nil {
+			return Internal(err, "read the organization's quota")
+		}
+		if q := quota.ProjectsLimit; live >= q {
 			return Forbidden("project quota reached: the organization has %d of %d projects", live, q)
 		}
 		slug := slugify(name)
@@ -188,14 +192,6 @@ func (s *Service) CreateProject(ctx context.Context, p *Principal, req *CreatePr
 		s.notify()
 	}
 	return out, err
-}
-
-func planNames() string {
-	var names []string
-	for _, p := range Plans {
-		names = append(names, p.Name)
-	}
-	return strings.Join(names, ", ")
 }
 
 // ListProjects lists the organization's projects (deleted ones excluded), oldest first.
@@ -267,8 +263,8 @@ func (s *Service) PatchProject(ctx context.Context, p *Principal, projectID stri
 	var plan Plan
 	if req.Plan != nil {
 		var ok bool
-		if plan, ok = PlanByName(*req.Plan); !ok {
-			return nil, Invalid("plan must be one of %s", planNames())
+		if plan, ok = s.PlanByName(*req.Plan); !ok {
+			return nil, Invalid("plan must be one of %s", s.planNames())
 		}
 	}
 	var out *ProjectResponse

@@ -240,7 +240,7 @@ func New(cfg Config, deps Deps) *Service {
 	s.previews = s.newPreviews(cfg, deps)
 	s.backups = s.newBackups(cfg, deps)
 	s.billing = billing.New(billing.Deps{DB: deps.DB, Provider: deps.Billing, Host: areaHost{s}, Log: deps.Log, Clock: s.now})
-	s.tenancy = tenancy.New(tenancy.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}})
+	s.tenancy = tenancy.New(tenancy.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}, Seed: builtinPlans})
 	s.programApps = programapps.New(programapps.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}, Discounts: s.billing,
 		Rate: cfg.ProgramApplicationRate})
 	return s

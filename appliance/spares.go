@@ -114,7 +114,7 @@ func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) error {
 	if err != nil {
 		return err
 	}
-	defaults, _ := PlanByName(DefaultPlan)
+	defaults := s.planOrDefault(DefaultPlan)
 	settings, err := s.settingsFor(dp, &store.Project{MaxConnections: defaults.MaxConnections}, rec)
 	if err != nil {
 		return err

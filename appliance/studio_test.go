@@ -605,7 +605,7 @@ CREATE TABLE "x""; DROP TABLE canary; --"."x""; DROP TABLE canary; --" ("x""; DR
 		now := time.Date(2026, 3, 31, 23, 0, 0, 0, time.UTC)
 		e.Clock.Set(func() time.Time { return now })
 		defer e.Clock.Set(time.Now)
-		plan, _ := appliance.PlanByName(s.prj.Plan)
+		plan, _ := e.Svc.PlanByName(s.prj.Plan)
 		var u *appliance.AIUsageResponse
 		var err error
 		for range plan.AIUsesPerMonth {

@@ -14,16 +14,18 @@ func (s *Service) OrganizationUsage(ctx context.Context, p *Principal, orgID str
 	if err := p.CheckOrganization(orgID); err != nil {
 		return nil, err
 	}
-	q := DefaultOrganizationQuota
-	u := Usage{Projects: []ProjectUsage{}, StorageHistory: []StorageSample{},
-		Totals: UsageTotals{ProjectsLimit: q.ProjectsLimit, PreviewsLimit: q.PreviewsLimit, StorageLimitBytes: q.StorageLimitBytes}}
+	u := Usage{Projects: []ProjectUsage{}, StorageHistory: []StorageSample{}}
 	var projects []*store.Project
 	var completed, failed int
 	err := s.db.View(func(tx *store.Tx) error {
 		if _, err := store.Organizations.Get(tx, orgID); err != nil {
 			return notFoundAs(err, "organization %s not found", orgID)
 		}
-		var err error
+		q, err := s.organizationQuota(tx, orgID)
+		if err != nil {
+			return Internal(err, "read the organization's quota")
+		}
+		u.Totals.ProjectsLimit, u.Totals.PreviewsLimit, u.Totals.StorageLimitBytes = q.ProjectsLimit, q.PreviewsLimit, q.StorageLimitBytes
 		projects, err = store.Projects.Lookup(tx, store.ProjectsByOrg, orgID, store.Query{})
 		if err != nil {
 			return Internal(err, "list projects")

@@ -417,6 +417,20 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		call("DELETE", "/v1/service-tokens/"+id, "/v1/service-tokens/{tokenID}", operator, nil, 409)
 		call("DELETE", "/v1/service-tokens/svt_nope", "/v1/service-tokens/{tokenID}", operator, nil, 404)
 	}
+	// Plans and quotas (the operators' configuration).
+	call("GET", "/v1/plans", "/v1/plans", owner, nil, 200)
+	plan := map[string]any{"max_connections": 20, "storage_limit_bytes": 1 << 30, "kv_memory_mb": 32, "previews_limit": 2,
+		"ai_uses_per_month": 10, "memory_bytes": 512 << 20, "cpu_cores": 0.5}
+	call("PUT", "/v1/plans/conform", "/v1/plans/{name}", operator, plan, 200)
+	call("PUT", "/v1/plans/conform", "/v1/plans/{name}", operator, map[string]any{"max_connections": 0}, 400)
+	call("PUT", "/v1/plans/conform", "/v1/plans/{name}", owner, plan, 403)
+	call("DELETE", "/v1/plans/conform", "/v1/plans/{name}", operator, nil, 200)
+	call("DELETE", "/v1/plans/free", "/v1/plans/{name}", operator, nil, 409)
+	call("DELETE", "/v1/plans/conform", "/v1/plans/{name}", operator, nil, 404)
+	call("GET", "/v1/organizations/"+b.org.ID+"/quota", "/v1/organizations/{orgID}/quota", operator, nil, 200)
+	call("PATCH", "/v1/organizations/"+b.org.ID+"/quota", "/v1/organizations/{orgID}/quota", operator, map[string]any{"previews_limit": 60}, 200)
+	call("PATCH", "/v1/organizations/"+b.org.ID+"/quota", "/v1/organizations/{orgID}/quota", operator, map[string]any{}, 400)
+	call("PATCH", "/v1/organizations/org_nope/quota", "/v1/organizations/{orgID}/quota", operator, map[string]any{"previews_limit": 1}, 404)
 	call("POST", "/v1/auth/sessions", "/v1/auth/sessions", "", map[string]any{"email": "x@example.com", "password": "wrong"}, 401)
 	call("POST", "/v1/auth/sessions", "/v1/auth/sessions", "", `{"email": 1}`, 400)
 

@@ -193,6 +193,9 @@ func newFixtures(b *bundle) *fixtures {
 	f.routeParams["POST /v1/organizations/{orgID}/suspend"] = map[string]fixtureParam{"orgID": {value: suspendable.ID}}
 	f.routeParams["POST /v1/organizations/{orgID}/resume"] = map[string]fixtureParam{"orgID": {value: suspendable.ID}}
 	f.routeParams["DELETE /v1/organizations/{orgID}"] = map[string]fixtureParam{"orgID": {value: doomed.ID}}
+	// The plans' routes make a plan of their own and delete one no fixture project is on.
+	f.routeParams["PUT /v1/plans/{name}"] = map[string]fixtureParam{"name": {value: "fixture"}}
+	f.routeParams["DELETE /v1/plans/{name}"] = map[string]fixtureParam{"name": {value: "scale"}}
 	// Refusing a CLI login needs one still pending: authorizing the shared one (an earlier route) ends it.
 	refusable := b.do("POST", "/v1/cli/login/sessions", "", map[string]any{"device_name": "fixture to refuse"})
 	if refusable.status != http.StatusCreated {
@@ -272,6 +275,9 @@ func newFixtures(b *bundle) *fixtures {
 	f.params["endpointID"] = fixtureParam{value: endpointID}
 	f.params["deliveryID"] = fixtureParam{value: b.deliveredTest(endpointID)}
 	f.bodies = map[string]any{
+		"PUT /v1/plans/{name}": map[string]any{"max_connections": 20, "storage_limit_bytes": 1 << 30, "kv_memory_mb": 32, "previews_limit": 2,
+			"ai_uses_per_month": 10, "memory_bytes": 512 << 20, "cpu_cores": 0.5},
+		"PATCH /v1/organizations/{orgID}/quota":                                   map[string]any{"projects_limit": 50},
 		"POST /v1/organizations/{orgID}/webhook-endpoints":                        map[string]any{"url": receiver + "/another", "event_types": []string{"job.completed"}},
 		"PATCH /v1/organizations/{orgID}/webhook-endpoints/{endpointID}":          map[string]any{"description": "fixture"},
 		"POST /v1/projects/{projectID}/imports":                                   map[string]any{"confirm": true},

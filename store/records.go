@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -796,3 +797,50 @@ var (
 	BillingStates                  = newTable("billing_states", func(r *BillingState) string { return r.OrganizationID })
 	OrganizationsByBillingCustomer = Organizations.index("billing_customer", func(r *Organization) []string { return nonEmpty(r.BillingCustomerID) })
 )
+
+// Plan is a project plan as the operators configured it (appliance/tenancy): seeded at the first start
+// with the built-in plans, replaced by up --plans, changed by PUT /v1/plans/{name}.
+type Plan struct {
+	Name              string    `json:"name"`
+	MaxConnections    int       `json:"max_connections"`
+	StorageLimitBytes int64     `json:"storage_limit_bytes"`
+	KVMemoryMB        int       `json:"kv_memory_mb"`
+	PreviewsLimit     int       `json:"previews_limit"`
+	AIUsesPerMonth    int       `json:"ai_uses_per_month"`
+	MemoryBytes       int64     `json:"memory_bytes"`
+	CPUCores          float64   `json:"cpu_cores"`
+	UpdatedAt         time.Time `json:"updated_at"`
+}
+
+// OrganizationQuota is what an organization may hold, as an operator set it; the record of ID
+// DefaultQuotaID is every other organization's.
+type OrganizationQuota struct {
+	ID                string    `json:"id"` // the organization's ID, or DefaultQuotaID
+	ProjectsLimit     int       `json:"projects_limit"`
+	PreviewsLimit     int       `json:"previews_limit"`
+	StorageLimitBytes int64     `json:"storage_limit_bytes"`
+	UpdatedAt         time.Time `json:"updated_at"`
+}
+
+// DefaultQuotaID is the ID of the default organization quota's record.
+const DefaultQuotaID = "default"
+
+// The plans and the organization quotas.
+var (
+	Plans              = newTable("plans", func(r *Plan) string { return r.Name })
+	OrganizationQuotas = newTable("organization_quotas", func(r *OrganizationQuota) string { return r.ID })
+)
+
+// Suspended reports whether the organization is suspended (an operator's act, appliance/tenancy): its
+// projects' periodic work waits and its key-value stores refuse clients until it resumes. A missing
+// organization is not suspended.
+func Suspended(tx *Tx, orgID string) (bool, error) {
+	o, err := Organizations.Get(tx, orgID)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return o.SuspendedAt != nil, nil
+}

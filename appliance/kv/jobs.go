@@ -331,3 +331,62 @@ func (s *Service) Health(ctx context.Context) (string, string) {
 	}
 	return api.StatusOperational, fmt.Sprintf("%d stores running (redis-server %s)%s", len(live), dp.RedisServer, shipping)
 }
+
+// projectStore is the project's store, nil when it has none.
+func (s *Service) projectStore(projectID string) (*store.KVStore, error) {
+	var kv *store.KVStore
+	err := s.db.View(func(tx *store.Tx) error {
+		r, err := store.KVStores.First(tx, store.KVStoresByProject, projectID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		kv = r
+		return err
+	})
+	return kv, err
+}
+
+// ApplyPlan gives the project's store its plan's maxmemory (the project.apply_plan job's part): the record
+// first (every start of the server writes it), then the running server (CONFIG SET). It returns the size
+// in force, 0 when the project has no store.
+func (s *Service) ApplyPlan(ctx context.Context, projectID, plan string) (int, error) {
+	kv, err := s.projectStore(projectID)
+	if err != nil || kv == nil {
+		return 0, err
+	}
+	mb := s.host.PlanKVMemoryMB(plan)
+	if mb == kv.MaxMemoryMB {
+		return mb, nil
+	}
+	if err := s.update(kv.ID, func(r *store.KVStore) { r.MaxMemoryMB = mb }); err != nil {
+		return 0, err
+	}
+	if kv.State != StateRunning {
+		return mb, nil
+	}
+	srv, admin, err := s.Server(kv)
+	if err != nil {
+		return 0, err
+	}
+	if err := srv.SetMaxMemory(ctx, admin, mb); err != nil {
+		return 0, fmt.Errorf("resize the key-value store: %w", err)
+	}
+	return mb, nil
+}
+
+// Disconnect closes every client connection of the project's running store (an organization's
+// suspension: the fronts refuse new ones meanwhile).
+func (s *Service) Disconnect(ctx context.Context, projectID string) error {
+	kv, err := s.projectStore(projectID)
+	if err != nil || kv == nil || kv.State != StateRunning {
+		return err
+	}
+	srv, admin, err := s.Server(kv)
+	if err != nil {
+		return err
+	}
+	if err := srv.KillClients(ctx, admin); err != nil {
+		return fmt.Errorf("disconnect the key-value store's clients: %w", err)
+	}
+	return nil
+}

@@ -168,7 +168,9 @@ func (s *Service) Create(ctx context.Context, p *authz.Principal, projectID stri
 		}
 		if n, err := s.orgPreviews(tx, parent.OrganizationID); err != nil {
 			return err
-		} else if _, q := s.host.OrganizationQuota(); n >= q {
+		} else if _, q, err := s.host.OrganizationQuota(tx, parent.OrganizationID); err != nil {
+			return apperr.Internal(err, "read the organization's quota")
+		} else if n >= q {
 			return apperr.Forbidden("preview quota reached: the organization has %d of %d previews", n, q)
 		}
 		now := s.now()

@@ -262,7 +262,9 @@ func (s *Service) ClaimEphemeral(ctx context.Context, p *authz.Principal, projec
 				live++
 			}
 		}
-		if q, _ := s.host.OrganizationQuota(); live >= q {
+		if q, _, err := s.host.OrganizationQuota(tx, p.OrganizationID); err != nil {
+			return apperr.Internal(err, "read the organization's quota")
+		} else if live >= q {
 			return apperr.Forbidden("project quota reached: the organization has %d of %d projects", live, q)
 		}
 		if prj.StorageLock != "" {

@@ -75,8 +75,9 @@ type Host interface {
 	DefaultPlan() string
 	PlanPreviews(name string) (limit int, plan string)
 	PlanStorageLimitBytes(name string) int64
-	// OrganizationQuota is the projects and previews an organization may have (an operator's setting).
-	OrganizationQuota() (projects, previews int)
+	// OrganizationQuota is the projects and previews the organization may have, read in tx (the operators'
+	// configuration).
+	OrganizationQuota(tx *store.Tx, orgID string) (projects, previews int, err error)
 	// RequireBackups is a 503 when the installed PostgreSQL lacks the programs of backups (a clone of a
 	// past time starts from a base backup): the data plane's programs are the root's.
 	RequireBackups() error

@@ -324,3 +324,23 @@ func (s *Server) SaveFailed(ctx context.Context, password string) (bool, error) 
 	}
 	return false, fmt.Errorf("kv server %s: INFO persistence has no rdb_last_bgsave_status", s.ID)
 }
+
+// SetMaxMemory changes the running server's maxmemory (a plan change); the caller keeps mb in the store's
+// record, which every Start writes into redis.conf.
+func (s *Server) SetMaxMemory(ctx context.Context, adminPassword string, mb int) error {
+	if mb <= 0 {
+		return fmt.Errorf("kv server %s: maxmemory must be positive", s.ID)
+	}
+	if _, err := s.Admin(ctx, adminPassword, []string{"CONFIG", "SET", "maxmemory", fmt.Sprintf("%dmb", mb)}); err != nil {
+		return err
+	}
+	s.MaxMemoryMB = mb
+	return nil
+}
+
+// KillClients closes every connection of the tenant (an organization's suspension); new ones are refused
+// by the fronts, which resolve no token of a suspended organization.
+func (s *Server) KillClients(ctx context.Context, adminPassword string) error {
+	_, err := s.Admin(ctx, adminPassword, []string{"CLIENT", "KILL", "USER", TenantUser})
+	return err
+}

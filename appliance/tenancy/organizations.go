@@ -137,8 +137,12 @@ func (s *Service) ListOrganizations(ctx context.Context, p *authz.Principal) (*a
 					members++
 				}
 			}
+			q, _, _, err := s.QuotaIn(tx, o.ID)
+			if err != nil {
+				return apperr.Internal(err, "read quota")
+			}
 			out.Organizations = append(out.Organizations, api.OrganizationSummary{Organization: *wireOrganization(o),
-				ProjectCount: len(live), MemberCount: members})
+				ProjectCount: len(live), MemberCount: members, Quota: q})
 		}
 		return nil
 	})
@@ -177,7 +181,8 @@ func (s *Service) SuspendOrganization(ctx context.Context, p *authz.Principal, o
 }
 
 // ResumeOrganization lifts a suspension: its keys and sessions work again at once, and a project.start
-// job per project starts its server again.
+// job per project starts its server again (followed by a project.apply_plan job when its plan changed
+// during the suspension).
 func (s *Service) ResumeOrganization(ctx context.Context, p *authz.Principal, orgID string) (*api.OrganizationJobs, error) {
 	if err := requireOperator(p); err != nil {
 		return nil, err
@@ -201,6 +206,7 @@ func (s *Service) setSuspended(p *authz.Principal, orgID string, change func(*st
 		if err != nil {
 			return apperr.NotFoundAs(err, "organization %s not found", orgID)
 		}
+		since := org.SuspendedAt
 		if err := change(org); err != nil {
 			return err
 		}
@@ -221,6 +227,17 @@ func (s *Service) setSuspended(p *authz.Principal, orgID string, change func(*st
 			}
 			out.Jobs = append(out.Jobs, s.host.JobView(j))
 			jobIDs = append(jobIDs, j.ID)
+			if jobType != JobStart || since == nil || prj.State != api.ProjectActive || prj.PrimaryInstanceID == "" {
+				continue
+			}
+			if pl, err := store.Plans.Get(tx, prj.Plan); err == nil && pl.UpdatedAt.After(*since) {
+				j, err := s.host.ApplyPlan(tx, prj)
+				if err != nil {
+					return err
+				}
+				out.Jobs = append(out.Jobs, s.host.JobView(j))
+				jobIDs = append(jobIDs, j.ID)
+			}
 		}
 		if meta == nil {
 			meta = map[string]any{}
@@ -301,6 +318,9 @@ func (s *Service) DeleteOrganization(ctx context.Context, p *authz.Principal, or
 			if err := store.Invitations.Delete(tx, inv.ID); err != nil {
 				return apperr.Internal(err, "delete invitation")
 			}
+		}
+		if err := store.OrganizationQuotas.Delete(tx, org.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return apperr.Internal(err, "delete quota")
 		}
 		if err := store.Organizations.Delete(tx, org.ID); err != nil {
 			return apperr.Internal(err, "delete organization")

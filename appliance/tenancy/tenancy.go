@@ -48,6 +48,9 @@ type Host interface {
 	// stopped; StartProject starts them again and puts them back under supervision.
 	StopProject(ctx context.Context, run *scheduler.Run, projectID string) error
 	StartProject(ctx context.Context, run *scheduler.Run, projectID string) error
+	// ApplyPlan queues in tx the job that applies the project's plan to its server and key-value store
+	// (project.apply_plan: max_connections, memory and CPU, maxmemory), as a plan change of the project does.
+	ApplyPlan(tx *store.Tx, prj *store.Project) (*store.Job, error)
 }
 
 // Deps are the area's collaborators; New takes them all.
@@ -55,18 +58,22 @@ type Deps struct {
 	DB    *store.DB
 	Clock func() time.Time // UTC
 	Host  Host
+	// Seed is the built-in plans and default organization quota (the store's until it is seeded).
+	Seed Seed
 }
 
 // Service is the tenancy area.
 type Service struct {
-	db   *store.DB
-	now  func() time.Time
-	host Host
+	db    *store.DB
+	now   func() time.Time
+	host  Host
+	seed  Seed
+	plans store.Cache[[]api.Plan] // the plans in force, by the plans table's version
 }
 
 // New returns the area built with its collaborators.
 func New(deps Deps) *Service {
-	return &Service{db: deps.DB, now: deps.Clock, host: deps.Host}
+	return &Service{db: deps.DB, now: deps.Clock, host: deps.Host, seed: deps.Seed}
 }
 
 // RegisterJobs registers the area's job handlers on the runner (the root's RegisterJobs calls it).

@@ -25,7 +25,8 @@ export async function example(baseUrl: string, key: string, dump: string): Promi
   if (created.error) return created.error.error
   const jobID: string = created.data.job.id
   const projectID: string = created.data.project.id
-  const plan: 'free' | 'pro' | 'scale' = created.data.project.plan // closed sets are enums
+  const environment: 'production' | 'staging' | 'development' = created.data.project.environment // closed sets are enums
+  const plan: string = created.data.project.plan // the operators' configuration: GET /v1/plans
   const job = await api.GET('/v1/jobs/{jobID}', { params: { path: { jobID } } })
   const state: string = job.data ? job.data.job.state : 'unknown'
 
@@ -53,5 +54,5 @@ export async function example(baseUrl: string, key: string, dump: string): Promi
   const url: string | undefined = conns.data?.connections.direct_url
   const me = await api.GET('/v1/me')
   const orgName: string | undefined = me.data?.organization?.name // null for a platform admin
-  return [names.join(','), jobID, plan, state, importJob, url, orgName].join(' ')
+  return [names.join(','), jobID, plan, environment, state, importJob, url, orgName].join(' ')
 }

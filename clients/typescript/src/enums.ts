@@ -59,9 +59,6 @@ export const KVStateValues = ["provisioning","running","error","destroying"] as 
 /** The values of LogSeverity, in the document's order. */
 export const LogSeverityValues = ["debug","log","info","notice","warning","error","fatal","panic","detail"] as const satisfies readonly components['schemas']['LogSeverity'][]
 
-/** The values of Plan, in the document's order. */
-export const PlanValues = ["free","pro","scale"] as const satisfies readonly components['schemas']['Plan'][]
-
 /** The values of PreviewMode, in the document's order. */
 export const PreviewModeValues = ["empty","clone"] as const satisfies readonly components['schemas']['PreviewMode'][]
 

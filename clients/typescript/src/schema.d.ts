@@ -712,6 +712,30 @@ export interface paths {
         patch: operations["patchOrganizationsByOrgIDMembersByUserID"];
         trace?: never;
     };
+    "/v1/organizations/{orgID}/quota": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An organization's quota: its own, else the default (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        get: operations["getOrganizationsByOrgIDQuota"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set an organization's own quota (the limits given), or drop it with default: true (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        patch: operations["patchOrganizationsByOrgIDQuota"];
+        trace?: never;
+    };
     "/v1/organizations/{orgID}/resume": {
         parameters: {
             query?: never;
@@ -895,6 +919,50 @@ export interface paths {
          */
         post: operations["postOrganizationsByOrgIDWebhookEndpointsByEndpointIDTest"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/plans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The plans in force, smallest first (any signed-in caller: a project's plan is chosen among them)
+         * @description Needs an API key or a session token. No particular scope is required.
+         */
+        get: operations["getPlans"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/plans/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Create or replace a plan; a changed plan is applied to every project on it (limits at once, a project.apply_plan job per active project for its server and key-value store) (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        put: operations["putPlansByName"];
+        post?: never;
+        /**
+         * Delete a plan no project is on (platform operators; 409 naming a project on it, and for the free plan)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        delete: operations["deletePlansByName"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2753,6 +2821,30 @@ export interface components {
             /** @description change the type (the values are cast: USING column::type) */
             type?: string;
         };
+        ApiPlan: {
+            /** @description the studio's AI uses per month (0: none) */
+            ai_uses_per_month: number;
+            /** @description the CPU its server is held to, in cores (cgroups) */
+            cpu_cores: number;
+            /** @description its key-value store's maxmemory, MiB */
+            kv_memory_mb: number;
+            /** @description the server's max_connections (at least 10) */
+            max_connections: number;
+            /**
+             * Format: int64
+             * @description the memory its server is held to (cgroups; at least 64 MiB)
+             */
+            memory_bytes: number;
+            /** @description lowercase letters, digits, dashes and underscores, starting with a letter */
+            name: string;
+            /** @description preview databases per project (0: none) */
+            previews_limit: number;
+            /**
+             * Format: int64
+             * @description a project's storage limit: past it its database turns read-only (at least 16 MiB)
+             */
+            storage_limit_bytes: number;
+        };
         Approval: {
             action: components["schemas"]["ApprovalAction"];
             /** Format: date-time */
@@ -2928,7 +3020,8 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            plan: components["schemas"]["Plan"];
+            /** @description a plan's name (GET /v1/plans: the operators' configuration) */
+            plan: string;
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -3110,8 +3203,8 @@ export interface components {
             name: string;
             /** @description required for platform administrators; others create in their own organization */
             organization_id?: string;
-            /** @description default: free */
-            plan?: components["schemas"]["Plan"];
+            /** @description a plan's name (GET /v1/plans); default: free */
+            plan?: string;
         };
         CreateRoleRequest: {
             /** @description lowercase letters, digits and underscores, starting with a letter or underscore, at most 63; not postgres, pg_…, appliance… or the project's role */
@@ -3247,6 +3340,10 @@ export interface components {
             removed_members: number;
             /** @description the organization's API keys, revoked */
             revoked_api_keys: string[];
+        };
+        DeletedPlan: {
+            deleted: boolean;
+            name: string;
         };
         DeletedResponse: {
             deleted: boolean;
@@ -3729,6 +3826,25 @@ export interface components {
         OrganizationList: {
             organizations: components["schemas"]["OrganizationSummary"][];
         };
+        OrganizationQuota: {
+            /** @description preview databases over all its projects */
+            previews_limit: number;
+            /** @description projects (previews not counted) */
+            projects_limit: number;
+            /**
+             * Format: int64
+             * @description the storage its projects and previews may add up to (usage reports the overage)
+             */
+            storage_limit_bytes: number;
+        };
+        OrganizationQuotaResponse: {
+            /** @description true: the organization has the default quota (no quota of its own) */
+            is_default: boolean;
+            organization_id: string;
+            quota: components["schemas"]["OrganizationQuota"];
+            /** Format: date-time */
+            updated_at: string | null;
+        };
         OrganizationResponse: {
             organization: components["schemas"]["Organization"];
         };
@@ -3754,6 +3870,8 @@ export interface components {
             name: string;
             /** @description projects not deleted (previews and claimed ephemeral databases included) */
             project_count: number;
+            /** @description what it may hold: its own quota, else the default (PATCH /v1/organizations/{orgID}/quota) */
+            quota: components["schemas"]["OrganizationQuota"];
             slug: string;
             /** Format: date-time */
             suspended_at: string | null;
@@ -3765,6 +3883,19 @@ export interface components {
             changed: boolean;
             /** @description the user's other sessions, which the change signs out */
             sessions_revoked: number;
+        };
+        PatchOrganizationQuotaRequest: {
+            /** @description true: the organization follows the default quota again (no other field may be given) */
+            default?: boolean;
+            /** @description at least 0 */
+            previews_limit?: number;
+            /** @description at least 0 */
+            projects_limit?: number;
+            /**
+             * Format: int64
+             * @description at least 1
+             */
+            storage_limit_bytes?: number;
         };
         PatchOrganizationRequest: {
             /** @description an email address, or empty to clear */
@@ -3782,8 +3913,8 @@ export interface components {
             idle_transaction_timeout?: string;
             /** @description 1 to 63 characters (database and role names do not change) */
             name?: string;
-            /** @description max_connections changes with a restart */
-            plan?: components["schemas"]["Plan"];
+            /** @description a plan's name (GET /v1/plans); max_connections changes with a restart */
+            plan?: string;
             /** @description PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload */
             statement_timeout?: string;
         };
@@ -3799,8 +3930,16 @@ export interface components {
              */
             url?: string;
         };
-        /** @enum {string} */
-        Plan: "free" | "pro" | "scale";
+        PlanChange: {
+            /** @description true: a new plan; false: an existing plan replaced */
+            created: boolean;
+            /** @description one project.apply_plan job per active project on the plan (connection limit, storage limit, key-value memory, memory and CPU) */
+            jobs: components["schemas"]["Job"][];
+            plan: components["schemas"]["ApiPlan"];
+        };
+        PlanList: {
+            plans: components["schemas"]["ApiPlan"][];
+        };
         Preflight: {
             checks: components["schemas"]["PreflightCheck"][];
             /** @description no check failed */
@@ -3948,7 +4087,8 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            plan: components["schemas"]["Plan"];
+            /** @description a plan's name (GET /v1/plans: the operators' configuration) */
+            plan: string;
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -4055,6 +4195,17 @@ export interface components {
             constraint: string;
             source_table: string;
             target_table: string;
+        };
+        PutPlanRequest: {
+            ai_uses_per_month: number;
+            cpu_cores: number;
+            kv_memory_mb: number;
+            max_connections: number;
+            /** Format: int64 */
+            memory_bytes: number;
+            previews_limit: number;
+            /** Format: int64 */
+            storage_limit_bytes: number;
         };
         PutScheduledBackupRequest: {
             /** @description UTC hour, 0 to 23 */
@@ -5646,7 +5797,7 @@ export interface operations {
                      *         "max_connections": 1,
                      *         "name": "example",
                      *         "organization_id": "example",
-                     *         "plan": "free",
+                     *         "plan": "example",
                      *         "pooled_port": 1,
                      *         "postgres_version": "example",
                      *         "primary_instance_id": "example",
@@ -6053,6 +6204,11 @@ export interface operations {
                      *           "member_count": 1,
                      *           "name": "example",
                      *           "project_count": 1,
+                     *           "quota": {
+                     *             "previews_limit": 1,
+                     *             "projects_limit": 1,
+                     *             "storage_limit_bytes": 1
+                     *           },
                      *           "slug": "example",
                      *           "suspended_at": "2026-01-31T12:00:00Z",
                      *           "suspended_reason": "example",
@@ -6834,6 +6990,96 @@ export interface operations {
             507: components["responses"]["InsufficientStorage"];
         };
     };
+    getOrganizationsByOrgIDQuota: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "is_default": true,
+                     *       "organization_id": "example",
+                     *       "quota": {
+                     *         "previews_limit": 1,
+                     *         "projects_limit": 1,
+                     *         "storage_limit_bytes": 1
+                     *       },
+                     *       "updated_at": "2026-01-31T12:00:00Z"
+                     *     } */
+                    "application/json": components["schemas"]["OrganizationQuotaResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    patchOrganizationsByOrgIDQuota: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["PatchOrganizationQuotaRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "is_default": true,
+                     *       "organization_id": "example",
+                     *       "quota": {
+                     *         "previews_limit": 1,
+                     *         "projects_limit": 1,
+                     *         "storage_limit_bytes": 1
+                     *       },
+                     *       "updated_at": "2026-01-31T12:00:00Z"
+                     *     } */
+                    "application/json": components["schemas"]["OrganizationQuotaResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
     postOrganizationsByOrgIDResume: {
         parameters: {
             query?: never;
@@ -7517,6 +7763,171 @@ export interface operations {
             507: components["responses"]["InsufficientStorage"];
         };
     };
+    getPlans: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "plans": [
+                     *         {
+                     *           "ai_uses_per_month": 1,
+                     *           "cpu_cores": 1.5,
+                     *           "kv_memory_mb": 1,
+                     *           "max_connections": 1,
+                     *           "memory_bytes": 1,
+                     *           "name": "example",
+                     *           "previews_limit": 1,
+                     *           "storage_limit_bytes": 1
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["PlanList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    putPlansByName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "ai_uses_per_month": 1,
+                 *       "cpu_cores": 1.5,
+                 *       "kv_memory_mb": 1,
+                 *       "max_connections": 1,
+                 *       "memory_bytes": 1,
+                 *       "previews_limit": 1,
+                 *       "storage_limit_bytes": 1
+                 *     } */
+                "application/json": components["schemas"]["PutPlanRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "created": true,
+                     *       "jobs": [
+                     *         {
+                     *           "attempts": 1,
+                     *           "claimed_at": "2026-01-31T12:00:00Z",
+                     *           "claimed_by": "example",
+                     *           "completed_at": "2026-01-31T12:00:00Z",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "error": "example",
+                     *           "host_id": "example",
+                     *           "id": "example",
+                     *           "instance_id": "example",
+                     *           "last_exit_code": 1,
+                     *           "last_stderr": "example",
+                     *           "last_stdout": "example",
+                     *           "locked_resource": "example",
+                     *           "max_attempts": 1,
+                     *           "organization_id": "example",
+                     *           "preview_database_id": "example",
+                     *           "project_id": "example",
+                     *           "result": {},
+                     *           "retry_classification": "example",
+                     *           "started_at": "2026-01-31T12:00:00Z",
+                     *           "state": "pending",
+                     *           "type": "example",
+                     *           "updated_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ],
+                     *       "plan": {
+                     *         "ai_uses_per_month": 1,
+                     *         "cpu_cores": 1.5,
+                     *         "kv_memory_mb": 1,
+                     *         "max_connections": 1,
+                     *         "memory_bytes": 1,
+                     *         "name": "example",
+                     *         "previews_limit": 1,
+                     *         "storage_limit_bytes": 1
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["PlanChange"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    deletePlansByName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "deleted": true,
+                     *       "name": "example"
+                     *     } */
+                    "application/json": components["schemas"]["DeletedPlan"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
     deletePreviewDatabasesByPreviewID: {
         parameters: {
             query?: never;
@@ -8138,7 +8549,7 @@ export interface operations {
                      *           "max_connections": 1,
                      *           "name": "example",
                      *           "organization_id": "example",
-                     *           "plan": "free",
+                     *           "plan": "example",
                      *           "pooled_port": 1,
                      *           "postgres_version": "example",
                      *           "primary_instance_id": "example",
@@ -8228,7 +8639,7 @@ export interface operations {
                      *         "max_connections": 1,
                      *         "name": "example",
                      *         "organization_id": "example",
-                     *         "plan": "free",
+                     *         "plan": "example",
                      *         "pooled_port": 1,
                      *         "postgres_version": "example",
                      *         "primary_instance_id": "example",
@@ -8289,7 +8700,7 @@ export interface operations {
                      *         "max_connections": 1,
                      *         "name": "example",
                      *         "organization_id": "example",
-                     *         "plan": "free",
+                     *         "plan": "example",
                      *         "pooled_port": 1,
                      *         "postgres_version": "example",
                      *         "primary_instance_id": "example",
@@ -8420,7 +8831,7 @@ export interface operations {
                      *         "max_connections": 1,
                      *         "name": "example",
                      *         "organization_id": "example",
-                     *         "plan": "free",
+                     *         "plan": "example",
                      *         "pooled_port": 1,
                      *         "postgres_version": "example",
                      *         "primary_instance_id": "example",
