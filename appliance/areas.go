@@ -535,6 +535,7 @@ func (h areaHost) StartProject(ctx context.Context, run *scheduler.Run, projectI
 // PlatformOrganization is the organization the platform's own events (program applications) and their
 // audit events go to: the one made at the first start.
 func (h areaHost) PlatformOrganization(tx *store.Tx) string { return h.s.platformOrganization(tx) }
+
 // ApplyPlan queues the project's project.apply_plan job in tx (the plan's limits to its server and
 // key-value store), locked by the project as a plan change of the project is.
 func (h areaHost) ApplyPlan(tx *store.Tx, prj *store.Project) (*store.Job, error) {

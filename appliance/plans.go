@@ -1,9 +1,12 @@
 package appliance
 
 import (
+	"fmt"
+	"os"
 	"strings"
 
 	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/tenancy"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -61,4 +64,19 @@ func (s *Service) planNames() string {
 func (s *Service) organizationQuota(tx *store.Tx, orgID string) (OrganizationQuota, error) {
 	q, _, _, err := s.tenancy.QuotaIn(tx, orgID)
 	return q, err
+}
+
+// ReadPlansFile reads and checks the file of up --plans (tenancy.ParsePlansConfig: JSON with no unknown
+// key, every plan valid, the free plan among them, the organization quota valid).
+func ReadPlansFile(path string) (*api.PlansConfig, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cfg, err := tenancy.ParsePlansConfig(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
 }

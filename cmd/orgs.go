@@ -15,8 +15,8 @@ import (
 
 // The platform operators' organization commands: each signs in as the operator (--email, the password from
 // --password-stdin, APPLIANCE_PASSWORD or a prompt), since the routes take an operator's session, never a key.
-var _ = registerClientGroup("orgs", []string{"organizations"}, "Platform operators: create, list, suspend, resume and delete organizations (signs in as you)",
-	newOrgsListCmd, newOrgsCreateCmd, newOrgsSuspendCmd, newOrgsResumeCmd, newOrgsDeleteCmd)
+var _ = registerClientGroup("orgs", []string{"organizations"}, "Platform operators: create, list, suspend, resume and delete organizations, set their quotas (signs in as you)",
+	newOrgsListCmd, newOrgsCreateCmd, newOrgsSuspendCmd, newOrgsResumeCmd, newOrgsDeleteCmd, newOrgsQuotaCmd)
 
 const orgsPath = "/v1/organizations"
 
@@ -25,14 +25,15 @@ func newOrgsListCmd(o *clientOpts) *cobra.Command {
 		Use: "list", Aliases: []string{"ls"}, Short: "List every organization with its projects and members", JSON: true,
 		Example: `  appliance orgs list --email operator@example.com`,
 		Path:    func(*call) string { return orgsPath },
-		Columns: []string{"ID", "SLUG", "NAME", "PROJECTS", "MEMBERS", "SUSPENDED", "CREATED"},
+		Columns: []string{"ID", "SLUG", "NAME", "PROJECTS", "MEMBERS", "QUOTA", "SUSPENDED", "CREATED"},
 		Rows: func(l *api.OrganizationList) [][]string {
 			return rowsOf(l.Organizations, func(org api.OrganizationSummary) []string {
 				suspended := "-"
 				if org.SuspendedAt != nil {
 					suspended = stamp(*org.SuspendedAt) + ": " + org.SuspendedReason
 				}
-				return []string{org.ID, org.Slug, org.Name, strconv.Itoa(org.ProjectCount), strconv.Itoa(org.MemberCount), suspended, stamp(org.CreatedAt)}
+				quota := fmt.Sprintf("%d projects, %d previews, %s", org.Quota.ProjectsLimit, org.Quota.PreviewsLimit, humanBytes(org.Quota.StorageLimitBytes))
+				return []string{org.ID, org.Slug, org.Name, strconv.Itoa(org.ProjectCount), strconv.Itoa(org.MemberCount), quota, suspended, stamp(org.CreatedAt)}
 			})
 		},
 	})

