@@ -41,6 +41,11 @@ func (s *Service) stopProject(ctx context.Context, run *scheduler.Run, projectID
 	if err != nil || inst == nil {
 		return err
 	}
+	// Its key-value store's clients go too (the fronts refuse new ones from the suspension's commit on);
+	// the store's server keeps its data, running.
+	if err := s.kv.Disconnect(ctx, prj.ID); err != nil {
+		return scheduler.Transient(err)
+	}
 	if err := s.eng.Stop(ctx, run.Exec, inst, prj); err != nil {
 		return scheduler.Transient(err)
 	}

@@ -7,12 +7,15 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
 )
 
 // TestSuspendStopsAndResumeStarts: an operator's suspension refuses the organization's live API key at
@@ -111,4 +114,93 @@ func TestSuspendStopsAndResumeStarts(t *testing.T) {
 		}
 		conn.Close(ctx)
 	}
+}
+
+// TestSuspendedOrganizationPeriodicWorkWaits: while its organization is suspended, a project's scheduled
+// backup does not run at its slot (nor the restore test of its backups); after the resume the missed slot
+// runs, and the restore test too.
+func TestSuspendedOrganizationPeriodicWorkWaits(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	ctx := t.Context()
+	prj := provision(t, e, p, "paused", "development")
+	if _, err := e.Svc.Backups().PutSchedule(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
+		CronHour: intp(2), CronMinute: intp(30), IsActive: boolp(true)}); err != nil {
+		t.Fatal(err)
+	}
+	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 1)
+	if err := e.DB.Update(func(tx *store.Tx) error { // today's slot ran
+		r, err := store.ScheduledBackups.Get(tx, prj.ID)
+		if err != nil {
+			return err
+		}
+		ran := day.Add(-24*time.Hour + 2*time.Hour + 30*time.Minute)
+		r.LastRunAt = &ran
+		return store.ScheduledBackups.Put(tx, r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	op := operator(t, e, "periodic-ops@example.com")
+	cycle := func(suspend bool) {
+		t.Helper()
+		var res *api.OrganizationJobs
+		var err error
+		if suspend {
+			res, err = e.Svc.Tenancy().SuspendOrganization(ctx, op, prj.OrganizationID, &api.SuspendOrganizationRequest{Reason: "audit"})
+		} else {
+			res, err = e.Svc.Tenancy().ResumeOrganization(ctx, op, prj.OrganizationID)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range res.Jobs {
+			if j := e.WaitJob(t, j.ID); j.State != scheduler.StateCompleted {
+				t.Fatalf("%s job %s: %s", j.Type, j.State, j.Error)
+			}
+		}
+	}
+	slot := day.Add(2*time.Hour + 31*time.Minute)
+	cycle(true)
+	if res, err := e.Svc.Backups().RunScheduled(ctx, slot); err != nil || res.Enqueued != 0 {
+		t.Fatalf("a suspended organization's scheduled backup at its slot: %+v %v", res, err)
+	}
+	cycle(false)
+	res, err := e.Svc.Backups().RunScheduled(ctx, slot.Add(time.Minute))
+	if err != nil || res.Enqueued != 1 {
+		t.Fatalf("the missed slot after the resume: %+v %v", res, err)
+	}
+	list, err := e.Svc.Backups().ListSchedules(ctx, p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, list.ScheduledBackups[0].LastJobID); j.State != scheduler.StateCompleted {
+		t.Fatalf("the scheduled backup: %s %s", j.State, j.Error)
+	}
+
+	cycle(true)
+	if res, err := e.Svc.VerifyBackups(ctx, time.Now(), time.Hour); err != nil || res != (appliance.VerifyBackupsResult{}) {
+		t.Fatalf("the restore test of a suspended organization's backup: %+v %v", res, err)
+	}
+	cycle(false)
+	if res, err := e.Svc.VerifyBackups(ctx, time.Now(), time.Hour); err != nil || res.Verified != 1 {
+		t.Fatalf("the restore test after the resume: %+v %v", res, err)
+	}
+}
+
+// operator makes a platform operator and returns its signed-in principal.
+func operator(t *testing.T, e *appliancetest.Env, email string) *appliance.Principal {
+	t.Helper()
+	added, err := e.Svc.Tenancy().AddOperator(t.Context(), &api.AddOperatorRequest{Email: email})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := e.Svc.Identity().CreateSession(t.Context(), &api.SessionRequest{Email: email, Password: added.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := e.Svc.Identity().Authenticate(t.Context(), sess.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op
 }

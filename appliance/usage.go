@@ -141,9 +141,18 @@ func (s *Service) SampleStorage(ctx context.Context) (int, error) {
 	}); err != nil {
 		return 0, err
 	}
+	// A suspended organization's servers are stopped: it gets no sample until it resumes (a measure would
+	// read 0).
+	orgs = slices.DeleteFunc(orgs, func(o *store.Organization) bool { return o.SuspendedAt != nil })
+	live := map[string]bool{}
+	for _, o := range orgs {
+		live[o.ID] = true
+	}
 	sizes := map[string]int64{}
 	for _, prj := range projects {
-		sizes[prj.OrganizationID] += s.projectUsage(ctx, prj).StorageBytes
+		if live[prj.OrganizationID] {
+			sizes[prj.OrganizationID] += s.projectUsage(ctx, prj).StorageBytes
+		}
 	}
 	now := s.now()
 	cutoff := now.Add(-StorageHistoryDays * 24 * time.Hour)

@@ -75,6 +75,11 @@ func (s *Service) VerifyBackups(ctx context.Context, now time.Time, every time.D
 			return err
 		}
 		for _, prj := range prjs {
+			if suspended, err := store.Suspended(tx, prj.OrganizationID); err != nil {
+				return err
+			} else if suspended { // its server is stopped: tested after the organization's resume
+				continue
+			}
 			inst, err := store.Instances.Get(tx, prj.PrimaryInstanceID)
 			if err != nil {
 				continue

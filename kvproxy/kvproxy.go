@@ -22,6 +22,22 @@ type Resolver interface {
 	ResolveToken(ctx context.Context, token string) (socket string, err error)
 }
 
+// Refusal is an error a resolver may return to refuse a token that names a store with a message the client
+// reads (a suspended organization's): the RESP front answers it as an error reply, the REST front as a 403.
+type Refusal interface {
+	error
+	KVRefusal() string
+}
+
+// refusalOf is the message of a resolver's refusal ("" for any other error).
+func refusalOf(err error) string {
+	var r Refusal
+	if errors.As(err, &r) {
+		return r.KVRefusal()
+	}
+	return ""
+}
+
 // ErrInvalidToken is what a resolver may return for an unknown or rotated token.
 var ErrInvalidToken = errors.New("invalid token")
 

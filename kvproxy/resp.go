@@ -218,6 +218,11 @@ func (s *Server) serve(c *tls.Conn) {
 					continue
 				}
 				sock, err := s.resolve(first.token)
+				if msg := refusalOf(err); msg != "" {
+					out = redcon.AppendError(out, msg)
+					buf = leftover
+					continue
+				}
 				if err != nil {
 					out = redcon.AppendError(out, errWrongPass)
 					buf = leftover

@@ -209,6 +209,10 @@ func (s *REST) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	sock, err := s.Resolver.ResolveToken(ctx, token)
+	if msg := refusalOf(err); msg != "" {
+		restError(w, http.StatusForbidden, msg)
+		return
+	}
 	if err != nil {
 		restError(w, http.StatusUnauthorized, "Unauthorized: "+errWrongPass)
 		return

@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"syscall"
@@ -159,15 +158,31 @@ func (p *pool) closeAll() {
 }
 
 // alive reports whether the store still holds the connection open: an idle connection has nothing to
-// read, so a read that does not time out at once means the store closed it (or broke the protocol).
+// read, so a peek that finds bytes or the end of the stream means the store closed it (CLIENT KILL, a
+// restart) or broke the protocol. The peek does not wait (MSG_DONTWAIT): a read under a deadline already
+// past would not look at the socket at all.
 func (c *storeConn) alive() bool {
 	if c.r.Buffered() > 0 {
 		return false
 	}
-	c.SetReadDeadline(time.Now())
-	_, err := c.r.Peek(1)
-	c.SetReadDeadline(time.Time{})
-	return errors.Is(err, os.ErrDeadlineExceeded)
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	idle := false
+	var b [1]byte
+	if err := raw.Read(func(fd uintptr) bool {
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		idle = errors.Is(err, syscall.EAGAIN)
+		return true // answered: never wait for the socket
+	}); err != nil {
+		return false
+	}
+	return idle
 }
 
 // write queues a command as a RESP array of bulk strings.

@@ -203,6 +203,9 @@ func (s *Service) RunScheduled(ctx context.Context, now time.Time) (ScheduledRun
 			case prj.State != api.ProjectActive || prj.PrimaryInstanceID == "":
 				return nil // not now: the slot runs once the project is active again
 			}
+			if suspended, err := store.Suspended(tx, prj.OrganizationID); err != nil || suspended {
+				return err // not now: its server is stopped until the organization resumes
+			}
 			b, j, err := s.NewBackup(tx, prj, ScheduledBackupLabel)
 			if err != nil {
 				return err
@@ -273,6 +276,9 @@ func (s *Service) enqueueFirstBackups(now time.Time) (int, error) {
 	needs := func(tx *store.Tx, prj *store.Project) (bool, error) {
 		if prj.State != api.ProjectActive || prj.PrimaryInstanceID == "" || prj.PreviewOf != "" || (prj.Ephemeral && prj.ClaimedAt == nil) {
 			return false, nil
+		}
+		if suspended, err := store.Suspended(tx, prj.OrganizationID); err != nil || suspended {
+			return false, err // after the organization's resume
 		}
 		bs, err := store.Backups.All(tx, func(b *store.Backup) bool { return b.ProjectID == prj.ID })
 		if err != nil {

@@ -247,9 +247,20 @@ func (s *Service) RotateToken(ctx context.Context, p *authz.Principal, projectID
 	return &api.KVStoreResult{KVStore: s.view(out, token)}, nil
 }
 
+// SuspendedError is ResolveToken's refusal of a suspended organization's store: the fronts tell the client
+// (kvproxy's refusal: a RESP error reply, a REST 403) instead of the wrong-password answer.
+type SuspendedError struct{ Reason string }
+
+func (e *SuspendedError) Error() string { return "organization suspended: " + e.Reason }
+
+// KVRefusal is the message the fronts send the client.
+func (e *SuspendedError) KVRefusal() string {
+	return "ERR organization suspended: " + e.Reason + " (its key-value store answers again when an operator resumes it)"
+}
+
 // ResolveToken maps a presented token to the unix socket of its running store (the kv fronts' resolver,
 // kvproxy.Resolver). The store's server checks the token again: the front connects as the store's tenant
-// user with it.
+// user with it. A suspended organization's stores are refused (SuspendedError).
 func (s *Service) ResolveToken(ctx context.Context, token string) (string, error) {
 	if !strings.HasPrefix(token, TokenPrefix) || len(token) > 200 {
 		return "", ErrInvalidToken
@@ -259,6 +270,9 @@ func (s *Service) ResolveToken(ctx context.Context, token string) (string, error
 		kv, err := store.KVStores.First(tx, store.KVStoresByToken, ids.Hash(token))
 		if err != nil || kv.State != StateRunning {
 			return ErrInvalidToken
+		}
+		if org, err := store.Organizations.Get(tx, kv.OrganizationID); err == nil && org.SuspendedAt != nil {
+			return &SuspendedError{Reason: org.SuspendedReason}
 		}
 		sock = redis.Config{Dir: kv.Dir}.SocketPath()
 		return nil

@@ -117,6 +117,11 @@ func (s *Service) Sample(ctx context.Context) (SampleSweepResult, error) {
 			return err
 		}
 		for _, prj := range prjs {
+			if suspended, err := store.Suspended(tx, prj.OrganizationID); err != nil {
+				return err
+			} else if suspended { // its server is stopped until the organization resumes: nothing to sample
+				continue
+			}
 			inst, err := store.Instances.Get(tx, prj.PrimaryInstanceID)
 			if err != nil {
 				continue

@@ -165,6 +165,11 @@ func (g *Guard) pass(ctx context.Context, apply func(prjID, instID, lock string,
 			return err
 		}
 		for _, p := range prjs {
+			if suspended, err := store.Suspended(tx, p.OrganizationID); err != nil {
+				return err
+			} else if suspended { // its server is stopped until the organization resumes: nothing grows
+				continue
+			}
 			if inst, err := store.Instances.Get(tx, p.PrimaryInstanceID); err == nil {
 				targets = append(targets, target{p, inst})
 			}
