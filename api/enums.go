@@ -17,7 +17,6 @@ var Enums = map[string][]string{
 	"LogSeverity":       LogSeverities,
 	"ComponentStatus":   {StatusOperational, StatusDegraded, StatusDown},
 	"HealthStatus":      {HealthOK, HealthDegraded},
-	"Plan":              {PlanFree, PlanPro, PlanScale},
 	"Environment":       Environments,
 	"ApprovalAction":    {ActionProjectDelete},
 	"ProjectState":      {ProjectProvisioning, ProjectActive, ProjectFailed, ProjectDeleting, ProjectDeleted},
@@ -175,7 +174,7 @@ const (
 	HealthDegraded = StatusDegraded
 )
 
-// The plans' names, smallest first (appliance.Plans holds their sizes).
+// The built-in plans' names, smallest first (appliance.Plans holds their sizes; the plans in force are the operators' configuration, GET /v1/plans).
 const (
 	PlanFree  = "free"
 	PlanPro   = "pro"

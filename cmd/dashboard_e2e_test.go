@@ -217,6 +217,8 @@ func TestDashboardEndToEnd(t *testing.T) {
 			answer(operatorStep(t, e, what, arg))
 		case strings.HasPrefix(what, "programs-"): // ui/e2e/programs.mjs (cmd/dashboard_programs_test.go)
 			answer(programsStep(t, e, what, arg))
+		case strings.HasPrefix(what, "plans-"): // ui/e2e/plans.mjs (cmd/dashboard_plans_test.go)
+			answer(plansStep(t, e, what, arg))
 		case what == "cli-key":
 			if err := login.wait(t); err != nil {
 				t.Fatalf("the CLI login the dashboard approved: %v\n%s", err, login.stderr)

@@ -121,6 +121,7 @@ export function taken<T>(path: string): T | undefined {
 
 export const post = <T,>(path: string, body?: unknown) => api<T>('POST', path, body ?? {})
 export const patch = <T,>(path: string, body: unknown) => api<T>('PATCH', path, body)
+export const put = <T,>(path: string, body: unknown) => api<T>('PUT', path, body)
 export const del = <T,>(path: string, body?: unknown) => api<T>('DELETE', path, body)
 
 export const seg = encodeURIComponent

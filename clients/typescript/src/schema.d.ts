@@ -2821,30 +2821,6 @@ export interface components {
             /** @description change the type (the values are cast: USING column::type) */
             type?: string;
         };
-        ApiPlan: {
-            /** @description the studio's AI uses per month (0: none) */
-            ai_uses_per_month: number;
-            /** @description the CPU its server is held to, in cores (cgroups) */
-            cpu_cores: number;
-            /** @description its key-value store's maxmemory, MiB */
-            kv_memory_mb: number;
-            /** @description the server's max_connections (at least 10) */
-            max_connections: number;
-            /**
-             * Format: int64
-             * @description the memory its server is held to (cgroups; at least 64 MiB)
-             */
-            memory_bytes: number;
-            /** @description lowercase letters, digits, dashes and underscores, starting with a letter */
-            name: string;
-            /** @description preview databases per project (0: none) */
-            previews_limit: number;
-            /**
-             * Format: int64
-             * @description a project's storage limit: past it its database turns read-only (at least 16 MiB)
-             */
-            storage_limit_bytes: number;
-        };
         Approval: {
             action: components["schemas"]["ApprovalAction"];
             /** Format: date-time */
@@ -3930,15 +3906,39 @@ export interface components {
              */
             url?: string;
         };
+        Plan: {
+            /** @description the studio's AI uses per month (0: none) */
+            ai_uses_per_month: number;
+            /** @description the CPU its server is held to, in cores (cgroups) */
+            cpu_cores: number;
+            /** @description its key-value store's maxmemory, MiB */
+            kv_memory_mb: number;
+            /** @description the server's max_connections (at least 10) */
+            max_connections: number;
+            /**
+             * Format: int64
+             * @description the memory its server is held to (cgroups; at least 64 MiB)
+             */
+            memory_bytes: number;
+            /** @description lowercase letters, digits, dashes and underscores, starting with a letter */
+            name: string;
+            /** @description preview databases per project (0: none) */
+            previews_limit: number;
+            /**
+             * Format: int64
+             * @description a project's storage limit: past it its database turns read-only (at least 16 MiB)
+             */
+            storage_limit_bytes: number;
+        };
         PlanChange: {
             /** @description true: a new plan; false: an existing plan replaced */
             created: boolean;
             /** @description one project.apply_plan job per active project on the plan (connection limit, storage limit, key-value memory, memory and CPU) */
             jobs: components["schemas"]["Job"][];
-            plan: components["schemas"]["ApiPlan"];
+            plan: components["schemas"]["Plan"];
         };
         PlanList: {
-            plans: components["schemas"]["ApiPlan"][];
+            plans: components["schemas"]["Plan"][];
         };
         Preflight: {
             checks: components["schemas"]["PreflightCheck"][];

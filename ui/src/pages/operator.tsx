@@ -2,11 +2,13 @@ import { useState } from 'preact/hooks'
 import { del, get, post, seg, type Me, type Schemas } from '../api'
 import { Empty, ErrorBox, Form, SecretField, Table, useListAction, useLoad, when } from '../ui'
 import { ProgramApplications, ServiceTokens } from './operator_programs'
+import { OrgUsage, Plans, QuotaEditor } from './operator_plans'
 
 type Org = Schemas['OrganizationSummary']
 
-/** Operator is the platform operators' page: every organization, created with its first owner,
- * suspended with a reason, resumed, deleted once it has no project. */
+/** Operator is the platform operators' page: every organization with its usage against its quota (which
+ * the operator edits), created with its first owner, suspended with a reason, resumed, deleted once it has
+ * no project; and the plans. */
 export function Operator({ me }: { me: Me }) {
   const list = useLoad(() => get<{ organizations: Org[] }>('/v1/organizations'), [])
   const [name, setName] = useState('')
@@ -14,6 +16,7 @@ export function Operator({ me }: { me: Me }) {
   const [made, setMade] = useState<{ name: string; owner: string; password: string } | null>(null)
   const [suspending, setSuspending] = useState<Org | null>(null)
   const [reason, setReason] = useState('')
+  const [quotaOf, setQuotaOf] = useState<Org | null>(null)
   const [actionError, act] = useListAction(list)
   return (
     <main>
@@ -88,10 +91,20 @@ export function Operator({ me }: { me: Me }) {
           </Form>
         </section>
       )}
+      {quotaOf && (
+        <QuotaEditor
+          org={quotaOf}
+          onDone={() => {
+            setQuotaOf(null)
+            list.reload()
+          }}
+        />
+      )}
       <ErrorBox error={list.error || actionError} />
       {list.data && list.data.organizations.length === 0 && <Empty>No organizations.</Empty>}
       {list.data && list.data.organizations.length > 0 && (
-        <Table cols={['Organization', 'Projects', { label: 'Members', sm: true }, 'Status', { label: 'Created', sm: true }, { label: 'Actions', hidden: true }]}>
+        <div class="org-table">
+        <Table cols={['Organization', 'Usage / quota', { label: 'Members', sm: true }, { label: 'Created', sm: true }, { label: 'Actions', hidden: true }]}>
           {list.data.organizations.map((o) => (
             <tr key={o.id}>
               <td>
@@ -99,22 +112,25 @@ export function Operator({ me }: { me: Me }) {
                 <div class="hint">
                   {o.slug} · {o.id}
                 </div>
-              </td>
-              <td>{o.project_count}</td>
-              <td class="sm-hide">{o.member_count}</td>
-              <td>
                 {o.suspended_at ? (
                   <>
                     <span class="badge badge-critical">suspended</span>
                     <div class="hint">{o.suspended_reason}</div>
                   </>
                 ) : (
-                  'active'
+                  <span class="badge badge-active">active</span>
                 )}
               </td>
+              <td>
+                <OrgUsage orgID={o.id} quota={o.quota} />
+              </td>
+              <td class="sm-hide">{o.member_count}</td>
               <td class="sm-hide">{when(o.created_at)}</td>
               <td>
                 <div class="cell-actions">
+                  <button aria-label={'Quota of ' + o.name} onClick={() => setQuotaOf(o)}>
+                    Quota
+                  </button>
                   {o.suspended_at ? (
                     <button aria-label={'Resume ' + o.name} onClick={() => act(() => post('/v1/organizations/' + seg(o.id) + '/resume'))}>
                       Resume
@@ -137,9 +153,11 @@ export function Operator({ me }: { me: Me }) {
             </tr>
           ))}
         </Table>
+        </div>
       )}
       <ProgramApplications />
       <ServiceTokens />
+      <Plans />
     </main>
   )
 }

@@ -1,5 +1,6 @@
 import { get, seg, type Me, type Schemas } from '../api'
 import { Empty, ErrorBox, Table, lazy, useLoad } from '../ui'
+import { BillingStatus } from './orgbilling'
 
 // The audit log is in the project tabs' chunk, fetched when shown.
 const AuditTab = lazy(() => import('./project_tabs').then((m) => m.AuditTab))
@@ -109,6 +110,7 @@ export function Overview({ me }: { me: Me }) {
           </section>
         </>
       )}
+      <BillingStatus orgID={org.id} />
       <AuditTab path={'/v1/organizations/' + seg(org.id)} orgID={org.id} />
     </main>
   )

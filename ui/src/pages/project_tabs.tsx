@@ -6,6 +6,7 @@ import { JobProgress } from '../job'
 import { navigate } from '../router'
 import { AdminOnly, Badge, Empty, ErrorBox, Form, isOrgAdmin, message, Table, useAction, useLoad, when } from '../ui'
 import { bytes } from './overview'
+import { usePlanNames } from './operator_plans'
 
 type Started = { id: string; label: string } | null
 
@@ -244,6 +245,7 @@ export function SettingsTab({ path, project, reload, me }: { path: string; proje
   const [name, setName] = useState(project.name)
   const [environment, setEnvironment] = useState<string>(project.environment)
   const [plan, setPlan] = useState<string>(project.plan)
+  const planNames = usePlanNames(project.plan)
   const [st, setSt] = useState<string>(project.statement_timeout ?? '')
   const [it, setIt] = useState<string>(project.idle_transaction_timeout ?? '')
   const [saved, setSaved] = useState('')
@@ -282,7 +284,7 @@ export function SettingsTab({ path, project, reload, me }: { path: string; proje
             <div>
               <label for="set-plan">Plan</label>
               <select id="set-plan" value={plan} onChange={(e) => setPlan((e.target as HTMLSelectElement).value)}>
-                {['free', 'pro', 'scale'].map((v) => (
+                {planNames.map((v) => (
                   <option value={v}>{v}</option>
                 ))}
               </select>

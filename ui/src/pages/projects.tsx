@@ -3,6 +3,7 @@ import { get, post, type Me, type Project } from '../api'
 import { useOrganizationEvents } from '../events'
 import { navigate } from '../router'
 import { AdminOnly, Badge, Empty, ErrorBox, Form, Table, plural, useLoad, when } from '../ui'
+import { usePlanNames } from './operator_plans'
 
 const sorts: Record<string, { label: string; cmp: (a: Project, b: Project) => number }> = {
   name: { label: 'Name', cmp: (a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id) },
@@ -43,6 +44,7 @@ export function Projects({ me }: { me: Me }) {
   // '' sends no environment: the API's default (production) applies, the one default of UI and API.
   const [environment, setEnvironment] = useState('')
   const [plan, setPlan] = useState('free')
+  const planNames = usePlanNames(plan)
   return (
     <main>
       <h1>Projects</h1>
@@ -73,9 +75,9 @@ export function Projects({ me }: { me: Me }) {
             <div>
               <label for="project-plan">Plan</label>
               <select id="project-plan" value={plan} onChange={(e) => setPlan((e.target as HTMLSelectElement).value)}>
-                <option value="free">free</option>
-                <option value="pro">pro</option>
-                <option value="scale">scale</option>
+                {planNames.map((v) => (
+                  <option value={v}>{v}</option>
+                ))}
               </select>
             </div>
             <button type="submit" class="primary">
