@@ -224,7 +224,7 @@ func (s *Service) ListPlans(ctx context.Context, p *authz.Principal) (*api.PlanL
 	return &api.PlanList{Plans: s.Plans()}, nil
 }
 
-// PutPlan creates or replaces a plan; a changed plan is applied to each of its projects: their records'
+// PutPlan creates or replaces a plan (the same values again change nothing); a changed plan is applied to each of its projects: their records'
 // connection and storage limits at once, and a project.apply_plan job per active project for its server
 // (max_connections, memory and CPU) and key-value store (maxmemory). A project of a suspended organization
 // gets its job when the organization resumes.
@@ -251,9 +251,11 @@ func (s *Service) PutPlan(ctx context.Context, p *authz.Principal, name string, 
 		if err := store.Plans.Put(tx, planRecord(plan, s.now())); err != nil {
 			return apperr.Internal(err, "store plan")
 		}
-		jobs, err := s.applyPlan(tx, plan)
-		if err != nil {
-			return err
+		var jobs []*store.Job
+		if old == nil || planView(old) != plan { // an unchanged plan has nothing to apply
+			if jobs, err = s.applyPlan(tx, plan); err != nil {
+				return err
+			}
 		}
 		meta := map[string]any{"plan": plan, "created": out.Created, "job_ids": jobIDs(jobs)}
 		if old != nil {
