@@ -5,13 +5,15 @@ import (
 	"testing"
 
 	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
 
 // TestPlanChangeAppliesToProjects: an operator's change of a plan reaches the running project on it
 // through its project.apply_plan job: the server's max_connections, the project's storage limit, its
-// key-value store's maxmemory (the record, and the running redis-server), and its memory and CPU.
+// key-value store's maxmemory (the record, and the running redis-server), and its memory and CPU. The
+// organization's previews quota, set by the operator, holds at a preview's creation.
 func TestPlanChangeAppliesToProjects(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
@@ -66,5 +68,15 @@ func TestPlanChangeAppliesToProjects(t *testing.T) {
 	info, err := srv.Admin(ctx, admin, []string{"INFO", "memory"})
 	if err != nil || len(info) != 1 || !strings.Contains(info[0], "maxmemory:50331648\r\n") {
 		t.Fatalf("the running store's maxmemory: %v %v", info, err)
+	}
+
+	// The organization's previews quota holds (the plan would allow 2).
+	zero := 0
+	if _, err := e.Svc.Tenancy().PatchQuota(ctx, op, prj.OrganizationID, &api.PatchOrganizationQuotaRequest{PreviewsLimit: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Svc.Previews().Create(ctx, p, prj.ID, &appliance.CreatePreviewRequest{Name: "over"}); appliance.KindOf(err) != appliance.KindForbidden ||
+		!strings.Contains(err.Error(), "the organization has 0 of 0 previews") {
+		t.Fatalf("a preview past the organization's quota: %v", err)
 	}
 }
