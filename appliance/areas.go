@@ -24,6 +24,7 @@ import (
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/previews"
+	"github.com/theappliance/appliance/appliance/referrals"
 	"github.com/theappliance/appliance/appliance/storageguard"
 	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/appliance/tenancy"
@@ -541,3 +542,29 @@ func (h areaHost) PlatformOrganization(tx *store.Tx) string { return h.s.platfor
 func (h areaHost) ApplyPlan(tx *store.Tx, prj *store.Project) (*store.Job, error) {
 	return h.s.enqueue(tx, prj, JobProjectApplyPlan, prj.ID, nil)
 }
+
+// The sign-up (appliance/tenancy) and the referrals (appliance/referrals) need these besides the methods
+// above.
+
+var _ referrals.Host = areaHost{}
+
+// SignIn starts a session of a user just signed up (the identity area's, as a sign-in's).
+func (h areaHost) SignIn(tx *store.Tx, u *store.User, orgID, role string) (*api.SessionResult, error) {
+	return h.s.identity.SignIn(tx, u, orgID, role)
+}
+
+// ReferralAtSignup records the referral of an organization signing up with a code (appliance/referrals).
+func (h areaHost) ReferralAtSignup(tx *store.Tx, code, orgID string, u *store.User) (*api.Referral, error) {
+	return h.s.referrals.AtSignup(tx, code, orgID, u)
+}
+
+// OrganizationCreated gives an organization a sign-up made its customer at the billing provider (a no-op
+// with billing off; a failure is logged, and the periodic billing pass tries again).
+func (h areaHost) OrganizationCreated(ctx context.Context, orgID string) {
+	if _, err := h.s.billing.EnsureCustomer(ctx, orgID); err != nil {
+		h.s.log.Warn("billing: the customer of a new organization, retried later", "organization_id", orgID, "err", err)
+	}
+}
+
+// SignupURL is the dashboard's sign-up page.
+func (h areaHost) SignupURL() string { return h.s.signupURL() }

@@ -27,6 +27,7 @@ import (
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/appliance/programapps"
+	"github.com/theappliance/appliance/appliance/referrals"
 	"github.com/theappliance/appliance/appliance/signedurl"
 	"github.com/theappliance/appliance/appliance/storageguard"
 	"github.com/theappliance/appliance/appliance/studio"
@@ -198,6 +199,8 @@ type Service struct {
 	// programApps is the programs area's applications and their service tokens (appliance/programapps,
 	// built in New).
 	programApps *programapps.Service
+	// referrals is the referral codes, referrals and their rewards (appliance/referrals, built in New).
+	referrals *referrals.Service
 }
 
 // New returns a service built with its collaborators.
@@ -239,7 +242,8 @@ func New(cfg Config, deps Deps) *Service {
 	s.migrate = s.newMigrate(deps)
 	s.previews = s.newPreviews(cfg, deps)
 	s.backups = s.newBackups(cfg, deps)
-	s.billing = billing.New(billing.Deps{DB: deps.DB, Provider: deps.Billing, Host: areaHost{s}, Log: deps.Log, Clock: s.now})
+	s.billing = billing.New(billing.Deps{DB: deps.DB, Provider: deps.Billing, Host: areaHost{s}, Log: deps.Log, Clock: s.now, Hook: referralHook{s}})
+	s.referrals = s.newReferrals(cfg, deps)
 	s.tenancy = tenancy.New(tenancy.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}, Seed: builtinPlans})
 	s.programApps = programapps.New(programapps.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}, Discounts: s.billing,
 		Rate: cfg.ProgramApplicationRate})

@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"github.com/theappliance/appliance/api"
 	"io"
 	"os"
 	"os/signal"
@@ -130,6 +131,9 @@ func upFlagTable(cfg *UpConfig) []upFlag {
 		flagOf("stripe-secret-key-file", &cfg.StripeSecretKeyFile, "", "file of the Stripe secret API key, sk_live_... or sk_test_... (APPLIANCE_STRIPE_SECRET_KEY_FILE), with --billing-provider stripe"),
 		flagOf("stripe-webhook-secret-file", &cfg.StripeWebhookSecretFile, "", "file of the signing secret, whsec_..., of the Stripe webhook endpoint that sends to /v1/billing/stripe/webhook (APPLIANCE_STRIPE_WEBHOOK_SECRET_FILE), with --billing-provider stripe"),
 		flagOf("stripe-api-url", &cfg.StripeAPIURL, "https://api.stripe.com", "base URL of Stripe's API (APPLIANCE_STRIPE_API_URL), such as a stripe-mock's for a test"),
+		flagOf("signup", &cfg.Signup, "closed", "who may sign up and make their own organization (APPLIANCE_SIGNUP): closed (operators make organizations), invite (with a sign-up invite an operator minted: appliance signup-invites create) or open (anyone)", func(v string) string {
+			return wrongIf(v != api.SignupModeClosed && v != api.SignupModeInvite && v != api.SignupModeOpen, "%q is not a sign-up mode (closed, invite or open)", v)
+		}),
 		flagOf("operator-email", &cfg.OperatorEmail, "", "make the user of this email a platform operator at the start, creating it (its password printed once) when there is none (APPLIANCE_OPERATOR_EMAIL); the same as appliance operators add"),
 		flagOf("plans", &cfg.PlansFile, "", "JSON file of the project plans and the default organization quota, replacing those in the metadata store at the start (APPLIANCE_PLANS); checked first: an unknown key, a size too small or no free plan is an error naming the field", func(v string) string {
 			if v == "" {

@@ -21,10 +21,16 @@ func (s *Server) createSession(r *Request, body *api.SessionRequest) (*api.Sessi
 	if err != nil || !body.Cookie {
 		return res, err
 	}
-	http.SetCookie(r.W, &http.Cookie{Name: SessionCookie, Value: res.Token, Path: "/", Expires: res.ExpiresAt,
+	setSessionCookie(r.W, res)
+	return res, nil
+}
+
+// setSessionCookie hands a new session to the dashboard as its cookie (a sign-in's, a sign-up's): the
+// token leaves the answer's body.
+func setSessionCookie(w http.ResponseWriter, res *api.SessionResult) {
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: res.Token, Path: "/", Expires: res.ExpiresAt,
 		HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
 	res.Token = ""
-	return res, nil
 }
 
 func (s *Server) signOut(r *Request) (*api.SignedOut, error) {

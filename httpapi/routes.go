@@ -231,7 +231,7 @@ func (s *Server) table() []Route {
 			Errors: []int{http.StatusConflict}, Do: CallPB("projectID", s.svc.Previews().ClaimEphemeral)},
 
 		// Billing: the billing provider's inbound webhook (public: the signature is the credential)
-		{Method: post, Path: "/v1/billing/stripe/webhook", Tag: "billing", Auth: Public, Status: ok, Summary: "Receive a Stripe webhook event (customer.subscription.*, invoice.paid, invoice.payment_failed update the customer's organization's billing_* fields; other types are acknowledged and ignored; a redelivered event id applies nothing again). 400 when the Stripe-Signature does not verify, 404 without up --billing-provider stripe",
+		{Method: post, Path: "/v1/billing/stripe/webhook", Tag: "billing", Auth: Public, Status: ok, Summary: "Receive a Stripe webhook event (customer.subscription.*, invoice.paid, invoice.payment_failed update the customer's organization's billing_* fields; they and charge.refunded move its referral; other types are acknowledged and ignored; a redelivered event id applies nothing again). 400 when the Stripe-Signature does not verify, 404 without up --billing-provider stripe",
 			Header:  []Param{{Name: "Stripe-Signature", Required: true, Doc: "Stripe's signature of the body (t=...,v1=...) under the endpoint's signing secret"}},
 			RawBody: "application/json", Errors: []int{http.StatusNotFound}, Do: Without(s.stripeWebhook)},
 
@@ -251,6 +251,17 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/service-tokens", Tag: "programs", Auth: SessionOnly, Operator: true, Status: created, Summary: "Mint a service token for the public website: scope program_applications:create only; its plaintext is returned once (platform operators)", Do: CallB(s.svc.ProgramApps().CreateServiceToken)},
 		{Method: del, Path: "/v1/service-tokens/{tokenID}", Tag: "programs", Auth: SessionOnly, Operator: true, Status: ok, Summary: "Revoke a service token: it authenticates no more (platform operators; 409 when revoked already)",
 			Errors: []int{http.StatusConflict}, Do: CallP("tokenID", s.svc.ProgramApps().RevokeServiceToken)},
+		// Sign-up (up --signup) and the operators' sign-up invites; referral codes and referrals
+		{Method: get, Path: "/v1/signup", Tag: "signup", Auth: Public, Status: ok, Summary: "Who may sign up on this appliance (closed, invite or open): the sign-in page offers sign-up unless closed", Do: Without(s.signupSettings)},
+		{Method: post, Path: "/v1/signup", Tag: "signup", Auth: Public, Bucket: BucketStrict, Status: created, Summary: "Sign up: a new user, a new organization they own, and their session (403 when sign-up is closed or the invite is missing, used, revoked or expired; 409 when the email has a user; an unknown referral code does not stop it: referral_code_status says invalid)",
+			Errors: []int{http.StatusForbidden, http.StatusConflict}, Do: With(s.signup)},
+		{Method: get, Path: "/v1/signup-invites", Tag: "operators", Auth: SessionOnly, Operator: true, Status: ok, Summary: "List the sign-up invites, newest first (platform operators)", Do: Call(s.svc.Tenancy().ListSignupInvites)},
+		{Method: post, Path: "/v1/signup-invites", Tag: "operators", Auth: SessionOnly, Operator: true, Status: created, Summary: "Mint a sign-up invite: a link to the dashboard's sign-up page with a secret token, single use, expiring (platform operators; the token is returned once)", Do: CallB(s.svc.Tenancy().CreateSignupInvite)},
+		{Method: del, Path: "/v1/signup-invites/{inviteID}", Tag: "operators", Auth: SessionOnly, Operator: true, Status: ok, Summary: "Revoke a sign-up invite (platform operators; 409 when used or revoked already)", Errors: []int{http.StatusConflict}, Do: CallP("inviteID", s.svc.Tenancy().RevokeSignupInvite)},
+		{Method: get, Path: "/v1/organizations/{orgID}/referral-code", Tag: "programs", Scope: api.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "The organization's referral code (404 until made)", Do: CallP("orgID", s.svc.Referrals().GetCode)},
+		{Method: post, Path: "/v1/organizations/{orgID}/referral-code", Tag: "programs", Scope: api.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Make the organization's referral code, or return the one it has (one per organization: 200 both times; admin role)", Do: CallPB("orgID", s.svc.Referrals().CreateCode)},
+		{Method: patch, Path: "/v1/organizations/{orgID}/referral-code", Tag: "programs", Scope: api.ScopeOrganizationsWrite, OrgLevel: true, Status: ok, Summary: "Set the referral code's discount_id, checked at the billing provider (400 when it does not exist there, 409 without billing; admin role)", Errors: []int{http.StatusConflict}, Do: CallPB("orgID", s.svc.Referrals().PatchCode)},
+		{Method: get, Path: "/v1/organizations/{orgID}/referrals", Tag: "programs", Scope: api.ScopeOrganizationsRead, OrgLevel: true, Status: ok, Summary: "The organizations that signed up with this organization's referral code, newest first", Do: CallP("orgID", s.svc.Referrals().List)},
 
 		// Key-value stores (a Redis server per project behind the RESP and REST fronts)
 		{Method: get, Path: "/v1/kv", Tag: "kv", Scope: api.ScopeProjectsRead, Status: ok, Summary: "List the organization's key-value stores",

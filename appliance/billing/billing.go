@@ -43,13 +43,29 @@ var (
 )
 
 // Event is a verified webhook event in the provider's neutral terms: a subscription's change, an
-// invoice's payment or failure, or another type (both nil), which is acknowledged and ignored.
+// invoice's payment or failure, a refund, or another type (all nil), which is acknowledged and ignored.
 type Event struct {
 	ID, Type     string
 	Created      time.Time
 	CustomerID   string
 	Subscription *Subscription
 	Invoice      *Invoice
+	Refund       *Refund
+}
+
+// Refund is a charge of the customer refunded (charge.refunded): it changes no billing field; the Hook
+// learns of it (a referral is void when its referred subscription is refunded within its first period).
+type Refund struct {
+	ChargeID       string
+	AmountRefunded int64
+}
+
+// Hook learns of every verified, new event of an organization's customer, in the transaction that
+// records it (appliance/referrals: a referred organization's subscription, first paid invoice,
+// cancellation or refund). It must not call the provider there: work the event makes due is recorded in
+// tx and done after the commit. An error rolls the event back (the provider delivers it again).
+type Hook interface {
+	BillingEvent(tx *store.Tx, orgID string, ev *Event) error
 }
 
 // Subscription is a subscription as an event carries it.
@@ -103,6 +119,7 @@ type Deps struct {
 	Host     Host
 	Log      *slog.Logger
 	Clock    func() time.Time
+	Hook     Hook // nil: none
 }
 
 // Service keeps the organizations' billing at the provider.
@@ -112,6 +129,7 @@ type Service struct {
 	host     Host
 	log      *slog.Logger
 	now      func() time.Time
+	hook     Hook
 }
 
 // New returns the service (off without a provider).
@@ -124,7 +142,7 @@ func New(d Deps) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{db: d.DB, provider: d.Provider, host: d.Host, log: log, now: func() time.Time { return clock().UTC() }}
+	return &Service{db: d.DB, provider: d.Provider, host: d.Host, log: log, now: func() time.Time { return clock().UTC() }, hook: d.Hook}
 }
 
 // Enabled reports whether a provider is configured.
@@ -261,7 +279,7 @@ func (s *Service) Receive(ctx context.Context, provider string, body io.Reader, 
 
 // apply changes the billing fields of the event's organization, in tx, and says how it went.
 func (s *Service) apply(tx *store.Tx, ev *Event) (outcome, orgID string, err error) {
-	if ev.Subscription == nil && ev.Invoice == nil {
+	if ev.Subscription == nil && ev.Invoice == nil && ev.Refund == nil {
 		return OutcomeIgnored, "", nil
 	}
 	if ev.CustomerID == "" {
@@ -272,6 +290,14 @@ func (s *Service) apply(tx *store.Tx, ev *Event) (outcome, orgID string, err err
 		return OutcomeUnknownCustomer, "", nil
 	} else if err != nil {
 		return "", "", err
+	}
+	if s.hook != nil {
+		if err := s.hook.BillingEvent(tx, org.ID, ev); err != nil {
+			return "", "", err
+		}
+	}
+	if ev.Refund != nil { // no billing field to change
+		return OutcomeUnchanged, org.ID, nil
 	}
 	if st, err := store.BillingStates.Get(tx, org.ID); err == nil && ev.Created.Before(st.EventAt) {
 		return OutcomeStale, org.ID, nil

@@ -112,6 +112,15 @@ func (s *Stripe) VerifyEvent(payload []byte, sigHeader string) (*Event, error) {
 		if p := inv.Parent; p != nil && p.SubscriptionDetails != nil && p.SubscriptionDetails.Subscription != nil {
 			out.Invoice.SubscriptionID = p.SubscriptionDetails.Subscription.ID
 		}
+	case ev.Type == stripe.EventTypeChargeRefunded:
+		var ch stripe.Charge
+		if err := json.Unmarshal(ev.Data.Raw, &ch); err != nil {
+			return nil, fmt.Errorf("%w: the charge of %s: %w", ErrPayload, ev.ID, err)
+		}
+		if ch.Customer != nil {
+			out.CustomerID = ch.Customer.ID
+		}
+		out.Refund = &Refund{ChargeID: ch.ID, AmountRefunded: ch.AmountRefunded}
 	}
 	return out, nil
 }

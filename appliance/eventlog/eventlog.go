@@ -60,6 +60,8 @@ var Types = []Type{
 	{"program_application.received", "the public website submitted a program application with a service token (platform event: delivered to the webhook endpoints of the organization made at the first start, the operator's)", "{program_application}"},
 	{"program_application.approved", "a platform operator approved a program application: its discount (a coupon and its promotion code) was made at the billing provider (platform event)", "{program_application}"},
 	{"program_application.rejected", "a platform operator rejected a program application (platform event)", "{program_application}"},
+	{"referral.rewarded", "an organization that signed up with this organization's referral code paid its first invoice: the referrer's reward, a discount at the billing provider only its customer may redeem, was made (organization event of the referrer)", "{referral}"},
+	{"referral.voided", "a referral was voided: a self-referral at sign-up, or the referred subscription cancelled or refunded within its first period, before the reward (organization event of the referrer)", "{referral}"},
 }
 
 // Names are the names of Types, in the table's order (the webhook endpoints' filter accepts these).

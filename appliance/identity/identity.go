@@ -75,7 +75,7 @@ func (s *Service) CreateSession(ctx context.Context, req *api.SessionRequest) (*
 	if u.IsAdmin && req.OrganizationID == "" {
 		orgID, role = "", ""
 	}
-	token := sessionPrefix + "_" + ids.Secret(32)
+	token := newSessionToken()
 	var out *api.SessionResult
 	err = s.db.Update(func(tx *store.Tx) error {
 		// The user may have changed since the password was checked: it must still exist with that password.
@@ -88,23 +88,36 @@ func (s *Service) CreateSession(ctx context.Context, req *api.SessionRequest) (*
 				return Suspended(org)
 			}
 		}
-		now := s.now()
-		sess := &store.Session{ID: ids.New("ses"), TokenHash: ids.Hash(token), UserID: u.ID,
-			OrganizationID: orgID, CreatedAt: now, ExpiresAt: now.Add(SessionTTL)}
-		if err := store.Sessions.Put(tx, sess); err != nil {
-			return apperr.Internal(err, "store session")
-		}
-		p := &authz.Principal{AuthSource: authz.SourceSession, UserID: u.ID}
-		if err := s.host.Audit(tx, p, "session.create", sess.OrganizationID, "", nil); err != nil {
-			return apperr.Internal(err, "audit")
-		}
-		out = &api.SessionResult{Token: token, UserID: u.ID, OrganizationID: sess.OrganizationID, Role: role, ExpiresAt: sess.ExpiresAt}
-		return nil
+		out, err = s.newSession(tx, token, u.ID, orgID, role)
+		return err
 	})
 	if err == nil {
 		s.signIns.succeeded(email)
 	}
 	return out, err
+}
+
+func newSessionToken() string { return sessionPrefix + "_" + ids.Secret(32) }
+
+// newSession stores a session of the user in orgID with token, audited, in tx.
+func (s *Service) newSession(tx *store.Tx, token, userID, orgID, role string) (*api.SessionResult, error) {
+	now := s.now()
+	sess := &store.Session{ID: ids.New("ses"), TokenHash: ids.Hash(token), UserID: userID,
+		OrganizationID: orgID, CreatedAt: now, ExpiresAt: now.Add(SessionTTL)}
+	if err := store.Sessions.Put(tx, sess); err != nil {
+		return nil, apperr.Internal(err, "store session")
+	}
+	p := &authz.Principal{AuthSource: authz.SourceSession, UserID: userID}
+	if err := s.host.Audit(tx, p, "session.create", sess.OrganizationID, "", nil); err != nil {
+		return nil, apperr.Internal(err, "audit")
+	}
+	return &api.SessionResult{Token: token, UserID: userID, OrganizationID: sess.OrganizationID, Role: role, ExpiresAt: sess.ExpiresAt}, nil
+}
+
+// SignIn starts a session of a user just made (a sign-up) in their organization, in tx: the same session
+// and audit event as a sign-in's.
+func (s *Service) SignIn(tx *store.Tx, u *store.User, orgID, role string) (*api.SessionResult, error) {
+	return s.newSession(tx, newSessionToken(), u.ID, orgID, role)
 }
 
 // hasPendingInvitation reports whether the user holds an invitation that has not expired.

@@ -41,6 +41,7 @@ type Config struct {
 	RatePerIP, RatePerCredential, RateStrict                                                            string
 	OperatorEmail                                                                                       string
 	PlansFile                                                                                           string
+	Signup                                                                                              string
 	NoInstall, NetworkExtensions, RateLimitLoopback, AcceptOlderMetadata, BackupStorePathStyle          bool
 	Spares, MaxConnections, MaxConnectionsPerAddress, LogArchiveDays, BackupRetentionDays               int
 	KVMaxConnections, KVMaxUnauthenticated, KVMaxUnauthenticatedPerAddress                              int

@@ -30,12 +30,17 @@ func PrintOperator(errw, out io.Writer, r *api.AddedOperator) {
 	fmt.Fprintln(out, r.Password)
 }
 
-// operatorSocketComponent serves up's local admin socket (see OperatorSocket) and, with --operator-email,
+// operatorSocketComponent serves up's local admin socket (see OperatorSocket), sets who may sign up
+// (--signup) and, with --operator-email,
 // makes that operator at the start; with --plans, it puts the file's plans and default organization quota
 // in force.
 func (u *Node) operatorSocketComponent() *component {
 	var stop func(context.Context) error
 	return &component{name: "operator-socket", start: func(ctx context.Context) error {
+		// Who may sign up (--signup), set before the API serves.
+		if err := u.svc.Tenancy().SetSignupMode(u.cfg.Signup); err != nil {
+			return fmt.Errorf("--signup: %w", err)
+		}
 		if u.cfg.OperatorEmail != "" {
 			res, err := u.svc.Tenancy().AddOperator(ctx, &api.AddOperatorRequest{Email: u.cfg.OperatorEmail})
 			if err != nil {

@@ -30,49 +30,19 @@ func (s *Service) CreateOrganization(ctx context.Context, p *authz.Principal, re
 	if err := requireOperator(p); err != nil {
 		return nil, err
 	}
-	name := strings.TrimSpace(req.Name)
-	if err := s.host.CheckDisplayText("name", name, 1, 100); err != nil {
+	name, slug, explicit, err := s.orgName(req.Name, req.Slug)
+	if err != nil {
 		return nil, err
-	}
-	slug, explicit := req.Slug, req.Slug != ""
-	if !explicit {
-		slug = strings.Trim(s.host.Slug(name), "-")
-		if len(slug) > 40 {
-			slug = strings.TrimRight(slug[:40], "-")
-		}
-		for len(slug) < 3 {
-			slug += "-org"
-			slug = strings.TrimLeft(slug, "-")
-		}
-	}
-	if !slugRE.MatchString(slug) {
-		return nil, apperr.Invalid("slug must be 3 to 40 lowercase letters, digits or dashes, starting and ending with a letter or digit")
 	}
 	owner := strings.ToLower(strings.TrimSpace(req.OwnerEmail))
 	var out *api.CreatedOrganization
-	err := s.db.Update(func(tx *store.Tx) error {
-		base := slug
-		for n := 2; ; n++ {
-			if _, err := store.Organizations.First(tx, store.OrganizationsBySlug, slug); errors.Is(err, store.ErrNotFound) {
-				break
-			} else if err != nil {
-				return apperr.Internal(err, "read organizations")
-			}
-			if explicit {
-				return apperr.Conflict("slug %s is taken", slug)
-			}
-			slug = strings.TrimRight(base[:min(len(base), 36)], "-") + "-" + ids.Secret(3)[:3]
-			if n > 20 {
-				return apperr.Conflict("no free slug for %q: give one", name)
-			}
-		}
-		now := s.now()
-		org := &store.Organization{ID: ids.New("org"), Name: name, Slug: slug, BillingPlan: "none", CreatedAt: now, UpdatedAt: now}
-		if err := store.Organizations.Put(tx, org); err != nil {
-			return apperr.Internal(err, "store organization")
+	err = s.db.Update(func(tx *store.Tx) error {
+		org, err := s.newOrganization(tx, name, slug, explicit)
+		if err != nil {
+			return err
 		}
 		out = &api.CreatedOrganization{Organization: wireOrganization(org)}
-		meta := map[string]any{"name": name, "slug": slug}
+		meta := map[string]any{"name": name, "slug": org.Slug}
 		if owner != "" {
 			u, password, err := s.addOwner(tx, org.ID, owner)
 			if err != nil {
@@ -88,6 +58,55 @@ func (s *Service) CreateOrganization(ctx context.Context, p *authz.Principal, re
 		return nil
 	})
 	return out, err
+}
+
+// orgName checks a new organization's name and slug (made from the name when not given).
+func (s *Service) orgName(name, slug string) (string, string, bool, error) {
+	name = strings.TrimSpace(name)
+	if err := s.host.CheckDisplayText("name", name, 1, 100); err != nil {
+		return "", "", false, err
+	}
+	explicit := slug != ""
+	if !explicit {
+		slug = strings.Trim(s.host.Slug(name), "-")
+		if len(slug) > 40 {
+			slug = strings.TrimRight(slug[:40], "-")
+		}
+		for len(slug) < 3 {
+			slug += "-org"
+			slug = strings.TrimLeft(slug, "-")
+		}
+	}
+	if !slugRE.MatchString(slug) {
+		return "", "", false, apperr.Invalid("slug must be 3 to 40 lowercase letters, digits or dashes, starting and ending with a letter or digit")
+	}
+	return name, slug, explicit, nil
+}
+
+// newOrganization stores a new organization in tx under slug (a made-up slug taken gets a suffix; an
+// explicit one taken is a 409): operators' creations and sign-ups alike.
+func (s *Service) newOrganization(tx *store.Tx, name, slug string, explicit bool) (*store.Organization, error) {
+	base := slug
+	for n := 2; ; n++ {
+		if _, err := store.Organizations.First(tx, store.OrganizationsBySlug, slug); errors.Is(err, store.ErrNotFound) {
+			break
+		} else if err != nil {
+			return nil, apperr.Internal(err, "read organizations")
+		}
+		if explicit {
+			return nil, apperr.Conflict("slug %s is taken", slug)
+		}
+		slug = strings.TrimRight(base[:min(len(base), 36)], "-") + "-" + ids.Secret(3)[:3]
+		if n > 20 {
+			return nil, apperr.Conflict("no free slug for %q: give one", name)
+		}
+	}
+	now := s.now()
+	org := &store.Organization{ID: ids.New("org"), Name: name, Slug: slug, BillingPlan: "none", CreatedAt: now, UpdatedAt: now}
+	if err := store.Organizations.Put(tx, org); err != nil {
+		return nil, apperr.Internal(err, "store organization")
+	}
+	return org, nil
 }
 
 // addOwner makes email the organization's owner: an existing user joins at once (an operator's act, not

@@ -51,6 +51,16 @@ type Host interface {
 	// ApplyPlan queues in tx the job that applies the project's plan to its server and key-value store
 	// (project.apply_plan: max_connections, memory and CPU, maxmemory), as a plan change of the project does.
 	ApplyPlan(tx *store.Tx, prj *store.Project) (*store.Job, error)
+	// SignIn starts a session of a user just signed up, in tx (the identity area's, as a sign-in's).
+	SignIn(tx *store.Tx, u *store.User, orgID, role string) (*api.SessionResult, error)
+	// ReferralAtSignup records the referral of an organization signing up with a referral code, in tx
+	// (appliance/referrals): nil when no organization has that code.
+	ReferralAtSignup(tx *store.Tx, code, orgID string, u *store.User) (*api.Referral, error)
+	// OrganizationCreated is told of an organization a sign-up made, after the commit (its customer at the
+	// billing provider; a failure is logged and retried by the periodic pass).
+	OrganizationCreated(ctx context.Context, orgID string)
+	// SignupURL is the dashboard's sign-up page.
+	SignupURL() string
 }
 
 // Deps are the area's collaborators; New takes them all.
@@ -64,11 +74,12 @@ type Deps struct {
 
 // Service is the tenancy area.
 type Service struct {
-	db    *store.DB
-	now   func() time.Time
-	host  Host
-	seed  Seed
-	plans store.Cache[[]api.Plan] // the plans in force, by the plans table's version
+	db     *store.DB
+	now    func() time.Time
+	host   Host
+	seed   Seed
+	plans  store.Cache[[]api.Plan] // the plans in force, by the plans table's version
+	signup signupMode              // up --signup (signup.go)
 }
 
 // New returns the area built with its collaborators.
