@@ -431,6 +431,28 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("PATCH", "/v1/organizations/"+b.org.ID+"/quota", "/v1/organizations/{orgID}/quota", operator, map[string]any{"previews_limit": 60}, 200)
 	call("PATCH", "/v1/organizations/"+b.org.ID+"/quota", "/v1/organizations/{orgID}/quota", operator, map[string]any{}, 400)
 	call("PATCH", "/v1/organizations/org_nope/quota", "/v1/organizations/{orgID}/quota", operator, map[string]any{"previews_limit": 1}, 404)
+	// Sign-up, the operators' invites, and the referral code and referrals.
+	call("GET", "/v1/signup", "/v1/signup", "", nil, 200)
+	call("POST", "/v1/signup", "/v1/signup", "", map[string]any{"email": "new@example.com", "password": "a long enough password", "organization_name": "New"}, 403)
+	sgi := call("POST", "/v1/signup-invites", "/v1/signup-invites", operator, map[string]any{"note": "conformance"}, 201)
+	call("GET", "/v1/signup-invites", "/v1/signup-invites", operator, nil, 200)
+	b.svc.Tenancy().SetSignupMode("invite")
+	call("POST", "/v1/signup", "/v1/signup", "", map[string]any{"email": "new@example.com", "password": "a long enough password", "organization_name": "New",
+		"invite_token": sgi.json["token"], "referral_code": "NOSUCHCODE"}, 201)
+	call("POST", "/v1/signup", "/v1/signup", "", map[string]any{"email": "new2@example.com", "password": "short", "organization_name": "New"}, 400)
+	b.svc.Tenancy().SetSignupMode("closed")
+	sgi2 := call("POST", "/v1/signup-invites", "/v1/signup-invites", operator, map[string]any{}, 201)
+	if id, _ := sgi2.json["signup_invite"].(map[string]any)["id"].(string); id != "" {
+		call("DELETE", "/v1/signup-invites/"+id, "/v1/signup-invites/{inviteID}", operator, nil, 200)
+		call("DELETE", "/v1/signup-invites/"+id, "/v1/signup-invites/{inviteID}", operator, nil, 409)
+	}
+	rcode := "/v1/organizations/" + b.org.ID + "/referral-code"
+	call("GET", rcode, "/v1/organizations/{orgID}/referral-code", b.adminKey, nil, 404)
+	call("POST", rcode, "/v1/organizations/{orgID}/referral-code", b.adminKey, map[string]any{}, 200)
+	call("GET", rcode, "/v1/organizations/{orgID}/referral-code", b.adminKey, nil, 200)
+	call("PATCH", rcode, "/v1/organizations/{orgID}/referral-code", b.adminKey, map[string]any{"discount_id": "co_x"}, 409)
+	call("PATCH", rcode, "/v1/organizations/{orgID}/referral-code", b.adminKey, map[string]any{}, 400)
+	call("GET", "/v1/organizations/"+b.org.ID+"/referrals", "/v1/organizations/{orgID}/referrals", b.adminKey, nil, 200)
 	call("POST", "/v1/auth/sessions", "/v1/auth/sessions", "", map[string]any{"email": "x@example.com", "password": "wrong"}, 401)
 	call("POST", "/v1/auth/sessions", "/v1/auth/sessions", "", `{"email": 1}`, 400)
 

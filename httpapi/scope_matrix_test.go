@@ -109,6 +109,15 @@ func newFixtures(b *bundle) *fixtures {
 	}
 	f.params["queryID"] = fixtureParam{value: sq.json["saved_query"].(map[string]any)["id"].(string), project: f.prjA.ID}
 	f.params["runID"] = fixtureParam{value: "fixture-run", project: f.prjA.ID}
+	// A sign-up invite (operators'), and the organization's referral code.
+	if inv := b.do("POST", "/v1/signup-invites", f.operator, map[string]any{}); inv.status != http.StatusCreated {
+		b.t.Fatalf("mint a sign-up invite: %d %s", inv.status, inv.body)
+	} else {
+		f.params["inviteID"] = fixtureParam{value: inv.json["signup_invite"].(map[string]any)["id"].(string)}
+	}
+	if rc := b.do("POST", "/v1/organizations/"+b.org.ID+"/referral-code", b.adminKey, map[string]any{}); rc.status != http.StatusOK {
+		b.t.Fatalf("make the referral code: %d %s", rc.status, rc.body)
+	}
 	// A completed export of prjA, and a signed download URL for it (valid 15 minutes).
 	ex := b.do("POST", "/v1/projects/"+f.prjA.ID+"/exports", b.adminKey, nil)
 	if ex.status != http.StatusAccepted {
