@@ -410,7 +410,7 @@ func TestReferralEndToEnd(t *testing.T) {
 	front.mu.Unlock()
 	paid := stripetest.Invoice{EventID: "evt_ref_paid", Type: "invoice.paid", Customer: cus, ID: "in_ref_1", Subscription: "sub_ref", Created: t0.Add(time.Minute)}.JSON()
 	deliver(paid, billing.OutcomeUnchanged) // the billing fields were active already
-	b.svc.Referrals().PayRewards(ctx) // one of this pass and the commit's own fails, once
+	b.svc.Referrals().PayRewards(ctx)       // one of this pass and the commit's own fails, once
 	if _, err := b.svc.Referrals().PayRewards(ctx); err != nil {
 		t.Fatalf("the retried reward: %v", err)
 	}
