@@ -21,6 +21,7 @@ const CLILogin = lazy(() => import('./pages/clilogin').then((m) => m.CLILogin))
 const Members = lazy(() => import('./pages/members').then((m) => m.Members))
 const Webhooks = lazy(() => import('./pages/webhooks').then((m) => m.Webhooks))
 const Operator = lazy(() => import('./pages/operator').then((m) => m.Operator))
+const SignUp = lazy(() => import('./pages/signup').then((m) => m.SignUp))
 
 const nav = [
   { href: '/overview', label: 'Overview' },
@@ -97,7 +98,7 @@ export function App() {
   const [me, setMe] = useState<Me | null | undefined>(undefined) // undefined: loading; null: signed out
   const [error, setError] = useState('')
   const path0 = loc.split('?')[0]
-  useTitle(me === null && path0 !== '/docs' ? 'Sign in' : titles[path0] ?? (path0.startsWith('/projects/') && me ? null : path0.startsWith('/cli/login/') ? 'CLI login' : path0.startsWith('/claim/') ? 'Claim a database' : 'Not found'))
+  useTitle(me === null && path0 === '/signup' ? 'Sign up' : me === null && path0 !== '/docs' ? 'Sign in' : titles[path0] ?? (path0.startsWith('/projects/') && me ? null : path0.startsWith('/cli/login/') ? 'CLI login' : path0.startsWith('/claim/') ? 'Claim a database' : 'Not found'))
   // A route change (not the first page) moves the focus to the new page's heading.
   const first = useRef(true)
   useEffect(() => {
@@ -126,6 +127,7 @@ export function App() {
   if (loc.split('?')[0] === '/docs') return <Shell key="docs"><div class="shell" onClick={onLinkClick}><header><a class="brand" href="/projects">appliance</a><nav aria-label="Main"><a href="/docs" aria-current="page">API reference</a></nav></header><div id="main"><Docs /></div></div></Shell>
   if (error) return <ErrorBox error={error} />
   if (me === undefined) return <p class="loading">Loading…</p>
+  if (me === null && path0 === '/signup') return <Shell key="signup"><div id="main"><SignUp onSignedUp={load} /></div></Shell>
   if (me === null) return <Shell key="signin"><div id="main"><SignIn onSignedIn={load} /></div></Shell>
 
   const path = loc.split('?')[0]
@@ -146,6 +148,7 @@ export function App() {
   else if ((m = match('/projects/:id/:tab', path))) page = <Project id={m.id} tab={m.tab} me={me} />
   else if ((m = match('/cli/login/:id', path))) page = <CLILogin id={m.id} />
   else if ((m = match('/claim/:id', path))) page = <Claim id={m.id} me={me} />
+  else if (path === '/signup') page = <main><h1>Sign up</h1><p>You are signed in{me.user ? ' as ' + me.user.email : ''}. Sign out first to create another organization with a new account.</p></main>
   else page = <main><h1>Not found</h1><p>There is no page at {path}.</p></main>
 
   const who = me.user ? me.user.name || me.user.email : ''

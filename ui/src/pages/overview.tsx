@@ -4,6 +4,7 @@ import { BillingStatus } from './orgbilling'
 
 // The audit log is in the project tabs' chunk, fetched when shown.
 const AuditTab = lazy(() => import('./project_tabs').then((m) => m.AuditTab))
+const Referrals = lazy(() => import('./referrals').then((m) => m.Referrals))
 
 type Usage = Schemas['Usage']
 
@@ -111,6 +112,7 @@ export function Overview({ me }: { me: Me }) {
         </>
       )}
       <BillingStatus orgID={org.id} />
+      <Referrals me={me} />
       <AuditTab path={'/v1/organizations/' + seg(org.id)} orgID={org.id} />
     </main>
   )

@@ -1,8 +1,18 @@
-import { useState } from 'preact/hooks'
-import { post } from '../api'
+import { useEffect, useState } from 'preact/hooks'
+import { get, post } from '../api'
 import { Form } from '../ui'
 
+/** useSignupMode reads who may sign up (GET /v1/signup): closed, invite or open; '' until known. */
+export function useSignupMode(): string {
+  const [mode, setMode] = useState('')
+  useEffect(() => {
+    get<{ mode: string }>('/v1/signup').then((r) => setMode(r.mode), () => setMode(''))
+  }, [])
+  return mode
+}
+
 export function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
+  const mode = useSignupMode()
   const [email, setEmail] = useState('')
   const [password, setPassword] = useState('')
   return (
@@ -23,6 +33,12 @@ export function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
           Sign in
         </button>
       </Form>
+      {(mode === 'open' || mode === 'invite') && (
+        <p>
+          New here? <a href="/signup">Create an organization</a>
+          {mode === 'invite' && ' (with the invite link an operator sent you)'}.
+        </p>
+      )}
       <p class="hint">
         The first start of <code>appliance up</code> printed the owner's email and password (also in <code>bootstrap.json</code>).
       </p>
