@@ -37,6 +37,12 @@ type ReferralCodeResponse struct {
 	ReferralCode *ReferralCode `json:"referral_code"`
 }
 
+// CurrentReferralCode is GET /v1/organizations/{orgID}/referral-code (an addition): the code, null before
+// the organization has one.
+type CurrentReferralCode struct {
+	ReferralCode *ReferralCode `json:"referral_code" api:"nullable" doc:"null until POST makes it"`
+}
+
 // Referral is an organization that signed up with a referral code.
 type Referral struct {
 	ID                     string     `json:"id"`

@@ -447,7 +447,7 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		call("DELETE", "/v1/signup-invites/"+id, "/v1/signup-invites/{inviteID}", operator, nil, 409)
 	}
 	rcode := "/v1/organizations/" + b.org.ID + "/referral-code"
-	call("GET", rcode, "/v1/organizations/{orgID}/referral-code", b.adminKey, nil, 404)
+	call("GET", rcode, "/v1/organizations/{orgID}/referral-code", b.adminKey, nil, 200)
 	call("POST", rcode, "/v1/organizations/{orgID}/referral-code", b.adminKey, map[string]any{}, 200)
 	call("GET", rcode, "/v1/organizations/{orgID}/referral-code", b.adminKey, nil, 200)
 	call("PATCH", rcode, "/v1/organizations/{orgID}/referral-code", b.adminKey, map[string]any{"discount_id": "co_x"}, 409)

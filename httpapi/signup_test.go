@@ -313,7 +313,7 @@ func TestReferralEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	codePath := "/v1/organizations/" + b.org.ID + "/referral-code"
-	if r := b.do("GET", codePath, b.adminKey, nil); r.status != http.StatusNotFound {
+	if r := b.do("GET", codePath, b.adminKey, nil); r.status != http.StatusOK || r.json["referral_code"] != nil {
 		t.Fatalf("GET before a code: %d %s", r.status, r.body)
 	}
 	reader := b.key("", appliance.ScopeOrganizationsRead)

@@ -96,6 +96,9 @@ func New(d Deps) *Service {
 	return &Service{db: d.DB, now: d.Clock, host: d.Host, discounts: d.Discounts, log: log, signupURL: d.SignupURL}
 }
 
+// errNoCode is the cause of the 404 of an organization without a code.
+var errNoCode = errors.New("no referral code")
+
 var (
 	codeRE   = regexp.MustCompile(`^[A-Z0-9]{4,32}$`)
 	localeRE = regexp.MustCompile(`^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$`)
@@ -194,16 +197,19 @@ func (s *Service) PatchCode(ctx context.Context, p *authz.Principal, orgID strin
 	return out, err
 }
 
-// GetCode returns the organization's code (404 before it has one): an addition the dashboard reads.
-func (s *Service) GetCode(ctx context.Context, p *authz.Principal, orgID string) (*api.ReferralCodeResponse, error) {
+// GetCode returns the organization's code, null before it has one: an addition the dashboard reads.
+func (s *Service) GetCode(ctx context.Context, p *authz.Principal, orgID string) (*api.CurrentReferralCode, error) {
 	if err := p.CheckOrganization(orgID); err != nil {
 		return nil, err
 	}
-	var out *api.ReferralCodeResponse
+	out := &api.CurrentReferralCode{}
 	err := s.db.View(func(tx *store.Tx) error {
 		rc, err := s.code(tx, orgID)
-		if err == nil {
-			out = &api.ReferralCodeResponse{ReferralCode: s.wireCode(rc)}
+		switch {
+		case err == nil:
+			out.ReferralCode = s.wireCode(rc)
+		case apperr.KindOf(err) == apperr.KindNotFound && errors.Is(err, errNoCode):
+			return nil
 		}
 		return err
 	})
@@ -216,7 +222,8 @@ func (s *Service) code(tx *store.Tx, orgID string) (*store.ReferralCode, error) 
 	}
 	rc, err := store.ReferralCodes.First(tx, store.ReferralCodesByOrg, orgID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apperr.NotFound("organization %s has no referral code yet: POST /v1/organizations/%s/referral-code makes it", orgID, orgID)
+		return nil, &apperr.Error{Kind: apperr.KindNotFound, Cause: errNoCode,
+			Msg: fmt.Sprintf("organization %s has no referral code yet: POST /v1/organizations/%s/referral-code makes it", orgID, orgID)}
 	}
 	if err != nil {
 		return nil, apperr.Internal(err, "read the referral code")

@@ -720,7 +720,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The organization's referral code (404 until made)
+         * The organization's referral code (null until POST makes it)
          * @description Needs an API key or a session token. Required scope: `organizations:read`. Acts on the whole organization: project-scoped API keys are refused with 403.
          */
         get: operations["getOrganizationsByOrgIDReferralCode"];
@@ -3124,6 +3124,10 @@ export interface components {
             token: string;
             /** @description the dashboard's sign-up page with the token: send this link */
             url: string;
+        };
+        CurrentReferralCode: {
+            /** @description null until POST makes it */
+            referral_code: components["schemas"]["ReferralCode"] | null;
         };
         /** @enum {string} */
         CutoverActorKind: "user" | "api_key";
@@ -6869,7 +6873,7 @@ export interface operations {
                      *         "updated_at": "2026-01-31T12:00:00Z"
                      *       }
                      *     } */
-                    "application/json": components["schemas"]["ReferralCodeResponse"];
+                    "application/json": components["schemas"]["CurrentReferralCode"];
                 };
             };
             400: components["responses"]["BadRequest"];

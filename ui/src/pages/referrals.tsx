@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks'
-import { ApiError, get, post, seg, type Me, type Schemas } from '../api'
+import { get, post, seg, type Me, type Schemas } from '../api'
 import { Badge, CopyField, Empty, ErrorBox, Table, isOrgAdmin, useAction, useLoad, when } from '../ui'
 
 type ReferralCode = Schemas['ReferralCode']
@@ -9,10 +9,7 @@ type Referral = Schemas['Referral']
  * organizations that signed up with it. */
 export function Referrals({ me }: { me: Me }) {
   const base = '/v1/organizations/' + seg(me.organization!.id)
-  const code = useLoad(
-    () => get<{ referral_code: ReferralCode }>(base + '/referral-code').then((r) => r.referral_code, (e) => (e instanceof ApiError && e.status === 404 ? null : Promise.reject(e))),
-    [base],
-  )
+  const code = useLoad(() => get<{ referral_code: ReferralCode | null }>(base + '/referral-code').then((r) => r.referral_code), [base])
   const list = useLoad(() => get<{ referrals: Referral[] }>(base + '/referrals'), [base])
   const [actionError, act] = useAction()
   const [busy, setBusy] = useState(false)

@@ -1,0 +1,67 @@
+// Sign-up and referrals (issue 29 §2, §5; called once from dashboard.mjs near the end, after operator.mjs;
+// it leaves the page signed in as the referrer's owner). With sign-up open, the sign-in page links to the
+// sign-up page; Initech signs up there, makes its referral code on its Overview and copies the sign-up link;
+// Hooli signs up through that link (the code filled in: the Go side finds the pending referral); Pied Piper
+// signs up with an unknown code (it still signs up; the page says the code is not valid); Initech's
+// Overview lists its referral.
+export async function run(page, { ask, shoot, base }) {
+  const password = 'a long enough password'
+  await ask('signup-mode', 'open')
+  const signOut = async () => {
+    await page.getByRole('button', { name: 'Sign out' }).click()
+    await page.getByRole('heading', { name: 'Sign in to the appliance' }).waitFor()
+  }
+  const signUp = async (email, org) => {
+    await page.getByRole('heading', { name: 'Create your organization' }).waitFor()
+    await page.getByLabel('Email').fill(email)
+    await page.getByLabel('Password').fill(password)
+    await page.getByLabel('Organization name').fill(org)
+    await page.getByRole('button', { name: 'Sign up' }).click()
+  }
+  const overview = async (name) => {
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Overview' }).click()
+    await page.getByRole('heading', { name, level: 1 }).waitFor()
+    await page.getByRole('heading', { name: 'Referrals', exact: true }).waitFor()
+  }
+
+  await signOut()
+  await page.getByRole('link', { name: 'Create an organization' }).click()
+  await signUp('ines@initech.example', 'Initech')
+  await page.getByRole('heading', { name: 'Projects', level: 1 }).waitFor()
+  await overview('Initech')
+  await page.getByRole('button', { name: 'Create a referral code' }).click()
+  const code = (await page.locator('.referral-code').textContent()).trim()
+  const link = await page.getByLabel('Sign-up link').inputValue()
+  if (!/^[A-Z2-7]{8}$/.test(code) || !link.endsWith('/signup?ref=' + code)) throw new Error(`referral code ${code}, link ${link}`)
+  await page.getByText('No organization signed up with your code yet.').waitFor()
+  await shoot('referral-code')
+
+  await signOut()
+  const u = new URL(link)
+  await page.goto(base + u.pathname + u.search) // the link as copied, on the address the browser reaches
+  await page.getByRole('heading', { name: 'Create your organization' }).waitFor()
+  if ((await page.getByLabel('Referral code (optional)').inputValue()) !== code) throw new Error('the referral code is not filled in from ?ref=')
+  await shoot('signup')
+  await signUp('jo@hooli.example', 'Hooli')
+  await page.getByRole('heading', { name: 'Projects', level: 1 }).waitFor()
+  await ask('signup-referral', 'hooli')
+
+  await signOut()
+  await page.goto(base + '/signup?ref=NOSUCHCODE')
+  await signUp('kim@piedpiper.example', 'Pied Piper')
+  await page.getByRole('heading', { name: 'Welcome to Pied Piper' }).waitFor()
+  await page.getByRole('alert').filter({ hasText: 'The referral code NOSUCHCODE is not valid' }).waitFor()
+  await shoot('signup-invalid-code')
+  await page.getByRole('button', { name: 'Continue' }).click()
+  await page.getByRole('heading', { name: 'Projects', level: 1 }).waitFor()
+
+  await signOut()
+  await page.getByLabel('Email').fill('ines@initech.example')
+  await page.getByLabel('Password').fill(password)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.getByRole('heading', { name: 'Projects', level: 1 }).waitFor()
+  await overview('Initech')
+  const row = page.getByRole('row').filter({ hasText: 'pending' })
+  await row.waitFor()
+  await shoot('referrals')
+}
