@@ -31,8 +31,8 @@ export async function run(page, { ask, shoot, base }) {
   await overview('Initech')
   await page.getByRole('button', { name: 'Create a referral code' }).click()
   const code = (await page.locator('.referral-code').textContent()).trim()
-  const link = await page.getByLabel('Sign-up link').inputValue()
-  if (!/^[A-Z2-7]{8}$/.test(code) || !link.endsWith('/signup?ref=' + code)) throw new Error(`referral code ${code}, link ${link}`)
+  const link = await page.getByRole('textbox', { name: 'Sign-up link' }).inputValue()
+  if (!/^[0-9A-Z]{8}$/.test(code) || !link.endsWith('/signup?ref=' + code)) throw new Error(`referral code ${code}, link ${link}`)
   await page.getByText('No organization signed up with your code yet.').waitFor()
   await shoot('referral-code')
 
