@@ -1,12 +1,12 @@
-// Sign-up and referrals (issue 29 §2, §5; called once from dashboard.mjs near the end, after operator.mjs;
-// it leaves the page signed in as the referrer's owner). With sign-up open, the sign-in page links to the
-// sign-up page; Initech signs up there, makes its referral code on its Overview and copies the sign-up link;
-// Hooli signs up through that link (the code filled in: the Go side finds the pending referral); Pied Piper
-// signs up with an unknown code (it still signs up; the page says the code is not valid); Initech's
-// Overview lists its referral.
+// Sign-up and referrals (issue 29 §2, §5; called once from dashboard.mjs near the end, after operator.mjs,
+// signed in as the operator; it leaves the page signed in as the referrer's owner). With sign-up by invite,
+// the operator mints an invite on the Operator page; Initech signs up through its link (the invite filled
+// in), makes its referral code on its Overview and copies the sign-up link. With sign-up open, Hooli signs
+// up through that link (the code filled in: the Go side finds the pending referral); Pied Piper signs up
+// from the sign-in page's link with an unknown code (it still signs up; the page says the code is not
+// valid); Initech's Overview lists its referral.
 export async function run(page, { ask, shoot, base }) {
   const password = 'a long enough password'
-  await ask('signup-mode', 'open')
   const signOut = async () => {
     await page.getByRole('button', { name: 'Sign out' }).click()
     await page.getByRole('heading', { name: 'Sign in to the appliance' }).waitFor()
@@ -24,8 +24,22 @@ export async function run(page, { ask, shoot, base }) {
     await page.getByRole('heading', { name: 'Referrals', exact: true }).waitFor()
   }
 
+  await ask('signup-mode', 'invite')
+  await page.goto(base + '/operator')
+  await page.getByRole('heading', { name: 'Sign-up invites' }).waitFor()
+  await page.getByText('Sign-up on this appliance is by invite').waitFor()
+  await page.getByLabel('For (email, optional)').fill('ines@initech.example')
+  await page.getByLabel('Note', { exact: true }).fill('Initech trial')
+  await page.getByRole('button', { name: 'Create invite' }).click()
+  const invite = await page.getByRole('textbox', { name: 'Invite link' }).inputValue()
+  if (!/\/signup\?invite=sgi_/.test(invite)) throw new Error('invite link ' + invite)
+  await page.getByRole('row').filter({ hasText: 'Initech trial' }).getByText('pending', { exact: true }).waitFor()
+  await shoot('signup-invites')
   await signOut()
-  await page.getByRole('link', { name: 'Create an organization' }).click()
+  await page.getByText('with the invite link an operator sent you').waitFor()
+  const iu = new URL(invite)
+  await page.goto(base + iu.pathname + iu.search)
+  if ((await page.getByLabel('Invite', { exact: true }).inputValue()) !== iu.searchParams.get('invite')) throw new Error('the invite is not filled in from ?invite=')
   await signUp('ines@initech.example', 'Initech')
   await page.getByRole('heading', { name: 'Projects', level: 1 }).waitFor()
   await overview('Initech')
@@ -36,6 +50,7 @@ export async function run(page, { ask, shoot, base }) {
   await page.getByText('No organization signed up with your code yet.').waitFor()
   await shoot('referral-code')
 
+  await ask('signup-mode', 'open')
   await signOut()
   const u = new URL(link)
   await page.goto(base + u.pathname + u.search) // the link as copied, on the address the browser reaches
@@ -47,7 +62,8 @@ export async function run(page, { ask, shoot, base }) {
   await ask('signup-referral', 'hooli')
 
   await signOut()
-  await page.goto(base + '/signup?ref=NOSUCHCODE')
+  await page.getByRole('link', { name: 'Create an organization' }).click()
+  await page.getByLabel('Referral code (optional)').fill('NOSUCHCODE')
   await signUp('kim@piedpiper.example', 'Pied Piper')
   await page.getByRole('heading', { name: 'Welcome to Pied Piper' }).waitFor()
   await page.getByRole('alert').filter({ hasText: 'The referral code NOSUCHCODE is not valid' }).waitFor()

@@ -3,6 +3,7 @@ import { del, get, post, seg, type Me, type Schemas } from '../api'
 import { Empty, ErrorBox, Form, SecretField, Table, useListAction, useLoad, when } from '../ui'
 import { ProgramApplications, ServiceTokens } from './operator_programs'
 import { OrgUsage, Plans, QuotaEditor } from './operator_plans'
+import { SignupInvites } from './signupinvites'
 
 type Org = Schemas['OrganizationSummary']
 
@@ -158,6 +159,7 @@ export function Operator({ me }: { me: Me }) {
       <ProgramApplications />
       <ServiceTokens />
       <Plans />
+      <SignupInvites />
     </main>
   )
 }
