@@ -270,6 +270,11 @@ func (s *Service) AtSignup(tx *store.Tx, code, referredOrgID string, referred *s
 	if err != nil {
 		return nil, apperr.Internal(err, "read the referral code")
 	}
+	if _, err := store.Organizations.Get(tx, rc.OrganizationID); errors.Is(err, store.ErrNotFound) {
+		return nil, nil // the code of an organization deleted since: no referrer to reward
+	} else if err != nil {
+		return nil, apperr.Internal(err, "read the referrer organization")
+	}
 	now := s.now()
 	ref := &store.Referral{ID: ids.New("ref"), Code: code, ReferrerOrganizationID: rc.OrganizationID, ReferredOrganizationID: referredOrgID,
 		ReferredUserID: referred.ID, Status: api.ReferralPending, CreatedAt: now, UpdatedAt: now}
