@@ -39,7 +39,7 @@ export const DeliveryStateValues = ["pending","delivered","failed"] as const sat
 export const EnvironmentValues = ["production","staging","development"] as const satisfies readonly components['schemas']['Environment'][]
 
 /** The values of EventType, in the document's order. */
-export const EventTypeValues = ["job.completed","job.failed","project.ready","project.deleted","backup.completed","backup.verified","backup.verification_failed","restore.completed","export.completed","import.completed","credentials.rotated","preview.ready","preview.reset","preview.deleted","cutover.requested","cutover.completed","ephemeral.claimed","kv.ready","kv.deleted","instance.crashed","backup_store.unreachable","alert.triggered","alert.resolved","webhook.test","webhook_endpoint.disabled","referral.rewarded","referral.voided"] as const satisfies readonly components['schemas']['EventType'][]
+export const EventTypeValues = ["job.completed","job.failed","project.ready","project.deleted","backup.completed","backup.verified","backup.verification_failed","restore.completed","export.completed","import.completed","credentials.rotated","preview.ready","preview.reset","preview.deleted","cutover.requested","cutover.completed","ephemeral.claimed","kv.ready","kv.deleted","instance.crashed","backup_store.unreachable","alert.triggered","alert.resolved","webhook.test","webhook_endpoint.disabled","program_application.received","program_application.approved","program_application.rejected","referral.rewarded","referral.voided"] as const satisfies readonly components['schemas']['EventType'][]
 
 /** The values of ExportState, in the document's order. */
 export const ExportStateValues = ["pending","running","completed","failed","expired"] as const satisfies readonly components['schemas']['ExportState'][]
@@ -59,14 +59,17 @@ export const KVStateValues = ["provisioning","running","error","destroying"] as 
 /** The values of LogSeverity, in the document's order. */
 export const LogSeverityValues = ["debug","log","info","notice","warning","error","fatal","panic","detail"] as const satisfies readonly components['schemas']['LogSeverity'][]
 
-/** The values of Plan, in the document's order. */
-export const PlanValues = ["free","pro","scale"] as const satisfies readonly components['schemas']['Plan'][]
-
 /** The values of PreviewMode, in the document's order. */
 export const PreviewModeValues = ["empty","clone"] as const satisfies readonly components['schemas']['PreviewMode'][]
 
 /** The values of PreviewSourceKind, in the document's order. */
 export const PreviewSourceKindValues = ["none","live","backup"] as const satisfies readonly components['schemas']['PreviewSourceKind'][]
+
+/** The values of Program, in the document's order. */
+export const ProgramValues = ["startup","partner"] as const satisfies readonly components['schemas']['Program'][]
+
+/** The values of ProgramApplicationStatus, in the document's order. */
+export const ProgramApplicationStatusValues = ["received","approved","rejected"] as const satisfies readonly components['schemas']['ProgramApplicationStatus'][]
 
 /** The values of ProjectState, in the document's order. */
 export const ProjectStateValues = ["provisioning","active","failed","deleting","deleted"] as const satisfies readonly components['schemas']['ProjectState'][]

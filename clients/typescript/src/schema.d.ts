@@ -712,6 +712,30 @@ export interface paths {
         patch: operations["patchOrganizationsByOrgIDMembersByUserID"];
         trace?: never;
     };
+    "/v1/organizations/{orgID}/quota": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An organization's quota: its own, else the default (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        get: operations["getOrganizationsByOrgIDQuota"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set an organization's own quota (the limits given), or drop it with default: true (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        patch: operations["patchOrganizationsByOrgIDQuota"];
+        trace?: never;
+    };
     "/v1/organizations/{orgID}/referral-code": {
         parameters: {
             query?: never;
@@ -948,6 +972,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/plans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The plans in force, smallest first (any signed-in caller: a project's plan is chosen among them)
+         * @description Needs an API key or a session token. No particular scope is required.
+         */
+        get: operations["getPlans"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/plans/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Create or replace a plan; a changed plan is applied to every project on it (limits at once, a project.apply_plan job per active project for its server and key-value store) (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        put: operations["putPlansByName"];
+        post?: never;
+        /**
+         * Delete a plan no project is on (platform operators; 409 naming a project on it, and for the free plan)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        delete: operations["deletePlansByName"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/preview-databases/{previewID}": {
         parameters: {
             query?: never;
@@ -1042,6 +1110,90 @@ export interface paths {
         get: operations["getPreviewDatabasesByPreviewIDSchemaDiff"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/program-applications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List program applications, newest first (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        get: operations["getProgramApplications"];
+        put?: never;
+        /**
+         * Submit a program application (status received; program_application.received is delivered to the platform organization's webhook endpoints). Service tokens only, rate-limited per token (429); 409 naming the first application when the same e-mail applied within 24 hours
+         * @description Needs a service token (`svc_...`, minted by a platform operator) as a bearer token; API keys and sessions are refused with 403, and a service token is refused on every other endpoint. Required scope: `program_applications:create`.
+         */
+        post: operations["postProgramApplications"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/program-applications/{applicationID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a program application (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        get: operations["getProgramApplicationsByApplicationID"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/program-applications/{applicationID}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve a program application: a discount (a coupon and its promotion code, redeemable once) is made at the billing provider and recorded as discount_id and discount_code (platform operators; 409 when decided already or billing is off)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        post: operations["postProgramApplicationsByApplicationIDApprove"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/program-applications/{applicationID}/reject": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reject a program application with an operator_note (platform operators; 409 when decided already)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        post: operations["postProgramApplicationsByApplicationIDReject"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2544,6 +2696,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/service-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the service tokens, newest first, revoked ones too (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        get: operations["getServiceTokens"];
+        put?: never;
+        /**
+         * Mint a service token for the public website: scope program_applications:create only; its plaintext is returned once (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        post: operations["postServiceTokens"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/service-tokens/{tokenID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke a service token: it authenticates no more (platform operators; 409 when revoked already)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        delete: operations["deleteServiceTokensByTokenID"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/signup": {
         parameters: {
             query?: never;
@@ -2762,6 +2958,16 @@ export interface components {
             external_ticket_ref?: string;
             operator_note?: string;
         };
+        ApproveProgramApplicationRequest: {
+            /** @description the promotion code the applicant types (letters, digits, - and _, at most 40); default: made up by the provider */
+            code?: string;
+            /** @description 0 (default): the first invoice only; otherwise that many months */
+            duration_months?: number;
+            /** @description at most 2000 characters */
+            operator_note?: string;
+            /** @description above 0, at most 100 */
+            percent_off: number;
+        };
         AuditEvent: {
             action: string;
             actor_id: string;
@@ -2906,7 +3112,8 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            plan: components["schemas"]["Plan"];
+            /** @description a plan's name (GET /v1/plans: the operators' configuration) */
+            plan: string;
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -3057,6 +3264,27 @@ export interface components {
             /** @description hours until it is deleted, 1 to 720; default 24 */
             ttl_hours?: number;
         };
+        CreateProgramApplicationRequest: {
+            /** @description 1 to 200 characters */
+            company_name: string;
+            /** @description an http or https URL, at most 300 characters */
+            company_website?: string;
+            /** @description 1 to 200 characters */
+            contact_name: string;
+            /** @description one address (RFC 5322, as net/mail parses it), at most 254 characters */
+            email: string;
+            /** @description a BCP 47 language tag such as en or pt-BR, at most 35 characters */
+            locale?: string;
+            program: components["schemas"]["Program"];
+            /** @description how the applicant heard of the program, at most 200 characters */
+            referral_source?: string;
+            /** @description 1 to 100 characters */
+            segment: string;
+            /** @description at least 1 */
+            team_size: number;
+            /** @description 1 to 2000 characters */
+            use_case: string;
+        };
         CreateProjectRequest: {
             /** @description default: production */
             environment?: components["schemas"]["Environment"];
@@ -3067,8 +3295,8 @@ export interface components {
             name: string;
             /** @description required for platform administrators; others create in their own organization */
             organization_id?: string;
-            /** @description default: free */
-            plan?: components["schemas"]["Plan"];
+            /** @description a plan's name (GET /v1/plans); default: free */
+            plan?: string;
         };
         CreateReferralCodeRequest: {
             /** @description a BCP 47 language tag for the referral's pages (optional; kept when the code exists) */
@@ -3076,6 +3304,10 @@ export interface components {
         };
         CreateRoleRequest: {
             /** @description lowercase letters, digits and underscores, starting with a letter or underscore, at most 63; not postgres, pg_…, appliance… or the project's role */
+            name: string;
+        };
+        CreateServiceTokenRequest: {
+            /** @description 1 to 100 characters, e.g. the website it is for */
             name: string;
         };
         CreateSignupInviteRequest: {
@@ -3117,6 +3349,11 @@ export interface components {
             organization: components["schemas"]["Organization"];
             /** @description the owner named by owner_email; null when none was */
             owner: components["schemas"]["Member"] | null;
+        };
+        CreatedServiceToken: {
+            /** @description svc_ and 32 characters; shown once, only its SHA-256 is kept */
+            plaintext_token: string;
+            service_token: components["schemas"]["ServiceToken"];
         };
         CreatedSignupInvite: {
             signup_invite: components["schemas"]["SignupInvite"];
@@ -3219,6 +3456,10 @@ export interface components {
             /** @description the organization's API keys, revoked */
             revoked_api_keys: string[];
         };
+        DeletedPlan: {
+            deleted: boolean;
+            name: string;
+        };
         DeletedResponse: {
             deleted: boolean;
         };
@@ -3305,7 +3546,7 @@ export interface components {
             sqlstate?: string;
         };
         /** @enum {string} */
-        EventType: "job.completed" | "job.failed" | "project.ready" | "project.deleted" | "backup.completed" | "backup.verified" | "backup.verification_failed" | "restore.completed" | "export.completed" | "import.completed" | "credentials.rotated" | "preview.ready" | "preview.reset" | "preview.deleted" | "cutover.requested" | "cutover.completed" | "ephemeral.claimed" | "kv.ready" | "kv.deleted" | "instance.crashed" | "backup_store.unreachable" | "alert.triggered" | "alert.resolved" | "webhook.test" | "webhook_endpoint.disabled" | "referral.rewarded" | "referral.voided";
+        EventType: "job.completed" | "job.failed" | "project.ready" | "project.deleted" | "backup.completed" | "backup.verified" | "backup.verification_failed" | "restore.completed" | "export.completed" | "import.completed" | "credentials.rotated" | "preview.ready" | "preview.reset" | "preview.deleted" | "cutover.requested" | "cutover.completed" | "ephemeral.claimed" | "kv.ready" | "kv.deleted" | "instance.crashed" | "backup_store.unreachable" | "alert.triggered" | "alert.resolved" | "webhook.test" | "webhook_endpoint.disabled" | "program_application.received" | "program_application.approved" | "program_application.rejected" | "referral.rewarded" | "referral.voided";
         Export: {
             /** Format: date-time */
             created_at: string;
@@ -3700,6 +3941,25 @@ export interface components {
         OrganizationList: {
             organizations: components["schemas"]["OrganizationSummary"][];
         };
+        OrganizationQuota: {
+            /** @description preview databases over all its projects */
+            previews_limit: number;
+            /** @description projects (previews not counted) */
+            projects_limit: number;
+            /**
+             * Format: int64
+             * @description the storage its projects and previews may add up to (usage reports the overage)
+             */
+            storage_limit_bytes: number;
+        };
+        OrganizationQuotaResponse: {
+            /** @description true: the organization has the default quota (no quota of its own) */
+            is_default: boolean;
+            organization_id: string;
+            quota: components["schemas"]["OrganizationQuota"];
+            /** Format: date-time */
+            updated_at: string | null;
+        };
         OrganizationResponse: {
             organization: components["schemas"]["Organization"];
         };
@@ -3725,6 +3985,8 @@ export interface components {
             name: string;
             /** @description projects not deleted (previews and claimed ephemeral databases included) */
             project_count: number;
+            /** @description what it may hold: its own quota, else the default (PATCH /v1/organizations/{orgID}/quota) */
+            quota: components["schemas"]["OrganizationQuota"];
             slug: string;
             /** Format: date-time */
             suspended_at: string | null;
@@ -3736,6 +3998,19 @@ export interface components {
             changed: boolean;
             /** @description the user's other sessions, which the change signs out */
             sessions_revoked: number;
+        };
+        PatchOrganizationQuotaRequest: {
+            /** @description true: the organization follows the default quota again (no other field may be given) */
+            default?: boolean;
+            /** @description at least 0 */
+            previews_limit?: number;
+            /** @description at least 0 */
+            projects_limit?: number;
+            /**
+             * Format: int64
+             * @description at least 1
+             */
+            storage_limit_bytes?: number;
         };
         PatchOrganizationRequest: {
             /** @description an email address, or empty to clear */
@@ -3753,8 +4028,8 @@ export interface components {
             idle_transaction_timeout?: string;
             /** @description 1 to 63 characters (database and role names do not change) */
             name?: string;
-            /** @description max_connections changes with a restart */
-            plan?: components["schemas"]["Plan"];
+            /** @description a plan's name (GET /v1/plans); max_connections changes with a restart */
+            plan?: string;
             /** @description PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload */
             statement_timeout?: string;
         };
@@ -3774,8 +4049,40 @@ export interface components {
              */
             url?: string;
         };
-        /** @enum {string} */
-        Plan: "free" | "pro" | "scale";
+        Plan: {
+            /** @description the studio's AI uses per month (0: none) */
+            ai_uses_per_month: number;
+            /** @description the CPU its server is held to, in cores (cgroups) */
+            cpu_cores: number;
+            /** @description its key-value store's maxmemory, MiB */
+            kv_memory_mb: number;
+            /** @description the server's max_connections (at least 10) */
+            max_connections: number;
+            /**
+             * Format: int64
+             * @description the memory its server is held to (cgroups; at least 64 MiB)
+             */
+            memory_bytes: number;
+            /** @description lowercase letters, digits, dashes and underscores, starting with a letter */
+            name: string;
+            /** @description preview databases per project (0: none) */
+            previews_limit: number;
+            /**
+             * Format: int64
+             * @description a project's storage limit: past it its database turns read-only (at least 16 MiB)
+             */
+            storage_limit_bytes: number;
+        };
+        PlanChange: {
+            /** @description true: a new plan; false: an existing plan replaced */
+            created: boolean;
+            /** @description one project.apply_plan job per active project on the plan (connection limit, storage limit, key-value memory, memory and CPU) */
+            jobs: components["schemas"]["Job"][];
+            plan: components["schemas"]["Plan"];
+        };
+        PlanList: {
+            plans: components["schemas"]["Plan"][];
+        };
         Preflight: {
             checks: components["schemas"]["PreflightCheck"][];
             /** @description no check failed */
@@ -3872,6 +4179,44 @@ export interface components {
             scopes: string[];
             user_id: string;
         };
+        /** @enum {string} */
+        Program: "startup" | "partner";
+        ProgramApplication: {
+            company_name: string;
+            company_website: string;
+            contact_name: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            decided_at: string | null;
+            decided_by_user_id: string;
+            /** @description the promotion code the applicant redeems at checkout */
+            discount_code: string;
+            /** @description the billing provider's coupon made on approval */
+            discount_id: string;
+            email: string;
+            id: string;
+            locale: string;
+            operator_note: string;
+            program: components["schemas"]["Program"];
+            referral_source: string;
+            segment: string;
+            /** @description the service token it was submitted with */
+            service_token_id: string;
+            status: components["schemas"]["ProgramApplicationStatus"];
+            team_size: number;
+            /** Format: date-time */
+            updated_at: string;
+            use_case: string;
+        };
+        ProgramApplicationList: {
+            program_applications: components["schemas"]["ProgramApplication"][];
+        };
+        ProgramApplicationResponse: {
+            program_application: components["schemas"]["ProgramApplication"];
+        };
+        /** @enum {string} */
+        ProgramApplicationStatus: "received" | "approved" | "rejected";
         Project: {
             /** Format: date-time */
             created_at: string;
@@ -3885,7 +4230,8 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            plan: components["schemas"]["Plan"];
+            /** @description a plan's name (GET /v1/plans: the operators' configuration) */
+            plan: string;
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -3993,6 +4339,17 @@ export interface components {
             source_table: string;
             target_table: string;
         };
+        PutPlanRequest: {
+            ai_uses_per_month: number;
+            cpu_cores: number;
+            kv_memory_mb: number;
+            max_connections: number;
+            /** Format: int64 */
+            memory_bytes: number;
+            previews_limit: number;
+            /** Format: int64 */
+            storage_limit_bytes: number;
+        };
         PutScheduledBackupRequest: {
             /** @description UTC hour, 0 to 23 */
             cron_hour: number;
@@ -4088,6 +4445,10 @@ export interface components {
         RejectCutoverRequest: {
             operator_note?: string;
             rejected_reason: string;
+        };
+        RejectProgramApplicationRequest: {
+            /** @description why, at most 2000 characters */
+            operator_note?: string;
         };
         RemovedMember: {
             removed: boolean;
@@ -4383,6 +4744,28 @@ export interface components {
         };
         /** @enum {string} */
         Scope: "projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write";
+        ServiceToken: {
+            /** Format: date-time */
+            created_at: string;
+            created_by_user_id: string;
+            id: string;
+            is_active: boolean;
+            /** Format: date-time */
+            last_used_at: string | null;
+            name: string;
+            /** Format: date-time */
+            revoked_at: string | null;
+            /** @description always [program_applications:create] */
+            scopes: string[];
+            /** @description the plaintext's first 8 characters, to recognise it */
+            token_prefix: string;
+        };
+        ServiceTokenList: {
+            service_tokens: components["schemas"]["ServiceToken"][];
+        };
+        ServiceTokenResponse: {
+            service_token: components["schemas"]["ServiceToken"];
+        };
         SessionRequest: {
             /** @description true: the session is set as an HttpOnly, Secure, SameSite=Strict cookie and token is empty; the cookie authenticates only requests that also send the header X-Appliance-CSRF: 1 */
             cookie?: boolean;
@@ -5656,7 +6039,7 @@ export interface operations {
                      *         "max_connections": 1,
                      *         "name": "example",
                      *         "organization_id": "example",
-                     *         "plan": "free",
+                     *         "plan": "example",
                      *         "pooled_port": 1,
                      *         "postgres_version": "example",
                      *         "primary_instance_id": "example",
@@ -6063,6 +6446,11 @@ export interface operations {
                      *           "member_count": 1,
                      *           "name": "example",
                      *           "project_count": 1,
+                     *           "quota": {
+                     *             "previews_limit": 1,
+                     *             "projects_limit": 1,
+                     *             "storage_limit_bytes": 1
+                     *           },
                      *           "slug": "example",
                      *           "suspended_at": "2026-01-31T12:00:00Z",
                      *           "suspended_reason": "example",
@@ -6836,6 +7224,96 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getOrganizationsByOrgIDQuota: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "is_default": true,
+                     *       "organization_id": "example",
+                     *       "quota": {
+                     *         "previews_limit": 1,
+                     *         "projects_limit": 1,
+                     *         "storage_limit_bytes": 1
+                     *       },
+                     *       "updated_at": "2026-01-31T12:00:00Z"
+                     *     } */
+                    "application/json": components["schemas"]["OrganizationQuotaResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    patchOrganizationsByOrgIDQuota: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["PatchOrganizationQuotaRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "is_default": true,
+                     *       "organization_id": "example",
+                     *       "quota": {
+                     *         "previews_limit": 1,
+                     *         "projects_limit": 1,
+                     *         "storage_limit_bytes": 1
+                     *       },
+                     *       "updated_at": "2026-01-31T12:00:00Z"
+                     *     } */
+                    "application/json": components["schemas"]["OrganizationQuotaResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -7721,6 +8199,171 @@ export interface operations {
             507: components["responses"]["InsufficientStorage"];
         };
     };
+    getPlans: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "plans": [
+                     *         {
+                     *           "ai_uses_per_month": 1,
+                     *           "cpu_cores": 1.5,
+                     *           "kv_memory_mb": 1,
+                     *           "max_connections": 1,
+                     *           "memory_bytes": 1,
+                     *           "name": "example",
+                     *           "previews_limit": 1,
+                     *           "storage_limit_bytes": 1
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["PlanList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    putPlansByName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "ai_uses_per_month": 1,
+                 *       "cpu_cores": 1.5,
+                 *       "kv_memory_mb": 1,
+                 *       "max_connections": 1,
+                 *       "memory_bytes": 1,
+                 *       "previews_limit": 1,
+                 *       "storage_limit_bytes": 1
+                 *     } */
+                "application/json": components["schemas"]["PutPlanRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "created": true,
+                     *       "jobs": [
+                     *         {
+                     *           "attempts": 1,
+                     *           "claimed_at": "2026-01-31T12:00:00Z",
+                     *           "claimed_by": "example",
+                     *           "completed_at": "2026-01-31T12:00:00Z",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "error": "example",
+                     *           "host_id": "example",
+                     *           "id": "example",
+                     *           "instance_id": "example",
+                     *           "last_exit_code": 1,
+                     *           "last_stderr": "example",
+                     *           "last_stdout": "example",
+                     *           "locked_resource": "example",
+                     *           "max_attempts": 1,
+                     *           "organization_id": "example",
+                     *           "preview_database_id": "example",
+                     *           "project_id": "example",
+                     *           "result": {},
+                     *           "retry_classification": "example",
+                     *           "started_at": "2026-01-31T12:00:00Z",
+                     *           "state": "pending",
+                     *           "type": "example",
+                     *           "updated_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ],
+                     *       "plan": {
+                     *         "ai_uses_per_month": 1,
+                     *         "cpu_cores": 1.5,
+                     *         "kv_memory_mb": 1,
+                     *         "max_connections": 1,
+                     *         "memory_bytes": 1,
+                     *         "name": "example",
+                     *         "previews_limit": 1,
+                     *         "storage_limit_bytes": 1
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["PlanChange"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    deletePlansByName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "deleted": true,
+                     *       "name": "example"
+                     *     } */
+                    "application/json": components["schemas"]["DeletedPlan"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
     deletePreviewDatabasesByPreviewID: {
         parameters: {
             query?: never;
@@ -7999,6 +8642,316 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getProgramApplications: {
+        parameters: {
+            query?: {
+                /** @description only applications of this status */
+                status?: string;
+                /** @description number of applications, newest first */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "program_applications": [
+                     *         {
+                     *           "company_name": "example",
+                     *           "company_website": "example",
+                     *           "contact_name": "example",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "decided_at": "2026-01-31T12:00:00Z",
+                     *           "decided_by_user_id": "example",
+                     *           "discount_code": "example",
+                     *           "discount_id": "example",
+                     *           "email": "example",
+                     *           "id": "example",
+                     *           "locale": "example",
+                     *           "operator_note": "example",
+                     *           "program": "startup",
+                     *           "referral_source": "example",
+                     *           "segment": "example",
+                     *           "service_token_id": "example",
+                     *           "status": "received",
+                     *           "team_size": 1,
+                     *           "updated_at": "2026-01-31T12:00:00Z",
+                     *           "use_case": "example"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["ProgramApplicationList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    postProgramApplications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "company_name": "example",
+                 *       "contact_name": "example",
+                 *       "email": "example",
+                 *       "program": "startup",
+                 *       "segment": "example",
+                 *       "team_size": 1,
+                 *       "use_case": "example"
+                 *     } */
+                "application/json": components["schemas"]["CreateProgramApplicationRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "program_application": {
+                     *         "company_name": "example",
+                     *         "company_website": "example",
+                     *         "contact_name": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "decided_at": "2026-01-31T12:00:00Z",
+                     *         "decided_by_user_id": "example",
+                     *         "discount_code": "example",
+                     *         "discount_id": "example",
+                     *         "email": "example",
+                     *         "id": "example",
+                     *         "locale": "example",
+                     *         "operator_note": "example",
+                     *         "program": "startup",
+                     *         "referral_source": "example",
+                     *         "segment": "example",
+                     *         "service_token_id": "example",
+                     *         "status": "received",
+                     *         "team_size": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "use_case": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ProgramApplicationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getProgramApplicationsByApplicationID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the application ID */
+                applicationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "program_application": {
+                     *         "company_name": "example",
+                     *         "company_website": "example",
+                     *         "contact_name": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "decided_at": "2026-01-31T12:00:00Z",
+                     *         "decided_by_user_id": "example",
+                     *         "discount_code": "example",
+                     *         "discount_id": "example",
+                     *         "email": "example",
+                     *         "id": "example",
+                     *         "locale": "example",
+                     *         "operator_note": "example",
+                     *         "program": "startup",
+                     *         "referral_source": "example",
+                     *         "segment": "example",
+                     *         "service_token_id": "example",
+                     *         "status": "received",
+                     *         "team_size": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "use_case": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ProgramApplicationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    postProgramApplicationsByApplicationIDApprove: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the application ID */
+                applicationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "percent_off": 1.5
+                 *     } */
+                "application/json": components["schemas"]["ApproveProgramApplicationRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "program_application": {
+                     *         "company_name": "example",
+                     *         "company_website": "example",
+                     *         "contact_name": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "decided_at": "2026-01-31T12:00:00Z",
+                     *         "decided_by_user_id": "example",
+                     *         "discount_code": "example",
+                     *         "discount_id": "example",
+                     *         "email": "example",
+                     *         "id": "example",
+                     *         "locale": "example",
+                     *         "operator_note": "example",
+                     *         "program": "startup",
+                     *         "referral_source": "example",
+                     *         "segment": "example",
+                     *         "service_token_id": "example",
+                     *         "status": "received",
+                     *         "team_size": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "use_case": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ProgramApplicationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    postProgramApplicationsByApplicationIDReject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the application ID */
+                applicationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["RejectProgramApplicationRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "program_application": {
+                     *         "company_name": "example",
+                     *         "company_website": "example",
+                     *         "contact_name": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "decided_at": "2026-01-31T12:00:00Z",
+                     *         "decided_by_user_id": "example",
+                     *         "discount_code": "example",
+                     *         "discount_id": "example",
+                     *         "email": "example",
+                     *         "id": "example",
+                     *         "locale": "example",
+                     *         "operator_note": "example",
+                     *         "program": "startup",
+                     *         "referral_source": "example",
+                     *         "segment": "example",
+                     *         "service_token_id": "example",
+                     *         "status": "received",
+                     *         "team_size": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "use_case": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ProgramApplicationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
     getProjects: {
         parameters: {
             query?: {
@@ -8032,7 +8985,7 @@ export interface operations {
                      *           "max_connections": 1,
                      *           "name": "example",
                      *           "organization_id": "example",
-                     *           "plan": "free",
+                     *           "plan": "example",
                      *           "pooled_port": 1,
                      *           "postgres_version": "example",
                      *           "primary_instance_id": "example",
@@ -8122,7 +9075,7 @@ export interface operations {
                      *         "max_connections": 1,
                      *         "name": "example",
                      *         "organization_id": "example",
-                     *         "plan": "free",
+                     *         "plan": "example",
                      *         "pooled_port": 1,
                      *         "postgres_version": "example",
                      *         "primary_instance_id": "example",
@@ -8183,7 +9136,7 @@ export interface operations {
                      *         "max_connections": 1,
                      *         "name": "example",
                      *         "organization_id": "example",
-                     *         "plan": "free",
+                     *         "plan": "example",
                      *         "pooled_port": 1,
                      *         "postgres_version": "example",
                      *         "primary_instance_id": "example",
@@ -8314,7 +9267,7 @@ export interface operations {
                      *         "max_connections": 1,
                      *         "name": "example",
                      *         "organization_id": "example",
-                     *         "plan": "free",
+                     *         "plan": "example",
                      *         "pooled_port": 1,
                      *         "postgres_version": "example",
                      *         "primary_instance_id": "example",
@@ -13478,6 +14431,151 @@ export interface operations {
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getServiceTokens: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "service_tokens": [
+                     *         {
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "created_by_user_id": "example",
+                     *           "id": "example",
+                     *           "is_active": true,
+                     *           "last_used_at": "2026-01-31T12:00:00Z",
+                     *           "name": "example",
+                     *           "revoked_at": "2026-01-31T12:00:00Z",
+                     *           "scopes": [
+                     *             "example"
+                     *           ],
+                     *           "token_prefix": "example"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["ServiceTokenList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    postServiceTokens: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "name": "example"
+                 *     } */
+                "application/json": components["schemas"]["CreateServiceTokenRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "plaintext_token": "example",
+                     *       "service_token": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "created_by_user_id": "example",
+                     *         "id": "example",
+                     *         "is_active": true,
+                     *         "last_used_at": "2026-01-31T12:00:00Z",
+                     *         "name": "example",
+                     *         "revoked_at": "2026-01-31T12:00:00Z",
+                     *         "scopes": [
+                     *           "example"
+                     *         ],
+                     *         "token_prefix": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["CreatedServiceToken"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    deleteServiceTokensByTokenID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the token ID */
+                tokenID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "service_token": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "created_by_user_id": "example",
+                     *         "id": "example",
+                     *         "is_active": true,
+                     *         "last_used_at": "2026-01-31T12:00:00Z",
+                     *         "name": "example",
+                     *         "revoked_at": "2026-01-31T12:00:00Z",
+                     *         "scopes": [
+                     *           "example"
+                     *         ],
+                     *         "token_prefix": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ServiceTokenResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
         };
     };
     getSignup: {
