@@ -39,9 +39,14 @@ func TestEveryMutatingRouteIsAudited(t *testing.T) {
 			if r.status != rt.Status {
 				t.Fatalf("the fixture call must succeed to show its audit event: %d, want %d\n%s", r.status, rt.Status, r.body)
 			}
-			checkAudited(t, b, rt.Method+" "+path, cred, last, "")
+			checkAudited(t, b, rt.Method+" "+path, cred, last, unchanged[name])
 		})
 	}
+}
+
+// unchanged are the mutating routes whose fixture call changes nothing, so writes no audit event (why).
+var unchanged = map[string]string{
+	"POST /v1/organizations/{orgID}/referral-code": "the fixtures made the code: a second POST returns it",
 }
 
 // deletesLast orders routes so that deletes come last, so that what they remove is still there for the

@@ -109,7 +109,11 @@ func newFixtures(b *bundle) *fixtures {
 	}
 	f.params["queryID"] = fixtureParam{value: sq.json["saved_query"].(map[string]any)["id"].(string), project: f.prjA.ID}
 	f.params["runID"] = fixtureParam{value: "fixture-run", project: f.prjA.ID}
-	// A sign-up invite (operators'), and the organization's referral code.
+	// Sign-up open (POST /v1/signup succeeds), a sign-up invite (operators'), and the organization's
+	// referral code.
+	if err := b.svc.Tenancy().SetSignupMode(api.SignupModeOpen); err != nil {
+		b.t.Fatal(err)
+	}
 	if inv := b.do("POST", "/v1/signup-invites", f.operator, map[string]any{}); inv.status != http.StatusCreated {
 		b.t.Fatalf("mint a sign-up invite: %d %s", inv.status, inv.body)
 	} else {
@@ -365,6 +369,10 @@ func (f *fixtures) programFixtures() {
 	f.bodies["POST /v1/program-applications/{applicationID}/approve"] = map[string]any{"percent_off": 25, "duration_months": 3}
 	f.bodies["POST /v1/program-applications/{applicationID}/reject"] = map[string]any{"operator_note": "fixture"}
 	f.bodies["POST /v1/service-tokens"] = map[string]any{"name": "fixture minted"}
+	// The referrals' and sign-up's (the referral code itself is made with the fixtures above).
+	f.bodies["PATCH /v1/organizations/{orgID}/referral-code"] = map[string]any{"discount_id": "co_fixture"}
+	f.bodies["POST /v1/signup"] = map[string]any{"email": "fixture-signup@example.com", "password": "a long enough password",
+		"organization_name": "Fixture sign-up"}
 }
 
 // programApplication is a valid submission from email.
