@@ -51,7 +51,7 @@ metadata store directly.`,
 			return nil
 		},
 	}
-	add.Flags().StringVar(&dataDir, "data-dir", envDefault("APPLIANCE_DATA_DIR", defaultDataDir()), "data directory (APPLIANCE_DATA_DIR)")
+	add.Flags().StringVar(&dataDir, "data-dir", envDefault("APPLIANCE_DATA_DIR", node.Defaults().DataDir), "data directory (APPLIANCE_DATA_DIR)")
 	add.Flags().StringVar(&name, "name", "", "display name of a new user")
 	ops.AddCommand(add)
 	return ops

