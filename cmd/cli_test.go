@@ -97,6 +97,7 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 	e := &cliEnv{t: t, env: env, svc: svc, url: ts.URL, caPath: ca.CertPath(), boot: boot, kvAddr: kvAddr,
 		cfgPath: filepath.Join(t.TempDir(), "cli", "config.json")}
 	t.Setenv("APPLIANCE_CONFIG", e.cfgPath)
+	t.Setenv("APPLIANCE_DATA_DIR", t.TempDir()) // no local appliance (the machine's must not answer)
 	for _, v := range []string{"APPLIANCE_API_URL", "APPLIANCE_API_KEY", "APPLIANCE_CA_CERT", "APPLIANCE_PASSWORD", "APPLIANCE_EMAIL"} {
 		t.Setenv(v, "")
 	}

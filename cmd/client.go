@@ -211,23 +211,45 @@ type conn struct {
 	key    string // the API key; empty when none is known
 	caCert string // path or inline PEM; empty: system roots
 	cfg    *cliConfig
+	source string // where apiURL came from (appliance status prints it)
+	// local is the local appliance whose bootstrap.json was refused (login is the command to run), when
+	// nothing else named an API.
+	local *localAppliance
 }
 
 // resolve applies the precedence flag > environment > config. The config's key and CA are used only for
-// the API URL they were saved for, so that pointing --api elsewhere never sends the saved key there.
-func (o *clientOpts) resolve() (*conn, error) {
+// the API URL they were saved for, so that pointing --api elsewhere never sends the saved key there. With
+// none of them, the local appliance's credentials (findLocalAppliance), said so on notes (nil: silently).
+func (o *clientOpts) resolve(notes io.Writer) (*conn, error) {
 	cfg, err := loadConfig()
 	if err != nil {
 		return nil, err
 	}
 	c := &conn{cfg: cfg}
 	raw := firstNonEmpty(o.api, os.Getenv("APPLIANCE_API_URL"))
-	if raw != "" {
+	switch {
+	case raw != "":
 		if c.apiURL, err = normalizeAPIURL(raw); err != nil {
 			return nil, err
 		}
-	} else if cfg.APIURL != "" {
+		c.source = "--api"
+		if o.api == "" {
+			c.source = "APPLIANCE_API_URL"
+		}
+	case cfg.APIURL != "":
 		c.apiURL = cfg.APIURL
+		c.source = "the CLI config"
+		if p, err := configPath(); err == nil {
+			c.source += " (" + p + ")"
+		}
+	case o.apiKey == "" && os.Getenv("APPLIANCE_API_KEY") == "":
+		if l := findLocalAppliance(); l != nil && l.boot != nil {
+			l.use(c, notes)
+			c.caCert = firstNonEmpty(o.caCert, os.Getenv("APPLIANCE_CA_CERT"), c.caCert)
+			return c, nil
+		} else if l != nil {
+			c.local = l
+		}
 	}
 	sameAPI := c.apiURL != "" && cfg.APIURL != "" && sameURL(c.apiURL, cfg.APIURL)
 	c.key = firstNonEmpty(o.apiKey, os.Getenv("APPLIANCE_API_KEY"))
@@ -245,8 +267,11 @@ func (o *clientOpts) resolve() (*conn, error) {
 // credential (CLI login start and poll, sign-in, ephemeral databases).
 func (c *conn) client(anonymous bool) (*apiClient, error) {
 	switch {
+	case c.apiURL == "" && c.local != nil:
+		return nil, fmt.Errorf("no API URL, and the local appliance's credentials in %s are not for you: %s. Log in to it with:\n  %s",
+			c.local.path, c.local.refused, c.local.login)
 	case c.apiURL == "":
-		return nil, errors.New("no API URL: pass --api URL (or set APPLIANCE_API_URL), or run `appliance login --api URL` first")
+		return nil, errors.New("no API URL: pass --api URL (or set APPLIANCE_API_URL), or run `appliance login --api URL` first (no appliance runs on this machine's data directory: start one with `appliance up`)")
 	case anonymous:
 		return newAPIClient(c.apiURL, "", c.caCert)
 	case c.key == "":
@@ -256,8 +281,8 @@ func (c *conn) client(anonymous bool) (*apiClient, error) {
 }
 
 // client resolves the connection and returns its client (see conn.client).
-func (o *clientOpts) client(anonymous bool) (*apiClient, error) {
-	cn, err := o.resolve()
+func (o *clientOpts) client(anonymous bool, notes io.Writer) (*apiClient, error) {
+	cn, err := o.resolve(notes)
 	if err != nil {
 		return nil, err
 	}

@@ -130,7 +130,7 @@ func newAPICmd[Res any](o *clientOpts, s apiCmd[Res]) *cobra.Command {
 			}
 		}
 		var err error
-		x.cl, err = o.client(s.Anonymous || s.Client != nil)
+		x.cl, err = o.client(s.Anonymous || s.Client != nil, c.ErrOrStderr())
 		if err == nil && s.Client != nil {
 			x.cl, err = s.Client(x)
 		}

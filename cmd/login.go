@@ -62,7 +62,7 @@ func runLogin(c *cobra.Command, o *clientOpts, lo loginOpts) error {
 	if lo.interval <= 0 {
 		return errors.New("--poll-interval must be positive")
 	}
-	cn, err := o.resolve()
+	cn, err := o.resolve(c.ErrOrStderr())
 	if err != nil {
 		return err
 	}
