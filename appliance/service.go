@@ -45,11 +45,14 @@ type Config struct {
 	CACertPath string // the appliance CA certificate clients verify servers against
 	ListenHost string // address instances and poolers listen on (default 127.0.0.1)
 	DataDir    string // the appliance's data directory (instances live under it)
-	Ports      PortRange
-	Spares     int // prepared clusters kept ready for provisioning (0: none, every project runs initdb)
-	Region     string
-	KeyPrefix  string // API keys look like <KeyPrefix>_live_<random>
-	Version    string
+	// NoSync runs every instance without durability (fsync, synchronous_commit, full_page_writes off):
+	// a throwaway appliance's (up --ephemeral, tests); never one whose data matters.
+	NoSync    bool
+	Ports     PortRange
+	Spares    int // prepared clusters kept ready for provisioning (0: none, every project runs initdb)
+	Region    string
+	KeyPrefix string // API keys look like <KeyPrefix>_live_<random>
+	Version   string
 	// PasswordCost is the bcrypt cost of stored password hashes (0: bcrypt.DefaultCost). Tests lower it.
 	PasswordCost int
 	// Outbound is the destination policy of connections made for tenants (nil: the defaults).

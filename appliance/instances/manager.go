@@ -41,6 +41,8 @@ type Config struct {
 	Cgroups *cgroups.Groups
 	// Limits are a project's memory and CPU (its plan's).
 	Limits func(prj *store.Project) cgroups.Limits
+	// NoSync: the instances run without durability (postgres.Instance.NoSync), for throwaway appliances.
+	NoSync bool
 }
 
 // Manager runs the instances.
@@ -74,7 +76,7 @@ func (m *Manager) Instance(rec *store.Instance) *postgres.Instance {
 	if rec.BinDir != "" && rec.BinDir != bin.Dir {
 		bin = postgres.Binaries{Dir: rec.BinDir, Major: rec.Major}
 	}
-	return &postgres.Instance{ID: rec.ID, Dir: rec.Dir, ListenHost: m.cfg.ListenHost, Port: rec.Port, Bin: bin, User: m.cfg.User}
+	return &postgres.Instance{ID: rec.ID, Dir: rec.Dir, ListenHost: m.cfg.ListenHost, Port: rec.Port, Bin: bin, User: m.cfg.User, NoSync: m.cfg.NoSync}
 }
 
 // Pooler is the PgBouncer of an instance record (its pool size from the project's max_connections).

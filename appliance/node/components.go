@@ -171,7 +171,7 @@ func (u *Node) serviceComponent() *component {
 				Live: cfg.EphemeralMax, StorageBytes: mib(cfg.EphemeralStorageMB), TotalStorageBytes: mib(cfg.EphemeralTotalStorageMB),
 				MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: mib(cfg.EphemeralMemoryMB),
 				TempFileBytes: mib(cfg.EphemeralStorageMB)},
-			WALProgram: walProgram}, deps)
+			WALProgram: walProgram, NoSync: cfg.Ephemeral}, deps)
 		u.svc = svc
 		if err := svc.StartWAL(ctx); err != nil {
 			return err

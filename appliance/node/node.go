@@ -51,6 +51,12 @@ type Config struct {
 	EphemeralMax, EphemeralStorageMB, EphemeralTotalStorageMB, EphemeralMemoryMB, EphemeralConnections  int
 	Cgroups                                                                                             string
 	BillingProvider, StripeSecretKeyFile, StripeWebhookSecretFile, StripeAPIURL                         string
+	// Ephemeral makes a throwaway appliance (up --ephemeral, ephemeral.go): DataDir is the directory its
+	// new temporary data directory is made in ("": the system's), every listener takes a free port, the
+	// instances run without durability, and Stop removes everything. ExitWithParent stops it when the
+	// process that started it is gone; EnvFile is where up writes its credentials in dotenv form.
+	Ephemeral, ExitWithParent bool
+	EnvFile                   string
 
 	// Version is the appliance's version (not a flag: the binary's, cmd.Version), reported by /status and
 	// printed at start.
@@ -86,6 +92,7 @@ type Node struct {
 	kvREST *kvproxy.REST
 
 	boot       *appliance.Bootstrap // the first start's credentials (nil on a later start)
+	eph        *ephemeral           // a throwaway appliance's directory and guard (nil: not one)
 	components []*component
 }
 
@@ -93,10 +100,22 @@ type Node struct {
 // component in order (those started are stopped again when one fails). It prints where the appliance
 // answers to out, and on a first start its credentials.
 func Start(ctx context.Context, cfg Config, out io.Writer) (_ *Node, err error) {
+	var eph *ephemeral
+	if cfg.Ephemeral {
+		if eph, cfg, err = startEphemeral(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				eph.finish()
+			}
+		}()
+	}
 	u, err := prepareUp(ctx, cfg, out)
 	if err != nil {
 		return nil, err
 	}
+	u.eph = eph
 	// The background lane of this process: the job runner's bookkeeping and the webhook deliveries work in
 	// it, paced by the API's and the key-value fronts' requests. Its threads live as long as the process.
 	u.lane = lane.NewBackground()
@@ -125,6 +144,9 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (_ *Node, err error) 
 func (u *Node) Stop(ctx context.Context) {
 	stopAll(ctx, u.components, u.log)
 	u.close()
+	if u.eph != nil {
+		u.eph.finish()
+	}
 }
 
 // Run is Start, then Stop once ctx is done (`appliance up`).
@@ -143,6 +165,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 
 // APIURL is the HTTPS API's base URL (the dashboard's too).
 func (u *Node) APIURL() string { return u.apiURL }
+
+// Config is the configuration the appliance runs with (a throwaway one's: on its own directory and ports).
+func (u *Node) Config() Config { return u.cfg }
 
 // DataDir is the data directory (absolute).
 func (u *Node) DataDir() string { return u.dataDir }

@@ -263,6 +263,9 @@ func applianceFile(i *Instance) []byte {
 	fmt.Fprintf(&b, "port = %d\n", i.Port)
 	b.WriteString("unix_socket_directories = ''\n") // TCP only: no socket path length limit, no peer auth
 	b.WriteString("ssl = on\n")
+	if i.NoSync {
+		b.WriteString("fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n") // throwaway: see Instance.NoSync
+	}
 	fmt.Fprintf(&b, "ssl_cert_file = %s\n", confQuote(i.CertFile()))
 	fmt.Fprintf(&b, "ssl_key_file = %s\n", confQuote(i.KeyFile()))
 	fmt.Fprintf(&b, "ssl_ca_file = %s\n", confQuote(i.CAFile()))

@@ -50,6 +50,9 @@ type Instance struct {
 	Port       int      // the direct port
 	Bin        Binaries // initdb, pg_ctl, pg_config
 	User       *daemon.OSUser
+	// NoSync runs the server with fsync, synchronous_commit and full_page_writes off: a crash of the
+	// machine may lose or corrupt its data. For throwaway appliances only (up --ephemeral, tests).
+	NoSync bool
 }
 
 var _ daemon.Process = (*Instance)(nil)
