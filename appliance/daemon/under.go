@@ -56,4 +56,3 @@ func names(cmd, dir string) bool {
 		}
 	}
 }
-
