@@ -18,8 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/theappliance/appliance/appliance/apptest"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/apptest"
 	"github.com/theappliance/appliance/appliance/daemon"
 )
 
