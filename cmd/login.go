@@ -81,7 +81,7 @@ func runLogin(c *cobra.Command, o *clientOpts, lo loginOpts) error {
 		fmt.Fprintf(out, "Waiting for approval of login session %s (Ctrl-C to stop)...\n", p.SessionID)
 		return waitForLogin(ctx, c, cl, cn.cfg, p, lo)
 	}
-	if o.api == "" && os.Getenv("APPLIANCE_API_URL") == "" && cn.apiURL != "" {
+	if o.api == "" && os.Getenv("APPLIANCE_API_URL") == "" && cn.apiURL != "" && cn.local == nil && strings.HasPrefix(cn.source, "the CLI config") {
 		fmt.Fprintf(c.ErrOrStderr(), "Logging in to %s (from the CLI config; choose another with --api).\n", cn.apiURL)
 	}
 	cl, err := cn.client(true)
