@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/apptest"
+	"github.com/theappliance/appliance/appliance/daemon"
+)
+
+// BenchmarkUpEphemeral measures `appliance up --ephemeral` (issue 32), BENCH_RUNS times (default 5), one
+// after the other, on a cold state (no spare clusters): from the start of the process to its JSON line
+// ("up"), to the first project's SELECT 1 answered over its direct URL ("select1": the project created
+// through the API, its job polled every 50 ms as apptest does), and from SIGTERM to nothing left (the
+// process gone, its directory removed, no process of it: "teardown"). It reports the median of each.
+func BenchmarkUpEphemeral(b *testing.B) {
+	runs := envInt(b, "BENCH_RUNS", 5)
+	b.Logf("load average before: %s", loadavg())
+	bin := filepath.Join(b.TempDir(), "appliance")
+	if out, err := exec.Command("go", "build", "-o", bin, "..").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	var up, sel, down []time.Duration
+	for range runs {
+		t0 := time.Now()
+		cmd := exec.Command(bin, "up", "--ephemeral", "--no-install", "--log-level", "warn")
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		line, err := bufio.NewReader(stdout).ReadBytes('\n')
+		if err != nil {
+			cmd.Process.Kill()
+			b.Fatalf("no JSON line: %v", err)
+		}
+		tUp := time.Since(t0)
+		var cr struct {
+			APIURL  string `json:"api_url"`
+			CACert  string `json:"ca_cert"`
+			APIKey  string `json:"api_key"`
+			DataDir string `json:"data_dir"`
+		}
+		if err := json.Unmarshal(line, &cr); err != nil {
+			b.Fatal(err)
+		}
+		cl, err := apptest.NewClient(cr.APIURL, []byte(cr.CACert), cr.APIKey)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, dsn, err := cl.CreateProject(b.Context(), "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		conn, err := pgx.Connect(b.Context(), dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var one int
+		if err := conn.QueryRow(b.Context(), "SELECT 1").Scan(&one); err != nil {
+			b.Fatal(err)
+		}
+		tSel := time.Since(t0)
+		conn.Close(b.Context())
+		t1 := time.Now()
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			b.Fatalf("exit: %v", err)
+		}
+		dir := filepath.Dir(cr.DataDir)
+		for {
+			_, err := os.Stat(dir)
+			if errors.Is(err, os.ErrNotExist) && len(daemon.ProcessesUnder(dir)) == 0 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		tDown := time.Since(t1)
+		b.Logf("run: up %v, select1 %v, teardown %v", tUp.Round(time.Millisecond), tSel.Round(time.Millisecond), tDown.Round(time.Millisecond))
+		up, sel, down = append(up, tUp), append(sel, tSel), append(down, tDown)
+	}
+	b.Logf("median of %d: up %v, up → first project's SELECT 1 %v, SIGTERM → nothing left %v; load average after: %s",
+		runs, median(up).Round(time.Millisecond), median(sel).Round(time.Millisecond), median(down).Round(time.Millisecond), loadavg())
+	b.ReportMetric(float64(median(sel).Milliseconds()), "ms-to-select1")
+}
