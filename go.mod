@@ -3,6 +3,7 @@ module github.com/theappliance/appliance
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/andybalholm/brotli v1.2.3
 	github.com/caddyserver/certmagic v0.25.6
 	github.com/fergusstrange/embedded-postgres v1.34.0
@@ -31,7 +32,6 @@ require (
 )
 
 require (
-	github.com/BurntSushi/toml v1.6.0 // indirect
 	github.com/caddyserver/zerossl v0.1.6 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect

@@ -22,6 +22,9 @@ directory, what its /status says of the store: the last upload, the WAL lag in b
 refuse to start. Takes the same flags and environment variables as up.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := loadUpConfig(c, &cfg); err != nil {
+				return err
+			}
 			checks, _ := node.Doctor{Status: runningComponent}.Run(c.Context(), cfg)
 			if printChecks(c.OutOrStdout(), checks) {
 				return errDoctorFailed

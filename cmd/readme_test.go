@@ -39,7 +39,7 @@ func TestREADMEListsEveryUpFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, fl := range upFlagTable(&cfg) {
-		env := "APPLIANCE_" + strings.ToUpper(strings.ReplaceAll(fl.name, "-", "_"))
+		env := upEnv(fl.name)
 		if !strings.Contains(fl.usage, env) {
 			t.Errorf("the help of --%s does not name %s", fl.name, env)
 		}

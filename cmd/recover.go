@@ -28,6 +28,9 @@ data directory finishes the job: the projects already restored are verified and 
 wiped and restored again (the record is <data-dir>/` + appliance.RecoveryProgressFile + `).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := loadUpConfig(c, &cfg); err != nil {
+				return err
+			}
 			return runRecover(c.Context(), cfg, o, c.OutOrStdout())
 		},
 	}

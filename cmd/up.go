@@ -30,6 +30,9 @@ func init() {
 		Short: "Run the appliance (API, scheduler, instances) until interrupted",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := loadUpConfig(c, &cfg); err != nil {
+				return err
+			}
 			if cfg.Ephemeral {
 				ephemeralDefaults(c, &cfg)
 				return runUpWith(c.Context(), cfg, c.ErrOrStderr(), c.OutOrStdout())
@@ -53,6 +56,7 @@ func upFlags(cmd *cobra.Command, cfg *UpConfig) {
 func upFlagTable(cfg *UpConfig) []upFlag {
 	def := node.Defaults()
 	return []upFlag{
+		flagOf("config", &cfg.ConfigFile, def.ConfigFile, "TOML file of up's settings, each under its flag's name, e.g. listen = \"0.0.0.0:7443\" (APPLIANCE_UP_CONFIG); the environment and the flags override it; appliance config print shows what applies and why"),
 		flagOf("data-dir", &cfg.DataDir, def.DataDir, "data directory (APPLIANCE_DATA_DIR)"),
 		flagOf("listen", &cfg.Listen, def.Listen, "host:port of the HTTPS API (APPLIANCE_LISTEN); port 0 picks a free one"),
 		flagOf("public-host", &cfg.PublicHost, def.PublicHost, "host name clients use to reach databases (APPLIANCE_PUBLIC_HOST)"),
@@ -141,10 +145,19 @@ type upFlag struct {
 	check            func() error // the flag's checks of its value (parseFlags)
 }
 
+// upEnv is the environment variable of up's flag name: APPLIANCE_ and the name in capitals, but
+// APPLIANCE_UP_CONFIG for --config (APPLIANCE_CONFIG is the CLI's config file).
+func upEnv(name string) string {
+	if name == "config" {
+		return "APPLIANCE_UP_CONFIG"
+	}
+	return "APPLIANCE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
 // flagOf is the flag name filling *p, with default def; each check says what is wrong with a value ("":
 // nothing).
 func flagOf[T string | int | bool | time.Duration](name string, p *T, def T, usage string, checks ...func(T) string) upFlag {
-	env := "APPLIANCE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+	env := upEnv(name)
 	return upFlag{name: name, usage: usage, def: fmt.Sprint(def), bind: func(f *pflag.FlagSet) {
 		switch p := any(p).(type) {
 		case *string:

@@ -20,7 +20,7 @@ import (
 // spare clusters are kept.
 func ephemeralDefaults(c *cobra.Command, cfg *UpConfig) {
 	given := func(flag string) bool {
-		return c.Flags().Changed(flag) || os.Getenv("APPLIANCE_"+strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))) != ""
+		return c.Flags().Changed(flag) || os.Getenv(upEnv(flag)) != "" || cfgFileSet(c, flag)
 	}
 	if !given("data-dir") {
 		cfg.DataDir = ""

@@ -57,6 +57,8 @@ type Config struct {
 	// process that started it is gone; EnvFile is where up writes its credentials in dotenv form.
 	Ephemeral, ExitWithParent bool
 	EnvFile                   string
+	// ConfigFile is the TOML file up read these settings from ("": none; cmd reads it, Start does not).
+	ConfigFile string
 
 	// Version is the appliance's version (not a flag: the binary's, cmd.Version), reported by /status and
 	// printed at start.
