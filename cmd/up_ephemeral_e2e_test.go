@@ -137,6 +137,51 @@ func TestUpEphemeralLeavesNothing(t *testing.T) {
 	}
 }
 
+// TestUpEphemeralExitWithParent: `up --ephemeral --exit-with-parent` stops, leaving nothing, when the
+// process that started it is SIGKILLed.
+func TestUpEphemeralExitWithParent(t *testing.T) {
+	bin := e2eBuild(t)
+	parent := appliancetest.TraversableTempDir(t)
+	outFile := filepath.Join(t.TempDir(), "out.json")
+	sh := exec.Command("sh", "-c", `"$0" up --ephemeral --exit-with-parent --no-install --log-level warn --data-dir "$1" >"$2" & wait`, bin, parent, outFile)
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var cr struct {
+		APIURL  string `json:"api_url"`
+		PID     int    `json:"pid"`
+		DataDir string `json:"data_dir"`
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if b, err := os.ReadFile(outFile); err == nil && bytes.HasSuffix(b, []byte("\n")) {
+			if err := json.Unmarshal(b, &cr); err != nil {
+				t.Fatalf("%q: %v", b, err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			sh.Process.Kill()
+			t.Fatal("no JSON line")
+		}
+	}
+	sh.Process.Kill() // SIGKILL: the appliance is orphaned
+	sh.Wait()
+	dir := filepath.Dir(cr.DataDir)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		left := leftovers(dir, []string{strings.TrimPrefix(cr.APIURL, "https://")}, filepath.Dir(bin))
+		if syscall.Kill(cr.PID, 0) == nil {
+			left += "the appliance (pid " + strconv.Itoa(cr.PID) + ") runs; "
+		}
+		if left == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(cr.PID, syscall.SIGKILL)
+			t.Fatalf("after its parent's SIGKILL: %s", left)
+		}
+	}
+}
+
 // leftovers says what is left of a throwaway appliance ("": nothing): its directory, a process of it
 // (the guard runs the binary in binDir), a port still listening.
 func leftovers(dir string, addrs []string, binDir string) string {
