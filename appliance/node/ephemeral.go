@@ -196,10 +196,18 @@ func endProcessesUnder(dir string) {
 
 // cleanLeftovers removes the directories of throwaway appliances in parent whose owner is not alive: it
 // ends their processes first. A directory without an owner yet (an appliance starting) is left alone for
-// a minute.
+// a minute. Only real directories of this process's user are considered (in a shared /tmp another user's
+// name-alike is none of its business).
 func cleanLeftovers(parent string, log *slog.Logger) {
 	dirs, _ := filepath.Glob(filepath.Join(parent, ephemeralPrefix+"*"))
 	for _, d := range dirs {
+		fi, err := os.Lstat(d)
+		if err != nil || !fi.IsDir() {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+			continue
+		}
 		if ephemeralOwnerAlive(d) {
 			continue
 		}
