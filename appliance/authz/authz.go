@@ -176,6 +176,16 @@ func (p *Principal) OrganizationFilter(requested string) (string, error) {
 	return p.OrganizationID, nil
 }
 
+// RequireOperator refuses every caller but a platform operator's session or key (is_admin), and a service
+// token whatever it carries: what names the action in the 403 ("managing organizations is for platform
+// operators").
+func (p *Principal) RequireOperator(what string) error {
+	if p == nil || !p.IsAdmin || p.IsServiceToken() {
+		return apperr.Forbidden("%s is for platform operators", what)
+	}
+	return nil
+}
+
 // ServiceToken is the caller of a narrow service token (appliance/programapps): no organization, no user,
 // and exactly the one scope program_applications:create. The router admits it on the routes that take a
 // service token and refuses it everywhere else.

@@ -171,7 +171,7 @@ func checkText(field, v string, min, max int) error {
 
 // List lists the applications, newest first, only those of status when one is given.
 func (s *Service) List(ctx context.Context, p *authz.Principal, status string, limit int) (*api.ProgramApplicationList, error) {
-	if err := requireOperator(p, "reviewing program applications"); err != nil {
+	if err := p.RequireOperator("reviewing program applications"); err != nil {
 		return nil, err
 	}
 	if status != "" && !slices.Contains(api.Enums["ProgramApplicationStatus"], status) {
@@ -202,7 +202,7 @@ func (s *Service) List(ctx context.Context, p *authz.Principal, status string, l
 
 // Get reads one application.
 func (s *Service) Get(ctx context.Context, p *authz.Principal, id string) (*api.ProgramApplicationResponse, error) {
-	if err := requireOperator(p, "reviewing program applications"); err != nil {
+	if err := p.RequireOperator("reviewing program applications"); err != nil {
 		return nil, err
 	}
 	var out *api.ProgramApplicationResponse
@@ -222,7 +222,7 @@ func (s *Service) Get(ctx context.Context, p *authz.Principal, id string) (*api.
 // failure to record it gets the same one), then recorded on the application with the decision, audited,
 // and program_application.approved appended. Decided already: 409. Billing off: 409, nothing changes.
 func (s *Service) Approve(ctx context.Context, p *authz.Principal, id string, req *api.ApproveProgramApplicationRequest) (*api.ProgramApplicationResponse, error) {
-	if err := requireOperator(p, "approving program applications"); err != nil {
+	if err := p.RequireOperator("approving program applications"); err != nil {
 		return nil, err
 	}
 	note := strings.TrimSpace(req.OperatorNote)
@@ -255,7 +255,7 @@ func (s *Service) Approve(ctx context.Context, p *authz.Principal, id string, re
 // Reject rejects a received application with the operator's note, audited, and appends
 // program_application.rejected. Decided already: 409.
 func (s *Service) Reject(ctx context.Context, p *authz.Principal, id string, req *api.RejectProgramApplicationRequest) (*api.ProgramApplicationResponse, error) {
-	if err := requireOperator(p, "rejecting program applications"); err != nil {
+	if err := p.RequireOperator("rejecting program applications"); err != nil {
 		return nil, err
 	}
 	note := strings.TrimSpace(req.OperatorNote)

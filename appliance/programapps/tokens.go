@@ -14,15 +14,6 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// requireOperator refuses every caller but a platform operator (the router refuses them first; this
-// holds for any other caller of the area).
-func requireOperator(p *authz.Principal, what string) error {
-	if p == nil || !p.IsAdmin || p.IsServiceToken() {
-		return apperr.Forbidden("%s is for platform operators", what)
-	}
-	return nil
-}
-
 // IsServiceToken reports whether a presented credential is a service token by its form: svc_ and
 // base32, never an API key's _live_.
 func IsServiceToken(tok string) bool {
@@ -31,7 +22,7 @@ func IsServiceToken(tok string) bool {
 
 // CreateServiceToken mints a service token; its plaintext is in the answer once, only its hash is kept.
 func (s *Service) CreateServiceToken(ctx context.Context, p *authz.Principal, req *api.CreateServiceTokenRequest) (*api.CreatedServiceToken, error) {
-	if err := requireOperator(p, "minting service tokens"); err != nil {
+	if err := p.RequireOperator("minting service tokens"); err != nil {
 		return nil, err
 	}
 	name := strings.TrimSpace(req.Name)
@@ -56,7 +47,7 @@ func (s *Service) CreateServiceToken(ctx context.Context, p *authz.Principal, re
 
 // ListServiceTokens lists every service token, newest first (revoked ones too).
 func (s *Service) ListServiceTokens(ctx context.Context, p *authz.Principal) (*api.ServiceTokenList, error) {
-	if err := requireOperator(p, "listing service tokens"); err != nil {
+	if err := p.RequireOperator("listing service tokens"); err != nil {
 		return nil, err
 	}
 	out := &api.ServiceTokenList{ServiceTokens: []*api.ServiceToken{}}
@@ -76,7 +67,7 @@ func (s *Service) ListServiceTokens(ctx context.Context, p *authz.Principal) (*a
 
 // RevokeServiceToken revokes a service token: from the commit on it authenticates no more.
 func (s *Service) RevokeServiceToken(ctx context.Context, p *authz.Principal, id string) (*api.ServiceTokenResponse, error) {
-	if err := requireOperator(p, "revoking service tokens"); err != nil {
+	if err := p.RequireOperator("revoking service tokens"); err != nil {
 		return nil, err
 	}
 	var out *api.ServiceTokenResponse

@@ -16,18 +16,9 @@ import (
 
 var slugRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{1,38})[a-z0-9]$`)
 
-// requireOperator refuses every caller but a platform operator (the router refuses them first; this
-// holds for any other caller of the area).
-func requireOperator(p *authz.Principal) error {
-	if p == nil || !p.IsAdmin {
-		return apperr.Forbidden("managing organizations is for platform operators")
-	}
-	return nil
-}
-
 // CreateOrganization makes an organization, with its first owner when owner_email names one.
 func (s *Service) CreateOrganization(ctx context.Context, p *authz.Principal, req *api.CreateOrganizationRequest) (*api.CreatedOrganization, error) {
-	if err := requireOperator(p); err != nil {
+	if err := p.RequireOperator("managing organizations"); err != nil {
 		return nil, err
 	}
 	name, slug, explicit, err := s.orgName(req.Name, req.Slug)
@@ -131,7 +122,7 @@ func (s *Service) addOwner(tx *store.Tx, orgID, email string) (*store.User, stri
 
 // ListOrganizations lists every organization with its counts of projects and members, oldest first.
 func (s *Service) ListOrganizations(ctx context.Context, p *authz.Principal) (*api.OrganizationList, error) {
-	if err := requireOperator(p); err != nil {
+	if err := p.RequireOperator("managing organizations"); err != nil {
 		return nil, err
 	}
 	out := &api.OrganizationList{Organizations: []api.OrganizationSummary{}}
@@ -183,7 +174,7 @@ func liveProjects(tx *store.Tx, orgID string) ([]*store.Project, error) {
 // sessions are refused (the identity area reads suspended_at on each authentication), and a project.stop
 // job per project stops its server and pooler, keeping the data.
 func (s *Service) SuspendOrganization(ctx context.Context, p *authz.Principal, orgID string, req *api.SuspendOrganizationRequest) (*api.OrganizationJobs, error) {
-	if err := requireOperator(p); err != nil {
+	if err := p.RequireOperator("managing organizations"); err != nil {
 		return nil, err
 	}
 	reason := strings.TrimSpace(req.Reason)
@@ -203,7 +194,7 @@ func (s *Service) SuspendOrganization(ctx context.Context, p *authz.Principal, o
 // job per project starts its server again (followed by a project.apply_plan job when its plan changed
 // during the suspension).
 func (s *Service) ResumeOrganization(ctx context.Context, p *authz.Principal, orgID string) (*api.OrganizationJobs, error) {
-	if err := requireOperator(p); err != nil {
+	if err := p.RequireOperator("managing organizations"); err != nil {
 		return nil, err
 	}
 	return s.setSuspended(p, orgID, func(org *store.Organization) error {
@@ -277,7 +268,7 @@ func (s *Service) setSuspended(p *authz.Principal, orgID string, change func(*st
 // deleted first, each with its own job and approvals): its API keys are revoked, its members' memberships
 // and its invitations end; the users stay. Its audit events stay too.
 func (s *Service) DeleteOrganization(ctx context.Context, p *authz.Principal, orgID string) (*api.DeletedOrganization, error) {
-	if err := requireOperator(p); err != nil {
+	if err := p.RequireOperator("managing organizations"); err != nil {
 		return nil, err
 	}
 	out := &api.DeletedOrganization{Deleted: true, RevokedAPIKeys: []string{}}

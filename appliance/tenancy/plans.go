@@ -229,7 +229,7 @@ func (s *Service) ListPlans(ctx context.Context, p *authz.Principal) (*api.PlanL
 // (max_connections, memory and CPU) and key-value store (maxmemory). A project of a suspended organization
 // gets its job when the organization resumes.
 func (s *Service) PutPlan(ctx context.Context, p *authz.Principal, name string, req *api.PutPlanRequest) (*api.PlanChange, error) {
-	if err := requireOperator(p); err != nil {
+	if err := p.RequireOperator("managing plans and quotas"); err != nil {
 		return nil, err
 	}
 	plan := api.Plan{Name: name, MaxConnections: req.MaxConnections, StorageLimitBytes: req.StorageLimitBytes, KVMemoryMB: req.KVMemoryMB,
@@ -332,7 +332,7 @@ func (s *Service) applyPlan(tx *store.Tx, plan api.Plan) ([]*store.Job, error) {
 // DeletePlan deletes a plan no project uses (409 naming one that does); never the free plan, which new
 // projects get.
 func (s *Service) DeletePlan(ctx context.Context, p *authz.Principal, name string) (*api.DeletedPlan, error) {
-	if err := requireOperator(p); err != nil {
+	if err := p.RequireOperator("managing plans and quotas"); err != nil {
 		return nil, err
 	}
 	if name == api.PlanFree {
@@ -438,7 +438,7 @@ func (s *Service) ReplacePlans(ctx context.Context, cfg *api.PlansConfig) (chang
 
 // GetQuota is an organization's quota (platform operators).
 func (s *Service) GetQuota(ctx context.Context, p *authz.Principal, orgID string) (*api.OrganizationQuotaResponse, error) {
-	if err := requireOperator(p); err != nil {
+	if err := p.RequireOperator("managing plans and quotas"); err != nil {
 		return nil, err
 	}
 	var out *api.OrganizationQuotaResponse
@@ -460,7 +460,7 @@ func (s *Service) GetQuota(ctx context.Context, p *authz.Principal, orgID string
 // or, with default, drops it so the default applies again. Lowering a limit under what the organization
 // holds deletes nothing: it can make no more.
 func (s *Service) PatchQuota(ctx context.Context, p *authz.Principal, orgID string, req *api.PatchOrganizationQuotaRequest) (*api.OrganizationQuotaResponse, error) {
-	if err := requireOperator(p); err != nil {
+	if err := p.RequireOperator("managing plans and quotas"); err != nil {
 		return nil, err
 	}
 	some := req.ProjectsLimit != nil || req.PreviewsLimit != nil || req.StorageLimitBytes != nil

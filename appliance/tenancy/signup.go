@@ -192,7 +192,7 @@ func wireInvite(inv *store.SignupInvite, now time.Time) *api.SignupInvite {
 
 // CreateSignupInvite mints a sign-up invite (platform operators): its token and link are returned once.
 func (s *Service) CreateSignupInvite(ctx context.Context, p *authz.Principal, req *api.CreateSignupInviteRequest) (*api.CreatedSignupInvite, error) {
-	if err := requireOperator(p); err != nil {
+	if err := p.RequireOperator("managing sign-up invites"); err != nil {
 		return nil, err
 	}
 	email := strings.ToLower(strings.TrimSpace(req.Email))
@@ -235,7 +235,7 @@ func (s *Service) CreateSignupInvite(ctx context.Context, p *authz.Principal, re
 
 // ListSignupInvites lists the sign-up invites, newest first (platform operators).
 func (s *Service) ListSignupInvites(ctx context.Context, p *authz.Principal) (*api.SignupInviteList, error) {
-	if err := requireOperator(p); err != nil {
+	if err := p.RequireOperator("managing sign-up invites"); err != nil {
 		return nil, err
 	}
 	out := &api.SignupInviteList{SignupInvites: []*api.SignupInvite{}}
@@ -256,7 +256,7 @@ func (s *Service) ListSignupInvites(ctx context.Context, p *authz.Principal) (*a
 
 // RevokeSignupInvite revokes a pending sign-up invite (platform operators; 409 when used or revoked).
 func (s *Service) RevokeSignupInvite(ctx context.Context, p *authz.Principal, id string) (*api.SignupInviteResponse, error) {
-	if err := requireOperator(p); err != nil {
+	if err := p.RequireOperator("managing sign-up invites"); err != nil {
 		return nil, err
 	}
 	var out *api.SignupInviteResponse
