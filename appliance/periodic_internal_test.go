@@ -62,8 +62,10 @@ func TestPeriodicTasks(t *testing.T) {
 	}
 	s = New(Config{}, Deps{DB: db, Log: slog.New(slog.DiscardHandler), Billing: p})
 	tasks = s.periodic()
-	if last := tasks[len(tasks)-1]; len(tasks) != len(want)+1 || last.spec+" "+last.name != "@every 10m billing" {
-		t.Errorf("with billing, the tasks end with %s %s (%d tasks)", last.spec, last.name, len(tasks))
+	// and the referrals' rewards the provider could not be reached for, every 5 minutes.
+	if n := len(tasks); n != len(want)+2 || tasks[n-2].spec+" "+tasks[n-2].name != "@every 10m billing" ||
+		tasks[n-1].spec+" "+tasks[n-1].name != "@every 5m referral-rewards" {
+		t.Errorf("with billing, the tasks end with %s %s, %s %s (%d tasks)", tasks[n-2].spec, tasks[n-2].name, tasks[n-1].spec, tasks[n-1].name, n)
 	}
 }
 
