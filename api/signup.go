@@ -63,22 +63,24 @@ func init() {
 	Enums["ReferralStatus"] = []string{ReferralPending, ReferralRewarded, ReferralVoid}
 }
 
-// SignupInvite is an operator's invitation to sign up (its token is shown once, at creation).
+// SignupInvite is an operator's or an organization owner's invitation to sign up (its token is shown once,
+// at creation).
 type SignupInvite struct {
-	ID              string     `json:"id"`
-	Email           string     `json:"email" doc:"only this address may use it; empty: anyone holding the link"`
-	Note            string     `json:"note"`
-	State           string     `json:"state" enum:"SignupInviteState"`
-	CreatedByUserID string     `json:"created_by_user_id"`
-	CreatedAt       time.Time  `json:"created_at"`
-	ExpiresAt       time.Time  `json:"expires_at"`
-	UsedAt          *time.Time `json:"used_at" api:"nullable"`
-	UsedByUserID    string     `json:"used_by_user_id"`
-	OrganizationID  string     `json:"organization_id" doc:"the organization its sign-up made"`
-	RevokedAt       *time.Time `json:"revoked_at" api:"nullable"`
+	ID                      string     `json:"id"`
+	Email                   string     `json:"email" doc:"only this address may use it; empty: anyone holding the link"`
+	Note                    string     `json:"note"`
+	State                   string     `json:"state" enum:"SignupInviteState"`
+	CreatedByUserID         string     `json:"created_by_user_id"`
+	InvitedByOrganizationID string     `json:"invited_by_organization_id" doc:"the organization whose owner minted it; empty for a platform operator's (an addition)"`
+	CreatedAt               time.Time  `json:"created_at"`
+	ExpiresAt               time.Time  `json:"expires_at"`
+	UsedAt                  *time.Time `json:"used_at" api:"nullable"`
+	UsedByUserID            string     `json:"used_by_user_id"`
+	OrganizationID          string     `json:"organization_id" doc:"the organization its sign-up made"`
+	RevokedAt               *time.Time `json:"revoked_at" api:"nullable"`
 }
 
-// CreateSignupInviteRequest is POST /v1/signup-invites.
+// CreateSignupInviteRequest is POST /v1/signup-invites and POST /v1/organizations/{orgID}/signup-invites.
 type CreateSignupInviteRequest struct {
 	Email          string `json:"email" doc:"restrict the invite to this address (optional)"`
 	Note           string `json:"note" schema:"maxLength=200" doc:"who it is for, at most 200 characters (optional)"`
@@ -92,7 +94,7 @@ type CreatedSignupInvite struct {
 	URL          string        `json:"url" doc:"the dashboard's sign-up page with the token: send this link"`
 }
 
-// SignupInviteList is GET /v1/signup-invites.
+// SignupInviteList is GET /v1/signup-invites and GET /v1/organizations/{orgID}/signup-invites.
 type SignupInviteList struct {
 	SignupInvites []*SignupInvite `json:"signup_invites"`
 }

@@ -446,6 +446,19 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		call("DELETE", "/v1/signup-invites/"+id, "/v1/signup-invites/{inviteID}", operator, nil, 200)
 		call("DELETE", "/v1/signup-invites/"+id, "/v1/signup-invites/{inviteID}", operator, nil, 409)
 	}
+	osgi := "/v1/organizations/" + b.org.ID + "/signup-invites"
+	oinv := call("POST", osgi, "/v1/organizations/{orgID}/signup-invites", b.adminKey, map[string]any{"note": "a friend"}, 201)
+	call("POST", osgi, "/v1/organizations/{orgID}/signup-invites", b.adminKey, map[string]any{"expires_in_hours": 0.5}, 400)
+	call("GET", osgi, "/v1/organizations/{orgID}/signup-invites", b.adminKey, nil, 200)
+	if id, _ := oinv.json["signup_invite"].(map[string]any)["id"].(string); id != "" {
+		call("DELETE", osgi+"/"+id, "/v1/organizations/{orgID}/signup-invites/{inviteID}", b.adminKey, nil, 200)
+		call("DELETE", osgi+"/"+id, "/v1/organizations/{orgID}/signup-invites/{inviteID}", b.adminKey, nil, 409)
+	}
+	call("DELETE", osgi+"/sgi_nope", "/v1/organizations/{orgID}/signup-invites/{inviteID}", b.adminKey, nil, 404)
+	call("GET", "/v1/referrals", "/v1/referrals", operator, nil, 200)
+	call("GET", "/v1/referrals?status=void", "/v1/referrals", operator, nil, 200)
+	call("GET", "/v1/referrals?status=nope", "/v1/referrals", operator, nil, 400)
+	call("GET", "/v1/referrals", "/v1/referrals", owner, nil, 403)
 	rcode := "/v1/organizations/" + b.org.ID + "/referral-code"
 	call("GET", rcode, "/v1/organizations/{orgID}/referral-code", b.adminKey, nil, 200)
 	call("POST", rcode, "/v1/organizations/{orgID}/referral-code", b.adminKey, map[string]any{}, 200)

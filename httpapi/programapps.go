@@ -6,3 +6,7 @@ import "github.com/theappliance/appliance/api"
 func (s *Server) listProgramApplications(r *Request) (*api.ProgramApplicationList, error) {
 	return s.svc.ProgramApps().List(r.Context(), r.Principal, r.Str("status"), r.Int("limit"))
 }
+
+func (s *Server) listAllReferrals(r *Request) (*api.ReferralList, error) {
+	return s.svc.Referrals().ListAll(r.Context(), r.Principal, r.Str("status"))
+}

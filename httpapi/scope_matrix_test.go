@@ -119,6 +119,13 @@ func newFixtures(b *bundle) *fixtures {
 	} else {
 		f.params["inviteID"] = fixtureParam{value: inv.json["signup_invite"].(map[string]any)["id"].(string)}
 	}
+	// An invite the organization's owner minted, for the organization's revoke route.
+	var orgInviteID string
+	if inv := b.do("POST", "/v1/organizations/"+b.org.ID+"/signup-invites", b.adminKey, map[string]any{}); inv.status != http.StatusCreated {
+		b.t.Fatalf("mint an organization's sign-up invite: %d %s", inv.status, inv.body)
+	} else {
+		orgInviteID = inv.json["signup_invite"].(map[string]any)["id"].(string)
+	}
 	if rc := b.do("POST", "/v1/organizations/"+b.org.ID+"/referral-code", b.adminKey, map[string]any{}); rc.status != http.StatusOK {
 		b.t.Fatalf("make the referral code: %d %s", rc.status, rc.body)
 	}
@@ -174,6 +181,7 @@ func newFixtures(b *bundle) *fixtures {
 	src.App(b.t, "shop", "CREATE TABLE items (id int PRIMARY KEY)", "INSERT INTO items SELECT generate_series(1, 10)")
 	f.prjF = b.provision("follower", "development", "pro") // its plan allows the previews made on it below
 	f.routeParams = map[string]map[string]fixtureParam{}
+	f.routeParams["DELETE /v1/organizations/{orgID}/signup-invites/{inviteID}"] = map[string]fixtureParam{"inviteID": {value: orgInviteID}}
 	// Invitations: one of the organization's (to withdraw), two to the owner session's user from another
 	// organization (to accept and to decline).
 	elsewhere, _ := b.otherOrg("fixture-elsewhere")

@@ -2,20 +2,24 @@ package store
 
 import "time"
 
-// SignupInvite is an operator's invitation to sign up (up --signup invite): a link carrying a secret token,
-// of which only the hash is kept; used once, before it expires, unless revoked (appliance/tenancy).
+// SignupInvite is an operator's or an organization owner's invitation to sign up (up --signup invite): a
+// link carrying a secret token, of which only the hash is kept; used once, before it expires, unless
+// revoked (appliance/tenancy).
 type SignupInvite struct {
-	ID              string     `json:"id"`
-	TokenHash       string     `json:"token_hash"`
-	Email           string     `json:"email"` // "": anyone with the link; otherwise only this address
-	Note            string     `json:"note"`
-	CreatedByUserID string     `json:"created_by_user_id"`
-	CreatedAt       time.Time  `json:"created_at"`
-	ExpiresAt       time.Time  `json:"expires_at"`
-	UsedAt          *time.Time `json:"used_at"`
-	UsedByUserID    string     `json:"used_by_user_id"`
-	OrganizationID  string     `json:"organization_id"` // the organization its sign-up made
-	RevokedAt       *time.Time `json:"revoked_at"`
+	ID              string `json:"id"`
+	TokenHash       string `json:"token_hash"`
+	Email           string `json:"email"` // "": anyone with the link; otherwise only this address
+	Note            string `json:"note"`
+	CreatedByUserID string `json:"created_by_user_id"`
+	// InvitedByOrganizationID: the organization whose owner minted it ("": an operator's). Its sign-up
+	// still makes a new organization.
+	InvitedByOrganizationID string     `json:"invited_by_organization_id"`
+	CreatedAt               time.Time  `json:"created_at"`
+	ExpiresAt               time.Time  `json:"expires_at"`
+	UsedAt                  *time.Time `json:"used_at"`
+	UsedByUserID            string     `json:"used_by_user_id"`
+	OrganizationID          string     `json:"organization_id"` // the organization its sign-up made
+	RevokedAt               *time.Time `json:"revoked_at"`
 }
 
 // ReferralCode is an organization's referral code (one per organization), by its code (appliance/referrals).
@@ -57,6 +61,13 @@ type Referral struct {
 var (
 	SignupInvites       = newTable("signup_invites", func(r *SignupInvite) string { return r.ID })
 	SignupInvitesByHash = SignupInvites.index("hash", func(r *SignupInvite) []string { return []string{r.TokenHash} })
+	// SignupInvitesByOrg files the invites an organization's owners minted (operators' are not filed).
+	SignupInvitesByOrg = SignupInvites.index("org", func(r *SignupInvite) []string {
+		if r.InvitedByOrganizationID == "" {
+			return nil
+		}
+		return []string{r.InvitedByOrganizationID}
+	})
 
 	ReferralCodes      = newTable("referral_codes", func(r *ReferralCode) string { return r.Code })
 	ReferralCodesByOrg = ReferralCodes.index("org", func(r *ReferralCode) []string { return []string{r.OrganizationID} })

@@ -135,6 +135,16 @@ func (p *Principal) RequireAdminRole(action string) error {
 	return apperr.Forbidden("%s requires the organization admin role", action)
 }
 
+// RequireOwnerRole refuses callers without the organization owner role (platform operators and the system
+// pass), for the owner-only actions: a session carries its user's role, an API key its creator's current
+// role.
+func (p *Principal) RequireOwnerRole(action string) error {
+	if p.IsAdmin || p.AuthSource == ActorSystem || p.IDPOrganizationRole == RoleOwner {
+		return nil
+	}
+	return apperr.Forbidden("%s requires the organization owner role", action)
+}
+
 func isAdminRole(role string) bool { return role == RoleOwner || role == RoleAdmin }
 
 // RoleGrants reports whether the organization role grants scope s.

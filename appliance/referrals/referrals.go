@@ -254,6 +254,29 @@ func (s *Service) List(ctx context.Context, p *authz.Principal, orgID string) (*
 	return out, err
 }
 
+// ListAll returns every referral, newest first, only those of status when it is set (platform operators).
+func (s *Service) ListAll(ctx context.Context, p *authz.Principal, status string) (*api.ReferralList, error) {
+	if err := p.RequireOperator("listing every referral"); err != nil {
+		return nil, err
+	}
+	if status != "" && status != api.ReferralPending && status != api.ReferralRewarded && status != api.ReferralVoid {
+		return nil, apperr.Invalid("status must be pending, rewarded or void")
+	}
+	out := &api.ReferralList{Referrals: []*api.Referral{}}
+	err := s.db.View(func(tx *store.Tx) error {
+		refs, err := store.Referrals.All(tx, func(r *store.Referral) bool { return status == "" || r.Status == status })
+		if err != nil {
+			return apperr.Internal(err, "list referrals")
+		}
+		slices.SortFunc(refs, func(a, b *store.Referral) int { return b.CreatedAt.Compare(a.CreatedAt) })
+		for _, r := range refs {
+			out.Referrals = append(out.Referrals, Wire(r))
+		}
+		return nil
+	})
+	return out, err
+}
+
 // AtSignup records the referral of an organization signing up with code, in the sign-up's transaction:
 // nil when no organization has that code (the sign-up goes on; the caller reports the code invalid); void
 // when the referred is the referrer (the sign-up's e-mail, its +tag aside, is a member's of the

@@ -82,7 +82,7 @@ func (s *Service) SignUp(ctx context.Context, req *api.SignupRequest) (*api.Sign
 	}
 	token := strings.TrimSpace(req.InviteToken)
 	if mode == api.SignupModeInvite && token == "" {
-		return nil, apperr.Forbidden("sign-up on this appliance needs an invite: open the sign-up link an operator sent you")
+		return nil, apperr.Forbidden("sign-up on this appliance needs an invite: open the sign-up link an operator or an organization owner sent you")
 	}
 	code := strings.TrimSpace(req.ReferralCode)
 	if len(code) > 64 {
@@ -153,7 +153,7 @@ func (s *Service) SignUp(ctx context.Context, req *api.SignupRequest) (*api.Sign
 func (s *Service) usableInvite(tx *store.Tx, token, email string) (*store.SignupInvite, error) {
 	inv, err := store.SignupInvites.First(tx, store.SignupInvitesByHash, ids.Hash(token))
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apperr.Forbidden("the sign-up invite is not valid: ask an operator for a new link")
+		return nil, apperr.Forbidden("the sign-up invite is not valid: ask whoever sent it for a new link")
 	}
 	if err != nil {
 		return nil, apperr.Internal(err, "read the invite")
@@ -164,7 +164,7 @@ func (s *Service) usableInvite(tx *store.Tx, token, email string) (*store.Signup
 	case api.SignupInviteRevoked:
 		return nil, apperr.Forbidden("the sign-up invite was revoked")
 	case api.SignupInviteExpired:
-		return nil, apperr.Forbidden("the sign-up invite expired at %s: ask an operator for a new link", inv.ExpiresAt.Format(time.RFC3339))
+		return nil, apperr.Forbidden("the sign-up invite expired at %s: ask whoever sent it for a new link", inv.ExpiresAt.Format(time.RFC3339))
 	}
 	if inv.Email != "" && inv.Email != email {
 		return nil, apperr.Forbidden("this sign-up invite is for another e-mail address")
@@ -186,7 +186,7 @@ func inviteState(inv *store.SignupInvite, now time.Time) string {
 
 func wireInvite(inv *store.SignupInvite, now time.Time) *api.SignupInvite {
 	return &api.SignupInvite{ID: inv.ID, Email: inv.Email, Note: inv.Note, State: inviteState(inv, now), CreatedByUserID: inv.CreatedByUserID,
-		CreatedAt: inv.CreatedAt, ExpiresAt: inv.ExpiresAt, UsedAt: inv.UsedAt, UsedByUserID: inv.UsedByUserID,
+		InvitedByOrganizationID: inv.InvitedByOrganizationID, CreatedAt: inv.CreatedAt, ExpiresAt: inv.ExpiresAt, UsedAt: inv.UsedAt, UsedByUserID: inv.UsedByUserID,
 		OrganizationID: inv.OrganizationID, RevokedAt: inv.RevokedAt}
 }
 
@@ -195,6 +195,37 @@ func (s *Service) CreateSignupInvite(ctx context.Context, p *authz.Principal, re
 	if err := p.RequireOperator("managing sign-up invites"); err != nil {
 		return nil, err
 	}
+	return s.createInvite(p, "", req)
+}
+
+// CreateOrgSignupInvite mints a sign-up invite on behalf of organization orgID (its owners; operators too):
+// the invite admits one person, whose sign-up makes a new organization of their own.
+func (s *Service) CreateOrgSignupInvite(ctx context.Context, p *authz.Principal, orgID string, req *api.CreateSignupInviteRequest) (*api.CreatedSignupInvite, error) {
+	if err := s.checkOrgInvites(p, orgID); err != nil {
+		return nil, err
+	}
+	return s.createInvite(p, orgID, req)
+}
+
+// checkOrgInvites refuses a caller who may not manage organization orgID's sign-up invites: another
+// organization's (404), or not an owner (403); 404 when the organization does not exist.
+func (s *Service) checkOrgInvites(p *authz.Principal, orgID string) error {
+	if err := p.CheckOrganization(orgID); err != nil {
+		return err
+	}
+	if err := p.RequireOwnerRole("managing the organization's sign-up invites"); err != nil {
+		return err
+	}
+	return s.db.View(func(tx *store.Tx) error {
+		if _, err := store.Organizations.Get(tx, orgID); err != nil {
+			return apperr.NotFoundAs(err, "organization %s not found", orgID)
+		}
+		return nil
+	})
+}
+
+// createInvite mints an invite, on behalf of organization orgID ("": an operator's).
+func (s *Service) createInvite(p *authz.Principal, orgID string, req *api.CreateSignupInviteRequest) (*api.CreatedSignupInvite, error) {
 	email := strings.ToLower(strings.TrimSpace(req.Email))
 	if email != "" {
 		if addr, err := mail.ParseAddress(email); err != nil || addr.Address != email {
@@ -217,12 +248,12 @@ func (s *Service) CreateSignupInvite(ctx context.Context, p *authz.Principal, re
 	token := invitePrefix + "_" + ids.Secret(24)
 	now := s.now()
 	inv := &store.SignupInvite{ID: ids.New("sgi"), TokenHash: ids.Hash(token), Email: email, Note: note, CreatedByUserID: p.UserID,
-		CreatedAt: now, ExpiresAt: now.Add(ttl)}
+		InvitedByOrganizationID: orgID, CreatedAt: now, ExpiresAt: now.Add(ttl)}
 	err := s.db.Update(func(tx *store.Tx) error {
 		if err := store.SignupInvites.Put(tx, inv); err != nil {
 			return apperr.Internal(err, "store the invite")
 		}
-		if err := s.host.Audit(tx, p, "signup_invite.create", "", "", map[string]any{"signup_invite_id": inv.ID, "email": email, "expires_at": inv.ExpiresAt}); err != nil {
+		if err := s.host.Audit(tx, p, "signup_invite.create", orgID, "", map[string]any{"signup_invite_id": inv.ID, "email": email, "expires_at": inv.ExpiresAt}); err != nil {
 			return apperr.Internal(err, "audit")
 		}
 		return nil
@@ -238,9 +269,29 @@ func (s *Service) ListSignupInvites(ctx context.Context, p *authz.Principal) (*a
 	if err := p.RequireOperator("managing sign-up invites"); err != nil {
 		return nil, err
 	}
+	return s.listInvites("")
+}
+
+// ListOrgSignupInvites lists the sign-up invites minted on behalf of organization orgID, newest first (its
+// owners; operators too).
+func (s *Service) ListOrgSignupInvites(ctx context.Context, p *authz.Principal, orgID string) (*api.SignupInviteList, error) {
+	if err := s.checkOrgInvites(p, orgID); err != nil {
+		return nil, err
+	}
+	return s.listInvites(orgID)
+}
+
+// listInvites lists organization orgID's invites ("": every invite), newest first.
+func (s *Service) listInvites(orgID string) (*api.SignupInviteList, error) {
 	out := &api.SignupInviteList{SignupInvites: []*api.SignupInvite{}}
 	err := s.db.View(func(tx *store.Tx) error {
-		invs, err := store.SignupInvites.All(tx, nil)
+		var invs []*store.SignupInvite
+		var err error
+		if orgID == "" {
+			invs, err = store.SignupInvites.All(tx, nil)
+		} else {
+			invs, err = store.SignupInvites.Lookup(tx, store.SignupInvitesByOrg, orgID, store.Query{})
+		}
 		if err != nil {
 			return apperr.Internal(err, "list invites")
 		}
@@ -259,9 +310,27 @@ func (s *Service) RevokeSignupInvite(ctx context.Context, p *authz.Principal, id
 	if err := p.RequireOperator("managing sign-up invites"); err != nil {
 		return nil, err
 	}
+	return s.revokeInvite(p, "", id)
+}
+
+// RevokeOrgSignupInvite revokes a pending sign-up invite minted on behalf of organization orgID (its
+// owners; operators too; 404 for another organization's or an operator's invite, 409 when used or
+// revoked).
+func (s *Service) RevokeOrgSignupInvite(ctx context.Context, p *authz.Principal, orgID, id string) (*api.SignupInviteResponse, error) {
+	if err := s.checkOrgInvites(p, orgID); err != nil {
+		return nil, err
+	}
+	return s.revokeInvite(p, orgID, id)
+}
+
+// revokeInvite revokes invite id, which must be organization orgID's ("": any invite).
+func (s *Service) revokeInvite(p *authz.Principal, orgID, id string) (*api.SignupInviteResponse, error) {
 	var out *api.SignupInviteResponse
 	err := s.db.Update(func(tx *store.Tx) error {
 		inv, err := store.SignupInvites.Get(tx, id)
+		if err == nil && orgID != "" && inv.InvitedByOrganizationID != orgID {
+			err = store.ErrNotFound
+		}
 		if err != nil {
 			return apperr.NotFoundAs(err, "sign-up invite %s not found", id)
 		}
@@ -273,7 +342,7 @@ func (s *Service) RevokeSignupInvite(ctx context.Context, p *authz.Principal, id
 		if err := store.SignupInvites.Put(tx, inv); err != nil {
 			return apperr.Internal(err, "store the invite")
 		}
-		if err := s.host.Audit(tx, p, "signup_invite.revoke", "", "", map[string]any{"signup_invite_id": id}); err != nil {
+		if err := s.host.Audit(tx, p, "signup_invite.revoke", inv.InvitedByOrganizationID, "", map[string]any{"signup_invite_id": id}); err != nil {
 			return apperr.Internal(err, "audit")
 		}
 		out = &api.SignupInviteResponse{SignupInvite: wireInvite(inv, now)}

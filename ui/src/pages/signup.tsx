@@ -42,7 +42,7 @@ export function SignUp({ onSignedUp }: { onSignedUp: () => void }) {
     <main class="signin">
       <h1>Create your organization</h1>
       {mode === 'closed' && <ErrorBox error="Sign-up is closed on this appliance: ask its operator for an account." />}
-      {mode === 'invite' && !params.get('invite') && <p class="hint">Sign-up here needs an invite: open the link an operator sent you, or paste its token below.</p>}
+      {mode === 'invite' && !params.get('invite') && <p class="hint">Sign-up here needs an invite: open the link an operator or an organization owner sent you, or paste its token below.</p>}
       <Form
         label="Sign up"
         onSubmit={async () => {
