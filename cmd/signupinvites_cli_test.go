@@ -8,7 +8,8 @@ import (
 )
 
 // TestCLISignupInvites: an operator mints a sign-up invite (its link alone on standard output), lists it,
-// revokes it (twice: the second is refused); an organization's owner is refused.
+// revokes it (twice: the second is refused); an organization's owner is refused the operators' invites,
+// and with --org mints, lists and revokes the organization's own.
 func TestCLISignupInvites(t *testing.T) {
 	e := setupCLI(t)
 	e.login(t)
@@ -44,5 +45,26 @@ func TestCLISignupInvites(t *testing.T) {
 	}
 	if _, _, err := e.run(added.Password, append([]string{"signup-invites", "create", "--hours", "100000"}, as...)...); err == nil || !strings.Contains(err.Error(), "expires_in_hours") {
 		t.Fatalf("create for 100000 hours: %v", err)
+	}
+
+	// The organization's owner: not the operators' invites; its organization's with --org.
+	owner := []string{"--email", e.boot.Email, "--password-stdin"}
+	if _, _, err := e.run(e.boot.Password, append([]string{"signup-invites", "list"}, owner...)...); err == nil || !strings.Contains(err.Error(), "platform operators") {
+		t.Fatalf("the owner lists the operators' invites: %v", err)
+	}
+	orun := func(args ...string) (string, string) {
+		return e.mustRun(e.boot.Password, append(append([]string{"signup-invites"}, args...), owner...)...)
+	}
+	olink, _ := orun("create", "--org", e.boot.OrganizationID, "--note", "a friend")
+	if !strings.Contains(olink, "/signup?invite=sgi_") {
+		t.Fatalf("the owner's create: %s", olink)
+	}
+	olist, _ := orun("list", "--org", e.boot.OrganizationID)
+	if rows := strings.Split(strings.TrimSpace(olist), "\n"); len(rows) != 2 || !strings.Contains(olist, "a friend") || strings.Contains(olist, "Acme trial") {
+		t.Fatalf("the owner's list (its one invite, not the operator's):\n%s", olist)
+	}
+	oid := strings.Fields(strings.Split(strings.TrimSpace(olist), "\n")[1])[0]
+	if out, _ := orun("revoke", "--org", e.boot.OrganizationID, oid); !strings.Contains(out, "revoked") {
+		t.Fatalf("the owner's revoke: %s", out)
 	}
 }
