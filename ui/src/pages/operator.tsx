@@ -4,6 +4,7 @@ import { Empty, ErrorBox, Form, SecretField, Table, useListAction, useLoad, when
 import { ProgramApplications, ServiceTokens } from './operator_programs'
 import { OrgUsage, Plans, QuotaEditor } from './operator_plans'
 import { SignupInvites } from './signupinvites'
+import { OperatorReferrals } from './referrals'
 
 type Org = Schemas['OrganizationSummary']
 
@@ -160,6 +161,7 @@ export function Operator({ me }: { me: Me }) {
       <ServiceTokens />
       <Plans />
       <SignupInvites />
+      <OperatorReferrals />
     </main>
   )
 }

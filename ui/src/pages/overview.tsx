@@ -5,6 +5,7 @@ import { BillingStatus } from './orgbilling'
 // The audit log is in the project tabs' chunk, fetched when shown.
 const AuditTab = lazy(() => import('./project_tabs').then((m) => m.AuditTab))
 const Referrals = lazy(() => import('./referrals').then((m) => m.Referrals))
+const SignupInvites = lazy(() => import('./signupinvites').then((m) => m.SignupInvites))
 
 type Usage = Schemas['Usage']
 
@@ -113,6 +114,7 @@ export function Overview({ me }: { me: Me }) {
       )}
       <BillingStatus orgID={org.id} />
       <Referrals me={me} />
+      {me.principal.idp_organization_role === 'owner' && <SignupInvites path={'/v1/organizations/' + seg(org.id) + '/signup-invites'} owner />}
       <AuditTab path={'/v1/organizations/' + seg(org.id)} orgID={org.id} />
     </main>
   )

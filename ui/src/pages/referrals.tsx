@@ -55,23 +55,59 @@ export function Referrals({ me }: { me: Me }) {
         </>
       )}
       {list.data && list.data.referrals.length === 0 && rc && <Empty>No organization signed up with your code yet.</Empty>}
-      {list.data && list.data.referrals.length > 0 && (
-        <Table cols={['Organization', 'Status', { label: 'Reward', sm: true }, { label: 'Since', sm: true }]}>
-          {list.data.referrals.map((r) => (
-            <tr key={r.id}>
-              <td>
-                <code>{r.referred_organization_id}</code>
-              </td>
-              <td>
-                <Badge value={r.status} />
-                {r.void_reason && <div class="hint">{r.void_reason}</div>}
-              </td>
-              <td class="sm-hide">{r.reward_code || r.reward_discount_id || '—'}</td>
-              <td class="sm-hide">{when(r.created_at)}</td>
-            </tr>
-          ))}
-        </Table>
-      )}
+      {list.data && list.data.referrals.length > 0 && <ReferralTable referrals={list.data.referrals} />}
+    </section>
+  )
+}
+
+/** ReferralTable lists referrals: the referred organization, status, reward and date; with referrer (the
+ * operators' list), the referrer too. */
+function ReferralTable({ referrals, referrer = false }: { referrals: Referral[]; referrer?: boolean }) {
+  return (
+    <Table cols={[...(referrer ? ['Referrer'] : []), referrer ? 'Referred' : 'Organization', 'Status', { label: 'Reward', sm: true }, { label: 'Since', sm: true }]}>
+      {referrals.map((r) => (
+        <tr key={r.id}>
+          {referrer && (
+            <td>
+              <code>{r.referrer_organization_id}</code>
+              <div class="hint">{r.code}</div>
+            </td>
+          )}
+          <td>
+            <code>{r.referred_organization_id}</code>
+          </td>
+          <td>
+            <Badge value={r.status} />
+            {r.void_reason && <div class="hint">{r.void_reason}</div>}
+          </td>
+          <td class="sm-hide">{r.reward_code || r.reward_discount_id || '—'}</td>
+          <td class="sm-hide">
+            {when(r.created_at)}
+            {r.rewarded_at && <div class="hint">rewarded {when(r.rewarded_at)}</div>}
+          </td>
+        </tr>
+      ))}
+    </Table>
+  )
+}
+
+/** OperatorReferrals is the Operator page's list of every referral, newest first, by status. */
+export function OperatorReferrals() {
+  const [status, setStatus] = useState('')
+  const list = useLoad(() => get<{ referrals: Referral[] }>('/v1/referrals' + (status ? '?status=' + status : '')), [status])
+  return (
+    <section class="card" aria-labelledby="operator-referrals-heading">
+      <h2 id="operator-referrals-heading">Referrals</h2>
+      <label for="operator-referrals-status">Status</label>
+      <select id="operator-referrals-status" value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
+        <option value="">all</option>
+        <option value="pending">pending</option>
+        <option value="rewarded">rewarded</option>
+        <option value="void">void</option>
+      </select>
+      <ErrorBox error={list.error} />
+      {list.data && list.data.referrals.length === 0 && <Empty>No referrals{status ? ' ' + status : ''}.</Empty>}
+      {list.data && list.data.referrals.length > 0 && <ReferralTable referrals={list.data.referrals} referrer />}
     </section>
   )
 }

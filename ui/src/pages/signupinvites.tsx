@@ -11,10 +11,12 @@ const modes: Record<string, string> = {
   open: 'open: anyone makes their organization on the sign-up page (up --signup).',
 }
 
-/** SignupInvites is the operators' sign-up invites: minted (the link shows once), listed, revoked. */
-export function SignupInvites() {
+/** SignupInvites is the sign-up invites of path: minted (the link shows once), listed, revoked. The
+ * operators' (/v1/signup-invites, every invite) by default; an organization's owners' with its
+ * /v1/organizations/{orgID}/signup-invites (whoever signs up with one gets an organization of their own). */
+export function SignupInvites({ path = '/v1/signup-invites', owner = false }: { path?: string; owner?: boolean }) {
   const mode = useSignupMode()
-  const list = useLoad(() => get<{ signup_invites: Invite[] }>('/v1/signup-invites'), [])
+  const list = useLoad(() => get<{ signup_invites: Invite[] }>(path), [path])
   const [email, setEmail] = useState('')
   const [note, setNote] = useState('')
   const [made, setMade] = useState<{ url: string; email: string } | null>(null)
@@ -23,6 +25,7 @@ export function SignupInvites() {
     <section class="card" aria-labelledby="signup-invites-heading">
       <h2 id="signup-invites-heading">Sign-up invites</h2>
       {mode && <p class="hint">Sign-up on this appliance is {modes[mode] ?? mode}</p>}
+      {owner && <p class="hint">Invite someone to the appliance: whoever signs up with your link gets an organization of their own (to add people to this organization, invite them as members).</p>}
       {made && (
         <div class="notice" aria-live="polite">
           <p>Send this link{made.email ? ' to ' + made.email : ''}: it is shown only now, works once and expires in a week.</p>
@@ -33,7 +36,7 @@ export function SignupInvites() {
       <Form
         label="Create a sign-up invite"
         onSubmit={async () => {
-          const res = await post<{ url: string }>('/v1/signup-invites', { email, note })
+          const res = await post<{ url: string }>(path, { email, note })
           setMade({ url: res.url, email })
           setEmail('')
           setNote('')
@@ -65,6 +68,7 @@ export function SignupInvites() {
                 <div class="hint">
                   {i.email && i.note ? i.email + ' · ' : ''}
                   {i.organization_id ? 'made ' + i.organization_id : i.id}
+                  {!owner && i.invited_by_organization_id ? ' · from ' + i.invited_by_organization_id : ''}
                 </div>
               </td>
               <td>
@@ -73,7 +77,7 @@ export function SignupInvites() {
               <td class="sm-hide">{when(i.expires_at)}</td>
               <td>
                 {i.state === 'pending' && (
-                  <button aria-label={'Revoke the invite ' + (i.note || i.email || i.id)} onClick={() => act(() => del('/v1/signup-invites/' + seg(i.id)))}>
+                  <button aria-label={'Revoke the invite ' + (i.note || i.email || i.id)} onClick={() => act(() => del(path + '/' + seg(i.id)))}>
                     Revoke
                   </button>
                 )}
