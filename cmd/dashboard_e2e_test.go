@@ -219,7 +219,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 			answer(programsStep(t, e, what, arg))
 		case strings.HasPrefix(what, "plans-"): // ui/e2e/plans.mjs (cmd/dashboard_plans_test.go)
 			answer(plansStep(t, e, what, arg))
-		case what == "signup-mode" || what == "signup-referral": // ui/e2e/signup.mjs (cmd/dashboard_signup_test.go)
+		case strings.HasPrefix(what, "signup-"): // ui/e2e/signup.mjs (cmd/dashboard_signup_test.go)
 			answer(signupStep(t, e, what, arg))
 		case what == "cli-key":
 			if err := login.wait(t); err != nil {

@@ -421,7 +421,7 @@ try {
   await (await import('./operator.mjs')).run(page, { ask, shoot }) // issue 29 §1–2: the platform operator's organizations (h-orgs); signs in as the operator
   await (await import('./plans.mjs')).run(page, { ask, shoot }) // issue 29 §3–4: usage, quotas, plans, the organization's billing status (h-plans); ends signed in as an operator
   await (await import('./programs.mjs')).run(page, { ask, shoot, consoleErrors }) // issue 29 §5: program applications and service tokens on the Operator page (h-programs)
-  await (await import('./signup.mjs')).run(page, { ask, shoot, base }) // issue 29 §2, §5: sign-up and referrals (h-signup); signs in as a signed-up owner
+  await (await import('./signup.mjs')).run(page, { ask, shoot, base }) // issue 29 §2, §5: sign-up and referrals (h-signup); ends signed in as an operator
   await page.goto(base + '/nothing/here')
   await page.getByRole('heading', { name: 'Not found' }).waitFor()
 

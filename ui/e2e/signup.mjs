@@ -1,10 +1,12 @@
 // Sign-up and referrals (issue 29 §2, §5; called once from dashboard.mjs near the end, after operator.mjs,
-// signed in as the operator; it leaves the page signed in as the referrer's owner). With sign-up by invite,
+// signed in as the operator; it leaves the page signed in as another operator). With sign-up by invite,
 // the operator mints an invite on the Operator page; Initech signs up through its link (the invite filled
 // in), makes its referral code on its Overview and copies the sign-up link. With sign-up open, Hooli signs
 // up through that link (the code filled in: the Go side finds the pending referral); Pied Piper signs up
 // from the sign-in page's link with an unknown code (it still signs up; the page says the code is not
-// valid); Initech's Overview lists its referral.
+// valid); Initech's Overview lists its referral. Initech's owner mints a sign-up invite on its Overview's
+// Sign-up invites card (the Go side finds it filed under Initech); an operator sees the referral on the
+// Operator page.
 export async function run(page, { ask, shoot, base }) {
   const password = 'a long enough password'
   const signOut = async () => {
@@ -77,7 +79,36 @@ export async function run(page, { ask, shoot, base }) {
   await page.getByRole('button', { name: 'Sign in' }).click()
   await page.getByRole('heading', { name: 'Projects', level: 1 }).waitFor()
   await overview('Initech')
-  const row = page.getByRole('row').filter({ hasText: 'pending' })
+  const row = page.getByRole('region', { name: 'Referrals' }).getByRole('row').filter({ hasText: 'pending' })
   await row.waitFor()
   await shoot('referrals')
+
+  // The owner's sign-up invites.
+  const invites = page.getByRole('region', { name: 'Sign-up invites' })
+  await invites.getByText('gets an organization of their own').waitFor()
+  await invites.getByLabel('Note', { exact: true }).fill('for a friend')
+  await invites.getByRole('button', { name: 'Create invite' }).click()
+  const ownerInvite = await invites.getByRole('textbox', { name: 'Invite link' }).inputValue()
+  if (!/\/signup\?invite=sgi_/.test(ownerInvite)) throw new Error("the owner's invite link " + ownerInvite)
+  await invites.getByRole('row').filter({ hasText: 'for a friend' }).getByText('pending', { exact: true }).waitFor()
+  await ask('signup-owner-invite', 'for a friend')
+  await invites.scrollIntoViewIfNeeded()
+  await shoot('owner-signup-invites')
+
+  // The operators' referrals: Hooli's, by Initech's code.
+  const [email, opPassword] = (await ask('signup-operator')).split(' ')
+  await signOut()
+  await page.getByLabel('Email').fill(email)
+  await page.getByLabel('Password').fill(opPassword)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.getByRole('heading', { name: 'Organizations', exact: true }).waitFor()
+  await page.goto(base + '/operator')
+  const refs = page.getByRole('region', { name: 'Referrals' })
+  await refs.getByRole('row').filter({ hasText: 'pending' }).waitFor()
+  await refs.getByLabel('Status').selectOption('void')
+  await refs.getByText('No referrals void.').waitFor()
+  await refs.getByLabel('Status').selectOption('pending')
+  await refs.getByRole('row').filter({ hasText: 'pending' }).waitFor()
+  await refs.scrollIntoViewIfNeeded()
+  await shoot('operator-referrals')
 }
