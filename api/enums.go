@@ -20,7 +20,7 @@ var Enums = map[string][]string{
 	"Environment":       Environments,
 	"ApprovalAction":    {ActionProjectDelete},
 	"ProjectState":      {ProjectProvisioning, ProjectActive, ProjectFailed, ProjectDeleting, ProjectDeleted},
-	"RuntimeStatus":     {RuntimeProvisioning, RuntimeActive, RuntimeRestarting, RuntimeDown, RuntimeStopped},
+	"RuntimeStatus":     {RuntimeProvisioning, RuntimeActive, RuntimeRestarting, RuntimeDown, RuntimeStopped, RuntimeSuspended},
 	"Scope":             scopeNames(AllScopes),
 	"Role":              {RoleOwner, RoleAdmin, RoleMember},
 	"PreviewMode":       {PreviewModeEmpty, PreviewModeClone},

@@ -29,6 +29,7 @@ type Project struct {
 	State                  string    `json:"state" enum:"ProjectState"`
 	CreatedAt              time.Time `json:"created_at"`
 	UpdatedAt              time.Time `json:"updated_at"`
+	SuspendAfterSeconds    int       `json:"suspend_after_seconds" doc:"idle seconds (no client connection, no running job) after which the project's server and pooler stop until the next connection wakes them; 0: never (default: 300 for development projects, previews and ephemeral databases, 0 otherwise)"`
 }
 
 // ProjectResponse wraps one project.
@@ -63,6 +64,7 @@ type PatchProjectRequest struct {
 	StatementTimeout       *string `json:"statement_timeout,omitempty" doc:"PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload"`
 	IdleTransactionTimeout *string `json:"idle_transaction_timeout,omitempty" doc:"idle_in_transaction_session_timeout as a PostgreSQL duration; applied by reload"`
 	Plan                   *string `json:"plan,omitempty" doc:"a plan's name (GET /v1/plans); max_connections changes with a restart"`
+	SuspendAfterSeconds    *int    `json:"suspend_after_seconds,omitempty" schema:"minimum=0,maximum=2592000" doc:"0 (never) or 60 to 2592000 (30 days)"`
 }
 
 // Project states (state) and runtime statuses (runtime_status); transitions in docs/api-decisions.md.
@@ -78,4 +80,6 @@ const (
 	RuntimeRestarting   = "restarting"
 	RuntimeDown         = "down"
 	RuntimeStopped      = "stopped"
+	// RuntimeSuspended: idle, its server and pooler stopped; the next connection wakes it (scale to zero).
+	RuntimeSuspended = "suspended"
 )

@@ -299,6 +299,14 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 			s.setRuntime(p.prj.ID, RuntimeStopped)
 			continue
 		}
+		// A project suspended for idleness stays suspended: the wake front holds its ports again.
+		if p.prj.IdleSuspendedAt != nil {
+			if err := s.holdSuspended(p.prj, p.inst); err != nil {
+				s.log.Error("hold a suspended project's ports", "project", p.prj.ID, "err", err)
+				s.setRuntime(p.prj.ID, RuntimeDown)
+			}
+			continue
+		}
 		s.repairEndedRestores(ctx, p.inst)
 		if !s.eng.Instance(p.inst).Initialized() {
 			// Its data is gone (metadata older than the data directory: ReportMismatches says so); starting
@@ -380,6 +388,7 @@ func (s *Service) beingDeleted(projectID string) (bool, error) {
 // job starts it again. Then the key-value stores' last snapshots are shipped (kv.ShipSnapshots, at most
 // 10 s).
 func (s *Service) StopInstances(ctx context.Context) error {
+	s.closeWakeFront()
 	s.endSpares()
 	if s.eng != nil {
 		s.eng.CloseSpareConns()

@@ -92,6 +92,13 @@ func (s *Service) periodic() []periodicTask {
 				log.Info("key-value snapshots shipped to the backup store", "stores", n)
 			}
 		}},
+		{"@every 30s", "suspend-idle", func(ctx context.Context) {
+			if n, err := s.SuspendIdle(ctx); err != nil {
+				log.Error("suspend idle projects", "err", err)
+			} else if n > 0 {
+				log.Info("idle projects suspended", "suspended", n)
+			}
+		}},
 	}
 	if sw, ok := s.backupObjects.(uploadSweeper); ok {
 		tasks = append(tasks, periodicTask{"@every 1h", "backup-store-uploads", func(ctx context.Context) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/ids"
@@ -25,7 +26,7 @@ func projectView(p *store.Project) *Project {
 		PrimaryInstanceID: p.PrimaryInstanceID, LatestJobID: p.LatestJobID, LastError: p.LastError,
 		DirectPort: p.DirectPort, PooledPort: p.PooledPort, MaxConnections: p.MaxConnections,
 		StorageLimitBytes: p.StorageLimitBytes, Environment: p.Environment, RuntimeStatus: p.RuntimeStatus,
-		State: p.State, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+		State: p.State, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, SuspendAfterSeconds: int(suspendAfter(p) / time.Second)}
 }
 
 // Job types of the projects area.
@@ -260,6 +261,9 @@ func (s *Service) PatchProject(ctx context.Context, p *Principal, projectID stri
 			return nil, Invalid("%s: %v", field, err)
 		}
 	}
+	if v := req.SuspendAfterSeconds; v != nil && *v != 0 && (*v < minSuspendAfterSeconds || *v > maxSuspendAfterSeconds) {
+		return nil, Invalid("suspend_after_seconds must be 0 (never) or %d to %d", minSuspendAfterSeconds, maxSuspendAfterSeconds)
+	}
 	var plan Plan
 	if req.Plan != nil {
 		var ok bool
@@ -294,6 +298,10 @@ func (s *Service) PatchProject(ctx context.Context, p *Principal, projectID stri
 		if req.IdleTransactionTimeout != nil && *req.IdleTransactionTimeout != prj.IdleTransactionTimeout {
 			prj.IdleTransactionTimeout = *req.IdleTransactionTimeout
 			changed["idle_transaction_timeout"], server = prj.IdleTransactionTimeout, true
+		}
+		if v := req.SuspendAfterSeconds; v != nil && (prj.SuspendAfterSeconds == nil || *v != *prj.SuspendAfterSeconds) {
+			prj.SuspendAfterSeconds = ptr(*v)
+			changed["suspend_after_seconds"] = *v
 		}
 		if req.Plan != nil && plan.Name != prj.Plan {
 			prj.Plan, prj.MaxConnections, prj.StorageLimitBytes = plan.Name, plan.MaxConnections, plan.StorageLimitBytes

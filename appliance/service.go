@@ -204,6 +204,8 @@ type Service struct {
 	programApps *programapps.Service
 	// referrals is the referral codes, referrals and their rewards (appliance/referrals, built in New).
 	referrals *referrals.Service
+	// z is scale to zero: the wake front of suspended projects and the idle clock (scaletozero.go).
+	z *scaleToZero
 }
 
 // New returns a service built with its collaborators.
@@ -250,6 +252,7 @@ func New(cfg Config, deps Deps) *Service {
 	s.tenancy = tenancy.New(tenancy.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}, Seed: builtinPlans})
 	s.programApps = programapps.New(programapps.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}, Discounts: s.billing,
 		Rate: cfg.ProgramApplicationRate})
+	s.z = s.newScaleToZero()
 	return s
 }
 

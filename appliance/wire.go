@@ -323,6 +323,7 @@ const (
 	RuntimeRestarting   = api.RuntimeRestarting
 	RuntimeDown         = api.RuntimeDown
 	RuntimeStopped      = api.RuntimeStopped
+	RuntimeSuspended    = api.RuntimeSuspended
 
 	FollowStarting    = api.FollowStarting
 	FollowFollowing   = api.FollowFollowing

@@ -16,7 +16,8 @@ import (
 )
 
 var _ = registerClientGroup("projects", []string{"project"}, "List, create and delete projects (PostgreSQL instances) and show their connection URLs",
-	newProjectsListCmd, newProjectsGetCmd, newProjectsCreateCmd, newProjectsDeleteCmd, newProjectsConnectionsCmd, newProjectsRestartCmd)
+	newProjectsListCmd, newProjectsGetCmd, newProjectsCreateCmd, newProjectsDeleteCmd, newProjectsConnectionsCmd, newProjectsRestartCmd,
+	newProjectsUpdateCmd, newProjectsSuspendCmd, newProjectsResumeCmd)
 
 func projectPath(id string) string { return "/v1/projects/" + seg(id) }
 
@@ -68,6 +69,7 @@ func printProject(w io.Writer, p *api.Project) error {
 		{"Role:", p.RoleName},
 		opt("Statement timeout:", p.StatementTimeout),
 		opt("Idle tx timeout:", p.IdleTransactionTimeout),
+		{"Suspend after:", suspendAfterText(p.SuspendAfterSeconds)},
 		{"Latest job:", firstNonEmpty(p.LatestJobID, "-")},
 		opt("Last error:", p.LastError),
 		{"Created:", stamp(p.CreatedAt)},

@@ -800,6 +800,8 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	// The upgrade jobs above hold the project: a restart is refused until they end; a member may not.
 	call("POST", project+"/restart", "/v1/projects/{projectID}/restart", b.adminKey, nil, 409)
 	call("POST", project+"/restart", "/v1/projects/{projectID}/restart", member, nil, 403)
+	call("POST", project+"/suspend", "/v1/projects/{projectID}/suspend", b.adminKey, nil, 409)
+	call("POST", project+"/suspend", "/v1/projects/{projectID}/suspend", member, nil, 403)
 	call("GET", project+"/summary", "/v1/projects/{projectID}/summary", b.adminKey, nil, 200)
 
 	bk := "/v1/projects/{projectID}/backups"
@@ -984,6 +986,10 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		}
 	} else {
 		t.Errorf("no backup listed: %s", backups.body)
+	}
+	// Resuming a running project leaves it as it is (the suspension and the wake: appliance's TestScaleToZero).
+	if r := call("POST", project+"/resume", "/v1/projects/{projectID}/resume", b.adminKey, nil, 200); !strings.Contains(string(r.body), `"runtime_status":"active"`) {
+		t.Errorf("resume: %s", r.body)
 	}
 
 	for _, rt := range b.api.Routes() {

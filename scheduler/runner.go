@@ -58,9 +58,11 @@ type Runner struct {
 	db    *store.DB
 	opts  Options
 	onEnd func(tx *store.Tx, j *store.Job) error
-	log   *slog.Logger
-	cron  *cron.Cron
-	wakes []chan struct{} // one per worker; fixed in New so Notify needs no lock
+	// before runs before every handler (Before).
+	before Handler
+	log    *slog.Logger
+	cron   *cron.Cron
+	wakes  []chan struct{} // one per worker; fixed in New so Notify needs no lock
 
 	// ctx is the context of handlers and periodic tasks: cancelled by Stop.
 	ctx    context.Context
@@ -112,6 +114,14 @@ func (r *Runner) Handle(jobType string, h Handler) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.handlers[jobType] = h
+}
+
+// Before registers what runs before the handler of every job (before Start): an error it returns is the
+// job's, as a handler's would be, and the handler does not run. Its result is ignored.
+func (r *Runner) Before(h Handler) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.before = h
 }
 
 // Every registers a periodic task on a cron spec (five fields or a descriptor such as "@every 1m",
@@ -450,7 +460,7 @@ func (r *Runner) execute(j *store.Job) {
 	}()
 	log := r.log.With("job", j.ID, "type", j.Type, "attempt", j.Attempts)
 	r.mu.Lock()
-	h := r.handlers[j.Type]
+	h, before := r.handlers[j.Type], r.before
 	r.mu.Unlock()
 	if h == nil {
 		r.fail(j, fmt.Sprintf("unknown job type %q: no handler is registered for it", j.Type), ClassPermanent, log)
@@ -463,7 +473,14 @@ func (r *Runner) execute(j *store.Job) {
 
 	log.Debug("job started")
 	run := &Run{Job: *j, runner: r, claim: j}
-	result, err := call(r.ctx, h, run, log)
+	var result any
+	var err error
+	if before != nil {
+		_, err = call(r.ctx, before, run, log)
+	}
+	if err == nil {
+		result, err = call(r.ctx, h, run, log)
+	}
 
 	if err != nil && r.ctx.Err() != nil { // Stop cancelled the handler: run it again at the next start
 		log.Info("job interrupted by stop; it runs again at the next start", "err", err)

@@ -215,6 +215,12 @@ type Project struct {
 	// means a client lifted the default and kept writing).
 	StorageLock        string `json:"storage_lock"`
 	StorageLockedBytes int64  `json:"storage_locked_bytes"`
+	// SuspendAfterSeconds is the idle time after which the project is suspended (scale to zero; 0: never;
+	// nil: the default of its kind, appliance.DefaultSuspendAfter). IdleSuspendedAt is set while it is
+	// suspended for idleness: its server and pooler stopped, its ports held by the wake front (not an
+	// organization's suspension, which is Organization.SuspendedAt).
+	SuspendAfterSeconds *int       `json:"suspend_after_seconds,omitempty"`
+	IdleSuspendedAt     *time.Time `json:"idle_suspended_at,omitempty"`
 }
 
 // Credential is a database login; the password is sealed with the appliance's secret box.

@@ -51,6 +51,8 @@ var Types = []Type{
 	{"ephemeral.claimed", "an ephemeral database was claimed into an organization: it is a normal project now", "{project}"},
 	{"kv.ready", "a key-value store's server runs: it accepts its token", "{job}"},
 	{"kv.deleted", "a key-value store's deletion completed: its server and data are gone", "{job}"},
+	{"project.suspended", "a project was suspended (scale to zero): idle for its suspend_after_seconds, or POST .../suspend; its server and pooler stopped, runtime_status suspended, and the next connection to its ports wakes it", "{project_id, reason, at}"},
+	{"project.resumed", "a suspended project was woken: by a connection to its ports, a job that needs its server, or POST .../resume; runtime_status active", "{project_id, reason, at, took_ms}"},
 	{"instance.crashed", "a project's PostgreSQL server or its pooler exited without being stopped (killed, crashed); the supervisor starts it again, and an instance_crashed alert stays open until both serve", "{project_id, process, pid, error, at}"},
 	{observe.EventBackupStoreUnreachable, "a project's WAL is not reaching the backup store (its archiving failed at a sample: the store is unreachable, refuses or is full); the WAL waits on the local disk, and a backup_store_unreachable alert stays open until archiving succeeds", "{project_id, failed_wal, failed_at, last_archived_at, pending_bytes}"},
 	{"alert.triggered", "an observability alert was raised on a project (storage or connections near the limit, a long-open transaction, a failed backup, a crashed instance, WAL not reaching the backup store)", "{alert}"},
