@@ -91,6 +91,16 @@ func TestScaleToZero(t *testing.T) {
 			t.Fatalf("the front answered %q to HTTP", b)
 		}
 	}
+	// Nor do the sampler and the usage page (they read stored data).
+	if _, err := e.Svc.Observe().Sample(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Svc.OrganizationUsage(ctx, p, prj.OrganizationID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Svc.Storage().Enforce(ctx); err != nil {
+		t.Fatal(err)
+	}
 	checkSuspended(t, e, prj.ID, inst)
 
 	// The first connection wakes it: verify-full, SELECT 1.
@@ -174,6 +184,20 @@ func TestScaleToZero(t *testing.T) {
 	}
 	checkSuspended(t, e, prj.ID, inst)
 	selectOne(t, direct)
+
+	// The studio's SQL console wakes it (its sessions reach the server through the front like a client's).
+	if _, err := e.Svc.SuspendProject(ctx, p, prj.ID); err != nil {
+		t.Fatal(err)
+	}
+	checkSuspended(t, e, prj.ID, inst)
+	if res, err := e.Svc.Studio().RunSQL(ctx, p, prj.ID, &appliance.SQLRequest{Query: "SELECT 1 AS one"}); err != nil {
+		t.Fatalf("the studio on a suspended project: %v", err)
+	} else if len(res.Result.Rows) != 1 {
+		t.Fatalf("the studio's answer: %+v", res.Result)
+	}
+	if got := e.Project(t, prj.ID).RuntimeStatus; got != appliance.RuntimeActive {
+		t.Fatalf("runtime_status %s after the studio's query", got)
+	}
 
 	// suspend_after_seconds: 0 never suspends; out of bounds is refused and changes nothing.
 	for _, bad := range []int{-1, 59, 30*24*3600 + 1} {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -113,6 +114,17 @@ func (s *Service) OrganizationUsage(ctx context.Context, p *Principal, orgID str
 // projectUsage is a project's usage row, measured on its server when it is active.
 func (s *Service) projectUsage(ctx context.Context, prj *store.Project) ProjectUsage {
 	row := ProjectUsage{ProjectID: prj.ID, Name: prj.Name, State: prj.State, StorageLimitBytes: prj.StorageLimitBytes}
+	if prj.State == ProjectActive && prj.IdleSuspendedAt != nil {
+		// Suspended for idleness (scale to zero): no connection, and the size of the last sample (a
+		// connection to measure it would wake the project).
+		_ = s.db.View(func(tx *store.Tx) error {
+			if smp := observe.LastSample(tx, prj.ID); smp != nil {
+				row.StorageBytes = smp.StorageBytes
+			}
+			return nil
+		})
+		return row
+	}
 	if prj.State == ProjectActive {
 		if size, conns, err := s.measureProject(ctx, prj); err == nil {
 			row.StorageBytes, row.Connections = size, conns

@@ -111,7 +111,8 @@ func (s *Service) Sample(ctx context.Context) (SampleSweepResult, error) {
 	var targets []*sampleTarget
 	err := s.db.View(func(tx *store.Tx) error {
 		prjs, err := store.Projects.All(tx, func(p *store.Project) bool {
-			return p.State == api.ProjectActive && p.PrimaryInstanceID != "" && p.PreviewOf == ""
+			// A project suspended for idleness (scale to zero) is not sampled: a connection would wake it.
+			return p.State == api.ProjectActive && p.PrimaryInstanceID != "" && p.PreviewOf == "" && p.IdleSuspendedAt == nil
 		})
 		if err != nil {
 			return err

@@ -159,7 +159,9 @@ func (g *Guard) pass(ctx context.Context, apply func(prjID, instID, lock string,
 	var targets []target
 	if err := g.db.View(func(tx *store.Tx) error {
 		prjs, err := store.Projects.All(tx, func(p *store.Project) bool {
-			return p.State == api.ProjectActive && p.PrimaryInstanceID != "" && p.StorageLimitBytes > 0 && p.DeletedAt == nil
+			// A project suspended for idleness (scale to zero) does not grow, and a connection would wake it.
+			return p.State == api.ProjectActive && p.PrimaryInstanceID != "" && p.StorageLimitBytes > 0 && p.DeletedAt == nil &&
+				p.IdleSuspendedAt == nil
 		})
 		if err != nil {
 			return err
