@@ -248,6 +248,7 @@ export function SettingsTab({ path, project, reload, me }: { path: string; proje
   const planNames = usePlanNames(project.plan)
   const [st, setSt] = useState<string>(project.statement_timeout ?? '')
   const [it, setIt] = useState<string>(project.idle_transaction_timeout ?? '')
+  const [sleep, setSleep] = useState<string>(String(project.suspend_after_seconds ?? 0))
   const [saved, setSaved] = useState('')
   const [overlap, setOverlap] = useState('3600')
   const [job, start] = useJob()
@@ -260,9 +261,10 @@ export function SettingsTab({ path, project, reload, me }: { path: string; proje
         <Form
           label="Project settings"
           onSubmit={async () => {
-            const body: Record<string, string> = { name, environment, plan }
+            const body: Record<string, string | number> = { name, environment, plan }
             if (st) body.statement_timeout = st
             if (it) body.idle_transaction_timeout = it
+            if (sleep !== '' && Number(sleep) !== project.suspend_after_seconds) body.suspend_after_seconds = Number(sleep)
             const res = await patch<{ project: Project }>(path, body)
             setSaved(res.project.latest_job_id ? 'Saved; the server applies the change (see Jobs).' : 'Saved.')
             reload()
@@ -298,6 +300,21 @@ export function SettingsTab({ path, project, reload, me }: { path: string; proje
             <div>
               <label for="set-it">Idle-in-transaction timeout</label>
               <input id="set-it" value={it} onInput={(e) => setIt((e.target as HTMLInputElement).value)} />
+            </div>
+            <div>
+              <label for="set-sleep">Suspend after idle (seconds, 0 for never)</label>
+              <input
+                id="set-sleep"
+                type="number"
+                min={0}
+                max={2592000}
+                aria-describedby="set-sleep-hint"
+                value={sleep}
+                onInput={(e) => setSleep((e.target as HTMLInputElement).value)}
+              />
+              <p class="hint" id="set-sleep-hint">
+                With no connection and no job for this long, the server stops; the next connection wakes it in a moment.
+              </p>
             </div>
             <button type="submit" class="primary">
               Save
