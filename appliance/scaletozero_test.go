@@ -5,14 +5,18 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/previews"
+	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -234,4 +238,103 @@ func selectOne(t *testing.T, url string) {
 		t.Fatalf("SELECT 1: %d, %v", one, err)
 	}
 	conn.Close(t.Context())
+}
+
+// TestScaleToZeroPreviewAndOrganization: a production project is never suspended by default but its
+// empty preview is (300 s idle, a fake clock), and the preview's first connection wakes it. An
+// organization's suspension is another thing: a project both idle-suspended and of a suspended
+// organization is not woken by a connection (the client reads why) nor by POST …/resume (409), and the
+// organization's resume starts it.
+func TestScaleToZeroPreviewAndOrganization(t *testing.T) {
+	t.Parallel()
+	e, p := realEnv(t)
+	ctx := t.Context()
+	prj := provision(t, e, p, "prod", "production")
+	inst := instanceOf(t, e, prj)
+	prv, err := e.Svc.Previews().Create(ctx, p, prj.ID, &appliance.CreatePreviewRequest{Mode: previews.ModeEmpty})
+	waitPreview(t, e, prv, err)
+	pc, err := e.Svc.Previews().Connections(ctx, p, prv.Preview.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().UTC()
+	at := func(d time.Duration) { e.Clock.Set(func() time.Time { return base.Add(d) }) }
+	at(0)
+	if n, err := e.Svc.SuspendIdle(ctx); err != nil || n != 0 {
+		t.Fatalf("first pass: %d, %v", n, err)
+	}
+	at(301 * time.Second)
+	if n, err := e.Svc.SuspendIdle(ctx); err != nil || n != 1 {
+		t.Fatalf("after 301 s: %d suspended, %v; want the preview alone", n, err)
+	}
+	if got := e.Project(t, prj.ID).RuntimeStatus; got != appliance.RuntimeActive {
+		t.Fatalf("the production project: %s", got)
+	}
+	prvRec := e.Project(t, prv.Preview.ID)
+	checkSuspended(t, e, prvRec.ID, instanceOf(t, e, prvRec))
+	selectOne(t, pc.Connections.DirectURL)
+	if got := e.Project(t, prvRec.ID).RuntimeStatus; got != appliance.RuntimeActive {
+		t.Fatalf("the preview after its first connection: %s", got)
+	}
+
+	// Idle-suspended, then its organization suspended by an operator.
+	c, err := e.Svc.ProjectConnections(ctx, p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Svc.SuspendProject(ctx, p, prj.ID); err != nil {
+		t.Fatal(err)
+	}
+	checkSuspended(t, e, prj.ID, inst)
+	added, err := e.Svc.Tenancy().AddOperator(ctx, &api.AddOperatorRequest{Email: "ops@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := e.Svc.Identity().CreateSession(ctx, &api.SessionRequest{Email: "ops@example.com", Password: added.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := e.Svc.Identity().Authenticate(ctx, sess.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sus, err := e.Svc.Tenancy().SuspendOrganization(ctx, op, prj.OrganizationID, &api.SuspendOrganizationRequest{Reason: "unpaid invoice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range sus.Jobs {
+		if got := e.WaitJob(t, j.ID); got.State != scheduler.StateCompleted {
+			t.Fatalf("%s: %s %s", got.Type, got.State, got.Error)
+		}
+	}
+	cfg, err := pgx.ParseConfig(c.Connections.DirectURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conn, err := pgx.ConnectConfig(ctx, cfg); err == nil {
+		conn.Close(ctx)
+		t.Fatal("a connection woke a project of a suspended organization")
+	} else if !strings.Contains(err.Error(), "organization") || !strings.Contains(err.Error(), "57P03") {
+		t.Fatalf("the client's error: %v; want the server's, naming the organization's suspension", err)
+	}
+	if _, err := e.Svc.ResumeProject(ctx, p, prj.ID); appliance.KindOf(err) != appliance.KindConflict {
+		t.Fatalf("resume in a suspended organization: %v", err)
+	}
+	if procs := appliancetest.ProcessesUnder(inst.Dir); len(procs) != 0 {
+		t.Fatalf("processes of the project: %v", procs)
+	}
+
+	res, err := e.Svc.Tenancy().ResumeOrganization(ctx, op, prj.OrganizationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range res.Jobs {
+		if got := e.WaitJob(t, j.ID); got.State != scheduler.StateCompleted {
+			t.Fatalf("%s: %s %s", got.Type, got.State, got.Error)
+		}
+	}
+	if got := e.Project(t, prj.ID); got.RuntimeStatus != appliance.RuntimeActive || got.IdleSuspendedAt != nil {
+		t.Fatalf("after the organization's resume: runtime_status %s, idle_suspended_at %v", got.RuntimeStatus, got.IdleSuspendedAt)
+	}
+	selectOne(t, c.Connections.DirectURL)
 }
