@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -337,4 +339,63 @@ func TestScaleToZeroPreviewAndOrganization(t *testing.T) {
 		t.Fatalf("after the organization's resume: runtime_status %s, idle_suspended_at %v", got.RuntimeStatus, got.IdleSuspendedAt)
 	}
 	selectOne(t, c.Connections.DirectURL)
+}
+
+// TestScaleToZeroEphemeralAndFailedWake: an ephemeral database is suspended after 300 s idle; a wake that
+// cannot start its server (the data directory's marker gone) answers the client with an ErrorResponse
+// naming the reason, starts nothing and leaves it suspended; once the server can start, the next
+// connection wakes it.
+func TestScaleToZeroEphemeralAndFailedWake(t *testing.T) {
+	t.Parallel()
+	e, _ := realEnv(t)
+	ctx := t.Context()
+	base := time.Now().UTC()
+	at := func(d time.Duration) { e.Clock.Set(func() time.Time { return base.Add(d) }) }
+	at(0)
+	created, err := e.Svc.Previews().CreateEphemeral(ctx, "192.0.2.1", &appliance.CreateEphemeralRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.EphemeralDatabase.ProjectID
+	if j := e.WaitJob(t, e.Project(t, id).LatestJobID); j.State != scheduler.StateCompleted {
+		t.Fatalf("provision: %s", j.Error)
+	}
+	got, err := e.Svc.Previews().GetEphemeral(ctx, id, created.ClaimToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := got.Connections.DirectURL
+	if n, err := e.Svc.SuspendIdle(ctx); err != nil || n != 0 {
+		t.Fatalf("first pass: %d, %v", n, err)
+	}
+	at(300 * time.Second)
+	if n, err := e.Svc.SuspendIdle(ctx); err != nil || n != 1 {
+		t.Fatalf("after 300 s: %d, %v", n, err)
+	}
+	prj := e.Project(t, id)
+	inst := instanceOf(t, e, prj)
+	checkSuspended(t, e, id, inst)
+
+	marker := filepath.Join(inst.Dir, "initialized")
+	if err := os.Rename(marker, marker+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conn, err := pgx.ConnectConfig(ctx, cfg); err == nil {
+		conn.Close(ctx)
+		t.Fatal("a server that cannot start answered")
+	} else if !strings.Contains(err.Error(), "57P03") || !strings.Contains(err.Error(), "is not initialized") {
+		t.Fatalf("the client's error: %v; want the start's reason", err)
+	}
+	checkSuspended(t, e, id, inst)
+	if err := os.Rename(marker+".aside", marker); err != nil {
+		t.Fatal(err)
+	}
+	selectOne(t, url)
+	if got := e.Project(t, id).RuntimeStatus; got != appliance.RuntimeActive {
+		t.Fatalf("after the wake: %s", got)
+	}
 }
