@@ -141,6 +141,10 @@ func (p *Pooler) ini() []byte {
 	// closed while logging in as a failed login, after which it waits server_login_retry (default 15 s)
 	// before connecting again: the instance is local, retry soon.
 	b.WriteString("server_login_retry = 1\n")
+	// Server connections idle for a minute close (PgBouncer's default is 10 minutes): the server's sessions
+	// are what scale to zero counts as a project's clients, and an idle pooled project should not look busy
+	// for 10 minutes after its last transaction.
+	b.WriteString("server_idle_timeout = 60\n")
 	b.WriteString("client_tls_sslmode = require\n")
 	fmt.Fprintf(&b, "client_tls_cert_file = %s\n", p.CertFile)
 	fmt.Fprintf(&b, "client_tls_key_file = %s\n", p.KeyFile)
