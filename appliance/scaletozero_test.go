@@ -339,6 +339,27 @@ func TestScaleToZeroPreviewAndOrganization(t *testing.T) {
 		t.Fatalf("after the organization's resume: runtime_status %s, idle_suspended_at %v", got.RuntimeStatus, got.IdleSuspendedAt)
 	}
 	selectOne(t, c.Connections.DirectURL)
+
+	// A suspended preview deleted: the front lets go of its ports, nothing is left.
+	at(time.Hour)
+	if _, err := e.Svc.SuspendIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	at(2 * time.Hour)
+	if _, err := e.Svc.SuspendIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	prvRec = e.Project(t, prvRec.ID)
+	checkSuspended(t, e, prvRec.ID, instanceOf(t, e, prvRec))
+	del, err := e.Svc.Previews().Delete(ctx, p, prvRec.ID)
+	runJob(t, e, del, err)
+	for _, port := range []int{prvRec.DirectPort, prvRec.PooledPort} {
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			t.Fatalf("port %d of the deleted preview: %v", port, err)
+		}
+		ln.Close()
+	}
 }
 
 // TestScaleToZeroEphemeralAndFailedWake: an ephemeral database is suspended after 300 s idle; a wake that
