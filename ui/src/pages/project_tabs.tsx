@@ -312,14 +312,15 @@ export function SettingsTab({ path, project, reload, me }: { path: string; proje
                 value={sleep}
                 onInput={(e) => setSleep((e.target as HTMLInputElement).value)}
               />
-              <p class="hint" id="set-sleep-hint">
-                With no connection and no job for this long, the server stops; the next connection wakes it in a moment.
-              </p>
             </div>
             <button type="submit" class="primary">
               Save
             </button>
           </div>
+          <p class="hint" id="set-sleep-hint">
+            Suspend after idle: with no connection and no job for this long, the server and its pooler stop; the next connection wakes them in a
+            moment.
+          </p>
         </Form>
       </section>
       <section class="card">
