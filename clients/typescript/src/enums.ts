@@ -39,7 +39,7 @@ export const DeliveryStateValues = ["pending","delivered","failed"] as const sat
 export const EnvironmentValues = ["production","staging","development"] as const satisfies readonly components['schemas']['Environment'][]
 
 /** The values of EventType, in the document's order. */
-export const EventTypeValues = ["job.completed","job.failed","project.ready","project.deleted","backup.completed","backup.verified","backup.verification_failed","restore.completed","export.completed","import.completed","credentials.rotated","preview.ready","preview.reset","preview.deleted","cutover.requested","cutover.completed","ephemeral.claimed","kv.ready","kv.deleted","project.suspended","project.resumed","instance.crashed","backup_store.unreachable","alert.triggered","alert.resolved","webhook.test","webhook_endpoint.disabled"] as const satisfies readonly components['schemas']['EventType'][]
+export const EventTypeValues = ["job.completed","job.failed","project.ready","project.deleted","backup.completed","backup.verified","backup.verification_failed","restore.completed","export.completed","import.completed","credentials.rotated","preview.ready","preview.reset","preview.deleted","cutover.requested","cutover.completed","ephemeral.claimed","kv.ready","kv.deleted","project.suspended","project.resumed","instance.crashed","backup_store.unreachable","alert.triggered","alert.resolved","webhook.test","webhook_endpoint.disabled","program_application.received","program_application.approved","program_application.rejected","referral.rewarded","referral.voided"] as const satisfies readonly components['schemas']['EventType'][]
 
 /** The values of ExportState, in the document's order. */
 export const ExportStateValues = ["pending","running","completed","failed","expired"] as const satisfies readonly components['schemas']['ExportState'][]
@@ -59,17 +59,26 @@ export const KVStateValues = ["provisioning","running","error","destroying"] as 
 /** The values of LogSeverity, in the document's order. */
 export const LogSeverityValues = ["debug","log","info","notice","warning","error","fatal","panic","detail"] as const satisfies readonly components['schemas']['LogSeverity'][]
 
-/** The values of Plan, in the document's order. */
-export const PlanValues = ["free","pro","scale"] as const satisfies readonly components['schemas']['Plan'][]
-
 /** The values of PreviewMode, in the document's order. */
 export const PreviewModeValues = ["empty","clone"] as const satisfies readonly components['schemas']['PreviewMode'][]
 
 /** The values of PreviewSourceKind, in the document's order. */
 export const PreviewSourceKindValues = ["none","live","backup"] as const satisfies readonly components['schemas']['PreviewSourceKind'][]
 
+/** The values of Program, in the document's order. */
+export const ProgramValues = ["startup","partner"] as const satisfies readonly components['schemas']['Program'][]
+
+/** The values of ProgramApplicationStatus, in the document's order. */
+export const ProgramApplicationStatusValues = ["received","approved","rejected"] as const satisfies readonly components['schemas']['ProgramApplicationStatus'][]
+
 /** The values of ProjectState, in the document's order. */
 export const ProjectStateValues = ["provisioning","active","failed","deleting","deleted"] as const satisfies readonly components['schemas']['ProjectState'][]
+
+/** The values of ReferralCodeStatus, in the document's order. */
+export const ReferralCodeStatusValues = ["none","applied","invalid","void"] as const satisfies readonly components['schemas']['ReferralCodeStatus'][]
+
+/** The values of ReferralStatus, in the document's order. */
+export const ReferralStatusValues = ["pending","rewarded","void"] as const satisfies readonly components['schemas']['ReferralStatus'][]
 
 /** The values of RestorePointKind, in the document's order. */
 export const RestorePointKindValues = ["named"] as const satisfies readonly components['schemas']['RestorePointKind'][]
@@ -85,6 +94,12 @@ export const RuntimeStatusValues = ["provisioning","active","restarting","down",
 
 /** The values of Scope, in the document's order. */
 export const ScopeValues = ["projects:read","projects:write","credentials:read","backups:read","backups:write","jobs:read","organizations:read","organizations:write","api_keys:read","api_keys:write"] as const satisfies readonly components['schemas']['Scope'][]
+
+/** The values of SignupInviteState, in the document's order. */
+export const SignupInviteStateValues = ["pending","used","expired","revoked"] as const satisfies readonly components['schemas']['SignupInviteState'][]
+
+/** The values of SignupMode, in the document's order. */
+export const SignupModeValues = ["closed","invite","open"] as const satisfies readonly components['schemas']['SignupMode'][]
 
 /** The values of UploadState, in the document's order. */
 export const UploadStateValues = ["pending","uploaded","consumed","expired"] as const satisfies readonly components['schemas']['UploadState'][]

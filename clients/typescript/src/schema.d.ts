@@ -134,7 +134,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Receive a Stripe webhook event (customer.subscription.*, invoice.paid, invoice.payment_failed update the customer's organization's billing_* fields; other types are acknowledged and ignored; a redelivered event id applies nothing again). 400 when the Stripe-Signature does not verify, 404 without up --billing-provider stripe
+         * Receive a Stripe webhook event (customer.subscription.*, invoice.paid, invoice.payment_failed update the customer's organization's billing_* fields; they and charge.refunded move its referral; other types are acknowledged and ignored; a redelivered event id applies nothing again). 400 when the Stripe-Signature does not verify, 404 without up --billing-provider stripe
          * @description No authentication.
          */
         post: operations["postBillingStripeWebhook"];
@@ -712,6 +712,78 @@ export interface paths {
         patch: operations["patchOrganizationsByOrgIDMembersByUserID"];
         trace?: never;
     };
+    "/v1/organizations/{orgID}/quota": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An organization's quota: its own, else the default (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        get: operations["getOrganizationsByOrgIDQuota"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set an organization's own quota (the limits given), or drop it with default: true (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        patch: operations["patchOrganizationsByOrgIDQuota"];
+        trace?: never;
+    };
+    "/v1/organizations/{orgID}/referral-code": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's referral code (null until POST makes it)
+         * @description Needs an API key or a session token. Required scope: `organizations:read`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        get: operations["getOrganizationsByOrgIDReferralCode"];
+        put?: never;
+        /**
+         * Make the organization's referral code, or return the one it has (one per organization: 200 both times; admin role)
+         * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        post: operations["postOrganizationsByOrgIDReferralCode"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set the referral code's discount_id, checked at the billing provider (400 when it does not exist there, 409 without billing; admin role)
+         * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        patch: operations["patchOrganizationsByOrgIDReferralCode"];
+        trace?: never;
+    };
+    "/v1/organizations/{orgID}/referrals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organizations that signed up with this organization's referral code, newest first
+         * @description Needs an API key or a session token. Required scope: `organizations:read`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        get: operations["getOrganizationsByOrgIDReferrals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/organizations/{orgID}/resume": {
         parameters: {
             query?: never;
@@ -900,6 +972,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/plans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The plans in force, smallest first (any signed-in caller: a project's plan is chosen among them)
+         * @description Needs an API key or a session token. No particular scope is required.
+         */
+        get: operations["getPlans"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/plans/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Create or replace a plan; a changed plan is applied to every project on it (limits at once, a project.apply_plan job per active project for its server and key-value store) (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        put: operations["putPlansByName"];
+        post?: never;
+        /**
+         * Delete a plan no project is on (platform operators; 409 naming a project on it, and for the free plan)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        delete: operations["deletePlansByName"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/preview-databases/{previewID}": {
         parameters: {
             query?: never;
@@ -994,6 +1110,90 @@ export interface paths {
         get: operations["getPreviewDatabasesByPreviewIDSchemaDiff"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/program-applications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List program applications, newest first (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        get: operations["getProgramApplications"];
+        put?: never;
+        /**
+         * Submit a program application (status received; program_application.received is delivered to the platform organization's webhook endpoints). Service tokens only, rate-limited per token (429); 409 naming the first application when the same e-mail applied within 24 hours
+         * @description Needs a service token (`svc_...`, minted by a platform operator) as a bearer token; API keys and sessions are refused with 403, and a service token is refused on every other endpoint. Required scope: `program_applications:create`.
+         */
+        post: operations["postProgramApplications"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/program-applications/{applicationID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a program application (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        get: operations["getProgramApplicationsByApplicationID"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/program-applications/{applicationID}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve a program application: a discount (a coupon and its promotion code, redeemable once) is made at the billing provider and recorded as discount_id and discount_code (platform operators; 409 when decided already or billing is off)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        post: operations["postProgramApplicationsByApplicationIDApprove"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/program-applications/{applicationID}/reject": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reject a program application with an operator_note (platform operators; 409 when decided already)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        post: operations["postProgramApplicationsByApplicationIDReject"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2536,6 +2736,118 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/service-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the service tokens, newest first, revoked ones too (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        get: operations["getServiceTokens"];
+        put?: never;
+        /**
+         * Mint a service token for the public website: scope program_applications:create only; its plaintext is returned once (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        post: operations["postServiceTokens"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/service-tokens/{tokenID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke a service token: it authenticates no more (platform operators; 409 when revoked already)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        delete: operations["deleteServiceTokensByTokenID"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/signup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who may sign up on this appliance (closed, invite or open): the sign-in page offers sign-up unless closed
+         * @description No authentication.
+         */
+        get: operations["getSignup"];
+        put?: never;
+        /**
+         * Sign up: a new user, a new organization they own, and their session (403 when sign-up is closed or the invite is missing, used, revoked or expired; 409 when the email has a user; an unknown referral code does not stop it: referral_code_status says invalid)
+         * @description No authentication. Rate limited by the `strict` bucket in addition to the general one.
+         */
+        post: operations["postSignup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/signup-invites": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the sign-up invites, newest first (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        get: operations["getSignupInvites"];
+        put?: never;
+        /**
+         * Mint a sign-up invite: a link to the dashboard's sign-up page with a secret token, single use, expiring (platform operators; the token is returned once)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        post: operations["postSignupInvites"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/signup-invites/{inviteID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke a sign-up invite (platform operators; 409 when used or revoked already)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        delete: operations["deleteSignupInvitesByInviteID"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/uploads/imports/{uploadID}": {
         parameters: {
             query?: never;
@@ -2686,6 +2998,16 @@ export interface components {
             external_ticket_ref?: string;
             operator_note?: string;
         };
+        ApproveProgramApplicationRequest: {
+            /** @description the promotion code the applicant types (letters, digits, - and _, at most 40); default: made up by the provider */
+            code?: string;
+            /** @description 0 (default): the first invoice only; otherwise that many months */
+            duration_months?: number;
+            /** @description at most 2000 characters */
+            operator_note?: string;
+            /** @description above 0, at most 100 */
+            percent_off: number;
+        };
         AuditEvent: {
             action: string;
             actor_id: string;
@@ -2830,7 +3152,8 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            plan: components["schemas"]["Plan"];
+            /** @description a plan's name (GET /v1/plans: the operators' configuration) */
+            plan: string;
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -2983,6 +3306,27 @@ export interface components {
             /** @description hours until it is deleted, 1 to 720; default 24 */
             ttl_hours?: number;
         };
+        CreateProgramApplicationRequest: {
+            /** @description 1 to 200 characters */
+            company_name: string;
+            /** @description an http or https URL, at most 300 characters */
+            company_website?: string;
+            /** @description 1 to 200 characters */
+            contact_name: string;
+            /** @description one address (RFC 5322, as net/mail parses it), at most 254 characters */
+            email: string;
+            /** @description a BCP 47 language tag such as en or pt-BR, at most 35 characters */
+            locale?: string;
+            program: components["schemas"]["Program"];
+            /** @description how the applicant heard of the program, at most 200 characters */
+            referral_source?: string;
+            /** @description 1 to 100 characters */
+            segment: string;
+            /** @description at least 1 */
+            team_size: number;
+            /** @description 1 to 2000 characters */
+            use_case: string;
+        };
         CreateProjectRequest: {
             /** @description default: production */
             environment?: components["schemas"]["Environment"];
@@ -2993,12 +3337,28 @@ export interface components {
             name: string;
             /** @description required for platform administrators; others create in their own organization */
             organization_id?: string;
-            /** @description default: free */
-            plan?: components["schemas"]["Plan"];
+            /** @description a plan's name (GET /v1/plans); default: free */
+            plan?: string;
+        };
+        CreateReferralCodeRequest: {
+            /** @description a BCP 47 language tag for the referral's pages (optional; kept when the code exists) */
+            locale?: string;
         };
         CreateRoleRequest: {
             /** @description lowercase letters, digits and underscores, starting with a letter or underscore, at most 63; not postgres, pg_…, appliance… or the project's role */
             name: string;
+        };
+        CreateServiceTokenRequest: {
+            /** @description 1 to 100 characters, e.g. the website it is for */
+            name: string;
+        };
+        CreateSignupInviteRequest: {
+            /** @description restrict the invite to this address (optional) */
+            email?: string;
+            /** @description hours until it expires, 1 to 720; default 168 (a week) */
+            expires_in_hours?: number;
+            /** @description who it is for, at most 200 characters (optional) */
+            note?: string;
         };
         CreateTableRequest: {
             /** @description 1 to 200 columns */
@@ -3031,6 +3391,22 @@ export interface components {
             organization: components["schemas"]["Organization"];
             /** @description the owner named by owner_email; null when none was */
             owner: components["schemas"]["Member"] | null;
+        };
+        CreatedServiceToken: {
+            /** @description svc_ and 32 characters; shown once, only its SHA-256 is kept */
+            plaintext_token: string;
+            service_token: components["schemas"]["ServiceToken"];
+        };
+        CreatedSignupInvite: {
+            signup_invite: components["schemas"]["SignupInvite"];
+            /** @description the secret token, returned once (only its hash is kept) */
+            token: string;
+            /** @description the dashboard's sign-up page with the token: send this link */
+            url: string;
+        };
+        CurrentReferralCode: {
+            /** @description null until POST makes it */
+            referral_code: components["schemas"]["ReferralCode"] | null;
         };
         /** @enum {string} */
         CutoverActorKind: "user" | "api_key";
@@ -3122,6 +3498,10 @@ export interface components {
             /** @description the organization's API keys, revoked */
             revoked_api_keys: string[];
         };
+        DeletedPlan: {
+            deleted: boolean;
+            name: string;
+        };
         DeletedResponse: {
             deleted: boolean;
         };
@@ -3208,7 +3588,7 @@ export interface components {
             sqlstate?: string;
         };
         /** @enum {string} */
-        EventType: "job.completed" | "job.failed" | "project.ready" | "project.deleted" | "backup.completed" | "backup.verified" | "backup.verification_failed" | "restore.completed" | "export.completed" | "import.completed" | "credentials.rotated" | "preview.ready" | "preview.reset" | "preview.deleted" | "cutover.requested" | "cutover.completed" | "ephemeral.claimed" | "kv.ready" | "kv.deleted" | "project.suspended" | "project.resumed" | "instance.crashed" | "backup_store.unreachable" | "alert.triggered" | "alert.resolved" | "webhook.test" | "webhook_endpoint.disabled";
+        EventType: "job.completed" | "job.failed" | "project.ready" | "project.deleted" | "backup.completed" | "backup.verified" | "backup.verification_failed" | "restore.completed" | "export.completed" | "import.completed" | "credentials.rotated" | "preview.ready" | "preview.reset" | "preview.deleted" | "cutover.requested" | "cutover.completed" | "ephemeral.claimed" | "kv.ready" | "kv.deleted" | "project.suspended" | "project.resumed" | "instance.crashed" | "backup_store.unreachable" | "alert.triggered" | "alert.resolved" | "webhook.test" | "webhook_endpoint.disabled" | "program_application.received" | "program_application.approved" | "program_application.rejected" | "referral.rewarded" | "referral.voided";
         Export: {
             /** Format: date-time */
             created_at: string;
@@ -3603,6 +3983,25 @@ export interface components {
         OrganizationList: {
             organizations: components["schemas"]["OrganizationSummary"][];
         };
+        OrganizationQuota: {
+            /** @description preview databases over all its projects */
+            previews_limit: number;
+            /** @description projects (previews not counted) */
+            projects_limit: number;
+            /**
+             * Format: int64
+             * @description the storage its projects and previews may add up to (usage reports the overage)
+             */
+            storage_limit_bytes: number;
+        };
+        OrganizationQuotaResponse: {
+            /** @description true: the organization has the default quota (no quota of its own) */
+            is_default: boolean;
+            organization_id: string;
+            quota: components["schemas"]["OrganizationQuota"];
+            /** Format: date-time */
+            updated_at: string | null;
+        };
         OrganizationResponse: {
             organization: components["schemas"]["Organization"];
         };
@@ -3628,6 +4027,8 @@ export interface components {
             name: string;
             /** @description projects not deleted (previews and claimed ephemeral databases included) */
             project_count: number;
+            /** @description what it may hold: its own quota, else the default (PATCH /v1/organizations/{orgID}/quota) */
+            quota: components["schemas"]["OrganizationQuota"];
             slug: string;
             /** Format: date-time */
             suspended_at: string | null;
@@ -3639,6 +4040,19 @@ export interface components {
             changed: boolean;
             /** @description the user's other sessions, which the change signs out */
             sessions_revoked: number;
+        };
+        PatchOrganizationQuotaRequest: {
+            /** @description true: the organization follows the default quota again (no other field may be given) */
+            default?: boolean;
+            /** @description at least 0 */
+            previews_limit?: number;
+            /** @description at least 0 */
+            projects_limit?: number;
+            /**
+             * Format: int64
+             * @description at least 1
+             */
+            storage_limit_bytes?: number;
         };
         PatchOrganizationRequest: {
             /** @description an email address, or empty to clear */
@@ -3656,12 +4070,16 @@ export interface components {
             idle_transaction_timeout?: string;
             /** @description 1 to 63 characters (database and role names do not change) */
             name?: string;
-            /** @description max_connections changes with a restart */
-            plan?: components["schemas"]["Plan"];
+            /** @description a plan's name (GET /v1/plans); max_connections changes with a restart */
+            plan?: string;
             /** @description PostgreSQL duration such as 30s, 5min or 0 (no limit); applied by reload */
             statement_timeout?: string;
             /** @description 0 (never) or 60 to 2592000 (30 days) */
             suspend_after_seconds?: number;
+        };
+        PatchReferralCodeRequest: {
+            /** @description a discount (coupon) id the billing provider knows (400 otherwise) */
+            discount_id: string;
         };
         PatchWebhookEndpointRequest: {
             description?: string;
@@ -3675,8 +4093,40 @@ export interface components {
              */
             url?: string;
         };
-        /** @enum {string} */
-        Plan: "free" | "pro" | "scale";
+        Plan: {
+            /** @description the studio's AI uses per month (0: none) */
+            ai_uses_per_month: number;
+            /** @description the CPU its server is held to, in cores (cgroups) */
+            cpu_cores: number;
+            /** @description its key-value store's maxmemory, MiB */
+            kv_memory_mb: number;
+            /** @description the server's max_connections (at least 10) */
+            max_connections: number;
+            /**
+             * Format: int64
+             * @description the memory its server is held to (cgroups; at least 64 MiB)
+             */
+            memory_bytes: number;
+            /** @description lowercase letters, digits, dashes and underscores, starting with a letter */
+            name: string;
+            /** @description preview databases per project (0: none) */
+            previews_limit: number;
+            /**
+             * Format: int64
+             * @description a project's storage limit: past it its database turns read-only (at least 16 MiB)
+             */
+            storage_limit_bytes: number;
+        };
+        PlanChange: {
+            /** @description true: a new plan; false: an existing plan replaced */
+            created: boolean;
+            /** @description one project.apply_plan job per active project on the plan (connection limit, storage limit, key-value memory, memory and CPU) */
+            jobs: components["schemas"]["Job"][];
+            plan: components["schemas"]["Plan"];
+        };
+        PlanList: {
+            plans: components["schemas"]["Plan"][];
+        };
         Preflight: {
             checks: components["schemas"]["PreflightCheck"][];
             /** @description no check failed */
@@ -3773,6 +4223,44 @@ export interface components {
             scopes: string[];
             user_id: string;
         };
+        /** @enum {string} */
+        Program: "startup" | "partner";
+        ProgramApplication: {
+            company_name: string;
+            company_website: string;
+            contact_name: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            decided_at: string | null;
+            decided_by_user_id: string;
+            /** @description the promotion code the applicant redeems at checkout */
+            discount_code: string;
+            /** @description the billing provider's coupon made on approval */
+            discount_id: string;
+            email: string;
+            id: string;
+            locale: string;
+            operator_note: string;
+            program: components["schemas"]["Program"];
+            referral_source: string;
+            segment: string;
+            /** @description the service token it was submitted with */
+            service_token_id: string;
+            status: components["schemas"]["ProgramApplicationStatus"];
+            team_size: number;
+            /** Format: date-time */
+            updated_at: string;
+            use_case: string;
+        };
+        ProgramApplicationList: {
+            program_applications: components["schemas"]["ProgramApplication"][];
+        };
+        ProgramApplicationResponse: {
+            program_application: components["schemas"]["ProgramApplication"];
+        };
+        /** @enum {string} */
+        ProgramApplicationStatus: "received" | "approved" | "rejected";
         Project: {
             /** Format: date-time */
             created_at: string;
@@ -3786,7 +4274,8 @@ export interface components {
             max_connections: number;
             name: string;
             organization_id: string;
-            plan: components["schemas"]["Plan"];
+            /** @description a plan's name (GET /v1/plans: the operators' configuration) */
+            plan: string;
             pooled_port: number;
             /** @description read from the server (SHOW server_version); empty until provisioned */
             postgres_version: string;
@@ -3896,6 +4385,17 @@ export interface components {
             source_table: string;
             target_table: string;
         };
+        PutPlanRequest: {
+            ai_uses_per_month: number;
+            cpu_cores: number;
+            kv_memory_mb: number;
+            max_connections: number;
+            /** Format: int64 */
+            memory_bytes: number;
+            previews_limit: number;
+            /** Format: int64 */
+            storage_limit_bytes: number;
+        };
         PutScheduledBackupRequest: {
             /** @description UTC hour, 0 to 23 */
             cron_hour: number;
@@ -3942,6 +4442,48 @@ export interface components {
             size_bytes: number;
             table: string;
         };
+        Referral: {
+            code: string;
+            /** Format: date-time */
+            created_at: string;
+            id: string;
+            referred_organization_id: string;
+            referred_subscription_id: string;
+            referrer_organization_id: string;
+            /** @description the promotion code of the reward (an addition) */
+            reward_code: string;
+            /** @description the discount made at the billing provider for the referrer, redeemable by its customer only */
+            reward_discount_id: string;
+            /** Format: date-time */
+            rewarded_at: string | null;
+            status: components["schemas"]["ReferralStatus"];
+            /** Format: date-time */
+            updated_at: string;
+            void_reason: string;
+        };
+        ReferralCode: {
+            code: string;
+            /** Format: date-time */
+            created_at: string;
+            /** @description the billing provider's discount (coupon) a referred organization redeems at checkout; empty until set */
+            discount_id: string;
+            locale: string;
+            organization_id: string;
+            /** @description the dashboard's sign-up page with the code filled in (an addition) */
+            signup_url: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        ReferralCodeResponse: {
+            referral_code: components["schemas"]["ReferralCode"];
+        };
+        /** @enum {string} */
+        ReferralCodeStatus: "none" | "applied" | "invalid" | "void";
+        ReferralList: {
+            referrals: components["schemas"]["Referral"][];
+        };
+        /** @enum {string} */
+        ReferralStatus: "pending" | "rewarded" | "void";
         RegionStatus: {
             region: string;
             status: string;
@@ -3949,6 +4491,10 @@ export interface components {
         RejectCutoverRequest: {
             operator_note?: string;
             rejected_reason: string;
+        };
+        RejectProgramApplicationRequest: {
+            /** @description why, at most 2000 characters */
+            operator_note?: string;
         };
         RemovedMember: {
             removed: boolean;
@@ -4244,6 +4790,28 @@ export interface components {
         };
         /** @enum {string} */
         Scope: "projects:read" | "projects:write" | "credentials:read" | "backups:read" | "backups:write" | "jobs:read" | "organizations:read" | "organizations:write" | "api_keys:read" | "api_keys:write";
+        ServiceToken: {
+            /** Format: date-time */
+            created_at: string;
+            created_by_user_id: string;
+            id: string;
+            is_active: boolean;
+            /** Format: date-time */
+            last_used_at: string | null;
+            name: string;
+            /** Format: date-time */
+            revoked_at: string | null;
+            /** @description always [program_applications:create] */
+            scopes: string[];
+            /** @description the plaintext's first 8 characters, to recognise it */
+            token_prefix: string;
+        };
+        ServiceTokenList: {
+            service_tokens: components["schemas"]["ServiceToken"][];
+        };
+        ServiceTokenResponse: {
+            service_token: components["schemas"]["ServiceToken"];
+        };
         SessionRequest: {
             /** @description true: the session is set as an HttpOnly, Secure, SameSite=Strict cookie and token is empty; the cookie authenticates only requests that also send the header X-Appliance-CSRF: 1 */
             cookie?: boolean;
@@ -4266,6 +4834,63 @@ export interface components {
         };
         SignedOut: {
             signed_out: boolean;
+        };
+        SignupInvite: {
+            /** Format: date-time */
+            created_at: string;
+            created_by_user_id: string;
+            /** @description only this address may use it; empty: anyone holding the link */
+            email: string;
+            /** Format: date-time */
+            expires_at: string;
+            id: string;
+            note: string;
+            /** @description the organization its sign-up made */
+            organization_id: string;
+            /** Format: date-time */
+            revoked_at: string | null;
+            state: components["schemas"]["SignupInviteState"];
+            /** Format: date-time */
+            used_at: string | null;
+            used_by_user_id: string;
+        };
+        SignupInviteList: {
+            signup_invites: components["schemas"]["SignupInvite"][];
+        };
+        SignupInviteResponse: {
+            signup_invite: components["schemas"]["SignupInvite"];
+        };
+        /** @enum {string} */
+        SignupInviteState: "pending" | "used" | "expired" | "revoked";
+        /** @enum {string} */
+        SignupMode: "closed" | "invite" | "open";
+        SignupRequest: {
+            /** @description true: the session is set as the dashboard's HttpOnly cookie and session.token is empty */
+            cookie?: boolean;
+            /** @example founder@example.com */
+            email: string;
+            /** @description the token of a sign-up invite link (required when the mode is invite) */
+            invite_token?: string;
+            /** @description the new organization's name, 1 to 100 characters */
+            organization_name: string;
+            /** @description 12 to 72 bytes, as every user's */
+            password: string;
+            /** @description another organization's referral code; an unknown one does not stop the sign-up (referral_code_status says invalid) */
+            referral_code?: string;
+        };
+        SignupResult: {
+            email: string;
+            organization: components["schemas"]["Organization"];
+            /** @description the referral recorded, when referral_code_status is applied or void */
+            referral: components["schemas"]["Referral"] | null;
+            /** @description none: no code given; applied: a pending referral was recorded; invalid: no such code (nothing recorded; the sign-up still happened); void: recorded void (void_reason says why) */
+            referral_code_status: components["schemas"]["ReferralCodeStatus"];
+            session: components["schemas"]["SessionResult"];
+            user_id: string;
+        };
+        SignupSettings: {
+            /** @description closed: nobody signs up (organizations are made by operators); invite: with an operator's sign-up invite; open: anyone */
+            mode: components["schemas"]["SignupMode"];
         };
         SourceExtension: {
             name: string;
@@ -5460,7 +6085,7 @@ export interface operations {
                      *         "max_connections": 1,
                      *         "name": "example",
                      *         "organization_id": "example",
-                     *         "plan": "free",
+                     *         "plan": "example",
                      *         "pooled_port": 1,
                      *         "postgres_version": "example",
                      *         "primary_instance_id": "example",
@@ -5868,6 +6493,11 @@ export interface operations {
                      *           "member_count": 1,
                      *           "name": "example",
                      *           "project_count": 1,
+                     *           "quota": {
+                     *             "previews_limit": 1,
+                     *             "projects_limit": 1,
+                     *             "storage_limit_bytes": 1
+                     *           },
                      *           "slug": "example",
                      *           "suspended_at": "2026-01-31T12:00:00Z",
                      *           "suspended_reason": "example",
@@ -6649,6 +7279,290 @@ export interface operations {
             507: components["responses"]["InsufficientStorage"];
         };
     };
+    getOrganizationsByOrgIDQuota: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "is_default": true,
+                     *       "organization_id": "example",
+                     *       "quota": {
+                     *         "previews_limit": 1,
+                     *         "projects_limit": 1,
+                     *         "storage_limit_bytes": 1
+                     *       },
+                     *       "updated_at": "2026-01-31T12:00:00Z"
+                     *     } */
+                    "application/json": components["schemas"]["OrganizationQuotaResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    patchOrganizationsByOrgIDQuota: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["PatchOrganizationQuotaRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "is_default": true,
+                     *       "organization_id": "example",
+                     *       "quota": {
+                     *         "previews_limit": 1,
+                     *         "projects_limit": 1,
+                     *         "storage_limit_bytes": 1
+                     *       },
+                     *       "updated_at": "2026-01-31T12:00:00Z"
+                     *     } */
+                    "application/json": components["schemas"]["OrganizationQuotaResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getOrganizationsByOrgIDReferralCode: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "referral_code": {
+                     *         "code": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "discount_id": "example",
+                     *         "locale": "example",
+                     *         "organization_id": "example",
+                     *         "signup_url": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["CurrentReferralCode"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    postOrganizationsByOrgIDReferralCode: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["CreateReferralCodeRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "referral_code": {
+                     *         "code": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "discount_id": "example",
+                     *         "locale": "example",
+                     *         "organization_id": "example",
+                     *         "signup_url": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ReferralCodeResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    patchOrganizationsByOrgIDReferralCode: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "discount_id": "example"
+                 *     } */
+                "application/json": components["schemas"]["PatchReferralCodeRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "referral_code": {
+                     *         "code": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "discount_id": "example",
+                     *         "locale": "example",
+                     *         "organization_id": "example",
+                     *         "signup_url": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ReferralCodeResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getOrganizationsByOrgIDReferrals: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "referrals": [
+                     *         {
+                     *           "code": "example",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "id": "example",
+                     *           "referred_organization_id": "example",
+                     *           "referred_subscription_id": "example",
+                     *           "referrer_organization_id": "example",
+                     *           "reward_code": "example",
+                     *           "reward_discount_id": "example",
+                     *           "rewarded_at": "2026-01-31T12:00:00Z",
+                     *           "status": "pending",
+                     *           "updated_at": "2026-01-31T12:00:00Z",
+                     *           "void_reason": "example"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["ReferralList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
     postOrganizationsByOrgIDResume: {
         parameters: {
             query?: never;
@@ -7332,6 +8246,171 @@ export interface operations {
             507: components["responses"]["InsufficientStorage"];
         };
     };
+    getPlans: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "plans": [
+                     *         {
+                     *           "ai_uses_per_month": 1,
+                     *           "cpu_cores": 1.5,
+                     *           "kv_memory_mb": 1,
+                     *           "max_connections": 1,
+                     *           "memory_bytes": 1,
+                     *           "name": "example",
+                     *           "previews_limit": 1,
+                     *           "storage_limit_bytes": 1
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["PlanList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    putPlansByName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "ai_uses_per_month": 1,
+                 *       "cpu_cores": 1.5,
+                 *       "kv_memory_mb": 1,
+                 *       "max_connections": 1,
+                 *       "memory_bytes": 1,
+                 *       "previews_limit": 1,
+                 *       "storage_limit_bytes": 1
+                 *     } */
+                "application/json": components["schemas"]["PutPlanRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "created": true,
+                     *       "jobs": [
+                     *         {
+                     *           "attempts": 1,
+                     *           "claimed_at": "2026-01-31T12:00:00Z",
+                     *           "claimed_by": "example",
+                     *           "completed_at": "2026-01-31T12:00:00Z",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "error": "example",
+                     *           "host_id": "example",
+                     *           "id": "example",
+                     *           "instance_id": "example",
+                     *           "last_exit_code": 1,
+                     *           "last_stderr": "example",
+                     *           "last_stdout": "example",
+                     *           "locked_resource": "example",
+                     *           "max_attempts": 1,
+                     *           "organization_id": "example",
+                     *           "preview_database_id": "example",
+                     *           "project_id": "example",
+                     *           "result": {},
+                     *           "retry_classification": "example",
+                     *           "started_at": "2026-01-31T12:00:00Z",
+                     *           "state": "pending",
+                     *           "type": "example",
+                     *           "updated_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ],
+                     *       "plan": {
+                     *         "ai_uses_per_month": 1,
+                     *         "cpu_cores": 1.5,
+                     *         "kv_memory_mb": 1,
+                     *         "max_connections": 1,
+                     *         "memory_bytes": 1,
+                     *         "name": "example",
+                     *         "previews_limit": 1,
+                     *         "storage_limit_bytes": 1
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["PlanChange"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    deletePlansByName: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "deleted": true,
+                     *       "name": "example"
+                     *     } */
+                    "application/json": components["schemas"]["DeletedPlan"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
     deletePreviewDatabasesByPreviewID: {
         parameters: {
             query?: never;
@@ -7610,6 +8689,316 @@ export interface operations {
             503: components["responses"]["Unavailable"];
         };
     };
+    getProgramApplications: {
+        parameters: {
+            query?: {
+                /** @description only applications of this status */
+                status?: string;
+                /** @description number of applications, newest first */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "program_applications": [
+                     *         {
+                     *           "company_name": "example",
+                     *           "company_website": "example",
+                     *           "contact_name": "example",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "decided_at": "2026-01-31T12:00:00Z",
+                     *           "decided_by_user_id": "example",
+                     *           "discount_code": "example",
+                     *           "discount_id": "example",
+                     *           "email": "example",
+                     *           "id": "example",
+                     *           "locale": "example",
+                     *           "operator_note": "example",
+                     *           "program": "startup",
+                     *           "referral_source": "example",
+                     *           "segment": "example",
+                     *           "service_token_id": "example",
+                     *           "status": "received",
+                     *           "team_size": 1,
+                     *           "updated_at": "2026-01-31T12:00:00Z",
+                     *           "use_case": "example"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["ProgramApplicationList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    postProgramApplications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "company_name": "example",
+                 *       "contact_name": "example",
+                 *       "email": "example",
+                 *       "program": "startup",
+                 *       "segment": "example",
+                 *       "team_size": 1,
+                 *       "use_case": "example"
+                 *     } */
+                "application/json": components["schemas"]["CreateProgramApplicationRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "program_application": {
+                     *         "company_name": "example",
+                     *         "company_website": "example",
+                     *         "contact_name": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "decided_at": "2026-01-31T12:00:00Z",
+                     *         "decided_by_user_id": "example",
+                     *         "discount_code": "example",
+                     *         "discount_id": "example",
+                     *         "email": "example",
+                     *         "id": "example",
+                     *         "locale": "example",
+                     *         "operator_note": "example",
+                     *         "program": "startup",
+                     *         "referral_source": "example",
+                     *         "segment": "example",
+                     *         "service_token_id": "example",
+                     *         "status": "received",
+                     *         "team_size": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "use_case": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ProgramApplicationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getProgramApplicationsByApplicationID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the application ID */
+                applicationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "program_application": {
+                     *         "company_name": "example",
+                     *         "company_website": "example",
+                     *         "contact_name": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "decided_at": "2026-01-31T12:00:00Z",
+                     *         "decided_by_user_id": "example",
+                     *         "discount_code": "example",
+                     *         "discount_id": "example",
+                     *         "email": "example",
+                     *         "id": "example",
+                     *         "locale": "example",
+                     *         "operator_note": "example",
+                     *         "program": "startup",
+                     *         "referral_source": "example",
+                     *         "segment": "example",
+                     *         "service_token_id": "example",
+                     *         "status": "received",
+                     *         "team_size": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "use_case": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ProgramApplicationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    postProgramApplicationsByApplicationIDApprove: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the application ID */
+                applicationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "percent_off": 1.5
+                 *     } */
+                "application/json": components["schemas"]["ApproveProgramApplicationRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "program_application": {
+                     *         "company_name": "example",
+                     *         "company_website": "example",
+                     *         "contact_name": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "decided_at": "2026-01-31T12:00:00Z",
+                     *         "decided_by_user_id": "example",
+                     *         "discount_code": "example",
+                     *         "discount_id": "example",
+                     *         "email": "example",
+                     *         "id": "example",
+                     *         "locale": "example",
+                     *         "operator_note": "example",
+                     *         "program": "startup",
+                     *         "referral_source": "example",
+                     *         "segment": "example",
+                     *         "service_token_id": "example",
+                     *         "status": "received",
+                     *         "team_size": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "use_case": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ProgramApplicationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    postProgramApplicationsByApplicationIDReject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the application ID */
+                applicationID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["RejectProgramApplicationRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "program_application": {
+                     *         "company_name": "example",
+                     *         "company_website": "example",
+                     *         "contact_name": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "decided_at": "2026-01-31T12:00:00Z",
+                     *         "decided_by_user_id": "example",
+                     *         "discount_code": "example",
+                     *         "discount_id": "example",
+                     *         "email": "example",
+                     *         "id": "example",
+                     *         "locale": "example",
+                     *         "operator_note": "example",
+                     *         "program": "startup",
+                     *         "referral_source": "example",
+                     *         "segment": "example",
+                     *         "service_token_id": "example",
+                     *         "status": "received",
+                     *         "team_size": 1,
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "use_case": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ProgramApplicationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
     getProjects: {
         parameters: {
             query?: {
@@ -7643,7 +9032,7 @@ export interface operations {
                      *           "max_connections": 1,
                      *           "name": "example",
                      *           "organization_id": "example",
-                     *           "plan": "free",
+                     *           "plan": "example",
                      *           "pooled_port": 1,
                      *           "postgres_version": "example",
                      *           "primary_instance_id": "example",
@@ -7734,7 +9123,7 @@ export interface operations {
                      *         "max_connections": 1,
                      *         "name": "example",
                      *         "organization_id": "example",
-                     *         "plan": "free",
+                     *         "plan": "example",
                      *         "pooled_port": 1,
                      *         "postgres_version": "example",
                      *         "primary_instance_id": "example",
@@ -7796,7 +9185,7 @@ export interface operations {
                      *         "max_connections": 1,
                      *         "name": "example",
                      *         "organization_id": "example",
-                     *         "plan": "free",
+                     *         "plan": "example",
                      *         "pooled_port": 1,
                      *         "postgres_version": "example",
                      *         "primary_instance_id": "example",
@@ -7928,7 +9317,7 @@ export interface operations {
                      *         "max_connections": 1,
                      *         "name": "example",
                      *         "organization_id": "example",
-                     *         "plan": "free",
+                     *         "plan": "example",
                      *         "pooled_port": 1,
                      *         "postgres_version": "example",
                      *         "primary_instance_id": "example",
@@ -11407,7 +12796,7 @@ export interface operations {
                      *         "max_connections": 1,
                      *         "name": "example",
                      *         "organization_id": "example",
-                     *         "plan": "free",
+                     *         "plan": "example",
                      *         "pooled_port": 1,
                      *         "postgres_version": "example",
                      *         "primary_instance_id": "example",
@@ -12249,7 +13638,7 @@ export interface operations {
                      *         "max_connections": 1,
                      *         "name": "example",
                      *         "organization_id": "example",
-                     *         "plan": "free",
+                     *         "plan": "example",
                      *         "pooled_port": 1,
                      *         "postgres_version": "example",
                      *         "primary_instance_id": "example",
@@ -13223,6 +14612,410 @@ export interface operations {
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getServiceTokens: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "service_tokens": [
+                     *         {
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "created_by_user_id": "example",
+                     *           "id": "example",
+                     *           "is_active": true,
+                     *           "last_used_at": "2026-01-31T12:00:00Z",
+                     *           "name": "example",
+                     *           "revoked_at": "2026-01-31T12:00:00Z",
+                     *           "scopes": [
+                     *             "example"
+                     *           ],
+                     *           "token_prefix": "example"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["ServiceTokenList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    postServiceTokens: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "name": "example"
+                 *     } */
+                "application/json": components["schemas"]["CreateServiceTokenRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "plaintext_token": "example",
+                     *       "service_token": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "created_by_user_id": "example",
+                     *         "id": "example",
+                     *         "is_active": true,
+                     *         "last_used_at": "2026-01-31T12:00:00Z",
+                     *         "name": "example",
+                     *         "revoked_at": "2026-01-31T12:00:00Z",
+                     *         "scopes": [
+                     *           "example"
+                     *         ],
+                     *         "token_prefix": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["CreatedServiceToken"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    deleteServiceTokensByTokenID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the token ID */
+                tokenID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "service_token": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "created_by_user_id": "example",
+                     *         "id": "example",
+                     *         "is_active": true,
+                     *         "last_used_at": "2026-01-31T12:00:00Z",
+                     *         "name": "example",
+                     *         "revoked_at": "2026-01-31T12:00:00Z",
+                     *         "scopes": [
+                     *           "example"
+                     *         ],
+                     *         "token_prefix": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["ServiceTokenResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getSignup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "mode": "closed"
+                     *     } */
+                    "application/json": components["schemas"]["SignupSettings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    postSignup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "email": "founder@example.com",
+                 *       "organization_name": "example",
+                 *       "password": "example"
+                 *     } */
+                "application/json": components["schemas"]["SignupRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "email": "example",
+                     *       "organization": {
+                     *         "billing_customer_id": "example",
+                     *         "billing_email": "example",
+                     *         "billing_name": "example",
+                     *         "billing_period_end": "2026-01-31T12:00:00Z",
+                     *         "billing_plan": "example",
+                     *         "billing_product_id": "example",
+                     *         "billing_provider": "example",
+                     *         "billing_status": "example",
+                     *         "billing_subscription_id": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "deploy_a_installation_id": "example",
+                     *         "edge_c_account_id": "example",
+                     *         "id": "example",
+                     *         "idp_organization_id": "example",
+                     *         "idp_organization_slug": "example",
+                     *         "name": "example",
+                     *         "slug": "example",
+                     *         "suspended_at": "2026-01-31T12:00:00Z",
+                     *         "suspended_reason": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       },
+                     *       "referral": {
+                     *         "code": "example",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "id": "example",
+                     *         "referred_organization_id": "example",
+                     *         "referred_subscription_id": "example",
+                     *         "referrer_organization_id": "example",
+                     *         "reward_code": "example",
+                     *         "reward_discount_id": "example",
+                     *         "rewarded_at": "2026-01-31T12:00:00Z",
+                     *         "status": "pending",
+                     *         "updated_at": "2026-01-31T12:00:00Z",
+                     *         "void_reason": "example"
+                     *       },
+                     *       "referral_code_status": "none",
+                     *       "session": {
+                     *         "expires_at": "2026-01-31T12:00:00Z",
+                     *         "organization_id": "example",
+                     *         "role": "example",
+                     *         "token": "example",
+                     *         "user_id": "example"
+                     *       },
+                     *       "user_id": "example"
+                     *     } */
+                    "application/json": components["schemas"]["SignupResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getSignupInvites: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "signup_invites": [
+                     *         {
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "created_by_user_id": "example",
+                     *           "email": "example",
+                     *           "expires_at": "2026-01-31T12:00:00Z",
+                     *           "id": "example",
+                     *           "note": "example",
+                     *           "organization_id": "example",
+                     *           "revoked_at": "2026-01-31T12:00:00Z",
+                     *           "state": "pending",
+                     *           "used_at": "2026-01-31T12:00:00Z",
+                     *           "used_by_user_id": "example"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["SignupInviteList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    postSignupInvites: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["CreateSignupInviteRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "signup_invite": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "created_by_user_id": "example",
+                     *         "email": "example",
+                     *         "expires_at": "2026-01-31T12:00:00Z",
+                     *         "id": "example",
+                     *         "note": "example",
+                     *         "organization_id": "example",
+                     *         "revoked_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "used_at": "2026-01-31T12:00:00Z",
+                     *         "used_by_user_id": "example"
+                     *       },
+                     *       "token": "example",
+                     *       "url": "example"
+                     *     } */
+                    "application/json": components["schemas"]["CreatedSignupInvite"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    deleteSignupInvitesByInviteID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the invite ID */
+                inviteID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "signup_invite": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "created_by_user_id": "example",
+                     *         "email": "example",
+                     *         "expires_at": "2026-01-31T12:00:00Z",
+                     *         "id": "example",
+                     *         "note": "example",
+                     *         "organization_id": "example",
+                     *         "revoked_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "used_at": "2026-01-31T12:00:00Z",
+                     *         "used_by_user_id": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["SignupInviteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
         };
     };
     putUploadsImportsByUploadID: {
