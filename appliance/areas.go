@@ -25,6 +25,7 @@ import (
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/appliance/referrals"
+	"github.com/theappliance/appliance/appliance/scaletozero"
 	"github.com/theappliance/appliance/appliance/storageguard"
 	"github.com/theappliance/appliance/appliance/studio"
 	"github.com/theappliance/appliance/appliance/tenancy"
@@ -568,3 +569,47 @@ func (h areaHost) OrganizationCreated(ctx context.Context, orgID string) {
 
 // SignupURL is the dashboard's sign-up page.
 func (h areaHost) SignupURL() string { return h.s.signupURL() }
+
+var _ scaletozero.Host = areaHost{}
+
+// DataPlaneReady fails when the appliance runs no instances.
+func (h areaHost) DataPlaneReady() error { _, err := h.s.dataPlane(); return err }
+
+// SuspendTarget is the project and its primary instance (nil when it has none or is being deleted).
+func (h areaHost) SuspendTarget(projectID string) (*store.Project, *store.Instance, error) {
+	return h.s.suspendedTarget(projectID)
+}
+
+// OrganizationSuspended reports whether an operator suspended the organization.
+func (h areaHost) OrganizationSuspended(orgID string) bool { return h.s.organizationSuspended(orgID) }
+
+// ClientConnections is the number of client sessions on the project's server.
+func (h areaHost) ClientConnections(ctx context.Context, prj *store.Project) (int, error) {
+	_, conns, err := h.s.measureProject(ctx, prj)
+	return conns, err
+}
+
+// StopServer stops the project's server and pooler through the instance engine, data kept.
+func (h areaHost) StopServer(ctx context.Context, inst *store.Instance, prj *store.Project) error {
+	return h.s.eng.Stop(ctx, nil, inst, prj)
+}
+
+// StartServer starts the project's server and pooler through the instance engine.
+func (h areaHost) StartServer(ctx context.Context, inst *store.Instance, prj *store.Project) error {
+	return h.s.eng.Start(ctx, nil, inst, prj)
+}
+
+// ServerRunning reports whether the instance's server runs.
+func (h areaHost) ServerRunning(inst *store.Instance) bool {
+	_, running, _ := h.s.eng.Instance(inst).Status()
+	return running
+}
+
+// ServerCertFiles are the files of the instance's server certificate and key.
+func (h areaHost) ServerCertFiles(inst *store.Instance) (certFile, keyFile string) {
+	pgi := h.s.eng.Instance(inst)
+	return pgi.CertFile(), pgi.KeyFile()
+}
+
+// JobTarget is the project a job acts on (its preview database, when it names one).
+func (h areaHost) JobTarget(run *scheduler.Run) string { return targetOf(run) }

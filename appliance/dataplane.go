@@ -301,7 +301,7 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		}
 		// A project suspended for idleness stays suspended: the wake front holds its ports again.
 		if p.prj.IdleSuspendedAt != nil {
-			if err := s.holdSuspended(p.prj, p.inst); err != nil {
+			if err := s.z.HoldSuspended(p.prj, p.inst); err != nil {
 				s.log.Error("hold a suspended project's ports", "project", p.prj.ID, "err", err)
 				s.setRuntime(p.prj.ID, RuntimeDown)
 			}
@@ -388,7 +388,7 @@ func (s *Service) beingDeleted(projectID string) (bool, error) {
 // job starts it again. Then the key-value stores' last snapshots are shipped (kv.ShipSnapshots, at most
 // 10 s).
 func (s *Service) StopInstances(ctx context.Context) error {
-	s.closeWakeFront()
+	s.z.Close()
 	s.endSpares()
 	if s.eng != nil {
 		s.eng.CloseSpareConns()

@@ -22,7 +22,7 @@ const JobExpireCredential = "project.expire_credential"
 // RegisterJobs registers the handler of every job type this service enqueues.
 func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	r.OnEnd(s.jobEnded)
-	r.Before(s.wakeForJob)
+	r.Before(s.z.WakeForJob)
 	r.Handle(JobProjectProvision, s.failProjectOnFinalError(s.provisionProject))
 	r.Handle(JobProjectApplyPlan, s.applyPlan)
 	r.Handle(JobProjectDelete, s.deleteProjectJob)

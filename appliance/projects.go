@@ -12,6 +12,7 @@ import (
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/observe"
+	"github.com/theappliance/appliance/appliance/scaletozero"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -26,7 +27,7 @@ func projectView(p *store.Project) *Project {
 		PrimaryInstanceID: p.PrimaryInstanceID, LatestJobID: p.LatestJobID, LastError: p.LastError,
 		DirectPort: p.DirectPort, PooledPort: p.PooledPort, MaxConnections: p.MaxConnections,
 		StorageLimitBytes: p.StorageLimitBytes, Environment: p.Environment, RuntimeStatus: p.RuntimeStatus,
-		State: p.State, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, SuspendAfterSeconds: int(suspendAfter(p) / time.Second)}
+		State: p.State, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, SuspendAfterSeconds: int(scaletozero.SuspendAfter(p) / time.Second)}
 }
 
 // Job types of the projects area.
@@ -261,8 +262,8 @@ func (s *Service) PatchProject(ctx context.Context, p *Principal, projectID stri
 			return nil, Invalid("%s: %v", field, err)
 		}
 	}
-	if v := req.SuspendAfterSeconds; v != nil && *v != 0 && (*v < minSuspendAfterSeconds || *v > maxSuspendAfterSeconds) {
-		return nil, Invalid("suspend_after_seconds must be 0 (never) or %d to %d", minSuspendAfterSeconds, maxSuspendAfterSeconds)
+	if v := req.SuspendAfterSeconds; v != nil && *v != 0 && (*v < scaletozero.MinSuspendAfterSeconds || *v > scaletozero.MaxSuspendAfterSeconds) {
+		return nil, Invalid("suspend_after_seconds must be 0 (never) or %d to %d", scaletozero.MinSuspendAfterSeconds, scaletozero.MaxSuspendAfterSeconds)
 	}
 	var plan Plan
 	if req.Plan != nil {

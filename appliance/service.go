@@ -28,6 +28,7 @@ import (
 	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/appliance/programapps"
 	"github.com/theappliance/appliance/appliance/referrals"
+	"github.com/theappliance/appliance/appliance/scaletozero"
 	"github.com/theappliance/appliance/appliance/signedurl"
 	"github.com/theappliance/appliance/appliance/storageguard"
 	"github.com/theappliance/appliance/appliance/studio"
@@ -204,8 +205,8 @@ type Service struct {
 	programApps *programapps.Service
 	// referrals is the referral codes, referrals and their rewards (appliance/referrals, built in New).
 	referrals *referrals.Service
-	// z is scale to zero: the wake front of suspended projects and the idle clock (scaletozero.go).
-	z *scaleToZero
+	// z is scale to zero: the wake front of suspended projects and the idle clock (appliance/scaletozero).
+	z *scaletozero.Service
 }
 
 // New returns a service built with its collaborators.
@@ -252,7 +253,8 @@ func New(cfg Config, deps Deps) *Service {
 	s.tenancy = tenancy.New(tenancy.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}, Seed: builtinPlans})
 	s.programApps = programapps.New(programapps.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}, Discounts: s.billing,
 		Rate: cfg.ProgramApplicationRate})
-	s.z = s.newScaleToZero()
+	s.z = scaletozero.New(scaletozero.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}, Log: s.log, ListenHost: s.cfg.ListenHost,
+		NoWakeJobs: []string{JobProjectProvision, tenancy.JobStop, tenancy.JobStart}, ReleaseJobs: []string{JobProjectDelete, previews.JobDelete}})
 	return s
 }
 

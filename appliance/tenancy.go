@@ -59,7 +59,7 @@ func (s *Service) startProject(ctx context.Context, run *scheduler.Run, projectI
 	if err != nil || inst == nil {
 		return err
 	}
-	s.clearIdleSuspension(prj) // the front lets go of its ports: this start binds them
+	s.z.ClearIdleSuspension(prj) // the front lets go of its ports: this start binds them
 	if err := s.eng.Start(ctx, run.Exec, inst, prj); err != nil {
 		return scheduler.Transient(err)
 	}

@@ -216,7 +216,7 @@ type Project struct {
 	StorageLock        string `json:"storage_lock"`
 	StorageLockedBytes int64  `json:"storage_locked_bytes"`
 	// SuspendAfterSeconds is the idle time after which the project is suspended (scale to zero; 0: never;
-	// nil: the default of its kind, appliance.DefaultSuspendAfter). IdleSuspendedAt is set while it is
+	// nil: the default of its kind, scaletozero.DefaultSuspendAfter). IdleSuspendedAt is set while it is
 	// suspended for idleness: its server and pooler stopped, its ports held by the wake front (not an
 	// organization's suspension, which is Organization.SuspendedAt).
 	SuspendAfterSeconds *int       `json:"suspend_after_seconds,omitempty"`
