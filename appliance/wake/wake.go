@@ -22,6 +22,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -78,7 +79,13 @@ type hold struct {
 	lns   []net.Listener
 	tls   *tls.Config // the project's server certificate, for answering a failed wake inside TLS; may be nil
 	done  sync.WaitGroup
+	// draining is set by Release: the accept loops take what the kernel has queued (connections whose
+	// handshake completed, which closing the listener would reset) until drainQuiet passes with none.
+	draining atomic.Bool
 }
+
+// drainQuiet is how long a released listener stays open without a new connection before it closes.
+const drainQuiet = 5 * time.Millisecond
 
 type flight struct {
 	done chan struct{}
@@ -146,7 +153,9 @@ func (f *Front) host() string {
 }
 
 // Release closes the project's listeners (its ports free for its server) and returns once they no longer
-// accept. Connections already accepted are served: they wait for the wake. Releasing a project not held
+// accept. Connections already accepted are served: they wait for the wake. So are those the kernel has
+// queued (their TCP handshake done, not yet accepted): closing a listener resets them, which a client sees
+// as "connection reset by peer" on its first packet; the listener closes once drainQuiet passes with none. Releasing a project not held
 // does nothing.
 func (f *Front) Release(projectID string) {
 	f.mu.Lock()
@@ -156,8 +165,13 @@ func (f *Front) Release(projectID string) {
 	if h == nil {
 		return
 	}
+	h.draining.Store(true)
 	for _, ln := range h.lns {
-		ln.Close()
+		if tl, ok := ln.(*net.TCPListener); ok {
+			_ = tl.SetDeadline(time.Now().Add(drainQuiet))
+		} else {
+			ln.Close()
+		}
 	}
 	h.done.Wait()
 }
@@ -198,11 +212,20 @@ func (f *Front) accept(projectID string, h *hold, ln net.Listener) {
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
+				if h.draining.Load() { // released, and nothing queued any more
+					ln.Close()
+					return
+				}
 				continue
 			}
 			f.cfg.Log.Warn("wake front: accept", "project", projectID, "port", port, "err", err)
 			time.Sleep(50 * time.Millisecond) // out of descriptors, say: do not spin
 			continue
+		}
+		if h.draining.Load() {
+			if tl, ok := ln.(*net.TCPListener); ok {
+				_ = tl.SetDeadline(time.Now().Add(drainQuiet))
+			}
 		}
 		f.conns.Add(1)
 		go func() {
