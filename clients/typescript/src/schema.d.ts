@@ -804,6 +804,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/organizations/{orgID}/signup-invites": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the sign-up invites the organization's owners minted, newest first (owner role)
+         * @description Needs an API key or a session token. Required scope: `organizations:read`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        get: operations["getOrganizationsByOrgIDSignupInvites"];
+        put?: never;
+        /**
+         * Mint a sign-up invite on the organization's behalf: one person may sign up with it and gets a new organization of their own (owner role; the token is returned once)
+         * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        post: operations["postOrganizationsByOrgIDSignupInvites"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/organizations/{orgID}/signup-invites/{inviteID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke one of the organization's sign-up invites (owner role; 409 when used or revoked already)
+         * @description Needs an API key or a session token. Required scope: `organizations:write`. Acts on the whole organization: project-scoped API keys are refused with 403.
+         */
+        delete: operations["deleteOrganizationsByOrgIDSignupInvitesByInviteID"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/organizations/{orgID}/suspend": {
         parameters: {
             query?: never;
@@ -2730,6 +2774,26 @@ export interface paths {
          * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
          */
         post: operations["postProjectsByProjectIDUpgradeMinor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/referrals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List every referral, newest first (platform operators)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        get: operations["getReferrals"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -4844,6 +4908,8 @@ export interface components {
             /** Format: date-time */
             expires_at: string;
             id: string;
+            /** @description the organization whose owner minted it; empty for a platform operator's (an addition) */
+            invited_by_organization_id: string;
             note: string;
             /** @description the organization its sign-up made */
             organization_id: string;
@@ -7646,6 +7712,163 @@ export interface operations {
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getOrganizationsByOrgIDSignupInvites: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "signup_invites": [
+                     *         {
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "created_by_user_id": "example",
+                     *           "email": "example",
+                     *           "expires_at": "2026-01-31T12:00:00Z",
+                     *           "id": "example",
+                     *           "invited_by_organization_id": "example",
+                     *           "note": "example",
+                     *           "organization_id": "example",
+                     *           "revoked_at": "2026-01-31T12:00:00Z",
+                     *           "state": "pending",
+                     *           "used_at": "2026-01-31T12:00:00Z",
+                     *           "used_by_user_id": "example"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["SignupInviteList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    postOrganizationsByOrgIDSignupInvites: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["CreateSignupInviteRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "signup_invite": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "created_by_user_id": "example",
+                     *         "email": "example",
+                     *         "expires_at": "2026-01-31T12:00:00Z",
+                     *         "id": "example",
+                     *         "invited_by_organization_id": "example",
+                     *         "note": "example",
+                     *         "organization_id": "example",
+                     *         "revoked_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "used_at": "2026-01-31T12:00:00Z",
+                     *         "used_by_user_id": "example"
+                     *       },
+                     *       "token": "example",
+                     *       "url": "example"
+                     *     } */
+                    "application/json": components["schemas"]["CreatedSignupInvite"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    deleteOrganizationsByOrgIDSignupInvitesByInviteID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the organization ID */
+                orgID: string;
+                /** @description the invite ID */
+                inviteID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "signup_invite": {
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "created_by_user_id": "example",
+                     *         "email": "example",
+                     *         "expires_at": "2026-01-31T12:00:00Z",
+                     *         "id": "example",
+                     *         "invited_by_organization_id": "example",
+                     *         "note": "example",
+                     *         "organization_id": "example",
+                     *         "revoked_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "used_at": "2026-01-31T12:00:00Z",
+                     *         "used_by_user_id": "example"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["SignupInviteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
         };
     };
     postOrganizationsByOrgIDSuspend: {
@@ -14614,6 +14837,55 @@ export interface operations {
             507: components["responses"]["InsufficientStorage"];
         };
     };
+    getReferrals: {
+        parameters: {
+            query?: {
+                /** @description only referrals of this status */
+                status?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "referrals": [
+                     *         {
+                     *           "code": "example",
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "id": "example",
+                     *           "referred_organization_id": "example",
+                     *           "referred_subscription_id": "example",
+                     *           "referrer_organization_id": "example",
+                     *           "reward_code": "example",
+                     *           "reward_discount_id": "example",
+                     *           "rewarded_at": "2026-01-31T12:00:00Z",
+                     *           "status": "pending",
+                     *           "updated_at": "2026-01-31T12:00:00Z",
+                     *           "void_reason": "example"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["ReferralList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
     getServiceTokens: {
         parameters: {
             query?: never;
@@ -14897,6 +15169,7 @@ export interface operations {
                      *           "email": "example",
                      *           "expires_at": "2026-01-31T12:00:00Z",
                      *           "id": "example",
+                     *           "invited_by_organization_id": "example",
                      *           "note": "example",
                      *           "organization_id": "example",
                      *           "revoked_at": "2026-01-31T12:00:00Z",
@@ -14946,6 +15219,7 @@ export interface operations {
                      *         "email": "example",
                      *         "expires_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
+                     *         "invited_by_organization_id": "example",
                      *         "note": "example",
                      *         "organization_id": "example",
                      *         "revoked_at": "2026-01-31T12:00:00Z",
@@ -14995,6 +15269,7 @@ export interface operations {
                      *         "email": "example",
                      *         "expires_at": "2026-01-31T12:00:00Z",
                      *         "id": "example",
+                     *         "invited_by_organization_id": "example",
                      *         "note": "example",
                      *         "organization_id": "example",
                      *         "revoked_at": "2026-01-31T12:00:00Z",
