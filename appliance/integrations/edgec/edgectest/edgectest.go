@@ -1,0 +1,434 @@
+// Package edgectest is a local fake of the part of Cloudflare's API v4 edge_c uses, for tests: an HTTP
+// server on a loopback port answering the documented paths in Cloudflare's envelope ({success, errors,
+// messages, result}) — token verification (/user/tokens/verify, /accounts/{account_id}/tokens/verify),
+// Hyperdrive configurations (/accounts/{account_id}/hyperdrive/configs[/{hyperdrive_id}]: list,
+// create, get, update, delete) and a Worker script's secrets
+// (/accounts/{account_id}/workers/scripts/{script_name}/secrets[/{secret_name}]: list, put, get,
+// delete) —, checking the bearer token, keeping its state in memory and recording every call.
+package edgectest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Call is one request the fake answered.
+type Call struct {
+	Method string
+	Path   string // the URL path, under /client/v4
+	Body   []byte
+	Status int
+}
+
+// Origin is a Hyperdrive configuration's origin as stored (the password too, which the API never
+// returns).
+type Origin struct {
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	Database string `json:"database"`
+	User     string `json:"user"`
+	Password string `json:"password,omitempty"`
+	Scheme   string `json:"scheme"`
+}
+
+// Hyperdrive is a stored Hyperdrive configuration.
+type Hyperdrive struct {
+	ID         string    `json:"id"`
+	Name       string    `json:"name"`
+	Origin     Origin    `json:"origin"`
+	CreatedOn  time.Time `json:"created_on"`
+	ModifiedOn time.Time `json:"modified_on"`
+}
+
+// Server is a running fake.
+type Server struct {
+	// Token is the bearer token the fake takes, for AccountID. Change them before the calls.
+	Token     string
+	AccountID string
+
+	srv *httptest.Server
+
+	mu      sync.Mutex
+	calls   []Call
+	configs map[string]*Hyperdrive       // id → config
+	scripts map[string]map[string]string // script → secret name → text
+	nextID  int
+	fail    int
+
+	accountOwned bool
+	tokenStatus  string
+}
+
+// Start starts a fake with one Worker script, "my-worker", and closes it at the test's end.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	s := &Server{Token: "cf-test-token", AccountID: "023e105f4ecef8ad9ca31a8372d0c353", tokenStatus: "active",
+		configs: map[string]*Hyperdrive{}, scripts: map[string]map[string]string{"my-worker": {}}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /client/v4/user/tokens/verify", s.verifyUser)
+	mux.HandleFunc("GET /client/v4/accounts/{account_id}/tokens/verify", s.verifyAccount)
+	mux.HandleFunc("GET /client/v4/accounts/{account_id}/hyperdrive/configs", s.listConfigs)
+	mux.HandleFunc("POST /client/v4/accounts/{account_id}/hyperdrive/configs", s.createConfig)
+	mux.HandleFunc("GET /client/v4/accounts/{account_id}/hyperdrive/configs/{id}", s.getConfig)
+	mux.HandleFunc("PUT /client/v4/accounts/{account_id}/hyperdrive/configs/{id}", s.updateConfig)
+	mux.HandleFunc("DELETE /client/v4/accounts/{account_id}/hyperdrive/configs/{id}", s.deleteConfig)
+	mux.HandleFunc("GET /client/v4/accounts/{account_id}/workers/scripts/{script}/secrets", s.listSecrets)
+	mux.HandleFunc("PUT /client/v4/accounts/{account_id}/workers/scripts/{script}/secrets", s.putSecret)
+	mux.HandleFunc("GET /client/v4/accounts/{account_id}/workers/scripts/{script}/secrets/{name}", s.getSecret)
+	mux.HandleFunc("DELETE /client/v4/accounts/{account_id}/workers/scripts/{script}/secrets/{name}", s.deleteSecret)
+	s.srv = httptest.NewServer(s.record(mux))
+	tb.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL is the API's base URL (…/client/v4), the provider's Env.BaseURL.
+func (s *Server) URL() string { return s.srv.URL + "/client/v4" }
+
+// Client is an HTTP client for the fake.
+func (s *Server) Client() *http.Client { return s.srv.Client() }
+
+// Calls returns the calls so far.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+// ResetCalls forgets the calls so far.
+func (s *Server) ResetCalls() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = nil
+}
+
+// Fail makes every call answer status (a 5xx: Cloudflare down) until Fail(0).
+func (s *Server) Fail(status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail = status
+}
+
+// SetToken says what token verification answers: the token's status (active, disabled, expired) and
+// whether it is account-owned (then /user/tokens/verify refuses it, as Cloudflare does, and
+// /accounts/{account_id}/tokens/verify takes it).
+func (s *Server) SetToken(status string, accountOwned bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokenStatus, s.accountOwned = status, accountOwned
+}
+
+// AddScript adds a Worker script with no secrets.
+func (s *Server) AddScript(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.scripts[name]; !ok {
+		s.scripts[name] = map[string]string{}
+	}
+}
+
+// Configs returns the Hyperdrive configurations, sorted by name.
+func (s *Server) Configs() []Hyperdrive {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []Hyperdrive{}
+	for _, c := range s.configs {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Config returns the Hyperdrive configuration named name.
+func (s *Server) Config(name string) (Hyperdrive, bool) {
+	for _, c := range s.Configs() {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Hyperdrive{}, false
+}
+
+// Secrets returns a script's secrets (name → text).
+func (s *Server) Secrets(script string) map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for k, v := range s.scripts[script] {
+		out[k] = v
+	}
+	return out
+}
+
+type cfError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeResult(w http.ResponseWriter, status int, result any) {
+	writeJSON(w, status, map[string]any{"success": true, "errors": []cfError{}, "messages": []cfError{}, "result": result})
+}
+
+func writeError(w http.ResponseWriter, status, code int, msg string) {
+	writeJSON(w, status, map[string]any{"success": false, "errors": []cfError{{code, msg}}, "messages": []cfError{}, "result": nil})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(s int) { r.status = s; r.ResponseWriter.WriteHeader(s) }
+
+func (s *Server) record(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		s.mu.Lock()
+		fail, token := s.fail, s.Token
+		s.mu.Unlock()
+		switch {
+		case fail != 0:
+			writeError(rec, fail, 10001, "the fake is failing")
+		case r.Header.Get("Authorization") != "Bearer "+token:
+			// Cloudflare's answer to a bad token.
+			writeError(rec, http.StatusBadRequest, 10000, "Authentication error")
+		default:
+			next.ServeHTTP(rec, r)
+		}
+		s.mu.Lock()
+		s.calls = append(s.calls, Call{Method: r.Method, Path: r.URL.Path, Body: body, Status: rec.status})
+		s.mu.Unlock()
+	})
+}
+
+// account checks the path's account; the caller holds mu.
+func (s *Server) account(w http.ResponseWriter, r *http.Request) bool {
+	if r.PathValue("account_id") != s.AccountID {
+		writeError(w, http.StatusForbidden, 9109, "Unauthorized to access requested resource")
+		return false
+	}
+	return true
+}
+
+func (s *Server) tokenResult() map[string]any {
+	return map[string]any{"id": "ed17574386854bf78a67040be0a770b0", "status": s.tokenStatus}
+}
+
+func (s *Server) verifyUser(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.accountOwned {
+		writeError(w, http.StatusUnauthorized, 1000, "Invalid API Token")
+		return
+	}
+	writeResult(w, http.StatusOK, s.tokenResult())
+}
+
+func (s *Server) verifyAccount(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.account(w, r) {
+		return
+	}
+	if !s.accountOwned {
+		writeError(w, http.StatusUnauthorized, 1000, "Invalid API Token")
+		return
+	}
+	writeResult(w, http.StatusOK, s.tokenResult())
+}
+
+// public is a config as the API returns it: without the password.
+func public(c *Hyperdrive) Hyperdrive {
+	p := *c
+	p.Origin.Password = ""
+	return p
+}
+
+func (s *Server) listConfigs(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.account(w, r) {
+		return
+	}
+	out := []Hyperdrive{}
+	for _, c := range s.configs {
+		out = append(out, public(c))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	writeResult(w, http.StatusOK, out)
+}
+
+// readConfig reads and checks a create's or update's body; the caller holds mu.
+func (s *Server) readConfig(w http.ResponseWriter, r *http.Request, self string) (Hyperdrive, bool) {
+	var in Hyperdrive
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		writeError(w, http.StatusBadRequest, 2001, "invalid request body")
+		return Hyperdrive{}, false
+	}
+	o := in.Origin
+	if in.Name == "" || o.Host == "" || o.Database == "" || o.User == "" || o.Password == "" || (o.Scheme != "postgres" && o.Scheme != "postgresql") {
+		writeError(w, http.StatusBadRequest, 2001, "name and origin host, database, user, password and scheme are required")
+		return Hyperdrive{}, false
+	}
+	if o.Port == 0 {
+		in.Origin.Port = 5432
+	}
+	for id, c := range s.configs {
+		if c.Name == in.Name && id != self {
+			writeError(w, http.StatusConflict, 2017, "a config with this name already exists")
+			return Hyperdrive{}, false
+		}
+	}
+	return in, true
+}
+
+func (s *Server) createConfig(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.account(w, r) {
+		return
+	}
+	in, ok := s.readConfig(w, r, "")
+	if !ok {
+		return
+	}
+	s.nextID++
+	now := time.Now().UTC()
+	c := &Hyperdrive{ID: fmt.Sprintf("%032x", s.nextID), Name: in.Name, Origin: in.Origin, CreatedOn: now, ModifiedOn: now}
+	s.configs[c.ID] = c
+	writeResult(w, http.StatusOK, public(c))
+}
+
+func (s *Server) config(w http.ResponseWriter, r *http.Request) (*Hyperdrive, bool) {
+	if !s.account(w, r) {
+		return nil, false
+	}
+	c, ok := s.configs[r.PathValue("id")]
+	if !ok {
+		writeError(w, http.StatusNotFound, 2005, "hyperdrive config not found")
+		return nil, false
+	}
+	return c, true
+}
+
+func (s *Server) getConfig(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.config(w, r); ok {
+		writeResult(w, http.StatusOK, public(c))
+	}
+}
+
+func (s *Server) updateConfig(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.config(w, r)
+	if !ok {
+		return
+	}
+	in, ok := s.readConfig(w, r, c.ID)
+	if !ok {
+		return
+	}
+	c.Name, c.Origin, c.ModifiedOn = in.Name, in.Origin, time.Now().UTC()
+	writeResult(w, http.StatusOK, public(c))
+}
+
+func (s *Server) deleteConfig(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.config(w, r)
+	if !ok {
+		return
+	}
+	delete(s.configs, c.ID)
+	writeResult(w, http.StatusOK, nil)
+}
+
+func (s *Server) script(w http.ResponseWriter, r *http.Request) (map[string]string, bool) {
+	if !s.account(w, r) {
+		return nil, false
+	}
+	sc, ok := s.scripts[r.PathValue("script")]
+	if !ok {
+		writeError(w, http.StatusNotFound, 10007, "workers.api.error.script_not_found")
+		return nil, false
+	}
+	return sc, true
+}
+
+func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc, ok := s.script(w, r)
+	if !ok {
+		return
+	}
+	out := []map[string]string{}
+	for k := range sc {
+		out = append(out, map[string]string{"name": k, "type": "secret_text"})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i]["name"] < out[j]["name"] })
+	writeResult(w, http.StatusOK, out)
+}
+
+func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc, ok := s.script(w, r)
+	if !ok {
+		return
+	}
+	var in struct{ Name, Text, Type string }
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Name == "" || in.Type != "secret_text" {
+		writeError(w, http.StatusBadRequest, 10021, "name, text and type secret_text are required")
+		return
+	}
+	sc[in.Name] = in.Text
+	writeResult(w, http.StatusOK, map[string]string{"name": in.Name, "type": "secret_text"})
+}
+
+func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc, ok := s.script(w, r)
+	if !ok {
+		return
+	}
+	if _, ok := sc[r.PathValue("name")]; !ok {
+		writeError(w, http.StatusNotFound, 10056, "secret not found")
+		return
+	}
+	writeResult(w, http.StatusOK, map[string]string{"name": r.PathValue("name"), "type": "secret_text"})
+}
+
+func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc, ok := s.script(w, r)
+	if !ok {
+		return
+	}
+	if _, ok := sc[r.PathValue("name")]; !ok {
+		writeError(w, http.StatusNotFound, 10056, "secret not found")
+		return
+	}
+	delete(sc, r.PathValue("name"))
+	writeResult(w, http.StatusOK, nil)
+}
