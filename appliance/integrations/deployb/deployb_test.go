@@ -276,6 +276,12 @@ func TestVerifyWebhook(t *testing.T) {
 		t.Fatalf("event id %q", id)
 	}
 
+	// Signed but no deploy: accepted, deduplicated by its hash (DeployEvent ignores it).
+	odd := []byte(`{"hello":"netlify"}`)
+	if id, err := verify(http.Header{"X-Webhook-Signature": {deploybtest.Sign(secret, odd)}}, odd, secret); err != nil || id != "sha256:"+hexSHA(odd) {
+		t.Fatalf("a signed body that is no deploy: %q, %v", id, err)
+	}
+
 	// A second implementation: go-jose's signer (its keys must be 32 bytes or more).
 	long := strings.Repeat("k", 40)
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: []byte(long)}, (&jose.SignerOptions{}).WithType("JWT"))
