@@ -387,3 +387,33 @@ func TestDeployEvent(t *testing.T) {
 		t.Fatalf("a body that is not json: %v", err)
 	}
 }
+
+type countingTransport struct {
+	n    int
+	next http.RoundTripper
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n++
+	return c.next.RoundTrip(r)
+}
+
+// Every call goes through Env.HTTP (the outbound policy's client), none through another.
+func TestUsesEnvClient(t *testing.T) {
+	ctx := context.Background()
+	p, env, fake := setup(t, "")
+	ct := &countingTransport{next: fake.Client().Transport}
+	env.HTTP = &http.Client{Transport: ct}
+	if err := p.Check(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Push(ctx, env, provider.Target{Branch: "b"}, settings("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Remove(ctx, env, provider.Target{Branch: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if calls := len(fake.Calls()); ct.n != calls || calls == 0 {
+		t.Fatalf("%d requests through Env.HTTP, %d answered", ct.n, calls)
+	}
+}

@@ -291,3 +291,33 @@ func TestHyperdriveNames(t *testing.T) {
 		t.Errorf("main → %q", n)
 	}
 }
+
+type countingTransport struct {
+	n    int
+	next http.RoundTripper
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n++
+	return c.next.RoundTrip(r)
+}
+
+// Every call goes through Env.HTTP (the outbound policy's client), none through another.
+func TestUsesEnvClient(t *testing.T) {
+	ctx := context.Background()
+	p, env, fake := setup(t, "")
+	ct := &countingTransport{next: fake.Client().Transport}
+	env.HTTP = &http.Client{Transport: ct}
+	if err := p.Check(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Push(ctx, env, provider.Target{}, settings("a", direct)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Remove(ctx, env, provider.Target{}); err != nil {
+		t.Fatal(err)
+	}
+	if calls := len(fake.Calls()); ct.n != calls || calls == 0 {
+		t.Fatalf("%d requests through Env.HTTP, %d answered", ct.n, calls)
+	}
+}
