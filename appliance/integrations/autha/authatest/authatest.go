@@ -157,7 +157,6 @@ func (s *Server) answer(r *http.Request) (int, any) {
 	return http.StatusOK, page
 }
 
-
 // EventBody is Clerk's webhook body for a user event: user.created and user.updated carry the user,
 // user.deleted {id, deleted: true}; timestamp is the event's time in milliseconds.
 func EventBody(typ string, u User, at time.Time) []byte {
