@@ -105,8 +105,8 @@ var columns = []struct{ name, typ string }{
 	{"source_at", "timestamp with time zone"},
 }
 
-// Ensure creates the schema, the users table and the tombstones table when missing, all owned by owner (the
-// project's role), and checks that an existing users table has the columns the sync writes. Idempotent;
+// Ensure creates the schema (when missing), the users table and the tombstones table, owned by owner (the
+// project's role; an existing schema keeps its owner), and checks that an existing users table has the columns the sync writes. Idempotent;
 // concurrent calls wait for each other.
 func (t Table) Ensure(ctx context.Context, conn *pgx.Conn, owner string) error {
 	if err := t.Validate(); err != nil {
@@ -118,12 +118,22 @@ func (t Table) Ensure(ctx context.Context, conn *pgx.Conn, owner string) error {
 	role := pgx.Identifier{owner}.Sanitize()
 	schema := pgx.Identifier{t.Schema}.Sanitize()
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, 0)", t.lockSpace()); err != nil {
+		// Keyed by the schema: two tables' creations in one new schema wait for each other.
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, 0)", hash32("schema "+t.Schema)); err != nil {
 			return fmt.Errorf("lock the sync table's creation: %w", err)
 		}
-		stmts := []string{
-			"CREATE SCHEMA IF NOT EXISTS " + schema + " AUTHORIZATION " + role,
-			"CREATE TABLE IF NOT EXISTS " + t.users() + ` (
+		// A schema the sync creates is the project role's; an existing one (the project's own, or public)
+		// keeps its owner.
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", t.Schema).Scan(&exists); err != nil {
+			return fmt.Errorf("look for schema %s: %w", t.Schema, err)
+		}
+		var stmts []string
+		if !exists {
+			stmts = append(stmts, "CREATE SCHEMA "+schema+" AUTHORIZATION "+role)
+		}
+		stmts = append(stmts,
+			"CREATE TABLE IF NOT EXISTS "+t.users()+` (
 	id text PRIMARY KEY,
 	email text,
 	first_name text,
@@ -133,11 +143,10 @@ func (t Table) Ensure(ctx context.Context, conn *pgx.Conn, owner string) error {
 	raw jsonb,
 	source_at timestamptz NOT NULL
 )`,
-			"CREATE TABLE IF NOT EXISTS " + t.tombstones() + " (id text PRIMARY KEY, source_at timestamptz NOT NULL)",
-			"ALTER SCHEMA " + schema + " OWNER TO " + role,
-			"ALTER TABLE " + t.users() + " OWNER TO " + role,
-			"ALTER TABLE " + t.tombstones() + " OWNER TO " + role,
-		}
+			"CREATE TABLE IF NOT EXISTS "+t.tombstones()+" (id text PRIMARY KEY, source_at timestamptz NOT NULL)",
+			"ALTER TABLE "+t.users()+" OWNER TO "+role,
+			"ALTER TABLE "+t.tombstones()+" OWNER TO "+role,
+		)
 		for _, s := range stmts {
 			if _, err := tx.Exec(ctx, s); err != nil {
 				return fmt.Errorf("create the sync table %s.%s: %w", t.Schema, t.Name, err)

@@ -411,6 +411,21 @@ func TestEnsure(t *testing.T) {
 		t.Fatalf("the project's role reads its synced users: %q, %v", email, err)
 	}
 
+	// A schema that exists keeps its owner; the tables are the role's.
+	if _, err := b.admin.Exec(ctx, "CREATE SCHEMA theirs"); err != nil {
+		t.Fatal(err)
+	}
+	if err := (usersync.Table{Schema: "theirs", Name: "members"}).Ensure(ctx, b.admin, b.role); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.admin.QueryRow(ctx, `SELECT (SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'theirs'),
+	(SELECT relowner::regrole::text FROM pg_class WHERE oid = 'theirs.members'::regclass)`).Scan(&schemaOwner, &usersOwner); err != nil {
+		t.Fatal(err)
+	}
+	if schemaOwner == b.role || usersOwner != b.role {
+		t.Fatalf("in an existing schema: schema owner %s, table owner %s", schemaOwner, usersOwner)
+	}
+
 	if _, err := b.admin.Exec(ctx, "CREATE TABLE auth_sync.mine (id int PRIMARY KEY, note text)"); err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +462,7 @@ func TestEnsure(t *testing.T) {
 		}
 	}
 	var n int
-	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname NOT LIKE 'pg_%' AND nspname NOT IN ('public', 'information_schema', 'auth_sync')").Scan(&n); err != nil || n != 0 {
+	if err := b.admin.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname NOT LIKE 'pg_%' AND nspname NOT IN ('public', 'information_schema', 'auth_sync', 'theirs')").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("bad identifiers created %d schemas (%v)", n, err)
 	}
 	if err := (usersync.Table{Schema: "auth_sync", Name: strings.Repeat("u", 52)}).Validate(); err != nil {
