@@ -330,16 +330,17 @@ func (directory) VerifyWebhook(env provider.Env, h http.Header, body []byte, _ t
 	if subtle.ConstantTimeCompare(want[:], have[:]) != 1 {
 		return "", fmt.Errorf("%w: the Authorization header does not match", provider.ErrBadSignature)
 	}
+	// A body that is not a delivery is refused like a bad signature: nothing happens.
 	logs, err := parseLogs(body)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w: %w", provider.ErrBadSignature, err)
 	}
 	if len(logs) == 0 {
-		return "", errors.New("auth_b log stream delivery has no log events")
+		return "", fmt.Errorf("%w: the delivery has no log events", provider.ErrBadSignature)
 	}
 	first, last := logs[0].ID, logs[len(logs)-1].ID
 	if first == "" || last == "" {
-		return "", errors.New("auth_b log event without a log_id")
+		return "", fmt.Errorf("%w: a log event without a log_id", provider.ErrBadSignature)
 	}
 	if len(logs) == 1 {
 		return first, nil

@@ -221,8 +221,10 @@ func TestVerifyWebhook(t *testing.T) {
 			t.Errorf("%s: %v, want ErrBadSignature", c.name, err)
 		}
 	}
-	if _, err := d.VerifyWebhook(env, authbtest.Headers(streamToken), []byte("not json"), now); err == nil {
-		t.Fatal("a body that is not a log batch verified")
+	for _, body := range []string{"not json", "[]", `[{"data":{"type":"ss"}}]`, `"text"`} {
+		if _, err := d.VerifyWebhook(env, authbtest.Headers(streamToken), []byte(body), now); !errors.Is(err, provider.ErrBadSignature) {
+			t.Errorf("%s: %v, want ErrBadSignature", body, err)
+		}
 	}
 }
 
