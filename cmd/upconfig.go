@@ -110,18 +110,8 @@ variable, the file, or the default. The metrics token is not printed.`,
 				return err
 			}
 			out := c.OutOrStdout()
-			for _, fl := range upFlagTable(&cfg) {
-				f := c.Flags().Lookup(fl.name)
-				src := "default"
-				switch {
-				case f.Changed:
-					src = "flag --" + fl.name
-				case os.Getenv(upEnv(fl.name)) != "":
-					src = "environment " + upEnv(fl.name)
-				case cfgFileSet(c, fl.name):
-					src = "file " + cfg.ConfigFile
-				}
-				fmt.Fprintf(out, "%-36s # %s\n", fl.name+" = "+tomlValue(f), src)
+			for _, st := range upSettings(c, &cfg) {
+				fmt.Fprintf(out, "%-36s # %s\n", st.name+" = "+st.shown, st.source)
 			}
 			return nil
 		},
@@ -130,12 +120,43 @@ variable, the file, or the default. The metrics token is not printed.`,
 	return groupCmd("config", nil, "Show up's configuration (flags, environment, --config file)", printCmd)
 }
 
-// tomlValue is a flag's value as TOML (the metrics token hidden).
+// upSetting is one of up's settings as c's flags (with the environment and the --config file applied) give
+// it: its TOML value (shown: the metrics token hidden) and where it came from.
+type upSetting struct {
+	name, value, shown, source string
+	isDefault                  bool
+}
+
+// upSettings are up's settings, in the flag table's order, as config print shows them and install writes
+// them (loadUpConfig applied first).
+func upSettings(c *cobra.Command, cfg *UpConfig) []upSetting {
+	var out []upSetting
+	for _, fl := range upFlagTable(cfg) {
+		f := c.Flags().Lookup(fl.name)
+		st := upSetting{name: fl.name, value: tomlValue(f), source: "default"}
+		st.shown = st.value
+		if f.Name == "metrics-token" && f.Value.String() != "" {
+			st.shown = `"(set, not shown)"`
+		}
+		switch {
+		case f.Changed:
+			st.source = "flag --" + fl.name
+		case os.Getenv(upEnv(fl.name)) != "":
+			st.source = "environment " + upEnv(fl.name)
+		case cfgFileSet(c, fl.name):
+			st.source = "file " + cfg.ConfigFile
+		default:
+			st.isDefault = true
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// tomlValue is a flag's value as TOML.
 func tomlValue(f *pflag.Flag) string {
 	v := f.Value.String()
 	switch {
-	case f.Name == "metrics-token" && v != "":
-		return `"(set, not shown)"`
 	case f.Value.Type() == "bool" || f.Value.Type() == "int":
 		return v
 	case f.Value.Type() == "duration":
