@@ -15,14 +15,6 @@ import (
 	"github.com/theappliance/appliance/appliance/postgres/pgtest"
 )
 
-// ordersSQL is the advisor's table: 100k rows, no index but the primary key.
-const ordersSQL = `CREATE TABLE orders AS SELECT g AS id, g % 1000 AS customer_id, g % 500 AS region, md5(g::text) AS note
-  FROM generate_series(1, 100000) g;
-ALTER TABLE orders ADD PRIMARY KEY (id);
-ANALYZE orders;
-CREATE FUNCTION pick(v int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$
-BEGIN RAISE NOTICE 'pick() runs as %', current_user; RETURN v; END $$;`
-
 // orderQueries runs the workload the advisor learns from, n times: a statement with a parameter
 // (extended protocol), one with constants, and one calling the tenant's IMMUTABLE function pick().
 func orderQueries(t *testing.T, conn *pgx.Conn, n int) {
@@ -60,8 +52,8 @@ func testAdvisor(t *testing.T, s *pgtest.Server) {
 	mustExec(t, admin, "CREATE EXTENSION pg_qualstats")
 	mustExec(t, admin, "CREATE EXTENSION hypopg")
 	mustExec(t, admin, "CREATE EXTENSION pg_stat_statements")
-	mustExec(t, tenant, ordersSQL)
-	mustExec(t, tenant, overloadsSQL)
+	mustExec(t, tenant, sqlFixture(t, "orders.sql")) // the advisor's table: 100k rows, no index but the primary key
+	mustExec(t, tenant, sqlFixture(t, "overloads.sql"))
 	var rate string
 	if err := tenant.QueryRow(ctx, "SHOW pg_qualstats.sample_rate").Scan(&rate); err != nil || rate != "0.1" {
 		t.Errorf("pg_qualstats.sample_rate = %q (%v), want the instance's 0.1", rate, err)
@@ -186,7 +178,7 @@ func testAdvisorWithoutHypopg(t *testing.T, s *pgtest.Server) {
 	admin := s.Admin(t, db)
 	advisorTenant := s.Connect(t, s.TenantConfig(t, db, role))
 	mustExec(t, admin, "CREATE EXTENSION pg_qualstats")
-	mustExec(t, tenant, ordersSQL)
+	mustExec(t, tenant, sqlFixture(t, "orders.sql")) // the advisor's table: 100k rows, no index but the primary key
 	var advice *pgstat.Advice
 	var err error
 	pgtest.WaitFor(t, 60*time.Second, func() (bool, string) {

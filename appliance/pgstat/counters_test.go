@@ -19,7 +19,7 @@ func testCounters(t *testing.T, s *pgtest.Server) {
 	var adminNotices notices
 	admin := s.Connect(t, adminNotices.record(s.AdminConfig(t, db)))
 	mustExec(t, admin, "CREATE EXTENSION pg_stat_statements")
-	mustExec(t, tenant, overloadsSQL)
+	mustExec(t, tenant, sqlFixture(t, "overloads.sql"))
 
 	c1, err := pgstat.ReadCounters(ctx, admin, postgres.AdminRole)
 	if err != nil {

@@ -17,17 +17,7 @@ func testHygiene(t *testing.T, s *pgtest.Server) {
 	ctx := context.Background()
 	db, _, tenant := s.Tenant(t)
 	admin := s.Admin(t, db)
-	mustExec(t, tenant, `CREATE TABLE items (id int PRIMARY KEY, sku text UNIQUE, a int, b int, c int);
-INSERT INTO items SELECT g, 'sku' || g, g % 100, g % 7, g FROM generate_series(1, 20000) g;
-CREATE INDEX items_a ON items (a);
-CREATE INDEX items_a_b ON items (a, b);
-CREATE INDEX items_c ON items (c);
-CREATE INDEX items_c_dup ON items (c);
-CREATE INDEX items_sku ON items (sku);
-CREATE INDEX items_b_small ON items (b) WHERE id < 10;
-CREATE INDEX items_b_desc ON items (b DESC);
-CREATE INDEX items_b_c ON items (b, c);
-ANALYZE items;`)
+	mustExec(t, tenant, sqlFixture(t, "hygiene.sql"))
 	mustExec(t, tenant, "SET enable_seqscan = off")
 	mustExec(t, tenant, "SELECT count(*) FROM items WHERE a = 5 AND b = 3")
 	mustExec(t, tenant, "SELECT pg_stat_force_next_flush()")

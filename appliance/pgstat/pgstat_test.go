@@ -2,6 +2,8 @@ package pgstat_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -58,14 +60,18 @@ func (n *notices) containing(s string) []string {
 	return out
 }
 
-// overloadsSQL are a tenant's overloads of built-in functions the readings call: names resolved through
-// the tenant's public schema would pick them (they are more specific than the polymorphic built-ins) and
-// run them with the reader's rights.
-const overloadsSQL = `
-CREATE FUNCTION public.cardinality(a int[]) RETURNS int LANGUAGE plpgsql AS $$
-BEGIN RAISE NOTICE 'overload cardinality() runs as %', current_user; RETURN 0; END $$;
-CREATE FUNCTION public.array_append(a text[], e text) RETURNS text[] LANGUAGE plpgsql AS $$
-BEGIN RAISE NOTICE 'overload array_append() runs as %', current_user; RETURN a || e; END $$;`
+// sqlFixture is the SQL of testdata/name: overloads.sql, a tenant's overloads of built-in functions the
+// readings call (names resolved through the tenant's public schema would pick them, more specific than the
+// polymorphic built-ins, and run them with the reader's rights); orders.sql, the advisor's table;
+// hygiene.sql, the index hygiene's table and indexes.
+func sqlFixture(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 func TestPgstat(t *testing.T) {
 	t.Parallel()
