@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,10 +60,12 @@ func BenchmarkUpEphemeral(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		_, dsn, err := cl.CreateProject(b.Context(), "bench")
+		tCreate := time.Since(t0)
+		prj, dsn, err := cl.CreateProject(b.Context(), "bench")
 		if err != nil {
 			b.Fatal(err)
 		}
+		tReady := time.Since(t0)
 		conn, err := pgx.Connect(b.Context(), dsn)
 		if err != nil {
 			b.Fatal(err)
@@ -73,6 +76,22 @@ func BenchmarkUpEphemeral(b *testing.B) {
 		}
 		tSel := time.Since(t0)
 		conn.Close(b.Context())
+		var jobs struct {
+			Jobs []struct {
+				Type   string `json:"type"`
+				Result struct {
+					Timings map[string]float64 `json:"timings_ms"`
+				} `json:"result"`
+			} `json:"jobs"`
+		}
+		jobSteps := "?"
+		if err := cl.Do(b.Context(), "GET", "/v1/projects/"+prj+"/jobs", nil, &jobs); err == nil {
+			for _, j := range jobs.Jobs {
+				if j.Type == "project.provision" {
+					jobSteps = fmt.Sprint(j.Result.Timings)
+				}
+			}
+		}
 		t1 := time.Now()
 		cmd.Process.Signal(syscall.SIGTERM)
 		if err := cmd.Wait(); err != nil {
@@ -87,7 +106,8 @@ func BenchmarkUpEphemeral(b *testing.B) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		tDown := time.Since(t1)
-		b.Logf("run: up %v, select1 %v, teardown %v", tUp.Round(time.Millisecond), tSel.Round(time.Millisecond), tDown.Round(time.Millisecond))
+		b.Logf("run: up %v, select1 %v, teardown %v (POST /v1/projects at %v, ready at %v; the provision job's steps, ms: %s)",
+			tUp.Round(time.Millisecond), tSel.Round(time.Millisecond), tDown.Round(time.Millisecond), tCreate.Round(time.Millisecond), tReady.Round(time.Millisecond), jobSteps)
 		up, sel, down = append(up, tUp), append(sel, tSel), append(down, tDown)
 	}
 	b.Logf("median of %d: up %v, up → first project's SELECT 1 %v, SIGTERM → nothing left %v; load average after: %s",

@@ -53,6 +53,9 @@ type Instance struct {
 	// NoSync runs the server with fsync, synchronous_commit and full_page_writes off: a crash of the
 	// machine may lose or corrupt its data. For throwaway appliances only (up --ephemeral, tests).
 	NoSync bool
+	// TemplateDir, when set, keeps initdb templates (template.go): Init copies one instead of running
+	// initdb. It must be a directory only the appliance's user may write.
+	TemplateDir string
 }
 
 var _ daemon.Process = (*Instance)(nil)
@@ -153,8 +156,7 @@ func (i *Instance) Init(ctx context.Context, ex daemon.ExecFunc, opts InitOption
 	if err != nil {
 		return fmt.Errorf("init instance %s: %w", i.ID, err)
 	}
-	initdb, err := i.Bin.Path("initdb")
-	if err != nil {
+	if _, err := i.Bin.Path("initdb"); err != nil { // before anything is made
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(i.Dir), 0o711); err != nil {
@@ -194,18 +196,14 @@ func (i *Instance) Init(ctx context.Context, ex daemon.ExecFunc, opts InitOption
 		if err != nil {
 			return fmt.Errorf("init instance %s: %w", i.ID, err)
 		}
-		pwfile := filepath.Join(i.Dir, "initdb.pw")
-		if err := i.User.WriteFile(pwfile, []byte(verifier+"\n"), 0o600); err != nil {
+		if i.TemplateDir != "" {
+			err = i.initFromTemplate(ctx, ex, verifier)
+		} else {
+			err = i.runInitdb(ctx, ex, i.Dir, i.DataDir(), verifier, i.NoSync)
+		}
+		if err != nil {
 			return fmt.Errorf("init instance %s: %w", i.ID, err)
 		}
-		defer os.Remove(pwfile)
-		cmd := i.User.Command(initdb, "-D", i.DataDir(), "-U", AdminRole, "--pwfile="+pwfile,
-			"-A", "scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8", "--data-checksums", "--no-instructions")
-		cmd.Dir = i.Dir
-		if err := daemon.OrDefault(ex)(ctx, cmd); err != nil {
-			return fmt.Errorf("init instance %s: %w", i.ID, err)
-		}
-		os.Remove(pwfile)
 	}
 
 	if err := i.WriteTLS(opts.CertPEM, opts.KeyPEM, opts.CAPEM); err != nil {
