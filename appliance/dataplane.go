@@ -77,7 +77,7 @@ func (s *Service) useDataPlane(dp *DataPlane) {
 	s.dp = dp
 	s.eng = instances.New(instances.Config{Supervisor: dp.Supervisor, User: dp.User, Bin: dp.Bin, CA: dp.CA, PgBouncer: dp.PgBouncer,
 		ListenHost: s.cfg.ListenHost, Dir: s.instancesDir(), CertHosts: s.certHosts(), Log: s.log, Step: s.jobStep,
-		Cgroups: dp.Cgroups, Limits: s.serverLimits, NoSync: s.cfg.NoSync})
+		Cgroups: dp.Cgroups, Limits: s.serverLimits, NoSync: s.cfg.NoSync, TemplateDir: s.cfg.TemplateDir})
 	if dp.Cgroups != nil {
 		s.Probe.Register("cgroups", func(context.Context) (string, string) {
 			if dp.Cgroups.Version() == cgroups.None {

@@ -94,6 +94,9 @@ type Config struct {
 	// ProgramApplicationRate is each service token's rate of program applications (zero:
 	// programapps.DefaultRate; tests lower it).
 	ProgramApplicationRate programapps.Rate
+	// TemplateDir keeps the initdb templates new instances are copied from instead of running initdb
+	// (postgres.Instance.TemplateDir); "": each runs initdb.
+	TemplateDir string
 }
 
 // Deps are the service's collaborators, made before it (by up's components, by appliancetest): New

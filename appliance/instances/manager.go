@@ -43,6 +43,9 @@ type Config struct {
 	Limits func(prj *store.Project) cgroups.Limits
 	// NoSync: the instances run without durability (postgres.Instance.NoSync), for throwaway appliances.
 	NoSync bool
+	// TemplateDir keeps the initdb templates new instances are copied from (postgres.Instance.TemplateDir;
+	// "": each runs initdb).
+	TemplateDir string
 }
 
 // Manager runs the instances.
@@ -76,7 +79,7 @@ func (m *Manager) Instance(rec *store.Instance) *postgres.Instance {
 	if rec.BinDir != "" && rec.BinDir != bin.Dir {
 		bin = postgres.Binaries{Dir: rec.BinDir, Major: rec.Major}
 	}
-	return &postgres.Instance{ID: rec.ID, Dir: rec.Dir, ListenHost: m.cfg.ListenHost, Port: rec.Port, Bin: bin, User: m.cfg.User, NoSync: m.cfg.NoSync}
+	return &postgres.Instance{ID: rec.ID, Dir: rec.Dir, ListenHost: m.cfg.ListenHost, Port: rec.Port, Bin: bin, User: m.cfg.User, NoSync: m.cfg.NoSync, TemplateDir: m.cfg.TemplateDir}
 }
 
 // Pooler is the PgBouncer of an instance record (its pool size from the project's max_connections).

@@ -171,7 +171,7 @@ func (u *Node) serviceComponent() *component {
 				Live: cfg.EphemeralMax, StorageBytes: mib(cfg.EphemeralStorageMB), TotalStorageBytes: mib(cfg.EphemeralTotalStorageMB),
 				MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: mib(cfg.EphemeralMemoryMB),
 				TempFileBytes: mib(cfg.EphemeralStorageMB)},
-			WALProgram: walProgram, NoSync: cfg.Ephemeral}, deps)
+			WALProgram: walProgram, NoSync: cfg.Ephemeral, TemplateDir: u.templateDir()}, deps)
 		u.svc = svc
 		if err := svc.StartWAL(ctx); err != nil {
 			return err
@@ -351,4 +351,20 @@ func backupCache(mb int) int64 {
 		return -1
 	}
 	return mib(mb)
+}
+
+// templateDir is where the initdb templates are kept (postgres.Instance.TemplateDir): in the data
+// directory; a throwaway appliance's, removed at its exit, would keep none for the next one, so it uses
+// the user's cache directory ($XDG_CACHE_HOME/appliance/initdb-templates), or none when there is no such
+// directory.
+func (u *Node) templateDir() string {
+	if u.eph == nil {
+		return filepath.Join(u.dataDir, "initdb-templates")
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		u.log.Warn("no cache directory for initdb templates: every instance runs initdb", "err", err)
+		return ""
+	}
+	return filepath.Join(cache, "appliance", "initdb-templates")
 }

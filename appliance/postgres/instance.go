@@ -54,7 +54,8 @@ type Instance struct {
 	// machine may lose or corrupt its data. For throwaway appliances only (up --ephemeral, tests).
 	NoSync bool
 	// TemplateDir, when set, keeps initdb templates (template.go): Init copies one instead of running
-	// initdb. It must be a directory only the appliance's user may write.
+	// initdb. It is made (mode 0700) if missing, and refused unless the appliance's user owns it and no
+	// one else may write it.
 	TemplateDir string
 }
 

@@ -23,8 +23,8 @@ import (
 
 // An initdb template (Instance.TemplateDir): initdb costs seconds (the bootstrap backend builds the
 // catalogs, then every file is synced), while its result depends only on the binaries and initdb's options.
-// So the first Init of a kind runs initdb once into TemplateDir/<key>/pgdata (key: the binaries' identity,
-// the options, the OS user) and every Init copies that data directory instead, then makes the copy its own
+// So the first Init of a kind runs initdb once, kept as TemplateDir/<key>/pgdata (key: the binaries'
+// identity, the options, the OS user), and every Init copies that data directory instead, then makes the copy its own
 // as initdb would have: a new system identifier (in pg_control and the WAL's long page headers, so that WAL
 // of one cluster is never taken for another's), the admin role's password set in single-user mode (no
 // listener exists meanwhile), and the TLS files and configuration written after it as after initdb. The
@@ -95,9 +95,11 @@ func checkOwnDir(dir string, uid uint32) error {
 	return nil
 }
 
-// template returns the template's data directory, making it first when there is none.
+// template returns the template's data directory, making it first when there is none. The template
+// directory is the appliance's own (mode 0700: the instances' user never reads it; the appliance copies);
+// initdb runs as the instances' user in the instance's directory, whose result the appliance moves in.
 func (i *Instance) template(ctx context.Context, ex daemon.ExecFunc) (string, error) {
-	if err := os.MkdirAll(i.TemplateDir, 0o711); err != nil {
+	if err := os.MkdirAll(i.TemplateDir, 0o700); err != nil {
 		return "", err
 	}
 	if err := checkOwnDir(i.TemplateDir, uint32(os.Geteuid())); err != nil {
@@ -108,21 +110,21 @@ func (i *Instance) template(ctx context.Context, ex daemon.ExecFunc) (string, er
 		return "", err
 	}
 	dir := filepath.Join(i.TemplateDir, key)
-	if err := checkOwnDir(dir, i.User.UID); err == nil {
+	if err := checkOwnDir(dir, uint32(os.Geteuid())); err == nil {
 		return filepath.Join(dir, "pgdata"), nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
 	}
-	// Built aside, then renamed into place: a template is there whole or not at all. Another Init building
+	// Made aside, then renamed into place: a template is there whole or not at all. Another Init making
 	// the same one meanwhile wins or loses the rename; the loser's is removed.
-	build, err := os.MkdirTemp(i.TemplateDir, ".build-")
-	if err != nil {
+	build := filepath.Join(i.Dir, "template-build")
+	if err := os.RemoveAll(build); err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(build)
 	if err := i.User.Mkdir(build, 0o700); err != nil {
 		return "", err
 	}
+	defer os.RemoveAll(build)
 	throwaway, err := AdminVerifier(hex.EncodeToString(randomBytes(24))) // each copy gets its own
 	if err != nil {
 		return "", err
@@ -130,11 +132,22 @@ func (i *Instance) template(ctx context.Context, ex daemon.ExecFunc) (string, er
 	if err := i.runInitdb(ctx, ex, build, filepath.Join(build, "pgdata"), throwaway, true); err != nil {
 		return "", fmt.Errorf("initdb template: %w", err)
 	}
-	if err := syncTree(filepath.Join(build, "pgdata")); err != nil {
+	next, err := os.MkdirTemp(i.TemplateDir, ".new-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(next)
+	if err := os.Rename(filepath.Join(build, "pgdata"), filepath.Join(next, "pgdata")); err != nil {
+		// Another file system: copied.
+		if err := copyTree(filepath.Join(build, "pgdata"), filepath.Join(next, "pgdata"), i.User, false); err != nil {
+			return "", fmt.Errorf("initdb template: %w", err)
+		}
+	}
+	if err := syncTree(next); err != nil {
 		return "", fmt.Errorf("initdb template: %w", err)
 	}
-	if err := os.Rename(build, dir); err != nil {
-		if err := checkOwnDir(dir, i.User.UID); err != nil {
+	if err := os.Rename(next, dir); err != nil {
+		if err := checkOwnDir(dir, uint32(os.Geteuid())); err != nil {
 			return "", fmt.Errorf("initdb template: %w", err)
 		}
 	}
@@ -190,6 +203,7 @@ func randomBytes(n int) []byte {
 // by user, all-zero blocks left as holes; synced when durable.
 func copyTree(src, dst string, user *daemon.OSUser, durable bool) error {
 	var dirs []string
+	buf := make([]byte, 128<<10)
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -214,7 +228,7 @@ func copyTree(src, dst string, user *daemon.OSUser, durable bool) error {
 			dirs = append(dirs, to)
 			return user.ChownOne(to)
 		case d.Type().IsRegular():
-			return copyFile(p, to, info.Mode().Perm(), user, durable)
+			return copyFile(p, to, info.Mode().Perm(), user, durable, buf)
 		default:
 			return fmt.Errorf("%s is not a directory or a regular file", p)
 		}
@@ -230,7 +244,7 @@ func copyTree(src, dst string, user *daemon.OSUser, durable bool) error {
 	return nil
 }
 
-func copyFile(src, dst string, mode os.FileMode, user *daemon.OSUser, durable bool) error {
+func copyFile(src, dst string, mode os.FileMode, user *daemon.OSUser, durable bool, buf []byte) error {
 	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
@@ -240,7 +254,7 @@ func copyFile(src, dst string, mode os.FileMode, user *daemon.OSUser, durable bo
 	if err != nil {
 		return err
 	}
-	err = copySparse(out, in)
+	err = copySparse(out, in, buf)
 	if err == nil {
 		err = out.Chmod(mode)
 	}
@@ -256,9 +270,8 @@ func copyFile(src, dst string, mode os.FileMode, user *daemon.OSUser, durable bo
 	return err
 }
 
-// copySparse copies in to out, seeking over all-zero blocks (the file's size is set at the end).
-func copySparse(out, in *os.File) error {
-	buf := make([]byte, 128<<10)
+// copySparse copies in to out through buf, leaving all-zero blocks as holes (the size is set at the end).
+func copySparse(out, in *os.File, buf []byte) error {
 	var off int64
 	for {
 		n, err := io.ReadFull(in, buf)
