@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/theappliance/appliance/appliance/apt"
 	"github.com/theappliance/appliance/appliance/postgres"
@@ -227,10 +228,26 @@ func (o Options) scan(bin postgres.Binaries, pgSource string) *Set {
 				f.Err = fmt.Errorf("%w: %s (needed for %s) is not installed; %s", ErrMissing, p.Name, p.Feature, fix(p))
 			}
 		}
-		if f.Err == nil {
-			f.Version = version(f.Path)
-		}
 		s.Found[p.Name] = f
+	}
+	// Each found program's --version, all at once: a process each, which a start waits for.
+	var found []Found
+	for _, f := range s.Found {
+		if f.Err == nil {
+			found = append(found, f)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range found {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			found[i].Version = version(found[i].Path)
+		}()
+	}
+	wg.Wait()
+	for _, f := range found {
+		s.Found[f.Name] = f
 	}
 	if bin.Dir == "" {
 		s.PG = postgres.Binaries{}
