@@ -23,6 +23,10 @@ import (
 // ("up"), to the first project's SELECT 1 answered over its direct URL ("select1": the project created
 // through the API, its job polled every 50 ms as apptest does), and from SIGTERM to nothing left (the
 // process gone, its directory removed, no process of it: "teardown"). It reports the median of each.
+// New instances are copied from an initdb template kept in the user's cache directory
+// ($XDG_CACHE_HOME/appliance/initdb-templates): the first run on a machine makes it (initdb) unless it is
+// there; BENCH_NO_TEMPLATE=1 removes it before each run (every run then pays initdb). BENCH_DATA_DIR is
+// up's --data-dir (where the throwaway directory is made: e.g. /dev/shm for a tmpfs).
 func BenchmarkUpEphemeral(b *testing.B) {
 	runs := envInt(b, "BENCH_RUNS", 5)
 	b.Logf("load average before: %s", loadavg())
@@ -30,10 +34,25 @@ func BenchmarkUpEphemeral(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", bin, "..").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		b.Fatal(err)
+	}
+	templates := filepath.Join(cache, "appliance", "initdb-templates")
+	args := []string{"up", "--ephemeral", "--no-install", "--log-level", "warn"}
+	if d := os.Getenv("BENCH_DATA_DIR"); d != "" {
+		args = append(args, "--data-dir", d)
+	}
 	var up, sel, down []time.Duration
 	for range runs {
+		if os.Getenv("BENCH_NO_TEMPLATE") == "1" {
+			if err := os.RemoveAll(templates); err != nil {
+				b.Fatal(err)
+			}
+		}
+		_, terr := os.Stat(templates)
 		t0 := time.Now()
-		cmd := exec.Command(bin, "up", "--ephemeral", "--no-install", "--log-level", "warn")
+		cmd := exec.Command(bin, args...)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			b.Fatal(err)
@@ -106,8 +125,8 @@ func BenchmarkUpEphemeral(b *testing.B) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		tDown := time.Since(t1)
-		b.Logf("run: up %v, select1 %v, teardown %v (POST /v1/projects at %v, ready at %v; the provision job's steps, ms: %s)",
-			tUp.Round(time.Millisecond), tSel.Round(time.Millisecond), tDown.Round(time.Millisecond), tCreate.Round(time.Millisecond), tReady.Round(time.Millisecond), jobSteps)
+		b.Logf("run: up %v, select1 %v, teardown %v (initdb template there before: %v; POST /v1/projects at %v, ready at %v; the provision job's steps, ms: %s)",
+			tUp.Round(time.Millisecond), tSel.Round(time.Millisecond), tDown.Round(time.Millisecond), terr == nil, tCreate.Round(time.Millisecond), tReady.Round(time.Millisecond), jobSteps)
 		up, sel, down = append(up, tUp), append(sel, tSel), append(down, tDown)
 	}
 	b.Logf("median of %d: up %v, up → first project's SELECT 1 %v, SIGTERM → nothing left %v; load average after: %s",

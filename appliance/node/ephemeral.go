@@ -59,12 +59,12 @@ type ephemeral struct {
 }
 
 // startEphemeral cleans what earlier throwaway appliances left in the parent directory (cfg.DataDir, or
-// the system's temporary directory), makes this one's directory and guard, and returns cfg on it: every
+// ephemeralParent's), makes this one's directory and guard, and returns cfg on it: every
 // listener on a free port of its host, the instances' ports in a random window.
 func startEphemeral(cfg Config, log *slog.Logger) (*ephemeral, Config, error) {
 	parent := cfg.DataDir
 	if parent == "" {
-		parent = os.TempDir()
+		parent = ephemeralParent(log)
 	}
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, cfg, fmt.Errorf("ephemeral: %w", err)
@@ -100,6 +100,31 @@ func startEphemeral(cfg Config, log *slog.Logger) (*ephemeral, Config, error) {
 	first := 20000 + 200*rand.IntN(60)
 	cfg.PGPorts = fmt.Sprintf("%d-%d", first, first+199)
 	return e, cfg, nil
+}
+
+// shmDir is the tmpfs a throwaway appliance prefers, and shmLeast the free space it must have.
+const (
+	shmDir   = "/dev/shm"
+	shmLeast = 1 << 30
+)
+
+// ephemeralParent is where a throwaway appliance's directory is made when no --data-dir says: the system's
+// temporary directory when $TMPDIR names one, else /dev/shm when it is a tmpfs with at least 1 GiB free
+// (its servers do not need the disk: they run without durability and are removed at the exit; on a disk,
+// copying a new cluster and creating its database wait for the disk), else the temporary directory.
+func ephemeralParent(log *slog.Logger) string {
+	if os.Getenv("TMPDIR") != "" {
+		return os.TempDir()
+	}
+	var fs syscall.Statfs_t
+	const tmpfsMagic = 0x01021994
+	if err := syscall.Statfs(shmDir, &fs); err == nil && fs.Type == tmpfsMagic && syscall.Access(shmDir, 2|1) == nil {
+		if free := uint64(fs.Bavail) * uint64(fs.Bsize); free >= shmLeast {
+			return shmDir
+		}
+		log.Info("ephemeral: /dev/shm has less than 1 GiB free: using the temporary directory")
+	}
+	return os.TempDir()
 }
 
 // anyPort is addr's host with port 0 (a free one).
