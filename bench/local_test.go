@@ -125,11 +125,17 @@ func BenchmarkUpEphemeral(b *testing.B) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		tDown := time.Since(t1)
-		b.Logf("run: up %v, select1 %v, teardown %v (initdb template there before: %v; POST /v1/projects at %v, ready at %v; the provision job's steps, ms: %s)",
+		logf := b.Logf
+		if runs > 8 {
+			logf = func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
+		}
+		logf("run: up %v, select1 %v, teardown %v (initdb template there before: %v; POST /v1/projects at %v, ready at %v; the provision job's steps, ms: %s)",
 			tUp.Round(time.Millisecond), tSel.Round(time.Millisecond), tDown.Round(time.Millisecond), terr == nil, tCreate.Round(time.Millisecond), tReady.Round(time.Millisecond), jobSteps)
 		up, sel, down = append(up, tUp), append(sel, tSel), append(down, tDown)
 	}
 	b.Logf("median of %d: up %v, up → first project's SELECT 1 %v, SIGTERM → nothing left %v; load average after: %s",
 		runs, median(up).Round(time.Millisecond), median(sel).Round(time.Millisecond), median(down).Round(time.Millisecond), loadavg())
 	b.ReportMetric(float64(median(sel).Milliseconds()), "ms-to-select1")
+	b.ReportMetric(float64(median(up).Milliseconds()), "ms-to-up")
+	b.ReportMetric(float64(median(down).Milliseconds()), "ms-teardown")
 }
