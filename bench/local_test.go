@@ -60,6 +60,12 @@ func BenchmarkUpEphemeral(b *testing.B) {
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
+		b.Cleanup(func() { // a run that failed: its guard cleans up after the SIGKILL
+			if cmd.ProcessState == nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+		})
 		line, err := bufio.NewReader(stdout).ReadBytes('\n')
 		if err != nil {
 			cmd.Process.Kill()
