@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -30,6 +31,9 @@ import (
 // listener exists meanwhile), and the TLS files and configuration written after it as after initdb. The
 // copy leaves all-zero blocks as holes (initdb's WAL segment is mostly zeros) and is synced file by file
 // unless the instance runs without durability.
+
+// keeping counts the templates being kept in the background (the tests wait for them).
+var keeping sync.WaitGroup
 
 // templateFormat changes when what a template holds changes (old ones are then not used).
 const templateFormat = "1"
@@ -95,73 +99,93 @@ func checkOwnDir(dir string, uid uint32) error {
 	return nil
 }
 
-// template returns the template's data directory, making it first when there is none. The template
-// directory is the appliance's own (mode 0700: the instances' user never reads it; the appliance copies);
-// initdb runs as the instances' user in the instance's directory, whose result the appliance moves in.
-func (i *Instance) template(ctx context.Context, ex daemon.ExecFunc) (string, error) {
+// template returns the template's data directory, making it first when there is none, and a function
+// to call once the caller's copy of it is done. The template directory is the appliance's own (mode 0700:
+// the instances' user never reads it; the appliance copies). A missing template is made by initdb, as the
+// instances' user, in the instance's directory: the caller copies that, and keeping it (moved, or where
+// the template directory is on another file system — a throwaway appliance's tmpfs and the user's cache
+// — copied and synced) goes on in the background then, so that the first instance waits no longer than
+// initdb.
+func (i *Instance) template(ctx context.Context, ex daemon.ExecFunc) (string, func(), error) {
 	if err := os.MkdirAll(i.TemplateDir, 0o700); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if err := checkOwnDir(i.TemplateDir, uint32(os.Geteuid())); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	key, err := i.templateKey()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	dir := filepath.Join(i.TemplateDir, key)
 	if err := checkOwnDir(dir, uint32(os.Geteuid())); err == nil {
-		return filepath.Join(dir, "pgdata"), nil
+		return filepath.Join(dir, "pgdata"), func() {}, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", err
+		return "", nil, err
 	}
-	// Made aside, then renamed into place: a template is there whole or not at all. Another Init making
-	// the same one meanwhile wins or loses the rename; the loser's is removed.
 	build := filepath.Join(i.Dir, "template-build")
 	if err := os.RemoveAll(build); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if err := i.User.Mkdir(build, 0o700); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	defer os.RemoveAll(build)
 	throwaway, err := AdminVerifier(hex.EncodeToString(randomBytes(24))) // each copy gets its own
-	if err != nil {
-		return "", err
+	if err == nil {
+		err = i.runInitdb(ctx, ex, build, filepath.Join(build, "pgdata"), throwaway, true)
 	}
-	if err := i.runInitdb(ctx, ex, build, filepath.Join(build, "pgdata"), throwaway, true); err != nil {
-		return "", fmt.Errorf("initdb template: %w", err)
-	}
-	next, err := os.MkdirTemp(i.TemplateDir, ".new-")
 	if err != nil {
-		return "", err
+		os.RemoveAll(build)
+		return "", nil, fmt.Errorf("initdb template: %w", err)
+	}
+	return filepath.Join(build, "pgdata"), func() {
+		keeping.Add(1)
+		go func() {
+			defer keeping.Done()
+			defer os.RemoveAll(build)
+			_ = keepTemplate(filepath.Join(build, "pgdata"), i.TemplateDir, dir, i.User) // the next Init makes it again
+		}()
+	}, nil
+}
+
+// keepTemplate moves (or copies) the data directory src into templates as dir, synced first: a template
+// is there whole or not at all. Another Init keeping the same one meanwhile wins or loses the last rename;
+// the loser's is removed. What a killed process left half-made (.new-*, an hour old) is removed.
+func keepTemplate(src, templates, dir string, user *daemon.OSUser) error {
+	if old, _ := filepath.Glob(filepath.Join(templates, ".new-*")); len(old) > 0 {
+		for _, o := range old {
+			if fi, err := os.Lstat(o); err == nil && time.Since(fi.ModTime()) > time.Hour {
+				os.RemoveAll(o)
+			}
+		}
+	}
+	next, err := os.MkdirTemp(templates, ".new-")
+	if err != nil {
+		return err
 	}
 	defer os.RemoveAll(next)
-	if err := os.Rename(filepath.Join(build, "pgdata"), filepath.Join(next, "pgdata")); err != nil {
+	if err := os.Rename(src, filepath.Join(next, "pgdata")); err != nil {
 		// Another file system: copied.
-		if err := copyTree(filepath.Join(build, "pgdata"), filepath.Join(next, "pgdata"), i.User, false); err != nil {
-			return "", fmt.Errorf("initdb template: %w", err)
+		if err := copyTree(src, filepath.Join(next, "pgdata"), user, false); err != nil {
+			return err
 		}
 	}
 	if err := syncTree(next); err != nil {
-		return "", fmt.Errorf("initdb template: %w", err)
+		return err
 	}
-	if err := os.Rename(next, dir); err != nil {
-		if err := checkOwnDir(dir, uint32(os.Geteuid())); err != nil {
-			return "", fmt.Errorf("initdb template: %w", err)
-		}
-	}
-	return filepath.Join(dir, "pgdata"), nil
+	return os.Rename(next, dir)
 }
 
 // initFromTemplate makes the instance's data directory a copy of the template with its own system
 // identifier and the admin role's verifier (see the top of this file).
 func (i *Instance) initFromTemplate(ctx context.Context, ex daemon.ExecFunc, verifier string) error {
-	tpl, err := i.template(ctx, ex)
+	tpl, copied, err := i.template(ctx, ex)
 	if err != nil {
 		return err
 	}
-	if err := copyTree(tpl, i.DataDir(), i.User, !i.NoSync); err != nil {
+	err = copyTree(tpl, i.DataDir(), i.User, !i.NoSync)
+	copied()
+	if err != nil {
 		return fmt.Errorf("copy the initdb template: %w", err)
 	}
 	if err := newSystemIdentifier(i.DataDir(), !i.NoSync); err != nil {

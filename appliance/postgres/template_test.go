@@ -59,6 +59,7 @@ func TestInitFromTemplate(t *testing.T) {
 		return uint64(id)
 	}
 	a := start("a", false)
+	keeping.Wait() // the template a's Init made is kept in the background
 	b2 := start("b", true)
 	keys, err := os.ReadDir(templates)
 	if err != nil {
