@@ -362,9 +362,12 @@ func (u *Node) templateDir() string {
 		return filepath.Join(u.dataDir, "initdb-templates")
 	}
 	cache, err := os.UserCacheDir()
-	if err != nil {
-		u.log.Warn("no cache directory for initdb templates: every instance runs initdb", "err", err)
-		return ""
+	if err == nil {
+		dir := filepath.Join(cache, "appliance", "initdb-templates")
+		if err = postgres.CheckTemplateDir(dir); err == nil {
+			return dir
+		}
 	}
-	return filepath.Join(cache, "appliance", "initdb-templates")
+	u.log.Warn("no usable cache directory for initdb templates: every instance runs initdb", "err", err)
+	return ""
 }

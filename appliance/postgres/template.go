@@ -99,6 +99,15 @@ func checkOwnDir(dir string, uid uint32) error {
 	return nil
 }
 
+// CheckTemplateDir makes dir (mode 0700) if it is missing and refuses it unless this process's user owns
+// it and no one else may write it: a template another user could change would become every new cluster.
+func CheckTemplateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return checkOwnDir(dir, uint32(os.Geteuid()))
+}
+
 // template returns the template's data directory, making it first when there is none, and a function
 // to call once the caller's copy of it is done. The template directory is the appliance's own (mode 0700:
 // the instances' user never reads it; the appliance copies). A missing template is made by initdb, as the
@@ -107,10 +116,7 @@ func checkOwnDir(dir string, uid uint32) error {
 // — copied and synced) goes on in the background then, so that the first instance waits no longer than
 // initdb.
 func (i *Instance) template(ctx context.Context, ex daemon.ExecFunc) (string, func(), error) {
-	if err := os.MkdirAll(i.TemplateDir, 0o700); err != nil {
-		return "", nil, err
-	}
-	if err := checkOwnDir(i.TemplateDir, uint32(os.Geteuid())); err != nil {
+	if err := CheckTemplateDir(i.TemplateDir); err != nil {
 		return "", nil, err
 	}
 	key, err := i.templateKey()
