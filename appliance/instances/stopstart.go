@@ -20,16 +20,19 @@ func (m *Manager) Stop(ctx context.Context, exec daemon.ExecFunc, inst *store.In
 	return errors.Join(errs...)
 }
 
-// Start starts a stopped instance's server and its pooler, waits until the server accepts connections, and
+// Start starts a stopped instance's server and its pooler (at the same time: PgBouncer connects to the
+// server only when a client comes), waits until the server accepts connections and the pooler listens, and
 // puts both under supervision again (Stop's undoing). A running instance is left as it is.
 func (m *Manager) Start(ctx context.Context, exec daemon.ExecFunc, inst *store.Instance, prj *store.Project) error {
-	if err := m.Instance(inst).Start(ctx, exec); err != nil {
-		return err
-	}
+	pooler := make(chan error, 1)
 	if inst.PooledPort != 0 {
-		if err := m.Pooler(inst, prj).Start(ctx, exec); err != nil {
-			return err
-		}
+		go func() { pooler <- m.Pooler(inst, prj).Start(ctx, exec) }()
+	} else {
+		pooler <- nil
+	}
+	err := m.Instance(inst).Start(ctx, exec)
+	if err = errors.Join(err, <-pooler); err != nil {
+		return err
 	}
 	return m.Watch(inst, prj)
 }

@@ -449,7 +449,7 @@ func (i *Instance) pgctlStart(ctx context.Context, ex daemon.ExecFunc, pgctl str
 	if fi, err := os.Stat(i.StartupLog()); err == nil {
 		logStart = fi.Size()
 	}
-	if err := daemon.OrDefault(ex)(ctx, cmd); err != nil {
+	if err := i.runStart(ctx, ex, cmd); err != nil {
 		// Configuration errors come before the server's own log starts: they are in what this start
 		// appended to startup.log.
 		if fi, serr := os.Stat(i.StartupLog()); serr == nil && fi.Size() > logStart {
@@ -473,6 +473,56 @@ func (i *Instance) pgctlStart(ctx context.Context, ex daemon.ExecFunc, pgctl str
 		return fmt.Errorf("start instance %s: %w", i.ID, err)
 	}
 	return nil
+}
+
+// startPoll is how often a start looks at postmaster.pid for the postmaster's "ready" (pg_ctl -w looks every
+// 100 ms: a wake from scale to zero would wait for it, see bench/README.md "Wake → first SELECT 1").
+const startPoll = 5 * time.Millisecond
+
+// runStart runs pg_ctl start -w. Without ex (the appliance's own starts: a wake, an organization's resume)
+// it returns as soon as postmaster.pid's status line says the server accepts connections (what pg_ctl
+// waits for, at a finer step), leaving pg_ctl to end by itself; pg_ctl failing first is the answer. A
+// job's ex, which records the command's whole output on the job, waits for pg_ctl.
+func (i *Instance) runStart(ctx context.Context, ex daemon.ExecFunc, cmd *exec.Cmd) error {
+	if ex != nil {
+		return ex(ctx, cmd)
+	}
+	done := make(chan error, 1)
+	// pg_ctl's own -t bounds it; the postmaster it forked leaves its session, so stopping pg_ctl early
+	// would not stop the start anyway.
+	go func() { done <- daemon.DefaultExec(context.WithoutCancel(ctx), cmd) }()
+	t := time.NewTicker(startPoll)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+			if i.pidFileReady() {
+				return nil
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("pg_ctl start: %w", context.Cause(ctx))
+		}
+	}
+}
+
+// pidFileReady reports whether postmaster.pid's status line (its 8th) is "ready" or "standby" (pg_ctl's
+// test: the server accepts connections) and names a live postmaster of this data directory.
+func (i *Instance) pidFileReady() bool {
+	b, err := os.ReadFile(filepath.Join(i.DataDir(), "postmaster.pid"))
+	if err != nil {
+		return false
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 8 {
+		return false
+	}
+	if st := strings.TrimSpace(lines[7]); st != "ready" && st != "standby" {
+		return false
+	}
+	_, running, _ := i.Status()
+	return running
 }
 
 // CheckReloaded reads pg_file_settings after a reload: any line the server could not apply is an error
