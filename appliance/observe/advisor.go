@@ -64,7 +64,9 @@ func (s *Service) IndexAdvice(ctx context.Context, p *authz.Principal, projectID
 	if minSelectivity < 1 || minSelectivity > api.AdvisorMinSelectivityMax {
 		return nil, apperr.Invalid("min_selectivity must be between 1 and %d", api.AdvisorMinSelectivityMax)
 	}
-	if _, _, err := s.host.ActiveInstance(p, projectID); err != nil {
+	if prj, _, err := s.host.ActiveInstance(p, projectID); err != nil {
+		return nil, err
+	} else if err := notSuspended(prj); err != nil {
 		return nil, err
 	}
 	key := adviceKey{projectID, minFilter, minSelectivity}
@@ -113,10 +115,22 @@ func (s *Service) withQuietAdmin(ctx context.Context, p *authz.Principal, projec
 	if err != nil {
 		return err
 	}
+	if err := notSuspended(prj); err != nil {
+		return err
+	}
 	admin, err := s.host.QuietAdminConn(ctx, inst, prj.DatabaseName)
 	if err != nil {
 		return err
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
 	return fn(prj, admin)
+}
+
+// notSuspended refuses the advisor's work on a project suspended for idleness (scale to zero): it needs the
+// server, and asking for advice is no reason to wake it.
+func notSuspended(prj *store.Project) error {
+	if prj.IdleSuspendedAt != nil {
+		return apperr.Conflict("project %s is suspended (scale to zero): the index advisor needs its server; connect to it or resume it (POST /v1/projects/%s/resume) first", prj.ID, prj.ID)
+	}
+	return nil
 }
