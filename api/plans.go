@@ -15,7 +15,16 @@ type Plan struct {
 	AIUsesPerMonth    int     `json:"ai_uses_per_month" doc:"the studio's AI uses per month (0: none)"`
 	MemoryBytes       int64   `json:"memory_bytes" doc:"the memory its server is held to (cgroups; at least 64 MiB)"`
 	CPUCores          float64 `json:"cpu_cores" doc:"the CPU its server is held to, in cores (cgroups)"`
+	// Scale to zero's defaults for the plan's projects that did not choose their suspend_after_seconds.
+	SuspendAfterSeconds           int `json:"suspend_after_seconds" doc:"idle seconds after which its development projects, previews and ephemeral databases are suspended (scale to zero) unless they chose otherwise; 0 never, else 60 to 2592000 (default 300)"`
+	ProductionSuspendAfterSeconds int `json:"production_suspend_after_seconds" doc:"the same for its production and staging projects (default 0: never)"`
 }
+
+// Built-in scale-to-zero defaults of a plan (a plan given without them gets these).
+const (
+	DefaultSuspendAfterSeconds           = 300
+	DefaultProductionSuspendAfterSeconds = 0
+)
 
 // PlanList is GET /v1/plans: every plan, smallest (by storage) first.
 type PlanList struct {
@@ -31,6 +40,9 @@ type PutPlanRequest struct {
 	AIUsesPerMonth    int     `json:"ai_uses_per_month" api:"required"`
 	MemoryBytes       int64   `json:"memory_bytes" api:"required"`
 	CPUCores          float64 `json:"cpu_cores" api:"required"`
+	// Absent: the built-in defaults (DefaultSuspendAfterSeconds, DefaultProductionSuspendAfterSeconds).
+	SuspendAfterSeconds           *int `json:"suspend_after_seconds,omitempty"`
+	ProductionSuspendAfterSeconds *int `json:"production_suspend_after_seconds,omitempty"`
 }
 
 // PlanChange is the answer to PUT /v1/plans/{name}: the plan, whether it is new, and the jobs that apply

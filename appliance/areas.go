@@ -386,7 +386,7 @@ func (h areaHost) Connections(prj *store.Project) (*api.Connections, error) {
 }
 
 // ProjectView is a project's API resource.
-func (h areaHost) ProjectView(prj *store.Project) *api.Project { return projectView(prj) }
+func (h areaHost) ProjectView(prj *store.Project) *api.Project { return h.s.projectView(prj) }
 
 // DefaultPlan is the name of the plan of a project made without one.
 func (h areaHost) DefaultPlan() string {
@@ -613,3 +613,6 @@ func (h areaHost) ServerCertFiles(inst *store.Instance) (certFile, keyFile strin
 
 // JobTarget is the project a job acts on (its preview database, when it names one).
 func (h areaHost) JobTarget(run *scheduler.Run) string { return targetOf(run) }
+
+// PlanOf is the plan in force of the project (the default plan when its own is gone).
+func (h areaHost) PlanOf(prj *store.Project) api.Plan { return h.s.planOrDefault(prj.Plan) }

@@ -23,9 +23,9 @@ const gib = int64(1) << 30
 // Plans are the built-in plans, smallest first: the first start seeds the store's plans with them; from
 // then on the operators' configuration (appliance/tenancy: up --plans, PUT /v1/plans/{name}) is in force.
 var Plans = []Plan{
-	{Name: api.PlanFree, MaxConnections: 20, StorageLimitBytes: 1 * gib, KVMemoryMB: 32, PreviewsLimit: 2, AIUsesPerMonth: 100, MemoryBytes: 512 << 20, CPUCores: 0.5},
-	{Name: api.PlanPro, MaxConnections: 100, StorageLimitBytes: 10 * gib, KVMemoryMB: 256, PreviewsLimit: 10, AIUsesPerMonth: 1000, MemoryBytes: 4 * gib, CPUCores: 2},
-	{Name: api.PlanScale, MaxConnections: 300, StorageLimitBytes: 50 * gib, KVMemoryMB: 1024, PreviewsLimit: 25, AIUsesPerMonth: 5000, MemoryBytes: 16 * gib, CPUCores: 4},
+	{Name: api.PlanFree, MaxConnections: 20, StorageLimitBytes: 1 * gib, KVMemoryMB: 32, PreviewsLimit: 2, AIUsesPerMonth: 100, MemoryBytes: 512 << 20, CPUCores: 0.5, SuspendAfterSeconds: api.DefaultSuspendAfterSeconds},
+	{Name: api.PlanPro, MaxConnections: 100, StorageLimitBytes: 10 * gib, KVMemoryMB: 256, PreviewsLimit: 10, AIUsesPerMonth: 1000, MemoryBytes: 4 * gib, CPUCores: 2, SuspendAfterSeconds: api.DefaultSuspendAfterSeconds},
+	{Name: api.PlanScale, MaxConnections: 300, StorageLimitBytes: 50 * gib, KVMemoryMB: 1024, PreviewsLimit: 25, AIUsesPerMonth: 5000, MemoryBytes: 16 * gib, CPUCores: 4, SuspendAfterSeconds: api.DefaultSuspendAfterSeconds},
 }
 
 // DefaultPlan is the plan of a new project.

@@ -20,14 +20,15 @@ import (
 // Environments a project may declare; production deletes need an approval token.
 var Environments = api.Environments
 
-func projectView(p *store.Project) *Project {
+// projectView is the project's API view (its suspend_after_seconds the plan's default when it chose none).
+func (s *Service) projectView(p *store.Project) *Project {
 	return &Project{ID: p.ID, Name: p.Name, Slug: p.Slug, OrganizationID: p.OrganizationID, DatabaseName: p.DatabaseName,
 		RoleName: p.RoleName, PublicHost: p.PublicHost, Region: p.Region, Plan: p.Plan, PostgresVersion: p.PostgresVersion,
 		SSLMode: p.SSLMode, IdleTransactionTimeout: p.IdleTransactionTimeout, StatementTimeout: p.StatementTimeout,
 		PrimaryInstanceID: p.PrimaryInstanceID, LatestJobID: p.LatestJobID, LastError: p.LastError,
 		DirectPort: p.DirectPort, PooledPort: p.PooledPort, MaxConnections: p.MaxConnections,
 		StorageLimitBytes: p.StorageLimitBytes, Environment: p.Environment, RuntimeStatus: p.RuntimeStatus,
-		State: p.State, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, SuspendAfterSeconds: int(scaletozero.SuspendAfter(p) / time.Second)}
+		State: p.State, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, SuspendAfterSeconds: int(scaletozero.SuspendAfter(p, s.planOrDefault(p.Plan)) / time.Second)}
 }
 
 // Job types of the projects area.
@@ -187,7 +188,7 @@ func (s *Service) CreateProject(ctx context.Context, p *Principal, req *CreatePr
 		if err := s.audit(tx, p, "project.create", orgID, prj.ID, map[string]any{"name": name, "plan": plan.Name, "job_id": j.ID}); err != nil {
 			return Internal(err, "audit")
 		}
-		out = &ProjectJobResponse{Job: JobView(j), Project: projectView(prj)}
+		out = &ProjectJobResponse{Job: JobView(j), Project: s.projectView(prj)}
 		return nil
 	})
 	if err == nil {
@@ -213,7 +214,7 @@ func (s *Service) ListProjects(ctx context.Context, p *Principal, orgFilter stri
 			if prj.DeletedAt != nil || prj.PreviewOf != "" || (p.ProjectID != "" && prj.ID != p.ProjectID) {
 				continue
 			}
-			out.Projects = append(out.Projects, projectView(prj))
+			out.Projects = append(out.Projects, s.projectView(prj))
 			ids = append(ids, prj.ID)
 		}
 		if out.OpenAlerts, err = observe.OpenAlertCounts(tx, ids); err != nil {
@@ -232,7 +233,7 @@ func (s *Service) GetProject(ctx context.Context, p *Principal, projectID string
 		if err != nil {
 			return err
 		}
-		out = &ProjectResponse{Project: projectView(prj)}
+		out = &ProjectResponse{Project: s.projectView(prj)}
 		return nil
 	})
 	return out, err
@@ -309,7 +310,7 @@ func (s *Service) PatchProject(ctx context.Context, p *Principal, projectID stri
 			changed["plan"], server = prj.Plan, true
 		}
 		if len(changed) == 0 {
-			out = &ProjectResponse{Project: projectView(prj)}
+			out = &ProjectResponse{Project: s.projectView(prj)}
 			return nil
 		}
 		if server {
@@ -330,7 +331,7 @@ func (s *Service) PatchProject(ctx context.Context, p *Principal, projectID stri
 		if err := s.audit(tx, p, "project.update", prj.OrganizationID, prj.ID, changed); err != nil {
 			return Internal(err, "audit")
 		}
-		out = &ProjectResponse{Project: projectView(prj)}
+		out = &ProjectResponse{Project: s.projectView(prj)}
 		return nil
 	})
 	if queued {

@@ -37,7 +37,7 @@ func (s *Service) projectAnswer(p *Principal, projectID string) (*ProjectRespons
 	err := s.db.View(func(tx *store.Tx) error {
 		prj, err := s.visibleProject(tx, p, projectID)
 		if err == nil {
-			out = &ProjectResponse{Project: projectView(prj)}
+			out = &ProjectResponse{Project: s.projectView(prj)}
 		}
 		return err
 	})

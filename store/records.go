@@ -816,6 +816,10 @@ type Plan struct {
 	MemoryBytes       int64     `json:"memory_bytes"`
 	CPUCores          float64   `json:"cpu_cores"`
 	UpdatedAt         time.Time `json:"updated_at"`
+	// Scale to zero's defaults (nil in records older than them: api.DefaultSuspendAfterSeconds and
+	// api.DefaultProductionSuspendAfterSeconds).
+	SuspendAfterSeconds           *int `json:"suspend_after_seconds,omitempty"`
+	ProductionSuspendAfterSeconds *int `json:"production_suspend_after_seconds,omitempty"`
 }
 
 // OrganizationQuota is what an organization may hold, as an operator set it; the record of ID

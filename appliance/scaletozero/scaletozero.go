@@ -32,29 +32,29 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// Default idle times (DefaultSuspendAfter) and the bounds of a project's setting.
+// The bounds of a project's setting.
 const (
-	DefaultSuspendAfterDev = 300 * time.Second // development projects, previews and ephemeral databases
 	MinSuspendAfterSeconds = 60
 	MaxSuspendAfterSeconds = 30 * 24 * 3600
 )
 
-// DefaultSuspendAfter is the idle time after which a project that did not choose one is suspended:
-// DefaultSuspendAfterDev for previews, ephemeral databases and development projects, never (0) for the
-// others (production and staging).
-func DefaultSuspendAfter(p *store.Project) time.Duration {
+// DefaultSuspendAfter is the idle time after which a project that did not choose one is suspended, its
+// plan's (an operator's configuration, appliance/tenancy): suspend_after_seconds for previews, ephemeral
+// databases and development projects (built in: 300 s), production_suspend_after_seconds for the others,
+// production and staging (built in: 0, never).
+func DefaultSuspendAfter(p *store.Project, plan api.Plan) time.Duration {
 	if p.PreviewOf != "" || p.Ephemeral || p.Environment == "development" {
-		return DefaultSuspendAfterDev
+		return time.Duration(plan.SuspendAfterSeconds) * time.Second
 	}
-	return 0
+	return time.Duration(plan.ProductionSuspendAfterSeconds) * time.Second
 }
 
-// SuspendAfter is the project's idle time before suspension (0: never).
-func SuspendAfter(p *store.Project) time.Duration {
+// SuspendAfter is the project's idle time before suspension (0: never), on its plan.
+func SuspendAfter(p *store.Project, plan api.Plan) time.Duration {
 	if p.SuspendAfterSeconds != nil {
 		return time.Duration(*p.SuspendAfterSeconds) * time.Second
 	}
-	return DefaultSuspendAfter(p)
+	return DefaultSuspendAfter(p, plan)
 }
 
 // Host is what scale to zero takes from the rest of the domain (appliance/areas.go gives it).
@@ -91,6 +91,8 @@ type Host interface {
 	AppendEvent(tx *store.Tx, typ, orgID, projectID string, data any) error
 	// JobTarget is the project a job acts on (its preview database, when it names one).
 	JobTarget(run *scheduler.Run) string
+	// PlanOf is the plan in force of the project (the default plan when its own is gone).
+	PlanOf(prj *store.Project) api.Plan
 }
 
 // Deps are scale to zero's collaborators; New takes them all.
@@ -163,7 +165,7 @@ func (z *Service) SuspendIdle(ctx context.Context) (int, error) {
 		var err error
 		prjs, err = store.Projects.All(tx, func(p *store.Project) bool {
 			return p.State == api.ProjectActive && p.RuntimeStatus == api.RuntimeActive && p.IdleSuspendedAt == nil &&
-				p.PrimaryInstanceID != "" && SuspendAfter(p) > 0
+				p.PrimaryInstanceID != "" && SuspendAfter(p, z.d.Host.PlanOf(p)) > 0
 		})
 		return err
 	})
@@ -186,7 +188,7 @@ func (z *Service) SuspendIdle(ctx context.Context) (int, error) {
 			z.seenBusy(prj.ID, now)
 			continue
 		}
-		if now.Sub(z.idleSince(prj.ID, now)) < SuspendAfter(prj) {
+		if now.Sub(z.idleSince(prj.ID, now)) < SuspendAfter(prj, z.d.Host.PlanOf(prj)) {
 			continue
 		}
 		switch err := z.suspend(ctx, system, prj.ID, "idle", true); {

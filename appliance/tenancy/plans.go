@@ -59,7 +59,10 @@ func CheckPlan(p api.Plan, field string) error {
 	case !(p.CPUCores > 0) || p.CPUCores > 1024:
 		return apperr.Invalid("%scpu_cores must be positive, at most 1024 (got %v)", field, p.CPUCores)
 	}
-	return nil
+	if err := checkSuspendAfter(field+"suspend_after_seconds", p.SuspendAfterSeconds); err != nil {
+		return err
+	}
+	return checkSuspendAfter(field+"production_suspend_after_seconds", p.ProductionSuspendAfterSeconds)
 }
 
 // checkQuota is the rule of an organization quota.
@@ -91,6 +94,20 @@ func ParsePlansConfig(r io.Reader) (*api.PlansConfig, error) {
 	if dec.More() {
 		return nil, errors.New("not a plans file: something follows its JSON object")
 	}
+	// A plan given without the scale-to-zero defaults gets the built-in ones (0 would mean never).
+	var keys struct {
+		Plans []map[string]json.RawMessage `json:"plans"`
+	}
+	if err := json.Unmarshal(data, &keys); err == nil && len(keys.Plans) == len(cfg.Plans) {
+		for i, k := range keys.Plans {
+			if _, ok := k["suspend_after_seconds"]; !ok {
+				cfg.Plans[i].SuspendAfterSeconds = api.DefaultSuspendAfterSeconds
+			}
+			if _, ok := k["production_suspend_after_seconds"]; !ok {
+				cfg.Plans[i].ProductionSuspendAfterSeconds = api.DefaultProductionSuspendAfterSeconds
+			}
+		}
+	}
 	if len(cfg.Plans) == 0 {
 		return nil, errors.New("plans: none given (the free plan at least)")
 	}
@@ -115,12 +132,35 @@ func ParsePlansConfig(r io.Reader) (*api.PlansConfig, error) {
 
 func planRecord(p api.Plan, now time.Time) *store.Plan {
 	return &store.Plan{Name: p.Name, MaxConnections: p.MaxConnections, StorageLimitBytes: p.StorageLimitBytes, KVMemoryMB: p.KVMemoryMB,
-		PreviewsLimit: p.PreviewsLimit, AIUsesPerMonth: p.AIUsesPerMonth, MemoryBytes: p.MemoryBytes, CPUCores: p.CPUCores, UpdatedAt: now}
+		PreviewsLimit: p.PreviewsLimit, AIUsesPerMonth: p.AIUsesPerMonth, MemoryBytes: p.MemoryBytes, CPUCores: p.CPUCores, UpdatedAt: now,
+		SuspendAfterSeconds: &p.SuspendAfterSeconds, ProductionSuspendAfterSeconds: &p.ProductionSuspendAfterSeconds}
 }
 
 func planView(r *store.Plan) api.Plan {
 	return api.Plan{Name: r.Name, MaxConnections: r.MaxConnections, StorageLimitBytes: r.StorageLimitBytes, KVMemoryMB: r.KVMemoryMB,
-		PreviewsLimit: r.PreviewsLimit, AIUsesPerMonth: r.AIUsesPerMonth, MemoryBytes: r.MemoryBytes, CPUCores: r.CPUCores}
+		PreviewsLimit: r.PreviewsLimit, AIUsesPerMonth: r.AIUsesPerMonth, MemoryBytes: r.MemoryBytes, CPUCores: r.CPUCores,
+		SuspendAfterSeconds:           orDefault(r.SuspendAfterSeconds, api.DefaultSuspendAfterSeconds),
+		ProductionSuspendAfterSeconds: orDefault(r.ProductionSuspendAfterSeconds, api.DefaultProductionSuspendAfterSeconds)}
+}
+
+func orDefault(v *int, def int) int {
+	if v == nil {
+		return def
+	}
+	return *v
+}
+
+// Bounds of a plan's suspend_after_seconds (those of a project's own, appliance/scaletozero).
+const (
+	minSuspendAfterSeconds = 60
+	maxSuspendAfterSeconds = 30 * 24 * 3600
+)
+
+func checkSuspendAfter(field string, v int) error {
+	if v != 0 && (v < minSuspendAfterSeconds || v > maxSuspendAfterSeconds) {
+		return apperr.Invalid("%s must be 0 (never) or %d to %d seconds (got %d)", field, minSuspendAfterSeconds, maxSuspendAfterSeconds, v)
+	}
+	return nil
 }
 
 func quotaView(r *store.OrganizationQuota) api.OrganizationQuota {
@@ -233,7 +273,9 @@ func (s *Service) PutPlan(ctx context.Context, p *authz.Principal, name string, 
 		return nil, err
 	}
 	plan := api.Plan{Name: name, MaxConnections: req.MaxConnections, StorageLimitBytes: req.StorageLimitBytes, KVMemoryMB: req.KVMemoryMB,
-		PreviewsLimit: req.PreviewsLimit, AIUsesPerMonth: req.AIUsesPerMonth, MemoryBytes: req.MemoryBytes, CPUCores: req.CPUCores}
+		PreviewsLimit: req.PreviewsLimit, AIUsesPerMonth: req.AIUsesPerMonth, MemoryBytes: req.MemoryBytes, CPUCores: req.CPUCores,
+		SuspendAfterSeconds:           orDefault(req.SuspendAfterSeconds, api.DefaultSuspendAfterSeconds),
+		ProductionSuspendAfterSeconds: orDefault(req.ProductionSuspendAfterSeconds, api.DefaultProductionSuspendAfterSeconds)}
 	if err := CheckPlan(plan, ""); err != nil {
 		return nil, err
 	}
@@ -252,7 +294,10 @@ func (s *Service) PutPlan(ctx context.Context, p *authz.Principal, name string, 
 			return apperr.Internal(err, "store plan")
 		}
 		var jobs []*store.Job
-		if old == nil || planView(old) != plan { // an unchanged plan has nothing to apply
+		// An unchanged plan has nothing to apply to servers, nor one whose scale-to-zero defaults alone
+		// changed (the idle pass reads them; applying would wake the suspended projects for nothing).
+		sizes := func(p api.Plan) api.Plan { p.SuspendAfterSeconds, p.ProductionSuspendAfterSeconds = 0, 0; return p }
+		if old == nil || sizes(planView(old)) != sizes(plan) {
 			if jobs, err = s.applyPlan(tx, plan); err != nil {
 				return err
 			}

@@ -4175,11 +4175,15 @@ export interface components {
             name: string;
             /** @description preview databases per project (0: none) */
             previews_limit: number;
+            /** @description the same for its production and staging projects (default 0: never) */
+            production_suspend_after_seconds: number;
             /**
              * Format: int64
              * @description a project's storage limit: past it its database turns read-only (at least 16 MiB)
              */
             storage_limit_bytes: number;
+            /** @description idle seconds after which its development projects, previews and ephemeral databases are suspended (scale to zero) unless they chose otherwise; 0 never, else 60 to 2592000 (default 300) */
+            suspend_after_seconds: number;
         };
         PlanChange: {
             /** @description true: a new plan; false: an existing plan replaced */
@@ -4457,8 +4461,10 @@ export interface components {
             /** Format: int64 */
             memory_bytes: number;
             previews_limit: number;
+            production_suspend_after_seconds?: number;
             /** Format: int64 */
             storage_limit_bytes: number;
+            suspend_after_seconds?: number;
         };
         PutScheduledBackupRequest: {
             /** @description UTC hour, 0 to 23 */
@@ -8494,7 +8500,9 @@ export interface operations {
                      *           "memory_bytes": 1,
                      *           "name": "example",
                      *           "previews_limit": 1,
-                     *           "storage_limit_bytes": 1
+                     *           "production_suspend_after_seconds": 1,
+                     *           "storage_limit_bytes": 1,
+                     *           "suspend_after_seconds": 1
                      *         }
                      *       ]
                      *     } */
@@ -8579,7 +8587,9 @@ export interface operations {
                      *         "memory_bytes": 1,
                      *         "name": "example",
                      *         "previews_limit": 1,
-                     *         "storage_limit_bytes": 1
+                     *         "production_suspend_after_seconds": 1,
+                     *         "storage_limit_bytes": 1,
+                     *         "suspend_after_seconds": 1
                      *       }
                      *     } */
                     "application/json": components["schemas"]["PlanChange"];
