@@ -53,6 +53,17 @@ type ObservabilityResponse struct {
 // HistoryResponse is GET .../observability/history.
 type HistoryResponse struct {
 	Samples []ObservabilitySample `json:"samples"`
+	// Suspended are the periods of the window in which the project was suspended for idleness (scale to
+	// zero: no server, so no samples), oldest first.
+	Suspended []SuspendedInterval `json:"suspended"`
+}
+
+// SuspendedInterval is a period in which a project was suspended (scale to zero), clipped to the window
+// asked for.
+type SuspendedInterval struct {
+	From    time.Time `json:"from"`
+	To      time.Time `json:"to" doc:"the wake, or the window's end when it lasts still (ongoing)"`
+	Ongoing bool      `json:"ongoing" doc:"suspended still"`
 }
 
 // TopQuery is one ranked statement of the top-queries window.

@@ -17,6 +17,8 @@ type UsageTotals struct {
 	WebhookDeliveryRate7d float64 `json:"webhook_delivery_rate_7d" doc:"webhook deliveries delivered / (delivered + failed) among those that ended in the last 7 days; 1 when none ended"`
 	KVStores              int     `json:"kv_stores" doc:"key-value stores that exist (any state)"`
 	KVMemoryMB            int     `json:"kv_memory_mb" doc:"the sum of their maxmemory_mb"`
+	ComputeSeconds        int64   `json:"compute_seconds" doc:"seconds this UTC month the organization's projects' servers ran (previews included): what scale to zero saves"`
+	SuspendedSeconds      int64   `json:"suspended_seconds" doc:"seconds this UTC month its projects were suspended for idleness (scale to zero)"`
 }
 
 // ProjectUsage is one project's row.
@@ -27,6 +29,8 @@ type ProjectUsage struct {
 	StorageBytes      int64  `json:"storage_bytes"`
 	StorageLimitBytes int64  `json:"storage_limit_bytes"`
 	Connections       int    `json:"connections"`
+	ComputeSeconds    int64  `json:"compute_seconds" doc:"seconds this UTC month its server ran: from its creation or the month's start, less its suspensions"`
+	SuspendedSeconds  int64  `json:"suspended_seconds" doc:"seconds this UTC month it was suspended for idleness (scale to zero)"`
 }
 
 // StorageSample is one point of the storage history.

@@ -58,10 +58,15 @@ func (s *Service) OrganizationUsage(ctx context.Context, p *Principal, orgID str
 		}
 		if prj.PreviewOf != "" { // previews count apart; their storage is the organization's too
 			u.Totals.Previews++
-			u.Totals.StorageBytes += s.projectUsage(ctx, prj).StorageBytes
+			row := s.projectUsage(ctx, prj)
+			u.Totals.StorageBytes += row.StorageBytes
+			u.Totals.ComputeSeconds += row.ComputeSeconds
+			u.Totals.SuspendedSeconds += row.SuspendedSeconds
 			continue
 		}
 		row := s.projectUsage(ctx, prj)
+		u.Totals.ComputeSeconds += row.ComputeSeconds
+		u.Totals.SuspendedSeconds += row.SuspendedSeconds
 		if n, err := s.backupBytes(ctx, prj.ID); err == nil {
 			u.Totals.BackupsStorageBytes += n
 		} else {
@@ -114,6 +119,7 @@ func (s *Service) OrganizationUsage(ctx context.Context, p *Principal, orgID str
 // projectUsage is a project's usage row, measured on its server when it is active.
 func (s *Service) projectUsage(ctx context.Context, prj *store.Project) ProjectUsage {
 	row := ProjectUsage{ProjectID: prj.ID, Name: prj.Name, State: prj.State, StorageLimitBytes: prj.StorageLimitBytes}
+	row.ComputeSeconds, row.SuspendedSeconds = s.computeSeconds(prj)
 	if prj.State == ProjectActive && prj.IdleSuspendedAt != nil {
 		// Suspended for idleness (scale to zero): no connection, and the size of the last sample (a
 		// connection to measure it would wake the project).
@@ -206,4 +212,37 @@ func (s *Service) backupBytes(ctx context.Context, projectID string) (int64, err
 	}
 	exports, err := s.exports.LocalOnlyBytes(projectID)
 	return n + uploads + exports, err
+}
+
+// computeSeconds are the seconds this UTC month the project's server ran and was suspended for idleness
+// (scale to zero): from its creation or the month's start to now (or to its deletion), less its
+// suspensions (store.Suspension) and, while its organization is suspended by an operator, that time. A
+// project that is not active runs nothing. Earlier suspensions of the organization are not recorded and
+// count as running.
+func (s *Service) computeSeconds(prj *store.Project) (compute, suspended int64) {
+	now := s.now()
+	from := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	if prj.CreatedAt.After(from) {
+		from = prj.CreatedAt
+	}
+	to := now
+	if prj.State != ProjectActive || prj.PrimaryInstanceID == "" || !to.After(from) {
+		return 0, 0
+	}
+	var sus time.Duration
+	_ = s.db.View(func(tx *store.Tx) error {
+		if org, err := store.Organizations.Get(tx, prj.OrganizationID); err == nil && org.SuspendedAt != nil && org.SuspendedAt.Before(to) {
+			to = *org.SuspendedAt // stopped by the operator since
+			if to.Before(from) {
+				to = from
+			}
+		}
+		ivs, err := store.SuspendedIntervals(tx, prj.ID, from, to)
+		for _, iv := range ivs {
+			sus += iv[1].Sub(iv[0])
+		}
+		return err
+	})
+	run := to.Sub(from) - sus
+	return int64(max(run, 0) / time.Second), int64(sus / time.Second)
 }

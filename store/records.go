@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -853,4 +854,50 @@ func Suspended(tx *Tx, orgID string) (bool, error) {
 		return false, err
 	}
 	return o.SuspendedAt != nil, nil
+}
+
+// Suspension is one period in which a project was suspended for idleness (scale to zero): From its
+// suspension to To its wake (nil while it lasts). The history charts shade them and the organization's
+// usage subtracts them from its compute seconds; those that ended more than SuspensionRetention ago are
+// deleted at the project's next suspension.
+type Suspension struct {
+	ID             string     `json:"id"`
+	ProjectID      string     `json:"project_id"`
+	OrganizationID string     `json:"organization_id"`
+	From           time.Time  `json:"from"`
+	To             *time.Time `json:"to,omitempty"`
+}
+
+// SuspensionRetention is how long an ended suspension is kept: past the history's 30 days and a month.
+const SuspensionRetention = 40 * 24 * time.Hour
+
+// The suspensions table.
+var (
+	Suspensions          = newTable("suspensions", func(r *Suspension) string { return r.ID })
+	SuspensionsByProject = Suspensions.index("project", func(r *Suspension) []string { return []string{r.ProjectID} })
+)
+
+// SuspendedIntervals are the project's suspensions that overlap [from, to), clipped to it, oldest first
+// (one still lasting ends at to).
+func SuspendedIntervals(tx *Tx, projectID string, from, to time.Time) ([][2]time.Time, error) {
+	recs, err := Suspensions.Lookup(tx, SuspensionsByProject, projectID, Query{})
+	if err != nil {
+		return nil, err
+	}
+	var out [][2]time.Time
+	for _, r := range recs {
+		end := to
+		if r.To != nil && r.To.Before(to) {
+			end = *r.To
+		}
+		start := r.From
+		if start.Before(from) {
+			start = from
+		}
+		if end.After(start) {
+			out = append(out, [2]time.Time{start, end})
+		}
+	}
+	slices.SortFunc(out, func(a, b [2]time.Time) int { return a[0].Compare(b[0]) })
+	return out, nil
 }

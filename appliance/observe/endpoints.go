@@ -72,10 +72,18 @@ func (s *Service) History(ctx context.Context, p *authz.Principal, projectID str
 	}
 	now := s.now()
 	var samples []api.ObservabilitySample
+	suspended := []api.SuspendedInterval{}
 	err := s.db.View(func(tx *store.Tx) error {
 		prj, err := s.host.VisibleProject(tx, p, projectID)
 		if err != nil {
 			return err
+		}
+		ivs, err := store.SuspendedIntervals(tx, prj.ID, now.Add(-time.Duration(hours)*time.Hour), now)
+		if err != nil {
+			return apperr.Internal(err, "read the suspensions")
+		}
+		for _, iv := range ivs {
+			suspended = append(suspended, api.SuspendedInterval{From: iv[0], To: iv[1], Ongoing: prj.IdleSuspendedAt != nil && iv[1].Equal(now)})
 		}
 		samples = make([]api.ObservabilitySample, 0, hours*int(time.Hour/SampleInterval)+1) // one allocation: the window's most points
 		return store.ObservabilitySamples.Range(tx, prj.ID, now.Add(-time.Duration(hours)*time.Hour), now.Add(time.Nanosecond), func(at time.Time, v []byte) error {
@@ -89,7 +97,7 @@ func (s *Service) History(ctx context.Context, p *authz.Principal, projectID str
 	if err != nil {
 		return nil, err
 	}
-	return &api.HistoryResponse{Samples: downsample(samples, MaxHistoryPoints)}, nil
+	return &api.HistoryResponse{Samples: downsample(samples, MaxHistoryPoints), Suspended: suspended}, nil
 }
 
 // queryHashPattern is the shape of a query hash.

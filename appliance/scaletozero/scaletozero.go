@@ -309,6 +309,9 @@ func (z *Service) suspend(ctx context.Context, actor *authz.Principal, projectID
 		if err := store.Projects.Put(tx, cur); err != nil {
 			return err
 		}
+		if err := openSuspension(tx, cur, at); err != nil {
+			return err
+		}
 		md := map[string]any{"project_id": cur.ID, "reason": reason, "at": at}
 		if err := h.Audit(tx, actor, "project.suspend", cur.OrganizationID, cur.ID, md); err != nil {
 			return err
@@ -388,6 +391,9 @@ func (z *Service) resume(ctx context.Context, actor *authz.Principal, projectID,
 		if err := store.Projects.Put(tx, cur); err != nil {
 			return err
 		}
+		if err := closeSuspension(tx, cur.ID, at); err != nil {
+			return err
+		}
 		md := map[string]any{"project_id": cur.ID, "reason": reason, "at": at, "took_ms": time.Since(started).Milliseconds()}
 		if err := h.Audit(tx, actor, "project.resume", cur.OrganizationID, cur.ID, md); err != nil {
 			return err
@@ -425,6 +431,9 @@ func (z *Service) ClearIdleSuspension(prj *store.Project) {
 	if err := z.d.Host.UpdateProject(prj.ID, func(p *store.Project) error { p.IdleSuspendedAt = nil; return nil }); err != nil {
 		z.d.Log.Error("clear an idle suspension", "project", prj.ID, "err", err)
 	}
+	if err := z.d.DB.Update(func(tx *store.Tx) error { return closeSuspension(tx, prj.ID, z.d.Clock()) }); err != nil {
+		z.d.Log.Error("end the record of an idle suspension", "project", prj.ID, "err", err)
+	}
 	z.seenBusy(prj.ID, z.d.Clock())
 }
 
@@ -456,4 +465,40 @@ func (z *Service) WakeForJob(ctx context.Context, run *scheduler.Run) (any, erro
 		}
 	}
 	return nil, nil
+}
+
+// openSuspension records the start of the project's suspension (store.Suspension: the history's shading,
+// the usage's compute seconds) and deletes its suspensions that ended before store.SuspensionRetention.
+func openSuspension(tx *store.Tx, prj *store.Project, at time.Time) error {
+	old, err := store.Suspensions.Lookup(tx, store.SuspensionsByProject, prj.ID, store.Query{})
+	if err != nil {
+		return err
+	}
+	for _, r := range old {
+		if r.To != nil && at.Sub(*r.To) > store.SuspensionRetention {
+			if err := store.Suspensions.Delete(tx, r.ID); err != nil {
+				return err
+			}
+		}
+	}
+	return store.Suspensions.Put(tx, &store.Suspension{ID: prj.ID + "/" + at.UTC().Format(time.RFC3339Nano), ProjectID: prj.ID,
+		OrganizationID: prj.OrganizationID, From: at})
+}
+
+// closeSuspension records the end of the project's suspension (of every one still open).
+func closeSuspension(tx *store.Tx, projectID string, at time.Time) error {
+	recs, err := store.Suspensions.Lookup(tx, store.SuspensionsByProject, projectID, store.Query{})
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if r.To == nil {
+			end := at
+			r.To = &end
+			if err := store.Suspensions.Put(tx, r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -3734,6 +3734,7 @@ export interface components {
         HealthStatus: "ok" | "degraded";
         HistoryResponse: {
             samples: components["schemas"]["ObservabilitySample"][];
+            suspended: components["schemas"]["SuspendedInterval"][];
         };
         Hygiene: {
             available: boolean;
@@ -4439,6 +4440,11 @@ export interface components {
             summary: components["schemas"]["ProjectSummary"];
         };
         ProjectUsage: {
+            /**
+             * Format: int64
+             * @description seconds this UTC month its server ran: from its creation or the month's start, less its suspensions
+             */
+            compute_seconds: number;
             connections: number;
             name: string;
             project_id: string;
@@ -4447,6 +4453,11 @@ export interface components {
             storage_bytes: number;
             /** Format: int64 */
             storage_limit_bytes: number;
+            /**
+             * Format: int64
+             * @description seconds this UTC month it was suspended for idleness (scale to zero)
+             */
+            suspended_seconds: number;
         };
         ProviderAuthFK: {
             constraint: string;
@@ -5065,6 +5076,17 @@ export interface components {
             /** @description why, 1 to 500 characters: the organization's callers read it in every refusal */
             reason: string;
         };
+        SuspendedInterval: {
+            /** Format: date-time */
+            from: string;
+            /** @description suspended still */
+            ongoing: boolean;
+            /**
+             * Format: date-time
+             * @description the wake, or the window's end when it lasts still (ongoing)
+             */
+            to: string;
+        };
         TableEntry: {
             schema: string;
             table: string;
@@ -5164,6 +5186,11 @@ export interface components {
              * @description bytes in the backup store: WAL archive, base backups, exports and uploaded dumps
              */
             backups_storage_bytes: number;
+            /**
+             * Format: int64
+             * @description seconds this UTC month the organization's projects' servers ran (previews included): what scale to zero saves
+             */
+            compute_seconds: number;
             connections: number;
             /** @description completed / (completed + failed) over the last 7 days; 1 when no job ended */
             job_success_rate_7d: number;
@@ -5181,6 +5208,11 @@ export interface components {
             storage_limit_bytes: number;
             /** Format: int64 */
             storage_overage_bytes: number;
+            /**
+             * Format: int64
+             * @description seconds this UTC month its projects were suspended for idleness (scale to zero)
+             */
+            suspended_seconds: number;
             /** @description webhook deliveries delivered / (delivered + failed) among those that ended in the last 7 days; 1 when none ended */
             webhook_delivery_rate_7d: number;
         };
@@ -7991,12 +8023,14 @@ export interface operations {
                      *       "usage": {
                      *         "projects": [
                      *           {
+                     *             "compute_seconds": 1,
                      *             "connections": 1,
                      *             "name": "example",
                      *             "project_id": "example",
                      *             "state": "example",
                      *             "storage_bytes": 1,
-                     *             "storage_limit_bytes": 1
+                     *             "storage_limit_bytes": 1,
+                     *             "suspended_seconds": 1
                      *           }
                      *         ],
                      *         "storage_history": [
@@ -8007,6 +8041,7 @@ export interface operations {
                      *         ],
                      *         "totals": {
                      *           "backups_storage_bytes": 1,
+                     *           "compute_seconds": 1,
                      *           "connections": 1,
                      *           "job_success_rate_7d": 1.5,
                      *           "kv_memory_mb": 1,
@@ -8018,6 +8053,7 @@ export interface operations {
                      *           "storage_bytes": 1,
                      *           "storage_limit_bytes": 1,
                      *           "storage_overage_bytes": 1,
+                     *           "suspended_seconds": 1,
                      *           "webhook_delivery_rate_7d": 1.5
                      *         }
                      *       }
@@ -12396,6 +12432,13 @@ export interface operations {
                      *           "storage_limit_bytes": 1,
                      *           "temp_bytes": 1,
                      *           "tps": 1.5
+                     *         }
+                     *       ],
+                     *       "suspended": [
+                     *         {
+                     *           "from": "2026-01-31T12:00:00Z",
+                     *           "ongoing": true,
+                     *           "to": "2026-01-31T12:00:00Z"
                      *         }
                      *       ]
                      *     } */
