@@ -209,6 +209,9 @@ func TestDashboardEndToEnd(t *testing.T) {
 			answer("")
 		case what == "home-started":
 			answer(homeStarted(t, e, arg))
+		case what == "zero-suspended": // ui/e2e/zero.mjs (cmd/dashboard_zero_test.go)
+			zeroSuspended(t, e, p, arg)
+			answer("")
 		case what == "palette-invite": // ui/e2e/palette.mjs (cmd/dashboard_palette_test.go)
 			answer(paletteInvite(t, e, p))
 		case what == "palette-joined":

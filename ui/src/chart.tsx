@@ -43,13 +43,15 @@ const HEIGHT = 200
  * TimeChart draws lines over time (times in Unix seconds, oldest first) at the width of its container,
  * with a legend that shows the values under the cursor; summary is its text for screen readers.
  */
-export function TimeChart({ title, times, lines, unit, unit2, summary }: {
+export function TimeChart({ title, times, lines, unit, unit2, summary, bands }: {
   title: string
   times: number[]
   lines: Line[]
   unit: Unit
   unit2?: Unit
   summary: string
+  /** bands are periods (Unix seconds, from and to) shaded behind the lines: a project's suspensions. */
+  bands?: [number, number][]
 }) {
   const box = useRef<HTMLDivElement>(null)
   const dark = useColorScheme()
@@ -119,6 +121,23 @@ export function TimeChart({ title, times, lines, unit, unit2, summary }: {
       scales: { x: { time: true }, y: scale(unit), ...(unit2 ? { y2: scale(unit2) } : {}) },
       cursor: { points: { size: 7 } },
       legend: { live: true },
+      hooks: {
+        drawClear: [
+          (u) => {
+            if (!bands?.length) return
+            const ctx = u.ctx
+            ctx.save()
+            ctx.fillStyle = color('--muted')
+            ctx.globalAlpha = 0.18
+            for (const [from, to] of bands) {
+              const x0 = Math.max(u.bbox.left, u.valToPos(from, 'x', true))
+              const x1 = Math.min(u.bbox.left + u.bbox.width, u.valToPos(to, 'x', true))
+              if (x1 > x0) ctx.fillRect(x0, u.bbox.top, Math.max(1, x1 - x0), u.bbox.height)
+            }
+            ctx.restore()
+          },
+        ],
+      },
     }
     const plot = new uPlot(opts, [times, ...lines.map((l) => l.values)] as uPlot.AlignedData, el)
     const ro = new ResizeObserver(() => {
@@ -129,9 +148,9 @@ export function TimeChart({ title, times, lines, unit, unit2, summary }: {
       ro.disconnect()
       plot.destroy()
     }
-  }, [times, lines, unit, unit2, dark])
+  }, [times, lines, unit, unit2, dark, bands])
   return (
-    <figure class="tchart">
+    <figure class="tchart" data-bands={bands?.length ?? 0}>
       <figcaption>{title}</figcaption>
       <div ref={box} class="tchart-plot" role="img" aria-label={title + ': ' + summary} />
     </figure>

@@ -353,22 +353,38 @@ function summary(values: (number | null)[], format: (n: number) => string, limit
   return `latest ${format(v[v.length - 1])}${l != null ? ' of ' + format(l) : ''}, peak ${format(Math.max(...v))}`
 }
 
-/** History charts the minutely samples of the window. */
+/** Suspended is a period in which the project was suspended (scale to zero). */
+type Suspended = { from: string; to: string; ongoing: boolean }
+
+/** withBands adds the bands' ends to a chart's times (with no values), so a suspension after the last
+ * sample still shows. */
+function withBands(times: number[], values: (number | null)[][], bands: [number, number][]) {
+  const extra = bands.flat().filter((t) => !times.includes(t))
+  if (extra.length === 0) return { times, values }
+  const rows = times.map((t, i) => ({ t, v: values.map((vs) => vs[i]) }))
+  for (const t of extra) rows.push({ t, v: values.map(() => null) })
+  rows.sort((a, b) => a.t - b.t)
+  return { times: rows.map((r) => r.t), values: values.map((_, j) => rows.map((r) => r.v[j])) }
+}
+
+/** History charts the minutely samples of the window, its suspensions (scale to zero) shaded. */
 function History({ path, hours }: { path: string; hours: number }) {
-  const hist = useLive(() => get<{ samples: Sample[] }>(path + '/observability/history?hours=' + hours), [path, hours], 60000)
+  const hist = useLive(() => get<{ samples: Sample[]; suspended?: Suspended[] }>(path + '/observability/history?hours=' + hours), [path, hours], 60000)
   const charts = useMemo(() => {
     const samples = hist.data?.samples ?? []
     if (samples.length === 0) return null
-    const { times, values } = series(samples, hours, [
+    const bands = (hist.data?.suspended ?? []).map((s): [number, number] => [Date.parse(s.from) / 1000, Date.parse(s.to) / 1000])
+    const raw = series(samples, hours, [
       'connections', 'connection_limit', 'tps', 'cache_hit_ratio', 'storage_bytes', 'storage_limit_bytes',
       'cpu_cores_used', 'cpu_quota_cores', 'mem_usage_bytes', 'mem_limit_bytes',
     ])
+    const { times, values } = withBands(raw.times, raw.values, bands)
     const [conns, connLimit, tps, hit, storage, storageLimit, cpu, quota, mem, memLimit] = values
     const pair = (label: string, v: (number | null)[], limitLabel: string, l: (number | null)[]): Line[] => [
       { label, values: v },
       { label: limitLabel, values: l, limit: true },
     ]
-    return { times, conns, connLimit, tps, hit, storage, storageLimit, cpu, quota, mem, memLimit, pair, n: samples.length }
+    return { times, conns, connLimit, tps, hit, storage, storageLimit, cpu, quota, mem, memLimit, pair, n: samples.length, bands }
   }, [hist.data, hours])
   return (
     <>
@@ -380,26 +396,29 @@ function History({ path, hours }: { path: string; hours: number }) {
         <div class="charts">
           <TimeChart title="Connections" times={charts.times} unit={units.count}
             lines={charts.pair('Connections', charts.conns, 'Limit', charts.connLimit)}
-            summary={summary(charts.conns, units.count.format, charts.connLimit)} />
+            summary={summary(charts.conns, units.count.format, charts.connLimit)} bands={charts.bands} />
           <TimeChart title="Transactions per second" times={charts.times} unit={units.rate}
-            lines={[{ label: 'TPS', values: charts.tps }]} summary={summary(charts.tps, units.rate.format)} />
+            lines={[{ label: 'TPS', values: charts.tps }]} summary={summary(charts.tps, units.rate.format)} bands={charts.bands} />
           <TimeChart title="Cache hit ratio" times={charts.times} unit={units.ratio}
-            lines={[{ label: 'Hit ratio', values: charts.hit }]} summary={summary(charts.hit, units.ratio.format)} />
+            lines={[{ label: 'Hit ratio', values: charts.hit }]} summary={summary(charts.hit, units.ratio.format)} bands={charts.bands} />
           <TimeChart title="Storage" times={charts.times} unit={units.bytes}
             lines={charts.pair('Database size', charts.storage, 'Limit', charts.storageLimit)}
-            summary={summary(charts.storage, units.bytes.format, charts.storageLimit)} />
+            summary={summary(charts.storage, units.bytes.format, charts.storageLimit)} bands={charts.bands} />
           <TimeChart title="CPU (cores used)" times={charts.times} unit={units.cores}
             lines={charts.pair('Cores used', charts.cpu, 'Quota', charts.quota)}
-            summary={summary(charts.cpu, units.cores.format, charts.quota)} />
+            summary={summary(charts.cpu, units.cores.format, charts.quota)} bands={charts.bands} />
           <TimeChart title="Memory" times={charts.times} unit={units.bytes}
             lines={charts.pair('Memory (PSS)', charts.mem, 'Limit', charts.memLimit)}
-            summary={summary(charts.mem, units.bytes.format, charts.memLimit)} />
+            summary={summary(charts.mem, units.bytes.format, charts.memLimit)} bands={charts.bands} />
         </div>
       )}
       {charts && (
         <p class="hint">
           {plural(charts.n, 'sample')}, your local time. Drag across a chart to zoom in, double-click to zoom out; the dashed
           lines are the plan's limits (memory and CPU are the plan's size, not enforced on this machine).
+          {charts.bands.length > 0 && (
+            <> Shaded: {plural(charts.bands.length, 'period')} the project was suspended (scale to zero: no server, no samples){(hist.data?.suspended ?? []).some((s) => s.ongoing) ? ', suspended now' : ''}.</>
+          )}
         </p>
       )}
     </>

@@ -61,6 +61,12 @@ function Chart({ points }: { points: { sampled_at: string; storage_bytes: number
   )
 }
 
+/** hoursOf shows seconds of compute as hours (one decimal under 100 h). */
+function hoursOf(s: number): string {
+  const h = s / 3600
+  return (h < 100 ? h.toFixed(1) : Math.round(h).toLocaleString()) + ' h'
+}
+
 export function Overview({ me }: { me: Me }) {
   const org = me.organization!
   const { data, error } = useLoad(() => get<{ usage: Usage }>('/v1/organizations/' + seg(org.id) + '/usage'), [org.id], 15000)
@@ -83,6 +89,11 @@ export function Overview({ me }: { me: Me }) {
               <dd>{bytes(u.totals.backups_storage_bytes)}</dd>
               <dt>Jobs succeeded (7 days)</dt>
               <dd>{Math.round(u.totals.job_success_rate_7d * 100)}%</dd>
+              <dt>Compute this month</dt>
+              <dd title="Time the projects' servers ran this month (UTC); suspended projects (scale to zero) run none">
+                {hoursOf(u.totals.compute_seconds)}
+                {u.totals.suspended_seconds > 0 && <> ({hoursOf(u.totals.suspended_seconds)} suspended)</>}
+              </dd>
             </dl>
           </section>
           <section class="card">

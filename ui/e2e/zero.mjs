@@ -1,0 +1,28 @@
+// Scale to zero in the dashboard (issue 33, h-zero; called once from dashboard.mjs, near the end): with the
+// project suspended (the Go side suspends it, its suspension started 20 minutes ago), the Monitoring
+// tab's six history charts shade the suspension and say so; the organization's overview shows the compute
+// time of the month and the suspended time; POST …/resume wakes it again.
+export async function run(page, { ask, shoot, base, prjID }) {
+  await ask('zero-suspended', prjID)
+  await page.goto(base + '/projects/' + prjID + '/monitoring')
+  await page.getByRole('heading', { name: 'History', exact: true }).waitFor()
+  await page.getByRole('button', { name: '1 h', exact: true }).click()
+  const charts = page.locator('.charts .tchart')
+  await charts.nth(5).locator('canvas').waitFor()
+  const shaded = await page.locator('.charts .tchart[data-bands="1"]').count()
+  if (shaded !== 6) throw new Error(`charts shading the suspension: ${shaded}, want 6`)
+  await page.getByText(/Shaded: 1 period the project was suspended .*, suspended now\./).waitFor()
+  await charts.first().scrollIntoViewIfNeeded()
+  await shoot('project-monitoring-suspended')
+
+  await page.goto(base + '/')
+  const compute = page.locator('dt', { hasText: 'Compute this month' })
+  await compute.waitFor()
+  const value = await page.locator('dt:has-text("Compute this month") + dd').innerText()
+  if (!/^\d[\d.,]* h \(\d[\d.,]* h suspended\)$/.test(value.trim())) throw new Error(`the overview's compute: ${value}`)
+  await shoot('overview-compute')
+
+  const status = await page.evaluate(async (id) => (await fetch('/v1/projects/' + id + '/resume', {
+    method: 'POST', headers: { 'X-Appliance-CSRF': '1', Accept: 'application/json' } })).status, prjID)
+  if (status !== 200) throw new Error(`POST …/resume: ${status}`)
+}
