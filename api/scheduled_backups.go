@@ -16,6 +16,7 @@ type ScheduledBackup struct {
 	CreatedAt      time.Time  `json:"created_at"`
 	LastRunAt      *time.Time `json:"last_run_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
+	LastRunSkipped string     `json:"last_run_skipped,omitempty" doc:"why the last run took no backup (a suspended project with no data change since its last backup); absent when it took one"`
 }
 
 // ScheduledBackupList is the list response.

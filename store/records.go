@@ -301,6 +301,9 @@ type Backup struct {
 	// RestoreTestedAt is when the periodic verification last restored this backup into a scratch server
 	// and queried it (nil: never; its verification_* fields then are pg_verifybackup's).
 	RestoreTestedAt *time.Time `json:"restore_tested_at,omitempty"`
+	// EndLSN is the end of the WAL the backup needs (its backup_manifest's), "" for older backups: a
+	// suspended project whose WAL after it holds no data change needs no new scheduled backup.
+	EndLSN string `json:"end_lsn,omitempty"`
 }
 
 // ScheduledBackup is a project's daily backup schedule (one per project, id "default" per project in the
@@ -318,6 +321,8 @@ type ScheduledBackup struct {
 	CreatedAt      time.Time  `json:"created_at"`
 	LastRunAt      *time.Time `json:"last_run_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
+	// LastRunSkipped is why the last run took no backup ("" when it took one).
+	LastRunSkipped string `json:"last_run_skipped,omitempty"`
 }
 
 // RestorePoint is a named point in a project's WAL (pg_create_restore_point).

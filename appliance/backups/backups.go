@@ -350,6 +350,10 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 		vstate, verr = VerificationFailed, err.Error()
 	}
 	steps.Done("verify")
+	endLSN, _, err := postgres.ManifestEnd(dir)
+	if err != nil {
+		s.log.Warn("backup: no WAL end in its manifest (a suspended project's schedule will not skip after it)", "backup", b.ID, "err", err)
+	}
 	now := s.now()
 	m, err := bs.CommitBackup(ctx, prj.ID, b.BackupKey, dir, now)
 	if err != nil {
@@ -362,7 +366,7 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 	size := m.SizeBytes
 	steps.Done("store")
 	if err := s.updateBackup(b.ID, func(b *store.Backup) {
-		b.State, b.SizeBytes, b.Timeline, b.CompletedAt = StateCompleted, size, m.Timeline, &now
+		b.State, b.SizeBytes, b.Timeline, b.CompletedAt, b.EndLSN = StateCompleted, size, m.Timeline, &now, endLSN
 	}); err != nil {
 		return nil, err
 	}

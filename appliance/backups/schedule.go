@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"maps"
 	"slices"
 	"time"
@@ -57,7 +58,7 @@ func (s *Service) retentionDays() int {
 }
 
 func scheduledBackupView(r *store.ScheduledBackup) *api.ScheduledBackup {
-	return &api.ScheduledBackup{ID: r.ID, Label: r.Label, LastJobID: r.LastJobID, OrganizationID: r.OrganizationID,
+	return &api.ScheduledBackup{ID: r.ID, Label: r.Label, LastJobID: r.LastJobID, LastRunSkipped: r.LastRunSkipped, OrganizationID: r.OrganizationID,
 		ProjectID: r.ProjectID, CronHour: r.CronHour, CronMinute: r.CronMinute, RetentionDays: r.RetentionDays,
 		IsActive: r.IsActive, CreatedAt: r.CreatedAt, LastRunAt: r.LastRunAt, UpdatedAt: r.UpdatedAt}
 }
@@ -143,6 +144,7 @@ func (s *Service) PutSchedule(ctx context.Context, p *authz.Principal, projectID
 // ScheduledRunResult says what one run of the scheduled-backups task did.
 type ScheduledRunResult struct {
 	Enqueued       int // backup.create jobs enqueued by schedules
+	Skipped        int // slots of suspended projects with no data change since their last backup
 	First          int // first backups enqueued (Config.FirstBackups)
 	BackupsDeleted int // backups deleted by retention
 	WALDeleted     int // WAL segments deleted by retention
@@ -167,6 +169,11 @@ func dueSlot(r *store.ScheduledBackup, now time.Time) bool {
 // (label "scheduled") for every active schedule whose UTC hour:minute has come today and that has not run
 // since, then applies retention to every project that has backups: its schedule's retention_days (active or
 // not), or the appliance's default retention when it has no schedule.
+//
+// A suspended project (scale to zero) whose WAL after its newest completed backup holds no data change
+// (postgres.Instance.DataChangedSince) gets no backup: the slot is recorded as run and skipped
+// (last_run_skipped, the audit action scheduled_backup.skip). One with a change, or where that cannot be
+// told, is backed up: the backup job wakes it (scaletozero's WakeForJob) and the idle pass suspends it again.
 func (s *Service) RunScheduled(ctx context.Context, now time.Time) (ScheduledRunResult, error) {
 	var res ScheduledRunResult
 	if err := s.host.RequireBackups(); err != nil {
@@ -187,7 +194,8 @@ func (s *Service) RunScheduled(ctx context.Context, now time.Time) (ScheduledRun
 		if !sc.IsActive || !dueSlot(sc, now) {
 			continue
 		}
-		enqueued := false
+		enqueued, skipped := false, false
+		suspendedAt, skip := s.skipSuspended(ctx, sc.ProjectID)
 		err := s.db.Update(func(tx *store.Tx) error {
 			r, err := store.ScheduledBackups.Get(tx, sc.ProjectID)
 			if err != nil || !r.IsActive || !dueSlot(r, now) {
@@ -196,6 +204,16 @@ func (s *Service) RunScheduled(ctx context.Context, now time.Time) (ScheduledRun
 			prj, err := store.Projects.Get(tx, r.ProjectID)
 			if err != nil {
 				return err
+			}
+			if skip != "" && prj.IdleSuspendedAt != nil && prj.IdleSuspendedAt.Equal(suspendedAt) {
+				at := now.UTC()
+				r.LastRunAt, r.LastRunSkipped = &at, skip
+				if err := store.ScheduledBackups.Put(tx, r); err != nil {
+					return err
+				}
+				skipped = true
+				return s.host.Audit(tx, &authz.Principal{AuthSource: authz.ActorSystem}, "scheduled_backup.skip", prj.OrganizationID, prj.ID,
+					map[string]any{"reason": skip})
 			}
 			switch {
 			case prj.State == api.ProjectDeleting || prj.State == api.ProjectDeleted:
@@ -211,7 +229,7 @@ func (s *Service) RunScheduled(ctx context.Context, now time.Time) (ScheduledRun
 				return err
 			}
 			at := now.UTC()
-			r.LastRunAt, r.LastJobID = &at, j.ID
+			r.LastRunAt, r.LastJobID, r.LastRunSkipped = &at, j.ID, ""
 			if err := store.ScheduledBackups.Put(tx, r); err != nil {
 				return err
 			}
@@ -223,6 +241,9 @@ func (s *Service) RunScheduled(ctx context.Context, now time.Time) (ScheduledRun
 			errs = append(errs, fmt.Errorf("schedule of %s: %w", sc.ProjectID, err))
 		} else if enqueued {
 			res.Enqueued++
+		} else if skipped {
+			res.Skipped++
+			s.log.Info("scheduled backup skipped", "project", sc.ProjectID, "reason", skip)
 		}
 	}
 	if s.cfg.FirstBackups {
@@ -452,4 +473,50 @@ func pinnedBackups(tx *store.Tx, projectID string) (map[string]bool, error) {
 	}
 	delete(pinned, "")
 	return pinned, nil
+}
+
+// skipSuspended is why the project's scheduled backup may be skipped, with the suspension it holds for
+// ("" when it may not: the project runs, has no completed backup that names its WAL end, or its WAL after
+// that backup changes data or cannot be read).
+func (s *Service) skipSuspended(ctx context.Context, projectID string) (time.Time, string) {
+	if s.eng == nil {
+		return time.Time{}, ""
+	}
+	var prj *store.Project
+	var inst *store.Instance
+	var last *store.Backup
+	err := s.db.View(func(tx *store.Tx) (err error) {
+		if prj, err = store.Projects.Get(tx, projectID); err != nil || prj.IdleSuspendedAt == nil || prj.PrimaryInstanceID == "" {
+			return err
+		}
+		if inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID); err != nil {
+			return err
+		}
+		bs, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{Newest: true})
+		for _, b := range bs {
+			if b.State == StateCompleted {
+				last = b
+				break
+			}
+		}
+		return err
+	})
+	if err != nil || inst == nil || last == nil || last.EndLSN == "" || last.CompletedAt == nil {
+		return time.Time{}, ""
+	}
+	bs := s.host.BackupStore()
+	archived := func(ctx context.Context, segment string) (io.ReadCloser, error) {
+		return bs.GetWAL(ctx, projectID, segment)
+	}
+	changed, detail, err := s.eng.Instance(inst).DataChangedSince(ctx, last.EndLSN, last.Timeline, archived)
+	switch {
+	case err != nil:
+		s.log.Info("scheduled backup of a suspended project: its WAL since the last backup cannot be read, backing up", "project", projectID, "err", err)
+		return time.Time{}, ""
+	case changed:
+		s.log.Info("scheduled backup of a suspended project with new data: waking it", "project", projectID, "change", detail)
+		return time.Time{}, ""
+	}
+	return *prj.IdleSuspendedAt, fmt.Sprintf("the project is suspended and its data has not changed since backup %s (completed %s)",
+		last.BackupKey, last.CompletedAt.UTC().Format(time.RFC3339))
 }

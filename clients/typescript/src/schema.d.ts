@@ -4825,6 +4825,8 @@ export interface components {
             last_job_id: string;
             /** Format: date-time */
             last_run_at: string | null;
+            /** @description why the last run took no backup (a suspended project with no data change since its last backup); absent when it took one */
+            last_run_skipped?: string;
             organization_id: string;
             project_id: string;
             /** @description backups older than this many days are deleted (the newest completed one is always kept) */
@@ -13555,6 +13557,7 @@ export interface operations {
                      *           "label": "example",
                      *           "last_job_id": "example",
                      *           "last_run_at": "2026-01-31T12:00:00Z",
+                     *           "last_run_skipped": "example",
                      *           "organization_id": "example",
                      *           "project_id": "example",
                      *           "retention_days": 1,
@@ -13613,6 +13616,7 @@ export interface operations {
                      *         "label": "example",
                      *         "last_job_id": "example",
                      *         "last_run_at": "2026-01-31T12:00:00Z",
+                     *         "last_run_skipped": "example",
                      *         "organization_id": "example",
                      *         "project_id": "example",
                      *         "retention_days": 1,
