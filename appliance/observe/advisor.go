@@ -96,6 +96,11 @@ func (s *Service) IndexAdvice(ctx context.Context, p *authz.Principal, projectID
 
 // IndexHygiene reports unused and redundant indexes of the project's database.
 func (s *Service) IndexHygiene(ctx context.Context, p *authz.Principal, projectID string) (*api.HygieneResponse, error) {
+	if prj, _, err := s.host.ActiveInstance(p, projectID); err != nil {
+		return nil, err
+	} else if err := notSuspended(prj); err != nil {
+		return nil, err
+	}
 	var h *pgstat.Hygiene
 	err := s.withQuietAdmin(ctx, p, projectID, func(_ *store.Project, admin *pgx.Conn) (err error) {
 		if h, err = pgstat.IndexHygiene(ctx, admin, HygieneMinIndexBytes); err != nil {
@@ -113,9 +118,6 @@ func (s *Service) IndexHygiene(ctx context.Context, p *authz.Principal, projectI
 func (s *Service) withQuietAdmin(ctx context.Context, p *authz.Principal, projectID string, fn func(*store.Project, *pgx.Conn) error) error {
 	prj, inst, err := s.host.ActiveInstance(p, projectID)
 	if err != nil {
-		return err
-	}
-	if err := notSuspended(prj); err != nil {
 		return err
 	}
 	admin, err := s.host.QuietAdminConn(ctx, inst, prj.DatabaseName)
