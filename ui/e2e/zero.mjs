@@ -19,8 +19,15 @@ export async function run(page, { ask, shoot, base, prjID }) {
   await page.goto(base + '/overview')
   const compute = page.locator('dt', { hasText: 'Compute this month' })
   await compute.waitFor()
-  const value = await page.locator('dt:has-text("Compute this month") + dd').innerText()
-  if (!/^\d[\d.,]* h \(\d[\d.,]* h suspended\)$/.test(value.trim())) throw new Error(`the overview's compute: ${value}`)
+  const value = (await page.locator('dt:has-text("Compute this month") + dd').innerText()).trim()
+  // What the usage answers, as the card shows it: hours, and the suspended hours when there are any.
+  const totals = await page.evaluate(async () => {
+    const me = await (await fetch('/v1/me', { headers: { Accept: 'application/json', 'X-Appliance-CSRF': '1' } })).json()
+    const org = me.organization?.id ?? me.organizations?.[0]?.id
+    return (await (await fetch('/v1/organizations/' + org + '/usage', { headers: { Accept: 'application/json', 'X-Appliance-CSRF': '1' } })).json()).usage.totals
+  })
+  if (!(totals.compute_seconds > 0 && totals.suspended_seconds > 0)) throw new Error(`usage totals: ${JSON.stringify(totals)}, want compute and suspended seconds`)
+  if (!/^\d[\d.,]* h \(\d[\d.,]* h suspended\)$/.test(value)) throw new Error(`the overview's compute: ${value}`)
   await shoot('overview-compute')
 
   const status = await page.evaluate(async (id) => (await fetch('/v1/projects/' + id + '/resume', {
