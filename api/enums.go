@@ -37,6 +37,8 @@ var Enums = map[string][]string{
 		BillingOutcomeStale, BillingOutcomeOtherSubscription, BillingOutcomeDuplicate},
 	"Program":                  {ProgramStartup, ProgramPartner},
 	"ProgramApplicationStatus": {ProgramApplicationReceived, ProgramApplicationApproved, ProgramApplicationRejected},
+	"IntegrationState":         IntegrationStates,
+	"IntegrationProvider":      IntegrationProviders,
 }
 
 // Job states (the scheduler's: appliance checks they are the same at compile time).

@@ -7,6 +7,7 @@ import (
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/exports"
 	"github.com/theappliance/appliance/appliance/kv"
+	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -151,8 +152,29 @@ func (s *Service) jobEnded(tx *store.Tx, j *store.Job) error {
 			return err
 		}
 	}
+	if j.State == scheduler.StateCompleted {
+		if err := s.integrationsAfterJob(tx, j.Type, j.ProjectID); err != nil {
+			return err
+		}
+	}
 	if extra, ok := jobEvents[j.Type]; ok && j.State == scheduler.StateCompleted {
 		return s.events.Append(tx, extra, j.OrganizationID, j.ProjectID, data)
+	}
+	return nil
+}
+
+// integrationsAfterJob is the area's part of the job end hook: a completed rotation or cutover pushes the
+// project's settings again (a sync per active platform integration); a deleted project's integrations go.
+func (s *Service) integrationsAfterJob(tx *store.Tx, typ, projectID string) error {
+	switch typ {
+	case JobProjectRotate, migrate.JobCutoverPromote:
+		_, err := s.integrations.Repush(tx, projectID)
+		if err == nil {
+			tx.OnCommit(s.notify)
+		}
+		return err
+	case JobProjectDelete:
+		return s.integrations.ForgetProject(tx, projectID)
 	}
 	return nil
 }

@@ -111,6 +111,7 @@ func (s *Service) periodic() []periodicTask {
 	}
 	tasks = append(tasks, s.billingTasks()...)
 	tasks = append(tasks, s.referralTasks()...)
+	tasks = append(tasks, s.integrationTasks()...)
 	if every := s.cfg.VerifyBackupsEvery; every > 0 {
 		tasks = append(tasks, periodicTask{verifyBackupsCheckEvery, "verify-backups", func(ctx context.Context) {
 			if res, err := s.VerifyBackups(ctx, s.now(), every); err != nil {

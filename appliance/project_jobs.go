@@ -36,6 +36,7 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	s.kv.RegisterJobs(r)
 	s.previews.RegisterJobs(r)
 	s.tenancy.RegisterJobs(r)
+	s.integrations.RegisterJobs(r)
 }
 
 // targetOf is the project record a job acts on: its preview database's when it names one (a preview is a

@@ -21,6 +21,8 @@ import (
 	"github.com/theappliance/appliance/appliance/extensions"
 	"github.com/theappliance/appliance/appliance/identity"
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/integrations"
+	"github.com/theappliance/appliance/appliance/integrations/provider"
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/appliance/observe"
@@ -97,6 +99,12 @@ type Config struct {
 	// TemplateDir keeps the initdb templates new instances are copied from instead of running initdb
 	// (postgres.Instance.TemplateDir); "": each runs initdb.
 	TemplateDir string
+	// IntegrationBaseURLs override the integration providers' API base URLs by provider name (up
+	// --integrations-base-url deploy_a=URL,…; tests point them at local fakes).
+	IntegrationBaseURLs map[string]string
+	// IntegrationOAuth are the appliance's OAuth clients at the providers, by provider name (none: the
+	// OAuth start answers 409).
+	IntegrationOAuth map[string]integrations.OAuthApp
 }
 
 // Deps are the service's collaborators, made before it (by up's components, by appliancetest): New
@@ -127,6 +135,11 @@ type Deps struct {
 	// Billing is the organizations' billing provider (nil: billing is off; up --billing-provider stripe
 	// gives appliance/billing's Stripe).
 	Billing billing.Provider
+	// IntegrationProviders are the integrations area's providers (nil: IntegrationProviders()).
+	IntegrationProviders []provider.Provider
+	// IntegrationUsers writes the identity providers' users into the projects' tables (nil: user sync
+	// fails with a clear error).
+	IntegrationUsers integrations.UserTable
 }
 
 // Notifier is poked after jobs are enqueued so the runner claims them at once.
@@ -210,6 +223,9 @@ type Service struct {
 	referrals *referrals.Service
 	// z is scale to zero: the wake front of suspended projects and the idle clock (appliance/scaletozero).
 	z *scaletozero.Service
+	// integrations is the integrations area: platforms, identity providers, their webhooks and OAuth
+	// (appliance/integrations, built in New after previews).
+	integrations *integrations.Service
 }
 
 // New returns a service built with its collaborators.
@@ -251,13 +267,14 @@ func New(cfg Config, deps Deps) *Service {
 	s.migrate = s.newMigrate(deps)
 	s.previews = s.newPreviews(cfg, deps)
 	s.backups = s.newBackups(cfg, deps)
+	s.integrations = s.newIntegrations(cfg, deps)
 	s.billing = billing.New(billing.Deps{DB: deps.DB, Provider: deps.Billing, Host: areaHost{s}, Log: deps.Log, Clock: s.now, Hook: referralHook{s}})
 	s.referrals = s.newReferrals(cfg, deps)
 	s.tenancy = tenancy.New(tenancy.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}, Seed: builtinPlans})
 	s.programApps = programapps.New(programapps.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}, Discounts: s.billing,
 		Rate: cfg.ProgramApplicationRate})
 	s.z = scaletozero.New(scaletozero.Deps{DB: deps.DB, Clock: s.now, Host: areaHost{s}, Log: s.log, ListenHost: s.cfg.ListenHost,
-		NoWakeJobs: []string{JobProjectProvision, tenancy.JobStop, tenancy.JobStart}, ReleaseJobs: []string{JobProjectDelete, previews.JobDelete}})
+		NoWakeJobs: []string{JobProjectProvision, tenancy.JobStop, tenancy.JobStart, integrations.JobRemove, integrations.JobDeploy}, ReleaseJobs: []string{JobProjectDelete, previews.JobDelete}})
 	return s
 }
 

@@ -393,6 +393,9 @@ func (g *schemaGen) operation(rt Route, pathParams []string, used map[string]boo
 	}
 	success := map[string]any{"description": http.StatusText(status)}
 	switch {
+	case status >= 300 && status < 400: // a redirect: no body, the Location header
+		success["headers"] = map[string]any{"Location": map[string]any{"description": "where the browser goes",
+			"schema": map[string]any{"type": "string", "format": "uri"}}}
 	case rt.Do.Resp != nil:
 		success["content"] = map[string]any{"application/json": map[string]any{"schema": g.ref(rt.Do.Resp, false)}}
 	default:

@@ -64,6 +64,10 @@ var Types = []Type{
 	{"program_application.rejected", "a platform operator rejected a program application (platform event)", "{program_application}"},
 	{"referral.rewarded", "an organization that signed up with this organization's referral code paid its first invoice: the referrer's reward, a discount at the billing provider only its customer may redeem, was made (organization event of the referrer)", "{referral}"},
 	{"referral.voided", "a referral was voided: a self-referral at sign-up, or the referred subscription cancelled or refunded within its first period, before the reward (organization event of the referrer)", "{referral}"},
+	{"integration.connected", "an integration's first sync succeeded: its credentials were checked and the project's settings pushed to the platform (or the identity provider's users backfilled); state active", "{integration, job_id}"},
+	{"integration.synced", "an integration pushed again (a password rotation, a cutover, a config change, a git branch's preview database) or synced its users; state active", "{integration, job_id, branch?, preview_id?}"},
+	{"integration.failed", "an integration's job failed for good (its credentials refused, the provider unreachable after the retries, the outbound policy refusing its address): state error, last_error says why", "{integration, job_id, error}"},
+	{"integration.disconnected", "an integration was deleted: what it pushed was removed at the provider (best effort, reported on the job) and its credentials are gone", "{integration}"},
 }
 
 // Names are the names of Types, in the table's order (the webhook endpoints' filter accepts these).

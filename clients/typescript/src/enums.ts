@@ -39,13 +39,19 @@ export const DeliveryStateValues = ["pending","delivered","failed"] as const sat
 export const EnvironmentValues = ["production","staging","development"] as const satisfies readonly components['schemas']['Environment'][]
 
 /** The values of EventType, in the document's order. */
-export const EventTypeValues = ["job.completed","job.failed","project.ready","project.deleted","backup.completed","backup.verified","backup.verification_failed","restore.completed","export.completed","import.completed","credentials.rotated","preview.ready","preview.reset","preview.deleted","cutover.requested","cutover.completed","ephemeral.claimed","kv.ready","kv.deleted","project.suspended","project.resumed","instance.crashed","backup_store.unreachable","alert.triggered","alert.resolved","webhook.test","webhook_endpoint.disabled","program_application.received","program_application.approved","program_application.rejected","referral.rewarded","referral.voided"] as const satisfies readonly components['schemas']['EventType'][]
+export const EventTypeValues = ["job.completed","job.failed","project.ready","project.deleted","backup.completed","backup.verified","backup.verification_failed","restore.completed","export.completed","import.completed","credentials.rotated","preview.ready","preview.reset","preview.deleted","cutover.requested","cutover.completed","ephemeral.claimed","kv.ready","kv.deleted","project.suspended","project.resumed","instance.crashed","backup_store.unreachable","alert.triggered","alert.resolved","webhook.test","webhook_endpoint.disabled","program_application.received","program_application.approved","program_application.rejected","referral.rewarded","referral.voided","integration.connected","integration.synced","integration.failed","integration.disconnected"] as const satisfies readonly components['schemas']['EventType'][]
 
 /** The values of ExportState, in the document's order. */
 export const ExportStateValues = ["pending","running","completed","failed","expired"] as const satisfies readonly components['schemas']['ExportState'][]
 
 /** The values of HealthStatus, in the document's order. */
 export const HealthStatusValues = ["ok","degraded"] as const satisfies readonly components['schemas']['HealthStatus'][]
+
+/** The values of IntegrationProvider, in the document's order. */
+export const IntegrationProviderValues = ["deploy_a","deploy_b","edge_c","auth_a","auth_b","auth_c"] as const satisfies readonly components['schemas']['IntegrationProvider'][]
+
+/** The values of IntegrationState, in the document's order. */
+export const IntegrationStateValues = ["pending","active","error","disconnecting"] as const satisfies readonly components['schemas']['IntegrationState'][]
 
 /** The values of JobState, in the document's order. */
 export const JobStateValues = ["pending","running","completed","failed"] as const satisfies readonly components['schemas']['JobState'][]

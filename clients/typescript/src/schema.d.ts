@@ -348,6 +348,146 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/integrations/auth_a/webhook/{projectID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Receive a auth_a webhook event for the project (no authentication: the provider's signature under the secret stored at connect is the credential; 401 when it does not verify or the project has no such integration; a redelivered event id does nothing again; the work is a job)
+         * @description No authentication.
+         */
+        post: operations["postIntegrationsAuthAWebhookByProjectID"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/integrations/auth_b/webhook/{projectID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Receive a auth_b webhook event for the project (no authentication: the provider's signature under the secret stored at connect is the credential; 401 when it does not verify or the project has no such integration; a redelivered event id does nothing again; the work is a job)
+         * @description No authentication.
+         */
+        post: operations["postIntegrationsAuthBWebhookByProjectID"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/integrations/auth_c/webhook/{projectID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Receive a auth_c webhook event for the project (no authentication: the provider's signature under the secret stored at connect is the credential; 401 when it does not verify or the project has no such integration; a redelivered event id does nothing again; the work is a job)
+         * @description No authentication.
+         */
+        post: operations["postIntegrationsAuthCWebhookByProjectID"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/integrations/deploy_a/webhook/{projectID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Receive a deploy_a webhook event for the project (no authentication: the provider's signature under the secret stored at connect is the credential; 401 when it does not verify or the project has no such integration; a redelivered event id does nothing again; the work is a job)
+         * @description No authentication.
+         */
+        post: operations["postIntegrationsDeployAWebhookByProjectID"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/integrations/deploy_b/webhook/{projectID}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Receive a deploy_b webhook event for the project (no authentication: the provider's signature under the secret stored at connect is the credential; 401 when it does not verify or the project has no such integration; a redelivered event id does nothing again; the work is a job)
+         * @description No authentication.
+         */
+        post: operations["postIntegrationsDeployBWebhookByProjectID"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/integrations/{provider}/oauth/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The provider's OAuth redirect (no authentication: the signed state is the credential): the code exchanged, the tokens stored sealed, then a redirect to the dashboard's integrations page of the project; 400 for a forged, expired or reused state (nothing stored)
+         * @description No authentication.
+         */
+        get: operations["getIntegrationsByProviderOauthCallback"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/integrations/{provider}/oauth/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Start the provider's OAuth flow for a project: the authorize URL, with a state that is signed, single-use, valid 10 minutes and bound to the provider, the project and the caller (409 when the operator configured no OAuth client for it)
+         * @description Needs an API key or a session token. Required scopes: `projects:write`, `credentials:read` (all of them).
+         */
+        get: operations["getIntegrationsByProviderOauthStart"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{jobID}": {
         parameters: {
             query?: never;
@@ -1900,6 +2040,130 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{projectID}/integrations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the project's integrations (credentials are never returned: has_credentials only)
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDIntegrations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/integrations/auth_a/connect": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Connect the project to auth_a (a Clerk-style identity provider): the secret key stored sealed; the job backfills its users into the project's table
+         * @description Needs an API key or a session token. Required scopes: `projects:write`, `credentials:read` (all of them). Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDIntegrationsAuthAConnect"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/integrations/deploy_a/connect": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Connect the project to deploy_a (a Vercel-style platform): the token stored sealed; the job checks it and sets DATABASE_URL (pooled) and DIRECT_URL (direct, sslmode=verify-full) with the CA for the configured targets
+         * @description Needs an API key or a session token. Required scopes: `projects:write`, `credentials:read` (all of them). Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDIntegrationsDeployAConnect"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/integrations/deploy_b/connect": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Connect the project to deploy_b (a Netlify-style platform): the token stored sealed; the job checks it and sets the connection variables
+         * @description Needs an API key or a session token. Required scopes: `projects:write`, `credentials:read` (all of them). Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDIntegrationsDeployBConnect"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/integrations/edge_c/connect": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Connect the project to edge_c (a Cloudflare-style edge platform): the API token stored sealed; the job checks it and sets the connection
+         * @description Needs an API key or a session token. Required scopes: `projects:write`, `credentials:read` (all of them). Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDIntegrationsEdgeCConnect"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{projectID}/integrations/{provider}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set an integration's config (validated by the provider; defaults filled in) and, with credentials, store them sealed and start a sync job (how auth_b and auth_c connect); 409 for a provider this appliance lacks or an integration being disconnected
+         * @description Needs an API key or a session token. Required scopes: `projects:write`, `credentials:read` (all of them). Project-scoped API keys may act only on their own project.
+         */
+        put: operations["putProjectsByProjectIDIntegrationsByProvider"];
+        post?: never;
+        /**
+         * Disconnect: a job removes what the integration pushed at the provider (best effort, reported in its result), then the integration and its credentials are gone
+         * @description Needs an API key or a session token. Required scope: `projects:write`. Project-scoped API keys may act only on their own project.
+         */
+        delete: operations["deleteProjectsByProjectIDIntegrationsByProvider"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{projectID}/jobs": {
         parameters: {
             query?: never;
@@ -3288,6 +3552,44 @@ export interface components {
         };
         /** @enum {string} */
         ComponentStatus: "operational" | "degraded" | "down";
+        ConnectAuthARequest: {
+            config?: {
+                [key: string]: unknown;
+            } | unknown[] | string | number | boolean | null;
+            secret_key: string;
+            /** @description the webhook endpoint's signing secret (whsec_…) */
+            webhook_secret?: string;
+        };
+        ConnectDeployARequest: {
+            /** @description as PUT's config; absent: the stored or default one */
+            config?: {
+                [key: string]: unknown;
+            } | unknown[] | string | number | boolean | null;
+            /** @description the platform's project id or name */
+            deploy_a_project_id: string;
+            /** @description the team the project belongs to (teamId), if any */
+            team_id?: string;
+            /** @description an API token; may be omitted after the OAuth flow stored one */
+            token?: string;
+            /** @description the webhook's signing secret (x-vercel-signature), for preview databases */
+            webhook_secret?: string;
+        };
+        ConnectDeployBRequest: {
+            config?: {
+                [key: string]: unknown;
+            } | unknown[] | string | number | boolean | null;
+            site_id: string;
+            token: string;
+            /** @description the deploy notifications' JWS secret */
+            webhook_secret?: string;
+        };
+        ConnectEdgeCRequest: {
+            account_id: string;
+            api_token: string;
+            config?: {
+                [key: string]: unknown;
+            } | unknown[] | string | number | boolean | null;
+        };
         Connections: {
             /**
              * Format: uri
@@ -3652,7 +3954,7 @@ export interface components {
             sqlstate?: string;
         };
         /** @enum {string} */
-        EventType: "job.completed" | "job.failed" | "project.ready" | "project.deleted" | "backup.completed" | "backup.verified" | "backup.verification_failed" | "restore.completed" | "export.completed" | "import.completed" | "credentials.rotated" | "preview.ready" | "preview.reset" | "preview.deleted" | "cutover.requested" | "cutover.completed" | "ephemeral.claimed" | "kv.ready" | "kv.deleted" | "project.suspended" | "project.resumed" | "instance.crashed" | "backup_store.unreachable" | "alert.triggered" | "alert.resolved" | "webhook.test" | "webhook_endpoint.disabled" | "program_application.received" | "program_application.approved" | "program_application.rejected" | "referral.rewarded" | "referral.voided";
+        EventType: "job.completed" | "job.failed" | "project.ready" | "project.deleted" | "backup.completed" | "backup.verified" | "backup.verification_failed" | "restore.completed" | "export.completed" | "import.completed" | "credentials.rotated" | "preview.ready" | "preview.reset" | "preview.deleted" | "cutover.requested" | "cutover.completed" | "ephemeral.claimed" | "kv.ready" | "kv.deleted" | "project.suspended" | "project.resumed" | "instance.crashed" | "backup_store.unreachable" | "alert.triggered" | "alert.resolved" | "webhook.test" | "webhook_endpoint.disabled" | "program_application.received" | "program_application.approved" | "program_application.rejected" | "referral.rewarded" | "referral.voided" | "integration.connected" | "integration.synced" | "integration.failed" | "integration.disconnected";
         Export: {
             /** Format: date-time */
             created_at: string;
@@ -3769,6 +4071,76 @@ export interface components {
                     [key: string]: unknown;
                 } | unknown[] | string | number | boolean | null;
             }[];
+        };
+        Integration: {
+            /** @description the provider's config as validated, its defaults filled in (free-form; null when none was given) */
+            config: {
+                [key: string]: unknown;
+            } | unknown[] | string | number | boolean | null;
+            /** Format: date-time */
+            created_at: string;
+            /** @description the provider-side resource it is bound to: deploy_a's project id, deploy_b's site id, edge_c's account id, auth_b's tenant domain, auth_c's directory id */
+            external_id: string;
+            has_credentials: boolean;
+            id: string;
+            /** @description why the last job failed (never what answered) */
+            last_error: string;
+            /**
+             * Format: date-time
+             * @description when the settings were last pushed or the users last synced
+             */
+            last_sync_at: string | null;
+            organization_id: string;
+            /** @description the preview databases made for git branches */
+            previews: components["schemas"]["IntegrationPreview"][];
+            project_id: string;
+            provider: components["schemas"]["IntegrationProvider"];
+            /** @description what the platform received for production: the variable names */
+            pushed: string[];
+            /** @description pending until its first sync job ends; active; error (last_error says why); disconnecting while DELETE's job removes what it pushed */
+            state: components["schemas"]["IntegrationState"];
+            /** Format: date-time */
+            updated_at: string;
+        };
+        IntegrationCredentials: {
+            /** @description a client-credentials grant's client id (auth_b) */
+            client_id?: string;
+            /** @description its client secret */
+            client_secret?: string;
+            /** @description the provider-side resource (see Integration.external_id) */
+            external_id?: string;
+            /** @description deploy_a's team (Vercel's teamId) */
+            team_id?: string;
+            /** @description API token, secret key or management token */
+            token?: string;
+            /** @description the secret that verifies the provider's webhooks */
+            webhook_secret?: string;
+        };
+        IntegrationDeletedResponse: {
+            deleted: boolean;
+            /** @description the job removing what the integration pushed at the provider (best effort, reported in its result) */
+            job: components["schemas"]["Job"];
+        };
+        IntegrationJobResponse: {
+            integration: components["schemas"]["Integration"];
+            job: components["schemas"]["Job"];
+        };
+        IntegrationList: {
+            integrations: components["schemas"]["Integration"][];
+        };
+        IntegrationPreview: {
+            branch: string;
+            preview_id: string;
+        };
+        /** @enum {string} */
+        IntegrationProvider: "deploy_a" | "deploy_b" | "edge_c" | "auth_a" | "auth_b" | "auth_c";
+        IntegrationResponse: {
+            integration: components["schemas"]["Integration"];
+        };
+        /** @enum {string} */
+        IntegrationState: "pending" | "active" | "error" | "disconnecting";
+        IntegrationWebhookResponse: {
+            received: boolean;
         };
         Invitation: {
             /** Format: date-time */
@@ -3931,6 +4303,10 @@ export interface components {
         };
         MemberResponse: {
             member: components["schemas"]["Member"];
+        };
+        OAuthStartResponse: {
+            /** Format: uri */
+            authorize_url: string;
         };
         ObservabilityResponse: {
             observability: components["schemas"]["ObservabilitySnapshot"];
@@ -4463,6 +4839,14 @@ export interface components {
             constraint: string;
             source_table: string;
             target_table: string;
+        };
+        PutIntegrationRequest: {
+            /** @description the provider's config (variable names, targets, preview databases, the user table); null or absent: the defaults */
+            config?: {
+                [key: string]: unknown;
+            } | unknown[] | string | number | boolean | null;
+            /** @description when given, stored sealed (replacing any) and a sync job starts: how auth_b and auth_c connect */
+            credentials?: components["schemas"]["IntegrationCredentials"];
         };
         PutPlanRequest: {
             ai_uses_per_month: number;
@@ -6222,6 +6606,281 @@ export interface operations {
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    postIntegrationsAuthAWebhookByProjectID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        /** @description the raw bytes, sent as application/json */
+        requestBody: {
+            content: {
+                /** @example  */
+                "application/json": string;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "received": true
+                     *     } */
+                    "application/json": components["schemas"]["IntegrationWebhookResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    postIntegrationsAuthBWebhookByProjectID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        /** @description the raw bytes, sent as application/json */
+        requestBody: {
+            content: {
+                /** @example  */
+                "application/json": string;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "received": true
+                     *     } */
+                    "application/json": components["schemas"]["IntegrationWebhookResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    postIntegrationsAuthCWebhookByProjectID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        /** @description the raw bytes, sent as application/json */
+        requestBody: {
+            content: {
+                /** @example  */
+                "application/json": string;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "received": true
+                     *     } */
+                    "application/json": components["schemas"]["IntegrationWebhookResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    postIntegrationsDeployAWebhookByProjectID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        /** @description the raw bytes, sent as application/json */
+        requestBody: {
+            content: {
+                /** @example  */
+                "application/json": string;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "received": true
+                     *     } */
+                    "application/json": components["schemas"]["IntegrationWebhookResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    postIntegrationsDeployBWebhookByProjectID: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        /** @description the raw bytes, sent as application/json */
+        requestBody: {
+            content: {
+                /** @example  */
+                "application/json": string;
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "received": true
+                     *     } */
+                    "application/json": components["schemas"]["IntegrationWebhookResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getIntegrationsByProviderOauthCallback: {
+        parameters: {
+            query: {
+                /** @description the authorization code */
+                code: string;
+                /** @description the signed state the start endpoint issued */
+                state: string;
+            };
+            header?: never;
+            path: {
+                /** @description the provider */
+                provider: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Found */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getIntegrationsByProviderOauthStart: {
+        parameters: {
+            query: {
+                /** @description the project the OAuth state binds to */
+                project_id: string;
+            };
+            header?: never;
+            path: {
+                /** @description the provider */
+                provider: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "authorize_url": "example"
+                     *     } */
+                    "application/json": components["schemas"]["OAuthStartResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
         };
     };
     getJobsByJobID: {
@@ -11697,6 +12356,568 @@ export interface operations {
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getProjectsByProjectIDIntegrations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "integrations": [
+                     *         {
+                     *           "config": {},
+                     *           "created_at": "2026-01-31T12:00:00Z",
+                     *           "external_id": "example",
+                     *           "has_credentials": true,
+                     *           "id": "example",
+                     *           "last_error": "example",
+                     *           "last_sync_at": "2026-01-31T12:00:00Z",
+                     *           "organization_id": "example",
+                     *           "previews": [
+                     *             {
+                     *               "branch": "example",
+                     *               "preview_id": "example"
+                     *             }
+                     *           ],
+                     *           "project_id": "example",
+                     *           "provider": "deploy_a",
+                     *           "pushed": [
+                     *             "example"
+                     *           ],
+                     *           "state": "pending",
+                     *           "updated_at": "2026-01-31T12:00:00Z"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["IntegrationList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    postProjectsByProjectIDIntegrationsAuthAConnect: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "secret_key": "example"
+                 *     } */
+                "application/json": components["schemas"]["ConnectAuthARequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "integration": {
+                     *         "config": {},
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "external_id": "example",
+                     *         "has_credentials": true,
+                     *         "id": "example",
+                     *         "last_error": "example",
+                     *         "last_sync_at": "2026-01-31T12:00:00Z",
+                     *         "organization_id": "example",
+                     *         "previews": [
+                     *           {
+                     *             "branch": "example",
+                     *             "preview_id": "example"
+                     *           }
+                     *         ],
+                     *         "project_id": "example",
+                     *         "provider": "deploy_a",
+                     *         "pushed": [
+                     *           "example"
+                     *         ],
+                     *         "state": "pending",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       },
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["IntegrationJobResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    postProjectsByProjectIDIntegrationsDeployAConnect: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "deploy_a_project_id": "example"
+                 *     } */
+                "application/json": components["schemas"]["ConnectDeployARequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "integration": {
+                     *         "config": {},
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "external_id": "example",
+                     *         "has_credentials": true,
+                     *         "id": "example",
+                     *         "last_error": "example",
+                     *         "last_sync_at": "2026-01-31T12:00:00Z",
+                     *         "organization_id": "example",
+                     *         "previews": [
+                     *           {
+                     *             "branch": "example",
+                     *             "preview_id": "example"
+                     *           }
+                     *         ],
+                     *         "project_id": "example",
+                     *         "provider": "deploy_a",
+                     *         "pushed": [
+                     *           "example"
+                     *         ],
+                     *         "state": "pending",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       },
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["IntegrationJobResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    postProjectsByProjectIDIntegrationsDeployBConnect: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "site_id": "example",
+                 *       "token": "example"
+                 *     } */
+                "application/json": components["schemas"]["ConnectDeployBRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "integration": {
+                     *         "config": {},
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "external_id": "example",
+                     *         "has_credentials": true,
+                     *         "id": "example",
+                     *         "last_error": "example",
+                     *         "last_sync_at": "2026-01-31T12:00:00Z",
+                     *         "organization_id": "example",
+                     *         "previews": [
+                     *           {
+                     *             "branch": "example",
+                     *             "preview_id": "example"
+                     *           }
+                     *         ],
+                     *         "project_id": "example",
+                     *         "provider": "deploy_a",
+                     *         "pushed": [
+                     *           "example"
+                     *         ],
+                     *         "state": "pending",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       },
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["IntegrationJobResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    postProjectsByProjectIDIntegrationsEdgeCConnect: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {
+                 *       "account_id": "example",
+                 *       "api_token": "example"
+                 *     } */
+                "application/json": components["schemas"]["ConnectEdgeCRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "integration": {
+                     *         "config": {},
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "external_id": "example",
+                     *         "has_credentials": true,
+                     *         "id": "example",
+                     *         "last_error": "example",
+                     *         "last_sync_at": "2026-01-31T12:00:00Z",
+                     *         "organization_id": "example",
+                     *         "previews": [
+                     *           {
+                     *             "branch": "example",
+                     *             "preview_id": "example"
+                     *           }
+                     *         ],
+                     *         "project_id": "example",
+                     *         "provider": "deploy_a",
+                     *         "pushed": [
+                     *           "example"
+                     *         ],
+                     *         "state": "pending",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       },
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["IntegrationJobResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    putProjectsByProjectIDIntegrationsByProvider: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the provider */
+                provider: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["PutIntegrationRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "integration": {
+                     *         "config": {},
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "external_id": "example",
+                     *         "has_credentials": true,
+                     *         "id": "example",
+                     *         "last_error": "example",
+                     *         "last_sync_at": "2026-01-31T12:00:00Z",
+                     *         "organization_id": "example",
+                     *         "previews": [
+                     *           {
+                     *             "branch": "example",
+                     *             "preview_id": "example"
+                     *           }
+                     *         ],
+                     *         "project_id": "example",
+                     *         "provider": "deploy_a",
+                     *         "pushed": [
+                     *           "example"
+                     *         ],
+                     *         "state": "pending",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["IntegrationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    deleteProjectsByProjectIDIntegrationsByProvider: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+                /** @description the provider */
+                provider: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "deleted": true,
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["IntegrationDeletedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getProjectsByProjectIDJobs: {
