@@ -16,6 +16,9 @@ func IntegrationProviders() []provider.Provider {
 	return []provider.Provider{deploya.New()}
 }
 
+// IntegrationOAuthApp is the appliance's OAuth client at a provider (Config.IntegrationOAuth).
+type IntegrationOAuthApp = integrations.OAuthApp
+
 // Integrations is the integrations area (appliance/integrations).
 func (s *Service) Integrations() *integrations.Service { return s.integrations }
 

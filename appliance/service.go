@@ -104,7 +104,7 @@ type Config struct {
 	IntegrationBaseURLs map[string]string
 	// IntegrationOAuth are the appliance's OAuth clients at the providers, by provider name (none: the
 	// OAuth start answers 409).
-	IntegrationOAuth map[string]integrations.OAuthApp
+	IntegrationOAuth map[string]IntegrationOAuthApp
 }
 
 // Deps are the service's collaborators, made before it (by up's components, by appliancetest): New

@@ -131,6 +131,10 @@ type Options struct {
 	Billing appliance.BillingProvider
 	// ProgramApplicationRate is Config.ProgramApplicationRate (zero: the default).
 	ProgramApplicationRate appliance.ProgramApplicationRate
+	// IntegrationBaseURLs and IntegrationOAuth are Config's: the integration providers' API base URLs
+	// (local fakes) and OAuth clients.
+	IntegrationBaseURLs map[string]string
+	IntegrationOAuth    map[string]appliance.IntegrationOAuthApp
 }
 
 // New builds an Env in a fresh directory that the instances' OS user can traverse.
@@ -175,7 +179,7 @@ func New(t testing.TB, o Options) *Env {
 		Version: "test", PasswordCost: bcrypt.MinCost, CACertPath: ca.CertPath(), ListenHost: "127.0.0.1",
 		DataDir: dir, Ports: ports, Spares: o.Spares, Outbound: pol, Ephemeral: o.Ephemeral, Webhooks: o.Webhooks,
 		BackupCache: o.BackupCache, LogArchiveDays: o.LogArchiveDays, ServerLimits: o.ServerLimits,
-		ProgramApplicationRate: o.ProgramApplicationRate}
+		ProgramApplicationRate: o.ProgramApplicationRate, IntegrationBaseURLs: o.IntegrationBaseURLs, IntegrationOAuth: o.IntegrationOAuth}
 	// The key-value fronts' listeners are bound first, as up does, so that StartKVFronts can run them and
 	// the credentials the service hands out name them (real URLs, as the API documents them).
 	cfg.KVFront = e.bindKVFronts(t)

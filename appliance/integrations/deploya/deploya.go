@@ -48,7 +48,10 @@ type Config struct {
 	// The variable names (defaults DATABASE_URL, DIRECT_URL; CAVar "" pushes no CA).
 	DatabaseURLVar string `json:"database_url_var"`
 	DirectURLVar   string `json:"direct_url_var"`
-	CAVar          string `json:"ca_var"`
+	// CAVar receives the appliance CA's PEM (absent: DATABASE_CA_CERT; "": none).
+	CAVar *string `json:"ca_var"`
+	// PreviewMode is the branches' previews' mode: clone (default: the project's data) or empty.
+	PreviewMode string `json:"preview_mode"`
 	// PreviewDatabases: a deployment of a non-production branch gets a preview database (default true).
 	PreviewDatabases *bool `json:"preview_databases"`
 	// DeletePreviewsOnClose: a closed branch deletes its preview (default true).
@@ -102,12 +105,23 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 	if c.DirectURLVar == "" {
 		c.DirectURLVar = "DIRECT_URL"
 	}
-	for field, v := range map[string]string{"database_url_var": c.DatabaseURLVar, "direct_url_var": c.DirectURLVar, "ca_var": c.CAVar} {
+	if c.CAVar == nil {
+		ca := "DATABASE_CA_CERT"
+		c.CAVar = &ca
+	}
+	switch c.PreviewMode {
+	case "":
+		c.PreviewMode = "clone"
+	case "clone", "empty":
+	default:
+		return c, fmt.Errorf("config: preview_mode: %q is not clone or empty", c.PreviewMode)
+	}
+	for field, v := range map[string]string{"database_url_var": c.DatabaseURLVar, "direct_url_var": c.DirectURLVar, "ca_var": *c.CAVar} {
 		if v != "" && !varName.MatchString(v) {
 			return c, fmt.Errorf("config: %s: %q is not an environment variable name (letters, digits, _)", field, v)
 		}
 	}
-	if c.DatabaseURLVar == c.DirectURLVar || (c.CAVar != "" && (c.CAVar == c.DatabaseURLVar || c.CAVar == c.DirectURLVar)) {
+	if ca := *c.CAVar; c.DatabaseURLVar == c.DirectURLVar || (ca != "" && (ca == c.DatabaseURLVar || ca == c.DirectURLVar)) {
 		return c, errors.New("config: the variable names must differ")
 	}
 	yes := true
@@ -123,8 +137,8 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 // vars are the names Push sets.
 func (c Config) vars() []string {
 	out := []string{c.DatabaseURLVar, c.DirectURLVar}
-	if c.CAVar != "" {
-		out = append(out, c.CAVar)
+	if c.CAVar != nil && *c.CAVar != "" {
+		out = append(out, *c.CAVar)
 	}
 	return out
 }
