@@ -342,6 +342,7 @@ func newFixtures(b *bundle) *fixtures {
 	}
 	f.stripeWebhook()
 	f.programFixtures()
+	f.integrationFixtures()
 	return f
 }
 

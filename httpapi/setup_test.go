@@ -15,6 +15,8 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/integrations/deploya/deployatest"
+	"github.com/theappliance/appliance/appliance/integrations/provider"
 	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/store"
@@ -31,6 +33,7 @@ type bundle struct {
 	adminKey string // every scope, organization-wide
 	box      *appliance.SecretBox
 	env      *appliancetest.Env
+	deployA  *deployatest.Server // deploy_a's platform (a fake of Vercel's API)
 }
 
 type setupOpts struct {
@@ -54,9 +57,11 @@ func setup(t testing.TB, opts ...setupOpts) *bundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	e := appliancetest.New(t, appliancetest.Options{Instances: o.instances, Billing: o.billing, ProgramApplicationRate: o.programRate})
+	deployA := deployatest.Start(t, fixtureDeployAToken, "prj_fixture")
+	e := appliancetest.New(t, appliancetest.Options{Instances: o.instances, Billing: o.billing, ProgramApplicationRate: o.programRate,
+		IntegrationBaseURLs: map[string]string{provider.DeployA: deployA.URL}, IntegrationProviders: fixtureProviders()})
 	api := New(e.Svc, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: o.limits, Lane: e.Lane})
-	b := &bundle{t: t, env: e, svc: e.Svc, api: api, db: e.DB, adminKey: e.Bootstrap.APIKey, box: e.Box}
+	b := &bundle{t: t, env: e, svc: e.Svc, api: api, db: e.DB, adminKey: e.Bootstrap.APIKey, box: e.Box, deployA: deployA}
 	// Every response of the server, whoever asked, is checked against the served document.
 	ts := httptest.NewUnstartedServer(b.validating(api))
 	b.ts = ts

@@ -35,6 +35,7 @@ import (
 	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/cgroups"
 	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/appliance/integrations/provider"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/kvproxy"
@@ -135,6 +136,8 @@ type Options struct {
 	// (local fakes) and OAuth clients.
 	IntegrationBaseURLs map[string]string
 	IntegrationOAuth    map[string]appliance.IntegrationOAuthApp
+	// IntegrationProviders are Deps.IntegrationProviders (nil: appliance.IntegrationProviders()).
+	IntegrationProviders []provider.Provider
 }
 
 // New builds an Env in a fresh directory that the instances' OS user can traverse.
@@ -184,7 +187,7 @@ func New(t testing.TB, o Options) *Env {
 	// the credentials the service hands out name them (real URLs, as the API documents them).
 	cfg.KVFront = e.bindKVFronts(t)
 	deps := appliance.Deps{DB: db, Box: box, Log: log, Clock: e.Clock.Now, ImportUploadLimit: o.ImportUploadLimit, Lane: e.Lane,
-		Billing: o.Billing}
+		Billing: o.Billing, IntegrationProviders: o.IntegrationProviders}
 	if o.Instances {
 		deps.DataPlane = e.dataPlane(t, o.PGBin)
 		if o.Cgroups {

@@ -96,20 +96,23 @@ func (s *Service) Receive(ctx context.Context, name, projectID string, h http.He
 		if err := store.IntegrationEvents.Put(tx, &store.IntegrationEvent{ID: key, ProjectID: projectID, ReceivedAt: s.now()}); err != nil {
 			return err
 		}
-		if typ == "" {
-			return nil
+		md := map[string]any{"provider": name, "integration_id": rec.ID, "event_id": evID}
+		if typ != "" {
+			cur, err := store.Integrations.Get(tx, rec.ID)
+			if err != nil {
+				return err
+			}
+			lock := cur.ID
+			if d, ok := payload.(deployPayload); ok {
+				lock += "/" + d.Event.Branch // branches' previews are made side by side
+			}
+			j, err := s.enqueue(tx, cur, typ, lock, payload)
+			if err != nil {
+				return err
+			}
+			md["job_id"], enqueued = j.ID, true
 		}
-		cur, err := store.Integrations.Get(tx, rec.ID)
-		if err != nil {
-			return err
-		}
-		lock := cur.ID
-		if d, ok := payload.(deployPayload); ok {
-			lock += "/" + d.Event.Branch // branches' previews are made side by side
-		}
-		_, err = s.enqueue(tx, cur, typ, lock, payload)
-		enqueued = err == nil
-		return err
+		return s.host.Audit(tx, system(rec.OrganizationID), "integration.webhook", rec.OrganizationID, rec.ProjectID, md)
 	})
 	if err != nil {
 		return nil, apperr.Internal(err, "record webhook event")

@@ -4305,7 +4305,11 @@ export interface components {
             member: components["schemas"]["Member"];
         };
         OAuthStartResponse: {
-            /** Format: uri */
+            /**
+             * Format: uri
+             * @description the provider's authorize page; open it in the browser
+             * @example https://vercel.com/integrations/appliance/new?client_id=oac_1&response_type=code&state=s
+             */
             authorize_url: string;
         };
         ObservabilityResponse: {
@@ -6828,13 +6832,11 @@ export interface operations {
             /** @description Found */
             302: {
                 headers: {
+                    /** @description where the browser goes */
+                    Location?: string;
                     [name: string]: unknown;
                 };
-                content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    };
-                };
+                content?: never;
             };
             400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
@@ -6867,7 +6869,7 @@ export interface operations {
                 };
                 content: {
                     /** @example {
-                     *       "authorize_url": "example"
+                     *       "authorize_url": "https://vercel.com/integrations/appliance/new?client_id=oac_1&response_type=code&state=s"
                      *     } */
                     "application/json": components["schemas"]["OAuthStartResponse"];
                 };
@@ -6876,6 +6878,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
