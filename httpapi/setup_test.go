@@ -15,10 +15,10 @@ import (
 
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
-	"github.com/theappliance/appliance/appliance/integrations/deploya/deployatest"
-	"github.com/theappliance/appliance/appliance/integrations/provider"
 	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/ids"
+	"github.com/theappliance/appliance/appliance/integrations/deploya/deployatest"
+	"github.com/theappliance/appliance/appliance/integrations/provider"
 	"github.com/theappliance/appliance/store"
 )
 
