@@ -16,6 +16,11 @@ func IntegrationProviders() []provider.Provider {
 	return []provider.Provider{deploya.New()}
 }
 
+// ParseIntegrationBaseURLs reads up --integrations-base-url (provider=URL,…).
+func ParseIntegrationBaseURLs(list string) (map[string]string, error) {
+	return integrations.ParseBaseURLs(list)
+}
+
 // IntegrationOAuthApp is the appliance's OAuth client at a provider (Config.IntegrationOAuth).
 type IntegrationOAuthApp = integrations.OAuthApp
 

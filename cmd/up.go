@@ -117,6 +117,10 @@ func upFlagTable(cfg *UpConfig) []upFlag {
 		flagOf("stripe-secret-key-file", &cfg.StripeSecretKeyFile, def.StripeSecretKeyFile, "file of the Stripe secret API key, sk_live_... or sk_test_... (APPLIANCE_STRIPE_SECRET_KEY_FILE), with --billing-provider stripe"),
 		flagOf("stripe-webhook-secret-file", &cfg.StripeWebhookSecretFile, def.StripeWebhookSecretFile, "file of the signing secret, whsec_..., of the Stripe webhook endpoint that sends to /v1/billing/stripe/webhook (APPLIANCE_STRIPE_WEBHOOK_SECRET_FILE), with --billing-provider stripe"),
 		flagOf("stripe-api-url", &cfg.StripeAPIURL, def.StripeAPIURL, "base URL of Stripe's API (APPLIANCE_STRIPE_API_URL), such as a stripe-mock's for a test"),
+		flagOf("integrations-base-url", &cfg.IntegrationsBaseURL, def.IntegrationsBaseURL, "API base URLs of integration providers, provider=URL pairs, e.g. deploy_a=https://vercel.example.com (APPLIANCE_INTEGRATIONS_BASE_URL; comma-separated); default: the real platforms'", func(v string) string {
+			_, err := appliance.ParseIntegrationBaseURLs(v)
+			return wrongIf(err != nil, "%v", err)
+		}),
 		flagOf("signup", &cfg.Signup, def.Signup, "who may sign up and make their own organization (APPLIANCE_SIGNUP): closed (operators make organizations), invite (with a sign-up invite an operator minted: appliance signup-invites create) or open (anyone)", func(v string) string {
 			return wrongIf(v != api.SignupModeClosed && v != api.SignupModeInvite && v != api.SignupModeOpen, "%q is not a sign-up mode (closed, invite or open)", v)
 		}),

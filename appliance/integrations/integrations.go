@@ -16,7 +16,9 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -256,4 +258,29 @@ func view(rec *store.Integration) *api.Integration {
 		v.Previews = append(v.Previews, api.IntegrationPreview{Branch: b, PreviewID: rec.Previews[b]})
 	}
 	return v
+}
+
+// ParseBaseURLs reads up --integrations-base-url: comma-separated provider=URL pairs (an absolute http or
+// https URL per provider, each provider once).
+func ParseBaseURLs(list string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		name, raw, ok := strings.Cut(f, "=")
+		if !ok || !slices.Contains(provider.Names, name) {
+			return nil, fmt.Errorf("%q is not provider=URL with a provider of %s", f, strings.Join(provider.Names, ", "))
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("%s is given twice", name)
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+			return nil, fmt.Errorf("%s: %q is not an http(s) URL", name, raw)
+		}
+		out[name] = strings.TrimRight(raw, "/")
+	}
+	return out, nil
 }

@@ -51,6 +51,8 @@ type Config struct {
 	EphemeralMax, EphemeralStorageMB, EphemeralTotalStorageMB, EphemeralMemoryMB, EphemeralConnections  int
 	Cgroups                                                                                             string
 	BillingProvider, StripeSecretKeyFile, StripeWebhookSecretFile, StripeAPIURL                         string
+	// IntegrationsBaseURL overrides integration providers' API base URLs: provider=URL,…
+	IntegrationsBaseURL string
 	// Ephemeral makes a throwaway appliance (up --ephemeral, ephemeral.go): DataDir is the directory its
 	// new temporary data directory is made in ("": the system's), every listener takes a free port, the
 	// instances run without durability, and Stop removes everything. ExitWithParent stops it when the
