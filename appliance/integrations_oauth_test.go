@@ -1,0 +1,145 @@
+package appliance_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oauth2-proxy/mockoidc"
+
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/integrations/provider"
+	"github.com/theappliance/appliance/store"
+)
+
+// TestIntegrationOAuth runs deploy_a's OAuth flow against a real OAuth 2 server (mockoidc) the way a
+// browser does: the start's authorize URL is followed, the server redirects to our callback with a code
+// and the state, the callback exchanges the code (golang.org/x/oauth2) and stores the tokens sealed, then
+// sends the browser to the dashboard's integrations page. A replayed, tampered, forged or expired state is
+// a 400 and stores nothing.
+func TestIntegrationOAuth(t *testing.T) {
+	t.Parallel()
+	m, err := mockoidc.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Shutdown() })
+	e, p := keyEnv(t, appliancetest.Options{IntegrationOAuth: map[string]appliance.IntegrationOAuthApp{provider.DeployA: {
+		ClientID: m.ClientID, ClientSecret: m.ClientSecret, AuthURL: m.AuthorizationEndpoint(), TokenURL: m.TokenEndpoint(), Scopes: []string{"openid"}}}})
+	var clock time.Time
+	e.Clock.Set(func() time.Time {
+		if clock.IsZero() {
+			return time.Now()
+		}
+		return clock
+	})
+	res, err := e.Svc.CreateProject(t.Context(), p, &appliance.CreateProjectRequest{Name: "web", Environment: "development"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prjID := res.Project.ID
+	svc := e.Svc.Integrations()
+	browser := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	// authorize follows a start's authorize URL as a browser does and returns the callback's code and state.
+	authorize := func() (code, state string) {
+		t.Helper()
+		start, err := svc.OAuthStart(t.Context(), p, provider.DeployA, prjID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := browser.Get(start.AuthorizeURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusFound {
+			t.Fatalf("authorize: %d", resp.StatusCode)
+		}
+		loc, err := url.Parse(resp.Header.Get("Location"))
+		if err != nil || loc.Path != "/v1/integrations/deploy_a/oauth/callback" || loc.Host != "test" {
+			t.Fatalf("the server redirects to %v (%v), not our callback", loc, err)
+		}
+		return loc.Query().Get("code"), loc.Query().Get("state")
+	}
+	stored := func() (*store.Integration, map[string]any) {
+		t.Helper()
+		var rec *store.Integration
+		e.DB.View(func(tx *store.Tx) error {
+			rec, _ = store.Integrations.First(tx, store.IntegrationsByProvider, prjID+"/"+provider.DeployA)
+			return nil
+		})
+		if rec == nil {
+			return nil, nil
+		}
+		b, err := e.Box.Open(rec.Credentials)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c map[string]any
+		json.Unmarshal(b, &c)
+		return rec, c
+	}
+	bad := func(what string, err error) {
+		t.Helper()
+		if apperr.KindOf(err) != apperr.KindInvalid || !strings.Contains(err.Error(), "state") {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+
+	// A forged state and a tampered one: 400, nothing stored, and the tampering did not spend the start.
+	code, state := authorize()
+	_, err = svc.OAuthCallback(t.Context(), provider.DeployA, code, "forged."+strings.Repeat("A", 43))
+	bad("forged state", err)
+	nonce, sig, _ := strings.Cut(state, ".")
+	_, err = svc.OAuthCallback(t.Context(), provider.DeployA, code, nonce+"."+strings.ToUpper(sig[:4])+sig[4:]+"x")
+	bad("tampered state", err)
+	if rec, _ := stored(); rec != nil {
+		t.Fatalf("stored after bad states: %+v", rec)
+	}
+	// The real callback: tokens stored sealed, the browser sent to the dashboard's integrations page.
+	to, err := svc.OAuthCallback(t.Context(), provider.DeployA, code, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if to != "http://test/projects/"+prjID+"/integrations?connected=deploy_a" {
+		t.Fatalf("redirect to %q", to)
+	}
+	rec, c := stored()
+	if rec == nil || c["token"] == "" || c["token"] == nil || c["refresh_token"] == nil || rec.TokenExpiry == nil || rec.State != api.IntegrationPending {
+		t.Fatalf("stored %+v %v", rec, c)
+	}
+	if strings.Contains(string(rec.Credentials), c["token"].(string)) {
+		t.Fatal("the token is stored in clear")
+	}
+	// Replayed: 400 and the stored token is unchanged.
+	code2, _ := authorize()
+	_, err = svc.OAuthCallback(t.Context(), provider.DeployA, code2, state)
+	bad("replayed state", err)
+	if _, c2 := stored(); c2["token"] != c["token"] {
+		t.Fatal("a replayed state changed the token")
+	}
+	// Expired: a start older than 10 minutes.
+	code3, state3 := authorize()
+	clock = time.Now().Add(11 * time.Minute)
+	_, err = svc.OAuthCallback(t.Context(), provider.DeployA, code3, state3)
+	bad("expired state", err)
+	clock = time.Time{}
+	// The connect after OAuth names the platform's project and keeps the OAuth token.
+	conn, err := svc.ConnectDeployA(t.Context(), p, prjID, &api.ConnectDeployARequest{DeployAProjectID: "prj_web"})
+	if err != nil || !conn.Integration.HasCredentials || conn.Integration.ExternalID != "prj_web" {
+		t.Fatalf("connect after OAuth: %v %+v", err, conn)
+	}
+	if _, c3 := stored(); c3["token"] != c["token"] || c3["external_id"] != "prj_web" {
+		t.Fatalf("after connect: %v", c3)
+	}
+	// A provider without an OAuth client: 409.
+	if _, err := svc.OAuthStart(t.Context(), p, provider.AuthA, prjID); apperr.KindOf(err) != apperr.KindConflict {
+		t.Fatalf("no OAuth client: %v", err)
+	}
+}
