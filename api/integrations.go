@@ -73,7 +73,7 @@ type IntegrationCredentials struct {
 
 // PutIntegrationRequest is the body of PUT /v1/projects/{projectID}/integrations/{provider}.
 type PutIntegrationRequest struct {
-	Config json.RawMessage `json:"config" doc:"the provider's config (variable names, targets, preview databases, the user table); null or absent: the defaults"`
+	Config json.RawMessage `json:"config,omitempty" doc:"the provider's config (variable names, targets, preview databases, the user table); null or absent: the defaults"`
 	// Credentials, when given, replace the stored ones and start a sync job (auth_b and auth_c, which have
 	// no connect endpoint, are connected this way).
 	Credentials *IntegrationCredentials `json:"credentials,omitempty" doc:"when given, stored sealed (replacing any) and a sync job starts: how auth_b and auth_c connect"`
@@ -85,7 +85,7 @@ type ConnectDeployARequest struct {
 	Token            string          `json:"token" doc:"an API token; may be omitted after the OAuth flow stored one"`
 	TeamID           string          `json:"team_id" doc:"the team the project belongs to (teamId), if any"`
 	WebhookSecret    string          `json:"webhook_secret" doc:"the webhook's signing secret (x-vercel-signature), for preview databases"`
-	Config           json.RawMessage `json:"config" doc:"as PUT's config; absent: the stored or default one"`
+	Config           json.RawMessage `json:"config,omitempty" doc:"as PUT's config; absent: the stored or default one"`
 }
 
 // ConnectDeployBRequest is the body of POST …/integrations/deploy_b/connect.
@@ -93,21 +93,21 @@ type ConnectDeployBRequest struct {
 	SiteID        string          `json:"site_id" api:"required"`
 	Token         string          `json:"token" api:"required"`
 	WebhookSecret string          `json:"webhook_secret" doc:"the deploy notifications' JWS secret"`
-	Config        json.RawMessage `json:"config"`
+	Config        json.RawMessage `json:"config,omitempty"`
 }
 
 // ConnectEdgeCRequest is the body of POST …/integrations/edge_c/connect.
 type ConnectEdgeCRequest struct {
 	AccountID string          `json:"account_id" api:"required"`
 	APIToken  string          `json:"api_token" api:"required"`
-	Config    json.RawMessage `json:"config"`
+	Config    json.RawMessage `json:"config,omitempty"`
 }
 
 // ConnectAuthARequest is the body of POST …/integrations/auth_a/connect.
 type ConnectAuthARequest struct {
 	SecretKey     string          `json:"secret_key" api:"required"`
 	WebhookSecret string          `json:"webhook_secret" doc:"the webhook endpoint's signing secret (whsec_…)"`
-	Config        json.RawMessage `json:"config"`
+	Config        json.RawMessage `json:"config,omitempty"`
 }
 
 // IntegrationWebhookResponse answers an inbound webhook.

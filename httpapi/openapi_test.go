@@ -744,6 +744,33 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	// Billing is off in this bundle: the Stripe webhook is 404 (TestStripeWebhook checks its other answers).
 	call("POST", "/v1/billing/stripe/webhook", "/v1/billing/stripe/webhook", "", `{"id": "evt_1"}`, 404)
 
+	// Integrations: deploy_a against the bundle's fake platform (its signed webhook in TestScopeMatrix and
+	// appliance's TestIntegrationDeployA), the stand-ins for the others.
+	ints, intsP := project+"/integrations", "/v1/projects/{projectID}/integrations"
+	call("GET", ints, intsP, b.adminKey, nil, 200)
+	call("PUT", ints+"/deploy_a", intsP+"/{provider}", b.adminKey, map[string]any{"config": map[string]any{"targets": []string{"staging"}}}, 400)
+	call("PUT", ints+"/deploy_z", intsP+"/{provider}", b.adminKey, map[string]any{}, 400)
+	call("PUT", ints+"/deploy_a", intsP+"/{provider}", b.adminKey, map[string]any{"config": map[string]any{"targets": []string{"production"}}}, 200)
+	call("PUT", ints+"/deploy_a", intsP+"/{provider}", readOnly, map[string]any{}, 403)
+	waitJob(call("POST", ints+"/deploy_a/connect", intsP+"/deploy_a/connect", b.adminKey,
+		map[string]any{"deploy_a_project_id": "prj_fixture", "token": fixtureDeployAToken, "webhook_secret": fixtureSecret}, 202))
+	call("POST", ints+"/deploy_a/connect", intsP+"/deploy_a/connect", b.adminKey, map[string]any{"token": "x"}, 400)
+	if r := call("GET", ints, intsP, b.adminKey, nil, 200); strings.Contains(string(r.body), fixtureDeployAToken) || !strings.Contains(string(r.body), `"state":"active"`) {
+		t.Errorf("integrations after connect: %s", r.body)
+	}
+	waitJob(call("POST", ints+"/deploy_b/connect", intsP+"/deploy_b/connect", b.adminKey, map[string]any{"site_id": "s", "token": "t"}, 202))
+	waitJob(call("POST", ints+"/edge_c/connect", intsP+"/edge_c/connect", b.adminKey, map[string]any{"account_id": "a", "api_token": "t"}, 202))
+	// Its sync fails: this bundle has no user table writer (appliance/integrations/usersync).
+	call("POST", ints+"/auth_a/connect", intsP+"/auth_a/connect", b.adminKey, map[string]any{"secret_key": "sk"}, 202)
+	for _, name := range []string{"deploy_a", "deploy_b", "auth_a", "auth_b", "auth_c"} {
+		call("POST", "/v1/integrations/"+name+"/webhook/"+prj.ID, "/v1/integrations/"+name+"/webhook/{projectID}", "", `{"id":"evt_unsigned"}`, 401)
+	}
+	call("GET", "/v1/integrations/deploy_a/oauth/start?project_id="+prj.ID, "/v1/integrations/{provider}/oauth/start", b.adminKey, nil, 409)
+	call("GET", "/v1/integrations/deploy_a/oauth/start", "/v1/integrations/{provider}/oauth/start", b.adminKey, nil, 400)
+	call("GET", "/v1/integrations/deploy_a/oauth/callback?code=c&state=forged", "/v1/integrations/{provider}/oauth/callback", "", nil, 400)
+	waitJob(call("DELETE", ints+"/deploy_a", intsP+"/{provider}", b.adminKey, nil, 200))
+	call("DELETE", ints+"/deploy_a", intsP+"/{provider}", b.adminKey, nil, 404)
+
 	// Key-value stores: the whole life of one.
 	kvp := "/v1/projects/{projectID}/kv"
 	call("GET", project+"/kv", kvp, b.adminKey, nil, 404)
