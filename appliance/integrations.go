@@ -24,6 +24,9 @@ func ParseIntegrationBaseURLs(list string) (map[string]string, error) {
 // IntegrationOAuthApp is the appliance's OAuth client at a provider (Config.IntegrationOAuth).
 type IntegrationOAuthApp = integrations.OAuthApp
 
+// IntegrationUserTable writes the identity providers' users into the projects' tables (Deps.IntegrationUsers).
+type IntegrationUserTable = integrations.UserTable
+
 // Integrations is the integrations area (appliance/integrations).
 func (s *Service) Integrations() *integrations.Service { return s.integrations }
 

@@ -139,7 +139,7 @@ type Deps struct {
 	IntegrationProviders []provider.Provider
 	// IntegrationUsers writes the identity providers' users into the projects' tables (nil: user sync
 	// fails with a clear error).
-	IntegrationUsers integrations.UserTable
+	IntegrationUsers IntegrationUserTable
 }
 
 // Notifier is poked after jobs are enqueued so the runner claims them at once.
