@@ -57,6 +57,8 @@ type cliSetupOpts struct {
 	webhooks *appliance.WebhookOptions
 	// metricsToken is the API's metrics token (up --metrics-token): /status's details for its bearer.
 	metricsToken string
+	// integrationURLs are the integration providers' API base URLs (local fakes).
+	integrationURLs map[string]string
 }
 
 func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
@@ -70,7 +72,7 @@ func setupCLI(t *testing.T, opts ...cliSetupOpts) *cliEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := appliancetest.New(t, appliancetest.Options{Instances: o.instances, APIURL: "https://" + ln.Addr().String(), // the same stack every API test runs on
+	env := appliancetest.New(t, appliancetest.Options{Instances: o.instances, APIURL: "https://" + ln.Addr().String(), IntegrationBaseURLs: o.integrationURLs, // the same stack every API test runs on
 		Webhooks: o.webhooks})
 	svc, ca, boot := env.Svc, env.CA, env.Bootstrap
 	if o.clock != nil {
