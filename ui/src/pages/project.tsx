@@ -17,6 +17,7 @@ const ImportsTab = lazy(() => import('./imports').then((m) => m.ImportsTab))
 const ScheduleCard = lazy(() => import('./imports').then((m) => m.ScheduleCard))
 const PreviewsTab = lazy(() => import('./previews').then((m) => m.PreviewsTab))
 const KVTab = lazy(() => import('./kv').then((m) => m.KVTab))
+const IntegrationsTab = lazy(() => import('./integrations').then((m) => m.IntegrationsTab))
 const BackupsTab = lazy(() => import('./project_tabs').then((m) => m.BackupsTab))
 const DataTab = lazy(() => import('./project_tabs').then((m) => m.DataTab))
 const ExtensionsTab = lazy(() => import('./project_tabs').then((m) => m.ExtensionsTab))
@@ -37,6 +38,7 @@ export const tabs = [
   { id: 'imports', label: 'Imports' },
   { id: 'previews', label: 'Previews' },
   { id: 'kv', label: 'Key-value' },
+  { id: 'integrations', label: 'Integrations' },
   { id: 'extensions', label: 'Extensions' },
   { id: 'settings', label: 'Settings' },
   { id: 'audit', label: 'Audit' },
@@ -213,6 +215,7 @@ export function Project({ id, tab = '', me }: { id: string; tab?: string; me: Me
           {tab === 'imports' && <ImportsTab path={path} projectName={p.name} me={me} />}
           {tab === 'previews' && <PreviewsTab id={id} path={path} active={active} me={me} projectName={p.name} />}
           {tab === 'kv' && <KVTab id={id} path={path} orgID={p.organization_id} active={active} />}
+          {tab === 'integrations' && <IntegrationsTab id={id} path={path} />}
           {tab === 'extensions' && <ExtensionsTab path={path} />}
           {tab === 'settings' && <SettingsTab path={path} project={p} reload={prj.reload} me={me} />}
           {tab === 'audit' && <AuditTab path={path} orgID={p.organization_id} />}
