@@ -23,6 +23,8 @@ import (
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/integrations/deploya/deployatest"
+	"github.com/theappliance/appliance/appliance/integrations/provider"
 	"github.com/theappliance/appliance/appliance/webhook"
 	"github.com/theappliance/appliance/httpapi"
 	"github.com/theappliance/appliance/scheduler"
@@ -49,7 +51,8 @@ func TestDashboardEndToEnd(t *testing.T) {
 	// quickly, then takes it.
 	hookOpts := appliance.DefaultWebhookOptions
 	hookOpts.Schedule, hookOpts.Poll = []time.Duration{300 * time.Millisecond, time.Second}, 50*time.Millisecond
-	e := setupCLI(t, cliSetupOpts{instances: true, kv: true, webhooks: &hookOpts,
+	deployA := deployatest.Start(t, e2eDeployAToken, e2eDeployAProject) // ui/e2e/integrations.mjs's platform
+	e := setupCLI(t, cliSetupOpts{instances: true, kv: true, webhooks: &hookOpts, integrationURLs: map[string]string{provider.DeployA: deployA.URL},
 		limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
 	work := e2eScript(t)
 	out := os.Getenv("APPLIANCE_E2E_OUT")
@@ -224,6 +227,8 @@ func TestDashboardEndToEnd(t *testing.T) {
 			answer(plansStep(t, e, what, arg))
 		case strings.HasPrefix(what, "signup-"): // ui/e2e/signup.mjs (cmd/dashboard_signup_test.go)
 			answer(signupStep(t, e, what, arg))
+		case strings.HasPrefix(what, "integrations-"): // ui/e2e/integrations.mjs (cmd/dashboard_integrations_test.go)
+			answer(integrationsStep(t, deployA, what))
 		case what == "cli-key":
 			if err := login.wait(t); err != nil {
 				t.Fatalf("the CLI login the dashboard approved: %v\n%s", err, login.stderr)
