@@ -21,6 +21,11 @@ func ParseIntegrationBaseURLs(list string) (map[string]string, error) {
 	return integrations.ParseBaseURLs(list)
 }
 
+// ReadIntegrationOAuth reads up --integrations-oauth-file (the OAuth clients by provider, JSON).
+func ReadIntegrationOAuth(path string) (map[string]IntegrationOAuthApp, error) {
+	return integrations.ReadOAuthApps(path)
+}
+
 // IntegrationOAuthApp is the appliance's OAuth client at a provider (Config.IntegrationOAuth).
 type IntegrationOAuthApp = integrations.OAuthApp
 

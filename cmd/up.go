@@ -121,6 +121,10 @@ func upFlagTable(cfg *UpConfig) []upFlag {
 			_, err := appliance.ParseIntegrationBaseURLs(v)
 			return wrongIf(err != nil, "%v", err)
 		}),
+		flagOf("integrations-oauth-file", &cfg.IntegrationsOAuthFile, def.IntegrationsOAuthFile, "JSON file of the appliance's OAuth clients at integration providers, {\"deploy_a\": {\"client_id\": ..., \"client_secret\": ..., \"slug\": ...}} (APPLIANCE_INTEGRATIONS_OAUTH_FILE); default: none, the dashboard's OAuth buttons answer that OAuth is not configured", func(v string) string {
+			_, err := appliance.ReadIntegrationOAuth(v)
+			return wrongIf(err != nil, "%v", err)
+		}),
 		flagOf("signup", &cfg.Signup, def.Signup, "who may sign up and make their own organization (APPLIANCE_SIGNUP): closed (operators make organizations), invite (with a sign-up invite an operator minted: appliance signup-invites create) or open (anyone)", func(v string) string {
 			return wrongIf(v != api.SignupModeClosed && v != api.SignupModeInvite && v != api.SignupModeOpen, "%q is not a sign-up mode (closed, invite or open)", v)
 		}),

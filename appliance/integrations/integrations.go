@@ -10,6 +10,7 @@
 package integrations
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -107,13 +109,48 @@ type Box interface {
 
 // OAuthApp is the appliance's OAuth client at a provider (the operator registers it there).
 type OAuthApp struct {
-	ClientID, ClientSecret string
+	ClientID     string `json:"client_id"`
+	ClientSecret string `json:"client_secret"`
 	// AuthURL and TokenURL ("" for deploy_a: https://vercel.com/integrations/{Slug}/new and
 	// https://api.vercel.com/v2/oauth/access_token).
-	AuthURL, TokenURL string
+	AuthURL  string `json:"auth_url"`
+	TokenURL string `json:"token_url"`
 	// Slug is deploy_a's integration slug (its authorize URL names it).
-	Slug   string
-	Scopes []string
+	Slug   string   `json:"slug"`
+	Scopes []string `json:"scopes"`
+}
+
+// ReadOAuthApps reads up --integrations-oauth-file: a JSON object of OAuth clients by provider name,
+// {"deploy_a": {"client_id": …, "client_secret": …, "slug": …}} ("" path: none).
+func ReadOAuthApps(path string) (map[string]OAuthApp, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var apps map[string]OAuthApp
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&apps); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for name, a := range apps {
+		if !slices.Contains(provider.Names, name) {
+			return nil, fmt.Errorf("%s: %q is not a provider (%s)", path, name, strings.Join(provider.Names, ", "))
+		}
+		if a.ClientID == "" || a.ClientSecret == "" {
+			return nil, fmt.Errorf("%s: %s needs client_id and client_secret", path, name)
+		}
+		if name != provider.DeployA && (a.AuthURL == "" || a.TokenURL == "") {
+			return nil, fmt.Errorf("%s: %s needs auth_url and token_url", path, name)
+		}
+		if name == provider.DeployA && a.AuthURL == "" && a.Slug == "" {
+			return nil, fmt.Errorf("%s: deploy_a needs its integration's slug (or auth_url)", path)
+		}
+	}
+	return apps, nil
 }
 
 // Config is the deployment the area needs to know.

@@ -165,6 +165,10 @@ func (u *Node) serviceComponent() *component {
 		if err != nil {
 			return fmt.Errorf("--integrations-base-url: %w", err)
 		}
+		integrationOAuth, err := appliance.ReadIntegrationOAuth(cfg.IntegrationsOAuthFile)
+		if err != nil {
+			return fmt.Errorf("--integrations-oauth-file: %w", err)
+		}
 		svc := appliance.New(appliance.Config{APIURL: u.apiURL, PublicHost: cfg.PublicHost, Region: cfg.Region,
 			Version: u.cfg.Version, CACertPath: u.ca.CertPath(), ListenHost: cfg.PGListen, DataDir: u.dataDir, Spares: cfg.Spares,
 			Ports: u.ports, Outbound: u.pol, NetworkExtensions: cfg.NetworkExtensions, LogArchiveDays: cfg.LogArchiveDays, BackupRetentionDays: cfg.BackupRetentionDays,
@@ -175,7 +179,8 @@ func (u *Node) serviceComponent() *component {
 				Live: cfg.EphemeralMax, StorageBytes: mib(cfg.EphemeralStorageMB), TotalStorageBytes: mib(cfg.EphemeralTotalStorageMB),
 				MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: mib(cfg.EphemeralMemoryMB),
 				TempFileBytes: mib(cfg.EphemeralStorageMB)},
-			WALProgram: walProgram, NoSync: cfg.Ephemeral, TemplateDir: u.templateDir(), IntegrationBaseURLs: integrationURLs}, deps)
+			WALProgram: walProgram, NoSync: cfg.Ephemeral, TemplateDir: u.templateDir(), IntegrationBaseURLs: integrationURLs,
+			IntegrationOAuth: integrationOAuth}, deps)
 		u.svc = svc
 		if err := svc.StartWAL(ctx); err != nil {
 			return err

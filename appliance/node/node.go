@@ -53,6 +53,8 @@ type Config struct {
 	BillingProvider, StripeSecretKeyFile, StripeWebhookSecretFile, StripeAPIURL                         string
 	// IntegrationsBaseURL overrides integration providers' API base URLs: provider=URL,…
 	IntegrationsBaseURL string
+	// IntegrationsOAuthFile is the JSON file of the appliance's OAuth clients at the providers.
+	IntegrationsOAuthFile string
 	// Ephemeral makes a throwaway appliance (up --ephemeral, ephemeral.go): DataDir is the directory its
 	// new temporary data directory is made in ("": the system's), every listener takes a free port, the
 	// instances run without durability, and Stop removes everything. ExitWithParent stops it when the
