@@ -18,8 +18,7 @@ export async function run(page, { ask, shoot, base, prjID }) {
   if (await card.getByText(token).count()) throw new Error('the integration shows its token')
   await ask('integrations-pushed')
   await shoot('project-integrations')
-  page.once('dialog', (d) => d.accept())
-  await card.getByRole('button', { name: 'Disconnect deploy_a' }).click()
+  await card.getByRole('button', { name: 'Disconnect deploy_a' }).click() // dashboard.mjs accepts the confirmation
   await page.getByText('No integrations.').waitFor()
   await ask('integrations-removed')
 }

@@ -151,6 +151,7 @@ export function IntegrationsTab({ id, path }: { id: string; path: string }) {
               <CopyField label="Webhook URL to give the provider" value={location.origin + '/v1/integrations/' + i.provider + '/webhook/' + id} />
             )}
             <button
+              class="spaced"
               disabled={i.state === 'disconnecting'}
               onClick={() =>
                 confirm(`Disconnect ${i.provider}? The variables it set at the provider are removed and its credentials are deleted.`) &&
