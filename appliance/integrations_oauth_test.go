@@ -138,6 +138,17 @@ func TestIntegrationOAuth(t *testing.T) {
 	if _, c3 := stored(); c3["token"] != c["token"] || c3["external_id"] != "prj_web" {
 		t.Fatalf("after connect: %v", c3)
 	}
+	// The callback is audited as the caller who started the flow (here an API key).
+	kind, id := p.Actor()
+	var audited bool
+	e.DB.View(func(tx *store.Tx) error {
+		evs, _ := store.AuditEvents.All(tx, func(a *store.AuditEvent) bool { return a.Action == "integration.oauth_connect" })
+		audited = len(evs) == 1 && evs[0].ActorKind == kind && evs[0].ActorID == id
+		return nil
+	})
+	if !audited {
+		t.Fatalf("the callback is not audited as %s %s", kind, id)
+	}
 	// A provider without an OAuth client: 409.
 	if _, err := svc.OAuthStart(t.Context(), p, provider.AuthA, prjID); apperr.KindOf(err) != apperr.KindConflict {
 		t.Fatalf("no OAuth client: %v", err)

@@ -44,7 +44,8 @@ type OAuthState struct {
 	ID        string     `json:"id"`
 	Provider  string     `json:"provider"`
 	ProjectID string     `json:"project_id"`
-	UserID    string     `json:"user_id"`
+	UserID    string     `json:"user_id"`    // the actor's id: a user, or an API key
+	ActorKind string     `json:"actor_kind"` // user or api_key
 	ExpiresAt time.Time  `json:"expires_at"`
 	UsedAt    *time.Time `json:"used_at"`
 }

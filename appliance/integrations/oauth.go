@@ -75,7 +75,7 @@ func (s *Service) OAuthStart(ctx context.Context, p *authz.Principal, name, proj
 	if err != nil {
 		return nil, err
 	}
-	_, user := p.Actor()
+	kind, user := p.Actor()
 	nonce := ids.Secret(24)
 	err = s.db.Update(func(tx *store.Tx) error {
 		prj, err := s.host.VisibleProject(tx, p, projectID)
@@ -84,7 +84,7 @@ func (s *Service) OAuthStart(ctx context.Context, p *authz.Principal, name, proj
 		}
 		now := s.now()
 		if err := store.OAuthStates.Put(tx, &store.OAuthState{ID: ids.Hash(nonce), Provider: name, ProjectID: prj.ID, UserID: user,
-			ExpiresAt: now.Add(StateTTL)}); err != nil {
+			ActorKind: kind, ExpiresAt: now.Add(StateTTL)}); err != nil {
 			return apperr.Internal(err, "store the OAuth state")
 		}
 		return s.host.Audit(tx, p, "integration.oauth_start", prj.OrganizationID, prj.ID, map[string]any{"provider": name})
@@ -147,7 +147,11 @@ func (s *Service) OAuthCallback(ctx context.Context, name, code, state string) (
 		if err != nil {
 			return apperr.NotFoundAs(err, "project %s not found", st.ProjectID)
 		}
+		// The callback acts for who started the flow (the state binds them): audited as that user or key.
 		who := &authz.Principal{AuthSource: authz.SourceSession, UserID: st.UserID, OrganizationID: prj.OrganizationID}
+		if st.ActorKind == authz.ActorAPIKey {
+			who = &authz.Principal{AuthSource: authz.SourceAPIKey, APIKeyID: st.UserID, OrganizationID: prj.OrganizationID}
+		}
 		rec, err := find(tx, prj.ID, name)
 		if err != nil {
 			return apperr.Internal(err, "read integration")
