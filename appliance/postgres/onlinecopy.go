@@ -29,6 +29,10 @@ type CopyOptions struct {
 	// (sync_file_range SYNC_FILE_RANGE_WRITE: asynchronous, no wait), so that the disk works while the copy
 	// goes on and a later sync of the copy (PostgreSQL's before it recovers one) finds little left to write.
 	Writeback bool
+	// Reflink copies each file by reflink (cloneFile: FICLONE) where the filesystem can, falling back to
+	// copying its bytes per file; the copy is then synced (SyncTree) before OnlineCopy returns. For a
+	// destination on the source's filesystem when ReflinkSupport says it has reflinks.
+	Reflink bool
 }
 
 // DefaultCopyWorkers is how many files OnlineCopy copies at once by default. Copying within the page cache
@@ -45,6 +49,8 @@ type CopyStats struct {
 	Copy        time.Duration // the data directory
 	Stop        time.Duration // pg_backup_stop
 	WAL         time.Duration // backup_label and the WAL segments
+	Reflinked   int           // files copied by reflink (with CopyOptions.Reflink)
+	Sync        time.Duration // the copy's fsync, files and directories (with CopyOptions.Reflink)
 }
 
 // ErrTablespaces is returned by OnlineCopy for an instance with tablespaces: their directories are outside
@@ -178,6 +184,7 @@ func (i *Instance) OnlineCopy(ctx context.Context, conn *pgx.Conn, dst string, o
 
 	t0 = time.Now()
 	c, err := newCopier(ctx, i.User, src, dst, opts.Writeback)
+	c.reflink = opts.Reflink
 	if err != nil {
 		return st, err
 	}
@@ -218,7 +225,12 @@ func (i *Instance) OnlineCopy(ctx context.Context, conn *pgx.Conn, dst string, o
 		return st, err
 	}
 	st.WAL = time.Since(t0)
-	st.Files, st.Bytes, st.WALSegments = c.files, c.bytes, c.segments
+	st.Files, st.Bytes, st.WALSegments, st.Reflinked = c.files, c.bytes, c.segments, c.reflinked
+	if opts.Reflink {
+		if st.Sync, err = SyncTree(dst); err != nil {
+			return st, err
+		}
+	}
 	return st, nil
 }
 
@@ -248,11 +260,13 @@ type copier struct {
 	ctx            context.Context
 	user           interface{ ChownFile(*os.File) error }
 	writeback      bool
+	reflink        bool // try cloneFile first
 	src, dst       *os.Root
 	srcDir, dstDir string
 
 	mu              sync.Mutex
 	files, segments int
+	reflinked       int
 	bytes           int64
 }
 
@@ -465,7 +479,7 @@ func (c *copier) copyFileCtx(ctx context.Context, src, dst string, missingOK boo
 	if err != nil {
 		return err
 	}
-	n, err := c.fill(ctx, out, in)
+	n, cloned, err := c.copyData(ctx, out, in)
 	if err == nil {
 		err = c.user.ChownFile(out)
 	}
@@ -478,8 +492,30 @@ func (c *copier) copyFileCtx(ctx context.Context, src, dst string, missingOK boo
 	c.mu.Lock()
 	c.files++
 	c.bytes += n
+	if cloned {
+		c.reflinked++
+	}
 	c.mu.Unlock()
 	return nil
+}
+
+// copyData is the one way the copy's files get their data: by reflink (cloneFile) when the copier may and
+// the filesystem can, else by fill. It returns the bytes copied and whether they were reflinked.
+func (c *copier) copyData(ctx context.Context, out, in *os.File) (int64, bool, error) {
+	if c.reflink {
+		switch err := cloneFile(out, in); {
+		case err == nil:
+			fi, err := out.Stat()
+			if err != nil {
+				return 0, true, err
+			}
+			return fi.Size(), true, nil
+		case !errors.Is(err, errNoReflink):
+			return 0, false, err
+		}
+	}
+	n, err := c.fill(ctx, out, in)
+	return n, false, err
 }
 
 // fill copies in into out to in's end (what it holds when the copy gets there: a file that grows or

@@ -95,6 +95,13 @@ func (s *copySource) checkLeftAlone(t *testing.T) {
 // startCopy runs the copy in dir (<dir>/pgdata) as an instance, removed at the end of the test.
 func startCopy(t *testing.T, b *bundle, dir string) *pgx.Conn {
 	t.Helper()
+	_, conn := startCopyInstance(t, b, dir)
+	return conn
+}
+
+// startCopyInstance starts the copy in dir/pgdata as an instance, and opens an admin session to it.
+func startCopyInstance(t *testing.T, b *bundle, dir string) (*Instance, *pgx.Conn) {
+	t.Helper()
 	inst := &Instance{ID: "copy", Dir: dir, ListenHost: "127.0.0.1", Bin: b.bin, User: b.user, Port: freePort(t)}
 	certPEM, keyPEM, caPEM, err := b.ca.InstanceTLS("127.0.0.1", "localhost")
 	if err != nil {
@@ -110,7 +117,7 @@ func startCopy(t *testing.T, b *bundle, dir string) *pgx.Conn {
 	if err := inst.Start(t.Context(), nil); err != nil {
 		t.Fatal(err)
 	}
-	return admin(t, inst)
+	return inst, admin(t, inst)
 }
 
 // TestOnlineCopy: a copy of a running instance starts and holds its data; what pg_basebackup leaves out,

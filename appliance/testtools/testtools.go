@@ -39,7 +39,8 @@ var needs = []need{
 	{"nodejs", "node"},
 	{"npm", "npx"},
 	{"chromium", "/usr/bin/chromium"},
-	{"xz-utils", "xz"}, // the embedded-postgres test packs a distribution
+	{"xz-utils", "xz"},       // the embedded-postgres test packs a distribution
+	{"xfsprogs", "mkfs.xfs"}, // the reflink tests' filesystem (XFSMount)
 }
 
 func (n need) present() bool {
