@@ -29,6 +29,9 @@ type Status struct {
 	Regions     []RegionStatus `json:"regions"`
 	UpdatedAt   time.Time      `json:"updated_at"`
 	GeneratedAt time.Time      `json:"generated_at"`
+	// DataDirReflinks is whether the data directory's filesystem has reflinks (probed at start): previews,
+	// restores and base backups then copy files by reflink. An operator's detail: absent from the public status.
+	DataDirReflinks *bool `json:"data_dir_reflinks,omitempty" doc:"whether the data directory's filesystem copies files by reflink (XFS with reflink=1, btrfs), probed when the appliance starts: previews, restores and base backups then take about constant time; absent from the public status"`
 }
 
 // Public is the status for anyone: each component's name and status, and a message that tells nothing
@@ -36,6 +39,7 @@ type Status struct {
 // (the API's /status with the metrics token, or the operator listener).
 func (st *Status) Public() *Status {
 	out := *st
+	out.DataDirReflinks = nil
 	out.Components = make([]Component, len(st.Components))
 	for i, c := range st.Components {
 		msg := c.Status

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -75,9 +76,10 @@ var _ engine = (*instances.Manager)(nil)
 // a program.
 func (s *Service) useDataPlane(dp *DataPlane) {
 	s.dp = dp
+	s.reflinks = s.probeReflinks()
 	s.eng = instances.New(instances.Config{Supervisor: dp.Supervisor, User: dp.User, Bin: dp.Bin, CA: dp.CA, PgBouncer: dp.PgBouncer,
 		ListenHost: s.cfg.ListenHost, Dir: s.instancesDir(), CertHosts: s.certHosts(), Log: s.log, Step: s.jobStep,
-		Cgroups: dp.Cgroups, Limits: s.serverLimits, NoSync: s.cfg.NoSync, TemplateDir: s.cfg.TemplateDir})
+		Cgroups: dp.Cgroups, Limits: s.serverLimits, NoSync: s.cfg.NoSync, TemplateDir: s.cfg.TemplateDir, Reflink: s.reflinks})
 	if dp.Cgroups != nil {
 		s.Probe.Register("cgroups", func(context.Context) (string, string) {
 			if dp.Cgroups.Version() == cgroups.None {
@@ -89,6 +91,25 @@ func (s *Service) useDataPlane(dp *DataPlane) {
 	s.Probe.Register("programs", s.programsCheck)
 	s.Probe.Register("backup-store", backupStoreCheck(s))
 }
+
+// probeReflinks tells whether the instances' directory (the data directory where it is not made yet) is on
+// a filesystem with reflinks; a probe that fails is logged and taken as none.
+func (s *Service) probeReflinks() bool {
+	dir := s.instancesDir()
+	if _, err := os.Stat(dir); err != nil {
+		dir = s.cfg.DataDir
+	}
+	ok, err := postgres.ReflinkSupport(dir)
+	if err != nil {
+		s.log.Warn("cannot tell whether the data directory has reflinks: copies copy bytes", "err", err)
+		return false
+	}
+	s.log.Info("data directory filesystem", "reflinks", ok)
+	return ok
+}
+
+// Reflinks reports whether previews, restores and base backups copy files by reflink here (/status).
+func (s *Service) Reflinks() bool { return s.reflinks }
 
 // serverLimits are the memory and CPU a project's server is held to: its plan's (the default plan's for a
 // plan the table lacks), or Config.ServerLimits'.

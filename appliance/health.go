@@ -79,6 +79,10 @@ func (s *Service) Status(ctx context.Context) *Status {
 		}
 	}
 	out.Regions = []RegionStatus{{Region: s.cfg.Region, Status: out.Status}}
+	if s.dp != nil {
+		reflinks := s.reflinks
+		out.DataDirReflinks = &reflinks
+	}
 	out.UpdatedAt = out.GeneratedAt
 	return out
 }

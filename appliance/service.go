@@ -157,6 +157,9 @@ type Service struct {
 	dp    *DataPlane
 	// eng runs the instances (appliance/instances); set with dp.
 	eng engine
+	// reflinks: the instances' directory is on a filesystem with reflinks (postgres.ReflinkSupport, probed
+	// when the data plane is connected): previews, restores and base backups copy files by reflink.
+	reflinks bool
 
 	// sparesMu is held while the pool is filled; sparesStopped (under it) says StopInstances ran, and
 	// sparesStop ends then: a refill the shutdown interrupts stops what it started.

@@ -46,6 +46,9 @@ type Config struct {
 	// TemplateDir keeps the initdb templates new instances are copied from (postgres.Instance.TemplateDir;
 	// "": each runs initdb).
 	TemplateDir string
+	// Reflink: Dir is on a filesystem with reflinks (postgres.ReflinkSupport): a clone's online copy copies
+	// files by reflink, then syncs the copy (postgres.CopyOptions.Reflink).
+	Reflink bool
 }
 
 // Manager runs the instances.

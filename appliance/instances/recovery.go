@@ -56,7 +56,7 @@ func (m *Manager) cloneFill(exec daemon.ExecFunc, c *CloneSpec, steps *Timer) fu
 		if err != nil {
 			return fmt.Errorf("copy project %s: %w", c.Source.ProjectID, err)
 		}
-		st, err := m.Instance(c.Source).OnlineCopy(ctx, conn, dataDir, postgres.CopyOptions{Label: c.Label, Writeback: true})
+		st, err := m.Instance(c.Source).OnlineCopy(ctx, conn, dataDir, m.copyOptions(c.Label))
 		if err != nil {
 			return fmt.Errorf("copy project %s: %w", c.Source.ProjectID, err)
 		}
@@ -64,8 +64,17 @@ func (m *Manager) cloneFill(exec daemon.ExecFunc, c *CloneSpec, steps *Timer) fu
 		steps.Part("init.copy", st.Copy)
 		steps.Part("init.stop_backup", st.Stop)
 		steps.Part("init.wal", st.WAL)
+		if st.Reflinked > 0 {
+			steps.Part("init.sync", st.Sync)
+		}
 		return nil
 	}
+}
+
+// copyOptions are an online copy's: by reflink where the instances' filesystem has them (the copy synced),
+// else a byte copy whose writeback starts as it goes (PostgreSQL syncs it when it starts).
+func (m *Manager) copyOptions(label string) postgres.CopyOptions {
+	return postgres.CopyOptions{Label: label, Writeback: !m.cfg.Reflink, Reflink: m.cfg.Reflink}
 }
 
 // Target is where a recovery stops: a named restore point, a time, the end of the archive (End), or

@@ -20,6 +20,7 @@ import (
 	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/cgroups"
 	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/programs"
 	"github.com/theappliance/appliance/appliance/storageguard"
 )
@@ -70,6 +71,7 @@ var doctorChecks = []struct {
 	{"data directory", dataDirCheck},
 	{"data directory access", traverseCheck},
 	{"disk space", diskCheck},
+	{"reflinks", reflinkCheck},
 	{"metadata", metadataCheck},
 	{"API listener", listenerCheck(func(cfg Config) string { return cfg.Listen }, "--listen")},
 	{"KV listener", listenerCheck(func(cfg Config) string { return cfg.KVListen }, "--kv-listen")},
@@ -286,6 +288,22 @@ func diskCheck(r *checkRun, c *Check) {
 		c.Level, c.Fix = LevelWarn, "under the reserve (--disk-reserve-mb): up runs degraded (reads served, writes refused, databases read-only); free space or choose a --data-dir on a larger file system (each project needs about 100 MB plus its data and backups)"
 	case free < 5<<30:
 		c.Level, c.Fix = LevelWarn, "less than 5 GiB free: backups and WAL fill disks fast"
+	}
+}
+
+// reflinkCheck: whether the data directory's filesystem has reflinks (postgres.ReflinkSupport, probed in
+// the data directory, or the nearest existing parent where up creates it): previews, restores and base
+// backups then copy files by reflink, in about constant time. Without them they copy bytes, which is fine.
+func reflinkCheck(r *checkRun, c *Check) {
+	dir := nearestExisting(r.dataDir)
+	ok, err := postgres.ReflinkSupport(dir)
+	switch {
+	case err != nil:
+		c.Level, c.Detail = LevelWarn, err.Error()
+	case ok:
+		c.Detail = "the filesystem of " + dir + " has reflinks: previews, restores and base backups copy files by reflink"
+	default:
+		c.Detail = "the filesystem of " + dir + " has no reflinks: previews, restores and base backups copy bytes (their time grows with the size; on XFS made with reflink=1, or btrfs, it would not)"
 	}
 }
 

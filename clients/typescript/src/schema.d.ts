@@ -5433,6 +5433,8 @@ export interface components {
         };
         Status: {
             components: components["schemas"]["Component"][];
+            /** @description whether the data directory's filesystem copies files by reflink (XFS with reflink=1, btrfs), probed when the appliance starts: previews, restores and base backups then take about constant time; absent from the public status */
+            data_dir_reflinks?: boolean;
             /** Format: date-time */
             generated_at: string;
             regions: components["schemas"]["RegionStatus"][];
@@ -5923,6 +5925,7 @@ export interface operations {
                      *           "status": "operational"
                      *         }
                      *       ],
+                     *       "data_dir_reflinks": true,
                      *       "generated_at": "2026-01-31T12:00:00Z",
                      *       "regions": [
                      *         {
