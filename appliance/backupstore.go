@@ -15,6 +15,7 @@ import (
 	"github.com/theappliance/appliance/appliance/backup/walsock"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/instances"
+	"github.com/theappliance/appliance/appliance/postgres"
 )
 
 // BucketArchiveTimeout is the projects' archive_timeout when the backup store is a bucket: a segment
@@ -152,11 +153,28 @@ func (s *Service) archiveOf(ctx context.Context, dp *DataPlane, projectID, key s
 	}, nil
 }
 
-// fetchBackup makes dataDir (absent, or empty) a copy of a base backup's data directory: the store's tar
-// stream of it, extracted by the instances' OS user (so owners and modes are PostgreSQL's).
+// fetchBackup makes dataDir (absent, or empty) a copy of a base backup's data directory: where the data
+// directory has reflinks and the backup is in the local directory store, a copy of its files by reflink
+// (postgres.CopyTree, synced); else the store's tar stream of it, extracted by the instances' OS user (so
+// owners and modes are PostgreSQL's).
 func (s *Service) fetchBackup(ctx context.Context, ex daemon.ExecFunc, dp *DataPlane, projectID, key, dataDir string) error {
 	if err := dp.User.Mkdir(dataDir, 0o700); err != nil {
 		return err
+	}
+	if s.reflinks {
+		dir, err := s.backupStore(dp).BackupDir(ctx, projectID, key)
+		if err != nil {
+			return fmt.Errorf("read the base backup %s from the backup store: %w", key, err)
+		}
+		if dir != "" {
+			st, err := postgres.CopyTree(ctx, dp.User, dir, dataDir)
+			if err != nil {
+				return fmt.Errorf("copy the base backup %s: %w", key, err)
+			}
+			s.log.Info("base backup copied", "backup", key, "files", st.Files, "reflinked", st.Reflinked,
+				"copy_ms", st.Copy.Milliseconds(), "sync_ms", st.Sync.Milliseconds())
+			return nil
+		}
 	}
 	pr, pw := io.Pipe()
 	cmd := dp.User.Command("tar", "-x", "-p", "-f", "-", "-C", dataDir)

@@ -72,6 +72,13 @@ type (
 		Commit(ctx context.Context, prefix string) error
 		Unstage(ctx context.Context, prefix string) error
 	}
+
+	// Local keeps the objects under a directory prefix as the files of one local directory, at their
+	// relative paths (dirstore.Dir): LocalDir is that directory (it must exist). A base backup is then
+	// copied from there file by file (by reflink where the filesystem has them) rather than streamed.
+	Local interface {
+		LocalDir(prefix string) (string, error)
+	}
 )
 
 var keySegment = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)

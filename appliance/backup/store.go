@@ -327,6 +327,28 @@ var legacyDirs = []string{"global", "pg_wal", "pg_wal/archive_status", "pg_commi
 	"pg_multixact/offsets", "base", "pg_replslot", "pg_tblspc", "pg_stat", "pg_stat_tmp", "pg_xact", "pg_logical",
 	"pg_logical/snapshots", "pg_logical/mappings"}
 
+// BackupDir is the local directory holding a complete base backup's files as its data directory (the
+// store's Objects is Local, and the backup's manifest exists); "" when the store keeps none (a bucket), or
+// keeps it otherwise (a backup of before the manifests).
+func (s *Store) BackupDir(ctx context.Context, projectID, key string) (string, error) {
+	if err := checkName("project id", projectID); err != nil {
+		return "", err
+	}
+	if err := checkName("backup key", key); err != nil {
+		return "", err
+	}
+	l, ok := s.Objects.(Local)
+	if !ok {
+		return "", nil
+	}
+	if _, err := s.Objects.Stat(ctx, manifestKey(projectID, key)); errors.Is(err, ErrNotExist) {
+		return "", nil
+	} else if err != nil {
+		return "", err
+	}
+	return l.LocalDir(basePrefix(projectID, key))
+}
+
 // WriteBackupTar writes a base backup's data directory to w as a tar stream (directories 0700 first, then
 // files 0600, paths relative to the data directory), for `tar -x` run as the instances' OS user. A backup
 // is complete when its manifest exists, or, for a backup taken before the store was objects (no

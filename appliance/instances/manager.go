@@ -82,7 +82,8 @@ func (m *Manager) Instance(rec *store.Instance) *postgres.Instance {
 	if rec.BinDir != "" && rec.BinDir != bin.Dir {
 		bin = postgres.Binaries{Dir: rec.BinDir, Major: rec.Major}
 	}
-	return &postgres.Instance{ID: rec.ID, Dir: rec.Dir, ListenHost: m.cfg.ListenHost, Port: rec.Port, Bin: bin, User: m.cfg.User, NoSync: m.cfg.NoSync, TemplateDir: m.cfg.TemplateDir}
+	return &postgres.Instance{ID: rec.ID, Dir: rec.Dir, ListenHost: m.cfg.ListenHost, Port: rec.Port, Bin: bin, User: m.cfg.User, NoSync: m.cfg.NoSync,
+		TemplateDir: m.cfg.TemplateDir, SyncFS: m.cfg.Reflink}
 }
 
 // Pooler is the PgBouncer of an instance record (its pool size from the project's max_connections).

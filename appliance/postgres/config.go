@@ -266,6 +266,9 @@ func applianceFile(i *Instance) []byte {
 	if i.NoSync {
 		b.WriteString("fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n") // throwaway: see Instance.NoSync
 	}
+	if i.SyncFS && i.Bin.Major >= 14 {
+		b.WriteString("recovery_init_sync_method = syncfs\n")
+	}
 	fmt.Fprintf(&b, "ssl_cert_file = %s\n", confQuote(i.CertFile()))
 	fmt.Fprintf(&b, "ssl_key_file = %s\n", confQuote(i.KeyFile()))
 	fmt.Fprintf(&b, "ssl_ca_file = %s\n", confQuote(i.CAFile()))

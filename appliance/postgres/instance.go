@@ -57,6 +57,12 @@ type Instance struct {
 	// initdb. It is made (mode 0700) if missing, and refused unless the appliance's user owns it and no
 	// one else may write it.
 	TemplateDir string
+	// SyncFS: the server syncs its data directory before a crash recovery (a copy's first start, from its
+	// backup_label) with syncfs(2) of its filesystem rather than an fsync of every file
+	// (recovery_init_sync_method = syncfs, PostgreSQL 14 and later). For instances on a filesystem with
+	// reflinks, whose copies are synced by SyncTree the same way: the per-file fsyncs force the journal
+	// once per file. As durable; the sync also writes other dirty data of the filesystem.
+	SyncFS bool
 }
 
 var _ daemon.Process = (*Instance)(nil)

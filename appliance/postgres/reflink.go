@@ -1,11 +1,14 @@
 package postgres
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -65,45 +68,76 @@ func ReflinkSupport(dir string) (bool, error) {
 	}
 }
 
-// SyncTree makes a copied tree durable: every regular file and every directory under root (root
-// included, and root's parent directory) fsynced, directories after their entries. It returns how long that took. A copy by reflink
-// is synced this way before it is used (its files' data is shared with the source's, already on disk: the
-// sync writes the new metadata).
+// SyncTree makes a copied tree durable, files and directories (root's own entry in its parent included):
+// syncfs(2) of its filesystem, which writes every dirty page and the metadata of that filesystem and
+// forces its journal once. It returns how long that took. A copy by reflink is synced this way before it
+// is used: its files' data is shared with the source's, already on disk, so what is written is the new
+// metadata; an fsync of each file and directory instead forces the journal once per file (on XFS, 1.2 to
+// 6 s for the 1,000 files of a 100 MB project here, bench/README.md). Linux reports a writeback error
+// of the filesystem to syncfs since 5.8.
 func SyncTree(root string) (time.Duration, error) {
 	t0 := time.Now()
-	var dirs []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			dirs = append(dirs, p)
-		case d.Type().IsRegular():
-			return syncPath(p)
-		}
-		return nil
-	})
+	f, err := os.Open(root)
 	if err != nil {
-		return time.Since(t0), fmt.Errorf("sync %s: %w", root, err)
+		return 0, fmt.Errorf("sync %s: %w", root, err)
 	}
-	dirs = append([]string{filepath.Dir(root)}, dirs...) // root's own entry too
-	for i := len(dirs) - 1; i >= 0; i-- {                // deepest first: a directory after what it holds
-		if err := syncPath(dirs[i]); err != nil {
-			return time.Since(t0), fmt.Errorf("sync %s: %w", root, err)
-		}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return time.Since(t0), fmt.Errorf("sync %s: syncfs: %w", root, err)
 	}
 	return time.Since(t0), nil
 }
 
-func syncPath(p string) error {
-	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+// CopyTree copies the tree src (a stored base backup's data directory: regular files and directories
+// only) into the directory dst (which exists, empty, the OS user's), as OnlineCopy copies a data directory:
+// each file by reflink where the filesystem can (else its bytes), directories mode 0700 and files their
+// source's mode, everything user's; then the copy is synced (SyncTree). A symbolic link or another kind of
+// file in src fails the copy. On failure what it copied is left for the caller to remove with dst.
+func CopyTree(ctx context.Context, user interface{ ChownFile(*os.File) error }, src, dst string) (st CopyStats, err error) {
+	t0 := time.Now()
+	c, err := newCopier(ctx, user, src, dst, false)
 	if err != nil {
-		return err
+		return st, err
 	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	defer c.close()
+	c.reflink = true
+	var jobs []copyJob
+	err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel, err := within(src, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return c.mkdir(filepath.Join(dst, rel))
+		case d.Type().IsRegular():
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			jobs = append(jobs, copyJob{src: p, dst: filepath.Join(dst, rel), size: fi.Size()})
+			return nil
+		default:
+			return fmt.Errorf("%s is not a regular file or a directory", p)
+		}
+	})
+	if err != nil {
+		return st, fmt.Errorf("copy %s: %w", src, err)
 	}
-	return err
+	slices.SortStableFunc(jobs, func(a, b copyJob) int { return cmp.Compare(b.size, a.size) })
+	if err := c.copyAll(jobs, DefaultCopyWorkers); err != nil {
+		return st, err
+	}
+	st.Copy = time.Since(t0)
+	st.Files, st.Bytes, st.Reflinked = c.files, c.bytes, c.reflinked
+	if st.Sync, err = SyncTree(dst); err != nil {
+		return st, err
+	}
+	return st, nil
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"hash/crc32"
 	"io"
 	"io/fs"
@@ -336,6 +337,19 @@ func allZero(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// syncPath fsyncs one file or directory.
+func syncPath(p string) error {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // syncTree syncs every file and directory under root.

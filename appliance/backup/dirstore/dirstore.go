@@ -36,6 +36,7 @@ var (
 	_ backup.Preparer     = (*Dir)(nil)
 	_ backup.WALTransport = (*Dir)(nil)
 	_ backup.Stager       = (*Dir)(nil)
+	_ backup.Local        = (*Dir)(nil)
 )
 
 func (d *Dir) path(key string) string { return filepath.Join(d.Root, filepath.FromSlash(key)) }
@@ -299,6 +300,23 @@ func dirPrefix(prefix string) (string, error) {
 		return "", fmt.Errorf("invalid directory prefix %q (a key followed by /)", prefix)
 	}
 	return dir, nil
+}
+
+// LocalDir implements backup.Local: the prefix's directory, which must exist.
+func (d *Dir) LocalDir(prefix string) (string, error) {
+	dir, err := dirPrefix(prefix)
+	if err != nil {
+		return "", err
+	}
+	p := d.path(dir)
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", p)
+	}
+	return p, nil
 }
 
 // WALCommands implements backup.WALTransport: cp into and out of the prefix's directory (made here, as
