@@ -2,15 +2,19 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sys/unix"
 
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/testtools"
 )
 
@@ -192,4 +196,105 @@ func mustSession(t *testing.T, inst *Instance) *pgx.Conn {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// treeSums is the SHA-256 of every regular file under root, by relative path.
+func treeSums(t *testing.T, root string) map[string][32]byte {
+	t.Helper()
+	out := map[string][32]byte{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		out[rel] = sha256.Sum256(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestRestoreByReflink: a base backup kept on XFS (pg_basebackup's, as the backup jobs write them into the
+// local backup store) is restored into a new data directory by CopyTree: every file by reflink, the
+// filesystem allocating a small part of it; the restored server starts and holds the backup's data; what
+// it writes then leaves the stored backup byte for byte as it was (the extents were shared, the data is
+// not), and so does the source's removal.
+func TestRestoreByReflink(t *testing.T) {
+	b := setupXFS(t)
+	src := b.newInstance(t, "src", Settings{})
+	conn := admin(t, src)
+	exec1(t, conn, "CREATE TABLE public.t AS SELECT g, repeat(md5(g::text), 10) AS v FROM generate_series(1, 100000) g")
+	stored := filepath.Join(b.root, "stored")
+	if err := b.user.Mkdir(stored, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	bb, err := b.bin.Path("pg_basebackup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := b.user.Command(bb, "-D", stored, "-F", "p", "-X", "stream", "--checkpoint=fast", "--no-password",
+		"-h", "127.0.0.1", "-p", strconv.Itoa(src.Port), "-U", AdminRole)
+	cmd.Env = append(os.Environ(), "PGPASSWORD="+adminPassword, "PGSSLMODE=disable")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pg_basebackup: %v\n%s", err, out)
+	}
+	exec1(t, conn, "INSERT INTO public.t SELECT g, 'after the backup' FROM generate_series(100001, 100010) g")
+	before := treeSums(t, stored)
+
+	dir := filepath.Join(b.root, "restored")
+	if err := b.user.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.user.Mkdir(filepath.Join(dir, "pgdata"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	used := usedBytes(t, b.root)
+	st, err := CopyTree(t.Context(), b.user, stored, filepath.Join(dir, "pgdata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown := usedBytes(t, b.root) - used
+	t.Logf("%+v; the filesystem grew by %d bytes", st, grown)
+	if st.Files != len(before) || st.Reflinked != st.Files || st.Bytes < 30<<20 {
+		t.Fatalf("%d of %d files reflinked (%d stored), %d bytes", st.Reflinked, st.Files, len(before), st.Bytes)
+	}
+	if grown > st.Bytes/10 {
+		t.Fatalf("the filesystem grew by %d bytes for %d bytes copied: not shared", grown, st.Bytes)
+	}
+	conn.Close(context.Background())
+	if err := src.Remove(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	rInst, r := startCopyInstance(t, b, dir)
+	var n, intact int64
+	if err := r.QueryRow(t.Context(), "SELECT count(*), count(*) FILTER (WHERE v = repeat(md5(g::text), 10)) FROM public.t").Scan(&n, &intact); err != nil {
+		t.Fatal(err)
+	}
+	if n != 100000 || intact != 100000 {
+		t.Fatalf("the restored server holds %d rows, %d intact; want the backup's 100000", n, intact)
+	}
+	// The restored server rewrites every page of the table and checkpoints: the stored backup is untouched.
+	exec1(t, r, "UPDATE public.t SET v = 'rewritten'")
+	exec1(t, r, "VACUUM FULL public.t")
+	exec1(t, r, "CHECKPOINT")
+	r.Close(context.Background())
+	if err := rInst.Stop(t.Context(), nil, daemon.StopFast); err != nil {
+		t.Fatal(err)
+	}
+	after := treeSums(t, stored)
+	if len(after) != len(before) {
+		t.Fatalf("the stored backup had %d files, has %d", len(before), len(after))
+	}
+	for p, sum := range before {
+		if after[p] != sum {
+			t.Errorf("the stored backup's %s changed", p)
+		}
+	}
 }
