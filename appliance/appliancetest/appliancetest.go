@@ -91,6 +91,9 @@ func (c *Clock) Set(now func() time.Time) { c.now.Store(&now) }
 type Options struct {
 	// Instances starts the data plane and the job runner, so projects are provisioned for real.
 	Instances bool
+	// Dir, when set, is the Env's directory (the data directory; it must exist, empty, traversable by the
+	// instances' OS user: on a filesystem the test made, say): else a fresh temporary directory.
+	Dir string
 	// Spares is the number of prepared clusters kept ready (0: every provision runs initdb).
 	Spares int
 	// Ports is the size of the instance port range (default 40: a project or preview takes two ports, a
@@ -145,7 +148,10 @@ type Options struct {
 // New builds an Env in a fresh directory that the instances' OS user can traverse.
 func New(t testing.TB, o Options) *Env {
 	t.Helper()
-	dir := TraversableTempDir(t)
+	dir := o.Dir
+	if dir == "" {
+		dir = TraversableTempDir(t)
+	}
 	// Registered first, so it runs after every other cleanup of the Env (the runner's and the supervisor's
 	// stops) and before the temp dir is removed.
 	t.Cleanup(func() { CheckNoProcessesUnder(t, dir) })

@@ -327,6 +327,13 @@ var legacyDirs = []string{"global", "pg_wal", "pg_wal/archive_status", "pg_commi
 	"pg_multixact/offsets", "base", "pg_replslot", "pg_tblspc", "pg_stat", "pg_stat_tmp", "pg_xact", "pg_logical",
 	"pg_logical/snapshots", "pg_logical/mappings"}
 
+// IsLocal reports whether the store keeps its objects as local files (Objects is Local: the directory
+// store), on this machine's disk.
+func (s *Store) IsLocal() bool {
+	_, ok := s.Objects.(Local)
+	return ok
+}
+
 // BackupDir is the local directory holding a complete base backup's files as its data directory (the
 // store's Objects is Local, and the backup's manifest exists); "" when the store keeps none (a bucket), or
 // keeps it otherwise (a backup of before the manifests).

@@ -110,6 +110,9 @@ type Engine interface {
 // Plane is the data plane pieces the jobs need: the OS user pg_basebackup and pg_verifybackup run as.
 type Plane struct {
 	User *daemon.OSUser
+	// Reflink: the data directory has reflinks (postgres.ReflinkSupport): a base backup into the local
+	// backup store is an online copy by reflink (reflinkBackup) rather than pg_basebackup.
+	Reflink bool
 }
 
 // Opener opens sealed secrets (the root's SecretBox).
@@ -329,6 +332,20 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 		return nil, scheduler.Transient(err)
 	}
 	label := "appliance " + b.BackupKey
+	if s.plane.Reflink && bs.IsLocal() {
+		st, err := s.reflinkBackup(ctx, inst, string(adminPW), dir, label)
+		if err != nil {
+			_ = bs.RemoveBackup(context.WithoutCancel(ctx), prj.ID, b.BackupKey)
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			return nil, s.failBackup(b.ID, err)
+		}
+		steps.Part("copy", st.Copy+st.Start+st.Stop+st.WAL)
+		steps.Part("sync", st.Sync)
+		steps.Done("basebackup")
+		return s.finishBackup(ctx, run, steps, prj, b, bs, dir, verify)
+	}
 	cmd := user.Command(basebackup, "-D", dir, "-F", "p", "-X", "stream", "--checkpoint=fast", "--no-password",
 		"--label", label, "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port), "-U", postgres.AdminRole)
 	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(adminPW), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
@@ -341,6 +358,13 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 		return nil, s.failBackup(b.ID, err)
 	}
 	steps.Done("basebackup")
+	return s.finishBackup(ctx, run, steps, prj, b, bs, dir, verify)
+}
+
+// finishBackup verifies the base backup staged in dir, stores it and records it.
+func (s *Service) finishBackup(ctx context.Context, run *scheduler.Run, steps *instances.Timer, prj *store.Project, b *store.Backup,
+	bs *backup.Store, dir, verify string) (any, error) {
+	user := s.plane.User
 	// pg_verifybackup reads a plain-format directory (PostgreSQL 15's): the staged one, before it is stored.
 	vstate, verr := VerificationVerified, ""
 	if err := run.Exec(ctx, user.Command(verify, dir)); err != nil {

@@ -50,6 +50,8 @@ type CopyStats struct {
 	Stop        time.Duration // pg_backup_stop
 	WAL         time.Duration // backup_label and the WAL segments
 	Reflinked   int           // files copied by reflink (with CopyOptions.Reflink)
+	Label       string        // the backup_label written
+	StopLSN     string        // where the backup ended (pg_backup_stop's LSN)
 	Sync        time.Duration // the copy's fsync, files and directories (with CopyOptions.Reflink)
 }
 
@@ -226,6 +228,7 @@ func (i *Instance) OnlineCopy(ctx context.Context, conn *pgx.Conn, dst string, o
 	}
 	st.WAL = time.Since(t0)
 	st.Files, st.Bytes, st.WALSegments, st.Reflinked = c.files, c.bytes, c.segments, c.reflinked
+	st.Label, st.StopLSN = label, stopLSN
 	if opts.Reflink {
 		if st.Sync, err = SyncTree(dst); err != nil {
 			return st, err

@@ -38,6 +38,12 @@ func XFSMount(t testing.TB, size int64) string {
 		}
 	}
 	base := t.TempDir()
+	// t.TempDir() is /tmp/<Test><n>/<nnn>, both levels root's 0700: the instances' user must traverse them.
+	for _, d := range []string{base, filepath.Dir(base)} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
 	img := filepath.Join(base, "xfs.img")
 	f, err := os.Create(img)
 	if err != nil {
