@@ -1,7 +1,8 @@
 // Package testtools gets a machine ready for the test suite: on a fresh Debian or Ubuntu machine, as root,
 // it installs with apt-get (the appliance's own way of obtaining programs) what the tests run — PostgreSQL
 // 15 with the extensions the tests enable, PgBouncer, Redis and its CLI, Node for the OpenAPI linter and
-// the dashboard's tests, and Debian's Chromium for the dashboard's browser test. Programs that are Go
+// the dashboard's tests, Debian's Chromium for the dashboard's browser test, xfsprogs for the reflink tests'
+// XFS (XFSMount) and HAProxy, the RESP front's reference in bench/. Programs that are Go
 // modules (the S3 server versitygw, Stripe's stripe-mock) are built once per machine with `go install` into a cache directory.
 // Each test package that runs external programs calls Main from its TestMain, so `go test ./...` alone
 // sets the machine up.
@@ -41,6 +42,7 @@ var needs = []need{
 	{"chromium", "/usr/bin/chromium"},
 	{"xz-utils", "xz"},       // the embedded-postgres test packs a distribution
 	{"xfsprogs", "mkfs.xfs"}, // the reflink tests' filesystem (XFSMount)
+	{"haproxy", "haproxy"},   // the RESP front's reference in bench/
 }
 
 func (n need) present() bool {

@@ -1,0 +1,132 @@
+package bench
+
+import (
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// startHAProxyReference starts what a user would otherwise put in front of Redis: a redis-server of the
+// same kind and settings as the native reference, on a unix socket only, behind HAProxy (Debian's) with
+// nbthread 1, mode tcp, terminating TLS with a certificate of the same kind (issued by the appliance's CA,
+// as the kv front's and the native reference's are). It returns HAProxy's TLS port.
+func (k *kvBench) startHAProxyReference(b *testing.B) int {
+	b.Helper()
+	haproxy, err := exec.LookPath("haproxy")
+	if err != nil {
+		if haproxy, err = exec.LookPath("/usr/sbin/haproxy"); err != nil {
+			b.Fatalf("haproxy is required (apt-get install haproxy; testtools.Main installs it as root): %v", err)
+		}
+	}
+	dir := b.TempDir()
+	sock := filepath.Join(dir, "redis.sock")
+	cmd := exec.Command("redis-server", "--port", "0", "--unixsocket", sock, "--unixsocketperm", "700", "--requirepass", k.refToken,
+		"--save", "", "--appendonly", "no", "--maxmemory", "1024mb", "--maxmemory-policy", "volatile-lru", "--dir", dir)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	cert, key, err := k.e.CA.Issue("localhost", "127.0.0.1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pem := filepath.Join(dir, "haproxy.pem")
+	if err := os.WriteFile(pem, append(append([]byte{}, cert...), key...), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cfg := fmt.Sprintf(`global
+	nbthread 1
+	maxconn 4096
+defaults
+	mode tcp
+	timeout connect 5s
+	timeout client 60s
+	timeout server 60s
+frontend redis_tls
+	bind 127.0.0.1:%d ssl crt %s
+	default_backend redis
+backend redis
+	server local unix@%s
+`, port, pem, sock)
+	cfgPath := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	hp := exec.Command(haproxy, "-db", "-f", cfgPath)
+	hp.Stdout, hp.Stderr = io.Discard, io.Discard
+	if err := hp.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { hp.Process.Kill(); hp.Wait() })
+	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), Password: k.refToken,
+		TLSConfig: &tls.Config{RootCAs: k.e.CA.Pool(), ServerName: "localhost"}})
+	defer c.Close()
+	for deadline := time.Now().Add(10 * time.Second); c.Ping(b.Context()).Err() != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("HAProxy in front of the reference redis-server does not answer")
+		}
+	}
+	return port
+}
+
+// BenchmarkKVRESPvsHAProxy: redis-benchmark --tls -t set,get -c 50, at -P 1 and -P 16, BENCH_ROUNDS (5)
+// rounds of BENCH_REQUESTS (200000) requests against each of three, the order rotating every round: the
+// kv front (kvproxy, in front of the project's redis-server on its unix socket), HAProxy (nbthread 1, mode
+// tcp, TLS terminated, to a redis-server on a unix socket) and a redis-server's own TLS port (native). It
+// logs medians of ops/s and of the per-round ratios kvproxy / HAProxy and each / native.
+func BenchmarkKVRESPvsHAProxy(b *testing.B) {
+	k := newKVBench(b)
+	rounds, requests := envInt(b, "BENCH_ROUNDS", 5), envInt(b, "BENCH_REQUESTS", 200000)
+	targets := []struct {
+		name     string
+		port     int
+		password string
+	}{
+		{"kvproxy", portOfAddr(k.resp.ListenAddr()), k.token},
+		{"haproxy", k.startHAProxyReference(b), k.refToken},
+		{"native", k.refPort, k.refToken},
+	}
+	for _, pipe := range []int{1, 16} {
+		got := map[string]map[string][]float64{} // test → target → ops/s per round
+		for round := range rounds {
+			for i := range targets {
+				t := targets[(i+round)%len(targets)]
+				for test, r := range k.redisBenchmark(b, t.port, t.password, pipe, 50, requests) {
+					if got[test] == nil {
+						got[test] = map[string][]float64{}
+					}
+					got[test][t.name] = append(got[test][t.name], r.rps)
+				}
+			}
+		}
+		for _, test := range []string{"SET", "GET"} {
+			g := got[test]
+			ratio := func(a, c string) []float64 {
+				out := make([]float64, len(g[a]))
+				for i := range g[a] {
+					out[i] = g[a][i] / g[c][i]
+				}
+				return out
+			}
+			kh, kn, hn := ratio("kvproxy", "haproxy"), ratio("kvproxy", "native"), ratio("haproxy", "native")
+			b.Logf("P=%d %s: ops/s medians kvproxy %.0f, haproxy %.0f, native %.0f; kvproxy/haproxy %.3f (rounds %s); kvproxy/native %.3f; haproxy/native %.3f (rounds %s)",
+				pipe, test, medianF(g["kvproxy"]), medianF(g["haproxy"]), medianF(g["native"]), medianF(kh), fmtList(kh, "%.2f"),
+				medianF(kn), medianF(hn), fmtList(hn, "%.2f"))
+		}
+	}
+}
