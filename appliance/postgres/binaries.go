@@ -109,11 +109,75 @@ func (b Binaries) PkgLibDir() (string, error) {
 		}
 		return strings.TrimSpace(string(out)), nil
 	}
-	dir := filepath.Join(filepath.Dir(b.Dir), "lib")
-	if _, err := os.Stat(dir); err != nil {
-		return "", fmt.Errorf("no pg_config in %s and no library directory %s", b.Dir, dir)
+	lib := filepath.Join(filepath.Dir(b.Dir), "lib")
+	for _, dir := range []string{filepath.Join(lib, "postgresql"), lib} { // npm's builds: lib/postgresql
+		if _, err := os.Stat(filepath.Join(dir, "plpgsql.so")); err == nil {
+			return dir, nil
+		}
 	}
-	return dir, nil
+	if _, err := os.Stat(lib); err != nil {
+		return "", fmt.Errorf("no pg_config in %s and no library directory %s", b.Dir, lib)
+	}
+	return lib, nil
+}
+
+// ShareDir is the installation's directory of shared files (pg_config --sharedir; <bin>/../share/postgresql
+// or <bin>/../share when pg_config is missing).
+func (b Binaries) ShareDir() (string, error) {
+	if pgc, err := b.Path("pg_config"); err == nil {
+		out, err := exec.Command(pgc, "--sharedir").Output()
+		if err != nil {
+			return "", fmt.Errorf("%s --sharedir: %w", pgc, err)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	share := filepath.Join(filepath.Dir(b.Dir), "share")
+	for _, dir := range []string{filepath.Join(share, "postgresql"), share} {
+		if _, err := os.Stat(filepath.Join(dir, "extension", "plpgsql.control")); err == nil {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("no pg_config in %s and no extension directory under %s", b.Dir, share)
+}
+
+// HasExtension reports whether the installation can CREATE EXTENSION name (its control file is there).
+func (b Binaries) HasExtension(name string) bool {
+	dir, err := b.ShareDir()
+	if err != nil || !filepath.IsLocal(name) {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(dir, "extension", name+".control"))
+	return err == nil
+}
+
+// Tools lists the programs beside the server the installation has, of those the appliance runs across
+// majors: pg_upgrade (a major upgrade in place) and the client tools pg_dump, pg_restore, psql.
+func (b Binaries) Tools() []string {
+	out := []string{}
+	for _, p := range []string{"pg_upgrade", "pg_dump", "pg_dumpall", "pg_restore", "psql"} {
+		if _, err := os.Stat(filepath.Join(b.Dir, p)); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Majors lists the installations under each root (<root>/<major>/bin, as Installed), one per major, the
+// first root's winning, oldest first.
+func Majors(roots ...string) []Binaries {
+	var out []Binaries
+	for _, root := range roots {
+		if root == "" {
+			continue
+		}
+		for _, b := range Installed(root) {
+			if !slices.ContainsFunc(out, func(o Binaries) bool { return o.Major == b.Major }) {
+				out = append(out, b)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Major < out[j].Major })
+	return out
 }
 
 // HasLibrary reports whether the installation has the loadable module name (e.g. "pg_qualstats").

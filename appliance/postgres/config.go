@@ -282,7 +282,9 @@ func applianceFile(i *Instance) []byte {
 	b.WriteString("log_rotation_size = 0\n")
 	b.WriteString("log_file_mode = 0600\n")
 	b.WriteString("log_timezone = 'UTC'\n")
-	b.WriteString("wal_level = replica\n")
+	// logical: a major upgrade follows the instance by logical replication (upgrades), and so may a
+	// subscriber the project sets up; it takes effect at the next start.
+	b.WriteString("wal_level = logical\n")
 	b.WriteString("archive_mode = on\n")
 	return []byte(b.String())
 }

@@ -1,0 +1,63 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// fencedHBA is pg_hba.conf while an instance is fenced: the admin over loopback only (replication
+// included); every other login is refused.
+var fencedHBA = hbaFile[:strings.Index(hbaFile, "hostssl")] +
+	"host    all          all              0.0.0.0/0      reject\nhost    all          all              ::/0           reject\n"
+
+// Fence writes the pg_hba.conf that refuses every login but the admin's (fenced) or the usual one, for the
+// next (re)load: an instance a major upgrade moves away from, or keeps for a rollback, takes no client
+// writes. Callers reload with ReloadConf.
+func (i *Instance) Fence(fenced bool) error {
+	if err := i.check(); err != nil {
+		return err
+	}
+	hba := hbaFile
+	if fenced {
+		hba = fencedHBA
+	}
+	return i.User.WriteFile(filepath.Join(i.DataDir(), "pg_hba.conf"), []byte(hba), 0o600)
+}
+
+// Fenced reports whether the instance's pg_hba.conf is the fenced one.
+func (i *Instance) Fenced() bool {
+	b, err := os.ReadFile(filepath.Join(i.DataDir(), "pg_hba.conf"))
+	return err == nil && string(b) == fencedHBA
+}
+
+// ReloadConf makes the server on conn reload its files and returns once it has (the postmaster reloads
+// before it signals the backends, so a backend that reloaded means pg_hba.conf is in force for new logins).
+func ReloadConf(ctx context.Context, conn *pgx.Conn) error {
+	var before time.Time
+	if err := conn.QueryRow(ctx, "SELECT pg_conf_load_time()").Scan(&before); err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	for {
+		var now time.Time
+		if err := conn.QueryRow(ctx, "SELECT pg_conf_load_time()").Scan(&now); err != nil {
+			return fmt.Errorf("reload: %w", err)
+		}
+		if now.After(before) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
