@@ -152,7 +152,7 @@ func TestInstanceLifecycle(t *testing.T) {
 		t.Error("pg_qualstats is installed but not preloaded")
 	}
 	for name, want := range map[string]string{"ssl": "on", "password_encryption": "scram-sha-256",
-		"log_destination": "jsonlog", "logging_collector": "on", "archive_mode": "on", "wal_level": "replica",
+		"log_destination": "jsonlog", "logging_collector": "on", "archive_mode": "on", "wal_level": "logical",
 		"server_encoding": "UTF8", "lc_collate": "C.UTF-8", "data_checksums": "on", "cluster_name": "life",
 		"log_timezone": "UTC", "unix_socket_directories": "", "listen_addresses": "127.0.0.1"} {
 		if got := show(t, conn, name); got != want {
