@@ -163,3 +163,20 @@ func (t *tailBuffer) Tail(n int) string {
 	}
 	return string(b)
 }
+
+// Progress stores v (JSON) as the running job's result, for those who read the job while it runs (a long
+// job's steps and counts); the handler's own result replaces it when the job ends.
+func (r *Run) Progress(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.Job.Result = b
+	r.mu.Unlock()
+	if r.runner == nil {
+		return nil
+	}
+	_, err = r.runner.settle(r.claim, func(cur *store.Job, _ time.Time) { cur.Result = b })
+	return err
+}

@@ -234,21 +234,26 @@ type Credential struct {
 
 // Instance is one supervised PostgreSQL server (and its pooler) serving a project.
 type Instance struct {
-	ID             string    `json:"id"`
-	ProjectID      string    `json:"project_id"`
-	OrganizationID string    `json:"organization_id"`
-	Dir            string    `json:"dir"`
-	Port           int       `json:"port"`
-	PooledPort     int       `json:"pooled_port"`
-	Major          int       `json:"major"`
-	BinDir         string    `json:"bin_dir"`
-	AdminPassword  []byte    `json:"admin_password"` // sealed
-	State          string    `json:"state"`          // creating, running, stopped, removed
-	PreviousDir    string    `json:"previous_dir"`   // the old data of a major upgrade until confirmed
-	PreviousMajor  int       `json:"previous_major"`
-	PreviousBinDir string    `json:"previous_bin_dir"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	ID             string `json:"id"`
+	ProjectID      string `json:"project_id"`
+	OrganizationID string `json:"organization_id"`
+	Dir            string `json:"dir"`
+	Port           int    `json:"port"`
+	PooledPort     int    `json:"pooled_port"`
+	Major          int    `json:"major"`
+	BinDir         string `json:"bin_dir"`
+	AdminPassword  []byte `json:"admin_password"` // sealed
+	State          string `json:"state"`          // creating, running, stopped, removed
+	PreviousDir    string `json:"previous_dir"`   // the old data of a major upgrade until confirmed
+	PreviousMajor  int    `json:"previous_major"`
+	PreviousBinDir string `json:"previous_bin_dir"`
+	// PreviousPort is the port the old server of a major upgrade by logical replication runs on until
+	// confirmed (it follows the new one for a rollback); 0 for pg_upgrade's, whose old server is stopped.
+	PreviousPort int `json:"previous_port,omitempty"`
+	// UpgradeMethod is how the pending major upgrade was made: "pg_upgrade" or "logical" ("" none/pg_upgrade).
+	UpgradeMethod string    `json:"upgrade_method,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
 }
 
 // Job is one durable unit of asynchronous work.
