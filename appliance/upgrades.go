@@ -1,11 +1,17 @@
 package appliance
 
 import (
+	"path/filepath"
+
 	"github.com/theappliance/appliance/appliance/upgrades"
 )
 
 // The upgrades area lives in appliance/upgrades (minor and major upgrades: their endpoints and jobs); the
 // service holds it, built in New.
+
+// PostgresDistDir is the directory, in the data directory, where the appliance unpacks the PostgreSQL
+// distributions it obtains itself (up --pg-dist): <data-dir>/postgres/<major>/bin.
+func PostgresDistDir(dataDir string) string { return filepath.Join(dataDir, "postgres") }
 
 // DefaultPostgresRoot is where Debian installs PostgreSQL majors (/usr/lib/postgresql/<major>/bin).
 const DefaultPostgresRoot = upgrades.DefaultPostgresRoot
@@ -22,6 +28,6 @@ func (s *Service) newUpgrades(cfg Config, deps Deps) *upgrades.Service {
 		plane = &upgrades.Plane{User: dp.User}
 		eng = s.eng
 	}
-	return upgrades.New(upgrades.Config{PostgresRoot: cfg.PostgresRoot},
+	return upgrades.New(upgrades.Config{PostgresRoot: cfg.PostgresRoot, DistRoot: PostgresDistDir(cfg.DataDir)},
 		upgrades.Deps{DB: deps.DB, Box: deps.Box, Clock: s.now, Plane: plane, Engine: eng, Host: areaHost{s}})
 }

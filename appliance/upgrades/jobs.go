@@ -30,22 +30,26 @@ func (s *Service) target(run *scheduler.Run, payload any) (*Plane, *store.Projec
 	return dp, prj, inst, nil
 }
 
-// targetBinaries finds the installed binaries of a major under Config.PostgresRoot, or says clearly what
-// is missing.
-func (s *Service) targetBinaries(major int) (postgres.Binaries, error) {
-	root := s.cfg.PostgresRoot
+// targetBinaries finds the installation of a major (Debian's under Config.PostgresRoot, a distribution
+// unpacked under Config.DistRoot), or says clearly what is missing, and the method of the upgrade to it:
+// pg_upgrade when the installation has it, logical replication otherwise.
+func (s *Service) targetBinaries(major int) (postgres.Binaries, string, error) {
 	var have []string
-	for _, b := range postgres.Installed(root) {
+	for _, b := range postgres.Majors(s.cfg.PostgresRoot, s.cfg.DistRoot) {
 		if b.Major == major {
 			if _, err := b.Path("pg_upgrade"); err != nil {
-				return postgres.Binaries{}, err
+				return b, MethodLogical, nil
 			}
-			return b, nil
+			return b, MethodPgUpgrade, nil
 		}
 		have = append(have, strconv.Itoa(b.Major))
 	}
-	return postgres.Binaries{}, fmt.Errorf("PostgreSQL %d is not installed (no %s/%d/bin/pg_upgrade); installed majors: %s",
-		major, root, major, strings.Join(have, ", "))
+	where := s.cfg.PostgresRoot
+	if s.cfg.DistRoot != "" {
+		where += " nor under " + s.cfg.DistRoot
+	}
+	return postgres.Binaries{}, "", fmt.Errorf("PostgreSQL %d is not installed (not in %s: install postgresql-%d, or give up --pg-dist %d=npm); installed majors: %s",
+		major, where, major, major, strings.Join(have, ", "))
 }
 
 // clientSessions counts the sessions of customers (not the appliance's own).
@@ -167,9 +171,20 @@ func (s *Service) preflightJob(ctx context.Context, run *scheduler.Run) (any, er
 	if err != nil {
 		return nil, err
 	}
-	target, err := s.targetBinaries(in.TargetMajor)
+	target, method, err := s.targetBinaries(in.TargetMajor)
 	if err != nil {
 		return nil, err
+	}
+	if method == MethodLogical {
+		plan, err := s.checkLogical(ctx, prj, inst, target)
+		if err != nil {
+			return nil, err
+		}
+		if err := blockersErr(plan); err != nil {
+			return nil, err
+		}
+		return map[string]any{"ok": true, "from_major": inst.Major, "target_major": in.TargetMajor, "method": method,
+			"target_bin_dir": target.Dir, "databases": plan.Databases, "tables": plan.Tables, "warnings": plan.Warnings}, nil
 	}
 	scratch, err := s.newCluster(ctx, run, prj, inst, target, inst.Dir+"-preflight")
 	if err != nil {
@@ -234,12 +249,15 @@ func (s *Service) majorJob(ctx context.Context, run *scheduler.Run) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	target, err := s.targetBinaries(in.TargetMajor)
+	target, method, err := s.targetBinaries(in.TargetMajor)
 	if err != nil {
 		return nil, err
 	}
 	if inst.Major == in.TargetMajor && inst.PreviousDir != "" {
 		return map[string]any{"skipped": "already upgraded; confirm or roll back"}, nil
+	}
+	if method == MethodLogical {
+		return s.logicalMajor(ctx, run, dp, prj, inst, target)
 	}
 	newDir := filepath.Join(filepath.Dir(inst.Dir), inst.ID+"-pg"+strconv.Itoa(in.TargetMajor))
 	next, err := s.newCluster(ctx, run, prj, inst, target, newDir)
@@ -274,13 +292,13 @@ func (s *Service) majorJob(ctx context.Context, run *scheduler.Run) (any, error)
 			return err
 		}
 		rec.PreviousDir, rec.PreviousMajor, rec.PreviousBinDir = rec.Dir, rec.Major, rec.BinDir
-		rec.Dir, rec.Major, rec.BinDir, rec.UpdatedAt = newDir, target.Major, target.Dir, s.now()
+		rec.Dir, rec.Major, rec.BinDir, rec.UpgradeMethod, rec.UpdatedAt = newDir, target.Major, target.Dir, MethodPgUpgrade, s.now()
 		return store.Instances.Put(tx, rec)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.eng.Watch(rec, prj); err != nil {
+	if err := s.openOn(ctx, prj, rec); err != nil {
 		return nil, err
 	}
 	version, _ := s.serverVersion(ctx, rec)
@@ -301,6 +319,9 @@ func (s *Service) confirmJob(ctx context.Context, run *scheduler.Run) (any, erro
 	if err != nil || inst.PreviousDir == "" {
 		return map[string]any{"skipped": "nothing to confirm"}, err
 	}
+	if inst.UpgradeMethod == MethodLogical {
+		return s.confirmLogical(ctx, run, inst)
+	}
 	prev := *inst
 	prev.Dir, prev.Major, prev.BinDir = inst.PreviousDir, inst.PreviousMajor, inst.PreviousBinDir
 	if err := s.eng.Instance(&prev).Remove(ctx); err != nil {
@@ -311,7 +332,7 @@ func (s *Service) confirmJob(ctx context.Context, run *scheduler.Run) (any, erro
 		if err != nil {
 			return err
 		}
-		rec.PreviousDir, rec.PreviousMajor, rec.PreviousBinDir, rec.UpdatedAt = "", 0, "", s.now()
+		rec.PreviousDir, rec.PreviousMajor, rec.PreviousBinDir, rec.UpgradeMethod, rec.UpdatedAt = "", 0, "", "", s.now()
 		return store.Instances.Put(tx, rec)
 	})
 	return map[string]any{"removed": prev.Dir}, err
@@ -330,6 +351,9 @@ func (s *Service) rollbackJob(ctx context.Context, run *scheduler.Run) (any, err
 	if _, err := os.Stat(inst.PreviousDir); err != nil {
 		return nil, fmt.Errorf("the pre-upgrade directory is gone: %w", err)
 	}
+	if inst.UpgradeMethod == MethodLogical {
+		return s.rollbackLogical(ctx, run, prj, inst)
+	}
 	cur := s.eng.Instance(inst)
 	s.eng.Unwatch(inst)
 	if err := cur.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
@@ -338,7 +362,7 @@ func (s *Service) rollbackJob(ctx context.Context, run *scheduler.Run) (any, err
 	}
 	prev := *inst
 	prev.Dir, prev.Major, prev.BinDir = inst.PreviousDir, inst.PreviousMajor, inst.PreviousBinDir
-	prev.PreviousDir, prev.PreviousMajor, prev.PreviousBinDir = "", 0, ""
+	prev.PreviousDir, prev.PreviousMajor, prev.PreviousBinDir, prev.UpgradeMethod = "", 0, "", ""
 	if err := s.eng.Instance(&prev).Start(ctx, run.Exec); err != nil {
 		cur.Start(context.WithoutCancel(ctx), run.Exec)
 		s.eng.Watch(inst, prj)

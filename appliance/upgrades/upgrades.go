@@ -73,6 +73,10 @@ type Engine interface {
 	Unwatch(rec *store.Instance)
 	// Restart restarts the server and its pooler, out of the supervisor's watch meanwhile.
 	Restart(ctx context.Context, exec daemon.ExecFunc, inst *store.Instance, prj *store.Project, restarting func(bool)) error
+	// Pooler is the PgBouncer of an instance record; SyncPoolerUsers writes its user list from the server
+	// (conn: an admin session of it).
+	Pooler(rec *store.Instance, prj *store.Project) *postgres.Pooler
+	SyncPoolerUsers(ctx context.Context, conn *pgx.Conn, inst *store.Instance, prj *store.Project) error
 }
 
 // Plane is the data plane pieces the jobs need: the OS user pg_upgrade runs as.
@@ -89,6 +93,8 @@ type Opener interface {
 type Config struct {
 	// PostgresRoot is where the distribution installs PostgreSQL majors, <root>/<major>/bin.
 	PostgresRoot string
+	// DistRoot holds the distributions the appliance unpacked itself (up --pg-dist), <root>/<major>/bin.
+	DistRoot string
 }
 
 // Deps are the area's collaborators; New takes them all.

@@ -1,0 +1,557 @@
+package upgrades
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/daemon"
+	"github.com/theappliance/appliance/appliance/instances"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// dropIdleSlot drops a replication slot unless a walsender uses it.
+const dropIdleSlot = "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active"
+
+// slotName is the name of the subscription (and its slot) of one database, by the OID of the database on
+// the publishing server.
+func slotName(ctx context.Context, pub *pgx.Conn, prefix string) (string, error) {
+	var oid uint32
+	if err := pub.QueryRow(ctx, "SELECT oid FROM pg_database WHERE datname = current_database()").Scan(&oid); err != nil {
+		return "", err
+	}
+	return prefix + "_" + strconv.FormatUint(uint64(oid), 10), nil
+}
+
+// subscribe publishes every table of database db on pubRec's server and subscribes subRec's server to
+// it: the rows copied first when copyData (the forward subscription), only the changes from now on
+// otherwise (the rollback's).
+func (s *Service) subscribe(ctx context.Context, pubRec, subRec *store.Instance, db, prefix string, copyData bool) error {
+	pc, err := s.host.AdminConn(ctx, pubRec, db)
+	if err != nil {
+		return err
+	}
+	defer pc.Close(context.WithoutCancel(ctx))
+	slot, err := slotName(ctx, pc, prefix)
+	if err != nil {
+		return err
+	}
+	pub := pgx.Identifier{prefix}.Sanitize()
+	for _, stmt := range []string{"DROP PUBLICATION IF EXISTS " + pub, "CREATE PUBLICATION " + pub + " FOR ALL TABLES"} {
+		if _, err := pc.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("publish: %w", err)
+		}
+	}
+	if _, err := pc.Exec(ctx, dropIdleSlot, slot); err != nil { // left by an attempt that crashed
+		return err
+	}
+	sc, err := s.host.AdminConn(ctx, subRec, db)
+	if err != nil {
+		return err
+	}
+	defer sc.Close(context.WithoutCancel(ctx))
+	// The statement holds the admin password: not for the logs nor pg_stat_statements.
+	if err := instances.Untracked(ctx, sc); err != nil {
+		return err
+	}
+	ci, err := s.conninfo(pubRec, pubRec.Port, db)
+	if err != nil {
+		return err
+	}
+	_, err = sc.Exec(ctx, "CREATE SUBSCRIPTION "+pgx.Identifier{slot}.Sanitize()+" CONNECTION "+instances.QuoteLiteral(ci)+
+		" PUBLICATION "+pub+" WITH (copy_data = "+strconv.FormatBool(copyData)+")")
+	if err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	return nil
+}
+
+// unsubscribe drops the subscriptions named prefix_* of subRec's server (dropping their slots on the
+// publisher when it answers, else leaving them to dropSlots) and the publications of pubRec's server.
+func (s *Service) unsubscribe(ctx context.Context, pubRec, subRec *store.Instance, dbs []string, prefix string) error {
+	var errs []error
+	for _, db := range dbs {
+		if subRec != nil {
+			if err := s.dropSubscriptions(ctx, subRec, db, prefix); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if pubRec != nil {
+			if pc, err := s.host.AdminConn(ctx, pubRec, db); err == nil {
+				if _, err := pc.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{prefix}.Sanitize()); err != nil {
+					errs = append(errs, err)
+				}
+				pc.Close(context.WithoutCancel(ctx))
+			} else {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if pubRec != nil {
+		errs = append(errs, s.dropSlots(ctx, pubRec, prefix))
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Service) dropSubscriptions(ctx context.Context, rec *store.Instance, db, prefix string) error {
+	sc, err := s.host.AdminConn(ctx, rec, db)
+	if err != nil {
+		return err
+	}
+	defer sc.Close(context.WithoutCancel(ctx))
+	subs, err := queryStrings(ctx, sc, `SELECT subname::text FROM pg_subscription
+		WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND subname LIKE $1`, prefix+`\_%`)
+	if err != nil {
+		return err
+	}
+	for _, sub := range subs {
+		id := pgx.Identifier{sub}.Sanitize()
+		if _, err := sc.Exec(ctx, "ALTER SUBSCRIPTION "+id+" DISABLE"); err != nil {
+			return err
+		}
+		if _, err := sc.Exec(ctx, "DROP SUBSCRIPTION "+id); err != nil {
+			// The publisher is gone or refuses: drop the subscription without its slot (dropSlots removes it).
+			for _, stmt := range []string{"ALTER SUBSCRIPTION " + id + " SET (slot_name = NONE)", "DROP SUBSCRIPTION " + id} {
+				if _, err := sc.Exec(ctx, stmt); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// dropSlots drops the idle slots named prefix_* of rec's server.
+func (s *Service) dropSlots(ctx context.Context, rec *store.Instance, prefix string) error {
+	conn, err := s.host.AdminConn(ctx, rec, "postgres")
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE $1 AND NOT active`, prefix+`\_%`)
+	return err
+}
+
+// dropForward removes what the forward replication made on the old server (a failed upgrade's cleanup;
+// the new server is removed with its subscriptions).
+func (s *Service) dropForward(ctx context.Context, old, next *store.Instance, dbs []string) {
+	if err := s.unsubscribe(ctx, old, next, dbs, forwardName); err != nil {
+		s.unsubscribe(ctx, old, nil, dbs, forwardName)
+	}
+}
+
+// syncState is how far the subscriptions of a server got.
+type syncState struct {
+	Tables, Synchronized int
+	LagBytes             int64
+}
+
+// measure reads the subscriptions' tables on subRec's server (pg_subscription_rel) and the lag of their
+// slots on pubRec's (bytes of WAL the subscriber has not confirmed).
+func (s *Service) measure(ctx context.Context, pubRec, subRec *store.Instance, dbs []string, prefix string) (syncState, error) {
+	var st syncState
+	for _, db := range dbs {
+		sc, err := s.host.AdminConn(ctx, subRec, db)
+		if err != nil {
+			return st, err
+		}
+		var n, ready int
+		err = sc.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE r.srsubstate IN ('r', 's'))
+			FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid WHERE s.subname LIKE $1`, prefix+`\_%`).Scan(&n, &ready)
+		sc.Close(context.WithoutCancel(ctx))
+		if err != nil {
+			return st, err
+		}
+		st.Tables += n
+		st.Synchronized += ready
+	}
+	pc, err := s.host.AdminConn(ctx, pubRec, "postgres")
+	if err != nil {
+		return st, err
+	}
+	defer pc.Close(context.WithoutCancel(ctx))
+	err = pc.QueryRow(ctx, `SELECT coalesce(max(coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), pg_current_wal_lsn() - '0/0'::pg_lsn)), 0)::bigint
+		FROM pg_replication_slots WHERE slot_name LIKE $1`, prefix+`\_%`).Scan(&st.LagBytes)
+	return st, err
+}
+
+// waitSynchronized waits until every table is copied and the new server follows the old one closely,
+// reporting the tables synchronized and the lag on the job.
+func (s *Service) waitSynchronized(ctx context.Context, run *scheduler.Run, old, next *store.Instance, dbs []string) error {
+	deadline := time.Now().Add(catchUpWait)
+	for {
+		st, err := s.measure(ctx, old, next, dbs, forwardName)
+		if err != nil {
+			return err
+		}
+		progress(run, "catch-up", map[string]any{"tables": st.Tables, "tables_synchronized": st.Synchronized, "lag_bytes": st.LagBytes})
+		if st.Synchronized == st.Tables && st.LagBytes < 1<<20 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the new server did not catch up within %s: %d of %d tables synchronized, %d bytes behind", catchUpWait, st.Synchronized, st.Tables, st.LagBytes)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// drain waits, writes paused, until every slot prefix_* of pubRec's server has confirmed the WAL written
+// up to now.
+func (s *Service) drain(ctx context.Context, pubRec *store.Instance, prefix string) error {
+	conn, err := s.host.AdminConn(ctx, pubRec, "postgres")
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var goal string
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&goal); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(drainWait)
+	for {
+		var behind int64
+		var slots int
+		err := conn.QueryRow(ctx, `SELECT count(*), coalesce(max(coalesce(pg_wal_lsn_diff($1::pg_lsn, confirmed_flush_lsn), 1)), 0)::bigint
+			FROM pg_replication_slots WHERE slot_name LIKE $2`, goal, prefix+`\_%`).Scan(&slots, &behind)
+		if err != nil {
+			return err
+		}
+		if slots == 0 {
+			return fmt.Errorf("no replication slot %s_* on the server: the subscriptions are gone", prefix)
+		}
+		if behind <= 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the subscriber did not reach %s within %s (%d bytes short)", goal, drainWait, behind)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// copySequences sets every sequence of the databases on to's server to its value on from's (logical
+// replication does not carry sequences), writes paused on from.
+func (s *Service) copySequences(ctx context.Context, from, to *store.Instance, dbs []string) (int, error) {
+	type seq struct {
+		Schema, Name string
+		Last         int64
+	}
+	n := 0
+	for _, db := range dbs {
+		fc, err := s.host.AdminConn(ctx, from, db)
+		if err != nil {
+			return n, err
+		}
+		rows, err := fc.Query(ctx, `SELECT schemaname::text, sequencename::text, last_value FROM pg_sequences
+			WHERE last_value IS NOT NULL AND schemaname NOT IN ('pg_catalog', 'information_schema')`)
+		var seqs []seq
+		if err == nil {
+			seqs, err = pgx.CollectRows(rows, pgx.RowToStructByPos[seq])
+		}
+		fc.Close(context.WithoutCancel(ctx))
+		if err != nil {
+			return n, err
+		}
+		if len(seqs) == 0 {
+			continue
+		}
+		tc, err := s.host.AdminConn(ctx, to, db)
+		if err != nil {
+			return n, err
+		}
+		for _, q := range seqs {
+			name := pgx.Identifier{q.Schema, q.Name}.Sanitize()
+			if _, err = tc.Exec(ctx, "SELECT setval($1::regclass, $2, true)", name, q.Last); err != nil {
+				err = fmt.Errorf("set sequence %s.%s: %w", db, name, err)
+				break
+			}
+			n++
+		}
+		tc.Close(context.WithoutCancel(ctx))
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// fence refuses every login but the admin's on rec's server (or lets them in again) and, fencing, ends the
+// client sessions: no client writes there from the moment it returns.
+func (s *Service) fence(ctx context.Context, rec *store.Instance, fenced bool) error {
+	if err := s.eng.Instance(rec).Fence(fenced); err != nil {
+		return err
+	}
+	conn, err := s.host.AdminConn(ctx, rec, "postgres")
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := postgres.ReloadConf(ctx, conn); err != nil {
+		return err
+	}
+	if !fenced {
+		return nil
+	}
+	_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE backend_type = 'client backend' AND usename IS DISTINCT FROM $1 AND pid <> pg_backend_pid()`, postgres.AdminRole)
+	return err
+}
+
+// cutover moves the project to the new server (next, on its own port until now): writes paused (the
+// pooler stopped, the old server fenced and its client sessions ended), the last changes drained,
+// sequences advanced, the forward subscriptions dropped; then the servers swap ports (the new one on the
+// project's, the old one on next's), the old server subscribes to the new one for a rollback, and the
+// records, the pooler and the new server's doors open. A failure before the swap resumes the old server.
+func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Project, inst, next *store.Instance, dbs []string) (map[string]any, error) {
+	progress(run, "cutover", nil)
+	paused := time.Now()
+	s.host.SetRuntime(prj.ID, api.RuntimeRestarting)
+	s.eng.Unwatch(inst)
+	bg := context.WithoutCancel(ctx)
+	resume := func(cause error) error {
+		err := s.fence(bg, inst, false)
+		err = errors.Join(err, s.eng.Watch(inst, prj))
+		s.host.SetRuntime(prj.ID, api.RuntimeActive)
+		if err != nil {
+			return fmt.Errorf("%w (and resuming the old server: %v)", cause, err)
+		}
+		return cause
+	}
+	if err := s.eng.Pooler(inst, prj).Stop(ctx, nil, daemon.StopFast); err != nil {
+		return nil, resume(fmt.Errorf("stop the pooler: %w", err))
+	}
+	if err := s.fence(ctx, inst, true); err != nil {
+		return nil, resume(fmt.Errorf("pause writes: %w", err))
+	}
+	if err := s.drain(ctx, inst, forwardName); err != nil {
+		return nil, resume(err)
+	}
+	drained := time.Since(paused)
+	nseq, err := s.copySequences(ctx, inst, next, dbs)
+	if err != nil {
+		return nil, resume(err)
+	}
+	if err := s.unsubscribe(ctx, inst, next, dbs, forwardName); err != nil {
+		return nil, resume(fmt.Errorf("drop the forward replication: %w", err))
+	}
+	// The swap: the old server moves to the new one's port, the new one to the project's. Both stay fenced.
+	oldPG, nextPG := s.eng.Instance(inst), s.eng.Instance(next)
+	away := at(inst, next.Port)
+	swapped := *next
+	swapped.Port = inst.Port
+	newPG := s.eng.Instance(&swapped)
+	undo := func(cause error) error {
+		nextPG.Stop(bg, run.Exec, daemon.StopFast)
+		newPG.Stop(bg, run.Exec, daemon.StopFast)
+		s.eng.Instance(away).Stop(bg, run.Exec, daemon.StopFast)
+		if err := oldPG.Start(bg, run.Exec); err != nil {
+			return fmt.Errorf("%w (and starting the old server again: %v)", cause, err)
+		}
+		return resume(cause)
+	}
+	if err := oldPG.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
+		return nil, undo(err)
+	}
+	if err := nextPG.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
+		return nil, undo(err)
+	}
+	if err := newPG.Start(ctx, run.Exec); err != nil {
+		return nil, undo(err)
+	}
+	if err := s.eng.Instance(away).Start(ctx, run.Exec); err != nil {
+		return nil, undo(err)
+	}
+	// From here on the project is on the new server: a failure leaves it there, fenced, and says so.
+	progress(run, "reverse replication", nil)
+	var warnings []string
+	for _, db := range dbs {
+		if err := s.subscribe(ctx, &swapped, away, db, rollbackName, false); err != nil {
+			warnings = append(warnings, fmt.Sprintf("the rollback's replication of %s: %v (a rollback would lose the writes made on the new server)", db, err))
+		}
+	}
+	var rec *store.Instance
+	err = s.db.Update(func(tx *store.Tx) error {
+		var err error
+		if rec, err = store.Instances.Get(tx, inst.ID); err != nil {
+			return err
+		}
+		rec.PreviousDir, rec.PreviousMajor, rec.PreviousBinDir, rec.PreviousPort = rec.Dir, rec.Major, rec.BinDir, away.Port
+		rec.Dir, rec.Major, rec.BinDir, rec.UpgradeMethod, rec.UpdatedAt = next.Dir, next.Major, next.BinDir, MethodLogical, s.now()
+		return store.Instances.Put(tx, rec)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the project runs on the new server (fenced) but its record could not be written: %w", err)
+	}
+	if err := s.openOn(ctx, prj, rec); err != nil {
+		return nil, fmt.Errorf("the project runs on the new server but could not be opened to clients: %w", err)
+	}
+	pause := time.Since(paused)
+	version, _ := s.serverVersion(ctx, rec)
+	s.host.UpdateProject(prj.ID, func(p *store.Project) error {
+		p.PostgresVersion, p.RuntimeStatus = version, api.RuntimeActive
+		return nil
+	})
+	s.host.SetRuntime(prj.ID, api.RuntimeActive)
+	if warnings == nil {
+		warnings = []string{}
+	}
+	return map[string]any{"postgres_version": version, "previous_dir_kept": inst.Dir, "previous_port": away.Port,
+		"sequences_advanced": nseq, "write_pause_ms": pause.Milliseconds(), "drain_ms": drained.Milliseconds(),
+		"cutover_warnings": warnings}, nil
+}
+
+// openOn makes rec's server the project's: the pooler's user list written from it, server and pooler
+// watched, its logins let in.
+func (s *Service) openOn(ctx context.Context, prj *store.Project, rec *store.Instance) error {
+	conn, err := s.host.AdminConn(ctx, rec, prj.DatabaseName)
+	if err != nil {
+		return err
+	}
+	err = s.eng.SyncPoolerUsers(ctx, conn, rec, prj)
+	conn.Close(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
+	if err := s.eng.Watch(rec, prj); err != nil {
+		return err
+	}
+	return s.fence(ctx, rec, false)
+}
+
+// previous is the record of the old server of a pending logical upgrade, on its port.
+func previous(inst *store.Instance) *store.Instance {
+	p := at(inst, inst.PreviousPort)
+	p.Dir, p.Major, p.BinDir = inst.PreviousDir, inst.PreviousMajor, inst.PreviousBinDir
+	p.PreviousDir, p.PreviousMajor, p.PreviousBinDir, p.PreviousPort, p.UpgradeMethod = "", 0, "", 0, ""
+	return p
+}
+
+// confirmLogical stops and removes the old server, and drops the rollback's slots and publications on
+// the new one.
+func (s *Service) confirmLogical(ctx context.Context, run *scheduler.Run, inst *store.Instance) (any, error) {
+	prev := previous(inst)
+	prevPG := s.eng.Instance(prev)
+	if err := prevPG.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
+		return nil, err
+	}
+	conn, err := s.host.AdminConn(ctx, inst, "postgres")
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	dbs, err := databases(ctx, conn)
+	conn.Close(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, err
+	}
+	if err := s.unsubscribe(ctx, inst, nil, dbs, rollbackName); err != nil {
+		return nil, err
+	}
+	if err := prevPG.Remove(ctx); err != nil {
+		return nil, err
+	}
+	err = s.db.Update(func(tx *store.Tx) error {
+		rec, err := store.Instances.Get(tx, inst.ID)
+		if err != nil {
+			return err
+		}
+		rec.PreviousDir, rec.PreviousMajor, rec.PreviousBinDir, rec.PreviousPort, rec.UpgradeMethod, rec.UpdatedAt = "", 0, "", 0, "", s.now()
+		return store.Instances.Put(tx, rec)
+	})
+	return map[string]any{"removed": prev.Dir, "method": MethodLogical}, err
+}
+
+// rollbackLogical returns the project to its old server with what was written on the new one since the
+// cutover (the rollback's subscriptions carried it): writes paused on the new server, drained, sequences
+// copied back, then the old server takes the project's port again and the new one is removed.
+func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *store.Project, inst *store.Instance) (any, error) {
+	paused := time.Now()
+	prev := previous(inst)
+	prevPG := s.eng.Instance(prev)
+	if err := prevPG.Start(ctx, run.Exec); err != nil { // stopped by a restart of the appliance meanwhile
+		return nil, fmt.Errorf("start the old server: %w", err)
+	}
+	conn, err := s.host.AdminConn(ctx, inst, "postgres")
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	dbs, err := databases(ctx, conn)
+	conn.Close(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, err
+	}
+	s.host.SetRuntime(prj.ID, api.RuntimeRestarting)
+	s.eng.Unwatch(inst)
+	bg := context.WithoutCancel(ctx)
+	resume := func(cause error) error {
+		err := errors.Join(s.fence(bg, inst, false), s.eng.Watch(inst, prj))
+		s.host.SetRuntime(prj.ID, api.RuntimeActive)
+		if err != nil {
+			return fmt.Errorf("%w (and resuming the new server: %v)", cause, err)
+		}
+		return cause
+	}
+	if err := s.eng.Pooler(inst, prj).Stop(ctx, nil, daemon.StopFast); err != nil {
+		return nil, resume(err)
+	}
+	if err := s.fence(ctx, inst, true); err != nil {
+		return nil, resume(err)
+	}
+	if err := s.drain(ctx, inst, rollbackName); err != nil {
+		return nil, resume(fmt.Errorf("the old server did not receive the writes made since the cutover: %w", err))
+	}
+	nseq, err := s.copySequences(ctx, inst, prev, dbs)
+	if err != nil {
+		return nil, resume(err)
+	}
+	if err := s.unsubscribe(ctx, inst, prev, dbs, rollbackName); err != nil {
+		return nil, resume(err)
+	}
+	cur := s.eng.Instance(inst)
+	back := previous(inst)
+	back.Port = inst.Port
+	backPG := s.eng.Instance(back)
+	if err := cur.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
+		return nil, resume(err)
+	}
+	if err := prevPG.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
+		cur.Start(bg, run.Exec)
+		return nil, resume(err)
+	}
+	if err := backPG.Start(ctx, run.Exec); err != nil {
+		prevPG.Start(bg, run.Exec)
+		cur.Start(bg, run.Exec)
+		return nil, resume(err)
+	}
+	back.UpdatedAt = s.now()
+	if err := s.db.Update(func(tx *store.Tx) error { return store.Instances.Put(tx, back) }); err != nil {
+		return nil, err
+	}
+	if err := s.openOn(ctx, prj, back); err != nil {
+		return nil, fmt.Errorf("the project runs on its old server again but could not be opened to clients: %w", err)
+	}
+	pause := time.Since(paused)
+	if err := cur.Remove(ctx); err != nil {
+		return nil, err
+	}
+	version, _ := s.serverVersion(ctx, back)
+	s.host.UpdateProject(prj.ID, func(p *store.Project) error { p.PostgresVersion, p.RuntimeStatus = version, api.RuntimeActive; return nil })
+	s.host.SetRuntime(prj.ID, api.RuntimeActive)
+	return map[string]any{"rolled_back_to": back.Major, "postgres_version": version, "method": MethodLogical,
+		"sequences_copied": nseq, "write_pause_ms": pause.Milliseconds(), "databases": strings.Join(dbs, ",")}, nil
+}

@@ -1,0 +1,371 @@
+package upgrades
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/instances"
+	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// Upgrade methods (store.Instance.UpgradeMethod).
+const (
+	MethodPgUpgrade = "pg_upgrade"
+	MethodLogical   = "logical"
+)
+
+// The names the logical upgrade gives its publications, subscriptions and slots: forward (old → new) until
+// the cutover, rollback (new → old) from the cutover until confirm or rollback. A subscription and its slot
+// share a name, suffixed with the database's OID on the publishing server (slots are per cluster).
+const (
+	forwardName  = "appliance_upgrade"
+	rollbackName = "appliance_rollback"
+)
+
+// Waits of the logical upgrade (variables: tests may shorten them).
+var (
+	// catchUpWait bounds the initial copy and the catch-up before the cutover.
+	catchUpWait = 30 * time.Minute
+	// drainWait bounds the wait for zero lag once writes are paused: past it the cutover gives up and the
+	// project resumes on the old server.
+	drainWait = 60 * time.Second
+	pollEvery = 100 * time.Millisecond
+)
+
+// logicalPlan is what a logical upgrade found: the databases it follows and what stops it.
+type logicalPlan struct {
+	Databases []string `json:"databases"`
+	Tables    int      `json:"tables"`
+	Blockers  []string `json:"blockers"`
+	Warnings  []string `json:"warnings"`
+}
+
+// checkLogical inspects the project's server for what logical replication cannot carry or the target
+// installation lacks.
+func (s *Service) checkLogical(ctx context.Context, prj *store.Project, inst *store.Instance, target postgres.Binaries) (*logicalPlan, error) {
+	plan := &logicalPlan{Blockers: []string{}, Warnings: []string{}}
+	conn, err := s.host.AdminConn(ctx, inst, "postgres")
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if plan.Databases, err = databases(ctx, conn); err != nil {
+		return nil, err
+	}
+	opts, err := s.host.InitOptions(prj, &store.Instance{ID: inst.ID, Dir: inst.Dir, Major: target.Major, BinDir: target.Dir, AdminPassword: inst.AdminPassword})
+	if err != nil && !strings.Contains(err.Error(), "is not installed") {
+		return nil, err
+	}
+	for _, lib := range opts.Settings.SharedPreloadLibraries {
+		if !target.HasLibrary(lib) {
+			plan.Blockers = append(plan.Blockers, fmt.Sprintf("the preloaded library %s is not in PostgreSQL %d's installation (%s)", lib, target.Major, target.Dir))
+		}
+	}
+	for _, lib := range prj.PreloadLibraries {
+		if !target.HasLibrary(lib) && !slices.ContainsFunc(plan.Blockers, func(b string) bool { return strings.Contains(b, " "+lib+" ") }) {
+			plan.Blockers = append(plan.Blockers, fmt.Sprintf("the preloaded library %s is not in PostgreSQL %d's installation (%s)", lib, target.Major, target.Dir))
+		}
+	}
+	var level string
+	if err := conn.QueryRow(ctx, "SHOW wal_level").Scan(&level); err != nil {
+		return nil, err
+	}
+	if level != "logical" {
+		plan.Warnings = append(plan.Warnings, "wal_level is "+level+": the upgrade restarts the server once to turn logical decoding on (open sessions end)")
+	}
+	for _, db := range plan.Databases {
+		if err := s.checkDatabase(ctx, inst, db, target, plan); err != nil {
+			return nil, err
+		}
+	}
+	plan.Warnings = append(plan.Warnings,
+		"schema changes (DDL) between the start of the upgrade and its cutover are not replicated: make none",
+		"rollback returns to the old major with the rows written after the cutover (reverse replication until confirm); it does not carry schema changes, new databases or large objects made after the cutover")
+	return plan, nil
+}
+
+// checkDatabase adds the blockers of one database: large objects, unlogged tables, tables without a
+// replica identity (their UPDATE and DELETE could not be replicated), extensions the target lacks.
+func (s *Service) checkDatabase(ctx context.Context, inst *store.Instance, db string, target postgres.Binaries, plan *logicalPlan) error {
+	conn, err := s.host.AdminConn(ctx, inst, db)
+	if err != nil {
+		return scheduler.Transient(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var lobs bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_largeobject_metadata)").Scan(&lobs); err != nil {
+		return err
+	}
+	if lobs {
+		plan.Blockers = append(plan.Blockers, fmt.Sprintf("database %s has large objects, which logical replication does not carry: export and remove them (lo_unlink), or store them in bytea columns", db))
+	}
+	const userTables = `FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'`
+	unlogged, err := queryStrings(ctx, conn, `SELECT format('%I.%I', n.nspname, c.relname) `+userTables+` AND c.relpersistence = 'u' ORDER BY 1`)
+	if err != nil {
+		return err
+	}
+	for _, t := range unlogged {
+		plan.Blockers = append(plan.Blockers, fmt.Sprintf("%s: table %s is unlogged, which logical replication does not carry: ALTER TABLE %s SET LOGGED", db, t, t))
+	}
+	noIdentity, err := queryStrings(ctx, conn, `SELECT format('%I.%I', n.nspname, c.relname) `+userTables+` AND c.relkind = 'r'
+		AND c.relpersistence = 'p' AND (c.relreplident = 'n' OR c.relreplident = 'd' AND NOT EXISTS (
+			SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)) ORDER BY 1`)
+	if err != nil {
+		return err
+	}
+	for _, t := range noIdentity {
+		plan.Blockers = append(plan.Blockers, fmt.Sprintf("%s: table %s has no primary key, so its UPDATEs and DELETEs cannot be replicated: add one, or ALTER TABLE %s REPLICA IDENTITY FULL", db, t, t))
+	}
+	var tables int
+	if err := conn.QueryRow(ctx, `SELECT count(*) `+userTables+` AND c.relkind = 'r'`).Scan(&tables); err != nil {
+		return err
+	}
+	plan.Tables += tables
+	exts, err := queryStrings(ctx, conn, "SELECT extname::text FROM pg_extension ORDER BY 1")
+	if err != nil {
+		return err
+	}
+	for _, e := range exts {
+		if !target.HasExtension(e) {
+			plan.Blockers = append(plan.Blockers, fmt.Sprintf("%s: extension %s is not available in PostgreSQL %d's installation (%s): drop it first, or install it there", db, e, target.Major, target.Dir))
+		}
+	}
+	return nil
+}
+
+func queryStrings(ctx context.Context, conn *pgx.Conn, sql string, args ...any) ([]string, error) {
+	rows, err := conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// databases lists the server's databases that take connections (the templates excluded).
+func databases(ctx context.Context, conn *pgx.Conn) ([]string, error) {
+	return queryStrings(ctx, conn, "SELECT datname::text FROM pg_database WHERE datallowconn AND NOT datistemplate ORDER BY datname = 'postgres' DESC, datname")
+}
+
+func blockersErr(plan *logicalPlan) error {
+	if len(plan.Blockers) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the upgrade by logical replication cannot run: %s", strings.Join(plan.Blockers, "; "))
+}
+
+// at is a copy of the record on another port (the old server of a logical upgrade, the new one before its
+// cutover).
+func at(rec *store.Instance, port int) *store.Instance {
+	c := *rec
+	c.Port = port
+	return &c
+}
+
+// conninfo is the libpq connection string from one instance to another's database, as the admin role.
+func (s *Service) conninfo(rec *store.Instance, port int, db string) (string, error) {
+	pw, err := s.box.Open(rec.AdminPassword)
+	if err != nil {
+		return "", err
+	}
+	q := func(v string) string { return "'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", `\'`) + "'" }
+	return fmt.Sprintf("host=127.0.0.1 port=%d dbname=%s user=%s password=%s sslmode=prefer", port, q(db), q(postgres.AdminRole), q(string(pw))), nil
+}
+
+// progress records where the job is (best effort: a failed write is no reason to stop an upgrade).
+func progress(run *scheduler.Run, step string, extra map[string]any) {
+	p := map[string]any{"step": step, "method": MethodLogical}
+	for k, v := range extra {
+		p[k] = v
+	}
+	_ = run.Progress(p)
+}
+
+// logicalMajor upgrades by logical replication: a new instance of the target major on a port of its own,
+// the roles and schema copied with the source's tools, a subscription per database that copies and then
+// follows the old server, and, once caught up, the cutover (cutover). Until the cutover the project serves
+// from its old server; a failure before it leaves the project as it was.
+func (s *Service) logicalMajor(ctx context.Context, run *scheduler.Run, dp *Plane, prj *store.Project, inst *store.Instance, target postgres.Binaries) (any, error) {
+	started := time.Now()
+	progress(run, "preflight", nil)
+	plan, err := s.checkLogical(ctx, prj, inst, target)
+	if err != nil {
+		return nil, err
+	}
+	if err := blockersErr(plan); err != nil {
+		return nil, err
+	}
+	if err := s.ensureLogicalDecoding(ctx, run, prj, inst); err != nil {
+		return nil, err
+	}
+	port, err := postgres.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	newDir := filepath.Join(filepath.Dir(inst.Dir), inst.ID+"-pg"+strconv.Itoa(target.Major))
+	progress(run, "init", map[string]any{"dir": newDir})
+	next, err := s.newCluster(ctx, run, prj, inst, target, newDir)
+	if err != nil {
+		return nil, err
+	}
+	next.Port = port
+	nextRec := at(inst, port)
+	nextRec.Dir, nextRec.Major, nextRec.BinDir = newDir, target.Major, target.Dir
+	old := s.eng.Instance(inst)
+	// Until the cutover the new server is the appliance's alone.
+	if err := next.Fence(true); err != nil {
+		return nil, err
+	}
+	abandon := func(cause error) error {
+		bg := context.WithoutCancel(ctx)
+		s.dropForward(bg, inst, nextRec, plan.Databases)
+		next.Remove(bg)
+		return cause
+	}
+	if err := next.Start(ctx, run.Exec); err != nil {
+		return nil, abandon(err)
+	}
+	progress(run, "schema", map[string]any{"databases": plan.Databases})
+	if err := s.copyRoles(ctx, run, dp, old, inst, nextRec); err != nil {
+		return nil, abandon(fmt.Errorf("copy the roles: %w", err))
+	}
+	for _, db := range plan.Databases {
+		if err := s.copySchema(ctx, run, dp, old, inst, newDir, port, db); err != nil {
+			return nil, abandon(fmt.Errorf("copy the schema of %s: %w", db, err))
+		}
+	}
+	progress(run, "subscribe", nil)
+	for _, db := range plan.Databases {
+		if err := s.subscribe(ctx, inst, nextRec, db, forwardName, true); err != nil {
+			return nil, abandon(fmt.Errorf("follow %s: %w", db, err))
+		}
+	}
+	if err := s.waitSynchronized(ctx, run, inst, nextRec, plan.Databases); err != nil {
+		return nil, abandon(err)
+	}
+	copied := time.Since(started)
+	res, err := s.cutover(ctx, run, prj, inst, nextRec, plan.Databases)
+	if err != nil {
+		return nil, abandon(err)
+	}
+	res["from_major"], res["to_major"], res["method"] = inst.Major, target.Major, MethodLogical
+	res["databases"], res["tables"], res["warnings"] = plan.Databases, plan.Tables, plan.Warnings
+	res["copy_ms"], res["total_ms"] = copied.Milliseconds(), time.Since(started).Milliseconds()
+	return res, nil
+}
+
+// ensureLogicalDecoding restarts the server when it runs with wal_level below logical (an instance started
+// before the appliance's configuration asked for it).
+func (s *Service) ensureLogicalDecoding(ctx context.Context, run *scheduler.Run, prj *store.Project, inst *store.Instance) error {
+	conn, err := s.host.AdminConn(ctx, inst, "postgres")
+	if err != nil {
+		return scheduler.Transient(err)
+	}
+	var level string
+	err = conn.QueryRow(ctx, "SHOW wal_level").Scan(&level)
+	conn.Close(context.WithoutCancel(ctx))
+	if err != nil || level == "logical" {
+		return err
+	}
+	progress(run, "restart for wal_level logical", nil)
+	return s.restart(ctx, run, prj, inst)
+}
+
+// copyRoles copies the roles, their attributes, passwords (SCRAM verifiers, kept as they are), memberships
+// and settings with the old major's pg_dumpall. The admin role exists already (initdb): its CREATE ROLE is
+// left out, its ALTER ROLE (the same password) kept.
+func (s *Service) copyRoles(ctx context.Context, run *scheduler.Run, dp *Plane, old *postgres.Instance, inst, next *store.Instance) error {
+	prog, err := old.Bin.Path("pg_dumpall")
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(next.Dir, "roles.sql")
+	defer os.Remove(file)
+	cmd, err := s.toolCommand(dp, inst, prog, "--roles-only", "--no-password", "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port), "-U", postgres.AdminRole, "-f", file)
+	if err != nil {
+		return err
+	}
+	cmd.Dir = next.Dir
+	if err := run.Exec(ctx, cmd); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	skip := "CREATE ROLE " + postgres.AdminRole + ";"
+	var sql strings.Builder
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(line) != skip {
+			sql.WriteString(line + "\n")
+		}
+	}
+	conn, err := s.host.AdminConn(ctx, next, "postgres")
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := instances.Untracked(ctx, conn); err != nil { // the verifiers must not reach the logs
+		return err
+	}
+	_, err = conn.Exec(ctx, sql.String())
+	return err
+}
+
+// toolCommand runs one of the old major's client programs as the instances' user, with the admin password.
+func (s *Service) toolCommand(dp *Plane, inst *store.Instance, prog string, args ...string) (*exec.Cmd, error) {
+	pw, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return nil, err
+	}
+	cmd := dp.User.Command(prog, args...)
+	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(pw), "PGPASSFILE=/dev/null", "PGSSLMODE=prefer")
+	return cmd, nil
+}
+
+// copySchema dumps one database's schema (owners, privileges, extensions; no data) with the old major's
+// pg_dump and restores it into the new server with its pg_restore (the database created with its
+// properties, except postgres, which exists).
+func (s *Service) copySchema(ctx context.Context, run *scheduler.Run, dp *Plane, old *postgres.Instance, inst *store.Instance, nextDir string, port int, db string) error {
+	pgdump, err := old.Bin.Path("pg_dump")
+	if err != nil {
+		return err
+	}
+	pgrestore, err := old.Bin.Path("pg_restore")
+	if err != nil {
+		return err
+	}
+	dump := filepath.Join(nextDir, "schema.dump")
+	defer os.Remove(dump)
+	cmd, err := s.toolCommand(dp, inst, pgdump, "--schema-only", "-Fc", "--no-publications", "--no-subscriptions", "--no-password",
+		"-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port), "-U", postgres.AdminRole, "-f", dump, "--dbname="+db)
+	if err != nil {
+		return err
+	}
+	cmd.Dir = nextDir
+	if err := run.Exec(ctx, cmd); err != nil {
+		return err
+	}
+	args := []string{"--exit-on-error", "--no-password", "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-U", postgres.AdminRole}
+	if db == "postgres" {
+		args = append(args, "--dbname=postgres")
+	} else {
+		args = append(args, "--create", "--dbname=postgres")
+	}
+	cmd, err = s.toolCommand(dp, inst, pgrestore, append(args, dump)...)
+	if err != nil {
+		return err
+	}
+	return run.Exec(ctx, cmd)
+}
