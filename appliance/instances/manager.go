@@ -150,6 +150,11 @@ func (m *Manager) StopAll(ctx context.Context, insts []*store.Instance, others [
 	var procs []daemon.Process
 	for _, in := range insts {
 		procs = append(procs, m.Instance(in))
+		if in.PreviousPort != 0 && in.PreviousDir != "" { // the old server a logical major upgrade keeps running
+			prev := *in
+			prev.Dir, prev.Port, prev.Major, prev.BinDir = in.PreviousDir, in.PreviousPort, in.PreviousMajor, in.PreviousBinDir
+			procs = append(procs, m.Instance(&prev))
+		}
 		if in.PooledPort != 0 { // a project's, or a spare's
 			procs = append(procs, m.Pooler(in, &store.Project{}))
 		}

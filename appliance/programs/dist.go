@@ -71,6 +71,9 @@ func (d Dist) Obtain(ctx context.Context, root string, log *slog.Logger) (postgr
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return postgres.Binaries{}, err
+	}
 	tgz := d.Source
 	if d.Source == SourceNPM {
 		tmp, err := os.MkdirTemp(root, ".npm-")

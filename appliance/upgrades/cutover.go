@@ -321,6 +321,7 @@ func (s *Service) fence(ctx context.Context, rec *store.Instance, fenced bool) e
 func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Project, inst, next *store.Instance, dbs []string) (map[string]any, error) {
 	progress(run, "cutover", nil)
 	paused := time.Now()
+	steps := instances.NewTimer()
 	s.host.SetRuntime(prj.ID, api.RuntimeRestarting)
 	s.eng.Unwatch(inst)
 	bg := context.WithoutCancel(ctx)
@@ -336,20 +337,24 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 	if err := s.eng.Pooler(inst, prj).Stop(ctx, nil, daemon.StopFast); err != nil {
 		return nil, resume(fmt.Errorf("stop the pooler: %w", err))
 	}
+	steps.Done("pooler_stop")
 	if err := s.fence(ctx, inst, true); err != nil {
 		return nil, resume(fmt.Errorf("pause writes: %w", err))
 	}
+	steps.Done("fence")
 	if err := s.drain(ctx, inst, forwardName); err != nil {
 		return nil, resume(err)
 	}
-	drained := time.Since(paused)
+	steps.Done("drain")
 	nseq, err := s.copySequences(ctx, inst, next, dbs)
 	if err != nil {
 		return nil, resume(err)
 	}
+	steps.Done("sequences")
 	if err := s.unsubscribe(ctx, inst, next, dbs, forwardName); err != nil {
 		return nil, resume(fmt.Errorf("drop the forward replication: %w", err))
 	}
+	steps.Done("unsubscribe")
 	// The swap: the old server moves to the new one's port, the new one to the project's. Both stay fenced.
 	oldPG, nextPG := s.eng.Instance(inst), s.eng.Instance(next)
 	away := at(inst, next.Port)
@@ -377,6 +382,7 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 	if err := s.eng.Instance(away).Start(ctx, run.Exec); err != nil {
 		return nil, undo(err)
 	}
+	steps.Done("swap")
 	// From here on the project is on the new server: a failure leaves it there, fenced, and says so.
 	progress(run, "reverse replication", nil)
 	var warnings []string
@@ -385,6 +391,7 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 			warnings = append(warnings, fmt.Sprintf("the rollback's replication of %s: %v (a rollback would lose the writes made on the new server)", db, err))
 		}
 	}
+	steps.Done("reverse_subscribe")
 	var rec *store.Instance
 	err = s.db.Update(func(tx *store.Tx) error {
 		var err error
@@ -401,6 +408,7 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 	if err := s.openOn(ctx, prj, rec); err != nil {
 		return nil, fmt.Errorf("the project runs on the new server but could not be opened to clients: %w", err)
 	}
+	steps.Done("open")
 	pause := time.Since(paused)
 	version, _ := s.serverVersion(ctx, rec)
 	s.host.UpdateProject(prj.ID, func(p *store.Project) error {
@@ -412,7 +420,7 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 		warnings = []string{}
 	}
 	return map[string]any{"postgres_version": version, "previous_dir_kept": inst.Dir, "previous_port": away.Port,
-		"sequences_advanced": nseq, "write_pause_ms": pause.Milliseconds(), "drain_ms": drained.Milliseconds(),
+		"sequences_advanced": nseq, "write_pause_ms": pause.Milliseconds(), "cutover_steps_ms": steps.MS,
 		"cutover_warnings": warnings}, nil
 }
 

@@ -307,7 +307,8 @@ func (s *Service) copyRoles(ctx context.Context, run *scheduler.Run, dp *Plane, 
 	skip := "CREATE ROLE " + postgres.AdminRole + ";"
 	var sql strings.Builder
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.TrimSpace(line) != skip {
+		// psql's meta-commands (\connect, and \restrict … \unrestrict since 15.14) are not SQL.
+		if l := strings.TrimSpace(line); l != skip && !strings.HasPrefix(l, `\`) {
 			sql.WriteString(line + "\n")
 		}
 	}
