@@ -31,28 +31,40 @@ func slotName(ctx context.Context, pub *pgx.Conn, prefix string) (string, error)
 	return prefix + "_" + strconv.FormatUint(uint64(oid), 10), nil
 }
 
-// subscribe publishes every table of database db on pubRec's server and subscribes subRec's server to
-// it: the rows copied first when copyData (the forward subscription), only the changes from now on
-// otherwise (the rollback's).
-func (s *Service) subscribe(ctx context.Context, pubRec, subRec *store.Instance, db, prefix string, copyData bool) error {
+// publish publishes every table of database db on pubRec's server (dropping what an earlier attempt left)
+// and, withSlot, creates the subscription's slot there now: the changes from this moment on are kept for a
+// subscriber made later (the rollback's, made once the project is open again). It returns the slot's name.
+func (s *Service) publish(ctx context.Context, pubRec *store.Instance, db, prefix string, withSlot bool) (string, error) {
 	pc, err := s.host.AdminConn(ctx, pubRec, db)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer pc.Close(context.WithoutCancel(ctx))
 	slot, err := slotName(ctx, pc, prefix)
 	if err != nil {
-		return err
+		return "", err
 	}
 	pub := pgx.Identifier{prefix}.Sanitize()
 	for _, stmt := range []string{"DROP PUBLICATION IF EXISTS " + pub, "CREATE PUBLICATION " + pub + " FOR ALL TABLES"} {
 		if _, err := pc.Exec(ctx, stmt); err != nil {
-			return fmt.Errorf("publish: %w", err)
+			return "", fmt.Errorf("publish: %w", err)
 		}
 	}
 	if _, err := pc.Exec(ctx, dropIdleSlot, slot); err != nil { // left by an attempt that crashed
-		return err
+		return "", err
 	}
+	if withSlot {
+		if _, err := pc.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot); err != nil {
+			return "", fmt.Errorf("create the slot %s: %w", slot, err)
+		}
+	}
+	return slot, nil
+}
+
+// subscribe subscribes subRec's server to the publication prefix of database db on pubRec's: the rows
+// copied first when copyData (the forward subscription, which creates its slot), else only the changes
+// kept by the slot publish made (the rollback's).
+func (s *Service) subscribe(ctx context.Context, pubRec, subRec *store.Instance, db, slot, prefix string, copyData bool) error {
 	sc, err := s.host.AdminConn(ctx, subRec, db)
 	if err != nil {
 		return err
@@ -66,8 +78,12 @@ func (s *Service) subscribe(ctx context.Context, pubRec, subRec *store.Instance,
 	if err != nil {
 		return err
 	}
+	with := "copy_data = " + strconv.FormatBool(copyData)
+	if !copyData {
+		with += ", create_slot = false, slot_name = " + instances.QuoteLiteral(slot)
+	}
 	_, err = sc.Exec(ctx, "CREATE SUBSCRIPTION "+pgx.Identifier{slot}.Sanitize()+" CONNECTION "+instances.QuoteLiteral(ci)+
-		" PUBLICATION "+pub+" WITH (copy_data = "+strconv.FormatBool(copyData)+")")
+		" PUBLICATION "+pgx.Identifier{prefix}.Sanitize()+" WITH ("+with+")")
 	if err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
@@ -355,6 +371,18 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 		return nil, resume(fmt.Errorf("drop the forward replication: %w", err))
 	}
 	steps.Done("unsubscribe")
+	// The rollback's slots, made before any client reaches the new server: they keep every write from its
+	// first for the old server, which subscribes once the project is open again.
+	slots := map[string]string{}
+	for _, db := range dbs {
+		slot, err := s.publish(ctx, next, db, rollbackName, true)
+		if err != nil {
+			s.unsubscribe(bg, next, nil, dbs, rollbackName)
+			return nil, resume(fmt.Errorf("prepare the rollback's replication: %w", err))
+		}
+		slots[db] = slot
+	}
+	steps.Done("rollback_slots")
 	// The swap: the old server moves to the new one's port, the new one to the project's. Both stay fenced.
 	oldPG, nextPG := s.eng.Instance(inst), s.eng.Instance(next)
 	away := at(inst, next.Port)
@@ -370,28 +398,17 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 		}
 		return resume(cause)
 	}
-	if err := oldPG.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
+	stopped := make(chan error, 1)
+	go func() { stopped <- oldPG.Stop(ctx, run.Exec, daemon.StopFast) }()
+	err = nextPG.Stop(ctx, run.Exec, daemon.StopFast)
+	if err = errors.Join(err, <-stopped); err != nil {
 		return nil, undo(err)
 	}
-	if err := nextPG.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
-		return nil, undo(err)
-	}
+	steps.Done("swap_stop")
 	if err := newPG.Start(ctx, run.Exec); err != nil {
 		return nil, undo(err)
 	}
-	if err := s.eng.Instance(away).Start(ctx, run.Exec); err != nil {
-		return nil, undo(err)
-	}
-	steps.Done("swap")
-	// From here on the project is on the new server: a failure leaves it there, fenced, and says so.
-	progress(run, "reverse replication", nil)
-	var warnings []string
-	for _, db := range dbs {
-		if err := s.subscribe(ctx, &swapped, away, db, rollbackName, false); err != nil {
-			warnings = append(warnings, fmt.Sprintf("the rollback's replication of %s: %v (a rollback would lose the writes made on the new server)", db, err))
-		}
-	}
-	steps.Done("reverse_subscribe")
+	steps.Done("swap_start")
 	var rec *store.Instance
 	err = s.db.Update(func(tx *store.Tx) error {
 		var err error
@@ -410,6 +427,19 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 	}
 	steps.Done("open")
 	pause := time.Since(paused)
+	// The old server, on the new one's former port, follows it for a rollback.
+	progress(run, "reverse replication", nil)
+	var warnings []string
+	if err := s.eng.Instance(away).Start(ctx, run.Exec); err != nil {
+		warnings = append(warnings, fmt.Sprintf("start the old server for the rollback's replication: %v (a rollback starts it and catches up from the slots)", err))
+	} else {
+		for _, db := range dbs {
+			if err := s.subscribe(ctx, &swapped, away, db, slots[db], rollbackName, false); err != nil {
+				warnings = append(warnings, fmt.Sprintf("the rollback's replication of %s: %v (a rollback would lose the writes made on the new server)", db, err))
+			}
+		}
+	}
+	steps.Done("rollback_subscribe")
 	version, _ := s.serverVersion(ctx, rec)
 	s.host.UpdateProject(prj.ID, func(p *store.Project) error {
 		p.PostgresVersion, p.RuntimeStatus = version, api.RuntimeActive
@@ -558,7 +588,10 @@ func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *
 		return nil, err
 	}
 	version, _ := s.serverVersion(ctx, back)
-	s.host.UpdateProject(prj.ID, func(p *store.Project) error { p.PostgresVersion, p.RuntimeStatus = version, api.RuntimeActive; return nil })
+	s.host.UpdateProject(prj.ID, func(p *store.Project) error {
+		p.PostgresVersion, p.RuntimeStatus = version, api.RuntimeActive
+		return nil
+	})
 	s.host.SetRuntime(prj.ID, api.RuntimeActive)
 	return map[string]any{"rolled_back_to": back.Major, "postgres_version": version, "method": MethodLogical,
 		"sequences_copied": nseq, "write_pause_ms": pause.Milliseconds(), "databases": strings.Join(dbs, ",")}, nil

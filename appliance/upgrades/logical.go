@@ -179,7 +179,9 @@ func (s *Service) conninfo(rec *store.Instance, port int, db string) (string, er
 	if err != nil {
 		return "", err
 	}
-	q := func(v string) string { return "'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", `\'`) + "'" }
+	q := func(v string) string {
+		return "'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", `\'`) + "'"
+	}
 	return fmt.Sprintf("host=127.0.0.1 port=%d dbname=%s user=%s password=%s sslmode=prefer", port, q(db), q(postgres.AdminRole), q(string(pw))), nil
 }
 
@@ -220,6 +222,17 @@ func (s *Service) logicalMajor(ctx context.Context, run *scheduler.Run, dp *Plan
 		return nil, err
 	}
 	next.Port = port
+	// Its WAL goes to its own directory, not to the project's archive in the backup store: a new cluster's
+	// segment names start over on timeline 1 and collide with the old server's there (pg_upgrade, which
+	// carries the WAL position over, has no such problem). See docs/api-decisions.md.
+	set, err := next.ReadSettings()
+	if err != nil {
+		return nil, err
+	}
+	set.ArchiveCommand, set.ArchiveTimeout = "", 0
+	if _, err := next.WriteSettings(set); err != nil {
+		return nil, err
+	}
 	nextRec := at(inst, port)
 	nextRec.Dir, nextRec.Major, nextRec.BinDir = newDir, target.Major, target.Dir
 	old := s.eng.Instance(inst)
@@ -247,7 +260,11 @@ func (s *Service) logicalMajor(ctx context.Context, run *scheduler.Run, dp *Plan
 	}
 	progress(run, "subscribe", nil)
 	for _, db := range plan.Databases {
-		if err := s.subscribe(ctx, inst, nextRec, db, forwardName, true); err != nil {
+		slot, err := s.publish(ctx, inst, db, forwardName, false)
+		if err != nil {
+			return nil, abandon(fmt.Errorf("follow %s: %w", db, err))
+		}
+		if err := s.subscribe(ctx, inst, nextRec, db, slot, forwardName, true); err != nil {
 			return nil, abandon(fmt.Errorf("follow %s: %w", db, err))
 		}
 	}
