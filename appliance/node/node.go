@@ -50,7 +50,9 @@ type Config struct {
 	BackupStore, BackupStoreEndpoint, BackupStoreRegion, BackupStoreCredentialsFile, BackupStoreKeyFile string
 	EphemeralMax, EphemeralStorageMB, EphemeralTotalStorageMB, EphemeralMemoryMB, EphemeralConnections  int
 	Cgroups                                                                                             string
-	BillingProvider, StripeSecretKeyFile, StripeWebhookSecretFile, StripeAPIURL                         string
+	// PGDist are the other PostgreSQL majors up obtains (--pg-dist <major>=<tgz>|npm: programs.ParseDists).
+	PGDist                                                                      string
+	BillingProvider, StripeSecretKeyFile, StripeWebhookSecretFile, StripeAPIURL string
 	// IntegrationsBaseURL overrides integration providers' API base URLs: provider=URL,…
 	IntegrationsBaseURL string
 	// IntegrationsOAuthFile is the JSON file of the appliance's OAuth clients at the providers.
