@@ -28,6 +28,10 @@ func (s *Service) newUpgrades(cfg Config, deps Deps) *upgrades.Service {
 		plane = &upgrades.Plane{User: dp.User}
 		eng = s.eng
 	}
-	return upgrades.New(upgrades.Config{PostgresRoot: cfg.PostgresRoot, DistRoot: PostgresDistDir(cfg.DataDir)},
+	area := upgrades.New(upgrades.Config{PostgresRoot: cfg.PostgresRoot, DistRoot: PostgresDistDir(cfg.DataDir)},
 		upgrades.Deps{DB: deps.DB, Box: deps.Box, Clock: s.now, Plane: plane, Engine: eng, Host: areaHost{s}})
+	if plane != nil {
+		s.Probe.Register("postgres-majors", area.MajorsStatus)
+	}
+	return area
 }

