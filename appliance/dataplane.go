@@ -213,7 +213,7 @@ func (s *Service) settingsFor(dp *DataPlane, prj *store.Project, rec *store.Inst
 	}
 	// A project's WAL goes to its directory in the backup store, from provisioning on (a spare, which has
 	// no project yet, archives into its own directory until a provision claims it and rewrites this).
-	if prj.PreviewOf != "" { // a preview is disposable: no WAL archive, no backups
+	if prj.PreviewOf != "" || rec.WALArchiveOff { // a preview is disposable: no WAL archive, no backups
 		set.ArchiveCommand = postgres.DiscardArchiveCommand
 	} else if prj.ID != "" {
 		// The directory store's commands are made locally; a bucket's talk to the WAL socket.

@@ -212,7 +212,7 @@ func TestMajorUpgradeByLogicalReplication(t *testing.T) {
 	}
 	upgrade()
 	inst := instanceOf(t, e, prj)
-	if inst.Major != 17 || inst.PreviousMajor != 15 || inst.UpgradeMethod != "logical" {
+	if inst.Major != 17 || inst.PreviousMajor != 15 || inst.UpgradeMethod != "logical" || !inst.WALArchiveOff {
 		t.Fatalf("instance after the upgrade: %+v", inst)
 	}
 
@@ -236,7 +236,7 @@ func TestMajorUpgradeByLogicalReplication(t *testing.T) {
 	if id := scalar[int32](t, back, "SELECT nextval('items_id_seq')::int"); id <= last {
 		t.Fatalf("items_id_seq after the rollback gave %d, not past %d", id, last)
 	}
-	if inst := instanceOf(t, e, prj); inst.Major != 15 || inst.PreviousDir != "" {
+	if inst := instanceOf(t, e, prj); inst.Major != 15 || inst.PreviousDir != "" || inst.WALArchiveOff {
 		t.Fatalf("instance after the rollback: %+v", inst)
 	}
 

@@ -251,7 +251,10 @@ type Instance struct {
 	// confirmed (it follows the new one for a rollback); 0 for pg_upgrade's, whose old server is stopped.
 	PreviousPort int `json:"previous_port,omitempty"`
 	// UpgradeMethod is how the pending major upgrade was made: "pg_upgrade" or "logical" ("" none/pg_upgrade).
-	UpgradeMethod string    `json:"upgrade_method,omitempty"`
+	UpgradeMethod string `json:"upgrade_method,omitempty"`
+	// WALArchiveOff: the server's WAL is not archived (a cluster a logical major upgrade made: its segment
+	// names start over and would collide with the old cluster's in the project's archive).
+	WALArchiveOff bool      `json:"wal_archive_off,omitempty"`
 	CreatedAt     time.Time `json:"created_at"`
 	UpdatedAt     time.Time `json:"updated_at"`
 }

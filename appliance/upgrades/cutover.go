@@ -417,6 +417,7 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 		}
 		rec.PreviousDir, rec.PreviousMajor, rec.PreviousBinDir, rec.PreviousPort = rec.Dir, rec.Major, rec.BinDir, away.Port
 		rec.Dir, rec.Major, rec.BinDir, rec.UpgradeMethod, rec.UpdatedAt = next.Dir, next.Major, next.BinDir, MethodLogical, s.now()
+		rec.WALArchiveOff = true
 		return store.Instances.Put(tx, rec)
 	})
 	if err != nil {
@@ -476,7 +477,7 @@ func (s *Service) openOn(ctx context.Context, prj *store.Project, rec *store.Ins
 func previous(inst *store.Instance) *store.Instance {
 	p := at(inst, inst.PreviousPort)
 	p.Dir, p.Major, p.BinDir = inst.PreviousDir, inst.PreviousMajor, inst.PreviousBinDir
-	p.PreviousDir, p.PreviousMajor, p.PreviousBinDir, p.PreviousPort, p.UpgradeMethod = "", 0, "", 0, ""
+	p.PreviousDir, p.PreviousMajor, p.PreviousBinDir, p.PreviousPort, p.UpgradeMethod, p.WALArchiveOff = "", 0, "", 0, "", false
 	return p
 }
 
@@ -519,6 +520,7 @@ func (s *Service) confirmLogical(ctx context.Context, run *scheduler.Run, inst *
 // copied back, then the old server takes the project's port again and the new one is removed.
 func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *store.Project, inst *store.Instance) (any, error) {
 	paused := time.Now()
+	steps := instances.NewTimer()
 	prev := previous(inst)
 	prevPG := s.eng.Instance(prev)
 	if err := prevPG.Start(ctx, run.Exec); err != nil { // stopped by a restart of the appliance meanwhile
@@ -547,35 +549,41 @@ func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *
 	if err := s.eng.Pooler(inst, prj).Stop(ctx, nil, daemon.StopFast); err != nil {
 		return nil, resume(err)
 	}
+	steps.Done("start_old")
 	if err := s.fence(ctx, inst, true); err != nil {
 		return nil, resume(err)
 	}
+	steps.Done("fence")
 	if err := s.drain(ctx, inst, rollbackName); err != nil {
 		return nil, resume(fmt.Errorf("the old server did not receive the writes made since the cutover: %w", err))
 	}
+	steps.Done("drain")
 	nseq, err := s.copySequences(ctx, inst, prev, dbs)
 	if err != nil {
 		return nil, resume(err)
 	}
+	steps.Done("sequences")
 	if err := s.unsubscribe(ctx, inst, prev, dbs, rollbackName); err != nil {
 		return nil, resume(err)
 	}
+	steps.Done("unsubscribe")
 	cur := s.eng.Instance(inst)
 	back := previous(inst)
 	back.Port = inst.Port
 	backPG := s.eng.Instance(back)
-	if err := cur.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
-		return nil, resume(err)
-	}
-	if err := prevPG.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
+	stopped := make(chan error, 1)
+	go func() { stopped <- prevPG.Stop(ctx, run.Exec, daemon.StopFast) }()
+	if err := errors.Join(cur.Stop(ctx, run.Exec, daemon.StopFast), <-stopped); err != nil {
 		cur.Start(bg, run.Exec)
 		return nil, resume(err)
 	}
+	steps.Done("swap_stop")
 	if err := backPG.Start(ctx, run.Exec); err != nil {
 		prevPG.Start(bg, run.Exec)
 		cur.Start(bg, run.Exec)
 		return nil, resume(err)
 	}
+	steps.Done("swap_start")
 	back.UpdatedAt = s.now()
 	if err := s.db.Update(func(tx *store.Tx) error { return store.Instances.Put(tx, back) }); err != nil {
 		return nil, err
@@ -583,6 +591,7 @@ func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *
 	if err := s.openOn(ctx, prj, back); err != nil {
 		return nil, fmt.Errorf("the project runs on its old server again but could not be opened to clients: %w", err)
 	}
+	steps.Done("open")
 	pause := time.Since(paused)
 	if err := cur.Remove(ctx); err != nil {
 		return nil, err
@@ -594,5 +603,5 @@ func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *
 	})
 	s.host.SetRuntime(prj.ID, api.RuntimeActive)
 	return map[string]any{"rolled_back_to": back.Major, "postgres_version": version, "method": MethodLogical,
-		"sequences_copied": nseq, "write_pause_ms": pause.Milliseconds(), "databases": strings.Join(dbs, ",")}, nil
+		"sequences_copied": nseq, "write_pause_ms": pause.Milliseconds(), "steps_ms": steps.MS, "databases": strings.Join(dbs, ",")}, nil
 }

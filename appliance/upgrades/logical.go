@@ -222,14 +222,14 @@ func (s *Service) logicalMajor(ctx context.Context, run *scheduler.Run, dp *Plan
 		return nil, err
 	}
 	next.Port = port
-	// Its WAL goes to its own directory, not to the project's archive in the backup store: a new cluster's
-	// segment names start over on timeline 1 and collide with the old server's there (pg_upgrade, which
-	// carries the WAL position over, has no such problem). See docs/api-decisions.md.
+	// Its WAL is not archived: a new cluster's segment names start over on timeline 1 and would collide
+	// with the old server's in the project's archive (pg_upgrade, which carries the WAL position over, has
+	// no such problem). See docs/api-decisions.md.
 	set, err := next.ReadSettings()
 	if err != nil {
 		return nil, err
 	}
-	set.ArchiveCommand, set.ArchiveTimeout = "", 0
+	set.ArchiveCommand, set.ArchiveTimeout = postgres.DiscardArchiveCommand, 0
 	if _, err := next.WriteSettings(set); err != nil {
 		return nil, err
 	}
