@@ -235,6 +235,12 @@ func (s *Service) drain(ctx context.Context, pubRec *store.Instance, prefix stri
 	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&goal); err != nil {
 		return err
 	}
+	// The WAL up to goal may be written but not flushed yet (synchronous_commit off, or records outside
+	// transactions), and walsenders send only flushed WAL: an idle WAL writer flushes it within seconds. A
+	// commit with synchronous_commit on flushes it now.
+	if _, err := conn.Exec(ctx, "BEGIN; SET LOCAL synchronous_commit = on; SELECT pg_current_xact_id(); COMMIT"); err != nil {
+		return err
+	}
 	deadline := time.Now().Add(drainWait)
 	for {
 		var behind int64
