@@ -45,7 +45,8 @@ func TestDoctorHealthy(t *testing.T) {
 	}
 	for _, want := range []string{"ok  postgres", "/usr/lib/postgresql/15/bin/postgres (system; postgres (PostgreSQL) 15.", "ok  pgbouncer",
 		"ok  instance ports", "ok  certificate authority  created at first start", "(created by up)",
-		"projects' memory and CPU held by cgroup v", "reflinks: previews, restores and base backups copy"} {
+		"projects' memory and CPU held by cgroup v", "reflinks: previews, restores and base backups copy",
+		"15: /usr/lib/postgresql/15/bin (server, pg_upgrade, pg_dump"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
