@@ -13,6 +13,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/node"
+	"github.com/theappliance/appliance/appliance/testtools"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -233,4 +234,33 @@ func TestDoctorShowsTheRunningStore(t *testing.T) {
 	out := &bytes.Buffer{}
 	printChecks(out, []node.Check{c})
 	t.Logf("doctor's line:\n%s", out)
+}
+
+// TestDoctorObtainsPgDist: as up runs it (Install), the postgres majors check unpacks --pg-dist's
+// tarball into <data-dir>/postgres/17 and lists it as server only; doctor alone says it is not unpacked.
+func TestDoctorObtainsPgDist(t *testing.T) {
+	t.Parallel()
+	tgz, err := testtools.PostgresTarball(t.Context(), 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := upConfig(t, "--pg-dist", "17="+tgz)
+	c, err := node.Doctor{}.One(t.Context(), cfg, "postgres majors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Level != node.LevelWarn || !strings.Contains(c.Fix, "--pg-dist 17="+tgz+" is not unpacked yet") {
+		t.Fatalf("doctor before up: %+v", c)
+	}
+	c, err = node.Doctor{Install: true}.One(t.Context(), cfg, "postgres majors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "17: " + filepath.Join(cfg.DataDir, "postgres", "17", "bin") + " (server only"
+	if c.Level != node.LevelOK || !strings.Contains(c.Detail, "15: /usr/lib/postgresql/15/bin (server, pg_upgrade") || !strings.Contains(c.Detail, want) {
+		t.Fatalf("as up runs it: %+v (want %q)", c, want)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "postgres", "17", "bin", "postgres")); err != nil {
+		t.Fatal(err)
+	}
 }
