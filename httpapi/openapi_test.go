@@ -18,6 +18,8 @@ import (
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/programs"
+	"github.com/theappliance/appliance/appliance/testtools"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -1028,6 +1030,31 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	if r := call("POST", project+"/resume", "/v1/projects/{projectID}/resume", b.adminKey, nil, 200); !strings.Contains(string(r.body), `"runtime_status":"active"`) {
 		t.Errorf("resume: %s", r.body)
 	}
+
+	// A real major upgrade, 15 → 17 by logical replication (the npm build), on a project of its own: the
+	// four endpoints answer 2xx and their jobs complete; rolled back, upgraded again, confirmed.
+	tgz, err := testtools.PostgresTarball(t.Context(), 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (programs.Dist{Major: 17, Source: tgz}).Obtain(t.Context(), appliance.PostgresDistDir(b.env.Dir), nil); err != nil {
+		t.Fatal(err)
+	}
+	upPrj := "/v1/projects/" + b.provision("conform-upgrade", "development").ID
+	completes := func(r *response) {
+		t.Helper()
+		if id, _ := r.json["job"].(map[string]any)["id"].(string); id == "" {
+			t.Errorf("no job: %s", r.body)
+		} else if j := b.env.WaitJob(t, id); j.State != "completed" {
+			t.Errorf("%s job %s: %s", j.Type, j.State, j.Error)
+		}
+	}
+	completes(call("POST", upPrj+"/upgrade/major/preflight?target_major=17", up+"/major/preflight", b.adminKey, nil, 202))
+	completes(call("POST", upPrj+"/upgrade/major?target_major=17", up+"/major", b.adminKey, nil, 202))
+	call("POST", upPrj+"/upgrade/major?target_major=18", up+"/major", b.adminKey, nil, 409)
+	completes(call("POST", upPrj+"/upgrade/major/rollback", up+"/major/rollback", b.adminKey, nil, 202))
+	completes(call("POST", upPrj+"/upgrade/major?target_major=17", up+"/major", b.adminKey, nil, 202))
+	completes(call("POST", upPrj+"/upgrade/major/confirm", up+"/major/confirm", b.adminKey, nil, 202))
 
 	for _, rt := range b.api.Routes() {
 		if !called[rt.Method+" "+rt.Path] {

@@ -532,7 +532,9 @@ func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *
 	if err := prevPG.Start(ctx, run.Exec); err != nil { // stopped by a restart of the appliance meanwhile
 		return nil, fmt.Errorf("start the old server: %w", err)
 	}
-	conn, err := s.host.AdminConn(ctx, inst, "postgres")
+	// The old server's databases: those the rollback's replication carries (one made since the cutover is
+	// not, as the preflight warned).
+	conn, err := s.host.AdminConn(ctx, prev, "postgres")
 	if err != nil {
 		return nil, scheduler.Transient(err)
 	}

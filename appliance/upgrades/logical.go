@@ -63,17 +63,16 @@ func (s *Service) checkLogical(ctx context.Context, prj *store.Project, inst *st
 	if plan.Databases, err = databases(ctx, conn); err != nil {
 		return nil, err
 	}
-	opts, err := s.host.InitOptions(prj, &store.Instance{ID: inst.ID, Dir: inst.Dir, Major: target.Major, BinDir: target.Dir, AdminPassword: inst.AdminPassword})
-	if err != nil && !strings.Contains(err.Error(), "is not installed") {
-		return nil, err
-	}
-	for _, lib := range opts.Settings.SharedPreloadLibraries {
-		if !target.HasLibrary(lib) {
-			plan.Blockers = append(plan.Blockers, fmt.Sprintf("the preloaded library %s is not in PostgreSQL %d's installation (%s)", lib, target.Major, target.Dir))
+	// The libraries the new cluster would preload (the settings' defaults for its installation, and the
+	// project's own).
+	libs := postgres.DefaultPreloadLibraries(target)
+	for _, l := range prj.PreloadLibraries {
+		if !slices.Contains(libs, l) {
+			libs = append(libs, l)
 		}
 	}
-	for _, lib := range prj.PreloadLibraries {
-		if !target.HasLibrary(lib) && !slices.ContainsFunc(plan.Blockers, func(b string) bool { return strings.Contains(b, " "+lib+" ") }) {
+	for _, lib := range libs {
+		if !target.HasLibrary(lib) {
 			plan.Blockers = append(plan.Blockers, fmt.Sprintf("the preloaded library %s is not in PostgreSQL %d's installation (%s)", lib, target.Major, target.Dir))
 		}
 	}
