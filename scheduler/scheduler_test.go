@@ -853,3 +853,28 @@ func TestBookkeepingInTheLane(t *testing.T) {
 	release()
 	wantState(t, waitFinal(t, db, id), StateCompleted, "", 1)
 }
+
+// TestProgressIsReadWhileTheJobRuns: Run.Progress stores the running job's result, which the handler's
+// own result replaces at the end.
+func TestProgressIsReadWhileTheJobRuns(t *testing.T) {
+	r, db := setup(t, Options{})
+	release := make(chan struct{})
+	r.Handle("progress", func(ctx context.Context, run *Run) (any, error) {
+		if err := run.Progress(map[string]any{"step": "catch-up", "tables_synchronized": 2}); err != nil {
+			return nil, err
+		}
+		<-release
+		return map[string]any{"done": true}, nil
+	})
+	start(t, r)
+	id := enqueue(t, db, r, &store.Job{Type: "progress"})
+	j := waitJob(t, db, id, "its progress is stored", func(j *store.Job) bool { return j.State == StateRunning && len(j.Result) > 0 && string(j.Result) != "null" })
+	if j.State != StateRunning || string(j.Result) != `{"step":"catch-up","tables_synchronized":2}` {
+		t.Fatalf("while running: %s %s", j.State, j.Result)
+	}
+	close(release)
+	j = waitJob(t, db, id, "it ends", isFinal)
+	if j.State != StateCompleted || string(j.Result) != `{"done":true}` {
+		t.Fatalf("at the end: %s %s", j.State, j.Result)
+	}
+}
