@@ -868,7 +868,9 @@ func TestProgressIsReadWhileTheJobRuns(t *testing.T) {
 	})
 	start(t, r)
 	id := enqueue(t, db, r, &store.Job{Type: "progress"})
-	j := waitJob(t, db, id, "its progress is stored", func(j *store.Job) bool { return j.State == StateRunning && len(j.Result) > 0 && string(j.Result) != "null" })
+	j := waitJob(t, db, id, "its progress is stored", func(j *store.Job) bool {
+		return j.State == StateRunning && len(j.Result) > 0 && string(j.Result) != "null"
+	})
 	if j.State != StateRunning || string(j.Result) != `{"step":"catch-up","tables_synchronized":2}` {
 		t.Fatalf("while running: %s %s", j.State, j.Result)
 	}
