@@ -178,7 +178,7 @@ func TestMajorUpgradeByLogicalReplication(t *testing.T) {
 		acked, errs := w.stop()
 		r := jobResult(j)
 		t.Logf("upgrade: %d writes acknowledged during it, %d failed; write pause %v ms %v, total %v ms", len(acked), errs, r["write_pause_ms"], r["cutover_steps_ms"], r["total_ms"])
-		if r["method"] != "logical" || len(acked) == 0 {
+		if r["method"] != "logical" || len(acked) == 0 || r["tables_synchronized"] != float64(3) || r["tables"] != float64(3) {
 			t.Fatalf("upgrade result %s, %d writes acknowledged", j.Result, len(acked))
 		}
 		on17 := connect(t, c.Connections.DirectURL)

@@ -201,23 +201,23 @@ func (s *Service) measure(ctx context.Context, pubRec, subRec *store.Instance, d
 
 // waitSynchronized waits until every table is copied and the new server follows the old one closely,
 // reporting the tables synchronized and the lag on the job.
-func (s *Service) waitSynchronized(ctx context.Context, run *scheduler.Run, old, next *store.Instance, dbs []string) error {
+func (s *Service) waitSynchronized(ctx context.Context, run *scheduler.Run, old, next *store.Instance, dbs []string) (syncState, error) {
 	deadline := time.Now().Add(catchUpWait)
 	for {
 		st, err := s.measure(ctx, old, next, dbs, forwardName)
 		if err != nil {
-			return err
+			return st, err
 		}
 		progress(run, "catch-up", map[string]any{"tables": st.Tables, "tables_synchronized": st.Synchronized, "lag_bytes": st.LagBytes})
 		if st.Synchronized == st.Tables && st.LagBytes < 1<<20 {
-			return nil
+			return st, nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the new server did not catch up within %s: %d of %d tables synchronized, %d bytes behind", catchUpWait, st.Synchronized, st.Tables, st.LagBytes)
+			return st, fmt.Errorf("the new server did not catch up within %s: %d of %d tables synchronized, %d bytes behind", catchUpWait, st.Synchronized, st.Tables, st.LagBytes)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return st, ctx.Err()
 		case <-time.After(pollEvery):
 		}
 	}

@@ -267,7 +267,8 @@ func (s *Service) logicalMajor(ctx context.Context, run *scheduler.Run, dp *Plan
 			return nil, abandon(fmt.Errorf("follow %s: %w", db, err))
 		}
 	}
-	if err := s.waitSynchronized(ctx, run, inst, nextRec, plan.Databases); err != nil {
+	caught, err := s.waitSynchronized(ctx, run, inst, nextRec, plan.Databases)
+	if err != nil {
 		return nil, abandon(err)
 	}
 	copied := time.Since(started)
@@ -278,6 +279,7 @@ func (s *Service) logicalMajor(ctx context.Context, run *scheduler.Run, dp *Plan
 	res["from_major"], res["to_major"], res["method"] = inst.Major, target.Major, MethodLogical
 	res["databases"], res["tables"], res["warnings"] = plan.Databases, plan.Tables, plan.Warnings
 	res["copy_ms"], res["total_ms"] = copied.Milliseconds(), time.Since(started).Milliseconds()
+	res["tables_synchronized"], res["lag_bytes_before_cutover"] = caught.Synchronized, caught.LagBytes
 	return res, nil
 }
 
