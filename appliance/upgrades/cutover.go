@@ -342,6 +342,13 @@ func (s *Service) fence(ctx context.Context, rec *store.Instance, fenced bool) e
 // records, the pooler and the new server's doors open. A failure before the swap resumes the old server.
 func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Project, inst, next *store.Instance, dbs []string) (map[string]any, error) {
 	progress(run, "cutover", nil)
+	// A checkpoint of each server now makes their shutdown checkpoints, inside the pause, short.
+	for _, rec := range []*store.Instance{inst, next} {
+		if conn, err := s.host.AdminConn(ctx, rec, "postgres"); err == nil {
+			_, _ = conn.Exec(ctx, "CHECKPOINT")
+			conn.Close(context.WithoutCancel(ctx))
+		}
+	}
 	paused := time.Now()
 	steps := instances.NewTimer()
 	s.host.SetRuntime(prj.ID, api.RuntimeRestarting)
@@ -554,6 +561,13 @@ func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *
 		}
 		return cause
 	}
+	for _, rec := range []*store.Instance{inst, prev} {
+		if conn, err := s.host.AdminConn(ctx, rec, "postgres"); err == nil {
+			_, _ = conn.Exec(ctx, "CHECKPOINT") // keeps the shutdown checkpoints in the pause short
+			conn.Close(context.WithoutCancel(ctx))
+		}
+	}
+	paused = time.Now()
 	if err := s.eng.Pooler(inst, prj).Stop(ctx, nil, daemon.StopFast); err != nil {
 		return nil, resume(err)
 	}
