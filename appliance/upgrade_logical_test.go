@@ -31,6 +31,10 @@ func upgradeTarget(t *testing.T, e *appliancetest.Env) {
 	if b.Major != 17 || len(b.Tools()) != 0 {
 		t.Fatalf("the npm distribution: major %d, tools %v", b.Major, b.Tools())
 	}
+	if c := statusComponent(t, e, "postgres-majors"); c.Status != appliance.StatusOperational ||
+		!strings.Contains(c.Message, "15: /usr/lib/postgresql/15/bin (server, pg_upgrade") || !strings.Contains(c.Message, "17: "+b.Dir+" (server only") {
+		t.Fatalf("/status's majors: %+v", c)
+	}
 }
 
 // writer inserts rows through a URL until stopped, reconnecting after errors, and keeps the numbers of the
