@@ -167,6 +167,36 @@ func TestMajorUpgradeByLogicalReplication(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), "ALTER TABLE notes REPLICA IDENTITY FULL"); err != nil {
 		t.Fatal(err)
 	}
+	// What only the new major refuses (a view on a column 17 moved to pg_stat_checkpointer) fails the
+	// upgrade before its cutover: the project stays on 15 as it was, nothing of the attempt left.
+	if _, err := conn.Exec(t.Context(), "CREATE VIEW checkpoints AS SELECT checkpoints_timed FROM pg_stat_bgwriter"); err != nil {
+		t.Fatal(err)
+	}
+	res, err = e.Svc.Upgrades().Major(t.Context(), p, prj.ID, 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, res.Job.ID); j.State != scheduler.StateFailed || !strings.Contains(j.Error, "copy the schema of upgrade") ||
+		!strings.Contains(j.Error+j.LastStderr, "checkpoints_timed") {
+		t.Fatalf("upgrade of a schema 17 refuses: %s %q %q", j.State, j.Error, j.LastStderr)
+	}
+	before := instanceOf(t, e, prj)
+	if before.Major != 15 || before.PreviousDir != "" {
+		t.Fatalf("instance after the failed upgrade: %+v", before)
+	}
+	if _, err := os.Stat(before.Dir + "-pg17"); !os.IsNotExist(err) {
+		t.Fatalf("the failed attempt's cluster %s-pg17: %v", before.Dir, err)
+	}
+	on15 := connect(t, c.Connections.DirectURL)
+	if v := scalar[string](t, on15, "SELECT version()"); !strings.Contains(v, "PostgreSQL 15") || scalar[int64](t, on15, "SELECT count(*) FROM items") != 1000 {
+		t.Fatalf("after the failed upgrade: %s", v)
+	}
+	if n := scalar[int64](t, on15, "SELECT count(*) FROM pg_replication_slots"); n != 0 {
+		t.Fatalf("%d replication slots left by the failed upgrade", n)
+	}
+	if _, err := on15.Exec(t.Context(), "DROP VIEW checkpoints"); err != nil {
+		t.Fatal(err)
+	}
 	res, err = e.Svc.Upgrades().Preflight(t.Context(), p, prj.ID, 17)
 	j := runJob(t, e, res, err)
 	if r := jobResult(j); r["method"] != "logical" {
