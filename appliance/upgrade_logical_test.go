@@ -172,6 +172,14 @@ func TestMajorUpgradeByLogicalReplication(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), "CREATE VIEW checkpoints AS SELECT checkpoints_timed FROM pg_stat_bgwriter"); err != nil {
 		t.Fatal(err)
 	}
+	res, err = e.Svc.Upgrades().Preflight(t.Context(), p, prj.ID, 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, res.Job.ID); j.State != scheduler.StateFailed || !strings.Contains(j.Error, "the schema does not restore into PostgreSQL 17") ||
+		!strings.Contains(j.Error+j.LastStderr, "checkpoints_timed") {
+		t.Fatalf("preflight of a schema 17 refuses: %s %q %q", j.State, j.Error, j.LastStderr)
+	}
 	res, err = e.Svc.Upgrades().Major(t.Context(), p, prj.ID, 17)
 	if err != nil {
 		t.Fatal(err)
@@ -184,8 +192,10 @@ func TestMajorUpgradeByLogicalReplication(t *testing.T) {
 	if before.Major != 15 || before.PreviousDir != "" {
 		t.Fatalf("instance after the failed upgrade: %+v", before)
 	}
-	if _, err := os.Stat(before.Dir + "-pg17"); !os.IsNotExist(err) {
-		t.Fatalf("the failed attempt's cluster %s-pg17: %v", before.Dir, err)
+	for _, dir := range []string{before.Dir + "-pg17", before.Dir + "-preflight"} {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("the failed attempts' cluster %s: %v", dir, err)
+		}
 	}
 	on15 := connect(t, c.Connections.DirectURL)
 	if v := scalar[string](t, on15, "SELECT version()"); !strings.Contains(v, "PostgreSQL 15") || scalar[int64](t, on15, "SELECT count(*) FROM items") != 1000 {

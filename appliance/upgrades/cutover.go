@@ -18,6 +18,10 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
+// errSwapped marks a cutover's failure after the swap: the project runs on the new server, which must
+// not be removed.
+var errSwapped = errors.New("the project runs on the new major")
+
 // dropIdleSlot drops a replication slot unless a walsender uses it.
 const dropIdleSlot = "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active"
 
@@ -434,10 +438,10 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 		return store.Instances.Put(tx, rec)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("the project runs on the new server (fenced) but its record could not be written: %w", err)
+		return nil, fmt.Errorf("%w (fenced) but its record could not be written: %w", errSwapped, err)
 	}
 	if err := s.openOn(ctx, prj, rec); err != nil {
-		return nil, fmt.Errorf("the project runs on the new server but could not be opened to clients: %w", err)
+		return nil, fmt.Errorf("%w but could not be opened to clients: %w", errSwapped, err)
 	}
 	steps.Done("open")
 	pause := time.Since(paused)

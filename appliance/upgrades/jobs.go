@@ -183,6 +183,13 @@ func (s *Service) preflightJob(ctx context.Context, run *scheduler.Run) (any, er
 		if err := blockersErr(plan); err != nil {
 			return nil, err
 		}
+		// A trial: the roles and the schema restored into a scratch cluster of the target, what only the new
+		// major refuses (a view of a catalog column it moved) named before the upgrade.
+		scratch, _, err := s.prepareTarget(ctx, run, dp, prj, inst, target, inst.Dir+"-preflight", plan.Databases)
+		if err != nil {
+			return nil, fmt.Errorf("the schema does not restore into PostgreSQL %d: %w", target.Major, err)
+		}
+		scratch.Remove(context.WithoutCancel(ctx))
 		return map[string]any{"ok": true, "from_major": inst.Major, "target_major": in.TargetMajor, "method": method,
 			"target_bin_dir": target.Dir, "databases": plan.Databases, "tables": plan.Tables, "warnings": plan.Warnings}, nil
 	}

@@ -2,6 +2,7 @@ package upgrades
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -210,33 +211,9 @@ func (s *Service) logicalMajor(ctx context.Context, run *scheduler.Run, dp *Plan
 	if err := s.ensureLogicalDecoding(ctx, run, prj, inst); err != nil {
 		return nil, err
 	}
-	port, err := postgres.FreePort()
-	if err != nil {
-		return nil, err
-	}
 	newDir := filepath.Join(filepath.Dir(inst.Dir), inst.ID+"-pg"+strconv.Itoa(target.Major))
-	progress(run, "init", map[string]any{"dir": newDir})
-	next, err := s.newCluster(ctx, run, prj, inst, target, newDir)
+	next, nextRec, err := s.prepareTarget(ctx, run, dp, prj, inst, target, newDir, plan.Databases)
 	if err != nil {
-		return nil, err
-	}
-	next.Port = port
-	// Its WAL is not archived: a new cluster's segment names start over on timeline 1 and would collide
-	// with the old server's in the project's archive (pg_upgrade, which carries the WAL position over, has
-	// no such problem). See docs/api-decisions.md.
-	set, err := next.ReadSettings()
-	if err != nil {
-		return nil, err
-	}
-	set.ArchiveCommand, set.ArchiveTimeout = postgres.DiscardArchiveCommand, 0
-	if _, err := next.WriteSettings(set); err != nil {
-		return nil, err
-	}
-	nextRec := at(inst, port)
-	nextRec.Dir, nextRec.Major, nextRec.BinDir = newDir, target.Major, target.Dir
-	old := s.eng.Instance(inst)
-	// Until the cutover the new server is the appliance's alone.
-	if err := next.Fence(true); err != nil {
 		return nil, err
 	}
 	abandon := func(cause error) error {
@@ -244,18 +221,6 @@ func (s *Service) logicalMajor(ctx context.Context, run *scheduler.Run, dp *Plan
 		s.dropForward(bg, inst, nextRec, plan.Databases)
 		next.Remove(bg)
 		return cause
-	}
-	if err := next.Start(ctx, run.Exec); err != nil {
-		return nil, abandon(err)
-	}
-	progress(run, "schema", map[string]any{"databases": plan.Databases})
-	if err := s.copyRoles(ctx, run, dp, old, inst, nextRec); err != nil {
-		return nil, abandon(fmt.Errorf("copy the roles: %w", err))
-	}
-	for _, db := range plan.Databases {
-		if err := s.copySchema(ctx, run, dp, old, inst, newDir, port, db); err != nil {
-			return nil, abandon(fmt.Errorf("copy the schema of %s: %w", db, err))
-		}
 	}
 	progress(run, "subscribe", nil)
 	for _, db := range plan.Databases {
@@ -273,6 +238,9 @@ func (s *Service) logicalMajor(ctx context.Context, run *scheduler.Run, dp *Plan
 	}
 	copied := time.Since(started)
 	res, err := s.cutover(ctx, run, prj, inst, nextRec, plan.Databases)
+	if errors.Is(err, errSwapped) { // the project is on the new server: nothing to abandon
+		return nil, err
+	}
 	if err != nil {
 		return nil, abandon(err)
 	}
@@ -281,6 +249,58 @@ func (s *Service) logicalMajor(ctx context.Context, run *scheduler.Run, dp *Plan
 	res["copy_ms"], res["total_ms"] = copied.Milliseconds(), time.Since(started).Milliseconds()
 	res["tables_synchronized"], res["lag_bytes_before_cutover"] = caught.Synchronized, caught.LagBytes
 	return res, nil
+}
+
+// prepareTarget makes a new cluster of the target major in dir (on a free port, fenced: the appliance's
+// alone, its WAL not archived) with the old server's roles and the schema of its databases. It removes the
+// cluster again when a step fails.
+func (s *Service) prepareTarget(ctx context.Context, run *scheduler.Run, dp *Plane, prj *store.Project, inst *store.Instance,
+	target postgres.Binaries, dir string, dbs []string) (*postgres.Instance, *store.Instance, error) {
+	port, err := postgres.FreePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	progress(run, "init", map[string]any{"dir": dir})
+	next, err := s.newCluster(ctx, run, prj, inst, target, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	next.Port = port
+	rec := at(inst, port)
+	rec.Dir, rec.Major, rec.BinDir = dir, target.Major, target.Dir
+	fail := func(cause error) (*postgres.Instance, *store.Instance, error) {
+		next.Remove(context.WithoutCancel(ctx))
+		return nil, nil, cause
+	}
+	// Its WAL is not archived: a new cluster's segment names start over on timeline 1 and would collide
+	// with the old server's in the project's archive (pg_upgrade, which carries the WAL position over, has
+	// no such problem). See docs/api-decisions.md.
+	set, err := next.ReadSettings()
+	if err != nil {
+		return fail(err)
+	}
+	set.ArchiveCommand, set.ArchiveTimeout = postgres.DiscardArchiveCommand, 0
+	if _, err := next.WriteSettings(set); err != nil {
+		return fail(err)
+	}
+	// Until the cutover the new server is the appliance's alone.
+	if err := next.Fence(true); err != nil {
+		return fail(err)
+	}
+	if err := next.Start(ctx, run.Exec); err != nil {
+		return fail(err)
+	}
+	progress(run, "schema", map[string]any{"databases": dbs})
+	old := s.eng.Instance(inst)
+	if err := s.copyRoles(ctx, run, dp, old, inst, rec); err != nil {
+		return fail(fmt.Errorf("copy the roles: %w", err))
+	}
+	for _, db := range dbs {
+		if err := s.copySchema(ctx, run, dp, old, inst, dir, port, db); err != nil {
+			return fail(fmt.Errorf("copy the schema of %s: %w", db, err))
+		}
+	}
+	return next, rec, nil
 }
 
 // ensureLogicalDecoding restarts the server when it runs with wal_level below logical (an instance started
