@@ -2,6 +2,7 @@ package appliance_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -209,7 +210,7 @@ func TestMajorUpgradeByLogicalReplication(t *testing.T) {
 	}
 	res, err = e.Svc.Upgrades().Preflight(t.Context(), p, prj.ID, 17)
 	j := runJob(t, e, res, err)
-	if r := jobResult(j); r["method"] != "logical" {
+	if r := jobResult(j); r["method"] != "logical" || !strings.Contains(string(j.Result), "has no client tools") {
 		t.Fatalf("preflight: %s", j.Result)
 	}
 
@@ -302,4 +303,14 @@ func TestMajorUpgradeByLogicalReplication(t *testing.T) {
 	if _, err := e.Svc.Upgrades().Rollback(t.Context(), p, prj.ID); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("rollback after confirm: %v", err)
 	}
+	// As the preflight warned: a backup needs 17's pg_basebackup, which the npm build lacks.
+	res, err = e.Svc.Backups().Create(t.Context(), p, prj.ID, &appliance.CreateBackupRequest{Label: "on 17"})
+	if err == nil {
+		j := e.WaitJob(t, res.Job.ID)
+		err = fmt.Errorf("%s: %s", j.State, j.Error)
+	}
+	if !strings.Contains(err.Error(), "pg_basebackup") {
+		t.Fatalf("a backup on 17 without its client tools: %v", err)
+	}
+	t.Logf("a backup on 17: %v", err)
 }

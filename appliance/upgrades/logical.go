@@ -89,6 +89,10 @@ func (s *Service) checkLogical(ctx context.Context, prj *store.Project, inst *st
 			return nil, err
 		}
 	}
+	if tools := target.Tools(); !slices.Contains(tools, "pg_dump") {
+		plan.Warnings = append(plan.Warnings, fmt.Sprintf("PostgreSQL %d's installation (%s) has no client tools: after the upgrade the project's backups (pg_basebackup), exports (pg_dump) and previews fail, naming the missing program, until they are installed for %d (postgresql-client-%d); a rollback returns to %d with them",
+			target.Major, target.Dir, target.Major, target.Major, inst.Major))
+	}
 	plan.Warnings = append(plan.Warnings,
 		"schema changes (DDL) between the start of the upgrade and its cutover are not replicated: make none",
 		"rollback returns to the old major with the rows written after the cutover (reverse replication until confirm); it does not carry schema changes, new databases or large objects made after the cutover")
