@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -45,6 +46,8 @@ type writer struct {
 	mu     sync.Mutex
 	acked  []int
 	errs   int
+	last   time.Time     // when the last acknowledged write was
+	gap    time.Duration // the longest time between two acknowledged writes: the pause the client saw
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -80,6 +83,10 @@ func startWriter(t *testing.T, url string) *writer {
 			}
 			w.mu.Lock()
 			w.acked = append(w.acked, n)
+			if now := time.Now(); !w.last.IsZero() && now.Sub(w.last) > w.gap {
+				w.gap = now.Sub(w.last)
+			}
+			w.last = time.Now()
 			w.mu.Unlock()
 		}
 		if conn != nil {
@@ -89,12 +96,12 @@ func startWriter(t *testing.T, url string) *writer {
 	return w
 }
 
-func (w *writer) stop() ([]int, int) {
+func (w *writer) stop() ([]int, int, time.Duration) {
 	w.cancel()
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.acked, w.errs
+	return w.acked, w.errs, w.gap
 }
 
 // checkAcked fails unless every acknowledged write is in the table.
@@ -220,9 +227,10 @@ func TestMajorUpgradeByLogicalReplication(t *testing.T) {
 		w := startWriter(t, c.Connections.PooledURL)
 		res, err := e.Svc.Upgrades().Major(t.Context(), p, prj.ID, 17)
 		j := runJob(t, e, res, err)
-		acked, errs := w.stop()
+		acked, errs, gap := w.stop()
 		r := jobResult(j)
-		t.Logf("upgrade: %d writes acknowledged during it, %d failed; write pause %v ms %v, total %v ms", len(acked), errs, r["write_pause_ms"], r["cutover_steps_ms"], r["total_ms"])
+		t.Logf("upgrade: %d writes acknowledged during it, %d failed; the client's longest wait between writes %v; write pause %v ms %v, total %v ms",
+			len(acked), errs, gap.Round(time.Millisecond), r["write_pause_ms"], r["cutover_steps_ms"], r["total_ms"])
 		if r["method"] != "logical" || len(acked) == 0 || r["tables_synchronized"] != float64(3) || r["tables"] != float64(3) {
 			t.Fatalf("upgrade result %s, %d writes acknowledged", j.Result, len(acked))
 		}
