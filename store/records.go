@@ -234,19 +234,22 @@ type Credential struct {
 
 // Instance is one supervised PostgreSQL server (and its pooler) serving a project.
 type Instance struct {
-	ID             string `json:"id"`
-	ProjectID      string `json:"project_id"`
-	OrganizationID string `json:"organization_id"`
-	Dir            string `json:"dir"`
-	Port           int    `json:"port"`
-	PooledPort     int    `json:"pooled_port"`
-	Major          int    `json:"major"`
-	BinDir         string `json:"bin_dir"`
-	AdminPassword  []byte `json:"admin_password"` // sealed
-	State          string `json:"state"`          // creating, running, stopped, removed
-	PreviousDir    string `json:"previous_dir"`   // the old data of a major upgrade until confirmed
-	PreviousMajor  int    `json:"previous_major"`
-	PreviousBinDir string `json:"previous_bin_dir"`
+	ID             string    `json:"id"`
+	ProjectID      string    `json:"project_id"`
+	OrganizationID string    `json:"organization_id"`
+	Dir            string    `json:"dir"`
+	Port           int       `json:"port"`
+	PooledPort     int       `json:"pooled_port"`
+	Major          int       `json:"major"`
+	BinDir         string    `json:"bin_dir"`
+	AdminPassword  []byte    `json:"admin_password"` // sealed
+	State          string    `json:"state"`          // creating, running, stopped, removed
+	PreviousDir    string    `json:"previous_dir"`   // the old data of a major upgrade until confirmed
+	PreviousMajor  int       `json:"previous_major"`
+	PreviousBinDir string    `json:"previous_bin_dir"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+
 	// PreviousPort is the port the old server of a major upgrade by logical replication runs on until
 	// confirmed (it follows the new one for a rollback); 0 for pg_upgrade's, whose old server is stopped.
 	PreviousPort int `json:"previous_port,omitempty"`
@@ -254,9 +257,7 @@ type Instance struct {
 	UpgradeMethod string `json:"upgrade_method,omitempty"`
 	// WALArchiveOff: the server's WAL is not archived (a cluster a logical major upgrade made: its segment
 	// names start over and would collide with the old cluster's in the project's archive).
-	WALArchiveOff bool      `json:"wal_archive_off,omitempty"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	WALArchiveOff bool `json:"wal_archive_off,omitempty"`
 }
 
 // Job is one durable unit of asynchronous work.
