@@ -86,6 +86,17 @@ func (m *Manager) Instance(rec *store.Instance) *postgres.Instance {
 		TemplateDir: m.cfg.TemplateDir, SyncFS: m.cfg.Reflink}
 }
 
+// previousOf is the record of a major upgrade's old server: its data, binaries and (logical upgrades) port.
+func previousOf(rec *store.Instance) *store.Instance {
+	prev := *rec
+	prev.Dir, prev.Major, prev.BinDir = rec.PreviousDir, rec.PreviousMajor, rec.PreviousBinDir
+	if rec.PreviousPort != 0 {
+		prev.Port = rec.PreviousPort
+	}
+	prev.PreviousDir, prev.PreviousMajor, prev.PreviousBinDir, prev.PreviousPort = "", 0, "", 0
+	return &prev
+}
+
 // Pooler is the PgBouncer of an instance record (its pool size from the project's max_connections).
 func (m *Manager) Pooler(rec *store.Instance, prj *store.Project) *postgres.Pooler {
 	pi := m.Instance(rec)
@@ -131,6 +142,11 @@ func (m *Manager) Remove(ctx context.Context, rec *store.Instance) error {
 	if err := errors.Join(m.Pooler(rec, &store.Project{}).Remove(ctx), m.Instance(rec).Remove(ctx)); err != nil {
 		return err
 	}
+	if rec.PreviousDir != "" { // a major upgrade's old server and data, kept until confirm
+		if err := m.Instance(previousOf(rec)).Remove(ctx); err != nil {
+			return err
+		}
+	}
 	m.removeGroup(rec.ID)
 	return nil
 }
@@ -151,9 +167,7 @@ func (m *Manager) StopAll(ctx context.Context, insts []*store.Instance, others [
 	for _, in := range insts {
 		procs = append(procs, m.Instance(in))
 		if in.PreviousPort != 0 && in.PreviousDir != "" { // the old server a logical major upgrade keeps running
-			prev := *in
-			prev.Dir, prev.Port, prev.Major, prev.BinDir = in.PreviousDir, in.PreviousPort, in.PreviousMajor, in.PreviousBinDir
-			procs = append(procs, m.Instance(&prev))
+			procs = append(procs, m.Instance(previousOf(in)))
 		}
 		if in.PooledPort != 0 { // a project's, or a spare's
 			procs = append(procs, m.Pooler(in, &store.Project{}))
