@@ -56,7 +56,7 @@ const (
 // 4096 connections, 512 not yet authenticated (the oldest is closed for a new one), 32 of those from one
 // client address (more are closed at once), and closes a connection that has not authenticated within
 // 5 seconds.
-var DefaultLimits = connlimit.Limits{Max: 4096, MaxPending: 512, PendingPerAddr: 32, AuthTimeout: 5 * time.Second}
+var DefaultLimits = connlimit.Limits{Max: 4096, MaxPending: 512, PendingPerAddr: 128, AuthTimeout: 5 * time.Second}
 
 // limits fills l's zero fields from DefaultLimits. (A key-value front always has every limit: PerAddr,
 // on all connections of an address, stays as given: many clients of one application server share it.)
