@@ -26,7 +26,7 @@ var writtenPaths = []string{"DataDir", "PGEmbeddedCache"}
 // readPaths are the settings naming a path up only reads, or one a service does not have (EnvFile: only
 // with Ephemeral, which a service is not).
 var readPaths = []string{"ConfigFile", "PlansFile", "ACMECARoot", "PGBin", "BackupStoreCredentialsFile",
-	"BackupStoreKeyFile", "StripeSecretKeyFile", "StripeWebhookSecretFile", "EnvFile"}
+	"BackupStoreKeyFile", "StripeSecretKeyFile", "StripeWebhookSecretFile", "EnvFile", "IntegrationsOAuthFile"}
 
 // ServicePaths are the directories a service running up with cfg must be able to write, absolute, each
 // once: the data directory and embedded-postgres' archive cache (its default, ~/.embedded-postgres-go of

@@ -104,6 +104,8 @@ export async function run(page, { ask, shoot, base, consoleErrors, direct }) {
   await page.getByRole('button', { name: 'e2e newest items', exact: true }).waitFor({ state: 'detached' })
   await page.getByRole('button', { name: 'Open e2e newest items' }).click()
   await page.getByRole('button', { name: 'e2e newest items', exact: true, pressed: true }).waitFor()
+  // The pressed tab comes a render before CodeMirror shows its document: wait for the text, then judge.
+  await editor.filter({ hasText: 'WHERE id > 495' }).waitFor({ timeout: 10000 }).catch(() => {})
   if (!(await editor.innerText()).includes('WHERE id > 495')) fail('the reopened query: ' + await editor.innerText())
   const stored = await page.evaluate(() => fetch(location.pathname.replace(/\/sql$/, '') .replace('/projects/', '/v1/projects/') + '/saved-queries', { headers: { 'X-Appliance-CSRF': '1' } }).then((r) => r.json()))
   if (!stored.saved_queries.some((q) => q.name === 'e2e newest items' && q.sql.includes('id > 495'))) fail('stored: ' + JSON.stringify(stored))
