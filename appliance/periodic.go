@@ -100,6 +100,7 @@ func (s *Service) periodic() []periodicTask {
 			}
 		}},
 	}
+	tasks = append(tasks, s.integrationTasks()...)
 	if sw, ok := s.backupObjects.(uploadSweeper); ok {
 		tasks = append(tasks, periodicTask{"@every 1h", "backup-store-uploads", func(ctx context.Context) {
 			if n, err := sw.SweepUploads(ctx); err != nil {
@@ -111,7 +112,6 @@ func (s *Service) periodic() []periodicTask {
 	}
 	tasks = append(tasks, s.billingTasks()...)
 	tasks = append(tasks, s.referralTasks()...)
-	tasks = append(tasks, s.integrationTasks()...)
 	if every := s.cfg.VerifyBackupsEvery; every > 0 {
 		tasks = append(tasks, periodicTask{verifyBackupsCheckEvery, "verify-backups", func(ctx context.Context) {
 			if res, err := s.VerifyBackups(ctx, s.now(), every); err != nil {

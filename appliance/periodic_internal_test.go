@@ -32,7 +32,7 @@ func TestPeriodicTasks(t *testing.T) {
 	}
 	want := []string{"@every 1m expiry-sweep", "@every 1m scheduled-backups", "@every 1h storage-history",
 		"@every 1m observability-sampler", "@every 1h observability-housekeeping", "@every 30s spare-clusters",
-		"@every 30s kv-snapshots", "@every 30s suspend-idle"}
+		"@every 30s kv-snapshots", "@every 30s suspend-idle", "@every 1h integration-events"}
 	if !slices.Equal(got, want) {
 		t.Errorf("periodic tasks:\n got %q\nwant %q", got, want)
 	}
