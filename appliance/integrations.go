@@ -6,14 +6,19 @@ import (
 	"os"
 
 	"github.com/theappliance/appliance/appliance/integrations"
+	"github.com/theappliance/appliance/appliance/integrations/autha"
+	"github.com/theappliance/appliance/appliance/integrations/authb"
+	"github.com/theappliance/appliance/appliance/integrations/authc"
 	"github.com/theappliance/appliance/appliance/integrations/deploya"
+	"github.com/theappliance/appliance/appliance/integrations/deployb"
+	"github.com/theappliance/appliance/appliance/integrations/edgec"
 	"github.com/theappliance/appliance/appliance/integrations/provider"
 )
 
 // IntegrationProviders are the providers the integrations area drives (docs/api-decisions.md
 // "Integrations"): add a provider here, one entry, and it has its endpoints, webhooks and jobs.
 func IntegrationProviders() []provider.Provider {
-	return []provider.Provider{deploya.New()}
+	return []provider.Provider{deploya.New(), deployb.New(), edgec.New(), autha.New(), authb.New(), authc.New()}
 }
 
 // ParseIntegrationBaseURLs reads up --integrations-base-url (provider=URL,…).
@@ -29,9 +34,6 @@ func ReadIntegrationOAuth(path string) (map[string]IntegrationOAuthApp, error) {
 // IntegrationOAuthApp is the appliance's OAuth client at a provider (Config.IntegrationOAuth).
 type IntegrationOAuthApp = integrations.OAuthApp
 
-// IntegrationUserTable writes the identity providers' users into the projects' tables (Deps.IntegrationUsers).
-type IntegrationUserTable = integrations.UserTable
-
 // Integrations is the integrations area (appliance/integrations).
 func (s *Service) Integrations() *integrations.Service { return s.integrations }
 
@@ -45,7 +47,7 @@ func (s *Service) newIntegrations(cfg Config, deps Deps) *integrations.Service {
 	}
 	return integrations.New(integrations.Config{APIURL: cfg.APIURL, BaseURLs: cfg.IntegrationBaseURLs, OAuth: cfg.IntegrationOAuth},
 		integrations.Deps{DB: deps.DB, Box: deps.Box, Log: deps.Log, Clock: s.now, Host: areaHost{s}, Previews: s.previews,
-			Policy: s.policy(), Providers: provs, Users: deps.IntegrationUsers})
+			Policy: s.policy(), Providers: provs})
 }
 
 // integrationTasks sweep the inbound events' ids kept for deduplication.

@@ -137,9 +137,6 @@ type Deps struct {
 	Billing billing.Provider
 	// IntegrationProviders are the integrations area's providers (nil: IntegrationProviders()).
 	IntegrationProviders []provider.Provider
-	// IntegrationUsers writes the identity providers' users into the projects' tables (nil: user sync
-	// fails with a clear error).
-	IntegrationUsers IntegrationUserTable
 }
 
 // Notifier is poked after jobs are enqueued so the runner claims them at once.

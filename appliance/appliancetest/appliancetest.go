@@ -141,8 +141,6 @@ type Options struct {
 	IntegrationOAuth    map[string]appliance.IntegrationOAuthApp
 	// IntegrationProviders are Deps.IntegrationProviders (nil: appliance.IntegrationProviders()).
 	IntegrationProviders []provider.Provider
-	// IntegrationUsers is Deps.IntegrationUsers (the user sync's table writer; nil: none).
-	IntegrationUsers appliance.IntegrationUserTable
 }
 
 // New builds an Env in a fresh directory that the instances' OS user can traverse.
@@ -195,8 +193,7 @@ func New(t testing.TB, o Options) *Env {
 	// the credentials the service hands out name them (real URLs, as the API documents them).
 	cfg.KVFront = e.bindKVFronts(t)
 	deps := appliance.Deps{DB: db, Box: box, Log: log, Clock: e.Clock.Now, ImportUploadLimit: o.ImportUploadLimit, Lane: e.Lane,
-		Billing: o.Billing, IntegrationProviders: o.IntegrationProviders,
-		IntegrationUsers: o.IntegrationUsers}
+		Billing: o.Billing, IntegrationProviders: o.IntegrationProviders}
 	if o.Instances {
 		deps.DataPlane = e.dataPlane(t, o.PGBin)
 		if o.Cgroups {

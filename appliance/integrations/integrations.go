@@ -87,19 +87,6 @@ type Previews interface {
 	Delete(ctx context.Context, p *authz.Principal, previewID string) (*api.JobResponse, error)
 }
 
-// UserTable writes the synced users into a table of the project's database (appliance/integrations/
-// usersync implements it). Every call is given a superuser session in the project's database; schema and
-// table come from the integration's config (defaults auth_sync.users).
-type UserTable interface {
-	// Ensure creates schema.table if missing, owned by owner (the project's role).
-	Ensure(ctx context.Context, conn *pgx.Conn, schema, table, owner string) error
-	// Backfill upserts one page of the provider's list (a row updated later than a user's updated_at is
-	// kept).
-	Backfill(ctx context.Context, conn *pgx.Conn, schema, table string, users []provider.User) error
-	// Apply applies events in order: an upsert or a delete, never undoing a newer change (UserEvent.At).
-	Apply(ctx context.Context, conn *pgx.Conn, schema, table string, evs ...provider.UserEvent) error
-}
-
 // Box seals and opens secrets and signs (the root's SecretBox).
 type Box interface {
 	Seal(plaintext []byte) []byte
@@ -173,8 +160,6 @@ type Deps struct {
 	Previews  Previews
 	Policy    *outbound.Policy
 	Providers []provider.Provider
-	// Users writes the synced users (nil: user sync fails with a clear error).
-	Users UserTable
 }
 
 // Service is the integrations area.
@@ -187,7 +172,6 @@ type Service struct {
 	host      Host
 	previews  Previews
 	policy    *outbound.Policy
-	users     UserTable
 	providers map[string]provider.Provider
 	client    *http.Client
 	// wait is how often the deploy job looks at its preview while it is made.
@@ -197,7 +181,7 @@ type Service struct {
 // New builds the area.
 func New(cfg Config, d Deps) *Service {
 	s := &Service{cfg: cfg, db: d.DB, box: d.Box, log: d.Log, now: d.Clock, host: d.Host, previews: d.Previews,
-		policy: d.Policy, users: d.Users, providers: map[string]provider.Provider{}, wait: time.Second}
+		policy: d.Policy, providers: map[string]provider.Provider{}, wait: time.Second}
 	if s.now == nil {
 		s.now = func() time.Time { return time.Now().UTC() }
 	}

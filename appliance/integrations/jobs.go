@@ -12,6 +12,7 @@ import (
 	"github.com/theappliance/appliance/appliance/apperr"
 	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/integrations/provider"
+	"github.com/theappliance/appliance/appliance/integrations/usersync"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -29,6 +30,16 @@ type deployPayload struct {
 type userEventPayload struct {
 	IntegrationID string             `json:"integration_id"`
 	Event         provider.UserEvent `json:"event"`
+	// Body is the verified delivery, kept when the provider reads its events in the job (a
+	// MultiEvent's, which reads the users it names from the provider's API).
+	Body []byte `json:"body,omitempty"`
+}
+
+// MultiEvent is a directory whose one delivery carries many user events, read with calls to its API
+// (auth_b's log stream: authb.MultiEvent). The area finds it by a type assertion and reads the events
+// in the job, not while the webhook waits for its answer.
+type MultiEvent interface {
+	UserEvents(ctx context.Context, env provider.Env, body []byte) ([]provider.UserEvent, error)
 }
 
 // common are the config keys the area itself reads (every provider's config has them, with these
@@ -40,8 +51,6 @@ type common struct {
 	PreviewDatabases      *bool  `json:"preview_databases"`
 	DeletePreviewsOnClose *bool  `json:"delete_previews_on_close"`
 	PreviewMode           string `json:"preview_mode"`
-	Schema                string `json:"schema"`
-	Table                 string `json:"table"`
 }
 
 func commonOf(raw json.RawMessage) common {
@@ -52,12 +61,6 @@ func commonOf(raw json.RawMessage) common {
 	}
 	if c.DirectURLVar == "" {
 		c.DirectURLVar = "DIRECT_URL"
-	}
-	if c.Schema == "" {
-		c.Schema = "auth_sync"
-	}
-	if c.Table == "" {
-		c.Table = "users"
 	}
 	if c.PreviewMode == "" {
 		c.PreviewMode = api.PreviewModeClone
@@ -237,11 +240,15 @@ func (s *Service) syncJob(ctx context.Context, run *scheduler.Run) (any, error) 
 		}
 		result = map[string]any{"pushed": pushed}
 	case provider.Directory:
-		n, err := s.backfill(ctx, rec, pv, env, c)
+		tbl, err := usersync.TableOf(rec.Config)
+		if err != nil {
+			return s.failed(run, rec, apperr.Invalid("%v", err))
+		}
+		n, err := s.backfill(ctx, rec, pv, env, tbl)
 		if err != nil {
 			return s.failed(run, rec, err)
 		}
-		result = map[string]any{"users": n, "table": c.Schema + "." + c.Table}
+		result = map[string]any{"users": n, "table": tbl.Schema + "." + tbl.Name}
 	default:
 		return nil, fmt.Errorf("provider %s is neither a platform nor a directory", rec.Provider)
 	}
@@ -261,10 +268,7 @@ func (s *Service) syncJob(ctx context.Context, run *scheduler.Run) (any, error) 
 }
 
 // backfill writes every user of the provider's list into the project's table, page by page.
-func (s *Service) backfill(ctx context.Context, rec *store.Integration, d provider.Directory, env provider.Env, c common) (int, error) {
-	if s.users == nil {
-		return 0, apperr.Unavailable("user sync is not available on this appliance (no table writer)")
-	}
+func (s *Service) backfill(ctx context.Context, rec *store.Integration, d provider.Directory, env provider.Env, tbl usersync.Table) (int, error) {
 	prj, inst, err := s.host.LoadProject(rec.ProjectID)
 	if err != nil {
 		return 0, err
@@ -277,16 +281,18 @@ func (s *Service) backfill(ctx context.Context, rec *store.Integration, d provid
 		return 0, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := s.users.Ensure(ctx, conn, c.Schema, c.Table, prj.RoleName); err != nil {
+	if err := tbl.Ensure(ctx, conn, prj.RoleName); err != nil {
 		return 0, err
 	}
+	at := s.now() // orders a listed user the provider gives no update time
+
 	n, cursor := 0, ""
 	for {
 		users, next, err := d.ListUsers(ctx, env, cursor)
 		if err != nil {
 			return n, err
 		}
-		if err := s.users.Backfill(ctx, conn, c.Schema, c.Table, users); err != nil {
+		if err := tbl.Backfill(ctx, conn, users, at); err != nil {
 			return n, err
 		}
 		n += len(users)
@@ -508,22 +514,38 @@ func alreadyDeleting(id string, s *Service) bool {
 	return err == nil && (prv.State == api.ProjectDeleting || prv.State == api.ProjectDeleted)
 }
 
-// userEventJob applies one identity provider user event to the project's table.
+// userEventJob applies an identity provider's delivery to the project's table: its one user event, or a
+// MultiEvent's every event, in the delivery's order, in one transaction.
 func (s *Service) userEventJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	var pl userEventPayload
 	if err := run.DecodePayload(&pl); err != nil {
 		return nil, err
 	}
-	rec, _, _, err := s.load(pl.IntegrationID)
+	rec, prov, creds, err := s.load(pl.IntegrationID)
 	if errors.Is(err, errGone) {
 		return map[string]any{"skipped": errGone.Error()}, nil
 	} else if err != nil {
 		return nil, err
 	}
-	if s.users == nil {
-		return s.failed(run, rec, apperr.Unavailable("user sync is not available on this appliance (no table writer)"))
+	if rec.State == api.IntegrationDisconnecting {
+		return map[string]any{"skipped": "the integration is being disconnected"}, nil
 	}
-	c := commonOf(rec.Config)
+	tbl, err := usersync.TableOf(rec.Config)
+	if err != nil {
+		return s.failed(run, rec, apperr.Invalid("%v", err))
+	}
+	evs := []provider.UserEvent{pl.Event}
+	if me, ok := prov.(MultiEvent); ok && pl.Body != nil {
+		if creds, err = s.fresh(ctx, rec, creds); err != nil {
+			return s.failed(run, rec, err)
+		}
+		evs, err = me.UserEvents(ctx, s.env(prov, rec, creds), pl.Body)
+		if errors.Is(err, provider.ErrIgnored) {
+			return map[string]any{"skipped": "the delivery has no user event"}, nil
+		} else if err != nil {
+			return s.failed(run, rec, err)
+		}
+	}
 	prj, inst, err := s.host.LoadProject(rec.ProjectID)
 	if err != nil {
 		return nil, scheduler.Transient(err)
@@ -536,15 +558,19 @@ func (s *Service) userEventJob(ctx context.Context, run *scheduler.Run) (any, er
 		return nil, scheduler.Transient(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := s.users.Ensure(ctx, conn, c.Schema, c.Table, prj.RoleName); err != nil {
+	if err := tbl.Ensure(ctx, conn, prj.RoleName); err != nil {
 		return nil, scheduler.Transient(err)
 	}
-	if err := s.users.Apply(ctx, conn, c.Schema, c.Table, pl.Event); err != nil {
+	if err := tbl.Apply(ctx, conn, evs...); err != nil {
 		return nil, scheduler.Transient(err)
 	}
 	now := s.now()
 	if err := s.settle(rec.ID, "", nil, func(r *store.Integration) { r.LastSyncAt = &now }); err != nil {
 		return nil, scheduler.Transient(err)
 	}
-	return map[string]any{"user_id": pl.Event.User.ID, "deleted": pl.Event.Deleted}, nil
+	applied := make([]map[string]any, len(evs))
+	for i, ev := range evs {
+		applied[i] = map[string]any{"user_id": ev.User.ID, "deleted": ev.Deleted}
+	}
+	return map[string]any{"applied": applied}, nil
 }

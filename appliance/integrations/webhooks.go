@@ -80,7 +80,11 @@ func (s *Service) Receive(ctx context.Context, name, projectID string, h http.He
 			if ev.ID == "" {
 				ev.ID = evID
 			}
-			typ, payload = JobUserEvent, userEventPayload{IntegrationID: rec.ID, Event: ev}
+			up := userEventPayload{IntegrationID: rec.ID, Event: ev}
+			if _, multi := pv.(MultiEvent); multi {
+				up.Body = buf.Bytes() // the job reads every event of the delivery (UserEvent found one)
+			}
+			typ, payload = JobUserEvent, up
 		} else if !errors.Is(err, provider.ErrIgnored) {
 			return nil, apperr.Invalid("the %s event cannot be read: %v", name, err)
 		}
