@@ -45,9 +45,11 @@ type MultiEvent interface {
 // common are the config keys the area itself reads (every provider's config has them, with these
 // defaults: docs/api-decisions.md "Integrations").
 type common struct {
-	DatabaseURLVar        string `json:"database_url_var"`
-	DirectURLVar          string `json:"direct_url_var"`
-	CAVar                 string `json:"ca_var"`
+	Variables struct {
+		Pooled string `json:"pooled"`
+		Direct string `json:"direct"`
+		CA     string `json:"ca"`
+	} `json:"variables"`
 	PreviewDatabases      *bool  `json:"preview_databases"`
 	DeletePreviewsOnClose *bool  `json:"delete_previews_on_close"`
 	PreviewMode           string `json:"preview_mode"`
@@ -56,11 +58,11 @@ type common struct {
 func commonOf(raw json.RawMessage) common {
 	var c common
 	_ = json.Unmarshal(raw, &c) // the provider validated it; absent keys take the defaults
-	if c.DatabaseURLVar == "" {
-		c.DatabaseURLVar = "DATABASE_URL"
+	if c.Variables.Pooled == "" {
+		c.Variables.Pooled = "DATABASE_URL"
 	}
-	if c.DirectURLVar == "" {
-		c.DirectURLVar = "DIRECT_URL"
+	if c.Variables.Direct == "" {
+		c.Variables.Direct = "DIRECT_URL"
 	}
 	if c.PreviewMode == "" {
 		c.PreviewMode = api.PreviewModeClone
@@ -169,13 +171,13 @@ func (s *Service) settings(prj *store.Project, c common) (provider.Settings, err
 		return provider.Settings{}, err
 	}
 	pooled, direct := portable(conns.PooledURL), portable(conns.DirectURL)
-	vars := map[string]string{c.DatabaseURLVar: pooled, c.DirectURLVar: direct}
-	if c.CAVar != "" {
+	vars := map[string]string{c.Variables.Pooled: pooled, c.Variables.Direct: direct}
+	if c.Variables.CA != "" {
 		pem, err := s.host.CACertPEM()
 		if err != nil {
 			return provider.Settings{}, err
 		}
-		vars[c.CAVar] = pem
+		vars[c.Variables.CA] = pem
 	}
 	return provider.Settings{Vars: vars, Direct: direct}, nil
 }

@@ -45,17 +45,23 @@ type Config struct {
 	// Targets receive the production settings (default production and preview; a branch's preview
 	// variables are always target preview with that git branch).
 	Targets []string `json:"targets"`
-	// The variable names (defaults DATABASE_URL, DIRECT_URL; CAVar "" pushes no CA).
-	DatabaseURLVar string `json:"database_url_var"`
-	DirectURLVar   string `json:"direct_url_var"`
-	// CAVar receives the appliance CA's PEM (absent: DATABASE_CA_CERT; "": none).
-	CAVar *string `json:"ca_var"`
+	// Variables names the environment variables pushed.
+	Variables Variables `json:"variables"`
 	// PreviewMode is the branches' previews' mode: clone (default: the project's data) or empty.
 	PreviewMode string `json:"preview_mode"`
 	// PreviewDatabases: a deployment of a non-production branch gets a preview database (default true).
 	PreviewDatabases *bool `json:"preview_databases"`
 	// DeletePreviewsOnClose: a closed branch deletes its preview (default true).
 	DeletePreviewsOnClose *bool `json:"delete_previews_on_close"`
+}
+
+// Variables are the names of the environment variables pushed (the same object as the other platforms').
+type Variables struct {
+	Pooled string `json:"pooled"` // the pooled connection string (default DATABASE_URL)
+	Direct string `json:"direct"` // the direct connection string (default DIRECT_URL)
+	// CA receives the appliance CA's PEM (absent: DATABASE_CA_CERT, as Vercel's functions have no file
+	// of it; "": none).
+	CA *string `json:"ca"`
 }
 
 var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
@@ -99,15 +105,16 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 	}
 	slices.Sort(c.Targets)
 	c.Targets = slices.Compact(c.Targets)
-	if c.DatabaseURLVar == "" {
-		c.DatabaseURLVar = "DATABASE_URL"
+	v := &c.Variables
+	if v.Pooled == "" {
+		v.Pooled = "DATABASE_URL"
 	}
-	if c.DirectURLVar == "" {
-		c.DirectURLVar = "DIRECT_URL"
+	if v.Direct == "" {
+		v.Direct = "DIRECT_URL"
 	}
-	if c.CAVar == nil {
+	if v.CA == nil {
 		ca := "DATABASE_CA_CERT"
-		c.CAVar = &ca
+		v.CA = &ca
 	}
 	switch c.PreviewMode {
 	case "":
@@ -116,12 +123,12 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 	default:
 		return c, fmt.Errorf("config: preview_mode: %q is not clone or empty", c.PreviewMode)
 	}
-	for field, v := range map[string]string{"database_url_var": c.DatabaseURLVar, "direct_url_var": c.DirectURLVar, "ca_var": *c.CAVar} {
-		if v != "" && !varName.MatchString(v) {
-			return c, fmt.Errorf("config: %s: %q is not an environment variable name (letters, digits, _)", field, v)
+	for field, name := range map[string]string{"variables.pooled": v.Pooled, "variables.direct": v.Direct, "variables.ca": *v.CA} {
+		if name != "" && !varName.MatchString(name) {
+			return c, fmt.Errorf("config: %s: %q is not an environment variable name (letters, digits, _)", field, name)
 		}
 	}
-	if ca := *c.CAVar; c.DatabaseURLVar == c.DirectURLVar || (ca != "" && (ca == c.DatabaseURLVar || ca == c.DirectURLVar)) {
+	if ca := *v.CA; v.Pooled == v.Direct || (ca != "" && (ca == v.Pooled || ca == v.Direct)) {
 		return c, errors.New("config: the variable names must differ")
 	}
 	yes := true
@@ -136,9 +143,9 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 
 // vars are the names Push sets.
 func (c Config) vars() []string {
-	out := []string{c.DatabaseURLVar, c.DirectURLVar}
-	if c.CAVar != nil && *c.CAVar != "" {
-		out = append(out, *c.CAVar)
+	out := []string{c.Variables.Pooled, c.Variables.Direct}
+	if c.Variables.CA != nil && *c.Variables.CA != "" {
+		out = append(out, *c.Variables.CA)
 	}
 	return out
 }

@@ -58,23 +58,23 @@ func TestValidateConfig(t *testing.T) {
 	if err := json.Unmarshal(out, &c); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(c.Targets, ",") != "preview,production" || c.DatabaseURLVar != "DATABASE_URL" || c.DirectURLVar != "DIRECT_URL" ||
-		*c.CAVar != "DATABASE_CA_CERT" || !*c.PreviewDatabases || !*c.DeletePreviewsOnClose || c.PreviewMode != "clone" {
+	if strings.Join(c.Targets, ",") != "preview,production" || c.Variables.Pooled != "DATABASE_URL" || c.Variables.Direct != "DIRECT_URL" ||
+		*c.Variables.CA != "DATABASE_CA_CERT" || !*c.PreviewDatabases || !*c.DeletePreviewsOnClose || c.PreviewMode != "clone" {
 		t.Fatalf("defaults: %s", out)
 	}
 	for raw, field := range map[string]string{
-		`{"targets":["staging"]}`:                       "targets",
-		`{"database_url_var":"1BAD"}`:                   "database_url_var",
-		`{"database_url_var":"X","direct_url_var":"X"}`: "differ",
-		`{"preview_mode":"copy"}`:                       "preview_mode",
-		`{"nope":true}`:                                 "nope",
-		`{"ca_var":"DIRECT_URL"}`:                       "differ",
+		`{"targets":["staging"]}`:                   "targets",
+		`{"variables":{"pooled":"1BAD"}}`:           "variables.pooled",
+		`{"variables":{"pooled":"X","direct":"X"}}`: "differ",
+		`{"preview_mode":"copy"}`:                   "preview_mode",
+		`{"nope":true}`:                             "nope",
+		`{"variables":{"ca":"DIRECT_URL"}}`:         "differ",
 	} {
 		if _, err := p.ValidateConfig(json.RawMessage(raw)); err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: %v", raw, err)
 		}
 	}
-	if out, err := p.ValidateConfig(json.RawMessage(`{"ca_var":""}`)); err != nil || !strings.Contains(string(out), `"ca_var":""`) {
+	if out, err := p.ValidateConfig(json.RawMessage(`{"variables":{"ca":""}}`)); err != nil || !strings.Contains(string(out), `"ca":""`) {
 		t.Errorf("no CA: %s %v", out, err)
 	}
 }

@@ -43,9 +43,12 @@ type Config struct {
 	Contexts []string `json:"contexts"`
 	// Variables names the environment variables.
 	Variables Variables `json:"variables"`
-	// DeletePreviewOnClose deletes a branch's preview database when the platform reports the branch
-	// closed. Netlify sends no such event (docs/api-decisions.md): previews go by their TTL or DELETE.
-	DeletePreviewOnClose bool `json:"delete_preview_on_close"`
+	// PreviewDatabases: a branch's deploy gets a preview database and its variables (default true).
+	PreviewDatabases *bool `json:"preview_databases"`
+	// PreviewMode is the branches' previews' mode: clone (default: the project's data) or empty.
+	PreviewMode string `json:"preview_mode"`
+	// No delete_previews_on_close: Netlify reports no branch closed (docs/api-decisions.md), so a
+	// branch's preview goes by its TTL or a DELETE of the preview.
 }
 
 // Variables are the names of the environment variables pushed.
@@ -93,6 +96,17 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 		}
 	}
 	c.Contexts = seen
+	if c.PreviewDatabases == nil {
+		yes := true
+		c.PreviewDatabases = &yes
+	}
+	switch c.PreviewMode {
+	case "":
+		c.PreviewMode = "clone"
+	case "clone", "empty":
+	default:
+		return Config{}, fmt.Errorf("deploy_b config: preview_mode: %q is not clone or empty", c.PreviewMode)
+	}
 	if c.Variables.Pooled == "" {
 		c.Variables.Pooled = "DATABASE_URL"
 	}

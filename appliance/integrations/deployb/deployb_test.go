@@ -231,14 +231,14 @@ func TestValidateConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != `{"contexts":["production"],"variables":{"pooled":"DATABASE_URL","direct":"DIRECT_URL","ca":""},"delete_preview_on_close":false}` {
+	if string(got) != `{"contexts":["production"],"variables":{"pooled":"DATABASE_URL","direct":"DIRECT_URL","ca":""},"preview_databases":true,"preview_mode":"clone"}` {
 		t.Fatalf("defaults %s", got)
 	}
-	got, err = p.ValidateConfig(json.RawMessage(`{"contexts":["production","branch-deploy","production"],"variables":{"direct":"PG_DIRECT"},"delete_preview_on_close":true}`))
+	got, err = p.ValidateConfig(json.RawMessage(`{"contexts":["production","branch-deploy","production"],"variables":{"direct":"PG_DIRECT"},"preview_databases":false,"preview_mode":"empty"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != `{"contexts":["production","branch-deploy"],"variables":{"pooled":"DATABASE_URL","direct":"PG_DIRECT","ca":""},"delete_preview_on_close":true}` {
+	if string(got) != `{"contexts":["production","branch-deploy"],"variables":{"pooled":"DATABASE_URL","direct":"PG_DIRECT","ca":""},"preview_databases":false,"preview_mode":"empty"}` {
 		t.Fatalf("normalized %s", got)
 	}
 	for _, c := range []struct{ in, field string }{
