@@ -17,8 +17,6 @@ import (
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/ids"
-	"github.com/theappliance/appliance/appliance/integrations/deploya/deployatest"
-	"github.com/theappliance/appliance/appliance/integrations/provider"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -33,7 +31,7 @@ type bundle struct {
 	adminKey string // every scope, organization-wide
 	box      *appliance.SecretBox
 	env      *appliancetest.Env
-	deployA  *deployatest.Server // deploy_a's platform (a fake of Vercel's API)
+	fakes    platformFakes // the integration providers' platforms (local fakes)
 }
 
 type setupOpts struct {
@@ -57,11 +55,11 @@ func setup(t testing.TB, opts ...setupOpts) *bundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	deployA := deployatest.Start(t, fixtureDeployAToken, "prj_fixture")
+	fakes := startPlatformFakes(t)
 	e := appliancetest.New(t, appliancetest.Options{Instances: o.instances, Billing: o.billing, ProgramApplicationRate: o.programRate,
-		IntegrationBaseURLs: map[string]string{provider.DeployA: deployA.URL}, IntegrationProviders: fixtureProviders()})
+		IntegrationBaseURLs: fakes.baseURLs(), IntegrationProviders: fixtureProviders()})
 	api := New(e.Svc, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limits: o.limits, Lane: e.Lane})
-	b := &bundle{t: t, env: e, svc: e.Svc, api: api, db: e.DB, adminKey: e.Bootstrap.APIKey, box: e.Box, deployA: deployA}
+	b := &bundle{t: t, env: e, svc: e.Svc, api: api, db: e.DB, adminKey: e.Bootstrap.APIKey, box: e.Box, fakes: fakes}
 	// Every response of the server, whoever asked, is checked against the served document.
 	ts := httptest.NewUnstartedServer(b.validating(api))
 	b.ts = ts
