@@ -122,6 +122,8 @@ func public(name string, err error) string {
 	switch {
 	case errors.Is(err, provider.ErrCredentials):
 		return name + ": " + provider.ErrCredentials.Error()
+	case errors.Is(err, provider.ErrUnusable):
+		return err.Error() // the provider's own words, which name the provider
 	case errors.As(err, &ae) && ae.Kind != apperr.KindInternal:
 		return name + ": " + ae.Msg
 	case errors.Is(err, errNotActive):
@@ -130,10 +132,10 @@ func public(name string, err error) string {
 	return name + ": " + outbound.Public(err)
 }
 
-// permanent errors are not retried: the credentials or the destination were refused.
+// permanent errors are not retried: the credentials, the settings or the destination were refused.
 func permanent(err error) bool {
 	var ae *apperr.Error
-	return errors.Is(err, provider.ErrCredentials) || errors.Is(err, outbound.ErrRefused) ||
+	return errors.Is(err, provider.ErrCredentials) || errors.Is(err, provider.ErrUnusable) || errors.Is(err, outbound.ErrRefused) ||
 		(errors.As(err, &ae) && ae.Kind != apperr.KindInternal && ae.Kind != apperr.KindUnavailable)
 }
 

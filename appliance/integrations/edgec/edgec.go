@@ -259,7 +259,7 @@ func (Provider) Push(ctx context.Context, env provider.Env, t provider.Target, s
 	}
 	if cfg.Mode == ModeWorkerSecret {
 		if t.Branch != "" {
-			return nil, errors.New("edge_c: a worker script's secrets have no per-branch values: worker_secret pushes production only")
+			return nil, provider.Unusable("edge_c: a worker script's secrets have no per-branch values: worker_secret pushes production only")
 		}
 		keys := make([]string, 0, len(s.Vars))
 		for k, v := range s.Vars {
@@ -374,7 +374,7 @@ func originOf(direct string) (origin, error) {
 		return origin{}, errors.New("edge_c: the direct connection string lacks a host, database, user or password")
 	}
 	if !publicHost(o.Host) {
-		return origin{}, fmt.Errorf("edge_c: hyperdrive connects from Cloudflare's network and cannot reach %s: give the appliance a public host name for its connection strings", o.Host)
+		return origin{}, provider.Unusable("edge_c: hyperdrive connects from Cloudflare's network and cannot reach %s: give the appliance a public host name for its connection strings, or use mode worker_secret", o.Host)
 	}
 	return o, nil
 }

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -41,7 +42,21 @@ var (
 	ErrCredentials = errors.New("the provider refused the credentials")
 	// ErrNoWebhooks: the provider sends no inbound events (edge_c).
 	ErrNoWebhooks = errors.New("this provider sends no webhooks")
+	// ErrUnusable: the platform cannot use the settings as they are (Unusable). The area shows the
+	// error's own text on the integration and does not retry.
+	ErrUnusable = errors.New("the platform cannot use these settings")
 )
+
+// Unusable is an ErrUnusable whose text says why and what to do; it names no secret and nothing the
+// platform answered (the area shows it to the tenant).
+func Unusable(format string, args ...any) error {
+	return unusable(fmt.Sprintf(format, args...))
+}
+
+type unusable string
+
+func (u unusable) Error() string        { return string(u) }
+func (u unusable) Is(target error) bool { return target == ErrUnusable }
 
 // Credentials are what connect (or the OAuth callback) stored, sealed by the area and opened for the
 // call. Which fields are set depends on the provider (docs/api-decisions.md).
