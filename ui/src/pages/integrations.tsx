@@ -5,10 +5,21 @@ import { Badge, CopyField, Empty, ErrorBox, Form, useListAction, when } from '..
 
 type Integration = Schemas['Integration']
 
-type Field = { name: string; label: string; secret?: boolean; optional?: boolean }
+/** A connect form's field; a config field goes into the body's config (configOf), not the credentials. */
+type Field = { name: string; label: string; secret?: boolean; optional?: boolean; config?: boolean }
 
 /** The providers, their connect forms and what each does (docs/api-decisions.md "Integrations"). */
-const providers: { id: string; title: string; does: string; fields: Field[]; viaPut?: boolean; oauth?: boolean; webhooks?: boolean }[] = [
+const providers: {
+  id: string
+  title: string
+  does: string
+  fields: Field[]
+  viaPut?: boolean
+  oauth?: boolean
+  webhooks?: boolean
+  /** configOf is the provider's config from the form's config fields (undefined: the defaults). */
+  configOf?: (v: Record<string, string>) => Record<string, unknown> | undefined
+}[] = [
   {
     id: 'deploy_a',
     title: 'deploy_a · Vercel-style hosting',
@@ -36,11 +47,14 @@ const providers: { id: string; title: string; does: string; fields: Field[]; via
   {
     id: 'edge_c',
     title: 'edge_c · Cloudflare-style edge',
-    does: 'Gives the edge platform the direct connection (a Hyperdrive configuration).',
+    does:
+      'Gives the edge platform the connection: a Hyperdrive configuration of the direct connection (Hyperdrive dials it from the internet: the appliance needs a public host name), or, when a Worker script is named, DATABASE_URL and DIRECT_URL as that script\'s secrets.',
     fields: [
       { name: 'account_id', label: 'Account ID' },
       { name: 'api_token', label: 'API token', secret: true },
+      { name: 'script', label: 'Worker script (its secrets instead of Hyperdrive)', optional: true, config: true },
     ],
+    configOf: (v) => (v.script ? { mode: 'worker_secret', script: v.script } : undefined),
   },
   {
     id: 'auth_a',
@@ -58,7 +72,9 @@ const providers: { id: string; title: string; does: string; fields: Field[]; via
     does: 'Copies the users into the auth_sync.users table of the database and keeps it up to date.',
     fields: [
       { name: 'external_id', label: 'Tenant domain' },
-      { name: 'token', label: 'Management API token', secret: true },
+      { name: 'client_id', label: 'Machine-to-machine client ID (read:users)', optional: true },
+      { name: 'client_secret', label: 'Client secret', secret: true, optional: true },
+      { name: 'token', label: 'Or a Management API token', secret: true, optional: true },
       { name: 'webhook_secret', label: 'Log stream bearer token', secret: true, optional: true },
     ],
     viaPut: true,
@@ -184,11 +200,13 @@ export function IntegrationsTab({ id, path }: { id: string; path: string }) {
         <Form
           label={'Connect ' + prov.id}
           onSubmit={async () => {
-            const v = values
+            const v: Record<string, string> = {}
+            for (const f of prov.fields) if (!f.config && values[f.name]) v[f.name] = values[f.name]
+            const config = prov.configOf?.(values)
             if (prov.viaPut) {
-              await put(base + '/' + prov.id, { credentials: { token: v.token ?? '', external_id: v.external_id ?? '', webhook_secret: v.webhook_secret ?? '' } })
+              await put(base + '/' + prov.id, { credentials: v, ...(config ? { config } : {}) })
             } else {
-              await post(base + '/' + prov.id + '/connect', v)
+              await post(base + '/' + prov.id + '/connect', { ...v, ...(config ? { config } : {}) })
             }
             setValues({})
             list.reload()
