@@ -746,8 +746,8 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	// Billing is off in this bundle: the Stripe webhook is 404 (TestStripeWebhook checks its other answers).
 	call("POST", "/v1/billing/stripe/webhook", "/v1/billing/stripe/webhook", "", `{"id": "evt_1"}`, 404)
 
-	// Integrations: deploy_a against the bundle's fake platform (its signed webhook in TestScopeMatrix and
-	// appliance's TestIntegrationDeployA), the stand-ins for the others.
+	// Integrations: the real providers against the bundle's fakes of their platforms (their signed webhooks
+	// in TestScopeMatrix, their flows in appliance's TestIntegrationDeployA and TestIntegrationProviders).
 	ints, intsP := project+"/integrations", "/v1/projects/{projectID}/integrations"
 	call("GET", ints, intsP, b.adminKey, nil, 200)
 	call("PUT", ints+"/deploy_a", intsP+"/{provider}", b.adminKey, map[string]any{"config": map[string]any{"targets": []string{"staging"}}}, 400)
@@ -760,10 +760,13 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	if r := call("GET", ints, intsP, b.adminKey, nil, 200); strings.Contains(string(r.body), fixtureDeployAToken) || !strings.Contains(string(r.body), `"state":"active"`) {
 		t.Errorf("integrations after connect: %s", r.body)
 	}
-	waitJob(call("POST", ints+"/deploy_b/connect", intsP+"/deploy_b/connect", b.adminKey, map[string]any{"site_id": "s", "token": "t"}, 202))
-	waitJob(call("POST", ints+"/edge_c/connect", intsP+"/edge_c/connect", b.adminKey, map[string]any{"account_id": "a", "api_token": "t"}, 202))
-	// Its sync fails: this bundle has no user table writer (appliance/integrations/usersync).
-	call("POST", ints+"/auth_a/connect", intsP+"/auth_a/connect", b.adminKey, map[string]any{"secret_key": "sk"}, 202)
+	waitJob(call("POST", ints+"/deploy_b/connect", intsP+"/deploy_b/connect", b.adminKey,
+		map[string]any{"site_id": b.fakes.deployB.SiteID, "token": b.fakes.deployB.Token}, 202))
+	waitJob(call("POST", ints+"/edge_c/connect", intsP+"/edge_c/connect", b.adminKey,
+		map[string]any{"account_id": b.fakes.edgeC.AccountID, "api_token": b.fakes.edgeC.Token, "config": map[string]any{"mode": "worker_secret", "script": "my-worker"}}, 202))
+	call("POST", ints+"/edge_c/connect", intsP+"/edge_c/connect", b.adminKey,
+		map[string]any{"account_id": "a", "api_token": "t", "config": map[string]any{"mode": "worker_secret"}}, 400) // no script
+	call("POST", ints+"/auth_a/connect", intsP+"/auth_a/connect", b.adminKey, map[string]any{"secret_key": fixtureAuthAKey}, 202)
 	for _, name := range []string{"deploy_a", "deploy_b", "auth_a", "auth_b", "auth_c"} {
 		call("POST", "/v1/integrations/"+name+"/webhook/"+prj.ID, "/v1/integrations/"+name+"/webhook/{projectID}", "", `{"id":"evt_unsigned"}`, 401)
 	}
