@@ -1,13 +1,12 @@
 package appliance_test
 
 import (
+	"strings"
 	"testing"
-
-	"github.com/theappliance/appliance/appliance"
 )
 
-// TestScaleToZeroAdvisor: the index advisor and index hygiene refuse a suspended project (409) instead of
-// waking it, and the sampler leaves it suspended.
+// TestScaleToZeroAdvisor: the index advisor and index hygiene answer a suspended project with an
+// unavailable report saying so instead of waking it, and the sampler leaves it suspended.
 func TestScaleToZeroAdvisor(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
@@ -21,11 +20,11 @@ func TestScaleToZeroAdvisor(t *testing.T) {
 	if _, err := e.Svc.Observe().Sample(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Svc.Observe().IndexAdvice(ctx, p, prj.ID, 1, 30, true); appliance.KindOf(err) != appliance.KindConflict {
-		t.Fatalf("the advisor on a suspended project: %v; want a conflict", err)
+	if a, err := e.Svc.Observe().IndexAdvice(ctx, p, prj.ID, 1, 30, true); err != nil || a.Advisor == nil || a.Advisor.Available || !strings.Contains(a.Advisor.Reason, "suspended") {
+		t.Fatalf("the advisor on a suspended project: %+v, %v; want an unavailable report saying it is suspended", a, err)
 	}
-	if _, err := e.Svc.Observe().IndexHygiene(ctx, p, prj.ID); appliance.KindOf(err) != appliance.KindConflict {
-		t.Fatalf("index hygiene on a suspended project: %v; want a conflict", err)
+	if h, err := e.Svc.Observe().IndexHygiene(ctx, p, prj.ID); err != nil || h.Hygiene == nil || h.Hygiene.Available || !strings.Contains(h.Hygiene.Reason, "suspended") {
+		t.Fatalf("index hygiene on a suspended project: %+v, %v; want an unavailable report saying it is suspended", h, err)
 	}
 	checkSuspended(t, e, prj.ID, inst)
 	if n := countEvents(t, e, prj.ID, "project.resumed"); n != 0 {

@@ -2,6 +2,7 @@ package observe
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -66,8 +67,8 @@ func (s *Service) IndexAdvice(ctx context.Context, p *authz.Principal, projectID
 	}
 	if prj, _, err := s.host.ActiveInstance(p, projectID); err != nil {
 		return nil, err
-	} else if err := notSuspended(prj); err != nil {
-		return nil, err
+	} else if why := suspended(prj); why != "" {
+		return &api.AdvisorResponse{Advisor: &pgstat.Advice{Reason: why}}, nil
 	}
 	key := adviceKey{projectID, minFilter, minSelectivity}
 	if !refresh {
@@ -98,8 +99,8 @@ func (s *Service) IndexAdvice(ctx context.Context, p *authz.Principal, projectID
 func (s *Service) IndexHygiene(ctx context.Context, p *authz.Principal, projectID string) (*api.HygieneResponse, error) {
 	if prj, _, err := s.host.ActiveInstance(p, projectID); err != nil {
 		return nil, err
-	} else if err := notSuspended(prj); err != nil {
-		return nil, err
+	} else if why := suspended(prj); why != "" {
+		return &api.HygieneResponse{Hygiene: &pgstat.Hygiene{Reason: why}}, nil
 	}
 	var h *pgstat.Hygiene
 	err := s.withQuietAdmin(ctx, p, projectID, func(_ *store.Project, admin *pgx.Conn) (err error) {
@@ -128,11 +129,13 @@ func (s *Service) withQuietAdmin(ctx context.Context, p *authz.Principal, projec
 	return fn(prj, admin)
 }
 
-// notSuspended refuses the advisor's work on a project suspended for idleness (scale to zero): it needs the
-// server, and asking for advice is no reason to wake it.
-func notSuspended(prj *store.Project) error {
+// suspended says why the advisor does not run on a project suspended for idleness (scale to zero): it needs
+// the server, and asking for advice is no reason to wake it. The answer is an unavailable report with this
+// reason (200, as for a database the advisor cannot serve), not an error: the Monitoring tab of a suspended
+// project asks for it as any other. "" when the project is not suspended.
+func suspended(prj *store.Project) string {
 	if prj.IdleSuspendedAt != nil {
-		return apperr.Conflict("project %s is suspended (scale to zero): the index advisor needs its server; connect to it or resume it (POST /v1/projects/%s/resume) first", prj.ID, prj.ID)
+		return fmt.Sprintf("The project is suspended (scale to zero): the index advisor needs its server. Connect to it or resume it (POST /v1/projects/%s/resume), then refresh.", prj.ID)
 	}
-	return nil
+	return ""
 }

@@ -760,7 +760,12 @@ function IndexAdvice({ id, path }: { id: string; path: string }) {
       <h3>Index hygiene</h3>
       <ErrorBox error={hyg.error} />
       {hyg.data && !h && <Empty>No hygiene report available.</Empty>}
-      {h && (
+      {h && !h.available && (
+        <div class="empty">
+          <p>{h.reason || 'The index hygiene report is not available for this database.'}</p>
+        </div>
+      )}
+      {h && h.available && (
         <>
           <dl class="facts">
             <dt>Reclaimable</dt>
