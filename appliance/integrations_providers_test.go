@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/apperr"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/integrations"
@@ -152,6 +153,24 @@ func TestIntegrationProviders(t *testing.T) {
 	bc.Close(t.Context())
 	if v, _ := netlify.Value("DATABASE_URL", "production", ""); v != pooled {
 		t.Fatalf("the branch deploy changed production's value: %q", v)
+	}
+	// The branch's preview lives a week after its last deployment: made so, and extended by the next
+	// deployment (the same preview, a day later on the service's clock).
+	prv := previewOf(t, e, p, prj.ID, i.Previews[0].PreviewID)
+	if d := prv.TTLExpiresAt.Sub(prv.CreatedAt); d < (integrations.BranchPreviewTTLHours-1)*time.Hour {
+		t.Fatalf("the branch's preview expires %s after its creation; want %dh", d, integrations.BranchPreviewTTLHours)
+	}
+	later := time.Now().Add(24 * time.Hour)
+	e.Clock.Set(func() time.Time { return later })
+	h2, body2 := deploybtest.Notification(jws, deploybtest.Deploy{ID: "dpl_1", SiteID: netlify.SiteID, State: "ready", Branch: "feature-x", Context: "branch-deploy"})
+	receive(t, e, provider.DeployB, prj.ID, h2, body2)
+	waitIntegrationJobs(t, e, prj.ID, integrations.JobDeploy)
+	e.Clock.Set(time.Now)
+	if i2 := integrationOfProvider(t, e, p, prj.ID, provider.DeployB); len(i2.Previews) != 1 || i2.Previews[0].PreviewID != i.Previews[0].PreviewID {
+		t.Fatalf("the branch's second deployment: previews %+v, want the same %s", i2.Previews, i.Previews[0].PreviewID)
+	}
+	if again := previewOf(t, e, p, prj.ID, i.Previews[0].PreviewID); !again.TTLExpiresAt.After(prv.TTLExpiresAt.Add(23 * time.Hour)) {
+		t.Fatalf("the branch's next deployment left its preview's expiry at %s (was %s)", again.TTLExpiresAt, prv.TTLExpiresAt)
 	}
 
 	// edge_c: Hyperdrive cannot reach a loopback host (a clear error, not retried); worker_secret can.
@@ -298,4 +317,20 @@ func TestIntegrationProviders(t *testing.T) {
 			t.Errorf("%s: %+v", name, i)
 		}
 	}
+}
+
+// previewOf reads one preview database of a project.
+func previewOf(t *testing.T, e *appliancetest.Env, p *appliance.Principal, projectID, id string) *api.PreviewDatabase {
+	t.Helper()
+	l, err := e.Svc.Previews().List(t.Context(), p, projectID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, prv := range l.PreviewDatabases {
+		if prv.ID == id {
+			return prv
+		}
+	}
+	t.Fatalf("preview %s is not among its project's", id)
+	return nil
 }

@@ -80,12 +80,19 @@ type Host interface {
 	AdminConn(ctx context.Context, inst *store.Instance, db string) (*pgx.Conn, error)
 }
 
-// Previews is the previews area's create and delete (a git branch's preview database is made and
-// deleted through the same path as the endpoints').
+// Previews is the previews area's create, extend and delete (a git branch's preview database is made,
+// kept and deleted through the same path as the endpoints').
 type Previews interface {
 	Create(ctx context.Context, p *authz.Principal, projectID string, req *api.CreatePreviewRequest) (*api.PreviewJobResponse, error)
+	Extend(ctx context.Context, p *authz.Principal, previewID string, req *api.ExtendPreviewRequest) (*api.PreviewResponse, error)
 	Delete(ctx context.Context, p *authz.Principal, previewID string) (*api.JobResponse, error)
 }
+
+// BranchPreviewTTLHours is a branch's preview database's life after the branch's last deployment: made
+// with it, and extended to it by each deployment event of the branch. The platforms send no event when a
+// branch is deleted or merged (Vercel's and Netlify's webhooks have none), so a branch nobody deploys any
+// more loses its preview this long after its last deployment, by the previews' expiry sweep.
+const BranchPreviewTTLHours = 7 * 24
 
 // Box seals and opens secrets and signs (the root's SecretBox).
 type Box interface {

@@ -436,13 +436,18 @@ func (s *Service) branchPreview(ctx context.Context, rec *store.Integration, bra
 	if id := rec.Previews[branch]; id != "" {
 		prv, _, err := s.host.LoadProject(id)
 		if err == nil && prv.State != api.ProjectDeleting && prv.State != api.ProjectDeleted && prv.State != api.ProjectFailed {
+			// A new deployment of the branch: its preview lives on (BranchPreviewTTLHours from now).
+			if _, err := s.previews.Extend(ctx, system(rec.OrganizationID), id, &api.ExtendPreviewRequest{TTLHours: BranchPreviewTTLHours}); err != nil {
+				return "", err
+			}
 			return id, nil
 		}
 		if err != nil && !errors.Is(err, store.ErrNotFound) && apperr.KindOf(err) != apperr.KindNotFound {
 			return "", err
 		}
 	}
-	res, err := s.previews.Create(ctx, system(rec.OrganizationID), rec.ProjectID, &api.CreatePreviewRequest{Name: previewName(branch), Mode: c.PreviewMode})
+	ttl := BranchPreviewTTLHours
+	res, err := s.previews.Create(ctx, system(rec.OrganizationID), rec.ProjectID, &api.CreatePreviewRequest{Name: previewName(branch), Mode: c.PreviewMode, TTLHours: &ttl})
 	if err != nil {
 		return "", err
 	}
