@@ -1,10 +1,16 @@
 package appliance_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +20,9 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/apperr"
 	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/integrations/deploya/deployatest"
 	"github.com/theappliance/appliance/appliance/integrations/provider"
+	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -25,13 +33,63 @@ import (
 // a 400 and stores nothing.
 func TestIntegrationOAuth(t *testing.T) {
 	t.Parallel()
-	m, err := mockoidc.Run()
+	// Access tokens live 30 seconds, inside the minute before expiry in which the appliance refreshes a
+	// token before using it: the connect job's first use refreshes it.
+	m, err := mockoidc.NewServer(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.AccessTTL = 30 * time.Second
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ln, nil); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { m.Shutdown() })
-	e, p := keyEnv(t, appliancetest.Options{IntegrationOAuth: map[string]appliance.IntegrationOAuthApp{provider.DeployA: {
-		ClientID: m.ClientID, ClientSecret: m.ClientSecret, AuthURL: m.AuthorizationEndpoint(), TokenURL: m.TokenEndpoint(), Scopes: []string{"openid"}}}})
+	// Vercel's token answer names the installation (installation_id); mockoidc's has no such field, so its
+	// token endpoint is reached through a relay that adds it to an authorization code's answer (and puts
+	// expires_in in seconds).
+	var (
+		grantsMu sync.Mutex
+		grants   []string // the grant types the token endpoint was asked for, in order
+	)
+	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, m.TokenEndpoint(), bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		var answer map[string]any
+		if json.NewDecoder(resp.Body).Decode(&answer) != nil {
+			http.Error(w, "not json", http.StatusBadGateway)
+			return
+		}
+		form, _ := url.ParseQuery(string(body))
+		grantsMu.Lock()
+		grants = append(grants, form.Get("grant_type"))
+		grantsMu.Unlock()
+		if resp.StatusCode == http.StatusOK && form.Get("grant_type") == "authorization_code" {
+			answer["installation_id"] = "icfg_test"
+		}
+		if resp.StatusCode == http.StatusOK {
+			// mockoidc writes expires_in as a Go duration (nanoseconds); OAuth 2 says seconds (RFC 6749 §5.1).
+			answer["expires_in"] = int(m.AccessTTL / time.Second)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(resp.StatusCode)
+		json.NewEncoder(w).Encode(answer)
+	}))
+	t.Cleanup(relay.Close)
+	fake := deployatest.Start(t, "vercel-token", "prj_web")
+	e, p := keyEnv(t, appliancetest.Options{Instances: true, IntegrationBaseURLs: map[string]string{provider.DeployA: fake.URL},
+		IntegrationOAuth: map[string]appliance.IntegrationOAuthApp{provider.DeployA: {
+			ClientID: m.ClientID, ClientSecret: m.ClientSecret, AuthURL: m.AuthorizationEndpoint(), TokenURL: relay.URL, Scopes: []string{"openid"}}}})
 	var clock time.Time
 	e.Clock.Set(func() time.Time {
 		if clock.IsZero() {
@@ -117,6 +175,14 @@ func TestIntegrationOAuth(t *testing.T) {
 	if strings.Contains(string(rec.Credentials), c["token"].(string)) {
 		t.Fatal("the token is stored in clear")
 	}
+	// The token answer's installation is recorded on the organization.
+	e.DB.View(func(tx *store.Tx) error {
+		org, err := store.Organizations.Get(tx, res.Project.OrganizationID)
+		if err != nil || org.DeployAInstallationID != "icfg_test" {
+			t.Errorf("the organization's deploy_a installation: %q (%v), want icfg_test", org.DeployAInstallationID, err)
+		}
+		return nil
+	})
 	// Replayed: 400 and the stored token is unchanged.
 	code2, _ := authorize()
 	_, err = svc.OAuthCallback(t.Context(), provider.DeployA, code2, state)
@@ -135,8 +201,26 @@ func TestIntegrationOAuth(t *testing.T) {
 	if err != nil || !conn.Integration.HasCredentials || conn.Integration.ExternalID != "prj_web" {
 		t.Fatalf("connect after OAuth: %v %+v", err, conn)
 	}
-	if _, c3 := stored(); c3["token"] != c["token"] || c3["external_id"] != "prj_web" {
-		t.Fatalf("after connect: %v", c3)
+	// The connect job uses the token, which expires within the minute: it is refreshed first (a new access
+	// token from the server's refresh grant, stored sealed with its new expiry), then the platform refuses
+	// it (the fake takes only its own token), which fails the job with the provider's refusal.
+	if j := e.WaitJob(t, conn.Job.ID); j.State != scheduler.StateFailed || !strings.Contains(j.Error, "refused") {
+		t.Fatalf("the connect job: %s: %s", j.State, j.Error)
+	}
+	grantsMu.Lock()
+	asked := slices.Clone(grants)
+	grantsMu.Unlock()
+	if !slices.Contains(asked, "refresh_token") {
+		t.Fatalf("the token endpoint was asked for %v: no refresh before the token's use", asked)
+	}
+	// The refreshed token is stored sealed with its expiry (mockoidc's token for the same session within
+	// the same second is the same string, so the expiry, not the string, shows the refresh was kept).
+	after, c3 := stored()
+	if c3["token"] == nil || c3["external_id"] != "prj_web" || c3["refresh_token"] == nil {
+		t.Fatalf("after the refresh: %v", c3)
+	}
+	if after.TokenExpiry == nil || after.TokenExpiry.Before(*rec.TokenExpiry) {
+		t.Fatalf("the refreshed token's expiry %v, before %v", after.TokenExpiry, rec.TokenExpiry)
 	}
 	// The callback is audited as the caller who started the flow (here an API key).
 	kind, id := p.Actor()

@@ -247,7 +247,9 @@ func (s *Service) fresh(ctx context.Context, rec *store.Integration, c sealed) (
 	if err != nil {
 		return c, err
 	}
-	old := &oauth2.Token{AccessToken: c.Token, RefreshToken: c.RefreshToken, Expiry: c.Expiry}
+	// Only the refresh token: oauth2's token source returns a token it deems valid (more than 10 seconds
+	// left) as it is, which would not refresh one expiring within our minute.
+	old := &oauth2.Token{RefreshToken: c.RefreshToken}
 	tok, err := conf.TokenSource(context.WithValue(ctx, oauth2.HTTPClient, s.client), old).Token()
 	if err != nil {
 		var re *oauth2.RetrieveError
