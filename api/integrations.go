@@ -27,7 +27,8 @@ type Integration struct {
 // IntegrationPreview is a git branch's preview database.
 type IntegrationPreview struct {
 	Branch    string `json:"branch"`
-	PreviewID string `json:"preview_id"`
+	PreviewID string `json:"preview_id" doc:"empty when the branch's preview could not be made (see error)"`
+	Error     string `json:"error" doc:"why the branch's last deployment got no preview database (the plan's previews limit, say); empty otherwise"`
 }
 
 // Integration states.

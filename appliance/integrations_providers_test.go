@@ -24,6 +24,7 @@ import (
 	"github.com/theappliance/appliance/appliance/integrations/edgec/edgectest"
 	"github.com/theappliance/appliance/appliance/integrations/provider"
 	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
 )
 
 // waitIntegrationJobs waits for every job of type typ of the project (the first skip of them left out) and
@@ -171,6 +172,29 @@ func TestIntegrationProviders(t *testing.T) {
 	}
 	if again := previewOf(t, e, p, prj.ID, i.Previews[0].PreviewID); !again.TTLExpiresAt.After(prv.TTLExpiresAt.Add(23 * time.Hour)) {
 		t.Fatalf("the branch's next deployment left its preview's expiry at %s (was %s)", again.TTLExpiresAt, prv.TTLExpiresAt)
+	}
+	// A branch whose preview cannot be made (the plan allows one preview, which feature-x has): that
+	// branch records why, the integration stays active, and feature-x keeps its preview.
+	if err := e.DB.Update(func(tx *store.Tx) error {
+		plan, err := store.Plans.Get(tx, prj.Plan)
+		if err != nil {
+			return err
+		}
+		plan.PreviewsLimit = 1
+		return store.Plans.Put(tx, plan)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h3, body3 := deploybtest.Notification(jws, deploybtest.Deploy{ID: "dpl_3", SiteID: netlify.SiteID, State: "building", Branch: "feature-y", Context: "branch-deploy"})
+	receive(t, e, provider.DeployB, prj.ID, h3, body3)
+	jobs := integrationJobs(t, e, prj.ID, integrations.JobDeploy)
+	if j := e.WaitJob(t, jobs[len(jobs)-1].ID); j.State != scheduler.StateFailed || !strings.Contains(j.Error, "preview quota") {
+		t.Fatalf("the deployment of a branch over the previews limit: %s: %s", j.State, j.Error)
+	}
+	i3 := integrationOfProvider(t, e, p, prj.ID, provider.DeployB)
+	if i3.State != api.IntegrationActive || len(i3.Previews) != 2 || i3.Previews[0].Branch != "feature-x" || i3.Previews[0].PreviewID == "" ||
+		i3.Previews[1].Branch != "feature-y" || i3.Previews[1].PreviewID != "" || !strings.Contains(i3.Previews[1].Error, "preview quota") {
+		t.Fatalf("after a branch over the limit: %+v", i3)
 	}
 
 	// edge_c: Hyperdrive cannot reach a loopback host (a clear error, not retried); worker_secret can.

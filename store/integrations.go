@@ -26,9 +26,12 @@ type Integration struct {
 	// Pushed are the names the provider set for production (variable names).
 	Pushed []string `json:"pushed"`
 	// Previews are the preview databases made for git branches: branch → preview project id.
-	Previews  map[string]string `json:"previews"`
-	CreatedAt time.Time         `json:"created_at"`
-	UpdatedAt time.Time         `json:"updated_at"`
+	Previews map[string]string `json:"previews"`
+	// BranchErrors are the branches whose preview database could not be made: branch → why (cleared by
+	// the branch's next success). The integration stays as it was: production's settings are unaffected.
+	BranchErrors map[string]string `json:"branch_errors,omitempty"`
+	CreatedAt    time.Time         `json:"created_at"`
+	UpdatedAt    time.Time         `json:"updated_at"`
 }
 
 // IntegrationEvent is an inbound webhook event already received (deduplication by the provider's event

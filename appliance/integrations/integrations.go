@@ -282,8 +282,15 @@ func view(rec *store.Integration) *api.Integration {
 	if len(v.Config) == 0 {
 		v.Config = json.RawMessage("null")
 	}
-	for _, b := range slices.Sorted(maps.Keys(rec.Previews)) {
-		v.Previews = append(v.Previews, api.IntegrationPreview{Branch: b, PreviewID: rec.Previews[b]})
+	branches := slices.Collect(maps.Keys(rec.Previews))
+	for b := range rec.BranchErrors {
+		if _, ok := rec.Previews[b]; !ok {
+			branches = append(branches, b)
+		}
+	}
+	slices.Sort(branches)
+	for _, b := range branches {
+		v.Previews = append(v.Previews, api.IntegrationPreview{Branch: b, PreviewID: rec.Previews[b], Error: rec.BranchErrors[b]})
 	}
 	return v
 }

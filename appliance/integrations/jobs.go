@@ -161,6 +161,28 @@ func (s *Service) failed(run *scheduler.Run, rec *store.Integration, err error) 
 	return nil, errors.New(msg)
 }
 
+// branchFailed ends a deployment event's job whose branch got no preview database (the plan's previews
+// limit, a failed clone): retried while the failure may pass, then recorded on the branch with the event
+// integration.failed (branch named). The integration keeps its state: production's settings are not
+// what failed.
+func (s *Service) branchFailed(run *scheduler.Run, rec *store.Integration, branch string, err error) (any, error) {
+	msg := public(rec.Provider, err)
+	s.log.Warn("integration branch preview failed", "job", run.Job.ID, "integration", rec.ID, "branch", branch,
+		"attempt", run.Job.Attempts, "err", err)
+	if !permanent(err) && run.Job.Attempts < run.Job.MaxAttempts {
+		return nil, scheduler.Transient(errors.New(msg))
+	}
+	if serr := s.settle(rec.ID, EventFailed, map[string]any{"job_id": run.Job.ID, "branch": branch, "error": msg}, func(r *store.Integration) {
+		if r.BranchErrors == nil {
+			r.BranchErrors = map[string]string{}
+		}
+		r.BranchErrors[branch] = msg
+	}); serr != nil {
+		return nil, scheduler.Transient(serr)
+	}
+	return nil, errors.New(msg)
+}
+
 // settings are a project's (or preview's) connection settings as the platform receives them: the pooled
 // and direct URLs with sslmode=verify-full (the appliance's sslrootcert path, meaningless elsewhere,
 // dropped) and the CA's PEM under the config's CA variable.
@@ -405,11 +427,11 @@ func (s *Service) deployJob(ctx context.Context, run *scheduler.Run) (any, error
 	}
 	prvID, err := s.branchPreview(ctx, rec, ev.Branch, c)
 	if err != nil {
-		return s.failed(run, rec, err)
+		return s.branchFailed(run, rec, ev.Branch, err)
 	}
 	prv, err := s.waitActive(ctx, prvID)
 	if err != nil {
-		return s.failed(run, rec, err)
+		return s.branchFailed(run, rec, ev.Branch, err)
 	}
 	st, err := s.settings(prv, c)
 	if err != nil {
@@ -424,7 +446,7 @@ func (s *Service) deployJob(ctx context.Context, run *scheduler.Run) (any, error
 	}
 	now := s.now()
 	if err := s.settle(rec.ID, EventSynced, map[string]any{"job_id": run.Job.ID, "branch": ev.Branch, "preview_id": prvID},
-		func(r *store.Integration) { r.LastSyncAt = &now }); err != nil {
+		func(r *store.Integration) { r.LastSyncAt = &now; delete(r.BranchErrors, ev.Branch) }); err != nil {
 		return nil, scheduler.Transient(err)
 	}
 	return map[string]any{"branch": ev.Branch, "preview_id": prvID, "pushed": pushed}, nil

@@ -4130,6 +4130,9 @@ export interface components {
         };
         IntegrationPreview: {
             branch: string;
+            /** @description why the branch's last deployment got no preview database (the plan's previews limit, say); empty otherwise */
+            error: string;
+            /** @description empty when the branch's preview could not be made (see error) */
             preview_id: string;
         };
         /** @enum {string} */
@@ -12396,6 +12399,7 @@ export interface operations {
                      *           "previews": [
                      *             {
                      *               "branch": "example",
+                     *               "error": "example",
                      *               "preview_id": "example"
                      *             }
                      *           ],
@@ -12463,6 +12467,7 @@ export interface operations {
                      *         "previews": [
                      *           {
                      *             "branch": "example",
+                     *             "error": "example",
                      *             "preview_id": "example"
                      *           }
                      *         ],
@@ -12555,6 +12560,7 @@ export interface operations {
                      *         "previews": [
                      *           {
                      *             "branch": "example",
+                     *             "error": "example",
                      *             "preview_id": "example"
                      *           }
                      *         ],
@@ -12648,6 +12654,7 @@ export interface operations {
                      *         "previews": [
                      *           {
                      *             "branch": "example",
+                     *             "error": "example",
                      *             "preview_id": "example"
                      *           }
                      *         ],
@@ -12741,6 +12748,7 @@ export interface operations {
                      *         "previews": [
                      *           {
                      *             "branch": "example",
+                     *             "error": "example",
                      *             "preview_id": "example"
                      *           }
                      *         ],
@@ -12833,6 +12841,7 @@ export interface operations {
                      *         "previews": [
                      *           {
                      *             "branch": "example",
+                     *             "error": "example",
                      *             "preview_id": "example"
                      *           }
                      *         ],

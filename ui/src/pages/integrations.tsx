@@ -150,9 +150,16 @@ export function IntegrationsTab({ id, path }: { id: string; path: string }) {
                   <dt>Branch previews</dt>
                   <dd>
                     {i.previews.map((p) => (
-                      <span key={p.branch}>
-                        <code>{p.branch}</code> → <a href={'/projects/' + seg(id) + '/previews'}>{p.preview_id}</a>{' '}
-                      </span>
+                      <div key={p.branch}>
+                        <code>{p.branch}</code>
+                        {p.preview_id && (
+                          <>
+                            {' '}
+                            → <a href={'/projects/' + seg(id) + '/previews'}>{p.preview_id}</a>
+                          </>
+                        )}
+                        {p.error && <span class="warning"> {p.error}</span>}
+                      </div>
                     ))}
                   </dd>
                 </>
