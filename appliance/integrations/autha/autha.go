@@ -18,7 +18,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
@@ -89,9 +88,9 @@ func (directory) list(ctx context.Context, env provider.Env, offset, limit int) 
 	if env.Credentials.Token == "" {
 		return nil, fmt.Errorf("%w: auth_a needs the instance's secret key", provider.ErrCredentials)
 	}
-	base := strings.TrimSuffix(env.BaseURL, "/")
-	if base == "" {
-		base = DefaultBaseURL
+	base, err := provider.BaseURL(env, DefaultBaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("auth_a: %w", err)
 	}
 	q := url.Values{"limit": {strconv.Itoa(limit)}, "offset": {strconv.Itoa(offset)}}
 	var raws []json.RawMessage

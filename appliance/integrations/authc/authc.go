@@ -96,9 +96,9 @@ func (directory) list(ctx context.Context, env provider.Env, after string, limit
 	if env.Credentials.ExternalID == "" {
 		return page, errors.New("auth_c needs the directory's id (external_id)")
 	}
-	base := strings.TrimSuffix(env.BaseURL, "/")
-	if base == "" {
-		base = DefaultBaseURL
+	base, err := provider.BaseURL(env, DefaultBaseURL)
+	if err != nil {
+		return page, fmt.Errorf("auth_c: %w", err)
 	}
 	q := url.Values{"directory": {env.Credentials.ExternalID}, "limit": {strconv.Itoa(limit)}}
 	if after != "" {

@@ -152,9 +152,9 @@ func (c Config) vars() []string {
 
 // call makes one API call; a 401/403 is provider.ErrCredentials.
 func call(ctx context.Context, env provider.Env, method, path string, q url.Values, body, out any) error {
-	base := strings.TrimRight(env.BaseURL, "/")
-	if base == "" {
-		base = DefaultBaseURL
+	base, err := provider.BaseURL(env, DefaultBaseURL)
+	if err != nil {
+		return fmt.Errorf("deploy_a: %w", err)
 	}
 	if q == nil {
 		q = url.Values{}

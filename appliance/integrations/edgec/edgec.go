@@ -411,15 +411,11 @@ func newClient(env provider.Env) (*client, error) {
 	if env.Credentials.ExternalID == "" {
 		return nil, fmt.Errorf("edge_c: no account id (external_id): %w", provider.ErrCredentials)
 	}
-	base := env.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
+	base, err := provider.BaseURL(env, DefaultBaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("edge_c: %w", err)
 	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, errors.New("edge_c: the base url is not an http(s) url")
-	}
-	return &client{http: env.HTTP, base: strings.TrimRight(base, "/"), token: env.Credentials.Token, account: env.Credentials.ExternalID}, nil
+	return &client{http: env.HTTP, base: base, token: env.Credentials.Token, account: env.Credentials.ExternalID}, nil
 }
 
 // acct is a path under the account, each segment escaped.

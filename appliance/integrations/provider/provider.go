@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -177,4 +179,19 @@ type Directory interface {
 	ListUsers(ctx context.Context, env Env, cursor string) (users []User, next string, err error)
 	// UserEvent parses a verified webhook body into a user event. ErrIgnored for other events.
 	UserEvent(body []byte) (UserEvent, error)
+}
+
+// BaseURL is one call's API base URL: the operator's (env.BaseURL) or the platform's default def,
+// without a trailing slash. Every provider takes it from here, so each refuses the same way a base URL
+// that is no http(s) URL with a host.
+func BaseURL(env Env, def string) (string, error) {
+	base := strings.TrimRight(env.BaseURL, "/")
+	if base == "" {
+		base = strings.TrimRight(def, "/")
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return "", errors.New("the base url is not an http(s) url")
+	}
+	return base, nil
 }
