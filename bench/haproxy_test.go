@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -9,6 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,8 +24,8 @@ import (
 // startHAProxyReference starts what a user would otherwise put in front of Redis: a redis-server of the
 // same kind and settings as the native reference, on a unix socket only, behind HAProxy (Debian's) with
 // nbthread 1, mode tcp, terminating TLS with a certificate of the same kind (issued by the appliance's CA,
-// as the kv front's and the native reference's are). It returns HAProxy's TLS port.
-func (k *kvBench) startHAProxyReference(b *testing.B) int {
+// as the kv front's and the native reference's are). It returns HAProxy's TLS port and process id.
+func (k *kvBench) startHAProxyReference(b *testing.B) (int, int) {
 	b.Helper()
 	haproxy, err := exec.LookPath("haproxy")
 	if err != nil {
@@ -84,7 +88,51 @@ backend redis
 			b.Fatal("HAProxy in front of the reference redis-server does not answer")
 		}
 	}
-	return port
+	return port, hp.Process.Pid
+}
+
+// syscalls is how many read and write system calls a process has made (/proc/<pid>/io's syscr + syscw;
+// pid 0 is this process).
+func syscalls(b *testing.B, pid int) float64 {
+	p := "/proc/self/io"
+	if pid != 0 {
+		p = fmt.Sprintf("/proc/%d/io", pid)
+	}
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0.0
+	for _, l := range strings.Split(string(raw), "\n") {
+		if k, v, ok := strings.Cut(l, ": "); ok && (k == "syscr" || k == "syscw") {
+			x, _ := strconv.ParseFloat(v, 64)
+			n += x
+		}
+	}
+	return n
+}
+
+// cpuTime is the CPU time (user and system) a process has used: this process's own (pid 0, from
+// getrusage: the kv front and whatever else of the bench's appliance ran meanwhile, so an upper bound for
+// the front) or another's (/proc/<pid>/stat, in clock ticks of 10 ms).
+func cpuTime(b *testing.B, pid int) time.Duration {
+	if pid == 0 {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command's name (in parentheses, which may hold spaces): utime and stime are the
+	// 12th and 13th of them.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // BenchmarkKVRESPvsHAProxy: redis-benchmark --tls -t set,get -c 50, at -P 1 and -P 16, BENCH_ROUNDS (5)
@@ -102,26 +150,36 @@ func BenchmarkKVRESPvsHAProxy(b *testing.B) {
 		b.Fatal(err)
 	}
 	front := &kvproxy.Server{Addr: "127.0.0.1:0", TLS: cfg, Resolver: k.e.Svc.KV(), Lane: k.e.Lane,
-		Limits: kvproxy.DefaultLimits}
+		Limits: kvproxy.DefaultLimits, RelayLoops: envAtLeast(b, "BENCH_RELAY_LOOPS", 0, -1)}
 	if err := front.Start(b.Context()); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { front.Stop(context.Background()) })
+	hpPort, hpPID := k.startHAProxyReference(b)
+	// cpu is whose CPU time counts as the front's: this process's for the kv front (pid 0), HAProxy's, and
+	// for native the redis-server's own (its TLS and its store's work together: not a front's).
 	targets := []struct {
 		name     string
 		port     int
 		password string
+		cpu      int
 	}{
-		{"kvproxy", portOfAddr(front.ListenAddr()), k.token},
-		{"haproxy", k.startHAProxyReference(b), k.refToken},
-		{"native", k.refPort, k.refToken},
+		{"kvproxy", portOfAddr(front.ListenAddr()), k.token, 0},
+		{"haproxy", hpPort, k.refToken, hpPID},
+		{"native", k.refPort, k.refToken, k.refPID},
 	}
 	for _, pipe := range []int{1, 16} {
 		got := map[string]map[string][]float64{} // test → target → ops/s per round
+		cpu := map[string][]float64{}            // target → the front's CPU µs per request (SET and GET together)
+		sys := map[string][]float64{}            // target → its read and write system calls per request
 		for round := range rounds {
 			for i := range targets {
 				t := targets[(i+round)%len(targets)]
-				for test, r := range k.redisBenchmark(b, t.port, t.password, pipe, 50, requests) {
+				c0, s0 := cpuTime(b, t.cpu), syscalls(b, t.cpu)
+				res := k.redisBenchmark(b, t.port, t.password, pipe, 50, requests)
+				sys[t.name] = append(sys[t.name], (syscalls(b, t.cpu)-s0)/float64(2*requests))
+				cpu[t.name] = append(cpu[t.name], float64(cpuTime(b, t.cpu)-c0)/float64(time.Microsecond)/float64(2*requests))
+				for test, r := range res {
 					if got[test] == nil {
 						got[test] = map[string][]float64{}
 					}
@@ -143,5 +201,14 @@ func BenchmarkKVRESPvsHAProxy(b *testing.B) {
 				pipe, test, medianF(g["kvproxy"]), medianF(g["haproxy"]), medianF(g["native"]), medianF(kh), fmtList(kh, "%.2f"),
 				medianF(kn), medianF(hn), fmtList(hn, "%.2f"))
 		}
+		ratio := make([]float64, len(cpu["kvproxy"]))
+		for i := range ratio {
+			ratio[i] = cpu["kvproxy"][i] / cpu["haproxy"][i]
+		}
+		b.Logf("P=%d CPU µs per request (SET and GET), medians: kvproxy %.2f (rounds %s), haproxy %.2f (rounds %s), native redis-server %.2f; kvproxy/haproxy %.2f (rounds %s)",
+			pipe, medianF(cpu["kvproxy"]), fmtList(cpu["kvproxy"], "%.2f"), medianF(cpu["haproxy"]), fmtList(cpu["haproxy"], "%.2f"),
+			medianF(cpu["native"]), medianF(ratio), fmtList(ratio, "%.2f"))
+		b.Logf("P=%d read and write system calls per request, medians: kvproxy %.2f, haproxy %.2f, native redis-server %.2f",
+			pipe, medianF(sys["kvproxy"]), medianF(sys["haproxy"]), medianF(sys["native"]))
 	}
 }

@@ -35,6 +35,7 @@ type kvBench struct {
 	resp     *kvproxy.Server
 	rest     *kvproxy.REST
 	refPort  int
+	refPID   int // the reference redis-server's
 	refToken string
 	storeDir string
 }
@@ -101,6 +102,7 @@ func (k *kvBench) startReference(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	k.refPID = cmd.Process.Pid
 	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", k.refPort), Password: k.refToken,
 		TLSConfig: &tls.Config{RootCAs: k.e.CA.Pool(), ServerName: "localhost"}})
 	defer c.Close()

@@ -12,6 +12,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -43,12 +44,18 @@ type Server struct {
 	Limits connlimit.Limits
 	// Lane is the background lane that yields to the front's commands (nil: none; scheduler/lane).
 	Lane *lane.Lane
+	// RelayLoops is how many event loops copy authenticated connections' bytes (relay.go; 0: 1, as
+	// HAProxy's nbthread 1 that the bench compares with); -1 copies them with two goroutines per
+	// connection instead.
+	RelayLoops int
 
 	mu     sync.Mutex
 	ln     *connlimit.Listener
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+	loops  []*relayLoop
+	next   atomic.Uint32 // the loop the next connection goes to
 }
 
 // maxPreAuth bounds what a connection may send before it authenticates.
@@ -67,9 +74,21 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}
 	s.Limits = limits(s.Limits)
+	var loops []*relayLoop
+	for range max(cmp.Or(s.RelayLoops, 1), 0) {
+		l, err := newRelayLoop(s)
+		if err != nil {
+			for _, l := range loops {
+				l.shutdown()
+			}
+			raw.Close()
+			return err
+		}
+		loops = append(loops, l)
+	}
 	ln := connlimit.New(raw, s.Limits)
 	s.mu.Lock()
-	s.ln, s.conns, s.closed = ln, map[net.Conn]struct{}{}, false
+	s.ln, s.conns, s.closed, s.loops = ln, map[net.Conn]struct{}{}, false, loops
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go s.accept(ln)
@@ -107,8 +126,10 @@ func (s *Server) accept(ln *connlimit.Listener) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer s.untrack(c)
-			s.serve(tls.Server(c, s.TLS))
+			lc := &loopConn{Conn: c}
+			if !s.serve(c, lc, tls.Server(lc, s.TLS)) {
+				s.untrack(c)
+			}
 		}()
 	}
 }
@@ -142,7 +163,11 @@ func (s *Server) Stop(ctx context.Context) error {
 	for c := range s.conns {
 		c.Close()
 	}
+	loops := s.loops
 	s.mu.Unlock()
+	for _, l := range loops {
+		l.shutdown()
+	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -182,11 +207,12 @@ func probeTLS(ctx context.Context, addr, what string) (string, string) {
 	return "operational", what + " on " + addr
 }
 
-// serve runs one client connection: the unauthenticated phase, then the splice.
-func (s *Server) serve(c *tls.Conn) {
+// serve runs one client connection (conn, the accepted one; c, TLS over lc over it): the unauthenticated
+// phase, then the relay. It reports whether a relay loop took the connection over (which then ends it).
+func (s *Server) serve(conn net.Conn, lc *loopConn, c *tls.Conn) bool {
 	c.SetDeadline(time.Now().Add(s.Limits.AuthTimeout))
 	if err := c.Handshake(); err != nil {
-		return
+		return false
 	}
 	buf := make([]byte, 0, 4096)
 	var out []byte
@@ -197,7 +223,7 @@ func (s *Server) serve(c *tls.Conn) {
 			if err != nil {
 				out = redcon.AppendError(out, "ERR Protocol error: "+strings.TrimPrefix(err.Error(), "Protocol error: "))
 				c.Write(out)
-				return
+				return false
 			}
 			if !complete {
 				break
@@ -209,7 +235,7 @@ func (s *Server) serve(c *tls.Conn) {
 			switch strings.ToLower(string(args[0])) {
 			case "quit":
 				c.Write(redcon.AppendOK(out))
-				return
+				return false
 			case "auth", "hello":
 				first, reply := authCommand(args)
 				if reply != "" {
@@ -240,16 +266,23 @@ func (s *Server) serve(c *tls.Conn) {
 						s.log().Warn("connect to a key-value store", "err", err)
 					}
 					c.Write(redcon.AppendError(out, errUnavailable))
-					return
+					return false
 				}
 				if len(out) > 0 {
 					if _, err := c.Write(out); err != nil {
 						up.Close()
-						return
+						return false
 					}
 				}
-				s.splice(c, up, append(first.raw, leftover...))
-				return
+				toStore := append(first.raw, leftover...)
+				if len(s.loops) > 0 {
+					c.SetDeadline(time.Time{})
+					if s.loops[s.next.Add(1)%uint32(len(s.loops))].handoff(conn, lc, c, up, toStore) {
+						return true
+					}
+				}
+				s.splice(c, up, toStore)
+				return false
 			default:
 				out = redcon.AppendError(out, errNoAuth)
 			}
@@ -257,19 +290,19 @@ func (s *Server) serve(c *tls.Conn) {
 		}
 		if len(out) > 0 {
 			if _, err := c.Write(out); err != nil {
-				return
+				return false
 			}
 			out = out[:0]
 		}
 		if len(buf) >= maxPreAuth {
 			c.Write(redcon.AppendError(nil, "ERR Protocol error: too much data before AUTH"))
-			return
+			return false
 		}
 		// Read more: keep what is unparsed at the front of the buffer.
 		buf = append(bytes.Clone(buf), make([]byte, 4096)...)[:len(buf)]
 		n, err := c.Read(buf[len(buf):cap(buf)])
 		if err != nil {
-			return
+			return false
 		}
 		s.Lane.Foreground() // background work yields to requests (scheduler/lane)
 		buf = buf[:len(buf)+n]

@@ -11,7 +11,6 @@
 package connlimit
 
 import (
-	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -256,7 +255,7 @@ func (l *Listener) of(c net.Conn) *Conn {
 				return v
 			}
 			return nil
-		case *tls.Conn:
+		case interface{ NetConn() net.Conn }: // a *tls.Conn, or a front's own wrapper
 			c = v.NetConn()
 		default:
 			return nil
