@@ -2,7 +2,9 @@
 // v2 where the machine has a cgroup2 hierarchy with the memory and cpu controllers usable, v1 (the memory
 // and cpu controllers' hierarchies) otherwise, and nothing, with one warning, where neither is writable.
 // Each instance gets a group under the appliance's own parent group (named after the appliance, so two
-// appliances or parallel tests never share one), made under the cgroup the appliance itself runs in.
+// appliances or parallel tests never share one), made under the cgroup the appliance itself runs in (with
+// v2, in a group of its own such as its systemd service's, the appliance first moves itself into the
+// group's supervisor child: SupervisorGroup).
 // It only reads and writes files of the cgroup file systems: it never runs a program.
 package cgroups
 
@@ -167,13 +169,16 @@ func (g *Groups) openV2(o Options, self map[string]string) error {
 		return errors.New("the appliance is in no cgroup2 group")
 	}
 	own := filepath.Join(root, filepath.Clean("/"+rel))
+	if own != root && filepath.Base(own) == SupervisorGroup && procsOf(filepath.Dir(own)) == "" {
+		own = filepath.Dir(own) // an appliance (this one, or its unit's DelegateSubgroup) put itself there
+	}
 	if err := hasControllers(filepath.Join(own, "cgroup.controllers")); err != nil {
 		return err
 	}
 	// The controllers are handed down to the parent group's children: enabled in the subtree of the group the
-	// appliance runs in (refused by the kernel when it holds processes and is not the root: then v2 is not
-	// usable without a delegated group) and of the parent.
-	if err := enable(own); err != nil {
+	// appliance runs in (after it moved itself out of it, where it has to) and of the parent, made beside.
+	moved, err := g.claim(own, os.Getpid())
+	if err != nil {
 		return err
 	}
 	parent := filepath.Join(own, o.Name)
@@ -185,7 +190,60 @@ func (g *Groups) openV2(o Options, self map[string]string) error {
 	}
 	g.version, g.parents = V2, []string{parent}
 	g.why = "cgroup v2 under " + parent
+	if moved {
+		g.why += " (the appliance moved itself into " + filepath.Join(own, SupervisorGroup) + ")"
+	}
 	return nil
+}
+
+// SupervisorGroup is the group under its own that the appliance moves itself into with cgroup v2, when it
+// runs in a group of its own that is not the root (a systemd service with Delegate=yes): the kernel enables
+// no controller in the subtree of a group that holds processes (v2's "no internal processes" rule), so the
+// appliance leaves its group to its children: <own>/supervisor (the appliance and the programs it does not
+// limit) beside <own>/<parent> (the instances' groups).
+const SupervisorGroup = "supervisor"
+
+// claim enables the memory and cpu controllers in the subtree of own, the group the appliance (pid) runs
+// in. Where the kernel refuses because own holds processes, and they are all the appliance's (pid and its
+// descendants), it moves them into own/supervisor and enables them then (moved: true). Processes of
+// others in own (a login session's shell) are an error: v2 is not usable there without a group of the
+// appliance's own.
+func (g *Groups) claim(own string, pid int) (moved bool, err error) {
+	err = enable(own)
+	if err == nil || !errors.Is(err, syscall.EBUSY) {
+		return false, err
+	}
+	ours := map[string]bool{strconv.Itoa(pid): true}
+	for _, c := range g.descendants(pid) {
+		ours[strconv.Itoa(c)] = true
+	}
+	var others []string
+	for _, p := range strings.Fields(procsOf(own)) {
+		if !ours[p] {
+			others = append(others, p)
+		}
+	}
+	if len(others) > 0 {
+		return false, fmt.Errorf("%w (%s also holds processes not the appliance's: %s; run it in a group of its own, as its systemd unit does with Delegate=yes)",
+			err, own, strings.Join(others, " "))
+	}
+	sup := filepath.Join(own, SupervisorGroup)
+	if err := mkdir(sup); err != nil {
+		return false, err
+	}
+	if err := g.move([]string{sup}, pid); err != nil {
+		return false, fmt.Errorf("cgroups: move the appliance out of %s: %w", own, err)
+	}
+	if err := enable(own); err != nil {
+		return true, err
+	}
+	return true, nil
+}
+
+// procsOf is the content of a v2 group's cgroup.procs ("" when it holds none, or cannot be read).
+func procsOf(dir string) string {
+	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	return strings.TrimSpace(string(b))
 }
 
 func hasControllers(path string) error {
@@ -194,7 +252,7 @@ func hasControllers(path string) error {
 		return err
 	}
 	have := strings.Fields(string(b))
-	for _, c := range []string{"memory", "cpu"} {
+	for _, c := range v2Controllers {
 		if !contains(have, c) {
 			return fmt.Errorf("the %s controller is not available in %s", c, filepath.Dir(path))
 		}
@@ -208,14 +266,24 @@ func enable(dir string) error {
 		return err
 	}
 	on := strings.Fields(string(b))
-	if contains(on, "memory") && contains(on, "cpu") {
+	var plus []string
+	for _, c := range v2Controllers {
+		if !contains(on, c) {
+			plus = append(plus, "+"+c)
+		}
+	}
+	if len(plus) == 0 {
 		return nil
 	}
-	if err := write(filepath.Join(dir, "cgroup.subtree_control"), "+memory +cpu", false); err != nil {
-		return fmt.Errorf("enable the memory and cpu controllers in %s: %w", dir, err)
+	if err := write(filepath.Join(dir, "cgroup.subtree_control"), strings.Join(plus, " "), false); err != nil {
+		return fmt.Errorf("enable the %s controllers in %s: %w", strings.Join(v2Controllers, " and "), dir, err)
 	}
 	return nil
 }
+
+// v2Controllers are the controllers the instances' groups need with cgroup v2 (a variable for the kernel
+// test on machines whose memory and cpu controllers are bound to v1 hierarchies).
+var v2Controllers = []string{"memory", "cpu"}
 
 func (g *Groups) openV1(o Options, self map[string]string) error {
 	var parents []string
