@@ -286,7 +286,8 @@ LimitNOFILE=%d
 # SIGTERM to up alone, which stops its servers in order; what is left after the timeout is killed.
 KillMode=mixed
 TimeoutStopSec=120s
-# up makes a cgroup per project's server under its own.
+# up makes a cgroup per project's server under its own: with cgroup v2 it moves itself into
+# <its group>/supervisor first (no controller is enabled under a group holding processes).
 Delegate=yes
 
 [Install]

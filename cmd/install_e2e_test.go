@@ -50,7 +50,7 @@ func TestInstallService(t *testing.T) {
 	for _, want := range []string{
 		"ExecStart=" + bin + " up --config " + configPath + "\n", "User=root\n", "NoNewPrivileges=yes\n",
 		"ProtectSystem=strict\n", "ReadWritePaths=" + dataDir + " " + cache + "\n", "PrivateTmp=yes\n",
-		"Restart=on-failure\n", "LimitNOFILE=65536\n", "After=network-online.target\n", "WantedBy=multi-user.target\n",
+		"Restart=on-failure\n", "LimitNOFILE=65536\n", "Delegate=yes\n", "After=network-online.target\n", "WantedBy=multi-user.target\n",
 	} {
 		if !bytes.Contains(unit, []byte(want)) {
 			t.Errorf("the unit lacks %q:\n%s", want, unit)
