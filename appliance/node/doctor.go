@@ -167,7 +167,7 @@ func cgroupsCheck(r *checkRun, c *Check) {
 	case groups == nil:
 		c.Level, c.Detail, c.Fix = LevelWarn, "off: projects' memory and CPU are not held", "--cgroups auto"
 	case groups.Version() == cgroups.None:
-		c.Level, c.Detail, c.Fix = LevelWarn, groups.Status(), "run up as root on a machine with cgroup v2 (memory and cpu delegated) or v1's memory and cpu hierarchies"
+		c.Level, c.Detail, c.Fix = LevelWarn, groups.Status(), "run up as root, in a cgroup of its own with v2 (the unit appliance install writes: Delegate=yes), on a machine whose cgroup v2 or v1 hierarchies have the memory and cpu controllers"
 	default:
 		c.Detail = "projects' memory and CPU held by " + groups.Status()
 	}
