@@ -217,8 +217,9 @@ func (g *Groups) claim(own string, pid int) (moved bool, err error) {
 	for _, c := range g.descendants(pid) {
 		ours[strconv.Itoa(c)] = true
 	}
+	procs := strings.Fields(procsOf(own))
 	var others []string
-	for _, p := range strings.Fields(procsOf(own)) {
+	for _, p := range procs {
 		if !ours[p] {
 			others = append(others, p)
 		}
@@ -231,8 +232,11 @@ func (g *Groups) claim(own string, pid int) (moved bool, err error) {
 	if err := mkdir(sup); err != nil {
 		return false, err
 	}
-	if err := g.move([]string{sup}, pid); err != nil {
-		return false, fmt.Errorf("cgroups: move the appliance out of %s: %w", own, err)
+	// Only what is in own moves: a child already in a group of its own stays there.
+	for _, p := range procs {
+		if err := write(filepath.Join(sup, "cgroup.procs"), p, true); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return false, fmt.Errorf("cgroups: move the appliance out of %s: %w", own, err)
+		}
 	}
 	if err := enable(own); err != nil {
 		return true, err

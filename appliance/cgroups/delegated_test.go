@@ -124,8 +124,10 @@ func TestDelegatedGroup(t *testing.T) {
 				child.Wait()
 				t.Fatalf("the child reported %v\nstderr:\n%s", report, stderr.String())
 			}
-			if server, err := strconv.Atoi(report["server"]); err == nil {
-				t.Cleanup(func() { syscall.Kill(server, syscall.SIGKILL) }) // the child's server, were it left
+			for _, name := range []string{"server", "helper"} {
+				if p, err := strconv.Atoi(report[name]); err == nil {
+					t.Cleanup(func() { syscall.Kill(p, syscall.SIGKILL) }) // the child's processes, were they left
+				}
 			}
 			pid := strconv.Itoa(child.Process.Pid)
 			if shared {
@@ -142,8 +144,8 @@ func TestDelegatedGroup(t *testing.T) {
 				if got := valueOf(filepath.Join(service, "cgroup.procs")); got != "" {
 					t.Errorf("the service's group still holds %q", got)
 				}
-				if got := valueOf(filepath.Join(service, SupervisorGroup, "cgroup.procs")); !slices.Contains(strings.Fields(got), pid) {
-					t.Errorf("%s/%s holds %q, not the appliance %s", service, SupervisorGroup, got, pid)
+				if got := strings.Fields(valueOf(filepath.Join(service, SupervisorGroup, "cgroup.procs"))); !slices.Contains(got, pid) || !slices.Contains(got, report["helper"]) {
+					t.Errorf("%s/%s holds %v, not the appliance %s and its child %s", service, SupervisorGroup, got, pid, report["helper"])
 				}
 				parent := filepath.Join(service, "appliance-t")
 				for _, d := range []string{service, parent} {
@@ -187,6 +189,13 @@ func TestDelegatedGroup(t *testing.T) {
 func delegatedChild(t *testing.T) {
 	v2Controllers = strings.Split(os.Getenv("CGROUPS_TEST_CONTROLLERS"), ",")
 	mount := filepath.Dir(os.Getenv(delegatedEnv))
+	// A process the appliance started before it opened the groups (as up --ephemeral's guard): it moves too.
+	helper := exec.Command("sleep", "infinity")
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { helper.Process.Kill(); helper.Wait() }()
+	fmt.Printf("helper=%d\n", helper.Process.Pid)
 	g, err := Open(Options{Root: mount, Name: "appliance-t"})
 	if err != nil {
 		t.Fatal(err)
