@@ -185,7 +185,8 @@ func (s *Service) branchFailed(run *scheduler.Run, rec *store.Integration, branc
 
 // settings are a project's (or preview's) connection settings as the platform receives them: the pooled
 // and direct URLs with sslmode=verify-full (the appliance's sslrootcert path, meaningless elsewhere,
-// dropped) and the CA's PEM under the config's CA variable.
+// dropped), the CA's PEM under the config's CA variable, and the CA's PEM for a platform that verifies
+// the server itself (Settings.CACert).
 func (s *Service) settings(prj *store.Project, c common) (provider.Settings, error) {
 	if prj.State != api.ProjectActive {
 		return provider.Settings{}, errNotActive
@@ -196,14 +197,14 @@ func (s *Service) settings(prj *store.Project, c common) (provider.Settings, err
 	}
 	pooled, direct := portable(conns.PooledURL), portable(conns.DirectURL)
 	vars := map[string]string{c.Variables.Pooled: pooled, c.Variables.Direct: direct}
+	pem, err := s.host.CACertPEM()
+	if err != nil {
+		return provider.Settings{}, err
+	}
 	if c.Variables.CA != "" {
-		pem, err := s.host.CACertPEM()
-		if err != nil {
-			return provider.Settings{}, err
-		}
 		vars[c.Variables.CA] = pem
 	}
-	return provider.Settings{Vars: vars, Direct: direct}, nil
+	return provider.Settings{Vars: vars, Direct: direct, CACert: pem}, nil
 }
 
 // portable is a connection URL without the appliance's local sslrootcert path.

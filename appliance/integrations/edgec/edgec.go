@@ -8,7 +8,12 @@
 //     origin is the direct connection (host, port, database, user, password, scheme), named after the
 //     target; a Worker binds it by its id. Hyperdrive dials the origin from Cloudflare's network: the
 //     host must be publicly reachable, and an address that cannot be (loopback, private, link-local,
-//     localhost) is refused here with a clear error.
+//     localhost) is refused here with a clear error. Hyperdrive verifies the server as the connection
+//     strings do (sslmode verify-full) against the appliance's CA (Settings.CACert), uploaded once to the
+//     account as an mTLS CA certificate (/accounts/{account_id}/mtls_certificates) named
+//     "<name>-ca-<hash of the CA>" and found again by that name; the configuration's mtls names it. A
+//     certificate of that name no configuration uses any more (a CA replaced, the last target removed)
+//     is deleted.
 //   - worker_secret: the variables (DATABASE_URL, DIRECT_URL…) as secrets of one Worker script
 //     (/accounts/{account_id}/workers/scripts/{script_name}/secrets). A script's secrets are the
 //     script's, not a branch's: a branch target is refused.
@@ -21,8 +26,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -242,7 +249,11 @@ func (Provider) Check(ctx context.Context, env provider.Env) error {
 		}
 		return nil
 	}
-	_, err = c.listConfigs(ctx)
+	if _, err = c.listConfigs(ctx); err != nil {
+		return err
+	}
+	// Push uploads the CA: a token without "SSL and Certificates" is refused now, not at the push.
+	_, err = c.listCerts(ctx)
 	return err
 }
 
@@ -287,12 +298,20 @@ func (Provider) Push(ctx context.Context, env provider.Env, t provider.Target, s
 	if err != nil {
 		return nil, err
 	}
+	caName, err := cfg.caName(s.CACert)
+	if err != nil {
+		return nil, err
+	}
+	caID, err := c.ensureCA(ctx, caName, s.CACert)
+	if err != nil {
+		return nil, err
+	}
 	name := cfg.HyperdriveName(t)
 	existing, err := c.findConfig(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	body := hyperdrive{Name: name, Origin: o}
+	body := hyperdrive{Name: name, Origin: o, MTLS: &mtls{CACertificateID: caID, SSLMode: "verify-full"}}
 	if existing == nil {
 		_, err = c.call(ctx, "create hyperdrive config", http.MethodPost, c.acct("hyperdrive", "configs"), body, nil, http.StatusOK, http.StatusCreated)
 	} else {
@@ -301,11 +320,15 @@ func (Provider) Push(ctx context.Context, env provider.Env, t provider.Target, s
 	if err != nil {
 		return nil, err
 	}
+	// A CA this one replaced goes once no configuration names it (best effort: the push is done; another
+	// push or the last remove sweeps again).
+	_ = c.sweepCAs(ctx, cfg, caName)
 	return []string{name}, nil
 }
 
-// Remove deletes the target's Hyperdrive configuration (found by name), or the config's secrets from
-// the script (production's only: they are the script's).
+// Remove deletes the target's Hyperdrive configuration (found by name), then the CA certificates it
+// uploaded that no configuration names any more (after the last target's: all of them); or the config's
+// secrets from the script (production's only: they are the script's).
 func (Provider) Remove(ctx context.Context, env provider.Env, t provider.Target) error {
 	cfg, err := ParseConfig(env.Config)
 	if err != nil {
@@ -327,11 +350,15 @@ func (Provider) Remove(ctx context.Context, env provider.Env, t provider.Target)
 		return nil
 	}
 	existing, err := c.findConfig(ctx, cfg.HyperdriveName(t))
-	if err != nil || existing == nil {
+	if err != nil {
 		return err
 	}
-	_, err = c.call(ctx, "delete hyperdrive config", http.MethodDelete, c.acct("hyperdrive", "configs", existing.ID), nil, nil, http.StatusOK, http.StatusNoContent, http.StatusNotFound)
-	return err
+	if existing != nil {
+		if _, err := c.call(ctx, "delete hyperdrive config", http.MethodDelete, c.acct("hyperdrive", "configs", existing.ID), nil, nil, http.StatusOK, http.StatusNoContent, http.StatusNotFound); err != nil {
+			return err
+		}
+	}
+	return c.sweepCAs(ctx, cfg, "")
 }
 
 // origin is a Hyperdrive configuration's origin.
@@ -344,11 +371,63 @@ type origin struct {
 	Scheme   string `json:"scheme"`
 }
 
+// mtls is a Hyperdrive configuration's TLS to its origin: the mode and the CA certificate (an uploaded
+// mTLS certificate's id) the server's certificate must chain to.
+type mtls struct {
+	CACertificateID string `json:"ca_certificate_id,omitempty"`
+	SSLMode         string `json:"sslmode,omitempty"`
+}
+
 // hyperdrive is a Hyperdrive configuration.
 type hyperdrive struct {
 	ID     string `json:"id,omitempty"`
 	Name   string `json:"name"`
 	Origin origin `json:"origin"`
+	MTLS   *mtls  `json:"mtls,omitempty"`
+}
+
+// mtlsCert is an mTLS certificate of the account, as listed (the PEM is not read back).
+type mtlsCert struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	CA   bool   `json:"ca"`
+}
+
+// caName is the name of the CA certificate edge_c uploads for the config: "<name>-ca-" and 16 hex digits
+// of the SHA-256 of the certificates' DER, so a replaced CA gets a certificate of its own. A PEM that
+// holds no certificate is an error.
+func (c Config) caName(caPEM string) (string, error) {
+	h := sha256.New()
+	n := 0
+	for rest := []byte(caPEM); ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+			return "", fmt.Errorf("edge_c: the appliance's CA certificate: %w", err)
+		}
+		h.Write(b.Bytes)
+		n++
+	}
+	if n == 0 {
+		return "", errors.New("edge_c: no CA certificate to verify the server with (hyperdrive connects with sslmode verify-full)")
+	}
+	return c.Name + "-ca-" + hex.EncodeToString(h.Sum(nil)[:8]), nil
+}
+
+// isCAName: a name caName gives for the config.
+func (c Config) isCAName(name string) bool {
+	h, ok := strings.CutPrefix(name, c.Name+"-ca-")
+	if !ok || len(h) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil && strings.ToLower(h) == h
 }
 
 // originOf splits a postgres:// connection string into Hyperdrive's origin fields; its host must be
@@ -433,6 +512,67 @@ func (c *client) listConfigs(ctx context.Context) ([]hyperdrive, error) {
 		return nil, err
 	}
 	return list, nil
+}
+
+func (c *client) listCerts(ctx context.Context) ([]mtlsCert, error) {
+	var list []mtlsCert
+	if _, err := c.call(ctx, "list mtls certificates", http.MethodGet, c.acct("mtls_certificates"), nil, &list, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return list, nil
+}
+
+// ensureCA is the id of the account's CA certificate named name, uploaded (ca: true) when there is none.
+func (c *client) ensureCA(ctx context.Context, name, caPEM string) (string, error) {
+	list, err := c.listCerts(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, m := range list {
+		if m.Name == name && m.CA && m.ID != "" {
+			return m.ID, nil
+		}
+	}
+	var up mtlsCert
+	body := map[string]any{"ca": true, "certificates": caPEM, "name": name}
+	if _, err := c.call(ctx, "upload ca certificate", http.MethodPost, c.acct("mtls_certificates"), body, &up, http.StatusOK, http.StatusCreated); err != nil {
+		return "", err
+	}
+	if up.ID == "" {
+		return "", errors.New("edge_c: upload ca certificate: the answer has no id")
+	}
+	return up.ID, nil
+}
+
+// sweepCAs deletes the CA certificates edge_c uploaded for the config (named by caName) but keep that no
+// Hyperdrive configuration of the account names; Cloudflare refuses to delete one in use anyway.
+func (c *client) sweepCAs(ctx context.Context, cfg Config, keep string) error {
+	certs, err := c.listCerts(ctx)
+	if err != nil {
+		return err
+	}
+	var ours []mtlsCert
+	for _, m := range certs {
+		if m.Name != keep && m.CA && m.ID != "" && cfg.isCAName(m.Name) {
+			ours = append(ours, m)
+		}
+	}
+	if len(ours) == 0 {
+		return nil
+	}
+	configs, err := c.listConfigs(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range ours {
+		if slices.ContainsFunc(configs, func(h hyperdrive) bool { return h.MTLS != nil && h.MTLS.CACertificateID == m.ID }) {
+			continue
+		}
+		if _, err := c.call(ctx, "delete ca certificate", http.MethodDelete, c.acct("mtls_certificates", m.ID), nil, nil, http.StatusOK, http.StatusNoContent, http.StatusNotFound); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *client) findConfig(ctx context.Context, name string) (*hyperdrive, error) {

@@ -2,8 +2,15 @@ package edgec_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"net/http"
 	"slices"
 	"strings"
@@ -30,8 +37,39 @@ func setup(t *testing.T, config string) (provider.Platform, provider.Env, *edgec
 
 const direct = "postgres://app_owner:s3cret%2Fpw@db.example.com:6543/app?sslmode=verify-full"
 
+// newCA is a self-signed CA certificate's PEM.
+func newCA(cn string) string {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		panic(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
+
+var testCA = newCA("appliance test CA")
+
 func settings(pooled, direct string) provider.Settings {
-	return provider.Settings{Vars: map[string]string{"DATABASE_URL": pooled, "DIRECT_URL": direct}, Direct: direct}
+	return provider.Settings{Vars: map[string]string{"DATABASE_URL": pooled, "DIRECT_URL": direct}, Direct: direct, CACert: testCA}
+}
+
+// verifies fails unless the config verifies the server (verify-full) against the uploaded certificate
+// whose PEM is ca, a CA certificate named by edge_c; it returns the certificate.
+func verifies(t *testing.T, fake *edgectest.Server, c edgectest.Hyperdrive, ca string) edgectest.Certificate {
+	t.Helper()
+	if c.MTLS == nil || c.MTLS.SSLMode != "verify-full" || c.MTLS.CACertificateID == "" {
+		t.Fatalf("config %s: mtls %+v, want verify-full with a CA", c.Name, c.MTLS)
+	}
+	cert, ok := fake.Certificate(c.MTLS.CACertificateID)
+	if !ok || !cert.CA || cert.Certificates != ca || !strings.HasPrefix(cert.Name, "appliance-ca-") && !strings.HasPrefix(cert.Name, "shop-ca-") {
+		t.Fatalf("config %s names certificate %+v (found %v), want the CA uploaded as a CA", c.Name, cert, ok)
+	}
+	return cert
 }
 
 func writes(calls []edgectest.Call) []string {
@@ -62,6 +100,7 @@ func TestHyperdrive(t *testing.T) {
 	if !ok || c.Origin != want {
 		t.Fatalf("config %+v, want origin %+v", c, want)
 	}
+	cert := verifies(t, fake, c, testCA)
 
 	// Again: the same config is updated in place (PUT by id), not duplicated.
 	fake.ResetCalls()
@@ -72,8 +111,9 @@ func TestHyperdrive(t *testing.T) {
 	if w := writes(fake.Calls()); !slices.Equal(w, []string{"PUT /client/v4/accounts/" + fake.AccountID + "/hyperdrive/configs/" + c.ID}) {
 		t.Fatalf("writes %v", w)
 	}
-	if c2, _ := fake.Config("appliance-production"); c2.ID != c.ID || c2.Origin.Password != "n3w" || len(fake.Configs()) != 1 {
-		t.Fatalf("after the update: %+v (%d configs)", c2, len(fake.Configs()))
+	if c2, _ := fake.Config("appliance-production"); c2.ID != c.ID || c2.Origin.Password != "n3w" || len(fake.Configs()) != 1 ||
+		verifies(t, fake, c2, testCA).ID != cert.ID || len(fake.Certificates()) != 1 {
+		t.Fatalf("after the update: %+v (%d configs, certificates %+v)", c2, len(fake.Configs()), fake.Certificates())
 	}
 
 	// A branch's preview has its own config; removing it leaves production's.
@@ -84,8 +124,8 @@ func TestHyperdrive(t *testing.T) {
 	if len(pushed) != 1 || !strings.HasPrefix(pushed[0], "appliance-preview-feature-login-") {
 		t.Fatalf("branch pushed %v", pushed)
 	}
-	if _, ok := fake.Config(pushed[0]); !ok {
-		t.Fatalf("no config %s", pushed[0])
+	if bc, ok := fake.Config(pushed[0]); !ok || verifies(t, fake, bc, testCA).ID != cert.ID {
+		t.Fatalf("config %s: %+v, want production's CA certificate reused", pushed[0], bc)
 	}
 	for range 2 {
 		if err := p.Remove(ctx, env, provider.Target{Branch: "Feature/Login"}); err != nil {
@@ -95,14 +135,98 @@ func TestHyperdrive(t *testing.T) {
 	if got := fake.Configs(); len(got) != 1 || got[0].Name != "appliance-production" {
 		t.Fatalf("configs %+v", got)
 	}
+	if got := fake.Certificates(); len(got) != 1 {
+		t.Fatalf("production's CA certificate went with the branch: %+v", got)
+	}
 	if err := p.Remove(ctx, env, provider.Target{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := fake.Configs(); len(got) != 0 {
 		t.Fatalf("configs %+v", got)
 	}
+	if got := fake.Certificates(); len(got) != 0 {
+		t.Fatalf("the CA certificate outlived the last config: %+v", got)
+	}
 	if err := p.Remove(ctx, env, provider.Target{}); err != nil {
 		t.Fatalf("removing what is gone: %v", err)
+	}
+}
+
+// The appliance's CA is uploaded once per CA: a replaced CA gets its own certificate, the old one goes
+// once no config names it; a certificate edge_c did not upload is never touched; no CA, no push.
+func TestHyperdriveCA(t *testing.T) {
+	ctx := context.Background()
+	p, env, fake := setup(t, "")
+	// Someone's own certificates in the account: one unused, and one of another config whose name
+	// starts like our certificates'.
+	foreign := newCA("someone else")
+	fake.AddCertificate("appliance-ca", foreign, true)
+	other, _ := p.ValidateConfig(json.RawMessage(`{"name":"appliance-ca-0123456789abcdef"}`))
+	oenv := env
+	oenv.Config = other
+	fs := settings("x", direct)
+	fs.CACert = foreign
+	if _, err := p.Push(ctx, oenv, provider.Target{}, fs); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Remove(ctx, oenv, provider.Target{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Push(ctx, oenv, provider.Target{}, fs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Push(ctx, env, provider.Target{}, settings("x", direct)); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := fake.Config("appliance-production")
+	first := verifies(t, fake, c, testCA)
+	if _, err := p.Push(ctx, env, provider.Target{Branch: "feature"}, settings("x", direct)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A new CA: production's config moves to a new certificate; the old one stays while the branch's
+	// config names it, and goes when the branch moves too.
+	rotated := newCA("appliance test CA 2")
+	s := settings("x", direct)
+	s.CACert = rotated
+	if _, err := p.Push(ctx, env, provider.Target{}, s); err != nil {
+		t.Fatal(err)
+	}
+	c, _ = fake.Config("appliance-production")
+	second := verifies(t, fake, c, rotated)
+	if second.ID == first.ID {
+		t.Fatal("a new CA reused the old CA's certificate")
+	}
+	if _, ok := fake.Certificate(first.ID); !ok {
+		t.Fatal("the old CA's certificate went while the branch's config names it")
+	}
+	if _, err := p.Push(ctx, env, provider.Target{Branch: "feature"}, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fake.Certificate(first.ID); ok {
+		t.Fatal("the old CA's certificate outlived every config naming it")
+	}
+	for _, tg := range []provider.Target{{Branch: "feature"}, {}} {
+		if err := p.Remove(ctx, env, tg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What is left is someone's certificate and the other config's.
+	if got := fake.Certificates(); len(got) != 2 || got[0].Name != "appliance-ca" || !strings.HasPrefix(got[1].Name, "appliance-ca-0123456789abcdef-ca-") {
+		t.Fatalf("certificates left %+v", got)
+	}
+
+	// No CA, or a PEM that is none: nothing is written.
+	fake.ResetCalls()
+	for _, ca := range []string{"", "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n", "not pem"} {
+		s := settings("x", direct)
+		s.CACert = ca
+		if _, err := p.Push(ctx, env, provider.Target{}, s); err == nil {
+			t.Fatalf("pushed with CA %q", ca)
+		}
+	}
+	if w := writes(fake.Calls()); len(w) != 0 {
+		t.Fatalf("pushes without a CA wrote %v", w)
 	}
 }
 

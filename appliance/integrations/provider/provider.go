@@ -115,6 +115,10 @@ type Settings struct {
 	Vars map[string]string
 	// Direct is the direct connection string (edge_c's Hyperdrive origin).
 	Direct string
+	// CACert is the appliance CA's certificate (PEM), which the servers' certificates chain to: a
+	// platform that dials the server itself and verifies it (edge_c's Hyperdrive, sslmode verify-full)
+	// is given it, whatever the config's CA variable.
+	CACert string
 }
 
 // Target says where a platform's settings go: production (Branch "") or one git branch's preview.

@@ -2,14 +2,18 @@
 // server on a loopback port answering the documented paths in Cloudflare's envelope ({success, errors,
 // messages, result}) — token verification (/user/tokens/verify, /accounts/{account_id}/tokens/verify),
 // Hyperdrive configurations (/accounts/{account_id}/hyperdrive/configs[/{hyperdrive_id}]: list,
-// create, get, update, delete) and a Worker script's secrets
+// create, get, update, delete; with mtls), the account's mTLS certificates
+// (/accounts/{account_id}/mtls_certificates[/{mtls_certificate_id}]: list, upload, get, delete, refused
+// while a configuration names it) and a Worker script's secrets
 // (/accounts/{account_id}/workers/scripts/{script_name}/secrets[/{secret_name}]: list, put, get,
 // delete) —, checking the bearer token, keeping its state in memory and recording every call.
 package edgectest
 
 import (
 	"bytes"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -40,13 +44,33 @@ type Origin struct {
 	Scheme   string `json:"scheme"`
 }
 
+// MTLS is a Hyperdrive configuration's TLS to its origin.
+type MTLS struct {
+	CACertificateID   string `json:"ca_certificate_id,omitempty"`
+	MTLSCertificateID string `json:"mtls_certificate_id,omitempty"`
+	SSLMode           string `json:"sslmode,omitempty"`
+}
+
 // Hyperdrive is a stored Hyperdrive configuration.
 type Hyperdrive struct {
 	ID         string    `json:"id"`
 	Name       string    `json:"name"`
 	Origin     Origin    `json:"origin"`
+	MTLS       *MTLS     `json:"mtls,omitempty"`
 	CreatedOn  time.Time `json:"created_on"`
 	ModifiedOn time.Time `json:"modified_on"`
+}
+
+// Certificate is an uploaded mTLS certificate (the PEM too, which the API's list does not return).
+type Certificate struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	CA           bool      `json:"ca"`
+	Certificates string    `json:"certificates,omitempty"`
+	Issuer       string    `json:"issuer"`
+	SerialNumber string    `json:"serial_number"`
+	ExpiresOn    time.Time `json:"expires_on"`
+	UploadedOn   time.Time `json:"uploaded_on"`
 }
 
 // Server is a running fake.
@@ -60,6 +84,7 @@ type Server struct {
 	mu      sync.Mutex
 	calls   []Call
 	configs map[string]*Hyperdrive       // id → config
+	certs   map[string]*Certificate      // id → mTLS certificate
 	scripts map[string]map[string]string // script → secret name → text
 	nextID  int
 	fail    int
@@ -72,7 +97,7 @@ type Server struct {
 func Start(tb testing.TB) *Server {
 	tb.Helper()
 	s := &Server{Token: "cf-test-token", AccountID: "023e105f4ecef8ad9ca31a8372d0c353", tokenStatus: "active",
-		configs: map[string]*Hyperdrive{}, scripts: map[string]map[string]string{"my-worker": {}}}
+		configs: map[string]*Hyperdrive{}, certs: map[string]*Certificate{}, scripts: map[string]map[string]string{"my-worker": {}}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /client/v4/user/tokens/verify", s.verifyUser)
 	mux.HandleFunc("GET /client/v4/accounts/{account_id}/tokens/verify", s.verifyAccount)
@@ -81,6 +106,10 @@ func Start(tb testing.TB) *Server {
 	mux.HandleFunc("GET /client/v4/accounts/{account_id}/hyperdrive/configs/{id}", s.getConfig)
 	mux.HandleFunc("PUT /client/v4/accounts/{account_id}/hyperdrive/configs/{id}", s.updateConfig)
 	mux.HandleFunc("DELETE /client/v4/accounts/{account_id}/hyperdrive/configs/{id}", s.deleteConfig)
+	mux.HandleFunc("GET /client/v4/accounts/{account_id}/mtls_certificates", s.listCerts)
+	mux.HandleFunc("POST /client/v4/accounts/{account_id}/mtls_certificates", s.uploadCert)
+	mux.HandleFunc("GET /client/v4/accounts/{account_id}/mtls_certificates/{id}", s.getCert)
+	mux.HandleFunc("DELETE /client/v4/accounts/{account_id}/mtls_certificates/{id}", s.deleteCert)
 	mux.HandleFunc("GET /client/v4/accounts/{account_id}/workers/scripts/{script}/secrets", s.listSecrets)
 	mux.HandleFunc("PUT /client/v4/accounts/{account_id}/workers/scripts/{script}/secrets", s.putSecret)
 	mux.HandleFunc("GET /client/v4/accounts/{account_id}/workers/scripts/{script}/secrets/{name}", s.getSecret)
@@ -155,6 +184,39 @@ func (s *Server) Config(name string) (Hyperdrive, bool) {
 		}
 	}
 	return Hyperdrive{}, false
+}
+
+// AddCertificate adds an mTLS certificate to the account (someone's own) and returns its id.
+func (s *Server) AddCertificate(name, pem string, ca bool) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	id := fmt.Sprintf("%032x", s.nextID)
+	s.certs[id] = &Certificate{ID: id, Name: name, CA: ca, Certificates: pem, UploadedOn: time.Now().UTC()}
+	return id
+}
+
+// Certificates returns the uploaded mTLS certificates, sorted by name.
+func (s *Server) Certificates() []Certificate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []Certificate{}
+	for _, c := range s.certs {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Certificate returns the mTLS certificate whose id is id.
+func (s *Server) Certificate(id string) (Certificate, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.certs[id]
+	if !ok {
+		return Certificate{}, false
+	}
+	return *c, true
 }
 
 // Secrets returns a script's secrets (name → text).
@@ -289,6 +351,25 @@ func (s *Server) readConfig(w http.ResponseWriter, r *http.Request, self string)
 	if o.Port == 0 {
 		in.Origin.Port = 5432
 	}
+	if m := in.MTLS; m != nil {
+		switch m.SSLMode {
+		case "", "require":
+		case "verify-ca", "verify-full":
+			if m.CACertificateID == "" {
+				writeError(w, http.StatusBadRequest, 2001, "sslmode "+m.SSLMode+" requires a ca_certificate_id")
+				return Hyperdrive{}, false
+			}
+		default:
+			writeError(w, http.StatusBadRequest, 2001, "sslmode must be require, verify-ca or verify-full")
+			return Hyperdrive{}, false
+		}
+		if id := m.CACertificateID; id != "" {
+			if c, ok := s.certs[id]; !ok || !c.CA {
+				writeError(w, http.StatusBadRequest, 2001, "ca_certificate_id is not a CA certificate of the account")
+				return Hyperdrive{}, false
+			}
+		}
+	}
 	for id, c := range s.configs {
 		if c.Name == in.Name && id != self {
 			writeError(w, http.StatusConflict, 2017, "a config with this name already exists")
@@ -310,7 +391,7 @@ func (s *Server) createConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	s.nextID++
 	now := time.Now().UTC()
-	c := &Hyperdrive{ID: fmt.Sprintf("%032x", s.nextID), Name: in.Name, Origin: in.Origin, CreatedOn: now, ModifiedOn: now}
+	c := &Hyperdrive{ID: fmt.Sprintf("%032x", s.nextID), Name: in.Name, Origin: in.Origin, MTLS: in.MTLS, CreatedOn: now, ModifiedOn: now}
 	s.configs[c.ID] = c
 	writeResult(w, http.StatusOK, public(c))
 }
@@ -346,7 +427,7 @@ func (s *Server) updateConfig(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c.Name, c.Origin, c.ModifiedOn = in.Name, in.Origin, time.Now().UTC()
+	c.Name, c.Origin, c.MTLS, c.ModifiedOn = in.Name, in.Origin, in.MTLS, time.Now().UTC()
 	writeResult(w, http.StatusOK, public(c))
 }
 
@@ -359,6 +440,109 @@ func (s *Server) deleteConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	delete(s.configs, c.ID)
 	writeResult(w, http.StatusOK, nil)
+}
+
+// listed is a certificate as the API lists it: without the PEM.
+func listed(c *Certificate) Certificate {
+	p := *c
+	p.Certificates = ""
+	return p
+}
+
+func (s *Server) listCerts(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.account(w, r) {
+		return
+	}
+	out := []Certificate{}
+	for _, c := range s.certs {
+		out = append(out, listed(c))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	writeResult(w, http.StatusOK, out)
+}
+
+// uploadCert takes {ca, certificates, name, private_key}: a CA's PEM chain, or a leaf with its key.
+func (s *Server) uploadCert(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.account(w, r) {
+		return
+	}
+	var in struct {
+		CA           *bool  `json:"ca"`
+		Certificates string `json:"certificates"`
+		Name         string `json:"name"`
+		PrivateKey   string `json:"private_key"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.CA == nil || in.Certificates == "" {
+		writeError(w, http.StatusBadRequest, 1400, "ca and certificates are required")
+		return
+	}
+	if !*in.CA && in.PrivateKey == "" {
+		writeError(w, http.StatusBadRequest, 1400, "a leaf certificate needs its private_key")
+		return
+	}
+	b, _ := pem.Decode([]byte(in.Certificates))
+	if b == nil || b.Type != "CERTIFICATE" {
+		writeError(w, http.StatusBadRequest, 1400, "certificates is not a PEM certificate")
+		return
+	}
+	cert, err := x509.ParseCertificate(b.Bytes)
+	if err != nil || (*in.CA && !cert.IsCA) {
+		writeError(w, http.StatusBadRequest, 1400, "certificates is not a CA certificate")
+		return
+	}
+	for _, c := range s.certs {
+		if in.Name != "" && c.Name == in.Name {
+			writeError(w, http.StatusConflict, 1409, "a certificate with this name already exists")
+			return
+		}
+	}
+	s.nextID++
+	c := &Certificate{ID: fmt.Sprintf("%032x", s.nextID), Name: in.Name, CA: *in.CA, Certificates: in.Certificates,
+		Issuer: cert.Issuer.String(), SerialNumber: cert.SerialNumber.String(), ExpiresOn: cert.NotAfter.UTC(), UploadedOn: time.Now().UTC()}
+	s.certs[c.ID] = c
+	writeResult(w, http.StatusOK, listed(c))
+}
+
+func (s *Server) cert(w http.ResponseWriter, r *http.Request) (*Certificate, bool) {
+	if !s.account(w, r) {
+		return nil, false
+	}
+	c, ok := s.certs[r.PathValue("id")]
+	if !ok {
+		writeError(w, http.StatusNotFound, 1404, "certificate not found")
+		return nil, false
+	}
+	return c, true
+}
+
+func (s *Server) getCert(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.cert(w, r); ok {
+		writeResult(w, http.StatusOK, listed(c))
+	}
+}
+
+// deleteCert deletes a certificate unless a Hyperdrive configuration names it, as Cloudflare does.
+func (s *Server) deleteCert(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.cert(w, r)
+	if !ok {
+		return
+	}
+	for _, h := range s.configs {
+		if m := h.MTLS; m != nil && (m.CACertificateID == c.ID || m.MTLSCertificateID == c.ID) {
+			writeError(w, http.StatusBadRequest, 1413, "the certificate is in use by a hyperdrive config")
+			return
+		}
+	}
+	delete(s.certs, c.ID)
+	writeResult(w, http.StatusOK, map[string]string{"id": c.ID})
 }
 
 func (s *Server) script(w http.ResponseWriter, r *http.Request) (map[string]string, bool) {
