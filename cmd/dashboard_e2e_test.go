@@ -228,7 +228,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 		case strings.HasPrefix(what, "signup-"): // ui/e2e/signup.mjs (cmd/dashboard_signup_test.go)
 			answer(signupStep(t, e, what, arg))
 		case strings.HasPrefix(what, "integrations-"): // ui/e2e/integrations.mjs (cmd/dashboard_integrations_test.go)
-			answer(integrationsStep(t, deployA, what))
+			answer(integrationsStep(t, e, deployA, what, arg))
 		case what == "cli-key":
 			if err := login.wait(t); err != nil {
 				t.Fatalf("the CLI login the dashboard approved: %v\n%s", err, login.stderr)
