@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -87,12 +88,14 @@ func TestListUsersPastTheWindow(t *testing.T) {
 		switch c.Path {
 		case "/oauth/token":
 			grants++
-			if c.Form.Get("grant_type") != "client_credentials" || c.Form.Get("client_id") != clientID || c.Form.Get("audience") != "https://"+domain+"/api/v2/" || c.Status != 200 {
+			form, _ := url.ParseQuery(string(c.Body))
+			if form.Get("grant_type") != "client_credentials" || form.Get("client_id") != clientID || form.Get("audience") != "https://"+domain+"/api/v2/" || c.Status != 200 {
 				t.Errorf("token call: %+v", c)
 			}
 		case "/api/v2/users":
 			lists++
-			if c.Status != 200 || c.Query.Get("per_page") != "100" || c.Query.Get("sort") != "created_at:1" || !strings.HasPrefix(c.Authorization, "Bearer eyJfake.") {
+			q, _ := url.ParseQuery(c.Query)
+			if c.Status != 200 || q.Get("per_page") != "100" || q.Get("sort") != "created_at:1" || !strings.HasPrefix(c.Authorization, "Bearer eyJfake.") {
 				t.Errorf("list call: %+v", c)
 			}
 		default:

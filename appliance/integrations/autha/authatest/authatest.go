@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/theappliance/appliance/appliance/integrations/fakeapi"
 )
 
 // User is a user of the fake instance.
@@ -53,12 +54,7 @@ func (u User) JSON() map[string]any {
 }
 
 // Call is one request the fake received.
-type Call struct {
-	Method, Path  string
-	Query         string
-	Authorization string
-	Status        int
-}
+type Call = fakeapi.Call
 
 // Server is the fake Backend API.
 type Server struct {
@@ -67,17 +63,22 @@ type Server struct {
 	// SecretKey is the key the API accepts.
 	SecretKey string
 
+	*fakeapi.Server // Calls, ResetCalls, Fail, Client
+
 	mu    sync.Mutex
 	users map[string]User
-	calls []Call
 }
 
 // New starts the fake with secretKey; stopped at cleanup.
 func New(t testing.TB, secretKey string) *Server {
 	s := &Server{SecretKey: secretKey, users: map[string]User{}}
-	ts := httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(ts.Close)
-	s.URL = ts.URL + "/v1"
+	s.Server = fakeapi.Start(t, fakeapi.Answer(s.serve), fakeapi.Options{
+		Token: func() string { return s.SecretKey },
+		Refuse: func(w http.ResponseWriter) {
+			fakeapi.JSON(w, http.StatusUnauthorized, clerkError("authentication_invalid", "Unauthorized request"))
+		},
+	})
+	s.URL = s.Root() + "/v1"
 	return s
 }
 
@@ -95,21 +96,10 @@ func (s *Server) Delete(id string) {
 	delete(s.users, id)
 }
 
-// Calls returns the requests received so far.
-func (s *Server) Calls() []Call {
+func (s *Server) serve(r *http.Request) (int, any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.calls)
-}
-
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	status, body := s.answer(r)
-	s.calls = append(s.calls, Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Authorization: r.Header.Get("Authorization"), Status: status})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(body)
+	return s.answer(r)
 }
 
 func clerkError(code, msg string) map[string]any {
@@ -117,9 +107,6 @@ func clerkError(code, msg string) map[string]any {
 }
 
 func (s *Server) answer(r *http.Request) (int, any) {
-	if r.Header.Get("Authorization") != "Bearer "+s.SecretKey {
-		return http.StatusUnauthorized, clerkError("authentication_invalid", "Unauthorized request")
-	}
 	if r.Method != http.MethodGet || r.URL.Path != "/v1/users" {
 		return http.StatusNotFound, clerkError("resource_not_found", "not found")
 	}

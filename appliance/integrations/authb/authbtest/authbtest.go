@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"slices"
@@ -23,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/theappliance/appliance/appliance/integrations/fakeapi"
 )
 
 // User is a user of the fake tenant.
@@ -51,14 +52,8 @@ func (u User) JSON() map[string]any {
 	}
 }
 
-// Call is one request the fake received.
-type Call struct {
-	Method, Path  string
-	Query         url.Values
-	Authorization string
-	Form          url.Values // the token request's parameters
-	Status        int
-}
+// Call is one request the fake received (the token request's parameters are its Body).
+type Call = fakeapi.Call
 
 // Server is the fake tenant.
 type Server struct {
@@ -68,18 +63,18 @@ type Server struct {
 	// ClientID and ClientSecret are the machine-to-machine application the grant accepts.
 	ClientID, ClientSecret string
 
+	*fakeapi.Server // Calls, ResetCalls, Fail, Client
+
 	mu     sync.Mutex
 	users  map[string]User
 	tokens map[string]bool
-	calls  []Call
 }
 
 // New starts the fake tenant; stopped at cleanup.
 func New(t testing.TB, domain, clientID, clientSecret string) *Server {
 	s := &Server{Domain: domain, ClientID: clientID, ClientSecret: clientSecret, users: map[string]User{}, tokens: map[string]bool{}}
-	ts := httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(ts.Close)
-	s.URL = ts.URL
+	s.Server = fakeapi.Start(t, fakeapi.Answer(s.serve), fakeapi.Options{}) // the token endpoint takes no bearer; the API checks its tokens
+	s.URL = s.Root()
 	return s
 }
 
@@ -104,32 +99,16 @@ func (s *Server) RevokeTokens() {
 	s.tokens = map[string]bool{}
 }
 
-// Calls returns the requests received so far.
-func (s *Server) Calls() []Call {
+func (s *Server) serve(r *http.Request) (int, any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.calls)
-}
-
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Authorization: r.Header.Get("Authorization")}
-	var status int
-	var body any
 	if r.URL.Path == "/oauth/token" {
-		status, body = s.token(r, &c)
-	} else {
-		status, body = s.api(r)
+		return s.token(r)
 	}
-	c.Status = status
-	s.calls = append(s.calls, c)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(body)
+	return s.api(r)
 }
 
-func (s *Server) token(r *http.Request, c *Call) (int, any) {
+func (s *Server) token(r *http.Request) (int, any) {
 	if r.Method != http.MethodPost {
 		return http.StatusNotFound, map[string]any{"error": "not_found"}
 	}
@@ -156,7 +135,6 @@ func (s *Server) token(r *http.Request, c *Call) (int, any) {
 		form.Set("client_id", id)
 		form.Set("client_secret", secret)
 	}
-	c.Form = url.Values{"grant_type": form["grant_type"], "client_id": form["client_id"], "audience": form["audience"]}
 	if form.Get("grant_type") != "client_credentials" {
 		return http.StatusForbidden, map[string]any{"error": "unauthorized_client", "error_description": "Grant type not allowed for the client."}
 	}

@@ -12,13 +12,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/theappliance/appliance/appliance/integrations/fakeapi"
 )
 
 // User is a directory user of the fake.
@@ -50,12 +51,7 @@ func (u User) JSON() map[string]any {
 }
 
 // Call is one request the fake received.
-type Call struct {
-	Method, Path  string
-	Query         string
-	Authorization string
-	Status        int
-}
+type Call = fakeapi.Call
 
 // Server is the fake API.
 type Server struct {
@@ -64,17 +60,22 @@ type Server struct {
 	// APIKey is the key the API accepts.
 	APIKey string
 
+	*fakeapi.Server // Calls, ResetCalls, Fail, Client
+
 	mu    sync.Mutex
 	users map[string]User
-	calls []Call
 }
 
 // New starts the fake with apiKey; stopped at cleanup.
 func New(t testing.TB, apiKey string) *Server {
 	s := &Server{APIKey: apiKey, users: map[string]User{}}
-	ts := httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(ts.Close)
-	s.URL = ts.URL
+	s.Server = fakeapi.Start(t, fakeapi.Answer(s.serve), fakeapi.Options{
+		Token: func() string { return s.APIKey },
+		Refuse: func(w http.ResponseWriter) {
+			fakeapi.JSON(w, http.StatusUnauthorized, map[string]any{"message": "Unauthorized"})
+		},
+	})
+	s.URL = s.Root()
 	return s
 }
 
@@ -92,27 +93,13 @@ func (s *Server) Delete(id string) {
 	delete(s.users, id)
 }
 
-// Calls returns the requests received so far.
-func (s *Server) Calls() []Call {
+func (s *Server) serve(r *http.Request) (int, any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.calls)
-}
-
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	status, body := s.answer(r)
-	s.calls = append(s.calls, Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Authorization: r.Header.Get("Authorization"), Status: status})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(body)
+	return s.answer(r)
 }
 
 func (s *Server) answer(r *http.Request) (int, any) {
-	if r.Header.Get("Authorization") != "Bearer "+s.APIKey {
-		return http.StatusUnauthorized, map[string]any{"message": "Unauthorized"}
-	}
 	if r.Method != http.MethodGet || r.URL.Path != "/directory_users" {
 		return http.StatusNotFound, map[string]any{"message": "Not Found"}
 	}

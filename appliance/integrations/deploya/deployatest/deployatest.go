@@ -9,13 +9,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/theappliance/appliance/appliance/integrations/deploya"
+	"github.com/theappliance/appliance/appliance/integrations/fakeapi"
 )
 
 // Var is a stored environment variable.
@@ -35,27 +35,26 @@ type Server struct {
 	ProjectID string
 	TeamID    string // "" accepts calls without teamId
 
-	mu    sync.Mutex
-	vars  []*Var
-	next  int
-	calls []string
-	down  bool
+	*fakeapi.Server // Calls, ResetCalls, Fail, Client
+
+	mu   sync.Mutex
+	vars []*Var
+	next int
 }
 
 // Start serves the fake on a loopback port until the test ends.
 func Start(t testing.TB, token, projectID string) *Server {
 	s := &Server{Token: token, ProjectID: projectID}
-	ts := httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(ts.Close)
-	s.URL = ts.URL
+	s.Server = fakeapi.Start(t, http.HandlerFunc(s.serve), fakeapi.Options{
+		Token: func() string { s.mu.Lock(); defer s.mu.Unlock(); return s.Token },
+		Refuse: func(w http.ResponseWriter) {
+			http.Error(w, `{"error":{"code":"forbidden","message":"Not authorized"}}`, http.StatusForbidden)
+		},
+		Down: func(w http.ResponseWriter, status int) { http.Error(w, `{"error":{"message":"unavailable"}}`, status) },
+	})
+	s.URL = s.Root()
 	return s
 }
-
-// SetDown makes every call answer 503 (a platform outage).
-func (s *Server) SetDown(down bool) { s.mu.Lock(); s.down = down; s.mu.Unlock() }
-
-// Calls are the calls made, "METHOD path?query".
-func (s *Server) Calls() []string { s.mu.Lock(); defer s.mu.Unlock(); return slices.Clone(s.calls) }
 
 // Vars are the stored variables.
 func (s *Server) Vars() []Var {
@@ -81,12 +80,7 @@ func (s *Server) Value(key, branch, target string) (string, bool) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls = append(s.calls, r.Method+" "+r.URL.RequestURI())
-	if s.down {
-		http.Error(w, `{"error":{"message":"unavailable"}}`, http.StatusServiceUnavailable)
-		return
-	}
-	if r.Header.Get("Authorization") != "Bearer "+s.Token || (s.TeamID != "" && r.URL.Query().Get("teamId") != s.TeamID) {
+	if s.TeamID != "" && r.URL.Query().Get("teamId") != s.TeamID {
 		http.Error(w, `{"error":{"code":"forbidden","message":"Not authorized"}}`, http.StatusForbidden)
 		return
 	}

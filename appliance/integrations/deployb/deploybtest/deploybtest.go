@@ -7,30 +7,23 @@
 package deploybtest
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sort"
 	"sync"
 	"testing"
+
+	"github.com/theappliance/appliance/appliance/integrations/fakeapi"
 )
 
-// Call is one request the fake answered.
-type Call struct {
-	Method string
-	Path   string // the URL path, under /api/v1
-	Query  string
-	Body   []byte
-	Status int
-}
+// Call is one request the fake answered (its Path is the URL path, under /api/v1).
+type Call = fakeapi.Call
 
 // Value is one value of a variable (Netlify's envVarValue).
 type Value struct {
@@ -57,13 +50,11 @@ type Server struct {
 	AccountID   string
 	AccountSlug string
 
-	srv *httptest.Server
+	*fakeapi.Server // Calls, ResetCalls, Fail (Netlify down), Client
 
 	mu     sync.Mutex
-	calls  []Call
 	vars   map[string]map[string]*Var // site id ("" for the account's own) → key → variable
 	nextID int
-	fail   int
 }
 
 // Start starts a fake and closes it at the test's end.
@@ -79,37 +70,18 @@ func Start(tb testing.TB) *Server {
 	mux.HandleFunc("PATCH /api/v1/accounts/{account_id}/env/{key}", s.setValue)
 	mux.HandleFunc("DELETE /api/v1/accounts/{account_id}/env/{key}", s.deleteVar)
 	mux.HandleFunc("DELETE /api/v1/accounts/{account_id}/env/{key}/value/{id}", s.deleteValue)
-	s.srv = httptest.NewServer(s.record(mux))
-	tb.Cleanup(s.srv.Close)
+	s.Server = fakeapi.Start(tb, mux, fakeapi.Options{
+		Token: func() string { s.mu.Lock(); defer s.mu.Unlock(); return s.Token },
+		Refuse: func(w http.ResponseWriter) {
+			writeError(w, http.StatusUnauthorized, "Access Denied: your token is invalid")
+		},
+		Down: func(w http.ResponseWriter, status int) { writeError(w, status, "the fake is failing") },
+	})
 	return s
 }
 
 // URL is the API's base URL (…/api/v1), the provider's Env.BaseURL.
-func (s *Server) URL() string { return s.srv.URL + "/api/v1" }
-
-// Client is an HTTP client for the fake.
-func (s *Server) Client() *http.Client { return s.srv.Client() }
-
-// Calls returns the calls so far.
-func (s *Server) Calls() []Call {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.calls)
-}
-
-// ResetCalls forgets the calls so far.
-func (s *Server) ResetCalls() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls = nil
-}
-
-// Fail makes every call answer status (a 5xx: Netlify down) until Fail(0).
-func (s *Server) Fail(status int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fail = status
-}
+func (s *Server) URL() string { return s.Root() + "/api/v1" }
 
 // Var returns a copy of the site's variable key.
 func (s *Server) Var(key string) (Var, bool) {
@@ -211,44 +183,11 @@ var allScopes = []string{"builds", "functions", "runtime", "post-processing"}
 
 var contexts = []string{"all", "dev", "dev-server", "branch-deploy", "deploy-preview", "production", "branch"}
 
-type recorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *recorder) WriteHeader(s int) { r.status = s; r.ResponseWriter.WriteHeader(s) }
-
-func (s *Server) record(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
-		s.mu.Lock()
-		fail, token := s.fail, s.Token
-		s.mu.Unlock()
-		switch {
-		case fail != 0:
-			writeError(rec, fail, "the fake is failing")
-		case r.Header.Get("Authorization") != "Bearer "+token:
-			writeError(rec, http.StatusUnauthorized, "Access Denied: your token is invalid")
-		default:
-			next.ServeHTTP(rec, r)
-		}
-		s.mu.Lock()
-		s.calls = append(s.calls, Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: body, Status: rec.status})
-		s.mu.Unlock()
-	})
-}
-
 func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]any{"code": status, "message": msg})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+var writeJSON = fakeapi.JSON
 
 func (s *Server) getSite(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()

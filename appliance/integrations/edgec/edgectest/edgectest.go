@@ -10,28 +10,21 @@
 package edgectest
 
 import (
-	"bytes"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"slices"
 	"sort"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/theappliance/appliance/appliance/integrations/fakeapi"
 )
 
-// Call is one request the fake answered.
-type Call struct {
-	Method string
-	Path   string // the URL path, under /client/v4
-	Body   []byte
-	Status int
-}
+// Call is one request the fake answered (its Path is the URL path, under /client/v4).
+type Call = fakeapi.Call
 
 // Origin is a Hyperdrive configuration's origin as stored (the password too, which the API never
 // returns).
@@ -79,15 +72,13 @@ type Server struct {
 	Token     string
 	AccountID string
 
-	srv *httptest.Server
+	*fakeapi.Server // Calls, ResetCalls, Fail (Cloudflare down), Client
 
 	mu      sync.Mutex
-	calls   []Call
 	configs map[string]*Hyperdrive       // id → config
 	certs   map[string]*Certificate      // id → mTLS certificate
 	scripts map[string]map[string]string // script → secret name → text
 	nextID  int
-	fail    int
 
 	accountOwned bool
 	tokenStatus  string
@@ -103,48 +94,28 @@ func Start(tb testing.TB) *Server {
 	mux.HandleFunc("GET /client/v4/accounts/{account_id}/tokens/verify", s.verifyAccount)
 	mux.HandleFunc("GET /client/v4/accounts/{account_id}/hyperdrive/configs", s.listConfigs)
 	mux.HandleFunc("POST /client/v4/accounts/{account_id}/hyperdrive/configs", s.createConfig)
-	mux.HandleFunc("GET /client/v4/accounts/{account_id}/hyperdrive/configs/{id}", s.getConfig)
+	mux.HandleFunc("GET /client/v4/accounts/{account_id}/hyperdrive/configs/{id}", get(s, s.config, public))
 	mux.HandleFunc("PUT /client/v4/accounts/{account_id}/hyperdrive/configs/{id}", s.updateConfig)
 	mux.HandleFunc("DELETE /client/v4/accounts/{account_id}/hyperdrive/configs/{id}", s.deleteConfig)
 	mux.HandleFunc("GET /client/v4/accounts/{account_id}/mtls_certificates", s.listCerts)
 	mux.HandleFunc("POST /client/v4/accounts/{account_id}/mtls_certificates", s.uploadCert)
-	mux.HandleFunc("GET /client/v4/accounts/{account_id}/mtls_certificates/{id}", s.getCert)
+	mux.HandleFunc("GET /client/v4/accounts/{account_id}/mtls_certificates/{id}", get(s, s.cert, listed))
 	mux.HandleFunc("DELETE /client/v4/accounts/{account_id}/mtls_certificates/{id}", s.deleteCert)
 	mux.HandleFunc("GET /client/v4/accounts/{account_id}/workers/scripts/{script}/secrets", s.listSecrets)
 	mux.HandleFunc("PUT /client/v4/accounts/{account_id}/workers/scripts/{script}/secrets", s.putSecret)
 	mux.HandleFunc("GET /client/v4/accounts/{account_id}/workers/scripts/{script}/secrets/{name}", s.getSecret)
 	mux.HandleFunc("DELETE /client/v4/accounts/{account_id}/workers/scripts/{script}/secrets/{name}", s.deleteSecret)
-	s.srv = httptest.NewServer(s.record(mux))
-	tb.Cleanup(s.srv.Close)
+	s.Server = fakeapi.Start(tb, mux, fakeapi.Options{
+		Token: func() string { s.mu.Lock(); defer s.mu.Unlock(); return s.Token },
+		// Cloudflare's answer to a bad token.
+		Refuse: func(w http.ResponseWriter) { writeError(w, http.StatusBadRequest, 10000, "Authentication error") },
+		Down:   func(w http.ResponseWriter, status int) { writeError(w, status, 10001, "the fake is failing") },
+	})
 	return s
 }
 
 // URL is the API's base URL (…/client/v4), the provider's Env.BaseURL.
-func (s *Server) URL() string { return s.srv.URL + "/client/v4" }
-
-// Client is an HTTP client for the fake.
-func (s *Server) Client() *http.Client { return s.srv.Client() }
-
-// Calls returns the calls so far.
-func (s *Server) Calls() []Call {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.calls)
-}
-
-// ResetCalls forgets the calls so far.
-func (s *Server) ResetCalls() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls = nil
-}
-
-// Fail makes every call answer status (a 5xx: Cloudflare down) until Fail(0).
-func (s *Server) Fail(status int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fail = status
-}
+func (s *Server) URL() string { return s.Root() + "/client/v4" }
 
 // SetToken says what token verification answers: the token's status (active, disabled, expired) and
 // whether it is account-owned (then /user/tokens/verify refuses it, as Cloudflare does, and
@@ -243,41 +214,7 @@ func writeError(w http.ResponseWriter, status, code int, msg string) {
 	writeJSON(w, status, map[string]any{"success": false, "errors": []cfError{{code, msg}}, "messages": []cfError{}, "result": nil})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-type recorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *recorder) WriteHeader(s int) { r.status = s; r.ResponseWriter.WriteHeader(s) }
-
-func (s *Server) record(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
-		s.mu.Lock()
-		fail, token := s.fail, s.Token
-		s.mu.Unlock()
-		switch {
-		case fail != 0:
-			writeError(rec, fail, 10001, "the fake is failing")
-		case r.Header.Get("Authorization") != "Bearer "+token:
-			// Cloudflare's answer to a bad token.
-			writeError(rec, http.StatusBadRequest, 10000, "Authentication error")
-		default:
-			next.ServeHTTP(rec, r)
-		}
-		s.mu.Lock()
-		s.calls = append(s.calls, Call{Method: r.Method, Path: r.URL.Path, Body: body, Status: rec.status})
-		s.mu.Unlock()
-	})
-}
+var writeJSON = fakeapi.JSON
 
 // account checks the path's account; the caller holds mu.
 func (s *Server) account(w http.ResponseWriter, r *http.Request) bool {
@@ -396,23 +333,32 @@ func (s *Server) createConfig(w http.ResponseWriter, r *http.Request) {
 	writeResult(w, http.StatusOK, public(c))
 }
 
-func (s *Server) config(w http.ResponseWriter, r *http.Request) (*Hyperdrive, bool) {
+// byID is the account's item of m the path's {id} names, or the 404 Cloudflare answers (code, msg);
+// the caller holds mu.
+func byID[T any](s *Server, w http.ResponseWriter, r *http.Request, m map[string]*T, code int, msg string) (*T, bool) {
 	if !s.account(w, r) {
 		return nil, false
 	}
-	c, ok := s.configs[r.PathValue("id")]
+	v, ok := m[r.PathValue("id")]
 	if !ok {
-		writeError(w, http.StatusNotFound, 2005, "hyperdrive config not found")
+		writeError(w, http.StatusNotFound, code, msg)
 		return nil, false
 	}
-	return c, true
+	return v, true
 }
 
-func (s *Server) getConfig(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.config(w, r); ok {
-		writeResult(w, http.StatusOK, public(c))
+func (s *Server) config(w http.ResponseWriter, r *http.Request) (*Hyperdrive, bool) {
+	return byID(s, w, r, s.configs, 2005, "hyperdrive config not found")
+}
+
+// get answers GET …/{id}: the item find finds, as show shows it.
+func get[T any](s *Server, find func(http.ResponseWriter, *http.Request) (*T, bool), show func(*T) T) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if v, ok := find(w, r); ok {
+			writeResult(w, http.StatusOK, show(v))
+		}
 	}
 }
 
@@ -508,23 +454,7 @@ func (s *Server) uploadCert(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cert(w http.ResponseWriter, r *http.Request) (*Certificate, bool) {
-	if !s.account(w, r) {
-		return nil, false
-	}
-	c, ok := s.certs[r.PathValue("id")]
-	if !ok {
-		writeError(w, http.StatusNotFound, 1404, "certificate not found")
-		return nil, false
-	}
-	return c, true
-}
-
-func (s *Server) getCert(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.cert(w, r); ok {
-		writeResult(w, http.StatusOK, listed(c))
-	}
+	return byID(s, w, r, s.certs, 1404, "certificate not found")
 }
 
 // deleteCert deletes a certificate unless a Hyperdrive configuration names it, as Cloudflare does.
