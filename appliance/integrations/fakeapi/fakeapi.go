@@ -99,18 +99,23 @@ func Answer(f func(r *http.Request) (int, any)) http.Handler {
 	})
 }
 
+// recorder holds an answer until its call is recorded: a client that has the answer finds the call in
+// Calls.
 type recorder struct {
-	http.ResponseWriter
+	header http.Header
 	status int
+	body   bytes.Buffer
 }
 
-func (r *recorder) WriteHeader(s int) { r.status = s; r.ResponseWriter.WriteHeader(s) }
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) WriteHeader(s int)           { r.status = s }
+func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
 
 func (s *Server) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		rec := &recorder{header: w.Header(), status: http.StatusOK}
 		s.mu.Lock()
 		fail := s.fail
 		s.mu.Unlock()
@@ -128,5 +133,7 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 		s.calls = append(s.calls, Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Authorization: r.Header.Get("Authorization"),
 			Body: body, Status: rec.status})
 		s.mu.Unlock()
+		w.WriteHeader(rec.status)
+		w.Write(rec.body.Bytes())
 	})
 }
