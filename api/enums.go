@@ -39,6 +39,7 @@ var Enums = map[string][]string{
 	"ProgramApplicationStatus": {ProgramApplicationReceived, ProgramApplicationApproved, ProgramApplicationRejected},
 	"IntegrationState":         IntegrationStates,
 	"IntegrationProvider":      IntegrationProviders,
+	"UpgradeMethod":            {UpgradeMethodPgUpgrade, UpgradeMethodLogical},
 }
 
 // Job states (the scheduler's: appliance checks they are the same at compile time).

@@ -164,6 +164,8 @@ func (s *Server) table() []Route {
 		{Method: post, Path: "/v1/projects/{projectID}/resume", Tag: "projects", Scope: api.ScopeProjectsWrite, Status: ok, Summary: "Wake a suspended project now (a running one is left as it is): its server and pooler start, runtime_status active (409 when its organization is suspended)", Errors: []int{http.StatusConflict}, Do: CallP("projectID", s.svc.ResumeProject)},
 		{Method: post, Path: "/v1/projects/{projectID}/upgrade/minor", Tag: "upgrades", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Restart onto the installed minor release of the same major",
 			Query: []Param{{Name: "force", Type: "boolean", Default: false, Doc: "restart even while client sessions are active (administrators only)"}}, Do: Without(s.upgradeMinor)},
+		{Method: get, Path: "/v1/projects/{projectID}/upgrade/major", Tag: "upgrades", Scope: api.ScopeProjectsRead, Status: ok, Summary: "The project's major, an upgrade awaiting confirm or rollback, and the majors installed it can be upgraded to (an addition)",
+			Do: CallP("projectID", s.svc.Upgrades().Majors)},
 		{Method: post, Path: "/v1/projects/{projectID}/upgrade/major/preflight", Tag: "upgrades", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Check a major upgrade (pg_upgrade --check)",
 			Query: []Param{targetMajor}, Do: Without(s.upgradePreflight)},
 		{Method: post, Path: "/v1/projects/{projectID}/upgrade/major", Tag: "upgrades", Scope: api.ScopeProjectsWrite, Status: accepted, Summary: "Upgrade to a new major version (the old data is kept until confirm)",

@@ -37,10 +37,7 @@ func (s *Service) targetBinaries(major int) (postgres.Binaries, string, error) {
 	var have []string
 	for _, b := range postgres.Majors(s.cfg.PostgresRoot, s.cfg.DistRoot) {
 		if b.Major == major {
-			if _, err := b.Path("pg_upgrade"); err != nil {
-				return b, MethodLogical, nil
-			}
-			return b, MethodPgUpgrade, nil
+			return b, methodTo(b), nil
 		}
 		have = append(have, strconv.Itoa(b.Major))
 	}

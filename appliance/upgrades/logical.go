@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
@@ -22,8 +23,8 @@ import (
 
 // Upgrade methods (store.Instance.UpgradeMethod).
 const (
-	MethodPgUpgrade = "pg_upgrade"
-	MethodLogical   = "logical"
+	MethodPgUpgrade = api.UpgradeMethodPgUpgrade
+	MethodLogical   = api.UpgradeMethodLogical
 )
 
 // The names the logical upgrade gives its publications, subscriptions and slots: forward (old → new) until

@@ -107,6 +107,9 @@ export const SignupInviteStateValues = ["pending","used","expired","revoked"] as
 /** The values of SignupMode, in the document's order. */
 export const SignupModeValues = ["closed","invite","open"] as const satisfies readonly components['schemas']['SignupMode'][]
 
+/** The values of UpgradeMethod, in the document's order. */
+export const UpgradeMethodValues = ["pg_upgrade","logical"] as const satisfies readonly components['schemas']['UpgradeMethod'][]
+
 /** The values of UploadState, in the document's order. */
 export const UploadStateValues = ["pending","uploaded","consumed","expired"] as const satisfies readonly components['schemas']['UploadState'][]
 

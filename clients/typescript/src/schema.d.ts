@@ -2951,7 +2951,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * The project's major, an upgrade awaiting confirm or rollback, and the majors installed it can be upgraded to (an addition)
+         * @description Needs an API key or a session token. Required scope: `projects:read`. Project-scoped API keys may act only on their own project.
+         */
+        get: operations["getProjectsByProjectIDUpgradeMajor"];
         put?: never;
         /**
          * Upgrade to a new major version (the old data is kept until confirm)
@@ -4277,6 +4281,25 @@ export interface components {
         LogsResponse: {
             logs: components["schemas"]["Logs"];
         };
+        MajorTarget: {
+            /** @description whether the installation has the client tools (pg_dump, pg_restore, psql): without them, the project's backups, exports and previews fail after an upgrade to it until they are installed */
+            client_tools: boolean;
+            major: number;
+            /** @description how an upgrade to it runs: pg_upgrade when the installation has it, logical replication otherwise */
+            method: components["schemas"]["UpgradeMethod"];
+            /** @description whether the installation has pg_upgrade */
+            pg_upgrade: boolean;
+        };
+        MajorUpgrades: {
+            /** @description the PostgreSQL major the project's server runs */
+            current_major: number;
+            /** @description the majors installed above the current one, oldest first (empty: no upgrade is possible until the operator installs one) */
+            majors: components["schemas"]["MajorTarget"][];
+            /** @description the major upgrade awaiting confirm or rollback; null when none */
+            pending: components["schemas"]["PendingUpgrade"] | null;
+            /** @description read from the server (SHOW server_version) */
+            postgres_version: string;
+        };
         MeResponse: {
             /** @description null for a platform admin acting in no organization */
             organization: components["schemas"]["Organization"] | null;
@@ -4540,6 +4563,12 @@ export interface components {
              * @example https://example.com/hooks
              */
             url?: string;
+        };
+        PendingUpgrade: {
+            /** @description pg_upgrade: a rollback returns to the data as it was before the upgrade (what was written since is lost); logical: the old server follows the new one, a rollback keeps the rows written since the cutover (not schema changes, new databases or large objects) */
+            method: components["schemas"]["UpgradeMethod"];
+            /** @description the major a rollback returns to */
+            previous_major: number;
         };
         Plan: {
             /** @description the studio's AI uses per month (0: none) */
@@ -5532,6 +5561,8 @@ export interface components {
                 } | unknown[] | string | number | boolean | null;
             };
         };
+        /** @enum {string} */
+        UpgradeMethod: "pg_upgrade" | "logical";
         Upload: {
             /**
              * Format: date-time
@@ -15809,6 +15840,56 @@ export interface operations {
             500: components["responses"]["InternalError"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getProjectsByProjectIDUpgradeMajor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "current_major": 1,
+                     *       "majors": [
+                     *         {
+                     *           "client_tools": true,
+                     *           "major": 1,
+                     *           "method": "pg_upgrade",
+                     *           "pg_upgrade": true
+                     *         }
+                     *       ],
+                     *       "pending": {
+                     *         "method": "pg_upgrade",
+                     *         "previous_major": 1
+                     *       },
+                     *       "postgres_version": "example"
+                     *     } */
+                    "application/json": components["schemas"]["MajorUpgrades"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     postProjectsByProjectIDUpgradeMajor: {
