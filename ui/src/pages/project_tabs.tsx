@@ -7,6 +7,7 @@ import { navigate } from '../router'
 import { AdminOnly, Badge, Empty, ErrorBox, Form, isOrgAdmin, message, Table, useAction, useLoad, when } from '../ui'
 import { bytes } from './overview'
 import { usePlanNames } from './operator_plans'
+import { Upgrades } from './upgrades'
 
 type Started = { id: string; label: string } | null
 
@@ -425,66 +426,6 @@ export function AuditTab({ path, orgID }: { path: string; orgID: string }) {
           Show more
         </button>
       )}
-    </section>
-  )
-}
-
-/** Upgrades: a restart onto the installed minor release, and the steps of a major upgrade. Each step that
- * changes the server asks first; a refusal (409: nothing to confirm …) shows here. Forcing the restart
- * with sessions open is for admins only. */
-function Upgrades({ path, version, admin }: { path: string; version: string; admin: boolean }) {
-  const [job, start] = useJob()
-  const [error, act] = useAction()
-  const [target, setTarget] = useState(String((parseInt(version, 10) || 15) + 1))
-  const [force, setForce] = useState(false)
-  const major = (step: string) => path + '/upgrade/major' + step + '?target_major=' + encodeURIComponent(target)
-  /** run starts a step's job after question (when given) is confirmed; its failure goes to the ErrorBox. */
-  const run = (label: string, call: () => Promise<{ job: Job }>, question = '') => {
-    if (question && !confirm(question)) return Promise.resolve()
-    return act(() => start(label, call()))
-  }
-  return (
-    <section class="card">
-      <h2>Upgrades</h2>
-      <p class="hint">PostgreSQL {version || '?'}. A minor upgrade restarts the server on the installed release; a major upgrade is checked, run, then confirmed or rolled back.</p>
-      <Form
-        label="Minor upgrade"
-        onSubmit={() =>
-          run('Minor upgrade', () => post(path + '/upgrade/minor' + (force ? '?force=true' : '')), `Restart ${force ? 'now, ending the open sessions' : 'the server'} on the installed minor release?`)
-        }
-      >
-        <div class="row">
-          {admin && (
-            <label class="check">
-              <input type="checkbox" checked={force} onChange={(e) => setForce((e.target as HTMLInputElement).checked)} /> even with sessions open
-            </label>
-          )}
-          <button type="submit" class="primary">
-            Restart on the installed minor
-          </button>
-        </div>
-      </Form>
-      <Form label="Major upgrade" onSubmit={() => run('Major upgrade check', () => post(major('/preflight')))}>
-        <div class="row">
-          <div>
-            <label for="major-target">Target major version</label>
-            <input id="major-target" type="number" min={10} max={99} value={target} onInput={(e) => setTarget((e.target as HTMLInputElement).value)} />
-          </div>
-          <button type="submit">Check</button>
-          <button type="button" onClick={() => run('Major upgrade', () => post(major('')), `Upgrade to PostgreSQL ${target}? The server stops during the upgrade; the old data is kept until you confirm.`)}>
-            Upgrade
-          </button>
-          <button type="button" onClick={() => run('Confirm upgrade', () => post(path + '/upgrade/major/confirm'), 'Confirm the major upgrade? The data from before it is deleted: no rolling back after this.')}>
-            Confirm
-          </button>
-          <button type="button" onClick={() => run('Roll back', () => post(path + '/upgrade/major/rollback'), 'Roll back the major upgrade? The server returns to the old data: what was written since the upgrade is lost.')}>
-            Roll back
-          </button>
-        </div>
-      </Form>
-      {!admin && <p class="hint admin-only">Only an owner or an admin of the organization can restart the server while sessions are open.</p>}
-      <ErrorBox error={error} />
-      {job && <JobProgress id={job.id} label={job.label} />}
     </section>
   )
 }
