@@ -54,6 +54,7 @@ func TestDashboardEndToEnd(t *testing.T) {
 	deployA := deployatest.Start(t, e2eDeployAToken, e2eDeployAProject) // ui/e2e/integrations.mjs's platform
 	e := setupCLI(t, cliSetupOpts{instances: true, kv: true, webhooks: &hookOpts, integrationURLs: map[string]string{provider.DeployA: deployA.URL},
 		limits: httpapi.RateLimits{PerSecond: 1e6, Burst: 1e6, StrictPerSecond: 1e6, StrictBurst: 1e6}})
+	e2eUpgradeTarget(t, e) // PostgreSQL 17 for ui/e2e/upgrades.mjs
 	work := e2eScript(t)
 	out := os.Getenv("APPLIANCE_E2E_OUT")
 	if out == "" {

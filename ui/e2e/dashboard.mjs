@@ -421,6 +421,7 @@ try {
   await (await import('./wake.mjs')).run(page, { shoot, base, prjID }) // issue 33: scale to zero's setting (h-wake)
   await (await import('./zero.mjs')).run(page, { ask, shoot, base, prjID }) // issue 33: suspensions in the charts, compute time (h-zero)
   await (await import('./integrations.mjs')).run(page, { ask, shoot, base, prjID }) // issue 30: a project's Integrations tab (h-integ)
+  await (await import('./upgrades.mjs')).run(page, { ask, shoot, base }) // issue 31: the Upgrades card, a real preflight, upgrade to 17 and confirm (h-upui)
   await (await import('./operator.mjs')).run(page, { ask, shoot }) // issue 29 §1–2: the platform operator's organizations (h-orgs); signs in as the operator
   await (await import('./plans.mjs')).run(page, { ask, shoot }) // issue 29 §3–4: usage, quotas, plans, the organization's billing status (h-plans); ends signed in as an operator
   await (await import('./programs.mjs')).run(page, { ask, shoot, consoleErrors }) // issue 29 §5: program applications and service tokens on the Operator page (h-programs)
