@@ -36,7 +36,16 @@ export async function run(page, { ask, shoot, base }) {
   await card.getByRole('button', { name: 'Upgrade to 17' }).click()
   await card.locator('.upgrade-progress dt').filter({ hasText: 'Step' }).waitFor({ timeout: 60000 })
   await page.screenshot({ path: `${process.env.OUT_DIR}/project-upgrades-progress-desktop.png`, fullPage: true })
-  await card.locator('.upgrade-progress dt').filter({ hasText: 'Write pause' }).waitFor({ timeout: 300000 })
+  // The catch-up (tables synchronized, lag) lasts a few seconds of a poll each second: shot when seen.
+  const lag = card.locator('.upgrade-progress dt').filter({ hasText: 'Lag' })
+  const outcome = card.locator('.upgrade-progress dt').filter({ hasText: 'Write pause' })
+  const first = await Promise.race([lag.waitFor({ timeout: 300000 }).then(() => 'catch-up', () => ''), outcome.waitFor({ timeout: 300000 }).then(() => 'outcome', () => '')])
+  if (first === 'catch-up') {
+    const progress = await card.locator('.upgrade-progress .facts').innerText()
+    if (!/Tables synchronized\s+\d+ of 1/.test(progress)) throw new Error(`the catch-up's progress: ${progress}`)
+    await page.screenshot({ path: `${process.env.OUT_DIR}/project-upgrades-catchup-desktop.png`, fullPage: true })
+  }
+  await outcome.waitFor({ timeout: 300000 })
   const facts = await card.locator('.upgrade-progress .facts').innerText()
   for (const want of [/Tables synchronized\s+1\b/, /To\s+17\b/, /Method\s+logical/]) {
     if (!want.test(facts)) throw new Error(`the upgrade's outcome lacks "${want}": ${facts}`)
