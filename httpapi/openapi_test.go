@@ -1054,6 +1054,7 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	}
 	completes(call("POST", upPrj+"/upgrade/major/preflight?target_major=17", up+"/major/preflight", b.adminKey, nil, 202))
 	completes(call("POST", upPrj+"/upgrade/major?target_major=17", up+"/major", b.adminKey, nil, 202))
+	call("GET", upPrj+"/upgrade/major", up+"/major", b.adminKey, nil, 200) // the window open: pending 15, logical
 	call("POST", upPrj+"/upgrade/major?target_major=18", up+"/major", b.adminKey, nil, 409)
 	completes(call("POST", upPrj+"/upgrade/major/rollback", up+"/major/rollback", b.adminKey, nil, 202))
 	completes(call("POST", upPrj+"/upgrade/major?target_major=17", up+"/major", b.adminKey, nil, 202))
