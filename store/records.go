@@ -531,11 +531,11 @@ var (
 func EventID(seq uint64) string { return fmt.Sprintf("%020d", seq) }
 
 // EventPosition is the position of the newest event appended (0 when none ever was).
-func EventPosition(tx *Tx) uint64 { return tx.tx.Bucket(Events.bucket).Sequence() }
+func EventPosition(tx *Tx) uint64 { return tx.kv.bucket(Events.bucket).Sequence() }
 
 // AppendEvent gives e the log's next position and stores it.
 func AppendEvent(tx *Tx, e *Event) error {
-	seq, err := tx.tx.Bucket(Events.bucket).NextSequence()
+	seq, err := tx.kv.bucket(Events.bucket).NextSequence()
 	if err != nil {
 		return fmt.Errorf("event sequence: %w", err)
 	}

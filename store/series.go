@@ -28,7 +28,7 @@ func seriesKey(key string, t time.Time) []byte {
 
 // Put stores the point of key at t (replacing one at the same instant). The value is copied.
 func (s *Series) Put(tx *Tx, key string, t time.Time, value []byte) error {
-	if err := tx.tx.Bucket(s.bucket).Put(seriesKey(key, t), seal(value)); err != nil {
+	if err := tx.kv.bucket(s.bucket).Put(seriesKey(key, t), seal(value)); err != nil {
 		return fmt.Errorf("put %s/%s: %w", s.bucket, key, err)
 	}
 	return nil
@@ -37,7 +37,7 @@ func (s *Series) Put(tx *Tx, key string, t time.Time, value []byte) error {
 // Range calls fn with the points of key at from <= t < to, oldest first. The value is only valid during
 // the call (it is bbolt's memory): decode it, do not keep it. fn returning an error stops the walk.
 func (s *Series) Range(tx *Tx, key string, from, to time.Time, fn func(t time.Time, value []byte) error) error {
-	c := tx.tx.Bucket(s.bucket).Cursor()
+	c := tx.cursor(s.bucket)
 	end := seriesKey(key, to)
 	prefix := len(key) + 1
 	for k, v := c.Seek(seriesKey(key, from)); k != nil && bytes.Compare(k, end) < 0; k, v = c.Next() {
@@ -57,7 +57,7 @@ func (s *Series) Range(tx *Tx, key string, from, to time.Time, fn func(t time.Ti
 
 // Last returns the newest point of key (a copy of its value), or ErrNotFound.
 func (s *Series) Last(tx *Tx, key string) (time.Time, []byte, error) {
-	c := tx.tx.Bucket(s.bucket).Cursor()
+	c := tx.cursor(s.bucket)
 	prefix := []byte(key + sep)
 	k, v := c.Seek(seriesKey(key, time.Unix(0, -1))) // just past the newest possible point
 	if k == nil {
@@ -86,7 +86,7 @@ func (s *Series) DeleteKey(tx *Tx, key string) (int, error) {
 }
 
 func (s *Series) deleteRange(tx *Tx, key string, from, to []byte) (int, error) {
-	c := tx.tx.Bucket(s.bucket).Cursor()
+	c := tx.cursor(s.bucket)
 	prefix := []byte(key + sep)
 	n := 0
 	for k, _ := c.Seek(from); k != nil && bytes.Compare(k, to) < 0 && bytes.HasPrefix(k, prefix); k, _ = c.Seek(from) {
@@ -104,7 +104,7 @@ func (s *Series) deleteRange(tx *Tx, key string, from, to []byte) (int, error) {
 // Keys returns every key that has points (the sweep's way to find series of deleted projects).
 func (s *Series) Keys(tx *Tx) ([]string, error) {
 	var out []string
-	c := tx.tx.Bucket(s.bucket).Cursor()
+	c := tx.cursor(s.bucket)
 	for k, _ := c.First(); k != nil; {
 		if len(k) < 9 {
 			return nil, fmt.Errorf("%s: malformed key %q", s.bucket, k)

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-func openTest(t *testing.T) *DB {
+func openTest(t testing.TB) *DB {
 	t.Helper()
 	db, err := Open(filepath.Join(t.TempDir(), "meta.db"))
 	if err != nil {

@@ -28,7 +28,8 @@ var bucketMeta = []byte("meta")
 
 // DB is the metadata store.
 type DB struct {
-	bolt *bolt.DB
+	kv   kv       // the backend: boltKV or etcdKV
+	bolt *bolt.DB // the file, on bbolt (nil on etcd)
 	// versions counts, per table (by its number), the committed transactions that wrote it (Version).
 	versions []atomic.Uint64
 	gen      *generationFile // nil for a read-only store
@@ -104,7 +105,8 @@ func OpenWith(path string, opts Options) (db *DB, err error) {
 		}
 		return nil, fmt.Errorf("open metadata store %s: %w", path, err)
 	}
-	db = &DB{bolt: b, versions: make([]atomic.Uint64, len(registered)), changed: make(chan struct{}, 1)}
+	db = newDB(boltKV{b})
+	db.bolt = b
 	if err := db.bolt.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta != nil && string(meta.Get([]byte("schema_version"))) == "1" {
@@ -125,45 +127,12 @@ func OpenWith(path string, opts Options) (db *DB, err error) {
 		b.Close()
 		return nil, err
 	}
-	migrated := false
-	err = db.Update(func(tx *Tx) error {
-		meta, err := tx.tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		switch v := string(meta.Get([]byte("schema_version"))); v {
-		case "", fmt.Sprint(SchemaVersion):
-		case "1":
-			if err := migrateV1(tx.tx); err != nil {
-				return fmt.Errorf("seal the records of a version 1 store: %w", err)
-			}
-			migrated = true
-		default:
-			return fmt.Errorf("metadata schema version %s is not supported (want %d)", v, SchemaVersion)
-		}
-		if err := meta.Put([]byte("schema_version"), []byte(fmt.Sprint(SchemaVersion))); err != nil {
-			return err
-		}
-		for _, name := range allBuckets() { // a table's bucket before its indexes'
-			if tx.tx.Bucket(name) != nil {
-				continue
-			}
-			if _, err := tx.tx.CreateBucket(name); err != nil {
-				return fmt.Errorf("create bucket %s: %w", name, err)
-			}
-			// An index new to this store (added by a later version) files the records already there: Put
-			// only changes the entries a record gains or loses.
-			if fill := fillers[string(name)]; fill != nil {
-				if err := fill(tx.tx); err != nil {
-					return fmt.Errorf("fill index %s: %w", name, err)
-				}
-			}
-		}
-		if migrated {
-			return verify(tx.tx)
+	err = db.initialise(func(tx *Tx) error {
+		if err := migrateV1(tx.kv.(boltTx).tx); err != nil {
+			return fmt.Errorf("seal the records of a version 1 store: %w", err)
 		}
 		return nil
-	})
+	}, func(tx *Tx) error { return verify(tx.kv.(boltTx).tx) })
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("initialise metadata store: %w", err)
@@ -178,16 +147,77 @@ func OpenWith(path string, opts Options) (db *DB, err error) {
 	return db, nil
 }
 
-// Close closes the file (and syncs the generation recorded beside it).
+func newDB(kv kv) *DB {
+	return &DB{kv: kv, versions: make([]atomic.Uint64, len(registered)), changed: make(chan struct{}, 1)}
+}
+
+// initialise writes the schema version and creates the buckets missing, filling a new index with the
+// records already there (in one transaction). A store at schema version 1 is migrated first by migrateV1
+// and checked last by verify (nil: refused).
+func (db *DB) initialise(migrateV1, verify func(*Tx) error) error {
+	return db.Update(func(tx *Tx) error {
+		if _, err := tx.kv.createBucket(bucketMeta); err != nil {
+			return err
+		}
+		meta := tx.kv.bucket(bucketMeta)
+		migrate := false
+		switch v := string(meta.Get([]byte("schema_version"))); v {
+		case "", fmt.Sprint(SchemaVersion):
+		case "1":
+			if migrateV1 == nil {
+				return fmt.Errorf("metadata schema version 1 cannot be migrated on this backend")
+			}
+			if err := migrateV1(tx); err != nil {
+				return err
+			}
+			migrate = true
+		default:
+			return fmt.Errorf("metadata schema version %s is not supported (want %d)", v, SchemaVersion)
+		}
+		if err := meta.Put([]byte("schema_version"), []byte(fmt.Sprint(SchemaVersion))); err != nil {
+			return err
+		}
+		for _, name := range allBuckets() { // a table's bucket before its indexes'
+			created, err := tx.kv.createBucket(name)
+			if err != nil {
+				return fmt.Errorf("create bucket %s: %w", name, err)
+			}
+			if !created {
+				continue
+			}
+			// An index new to this store (added by a later version) files the records already there: Put
+			// only changes the entries a record gains or loses.
+			if fill := fillers[string(name)]; fill != nil {
+				if err := fill(tx); err != nil {
+					return fmt.Errorf("fill index %s: %w", name, err)
+				}
+			}
+		}
+		if migrate {
+			return verify(tx)
+		}
+		return nil
+	})
+}
+
+// signal tells the reader of Changes that a transaction committed.
+func (db *DB) signal() {
+	select {
+	case db.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Close closes the store: on bbolt the file (and it syncs the generation recorded beside it).
 func (db *DB) Close() error {
-	err := db.bolt.Close()
+	err := db.kv.close()
 	if db.gen != nil {
 		err = errors.Join(err, db.gen.close())
 	}
 	return err
 }
 
-// generation is the file's last committed transaction id.
+// generation is the file's last committed transaction id (bbolt).
 func (db *DB) generation() uint64 {
 	var g uint64
 	db.bolt.View(func(tx *bolt.Tx) error { g = uint64(tx.ID()); return nil })
@@ -199,8 +229,12 @@ func (db *DB) generation() uint64 {
 func (db *DB) Changes() <-chan struct{} { return db.changed }
 
 // WriteSnapshot writes a consistent copy of the whole file to w (bbolt's Tx.WriteTo in a read transaction:
-// writers are not blocked) and returns the generation it is at.
+// writers are not blocked) and returns the generation it is at. A store on etcd has no file: it refuses
+// (ErrNotFile).
 func (db *DB) WriteSnapshot(w io.Writer) (generation uint64, err error) {
+	if db.bolt == nil {
+		return 0, fmt.Errorf("write a snapshot of the metadata: %w", ErrNotFile)
+	}
 	err = db.bolt.View(func(tx *bolt.Tx) error {
 		generation = uint64(tx.ID())
 		_, err := tx.WriteTo(w)
@@ -209,37 +243,31 @@ func (db *DB) WriteSnapshot(w io.Writer) (generation uint64, err error) {
 	return generation, err
 }
 
-// Path is the file the store lives in.
-func (db *DB) Path() string { return db.bolt.Path() }
+// ErrNotFile is wrapped by the errors of what only a store in a file (bbolt) can do, on a store in etcd.
+var ErrNotFile = errors.New("the metadata store is not a file (etcd)")
+
+// Path is the file the store lives in ("" on etcd).
+func (db *DB) Path() string {
+	if db.bolt == nil {
+		return ""
+	}
+	return db.bolt.Path()
+}
 
 // Tx is a read or read-write transaction.
 type Tx struct {
-	tx    *bolt.Tx
+	kv    kvTx
 	db    *DB
 	wrote []int // the tables this transaction wrote (their numbers), each counted once on commit
 }
 
-// View runs fn in a read-only transaction.
-func (db *DB) View(fn func(*Tx) error) error {
-	return db.bolt.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx, db: db}) })
-}
+// View runs fn in a read-only transaction, which sees one consistent state of the store.
+func (db *DB) View(fn func(*Tx) error) error { return boltKV{db.bolt}.view(db, fn) }
 
-// Update runs fn in a read-write transaction; an error rolls everything back.
-func (db *DB) Update(fn func(*Tx) error) error {
-	return db.bolt.Update(func(tx *bolt.Tx) error {
-		id := uint64(tx.ID())
-		tx.OnCommit(func() {
-			if db.gen != nil {
-				db.gen.note(id)
-			}
-			select {
-			case db.changed <- struct{}{}:
-			default:
-			}
-		})
-		return fn(&Tx{tx: tx, db: db})
-	})
-}
+// Update runs fn in a read-write transaction; an error rolls everything back. On etcd a transaction that
+// conflicts with another's commit is run again (fn with it), so fn must not act outside the transaction
+// (no I/O, no sends): what must follow the commit goes in OnCommit.
+func (db *DB) Update(fn func(*Tx) error) error { return boltKV{db.bolt}.update(db, fn) }
 
 // Version counts the committed transactions that wrote (Put or Delete) the table on db. It moves after the
 // commit's data is visible and before Update returns, so a reader that loads the version, then
@@ -247,24 +275,39 @@ func (db *DB) Update(fn func(*Tx) error) error {
 // the store holds: a cache of decoded records is valid while the versions it was read at are current.
 func (t *Table[T]) Version(db *DB) uint64 { return db.versions[t.n].Load() }
 
-// touch counts the table numbered n as written once the transaction commits.
+// touch counts the table numbered n as written once the transaction commits (the backend's update does).
 func (tx *Tx) touch(n int) {
-	if slices.Contains(tx.wrote, n) {
-		return
+	if !slices.Contains(tx.wrote, n) {
+		tx.wrote = append(tx.wrote, n)
 	}
-	tx.wrote = append(tx.wrote, n)
-	v := &tx.db.versions[n]
-	tx.tx.OnCommit(func() { v.Add(1) })
 }
 
-// Generation identifies the store's last committed read-write transaction (bbolt's transaction id): every
-// commit, even one that changed nothing, moves it on.
-func (tx *Tx) Generation() int { return tx.tx.ID() }
+// Generation identifies the state the transaction works on: on bbolt its transaction id (every commit,
+// even one that changed nothing, moves it on; a read-write transaction's is the one it commits as), on
+// etcd the revision it reads at (every commit that wrote moves it on).
+func (tx *Tx) Generation() int { return tx.kv.generation() }
+
+// get is the value at key in bucket (nil when absent). The bbolt path is called directly so that the key's
+// bytes do not escape (no allocation per read).
+func (tx *Tx) get(bucket []byte, key string) []byte {
+	if b, ok := tx.kv.(boltTx); ok {
+		return b.tx.Bucket(bucket).Get([]byte(key))
+	}
+	return tx.kv.bucket(bucket).Get([]byte(key))
+}
+
+// cursor is a cursor on bucket (bbolt's called directly, as get).
+func (tx *Tx) cursor(bucket []byte) cursor {
+	if b, ok := tx.kv.(boltTx); ok {
+		return cursor{b: b.tx.Bucket(bucket).Cursor()}
+	}
+	return tx.kv.bucket(bucket).Cursor()
+}
 
 // Ping proves the file can be read.
 func (db *DB) Ping() error {
 	return db.View(func(tx *Tx) error {
-		if tx.tx.Bucket(bucketMeta) == nil {
+		if b, ok := tx.kv.(boltTx); ok && b.tx.Bucket(bucketMeta) == nil || tx.Meta("schema_version") == "" {
 			return errors.New("meta bucket missing")
 		}
 		return nil
@@ -273,12 +316,12 @@ func (db *DB) Ping() error {
 
 // Meta reads a value of the meta bucket ("" when absent).
 func (tx *Tx) Meta(key string) string {
-	return string(tx.tx.Bucket(bucketMeta).Get([]byte(key)))
+	return string(tx.get(bucketMeta, key))
 }
 
 // SetMeta writes a value of the meta bucket.
 func (tx *Tx) SetMeta(key, value string) error {
-	return tx.tx.Bucket(bucketMeta).Put([]byte(key), []byte(value))
+	return tx.kv.bucket(bucketMeta).Put([]byte(key), []byte(value))
 }
 
 // Index is a secondary index of a table: every record is filed under each key its function returns.
@@ -305,24 +348,24 @@ func newTable[T any](name string, id func(*T) string) *Table[T] {
 
 // fillers file a table's records in one of its indexes, by the index's bucket name (made by the first
 // index: tables are package variables, which may be initialised before this one would be).
-var fillers map[string]func(*bolt.Tx) error
+var fillers map[string]func(*Tx) error
 
 func (t *Table[T]) index(name string, keys func(*T) []string) *Index[T] {
 	ix := &Index[T]{bucket: []byte(string(t.bucket) + "." + name), keys: keys}
 	registered = append(registered, ix.bucket)
 	t.indexes = append(t.indexes, ix)
 	if fillers == nil {
-		fillers = map[string]func(*bolt.Tx) error{}
+		fillers = map[string]func(*Tx) error{}
 	}
-	fillers[string(ix.bucket)] = func(tx *bolt.Tx) error { return t.fill(tx, ix) }
+	fillers[string(ix.bucket)] = func(tx *Tx) error { return t.fill(tx, ix) }
 	return ix
 }
 
 // fill files every record of t in ix.
-func (t *Table[T]) fill(tx *bolt.Tx, ix *Index[T]) error {
-	b := tx.Bucket(ix.bucket)
-	return tx.Bucket(t.bucket).ForEach(func(id, v []byte) error {
-		rec, err := t.decode(&Tx{tx: tx}, id, v)
+func (t *Table[T]) fill(tx *Tx, ix *Index[T]) error {
+	b := tx.kv.bucket(ix.bucket)
+	return tx.kv.bucket(t.bucket).ForEach(func(id, v []byte) error {
+		rec, err := t.decode(tx, id, v)
 		if err != nil {
 			return err
 		}
@@ -341,7 +384,7 @@ const sep = "\x00"
 
 // Get returns the record with id, or ErrNotFound.
 func (t *Table[T]) Get(tx *Tx, id string) (*T, error) {
-	v := tx.tx.Bucket(t.bucket).Get([]byte(id))
+	v := tx.get(t.bucket, id)
 	if v == nil {
 		return nil, ErrNotFound
 	}
@@ -380,11 +423,11 @@ func (t *Table[T]) Put(tx *Tx, rec *T) error {
 	if err != nil {
 		return fmt.Errorf("encode %s/%s: %w", t.bucket, id, err)
 	}
-	if err := tx.tx.Bucket(t.bucket).Put([]byte(id), seal(buf)); err != nil {
+	if err := tx.kv.bucket(t.bucket).Put([]byte(id), seal(buf)); err != nil {
 		return fmt.Errorf("put %s/%s: %w", t.bucket, id, err)
 	}
 	for _, ix := range t.indexes {
-		b := tx.tx.Bucket(ix.bucket)
+		b := tx.kv.bucket(ix.bucket)
 		var was []string
 		if old != nil {
 			was = ix.keys(old)
@@ -414,7 +457,7 @@ func (t *Table[T]) Delete(tx *Tx, id string) error {
 	if err := t.unindex(tx, id); err != nil {
 		return err
 	}
-	return tx.tx.Bucket(t.bucket).Delete([]byte(id))
+	return tx.kv.bucket(t.bucket).Delete([]byte(id))
 }
 
 func (t *Table[T]) unindex(tx *Tx, id string) error {
@@ -429,7 +472,7 @@ func (t *Table[T]) unindex(tx *Tx, id string) error {
 		return err
 	}
 	for _, ix := range t.indexes {
-		b := tx.tx.Bucket(ix.bucket)
+		b := tx.kv.bucket(ix.bucket)
 		for _, k := range ix.keys(old) {
 			if err := b.Delete([]byte(k + sep + id)); err != nil {
 				return err
@@ -442,7 +485,7 @@ func (t *Table[T]) unindex(tx *Tx, id string) error {
 // All returns every record (in ID order, which is creation order) that keep accepts; keep may be nil.
 func (t *Table[T]) All(tx *Tx, keep func(*T) bool) ([]*T, error) {
 	out := []*T{}
-	err := tx.tx.Bucket(t.bucket).ForEach(func(k, v []byte) error {
+	err := tx.kv.bucket(t.bucket).ForEach(func(k, v []byte) error {
 		rec, err := t.decode(tx, k, v)
 		if err != nil {
 			return err
@@ -466,7 +509,12 @@ type Query struct {
 // Lookup returns the records filed under key in ix, oldest first unless q.Newest.
 func (t *Table[T]) Lookup(tx *Tx, ix *Index[T], key string, q Query) ([]*T, error) {
 	out := []*T{}
-	c := tx.tx.Bucket(ix.bucket).Cursor()
+	var c cursor
+	if b, ok := tx.kv.(boltTx); ok { // bbolt's cursor made here stays on the stack
+		c = cursor{b: b.tx.Bucket(ix.bucket).Cursor()}
+	} else {
+		c = tx.kv.bucket(ix.bucket).Cursor()
+	}
 	prefix := []byte(key + sep)
 	var k []byte
 	next := c.Next
@@ -534,7 +582,12 @@ func (t *Table[T]) Range(tx *Tx, ix *Index[T], from, to string, limit int) ([]*T
 // returns false or an error: a caller that needs only some of them decodes only those (Get). Scan(tx, ix,
 // key, key+"\x00", fn) visits the records filed under key, oldest first.
 func (t *Table[T]) Scan(tx *Tx, ix *Index[T], from, to string, fn func(id string) (bool, error)) error {
-	c := tx.tx.Bucket(ix.bucket).Cursor()
+	var c cursor
+	if b, ok := tx.kv.(boltTx); ok { // bbolt's cursor made here stays on the stack
+		c = cursor{b: b.tx.Bucket(ix.bucket).Cursor()}
+	} else {
+		c = tx.kv.bucket(ix.bucket).Cursor()
+	}
 	for k, _ := c.Seek([]byte(from)); k != nil; k, _ = c.Next() {
 		i := bytes.LastIndex(k, []byte(sep))
 		if i < 0 || string(k[:i]) >= to {
@@ -548,11 +601,16 @@ func (t *Table[T]) Scan(tx *Tx, ix *Index[T], from, to string, fn func(id string
 }
 
 // OnCommit runs fn after the transaction commits (not when it rolls back).
-func (tx *Tx) OnCommit(fn func()) { tx.tx.OnCommit(fn) }
+func (tx *Tx) OnCommit(fn func()) { tx.kv.onCommit(fn) }
 
 // Count returns how many records are filed under key in ix (without decoding them).
 func (t *Table[T]) Count(tx *Tx, ix *Index[T], key string) (int, error) {
-	c := tx.tx.Bucket(ix.bucket).Cursor()
+	var c cursor
+	if b, ok := tx.kv.(boltTx); ok { // bbolt's cursor made here stays on the stack
+		c = cursor{b: b.tx.Bucket(ix.bucket).Cursor()}
+	} else {
+		c = tx.kv.bucket(ix.bucket).Cursor()
+	}
 	prefix := []byte(key + sep)
 	n := 0
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {

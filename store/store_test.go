@@ -78,7 +78,7 @@ func TestPutRewritesChangedIndexEntriesOnly(t *testing.T) {
 		out := map[string][]string{}
 		db.View(func(tx *Tx) error {
 			for _, ix := range WebhookDeliveries.indexes {
-				tx.tx.Bucket(ix.bucket).ForEach(func(k, _ []byte) error {
+				tx.kv.bucket(ix.bucket).ForEach(func(k, _ []byte) error {
 					out[string(ix.bucket)] = append(out[string(ix.bucket)], string(k))
 					return nil
 				})
@@ -94,7 +94,7 @@ func TestPutRewritesChangedIndexEntriesOnly(t *testing.T) {
 			if err := WebhookDeliveries.Put(tx, d); err != nil {
 				return err
 			}
-			st := tx.tx.Stats()
+			st := tx.kv.(boltTx).tx.Stats()
 			nodes = int(st.GetNodeCount())
 			return nil
 		}); err != nil {
