@@ -51,11 +51,49 @@ type kvBucket interface {
 // lookup allocates nothing more on bbolt than it did before the backends).
 type cursor struct {
 	b *bolt.Cursor
+	e *etcdCursor
 }
 
-func (c cursor) First() (k, v []byte)           { return c.b.First() }
-func (c cursor) Last() (k, v []byte)            { return c.b.Last() }
-func (c cursor) Seek(seek []byte) (k, v []byte) { return c.b.Seek(seek) } // the first key >= seek
-func (c cursor) Next() (k, v []byte)            { return c.b.Next() }
-func (c cursor) Prev() (k, v []byte)            { return c.b.Prev() }
-func (c cursor) Delete() error                  { return c.b.Delete() } // deletes the key the cursor is at
+func (c cursor) First() (k, v []byte) {
+	if c.b != nil {
+		return c.b.First()
+	}
+	return c.e.first()
+}
+
+func (c cursor) Last() (k, v []byte) {
+	if c.b != nil {
+		return c.b.Last()
+	}
+	return c.e.last()
+}
+
+// Seek moves to the first key >= seek.
+func (c cursor) Seek(seek []byte) (k, v []byte) {
+	if c.b != nil {
+		return c.b.Seek(seek)
+	}
+	return c.e.seek(seek)
+}
+
+func (c cursor) Next() (k, v []byte) {
+	if c.b != nil {
+		return c.b.Next()
+	}
+	return c.e.next()
+}
+
+func (c cursor) Prev() (k, v []byte) {
+	if c.b != nil {
+		return c.b.Prev()
+	}
+	return c.e.prev()
+}
+
+// Delete deletes the key the cursor is at.
+func (c cursor) Delete() error {
+	if c.b != nil {
+		return c.b.Delete()
+	}
+	return c.e.delete()
+}

@@ -3,24 +3,17 @@ package store
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 )
 
-func openTest(t testing.TB) *DB {
-	t.Helper()
-	db, err := Open(filepath.Join(t.TempDir(), "meta.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
+// openTest opens an empty store on bbolt.
+func openTest(t testing.TB) *DB { return openBackend(t, "bbolt") }
 
-func TestSeries(t *testing.T) {
-	db := openTest(t)
+func TestSeries(t *testing.T) { onBackends(t, testSeries) }
+
+func testSeries(t *testing.T, db *DB) {
 	s := ObservabilitySamples
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	// Two keys where one is a prefix of the other: their points never mix.

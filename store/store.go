@@ -30,6 +30,7 @@ var bucketMeta = []byte("meta")
 type DB struct {
 	kv   kv       // the backend: boltKV or etcdKV
 	bolt *bolt.DB // the file, on bbolt (nil on etcd)
+	etcd *etcdKV  // on etcd (nil on bbolt)
 	// versions counts, per table (by its number), the committed transactions that wrote it (Version).
 	versions []atomic.Uint64
 	gen      *generationFile // nil for a read-only store
@@ -262,12 +263,22 @@ type Tx struct {
 }
 
 // View runs fn in a read-only transaction, which sees one consistent state of the store.
-func (db *DB) View(fn func(*Tx) error) error { return boltKV{db.bolt}.view(db, fn) }
+func (db *DB) View(fn func(*Tx) error) error {
+	if db.etcd != nil {
+		return db.etcd.view(db, fn)
+	}
+	return boltKV{db.bolt}.view(db, fn)
+}
 
 // Update runs fn in a read-write transaction; an error rolls everything back. On etcd a transaction that
 // conflicts with another's commit is run again (fn with it), so fn must not act outside the transaction
 // (no I/O, no sends): what must follow the commit goes in OnCommit.
-func (db *DB) Update(fn func(*Tx) error) error { return boltKV{db.bolt}.update(db, fn) }
+func (db *DB) Update(fn func(*Tx) error) error {
+	if db.etcd != nil {
+		return db.etcd.update(db, fn)
+	}
+	return boltKV{db.bolt}.update(db, fn)
+}
 
 // Version counts the committed transactions that wrote (Put or Delete) the table on db. It moves after the
 // commit's data is visible and before Update returns, so a reader that loads the version, then

@@ -14,8 +14,11 @@ import (
 // TestVersion: a table's version moves once per committed transaction that put or deleted one of its
 // records (in an Update, concurrent ones included), before the writer gets its answer; not for a rolled-back transaction,
 // a read, or a write to another table.
-func TestVersion(t *testing.T) {
-	db := openTest(t)
+// On etcd a version is a revision: it moves on by more than one, and the test asks only that it moves.
+func TestVersion(t *testing.T) { onBackends(t, testVersion) }
+
+func testVersion(t *testing.T, db *DB) {
+	exact := db.etcd == nil // bbolt counts the transactions
 	keys, users := APIKeys.Version(db), Users.Version(db)
 	put := func(id string) error {
 		return db.Update(func(tx *Tx) error {
@@ -28,9 +31,10 @@ func TestVersion(t *testing.T) {
 	if err := put("k1"); err != nil {
 		t.Fatal(err)
 	}
-	if got := APIKeys.Version(db); got != keys+1 {
+	if got := APIKeys.Version(db); got <= keys || exact && got != keys+1 {
 		t.Fatalf("after one commit: version %d, want %d", got, keys+1)
 	}
+	keys = APIKeys.Version(db)
 	if Users.Version(db) != users {
 		t.Fatal("a write to api_keys moved the users table's version")
 	}
@@ -41,15 +45,15 @@ func TestVersion(t *testing.T) {
 		}
 		return boom
 	})
-	if !errors.Is(err, boom) || APIKeys.Version(db) != keys+1 {
-		t.Fatalf("rolled back: err %v, version %d, want %d", err, APIKeys.Version(db), keys+1)
+	if !errors.Is(err, boom) || APIKeys.Version(db) != keys {
+		t.Fatalf("rolled back: err %v, version %d, want %d", err, APIKeys.Version(db), keys)
 	}
 	db.View(func(tx *Tx) error { _, err := APIKeys.Get(tx, "k1"); return err })
 	if err := db.Update(func(tx *Tx) error { return APIKeys.Delete(tx, "k1") }); err != nil {
 		t.Fatal(err)
 	}
-	if APIKeys.Version(db) != keys+2 {
-		t.Fatalf("after a delete: version %d, want %d", APIKeys.Version(db), keys+2)
+	if got := APIKeys.Version(db); got <= keys || exact && got != keys+1 {
+		t.Fatalf("after a delete: version %d, want %d", got, keys+1)
 	}
 	var wg sync.WaitGroup
 	for _, id := range []string{"u1", "u2", "u3"} {
@@ -63,15 +67,19 @@ func TestVersion(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := Users.Version(db); got <= users || got > users+3 {
+	if got := Users.Version(db); got <= users || exact && got > users+3 {
 		t.Fatalf("after three concurrent puts: version %d, want %d to %d", got, users+1, users+3)
 	}
 }
 
 // TestPutRewritesChangedIndexEntriesOnly: a Put files the record under its new keys and no longer under
 // keys it lost, and leaves entries it keeps untouched (no page of theirs is copied in the transaction).
+// (The count of pages copied is bbolt's; on etcd the entries are checked.)
 func TestPutRewritesChangedIndexEntriesOnly(t *testing.T) {
-	db := openTest(t)
+	onBackends(t, testPutRewritesChangedIndexEntriesOnly)
+}
+
+func testPutRewritesChangedIndexEntriesOnly(t *testing.T, db *DB) {
 	due := time.Unix(1700000000, 0)
 	d := &WebhookDelivery{ID: "msg_1", EndpointID: "we_1", OrganizationID: "org_1", State: "pending", NextAttemptAt: &due}
 	entries := func() map[string][]string {
@@ -94,8 +102,10 @@ func TestPutRewritesChangedIndexEntriesOnly(t *testing.T) {
 			if err := WebhookDeliveries.Put(tx, d); err != nil {
 				return err
 			}
-			st := tx.kv.(boltTx).tx.Stats()
-			nodes = int(st.GetNodeCount())
+			if b, ok := tx.kv.(boltTx); ok {
+				st := b.tx.Stats()
+				nodes = int(st.GetNodeCount())
+			}
 			return nil
 		}); err != nil {
 			t.Fatal(err)
@@ -123,7 +133,7 @@ func TestPutRewritesChangedIndexEntriesOnly(t *testing.T) {
 	if got := entries(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after a put moving the due key: %q, want %q", got, want)
 	}
-	if same >= moved {
+	if db.etcd == nil && same >= moved {
 		t.Errorf("a put keeping every index key materialized %d nodes, one changing a key %d: unchanged entries were rewritten", same, moved)
 	}
 	d.State, d.NextAttemptAt = "delivered", nil // the due entry goes

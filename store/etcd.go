@@ -1,0 +1,621 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The store in etcd (the appliances of a cluster). Every bucket is a range of keys under the store's
+// prefix; a transaction reads at one revision and commits as one etcd Txn:
+//
+//	<prefix>d/<bucket>/<key>   a bucket's values (#buckets and #sequences are buckets too: the buckets
+//	                           Open created, and each bucket's sequence)
+//	<prefix>v/<bucket>         written (empty) by every transaction that writes the bucket: its mod
+//	                           revision moves with every change of the bucket
+//
+// A read-write transaction is optimistic and serializable: its reads are at the revision of its first
+// read; its writes are buffered (it reads them back, its cursors too) and sent at commit in one Txn whose
+// compares prove nothing it read changed since that revision: each key it read by Get (mod revision not
+// after it) and, for each bucket it walked with a cursor (or read many keys of), the bucket's version key
+// (which every writer of the bucket writes: a key put into a range it walked is seen too). A commit whose
+// compares fail is a conflict: the transaction's function runs again on a new revision, up to
+// etcdAttempts times.
+//
+// The tables' versions (Table.Version) are revisions here: the mod revision of the table's version key,
+// set from the commit's revision by the writer before Update returns, and from a watch of the version keys
+// for the commits of other clients (other appliances of the cluster); Changes receives after each.
+
+// etcdAttempts bounds how many times a conflicting read-write transaction is run.
+const etcdAttempts = 32
+
+// etcdManyReads: a transaction that read more keys than this of one bucket compares the bucket's version
+// key instead of each key (an etcd Txn holds a bounded number of compares).
+const etcdManyReads = 32
+
+// etcdPage is how many keys a cursor reads from etcd at once.
+const etcdPage = 64
+
+// etcdTimeout bounds each request to etcd (a cluster without quorum fails a write after it, clearly).
+const etcdTimeout = 15 * time.Second
+
+// ErrConflict is wrapped by Update's error when a transaction on etcd conflicted with others' commits
+// every time it was run.
+var ErrConflict = errors.New("the transaction conflicted with concurrent ones")
+
+// Pseudo-buckets of the etcd layout (their names are not names of tables, which have no '#').
+const (
+	etcdBuckets   = "#buckets"
+	etcdSequences = "#sequences"
+)
+
+// etcdKV is the store under a prefix of an etcd cluster.
+type etcdKV struct {
+	c      *clientv3.Client
+	prefix string
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the watch ended
+	tables map[string]int
+}
+
+var _ kv = (*etcdKV)(nil)
+
+// OpenEtcd opens the store kept under prefix (e.g. "/appliance/meta/") of the etcd cluster c reaches,
+// creating its buckets as Open does. The client stays the caller's (Close does not close it). What only a
+// file has (the file's checks, the generation record, WriteSnapshot) is refused or absent (ErrNotFile).
+func OpenEtcd(c *clientv3.Client, prefix string) (*DB, error) {
+	if prefix == "" {
+		return nil, errors.New("open metadata store on etcd: an empty key prefix")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &etcdKV{c: c, prefix: prefix, ctx: ctx, cancel: cancel, done: make(chan struct{}), tables: map[string]int{}}
+	for n, name := range registered {
+		e.tables[string(name)] = n
+	}
+	db := newDB(e)
+	db.etcd = e
+	rctx, rcancel := context.WithTimeout(ctx, etcdTimeout)
+	resp, err := c.Get(rctx, prefix+"v/", clientv3.WithPrefix())
+	rcancel()
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("open metadata store on etcd (%s): %w", prefix, err)
+	}
+	for _, kv := range resp.Kvs {
+		e.noteVersion(db, kv.Key, kv.ModRevision)
+	}
+	go e.watch(db, resp.Header.Revision+1)
+	if err := db.initialise(nil, nil); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("initialise metadata store on etcd (%s): %w", prefix, err)
+	}
+	return db, nil
+}
+
+func (e *etcdKV) close() error {
+	e.cancel()
+	<-e.done
+	return nil
+}
+
+// watch follows the version keys from rev on: a commit of anyone moves the versions of the tables it
+// wrote and signals Changes. When the watch is cut (a compaction past it), every table's version moves
+// to the current revision (caches start over) and it resumes from there.
+func (e *etcdKV) watch(db *DB, rev int64) {
+	defer close(e.done)
+	for e.ctx.Err() == nil {
+		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(e.ctx))
+		wc := e.c.Watch(wctx, e.prefix+"v/", clientv3.WithPrefix(), clientv3.WithRev(rev))
+		for resp := range wc {
+			if err := resp.Err(); err != nil {
+				break
+			}
+			for _, ev := range resp.Events {
+				e.noteVersion(db, ev.Kv.Key, ev.Kv.ModRevision)
+				rev = ev.Kv.ModRevision + 1
+			}
+			if len(resp.Events) > 0 {
+				db.signal()
+			}
+		}
+		wcancel()
+		if e.ctx.Err() != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(e.ctx, etcdTimeout)
+		resp, err := e.c.Get(ctx, e.prefix+"v/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		cancel()
+		if err != nil {
+			continue
+		}
+		for n := range db.versions {
+			storeMax(&db.versions[n], uint64(resp.Header.Revision))
+		}
+		db.signal()
+		rev = resp.Header.Revision + 1
+	}
+}
+
+// noteVersion moves the version of the table whose version key is key to rev (indexes and series have
+// versions too; they are not read).
+func (e *etcdKV) noteVersion(db *DB, key []byte, rev int64) {
+	if n, ok := e.tables[string(key[len(e.prefix)+len("v/"):])]; ok {
+		storeMax(&db.versions[n], uint64(rev))
+	}
+}
+
+func storeMax(v *atomic.Uint64, n uint64) {
+	for {
+		old := v.Load()
+		if old >= n || v.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+func (e *etcdKV) view(db *DB, fn func(*Tx) error) error {
+	t := &etcdTx{kv: e}
+	err := fn(&Tx{kv: t, db: db})
+	if t.err != nil {
+		return t.err
+	}
+	return err
+}
+
+func (e *etcdKV) update(db *DB, fn func(*Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		t := &etcdTx{kv: e, writable: true}
+		tx := &Tx{kv: t, db: db}
+		err := fn(tx)
+		if t.err != nil {
+			err = t.err
+		}
+		if err == nil {
+			var rev int64
+			if rev, err = t.commit(); err == nil {
+				for _, n := range tx.wrote {
+					storeMax(&db.versions[n], uint64(rev))
+				}
+				db.signal()
+				for _, f := range t.commits {
+					f()
+				}
+				return nil
+			}
+		}
+		if !errors.Is(err, errRetry) {
+			return err
+		}
+		if attempt == etcdAttempts {
+			return fmt.Errorf("store on etcd: %w (%d attempts)", ErrConflict, attempt)
+		}
+		// Let the others' transactions finish before this one reads again.
+		time.Sleep(time.Duration(rand.IntN(1<<min(attempt, 8))) * time.Millisecond)
+	}
+}
+
+// errRetry: the transaction's reads are no longer current (a compare failed, or its revision was
+// compacted away): it runs again.
+var errRetry = errors.New("retry")
+
+// pending is a buffered write.
+type pending struct {
+	v   []byte
+	del bool
+}
+
+// etcdTx is one transaction on etcd (one goroutine's, as bbolt's).
+type etcdTx struct {
+	kv       *etcdKV
+	writable bool
+	rev      int64 // the revision read at (0 until the first read)
+	err      error // the first failure: the transaction fails with it
+
+	cache   map[string][]byte              // values read (full key → value; nil: absent)
+	reads   map[string]map[string]struct{} // bucket → the full keys read by Get
+	ranged  map[string]bool                // the buckets walked (or many of whose keys were read)
+	writes  map[string]pending             // full key → buffered write
+	written map[string][]string            // bucket → its keys written, sorted (for the cursors)
+	commits []func()
+}
+
+func (t *etcdTx) fail(err error) {
+	if t.err == nil {
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			err = fmt.Errorf("%w: %w", errRetry, err)
+		}
+		t.err = err
+	}
+}
+
+func (t *etcdTx) dataKey(bucket string, key []byte) string {
+	return t.kv.prefix + "d/" + bucket + "/" + string(key)
+}
+
+func (t *etcdTx) get(key string, opts ...clientv3.OpOption) *clientv3.GetResponse {
+	if t.err != nil {
+		return nil
+	}
+	if t.rev > 0 {
+		opts = append(opts, clientv3.WithRev(t.rev))
+	}
+	ctx, cancel := context.WithTimeout(t.kv.ctx, etcdTimeout)
+	defer cancel()
+	resp, err := t.kv.c.Get(ctx, key, opts...)
+	if err != nil {
+		t.fail(fmt.Errorf("read the metadata store on etcd: %w", err))
+		return nil
+	}
+	if t.rev == 0 {
+		t.rev = resp.Header.Revision
+	}
+	return resp
+}
+
+func (t *etcdTx) bucket(name []byte) kvBucket { return etcdBucket{t: t, name: string(name)} }
+
+func (t *etcdTx) createBucket(name []byte) (bool, error) {
+	b := t.bucket([]byte(etcdBuckets))
+	if b.Get(name) != nil {
+		return false, t.err
+	}
+	return true, b.Put(name, []byte{})
+}
+
+func (t *etcdTx) onCommit(fn func()) { t.commits = append(t.commits, fn) }
+
+func (t *etcdTx) generation() int {
+	if t.rev == 0 {
+		t.get(t.kv.prefix+"v/", clientv3.WithCountOnly())
+	}
+	return int(t.rev)
+}
+
+// commit sends the buffered writes in one Txn, if nothing read changed since t.rev, and returns its
+// revision.
+func (t *etcdTx) commit() (int64, error) {
+	if len(t.writes) == 0 {
+		return t.rev, nil
+	}
+	var cmps []clientv3.Cmp
+	if t.rev > 0 {
+		for b := range t.ranged {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(t.kv.prefix+"v/"+b), "<", t.rev+1))
+		}
+		for b, keys := range t.reads {
+			if t.ranged[b] {
+				continue
+			}
+			for k := range keys {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "<", t.rev+1))
+			}
+		}
+	}
+	ops := make([]clientv3.Op, 0, len(t.writes)+len(t.written))
+	for k, w := range t.writes {
+		if w.del {
+			ops = append(ops, clientv3.OpDelete(k))
+		} else {
+			ops = append(ops, clientv3.OpPut(k, string(w.v)))
+		}
+	}
+	for b := range t.written {
+		ops = append(ops, clientv3.OpPut(t.kv.prefix+"v/"+b, ""))
+	}
+	ctx, cancel := context.WithTimeout(t.kv.ctx, etcdTimeout)
+	defer cancel()
+	resp, err := t.kv.c.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	switch {
+	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrTooManyOps):
+		return 0, fmt.Errorf("commit to the metadata store on etcd: the transaction is too large for etcd (%d writes, %d compares; see etcdembed's limits): %w", len(ops), len(cmps), err)
+	case err != nil:
+		return 0, fmt.Errorf("commit to the metadata store on etcd: %w", err)
+	case !resp.Succeeded:
+		return 0, errRetry
+	}
+	return resp.Header.Revision, nil
+}
+
+// etcdBucket is a bucket of an etcd transaction.
+type etcdBucket struct {
+	t    *etcdTx
+	name string
+}
+
+func (b etcdBucket) Get(key []byte) []byte {
+	t := b.t
+	k := t.dataKey(b.name, key)
+	if w, ok := t.writes[k]; ok {
+		if w.del {
+			return nil
+		}
+		return nonNil(w.v)
+	}
+	if v, ok := t.cache[k]; ok {
+		return v
+	}
+	resp := t.get(k)
+	if resp == nil {
+		return nil
+	}
+	var v []byte
+	if len(resp.Kvs) > 0 {
+		v = nonNil(resp.Kvs[0].Value)
+	}
+	if t.cache == nil {
+		t.cache, t.reads = map[string][]byte{}, map[string]map[string]struct{}{}
+	}
+	t.cache[k] = v
+	keys := t.reads[b.name]
+	if keys == nil {
+		keys = map[string]struct{}{}
+		t.reads[b.name] = keys
+	}
+	keys[k] = struct{}{}
+	if len(keys) > etcdManyReads {
+		t.walked(b.name)
+	}
+	return v
+}
+
+func nonNil(v []byte) []byte {
+	if v == nil {
+		return []byte{}
+	}
+	return v
+}
+
+func (t *etcdTx) walked(bucket string) {
+	if t.ranged == nil {
+		t.ranged = map[string]bool{}
+	}
+	t.ranged[bucket] = true
+}
+
+func (b etcdBucket) write(key []byte, w pending) error {
+	t := b.t
+	if !t.writable {
+		return errors.New("write in a read-only transaction")
+	}
+	if t.err != nil {
+		return t.err
+	}
+	if t.writes == nil {
+		t.writes, t.written = map[string]pending{}, map[string][]string{}
+	}
+	k := t.dataKey(b.name, key)
+	if _, ok := t.writes[k]; !ok {
+		keys := t.written[b.name]
+		i, _ := slices.BinarySearch(keys, string(key))
+		t.written[b.name] = slices.Insert(keys, i, string(key))
+	}
+	t.writes[k] = w
+	return nil
+}
+
+func (b etcdBucket) Put(key, value []byte) error {
+	return b.write(key, pending{v: bytes.Clone(nonNil(value))})
+}
+
+func (b etcdBucket) Delete(key []byte) error { return b.write(key, pending{del: true}) }
+
+func (b etcdBucket) ForEach(fn func(k, v []byte) error) error {
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return b.t.err
+}
+
+func (b etcdBucket) Cursor() cursor {
+	return cursor{e: &etcdCursor{t: b.t, bucket: b.name, base: b.t.kv.prefix + "d/" + b.name + "/"}}
+}
+
+func (b etcdBucket) Sequence() uint64 {
+	v := etcdBucket{t: b.t, name: etcdSequences}.Get([]byte(b.name))
+	if len(v) == 0 {
+		return 0
+	}
+	n, err := strconv.ParseUint(string(v), 10, 64)
+	if err != nil {
+		b.t.fail(fmt.Errorf("the sequence of %s holds %q: %w", b.name, v, err))
+	}
+	return n
+}
+
+func (b etcdBucket) NextSequence() (uint64, error) {
+	n := b.Sequence() + 1
+	if b.t.err != nil {
+		return 0, b.t.err
+	}
+	return n, etcdBucket{t: b.t, name: etcdSequences}.Put([]byte(b.name), []byte(strconv.FormatUint(n, 10)))
+}
+
+// etcdCursor walks a bucket as of the transaction's revision with the transaction's writes laid over it.
+// It reads the bucket a page at a time: win holds every key of the revision in [lo, hi) (hi nil: to the
+// bucket's end), in order.
+type etcdCursor struct {
+	t      *etcdTx
+	bucket string
+	base   string
+
+	lo, hi   []byte
+	win      []*mvccpb.KeyValue // keys relative to the bucket: kv.Key[len(base):]
+	loaded   bool
+	cur      []byte // where the cursor is (nil: nowhere)
+	curValue []byte
+}
+
+func (c *etcdCursor) rel(kv *mvccpb.KeyValue) []byte { return kv.Key[len(c.base):] }
+
+// fetch reads a page from the revision: ascending from from (inclusive), or descending below to.
+func (c *etcdCursor) fetch(from, to []byte, descend bool) bool {
+	c.t.walked(c.bucket)
+	var resp *clientv3.GetResponse
+	end := clientv3.GetPrefixRangeEnd(c.base)
+	if descend {
+		if to != nil {
+			end = c.base + string(to)
+		}
+		resp = c.t.get(c.base, clientv3.WithRange(end), clientv3.WithLimit(etcdPage),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
+	} else {
+		resp = c.t.get(c.base+string(from), clientv3.WithRange(end), clientv3.WithLimit(etcdPage),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	}
+	if resp == nil {
+		return false
+	}
+	kvs := resp.Kvs
+	if descend {
+		slices.Reverse(kvs)
+		c.hi, c.lo = to, []byte{}
+		if resp.More && len(kvs) > 0 {
+			c.lo = c.rel(kvs[0])
+		}
+	} else {
+		c.lo, c.hi = from, nil
+		if resp.More && len(kvs) > 0 {
+			c.hi = append(bytes.Clone(c.rel(kvs[len(kvs)-1])), 0)
+		}
+	}
+	c.win, c.loaded = kvs, true
+	return true
+}
+
+// snapFirstGE is the revision's first key >= k.
+func (c *etcdCursor) snapFirstGE(k []byte) ([]byte, []byte) {
+	for range 1 << 20 {
+		if !c.loaded || bytes.Compare(k, c.lo) < 0 || c.hi != nil && bytes.Compare(k, c.hi) >= 0 {
+			if !c.fetch(k, nil, false) {
+				return nil, nil
+			}
+		}
+		i, _ := slices.BinarySearchFunc(c.win, k, func(kv *mvccpb.KeyValue, k []byte) int { return bytes.Compare(c.rel(kv), k) })
+		if i < len(c.win) {
+			return c.rel(c.win[i]), c.win[i].Value
+		}
+		if c.hi == nil {
+			return nil, nil
+		}
+		k = c.hi
+	}
+	return nil, nil
+}
+
+// snapLastLT is the revision's last key < k (k nil: the last key).
+func (c *etcdCursor) snapLastLT(k []byte) ([]byte, []byte) {
+	for range 1 << 20 {
+		valid := c.loaded && (k == nil && c.hi == nil ||
+			k != nil && (c.hi == nil || bytes.Compare(k, c.hi) <= 0) && (len(c.lo) == 0 || bytes.Compare(k, c.lo) > 0))
+		if !valid {
+			if !c.fetch(nil, k, true) {
+				return nil, nil
+			}
+		}
+		i := len(c.win)
+		if k != nil {
+			i, _ = slices.BinarySearchFunc(c.win, k, func(kv *mvccpb.KeyValue, k []byte) int { return bytes.Compare(c.rel(kv), k) })
+		}
+		if i > 0 {
+			return c.rel(c.win[i-1]), c.win[i-1].Value
+		}
+		if len(c.lo) == 0 {
+			return nil, nil
+		}
+		k = c.lo
+	}
+	return nil, nil
+}
+
+// firstGE is the first key >= k of the revision with the transaction's writes.
+func (c *etcdCursor) firstGE(k []byte) ([]byte, []byte) {
+	sk, sv := c.snapFirstGE(k)
+	for sk != nil && c.deleted(sk) {
+		sk, sv = c.snapFirstGE(append(bytes.Clone(sk), 0))
+	}
+	keys := c.t.written[c.bucket]
+	i, _ := slices.BinarySearch(keys, string(k))
+	for ; i < len(keys); i++ {
+		if !c.deleted([]byte(keys[i])) {
+			break
+		}
+	}
+	if i < len(keys) && (sk == nil || keys[i] <= string(sk)) {
+		return c.at([]byte(keys[i]), c.t.writes[c.t.dataKey(c.bucket, []byte(keys[i]))].v)
+	}
+	return c.at(sk, sv)
+}
+
+// lastLT is the last key < k (k nil: the last key) of the revision with the transaction's writes.
+func (c *etcdCursor) lastLT(k []byte) ([]byte, []byte) {
+	sk, sv := c.snapLastLT(k)
+	for sk != nil && c.deleted(sk) {
+		sk, sv = c.snapLastLT(bytes.Clone(sk))
+	}
+	keys := c.t.written[c.bucket]
+	i := len(keys)
+	if k != nil {
+		i, _ = slices.BinarySearch(keys, string(k))
+	}
+	for i--; i >= 0; i-- {
+		if !c.deleted([]byte(keys[i])) {
+			break
+		}
+	}
+	if i >= 0 && (sk == nil || keys[i] >= string(sk)) {
+		return c.at([]byte(keys[i]), c.t.writes[c.t.dataKey(c.bucket, []byte(keys[i]))].v)
+	}
+	return c.at(sk, sv)
+}
+
+func (c *etcdCursor) deleted(k []byte) bool {
+	w, ok := c.t.writes[c.t.dataKey(c.bucket, k)]
+	return ok && w.del
+}
+
+func (c *etcdCursor) at(k, v []byte) ([]byte, []byte) {
+	if k == nil {
+		c.cur, c.curValue = nil, nil
+		return nil, nil
+	}
+	c.cur, c.curValue = k, nonNil(v)
+	return k, c.curValue
+}
+
+func (c *etcdCursor) first() ([]byte, []byte)        { return c.firstGE([]byte{}) }
+func (c *etcdCursor) last() ([]byte, []byte)         { return c.lastLT(nil) }
+func (c *etcdCursor) seek(k []byte) ([]byte, []byte) { return c.firstGE(bytes.Clone(k)) }
+func (c *etcdCursor) next() ([]byte, []byte) {
+	if c.cur == nil {
+		return nil, nil
+	}
+	return c.firstGE(append(bytes.Clone(c.cur), 0))
+}
+
+func (c *etcdCursor) prev() ([]byte, []byte) {
+	if c.cur == nil {
+		return nil, nil
+	}
+	return c.lastLT(bytes.Clone(c.cur))
+}
+
+func (c *etcdCursor) delete() error {
+	if c.cur == nil {
+		return errors.New("delete at no key")
+	}
+	return etcdBucket{t: c.t, name: c.bucket}.Delete(c.cur)
+}
