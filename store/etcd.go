@@ -226,7 +226,7 @@ type etcdTx struct {
 	reads   map[string]map[string]struct{} // bucket → the full keys read by Get
 	ranged  map[string]bool                // the buckets walked (or many of whose keys were read)
 	writes  map[string]pending             // full key → buffered write
-	written map[string][]string            // bucket → its keys written, sorted (for the cursors)
+	written map[string]*keyList            // bucket → its keys written (for the cursors)
 	commits []func()
 }
 
@@ -327,6 +327,31 @@ func (t *etcdTx) commit() (int64, error) {
 	return resp.Header.Revision, nil
 }
 
+// keyList is a bucket's keys written by a transaction, sorted when a cursor asks (writes in order, as
+// most are, keep it sorted as they go).
+type keyList struct {
+	keys     []string
+	unsorted bool
+}
+
+func (l *keyList) add(k string) {
+	if n := len(l.keys); n > 0 && l.keys[n-1] >= k {
+		l.unsorted = true
+	}
+	l.keys = append(l.keys, k)
+}
+
+func (l *keyList) sorted() []string {
+	if l == nil {
+		return nil
+	}
+	if l.unsorted {
+		slices.Sort(l.keys)
+		l.unsorted = false
+	}
+	return l.keys
+}
+
 // etcdBucket is a bucket of an etcd transaction.
 type etcdBucket struct {
 	t    *etcdTx
@@ -392,13 +417,16 @@ func (b etcdBucket) write(key []byte, w pending) error {
 		return t.err
 	}
 	if t.writes == nil {
-		t.writes, t.written = map[string]pending{}, map[string][]string{}
+		t.writes, t.written = map[string]pending{}, map[string]*keyList{}
 	}
 	k := t.dataKey(b.name, key)
 	if _, ok := t.writes[k]; !ok {
-		keys := t.written[b.name]
-		i, _ := slices.BinarySearch(keys, string(key))
-		t.written[b.name] = slices.Insert(keys, i, string(key))
+		l := t.written[b.name]
+		if l == nil {
+			l = &keyList{}
+			t.written[b.name] = l
+		}
+		l.add(string(key))
 	}
 	t.writes[k] = w
 	return nil
@@ -547,7 +575,7 @@ func (c *etcdCursor) firstGE(k []byte) ([]byte, []byte) {
 	for sk != nil && c.deleted(sk) {
 		sk, sv = c.snapFirstGE(append(bytes.Clone(sk), 0))
 	}
-	keys := c.t.written[c.bucket]
+	keys := c.t.written[c.bucket].sorted()
 	i, _ := slices.BinarySearch(keys, string(k))
 	for ; i < len(keys); i++ {
 		if !c.deleted([]byte(keys[i])) {
@@ -566,7 +594,7 @@ func (c *etcdCursor) lastLT(k []byte) ([]byte, []byte) {
 	for sk != nil && c.deleted(sk) {
 		sk, sv = c.snapLastLT(bytes.Clone(sk))
 	}
-	keys := c.t.written[c.bucket]
+	keys := c.t.written[c.bucket].sorted()
 	i := len(keys)
 	if k != nil {
 		i, _ = slices.BinarySearch(keys, string(k))

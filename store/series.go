@@ -89,7 +89,13 @@ func (s *Series) deleteRange(tx *Tx, key string, from, to []byte) (int, error) {
 	c := tx.cursor(s.bucket)
 	prefix := []byte(key + sep)
 	n := 0
-	for k, _ := c.Seek(from); k != nil && bytes.Compare(k, to) < 0 && bytes.HasPrefix(k, prefix); k, _ = c.Seek(from) {
+	// bbolt's cursor, after a Delete, is found again by a Seek; etcd's stays where it was (and a Seek
+	// would walk again past every key deleted).
+	step := func() ([]byte, []byte) { return c.Seek(from) }
+	if c.e != nil {
+		step = c.Next
+	}
+	for k, _ := c.Seek(from); k != nil && bytes.Compare(k, to) < 0 && bytes.HasPrefix(k, prefix); k, _ = step() {
 		if len(k) != len(prefix)+8 { // another key that merely starts with this one and the separator
 			break
 		}
