@@ -1,5 +1,7 @@
-// Package store keeps the appliance's metadata in one bbolt file: typed tables of JSON records with
-// secondary indexes. Values are always decoded out of the transaction, so callers never hold bbolt memory.
+// Package store keeps the appliance's metadata: typed tables of JSON records with secondary indexes, in one
+// bbolt file (Open: a single appliance) or under a key prefix of an etcd cluster (OpenEtcd: the appliances
+// of a cluster), both through one key-value layer (backend.go). Values are always decoded out of the
+// transaction, so callers never hold the backend's memory.
 package store
 
 import (
@@ -226,7 +228,8 @@ func (db *DB) generation() uint64 {
 }
 
 // Changes receives after a read-write transaction committed; commits that follow one another before it is
-// read are one receive (the channel holds at most one). It is for one reader (the metadata snapshots).
+// read are one receive (the channel holds at most one). It is for one reader (the metadata snapshots). On
+// etcd it receives for the commits of other clients of the cluster too (from a watch, a moment later).
 func (db *DB) Changes() <-chan struct{} { return db.changed }
 
 // WriteSnapshot writes a consistent copy of the whole file to w (bbolt's Tx.WriteTo in a read transaction:
@@ -284,6 +287,9 @@ func (db *DB) Update(fn func(*Tx) error) error {
 // commit's data is visible and before Update returns, so a reader that loads the version, then
 // reads in a new transaction, and finds the version unchanged later knows that what it read is still what
 // the store holds: a cache of decoded records is valid while the versions it was read at are current.
+// On etcd the version is the revision of the table's last write (it moves on by more than one): this
+// store's own commits move it before Update returns, other clients' when the watch brings them (a cache
+// may serve what they changed for that moment).
 func (t *Table[T]) Version(db *DB) uint64 { return db.versions[t.n].Load() }
 
 // touch counts the table numbered n as written once the transaction commits (the backend's update does).

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestVersion: a table's version moves once per committed transaction that put or deleted one of its
@@ -147,11 +149,33 @@ func testPutRewritesChangedIndexEntriesOnly(t *testing.T, db *DB) {
 // TestOpenFillsANewIndex: an index bucket missing from an existing store (an index a later version added)
 // is created and filed with the records already there when the store opens.
 func TestOpenFillsANewIndex(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "meta.db")
-	db, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) { testOpenFillsANewIndex(t, backend) })
 	}
+}
+
+func testOpenFillsANewIndex(t *testing.T, backend string) {
+	path := filepath.Join(t.TempDir(), "meta.db")
+	var prefix string
+	open := func() *DB {
+		t.Helper()
+		var db *DB
+		var err error
+		if backend == "bbolt" {
+			db, err = Open(path)
+		} else {
+			db, err = OpenEtcd(testEtcd.client, prefix)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	if backend == "etcd" {
+		etcdServer(t)
+		prefix = newEtcdPrefix()
+	}
+	db := open()
 	due := time.Unix(1700000000, 0)
 	if err := db.Update(func(tx *Tx) error {
 		for _, id := range []string{"msg_1", "msg_2"} {
@@ -163,13 +187,23 @@ func TestOpenFillsANewIndex(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.bolt.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(WebhookDeliveriesDue.bucket) }); err != nil {
-		t.Fatal(err)
+	// The index's bucket goes, as if a later version had added it.
+	if backend == "bbolt" {
+		if err := db.bolt.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(WebhookDeliveriesDue.bucket) }); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		ctx := context.Background()
+		name := string(WebhookDeliveriesDue.bucket)
+		if _, err := testEtcd.client.Delete(ctx, prefix+"d/"+name+"/", clientv3.WithPrefix()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := testEtcd.client.Delete(ctx, prefix+"d/"+etcdBuckets+"/"+name); err != nil {
+			t.Fatal(err)
+		}
 	}
 	db.Close()
-	if db, err = Open(path); err != nil {
-		t.Fatal(err)
-	}
+	db = open()
 	defer db.Close()
 	var got []string
 	if err := db.View(func(tx *Tx) error {
