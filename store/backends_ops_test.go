@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/theappliance/appliance/store/etcdembed"
 )
 
 func ids[T any](recs []*T, id func(*T) string) []string {
@@ -381,5 +384,29 @@ func TestEtcdRefusesFileOperations(t *testing.T) {
 	err := db.View(func(tx *Tx) error { return tx.SetMeta("k", "v") })
 	if err == nil {
 		t.Fatal("a write in a read-only transaction was taken")
+	}
+}
+
+// TestEtcdTooLargeTransaction: a transaction past etcd's request limit fails with an error that says so
+// and commits nothing.
+func TestEtcdTooLargeTransaction(t *testing.T) {
+	db := openBackend(t, "etcd")
+	big := strings.Repeat("x", etcdembed.MaxRequestBytes+1)
+	err := db.Update(func(tx *Tx) error {
+		if err := Projects.Put(tx, &Project{ID: "prj_small", OrganizationID: "org_1"}); err != nil {
+			return err
+		}
+		return Jobs.Put(tx, &Job{ID: "job_big", LastStdout: big})
+	})
+	if err == nil || !strings.Contains(err.Error(), "too large for etcd") {
+		t.Fatalf("a transaction of %d bytes: %v", len(big), err)
+	}
+	if err := db.View(func(tx *Tx) error {
+		if _, err := Projects.Get(tx, "prj_small"); !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("the small record of the failed transaction: %v", err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
