@@ -43,8 +43,12 @@ const etcdAttempts = 32
 // key instead of each key (an etcd Txn holds a bounded number of compares).
 const etcdManyReads = 32
 
-// etcdPage is how many keys a cursor reads from etcd at once.
-const etcdPage = 64
+// etcdPage is how many keys a cursor reads from etcd at once, at first; each further read of the cursor
+// reads twice as many, up to etcdMaxPage (a long walk takes few requests, a short one reads little).
+const (
+	etcdPage    = 64
+	etcdMaxPage = 4096
+)
 
 // etcdTimeout bounds each request to etcd (a cluster without quorum fails a write after it, clearly).
 const etcdTimeout = 15 * time.Second
@@ -227,6 +231,7 @@ type etcdTx struct {
 	ranged  map[string]bool                // the buckets walked (or many of whose keys were read)
 	writes  map[string]pending             // full key → buffered write
 	written map[string]*keyList            // bucket → its keys written (for the cursors)
+	spans   map[string][]span              // bucket → its ranges deleted (no key written since in them)
 	commits []func()
 }
 
@@ -285,7 +290,7 @@ func (t *etcdTx) generation() int {
 // commit sends the buffered writes in one Txn, if nothing read changed since t.rev, and returns its
 // revision.
 func (t *etcdTx) commit() (int64, error) {
-	if len(t.writes) == 0 {
+	if len(t.writes) == 0 && len(t.spans) == 0 {
 		return t.rev, nil
 	}
 	var cmps []clientv3.Cmp
@@ -308,6 +313,11 @@ func (t *etcdTx) commit() (int64, error) {
 			ops = append(ops, clientv3.OpDelete(k))
 		} else {
 			ops = append(ops, clientv3.OpPut(k, string(w.v)))
+		}
+	}
+	for b, spans := range t.spans {
+		for _, s := range spans {
+			ops = append(ops, clientv3.OpDelete(t.dataKey(b, []byte(s.from)), clientv3.WithRange(t.dataKey(b, []byte(s.to)))))
 		}
 	}
 	for b := range t.written {
@@ -367,6 +377,9 @@ func (b etcdBucket) Get(key []byte) []byte {
 		}
 		return nonNil(w.v)
 	}
+	if t.inSpan(b.name, key) {
+		return nil
+	}
 	if v, ok := t.cache[k]; ok {
 		return v
 	}
@@ -420,6 +433,9 @@ func (b etcdBucket) write(key []byte, w pending) error {
 		t.writes, t.written = map[string]pending{}, map[string]*keyList{}
 	}
 	k := t.dataKey(b.name, key)
+	if !w.del {
+		t.splitSpans(b.name, string(key))
+	}
 	if _, ok := t.writes[k]; !ok {
 		l := t.written[b.name]
 		if l == nil {
@@ -437,6 +453,71 @@ func (b etcdBucket) Put(key, value []byte) error {
 }
 
 func (b etcdBucket) Delete(key []byte) error { return b.write(key, pending{del: true}) }
+
+// span is a range of a bucket's keys deleted: [from, to).
+type span struct{ from, to string }
+
+func (t *etcdTx) inSpan(bucket string, key []byte) bool {
+	for _, s := range t.spans[bucket] {
+		if string(key) >= s.from && string(key) < s.to {
+			return true
+		}
+	}
+	return false
+}
+
+// splitSpans takes key out of the bucket's deleted ranges (etcd refuses a Txn putting a key it deletes).
+func (t *etcdTx) splitSpans(bucket, key string) {
+	spans := t.spans[bucket]
+	for i := 0; i < len(spans); i++ {
+		s := spans[i]
+		if key < s.from || key >= s.to {
+			continue
+		}
+		spans = slices.Delete(spans, i, i+1)
+		i--
+		if s.from < key {
+			spans = append(spans, span{s.from, key})
+		}
+		if after := key + "\x00"; after < s.to {
+			spans = append(spans, span{after, s.to})
+		}
+	}
+	if t.spans != nil {
+		t.spans[bucket] = spans
+	}
+}
+
+// deleteRange deletes the bucket's keys from <= key < to in one etcd operation (however many there are).
+func (b etcdBucket) deleteRange(from, to []byte) error {
+	t := b.t
+	if !t.writable {
+		return errors.New("write in a read-only transaction")
+	}
+	if t.err != nil {
+		return t.err
+	}
+	if t.writes == nil {
+		t.writes, t.written = map[string]pending{}, map[string]*keyList{}
+	}
+	l := t.written[b.name]
+	if l == nil {
+		l = &keyList{}
+		t.written[b.name] = l
+	}
+	keys := l.sorted()
+	i, _ := slices.BinarySearch(keys, string(from))
+	j, _ := slices.BinarySearch(keys, string(to))
+	for _, k := range keys[i:j] {
+		delete(t.writes, t.dataKey(b.name, []byte(k)))
+	}
+	l.keys = slices.Delete(keys, i, j)
+	if t.spans == nil {
+		t.spans = map[string][]span{}
+	}
+	t.spans[b.name] = append(t.spans[b.name], span{string(from), string(to)})
+	return nil
+}
 
 func (b etcdBucket) ForEach(fn func(k, v []byte) error) error {
 	c := b.Cursor()
@@ -483,6 +564,7 @@ type etcdCursor struct {
 	lo, hi   []byte
 	win      []*mvccpb.KeyValue // keys relative to the bucket: kv.Key[len(base):]
 	loaded   bool
+	page     int64  // how many keys the next read asks for
 	cur      []byte // where the cursor is (nil: nowhere)
 	curValue []byte
 }
@@ -492,16 +574,17 @@ func (c *etcdCursor) rel(kv *mvccpb.KeyValue) []byte { return kv.Key[len(c.base)
 // fetch reads a page from the revision: ascending from from (inclusive), or descending below to.
 func (c *etcdCursor) fetch(from, to []byte, descend bool) bool {
 	c.t.walked(c.bucket)
+	c.page = min(max(2*c.page, etcdPage), etcdMaxPage)
 	var resp *clientv3.GetResponse
 	end := clientv3.GetPrefixRangeEnd(c.base)
 	if descend {
 		if to != nil {
 			end = c.base + string(to)
 		}
-		resp = c.t.get(c.base, clientv3.WithRange(end), clientv3.WithLimit(etcdPage),
+		resp = c.t.get(c.base, clientv3.WithRange(end), clientv3.WithLimit(c.page),
 			clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
 	} else {
-		resp = c.t.get(c.base+string(from), clientv3.WithRange(end), clientv3.WithLimit(etcdPage),
+		resp = c.t.get(c.base+string(from), clientv3.WithRange(end), clientv3.WithLimit(c.page),
 			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
 	}
 	if resp == nil {
@@ -612,7 +695,7 @@ func (c *etcdCursor) lastLT(k []byte) ([]byte, []byte) {
 
 func (c *etcdCursor) deleted(k []byte) bool {
 	w, ok := c.t.writes[c.t.dataKey(c.bucket, k)]
-	return ok && w.del
+	return ok && w.del || !ok && c.t.inSpan(c.bucket, k)
 }
 
 func (c *etcdCursor) at(k, v []byte) ([]byte, []byte) {

@@ -89,13 +89,26 @@ func (s *Series) deleteRange(tx *Tx, key string, from, to []byte) (int, error) {
 	c := tx.cursor(s.bucket)
 	prefix := []byte(key + sep)
 	n := 0
-	// bbolt's cursor, after a Delete, is found again by a Seek; etcd's stays where it was (and a Seek
-	// would walk again past every key deleted).
-	step := func() ([]byte, []byte) { return c.Seek(from) }
 	if c.e != nil {
-		step = c.Next
+		// etcd: the points counted, then deleted in one operation (a month of them is past the number of
+		// operations one etcd transaction may hold).
+		end := to
+		for k, _ := c.Seek(from); k != nil && bytes.Compare(k, to) < 0 && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			if len(k) != len(prefix)+8 {
+				end = bytes.Clone(k)
+				break
+			}
+			n++
+		}
+		if n == 0 {
+			return 0, tx.kv.(*etcdTx).err
+		}
+		if err := (etcdBucket{t: c.e.t, name: string(s.bucket)}).deleteRange(from, end); err != nil {
+			return 0, fmt.Errorf("delete from %s: %w", s.bucket, err)
+		}
+		return n, nil
 	}
-	for k, _ := c.Seek(from); k != nil && bytes.Compare(k, to) < 0 && bytes.HasPrefix(k, prefix); k, _ = step() {
+	for k, _ := c.Seek(from); k != nil && bytes.Compare(k, to) < 0 && bytes.HasPrefix(k, prefix); k, _ = c.Seek(from) {
 		if len(k) != len(prefix)+8 { // another key that merely starts with this one and the separator
 			break
 		}

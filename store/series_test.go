@@ -84,3 +84,51 @@ func testSeries(t *testing.T, db *DB) {
 		t.Fatalf("prj_ab lost points: %v", got)
 	}
 }
+
+// TestSeriesLargeDelete: a series of more points than one etcd transaction may hold operations is deleted
+// in one transaction, and a point put back in the same transaction stays.
+func TestSeriesLargeDelete(t *testing.T) { onBackends(t, testSeriesLargeDelete) }
+
+func testSeriesLargeDelete(t *testing.T, db *DB) {
+	s := ObservabilitySamples
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	const n = 20000 // past etcdembed.MaxTxnOps
+	for chunk := 0; chunk < n; chunk += 5000 {
+		if err := db.Update(func(tx *Tx) error {
+			for i := chunk; i < chunk+5000; i++ {
+				if err := s.Put(tx, "prj_big", t0.Add(time.Duration(i)*time.Minute), []byte{1}); err != nil {
+					return err
+				}
+			}
+			return s.Put(tx, "prj_other", t0, []byte{2})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Update(func(tx *Tx) error {
+		d, err := s.DeleteKey(tx, "prj_big")
+		if err != nil || d != n {
+			return fmt.Errorf("delete key: %d, %v; want %d", d, err, n)
+		}
+		return s.Put(tx, "prj_big", t0.Add(7*time.Minute), []byte{3})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := db.View(func(tx *Tx) error {
+		for _, key := range []string{"prj_big", "prj_other"} {
+			if err := s.Range(tx, key, t0, t0.Add(n*time.Minute), func(at time.Time, v []byte) error {
+				got = append(got, fmt.Sprint(key, int64(at.Sub(t0)/time.Minute), v))
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"prj_big7 [3]", "prj_other0 [2]"}; !slices.Equal(got, want) {
+		t.Fatalf("after the delete: %q, want %q", got, want)
+	}
+}
