@@ -137,6 +137,11 @@ func (e *etcdKV) watch(db *DB, rev int64) {
 		if e.ctx.Err() != nil {
 			return
 		}
+		select { // the cluster may be unreachable: not in a tight loop
+		case <-e.ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
 		ctx, cancel := context.WithTimeout(e.ctx, etcdTimeout)
 		resp, err := e.c.Get(ctx, e.prefix+"v/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		cancel()
