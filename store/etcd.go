@@ -396,20 +396,69 @@ func (b etcdBucket) Get(key []byte) []byte {
 	if len(resp.Kvs) > 0 {
 		v = nonNil(resp.Kvs[0].Value)
 	}
+	t.noteRead(b.name, k, v)
+	return v
+}
+
+// noteRead keeps the value read at k (nil: absent) and that the commit must prove it unchanged.
+func (t *etcdTx) noteRead(bucket, k string, v []byte) {
 	if t.cache == nil {
 		t.cache, t.reads = map[string][]byte{}, map[string]map[string]struct{}{}
 	}
 	t.cache[k] = v
-	keys := t.reads[b.name]
+	keys := t.reads[bucket]
 	if keys == nil {
 		keys = map[string]struct{}{}
-		t.reads[b.name] = keys
+		t.reads[bucket] = keys
 	}
 	keys[k] = struct{}{}
 	if len(keys) > etcdManyReads {
-		t.walked(b.name)
+		t.walked(bucket)
 	}
-	return v
+}
+
+// etcdBatch bounds the reads prefetch sends in one request.
+const etcdBatch = 1024
+
+// prefetch reads the values of keys of bucket not read yet in one request (a few for many keys), so
+// that the Gets that follow (the records an index walk found) are answered from the transaction.
+func (t *etcdTx) prefetch(bucket []byte, keys []string) {
+	if t.rev == 0 || t.err != nil {
+		return
+	}
+	var todo []string
+	for _, id := range keys {
+		k := t.dataKey(string(bucket), []byte(id))
+		if _, ok := t.writes[k]; ok {
+			continue
+		}
+		if _, ok := t.cache[k]; ok || t.inSpan(string(bucket), []byte(id)) {
+			continue
+		}
+		todo = append(todo, k)
+	}
+	for len(todo) > 0 {
+		n := min(len(todo), etcdBatch)
+		ops := make([]clientv3.Op, n)
+		for i, k := range todo[:n] {
+			ops[i] = clientv3.OpGet(k, clientv3.WithRev(t.rev))
+		}
+		ctx, cancel := context.WithTimeout(t.kv.ctx, etcdTimeout)
+		resp, err := t.kv.c.Txn(ctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			t.fail(fmt.Errorf("read the metadata store on etcd: %w", err))
+			return
+		}
+		for i, r := range resp.Responses {
+			var v []byte
+			if kvs := r.GetResponseRange().GetKvs(); len(kvs) > 0 {
+				v = nonNil(kvs[0].Value)
+			}
+			t.noteRead(string(bucket), todo[i], v)
+		}
+		todo = todo[n:]
+	}
 }
 
 func nonNil(v []byte) []byte {

@@ -555,7 +555,15 @@ func (t *Table[T]) Lookup(tx *Tx, ix *Index[T], key string, q Query) ([]*T, erro
 	} else {
 		k, _ = c.Seek(prefix)
 	}
+	e, _ := tx.kv.(*etcdTx)
+	var ids []string // on etcd: the records found, read in one request once the walk ends
 	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = next() {
+		if e != nil {
+			if ids = append(ids, string(k[len(prefix):])); q.Limit > 0 && len(ids) >= q.Limit {
+				break
+			}
+			continue
+		}
 		rec, err := t.Get(tx, string(k[len(prefix):]))
 		if err != nil {
 			return nil, fmt.Errorf("index %s points at %s: %w", ix.bucket, k[len(prefix):], err)
@@ -565,7 +573,24 @@ func (t *Table[T]) Lookup(tx *Tx, ix *Index[T], key string, q Query) ([]*T, erro
 			break
 		}
 	}
+	if e != nil {
+		return t.getAll(tx, e, ix, ids)
+	}
 	return out, nil
+}
+
+// getAll reads the records of ids (found in ix) on etcd, in one request (or a few).
+func (t *Table[T]) getAll(tx *Tx, e *etcdTx, ix *Index[T], ids []string) ([]*T, error) {
+	e.prefetch(t.bucket, ids)
+	out := make([]*T, 0, len(ids))
+	for _, id := range ids {
+		rec, err := t.Get(tx, id)
+		if err != nil {
+			return nil, fmt.Errorf("index %s points at %s: %w", ix.bucket, id, err)
+		}
+		out = append(out, rec)
+	}
+	return out, e.err
 }
 
 // First returns the first record filed under key in ix, or ErrNotFound.
@@ -583,6 +608,16 @@ func (t *Table[T]) First(tx *Tx, ix *Index[T], key string) (*T, error) {
 // Range returns up to limit records of ix filed under keys from <= key < to, in key order (with keys
 // that end in a time, such as DueKey, earliest first).
 func (t *Table[T]) Range(tx *Tx, ix *Index[T], from, to string, limit int) ([]*T, error) {
+	if e, ok := tx.kv.(*etcdTx); ok { // the IDs first, then the records in one request
+		var ids []string
+		if err := t.Scan(tx, ix, from, to, func(id string) (bool, error) {
+			ids = append(ids, id)
+			return limit <= 0 || len(ids) < limit, nil
+		}); err != nil {
+			return nil, err
+		}
+		return t.getAll(tx, e, ix, ids)
+	}
 	out := []*T{}
 	err := t.Scan(tx, ix, from, to, func(id string) (bool, error) {
 		rec, err := t.Get(tx, id)
