@@ -16,6 +16,7 @@ import (
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/store"
 )
 
 // BucketArchiveTimeout is the projects' archive_timeout when the backup store is a bucket: a segment
@@ -48,17 +49,21 @@ func (s *Service) localBackups(dp *DataPlane) *backup.Store {
 // walSocket is where the appliance receives the WAL of a backup store PostgreSQL cannot reach itself.
 func (s *Service) walSocket() string { return filepath.Join(s.cfg.DataDir, "wal", "appliance.sock") }
 
-// walCommands are the archive_command and restore_command of the project's WAL archive: the store's own
-// (the directory store's cp), or the appliance's program talking to its WAL socket (StartWAL).
-func (s *Service) walCommands(ctx context.Context, dp *DataPlane, projectID string) (archive, restore string, err error) {
+// walCommands are the archive_command and restore_command of the WAL archive walArchive of the project
+// (its cluster's: store.Instance.WALArchive): the store's own (the directory store's cp), or the
+// appliance's program talking to its WAL socket (StartWAL).
+func (s *Service) walCommands(ctx context.Context, dp *DataPlane, projectID, walArchive string) (archive, restore string, err error) {
 	bs := s.backupStore(dp)
 	if bs.HasWALCommands() {
-		return bs.WALCommands(ctx, projectID)
+		return bs.WALCommands(ctx, projectID, walArchive)
 	}
 	if err := backup.CheckProjectID(projectID); err != nil {
 		return "", "", err
 	}
-	return walsock.Commands(s.cfg.WALProgram, s.walSocket(), projectID)
+	if err := backup.CheckWALArchive(walArchive); err != nil {
+		return "", "", err
+	}
+	return walsock.Commands(s.cfg.WALProgram, s.walSocket(), projectID, walArchive)
 }
 
 // StartWAL serves the backup store's WAL archive on the WAL socket when PostgreSQL cannot reach the store
@@ -137,15 +142,46 @@ func ago(now, t time.Time) time.Duration { return max(0, now.Sub(t)).Round(time.
 var errTarEnded = errors.New("tar ended before the end of the stream")
 
 // archiveOf is the instance engine's view of a project's backup store: its WAL archive (whether a segment
-// is stored, the restore_command) and the base backup key, fetched into a data directory.
+// of the running cluster is stored; the restore_command of the archive of the cluster the backup is of,
+// which is another after a major upgrade by logical replication) and the base backup key, fetched into a
+// data directory.
 func (s *Service) archiveOf(ctx context.Context, dp *DataPlane, projectID, key string) (instances.Archive, error) {
 	bs := s.backupStore(dp)
-	_, restore, err := s.walCommands(ctx, dp, projectID)
+	var running, of string
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := store.Projects.Get(tx, projectID)
+		if err != nil {
+			return err
+		}
+		if prj.PrimaryInstanceID != "" {
+			inst, err := store.Instances.Get(tx, prj.PrimaryInstanceID)
+			if err != nil {
+				return err
+			}
+			running = inst.WALArchive
+		}
+		bks, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{})
+		if err != nil {
+			return err
+		}
+		for _, b := range bks {
+			if b.BackupKey == key {
+				of = b.WALArchive
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return instances.Archive{}, fmt.Errorf("the WAL archive of backup %s: %w", key, err)
+	}
+	_, restore, err := s.walCommands(ctx, dp, projectID, of)
 	if err != nil {
 		return instances.Archive{}, err
 	}
 	return instances.Archive{
-		Archived:       func(ctx context.Context, seg string) (bool, error) { return bs.WALArchived(ctx, projectID, seg) },
+		Archived: func(ctx context.Context, seg string) (bool, error) {
+			return bs.WALArchived(ctx, projectID, running, seg)
+		},
 		RestoreCommand: restore,
 		FetchBase: func(ctx context.Context, ex daemon.ExecFunc, dataDir string) error {
 			return s.fetchBackup(ctx, ex, dp, projectID, key, dataDir)

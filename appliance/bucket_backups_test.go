@@ -66,7 +66,7 @@ func waitArchivedIn(t *testing.T, e *appliancetest.Env, bs *backup.Store, conn *
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		ok, err := bs.WALArchived(t.Context(), prj.ID, seg)
+		ok, err := bs.WALArchived(t.Context(), prj.ID, "", seg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +145,7 @@ func TestBucketBackupRestoreAndPreview(t *testing.T) {
 		t.Errorf("WAL archived into the local directory too: %v", local)
 	}
 	// What the store gives back is the segment PostgreSQL wrote (16 MiB).
-	rc, err := bs.GetWAL(t.Context(), prj.ID, seg)
+	rc, err := bs.GetWAL(t.Context(), prj.ID, "", seg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -213,7 +213,9 @@ func (s *Service) settingsFor(dp *DataPlane, prj *store.Project, rec *store.Inst
 	}
 	// A project's WAL goes to its directory in the backup store, from provisioning on (a spare, which has
 	// no project yet, archives into its own directory until a provision claims it and rewrites this).
-	if prj.PreviewOf != "" || rec.WALArchiveOff { // a preview is disposable: no WAL archive, no backups
+	// A preview is disposable: no WAL archive, no backups. A cluster a logical major upgrade made before
+	// clusters had archives of their own (WALArchiveOff, no WALArchive) stays unarchived until restored.
+	if prj.PreviewOf != "" || (rec.WALArchiveOff && rec.WALArchive == "") {
 		set.ArchiveCommand = postgres.DiscardArchiveCommand
 	} else if prj.ID != "" {
 		// The directory store's commands are made locally; a bucket's talk to the WAL socket.
@@ -222,7 +224,7 @@ func (s *Service) settingsFor(dp *DataPlane, prj *store.Project, rec *store.Inst
 		if err := bs.Prepare(ctx, prj.ID); err != nil {
 			return postgres.Settings{}, fmt.Errorf("prepare the backup store of %s: %w", prj.ID, err)
 		}
-		if set.ArchiveCommand, _, err = s.walCommands(ctx, dp, prj.ID); err != nil {
+		if set.ArchiveCommand, _, err = s.walCommands(ctx, dp, prj.ID, rec.WALArchive); err != nil {
 			return postgres.Settings{}, err
 		}
 		if !bs.HasWALCommands() { // a bucket: the archive is off the machine, so bound what a lost disk loses

@@ -255,9 +255,15 @@ type Instance struct {
 	PreviousPort int `json:"previous_port,omitempty"`
 	// UpgradeMethod is how the pending major upgrade was made: "pg_upgrade" or "logical" ("" none/pg_upgrade).
 	UpgradeMethod string `json:"upgrade_method,omitempty"`
-	// WALArchiveOff: the server's WAL is not archived (a cluster a logical major upgrade made: its segment
-	// names start over and would collide with the old cluster's in the project's archive).
+	// WALArchiveOff: the server's WAL is not archived (a cluster a logical major upgrade made before its
+	// clusters had archives of their own, WALArchive; only such records have it).
 	WALArchiveOff bool `json:"wal_archive_off,omitempty"`
+	// WALArchive names the WAL archive of the server's cluster in the backup store ("": the project's
+	// first cluster's, <project>/wal/). A major upgrade by logical replication makes a new cluster, whose
+	// segment names start over: it archives into an archive of its own (backup.Store's walArchive).
+	WALArchive string `json:"wal_archive,omitempty"`
+	// PreviousWALArchive is the old server's WALArchive while a logical upgrade awaits confirm.
+	PreviousWALArchive string `json:"previous_wal_archive,omitempty"`
 }
 
 // Job is one durable unit of asynchronous work.
@@ -313,6 +319,13 @@ type Backup struct {
 	// EndLSN is the end of the WAL the backup needs (its backup_manifest's), "" for older backups: a
 	// suspended project whose WAL after it holds no data change needs no new scheduled backup.
 	EndLSN string `json:"end_lsn,omitempty"`
+	// Major, BinDir and WALArchive are the cluster the backup is of: its PostgreSQL major, the
+	// installation it ran from ("" the default one) and its WAL archive (Instance.WALArchive). A restore
+	// from it runs that major again. Backups taken before they were recorded have 0, "" and "": the
+	// project's first cluster, on the default installation.
+	Major      int    `json:"major,omitempty"`
+	BinDir     string `json:"bin_dir,omitempty"`
+	WALArchive string `json:"wal_archive,omitempty"`
 }
 
 // ScheduledBackup is a project's daily backup schedule (one per project, id "default" per project in the

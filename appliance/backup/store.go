@@ -24,7 +24,11 @@ import (
 
 // Store is where base backups, the WAL archive and the timeline log of the projects live, as objects:
 //
-//	<project_id>/wal/<segment>                archived WAL segments (and timeline history, .backup files)
+//	<project_id>/wal/<segment>                archived WAL segments (and timeline history, .backup files) of
+//	                                          the project's first cluster (its archive "")
+//	<project_id>/wal-<archive>/<segment>      those of a later cluster of the project (a major upgrade by
+//	                                          logical replication makes a new cluster, whose segment names
+//	                                          start over: Instance.WALArchive names its archive)
 //	<project_id>/base/<key>/<path>            one file of a base backup each (the data directory's tree)
 //	<project_id>/base/<key>.backup.json       the backup's manifest (BackupManifest), written last
 //	<project_id>/timelines.json               the timeline switches of the project's restores
@@ -51,7 +55,30 @@ func checkName(kind, v string) error {
 // CheckProjectID refuses a project id that cannot name the project's objects.
 func CheckProjectID(projectID string) error { return checkName("project id", projectID) }
 
-func walPrefix(projectID string) string       { return projectID + "/wal/" }
+// walPrefix is where the WAL archive of one cluster of the project lives: "" is the project's first
+// cluster (<project>/wal/, the layout of before there were several), any other name a later one's.
+func walPrefix(projectID, archive string) string {
+	if archive == "" {
+		return projectID + "/wal/"
+	}
+	return projectID + "/wal-" + archive + "/"
+}
+
+// checkWAL refuses a project id or a WAL archive name ("" or a key segment) that cannot name objects.
+func checkWAL(projectID, archive string) error {
+	if err := checkName("project id", projectID); err != nil {
+		return err
+	}
+	if archive == "" {
+		return nil
+	}
+	return checkName("WAL archive", archive)
+}
+
+// CheckWALArchive refuses a WAL archive name that cannot name the archive's objects ("" is the project's
+// first cluster's).
+func CheckWALArchive(archive string) error { return checkWAL("p", archive) }
+
 func basePrefix(projectID, key string) string { return projectID + "/base/" + key + "/" }
 func manifestKey(projectID, key string) string {
 	return projectID + "/base/" + key + ".backup.json"
@@ -67,7 +94,7 @@ func (s *Store) Prepare(ctx context.Context, projectID string) error {
 	if !ok {
 		return nil
 	}
-	for _, prefix := range []string{walPrefix(projectID), projectID + "/base/"} {
+	for _, prefix := range []string{walPrefix(projectID, ""), projectID + "/base/"} {
 		if err := p.Prepare(ctx, prefix); err != nil {
 			return fmt.Errorf("prepare the backup store of %s: %w", projectID, err)
 		}
@@ -75,25 +102,26 @@ func (s *Store) Prepare(ctx context.Context, projectID string) error {
 	return nil
 }
 
-// WALCommands are the archive_command and restore_command through which PostgreSQL archives the
-// project's WAL into the store and fetches it back. Only an Objects with a WALTransport has them.
-func (s *Store) WALCommands(ctx context.Context, projectID string) (archive, restore string, err error) {
-	if err := checkName("project id", projectID); err != nil {
+// WALCommands are the archive_command and restore_command through which PostgreSQL archives the WAL of
+// the project's cluster whose archive is walArchive into the store and fetches it back. Only an Objects
+// with a WALTransport has them.
+func (s *Store) WALCommands(ctx context.Context, projectID, walArchive string) (archive, restore string, err error) {
+	if err := checkWAL(projectID, walArchive); err != nil {
 		return "", "", err
 	}
 	t, ok := s.Objects.(WALTransport)
 	if !ok {
 		return "", "", errors.New("this backup store has no WAL commands for PostgreSQL (the appliance must receive the WAL)")
 	}
-	return t.WALCommands(ctx, walPrefix(projectID))
+	return t.WALCommands(ctx, walPrefix(projectID, walArchive))
 }
 
-// WALArchived reports whether the project's WAL segment (a file name) is in the archive.
-func (s *Store) WALArchived(ctx context.Context, projectID, segment string) (bool, error) {
-	if err := checkName("project id", projectID); err != nil {
+// WALArchived reports whether the project's WAL segment (a file name) is in the archive walArchive.
+func (s *Store) WALArchived(ctx context.Context, projectID, walArchive, segment string) (bool, error) {
+	if err := checkWAL(projectID, walArchive); err != nil {
 		return false, err
 	}
-	_, err := s.Objects.Stat(ctx, walPrefix(projectID)+segment)
+	_, err := s.Objects.Stat(ctx, walPrefix(projectID, walArchive)+segment)
 	if errors.Is(err, ErrNotExist) {
 		return false, nil
 	}
@@ -101,27 +129,36 @@ func (s *Store) WALArchived(ctx context.Context, projectID, segment string) (boo
 }
 
 // PutWAL stores a WAL file of the project's (a segment, a timeline history, a .backup or .partial file,
-// by its name) in the archive, replacing any there; when it returns nil the file is stored durably. It
-// is how the appliance archives for a store without a WALTransport.
-func (s *Store) PutWAL(ctx context.Context, projectID, name string, r io.Reader) (int64, error) {
-	if err := checkName("project id", projectID); err != nil {
+// by its name) in the archive walArchive, replacing any there; when it returns nil the file is stored
+// durably. It is how the appliance archives for a store without a WALTransport.
+func (s *Store) PutWAL(ctx context.Context, projectID, walArchive, name string, r io.Reader) (int64, error) {
+	if err := checkWAL(projectID, walArchive); err != nil {
 		return 0, err
 	}
 	if err := checkName("WAL file", name); err != nil {
 		return 0, err
 	}
-	return s.Objects.Put(ctx, walPrefix(projectID)+name, r)
+	return s.Objects.Put(ctx, walPrefix(projectID, walArchive)+name, r)
 }
 
-// GetWAL opens a WAL file of the project's archive; a missing one is ErrNotExist (wrapped).
-func (s *Store) GetWAL(ctx context.Context, projectID, name string) (io.ReadCloser, error) {
-	if err := checkName("project id", projectID); err != nil {
+// GetWAL opens a WAL file of the project's archive walArchive; a missing one is ErrNotExist (wrapped).
+func (s *Store) GetWAL(ctx context.Context, projectID, walArchive, name string) (io.ReadCloser, error) {
+	if err := checkWAL(projectID, walArchive); err != nil {
 		return nil, err
 	}
 	if err := checkName("WAL file", name); err != nil {
 		return nil, err
 	}
-	return s.Objects.Get(ctx, walPrefix(projectID)+name)
+	return s.Objects.Get(ctx, walPrefix(projectID, walArchive)+name)
+}
+
+// RemoveWAL deletes the whole WAL archive walArchive of the project (a cluster none of whose base backups
+// is kept any more), and reports whether there was anything.
+func (s *Store) RemoveWAL(ctx context.Context, projectID, walArchive string) (bool, error) {
+	if err := checkWAL(projectID, walArchive); err != nil {
+		return false, err
+	}
+	return s.Objects.DeleteAll(ctx, walPrefix(projectID, walArchive))
 }
 
 // HasWALCommands reports whether PostgreSQL can archive into the store and fetch from it by itself
@@ -133,23 +170,23 @@ func (s *Store) HasWALCommands() bool {
 
 var walSegmentName = regexp.MustCompile(`^[0-9A-F]{24}$`)
 
-// PruneWAL deletes the project's archived WAL segments (24-hex-digit names only: history, .backup and
-// .partial files stay) on start's timeline or an earlier one whose position sorts before start's, and
-// returns how many.
-func (s *Store) PruneWAL(ctx context.Context, projectID, start string) (int, error) {
-	if err := checkName("project id", projectID); err != nil {
+// PruneWAL deletes the archived WAL segments of the project's archive walArchive (24-hex-digit names
+// only: history, .backup and .partial files stay) on start's timeline or an earlier one whose position
+// sorts before start's, and returns how many.
+func (s *Store) PruneWAL(ctx context.Context, projectID, walArchive, start string) (int, error) {
+	if err := checkWAL(projectID, walArchive); err != nil {
 		return 0, err
 	}
 	if !walSegmentName.MatchString(start) {
 		return 0, fmt.Errorf("invalid WAL segment %q", start)
 	}
-	all, err := s.Objects.List(ctx, walPrefix(projectID))
+	all, err := s.Objects.List(ctx, walPrefix(projectID, walArchive))
 	if err != nil {
 		return 0, err
 	}
 	var doomed []string
 	for _, in := range all {
-		name := strings.TrimPrefix(in.Key, walPrefix(projectID))
+		name := strings.TrimPrefix(in.Key, walPrefix(projectID, walArchive))
 		if !walSegmentName.MatchString(name) {
 			continue
 		}

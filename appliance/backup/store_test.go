@@ -74,8 +74,9 @@ func TestPruneWAL(t *testing.T) {
 	for _, seg := range []string{"000000010000000000000001", "000000010000000000000002", "000000010000000000000003",
 		"000000020000000000000002", "000000020000000000000004", "00000002.history", "000000010000000000000002.00000028.backup"} {
 		put(t, d, "p/wal/"+seg, "x")
+		put(t, d, "p/wal-pg17-a/"+seg, "x") // another cluster's archive: untouched by the first's prune
 	}
-	n, err := s.PruneWAL(ctx, "p", "000000020000000000000003")
+	n, err := s.PruneWAL(ctx, "p", "", "000000020000000000000003")
 	if err != nil || n != 3 {
 		t.Fatalf("pruned %d %v", n, err)
 	}
@@ -88,11 +89,31 @@ func TestPruneWAL(t *testing.T) {
 		"000000020000000000000004"}; !slices.Equal(left, want) {
 		t.Fatalf("left %v, want %v", left, want)
 	}
-	if ok, err := s.WALArchived(ctx, "p", "000000020000000000000004"); err != nil || !ok {
+	if ok, err := s.WALArchived(ctx, "p", "", "000000020000000000000004"); err != nil || !ok {
 		t.Fatalf("archived: %v %v", ok, err)
 	}
-	if ok, err := s.WALArchived(ctx, "p", "000000010000000000000001"); err != nil || ok {
+	if ok, err := s.WALArchived(ctx, "p", "", "000000010000000000000001"); err != nil || ok {
 		t.Fatalf("pruned segment archived: %v %v", ok, err)
+	}
+	if ok, err := s.WALArchived(ctx, "p", "pg17-a", "000000010000000000000001"); err != nil || !ok {
+		t.Fatalf("the other cluster's segment after the first's prune: %v %v", ok, err)
+	}
+	if n, err := s.PruneWAL(ctx, "p", "pg17-a", "000000010000000000000003"); err != nil || n != 2 {
+		t.Fatalf("pruned %d of the other cluster's archive: %v", n, err)
+	}
+	if found, err := s.RemoveWAL(ctx, "p", "pg17-a"); err != nil || !found {
+		t.Fatalf("remove the other cluster's archive: %v %v", found, err)
+	}
+	if l, _ := d.List(ctx, "p/wal-pg17-a/"); len(l) != 0 {
+		t.Fatalf("left in the removed archive: %v", l)
+	}
+	if l, _ := d.List(ctx, "p/wal/"); len(l) != 4 {
+		t.Fatalf("the first cluster's archive after the other's removal: %v", l)
+	}
+	for _, bad := range []string{"..", "a/b", "x y"} {
+		if _, err := s.WALArchived(ctx, "p", bad, "000000010000000000000001"); err == nil {
+			t.Errorf("WAL archive %q accepted", bad)
+		}
 	}
 }
 

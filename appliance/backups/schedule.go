@@ -364,6 +364,7 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 	var all []*store.Backup
 	busy := false
 	var pinned map[string]bool
+	live := map[string]bool{} // the WAL archives of the project's servers: never removed whole
 	if err := s.db.View(func(tx *store.Tx) error {
 		prj, err := store.Projects.Get(tx, projectID)
 		if err != nil {
@@ -372,6 +373,18 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 		if prj.State != api.ProjectActive {
 			busy = true
 			return nil
+		}
+		if prj.PrimaryInstanceID == "" {
+			busy = true // no server: which archive it writes is unknown
+			return nil
+		}
+		inst, err := store.Instances.Get(tx, prj.PrimaryInstanceID)
+		if err != nil {
+			return err
+		}
+		live[inst.WALArchive] = true
+		if inst.PreviousDir != "" {
+			live[inst.PreviousWALArchive] = true
 		}
 		js, err := store.Jobs.Lookup(tx, store.JobsByProject, projectID, store.Query{})
 		if err != nil {
@@ -404,12 +417,19 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 			newest = b
 		}
 	}
-	var oldestKept *store.Backup
+	// Each cluster's WAL archive is pruned before its own oldest kept backup (WAL names of two clusters do
+	// not compare); the archive of an old cluster none of whose backups is kept goes whole.
+	oldestKept := map[string]*store.Backup{}
+	archives := map[string]bool{}
 	for _, b := range all {
+		archives[b.WALArchive] = true
 		keep := b == newest || pinned[b.ID] || !b.CreatedAt.Before(cutoff) || b.State == StatePending || b.State == StateRunning
 		if keep {
-			if b.State == StateCompleted && (oldestKept == nil || b.CreatedAt.Before(oldestKept.CreatedAt)) {
-				oldestKept = b
+			if o := oldestKept[b.WALArchive]; b.State == StateCompleted && (o == nil || b.CreatedAt.Before(o.CreatedAt)) {
+				oldestKept[b.WALArchive] = b
+			}
+			if b.State != StateCompleted {
+				live[b.WALArchive] = true
 			}
 			continue
 		}
@@ -421,15 +441,29 @@ func (s *Service) applyRetention(projectID string, days int, now time.Time) (bac
 		}
 		backups++
 	}
-	if oldestKept == nil {
-		return backups, 0, nil
+	for archive := range archives {
+		o := oldestKept[archive]
+		if o == nil {
+			if live[archive] {
+				continue
+			}
+			if _, err := bs.RemoveWAL(ctx, projectID, archive); err != nil {
+				return backups, wal, err
+			}
+			s.log.Info("backup retention: removed the WAL archive of an old cluster with no backup left", "project", projectID, "archive", archive)
+			continue
+		}
+		_, start, err := bs.BackupStart(ctx, projectID, o.BackupKey)
+		if err != nil {
+			return backups, wal, err
+		}
+		n, err := bs.PruneWAL(ctx, projectID, archive, start)
+		wal += n
+		if err != nil {
+			return backups, wal, err
+		}
 	}
-	_, start, err := bs.BackupStart(ctx, projectID, oldestKept.BackupKey)
-	if err != nil {
-		return backups, 0, err
-	}
-	wal, err = bs.PruneWAL(ctx, projectID, start)
-	return backups, wal, err
+	return backups, wal, nil
 }
 
 // pinnedBackups are the ids of the project's backups that something else needs, whatever their age: the
@@ -499,6 +533,9 @@ func (s *Service) skipSuspended(ctx context.Context, projectID string) (time.Tim
 				break
 			}
 		}
+		if last != nil && last.WALArchive != inst.WALArchive {
+			last = nil // of another cluster (before a major upgrade): the WAL since it is not this server's
+		}
 		return err
 	})
 	if err != nil || inst == nil || last == nil || last.EndLSN == "" || last.CompletedAt == nil {
@@ -506,7 +543,7 @@ func (s *Service) skipSuspended(ctx context.Context, projectID string) (time.Tim
 	}
 	bs := s.host.BackupStore()
 	archived := func(ctx context.Context, segment string) (io.ReadCloser, error) {
-		return bs.GetWAL(ctx, projectID, segment)
+		return bs.GetWAL(ctx, projectID, inst.WALArchive, segment)
 	}
 	changed, detail, err := s.eng.Instance(inst).DataChangedSince(ctx, last.EndLSN, last.Timeline, archived)
 	switch {

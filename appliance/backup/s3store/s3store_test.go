@@ -566,7 +566,7 @@ func TestBackupStoreOnBucket(t *testing.T) {
 	for _, seg := range []string{"000000010000000000000001", "000000010000000000000002", "000000010000000000000003"} {
 		put(t, b, "prj_a/wal/"+seg, []byte(seg))
 	}
-	if n, err := s.PruneWAL(ctx, "prj_a", "000000010000000000000002"); err != nil || n != 1 {
+	if n, err := s.PruneWAL(ctx, "prj_a", "", "000000010000000000000002"); err != nil || n != 1 {
 		t.Fatalf("prune: %d %v", n, err)
 	}
 	if n, err := s.ProjectSize(ctx, "prj_a"); err != nil || n <= total {

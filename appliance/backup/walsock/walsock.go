@@ -6,7 +6,8 @@
 // when the store has no such file, as restore_command must.
 //
 // The protocol is HTTP on the socket: PUT /wal/<project>/<file> (204 once stored) and GET
-// /wal/<project>/<file> (200 with the bytes, 404 when missing). Whoever reaches the socket reaches every
+// /wal/<project>/<file> (200 with the bytes, 404 when missing), with ?archive=<name> for the archive of a
+// later cluster of the project (backup.Store's walArchive; none: the project's first cluster's). Whoever reaches the socket reaches every
 // project's archive: the socket's directory is the instances' OS user's, mode 0700.
 package walsock
 
@@ -20,6 +21,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,12 +134,12 @@ func (s *Server) Stop(ctx context.Context) error {
 func handler(st *backup.Store, log *slog.Logger, p *pushes) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /wal/{project}/{file}", func(w http.ResponseWriter, r *http.Request) {
-		project, file := r.PathValue("project"), r.PathValue("file")
+		project, file, archive := r.PathValue("project"), r.PathValue("file"), r.URL.Query().Get("archive")
 		if r.ContentLength < 0 {
 			http.Error(w, "a push needs its Content-Length", http.StatusLengthRequired)
 			return
 		}
-		n, err := st.PutWAL(r.Context(), project, file, r.Body)
+		n, err := st.PutWAL(r.Context(), project, archive, file, r.Body)
 		if err == nil && n != r.ContentLength {
 			err = fmt.Errorf("stored %d bytes of %d", n, r.ContentLength)
 		}
@@ -150,8 +152,8 @@ func handler(st *backup.Store, log *slog.Logger, p *pushes) http.Handler {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET /wal/{project}/{file}", func(w http.ResponseWriter, r *http.Request) {
-		project, file := r.PathValue("project"), r.PathValue("file")
-		rc, err := st.GetWAL(r.Context(), project, file)
+		project, file, archive := r.PathValue("project"), r.PathValue("file"), r.URL.Query().Get("archive")
+		rc, err := st.GetWAL(r.Context(), project, archive, file)
 		if errors.Is(err, backup.ErrNotExist) {
 			http.Error(w, fmt.Sprintf("%s is not in the archive of %s", file, project), http.StatusNotFound)
 			return
@@ -183,10 +185,17 @@ func client(socket string) *http.Client {
 		}}}
 }
 
-func walURL(project, file string) string { return "http://wal/wal/" + project + "/" + file }
+func walURL(project, archive, file string) string {
+	u := "http://wal/wal/" + url.PathEscape(project) + "/" + url.PathEscape(file)
+	if archive != "" {
+		u += "?archive=" + url.QueryEscape(archive)
+	}
+	return u
+}
 
-// Push sends the file at path to the archive of project as file, and returns once the store has it.
-func Push(ctx context.Context, socket, project, path, file string) error {
+// Push sends the file at path to the archive of project (its cluster's archive: "" the first's) as file,
+// and returns once the store has it.
+func Push(ctx context.Context, socket, project, archive, path, file string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -196,7 +205,7 @@ func Push(ctx context.Context, socket, project, path, file string) error {
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, walURL(project, file), f)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, walURL(project, archive, file), f)
 	if err != nil {
 		return err
 	}
@@ -213,10 +222,11 @@ func Push(ctx context.Context, socket, project, path, file string) error {
 	return nil
 }
 
-// Fetch writes the archive's file of project to path (through a temporary file beside it, renamed into
-// place once complete); a file the archive lacks is ErrNotFound.
-func Fetch(ctx context.Context, socket, project, file, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, walURL(project, file), nil)
+// Fetch writes the file of the archive of project (its cluster's archive: "" the first's) to path
+// (through a temporary file beside it, renamed into place once complete); a file the archive lacks is
+// ErrNotFound.
+func Fetch(ctx context.Context, socket, project, archive, file, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, walURL(project, archive, file), nil)
 	if err != nil {
 		return err
 	}
@@ -250,8 +260,9 @@ func Fetch(ctx context.Context, socket, project, file, path string) error {
 	return nil
 }
 
-// Main runs `wal push --socket S --project P PATH FILE` or `wal fetch --socket S --project P FILE PATH`
-// (args without "wal"), writing what went wrong to stderr; it returns the process's exit status.
+// Main runs `wal push --socket S --project P [--archive A] PATH FILE` or `wal fetch --socket S --project P
+// [--archive A] FILE PATH` (args without "wal"), writing what went wrong to stderr; it returns the
+// process's exit status.
 func Main(args []string, stderr io.Writer) int {
 	if err := run(args); err != nil {
 		fmt.Fprintln(stderr, "appliance wal:", err)
@@ -268,6 +279,7 @@ func run(args []string) error {
 	flags.SetOutput(io.Discard)
 	socket := flags.String("socket", "", "the appliance's WAL socket")
 	project := flags.String("project", "", "the project whose archive it is")
+	archive := flags.String("archive", "", "the archive of the project's cluster (none: its first cluster's)")
 	if err := flags.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -275,26 +287,30 @@ func run(args []string) error {
 		return fmt.Errorf("usage: wal %s --socket PATH --project ID ARG ARG", args[0])
 	}
 	if args[0] == "push" {
-		return Push(context.Background(), *socket, *project, flags.Arg(0), flags.Arg(1))
+		return Push(context.Background(), *socket, *project, *archive, flags.Arg(0), flags.Arg(1))
 	}
-	return Fetch(context.Background(), *socket, *project, flags.Arg(0), flags.Arg(1))
+	return Fetch(context.Background(), *socket, *project, *archive, flags.Arg(0), flags.Arg(1))
 }
 
 // Commands are the archive_command and restore_command that run program (its argv: the appliance's
-// binary, and the arguments that reach its `wal` subcommand) on the socket for project. Every argument is
-// quoted for sh, and % doubled (PostgreSQL's escape).
-func Commands(program []string, socket, project string) (archive, restore string, err error) {
+// binary, and the arguments that reach its `wal` subcommand) on the socket for the archive walArchive of
+// project ("" its first cluster's: no --archive, the commands of before there were several). Every
+// argument is quoted for sh, and % doubled (PostgreSQL's escape).
+func Commands(program []string, socket, project, walArchive string) (archive, restore string, err error) {
 	if len(program) == 0 {
 		return "", "", errors.New("no program to carry the WAL (the appliance's binary)")
 	}
 	words := append(append([]string{}, program...), "wal")
-	for _, w := range append(append([]string{}, words...), socket, project) {
+	for _, w := range append(append([]string{}, words...), socket, project, walArchive) {
 		if strings.ContainsAny(w, "\n\r\x00") {
 			return "", "", fmt.Errorf("%q: a control character in a WAL command", w)
 		}
 	}
 	base := quoteAll(words...)
 	opts := " --socket " + quote(socket) + " --project " + quote(project)
+	if walArchive != "" {
+		opts += " --archive " + quote(walArchive)
+	}
 	return base + " push" + opts + " '%p' '%f'", base + " fetch" + opts + " '%f' '%p'", nil
 }
 

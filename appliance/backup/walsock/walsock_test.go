@@ -43,27 +43,45 @@ func TestWALPushFetch(t *testing.T) {
 	if code := walsock.Main([]string{"push", "--socket", socket, "--project", "p_1", src, name}, os.Stderr); code != 0 {
 		t.Fatalf("push: exit %d", code)
 	}
-	if ok, err := st.WALArchived(ctx, "p_1", name); !ok || err != nil {
+	if ok, err := st.WALArchived(ctx, "p_1", "", name); !ok || err != nil {
 		t.Fatalf("after the push: archived %v, %v", ok, err)
 	}
+	// A later cluster's archive is another place: the same segment name does not collide.
+	other := bytes.Repeat([]byte("17!!"), 1<<10)
+	src17 := filepath.Join(dir, "seg17")
+	if err := os.WriteFile(src17, other, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := walsock.Main([]string{"push", "--socket", socket, "--project", "p_1", "--archive", "pg17-a", src17, name}, os.Stderr); code != 0 {
+		t.Fatalf("push into an archive: exit %d", code)
+	}
 	dst := filepath.Join(dir, "RECOVERYXLOG")
-	if err := walsock.Fetch(ctx, socket, "p_1", name, dst); err != nil {
+	if err := walsock.Fetch(ctx, socket, "p_1", "pg17-a", name, dst); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(dst); !bytes.Equal(got, other) {
+		t.Fatalf("fetched %d bytes from pg17-a, not the %d pushed there", len(got), len(other))
+	}
+	if err := walsock.Push(ctx, socket, "p_1", "../x", src17, name); err == nil {
+		t.Fatal("a push into the archive ../x was taken")
+	}
+	if err := walsock.Fetch(ctx, socket, "p_1", "", name, dst); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(dst); !bytes.Equal(got, seg) {
 		t.Fatalf("fetched %d bytes, not the %d pushed", len(got), len(seg))
 	}
-	if err := walsock.Fetch(ctx, socket, "p_1", "00000002.history", dst); !errors.Is(err, walsock.ErrNotFound) {
+	if err := walsock.Fetch(ctx, socket, "p_1", "", "00000002.history", dst); !errors.Is(err, walsock.ErrNotFound) {
 		t.Fatalf("fetch of a missing file: %v", err)
 	}
 	var stderr bytes.Buffer
 	if code := walsock.Main([]string{"fetch", "--socket", socket, "--project", "p_1", "00000002.history", dst}, &stderr); code != 1 || !strings.Contains(stderr.String(), "not in the archive") {
 		t.Fatalf("fetch of a missing file: exit %d, %s", code, &stderr)
 	}
-	if err := walsock.Push(ctx, socket, "p_1", src, "../x"); err == nil {
+	if err := walsock.Push(ctx, socket, "p_1", "", src, "../x"); err == nil {
 		t.Fatal("a push named ../x was taken")
 	}
-	if err := walsock.Push(ctx, socket, "p_1", filepath.Join(dir, "absent"), name); err == nil {
+	if err := walsock.Push(ctx, socket, "p_1", "", filepath.Join(dir, "absent"), name); err == nil {
 		t.Fatal("a push of a missing file succeeded")
 	}
 	if fi, err := os.Stat(filepath.Dir(socket)); err != nil || fi.Mode().Perm() != 0o700 {
@@ -90,21 +108,27 @@ func TestWALCommandsQuoted(t *testing.T) {
 		t.Fatal(err)
 	}
 	socket := "/run/x y/s.sock"
-	archive, restore, err := walsock.Commands([]string{prog}, socket, "p_1")
+	archive, restore, err := walsock.Commands([]string{prog}, socket, "p_1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive17, restore17, err := walsock.Commands([]string{prog}, socket, "p_1", "pg17-a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	pg := strings.NewReplacer("%p", "pg_wal/000000010000000000000001", "%f", "000000010000000000000001", "%%", "%")
 	for cmd, want := range map[string]string{
-		archive: "wal\npush\n--socket\n" + socket + "\n--project\np_1\npg_wal/000000010000000000000001\n000000010000000000000001\n",
-		restore: "wal\nfetch\n--socket\n" + socket + "\n--project\np_1\n000000010000000000000001\npg_wal/000000010000000000000001\n",
+		archive:   "wal\npush\n--socket\n" + socket + "\n--project\np_1\npg_wal/000000010000000000000001\n000000010000000000000001\n",
+		restore:   "wal\nfetch\n--socket\n" + socket + "\n--project\np_1\n000000010000000000000001\npg_wal/000000010000000000000001\n",
+		archive17: "wal\npush\n--socket\n" + socket + "\n--project\np_1\n--archive\npg17-a\npg_wal/000000010000000000000001\n000000010000000000000001\n",
+		restore17: "wal\nfetch\n--socket\n" + socket + "\n--project\np_1\n--archive\npg17-a\n000000010000000000000001\npg_wal/000000010000000000000001\n",
 	} {
 		out, err := exec.Command("sh", "-c", pg.Replace(cmd)).CombinedOutput()
 		if err != nil || string(out) != want {
 			t.Fatalf("%s: %v\n%q, want %q", cmd, err, out, want)
 		}
 	}
-	if _, _, err := walsock.Commands([]string{"a\nb"}, socket, "p_1"); err == nil {
+	if _, _, err := walsock.Commands([]string{"a\nb"}, socket, "p_1", ""); err == nil {
 		t.Fatal("a newline in the program was taken")
 	}
 }
