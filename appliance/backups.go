@@ -51,7 +51,7 @@ func (s *Service) newBackups(cfg Config, deps Deps) *backups.Service {
 	var plane *backups.Plane
 	var eng backups.Engine
 	if dp := deps.DataPlane; dp != nil {
-		plane = &backups.Plane{User: dp.User, Reflink: s.reflinks}
+		plane = &backups.Plane{User: dp.User, Reflink: s.reflinks, Tools: dp.Bin}
 		eng = s.eng
 	}
 	return backups.New(backups.Config{RetentionDays: cfg.BackupRetentionDays, FirstBackups: deps.BackupObjects != nil},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/theappliance/appliance/appliance/backups"
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/store"
 )
@@ -152,7 +153,8 @@ func (s *Service) verifyBackup(ctx context.Context, dp *DataPlane, prj *store.Pr
 		return false, err
 	}
 	start := time.Now()
-	got, verr := s.eng.VerifyBackup(ctx, nil, instances.VerifySpec{Instance: inst, AdminPassword: string(adminPW),
+	// The scratch server runs the major of the backup's cluster (before a major upgrade: the old one).
+	got, verr := s.eng.VerifyBackup(ctx, nil, instances.VerifySpec{Instance: backups.BackupCluster(inst, b, dp.Bin), AdminPassword: string(adminPW),
 		Archive: archive, Label: b.BackupKey})
 	if verr != nil && ctx.Err() != nil {
 		return false, ctx.Err() // stopped by the shutdown: not a verdict on the backup

@@ -111,8 +111,12 @@ type Engine interface {
 type Plane struct {
 	User *daemon.OSUser
 	// Reflink: the data directory has reflinks (postgres.ReflinkSupport): a base backup into the local
-	// backup store is an online copy by reflink (reflinkBackup) rather than pg_basebackup.
+	// backup store is an online copy by reflink (onlineBackup) rather than pg_basebackup.
 	Reflink bool
+	// Tools is the default PostgreSQL installation, with the client tools: its pg_verifybackup checks the
+	// backups of a server whose own installation has none (onlineBackup's manifest, without parsing WAL
+	// of another major).
+	Tools postgres.Binaries
 }
 
 // Opener opens sealed secrets (the root's SecretBox).
@@ -319,11 +323,22 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 		return nil, scheduler.Transient(fmt.Errorf("the project's server does not accept connections yet: %w", err))
 	}
 	ping.Close(context.WithoutCancel(ctx))
-	basebackup, err := pgi.Bin.Path("pg_basebackup")
-	if err != nil {
-		return nil, s.failBackup(b.ID, err)
+	// The backup is of the server's cluster: its major, its installation, its WAL archive.
+	if err := s.updateBackup(b.ID, func(b *store.Backup) { b.Major, b.BinDir, b.WALArchive = inst.Major, inst.BinDir, inst.WALArchive }); err != nil {
+		return nil, err
 	}
+	b.Major, b.BinDir, b.WALArchive = inst.Major, inst.BinDir, inst.WALArchive
+	// A server whose installation has no client tools (a server-only distribution of another major, after
+	// a major upgrade by logical replication) is copied online, and its copy checked by the default
+	// installation's pg_verifybackup without parsing its WAL (another major's).
+	basebackup, bbErr := pgi.Bin.Path("pg_basebackup")
 	verify, err := pgi.Bin.Path("pg_verifybackup")
+	var verifyArgs []string
+	if err != nil && bbErr != nil {
+		if verify, err = s.plane.Tools.Path("pg_verifybackup"); err == nil {
+			verifyArgs = []string{"--no-parse-wal"}
+		}
+	}
 	if err != nil {
 		return nil, s.failBackup(b.ID, err)
 	}
@@ -332,8 +347,8 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 		return nil, scheduler.Transient(err)
 	}
 	label := "appliance " + b.BackupKey
-	if s.plane.Reflink && bs.IsLocal() {
-		st, err := s.reflinkBackup(ctx, inst, string(adminPW), dir, label)
+	if reflink := s.plane.Reflink && bs.IsLocal(); reflink || bbErr != nil {
+		st, err := s.onlineBackup(ctx, inst, string(adminPW), dir, label, reflink)
 		if err != nil {
 			_ = bs.RemoveBackup(context.WithoutCancel(ctx), prj.ID, b.BackupKey)
 			if ctx.Err() != nil {
@@ -344,7 +359,7 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 		steps.Part("copy", st.Copy+st.Start+st.Stop+st.WAL)
 		steps.Part("sync", st.Sync)
 		steps.Done("basebackup")
-		return s.finishBackup(ctx, run, steps, prj, b, bs, dir, verify)
+		return s.finishBackup(ctx, run, steps, prj, b, bs, dir, verify, verifyArgs...)
 	}
 	cmd := user.Command(basebackup, "-D", dir, "-F", "p", "-X", "stream", "--checkpoint=fast", "--no-password",
 		"--label", label, "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port), "-U", postgres.AdminRole)
@@ -361,13 +376,14 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 	return s.finishBackup(ctx, run, steps, prj, b, bs, dir, verify)
 }
 
-// finishBackup verifies the base backup staged in dir, stores it and records it.
+// finishBackup verifies the base backup staged in dir (pg_verifybackup verify with verifyArgs), stores it
+// and records it.
 func (s *Service) finishBackup(ctx context.Context, run *scheduler.Run, steps *instances.Timer, prj *store.Project, b *store.Backup,
-	bs *backup.Store, dir, verify string) (any, error) {
+	bs *backup.Store, dir, verify string, verifyArgs ...string) (any, error) {
 	user := s.plane.User
 	// pg_verifybackup reads a plain-format directory (PostgreSQL 15's): the staged one, before it is stored.
 	vstate, verr := VerificationVerified, ""
-	if err := run.Exec(ctx, user.Command(verify, dir)); err != nil {
+	if err := run.Exec(ctx, user.Command(verify, append(verifyArgs, dir)...)); err != nil {
 		if ctx.Err() != nil {
 			return nil, err
 		}
@@ -403,7 +419,7 @@ func (s *Service) finishBackup(ctx context.Context, run *scheduler.Run, steps *i
 	}
 	steps.Done("finish")
 	return map[string]any{"backup_id": b.ID, "backup_key": b.BackupKey, "size_bytes": size, "verification_state": vstate,
-		"timings_ms": steps.MS}, nil
+		"major": b.Major, "timings_ms": steps.MS}, nil
 }
 
 // failBackup marks a backup failed with err, and returns err for the job.

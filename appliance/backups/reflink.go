@@ -19,12 +19,14 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// reflinkBackup takes the base backup into dir (the store's empty stage, on the data directory's
-// filesystem) as an online copy of the project's server by reflink (postgres.Instance.OnlineCopy:
-// pg_backup_start, every file reflinked but pg_wal's, pg_backup_stop, backup_label and the WAL between;
-// synced), then writes its backup_manifest (writeManifest), so that pg_verifybackup checks it and the
-// store takes it as it takes pg_basebackup's.
-func (s *Service) reflinkBackup(ctx context.Context, inst *store.Instance, adminPW, dir, label string) (postgres.CopyStats, error) {
+// onlineBackup takes the base backup into dir (the store's empty stage) as an online copy of the project's
+// server (postgres.Instance.OnlineCopy: pg_backup_start, every file copied but pg_wal's, pg_backup_stop,
+// backup_label and the WAL between), then writes its backup_manifest (writeManifest), so that
+// pg_verifybackup checks it and the store takes it as it takes pg_basebackup's. With reflink (the stage
+// is on the data directory's filesystem, which has them) the files are reflinked and the copy synced;
+// else their bytes are copied: how a server whose installation has no pg_basebackup (a server-only
+// distribution of another major) is backed up.
+func (s *Service) onlineBackup(ctx context.Context, inst *store.Instance, adminPW, dir, label string, reflink bool) (postgres.CopyStats, error) {
 	params := maps.Clone(instances.UntrackedSettings)
 	params["statement_timeout"], params["application_name"] = "0", "appliance base backup"
 	conn, err := instances.ConnectAdmin(ctx, inst, adminPW, "postgres", params)
@@ -35,7 +37,7 @@ func (s *Service) reflinkBackup(ctx context.Context, inst *store.Instance, admin
 		conn.Close(context.WithoutCancel(ctx))
 		return postgres.CopyStats{}, err
 	}
-	st, err := s.eng.Instance(inst).OnlineCopy(ctx, conn, dir, postgres.CopyOptions{Label: label, Reflink: true})
+	st, err := s.eng.Instance(inst).OnlineCopy(ctx, conn, dir, postgres.CopyOptions{Label: label, Reflink: reflink, Writeback: !reflink})
 	if err != nil {
 		return st, err
 	}

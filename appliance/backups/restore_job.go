@@ -2,11 +2,13 @@ package backups
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/theappliance/appliance/appliance/authz"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/instances"
+	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -32,6 +34,17 @@ func (s *Service) restoreJob(ctx context.Context, run *scheduler.Run) (any, erro
 	if err != nil {
 		return nil, err
 	}
+	if inst.PreviousDir != "" {
+		return nil, errors.New("a major upgrade of the project awaits confirm or rollback: confirm it (or roll it back) before restoring")
+	}
+	// The restored server is of the backup's cluster: its major (which may be the one before a major
+	// upgrade), its installation, its WAL archive.
+	from := inst
+	if inst = BackupCluster(inst, b, s.plane.Tools); inst.Major != from.Major || inst.BinDir != from.BinDir {
+		if _, err := s.eng.Instance(inst).Bin.Path("postgres"); err != nil {
+			return nil, fmt.Errorf("backup %s is of PostgreSQL %d, whose installation (%s) is gone: %w", b.BackupKey, inst.Major, inst.BinDir, err)
+		}
+	}
 	settings, err := s.host.Settings(prj, inst)
 	if err != nil {
 		return nil, err
@@ -50,8 +63,27 @@ func (s *Service) restoreJob(ctx context.Context, run *scheduler.Run) (any, erro
 		return nil, err
 	}
 	tli, swap := done.Timeline, done
+	if inst.Major != from.Major || inst.BinDir != from.BinDir || inst.WALArchive != from.WALArchive || inst.WALArchiveOff != from.WALArchiveOff {
+		// The restore changed the cluster: the record says which one runs now.
+		if err := s.db.Update(func(tx *store.Tx) error {
+			rec, err := store.Instances.Get(tx, inst.ID)
+			if err != nil {
+				return err
+			}
+			rec.Major, rec.BinDir, rec.WALArchive, rec.WALArchiveOff, rec.UpdatedAt = inst.Major, inst.BinDir, inst.WALArchive, false, s.now()
+			if p, err := store.Projects.Get(tx, prj.ID); err == nil && done.Version != "" {
+				p.PostgresVersion = done.Version
+				if err := store.Projects.Put(tx, p); err != nil {
+					return err
+				}
+			}
+			return store.Instances.Put(tx, rec)
+		}); err != nil {
+			return nil, fmt.Errorf("record the restored cluster: %w", err)
+		}
+	}
 	if err := AppendTimelineSwitch(ctx, bs, prj.ID, TimelineSwitch{JobID: run.Job.ID, From: swap.FromTimeline, To: tli,
-		At: swap.SwitchedAt, BackupID: b.ID}); err != nil {
+		At: swap.SwitchedAt, BackupID: b.ID, Archive: inst.WALArchive, FromArchive: from.WALArchive}); err != nil {
 		return nil, fmt.Errorf("record the timeline switch: %w", err)
 	}
 	// A base backup of the new timeline, so that later point-in-time restores have one to start from.
@@ -83,5 +115,21 @@ func (s *Service) restoreJob(ctx context.Context, run *scheduler.Run) (any, erro
 	s.host.Notify()
 	steps.Done("finish")
 	return map[string]any{"backup_key": b.BackupKey, "timeline": tli, "from_timeline": swap.FromTimeline,
-		"switched_at": swap.SwitchedAt, "backup_job_id": next.ID, "timings_ms": steps.MS}, nil
+		"switched_at": swap.SwitchedAt, "backup_job_id": next.ID, "major": inst.Major, "from_major": from.Major,
+		"timings_ms": steps.MS}, nil
+}
+
+// BackupCluster is inst as the cluster b is a backup of: its major, installation and WAL archive (b's;
+// a backup of before they were recorded is of the project's first cluster, on def, the default
+// installation).
+func BackupCluster(inst *store.Instance, b *store.Backup, def postgres.Binaries) *store.Instance {
+	c := *inst
+	c.Major, c.BinDir, c.WALArchive = b.Major, b.BinDir, b.WALArchive
+	if c.Major == 0 {
+		c.Major, c.BinDir = def.Major, def.Dir
+	}
+	if c.WALArchive != inst.WALArchive || c.Major != inst.Major {
+		c.WALArchiveOff = false
+	}
+	return &c
 }

@@ -61,7 +61,7 @@ func (s *Service) CreateRestorePoint(ctx context.Context, p *authz.Principal, pr
 		rp := &store.RestorePoint{ID: id, ProjectID: prj.ID, OrganizationID: prj.OrganizationID, Kind: RestorePointNamed,
 			State: RestorePointActive, Label: label, Name: id, LSN: lsn, Timeline: tli, CreatedByActorKind: kind,
 			CreatedByActorID: actor, PITRTime: point.Time.UTC(), CreatedAt: now, UpdatedAt: now}
-		if b, err := s.baseBackupBefore(tx, prj.ID, rp.PITRTime, tli); err == nil {
+		if b, err := s.baseBackupBefore(tx, prj.ID, rp.PITRTime, tli, inst.WALArchive); err == nil {
 			rp.BackupID, rp.BackupKey = b.ID, b.BackupKey
 		}
 		if err := store.RestorePoints.Put(tx, rp); err != nil {
@@ -144,13 +144,13 @@ func (s *Service) oldestBackup(tx *store.Tx, projectID string) (*store.Backup, e
 
 // baseBackupBefore is the newest completed backup of the timeline that was complete at t: a restore to t
 // (or to a point written at t) starts from it.
-func (s *Service) baseBackupBefore(tx *store.Tx, projectID string, t time.Time, timeline int) (*store.Backup, error) {
+func (s *Service) baseBackupBefore(tx *store.Tx, projectID string, t time.Time, timeline int, archive string) (*store.Backup, error) {
 	bs, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{Newest: true})
 	if err != nil {
 		return nil, err
 	}
 	for _, b := range bs {
-		if b.State == StateCompleted && b.CompletedAt != nil && !b.CompletedAt.After(t) && b.Timeline == timeline {
+		if b.State == StateCompleted && b.CompletedAt != nil && !b.CompletedAt.After(t) && b.Timeline == timeline && b.WALArchive == archive {
 			return b, nil
 		}
 	}

@@ -51,6 +51,9 @@ func (s *Service) Restore(ctx context.Context, p *authz.Principal, projectID str
 	if err != nil {
 		return nil, err
 	}
+	if inst.PreviousDir != "" {
+		return nil, apperr.Conflict("a major upgrade of the project awaits confirm or rollback: confirm it (or roll it back) before restoring")
+	}
 	timeline, switches, err := s.pitrHistory(ctx, prj, inst, !target.IsZero() || req.RestorePointID != "", !target.IsZero())
 	if err != nil {
 		return nil, err
@@ -82,13 +85,13 @@ func (s *Service) Restore(ctx context.Context, p *authz.Principal, projectID str
 			if err != nil || rp.ProjectID != prj.ID || rp.State != RestorePointActive {
 				return apperr.Invalid("restore_point_id %q names no restore point of this project", req.RestorePointID)
 			}
-			if base, err = s.restoreBase(tx, prj.ID, rp.PITRTime, rp.Timeline, switchTo(switches, rp.Timeline)); err != nil {
+			if base, err = s.restoreBase(tx, prj.ID, rp.PITRTime, rp.Timeline, archiveAt(switches, rp.PITRTime, inst.WALArchive), switchTo(switches, rp.Timeline)); err != nil {
 				return apperr.Invalid("restore point %s is outside the point-in-time window: no backup of its timeline was complete before it", rp.ID)
 			}
 			pl.TargetName, pl.Timeline = rp.Name, rp.Timeline
 		default:
 			var tl int
-			if base, tl, err = s.pitrBase(tx, prj.ID, target, timeline, switches); err != nil {
+			if base, tl, err = s.pitrBase(tx, prj.ID, target, timeline, inst.WALArchive, switches); err != nil {
 				if errors.Is(err, errNoBackup) {
 					return apperr.Invalid("restore_time %s is outside the point-in-time window: no backup of the timeline the project was on then was complete by then", req.RestoreTime)
 				}
@@ -121,12 +124,19 @@ func (s *Service) Restore(ctx context.Context, p *authz.Principal, projectID str
 // log in the backup store (backup.Store.Timelines), so that a restore to a time finds the timeline the project was on at that
 // time: before a switch, the timeline it left (whose WAL the restore archived up to the switch); from the
 // switch on, the new one.
+//
+// A switch may also change the project's cluster (a major upgrade by logical replication moves it to a new
+// cluster, whose timelines start over; its rollback, or a restore from a backup of the other cluster, moves
+// it back): Archive and FromArchive then name the WAL archives (store.Instance.WALArchive) of the cluster
+// after and before it, and a time is read on the cluster the project was on then.
 type TimelineSwitch struct {
-	JobID    string    `json:"job_id"`    // the restore
-	From     int       `json:"from"`      // the timeline before it (0: unknown)
-	To       int       `json:"to"`        // the timeline it created
-	At       time.Time `json:"at"`        // the moment it took over: just before the original stopped
-	BackupID string    `json:"backup_id"` // the base backup it started from (a base for times on To, before To's first backup)
+	JobID       string    `json:"job_id"`                 // the restore (or the upgrade, its rollback)
+	From        int       `json:"from"`                   // the timeline before it (0: unknown)
+	To          int       `json:"to"`                     // the timeline it created
+	At          time.Time `json:"at"`                     // the moment it took over: just before the original stopped
+	BackupID    string    `json:"backup_id"`              // the base backup it started from (a base for times on To, before To's first backup)
+	Archive     string    `json:"archive,omitempty"`      // the WAL archive of the cluster To is on
+	FromArchive string    `json:"from_archive,omitempty"` // the WAL archive of the cluster From is on
 }
 
 // readTimelineSwitches reads a project's timeline switches, oldest first (none when there is no log).
@@ -180,6 +190,25 @@ func timelineAt(switches []TimelineSwitch, t time.Time, current int) (int, *Time
 	return current, nil
 }
 
+// archiveAt is the WAL archive of the cluster the project was on at t (as timelineAt reads the timeline);
+// current is the archive of its cluster now.
+func archiveAt(switches []TimelineSwitch, t time.Time, current string) string {
+	var last *TimelineSwitch
+	for i := range switches {
+		if switches[i].At.After(t) {
+			break
+		}
+		last = &switches[i]
+	}
+	switch {
+	case last != nil:
+		return last.Archive
+	case len(switches) > 0:
+		return switches[0].FromArchive
+	}
+	return current
+}
+
 // switchTo is the switch that created timeline tl (nil: none recorded).
 func switchTo(switches []TimelineSwitch, tl int) *TimelineSwitch {
 	for i := range switches {
@@ -190,28 +219,29 @@ func switchTo(switches []TimelineSwitch, tl int) *TimelineSwitch {
 	return nil
 }
 
-// restoreBase is the base backup a restore to t on timeline tl starts from: the newest completed backup of
-// tl complete by t; if tl has none yet (t lies just after the restore sw that created tl), the backup sw
-// started from, whose timeline tl branched off after it (recovery follows tl's history file). Timeline 0
-// (unknown) takes the newest backup complete by t, whatever its timeline.
-func (s *Service) restoreBase(tx *store.Tx, projectID string, t time.Time, tl int, sw *TimelineSwitch) (*store.Backup, error) {
+// restoreBase is the base backup a restore to t on timeline tl of the cluster whose WAL archive is archive
+// starts from: the newest completed backup of tl on that cluster complete by t; if tl has none yet (t lies
+// just after the restore sw that created tl), the backup sw started from, whose timeline tl branched off
+// after it (recovery follows tl's history file). Timeline 0 (unknown) takes the newest backup of the
+// cluster complete by t, whatever its timeline.
+func (s *Service) restoreBase(tx *store.Tx, projectID string, t time.Time, tl int, archive string, sw *TimelineSwitch) (*store.Backup, error) {
 	if tl == 0 {
 		bs, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{Newest: true})
 		if err != nil {
 			return nil, err
 		}
 		for _, b := range bs {
-			if b.State == StateCompleted && b.CompletedAt != nil && !b.CompletedAt.After(t) {
+			if b.State == StateCompleted && b.CompletedAt != nil && !b.CompletedAt.After(t) && b.WALArchive == archive {
 				return b, nil
 			}
 		}
 		return nil, errNoBackup
 	}
-	b, err := s.baseBackupBefore(tx, projectID, t, tl)
+	b, err := s.baseBackupBefore(tx, projectID, t, tl, archive)
 	if !errors.Is(err, errNoBackup) || sw == nil || sw.To != tl || sw.BackupID == "" {
 		return b, err
 	}
-	if b, err := store.Backups.Get(tx, sw.BackupID); err == nil && b.State == StateCompleted {
+	if b, err := store.Backups.Get(tx, sw.BackupID); err == nil && b.State == StateCompleted && b.WALArchive == archive {
 		return b, nil
 	}
 	return nil, errNoBackup
@@ -243,10 +273,10 @@ func (s *Service) pitrHistory(ctx context.Context, prj *store.Project, inst *sto
 }
 
 // pitrBase finds the base backup and timeline a recovery to target starts from (errNoBackup outside the
-// point-in-time window).
-func (s *Service) pitrBase(tx *store.Tx, projectID string, target time.Time, timeline int, switches []TimelineSwitch) (*store.Backup, int, error) {
+// point-in-time window): on the cluster the project was on at target (archive: its cluster's now).
+func (s *Service) pitrBase(tx *store.Tx, projectID string, target time.Time, timeline int, archive string, switches []TimelineSwitch) (*store.Backup, int, error) {
 	tl, sw := timelineAt(switches, target, timeline)
-	base, err := s.restoreBase(tx, projectID, target, tl, sw)
+	base, err := s.restoreBase(tx, projectID, target, tl, archiveAt(switches, target, archive), sw)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -274,7 +304,7 @@ func (s *Service) PointInTime(ctx context.Context, p *authz.Principal, projectID
 		return nil, err
 	}
 	return func(tx *store.Tx, projectID string, target time.Time) (*store.Backup, int, error) {
-		base, tl, err := s.pitrBase(tx, projectID, target, timeline, switches)
+		base, tl, err := s.pitrBase(tx, projectID, target, timeline, inst.WALArchive, switches)
 		if errors.Is(err, errNoBackup) {
 			return nil, 0, nil
 		}
@@ -300,7 +330,7 @@ func (s *Service) RestorePointBase(ctx context.Context, p *authz.Principal, proj
 		if err != nil || rp.ProjectID != projectID || rp.State != RestorePointActive {
 			return nil, nil, apperr.Invalid("source_restore_point_id %q names no restore point of this project", id)
 		}
-		base, err := s.restoreBase(tx, projectID, rp.PITRTime, rp.Timeline, switchTo(switches, rp.Timeline))
+		base, err := s.restoreBase(tx, projectID, rp.PITRTime, rp.Timeline, archiveAt(switches, rp.PITRTime, inst.WALArchive), switchTo(switches, rp.Timeline))
 		if err != nil {
 			return nil, nil, apperr.Invalid("restore point %s is outside the point-in-time window: no backup of its timeline was complete before it", rp.ID)
 		}

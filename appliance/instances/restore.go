@@ -52,6 +52,7 @@ type Restored struct {
 	FromTimeline int       // the timeline before the swap
 	SwitchedAt   time.Time // when the old timeline ends (archived up to then)
 	Timeline     int       // the restored server's timeline
+	Version      string    // the restored server's version (server_version, "17.2")
 }
 
 // Restore builds a new data directory from a base backup and the WAL archive next to the instance's,
@@ -116,7 +117,12 @@ func (m *Manager) Restore(ctx context.Context, exec daemon.ExecFunc, spec Restor
 	if err != nil {
 		return Restored{}, err
 	}
-	return Restored{FromTimeline: swap.FromTimeline, SwitchedAt: swap.SwitchedAt, Timeline: tli}, nil
+	var version string
+	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
+		return Restored{}, err
+	}
+	version, _, _ = strings.Cut(version, " ")
+	return Restored{FromTimeline: swap.FromTimeline, SwitchedAt: swap.SwitchedAt, Timeline: tli, Version: version}, nil
 }
 
 // FinishRestore removes the restore's swap record, once the caller recorded the restore: a retry then no
