@@ -220,8 +220,29 @@ func (h areaHost) ApplySettings(ctx context.Context, run *scheduler.Run, prj *st
 
 var _ exports.Host = areaHost{}
 
-// RequireDumps is a 503 when the installed PostgreSQL lacks pg_dump or pg_restore (FeatureDumps).
-func (h areaHost) RequireDumps() error { return h.s.requireFeature(FeatureDumps) }
+// RequireDumps is a 503 when the installed PostgreSQL lacks pg_dump or pg_restore (FeatureDumps), and a
+// 409 when the installation the project's server runs from lacks them (a server-only distribution of
+// another major, after a major upgrade by logical replication: dumps need the server's major's tools).
+func (h areaHost) RequireDumps(tx *store.Tx, prj *store.Project) error {
+	if err := h.s.requireFeature(FeatureDumps); err != nil {
+		return err
+	}
+	if h.s.dp == nil || prj.PrimaryInstanceID == "" {
+		return nil
+	}
+	inst, err := store.Instances.Get(tx, prj.PrimaryInstanceID)
+	if err != nil {
+		return Internal(err, "read the project's instance")
+	}
+	bin := h.s.eng.Instance(inst).Bin
+	for _, prog := range []string{"pg_dump", "pg_restore"} {
+		if _, err := bin.Path(prog); err != nil {
+			return Conflict("the project runs PostgreSQL %d from %s, which has no %s: dumps of PostgreSQL %d need its client tools (%s); roll the upgrade back or restore to a time before it to dump the project on its old major",
+				inst.Major, bin.Dir, prog, inst.Major, postgres.PackageOf(prog, inst.Major))
+		}
+	}
+	return nil
+}
 
 // PrepareDumpDir makes the project's directory of dumps (its exports, a cutover's copy of a preview),
 // owned by the instances' OS user, and returns it. Its errors are transient.
@@ -616,3 +637,31 @@ func (h areaHost) JobTarget(run *scheduler.Run) string { return targetOf(run) }
 
 // PlanOf is the plan in force of the project (the default plan when its own is gone).
 func (h areaHost) PlanOf(prj *store.Project) api.Plan { return h.s.planOrDefault(prj.Plan) }
+
+// WALArchived reports whether a WAL segment is in the project's WAL archive walArchive (the backup store
+// is the root's).
+func (h areaHost) WALArchived(ctx context.Context, projectID, walArchive, segment string) (bool, error) {
+	return h.s.retentionStore().WALArchived(ctx, projectID, walArchive, segment)
+}
+
+// SwitchedCluster records a move of the project to another cluster in its timeline log (the backups
+// area's TimelineSwitch) and, with backup, enqueues a base backup of the new cluster.
+func (h areaHost) SwitchedCluster(ctx context.Context, prj *store.Project, sw upgrades.ClusterSwitch, backup bool) error {
+	err := backups.AppendTimelineSwitch(ctx, h.s.retentionStore(), prj.ID, backups.TimelineSwitch{JobID: sw.JobID,
+		From: sw.FromTimeline, To: sw.ToTimeline, At: sw.At, Archive: sw.ToArchive, FromArchive: sw.FromArchive})
+	if err != nil || !backup {
+		return err
+	}
+	err = h.s.db.Update(func(tx *store.Tx) error {
+		p, err := store.Projects.Get(tx, prj.ID)
+		if err != nil {
+			return err
+		}
+		_, _, err = h.s.backups.NewBackup(tx, p, "after the upgrade "+sw.JobID)
+		return err
+	})
+	if err == nil {
+		h.s.notify()
+	}
+	return err
+}

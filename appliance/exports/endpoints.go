@@ -55,7 +55,7 @@ func (s *Service) Create(ctx context.Context, p *authz.Principal, projectID stri
 		if err != nil {
 			return err
 		}
-		if err := s.host.RequireDumps(); err != nil {
+		if err := s.host.RequireDumps(tx, prj); err != nil {
 			return err
 		}
 		now := s.now()

@@ -53,7 +53,7 @@ type Host interface {
 	ActiveProject(tx *store.Tx, p *authz.Principal, projectID string) (*store.Project, error)
 	// RequireDumps is a 503 when the installed PostgreSQL lacks the programs of exports and imports (the
 	// root's FeatureDumps): the data plane's programs are the root's.
-	RequireDumps() error
+	RequireDumps(tx *store.Tx, prj *store.Project) error
 	// Enqueue adds a job of the project in tx and makes it the project's latest_job_id.
 	Enqueue(tx *store.Tx, prj *store.Project, jobType, lock string, payload any) (*store.Job, error)
 	// AnswerJob is a job-returning call's answer once its transaction committed (it pokes the runner).

@@ -119,7 +119,7 @@ func (m *Manager) recoveryFill(ctx context.Context, exec daemon.ExecFunc, c *Clo
 	// Everything up to the target must be in the archive (a recent target's WAL may not be yet). Without a
 	// running source, the archive is all there is.
 	if c.Source != nil {
-		if _, _, err := archiveNow(ctx, c.Source, c.AdminPassword, spec.Archive.Archived); err != nil {
+		if _, _, err := ArchiveNow(ctx, c.Source, c.AdminPassword, spec.Archive.Archived); err != nil {
 			return fmt.Errorf("archive the project's WAL: %w", err)
 		}
 	}
@@ -210,10 +210,10 @@ func waitPromoted(ctx context.Context, cand *postgres.Instance, password string,
 	}
 }
 
-// archiveNow commits a transaction (so that the WAL holds a commit record timed after "at", which a
+// ArchiveNow commits a transaction (so that the WAL holds a commit record timed after "at", which a
 // recovery to a time before it needs to stop), closes the current WAL segment and waits until the archiver
 // stored it (archived says so). It returns the time taken just before that commit and the timeline it is on.
-func archiveNow(ctx context.Context, inst *store.Instance, adminPW string, archived func(context.Context, string) (bool, error)) (at time.Time, timeline int, err error) {
+func ArchiveNow(ctx context.Context, inst *store.Instance, adminPW string, archived func(context.Context, string) (bool, error)) (at time.Time, timeline int, err error) {
 	conn, err := ConnectAdmin(ctx, inst, adminPW, "postgres", nil)
 	if err != nil {
 		return at, 0, err

@@ -141,7 +141,7 @@ func (m *Manager) recoverAndSwap(ctx context.Context, exec daemon.ExecFunc, spec
 	var swap restoreSwap
 	if spec.Target.Name != "" || !spec.Target.Time.IsZero() {
 		// Everything written up to now must be in the archive for recovery to reach the target.
-		if _, _, err := archiveNow(ctx, inst, spec.AdminPassword, spec.Archive.Archived); err != nil {
+		if _, _, err := ArchiveNow(ctx, inst, spec.AdminPassword, spec.Archive.Archived); err != nil {
 			return swap, err
 		}
 		steps.Done("archive")
@@ -184,7 +184,7 @@ func (m *Manager) recoverAndSwap(ctx context.Context, exec daemon.ExecFunc, spec
 	// The old timeline's history must be in the archive up to the swap, so that a later restore to a time
 	// before this one finds it: a commit just after the recorded switch time, then that segment archived.
 	// Best effort: the restore the user asked for does not depend on it.
-	at, from, err := archiveNow(ctx, inst, spec.AdminPassword, spec.Archive.Archived)
+	at, from, err := ArchiveNow(ctx, inst, spec.AdminPassword, spec.Archive.Archived)
 	if err != nil {
 		m.cfg.Log.Warn("archive the old timeline before a restore's swap", "project", prj.ID, "err", err)
 		at = time.Now().UTC()

@@ -57,7 +57,7 @@ func (s *Service) StartFollow(ctx context.Context, p *authz.Principal, projectID
 	if err != nil {
 		return nil, err
 	}
-	if err := s.host.RequireDumps(); err != nil {
+	if err := s.db.View(func(tx *store.Tx) error { return s.host.RequireDumps(tx, prj) }); err != nil {
 		return nil, err
 	}
 	// Checked before the preflight connects anywhere, and again when the follow is stored.

@@ -62,7 +62,7 @@ func (s *Service) CreateUpload(ctx context.Context, p *authz.Principal, projectI
 		if err != nil {
 			return err
 		}
-		if err := s.host.RequireDumps(); err != nil {
+		if err := s.host.RequireDumps(tx, prj); err != nil {
 			return err
 		}
 		now := s.now()
@@ -248,7 +248,7 @@ func (s *Service) CreateImport(ctx context.Context, p *authz.Principal, projectI
 		if err != nil {
 			return err
 		}
-		if err := s.host.RequireDumps(); err != nil {
+		if err := s.host.RequireDumps(tx, prj); err != nil {
 			return err
 		}
 		var u *store.Upload

@@ -50,7 +50,7 @@ type Host interface {
 	// ActiveProject applies the projects' visibility and "active" rules in tx.
 	ActiveProject(tx *store.Tx, p *authz.Principal, projectID string) (*store.Project, error)
 	// RequireDumps refuses when the programs of dumps are missing (the data plane's features).
-	RequireDumps() error
+	RequireDumps(tx *store.Tx, prj *store.Project) error
 	// Enqueue queues a job that becomes the project's latest_job_id.
 	Enqueue(tx *store.Tx, prj *store.Project, jobType, lock string, payload any) (*store.Job, error)
 	// AnswerJob is the 202 answer (pokes the root's runner once the transaction committed).

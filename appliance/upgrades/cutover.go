@@ -346,6 +346,16 @@ func (s *Service) fence(ctx context.Context, rec *store.Instance, fenced bool) e
 // records, the pooler and the new server's doors open. A failure before the swap resumes the old server.
 func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Project, inst, next *store.Instance, dbs []string) (map[string]any, error) {
 	progress(run, "cutover", nil)
+	// From the swap on, the new cluster archives its WAL into an archive of its own (its segment names
+	// start over on timeline 1): its settings say so before it starts on the project's port.
+	walArchive := fmt.Sprintf("pg%d-%s", next.Major, run.Job.ID)
+	fromTimeline, err := s.timeline(ctx, inst)
+	if err != nil {
+		return nil, fmt.Errorf("read the old server's timeline: %w", err)
+	}
+	if err := s.archiveInto(prj, next, walArchive); err != nil {
+		return nil, fmt.Errorf("the new cluster's WAL archive: %w", err)
+	}
 	// A checkpoint of each server now makes their shutdown checkpoints, inside the pause, short.
 	for _, rec := range []*store.Instance{inst, next} {
 		if conn, err := s.host.AdminConn(ctx, rec, "postgres"); err == nil {
@@ -434,7 +444,7 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 		}
 		rec.PreviousDir, rec.PreviousMajor, rec.PreviousBinDir, rec.PreviousPort = rec.Dir, rec.Major, rec.BinDir, away.Port
 		rec.Dir, rec.Major, rec.BinDir, rec.UpgradeMethod, rec.UpdatedAt = next.Dir, next.Major, next.BinDir, MethodLogical, s.now()
-		rec.WALArchiveOff = true
+		rec.PreviousWALArchive, rec.WALArchive, rec.WALArchiveOff = rec.WALArchive, walArchive, false
 		return store.Instances.Put(tx, rec)
 	})
 	if err != nil {
@@ -458,6 +468,15 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 		}
 	}
 	steps.Done("rollback_subscribe")
+	// The project's timeline log: a point in time before the pause is on the old cluster, after it on the
+	// new one, whose first base backup starts its point-in-time window.
+	sw := ClusterSwitch{JobID: run.Job.ID, FromArchive: inst.WALArchive, ToArchive: walArchive, FromTimeline: fromTimeline, At: paused.UTC()}
+	if sw.ToTimeline, err = s.timeline(ctx, rec); err == nil {
+		err = s.host.SwitchedCluster(ctx, prj, sw, true)
+	}
+	if err != nil {
+		warnings = append(warnings, fmt.Sprintf("record the move to the new cluster for point-in-time restores: %v (a restore to a time before the upgrade may start from the wrong cluster)", err))
+	}
 	version, _ := s.serverVersion(ctx, rec)
 	s.host.UpdateProject(prj.ID, func(p *store.Project) error {
 		p.PostgresVersion, p.RuntimeStatus = version, api.RuntimeActive
@@ -470,6 +489,36 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 	return map[string]any{"postgres_version": version, "previous_dir_kept": inst.Dir, "previous_port": away.Port,
 		"sequences_advanced": nseq, "write_pause_ms": pause.Milliseconds(), "cutover_steps_ms": steps.MS,
 		"cutover_warnings": warnings}, nil
+}
+
+// timeline is the WAL timeline rec's server writes on.
+func (s *Service) timeline(ctx context.Context, rec *store.Instance) (int, error) {
+	conn, err := s.host.AdminConn(ctx, rec, "postgres")
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	tl, _, err := instances.CurrentTimeline(ctx, conn)
+	return tl, err
+}
+
+// archiveInto writes, into the settings of rec's cluster (stopped or to be restarted), the archive and
+// restore commands of the project's WAL archive walArchive: it takes effect at its next start.
+func (s *Service) archiveInto(prj *store.Project, rec *store.Instance, walArchive string) error {
+	c := *rec
+	c.WALArchive, c.WALArchiveOff = walArchive, false
+	want, err := s.host.Settings(prj, &c)
+	if err != nil {
+		return err
+	}
+	pgi := s.eng.Instance(rec)
+	set, err := pgi.ReadSettings()
+	if err != nil {
+		return err
+	}
+	set.ArchiveCommand, set.ArchiveTimeout = want.ArchiveCommand, want.ArchiveTimeout
+	_, err = pgi.WriteSettings(set)
+	return err
 }
 
 // openOn makes rec's server the project's: the pooler's user list written from it, server and pooler
@@ -493,8 +542,9 @@ func (s *Service) openOn(ctx context.Context, prj *store.Project, rec *store.Ins
 // previous is the record of the old server of a pending logical upgrade, on its port.
 func previous(inst *store.Instance) *store.Instance {
 	p := at(inst, inst.PreviousPort)
-	p.Dir, p.Major, p.BinDir = inst.PreviousDir, inst.PreviousMajor, inst.PreviousBinDir
+	p.Dir, p.Major, p.BinDir, p.WALArchive = inst.PreviousDir, inst.PreviousMajor, inst.PreviousBinDir, inst.PreviousWALArchive
 	p.PreviousDir, p.PreviousMajor, p.PreviousBinDir, p.PreviousPort, p.UpgradeMethod, p.WALArchiveOff = "", 0, "", 0, "", false
+	p.PreviousWALArchive = ""
 	return p
 }
 
@@ -503,6 +553,21 @@ func previous(inst *store.Instance) *store.Instance {
 func (s *Service) confirmLogical(ctx context.Context, run *scheduler.Run, inst *store.Instance) (any, error) {
 	prev := previous(inst)
 	prevPG := s.eng.Instance(prev)
+	// The old cluster's archive is complete up to now before it goes (a commit timed now, its segment
+	// archived): a point-in-time restore to any time before the cutover replays it to its target.
+	var warnings []string
+	if pw, err := s.box.Open(inst.AdminPassword); err != nil {
+		return nil, err
+	} else if _, running, _ := prevPG.Status(); running {
+		archived := func(ctx context.Context, seg string) (bool, error) {
+			return s.host.WALArchived(ctx, inst.ProjectID, prev.WALArchive, seg)
+		}
+		if _, _, err := instances.ArchiveNow(ctx, prev, string(pw), archived); err != nil {
+			warnings = append(warnings, fmt.Sprintf("the old server's last WAL was not archived (%v): a restore to a time just before the upgrade may not reach it", err))
+		}
+	} else {
+		warnings = append(warnings, "the old server was not running: its last WAL segment may not be archived, and a restore to a time just before the upgrade may not reach it")
+	}
 	if err := prevPG.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
 		return nil, err
 	}
@@ -527,9 +592,13 @@ func (s *Service) confirmLogical(ctx context.Context, run *scheduler.Run, inst *
 			return err
 		}
 		rec.PreviousDir, rec.PreviousMajor, rec.PreviousBinDir, rec.PreviousPort, rec.UpgradeMethod, rec.UpdatedAt = "", 0, "", 0, "", s.now()
+		rec.PreviousWALArchive = ""
 		return store.Instances.Put(tx, rec)
 	})
-	return map[string]any{"removed": prev.Dir, "method": MethodLogical}, err
+	if warnings == nil {
+		warnings = []string{}
+	}
+	return map[string]any{"removed": prev.Dir, "method": MethodLogical, "warnings": warnings}, err
 }
 
 // rollbackLogical returns the project to its old server with what was written on the new one since the
@@ -570,6 +639,14 @@ func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *
 			_, _ = conn.Exec(ctx, "CHECKPOINT") // keeps the shutdown checkpoints in the pause short
 			conn.Close(context.WithoutCancel(ctx))
 		}
+	}
+	fromTimeline, err := s.timeline(ctx, inst)
+	if err != nil {
+		return nil, resume(fmt.Errorf("read the new server's timeline: %w", err))
+	}
+	toTimeline, err := s.timeline(ctx, prev)
+	if err != nil {
+		return nil, resume(fmt.Errorf("read the old server's timeline: %w", err))
 	}
 	paused = time.Now()
 	if err := s.eng.Pooler(inst, prj).Stop(ctx, nil, daemon.StopFast); err != nil {
@@ -619,6 +696,12 @@ func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *
 	}
 	steps.Done("open")
 	pause := time.Since(paused)
+	warnings := []string{}
+	sw := ClusterSwitch{JobID: run.Job.ID, FromArchive: inst.WALArchive, ToArchive: back.WALArchive, FromTimeline: fromTimeline,
+		ToTimeline: toTimeline, At: paused.UTC()}
+	if err := s.host.SwitchedCluster(ctx, prj, sw, false); err != nil {
+		warnings = append(warnings, fmt.Sprintf("record the move back to the old cluster for point-in-time restores: %v", err))
+	}
 	if err := cur.Remove(ctx); err != nil {
 		return nil, err
 	}
@@ -629,5 +712,6 @@ func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *
 	})
 	s.host.SetRuntime(prj.ID, api.RuntimeActive)
 	return map[string]any{"rolled_back_to": back.Major, "postgres_version": version, "method": MethodLogical,
-		"sequences_copied": nseq, "write_pause_ms": pause.Milliseconds(), "steps_ms": steps.MS, "databases": strings.Join(dbs, ",")}, nil
+		"sequences_copied": nseq, "write_pause_ms": pause.Milliseconds(), "steps_ms": steps.MS, "databases": strings.Join(dbs, ","),
+		"warnings": warnings}, nil
 }

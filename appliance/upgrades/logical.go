@@ -91,8 +91,8 @@ func (s *Service) checkLogical(ctx context.Context, prj *store.Project, inst *st
 		}
 	}
 	if tools := target.Tools(); !slices.Contains(tools, "pg_dump") {
-		plan.Warnings = append(plan.Warnings, fmt.Sprintf("PostgreSQL %d's installation (%s) has no client tools: after the upgrade the project's backups (pg_basebackup), exports (pg_dump) and previews fail, naming the missing program, until they are installed for %d (postgresql-client-%d); a rollback returns to %d with them",
-			target.Major, target.Dir, target.Major, target.Major, inst.Major))
+		plan.Warnings = append(plan.Warnings, fmt.Sprintf("PostgreSQL %d's installation (%s) has no client tools: after the upgrade the project's base backups are online copies (checked by PostgreSQL %d's pg_verifybackup without reading their WAL), and its exports and imports (pg_dump, pg_restore) are refused, naming the missing program, until they are installed for %d (postgresql-client-%d); a rollback, or a restore to a time before the upgrade, returns to %d with them",
+			target.Major, target.Dir, inst.Major, target.Major, target.Major, inst.Major))
 	}
 	plan.Warnings = append(plan.Warnings,
 		"schema changes (DDL) between the start of the upgrade and its cutover are not replicated: make none",
@@ -277,9 +277,10 @@ func (s *Service) prepareTarget(ctx context.Context, run *scheduler.Run, dp *Pla
 		next.Remove(context.WithoutCancel(ctx))
 		return nil, nil, cause
 	}
-	// Its WAL is not archived: a new cluster's segment names start over on timeline 1 and would collide
-	// with the old server's in the project's archive (pg_upgrade, which carries the WAL position over, has
-	// no such problem). See docs/api-decisions.md.
+	// Its WAL is not archived until the cutover (the initial copy's WAL serves no restore: the new
+	// cluster's point-in-time window starts at its first base backup, after the cutover); from then on it
+	// archives into an archive of its own, its segment names starting over (cutover). See
+	// docs/api-decisions.md.
 	set, err := next.ReadSettings()
 	if err != nil {
 		return fail(err)

@@ -65,6 +65,25 @@ type Host interface {
 	// InitOptions is what initdb of a new cluster for the project's instance record takes: its admin
 	// password, its TLS certificate (the appliance CA) and its settings (the settings are the root's).
 	InitOptions(prj *store.Project, rec *store.Instance) (postgres.InitOptions, error)
+	// Settings are the project's server settings on an instance record (its WAL archive's commands
+	// included: the backup store is the root's).
+	Settings(prj *store.Project, rec *store.Instance) (postgres.Settings, error)
+	// WALArchived reports whether a WAL segment is in the project's WAL archive walArchive.
+	WALArchived(ctx context.Context, projectID, walArchive, segment string) (bool, error)
+	// SwitchedCluster records in the project's timeline log (the backups area's) that the project moved to
+	// another cluster (a cutover, a rollback): a point in time before sw.At is then read on the old
+	// cluster, after it on the new one. With backup it also enqueues a base backup of the new cluster, the
+	// start of its point-in-time window.
+	SwitchedCluster(ctx context.Context, prj *store.Project, sw ClusterSwitch, backup bool) error
+}
+
+// ClusterSwitch is a move of a project from one cluster to another: a cutover of a major upgrade by
+// logical replication, or its rollback.
+type ClusterSwitch struct {
+	JobID                    string
+	FromArchive, ToArchive   string // the clusters' WAL archives (store.Instance.WALArchive)
+	FromTimeline, ToTimeline int
+	At                       time.Time // writes paused: before it the old cluster took them, after it the new one
 }
 
 // Engine is what the area drives of the instance engine (appliance/instances): an instance record's
