@@ -9,6 +9,7 @@ import (
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/migrate"
 	"github.com/theappliance/appliance/appliance/previews"
+	"github.com/theappliance/appliance/appliance/upgrades"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -163,11 +164,12 @@ func (s *Service) jobEnded(tx *store.Tx, j *store.Job) error {
 	return nil
 }
 
-// integrationsAfterJob is the area's part of the job end hook: a completed rotation or cutover pushes the
-// project's settings again (a sync per active platform integration); a deleted project's integrations go.
+// integrationsAfterJob is the area's part of the job end hook: a completed rotation, cutover, major
+// upgrade (its cutover to the new major's server), its rollback or a restore pushes the project's settings
+// again (a sync per active platform integration); a deleted project's integrations go.
 func (s *Service) integrationsAfterJob(tx *store.Tx, typ, projectID string) error {
 	switch typ {
-	case JobProjectRotate, migrate.JobCutoverPromote:
+	case JobProjectRotate, migrate.JobCutoverPromote, upgrades.JobMajor, upgrades.JobRollback, JobBackupRestore:
 		_, err := s.integrations.Repush(tx, projectID)
 		if err == nil {
 			tx.OnCommit(s.notify)

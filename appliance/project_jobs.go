@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/theappliance/appliance/appliance/backups"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/postgres"
@@ -269,6 +270,13 @@ func (s *Service) ensureInstanceRecord(dp *DataPlane, projectID string) (*store.
 			id := ids.New("ins")
 			inst = &store.Instance{ID: id, Dir: filepath.Join(s.instancesDir(), id), Major: dp.Bin.Major,
 				BinDir: dp.Bin.Dir, AdminPassword: s.box.Seal([]byte(ids.Secret(24))), CreatedAt: now}
+			if prj.PreviewMode == previews.ModeClone {
+				// A clone runs the major of the data it copies: its project's server's, or, as of a past
+				// time, that of the cluster its base backup is of (before a major upgrade: the old one).
+				if inst.Major, inst.BinDir, err = cloneMajor(tx, prj, dp.Bin); err != nil {
+					return err
+				}
+			}
 		}
 		id := inst.ID
 		if spare != nil {
@@ -648,4 +656,26 @@ func (s *Service) restartingFunc(projectID string) func(bool) {
 			s.setRuntime(projectID, RuntimeActive)
 		}
 	}
+}
+
+// cloneMajor is the major and installation a clone of prj's parent runs: its parent's server's, or that of
+// the cluster of its base backup (a clone as of a past time), def (the default installation) for a backup
+// of before backups recorded theirs.
+func cloneMajor(tx *store.Tx, prj *store.Project, def postgres.Binaries) (int, string, error) {
+	parent, err := store.Projects.Get(tx, prj.PreviewOf)
+	if err != nil {
+		return 0, "", err
+	}
+	src, err := store.Instances.Get(tx, parent.PrimaryInstanceID)
+	if err != nil {
+		return 0, "", err
+	}
+	if prj.SourceBackupID != "" {
+		b, err := store.Backups.Get(tx, prj.SourceBackupID)
+		if err != nil {
+			return 0, "", err
+		}
+		src = backups.BackupCluster(src, b, def)
+	}
+	return src.Major, src.BinDir, nil
 }

@@ -1,0 +1,242 @@
+package appliance_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
+	"github.com/theappliance/appliance/appliance/integrations"
+	"github.com/theappliance/appliance/appliance/integrations/deploya"
+	"github.com/theappliance/appliance/appliance/integrations/deploya/deployatest"
+	"github.com/theappliance/appliance/appliance/integrations/provider"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// TestMajorUpgradeBackupsAndPITR: across an upgrade by logical replication from 15 to the npm build of 17
+// (no client tools) and its confirm, the new cluster archives into an archive of its own and is backed up
+// (an online copy: at once after the cutover, and on request); a preview of the 17 project runs 17 with
+// its rows; an export is refused at once naming pg_dump 17; a point-in-time restore to a time before the
+// upgrade brings the project back on 15 with the rows of then, one to a time after the cutover brings back
+// 17 with the rows of then; the project's key-value store keeps its keys and answers, and its deploy_a
+// integration is pushed again at the cutover.
+func TestMajorUpgradeBackupsAndPITR(t *testing.T) {
+	t.Parallel()
+	fake := deployatest.Start(t, "vercel-token", "prj_web")
+	e, p := keyEnv(t, appliancetest.Options{Instances: true, IntegrationBaseURLs: map[string]string{provider.DeployA: fake.URL}})
+	upgradeTarget(t, e)
+	ctx := t.Context()
+	prj := provision(t, e, p, "upback", "development")
+	c, err := e.Svc.ProjectConnections(ctx, p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string) {
+		t.Helper()
+		conn := connect(t, c.Connections.DirectURL)
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	now := func() time.Time {
+		t.Helper()
+		conn := connect(t, c.Connections.DirectURL)
+		defer conn.Close(ctx)
+		return scalar[time.Time](t, conn, "SELECT clock_timestamp()")
+	}
+	// phases is the rows of each phase ("15:10,17:4"), and the server's major.
+	phases := func() (string, string) {
+		t.Helper()
+		conn := connect(t, c.Connections.DirectURL)
+		defer conn.Close(ctx)
+		return scalar[string](t, conn, "SELECT string_agg(phase || ':' || n, ',' ORDER BY phase) FROM (SELECT phase, count(*) n FROM items GROUP BY phase) x"),
+			scalar[string](t, conn, "SHOW server_version_num")[:2]
+	}
+	exec("CREATE TABLE items (id serial PRIMARY KEY, phase text NOT NULL)")
+	exec("INSERT INTO items (phase) SELECT 'a on 15' FROM generate_series(1, 10)")
+
+	// A key-value store with a key, and an active deploy_a integration.
+	kvRes, err := e.Svc.KV().Create(ctx, p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, kvRes.Job.ID); j.State != scheduler.StateCompleted {
+		t.Fatalf("kv.create: %s %s", j.State, j.Error)
+	}
+	var kvRec *store.KVStore
+	if err := e.DB.View(func(tx *store.Tx) (err error) {
+		kvRec, err = store.KVStores.First(tx, store.KVStoresByProject, prj.ID)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	kvSrv, kvAdmin, err := e.Svc.KV().Server(kvRec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kvSrv.Admin(ctx, kvAdmin, []string{"SET", "greeting", "set on 15"}); err != nil {
+		t.Fatalf("SET: %v %v", out, err)
+	}
+	kvAnswers := func(when string) {
+		t.Helper()
+		if out, err := kvSrv.Admin(ctx, kvAdmin, []string{"PING"}); err != nil || len(out) != 1 || out[0] != "PONG" {
+			t.Fatalf("%s: the key-value store's PING: %v %v", when, out, err)
+		}
+		if out, err := kvSrv.Admin(ctx, kvAdmin, []string{"GET", "greeting"}); err != nil || len(out) != 1 || out[0] != "set on 15" {
+			t.Fatalf("%s: the key-value store's GET: %v %v", when, out, err)
+		}
+	}
+	conn, err := e.Svc.Integrations().ConnectDeployA(ctx, p, prj.ID, &api.ConnectDeployARequest{DeployAProjectID: "prj_web", Token: "vercel-token", WebhookSecret: "whsec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, conn.Job.ID); j.State != scheduler.StateCompleted {
+		t.Fatalf("deploy_a sync: %s %s", j.State, j.Error)
+	}
+	syncs := len(integrationJobs(t, e, prj.ID, integrations.JobSync))
+
+	// On 15: a base backup, rows, the time "before", more rows.
+	res, err := e.Svc.Backups().Create(ctx, p, prj.ID, &appliance.CreateBackupRequest{Label: "on 15"})
+	runJob(t, e, res, err)
+	exec("INSERT INTO items (phase) SELECT 'b on 15' FROM generate_series(1, 5)")
+	before := now()
+	exec("INSERT INTO items (phase) SELECT 'c on 15 later' FROM generate_series(1, 3)")
+
+	res, err = e.Svc.Upgrades().Major(ctx, p, prj.ID, 17)
+	upgradeJob := runJob(t, e, res, err)
+	res, err = e.Svc.Upgrades().Confirm(ctx, p, prj.ID)
+	if j := runJob(t, e, res, err); !strings.Contains(string(j.Result), `"warnings":[]`) {
+		t.Fatalf("confirm: %s", j.Result)
+	}
+	inst := instanceOf(t, e, prj)
+	if inst.Major != 17 || inst.WALArchive != "pg17-"+upgradeJob.ID || inst.PreviousWALArchive != "" || inst.WALArchiveOff {
+		t.Fatalf("instance after the upgrade: %+v", inst)
+	}
+	if got, major := phases(); got != "a on 15:10,b on 15:5,c on 15 later:3" || major != "17" {
+		t.Fatalf("on 17: %s (major %s)", got, major)
+	}
+	kvAnswers("after the upgrade")
+
+	// The integration was pushed again at the cutover, with the URLs that did not change.
+	all := integrationJobs(t, e, prj.ID, integrations.JobSync)
+	if len(all) <= syncs {
+		t.Fatalf("no deploy_a sync after the upgrade (%d syncs before, %d after)", syncs, len(all))
+	}
+	for _, j := range all[syncs:] {
+		if j := e.WaitJob(t, j.ID); j.State != scheduler.StateCompleted {
+			t.Fatalf("the sync after the upgrade: %s %s", j.State, j.Error)
+		}
+	}
+	if direct, ok := fake.Value("DIRECT_URL", "", deploya.TargetProduction); !ok || withCA(direct, e) != c.Connections.DirectURL {
+		t.Fatalf("deploy_a's DIRECT_URL after the upgrade: %q, the project's %q", direct, c.Connections.DirectURL)
+	}
+
+	// The new cluster's first base backup was taken after the cutover: an online copy of 17, verified.
+	var first *store.Backup
+	if err := e.DB.View(func(tx *store.Tx) error {
+		bs, err := store.Backups.Lookup(tx, store.BackupsByProject, prj.ID, store.Query{Newest: true})
+		for _, b := range bs {
+			if strings.HasPrefix(b.Label, "after the upgrade") {
+				first = b
+			}
+		}
+		return err
+	}); err != nil || first == nil {
+		t.Fatalf("no backup enqueued by the upgrade: %v", err)
+	}
+	if j := e.WaitJob(t, first.JobID); j.State != scheduler.StateCompleted {
+		t.Fatalf("the backup after the upgrade: %s %s\n%s", j.State, j.Error, j.LastStderr)
+	}
+	backupOf := func(id string) *store.Backup {
+		t.Helper()
+		var b *store.Backup
+		if err := e.DB.View(func(tx *store.Tx) (err error) { b, err = store.Backups.Get(tx, id); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if b := backupOf(first.ID); b.State != api.BackupCompleted || b.Major != 17 || b.WALArchive != inst.WALArchive || b.VerificationState != api.VerificationVerified {
+		t.Fatalf("the backup after the upgrade: %+v", b)
+	}
+
+	// On 17: rows, the time "after", more rows, then a backup on request.
+	exec("INSERT INTO items (phase) SELECT 'd on 17' FROM generate_series(1, 4)")
+	after := now()
+	exec("INSERT INTO items (phase) SELECT 'e on 17 later' FROM generate_series(1, 2)")
+	res, err = e.Svc.Backups().Create(ctx, p, prj.ID, &appliance.CreateBackupRequest{Label: "on 17"})
+	j := runJob(t, e, res, err)
+	if b := backupOf(jobResult(j)["backup_id"].(string)); b.Major != 17 || b.WALArchive != inst.WALArchive || b.VerificationState != api.VerificationVerified || b.SizeBytes == 0 {
+		t.Fatalf("a backup on 17: %+v", b)
+	}
+	// Its WAL goes to its own archive, beside the first cluster's.
+	on17 := connect(t, c.Connections.DirectURL)
+	seg := scalar[string](t, on17, "SELECT pg_walfile_name(pg_current_wal_lsn())")
+	on17.Close(ctx)
+	if err := e.AdminExec(t, prj.ID, "SELECT pg_switch_wal()"); err != nil {
+		t.Fatal(err)
+	}
+	for path, deadline := filepath.Join(e.Dir, "backups", prj.ID, "wal-"+inst.WALArchive, seg), time.Now().Add(time.Minute); ; {
+		if _, err := os.Stat(path); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("segment %s of 17 not in %s after a minute", seg, filepath.Dir(path))
+		}
+		time.Sleep(50 * time.Millisecond) // polling the archiver's progress, as WaitJob polls a job
+	}
+
+	// An export needs pg_dump 17, which this machine lacks: refused at once.
+	if _, err := e.Svc.Exports().Create(ctx, p, prj.ID); appliance.KindOf(err) != appliance.KindConflict ||
+		!strings.Contains(err.Error(), "PostgreSQL 17") || !strings.Contains(err.Error(), "pg_dump") {
+		t.Fatalf("an export of the 17 project: %v", err)
+	}
+
+	// A preview of the 17 project runs 17, with its rows.
+	clone, err := e.Svc.Previews().Create(ctx, p, prj.ID, &appliance.CreatePreviewRequest{Name: "on-17"})
+	waitPreview(t, e, clone, err)
+	cc, err := e.Svc.Previews().Connections(ctx, p, clone.Preview.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv := connect(t, cc.Connections.DirectURL)
+	if v := scalar[string](t, pv, "SELECT version()"); !strings.Contains(v, "PostgreSQL 17") || scalar[int64](t, pv, "SELECT count(*) FROM items") != 24 {
+		t.Fatalf("the preview: %s", v)
+	}
+	pv.Close(ctx)
+
+	// A restore to before the upgrade: 15 again, with the rows of then.
+	res, err = e.Svc.Backups().Restore(ctx, p, prj.ID, &appliance.RestoreRequest{RestoreTime: before.UTC().Format(time.RFC3339Nano)})
+	j = runJob(t, e, res, err)
+	if got, major := phases(); got != "a on 15:10,b on 15:5" || major != "15" {
+		t.Fatalf("after the restore to before the upgrade (%s): %s on %s", j.Result, got, major)
+	}
+	if inst := instanceOf(t, e, prj); inst.Major != 15 || inst.WALArchive != "" {
+		t.Fatalf("instance after the restore to 15: %+v", inst)
+	}
+	if v := e.Project(t, prj.ID).PostgresVersion; !strings.HasPrefix(v, "15.") {
+		t.Fatalf("the project's postgres_version after the restore to 15: %q", v)
+	}
+	kvAnswers("after the restore to 15")
+
+	// A restore to after the cutover: 17 again, with the rows of then.
+	res, err = e.Svc.Backups().Restore(ctx, p, prj.ID, &appliance.RestoreRequest{RestoreTime: after.UTC().Format(time.RFC3339Nano)})
+	j = runJob(t, e, res, err)
+	if got, major := phases(); got != "a on 15:10,b on 15:5,c on 15 later:3,d on 17:4" || major != "17" {
+		t.Fatalf("after the restore to after the upgrade (%s): %s on %s", j.Result, got, major)
+	}
+	if got := instanceOf(t, e, prj); got.Major != 17 || got.WALArchive != inst.WALArchive {
+		t.Fatalf("instance after the restore to 17: %+v", got)
+	}
+	pooled := connect(t, c.Connections.PooledURL)
+	if v := scalar[string](t, pooled, "SELECT version()"); !strings.Contains(v, "PostgreSQL 17") {
+		t.Fatalf("pooled, after the restore to 17: %s", v)
+	}
+	pooled.Close(ctx)
+	kvAnswers("after the restore to 17")
+}
