@@ -1,11 +1,14 @@
 package appliance_test
 
 import (
+	"crypto/tls"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
@@ -29,6 +32,7 @@ func TestMajorUpgradeBackupsAndPITR(t *testing.T) {
 	t.Parallel()
 	fake := deployatest.Start(t, "vercel-token", "prj_web")
 	e, p := keyEnv(t, appliancetest.Options{Instances: true, IntegrationBaseURLs: map[string]string{provider.DeployA: fake.URL}})
+	fronts := e.StartKVFronts(t)
 	upgradeTarget(t, e)
 	ctx := t.Context()
 	prj := provision(t, e, p, "upback", "development")
@@ -69,27 +73,20 @@ func TestMajorUpgradeBackupsAndPITR(t *testing.T) {
 	if j := e.WaitJob(t, kvRes.Job.ID); j.State != scheduler.StateCompleted {
 		t.Fatalf("kv.create: %s %s", j.State, j.Error)
 	}
-	var kvRec *store.KVStore
-	if err := e.DB.View(func(tx *store.Tx) (err error) {
-		kvRec, err = store.KVStores.First(tx, store.KVStoresByProject, prj.ID)
-		return err
-	}); err != nil {
+	// Through the RESP front, as a client of the project's store does.
+	kv := redis.NewClient(&redis.Options{Addr: fronts.RESP.ListenAddr(), Password: *kvRes.KVStore.Token,
+		TLSConfig: &tls.Config{RootCAs: e.CA.Pool(), ServerName: "localhost"}, MaxRetries: -1})
+	t.Cleanup(func() { kv.Close() })
+	if err := kv.Set(ctx, "greeting", "set on 15", 0).Err(); err != nil {
 		t.Fatal(err)
-	}
-	kvSrv, kvAdmin, err := e.Svc.KV().Server(kvRec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := kvSrv.Admin(ctx, kvAdmin, []string{"SET", "greeting", "set on 15"}); err != nil {
-		t.Fatalf("SET: %v %v", out, err)
 	}
 	kvAnswers := func(when string) {
 		t.Helper()
-		if out, err := kvSrv.Admin(ctx, kvAdmin, []string{"PING"}); err != nil || len(out) != 1 || out[0] != "PONG" {
-			t.Fatalf("%s: the key-value store's PING: %v %v", when, out, err)
+		if v, err := kv.Ping(ctx).Result(); err != nil || v != "PONG" {
+			t.Fatalf("%s: the key-value store's PING: %q %v", when, v, err)
 		}
-		if out, err := kvSrv.Admin(ctx, kvAdmin, []string{"GET", "greeting"}); err != nil || len(out) != 1 || out[0] != "set on 15" {
-			t.Fatalf("%s: the key-value store's GET: %v %v", when, out, err)
+		if v, err := kv.Get(ctx, "greeting").Result(); err != nil || v != "set on 15" {
+			t.Fatalf("%s: the key-value store's GET: %q %v", when, v, err)
 		}
 	}
 	conn, err := e.Svc.Integrations().ConnectDeployA(ctx, p, prj.ID, &api.ConnectDeployARequest{DeployAProjectID: "prj_web", Token: "vercel-token", WebhookSecret: "whsec"})
@@ -174,7 +171,43 @@ func TestMajorUpgradeBackupsAndPITR(t *testing.T) {
 	if b := backupOf(jobResult(j)["backup_id"].(string)); b.Major != 17 || b.WALArchive != inst.WALArchive || b.VerificationState != api.VerificationVerified || b.SizeBytes == 0 {
 		t.Fatalf("a backup on 17: %+v", b)
 	}
+	// Suspended, its scheduled backup cannot tell whether its data changed (no pg_waldump 17): it is woken
+	// and backed up.
+	if _, err := e.Svc.Backups().PutSchedule(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
+		CronHour: intp(0), CronMinute: intp(0), IsActive: boolp(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Svc.SuspendProject(ctx, p, prj.ID); err != nil {
+		t.Fatal(err)
+	}
+	checkSuspended(t, e, prj.ID, inst)
+	if err := e.DB.Update(func(tx *store.Tx) error { // today's 00:00 slot has not run yet
+		r, err := store.ScheduledBackups.Get(tx, prj.ID)
+		if err != nil {
+			return err
+		}
+		r.LastRunAt, r.UpdatedAt = nil, r.UpdatedAt.Add(-48*time.Hour)
+		return store.ScheduledBackups.Put(tx, r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	run, err := e.Svc.Backups().RunScheduled(ctx, time.Now().UTC().Truncate(24*time.Hour).Add(time.Minute))
+	if err != nil || run.Skipped != 0 || run.Enqueued != 1 {
+		t.Fatalf("the scheduled backup of the suspended 17 project: %+v, %v; want one enqueued", run, err)
+	}
+	scheds, err := e.Svc.Backups().ListSchedules(ctx, p, prj.ID)
+	if err != nil || scheds.ScheduledBackups[0].LastJobID == "" {
+		t.Fatalf("schedules: %+v, %v", scheds, err)
+	}
+	if j := e.WaitJob(t, scheds.ScheduledBackups[0].LastJobID); j.State != scheduler.StateCompleted {
+		t.Fatalf("the scheduled backup on 17: %s %s", j.State, j.Error)
+	}
+	if got := e.Project(t, prj.ID); got.RuntimeStatus != appliance.RuntimeActive || got.IdleSuspendedAt != nil {
+		t.Fatalf("after the scheduled backup: runtime_status %s; want the project woken", got.RuntimeStatus)
+	}
+
 	// Its WAL goes to its own archive, beside the first cluster's.
+	exec("SELECT txid_current()") // a record in the current segment (the backup's stop switched to a new one)
 	on17 := connect(t, c.Connections.DirectURL)
 	seg := scalar[string](t, on17, "SELECT pg_walfile_name(pg_current_wal_lsn())")
 	on17.Close(ctx)
