@@ -23,6 +23,7 @@ type Backup struct {
 	SizeBytes         int64      `json:"size_bytes"`
 	CreatedAt         time.Time  `json:"created_at"`
 	VerifiedAt        *time.Time `json:"verified_at"`
+	PostgresMajor     int        `json:"postgres_major,omitempty" doc:"the PostgreSQL major of the cluster it copies: a restore from it runs that major (absent: taken before backups recorded it, the project's first major)"`
 }
 
 // BackupList is the list response: the backups, and where they live.

@@ -171,6 +171,19 @@ func TestMajorUpgradeBackupsAndPITR(t *testing.T) {
 	if b := backupOf(jobResult(j)["backup_id"].(string)); b.Major != 17 || b.WALArchive != inst.WALArchive || b.VerificationState != api.VerificationVerified || b.SizeBytes == 0 {
 		t.Fatalf("a backup on 17: %+v", b)
 	}
+	// The list says which major each backup restores.
+	list, err := e.Svc.Backups().List(ctx, p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	majors := map[string]int{}
+	for _, b := range list.Backups {
+		majors[b.Label] = b.PostgresMajor
+	}
+	if majors["on 15"] != 15 || majors["on 17"] != 17 || majors[first.Label] != 17 {
+		t.Fatalf("the backups' majors: %v", majors)
+	}
+
 	// Suspended, its scheduled backup cannot tell whether its data changed (no pg_waldump 17): it is woken
 	// and backed up.
 	if _, err := e.Svc.Backups().PutSchedule(ctx, p, prj.ID, "default", &appliance.PutScheduledBackupRequest{
@@ -272,4 +285,104 @@ func TestMajorUpgradeBackupsAndPITR(t *testing.T) {
 	}
 	pooled.Close(ctx)
 	kvAnswers("after the restore to 17")
+}
+
+// TestMajorUpgradePITRWithABucket: with a bucket as the backup store, the upgraded cluster's WAL reaches an
+// archive of its own in the bucket through the WAL socket (--archive), its first base backup (an online
+// copy) is stored there, and restores to before and after the upgrade read each cluster's archive back.
+func TestMajorUpgradePITRWithABucket(t *testing.T) {
+	t.Parallel()
+	e, p, _, bs := bucketEnv(t)
+	upgradeTarget(t, e)
+	ctx := t.Context()
+	prj := provision(t, e, p, "upgraded in a bucket", "development")
+	c, err := e.Svc.ProjectConnections(ctx, p, prj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string) {
+		t.Helper()
+		conn := connect(t, c.Connections.DirectURL)
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	query := func(q string) string {
+		t.Helper()
+		conn := connect(t, c.Connections.DirectURL)
+		defer conn.Close(ctx)
+		return scalar[string](t, conn, q)
+	}
+	rows := func() string {
+		return query("SELECT string_agg(v, ',' ORDER BY v) || ' on ' || current_setting('server_version_num')::int / 10000 FROM items")
+	}
+	exec("CREATE TABLE items (v text PRIMARY KEY)")
+	exec("INSERT INTO items VALUES ('a')")
+	res, err := e.Svc.Backups().Create(ctx, p, prj.ID, &appliance.CreateBackupRequest{Label: "on 15"})
+	runJob(t, e, res, err)
+	exec("INSERT INTO items VALUES ('b')")
+	before := query("SELECT clock_timestamp()::text")
+	exec("INSERT INTO items VALUES ('c')")
+
+	res, err = e.Svc.Upgrades().Major(ctx, p, prj.ID, 17)
+	runJob(t, e, res, err)
+	res, err = e.Svc.Upgrades().Confirm(ctx, p, prj.ID)
+	runJob(t, e, res, err)
+	inst := instanceOf(t, e, prj)
+	var first *store.Backup
+	if err := e.DB.View(func(tx *store.Tx) error {
+		bks, err := store.Backups.Lookup(tx, store.BackupsByProject, prj.ID, store.Query{})
+		for _, b := range bks {
+			if strings.HasPrefix(b.Label, "after the upgrade") {
+				first = b
+			}
+		}
+		return err
+	}); err != nil || first == nil {
+		t.Fatalf("no backup enqueued by the upgrade: %v", err)
+	}
+	if j := e.WaitJob(t, first.JobID); j.State != scheduler.StateCompleted {
+		t.Fatalf("the backup after the upgrade into the bucket: %s %s\n%s", j.State, j.Error, j.LastStderr)
+	}
+	exec("INSERT INTO items VALUES ('d')")
+	after := query("SELECT clock_timestamp()::text")
+	exec("INSERT INTO items VALUES ('e')")
+
+	seg := query("SELECT pg_walfile_name(pg_current_wal_lsn())")
+	if err := e.AdminExec(t, prj.ID, "SELECT pg_switch_wal()"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; {
+		ok, err := bs.WALArchived(ctx, prj.ID, inst.WALArchive, seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("segment %s of 17 not in the bucket's archive %s after a minute", seg, inst.WALArchive)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the archiver's progress, as WaitJob polls a job
+	}
+	if entries, _ := os.ReadDir(filepath.Join(e.Dir, "backups", prj.ID)); len(entries) > 0 {
+		for _, en := range entries {
+			if strings.HasPrefix(en.Name(), "wal") {
+				t.Fatalf("a WAL archive on the local disk with a bucket: %s", en.Name())
+			}
+		}
+	}
+
+	for _, step := range []struct{ at, want string }{{before, "a,b on 15"}, {after, "a,b,c,d on 17"}} {
+		at, err := time.Parse("2006-01-02 15:04:05.999999-07", step.at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.Svc.Backups().Restore(ctx, p, prj.ID, &appliance.RestoreRequest{RestoreTime: at.UTC().Format(time.RFC3339Nano)})
+		j := runJob(t, e, res, err)
+		if got := rows(); got != step.want {
+			t.Fatalf("after the restore to %s (%s): %q, want %q", step.at, j.Result, got, step.want)
+		}
+	}
 }

@@ -173,7 +173,7 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 func backupView(b *store.Backup) *api.Backup {
 	return &api.Backup{ID: b.ID, BackupKey: b.BackupKey, DatabaseName: b.DatabaseName, Label: b.Label, ProjectID: b.ProjectID,
 		State: b.State, VerificationState: b.VerificationState, VerificationError: b.VerificationError,
-		SizeBytes: b.SizeBytes, CreatedAt: b.CreatedAt, VerifiedAt: b.VerifiedAt}
+		SizeBytes: b.SizeBytes, CreatedAt: b.CreatedAt, VerifiedAt: b.VerifiedAt, PostgresMajor: b.Major}
 }
 
 // Newest is, in tx, the project's newest backup, whatever its state (nil when it has none).

@@ -3365,6 +3365,8 @@ export interface components {
             database_name: string;
             id: string;
             label: string;
+            /** @description the PostgreSQL major of the cluster it copies: a restore from it runs that major (absent: taken before backups recorded it, the project's first major) */
+            postgres_major?: number;
             project_id: string;
             /** Format: int64 */
             size_bytes: number;
@@ -10779,6 +10781,7 @@ export interface operations {
                      *           "database_name": "example",
                      *           "id": "example",
                      *           "label": "example",
+                     *           "postgres_major": 1,
                      *           "project_id": "example",
                      *           "size_bytes": 1,
                      *           "state": "pending",
@@ -15105,6 +15108,7 @@ export interface operations {
                      *           "database_name": "example",
                      *           "id": "example",
                      *           "label": "example",
+                     *           "postgres_major": 1,
                      *           "project_id": "example",
                      *           "size_bytes": 1,
                      *           "state": "pending",
