@@ -255,6 +255,18 @@ func TestMajorUpgradeBackupsAndPITR(t *testing.T) {
 		t.Fatalf("the preview: %s", v)
 	}
 	pv.Close(ctx)
+	// A preview as of a time before the upgrade runs 15, with the rows of then.
+	asOf, err := e.Svc.Previews().Create(ctx, p, prj.ID, &appliance.CreatePreviewRequest{Name: "before-17", SourceRestoreTime: before.UTC().Format(time.RFC3339Nano)})
+	waitPreview(t, e, asOf, err)
+	ac, err := e.Svc.Previews().Connections(ctx, p, asOf.Preview.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv = connect(t, ac.Connections.DirectURL)
+	if v := scalar[string](t, pv, "SELECT version()"); !strings.Contains(v, "PostgreSQL 15") || scalar[int64](t, pv, "SELECT count(*) FROM items") != 15 {
+		t.Fatalf("the preview as of before the upgrade: %s, %d rows", v, scalar[int64](t, pv, "SELECT count(*) FROM items"))
+	}
+	pv.Close(ctx)
 
 	// A restore to before the upgrade: 15 again, with the rows of then.
 	res, err = e.Svc.Backups().Restore(ctx, p, prj.ID, &appliance.RestoreRequest{RestoreTime: before.UTC().Format(time.RFC3339Nano)})

@@ -502,8 +502,8 @@ func (s *Service) timeline(ctx context.Context, rec *store.Instance) (int, error
 	return tl, err
 }
 
-// archiveInto writes, into the settings of rec's cluster (stopped or to be restarted), the archive and
-// restore commands of the project's WAL archive walArchive: it takes effect at its next start.
+// archiveInto writes, into the settings of rec's cluster (stopped or to be restarted), the archive_command
+// (and archive_timeout) of the project's WAL archive walArchive: it takes effect at its next start.
 func (s *Service) archiveInto(prj *store.Project, rec *store.Instance, walArchive string) error {
 	c := *rec
 	c.WALArchive, c.WALArchiveOff = walArchive, false
