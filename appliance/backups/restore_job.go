@@ -55,7 +55,7 @@ func (s *Service) restoreJob(ctx context.Context, run *scheduler.Run) (any, erro
 		return nil, err
 	}
 	steps := instances.NewTimer()
-	done, err := s.eng.Restore(ctx, run.Exec, instances.RestoreSpec{JobID: run.Job.ID, Instance: inst, Project: prj,
+	done, err := s.eng.Restore(ctx, run.Exec, instances.RestoreSpec{JobID: run.Job.ID, Instance: inst, Running: from, Project: prj,
 		AdminPassword: string(adminPW), Credential: cred, Settings: settings, Archive: archive,
 		Target:     instances.Target{Time: in.TargetTime, Name: in.TargetName, Timeline: in.Timeline},
 		Restarting: s.host.Restarting(prj.ID), Steps: steps})

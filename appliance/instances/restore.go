@@ -34,8 +34,12 @@ type restoreSwap struct {
 
 // RestoreSpec is a restore of a project's instance from a base backup and its WAL archive.
 type RestoreSpec struct {
-	JobID         string
+	JobID string
+	// Instance is the instance's record as the restored cluster (the backup's major, installation and WAL
+	// archive); Running, when not nil, its record as it runs before the restore (another major: the
+	// original data is started again with its own binaries when the swap is undone).
 	Instance      *store.Instance
+	Running       *store.Instance
 	Project       *store.Project
 	AdminPassword string
 	Credential    Credential        // set again on the restored data (it has the logins of its time)
@@ -67,6 +71,10 @@ type Restored struct {
 func (m *Manager) Restore(ctx context.Context, exec daemon.ExecFunc, spec RestoreSpec) (Restored, error) {
 	inst, prj := spec.Instance, spec.Project
 	live := m.Instance(inst)
+	orig := live // the original data's server
+	if spec.Running != nil {
+		orig = m.Instance(spec.Running)
+	}
 	old := live.DataDir() + ".pre-restore-" + spec.JobID
 	committed := filepath.Join(inst.Dir, "restored-"+spec.JobID)
 	cand := &postgres.Instance{ID: inst.ID + "-restore", Dir: filepath.Join(filepath.Dir(inst.Dir), inst.ID+".restore-"+spec.JobID),
@@ -86,10 +94,10 @@ func (m *Manager) Restore(ctx context.Context, exec daemon.ExecFunc, spec Restor
 		}
 		spec.Restarting(false) // the crashed attempt said restarting
 	} else {
-		if err := m.undoSwap(ctx, exec, inst, live, old, spec.Restarting); err != nil {
+		if err := m.undoSwap(ctx, exec, inst, orig, old, spec.Restarting); err != nil {
 			return Restored{}, err
 		}
-		if swap, err = m.recoverAndSwap(ctx, exec, spec, live, cand, old, committed); err != nil {
+		if swap, err = m.recoverAndSwap(ctx, exec, spec, live, orig, cand, old, committed); err != nil {
 			return Restored{}, err
 		}
 	}
@@ -135,8 +143,9 @@ func (m *Manager) FinishRestore(inst *store.Instance, jobID string) {
 }
 
 // recoverAndSwap builds the candidate, recovers it to the target, and swaps it in for the live instance's
-// data. It returns once the restored instance runs on the real port and the swap is recorded in committed.
-func (m *Manager) recoverAndSwap(ctx context.Context, exec daemon.ExecFunc, spec RestoreSpec, live, cand *postgres.Instance, old, committed string) (restoreSwap, error) {
+// data (orig: the original data's server, whose binaries start it again when the swap fails). It returns
+// once the restored instance runs on the real port and the swap is recorded in committed.
+func (m *Manager) recoverAndSwap(ctx context.Context, exec daemon.ExecFunc, spec RestoreSpec, live, orig, cand *postgres.Instance, old, committed string) (restoreSwap, error) {
 	inst, prj, steps := spec.Instance, spec.Project, spec.Steps
 	var swap restoreSwap
 	if spec.Target.Name != "" || !spec.Target.Time.IsZero() {
@@ -211,14 +220,14 @@ func (m *Manager) recoverAndSwap(ctx context.Context, exec daemon.ExecFunc, spec
 			return err
 		}
 		if err := os.Rename(live.DataDir(), old); err != nil {
-			return errors.Join(err, ops.Start(context.WithoutCancel(ctx), exec))
+			return errors.Join(err, ops.Of(orig).Start(context.WithoutCancel(ctx), exec))
 		}
 		m.step(ctx, spec.JobID, "swapped-out")
 		if err := os.Rename(cand.DataDir(), live.DataDir()); err != nil {
 			if berr := os.Rename(old, live.DataDir()); berr != nil {
 				return fmt.Errorf("move the restored data in: %w (and the original could not be put back: %v)", err, berr)
 			}
-			return errors.Join(err, ops.Start(context.WithoutCancel(ctx), exec))
+			return errors.Join(err, ops.Of(orig).Start(context.WithoutCancel(ctx), exec))
 		}
 		m.step(ctx, spec.JobID, "swapped-in")
 		startErr := func() error {
@@ -238,7 +247,7 @@ func (m *Manager) recoverAndSwap(ctx context.Context, exec daemon.ExecFunc, spec
 		if err := os.Rename(old, live.DataDir()); err != nil {
 			return fmt.Errorf("the restored data did not start (%v), and the original could not be put back: %w", startErr, err)
 		}
-		if err := ops.Start(bctx, exec); err != nil {
+		if err := ops.Of(orig).Start(bctx, exec); err != nil {
 			return fmt.Errorf("the restored data did not start (%v), and the original did not start again: %w", startErr, err)
 		}
 		return fmt.Errorf("the restored data did not start (the original runs again): %w", startErr)

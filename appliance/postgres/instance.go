@@ -663,6 +663,10 @@ func (o LockedOps) Stop(ctx context.Context, ex daemon.ExecFunc, mode daemon.Sto
 	return o.i.stop(ctx, ex, mode)
 }
 
+// Of is ops on another value of the same instance (i.Dir must be the locked one's) under the lock already
+// held: its binaries may differ (a restore to another major puts the original data back with its own).
+func (o LockedOps) Of(i *Instance) LockedOps { return LockedOps{i} }
+
 // Locked runs fn while holding the instance's lifecycle lock: no Init, Start, Stop, Restart or Remove of
 // the same Dir (by any Instance value or process, a daemon.Supervisor's restarts included) runs until fn returns.
 // It is for changes that must not be interleaved with a start, such as replacing the data directory
