@@ -267,6 +267,11 @@ func TestMajorUpgradeByLogicalReplication(t *testing.T) {
 	if inst.Major != 17 || inst.PreviousMajor != 15 || inst.UpgradeMethod != "logical" || inst.WALArchive == "" || inst.PreviousWALArchive != "" {
 		t.Fatalf("instance after the upgrade: %+v", inst)
 	}
+	// No restore while the upgrade awaits confirm or rollback.
+	if _, err := e.Svc.Backups().Restore(t.Context(), p, prj.ID, &appliance.RestoreRequest{BackupKey: "any"}); appliance.KindOf(err) != appliance.KindConflict ||
+		!strings.Contains(err.Error(), "awaits confirm or rollback") {
+		t.Fatalf("a restore while the upgrade awaits confirm: %v", err)
+	}
 
 	// Rollback keeps what was written on 17.
 	on17 := connect(t, c.Connections.DirectURL)
