@@ -42,7 +42,9 @@ func (s *Service) restoreJob(ctx context.Context, run *scheduler.Run) (any, erro
 	from := inst
 	if inst = BackupCluster(inst, b, s.plane.Tools); inst.Major != from.Major || inst.BinDir != from.BinDir {
 		if _, err := s.eng.Instance(inst).Bin.Path("postgres"); err != nil {
-			return nil, fmt.Errorf("backup %s is of PostgreSQL %d, whose installation (%s) is gone: %w", b.BackupKey, inst.Major, inst.BinDir, err)
+			// The installation's path is the operator's business (the log has it), not the tenant's.
+			s.log.Warn("restore: the backup's PostgreSQL installation is gone", "backup", b.BackupKey, "major", inst.Major, "dir", inst.BinDir, "err", err)
+			return nil, fmt.Errorf("backup %s is of PostgreSQL %d, which is no longer installed on this appliance", b.BackupKey, inst.Major)
 		}
 	}
 	settings, err := s.host.Settings(prj, inst)

@@ -75,7 +75,7 @@ func (s *Service) checkLogical(ctx context.Context, prj *store.Project, inst *st
 	}
 	for _, lib := range libs {
 		if !target.HasLibrary(lib) {
-			plan.Blockers = append(plan.Blockers, fmt.Sprintf("the preloaded library %s is not in PostgreSQL %d's installation (%s)", lib, target.Major, target.Dir))
+			plan.Blockers = append(plan.Blockers, fmt.Sprintf("the preloaded library %s is not in PostgreSQL %d's installation", lib, target.Major))
 		}
 	}
 	var level string
@@ -91,8 +91,8 @@ func (s *Service) checkLogical(ctx context.Context, prj *store.Project, inst *st
 		}
 	}
 	if tools := target.Tools(); !slices.Contains(tools, "pg_dump") {
-		plan.Warnings = append(plan.Warnings, fmt.Sprintf("PostgreSQL %d's installation (%s) has no client tools: after the upgrade the project's base backups are online copies (checked by PostgreSQL %d's pg_verifybackup without reading their WAL), and its exports and imports (pg_dump, pg_restore) are refused, naming the missing program, until they are installed for %d (postgresql-client-%d); a rollback, or a restore to a time before the upgrade, returns to %d with them",
-			target.Major, target.Dir, inst.Major, target.Major, target.Major, inst.Major))
+		plan.Warnings = append(plan.Warnings, fmt.Sprintf("PostgreSQL %d's installation has no client tools: after the upgrade the project's base backups are online copies (checked by PostgreSQL %d's pg_verifybackup without reading their WAL), and its exports and imports (pg_dump, pg_restore) are refused, naming the missing program, until they are installed for %d (postgresql-client-%d); a rollback, or a restore to a time before the upgrade, returns to %d with them",
+			target.Major, inst.Major, target.Major, target.Major, inst.Major))
 	}
 	plan.Warnings = append(plan.Warnings,
 		"schema changes (DDL) between the start of the upgrade and its cutover are not replicated: make none",
@@ -144,7 +144,7 @@ func (s *Service) checkDatabase(ctx context.Context, inst *store.Instance, db st
 	}
 	for _, e := range exts {
 		if !target.HasExtension(e) {
-			plan.Blockers = append(plan.Blockers, fmt.Sprintf("%s: extension %s is not available in PostgreSQL %d's installation (%s): drop it first, or install it there", db, e, target.Major, target.Dir))
+			plan.Blockers = append(plan.Blockers, fmt.Sprintf("%s: extension %s is not available in PostgreSQL %d's installation: drop it first, or install it there", db, e, target.Major))
 		}
 	}
 	return nil
