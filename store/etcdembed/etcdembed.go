@@ -1,6 +1,8 @@
-// Package etcdembed runs an etcd member inside the process (go.etcd.io/etcd/server/v3/embed) and hands out
-// clients of it: the metadata store's etcd backend in the store's tests now, the appliances of a cluster
-// later. Start makes a single-member cluster on loopback ports (a free pair unless given).
+// Package etcdembed runs etcd members inside the process (go.etcd.io/etcd/server/v3/embed) and hands out
+// clients of them: the metadata store's etcd backend in the store's tests now, the appliances of a cluster
+// later. Start makes a single-member cluster on loopback ports (a free pair unless given); StartCluster
+// makes a cluster of several members in the process, each of which can be stopped and started again on
+// its data directory (a restart).
 package etcdembed
 
 import (
@@ -10,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,8 +48,24 @@ type Server struct {
 
 // Start starts the member and waits until it serves (or ctx ends).
 func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if err := cfg.resolve(); err != nil {
+		return nil, err
+	}
+	peer := cfg.peerURL()
+	s, err := cfg.launch(cfg.Name + "=" + peer.String())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.wait(ctx, cfg.Dir); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// resolve fills the defaults and picks the free ports.
+func (cfg *Config) resolve() error {
 	if cfg.Dir == "" {
-		return nil, errors.New("start etcd: no data directory")
+		return errors.New("start etcd: no data directory")
 	}
 	if cfg.Name == "" {
 		cfg.Name = "default"
@@ -58,18 +77,31 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	for _, p := range []*int{&cfg.ClientPort, &cfg.PeerPort} {
 		if *p == 0 {
 			if *p, err = freePort(cfg.Host); err != nil {
-				return nil, fmt.Errorf("start etcd: %w", err)
+				return fmt.Errorf("start etcd: %w", err)
 			}
 		}
 	}
-	client := url.URL{Scheme: "http", Host: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.ClientPort))}
-	peer := url.URL{Scheme: "http", Host: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.PeerPort))}
+	return nil
+}
+
+func (cfg Config) clientURL() url.URL {
+	return url.URL{Scheme: "http", Host: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.ClientPort))}
+}
+
+func (cfg Config) peerURL() url.URL {
+	return url.URL{Scheme: "http", Host: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.PeerPort))}
+}
+
+// launch starts the member of a resolved config in the cluster initialCluster names ("name=peer URL,…";
+// read only when the data directory holds no member yet), without waiting for it to serve.
+func (cfg Config) launch(initialCluster string) (*Server, error) {
+	client, peer := cfg.clientURL(), cfg.peerURL()
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
 	ec.Dir = cfg.Dir
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	ec.InitialCluster = cfg.Name + "=" + peer.String()
+	ec.InitialCluster = initialCluster
 	ec.MaxRequestBytes = MaxRequestBytes
 	ec.MaxTxnOps = MaxTxnOps
 	ec.LogLevel = cfg.LogLevel
@@ -80,27 +112,36 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start etcd in %s: %w", cfg.Dir, err)
 	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		return nil, fmt.Errorf("start etcd in %s: %w", cfg.Dir, err)
-	case <-ctx.Done():
-		e.Close()
-		return nil, fmt.Errorf("start etcd in %s: %w", cfg.Dir, ctx.Err())
-	}
 	return &Server{etcd: e, ClientURL: client.String()}, nil
 }
 
+// wait waits until the launched member serves (a member of several: once the cluster has a quorum);
+// it stops the member when that fails.
+func (s *Server) wait(ctx context.Context, dir string) error {
+	select {
+	case <-s.etcd.Server.ReadyNotify():
+		return nil
+	case err := <-s.etcd.Err():
+		s.Stop()
+		return fmt.Errorf("start etcd in %s: %w", dir, err)
+	case <-ctx.Done():
+		s.Stop()
+		return fmt.Errorf("start etcd in %s: %w", dir, ctx.Err())
+	}
+}
+
 // Client is a new client of the member (the caller closes it), its send limit matching the member's.
-func (s *Server) Client() (*clientv3.Client, error) {
+func (s *Server) Client() (*clientv3.Client, error) { return newClient([]string{s.ClientURL}) }
+
+// newClient is a client of the endpoints, its send limit matching the members'.
+func newClient(endpoints []string) (*clientv3.Client, error) {
 	c, err := clientv3.New(clientv3.Config{
-		Endpoints:          []string{s.ClientURL},
+		Endpoints:          endpoints,
 		DialTimeout:        10 * time.Second,
 		MaxCallSendMsgSize: MaxRequestBytes + 1<<20,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("etcd client of %s: %w", s.ClientURL, err)
+		return nil, fmt.Errorf("etcd client of %s: %w", strings.Join(endpoints, ","), err)
 	}
 	return c, nil
 }
@@ -108,6 +149,140 @@ func (s *Server) Client() (*clientv3.Client, error) {
 // Stop stops the member (once; later calls do nothing).
 func (s *Server) Stop() {
 	s.stopOnce.Do(s.etcd.Close)
+}
+
+// ClusterConfig says where a cluster's members live.
+type ClusterConfig struct {
+	// Dirs are the members' data directories (created), one a member: as many members as Dirs (3 for a
+	// cluster that keeps a quorum with one member stopped).
+	Dirs []string
+	// Host is the address the members listen on and advertise (127.0.0.1 when empty); each has its own
+	// free pair of ports.
+	Host string
+	// LogLevel is the members' (see Config).
+	LogLevel string
+}
+
+// Cluster is a cluster of members in this process (named m1, m2, …), each of which can be stopped and
+// started again on its data directory and ports.
+type Cluster struct {
+	initial string   // the initial cluster: every member's name and peer URL
+	cfgs    []Config // the members' resolved settings
+	mu      sync.Mutex
+	servers []*Server // the running members (nil: stopped)
+}
+
+// StartCluster starts the members and waits until each serves (or ctx ends: then it stops them).
+func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
+	if len(cfg.Dirs) == 0 {
+		return nil, errors.New("start etcd cluster: no data directories")
+	}
+	c := &Cluster{servers: make([]*Server, len(cfg.Dirs))}
+	var peers []string
+	for i, dir := range cfg.Dirs {
+		m := Config{Dir: dir, Name: "m" + strconv.Itoa(i+1), Host: cfg.Host, LogLevel: cfg.LogLevel}
+		if err := m.resolve(); err != nil {
+			return nil, fmt.Errorf("start etcd cluster: %w", err)
+		}
+		c.cfgs = append(c.cfgs, m)
+		peer := m.peerURL()
+		peers = append(peers, m.Name+"="+peer.String())
+	}
+	c.initial = strings.Join(peers, ",")
+	// Every member is launched before any is waited for: a member serves once the cluster has a quorum.
+	for i, m := range c.cfgs {
+		s, err := m.launch(c.initial)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("start etcd cluster: %w", err)
+		}
+		c.servers[i] = s
+	}
+	for i, s := range c.servers {
+		if err := s.wait(ctx, c.cfgs[i].Dir); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("start etcd cluster: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// Size is the number of members (running or stopped).
+func (c *Cluster) Size() int { return len(c.cfgs) }
+
+// Endpoints are the members' client URLs, in the members' order.
+func (c *Cluster) Endpoints() []string {
+	eps := make([]string, len(c.cfgs))
+	for i, m := range c.cfgs {
+		u := m.clientURL()
+		eps[i] = u.String()
+	}
+	return eps
+}
+
+// Client is a new client naming every member's endpoint (the caller closes it): it goes on through
+// another member when one stops.
+func (c *Cluster) Client() (*clientv3.Client, error) { return newClient(c.Endpoints()) }
+
+// MemberClient is a new client of member i alone (the caller closes it): its requests, reads too, are
+// served by that member; while it is stopped they wait for it (up to their deadline).
+func (c *Cluster) MemberClient(i int) (*clientv3.Client, error) {
+	return newClient(c.Endpoints()[i : i+1])
+}
+
+// Stop stops member i (nothing when it is stopped).
+func (c *Cluster) Stop(i int) {
+	c.mu.Lock()
+	s := c.servers[i]
+	c.servers[i] = nil
+	c.mu.Unlock()
+	if s != nil {
+		s.Stop()
+	}
+}
+
+// Restart starts member i again on its data directory and ports, and waits until it serves (it rejoins
+// the cluster as the member it was). It is an error while the member runs.
+func (c *Cluster) Restart(ctx context.Context, i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.servers[i] != nil {
+		return fmt.Errorf("restart etcd member %s: it is running", c.cfgs[i].Name)
+	}
+	s, err := c.cfgs[i].launch(c.initial)
+	if err != nil {
+		return fmt.Errorf("restart etcd member %s: %w", c.cfgs[i].Name, err)
+	}
+	if err := s.wait(ctx, c.cfgs[i].Dir); err != nil {
+		return fmt.Errorf("restart etcd member %s: %w", c.cfgs[i].Name, err)
+	}
+	c.servers[i] = s
+	return nil
+}
+
+// Leader is the index of the member the running members know as the leader (-1: none known).
+func (c *Cluster) Leader() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.servers {
+		if s == nil {
+			continue
+		}
+		lead := s.etcd.Server.Leader()
+		for j, t := range c.servers {
+			if t != nil && t.etcd.Server.MemberID() == lead {
+				return j
+			}
+		}
+	}
+	return -1
+}
+
+// Close stops every member.
+func (c *Cluster) Close() {
+	for i := range c.servers {
+		c.Stop(i)
+	}
 }
 
 func freePort(host string) (int, error) {
