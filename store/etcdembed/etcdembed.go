@@ -18,6 +18,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // The limits the member is started with. etcd's defaults (1.5 MiB a request, 128 operations a
@@ -44,6 +46,8 @@ type Server struct {
 	etcd      *embed.Etcd
 	ClientURL string
 	stopOnce  sync.Once
+	mu        sync.Mutex
+	grpcs     []*grpc.Server // the member's client servers (for cut)
 }
 
 // Start starts the member and waits until it serves (or ctx ends).
@@ -108,11 +112,18 @@ func (cfg Config) launch(initialCluster string) (*Server, error) {
 	if ec.LogLevel == "" {
 		ec.LogLevel = "error"
 	}
+	s := &Server{ClientURL: client.String()}
+	ec.ServiceRegister = func(g *grpc.Server) {
+		s.mu.Lock()
+		s.grpcs = append(s.grpcs, g)
+		s.mu.Unlock()
+	}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("start etcd in %s: %w", cfg.Dir, err)
 	}
-	return &Server{etcd: e, ClientURL: client.String()}, nil
+	s.etcd = e
+	return s, nil
 }
 
 // wait waits until the launched member serves (a member of several: once the cluster has a quorum);
@@ -133,11 +144,20 @@ func (s *Server) wait(ctx context.Context, dir string) error {
 // Client is a new client of the member (the caller closes it), its send limit matching the member's.
 func (s *Server) Client() (*clientv3.Client, error) { return newClient([]string{s.ClientURL}) }
 
+// reconnect is how a client connects again to a member it lost: gRPC's default waits grow to two
+// minutes, which would leave a member restarted in a second unused (or, named alone, unreachable) for
+// long after.
+var reconnect = grpc.WithConnectParams(grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+	MinConnectTimeout: 5 * time.Second,
+})
+
 // newClient is a client of the endpoints, its send limit matching the members'.
 func newClient(endpoints []string) (*clientv3.Client, error) {
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints:          endpoints,
 		DialTimeout:        10 * time.Second,
+		DialOptions:        []grpc.DialOption{reconnect},
 		MaxCallSendMsgSize: MaxRequestBytes + 1<<20,
 	})
 	if err != nil {
@@ -149,6 +169,18 @@ func newClient(endpoints []string) (*clientv3.Client, error) {
 // Stop stops the member (once; later calls do nothing).
 func (s *Server) Stop() {
 	s.stopOnce.Do(s.etcd.Close)
+}
+
+// cut closes the member's client connections at once: requests under way fail (their outcome unknown to
+// their clients) and streams (watches) end, rather than being waited for as Stop does (up to etcd's
+// request timeout, seconds).
+func (s *Server) cut() {
+	s.mu.Lock()
+	grpcs := s.grpcs
+	s.mu.Unlock()
+	for _, g := range grpcs {
+		g.Stop()
+	}
 }
 
 // ClusterConfig says where a cluster's members live.
@@ -230,13 +262,16 @@ func (c *Cluster) MemberClient(i int) (*clientv3.Client, error) {
 	return newClient(c.Endpoints()[i : i+1])
 }
 
-// Stop stops member i (nothing when it is stopped).
+// Stop stops member i (nothing when it is stopped): its clients' connections are cut at once, as the
+// member's crash would (requests under way fail, their outcome unknown to their clients); its data is
+// closed in order (a restart finds what it committed).
 func (c *Cluster) Stop(i int) {
 	c.mu.Lock()
 	s := c.servers[i]
 	c.servers[i] = nil
 	c.mu.Unlock()
 	if s != nil {
+		s.cut()
 		s.Stop()
 	}
 }

@@ -1,0 +1,473 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/theappliance/appliance/store/etcdembed"
+)
+
+// The store on a three-member etcd cluster is linearizable: clients, each with its own store over its own
+// etcd client of a different member, run reads, writes and read-modify-write transactions through the
+// store's API on a few meta values while members are stopped and restarted; porcupine then finds an
+// order of the operations, each taking effect at one instant between its call and its return, that a
+// single copy of the values explains (the check etcd's own robustness tests make).
+//
+// An operation that failed is modelled by what its failure says: a read changed nothing (it is left
+// out); an Update failing with ErrConflict did not commit (the store promises it: left out, so an effect
+// of it would be found); any other failed Update (a timeout, a member stopping under its commit) has an
+// unknown outcome: it is recorded as returning at the end of the history with its result unknown, so
+// that it may take effect at any instant after its call, including never (placed last, nothing sees it).
+
+// linKeys is how many meta values the operations share.
+const linKeys = 3
+
+// linState is the model's state: the values (absent counts as 0).
+type linState [linKeys]int64
+
+type linKind int
+
+const (
+	linRead    linKind = iota // View: one value
+	linReadAll                // View: every value (one consistent state)
+	linWrite                  // Update: put a value
+	linIncr                   // Update: read a value, put it plus one; returns the new value
+	linMove                   // Update: one off key, one onto key2 (two values in one transaction)
+)
+
+type linInput struct {
+	kind       linKind
+	key, key2  int
+	value      int64 // what linWrite puts
+	unknownOut bool  // the outcome is unknown (the operation failed)
+}
+
+type linOutput struct {
+	value int64    // linRead's, linIncr's new value
+	all   linState // linReadAll's
+}
+
+var linModel = porcupine.Model{
+	Init: func() any { return linState{} },
+	Step: func(state, input, output any) (bool, any) {
+		s, in, out := state.(linState), input.(linInput), output.(linOutput)
+		switch in.kind {
+		case linRead:
+			return in.unknownOut || out.value == s[in.key], s
+		case linReadAll:
+			return in.unknownOut || out.all == s, s
+		case linWrite:
+			s[in.key] = in.value
+			return true, s
+		case linIncr:
+			s[in.key]++
+			return in.unknownOut || out.value == s[in.key], s
+		case linMove:
+			s[in.key]--
+			s[in.key2]++
+			return true, s
+		}
+		panic(fmt.Sprintf("no operation %d", in.kind))
+	},
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(linInput), output.(linOutput)
+		res := ""
+		switch in.kind {
+		case linRead:
+			res = fmt.Sprintf("read(%d) -> %d", in.key, out.value)
+		case linReadAll:
+			res = fmt.Sprintf("readAll -> %v", out.all)
+		case linWrite:
+			res = fmt.Sprintf("write(%d, %d)", in.key, in.value)
+		case linIncr:
+			res = fmt.Sprintf("incr(%d) -> %d", in.key, out.value)
+		case linMove:
+			res = fmt.Sprintf("move(%d -> %d)", in.key, in.key2)
+		}
+		if in.unknownOut {
+			res += " (failed: outcome unknown)"
+		}
+		return res
+	},
+}
+
+func linMetaKey(k int) string { return "linearizable/" + strconv.Itoa(k) }
+
+func linGet(t *testing.T, tx *Tx, k int) int64 {
+	v := tx.Meta(linMetaKey(k))
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Errorf("meta %s holds %q: %v", linMetaKey(k), v, err)
+	}
+	return n
+}
+
+func linPut(tx *Tx, k int, n int64) error {
+	return tx.SetMeta(linMetaKey(k), strconv.FormatInt(n, 10))
+}
+
+// linRun runs one operation on db and says what it returned.
+func linRun(t *testing.T, db *DB, in linInput) (linOutput, error) {
+	var out linOutput
+	switch in.kind {
+	case linRead:
+		return out, db.View(func(tx *Tx) error {
+			out.value = linGet(t, tx, in.key)
+			return nil
+		})
+	case linReadAll:
+		return out, db.View(func(tx *Tx) error {
+			for k := range linKeys {
+				out.all[k] = linGet(t, tx, k)
+			}
+			return nil
+		})
+	case linWrite:
+		return out, db.Update(func(tx *Tx) error { return linPut(tx, in.key, in.value) })
+	case linIncr:
+		return out, db.Update(func(tx *Tx) error {
+			out.value = linGet(t, tx, in.key) + 1
+			return linPut(tx, in.key, out.value)
+		})
+	case linMove:
+		return out, db.Update(func(tx *Tx) error {
+			if err := linPut(tx, in.key, linGet(t, tx, in.key)-1); err != nil {
+				return err
+			}
+			return linPut(tx, in.key2, linGet(t, tx, in.key2)+1)
+		})
+	}
+	panic(fmt.Sprintf("no operation %d", in.kind))
+}
+
+// linHistory records operations with their call and return times (nanoseconds since it began).
+type linHistory struct {
+	start time.Time
+	mu    sync.Mutex
+	ops   []porcupine.Operation
+	// unknown are the indexes in ops of the operations whose outcome is unknown (returned at the end).
+	unknown []int
+	done    atomic.Int64   // operations finished (with an outcome or not)
+	each    []atomic.Int64 // the same by client
+	tick    chan struct{}
+}
+
+func newLinHistory(clients int) *linHistory {
+	return &linHistory{start: time.Now(), each: make([]atomic.Int64, clients), tick: make(chan struct{}, 1)}
+}
+
+func (h *linHistory) now() int64 { return time.Since(h.start).Nanoseconds() }
+
+// do runs in on db as client and records it.
+func (h *linHistory) do(t *testing.T, client int, db *DB, in linInput) {
+	call := h.now()
+	out, err := linRun(t, db, in)
+	ret := h.now()
+	h.mu.Lock()
+	switch {
+	case err == nil:
+		h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
+	case in.kind == linRead || in.kind == linReadAll, errors.Is(err, ErrConflict):
+		// changed nothing: left out
+	default:
+		in.unknownOut = true
+		h.unknown = append(h.unknown, len(h.ops))
+		h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: linOutput{}})
+	}
+	h.mu.Unlock()
+	h.each[client].Add(1)
+	h.done.Add(1)
+	select {
+	case h.tick <- struct{}{}:
+	default:
+	}
+}
+
+// waitOps waits until n more operations than at the call finished.
+func (h *linHistory) waitOps(ctx context.Context, t *testing.T, n int64) {
+	t.Helper()
+	target := h.done.Load() + n
+	for h.done.Load() < target {
+		select {
+		case <-h.tick:
+		case <-ctx.Done():
+			t.Fatalf("%d operations finished, waiting for %d: %v", h.done.Load(), target, ctx.Err())
+		}
+	}
+}
+
+// waitEach waits until every client finished n more operations than at the call (a member restarted
+// serves its clients again).
+func (h *linHistory) waitEach(ctx context.Context, t *testing.T, n int64) {
+	t.Helper()
+	began := time.Now()
+	defer func() { t.Logf("every client finished %d operations more in %v", n, time.Since(began)) }()
+	for c := range h.each {
+		target := h.each[c].Load() + n
+		for h.each[c].Load() < target {
+			select {
+			case <-h.tick:
+			case <-ctx.Done():
+				t.Fatalf("client %d finished %d operations, waiting for %d: %v", c, h.each[c].Load(), target, ctx.Err())
+			}
+		}
+	}
+}
+
+// history is the operations, those whose outcome is unknown returning after every other.
+func (h *linHistory) history() []porcupine.Operation {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	end := h.now() + 1
+	for _, i := range h.unknown {
+		h.ops[i].Return = end
+	}
+	return h.ops
+}
+
+// check asserts porcupine's verdict on the history, writing a visualisation of it when it differs.
+func linCheck(t *testing.T, ops []porcupine.Operation, want porcupine.CheckResult) {
+	t.Helper()
+	res, info := porcupine.CheckOperationsVerbose(linModel, ops, time.Minute)
+	if res == want {
+		return
+	}
+	path := filepath.Join(t.TempDir(), "history.html")
+	if err := porcupine.VisualizePath(linModel, info, path); err != nil {
+		t.Logf("visualise the history: %v", err)
+	}
+	t.Fatalf("porcupine says %s of %d operations, want %s (the history: %s)", res, len(ops), want, path)
+}
+
+// linCluster starts a three-member cluster, stopped when the test ends.
+func linCluster(t *testing.T) *etcdembed.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dirs := make([]string, 3)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	c, err := etcdembed.StartCluster(ctx, etcdembed.ClusterConfig{Dirs: dirs, LogLevel: "fatal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// linStore opens the store under prefix over a client of member i alone (both closed when the test ends).
+func linStore(t *testing.T, c *etcdembed.Cluster, i int, prefix string) *DB {
+	t.Helper()
+	cl, err := c.MemberClient(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	db, err := OpenEtcd(cl, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestLinearizableAcrossMemberRestarts(t *testing.T) {
+	c := linCluster(t)
+	const workers = 6 // two a member
+	dbs := make([]*DB, workers)
+	for w := range dbs {
+		dbs[w] = linStore(t, c, w%c.Size(), "/linearizable/")
+	}
+	h := newLinHistory(workers)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w, db := range dbs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(w), 35))
+			for seq := int64(1); ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				in := linInput{key: rnd.IntN(linKeys)}
+				switch p := rnd.IntN(100); {
+				case p < 30:
+					in.kind = linRead
+				case p < 40:
+					in.kind = linReadAll
+				case p < 55:
+					in.kind, in.value = linWrite, int64(w+1)*1_000_000+seq
+				case p < 90:
+					in.kind = linIncr
+				default:
+					in.kind, in.key2 = linMove, (in.key+1+rnd.IntN(linKeys-1))%linKeys
+				}
+				h.do(t, w, db, in)
+			}
+		}()
+	}
+	finished := false
+	defer func() {
+		if !finished { // a failure below: let the workers end before the stores close
+			close(stop)
+			wg.Wait()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	restart := func(i int) {
+		t.Helper()
+		t.Logf("stop member %d of %d (leader: %d) after %d operations", i+1, c.Size(), c.Leader()+1, h.done.Load())
+		began := time.Now()
+		c.Stop(i)
+		t.Logf("member %d stopped in %v after %d operations", i+1, time.Since(began), h.done.Load())
+		h.waitOps(ctx, t, 40) // the others' go on
+		began = time.Now()
+		if err := c.Restart(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("member %d restarted in %v after %d operations", i+1, time.Since(began), h.done.Load())
+		h.waitEach(ctx, t, 10) // its clients' operations are served again
+	}
+	h.waitOps(ctx, t, 100)
+	lead := c.Leader()
+	if lead < 0 {
+		t.Fatal("no member knows a leader")
+	}
+	restart((lead + 1) % c.Size()) // a follower
+	h.waitOps(ctx, t, 100)
+	lead = c.Leader()
+	if lead < 0 {
+		t.Fatal("no member knows a leader")
+	}
+	restart(lead) // the leader: an election while the clients work
+	h.waitOps(ctx, t, 100)
+	close(stop)
+	wg.Wait()
+	finished = true
+
+	ops := h.history()
+	counts := map[linKind]int{}
+	for _, op := range ops {
+		counts[op.Input.(linInput).kind]++
+	}
+	t.Logf("%d operations (%d reads, %d reads of all, %d writes, %d increments, %d moves), %d with an unknown outcome",
+		len(ops), counts[linRead], counts[linReadAll], counts[linWrite], counts[linIncr], counts[linMove], len(h.unknown))
+	if counts[linIncr] == 0 || counts[linRead] == 0 || counts[linMove] == 0 {
+		t.Fatal("the history lacks a kind of operation")
+	}
+	began := time.Now()
+	linCheck(t, ops, porcupine.Ok)
+	t.Logf("checked in %v", time.Since(began))
+}
+
+// The check can fail: histories that are not linearizable are found so.
+func TestLinearizableCheckerRejects(t *testing.T) {
+	op := func(client int, in linInput, out linOutput, call, ret int64) porcupine.Operation {
+		return porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret}
+	}
+	// A read returns the old value after a write completed.
+	stale := []porcupine.Operation{
+		op(0, linInput{kind: linWrite, key: 0, value: 5}, linOutput{}, 0, 10),
+		op(1, linInput{kind: linRead, key: 0}, linOutput{value: 0}, 20, 30),
+	}
+	linCheck(t, stale, porcupine.Illegal)
+	// A lost update: two increments both return 1.
+	lost := []porcupine.Operation{
+		op(0, linInput{kind: linIncr, key: 1}, linOutput{value: 1}, 0, 10),
+		op(1, linInput{kind: linIncr, key: 1}, linOutput{value: 1}, 5, 15),
+	}
+	linCheck(t, lost, porcupine.Illegal)
+	// A read of all values sees half of a move.
+	torn := []porcupine.Operation{
+		op(0, linInput{kind: linMove, key: 0, key2: 1}, linOutput{}, 0, 10),
+		op(1, linInput{kind: linReadAll}, linOutput{all: linState{-1, 0, 0}}, 5, 15),
+	}
+	linCheck(t, torn, porcupine.Illegal)
+	// A write whose outcome is unknown may have taken effect, or not: reads may see either...
+	unknown := []porcupine.Operation{
+		op(0, linInput{kind: linWrite, key: 2, value: 7, unknownOut: true}, linOutput{}, 0, 100),
+		op(1, linInput{kind: linRead, key: 2}, linOutput{value: 0}, 10, 20),
+		op(1, linInput{kind: linRead, key: 2}, linOutput{value: 7}, 30, 40),
+	}
+	linCheck(t, unknown, porcupine.Ok)
+	// ...but once seen, it stays.
+	unknown = append(unknown, op(1, linInput{kind: linRead, key: 2}, linOutput{value: 0}, 50, 60))
+	linCheck(t, unknown, porcupine.Illegal)
+}
+
+// On the store without its commit's compares, two increments on two members that both read before
+// either commits lose one (the history is found not linearizable); with them, the second runs again.
+func TestLinearizableNeedsCompares(t *testing.T) {
+	c := linCluster(t)
+	for _, noCompares := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noCompares=%v", noCompares), func(t *testing.T) {
+			prefix := fmt.Sprintf("/linearizable-compares-%v/", noCompares)
+			a, b := linStore(t, c, 0, prefix), linStore(t, c, 1, prefix)
+			a.etcd.noCompares, b.etcd.noCompares = noCompares, noCompares
+			h := newLinHistory(2)
+			var bothRead sync.WaitGroup
+			bothRead.Add(2)
+			var wg sync.WaitGroup
+			runs := make([]int, 2)
+			for i, db := range []*DB{a, b} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					call := h.now()
+					var value int64
+					err := db.Update(func(tx *Tx) error {
+						runs[i]++
+						value = linGet(t, tx, 0) + 1
+						if runs[i] == 1 { // the first run reads before the other commits
+							bothRead.Done()
+							bothRead.Wait()
+						}
+						return linPut(tx, 0, value)
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					h.mu.Lock()
+					h.ops = append(h.ops, porcupine.Operation{ClientId: i, Input: linInput{kind: linIncr}, Call: call, Output: linOutput{value: value}, Return: h.now()})
+					h.mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			var final int64
+			if err := a.View(func(tx *Tx) error { final = linGet(t, tx, 0); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("runs of the transactions %v, the value after both %d", runs, final)
+			if noCompares {
+				if final != 1 {
+					t.Fatalf("without compares the value is %d, want the lost update's 1", final)
+				}
+				linCheck(t, h.history(), porcupine.Illegal)
+				return
+			}
+			if final != 2 || runs[0]+runs[1] != 3 {
+				t.Fatalf("with compares the value is %d after %v runs, want 2 after one run again", final, runs)
+			}
+			linCheck(t, h.history(), porcupine.Ok)
+		})
+	}
+}
