@@ -26,11 +26,12 @@ import (
 //
 // A read-write transaction is optimistic and serializable: its reads are at the revision of its first
 // read; its writes are buffered (it reads them back, its cursors too) and sent at commit in one Txn whose
-// compares prove nothing it read changed since that revision: each key it read by Get (mod revision not
-// after it) and, for each bucket it walked with a cursor (or read many keys of), the bucket's version key
-// (which every writer of the bucket writes: a key put into a range it walked is seen too). A commit whose
-// compares fail is a conflict: the transaction's function runs again on a new revision, up to
-// etcdAttempts times.
+// compares prove nothing it read changed since that revision: each key it read by Get (its mod revision
+// still the one read, 0 for a key absent: a key deleted since has mod revision 0 as well, which "not after
+// the revision" would take for unchanged) and, for each bucket it walked with a cursor (or read many keys
+// of), the bucket's version key (which every writer of the bucket writes: a key put into a range it
+// walked is seen too). A commit whose compares fail is a conflict: the transaction's function runs again
+// on a new revision, up to etcdAttempts times.
 //
 // The tables' versions (Table.Version) are revisions here: the mod revision of the table's version key,
 // set from the commit's revision by the writer before Update returns, and from a watch of the version keys
@@ -234,12 +235,12 @@ type etcdTx struct {
 	rev      int64 // the revision read at (0 until the first read)
 	err      error // the first failure: the transaction fails with it
 
-	cache   map[string][]byte              // values read (full key → value; nil: absent)
-	reads   map[string]map[string]struct{} // bucket → the full keys read by Get
-	ranged  map[string]bool                // the buckets walked (or many of whose keys were read)
-	writes  map[string]pending             // full key → buffered write
-	written map[string]*keyList            // bucket → its keys written (for the cursors)
-	spans   map[string][]span              // bucket → its ranges deleted (no key written since in them)
+	cache   map[string][]byte           // values read (full key → value; nil: absent)
+	reads   map[string]map[string]int64 // bucket → the full keys read by Get → their mod revision (0: absent)
+	ranged  map[string]bool             // the buckets walked (or many of whose keys were read)
+	writes  map[string]pending          // full key → buffered write
+	written map[string]*keyList         // bucket → its keys written (for the cursors)
+	spans   map[string][]span           // bucket → its ranges deleted (no key written since in them)
 	commits []func()
 }
 
@@ -310,8 +311,8 @@ func (t *etcdTx) commit() (int64, error) {
 			if t.ranged[b] {
 				continue
 			}
-			for k := range keys {
-				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "<", t.rev+1))
+			for k, mod := range keys {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", mod))
 			}
 		}
 	}
@@ -396,25 +397,27 @@ func (b etcdBucket) Get(key []byte) []byte {
 		return nil
 	}
 	var v []byte
+	var mod int64
 	if len(resp.Kvs) > 0 {
-		v = nonNil(resp.Kvs[0].Value)
+		v, mod = nonNil(resp.Kvs[0].Value), resp.Kvs[0].ModRevision
 	}
-	t.noteRead(b.name, k, v)
+	t.noteRead(b.name, k, v, mod)
 	return v
 }
 
-// noteRead keeps the value read at k (nil: absent) and that the commit must prove it unchanged.
-func (t *etcdTx) noteRead(bucket, k string, v []byte) {
+// noteRead keeps the value read at k (nil: absent) and that the commit must prove it unchanged (its mod
+// revision mod, 0 when absent).
+func (t *etcdTx) noteRead(bucket, k string, v []byte, mod int64) {
 	if t.cache == nil {
-		t.cache, t.reads = map[string][]byte{}, map[string]map[string]struct{}{}
+		t.cache, t.reads = map[string][]byte{}, map[string]map[string]int64{}
 	}
 	t.cache[k] = v
 	keys := t.reads[bucket]
 	if keys == nil {
-		keys = map[string]struct{}{}
+		keys = map[string]int64{}
 		t.reads[bucket] = keys
 	}
-	keys[k] = struct{}{}
+	keys[k] = mod
 	if len(keys) > etcdManyReads {
 		t.walked(bucket)
 	}
@@ -455,10 +458,11 @@ func (t *etcdTx) prefetch(bucket []byte, keys []string) {
 		}
 		for i, r := range resp.Responses {
 			var v []byte
+			var mod int64
 			if kvs := r.GetResponseRange().GetKvs(); len(kvs) > 0 {
-				v = nonNil(kvs[0].Value)
+				v, mod = nonNil(kvs[0].Value), kvs[0].ModRevision
 			}
-			t.noteRead(string(bucket), todo[i], v)
+			t.noteRead(string(bucket), todo[i], v, mod)
 		}
 		todo = todo[n:]
 	}

@@ -43,6 +43,7 @@ const (
 	linWrite                  // Update: put a value
 	linIncr                   // Update: read a value, put it plus one; returns the new value
 	linMove                   // Update: one off key, one onto key2 (two values in one transaction)
+	linDelete                 // Update: delete a value (the bucket's Delete, which the tables' Delete is)
 )
 
 type linInput struct {
@@ -76,6 +77,9 @@ var linModel = porcupine.Model{
 			s[in.key]--
 			s[in.key2]++
 			return true, s
+		case linDelete:
+			s[in.key] = 0
+			return true, s
 		}
 		panic(fmt.Sprintf("no operation %d", in.kind))
 	},
@@ -93,6 +97,8 @@ var linModel = porcupine.Model{
 			res = fmt.Sprintf("incr(%d) -> %d", in.key, out.value)
 		case linMove:
 			res = fmt.Sprintf("move(%d -> %d)", in.key, in.key2)
+		case linDelete:
+			res = fmt.Sprintf("delete(%d)", in.key)
 		}
 		if in.unknownOut {
 			res += " (failed: outcome unknown)"
@@ -149,6 +155,8 @@ func linRun(t *testing.T, db *DB, in linInput) (linOutput, error) {
 			}
 			return linPut(tx, in.key2, linGet(t, tx, in.key2)+1)
 		})
+	case linDelete:
+		return out, db.Update(func(tx *Tx) error { return tx.kv.bucket(bucketMeta).Delete([]byte(linMetaKey(in.key))) })
 	}
 	panic(fmt.Sprintf("no operation %d", in.kind))
 }
@@ -314,8 +322,10 @@ func TestLinearizableAcrossMemberRestarts(t *testing.T) {
 					in.kind = linReadAll
 				case p < 55:
 					in.kind, in.value = linWrite, int64(w+1)*1_000_000+seq
-				case p < 90:
+				case p < 85:
 					in.kind = linIncr
+				case p < 90:
+					in.kind = linDelete
 				default:
 					in.kind, in.key2 = linMove, (in.key+1+rnd.IntN(linKeys-1))%linKeys
 				}
@@ -368,9 +378,9 @@ func TestLinearizableAcrossMemberRestarts(t *testing.T) {
 	for _, op := range ops {
 		counts[op.Input.(linInput).kind]++
 	}
-	t.Logf("%d operations (%d reads, %d reads of all, %d writes, %d increments, %d moves), %d with an unknown outcome",
-		len(ops), counts[linRead], counts[linReadAll], counts[linWrite], counts[linIncr], counts[linMove], len(h.unknown))
-	if counts[linIncr] == 0 || counts[linRead] == 0 || counts[linMove] == 0 {
+	t.Logf("%d operations (%d reads, %d reads of all, %d writes, %d increments, %d moves, %d deletes), %d with an unknown outcome",
+		len(ops), counts[linRead], counts[linReadAll], counts[linWrite], counts[linIncr], counts[linMove], counts[linDelete], len(h.unknown))
+	if counts[linIncr] == 0 || counts[linRead] == 0 || counts[linMove] == 0 || counts[linDelete] == 0 {
 		t.Fatal("the history lacks a kind of operation")
 	}
 	began := time.Now()
@@ -469,5 +479,54 @@ func TestLinearizableNeedsCompares(t *testing.T) {
 			}
 			linCheck(t, h.history(), porcupine.Ok)
 		})
+	}
+}
+
+// A record deleted while another transaction, on another member, has read it and is about to write it
+// stays deleted: the writer's commit finds that what it read is gone and runs again (and finds the record
+// no more). Deletion leaves no mod revision to compare with; the commit must prove the record still there.
+func TestLinearizableDeleteNotLost(t *testing.T) {
+	c := linCluster(t)
+	a, b := linStore(t, c, 0, "/linearizable-delete/"), linStore(t, c, 1, "/linearizable-delete/")
+	rec := &ScheduledBackup{ID: "sb1", ProjectID: "p1", CronHour: 1}
+	if err := a.Update(func(tx *Tx) error { return ScheduledBackups.Put(tx, rec) }); err != nil {
+		t.Fatal(err)
+	}
+	read, deleted := make(chan struct{}), make(chan struct{})
+	runs := 0
+	errc := make(chan error, 1)
+	go func() {
+		errc <- a.Update(func(tx *Tx) error {
+			runs++
+			r, err := ScheduledBackups.Get(tx, "p1")
+			if err != nil {
+				return err
+			}
+			if runs == 1 { // the first run read the record before the other deletes it
+				close(read)
+				<-deleted
+			}
+			r.CronHour++
+			return ScheduledBackups.Put(tx, r)
+		})
+	}()
+	<-read
+	if err := b.Update(func(tx *Tx) error { return ScheduledBackups.Delete(tx, "p1") }); err != nil {
+		t.Fatal(err)
+	}
+	close(deleted)
+	if err := <-errc; !errors.Is(err, ErrNotFound) {
+		t.Errorf("the update of the deleted record returned %v after %d runs, want not found", err, runs)
+	}
+	for _, db := range []*DB{a, b} {
+		if err := db.View(func(tx *Tx) error {
+			r, err := ScheduledBackups.Get(tx, "p1")
+			if !errors.Is(err, ErrNotFound) {
+				t.Errorf("the deleted record reads %+v, %v: want not found", r, err)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
