@@ -13,9 +13,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/theappliance/appliance/httpapi/connlimit"
 	"github.com/theappliance/appliance/scheduler/lane"
@@ -250,9 +252,9 @@ func (s *REST) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			json.NewEncoder(w).Encode(map[string]string{"error": string(e)})
 			return
 		}
-		json.NewEncoder(w).Encode(map[string]any{"result": enc.value(replies[0])})
+		writeJSON(w, enc.result(nil, replies[0]))
 	case "pipeline":
-		json.NewEncoder(w).Encode(enc.items(replies))
+		writeJSON(w, enc.items(nil, replies))
 	case "multi-exec":
 		// MULTI's +OK and the +QUEUED replies are not the client's: EXEC's array is.
 		for _, v := range replies[:len(replies)-1] {
@@ -267,7 +269,7 @@ func (s *REST) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusBadRequest)
 			json.NewEncoder(w).Encode(map[string]string{"error": string(v)})
 		case []any:
-			json.NewEncoder(w).Encode(enc.items(v))
+			writeJSON(w, enc.items(nil, v))
 		default:
 			w.WriteHeader(http.StatusBadRequest)
 			json.NewEncoder(w).Encode(map[string]string{"error": "ERR the transaction was aborted"})
@@ -345,8 +347,12 @@ func commandOf(raw []json.RawMessage) ([]string, error) {
 	}
 	out := make([]string, 0, len(raw))
 	for _, r := range raw {
+		// r is one valid JSON value (Unmarshal checked the whole body): a string without escapes (and valid
+		// UTF-8, which Unmarshal would have replaced) is its text between the quotes, a number its literal.
 		r = bytes.TrimSpace(r)
 		switch {
+		case len(r) > 1 && r[0] == '"' && bytes.IndexByte(r, '\\') < 0 && utf8.Valid(r):
+			out = append(out, string(r[1:len(r)-1]))
 		case len(r) > 0 && r[0] == '"':
 			var s string
 			if err := json.Unmarshal(r, &s); err != nil {
@@ -354,11 +360,7 @@ func commandOf(raw []json.RawMessage) ([]string, error) {
 			}
 			out = append(out, s)
 		case len(r) > 0 && (r[0] == '-' || (r[0] >= '0' && r[0] <= '9')):
-			var n json.Number
-			if err := json.Unmarshal(r, &n); err != nil {
-				return nil, errors.New("ERR invalid number in the command")
-			}
-			out = append(out, n.String())
+			out = append(out, string(r))
 		default:
 			return nil, fmt.Errorf("ERR command arguments must be strings or numbers, not %s", r)
 		}
@@ -407,45 +409,68 @@ func pathCommand(path, rawQuery string, body []byte) ([]string, error) {
 	return out, nil
 }
 
-// encoder turns replies into JSON values: strings (base64 when asked), numbers, null, arrays.
+// encoder appends replies as JSON values: strings (base64 when asked), numbers, null, arrays; written
+// by hand (no map, no reflection per request), what encoding/json wrote (its HTML escaping included).
 type encoder struct{ b64 bool }
 
-func (e encoder) str(b string) string {
+func (e encoder) str(b []byte, v []byte) []byte {
 	if e.b64 {
-		return base64.StdEncoding.EncodeToString([]byte(b))
+		return append(base64.StdEncoding.AppendEncode(append(b, '"'), v), '"')
 	}
-	return b
+	m, _ := json.Marshal(string(v))
+	return append(b, m...)
 }
 
-func (e encoder) value(v any) any {
+func (e encoder) value(b []byte, v any) []byte {
 	switch v := v.(type) {
 	case status:
-		return e.str(string(v))
+		return e.str(b, []byte(v))
 	case []byte:
-		return e.str(string(v))
+		return e.str(b, v)
 	case int64:
-		return v
+		return strconv.AppendInt(b, v, 10)
 	case respError:
-		return map[string]string{"error": string(v)}
+		return appendError(b, v)
 	case []any:
-		out := make([]any, len(v))
+		b = append(b, '[')
 		for i, x := range v {
-			out[i] = e.value(x)
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = e.value(b, x)
 		}
-		return out
+		return append(b, ']')
 	}
-	return nil
+	return append(b, "null"...)
+}
+
+// result is {"result": v} (or {"error": …} for an error reply).
+func (e encoder) result(b []byte, v any) []byte {
+	if re, ok := v.(respError); ok {
+		return appendError(b, re)
+	}
+	return append(e.value(append(b, `{"result":`...), v), '}')
 }
 
 // items is the per-command answer of a pipeline or a transaction.
-func (e encoder) items(vs []any) []any {
-	out := make([]any, len(vs))
+func (e encoder) items(b []byte, vs []any) []byte {
+	b = append(b, '[')
 	for i, v := range vs {
-		if re, ok := v.(respError); ok {
-			out[i] = map[string]string{"error": string(re)}
-		} else {
-			out[i] = map[string]any{"result": e.value(v)}
+		if i > 0 {
+			b = append(b, ',')
 		}
+		b = e.result(b, v)
 	}
-	return out
+	return append(b, ']')
+}
+
+// appendError is {"error": msg}.
+func appendError(b []byte, re respError) []byte {
+	m, _ := json.Marshal(string(re))
+	return append(append(append(b, `{"error":`...), m...), '}')
+}
+
+// writeJSON writes an encoded answer, with the newline encoding/json's Encoder ended it with.
+func writeJSON(w http.ResponseWriter, b []byte) {
+	w.Write(append(b, '\n'))
 }

@@ -190,12 +190,17 @@ func (c *storeConn) alive() bool {
 
 // write queues a command as a RESP array of bulk strings.
 func (c *storeConn) write(args []string) {
-	fmt.Fprintf(c.w, "*%d\r\n", len(args))
+	c.w.Write(appendLen(c.w.AvailableBuffer(), '*', len(args)))
 	for _, a := range args {
-		fmt.Fprintf(c.w, "$%d\r\n", len(a))
+		c.w.Write(appendLen(c.w.AvailableBuffer(), '$', len(a)))
 		c.w.WriteString(a)
 		c.w.WriteString("\r\n")
 	}
+}
+
+// appendLen appends a RESP length line (*3, $5) without formatting through fmt.
+func appendLen(b []byte, kind byte, n int) []byte {
+	return append(strconv.AppendInt(append(b, kind), int64(n), 10), '\r', '\n')
 }
 
 // respError is a Redis error reply.
