@@ -137,6 +137,7 @@ type Service struct {
 	snapshots *backup.Store
 	shipMu    sync.Mutex
 	shipped   map[string]*shipState
+	tokens    store.Cache[resolved] // ResolveToken's answers by the token's hash
 }
 
 // New returns the area built with its collaborators.
