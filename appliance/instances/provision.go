@@ -65,7 +65,10 @@ func (m *Manager) Provision(ctx context.Context, exec daemon.ExecFunc, spec Prov
 	}
 	steps.Done("init")
 	since := time.Now()
-	if err := pgi.Start(ctx, exec); err != nil {
+	// Not through the job's exec: that waits for pg_ctl -w, which looks at the server every 100 ms, and
+	// then records its output on the job (a store write); without it the start returns as soon as the
+	// server accepts connections (pg_ctl's failure, with its output, is still the error).
+	if err := pgi.Start(ctx, nil); err != nil {
 		return "", scheduler.Transient(spec.PortTaken(false, err))
 	}
 	if parentAdminPW != "" {
@@ -75,25 +78,43 @@ func (m *Manager) Provision(ctx context.Context, exec daemon.ExecFunc, spec Prov
 	}
 	steps.Done("start")
 	conn := m.TakeSpareConn(ctx, inst.ID)
-	if conn == nil {
-		if conn, err = pgi.ConnectWith(ctx, spec.AdminPassword, "postgres", UntrackedSettings); err != nil && parentAdminPW != "" {
-			conn, err = adoptClone(ctx, pgi, prj, parentAdminPW, spec.AdminPassword)
+	if conn == nil && parentAdminPW != "" {
+		// A clone has its parent's admin password until adopted (a retry finds it adopted: its own).
+		var aerr error
+		if conn, aerr = adoptClone(ctx, pgi, prj, parentAdminPW, spec.AdminPassword); aerr != nil {
+			if conn, err = pgi.ConnectWith(ctx, spec.AdminPassword, "postgres", UntrackedSettings); err != nil {
+				return "", scheduler.Transient(errors.Join(aerr, err))
+			}
 		}
-		if err != nil {
+	} else if conn == nil {
+		if conn, err = pgi.ConnectWith(ctx, spec.AdminPassword, "postgres", UntrackedSettings); err != nil {
 			return "", scheduler.Transient(err)
 		}
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	steps.Done("connect")
-	adopted, err := adoptSpare(ctx, conn, prj, spec.Credential)
+	adopted := false // a clone's data is its parent's, never a spare's
+	if parentAdminPW == "" {
+		adopted, err = adoptSpare(ctx, conn, prj, spec.Credential)
+	}
 	if err == nil && !adopted {
-		err = ensureRolesAndDatabase(ctx, conn, prj, spec.Credential)
+		err = ensureRoles(ctx, conn, prj, spec.Credential)
 	}
 	if err != nil {
 		return "", err
 	}
 	steps.Done("roles_and_database")
+	// The database's preparation (its own session) runs beside the pooler's users and start, which need
+	// the logins set, not the database prepared; the job ends when both have.
+	prepared := make(chan error, 1)
+	if adopted { // a spare's database was prepared when the spare was made
+		prepared <- nil
+	} else {
+		admin := conn.Config()
+		go func() { prepared <- prepareDatabase(ctx, admin, prj, prj.DatabaseName) }()
+	}
 	if err := m.SyncPoolerUsers(ctx, conn, inst, prj); err != nil {
+		<-prepared
 		return "", err
 	}
 	steps.Done("pooler_users")
@@ -104,12 +125,18 @@ func (m *Manager) Provision(ctx context.Context, exec daemon.ExecFunc, spec Prov
 			err = pl.Reload()
 		}
 		if err != nil {
+			<-prepared
 			return "", scheduler.Transient(err)
 		}
-	} else if err := pl.Start(ctx, exec); err != nil {
+	} else if err := pl.Start(ctx, nil); err != nil { // not through the job's exec either: no store write
+		<-prepared
 		return "", scheduler.Transient(spec.PortTaken(true, err))
 	}
 	steps.Done("pooler")
+	if err := <-prepared; err != nil {
+		return "", err
+	}
+	steps.Done("database")
 	version := conn.PgConn().ParameterStatus("server_version") // the server reports it when a session starts
 	if version == "" {
 		if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil {
@@ -121,33 +148,31 @@ func (m *Manager) Provision(ctx context.Context, exec daemon.ExecFunc, spec Prov
 }
 
 // adoptClone connects to a clone that still has its parent's admin password and gives it its own, and its
-// second login a new random password (the project's is not the preview's). A retry finds it done.
+// second login a new random password (the project's is not the preview's), in one transaction. Its sessions
+// start untracked (no SET per setting). A retry finds it done (the parent's password then fails).
 func adoptClone(ctx context.Context, pgi *postgres.Instance, prv *store.Project, parentPW, ownPW string) (*pgx.Conn, error) {
-	conn, err := pgi.Admin(ctx, parentPW)
-	if err != nil {
-		return nil, err
-	}
 	stmts := []string{}
 	for _, r := range []struct{ name, pw string }{{postgres.AdminRole, ownPW}, {AltRole(prv.RoleName), ids.Secret(20)}} {
 		q, err := SetPasswordSQL("ALTER ROLE", r.name, "LOGIN", r.pw)
 		if err != nil {
-			conn.Close(context.WithoutCancel(ctx))
 			return nil, err
 		}
 		stmts = append(stmts, q)
 	}
-	if err := Untracked(ctx, conn); err != nil {
-		conn.Close(context.WithoutCancel(ctx))
+	conn, err := pgi.ConnectWith(ctx, parentPW, "postgres", UntrackedSettings)
+	if err != nil {
 		return nil, err
 	}
-	for _, q := range stmts {
-		if _, err := conn.Exec(ctx, q); err != nil && !isUndefinedRole(err) {
-			conn.Close(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("give the clone its own passwords: %w", err)
-		}
+	_, err = conn.Exec(ctx, strings.Join(stmts, "; "))
+	if isUndefinedRole(err) { // a project from before the second login: the admin's alone
+		_, err = conn.Exec(ctx, stmts[0])
 	}
 	conn.Close(context.WithoutCancel(ctx))
-	return pgi.Admin(ctx, ownPW) // later connections (to the database) take the connection's password
+	if err != nil {
+		return nil, fmt.Errorf("give the clone its own passwords: %w", err)
+	}
+	// Later connections (to the database) take the connection's password.
+	return pgi.ConnectWith(ctx, ownPW, "postgres", UntrackedSettings)
 }
 
 func isUndefinedRole(err error) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -53,6 +54,15 @@ func loginStatements(prj *store.Project, cred Credential) ([]string, error) {
 // ensureRolesAndDatabase creates the project's login roles and database when missing, and sets the current
 // credential's password.
 func ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Project, cred Credential) error {
+	if err := ensureRoles(ctx, conn, prj, cred); err != nil {
+		return err
+	}
+	return PrepareDatabase(ctx, conn, prj, prj.DatabaseName)
+}
+
+// ensureRoles is ensureRolesAndDatabase but PrepareDatabase: the roles, their logins and grants, and the
+// database created when missing.
+func ensureRoles(ctx context.Context, conn *pgx.Conn, prj *store.Project, cred Credential) error {
 	role, alt := pgx.Identifier{prj.RoleName}.Sanitize(), pgx.Identifier{AltRole(prj.RoleName)}.Sanitize()
 	if err := Untracked(ctx, conn); err != nil {
 		return err
@@ -62,12 +72,17 @@ func ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Proj
 		err := conn.QueryRow(ctx, q, name).Scan(&ok)
 		return ok, err
 	}
+	// Both logins in one round trip.
+	rows, err := conn.Query(ctx, "SELECT rolname::text FROM pg_catalog.pg_roles WHERE rolname = ANY($1)", []string{prj.RoleName, AltRole(prj.RoleName)})
+	if err != nil {
+		return err
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
 	for _, r := range []struct{ ident, name string }{{role, prj.RoleName}, {alt, AltRole(prj.RoleName)}} {
-		ok, err := exists("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", r.name)
-		if err != nil {
-			return err
-		}
-		if !ok {
+		if !slices.Contains(found, r.name) {
 			// The second login gets a random password nobody knows until a rotation sets its own.
 			create, err := SetPasswordSQL("CREATE ROLE", r.name, "LOGIN", ids.Secret(20))
 			if err != nil {
@@ -78,20 +93,21 @@ func ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Proj
 			}
 		}
 	}
-	if err := setLogins(ctx, conn, prj, cred); err != nil {
+	// The logins and the grants in one statement string: one round trip, one transaction (one commit to
+	// flush, not four).
+	stmts, err := loginStatements(prj, cred)
+	if err != nil {
 		return err
 	}
-	stmts := []string{
-		"GRANT " + role + " TO " + alt,
+	stmts = append(stmts,
+		"GRANT "+role+" TO "+alt,
 		// The project role reads the server's settings, not other roles' statements: older appliances
 		// granted pg_monitor, whose pg_read_all_stats shows every role's query texts.
-		"REVOKE pg_monitor FROM " + role,
-		"GRANT pg_read_all_settings TO " + role,
-	}
-	for _, q := range stmts {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			return fmt.Errorf("configure roles: %w", err)
-		}
+		"REVOKE pg_monitor FROM "+role,
+		"GRANT pg_read_all_settings TO "+role,
+	)
+	if _, err := conn.Exec(ctx, strings.Join(stmts, "; ")); err != nil {
+		return fmt.Errorf("set the logins and configure roles: %w", err)
 	}
 	ok, err := exists("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", prj.DatabaseName)
 	if err != nil {
@@ -102,28 +118,33 @@ func ensureRolesAndDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Proj
 			return fmt.Errorf("create database: %w", err)
 		}
 	}
-	return PrepareDatabase(ctx, conn, prj, prj.DatabaseName)
+	return nil
 }
 
 // PrepareDatabase gives database (the project's, or a cutover's staging database) what the platform
 // keeps in a project's database: pg_stat_statements, the public schema owned by the project's role,
 // connections for that role only. It connects to database with conn's admin login.
 func PrepareDatabase(ctx context.Context, conn *pgx.Conn, prj *store.Project, database string) error {
-	db, err := pgx.ConnectConfig(ctx, WithDatabase(conn.Config(), database))
+	return prepareDatabase(ctx, conn.Config(), prj, database)
+}
+
+// prepareDatabase is PrepareDatabase with the admin session's configuration (conn.Config()): it may run
+// beside other work on that session.
+func prepareDatabase(ctx context.Context, admin *pgx.ConnConfig, prj *store.Project, database string) error {
+	db, err := pgx.ConnectConfig(ctx, WithDatabase(admin, database))
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", database, err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
 	role := pgx.Identifier{prj.RoleName}.Sanitize()
-	for _, q := range []string{
+	// One statement string: one round trip and one transaction.
+	if _, err := db.Exec(ctx, strings.Join([]string{
 		"CREATE EXTENSION IF NOT EXISTS pg_stat_statements SCHEMA public", // where it always was: not in the search_path
 		"ALTER SCHEMA public OWNER TO " + role,
 		"REVOKE ALL ON DATABASE " + pgx.Identifier{database}.Sanitize() + " FROM PUBLIC",
 		"GRANT CONNECT, TEMPORARY ON DATABASE " + pgx.Identifier{database}.Sanitize() + " TO " + role,
-	} {
-		if _, err := db.Exec(ctx, q); err != nil {
-			return fmt.Errorf("prepare database %s: %w", database, err)
-		}
+	}, "; ")); err != nil {
+		return fmt.Errorf("prepare database %s: %w", database, err)
 	}
 	_, err = PurgeSecretStatements(ctx, db)
 	return err
