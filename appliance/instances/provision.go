@@ -111,6 +111,7 @@ func (m *Manager) Provision(ctx context.Context, exec daemon.ExecFunc, spec Prov
 		prepared <- nil
 	} else {
 		admin := conn.Config()
+		admin.Password = spec.AdminPassword // a clone's session started with its parent's (adoptClone)
 		go func() { prepared <- prepareDatabase(ctx, admin, prj, prj.DatabaseName) }()
 	}
 	if err := m.SyncPoolerUsers(ctx, conn, inst, prj); err != nil {
@@ -167,12 +168,13 @@ func adoptClone(ctx context.Context, pgi *postgres.Instance, prv *store.Project,
 	if isUndefinedRole(err) { // a project from before the second login: the admin's alone
 		_, err = conn.Exec(ctx, stmts[0])
 	}
-	conn.Close(context.WithoutCancel(ctx))
 	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("give the clone its own passwords: %w", err)
 	}
-	// Later connections (to the database) take the connection's password.
-	return pgi.ConnectWith(ctx, ownPW, "postgres", UntrackedSettings)
+	// The session goes on (a new password does not end it); its configuration still holds the parent's
+	// password: Provision's later connections take the clone's own.
+	return conn, nil
 }
 
 func isUndefinedRole(err error) bool {
