@@ -14,6 +14,18 @@ func (b boltKV) view(db *DB, fn func(*Tx) error) error {
 }
 
 func (b boltKV) update(db *DB, fn func(*Tx) error) error {
+	if db.rerun.Load() {
+		// A first run whose writes are rolled back (and whose OnCommit functions never run), whatever
+		// it returned: the attempt etcd would run again.
+		tx, err := b.db.Begin(true)
+		if err != nil {
+			return err
+		}
+		func() {
+			defer tx.Rollback()
+			_ = fn(&Tx{kv: boltTx{tx}, db: db})
+		}()
+	}
 	return b.db.Update(func(tx *bolt.Tx) error {
 		t := &Tx{kv: boltTx{tx}, db: db}
 		id := uint64(tx.ID())

@@ -40,7 +40,15 @@ type DB struct {
 	unsealed bool
 	// changed receives (without blocking, buffered 1) after every committed read-write transaction.
 	changed chan struct{}
+	// rerun: bbolt's Update runs each fn twice (RerunUpdates).
+	rerun atomic.Bool
 }
+
+// RerunUpdates, for tests, makes every Update on a bbolt store run its fn twice: first in a transaction
+// that is rolled back, then in the one that commits, as etcd runs it again after a conflict. A function
+// that acts outside the transaction (I/O, appends to an outer slice, a counter moved) then shows it on
+// bbolt too. It has no effect on etcd, which re-runs for real.
+func (db *DB) RerunUpdates(on bool) { db.rerun.Store(on) }
 
 // initialMmapSize is the address space the store's file is mapped into from the start. bbolt maps the file
 // again each time it outgrows the mapping (doubling up to 1 GiB), and while it does, every transaction
