@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -78,16 +79,31 @@ func (s *Service) removeAbandonedSpares() error {
 	if s.eng != nil {
 		s.eng.RemoveSpareLeftovers()
 	}
-	return s.db.Update(func(tx *store.Tx) error {
-		stale, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == InstanceSparePreparing })
-		if err != nil {
-			return err
+	// Their files are removed first (outside a transaction, which etcd may run more than once), then the
+	// records: an interruption between leaves the records for the next start.
+	preparing := func(i *store.Instance) bool { return i.State == InstanceSparePreparing }
+	var stale []*store.Instance
+	if err := s.db.View(func(tx *store.Tx) (err error) {
+		stale, err = store.Instances.All(tx, preparing)
+		return err
+	}); err != nil {
+		return err
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	for _, in := range stale {
+		if s.eng != nil {
+			s.eng.Remove(context.Background(), in)
 		}
+	}
+	return s.db.Update(func(tx *store.Tx) error {
 		for _, in := range stale {
-			if s.eng != nil {
-				s.eng.Remove(context.Background(), in)
-			}
-			if err := store.Instances.Delete(tx, in.ID); err != nil {
+			if cur, err := store.Instances.Get(tx, in.ID); err == nil && preparing(cur) {
+				if err := store.Instances.Delete(tx, in.ID); err != nil {
+					return err
+				}
+			} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
 		}

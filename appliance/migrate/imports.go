@@ -190,6 +190,7 @@ func (s *Service) ReceiveUpload(ctx context.Context, uploadID, expires, sig stri
 		}()
 	}
 	var out *api.UploadResponse
+	var path string
 	err = s.db.Update(func(tx *store.Tx) error {
 		cur, err := store.Uploads.Get(tx, u.ID)
 		if errors.Is(err, store.ErrNotFound) { // its project was deleted meanwhile
@@ -201,25 +202,37 @@ func (s *Service) ReceiveUpload(ctx context.Context, uploadID, expires, sig stri
 		if cur.State != UploadPending {
 			return apperr.Conflict("upload %s is %s", cur.ID, cur.State)
 		}
-		if err := os.Rename(tmp.Name(), cur.Path); err != nil {
-			return apperr.Internal(err, "store upload file")
-		}
 		now := s.now()
 		cur.State, cur.SizeBytes, cur.UploadedAt, cur.InBucket = UploadUploaded, n, &now, inBucket
 		if err := store.Uploads.Put(tx, cur); err != nil {
-			_ = os.Remove(cur.Path)
 			return apperr.Internal(err, "store upload")
 		}
 		if err := s.host.Audit(tx, nil, "import.upload_received", cur.OrganizationID, cur.ProjectID,
 			map[string]any{"upload_id": cur.ID, "size_bytes": n}); err != nil {
-			_ = os.Remove(cur.Path)
 			return apperr.Internal(err, "audit")
 		}
 		out = &api.UploadResponse{Upload: s.uploadView(cur)}
+		path = cur.Path
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	// The file goes to its place once the record says it is there, not inside the transaction: on etcd a
+	// transaction may run more than once, and a rename is not undone with an attempt that is. When it
+	// fails, the upload is put back to pending (it can be sent again).
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		if uerr := s.db.Update(func(tx *store.Tx) error {
+			cur, err := store.Uploads.Get(tx, u.ID)
+			if err != nil || cur.State != UploadUploaded {
+				return err
+			}
+			cur.State, cur.SizeBytes, cur.UploadedAt, cur.InBucket = UploadPending, 0, nil, false
+			return store.Uploads.Put(tx, cur)
+		}); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+		return nil, apperr.Internal(err, "store upload file")
 	}
 	keep = true
 	if d, err := os.Open(dir); err == nil { // make the rename durable
