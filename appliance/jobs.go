@@ -147,7 +147,7 @@ func (s *Service) jobEnded(tx *store.Tx, j *store.Job) error {
 	if err := s.events.Append(tx, typ, j.OrganizationID, j.ProjectID, data); err != nil {
 		return err
 	}
-	s.jobEndedMetric(j)
+	tx.OnCommit(func() { s.jobEndedMetric(j) }) // counted once, when the job's end commits
 	if j.Type == JobBackupCreate {
 		if err := s.observe.BackupEnded(tx, j); err != nil {
 			return err

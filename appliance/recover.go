@@ -250,9 +250,9 @@ type recovery struct {
 // (active, with an instance), in creation order.
 func (r *recovery) reconcile() ([]*store.Project, error) {
 	s := r.s
-	r.moved = map[string][]string{}
 	var todo []*store.Project
 	err := s.db.Update(func(tx *store.Tx) error {
+		r.moved, todo = map[string][]string{}, nil // a run again starts over
 		now := s.now()
 		// In-flight jobs ran on the lost machine: what they did there is gone.
 		for _, state := range []string{scheduler.StatePending, scheduler.StateRunning} {

@@ -47,6 +47,7 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
 	now := s.now()
 	err := s.db.Update(func(tx *store.Tx) error {
+		res = SweepResult{} // a run again starts over
 		var err error
 		if res.LoginsExpired, res.LoginsDeleted, err = s.identity.SweepLogins(tx, now, sweepRetention); err != nil {
 			return err
@@ -117,7 +118,7 @@ func (s *Service) sweepUploads(ctx context.Context, now time.Time, res *SweepRes
 			if err := store.Uploads.Put(tx, u); err != nil {
 				return err
 			}
-			res.UploadsExpired++
+			tx.OnCommit(func() { res.UploadsExpired++ })
 			return nil
 		})
 		if err != nil {

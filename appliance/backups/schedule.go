@@ -341,7 +341,7 @@ func (s *Service) enqueueFirstBackups(now time.Time) (int, error) {
 			if err != nil {
 				return err
 			}
-			n++
+			tx.OnCommit(func() { n++ })
 			return s.host.Audit(tx, &authz.Principal{AuthSource: authz.ActorSystem}, "backup.first", prj.OrganizationID, prj.ID,
 				map[string]any{"backup_id": b.ID, "backup_key": b.BackupKey, "job_id": j.ID})
 		})

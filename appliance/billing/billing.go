@@ -383,6 +383,7 @@ func (s *Service) SweepEvents(ctx context.Context) (int, error) {
 	cutoff := s.now().Add(-EventRetention)
 	n := 0
 	err := s.db.Update(func(tx *store.Tx) error {
+		n = 0 // a run again starts over
 		old, err := store.BillingEvents.All(tx, func(e *store.BillingEvent) bool { return e.ReceivedAt.Before(cutoff) })
 		if err != nil {
 			return err

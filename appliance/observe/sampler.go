@@ -167,6 +167,7 @@ func (s *Service) Sample(ctx context.Context) (SampleSweepResult, error) {
 	wg.Wait()
 
 	err = s.db.Update(func(tx *store.Tx) error {
+		res.Failed, res.Projects, res.Alerts, res.Statements = 0, 0, 0, 0 // a run again starts over
 		for _, t := range targets {
 			if t.err != nil {
 				res.Failed++
@@ -485,6 +486,7 @@ func (s *Service) Prune(ctx context.Context) (int, error) {
 	now := s.now()
 	n := 0
 	err := s.db.Update(func(tx *store.Tx) error {
+		n = 0 // a run again starts over
 		for _, series := range []struct {
 			s    *store.Series
 			keep time.Duration

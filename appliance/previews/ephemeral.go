@@ -315,6 +315,7 @@ func (s *Service) sweepExpired(candidates func(*store.Tx) ([]*store.Project, err
 	n := 0
 	now := s.now()
 	err := s.db.Update(func(tx *store.Tx) error {
+		n = 0 // a run again starts over
 		all, err := candidates(tx)
 		if err != nil {
 			return err

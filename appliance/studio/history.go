@@ -75,6 +75,7 @@ func (s *Service) PruneHistory(ctx context.Context) (int, error) {
 	deleted := 0
 	cutoff := s.now().Add(-HistoryRetention)
 	err := s.db.Update(func(tx *store.Tx) error {
+		deleted = 0 // a run again starts over
 		all, err := store.SQLHistory.All(tx, nil)
 		if err != nil {
 			return err

@@ -271,8 +271,9 @@ func (s *Service) DeleteOrganization(ctx context.Context, p *authz.Principal, or
 	if err := p.RequireOperator("managing organizations"); err != nil {
 		return nil, err
 	}
-	out := &api.DeletedOrganization{Deleted: true, RevokedAPIKeys: []string{}}
+	var out *api.DeletedOrganization
 	err := s.db.Update(func(tx *store.Tx) error {
+		out = &api.DeletedOrganization{Deleted: true, RevokedAPIKeys: []string{}} // a run again starts over
 		org, err := store.Organizations.Get(tx, orgID)
 		if err != nil {
 			return apperr.NotFoundAs(err, "organization %s not found", orgID)

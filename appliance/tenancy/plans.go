@@ -419,6 +419,7 @@ func (s *Service) DeletePlan(ctx context.Context, p *authz.Principal, name strin
 func (s *Service) ReplacePlans(ctx context.Context, cfg *api.PlansConfig) (changed int, err error) {
 	sys := &authz.Principal{AuthSource: authz.ActorSystem}
 	err = s.db.Update(func(tx *store.Tx) error {
+		changed = 0 // a run again starts over
 		if err := s.SeedPlans(tx); err != nil {
 			return err
 		}
