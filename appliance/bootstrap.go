@@ -36,6 +36,14 @@ func (s *Service) EnsureBootstrap(ctx context.Context, path, caCert string) (*Bo
 	var out *Bootstrap
 	wrote := false
 	err := s.db.Update(func(tx *store.Tx) error {
+		// Run again (on etcd, after a conflict): the file an earlier attempt wrote holds credentials that
+		// were not committed.
+		if wrote {
+			if err := os.Remove(path); err != nil {
+				return err
+			}
+			out, wrote = nil, false
+		}
 		if Bootstrapped(tx) {
 			return nil
 		}
@@ -66,7 +74,7 @@ func (s *Service) EnsureBootstrap(ctx context.Context, path, caCert string) (*Bo
 		out = &Bootstrap{APIURL: s.cfg.APIURL, APIKey: plain, OrganizationID: org.ID, Email: u.Email,
 			Password: password, CACert: caCert}
 		// Written inside the transaction: if the file cannot be written nothing is committed and the next
-		// start bootstraps again.
+		// start bootstraps again (an attempt run again removes it first, above).
 		if err := writeNewFile0600(path, out); err != nil {
 			return err
 		}
