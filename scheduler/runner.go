@@ -209,11 +209,15 @@ func (r *Runner) recoverInterrupted() error {
 			j.RetryClassification, j.UpdatedAt = ClassTransient, now
 			if j.Attempts < maxAttempts(j) {
 				j.State, j.RunAfter, j.Error = StatePending, now, msgCrashed
-				r.log.Warn("job interrupted by a previous stop; retrying", "job", j.ID, "type", j.Type, "attempts", j.Attempts)
+				tx.OnCommit(func() {
+					r.log.Warn("job interrupted by a previous stop; retrying", "job", j.ID, "type", j.Type, "attempts", j.Attempts)
+				})
 			} else {
 				j.State, j.CompletedAt = StateFailed, &now
 				j.Error = fmt.Sprintf(msgCrashedSpent, j.Attempts, maxAttempts(j))
-				r.log.Error("job interrupted by a previous stop and out of attempts", "job", j.ID, "type", j.Type, "attempts", j.Attempts)
+				tx.OnCommit(func() {
+					r.log.Error("job interrupted by a previous stop and out of attempts", "job", j.ID, "type", j.Type, "attempts", j.Attempts)
+				})
 			}
 			if err := store.Jobs.Put(tx, j); err != nil {
 				return err
@@ -377,6 +381,7 @@ func (r *Runner) claimDue() (*store.Job, error) {
 	}
 	var claimed *store.Job
 	err = r.db.Update(func(tx *store.Tx) error {
+		claimed = nil // a run again starts over
 		now := time.Now().UTC()
 		j, err := nextDue(tx, now)
 		if err != nil || j == nil {
@@ -568,6 +573,7 @@ func (r *Runner) settle(j *store.Job, change func(cur *store.Job, now time.Time)
 	var err error
 	r.opts.Lane.Do(func() {
 		err = r.db.Update(func(tx *store.Tx) error {
+			applied = false // a run again starts over
 			cur, err := store.Jobs.Get(tx, j.ID)
 			if errors.Is(err, store.ErrNotFound) {
 				return nil
