@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -238,7 +239,16 @@ func (s *Service) certHosts() []string {
 // first credential, once.
 func (s *Service) ensureInstanceRecord(dp *DataPlane, projectID string) (*store.Instance, error) {
 	var inst *store.Instance
+	marked := "" // the spare's directory an attempt marked as the project's
+	unmark := func() {
+		if marked != "" && instanceOwner(marked) == projectID {
+			os.Remove(filepath.Join(marked, instanceOwnerFile))
+		}
+		marked = ""
+	}
 	err := s.db.Update(func(tx *store.Tx) error {
+		// Run again (on etcd, after a conflict): the spare an earlier attempt marked was not claimed.
+		unmark()
 		prj, err := store.Projects.Get(tx, projectID)
 		if err != nil {
 			return err
@@ -285,6 +295,7 @@ func (s *Service) ensureInstanceRecord(dp *DataPlane, projectID string) (*store.
 			if err := markInstanceOwner(spare.Dir, prj.ID); err != nil {
 				return err
 			}
+			marked = spare.Dir
 		}
 		inst.ProjectID, inst.OrganizationID, inst.Port, inst.PooledPort = prj.ID, prj.OrganizationID, ports[0], ports[1]
 		inst.State, inst.UpdatedAt = InstanceCreating, now
@@ -295,6 +306,9 @@ func (s *Service) ensureInstanceRecord(dp *DataPlane, projectID string) (*store.
 		prj.Credential = store.Credential{Username: prj.RoleName, Password: s.box.Seal([]byte(ids.Secret(20))), CreatedAt: now}
 		return store.Projects.Put(tx, prj)
 	})
+	if err != nil {
+		unmark()
+	}
 	return inst, err
 }
 

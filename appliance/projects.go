@@ -276,6 +276,7 @@ func (s *Service) PatchProject(ctx context.Context, p *Principal, projectID stri
 	var out *ProjectResponse
 	var queued bool
 	err := s.db.Update(func(tx *store.Tx) error {
+		out, queued = nil, false // a run again starts over
 		prj, err := s.visibleProject(tx, p, projectID)
 		if err != nil {
 			return err

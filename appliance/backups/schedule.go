@@ -197,6 +197,7 @@ func (s *Service) RunScheduled(ctx context.Context, now time.Time) (ScheduledRun
 		enqueued, skipped := false, false
 		suspendedAt, skip := s.skipSuspended(ctx, sc.ProjectID)
 		err := s.db.Update(func(tx *store.Tx) error {
+			enqueued, skipped = false, false // a run again starts over
 			r, err := store.ScheduledBackups.Get(tx, sc.ProjectID)
 			if err != nil || !r.IsActive || !dueSlot(r, now) {
 				return err

@@ -222,6 +222,7 @@ func (s *Service) AuthorizeCLILogin(ctx context.Context, p *authz.Principal, ses
 	var out *api.CLILoginResult
 	expired := false
 	err := s.db.Update(func(tx *store.Tx) error {
+		out, expired = nil, false // a run again starts over
 		l, err := store.CLILogins.Get(tx, sessionID)
 		if err != nil {
 			return apperr.NotFoundAs(err, "login session %s not found", sessionID)
@@ -290,6 +291,7 @@ func (s *Service) RefuseCLILogin(ctx context.Context, p *authz.Principal, sessio
 	var out *api.CLILoginResult
 	expired := false
 	err := s.db.Update(func(tx *store.Tx) error {
+		out, expired = nil, false // a run again starts over
 		l, err := store.CLILogins.Get(tx, sessionID)
 		if err != nil {
 			return apperr.NotFoundAs(err, "login session %s not found", sessionID)

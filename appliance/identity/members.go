@@ -390,8 +390,9 @@ func (s *Service) RemoveMember(ctx context.Context, p *authz.Principal, orgID, u
 	if err := p.CheckOrganization(orgID); err != nil {
 		return nil, err
 	}
-	out := &api.RemovedMember{RevokedAPIKeys: []string{}}
+	var out *api.RemovedMember
 	err := s.db.Update(func(tx *store.Tx) error {
+		out = &api.RemovedMember{RevokedAPIKeys: []string{}} // a run again starts over
 		u, err := memberOf(tx, orgID, userID)
 		if err != nil {
 			return err

@@ -136,7 +136,13 @@ func (s *Service) save(p *authz.Principal, projectID, name string, config json.R
 	}
 	var rec *store.Integration
 	var job *store.Job
+	given := creds
 	err = s.db.Update(func(tx *store.Tx) error {
+		job = nil // a run again starts over, from the credentials given (the run completes a copy of them)
+		if given != nil {
+			c := *given
+			creds = &c
+		}
 		prj, err := s.host.VisibleProject(tx, p, projectID)
 		if err != nil {
 			return err

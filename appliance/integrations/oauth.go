@@ -143,6 +143,7 @@ func (s *Service) OAuthCallback(ctx context.Context, name, code, state string) (
 	extra := func(k string) string { v, _ := tok.Extra(k).(string); return v }
 	var job bool
 	err = s.db.Update(func(tx *store.Tx) error {
+		job = false // a run again starts over
 		prj, err := store.Projects.Get(tx, st.ProjectID)
 		if err != nil {
 			return apperr.NotFoundAs(err, "project %s not found", st.ProjectID)

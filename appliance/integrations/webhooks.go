@@ -91,6 +91,7 @@ func (s *Service) Receive(ctx context.Context, name, projectID string, h http.He
 	}
 	enqueued := false
 	err = s.db.Update(func(tx *store.Tx) error {
+		enqueued = false // a run again starts over
 		key := name + "/" + projectID + "/" + evID
 		if _, err := store.IntegrationEvents.Get(tx, key); err == nil {
 			return nil // a redelivery: done already

@@ -234,6 +234,7 @@ func (s *Service) ClaimEphemeral(ctx context.Context, p *authz.Principal, projec
 	var out *api.ClaimResponse
 	unlock := ""
 	err := s.db.Update(func(tx *store.Tx) error {
+		out, unlock = nil, "" // a run again starts over
 		prj, err := store.Projects.Get(tx, projectID)
 		if errors.Is(err, store.ErrNotFound) {
 			return errNoEphemeral()

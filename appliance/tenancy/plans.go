@@ -279,8 +279,9 @@ func (s *Service) PutPlan(ctx context.Context, p *authz.Principal, name string, 
 	if err := CheckPlan(plan, ""); err != nil {
 		return nil, err
 	}
-	out := &api.PlanChange{Plan: &plan, Jobs: []*api.Job{}}
+	var out *api.PlanChange
 	err := s.db.Update(func(tx *store.Tx) error {
+		out = &api.PlanChange{Plan: &plan, Jobs: []*api.Job{}} // a run again starts over
 		if err := s.SeedPlans(tx); err != nil {
 			return apperr.Internal(err, "seed the plans")
 		}
