@@ -483,7 +483,9 @@ func (s *Service) reward(ctx context.Context, ref *store.Referral) error {
 		}
 		if cur.Status != api.ReferralPending || !cur.RewardDue {
 			// Voided (or rewarded) meanwhile: the discount made stays unrecorded; the same key gets it back.
-			s.log.Warn("referral reward made for a referral no longer due", "referral_id", ref.ID, "status", cur.Status, "discount_id", d.ID)
+			tx.OnCommit(func() {
+				s.log.Warn("referral reward made for a referral no longer due", "referral_id", ref.ID, "status", cur.Status, "discount_id", d.ID)
+			})
 			return nil
 		}
 		now := s.now()
