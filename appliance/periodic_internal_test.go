@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -22,6 +23,7 @@ func TestPeriodicTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	db.RerunUpdates(os.Getenv(store.RerunUpdatesEnv) == "1")
 	s := New(Config{}, Deps{DB: db, Log: slog.New(slog.DiscardHandler)})
 	var got []string
 	for _, task := range s.periodic() {

@@ -27,6 +27,7 @@ func setup(t *testing.T) (*appliance.Service, *appliance.Bootstrap, *time.Time) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	db.RerunUpdates(os.Getenv(store.RerunUpdatesEnv) == "1")
 	box, err := appliance.OpenSecretBox(filepath.Join(dir, "secret.key"))
 	if err != nil {
 		t.Fatal(err)

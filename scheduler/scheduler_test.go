@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,7 @@ func setup(t *testing.T, opts Options) (*Runner, *store.DB) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	db.RerunUpdates(os.Getenv(store.RerunUpdatesEnv) == "1")
 	return newRunner(t, db, opts), db
 }
 

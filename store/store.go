@@ -50,6 +50,10 @@ type DB struct {
 // bbolt too. It has no effect on etcd, which re-runs for real.
 func (db *DB) RerunUpdates(on bool) { db.rerun.Store(on) }
 
+// RerunUpdatesEnv is the environment variable ("1") with which the tests' helpers turn RerunUpdates on for
+// every store they open.
+const RerunUpdatesEnv = "APPLIANCE_TEST_RERUN_UPDATES"
+
 // initialMmapSize is the address space the store's file is mapped into from the start. bbolt maps the file
 // again each time it outgrows the mapping (doubling up to 1 GiB), and while it does, every transaction
 // waits (readers included: an API request stalled for the remap in the webhook fan-out's trace). Mapped

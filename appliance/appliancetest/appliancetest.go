@@ -143,7 +143,7 @@ type Options struct {
 	IntegrationProviders []provider.Provider
 	// RerunUpdates makes the store run every Update's function twice, the first run rolled back
 	// (store.DB.RerunUpdates), as etcd runs one again after a conflict. The environment variable
-	// APPLIANCE_TEST_RERUN_UPDATES=1 turns it on for every Env.
+	// APPLIANCE_TEST_RERUN_UPDATES=1 (store.RerunUpdatesEnv) turns it on for every Env.
 	RerunUpdates bool
 }
 
@@ -162,7 +162,7 @@ func New(t testing.TB, o Options) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	db.RerunUpdates(o.RerunUpdates || os.Getenv("APPLIANCE_TEST_RERUN_UPDATES") == "1")
+	db.RerunUpdates(o.RerunUpdates || os.Getenv(store.RerunUpdatesEnv) == "1")
 	box, err := appliance.OpenSecretBox(filepath.Join(dir, "secret.key"))
 	if err != nil {
 		t.Fatal(err)

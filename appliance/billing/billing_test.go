@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,6 +55,7 @@ func setup(t *testing.T, on bool) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	db.RerunUpdates(os.Getenv(store.RerunUpdatesEnv) == "1")
 	f := &fixture{t: t, db: db}
 	err = db.Update(func(tx *store.Tx) error {
 		for i, name := range []string{"Acme", "Globex"} {
