@@ -58,6 +58,7 @@ func setup(t *testing.T, on bool) *fixture {
 	db.RerunUpdates(os.Getenv(store.RerunUpdatesEnv) == "1")
 	f := &fixture{t: t, db: db}
 	err = db.Update(func(tx *store.Tx) error {
+		f.orgs = nil // a run again starts over
 		for i, name := range []string{"Acme", "Globex"} {
 			o := &store.Organization{ID: ids.New("org"), Name: name, Slug: strings.ToLower(name), BillingPlan: "none",
 				CreatedAt: time.Now(), UpdatedAt: time.Now()}

@@ -12,7 +12,8 @@ import (
 	"github.com/theappliance/appliance/store"
 )
 
-// hookRecorder is a Hook that records what it is handed, and fails when told to.
+// hookRecorder is a Hook that records what it is handed (once the transaction commits: it may be run
+// again), and fails when told to.
 type hookRecorder struct {
 	got  []*billing.Event
 	orgs []string
@@ -23,7 +24,7 @@ func (h *hookRecorder) BillingEvent(tx *store.Tx, orgID string, ev *billing.Even
 	if h.fail != nil {
 		return h.fail
 	}
-	h.got, h.orgs = append(h.got, ev), append(h.orgs, orgID)
+	tx.OnCommit(func() { h.got, h.orgs = append(h.got, ev), append(h.orgs, orgID) })
 	return nil
 }
 
