@@ -576,6 +576,7 @@ func (s *Service) followAbortJob(ctx context.Context, run *scheduler.Run) (_ any
 	}
 	out := map[string]any{"follow_id": f.ID, "state": api.FollowAborted, "warnings": warnings}
 	err = s.db.Update(func(tx *store.Tx) error {
+		delete(out, "restore_job_id") // a run again starts over
 		cur, err := store.ImportFollows.Get(tx, f.ID)
 		if err != nil {
 			return err
