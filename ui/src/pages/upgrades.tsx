@@ -155,7 +155,7 @@ export function Upgrades({ path, version, admin }: { path: string; version: stri
               <Form label="Major upgrade" onSubmit={() => step('Preflight', major('/preflight'))}>
                 <p class="hint">To {chosen.major} by {methodText[chosen.method]}. A preflight checks what would stop it, changing nothing.</p>
                 {!chosen.client_tools && (
-                  <p class="warning">PostgreSQL {chosen.major} has no client tools here: after the upgrade, backups, exports and previews fail until they are installed.</p>
+                  <p class="warning">PostgreSQL {chosen.major} has no client tools here: after the upgrade, backups and previews still work (as online copies), but exports and imports are refused until the client tools are installed.</p>
                 )}
                 <div class="row">
                   <div>
