@@ -56,7 +56,10 @@ export async function run(page, { ask, shoot, base }) {
   await ask('query', direct + " SELECT 1 FROM notes WHERE version() LIKE 'PostgreSQL 17%' HAVING count(*) = 3")
 
   // Confirm (accepted): the window closes, no newer major is left.
+  const asked = page.waitForEvent('dialog', { timeout: 5000 }) // accepted by dashboard.mjs's handler
   await card.getByRole('button', { name: 'Confirm upgrade' }).click()
+  const d = await asked
+  if (d.type() !== 'confirm' || !/^Confirm the upgrade to PostgreSQL 17\?.*no rolling back/.test(d.message())) throw new Error(`Confirm upgrade asked ${d.type()} "${d.message()}"`)
   await card.getByText('Confirmed: the old server is gone.').waitFor({ timeout: 120000 })
   await card.getByText('No newer PostgreSQL major is installed').waitFor()
   if (await card.getByRole('region', { name: 'Upgrade awaiting confirmation' }).count()) throw new Error('the upgrade window is still shown after confirm')
