@@ -579,8 +579,11 @@ func (i *Instance) LogMessages(since time.Time, n int) []string {
 		if json.Unmarshal([]byte(line), &e) != nil {
 			continue
 		}
+		// The log's times are in milliseconds: a message of since's millisecond counts. (A slack of a second
+		// took in the messages of a stop just before a start, and a failed start reported those instead of
+		// its own reason.)
 		ts, err := time.Parse("2006-01-02 15:04:05.000 MST", e.Timestamp)
-		if err == nil && ts.Before(since.Add(-time.Second)) {
+		if err == nil && ts.Before(since.Truncate(time.Millisecond)) {
 			continue
 		}
 		if e.Message != "" {
