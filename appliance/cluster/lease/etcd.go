@@ -1,0 +1,574 @@
+package lease
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// DefaultTTL is the lease's time to live when Config.TTL is 0: a node that stops renewing it is taken for
+// gone that long after its last renewal (etcd raises a TTL below its minimum, about 2s with its default
+// timings, to that minimum).
+const DefaultTTL = 10 * time.Second
+
+// DefaultPrefix is the keys' prefix when Config.Prefix is empty.
+const DefaultPrefix = "/appliance/"
+
+// opTimeout bounds each request the membership makes on its own (taking a lease, revoking one, reading
+// the nodes for the watch).
+const opTimeout = 10 * time.Second
+
+// Config is an Etcd membership's.
+type Config struct {
+	Client *clientv3.Client // stays the caller's
+	// Prefix is the keys' (DefaultPrefix when empty): <prefix>alive/<node> per node, <prefix>leader/ the
+	// election's.
+	Prefix string
+	Node   string        // this node's id (no '/')
+	TTL    time.Duration // the lease's (DefaultTTL when 0; whole seconds)
+	Log    *slog.Logger
+}
+
+// Etcd is a node's membership of a cluster on etcd.
+type Etcd struct {
+	cfg Config
+	c   *clientv3.Client
+	log *slog.Logger
+	ttl int64 // seconds
+
+	life    context.Context // ends at Stop
+	stop    context.CancelFunc
+	done    chan struct{} // closed when the goroutines returned
+	stopCtx context.Context
+
+	mu      sync.Mutex
+	term    *term
+	lead    context.Context // ends when the leadership ends (nil: never led)
+	lastErr string
+	started bool
+
+	w    watchers
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+var _ Membership = (*Etcd)(nil)
+
+// term is one holding of the lease.
+type term struct {
+	id     clientv3.LeaseID
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func (t *term) lease() string { return leaseHex(t.id) }
+
+func leaseHex(id clientv3.LeaseID) string { return strconv.FormatInt(int64(id), 16) }
+
+// NewEtcd is the membership cfg describes (Start joins).
+func NewEtcd(cfg Config) (*Etcd, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("cluster membership: no etcd client")
+	}
+	if cfg.Node == "" || strings.Contains(cfg.Node, "/") {
+		return nil, fmt.Errorf("cluster membership: node id %q: it must be non-empty and hold no '/'", cfg.Node)
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.TTL < time.Second {
+		return nil, fmt.Errorf("cluster membership: a lease TTL of %s is under etcd's granularity (1s)", cfg.TTL)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	e := &Etcd{cfg: cfg, c: cfg.Client, log: cfg.Log.With("component", "cluster-lease", "node", cfg.Node),
+		ttl: int64((cfg.TTL + time.Second - 1) / time.Second), done: make(chan struct{})}
+	e.life, e.stop = context.WithCancel(context.Background())
+	return e, nil
+}
+
+func (e *Etcd) aliveKey(node string) string { return e.cfg.Prefix + "alive/" + node }
+func (e *Etcd) alivePrefix() string         { return e.cfg.Prefix + "alive/" }
+func (e *Etcd) electionPrefix() string      { return e.cfg.Prefix + "leader" }
+
+// Start takes the node's lease and puts its liveness key (it is alive when Start returns), then keeps
+// the lease alive, campaigns for the leadership and watches the other nodes until Stop. A failure to
+// take the lease (etcd unreachable, no quorum: ctx ends first) is Start's error.
+func (e *Etcd) Start(ctx context.Context) error {
+	e.mu.Lock()
+	if e.started {
+		e.mu.Unlock()
+		return errors.New("start cluster membership: already started")
+	}
+	e.started = true
+	e.mu.Unlock()
+	t, err := e.acquire(ctx)
+	if err != nil {
+		e.stop()
+		close(e.done)
+		return fmt.Errorf("start cluster membership of node %s: %w", e.cfg.Node, err)
+	}
+	e.wg.Add(2)
+	go e.run(t)
+	go e.watchNodes()
+	go func() { e.wg.Wait(); close(e.done) }()
+	e.log.Info("cluster membership started", "lease", t.lease(), "ttl_seconds", e.ttl)
+	return nil
+}
+
+// Stop resigns the leadership, revokes the lease (the liveness key goes at once: the other nodes see
+// this node leave without waiting for the TTL) and ends the watchers. Idempotent.
+func (e *Etcd) Stop(ctx context.Context) error {
+	e.once.Do(func() {
+		e.mu.Lock()
+		e.stopCtx = ctx
+		e.mu.Unlock()
+		e.stop()
+	})
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		return fmt.Errorf("stop cluster membership: %w", ctx.Err())
+	}
+	e.w.closeAll()
+	return nil
+}
+
+// acquire grants a lease, binds this node's liveness key to it and keeps it alive. A previous holding of
+// the key by this node (an earlier run of its process, or an earlier term of this one) has its lease
+// revoked: that run is over, and what it held (its leadership) must not outlive it by a TTL.
+func (e *Etcd) acquire(ctx context.Context) (*term, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	g, err := e.c.Grant(ctx, e.ttl)
+	if err != nil {
+		return nil, fmt.Errorf("take a lease: %w", err)
+	}
+	fail := func(err error) (*term, error) {
+		rctx, rcancel := context.WithTimeout(context.Background(), opTimeout)
+		_, _ = e.c.Revoke(rctx, g.ID)
+		rcancel()
+		return nil, err
+	}
+	key := e.aliveKey(e.cfg.Node)
+	prev, err := e.c.Get(ctx, key)
+	if err != nil {
+		return fail(fmt.Errorf("read the liveness key: %w", err))
+	}
+	if len(prev.Kvs) > 0 && prev.Kvs[0].Lease != 0 && clientv3.LeaseID(prev.Kvs[0].Lease) != g.ID {
+		old := clientv3.LeaseID(prev.Kvs[0].Lease)
+		if _, err := e.c.Revoke(ctx, old); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return fail(fmt.Errorf("revoke lease %s of this node's previous run: %w", leaseHex(old), err))
+		}
+		e.log.Warn("revoked the lease of this node's previous run (a restart, or a term lost earlier)", "lease", leaseHex(old))
+	}
+	val, _ := json.Marshal(map[string]any{"node": e.cfg.Node, "lease": leaseHex(g.ID), "since": time.Now().UTC()})
+	if _, err := e.c.Put(ctx, key, string(val), clientv3.WithLease(g.ID)); err != nil {
+		return fail(fmt.Errorf("put the liveness key: %w", err))
+	}
+	tctx, tcancel := context.WithCancelCause(e.life)
+	ka, err := e.c.KeepAlive(tctx, g.ID)
+	if err != nil {
+		tcancel(err)
+		return fail(fmt.Errorf("keep the lease alive: %w", err))
+	}
+	t := &term{id: g.ID, ctx: tctx, cancel: tcancel}
+	e.mu.Lock()
+	e.term, e.lastErr = t, ""
+	e.mu.Unlock()
+	e.wg.Add(1)
+	go e.keepAlive(t, ka, time.Duration(g.TTL)*time.Second)
+	e.w.send(Event{Kind: Held, Node: e.cfg.Node, Lease: t.lease(), At: time.Now().UTC()})
+	return t, nil
+}
+
+// keepAlive reads the lease's keepalive answers; it ends the term when they stop (the channel closes:
+// the lease expired or was revoked) or when none came for three quarters of the TTL.
+func (e *Etcd) keepAlive(t *term, ka <-chan *clientv3.LeaseKeepAliveResponse, ttl time.Duration) {
+	defer e.wg.Done()
+	guard := func(ttl time.Duration) time.Duration { return ttl - ttl/4 }
+	last := time.Now()
+	timer := time.NewTimer(guard(ttl))
+	defer timer.Stop()
+	for {
+		select {
+		case resp, ok := <-ka:
+			if !ok {
+				if t.ctx.Err() == nil {
+					t.cancel(fmt.Errorf("%w: etcd ended its keepalive (the lease expired or was revoked)", ErrLost))
+				}
+				return
+			}
+			last = time.Now()
+			if resp.TTL > 0 {
+				ttl = time.Duration(resp.TTL) * time.Second
+			}
+			timer.Reset(guard(ttl))
+		case <-timer.C:
+			t.cancel(fmt.Errorf("%w: etcd answered no keepalive for %s (the lease's TTL is %s): unreachable or without quorum",
+				ErrLost, time.Since(last).Round(time.Millisecond), ttl))
+			return
+		case <-t.ctx.Done():
+			return
+		}
+	}
+}
+
+// run holds each term until it ends, then takes a new one, until Stop.
+func (e *Etcd) run(t *term) {
+	defer e.wg.Done()
+	backoff := 100 * time.Millisecond
+	for {
+		e.hold(t)
+		if e.life.Err() != nil {
+			e.release(t)
+			return
+		}
+		cause := context.Cause(t.ctx)
+		e.mu.Lock()
+		e.lastErr = cause.Error()
+		e.mu.Unlock()
+		e.log.Error("this node lost its cluster lease: it is not alive and does not lead until it holds a new one", "lease", t.lease(), "err", cause)
+		e.w.send(Event{Kind: Lost, Node: e.cfg.Node, Lease: t.lease(), Err: cause, At: time.Now().UTC()})
+		for {
+			nt, err := e.acquire(e.life)
+			if err == nil {
+				e.log.Info("this node holds a cluster lease again", "lease", nt.lease())
+				t, backoff = nt, 100*time.Millisecond
+				break
+			}
+			if e.life.Err() != nil {
+				return
+			}
+			e.mu.Lock()
+			e.lastErr = err.Error()
+			e.mu.Unlock()
+			e.log.Warn("take a new cluster lease", "err", err, "retry_in", backoff)
+			select {
+			case <-e.life.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+		}
+	}
+}
+
+// hold campaigns for the leadership under term t and leads while it can, until the term ends.
+func (e *Etcd) hold(t *term) {
+	el := &election{c: e.c, prefix: e.electionPrefix() + "/", key: e.electionPrefix() + "/" + t.lease(), lease: t.id}
+	for t.ctx.Err() == nil {
+		if err := el.campaign(t.ctx, e.cfg.Node); err != nil {
+			if t.ctx.Err() != nil {
+				break
+			}
+			e.log.Warn("campaign for the cluster's leadership", "err", err)
+			select {
+			case <-t.ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		e.lead1(t, el)
+	}
+	if e.life.Err() != nil && el.rev != 0 && context.Cause(t.ctx) == context.Canceled {
+		ctx, cancel := e.stopContext()
+		defer cancel()
+		if err := el.resign(ctx); err != nil {
+			e.log.Warn("resign the cluster's leadership", "err", err)
+		}
+	}
+}
+
+// election is the campaign of one term, as clientv3/concurrency's Election runs it (a key per candidate
+// under the prefix, bound to its lease; the oldest leads), with each request under the term's context:
+// concurrency's Campaign, cancelled, resigns under the client's context, which waits for good on a
+// member that is gone.
+type election struct {
+	c      *clientv3.Client
+	prefix string
+	key    string // this candidate's
+	lease  clientv3.LeaseID
+	rev    int64 // the key's create revision (0: not a candidate)
+}
+
+// campaign puts the candidate's key (once) and waits until no older candidate's key is left: then this
+// node leads.
+func (el *election) campaign(ctx context.Context, val string) error {
+	if el.rev == 0 {
+		resp, err := el.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(el.key), "=", 0)).
+			Then(clientv3.OpPut(el.key, val, clientv3.WithLease(el.lease))).
+			Else(clientv3.OpGet(el.key)).Commit()
+		if err != nil {
+			return err
+		}
+		el.rev = resp.Header.Revision
+		if !resp.Succeeded {
+			el.rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
+		}
+	}
+	for {
+		older, err := el.c.Get(ctx, el.prefix, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(el.rev-1))...)
+		if err != nil {
+			return err
+		}
+		if len(older.Kvs) == 0 {
+			// The candidate's own key must still be there (a lease lost and its keys gone is not a win).
+			own, err := el.c.Get(ctx, el.key, clientv3.WithRev(older.Header.Revision))
+			if err != nil {
+				return err
+			}
+			if len(own.Kvs) == 0 || own.Kvs[0].CreateRevision != el.rev {
+				el.rev = 0
+				return errors.New("the candidate's key is gone (its lease ended)")
+			}
+			return nil
+		}
+		// Wait for the youngest older candidate to go, then look again.
+		k := string(older.Kvs[0].Key)
+		wctx, cancel := context.WithCancel(ctx)
+		wc := el.c.Watch(wctx, k, clientv3.WithRev(older.Header.Revision+1))
+		gone := false
+		for !gone {
+			wr, ok := <-wc
+			if !ok || wr.Err() != nil {
+				break
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					gone = true
+				}
+			}
+		}
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// resign deletes the candidate's key (if it is still this campaign's).
+func (el *election) resign(ctx context.Context) error {
+	_, err := el.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(el.key), "=", el.rev)).
+		Then(clientv3.OpDelete(el.key)).Commit()
+	el.rev = 0
+	return err
+}
+
+// lead1 is one leadership: from the election won until the term ends or the leader key is gone.
+func (e *Etcd) lead1(t *term, el *election) {
+	lctx, lcancel := context.WithCancelCause(t.ctx)
+	defer lcancel(nil)
+	e.mu.Lock()
+	e.lead = lctx
+	e.mu.Unlock()
+	if t.ctx.Err() != nil {
+		return
+	}
+	e.log.Info("this node leads the cluster", "lease", t.lease())
+	e.w.send(Event{Kind: Elected, Node: e.cfg.Node, Lease: t.lease(), At: time.Now().UTC()})
+	wc := e.c.Watch(lctx, el.key, clientv3.WithRev(el.rev+1))
+	func() {
+		for {
+			select {
+			case <-lctx.Done():
+				return
+			case wr, ok := <-wc:
+				if !ok || wr.Err() != nil {
+					// The watch broke (the member went away): the term's keepalive says whether the lease
+					// is lost; the leadership stands while it is held.
+					<-lctx.Done()
+					return
+				}
+				for _, ev := range wr.Events {
+					if ev.Type == mvccpb.DELETE {
+						el.rev = 0
+						lcancel(errors.New("the leader key was deleted"))
+						return
+					}
+				}
+			}
+		}
+	}()
+	cause := context.Cause(lctx)
+	if e.life.Err() != nil {
+		cause = nil
+	}
+	lcancel(cause)
+	if cause != nil {
+		e.log.Warn("this node no longer leads the cluster", "err", cause)
+	}
+	e.w.send(Event{Kind: Deposed, Node: e.cfg.Node, Lease: t.lease(), Err: cause, At: time.Now().UTC()})
+}
+
+// release revokes the lease of t at Stop (a lease lost before is revoked too: etcd may not have expired
+// it yet).
+func (e *Etcd) release(t *term) {
+	ctx, cancel := e.stopContext()
+	defer cancel()
+	if _, err := e.c.Revoke(ctx, t.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		e.log.Warn("revoke this node's lease at stop (it expires after its TTL)", "err", err)
+	}
+	e.log.Info("cluster membership stopped", "lease", t.lease())
+}
+
+// stopTimeout bounds each request Stop makes (a member that is gone must not hold Stop for long).
+const stopTimeout = 3 * time.Second
+
+// stopContext is the context of the requests Stop makes: Stop's own, not past stopTimeout.
+func (e *Etcd) stopContext() (context.Context, context.CancelFunc) {
+	e.mu.Lock()
+	ctx := e.stopCtx
+	e.mu.Unlock()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+}
+
+// watchNodes follows the liveness keys and sends NodeUp and NodeDown; after a broken watch it reads
+// them again and sends the differences.
+func (e *Etcd) watchNodes() {
+	defer e.wg.Done()
+	var known map[string]int64 // node → lease
+	for e.life.Err() == nil {
+		ctx, cancel := context.WithTimeout(e.life, opTimeout)
+		resp, err := e.c.Get(ctx, e.alivePrefix(), clientv3.WithPrefix())
+		cancel()
+		if err == nil {
+			now := map[string]int64{}
+			for _, kv := range resp.Kvs {
+				now[string(kv.Key[len(e.alivePrefix()):])] = kv.Lease
+			}
+			if known != nil {
+				for n, l := range known {
+					if _, ok := now[n]; !ok {
+						e.w.send(Event{Kind: NodeDown, Node: n, Lease: leaseHex(clientv3.LeaseID(l)), At: time.Now().UTC()})
+					}
+				}
+				for n, l := range now {
+					if known[n] != l {
+						e.w.send(Event{Kind: NodeUp, Node: n, Lease: leaseHex(clientv3.LeaseID(l)), At: time.Now().UTC()})
+					}
+				}
+			}
+			known = now
+			wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(e.life))
+			for wr := range e.c.Watch(wctx, e.alivePrefix(), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
+				if wr.Err() != nil {
+					break
+				}
+				for _, ev := range wr.Events {
+					n := string(ev.Kv.Key[len(e.alivePrefix()):])
+					switch ev.Type {
+					case mvccpb.PUT:
+						if known[n] != ev.Kv.Lease {
+							known[n] = ev.Kv.Lease
+							e.w.send(Event{Kind: NodeUp, Node: n, Lease: leaseHex(clientv3.LeaseID(ev.Kv.Lease)), At: time.Now().UTC()})
+						}
+					case mvccpb.DELETE:
+						if l, ok := known[n]; ok {
+							delete(known, n)
+							e.w.send(Event{Kind: NodeDown, Node: n, Lease: leaseHex(clientv3.LeaseID(l)), At: time.Now().UTC()})
+						}
+					}
+				}
+			}
+			wcancel()
+		}
+		select {
+		case <-e.life.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (e *Etcd) Node() string { return e.cfg.Node }
+
+func (e *Etcd) Current() (Term, bool) {
+	e.mu.Lock()
+	t := e.term
+	e.mu.Unlock()
+	if t == nil || t.ctx.Err() != nil {
+		return Term{}, false
+	}
+	return Term{Lease: t.lease(), Ctx: t.ctx}, true
+}
+
+func (e *Etcd) Leading() (context.Context, bool) {
+	e.mu.Lock()
+	l := e.lead
+	e.mu.Unlock()
+	if l == nil || l.Err() != nil {
+		return nil, false
+	}
+	return l, true
+}
+
+func (e *Etcd) IsLeader() bool {
+	_, ok := e.Leading()
+	return ok
+}
+
+func (e *Etcd) Alive(ctx context.Context, node string) (bool, error) {
+	resp, err := e.c.Get(ctx, e.aliveKey(node), clientv3.WithCountOnly())
+	if err != nil {
+		return false, fmt.Errorf("read the liveness of node %s: %w", node, err)
+	}
+	return resp.Count > 0, nil
+}
+
+func (e *Etcd) Live(ctx context.Context) ([]Member, error) {
+	resp, err := e.c.Get(ctx, e.alivePrefix(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("read the live nodes: %w", err)
+	}
+	out := make([]Member, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		out = append(out, Member{Node: string(kv.Key[len(e.alivePrefix()):]), Lease: leaseHex(clientv3.LeaseID(kv.Lease))})
+	}
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Node, b.Node) })
+	return out, nil
+}
+
+func (e *Etcd) Leader(ctx context.Context) (string, error) {
+	resp, err := e.c.Get(ctx, e.electionPrefix()+"/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return "", fmt.Errorf("read the cluster's leader: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", ErrNoLeader
+	}
+	return string(resp.Kvs[0].Value), nil
+}
+
+func (e *Etcd) Watch(ctx context.Context) <-chan Event { return e.w.add(ctx, e.life) }
+
+func (e *Etcd) Status() Status {
+	t, held := e.Current()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := Status{Node: e.cfg.Node, Held: held, Leader: e.lead != nil && e.lead.Err() == nil}
+	if held {
+		st.Lease = t.Lease
+	} else {
+		st.Error = e.lastErr
+	}
+	return st
+}
