@@ -13,6 +13,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/theappliance/appliance/appliance/cluster/lease"
 	"github.com/theappliance/appliance/scheduler/lane"
 	"github.com/theappliance/appliance/store"
 )
@@ -25,13 +26,21 @@ const (
 	msgCrashedSpent = "failed: the appliance stopped while the job ran, and that was its last attempt (%d of %d)"
 	// msgStopped is recorded by a clean Stop on a job whose handler it cancelled.
 	msgStopped = "interrupted: the appliance was stopped while the job ran; it runs again at the next start"
+	// msgNodeLost is recorded (by any live node) on a job whose claiming node lost its cluster lease (it
+	// died, or was cut off from the cluster past the lease's TTL) while the job ran, with attempts left.
+	msgNodeLost = "interrupted: node %s lost its cluster lease while the job ran (it stopped or was cut off); retrying"
+	// msgNodeLostSpent is recorded on such a job that has none left: it failed.
+	msgNodeLostSpent = "failed: node %s lost its cluster lease while the job ran, and that was its last attempt (%d of %d)"
+	// msgLeaseLost is recorded by the node itself on a job whose handler it cancelled when it lost its lease.
+	msgLeaseLost = "interrupted: this node (%s) lost its cluster lease while the job ran; retrying"
 )
 
 // Options configure a runner.
 type Options struct {
-	ID      string // recorded as claimed_by (default "scheduler")
-	HostID  string // recorded as host_id
-	Workers int    // concurrent jobs (default 4)
+	ID string // recorded as claimed_by (default "scheduler")
+	// HostID is the node, recorded as host_id (with Members: Members.Node(), whatever HostID says).
+	HostID  string
+	Workers int // concurrent jobs (default 4)
 	// Backoff is the delay before the next try after attempt number attempt (1, 2 …) failed with a
 	// transient error (default DefaultBackoff: 2s, 4s, 8s … capped at five minutes).
 	Backoff func(attempt int) time.Duration
@@ -43,6 +52,15 @@ type Options struct {
 	// deliveries the end appends) runs; handlers run outside it (nil: in the runner's goroutines, unpaced;
 	// up gives the process's background lane).
 	Lane *lane.Lane
+	// Members is this node's place in its cluster (lease.Etcd). Jobs are claimed under its lease, recorded
+	// on the job (Job.Lease), and only while it holds one; a handler's context ends when it is lost. Tasks
+	// of Every run only while it leads. Jobs claimed under a lease that is gone (their node died or was cut
+	// off) are put back to pending by the live nodes. A job whose Node names another node is left to it.
+	// nil: a single node (lease.Single on HostID: always alive, always the leader).
+	Members lease.Membership
+	// Sweep is how often, in a cluster, the runner looks for jobs claimed under a lease that is gone, besides
+	// at each node's loss the membership tells (default 5s).
+	Sweep time.Duration
 }
 
 type phase int
@@ -80,6 +98,9 @@ type Runner struct {
 	stopping bool
 
 	workers sync.WaitGroup
+
+	// clustered: Options.Members was given (a single node's runner sweeps nothing: it alone claims).
+	clustered bool
 }
 
 // New makes a runner over db.
@@ -99,9 +120,18 @@ func New(db *store.DB, opts Options) *Runner {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if opts.Sweep <= 0 {
+		opts.Sweep = 5 * time.Second
+	}
+	clustered := opts.Members != nil
+	if clustered {
+		opts.HostID = opts.Members.Node()
+	} else {
+		opts.Members = lease.NewSingle(opts.HostID)
+	}
 	r := &Runner{db: db, opts: opts, log: opts.Log.With("component", "scheduler"),
 		cron:     cron.New(cron.WithLocation(time.UTC)),
-		handlers: map[string]Handler{}, inflight: map[string]*store.Job{}}
+		handlers: map[string]Handler{}, inflight: map[string]*store.Job{}, clustered: clustered}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	for range opts.Workers {
 		r.wakes = append(r.wakes, make(chan struct{}, 1))
@@ -124,10 +154,22 @@ func (r *Runner) Before(h Handler) {
 	r.before = h
 }
 
-// Every registers a periodic task on a cron spec (five fields or a descriptor such as "@every 1m",
-// evaluated in UTC). It may be called before or after Start. A run is skipped while the previous run of the
-// same task is still going; a panic is logged. fn's ctx is cancelled by Stop.
+// Every registers a periodic task of the cluster, run once per cluster: on a cron spec (five fields or a
+// descriptor such as "@every 1m", evaluated in UTC), by the node that leads (on a single node: always). It
+// may be called before or after Start. A run is skipped while the previous run of the same task is still
+// going, and on a node that does not lead; a panic is logged. fn's ctx is cancelled by Stop, and when this
+// node's leadership ends (it lost its lease): the new leader runs the task from its next tick.
 func (r *Runner) Every(spec, name string, fn func(ctx context.Context)) error {
+	return r.every(spec, name, fn, false)
+}
+
+// EveryNode registers a periodic task every node runs, leading or not (and holding its lease or not): the
+// work that looks at this node's own processes and files. Otherwise as Every.
+func (r *Runner) EveryNode(spec, name string, fn func(ctx context.Context)) error {
+	return r.every(spec, name, fn, true)
+}
+
+func (r *Runner) every(spec, name string, fn func(ctx context.Context), perNode bool) error {
 	if name == "" || fn == nil {
 		return errors.New("schedule periodic task: name and function are required")
 	}
@@ -142,6 +184,17 @@ func (r *Runner) Every(spec, name string, fn func(ctx context.Context)) error {
 		if r.ctx.Err() != nil {
 			return
 		}
+		ctx := r.ctx
+		if !perNode {
+			lctx, ok := r.opts.Members.Leading()
+			if !ok {
+				r.log.Debug("periodic task skipped: this node does not lead the cluster", "task", name)
+				return
+			}
+			c, stop := within(r.ctx, lctx)
+			defer stop()
+			ctx = c
+		}
 		if !busy.CompareAndSwap(false, true) {
 			r.log.Warn("periodic task skipped: previous run still going", "task", name)
 			return
@@ -153,7 +206,7 @@ func (r *Runner) Every(spec, name string, fn func(ctx context.Context)) error {
 			}
 		}()
 		start := time.Now()
-		fn(r.ctx)
+		fn(ctx)
 		r.log.Debug("periodic task ran", "task", name, "took", time.Since(start))
 	})
 	if err != nil {
@@ -162,11 +215,14 @@ func (r *Runner) Every(spec, name string, fn func(ctx context.Context)) error {
 	return nil
 }
 
-// Start recovers jobs a previous process left running, then starts the workers and the cron.
+// Start recovers jobs a previous process left running, then starts the workers and the cron (and, in a
+// cluster, the sweep of the jobs of nodes that lost their lease).
 //
-// The appliance is one process, so a job found running at Start was interrupted by a crash (or a Stop that
-// ran out of time). Its claim already counted an attempt: with attempts left it goes back to pending at
-// once; otherwise it fails. Counting the crashed attempt bounds a job that itself brings the process down.
+// A job this node claimed that is found running at Start was interrupted by a crash (or a Stop that ran
+// out of time); so was, on a single node, every job found running. In a cluster, so was a job whose
+// claiming node is not alive under the lease it claimed it with. Its claim already counted an attempt:
+// with attempts left it goes back to pending at once; otherwise it fails. Counting the crashed attempt
+// bounds a job that itself brings the process down.
 func (r *Runner) Start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -179,7 +235,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("start scheduler: %w", err)
 	}
-	if err := r.recoverInterrupted(); err != nil {
+	if _, err := r.recoverOrphans(ctx, true); err != nil {
 		return fmt.Errorf("start scheduler: recover interrupted jobs: %w", err)
 	}
 	r.phase = phaseStarted
@@ -187,6 +243,10 @@ func (r *Runner) Start(ctx context.Context) error {
 	for i := range r.opts.Workers {
 		r.workers.Add(1)
 		go r.work(r.wakes[i])
+	}
+	if r.clustered {
+		r.workers.Add(1)
+		go r.sweep(r.opts.Members.Watch(r.ctx))
 	}
 	go func() {
 		r.workers.Wait()
@@ -197,26 +257,76 @@ func (r *Runner) Start(ctx context.Context) error {
 	return nil
 }
 
-// recoverInterrupted settles the jobs left running by a previous process.
-func (r *Runner) recoverInterrupted() error {
-	return r.db.Update(func(tx *store.Tx) error {
-		running, err := store.Jobs.Lookup(tx, store.JobsByState, StateRunning, store.Query{})
-		if err != nil {
-			return err
+// recoverOrphans settles the running jobs whose claim is void: claimed under a lease that is not live any
+// more (their node died, was cut off past its lease's TTL, or claimed them in an earlier term), and at
+// Start every job this node claimed before (an earlier run of its process). Each goes back to pending with
+// its attempt counted, or fails when that was its last. It returns how many it settled.
+//
+// The running jobs are read before the live nodes: a claim seen was made under a lease granted before the
+// read, so a lease missing from the later list of live nodes has ended. The transaction then settles only
+// the claims seen (a job claimed anew since is left alone).
+func (r *Runner) recoverOrphans(ctx context.Context, atStart bool) (int, error) {
+	var running []*store.Job
+	if err := r.db.View(func(tx *store.Tx) (err error) {
+		running, err = store.Jobs.Lookup(tx, store.JobsByState, StateRunning, store.Query{})
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	if len(running) == 0 {
+		return 0, nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	live, err := r.opts.Members.Live(lctx)
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	alive := map[lease.Member]bool{}
+	for _, m := range live {
+		alive[m] = true
+	}
+	var orphans []*store.Job
+	for _, j := range running {
+		if atStart && j.HostID == r.opts.HostID || !alive[lease.Member{Node: j.HostID, Lease: j.Lease}] {
+			orphans = append(orphans, j)
 		}
+	}
+	if len(orphans) == 0 {
+		return 0, nil
+	}
+	n := 0
+	err = r.db.Update(func(tx *store.Tx) error {
+		n = 0 // a run again starts over
 		now := time.Now().UTC()
-		for _, j := range running {
+		for _, o := range orphans {
+			j, err := store.Jobs.Get(tx, o.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if !sameClaim(j, o) {
+				continue
+			}
+			crashed := !r.clustered || j.HostID == r.opts.HostID // this node's earlier run
 			j.RetryClassification, j.UpdatedAt = ClassTransient, now
 			if j.Attempts < maxAttempts(j) {
-				j.State, j.RunAfter, j.Error = StatePending, now, msgCrashed
+				j.State, j.RunAfter = StatePending, now
+				if j.Error = msgCrashed; !crashed {
+					j.Error = fmt.Sprintf(msgNodeLost, j.HostID)
+				}
 				tx.OnCommit(func() {
-					r.log.Warn("job interrupted by a previous stop; retrying", "job", j.ID, "type", j.Type, "attempts", j.Attempts)
+					r.log.Warn("job interrupted (its claim's process or node is gone); retrying", "job", j.ID, "type", j.Type, "attempts", j.Attempts, "node", j.HostID)
 				})
 			} else {
 				j.State, j.CompletedAt = StateFailed, &now
-				j.Error = fmt.Sprintf(msgCrashedSpent, j.Attempts, maxAttempts(j))
+				if j.Error = fmt.Sprintf(msgCrashedSpent, j.Attempts, maxAttempts(j)); !crashed {
+					j.Error = fmt.Sprintf(msgNodeLostSpent, j.HostID, j.Attempts, maxAttempts(j))
+				}
 				tx.OnCommit(func() {
-					r.log.Error("job interrupted by a previous stop and out of attempts", "job", j.ID, "type", j.Type, "attempts", j.Attempts)
+					r.log.Error("job interrupted (its claim's process or node is gone) and out of attempts", "job", j.ID, "type", j.Type, "attempts", j.Attempts, "node", j.HostID)
 				})
 			}
 			if err := store.Jobs.Put(tx, j); err != nil {
@@ -225,9 +335,65 @@ func (r *Runner) recoverInterrupted() error {
 			if err := r.ended(tx, j); err != nil {
 				return err
 			}
+			n++
 		}
 		return nil
 	})
+	return n, err
+}
+
+// sameClaim reports whether the stored job cur is still the running claim j (as read before).
+func sameClaim(cur, j *store.Job) bool {
+	if cur.State != StateRunning || cur.Attempts != j.Attempts || cur.HostID != j.HostID || cur.Lease != j.Lease ||
+		(cur.ClaimedAt == nil) != (j.ClaimedAt == nil) {
+		return false
+	}
+	return cur.ClaimedAt == nil || cur.ClaimedAt.Equal(*j.ClaimedAt)
+}
+
+// sweep, in a cluster, recovers the jobs of nodes that lost their lease: when the membership tells a node
+// went down, when this node holds a lease again (jobs it claimed in its lost term), and every Sweep. A
+// node that holds no lease sweeps nothing (it is the one cut off).
+func (r *Runner) sweep(events <-chan lease.Event) {
+	defer r.workers.Done()
+	tick := time.NewTicker(r.opts.Sweep)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if ev.Kind == lease.Held {
+				r.Notify() // claims go on
+			} else if ev.Kind != lease.NodeDown {
+				continue
+			}
+		case <-tick.C:
+		}
+		if _, ok := r.opts.Members.Current(); !ok {
+			continue
+		}
+		var n int
+		var err error
+		r.opts.Lane.Do(func() { n, err = r.recoverOrphans(r.ctx, false) })
+		switch {
+		case err != nil && r.ctx.Err() == nil:
+			r.log.Warn("recover the jobs of nodes that lost their lease", "err", err)
+		case n > 0:
+			r.Notify()
+		}
+	}
+}
+
+// within is a context of parent that also ends when other does (with other's cause).
+func within(parent, other context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	stop := context.AfterFunc(other, func() { cancel(context.Cause(other)) })
+	return ctx, func() { stop(); cancel(nil) }
 }
 
 // Stop stops claiming, cancels the handlers' and periodic tasks' context, waits for them to return until
@@ -314,7 +480,16 @@ func (r *Runner) Health(ctx context.Context) (status, message string) {
 	if err != nil {
 		return "degraded", fmt.Sprintf("%d workers; cannot read jobs: %v", r.opts.Workers, err)
 	}
-	return "operational", fmt.Sprintf("%d workers, %d running, %d pending", r.opts.Workers, running, pending)
+	msg := fmt.Sprintf("%d workers, %d running, %d pending", r.opts.Workers, running, pending)
+	if !r.clustered {
+		return "operational", msg
+	}
+	st := r.opts.Members.Status()
+	if !st.Held {
+		return "degraded", fmt.Sprintf("%s; node %s holds no cluster lease (%s): it claims no jobs and leads nothing until it holds one",
+			msg, st.Node, st.Error)
+	}
+	return "operational", fmt.Sprintf("%s; node %s, leading: %v", msg, st.Node, st.Leader)
 }
 
 // work is one worker: it claims and runs jobs until none is due, then sleeps until Notify or the poll tick.
@@ -324,7 +499,7 @@ func (r *Runner) work(wake <-chan struct{}) {
 	defer tick.Stop()
 	for {
 		for r.ctx.Err() == nil {
-			j, err := r.claim()
+			j, term, err := r.claim()
 			if err != nil {
 				r.log.Error("claim job", "err", err)
 				break
@@ -332,7 +507,7 @@ func (r *Runner) work(wake <-chan struct{}) {
 			if j == nil {
 				break
 			}
-			r.execute(j)
+			r.execute(j, term)
 			if j.LockedResource != "" { // jobs waiting on this lock may run now on any worker
 				r.Notify()
 			}
@@ -346,34 +521,38 @@ func (r *Runner) work(wake <-chan struct{}) {
 	}
 }
 
-// claim takes the oldest due pending job whose locked resource is free, in one transaction, and records it
-// as in flight. It looks in a read-only transaction first: most wake-ups (the poll tick, a Notify that
+// claim takes the oldest due pending job whose locked resource is free (and that may run on this node), in
+// one transaction, under the lease this node holds (none held: no claim), and records it as in flight. It looks in a read-only transaction first: most wake-ups (the poll tick, a Notify that
 // woke every worker for one job) find nothing, and a read-write transaction that changes nothing still
 // writes and syncs the store's file twice, which a running job's own commits then wait behind. It returns
 // nil when there is nothing to do.
-func (r *Runner) claim() (*store.Job, error) {
+func (r *Runner) claim() (*store.Job, lease.Term, error) {
 	r.claimMu.Lock()
 	defer r.claimMu.Unlock()
 	if r.stopping {
-		return nil, nil
+		return nil, lease.Term{}, nil
+	}
+	term, ok := r.opts.Members.Current()
+	if !ok {
+		return nil, term, nil
 	}
 	var claimed *store.Job
 	var err error
-	r.opts.Lane.Do(func() { claimed, err = r.claimDue() })
+	r.opts.Lane.Do(func() { claimed, err = r.claimDue(term.Lease) })
 	if err != nil || claimed == nil {
-		return nil, err
+		return nil, term, err
 	}
 	r.mu.Lock()
 	r.inflight[claimed.ID] = claimed
 	r.mu.Unlock()
-	return claimed, nil
+	return claimed, term, nil
 }
 
 // claimDue is claim's work in the store (in the runner's lane).
-func (r *Runner) claimDue() (*store.Job, error) {
+func (r *Runner) claimDue(leaseID string) (*store.Job, error) {
 	var due *store.Job
 	err := r.db.View(func(tx *store.Tx) (err error) {
-		due, err = nextDue(tx, time.Now().UTC())
+		due, err = nextDue(tx, time.Now().UTC(), r.opts.HostID)
 		return err
 	})
 	if err != nil || due == nil {
@@ -383,11 +562,11 @@ func (r *Runner) claimDue() (*store.Job, error) {
 	err = r.db.Update(func(tx *store.Tx) error {
 		claimed = nil // a run again starts over
 		now := time.Now().UTC()
-		j, err := nextDue(tx, now)
+		j, err := nextDue(tx, now, r.opts.HostID)
 		if err != nil || j == nil {
 			return err
 		}
-		j.State, j.ClaimedBy, j.HostID = StateRunning, r.opts.ID, r.opts.HostID
+		j.State, j.ClaimedBy, j.HostID, j.Lease = StateRunning, r.opts.ID, r.opts.HostID, leaseID
 		j.ClaimedAt, j.StartedAt, j.UpdatedAt = &now, &now, now
 		j.Attempts++
 		if err := store.Jobs.Put(tx, j); err != nil {
@@ -399,10 +578,11 @@ func (r *Runner) claimDue() (*store.Job, error) {
 	return claimed, err
 }
 
-// nextDue is, in tx, the oldest pending job due at now whose locked resource is free (nil when none). Jobs
-// on one resource also run in order: a pending job waiting for its backoff keeps later jobs on its resource
-// waiting too.
-func nextDue(tx *store.Tx, now time.Time) (*store.Job, error) {
+// nextDue is, in tx, the oldest pending job due at now whose locked resource is free and that may run on
+// node (its Node empty or node) (nil when none). Jobs on one resource also run in order: a pending job
+// waiting for its backoff keeps later jobs on its resource waiting too, and so does a due job left to
+// another node.
+func nextDue(tx *store.Tx, now time.Time, node string) (*store.Job, error) {
 	running, err := store.Jobs.Lookup(tx, store.JobsByState, StateRunning, store.Query{})
 	if err != nil {
 		return nil, err
@@ -432,6 +612,12 @@ func nextDue(tx *store.Tx, now time.Time) (*store.Job, error) {
 			}
 			return true, nil
 		}
+		if j.Node != "" && j.Node != node { // another node's: it keeps its place on its resource
+			if j.LockedResource != "" {
+				held[j.LockedResource] = true
+			}
+			return true, nil
+		}
 		due = j
 		return false, nil
 	})
@@ -456,8 +642,9 @@ func Holder(tx *store.Tx, resource string, now time.Time) (*store.Job, error) {
 	return nil, nil
 }
 
-// execute runs the handler of a claimed job and records its outcome.
-func (r *Runner) execute(j *store.Job) {
+// execute runs the handler of a claimed job and records its outcome. The handler's context ends at Stop
+// and when the term the job was claimed under ends (this node lost its lease).
+func (r *Runner) execute(j *store.Job, term lease.Term) {
 	defer func() {
 		r.mu.Lock()
 		delete(r.inflight, j.ID)
@@ -475,21 +662,34 @@ func (r *Runner) execute(j *store.Job) {
 		r.releaseLogged(j, log)
 		return
 	}
+	if term.Ctx.Err() != nil { // the lease was lost as the claim committed: the handler never ran
+		log.Warn("job claimed as this node lost its cluster lease; released", "err", context.Cause(term.Ctx))
+		r.releaseLogged(j, log)
+		return
+	}
+	ctx, stop := within(r.ctx, term.Ctx)
+	defer stop()
 
 	log.Debug("job started")
 	run := &Run{Job: *j, runner: r, claim: j}
 	var result any
 	var err error
 	if before != nil {
-		_, err = call(r.ctx, before, run, log)
+		_, err = call(ctx, before, run, log)
 	}
 	if err == nil {
-		result, err = call(r.ctx, h, run, log)
+		result, err = call(ctx, h, run, log)
 	}
 
 	if err != nil && r.ctx.Err() != nil { // Stop cancelled the handler: run it again at the next start
 		log.Info("job interrupted by stop; it runs again at the next start", "err", err)
 		r.releaseLogged(j, log)
+		return
+	}
+	if err != nil && term.Ctx.Err() != nil { // this node lost its lease: the job is retried (by any node)
+		cause := context.Cause(term.Ctx)
+		log.Warn("job interrupted: this node lost its cluster lease", "err", err, "cause", cause)
+		r.interrupted(j, log)
 		return
 	}
 	if err == nil {
@@ -548,6 +748,24 @@ func (r *Runner) fail(j *store.Job, msg, class string, log *slog.Logger) {
 		return
 	}
 	log.Error("job failed", "err", msg, "classification", class)
+}
+
+// interrupted puts a job whose handler was cancelled when this node lost its lease back to pending, its
+// attempt counted (failed when it was the last), unless a live node did so already (it is no longer this
+// claim). Without a store to write to (the node is cut off), the live nodes' sweep does it.
+func (r *Runner) interrupted(j *store.Job, log *slog.Logger) {
+	_, err := r.settle(j, func(cur *store.Job, now time.Time) {
+		cur.RetryClassification = ClassTransient
+		if cur.Attempts < maxAttempts(cur) {
+			cur.State, cur.RunAfter, cur.Error = StatePending, now, fmt.Sprintf(msgLeaseLost, r.opts.HostID)
+		} else {
+			cur.State, cur.CompletedAt = StateFailed, &now
+			cur.Error = fmt.Sprintf(msgNodeLostSpent, r.opts.HostID, cur.Attempts, maxAttempts(cur))
+		}
+	})
+	if err != nil {
+		log.Warn("record the job's interruption (the live nodes' sweep retries it)", "err", err)
+	}
 }
 
 // release puts a job whose handler Stop interrupted back to pending, giving back its attempt.

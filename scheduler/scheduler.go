@@ -63,7 +63,8 @@ func IsTransient(err error) bool {
 
 // Enqueue adds a pending job inside tx (filling ID, state, attempts, timestamps); call Notify after commit.
 // The caller sets Type (required), Payload, the organization/project fields, LockedResource and optionally
-// MaxAttempts (default 3) and RunAfter (a later start; default now). Runtime fields are reset.
+// MaxAttempts (default 3), RunAfter (a later start; default now) and Node (the node it must run on: where
+// its instance lives; default any). Runtime fields are reset.
 func Enqueue(tx *store.Tx, j *store.Job) error {
 	if j.Type == "" {
 		return errors.New("enqueue job: type is required")
@@ -84,7 +85,7 @@ func Enqueue(tx *store.Tx, j *store.Job) error {
 	if j.MaxAttempts == 0 {
 		j.MaxAttempts = DefaultMaxAttempts
 	}
-	j.ClaimedBy, j.HostID, j.Error, j.RetryClassification = "", "", "", ""
+	j.ClaimedBy, j.HostID, j.Lease, j.Error, j.RetryClassification = "", "", "", "", ""
 	j.LastStdout, j.LastStderr, j.LastExitCode = "", "", nil
 	j.ClaimedAt, j.StartedAt, j.CompletedAt = nil, nil, nil
 	j.Result = json.RawMessage("null")

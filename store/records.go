@@ -293,6 +293,14 @@ type Job struct {
 	CompletedAt         *time.Time      `json:"completed_at"`
 	CreatedAt           time.Time       `json:"created_at"`
 	UpdatedAt           time.Time       `json:"updated_at"`
+
+	// Node is the node the job must run on (where its instance lives): only that node claims it ("": any
+	// node). Older records have none.
+	Node string `json:"node,omitempty"`
+	// Lease is the cluster lease (hex) of the node that claimed the job (HostID), held when it claimed it:
+	// the claim stands while that node is alive under that lease ("": a single node's claim, or an older
+	// record's).
+	Lease string `json:"lease,omitempty"`
 }
 
 // Backup is one base backup of a project in the backup store.
