@@ -467,6 +467,12 @@ func (r *Runner) Health(ctx context.Context) (status, message string) {
 	case phaseStopped:
 		return "down", "stopped"
 	}
+	if r.clustered { // a node cut off says so at once (its store is out of reach too, for etcd's timeout)
+		if st := r.opts.Members.Status(); !st.Held {
+			return "degraded", fmt.Sprintf("%d workers; node %s holds no cluster lease (%s): it claims no jobs and leads nothing until it holds one",
+				r.opts.Workers, st.Node, st.Error)
+		}
+	}
 	var running, pending int
 	err := r.db.View(func(tx *store.Tx) error {
 		rs, err := store.Jobs.Lookup(tx, store.JobsByState, StateRunning, store.Query{})
@@ -485,10 +491,6 @@ func (r *Runner) Health(ctx context.Context) (status, message string) {
 		return "operational", msg
 	}
 	st := r.opts.Members.Status()
-	if !st.Held {
-		return "degraded", fmt.Sprintf("%s; node %s holds no cluster lease (%s): it claims no jobs and leads nothing until it holds one",
-			msg, st.Node, st.Error)
-	}
 	return "operational", fmt.Sprintf("%s; node %s, leading: %v", msg, st.Node, st.Leader)
 }
 

@@ -54,6 +54,15 @@ const (
 // etcdTimeout bounds each request to etcd (a cluster without quorum fails a write after it, clearly).
 const etcdTimeout = 15 * time.Second
 
+// unanswered says what a request that ran out of etcdTimeout means: the cluster has no quorum (no leader
+// to order the request) or its members are out of reach. The error still wraps err.
+func unanswered(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("etcd did not answer within %s: the cluster has no quorum, or its members are out of reach (%w)", etcdTimeout, err)
+	}
+	return err
+}
+
 // ErrConflict is wrapped by Update's error when a transaction on etcd conflicted with others' commits
 // every time it was run.
 var ErrConflict = errors.New("the transaction conflicted with concurrent ones")
@@ -268,7 +277,7 @@ func (t *etcdTx) get(key string, opts ...clientv3.OpOption) *clientv3.GetRespons
 	defer cancel()
 	resp, err := t.kv.c.Get(ctx, key, opts...)
 	if err != nil {
-		t.fail(fmt.Errorf("read the metadata store on etcd: %w", err))
+		t.fail(fmt.Errorf("read the metadata store on etcd: %w", unanswered(err)))
 		return nil
 	}
 	if t.rev == 0 {
@@ -339,7 +348,7 @@ func (t *etcdTx) commit() (int64, error) {
 	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrTooManyOps):
 		return 0, fmt.Errorf("commit to the metadata store on etcd: the transaction is too large for etcd (%d writes, %d compares; see etcdembed's limits): %w", len(ops), len(cmps), err)
 	case err != nil:
-		return 0, fmt.Errorf("commit to the metadata store on etcd: %w", err)
+		return 0, fmt.Errorf("commit to the metadata store on etcd: %w", unanswered(err))
 	case !resp.Succeeded:
 		return 0, errRetry
 	}
@@ -453,7 +462,7 @@ func (t *etcdTx) prefetch(bucket []byte, keys []string) {
 		resp, err := t.kv.c.Txn(ctx).Then(ops...).Commit()
 		cancel()
 		if err != nil {
-			t.fail(fmt.Errorf("read the metadata store on etcd: %w", err))
+			t.fail(fmt.Errorf("read the metadata store on etcd: %w", unanswered(err)))
 			return
 		}
 		for i, r := range resp.Responses {
