@@ -7,17 +7,30 @@ import (
 	"github.com/theappliance/appliance/scheduler"
 )
 
-// periodicTask is one of the service's periodic tasks: run on a cron spec of the runner (scheduler.Every).
+// periodicTask is one of the service's periodic tasks: run on a cron spec of the runner, once per cluster
+// by the node that leads (scheduler.Every), or, for the work on a node's own processes and files
+// (nodeTasks), by every node (scheduler.EveryNode). On a single node both run as before.
 type periodicTask struct {
 	spec, name string
 	run        func(ctx context.Context)
 }
 
+// nodeTasks are the periodic tasks that look at a node's own processes and files: the sampler (the
+// servers' processes' stat files), the servers' log files, the spare clusters, the key-value stores' dump
+// files and the idle servers (stopped where they run). Until instances carry the node they live on, each
+// node's run sees every instance's record, as the single node's does.
+var nodeTasks = map[string]bool{"observability-sampler": true, "server-log-housekeeping": true, "spare-clusters": true,
+	"kv-snapshots": true, "suspend-idle": true}
+
 // RegisterPeriodic gives the runner the service's periodic work (sweeps, scheduled backups, sampling,
 // housekeeping, the spare clusters' refill), as RegisterJobs gives it the job handlers.
 func (s *Service) RegisterPeriodic(r *scheduler.Runner) error {
 	for _, t := range s.periodic() {
-		if err := r.Every(t.spec, t.name, t.run); err != nil {
+		every := r.Every
+		if nodeTasks[t.name] {
+			every = r.EveryNode
+		}
+		if err := every(t.spec, t.name, t.run); err != nil {
 			return err
 		}
 	}
@@ -78,6 +91,8 @@ func (s *Service) periodic() []periodicTask {
 			} else if n > 0 {
 				log.Info("observability pruning", "deleted", n)
 			}
+		}},
+		{"@every 1h", "server-log-housekeeping", func(ctx context.Context) {
 			if c, d, err := s.observe.MaintainLogs(ctx); err != nil {
 				log.Error("server log housekeeping", "err", err)
 			} else if c+d > 0 {

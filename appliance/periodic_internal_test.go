@@ -33,10 +33,21 @@ func TestPeriodicTasks(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s %s", task.spec, task.name))
 	}
 	want := []string{"@every 1m expiry-sweep", "@every 1m scheduled-backups", "@every 1h storage-history",
-		"@every 1m observability-sampler", "@every 1h observability-housekeeping", "@every 30s spare-clusters",
-		"@every 30s kv-snapshots", "@every 30s suspend-idle", "@every 1h integration-events"}
+		"@every 1m observability-sampler", "@every 1h observability-housekeeping", "@every 1h server-log-housekeeping",
+		"@every 30s spare-clusters", "@every 30s kv-snapshots", "@every 30s suspend-idle", "@every 1h integration-events"}
 	if !slices.Equal(got, want) {
 		t.Errorf("periodic tasks:\n got %q\nwant %q", got, want)
+	}
+	// In a cluster, the work on a node's own processes and files runs on every node; the rest once, on
+	// the leader.
+	var perNode []string
+	for _, task := range s.periodic() {
+		if nodeTasks[task.name] {
+			perNode = append(perNode, task.name)
+		}
+	}
+	if want := []string{"observability-sampler", "server-log-housekeeping", "spare-clusters", "kv-snapshots", "suspend-idle"}; !slices.Equal(perNode, want) {
+		t.Errorf("tasks on every node: %q, want %q", perNode, want)
 	}
 	if err := s.RegisterPeriodic(scheduler.New(db, scheduler.Options{})); err != nil {
 		t.Fatal(err)

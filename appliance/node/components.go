@@ -137,7 +137,8 @@ func (u *Node) serviceComponent() *component {
 		}
 		sup = daemon.NewSupervisor()
 		hostname, _ := os.Hostname()
-		u.runner = scheduler.New(u.db, scheduler.Options{ID: fmt.Sprintf("%s/%d", hostname, os.Getpid()), HostID: hostname, Log: log, Lane: u.lane})
+		u.runner = scheduler.New(u.db, scheduler.Options{ID: fmt.Sprintf("%s/%d", hostname, os.Getpid()), HostID: hostname, Log: log, Lane: u.lane,
+			Members: u.members})
 		respPort, restPort := 0, 0 // recover runs the service without the key-value fronts
 		if u.kvLn != nil {
 			respPort, restPort = portOf(u.kvLn.Addr().String()), portOf(u.kvRESTLn.Addr().String())

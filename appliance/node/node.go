@@ -21,6 +21,7 @@ import (
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/appliance/cluster/lease"
 	"github.com/theappliance/appliance/appliance/heapfloor"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/programs"
@@ -98,6 +99,13 @@ type Node struct {
 	runner *scheduler.Runner
 	kv     *kvproxy.Server
 	kvREST *kvproxy.REST
+
+	// members is this node's place in its cluster, handed to the scheduler (issue 35's hook): the cluster's
+	// start sets it to its started *lease.Etcd (on the etcd client the store uses, with the node's id)
+	// before the instance-supervisor component makes the runner, and stops it after the scheduler
+	// component stopped (the runner's tasks end before the leadership is given up). nil on a single node:
+	// the runner uses lease.Single on the hostname, and everything runs as before.
+	members lease.Membership
 
 	boot       *appliance.Bootstrap // the first start's credentials (nil on a later start)
 	eph        *ephemeral           // a throwaway appliance's directory and guard (nil: not one)
