@@ -270,7 +270,7 @@ func TestClusterJobOfLostNodeRetried(t *testing.T) {
 		joinNode(t, c, 2, "n3", prefix, register("n3")),
 	}
 	id := enqueue(t, nodes[0].db, nodes[0].r, &store.Job{Type: "long", MaxAttempts: 3})
-	first := recv(t, seen, "the first attempt")
+	first := recvCluster(t, seen, "the first attempt")
 	owner := nodes[slices.IndexFunc(nodes, func(n *clusterNode) bool { return n.id == first.HostID })]
 	if first.Lease == "" {
 		t.Fatal("the claim records no lease")
@@ -279,14 +279,14 @@ func TestClusterJobOfLostNodeRetried(t *testing.T) {
 
 	c.Stop(owner.member)
 	t.Cleanup(func() { _ = c.Restart(context.Background(), owner.member) })
-	if cause := recv(t, causes, "the cut-off node's handler to be cancelled"); !errors.Is(cause, lease.ErrLost) {
+	if cause := recvCluster(t, causes, "the cut-off node's handler to be cancelled"); !errors.Is(cause, lease.ErrLost) {
 		t.Fatalf("the handler's context ended with %v, want ErrLost", cause)
 	}
-	second := recv(t, seen, "the retry")
+	second := recvCluster(t, seen, "the retry")
 	if second.HostID == owner.id || second.Attempts != 2 || second.Error != fmt.Sprintf(msgNodeLost, owner.id) {
 		t.Fatalf("retry on %s, attempt %d, error %q", second.HostID, second.Attempts, second.Error)
 	}
-	j := waitFinal(t, other.db, id)
+	j := waitFinalCluster(t, other.db, id)
 	if j.State != StateCompleted || j.Attempts != 2 || j.HostID == owner.id {
 		t.Fatalf("job %+v", j)
 	}
@@ -351,12 +351,12 @@ func TestClusterNodeAffinity(t *testing.T) {
 	}
 	hosts := map[string]bool{}
 	for _, id := range pinned {
-		if j := waitFinal(t, db, id); j.State != StateCompleted || j.HostID != "n2" || string(j.Result) != `"n2"` {
+		if j := waitFinalCluster(t, db, id); j.State != StateCompleted || j.HostID != "n2" || string(j.Result) != `"n2"` {
 			t.Fatalf("pinned job ran on %s: %+v", j.HostID, j)
 		}
 	}
 	for _, id := range free {
-		j := waitFinal(t, db, id)
+		j := waitFinalCluster(t, db, id)
 		if j.State != StateCompleted {
 			t.Fatalf("job %+v", j)
 		}
@@ -365,10 +365,10 @@ func TestClusterNodeAffinity(t *testing.T) {
 			t.Errorf("job %s ran %d times", id, n)
 		}
 	}
-	if j := waitFinal(t, db, resFirst); j.HostID != "n3" {
+	if j := waitFinalCluster(t, db, resFirst); j.HostID != "n3" {
 		t.Fatalf("the resource's first job ran on %s", j.HostID)
 	}
-	waitFinal(t, db, resSecond)
+	waitFinalCluster(t, db, resSecond)
 	order.Lock()
 	if !slices.Equal(onRes, []string{resFirst, resSecond}) {
 		t.Errorf("jobs on the resource ran in the order %v, want %s then %s", onRes, resFirst, resSecond)
@@ -415,7 +415,7 @@ func TestClusterWithoutQuorum(t *testing.T) {
 		joinNode(t, c, 2, "n3", prefix, register("n3")),
 	}
 	id := enqueue(t, nodes[0].db, nodes[0].r, &store.Job{Type: "long"})
-	recv(t, started, "the first attempt")
+	recvCluster(t, started, "the first attempt")
 
 	c.Stop(1)
 	c.Stop(2)
@@ -449,14 +449,35 @@ func TestClusterWithoutQuorum(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	second := recv(t, started, "the retry")
+	second := recvCluster(t, started, "the retry")
 	if second.Attempts != 2 {
 		t.Fatalf("retry at attempt %d", second.Attempts)
 	}
-	if j := waitFinal(t, nodes[0].db, id); j.State != StateCompleted {
+	if j := waitFinalCluster(t, nodes[0].db, id); j.State != StateCompleted {
 		t.Fatalf("job %+v", j)
 	}
 	after := taskRuns.Load()
 	waitCond(t, "the periodic task runs again", func() bool { return taskRuns.Load() > after })
 	runs.check(t)
+}
+
+// recvCluster is recv with the cluster tests' longer wait (a lease to lapse, members to come back and
+// elect, a node to take a new lease).
+func recvCluster[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(2 * waitFor):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// waitFinalCluster waits until the job is completed or failed, as long as recvCluster.
+func waitFinalCluster(t *testing.T, db *store.DB, id string) *store.Job {
+	t.Helper()
+	var j *store.Job
+	waitCond(t, "job "+id+" ends", func() bool { j = getJob(t, db, id); return isFinal(j) })
+	return j
 }

@@ -882,3 +882,46 @@ func TestProgressIsReadWhileTheJobRuns(t *testing.T) {
 		t.Fatalf("at the end: %s %s", j.State, j.Result)
 	}
 }
+
+// TestNodeAffinityOnOneNode: a job naming another node is never claimed here (and keeps its place on its
+// resource: a later job on it waits), one naming this node runs; a single node's claims record no lease.
+func TestNodeAffinityOnOneNode(t *testing.T) {
+	t.Parallel()
+	r, db := setup(t, Options{HostID: "here"})
+	r.Handle("step", func(ctx context.Context, run *Run) (any, error) { return nil, nil })
+	start(t, r)
+	elsewhere := enqueue(t, db, r, &store.Job{Type: "step", Node: "there", LockedResource: "prj_1"})
+	behind := enqueue(t, db, r, &store.Job{Type: "step", LockedResource: "prj_1"})
+	mine := enqueue(t, db, r, &store.Job{Type: "step", Node: "here"})
+	j := waitFinal(t, db, mine)
+	if j.State != StateCompleted || j.HostID != "here" || j.Lease != "" || j.Node != "here" {
+		t.Fatalf("pinned job: %+v", j)
+	}
+	free := enqueue(t, db, r, &store.Job{Type: "step"})
+	wantState(t, waitFinal(t, db, free), StateCompleted, "", 1)
+	for _, id := range []string{elsewhere, behind} {
+		if j := getJob(t, db, id); j.State != StatePending || j.Attempts != 0 {
+			t.Fatalf("job %s: %s after %d attempts, want pending (it waits for node there)", id, j.State, j.Attempts)
+		}
+	}
+}
+
+// TestJobRecordsOfOlderVersions: a job stored before jobs had a node and a lease decodes with neither, and
+// a job with neither is stored as before (no new keys: the same bytes, the same checksum).
+func TestJobRecordsOfOlderVersions(t *testing.T) {
+	old := `{"id":"job_1","type":"step","state":"running","organization_id":"","project_id":"","preview_database_id":"","instance_id":"","host_id":"h","locked_resource":"","claimed_by":"h/1","attempts":1,"max_attempts":3,"error":"","retry_classification":"","last_stdout":"","last_stderr":"","last_exit_code":null,"payload":null,"result":null,"run_after":"2026-01-01T00:00:00Z","claimed_at":"2026-01-01T00:00:00Z","started_at":"2026-01-01T00:00:00Z","completed_at":null,"created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z"}`
+	var j store.Job
+	if err := json.Unmarshal([]byte(old), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.Node != "" || j.Lease != "" || j.HostID != "h" || j.Attempts != 1 {
+		t.Fatalf("decoded %+v", j)
+	}
+	b, err := json.Marshal(&j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != old {
+		t.Fatalf("encoded again:\n%s\nwant\n%s", b, old)
+	}
+}
