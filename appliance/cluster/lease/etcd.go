@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,10 +43,11 @@ type Config struct {
 
 // Etcd is a node's membership of a cluster on etcd.
 type Etcd struct {
-	cfg Config
-	c   *clientv3.Client
-	log *slog.Logger
-	ttl int64 // seconds
+	cfg   Config
+	c     *clientv3.Client
+	log   *slog.Logger
+	ttl   int64  // seconds
+	runID string // this membership's random id, in the liveness key's value
 
 	life    context.Context // ends at Stop
 	stop    context.CancelFunc
@@ -97,7 +99,7 @@ func NewEtcd(cfg Config) (*Etcd, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	e := &Etcd{cfg: cfg, c: cfg.Client, log: cfg.Log.With("component", "cluster-lease", "node", cfg.Node),
-		ttl: int64((cfg.TTL + time.Second - 1) / time.Second), done: make(chan struct{})}
+		ttl: int64((cfg.TTL + time.Second - 1) / time.Second), done: make(chan struct{}), runID: rand.Text()}
 	e.life, e.stop = context.WithCancel(context.Background())
 	return e, nil
 }
@@ -121,6 +123,9 @@ func (e *Etcd) Start(ctx context.Context) error {
 	if err != nil {
 		e.stop()
 		close(e.done)
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w (etcd did not answer: the cluster has no quorum, or its members are out of reach)", err)
+		}
 		return fmt.Errorf("start cluster membership of node %s: %w", e.cfg.Node, err)
 	}
 	e.wg.Add(2)
@@ -149,10 +154,82 @@ func (e *Etcd) Stop(ctx context.Context) error {
 	return nil
 }
 
-// acquire grants a lease, binds this node's liveness key to it and keeps it alive. A previous holding of
-// the key by this node (an earlier run of its process, or an earlier term of this one) has its lease
-// revoked: that run is over, and what it held (its leadership) must not outlive it by a TTL.
+// aliveValue is a liveness key's value.
+type aliveValue struct {
+	Node  string    `json:"node"`
+	Run   string    `json:"run"` // the membership's (a process's) random id
+	Lease string    `json:"lease"`
+	Since time.Time `json:"since"`
+}
+
+// acquire grants a lease, binds this node's liveness key to it and keeps it alive. The key held under an
+// earlier term of this membership has that lease revoked (it was taken for lost: its leadership must not
+// outlive it by a TTL). The key held by another process with this node's id — this node's previous run,
+// killed, or a second appliance given the same id — is waited for until its lease lapses (or ctx ends:
+// an error saying so): two processes never take turns revoking each other's lease.
 func (e *Etcd) acquire(ctx context.Context) (*term, error) {
+	key := e.aliveKey(e.cfg.Node)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, opTimeout)
+		prev, err := e.c.Get(rctx, key)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("read the liveness key: %w", err)
+		}
+		var seen int64 // the key's mod revision (0: absent)
+		if len(prev.Kvs) > 0 {
+			kv := prev.Kvs[0]
+			seen = kv.ModRevision
+			var v aliveValue
+			_ = json.Unmarshal(kv.Value, &v)
+			if v.Run != e.runID {
+				if err := e.waitGone(ctx, key, prev.Header.Revision, v); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if old := clientv3.LeaseID(kv.Lease); old != 0 {
+				rctx, cancel := context.WithTimeout(ctx, opTimeout)
+				_, err := e.c.Revoke(rctx, old)
+				cancel()
+				if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+					return nil, fmt.Errorf("revoke lease %s of this node's earlier term: %w", leaseHex(old), err)
+				}
+				e.log.Info("revoked the lease of this node's earlier term", "lease", leaseHex(old))
+				continue
+			}
+		}
+		t, err := e.grant(ctx, key, seen)
+		if err != nil || t != nil {
+			return t, err
+		}
+		// The key changed between the read and the put: look again.
+	}
+}
+
+// waitGone waits until the liveness key another process holds (v) is deleted.
+func (e *Etcd) waitGone(ctx context.Context, key string, rev int64, v aliveValue) error {
+	e.log.Warn("another process holds this node's liveness key: waiting for its lease to lapse (this node's previous run, killed; or a second appliance with this node's id)",
+		"run", v.Run, "lease", v.Lease, "since", v.Since)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for wr := range e.c.Watch(wctx, key, clientv3.WithRev(rev+1)) {
+		if err := wr.Err(); err != nil {
+			return fmt.Errorf("watch the liveness key: %w", err)
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("node id %s is held by another process (lease %s, since %s): this node's previous run, whose lease lapses within its TTL, or a second appliance with this id: %w",
+		e.cfg.Node, v.Lease, v.Since.Format(time.RFC3339), context.Cause(ctx))
+}
+
+// grant takes a lease and puts the liveness key bound to it if the key is still at mod revision seen
+// (nil, nil when it is not).
+func (e *Etcd) grant(ctx context.Context, key string, seen int64) (*term, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	g, err := e.c.Grant(ctx, e.ttl)
@@ -165,21 +242,14 @@ func (e *Etcd) acquire(ctx context.Context) (*term, error) {
 		rcancel()
 		return nil, err
 	}
-	key := e.aliveKey(e.cfg.Node)
-	prev, err := e.c.Get(ctx, key)
+	val, _ := json.Marshal(aliveValue{Node: e.cfg.Node, Run: e.runID, Lease: leaseHex(g.ID), Since: time.Now().UTC()})
+	resp, err := e.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", seen)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(g.ID))).Commit()
 	if err != nil {
-		return fail(fmt.Errorf("read the liveness key: %w", err))
-	}
-	if len(prev.Kvs) > 0 && prev.Kvs[0].Lease != 0 && clientv3.LeaseID(prev.Kvs[0].Lease) != g.ID {
-		old := clientv3.LeaseID(prev.Kvs[0].Lease)
-		if _, err := e.c.Revoke(ctx, old); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return fail(fmt.Errorf("revoke lease %s of this node's previous run: %w", leaseHex(old), err))
-		}
-		e.log.Warn("revoked the lease of this node's previous run (a restart, or a term lost earlier)", "lease", leaseHex(old))
-	}
-	val, _ := json.Marshal(map[string]any{"node": e.cfg.Node, "lease": leaseHex(g.ID), "since": time.Now().UTC()})
-	if _, err := e.c.Put(ctx, key, string(val), clientv3.WithLease(g.ID)); err != nil {
 		return fail(fmt.Errorf("put the liveness key: %w", err))
+	}
+	if !resp.Succeeded {
+		return fail(nil)
 	}
 	tctx, tcancel := context.WithCancelCause(e.life)
 	ka, err := e.c.KeepAlive(tctx, g.ID)

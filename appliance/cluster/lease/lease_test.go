@@ -282,7 +282,7 @@ func TestNoQuorumNoLeader(t *testing.T) {
 	if err == nil {
 		t.Fatal("a membership started without a quorum")
 	}
-	if want := "start cluster membership of node n4: take a lease"; !strings.Contains(err.Error(), want) {
+	if want := "(etcd did not answer: the cluster has no quorum, or its members are out of reach)"; !strings.HasPrefix(err.Error(), "start cluster membership of node n4: ") || !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %q does not say %q", err, want)
 	}
 }
@@ -328,5 +328,72 @@ func TestConfigChecks(t *testing.T) {
 		if _, err := NewEtcd(cfg); err == nil {
 			t.Errorf("%s accepted", fmt.Sprintf("%+v", cfg))
 		}
+	}
+}
+
+// TestSameNodeIDWaits: a second process with a node id another live process holds does not take it (a
+// clear error when its Start gives up); once the first is gone (cut off, its lease lapsed) it takes the
+// id; the first, back, waits rather than revoking the second's lease in turn.
+func TestSameNodeIDWaits(t *testing.T) {
+	c := startCluster(t)
+	const prefix = "/t-same-id/"
+	first := join(t, c, 0, "n1", prefix)
+	second, err := NewEtcd(Config{Client: memberClient(t, c, 1), Prefix: prefix, Node: "n1", TTL: testTTL,
+		Log: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	err = second.Start(ctx)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "node id n1 is held by another process") {
+		t.Fatalf("second start with a live id: %v", err)
+	}
+	if _, ok := first.Current(); !ok {
+		t.Fatal("the first process lost its lease to the second")
+	}
+
+	third, err := NewEtcd(Config{Client: memberClient(t, c, 1), Prefix: prefix, Node: "n1", TTL: testTTL,
+		Log: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+		defer cancel()
+		started <- third.Start(ctx)
+	}()
+	c.Stop(0) // the first is cut off: its lease lapses
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitFor + time.Second):
+		t.Fatal("the id was not taken after the first's lease lapsed")
+	}
+	t.Cleanup(func() { _ = third.Stop(context.Background()) })
+	held, _ := third.Current()
+	ctx, cancel = context.WithTimeout(t.Context(), waitFor)
+	defer cancel()
+	if err := c.Restart(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	first.next(t, Lost, "n1")
+	// The first, reconnected, waits: the third keeps its lease.
+	waitUntil(t, "the first process can read again", func() bool { _, err := first.Live(ctx); return err == nil })
+	live, err := first.Live(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(live) != 1 || live[0].Lease != held.Lease {
+		t.Fatalf("live %v, want n1 under the third's lease %s", live, held.Lease)
+	}
+	if now, ok := third.Current(); !ok || now.Lease != held.Lease {
+		t.Fatalf("the third's term: %+v %v (held %s)", now, ok, held.Lease)
+	}
+	if _, ok := first.Current(); ok {
+		t.Fatal("the first took the id back")
 	}
 }
