@@ -112,6 +112,7 @@ func TestClusterJobOfKilledNodeRetried(t *testing.T) {
 	if j := getJob(t, db, id); j.State != StateRunning || j.HostID != "doomed" || j.Lease == "" {
 		t.Fatalf("job %+v", j)
 	}
+	killed := time.Now()
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -132,6 +133,7 @@ func TestClusterJobOfKilledNodeRetried(t *testing.T) {
 	joinNode(t, c, 0, "n1", prefix, register("n1"))
 	joinNode(t, c, 1, "n2", prefix, register("n2"))
 	retry := recvCluster(t, seen, "the retry on a live node")
+	t.Logf("the job ran again on %s %s after the kill (lease TTL %s)", retry.HostID, time.Since(killed).Round(time.Millisecond), clusterTTL)
 	if retry.Attempts != 2 || retry.Error != fmt.Sprintf(msgNodeLost, "doomed") {
 		t.Fatalf("retry at attempt %d with error %q", retry.Attempts, retry.Error)
 	}

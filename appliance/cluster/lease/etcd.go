@@ -232,6 +232,7 @@ func (e *Etcd) waitGone(ctx context.Context, key string, rev int64, v aliveValue
 func (e *Etcd) grant(ctx context.Context, key string, seen int64) (*term, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
+	asked := time.Now() // etcd's expiry of the lease is at least a TTL after this
 	g, err := e.c.Grant(ctx, e.ttl)
 	if err != nil {
 		return nil, fmt.Errorf("take a lease: %w", err)
@@ -252,50 +253,55 @@ func (e *Etcd) grant(ctx context.Context, key string, seen int64) (*term, error)
 		return fail(nil)
 	}
 	tctx, tcancel := context.WithCancelCause(e.life)
-	ka, err := e.c.KeepAlive(tctx, g.ID)
-	if err != nil {
-		tcancel(err)
-		return fail(fmt.Errorf("keep the lease alive: %w", err))
-	}
 	t := &term{id: g.ID, ctx: tctx, cancel: tcancel}
 	e.mu.Lock()
 	e.term, e.lastErr = t, ""
 	e.mu.Unlock()
 	e.wg.Add(1)
-	go e.keepAlive(t, ka, time.Duration(g.TTL)*time.Second)
+	go e.keepAlive(t, asked, time.Duration(g.TTL)*time.Second)
 	e.w.send(Event{Kind: Held, Node: e.cfg.Node, Lease: t.lease(), At: time.Now().UTC()})
 	return t, nil
 }
 
-// keepAlive reads the lease's keepalive answers; it ends the term when they stop (the channel closes:
-// the lease expired or was revoked) or when none came for three quarters of the TTL.
-func (e *Etcd) keepAlive(t *term, ka <-chan *clientv3.LeaseKeepAliveResponse, ttl time.Duration) {
+// keepAlive renews the lease every quarter of its TTL, one request at a time (KeepAliveOnce), so that it
+// knows when each renewal was asked for: etcd renews on receipt, so the lease lives at least a TTL past
+// the asking of the last renewal answered. It ends the term a fifth of the TTL before that (the timer's
+// own lateness on a busy machine), or at once when etcd says the lease is gone.
+func (e *Etcd) keepAlive(t *term, asked time.Time, ttl time.Duration) {
 	defer e.wg.Done()
-	guard := func(ttl time.Duration) time.Duration { return ttl - ttl/4 }
-	last := time.Now()
-	timer := time.NewTimer(guard(ttl))
+	deadline := asked.Add(ttl - ttl/5)
+	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
+	tick := time.NewTicker(ttl / 4)
+	defer tick.Stop()
+	lastAsked := asked
 	for {
 		select {
-		case resp, ok := <-ka:
-			if !ok {
-				if t.ctx.Err() == nil {
-					t.cancel(fmt.Errorf("%w: etcd ended its keepalive (the lease expired or was revoked)", ErrLost))
-				}
-				return
-			}
-			last = time.Now()
-			if resp.TTL > 0 {
-				ttl = time.Duration(resp.TTL) * time.Second
-			}
-			timer.Reset(guard(ttl))
-		case <-timer.C:
-			t.cancel(fmt.Errorf("%w: etcd answered no keepalive for %s (the lease's TTL is %s): unreachable or without quorum",
-				ErrLost, time.Since(last).Round(time.Millisecond), ttl))
-			return
 		case <-t.ctx.Done():
 			return
+		case <-timer.C:
+			t.cancel(fmt.Errorf("%w: etcd answered no keepalive asked since %s (the lease's TTL is %s): unreachable or without quorum",
+				ErrLost, lastAsked.UTC().Format(time.RFC3339Nano), ttl))
+			return
+		case <-tick.C:
 		}
+		now := time.Now()
+		ctx, cancel := context.WithDeadline(t.ctx, deadline)
+		resp, err := e.c.KeepAliveOnce(ctx, t.id)
+		cancel()
+		switch {
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			t.cancel(fmt.Errorf("%w: etcd says the lease is gone (it expired or was revoked)", ErrLost))
+			return
+		case err != nil:
+			continue // the timer ends the term if no renewal comes in time
+		}
+		lastAsked = now
+		if resp.TTL > 0 {
+			ttl = time.Duration(resp.TTL) * time.Second
+		}
+		deadline = now.Add(ttl - ttl/5)
+		timer.Reset(time.Until(deadline))
 	}
 }
 

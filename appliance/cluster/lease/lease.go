@@ -6,12 +6,14 @@
 // Membership is what the scheduler and the appliance use. Etcd is a cluster's; Single is the single-node
 // appliance's (bbolt): its node is always alive and always the leader.
 //
-// Failure semantics (Etcd): the node takes its lease as lost as soon as etcd has not answered a keepalive
-// for three quarters of the lease's TTL — before etcd itself can expire the lease (it renews on receipt of
-// a keepalive, so its expiry is at least a TTL after the last answer this node got, less the round trip).
-// Then the term's context ends (the claims made under it are to be abandoned), leadership ends with it
-// (IsLeader is false from that moment), a Lost event is sent, and the node tries to take a new lease
-// (a new term) until it is stopped. No other node can be elected before etcd expires the old lease.
+// Failure semantics (Etcd): the node renews its lease every quarter of the TTL, one renewal at a time,
+// and takes the lease as lost when no renewal asked for in the last four fifths of the TTL was answered —
+// before etcd itself can expire it (etcd renews on receipt, so the lease lives at least a TTL past the
+// asking of the last renewal answered). Then the term's context ends (the claims made under it are to be
+// abandoned), leadership ends with it (IsLeader is false from that moment), a Lost event is sent, and the
+// node tries to take a new lease (a new term) until it is stopped. No other node can be elected before
+// etcd expires the old lease. A node id another live process holds (this node's previous run, killed; or
+// a second appliance given the same id) is waited for until its lease lapses, never taken over.
 package lease
 
 import (
