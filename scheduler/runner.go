@@ -524,10 +524,11 @@ func (r *Runner) work(wake <-chan struct{}) {
 }
 
 // claim takes the oldest due pending job whose locked resource is free (and that may run on this node), in
-// one transaction, under the lease this node holds (none held: no claim), and records it as in flight. It looks in a read-only transaction first: most wake-ups (the poll tick, a Notify that
-// woke every worker for one job) find nothing, and a read-write transaction that changes nothing still
-// writes and syncs the store's file twice, which a running job's own commits then wait behind. It returns
-// nil when there is nothing to do.
+// one transaction, under the lease this node holds (none held: no claim), and records it as in flight. It
+// looks in a read-only transaction first: most wake-ups (the poll tick, a Notify that woke every worker
+// for one job) find nothing, and a read-write transaction that changes nothing still writes and syncs the
+// store's file twice, which a running job's own commits then wait behind. It returns nil when there is
+// nothing to do.
 func (r *Runner) claim() (*store.Job, lease.Term, error) {
 	r.claimMu.Lock()
 	defer r.claimMu.Unlock()
