@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -480,4 +481,63 @@ func waitFinalCluster(t *testing.T, db *store.DB, id string) *store.Job {
 	var j *store.Job
 	waitCond(t, "job "+id+" ends", func() bool { j = getJob(t, db, id); return isFinal(j) })
 	return j
+}
+
+// TestClusterRevokedLeaseRejoin: a node's lease is revoked while its job (pinned to it) runs, the store
+// still in reach: its handler's context ends (ErrLost), the job goes back to pending with the attempt
+// counted (recorded by the node itself or by a live node's sweep, whichever comes first), the node takes
+// a new lease and runs the job again — itself, as the job is pinned to it.
+func TestClusterRevokedLeaseRejoin(t *testing.T) {
+	c := startEtcd(t)
+	const prefix = "/t-revoked/"
+	runs := newOverlap()
+	causes := make(chan error, 4)
+	seen := make(chan store.Job, 4)
+	register := func(id string) func(*Runner) {
+		return func(r *Runner) {
+			r.Handle("pinned", func(ctx context.Context, run *Run) (any, error) {
+				runs.enter(run.Job.ID, id)
+				defer runs.leave(run.Job.ID)
+				seen <- run.Job
+				if run.Job.Attempts == 1 {
+					<-ctx.Done()
+					causes <- context.Cause(ctx)
+					return nil, ctx.Err()
+				}
+				return nil, nil
+			})
+		}
+	}
+	n1 := joinNode(t, c, 0, "n1", prefix, register("n1"))
+	joinNode(t, c, 1, "n2", prefix, register("n2"))
+	id := enqueue(t, n1.db, n1.r, &store.Job{Type: "pinned", Node: "n1"})
+	first := recvCluster(t, seen, "the first attempt")
+	held, ok := n1.m.Current()
+	if !ok || first.Lease != held.Lease || first.HostID != "n1" {
+		t.Fatalf("claimed by %s under lease %s; n1 holds %s (%v)", first.HostID, first.Lease, held.Lease, ok)
+	}
+	leaseID, err := strconv.ParseInt(held.Lease, 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	if _, err := cl.Revoke(t.Context(), clientv3.LeaseID(leaseID)); err != nil {
+		t.Fatal(err)
+	}
+	if cause := recvCluster(t, causes, "the handler to be cancelled"); !errors.Is(cause, lease.ErrLost) {
+		t.Fatalf("the handler's context ended with %v, want ErrLost", cause)
+	}
+	second := recvCluster(t, seen, "the retry")
+	if second.HostID != "n1" || second.Attempts != 2 || second.Lease == held.Lease ||
+		(second.Error != fmt.Sprintf(msgLeaseLost, "n1") && second.Error != fmt.Sprintf(msgNodeLost, "n1")) {
+		t.Fatalf("retry on %s, attempt %d, lease %s (the revoked one: %s), error %q", second.HostID, second.Attempts, second.Lease, held.Lease, second.Error)
+	}
+	if j := waitFinalCluster(t, n1.db, id); j.State != StateCompleted || j.Attempts != 2 {
+		t.Fatalf("job %+v", j)
+	}
+	runs.check(t)
 }

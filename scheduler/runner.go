@@ -670,6 +670,16 @@ func (r *Runner) execute(j *store.Job, term lease.Term) {
 		r.releaseLogged(j, log)
 		return
 	}
+	if r.clustered { // the claim stands only if the lease it was made under still does
+		vctx, cancel := context.WithTimeout(r.ctx, 15*time.Second)
+		err := r.opts.Members.Verify(vctx, term)
+		cancel()
+		if err != nil {
+			log.Warn("job claimed under a lease no longer live (or not confirmed); released", "err", err)
+			r.releaseLogged(j, log)
+			return
+		}
+	}
 	ctx, stop := within(r.ctx, term.Ctx)
 	defer stop()
 

@@ -534,7 +534,7 @@ func (e *Etcd) watchNodes() {
 			if known != nil {
 				for n, l := range known {
 					if _, ok := now[n]; !ok {
-						e.w.send(Event{Kind: NodeDown, Node: n, Lease: leaseHex(clientv3.LeaseID(l)), At: time.Now().UTC()})
+						e.gone(n, l)
 					}
 				}
 				for n, l := range now {
@@ -560,7 +560,7 @@ func (e *Etcd) watchNodes() {
 					case mvccpb.DELETE:
 						if l, ok := known[n]; ok {
 							delete(known, n)
-							e.w.send(Event{Kind: NodeDown, Node: n, Lease: leaseHex(clientv3.LeaseID(l)), At: time.Now().UTC()})
+							e.gone(n, l)
 						}
 					}
 				}
@@ -573,6 +573,41 @@ func (e *Etcd) watchNodes() {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// gone tells that node's liveness key (bound to lease) went away. When it is this node's, under the term
+// it holds, the term ends first (its lease was revoked, or expired before the keepalive saw it): the
+// watchers learn of the loss before they act on the NodeDown.
+func (e *Etcd) gone(node string, lease int64) {
+	if node == e.cfg.Node {
+		e.mu.Lock()
+		t := e.term
+		e.mu.Unlock()
+		if t != nil && int64(t.id) == lease && t.ctx.Err() == nil {
+			t.cancel(fmt.Errorf("%w: this node's liveness key was deleted (its lease was revoked or expired)", ErrLost))
+		}
+	}
+	e.w.send(Event{Kind: NodeDown, Node: node, Lease: leaseHex(clientv3.LeaseID(lease)), At: time.Now().UTC()})
+}
+
+// Verify reads this node's liveness key and reports whether it is still bound to t's lease (nil) or not
+// (an error wrapping ErrLost; the term is ended).
+func (e *Etcd) Verify(ctx context.Context, t Term) error {
+	resp, err := e.c.Get(ctx, e.aliveKey(e.cfg.Node))
+	if err != nil {
+		return fmt.Errorf("read this node's liveness key: %w", err)
+	}
+	if len(resp.Kvs) > 0 && leaseHex(clientv3.LeaseID(resp.Kvs[0].Lease)) == t.Lease {
+		return nil
+	}
+	err = fmt.Errorf("%w: this node's liveness key is no longer bound to lease %s", ErrLost, t.Lease)
+	e.mu.Lock()
+	cur := e.term
+	e.mu.Unlock()
+	if cur != nil && cur.lease() == t.Lease && cur.ctx.Err() == nil {
+		cur.cancel(err)
+	}
+	return err
 }
 
 func (e *Etcd) Node() string { return e.cfg.Node }

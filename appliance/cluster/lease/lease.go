@@ -79,6 +79,9 @@ type Membership interface {
 	Node() string
 	// Current is the term this node holds now (false while it holds none: it must not claim work).
 	Current() (Term, bool)
+	// Verify reads from the cluster whether this node is still alive under t's lease (nil), or not (an
+	// error wrapping ErrLost, and the term ends): what a claim made under t checks before acting on it.
+	Verify(ctx context.Context, t Term) error
 	// Leading is, while this node leads, a context that ends when its leadership ends (true); false
 	// otherwise.
 	Leading() (context.Context, bool)

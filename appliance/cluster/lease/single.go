@@ -30,6 +30,13 @@ func (s *Single) Node() string { return s.node }
 
 func (s *Single) Current() (Term, bool) { return Term{Ctx: s.ctx}, s.ctx.Err() == nil }
 
+func (s *Single) Verify(ctx context.Context, t Term) error {
+	if s.ctx.Err() != nil {
+		return ErrLost
+	}
+	return nil
+}
+
 func (s *Single) Leading() (context.Context, bool) { return s.ctx, s.ctx.Err() == nil }
 
 func (s *Single) IsLeader() bool { return s.ctx.Err() == nil }
