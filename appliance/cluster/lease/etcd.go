@@ -115,7 +115,7 @@ func (e *Etcd) Start(ctx context.Context) error {
 	e.mu.Lock()
 	if e.started {
 		e.mu.Unlock()
-		return errors.New("start cluster membership: already started")
+		return errors.New("start cluster membership: already started (or stopped)")
 	}
 	e.started = true
 	e.mu.Unlock()
@@ -142,8 +142,13 @@ func (e *Etcd) Stop(ctx context.Context) error {
 	e.once.Do(func() {
 		e.mu.Lock()
 		e.stopCtx = ctx
+		never := !e.started
+		e.started = true // a Start after Stop is refused
 		e.mu.Unlock()
 		e.stop()
+		if never {
+			close(e.done)
+		}
 	})
 	select {
 	case <-e.done:

@@ -323,6 +323,16 @@ func TestSingle(t *testing.T) {
 }
 
 func TestConfigChecks(t *testing.T) {
+	m, err := NewEtcd(Config{Client: &clientv3.Client{}, Node: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stop(t.Context()); err != nil { // never started: nothing to wait for
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err == nil {
+		t.Fatal("started after Stop")
+	}
 	for _, cfg := range []Config{{Node: "a"}, {Client: &clientv3.Client{}, Node: ""}, {Client: &clientv3.Client{}, Node: "a/b"},
 		{Client: &clientv3.Client{}, Node: "a", TTL: time.Millisecond}} {
 		if _, err := NewEtcd(cfg); err == nil {
