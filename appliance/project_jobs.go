@@ -253,13 +253,31 @@ func (s *Service) ensureInstanceRecord(dp *DataPlane, projectID string) (*store.
 		if err != nil {
 			return err
 		}
+		// The major the project's cluster runs: the default installation's, or a preview's project's (see
+		// previewMajor).
+		major, binDir := dp.Bin.Major, dp.Bin.Dir
+		if prj.PreviewOf != "" {
+			if major, binDir, err = previewMajor(tx, prj, dp.Bin); err != nil {
+				return err
+			}
+		}
 		if prj.PrimaryInstanceID != "" {
-			inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID)
-			return err
+			if inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID); err != nil {
+				return err
+			}
+			// A preview's record whose cluster is not made yet (a reset removed it, its project upgraded
+			// meanwhile) takes the major it is to run now.
+			if prj.PreviewOf != "" && (inst.Major != major || inst.BinDir != binDir) && !(&postgres.Instance{Dir: inst.Dir}).Initialized() {
+				inst.Major, inst.BinDir, inst.UpdatedAt = major, binDir, s.now()
+				return store.Instances.Put(tx, inst)
+			}
+			return nil
 		}
 		now := s.now()
 		var spare *store.Instance
-		if prj.PreviewMode != previews.ModeClone { // a clone's data directory is copied, never a spare's
+		// A clone's data directory is copied, never a spare's; a spare runs the default installation, so
+		// a cluster of another major is made anew.
+		if prj.PreviewMode != previews.ModeClone && major == dp.Bin.Major && binDir == dp.Bin.Dir {
 			if spare, err = claimSpare(tx); err != nil {
 				return err
 			}
@@ -278,15 +296,8 @@ func (s *Service) ensureInstanceRecord(dp *DataPlane, projectID string) (*store.
 				return err
 			}
 			id := ids.New("ins")
-			inst = &store.Instance{ID: id, Dir: filepath.Join(s.instancesDir(), id), Major: dp.Bin.Major,
-				BinDir: dp.Bin.Dir, AdminPassword: s.box.Seal([]byte(ids.Secret(24))), CreatedAt: now}
-			if prj.PreviewMode == previews.ModeClone {
-				// A clone runs the major of the data it copies: its project's server's, or, as of a past
-				// time, that of the cluster its base backup is of (before a major upgrade: the old one).
-				if inst.Major, inst.BinDir, err = cloneMajor(tx, prj, dp.Bin); err != nil {
-					return err
-				}
-			}
+			inst = &store.Instance{ID: id, Dir: filepath.Join(s.instancesDir(), id), Major: major,
+				BinDir: binDir, AdminPassword: s.box.Seal([]byte(ids.Secret(24))), CreatedAt: now}
 		}
 		id := inst.ID
 		if spare != nil {
@@ -672,10 +683,11 @@ func (s *Service) restartingFunc(projectID string) func(bool) {
 	}
 }
 
-// cloneMajor is the major and installation a clone of prj's parent runs: its parent's server's, or that of
-// the cluster of its base backup (a clone as of a past time), def (the default installation) for a backup
-// of before backups recorded theirs.
-func cloneMajor(tx *store.Tx, prj *store.Project, def postgres.Binaries) (int, string, error) {
+// previewMajor is the major and installation a preview of prj's parent runs: its parent's server's (an
+// empty preview: the project's names on the project's major; a clone: the data it copies), or, a clone as
+// of a past time, that of the cluster of its base backup (before a major upgrade: the old one); def (the
+// default installation) for a record or backup of before they recorded theirs.
+func previewMajor(tx *store.Tx, prj *store.Project, def postgres.Binaries) (int, string, error) {
 	parent, err := store.Projects.Get(tx, prj.PreviewOf)
 	if err != nil {
 		return 0, "", err
@@ -684,7 +696,12 @@ func cloneMajor(tx *store.Tx, prj *store.Project, def postgres.Binaries) (int, s
 	if err != nil {
 		return 0, "", err
 	}
-	if prj.SourceBackupID != "" {
+	if src.Major == 0 {
+		src.Major, src.BinDir = def.Major, def.Dir
+	} else if src.BinDir == "" && src.Major == def.Major {
+		src.BinDir = def.Dir
+	}
+	if prj.PreviewMode == previews.ModeClone && prj.SourceBackupID != "" {
 		b, err := store.Backups.Get(tx, prj.SourceBackupID)
 		if err != nil {
 			return 0, "", err
