@@ -644,6 +644,19 @@ func (h areaHost) WALArchived(ctx context.Context, projectID, walArchive, segmen
 	return h.s.retentionStore().WALArchived(ctx, projectID, walArchive, segment)
 }
 
+// BackupCluster takes a base backup of a cluster of the project that is not its server yet (the backups
+// area's BackupOf).
+func (h areaHost) BackupCluster(ctx context.Context, run *scheduler.Run, prj *store.Project, rec *store.Instance, label string) error {
+	_, err := h.s.backups.BackupOf(ctx, run, prj, rec, label)
+	return err
+}
+
+// ForgetCluster removes the archive and backups of a cluster that never served the project (the backups
+// area's ForgetCluster).
+func (h areaHost) ForgetCluster(ctx context.Context, prj *store.Project, walArchive string) error {
+	return h.s.backups.ForgetCluster(ctx, prj.ID, walArchive)
+}
+
 // SwitchedCluster records a move of the project to another cluster in its timeline log (the backups
 // area's TimelineSwitch) and, with backup, enqueues a base backup of the new cluster.
 func (h areaHost) SwitchedCluster(ctx context.Context, prj *store.Project, sw upgrades.ClusterSwitch, backup bool) error {

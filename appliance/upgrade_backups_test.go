@@ -23,7 +23,7 @@ import (
 
 // TestMajorUpgradeBackupsAndPITR: across an upgrade by logical replication from 15 to the npm build of 17
 // (no client tools) and its confirm, the new cluster archives into an archive of its own and is backed up
-// (an online copy: at once after the cutover, and on request); a preview of the 17 project runs 17 with
+// (an online copy: before the cutover, and on request); a preview of the 17 project runs 17 with
 // its rows; an export is refused at once naming pg_dump 17; a point-in-time restore to a time before the
 // upgrade brings the project back on 15 with the rows of then, one to a time after the cutover brings back
 // 17 with the rows of then; the project's key-value store keeps its keys and answers, and its deploy_a
@@ -134,18 +134,19 @@ func TestMajorUpgradeBackupsAndPITR(t *testing.T) {
 		t.Fatalf("deploy_a's DIRECT_URL after the upgrade: %q, the project's %q", direct, c.Connections.DirectURL)
 	}
 
-	// The new cluster's first base backup was taken after the cutover: an online copy of 17, verified.
+	// The new cluster's first base backup was taken before the cutover (by the upgrade job): an online copy
+	// of 17, verified.
 	var first *store.Backup
 	if err := e.DB.View(func(tx *store.Tx) error {
 		bs, err := store.Backups.Lookup(tx, store.BackupsByProject, prj.ID, store.Query{Newest: true})
 		for _, b := range bs {
-			if strings.HasPrefix(b.Label, "after the upgrade") {
+			if strings.HasPrefix(b.Label, "PostgreSQL 17 before the cutover") {
 				first = b
 			}
 		}
 		return err
 	}); err != nil || first == nil {
-		t.Fatalf("no backup enqueued by the upgrade: %v", err)
+		t.Fatalf("no backup taken by the upgrade: %v", err)
 	}
 	if j := e.WaitJob(t, first.JobID); j.State != scheduler.StateCompleted {
 		t.Fatalf("the backup after the upgrade: %s %s\n%s", j.State, j.Error, j.LastStderr)
@@ -346,13 +347,13 @@ func TestMajorUpgradePITRWithABucket(t *testing.T) {
 	if err := e.DB.View(func(tx *store.Tx) error {
 		bks, err := store.Backups.Lookup(tx, store.BackupsByProject, prj.ID, store.Query{})
 		for _, b := range bks {
-			if strings.HasPrefix(b.Label, "after the upgrade") {
+			if strings.HasPrefix(b.Label, "PostgreSQL 17 before the cutover") {
 				first = b
 			}
 		}
 		return err
 	}); err != nil || first == nil {
-		t.Fatalf("no backup enqueued by the upgrade: %v", err)
+		t.Fatalf("no backup taken by the upgrade: %v", err)
 	}
 	if j := e.WaitJob(t, first.JobID); j.State != scheduler.StateCompleted {
 		t.Fatalf("the backup after the upgrade into the bucket: %s %s\n%s", j.State, j.Error, j.LastStderr)

@@ -96,6 +96,8 @@ type Options struct {
 	Dir string
 	// Spares is the number of prepared clusters kept ready (0: every provision runs initdb).
 	Spares int
+	// JobStepHook is Deps.JobStepHook: called at the named steps of restore, cutover and upgrade jobs.
+	JobStepHook appliance.JobStepHook
 	// Ports is the size of the instance port range (default 40: a project or preview takes two ports, a
 	// spare two).
 	Ports int
@@ -198,7 +200,7 @@ func New(t testing.TB, o Options) *Env {
 	// the credentials the service hands out name them (real URLs, as the API documents them).
 	cfg.KVFront = e.bindKVFronts(t)
 	deps := appliance.Deps{DB: db, Box: box, Log: log, Clock: e.Clock.Now, ImportUploadLimit: o.ImportUploadLimit, Lane: e.Lane,
-		Billing: o.Billing, IntegrationProviders: o.IntegrationProviders}
+		Billing: o.Billing, IntegrationProviders: o.IntegrationProviders, JobStepHook: o.JobStepHook}
 	if o.Instances {
 		deps.DataPlane = e.dataPlane(t, o.PGBin)
 		if o.Cgroups {

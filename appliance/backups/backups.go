@@ -292,7 +292,6 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 	if err != nil {
 		return nil, s.failBackup(in.BackupID, err)
 	}
-	user := s.plane.User // ActiveTarget fails without a data plane
 	var b *store.Backup
 	if err := s.db.View(func(tx *store.Tx) (err error) { b, err = store.Backups.Get(tx, in.BackupID); return err }); err != nil {
 		return nil, fmt.Errorf("backup %s: %w", in.BackupID, err)
@@ -300,6 +299,81 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 	if b.State == StateCompleted || b.State == StateFailed {
 		return map[string]any{"skipped": "backup is " + b.State}, nil
 	}
+	return s.take(ctx, run, steps, prj, inst, b)
+}
+
+// BackupOf takes, within run (another area's job), a base backup of a cluster of prj that inst describes
+// (its port, directory, major and WAL archive) though it is not the project's server yet: a logical major
+// upgrade's new cluster, before its cutover, so that the new cluster's point-in-time window opens before
+// the project moves to it. The backup is recorded as the project's, of that cluster (job: run's).
+func (s *Service) BackupOf(ctx context.Context, run *scheduler.Run, prj *store.Project, inst *store.Instance, label string) (*store.Backup, error) {
+	if s.plane == nil || s.eng == nil {
+		return nil, errors.New("no data plane: PostgreSQL instances cannot run in this process")
+	}
+	now := s.now()
+	id := ids.New("bkp")
+	b := &store.Backup{ID: id, ProjectID: prj.ID, OrganizationID: prj.OrganizationID, DatabaseName: prj.DatabaseName,
+		BackupKey: now.Format("20060102T150405Z") + "-" + id[len(id)-6:], Label: label, JobID: run.Job.ID,
+		State: StatePending, VerificationState: VerificationPending, CreatedAt: now}
+	if err := s.db.Update(func(tx *store.Tx) error { return store.Backups.Put(tx, b) }); err != nil {
+		return nil, err
+	}
+	if _, err := s.take(ctx, run, instances.NewTimer(), prj, inst, b); err != nil {
+		return b, err
+	}
+	err := s.db.View(func(tx *store.Tx) (err error) { b, err = store.Backups.Get(tx, id); return err })
+	return b, err
+}
+
+// ForgetCluster removes what the backup store holds of a cluster of the project that never served it (a
+// failed logical upgrade's new cluster): its WAL archive walArchive, and its backups (files and records).
+// It refuses an archive the project's server or its kept previous server writes.
+func (s *Service) ForgetCluster(ctx context.Context, projectID, walArchive string) error {
+	if walArchive == "" {
+		return errors.New("forget a cluster: the project's first archive is never forgotten")
+	}
+	var bks []*store.Backup
+	err := s.db.View(func(tx *store.Tx) error {
+		prj, err := store.Projects.Get(tx, projectID)
+		if err != nil {
+			return err
+		}
+		if prj.PrimaryInstanceID != "" {
+			inst, err := store.Instances.Get(tx, prj.PrimaryInstanceID)
+			if err != nil {
+				return err
+			}
+			if inst.WALArchive == walArchive || (inst.PreviousDir != "" && inst.PreviousWALArchive == walArchive) {
+				return fmt.Errorf("forget a cluster: the project's server archives into %s", walArchive)
+			}
+		}
+		all, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{})
+		for _, b := range all {
+			if b.WALArchive == walArchive {
+				bks = append(bks, b)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	bs := s.host.BackupStore()
+	for _, b := range bks {
+		if err := bs.RemoveBackup(ctx, projectID, b.BackupKey); err != nil {
+			return err
+		}
+		if err := s.db.Update(func(tx *store.Tx) error { return store.Backups.Delete(tx, b.ID) }); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	_, err = bs.RemoveWAL(ctx, projectID, walArchive)
+	return err
+}
+
+// take takes the base backup b of inst's server (the project's, or BackupOf's cluster).
+func (s *Service) take(ctx context.Context, run *scheduler.Run, steps *instances.Timer, prj *store.Project, inst *store.Instance, b *store.Backup) (any, error) {
+	user := s.plane.User
 	bs := s.host.BackupStore()
 	if err := bs.Prepare(ctx, prj.ID); err != nil {
 		return nil, scheduler.Transient(err)
@@ -347,7 +421,8 @@ func (s *Service) createBackupJob(ctx context.Context, run *scheduler.Run) (any,
 		return nil, scheduler.Transient(err)
 	}
 	label := "appliance " + b.BackupKey
-	if reflink := s.plane.Reflink && bs.IsLocal(); reflink || bbErr != nil {
+	// A fenced server (BackupOf's) is copied online too: its copy gets the usual pg_hba.conf (onlineBackup).
+	if reflink := s.plane.Reflink && bs.IsLocal(); reflink || bbErr != nil || pgi.Fenced() {
 		st, err := s.onlineBackup(ctx, inst, string(adminPW), dir, label, reflink)
 		if err != nil {
 			_ = bs.RemoveBackup(context.WithoutCancel(ctx), prj.ID, b.BackupKey)

@@ -37,9 +37,17 @@ func (s *Service) onlineBackup(ctx context.Context, inst *store.Instance, adminP
 		conn.Close(context.WithoutCancel(ctx))
 		return postgres.CopyStats{}, err
 	}
-	st, err := s.eng.Instance(inst).OnlineCopy(ctx, conn, dir, postgres.CopyOptions{Label: label, Reflink: reflink, Writeback: !reflink})
+	pgi := s.eng.Instance(inst)
+	st, err := pgi.OnlineCopy(ctx, conn, dir, postgres.CopyOptions{Label: label, Reflink: reflink, Writeback: !reflink})
 	if err != nil {
 		return st, err
+	}
+	// A backup restores a server open to the project's clients: the copy of a fenced one (a logical
+	// upgrade's new cluster before its cutover) carries the usual pg_hba.conf.
+	if pgi.Fenced() {
+		if err := s.plane.User.WriteFile(filepath.Join(dir, "pg_hba.conf"), postgres.HBA(false), 0o600); err != nil {
+			return st, err
+		}
 	}
 	manifest, err := backupManifest(dir, st.Label, st.StopLSN)
 	if err != nil {

@@ -30,6 +30,15 @@ func (i *Instance) Fence(fenced bool) error {
 	return i.User.WriteFile(filepath.Join(i.DataDir(), "pg_hba.conf"), []byte(hba), 0o600)
 }
 
+// HBA is the pg_hba.conf of an instance fenced or not (a copy of a fenced server's data given the usual
+// one: backups.onlineBackup).
+func HBA(fenced bool) []byte {
+	if fenced {
+		return []byte(fencedHBA)
+	}
+	return []byte(hbaFile)
+}
+
 // Fenced reports whether the instance's pg_hba.conf is the fenced one.
 func (i *Instance) Fenced() bool {
 	b, err := os.ReadFile(filepath.Join(i.DataDir(), "pg_hba.conf"))

@@ -160,12 +160,32 @@ func (s *Service) dropSlots(ctx context.Context, rec *store.Instance, prefix str
 	return err
 }
 
-// dropForward removes what the forward replication made on the old server (a failed upgrade's cleanup;
-// the new server is removed with its subscriptions).
-func (s *Service) dropForward(ctx context.Context, old, next *store.Instance, dbs []string) {
-	if err := s.unsubscribe(ctx, old, next, dbs, forwardName); err != nil {
-		s.unsubscribe(ctx, old, nil, dbs, forwardName)
+// dropForward removes what the forward replication made on the old server: its publications and its
+// slots (a failed upgrade's cleanup, once the new server, with its subscriptions, is removed or stopped). A
+// slot still in use by the walsender of a subscriber that just stopped is freed first.
+func (s *Service) dropForward(ctx context.Context, old *store.Instance, dbs []string) error {
+	if err := s.unsubscribe(ctx, old, nil, dbs, forwardName); err != nil {
+		return err
 	}
+	conn, err := s.host.AdminConn(ctx, old, "postgres")
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return waitUntil(ctx, 30*time.Second, func() error {
+		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name LIKE $1 AND active`, forwardName+`\_%`); err != nil {
+			return err
+		}
+		var left int
+		if err := conn.QueryRow(ctx, `SELECT count(pg_drop_replication_slot(slot_name)) FILTER (WHERE NOT active), count(*) FILTER (WHERE active)
+			FROM pg_replication_slots WHERE slot_name LIKE $1`, forwardName+`\_%`).Scan(new(int), &left); err != nil {
+			return err
+		}
+		if left > 0 {
+			return fmt.Errorf("%d replication slots %s_* still in use", left, forwardName)
+		}
+		return nil
+	})
 }
 
 // syncState is how far the subscriptions of a server got.
@@ -210,7 +230,7 @@ func (s *Service) waitSynchronized(ctx context.Context, run *scheduler.Run, old,
 	for {
 		st, err := s.measure(ctx, old, next, dbs, forwardName)
 		if err != nil {
-			return st, err
+			return st, fmt.Errorf("the catch-up of the new server: %w", err)
 		}
 		progress(run, "catch-up", map[string]any{"tables": st.Tables, "tables_synchronized": st.Synchronized, "lag_bytes": st.LagBytes})
 		if st.Synchronized == st.Tables && st.LagBytes < 1<<20 {
@@ -228,8 +248,8 @@ func (s *Service) waitSynchronized(ctx context.Context, run *scheduler.Run, old,
 }
 
 // drain waits, writes paused, until every slot prefix_* of pubRec's server has confirmed the WAL written
-// up to now.
-func (s *Service) drain(ctx context.Context, pubRec *store.Instance, prefix string) error {
+// up to now. With subRec (the subscriber), it gives up as soon as that server stops answering.
+func (s *Service) drain(ctx context.Context, pubRec, subRec *store.Instance, prefix string) error {
 	conn, err := s.host.AdminConn(ctx, pubRec, "postgres")
 	if err != nil {
 		return err
@@ -246,7 +266,16 @@ func (s *Service) drain(ctx context.Context, pubRec *store.Instance, prefix stri
 		return err
 	}
 	deadline := time.Now().Add(drainWait)
+	lastLook := time.Now()
 	for {
+		if subRec != nil && time.Since(lastLook) > 500*time.Millisecond {
+			lastLook = time.Now()
+			sc, err := s.host.AdminConn(ctx, subRec, "postgres")
+			if err != nil {
+				return fmt.Errorf("the new server stopped answering in the write pause: %w", err)
+			}
+			sc.Close(context.WithoutCancel(ctx))
+		}
 		var behind int64
 		var slots int
 		err := conn.QueryRow(ctx, `SELECT count(*), coalesce(max(coalesce(pg_wal_lsn_diff($1::pg_lsn, confirmed_flush_lsn), 1)), 0)::bigint
@@ -346,15 +375,11 @@ func (s *Service) fence(ctx context.Context, rec *store.Instance, fenced bool) e
 // records, the pooler and the new server's doors open. A failure before the swap resumes the old server.
 func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Project, inst, next *store.Instance, dbs []string) (map[string]any, error) {
 	progress(run, "cutover", nil)
-	// From the swap on, the new cluster archives its WAL into an archive of its own (its segment names
-	// start over on timeline 1): its settings say so before it starts on the project's port.
-	walArchive := fmt.Sprintf("pg%d-%s", next.Major, run.Job.ID)
+	// The new cluster archives its WAL into an archive of its own since its creation (prepareTarget).
+	walArchive := next.WALArchive
 	fromTimeline, err := s.timeline(ctx, inst)
 	if err != nil {
 		return nil, fmt.Errorf("read the old server's timeline: %w", err)
-	}
-	if err := s.archiveInto(prj, next, walArchive); err != nil {
-		return nil, fmt.Errorf("the new cluster's WAL archive: %w", err)
 	}
 	// A checkpoint of each server now makes their shutdown checkpoints, inside the pause, short.
 	for _, rec := range []*store.Instance{inst, next} {
@@ -385,13 +410,14 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 		return nil, resume(fmt.Errorf("pause writes: %w", err))
 	}
 	steps.Done("fence")
-	if err := s.drain(ctx, inst, forwardName); err != nil {
+	s.step(ctx, run, "upgrade-paused")
+	if err := s.drain(ctx, inst, next, forwardName); err != nil {
 		return nil, resume(err)
 	}
 	steps.Done("drain")
 	nseq, err := s.copySequences(ctx, inst, next, dbs)
 	if err != nil {
-		return nil, resume(err)
+		return nil, resume(fmt.Errorf("set the sequences on the new server: %w", err))
 	}
 	steps.Done("sequences")
 	if err := s.unsubscribe(ctx, inst, next, dbs, forwardName); err != nil {
@@ -450,11 +476,13 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 	if err != nil {
 		return nil, fmt.Errorf("%w (fenced) but its record could not be written: %w", errSwapped, err)
 	}
+	s.step(ctx, run, "upgrade-swapped")
 	if err := s.openOn(ctx, prj, rec); err != nil {
 		return nil, fmt.Errorf("%w but could not be opened to clients: %w", errSwapped, err)
 	}
 	steps.Done("open")
-	pause := time.Since(paused)
+	opened := time.Now()
+	pause := opened.Sub(paused)
 	// The old server, on the new one's former port, follows it for a rollback.
 	progress(run, "reverse replication", nil)
 	var warnings []string
@@ -468,11 +496,12 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 		}
 	}
 	steps.Done("rollback_subscribe")
-	// The project's timeline log: a point in time before the pause is on the old cluster, after it on the
-	// new one, whose first base backup starts its point-in-time window.
-	sw := ClusterSwitch{JobID: run.Job.ID, FromArchive: inst.WALArchive, ToArchive: walArchive, FromTimeline: fromTimeline, At: paused.UTC()}
+	// The project's timeline log: a point in time before the new server opened is read on the old cluster
+	// (which, writes paused, took every client write until then), after it on the new one, whose base
+	// backup of before the cutover and archive since its creation restore it.
+	sw := ClusterSwitch{JobID: run.Job.ID, FromArchive: inst.WALArchive, ToArchive: walArchive, FromTimeline: fromTimeline, At: opened.UTC()}
 	if sw.ToTimeline, err = s.timeline(ctx, rec); err == nil {
-		err = s.host.SwitchedCluster(ctx, prj, sw, true)
+		err = s.host.SwitchedCluster(ctx, prj, sw, false)
 	}
 	if err != nil {
 		warnings = append(warnings, fmt.Sprintf("record the move to the new cluster for point-in-time restores: %v (a restore to a time before the upgrade may start from the wrong cluster)", err))
@@ -657,7 +686,7 @@ func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *
 		return nil, resume(err)
 	}
 	steps.Done("fence")
-	if err := s.drain(ctx, inst, rollbackName); err != nil {
+	if err := s.drain(ctx, inst, nil, rollbackName); err != nil {
 		return nil, resume(fmt.Errorf("the old server did not receive the writes made since the cutover: %w", err))
 	}
 	steps.Done("drain")
@@ -714,4 +743,88 @@ func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *
 	return map[string]any{"rolled_back_to": back.Major, "postgres_version": version, "method": MethodLogical,
 		"sequences_copied": nseq, "write_pause_ms": pause.Milliseconds(), "steps_ms": steps.MS, "databases": strings.Join(dbs, ","),
 		"warnings": warnings}, nil
+}
+
+// finishCutover finishes the cutover of this job when an earlier attempt swapped the servers and wrote the
+// record (the project's record names the new server) but the appliance stopped before the rest: the new
+// server opened to clients, the old one started on its port and subscribed to the rollback's slots (those
+// it lacks), the move recorded in the timeline log, the project's version. Every step is idempotent.
+func (s *Service) finishCutover(ctx context.Context, run *scheduler.Run, prj *store.Project, inst *store.Instance) (any, error) {
+	progress(run, "finish the cutover", nil)
+	if err := waitUntil(ctx, time.Minute, func() error { return s.openOn(ctx, prj, inst) }); err != nil {
+		return nil, scheduler.Transient(fmt.Errorf("%w but could not be opened to clients: %w", errSwapped, err))
+	}
+	opened := time.Now()
+	prev := previous(inst)
+	var warnings []string
+	fromTimeline := 0
+	if err := s.eng.Instance(prev).Start(ctx, run.Exec); err != nil {
+		warnings = append(warnings, fmt.Sprintf("start the old server for the rollback's replication: %v (a rollback starts it and catches up from the slots)", err))
+	} else if err := s.resubscribe(ctx, inst, prev); err != nil {
+		warnings = append(warnings, fmt.Sprintf("the rollback's replication: %v (a rollback would lose the writes made on the new server)", err))
+	} else if fromTimeline, err = s.timeline(ctx, prev); err != nil {
+		warnings = append(warnings, fmt.Sprintf("read the old server's timeline: %v", err))
+	}
+	sw := ClusterSwitch{JobID: run.Job.ID, FromArchive: prev.WALArchive, ToArchive: inst.WALArchive, FromTimeline: fromTimeline, At: opened.UTC()}
+	var err error
+	if sw.ToTimeline, err = s.timeline(ctx, inst); err == nil {
+		err = s.host.SwitchedCluster(ctx, prj, sw, false)
+	}
+	if err != nil {
+		warnings = append(warnings, fmt.Sprintf("record the move to the new cluster for point-in-time restores: %v", err))
+	}
+	version, _ := s.serverVersion(ctx, inst)
+	s.host.UpdateProject(prj.ID, func(p *store.Project) error {
+		p.PostgresVersion, p.RuntimeStatus = version, api.RuntimeActive
+		return nil
+	})
+	s.host.SetRuntime(prj.ID, api.RuntimeActive)
+	if warnings == nil {
+		warnings = []string{}
+	}
+	return map[string]any{"postgres_version": version, "from_major": prev.Major, "to_major": inst.Major, "method": MethodLogical,
+		"previous_dir_kept": prev.Dir, "previous_port": prev.Port, "finished_after_restart": true, "cutover_warnings": warnings}, nil
+}
+
+// resubscribe subscribes the old server (prev) to the rollback's slot of each of its databases on the new
+// one (inst) that it does not follow yet.
+func (s *Service) resubscribe(ctx context.Context, inst, prev *store.Instance) error {
+	conn, err := s.host.AdminConn(ctx, prev, "postgres")
+	if err != nil {
+		return err
+	}
+	dbs, err := databases(ctx, conn)
+	conn.Close(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
+	for _, db := range dbs {
+		sc, err := s.host.AdminConn(ctx, prev, db)
+		if err != nil {
+			return err
+		}
+		var has bool
+		err = sc.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_subscription WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND subname LIKE $1)`, rollbackName+`\_%`).Scan(&has)
+		sc.Close(context.WithoutCancel(ctx))
+		if err != nil {
+			return err
+		}
+		if has {
+			continue
+		}
+		pc, err := s.host.AdminConn(ctx, inst, db)
+		if err != nil {
+			return err
+		}
+		slot, err := slotName(ctx, pc, rollbackName)
+		pc.Close(context.WithoutCancel(ctx))
+		if err != nil {
+			return err
+		}
+		if err := s.subscribe(ctx, inst, prev, db, slot, rollbackName, false); err != nil {
+			return fmt.Errorf("%s: %w", db, err)
+		}
+	}
+	return nil
 }

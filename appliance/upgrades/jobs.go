@@ -182,7 +182,7 @@ func (s *Service) preflightJob(ctx context.Context, run *scheduler.Run) (any, er
 		}
 		// A trial: the roles and the schema restored into a scratch cluster of the target, what only the new
 		// major refuses (a view of a catalog column it moved) named before the upgrade.
-		scratch, _, err := s.prepareTarget(ctx, run, dp, prj, inst, target, inst.Dir+"-preflight", plan.Databases)
+		scratch, _, err := s.prepareTarget(ctx, run, dp, prj, inst, target, inst.Dir+"-preflight", "", plan.Databases)
 		if err != nil {
 			return nil, fmt.Errorf("the schema does not restore into PostgreSQL %d: %w", target.Major, err)
 		}
@@ -258,6 +258,9 @@ func (s *Service) majorJob(ctx context.Context, run *scheduler.Run) (any, error)
 		return nil, err
 	}
 	if inst.Major == in.TargetMajor && inst.PreviousDir != "" {
+		if inst.UpgradeMethod == MethodLogical && inst.WALArchive == fmt.Sprintf("pg%d-%s", inst.Major, run.Job.ID) {
+			return s.finishCutover(ctx, run, prj, inst) // this job's cutover, cut short by a stop of the appliance
+		}
 		return map[string]any{"skipped": "already upgraded; confirm or roll back"}, nil
 	}
 	if method == MethodLogical {

@@ -205,7 +205,16 @@ func progress(run *scheduler.Run, step string, extra map[string]any) {
 // from its old server; a failure before it leaves the project as it was.
 func (s *Service) logicalMajor(ctx context.Context, run *scheduler.Run, dp *Plane, prj *store.Project, inst *store.Instance, target postgres.Binaries) (any, error) {
 	started := time.Now()
+	newDir := filepath.Join(filepath.Dir(inst.Dir), inst.ID+"-pg"+strconv.Itoa(target.Major))
+	// The new cluster archives its WAL into an archive of its own from its creation (its segment names start
+	// over on timeline 1): a name fixed by the job, so a retry's is the same.
+	walArchive := fmt.Sprintf("pg%d-%s", target.Major, run.Job.ID)
+	// What an earlier attempt of this job left when the appliance stopped in its middle: its new cluster
+	// (a server still running on its port), its slots, its archive and backup, the old server fenced.
 	progress(run, "preflight", nil)
+	if err := s.clearAttempt(ctx, prj, inst, newDir, walArchive); err != nil {
+		return nil, scheduler.Transient(fmt.Errorf("clear what an earlier attempt left: %w", err))
+	}
 	plan, err := s.checkLogical(ctx, prj, inst, target)
 	if err != nil {
 		return nil, err
@@ -216,15 +225,22 @@ func (s *Service) logicalMajor(ctx context.Context, run *scheduler.Run, dp *Plan
 	if err := s.ensureLogicalDecoding(ctx, run, prj, inst); err != nil {
 		return nil, err
 	}
-	newDir := filepath.Join(filepath.Dir(inst.Dir), inst.ID+"-pg"+strconv.Itoa(target.Major))
-	next, nextRec, err := s.prepareTarget(ctx, run, dp, prj, inst, target, newDir, plan.Databases)
+	next, nextRec, err := s.prepareTarget(ctx, run, dp, prj, inst, target, newDir, walArchive, plan.Databases)
 	if err != nil {
+		if ctx.Err() == nil {
+			s.host.ForgetCluster(context.WithoutCancel(ctx), prj, walArchive)
+		}
 		return nil, err
 	}
 	abandon := func(cause error) error {
+		if ctx.Err() != nil { // the appliance stops: the retry after its next start clears the attempt
+			return cause
+		}
 		bg := context.WithoutCancel(ctx)
-		s.dropForward(bg, inst, nextRec, plan.Databases)
-		next.Remove(bg)
+		err := errors.Join(next.Remove(bg), s.dropForward(bg, inst, plan.Databases), s.host.ForgetCluster(bg, prj, walArchive))
+		if err != nil {
+			return fmt.Errorf("%w (and removing the attempt: %v)", cause, err)
+		}
 		return cause
 	}
 	progress(run, "subscribe", nil)
@@ -237,9 +253,16 @@ func (s *Service) logicalMajor(ctx context.Context, run *scheduler.Run, dp *Plan
 			return nil, abandon(fmt.Errorf("follow %s: %w", db, err))
 		}
 	}
+	s.step(ctx, run, "upgrade-catching-up")
 	caught, err := s.waitSynchronized(ctx, run, inst, nextRec, plan.Databases)
 	if err != nil {
 		return nil, abandon(err)
+	}
+	// A base backup of the new cluster before the cutover: with the WAL it archives from its creation, every
+	// time after the cutover is restorable (the old cluster's backups and archive cover the times before).
+	progress(run, "base backup of the new cluster", nil)
+	if err := s.host.BackupCluster(ctx, run, prj, nextRec, fmt.Sprintf("PostgreSQL %d before the cutover of %s", target.Major, run.Job.ID)); err != nil {
+		return nil, abandon(fmt.Errorf("the new cluster's base backup: %w", err))
 	}
 	copied := time.Since(started)
 	res, err := s.cutover(ctx, run, prj, inst, nextRec, plan.Databases)
@@ -256,11 +279,77 @@ func (s *Service) logicalMajor(ctx context.Context, run *scheduler.Run, dp *Plan
 	return res, nil
 }
 
+// clearAttempt removes what an earlier attempt of the upgrade left before its cutover (the appliance
+// stopped, or was killed, in its middle): the new cluster in newDir (its server stopped), the forward
+// publications and slots on the old server, the new cluster's archive walArchive and its backup; and lifts
+// the old server's fence (an attempt killed inside the write pause), the supervisor running it again. A
+// first attempt finds nothing to do.
+func (s *Service) clearAttempt(ctx context.Context, prj *store.Project, inst *store.Instance, newDir, walArchive string) error {
+	rec := *inst
+	rec.Dir = newDir
+	if err := s.eng.Instance(&rec).Remove(ctx); err != nil {
+		return err
+	}
+	if old := s.eng.Instance(inst); old.Fenced() {
+		// Killed in the pause: the pooler is stopped, the server fenced (or stopped, a new server on its
+		// port, removed above). Its logins are let in, and the supervisor runs both again.
+		if err := old.Fence(false); err != nil {
+			return err
+		}
+		if err := s.eng.Watch(inst, prj); err != nil {
+			return err
+		}
+		s.host.SetRuntime(prj.ID, api.RuntimeActive)
+	}
+	var conn *pgx.Conn
+	err := waitUntil(ctx, time.Minute, func() (err error) {
+		conn, err = s.host.AdminConn(ctx, inst, "postgres")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("the old server: %w", err)
+	}
+	err = postgres.ReloadConf(ctx, conn) // a fence lifted above is in force
+	var dbs []string
+	if err == nil {
+		dbs, err = databases(ctx, conn)
+	}
+	conn.Close(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
+	return errors.Join(s.dropForward(ctx, inst, dbs), s.host.ForgetCluster(ctx, prj, walArchive))
+}
+
+// waitUntil calls try until it succeeds or within has passed (then its last error).
+func waitUntil(ctx context.Context, within time.Duration, try func() error) error {
+	deadline := time.Now().Add(within)
+	for {
+		err := try()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// step calls the job-step hook (Deps.Step: test builds stop the process there).
+func (s *Service) step(ctx context.Context, run *scheduler.Run, name string) {
+	if s.stepHook != nil {
+		s.stepHook(ctx, run.Job.ID, name)
+	}
+}
+
 // prepareTarget makes a new cluster of the target major in dir (on a free port, fenced: the appliance's
-// alone, its WAL not archived) with the old server's roles and the schema of its databases. It removes the
-// cluster again when a step fails.
+// alone) with the old server's roles and the schema of its databases. Its WAL goes to the project's archive
+// walArchive from its start ("": discarded, a preflight's scratch cluster). It removes the cluster again
+// when a step fails.
 func (s *Service) prepareTarget(ctx context.Context, run *scheduler.Run, dp *Plane, prj *store.Project, inst *store.Instance,
-	target postgres.Binaries, dir string, dbs []string) (*postgres.Instance, *store.Instance, error) {
+	target postgres.Binaries, dir, walArchive string, dbs []string) (*postgres.Instance, *store.Instance, error) {
 	port, err := postgres.FreePort()
 	if err != nil {
 		return nil, nil, err
@@ -272,22 +361,27 @@ func (s *Service) prepareTarget(ctx context.Context, run *scheduler.Run, dp *Pla
 	}
 	next.Port = port
 	rec := at(inst, port)
-	rec.Dir, rec.Major, rec.BinDir = dir, target.Major, target.Dir
+	rec.Dir, rec.Major, rec.BinDir, rec.WALArchive, rec.WALArchiveOff = dir, target.Major, target.Dir, walArchive, false
 	fail := func(cause error) (*postgres.Instance, *store.Instance, error) {
 		next.Remove(context.WithoutCancel(ctx))
 		return nil, nil, cause
 	}
-	// Its WAL is not archived until the cutover (the initial copy's WAL serves no restore: the new
-	// cluster's point-in-time window starts at its first base backup, after the cutover); from then on it
-	// archives into an archive of its own, its segment names starting over (cutover). See
-	// docs/api-decisions.md.
-	set, err := next.ReadSettings()
-	if err != nil {
-		return fail(err)
-	}
-	set.ArchiveCommand, set.ArchiveTimeout = postgres.DiscardArchiveCommand, 0
-	if _, err := next.WriteSettings(set); err != nil {
-		return fail(err)
+	// From its creation on it archives into an archive of its own (its segment names start over on
+	// timeline 1): a base backup taken before the cutover and that WAL restore any time after the cutover.
+	// See docs/api-decisions.md.
+	if walArchive != "" {
+		if err := s.archiveInto(prj, rec, walArchive); err != nil {
+			return fail(fmt.Errorf("the new cluster's WAL archive: %w", err))
+		}
+	} else {
+		set, err := next.ReadSettings()
+		if err != nil {
+			return fail(err)
+		}
+		set.ArchiveCommand, set.ArchiveTimeout = postgres.DiscardArchiveCommand, 0
+		if _, err := next.WriteSettings(set); err != nil {
+			return fail(err)
+		}
 	}
 	// Until the cutover the new server is the appliance's alone.
 	if err := next.Fence(true); err != nil {

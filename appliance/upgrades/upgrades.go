@@ -75,6 +75,13 @@ type Host interface {
 	// cluster, after it on the new one. With backup it also enqueues a base backup of the new cluster, the
 	// start of its point-in-time window.
 	SwitchedCluster(ctx context.Context, prj *store.Project, sw ClusterSwitch, backup bool) error
+	// BackupCluster takes, within run, a base backup of a cluster of the project that is not its server yet
+	// (rec: a logical upgrade's new cluster on its own port), recorded as the project's (the backups
+	// area's): it opens the new cluster's point-in-time window before the cutover.
+	BackupCluster(ctx context.Context, run *scheduler.Run, prj *store.Project, rec *store.Instance, label string) error
+	// ForgetCluster removes the WAL archive walArchive of a cluster that never served the project (a
+	// failed upgrade's new cluster) and its backups.
+	ForgetCluster(ctx context.Context, prj *store.Project, walArchive string) error
 }
 
 // ClusterSwitch is a move of a project from one cluster to another: a cutover of a major upgrade by
@@ -127,6 +134,11 @@ type Deps struct {
 	Plane  *Plane
 	Engine Engine
 	Host   Host
+	// Step, when not nil, is called at the named steps of a logical upgrade (the root's job-step hook:
+	// test builds stop the process there). The steps: upgrade-catching-up (the new cluster follows the old
+	// one), upgrade-paused (writes paused, the old server fenced, the swap not begun), upgrade-swapped (the
+	// record names the new server, not yet open to clients).
+	Step func(ctx context.Context, jobID, step string)
 }
 
 // Service is the upgrades area.
@@ -138,11 +150,13 @@ type Service struct {
 	plane *Plane
 	eng   Engine
 	host  Host
+	// stepHook is Deps.Step.
+	stepHook func(ctx context.Context, jobID, step string)
 }
 
 // New returns the area built with its collaborators.
 func New(cfg Config, deps Deps) *Service {
-	return &Service{cfg: cfg, db: deps.DB, box: deps.Box, now: deps.Clock, plane: deps.Plane, eng: deps.Engine, host: deps.Host}
+	return &Service{cfg: cfg, db: deps.DB, box: deps.Box, now: deps.Clock, plane: deps.Plane, eng: deps.Engine, host: deps.Host, stepHook: deps.Step}
 }
 
 // dataPlane is the data plane, or the error of a process without one.

@@ -1,0 +1,130 @@
+package cmd_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/programs"
+	"github.com/theappliance/appliance/appliance/testtools"
+)
+
+// TestMajorUpgradeSurvivesCrash SIGKILLs the real binary in the middle of a major upgrade by logical
+// replication to the npm build of 17 (a test build's upgrade jobs stop at the step named by
+// APPLIANCE_TEST_JOB_PAUSE), and starts it again:
+//   - "upgrade-catching-up": the new cluster follows the old one (both servers outlive the appliance);
+//   - "upgrade-paused": writes paused, the old server fenced and its pooler stopped, the swap not begun;
+//   - "upgrade-swapped": the record names the new server, which runs on the project's port, fenced, and
+//     the old one is stopped without its rollback subscription.
+//
+// After each restart the retried job must complete and the project serve all its rows on 17 (direct and
+// pooled URLs), never half-moved; in the last round a write on 17 must survive a rollback (the reverse
+// replication the retry re-established). A fresh project each round.
+func TestMajorUpgradeSurvivesCrash(t *testing.T) {
+	t.Parallel()
+	c := e2eCrashSetup(t, "upgraded 0")
+	bin, dataDir, markers, phase, p, key := c.bin, c.dataDir, c.markers, c.phase, c.p, c.key
+	tgz, err := testtools.PostgresTarball(t.Context(), 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (programs.Dist{Major: 17, Source: tgz}).Obtain(t.Context(), appliance.PostgresDistDir(dataDir), nil); err != nil {
+		t.Fatal(err)
+	}
+	phase("PostgreSQL 17 unpacked")
+	version := func(url string, pooled bool) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		conn := e2eConnect(ctx, t, url, pooled)
+		defer conn.Close(context.Background())
+		var v string
+		if err := conn.QueryRow(ctx, "SHOW server_version_num").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v[:2]
+	}
+
+	for round, step := range []string{"upgrade-catching-up", "upgrade-paused", "upgrade-swapped"} {
+		prjID := c.projectID
+		if round > 0 {
+			prjID = p.e2eProvision(t, key, fmt.Sprintf("upgraded %d", round))
+		}
+		prj := p.project(t, key, prjID)
+		instDir := filepath.Join(dataDir, "instances", prj.PrimaryInstanceID)
+		conns := p.connections(t, key, prjID)
+		e2eSQL(t, conns.DirectURL, false, "CREATE TABLE items (v int PRIMARY KEY)",
+			"INSERT INTO items SELECT g FROM generate_series(1, 50) g")
+		want := itemsState(t, conns.DirectURL, false)
+		p.stop(t, syscall.SIGTERM)
+
+		marker := filepath.Join(markers, step)
+		p = e2eStartEnv(t, bin, dataDir, "APPLIANCE_TEST_JOB_PAUSE="+step, "APPLIANCE_TEST_JOB_PAUSE_MARKER="+marker)
+		uj := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/upgrade/major?target_major=17", nil, http.StatusAccepted)
+		waitMarker(t, p, marker, uj.ID+" "+step)
+		p.stop(t, syscall.SIGKILL)
+		if len(e2eProcsUnder(instDir+"-pg17")) == 0 {
+			t.Fatalf("%s: no server of the new cluster runs after the appliance's SIGKILL", step)
+		}
+		phase(fmt.Sprintf("round %d: appliance SIGKILLed at %s", round+1, step))
+
+		p = e2eStart(t, bin, dataDir)
+		j := waitJobFor(t, p, key, uj.ID, restoreDeadline)
+		if j.State != "completed" || j.Attempts != 2 {
+			t.Fatalf("%s: upgrade job %s after %d attempts: %q\n%s", step, j.State, j.Attempts, j.Error, j.LastStderr)
+		}
+		for name, u := range map[string]struct {
+			url    string
+			pooled bool
+		}{"direct": {conns.DirectURL, false}, "pooled": {conns.PooledURL, true}} {
+			if got := itemsState(t, u.url, u.pooled); got != want {
+				t.Fatalf("%s: %s reads %s; want %s", step, name, got, want)
+			}
+			if v := version(u.url, u.pooled); v != "17" {
+				t.Fatalf("%s: %s runs %s", step, name, v)
+			}
+		}
+		e2eEventually(t, e2eDeadline, "the project to be active after the upgrade", func() (bool, string) {
+			prj := p.project(t, key, prjID)
+			return prj.State == "active" && prj.RuntimeStatus == "active", prj.State + "/" + prj.RuntimeStatus
+		})
+		phase(fmt.Sprintf("round %d: restarted; the retried upgrade completed", round+1))
+
+		if step == "upgrade-swapped" {
+			// The retry re-established the reverse replication: a write on 17 survives a rollback.
+			e2eSQL(t, conns.PooledURL, true, "INSERT INTO items VALUES (1000)")
+			want = itemsState(t, conns.DirectURL, false)
+			rb := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/upgrade/major/rollback", nil, http.StatusAccepted)
+			if j := waitJobFor(t, p, key, rb.ID, restoreDeadline); j.State != "completed" {
+				t.Fatalf("rollback: %s %q", j.State, j.Error)
+			}
+			if got, v := itemsState(t, conns.PooledURL, true), version(conns.PooledURL, true); got != want || v != "15" {
+				t.Fatalf("after the rollback: %s on %s; want %s on 15", got, v, want)
+			}
+			phase("rolled back with the write made on 17")
+		} else {
+			cf := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/upgrade/major/confirm", nil, http.StatusAccepted)
+			if j := waitJobFor(t, p, key, cf.ID, restoreDeadline); j.State != "completed" {
+				t.Fatalf("confirm: %s %q", j.State, j.Error)
+			}
+			if left := e2eProcsUnder(filepath.Join(instDir, "pgdata")); len(left) > 0 {
+				t.Fatalf("%s: processes of the old cluster left after confirm: %v", step, left)
+			}
+			if _, err := os.Stat(instDir); !os.IsNotExist(err) {
+				t.Fatalf("%s: the old cluster's directory after confirm: %v", step, err)
+			}
+		}
+		p.waitSupervisorHealthy(t)
+	}
+	if !strings.Contains(p.component(t, "postgres-majors"), "17") {
+		t.Fatal("no 17 in /status")
+	}
+	p.stop(t, syscall.SIGTERM)
+}
