@@ -97,4 +97,19 @@ func TestMajorUpgradePITRRightAfterTheCutover(t *testing.T) {
 			t.Fatalf("after the restore to %s: %s", step.at, v)
 		}
 	}
+
+	// Back on 15 in the directory the upgrade made (a restore keeps the directory): upgraded again, its
+	// data is kept and the new cluster takes another directory.
+	on15 := instanceOf(t, e, prj)
+	if on15.Major != 15 || !strings.HasSuffix(on15.Dir, "-pg17") {
+		t.Fatalf("the instance after the restore to 15: %+v", on15)
+	}
+	res, err = e.Svc.Upgrades().Major(ctx, p, prj.ID, 17)
+	again := runJob(t, e, res, err)
+	if got := rows(); got != "a,b on 17" {
+		t.Fatalf("upgraded again: %s", got)
+	}
+	if inst := instanceOf(t, e, prj); inst.Dir != on15.Dir+"-"+again.ID || inst.PreviousDir != on15.Dir {
+		t.Fatalf("the instance upgraded again: %+v", inst)
+	}
 }

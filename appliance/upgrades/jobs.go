@@ -203,6 +203,9 @@ func (s *Service) preflightJob(ctx context.Context, run *scheduler.Run) (any, er
 
 // newCluster initialises an empty cluster of the target binaries with the project's settings, stopped.
 func (s *Service) newCluster(ctx context.Context, run *scheduler.Run, prj *store.Project, inst *store.Instance, target postgres.Binaries, dir string) (*postgres.Instance, error) {
+	if dir == inst.Dir || dir == inst.PreviousDir { // it removes what dir holds first: never the project's data
+		return nil, fmt.Errorf("the new cluster's directory %s is the project's", dir)
+	}
 	rec := *inst
 	rec.Dir, rec.Major, rec.BinDir = dir, target.Major, target.Dir
 	pgi := s.eng.Instance(&rec)

@@ -206,6 +206,11 @@ func progress(run *scheduler.Run, step string, extra map[string]any) {
 func (s *Service) logicalMajor(ctx context.Context, run *scheduler.Run, dp *Plane, prj *store.Project, inst *store.Instance, target postgres.Binaries) (any, error) {
 	started := time.Now()
 	newDir := filepath.Join(filepath.Dir(inst.Dir), inst.ID+"-pg"+strconv.Itoa(target.Major))
+	if newDir == inst.Dir || newDir == inst.PreviousDir {
+		// The project's cluster has that name already (upgraded to this major before, then restored to a
+		// time before that upgrade: the restore keeps the directory): the new one takes the job's.
+		newDir += "-" + run.Job.ID
+	}
 	// The new cluster archives its WAL into an archive of its own from its creation (its segment names start
 	// over on timeline 1): a name fixed by the job, so a retry's is the same.
 	walArchive := fmt.Sprintf("pg%d-%s", target.Major, run.Job.ID)
