@@ -331,6 +331,7 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 			continue
 		}
 		s.repairEndedRestores(ctx, p.inst)
+		s.upgrades.RepairEnded(ctx, p.prj, p.inst, s.log)
 		if !s.eng.Instance(p.inst).Initialized() {
 			// Its data is gone (metadata older than the data directory: ReportMismatches says so); starting
 			// it would only make an empty directory.

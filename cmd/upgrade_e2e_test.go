@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/programs"
 	"github.com/theappliance/appliance/appliance/testtools"
@@ -123,6 +125,70 @@ func TestMajorUpgradeSurvivesCrash(t *testing.T) {
 		}
 		p.waitSupervisorHealthy(t)
 	}
+	// An upgrade whose every attempt dies inside the write pause: the job fails (its attempts spent), and
+	// the start that finds it so lets the old server's logins in again and removes the attempt: the project
+	// serves on 15, writable, with no new cluster nor replication slot left.
+	prjID := p.e2eProvision(t, key, "upgrade exhausted")
+	prj := p.project(t, key, prjID)
+	instDir := filepath.Join(dataDir, "instances", prj.PrimaryInstanceID)
+	conns := p.connections(t, key, prjID)
+	e2eSQL(t, conns.DirectURL, false, "CREATE TABLE items (v int PRIMARY KEY)", "INSERT INTO items SELECT g FROM generate_series(1, 20) g")
+	want := itemsState(t, conns.DirectURL, false)
+	p.stop(t, syscall.SIGTERM)
+	marker := filepath.Join(markers, "exhausted")
+	env := []string{"APPLIANCE_TEST_JOB_PAUSE=upgrade-paused", "APPLIANCE_TEST_JOB_PAUSE_MARKER=" + marker}
+	p = e2eStartEnv(t, bin, dataDir, env...)
+	uj := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/upgrade/major?target_major=17", nil, http.StatusAccepted)
+	for attempt := 1; attempt <= 3; attempt++ {
+		if attempt > 1 {
+			p = e2eStartEnv(t, bin, dataDir, env...)
+		}
+		e2eWaitLines(t, marker, attempt)
+		p.stop(t, syscall.SIGKILL)
+	}
+	phase("an upgrade killed in its write pause in each of its 3 attempts")
+	p = e2eStart(t, bin, dataDir)
+	if j := waitJobFor(t, p, key, uj.ID, restoreDeadline); j.State != "failed" || j.Attempts != 3 {
+		t.Fatalf("upgrade job %s after %d attempts: %q", j.State, j.Attempts, j.Error)
+	}
+	for name, u := range map[string]struct {
+		url    string
+		pooled bool
+	}{"direct": {conns.DirectURL, false}, "pooled": {conns.PooledURL, true}} {
+		e2eEventually(t, e2eDeadline, name+" to serve the project on 15", func() (bool, string) {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			conn, err := pgx.Connect(ctx, u.url)
+			if err != nil {
+				return false, err.Error()
+			}
+			conn.Close(context.Background())
+			return true, ""
+		})
+		if got, v := itemsState(t, u.url, u.pooled), version(u.url, u.pooled); got != want || v != "15" {
+			t.Fatalf("after the spent upgrade, %s reads %s on %s; want %s on 15", name, got, v, want)
+		}
+	}
+	e2eSQL(t, conns.PooledURL, true, "INSERT INTO items VALUES (1000)")
+	if _, err := os.Stat(instDir + "-pg17"); !os.IsNotExist(err) {
+		t.Fatalf("the spent upgrade's new cluster: %v", err)
+	}
+	if left := e2eProcsUnder(instDir + "-pg17"); len(left) > 0 {
+		t.Fatalf("the spent upgrade's server runs: %v", left)
+	}
+	e2eEventually(t, e2eDeadline, "the spent upgrade's replication slots to go", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		conn := e2eConnect(ctx, t, conns.DirectURL, false)
+		defer conn.Close(context.Background())
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots").Scan(&n); err != nil {
+			return false, err.Error()
+		}
+		return n == 0, fmt.Sprintf("%d slots", n)
+	})
+	phase("the spent upgrade's start let the project serve on 15 and removed the attempt")
+
 	if !strings.Contains(p.component(t, "postgres-majors"), "17") {
 		t.Fatal("no 17 in /status")
 	}
