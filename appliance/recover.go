@@ -441,12 +441,34 @@ func (r *recovery) project(ctx context.Context, e ProjectRecovery) RecoveredProj
 		rp.Err = fmt.Errorf("remove what an earlier attempt left: %w", err)
 		return rp
 	}
-	b, err := r.newestBackup(prj.ID)
+	b, err := r.newestBackup(prj.ID, inst.WALArchive)
 	if err != nil {
 		rp.Err = err
 		return rp
 	}
 	rp.BackupKey = b.BackupKey
+	// The rebuild runs the backup's cluster: the record's, unless the project has no backup of the cluster
+	// it ran (then the record follows the backup's major, installation and archive).
+	if c := backups.BackupCluster(inst, b, s.dp.Bin); c.Major != inst.Major || c.WALArchive != inst.WALArchive {
+		if c.Major == inst.Major {
+			c.BinDir = inst.BinDir // the installation reconcile found on this machine
+		} else if _, err := os.Stat(filepath.Join(c.BinDir, "postgres")); err != nil && c.Major == s.dp.Bin.Major {
+			c.BinDir = s.dp.Bin.Dir
+		}
+		rp.Notes = append(rp.Notes, fmt.Sprintf("no base backup of the cluster it ran (PostgreSQL %d): rebuilt on that of its newest backup (PostgreSQL %d)", inst.Major, c.Major))
+		if err := s.db.Update(func(tx *store.Tx) error {
+			rec, err := store.Instances.Get(tx, inst.ID)
+			if err != nil {
+				return err
+			}
+			rec.Major, rec.BinDir, rec.WALArchive, rec.WALArchiveOff, rec.UpdatedAt = c.Major, c.BinDir, c.WALArchive, c.WALArchiveOff, s.now()
+			return store.Instances.Put(tx, rec)
+		}); err != nil {
+			rp.Err = err
+			return rp
+		}
+		inst = c
+	}
 	adminPW, err := s.box.Open(inst.AdminPassword)
 	if err != nil {
 		rp.Err = fmt.Errorf("open the admin password: %w", err)
@@ -531,18 +553,29 @@ func (r *recovery) project(ctx context.Context, e ProjectRecovery) RecoveredProj
 	return rp
 }
 
-// newestBackup is the project's newest completed base backup that verification did not refuse.
-func (r *recovery) newestBackup(projectID string) (*store.Backup, error) {
-	var newest *store.Backup
+// newestBackup is the project's newest completed base backup that verification did not refuse, of the
+// cluster whose WAL archive is walArchive (the one the project ran: a newer backup of another cluster, a
+// major upgrade's rolled back, misses what the project wrote since) when it has one.
+func (r *recovery) newestBackup(projectID, walArchive string) (*store.Backup, error) {
+	var newest, ofCluster *store.Backup
 	err := r.s.db.View(func(tx *store.Tx) error {
 		bs, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{})
 		if err != nil {
 			return err
 		}
 		for _, b := range bs {
-			if b.State == BackupCompleted && b.VerificationState != VerificationFailed && (newest == nil || b.CreatedAt.After(newest.CreatedAt)) {
+			if b.State != BackupCompleted || b.VerificationState == VerificationFailed {
+				continue
+			}
+			if newest == nil || b.CreatedAt.After(newest.CreatedAt) {
 				newest = b
 			}
+			if b.WALArchive == walArchive && (ofCluster == nil || b.CreatedAt.After(ofCluster.CreatedAt)) {
+				ofCluster = b
+			}
+		}
+		if ofCluster != nil {
+			newest = ofCluster
 		}
 		return nil
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/programs"
 	"github.com/theappliance/appliance/appliance/testtools"
 )
@@ -193,4 +194,99 @@ func TestMajorUpgradeSurvivesCrash(t *testing.T) {
 		t.Fatal("no 17 in /status")
 	}
 	p.stop(t, syscall.SIGTERM)
+}
+
+// TestRecoverAfterARolledBackUpgrade: a project upgraded to 17 by logical replication (its new cluster's
+// base backup taken before the cutover: the project's newest backup), rolled back to 15 and written to, is
+// rebuilt by `recover` on a new machine from its newest backup of the cluster it ran (15's, with the WAL
+// archived since), not from the newer backup of the rolled-back 17 cluster: every row, on 15.
+func TestRecoverAfterARolledBackUpgrade(t *testing.T) {
+	t.Parallel()
+	bk := e2eBucket(t)
+	bin := e2eBuild(t)
+	dataDir := appliancetest.TraversableTempDir(t)
+	p, _, keyFile := bk.start(t, bin, dataDir)
+	key := e2eAdminKey(t, dataDir)
+	tgz, err := testtools.PostgresTarball(t.Context(), 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (programs.Dist{Major: 17, Source: tgz}).Obtain(t.Context(), appliance.PostgresDistDir(dataDir), nil); err != nil {
+		t.Fatal(err)
+	}
+	id := p.e2eProvision(t, key, "rolled back")
+	conns := p.connections(t, key, id)
+	e2eSQL(t, conns.DirectURL, false, "CREATE TABLE kept (id int PRIMARY KEY, note text NOT NULL)",
+		"INSERT INTO kept SELECT g, 'on 15 ' || g FROM generate_series(1, 100) g")
+	bj := p.call(t, key, http.MethodPost, "/v1/projects/"+id+"/backups", map[string]any{"label": "on 15"}, http.StatusAccepted)
+	if j := waitJobFor(t, p, key, bj.ID, restoreDeadline); j.State != "completed" {
+		t.Fatalf("backup %s: %q\n%s", j.State, j.Error, j.LastStderr)
+	}
+	for _, step := range []string{"/upgrade/major?target_major=17", "/upgrade/major/rollback"} {
+		if step != "/upgrade/major?target_major=17" {
+			e2eSQL(t, conns.PooledURL, true, "INSERT INTO kept SELECT g, 'on 17 ' || g FROM generate_series(101, 150) g")
+		}
+		j := p.call(t, key, http.MethodPost, "/v1/projects/"+id+step, nil, http.StatusAccepted)
+		if j := waitJobFor(t, p, key, j.ID, restoreDeadline); j.State != "completed" {
+			t.Fatalf("%s: %s %q\n%s", step, j.State, j.Error, j.LastStderr)
+		}
+	}
+	// Back on 15: more rows, their WAL archived (a filler pushes the segment out).
+	e2eSQL(t, conns.DirectURL, false, "INSERT INTO kept SELECT g, 'on 15 again ' || g FROM generate_series(151, 200) g")
+	want := recoverChecksum(t, conns.DirectURL)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	conn := e2eConnect(ctx, t, conns.DirectURL, false)
+	var seg string
+	if err := conn.QueryRow(ctx, "SELECT pg_walfile_name(pg_current_wal_lsn())").Scan(&seg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE filler AS SELECT g, md5(g::text) || repeat('x', 900) AS pad FROM generate_series(1, 20000) g"); err != nil {
+		t.Fatal(err)
+	}
+	e2eEventually(t, time.Minute, "segment "+seg+" archived", func() (bool, string) {
+		var last *string
+		if err := conn.QueryRow(ctx, "SELECT last_archived_wal FROM pg_stat_archiver").Scan(&last); err != nil {
+			return false, err.Error()
+		}
+		if last == nil {
+			return false, "nothing archived yet"
+		}
+		return *last >= seg, "last archived: " + *last
+	})
+	conn.Close(context.Background())
+	var list struct {
+		Backups []struct {
+			Label         string `json:"label"`
+			PostgresMajor int    `json:"postgres_major"`
+			CreatedAt     string `json:"created_at"`
+		} `json:"backups"`
+	}
+	p.do(t, key, http.MethodGet, "/v1/projects/"+id+"/backups", nil, http.StatusOK, &list)
+	if len(list.Backups) < 2 || list.Backups[0].PostgresMajor != 17 {
+		t.Fatalf("the project's newest backup is not the rolled-back 17 cluster's: %+v", list.Backups)
+	}
+	bk.snapshotEverything(t, p, key, id)
+	loseMachine(t, p)
+
+	newDir := appliancetest.TraversableTempDir(t)
+	t.Cleanup(func() { e2eKillUnder(t, newDir) })
+	out, err := bk.recover(t, 10*time.Minute, bin, newDir, keyFile)
+	if err != nil {
+		t.Fatalf("recover: %v\n%s", err, out)
+	}
+	q := e2eStartWith(t, bin, newDir, bk.env, bk.flags())
+	c := q.connections(t, key, id)
+	if got := recoverChecksum(t, c.PooledURL); got != want {
+		t.Fatalf("after the recovery: %s, want %s\n%s", got, want, out)
+	}
+	ctx2, cancel2 := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel2()
+	rc := e2eConnect(ctx2, t, c.DirectURL, false)
+	defer rc.Close(context.Background())
+	var v string
+	if err := rc.QueryRow(ctx2, "SHOW server_version_num").Scan(&v); err != nil || !strings.HasPrefix(v, "15") {
+		t.Fatalf("the recovered project runs %s (%v)", v, err)
+	}
+	q.stop(t, syscall.SIGTERM)
 }
