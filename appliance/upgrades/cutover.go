@@ -477,12 +477,14 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 		return nil, fmt.Errorf("%w (fenced) but its record could not be written: %w", errSwapped, err)
 	}
 	s.step(ctx, run, "upgrade-swapped")
+	// The switch's moment: the new server holds every write (drained), and no client reaches either server
+	// until openOn lifts its fence.
+	switchAt := time.Now()
 	if err := s.openOn(ctx, prj, rec); err != nil {
 		return nil, fmt.Errorf("%w but could not be opened to clients: %w", errSwapped, err)
 	}
 	steps.Done("open")
-	opened := time.Now()
-	pause := opened.Sub(paused)
+	pause := time.Since(paused)
 	// The old server, on the new one's former port, follows it for a rollback.
 	progress(run, "reverse replication", nil)
 	var warnings []string
@@ -496,10 +498,11 @@ func (s *Service) cutover(ctx context.Context, run *scheduler.Run, prj *store.Pr
 		}
 	}
 	steps.Done("rollback_subscribe")
-	// The project's timeline log: a point in time before the new server opened is read on the old cluster
-	// (which, writes paused, took every client write until then), after it on the new one, whose base
-	// backup of before the cutover and archive since its creation restore it.
-	sw := ClusterSwitch{JobID: run.Job.ID, FromArchive: inst.WALArchive, ToArchive: walArchive, FromTimeline: fromTimeline, At: opened.UTC()}
+	// The project's timeline log: a point in time before the switch (the end of the pause, just before the
+	// new server opened) is read on the old cluster (which, writes paused, took every client write until
+	// then), after it on the new one, whose base backup of before the cutover and archive since its
+	// creation restore it.
+	sw := ClusterSwitch{JobID: run.Job.ID, FromArchive: inst.WALArchive, ToArchive: walArchive, FromTimeline: fromTimeline, At: switchAt.UTC()}
 	if sw.ToTimeline, err = s.timeline(ctx, rec); err == nil {
 		err = s.host.SwitchedCluster(ctx, prj, sw, false)
 	}
@@ -751,10 +754,10 @@ func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *
 // it lacks), the move recorded in the timeline log, the project's version. Every step is idempotent.
 func (s *Service) finishCutover(ctx context.Context, run *scheduler.Run, prj *store.Project, inst *store.Instance) (any, error) {
 	progress(run, "finish the cutover", nil)
+	opened := time.Now() // before the fence is lifted: see cutover's switchAt
 	if err := waitUntil(ctx, time.Minute, func() error { return s.openOn(ctx, prj, inst) }); err != nil {
 		return nil, scheduler.Transient(fmt.Errorf("%w but could not be opened to clients: %w", errSwapped, err))
 	}
-	opened := time.Now()
 	prev := previous(inst)
 	var warnings []string
 	fromTimeline := 0
