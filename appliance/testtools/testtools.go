@@ -44,6 +44,10 @@ var needs = []need{
 	{"xz-utils", "xz"},       // the embedded-postgres test packs a distribution
 	{"xfsprogs", "mkfs.xfs"}, // the reflink tests' filesystem (XFSMount)
 	{"haproxy", "haproxy"},   // the RESP front's reference in bench/
+	// DebianPostgres: Debian 13's PostgreSQL 17 checked, unpacked and patched to run here.
+	{"patchelf", "patchelf"},
+	{"gpgv", "gpgv"},
+	{"debian-archive-keyring", "/usr/share/keyrings/debian-archive-keyring.gpg"},
 }
 
 func (n need) present() bool {
