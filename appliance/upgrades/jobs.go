@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/theappliance/appliance/api"
-	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -190,15 +188,7 @@ func (s *Service) preflightJob(ctx context.Context, run *scheduler.Run) (any, er
 		return map[string]any{"ok": true, "from_major": inst.Major, "target_major": in.TargetMajor, "method": method,
 			"target_bin_dir": target.Dir, "databases": plan.Databases, "tables": plan.Tables, "warnings": plan.Warnings}, nil
 	}
-	scratch, err := s.newCluster(ctx, run, prj, inst, target, inst.Dir+"-preflight")
-	if err != nil {
-		return nil, err
-	}
-	defer scratch.Remove(context.WithoutCancel(ctx))
-	if err := s.pgUpgrade(ctx, run, dp, inst, scratch, true); err != nil {
-		return nil, fmt.Errorf("pg_upgrade --check found problems: %w", err)
-	}
-	return map[string]any{"ok": true, "from_major": inst.Major, "target_major": in.TargetMajor}, nil
+	return s.pgUpgradeCheck(ctx, run, dp, prj, inst, target)
 }
 
 // newCluster initialises an empty cluster of the target binaries with the project's settings, stopped.
@@ -222,32 +212,6 @@ func (s *Service) newCluster(ctx context.Context, run *scheduler.Run, prj *store
 	return pgi, nil
 }
 
-// pgUpgrade runs pg_upgrade from the instance's data into next (both stopped unless check).
-func (s *Service) pgUpgrade(ctx context.Context, run *scheduler.Run, dp *Plane, inst *store.Instance, next *postgres.Instance, check bool) error {
-	old := s.eng.Instance(inst)
-	prog, err := next.Bin.Path("pg_upgrade")
-	if err != nil {
-		return err
-	}
-	scratchPort, err := postgres.FreePort()
-	if err != nil {
-		return err
-	}
-	args := []string{"-b", old.Bin.Dir, "-B", next.Bin.Dir, "-d", old.DataDir(), "-D", next.DataDir(),
-		"-U", postgres.AdminRole, "-p", strconv.Itoa(inst.Port), "-P", strconv.Itoa(scratchPort)}
-	if check {
-		args = append(args, "--check")
-	}
-	cmd := dp.User.Command(prog, args...)
-	cmd.Dir = next.Dir // pg_upgrade writes its logs into the working directory
-	pw, err := s.box.Open(inst.AdminPassword)
-	if err != nil {
-		return err
-	}
-	cmd.Env = append(cmd.Env, "PGPASSWORD="+string(pw))
-	return run.Exec(ctx, cmd)
-}
-
 // majorJob stops the instance, upgrades its data into a new directory with pg_upgrade (copy mode:
 // the old directory stays intact for rollback) and starts the new one on the same port.
 func (s *Service) majorJob(ctx context.Context, run *scheduler.Run) (any, error) {
@@ -269,54 +233,7 @@ func (s *Service) majorJob(ctx context.Context, run *scheduler.Run) (any, error)
 	if method == MethodLogical {
 		return s.logicalMajor(ctx, run, dp, prj, inst, target)
 	}
-	newDir := filepath.Join(filepath.Dir(inst.Dir), inst.ID+"-pg"+strconv.Itoa(in.TargetMajor))
-	next, err := s.newCluster(ctx, run, prj, inst, target, newDir)
-	if err != nil {
-		return nil, err
-	}
-	old := s.eng.Instance(inst)
-	s.host.SetRuntime(prj.ID, api.RuntimeRestarting)
-	s.eng.Unwatch(inst)
-	restoreOld := func() {
-		old.Start(context.WithoutCancel(ctx), run.Exec)
-		s.eng.Watch(inst, prj)
-		s.host.SetRuntime(prj.ID, api.RuntimeActive)
-		next.Remove(context.WithoutCancel(ctx))
-	}
-	if err := old.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
-		restoreOld()
-		return nil, err
-	}
-	if err := s.pgUpgrade(ctx, run, dp, inst, next, false); err != nil {
-		restoreOld()
-		return nil, err
-	}
-	if err := next.Start(ctx, run.Exec); err != nil {
-		restoreOld()
-		return nil, err
-	}
-	var rec *store.Instance
-	err = s.db.Update(func(tx *store.Tx) error {
-		var err error
-		if rec, err = store.Instances.Get(tx, inst.ID); err != nil {
-			return err
-		}
-		rec.PreviousDir, rec.PreviousMajor, rec.PreviousBinDir = rec.Dir, rec.Major, rec.BinDir
-		rec.Dir, rec.Major, rec.BinDir, rec.UpgradeMethod, rec.UpdatedAt = newDir, target.Major, target.Dir, MethodPgUpgrade, s.now()
-		return store.Instances.Put(tx, rec)
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := s.openOn(ctx, prj, rec); err != nil {
-		return nil, err
-	}
-	version, _ := s.serverVersion(ctx, rec)
-	s.host.UpdateProject(prj.ID, func(p *store.Project) error {
-		p.PostgresVersion, p.RuntimeStatus = version, api.RuntimeActive
-		return nil
-	})
-	return map[string]any{"from_major": inst.Major, "to_major": target.Major, "postgres_version": version, "previous_dir_kept": inst.Dir}, nil
+	return s.pgUpgradeMajor(ctx, run, dp, prj, inst, target)
 }
 
 // confirmJob drops the pre-upgrade data directory.
@@ -343,9 +260,10 @@ func (s *Service) confirmJob(ctx context.Context, run *scheduler.Run) (any, erro
 			return err
 		}
 		rec.PreviousDir, rec.PreviousMajor, rec.PreviousBinDir, rec.UpgradeMethod, rec.UpdatedAt = "", 0, "", "", s.now()
+		rec.PreviousWALArchive, rec.PreviousPort = "", 0
 		return store.Instances.Put(tx, rec)
 	})
-	return map[string]any{"removed": prev.Dir}, err
+	return map[string]any{"removed": prev.Dir, "method": MethodPgUpgrade}, err
 }
 
 // rollbackJob stops the upgraded server and starts the old data directory on its old binaries.
@@ -364,31 +282,5 @@ func (s *Service) rollbackJob(ctx context.Context, run *scheduler.Run) (any, err
 	if inst.UpgradeMethod == MethodLogical {
 		return s.rollbackLogical(ctx, run, prj, inst)
 	}
-	cur := s.eng.Instance(inst)
-	s.eng.Unwatch(inst)
-	if err := cur.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
-		s.eng.Watch(inst, prj)
-		return nil, err
-	}
-	prev := *inst
-	prev.Dir, prev.Major, prev.BinDir = inst.PreviousDir, inst.PreviousMajor, inst.PreviousBinDir
-	prev.PreviousDir, prev.PreviousMajor, prev.PreviousBinDir, prev.UpgradeMethod = "", 0, "", ""
-	if err := s.eng.Instance(&prev).Start(ctx, run.Exec); err != nil {
-		cur.Start(context.WithoutCancel(ctx), run.Exec)
-		s.eng.Watch(inst, prj)
-		return nil, err
-	}
-	prev.UpdatedAt = s.now()
-	if err := s.db.Update(func(tx *store.Tx) error { return store.Instances.Put(tx, &prev) }); err != nil {
-		return nil, err
-	}
-	if err := s.eng.Watch(&prev, prj); err != nil {
-		return nil, err
-	}
-	if err := cur.Remove(ctx); err != nil {
-		return nil, err
-	}
-	version, _ := s.serverVersion(ctx, &prev)
-	s.host.UpdateProject(prj.ID, func(p *store.Project) error { p.PostgresVersion = version; return nil })
-	return map[string]any{"rolled_back_to": prev.Major, "postgres_version": version}, nil
+	return s.pgUpgradeRollback(ctx, run, prj, inst)
 }
