@@ -124,7 +124,6 @@ func (s *Service) checkTargetHas(ctx context.Context, inst *store.Instance, targ
 	return nil
 }
 
-
 // pgUpgradeMajor upgrades with pg_upgrade: checks first (nothing changes when one fails), then, in the
 // write pause, the pooler stops, the old server is fenced (client sessions end), its last WAL archived (a
 // restore to a time before the upgrade reaches it), it stops, pg_upgrade copies it into the new cluster,
