@@ -2,6 +2,8 @@ package appliance_test
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -32,7 +34,7 @@ func pgUpgradeTarget(t *testing.T, e *appliancetest.Env) postgres.Binaries {
 		t.Fatalf("Debian 13's 17: major %d, tools %v", b.Major, tools)
 	}
 	if c := statusComponent(t, e, "postgres-majors"); c.Status != appliance.StatusOperational ||
-		!strings.Contains(c.Message, "17: "+b.Dir+" (server, pg_upgrade, pg_dump") {
+		!strings.Contains(c.Message, "17: "+b.Dir+" (server, pg_upgrade: upgrades to it by pg_upgrade; client tools: pg_dump, pg_dumpall, pg_restore, pg_basebackup, pg_verifybackup, psql)") {
 		t.Fatalf("/status's majors: %+v", c)
 	}
 	return b
@@ -47,7 +49,7 @@ func pgUpgradeTarget(t *testing.T, e *appliancetest.Env) postgres.Binaries {
 func TestMajorUpgradeByPgUpgrade(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
-	pgUpgradeTarget(t, e)
+	bin17 := pgUpgradeTarget(t, e)
 	ctx := t.Context()
 	prj := provision(t, e, p, "pgupgrade", "development")
 	c, _ := e.Svc.ProjectConnections(ctx, p, prj.ID)
@@ -216,6 +218,29 @@ func TestMajorUpgradeByPgUpgrade(t *testing.T) {
 	}
 	if _, err := e.Svc.Upgrades().Rollback(ctx, p, prj.ID); appliance.KindOf(err) != appliance.KindConflict {
 		t.Fatalf("rollback after confirm: %v", err)
+	}
+
+	// 17's client tools run the project's dumps and backups: an export by pg_dump 17, a base backup by
+	// pg_basebackup 17 checked by pg_verifybackup 17 (its WAL read), and the periodic restore test of it.
+	ex, err := e.Svc.Exports().Create(ctx, p, prj.ID)
+	if err != nil {
+		t.Fatalf("an export of the 17 project: %v", err)
+	}
+	if j := e.WaitJob(t, ex.Job.ID); j.State != scheduler.StateCompleted {
+		t.Fatalf("the export of the 17 project: %s %s\n%s", j.State, j.Error, j.LastStderr)
+	}
+	out, err := exec.Command(filepath.Join(bin17.Dir, "pg_restore"), "--list", filepath.Join(e.Dir, "backups", prj.ID, "exports", ex.ExportID+".dump")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Dumped by pg_dump version: 17.") || !strings.Contains(string(out), "TABLE public items") {
+		t.Fatalf("the export's dump: %v\n%s", err, out)
+	}
+	res, err = e.Svc.Backups().Create(ctx, p, prj.ID, &appliance.CreateBackupRequest{Label: "on 17"})
+	j = runJob(t, e, res, err)
+	if r := jobResult(j); r["method"] != "pg_basebackup" || r["verified_with"] != filepath.Join(bin17.Dir, "pg_verifybackup") ||
+		r["verify_args"] != nil || r["verification_state"] != "verified" || r["major"] != float64(17) {
+		t.Fatalf("a backup of the 17 project: %s", j.Result)
+	}
+	if vr, err := e.Svc.VerifyBackups(ctx, time.Now(), time.Hour); err != nil || vr.Verified != 1 || vr.Failed != 0 {
+		t.Fatalf("the restore test of the 17 project's backup: %+v %v", vr, err)
 	}
 
 	// A restore to a time before the upgrade: 15, with the rows of then.

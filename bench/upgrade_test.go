@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,6 +34,21 @@ func upgradeTarget17(b *testing.B, e *appliancetest.Env) postgres.Binaries {
 		b.Fatal(err)
 	}
 	bin, err := programs.Dist{Major: 17, Source: tgz}.Obtain(b.Context(), appliance.PostgresDistDir(e.Dir), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return bin
+}
+
+// pgUpgradeTarget17 links Debian 13's PostgreSQL 17 (server, pg_upgrade, client tools:
+// testtools.DebianPostgres) as up --pg-dist 17=<its bin directory> does: upgrades to it run by pg_upgrade.
+func pgUpgradeTarget17(b *testing.B, e *appliancetest.Env) postgres.Binaries {
+	b.Helper()
+	dir, err := testtools.DebianPostgres(b.Context(), 17)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bin, err := programs.Dist{Major: 17, Source: dir}.Obtain(b.Context(), appliance.PostgresDistDir(e.Dir), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -153,10 +169,19 @@ func upgradeJob(b *testing.B, e *appliancetest.Env, res *appliance.JobResponse, 
 // cutover, the same client writing) returns it to 15 for the next round. A first round, not counted,
 // turns wal_level to logical (one restart). BENCH_UPGRADES (5) rounds counted; p50/p99 of the pauses
 // (nearest rank: with 5 rounds, p99 is the largest).
-func BenchmarkUpgradeWritePause(b *testing.B) {
+func BenchmarkUpgradeWritePause(b *testing.B) { benchUpgradeWritePause(b, upgradeTarget17, "logical") }
+
+// BenchmarkPgUpgradeWritePause is BenchmarkUpgradeWritePause with Debian 13's 17 as the target: the
+// upgrade runs by pg_upgrade (copy mode), its write pause from the pooler's stop to the new server open,
+// pg_upgrade's own run inside it; the rollback restarts the old directory (the writes on 17 discarded).
+func BenchmarkPgUpgradeWritePause(b *testing.B) {
+	benchUpgradeWritePause(b, pgUpgradeTarget17, "pg_upgrade")
+}
+
+func benchUpgradeWritePause(b *testing.B, target func(*testing.B, *appliancetest.Env) postgres.Binaries, method string) {
 	n := envAtLeast(b, "BENCH_UPGRADES", 5, 1)
 	e, p, prj := previewEnv(b, 0, "free")
-	upgradeTarget17(b, e)
+	target(b, e)
 	ctx := b.Context()
 	c, err := e.Svc.ProjectConnections(ctx, p, prj.ID)
 	if err != nil {
@@ -175,10 +200,13 @@ func BenchmarkUpgradeWritePause(b *testing.B) {
 		res, err := e.Svc.Upgrades().Major(ctx, p, prj.ID, 17)
 		r := upgradeJob(b, e, res, err)
 		acked, errs, gap := w.stop()
+		if r["method"] != method {
+			b.Fatalf("the upgrade ran by %v, not %s: %v", r["method"], method, r)
+		}
 		pause := time.Duration(num(r["write_pause_ms"]) * float64(time.Millisecond))
 		total := time.Duration(num(r["total_ms"]) * float64(time.Millisecond))
 		b.Logf("upgrade %d%s: client's longest wait %.0f ms (%d writes acknowledged, %d failed); the job's write pause %.0f ms, total %.1f s, cutover steps %v",
-			round, map[bool]string{true: " (warm-up: wal_level)"}[round == 0], ms(gap), acked, errs, ms(pause), total.Seconds(), r["cutover_steps_ms"])
+			round, map[bool]string{true: " (warm-up)"}[round == 0], ms(gap), acked, errs, ms(pause), total.Seconds(), cmp.Or(r["cutover_steps_ms"], r["steps_ms"]))
 		w = startUpgradeWriter(c.Connections.PooledURL)
 		res, err = e.Svc.Upgrades().Rollback(ctx, p, prj.ID)
 		upgradeJob(b, e, res, err)
@@ -191,8 +219,8 @@ func BenchmarkUpgradeWritePause(b *testing.B) {
 	for _, s := range [][]time.Duration{gaps, jobPauses, backGaps, totals} {
 		slices.Sort(s)
 	}
-	b.Logf("%d upgrades 15 -> 17 by logical replication, a client writing through the pooled URL (load average %s): longest wait between acknowledged writes p50 %.0f ms, p99 %.0f ms (goal p99 <= 2000 ms), all %s; the job's own write_pause_ms p50 %.0f, p99 %.0f; upgrade total p50 %.1f s; rollback's longest wait p50 %.0f ms, p99 %.0f ms",
-		n, loadavg(), ms(percentile(gaps, 50)), ms(percentile(gaps, 99)), joinMS(gaps), ms(percentile(jobPauses, 50)), ms(percentile(jobPauses, 99)),
+	b.Logf("%d upgrades 15 -> 17 by %s, a client writing through the pooled URL (load average %s): longest wait between acknowledged writes p50 %.0f ms, p99 %.0f ms (goal p99 <= 2000 ms), all %s; the job's own write_pause_ms p50 %.0f, p99 %.0f; upgrade total p50 %.1f s; rollback's longest wait p50 %.0f ms, p99 %.0f ms",
+		n, method, loadavg(), ms(percentile(gaps, 50)), ms(percentile(gaps, 99)), joinMS(gaps), ms(percentile(jobPauses, 50)), ms(percentile(jobPauses, 99)),
 		percentile(totals, 50).Seconds(), ms(percentile(backGaps, 50)), ms(percentile(backGaps, 99)))
 }
 
@@ -207,10 +235,21 @@ func num(v any) float64 {
 // fresh 17 server (initdb and start timed apart). BENCH_ROUNDS (2) rounds, the order alternating; a
 // rollback (untimed) returns the project to 15 after each upgrade.
 func BenchmarkUpgradeVsDumpRestore(b *testing.B) {
+	benchUpgradeVsDumpRestore(b, upgradeTarget17, "logical")
+}
+
+// BenchmarkPgUpgradeVsDumpRestore is BenchmarkUpgradeVsDumpRestore with Debian 13's 17 as the target: the
+// upgrade runs by pg_upgrade (copy mode: the project's writes pause for the whole copy), the user's
+// alternative uses 17's own pg_dump and pg_restore.
+func BenchmarkPgUpgradeVsDumpRestore(b *testing.B) {
+	benchUpgradeVsDumpRestore(b, pgUpgradeTarget17, "pg_upgrade")
+}
+
+func benchUpgradeVsDumpRestore(b *testing.B, target func(*testing.B, *appliancetest.Env) postgres.Binaries, method string) {
 	rounds := envInt(b, "BENCH_ROUNDS", 2)
 	mb := envInt(b, "BENCH_UPGRADE_MB", 1024)
 	e, p, prj := previewEnv(b, 0, "free")
-	b17 := upgradeTarget17(b, e)
+	b17 := target(b, e)
 	ctx := b.Context()
 	c, err := e.Svc.ProjectConnections(ctx, p, prj.ID)
 	if err != nil {
@@ -236,11 +275,15 @@ func BenchmarkUpgradeVsDumpRestore(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dump, err := e.Bin.Path("pg_dump")
+	tools := e.Bin // 15's, which a newer server takes, unless the target has its own
+	if b17.HasClientTools() {
+		tools = b17
+	}
+	dump, err := tools.Path("pg_dump")
 	if err != nil {
 		b.Fatal(err)
 	}
-	restore, err := e.Bin.Path("pg_restore")
+	restore, err := tools.Path("pg_restore")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -258,8 +301,12 @@ func BenchmarkUpgradeVsDumpRestore(b *testing.B) {
 				res, err := e.Svc.Upgrades().Major(ctx, p, prj.ID, 17)
 				rs := upgradeJob(b, e, res, err)
 				got[kind] = append(got[kind], time.Since(t0))
+				if rs["method"] != method {
+					b.Fatalf("the upgrade ran by %v, not %s: %v", rs["method"], method, rs)
+				}
 				got["upgrade copy"] = append(got["upgrade copy"], time.Duration(num(rs["copy_ms"])*float64(time.Millisecond)))
-				b.Logf("round %d upgrade: %.1f s (job: copy %v ms, total %v ms, write pause %v ms)", r, time.Since(t0).Seconds(), rs["copy_ms"], rs["total_ms"], rs["write_pause_ms"])
+				got["upgrade pause"] = append(got["upgrade pause"], time.Duration(num(rs["write_pause_ms"])*float64(time.Millisecond)))
+				b.Logf("round %d upgrade: %.1f s (job: copy %v ms, total %v ms, write pause %v ms, steps %v)", r, time.Since(t0).Seconds(), rs["copy_ms"], rs["total_ms"], rs["write_pause_ms"], rs["steps_ms"])
 				res, err = e.Svc.Upgrades().Rollback(ctx, p, prj.ID)
 				upgradeJob(b, e, res, err)
 			case "dump|restore":
@@ -297,8 +344,9 @@ func BenchmarkUpgradeVsDumpRestore(b *testing.B) {
 			}
 		}
 	}
-	b.Logf("project of %d MB, 15 -> 17 (npm build), medians of %d rounds (load average %s): the appliance's upgrade %.1f s (its copy and catch-up %.1f s; the project serves until the cutover), pg_dump -Fc | pg_restore into a fresh 17 %.1f s (of which initdb and start %.1f s; the project's writes must stop for all of it)",
-		size>>20, rounds, loadavg(), median(got["upgrade"]).Seconds(), median(got["upgrade copy"]).Seconds(), median(got["dump|restore"]).Seconds(), median(got["fresh 17 init+start"]).Seconds())
+	b.Logf("project of %d MB, 15 -> 17 by %s, medians of %d rounds (load average %s): the appliance's upgrade %.1f s (logical: its copy and catch-up %.1f s; its write pause %.1f s), pg_dump -Fc | pg_restore (%s's tools) into a fresh 17 %.1f s (of which initdb and start %.1f s; the project's writes must stop for all of it)",
+		size>>20, method, rounds, loadavg(), median(got["upgrade"]).Seconds(), median(got["upgrade copy"]).Seconds(), median(got["upgrade pause"]).Seconds(),
+		filepath.Base(filepath.Dir(tools.Dir)), median(got["dump|restore"]).Seconds(), median(got["fresh 17 init+start"]).Seconds())
 }
 
 // dumpRestore pipes pg_dump -Fc of the database at url into pg_restore --create on the fresh server at

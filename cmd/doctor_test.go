@@ -47,10 +47,37 @@ func TestDoctorHealthy(t *testing.T) {
 	for _, want := range []string{"ok  postgres", "/usr/lib/postgresql/15/bin/postgres (system; postgres (PostgreSQL) 15.", "ok  pgbouncer",
 		"ok  instance ports", "ok  certificate authority  created at first start", "(created by up)",
 		"projects' memory and CPU held by cgroup v", "reflinks: previews, restores and base backups copy",
-		"15: /usr/lib/postgresql/15/bin (server, pg_upgrade, pg_dump"} {
+		"15: /usr/lib/postgresql/15/bin (server, pg_upgrade: upgrades to it by pg_upgrade; client tools: pg_dump"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestDoctorListsMajors: doctor's "postgres majors" check lists each installation with what it can do:
+// Debian 12's 15 (pg_upgrade, client tools) and Debian 13's 17 given as --pg-dist 17=<its bin directory>
+// (pg_upgrade, so upgrades to it run by pg_upgrade, and its client tools).
+func TestDoctorListsMajors(t *testing.T) {
+	t.Parallel()
+	bin, err := testtools.DebianPostgres(t.Context(), 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, failed := report(t, upConfig(t, "--pg-dist", "17="+bin))
+	if failed {
+		t.Fatalf("doctor fails:\n%s", out)
+	}
+	tools := "client tools: pg_dump, pg_dumpall, pg_restore, pg_basebackup, pg_verifybackup, psql"
+	for _, want := range []string{"ok  postgres majors",
+		"15: /usr/lib/postgresql/15/bin (server, pg_upgrade: upgrades to it by pg_upgrade; " + tools + ")",
+		"17: " + bin + " (server, pg_upgrade: upgrades to it by pg_upgrade; " + tools + ")"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	out, _ = report(t, upConfig(t, "--pg-dist", "17="+t.TempDir()))
+	if !strings.Contains(out, "warn  postgres majors") || !strings.Contains(out, "holds no PostgreSQL 17 server") {
+		t.Errorf("a --pg-dist directory without PostgreSQL:\n%s", out)
 	}
 }
 

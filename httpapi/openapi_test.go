@@ -1034,13 +1034,15 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		t.Errorf("resume: %s", r.body)
 	}
 
-	// A real major upgrade, 15 → 17 by logical replication (the npm build), on a project of its own: the
-	// four endpoints answer 2xx and their jobs complete; rolled back, upgraded again, confirmed.
-	tgz, err := testtools.PostgresTarball(t.Context(), 17)
+	// A real major upgrade, 15 → 17 with pg_upgrade (Debian 13's PostgreSQL 17, given as up --pg-dist
+	// 17=<its bin directory> gives it), on a project of its own: the four endpoints answer 2xx and their jobs
+	// complete, by pg_upgrade; rolled back, upgraded again, confirmed. (The logical path, to the npm build:
+	// appliance's TestMajorUpgradeByLogicalReplication.)
+	bin17, err := testtools.DebianPostgres(t.Context(), 17)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (programs.Dist{Major: 17, Source: tgz}).Obtain(t.Context(), appliance.PostgresDistDir(b.env.Dir), nil); err != nil {
+	if _, err := (programs.Dist{Major: 17, Source: bin17}).Obtain(t.Context(), appliance.PostgresDistDir(b.env.Dir), nil); err != nil {
 		t.Fatal(err)
 	}
 	upPrj := "/v1/projects/" + b.provision("conform-upgrade", "development").ID
@@ -1050,11 +1052,15 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 			t.Errorf("no job: %s", r.body)
 		} else if j := b.env.WaitJob(t, id); j.State != "completed" {
 			t.Errorf("%s job %s: %s", j.Type, j.State, j.Error)
+		} else if !strings.Contains(string(j.Result), `"method":"pg_upgrade"`) {
+			t.Errorf("%s job: not by pg_upgrade: %s", j.Type, j.Result)
 		}
 	}
 	completes(call("POST", upPrj+"/upgrade/major/preflight?target_major=17", up+"/major/preflight", b.adminKey, nil, 202))
 	completes(call("POST", upPrj+"/upgrade/major?target_major=17", up+"/major", b.adminKey, nil, 202))
-	call("GET", upPrj+"/upgrade/major", up+"/major", b.adminKey, nil, 200) // the window open: pending 15, logical
+	if r := call("GET", upPrj+"/upgrade/major", up+"/major", b.adminKey, nil, 200); !strings.Contains(string(r.body), `"pending":{"previous_major":15,"method":"pg_upgrade"}`) {
+		t.Errorf("the window open: %s", r.body)
+	}
 	call("POST", upPrj+"/upgrade/major?target_major=18", up+"/major", b.adminKey, nil, 409)
 	completes(call("POST", upPrj+"/upgrade/major/rollback", up+"/major/rollback", b.adminKey, nil, 202))
 	completes(call("POST", upPrj+"/upgrade/major?target_major=17", up+"/major", b.adminKey, nil, 202))

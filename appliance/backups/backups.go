@@ -434,7 +434,7 @@ func (s *Service) take(ctx context.Context, run *scheduler.Run, steps *instances
 		steps.Part("copy", st.Copy+st.Start+st.Stop+st.WAL)
 		steps.Part("sync", st.Sync)
 		steps.Done("basebackup")
-		return s.finishBackup(ctx, run, steps, prj, b, bs, dir, verify, verifyArgs...)
+		return s.finishBackup(ctx, run, steps, prj, b, bs, dir, "online_copy", verify, verifyArgs...)
 	}
 	cmd := user.Command(basebackup, "-D", dir, "-F", "p", "-X", "stream", "--checkpoint=fast", "--no-password",
 		"--label", label, "-h", "127.0.0.1", "-p", strconv.Itoa(inst.Port), "-U", postgres.AdminRole)
@@ -448,13 +448,14 @@ func (s *Service) take(ctx context.Context, run *scheduler.Run, steps *instances
 		return nil, s.failBackup(b.ID, err)
 	}
 	steps.Done("basebackup")
-	return s.finishBackup(ctx, run, steps, prj, b, bs, dir, verify)
+	return s.finishBackup(ctx, run, steps, prj, b, bs, dir, "pg_basebackup", verify)
 }
 
 // finishBackup verifies the base backup staged in dir (pg_verifybackup verify with verifyArgs), stores it
-// and records it.
+// and records it; method says how it was taken (pg_basebackup, online_copy) and goes into the result, with
+// the pg_verifybackup that checked it.
 func (s *Service) finishBackup(ctx context.Context, run *scheduler.Run, steps *instances.Timer, prj *store.Project, b *store.Backup,
-	bs *backup.Store, dir, verify string, verifyArgs ...string) (any, error) {
+	bs *backup.Store, dir, method, verify string, verifyArgs ...string) (any, error) {
 	user := s.plane.User
 	// pg_verifybackup reads a plain-format directory (PostgreSQL 15's): the staged one, before it is stored.
 	vstate, verr := VerificationVerified, ""
@@ -494,7 +495,7 @@ func (s *Service) finishBackup(ctx context.Context, run *scheduler.Run, steps *i
 	}
 	steps.Done("finish")
 	return map[string]any{"backup_id": b.ID, "backup_key": b.BackupKey, "size_bytes": size, "verification_state": vstate,
-		"major": b.Major, "timings_ms": steps.MS}, nil
+		"major": b.Major, "method": method, "verified_with": verify, "verify_args": verifyArgs, "timings_ms": steps.MS}, nil
 }
 
 // failBackup marks a backup failed with err, and returns err for the job.

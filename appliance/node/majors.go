@@ -2,7 +2,8 @@ package node
 
 import (
 	"fmt"
-	"strconv"
+	"os"
+	"slices"
 	"strings"
 
 	"github.com/theappliance/appliance/appliance"
@@ -30,14 +31,26 @@ func majorsCheck(r *checkRun, c *Check) {
 			problems = append(problems, err.Error())
 		}
 	}
-	var have []string
-	for _, b := range postgres.Majors(appliance.DefaultPostgresRoot, root) {
-		have = append(have, fmt.Sprintf("%d: %s (%s)", b.Major, b.Dir, b.Abilities()))
-	}
+	majors := postgres.Majors(appliance.DefaultPostgresRoot, root)
 	for _, d := range dists {
-		if !strings.Contains(strings.Join(have, "\n"), strconv.Itoa(d.Major)+": ") && !r.Install {
-			problems = append(problems, fmt.Sprintf("--pg-dist %d=%s is not unpacked yet (up obtains it)", d.Major, d.Source))
+		if slices.ContainsFunc(majors, func(b postgres.Binaries) bool { return b.Major == d.Major }) || r.Install {
+			continue
 		}
+		// An installation on disk (--pg-dist <major>=<bin directory>) is what up links: listed as it is.
+		if st, err := os.Stat(d.Source); err == nil && st.IsDir() {
+			if b, err := postgres.FindBinaries(d.Source); err != nil || b.Major != d.Major {
+				problems = append(problems, fmt.Sprintf("--pg-dist %d=%s holds no PostgreSQL %d server (%v)", d.Major, d.Source, d.Major, err))
+			} else {
+				majors = append(majors, b)
+			}
+			continue
+		}
+		problems = append(problems, fmt.Sprintf("--pg-dist %d=%s is not unpacked yet (up obtains it)", d.Major, d.Source))
+	}
+	slices.SortFunc(majors, func(a, b postgres.Binaries) int { return a.Major - b.Major })
+	var have []string
+	for _, b := range majors {
+		have = append(have, fmt.Sprintf("%d: %s (%s)", b.Major, b.Dir, b.Abilities()))
 	}
 	c.Detail = strings.Join(have, "; ")
 	if c.Detail == "" {

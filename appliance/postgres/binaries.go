@@ -150,11 +150,15 @@ func (b Binaries) HasExtension(name string) bool {
 	return err == nil
 }
 
+// clientTools are the client programs the appliance runs on a project's server of the installation's
+// major: dumps (exports, the logical upgrade's schema), restores (imports), base backups and their checks.
+var clientTools = []string{"pg_dump", "pg_dumpall", "pg_restore", "pg_basebackup", "pg_verifybackup", "psql"}
+
 // Tools lists the programs beside the server the installation has, of those the appliance runs across
-// majors: pg_upgrade (a major upgrade in place) and the client tools pg_dump, pg_restore, psql.
+// majors: pg_upgrade (a major upgrade in place) and the client tools.
 func (b Binaries) Tools() []string {
 	out := []string{}
-	for _, p := range []string{"pg_upgrade", "pg_dump", "pg_dumpall", "pg_restore", "psql"} {
+	for _, p := range append([]string{"pg_upgrade"}, clientTools...) {
 		if _, err := os.Stat(filepath.Join(b.Dir, p)); err == nil {
 			out = append(out, p)
 		}
@@ -162,14 +166,48 @@ func (b Binaries) Tools() []string {
 	return out
 }
 
+// HasClientTools reports whether the installation has every client tool the appliance runs on a server
+// of its major (dumps, restores, base backups and their checks).
+func (b Binaries) HasClientTools() bool {
+	tools := b.Tools()
+	for _, p := range clientTools {
+		if !slices.Contains(tools, p) {
+			return false
+		}
+	}
+	return true
+}
+
 // Abilities says what the installation can do for the appliance, as doctor and /status show it: run
-// servers only (an upgrade to it runs by logical replication), or also pg_upgrade and the client tools.
+// servers only (an upgrade to it runs by logical replication; no dumps or base backups by its tools), or
+// also pg_upgrade (upgrades to it run by pg_upgrade) and the client tools (the project's dumps, restores
+// and base backups on that major).
 func (b Binaries) Abilities() string {
 	tools := b.Tools()
 	if len(tools) == 0 {
-		return "server only: upgrades to it by logical replication"
+		return "server only: upgrades to it by logical replication; no client tools: exports and imports of its projects refused, their base backups online copies"
 	}
-	return "server, " + strings.Join(tools, ", ")
+	out := "server, no pg_upgrade: upgrades to it by logical replication"
+	if slices.Contains(tools, "pg_upgrade") {
+		out = "server, pg_upgrade: upgrades to it by pg_upgrade"
+	}
+	var have, missing []string
+	for _, p := range clientTools {
+		if slices.Contains(tools, p) {
+			have = append(have, p)
+		} else {
+			missing = append(missing, p)
+		}
+	}
+	switch {
+	case len(missing) == 0:
+		out += "; client tools: " + strings.Join(have, ", ")
+	case len(have) == 0:
+		out += "; no client tools: exports and imports of its projects refused, their base backups online copies"
+	default:
+		out += "; client tools: " + strings.Join(have, ", ") + " (missing " + strings.Join(missing, ", ") + ")"
+	}
+	return out
 }
 
 // Majors lists the installations under each root (<root>/<major>/bin, as Installed), one per major, the

@@ -59,3 +59,46 @@ func TestDistFromNPMTarball(t *testing.T) {
 		t.Fatalf("second Obtain: %+v %v", again, err)
 	}
 }
+
+// TestDistFromBinDirectory links an installation on disk (--pg-dist 17=<bin directory>): Debian 13's
+// PostgreSQL 17, used where it is, with pg_upgrade and the client tools. A directory that is not a bin
+// directory of that major is refused, and a distribution unpacked before is never replaced.
+func TestDistFromBinDirectory(t *testing.T) {
+	bin, err := testtools.DebianPostgres(t.Context(), 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(t.TempDir(), "postgres")
+	d := programs.Dist{Major: 17, Source: bin}
+	b, err := d.Obtain(t.Context(), root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if target, err := os.Readlink(filepath.Join(root, "17")); err != nil || target != filepath.Dir(bin) {
+		t.Fatalf("the link: %q %v", target, err)
+	}
+	if b.Major != 17 || b.Dir != filepath.Join(root, "17", "bin") || !b.HasClientTools() || !strings.HasPrefix(b.Abilities(), "server, pg_upgrade: upgrades to it by pg_upgrade; client tools: ") {
+		t.Fatalf("binaries %+v: %q", b, b.Abilities())
+	}
+	// Its share directory is found through the link (extensions), its modules too.
+	if !b.HasExtension("pgcrypto") || !b.HasExtension("pg_stat_statements") || !b.HasLibrary("pg_stat_statements") || b.HasExtension("hypopg") {
+		t.Fatal("Debian 13's 17: extensions and libraries are not as expected")
+	}
+	if majors := postgres.Majors(root); len(majors) != 1 || majors[0] != b {
+		t.Fatalf("Majors: %v", majors)
+	}
+	if again, err := d.Obtain(t.Context(), root, nil); err != nil || again != b {
+		t.Fatalf("second Obtain: %+v %v", again, err)
+	}
+	for _, bad := range []programs.Dist{{Major: 17, Source: filepath.Dir(bin)}, {Major: 16, Source: bin}, {Major: 15, Source: "/usr/lib/postgresql/15/bin"}} {
+		other := filepath.Join(t.TempDir(), "postgres")
+		if bad.Major == 15 { // a distribution unpacked there before stays
+			if err := os.MkdirAll(filepath.Join(other, "15", "bin"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := bad.Obtain(t.Context(), other, nil); err == nil {
+			t.Errorf("Obtain %+v accepted", bad)
+		}
+	}
+}

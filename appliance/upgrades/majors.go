@@ -50,9 +50,8 @@ func (s *Service) Majors(ctx context.Context, p *authz.Principal, projectID stri
 		if b.Major <= inst.Major {
 			continue
 		}
-		tools := b.Tools()
 		out.Majors = append(out.Majors, api.MajorTarget{Major: b.Major, Method: methodTo(b),
-			PgUpgrade: slices.Contains(tools, "pg_upgrade"), ClientTools: slices.Contains(tools, "pg_dump")})
+			PgUpgrade: slices.Contains(b.Tools(), "pg_upgrade"), ClientTools: b.HasClientTools()})
 	}
 	return out, nil
 }

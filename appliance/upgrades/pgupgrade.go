@@ -71,22 +71,11 @@ func (s *Service) pgUpgradeCheck(ctx context.Context, run *scheduler.Run, dp *Pl
 		return nil, fmt.Errorf("pg_upgrade of the schema into PostgreSQL %d failed: %w", target.Major, err)
 	}
 	warnings := []string{fmt.Sprintf(pgUpgradeRollbackWarning, target.Major, target.Major)}
-	if !hasClientTools(target) {
+	if !target.HasClientTools() {
 		warnings = append(warnings, fmt.Sprintf("PostgreSQL %d's installation has no client tools: after the upgrade the project's exports and imports are refused until they are installed (postgresql-client-%d)", target.Major, target.Major))
 	}
 	return map[string]any{"ok": true, "from_major": inst.Major, "target_major": target.Major, "method": MethodPgUpgrade,
 		"target_bin_dir": target.Dir, "warnings": warnings}, nil
-}
-
-// hasClientTools reports whether an installation has the client tools the appliance runs on a project of
-// its major (dumps, restores, base backups).
-func hasClientTools(b postgres.Binaries) bool {
-	for _, p := range []string{"pg_dump", "pg_restore", "pg_basebackup", "pg_verifybackup"} {
-		if _, err := os.Stat(filepath.Join(b.Dir, p)); err != nil {
-			return false
-		}
-	}
-	return true
 }
 
 // checkTargetHas fails, naming each, when an extension of any database or a preloaded library of the
