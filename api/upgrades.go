@@ -20,7 +20,7 @@ type MajorTarget struct {
 	Major       int    `json:"major"`
 	Method      string `json:"method" enum:"UpgradeMethod" doc:"how an upgrade to it runs: pg_upgrade when the installation has it, logical replication otherwise"`
 	PgUpgrade   bool   `json:"pg_upgrade" doc:"whether the installation has pg_upgrade"`
-	ClientTools bool   `json:"client_tools" doc:"whether the installation has the client tools (pg_dump, pg_restore, psql): without them, the project's backups, exports and previews fail after an upgrade to it until they are installed"`
+	ClientTools bool   `json:"client_tools" doc:"whether the installation has the client tools (pg_dump, pg_dumpall, pg_restore, pg_basebackup, pg_verifybackup, psql): with them, the project's exports, imports and base backups on that major run them; without them, exports and imports are refused after an upgrade to it and its base backups are online copies"`
 }
 
 // Upgrade methods of a major upgrade (the upgrades area's).

@@ -4284,7 +4284,7 @@ export interface components {
             logs: components["schemas"]["Logs"];
         };
         MajorTarget: {
-            /** @description whether the installation has the client tools (pg_dump, pg_restore, psql): without them, the project's backups, exports and previews fail after an upgrade to it until they are installed */
+            /** @description whether the installation has the client tools (pg_dump, pg_dumpall, pg_restore, pg_basebackup, pg_verifybackup, psql): with them, the project's exports, imports and base backups on that major run them; without them, exports and imports are refused after an upgrade to it and its base backups are online copies */
             client_tools: boolean;
             major: number;
             /** @description how an upgrade to it runs: pg_upgrade when the installation has it, logical replication otherwise */
