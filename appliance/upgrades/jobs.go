@@ -228,6 +228,11 @@ func (s *Service) majorJob(ctx context.Context, run *scheduler.Run) (any, error)
 		if inst.UpgradeMethod == MethodLogical && inst.WALArchive == fmt.Sprintf("pg%d-%s", inst.Major, run.Job.ID) {
 			return s.finishCutover(ctx, run, prj, inst) // this job's cutover, cut short by a stop of the appliance
 		}
+		if inst.UpgradeMethod == MethodPgUpgrade { // a retry of an upgrade cut short after its record: open it
+			if err := s.openOn(ctx, prj, inst); err != nil {
+				return nil, scheduler.Transient(fmt.Errorf("open the upgraded server: %w", err))
+			}
+		}
 		return map[string]any{"skipped": "already upgraded; confirm or roll back"}, nil
 	}
 	if method == MethodLogical {

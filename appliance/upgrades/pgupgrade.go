@@ -123,6 +123,11 @@ func (s *Service) pgUpgradeMajor(ctx context.Context, run *scheduler.Run, dp *Pl
 	report := func(step string) {
 		_ = run.Progress(map[string]any{"step": step, "method": MethodPgUpgrade})
 	}
+	// A retry of an attempt cut short in its pause (the appliance stopped) finds the old server fenced:
+	// it serves again first, whatever this attempt does.
+	if err := s.fence(ctx, inst, false); err != nil {
+		return nil, scheduler.Transient(fmt.Errorf("the project's server: %w", err))
+	}
 	report("preflight")
 	if err := s.checkTargetHas(ctx, inst, target); err != nil {
 		return nil, err
