@@ -129,6 +129,10 @@ func TestMajorUpgradeByPgUpgrade(t *testing.T) {
 			t.Fatalf("after the upgrade: %s", v)
 		}
 		checkAcked(t, on17, acked, "after the upgrade")
+		// A query costly enough for JIT runs (without it: the installation has no JIT provider).
+		if _, err := on17.Exec(ctx, "SET jit_above_cost = 0"); err != nil {
+			t.Fatal(err)
+		}
 		if n := scalar[int64](t, on17, "SELECT count(*) FROM items"); n != items {
 			t.Fatalf("%d items on 17", n)
 		}

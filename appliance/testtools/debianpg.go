@@ -36,6 +36,10 @@ var debianPostgresPackages = []string{"postgresql-17", "postgresql-client-17", "
 	"libicu76", "libssl3t64", "libzstd1", "liblz4-1", "libxml2", "libreadline8t64", "libsasl2-2",
 	"libgnutls30t64", "libxslt1.1", "libstdc++6", "libgcc-s1"}
 
+// debianLayout is the version of the tree DebianPostgres makes: a change of what it unpacks or patches
+// bumps it, so that a machine's tree of before is not taken as done.
+const debianLayout = 2
+
 // debianKeyring verifies the suite's InRelease (Debian 12's keyring carries trixie's keys).
 const debianKeyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
 
@@ -52,15 +56,16 @@ func SharedCacheDir() string {
 // and client tools. It is made once per machine, under a file lock (test processes running at once share
 // it), into <SharedCacheDir>/debian-trixie-postgresql-<major>/root: the suite's InRelease is checked
 // against Debian's keyring with gpgv, Packages.xz against the InRelease's SHA-256, each .deb against
-// Packages'; they are unpacked with dpkg-deb, the programs given trixie's dynamic loader and an RPATH of its
-// libraries with patchelf, and every program and module checked to find all its libraries. The mirror is
+// Packages'; they are unpacked with dpkg-deb (the JIT provider left out: LLVM is not unpacked), the
+// programs given trixie's dynamic loader and an RPATH of its libraries with patchelf, and every program
+// and module checked to find all its libraries. The mirror is
 // the machine's own Debian mirror (its apt sources). The tree is readable by everyone: the instances' OS
 // user runs it. Its share directory is found relative to bin, so the tree is kept whole.
 func DebianPostgres(ctx context.Context, major int) (string, error) {
 	if major != DebianPostgresMajor {
 		return "", fmt.Errorf("testtools: Debian %s has PostgreSQL %d, not %d", debianSuite, DebianPostgresMajor, major)
 	}
-	dir := filepath.Join(SharedCacheDir(), fmt.Sprintf("debian-%s-postgresql-%d", debianSuite, major))
+	dir := filepath.Join(SharedCacheDir(), fmt.Sprintf("debian-%s-postgresql-%d-r%d", debianSuite, major, debianLayout))
 	root := filepath.Join(dir, "root")
 	bin := filepath.Join(root, "usr", "lib", "postgresql", fmt.Sprint(major), "bin")
 	done := filepath.Join(dir, "ok")
@@ -190,6 +195,17 @@ func buildDebianPostgres(ctx context.Context, dir, root, bin string) error {
 		}
 	}
 
+	// The JIT provider goes: it links LLVM, which is not unpacked, and a server that finds the provider but
+	// cannot load it fails every query costly enough for JIT ("could not load library llvmjit.so"), where
+	// one without it runs them without JIT.
+	pglibDir := filepath.Join(filepath.Dir(bin), "lib")
+	jit, _ := filepath.Glob(filepath.Join(pglibDir, "llvmjit*"))
+	for _, p := range append(jit, filepath.Join(pglibDir, "bitcode")) {
+		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+	}
+
 	// The programs run on trixie's loader and libraries: DT_RPATH (not RUNPATH) so that it also serves
 	// the libraries they load, and the modules the server loads.
 	libs := filepath.Join(root, "usr", "lib", triplet)
@@ -230,16 +246,12 @@ func buildDebianPostgres(ctx context.Context, dir, root, bin string) error {
 	}); err != nil {
 		return err
 	}
-	// Every program and module finds all its libraries (the JIT provider aside: LLVM is not unpacked, and
-	// a server without it runs without JIT).
+	// Every program and module finds all its libraries.
 	mods, err := filepath.Glob(filepath.Join(pglib, "*.so"))
 	if err != nil {
 		return err
 	}
 	for _, p := range append(programs, mods...) {
-		if strings.HasPrefix(filepath.Base(p), "llvmjit") {
-			continue
-		}
 		out, err := exec.CommandContext(ctx, interp, "--library-path", libs+":"+pglib, "--list", p).CombinedOutput()
 		if err != nil || bytes.Contains(out, []byte("not found")) {
 			return fmt.Errorf("the libraries of %s: %v: %s", p, err, out)
