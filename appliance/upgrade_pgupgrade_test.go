@@ -109,6 +109,12 @@ func TestMajorUpgradeByPgUpgrade(t *testing.T) {
 		t.Fatalf("preflight: %s", j.Result)
 	}
 	conn.Close(ctx)
+	on15 := instanceOf(t, e, prj)
+	for _, dir := range []string{on15.Dir + "-trial", on15.Dir + "-preflight", on15.Dir + "-pg17"} {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("the preflight's scratch cluster %s: %v", dir, err)
+		}
+	}
 
 	items := int64(1000)
 	upgrade := func() map[string]any {
