@@ -102,6 +102,23 @@ func TestMajorUpgradeByPgUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// What only the new major refuses (a view of a column 17 moved to pg_stat_checkpointer) fails the
+	// preflight's trial, naming it; the project stays as it was.
+	if _, err := conn.Exec(ctx, "CREATE VIEW checkpoints AS SELECT checkpoints_timed FROM pg_stat_bgwriter"); err != nil {
+		t.Fatal(err)
+	}
+	res, err = e.Svc.Upgrades().Preflight(ctx, p, prj.ID, 17)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := e.WaitJob(t, res.Job.ID); j.State != scheduler.StateFailed || !strings.Contains(j.Error, "pg_upgrade of the schema into PostgreSQL 17 failed") ||
+		!strings.Contains(j.Error, "checkpoints_timed") {
+		t.Fatalf("preflight of a schema 17 refuses: %s %q", j.State, j.Error)
+	}
+	if _, err := conn.Exec(ctx, "DROP VIEW checkpoints"); err != nil {
+		t.Fatal(err)
+	}
+
 	// The preflight says which method runs and what a rollback loses.
 	res, err = e.Svc.Upgrades().Preflight(ctx, p, prj.ID, 17)
 	j := runJob(t, e, res, err)

@@ -382,8 +382,9 @@ func (s *Service) rowChanges(ctx context.Context, rec *store.Instance) (int64, e
 }
 
 // pgUpgradeProblems is what pg_upgrade said of a failure: its last lines of output (it reports on standard
-// output) and the lists of problems it wrote into files it names there (the libraries, extensions or types
-// the new major lacks).
+// output), the lists of problems it wrote into files it names there (the libraries, extensions or types
+// the new major lacks: *.txt) and the end of the logs it names as the probable cause (*.log: a restore of
+// the schema the new major refused).
 func pgUpgradeProblems(out string) string {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	var tail []string
@@ -393,14 +394,21 @@ func pgUpgradeProblems(out string) string {
 		}
 	}
 	msg := strings.Join(tail, " | ")
+	seen := map[string]bool{}
 	for _, l := range lines {
-		f := strings.TrimSpace(l)
-		if !strings.HasPrefix(f, "/") || !strings.HasSuffix(f, ".txt") {
-			continue
-		}
-		if b, err := os.ReadFile(f); err == nil {
-			if len(b) > 2000 {
+		for _, f := range strings.FieldsFunc(l, func(r rune) bool { return r == '"' || r == ' ' || r == '\t' }) {
+			if !strings.HasPrefix(f, "/") || seen[f] || !(strings.HasSuffix(f, ".txt") || strings.HasSuffix(f, ".log")) {
+				continue
+			}
+			seen[f] = true
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			if strings.HasSuffix(f, ".txt") && len(b) > 2000 {
 				b = b[:2000]
+			} else if len(b) > 1500 {
+				b = b[len(b)-1500:]
 			}
 			msg += " | " + filepath.Base(f) + ": " + strings.Join(strings.Fields(string(b)), " ")
 		}
