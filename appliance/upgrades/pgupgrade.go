@@ -50,7 +50,7 @@ func (s *Service) pgUpgradeCheck(ctx context.Context, run *scheduler.Run, dp *Pl
 		return nil, err
 	}
 	bg := context.WithoutCancel(ctx)
-	src, _, err := s.prepareTarget(ctx, run, dp, prj, inst, s.eng.Instance(inst).Bin, inst.Dir+"-trial", dbs)
+	src, _, err := s.prepareTarget(ctx, run, dp, prj, inst, s.eng.Instance(inst).Bin, inst.Dir+"-trial", "", dbs)
 	if err != nil {
 		return nil, fmt.Errorf("the trial's copy of the schema: %w", err)
 	}
