@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -18,14 +20,16 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	kvredis "github.com/theappliance/appliance/appliance/redis"
 	"github.com/theappliance/appliance/kvproxy"
 )
 
-// startHAProxyReference starts what a user would otherwise put in front of Redis: a redis-server of the
-// same kind and settings as the native reference, on a unix socket only, behind HAProxy (Debian's) with
-// nbthread 1, mode tcp, terminating TLS with a certificate of the same kind (issued by the appliance's CA,
-// as the kv front's and the native reference's are). It returns HAProxy's TLS port and process id.
-func (k *kvBench) startHAProxyReference(b *testing.B) (int, int) {
+// startHAProxy starts what a user would otherwise put in front of Redis: HAProxy (Debian's) with nbthread 1,
+// mode tcp, terminating TLS with a certificate of the same kind (issued by the appliance's CA, as the kv
+// front's and the native reference's are), before the redis-server on the unix socket sock (the project's
+// store: the same server the kv front relays to, so that the two fronts differ in nothing else). It returns
+// HAProxy's TLS port and process id.
+func (k *kvBench) startHAProxy(b *testing.B, sock string) (int, int) {
 	b.Helper()
 	haproxy, err := exec.LookPath("haproxy")
 	if err != nil {
@@ -34,14 +38,6 @@ func (k *kvBench) startHAProxyReference(b *testing.B) (int, int) {
 		}
 	}
 	dir := b.TempDir()
-	sock := filepath.Join(dir, "redis.sock")
-	cmd := exec.Command("redis-server", "--port", "0", "--unixsocket", sock, "--unixsocketperm", "700", "--requirepass", k.refToken,
-		"--save", "", "--appendonly", "no", "--maxmemory", "1024mb", "--maxmemory-policy", "volatile-lru", "--dir", dir)
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	cert, key, err := k.e.CA.Issue("localhost", "127.0.0.1")
 	if err != nil {
 		b.Fatal(err)
@@ -50,12 +46,7 @@ func (k *kvBench) startHAProxyReference(b *testing.B) (int, int) {
 	if err := os.WriteFile(pem, append(append([]byte{}, cert...), key...), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := freePort(b)
 	cfg := fmt.Sprintf(`global
 	nbthread 1
 	maxconn 4096
@@ -80,19 +71,125 @@ backend redis
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { hp.Process.Kill(); hp.Wait() })
-	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), Password: k.refToken,
+	k.waitRESP(b, port, kvproxy.TenantUser, "HAProxy in front of the store")
+	return port, hp.Process.Pid
+}
+
+// waitRESP waits until a RESP server with TLS on port answers PING, logged in as user with the token.
+func (k *kvBench) waitRESP(b *testing.B, port int, user, what string) {
+	b.Helper()
+	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), Username: user, Password: k.token,
 		TLSConfig: &tls.Config{RootCAs: k.e.CA.Pool(), ServerName: "localhost"}})
 	defer c.Close()
 	for deadline := time.Now().Add(10 * time.Second); c.Ping(b.Context()).Err() != nil; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			b.Fatal("HAProxy in front of the reference redis-server does not answer")
+			b.Fatalf("%s does not answer", what)
 		}
 	}
-	return port, hp.Process.Pid
+}
+
+func freePort(b *testing.B) int {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// The kv front in a process of its own (as HAProxy is one), so that the CPU time it takes is its own and
+// not also the bench's appliance's: the bench binary run again with frontChildEnv naming a directory that
+// holds tls.crt, tls.key and front.json. It serves until its standard input closes.
+const frontChildEnv = "BENCH_KV_FRONT_CHILD"
+
+type frontChildConfig struct {
+	Socket     string
+	Token      string
+	RelayLoops int
+}
+
+// staticResolver resolves one token to one socket.
+type staticResolver struct{ token, socket string }
+
+func (r staticResolver) ResolveToken(ctx context.Context, token string) (string, error) {
+	if token != r.token {
+		return "", kvproxy.ErrInvalidToken
+	}
+	return r.socket, nil
+}
+
+// runFrontChild is the child's main: it prints the front's address, then serves until stdin closes.
+func runFrontChild(dir string) int {
+	raw, err := os.ReadFile(filepath.Join(dir, "front.json"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var c frontChildConfig
+	if err := json.Unmarshal(raw, &c); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s := &kvproxy.Server{Addr: "127.0.0.1:0", TLS: &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+		Resolver: staticResolver{c.Token, c.Socket}, Limits: kvproxy.DefaultLimits, RelayLoops: c.RelayLoops}
+	if err := s.Start(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(s.ListenAddr())
+	io.Copy(io.Discard, os.Stdin)
+	s.Stop(context.Background())
+	return 0
+}
+
+// startFrontChild starts the kv front in a process of its own before the store's socket sock; it returns
+// the front's port and process id.
+func (k *kvBench) startFrontChild(b *testing.B, sock string, loops int) (int, int) {
+	b.Helper()
+	dir := b.TempDir()
+	cert, key, err := k.e.CA.Issue("localhost", "127.0.0.1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg, _ := json.Marshal(frontChildConfig{Socket: sock, Token: k.token, RelayLoops: loops})
+	for name, data := range map[string][]byte{"tls.crt": cert, "tls.key": key, "front.json": cfg} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), frontChildEnv+"="+dir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("the kv front's process: %v", err)
+	}
+	port := portOfAddr(strings.TrimSpace(line))
+	k.waitRESP(b, port, "", "the kv front's own process")
+	return port, cmd.Process.Pid
 }
 
 // syscalls is how many read and write system calls a process has made (/proc/<pid>/io's syscr + syscw;
-// pid 0 is this process).
+// pid 0 is this process). Those count read(2), write(2) and their vectored kin, not recvfrom(2) and
+// sendto(2): HAProxy's reads and writes are those, and it shows 0.
 func syscalls(b *testing.B, pid int) float64 {
 	p := "/proc/self/io"
 	if pid != 0 {
@@ -136,13 +233,16 @@ func cpuTime(b *testing.B, pid int) time.Duration {
 }
 
 // BenchmarkKVRESPvsHAProxy: redis-benchmark --tls -t set,get -c 50, at -P 1 and -P 16, BENCH_ROUNDS (5)
-// rounds of BENCH_REQUESTS (200000) requests against each of three, the order rotating every round: the
-// kv front (kvproxy, in front of the project's redis-server on its unix socket), HAProxy (nbthread 1, mode
-// tcp, TLS terminated, to a redis-server on a unix socket) and a redis-server's own TLS port (native). It
-// logs medians of ops/s and of the per-round ratios kvproxy / HAProxy and each / native.
+// rounds of BENCH_REQUESTS (200000) requests against each target, the order rotating every round: the kv
+// front (kvproxy) in a process of its own, the same front inside the bench's appliance (as up runs it),
+// HAProxy (nbthread 1, mode tcp, TLS terminated) — all three before the project's own redis-server on its
+// unix socket — and a redis-server's own TLS port (native). Every client offers one TLS 1.3 cipher suite
+// (tlsSuite). It logs medians of ops/s, of the per-round ratios to HAProxy and native, and of each front's
+// CPU time per request.
 func BenchmarkKVRESPvsHAProxy(b *testing.B) {
 	k := newKVBench(b)
 	rounds, requests := envInt(b, "BENCH_ROUNDS", 5), envInt(b, "BENCH_REQUESTS", 200000)
+	loops := envAtLeast(b, "BENCH_RELAY_LOOPS", 0, -1)
 	// A front of its own, as up runs it (DefaultLimits' PendingPerAddr, 128, holds redis-benchmark's 50
 	// connections opened at once from one address; it was 32 when this bench found that too few).
 	cfg, err := k.e.CA.ServerTLS("127.0.0.1", "localhost")
@@ -150,23 +250,30 @@ func BenchmarkKVRESPvsHAProxy(b *testing.B) {
 		b.Fatal(err)
 	}
 	front := &kvproxy.Server{Addr: "127.0.0.1:0", TLS: cfg, Resolver: k.e.Svc.KV(), Lane: k.e.Lane,
-		Limits: kvproxy.DefaultLimits, RelayLoops: envAtLeast(b, "BENCH_RELAY_LOOPS", 0, -1)}
+		Limits: kvproxy.DefaultLimits, RelayLoops: loops}
 	if err := front.Start(b.Context()); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { front.Stop(context.Background()) })
-	hpPort, hpPID := k.startHAProxyReference(b)
-	// cpu is whose CPU time counts as the front's: this process's for the kv front (pid 0), HAProxy's, and
-	// for native the redis-server's own (its TLS and its store's work together: not a front's).
+	sock := kvredis.Config{Dir: k.storeDir}.SocketPath()
+	childPort, childPID := k.startFrontChild(b, sock, loops)
+	hpPort, hpPID := k.startHAProxy(b, sock)
+	// cpu is whose CPU time counts as the front's: the front's own process, this process's for the front
+	// in the appliance (pid 0: the appliance's background work too, so an upper bound), HAProxy's, and for
+	// native the redis-server's own (its TLS and its store's work together: not a front's).
 	targets := []struct {
-		name     string
-		port     int
-		password string
-		cpu      int
+		name           string
+		port           int
+		user, password string
+		cpu            int
 	}{
-		{"kvproxy", portOfAddr(front.ListenAddr()), k.token, 0},
-		{"haproxy", hpPort, k.refToken, hpPID},
-		{"native", k.refPort, k.refToken, k.refPID},
+		{"kvproxy", childPort, "", k.token, childPID},
+		{"kvproxy-in-appliance", portOfAddr(front.ListenAddr()), "", k.token, 0},
+		{"haproxy", hpPort, kvproxy.TenantUser, k.token, hpPID},
+		{"native", k.refPort, "", k.refToken, k.refPID},
+	}
+	for _, t := range targets {
+		b.Logf("%s: %s", t.name, k.negotiated(b, t.port))
 	}
 	for _, pipe := range []int{1, 16} {
 		got := map[string]map[string][]float64{} // test → target → ops/s per round
@@ -176,7 +283,7 @@ func BenchmarkKVRESPvsHAProxy(b *testing.B) {
 			for i := range targets {
 				t := targets[(i+round)%len(targets)]
 				c0, s0 := cpuTime(b, t.cpu), syscalls(b, t.cpu)
-				res := k.redisBenchmark(b, t.port, t.password, pipe, 50, requests)
+				res := k.redisBenchmarkAs(b, t.port, t.user, t.password, pipe, 50, requests)
 				sys[t.name] = append(sys[t.name], (syscalls(b, t.cpu)-s0)/float64(2*requests))
 				cpu[t.name] = append(cpu[t.name], float64(cpuTime(b, t.cpu)-c0)/float64(time.Microsecond)/float64(2*requests))
 				for test, r := range res {
@@ -187,28 +294,28 @@ func BenchmarkKVRESPvsHAProxy(b *testing.B) {
 				}
 			}
 		}
+		ratio := func(xs, ys []float64) []float64 {
+			out := make([]float64, min(len(xs), len(ys)))
+			for i := range out {
+				out[i] = xs[i] / ys[i]
+			}
+			return out
+		}
 		for _, test := range []string{"SET", "GET"} {
 			g := got[test]
-			ratio := func(a, c string) []float64 {
-				out := make([]float64, len(g[a]))
-				for i := range g[a] {
-					out[i] = g[a][i] / g[c][i]
-				}
-				return out
+			for _, t := range targets {
+				vh, vn := ratio(g[t.name], g["haproxy"]), ratio(g[t.name], g["native"])
+				b.Logf("P=%d %s %s: %.0f ops/s (rounds %s); / haproxy %.3f (rounds %s); / native %.3f (rounds %s)",
+					pipe, test, t.name, medianF(g[t.name]), fmtList(g[t.name], "%.0f"), medianF(vh), fmtList(vh, "%.2f"),
+					medianF(vn), fmtList(vn, "%.2f"))
 			}
-			kh, kn, hn := ratio("kvproxy", "haproxy"), ratio("kvproxy", "native"), ratio("haproxy", "native")
-			b.Logf("P=%d %s: ops/s medians kvproxy %.0f, haproxy %.0f, native %.0f; kvproxy/haproxy %.3f (rounds %s); kvproxy/native %.3f; haproxy/native %.3f (rounds %s)",
-				pipe, test, medianF(g["kvproxy"]), medianF(g["haproxy"]), medianF(g["native"]), medianF(kh), fmtList(kh, "%.2f"),
-				medianF(kn), medianF(hn), fmtList(hn, "%.2f"))
 		}
-		ratio := make([]float64, len(cpu["kvproxy"]))
-		for i := range ratio {
-			ratio[i] = cpu["kvproxy"][i] / cpu["haproxy"][i]
+		for _, t := range targets {
+			vh := ratio(cpu[t.name], cpu["haproxy"])
+			b.Logf("P=%d CPU µs per request (SET and GET) %s: %.2f (rounds %s); / haproxy %.3f (rounds %s); read(2)/write(2)-family calls per request %.2f",
+				pipe, t.name, medianF(cpu[t.name]), fmtList(cpu[t.name], "%.2f"), medianF(vh), fmtList(vh, "%.2f"), medianF(sys[t.name]))
 		}
-		b.Logf("P=%d CPU µs per request (SET and GET), medians: kvproxy %.2f (rounds %s), haproxy %.2f (rounds %s), native redis-server %.2f; kvproxy/haproxy %.2f (rounds %s)",
-			pipe, medianF(cpu["kvproxy"]), fmtList(cpu["kvproxy"], "%.2f"), medianF(cpu["haproxy"]), fmtList(cpu["haproxy"], "%.2f"),
-			medianF(cpu["native"]), medianF(ratio), fmtList(ratio, "%.2f"))
-		b.Logf("P=%d read and write system calls per request, medians: kvproxy %.2f, haproxy %.2f, native redis-server %.2f",
-			pipe, medianF(sys["kvproxy"]), medianF(sys["haproxy"]), medianF(sys["native"]))
+		load, _ := os.ReadFile("/proc/loadavg")
+		b.Logf("P=%d load average after the rounds: %s", pipe, strings.TrimSpace(string(load)))
 	}
 }

@@ -1,10 +1,17 @@
 package bench
 
 import (
+	"os"
 	"testing"
 
 	"github.com/theappliance/appliance/appliance/testtools"
 )
 
-// TestMain installs what the tests run when it is missing (see testtools).
-func TestMain(m *testing.M) { testtools.Main(m, testtools.Versitygw) }
+// TestMain installs what the tests run when it is missing (see testtools). Run with frontChildEnv, the
+// binary is the kv front's own process of BenchmarkKVRESPvsHAProxy instead.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(frontChildEnv); dir != "" {
+		os.Exit(runFrontChild(dir))
+	}
+	testtools.Main(m, testtools.Versitygw)
+}
