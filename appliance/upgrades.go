@@ -29,7 +29,7 @@ func (s *Service) newUpgrades(cfg Config, deps Deps) *upgrades.Service {
 		eng = s.eng
 	}
 	area := upgrades.New(upgrades.Config{PostgresRoot: cfg.PostgresRoot, DistRoot: PostgresDistDir(cfg.DataDir)},
-		upgrades.Deps{DB: deps.DB, Box: deps.Box, Clock: s.now, Plane: plane, Engine: eng, Host: areaHost{s}, Step: s.jobStep})
+		upgrades.Deps{DB: deps.DB, Box: deps.Box, Clock: s.now, Plane: plane, Engine: eng, Host: areaHost{s}, Step: deps.JobStepHook})
 	if plane != nil {
 		s.Probe.Register("postgres-majors", area.MajorsStatus)
 	}
