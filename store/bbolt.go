@@ -69,3 +69,4 @@ func (b boltBucket) ForEach(fn func(k, v []byte) error) error { return b.b.ForEa
 func (b boltBucket) Cursor() cursor                           { return cursor{b: b.b.Cursor()} }
 func (b boltBucket) Sequence() uint64                         { return b.b.Sequence() }
 func (b boltBucket) NextSequence() (uint64, error)            { return b.b.NextSequence() }
+func (b boltBucket) SetSequence(n uint64) error               { return b.b.SetSequence(n) }

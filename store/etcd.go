@@ -623,6 +623,10 @@ func (b etcdBucket) NextSequence() (uint64, error) {
 	return n, etcdBucket{t: b.t, name: etcdSequences}.Put([]byte(b.name), []byte(strconv.FormatUint(n, 10)))
 }
 
+func (b etcdBucket) SetSequence(n uint64) error {
+	return etcdBucket{t: b.t, name: etcdSequences}.Put([]byte(b.name), []byte(strconv.FormatUint(n, 10)))
+}
+
 // etcdCursor walks a bucket as of the transaction's revision with the transaction's writes laid over it.
 // It reads the bucket a page at a time: win holds every key of the revision in [lo, hi) (hi nil: to the
 // bucket's end), in order.

@@ -5,9 +5,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -152,8 +154,13 @@ func (ca *CA) SignCSR(csr *x509.CertificateRequest, lifetime time.Duration) ([]b
 	return ca.sign(hosts, csr.PublicKey, lifetime)
 }
 
-// sign makes the certificate of pub for hosts.
+// sign makes the certificate of pub for hosts (a server's).
 func (ca *CA) sign(hosts []string, pub any, lifetime time.Duration) ([]byte, error) {
+	return ca.signUsage(hosts, pub, lifetime, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth})
+}
+
+// signUsage makes the certificate of pub for hosts, for the uses named.
+func (ca *CA) signUsage(hosts []string, pub any, lifetime time.Duration, usage []x509.ExtKeyUsage) ([]byte, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
@@ -161,7 +168,7 @@ func (ca *CA) sign(hosts []string, pub any, lifetime time.Duration) ([]byte, err
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(lifetime),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  usage,
 	}
 	if lifetime < 24*time.Hour { // short lives (tests of renewal) start now, so their renewal window is theirs
 		tmpl.NotBefore = now.Add(-time.Second)
@@ -199,4 +206,26 @@ func (ca *CA) Pool() *x509.CertPool {
 	p := x509.NewCertPool()
 	p.AddCert(ca.cert)
 	return p
+}
+
+// IssuePeer makes a certificate for hosts good for both ends of mutual TLS (server and client
+// authentication), valid for a year: a cluster node's, with which its etcd member serves its clients and
+// peers and dials its peers.
+func (ca *CA) IssuePeer(hosts ...string) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	certPEM, err = ca.signUsage(hosts, &key.PublicKey, 365*24*time.Hour, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth})
+	if err != nil {
+		return nil, nil, err
+	}
+	return certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: mustMarshalKey(key)}), nil
+}
+
+// Fingerprint is the SHA-256 of the CA certificate (DER), in hex: what a join token carries so that a
+// joining node trusts the CA the existing node's TLS presents and no other.
+func (ca *CA) Fingerprint() string {
+	sum := sha256.Sum256(ca.cert.Raw)
+	return hex.EncodeToString(sum[:])
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/theappliance/appliance/appliance/cluster"
 	"log/slog"
 	"net"
 	"net/http"
@@ -102,10 +103,46 @@ func (u *Node) close() {
 // storeComponent is the metadata store.
 func (u *Node) storeComponent() *component {
 	return &component{name: "store", start: func(ctx context.Context) error {
+		if cluster.IsNode(u.dataDir) {
+			// A cluster node: its etcd member, and the store on the cluster.
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			m, err := cluster.StartMember(sctx, u.dataDir)
+			if err != nil {
+				return err
+			}
+			u.member, u.db = m, m.DB()
+			return nil
+		}
 		var err error
 		u.db, err = openStore(u.cfg, u.dataDir)
 		return err
-	}, stop: func(ctx context.Context) error { return u.db.Close() }}
+	}, stop: func(ctx context.Context) error {
+		if u.member != nil {
+			u.member.Stop()
+			return nil
+		}
+		return u.db.Close()
+	}}
+}
+
+// clusterComponent is a cluster node's part: it registers the node (its record: addresses, capacity,
+// version), reports the cluster in /status and serves joins. Nothing on a single node.
+func (u *Node) clusterComponent() *component {
+	var joins *cluster.JoinServer
+	return &component{name: "cluster", start: func(ctx context.Context) error {
+		if u.member == nil {
+			return nil
+		}
+		if err := u.member.Register(cluster.NodeInfo{APIURL: u.apiURL, PublicHost: u.cfg.PublicHost, Version: u.cfg.Version,
+			PortsFirst: u.ports.First, PortsLast: u.ports.Last}); err != nil {
+			return fmt.Errorf("register this node: %w", err)
+		}
+		u.svc.Cluster = u.member.Status
+		var err error
+		joins, err = u.member.ServeJoins(u.ca, u.log)
+		return err
+	}, stop: func(ctx context.Context) error { return joins.Close(ctx) }}
 }
 
 // serviceComponent is the service, the supervisor of its instances and the job runner it enqueues for

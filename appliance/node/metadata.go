@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/cluster"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -69,6 +70,10 @@ func errNoMetadata(dataDir, state string, found []string) error {
 // mismatch is a warning); up does the same as it opens the store.
 func metadataCheck(r *checkRun, c *Check) {
 	dataDir := r.dataDir
+	if cluster.IsNode(dataDir) {
+		c.Detail = "a cluster node: the metadata is in the cluster's etcd (" + cluster.File(dataDir) + ")"
+		return
+	}
 	path := MetaFile(dataDir)
 	st, err := os.Stat(path)
 	if err != nil || st.Size() == 0 {

@@ -22,6 +22,8 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/cluster/lease"
+
+	"github.com/theappliance/appliance/appliance/cluster"
 	"github.com/theappliance/appliance/appliance/heapfloor"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/programs"
@@ -66,6 +68,12 @@ type Config struct {
 	EnvFile                   string
 	// ConfigFile is the TOML file up read these settings from ("": none; cmd reads it, Start does not).
 	ConfigFile string
+	// Join is a join token (up --join): a new data directory becomes a node of the cluster the token
+	// names (cluster.Join) before anything else; Advertise is this machine's address the other nodes
+	// reach it at, and the Etcd*Port and JoinPort its etcd member's and join listener's ports (0: free
+	// ones). A data directory that is a node already ignores Join.
+	Join, Advertise                        string
+	EtcdClientPort, EtcdPeerPort, JoinPort int
 
 	// Version is the appliance's version (not a flag: the binary's, cmd.Version), reported by /status and
 	// printed at start.
@@ -95,6 +103,7 @@ type Node struct {
 	lane *lane.Lane
 
 	db     *store.DB
+	member *cluster.Member // a cluster node's etcd member (nil: single node, bbolt)
 	svc    *appliance.Service
 	runner *scheduler.Runner
 	kv     *kvproxy.Server
@@ -146,6 +155,7 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (_ *Node, err error) 
 		u.webhooksComponent(),
 		u.kvFrontComponent(),
 		u.apiComponent(),
+		u.clusterComponent(),
 	}
 	if err := startAll(ctx, u.components, u.log); err != nil {
 		u.close()
@@ -317,8 +327,9 @@ func (u *Node) checkMachine(ctx context.Context) error {
 	return nil
 }
 
-// openDataDir makes the data directory (and its metadata store on a first start), its CA and secret box.
-func (u *Node) openDataDir(context.Context) error {
+// openDataDir makes the data directory (and its metadata store on a first start), its CA and secret box;
+// with --join, a new data directory first joins the cluster (which hands it the CA and secret key).
+func (u *Node) openDataDir(ctx context.Context) error {
 	if err := os.MkdirAll(u.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
@@ -327,9 +338,21 @@ func (u *Node) openDataDir(context.Context) error {
 		return err
 	}
 	u.dataDir = dataDir
+	if u.cfg.Join != "" {
+		if cluster.IsNode(dataDir) {
+			u.log.Info("--join ignored: the data directory is a cluster node's already", "cluster", cluster.File(dataDir))
+		} else {
+			c, err := cluster.Join(ctx, cluster.JoinOptions{DataDir: dataDir, Token: u.cfg.Join, Advertise: u.cfg.Advertise,
+				ClientPort: u.cfg.EtcdClientPort, PeerPort: u.cfg.EtcdPeerPort, JoinPort: u.cfg.JoinPort})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(u.out, "joined the cluster as node %s (etcd member %s on %s)\n", c.NodeID, c.MemberName, c.Advertise)
+		}
+	}
 	// A first start makes its metadata store before anything else, so a data directory with a CA (or
-	// anything) but no meta.db is never one a first start left.
-	if _, err := os.Stat(MetaFile(dataDir)); errors.Is(err, os.ErrNotExist) {
+	// anything) but no meta.db is never one a first start left. A cluster node's metadata is in etcd.
+	if _, err := os.Stat(MetaFile(dataDir)); errors.Is(err, os.ErrNotExist) && !cluster.IsNode(dataDir) {
 		db, err := store.Open(MetaFile(dataDir))
 		if err != nil {
 			return err

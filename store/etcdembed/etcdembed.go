@@ -7,6 +7,7 @@ package etcdembed
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"google.golang.org/grpc"
@@ -39,6 +41,21 @@ type Config struct {
 	ClientPort, PeerPort int
 	// LogLevel is the member's (zap's: debug, info, warn, error, panic, fatal; error when empty).
 	LogLevel string
+	// TLS, when set, makes the member serve its clients and its peers over mutual TLS (https URLs): both
+	// present a certificate of the CA and are refused without one.
+	TLS *TLSFiles
+	// InitialCluster names the cluster's members ("name=peer URL,…") when the member joins an existing
+	// cluster (ClusterState "existing"); empty: a new cluster of this member alone.
+	InitialCluster string
+	// ClusterState is "new" (the default) or "existing" (a member added to a running cluster).
+	ClusterState string
+}
+
+// TLSFiles are the PEM files of a member's mutual TLS: its certificate (for its host, good for server
+// and client authentication: it serves its clients and peers and dials its peers with it) and key, and
+// the CA that every client and peer must present a certificate of.
+type TLSFiles struct {
+	CertFile, KeyFile, CAFile string
 }
 
 // Server is a running member.
@@ -56,7 +73,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	peer := cfg.peerURL()
-	s, err := cfg.launch(cfg.Name + "=" + peer.String())
+	initial := cfg.Name + "=" + peer.String()
+	if cfg.InitialCluster != "" {
+		initial = cfg.InitialCluster
+	}
+	s, err := cfg.launch(initial)
 	if err != nil {
 		return nil, err
 	}
@@ -88,13 +109,26 @@ func (cfg *Config) resolve() error {
 	return nil
 }
 
+func (cfg Config) scheme() string {
+	if cfg.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
 func (cfg Config) clientURL() url.URL {
-	return url.URL{Scheme: "http", Host: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.ClientPort))}
+	return url.URL{Scheme: cfg.scheme(), Host: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.ClientPort))}
 }
 
 func (cfg Config) peerURL() url.URL {
-	return url.URL{Scheme: "http", Host: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.PeerPort))}
+	return url.URL{Scheme: cfg.scheme(), Host: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.PeerPort))}
 }
+
+// ClientURL is the member's client URL (ports resolved: after Start).
+func (cfg Config) ClientURL() string { u := cfg.clientURL(); return u.String() }
+
+// PeerURL is the member's peer URL.
+func (cfg Config) PeerURL() string { u := cfg.peerURL(); return u.String() }
 
 // launch starts the member of a resolved config in the cluster initialCluster names ("name=peer URL,…";
 // read only when the data directory holds no member yet), without waiting for it to serve.
@@ -106,6 +140,17 @@ func (cfg Config) launch(initialCluster string) (*Server, error) {
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	ec.InitialCluster = initialCluster
+	if cfg.ClusterState != "" {
+		ec.ClusterState = cfg.ClusterState
+	}
+	if cfg.TLS != nil {
+		// A peer's certificate must be of the CA; its addresses are not checked against the connection's
+		// source address (a machine of several addresses dials from whichever its routes pick, not
+		// necessarily the one it advertises).
+		info := transport.TLSInfo{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile, TrustedCAFile: cfg.TLS.CAFile, ClientCertAuth: true, SkipClientSANVerify: true}
+		ec.ClientTLSInfo, ec.PeerTLSInfo = info, info
+		ec.ClientAutoTLS, ec.PeerAutoTLS = false, false
+	}
 	ec.MaxRequestBytes = MaxRequestBytes
 	ec.MaxTxnOps = MaxTxnOps
 	ec.LogLevel = cfg.LogLevel
@@ -153,18 +198,31 @@ var reconnect = grpc.WithConnectParams(grpc.ConnectParams{
 })
 
 // newClient is a client of the endpoints, its send limit matching the members'.
-func newClient(endpoints []string) (*clientv3.Client, error) {
+func newClient(endpoints []string) (*clientv3.Client, error) { return NewClient(endpoints, nil) }
+
+// NewClient is a client of the endpoints (over TLS with tc: https endpoints), its send limit matching the
+// members' and its reconnections quick. Its requests carry their own deadlines (the store's).
+func NewClient(endpoints []string, tc *tls.Config) (*clientv3.Client, error) {
 	c, err := clientv3.New(clientv3.Config{
-		Endpoints:          endpoints,
-		DialTimeout:        10 * time.Second,
-		DialOptions:        []grpc.DialOption{reconnect},
-		MaxCallSendMsgSize: MaxRequestBytes + 1<<20,
+		Endpoints:            endpoints,
+		DialTimeout:          10 * time.Second,
+		DialOptions:          []grpc.DialOption{reconnect},
+		MaxCallSendMsgSize:   MaxRequestBytes + 1<<20,
+		TLS:                  tc,
+		DialKeepAliveTime:    5 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client of %s: %w", strings.Join(endpoints, ","), err)
 	}
 	return c, nil
 }
+
+// Etcd is the embedded member (its server: leader, member id, raft status).
+func (s *Server) Etcd() *embed.Etcd { return s.etcd }
+
+// Err receives the member's fatal error, if it fails after it started.
+func (s *Server) Err() <-chan error { return s.etcd.Err() }
 
 // Stop stops the member (once; later calls do nothing).
 func (s *Server) Stop() {

@@ -1,0 +1,184 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/store"
+)
+
+// newSingleNode is a stopped single-node appliance's data directory: meta.db with an organization.
+func newSingleNode(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := store.Open(filepath.Join(dir, "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *store.Tx) error {
+		return store.Organizations.Put(tx, &store.Organization{ID: "org_1", Name: "one", Slug: "one", CreatedAt: time.Now().UTC()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	if err := os.WriteFile(filepath.Join(dir, "secret.key"), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+type node struct {
+	dir   string
+	m     *Member
+	joins *JoinServer
+	ca    *certs.CA
+}
+
+func startNode(t *testing.T, ctx context.Context, dir string) *node {
+	t.Helper()
+	m, err := StartMember(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := certs.LoadOrCreateCA(filepath.Join(dir, "ca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := m.ServeJoins(ca, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{dir: dir, m: m, joins: js, ca: ca}
+	t.Cleanup(func() { js.Close(context.Background()); m.Stop() })
+	return n
+}
+
+func (n *node) token(t *testing.T, ttl time.Duration) string {
+	t.Helper()
+	tok, _, err := NewJoinToken(n.m.DB(), n.m.Config(), n.ca, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func nodeCount(t *testing.T, db *store.DB) int {
+	t.Helper()
+	var n int
+	if err := db.View(func(tx *store.Tx) error {
+		all, err := store.Nodes.All(tx, nil)
+		n = len(all)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestFormAndJoin: init converts a single node (its organization now in etcd, meta.db kept aside), a
+// second node joins with a token (over the first's join listener, on another loopback address) and reads
+// the same metadata; the refusals change nothing: a token used again, an expired one, a forged secret, a
+// token of another cluster (refused by the joining node's TLS check before the secret is sent), and a
+// joining node whose clock is far off.
+func TestFormAndJoin(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir1 := newSingleNode(t)
+	cfg1, err := Init(ctx, InitOptions{DataDir: dir1, Advertise: "127.0.0.1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !IsNode(dir1) || cfg1.NodeID == "" {
+		t.Fatalf("init: not a node: %+v", cfg1)
+	}
+	if _, err := Init(ctx, InitOptions{DataDir: dir1, Advertise: "127.0.0.1"}, io.Discard); err == nil || !strings.Contains(err.Error(), "already a cluster node") {
+		t.Fatalf("second init: %v", err)
+	}
+	n1 := startNode(t, ctx, dir1)
+	var org *store.Organization
+	n1.m.DB().View(func(tx *store.Tx) error { org, err = store.Organizations.Get(tx, "org_1"); return err })
+	if err != nil || org.Name != "one" {
+		t.Fatalf("the organization on etcd: %v %+v", err, org)
+	}
+
+	tok := n1.token(t, time.Hour)
+	dir2 := t.TempDir()
+	if _, err := Join(ctx, JoinOptions{DataDir: dir2, Token: tok, Advertise: "127.0.0.2"}); err != nil {
+		t.Fatal(err)
+	}
+	n2 := startNode(t, ctx, dir2)
+	if err := n2.m.Register(NodeInfo{APIURL: "https://127.0.0.2:1", Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	n2.m.DB().View(func(tx *store.Tx) error { org, err = store.Organizations.Get(tx, "org_1"); return err })
+	if err != nil || org.Name != "one" {
+		t.Fatalf("the organization through node 2: %v %+v", err, org)
+	}
+	st := n2.m.Status(ctx)
+	if len(st.Members) != 2 || !st.Quorum || st.Leader == "" {
+		t.Fatalf("status through node 2: %+v", st)
+	}
+	for _, mem := range st.Members {
+		if mem.Learner {
+			t.Fatalf("member %s is still a learner", mem.Name)
+		}
+	}
+
+	foreignDir := newSingleNode(t)
+	foreignCA, err := certs.LoadOrCreateCA(filepath.Join(foreignDir, "ca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := n1.token(t, time.Hour)
+	gt, _ := parseToken(good)
+	forged := gt
+	forged.Secret = "not-the-secret"
+	foreign := gt
+	foreign.Fingerprint = foreignCA.Fingerprint()
+	expired := n1.token(t, time.Millisecond)
+	time.Sleep(5 * time.Millisecond) // the token's expiry is a time, not an event to wait on
+	for _, c := range []struct {
+		name, token, want string
+		skew              time.Duration
+	}{
+		{"reused", tok, "used already", 0},
+		{"expired", expired, "expired", 0},
+		{"forged", forged.String(), "unknown to this cluster", 0},
+		{"foreign", foreign.String(), "not of the cluster the join token names", 0},
+		{"clock", good, "clock is", 2 * time.Minute},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := nodeCount(t, n1.m.DB())
+			dir := t.TempDir()
+			_, err := Join(ctx, JoinOptions{DataDir: dir, Token: c.token, Advertise: "127.0.0.3", clockSkew: c.skew})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("join: %v, want an error with %q", err, c.want)
+			}
+			if IsNode(dir) {
+				t.Fatal("a refused join left cluster.json")
+			}
+			if after := nodeCount(t, n1.m.DB()); after != before {
+				t.Fatalf("nodes: %d after a refused join, %d before", after, before)
+			}
+			if st := n1.m.Status(ctx); len(st.Members) != 2 {
+				t.Fatalf("members after a refused join: %+v", st.Members)
+			}
+		})
+	}
+	// The good token, refused for the clock only, still joins.
+	if _, err := Join(ctx, JoinOptions{DataDir: t.TempDir(), Token: good, Advertise: "127.0.0.3"}); err != nil {
+		t.Fatalf("the token refused for the clock: %v", err)
+	}
+}

@@ -1,0 +1,179 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/store"
+)
+
+// NodeInfo is what a node registers about itself as it starts.
+type NodeInfo struct {
+	APIURL, PublicHost, Version string
+	PortsFirst, PortsLast       int
+}
+
+// Register writes (or refreshes) this node's record: active, its addresses, capacity, version and the
+// time it was seen.
+func (m *Member) Register(info NodeInfo) error {
+	now := time.Now().UTC()
+	mem, disk := capacity(m.dataDir)
+	return m.db.Update(func(tx *store.Tx) error {
+		n, err := store.Nodes.Get(tx, m.cfg.NodeID)
+		if errors.Is(err, store.ErrNotFound) {
+			n = &store.Node{ID: m.cfg.NodeID, JoinedAt: now}
+		} else if err != nil {
+			return err
+		}
+		n.Name, n.Advertise = m.cfg.MemberName, m.cfg.Advertise
+		n.ClientURL, n.PeerURL, n.JoinURL = m.cfg.ClientURL(), m.cfg.PeerURL(), m.cfg.JoinURL()
+		n.EtcdMemberID = memberIDHex(uint64(m.srv.Etcd().Server.MemberID()))
+		n.APIURL, n.PublicHost, n.Version = info.APIURL, info.PublicHost, info.Version
+		n.PortsFirst, n.PortsLast = info.PortsFirst, info.PortsLast
+		n.MemoryBytes, n.DiskBytes = mem, disk
+		n.State, n.LastSeenAt = store.NodeActive, now
+		return store.Nodes.Put(tx, n)
+	})
+}
+
+// capacity is the machine's memory and the data directory's filesystem's size (bytes; 0 when unknown).
+func capacity(dataDir string) (memory, disk int64) {
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				memory = kb << 10
+			}
+		}
+	}
+	var st syscall.Statfs_t
+	if syscall.Statfs(dataDir, &st) == nil {
+		disk = int64(st.Blocks) * st.Bsize
+	}
+	return memory, disk
+}
+
+// NodeView is a node as `cluster nodes` lists it.
+type NodeView struct {
+	store.Node
+	Projects []string `json:"projects"` // the ids of the projects it hosts (not deleted)
+}
+
+// ListNodes lists the nodes with the projects each hosts: a project's NodeID, or the node that formed
+// the cluster for a project with none (every project of the single-node appliance it was).
+func ListNodes(db *store.DB) ([]NodeView, error) {
+	var out []NodeView
+	err := db.View(func(tx *store.Tx) error {
+		nodes, err := store.Nodes.All(tx, nil)
+		if err != nil {
+			return err
+		}
+		formedBy := tx.Meta(metaFormedBy)
+		projects, err := store.Projects.All(tx, func(p *store.Project) bool { return p.DeletedAt == nil })
+		if err != nil {
+			return err
+		}
+		byNode := map[string][]string{}
+		for _, p := range projects {
+			n := p.NodeID
+			if n == "" {
+				n = formedBy
+			}
+			byNode[n] = append(byNode[n], p.ID)
+		}
+		for _, n := range nodes {
+			v := NodeView{Node: *n, Projects: byNode[n.ID]}
+			if v.Projects == nil {
+				v.Projects = []string{}
+			}
+			out = append(out, v)
+		}
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].JoinedAt.Before(out[j].JoinedAt) })
+	return out, err
+}
+
+// ErrNodeHasProjects is RemoveNode's refusal of a node that still hosts projects.
+var ErrNodeHasProjects = errors.New("the node still hosts projects")
+
+// RemoveNode removes a node: its etcd member, then its record. A node that hosts projects is refused
+// (the error lists them): they must move first. self is the node the caller runs on, which cannot remove
+// itself (its member would stop answering the caller).
+func RemoveNode(ctx context.Context, c *clientv3.Client, db *store.DB, self, id string) (*store.Node, error) {
+	nodes, err := ListNodes(db)
+	if err != nil {
+		return nil, err
+	}
+	var node *NodeView
+	for i := range nodes {
+		if nodes[i].ID == id {
+			node = &nodes[i]
+		}
+	}
+	if node == nil {
+		return nil, fmt.Errorf("no node %s in this cluster (appliance cluster nodes lists them)", id)
+	}
+	if id == self {
+		return nil, fmt.Errorf("node %s is this one: remove it from another node", id)
+	}
+	if len(node.Projects) > 0 {
+		return nil, fmt.Errorf("%w: node %s hosts %d project(s): %s; move them to other nodes first", ErrNodeHasProjects, id, len(node.Projects), strings.Join(node.Projects, ", "))
+	}
+	if node.EtcdMemberID != "" {
+		mid, err := strconv.ParseUint(node.EtcdMemberID, 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: its member id %q: %w", id, node.EtcdMemberID, err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		_, err = c.MemberRemove(rctx, mid)
+		cancel()
+		if err != nil && !strings.Contains(err.Error(), "member not found") {
+			return nil, fmt.Errorf("remove node %s's etcd member: %w", id, err)
+		}
+	}
+	if err := db.Update(func(tx *store.Tx) error { return store.Nodes.Delete(tx, id) }); err != nil {
+		return nil, fmt.Errorf("remove node %s's record (its etcd member is removed): %w", id, err)
+	}
+	return &node.Node, nil
+}
+
+// Status is /status's cluster section: the members as this node's member knows them, the leader, and
+// whether a write can commit now (a linearizable read through this member answered).
+func (m *Member) Status(ctx context.Context) *api.ClusterStatus {
+	srv := m.srv.Etcd().Server
+	lead := srv.Leader()
+	st := &api.ClusterStatus{Node: m.cfg.NodeID, Members: []api.ClusterMember{}}
+	for _, mem := range srv.Cluster().Members() {
+		cm := api.ClusterMember{Name: mem.Name, ID: memberIDHex(uint64(mem.ID)), Learner: mem.IsLearner, Leader: mem.ID == lead}
+		if len(mem.PeerURLs) > 0 {
+			cm.PeerURL = mem.PeerURLs[0]
+		}
+		if len(mem.ClientURLs) > 0 {
+			cm.ClientURL = mem.ClientURLs[0]
+		}
+		if cm.Leader {
+			st.Leader = mem.Name
+		}
+		st.Members = append(st.Members, cm)
+	}
+	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].Name < st.Members[j].Name })
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := m.client.Get(rctx, Prefix+"v/", clientv3.WithCountOnly()); err != nil {
+		st.Message = fmt.Sprintf("no quorum: a linearizable read through this node's member failed (%v): fewer than a majority of the %d members answer", err, len(st.Members))
+	} else {
+		st.Quorum = true
+	}
+	return st
+}

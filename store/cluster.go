@@ -1,0 +1,54 @@
+package store
+
+import "time"
+
+// Node is an appliance of a cluster (store on etcd): each registers itself as it starts and refreshes its
+// record (LastSeenAt, Version) while it runs. A single-node appliance on bbolt has no node records.
+type Node struct {
+	ID         string `json:"id"`          // nod_…
+	Name       string `json:"name"`        // its etcd member's name
+	Advertise  string `json:"advertise"`   // the host (IP or name) the other nodes reach it at (--advertise)
+	APIURL     string `json:"api_url"`     // its HTTPS API
+	PublicHost string `json:"public_host"` // the host its projects' connection URLs name (--public-host)
+	// EtcdMemberID is its etcd member's ID (hex), ClientURL and PeerURL the member's URLs, JoinURL where
+	// it serves joins (https://advertise:join port).
+	EtcdMemberID string `json:"etcd_member_id"`
+	ClientURL    string `json:"client_url"`
+	PeerURL      string `json:"peer_url"`
+	JoinURL      string `json:"join_url"`
+	// Capacity: the machine's memory and the data directory's disk (bytes), and its instances' port range.
+	MemoryBytes int64 `json:"memory_bytes"`
+	DiskBytes   int64 `json:"disk_bytes"`
+	PortsFirst  int   `json:"ports_first"`
+	PortsLast   int   `json:"ports_last"`
+	// State is what the node's record says: joining (a member added, not yet started), active (it
+	// started and registered). Liveness (leases) is not in the record.
+	State      string    `json:"state"`
+	Version    string    `json:"version"`
+	JoinedAt   time.Time `json:"joined_at"`
+	LastSeenAt time.Time `json:"last_seen_at"`
+}
+
+// Node states.
+const (
+	NodeJoining = "joining"
+	NodeActive  = "active"
+)
+
+// JoinToken lets one node join the cluster: single use, expiring; only the secret's SHA-256 is kept.
+type JoinToken struct {
+	ID         string     `json:"id"` // jtk_…
+	SecretHash string     `json:"secret_hash"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  time.Time  `json:"expires_at"`
+	UsedAt     *time.Time `json:"used_at"`
+	UsedBy     string     `json:"used_by"` // the node that joined with it
+}
+
+var (
+	Nodes = newTable("nodes", func(r *Node) string { return r.ID })
+	// NodesByName files nodes under their etcd member's name.
+	NodesByName = Nodes.index("name", func(r *Node) []string { return nonEmpty(r.Name) })
+
+	JoinTokens = newTable("join_tokens", func(r *JoinToken) string { return r.ID })
+)
