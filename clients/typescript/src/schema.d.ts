@@ -3507,6 +3507,29 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
+        ClusterMember: {
+            /** @description absent from the public status */
+            client_url?: string;
+            /** @description the etcd member id (hex) */
+            id: string;
+            leader: boolean;
+            /** @description a member added and not yet caught up (it does not vote) */
+            learner: boolean;
+            name: string;
+            /** @description absent from the public status */
+            peer_url?: string;
+        };
+        ClusterStatus: {
+            /** @description the name of the etcd member this node knows as the leader; empty when it knows none (no quorum, or an election under way) */
+            leader: string;
+            members: components["schemas"]["ClusterMember"][];
+            /** @description why there is no quorum (empty when there is) */
+            message: string;
+            /** @description this node's id */
+            node: string;
+            /** @description whether a write can commit now: a linearizable read through this node's member answered within the status check's time */
+            quorum: boolean;
+        };
         Column: {
             data_type: string;
             /** @description the default expression; null when the column has none */
@@ -5466,6 +5489,8 @@ export interface components {
             statement: components["schemas"]["StatementRef"];
         };
         Status: {
+            /** @description the etcd cluster the metadata lives in, as this node sees it; absent on a single-node appliance (bbolt) */
+            cluster?: components["schemas"]["ClusterStatus"];
             components: components["schemas"]["Component"][];
             /** @description whether the data directory's filesystem copies files by reflink (XFS with reflink=1, btrfs), probed when the appliance starts: previews, restores and base backups then take about constant time; absent from the public status */
             data_dir_reflinks?: boolean;
@@ -5954,6 +5979,22 @@ export interface operations {
                 };
                 content: {
                     /** @example {
+                     *       "cluster": {
+                     *         "leader": "example",
+                     *         "members": [
+                     *           {
+                     *             "client_url": "example",
+                     *             "id": "example",
+                     *             "leader": true,
+                     *             "learner": true,
+                     *             "name": "example",
+                     *             "peer_url": "example"
+                     *           }
+                     *         ],
+                     *         "message": "example",
+                     *         "node": "example",
+                     *         "quorum": true
+                     *       },
                      *       "components": [
                      *         {
                      *           "message": "example",
