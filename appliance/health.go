@@ -66,17 +66,24 @@ func (s *Service) Status(ctx context.Context) *Status {
 	if s.db.Path() == "" {
 		storeMsg = "metadata store on the cluster's etcd"
 	}
-	if err := s.db.Ping(); err != nil {
-		storeStatus, storeMsg = StatusDown, err.Error()
+	var cluster *Component
+	if s.Cluster != nil {
+		// First: without a quorum, reading the store would wait for its whole timeout.
+		out.Cluster = s.Cluster(ctx)
+		cluster = &Component{Name: "cluster", Status: StatusOperational, Message: fmt.Sprintf("%d members, leader %s", len(out.Cluster.Members), out.Cluster.Leader)}
+		if !out.Cluster.Quorum {
+			cluster.Status, cluster.Message = StatusDown, out.Cluster.Message
+			storeStatus, storeMsg = StatusDown, "the metadata store on the cluster's etcd refuses reads and writes: "+out.Cluster.Message
+		}
+	}
+	if storeStatus == StatusOperational {
+		if err := s.db.Ping(); err != nil {
+			storeStatus, storeMsg = StatusDown, err.Error()
+		}
 	}
 	out.Components = append(out.Components, Component{Name: "store", Status: storeStatus, Message: storeMsg})
-	if s.Cluster != nil {
-		out.Cluster = s.Cluster(ctx)
-		st, msg := StatusOperational, fmt.Sprintf("%d members, leader %s", len(out.Cluster.Members), out.Cluster.Leader)
-		if !out.Cluster.Quorum {
-			st, msg = StatusDown, out.Cluster.Message
-		}
-		out.Components = append(out.Components, Component{Name: "cluster", Status: st, Message: msg})
+	if cluster != nil {
+		out.Components = append(out.Components, *cluster)
 	}
 	for i, c := range checks {
 		st, msg := c(ctx)

@@ -1,0 +1,236 @@
+package cmd_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/theappliance/appliance/appliance/appliancetest"
+)
+
+// clusterFlags are up's flags of a node on the loopback address host: its listeners there, its etcd
+// member's and join listener's ports free ones, no spare clusters (three appliances share the machine).
+func clusterFlags(host string) []string {
+	return []string{"--listen", host + ":0", "--spare-clusters", "0", "--advertise", host,
+		"--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0"}
+}
+
+// runCLI runs the binary with args to its end and returns its standard output; it fails the test on an
+// error exit.
+func runCLI(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	c := exec.CommandContext(ctx, bin, args...)
+	c.Stdout, c.Stderr = &stdout, &stderr
+	if err := c.Run(); err != nil {
+		t.Fatalf("appliance %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, &stdout, &stderr)
+	}
+	return stdout.String()
+}
+
+type clusterNode struct {
+	ID        string   `json:"id"`
+	Advertise string   `json:"advertise"`
+	State     string   `json:"state"`
+	APIURL    string   `json:"api_url"`
+	Memory    int64    `json:"memory_bytes"`
+	Disk      int64    `json:"disk_bytes"`
+	Projects  []string `json:"projects"`
+}
+
+func clusterNodes(t *testing.T, bin, dataDir string) []clusterNode {
+	t.Helper()
+	var nodes []clusterNode
+	out := runCLI(t, bin, "cluster", "nodes", "--json", "--data-dir", dataDir)
+	if err := json.Unmarshal([]byte(out), &nodes); err != nil {
+		t.Fatalf("cluster nodes --json: %v\n%s", err, out)
+	}
+	return nodes
+}
+
+type clusterStatus struct {
+	Status     string `json:"status"`
+	Components []struct{ Name, Status, Message string }
+	Cluster    *struct {
+		Members []struct {
+			Name    string `json:"name"`
+			Leader  bool   `json:"leader"`
+			Learner bool   `json:"learner"`
+		} `json:"members"`
+		Leader  string `json:"leader"`
+		Quorum  bool   `json:"quorum"`
+		Message string `json:"message"`
+	} `json:"cluster"`
+}
+
+// status is the operator's /status (any HTTP status: a cluster without quorum answers 503).
+func (p *e2eProc) clusterStatus(t *testing.T) clusterStatus {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, p.api+"/status", nil)
+	req.Header.Set("Authorization", "Bearer "+e2eMetricsToken)
+	cl := &http.Client{Timeout: 2 * time.Minute, Transport: p.client.Transport}
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatalf("/status: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var st clusterStatus
+	if err := json.Unmarshal(b, &st); err != nil || st.Cluster == nil {
+		t.Fatalf("/status (%d) has no cluster section (%v): %s", resp.StatusCode, err, b)
+	}
+	return st
+}
+
+// createKey makes an API key of the organization through the node and returns its plaintext.
+func (p *e2eProc) createKey(t *testing.T, key, orgID, name string) string {
+	t.Helper()
+	var created struct {
+		Plaintext string `json:"plaintext_api_key"`
+	}
+	p.do(t, key, http.MethodPost, "/v1/organizations/"+orgID+"/api-keys", map[string]any{"name": name, "scopes": []string{"projects:read", "api_keys:read"}}, http.StatusCreated, &created)
+	if created.Plaintext == "" {
+		t.Fatal("no plaintext key in the answer")
+	}
+	return created.Plaintext
+}
+
+// TestClusterOfThree forms a cluster of three appliances on this machine (separate data directories and
+// ports, advertising 127.0.0.1, .2 and .3): init on a stopped single-node appliance, two joins with tokens;
+// cluster nodes lists three; an API key made through node 1 works on node 3 (one metadata store); a
+// token used again, an expired one and one naming another CA are refused and change nothing; /status
+// shows three members, a leader and a quorum. With one node SIGKILLed the other two answer and write; with
+// two, a write on the last fails with an error (no quorum) instead of hanging, and /status says why.
+func TestClusterOfThree(t *testing.T) {
+	t.Parallel()
+	bin := e2eBuild(t)
+	dirs := make([]string, 3)
+	for i := range dirs {
+		dirs[i] = appliancetest.TraversableTempDir(t)
+		d := dirs[i]
+		t.Cleanup(func() { e2eKillUnder(t, d) })
+	}
+
+	// A single-node appliance, stopped, becomes the cluster's first node.
+	a1 := e2eStartWith(t, bin, dirs[0], nil, []string{"--spare-clusters", "0"})
+	admin := e2eAdminKey(t, dirs[0])
+	var boot struct {
+		OrganizationID string `json:"organization_id"`
+	}
+	b, _ := os.ReadFile(filepath.Join(dirs[0], "bootstrap.json"))
+	if err := json.Unmarshal(b, &boot); err != nil || boot.OrganizationID == "" {
+		t.Fatalf("bootstrap.json: %v", err)
+	}
+	before := a1.createKey(t, admin, boot.OrganizationID, "made-before-the-cluster")
+	a1.stop(t, syscall.SIGTERM)
+	out := runCLI(t, bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1", "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
+	e2eWants(t, "cluster init", out, "verified record by record", "meta.db.pre-cluster")
+	if _, err := os.Stat(filepath.Join(dirs[0], "meta.db")); !os.IsNotExist(err) {
+		t.Fatalf("meta.db is still in use after init (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(dirs[0], "meta.db.pre-cluster")); err != nil {
+		t.Fatalf("meta.db was not kept aside: %v", err)
+	}
+	a1 = e2eStartWith(t, bin, dirs[0], nil, []string{"--spare-clusters", "0"})
+	a1.do(t, before, http.MethodGet, "/v1/organizations/"+boot.OrganizationID+"/api-keys", nil, http.StatusOK, nil)
+
+	// Two joins.
+	procs := []*e2eProc{a1}
+	for i, host := range []string{"127.0.0.2", "127.0.0.3"} {
+		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
+		p := e2eStartWith(t, bin, dirs[i+1], nil, append(clusterFlags(host), "--join", tok))
+		procs = append(procs, p)
+		// The refusals: the token used, then one that expired, then one naming another CA.
+		dir := appliancetest.TraversableTempDir(t)
+		got := e2eRunFails(t, bin, dir, append([]string{"up"}, append(clusterFlags("127.0.0.4"), "--join", tok)...)...)
+		e2eWants(t, "a join with a used token", got, "used already")
+	}
+	expired := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "1ms"))
+	foreign := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0]))
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(foreign, "aj1."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]string
+	json.Unmarshal(raw, &fields)
+	fields["f"] = strings.Repeat("ab", 32) // another CA's fingerprint
+	raw, _ = json.Marshal(fields)
+	foreign = "aj1." + base64.RawURLEncoding.EncodeToString(raw)
+	for _, c := range []struct{ name, token, want string }{
+		{"expired", expired, "expired"},
+		{"foreign", foreign, "not of the cluster the join token names"},
+	} {
+		dir := appliancetest.TraversableTempDir(t)
+		got := e2eRunFails(t, bin, dir, append([]string{"up"}, append(clusterFlags("127.0.0.4"), "--join", c.token)...)...)
+		e2eWants(t, "a join with a token "+c.name, got, c.want)
+		if _, err := os.Stat(filepath.Join(dir, "cluster.json")); err == nil {
+			t.Errorf("a refused join (%s) left cluster.json", c.name)
+		}
+	}
+
+	nodes := clusterNodes(t, bin, dirs[2])
+	if len(nodes) != 3 {
+		t.Fatalf("cluster nodes: %d nodes, want 3 (the refused joins add none): %+v", len(nodes), nodes)
+	}
+	for i, n := range nodes {
+		if n.State != "active" || n.Advertise != []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}[i] || n.APIURL == "" || n.Memory == 0 || n.Disk == 0 {
+			t.Errorf("node %d: %+v", i, n)
+		}
+	}
+	listed := runCLI(t, bin, "cluster", "nodes", "--data-dir", dirs[1])
+	e2eWants(t, "cluster nodes", listed, "127.0.0.1", "127.0.0.2", "127.0.0.3", "(this)")
+
+	// One metadata store: a key made through node 1 works on node 3.
+	k := a1.createKey(t, admin, boot.OrganizationID, "made-on-node-1")
+	procs[2].do(t, k, http.MethodGet, "/v1/organizations/"+boot.OrganizationID+"/api-keys", nil, http.StatusOK, nil)
+	for i, p := range procs {
+		st := p.clusterStatus(t)
+		if len(st.Cluster.Members) != 3 || st.Cluster.Leader == "" || !st.Cluster.Quorum {
+			t.Fatalf("node %d's /status: %+v", i+1, st.Cluster)
+		}
+	}
+
+	// Node 3 killed: nodes 1 and 2 answer and write.
+	procs[2].cmd.Process.Signal(syscall.SIGKILL)
+	procs[2].waitExit(t)
+	k2 := procs[1].createKey(t, admin, boot.OrganizationID, "made-on-node-2-with-3-down")
+	a1.do(t, k2, http.MethodGet, "/v1/organizations/"+boot.OrganizationID+"/api-keys", nil, http.StatusOK, nil)
+	if st := a1.clusterStatus(t); !st.Cluster.Quorum || st.Cluster.Leader == "" {
+		t.Fatalf("node 1's /status with node 3 down: %+v", st.Cluster)
+	}
+
+	// Node 2 killed too: node 1 has no quorum; a write fails (it does not hang), and /status says why.
+	procs[1].cmd.Process.Signal(syscall.SIGKILL)
+	procs[1].waitExit(t)
+	body, _ := json.Marshal(map[string]any{"name": "no-quorum", "scopes": []string{"projects:read"}})
+	req, _ := http.NewRequest(http.MethodPost, a1.api+"/v1/organizations/"+boot.OrganizationID+"/api-keys", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+admin)
+	req.Header.Set("Content-Type", "application/json")
+	cl := &http.Client{Timeout: 3 * time.Minute, Transport: a1.client.Transport}
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatalf("a write without quorum did not answer: %v", err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode < 500 || !strings.Contains(string(msg), `"error"`) {
+		t.Fatalf("a write without quorum: %d %s, want a 5xx JSON error", resp.StatusCode, msg)
+	}
+	t.Logf("a write without quorum: %d %s", resp.StatusCode, msg)
+	st := a1.clusterStatus(t)
+	if st.Cluster.Quorum || !strings.Contains(st.Cluster.Message, "no quorum") || st.Status != "down" {
+		t.Fatalf("node 1's /status without quorum: %s %+v", st.Status, st.Cluster)
+	}
+}
