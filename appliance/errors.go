@@ -1,6 +1,9 @@
 package appliance
 
-import "github.com/theappliance/appliance/appliance/apperr"
+import (
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/store"
+)
 
 // The domain's typed failures live in appliance/apperr, where the area packages reach them without this
 // package; these names keep the root's and httpapi's spelling.
@@ -54,6 +57,10 @@ func Internal(cause error, format string, args ...any) error {
 
 // KindOf returns the kind of err (KindInternal for errors not made here).
 func KindOf(err error) Kind { return apperr.KindOf(err) }
+
+// ErrStoreUnavailable is wrapped by the errors of a metadata store that does not answer (a cluster
+// without quorum): KindOf says KindUnavailable, and its message is public.
+var ErrStoreUnavailable = store.ErrUnavailable
 
 // notFoundAs turns store.ErrNotFound into a 404 with msg, and anything else into an internal error.
 func notFoundAs(err error, format string, args ...any) error {

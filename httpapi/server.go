@@ -425,6 +425,9 @@ func publicMessage(err error) string {
 	if errors.As(err, &ae) && appliance.KindOf(err) != appliance.KindInternal {
 		return ae.Msg
 	}
+	if errors.Is(err, appliance.ErrStoreUnavailable) {
+		return appliance.ErrStoreUnavailable.Error()
+	}
 	return "internal error"
 }
 

@@ -14,6 +14,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // The store in etcd (the appliances of a cluster). Every bucket is a range of keys under the store's
@@ -54,11 +56,21 @@ const (
 // etcdTimeout bounds each request to etcd (a cluster without quorum fails a write after it, clearly).
 const etcdTimeout = 15 * time.Second
 
-// unanswered says what a request that ran out of etcdTimeout means: the cluster has no quorum (no leader
-// to order the request) or its members are out of reach. The error still wraps err.
-func unanswered(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("etcd did not answer within %s: the cluster has no quorum, or its members are out of reach (%w)", etcdTimeout, err)
+// ErrUnavailable is wrapped by the error of a request etcd did not answer in time or refused for want of
+// a leader: a cluster without quorum (fewer than a majority of its members reachable) fails reads and
+// writes so, after etcdTimeout, rather than waiting on.
+var ErrUnavailable = errors.New("the metadata store does not answer: the cluster has no quorum (fewer than a majority of its etcd members reachable) or its leader is being elected")
+
+// unavailable wraps err with ErrUnavailable when it says etcd did not answer (a timeout, no leader).
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, rpctypes.ErrNoLeader), errors.Is(err, rpctypes.ErrTimeout),
+		errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail), errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost),
+		status.Code(err) == codes.DeadlineExceeded, status.Code(err) == codes.Unavailable:
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return err
 }
@@ -258,7 +270,7 @@ func (t *etcdTx) fail(err error) {
 		if errors.Is(err, rpctypes.ErrCompacted) {
 			err = fmt.Errorf("%w: %w", errRetry, err)
 		}
-		t.err = err
+		t.err = unavailable(err)
 	}
 }
 
@@ -277,7 +289,7 @@ func (t *etcdTx) get(key string, opts ...clientv3.OpOption) *clientv3.GetRespons
 	defer cancel()
 	resp, err := t.kv.c.Get(ctx, key, opts...)
 	if err != nil {
-		t.fail(fmt.Errorf("read the metadata store on etcd: %w", unanswered(err)))
+		t.fail(fmt.Errorf("read the metadata store on etcd: %w", unavailable(err)))
 		return nil
 	}
 	if t.rev == 0 {
@@ -348,7 +360,7 @@ func (t *etcdTx) commit() (int64, error) {
 	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrTooManyOps):
 		return 0, fmt.Errorf("commit to the metadata store on etcd: the transaction is too large for etcd (%d writes, %d compares; see etcdembed's limits): %w", len(ops), len(cmps), err)
 	case err != nil:
-		return 0, fmt.Errorf("commit to the metadata store on etcd: %w", unanswered(err))
+		return 0, fmt.Errorf("commit to the metadata store on etcd (its outcome unknown): %w", unavailable(err))
 	case !resp.Succeeded:
 		return 0, errRetry
 	}
@@ -462,7 +474,7 @@ func (t *etcdTx) prefetch(bucket []byte, keys []string) {
 		resp, err := t.kv.c.Txn(ctx).Then(ops...).Commit()
 		cancel()
 		if err != nil {
-			t.fail(fmt.Errorf("read the metadata store on etcd: %w", unanswered(err)))
+			t.fail(fmt.Errorf("read the metadata store on etcd: %w", unavailable(err)))
 			return
 		}
 		for i, r := range resp.Responses {

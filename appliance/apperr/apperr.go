@@ -104,5 +104,8 @@ func KindOf(err error) Kind {
 	if errors.As(err, &e) {
 		return e.Kind
 	}
+	if errors.Is(err, store.ErrUnavailable) { // a cluster without quorum
+		return KindUnavailable
+	}
 	return KindInternal
 }
