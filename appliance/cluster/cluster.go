@@ -257,17 +257,26 @@ func (m *Member) promote(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
+	promoted := false
 	for {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := c.MemberPromote(rctx, id)
-		cancel()
-		if err == nil || !srv.IsLearner() {
+		var err error
+		if !promoted {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err = c.MemberPromote(rctx, id)
+			cancel()
+			promoted = err == nil
+		}
+		if !srv.IsLearner() { // the promotion applied here too: this member serves its clients
 			return nil
+		}
+		wait := 500 * time.Millisecond
+		if promoted {
+			wait = 50 * time.Millisecond
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("promote this node's etcd member %s to a voting member: %w (last: %v)", m.cfg.MemberName, ctx.Err(), err)
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -178,7 +179,54 @@ func TestFormAndJoin(t *testing.T) {
 		})
 	}
 	// The good token, refused for the clock only, still joins.
-	if _, err := Join(ctx, JoinOptions{DataDir: t.TempDir(), Token: good, Advertise: "127.0.0.3"}); err != nil {
+	dir3 := t.TempDir()
+	if _, err := Join(ctx, JoinOptions{DataDir: dir3, Token: good, Advertise: "127.0.0.3"}); err != nil {
 		t.Fatalf("the token refused for the clock: %v", err)
+	}
+	n3 := startNode(t, ctx, dir3)
+	if st := n3.m.Status(ctx); len(st.Members) != 3 || !st.Quorum {
+		t.Fatalf("status through node 3: %+v", st)
+	}
+
+	// remove-node: refused while the node hosts projects (listed), then done: member and record gone.
+	id3 := n3.m.Config().NodeID
+	if err := n1.m.DB().Update(func(tx *store.Tx) error {
+		return store.Projects.Put(tx, &store.Project{ID: "prj_on3", OrganizationID: "org_1", Name: "p", NodeID: id3})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RemoveNode(ctx, n1.m.Client(), n1.m.DB(), n1.m.Config().NodeID, id3); !errors.Is(err, ErrNodeHasProjects) || !strings.Contains(err.Error(), "prj_on3") {
+		t.Fatalf("remove a node hosting a project: %v", err)
+	}
+	if _, err := RemoveNode(ctx, n1.m.Client(), n1.m.DB(), n1.m.Config().NodeID, n1.m.Config().NodeID); err == nil || !strings.Contains(err.Error(), "this one") {
+		t.Fatalf("remove the node itself: %v", err)
+	}
+	list, err := ListNodes(n1.m.DB())
+	if err != nil || len(list) != 3 {
+		t.Fatalf("nodes: %v %+v", err, list)
+	}
+	for _, n := range list {
+		want := 0
+		switch n.ID {
+		case cfg1.NodeID:
+			want = 0 // the formed-by node hosts projects with no node: there are none
+		case id3:
+			want = 1
+		}
+		if len(n.Projects) != want {
+			t.Errorf("node %s hosts %v, want %d", n.ID, n.Projects, want)
+		}
+	}
+	if err := n1.m.DB().Update(func(tx *store.Tx) error { return store.Projects.Delete(tx, "prj_on3") }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RemoveNode(ctx, n1.m.Client(), n1.m.DB(), n1.m.Config().NodeID, id3); err != nil {
+		t.Fatal(err)
+	}
+	if st := n1.m.Status(ctx); len(st.Members) != 2 || !st.Quorum {
+		t.Fatalf("status after the removal: %+v", st)
+	}
+	if got := nodeCount(t, n1.m.DB()); got != 2 {
+		t.Fatalf("node records after the removal: %d", got)
 	}
 }

@@ -150,8 +150,15 @@ func checkAdvertise(host string) error {
 	return l.Close()
 }
 
-// pickPorts chooses free ports (on the advertised host) for those not given.
+// pickPorts chooses free ports (on the advertised host) for those not given, each a different one (the
+// listeners are held until all are chosen).
 func pickPorts(cfg *Config) error {
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
 	for _, p := range []*int{&cfg.ClientPort, &cfg.PeerPort, &cfg.JoinPort} {
 		if *p != 0 {
 			continue
@@ -160,8 +167,8 @@ func pickPorts(cfg *Config) error {
 		if err != nil {
 			return err
 		}
+		held = append(held, l)
 		*p = l.Addr().(*net.TCPAddr).Port
-		l.Close()
 	}
 	return nil
 }

@@ -262,18 +262,15 @@ func (s *JoinServer) join(ctx context.Context, req joinRequest) (*joinResponse, 
 		undo()
 		return nil, fmt.Errorf("issue the node's certificate: %w", err)
 	}
-	// etcd refuses to add a member while a member it has is not connected for a few seconds yet (one
-	// that just started or was promoted: "unhealthy cluster"): that passes, the rest is a refusal.
 	var added *clientv3.MemberAddResponse
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		added, err = s.m.client.MemberAddAsLearner(actx, []string{node.PeerURL})
-		cancel()
-		if err == nil || !errors.Is(err, rpctypes.ErrUnhealthy) || time.Now().After(deadline) || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(time.Second)
+	err = retryUnhealthy(ctx, func(ctx context.Context) error {
+		var err error
+		added, err = s.m.client.MemberAddAsLearner(ctx, []string{node.PeerURL})
+		return err
+	})
+	if errors.Is(err, rpctypes.ErrTooManyLearners) {
+		undo()
+		return nil, refuse(http.StatusConflict, "another node joined and has not started yet (etcd takes one learner at a time): start it, or remove it (appliance cluster nodes lists it as joining; appliance cluster remove-node ID), then join again")
 	}
 	if err != nil {
 		undo()

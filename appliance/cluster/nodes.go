@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/theappliance/appliance/api"
@@ -135,9 +136,10 @@ func RemoveNode(ctx context.Context, c *clientv3.Client, db *store.DB, self, id 
 		if err != nil {
 			return nil, fmt.Errorf("node %s: its member id %q: %w", id, node.EtcdMemberID, err)
 		}
-		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		_, err = c.MemberRemove(rctx, mid)
-		cancel()
+		err = retryUnhealthy(ctx, func(ctx context.Context) error {
+			_, err := c.MemberRemove(ctx, mid)
+			return err
+		})
 		if err != nil && !strings.Contains(err.Error(), "member not found") {
 			return nil, fmt.Errorf("remove node %s's etcd member: %w", id, err)
 		}
@@ -176,4 +178,24 @@ func (m *Member) Status(ctx context.Context) *api.ClusterStatus {
 		st.Quorum = true
 	}
 	return st
+}
+
+// retryUnhealthy runs a membership change (each try bounded), again while etcd refuses it as "unhealthy
+// cluster" — a member it has is not connected for a few seconds yet (one that just started or was
+// promoted) — for up to 30 s.
+func retryUnhealthy(ctx context.Context, fn func(context.Context) error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := fn(rctx)
+		cancel()
+		if err == nil || !errors.Is(err, rpctypes.ErrUnhealthy) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
 }
