@@ -225,8 +225,8 @@ func TestClusterOfThree(t *testing.T) {
 	}
 	msg, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode < 500 || !strings.Contains(string(msg), `"error"`) {
-		t.Fatalf("a write without quorum: %d %s, want a 5xx JSON error", resp.StatusCode, msg)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(msg), "no quorum") {
+		t.Fatalf("a write without quorum: %d %s, want 503 saying there is no quorum", resp.StatusCode, msg)
 	}
 	t.Logf("a write without quorum: %d %s", resp.StatusCode, msg)
 	st := a1.clusterStatus(t)

@@ -100,12 +100,12 @@ func OrNotFound(err error) error {
 
 // KindOf returns the kind of err (KindInternal for errors not made here).
 func KindOf(err error) Kind {
+	if errors.Is(err, store.ErrUnavailable) { // a cluster without quorum, whatever wrapped it
+		return KindUnavailable
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Kind
-	}
-	if errors.Is(err, store.ErrUnavailable) { // a cluster without quorum
-		return KindUnavailable
 	}
 	return KindInternal
 }
