@@ -112,7 +112,8 @@ func (p *e2eProc) createKey(t *testing.T, key, orgID, name string) string {
 // cluster nodes lists three; an API key made through node 1 works on node 3 (one metadata store); a
 // token used again, an expired one and one naming another CA are refused and change nothing; /status
 // shows three members, a leader and a quorum. With one node SIGKILLed the other two answer and write; with
-// two, a write on the last fails with an error (no quorum) instead of hanging, and /status says why.
+// two, a write on the last fails with an error (no quorum) instead of hanging, and /status says why; one
+// of them started again brings the quorum back.
 func TestClusterOfThree(t *testing.T) {
 	t.Parallel()
 	bin := e2eBuild(t)
@@ -232,5 +233,15 @@ func TestClusterOfThree(t *testing.T) {
 	st := a1.clusterStatus(t)
 	if st.Cluster.Quorum || !strings.Contains(st.Cluster.Message, "no quorum") || st.Status != "down" {
 		t.Fatalf("node 1's /status without quorum: %s %+v", st.Status, st.Cluster)
+	}
+
+	// Node 2 started again on its data directory (no --join: it is a node already): the quorum is back,
+	// node 1 writes, and the key made on node 2 before it died still works there.
+	procs[1] = e2eStartWith(t, bin, dirs[1], nil, clusterFlags("127.0.0.2"))
+	k3 := a1.createKey(t, admin, boot.OrganizationID, "made-on-node-1-after-2-came-back")
+	procs[1].do(t, k3, http.MethodGet, "/v1/organizations/"+boot.OrganizationID+"/api-keys", nil, http.StatusOK, nil)
+	procs[1].do(t, k2, http.MethodGet, "/v1/organizations/"+boot.OrganizationID+"/api-keys", nil, http.StatusOK, nil)
+	if st := procs[1].clusterStatus(t); !st.Cluster.Quorum || len(st.Cluster.Members) != 3 {
+		t.Fatalf("node 2's /status after its restart: %+v", st.Cluster)
 	}
 }

@@ -421,12 +421,12 @@ var statusOf = map[appliance.Kind]int{
 
 // publicMessage is the message of err a caller may see ("internal error" for an internal one).
 func publicMessage(err error) string {
+	if errors.Is(err, appliance.ErrStoreUnavailable) { // a cluster without quorum, whatever wrapped it
+		return appliance.ErrStoreUnavailable.Error()
+	}
 	var ae *appliance.Error
 	if errors.As(err, &ae) && appliance.KindOf(err) != appliance.KindInternal {
 		return ae.Msg
-	}
-	if errors.Is(err, appliance.ErrStoreUnavailable) {
-		return appliance.ErrStoreUnavailable.Error()
 	}
 	return "internal error"
 }
