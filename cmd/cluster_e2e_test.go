@@ -108,7 +108,8 @@ func (p *e2eProc) createKey(t *testing.T, key, orgID, name string) string {
 }
 
 // TestClusterOfThree forms a cluster of three appliances on this machine (separate data directories and
-// ports, advertising 127.0.0.1, .2 and .3): init on a stopped single-node appliance, two joins with tokens;
+// ports, advertising 127.0.0.1, .2 and .3): init, refused while the appliance runs, on the stopped
+// single-node appliance, two joins with tokens;
 // cluster nodes lists three; an API key made through node 1 works on node 3 (one metadata store); a
 // token used again, an expired one and one naming another CA are refused and change nothing; /status
 // shows three members, a leader and a quorum. With one node SIGKILLed the other two answer and write; with
@@ -135,6 +136,13 @@ func TestClusterOfThree(t *testing.T) {
 		t.Fatalf("bootstrap.json: %v", err)
 	}
 	before := a1.createKey(t, admin, boot.OrganizationID, "made-before-the-cluster")
+	refused := exec.Command(bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1", "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
+	if got, err := refused.CombinedOutput(); err == nil || !strings.Contains(string(got), "needs the appliance stopped") {
+		t.Fatalf("cluster init of a running appliance: %v\n%s", err, got)
+	}
+	if _, err := os.Stat(filepath.Join(dirs[0], "cluster.json")); err == nil {
+		t.Fatal("a refused init left cluster.json")
+	}
 	a1.stop(t, syscall.SIGTERM)
 	out := runCLI(t, bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1", "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
 	e2eWants(t, "cluster init", out, "verified record by record", "meta.db.pre-cluster")

@@ -143,7 +143,7 @@ func (m *Member) ServeJoins(ca *certs.CA, log *slog.Logger) (*JoinServer, error)
 	s := &JoinServer{m: m, ca: ca, dataDir: m.dataDir, log: log, ln: ln, now: time.Now}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /join", s.handle)
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}
 	go s.srv.ServeTLS(ln, "", "")
 	return s, nil
