@@ -114,7 +114,8 @@ func (p *e2eProc) createKey(t *testing.T, key, orgID, name string) string {
 // token used again, an expired one and one naming another CA are refused and change nothing; /status
 // shows three members, a leader and a quorum. With one node SIGKILLed the other two answer and write; with
 // two, a write on the last fails with an error (no quorum) instead of hanging, and /status says why; one
-// of them started again brings the quorum back.
+// of them started again brings the quorum back; one SIGSTOPped takes it away as a dead one does, and
+// SIGCONT gives it back.
 func TestClusterOfThree(t *testing.T) {
 	t.Parallel()
 	bin := e2eBuild(t)
@@ -252,4 +253,35 @@ func TestClusterOfThree(t *testing.T) {
 	if st := procs[1].clusterStatus(t); !st.Cluster.Quorum || len(st.Cluster.Members) != 3 {
 		t.Fatalf("node 2's /status after its restart: %+v", st.Cluster)
 	}
+
+	// A node stopped (SIGSTOP: its sockets open, nothing answered) is as good as dead to the others:
+	// with node 3 dead and node 2 stopped, node 1 refuses writes (503); node 2 continued, it writes again.
+	if err := procs[1].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = cl.Do(mustRequest(t, a1.api+"/v1/organizations/"+boot.OrganizationID+"/api-keys", admin, body))
+	if err != nil {
+		t.Fatalf("a write with node 2 stopped did not answer: %v", err)
+	}
+	msg, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(msg), "no quorum") {
+		t.Fatalf("a write with node 2 stopped and node 3 dead: %d %s, want 503 saying there is no quorum", resp.StatusCode, msg)
+	}
+	if err := procs[1].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	a1.createKey(t, admin, boot.OrganizationID, "made-on-node-1-after-2-continued")
+}
+
+// mustRequest is a POST of body (JSON) with the key.
+func mustRequest(t *testing.T, url, key string, body []byte) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	return req
 }

@@ -153,16 +153,13 @@ type Approval struct {
 
 // Project is one PostgreSQL instance of an organization.
 type Project struct {
-	ID             string `json:"id"`
-	Name           string `json:"name"`
-	Slug           string `json:"slug"`
-	OrganizationID string `json:"organization_id"`
-	DatabaseName   string `json:"database_name"`
-	RoleName       string `json:"role_name"`
-	PublicHost     string `json:"public_host"`
-	// NodeID is the cluster node that hosts the project's instances ("": the node that formed the
-	// cluster, which held every project of the single-node appliance; always "" on bbolt).
-	NodeID                 string     `json:"node_id,omitempty"`
+	ID                     string     `json:"id"`
+	Name                   string     `json:"name"`
+	Slug                   string     `json:"slug"`
+	OrganizationID         string     `json:"organization_id"`
+	DatabaseName           string     `json:"database_name"`
+	RoleName               string     `json:"role_name"`
+	PublicHost             string     `json:"public_host"`
 	Region                 string     `json:"region"`
 	Plan                   string     `json:"plan"`
 	PostgresVersion        string     `json:"postgres_version"`
@@ -225,6 +222,9 @@ type Project struct {
 	// organization's suspension, which is Organization.SuspendedAt).
 	SuspendAfterSeconds *int       `json:"suspend_after_seconds,omitempty"`
 	IdleSuspendedAt     *time.Time `json:"idle_suspended_at,omitempty"`
+	// NodeID is the cluster node that hosts the project's instances ("": the node that formed the
+	// cluster, which held every project of the single-node appliance; always "" on bbolt).
+	NodeID string `json:"node_id,omitempty"`
 }
 
 // Credential is a database login; the password is sealed with the appliance's secret box.
