@@ -15,7 +15,6 @@ import (
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
-	"github.com/theappliance/appliance/appliance/cluster"
 	"github.com/theappliance/appliance/appliance/node"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/programs"
@@ -152,9 +151,9 @@ func upFlagTable(cfg *UpConfig) []upFlag {
 		flagOf("advertise", &cfg.Advertise, def.Advertise, "with --join, the address of this machine the other nodes reach it at (APPLIANCE_ADVERTISE), e.g. 10.0.0.6: its etcd member and join listener listen there", func(v string) string {
 			return wrongIf(cfg.Join != "" && v == "", "required with --join")
 		}),
-		flagOf("etcd-client-port", &cfg.EtcdClientPort, cluster.DefaultClientPort, "with --join, the port of this node's etcd member's clients, on --advertise (APPLIANCE_ETCD_CLIENT_PORT); 0: a free one", between(0, 65535, "")),
-		flagOf("etcd-peer-port", &cfg.EtcdPeerPort, cluster.DefaultPeerPort, "with --join, the port of this node's etcd member's peers, on --advertise (APPLIANCE_ETCD_PEER_PORT); 0: a free one", between(0, 65535, "")),
-		flagOf("join-port", &cfg.JoinPort, cluster.DefaultJoinPort, "with --join, the port of this node's join listener, on --advertise, where later nodes join (APPLIANCE_JOIN_PORT); 0: a free one", between(0, 65535, "")),
+		flagOf("etcd-client-port", &cfg.EtcdClientPort, def.EtcdClientPort, "with --join, the port of this node's etcd member's clients, on --advertise (APPLIANCE_ETCD_CLIENT_PORT); 0: a free one", between(0, 65535, "")),
+		flagOf("etcd-peer-port", &cfg.EtcdPeerPort, def.EtcdPeerPort, "with --join, the port of this node's etcd member's peers, on --advertise (APPLIANCE_ETCD_PEER_PORT); 0: a free one", between(0, 65535, "")),
+		flagOf("join-port", &cfg.JoinPort, def.JoinPort, "with --join, the port of this node's join listener, on --advertise, where later nodes join (APPLIANCE_JOIN_PORT); 0: a free one", between(0, 65535, "")),
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/cluster"
 	"github.com/theappliance/appliance/appliance/heapfloor"
 	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/appliance/programs"
@@ -34,6 +35,7 @@ func Defaults() Config {
 		EphemeralMax: d.Live, EphemeralStorageMB: int(d.StorageBytes >> 20), EphemeralTotalStorageMB: int(d.TotalStorageBytes >> 20),
 		EphemeralMemoryMB: int(d.ProcessMemoryBytes >> 20), EphemeralConnections: d.MaxConnections,
 		StripeAPIURL: "https://api.stripe.com", Signup: api.SignupModeClosed, PGEmbeddedMirror: programs.DefaultMirror,
+		EtcdClientPort: cluster.DefaultClientPort, EtcdPeerPort: cluster.DefaultPeerPort, JoinPort: cluster.DefaultJoinPort,
 	}
 }
 
