@@ -39,6 +39,9 @@ import (
 // Prefix is the key prefix of the metadata store in the cluster's etcd.
 const Prefix = "/appliance/meta/"
 
+// LeasePrefix is where the nodes' liveness keys and the leader election are (appliance/cluster/lease).
+const LeasePrefix = "/appliance/"
+
 // Default ports of a node's etcd member (client, peer) and of its join listener.
 const (
 	DefaultClientPort = 2379

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/theappliance/appliance/appliance/cluster"
+	"github.com/theappliance/appliance/appliance/cluster/lease"
 	"log/slog"
 	"net"
 	"net/http"
@@ -102,6 +103,7 @@ func (u *Node) close() {
 
 // storeComponent is the metadata store.
 func (u *Node) storeComponent() *component {
+	var membership *lease.Etcd
 	return &component{name: "store", start: func(ctx context.Context) error {
 		if cluster.IsNode(u.dataDir) {
 			// A cluster node: its etcd member, and the store on the cluster.
@@ -112,6 +114,18 @@ func (u *Node) storeComponent() *component {
 				return err
 			}
 			u.member, u.db = m, m.DB()
+			// Its place in the cluster: liveness on a lease and the leader election, which the job runner
+			// claims and runs its periodic work under (a restart after a SIGKILL waits up to one TTL here).
+			lm, err := lease.NewEtcd(lease.Config{Client: m.Client(), Prefix: cluster.LeasePrefix, Node: m.Config().NodeID, Log: u.log})
+			if err == nil {
+				err = lm.Start(sctx)
+			}
+			if err != nil {
+				m.Stop()
+				u.member, u.db = nil, nil
+				return fmt.Errorf("this node's place in the cluster: %w", err)
+			}
+			u.members, membership = lm, lm
 			return nil
 		}
 		var err error
@@ -119,6 +133,11 @@ func (u *Node) storeComponent() *component {
 		return err
 	}, stop: func(ctx context.Context) error {
 		if u.member != nil {
+			if membership != nil { // the runner, stopped before, no longer claims under its lease
+				if err := membership.Stop(ctx); err != nil {
+					u.log.Warn("leave the cluster's membership", "err", err)
+				}
+			}
 			u.member.Stop()
 			return nil
 		}

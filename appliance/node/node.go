@@ -21,9 +21,8 @@ import (
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/certs"
-	"github.com/theappliance/appliance/appliance/cluster/lease"
-
 	"github.com/theappliance/appliance/appliance/cluster"
+	"github.com/theappliance/appliance/appliance/cluster/lease"
 	"github.com/theappliance/appliance/appliance/heapfloor"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/programs"
