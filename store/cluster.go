@@ -52,3 +52,16 @@ var (
 
 	JoinTokens = newTable("join_tokens", func(r *JoinToken) string { return r.ID })
 )
+
+// MetaFormedBy is the meta value naming the node that formed the cluster (cluster init), which holds every
+// project of the single-node appliance it was.
+const MetaFormedBy = "cluster_formed_by"
+
+// ProjectNode is the node that hosts p's instances: its NodeID, or the node that formed the cluster for a
+// project with none ("" on a single node, whose store names no node).
+func ProjectNode(tx *Tx, p *Project) string {
+	if p.NodeID != "" {
+		return p.NodeID
+	}
+	return tx.Meta(MetaFormedBy)
+}

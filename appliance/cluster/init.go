@@ -129,9 +129,8 @@ func Init(ctx context.Context, o InitOptions, out io.Writer) (*Config, error) {
 	return cfg, nil
 }
 
-// metaFormedBy is the store's meta value naming the node that formed the cluster (which holds every
-// project of the single-node appliance it was).
-const metaFormedBy = "cluster_formed_by"
+// metaFormedBy is the store's meta value naming the node that formed the cluster (store.ProjectNode).
+const metaFormedBy = store.MetaFormedBy
 
 // memberName is the etcd member name of a node.
 func memberName(nodeID string) string { return "appliance-" + nodeID }

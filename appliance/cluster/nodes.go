@@ -79,17 +79,13 @@ func ListNodes(db *store.DB) ([]NodeView, error) {
 		if err != nil {
 			return err
 		}
-		formedBy := tx.Meta(metaFormedBy)
 		projects, err := store.Projects.All(tx, func(p *store.Project) bool { return p.DeletedAt == nil })
 		if err != nil {
 			return err
 		}
 		byNode := map[string][]string{}
 		for _, p := range projects {
-			n := p.NodeID
-			if n == "" {
-				n = formedBy
-			}
+			n := store.ProjectNode(tx, p)
 			byNode[n] = append(byNode[n], p.ID)
 		}
 		for _, n := range nodes {
