@@ -80,6 +80,9 @@ type Route struct {
 	// (400 for a body or query, 401/403 when authenticated, 404 for path parameters, 413 for a body, 429,
 	// 500): e.g. 409 for a project in the wrong state, 503 when its server does not answer.
 	Errors []int
+	// OnNode marks the routes that run where the project's instances live (its server, its KV store, its
+	// files): on a cluster, another node forwards them to that node (Options.Forward). Set by onNode.
+	OnNode bool
 	// Operator marks the routes of platform operators (a session of a user with is_admin): every other
 	// caller, an organization's owner included, is refused with 403.
 	Operator bool

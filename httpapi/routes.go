@@ -71,7 +71,7 @@ func (s *Server) table() []Route {
 		get, post, put, patch, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete
 		ok, created, accepted      = http.StatusOK, http.StatusCreated, http.StatusAccepted
 	)
-	return withErrors([]Route{
+	return onNode(withErrors([]Route{
 		// Health and metadata
 		{Method: get, Path: "/healthz", Tag: "health", Auth: Public, Status: ok, Summary: "Liveness (503 when the metadata store does not answer or refuses writes)", Errors: []int{http.StatusServiceUnavailable}, Do: Without(s.healthz)},
 		{Method: get, Path: "/status", Tag: "health", Auth: Public, Status: ok, Summary: "Component status", Do: Without(s.status)},
@@ -391,7 +391,7 @@ func (s *Server) table() []Route {
 				skipBacklog}, Do: Raw(s.organizationEvents)},
 		{Method: get, Path: "/v1/projects/{projectID}/jobs", Tag: "jobs", Scope: api.ScopeJobsRead, Status: ok, Summary: "List a project's jobs",
 			Query: []Param{limitParam(25)}, Do: Without(s.projectJobs)},
-	})
+	}))
 }
 
 // claimTokenParam documents the header of an ephemeral database's routes.
@@ -404,6 +404,32 @@ var storeReads = []string{"/v1/projects/{projectID}", "/v1/projects/{projectID}/
 	"/v1/projects/{projectID}/scheduled-backups", "/v1/projects/{projectID}/kv", "/v1/projects/{projectID}/kv/credentials", "/v1/projects/{projectID}/preview-databases",
 	"/v1/projects/{projectID}/sql/history", "/v1/projects/{projectID}/ai-usage", "/v1/projects/{projectID}/saved-queries",
 	"/v1/projects/{projectID}/saved-queries/{queryID}", "/v1/projects/{projectID}/summary"}
+
+// storeWrites are the project routes that only write the appliance's records (and enqueue nothing that
+// must run at once where the instances live): any node of a cluster answers them, like storeReads.
+var storeWrites = []string{
+	"POST /v1/projects/{projectID}/saved-queries", "PATCH /v1/projects/{projectID}/saved-queries/{queryID}",
+	"DELETE /v1/projects/{projectID}/saved-queries/{queryID}", "POST /v1/projects/{projectID}/alerts/{alertID}/acknowledge",
+	"POST /v1/projects/{projectID}/ai-usage",
+}
+
+// onNode marks the routes that run where the project's instances live (docs/api-decisions.md
+// "Forwarding"): every route of a path bound to a project ({projectID}), but the reads of the records
+// (storeReads), the writes of records only (storeWrites) and the project's event stream (the store's event
+// log, which every node reads). Forwarding one route too many costs a hop; one too few would answer from a
+// node without the project's server, so the rule is by default.
+func onNode(routes []Route) []Route {
+	for i := range routes {
+		rt := &routes[i]
+		if !strings.HasPrefix(rt.Path, "/v1/projects/{projectID}") {
+			continue
+		}
+		anywhere := (rt.Method == http.MethodGet && (slices.Contains(storeReads, rt.Path) || rt.Path == "/v1/projects/{projectID}/events")) ||
+			slices.Contains(storeWrites, rt.Method+" "+rt.Path)
+		rt.OnNode = !anywhere
+	}
+	return routes
+}
 
 // withErrors adds the error statuses routes answer by what they act on: a project route that is more than
 // a read of the records answers 409 when the project is not in the state it needs and 503 when its server

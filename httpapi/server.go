@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
+	"github.com/theappliance/appliance/appliance/cluster/forward"
 	"github.com/theappliance/appliance/appliance/keyrate"
 	"github.com/theappliance/appliance/httpapi/connlimit"
 
@@ -45,6 +45,9 @@ type Options struct {
 	OperatorListener bool
 	// Lane is the background lane that yields to requests (nil: none; scheduler/lane).
 	Lane *lane.Lane
+	// Forward, on a cluster node, forwards a request of a route that runs where its project's instances
+	// live (Route.OnNode) to the node hosting them (nil: a single node, everything is here).
+	Forward *forward.Forwarder
 }
 
 // Server serves the API.
@@ -64,6 +67,7 @@ type Server struct {
 	metricsToken              string
 	operatorListener          bool
 	lane                      *lane.Lane
+	forward                   *forward.Forwarder
 }
 
 // New builds the server and its route table.
@@ -74,7 +78,7 @@ func New(svc *appliance.Service, opts Options) *Server {
 	s := &Server{svc: svc, log: opts.Log, mux: http.NewServeMux(), limiter: newLimiter(opts.Limits),
 		readTimeout: cmp.Or(opts.ReadTimeout, RequestReadTimeout), writeTimeout: cmp.Or(opts.WriteTimeout, RequestWriteTimeout),
 		heartbeat: cmp.Or(opts.Heartbeat, DefaultHeartbeat), writeBudget: eventWriteBudget, done: make(chan struct{}), metricsToken: opts.MetricsToken,
-		operatorListener: opts.OperatorListener, lane: opts.Lane}
+		operatorListener: opts.OperatorListener, lane: opts.Lane, forward: opts.Forward}
 	s.routes = append(s.table(), opts.Extra...)
 	for i := range s.routes {
 		rt := &s.routes[i]
@@ -167,6 +171,11 @@ func (s *Server) adapt(rt *Route) http.Handler {
 				s.writeError(w, r, errors.New("panic"))
 			}
 		}()
+		_, fromPeer := forward.FromPeer(r.Context())
+		if r.Header.Get(forward.Header) != "" && !fromPeer {
+			s.writeError(w, r, appliance.Forbidden("the %s header marks a request forwarded by a cluster node: a client may not send it", forward.Header))
+			return
+		}
 		if !s.rateLimit(w, r, rt.Bucket) {
 			return
 		}
@@ -188,6 +197,23 @@ func (s *Server) adapt(rt *Route) http.Handler {
 		}
 		if p := req.Principal; p != nil && !s.rateLimitKey(w, credentialKey(p)) {
 			return
+		}
+		if rt.OnNode && s.forward != nil {
+			// The caller is authenticated here (a refusal costs no hop) and again by the owning node,
+			// which sees the same credentials.
+			node, local, err := s.forward.Owner(r.PathValue("projectID"))
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			if !local {
+				if fromPeer { // never forwarded twice: the nodes disagree on where the project is
+					s.writeError(w, r, &appliance.Error{Kind: appliance.KindUnavailable, Msg: fmt.Sprintf("the project's instances are on cluster node %s, not on the node this request was forwarded to: try again", node.ID)})
+					return
+				}
+				s.forward.Forward(w, r, node)
+				return
+			}
 		}
 		q, err := rt.parseQuery(r)
 		if err != nil {
@@ -371,13 +397,8 @@ func sameOrigin(r *http.Request) error {
 	return nil
 }
 
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
+// clientIP is the caller's address (on a request a cluster node forwarded, the original caller's).
+func clientIP(r *http.Request) string { return forward.ClientIP(r) }
 
 // unmatched answers requests no route takes: 405 when the path exists with other methods, else 404.
 func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {

@@ -21,12 +21,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/theappliance/appliance/appliance/certs"
+	"github.com/theappliance/appliance/appliance/cluster/forward"
 	"github.com/theappliance/appliance/appliance/ids"
 	"github.com/theappliance/appliance/store"
 )
@@ -128,6 +130,7 @@ type JoinServer struct {
 	srv     *http.Server
 	ln      net.Listener
 	now     func() time.Time
+	peer    atomic.Pointer[http.Handler] // the API, for requests other nodes forward (SetPeerHandler)
 }
 
 // ServeJoins starts the node's join listener.
@@ -143,8 +146,12 @@ func (m *Member) ServeJoins(ca *certs.CA, log *slog.Logger) (*JoinServer, error)
 	s := &JoinServer{m: m, ca: ca, dataDir: m.dataDir, log: log, ln: ln, now: time.Now}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /join", s.handle)
+	mux.HandleFunc("/", s.forwarded)
+	// A joining node has no certificate yet (it is verified by its token); another node presents its
+	// own, which must be of the CA and for client authentication (IssuePeer's: a node's).
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12,
+			ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.Pool()}}
 	go s.srv.ServeTLS(ln, "", "")
 	return s, nil
 }
@@ -156,6 +163,36 @@ func (s *JoinServer) Close(ctx context.Context) error {
 	}
 	return s.srv.Shutdown(ctx)
 }
+
+// SetPeerHandler makes the join listener the nodes' mutual-TLS channel too: a request from another node
+// (its certificate verified) that is not a join goes to h (the API), marked as a peer's (forward.WithPeer).
+func (s *JoinServer) SetPeerHandler(h http.Handler) {
+	if s != nil {
+		s.peer.Store(&h)
+	}
+}
+
+// forwarded serves a request another node forwarded: only from a client with a node's certificate.
+func (s *JoinServer) forwarded(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		w.WriteHeader(http.StatusForbidden)
+		json.NewEncoder(w).Encode(map[string]string{"error": "this listener serves joins (POST /join) and the cluster's nodes only"})
+		return
+	}
+	h := s.peer.Load()
+	if h == nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(map[string]string{"error": "this node's API is not serving yet"})
+		return
+	}
+	w.Header().Del("Content-Type")
+	(*h).ServeHTTP(w, r.WithContext(forward.WithPeer(r.Context(), r.Header.Get(forward.Header))))
+}
+
+// PeerClientTLS is the TLS a node dials another's peer listener with: its certificate, the CA as the only
+// root.
+func PeerClientTLS(dataDir string) (*tls.Config, error) { return clientTLS(dataDir) }
 
 func (s *JoinServer) handle(w http.ResponseWriter, r *http.Request) {
 	var req joinRequest

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/theappliance/appliance/appliance/cluster"
+	"github.com/theappliance/appliance/appliance/cluster/forward"
 	"github.com/theappliance/appliance/appliance/cluster/lease"
 	"log/slog"
 	"net"
@@ -159,8 +160,13 @@ func (u *Node) clusterComponent() *component {
 		}
 		u.svc.Cluster = u.member.Status
 		var err error
-		joins, err = u.member.ServeJoins(u.ca, u.log)
-		return err
+		if joins, err = u.member.ServeJoins(u.ca, u.log); err != nil {
+			return err
+		}
+		if u.api != nil {
+			joins.SetPeerHandler(u.api)
+		} // the nodes' channel: requests the other nodes forward here
+		return nil
 	}, stop: func(ctx context.Context) error { return joins.Close(ctx) }}
 }
 
@@ -376,8 +382,17 @@ func (u *Node) apiComponent() *component {
 	var api *httpapi.Server
 	return &component{name: "api", start: func(ctx context.Context) error {
 		cfg, log, tlsCfg := u.cfg, u.log, u.certMgr.TLSConfig()
+		var fwd *forward.Forwarder
+		if u.member != nil { // a cluster node forwards what runs where a project lives to its node
+			tc, err := cluster.PeerClientTLS(u.dataDir)
+			if err != nil {
+				return err
+			}
+			fwd = forward.New(u.member.Config().NodeID, u.db, tc, log)
+		}
 		api = httpapi.New(u.svc, httpapi.Options{Log: log, Limits: u.limits, Extra: testRoutes(u.svc, u.runner), MetricsToken: cfg.MetricsToken,
-			OperatorListener: u.opLn != nil, Lane: u.lane})
+			OperatorListener: u.opLn != nil, Lane: u.lane, Forward: fwd})
+		u.api = api
 		handler := ui.Mount(api)
 		if cfg.ACMEDomain != "" {
 			handler = httpapi.HSTS(cfg.ACMEDomain, handler)

@@ -103,6 +103,7 @@ type Node struct {
 
 	db     *store.DB
 	member *cluster.Member // a cluster node's etcd member (nil: single node, bbolt)
+	api    *httpapi.Server // the API, which the join listener serves to the other nodes (forwarded requests)
 	svc    *appliance.Service
 	runner *scheduler.Runner
 	kv     *kvproxy.Server
