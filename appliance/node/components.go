@@ -163,9 +163,9 @@ func (u *Node) clusterComponent() *component {
 		if joins, err = u.member.ServeJoins(u.ca, u.log); err != nil {
 			return err
 		}
-		if u.api != nil {
+		if u.api != nil { // the nodes' channel: requests the other nodes forward here
 			joins.SetPeerHandler(u.api)
-		} // the nodes' channel: requests the other nodes forward here
+		}
 		return nil
 	}, stop: func(ctx context.Context) error { return joins.Close(ctx) }}
 }
