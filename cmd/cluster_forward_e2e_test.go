@@ -60,7 +60,7 @@ func TestClusterForwarding(t *testing.T) {
 	// Studio SQL: the same server answers on every node; a row written through node 3 is read through node 2.
 	type sqlAnswer struct {
 		Result struct {
-			Rows [][]any `json:"rows"`
+			Rows []map[string]any `json:"rows"`
 		} `json:"result"`
 	}
 	server := func(p *e2eProc) string {
@@ -75,10 +75,17 @@ func TestClusterForwarding(t *testing.T) {
 			t.Fatalf("node %d's answer is another server's: %s, node 1's own: %s", i+2, got, own)
 		}
 	}
+	// Node 1 served them (the other nodes reach its server's port on this machine too: the proof is that
+	// node 1 served each node's requests).
+	for _, n := range nodes[1:] {
+		if want := `"serving a request forwarded by another node" from_node=` + n.ID + ` method=POST path=/v1/projects/` + prj + `/sql`; !strings.Contains(procs[0].stderr.String(), want) {
+			t.Fatalf("node 1 did not serve node %s's SQL request (its log lacks %s)", n.ID, want)
+		}
+	}
 	procs[2].do(t, admin, http.MethodPost, "/v1/projects/"+prj+"/sql", map[string]any{"query": "create table fwd(v text); insert into fwd values ('through node 3')"}, http.StatusOK, nil)
 	var a sqlAnswer
 	procs[1].do(t, admin, http.MethodPost, "/v1/projects/"+prj+"/sql", map[string]any{"query": "select v from fwd"}, http.StatusOK, &a)
-	if len(a.Result.Rows) != 1 || a.Result.Rows[0][0] != "through node 3" {
+	if len(a.Result.Rows) != 1 || a.Result.Rows[0]["v"] != "through node 3" {
 		t.Fatalf("the row written through node 3, read through node 2: %v", a.Result.Rows)
 	}
 	// A SQL error through node 3: a 400 from the owner, and a line in its server's log.
@@ -115,6 +122,12 @@ func TestClusterForwarding(t *testing.T) {
 		resp.Body.Close()
 		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, "text/event-stream") || !found {
 			t.Fatalf("node %d's log stream: %d %s, marker found: %v", i+2, resp.StatusCode, ct, found)
+		}
+	}
+
+	for _, n := range nodes[1:] {
+		if want := `from_node=` + n.ID + ` method=GET path=/v1/projects/` + prj + `/logs/stream`; !strings.Contains(procs[0].stderr.String(), want) {
+			t.Fatalf("node 1 did not serve node %s's log stream (its log lacks %s)", n.ID, want)
 		}
 	}
 

@@ -198,6 +198,9 @@ func (s *Server) adapt(rt *Route) http.Handler {
 		if p := req.Principal; p != nil && !s.rateLimitKey(w, credentialKey(p)) {
 			return
 		}
+		if by, ok := forward.FromPeer(r.Context()); ok {
+			s.log.Debug("serving a request forwarded by another node", "from_node", by, "method", r.Method, "path", r.URL.Path)
+		}
 		if rt.OnNode && s.forward != nil {
 			// The caller is authenticated here (a refusal costs no hop) and again by the owning node,
 			// which sees the same credentials.
