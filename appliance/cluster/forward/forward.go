@@ -82,6 +82,16 @@ func New(self string, db *store.DB, tc *tls.Config, log *slog.Logger) *Forwarder
 			pr.Out.Header.Set(Header, f.self)
 			pr.Out.Header.Set(ClientIPHeader, ClientIP(pr.In))
 		},
+		// The owning node's headers replace this node's of the same name (its security and caching
+		// headers, which the owning node sets too), not add to them.
+		ModifyResponse: func(resp *http.Response) error {
+			if w, ok := resp.Request.Context().Value(writerKey{}).(http.ResponseWriter); ok {
+				for k := range resp.Header {
+					w.Header().Del(k)
+				}
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			node := r.Context().Value(nodeKey{}).(string)
 			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
@@ -95,6 +105,7 @@ func New(self string, db *store.DB, tc *tls.Config, log *slog.Logger) *Forwarder
 }
 
 type targetKey struct{}
+type writerKey struct{}
 type nodeKey struct{}
 
 // Owner is the node hosting the project's instances and whether it is this one (a project unknown here
@@ -132,7 +143,7 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, node *store.
 		Unavailable(w, node.ID)
 		return
 	}
-	ctx := context.WithValue(context.WithValue(r.Context(), targetKey{}, u), nodeKey{}, node.ID)
+	ctx := context.WithValue(context.WithValue(context.WithValue(r.Context(), targetKey{}, u), nodeKey{}, node.ID), writerKey{}, w)
 	f.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 

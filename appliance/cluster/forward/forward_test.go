@@ -58,6 +58,7 @@ func setup(t *testing.T) *env {
 		}
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusTeapot)
 		json.NewEncoder(w).Encode(map[string]string{"path": r.URL.RequestURI(), "body": string(body), "by": r.Header.Get(forward.Header),
 			"client": r.Header.Get(forward.ClientIPHeader), "auth": r.Header.Get("Authorization"), "host": r.Host,
@@ -102,6 +103,7 @@ func setup(t *testing.T) *env {
 			io.WriteString(w, "local")
 			return
 		}
+		w.Header().Set("Cache-Control", "no-store") // as the API sets on every answer
 		e.fwd.Forward(w, r, node)
 	}))
 	mux := http.NewServeMux()
@@ -147,8 +149,8 @@ func TestForward(t *testing.T) {
 	host := strings.TrimPrefix(e.front.URL, "http://")
 	want := map[string]string{"path": "/p/prj_b/sql?x=1", "body": `{"query":"select 1"}`, "by": "nod_a", "client": "127.0.0.1",
 		"auth": "Bearer k_caller", "host": host, "peer_cn": "127.0.0.1"}
-	if resp.StatusCode != http.StatusTeapot || resp.Header.Get("Content-Type") != "application/json" {
-		t.Fatalf("status %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	if resp.StatusCode != http.StatusTeapot || resp.Header.Get("Content-Type") != "application/json" || len(resp.Header.Values("Cache-Control")) != 1 {
+		t.Fatalf("status %d %s, Cache-Control %q (once: the owning node's replaces this one's)", resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Values("Cache-Control"))
 	}
 	for k, v := range want {
 		if got[k] != v {
