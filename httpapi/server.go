@@ -186,7 +186,9 @@ func (s *Server) adapt(rt *Route) http.Handler {
 			_ = rc.SetReadDeadline(time.Now().Add(s.readTimeout))
 			_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 		}
-		if needsDisk(rt) && s.svc.Storage().Disk().Low {
+		// A route that may run on another node is refused for this node's disk only once it runs here.
+		forwards := rt.OnNode && s.forward != nil
+		if needsDisk(rt) && !forwards && s.svc.Storage().Disk().Low {
 			s.writeError(w, r, s.svc.Storage().ErrDiskLow())
 			return
 		}
@@ -201,7 +203,7 @@ func (s *Server) adapt(rt *Route) http.Handler {
 		if by, ok := forward.FromPeer(r.Context()); ok {
 			s.log.Debug("serving a request forwarded by another node", "from_node", by, "method", r.Method, "path", r.URL.Path)
 		}
-		if rt.OnNode && s.forward != nil {
+		if forwards {
 			// The caller is authenticated here (a refusal costs no hop) and again by the owning node,
 			// which sees the same credentials.
 			node, local, err := s.forward.Owner(r.PathValue("projectID"))
@@ -215,6 +217,10 @@ func (s *Server) adapt(rt *Route) http.Handler {
 					return
 				}
 				s.forward.Forward(w, r, node)
+				return
+			}
+			if needsDisk(rt) && s.svc.Storage().Disk().Low {
+				s.writeError(w, r, s.svc.Storage().ErrDiskLow())
 				return
 			}
 		}
