@@ -78,7 +78,7 @@ func TestClusterForwarding(t *testing.T) {
 	// Node 1 served them (the other nodes reach its server's port on this machine too: the proof is that
 	// node 1 served each node's requests).
 	for _, n := range nodes[1:] {
-		if want := `"serving a request forwarded by another node" from_node=` + n.ID + ` method=POST path=/v1/projects/` + prj + `/sql`; !strings.Contains(procs[0].stderr.String(), want) {
+		if want := `"serving a request forwarded by another node" from_node=` + n.ID + ` method=POST path=/v1/projects/` + prj + `/sql`; !procs[0].logged(want) {
 			t.Fatalf("node 1 did not serve node %s's SQL request (its log lacks %s)", n.ID, want)
 		}
 	}
@@ -126,7 +126,7 @@ func TestClusterForwarding(t *testing.T) {
 	}
 
 	for _, n := range nodes[1:] {
-		if want := `from_node=` + n.ID + ` method=GET path=/v1/projects/` + prj + `/logs/stream`; !strings.Contains(procs[0].stderr.String(), want) {
+		if want := `from_node=` + n.ID + ` method=GET path=/v1/projects/` + prj + `/logs/stream`; !procs[0].logged(want) {
 			t.Fatalf("node 1 did not serve node %s's log stream (its log lacks %s)", n.ID, want)
 		}
 	}
@@ -175,6 +175,17 @@ func TestClusterForwarding(t *testing.T) {
 		}
 		p.do(t, admin, http.MethodGet, "/v1/projects/"+prj, nil, http.StatusOK, nil)
 	}
+}
+
+// logged says whether the process's log shows want within a minute (its output is copied into the
+// buffer as it comes: a line written before an answer may arrive after it).
+func (p *e2eProc) logged(want string) bool {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if strings.Contains(p.stderr.String(), want) {
+			return true
+		}
+	}
+	return false
 }
 
 // send does req and returns the status and body.
