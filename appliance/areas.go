@@ -444,6 +444,11 @@ func (h areaHost) CheckNotPromoting(tx *store.Tx, prv *store.Project) error {
 
 // EnqueueProvision queues the project's project.provision in tx (locked by the project).
 func (h areaHost) EnqueueProvision(tx *store.Tx, prj *store.Project) (*store.Job, error) {
+	if prj.NodeID == "" { // a new project (an ephemeral database): placed in a cluster
+		if err := h.s.placeNew(tx, prj); err != nil {
+			return nil, err
+		}
+	}
 	return h.s.enqueue(tx, prj, JobProjectProvision, prj.ID, nil)
 }
 

@@ -81,7 +81,7 @@ var readOnlyJobs = map[string]bool{JobImportFollowStatus: true}
 // is read-only); the runner is poked after the transaction commits (s.notify).
 func (s *Service) enqueue(tx *store.Tx, p *store.Project, jobType, lock string, payload any) (*store.Job, error) {
 	j := &store.Job{Type: jobType, OrganizationID: p.OrganizationID, ProjectID: p.ID, LockedResource: lock,
-		InstanceID: p.PrimaryInstanceID}
+		InstanceID: p.PrimaryInstanceID, Node: store.ProjectNode(tx, p)}
 	if payload != nil {
 		if err := setPayload(j, payload); err != nil {
 			return nil, err
@@ -176,6 +176,9 @@ func (s *Service) CreateProject(ctx context.Context, p *Principal, req *CreatePr
 			MaxConnections: plan.MaxConnections, StorageLimitBytes: plan.StorageLimitBytes, Environment: env,
 			State: ProjectProvisioning, RuntimeStatus: RuntimeProvisioning, CreatedAt: now, UpdatedAt: now,
 			PreloadLibraries: []string{}}
+		if err := s.placeNew(tx, prj); err != nil {
+			return err
+		}
 		j, err := s.enqueue(tx, prj, JobProjectProvision, prj.ID, nil)
 		if err != nil {
 			return err

@@ -138,6 +138,9 @@ type Deps struct {
 	Billing billing.Provider
 	// IntegrationProviders are the integrations area's providers (nil: IntegrationProviders()).
 	IntegrationProviders []provider.Provider
+	// LiveNodes is the set of a cluster's nodes alive now (their liveness keys), which new projects are
+	// placed on (placement.go; nil: every active node, or a single node).
+	LiveNodes func(ctx context.Context) (map[string]bool, error)
 }
 
 // Notifier is poked after jobs are enqueued so the runner claims them at once.
@@ -154,7 +157,9 @@ type Service struct {
 	Probe *Probes
 	// Cluster reports the etcd cluster of a cluster node (/status's cluster section; nil: single node).
 	Cluster func(ctx context.Context) *api.ClusterStatus
-	dp      *DataPlane
+	// liveNodes is Deps.LiveNodes.
+	liveNodes func(ctx context.Context) (map[string]bool, error)
+	dp        *DataPlane
 	// eng runs the instances (appliance/instances); set with dp.
 	eng engine
 	// reflinks: the instances' directory is on a filesystem with reflinks (postgres.ReflinkSupport, probed
@@ -246,7 +251,7 @@ func New(cfg Config, deps Deps) *Service {
 	if clock == nil {
 		clock = time.Now
 	}
-	s := &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, jobs: deps.Jobs, stepHook: deps.JobStepHook,
+	s := &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, jobs: deps.Jobs, stepHook: deps.JobStepHook, liveNodes: deps.LiveNodes,
 		backupObjects: deps.BackupObjects,
 		now:           func() time.Time { return clock().UTC() }, Probe: &Probes{}}
 	s.hooks = s.newWebhooks(cfg, deps)

@@ -64,7 +64,8 @@ func IsTransient(err error) bool {
 // Enqueue adds a pending job inside tx (filling ID, state, attempts, timestamps); call Notify after commit.
 // The caller sets Type (required), Payload, the organization/project fields, LockedResource and optionally
 // MaxAttempts (default 3), RunAfter (a later start; default now) and Node (the node it must run on: where
-// its instance lives; default any). Runtime fields are reset.
+// its instance lives; default: the node hosting the project ProjectID names, any node for other jobs).
+// Runtime fields are reset.
 func Enqueue(tx *store.Tx, j *store.Job) error {
 	if j.Type == "" {
 		return errors.New("enqueue job: type is required")
@@ -78,6 +79,15 @@ func Enqueue(tx *store.Tx, j *store.Job) error {
 		return fmt.Errorf("enqueue %s job: job %s already exists", j.Type, j.ID)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("enqueue %s job: %w", j.Type, err)
+	}
+	if j.Node == "" && j.ProjectID != "" {
+		// A project's job runs where its instances live: in a cluster, the node that hosts the project
+		// (store.ProjectNode); "" on a single node. A project not stored yet is its caller's to pin.
+		if p, err := store.Projects.Get(tx, j.ProjectID); err == nil {
+			j.Node = store.ProjectNode(tx, p)
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("enqueue %s job: %w", j.Type, err)
+		}
 	}
 	now := time.Now().UTC()
 	j.State = StatePending

@@ -209,6 +209,20 @@ func (u *Node) serviceComponent() *component {
 		// start: the settings written at start name it) that talks to the service's WAL socket.
 		deps := appliance.Deps{DB: u.db, Box: u.box, Log: log, Jobs: u.runner, JobStepHook: testJobStepHook(), Lane: u.lane,
 			DataPlane: &appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: u.ca, PgBouncer: bouncer, RedisServer: redisServer, Cgroups: groups}}
+		if u.member != nil && u.members != nil { // a cluster: new projects go to live nodes
+			members := u.members
+			deps.LiveNodes = func(ctx context.Context) (map[string]bool, error) {
+				live, err := members.Live(ctx)
+				if err != nil {
+					return nil, err
+				}
+				out := map[string]bool{}
+				for _, m := range live {
+					out[m.Node] = true
+				}
+				return out, nil
+			}
+		}
 		if deps.Billing, err = billingProvider(cfg); err != nil {
 			return err
 		}

@@ -181,7 +181,11 @@ func (s *Service) Create(ctx context.Context, p *authz.Principal, projectID stri
 			IdleTransactionTimeout: parent.IdleTransactionTimeout, MaxConnections: parent.MaxConnections,
 			StorageLimitBytes: parent.StorageLimitBytes, Environment: "development", State: api.ProjectProvisioning,
 			RuntimeStatus: api.RuntimeProvisioning, CreatedAt: now, UpdatedAt: now, PreloadLibraries: parent.PreloadLibraries,
-			PreviewOf: parent.ID, PreviewMode: mode, SourceKind: SourceNone, TTLExpiresAt: &expires}
+			PreviewOf: parent.ID, PreviewMode: mode, SourceKind: SourceNone, TTLExpiresAt: &expires,
+			NodeID: store.ProjectNode(tx, parent)} // next to its parent (its clone is a copy of the parent's files)
+		if prv.NodeID != "" && parent.PublicHost != "" {
+			prv.PublicHost = parent.PublicHost // its node's host
+		}
 		if prv.PreloadLibraries == nil {
 			prv.PreloadLibraries = []string{}
 		}
