@@ -281,7 +281,9 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 	}
 	var live []pair
 	err = s.db.View(func(tx *store.Tx) error {
-		insts, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == InstanceRunning || i.State == InstanceSpare })
+		insts, err := store.Instances.All(tx, func(i *store.Instance) bool {
+			return (i.State == InstanceRunning || i.State == InstanceSpare) && store.LocalInstance(tx, i) // this node's
+		})
 		if err != nil {
 			return err
 		}

@@ -17,8 +17,8 @@ type periodicTask struct {
 
 // nodeTasks are the periodic tasks that look at a node's own processes and files: the sampler (the
 // servers' processes' stat files), the servers' log files, the spare clusters, the key-value stores' dump
-// files and the idle servers (stopped where they run). Until instances carry the node they live on, each
-// node's run sees every instance's record, as the single node's does.
+// files and the idle servers (stopped where they run). In a cluster each node's run looks only at its own
+// projects' instances and its own spares (store.Local, store.LocalInstance).
 var nodeTasks = map[string]bool{"observability-sampler": true, "server-log-housekeeping": true, "spare-clusters": true,
 	"kv-snapshots": true, "suspend-idle": true}
 

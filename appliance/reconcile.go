@@ -70,6 +70,9 @@ func reconcile(db *store.DB, dataDir string) ([]mismatch, error) {
 				continue
 			}
 			known[in.ID] = true
+			if !store.LocalInstance(tx, in) {
+				continue // another cluster node's: its files are there
+			}
 			if in.State == InstanceCreating || in.State == InstanceSparePreparing || in.Dir == "" {
 				continue // its directory may not exist yet
 			}

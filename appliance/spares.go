@@ -47,7 +47,7 @@ func (s *Service) EnsureSpares(ctx context.Context) error {
 	for {
 		var have int
 		err := s.db.View(func(tx *store.Tx) error {
-			spares, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == InstanceSpare })
+			spares, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == InstanceSpare && store.LocalInstance(tx, i) })
 			have = len(spares)
 			return err
 		})
@@ -81,10 +81,11 @@ func (s *Service) removeAbandonedSpares() error {
 	}
 	// Their files are removed first (outside a transaction, which etcd may run more than once), then the
 	// records: an interruption between leaves the records for the next start.
-	preparing := func(i *store.Instance) bool { return i.State == InstanceSparePreparing }
 	var stale []*store.Instance
 	if err := s.db.View(func(tx *store.Tx) (err error) {
-		stale, err = store.Instances.All(tx, preparing)
+		stale, err = store.Instances.All(tx, func(i *store.Instance) bool {
+			return i.State == InstanceSparePreparing && store.LocalInstance(tx, i)
+		})
 		return err
 	}); err != nil {
 		return err
@@ -99,7 +100,7 @@ func (s *Service) removeAbandonedSpares() error {
 	}
 	return s.db.Update(func(tx *store.Tx) error {
 		for _, in := range stale {
-			if cur, err := store.Instances.Get(tx, in.ID); err == nil && preparing(cur) {
+			if cur, err := store.Instances.Get(tx, in.ID); err == nil && cur.State == InstanceSparePreparing {
 				if err := store.Instances.Delete(tx, in.ID); err != nil {
 					return err
 				}
@@ -118,7 +119,8 @@ func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) error {
 	password := ids.Secret(24)
 	now := s.now()
 	rec := &store.Instance{ID: id, Dir: filepath.Join(s.instancesDir(), id), Major: dp.Bin.Major, BinDir: dp.Bin.Dir,
-		AdminPassword: s.box.Seal([]byte(password)), State: InstanceSparePreparing, CreatedAt: now, UpdatedAt: now}
+		AdminPassword: s.box.Seal([]byte(password)), State: InstanceSparePreparing, CreatedAt: now, UpdatedAt: now,
+		NodeID: s.db.Node()} // this node's (a cluster's other nodes leave it alone)
 	err := s.db.Update(func(tx *store.Tx) error {
 		ports, err := s.allocatePorts(tx, 2)
 		if err != nil {
@@ -150,7 +152,9 @@ func (s *Service) prepareSpare(ctx context.Context, dp *DataPlane) error {
 // claimSpare hands a spare to the project inside tx (nil when the pool is empty). A spare whose directory a
 // project claimed already (metadata older than the directory) is never handed out: reconcile reports it.
 func claimSpare(tx *store.Tx) (*store.Instance, error) {
-	spares, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == InstanceSpare && instanceOwner(i.Dir) == "" })
+	spares, err := store.Instances.All(tx, func(i *store.Instance) bool {
+		return i.State == InstanceSpare && store.LocalInstance(tx, i) && instanceOwner(i.Dir) == ""
+	})
 	if err != nil || len(spares) == 0 {
 		return nil, err
 	}

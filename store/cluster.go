@@ -65,3 +65,41 @@ func ProjectNode(tx *Tx, p *Project) string {
 	}
 	return tx.Meta(MetaFormedBy)
 }
+
+// SetNode names the cluster node this process is, before the store is used (cluster.StartMember): Local
+// then tells its projects and instances from the other nodes'. Never called on a single node.
+func (db *DB) SetNode(id string) { db.node = id }
+
+// Node is the cluster node this process is ("" on a single node).
+func (db *DB) Node() string { return db.node }
+
+// Local reports whether p's instances live on this process's node (ProjectNode): always on a single node.
+// A node's own work (its supervisor's adoption, the sampler, log housekeeping, idle suspension, key-value
+// snapshots) looks only at its local projects.
+func Local(tx *Tx, p *Project) bool {
+	return tx.db.node == "" || ProjectNode(tx, p) == tx.db.node
+}
+
+// LocalInstance reports whether the instance lives on this process's node: its project's (Local), or for
+// a spare (no project) the node that made it (its NodeID; a spare of no node is the forming node's).
+func LocalInstance(tx *Tx, in *Instance) bool {
+	if tx.db.node == "" {
+		return true
+	}
+	if in.ProjectID != "" {
+		return LocalProject(tx, in.ProjectID)
+	}
+	if in.NodeID != "" {
+		return in.NodeID == tx.db.node
+	}
+	return tx.Meta(MetaFormedBy) == tx.db.node
+}
+
+// LocalProject is Local of the project of that id (false when there is none, in a cluster).
+func LocalProject(tx *Tx, projectID string) bool {
+	if tx.db.node == "" {
+		return true
+	}
+	p, err := Projects.Get(tx, projectID)
+	return err == nil && Local(tx, p)
+}

@@ -267,6 +267,9 @@ type Instance struct {
 	WALArchive string `json:"wal_archive,omitempty"`
 	// PreviousWALArchive is the old server's WALArchive while a logical upgrade awaits confirm.
 	PreviousWALArchive string `json:"previous_wal_archive,omitempty"`
+	// NodeID is the cluster node a spare (no project) was made on ("": the node that formed the cluster,
+	// or a single node); an instance of a project lives on its project's node (store.ProjectNode).
+	NodeID string `json:"node_id,omitempty"`
 }
 
 // Job is one durable unit of asynchronous work.

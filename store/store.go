@@ -42,6 +42,8 @@ type DB struct {
 	changed chan struct{}
 	// rerun: bbolt's Update runs each fn twice (RerunUpdates).
 	rerun atomic.Bool
+	// node is the cluster node this process is (SetNode; "" on a single node): Local's reference.
+	node string
 }
 
 // RerunUpdates, for tests, makes every Update on a bbolt store run its fn twice: first in a transaction

@@ -231,6 +231,7 @@ func StartMember(ctx context.Context, dataDir string) (_ *Member, err error) {
 	if m.db, err = store.OpenEtcd(m.client, Prefix); err != nil {
 		return nil, err
 	}
+	m.db.SetNode(cfg.NodeID) // its own work looks at its projects only (store.Local)
 	return m, nil
 }
 

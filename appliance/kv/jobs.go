@@ -223,7 +223,7 @@ func (s *Service) running() ([]*store.KVStore, error) {
 	var live []*store.KVStore
 	err := s.db.View(func(tx *store.Tx) error {
 		var err error
-		live, err = store.KVStores.All(tx, func(r *store.KVStore) bool { return r.State == StateRunning })
+		live, err = store.KVStores.All(tx, func(r *store.KVStore) bool { return r.State == StateRunning && store.LocalProject(tx, r.ProjectID) })
 		return err
 	})
 	return live, err

@@ -225,7 +225,7 @@ func (s *Service) projectInstance(p *authz.Principal, projectID string) (*store.
 func (s *Service) MaintainLogs(ctx context.Context) (compressed, deleted int, err error) {
 	var insts []*store.Instance
 	if err := s.db.View(func(tx *store.Tx) (err error) {
-		insts, err = store.Instances.All(tx, func(i *store.Instance) bool { return i.State != "removed" && i.Dir != "" })
+		insts, err = store.Instances.All(tx, func(i *store.Instance) bool { return i.State != "removed" && i.Dir != "" && store.LocalInstance(tx, i) })
 		return err
 	}); err != nil {
 		return 0, 0, err

@@ -112,7 +112,7 @@ func (s *Service) Sample(ctx context.Context) (SampleSweepResult, error) {
 	err := s.db.View(func(tx *store.Tx) error {
 		prjs, err := store.Projects.All(tx, func(p *store.Project) bool {
 			// A project suspended for idleness (scale to zero) is not sampled: a connection would wake it.
-			return p.State == api.ProjectActive && p.PrimaryInstanceID != "" && p.PreviewOf == "" && p.IdleSuspendedAt == nil
+			return p.State == api.ProjectActive && p.PrimaryInstanceID != "" && p.PreviewOf == "" && p.IdleSuspendedAt == nil && store.Local(tx, p)
 		})
 		if err != nil {
 			return err

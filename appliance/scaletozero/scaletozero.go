@@ -165,7 +165,7 @@ func (z *Service) SuspendIdle(ctx context.Context) (int, error) {
 		var err error
 		prjs, err = store.Projects.All(tx, func(p *store.Project) bool {
 			return p.State == api.ProjectActive && p.RuntimeStatus == api.RuntimeActive && p.IdleSuspendedAt == nil &&
-				p.PrimaryInstanceID != "" && SuspendAfter(p, z.d.Host.PlanOf(p)) > 0
+				p.PrimaryInstanceID != "" && SuspendAfter(p, z.d.Host.PlanOf(p)) > 0 && store.Local(tx, p) // this node's
 		})
 		return err
 	})
