@@ -89,11 +89,11 @@ new machine: appliance up --join TOKEN --advertise ITS-ADDRESS --data-dir NEW-DI
 	var asJSON bool
 	nodes := &cobra.Command{
 		Use:   "nodes",
-		Short: "List the cluster's nodes: state, capacity, projects",
+		Short: "List the cluster's nodes: state, liveness, capacity, projects",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return withCluster(c.Context(), nodesDir, func(cl *clusterConn) error {
-				list, err := cluster.ListNodes(cl.db)
+				list, err := cluster.ListNodesLive(c.Context(), cl.client, cl.db)
 				if err != nil {
 					return err
 				}
@@ -103,13 +103,13 @@ new machine: appliance up --join TOKEN --advertise ITS-ADDRESS --data-dir NEW-DI
 					return enc.Encode(list)
 				}
 				w := tabwriter.NewWriter(c.OutOrStdout(), 2, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "ID\tADVERTISE\tSTATE\tMEMORY\tDISK\tPORTS\tPROJECTS\tVERSION\tJOINED\tSEEN")
+				fmt.Fprintln(w, "ID\tADVERTISE\tSTATE\tLIVENESS\tMEMORY\tDISK\tPORTS\tPROJECTS\tVERSION\tJOINED\tSEEN")
 				for _, n := range list {
 					self := ""
 					if n.ID == cl.cfg.NodeID {
 						self = " (this)"
 					}
-					fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%s\t%d-%d\t%d\t%s\t%s\t%s\n", n.ID, self, n.Advertise, n.State, gib(n.MemoryBytes), gib(n.DiskBytes),
+					fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%s\t%s\t%d-%d\t%d\t%s\t%s\t%s\n", n.ID, self, n.Advertise, n.State, n.Liveness, gib(n.MemoryBytes), gib(n.DiskBytes),
 						n.PortsFirst, n.PortsLast, len(n.Projects), n.Version, n.JoinedAt.Format(time.RFC3339), n.LastSeenAt.Format(time.RFC3339))
 				}
 				return w.Flush()

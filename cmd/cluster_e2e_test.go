@@ -48,6 +48,7 @@ type clusterNode struct {
 	Memory    int64    `json:"memory_bytes"`
 	Disk      int64    `json:"disk_bytes"`
 	Projects  []string `json:"projects"`
+	Liveness  string   `json:"liveness"`
 }
 
 func clusterNodes(t *testing.T, bin, dataDir string) []clusterNode {

@@ -68,6 +68,40 @@ func capacity(dataDir string) (memory, disk int64) {
 type NodeView struct {
 	store.Node
 	Projects []string `json:"projects"` // the ids of the projects it hosts (not deleted)
+	// Liveness is whether its liveness key (appliance/cluster/lease's <LeasePrefix>alive/<node>, bound to
+	// the lease it keeps alive) is there now: alive or down ("" when not read: ListNodes alone).
+	Liveness string `json:"liveness,omitempty"`
+}
+
+// Liveness values of NodeView.
+const (
+	NodeAlive = "alive"
+	NodeDown  = "down"
+)
+
+// ListNodesLive is ListNodes with each node's liveness read from the lease keys through c.
+func ListNodesLive(ctx context.Context, c *clientv3.Client, db *store.DB) ([]NodeView, error) {
+	list, err := ListNodes(db)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := c.Get(rctx, LeasePrefix+"alive/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, fmt.Errorf("read the nodes' liveness: %w", err)
+	}
+	alive := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		alive[strings.TrimPrefix(string(kv.Key), LeasePrefix+"alive/")] = true
+	}
+	for i := range list {
+		list[i].Liveness = NodeDown
+		if alive[list[i].ID] {
+			list[i].Liveness = NodeAlive
+		}
+	}
+	return list, nil
 }
 
 // ListNodes lists the nodes with the projects each hosts: a project's NodeID, or the node that formed

@@ -1,0 +1,113 @@
+package cmd_test
+
+import (
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/theappliance/appliance/appliance/appliancetest"
+)
+
+// TestClusterPlacement forms a cluster of three appliances (127.0.0.1, .2, .3, each its own
+// --public-host and --pg-listen) and creates projects through node 1: they land on more than one node
+// (cluster nodes lists them, every node alive), each project's connection URL names its node's host and
+// answers SELECT 1 there, and its server's process runs in that node's data directory only.
+func TestClusterPlacement(t *testing.T) {
+	t.Parallel()
+	bin := e2eBuild(t)
+	hosts := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
+	dirs := make([]string, 3)
+	for i := range dirs {
+		dirs[i] = appliancetest.TraversableTempDir(t)
+		d := dirs[i]
+		t.Cleanup(func() { e2eKillUnder(t, d) })
+	}
+	hostFlags := func(i int) []string { return []string{"--public-host", hosts[i], "--pg-listen", hosts[i]} }
+
+	a1 := e2eStartWith(t, bin, dirs[0], nil, append([]string{"--spare-clusters", "0"}, hostFlags(0)...))
+	admin := e2eAdminKey(t, dirs[0])
+	a1.stop(t, syscall.SIGTERM)
+	runCLI(t, bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", hosts[0], "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
+	a1 = e2eStartWith(t, bin, dirs[0], nil, append([]string{"--spare-clusters", "0"}, hostFlags(0)...))
+	for i := 1; i < 3; i++ {
+		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
+		e2eStartWith(t, bin, dirs[i], nil, append(append(clusterFlags(hosts[i]), hostFlags(i)...), "--join", tok))
+	}
+
+	nodes := clusterNodes(t, bin, dirs[0])
+	if len(nodes) != 3 {
+		t.Fatalf("cluster nodes: %d nodes, want 3: %+v", len(nodes), nodes)
+	}
+	hostOf, dirOf := map[string]string{}, map[string]string{}
+	for i, n := range nodes {
+		if n.Liveness != "alive" {
+			t.Errorf("node %s (%s): liveness %q, want alive", n.ID, n.Advertise, n.Liveness)
+		}
+		hostOf[n.ID], dirOf[n.ID] = hosts[i], dirs[i]
+	}
+
+	var ids []string
+	for i := range 4 {
+		ids = append(ids, a1.e2eProvision(t, admin, "placed-"+strconv.Itoa(i)))
+	}
+	nodes = clusterNodes(t, bin, dirs[1])
+	ownerOf := map[string]string{}
+	hosting := 0
+	for _, n := range nodes {
+		if len(n.Projects) > 0 {
+			hosting++
+		}
+		for _, p := range n.Projects {
+			ownerOf[p] = n.ID
+		}
+	}
+	if hosting < 2 {
+		t.Fatalf("4 projects on %d node(s), want them spread over more than one: %+v", hosting, nodes)
+	}
+	listed := runCLI(t, bin, "cluster", "nodes", "--data-dir", dirs[2])
+	e2eWants(t, "cluster nodes", listed, "LIVENESS", "alive")
+
+	for _, id := range ids {
+		owner := ownerOf[id]
+		if owner == "" {
+			t.Fatalf("project %s is on no node: %+v", id, nodes)
+		}
+		c := a1.connections(t, admin, id)
+		for _, u := range []string{c.DirectURL, c.PooledURL} {
+			pu, err := url.Parse(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pu.Hostname() != hostOf[owner] {
+				t.Errorf("project %s on node %s (%s): its URL names %s", id, owner, hostOf[owner], pu.Hostname())
+			}
+		}
+		e2eSQL(t, c.DirectURL, false, "SELECT 1")
+		e2eSQL(t, c.PooledURL, true, "SELECT 1")
+
+		// Its server runs in its node's data directory, and no other node has a copy.
+		inst := a1.project(t, admin, id).PrimaryInstanceID
+		for i, d := range dirs {
+			pidFile := filepath.Join(d, "instances", inst, "postmaster.pid")
+			b, err := os.ReadFile(pidFile)
+			if d != dirOf[owner] {
+				if err == nil {
+					t.Errorf("project %s (node %s): node %d's data directory runs its server too (%s)", id, owner, i+1, pidFile)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("project %s (node %s): no server in its node's data directory: %v", id, owner, err)
+			}
+			pid := strings.SplitN(string(b), "\n", 2)[0]
+			cwd, err := os.Readlink("/proc/" + pid + "/cwd")
+			if err != nil || !strings.HasPrefix(cwd, d) {
+				t.Errorf("project %s: its server (pid %s) runs in %q (%v), want under %s", id, pid, cwd, err, d)
+			}
+		}
+	}
+}
