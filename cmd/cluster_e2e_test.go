@@ -41,14 +41,15 @@ func runCLI(t *testing.T, bin string, args ...string) string {
 }
 
 type clusterNode struct {
-	ID        string   `json:"id"`
-	Advertise string   `json:"advertise"`
-	State     string   `json:"state"`
-	APIURL    string   `json:"api_url"`
-	Memory    int64    `json:"memory_bytes"`
-	Disk      int64    `json:"disk_bytes"`
-	Projects  []string `json:"projects"`
-	Liveness  string   `json:"liveness"`
+	ID         string   `json:"id"`
+	Advertise  string   `json:"advertise"`
+	State      string   `json:"state"`
+	APIURL     string   `json:"api_url"`
+	Memory     int64    `json:"memory_bytes"`
+	Disk       int64    `json:"disk_bytes"`
+	Projects   []string `json:"projects"`
+	Liveness   string   `json:"liveness"`
+	KVRESPPort int      `json:"kv_resp_port"`
 }
 
 func clusterNodes(t *testing.T, bin, dataDir string) []clusterNode {

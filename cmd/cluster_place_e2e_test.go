@@ -1,6 +1,7 @@
 package cmd_test
 
 import (
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -27,15 +28,18 @@ func TestClusterPlacement(t *testing.T) {
 		t.Cleanup(func() { e2eKillUnder(t, d) })
 	}
 	hostFlags := func(i int) []string { return []string{"--public-host", hosts[i], "--pg-listen", hosts[i]} }
+	kvEnv := func(i int) []string {
+		return []string{"APPLIANCE_KV_LISTEN=" + hosts[i] + ":0", "APPLIANCE_KV_REST_LISTEN=" + hosts[i] + ":0"}
+	}
 
-	a1 := e2eStartWith(t, bin, dirs[0], nil, append([]string{"--spare-clusters", "0"}, hostFlags(0)...))
+	a1 := e2eStartWith(t, bin, dirs[0], kvEnv(0), append([]string{"--spare-clusters", "0"}, hostFlags(0)...))
 	admin := e2eAdminKey(t, dirs[0])
 	a1.stop(t, syscall.SIGTERM)
 	runCLI(t, bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", hosts[0], "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
-	a1 = e2eStartWith(t, bin, dirs[0], nil, append([]string{"--spare-clusters", "0"}, hostFlags(0)...))
+	a1 = e2eStartWith(t, bin, dirs[0], kvEnv(0), append([]string{"--spare-clusters", "0"}, hostFlags(0)...))
 	for i := 1; i < 3; i++ {
 		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
-		e2eStartWith(t, bin, dirs[i], nil, append(append(clusterFlags(hosts[i]), hostFlags(i)...), "--join", tok))
+		e2eStartWith(t, bin, dirs[i], kvEnv(i), append(append(clusterFlags(hosts[i]), hostFlags(i)...), "--join", tok))
 	}
 
 	nodes := clusterNodes(t, bin, dirs[0])
@@ -49,6 +53,7 @@ func TestClusterPlacement(t *testing.T) {
 		}
 		hostOf[n.ID], dirOf[n.ID] = hosts[i], dirs[i]
 	}
+	self := nodes[0].ID
 
 	var ids []string
 	for i := range 4 {
@@ -92,7 +97,7 @@ func TestClusterPlacement(t *testing.T) {
 		// Its server runs in its node's data directory, and no other node has a copy.
 		inst := a1.project(t, admin, id).PrimaryInstanceID
 		for i, d := range dirs {
-			pidFile := filepath.Join(d, "instances", inst, "postmaster.pid")
+			pidFile := filepath.Join(d, "instances", inst, "pgdata", "postmaster.pid")
 			b, err := os.ReadFile(pidFile)
 			if d != dirOf[owner] {
 				if err == nil {
@@ -109,5 +114,48 @@ func TestClusterPlacement(t *testing.T) {
 				t.Errorf("project %s: its server (pid %s) runs in %q (%v), want under %s", id, pid, cwd, err, d)
 			}
 		}
+	}
+
+	// A key-value store of a project on another node than the API's: its credentials name that node's
+	// host and front, and answer there.
+	var other string
+	for _, id := range ids {
+		if ownerOf[id] != self {
+			other = id
+		}
+	}
+	if other == "" {
+		t.Fatalf("no project on another node than node 1: %+v", nodes)
+	}
+	var kvCreated struct {
+		Job     *e2eJob `json:"job"`
+		KVStore struct {
+			Token string `json:"token"`
+		} `json:"kv_store"`
+	}
+	a1.do(t, admin, http.MethodPost, "/v1/projects/"+other+"/kv", nil, http.StatusAccepted, &kvCreated)
+	if j := a1.waitJob(t, admin, kvCreated.Job.ID); j.State != "completed" {
+		t.Fatalf("kv.create %s: %s", j.State, j.Error)
+	}
+	var creds struct {
+		RedisHost string `json:"redis_host"`
+		RedisPort int    `json:"redis_port"`
+	}
+	a1.do(t, admin, http.MethodGet, "/v1/projects/"+other+"/kv/credentials", nil, http.StatusOK, &creds)
+	var ownerNode clusterNode
+	for _, n := range nodes {
+		if n.ID == ownerOf[other] {
+			ownerNode = n
+		}
+	}
+	if creds.RedisHost != hostOf[ownerOf[other]] || creds.RedisPort == 0 || creds.RedisPort != ownerNode.KVRESPPort {
+		t.Errorf("key-value credentials of %s (node %s, %s, front port %d): %+v", other, ownerNode.ID, hostOf[ownerNode.ID], ownerNode.KVRESPPort, creds)
+	}
+	kv := a1.kvClient(t, admin, other, kvCreated.KVStore.Token)
+	if err := kv.Set(t.Context(), "placed", "yes", 0).Err(); err != nil {
+		t.Fatalf("SET through %s:%d: %v", creds.RedisHost, creds.RedisPort, err)
+	}
+	if v, err := kv.Get(t.Context(), "placed").Result(); err != nil || v != "yes" {
+		t.Fatalf("GET through %s:%d: %q %v", creds.RedisHost, creds.RedisPort, v, err)
 	}
 }

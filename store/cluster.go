@@ -27,6 +27,10 @@ type Node struct {
 	Version    string    `json:"version"`
 	JoinedAt   time.Time `json:"joined_at"`
 	LastSeenAt time.Time `json:"last_seen_at"`
+	// KVRESPPort and KVRESTURL are its key-value fronts (the RESP front's port on PublicHost, the REST
+	// front's base URL), which its projects' key-value credentials name (0, "": none).
+	KVRESPPort int    `json:"kv_resp_port,omitempty"`
+	KVRESTURL  string `json:"kv_rest_url,omitempty"`
 }
 
 // Node states.

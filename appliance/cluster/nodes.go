@@ -22,6 +22,8 @@ import (
 type NodeInfo struct {
 	APIURL, PublicHost, Version string
 	PortsFirst, PortsLast       int
+	KVRESPPort                  int // its key-value fronts (0, "": none)
+	KVRESTURL                   string
 }
 
 // Register writes (or refreshes) this node's record: active, its addresses, capacity, version and the
@@ -41,6 +43,7 @@ func (m *Member) Register(info NodeInfo) error {
 		n.EtcdMemberID = memberIDHex(uint64(m.srv.Etcd().Server.MemberID()))
 		n.APIURL, n.PublicHost, n.Version = info.APIURL, info.PublicHost, info.Version
 		n.PortsFirst, n.PortsLast = info.PortsFirst, info.PortsLast
+		n.KVRESPPort, n.KVRESTURL = info.KVRESPPort, info.KVRESTURL
 		n.MemoryBytes, n.DiskBytes = mem, disk
 		n.State, n.LastSeenAt = store.NodeActive, now
 		return store.Nodes.Put(tx, n)

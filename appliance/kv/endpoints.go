@@ -84,7 +84,7 @@ func (s *Service) Create(ctx context.Context, p *authz.Principal, projectID stri
 	if err != nil {
 		return nil, err
 	}
-	return &api.KVCreateResponse{Job: jr.Job, KVStore: s.view(rec, token)}, nil
+	return &api.KVCreateResponse{Job: jr.Job, KVStore: s.view(nil, rec, token)}, nil
 }
 
 // Get is the project's store.
@@ -93,7 +93,7 @@ func (s *Service) Get(ctx context.Context, p *authz.Principal, projectID string)
 	err := s.db.View(func(tx *store.Tx) error {
 		_, kv, err := s.visible(tx, p, projectID)
 		if err == nil {
-			out = s.view(kv, "")
+			out = s.view(tx, kv, "")
 		}
 		return err
 	})
@@ -126,7 +126,7 @@ func (s *Service) List(ctx context.Context, p *authz.Principal, orgID string) (*
 			if p.ProjectID != "" && r.ProjectID != p.ProjectID {
 				continue
 			}
-			out.KVStores = append(out.KVStores, s.view(r, ""))
+			out.KVStores = append(out.KVStores, s.view(tx, r, ""))
 		}
 		return nil
 	})
@@ -244,7 +244,7 @@ func (s *Service) RotateToken(ctx context.Context, p *authz.Principal, projectID
 		}
 		return nil, err
 	}
-	return &api.KVStoreResult{KVStore: s.view(out, token)}, nil
+	return &api.KVStoreResult{KVStore: s.view(nil, out, token)}, nil
 }
 
 // SuspendedError is ResolveToken's refusal of a suspended organization's store: the fronts tell the client

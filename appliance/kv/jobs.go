@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -70,6 +71,14 @@ func (s *Service) createJob(ctx context.Context, run *scheduler.Run) (any, error
 	}
 	if kv.State != StateProvisioning {
 		return map[string]any{"skipped": "the store is " + kv.State}, nil
+	}
+	if want := filepath.Join(s.cfg.Dir, kv.ID); kv.Dir != want {
+		// Created through another cluster node's API, which named its own directory: the store's files are
+		// on the node hosting its project, which runs this job.
+		if err := s.update(kv.ID, func(r *store.KVStore) { r.Dir = want }); err != nil {
+			return nil, err
+		}
+		kv.Dir = want
 	}
 	srv, _, err := s.Server(kv)
 	if err == nil {

@@ -155,10 +155,9 @@ func (s *Service) dataPlane() (*Plane, error) {
 }
 
 // credentials builds the credentials; token is "" where it is not shown.
-func (s *Service) credentials(token string) api.KVCredentials {
-	host := s.cfg.PublicHost
-	hp := net.JoinHostPort(host, strconv.Itoa(s.cfg.Front.RESPPort))
-	c := api.KVCredentials{RedisHost: host, RedisPort: s.cfg.Front.RESPPort, RESTURL: s.cfg.Front.RESTURL, TokenRequired: true,
+func (s *Service) credentials(host string, front Front, token string) api.KVCredentials {
+	hp := net.JoinHostPort(host, strconv.Itoa(front.RESPPort))
+	c := api.KVCredentials{RedisHost: host, RedisPort: front.RESPPort, RESTURL: front.RESTURL, TokenRequired: true,
 		RedisURL: (&url.URL{Scheme: "rediss", Host: hp}).String()}
 	if token != "" {
 		c.RESTToken = &token
@@ -167,10 +166,45 @@ func (s *Service) credentials(token string) api.KVCredentials {
 	return c
 }
 
-func (s *Service) view(r *store.KVStore, token string) *api.KVStore {
+// frontOf is the host and fronts a project's store is reached at: its node's in a cluster (the node's
+// record: --public-host and its fronts' ports), this appliance's otherwise. tx nil: read in a transaction
+// of its own.
+func (s *Service) frontOf(tx *store.Tx, projectID string) (string, Front) {
+	host, front := s.cfg.PublicHost, s.cfg.Front
+	if s.db.Node() == "" {
+		return host, front
+	}
+	read := func(tx *store.Tx) error {
+		p, err := store.Projects.Get(tx, projectID)
+		if err != nil {
+			return err
+		}
+		id := store.ProjectNode(tx, p)
+		if id == s.db.Node() {
+			return nil
+		}
+		n, err := store.Nodes.Get(tx, id)
+		if err != nil {
+			return err
+		}
+		if n.KVRESPPort != 0 && n.PublicHost != "" {
+			host, front = n.PublicHost, Front{RESPPort: n.KVRESPPort, RESTURL: n.KVRESTURL}
+		}
+		return nil
+	}
+	if tx != nil {
+		read(tx)
+	} else {
+		s.db.View(read)
+	}
+	return host, front
+}
+
+func (s *Service) view(tx *store.Tx, r *store.KVStore, token string) *api.KVStore {
+	host, front := s.frontOf(tx, r.ProjectID)
 	v := &api.KVStore{ID: r.ID, ProjectID: r.ProjectID, OrganizationID: r.OrganizationID, HostID: r.HostID, State: r.State,
 		LastError: r.LastError, MaxmemoryPolicy: redis.MaxMemoryPolicy, MemMaxMB: r.MaxMemoryMB, MaxmemoryMB: r.MaxMemoryMB,
-		Persistence: "rdb", PublicHost: s.cfg.PublicHost, TokenPrefix: r.TokenPrefix, Credentials: s.credentials(token),
+		Persistence: "rdb", PublicHost: host, TokenPrefix: r.TokenPrefix, Credentials: s.credentials(host, front, token),
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	if token != "" {
 		v.Token = &token

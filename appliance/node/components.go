@@ -154,8 +154,13 @@ func (u *Node) clusterComponent() *component {
 		if u.member == nil {
 			return nil
 		}
-		if err := u.member.Register(cluster.NodeInfo{APIURL: u.apiURL, PublicHost: u.cfg.PublicHost, Version: u.cfg.Version,
-			PortsFirst: u.ports.First, PortsLast: u.ports.Last}); err != nil {
+		info := cluster.NodeInfo{APIURL: u.apiURL, PublicHost: u.cfg.PublicHost, Version: u.cfg.Version,
+			PortsFirst: u.ports.First, PortsLast: u.ports.Last}
+		if u.kvLn != nil && u.kvRESTLn != nil { // its projects' key-value credentials name these
+			info.KVRESPPort = portOf(u.kvLn.Addr().String())
+			info.KVRESTURL = "https://" + net.JoinHostPort(u.cfg.PublicHost, strconv.Itoa(portOf(u.kvRESTLn.Addr().String())))
+		}
+		if err := u.member.Register(info); err != nil {
 			return fmt.Errorf("register this node: %w", err)
 		}
 		u.svc.Cluster = u.member.Status
