@@ -12,7 +12,7 @@ var Enums = map[string][]string{
 	"RestorePointKind":        {RestorePointNamed},
 	"RestorePointState":       {RestorePointActive},
 	"AlertKind": {AlertStorage, AlertConnections, AlertLongTransaction, AlertBackupFailed, AlertInstanceCrashed,
-		AlertBackupUnrestorable, AlertDataMissing, AlertBackupStoreUnreachable},
+		AlertBackupUnrestorable, AlertDataMissing, AlertBackupStoreUnreachable, AlertNodeUnavailable},
 	"AlertSeverity":     {SeverityWarning, SeverityCritical},
 	"LogSeverity":       LogSeverities,
 	"ComponentStatus":   {StatusOperational, StatusDegraded, StatusDown},
@@ -20,7 +20,7 @@ var Enums = map[string][]string{
 	"Environment":       Environments,
 	"ApprovalAction":    {ActionProjectDelete},
 	"ProjectState":      {ProjectProvisioning, ProjectActive, ProjectFailed, ProjectDeleting, ProjectDeleted},
-	"RuntimeStatus":     {RuntimeProvisioning, RuntimeActive, RuntimeRestarting, RuntimeDown, RuntimeStopped, RuntimeSuspended},
+	"RuntimeStatus":     {RuntimeProvisioning, RuntimeActive, RuntimeRestarting, RuntimeDown, RuntimeStopped, RuntimeSuspended, RuntimeUnavailable},
 	"Scope":             scopeNames(AllScopes),
 	"Role":              {RoleOwner, RoleAdmin, RoleMember},
 	"PreviewMode":       {PreviewModeEmpty, PreviewModeClone},
@@ -162,6 +162,7 @@ const (
 	AlertBackupUnrestorable     = "backup_unrestorable"
 	AlertDataMissing            = "data_missing"
 	AlertBackupStoreUnreachable = "backup_store_unreachable"
+	AlertNodeUnavailable        = "node_unavailable"
 
 	SeverityWarning  = "warning"
 	SeverityCritical = "critical"

@@ -82,4 +82,7 @@ const (
 	RuntimeStopped      = "stopped"
 	// RuntimeSuspended: idle, its server and pooler stopped; the next connection wakes it (scale to zero).
 	RuntimeSuspended = "suspended"
+	// RuntimeUnavailable: the cluster node that hosts it lost its lease (down, or cut off from the
+	// others); it returns to its status when the node is back, or it is restored on another node.
+	RuntimeUnavailable = "unavailable"
 )

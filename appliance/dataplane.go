@@ -279,7 +279,8 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		inst *store.Instance
 		prj  *store.Project
 	}
-	var live []pair
+	var live, fenced []pair
+	owners := map[string]string{}
 	err = s.db.View(func(tx *store.Tx) error {
 		insts, err := store.Instances.All(tx, func(i *store.Instance) bool {
 			return (i.State == InstanceRunning || i.State == InstanceSpare) && store.LocalInstance(tx, i) // this node's
@@ -296,12 +297,21 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("instance %s: project %s: %w", in.ID, in.ProjectID, err)
 			}
+			// In a cluster, only the projects this node hosts: another node's are not started here, and
+			// a stale copy of one (restored elsewhere while this node was away) is fenced.
+			if owner := store.ProjectNode(tx, prj); s.cfg.NodeID != "" && owner != s.cfg.NodeID {
+				fenced, owners[prj.ID] = append(fenced, pair{in, prj}), owner
+				continue
+			}
 			live = append(live, pair{in, prj})
 		}
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	for _, p := range fenced {
+		s.fenceInstance(ctx, p.inst, p.prj, owners[p.prj.ID])
 	}
 	for _, p := range live {
 		if p.prj == nil { // a spare (its pooler with the placeholders' pool size)

@@ -51,7 +51,10 @@ type Config struct {
 	DataDir    string // the appliance's data directory (instances live under it)
 	// NoSync runs every instance without durability (fsync, synchronous_commit, full_page_writes off):
 	// a throwaway appliance's (up --ephemeral, tests); never one whose data matters.
-	NoSync    bool
+	NoSync bool
+	// NodeID is this appliance's node of its cluster ("" on a single node): it starts only the instances
+	// of the projects store.ProjectNode puts on it (node loss: fencing).
+	NodeID    string
 	Ports     PortRange
 	Spares    int // prepared clusters kept ready for provisioning (0: none, every project runs initdb)
 	Region    string

@@ -324,6 +324,7 @@ const (
 	RuntimeDown         = api.RuntimeDown
 	RuntimeStopped      = api.RuntimeStopped
 	RuntimeSuspended    = api.RuntimeSuspended
+	RuntimeUnavailable  = api.RuntimeUnavailable
 
 	FollowStarting    = api.FollowStarting
 	FollowFollowing   = api.FollowFollowing

@@ -261,7 +261,7 @@ func (u *Node) serviceComponent() *component {
 				Live: cfg.EphemeralMax, StorageBytes: mib(cfg.EphemeralStorageMB), TotalStorageBytes: mib(cfg.EphemeralTotalStorageMB),
 				MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: mib(cfg.EphemeralMemoryMB),
 				TempFileBytes: mib(cfg.EphemeralStorageMB)},
-			WALProgram: walProgram, NoSync: cfg.Ephemeral, TemplateDir: u.templateDir(), IntegrationBaseURLs: integrationURLs,
+			WALProgram: walProgram, NoSync: cfg.Ephemeral, NodeID: u.nodeID(), TemplateDir: u.templateDir(), IntegrationBaseURLs: integrationURLs,
 			IntegrationOAuth: integrationOAuth}, deps)
 		u.svc = svc
 		if err := svc.StartWAL(ctx); err != nil {
@@ -354,6 +354,25 @@ func (u *Node) schedulerComponent() *component {
 		}
 		return err
 	}}
+}
+
+// nodeID is this node's id in its cluster ("" on a single node).
+func (u *Node) nodeID() string {
+	if u.member == nil {
+		return ""
+	}
+	return u.member.Config().NodeID
+}
+
+// nodeLossComponent is, on a cluster node, the handling of lost nodes (appliance.WatchNodeLoss: the
+// leader marks the projects of a node whose lease lapsed unavailable, and back; every node fences the
+// stale copies of projects moved elsewhere when it holds its lease again). Nothing on a single node.
+func (u *Node) nodeLossComponent() *component {
+	return inBackground("node-loss", func(ctx context.Context) {
+		if u.members != nil {
+			u.svc.WatchNodeLoss(ctx, u.members)
+		}
+	})
 }
 
 // storageGuardComponent holds projects to their storage limits.

@@ -156,6 +156,7 @@ func Start(ctx context.Context, cfg Config, out io.Writer) (_ *Node, err error) 
 		u.kvFrontComponent(),
 		u.apiComponent(),
 		u.clusterComponent(),
+		u.nodeLossComponent(),
 	}
 	if err := startAll(ctx, u.components, u.log); err != nil {
 		u.close()

@@ -3,7 +3,7 @@
 import type { components } from './schema'
 
 /** The values of AlertKind, in the document's order. */
-export const AlertKindValues = ["storage","connections","long_transaction","backup_failed","instance_crashed","backup_unrestorable","data_missing","backup_store_unreachable"] as const satisfies readonly components['schemas']['AlertKind'][]
+export const AlertKindValues = ["storage","connections","long_transaction","backup_failed","instance_crashed","backup_unrestorable","data_missing","backup_store_unreachable","node_unavailable"] as const satisfies readonly components['schemas']['AlertKind'][]
 
 /** The values of AlertSeverity, in the document's order. */
 export const AlertSeverityValues = ["warning","critical"] as const satisfies readonly components['schemas']['AlertSeverity'][]
@@ -39,7 +39,7 @@ export const DeliveryStateValues = ["pending","delivered","failed"] as const sat
 export const EnvironmentValues = ["production","staging","development"] as const satisfies readonly components['schemas']['Environment'][]
 
 /** The values of EventType, in the document's order. */
-export const EventTypeValues = ["job.completed","job.failed","project.ready","project.deleted","backup.completed","backup.verified","backup.verification_failed","restore.completed","export.completed","import.completed","credentials.rotated","preview.ready","preview.reset","preview.deleted","cutover.requested","cutover.completed","ephemeral.claimed","kv.ready","kv.deleted","project.suspended","project.resumed","instance.crashed","backup_store.unreachable","alert.triggered","alert.resolved","webhook.test","webhook_endpoint.disabled","program_application.received","program_application.approved","program_application.rejected","referral.rewarded","referral.voided","integration.connected","integration.synced","integration.failed","integration.disconnected"] as const satisfies readonly components['schemas']['EventType'][]
+export const EventTypeValues = ["job.completed","job.failed","project.ready","project.deleted","backup.completed","backup.verified","backup.verification_failed","restore.completed","export.completed","import.completed","credentials.rotated","preview.ready","preview.reset","preview.deleted","cutover.requested","cutover.completed","ephemeral.claimed","kv.ready","kv.deleted","project.suspended","project.resumed","instance.crashed","backup_store.unreachable","project.unavailable","project.available","alert.triggered","alert.resolved","webhook.test","webhook_endpoint.disabled","program_application.received","program_application.approved","program_application.rejected","referral.rewarded","referral.voided","integration.connected","integration.synced","integration.failed","integration.disconnected"] as const satisfies readonly components['schemas']['EventType'][]
 
 /** The values of ExportState, in the document's order. */
 export const ExportStateValues = ["pending","running","completed","failed","expired"] as const satisfies readonly components['schemas']['ExportState'][]
@@ -96,7 +96,7 @@ export const RestorePointStateValues = ["active"] as const satisfies readonly co
 export const RoleValues = ["owner","admin","member"] as const satisfies readonly components['schemas']['Role'][]
 
 /** The values of RuntimeStatus, in the document's order. */
-export const RuntimeStatusValues = ["provisioning","active","restarting","down","stopped","suspended"] as const satisfies readonly components['schemas']['RuntimeStatus'][]
+export const RuntimeStatusValues = ["provisioning","active","restarting","down","stopped","suspended","unavailable"] as const satisfies readonly components['schemas']['RuntimeStatus'][]
 
 /** The values of Scope, in the document's order. */
 export const ScopeValues = ["projects:read","projects:write","credentials:read","backups:read","backups:write","jobs:read","organizations:read","organizations:write","api_keys:read","api_keys:write"] as const satisfies readonly components['schemas']['Scope'][]

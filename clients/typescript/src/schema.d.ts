@@ -3288,7 +3288,7 @@ export interface components {
             advisor: components["schemas"]["Advice"];
         };
         /** @enum {string} */
-        AlertKind: "storage" | "connections" | "long_transaction" | "backup_failed" | "instance_crashed" | "backup_unrestorable" | "data_missing" | "backup_store_unreachable";
+        AlertKind: "storage" | "connections" | "long_transaction" | "backup_failed" | "instance_crashed" | "backup_unrestorable" | "data_missing" | "backup_store_unreachable" | "node_unavailable";
         AlertList: {
             alerts: components["schemas"]["ProjectAlert"][];
         };
@@ -3983,7 +3983,7 @@ export interface components {
             sqlstate?: string;
         };
         /** @enum {string} */
-        EventType: "job.completed" | "job.failed" | "project.ready" | "project.deleted" | "backup.completed" | "backup.verified" | "backup.verification_failed" | "restore.completed" | "export.completed" | "import.completed" | "credentials.rotated" | "preview.ready" | "preview.reset" | "preview.deleted" | "cutover.requested" | "cutover.completed" | "ephemeral.claimed" | "kv.ready" | "kv.deleted" | "project.suspended" | "project.resumed" | "instance.crashed" | "backup_store.unreachable" | "alert.triggered" | "alert.resolved" | "webhook.test" | "webhook_endpoint.disabled" | "program_application.received" | "program_application.approved" | "program_application.rejected" | "referral.rewarded" | "referral.voided" | "integration.connected" | "integration.synced" | "integration.failed" | "integration.disconnected";
+        EventType: "job.completed" | "job.failed" | "project.ready" | "project.deleted" | "backup.completed" | "backup.verified" | "backup.verification_failed" | "restore.completed" | "export.completed" | "import.completed" | "credentials.rotated" | "preview.ready" | "preview.reset" | "preview.deleted" | "cutover.requested" | "cutover.completed" | "ephemeral.claimed" | "kv.ready" | "kv.deleted" | "project.suspended" | "project.resumed" | "instance.crashed" | "backup_store.unreachable" | "project.unavailable" | "project.available" | "alert.triggered" | "alert.resolved" | "webhook.test" | "webhook_endpoint.disabled" | "program_application.received" | "program_application.approved" | "program_application.rejected" | "referral.rewarded" | "referral.voided" | "integration.connected" | "integration.synced" | "integration.failed" | "integration.disconnected";
         Export: {
             /** Format: date-time */
             created_at: string;
@@ -5150,7 +5150,7 @@ export interface components {
             truncated: boolean;
         };
         /** @enum {string} */
-        RuntimeStatus: "provisioning" | "active" | "restarting" | "down" | "stopped" | "suspended";
+        RuntimeStatus: "provisioning" | "active" | "restarting" | "down" | "stopped" | "suspended" | "unavailable";
         SQLCancelResponse: {
             /** @description true: the server was asked to cancel the running statement (the run answers with a 400 whose sqlstate is 57014); false: no run of that ID was running in the project (it had ended or not started) */
             cancelled: boolean;
