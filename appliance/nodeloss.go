@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/theappliance/appliance/appliance/cluster/lease"
@@ -18,7 +19,7 @@ import (
 const NodeLossSweep = 5 * time.Second
 
 // nodeLossMetaPrefix keys, in the store's meta, the runtime status a project had before its node was
-// lost (the status it returns to when the node is back).
+// lost, after the node's id and a space (the status it returns to when that node is back).
 const nodeLossMetaPrefix = "node_loss/"
 
 // WatchNodeLoss runs, until ctx ends, the cluster's handling of lost nodes on this node: while it leads,
@@ -117,12 +118,16 @@ func (s *Service) markNodeLoss(projectID, node string, down bool) error {
 		now := s.now()
 		key := nodeLossMetaPrefix + p.ID
 		if down {
-			if err := tx.SetMeta(key, p.RuntimeStatus); err != nil {
+			if err := tx.SetMeta(key, node+" "+p.RuntimeStatus); err != nil {
 				return err
 			}
 			p.RuntimeStatus, status = RuntimeUnavailable, RuntimeUnavailable
 		} else {
-			status = tx.Meta(key)
+			lost, was, _ := strings.Cut(tx.Meta(key), " ")
+			if lost != node {
+				return nil // moved to another node since: its restore there sets its status
+			}
+			status = was
 			if status == "" || status == RuntimeUnavailable {
 				status = RuntimeActive
 			}

@@ -112,5 +112,36 @@ func testRoutes(svc *appliance.Service, runner *scheduler.Runner) []httpapi.Rout
 			runner.Notify()
 			return &api.JobResponse{Job: appliance.JobView(j)}, nil
 		}),
+	}, {
+		// Until placement moves projects between nodes, the node-loss tests move one by hand: the store's
+		// Project.NodeID, as a restore on another node sets it.
+		Method: http.MethodPost, Path: "/v1/test/projects/{projectID}/node", Tag: "test", Auth: httpapi.Authenticated,
+		Scope: api.ScopeProjectsWrite, Status: http.StatusOK,
+		Summary: "Set the node a project is hosted on (test builds only)",
+		Do: httpapi.With(func(r *httpapi.Request, body *testProjectNode) (*testProjectNode, error) {
+			err := svc.DB().Update(func(tx *store.Tx) error {
+				p, err := store.Projects.Get(tx, r.PathValue("projectID"))
+				if err != nil {
+					return err
+				}
+				if p.OrganizationID != r.Principal.OrganizationID {
+					return store.ErrNotFound
+				}
+				if _, err := store.Nodes.Get(tx, body.NodeID); err != nil {
+					return appliance.Invalid("no such node: %s", body.NodeID)
+				}
+				p.NodeID = body.NodeID
+				return store.Projects.Put(tx, p)
+			})
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, appliance.NotFound("project not found")
+			}
+			return body, err
+		}),
 	}}
+}
+
+// testProjectNode is the body of POST /v1/test/projects/{projectID}/node.
+type testProjectNode struct {
+	NodeID string `json:"node_id" api:"required" doc:"the node that hosts the project from now on"`
 }
