@@ -19,7 +19,8 @@ import (
 const NodeLossSweep = 5 * time.Second
 
 // nodeLossMetaPrefix keys, in the store's meta, the runtime status a project had before its node was
-// lost, after the node's id and a space (the status it returns to when that node is back).
+// lost, after the node's id, and the time of the loss (RFC 3339), space-separated: the status it returns
+// to when that node is back.
 const nodeLossMetaPrefix = "node_loss/"
 
 // WatchNodeLoss runs, until ctx ends, the cluster's handling of lost nodes on this node: while it leads,
@@ -74,6 +75,7 @@ func (s *Service) sweepNodeLoss(ctx context.Context, m lease.Membership) error {
 		down     bool
 	}
 	var changes []change
+	var restores []string
 	err = s.db.View(func(tx *store.Tx) error {
 		prjs, err := store.Projects.All(tx, func(p *store.Project) bool { return p.State != ProjectDeleted })
 		if err != nil {
@@ -87,6 +89,8 @@ func (s *Service) sweepNodeLoss(ctx context.Context, m lease.Membership) error {
 				changes = append(changes, change{p.ID, node, true})
 			case live[node] && p.RuntimeStatus == RuntimeUnavailable:
 				changes = append(changes, change{p.ID, node, false})
+			case !live[node]:
+				restores = append(restores, p.ID)
 			}
 		}
 		return nil
@@ -98,6 +102,24 @@ func (s *Service) sweepNodeLoss(ctx context.Context, m lease.Membership) error {
 	for _, c := range changes {
 		if err := s.markNodeLoss(c.id, c.node, c.down); err != nil {
 			errs = append(errs, fmt.Errorf("project %s: %w", c.id, err))
+		}
+	}
+	// Lost for --node-loss-restore-after, with an off-machine backup store: restored on this node.
+	for _, id := range restores {
+		var j *store.Job
+		if err := s.db.Update(func(tx *store.Tx) error {
+			p, err := store.Projects.Get(tx, id)
+			if err != nil {
+				return err
+			}
+			j, err = s.autoRestore(tx, p)
+			return err
+		}); err != nil {
+			errs = append(errs, fmt.Errorf("project %s: enqueue its restore on this node: %w", id, err))
+		} else if j != nil {
+			s.log.Warn("node loss: a lost project is restored on this node from the backup store", "project", id, "job", j.ID,
+				"after", s.cfg.NodeLossRestoreAfter)
+			s.notify()
 		}
 	}
 	return errors.Join(errs...)
@@ -118,16 +140,20 @@ func (s *Service) markNodeLoss(projectID, node string, down bool) error {
 		now := s.now()
 		key := nodeLossMetaPrefix + p.ID
 		if down {
-			if err := tx.SetMeta(key, node+" "+p.RuntimeStatus); err != nil {
+			was := p.RuntimeStatus
+			if was == "" {
+				was = RuntimeActive
+			}
+			if err := tx.SetMeta(key, node+" "+was+" "+now.UTC().Format(time.RFC3339Nano)); err != nil {
 				return err
 			}
 			p.RuntimeStatus, status = RuntimeUnavailable, RuntimeUnavailable
 		} else {
-			lost, was, _ := strings.Cut(tx.Meta(key), " ")
-			if lost != node {
+			kept := append(strings.Fields(tx.Meta(key)), "", "")
+			if kept[0] != node {
 				return nil // moved to another node since: its restore there sets its status
 			}
-			status = was
+			status = kept[1]
 			if status == "" || status == RuntimeUnavailable {
 				status = RuntimeActive
 			}

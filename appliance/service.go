@@ -5,6 +5,7 @@ package appliance
 import (
 	"context"
 	"encoding/json"
+	"github.com/theappliance/appliance/appliance/cluster/lease"
 	"log/slog"
 	"sync"
 	"time"
@@ -54,12 +55,15 @@ type Config struct {
 	NoSync bool
 	// NodeID is this appliance's node of its cluster ("" on a single node): it starts only the instances
 	// of the projects store.ProjectNode puts on it (node loss: fencing).
-	NodeID    string
-	Ports     PortRange
-	Spares    int // prepared clusters kept ready for provisioning (0: none, every project runs initdb)
-	Region    string
-	KeyPrefix string // API keys look like <KeyPrefix>_live_<random>
-	Version   string
+	NodeID string
+	// NodeLossRestoreAfter is how long a project stays unavailable with its node lost before the leader
+	// restores it on itself from the backup store (up --node-loss-restore-after; 0: never by itself).
+	NodeLossRestoreAfter time.Duration
+	Ports                PortRange
+	Spares               int // prepared clusters kept ready for provisioning (0: none, every project runs initdb)
+	Region               string
+	KeyPrefix            string // API keys look like <KeyPrefix>_live_<random>
+	Version              string
 	// PasswordCost is the bcrypt cost of stored password hashes (0: bcrypt.DefaultCost). Tests lower it.
 	PasswordCost int
 	// Outbound is the destination policy of connections made for tenants (nil: the defaults).
@@ -136,6 +140,9 @@ type Deps struct {
 	// BackupObjects is where the projects' base backups and WAL archives are kept (nil: the local
 	// directory <data-dir>/backups; up --backup-store gives a bucket).
 	BackupObjects backup.Objects
+	// Members is this node's place in its cluster (nil: a single node): node loss asks it which nodes are
+	// alive.
+	Members lease.Membership
 	// Billing is the organizations' billing provider (nil: billing is off; up --billing-provider stripe
 	// gives appliance/billing's Stripe).
 	Billing billing.Provider
@@ -197,7 +204,9 @@ type Service struct {
 	// backupObjects is Deps.BackupObjects; walServer carries the WAL to it when PostgreSQL cannot
 	// (backups.go).
 	backupObjects backup.Objects
-	walServer     *walsock.Server
+	// members is this node's place in its cluster (nil: a single node).
+	members   lease.Membership
+	walServer *walsock.Server
 	// extensions is the extensions area (appliance/extensions, built in New).
 	extensions *extensions.Service
 	// databases is the databases and roles area (appliance/databases, built in New).
@@ -255,8 +264,8 @@ func New(cfg Config, deps Deps) *Service {
 		clock = time.Now
 	}
 	s := &Service{cfg: cfg, db: deps.DB, box: deps.Box, log: deps.Log, jobs: deps.Jobs, stepHook: deps.JobStepHook, liveNodes: deps.LiveNodes,
-		backupObjects: deps.BackupObjects,
-		now:           func() time.Time { return clock().UTC() }, Probe: &Probes{}}
+		backupObjects: deps.BackupObjects, members: deps.Members,
+		now: func() time.Time { return clock().UTC() }, Probe: &Probes{}}
 	s.hooks = s.newWebhooks(cfg, deps)
 	s.events = eventlog.New(eventlog.Deps{DB: deps.DB, Clock: s.now, Deliveries: s.hooks, Host: areaHost{s}})
 	s.studio = s.newStudio(deps)

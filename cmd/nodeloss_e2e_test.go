@@ -1,10 +1,13 @@
 package cmd_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -141,5 +144,140 @@ func TestClusterNodeLoss(t *testing.T) {
 	// Node 1 is back, but the project is node 2's now: it is not made active by node 1's return.
 	if got := a2.project(t, admin, prj); got.RuntimeStatus != "unavailable" {
 		t.Fatalf("project moved to node 2 without a restore: runtime_status %q after node 1's return", got.RuntimeStatus)
+	}
+}
+
+// TestClusterNodeLossRestore: a project on node 1 of three with a bucket as the backup store, rows
+// written after its base backup and archived; node 1 lost: an operator restores the project on node 2
+// (POST .../restore-elsewhere on node 2) from the bucket: the job says to which LSN it came back, the
+// project is active on node 2 (its node_id) with every row up to the archived position (checksum). An API
+// key is refused (operators only). Node 1 started again keeps its stale copy aside and runs none of it.
+func TestClusterNodeLossRestore(t *testing.T) {
+	t.Parallel()
+	bk := e2eBucket(t)
+	bin := e2eBuild(t)
+	dirs := make([]string, 3)
+	for i := range dirs {
+		dirs[i] = appliancetest.TraversableTempDir(t)
+		d := dirs[i]
+		t.Cleanup(func() { e2eKillUnder(t, d) })
+	}
+	common := append(bk.flags(), "--node-loss-restore-after", "0")
+	a1 := e2eStartWith(t, bin, dirs[0], bk.env, append([]string{"--spare-clusters", "0", "--operator-email", "op@example.com"}, common...))
+	m := regexp.MustCompile(`Created op@example\.com \(usr_\S+\), a platform operator\. Their password follows; it is shown only this once\.\n(\S+)\n`).FindStringSubmatch(a1.stdout.String())
+	if m == nil {
+		t.Fatalf("up --operator-email printed no password:\n%s", a1.stdout)
+	}
+	password := m[1]
+	admin := e2eAdminKey(t, dirs[0])
+	prj := a1.e2eProvision(t, admin, "restored elsewhere")
+	inst := a1.project(t, admin, prj).PrimaryInstanceID
+	conn := a1.connections(t, admin, prj)
+	e2eSQL(t, conn.DirectURL, false, "CREATE TABLE kept (id int PRIMARY KEY, note text NOT NULL)",
+		"INSERT INTO kept SELECT g, 'before the backup '||g FROM generate_series(1, 500) g")
+	bj := a1.call(t, admin, http.MethodPost, "/v1/projects/"+prj+"/backups", map[string]any{"label": "base"}, http.StatusAccepted)
+	if j := waitJobFor(t, a1, admin, bj.ID, restoreDeadline); j.State != "completed" {
+		t.Fatalf("backup: %s %q\n%s", j.State, j.Error, j.LastStderr)
+	}
+	e2eSQL(t, conn.DirectURL, false,
+		"INSERT INTO kept SELECT g, 'after the backup '||g FROM generate_series(501, 1500) g",
+		"UPDATE kept SET note = note || ' (updated)' WHERE id % 7 = 0",
+		"DELETE FROM kept WHERE id % 11 = 0")
+	sum := recoverChecksum(t, conn.DirectURL)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	pg := e2eConnect(ctx, t, conn.DirectURL, false)
+	var seg string
+	if err := pg.QueryRow(ctx, "SELECT pg_walfile_name(pg_current_wal_lsn())").Scan(&seg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pg.Exec(ctx, "CREATE TABLE filler AS SELECT g, md5(g::text) || repeat('x', 900) AS pad FROM generate_series(1, 20000) g"); err != nil {
+		t.Fatal(err)
+	}
+	e2eEventually(t, time.Minute, "segment "+seg+" archived", func() (bool, string) {
+		var last *string
+		if err := pg.QueryRow(ctx, "SELECT last_archived_wal FROM pg_stat_archiver").Scan(&last); err != nil {
+			return false, err.Error()
+		}
+		if last == nil {
+			return false, "nothing archived yet"
+		}
+		return *last >= seg, "last archived: " + *last
+	})
+	pg.Close(context.Background())
+	cancel()
+
+	a1.stop(t, syscall.SIGTERM)
+	runCLI(t, bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1", "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
+	node1Flags := append([]string{"--spare-clusters", "0"}, common...)
+	a1 = e2eStartWith(t, bin, dirs[0], bk.env, node1Flags)
+	procs := []*e2eProc{a1}
+	for i, host := range []string{"127.0.0.2", "127.0.0.3"} {
+		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
+		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], bk.env, append(append(clusterFlags(host), common...), "--join", tok)))
+	}
+	nodes := clusterNodes(t, bin, dirs[1])
+	if len(nodes) != 3 || nodes[1].Advertise != "127.0.0.2" {
+		t.Fatalf("cluster nodes: %+v", nodes)
+	}
+	a2 := procs[1]
+	a2.waitRuntime(t, admin, prj, "active")
+	// Node 1 alive: nothing to restore.
+	body, _ := json.Marshal(map[string]string{"email": "op@example.com", "password": password})
+	res, err := a2.client.Post(a2.api+"/v1/auth/sessions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sess struct {
+		Token string `json:"token"`
+	}
+	json.NewDecoder(res.Body).Decode(&sess)
+	res.Body.Close()
+	if sess.Token == "" {
+		t.Fatalf("operator sign-in on node 2: %d", res.StatusCode)
+	}
+	a2.do(t, sess.Token, http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusConflict, nil)
+
+	killNode(t, a1, dirs[0])
+	a2.waitRuntime(t, admin, prj, "unavailable")
+	a2.do(t, admin, http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusForbidden, nil)
+	var started struct {
+		Job *e2eJob `json:"job"`
+	}
+	a2.do(t, sess.Token, http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusAccepted, &started)
+	j := waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline)
+	if j.State != "completed" {
+		t.Fatalf("restore elsewhere: %s %q\n%s", j.State, j.Error, j.LastStderr)
+	}
+	var result struct {
+		BackupKey string `json:"backup_key"`
+		LSN       string `json:"lsn"`
+		FromNode  string `json:"from_node"`
+		ToNode    string `json:"to_node"`
+	}
+	if err := json.Unmarshal(j.Result, &result); err != nil || result.LSN == "" || result.BackupKey == "" ||
+		result.FromNode != nodes[0].ID || result.ToNode != nodes[1].ID {
+		t.Fatalf("restore elsewhere's result: %v %s", err, j.Result)
+	}
+	t.Logf("restored on node 2: %s", j.Result)
+	a2.waitRuntime(t, admin, prj, "active")
+	conn2 := a2.connections(t, admin, prj)
+	if got := recoverChecksum(t, conn2.DirectURL); got != sum {
+		t.Fatalf("rows after the restore on node 2: checksum %s, want %s (as archived)", got, sum)
+	}
+	if open, _, ok := a2.nodeAlert(t, admin, prj); !ok || open {
+		t.Fatalf("node_unavailable alert after the restore: found %v open %v", ok, open)
+	}
+
+	// Node 1 back: its stale copy is kept aside, not started.
+	a1 = e2eStartWith(t, bin, dirs[0], bk.env, node1Flags)
+	aside, _ := filepath.Glob(filepath.Join(dirs[0], "instances", inst+".fenced-*"))
+	if len(aside) != 1 {
+		t.Fatalf("instances/%s.fenced-* on node 1: %v, want one", inst, aside)
+	}
+	if left := e2eProcsUnder(filepath.Join(dirs[0], "instances")); len(left) > 0 {
+		t.Fatalf("node 1 runs processes of its fenced copy: %v", left)
+	}
+	if got := recoverChecksum(t, conn2.DirectURL); got != sum {
+		t.Fatalf("rows on node 2 after node 1's return: checksum %s, want %s", got, sum)
 	}
 }

@@ -153,6 +153,9 @@ func upFlagTable(cfg *UpConfig) []upFlag {
 		}),
 		flagOf("etcd-client-port", &cfg.EtcdClientPort, def.EtcdClientPort, "with --join, the port of this node's etcd member's clients, on --advertise (APPLIANCE_ETCD_CLIENT_PORT); 0: a free one", between(0, 65535, "")),
 		flagOf("etcd-peer-port", &cfg.EtcdPeerPort, def.EtcdPeerPort, "with --join, the port of this node's etcd member's peers, on --advertise (APPLIANCE_ETCD_PEER_PORT); 0: a free one", between(0, 65535, "")),
+		flagOf("node-loss-restore-after", &cfg.NodeLossRestoreAfter, def.NodeLossRestoreAfter, "in a cluster with an off-machine backup store (--backup-store), how long the projects of a node whose lease lapsed stay unavailable before the leader restores them on itself from the bucket (APPLIANCE_NODE_LOSS_RESTORE_AFTER); 0: never by itself, only by an operator (POST /v1/projects/{id}/restore-elsewhere)", func(d time.Duration) string {
+			return wrongIf(d < 0, "%s is negative (0 leaves restores to an operator)", d)
+		}),
 		flagOf("join-port", &cfg.JoinPort, def.JoinPort, "with --join, the port of this node's join listener, on --advertise, where later nodes join (APPLIANCE_JOIN_PORT); 0: a free one", between(0, 65535, "")),
 	}
 }

@@ -388,6 +388,10 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	}
 	// The operators' routes, on an organization of their own.
 	operator := b.session("platform-admin")
+	// Restoring a project elsewhere needs a cluster: a single node answers 409 (cmd's TestClusterNodeLoss
+	// restores one for real).
+	call("POST", "/v1/projects/"+prj.ID+"/restore-elsewhere", "/v1/projects/{projectID}/restore-elsewhere", operator, nil, 409)
+	call("POST", "/v1/projects/"+prj.ID+"/restore-elsewhere", "/v1/projects/{projectID}/restore-elsewhere", b.adminKey, nil, 403)
 	newOrg := call("POST", "/v1/organizations", "/v1/organizations", operator, map[string]any{"name": "Conform Customer", "owner_email": "conform-owner@example.com"}, 201)
 	call("POST", "/v1/organizations", "/v1/organizations", operator, map[string]any{}, 400)
 	call("POST", "/v1/organizations", "/v1/organizations", owner, map[string]any{"name": "x"}, 403)

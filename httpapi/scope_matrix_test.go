@@ -473,6 +473,8 @@ var unreachable = map[string]int{
 	// A real restore stops prjA's server while the walk's later calls need it: the walk sends a backup key
 	// that names no backup (400). TestOpenAPIResponsesConform restores for real, last, and checks the audit.
 	"POST /v1/projects/{projectID}/restores": http.StatusBadRequest,
+	// A single node has no other node to restore a project on (cmd's TestClusterNodeLoss: a cluster).
+	"POST /v1/projects/{projectID}/restore-elsewhere": http.StatusConflict,
 }
 
 // path builds the URL of rt from the fixtures' path parameters and required query parameters.

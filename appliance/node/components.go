@@ -213,6 +213,7 @@ func (u *Node) serviceComponent() *component {
 		// A bucket as the backup store: PostgreSQL's WAL commands run a copy of this program (replaced at each
 		// start: the settings written at start name it) that talks to the service's WAL socket.
 		deps := appliance.Deps{DB: u.db, Box: u.box, Log: log, Jobs: u.runner, JobStepHook: testJobStepHook(), Lane: u.lane,
+			Members:   u.members,
 			DataPlane: &appliance.DataPlane{Supervisor: sup, User: user, Bin: bin, CA: u.ca, PgBouncer: bouncer, RedisServer: redisServer, Cgroups: groups}}
 		if u.member != nil && u.members != nil { // a cluster: new projects go to live nodes
 			members := u.members
@@ -261,7 +262,7 @@ func (u *Node) serviceComponent() *component {
 				Live: cfg.EphemeralMax, StorageBytes: mib(cfg.EphemeralStorageMB), TotalStorageBytes: mib(cfg.EphemeralTotalStorageMB),
 				MaxConnections: cfg.EphemeralConnections, ProcessMemoryBytes: mib(cfg.EphemeralMemoryMB),
 				TempFileBytes: mib(cfg.EphemeralStorageMB)},
-			WALProgram: walProgram, NoSync: cfg.Ephemeral, NodeID: u.nodeID(), TemplateDir: u.templateDir(), IntegrationBaseURLs: integrationURLs,
+			WALProgram: walProgram, NoSync: cfg.Ephemeral, NodeID: u.nodeID(), NodeLossRestoreAfter: cfg.NodeLossRestoreAfter, TemplateDir: u.templateDir(), IntegrationBaseURLs: integrationURLs,
 			IntegrationOAuth: integrationOAuth}, deps)
 		u.svc = svc
 		if err := svc.StartWAL(ctx); err != nil {

@@ -36,6 +36,7 @@ func Defaults() Config {
 		EphemeralMemoryMB: int(d.ProcessMemoryBytes >> 20), EphemeralConnections: d.MaxConnections,
 		StripeAPIURL: "https://api.stripe.com", Signup: api.SignupModeClosed, PGEmbeddedMirror: programs.DefaultMirror,
 		EtcdClientPort: cluster.DefaultClientPort, EtcdPeerPort: cluster.DefaultPeerPort, JoinPort: cluster.DefaultJoinPort,
+		NodeLossRestoreAfter: appliance.DefaultNodeLossRestoreAfter,
 	}
 }
 

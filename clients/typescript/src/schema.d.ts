@@ -2476,6 +2476,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/projects/{projectID}/restore-elsewhere": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restore a project whose cluster node holds no lease on the node that answers, from the off-machine backup store (newest backup + the whole WAL archive), at once; the job's result says to which LSN/time it came back (platform operators; 409 on a single node, while its node is alive, or without a backup store: the answer says what is lost)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403. Project-scoped API keys may act only on their own project.
+         */
+        post: operations["postProjectsByProjectIDRestoreElsewhere"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/projects/{projectID}/restore-points": {
         parameters: {
             query?: never;
@@ -14072,6 +14092,68 @@ export interface operations {
         };
     };
     postProjectsByProjectIDRestart: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the project ID */
+                projectID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "job": {
+                     *         "attempts": 1,
+                     *         "claimed_at": "2026-01-31T12:00:00Z",
+                     *         "claimed_by": "example",
+                     *         "completed_at": "2026-01-31T12:00:00Z",
+                     *         "created_at": "2026-01-31T12:00:00Z",
+                     *         "error": "example",
+                     *         "host_id": "example",
+                     *         "id": "example",
+                     *         "instance_id": "example",
+                     *         "last_exit_code": 1,
+                     *         "last_stderr": "example",
+                     *         "last_stdout": "example",
+                     *         "locked_resource": "example",
+                     *         "max_attempts": 1,
+                     *         "organization_id": "example",
+                     *         "preview_database_id": "example",
+                     *         "project_id": "example",
+                     *         "result": {},
+                     *         "retry_classification": "example",
+                     *         "started_at": "2026-01-31T12:00:00Z",
+                     *         "state": "pending",
+                     *         "type": "example",
+                     *         "updated_at": "2026-01-31T12:00:00Z"
+                     *       }
+                     *     } */
+                    "application/json": components["schemas"]["JobResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    postProjectsByProjectIDRestoreElsewhere: {
         parameters: {
             query?: never;
             header?: never;

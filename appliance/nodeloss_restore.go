@@ -1,0 +1,199 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// JobRestoreElsewhere rebuilds, on the node it runs on (Job.Node), a project whose node was lost, from the
+// backup store: its newest base backup and the whole WAL archive, as recover does.
+const JobRestoreElsewhere = "project.restore_elsewhere"
+
+// DefaultNodeLossRestoreAfter is up --node-loss-restore-after's default.
+const DefaultNodeLossRestoreAfter = 5 * time.Minute
+
+// nodeLossRestorePrefix keys, in the store's meta, the restore-elsewhere job enqueued for a lost project
+// (the sweep enqueues one only).
+const nodeLossRestorePrefix = "node_loss_restore/"
+
+// restoreElsewherePayload is the job's payload: the node the project was lost with.
+type restoreElsewherePayload struct {
+	From string `json:"from_node"`
+}
+
+// RestoreElsewhereResult is the job's result: where the project came back, and to which point.
+type RestoreElsewhereResult struct {
+	From      string     `json:"from_node"`
+	To        string     `json:"to_node"`
+	BackupKey string     `json:"backup_key"`
+	LSN       string     `json:"lsn"`
+	At        *time.Time `json:"at"`
+	Timeline  int        `json:"timeline"`
+	Notes     []string   `json:"notes,omitempty"`
+}
+
+// RestoreElsewhere is POST /v1/projects/{projectID}/restore-elsewhere (platform operators): a project whose
+// node holds no lease is restored on the node that answers, from the backup store, at once. 409 on a
+// single node, when its node is alive, and without an off-machine backup store (the answer says what is
+// lost).
+func (s *Service) RestoreElsewhere(ctx context.Context, p *Principal, projectID string) (*api.JobResponse, error) {
+	if s.cfg.NodeID == "" || s.members == nil {
+		return nil, Conflict("this appliance is a single node: there is no other node to restore a project on")
+	}
+	var prj *store.Project
+	var node string
+	if err := s.db.View(func(tx *store.Tx) error {
+		var err error
+		if prj, err = store.Projects.Get(tx, projectID); err != nil {
+			return err
+		}
+		node = store.ProjectNode(tx, prj)
+		return nil
+	}); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, NotFound("project %s not found", projectID)
+		}
+		return nil, err
+	}
+	if prj.State == ProjectDeleted {
+		return nil, NotFound("project %s not found", projectID)
+	}
+	alive, err := s.members.Alive(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	if alive {
+		return nil, Conflict("project %s's node %s holds its lease: the project is not lost", projectID, node)
+	}
+	if s.backupObjects == nil {
+		return nil, Conflict("no off-machine backup store (up --backup-store): project %s's data — its data directory, its WAL and its backups in the local backup directory — exists only on node %s, which holds no lease; nothing can be restored on another node: bring node %s back (its data comes back with it), or the project's data is lost",
+			projectID, node, node)
+	}
+	var j *store.Job
+	err = s.db.Update(func(tx *store.Tx) error {
+		j, err = s.enqueueRestoreElsewhere(tx, prj, node)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.notify()
+	return &api.JobResponse{Job: JobView(j)}, nil
+}
+
+// enqueueRestoreElsewhere enqueues the restore of prj (lost with node) on this node.
+func (s *Service) enqueueRestoreElsewhere(tx *store.Tx, prj *store.Project, node string) (*store.Job, error) {
+	j, err := s.enqueue(tx, prj, JobRestoreElsewhere, prj.ID, restoreElsewherePayload{From: node})
+	if err != nil {
+		return nil, err
+	}
+	j.Node = s.cfg.NodeID
+	if err := store.Jobs.Put(tx, j); err != nil {
+		return nil, err
+	}
+	return j, tx.SetMeta(nodeLossRestorePrefix+prj.ID, j.ID)
+}
+
+// autoRestore enqueues, on the leader, the restore of the projects lost for NodeLossRestoreAfter (with
+// an off-machine backup store; never when that is 0).
+func (s *Service) autoRestore(tx *store.Tx, p *store.Project) (*store.Job, error) {
+	after := s.cfg.NodeLossRestoreAfter
+	if after <= 0 || s.backupObjects == nil || p.RuntimeStatus != RuntimeUnavailable || tx.Meta(nodeLossRestorePrefix+p.ID) != "" {
+		return nil, nil
+	}
+	parts := strings.Fields(tx.Meta(nodeLossMetaPrefix + p.ID))
+	if len(parts) < 3 {
+		return nil, nil
+	}
+	lostAt, err := time.Parse(time.RFC3339Nano, parts[2])
+	if err != nil || s.now().Sub(lostAt) < after || parts[0] != store.ProjectNode(tx, p) {
+		return nil, nil
+	}
+	return s.enqueueRestoreElsewhere(tx, p, parts[0])
+}
+
+// restoreElsewhereJob moves the project's records to this node (its instance's directory under this data
+// directory, ports in this node's range, Project.NodeID) and rebuilds its instance from the backup store.
+func (s *Service) restoreElsewhereJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	if _, err := s.dataPlane(); err != nil {
+		return nil, err
+	}
+	var pl restoreElsewherePayload
+	if err := run.DecodePayload(&pl); err != nil {
+		return nil, err
+	}
+	if s.cfg.NodeID == "" {
+		return nil, errors.New("restore elsewhere runs on a cluster node")
+	}
+	r := &recovery{s: s, moved: map[string][]string{}}
+	var name string
+	err := s.db.Update(func(tx *store.Tx) error {
+		prj, err := store.Projects.Get(tx, run.Job.ProjectID)
+		if err != nil {
+			return err
+		}
+		name = prj.Name
+		if owner := store.ProjectNode(tx, prj); owner != pl.From && owner != s.cfg.NodeID {
+			return fmt.Errorf("project %s is on node %s now, not on the lost node %s", prj.ID, owner, pl.From)
+		}
+		inst, err := store.Instances.Get(tx, prj.PrimaryInstanceID)
+		if err != nil {
+			return err
+		}
+		inst.Dir = filepath.Join(s.instancesDir(), inst.ID)
+		if inst.Major == s.dp.Bin.Major {
+			inst.BinDir = s.dp.Bin.Dir
+		}
+		inst.UpdatedAt = s.now()
+		if err := store.Instances.Put(tx, inst); err != nil {
+			return err
+		}
+		prj.NodeID, prj.RuntimeStatus, prj.UpdatedAt = s.cfg.NodeID, RuntimeRestarting, s.now()
+		if err := store.Projects.Put(tx, prj); err != nil {
+			return err
+		}
+		return r.fitPorts(tx, prj)
+	})
+	if err != nil {
+		return nil, err
+	}
+	rp := r.project(ctx, ProjectRecovery{ID: run.Job.ProjectID, Name: name, Notes: r.moved[run.Job.ProjectID]})
+	if rp.Err != nil {
+		s.setRuntime(run.Job.ProjectID, RuntimeDown)
+		return nil, fmt.Errorf("restore from the backup store on node %s: %w", s.cfg.NodeID, rp.Err)
+	}
+	prj, inst, err := s.loadProject(run.Job.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.eng.Watch(inst, prj); err != nil {
+		return nil, err
+	}
+	res := RestoreElsewhereResult{From: pl.From, To: s.cfg.NodeID, BackupKey: rp.BackupKey, LSN: rp.LSN, At: rp.At, Timeline: rp.Timeline, Notes: rp.Notes}
+	err = s.db.Update(func(tx *store.Tx) error {
+		if err := tx.SetMeta(nodeLossMetaPrefix+prj.ID, ""); err != nil {
+			return err
+		}
+		if err := tx.SetMeta(nodeLossRestorePrefix+prj.ID, ""); err != nil {
+			return err
+		}
+		if err := s.audit(tx, &Principal{AuthSource: ActorSystem}, "project.restored_elsewhere", prj.OrganizationID, prj.ID, res); err != nil {
+			return err
+		}
+		return s.observe.NodeBack(tx, prj, s.cfg.NodeID, prj.RuntimeStatus, s.now())
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.log.Warn("node loss: a project was restored on this node from the backup store", "project", prj.ID, "from_node", pl.From,
+		"backup", rp.BackupKey, "lsn", rp.LSN, "at", rp.At)
+	return res, nil
+}
