@@ -51,6 +51,35 @@ func (p *e2eProc) nodeAlert(t *testing.T, key, id string) (open bool, message st
 	return false, "", false
 }
 
+// operatorPassword is the password the first start with --operator-email op@example.com printed.
+func operatorPassword(t *testing.T, first *e2eProc) string {
+	t.Helper()
+	m := regexp.MustCompile(`Created op@example\.com \(usr_\S+\), a platform operator\. Their password follows; it is shown only this once\.\n(\S+)\n`).FindStringSubmatch(first.stdout.String())
+	if m == nil {
+		t.Fatalf("up --operator-email printed no password:\n%s", first.stdout)
+	}
+	return m[1]
+}
+
+// operatorSession signs the operator in through p and returns the session's token.
+func operatorSession(t *testing.T, p *e2eProc, password string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"email": "op@example.com", "password": password})
+	res, err := p.client.Post(p.api+"/v1/auth/sessions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var v struct {
+		Token string `json:"token"`
+	}
+	json.NewDecoder(res.Body).Decode(&v)
+	if v.Token == "" {
+		t.Fatalf("operator sign-in: %d", res.StatusCode)
+	}
+	return v.Token
+}
+
 // killNode SIGKILLs a node and its instances: its machine is lost.
 func killNode(t *testing.T, p *e2eProc, dir string) {
 	t.Helper()
@@ -74,7 +103,8 @@ func TestClusterNodeLoss(t *testing.T) {
 		t.Cleanup(func() { e2eKillUnder(t, d) })
 	}
 	node1Flags := []string{"--spare-clusters", "0"}
-	a1 := e2eStartWith(t, bin, dirs[0], nil, node1Flags)
+	a1 := e2eStartWith(t, bin, dirs[0], nil, append([]string{"--operator-email", "op@example.com"}, node1Flags...))
+	password := operatorPassword(t, a1)
 	admin := e2eAdminKey(t, dirs[0])
 	prj := a1.e2eProvision(t, admin, "lost")
 	inst := a1.project(t, admin, prj).PrimaryInstanceID
@@ -103,6 +133,9 @@ func TestClusterNodeLoss(t *testing.T) {
 	if open, msg, ok := a2.nodeAlert(t, admin, prj); !ok || !open || !strings.Contains(msg, nodes[0].ID) {
 		t.Fatalf("node_unavailable alert with node 1 lost: found %v open %v %q", ok, open, msg)
 	}
+	// Without an off-machine backup store nothing can be restored elsewhere: the operator is told what is lost.
+	got := a2.do(t, operatorSession(t, a2, password), http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusConflict, nil)
+	e2eWants(t, "restore elsewhere without a backup store", string(got), "no off-machine backup store", "exists only on node "+nodes[0].ID)
 	a1 = e2eStartWith(t, bin, dirs[0], nil, node1Flags)
 	a2.waitRuntime(t, admin, prj, "active")
 	if open, _, ok := a2.nodeAlert(t, admin, prj); !ok || open {
@@ -164,11 +197,7 @@ func TestClusterNodeLossRestore(t *testing.T) {
 	}
 	common := append(bk.flags(), "--node-loss-restore-after", "0")
 	a1 := e2eStartWith(t, bin, dirs[0], bk.env, append([]string{"--spare-clusters", "0", "--operator-email", "op@example.com"}, common...))
-	m := regexp.MustCompile(`Created op@example\.com \(usr_\S+\), a platform operator\. Their password follows; it is shown only this once\.\n(\S+)\n`).FindStringSubmatch(a1.stdout.String())
-	if m == nil {
-		t.Fatalf("up --operator-email printed no password:\n%s", a1.stdout)
-	}
-	password := m[1]
+	password := operatorPassword(t, a1)
 	admin := e2eAdminKey(t, dirs[0])
 	prj := a1.e2eProvision(t, admin, "restored elsewhere")
 	inst := a1.project(t, admin, prj).PrimaryInstanceID
@@ -222,20 +251,8 @@ func TestClusterNodeLossRestore(t *testing.T) {
 	a2 := procs[1]
 	a2.waitRuntime(t, admin, prj, "active")
 	// Node 1 alive: nothing to restore.
-	body, _ := json.Marshal(map[string]string{"email": "op@example.com", "password": password})
-	res, err := a2.client.Post(a2.api+"/v1/auth/sessions", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sess struct {
-		Token string `json:"token"`
-	}
-	json.NewDecoder(res.Body).Decode(&sess)
-	res.Body.Close()
-	if sess.Token == "" {
-		t.Fatalf("operator sign-in on node 2: %d", res.StatusCode)
-	}
-	a2.do(t, sess.Token, http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusConflict, nil)
+	sess := operatorSession(t, a2, password)
+	a2.do(t, sess, http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusConflict, nil)
 
 	killNode(t, a1, dirs[0])
 	a2.waitRuntime(t, admin, prj, "unavailable")
@@ -243,7 +260,7 @@ func TestClusterNodeLossRestore(t *testing.T) {
 	var started struct {
 		Job *e2eJob `json:"job"`
 	}
-	a2.do(t, sess.Token, http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusAccepted, &started)
+	a2.do(t, sess, http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusAccepted, &started)
 	j := waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline)
 	if j.State != "completed" {
 		t.Fatalf("restore elsewhere: %s %q\n%s", j.State, j.Error, j.LastStderr)
