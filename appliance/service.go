@@ -5,7 +5,6 @@ package appliance
 import (
 	"context"
 	"encoding/json"
-	"github.com/theappliance/appliance/appliance/cluster/lease"
 	"log/slog"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/theappliance/appliance/appliance/backups"
 	"github.com/theappliance/appliance/appliance/billing"
 	"github.com/theappliance/appliance/appliance/cgroups"
+	"github.com/theappliance/appliance/appliance/cluster/lease"
 	"github.com/theappliance/appliance/appliance/databases"
 	"github.com/theappliance/appliance/appliance/dumpcache"
 	"github.com/theappliance/appliance/appliance/eventlog"
@@ -52,18 +52,12 @@ type Config struct {
 	DataDir    string // the appliance's data directory (instances live under it)
 	// NoSync runs every instance without durability (fsync, synchronous_commit, full_page_writes off):
 	// a throwaway appliance's (up --ephemeral, tests); never one whose data matters.
-	NoSync bool
-	// NodeID is this appliance's node of its cluster ("" on a single node): it starts only the instances
-	// of the projects store.ProjectNode puts on it (node loss: fencing).
-	NodeID string
-	// NodeLossRestoreAfter is how long a project stays unavailable with its node lost before the leader
-	// restores it on itself from the backup store (up --node-loss-restore-after; 0: never by itself).
-	NodeLossRestoreAfter time.Duration
-	Ports                PortRange
-	Spares               int // prepared clusters kept ready for provisioning (0: none, every project runs initdb)
-	Region               string
-	KeyPrefix            string // API keys look like <KeyPrefix>_live_<random>
-	Version              string
+	NoSync    bool
+	Ports     PortRange
+	Spares    int // prepared clusters kept ready for provisioning (0: none, every project runs initdb)
+	Region    string
+	KeyPrefix string // API keys look like <KeyPrefix>_live_<random>
+	Version   string
 	// PasswordCost is the bcrypt cost of stored password hashes (0: bcrypt.DefaultCost). Tests lower it.
 	PasswordCost int
 	// Outbound is the destination policy of connections made for tenants (nil: the defaults).
@@ -113,6 +107,13 @@ type Config struct {
 	// IntegrationOAuth are the appliance's OAuth clients at the providers, by provider name (none: the
 	// OAuth start answers 409).
 	IntegrationOAuth map[string]IntegrationOAuthApp
+
+	// NodeID is this appliance's node of its cluster ("" on a single node): it starts only the instances
+	// of the projects store.ProjectNode puts on it (node loss: fencing).
+	NodeID string
+	// NodeLossRestoreAfter is how long a project stays unavailable with its node lost before the leader
+	// restores it on itself from the backup store (up --node-loss-restore-after; 0: never by itself).
+	NodeLossRestoreAfter time.Duration
 }
 
 // Deps are the service's collaborators, made before it (by up's components, by appliancetest): New

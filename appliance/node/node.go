@@ -37,20 +37,17 @@ import (
 // Config is what an appliance is started with: each field is filled by a flag of up's (cmd's upFlagTable
 // says what it means; each flag has an environment variable), but Version.
 type Config struct {
-	DataDir, Listen, PublicHost, Region, LogLevel, KVListen, KVRESTListen, MetricsToken, MetricsListen string
-	ACMEDomain, ACMEEmail, ACMECA, ACMECARoot, OutboundAllow, OutboundDeny                             string
-	PGBin, PGUser, PGListen, PGPorts, PGEmbeddedCache, PGEmbeddedMirror                                string
-	RatePerIP, RatePerCredential, RateStrict                                                           string
-	OperatorEmail                                                                                      string
-	PlansFile                                                                                          string
-	Signup                                                                                             string
-	NoInstall, NetworkExtensions, RateLimitLoopback, AcceptOlderMetadata, BackupStorePathStyle         bool
-	Spares, MaxConnections, MaxConnectionsPerAddress, LogArchiveDays, BackupRetentionDays              int
-	KVMaxConnections, KVMaxUnauthenticated, KVMaxUnauthenticatedPerAddress                             int
-	KVAuthTimeout, VerifyBackupsEvery                                                                  time.Duration
-	// NodeLossRestoreAfter is --node-loss-restore-after: how long a lost node's projects wait before the
-	// leader restores them on itself from the backup store (0: only by an operator).
-	NodeLossRestoreAfter                                                                                time.Duration
+	DataDir, Listen, PublicHost, Region, LogLevel, KVListen, KVRESTListen, MetricsToken, MetricsListen  string
+	ACMEDomain, ACMEEmail, ACMECA, ACMECARoot, OutboundAllow, OutboundDeny                              string
+	PGBin, PGUser, PGListen, PGPorts, PGEmbeddedCache, PGEmbeddedMirror                                 string
+	RatePerIP, RatePerCredential, RateStrict                                                            string
+	OperatorEmail                                                                                       string
+	PlansFile                                                                                           string
+	Signup                                                                                              string
+	NoInstall, NetworkExtensions, RateLimitLoopback, AcceptOlderMetadata, BackupStorePathStyle          bool
+	Spares, MaxConnections, MaxConnectionsPerAddress, LogArchiveDays, BackupRetentionDays               int
+	KVMaxConnections, KVMaxUnauthenticated, KVMaxUnauthenticatedPerAddress                              int
+	KVAuthTimeout, VerifyBackupsEvery                                                                   time.Duration
 	HeapFloorMB, DiskReserveMB, BackupCacheMB                                                           int
 	BackupStore, BackupStoreEndpoint, BackupStoreRegion, BackupStoreCredentialsFile, BackupStoreKeyFile string
 	EphemeralMax, EphemeralStorageMB, EphemeralTotalStorageMB, EphemeralMemoryMB, EphemeralConnections  int
@@ -76,6 +73,10 @@ type Config struct {
 	// ones). A data directory that is a node already ignores Join.
 	Join, Advertise                        string
 	EtcdClientPort, EtcdPeerPort, JoinPort int
+
+	// NodeLossRestoreAfter is --node-loss-restore-after: how long a lost node's projects wait before the
+	// leader restores them on itself from the backup store (0: only by an operator).
+	NodeLossRestoreAfter time.Duration
 
 	// Version is the appliance's version (not a flag: the binary's, cmd.Version), reported by /status and
 	// printed at start.
