@@ -180,13 +180,18 @@ func TestClusterNodeLoss(t *testing.T) {
 	}
 }
 
-// TestClusterNodeLossRestore: a project on node 1 of three with a bucket as the backup store, rows
-// written after its base backup and archived; node 1 lost: an operator restores the project on node 2
-// (POST .../restore-elsewhere on node 2) from the bucket: the job says to which LSN it came back, the
-// project is active on node 2 (its node_id) with every row up to the archived position (checksum). An API
-// key is refused (operators only). Node 1 started again keeps its stale copy aside and runs none of it.
-func TestClusterNodeLossRestore(t *testing.T) {
-	t.Parallel()
+// bucketCluster is a cluster of three whose node 1 hosts a project with rows after its base backup,
+// archived to the bucket (sum: their checksum).
+type bucketCluster struct {
+	bin, admin, password, prj, inst, sum string
+	dirs, node1Flags                     []string
+	nodes                                []clusterNode
+	a1, a2                               *e2eProc
+	bk                                   bucketEnv
+}
+
+// newBucketCluster makes it, with up --node-loss-restore-after restoreAfter on every node.
+func newBucketCluster(t *testing.T, restoreAfter string) *bucketCluster {
 	bk := e2eBucket(t)
 	bin := e2eBuild(t)
 	dirs := make([]string, 3)
@@ -195,7 +200,7 @@ func TestClusterNodeLossRestore(t *testing.T) {
 		d := dirs[i]
 		t.Cleanup(func() { e2eKillUnder(t, d) })
 	}
-	common := append(bk.flags(), "--node-loss-restore-after", "0")
+	common := append(bk.flags(), "--node-loss-restore-after", restoreAfter)
 	a1 := e2eStartWith(t, bin, dirs[0], bk.env, append([]string{"--spare-clusters", "0", "--operator-email", "op@example.com"}, common...))
 	password := operatorPassword(t, a1)
 	admin := e2eAdminKey(t, dirs[0])
@@ -250,18 +255,31 @@ func TestClusterNodeLossRestore(t *testing.T) {
 	}
 	a2 := procs[1]
 	a2.waitRuntime(t, admin, prj, "active")
-	// Node 1 alive: nothing to restore.
-	sess := operatorSession(t, a2, password)
-	a2.do(t, sess, http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusConflict, nil)
+	return &bucketCluster{bin: bin, admin: admin, password: password, prj: prj, inst: inst, sum: sum, dirs: dirs,
+		node1Flags: node1Flags, nodes: nodes, a1: a1, a2: a2, bk: bk}
+}
 
-	killNode(t, a1, dirs[0])
-	a2.waitRuntime(t, admin, prj, "unavailable")
-	a2.do(t, admin, http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusForbidden, nil)
-	var started struct {
-		Job *e2eJob `json:"job"`
+// fenced checks that node 1, started again, keeps its stale copy aside and runs none of it, and that the
+// project's rows on node 2 are intact.
+func (c *bucketCluster) fenced(t *testing.T, conn2 e2eConnections) {
+	t.Helper()
+	c.a1 = e2eStartWith(t, c.bin, c.dirs[0], c.bk.env, c.node1Flags)
+	aside, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.inst+".fenced-*"))
+	if len(aside) != 1 {
+		t.Fatalf("instances/%s.fenced-* on node 1: %v, want one", c.inst, aside)
 	}
-	a2.do(t, sess, http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusAccepted, &started)
-	j := waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline)
+	if left := e2eProcsUnder(filepath.Join(c.dirs[0], "instances")); len(left) > 0 {
+		t.Fatalf("node 1 runs processes of its fenced copy: %v", left)
+	}
+	if got := recoverChecksum(t, conn2.DirectURL); got != c.sum {
+		t.Fatalf("rows on node 2 after node 1's return: checksum %s, want %s", got, c.sum)
+	}
+}
+
+// restored checks the restore job's result (from node 1 to node 2, an LSN, a backup) and the project on
+// node 2: active, every archived row, its alert resolved; it returns its connections there.
+func (c *bucketCluster) restored(t *testing.T, j *e2eJob) e2eConnections {
+	t.Helper()
 	if j.State != "completed" {
 		t.Fatalf("restore elsewhere: %s %q\n%s", j.State, j.Error, j.LastStderr)
 	}
@@ -272,29 +290,78 @@ func TestClusterNodeLossRestore(t *testing.T) {
 		ToNode    string `json:"to_node"`
 	}
 	if err := json.Unmarshal(j.Result, &result); err != nil || result.LSN == "" || result.BackupKey == "" ||
-		result.FromNode != nodes[0].ID || result.ToNode != nodes[1].ID {
+		result.FromNode != c.nodes[0].ID || result.ToNode != c.nodes[1].ID {
 		t.Fatalf("restore elsewhere's result: %v %s", err, j.Result)
 	}
 	t.Logf("restored on node 2: %s", j.Result)
-	a2.waitRuntime(t, admin, prj, "active")
-	conn2 := a2.connections(t, admin, prj)
-	if got := recoverChecksum(t, conn2.DirectURL); got != sum {
-		t.Fatalf("rows after the restore on node 2: checksum %s, want %s (as archived)", got, sum)
+	c.a2.waitRuntime(t, c.admin, c.prj, "active")
+	conn2 := c.a2.connections(t, c.admin, c.prj)
+	if got := recoverChecksum(t, conn2.DirectURL); got != c.sum {
+		t.Fatalf("rows after the restore on node 2: checksum %s, want %s (as archived)", got, c.sum)
 	}
-	if open, _, ok := a2.nodeAlert(t, admin, prj); !ok || open {
+	if open, _, ok := c.a2.nodeAlert(t, c.admin, c.prj); !ok || open {
 		t.Fatalf("node_unavailable alert after the restore: found %v open %v", ok, open)
 	}
+	return conn2
+}
 
-	// Node 1 back: its stale copy is kept aside, not started.
-	a1 = e2eStartWith(t, bin, dirs[0], bk.env, node1Flags)
-	aside, _ := filepath.Glob(filepath.Join(dirs[0], "instances", inst+".fenced-*"))
-	if len(aside) != 1 {
-		t.Fatalf("instances/%s.fenced-* on node 1: %v, want one", inst, aside)
+// TestClusterNodeLossRestore: a project on node 1 of three with a bucket as the backup store, rows
+// written after its base backup and archived; node 1 lost: an operator restores the project on node 2
+// (POST .../restore-elsewhere on node 2) from the bucket: the job says to which LSN it came back, the
+// project is active on node 2 with every row up to the archived position (checksum). An API key is
+// refused (operators only); while node 1 is alive the route answers 409. Node 1 started again keeps its
+// stale copy aside and runs none of it.
+func TestClusterNodeLossRestore(t *testing.T) {
+	t.Parallel()
+	c := newBucketCluster(t, "0")
+	a2, admin, prj := c.a2, c.admin, c.prj
+	sess := operatorSession(t, a2, c.password)
+	a2.do(t, sess, http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusConflict, nil)
+	killNode(t, c.a1, c.dirs[0])
+	a2.waitRuntime(t, admin, prj, "unavailable")
+	a2.do(t, admin, http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusForbidden, nil)
+	var started struct {
+		Job *e2eJob `json:"job"`
 	}
-	if left := e2eProcsUnder(filepath.Join(dirs[0], "instances")); len(left) > 0 {
-		t.Fatalf("node 1 runs processes of its fenced copy: %v", left)
+	a2.do(t, sess, http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusAccepted, &started)
+	conn2 := c.restored(t, waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline))
+	c.fenced(t, conn2)
+}
+
+// TestClusterNodeLossAutoRestore: the same loss with up --node-loss-restore-after 10s: the leader restores
+// the project on itself from the bucket once it has been unavailable that long, with no operator.
+func TestClusterNodeLossAutoRestore(t *testing.T) {
+	t.Parallel()
+	c := newBucketCluster(t, "10s")
+	killNode(t, c.a1, c.dirs[0])
+	c.a2.waitRuntime(t, c.admin, c.prj, "unavailable")
+	// The leader is node 2 or node 3: the job is the project's latest, pinned to the leader.
+	var j *e2eJob
+	e2eEventually(t, 3*time.Minute, "the restore-elsewhere job", func() (bool, string) {
+		var out struct {
+			Project struct {
+				LatestJobID string `json:"latest_job_id"`
+			} `json:"project"`
+		}
+		c.a2.do(t, c.admin, http.MethodGet, "/v1/projects/"+c.prj, nil, http.StatusOK, &out)
+		if out.Project.LatestJobID == "" {
+			return false, "no job"
+		}
+		j = c.a2.call(t, c.admin, http.MethodGet, "/v1/jobs/"+out.Project.LatestJobID, nil, http.StatusOK)
+		return j.Type == "project.restore_elsewhere" && (j.State == "completed" || j.State == "failed"), j.Type + " " + j.State
+	})
+	var result struct {
+		ToNode string `json:"to_node"`
 	}
-	if got := recoverChecksum(t, conn2.DirectURL); got != sum {
-		t.Fatalf("rows on node 2 after node 1's return: checksum %s, want %s", got, sum)
+	json.Unmarshal(j.Result, &result)
+	leader := 1
+	if result.ToNode == c.nodes[2].ID {
+		leader = 2
 	}
+	if leader != 1 {
+		t.Logf("restored on node 3 (the leader)")
+		c.nodes[1] = c.nodes[2] // restored() checks against nodes[1]
+	}
+	conn2 := c.restored(t, j)
+	c.fenced(t, conn2)
 }
