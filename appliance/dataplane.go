@@ -311,7 +311,7 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		return err
 	}
 	for _, p := range fenced {
-		s.fenceInstance(ctx, p.inst, p.prj, owners[p.prj.ID])
+		s.nodeloss.Fence(ctx, p.inst, p.prj, owners[p.prj.ID])
 	}
 	for _, p := range live {
 		if p.prj == nil { // a spare (its pooler with the placeholders' pool size)

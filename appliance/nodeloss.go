@@ -2,244 +2,107 @@ package appliance
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
-	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/cluster/lease"
+	"github.com/theappliance/appliance/appliance/nodeloss"
 	"github.com/theappliance/appliance/store"
 )
 
-// NodeLossSweep is how often the leader compares the projects' runtime status with the nodes' liveness
-// besides the membership's events (which it acts on at once): a leader elected after a node was lost,
-// or an event it could not act on (no quorum at that moment), is caught up within it.
-const NodeLossSweep = 5 * time.Second
+// The node-loss area lives in appliance/nodeloss (a lost node's projects unavailable and back, fencing,
+// the restore elsewhere); the service holds it, built in New with nodeLossHost as its Host. Nothing of the
+// root's call cycle calls this file: only the area (through Host) and the service's users do.
 
-// nodeLossMetaPrefix keys, in the store's meta, the runtime status a project had before its node was
-// lost, after the node's id, and the time of the loss (RFC 3339), space-separated: the status it returns
-// to when that node is back.
-const nodeLossMetaPrefix = "node_loss/"
+// DefaultNodeLossRestoreAfter is up --node-loss-restore-after's default.
+const DefaultNodeLossRestoreAfter = nodeloss.DefaultNodeLossRestoreAfter
 
-// WatchNodeLoss runs, until ctx ends, the cluster's handling of lost nodes on this node: while it leads,
-// every project whose node (store.ProjectNode) holds no lease is runtime_status unavailable, with the
-// node_unavailable alert and the project.unavailable event; when its node holds a lease again it
-// returns to the status it had (project.available, the alert resolved).
-func (s *Service) WatchNodeLoss(ctx context.Context, m lease.Membership) {
-	events := m.Watch(ctx)
-	tick := time.NewTicker(NodeLossSweep)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			if ev.Kind == lease.Held && ev.Node == m.Node() {
-				// This node holds a lease again (it lost it: a pause, a partition): the projects moved
-				// to another node meanwhile are not to run here any more.
-				s.fenceForeign(ctx)
-				continue
-			}
-			if ev.Kind != lease.NodeDown && ev.Kind != lease.NodeUp && ev.Kind != lease.Elected {
-				continue
-			}
-		case <-tick.C:
-		}
-		if err := s.sweepNodeLoss(ctx, m); err != nil && ctx.Err() == nil {
-			s.log.Warn("node loss: compare the projects with the nodes' liveness", "err", err)
-		}
+// JobRestoreElsewhere is the job of the restore elsewhere.
+const JobRestoreElsewhere = nodeloss.JobRestoreElsewhere
+
+// WatchNodeLoss runs, until ctx ends, the cluster's handling of lost nodes on this node (nodeloss.Watch).
+func (s *Service) WatchNodeLoss(ctx context.Context, m lease.Membership) { s.nodeloss.Watch(ctx, m) }
+
+// RestoreElsewhere is POST /v1/projects/{projectID}/restore-elsewhere (platform operators).
+func (s *Service) RestoreElsewhere(ctx context.Context, _ *Principal, projectID string) (*api.JobResponse, error) {
+	j, err := s.nodeloss.RestoreElsewhere(ctx, projectID)
+	if err != nil {
+		return nil, err
 	}
+	return &api.JobResponse{Job: JobView(j)}, nil
 }
 
-// sweepNodeLoss marks the projects of the nodes that hold no lease unavailable and returns those of the
-// nodes that hold one again to their status; only the leader does.
-func (s *Service) sweepNodeLoss(ctx context.Context, m lease.Membership) error {
-	if !m.IsLeader() {
-		return nil
-	}
-	members, err := m.Live(ctx)
-	if err != nil {
-		return err
-	}
-	live := map[string]bool{}
-	for _, mb := range members {
-		live[mb.Node] = true
-	}
-	type change struct {
-		id, node string
-		down     bool
-	}
-	var changes []change
-	var restores []string
-	err = s.db.View(func(tx *store.Tx) error {
-		prjs, err := store.Projects.All(tx, func(p *store.Project) bool { return p.State != ProjectDeleted })
-		if err != nil {
-			return err
-		}
-		for _, p := range prjs {
-			node := store.ProjectNode(tx, p)
-			switch {
-			case node == "":
-			case !live[node] && p.RuntimeStatus != RuntimeUnavailable:
-				changes = append(changes, change{p.ID, node, true})
-			case live[node] && p.RuntimeStatus == RuntimeUnavailable:
-				changes = append(changes, change{p.ID, node, false})
-			case !live[node]:
-				restores = append(restores, p.ID)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, c := range changes {
-		if err := s.markNodeLoss(c.id, c.node, c.down); err != nil {
-			errs = append(errs, fmt.Errorf("project %s: %w", c.id, err))
-		}
-	}
-	// Lost for --node-loss-restore-after, with an off-machine backup store: restored on this node.
-	for _, id := range restores {
-		var j *store.Job
-		if err := s.db.Update(func(tx *store.Tx) error {
-			p, err := store.Projects.Get(tx, id)
-			if err != nil {
-				return err
-			}
-			j, err = s.autoRestore(tx, p)
-			return err
-		}); err != nil {
-			errs = append(errs, fmt.Errorf("project %s: enqueue its restore on this node: %w", id, err))
-		} else if j != nil {
-			s.log.Warn("node loss: a lost project is restored on this node from the backup store", "project", id, "job", j.ID,
-				"after", s.cfg.NodeLossRestoreAfter)
-			s.notify()
-		}
-	}
-	return errors.Join(errs...)
+// nodeLossHost is the node-loss area's Host.
+type nodeLossHost struct{ s *Service }
+
+func (h nodeLossHost) Enqueue(tx *store.Tx, prj *store.Project, jobType, lock string, payload any) (*store.Job, error) {
+	return h.s.enqueue(tx, prj, jobType, lock, payload)
 }
 
-// markNodeLoss makes the project unavailable (down) or returns it to the status it had, if it is still
-// on node and its status still calls for it.
-func (s *Service) markNodeLoss(projectID, node string, down bool) error {
-	var status string
+func (h nodeLossHost) Notify() { h.s.notify() }
+
+func (h nodeLossHost) AuditSystem(tx *store.Tx, action, orgID, projectID string, metadata any) error {
+	return h.s.audit(tx, &Principal{AuthSource: ActorSystem}, action, orgID, projectID, metadata)
+}
+
+func (h nodeLossHost) InstancesDir() string { return h.s.instancesDir() }
+
+func (h nodeLossHost) StopStale(ctx context.Context, inst *store.Instance, prj *store.Project) error {
+	if _, running, _ := h.s.eng.Instance(inst).Status(); running {
+		return h.s.eng.Stop(ctx, nil, inst, prj)
+	}
+	return nil
+}
+
+func (h nodeLossHost) Rebuild(ctx context.Context, projectID, from string) (*nodeloss.Rebuilt, error) {
+	s := h.s
+	if _, err := s.dataPlane(); err != nil {
+		return nil, err
+	}
+	r := &recovery{s: s, moved: map[string][]string{}}
+	var name string
 	err := s.db.Update(func(tx *store.Tx) error {
-		p, err := store.Projects.Get(tx, projectID)
+		prj, err := store.Projects.Get(tx, projectID)
 		if err != nil {
 			return err
 		}
-		if store.ProjectNode(tx, p) != node || (p.RuntimeStatus == RuntimeUnavailable) == down {
-			return nil // moved, or changed since the sweep read it
+		name = prj.Name
+		if owner := store.ProjectNode(tx, prj); owner != from && owner != s.cfg.NodeID {
+			return fmt.Errorf("project %s is on node %s now, not on the lost node %s", prj.ID, owner, from)
 		}
-		now := s.now()
-		key := nodeLossMetaPrefix + p.ID
-		if down {
-			was := p.RuntimeStatus
-			if was == "" {
-				was = RuntimeActive
-			}
-			if err := tx.SetMeta(key, node+" "+was+" "+now.UTC().Format(time.RFC3339Nano)); err != nil {
-				return err
-			}
-			p.RuntimeStatus, status = RuntimeUnavailable, RuntimeUnavailable
-		} else {
-			kept := append(strings.Fields(tx.Meta(key)), "", "")
-			if kept[0] != node {
-				return nil // moved to another node since: its restore there sets its status
-			}
-			status = kept[1]
-			if status == "" || status == RuntimeUnavailable {
-				status = RuntimeActive
-			}
-			if err := tx.SetMeta(key, ""); err != nil {
-				return err
-			}
-			p.RuntimeStatus = status
-		}
-		p.UpdatedAt = now
-		if err := store.Projects.Put(tx, p); err != nil {
-			return err
-		}
-		if down {
-			return s.observe.NodeLost(tx, p, node, now)
-		}
-		return s.observe.NodeBack(tx, p, node, status, now)
-	})
-	if err == nil && status != "" {
-		s.log.Warn("node loss: a project's runtime status follows its node's lease", "project", projectID, "node", node, "runtime_status", status)
-	}
-	return err
-}
-
-// fenceInstance keeps the stale copy of a project another node hosts now (restored there while this node
-// was away) from running here: its server and pooler are stopped if they run, and its directory is moved
-// aside to <dir>.fenced-<time> (never deleted: the operator decides).
-func (s *Service) fenceInstance(ctx context.Context, inst *store.Instance, prj *store.Project, owner string) {
-	local := *inst // its directory on this node (the record names the directory on the node that made it)
-	local.Dir = filepath.Join(s.instancesDir(), inst.ID)
-	inst = &local
-	if _, err := os.Stat(inst.Dir); err != nil {
-		return // nothing of it here
-	}
-	if _, running, _ := s.eng.Instance(inst).Status(); running {
-		if err := s.eng.Stop(ctx, nil, inst, prj); err != nil {
-			s.log.Error("fencing: stop the stale copy of a project hosted on another node", "project", prj.ID, "instance", inst.ID, "node", owner, "err", err)
-			return
-		}
-	}
-	aside := fmt.Sprintf("%s.fenced-%s", inst.Dir, s.now().UTC().Format("20060102T150405Z"))
-	if err := os.Rename(inst.Dir, aside); err != nil {
-		s.log.Error("fencing: move the stale copy of a project hosted on another node aside", "project", prj.ID, "dir", inst.Dir, "err", err)
-		return
-	}
-	s.log.Warn("fencing: this node kept the stale copy of a project now hosted on another node aside, not started",
-		"project", prj.ID, "instance", inst.ID, "node", owner, "moved_to", aside)
-	if err := s.db.Update(func(tx *store.Tx) error {
-		return s.audit(tx, &Principal{AuthSource: ActorSystem}, "instance.fenced", prj.OrganizationID, prj.ID,
-			map[string]any{"node": s.cfg.NodeID, "hosted_on": owner, "moved_to": aside})
-	}); err != nil {
-		s.log.Error("fencing: record the audit event", "project", prj.ID, "err", err)
-	}
-}
-
-// fenceForeign fences the instances of this node's data directory whose projects another node hosts.
-func (s *Service) fenceForeign(ctx context.Context) {
-	if s.cfg.NodeID == "" {
-		return
-	}
-	type foreign struct {
-		inst  *store.Instance
-		prj   *store.Project
-		owner string
-	}
-	var fs []foreign
-	err := s.db.View(func(tx *store.Tx) error {
-		insts, err := store.Instances.All(tx, func(i *store.Instance) bool { return i.State == InstanceRunning && i.ProjectID != "" })
+		inst, err := store.Instances.Get(tx, prj.PrimaryInstanceID)
 		if err != nil {
 			return err
 		}
-		for _, in := range insts {
-			prj, err := store.Projects.Get(tx, in.ProjectID)
-			if err != nil {
-				continue
-			}
-			if owner := store.ProjectNode(tx, prj); owner != s.cfg.NodeID {
-				fs = append(fs, foreign{in, prj, owner})
-			}
+		inst.Dir = filepath.Join(s.instancesDir(), inst.ID)
+		if inst.Major == s.dp.Bin.Major {
+			inst.BinDir = s.dp.Bin.Dir
 		}
-		return nil
+		inst.UpdatedAt = s.now()
+		if err := store.Instances.Put(tx, inst); err != nil {
+			return err
+		}
+		prj.NodeID, prj.RuntimeStatus, prj.UpdatedAt = s.cfg.NodeID, RuntimeRestarting, s.now()
+		if err := store.Projects.Put(tx, prj); err != nil {
+			return err
+		}
+		return r.fitPorts(tx, prj)
 	})
 	if err != nil {
-		s.log.Warn("fencing: list the instances of projects on other nodes", "err", err)
-		return
+		return nil, err
 	}
-	for _, f := range fs {
-		s.fenceInstance(ctx, f.inst, f.prj, f.owner)
+	rp := r.project(ctx, ProjectRecovery{ID: projectID, Name: name, Notes: r.moved[projectID]})
+	if rp.Err != nil {
+		s.setRuntime(projectID, RuntimeDown)
+		return nil, fmt.Errorf("restore from the backup store on node %s: %w", s.cfg.NodeID, rp.Err)
 	}
+	prj, inst, err := s.loadProject(projectID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.eng.Watch(inst, prj); err != nil {
+		return nil, err
+	}
+	return &nodeloss.Rebuilt{Project: prj, BackupKey: rp.BackupKey, LSN: rp.LSN, At: rp.At, Timeline: rp.Timeline, Notes: rp.Notes}, nil
 }

@@ -30,7 +30,7 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	r.Handle(JobProjectDelete, s.deleteProjectJob)
 	r.Handle(JobProjectRotate, s.rotateCredentialsJob)
 	r.Handle(JobExpireCredential, s.expireCredentialJob)
-	r.Handle(JobRestoreElsewhere, s.restoreElsewhereJob)
+	s.nodeloss.RegisterJobs(r)
 	s.extensions.RegisterJobs(r)
 	s.upgrades.RegisterJobs(r)
 	s.backups.RegisterJobs(r)

@@ -1,14 +1,12 @@
-package appliance
+package nodeloss
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -40,13 +38,14 @@ type RestoreElsewhereResult struct {
 	Notes     []string   `json:"notes,omitempty"`
 }
 
-// RestoreElsewhere is POST /v1/projects/{projectID}/restore-elsewhere (platform operators): a project whose
+// RestoreElsewhere is POST /v1/projects/{projectID}/restore-elsewhere (platform operators; the root answers
+// the job): a project whose
 // node holds no lease is restored on the node that answers, from the backup store, at once. 409 on a
 // single node, when its node is alive, and without an off-machine backup store (the answer says what is
 // lost).
-func (s *Service) RestoreElsewhere(ctx context.Context, p *Principal, projectID string) (*api.JobResponse, error) {
+func (s *Service) RestoreElsewhere(ctx context.Context, projectID string) (*store.Job, error) {
 	if s.cfg.NodeID == "" || s.members == nil {
-		return nil, Conflict("this appliance is a single node: there is no other node to restore a project on")
+		return nil, apperr.Conflict("this appliance is a single node: there is no other node to restore a project on")
 	}
 	var prj *store.Project
 	var node string
@@ -59,22 +58,22 @@ func (s *Service) RestoreElsewhere(ctx context.Context, p *Principal, projectID 
 		return nil
 	}); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, NotFound("project %s not found", projectID)
+			return nil, apperr.NotFound("project %s not found", projectID)
 		}
 		return nil, err
 	}
-	if prj.State == ProjectDeleted {
-		return nil, NotFound("project %s not found", projectID)
+	if prj.State == projectDeleted {
+		return nil, apperr.NotFound("project %s not found", projectID)
 	}
 	alive, err := s.members.Alive(ctx, node)
 	if err != nil {
 		return nil, err
 	}
 	if alive {
-		return nil, Conflict("project %s's node %s holds its lease: the project is not lost", projectID, node)
+		return nil, apperr.Conflict("project %s's node %s holds its lease: the project is not lost", projectID, node)
 	}
-	if s.backupObjects == nil {
-		return nil, Conflict("no off-machine backup store (up --backup-store): project %s's data — its data directory, its WAL and its backups in the local backup directory — exists only on node %s, which holds no lease; nothing can be restored on another node: bring node %s back (its data comes back with it), or the project's data is lost",
+	if !s.backupObjects {
+		return nil, apperr.Conflict("no off-machine backup store (up --backup-store): project %s's data — its data directory, its WAL and its backups in the local backup directory — exists only on node %s, which holds no lease; nothing can be restored on another node: bring node %s back (its data comes back with it), or the project's data is lost",
 			projectID, node, node)
 	}
 	var j *store.Job
@@ -85,13 +84,13 @@ func (s *Service) RestoreElsewhere(ctx context.Context, p *Principal, projectID 
 	if err != nil {
 		return nil, err
 	}
-	s.notify()
-	return &api.JobResponse{Job: JobView(j)}, nil
+	s.host.Notify()
+	return j, nil
 }
 
 // enqueueRestoreElsewhere enqueues the restore of prj (lost with node) on this node.
 func (s *Service) enqueueRestoreElsewhere(tx *store.Tx, prj *store.Project, node string) (*store.Job, error) {
-	j, err := s.enqueue(tx, prj, JobRestoreElsewhere, prj.ID, restoreElsewherePayload{From: node})
+	j, err := s.host.Enqueue(tx, prj, JobRestoreElsewhere, prj.ID, restoreElsewherePayload{From: node})
 	if err != nil {
 		return nil, err
 	}
@@ -105,8 +104,8 @@ func (s *Service) enqueueRestoreElsewhere(tx *store.Tx, prj *store.Project, node
 // autoRestore enqueues, on the leader, the restore of the projects lost for NodeLossRestoreAfter (with
 // an off-machine backup store; never when that is 0).
 func (s *Service) autoRestore(tx *store.Tx, p *store.Project) (*store.Job, error) {
-	after := s.cfg.NodeLossRestoreAfter
-	if after <= 0 || s.backupObjects == nil || p.RuntimeStatus != RuntimeUnavailable || tx.Meta(nodeLossRestorePrefix+p.ID) != "" {
+	after := s.cfg.RestoreAfter
+	if after <= 0 || !s.backupObjects || p.RuntimeStatus != runtimeUnavailable || tx.Meta(nodeLossRestorePrefix+p.ID) != "" {
 		return nil, nil
 	}
 	parts := strings.Fields(tx.Meta(nodeLossMetaPrefix + p.ID))
@@ -123,9 +122,6 @@ func (s *Service) autoRestore(tx *store.Tx, p *store.Project) (*store.Job, error
 // restoreElsewhereJob moves the project's records to this node (its instance's directory under this data
 // directory, ports in this node's range, Project.NodeID) and rebuilds its instance from the backup store.
 func (s *Service) restoreElsewhereJob(ctx context.Context, run *scheduler.Run) (any, error) {
-	if _, err := s.dataPlane(); err != nil {
-		return nil, err
-	}
 	var pl restoreElsewherePayload
 	if err := run.DecodePayload(&pl); err != nil {
 		return nil, err
@@ -133,50 +129,11 @@ func (s *Service) restoreElsewhereJob(ctx context.Context, run *scheduler.Run) (
 	if s.cfg.NodeID == "" {
 		return nil, errors.New("restore elsewhere runs on a cluster node")
 	}
-	r := &recovery{s: s, moved: map[string][]string{}}
-	var name string
-	err := s.db.Update(func(tx *store.Tx) error {
-		prj, err := store.Projects.Get(tx, run.Job.ProjectID)
-		if err != nil {
-			return err
-		}
-		name = prj.Name
-		if owner := store.ProjectNode(tx, prj); owner != pl.From && owner != s.cfg.NodeID {
-			return fmt.Errorf("project %s is on node %s now, not on the lost node %s", prj.ID, owner, pl.From)
-		}
-		inst, err := store.Instances.Get(tx, prj.PrimaryInstanceID)
-		if err != nil {
-			return err
-		}
-		inst.Dir = filepath.Join(s.instancesDir(), inst.ID)
-		if inst.Major == s.dp.Bin.Major {
-			inst.BinDir = s.dp.Bin.Dir
-		}
-		inst.UpdatedAt = s.now()
-		if err := store.Instances.Put(tx, inst); err != nil {
-			return err
-		}
-		prj.NodeID, prj.RuntimeStatus, prj.UpdatedAt = s.cfg.NodeID, RuntimeRestarting, s.now()
-		if err := store.Projects.Put(tx, prj); err != nil {
-			return err
-		}
-		return r.fitPorts(tx, prj)
-	})
+	rp, err := s.host.Rebuild(ctx, run.Job.ProjectID, pl.From)
 	if err != nil {
 		return nil, err
 	}
-	rp := r.project(ctx, ProjectRecovery{ID: run.Job.ProjectID, Name: name, Notes: r.moved[run.Job.ProjectID]})
-	if rp.Err != nil {
-		s.setRuntime(run.Job.ProjectID, RuntimeDown)
-		return nil, fmt.Errorf("restore from the backup store on node %s: %w", s.cfg.NodeID, rp.Err)
-	}
-	prj, inst, err := s.loadProject(run.Job.ProjectID)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.eng.Watch(inst, prj); err != nil {
-		return nil, err
-	}
+	prj := rp.Project
 	res := RestoreElsewhereResult{From: pl.From, To: s.cfg.NodeID, BackupKey: rp.BackupKey, LSN: rp.LSN, At: rp.At, Timeline: rp.Timeline, Notes: rp.Notes}
 	err = s.db.Update(func(tx *store.Tx) error {
 		if err := tx.SetMeta(nodeLossMetaPrefix+prj.ID, ""); err != nil {
@@ -185,7 +142,7 @@ func (s *Service) restoreElsewhereJob(ctx context.Context, run *scheduler.Run) (
 		if err := tx.SetMeta(nodeLossRestorePrefix+prj.ID, ""); err != nil {
 			return err
 		}
-		if err := s.audit(tx, &Principal{AuthSource: ActorSystem}, "project.restored_elsewhere", prj.OrganizationID, prj.ID, res); err != nil {
+		if err := s.host.AuditSystem(tx, "project.restored_elsewhere", prj.OrganizationID, prj.ID, res); err != nil {
 			return err
 		}
 		return s.observe.NodeBack(tx, prj, s.cfg.NodeID, prj.RuntimeStatus, s.now())
