@@ -283,7 +283,9 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 	owners := map[string]string{}
 	err = s.db.View(func(tx *store.Tx) error {
 		insts, err := store.Instances.All(tx, func(i *store.Instance) bool {
-			return (i.State == InstanceRunning || i.State == InstanceSpare) && store.LocalInstance(tx, i) // this node's
+			// This node's, and in a cluster every project's instance: one another node hosts is fenced below
+			// when this node's data directory holds a stale copy of it.
+			return (i.State == InstanceRunning || i.State == InstanceSpare) && (store.LocalInstance(tx, i) || (s.cfg.NodeID != "" && i.ProjectID != ""))
 		})
 		if err != nil {
 			return err
