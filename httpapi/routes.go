@@ -406,12 +406,16 @@ var storeReads = []string{"/v1/projects/{projectID}", "/v1/projects/{projectID}/
 	"/v1/projects/{projectID}/sql/history", "/v1/projects/{projectID}/ai-usage", "/v1/projects/{projectID}/saved-queries",
 	"/v1/projects/{projectID}/saved-queries/{queryID}", "/v1/projects/{projectID}/summary"}
 
-// storeWrites are the project routes that only write the appliance's records (and enqueue nothing that
-// must run at once where the instances live): any node of a cluster answers them, like storeReads.
+// storeWrites are the project routes that only write (or read) the appliance's records (and enqueue nothing
+// that must run at once where the instances live): any node of a cluster answers them, like storeReads.
 var storeWrites = []string{
 	"POST /v1/projects/{projectID}/saved-queries", "PATCH /v1/projects/{projectID}/saved-queries/{queryID}",
 	"DELETE /v1/projects/{projectID}/saved-queries/{queryID}", "POST /v1/projects/{projectID}/alerts/{alertID}/acknowledge",
 	"POST /v1/projects/{projectID}/ai-usage",
+	// The alerts are records the leader writes (a lost node's projects' node_unavailable among them), and a
+	// restore elsewhere runs on the node asked, because the project's own node is lost: neither may wait
+	// for that node.
+	"GET /v1/projects/{projectID}/alerts", "POST /v1/projects/{projectID}/restore-elsewhere",
 }
 
 // onNode marks the routes that run where the project's instances live (docs/api-decisions.md
