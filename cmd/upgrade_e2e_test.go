@@ -276,6 +276,11 @@ func TestRecoverAfterARolledBackUpgrade(t *testing.T) {
 		t.Fatalf("recover: %v\n%s", err, out)
 	}
 	q := e2eStartWith(t, bin, newDir, bk.env, bk.flags())
+	// up answers before it has started the recovered project's server: wait for it as the recover test does.
+	e2eEventually(t, 2*time.Minute, id+" active", func() (bool, string) {
+		prj := q.project(t, key, id)
+		return prj.State == "active" && prj.RuntimeStatus == "active", prj.State + "/" + prj.RuntimeStatus
+	})
 	c := q.connections(t, key, id)
 	if got := recoverChecksum(t, c.PooledURL); got != want {
 		t.Fatalf("after the recovery: %s, want %s\n%s", got, want, out)
