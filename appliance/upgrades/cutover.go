@@ -603,12 +603,7 @@ func (s *Service) confirmLogical(ctx context.Context, run *scheduler.Run, inst *
 	if err := prevPG.Stop(ctx, run.Exec, daemon.StopFast); err != nil {
 		return nil, err
 	}
-	conn, err := s.host.AdminConn(ctx, inst, "postgres")
-	if err != nil {
-		return nil, scheduler.Transient(err)
-	}
-	dbs, err := databases(ctx, conn)
-	conn.Close(context.WithoutCancel(ctx))
+	dbs, err := s.databasesOf(ctx, inst)
 	if err != nil {
 		return nil, err
 	}
@@ -646,12 +641,7 @@ func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *
 	}
 	// The old server's databases: those the rollback's replication carries (one made since the cutover is
 	// not, as the preflight warned).
-	conn, err := s.host.AdminConn(ctx, prev, "postgres")
-	if err != nil {
-		return nil, scheduler.Transient(err)
-	}
-	dbs, err := databases(ctx, conn)
-	conn.Close(context.WithoutCancel(ctx))
+	dbs, err := s.databasesOf(ctx, prev)
 	if err != nil {
 		return nil, err
 	}

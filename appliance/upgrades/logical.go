@@ -159,6 +159,17 @@ func queryStrings(ctx context.Context, conn *pgx.Conn, sql string, args ...any) 
 }
 
 // databases lists the server's databases that take connections (the templates excluded).
+// databasesOf lists the databases of inst's server (as databases), on an admin connection of its own; a
+// server that does not answer is a transient error.
+func (s *Service) databasesOf(ctx context.Context, inst *store.Instance) ([]string, error) {
+	conn, err := s.host.AdminConn(ctx, inst, "postgres")
+	if err != nil {
+		return nil, scheduler.Transient(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return databases(ctx, conn)
+}
+
 func databases(ctx context.Context, conn *pgx.Conn) ([]string, error) {
 	return queryStrings(ctx, conn, "SELECT datname::text FROM pg_database WHERE datallowconn AND NOT datistemplate ORDER BY datname = 'postgres' DESC, datname")
 }

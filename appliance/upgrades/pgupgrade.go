@@ -40,12 +40,7 @@ func (s *Service) pgUpgradeCheck(ctx context.Context, run *scheduler.Run, dp *Pl
 	// pg_upgrade refuses, and what only the new major's restore of the schema refuses, named before the
 	// upgrade). pg_upgrade cannot check the running server itself: it reaches a live server only on a Unix
 	// socket, and the projects' servers listen on TCP alone.
-	conn, err := s.host.AdminConn(ctx, inst, "postgres")
-	if err != nil {
-		return nil, scheduler.Transient(err)
-	}
-	dbs, err := databases(ctx, conn)
-	conn.Close(context.WithoutCancel(ctx))
+	dbs, err := s.databasesOf(ctx, inst)
 	if err != nil {
 		return nil, err
 	}
