@@ -58,13 +58,16 @@ func pgUpgradeTarget17(b *testing.B, e *appliancetest.Env) postgres.Binaries {
 // upgradeWriter inserts rows one after the other through a URL until stopped, reconnecting after errors,
 // and keeps the longest time between two acknowledged INSERTs: the write pause the client saw.
 type upgradeWriter struct {
-	mu     sync.Mutex
-	acked  int
-	errs   int
-	last   time.Time
-	gap    time.Duration
-	cancel context.CancelFunc
-	done   chan struct{}
+	mu    sync.Mutex
+	acked int
+	errs  int
+	last  time.Time
+	gap   time.Duration
+	// since: the errors since the last acknowledged write, first seen first; gapErrs: those of the
+	// longest wait (what the client was told while it waited).
+	since, gapErrs []string
+	cancel         context.CancelFunc
+	done           chan struct{}
 }
 
 func startUpgradeWriter(url string) *upgradeWriter {
@@ -73,9 +76,13 @@ func startUpgradeWriter(url string) *upgradeWriter {
 	go func() {
 		defer close(w.done)
 		var conn *pgx.Conn
-		fail := func() {
+		fail := func(err error) {
 			w.mu.Lock()
 			w.errs++
+			msg := err.Error()
+			if len(w.since) == 0 || w.since[len(w.since)-1] != msg {
+				w.since = append(w.since, msg)
+			}
 			w.mu.Unlock()
 			select { // a refused connection answers at once: no busy loop on a loaded machine
 			case <-ctx.Done():
@@ -91,22 +98,23 @@ func startUpgradeWriter(url string) *upgradeWriter {
 				cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol // PgBouncer in transaction mode
 				if conn, err = pgx.ConnectConfig(ctx, cfg); err != nil {
 					conn = nil
-					fail()
+					fail(err)
 					continue
 				}
 			}
 			if _, err := conn.Exec(ctx, "INSERT INTO writes (n) VALUES ($1)", n); err != nil {
 				conn.Close(context.Background())
 				conn = nil
-				fail()
+				fail(err)
 				continue
 			}
 			now := time.Now()
 			w.mu.Lock()
 			w.acked++
 			if !w.last.IsZero() && now.Sub(w.last) > w.gap {
-				w.gap = now.Sub(w.last)
+				w.gap, w.gapErrs = now.Sub(w.last), w.since
 			}
+			w.since = nil
 			w.last = now
 			w.mu.Unlock()
 		}
@@ -207,11 +215,15 @@ func benchUpgradeWritePause(b *testing.B, target func(*testing.B, *appliancetest
 		total := time.Duration(num(r["total_ms"]) * float64(time.Millisecond))
 		b.Logf("upgrade %d%s: client's longest wait %.0f ms (%d writes acknowledged, %d failed); the job's write pause %.0f ms, total %.1f s, cutover steps %v",
 			round, map[bool]string{true: " (warm-up)"}[round == 0], ms(gap), acked, errs, ms(pause), total.Seconds(), cmp.Or(r["cutover_steps_ms"], r["steps_ms"]))
+		if gap > time.Second { // what the client was told while it waited
+			b.Logf("upgrade %d: the longest wait's errors, in order: %q", round, w.gapErrs)
+		}
 		w = startUpgradeWriter(c.Connections.PooledURL)
 		res, err = e.Svc.Upgrades().Rollback(ctx, p, prj.ID)
-		upgradeJob(b, e, res, err)
+		rb := upgradeJob(b, e, res, err)
 		acked, errs, back := w.stop()
-		b.Logf("rollback %d: client's longest wait %.0f ms (%d writes acknowledged, %d failed)", round, ms(back), acked, errs)
+		b.Logf("rollback %d: client's longest wait %.0f ms (%d writes acknowledged, %d failed); the job's write pause %.0f ms, steps %v",
+			round, ms(back), acked, errs, num(rb["write_pause_ms"]), rb["steps_ms"])
 		if round > 0 {
 			gaps, jobPauses, backGaps, totals = append(gaps, gap), append(jobPauses, pause), append(backGaps, back), append(totals, total)
 		}

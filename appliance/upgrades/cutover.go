@@ -223,21 +223,26 @@ func (s *Service) measure(ctx context.Context, pubRec, subRec *store.Instance, d
 	return st, err
 }
 
-// waitSynchronized waits until every table is copied and the new server follows the old one closely,
-// reporting the tables synchronized and the lag on the job.
-func (s *Service) waitSynchronized(ctx context.Context, run *scheduler.Run, old, next *store.Instance, dbs []string) (syncState, error) {
+// waitSynchronized waits until every table is copied and the subscriber (sub) follows the publisher (pub)
+// closely through its subscriptions prefix_*, reporting the tables synchronized and the lag on the job:
+// the new server before the cutover (forwardName), the old one before a rollback (rollbackName).
+func (s *Service) waitSynchronized(ctx context.Context, run *scheduler.Run, pub, sub *store.Instance, dbs []string, prefix string) (syncState, error) {
+	which := "new"
+	if prefix == rollbackName {
+		which = "old"
+	}
 	deadline := time.Now().Add(catchUpWait)
 	for {
-		st, err := s.measure(ctx, old, next, dbs, forwardName)
+		st, err := s.measure(ctx, pub, sub, dbs, prefix)
 		if err != nil {
-			return st, fmt.Errorf("the catch-up of the new server: %w", err)
+			return st, fmt.Errorf("the catch-up of the %s server: %w", which, err)
 		}
 		progress(run, "catch-up", map[string]any{"tables": st.Tables, "tables_synchronized": st.Synchronized, "lag_bytes": st.LagBytes})
 		if st.Synchronized == st.Tables && st.LagBytes < 1<<20 {
 			return st, nil
 		}
 		if time.Now().After(deadline) {
-			return st, fmt.Errorf("the new server did not catch up within %s: %d of %d tables synchronized, %d bytes behind", catchUpWait, st.Synchronized, st.Tables, st.LagBytes)
+			return st, fmt.Errorf("the %s server did not catch up within %s: %d of %d tables synchronized, %d bytes behind", which, catchUpWait, st.Synchronized, st.Tables, st.LagBytes)
 		}
 		select {
 		case <-ctx.Done():
@@ -643,6 +648,12 @@ func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *
 	// not, as the preflight warned).
 	dbs, err := s.databasesOf(ctx, prev)
 	if err != nil {
+		return nil, err
+	}
+	// The old server catches up before the pause, not in it: its subscriptions' workers start at most once
+	// per wal_retrieve_retry_interval (5 s) after the cutover created them, so a database's worker may
+	// not have started yet.
+	if _, err := s.waitSynchronized(ctx, run, inst, prev, dbs, rollbackName); err != nil {
 		return nil, err
 	}
 	s.host.SetRuntime(prj.ID, api.RuntimeRestarting)

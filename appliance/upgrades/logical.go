@@ -270,7 +270,7 @@ func (s *Service) logicalMajor(ctx context.Context, run *scheduler.Run, dp *Plan
 		}
 	}
 	s.step(ctx, run, "upgrade-catching-up")
-	caught, err := s.waitSynchronized(ctx, run, inst, nextRec, plan.Databases)
+	caught, err := s.waitSynchronized(ctx, run, inst, nextRec, plan.Databases, forwardName)
 	if err != nil {
 		return nil, abandon(err)
 	}
