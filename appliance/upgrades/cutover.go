@@ -656,6 +656,7 @@ func (s *Service) rollbackLogical(ctx context.Context, run *scheduler.Run, prj *
 	if _, err := s.waitSynchronized(ctx, run, inst, prev, dbs, rollbackName); err != nil {
 		return nil, err
 	}
+	steps.Done("catch_up")
 	s.host.SetRuntime(prj.ID, api.RuntimeRestarting)
 	s.eng.Unwatch(inst)
 	bg := context.WithoutCancel(ctx)
