@@ -19,7 +19,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -63,8 +62,6 @@ type Variables struct {
 	// of it; "": none).
 	CA *string `json:"ca"`
 }
-
-var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
 
 // Provider is deploy_a.
 type Provider struct{}
@@ -124,7 +121,7 @@ func parseConfig(raw json.RawMessage) (Config, error) {
 		return c, fmt.Errorf("config: preview_mode: %q is not clone or empty", c.PreviewMode)
 	}
 	for field, name := range map[string]string{"variables.pooled": v.Pooled, "variables.direct": v.Direct, "variables.ca": *v.CA} {
-		if name != "" && !varName.MatchString(name) {
+		if name != "" && !provider.EnvName(name) {
 			return c, fmt.Errorf("config: %s: %q is not an environment variable name (letters, digits, _)", field, name)
 		}
 	}

@@ -23,7 +23,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -52,22 +51,7 @@ type Config struct {
 }
 
 // Variables are the names of the environment variables pushed.
-type Variables struct {
-	Pooled string `json:"pooled"` // the pooled connection string (default DATABASE_URL)
-	Direct string `json:"direct"` // the direct connection string (default DIRECT_URL)
-	CA     string `json:"ca"`     // the CA's PEM ("" : not pushed)
-}
-
-// Names are the variable names the config pushes, pooled, direct, then the CA's when set.
-func (v Variables) Names() []string {
-	n := []string{v.Pooled, v.Direct}
-	if v.CA != "" {
-		n = append(n, v.CA)
-	}
-	return n
-}
-
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
+type Variables = provider.Variables
 
 // ParseConfig reads a stored (or PUT) config and fills in its defaults; a bad one is an error naming
 // the field.
@@ -107,24 +91,8 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 	default:
 		return Config{}, fmt.Errorf("deploy_b config: preview_mode: %q is not clone or empty", c.PreviewMode)
 	}
-	if c.Variables.Pooled == "" {
-		c.Variables.Pooled = "DATABASE_URL"
-	}
-	if c.Variables.Direct == "" {
-		c.Variables.Direct = "DIRECT_URL"
-	}
-	for _, f := range []struct{ field, name string }{
-		{"variables.pooled", c.Variables.Pooled}, {"variables.direct", c.Variables.Direct}, {"variables.ca", c.Variables.CA},
-	} {
-		if f.name != "" && !envName.MatchString(f.name) {
-			return Config{}, fmt.Errorf("deploy_b config: %s: %q is not an environment variable name (letters, digits and _, not starting with a digit)", f.field, f.name)
-		}
-	}
-	names := c.Variables.Names()
-	for i := range names {
-		if slices.Contains(names[:i], names[i]) {
-			return Config{}, fmt.Errorf("deploy_b config: variables: %q is named twice", names[i])
-		}
+	if err := c.Variables.Check("deploy_b config"); err != nil {
+		return Config{}, err
 	}
 	return c, nil
 }
@@ -215,7 +183,7 @@ func (Provider) Push(ctx context.Context, env provider.Env, t provider.Target, s
 		if v == "" {
 			continue
 		}
-		if !envName.MatchString(k) {
+		if !provider.EnvName(k) {
 			return nil, fmt.Errorf("deploy_b: %q is not an environment variable name", k)
 		}
 		keys = append(keys, k)

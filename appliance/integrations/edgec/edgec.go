@@ -70,23 +70,9 @@ type Config struct {
 }
 
 // Variables are the secrets' names.
-type Variables struct {
-	Pooled string `json:"pooled"` // default DATABASE_URL
-	Direct string `json:"direct"` // default DIRECT_URL
-	CA     string `json:"ca"`     // the CA's PEM ("": not set)
-}
-
-// Names are the variable names the config sets, pooled, direct, then the CA's when set.
-func (v Variables) Names() []string {
-	n := []string{v.Pooled, v.Direct}
-	if v.CA != "" {
-		n = append(n, v.CA)
-	}
-	return n
-}
+type Variables = provider.Variables
 
 var (
-	envName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
 	configName = regexp.MustCompile(`^[a-z0-9]([a-z0-9_-]{0,30}[a-z0-9])?$`)
 	scriptName = regexp.MustCompile(`^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$`)
 )
@@ -124,24 +110,8 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 	case c.Script != "" && !scriptName.MatchString(c.Script):
 		return Config{}, fmt.Errorf("edge_c config: script: %q is not a Worker script name (a-z, 0-9, - and _, at most 63)", c.Script)
 	}
-	if c.Variables.Pooled == "" {
-		c.Variables.Pooled = "DATABASE_URL"
-	}
-	if c.Variables.Direct == "" {
-		c.Variables.Direct = "DIRECT_URL"
-	}
-	for _, f := range []struct{ field, name string }{
-		{"variables.pooled", c.Variables.Pooled}, {"variables.direct", c.Variables.Direct}, {"variables.ca", c.Variables.CA},
-	} {
-		if f.name != "" && !envName.MatchString(f.name) {
-			return Config{}, fmt.Errorf("edge_c config: %s: %q is not a variable name (letters, digits and _, not starting with a digit)", f.field, f.name)
-		}
-	}
-	names := c.Variables.Names()
-	for i := range names {
-		if slices.Contains(names[:i], names[i]) {
-			return Config{}, fmt.Errorf("edge_c config: variables: %q is named twice", names[i])
-		}
+	if err := c.Variables.Check("edge_c config"); err != nil {
+		return Config{}, err
 	}
 	return c, nil
 }
@@ -277,7 +247,7 @@ func (Provider) Push(ctx context.Context, env provider.Env, t provider.Target, s
 			if v == "" {
 				continue
 			}
-			if !envName.MatchString(k) {
+			if !provider.EnvName(k) {
 				return nil, fmt.Errorf("edge_c: %q is not a variable name", k)
 			}
 			keys = append(keys, k)

@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -198,4 +200,53 @@ func BaseURL(env Env, def string) (string, error) {
 		return "", errors.New("the base url is not an http(s) url")
 	}
 	return base, nil
+}
+
+// envName is an environment variable's (or a secret's) name on the platforms: letters, digits and _,
+// not starting with a digit.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
+
+// EnvName reports whether name is an environment variable's (or a secret's) name: letters, digits and
+// _, not starting with a digit, at most 255.
+func EnvName(name string) bool { return envName.MatchString(name) }
+
+// Variables are the names of the variables a platform's config pushes: the pooled and the direct
+// connection strings and the CA's PEM ("": not pushed). The same object on every platform.
+type Variables struct {
+	Pooled string `json:"pooled"` // the pooled connection string (default DATABASE_URL)
+	Direct string `json:"direct"` // the direct connection string (default DIRECT_URL)
+	CA     string `json:"ca"`     // the CA's PEM ("": not pushed)
+}
+
+// Names are the variable names pushed: pooled, direct, then the CA's when set.
+func (v Variables) Names() []string {
+	n := []string{v.Pooled, v.Direct}
+	if v.CA != "" {
+		n = append(n, v.CA)
+	}
+	return n
+}
+
+// Check fills in the default names (DATABASE_URL, DIRECT_URL) and checks that each name is an
+// environment variable's and that no name is given twice; what names the config ("deploy_b config")
+// leads its errors.
+func (v *Variables) Check(what string) error {
+	if v.Pooled == "" {
+		v.Pooled = "DATABASE_URL"
+	}
+	if v.Direct == "" {
+		v.Direct = "DIRECT_URL"
+	}
+	for _, f := range []struct{ field, name string }{{"variables.pooled", v.Pooled}, {"variables.direct", v.Direct}, {"variables.ca", v.CA}} {
+		if f.name != "" && !envName.MatchString(f.name) {
+			return fmt.Errorf("%s: %s: %q is not an environment variable name (letters, digits and _, not starting with a digit)", what, f.field, f.name)
+		}
+	}
+	names := v.Names()
+	for i := range names {
+		if slices.Contains(names[:i], names[i]) {
+			return fmt.Errorf("%s: variables: %q is named twice", what, names[i])
+		}
+	}
+	return nil
 }
