@@ -333,6 +333,11 @@ func (h areaHost) InitOptions(prj *store.Project, rec *store.Instance) (postgres
 // OffersExtension is the extensions rule (the network extensions are the root's setting).
 func (h areaHost) OffersExtension(name string) bool { return h.s.extensions.Offers(name) }
 
+// PlacePreview sets a new preview's node in a cluster (placement.go's PlacePreview).
+func (h areaHost) PlacePreview(tx *store.Tx, parent, prv *store.Project) error {
+	return h.s.placePreview(tx, parent, prv)
+}
+
 // PlanStorageLimitBytes is the plan's storage limit (0 for a plan the table does not have).
 func (h areaHost) PlanStorageLimitBytes(name string) int64 {
 	if pl, ok := h.s.PlanByName(name); ok {

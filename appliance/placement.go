@@ -99,18 +99,78 @@ func Place(tx *store.Tx, live map[string]bool, planMemory func(plan string) int6
 	return nil, apperr.Unavailable("no live node of the cluster has a free pair of ports left for a new project")
 }
 
+// fits reports whether a node's room holds one more project of memory and storage bytes and its port pair
+// (a total of 0, unknown, holds anything).
+func (r NodeRoom) fits(memory, storage int64) bool {
+	return r.PortsFree >= 2 && (r.Node.MemoryBytes <= 0 || r.MemoryFree >= memory) && (r.Node.DiskBytes <= 0 || r.DiskFree >= storage)
+}
+
+// PlacePreview picks the node of a new preview: its parent's (parentNode), always — a clone copies the
+// parent's files, which only that node has, and a preview's routes (its schema diff against the parent
+// among them) and jobs run beside the parent's instances. It must fit there: the node alive, with room for
+// the preview's plan memory, its storage limit and a port pair; otherwise a 409 says what is short (a
+// preview never overcommits its parent's node; new projects go to the node with the most room). nil on
+// a single node.
+func PlacePreview(tx *store.Tx, live map[string]bool, planMemory func(plan string) int64, parentNode string, prv *store.Project) (*store.Node, error) {
+	rooms, err := Rooms(tx, live, planMemory)
+	if err != nil {
+		return nil, err
+	}
+	if len(rooms) == 0 {
+		return Place(tx, live, planMemory) // a single node, or none alive: Place says which
+	}
+	mem := planMemory(prv.Plan)
+	for _, r := range rooms {
+		if r.Node.ID != parentNode {
+			continue
+		}
+		if !r.fits(mem, prv.StorageLimitBytes) {
+			return nil, apperr.Conflict("node %s, where project %s runs, has no room for a preview of it: %d MB of memory free for the plan's %d MB, %d MB of disk for a storage limit of %d MB, %d ports for 2 (a preview runs next to its parent; delete a preview or move the project)",
+				parentNode, prv.PreviewOf, r.MemoryFree>>20, mem>>20, r.DiskFree>>20, prv.StorageLimitBytes>>20, r.PortsFree)
+		}
+		return r.Node, nil
+	}
+	return nil, apperr.Conflict("node %s, where project %s runs, holds no lease: a preview runs next to its parent", parentNode, prv.PreviewOf)
+}
+
+// live is the cluster's live nodes (nil on a single node: every node counts as live).
+func (s *Service) live() (map[string]bool, error) {
+	if s.liveNodes == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := s.liveNodes(ctx)
+	if err != nil {
+		return nil, Internal(err, "read the cluster's live nodes")
+	}
+	return l, nil
+}
+
+// placePreview sets a new preview's node and the host its URLs name (PlacePreview); nothing on a single
+// node.
+func (s *Service) placePreview(tx *store.Tx, parent, prv *store.Project) error {
+	live, err := s.live()
+	if err != nil {
+		return err
+	}
+	n, err := PlacePreview(tx, live, func(plan string) int64 { return s.planOrDefault(plan).MemoryBytes }, store.ProjectNode(tx, parent), prv)
+	if err != nil || n == nil {
+		return err
+	}
+	prv.NodeID = n.ID
+	if n.PublicHost != "" {
+		prv.PublicHost = n.PublicHost
+	}
+	return nil
+}
+
 // placeNew sets a new project's node (NodeID) and the host its connection URLs name (the node's
 // --public-host) in a cluster; nothing on a single node.
 func (s *Service) placeNew(tx *store.Tx, prj *store.Project) error {
-	var live map[string]bool
-	if s.liveNodes != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		l, err := s.liveNodes(ctx)
-		if err != nil {
-			return Internal(err, "read the cluster's live nodes")
-		}
-		live = l
+	live, err := s.live()
+	if err != nil {
+		return err
 	}
 	n, err := Place(tx, live, func(plan string) int64 { return s.planOrDefault(plan).MemoryBytes })
 	if err != nil || n == nil {

@@ -68,7 +68,7 @@ func live(tx *store.Tx, projectID string) ([]*store.Project, error) {
 // lock.
 func (s *Service) enqueue(tx *store.Tx, parent, prv *store.Project, jobType string) (*store.Job, error) {
 	j := &store.Job{Type: jobType, OrganizationID: parent.OrganizationID, ProjectID: parent.ID, PreviewDatabaseID: prv.ID,
-		LockedResource: prv.ID, InstanceID: prv.PrimaryInstanceID}
+		LockedResource: prv.ID, InstanceID: prv.PrimaryInstanceID, Node: store.ProjectNode(tx, prv)} // where the preview's instance is
 	if err := scheduler.Enqueue(tx, j); err != nil {
 		return nil, apperr.Internal(err, "enqueue %s", jobType)
 	}
@@ -181,10 +181,10 @@ func (s *Service) Create(ctx context.Context, p *authz.Principal, projectID stri
 			IdleTransactionTimeout: parent.IdleTransactionTimeout, MaxConnections: parent.MaxConnections,
 			StorageLimitBytes: parent.StorageLimitBytes, Environment: "development", State: api.ProjectProvisioning,
 			RuntimeStatus: api.RuntimeProvisioning, CreatedAt: now, UpdatedAt: now, PreloadLibraries: parent.PreloadLibraries,
-			PreviewOf: parent.ID, PreviewMode: mode, SourceKind: SourceNone, TTLExpiresAt: &expires,
-			NodeID: store.ProjectNode(tx, parent)} // next to its parent (its clone is a copy of the parent's files)
-		if prv.NodeID != "" && parent.PublicHost != "" {
-			prv.PublicHost = parent.PublicHost // its node's host
+			PreviewOf: parent.ID, PreviewMode: mode, SourceKind: SourceNone, TTLExpiresAt: &expires}
+		// Next to its parent (a clone is a copy of the parent's files), when it fits there.
+		if err := s.host.PlacePreview(tx, parent, prv); err != nil {
+			return err
 		}
 		if prv.PreloadLibraries == nil {
 			prv.PreloadLibraries = []string{}

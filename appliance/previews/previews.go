@@ -75,6 +75,9 @@ type Host interface {
 	DefaultPlan() string
 	PlanPreviews(name string) (limit int, plan string)
 	PlanStorageLimitBytes(name string) int64
+	// PlacePreview sets, in a cluster, the node of a new preview (prv.NodeID, prv.PublicHost): its parent's,
+	// a 409 when it has no room for it. Nothing on a single node (the placement is the root's).
+	PlacePreview(tx *store.Tx, parent, prv *store.Project) error
 	// OrganizationQuota is the projects and previews the organization may have, read in tx (the operators'
 	// configuration).
 	OrganizationQuota(tx *store.Tx, orgID string) (projects, previews int, err error)
