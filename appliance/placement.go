@@ -150,29 +150,26 @@ func (s *Service) live() (map[string]bool, error) {
 // placePreview sets a new preview's node and the host its URLs name (PlacePreview); nothing on a single
 // node.
 func (s *Service) placePreview(tx *store.Tx, parent, prv *store.Project) error {
-	live, err := s.live()
-	if err != nil {
-		return err
-	}
-	n, err := PlacePreview(tx, live, func(plan string) int64 { return s.planOrDefault(plan).MemoryBytes }, store.ProjectNode(tx, parent), prv)
-	if err != nil || n == nil {
-		return err
-	}
-	prv.NodeID = n.ID
-	if n.PublicHost != "" {
-		prv.PublicHost = n.PublicHost
-	}
-	return nil
+	return s.placeBy(prv, func(live map[string]bool, mem func(string) int64) (*store.Node, error) {
+		return PlacePreview(tx, live, mem, store.ProjectNode(tx, parent), prv)
+	})
 }
 
 // placeNew sets a new project's node (NodeID) and the host its connection URLs name (the node's
 // --public-host) in a cluster; nothing on a single node.
 func (s *Service) placeNew(tx *store.Tx, prj *store.Project) error {
+	return s.placeBy(prj, func(live map[string]bool, mem func(string) int64) (*store.Node, error) {
+		return Place(tx, live, mem)
+	})
+}
+
+// placeBy sets prj's node and host to the node pick chooses among the live ones (nil: a single node).
+func (s *Service) placeBy(prj *store.Project, pick func(live map[string]bool, planMemory func(string) int64) (*store.Node, error)) error {
 	live, err := s.live()
 	if err != nil {
 		return err
 	}
-	n, err := Place(tx, live, func(plan string) int64 { return s.planOrDefault(plan).MemoryBytes })
+	n, err := pick(live, func(plan string) int64 { return s.planOrDefault(plan).MemoryBytes })
 	if err != nil || n == nil {
 		return err
 	}
