@@ -282,12 +282,23 @@ func (t *etcdTx) get(key string, opts ...clientv3.OpOption) *clientv3.GetRespons
 	if t.err != nil {
 		return nil
 	}
-	if t.rev > 0 {
-		opts = append(opts, clientv3.WithRev(t.rev))
-	}
 	ctx, cancel := context.WithTimeout(t.kv.ctx, etcdTimeout)
 	defer cancel()
-	resp, err := t.kv.c.Get(ctx, key, opts...)
+	var resp *clientv3.GetResponse
+	var err error
+	if t.rev > 0 {
+		opts = append(opts, clientv3.WithRev(t.rev))
+		// The transaction's first read was linearizable and answered at t.rev, so the member that answered
+		// has applied t.rev: a serializable read of that revision is the same snapshot, served by the member
+		// without another round to the leader (ReadIndex). A member that has not applied it yet (another
+		// endpoint of the client) says so, and the read goes linearizable.
+		resp, err = t.kv.c.Get(ctx, key, append(opts, clientv3.WithSerializable())...)
+		if errors.Is(err, rpctypes.ErrFutureRev) {
+			resp, err = t.kv.c.Get(ctx, key, opts...)
+		}
+	} else {
+		resp, err = t.kv.c.Get(ctx, key, opts...)
+	}
 	if err != nil {
 		t.fail(fmt.Errorf("read the metadata store on etcd: %w", unavailable(err)))
 		return nil
@@ -466,13 +477,10 @@ func (t *etcdTx) prefetch(bucket []byte, keys []string) {
 	}
 	for len(todo) > 0 {
 		n := min(len(todo), etcdBatch)
-		ops := make([]clientv3.Op, n)
-		for i, k := range todo[:n] {
-			ops[i] = clientv3.OpGet(k, clientv3.WithRev(t.rev))
+		resp, err := t.readMany(todo[:n], true)
+		if errors.Is(err, rpctypes.ErrFutureRev) {
+			resp, err = t.readMany(todo[:n], false)
 		}
-		ctx, cancel := context.WithTimeout(t.kv.ctx, etcdTimeout)
-		resp, err := t.kv.c.Txn(ctx).Then(ops...).Commit()
-		cancel()
 		if err != nil {
 			t.fail(fmt.Errorf("read the metadata store on etcd: %w", unavailable(err)))
 			return
@@ -487,6 +495,22 @@ func (t *etcdTx) prefetch(bucket []byte, keys []string) {
 		}
 		todo = todo[n:]
 	}
+}
+
+// readMany reads keys at the transaction's revision in one read-only Txn; serializable (each Get so):
+// served by the member from its own state (see get).
+func (t *etcdTx) readMany(keys []string, serializable bool) (*clientv3.TxnResponse, error) {
+	ops := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		opts := []clientv3.OpOption{clientv3.WithRev(t.rev)}
+		if serializable {
+			opts = append(opts, clientv3.WithSerializable())
+		}
+		ops[i] = clientv3.OpGet(k, opts...)
+	}
+	ctx, cancel := context.WithTimeout(t.kv.ctx, etcdTimeout)
+	defer cancel()
+	return t.kv.c.Txn(ctx).Then(ops...).Commit()
 }
 
 func nonNil(v []byte) []byte {
