@@ -17,6 +17,8 @@ var Enums = map[string][]string{
 	"LogSeverity":       LogSeverities,
 	"ComponentStatus":   {StatusOperational, StatusDegraded, StatusDown},
 	"HealthStatus":      {HealthOK, HealthDegraded},
+	"NodeStatus":        {NodeStatusAlive, NodeStatusJoining, NodeStatusUnavailable},
+	"NodeRole":          {NodeRoleVoter, NodeRoleLearner, NodeRoleNone},
 	"Environment":       Environments,
 	"ApprovalAction":    {ActionProjectDelete},
 	"ProjectState":      {ProjectProvisioning, ProjectActive, ProjectFailed, ProjectDeleting, ProjectDeleted},

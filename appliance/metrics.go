@@ -2,10 +2,13 @@ package appliance
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/store"
 )
@@ -75,11 +78,18 @@ type Metrics struct {
 	WebhookAttempts map[string]Counter
 	Sampler         observe.SampleSweepResult
 	SamplerSweeps   int64
-	Projects        []ProjectGauges
+	// Projects are the projects this node hosts (every one on a single node; in a cluster those whose
+	// store.ProjectNode is this node: another node's are that node's series).
+	Projects []ProjectGauges
+	// Node is this cluster node's record (nil on a single node) and Cluster the cluster as its member
+	// sees it (nil on a single node).
+	Node    *store.Node
+	Cluster *api.ClusterStatus
 }
 
-// Metrics gathers the counters and, for every active project, its newest sample.
-func (s *Service) Metrics() (*Metrics, error) {
+// Metrics gathers the counters and, for every active project this node hosts, its newest sample; in a
+// cluster, this node's record and the cluster's members, quorum and leader.
+func (s *Service) Metrics(ctx context.Context) (*Metrics, error) {
 	m := &Metrics{JobsByState: map[string]int{}, WebhookAttempts: map[string]Counter{}}
 	s.metrics.mu.Lock()
 	for k, c := range s.metrics.jobs {
@@ -91,7 +101,20 @@ func (s *Service) Metrics() (*Metrics, error) {
 	s.metrics.mu.Unlock()
 	slices.SortFunc(m.Jobs, func(a, b JobMetric) int { return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.State, b.State)) })
 	m.Sampler, m.SamplerSweeps = s.observe.SamplerStats()
+	if s.Cluster != nil {
+		m.Cluster = s.Cluster(ctx)
+	}
 	err := s.db.View(func(tx *store.Tx) error {
+		if s.cfg.NodeID != "" {
+			n, err := store.Nodes.Get(tx, s.cfg.NodeID)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			if n == nil { // not registered yet: its id alone
+				n = &store.Node{ID: s.cfg.NodeID}
+			}
+			m.Node = n
+		}
 		for _, st := range []string{"pending", "running"} {
 			n, err := store.Jobs.Count(tx, store.JobsByState, st)
 			if err != nil {
@@ -99,7 +122,9 @@ func (s *Service) Metrics() (*Metrics, error) {
 			}
 			m.JobsByState[st] = n
 		}
-		prjs, err := store.Projects.All(tx, func(p *store.Project) bool { return p.State == ProjectActive && p.PreviewOf == "" })
+		prjs, err := store.Projects.All(tx, func(p *store.Project) bool {
+			return p.State == ProjectActive && p.PreviewOf == "" && (s.cfg.NodeID == "" || store.ProjectNode(tx, p) == s.cfg.NodeID)
+		})
 		if err != nil {
 			return err
 		}

@@ -14,7 +14,7 @@ type NodeRoom struct {
 	Node     *store.Node
 	Projects int // the projects (previews included, not deleted) it hosts
 	// MemoryFree, DiskFree and PortsFree are its record's memory, disk and port range minus what its
-	// projects reserve: their plans' memory, their storage limits, two ports each (direct and pooled).
+	// projects reserve (store.NodeRoom, which GET /v1/nodes and cluster nodes show too).
 	MemoryFree, DiskFree int64
 	PortsFree            int
 	// Score is the smallest of the three free fractions (free / total; a total of 0, unknown, counts as
@@ -38,19 +38,14 @@ func Rooms(tx *store.Tx, live map[string]bool, planMemory func(plan string) int6
 		if n.State != store.NodeActive || (live != nil && !live[n.ID]) {
 			continue
 		}
-		r := NodeRoom{Node: n, MemoryFree: n.MemoryBytes, DiskFree: n.DiskBytes, PortsFree: n.PortsLast - n.PortsFirst + 1}
-		if n.PortsFirst == 0 {
-			r.PortsFree = 0
-		}
+		var hosted []*store.Project
 		for _, p := range projects {
-			if store.ProjectNode(tx, p) != n.ID {
-				continue
+			if store.ProjectNode(tx, p) == n.ID {
+				hosted = append(hosted, p)
 			}
-			r.Projects++
-			r.MemoryFree -= planMemory(p.Plan)
-			r.DiskFree -= p.StorageLimitBytes
-			r.PortsFree -= 2
 		}
+		r := NodeRoom{Node: n, Projects: len(hosted)}
+		r.MemoryFree, r.DiskFree, r.PortsFree = store.NodeRoom(n, hosted, planMemory)
 		r.Score = min(fraction(r.MemoryFree, n.MemoryBytes), fraction(r.DiskFree, n.DiskBytes),
 			fraction(int64(r.PortsFree), int64(n.PortsLast-n.PortsFirst+1)))
 		out = append(out, r)

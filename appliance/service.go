@@ -169,6 +169,9 @@ type Service struct {
 	Probe *Probes
 	// Cluster reports the etcd cluster of a cluster node (/status's cluster section; nil: single node).
 	Cluster func(ctx context.Context) *api.ClusterStatus
+	// NodeList lists a cluster node's cluster's nodes (cluster.Nodes, for GET /v1/nodes; planMemory is a
+	// plan's memory, as placement counts it; nil: a single node).
+	NodeList func(ctx context.Context, planMemory func(plan string) int64) ([]api.ClusterNode, error)
 	// liveNodes is Deps.LiveNodes.
 	liveNodes func(ctx context.Context) (map[string]bool, error)
 	dp        *DataPlane

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/cluster"
 	"github.com/theappliance/appliance/appliance/node"
@@ -93,7 +94,11 @@ new machine: appliance up --join TOKEN --advertise ITS-ADDRESS --data-dir NEW-DI
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return withCluster(c.Context(), nodesDir, func(cl *clusterConn) error {
-				list, err := cluster.ListNodesLive(c.Context(), cl.client, cl.db)
+				mem, err := planMemory(cl.db)
+				if err != nil {
+					return err
+				}
+				list, err := cluster.Nodes(c.Context(), cl.client, cl.db, mem)
 				if err != nil {
 					return err
 				}
@@ -103,14 +108,21 @@ new machine: appliance up --join TOKEN --advertise ITS-ADDRESS --data-dir NEW-DI
 					return enc.Encode(list)
 				}
 				w := tabwriter.NewWriter(c.OutOrStdout(), 2, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "ID\tADVERTISE\tSTATE\tLIVENESS\tMEMORY\tDISK\tPORTS\tPROJECTS\tVERSION\tJOINED\tSEEN")
+				fmt.Fprintln(w, "ID\tADVERTISE\tSTATE\tLIVENESS\tROLE\tMEMORY FREE\tDISK FREE\tPORTS FREE\tPROJECTS\tHEARTBEAT\tVERSION\tJOINED\tSEEN")
 				for _, n := range list {
-					self := ""
+					self, role, beat := "", n.Role, "-"
 					if n.ID == cl.cfg.NodeID {
 						self = " (this)"
 					}
-					fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%s\t%s\t%d-%d\t%d\t%s\t%s\t%s\n", n.ID, self, n.Advertise, n.State, n.Liveness, gib(n.MemoryBytes), gib(n.DiskBytes),
-						n.PortsFirst, n.PortsLast, len(n.Projects), n.Version, n.JoinedAt.Format(time.RFC3339), n.LastSeenAt.Format(time.RFC3339))
+					if n.Leader {
+						role += " (leader)"
+					}
+					if n.HeartbeatAgeSeconds != nil {
+						beat = fmt.Sprintf("%ds ago", *n.HeartbeatAgeSeconds)
+					}
+					fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%d/%d\t%d\t%s\t%s\t%s\t%s\n", n.ID, self, n.Advertise, n.State, n.Liveness, role,
+						gib(n.MemoryFreeBytes), gib(n.MemoryBytes), gib(n.DiskFreeBytes), gib(n.DiskBytes), n.PortsFree, n.PortsLast-n.PortsFirst+1,
+						len(n.Projects), beat, n.Version, n.JoinedAt.Format(time.RFC3339), n.LastSeenAt.Format(time.RFC3339))
 				}
 				return w.Flush()
 			})
@@ -173,6 +185,25 @@ func withCluster(ctx context.Context, dataDir string, fn func(*clusterConn) erro
 	}
 	defer db.Close()
 	return fn(&clusterConn{dataDir: dataDir, cfg: cfg, client: c, db: db})
+}
+
+// planMemory is a plan's memory as the store's plans say (the default plan's for a plan it lacks), which
+// placement counts a project as reserving of its node.
+func planMemory(db *store.DB) (func(plan string) int64, error) {
+	mem := map[string]int64{}
+	err := db.View(func(tx *store.Tx) error {
+		plans, err := store.Plans.All(tx, nil)
+		for _, p := range plans {
+			mem[p.Name] = p.MemoryBytes
+		}
+		return err
+	})
+	return func(plan string) int64 {
+		if m, ok := mem[plan]; ok {
+			return m
+		}
+		return mem[appliance.DefaultPlan]
+	}, err
 }
 
 func gib(b int64) string { return fmt.Sprintf("%.1fG", float64(b)/(1<<30)) }

@@ -95,7 +95,7 @@ func (s *Server) metrics(r *Request) error {
 	if err := s.operatorAccess(r.Request, true); err != nil {
 		return err
 	}
-	m, err := s.svc.Metrics()
+	m, err := s.svc.Metrics(r.Context())
 	if err != nil {
 		return appliance.Internal(err, "gather metrics")
 	}
@@ -162,6 +162,24 @@ func (s *Server) metrics(r *Request) error {
 	p.sample("appliance_disk_reserve_bytes", nil, float64(d.ReserveBytes))
 	p.family("appliance_disk_degraded", "gauge", "1 while the free space is under the reserve: writes refused, databases read-only")
 	p.sample("appliance_disk_degraded", nil, map[bool]float64{true: 1}[d.Low])
+
+	// A cluster node says which node it is, and the cluster as its member sees it.
+	if m.Node != nil {
+		p.family("appliance_node_info", "gauge", "the cluster node that serves these metrics (1); its project gauges cover the projects it hosts only")
+		p.sample("appliance_node_info", labels{"node", m.Node.ID, "name", m.Node.Name, "advertise", m.Node.Advertise, "version", m.Node.Version}, 1)
+	}
+	if c := m.Cluster; c != nil {
+		leader := false
+		for _, mem := range c.Members {
+			leader = leader || (mem.Leader && m.Node != nil && mem.Name == m.Node.Name)
+		}
+		p.family("appliance_cluster_members", "gauge", "etcd members of the cluster, as this node's member knows them")
+		p.sample("appliance_cluster_members", nil, float64(len(c.Members)))
+		p.family("appliance_cluster_quorum", "gauge", "1 when a write can commit now (a linearizable read through this node's member answered)")
+		p.sample("appliance_cluster_quorum", nil, map[bool]float64{true: 1}[c.Quorum])
+		p.family("appliance_cluster_is_leader", "gauge", "1 when this node's etcd member is the raft leader")
+		p.sample("appliance_cluster_is_leader", nil, map[bool]float64{true: 1}[leader])
+	}
 
 	gauges := []struct {
 		name, help string

@@ -392,6 +392,8 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	// restores one for real).
 	call("POST", "/v1/projects/"+prj.ID+"/restore-elsewhere", "/v1/projects/{projectID}/restore-elsewhere", operator, nil, 409)
 	call("POST", "/v1/projects/"+prj.ID+"/restore-elsewhere", "/v1/projects/{projectID}/restore-elsewhere", b.adminKey, nil, 403)
+	call("GET", "/v1/nodes", "/v1/nodes", operator, nil, 200)
+	call("GET", "/v1/nodes", "/v1/nodes", b.adminKey, nil, 403)
 	newOrg := call("POST", "/v1/organizations", "/v1/organizations", operator, map[string]any{"name": "Conform Customer", "owner_email": "conform-owner@example.com"}, 201)
 	call("POST", "/v1/organizations", "/v1/organizations", operator, map[string]any{}, 400)
 	call("POST", "/v1/organizations", "/v1/organizations", owner, map[string]any{"name": "x"}, 403)

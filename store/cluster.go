@@ -107,3 +107,19 @@ func LocalProject(tx *Tx, projectID string) bool {
 	p, err := Projects.Get(tx, projectID)
 	return err == nil && Local(tx, p)
 }
+
+// NodeRoom is the room a node's projects (hosted: those whose ProjectNode is n) leave of its capacity, as
+// placement counts it: its memory minus their plans' memory (planMemory), its disk minus their storage
+// limits, its port range minus two ports each (direct and pooled). A node with no port range has none free.
+func NodeRoom(n *Node, hosted []*Project, planMemory func(plan string) int64) (memoryFree, diskFree int64, portsFree int) {
+	memoryFree, diskFree = n.MemoryBytes, n.DiskBytes
+	if n.PortsFirst != 0 {
+		portsFree = n.PortsLast - n.PortsFirst + 1
+	}
+	for _, p := range hosted {
+		memoryFree -= planMemory(p.Plan)
+		diskFree -= p.StorageLimitBytes
+		portsFree -= 2
+	}
+	return memoryFree, diskFree, portsFree
+}

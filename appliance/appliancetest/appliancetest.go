@@ -128,6 +128,9 @@ type Options struct {
 	BackupCache int64
 	// LogArchiveDays is Config.LogArchiveDays (0: no log archive).
 	LogArchiveDays int
+	// NodeID is Config.NodeID: the service takes itself for that node of a cluster whose other nodes'
+	// projects it leaves alone (a test of what a cluster node shows of them; "": a single node).
+	NodeID string
 	// Cgroups holds the projects' servers in cgroups as up --cgroups auto does (with Instances; the Env's
 	// Cgroups), to ServerLimits when set (Config.ServerLimits), else to their plans'. Off by default: the
 	// plans' CPU quotas would slow the suite.
@@ -195,7 +198,8 @@ func New(t testing.TB, o Options) *Env {
 		Version: "test", PasswordCost: bcrypt.MinCost, CACertPath: ca.CertPath(), ListenHost: "127.0.0.1",
 		DataDir: dir, Ports: ports, Spares: o.Spares, Outbound: pol, Ephemeral: o.Ephemeral, Webhooks: o.Webhooks,
 		BackupCache: o.BackupCache, LogArchiveDays: o.LogArchiveDays, ServerLimits: o.ServerLimits,
-		ProgramApplicationRate: o.ProgramApplicationRate, IntegrationBaseURLs: o.IntegrationBaseURLs, IntegrationOAuth: o.IntegrationOAuth}
+		ProgramApplicationRate: o.ProgramApplicationRate, IntegrationBaseURLs: o.IntegrationBaseURLs, IntegrationOAuth: o.IntegrationOAuth,
+		NodeID: o.NodeID}
 	// The key-value fronts' listeners are bound first, as up does, so that StartKVFronts can run them and
 	// the credentials the service hands out name them (real URLs, as the API documents them).
 	cfg.KVFront = e.bindKVFronts(t)

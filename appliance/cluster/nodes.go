@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -71,40 +72,152 @@ func capacity(dataDir string) (memory, disk int64) {
 type NodeView struct {
 	store.Node
 	Projects []string `json:"projects"` // the ids of the projects it hosts (not deleted)
-	// Liveness is whether its liveness key (appliance/cluster/lease's <LeasePrefix>alive/<node>, bound to
-	// the lease it keeps alive) is there now: alive or down ("" when not read: ListNodes alone).
-	Liveness string `json:"liveness,omitempty"`
 }
 
-// Liveness values of NodeView.
+// Liveness values of api.ClusterNode (Nodes): whether its liveness key (appliance/cluster/lease's
+// <LeasePrefix>alive/<node>, bound to the lease it keeps alive) is there now.
 const (
 	NodeAlive = "alive"
 	NodeDown  = "down"
 )
 
-// ListNodesLive is ListNodes with each node's liveness read from the lease keys through c.
-func ListNodesLive(ctx context.Context, c *clientv3.Client, db *store.DB) ([]NodeView, error) {
+// Nodes lists the cluster's nodes as appliance cluster nodes and GET /v1/nodes show them (one function
+// for both): each node's record, the projects it hosts and the room they leave of its capacity as
+// placement counts it (store.NodeRoom; planMemory is a plan's memory), its liveness and lease (the lease
+// keys, <LeasePrefix>alive/<node>, and etcd's TimeToLive of their leases), and its etcd member's role and
+// whether it leads. All of it is read through c from the store and etcd, so every node answers the same
+// (the leader as the member c talks to knows it).
+func Nodes(ctx context.Context, c *clientv3.Client, db *store.DB, planMemory func(plan string) int64) ([]api.ClusterNode, error) {
 	list, err := ListNodes(db)
+	if err != nil {
+		return nil, err
+	}
+	rooms, err := roomsOf(db, list, planMemory)
 	if err != nil {
 		return nil, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := c.Get(rctx, LeasePrefix+"alive/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := c.Get(rctx, LeasePrefix+"alive/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("read the nodes' liveness: %w", err)
 	}
-	alive := map[string]bool{}
+	leases := map[string]string{} // node -> its lease (hex); present: alive
 	for _, kv := range resp.Kvs {
-		alive[strings.TrimPrefix(string(kv.Key), LeasePrefix+"alive/")] = true
+		var v struct {
+			Lease string `json:"lease"`
+		}
+		_ = json.Unmarshal(kv.Value, &v) // an unreadable value: alive, lease unknown
+		leases[strings.TrimPrefix(string(kv.Key), LeasePrefix+"alive/")] = v.Lease
 	}
-	for i := range list {
-		list[i].Liveness = NodeDown
-		if alive[list[i].ID] {
-			list[i].Liveness = NodeAlive
+	members, err := c.MemberList(rctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the etcd members: %w", err)
+	}
+	learner := map[string]bool{}
+	for _, mem := range members.Members {
+		learner[memberIDHex(mem.ID)] = mem.IsLearner
+	}
+	var leader string
+	for _, ep := range c.Endpoints() {
+		if st, err := c.Status(rctx, ep); err == nil {
+			leader = memberIDHex(st.Leader)
+			break
 		}
 	}
-	return list, nil
+	out := make([]api.ClusterNode, len(list))
+	for i, n := range list {
+		v := nodeView(n, rooms[i])
+		v.Liveness, v.Status = NodeDown, api.NodeStatusUnavailable
+		lease, alive := leases[n.ID]
+		if alive {
+			v.Liveness, v.Status = NodeAlive, api.NodeStatusAlive
+		}
+		if n.State == store.NodeJoining {
+			v.Status = api.NodeStatusJoining
+		}
+		if l, ok := learner[n.EtcdMemberID]; ok && n.EtcdMemberID != "" {
+			v.Role = api.NodeRoleVoter
+			if l {
+				v.Role = api.NodeRoleLearner
+			}
+			v.Leader = n.EtcdMemberID == leader
+		}
+		if id, err := strconv.ParseInt(lease, 16, 64); alive && err == nil {
+			if ttl, err := c.TimeToLive(rctx, clientv3.LeaseID(id)); err == nil && ttl.TTL >= 0 {
+				left, age := ttl.TTL, max(ttl.GrantedTTL-ttl.TTL, 0)
+				v.LeaseTTLSeconds, v.HeartbeatAgeSeconds = &left, &age
+			}
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// LocalNode is the node of a single-node appliance (no cluster) as GET /v1/nodes lists it: n describes
+// it (its id empty; its capacity from Capacity), every project is its own, its status alive (it answers)
+// and it has no etcd member.
+func LocalNode(db *store.DB, n store.Node, planMemory func(plan string) int64) (api.ClusterNode, error) {
+	var hosted []*store.Project
+	err := db.View(func(tx *store.Tx) (err error) {
+		hosted, err = store.Projects.All(tx, func(p *store.Project) bool { return p.DeletedAt == nil })
+		return err
+	})
+	if err != nil {
+		return api.ClusterNode{}, err
+	}
+	ids := make([]string, len(hosted))
+	for i, p := range hosted {
+		ids[i] = p.ID
+	}
+	sort.Strings(ids)
+	r := room{hosted: hosted}
+	r.memory, r.disk, r.ports = store.NodeRoom(&n, hosted, planMemory)
+	v := nodeView(NodeView{Node: n, Projects: ids}, r)
+	v.Status, v.Role = api.NodeStatusAlive, api.NodeRoleNone
+	return v, nil
+}
+
+// Capacity is the machine's memory and the data directory's filesystem's size (bytes; 0 when unknown):
+// what a node registers.
+func Capacity(dataDir string) (memory, disk int64) { return capacity(dataDir) }
+
+// room is what a node's projects leave of its capacity (store.NodeRoom).
+type room struct {
+	hosted       []*store.Project
+	memory, disk int64
+	ports        int
+}
+
+// roomsOf measures each listed node's room, in the list's order.
+func roomsOf(db *store.DB, list []NodeView, planMemory func(plan string) int64) ([]room, error) {
+	out := make([]room, len(list))
+	err := db.View(func(tx *store.Tx) error {
+		for i, n := range list {
+			for _, id := range n.Projects {
+				p, err := store.Projects.Get(tx, id)
+				if errors.Is(err, store.ErrNotFound) {
+					continue
+				} else if err != nil {
+					return err
+				}
+				out[i].hosted = append(out[i].hosted, p)
+			}
+			out[i].memory, out[i].disk, out[i].ports = store.NodeRoom(&n.Node, out[i].hosted, planMemory)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// nodeView is the wire form of a listed node and its room (status and role unset).
+func nodeView(n NodeView, r room) api.ClusterNode {
+	return api.ClusterNode{ID: n.ID, Name: n.Name, Advertise: n.Advertise, APIURL: n.APIURL, PublicHost: n.PublicHost,
+		EtcdMemberID: n.EtcdMemberID, ClientURL: n.ClientURL, PeerURL: n.PeerURL, JoinURL: n.JoinURL, Version: n.Version,
+		State: n.State, Role: api.NodeRoleNone, JoinedAt: n.JoinedAt, LastSeenAt: n.LastSeenAt,
+		MemoryBytes: n.MemoryBytes, DiskBytes: n.DiskBytes, PortsFirst: n.PortsFirst, PortsLast: n.PortsLast,
+		MemoryFreeBytes: r.memory, DiskFreeBytes: r.disk, PortsFree: r.ports, Projects: n.Projects,
+		KVRESPPort: n.KVRESPPort, KVRESTURL: n.KVRESTURL}
 }
 
 // ListNodes lists the nodes with the projects each hosts: a project's NodeID, or the node that formed

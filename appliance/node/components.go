@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/backup/walsock"
 	"github.com/theappliance/appliance/appliance/cgroups"
@@ -164,6 +165,9 @@ func (u *Node) clusterComponent() *component {
 			return fmt.Errorf("register this node: %w", err)
 		}
 		u.svc.Cluster = u.member.Status
+		u.svc.NodeList = func(ctx context.Context, planMemory func(string) int64) ([]api.ClusterNode, error) {
+			return cluster.Nodes(ctx, u.member.Client(), u.db, planMemory)
+		}
 		var err error
 		if joins, err = u.member.ServeJoins(u.ca, u.log); err != nil {
 			return err

@@ -393,7 +393,7 @@ func decodeStatementPoint(at time.Time, b []byte, want string) (statementPoint, 
 func (s *Service) storeTarget(tx *store.Tx, t *sampleTarget, now time.Time) (int, error) {
 	prj := t.prj
 	if t.sample != nil {
-		if err := store.ObservabilitySamples.Put(tx, prj.ID, t.sample.SampledAt, appendSample(nil, t.sample)); err != nil {
+		if err := PutSample(tx, prj.ID, t.sample); err != nil {
 			return 0, err
 		}
 	}

@@ -198,6 +198,11 @@ func sameTime(a, b *time.Time) bool {
 	return a.Equal(*b)
 }
 
+// PutSample writes a project's history point (the sampler's; tests of what /metrics shows give theirs).
+func PutSample(tx *store.Tx, projectID string, x *api.ObservabilitySample) error {
+	return store.ObservabilitySamples.Put(tx, projectID, x.SampledAt, appendSample(nil, x))
+}
+
 // LastSample is the project's newest history point (nil: none, or one that does not decode): the
 // /metrics gauges.
 func LastSample(tx *store.Tx, projectID string) *api.ObservabilitySample {

@@ -65,6 +65,12 @@ export const KVStateValues = ["provisioning","running","error","destroying"] as 
 /** The values of LogSeverity, in the document's order. */
 export const LogSeverityValues = ["debug","log","info","notice","warning","error","fatal","panic","detail"] as const satisfies readonly components['schemas']['LogSeverity'][]
 
+/** The values of NodeRole, in the document's order. */
+export const NodeRoleValues = ["voter","learner","none"] as const satisfies readonly components['schemas']['NodeRole'][]
+
+/** The values of NodeStatus, in the document's order. */
+export const NodeStatusValues = ["alive","joining","unavailable"] as const satisfies readonly components['schemas']['NodeStatus'][]
+
 /** The values of PreviewMode, in the document's order. */
 export const PreviewModeValues = ["empty","clone"] as const satisfies readonly components['schemas']['PreviewMode'][]
 
