@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 )
 
@@ -78,6 +80,23 @@ type clusterStatus struct {
 }
 
 // status is the operator's /status (any HTTP status: a cluster without quorum answers 503).
+// metrics is p's /metrics (with the metrics token).
+func (p *e2eProc) metrics(t *testing.T) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, p.api+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+e2eMetricsToken)
+	resp, err := p.client.Do(req)
+	if err != nil {
+		t.Fatalf("/metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", resp.StatusCode, b)
+	}
+	return string(b)
+}
+
 func (p *e2eProc) clusterStatus(t *testing.T) clusterStatus {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, p.api+"/status", nil)
@@ -129,7 +148,8 @@ func TestClusterOfThree(t *testing.T) {
 	}
 
 	// A single-node appliance, stopped, becomes the cluster's first node.
-	a1 := e2eStartWith(t, bin, dirs[0], nil, []string{"--spare-clusters", "0"})
+	a1 := e2eStartWith(t, bin, dirs[0], nil, []string{"--operator-email", "op@example.com", "--spare-clusters", "0"})
+	password := operatorPassword(t, a1)
 	admin := e2eAdminKey(t, dirs[0])
 	var boot struct {
 		OrganizationID string `json:"organization_id"`
@@ -214,9 +234,64 @@ func TestClusterOfThree(t *testing.T) {
 		}
 	}
 
+	// GET /v1/nodes (an operator's) answers the same three nodes on every node, as cluster nodes lists them:
+	// alive voters, one leader, their lease renewed; each node's /metrics says which node it is and the
+	// cluster's gauges, with one leader among them.
+	op := operatorSession(t, a1, password)
+	leaders := 0.0
+	for i, p := range procs {
+		var list api.NodeList
+		p.do(t, op, http.MethodGet, "/v1/nodes", nil, http.StatusOK, &list)
+		p.do(t, admin, http.MethodGet, "/v1/nodes", nil, http.StatusForbidden, nil)
+		if !list.Clustered || list.Node != nodes[i].ID || len(list.Nodes) != 3 {
+			t.Fatalf("node %d's GET /v1/nodes: %+v", i+1, list)
+		}
+		lead := 0
+		for j, n := range list.Nodes {
+			if n.ID != nodes[j].ID || n.Advertise != nodes[j].Advertise || n.Status != api.NodeStatusAlive || n.Role != api.NodeRoleVoter ||
+				n.HeartbeatAgeSeconds == nil || n.LeaseTTLSeconds == nil || *n.LeaseTTLSeconds <= 0 || n.MemoryBytes == 0 || n.MemoryFreeBytes > n.MemoryBytes ||
+				n.PortsFree != n.PortsLast-n.PortsFirst+1-2*len(n.Projects) {
+				t.Errorf("node %d's GET /v1/nodes, node %d: %+v", i+1, j+1, n)
+			}
+			if n.Leader {
+				lead++
+			}
+		}
+		if lead != 1 {
+			t.Errorf("node %d's GET /v1/nodes names %d leaders: %+v", i+1, lead, list.Nodes)
+		}
+		m := p.metrics(t)
+		e2eWants(t, fmt.Sprintf("node %d's /metrics", i+1), m, "\n"+`appliance_node_info{node="`+nodes[i].ID+`"`, "\nappliance_cluster_members 3\n", "\nappliance_cluster_quorum 1\n")
+		for _, other := range nodes {
+			if other.ID != nodes[i].ID && strings.Contains(m, `node="`+other.ID+`"`) {
+				t.Errorf("node %d's /metrics names node %s:\n%s", i+1, other.ID, m)
+			}
+		}
+		if strings.Contains(m, "\nappliance_cluster_is_leader 1\n") {
+			leaders++
+		}
+	}
+	if leaders != 1 {
+		t.Errorf("%v nodes say appliance_cluster_is_leader 1, want one", leaders)
+	}
+
 	// Node 3 killed: nodes 1 and 2 answer and write.
 	procs[2].cmd.Process.Signal(syscall.SIGKILL)
 	procs[2].waitExit(t)
+	// Its lease lapses (a TTL after its last renewal): GET /v1/nodes says it is unavailable.
+	tick := time.NewTicker(500 * time.Millisecond) // not e2eEventually's 20 ms: each answer reads etcd
+	defer tick.Stop()
+	for deadline := time.Now().Add(2 * time.Minute); ; <-tick.C {
+		var list api.NodeList
+		procs[1].do(t, op, http.MethodGet, "/v1/nodes", nil, http.StatusOK, &list)
+		if len(list.Nodes) == 3 && list.Nodes[2].Status == api.NodeStatusUnavailable && list.Nodes[2].Liveness == "down" &&
+			list.Nodes[2].LeaseTTLSeconds == nil && list.Nodes[0].Status == api.NodeStatusAlive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node 3 killed: GET /v1/nodes through node 2 still says %+v", list.Nodes)
+		}
+	}
 	k2 := procs[1].createKey(t, admin, boot.OrganizationID, "made-on-node-2-with-3-down")
 	a1.do(t, k2, http.MethodGet, "/v1/organizations/"+boot.OrganizationID+"/api-keys", nil, http.StatusOK, nil)
 	if st := a1.clusterStatus(t); !st.Cluster.Quorum || st.Cluster.Leader == "" {

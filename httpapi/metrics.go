@@ -175,9 +175,9 @@ func (s *Server) metrics(r *Request) error {
 		}
 		p.family("appliance_cluster_members", "gauge", "etcd members of the cluster, as this node's member knows them")
 		p.sample("appliance_cluster_members", nil, float64(len(c.Members)))
-		p.family("appliance_cluster_quorum", "gauge", "1 when a write can commit now (a linearizable read through this node's member answered)")
+		p.family("appliance_cluster_quorum", "gauge", "whether a write can commit now (1: a linearizable read through this node's member answered; 0: no quorum)")
 		p.sample("appliance_cluster_quorum", nil, map[bool]float64{true: 1}[c.Quorum])
-		p.family("appliance_cluster_is_leader", "gauge", "1 when this node's etcd member is the raft leader")
+		p.family("appliance_cluster_is_leader", "gauge", "whether this node's etcd member is the raft leader (1) or not (0)")
 		p.sample("appliance_cluster_is_leader", nil, map[bool]float64{true: 1}[leader])
 	}
 

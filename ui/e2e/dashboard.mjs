@@ -428,6 +428,7 @@ try {
   await (await import('./plans.mjs')).run(page, { ask, shoot }) // issue 29 §3–4: usage, quotas, plans, the organization's billing status (h-plans); ends signed in as an operator
   await (await import('./programs.mjs')).run(page, { ask, shoot, consoleErrors }) // issue 29 §5: program applications and service tokens on the Operator page (h-programs)
   await (await import('./signup.mjs')).run(page, { ask, shoot, base }) // issue 29 §2, §5: sign-up and referrals (h-signup); ends signed in as an operator
+  await (await import('./nodes.mjs')).run(page, { shoot, base }) // issue 35 §6: the Operator area's Nodes view (h-nodesui)
   await page.goto(base + '/nothing/here')
   await page.getByRole('heading', { name: 'Not found' }).waitFor()
 

@@ -21,6 +21,7 @@ const CLILogin = lazy(() => import('./pages/clilogin').then((m) => m.CLILogin))
 const Members = lazy(() => import('./pages/members').then((m) => m.Members))
 const Webhooks = lazy(() => import('./pages/webhooks').then((m) => m.Webhooks))
 const Operator = lazy(() => import('./pages/operator').then((m) => m.Operator))
+const Nodes = lazy(() => import('./pages/operator_nodes').then((m) => m.Nodes))
 const SignUp = lazy(() => import('./pages/signup').then((m) => m.SignUp))
 
 const nav = [
@@ -45,6 +46,7 @@ const titles: Record<string, string> = {
   '/account': 'Account',
   '/docs': 'API reference',
   '/operator': 'Organizations',
+  '/operator/nodes': 'Nodes',
 }
 
 /** focusHeading moves the focus to the page's main heading (a screen reader then reads the new page), once
@@ -137,6 +139,7 @@ export function App() {
   if (!org && !me.principal.is_admin) page = <Invitations me={me} id={match('/invitations/:id', path)?.id} onJoined={load} />
   else if ((m = match('/invitations/:id', path)) || path === '/invitations') page = <Invitations me={me} id={m?.id} onJoined={load} />
   // A platform operator in no organization lands on the organizations they host.
+  else if (me.principal.is_admin && path === '/operator/nodes') page = <Nodes />
   else if (me.principal.is_admin && (path === '/operator' || (!org && (path === '/' || path === '/projects')))) page = <Operator me={me} />
   else if (path === '/' || path === '/projects') page = <Projects me={me} />
   else if (path === '/overview' && org) page = <Overview me={me} />

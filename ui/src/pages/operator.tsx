@@ -8,6 +8,23 @@ import { OperatorReferrals } from './referrals'
 
 type Org = Schemas['OrganizationSummary']
 
+/** OperatorTabs is the operator area's own navigation: its organizations (and plans, programs, invites)
+ * and the cluster's nodes. */
+export function OperatorTabs({ current }: { current: string }) {
+  return (
+    <nav class="tabs" aria-label="Operator">
+      {[
+        { href: '/operator', label: 'Organizations' },
+        { href: '/operator/nodes', label: 'Nodes' },
+      ].map((t) => (
+        <a href={t.href} aria-current={t.href === current ? 'page' : undefined}>
+          {t.label}
+        </a>
+      ))}
+    </nav>
+  )
+}
+
 /** Operator is the platform operators' page: every organization with its usage against its quota (which
  * the operator edits), created with its first owner, suspended with a reason, resumed, deleted once it has
  * no project; and the plans. */
@@ -23,6 +40,7 @@ export function Operator({ me }: { me: Me }) {
   return (
     <main>
       <h1>Organizations</h1>
+      <OperatorTabs current="/operator" />
       <p class="hint">You are a platform operator ({me.user?.email}): you host these organizations. Each sees only its own projects.</p>
       {made && (
         <section class="card notice" aria-live="polite">
