@@ -41,7 +41,7 @@ export function Nodes() {
       {list.data && list.data.nodes.length === 0 && <Empty>No node has registered yet.</Empty>}
       {list.data && list.data.nodes.length > 0 && (
         <div class="nodes-table">
-          <Table cols={['Node', 'State', 'Role', { label: 'Projects', sm: true }, 'Capacity', { label: 'Lease', sm: true }]}>
+          <Table cols={['Node', 'State', { label: 'Role', sm: true }, { label: 'Projects', sm: true }, 'Capacity', { label: 'Lease', sm: true }]}>
             {list.data.nodes.map((n) => (
               <tr key={n.id}>
                 <td>
@@ -53,16 +53,17 @@ export function Nodes() {
                 </td>
                 <td>
                   <Badge value={statusClass[n.status]} label={n.status} />
-                </td>
-                <td>
-                  {n.role}
                   {n.leader && (
                     <>
                       {' '}
                       <span class="badge badge-active">leader</span>
                     </>
                   )}
+                  <div class="hint sm-only">
+                    {n.role} · {plural(n.projects.length, 'project')}
+                  </div>
                 </td>
+                <td class="sm-hide">{n.role}</td>
                 <td class="sm-hide">{n.projects.length}</td>
                 <td class="node-capacity">
                   <Meter label="Memory" value={n.memory_bytes - n.memory_free_bytes} limit={n.memory_bytes} show={bytes} />
