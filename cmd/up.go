@@ -34,6 +34,10 @@ func init() {
 			if err := loadUpConfig(c, &cfg); err != nil {
 				return err
 			}
+			// A cluster node's self-fence watchdog is this program (not a test binary running up in-process).
+			if exe, err := os.Executable(); err == nil && !strings.HasSuffix(exe, ".test") {
+				cfg.FenceWatchdog = exe
+			}
 			if cfg.Ephemeral {
 				ephemeralDefaults(c, &cfg)
 				return runUpWith(c.Context(), cfg, c.ErrOrStderr(), c.OutOrStdout())

@@ -106,6 +106,7 @@ func (u *Node) close() {
 // storeComponent is the metadata store.
 func (u *Node) storeComponent() *component {
 	var membership *lease.Etcd
+	var watchdog *fenceWatchdog
 	return &component{name: "store", start: func(ctx context.Context) error {
 		if cluster.IsNode(u.dataDir) {
 			// A cluster node: its etcd member, and the store on the cluster.
@@ -118,11 +119,22 @@ func (u *Node) storeComponent() *component {
 			u.member, u.db = m, m.DB()
 			// Its place in the cluster: liveness on a lease and the leader election, which the job runner
 			// claims and runs its periodic work under (a restart after a SIGKILL waits up to one TTL here).
-			lm, err := lease.NewEtcd(lease.Config{Client: m.Client(), Prefix: cluster.LeasePrefix, Node: m.Config().NodeID, Log: u.log})
+			// Its self-fence watchdog, fed the lease's deadline, first: it fences this node's instances
+			// should the lease lapse while this process is frozen.
+			wd, err := startFenceWatchdog(u.cfg.FenceWatchdog, filepath.Join(u.dataDir, "instances"), u.log)
+			if err != nil {
+				m.Stop()
+				u.member, u.db = nil, nil
+				return err
+			}
+			watchdog = wd
+			lm, err := lease.NewEtcd(lease.Config{Client: m.Client(), Prefix: cluster.LeasePrefix, Node: m.Config().NodeID, Log: u.log,
+				Renewed: wd.renewed})
 			if err == nil {
 				err = lm.Start(sctx)
 			}
 			if err != nil {
+				wd.stop()
 				m.Stop()
 				u.member, u.db = nil, nil
 				return fmt.Errorf("this node's place in the cluster: %w", err)
@@ -140,6 +152,7 @@ func (u *Node) storeComponent() *component {
 					u.log.Warn("leave the cluster's membership", "err", err)
 				}
 			}
+			watchdog.stop()
 			u.member.Stop()
 			return nil
 		}

@@ -77,6 +77,10 @@ type Config struct {
 	// NodeLossRestoreAfter is --node-loss-restore-after: how long a lost node's projects wait before the
 	// leader restores them on itself from the backup store (0: only by an operator).
 	NodeLossRestoreAfter time.Duration
+	// FenceWatchdog is the program of the self-fence watchdog a cluster node starts (`<it> fence-watchdog
+	// --instances-dir <dir>`: nodeloss.RunWatchdog), fed the deadline of its lease; "" (an appliance run in
+	// a test binary): none, the appliance fences on its lease's loss itself only (not while frozen).
+	FenceWatchdog string
 
 	// Version is the appliance's version (not a flag: the binary's, cmd.Version), reported by /status and
 	// printed at start.

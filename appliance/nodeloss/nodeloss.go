@@ -119,6 +119,8 @@ const nodeLossMetaPrefix = "node_loss/"
 // returns to the status it had (project.available, the alert resolved).
 func (s *Service) Watch(ctx context.Context, m lease.Membership) {
 	events := m.Watch(ctx)
+	// Fenced by this node's previous run (or its watchdog) and still this node's: taking logins again.
+	s.unfenceOwn(ctx)
 	tick := time.NewTicker(NodeLossSweep)
 	defer tick.Stop()
 	for {
@@ -129,10 +131,18 @@ func (s *Service) Watch(ctx context.Context, m lease.Membership) {
 			if !ok {
 				return
 			}
+			if ev.Kind == lease.Lost && ev.Node == m.Node() {
+				// This node may no longer take itself for alive: its instances take no client writes
+				// before the cluster may restore its projects elsewhere (the watchdog does it too,
+				// should this process be frozen).
+				s.selfFence()
+				continue
+			}
 			if ev.Kind == lease.Held && ev.Node == m.Node() {
 				// This node holds a lease again (it lost it: a pause, a partition): the projects moved
-				// to another node meanwhile are not to run here any more.
+				// to another node meanwhile are not to run here any more; its own take logins again.
 				s.fenceForeign(ctx)
+				s.unfenceOwn(ctx)
 				continue
 			}
 			if ev.Kind != lease.NodeDown && ev.Kind != lease.NodeUp && ev.Kind != lease.Elected {

@@ -39,6 +39,12 @@ type Config struct {
 	Node   string        // this node's id (no '/')
 	TTL    time.Duration // the lease's (DefaultTTL when 0; whole seconds)
 	Log    *slog.Logger
+	// Renewed, when set, is told after each grant and answered renewal until when (this process's clock,
+	// monotonic) the node may take itself for alive: the moment its term ends unless a renewal is answered
+	// meanwhile, a fifth of the TTL before etcd can expire the lease. It is told the zero time when the term
+	// ends. A self-fence outside this process (nodeloss.RunWatchdog) fences the node's instances then, even
+	// while this process is frozen. It must not block.
+	Renewed func(until time.Time)
 }
 
 // Etcd is a node's membership of a cluster on etcd.
@@ -262,6 +268,7 @@ func (e *Etcd) grant(ctx context.Context, key string, seen int64) (*term, error)
 	e.mu.Lock()
 	e.term, e.lastErr = t, ""
 	e.mu.Unlock()
+	e.renewed(asked.Add(time.Duration(g.TTL)*time.Second - time.Duration(g.TTL)*time.Second/5))
 	e.wg.Add(1)
 	go e.keepAlive(t, asked, time.Duration(g.TTL)*time.Second)
 	e.w.send(Event{Kind: Held, Node: e.cfg.Node, Lease: t.lease(), At: time.Now().UTC()})
@@ -306,7 +313,15 @@ func (e *Etcd) keepAlive(t *term, asked time.Time, ttl time.Duration) {
 			ttl = time.Duration(resp.TTL) * time.Second
 		}
 		deadline = now.Add(ttl - ttl/5)
+		e.renewed(deadline)
 		timer.Reset(time.Until(deadline))
+	}
+}
+
+// renewed tells Config.Renewed until when this node is alive (the zero time: no longer).
+func (e *Etcd) renewed(until time.Time) {
+	if e.cfg.Renewed != nil {
+		e.cfg.Renewed(until)
 	}
 }
 
@@ -320,6 +335,7 @@ func (e *Etcd) run(t *term) {
 			e.release(t)
 			return
 		}
+		e.renewed(time.Time{})
 		cause := context.Cause(t.ctx)
 		e.mu.Lock()
 		e.lastErr = cause.Error()
