@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -62,6 +63,8 @@ func (h nodeLossHost) Rebuild(ctx context.Context, projectID, from string) (*nod
 	}
 	r := &recovery{s: s, moved: map[string][]string{}}
 	var name string
+	var wasPrj *store.Project
+	var wasInst *store.Instance
 	err := s.db.Update(func(tx *store.Tx) error {
 		prj, err := store.Projects.Get(tx, projectID)
 		if err != nil {
@@ -74,6 +77,10 @@ func (h nodeLossHost) Rebuild(ctx context.Context, projectID, from string) (*nod
 		inst, err := store.Instances.Get(tx, prj.PrimaryInstanceID)
 		if err != nil {
 			return err
+		}
+		if store.ProjectNode(tx, prj) == from { // not a retry after a failure here that kept it
+			p, i := *prj, *inst
+			wasPrj, wasInst = &p, &i
 		}
 		inst.Dir = filepath.Join(s.instancesDir(), inst.ID)
 		if inst.Major == s.dp.Bin.Major {
@@ -94,8 +101,13 @@ func (h nodeLossHost) Rebuild(ctx context.Context, projectID, from string) (*nod
 	}
 	rp := r.project(ctx, ProjectRecovery{ID: projectID, Name: name, Notes: r.moved[projectID]})
 	if rp.Err != nil {
-		s.setRuntime(projectID, RuntimeDown)
-		return nil, fmt.Errorf("restore from the backup store on node %s: %w", s.cfg.NodeID, rp.Err)
+		// Not half-moved: the project goes back to the lost node (its records as they were, unavailable),
+		// so that the sweep and the operator can restore it again, and that node, back, serves it again.
+		if err := h.moveBack(ctx, wasPrj, wasInst); err != nil {
+			s.setRuntime(projectID, RuntimeDown)
+			return nil, fmt.Errorf("restore from the backup store on node %s: %w (and moving its records back to node %s: %v)", s.cfg.NodeID, rp.Err, from, err)
+		}
+		return nil, fmt.Errorf("restore from the backup store on node %s: %w (the project stays on node %s, unavailable: the restore can be tried again)", s.cfg.NodeID, rp.Err, from)
 	}
 	prj, inst, err := s.loadProject(projectID)
 	if err != nil {
@@ -105,4 +117,37 @@ func (h nodeLossHost) Rebuild(ctx context.Context, projectID, from string) (*nod
 		return nil, err
 	}
 	return &nodeloss.Rebuilt{Project: prj, BackupKey: rp.BackupKey, LSN: rp.LSN, At: rp.At, Timeline: rp.Timeline, Notes: rp.Notes}, nil
+}
+
+// moveBack puts a project whose restore on this node failed back as it was on its lost node (prj and inst
+// as read before; nil: it was not moved by this attempt), unavailable, and removes what the attempt left
+// in this node's data directory.
+func (h nodeLossHost) moveBack(ctx context.Context, prj *store.Project, inst *store.Instance) error {
+	s := h.s
+	if prj == nil || inst == nil {
+		return errors.New("it was moved to this node before this attempt")
+	}
+	here := *inst
+	here.Dir = filepath.Join(s.instancesDir(), inst.ID)
+	if err := s.eng.Remove(ctx, &here); err != nil {
+		s.log.Warn("node loss: remove what a failed restore left on this node", "instance", inst.ID, "err", err)
+	}
+	return s.db.Update(func(tx *store.Tx) error {
+		cur, err := store.Projects.Get(tx, prj.ID)
+		if err != nil {
+			return err
+		}
+		if cur.NodeID != s.cfg.NodeID {
+			return fmt.Errorf("project %s moved to node %s meanwhile", prj.ID, cur.NodeID)
+		}
+		back := *prj
+		back.RuntimeStatus, back.UpdatedAt = RuntimeUnavailable, s.now()
+		back.LatestJobID = cur.LatestJobID
+		if err := store.Projects.Put(tx, &back); err != nil {
+			return err
+		}
+		i := *inst
+		i.UpdatedAt = s.now()
+		return store.Instances.Put(tx, &i)
+	})
 }

@@ -541,3 +541,64 @@ func TestClusterRevokedLeaseRejoin(t *testing.T) {
 	}
 	runs.check(t)
 }
+
+// TestClusterJobPinnedToLostNode: jobs pinned to node n3, which holds no lease (it is lost). One whose
+// project is still on n3 waits; once its project is placed on n2 (restored there), it follows it and runs
+// on n2. One pinned to n3 whose project is on a node without a lease either (n4: a restore elsewhere
+// pinned to a leader lost since) fails with an error that names both nodes. One whose project is gone
+// fails too.
+func TestClusterJobPinnedToLostNode(t *testing.T) {
+	c := startEtcd(t)
+	const prefix = "/t-pinned-lost/"
+	register := func(id string) func(*Runner) {
+		return func(r *Runner) {
+			r.Handle("step", func(ctx context.Context, run *Run) (any, error) { return id, nil })
+		}
+	}
+	nodes := []*clusterNode{
+		joinNode(t, c, 0, "n1", prefix, register("n1")),
+		joinNode(t, c, 1, "n2", prefix, register("n2")),
+	}
+	db := nodes[0].db
+	now := time.Now().UTC()
+	if err := db.Update(func(tx *store.Tx) error {
+		for _, p := range []*store.Project{{ID: "prj_follow", NodeID: "n3"}, {ID: "prj_lost", NodeID: "n4"}} {
+			p.Name, p.CreatedAt, p.UpdatedAt = p.ID, now, now
+			if err := store.Projects.Put(tx, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	follows := enqueue(t, db, nil, &store.Job{Type: "step", ProjectID: "prj_follow", LockedResource: "prj_follow"})
+	if j := getJob(t, db, follows); j.Node != "n3" {
+		t.Fatalf("the job is pinned to %q, want its project's node n3", j.Node)
+	}
+	lost := enqueue(t, db, nil, &store.Job{Type: "step", ProjectID: "prj_lost", Node: "n3"})
+	gone := enqueue(t, db, nil, &store.Job{Type: "step", ProjectID: "prj_gone", Node: "n3"})
+	if j := waitFinalCluster(t, db, lost); j.State != StateFailed || j.Error != fmt.Sprintf(msgPinnedLost, "n3", "n4") {
+		t.Fatalf("job pinned to n3 with its project on n4 (both without a lease): %s %q", j.State, j.Error)
+	}
+	if j := waitFinalCluster(t, db, gone); j.State != StateFailed || j.Error != fmt.Sprintf(msgPinnedGone, "n3") {
+		t.Fatalf("job pinned to n3 of a project that is gone: %s %q", j.State, j.Error)
+	}
+	// Both settled by a sweep that also saw the first job: it still waits for n3, its project's node.
+	if j := getJob(t, db, follows); j.State != StatePending || j.Node != "n3" {
+		t.Fatalf("job of a project still on n3: %s on %q, want pending on n3", j.State, j.Node)
+	}
+	if err := db.Update(func(tx *store.Tx) error {
+		p, err := store.Projects.Get(tx, "prj_follow")
+		if err != nil {
+			return err
+		}
+		p.NodeID = "n2"
+		return store.Projects.Put(tx, p)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if j := waitFinalCluster(t, db, follows); j.State != StateCompleted || j.HostID != "n2" || j.Node != "n2" || string(j.Result) != `"n2"` {
+		t.Fatalf("job whose project moved to n2: %+v", j)
+	}
+}

@@ -342,6 +342,95 @@ func (r *Runner) recoverOrphans(ctx context.Context, atStart bool) (int, error) 
 	return n, err
 }
 
+// msgPinnedFollowed is recorded on a pending job that followed its project from a node without a lease to
+// the node that hosts the project now (restored there); msgPinnedLost on one that could not.
+const (
+	msgPinnedFollowed = "node %s, which this job was to run on, holds no cluster lease; its project is on node %s now (restored there): it runs there"
+	msgPinnedLost     = "failed: node %s, which this job was to run on, holds no cluster lease, and its project's node %s holds none either: enqueue it again once the project is available"
+	msgPinnedGone     = "failed: node %s, which this job was to run on, holds no cluster lease, and its project is gone"
+)
+
+// repinPending, in a cluster, settles the pending jobs pinned (Job.Node) to a node that holds no lease:
+// one of a project now placed on a live node (restored there) follows it; one of a project whose node holds
+// no lease either (a restore elsewhere pinned to a leader lost since) fails with an error that says so;
+// one of a project still on the pinned node waits for it (the node back, or the project restored elsewhere
+// and the job following it); one of no project waits for its node.
+func (r *Runner) repinPending(ctx context.Context) (int, error) {
+	var pinned []*store.Job
+	if err := r.db.View(func(tx *store.Tx) error {
+		pending, err := store.Jobs.Lookup(tx, store.JobsByState, StatePending, store.Query{})
+		for _, j := range pending {
+			if j.Node != "" && j.ProjectID != "" {
+				pinned = append(pinned, j)
+			}
+		}
+		return err
+	}); err != nil || len(pinned) == 0 {
+		return 0, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	live, err := r.opts.Members.Live(lctx)
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	alive := map[string]bool{}
+	for _, m := range live {
+		alive[m.Node] = true
+	}
+	n := 0
+	err = r.db.Update(func(tx *store.Tx) error {
+		n = 0
+		now := time.Now().UTC()
+		for _, o := range pinned {
+			if alive[o.Node] {
+				continue
+			}
+			j, err := store.Jobs.Get(tx, o.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if j.State != StatePending || j.Node != o.Node {
+				continue
+			}
+			owner := ""
+			p, err := store.Projects.Get(tx, j.ProjectID)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				j.State, j.CompletedAt, j.Error = StateFailed, &now, fmt.Sprintf(msgPinnedGone, j.Node)
+			case err != nil:
+				return err
+			default:
+				owner = store.ProjectNode(tx, p)
+				switch {
+				case owner == j.Node || owner == "":
+					continue // it waits for its node, or for its project to move
+				case alive[owner]:
+					j.Error, j.Node = fmt.Sprintf(msgPinnedFollowed, j.Node, owner), owner
+				default:
+					j.State, j.CompletedAt, j.Error = StateFailed, &now, fmt.Sprintf(msgPinnedLost, j.Node, owner)
+				}
+			}
+			j.UpdatedAt = now
+			if err := store.Jobs.Put(tx, j); err != nil {
+				return err
+			}
+			if err := r.ended(tx, j); err != nil {
+				return err
+			}
+			tx.OnCommit(func() {
+				r.log.Warn("a job pinned to a node without a lease", "job", j.ID, "type", j.Type, "state", j.State, "node", j.Node, "project_node", owner)
+			})
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
 // sameClaim reports whether the stored job cur is still the running claim j (as read before).
 func sameClaim(cur, j *store.Job) bool {
 	if cur.State != StateRunning || cur.Attempts != j.Attempts || cur.HostID != j.HostID || cur.Lease != j.Lease ||
@@ -377,9 +466,16 @@ func (r *Runner) sweep(events <-chan lease.Event) {
 		if _, ok := r.opts.Members.Current(); !ok {
 			continue
 		}
-		var n int
-		var err error
-		r.opts.Lane.Do(func() { n, err = r.recoverOrphans(r.ctx, false) })
+		var n, m int
+		var err, perr error
+		r.opts.Lane.Do(func() {
+			n, err = r.recoverOrphans(r.ctx, false)
+			m, perr = r.repinPending(r.ctx)
+		})
+		if perr != nil && r.ctx.Err() == nil {
+			r.log.Warn("jobs pinned to nodes that lost their lease", "err", perr)
+		}
+		n += m
 		switch {
 		case err != nil && r.ctx.Err() == nil:
 			r.log.Warn("recover the jobs of nodes that lost their lease", "err", err)

@@ -3,6 +3,7 @@ package nodeloss
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -105,7 +106,7 @@ func (s *Service) enqueueRestoreElsewhere(tx *store.Tx, prj *store.Project, node
 // an off-machine backup store; never when that is 0).
 func (s *Service) autoRestore(tx *store.Tx, p *store.Project) (*store.Job, error) {
 	after := s.cfg.RestoreAfter
-	if after <= 0 || !s.backupObjects || p.RuntimeStatus != runtimeUnavailable || tx.Meta(nodeLossRestorePrefix+p.ID) != "" {
+	if after <= 0 || !s.backupObjects || p.RuntimeStatus != runtimeUnavailable || !s.restoreRetryDue(tx, p.ID, after) {
 		return nil, nil
 	}
 	parts := strings.Fields(tx.Meta(nodeLossMetaPrefix + p.ID))
@@ -128,6 +129,16 @@ func (s *Service) restoreElsewhereJob(ctx context.Context, run *scheduler.Run) (
 	}
 	if s.cfg.NodeID == "" {
 		return nil, errors.New("restore elsewhere runs on a cluster node")
+	}
+	// A job that followed its project back to the lost node (scheduler: pinned to a leader lost since), or
+	// whose lost node is back: nothing to restore, the node serves its own data.
+	if pl.From == s.cfg.NodeID {
+		return nil, fmt.Errorf("node %s, which project %s was lost with, is back and runs this job: there is nothing to restore elsewhere", pl.From, run.Job.ProjectID)
+	}
+	if s.members != nil {
+		if alive, err := s.members.Alive(ctx, pl.From); err == nil && alive {
+			return nil, fmt.Errorf("node %s, which project %s was lost with, holds its lease again: there is nothing to restore elsewhere", pl.From, run.Job.ProjectID)
+		}
 	}
 	rp, err := s.host.Rebuild(ctx, run.Job.ProjectID, pl.From)
 	if err != nil {
@@ -153,4 +164,22 @@ func (s *Service) restoreElsewhereJob(ctx context.Context, run *scheduler.Run) (
 	s.log.Warn("node loss: a project was restored on this node from the backup store", "project", prj.ID, "from_node", pl.From,
 		"backup", rp.BackupKey, "lsn", rp.LSN, "at", rp.At)
 	return res, nil
+}
+
+// restoreRetryDue reports whether the sweep may enqueue a restore of the project: none was enqueued, or
+// the last one failed (its records went back to the lost node: the bucket unreachable, say) at least
+// after ago — it is tried again then, one at a time.
+func (s *Service) restoreRetryDue(tx *store.Tx, projectID string, after time.Duration) bool {
+	id := tx.Meta(nodeLossRestorePrefix + projectID)
+	if id == "" {
+		return true
+	}
+	j, err := store.Jobs.Get(tx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return true
+	}
+	if err != nil || j.State != scheduler.StateFailed {
+		return false // pending or running (a completed one cleared the key)
+	}
+	return j.CompletedAt != nil && s.now().Sub(*j.CompletedAt) >= after
 }
