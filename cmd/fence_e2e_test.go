@@ -2,7 +2,9 @@ package cmd_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -85,4 +87,63 @@ func TestClusterSelfFence(t *testing.T) {
 	if got := recoverChecksum(t, conn2.DirectURL); got != c.sum {
 		t.Fatalf("rows on node 2: checksum %s, want %s", got, c.sum)
 	}
+}
+
+// latestRestoreJob waits for the project's latest job to be a restore elsewhere other than seen, ended
+// (completed when completed), and returns it.
+func (c *bucketCluster) latestRestoreJob(t *testing.T, completed bool, seen string) *e2eJob {
+	t.Helper()
+	var j *e2eJob
+	e2eEventually(t, 5*time.Minute, "a restore-elsewhere job ended", func() (bool, string) {
+		var out struct {
+			Project struct {
+				LatestJobID string `json:"latest_job_id"`
+			} `json:"project"`
+		}
+		c.a2.do(t, c.admin, http.MethodGet, "/v1/projects/"+c.prj, nil, http.StatusOK, &out)
+		if out.Project.LatestJobID == "" || out.Project.LatestJobID == seen {
+			return false, "no new job"
+		}
+		j = c.a2.call(t, c.admin, http.MethodGet, "/v1/jobs/"+out.Project.LatestJobID, nil, http.StatusOK)
+		return j.Type == "project.restore_elsewhere" && (j.State == "completed" || j.State == "failed" && !completed), j.Type + " " + j.State
+	})
+	return j
+}
+
+// TestClusterNodeLossRestoreRetried: node 1 lost with up --node-loss-restore-after 10s, and the bucket
+// unreachable: the leader's automatic restore fails, and the project is not half-moved — still node 1's,
+// unavailable, its alert open, nothing of it left on the node that tried. The bucket back, the next sweep
+// restores it (a new job), with every archived row.
+func TestClusterNodeLossRestoreRetried(t *testing.T) {
+	t.Parallel()
+	c := newBucketCluster(t, "10s")
+	killNode(t, c.a1, c.dirs[0])
+	c.a2.waitRuntime(t, c.admin, c.prj, "unavailable")
+	c.bk.srv.Stop()
+	failed := c.latestRestoreJob(t, false, "")
+	if failed.State != "failed" || !strings.Contains(failed.Error, "the project stays on node "+c.nodes[0].ID) {
+		t.Fatalf("restore with the bucket unreachable: %s %q", failed.State, failed.Error)
+	}
+	t.Logf("failed restore: %s", failed.Error)
+	if got := c.a2.project(t, c.admin, c.prj); got.RuntimeStatus != "unavailable" {
+		t.Fatalf("after a failed restore: runtime_status %q, want unavailable (still node 1's)", got.RuntimeStatus)
+	}
+	if open, msg, ok := c.a2.nodeAlert(t, c.admin, c.prj); !ok || !open || !strings.Contains(msg, c.nodes[0].ID) {
+		t.Fatalf("node_unavailable alert after a failed restore: found %v open %v %q", ok, open, msg)
+	}
+	for _, d := range c.dirs[1:] {
+		if _, err := os.Stat(filepath.Join(d, "instances", c.inst)); err == nil {
+			t.Fatalf("the failed restore left instances/%s in %s", c.inst, d)
+		}
+	}
+	c.bk.srv.Restart()
+	j := c.latestRestoreJob(t, true, failed.ID)
+	var result struct {
+		ToNode string `json:"to_node"`
+	}
+	json.Unmarshal(j.Result, &result)
+	if result.ToNode == c.nodes[2].ID {
+		c.nodes[1] = c.nodes[2] // restored() checks against nodes[1]
+	}
+	c.restored(t, j)
 }

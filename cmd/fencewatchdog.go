@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -25,10 +26,10 @@ func init() {
 			// to stop on its pipe, and its pipe's end is up's death.
 			signal.Ignore(os.Interrupt, syscall.SIGTERM)
 			log := slog.New(slog.NewTextHandler(c.ErrOrStderr(), nil)).With("component", "fence-watchdog")
-			return nodeloss.RunWatchdog(c.Context(), os.Stdin, dir, log)
+			return nodeloss.RunWatchdog(c.Context(), os.Stdin, filepath.Join(dir, "instances"), log)
 		},
 	}
-	c.Flags().StringVar(&dir, "instances-dir", "", "the node's directory of instances")
-	_ = c.MarkFlagRequired("instances-dir")
+	c.Flags().StringVar(&dir, "data-dir", "", "the node's data directory")
+	_ = c.MarkFlagRequired("data-dir")
 	root.AddCommand(c)
 }

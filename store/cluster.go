@@ -1,6 +1,9 @@
 package store
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Node is an appliance of a cluster (store on etcd): each registers itself as it starts and refreshes its
 // record (LastSeenAt, Version) while it runs. A single-node appliance on bbolt has no node records.
@@ -31,6 +34,23 @@ type Node struct {
 	// front's base URL), which its projects' key-value credentials name (0, "": none).
 	KVRESPPort int    `json:"kv_resp_port,omitempty"`
 	KVRESTURL  string `json:"kv_rest_url,omitempty"`
+	// CertSerial is the serial number (hex) of the node's certificate (mutual TLS between the nodes): at
+	// its removal it goes to the store's meta MetaRevokedPeerCerts, and the nodes refuse it.
+	CertSerial string `json:"cert_serial,omitempty"`
+}
+
+// MetaRevokedPeerCerts keys, in the store's meta, the serial numbers (hex, space-separated) of the
+// certificates of the nodes removed from the cluster: the nodes' mutual-TLS channel refuses them.
+const MetaRevokedPeerCerts = "cluster/revoked_peer_certs"
+
+// PeerCertRevoked reports, in tx, whether the node certificate of serial (hex) was revoked.
+func PeerCertRevoked(tx *Tx, serial string) bool {
+	for _, s := range strings.Fields(tx.Meta(MetaRevokedPeerCerts)) {
+		if s == serial {
+			return true
+		}
+	}
+	return false
 }
 
 // Node states.

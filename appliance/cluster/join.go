@@ -180,6 +180,20 @@ func (s *JoinServer) forwarded(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]string{"error": "this listener serves joins (POST /join) and the cluster's nodes only"})
 		return
 	}
+	// A removed node's certificate is still of the CA: refused by its serial (cluster remove-node).
+	serial := r.TLS.PeerCertificates[0].SerialNumber.Text(16)
+	var revoked bool
+	if err := s.m.db.View(func(tx *store.Tx) error { revoked = store.PeerCertRevoked(tx, serial); return nil }); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(map[string]string{"error": "this node cannot read the cluster's revoked certificates: " + err.Error()})
+		return
+	}
+	if revoked {
+		s.log.Warn("a removed node's certificate was refused on the nodes' channel", "serial", serial, "remote", r.RemoteAddr)
+		w.WriteHeader(http.StatusForbidden)
+		json.NewEncoder(w).Encode(map[string]string{"error": "this certificate belongs to a node removed from the cluster (appliance cluster remove-node): refused"})
+		return
+	}
 	h := s.peer.Load()
 	if h == nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -327,6 +341,9 @@ func (s *JoinServer) join(ctx context.Context, req joinRequest) (*joinResponse, 
 		}
 	}
 	node.EtcdMemberID = memberIDHex(added.Member.ID)
+	if serial, err := pemSerial(certPEM); err == nil {
+		node.CertSerial = serial // refused once the node is removed (also recorded by its Register)
+	}
 	if err := s.m.db.Update(func(tx *store.Tx) error { return store.Nodes.Put(tx, node) }); err != nil {
 		s.log.Warn("record the new node's member id", "node", node.ID, "err", err)
 	}

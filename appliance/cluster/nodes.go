@@ -3,6 +3,9 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -47,6 +50,9 @@ func (m *Member) Register(info NodeInfo) error {
 		n.KVRESPPort, n.KVRESTURL = info.KVRESPPort, info.KVRESTURL
 		n.MemoryBytes, n.DiskBytes = mem, disk
 		n.State, n.LastSeenAt = store.NodeActive, now
+		if serial, err := certSerial(certFile(m.dataDir)); err == nil {
+			n.CertSerial = serial
+		}
 		return store.Nodes.Put(tx, n)
 	})
 }
@@ -290,7 +296,15 @@ func RemoveNode(ctx context.Context, c *clientv3.Client, db *store.DB, self, id 
 			return nil, fmt.Errorf("remove node %s's etcd member: %w", id, err)
 		}
 	}
-	if err := db.Update(func(tx *store.Tx) error { return store.Nodes.Delete(tx, id) }); err != nil {
+	if err := db.Update(func(tx *store.Tx) error {
+		// Its certificate is refused from now on (the nodes' mutual-TLS channel checks the list).
+		if node.CertSerial != "" && !store.PeerCertRevoked(tx, node.CertSerial) {
+			if err := tx.SetMeta(store.MetaRevokedPeerCerts, strings.TrimSpace(tx.Meta(store.MetaRevokedPeerCerts)+" "+node.CertSerial)); err != nil {
+				return err
+			}
+		}
+		return store.Nodes.Delete(tx, id)
+	}); err != nil {
 		return nil, fmt.Errorf("remove node %s's record (its etcd member is removed): %w", id, err)
 	}
 	return &node.Node, nil
@@ -344,4 +358,26 @@ func retryUnhealthy(ctx context.Context, fn func(context.Context) error) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// certSerial is the serial number (hex) of the first certificate of the PEM file path.
+func certSerial(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return pemSerial(b)
+}
+
+// pemSerial is the serial number (hex) of the first certificate of certPEM.
+func pemSerial(certPEM []byte) (string, error) {
+	blk, _ := pem.Decode(certPEM)
+	if blk == nil {
+		return "", errors.New("no PEM certificate")
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return "", err
+	}
+	return c.SerialNumber.Text(16), nil
 }

@@ -121,7 +121,7 @@ func (u *Node) storeComponent() *component {
 			// claims and runs its periodic work under (a restart after a SIGKILL waits up to one TTL here).
 			// Its self-fence watchdog, fed the lease's deadline, first: it fences this node's instances
 			// should the lease lapse while this process is frozen.
-			wd, err := startFenceWatchdog(u.cfg.FenceWatchdog, filepath.Join(u.dataDir, "instances"), u.log)
+			wd, err := startFenceWatchdog(u.cfg.FenceWatchdog, u.dataDir, u.log)
 			if err != nil {
 				m.Stop()
 				u.member, u.db = nil, nil

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// fenceWatchdog is a cluster node's self-fence watchdog process (`appliance fence-watchdog`,
+// fenceWatchdog is a cluster node's self-fence watchdog process (`appliance fence-watchdog --data-dir`,
 // nodeloss.RunWatchdog): up writes it, on a pipe, how long the node may still take itself for alive after
 // each renewal of its lease; it fences the node's instances when that time passes, by its own clock, even
 // while up is frozen. A nil *fenceWatchdog (no program: an appliance run in a test binary) does nothing.
@@ -25,12 +25,13 @@ type fenceWatchdog struct {
 	done   chan struct{}
 }
 
-// startFenceWatchdog starts program's watchdog over instancesDir (nil, nil when program is "").
-func startFenceWatchdog(program, instancesDir string, log *slog.Logger) (*fenceWatchdog, error) {
+// startFenceWatchdog starts program's watchdog over the instances of dataDir (nil, nil when program is "").
+// Its command line names the data directory, not instances/: nothing of it looks like an instance's.
+func startFenceWatchdog(program, dataDir string, log *slog.Logger) (*fenceWatchdog, error) {
 	if program == "" {
 		return nil, nil
 	}
-	cmd := exec.Command(program, "fence-watchdog", "--instances-dir", instancesDir)
+	cmd := exec.Command(program, "fence-watchdog", "--data-dir", dataDir)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	// Its own process group: a terminal's Ctrl-C to up's group is not for it (up tells it to stop).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -78,7 +78,7 @@ type Config struct {
 	// leader restores them on itself from the backup store (0: only by an operator).
 	NodeLossRestoreAfter time.Duration
 	// FenceWatchdog is the program of the self-fence watchdog a cluster node starts (`<it> fence-watchdog
-	// --instances-dir <dir>`: nodeloss.RunWatchdog), fed the deadline of its lease; "" (an appliance run in
+	// --data-dir <dir>`: nodeloss.RunWatchdog), fed the deadline of its lease; "" (an appliance run in
 	// a test binary): none, the appliance fences on its lease's loss itself only (not while frozen).
 	FenceWatchdog string
 
