@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"net/http"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -220,8 +221,31 @@ func TestFormAndJoin(t *testing.T) {
 	if err := n1.m.DB().Update(func(tx *store.Tx) error { return store.Projects.Delete(tx, "prj_on3") }); err != nil {
 		t.Fatal(err)
 	}
+	// Node 3's certificate on the nodes' channel (node 1's join listener): a node's, so let through to the
+	// API (not serving here: 503) while it is a node; refused (403) once it is removed.
+	peerGet := func() (int, string) {
+		t.Helper()
+		tc, err := PeerClientTLS(dir3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 30 * time.Second}
+		res, err := cl.Get(n1.m.Config().JoinURL() + "/v1/projects")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := peerGet(); code != http.StatusServiceUnavailable {
+		t.Fatalf("node 3's certificate on the nodes' channel before its removal: %d %s", code, body)
+	}
 	if _, err := RemoveNode(ctx, n1.m.Client(), n1.m.DB(), n1.m.Config().NodeID, id3); err != nil {
 		t.Fatal(err)
+	}
+	if code, body := peerGet(); code != http.StatusForbidden || !strings.Contains(body, "removed from the cluster") {
+		t.Fatalf("a removed node's certificate on the nodes' channel: %d %s, want 403", code, body)
 	}
 	if st := n1.m.Status(ctx); len(st.Members) != 2 || !st.Quorum {
 		t.Fatalf("status after the removal: %+v", st)
