@@ -21,6 +21,7 @@ import (
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/migrate"
+	"github.com/theappliance/appliance/appliance/nodeloss"
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/previews"
@@ -627,6 +628,9 @@ func (h areaHost) StopServer(ctx context.Context, inst *store.Instance, prj *sto
 
 // StartServer starts the project's server and pooler through the instance engine.
 func (h areaHost) StartServer(ctx context.Context, inst *store.Instance, prj *store.Project) error {
+	if err := nodeloss.CheckEpoch(inst.Dir, prj); err != nil { // a copy older than the project's placement
+		return err
+	}
 	return h.s.eng.Start(ctx, nil, inst, prj)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/theappliance/appliance/appliance/cgroups"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/instances"
+	"github.com/theappliance/appliance/appliance/nodeloss"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/previews"
 	"github.com/theappliance/appliance/scheduler"
@@ -303,6 +304,12 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 			// a stale copy of one (restored elsewhere while this node was away) is fenced.
 			if owner := store.ProjectNode(tx, prj); s.cfg.NodeID != "" && owner != s.cfg.NodeID {
 				fenced, owners[prj.ID] = append(fenced, pair{in, prj}), owner
+				continue
+			}
+			// This node's, but its copy here is older than the project's placement (moved away and back
+			// meanwhile): kept aside, not started.
+			if err := nodeloss.CheckEpoch(filepath.Join(s.instancesDir(), in.ID), prj); s.cfg.NodeID != "" && err != nil {
+				fenced, owners[prj.ID] = append(fenced, pair{in, prj}), s.cfg.NodeID
 				continue
 			}
 			live = append(live, pair{in, prj})

@@ -90,7 +90,8 @@ func (h nodeLossHost) Rebuild(ctx context.Context, projectID, from string) (*nod
 		if err := store.Instances.Put(tx, inst); err != nil {
 			return err
 		}
-		prj.NodeID, prj.RuntimeStatus, prj.UpdatedAt = s.cfg.NodeID, RuntimeRestarting, s.now()
+		store.MoveProject(prj, s.cfg.NodeID)
+		prj.RuntimeStatus, prj.UpdatedAt = RuntimeRestarting, s.now()
 		if err := store.Projects.Put(tx, prj); err != nil {
 			return err
 		}
@@ -111,6 +112,10 @@ func (h nodeLossHost) Rebuild(ctx context.Context, projectID, from string) (*nod
 	}
 	prj, inst, err := s.loadProject(projectID)
 	if err != nil {
+		return nil, err
+	}
+	// This copy is of the project's placement now: its epoch is recorded with it.
+	if err := nodeloss.RecordEpoch(inst.Dir, prj.PlacementEpoch); err != nil {
 		return nil, err
 	}
 	if err := s.eng.Watch(inst, prj); err != nil {

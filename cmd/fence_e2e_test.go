@@ -147,3 +147,27 @@ func TestClusterNodeLossRestoreRetried(t *testing.T) {
 	}
 	c.restored(t, j)
 }
+
+// TestClusterPlacementEpoch: node 1 lost, its project moved to node 2 and back to node 1 meanwhile (the
+// placement epoch bumped twice): node 1 started again does not start its copy, though the project is
+// placed on it — the copy is older than the placement — and keeps it aside.
+func TestClusterPlacementEpoch(t *testing.T) {
+	t.Parallel()
+	c := newLossCluster(t)
+	c.a2.waitRuntime(t, c.admin, c.prj, "active")
+	killNode(t, c.a1, c.dirs[0])
+	c.a2.waitRuntime(t, c.admin, c.prj, "unavailable")
+	for _, n := range []clusterNode{c.nodes[1], c.nodes[0]} {
+		c.a2.do(t, c.admin, http.MethodPost, "/v1/test/projects/"+c.prj+"/node", map[string]any{"node_id": n.ID}, http.StatusOK, nil)
+	}
+	c.a1 = e2eStartWith(t, c.bin, c.dirs[0], nil, c.node1Flags)
+	if _, err := os.Stat(filepath.Join(c.dirs[0], "instances", c.inst)); err == nil {
+		t.Fatalf("node 1 kept instances/%s in place: a copy older than the project's placement", c.inst)
+	}
+	if aside, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.inst+".fenced-*")); len(aside) != 1 {
+		t.Fatalf("instances/%s.fenced-*: %v, want one directory kept aside", c.inst, aside)
+	}
+	if left := e2eProcsUnder(filepath.Join(c.dirs[0], "instances")); len(left) > 0 {
+		t.Fatalf("node 1 runs processes of a copy older than its project's placement: %v", left)
+	}
+}

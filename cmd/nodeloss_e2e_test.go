@@ -88,13 +88,17 @@ func killNode(t *testing.T, p *e2eProc, dir string) {
 	e2eKillUnder(t, dir)
 }
 
-// TestClusterNodeLoss: a project on node 1 of three; node 1 lost (SIGKILL of it and its instances): the
-// project is runtime_status unavailable through node 2, with a node_unavailable alert open; node 1
-// started again: the project is active again and the alert resolved. Lost again, and the project moved
-// to node 2 meanwhile (as a restore there does): node 1 started again does not start its stale copy —
-// no server of it runs, and its directory is kept aside as instances/<id>.fenced-<time>, not deleted.
-func TestClusterNodeLoss(t *testing.T) {
-	t.Parallel()
+// lossCluster is a cluster of three (no backup store) whose node 1 hosts a project.
+type lossCluster struct {
+	bin, admin, password, prj, inst string
+	dirs, node1Flags                []string
+	nodes                           []clusterNode
+	a1, a2                          *e2eProc
+}
+
+// newLossCluster makes it.
+func newLossCluster(t *testing.T) *lossCluster {
+	t.Helper()
 	bin := e2eBuild(t)
 	dirs := make([]string, 3)
 	for i := range dirs {
@@ -120,7 +124,20 @@ func TestClusterNodeLoss(t *testing.T) {
 	if len(nodes) != 3 || nodes[0].Advertise != "127.0.0.1" || nodes[1].Advertise != "127.0.0.2" {
 		t.Fatalf("cluster nodes: %+v", nodes)
 	}
-	a2 := procs[1]
+	return &lossCluster{bin: bin, admin: admin, password: password, prj: prj, inst: inst, dirs: dirs, node1Flags: node1Flags,
+		nodes: nodes, a1: a1, a2: procs[1]}
+}
+
+// TestClusterNodeLoss: a project on node 1 of three; node 1 lost (SIGKILL of it and its instances): the
+// project is runtime_status unavailable through node 2, with a node_unavailable alert open; node 1
+// started again: the project is active again and the alert resolved. Lost again, and the project moved
+// to node 2 meanwhile (as a restore there does): node 1 started again does not start its stale copy —
+// no server of it runs, and its directory is kept aside as instances/<id>.fenced-<time>, not deleted.
+func TestClusterNodeLoss(t *testing.T) {
+	t.Parallel()
+	c := newLossCluster(t)
+	bin, dirs, node1Flags, a1, admin, password, prj, inst, nodes := c.bin, c.dirs, c.node1Flags, c.a1, c.admin, c.password, c.prj, c.inst, c.nodes
+	a2 := c.a2
 	a2.waitRuntime(t, admin, prj, "active")
 	// Node 2 starts no copy of the project: it is node 1's.
 	if _, err := os.Stat(filepath.Join(dirs[1], "instances", inst)); err == nil {

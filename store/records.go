@@ -225,6 +225,18 @@ type Project struct {
 	// NodeID is the cluster node that hosts the project's instances ("": the node that formed the
 	// cluster, which held every project of the single-node appliance; always "" on bbolt).
 	NodeID string `json:"node_id,omitempty"`
+	// PlacementEpoch is bumped on every move of the project to another node (MoveProject: a restore
+	// elsewhere, a move): a node's copy records the epoch it was made or taken over at
+	// (nodeloss.RecordEpoch), and a node does not start, wake or unfence a copy older than the store's.
+	PlacementEpoch int64 `json:"placement_epoch,omitempty"`
+}
+
+// MoveProject places p on node (Project.NodeID) and bumps its placement epoch when that is a move.
+func MoveProject(p *Project, node string) {
+	if p.NodeID != node {
+		p.NodeID = node
+		p.PlacementEpoch++
+	}
 }
 
 // Credential is a database login; the password is sealed with the appliance's secret box.

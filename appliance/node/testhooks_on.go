@@ -130,7 +130,7 @@ func testRoutes(svc *appliance.Service, runner *scheduler.Runner) []httpapi.Rout
 				if _, err := store.Nodes.Get(tx, body.NodeID); err != nil {
 					return appliance.Invalid("no such node: %s", body.NodeID)
 				}
-				p.NodeID = body.NodeID
+				store.MoveProject(p, body.NodeID)
 				return store.Projects.Put(tx, p)
 			})
 			if errors.Is(err, store.ErrNotFound) {

@@ -309,6 +309,8 @@ func (s *Service) unfenceOwn(ctx context.Context) {
 		}
 		own := false
 		var owner string
+		var stale *store.Project
+		var staleInst *store.Instance
 		err := s.db.View(func(tx *store.Tx) error {
 			in, err := store.Instances.Get(tx, e.Name())
 			if err != nil {
@@ -324,10 +326,19 @@ func (s *Service) unfenceOwn(ctx context.Context) {
 			}
 			owner = store.ProjectNode(tx, prj)
 			own = owner == s.cfg.NodeID && prj.State != projectDeleted
+			if own && CheckEpoch(d, prj) != nil {
+				own, stale, staleInst = false, prj, in
+			}
 			return nil
 		})
 		if err != nil {
 			s.log.Warn("self-fence: read the instance of a fenced directory (kept fenced)", "dir", d, "err", err)
+			continue
+		}
+		if stale != nil {
+			// Placed here again, but this copy is older than the placement: kept fenced and aside.
+			s.log.Warn("self-fence: a copy older than its project's placement epoch is not unfenced", "instance", e.Name(), "project", stale.ID)
+			s.Fence(ctx, staleInst, stale, owner)
 			continue
 		}
 		if !own {
@@ -339,5 +350,36 @@ func (s *Service) unfenceOwn(ctx context.Context) {
 		}
 		s.log.Warn("self-fence: this node holds a lease again and still hosts the project: its instance takes logins again", "instance", e.Name())
 	}
-	_ = ctx
+}
+
+// EpochFile is the file, in an instance's directory, of the placement epoch (store.Project.PlacementEpoch)
+// its copy was made or taken over at (none: 0, a copy from before any move).
+const EpochFile = "placement-epoch"
+
+// RecordEpoch records in the instance's directory dir the placement epoch its copy is of.
+func RecordEpoch(dir string, epoch int64) error {
+	return os.WriteFile(filepath.Join(dir, EpochFile), []byte(strconv.FormatInt(epoch, 10)+"\n"), 0o600)
+}
+
+// CopyEpoch is the placement epoch the copy in dir records (0 when none).
+func CopyEpoch(dir string) int64 {
+	b, err := os.ReadFile(filepath.Join(dir, EpochFile))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+// ErrStaleCopy is CheckEpoch's refusal.
+var ErrStaleCopy = errors.New("this copy is older than the project's placement")
+
+// CheckEpoch refuses (ErrStaleCopy) the copy in dir of prj when its epoch is older than the store's: the
+// project was moved to another node after it was made, and perhaps written there.
+func CheckEpoch(dir string, prj *store.Project) error {
+	if got := CopyEpoch(dir); got < prj.PlacementEpoch {
+		return fmt.Errorf("%w: project %s's copy in %s is of placement epoch %d, the project's is %d (it moved to another node since): not started",
+			ErrStaleCopy, prj.ID, dir, got, prj.PlacementEpoch)
+	}
+	return nil
 }
