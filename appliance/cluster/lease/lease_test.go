@@ -8,6 +8,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -405,5 +406,62 @@ func TestSameNodeIDWaits(t *testing.T) {
 	}
 	if _, ok := first.Current(); ok {
 		t.Fatal("the first took the id back")
+	}
+}
+
+// TestRenewedDeadline: Config.Renewed is told, at the grant and at each answered renewal, a deadline at
+// most four fifths of the TTL ahead (the term's end unless renewed: before etcd can expire the lease); its
+// member stopped, the node is told the zero time when the term ends, after the last deadline told.
+func TestRenewedDeadline(t *testing.T) {
+	c := startCluster(t)
+	type told struct{ at, until time.Time }
+	var mu sync.Mutex
+	var seen []told
+	m, err := NewEtcd(Config{Client: memberClient(t, c, 0), Prefix: "/t-renewed/", Node: "n1", TTL: testTTL,
+		Renewed: func(until time.Time) {
+			mu.Lock()
+			seen = append(seen, told{time.Now(), until})
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := m.Watch(t.Context())
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	defer cancel()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		m.Stop(ctx)
+	})
+	n := &node{Etcd: m, events: ev}
+	waitUntil(t, "two renewals told", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) >= 3 })
+	c.Stop(0)
+	lost := n.next(t, Lost, "n1")
+	mu.Lock()
+	defer mu.Unlock()
+	var last time.Time
+	zero := false
+	for _, s := range seen {
+		if s.until.IsZero() {
+			zero = true
+			continue
+		}
+		if zero {
+			t.Fatalf("a deadline told after the term's end: %+v", s)
+		}
+		if ahead := s.until.Sub(s.at); ahead <= 0 || ahead > testTTL*4/5 {
+			t.Fatalf("deadline %s ahead when told, want within (0, %s]", ahead, testTTL*4/5)
+		}
+		last = s.until
+	}
+	if !zero {
+		t.Fatal("the term's end was not told (zero time)")
+	}
+	if lost.At.Before(last.Add(-10 * time.Millisecond)) {
+		t.Fatalf("lost at %s, before the last deadline told %s", lost.At, last)
 	}
 }
