@@ -313,6 +313,10 @@ func (s *Service) unfenceOwn(ctx context.Context) {
 		var staleInst *store.Instance
 		err := s.db.View(func(tx *store.Tx) error {
 			in, err := store.Instances.Get(tx, e.Name())
+			if errors.Is(err, store.ErrNotFound) {
+				own = true // no instance's (a scratch directory of this node's own work): no project's copy
+				return nil
+			}
 			if err != nil {
 				return err
 			}
