@@ -23,6 +23,7 @@ type fenceWatchdog struct {
 	in     io.WriteCloser
 	failed bool
 	done   chan struct{}
+	latest chan string // the line to write next (renewed)
 }
 
 // startFenceWatchdog starts program's watchdog over the instances of dataDir (nil, nil when program is "").
@@ -42,9 +43,23 @@ func startFenceWatchdog(program, dataDir string, log *slog.Logger) (*fenceWatchd
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("self-fence watchdog: start %s: %w", program, err)
 	}
-	w := &fenceWatchdog{cmd: cmd, log: log, in: in, done: make(chan struct{})}
+	w := &fenceWatchdog{cmd: cmd, log: log, in: in, done: make(chan struct{}), latest: make(chan string, 1)}
 	go func() { _ = cmd.Wait(); close(w.done) }()
+	go w.feed()
 	return w, nil
+}
+
+// feed writes the latest line to the watchdog: the lease's renewals never wait on the pipe (a watchdog
+// that stopped reading would fill it), and a line not written yet is replaced by a newer one.
+func (w *fenceWatchdog) feed() {
+	for {
+		select {
+		case line := <-w.latest:
+			w.write(line)
+		case <-w.done:
+			return
+		}
+	}
 }
 
 // renewed is lease.Config.Renewed: the time left until until, in milliseconds ("0" when until is zero:
@@ -57,7 +72,18 @@ func (w *fenceWatchdog) renewed(until time.Time) {
 	if !until.IsZero() {
 		ms = max(time.Until(until).Milliseconds(), 1)
 	}
-	w.write(strconv.FormatInt(ms, 10))
+	line := strconv.FormatInt(ms, 10)
+	for {
+		select {
+		case w.latest <- line:
+			return
+		default:
+			select { // replace the line not written yet
+			case <-w.latest:
+			default:
+			}
+		}
+	}
 }
 
 func (w *fenceWatchdog) write(line string) {
@@ -76,6 +102,11 @@ func (w *fenceWatchdog) write(line string) {
 func (w *fenceWatchdog) stop() {
 	if w == nil {
 		return
+	}
+	// The line not written yet first (a deadline: the stop that follows supersedes it).
+	select {
+	case <-w.latest:
+	default:
 	}
 	w.write("stop")
 	w.mu.Lock()
