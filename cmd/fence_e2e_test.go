@@ -171,3 +171,31 @@ func TestClusterPlacementEpoch(t *testing.T) {
 		t.Fatalf("node 1 runs processes of a copy older than its project's placement: %v", left)
 	}
 }
+
+// TestClusterNodeLossRestoreRetriedByOperator: the same with restores by an operator only: with the bucket
+// unreachable the restore fails and the project stays node 1's, unavailable; the bucket back, the operator
+// asks again and the project is restored; asked twice at once, the second is refused (409) while the first
+// is under way.
+func TestClusterNodeLossRestoreRetriedByOperator(t *testing.T) {
+	t.Parallel()
+	c := newBucketCluster(t, "0")
+	killNode(t, c.a1, c.dirs[0])
+	c.a2.waitRuntime(t, c.admin, c.prj, "unavailable")
+	sess := operatorSession(t, c.a2, c.password)
+	c.bk.srv.Stop()
+	var started struct {
+		Job *e2eJob `json:"job"`
+	}
+	c.a2.do(t, sess, http.MethodPost, "/v1/projects/"+c.prj+"/restore-elsewhere", nil, http.StatusAccepted, &started)
+	got := c.a2.do(t, sess, http.MethodPost, "/v1/projects/"+c.prj+"/restore-elsewhere", nil, http.StatusConflict, nil)
+	e2eWants(t, "a second restore while the first is under way", string(got), "under way already", started.Job.ID)
+	if j := waitJobFor(t, c.a2, c.admin, started.Job.ID, restoreDeadline); j.State != "failed" || !strings.Contains(j.Error, "the project stays on node "+c.nodes[0].ID) {
+		t.Fatalf("restore with the bucket unreachable: %s %q", j.State, j.Error)
+	}
+	if got := c.a2.project(t, c.admin, c.prj); got.RuntimeStatus != "unavailable" {
+		t.Fatalf("after a failed restore: runtime_status %q, want unavailable", got.RuntimeStatus)
+	}
+	c.bk.srv.Restart()
+	c.a2.do(t, sess, http.MethodPost, "/v1/projects/"+c.prj+"/restore-elsewhere", nil, http.StatusAccepted, &started)
+	c.restored(t, waitJobFor(t, c.a2, c.admin, started.Job.ID, restoreDeadline))
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/apperr"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
@@ -79,6 +80,12 @@ func (s *Service) RestoreElsewhere(ctx context.Context, projectID string) (*stor
 	}
 	var j *store.Job
 	err = s.db.Update(func(tx *store.Tx) error {
+		// One restore at a time: a second would rebuild over the first's result.
+		if id := tx.Meta(nodeLossRestorePrefix + prj.ID); id != "" {
+			if cur, err := store.Jobs.Get(tx, id); err == nil && (cur.State == scheduler.StatePending || cur.State == scheduler.StateRunning) {
+				return apperr.Conflict("a restore of project %s is under way already: job %s (%s)", prj.ID, cur.ID, cur.State)
+			}
+		}
 		j, err = s.enqueueRestoreElsewhere(tx, prj, node)
 		return err
 	})
@@ -134,6 +141,23 @@ func (s *Service) restoreElsewhereJob(ctx context.Context, run *scheduler.Run) (
 	// whose lost node is back: nothing to restore, the node serves its own data.
 	if pl.From == s.cfg.NodeID {
 		return nil, fmt.Errorf("node %s, which project %s was lost with, is back and runs this job: there is nothing to restore elsewhere", pl.From, run.Job.ProjectID)
+	}
+	// Restored already (another restore job of the project ran first, an operator's or the sweep's), or
+	// moved: a second restore would throw away what was written since.
+	var owner, status string
+	if err := s.db.View(func(tx *store.Tx) error {
+		p, err := store.Projects.Get(tx, run.Job.ProjectID)
+		if err != nil {
+			return err
+		}
+		owner, status = store.ProjectNode(tx, p), p.RuntimeStatus
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	retry := owner == s.cfg.NodeID && (status == api.RuntimeDown || status == api.RuntimeRestarting) // an attempt here that could not move it back
+	if owner != pl.From && !retry {
+		return nil, fmt.Errorf("project %s is on node %s now (runtime status %s), not on the lost node %s: nothing to restore", run.Job.ProjectID, owner, status, pl.From)
 	}
 	if s.members != nil {
 		if alive, err := s.members.Alive(ctx, pl.From); err == nil && alive {
