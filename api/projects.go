@@ -86,3 +86,8 @@ const (
 	// others); it returns to its status when the node is back, or it is restored on another node.
 	RuntimeUnavailable = "unavailable"
 )
+
+// MoveProjectRequest is POST /v1/projects/{projectID}/move's body: the node to move the project to.
+type MoveProjectRequest struct {
+	Node string `json:"node"`
+}

@@ -92,6 +92,9 @@ func (h nodeLossHost) Rebuild(ctx context.Context, projectID, from string) (*nod
 		}
 		store.MoveProject(prj, s.cfg.NodeID)
 		prj.RuntimeStatus, prj.UpdatedAt = RuntimeRestarting, s.now()
+		if n, err := store.Nodes.Get(tx, s.cfg.NodeID); err == nil && n.PublicHost != "" {
+			prj.PublicHost = n.PublicHost // its URLs name this node
+		}
 		if err := store.Projects.Put(tx, prj); err != nil {
 			return err
 		}

@@ -31,6 +31,7 @@ func (s *Service) RegisterJobs(r *scheduler.Runner) {
 	r.Handle(JobProjectRotate, s.rotateCredentialsJob)
 	r.Handle(JobExpireCredential, s.expireCredentialJob)
 	s.nodeloss.RegisterJobs(r)
+	s.moves.RegisterJobs(r)
 	s.extensions.RegisterJobs(r)
 	s.upgrades.RegisterJobs(r)
 	s.backups.RegisterJobs(r)

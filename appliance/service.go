@@ -27,6 +27,7 @@ import (
 	"github.com/theappliance/appliance/appliance/integrations/provider"
 	"github.com/theappliance/appliance/appliance/kv"
 	"github.com/theappliance/appliance/appliance/migrate"
+	"github.com/theappliance/appliance/appliance/moves"
 	"github.com/theappliance/appliance/appliance/nodeloss"
 	"github.com/theappliance/appliance/appliance/observe"
 	"github.com/theappliance/appliance/appliance/outbound"
@@ -214,6 +215,8 @@ type Service struct {
 	walServer *walsock.Server
 	// nodeloss is the node-loss area (appliance/nodeloss, built in New; host: nodeloss.go).
 	nodeloss *nodeloss.Service
+	// moves moves projects between nodes (appliance/moves).
+	moves *moves.Service
 	// extensions is the extensions area (appliance/extensions, built in New).
 	extensions *extensions.Service
 	// databases is the databases and roles area (appliance/databases, built in New).
@@ -287,6 +290,8 @@ func New(cfg Config, deps Deps) *Service {
 	s.nodeloss = nodeloss.New(nodeloss.Config{NodeID: cfg.NodeID, RestoreAfter: cfg.NodeLossRestoreAfter},
 		nodeloss.Deps{DB: deps.DB, Log: deps.Log, Clock: s.now, Members: deps.Members, BackupStore: deps.BackupObjects != nil,
 			Observe: s.observe, Host: nodeLossHost{s}})
+	s.moves = moves.New(moves.Config{NodeID: cfg.NodeID},
+		moves.Deps{DB: deps.DB, Log: deps.Log, Clock: s.now, Members: deps.Members, BackupStore: deps.BackupObjects != nil, Host: moveHost{s}})
 	s.extensions = s.newExtensions(cfg, deps)
 	s.databases = databases.New(databases.Deps{DB: deps.DB, Host: areaHost{s}})
 	s.urls = signedurl.New(cfg.APIURL, deps.Box, s.now)

@@ -394,6 +394,9 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	call("POST", "/v1/projects/"+prj.ID+"/restore-elsewhere", "/v1/projects/{projectID}/restore-elsewhere", b.adminKey, nil, 403)
 	call("GET", "/v1/nodes", "/v1/nodes", operator, nil, 200)
 	call("GET", "/v1/nodes", "/v1/nodes", b.adminKey, nil, 403)
+
+	call("POST", "/v1/projects/"+prj.ID+"/move", "/v1/projects/{projectID}/move", operator, map[string]any{"node": "nod_nope"}, 409)
+	call("POST", "/v1/projects/"+prj.ID+"/move", "/v1/projects/{projectID}/move", b.adminKey, map[string]any{"node": "nod_nope"}, 403)
 	newOrg := call("POST", "/v1/organizations", "/v1/organizations", operator, map[string]any{"name": "Conform Customer", "owner_email": "conform-owner@example.com"}, 201)
 	call("POST", "/v1/organizations", "/v1/organizations", operator, map[string]any{}, 400)
 	call("POST", "/v1/organizations", "/v1/organizations", owner, map[string]any{"name": "x"}, 403)

@@ -475,6 +475,8 @@ var unreachable = map[string]int{
 	"POST /v1/projects/{projectID}/restores": http.StatusBadRequest,
 	// A single node has no other node to restore a project on (cmd's TestClusterNodeLoss: a cluster).
 	"POST /v1/projects/{projectID}/restore-elsewhere": http.StatusConflict,
+	// Nor a node to move a project to (cmd's TestClusterMove: a cluster).
+	"POST /v1/projects/{projectID}/move": http.StatusConflict,
 }
 
 // path builds the URL of rt from the fixtures' path parameters and required query parameters.

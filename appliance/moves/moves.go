@@ -1,0 +1,525 @@
+// Package moves moves a project from its cluster node to another one (POST /v1/projects/{id}/move) and
+// drains a node of its projects before it is removed (appliance cluster remove-node). The data travels
+// through the off-machine backup store: on the source node the project's writes pause (pooler stopped,
+// server fenced), its last WAL is archived and its server stops; the target rebuilds it from the store
+// (newest base backup + the WAL archive, nodeloss's Rebuild) and opens it; the source keeps its directory
+// aside (instances/<id>.moved-<time>, never deleted). A failure before the target opens the project puts
+// the records back and the source serves again. The rest of the domain only through Host (the root's
+// moveHost).
+package moves
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/cluster/lease"
+	"github.com/theappliance/appliance/appliance/nodeloss"
+	"github.com/theappliance/appliance/scheduler"
+	"github.com/theappliance/appliance/store"
+)
+
+// Job types.
+const (
+	// JobMove runs on the source node (the project's): pause, archive, stop; then it waits for JobMoveIn
+	// on the target; then it keeps the source's directory aside (or, the move-in failed, resumes).
+	JobMove = "project.move"
+	// JobMoveIn runs on the target node: the project rebuilt there from the backup store and opened.
+	JobMoveIn = "project.move_in"
+	// JobDrain moves every project of a node to the others (appliance cluster remove-node enqueues it).
+	JobDrain = "cluster.drain"
+)
+
+// EventMoved is appended as a project opens on the node it moved to.
+const EventMoved = "project.moved"
+
+// metaPrefix keys, in the store's meta, a running move of a project: the move job's id (one at a time).
+const metaPrefix = "move/"
+
+// recordsPrefix keys the project's and its instance's records as they were before the target rebuilt
+// it (JSON): a failed move-in puts them back.
+const recordsPrefix = "move_records/"
+
+// Host is what the area uses of the rest of the domain (the root's moveHost).
+type Host interface {
+	// Enqueue enqueues a job of prj inside tx (the project's latest job; pinned to its node).
+	Enqueue(tx *store.Tx, prj *store.Project, jobType, lock string, payload any) (*store.Job, error)
+	// Notify wakes the job runner.
+	Notify()
+	// AuditSystem records, inside tx, an audit event the system did.
+	AuditSystem(tx *store.Tx, action, orgID, projectID string, metadata any) error
+	// AppendEvent appends, inside tx, an event of the event log.
+	AppendEvent(tx *store.Tx, typ, orgID, projectID string, data any) error
+	// Rooms measures the live active nodes (placement's Rooms), best first.
+	Rooms(tx *store.Tx, live map[string]bool) ([]Room, error)
+	// Pause stops the project's writes on this node: pooler stopped, server fenced and its client
+	// sessions ended, a WAL switch archived in the backup store, the server stopped. It returns the WAL
+	// position the server stopped at.
+	Pause(ctx context.Context, projectID string) (lsn string, err error)
+	// Resume starts the project's server and pooler on this node again and lets clients in (a failed
+	// move's undoing; a running server is left running).
+	Resume(ctx context.Context, projectID string) error
+	// Rebuild is nodeloss's: the project's records moved to this node, its instance rebuilt from the
+	// backup store, watched; its URLs name this node's public host.
+	Rebuild(ctx context.Context, projectID, from string) (*nodeloss.Rebuilt, error)
+	// Discard stops and removes this node's copy of the project's instance (a failed move-in's).
+	Discard(ctx context.Context, projectID string) error
+	// StopLocal stops this node's server and pooler of the project's instance if they run.
+	StopLocal(ctx context.Context, projectID string) error
+	// InstancesDir is this node's directory of instances.
+	InstancesDir() string
+	// SetRuntime sets the project's runtime status.
+	SetRuntime(projectID, status string)
+}
+
+// Room is a node's room for one more project (placement's NodeRoom, what a move needs of it).
+type Room struct {
+	Node      *store.Node
+	PortsFree int
+}
+
+// Config is the area's settings.
+type Config struct {
+	// NodeID is this node of the cluster ("" on a single node).
+	NodeID string
+}
+
+// Deps are the area's collaborators.
+type Deps struct {
+	DB    *store.DB
+	Log   *slog.Logger
+	Clock func() time.Time
+	// Members is this node's place in its cluster (nil: a single node).
+	Members lease.Membership
+	// BackupStore tells whether the appliance has an off-machine backup store (up --backup-store).
+	BackupStore bool
+	Host        Host
+}
+
+// Service is the move area.
+type Service struct {
+	cfg           Config
+	db            *store.DB
+	log           *slog.Logger
+	now           func() time.Time
+	members       lease.Membership
+	backupObjects bool
+	host          Host
+	// poll is how often a job waits on another's state.
+	poll time.Duration
+}
+
+// New builds the area.
+func New(cfg Config, deps Deps) *Service {
+	return &Service{cfg: cfg, db: deps.DB, log: deps.Log, now: deps.Clock, members: deps.Members,
+		backupObjects: deps.BackupStore, host: deps.Host, poll: 100 * time.Millisecond}
+}
+
+// RegisterJobs registers the area's jobs.
+func (s *Service) RegisterJobs(r *scheduler.Runner) {
+	r.Handle(JobMove, s.moveJob)
+	r.Handle(JobMoveIn, s.moveInJob)
+	r.Handle(JobDrain, s.drainJob)
+}
+
+// movePayload is JobMove's payload.
+type movePayload struct {
+	To string `json:"to_node"`
+}
+
+// moveInPayload is JobMoveIn's payload.
+type moveInPayload struct {
+	From string `json:"from_node"`
+}
+
+// Result is JobMove's result.
+type Result struct {
+	From         string   `json:"from_node"`
+	To           string   `json:"to_node"`
+	WritePauseMS int64    `json:"write_pause_ms"`
+	LSN          string   `json:"lsn"`
+	BackupKey    string   `json:"backup_key"`
+	KeptAside    string   `json:"kept_aside,omitempty"`
+	Warnings     []string `json:"warnings"`
+}
+
+// moveInResult is JobMoveIn's result.
+type moveInResult struct {
+	LSN       string   `json:"lsn"`
+	BackupKey string   `json:"backup_key"`
+	Notes     []string `json:"notes,omitempty"`
+}
+
+// Audit records, inside tx, the operator's request (the root's principal).
+type Audit func(tx *store.Tx, prj *store.Project, metadata any) error
+
+// Move is POST /v1/projects/{projectID}/move (platform operators): checks, then enqueues the move of the
+// project to node on its node. Each refusal changes nothing.
+func (s *Service) Move(ctx context.Context, projectID, node string, audit Audit) (*store.Job, error) {
+	if s.cfg.NodeID == "" || s.members == nil {
+		return nil, apperr.Conflict("this appliance is a single node: there is no other node to move a project to")
+	}
+	if node == "" {
+		return nil, apperr.Invalid("node is required: the id of the node to move the project to (appliance cluster nodes lists them)")
+	}
+	live, err := s.live(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var j *store.Job
+	err = s.db.Update(func(tx *store.Tx) error {
+		prj, err := store.Projects.Get(tx, projectID)
+		if errors.Is(err, store.ErrNotFound) || err == nil && prj.State == api.ProjectDeleted {
+			return apperr.NotFound("project %s not found", projectID)
+		} else if err != nil {
+			return err
+		}
+		if err := s.Check(tx, prj, node, live); err != nil {
+			return err
+		}
+		j, err = s.enqueue(tx, prj, node)
+		if err != nil {
+			return err
+		}
+		if audit != nil {
+			return audit(tx, prj, map[string]any{"from_node": store.ProjectNode(tx, prj), "to_node": node, "job_id": j.ID})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.host.Notify()
+	return j, nil
+}
+
+// live is the set of nodes holding a lease.
+func (s *Service) live(ctx context.Context) (map[string]bool, error) {
+	members, err := s.members.Live(ctx)
+	if err != nil {
+		return nil, apperr.Internal(err, "read the cluster's live nodes")
+	}
+	live := map[string]bool{}
+	for _, m := range members {
+		live[m.Node] = true
+	}
+	return live, nil
+}
+
+// Check says why prj cannot move to node now (nil: it can): node unknown (400), the node it is on, a
+// node without a lease or not active, a project not active, a target without a free port pair, no
+// off-machine backup store or no base backup in it, a move already running (409).
+func (s *Service) Check(tx *store.Tx, prj *store.Project, node string, live map[string]bool) error {
+	from := store.ProjectNode(tx, prj)
+	target, err := store.Nodes.Get(tx, node)
+	if errors.Is(err, store.ErrNotFound) {
+		return apperr.Invalid("no node %s in this cluster (appliance cluster nodes lists them)", node)
+	} else if err != nil {
+		return err
+	}
+	if node == from {
+		return apperr.Conflict("project %s is on node %s already", prj.ID, node)
+	}
+	if id := tx.Meta(metaPrefix + prj.ID); id != "" {
+		return apperr.Conflict("project %s is being moved already (job %s)", prj.ID, id)
+	}
+	if prj.State != api.ProjectActive || (prj.RuntimeStatus != "" && prj.RuntimeStatus != api.RuntimeActive) {
+		return apperr.Conflict("project %s is %s (runtime status %s): only an active, running project can move", prj.ID, prj.State, prj.RuntimeStatus)
+	}
+	if !live[from] {
+		return apperr.Conflict("project %s's node %s holds no lease: a move needs it alive (a lost node's projects are restored elsewhere: POST .../restore-elsewhere)", prj.ID, from)
+	}
+	if target.State != store.NodeActive || !live[node] {
+		return apperr.Conflict("node %s is not alive (state %s, lease held: %v): a project moves only to a node that runs", node, target.State, live[node])
+	}
+	if !s.backupObjects {
+		return apperr.Conflict("no off-machine backup store (up --backup-store): a move carries the project's data through it (its base backup and WAL archive), so without one no project can move between nodes")
+	}
+	if !hasBackup(tx, prj.ID) {
+		return apperr.Conflict("project %s has no completed base backup in the backup store: the target rebuilds it from one; take a backup first (POST /v1/projects/%s/backups)", prj.ID, prj.ID)
+	}
+	rooms, err := s.host.Rooms(tx, live)
+	if err != nil {
+		return err
+	}
+	for _, r := range rooms {
+		if r.Node.ID == node {
+			if r.PortsFree < 2 {
+				return apperr.Conflict("node %s has no free pair of ports left (its range %d-%d is taken): no room for project %s", node, target.PortsFirst, target.PortsLast, prj.ID)
+			}
+			return nil
+		}
+	}
+	return apperr.Conflict("node %s has no room measure (not active, or holds no lease)", node)
+}
+
+// hasBackup tells whether the project has a completed base backup.
+func hasBackup(tx *store.Tx, projectID string) bool {
+	bs, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{})
+	if err != nil {
+		return false
+	}
+	for _, b := range bs {
+		if b.State == api.BackupCompleted && b.VerificationState != api.VerificationFailed {
+			return true
+		}
+	}
+	return false
+}
+
+// enqueue enqueues prj's move to node (on its node) and marks it running.
+func (s *Service) enqueue(tx *store.Tx, prj *store.Project, node string) (*store.Job, error) {
+	j, err := s.host.Enqueue(tx, prj, JobMove, prj.ID, movePayload{To: node})
+	if err != nil {
+		return nil, err
+	}
+	return j, tx.SetMeta(metaPrefix+prj.ID, j.ID)
+}
+
+// records is the project's and its instance's records before the move-in (recordsPrefix).
+type records struct {
+	Project  *store.Project  `json:"project"`
+	Instance *store.Instance `json:"instance"`
+	MoveIn   string          `json:"move_in_job"`
+	PausedAt time.Time       `json:"paused_at"`
+	LSN      string          `json:"lsn"`
+}
+
+// moveJob is JobMove, on the source node. Its steps are kept in the store's meta (recordsPrefix), so that a
+// retry (the node restarted) goes on from where the last attempt was: before the move-in was enqueued it
+// resumes the source and starts over; after, it waits for the move-in and finishes or rolls back.
+func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	var pl movePayload
+	if err := run.DecodePayload(&pl); err != nil {
+		return nil, err
+	}
+	id := run.Job.ProjectID
+	res := Result{From: s.cfg.NodeID, To: pl.To, Warnings: []string{}}
+	var prj *store.Project
+	var inst *store.Instance
+	var rec records
+	err := s.db.View(func(tx *store.Tx) error {
+		var err error
+		if prj, err = store.Projects.Get(tx, id); err != nil {
+			return err
+		}
+		if inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID); err != nil {
+			return err
+		}
+		if raw := tx.Meta(recordsPrefix + id); raw != "" {
+			return json.Unmarshal([]byte(raw), &rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.end(id, err)
+	}
+	if rec.MoveIn == "" {
+		if node := projectNode(s.db, prj); node != s.cfg.NodeID {
+			return nil, s.end(id, fmt.Errorf("project %s is on node %s, not on this node %s: nothing to move from here", id, node, s.cfg.NodeID))
+		}
+		if run.Job.Attempts > 1 {
+			// An earlier attempt stopped before handing over: the source serves again first.
+			if err := s.host.Resume(ctx, id); err != nil {
+				return nil, scheduler.Transient(fmt.Errorf("resume the project on this node after an interrupted attempt: %w", err))
+			}
+		}
+		_ = run.Progress(map[string]any{"step": "pause"})
+		rec = records{Project: prj, Instance: inst, PausedAt: s.now()}
+		lsn, err := s.host.Pause(ctx, id)
+		if err != nil {
+			return nil, s.end(id, s.resume(ctx, id, fmt.Errorf("pause the project's writes on node %s: %w", s.cfg.NodeID, err)))
+		}
+		rec.LSN = lsn
+		// The move-in on the target, enqueued with the records it may change (a failure puts them back).
+		err = s.db.Update(func(tx *store.Tx) error {
+			j := &store.Job{Type: JobMoveIn, OrganizationID: prj.OrganizationID, ProjectID: id, InstanceID: inst.ID,
+				LockedResource: "move-in/" + id, Node: pl.To, MaxAttempts: 1}
+			raw, _ := json.Marshal(moveInPayload{From: s.cfg.NodeID})
+			j.Payload = raw
+			if err := scheduler.Enqueue(tx, j); err != nil {
+				return err
+			}
+			rec.MoveIn = j.ID
+			b, err := json.Marshal(rec)
+			if err != nil {
+				return err
+			}
+			return tx.SetMeta(recordsPrefix+id, string(b))
+		})
+		if err != nil {
+			return nil, s.end(id, s.resume(ctx, id, fmt.Errorf("enqueue the move-in on node %s: %w", pl.To, err)))
+		}
+		s.host.Notify()
+	}
+	_ = run.Progress(map[string]any{"step": "move-in", "move_in_job": rec.MoveIn})
+	in, err := s.waitJob(ctx, rec.MoveIn)
+	if err != nil {
+		return nil, err // the context ended: a retry waits again
+	}
+	opened := time.Now()
+	res.LSN = rec.LSN
+	if in.State != scheduler.StateCompleted {
+		cause := fmt.Errorf("the rebuild on node %s failed (%s): %s", pl.To, in.State, in.Error)
+		return nil, s.end(id, s.rollback(ctx, rec, cause))
+	}
+	var ir moveInResult
+	_ = json.Unmarshal(in.Result, &ir)
+	res.BackupKey = ir.BackupKey
+	res.Warnings = append(res.Warnings, ir.Notes...)
+	if ir.LSN != "" {
+		res.LSN = ir.LSN
+	}
+	if in.CompletedAt != nil && !in.CompletedAt.Before(rec.PausedAt) {
+		opened = *in.CompletedAt
+	}
+	res.WritePauseMS = opened.Sub(rec.PausedAt).Milliseconds()
+	aside, err := s.keepAside(ctx, id, inst)
+	if err != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the source's copy on node %s was not kept aside: %v (fencing does it when the node next holds its lease)", s.cfg.NodeID, err))
+	}
+	res.KeptAside = aside
+	err = s.db.Update(func(tx *store.Tx) error {
+		p, err := store.Projects.Get(tx, id)
+		if err != nil {
+			return err
+		}
+		if err := s.host.AuditSystem(tx, "project.moved", p.OrganizationID, id, res); err != nil {
+			return err
+		}
+		if err := s.host.AppendEvent(tx, EventMoved, p.OrganizationID, id, map[string]any{"project_id": id, "from_node": res.From, "to_node": res.To, "write_pause_ms": res.WritePauseMS, "lsn": res.LSN}); err != nil {
+			return err
+		}
+		return clear(tx, id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("move: the project moved to another node", "project", id, "from_node", res.From, "to_node", res.To,
+		"write_pause_ms", res.WritePauseMS, "lsn", res.LSN, "kept_aside", aside)
+	return res, nil
+}
+
+// projectNode reads the project's node.
+func projectNode(db *store.DB, prj *store.Project) string {
+	var n string
+	_ = db.View(func(tx *store.Tx) error { n = store.ProjectNode(tx, prj); return nil })
+	return n
+}
+
+// clear ends a move's marks.
+func clear(tx *store.Tx, projectID string) error {
+	if err := tx.SetMeta(metaPrefix+projectID, ""); err != nil {
+		return err
+	}
+	return tx.SetMeta(recordsPrefix+projectID, "")
+}
+
+// end clears the move's marks after a failure it is done with (cause is returned, permanent).
+func (s *Service) end(projectID string, cause error) error {
+	if err := s.db.Update(func(tx *store.Tx) error { return clear(tx, projectID) }); err != nil {
+		return fmt.Errorf("%w (and clearing the move's marks: %v)", cause, err)
+	}
+	return cause
+}
+
+// resume lets the source serve again after a failure before the move-in was enqueued.
+func (s *Service) resume(ctx context.Context, projectID string, cause error) error {
+	if err := s.host.Resume(context.WithoutCancel(ctx), projectID); err != nil {
+		return fmt.Errorf("%w (and resuming the project on this node: %v)", cause, err)
+	}
+	s.host.SetRuntime(projectID, api.RuntimeActive)
+	return cause
+}
+
+// rollback puts back the records a failed move-in changed and lets the source serve again.
+func (s *Service) rollback(ctx context.Context, rec records, cause error) error {
+	id := rec.Project.ID
+	err := s.db.Update(func(tx *store.Tx) error {
+		p, err := store.Projects.Get(tx, id)
+		if err != nil {
+			return err
+		}
+		back := *rec.Project
+		back.LatestJobID, back.UpdatedAt = p.LatestJobID, s.now()
+		if err := store.Projects.Put(tx, &back); err != nil {
+			return err
+		}
+		inst := *rec.Instance
+		inst.UpdatedAt = s.now()
+		return store.Instances.Put(tx, &inst)
+	})
+	if err != nil {
+		return fmt.Errorf("%w (and putting the project's records back on node %s: %v)", cause, s.cfg.NodeID, err)
+	}
+	return s.resume(ctx, id, cause)
+}
+
+// keepAside stops this node's copy of the moved instance if it runs and moves its directory to
+// <dir>.moved-<time> (never deleted: the operator decides). "" when there is none.
+func (s *Service) keepAside(ctx context.Context, projectID string, inst *store.Instance) (string, error) {
+	dir := filepath.Join(s.host.InstancesDir(), inst.ID)
+	if _, err := os.Stat(dir); err != nil {
+		return "", nil
+	}
+	if err := s.host.StopLocal(ctx, projectID); err != nil {
+		return "", err
+	}
+	aside := fmt.Sprintf("%s.moved-%s", dir, s.now().UTC().Format("20060102T150405Z"))
+	if err := os.Rename(dir, aside); err != nil {
+		return "", err
+	}
+	return aside, nil
+}
+
+// waitJob waits until the job ends (completed, failed or cancelled) and returns it.
+func (s *Service) waitJob(ctx context.Context, id string) (*store.Job, error) {
+	for {
+		var j *store.Job
+		err := s.db.View(func(tx *store.Tx) error {
+			var err error
+			j, err = store.Jobs.Get(tx, id)
+			return err
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("move: read a job's state", "job", id, "err", err)
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return &store.Job{ID: id, State: scheduler.StateFailed, Error: "the job is gone"}, nil
+		}
+		if j != nil && (j.State == scheduler.StateCompleted || j.State == scheduler.StateFailed) {
+			return j, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(s.poll):
+		}
+	}
+}
+
+// moveInJob is JobMoveIn, on the target node: the project rebuilt here from the backup store and opened.
+// A failure removes what it made here (the source resumes).
+func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (any, error) {
+	var pl moveInPayload
+	if err := run.DecodePayload(&pl); err != nil {
+		return nil, err
+	}
+	id := run.Job.ProjectID
+	_ = run.Progress(map[string]any{"step": "rebuild"})
+	rp, err := s.host.Rebuild(ctx, id, pl.From)
+	if err != nil {
+		if derr := s.host.Discard(context.WithoutCancel(ctx), id); derr != nil {
+			err = fmt.Errorf("%w (and removing what it made on node %s: %v)", err, s.cfg.NodeID, derr)
+		}
+		return nil, err
+	}
+	return moveInResult{LSN: rp.LSN, BackupKey: rp.BackupKey, Notes: rp.Notes}, nil
+}
