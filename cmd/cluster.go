@@ -15,7 +15,9 @@ import (
 	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/cluster"
+	"github.com/theappliance/appliance/appliance/moves"
 	"github.com/theappliance/appliance/appliance/node"
+	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -135,10 +137,18 @@ new machine: appliance up --join TOKEN --advertise ITS-ADDRESS --data-dir NEW-DI
 	var rmDir string
 	rm := &cobra.Command{
 		Use:   "remove-node ID",
-		Short: "Remove a node (its etcd member and its record); refused while it hosts projects",
-		Args:  cobra.ExactArgs(1),
+		Short: "Drain a node (move each of its projects to another node) and remove it (its etcd member and its record)",
+		Long: `Remove a node from the cluster. Its projects move first, one at a time, each to the node placement
+picks among the others (as POST /v1/projects/{id}/move does: through the off-machine backup store, with a
+short write pause; the node keeps each moved directory aside). A project that cannot move (not active, no
+backup store or no base backup, no room elsewhere) stops the drain before anything moves, and nothing is
+removed; a move that fails stops it too. Run it on another node while the node to remove runs.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			return withCluster(c.Context(), rmDir, func(cl *clusterConn) error {
+				if err := drainNode(c, cl, args[0]); err != nil {
+					return err
+				}
 				n, err := cluster.RemoveNode(c.Context(), cl.client, cl.db, cl.cfg.NodeID, args[0])
 				if err != nil {
 					return err
@@ -207,3 +217,55 @@ func planMemory(db *store.DB) (func(plan string) int64, error) {
 }
 
 func gib(b int64) string { return fmt.Sprintf("%.1fG", float64(b)/(1<<30)) }
+
+// drainNode moves the projects of node id to the other nodes (a cluster.drain job, which a running node
+// claims) and waits for it; nothing when it hosts none.
+func drainNode(c *cobra.Command, cl *clusterConn, id string) error {
+	if id == cl.cfg.NodeID {
+		return fmt.Errorf("node %s is this one: remove it from another node", id)
+	}
+	var j *store.Job
+	var n int
+	err := cl.db.Update(func(tx *store.Tx) error {
+		if _, err := store.Nodes.Get(tx, id); err != nil {
+			return fmt.Errorf("no node %s in this cluster (appliance cluster nodes lists them)", id)
+		}
+		prjs, err := moves.NodeProjects(tx, id)
+		if err != nil || len(prjs) == 0 {
+			return err
+		}
+		n = len(prjs)
+		j, err = moves.EnqueueDrain(tx, id)
+		return err
+	})
+	if err != nil || j == nil {
+		return err
+	}
+	fmt.Fprintf(c.ErrOrStderr(), "draining node %s: moving its %d project(s) to the other nodes (job %s)\n", id, n, j.ID)
+	for {
+		select {
+		case <-c.Context().Done():
+			return fmt.Errorf("%w: the drain (job %s) goes on without this command; nothing was removed", c.Context().Err(), j.ID)
+		case <-time.After(500 * time.Millisecond):
+		}
+		var cur *store.Job
+		if err := cl.db.View(func(tx *store.Tx) error {
+			var err error
+			cur, err = store.Jobs.Get(tx, j.ID)
+			return err
+		}); err != nil {
+			return fmt.Errorf("read the drain job %s: %w", j.ID, err)
+		}
+		switch cur.State {
+		case scheduler.StateCompleted:
+			var res moves.DrainResult
+			_ = json.Unmarshal(cur.Result, &res)
+			for _, m := range res.Moved {
+				fmt.Fprintf(c.ErrOrStderr(), "moved a project to node %s (write pause %d ms, lsn %s)\n", m.To, m.WritePauseMS, m.LSN)
+			}
+			return nil
+		case scheduler.StateFailed:
+			return fmt.Errorf("node %s was not removed: %s", id, cur.Error)
+		}
+	}
+}

@@ -1,0 +1,330 @@
+package cmd_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/theappliance/appliance/appliance/appliancetest"
+)
+
+// moveCluster is three nodes on 127.0.0.1-3 sharing a bucket as the backup store, each naming its own
+// address in its projects' URLs (--public-host), and a project on node 1 with a base backup and rows.
+type moveCluster struct {
+	bin, admin, password, prj, inst, sum string
+	dirs                                 []string
+	nodes                                []clusterNode
+	procs                                []*e2eProc
+}
+
+func newMoveCluster(t *testing.T) *moveCluster {
+	bk := e2eBucket(t)
+	bin := e2eBuild(t)
+	dirs := make([]string, 3)
+	for i := range dirs {
+		dirs[i] = appliancetest.TraversableTempDir(t)
+		d := dirs[i]
+		t.Cleanup(func() { e2eKillUnder(t, d) })
+	}
+	node1 := append([]string{"--spare-clusters", "0", "--public-host", "127.0.0.1"}, bk.flags()...)
+	a1 := e2eStartWith(t, bin, dirs[0], bk.env, append([]string{"--operator-email", "op@example.com"}, node1...))
+	password := operatorPassword(t, a1)
+	admin := e2eAdminKey(t, dirs[0])
+	prj := a1.e2eProvision(t, admin, "moving")
+	inst := a1.project(t, admin, prj).PrimaryInstanceID
+	conn := a1.connections(t, admin, prj)
+	e2eSQL(t, conn.DirectURL, false, "CREATE TABLE kept (id int PRIMARY KEY, note text NOT NULL)",
+		"INSERT INTO kept SELECT g, 'before the backup '||g FROM generate_series(1, 500) g",
+		"CREATE TABLE written (id int PRIMARY KEY)")
+	bj := a1.call(t, admin, http.MethodPost, "/v1/projects/"+prj+"/backups", map[string]any{"label": "base"}, http.StatusAccepted)
+	if j := waitJobFor(t, a1, admin, bj.ID, restoreDeadline); j.State != "completed" {
+		t.Fatalf("backup: %s %q\n%s", j.State, j.Error, j.LastStderr)
+	}
+	e2eSQL(t, conn.DirectURL, false, "INSERT INTO kept SELECT g, 'after the backup '||g FROM generate_series(501, 1500) g")
+	sum := recoverChecksum(t, conn.DirectURL)
+	a1.stop(t, syscall.SIGTERM)
+	runCLI(t, bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1", "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
+	procs := []*e2eProc{e2eStartWith(t, bin, dirs[0], bk.env, node1)}
+	for i, host := range []string{"127.0.0.2", "127.0.0.3"} {
+		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
+		flags := append(append(clusterFlags(host), "--public-host", host, "--join", tok), bk.flags()...)
+		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], bk.env, flags))
+	}
+	nodes := clusterNodes(t, bin, dirs[1])
+	if len(nodes) != 3 || nodes[0].Advertise != "127.0.0.1" || nodes[1].Advertise != "127.0.0.2" {
+		t.Fatalf("cluster nodes: %+v", nodes)
+	}
+	procs[1].waitRuntime(t, admin, prj, "active")
+	return &moveCluster{bin: bin, admin: admin, password: password, prj: prj, inst: inst, sum: sum, dirs: dirs, nodes: nodes, procs: procs}
+}
+
+// writer inserts rows into the project's table written through its pooled URL, one per transaction,
+// until stopped, and keeps the ids the server acknowledged; on an error it reads the project's URL again
+// (through p) and reconnects.
+type writer struct {
+	mu    sync.Mutex
+	acked []int
+	errs  int
+	hosts map[string]int // the pooled URL's host -> rows acknowledged through it
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func startWriter(p *e2eProc, key, prj string) *writer {
+	w := &writer{hosts: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		var conn *pgx.Conn
+		var host string
+		next := 1
+		for {
+			select {
+			case <-w.stop:
+				if conn != nil {
+					conn.Close(context.Background())
+				}
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if conn == nil {
+				u, err := pooledURL(ctx, p, key, prj)
+				if err == nil {
+					var cfg *pgx.ConnConfig
+					if cfg, err = pgx.ParseConfig(u); err == nil {
+						cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+						conn, err = pgx.ConnectConfig(ctx, cfg)
+						pu, _ := url.Parse(u)
+						host = pu.Hostname()
+					}
+				}
+				if err != nil {
+					cancel()
+					w.mu.Lock()
+					w.errs++
+					w.mu.Unlock()
+					conn = nil
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+			}
+			_, err := conn.Exec(ctx, fmt.Sprintf("INSERT INTO written VALUES (%d)", next))
+			cancel()
+			w.mu.Lock()
+			if err == nil {
+				w.acked = append(w.acked, next)
+				w.hosts[host]++
+				next++
+			} else {
+				// Not acknowledged: the row may or may not be there; the next id is another one.
+				next++
+				w.errs++
+				conn.Close(context.Background())
+				conn = nil
+			}
+			w.mu.Unlock()
+			if err != nil {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}()
+	return w
+}
+
+// ackedThrough is how many rows were acknowledged through a pooled URL naming host.
+func (w *writer) ackedThrough(host string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.hosts[host]
+}
+
+func (w *writer) finish() (acked []int, errs int) {
+	close(w.stop)
+	<-w.done
+	return w.acked, w.errs
+}
+
+// pooledURL reads the project's pooled URL through p.
+func pooledURL(ctx context.Context, p *e2eProc, key, prj string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.api+"/v1/projects/"+prj+"/connections", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := p.client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	var out struct {
+		Connections e2eConnections `json:"connections"`
+	}
+	if res.StatusCode != http.StatusOK || json.Unmarshal(data, &out) != nil || out.Connections.PooledURL == "" {
+		return "", fmt.Errorf("connections: %d %s", res.StatusCode, data)
+	}
+	return out.Connections.PooledURL, nil
+}
+
+// TestClusterMove: a project with rows on node 1 of three (a bucket as the backup store), a client writing
+// through its pooled URL. Refused moves (an API key, an unknown node, no node, the node it is on, a second
+// move while one runs) change nothing. POST .../move to node 2: the job's result says from node 1 to node
+// 2 with the write pause and an LSN; on node 2 every acknowledged row and every row of before are there,
+// the URLs name node 2's host, and node 1 keeps its directory aside (instances/<id>.moved-*) with no
+// server of it running. Then appliance cluster remove-node of node 2 (which hosts the project now) drains
+// it — the project moves to another node, its rows intact — and removes it.
+func TestClusterMove(t *testing.T) {
+	t.Parallel()
+	c := newMoveCluster(t)
+	a2, admin, prj := c.procs[1], c.admin, c.prj
+	sess := operatorSession(t, a2, c.password)
+	move := "/v1/projects/" + prj + "/move"
+
+	// Refused: nothing changes.
+	a2.do(t, admin, http.MethodPost, move, map[string]any{"node": c.nodes[1].ID}, http.StatusForbidden, nil)
+	got := a2.do(t, sess, http.MethodPost, move, map[string]any{"node": "nod_nope"}, http.StatusBadRequest, nil)
+	e2eWants(t, "move to an unknown node", string(got), "no node nod_nope")
+	a2.do(t, sess, http.MethodPost, move, map[string]any{}, http.StatusBadRequest, nil)
+	got = a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[0].ID}, http.StatusConflict, nil)
+	e2eWants(t, "move to its own node", string(got), "is on node "+c.nodes[0].ID+" already")
+	if p := a2.project(t, admin, prj); p.RuntimeStatus != "active" {
+		t.Fatalf("after the refused moves: runtime_status %q", p.RuntimeStatus)
+	}
+
+	w := startWriter(a2, admin, prj)
+	e2eEventually(t, time.Minute, "rows written through node 1's pooled URL", func() (bool, string) {
+		n := w.ackedThrough("127.0.0.1")
+		return n >= 20, fmt.Sprint(n)
+	})
+	var started struct {
+		Job *e2eJob `json:"job"`
+	}
+	a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[1].ID}, http.StatusAccepted, &started)
+	got = a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[2].ID}, http.StatusConflict, nil)
+	e2eWants(t, "a second move while one runs", string(got), "being moved already")
+	j := waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline)
+	if j.State != "completed" {
+		w.finish()
+		t.Fatalf("move: %s %q", j.State, j.Error)
+	}
+	var res struct {
+		FromNode     string   `json:"from_node"`
+		ToNode       string   `json:"to_node"`
+		WritePauseMS *int64   `json:"write_pause_ms"`
+		LSN          string   `json:"lsn"`
+		Warnings     []string `json:"warnings"`
+	}
+	if err := json.Unmarshal(j.Result, &res); err != nil || res.FromNode != c.nodes[0].ID || res.ToNode != c.nodes[1].ID || res.LSN == "" || res.WritePauseMS == nil {
+		t.Fatalf("move's result: %v %s", err, j.Result)
+	}
+	t.Logf("moved from node 1 to node 2: write pause %d ms (%s)", *res.WritePauseMS, j.Result)
+	e2eEventually(t, time.Minute, "rows written through node 2's pooled URL", func() (bool, string) {
+		n := w.ackedThrough("127.0.0.2")
+		return n >= 20, fmt.Sprint(n)
+	})
+	acked, errs := w.finish()
+	t.Logf("writer: %d rows acknowledged, %d errors (refused or cut off in the pause)", len(acked), errs)
+
+	conn2 := a2.connections(t, admin, prj)
+	for _, u := range []string{conn2.DirectURL, conn2.PooledURL} {
+		if pu, err := url.Parse(u); err != nil || pu.Hostname() != "127.0.0.2" {
+			t.Fatalf("URL after the move: %v %s, want node 2's host 127.0.0.2", err, e2eRedact(u))
+		}
+	}
+	if p := a2.project(t, admin, prj); p.RuntimeStatus != "active" {
+		t.Fatalf("after the move: runtime_status %q", p.RuntimeStatus)
+	}
+	checkRows(t, conn2.DirectURL, acked)
+	if got := recoverChecksum(t, conn2.DirectURL); got != c.sum {
+		t.Fatalf("rows of before the move on node 2: checksum %s, want %s", got, c.sum)
+	}
+	aside, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.inst+".moved-*"))
+	if len(aside) != 1 {
+		t.Fatalf("instances/%s.moved-* on node 1: %v, want one", c.inst, aside)
+	}
+	if _, err := os.Stat(filepath.Join(aside[0], "pgdata", "PG_VERSION")); err != nil {
+		t.Fatalf("node 1's copy kept aside lost its data: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(c.dirs[0], "instances", c.inst)); err == nil {
+		t.Fatalf("node 1 kept instances/%s in place", c.inst)
+	}
+	if left := e2eProcsUnder(filepath.Join(c.dirs[0], "instances")); len(left) > 0 {
+		t.Fatalf("node 1 runs processes of the moved project: %v", left)
+	}
+
+	// remove-node of node 2, which hosts the project now: drained (moved to node 1 or 3), then removed.
+	out := runCLIAll(t, c.bin, "cluster", "remove-node", c.nodes[1].ID, "--data-dir", c.dirs[0])
+	e2eWants(t, "remove-node's output", out, "draining node "+c.nodes[1].ID, "removed node "+c.nodes[1].ID)
+	nodes := clusterNodes(t, c.bin, c.dirs[0])
+	if len(nodes) != 2 {
+		t.Fatalf("nodes after remove-node: %+v", nodes)
+	}
+	a1 := c.procs[0]
+	a1.waitRuntime(t, admin, prj, "active")
+	conn3 := a1.connections(t, admin, prj)
+	if pu, _ := url.Parse(conn3.DirectURL); pu.Hostname() == "127.0.0.2" {
+		t.Fatalf("after the drain the URL still names node 2: %s", e2eRedact(conn3.DirectURL))
+	}
+	checkRows(t, conn3.DirectURL, acked)
+	if got := recoverChecksum(t, conn3.DirectURL); got != c.sum {
+		t.Fatalf("rows after the drain: checksum %s, want %s", got, c.sum)
+	}
+}
+
+// checkRows checks that every acknowledged id is in the table written.
+func checkRows(t *testing.T, u string, acked []int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	pg := e2eConnect(ctx, t, u, false)
+	defer pg.Close(context.Background())
+	have := map[int]bool{}
+	rows, err := pg.Query(ctx, "SELECT id FROM written")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		have[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var missing []int
+	for _, id := range acked {
+		if !have[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("%d of %d acknowledged rows missing: %v", len(missing), len(acked), missing)
+	}
+}
+
+// runCLIAll is runCLI returning standard output and error together.
+func runCLIAll(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("appliance %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
