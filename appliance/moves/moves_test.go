@@ -27,7 +27,6 @@ func (roomsHost) Rooms(tx *store.Tx, live map[string]bool) ([]moves.Room, error)
 	return out, err
 }
 
-
 // setup stores three nodes (n2 with room for one project, n3 with none, n4 joining) and a project on n1
 // with a completed backup.
 func setup(t *testing.T, backupStore bool) (*moves.Service, *store.DB, *store.Project) {
