@@ -39,7 +39,7 @@ func newMoveCluster(t *testing.T) *moveCluster {
 		d := dirs[i]
 		t.Cleanup(func() { e2eKillUnder(t, d) })
 	}
-	node1 := append([]string{"--spare-clusters", "0", "--public-host", "127.0.0.1"}, bk.flags()...)
+	node1 := append([]string{"--spare-clusters", "0", "--public-host", "127.0.0.1", "--pg-listen", "127.0.0.1"}, bk.flags()...)
 	a1 := e2eStartWith(t, bin, dirs[0], bk.env, append([]string{"--operator-email", "op@example.com"}, node1...))
 	password := operatorPassword(t, a1)
 	admin := e2eAdminKey(t, dirs[0])
@@ -60,7 +60,7 @@ func newMoveCluster(t *testing.T) *moveCluster {
 	procs := []*e2eProc{e2eStartWith(t, bin, dirs[0], bk.env, node1)}
 	for i, host := range []string{"127.0.0.2", "127.0.0.3"} {
 		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
-		flags := append(append(clusterFlags(host), "--public-host", host, "--join", tok), bk.flags()...)
+		flags := append(append(clusterFlags(host), "--public-host", host, "--pg-listen", host, "--join", tok), bk.flags()...)
 		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], bk.env, flags))
 	}
 	nodes := clusterNodes(t, bin, dirs[1])
@@ -78,6 +78,7 @@ type writer struct {
 	mu    sync.Mutex
 	acked []int
 	errs  int
+	last  string // the last error
 	hosts map[string]int // the pooled URL's host -> rows acknowledged through it
 	stop  chan struct{}
 	done  chan struct{}
@@ -115,6 +116,7 @@ func startWriter(p *e2eProc, key, prj string) *writer {
 					cancel()
 					w.mu.Lock()
 					w.errs++
+					w.last = err.Error()
 					w.mu.Unlock()
 					conn = nil
 					time.Sleep(100 * time.Millisecond)
@@ -132,6 +134,7 @@ func startWriter(p *e2eProc, key, prj string) *writer {
 				// Not acknowledged: the row may or may not be there; the next id is another one.
 				next++
 				w.errs++
+				w.last = err.Error()
 				conn.Close(context.Background())
 				conn = nil
 			}
@@ -149,6 +152,13 @@ func (w *writer) ackedThrough(host string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.hosts[host]
+}
+
+// lastError is the last error the writer met.
+func (w *writer) lastError() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
 }
 
 func (w *writer) finish() (acked []int, errs int) {
@@ -233,7 +243,7 @@ func TestClusterMove(t *testing.T) {
 	t.Logf("moved from node 1 to node 2: write pause %d ms (%s)", *res.WritePauseMS, j.Result)
 	e2eEventually(t, time.Minute, "rows written through node 2's pooled URL", func() (bool, string) {
 		n := w.ackedThrough("127.0.0.2")
-		return n >= 20, fmt.Sprint(n)
+		return n >= 20, fmt.Sprintf("%d (last error: %s)", n, w.lastError())
 	})
 	acked, errs := w.finish()
 	t.Logf("writer: %d rows acknowledged, %d errors (refused or cut off in the pause)", len(acked), errs)
