@@ -78,7 +78,7 @@ type writer struct {
 	mu    sync.Mutex
 	acked []int
 	errs  int
-	last  string // the last error
+	last  string         // the last error
 	hosts map[string]int // the pooled URL's host -> rows acknowledged through it
 	stop  chan struct{}
 	done  chan struct{}
