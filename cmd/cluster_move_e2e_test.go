@@ -194,8 +194,9 @@ func pooledURL(ctx context.Context, p *e2eProc, key, prj string) (string, error)
 // move while one runs) change nothing. POST .../move to node 2: the job's result says from node 1 to node
 // 2 with the write pause and an LSN; on node 2 every acknowledged row and every row of before are there,
 // the URLs name node 2's host, and node 1 keeps its directory aside (instances/<id>.moved-*) with no
-// server of it running. Then appliance cluster remove-node of node 2 (which hosts the project now) drains
-// it — the project moves to another node, its rows intact — and removes it.
+// server of it running. appliance cluster remove-node of node 2 (which hosts the project now) with the
+// project suspended refuses before anything moves and removes nothing; with it active again it drains
+// node 2 — the project moves to another node, its rows intact — and removes it.
 func TestClusterMove(t *testing.T) {
 	t.Parallel()
 	c := newMoveCluster(t)
@@ -275,8 +276,19 @@ func TestClusterMove(t *testing.T) {
 		t.Fatalf("node 1 runs processes of the moved project: %v", left)
 	}
 
+	// A project that cannot move (suspended) stops the drain before anything moves: nothing is removed.
+	a2.do(t, admin, http.MethodPost, "/v1/projects/"+prj+"/suspend", nil, http.StatusOK, nil)
+	a2.waitRuntime(t, admin, prj, "suspended")
+	out := runCLIFails(t, c.bin, "cluster", "remove-node", c.nodes[1].ID, "--data-dir", c.dirs[0])
+	e2eWants(t, "a refused drain", out, "was not removed", "cannot be drained, nothing was moved", prj, "only an active, running project")
+	if nodes := clusterNodes(t, c.bin, c.dirs[0]); len(nodes) != 3 {
+		t.Fatalf("nodes after a refused drain: %+v", nodes)
+	}
+	a2.do(t, admin, http.MethodPost, "/v1/projects/"+prj+"/resume", nil, http.StatusOK, nil)
+	a2.waitRuntime(t, admin, prj, "active")
+
 	// remove-node of node 2, which hosts the project now: drained (moved to node 1 or 3), then removed.
-	out := runCLIAll(t, c.bin, "cluster", "remove-node", c.nodes[1].ID, "--data-dir", c.dirs[0])
+	out = runCLIAll(t, c.bin, "cluster", "remove-node", c.nodes[1].ID, "--data-dir", c.dirs[0])
 	e2eWants(t, "remove-node's output", out, "draining node "+c.nodes[1].ID, "removed node "+c.nodes[1].ID)
 	nodes := clusterNodes(t, c.bin, c.dirs[0])
 	if len(nodes) != 2 {
@@ -335,6 +347,18 @@ func runCLIAll(t *testing.T, bin string, args ...string) string {
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("appliance %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// runCLIFails runs the binary expecting an error exit and returns its output.
+func runCLIFails(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	if err == nil {
+		t.Fatalf("appliance %s succeeded, want a refusal:\n%s", strings.Join(args, " "), out)
 	}
 	return string(out)
 }

@@ -141,13 +141,16 @@ type moveInPayload struct {
 
 // Result is JobMove's result.
 type Result struct {
-	From         string   `json:"from_node"`
-	To           string   `json:"to_node"`
-	WritePauseMS int64    `json:"write_pause_ms"`
-	LSN          string   `json:"lsn"`
-	BackupKey    string   `json:"backup_key"`
-	KeptAside    string   `json:"kept_aside,omitempty"`
-	Warnings     []string `json:"warnings"`
+	From         string `json:"from_node"`
+	To           string `json:"to_node"`
+	WritePauseMS int64  `json:"write_pause_ms"`
+	LSN          string `json:"lsn"`
+	BackupKey    string `json:"backup_key"`
+	KeptAside    string `json:"kept_aside,omitempty"`
+	// StepsMS splits the write pause: pause (pooler stopped, server fenced, last WAL archived, server
+	// stopped, on the source) and move_in (the rebuild on the target, from its enqueueing to its end).
+	StepsMS  map[string]int64 `json:"steps_ms,omitempty"`
+	Warnings []string         `json:"warnings"`
 }
 
 // moveInResult is JobMoveIn's result.
@@ -285,11 +288,12 @@ func (s *Service) enqueue(tx *store.Tx, prj *store.Project, node string) (*store
 
 // records is the project's and its instance's records before the move-in (recordsPrefix).
 type records struct {
-	Project  *store.Project  `json:"project"`
-	Instance *store.Instance `json:"instance"`
-	MoveIn   string          `json:"move_in_job"`
-	PausedAt time.Time       `json:"paused_at"`
-	LSN      string          `json:"lsn"`
+	Project   *store.Project  `json:"project"`
+	Instance  *store.Instance `json:"instance"`
+	MoveIn    string          `json:"move_in_job"`
+	PausedAt  time.Time       `json:"paused_at"`
+	StoppedAt time.Time       `json:"stopped_at"`
+	LSN       string          `json:"lsn"`
 }
 
 // moveJob is JobMove, on the source node. Its steps are kept in the store's meta (recordsPrefix), so that a
@@ -337,7 +341,7 @@ func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) 
 		if err != nil {
 			return nil, s.end(id, s.resume(ctx, id, fmt.Errorf("pause the project's writes on node %s: %w", s.cfg.NodeID, err)))
 		}
-		rec.LSN = lsn
+		rec.LSN, rec.StoppedAt = lsn, s.now()
 		// The move-in on the target, enqueued with the records it may change (a failure puts them back).
 		err = s.db.Update(func(tx *store.Tx) error {
 			j := &store.Job{Type: JobMoveIn, OrganizationID: prj.OrganizationID, ProjectID: id, InstanceID: inst.ID,
@@ -381,6 +385,7 @@ func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) 
 		opened = *in.CompletedAt
 	}
 	res.WritePauseMS = opened.Sub(rec.PausedAt).Milliseconds()
+	res.StepsMS = map[string]int64{"pause": rec.StoppedAt.Sub(rec.PausedAt).Milliseconds(), "move_in": opened.Sub(rec.StoppedAt).Milliseconds()}
 	aside, err := s.keepAside(ctx, id, inst)
 	if err != nil {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the source's copy on node %s was not kept aside: %v (fencing does it when the node next holds its lease)", s.cfg.NodeID, err))
