@@ -190,7 +190,7 @@ func pooledURL(ctx context.Context, p *e2eProc, key, prj string) (string, error)
 }
 
 // TestClusterMove: a project with rows on node 1 of three (a bucket as the backup store), a client writing
-// through its pooled URL. Refused moves (an API key, an unknown node, no node, the node it is on, a second
+// through its pooled URL. A move whose rebuild fails on the target leaves it serving on node 1. Refused moves (an API key, an unknown node, no node, the node it is on, a second
 // move while one runs) change nothing. POST .../move to node 2: the job's result says from node 1 to node
 // 2 with the write pause and an LSN; on node 2 every acknowledged row and every row of before are there,
 // the URLs name node 2's host, and node 1 keeps its directory aside (instances/<id>.moved-*) with no
@@ -223,6 +223,41 @@ func TestClusterMove(t *testing.T) {
 	var started struct {
 		Job *e2eJob `json:"job"`
 	}
+
+	// A move whose rebuild fails on the target (node 3's instances directory replaced by a file) leaves
+	// the project serving on node 1: same URL, its rows there, nothing kept aside.
+	inst3 := filepath.Join(c.dirs[2], "instances")
+	if err := os.Rename(inst3, inst3+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(inst3, []byte("not a directory\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
+	failed := waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline)
+	if err := os.Remove(inst3); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(inst3+".away", inst3); err != nil {
+		t.Fatal(err)
+	}
+	if failed.State != "failed" || !strings.Contains(failed.Error, "rebuild on node "+c.nodes[2].ID+" failed") {
+		t.Fatalf("a move whose rebuild fails: %s %q", failed.State, failed.Error)
+	}
+	t.Logf("the failed move: %s", failed.Error)
+	a2.waitRuntime(t, admin, prj, "active")
+	if u := a2.connections(t, admin, prj).PooledURL; !strings.Contains(u, "@127.0.0.1:") {
+		t.Fatalf("URL after a failed move: %s, want node 1's", e2eRedact(u))
+	}
+	before := w.ackedThrough("127.0.0.1")
+	e2eEventually(t, time.Minute, "rows written through node 1's pooled URL after the failed move", func() (bool, string) {
+		n := w.ackedThrough("127.0.0.1")
+		return n >= before+20, fmt.Sprintf("%d (last error: %s)", n, w.lastError())
+	})
+	if aside, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.inst+".moved-*")); len(aside) != 0 {
+		t.Fatalf("a failed move kept node 1's directory aside: %v", aside)
+	}
+
 	a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[1].ID}, http.StatusAccepted, &started)
 	got = a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[2].ID}, http.StatusConflict, nil)
 	e2eWants(t, "a second move while one runs", string(got), "being moved already")
