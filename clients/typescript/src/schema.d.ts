@@ -608,6 +608,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/nodes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the cluster's nodes, as appliance cluster nodes does: state (alive, joining, unavailable), etcd role and leader, capacity and what placement counts free of it, projects, lease and heartbeat age; read from the store and etcd, so any node answers the same; on a single node, that node alone with clustered false (platform operators; 503 when the cluster's store does not answer)
+         * @description Needs a signed-in session token (`ses_...`) as a bearer token; API keys are refused with 403. No particular scope is required. For platform operators only (a session of a user with `is_admin`): every other caller is refused with 403.
+         */
+        get: operations["getNodes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -3559,6 +3579,78 @@ export interface components {
             /** @description absent from the public status */
             peer_url?: string;
         };
+        ClusterNode: {
+            /** @description the host the other nodes reach it at (up --advertise) */
+            advertise: string;
+            api_url: string;
+            client_url: string;
+            /**
+             * Format: int64
+             * @description the size of its data directory's filesystem (0: unknown)
+             */
+            disk_bytes: number;
+            /**
+             * Format: int64
+             * @description disk minus its projects' storage limits, as placement counts it (negative: overcommitted)
+             */
+            disk_free_bytes: number;
+            /** @description its etcd member's id (hex) */
+            etcd_member_id: string;
+            /**
+             * Format: int64
+             * @description seconds since etcd last renewed its lease: the lease's granted TTL minus what it has left (absent: no lease now, or a single node)
+             */
+            heartbeat_age_seconds?: number;
+            /** @description the node's id (nod_…); empty on a single node */
+            id: string;
+            join_url: string;
+            /** Format: date-time */
+            joined_at: string;
+            kv_resp_port?: number;
+            kv_rest_url?: string;
+            /**
+             * Format: date-time
+             * @description when it last started and registered
+             */
+            last_seen_at: string;
+            /** @description its etcd member is the raft leader as the answering node's member knows it */
+            leader: boolean;
+            /**
+             * Format: int64
+             * @description seconds its liveness lease has left (absent: no lease now, or a single node)
+             */
+            lease_ttl_seconds?: number;
+            /** @description alive when its liveness key is there now, else down (read from the cluster's leases; absent on a single node) */
+            liveness?: string;
+            /**
+             * Format: int64
+             * @description the machine's memory (0: unknown)
+             */
+            memory_bytes: number;
+            /**
+             * Format: int64
+             * @description memory minus its projects' plans' memory, as placement counts it (negative: overcommitted)
+             */
+            memory_free_bytes: number;
+            /** @description its etcd member's name (empty on a single node) */
+            name: string;
+            peer_url: string;
+            ports_first: number;
+            /** @description ports of its range minus two per project (direct and pooled), as placement counts them */
+            ports_free: number;
+            ports_last: number;
+            /** @description the ids of the projects it hosts (previews included, deleted ones not) */
+            projects: string[];
+            /** @description the host its projects' connection URLs name (up --public-host) */
+            public_host: string;
+            /** @description its etcd member's role: voter, learner (added, not caught up, does not vote), none (a single node, or no such member now) */
+            role: components["schemas"]["NodeRole"];
+            /** @description what its record says: joining (a member added, not started yet) or active (it started and registered) */
+            state: string;
+            /** @description record and liveness together: alive, joining, or unavailable (active but its lease lapsed) */
+            status: components["schemas"]["NodeStatus"];
+            version: string;
+        };
         ClusterStatus: {
             /** @description the name of the etcd member this node knows as the leader; empty when it knows none (no quorum, or an election under way) */
             leader: string;
@@ -4398,6 +4490,18 @@ export interface components {
         MoveProjectRequest: {
             node?: string;
         };
+        NodeList: {
+            /** @description whether this appliance is a cluster of nodes on embedded etcd; false: a single node, listed alone (its id is empty) */
+            clustered: boolean;
+            /** @description the id of the node that answered (empty on a single node) */
+            node: string;
+            /** @description the nodes, in the order they joined */
+            nodes: components["schemas"]["ClusterNode"][];
+        };
+        /** @enum {string} */
+        NodeRole: "voter" | "learner" | "none";
+        /** @enum {string} */
+        NodeStatus: "alive" | "joining" | "unavailable";
         OAuthStartResponse: {
             /**
              * Format: uri
@@ -7317,6 +7421,74 @@ export interface operations {
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             507: components["responses"]["InsufficientStorage"];
+        };
+    };
+    getNodes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example {
+                     *       "clustered": true,
+                     *       "node": "example",
+                     *       "nodes": [
+                     *         {
+                     *           "advertise": "example",
+                     *           "api_url": "example",
+                     *           "client_url": "example",
+                     *           "disk_bytes": 1,
+                     *           "disk_free_bytes": 1,
+                     *           "etcd_member_id": "example",
+                     *           "heartbeat_age_seconds": 1,
+                     *           "id": "example",
+                     *           "join_url": "example",
+                     *           "joined_at": "2026-01-31T12:00:00Z",
+                     *           "kv_resp_port": 1,
+                     *           "kv_rest_url": "example",
+                     *           "last_seen_at": "2026-01-31T12:00:00Z",
+                     *           "leader": true,
+                     *           "lease_ttl_seconds": 1,
+                     *           "liveness": "example",
+                     *           "memory_bytes": 1,
+                     *           "memory_free_bytes": 1,
+                     *           "name": "example",
+                     *           "peer_url": "example",
+                     *           "ports_first": 1,
+                     *           "ports_free": 1,
+                     *           "ports_last": 1,
+                     *           "projects": [
+                     *             "example"
+                     *           ],
+                     *           "public_host": "example",
+                     *           "role": "voter",
+                     *           "state": "example",
+                     *           "status": "alive",
+                     *           "version": "example"
+                     *         }
+                     *       ]
+                     *     } */
+                    "application/json": components["schemas"]["NodeList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getOpenapiJson: {
