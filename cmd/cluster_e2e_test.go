@@ -29,7 +29,7 @@ func clusterFlags(host string) []string {
 
 // runCLI runs the binary with args to its end and returns its standard output; it fails the test on an
 // error exit.
-func runCLI(t *testing.T, bin string, args ...string) string {
+func runCLI(t testing.TB, bin string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -54,7 +54,7 @@ type clusterNode struct {
 	KVRESPPort int      `json:"kv_resp_port"`
 }
 
-func clusterNodes(t *testing.T, bin, dataDir string) []clusterNode {
+func clusterNodes(t testing.TB, bin, dataDir string) []clusterNode {
 	t.Helper()
 	var nodes []clusterNode
 	out := runCLI(t, bin, "cluster", "nodes", "--json", "--data-dir", dataDir)
@@ -97,7 +97,7 @@ func (p *e2eProc) metrics(t *testing.T) string {
 	return string(b)
 }
 
-func (p *e2eProc) clusterStatus(t *testing.T) clusterStatus {
+func (p *e2eProc) clusterStatus(t testing.TB) clusterStatus {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, p.api+"/status", nil)
 	req.Header.Set("Authorization", "Bearer "+e2eMetricsToken)
