@@ -113,7 +113,8 @@ func benchBoot(b testing.TB, dataDir string) string {
 // appliance (bbolt) and a cluster of three (etcd) through a follower's API and through the leader's,
 // BENCH_CLUSTER_ITERATIONS (default 100) iterations a target a round, the targets' order turned each of
 // BENCH_CLUSTER_ROUNDS (default 3) rounds; p50 and p99 by target and operation, and the ratios to the
-// single node. Then the reference: etcd's own put latency on the same cluster of three (the appliance's
+// single node. With BENCH_CLUSTER_BASE_BIN (a binary built from another commit: a before/after) a second
+// cluster of three of it is written to in the same rounds ("base follower", "base leader"). Then the reference: etcd's own put latency on the same cluster of three (the appliance's
 // embedded members, the same TLS and the node's client certificate), from a loop of clientv3 Put
 // (sequential, and 50 in flight), and from etcd's `benchmark put` when BENCH_ETCD_BENCHMARK names its
 // binary (go.etcd.io/etcd/v3/tools/benchmark; see bench/README.md for how it was built here).
@@ -127,7 +128,7 @@ func BenchmarkClusterAPIWrites(b *testing.B) {
 	flags := []string{"--spare-clusters", "0"}
 
 	// The single node, and node 1 of the cluster before it is one: a project (its saved queries) each.
-	setup := func(dir, name string) (*e2eProc, *benchTarget) {
+	setup := func(bin, dir, name string) (*e2eProc, *benchTarget) {
 		p := e2eStartWith(b, bin, dir, nil, flags)
 		bt := &benchTarget{name: name, key: e2eAdminKey(b, dir), org: benchBoot(b, dir), lat: map[string][]time.Duration{}}
 		bt.prj = p.e2eProvision(b, bt.key, "bench "+name)
@@ -142,32 +143,42 @@ func BenchmarkClusterAPIWrites(b *testing.B) {
 	}
 	singleDir := appliancetest.TraversableTempDir(b)
 	b.Cleanup(func() { e2eKillUnder(b, singleDir) })
-	sp, single := setup(singleDir, "single")
+	sp, single := setup(bin, singleDir, "single")
 	single.p = sp
-	dirs := make([]string, 3)
-	for i := range dirs {
-		dirs[i] = appliancetest.TraversableTempDir(b)
-		d := dirs[i]
-		b.Cleanup(func() { e2eKillUnder(b, d) })
+	// clusterTargets makes a cluster of three of the binary and returns its follower and leader targets.
+	clusterTargets := func(bin, prefix string) (dirs []string, follower, lead int, ts []*benchTarget) {
+		dirs = make([]string, 3)
+		for i := range dirs {
+			dirs[i] = appliancetest.TraversableTempDir(b)
+			d := dirs[i]
+			b.Cleanup(func() { e2eKillUnder(b, d) })
+		}
+		p1, first := setup(bin, dirs[0], prefix+"cluster")
+		p1.stop(b, syscall.SIGTERM)
+		procs := clusterOfThree(b, bin, dirs, nil, flags, nil)
+		nodes := clusterNodes(b, bin, dirs[0])
+		lead = clusterLeader(b, procs[0], nodes)
+		if lead < 0 {
+			b.Fatal("no leader")
+		}
+		follower = (lead + 1) % 3
+		b.Logf("%scluster: leader node %d; follower written to: node %d", prefix, lead+1, follower+1)
+		for _, c := range []struct {
+			name string
+			node int
+		}{{prefix + "follower", follower}, {prefix + "leader", lead}} {
+			bt := *first
+			bt.name, bt.p, bt.lat = c.name, procs[c.node], map[string][]time.Duration{}
+			ts = append(ts, &bt)
+		}
+		return dirs, follower, lead, ts
 	}
-	p1, clusterFirst := setup(dirs[0], "cluster")
-	p1.stop(b, syscall.SIGTERM)
-	procs := clusterOfThree(b, bin, dirs, nil, flags, nil)
-	nodes := clusterNodes(b, bin, dirs[0])
-	lead := clusterLeader(b, procs[0], nodes)
-	if lead < 0 {
-		b.Fatal("no leader")
-	}
-	follower := (lead + 1) % 3
-	b.Logf("leader: node %d; follower written to: node %d", lead+1, follower+1)
-	targets := []*benchTarget{single}
-	for _, c := range []struct {
-		name string
-		node int
-	}{{"follower", follower}, {"leader", lead}} {
-		bt := *clusterFirst
-		bt.name, bt.p, bt.lat = c.name, procs[c.node], map[string][]time.Duration{}
-		targets = append(targets, &bt)
+	dirs, follower, lead, ts := clusterTargets(bin, "")
+	targets := append([]*benchTarget{single}, ts...)
+	// Another build's cluster beside this one's (a before/after of a change, alternating with the rest).
+	if base := os.Getenv("BENCH_CLUSTER_BASE_BIN"); base != "" {
+		_, _, _, ts := clusterTargets(base, "base ")
+		targets = append(targets, ts...)
 	}
 
 	for range b.N {
@@ -192,17 +203,27 @@ func BenchmarkClusterAPIWrites(b *testing.B) {
 	}
 
 	var report strings.Builder
-	fmt.Fprintf(&report, "\n| operation | single p50 | single p99 | follower p50 | follower p99 | leader p50 | leader p99 | follower/single p50 | leader/single p50 |\n|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&report, "\n| operation |")
+	for _, bt := range targets {
+		fmt.Fprintf(&report, " %s p50 / p99 |", bt.name)
+	}
+	for _, bt := range targets[1:] {
+		fmt.Fprintf(&report, " %s/single p50 |", bt.name)
+	}
+	fmt.Fprintf(&report, "\n|---|%s\n", strings.Repeat("---|", 2*len(targets)-1))
 	all := map[*benchTarget][]time.Duration{}
 	row := func(name string, lat func(*benchTarget) []time.Duration) {
-		var p50 [3]time.Duration
+		p50 := make([]time.Duration, len(targets))
 		fmt.Fprintf(&report, "| %s |", name)
 		for i, bt := range targets {
 			d := lat(bt)
 			p50[i] = benchPct(d, 0.5)
-			fmt.Fprintf(&report, " %s | %s |", benchMs(p50[i]), benchMs(benchPct(d, 0.99)))
+			fmt.Fprintf(&report, " %s / %s |", benchMs(p50[i]), benchMs(benchPct(d, 0.99)))
 		}
-		fmt.Fprintf(&report, " %.2f | %.2f |\n", float64(p50[1])/float64(p50[0]), float64(p50[2])/float64(p50[0]))
+		for i := range targets[1:] {
+			fmt.Fprintf(&report, " %.2f |", float64(p50[i+1])/float64(p50[0]))
+		}
+		fmt.Fprintf(&report, "\n")
 	}
 	for _, op := range benchWriteOps {
 		row(op, func(bt *benchTarget) []time.Duration {
