@@ -230,6 +230,7 @@ func (h *linAPIHistory) history() []porcupine.Operation {
 type linNodes struct {
 	mu    sync.Mutex
 	procs []*e2eProc
+	gone  []*e2eProc // the processes replaced (killed, started again)
 }
 
 func (n *linNodes) get(i int) *e2eProc {
@@ -241,7 +242,24 @@ func (n *linNodes) get(i int) *e2eProc {
 func (n *linNodes) set(i int, p *e2eProc) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.gone = append(n.gone, n.procs[i])
 	n.procs[i] = p
+}
+
+// failures are the nodes' log lines of requests that failed (an internal error or an unavailable store:
+// what the 5xx answers the clients counted were), at most max.
+func (n *linNodes) failures(max int) []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for _, p := range append(append([]*e2eProc{}, n.gone...), n.procs...) {
+		for _, l := range strings.Split(p.stderr.String()+p.stdout.String(), "\n") {
+			if strings.Contains(l, `msg="request failed"`) && len(out) < max {
+				out = append(out, p.dataDir+": "+l)
+			}
+		}
+	}
+	return out
 }
 
 // linClient is one client of one node's API.
@@ -613,6 +631,9 @@ func TestClusterLinearizableAPI(t *testing.T) {
 		}
 	}
 
+	for _, l := range nodes.failures(10) {
+		t.Logf("a failed request: %s", l)
+	}
 	ops := h.history()
 	counts := map[linAPIKind]int{}
 	conflicts := 0
