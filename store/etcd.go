@@ -67,7 +67,7 @@ func unavailable(err error) error {
 		return err
 	}
 	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, rpctypes.ErrNoLeader), errors.Is(err, rpctypes.ErrTimeout),
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, rpctypes.ErrNoLeader), errors.Is(err, rpctypes.ErrLeaderChanged), errors.Is(err, rpctypes.ErrTimeout),
 		errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail), errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost),
 		status.Code(err) == codes.DeadlineExceeded, status.Code(err) == codes.Unavailable:
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -267,7 +267,11 @@ type etcdTx struct {
 
 func (t *etcdTx) fail(err error) {
 	if t.err == nil {
-		if errors.Is(err, rpctypes.ErrCompacted) {
+		// A read that may succeed if the transaction runs again: its revision compacted away, or the leader
+		// changed while the member confirmed its read index. An Update runs again; a View does not (its
+		// function need not be safe to run twice: it may append to what it returns), and fails with the
+		// error (ErrUnavailable for a leader change: a 503).
+		if errors.Is(err, rpctypes.ErrCompacted) || errors.Is(err, rpctypes.ErrLeaderChanged) {
 			err = fmt.Errorf("%w: %w", errRetry, err)
 		}
 		t.err = unavailable(err)
