@@ -78,6 +78,15 @@ func (i *Instance) FenceForPgUpgrade() error {
 	if err := i.check(); err != nil {
 		return err
 	}
-	hba := "local   all          " + AdminRole + "  scram-sha-256\n" + fencedHBA
-	return i.User.WriteFile(filepath.Join(i.DataDir(), "pg_hba.conf"), []byte(hba), 0o600)
+	return i.User.WriteFile(filepath.Join(i.DataDir(), "pg_hba.conf"), []byte(pgUpgradeHBA), 0o600)
+}
+
+// pgUpgradeHBA is pg_hba.conf while pg_upgrade works on the instance (FenceForPgUpgrade).
+var pgUpgradeHBA = "local   all          " + AdminRole + "  scram-sha-256\n" + fencedHBA
+
+// FencedForPgUpgrade reports whether the instance's pg_hba.conf is FenceForPgUpgrade's: pg_upgrade was to
+// run on it, and nothing has opened it since.
+func (i *Instance) FencedForPgUpgrade() bool {
+	b, err := os.ReadFile(filepath.Join(i.DataDir(), "pg_hba.conf"))
+	return err == nil && string(b) == pgUpgradeHBA
 }

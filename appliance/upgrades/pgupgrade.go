@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/theappliance/appliance/api"
@@ -200,8 +201,14 @@ func (s *Service) pgUpgradeMajor(ctx context.Context, run *scheduler.Run, dp *Pl
 		return nil, resume(err)
 	}
 	steps.Done("stop")
-	// pg_upgrade checks first (a failure then changes nothing: the old server resumes), then copies.
-	if err := s.pgUpgrade(ctx, run, dp, string(pw), old, next); err != nil {
+	s.step(ctx, run, "pgupgrade-stopped")
+	// pg_upgrade checks first (a failure then changes nothing: the old server resumes), then copies. A stop
+	// of the appliance from here until the record names the new cluster is put right at the next start
+	// (RepairPgUpgrade), and the job's retry upgrades again from the old directory.
+	held := s.holdPgUpgrade(ctx, run, old, next)
+	err = s.pgUpgrade(ctx, run, dp, string(pw), old, next)
+	held()
+	if err != nil {
 		return nil, resume(fmt.Errorf("pg_upgrade: %w", err))
 	}
 	steps.Done("pg_upgrade")
@@ -209,6 +216,7 @@ func (s *Service) pgUpgradeMajor(ctx context.Context, run *scheduler.Run, dp *Pl
 		return nil, resume(err)
 	}
 	steps.Done("start")
+	s.step(ctx, run, "pgupgrade-started")
 	var rec *store.Instance
 	err = s.db.Update(func(tx *store.Tx) error {
 		var err error
@@ -451,4 +459,41 @@ func (s *Service) pgUpgrade(ctx context.Context, run *scheduler.Run, dp *Plane, 
 		return fmt.Errorf("%w: %s", err, pgUpgradeProblems(out.String()))
 	}
 	return nil
+}
+
+// holdPgUpgrade gives a test build's job-step hook (Deps.Step) the moments pg_upgrade runs a server of its
+// own: "pgupgrade-old-running" when it has started the old cluster (on its private socket), then
+// "pgupgrade-new-running" when it has started the new one. pg_upgrade is held still (SIGSTOP) while the
+// hook runs, so that a test stops the appliance with that server running. Without a hook it does nothing.
+// The returned function waits for the watch to end.
+func (s *Service) holdPgUpgrade(ctx context.Context, run *scheduler.Run, old, next *postgres.Instance) (done func()) {
+	if s.stepHook == nil {
+		return func() {}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for _, w := range []struct {
+			step string
+			i    *postgres.Instance
+		}{{"pgupgrade-old-running", old}, {"pgupgrade-new-running", next}} {
+			err := daemon.WaitFor(wctx, 10*time.Millisecond, func() (bool, error) {
+				_, running, _ := w.i.Status()
+				return running, nil
+			})
+			if err != nil {
+				return
+			}
+			stopped := processesIn(next.Dir, next.User.UID, "pg_upgrade")
+			for _, p := range stopped {
+				_ = syscall.Kill(p.PID, syscall.SIGSTOP)
+			}
+			s.step(ctx, run, w.step)
+			for _, p := range stopped {
+				_ = syscall.Kill(p.PID, syscall.SIGCONT)
+			}
+		}
+	}()
+	return func() { cancel(); <-ended }
 }

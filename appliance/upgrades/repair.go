@@ -7,9 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
@@ -25,6 +29,7 @@ func (s *Service) RepairEnded(ctx context.Context, prj *store.Project, inst *sto
 	if s.eng == nil || inst.PreviousDir != "" {
 		return
 	}
+	s.repairPgUpgrade(ctx, prj, inst, log)
 	var last *store.Job // the project's newest upgrade job
 	err := s.db.View(func(tx *store.Tx) error {
 		js, err := store.Jobs.Lookup(tx, store.JobsByProject, prj.ID, store.Query{})
@@ -88,4 +93,84 @@ func (s *Service) RepairEnded(ctx context.Context, prj *store.Project, inst *sto
 			log.Error("drop the replication slots of an ended upgrade", "project", prj.ID, "err", err)
 		}
 	}()
+}
+
+// repairPgUpgrade puts right, at the appliance's start and before the project's server is started or
+// adopted, what a stop inside a pg_upgrade's write pause left: the record still names the old cluster,
+// whose pg_hba.conf is pg_upgrade's (postgres.Instance.FencedForPgUpgrade). Then pg_upgrade may still run,
+// orphaned, with what it started (pg_dump, pg_restore, pg_ctl: all working in the new cluster's directory)
+// and a server of the old or the new cluster on its private socket: they are killed first (pg_upgrade
+// would start or stop servers after this repair). A server of the old cluster is pg_upgrade's (the pause
+// stopped the project's before pg_upgrade ran): it stops (a fast shutdown; the engine then starts the old
+// cluster on the project's port). The new cluster, whole or half copied, and a new server that already
+// runs on the project's port are removed: the job's retry makes them again from the old directory, which
+// pg_upgrade's copy mode never changes, or, with no retry left, the project stays on the old cluster. The
+// old directory stays fenced as the pause left it: the retry lets the clients in again at its start, or
+// RepairEnded when the job failed.
+func (s *Service) repairPgUpgrade(ctx context.Context, prj *store.Project, inst *store.Instance, log *slog.Logger) {
+	old := s.eng.Instance(inst)
+	if !old.FencedForPgUpgrade() {
+		return
+	}
+	log.Warn("a major upgrade by pg_upgrade was cut short in its write pause: its processes and new cluster are removed", "project", prj.ID)
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(inst.Dir), inst.ID+"-pg*"))
+	for _, dir := range left {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || dir == inst.Dir {
+			continue
+		}
+		if err := killProcessesIn(ctx, dir, old.User.UID); err != nil {
+			log.Error("kill the processes of a cut pg_upgrade", "project", prj.ID, "dir", dir, "err", err)
+		}
+		rec := *inst
+		rec.Dir = dir
+		if err := s.eng.Instance(&rec).Remove(ctx); err != nil {
+			log.Error("remove the new cluster of a cut pg_upgrade", "project", prj.ID, "dir", dir, "err", err)
+		}
+	}
+	if err := old.Stop(ctx, nil, daemon.StopFast); err != nil {
+		log.Error("stop the old cluster's server pg_upgrade started", "project", prj.ID, "err", err)
+	}
+	if err := old.Fence(true); err != nil {
+		log.Error("fence the old cluster of a cut pg_upgrade", "project", prj.ID, "err", err)
+	}
+}
+
+// processesIn lists the live processes of uid whose working directory is dir or below it, those of the
+// named programs only when programs are given.
+func processesIn(dir string, uid uint32, programs ...string) []*daemon.ProcInfo {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		real = filepath.Clean(dir)
+	}
+	entries, _ := os.ReadDir("/proc")
+	var out []*daemon.ProcInfo
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd")
+		if err != nil || (cwd != real && !strings.HasPrefix(cwd, real+"/")) {
+			continue
+		}
+		p := daemon.ReadProcess(pid)
+		if p == nil || p.UID != uid || len(p.Args) == 0 || (len(programs) > 0 && !slices.Contains(programs, p.Program())) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// killProcessesIn SIGKILLs the processes of uid working in dir until none is left (30 s at most).
+func killProcessesIn(ctx context.Context, dir string, uid uint32) error {
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return daemon.WaitFor(wctx, 20*time.Millisecond, func() (bool, error) {
+		procs := processesIn(dir, uid)
+		for _, p := range procs {
+			_ = syscall.Kill(p.PID, syscall.SIGKILL)
+		}
+		return len(procs) == 0, nil
+	})
 }
