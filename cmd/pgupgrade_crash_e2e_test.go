@@ -47,7 +47,7 @@ func TestPgUpgradeSurvivesCrash(t *testing.T) {
 	phase := func(what string) { t.Helper(); t.Logf("%6.2fs %s", time.Since(began).Seconds(), what) }
 	p := e2eStartWith(t, bin, dataDir, nil, flags)
 	key := e2eAdminKey(t, dataDir)
-	prjID := p.e2eProvision(t, key, "pg_upgraded")
+	prjID := p.e2eProvision(t, key, "upgraded by pg_upgrade")
 	prj := p.project(t, key, prjID)
 	instDir := filepath.Join(dataDir, "instances", prj.PrimaryInstanceID)
 	newDir := instDir + "-pg17"
@@ -79,7 +79,7 @@ func TestPgUpgradeSurvivesCrash(t *testing.T) {
 	pgUpgradeLeft := func() []string {
 		var left []string
 		for pid, cmd := range e2eProcsUnder(dataDir) {
-			if strings.Contains(cmd, "pg_upgrade") {
+			if f := strings.Fields(cmd); len(f) > 0 && filepath.Base(f[0]) == "pg_upgrade" {
 				left = append(left, fmt.Sprintf("%d %s", pid, cmd))
 			}
 		}

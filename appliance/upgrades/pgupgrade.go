@@ -120,8 +120,9 @@ func (s *Service) pgUpgradeMajor(ctx context.Context, run *scheduler.Run, dp *Pl
 		_ = run.Progress(map[string]any{"step": step, "method": MethodPgUpgrade})
 	}
 	// A retry of an attempt cut short in its pause (the appliance stopped) finds the old server fenced:
-	// it serves again first, whatever this attempt does.
-	if err := s.fence(ctx, inst, false); err != nil {
+	// it serves again first, whatever this attempt does. The server may be starting (the appliance's start,
+	// a restart): it is given a minute to answer.
+	if err := waitUntil(ctx, time.Minute, func() error { return s.fence(ctx, inst, false) }); err != nil {
 		return nil, scheduler.Transient(fmt.Errorf("the project's server: %w", err))
 	}
 	report("preflight")
