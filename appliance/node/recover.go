@@ -154,6 +154,16 @@ func (u *Node) startForRecovery(ctx context.Context, dataDir string) (stop func(
 		return nil, fmt.Errorf("programs: %w (fix: %s)", err, programsFix(u.cfg))
 	}
 	u.set = set
+	// The other majors (--pg-dist), as up obtains them: a project upgraded to one is rebuilt on it.
+	dists, err := programs.ParseDists(u.cfg.PGDist)
+	if err != nil {
+		return nil, fmt.Errorf("--pg-dist: %w", err)
+	}
+	for _, d := range dists {
+		if _, err := d.Obtain(ctx, appliance.PostgresDistDir(dataDir), u.log); err != nil {
+			fmt.Fprintf(u.out, "--pg-dist %d: %v (a project on PostgreSQL %d cannot be recovered without it)\n", d.Major, err, d.Major)
+		}
+	}
 	for _, step := range []func(context.Context) error{u.openDataDir, u.makeInstancesDir} {
 		if err := step(ctx); err != nil {
 			return nil, err
