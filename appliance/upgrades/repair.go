@@ -105,8 +105,9 @@ func (s *Service) RepairEnded(ctx context.Context, prj *store.Project, inst *sto
 // cluster on the project's port). The new cluster, whole or half copied, and a new server that already
 // runs on the project's port are removed: the job's retry makes them again from the old directory, which
 // pg_upgrade's copy mode never changes, or, with no retry left, the project stays on the old cluster. The
-// old directory stays fenced as the pause left it: the retry lets the clients in again at its start, or
-// RepairEnded when the job failed.
+// old directory's usual pg_hba.conf is written back: a retry pauses writes again, and nothing else would
+// lift pg_upgrade's (a pg_upgrade rollback cut short after its record names the old directory again
+// leaves it too, and its retry finds nothing to roll back).
 func (s *Service) repairPgUpgrade(ctx context.Context, prj *store.Project, inst *store.Instance, log *slog.Logger) {
 	old := s.eng.Instance(inst)
 	if !old.FencedForPgUpgrade() {
@@ -130,8 +131,8 @@ func (s *Service) repairPgUpgrade(ctx context.Context, prj *store.Project, inst 
 	if err := old.Stop(ctx, nil, daemon.StopFast); err != nil {
 		log.Error("stop the old cluster's server pg_upgrade started", "project", prj.ID, "err", err)
 	}
-	if err := old.Fence(true); err != nil {
-		log.Error("fence the old cluster of a cut pg_upgrade", "project", prj.ID, "err", err)
+	if err := old.Fence(false); err != nil {
+		log.Error("open the old cluster of a cut pg_upgrade", "project", prj.ID, "err", err)
 	}
 }
 
