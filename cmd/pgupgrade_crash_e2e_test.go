@@ -153,14 +153,45 @@ func TestPgUpgradeSurvivesCrash(t *testing.T) {
 		phase(fmt.Sprintf("round %d: rolled back to 15 from the old directory", round+1))
 	}
 
-	// Every attempt killed while pg_upgrade runs: the job fails, the project serves on 15.
-	e2eSQL(t, conns.PooledURL, true, "INSERT INTO items VALUES (999)")
+	// A rollback killed once its record names the old directory again, before it opens it: the start
+	// lets clients in (pg_upgrade's pg_hba.conf replaced), the retried rollback finds nothing to do.
+	uj := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/upgrade/major?target_major=17", nil, http.StatusAccepted)
+	if j := waitJobFor(t, p, key, uj.ID, restoreDeadline); j.State != "completed" {
+		t.Fatalf("upgrade before the rollback's crash: %s %q\n%s", j.State, j.Error, j.LastStderr)
+	}
 	want := itemsState(t, conns.DirectURL, false)
 	p.stop(t, syscall.SIGTERM)
-	marker := filepath.Join(markers, "exhausted")
+	marker := filepath.Join(markers, "rolled-back")
+	p = e2eStartWith(t, bin, dataDir, []string{"APPLIANCE_TEST_JOB_PAUSE=pgupgrade-rolled-back", "APPLIANCE_TEST_JOB_PAUSE_MARKER=" + marker}, flags)
+	rb := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/upgrade/major/rollback", nil, http.StatusAccepted)
+	waitMarker(t, p, marker, rb.ID+" pgupgrade-rolled-back")
+	p.stop(t, syscall.SIGKILL)
+	phase("a rollback SIGKILLed after its record named the old directory")
+	p = e2eStartWith(t, bin, dataDir, nil, flags)
+	if j := waitJobFor(t, p, key, rb.ID, restoreDeadline); j.State != "completed" {
+		t.Fatalf("the rollback's retry: %s %q\n%s", j.State, j.Error, j.LastStderr)
+	}
+	e2eEventually(t, e2eDeadline, "the project to be active on 15 after the cut rollback", func() (bool, string) {
+		prj := p.project(t, key, prjID)
+		return prj.State == "active" && prj.RuntimeStatus == "active", prj.State + "/" + prj.RuntimeStatus
+	})
+	serves("after the cut rollback", "15", want)
+	if _, err := os.Stat(newDir); !os.IsNotExist(err) {
+		t.Fatalf("the new cluster after the cut rollback: %v", err)
+	}
+	if left := e2eProcsUnder(newDir); len(left) > 0 {
+		t.Fatalf("the new cluster's processes after the cut rollback: %v", left)
+	}
+	phase("the cut rollback's start let the project serve on 15")
+
+	// Every attempt killed while pg_upgrade runs: the job fails, the project serves on 15.
+	e2eSQL(t, conns.PooledURL, true, "INSERT INTO items VALUES (999)")
+	want = itemsState(t, conns.DirectURL, false)
+	p.stop(t, syscall.SIGTERM)
+	marker = filepath.Join(markers, "exhausted")
 	env := []string{"APPLIANCE_TEST_JOB_PAUSE=pgupgrade-new-running", "APPLIANCE_TEST_JOB_PAUSE_MARKER=" + marker}
 	p = e2eStartWith(t, bin, dataDir, env, flags)
-	uj := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/upgrade/major?target_major=17", nil, http.StatusAccepted)
+	uj = p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/upgrade/major?target_major=17", nil, http.StatusAccepted)
 	for attempt := 1; attempt <= 3; attempt++ {
 		if attempt > 1 {
 			p = e2eStartWith(t, bin, dataDir, env, flags)

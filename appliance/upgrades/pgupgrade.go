@@ -120,8 +120,18 @@ func (s *Service) pgUpgradeMajor(ctx context.Context, run *scheduler.Run, dp *Pl
 		_ = run.Progress(map[string]any{"step": step, "method": MethodPgUpgrade})
 	}
 	// A retry of an attempt cut short in its pause (the appliance stopped) finds the old server fenced:
-	// it serves again first, whatever this attempt does. The server may be starting (the appliance's start,
-	// a restart): it is given a minute to answer.
+	// it serves again first, whatever this attempt does. Cut while pg_upgrade ran or after, what that
+	// left goes first (its orphans, the new cluster, the old server pg_upgrade started), and the old
+	// server starts on the project's port.
+	if old := s.eng.Instance(inst); old.FencedForPgUpgrade() {
+		if err := s.clearCutPgUpgrade(ctx, inst); err != nil {
+			return nil, scheduler.Transient(err)
+		}
+		if err := old.Start(ctx, run.Exec); err != nil {
+			return nil, scheduler.Transient(fmt.Errorf("start the old server after a cut pg_upgrade: %w", err))
+		}
+	}
+	// The server may be starting (the appliance's start, a restart): it is given a minute to answer.
 	if err := waitUntil(ctx, time.Minute, func() error { return s.fence(ctx, inst, false) }); err != nil {
 		return nil, scheduler.Transient(fmt.Errorf("the project's server: %w", err))
 	}
@@ -325,6 +335,7 @@ func (s *Service) pgUpgradeRollback(ctx context.Context, run *scheduler.Run, prj
 	if err := s.db.Update(func(tx *store.Tx) error { return store.Instances.Put(tx, &back) }); err != nil {
 		return nil, err
 	}
+	s.step(ctx, run, "pgupgrade-rolled-back")         // the record names the old directory, not opened yet
 	if err := s.openOn(ctx, prj, &back); err != nil { // the old directory was fenced in the upgrade's pause
 		return nil, fmt.Errorf("the project runs on its old server again but could not be opened to clients: %w", err)
 	}

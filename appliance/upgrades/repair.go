@@ -3,6 +3,7 @@ package upgrades
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -96,44 +97,72 @@ func (s *Service) RepairEnded(ctx context.Context, prj *store.Project, inst *sto
 }
 
 // repairPgUpgrade puts right, at the appliance's start and before the project's server is started or
-// adopted, what a stop inside a pg_upgrade's write pause left: the record still names the old cluster,
-// whose pg_hba.conf is pg_upgrade's (postgres.Instance.FencedForPgUpgrade). Then pg_upgrade may still run,
-// orphaned, with what it started (pg_dump, pg_restore, pg_ctl: all working in the new cluster's directory)
-// and a server of the old or the new cluster on its private socket: they are killed first (pg_upgrade
-// would start or stop servers after this repair). A server of the old cluster is pg_upgrade's (the pause
-// stopped the project's before pg_upgrade ran): it stops (a fast shutdown; the engine then starts the old
-// cluster on the project's port). The new cluster, whole or half copied, and a new server that already
-// runs on the project's port are removed: the job's retry makes them again from the old directory, which
-// pg_upgrade's copy mode never changes, or, with no retry left, the project stays on the old cluster. The
-// old directory's usual pg_hba.conf is written back: a retry pauses writes again, and nothing else would
-// lift pg_upgrade's (a pg_upgrade rollback cut short after its record names the old directory again
-// leaves it too, and its retry finds nothing to roll back).
+// adopted, what a stop inside a pg_upgrade's write pause left (clearCutPgUpgrade), unless an upgrade job of
+// the project will run again (the scheduler, started first, has made an interrupted one pending): its
+// attempt clears it first thing, and the two must not race (the attempt makes the new cluster again).
 func (s *Service) repairPgUpgrade(ctx context.Context, prj *store.Project, inst *store.Instance, log *slog.Logger) {
-	old := s.eng.Instance(inst)
-	if !old.FencedForPgUpgrade() {
+	if !s.eng.Instance(inst).FencedForPgUpgrade() {
+		return
+	}
+	retry := false
+	err := s.db.View(func(tx *store.Tx) error {
+		js, err := store.Jobs.Lookup(tx, store.JobsByProject, prj.ID, store.Query{})
+		for _, j := range js {
+			if j.Type == JobMajor && (j.State == scheduler.StatePending || j.State == scheduler.StateRunning) {
+				retry = true
+			}
+		}
+		return err
+	})
+	if err != nil || retry {
 		return
 	}
 	log.Warn("a major upgrade by pg_upgrade was cut short in its write pause: its processes and new cluster are removed", "project", prj.ID)
+	if err := s.clearCutPgUpgrade(ctx, inst); err != nil {
+		log.Error("clear a cut pg_upgrade", "project", prj.ID, "err", err)
+	}
+}
+
+// clearCutPgUpgrade clears what a stop inside a pg_upgrade's write pause left when the record still names
+// the old cluster, whose pg_hba.conf is then pg_upgrade's (postgres.Instance.FencedForPgUpgrade; it does
+// nothing otherwise). pg_upgrade may still run, orphaned, with what it started (pg_dump, pg_restore,
+// pg_ctl: all working in the new cluster's directory) and a server of the old or the new cluster on its
+// private socket: they are killed first (pg_upgrade would start or stop servers after this). A server of
+// the old cluster is pg_upgrade's (the pause stopped the project's before pg_upgrade ran; the engine may
+// have adopted it at the start, on pg_upgrade's socket): it stops (a fast shutdown). The new cluster, whole
+// or half copied, and a new server already running on the project's port are removed: an attempt makes
+// them again from the old directory, which pg_upgrade's copy mode never changes, or, with no attempt left,
+// the project stays on the old cluster. The old directory's usual pg_hba.conf is written back: an attempt
+// pauses writes again, and nothing else would lift pg_upgrade's (a pg_upgrade rollback cut short after
+// its record names the old directory again leaves it too, and its retry finds nothing to roll back). The
+// caller starts the old server (or the engine does, at the appliance's start).
+func (s *Service) clearCutPgUpgrade(ctx context.Context, inst *store.Instance) error {
+	old := s.eng.Instance(inst)
+	if !old.FencedForPgUpgrade() {
+		return nil
+	}
+	var errs []error
 	left, _ := filepath.Glob(filepath.Join(filepath.Dir(inst.Dir), inst.ID+"-pg*"))
 	for _, dir := range left {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || dir == inst.Dir {
 			continue
 		}
 		if err := killProcessesIn(ctx, dir, old.User.UID); err != nil {
-			log.Error("kill the processes of a cut pg_upgrade", "project", prj.ID, "dir", dir, "err", err)
+			errs = append(errs, fmt.Errorf("kill the processes of a cut pg_upgrade in %s: %w", dir, err))
 		}
 		rec := *inst
 		rec.Dir = dir
 		if err := s.eng.Instance(&rec).Remove(ctx); err != nil {
-			log.Error("remove the new cluster of a cut pg_upgrade", "project", prj.ID, "dir", dir, "err", err)
+			errs = append(errs, fmt.Errorf("remove the new cluster of a cut pg_upgrade: %w", err))
 		}
 	}
 	if err := old.Stop(ctx, nil, daemon.StopFast); err != nil {
-		log.Error("stop the old cluster's server pg_upgrade started", "project", prj.ID, "err", err)
+		errs = append(errs, fmt.Errorf("stop the old cluster's server pg_upgrade started: %w", err))
 	}
 	if err := old.Fence(false); err != nil {
-		log.Error("open the old cluster of a cut pg_upgrade", "project", prj.ID, "err", err)
+		errs = append(errs, fmt.Errorf("open the old cluster of a cut pg_upgrade: %w", err))
 	}
+	return errors.Join(errs...)
 }
 
 // processesIn lists the live processes of uid whose working directory is dir or below it, those of the
