@@ -75,15 +75,7 @@ func (s *Service) fenceOn(ctx context.Context, inst *store.Instance, fenced bool
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := postgres.ReloadConf(ctx, conn); err != nil {
-		return err
-	}
-	if !fenced {
-		return nil
-	}
-	_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE backend_type = 'client backend' AND usename IS DISTINCT FROM $1 AND pid <> pg_backend_pid()`, postgres.AdminRole)
-	return err
+	return postgres.ApplyFence(ctx, conn, fenced)
 }
 
 func (h moveHost) Pause(ctx context.Context, projectID string) (string, error) {

@@ -71,6 +71,21 @@ func ReloadConf(ctx context.Context, conn *pgx.Conn) error {
 	}
 }
 
+// ApplyFence puts the pg_hba.conf Fence wrote in force on the server conn is an admin session of: the
+// server reloads it, and when fenced every client session (not the admin's) is ended, so no client writes
+// from the moment it returns.
+func ApplyFence(ctx context.Context, conn *pgx.Conn, fenced bool) error {
+	if err := ReloadConf(ctx, conn); err != nil {
+		return err
+	}
+	if !fenced {
+		return nil
+	}
+	_, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE backend_type = 'client backend' AND usename IS DISTINCT FROM $1 AND pid <> pg_backend_pid()`, AdminRole)
+	return err
+}
+
 // FenceForPgUpgrade writes the fenced pg_hba.conf with one more line first: the admin's logins on Unix
 // sockets, by password. pg_upgrade starts the old and the new cluster on sockets of its own (the instances
 // listen on TCP only, so the line admits nothing outside pg_upgrade's runs).
