@@ -133,7 +133,8 @@ func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
 func (c *Config) memberConfig(dataDir string) etcdembed.Config {
 	return etcdembed.Config{
 		Dir: memberDir(dataDir), Name: c.MemberName, Host: c.Advertise, ClientPort: c.ClientPort, PeerPort: c.PeerPort,
-		TLS:            &etcdembed.TLSFiles{CertFile: certFile(dataDir), KeyFile: keyFile(dataDir), CAFile: caFile(dataDir)},
+		TLS: &etcdembed.TLSFiles{CertFile: certFile(dataDir), KeyFile: keyFile(dataDir), CAFile: caFile(dataDir),
+			CRLFile: crlFile(dataDir)},
 		InitialCluster: c.InitialCluster, ClusterState: c.ClusterState, LogLevel: "error",
 	}
 }
@@ -199,6 +200,8 @@ type Member struct {
 	srv     *etcdembed.Server
 	client  *clientv3.Client
 	db      *store.DB
+	// stopSync ends syncRevocations, which closes synced.
+	stopSync, synced chan struct{}
 }
 
 // StartMember starts the data directory's etcd member and waits until it serves (a member of several:
@@ -215,6 +218,9 @@ func StartMember(ctx context.Context, dataDir string) (_ *Member, err error) {
 			m.Stop()
 		}
 	}()
+	if err := ensureCRL(dataDir); err != nil {
+		return nil, err
+	}
 	if m.srv, err = etcdembed.Start(ctx, cfg.memberConfig(dataDir)); err != nil {
 		return nil, fmt.Errorf("start this node's etcd member (%s on %s): %w", cfg.MemberName, cfg.Advertise, err)
 	}
@@ -232,6 +238,9 @@ func StartMember(ctx context.Context, dataDir string) (_ *Member, err error) {
 		return nil, err
 	}
 	m.db.SetNode(cfg.NodeID) // its own work looks at its projects only (store.Local)
+	m.stopSync = make(chan struct{})
+	m.synced = make(chan struct{})
+	go func() { defer close(m.synced); m.syncRevocations(m.stopSync) }()
 	return m, nil
 }
 
@@ -296,6 +305,11 @@ func (m *Member) Client() *clientv3.Client { return m.client }
 
 // Stop closes the store and the client and stops the member (what started; twice does nothing more).
 func (m *Member) Stop() {
+	if m.stopSync != nil {
+		close(m.stopSync)
+		<-m.synced
+		m.stopSync = nil
+	}
 	if m.db != nil {
 		m.db.Close()
 		m.db = nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/store"
+	"github.com/theappliance/appliance/store/etcdembed"
 )
 
 // newSingleNode is a stopped single-node appliance's data directory: meta.db with an organization.
@@ -241,11 +242,41 @@ func TestFormAndJoin(t *testing.T) {
 	if code, body := peerGet(); code != http.StatusServiceUnavailable {
 		t.Fatalf("node 3's certificate on the nodes' channel before its removal: %d %s", code, body)
 	}
+	// And at etcd itself: node 3's certificate as a client of node 1's member (its CRL file).
+	etcdGet := func() error {
+		t.Helper()
+		tc, err := clientTLS(dir3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := etcdembed.NewClient([]string{n1.m.Config().ClientURL()}, tc)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		gctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		_, err = c.Get(gctx, Prefix+"probe")
+		return err
+	}
+	if err := etcdGet(); err != nil {
+		t.Fatalf("node 3's certificate at node 1's etcd member before its removal: %v", err)
+	}
 	if _, err := RemoveNode(ctx, n1.m.Client(), n1.m.DB(), n1.m.Config().NodeID, id3); err != nil {
 		t.Fatal(err)
 	}
 	if code, body := peerGet(); code != http.StatusForbidden || !strings.Contains(body, "removed from the cluster") {
 		t.Fatalf("a removed node's certificate on the nodes' channel: %d %s, want 403", code, body)
+	}
+	refused := false
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if etcdGet() != nil {
+			refused = true
+			break
+		}
+	}
+	if !refused {
+		t.Fatal("a removed node's certificate is still let in by a member's etcd client listener 20 s after its removal")
 	}
 	if st := n1.m.Status(ctx); len(st.Members) != 2 || !st.Quorum {
 		t.Fatalf("status after the removal: %+v", st)

@@ -78,6 +78,9 @@ func Init(ctx context.Context, o InitOptions, out io.Writer) (*Config, error) {
 		return nil, err
 	}
 	fmt.Fprintf(out, "starting etcd member %s on %s (client %s, peer %s)\n", cfg.MemberName, cfg.Advertise, cfg.ClientURL(), cfg.PeerURL())
+	if err := ensureCRL(dataDir); err != nil {
+		return nil, err
+	}
 	srv, err := etcdembed.Start(ctx, cfg.memberConfig(dataDir))
 	if err != nil {
 		return nil, err

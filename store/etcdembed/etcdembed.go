@@ -53,9 +53,11 @@ type Config struct {
 
 // TLSFiles are the PEM files of a member's mutual TLS: its certificate (for its host, good for server
 // and client authentication: it serves its clients and peers and dials its peers with it) and key, and
-// the CA that every client and peer must present a certificate of.
+// the CA that every client and peer must present a certificate of; CRLFile (optional, DER) lists the
+// certificates of that CA refused all the same (read at each new connection: it may be replaced while the
+// member runs, and must exist while it does).
 type TLSFiles struct {
-	CertFile, KeyFile, CAFile string
+	CertFile, KeyFile, CAFile, CRLFile string
 }
 
 // Server is a running member.
@@ -147,7 +149,8 @@ func (cfg Config) launch(initialCluster string) (*Server, error) {
 		// A peer's certificate must be of the CA; its addresses are not checked against the connection's
 		// source address (a machine of several addresses dials from whichever its routes pick, not
 		// necessarily the one it advertises).
-		info := transport.TLSInfo{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile, TrustedCAFile: cfg.TLS.CAFile, ClientCertAuth: true, SkipClientSANVerify: true}
+		info := transport.TLSInfo{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile, TrustedCAFile: cfg.TLS.CAFile, ClientCertAuth: true, SkipClientSANVerify: true,
+			CRLFile: cfg.TLS.CRLFile}
 		ec.ClientTLSInfo, ec.PeerTLSInfo = info, info
 		ec.ClientAutoTLS, ec.PeerAutoTLS = false, false
 	}
