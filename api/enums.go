@@ -17,7 +17,7 @@ var Enums = map[string][]string{
 	"LogSeverity":       LogSeverities,
 	"ComponentStatus":   {StatusOperational, StatusDegraded, StatusDown},
 	"HealthStatus":      {HealthOK, HealthDegraded},
-	"NodeStatus":        {NodeStatusAlive, NodeStatusJoining, NodeStatusUnavailable},
+	"NodeStatus":        {NodeStatusAlive, NodeStatusJoining, NodeStatusDraining, NodeStatusUnavailable},
 	"NodeRole":          {NodeRoleVoter, NodeRoleLearner, NodeRoleNone},
 	"Environment":       Environments,
 	"ApprovalAction":    {ActionProjectDelete},

@@ -7,6 +7,7 @@ const (
 	NodeStatusAlive       = "alive"       // active, and its liveness key (bound to the lease it renews) is there
 	NodeStatusJoining     = "joining"     // a member added, the node not started and registered yet
 	NodeStatusUnavailable = "unavailable" // active, but its lease lapsed: down, cut off, or stopped
+	NodeStatusDraining    = "draining"    // alive, its projects being moved away before its removal (it takes no new one)
 )
 
 // Etcd member roles (ClusterNode.Role).
@@ -37,7 +38,7 @@ type ClusterNode struct {
 	Version      string    `json:"version"`
 	State        string    `json:"state" doc:"what its record says: joining (a member added, not started yet) or active (it started and registered)"`
 	Liveness     string    `json:"liveness,omitempty" doc:"alive when its liveness key is there now, else down (read from the cluster's leases; absent on a single node)"`
-	Status       string    `json:"status" enum:"NodeStatus" doc:"record and liveness together: alive, joining, or unavailable (active but its lease lapsed)"`
+	Status       string    `json:"status" enum:"NodeStatus" doc:"record and liveness together: alive, joining, draining (its projects moved away before its removal; it takes no new project), or unavailable (its lease lapsed)"`
 	Role         string    `json:"role" enum:"NodeRole" doc:"its etcd member's role: voter, learner (added, not caught up, does not vote), none (a single node, or no such member now)"`
 	Leader       bool      `json:"leader" doc:"its etcd member is the raft leader as the answering node's member knows it"`
 	JoinedAt     time.Time `json:"joined_at"`

@@ -14,7 +14,7 @@ import (
 
 // TestPlace: a new project goes to the live active node with the most room (its scarcest resource's free
 // fraction: plans' memory, storage limits, two ports a project), so projects spread over the nodes; a node
-// down, joining or out of ports is passed over; a single node (no node records) places nothing.
+// down, joining, draining or out of ports is passed over; a single node (no node records) places nothing.
 func TestPlace(t *testing.T) {
 	db, err := store.Open(filepath.Join(t.TempDir(), "meta.db"))
 	if err != nil {
@@ -42,6 +42,7 @@ func TestPlace(t *testing.T) {
 			{ID: "nod_b", MemoryBytes: 8 << 30, DiskBytes: 100 << 30, PortsFirst: 21000, PortsLast: 21099, State: store.NodeActive},
 			{ID: "nod_c", MemoryBytes: 8 << 30, DiskBytes: 100 << 30, PortsFirst: 22000, PortsLast: 22003, State: store.NodeActive},
 			{ID: "nod_j", MemoryBytes: 64 << 30, DiskBytes: 1 << 40, PortsFirst: 23000, PortsLast: 23999, State: store.NodeJoining},
+			{ID: "nod_d", MemoryBytes: 64 << 30, DiskBytes: 1 << 40, PortsFirst: 24000, PortsLast: 24999, State: store.NodeDraining},
 		} {
 			n.JoinedAt = now.Add(time.Duration(i) * time.Second)
 			if err := store.Nodes.Put(tx, n); err != nil {
@@ -70,8 +71,8 @@ func TestPlace(t *testing.T) {
 		}
 	}
 	// nod_c's 4 ports hold two projects (a pair each), its free fraction falls fastest: a, b get more.
-	if got["nod_a"] == 0 || got["nod_b"] == 0 || got["nod_j"] != 0 || got["nod_c"] > 2 {
-		t.Fatalf("placements %v: want projects on a and b, none on the joining node, at most 2 on c (4 ports)", got)
+	if got["nod_a"] == 0 || got["nod_b"] == 0 || got["nod_j"] != 0 || got["nod_d"] != 0 || got["nod_c"] > 2 {
+		t.Fatalf("placements %v: want projects on a and b, none on the joining or the draining node, at most 2 on c (4 ports)", got)
 	}
 	if id, err := place(map[string]bool{"nod_b": true}); err != nil || id != "nod_b" {
 		t.Fatalf("only b alive: placed on %q (%v)", id, err)

@@ -57,6 +57,9 @@ func PeerCertRevoked(tx *Tx, serial string) bool {
 const (
 	NodeJoining = "joining"
 	NodeActive  = "active"
+	// NodeDraining: its projects are being moved away before its removal (cluster remove-node); it
+	// takes no new project.
+	NodeDraining = "draining"
 )
 
 // JoinToken lets one node join the cluster: single use, expiring; only the secret's SHA-256 is kept.

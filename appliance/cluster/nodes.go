@@ -142,6 +142,9 @@ func Nodes(ctx context.Context, c *clientv3.Client, db *store.DB, planMemory fun
 		if n.State == store.NodeJoining {
 			v.Status = api.NodeStatusJoining
 		}
+		if n.State == store.NodeDraining && alive {
+			v.Status = api.NodeStatusDraining
+		}
 		if l, ok := learner[n.EtcdMemberID]; ok && n.EtcdMemberID != "" {
 			v.Role = api.NodeRoleVoter
 			if l {

@@ -101,6 +101,19 @@ func (s *Service) drainJob(ctx context.Context, run *scheduler.Run) (any, error)
 	if len(refused) > 0 {
 		return nil, fmt.Errorf("node %s cannot be drained, nothing was moved: %s", pl.Node, strings.Join(refused, "; "))
 	}
+	// While it drains the node takes no new project or preview (placement counts active nodes only); a
+	// drain that stops puts it back to active.
+	if err := s.setNodeState(pl.Node, store.NodeActive, store.NodeDraining); err != nil {
+		return nil, err
+	}
+	drained := false
+	defer func() {
+		if !drained {
+			if err := s.setNodeState(pl.Node, store.NodeDraining, store.NodeActive); err != nil {
+				s.log.Warn("a stopped drain could not put its node back to active", "node", pl.Node, "err", err)
+			}
+		}
+	}()
 	for i, id := range ids {
 		_ = run.Progress(map[string]any{"step": "move", "project_id": id, "of": len(ids), "done": i})
 		var j *store.Job
@@ -141,5 +154,24 @@ func (s *Service) drainJob(ctx context.Context, run *scheduler.Run) (any, error)
 		_ = json.Unmarshal(done.Result, &r)
 		res.Moved = append(res.Moved, r)
 	}
+	drained = true
 	return res, nil
+}
+
+// setNodeState moves node's record from state from to state to (nothing when it is in neither: removed,
+// or put in another state meanwhile).
+func (s *Service) setNodeState(node, from, to string) error {
+	return s.db.Update(func(tx *store.Tx) error {
+		n, err := store.Nodes.Get(tx, node)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if n.State != from {
+			return nil
+		}
+		n.State = to
+		return store.Nodes.Put(tx, n)
+	})
 }

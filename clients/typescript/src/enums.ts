@@ -69,7 +69,7 @@ export const LogSeverityValues = ["debug","log","info","notice","warning","error
 export const NodeRoleValues = ["voter","learner","none"] as const satisfies readonly components['schemas']['NodeRole'][]
 
 /** The values of NodeStatus, in the document's order. */
-export const NodeStatusValues = ["alive","joining","unavailable"] as const satisfies readonly components['schemas']['NodeStatus'][]
+export const NodeStatusValues = ["alive","joining","draining","unavailable"] as const satisfies readonly components['schemas']['NodeStatus'][]
 
 /** The values of PreviewMode, in the document's order. */
 export const PreviewModeValues = ["empty","clone"] as const satisfies readonly components['schemas']['PreviewMode'][]

@@ -3647,7 +3647,7 @@ export interface components {
             role: components["schemas"]["NodeRole"];
             /** @description what its record says: joining (a member added, not started yet) or active (it started and registered) */
             state: string;
-            /** @description record and liveness together: alive, joining, or unavailable (active but its lease lapsed) */
+            /** @description record and liveness together: alive, joining, draining (its projects moved away before its removal; it takes no new project), or unavailable (its lease lapsed) */
             status: components["schemas"]["NodeStatus"];
             version: string;
         };
@@ -4501,7 +4501,7 @@ export interface components {
         /** @enum {string} */
         NodeRole: "voter" | "learner" | "none";
         /** @enum {string} */
-        NodeStatus: "alive" | "joining" | "unavailable";
+        NodeStatus: "alive" | "joining" | "draining" | "unavailable";
         OAuthStartResponse: {
             /**
              * Format: uri

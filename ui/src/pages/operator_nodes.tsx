@@ -8,8 +8,8 @@ type Node = Schemas['ClusterNode']
 type Status = Schemas['Status']
 
 /** statusClass is the badge class of a node's status, of the shared colours (alive green, joining amber,
- * unavailable red). */
-const statusClass: Record<Node['status'], string> = { alive: 'active', joining: 'pending', unavailable: 'down' }
+ * draining amber, unavailable red). */
+const statusClass: Record<Node['status'], string> = { alive: 'active', joining: 'pending', draining: 'pending', unavailable: 'down' }
 
 /** Nodes is the operators' view of the cluster's nodes (GET /v1/nodes), polled: each node's status, etcd
  * role, whether it leads, its projects, its capacity as placement counts it, and its lease's last renewal;
