@@ -384,21 +384,7 @@ func BenchmarkNodeLossRestore(b *testing.B) {
 	for i := range ids {
 		ids[i] = a1.e2eProvision(b, key, "loss bench "+strconv.Itoa(i))
 		url := a1.connections(b, key, ids[i]).DirectURL
-		func() {
-			ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
-			defer cancel()
-			conn := e2eConnect(ctx, b, url, false)
-			defer conn.Close(context.Background())
-			if _, err := conn.Exec(ctx, `CREATE TABLE bench_md5 AS SELECT g AS id, md5(g::text) || md5((-g)::text) || md5((g + 1000000000)::text) AS v
-				FROM generate_series(1::int8, $1::int8) g`, rows); err != nil {
-				b.Fatal(err)
-			}
-			var size int64
-			if err := conn.QueryRow(ctx, "SELECT pg_database_size(current_database())").Scan(&size); err != nil {
-				b.Fatal(err)
-			}
-			dbMB += float64(size) / (1 << 20)
-		}()
+		dbMB += fillBenchTable(b, url, rows)
 		bj := a1.call(b, key, http.MethodPost, "/v1/projects/"+ids[i]+"/backups", map[string]any{"label": "base"}, http.StatusAccepted)
 		if j := waitJobFor(b, a1, key, bj.ID, 20*time.Minute); j.State != "completed" {
 			b.Fatalf("backup of %s %s: %q\n%s", ids[i], j.State, j.Error, j.LastStderr)

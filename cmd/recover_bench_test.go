@@ -48,21 +48,7 @@ func BenchmarkRecover(b *testing.B) {
 	for i := range ids {
 		ids[i] = p.e2eProvision(b, key, "recover bench "+strconv.Itoa(i))
 		url := p.connections(b, key, ids[i]).DirectURL
-		func() {
-			ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
-			defer cancel()
-			conn := e2eConnect(ctx, b, url, false)
-			defer conn.Close(context.Background())
-			if _, err := conn.Exec(ctx, `CREATE TABLE bench_md5 AS SELECT g AS id, md5(g::text) || md5((-g)::text) || md5((g + 1000000000)::text) AS v
-				FROM generate_series(1::int8, $1::int8) g`, rows); err != nil {
-				b.Fatal(err)
-			}
-			var size int64
-			if err := conn.QueryRow(ctx, "SELECT pg_database_size(current_database())").Scan(&size); err != nil {
-				b.Fatal(err)
-			}
-			dbMB += float64(size) / (1 << 20)
-		}()
+		dbMB += fillBenchTable(b, url, rows)
 		counts[ids[i]] = rows
 		bj := p.call(b, key, http.MethodPost, "/v1/projects/"+ids[i]+"/backups", map[string]any{"label": "base"}, http.StatusAccepted)
 		if j := waitJobFor(b, p, key, bj.ID, 20*time.Minute); j.State != "completed" {
@@ -164,4 +150,23 @@ func benchLoad() string {
 	}
 	f := strings.Fields(string(b))
 	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+// fillBenchTable fills the database at url with the benchmarks' table of md5 text (rows rows, about 134
+// bytes each on disk) and returns the database's size in MB.
+func fillBenchTable(b *testing.B, url string, rows int64) float64 {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
+	defer cancel()
+	conn := e2eConnect(ctx, b, url, false)
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `CREATE TABLE bench_md5 AS SELECT g AS id, md5(g::text) || md5((-g)::text) || md5((g + 1000000000)::text) AS v
+		FROM generate_series(1::int8, $1::int8) g`, rows); err != nil {
+		b.Fatal(err)
+	}
+	var size int64
+	if err := conn.QueryRow(ctx, "SELECT pg_database_size(current_database())").Scan(&size); err != nil {
+		b.Fatal(err)
+	}
+	return float64(size) / (1 << 20)
 }
