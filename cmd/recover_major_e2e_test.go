@@ -1,7 +1,6 @@
 package cmd_test
 
 import (
-	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -78,21 +77,6 @@ func TestRecoverAnUpgradedProject(t *testing.T) {
 		t.Fatalf("recover with --pg-dist 17: %v\n%s", err, out)
 	}
 	q := e2eStartWith(t, bin, newDir, bk.env, upFlags)
-	e2eEventually(t, 2*time.Minute, id+" active", func() (bool, string) {
-		prj := q.project(t, key, id)
-		return prj.State == "active" && prj.RuntimeStatus == "active", prj.State + "/" + prj.RuntimeStatus
-	})
-	c := q.connections(t, key, id)
-	if got := recoverChecksum(t, c.PooledURL); got != want {
-		t.Fatalf("after the recovery: %s, want %s\n%s", got, want, out)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	rc := e2eConnect(ctx, t, c.DirectURL, false)
-	defer rc.Close(context.Background())
-	var v string
-	if err := rc.QueryRow(ctx, "SHOW server_version_num").Scan(&v); err != nil || !strings.HasPrefix(v, "17") {
-		t.Fatalf("the recovered project runs %s (%v)", v, err)
-	}
+	checkRecovered(t, q, key, id, want, out, "17")
 	q.stop(t, syscall.SIGTERM)
 }

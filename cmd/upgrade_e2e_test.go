@@ -276,7 +276,15 @@ func TestRecoverAfterARolledBackUpgrade(t *testing.T) {
 		t.Fatalf("recover: %v\n%s", err, out)
 	}
 	q := e2eStartWith(t, bin, newDir, bk.env, bk.flags())
-	// up answers before it has started the recovered project's server: wait for it as the recover test does.
+	checkRecovered(t, q, key, id, want, out, "15")
+	q.stop(t, syscall.SIGTERM)
+}
+
+// checkRecovered waits until the recovered project id is active on q (up answers before it has started
+// its server), then checks its rows' checksum (want) and that it runs PostgreSQL major; out is recover's
+// output, shown on a failure.
+func checkRecovered(t *testing.T, q *e2eProc, key, id, want, out, major string) {
+	t.Helper()
 	e2eEventually(t, 2*time.Minute, id+" active", func() (bool, string) {
 		prj := q.project(t, key, id)
 		return prj.State == "active" && prj.RuntimeStatus == "active", prj.State + "/" + prj.RuntimeStatus
@@ -285,13 +293,12 @@ func TestRecoverAfterARolledBackUpgrade(t *testing.T) {
 	if got := recoverChecksum(t, c.PooledURL); got != want {
 		t.Fatalf("after the recovery: %s, want %s\n%s", got, want, out)
 	}
-	ctx2, cancel2 := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel2()
-	rc := e2eConnect(ctx2, t, c.DirectURL, false)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	rc := e2eConnect(ctx, t, c.DirectURL, false)
 	defer rc.Close(context.Background())
 	var v string
-	if err := rc.QueryRow(ctx2, "SHOW server_version_num").Scan(&v); err != nil || !strings.HasPrefix(v, "15") {
-		t.Fatalf("the recovered project runs %s (%v)", v, err)
+	if err := rc.QueryRow(ctx, "SHOW server_version_num").Scan(&v); err != nil || !strings.HasPrefix(v, major) {
+		t.Fatalf("the recovered project runs %s (%v), want %s", v, err, major)
 	}
-	q.stop(t, syscall.SIGTERM)
 }
