@@ -89,9 +89,11 @@ type Runner struct {
 	mu       sync.Mutex
 	handlers map[string]Handler
 	phase    phase
-	inflight map[string]*store.Job // claimed jobs whose handler runs, as claimed
-	done     chan struct{}         // closed when every worker returned (nil until Start)
-	cronDone context.Context       // done when running periodic tasks returned (nil until Stop)
+	// recovered: Recover settled the interrupted jobs before Start.
+	recovered bool
+	inflight  map[string]*store.Job // claimed jobs whose handler runs, as claimed
+	done      chan struct{}         // closed when every worker returned (nil until Start)
+	cronDone  context.Context       // done when running periodic tasks returned (nil until Stop)
 
 	// claimMu orders claims against Stop: once Stop set stopping, no claim commits.
 	claimMu  sync.Mutex
@@ -235,8 +237,10 @@ func (r *Runner) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("start scheduler: %w", err)
 	}
-	if _, err := r.recoverOrphans(ctx, true); err != nil {
-		return fmt.Errorf("start scheduler: recover interrupted jobs: %w", err)
+	if !r.recovered {
+		if _, err := r.recoverOrphans(ctx, true); err != nil {
+			return fmt.Errorf("start scheduler: recover interrupted jobs: %w", err)
+		}
 	}
 	r.phase = phaseStarted
 	r.done = make(chan struct{})
@@ -254,6 +258,26 @@ func (r *Runner) Start(ctx context.Context) error {
 	}()
 	r.cron.Start()
 	r.log.Info("scheduler started", "workers", r.opts.Workers, "id", r.opts.ID)
+	return nil
+}
+
+// Recover settles, before Start, the jobs a previous process left running (as Start would), without
+// starting a worker: what the process does at its start between the two (adopting the instances, whose
+// repairs look for an interrupted job made pending) runs with no job beside it, so no job's attempt takes
+// an instance from supervision before the adoption puts it under supervision again.
+func (r *Runner) Recover(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.phase != phaseNew {
+		return errors.New("recover scheduler: already started")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("recover scheduler: %w", err)
+	}
+	if _, err := r.recoverOrphans(ctx, true); err != nil {
+		return fmt.Errorf("recover scheduler: recover interrupted jobs: %w", err)
+	}
+	r.recovered = true
 	return nil
 }
 

@@ -537,6 +537,44 @@ func TestRecoveryAtStart(t *testing.T) {
 	}
 }
 
+// Recover makes an interrupted job pending without running it: the process's start adopts its instances
+// between Recover and Start, and no job may run beside that.
+func TestRecoverBeforeStart(t *testing.T) {
+	t.Parallel()
+	r, db := setup(t, Options{})
+	claimed := time.Now().UTC().Add(-time.Minute)
+	if err := db.Update(func(tx *store.Tx) error {
+		return store.Jobs.Put(tx, &store.Job{ID: "job_cut", Type: "resume", State: StateRunning, Attempts: 1, MaxAttempts: 3,
+			ClaimedBy: "old-process", ClaimedAt: &claimed, StartedAt: &claimed, Result: json.RawMessage("null"),
+			CreatedAt: claimed, UpdatedAt: claimed, RunAfter: claimed})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan struct{}, 1)
+	r.Handle("resume", func(ctx context.Context, run *Run) (any, error) {
+		ran <- struct{}{}
+		return nil, nil
+	})
+	if err := r.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, getJob(t, db, "job_cut"), StatePending, ClassTransient, 1)
+	r.Notify()
+	select {
+	case <-ran:
+		t.Fatal("a job ran before Start")
+	case <-time.After(300 * time.Millisecond):
+	}
+	start(t, r)
+	recv(t, ran, "the recovered job to run after Start")
+	if j := waitFinal(t, db, "job_cut"); j.State != StateCompleted || j.Attempts != 2 {
+		t.Errorf("recovered job: %+v", j)
+	}
+	if err := r.Recover(context.Background()); err == nil {
+		t.Error("Recover after Start: no error")
+	}
+}
+
 func TestExecRecordsOutput(t *testing.T) {
 	t.Parallel()
 	r, db := setup(t, Options{})

@@ -350,6 +350,19 @@ func (u *Node) schedulerComponent() *component {
 			return err
 		}
 		svc.RegisterJobs(runner)
+		// The jobs an earlier process left running are made pending first (the adoption's repairs leave
+		// to such a job's next attempt what it clears itself), and no job runs until every instance is
+		// under supervision again (a job's attempt that took one from supervision before the adoption
+		// put it back would have its server started under it).
+		if err := runner.Recover(ctx); err != nil {
+			return err
+		}
+		if err := svc.AdoptInstances(ctx); err != nil {
+			return err
+		}
+		if err := svc.KV().Adopt(ctx); err != nil {
+			return err
+		}
 		if err := runner.Start(ctx); err != nil {
 			return err
 		}
@@ -358,10 +371,7 @@ func (u *Node) schedulerComponent() *component {
 		// process exited).
 		firstFill = make(chan struct{})
 		go func() { defer close(firstFill); svc.RefillSpares(ctx) }()
-		if err := svc.AdoptInstances(ctx); err != nil {
-			return err
-		}
-		return svc.KV().Adopt(ctx)
+		return nil
 	}, stop: func(ctx context.Context) error {
 		err := u.runner.Stop(ctx)
 		if firstFill != nil {
