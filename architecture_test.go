@@ -1,14 +1,18 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"go/ast"
 	"go/importer"
 	"go/parser"
 	"go/token"
 	"go/types"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -140,6 +144,34 @@ func TestRootCallCycle(t *testing.T) {
 	}
 }
 
+// exportImporter imports the packages pkg imports from the compiler's export data, which `go list
+// -export` builds or finds in the build cache (go test has just compiled them): type-checking every
+// dependency from source instead took minutes on two cores.
+func exportImporter(t *testing.T, fset *token.FileSet, pkg string) types.Importer {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}", pkg).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list -export %s: %v\n%s", pkg, err, ee.Stderr)
+		}
+		t.Fatalf("go list -export %s: %v", pkg, err)
+	}
+	exports := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if path, file, ok := strings.Cut(line, "\t"); ok && file != "" {
+			exports[path] = file
+		}
+	}
+	return importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
+		file, ok := exports[path]
+		if !ok {
+			return nil, fmt.Errorf("no export data of %s in go list's answer", path)
+		}
+		return os.Open(file)
+	})
+}
+
 // rootCallCycle returns how many non-test files the package in dir has and the largest set of them that
 // call each other in a cycle (sorted).
 func rootCallCycle(t *testing.T, dir string) (int, []string) {
@@ -161,7 +193,7 @@ func rootCallCycle(t *testing.T, dir string) (int, []string) {
 		files = append(files, f)
 	}
 	info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
-	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil)}
+	conf := types.Config{Importer: exportImporter(t, fset, "./"+dir)}
 	pkg, err := conf.Check(module+"/"+dir, fset, files, info)
 	if err != nil {
 		t.Fatal(err)
