@@ -101,6 +101,14 @@ func Ensure(ctx context.Context) error {
 // A test binary run as `<binary> wal ...` is PostgreSQL's archive_command or restore_command of an
 // appliance under test (Config.WALProgram): it runs that command (package walsock) and exits.
 func Main(m *testing.M, programs ...GoProgram) {
+	Ready(programs...)
+	os.Exit(m.Run())
+}
+
+// Ready is Main's first part, for a TestMain with work of its own after the tests: it runs a test binary
+// called as `<binary> wal ...` as that command and exits, and readies the machine (exiting under CI when it
+// cannot be readied).
+func Ready(programs ...GoProgram) {
 	if len(os.Args) > 1 && os.Args[1] == "wal" {
 		os.Exit(walsock.Main(os.Args[2:], os.Stderr))
 	}
@@ -118,7 +126,6 @@ func Main(m *testing.M, programs ...GoProgram) {
 			os.Exit(1)
 		}
 	}
-	os.Exit(m.Run())
 }
 
 // GoProgram is a program the tests run that is built from a Go module: `go install Package@Version`,

@@ -1,4 +1,4 @@
-package cmd_test
+package acceptance
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // rather than in bench/ because it drives the real binary with this package's e2e helpers. See
 // bench/README.md, "Backups in a bucket (issue 27)".
 //
-//	go test ./cmd/ -run '^$' -bench Recover -benchtime 1x -timeout 60m
+//	go test ./acceptance/ -run '^$' -bench Recover -benchtime 1x -timeout 60m
 func BenchmarkRecover(b *testing.B) {
 	n := benchEnvInt(b, "BENCH_RECOVER_PROJECTS", 10)
 	sizeMB := benchEnvInt(b, "BENCH_RECOVER_MB", 100)

@@ -1,4 +1,4 @@
-package cmd_test
+package acceptance
 
 import (
 	"bytes"
@@ -122,24 +122,85 @@ func TestUpSurvivesCrashAndStop(t *testing.T) {
 
 const e2eDeadline = 60 * time.Second
 
-// e2eBuild builds the appliance binary with the testhooks tag from the module root.
+// e2eBuild builds the appliance binary with the testhooks tag from the module root, once for all the
+// tests of the process (a link is several seconds of a core; TestMain removes it at the end), and gives
+// each test its own path to it (a hard link in the test's temporary directory, a copy across file
+// systems): a test looks for the processes of its binary's directory, and those of the other tests at
+// once are not its own.
 func e2eBuild(t testing.TB) string {
 	t.Helper()
+	e2eBinary.once.Do(e2eBinary.build)
+	if e2eBinary.err != nil {
+		t.Fatal(e2eBinary.err)
+	}
+	bin := filepath.Join(t.TempDir(), "appliance")
+	if err := os.Link(e2eBinary.path, bin); err != nil {
+		if err := copyFile(e2eBinary.path, bin); err != nil {
+			t.Fatalf("the test's path to the built binary: %v", err)
+		}
+	}
+	return bin
+}
+
+// copyFile copies an executable file.
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// e2eBinary is the binary e2eBuild built.
+var e2eBinary e2eBin
+
+type e2eBin struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+func (b *e2eBin) build() {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	root, err := filepath.Abs("..")
 	if err != nil {
-		t.Fatal(err)
+		b.err = err
+		return
 	}
-	bin := filepath.Join(t.TempDir(), "appliance")
+	if b.dir, b.err = os.MkdirTemp("", "appliance-e2e-bin-"); b.err != nil {
+		return
+	}
+	// Traversable by the unprivileged user the appliance runs its servers as (its archive_command is this
+	// binary when the appliance runs as root).
+	if b.err = os.Chmod(b.dir, 0o755); b.err != nil {
+		return
+	}
+	bin := filepath.Join(b.dir, "appliance")
 	build := exec.Command(gobin, "build", "-tags", "testhooks", "-o", bin, ".")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags testhooks: %v\n%s", err, out)
+		b.err = fmt.Errorf("go build -tags testhooks: %v\n%s", err, out)
+		return
 	}
-	return bin
+	b.path = bin
+}
+
+func (b *e2eBin) remove() {
+	if b.dir != "" {
+		os.RemoveAll(b.dir)
+	}
 }
 
 // e2eBuffer collects a process's output for the test to read while the process runs.

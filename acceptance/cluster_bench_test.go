@@ -1,4 +1,4 @@
-package cmd_test
+package acceptance
 
 import (
 	"bytes"
@@ -119,7 +119,7 @@ func benchBoot(b testing.TB, dataDir string) string {
 // (sequential, and 50 in flight), and from etcd's `benchmark put` when BENCH_ETCD_BENCHMARK names its
 // binary (go.etcd.io/etcd/v3/tools/benchmark; see bench/README.md for how it was built here).
 //
-//	go test ./cmd/ -run '^$' -bench ClusterAPIWrites -benchtime 1x -timeout 30m
+//	go test ./acceptance/ -run '^$' -bench ClusterAPIWrites -benchtime 1x -timeout 30m
 func BenchmarkClusterAPIWrites(b *testing.B) {
 	iters := benchEnvInt(b, "BENCH_CLUSTER_ITERATIONS", 100)
 	rounds := benchEnvInt(b, "BENCH_CLUSTER_ROUNDS", 3)
@@ -352,7 +352,7 @@ func benchServes(ctx context.Context, url string, n int64) bool {
 // unavailable through node 2, its restore job's start and end (the job's own timestamps). The issue's
 // goal: every project serving within the restore-after delay + 60 s.
 //
-//	go test ./cmd/ -run '^$' -bench NodeLossRestore -benchtime 1x -timeout 60m
+//	go test ./acceptance/ -run '^$' -bench NodeLossRestore -benchtime 1x -timeout 60m
 func BenchmarkNodeLossRestore(b *testing.B) {
 	n := benchEnvInt(b, "BENCH_LOSS_PROJECTS", 5)
 	sizeMB := benchEnvInt(b, "BENCH_LOSS_MB", 100)
