@@ -241,7 +241,7 @@ func TestClusterMove(t *testing.T) {
 	if err := os.Rename(inst3+".away", inst3); err != nil {
 		t.Fatal(err)
 	}
-	if failed.State != "failed" || !strings.Contains(failed.Error, "rebuild on node "+c.nodes[2].ID+" failed") {
+	if failed.State != "failed" || !strings.Contains(failed.Error, "staging on node "+c.nodes[2].ID+" failed") {
 		t.Fatalf("a move whose rebuild fails: %s %q", failed.State, failed.Error)
 	}
 	t.Logf("the failed move: %s", failed.Error)

@@ -69,6 +69,11 @@ type engine interface {
 	FinishRestore(inst *store.Instance, jobID string)
 	VerifyBackup(ctx context.Context, exec daemon.ExecFunc, spec instances.VerifySpec) (instances.Verified, error)
 	RemoveVerifyScratch(ctx context.Context, inst *store.Instance)
+	// A copy staged on this node before a move's cutover (instances/stage.go).
+	Stage(ctx context.Context, spec instances.StageSpec) error
+	StagedReplayLSN(ctx context.Context, inst *store.Instance, key, adminPW string) (string, error)
+	StagedFill(inst *store.Instance, key string) func(context.Context, daemon.ExecFunc, string) error
+	RemoveStaged(ctx context.Context, inst *store.Instance)
 }
 
 var _ engine = (*instances.Manager)(nil)

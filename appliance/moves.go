@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 
 	"github.com/theappliance/appliance/api"
+	"github.com/theappliance/appliance/appliance/backups"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/moves"
 	"github.com/theappliance/appliance/appliance/nodeloss"
 	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -112,18 +114,11 @@ func (h moveHost) Pause(ctx context.Context, projectID string) (string, error) {
 	archived := func(ctx context.Context, seg string) (bool, error) {
 		return s.retentionStore().WALArchived(ctx, projectID, inst.WALArchive, seg)
 	}
-	if _, _, err := instances.ArchiveNow(ctx, inst, string(pw), archived); err != nil {
+	// The position the switch ended the last segment at: everything written is before it (the server is
+	// fenced: nothing a client sends is written after), and the archive holds it.
+	_, _, lsn, err := instances.SwitchArchived(ctx, inst, string(pw), archived)
+	if err != nil {
 		return "", fmt.Errorf("archive the last WAL in the backup store: %w", err)
-	}
-	var lsn string
-	conn, err := s.adminConn(ctx, inst, "postgres")
-	if err != nil {
-		return "", err
-	}
-	err = conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn)
-	conn.Close(context.WithoutCancel(ctx))
-	if err != nil {
-		return "", err
 	}
 	if err := s.eng.Instance(inst).Stop(ctx, nil, daemon.StopFast); err != nil {
 		return "", fmt.Errorf("stop the server: %w", err)
@@ -200,3 +195,156 @@ func (h moveHost) StopLocal(ctx context.Context, projectID string) error {
 func (h moveHost) InstancesDir() string { return h.s.instancesDir() }
 
 func (h moveHost) SetRuntime(projectID, status string) { h.s.setRuntime(projectID, status) }
+
+// stagingRecord is the project's instance record as it will be on this node (its directory here, the
+// installation of its major here), and its admin password.
+func (h moveHost) stagingRecord(projectID string) (*store.Instance, string, error) {
+	s := h.s
+	_, inst, err := s.loadProject(projectID)
+	if err != nil {
+		return nil, "", err
+	}
+	if inst == nil {
+		return nil, "", errors.New("no instance record")
+	}
+	l := *inst
+	l.Dir = filepath.Join(s.instancesDir(), inst.ID)
+	bin, err := s.installedMajor(l.Major, l.BinDir)
+	if err != nil && l.Major == s.dp.Bin.Major {
+		bin, err = s.dp.Bin.Dir, nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	l.BinDir = bin
+	pw, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return nil, "", fmt.Errorf("open the admin password: %w", err)
+	}
+	return &l, string(pw), nil
+}
+
+func (h moveHost) Stage(ctx context.Context, projectID, key string) (string, error) {
+	s := h.s
+	if _, err := s.dataPlane(); err != nil {
+		return "", err
+	}
+	inst, pw, err := h.stagingRecord(projectID)
+	if err != nil {
+		return "", err
+	}
+	r := &recovery{s: s}
+	b, err := r.newestBackup(projectID, inst.WALArchive)
+	if err != nil {
+		return "", err
+	}
+	if c := backups.BackupCluster(inst, b, s.dp.Bin); c.Major != inst.Major || c.WALArchive != inst.WALArchive {
+		return "", fmt.Errorf("the newest base backup %s is not of the cluster the project runs (PostgreSQL %d, WAL archive %q): no copy of it can be staged", b.BackupKey, inst.Major, inst.WALArchive)
+	}
+	archive, err := s.archiveOf(ctx, s.dp, projectID, b.BackupKey)
+	if err != nil {
+		return "", err
+	}
+	if err := s.eng.Stage(ctx, instances.StageSpec{Instance: inst, Key: key, AdminPassword: pw, Archive: archive}); err != nil {
+		return "", err
+	}
+	return b.BackupKey, nil
+}
+
+func (h moveHost) StagedReplay(ctx context.Context, projectID, key string) (string, error) {
+	if _, err := h.s.dataPlane(); err != nil {
+		return "", err
+	}
+	inst, pw, err := h.stagingRecord(projectID)
+	if err != nil {
+		return "", err
+	}
+	return h.s.eng.StagedReplayLSN(ctx, inst, key, pw)
+}
+
+func (h moveHost) RebuildStaged(ctx context.Context, projectID, from, key, backupKey string) (*nodeloss.Rebuilt, error) {
+	if _, err := h.s.dataPlane(); err != nil {
+		return nil, err
+	}
+	inst, _, err := h.stagingRecord(projectID)
+	if err != nil {
+		return nil, err
+	}
+	return nodeLossHost(h).rebuild(ctx, projectID, from, &stagedCopy{BackupKey: backupKey, Fill: h.s.eng.StagedFill(inst, key)})
+}
+
+func (h moveHost) RemoveStaged(ctx context.Context, projectID string) error {
+	if _, err := h.s.dataPlane(); err != nil {
+		return err
+	}
+	_, inst, err := h.local(projectID)
+	if err != nil || inst == nil {
+		return err
+	}
+	h.s.eng.RemoveStaged(ctx, inst)
+	return nil
+}
+
+func (h moveHost) CatchUp(ctx context.Context, projectID string) (string, error) {
+	s := h.s
+	if _, err := s.dataPlane(); err != nil {
+		return "", err
+	}
+	_, inst, err := s.loadProject(projectID)
+	if err != nil {
+		return "", err
+	}
+	if inst == nil {
+		return "", errors.New("no instance record")
+	}
+	pw, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return "", err
+	}
+	archived := func(ctx context.Context, seg string) (bool, error) {
+		return s.retentionStore().WALArchived(ctx, projectID, inst.WALArchive, seg)
+	}
+	_, _, lsn, err := instances.SwitchArchived(ctx, inst, string(pw), archived)
+	return lsn, err
+}
+
+func (h moveHost) WALSince(ctx context.Context, projectID, lsn string) (int64, error) {
+	s := h.s
+	if _, err := s.dataPlane(); err != nil {
+		return 0, err
+	}
+	_, inst, err := s.loadProject(projectID)
+	if err != nil {
+		return 0, err
+	}
+	if inst == nil {
+		return 0, errors.New("no instance record")
+	}
+	conn, err := s.adminConn(ctx, inst, "postgres")
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var n int64
+	err = conn.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint", lsn).Scan(&n)
+	return n, err
+}
+
+func (h moveHost) TakeBackup(ctx context.Context, run *scheduler.Run, projectID, label string) (string, error) {
+	s := h.s
+	prj, inst, err := s.loadProject(projectID)
+	if err != nil {
+		return "", err
+	}
+	if inst == nil {
+		return "", errors.New("no instance record")
+	}
+	b, err := s.backups.BackupOf(ctx, run, prj, inst, label)
+	if err != nil {
+		return "", err
+	}
+	if b.State != BackupCompleted {
+		return "", fmt.Errorf("backup %s: %s %s", b.BackupKey, b.State, b.Error)
+	}
+	return b.BackupKey, nil
+}

@@ -57,11 +57,16 @@ func (h nodeLossHost) StopStale(ctx context.Context, inst *store.Instance, prj *
 }
 
 func (h nodeLossHost) Rebuild(ctx context.Context, projectID, from string) (*nodeloss.Rebuilt, error) {
+	return h.rebuild(ctx, projectID, from, nil)
+}
+
+// rebuild is Rebuild, from the copy staged on this node when staged is not nil (a move's cutover).
+func (h nodeLossHost) rebuild(ctx context.Context, projectID, from string, staged *stagedCopy) (*nodeloss.Rebuilt, error) {
 	s := h.s
 	if _, err := s.dataPlane(); err != nil {
 		return nil, err
 	}
-	r := &recovery{s: s, moved: map[string][]string{}}
+	r := &recovery{s: s, moved: map[string][]string{}, staged: staged}
 	var name string
 	var wasPrj *store.Project
 	var wasInst *store.Instance

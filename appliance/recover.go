@@ -244,6 +244,16 @@ type recovery struct {
 	o RecoverOptions
 	// moved notes, per project, the ports reconcile moved.
 	moved map[string][]string
+	// staged, when not nil, is a copy of the project staged on this node (a move's): the rebuild starts
+	// from it rather than from a base backup fetched from the store.
+	staged *stagedCopy
+}
+
+// stagedCopy is a staged copy a rebuild starts from: the base backup it was made of, and the fill that
+// hands its data directory over (instances.Manager.StagedFill).
+type stagedCopy struct {
+	BackupKey string
+	Fill      func(context.Context, daemon.ExecFunc, string) error
 }
 
 // reconcile makes the records fit the new machine in one transaction and returns the projects to rebuild
@@ -441,7 +451,12 @@ func (r *recovery) project(ctx context.Context, e ProjectRecovery) RecoveredProj
 		rp.Err = fmt.Errorf("remove what an earlier attempt left: %w", err)
 		return rp
 	}
-	b, err := r.newestBackup(prj.ID, inst.WALArchive)
+	var b *store.Backup
+	if r.staged != nil {
+		b, err = r.backupByKey(prj.ID, r.staged.BackupKey)
+	} else {
+		b, err = r.newestBackup(prj.ID, inst.WALArchive)
+	}
 	if err != nil {
 		rp.Err = err
 		return rp
@@ -502,6 +517,9 @@ func (r *recovery) project(ctx context.Context, e ProjectRecovery) RecoveredProj
 	if err != nil {
 		rp.Err = err
 		return rp
+	}
+	if r.staged != nil {
+		archive.FetchBase = r.staged.Fill
 	}
 	if hook := r.o.Hook; hook != nil {
 		fetch := archive.FetchBase
@@ -602,6 +620,24 @@ func (r *recovery) newestBackup(projectID, walArchive string) (*store.Backup, er
 		err = errors.New("no completed base backup in the backup store: the project cannot be rebuilt (take backups, or schedule them)")
 	}
 	return newest, err
+}
+
+// backupByKey is the project's completed backup whose key is key.
+func (r *recovery) backupByKey(projectID, key string) (*store.Backup, error) {
+	var found *store.Backup
+	err := r.s.db.View(func(tx *store.Tx) error {
+		bs, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{})
+		for _, b := range bs {
+			if b.BackupKey == key && b.State == BackupCompleted {
+				found = b
+			}
+		}
+		return err
+	})
+	if err == nil && found == nil {
+		err = fmt.Errorf("no completed base backup %s of project %s", key, projectID)
+	}
+	return found, err
 }
 
 // replayedTo is where a promoted server's recovery ended: the last replayed WAL position, the last

@@ -214,39 +214,47 @@ func waitPromoted(ctx context.Context, cand *postgres.Instance, password string,
 // recovery to a time before it needs to stop), closes the current WAL segment and waits until the archiver
 // stored it (archived says so). It returns the time taken just before that commit and the timeline it is on.
 func ArchiveNow(ctx context.Context, inst *store.Instance, adminPW string, archived func(context.Context, string) (bool, error)) (at time.Time, timeline int, err error) {
+	at, timeline, _, err = SwitchArchived(ctx, inst, adminPW, archived)
+	return at, timeline, err
+}
+
+// SwitchArchived is ArchiveNow that also returns the WAL position the switch ended the segment at (what
+// pg_switch_wal returns): a server replaying the archive has everything written before once its replay
+// reached it.
+func SwitchArchived(ctx context.Context, inst *store.Instance, adminPW string, archived func(context.Context, string) (bool, error)) (at time.Time, timeline int, lsn string, err error) {
 	conn, err := ConnectAdmin(ctx, inst, adminPW, "postgres", nil)
 	if err != nil {
-		return at, 0, err
+		return at, 0, "", err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	at = time.Now().UTC() // the wall clock, as the commit timestamps recovery compares targets with
 	if _, err := conn.Exec(ctx, "SELECT txid_current()"); err != nil {
-		return at, 0, fmt.Errorf("commit a marker transaction: %w", err)
+		return at, 0, "", fmt.Errorf("commit a marker transaction: %w", err)
 	}
 	if timeline, _, err = CurrentTimeline(ctx, conn); err != nil {
-		return at, 0, fmt.Errorf("read the timeline: %w", err)
+		return at, 0, "", fmt.Errorf("read the timeline: %w", err)
 	}
 	var seg string
-	if err := conn.QueryRow(ctx, "SELECT pg_walfile_name(pg_switch_wal())").Scan(&seg); err != nil {
-		return at, 0, fmt.Errorf("switch WAL: %w", err)
+	if err := conn.QueryRow(ctx, "SELECT w::text, pg_walfile_name(w) FROM (SELECT pg_switch_wal() AS w) s").Scan(&lsn, &seg); err != nil {
+		return at, 0, "", fmt.Errorf("switch WAL: %w", err)
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var last, failed *string
 		if err := conn.QueryRow(ctx, "SELECT last_archived_wal, last_failed_wal FROM pg_stat_archiver").Scan(&last, &failed); err != nil {
-			return at, 0, err
+			return at, 0, "", err
 		}
 		if ok, err := archived(ctx, seg); err != nil {
-			return at, 0, err
+			return at, 0, "", err
 		} else if ok {
-			return at, timeline, nil
+			return at, timeline, lsn, nil
 		}
 		if time.Now().After(deadline) {
-			return at, 0, fmt.Errorf("WAL segment %s was not archived within a minute (last archived: %s, last failed: %s)", seg, deref(last), deref(failed))
+			return at, 0, "", fmt.Errorf("WAL segment %s was not archived within a minute (last archived: %s, last failed: %s)", seg, deref(last), deref(failed))
 		}
 		select {
 		case <-ctx.Done():
-			return at, 0, ctx.Err()
+			return at, 0, "", ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

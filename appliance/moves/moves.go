@@ -16,6 +16,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/theappliance/appliance/api"
@@ -73,6 +75,20 @@ type Host interface {
 	Discard(ctx context.Context, projectID string) error
 	// StopLocal stops this node's server and pooler of the project's instance if they run.
 	StopLocal(ctx context.Context, projectID string) error
+	// On the target: Stage restores the project's newest base backup (of the cluster it runs) into a
+	// staging directory named by key and starts it as a standby of the WAL archive, and returns the
+	// backup's key; StagedReplay is where that standby replayed to; RebuildStaged is Rebuild from that copy
+	// (the base backup backupKey's); RemoveStaged stops and removes every staged copy of the project here.
+	Stage(ctx context.Context, projectID, key string) (backupKey string, err error)
+	StagedReplay(ctx context.Context, projectID, key string) (lsn string, err error)
+	RebuildStaged(ctx context.Context, projectID, from, key, backupKey string) (*nodeloss.Rebuilt, error)
+	RemoveStaged(ctx context.Context, projectID string) error
+	// On the source: CatchUp commits, switches the WAL and waits until the segment is in the archive,
+	// and returns the switch's position; WALSince is how many bytes of WAL the server wrote since lsn;
+	// TakeBackup takes a base backup of the project within run.
+	CatchUp(ctx context.Context, projectID string) (lsn string, err error)
+	WALSince(ctx context.Context, projectID, lsn string) (int64, error)
+	TakeBackup(ctx context.Context, run *scheduler.Run, projectID, label string) (backupKey string, err error)
 	// InstancesDir is this node's directory of instances.
 	InstancesDir() string
 	// SetRuntime sets the project's runtime status.
@@ -134,9 +150,11 @@ type movePayload struct {
 	To string `json:"to_node"`
 }
 
-// moveInPayload is JobMoveIn's payload.
+// moveInPayload is JobMoveIn's payload: Key (the move job's id) names its staging ("": no staging, the
+// rebuild from the store in the pause, as the first version did).
 type moveInPayload struct {
 	From string `json:"from_node"`
+	Key  string `json:"key,omitempty"`
 }
 
 // Result is JobMove's result.
@@ -147,8 +165,14 @@ type Result struct {
 	LSN          string `json:"lsn"`
 	BackupKey    string `json:"backup_key"`
 	KeptAside    string `json:"kept_aside,omitempty"`
-	// StepsMS splits the write pause: pause (pooler stopped, server fenced, last WAL archived, server
-	// stopped, on the source) and move_in (the rebuild on the target, from its enqueueing to its end).
+	// StagingMS is how long the target took to stage its copy (base backup restored, standby started,
+	// replayed up to the catch-up point), before the pause; the source served meanwhile.
+	StagingMS int64 `json:"staging_ms"`
+	// FreshBackup is the base backup the move took first ("": the newest one was recent enough).
+	FreshBackup string `json:"fresh_backup,omitempty"`
+	// StepsMS: backup (a fresh base backup first, if one was taken) and staging, before the pause; then
+	// the write pause's parts: pause (pooler stopped, server fenced, last WAL archived, server stopped, on
+	// the source) and cutover (the staged copy's last replay, promotion and opening on the target).
 	StepsMS  map[string]int64 `json:"steps_ms,omitempty"`
 	Warnings []string         `json:"warnings"`
 }
@@ -158,6 +182,7 @@ type moveInResult struct {
 	LSN       string   `json:"lsn"`
 	BackupKey string   `json:"backup_key"`
 	Notes     []string `json:"notes,omitempty"`
+	StagingMS int64    `json:"staging_ms,omitempty"`
 }
 
 // Audit records, inside tx, the operator's request (the root's principal).
@@ -286,19 +311,71 @@ func (s *Service) enqueue(tx *store.Tx, prj *store.Project, node string) (*store
 	return j, tx.SetMeta(metaPrefix+prj.ID, j.ID)
 }
 
-// records is the project's and its instance's records before the move-in (recordsPrefix).
+// records is the project's and its instance's records before the move-in (recordsPrefix), and how far the
+// move went: MoveIn set, the target stages; PausedAt set, the source is pausing; LSN set, it paused and
+// the cutover is the target's.
 type records struct {
 	Project   *store.Project  `json:"project"`
 	Instance  *store.Instance `json:"instance"`
 	MoveIn    string          `json:"move_in_job"`
+	StagingAt time.Time       `json:"staging_at"`
+	StagedAt  time.Time       `json:"staged_at"`
+	BackupMS  int64           `json:"backup_ms,omitempty"`
+	Backup    string          `json:"fresh_backup,omitempty"`
 	PausedAt  time.Time       `json:"paused_at"`
 	StoppedAt time.Time       `json:"stopped_at"`
 	LSN       string          `json:"lsn"`
 }
 
+// The staging's coordination between the two nodes' jobs, in the store's meta (JSON): stagePrefix is the
+// target's (stageState), cutoverPrefix the source's (cutover). Each job writes its own key only.
+const (
+	stagePrefix   = "move_stage/"
+	cutoverPrefix = "move_cutover/"
+)
+
+// stageState is what the target says of its staged copy.
+type stageState struct {
+	// State is "standby" (the copy runs, replaying the archive) or "staged" (it replayed up to the
+	// source's catch-up point).
+	State     string `json:"state"`
+	BackupKey string `json:"backup_key"`
+	ReplayLSN string `json:"replay_lsn,omitempty"`
+	StagingMS int64  `json:"staging_ms,omitempty"`
+}
+
+// cutover is what the source says: the catch-up point (its WAL switched and archived while it still
+// serves), then the position it paused at (writes stopped, last WAL archived, server stopped), or that the
+// move is abandoned (the target removes its copy).
+type cutover struct {
+	CatchUpLSN string `json:"catch_up_lsn,omitempty"`
+	PausedLSN  string `json:"paused_lsn,omitempty"`
+	Abort      string `json:"abort,omitempty"`
+}
+
+// Fresh base backup rule: the target stages from the newest base backup and replays the archive since;
+// that replay happens before the pause, but it bounds how long the staging takes. A move takes a fresh base
+// backup first (on the source, while it serves) when the newest is of another cluster than the one the
+// project runs, or is older than FreshBackupAge, or more than FreshBackupWAL bytes of WAL were written
+// since its end.
+const (
+	FreshBackupAge = 24 * time.Hour
+	FreshBackupWAL = 256 << 20
+)
+
+// Waits of the staging: how long the target waits for the source's next word, and how long for its copy's
+// replay to reach the source's catch-up point.
+var (
+	waitSource  = 10 * time.Minute
+	waitReplay  = 30 * time.Minute
+	waitPaused  = time.Minute
+	errAbandons = errors.New("the move was abandoned")
+)
+
 // moveJob is JobMove, on the source node. Its steps are kept in the store's meta (recordsPrefix), so that a
-// retry (the node restarted) goes on from where the last attempt was: before the move-in was enqueued it
-// resumes the source and starts over; after, it waits for the move-in and finishes or rolls back.
+// retry (the node restarted) goes on from where the last attempt was: while the target stages it waits for
+// it again; interrupted in the pause it resumes the source and abandons the move; after the pause it waits
+// for the move-in and finishes or rolls back.
 func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) {
 	var pl movePayload
 	if err := run.DecodePayload(&pl); err != nil {
@@ -309,61 +386,116 @@ func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) 
 	var prj *store.Project
 	var inst *store.Instance
 	var rec records
-	err := s.db.View(func(tx *store.Tx) error {
-		var err error
-		if prj, err = store.Projects.Get(tx, id); err != nil {
-			return err
-		}
-		if inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID); err != nil {
-			return err
-		}
-		if raw := tx.Meta(recordsPrefix + id); raw != "" {
-			return json.Unmarshal([]byte(raw), &rec)
-		}
-		return nil
-	})
-	if err != nil {
+	load := func() error {
+		return s.db.View(func(tx *store.Tx) error {
+			var err error
+			if prj, err = store.Projects.Get(tx, id); err != nil {
+				return err
+			}
+			if inst, err = store.Instances.Get(tx, prj.PrimaryInstanceID); err != nil {
+				return err
+			}
+			if raw := tx.Meta(recordsPrefix + id); raw != "" {
+				return json.Unmarshal([]byte(raw), &rec)
+			}
+			return nil
+		})
+	}
+	if err := load(); err != nil {
 		return nil, s.end(id, err)
+	}
+	save := func(tx *store.Tx) error {
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		return tx.SetMeta(recordsPrefix+id, string(b))
 	}
 	if rec.MoveIn == "" {
 		if node := projectNode(s.db, prj); node != s.cfg.NodeID {
 			return nil, s.end(id, fmt.Errorf("project %s is on node %s, not on this node %s: nothing to move from here", id, node, s.cfg.NodeID))
 		}
 		if run.Job.Attempts > 1 {
-			// An earlier attempt stopped before handing over: the source serves again first.
+			// An earlier attempt stopped before handing over: the source serves (again) first.
 			if err := s.host.Resume(ctx, id); err != nil {
 				return nil, scheduler.Transient(fmt.Errorf("resume the project on this node after an interrupted attempt: %w", err))
 			}
 		}
-		_ = run.Progress(map[string]any{"step": "pause"})
-		rec = records{Project: prj, Instance: inst, PausedAt: s.now()}
-		lsn, err := s.host.Pause(ctx, id)
-		if err != nil {
-			return nil, s.end(id, s.resume(ctx, id, fmt.Errorf("pause the project's writes on node %s: %w", s.cfg.NodeID, err)))
+		rec = records{Project: prj, Instance: inst}
+		if why := s.freshBackupNeeded(ctx, id, inst); why != "" {
+			_ = run.Progress(map[string]any{"step": "backup", "why": why})
+			t := time.Now()
+			key, err := s.host.TakeBackup(ctx, run, id, "move")
+			if err != nil {
+				return nil, s.end(id, fmt.Errorf("take a fresh base backup to stage the move from (%s): %w", why, err))
+			}
+			rec.Backup, rec.BackupMS = key, time.Since(t).Milliseconds()
 		}
-		rec.LSN, rec.StoppedAt = lsn, s.now()
-		// The move-in on the target, enqueued with the records it may change (a failure puts them back).
-		err = s.db.Update(func(tx *store.Tx) error {
+		// The move-in on the target: it stages a copy, then, at the cutover, opens it.
+		rec.StagingAt = s.now()
+		err := s.db.Update(func(tx *store.Tx) error {
 			j := &store.Job{Type: JobMoveIn, OrganizationID: prj.OrganizationID, ProjectID: id, InstanceID: inst.ID,
 				LockedResource: "move-in/" + id, Node: pl.To, MaxAttempts: 1}
-			raw, _ := json.Marshal(moveInPayload{From: s.cfg.NodeID})
+			raw, _ := json.Marshal(moveInPayload{From: s.cfg.NodeID, Key: run.Job.ID})
 			j.Payload = raw
 			if err := scheduler.Enqueue(tx, j); err != nil {
 				return err
 			}
 			rec.MoveIn = j.ID
-			b, err := json.Marshal(rec)
-			if err != nil {
-				return err
-			}
-			return tx.SetMeta(recordsPrefix+id, string(b))
+			return save(tx)
 		})
 		if err != nil {
-			return nil, s.end(id, s.resume(ctx, id, fmt.Errorf("enqueue the move-in on node %s: %w", pl.To, err)))
+			return nil, s.end(id, fmt.Errorf("enqueue the move-in on node %s: %w", pl.To, err))
 		}
 		s.host.Notify()
 	}
-	_ = run.Progress(map[string]any{"step": "move-in", "move_in_job": rec.MoveIn})
+	if rec.PausedAt.IsZero() {
+		// Staging: the target restores the newest base backup and replays the archive as a standby, while
+		// this node serves. A failure there leaves the project here untouched.
+		_ = run.Progress(map[string]any{"step": "staging", "move_in_job": rec.MoveIn})
+		if _, err := s.waitStage(ctx, rec.MoveIn, id, "standby"); err != nil {
+			return nil, s.abandon(ctx, id, rec, false, err)
+		}
+		catchUp, err := s.host.CatchUp(ctx, id)
+		if err != nil {
+			return nil, s.abandon(ctx, id, rec, false, fmt.Errorf("archive the WAL for the staged copy to catch up with: %w", err))
+		}
+		if err := s.setCutover(id, cutover{CatchUpLSN: catchUp}); err != nil {
+			return nil, s.abandon(ctx, id, rec, false, err)
+		}
+		_ = run.Progress(map[string]any{"step": "catch-up", "move_in_job": rec.MoveIn, "lsn": catchUp})
+		if _, err := s.waitStage(ctx, rec.MoveIn, id, "staged"); err != nil {
+			return nil, s.abandon(ctx, id, rec, false, err)
+		}
+		// The pause. The records kept are those of now (a setting changed while the copy was staged).
+		if err := load(); err != nil {
+			return nil, s.abandon(ctx, id, rec, false, err)
+		}
+		rec.Project, rec.Instance = prj, inst
+		rec.StagedAt, rec.PausedAt = s.now(), s.now()
+		if err := s.db.Update(save); err != nil {
+			return nil, s.abandon(ctx, id, rec, false, err)
+		}
+		_ = run.Progress(map[string]any{"step": "pause", "move_in_job": rec.MoveIn})
+		lsn, err := s.host.Pause(ctx, id)
+		if err != nil {
+			return nil, s.abandon(ctx, id, rec, true, fmt.Errorf("pause the project's writes on node %s: %w", s.cfg.NodeID, err))
+		}
+		rec.LSN, rec.StoppedAt = lsn, s.now()
+		err = s.db.Update(func(tx *store.Tx) error {
+			if err := save(tx); err != nil {
+				return err
+			}
+			return putJSON(tx, cutoverPrefix+id, cutover{CatchUpLSN: catchUp, PausedLSN: lsn})
+		})
+		if err != nil {
+			return nil, s.abandon(ctx, id, rec, true, fmt.Errorf("tell node %s the pause's position: %w", pl.To, err))
+		}
+	} else if rec.LSN == "" {
+		// An earlier attempt stopped in the pause: the source serves again and the move is abandoned.
+		return nil, s.abandon(ctx, id, rec, true, errors.New("the move was interrupted during the pause on the source"))
+	}
+	_ = run.Progress(map[string]any{"step": "cutover", "move_in_job": rec.MoveIn})
 	in, err := s.waitJob(ctx, rec.MoveIn)
 	if err != nil {
 		return nil, err // the context ended: a retry waits again
@@ -385,7 +517,13 @@ func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) 
 		opened = *in.CompletedAt
 	}
 	res.WritePauseMS = opened.Sub(rec.PausedAt).Milliseconds()
-	res.StepsMS = map[string]int64{"pause": rec.StoppedAt.Sub(rec.PausedAt).Milliseconds(), "move_in": opened.Sub(rec.StoppedAt).Milliseconds()}
+	res.StagingMS = rec.StagedAt.Sub(rec.StagingAt).Milliseconds()
+	res.FreshBackup = rec.Backup
+	res.StepsMS = map[string]int64{"staging": res.StagingMS, "pause": rec.StoppedAt.Sub(rec.PausedAt).Milliseconds(),
+		"cutover": opened.Sub(rec.StoppedAt).Milliseconds()}
+	if rec.BackupMS > 0 {
+		res.StepsMS["backup"] = rec.BackupMS
+	}
 	aside, err := s.keepAside(ctx, id, inst)
 	if err != nil {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the source's copy on node %s was not kept aside: %v (fencing does it when the node next holds its lease)", s.cfg.NodeID, err))
@@ -408,8 +546,109 @@ func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) 
 		return nil, err
 	}
 	s.log.Info("move: the project moved to another node", "project", id, "from_node", res.From, "to_node", res.To,
-		"write_pause_ms", res.WritePauseMS, "lsn", res.LSN, "kept_aside", aside)
+		"write_pause_ms", res.WritePauseMS, "staging_ms", res.StagingMS, "lsn", res.LSN, "kept_aside", aside)
 	return res, nil
+}
+
+// freshBackupNeeded says why the move takes a fresh base backup first ("" when it does not: see
+// FreshBackupAge and FreshBackupWAL).
+func (s *Service) freshBackupNeeded(ctx context.Context, projectID string, inst *store.Instance) string {
+	var newest *store.Backup
+	_ = s.db.View(func(tx *store.Tx) error {
+		bs, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{})
+		for _, b := range bs {
+			if b.State == api.BackupCompleted && b.VerificationState != api.VerificationFailed && b.WALArchive == inst.WALArchive &&
+				(newest == nil || b.CreatedAt.After(newest.CreatedAt)) {
+				newest = b
+			}
+		}
+		return err
+	})
+	switch {
+	case newest == nil:
+		return "no base backup of the cluster the project runs"
+	case s.now().Sub(newest.CreatedAt) > FreshBackupAge:
+		return fmt.Sprintf("the newest base backup is older than %s", FreshBackupAge)
+	case newest.EndLSN != "":
+		n, err := s.host.WALSince(ctx, projectID, newest.EndLSN)
+		if err != nil {
+			s.log.Warn("move: measure the WAL since the newest backup", "project", projectID, "err", err)
+			return ""
+		}
+		if n > FreshBackupWAL {
+			return fmt.Sprintf("%d MiB of WAL since the newest base backup (more than %d)", n>>20, FreshBackupWAL>>20)
+		}
+	}
+	return ""
+}
+
+// putJSON writes v as JSON at key of the store's meta.
+func putJSON(tx *store.Tx, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return tx.SetMeta(key, string(b))
+}
+
+// setCutover writes the source's word (cutoverPrefix).
+func (s *Service) setCutover(projectID string, c cutover) error {
+	return s.db.Update(func(tx *store.Tx) error { return putJSON(tx, cutoverPrefix+projectID, c) })
+}
+
+// waitStage waits until the target's staged copy is in state ("standby", or "staged"; staged is past
+// standby) and returns what it says; an error when the move-in ended first.
+func (s *Service) waitStage(ctx context.Context, moveIn, projectID, state string) (stageState, error) {
+	for {
+		var st stageState
+		var j *store.Job
+		err := s.db.View(func(tx *store.Tx) error {
+			if raw := tx.Meta(stagePrefix + projectID); raw != "" {
+				if err := json.Unmarshal([]byte(raw), &st); err != nil {
+					return err
+				}
+			}
+			var err error
+			j, err = store.Jobs.Get(tx, moveIn)
+			return err
+		})
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return st, fmt.Errorf("the move-in job %s is gone", moveIn)
+		case err != nil:
+			s.log.Warn("move: read the staging's state", "project", projectID, "err", err)
+		case st.State == state || st.State == "staged":
+			return st, nil
+		case j.State == scheduler.StateCompleted || j.State == scheduler.StateFailed:
+			return st, fmt.Errorf("the staging on node %s failed (%s): %s", j.Node, j.State, j.Error)
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-time.After(s.poll):
+		}
+	}
+}
+
+// abandon ends a move before its cutover: the target is told (it removes its staged copy), the source
+// serves again when it was paused (paused: the pause began), and the move's marks are cleared once the
+// move-in ended. cause is returned, permanent.
+func (s *Service) abandon(ctx context.Context, projectID string, rec records, paused bool, cause error) error {
+	bctx := context.WithoutCancel(ctx)
+	if err := s.setCutover(projectID, cutover{Abort: cause.Error()}); err != nil {
+		s.log.Warn("move: tell the target the move is abandoned", "project", projectID, "err", err)
+	}
+	if paused {
+		cause = s.resume(bctx, projectID, cause)
+	}
+	if rec.MoveIn != "" {
+		wctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
+		if _, err := s.waitJob(wctx, rec.MoveIn); err != nil {
+			cause = fmt.Errorf("%w (and the move-in job %s did not end: %v)", cause, rec.MoveIn, err)
+		}
+		cancel()
+	}
+	return s.end(projectID, cause)
 }
 
 // projectNode reads the project's node.
@@ -421,10 +660,12 @@ func projectNode(db *store.DB, prj *store.Project) string {
 
 // clear ends a move's marks.
 func clear(tx *store.Tx, projectID string) error {
-	if err := tx.SetMeta(metaPrefix+projectID, ""); err != nil {
-		return err
+	for _, p := range []string{metaPrefix, recordsPrefix, stagePrefix, cutoverPrefix} {
+		if err := tx.SetMeta(p+projectID, ""); err != nil {
+			return err
+		}
 	}
-	return tx.SetMeta(recordsPrefix+projectID, "")
+	return nil
 }
 
 // end clears the move's marks after a failure it is done with (cause is returned, permanent).
@@ -510,21 +751,176 @@ func (s *Service) waitJob(ctx context.Context, id string) (*store.Job, error) {
 	}
 }
 
-// moveInJob is JobMoveIn, on the target node: the project rebuilt here from the backup store and opened.
-// A failure removes what it made here (the source resumes).
-func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (any, error) {
+// moveInJob is JobMoveIn, on the target node. Staging: the project's newest base backup restored into a
+// staging directory and started as a standby replaying the archive; it tells the source (stageState) it
+// runs, then that it replayed up to the source's catch-up point. Cutover: once the source paused, the
+// staged copy is handed to the rebuild (which replays what the archive holds beyond it, promotes it, moves
+// the records here and opens the project). A failure removes what it made here (the source serves on, or
+// resumes).
+func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, err error) {
 	var pl moveInPayload
 	if err := run.DecodePayload(&pl); err != nil {
 		return nil, err
 	}
 	id := run.Job.ProjectID
-	_ = run.Progress(map[string]any{"step": "rebuild"})
-	rp, err := s.host.Rebuild(ctx, id, pl.From)
-	if err != nil {
-		if derr := s.host.Discard(context.WithoutCancel(ctx), id); derr != nil {
+	rebuilding := false // the rebuild began: it may have made the instance here
+	defer func() {
+		if err == nil {
+			return
+		}
+		bctx := context.WithoutCancel(ctx)
+		if rerr := s.host.RemoveStaged(bctx, id); rerr != nil {
+			err = fmt.Errorf("%w (and removing the staged copy on node %s: %v)", err, s.cfg.NodeID, rerr)
+		}
+		if !rebuilding {
+			return
+		}
+		if derr := s.host.Discard(bctx, id); derr != nil {
 			err = fmt.Errorf("%w (and removing what it made on node %s: %v)", err, s.cfg.NodeID, derr)
 		}
+	}()
+	if pl.Key == "" { // enqueued by a version without staging: the rebuild from the store, in the pause
+		_ = run.Progress(map[string]any{"step": "rebuild"})
+		rebuilding = true
+		rp, err := s.host.Rebuild(ctx, id, pl.From)
+		if err != nil {
+			return nil, err
+		}
+		return moveInResult{LSN: rp.LSN, BackupKey: rp.BackupKey, Notes: rp.Notes}, nil
+	}
+	started := time.Now()
+	_ = run.Progress(map[string]any{"step": "stage"})
+	backupKey, err := s.host.Stage(ctx, id, pl.Key)
+	if err != nil {
+		return nil, fmt.Errorf("stage a copy on node %s: %w", s.cfg.NodeID, err)
+	}
+	if err := s.setStage(id, stageState{State: "standby", BackupKey: backupKey}); err != nil {
 		return nil, err
 	}
-	return moveInResult{LSN: rp.LSN, BackupKey: rp.BackupKey, Notes: rp.Notes}, nil
+	c, err := s.waitCutover(ctx, id, pl.Key, func(c cutover) bool { return c.CatchUpLSN != "" }, waitSource)
+	if err != nil {
+		return nil, err
+	}
+	_ = run.Progress(map[string]any{"step": "catch-up", "lsn": c.CatchUpLSN})
+	replayed, err := s.waitReplay(ctx, id, pl.Key, c.CatchUpLSN, waitReplay)
+	if err != nil {
+		return nil, fmt.Errorf("the staged copy did not catch up with %s: %w", c.CatchUpLSN, err)
+	}
+	stagingMS := time.Since(started).Milliseconds()
+	if err := s.setStage(id, stageState{State: "staged", BackupKey: backupKey, ReplayLSN: replayed, StagingMS: stagingMS}); err != nil {
+		return nil, err
+	}
+	_ = run.Progress(map[string]any{"step": "staged", "lsn": replayed})
+	c, err = s.waitCutover(ctx, id, pl.Key, func(c cutover) bool { return c.PausedLSN != "" }, waitSource)
+	if err != nil {
+		return nil, err
+	}
+	// The copy replays the last segment (the pause's checkpoint in it: the standby's stop makes its
+	// restartpoint there, so the rebuild's recovery has next to nothing left); if it does not within
+	// waitPaused, the rebuild's recovery replays it.
+	_ = run.Progress(map[string]any{"step": "cutover", "lsn": c.PausedLSN})
+	var notes []string
+	if _, err := s.waitReplay(ctx, id, pl.Key, c.PausedLSN, waitPaused); err != nil {
+		notes = append(notes, fmt.Sprintf("the staged copy had not replayed up to the pause's position %s before its stop: %v", c.PausedLSN, err))
+	}
+	rebuilding = true
+	rp, err := s.host.RebuildStaged(ctx, id, pl.From, pl.Key, backupKey)
+	if err != nil {
+		return nil, err
+	}
+	if lsnBefore(rp.LSN, c.PausedLSN) {
+		return nil, fmt.Errorf("the copy on node %s recovered up to %s only, short of the position the source paused at (%s)", s.cfg.NodeID, rp.LSN, c.PausedLSN)
+	}
+	return moveInResult{LSN: rp.LSN, BackupKey: rp.BackupKey, Notes: append(notes, rp.Notes...), StagingMS: stagingMS}, nil
+}
+
+// setStage writes the target's word (stagePrefix).
+func (s *Service) setStage(projectID string, st stageState) error {
+	return s.db.Update(func(tx *store.Tx) error { return putJSON(tx, stagePrefix+projectID, st) })
+}
+
+// waitCutover waits, on the target, until the source's word satisfies ok; an error when the move was
+// abandoned (the source says so, or its marks are gone: another move, or none) or after limit.
+func (s *Service) waitCutover(ctx context.Context, projectID, key string, ok func(cutover) bool, limit time.Duration) (cutover, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		var c cutover
+		var mark string
+		err := s.db.View(func(tx *store.Tx) error {
+			mark = tx.Meta(metaPrefix + projectID)
+			if raw := tx.Meta(cutoverPrefix + projectID); raw != "" {
+				return json.Unmarshal([]byte(raw), &c)
+			}
+			return nil
+		})
+		switch {
+		case err != nil:
+			s.log.Warn("move: read the source's word", "project", projectID, "err", err)
+		case mark != key:
+			return c, fmt.Errorf("%w: the move %s is no longer running", errAbandons, key)
+		case c.Abort != "":
+			return c, fmt.Errorf("%w by the source: %s", errAbandons, c.Abort)
+		case ok(c):
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			return c, fmt.Errorf("the source node said nothing for %s", limit)
+		}
+		select {
+		case <-ctx.Done():
+			return c, ctx.Err()
+		case <-time.After(s.poll):
+		}
+	}
+}
+
+// waitReplay waits until the staged copy replayed up to lsn and returns its replay position; an error
+// when it stops running, or after limit.
+func (s *Service) waitReplay(ctx context.Context, projectID, key, lsn string, limit time.Duration) (string, error) {
+	deadline := time.Now().Add(limit)
+	var last string
+	for {
+		got, err := s.host.StagedReplay(ctx, projectID, key)
+		if err != nil {
+			return last, err
+		}
+		if last = got; got != "" && !lsnBefore(got, lsn) {
+			return got, nil
+		}
+		if time.Now().After(deadline) {
+			return last, fmt.Errorf("replayed up to %q after %s", last, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-time.After(s.poll):
+		}
+	}
+}
+
+// lsnBefore tells whether WAL position a ("X/Y") is before b; an unreadable one is before anything.
+func lsnBefore(a, b string) bool {
+	pa, erra := parseLSN(a)
+	pb, errb := parseLSN(b)
+	if errb != nil {
+		return false
+	}
+	return erra != nil || pa < pb
+}
+
+// parseLSN reads a WAL position ("16/B374D848").
+func parseLSN(s string) (uint64, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, fmt.Errorf("not a WAL position: %q", s)
+	}
+	h, err := strconv.ParseUint(hi, 16, 32)
+	if err != nil {
+		return 0, err
+	}
+	l, err := strconv.ParseUint(lo, 16, 32)
+	if err != nil {
+		return 0, err
+	}
+	return h<<32 | l, nil
 }
