@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,9 +26,12 @@ import (
 // address in its projects' URLs (--public-host), and a project on node 1 with a base backup and rows.
 type moveCluster struct {
 	bin, admin, password, prj, inst, sum string
-	dirs                                 []string
-	nodes                                []clusterNode
-	procs                                []*e2eProc
+	// marker is the file node 3 (a test build held at the move-standby step) appends "<job> move-standby"
+	// to when a move-in's staged standby runs there.
+	marker string
+	dirs   []string
+	nodes  []clusterNode
+	procs  []*e2eProc
 }
 
 func newMoveCluster(t *testing.T) *moveCluster {
@@ -58,17 +62,22 @@ func newMoveCluster(t *testing.T) *moveCluster {
 	a1.stop(t, syscall.SIGTERM)
 	runCLI(t, bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1", "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
 	procs := []*e2eProc{e2eStartWith(t, bin, dirs[0], bk.env, node1)}
+	marker := filepath.Join(t.TempDir(), "marker")
 	for i, host := range []string{"127.0.0.2", "127.0.0.3"} {
 		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
 		flags := append(append(clusterFlags(host), "--public-host", host, "--pg-listen", host, "--join", tok), bk.flags()...)
-		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], bk.env, flags))
+		env := bk.env
+		if i == 1 { // node 3 holds its move-ins (at most 20 s) once their staged standby runs
+			env = append(slices.Clone(bk.env), "APPLIANCE_TEST_JOB_PAUSE=move-standby", "APPLIANCE_TEST_JOB_PAUSE_MARKER="+marker)
+		}
+		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], env, flags))
 	}
 	nodes := clusterNodes(t, bin, dirs[1])
 	if len(nodes) != 3 || nodes[0].Advertise != "127.0.0.1" || nodes[1].Advertise != "127.0.0.2" {
 		t.Fatalf("cluster nodes: %+v", nodes)
 	}
 	procs[1].waitRuntime(t, admin, prj, "active")
-	return &moveCluster{bin: bin, admin: admin, password: password, prj: prj, inst: inst, sum: sum, dirs: dirs, nodes: nodes, procs: procs}
+	return &moveCluster{bin: bin, admin: admin, password: password, prj: prj, inst: inst, sum: sum, marker: marker, dirs: dirs, nodes: nodes, procs: procs}
 }
 
 // writer inserts rows into the project's table written through its pooled URL, one per transaction,
@@ -224,25 +233,32 @@ func TestClusterMove(t *testing.T) {
 		Job *e2eJob `json:"job"`
 	}
 
-	// A move whose rebuild fails on the target (node 3's instances directory replaced by a file) leaves
-	// the project serving on node 1: same URL, its rows there, nothing kept aside.
-	inst3 := filepath.Join(c.dirs[2], "instances")
-	if err := os.Rename(inst3, inst3+".away"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(inst3, []byte("not a directory\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// A move whose staging fails on the target (node 3's staged standby killed while the job is held
+	// after starting it) leaves the project serving on node 1 (same URL, its rows there, nothing kept
+	// aside) and nothing of the staged copy on node 3.
+	during := w.ackedThrough("127.0.0.1")
 	a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
-	failed := waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline)
-	if err := os.Remove(inst3); err != nil {
-		t.Fatal(err)
+	e2eEventually(t, 2*time.Minute, "node 3's staged standby running", func() (bool, string) {
+		data, _ := os.ReadFile(c.marker)
+		return strings.Contains(string(data), " move-standby"), string(data)
+	})
+	stages, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+".stage-*"))
+	if len(stages) != 1 {
+		t.Fatalf("node 3's staged copies: %v, want one", stages)
 	}
-	if err := os.Rename(inst3+".away", inst3); err != nil {
-		t.Fatal(err)
+	standby := e2eProcsUnder(stages[0])
+	if len(standby) == 0 {
+		t.Fatalf("no process of the staged standby under %s", stages[0])
+	}
+	for pid := range standby {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	failed := waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline)
+	if n := w.ackedThrough("127.0.0.1"); n <= during {
+		t.Fatalf("no row acknowledged through node 1's pooled URL while node 3 staged: %d then %d (last error: %s)", during, n, w.lastError())
 	}
 	if failed.State != "failed" || !strings.Contains(failed.Error, "staging on node "+c.nodes[2].ID+" failed") {
-		t.Fatalf("a move whose rebuild fails: %s %q", failed.State, failed.Error)
+		t.Fatalf("a move whose staging fails: %s %q", failed.State, failed.Error)
 	}
 	t.Logf("the failed move: %s", failed.Error)
 	a2.waitRuntime(t, admin, prj, "active")
@@ -257,6 +273,12 @@ func TestClusterMove(t *testing.T) {
 	if aside, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.inst+".moved-*")); len(aside) != 0 {
 		t.Fatalf("a failed move kept node 1's directory aside: %v", aside)
 	}
+	if left, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+"*")); len(left) != 0 {
+		t.Fatalf("a failed staging left on node 3: %v", left)
+	}
+	if left := e2eProcsUnder(filepath.Join(c.dirs[2], "instances")); len(left) > 0 {
+		t.Fatalf("a failed staging left processes on node 3: %v", left)
+	}
 
 	a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[1].ID}, http.StatusAccepted, &started)
 	got = a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[2].ID}, http.StatusConflict, nil)
@@ -270,13 +292,15 @@ func TestClusterMove(t *testing.T) {
 		FromNode     string   `json:"from_node"`
 		ToNode       string   `json:"to_node"`
 		WritePauseMS *int64   `json:"write_pause_ms"`
+		StagingMS    *int64   `json:"staging_ms"`
 		LSN          string   `json:"lsn"`
 		Warnings     []string `json:"warnings"`
 	}
-	if err := json.Unmarshal(j.Result, &res); err != nil || res.FromNode != c.nodes[0].ID || res.ToNode != c.nodes[1].ID || res.LSN == "" || res.WritePauseMS == nil {
+	if err := json.Unmarshal(j.Result, &res); err != nil || res.FromNode != c.nodes[0].ID || res.ToNode != c.nodes[1].ID || res.LSN == "" ||
+		res.WritePauseMS == nil || *res.WritePauseMS <= 0 || res.StagingMS == nil || *res.StagingMS <= 0 {
 		t.Fatalf("move's result: %v %s", err, j.Result)
 	}
-	t.Logf("moved from node 1 to node 2: write pause %d ms (%s)", *res.WritePauseMS, j.Result)
+	t.Logf("moved from node 1 to node 2: write pause %d ms, staging %d ms (%s)", *res.WritePauseMS, *res.StagingMS, j.Result)
 	e2eEventually(t, time.Minute, "rows written through node 2's pooled URL", func() (bool, string) {
 		n := w.ackedThrough("127.0.0.2")
 		return n >= 20, fmt.Sprintf("%d (last error: %s)", n, w.lastError())

@@ -194,6 +194,8 @@ func (h moveHost) StopLocal(ctx context.Context, projectID string) error {
 
 func (h moveHost) InstancesDir() string { return h.s.instancesDir() }
 
+func (h moveHost) Step(ctx context.Context, jobID, step string) { h.s.jobStep(ctx, jobID, step) }
+
 func (h moveHost) SetRuntime(projectID, status string) { h.s.setRuntime(projectID, status) }
 
 // stagingRecord is the project's instance record as it will be on this node (its directory here, the

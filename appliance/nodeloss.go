@@ -8,6 +8,7 @@ import (
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/cluster/lease"
+	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/nodeloss"
 	"github.com/theappliance/appliance/store"
 )
@@ -66,7 +67,7 @@ func (h nodeLossHost) rebuild(ctx context.Context, projectID, from string, stage
 	if _, err := s.dataPlane(); err != nil {
 		return nil, err
 	}
-	r := &recovery{s: s, moved: map[string][]string{}, staged: staged}
+	r := &recovery{s: s, moved: map[string][]string{}, staged: staged, steps: instances.NewTimer()}
 	var name string
 	var wasPrj *store.Project
 	var wasInst *store.Instance
@@ -108,7 +109,9 @@ func (h nodeLossHost) rebuild(ctx context.Context, projectID, from string, stage
 	if err != nil {
 		return nil, err
 	}
+	r.done("records")
 	rp := r.project(ctx, ProjectRecovery{ID: projectID, Name: name, Notes: r.moved[projectID]})
+	r.done("settle")
 	if rp.Err != nil {
 		// Not half-moved: the project goes back to the lost node (its records as they were, unavailable),
 		// so that the sweep and the operator can restore it again, and that node, back, serves it again.
@@ -129,7 +132,8 @@ func (h nodeLossHost) rebuild(ctx context.Context, projectID, from string, stage
 	if err := s.eng.Watch(inst, prj); err != nil {
 		return nil, err
 	}
-	return &nodeloss.Rebuilt{Project: prj, BackupKey: rp.BackupKey, LSN: rp.LSN, At: rp.At, Timeline: rp.Timeline, Notes: rp.Notes}, nil
+	r.done("watch")
+	return &nodeloss.Rebuilt{Project: prj, BackupKey: rp.BackupKey, LSN: rp.LSN, At: rp.At, Timeline: rp.Timeline, Notes: rp.Notes, StepsMS: r.steps.MS}, nil
 }
 
 // moveBack puts a project whose restore on this node failed back as it was on its lost node (prj and inst

@@ -247,6 +247,8 @@ type recovery struct {
 	// staged, when not nil, is a copy of the project staged on this node (a move's): the rebuild starts
 	// from it rather than from a base backup fetched from the store.
 	staged *stagedCopy
+	// steps, when not nil, times the rebuild's steps (a move's cutover reports them).
+	steps *instances.Timer
 }
 
 // stagedCopy is a staged copy a rebuild starts from: the base backup it was made of, and the fill that
@@ -541,8 +543,12 @@ func (r *recovery) project(ctx context.Context, e ProjectRecovery) RecoveredProj
 			rp.Err = err
 			return rp
 		}
+		steps := r.steps
+		if steps == nil {
+			steps = instances.NewTimer()
+		}
 		spec := instances.ProvisionSpec{Instance: inst, Project: prj, AdminPassword: string(adminPW), Credential: cred,
-			Settings: settings, Steps: instances.NewTimer(), PortTaken: func(pooler bool, err error) error { return s.movePortIfTaken(inst, pooler, err) },
+			Settings: settings, Steps: steps, PortTaken: func(pooler bool, err error) error { return s.movePortIfTaken(inst, pooler, err) },
 			Clone: &instances.CloneSpec{AdminPassword: string(adminPW),
 				Recovery: &instances.RecoverySpec{JobID: "recover-" + prj.ID, Archive: archive, Target: instances.Target{End: true}}}}
 		if version, err = s.eng.Provision(ctx, nil, spec); err == nil {
@@ -557,6 +563,7 @@ func (r *recovery) project(ctx context.Context, e ProjectRecovery) RecoveredProj
 		rp.Err = fmt.Errorf("rebuild from base backup %s and the WAL archive: %w", b.BackupKey, err)
 		return rp
 	}
+	r.done("provision")
 	if rp.LSN, rp.At, rp.Timeline, err = replayedTo(ctx, s.eng.Instance(inst), string(adminPW)); err != nil {
 		rp.Err = fmt.Errorf("recovered, but reading where recovery ended failed: %w", err)
 		return rp
@@ -574,6 +581,7 @@ func (r *recovery) project(ctx context.Context, e ProjectRecovery) RecoveredProj
 		rp.Err = fmt.Errorf("recovered, but the timeline switch was not recorded: %w", err)
 		return rp
 	}
+	r.done("timeline_switch")
 	err = s.db.Update(func(tx *store.Tx) error {
 		_, err := s.settle(tx, inst.ID, InstanceRunning, prj.ID, func(p *store.Project) {
 			p.State, p.RuntimeStatus, p.PostgresVersion, p.LastError = ProjectActive, RuntimeActive, version, ""
@@ -620,6 +628,13 @@ func (r *recovery) newestBackup(projectID, walArchive string) (*store.Backup, er
 		err = errors.New("no completed base backup in the backup store: the project cannot be rebuilt (take backups, or schedule them)")
 	}
 	return newest, err
+}
+
+// done records, when the rebuild is timed, the step that ends now.
+func (r *recovery) done(step string) {
+	if r.steps != nil {
+		r.steps.Done(step)
+	}
 }
 
 // backupByKey is the project's completed backup whose key is key.

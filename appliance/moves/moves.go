@@ -89,6 +89,8 @@ type Host interface {
 	CatchUp(ctx context.Context, projectID string) (lsn string, err error)
 	WALSince(ctx context.Context, projectID, lsn string) (int64, error)
 	TakeBackup(ctx context.Context, run *scheduler.Run, projectID, label string) (backupKey string, err error)
+	// Step calls the job-step hook of test builds (Deps.JobStepHook; nothing in a release build).
+	Step(ctx context.Context, jobID, step string)
 	// InstancesDir is this node's directory of instances.
 	InstancesDir() string
 	// SetRuntime sets the project's runtime status.
@@ -183,6 +185,9 @@ type moveInResult struct {
 	BackupKey string   `json:"backup_key"`
 	Notes     []string `json:"notes,omitempty"`
 	StagingMS int64    `json:"staging_ms,omitempty"`
+	// StepsMS times the cutover's steps on the target: replay (the staged copy's last segment), then the
+	// rebuild's (rebuild.*).
+	StepsMS map[string]int64 `json:"steps_ms,omitempty"`
 }
 
 // Audit records, inside tx, the operator's request (the root's principal).
@@ -370,7 +375,12 @@ var (
 	waitReplay  = 30 * time.Minute
 	waitPaused  = time.Minute
 	errAbandons = errors.New("the move was abandoned")
+	holdStep    = 20 * time.Second
 )
+
+// StepStandby is the job step (JobStepHook) of a move-in whose staged standby runs, before the source is
+// told: a test build may hold the job there up to 20 s.
+const StepStandby = "move-standby"
 
 // moveJob is JobMove, on the source node. Its steps are kept in the store's meta (recordsPrefix), so that a
 // retry (the node restarted) goes on from where the last attempt was: while the target stages it waits for
@@ -523,6 +533,9 @@ func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) 
 		"cutover": opened.Sub(rec.StoppedAt).Milliseconds()}
 	if rec.BackupMS > 0 {
 		res.StepsMS["backup"] = rec.BackupMS
+	}
+	for k, v := range ir.StepsMS {
+		res.StepsMS["cutover."+k] = v
 	}
 	aside, err := s.keepAside(ctx, id, inst)
 	if err != nil {
@@ -794,6 +807,10 @@ func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, e
 	if err != nil {
 		return nil, fmt.Errorf("stage a copy on node %s: %w", s.cfg.NodeID, err)
 	}
+	// A test build may hold the job here, at most holdStep (a test kills the standby meanwhile).
+	hctx, cancel := context.WithTimeout(ctx, holdStep)
+	s.host.Step(hctx, run.Job.ID, StepStandby)
+	cancel()
 	if err := s.setStage(id, stageState{State: "standby", BackupKey: backupKey}); err != nil {
 		return nil, err
 	}
@@ -820,9 +837,11 @@ func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, e
 	// waitPaused, the rebuild's recovery replays it.
 	_ = run.Progress(map[string]any{"step": "cutover", "lsn": c.PausedLSN})
 	var notes []string
+	told := time.Now()
 	if _, err := s.waitReplay(ctx, id, pl.Key, c.PausedLSN, waitPaused); err != nil {
 		notes = append(notes, fmt.Sprintf("the staged copy had not replayed up to the pause's position %s before its stop: %v", c.PausedLSN, err))
 	}
+	replayedAt := time.Now()
 	rebuilding = true
 	rp, err := s.host.RebuildStaged(ctx, id, pl.From, pl.Key, backupKey)
 	if err != nil {
@@ -831,7 +850,11 @@ func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, e
 	if lsnBefore(rp.LSN, c.PausedLSN) {
 		return nil, fmt.Errorf("the copy on node %s recovered up to %s only, short of the position the source paused at (%s)", s.cfg.NodeID, rp.LSN, c.PausedLSN)
 	}
-	return moveInResult{LSN: rp.LSN, BackupKey: rp.BackupKey, Notes: append(notes, rp.Notes...), StagingMS: stagingMS}, nil
+	steps := map[string]int64{"replay": replayedAt.Sub(told).Milliseconds()}
+	for k, v := range rp.StepsMS {
+		steps["rebuild."+k] = v
+	}
+	return moveInResult{LSN: rp.LSN, BackupKey: rp.BackupKey, Notes: append(notes, rp.Notes...), StagingMS: stagingMS, StepsMS: steps}, nil
 }
 
 // setStage writes the target's word (stagePrefix).

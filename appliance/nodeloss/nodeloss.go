@@ -57,6 +57,8 @@ type Rebuilt struct {
 	At        *time.Time
 	Timeline  int
 	Notes     []string
+	// StepsMS is how long each step of the rebuild took (milliseconds).
+	StepsMS map[string]int64
 }
 
 // Deps are the area's collaborators.
