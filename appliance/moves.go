@@ -80,24 +80,24 @@ func (s *Service) fenceOn(ctx context.Context, inst *store.Instance, fenced bool
 	return postgres.ApplyFence(ctx, conn, fenced)
 }
 
-func (h moveHost) Pause(ctx context.Context, projectID string) (string, error) {
+func (h moveHost) Pause(ctx context.Context, projectID string) (string, int, error) {
 	s := h.s
 	if _, err := s.dataPlane(); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	prj, inst, err := s.loadProject(projectID)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if inst == nil {
-		return "", errors.New("no instance record")
+		return "", 0, errors.New("no instance record")
 	}
 	if inst.WALArchiveOff {
-		return "", errors.New("the project's WAL is not archived: the target could not replay its last writes")
+		return "", 0, errors.New("the project's WAL is not archived: the target could not replay its last writes")
 	}
 	pw, err := s.box.Open(inst.AdminPassword)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if conn, err := s.adminConn(ctx, inst, "postgres"); err == nil {
 		_, _ = conn.Exec(ctx, "CHECKPOINT") // keeps the shutdown checkpoint in the pause short
@@ -106,24 +106,24 @@ func (h moveHost) Pause(ctx context.Context, projectID string) (string, error) {
 	s.setRuntime(projectID, RuntimeRestarting)
 	s.eng.Unwatch(inst)
 	if err := s.eng.Pooler(inst, prj).Stop(ctx, nil, daemon.StopFast); err != nil {
-		return "", fmt.Errorf("stop the pooler: %w", err)
+		return "", 0, fmt.Errorf("stop the pooler: %w", err)
 	}
 	if err := s.fenceOn(ctx, inst, true); err != nil {
-		return "", fmt.Errorf("fence the server: %w", err)
+		return "", 0, fmt.Errorf("fence the server: %w", err)
 	}
 	archived := func(ctx context.Context, seg string) (bool, error) {
 		return s.retentionStore().WALArchived(ctx, projectID, inst.WALArchive, seg)
 	}
 	// The position the switch ended the last segment at: everything written is before it (the server is
 	// fenced: nothing a client sends is written after), and the archive holds it.
-	_, _, lsn, err := instances.SwitchArchived(ctx, inst, string(pw), archived)
+	_, timeline, lsn, err := instances.SwitchArchived(ctx, inst, string(pw), archived)
 	if err != nil {
-		return "", fmt.Errorf("archive the last WAL in the backup store: %w", err)
+		return "", 0, fmt.Errorf("archive the last WAL in the backup store: %w", err)
 	}
 	if err := s.eng.Instance(inst).Stop(ctx, nil, daemon.StopFast); err != nil {
-		return "", fmt.Errorf("stop the server: %w", err)
+		return "", 0, fmt.Errorf("stop the server: %w", err)
 	}
-	return lsn, nil
+	return lsn, timeline, nil
 }
 
 func (h moveHost) Resume(ctx context.Context, projectID string) error {
@@ -264,6 +264,25 @@ func (h moveHost) StagedReplay(ctx context.Context, projectID, key string) (stri
 	return h.s.eng.StagedReplayLSN(ctx, inst, key, pw)
 }
 
+func (h moveHost) PromoteStaged(ctx context.Context, projectID, key string, timeline int) (string, error) {
+	s := h.s
+	if _, err := s.dataPlane(); err != nil {
+		return "", err
+	}
+	inst, pw, err := h.stagingRecord(projectID)
+	if err != nil {
+		return "", err
+	}
+	// Without the archive when it holds no history file of the next timeline: the server then chooses
+	// that one, as it would asking the archive.
+	off := false
+	if timeline > 0 {
+		have, err := s.retentionStore().WALArchived(ctx, projectID, inst.WALArchive, fmt.Sprintf("%08X.history", timeline+1))
+		off = err == nil && !have
+	}
+	return s.eng.PromoteStaged(ctx, inst, key, pw, off)
+}
+
 func (h moveHost) RebuildStaged(ctx context.Context, projectID, from, key, backupKey string) (*nodeloss.Rebuilt, error) {
 	if _, err := h.s.dataPlane(); err != nil {
 		return nil, err
@@ -305,6 +324,11 @@ func (h moveHost) CatchUp(ctx context.Context, projectID string) (string, error)
 	}
 	archived := func(ctx context.Context, seg string) (bool, error) {
 		return s.retentionStore().WALArchived(ctx, projectID, inst.WALArchive, seg)
+	}
+	// A checkpoint first: the staged copy replays it before the pause, and the pause's own is short.
+	if conn, err := s.adminConn(ctx, inst, "postgres"); err == nil {
+		_, _ = conn.Exec(ctx, "CHECKPOINT")
+		conn.Close(context.WithoutCancel(ctx))
 	}
 	_, _, lsn, err := instances.SwitchArchived(ctx, inst, string(pw), archived)
 	return lsn, err

@@ -251,8 +251,8 @@ type recovery struct {
 	steps *instances.Timer
 }
 
-// stagedCopy is a staged copy a rebuild starts from: the base backup it was made of, and the fill that
-// hands its data directory over (instances.Manager.StagedFill).
+// stagedCopy is a staged copy, promoted, that a rebuild starts from: the base backup it was made of, and
+// the fill that hands its data directory over (instances.Manager.StagedFill).
 type stagedCopy struct {
 	BackupKey string
 	Fill      func(context.Context, daemon.ExecFunc, string) error
@@ -515,15 +515,14 @@ func (r *recovery) project(ctx context.Context, e ProjectRecovery) RecoveredProj
 		rp.Err = err
 		return rp
 	}
-	archive, err := s.archiveOf(ctx, s.dp, prj.ID, b.BackupKey)
-	if err != nil {
-		rp.Err = err
-		return rp
+	var archive instances.Archive
+	if r.staged == nil {
+		if archive, err = s.archiveOf(ctx, s.dp, prj.ID, b.BackupKey); err != nil {
+			rp.Err = err
+			return rp
+		}
 	}
-	if r.staged != nil {
-		archive.FetchBase = r.staged.Fill
-	}
-	if hook := r.o.Hook; hook != nil {
+	if hook := r.o.Hook; hook != nil && r.staged == nil {
 		fetch := archive.FetchBase
 		archive.FetchBase = func(ctx context.Context, exec daemon.ExecFunc, dataDir string) error {
 			if err := fetch(ctx, exec, dataDir); err != nil {
@@ -551,6 +550,9 @@ func (r *recovery) project(ctx context.Context, e ProjectRecovery) RecoveredProj
 			Settings: settings, Steps: steps, PortTaken: func(pooler bool, err error) error { return s.movePortIfTaken(inst, pooler, err) },
 			Clone: &instances.CloneSpec{AdminPassword: string(adminPW),
 				Recovery: &instances.RecoverySpec{JobID: "recover-" + prj.ID, Archive: archive, Target: instances.Target{End: true}}}}
+		if r.staged != nil { // promoted already: its data directory is moved in as it is
+			spec.Clone = &instances.CloneSpec{AdminPassword: string(adminPW), Fill: r.staged.Fill}
+		}
 		if version, err = s.eng.Provision(ctx, nil, spec); err == nil {
 			break
 		}

@@ -39,6 +39,9 @@ type CloneSpec struct {
 	// Recovery, when not nil, makes the clone as of a past time instead: a base backup recovered from the
 	// source's WAL archive.
 	Recovery *RecoverySpec
+	// Fill, when not nil, gives the data directory whole instead (a staged copy, promoted: StagedFill):
+	// nothing is copied nor recovered.
+	Fill func(ctx context.Context, exec daemon.ExecFunc, dataDir string) error
 }
 
 // cloneFill is how a clone's data directory is made: the online copy of its source's running server
@@ -46,6 +49,9 @@ type CloneSpec struct {
 // consistent on its own), or, as of a past time, recoveryFill. The copy's steps go into steps (init.* in
 // the job's timings_ms).
 func (m *Manager) cloneFill(exec daemon.ExecFunc, c *CloneSpec, steps *Timer) func(context.Context, string) error {
+	if c.Fill != nil {
+		return func(ctx context.Context, dataDir string) error { return c.Fill(ctx, exec, dataDir) }
+	}
 	if c.Recovery != nil {
 		return func(ctx context.Context, dataDir string) error { return m.recoveryFill(ctx, exec, c, dataDir) }
 	}

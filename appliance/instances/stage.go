@@ -135,8 +135,59 @@ func (m *Manager) StagedReplayLSN(ctx context.Context, inst *store.Instance, key
 	return *lsn, nil
 }
 
-// StagedFill is a FetchBase (Archive) that hands the staged copy's data directory over: the standby
-// stopped (a restartpoint), its standby settings dropped, its data directory moved to dataDir.
+// PromoteStaged promotes the staged standby of inst (staging key): it ends its recovery where its replay
+// is (pg_promote, a new timeline), and returns that position. offArchive: its restore_command is dropped
+// first, so that the promotion asks the archive for nothing (each fetch runs the WAL program: the
+// timeline's choice probes the archive for the next timelines' history files, and the new timeline's
+// history for its parent's) — for a caller that knows the archive holds no history file of a later
+// timeline than the one replayed (the choice is then the same).
+func (m *Manager) PromoteStaged(ctx context.Context, inst *store.Instance, key, adminPW string, offArchive bool) (string, error) {
+	st, err := m.staged(inst, key)
+	if err != nil {
+		return "", err
+	}
+	if offArchive {
+		auto := filepath.Join(st.DataDir(), "postgresql.auto.conf")
+		b, err := os.ReadFile(auto)
+		if err != nil {
+			return "", err
+		}
+		if i := strings.Index(string(b), stageMarker); i >= 0 {
+			conf := string(b[:i]) + stageMarker + "restore_command = ''\nrecovery_target_timeline = 'latest'\nhot_standby = on\n"
+			if err := m.writeUserFile(auto, []byte(conf)); err != nil {
+				return "", err
+			}
+		}
+	}
+	conn, err := st.Admin(ctx, adminPW)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var lsn *string
+	if err := conn.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn()::text").Scan(&lsn); err != nil {
+		return "", err
+	}
+	if lsn == nil {
+		return "", errors.New("the staged standby replayed nothing")
+	}
+	if offArchive {
+		if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+			return "", err
+		}
+	}
+	var promoted bool
+	if err := conn.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&promoted); err != nil {
+		return "", fmt.Errorf("promote the staged standby: %w", err)
+	}
+	if !promoted {
+		return "", errors.New("the staged standby was not promoted within 60 s")
+	}
+	return *lsn, nil
+}
+
+// StagedFill is a fill (CloneSpec.Fill) that hands the staged copy's data directory over: its server
+// stopped, its standby settings dropped, its data directory moved to dataDir.
 func (m *Manager) StagedFill(inst *store.Instance, key string) func(context.Context, daemon.ExecFunc, string) error {
 	return func(ctx context.Context, exec daemon.ExecFunc, dataDir string) error {
 		st, err := m.staged(inst, key)
@@ -144,7 +195,7 @@ func (m *Manager) StagedFill(inst *store.Instance, key string) func(context.Cont
 			return fmt.Errorf("the staged copy: %w", err)
 		}
 		if err := st.Stop(ctx, exec, daemon.StopFast); err != nil {
-			return fmt.Errorf("stop the staged standby: %w", err)
+			return fmt.Errorf("stop the staged copy: %w", err)
 		}
 		auto := filepath.Join(st.DataDir(), "postgresql.auto.conf")
 		b, err := os.ReadFile(auto)

@@ -63,8 +63,8 @@ type Host interface {
 	Rooms(tx *store.Tx, live map[string]bool) ([]Room, error)
 	// Pause stops the project's writes on this node: pooler stopped, server fenced and its client
 	// sessions ended, a WAL switch archived in the backup store, the server stopped. It returns the WAL
-	// position the server stopped at.
-	Pause(ctx context.Context, projectID string) (lsn string, err error)
+	// position the switch ended the last archived segment at, and the timeline.
+	Pause(ctx context.Context, projectID string) (lsn string, timeline int, err error)
 	// Resume starts the project's server and pooler on this node again and lets clients in (a failed
 	// move's undoing; a running server is left running).
 	Resume(ctx context.Context, projectID string) error
@@ -78,9 +78,12 @@ type Host interface {
 	// On the target: Stage restores the project's newest base backup (of the cluster it runs) into a
 	// staging directory named by key and starts it as a standby of the WAL archive, and returns the
 	// backup's key; StagedReplay is where that standby replayed to; RebuildStaged is Rebuild from that copy
-	// (the base backup backupKey's); RemoveStaged stops and removes every staged copy of the project here.
+	// (the base backup backupKey's; promoted first); RemoveStaged stops and removes every staged copy of the project here.
 	Stage(ctx context.Context, projectID, key string) (backupKey string, err error)
 	StagedReplay(ctx context.Context, projectID, key string) (lsn string, err error)
+	// PromoteStaged ends the staged standby's recovery where its replay is and returns that position
+	// (timeline: the one the source wrote on, 0 unknown).
+	PromoteStaged(ctx context.Context, projectID, key string, timeline int) (lsn string, err error)
 	RebuildStaged(ctx context.Context, projectID, from, key, backupKey string) (*nodeloss.Rebuilt, error)
 	RemoveStaged(ctx context.Context, projectID string) error
 	// On the source: CatchUp commits, switches the WAL and waits until the segment is in the archive,
@@ -355,6 +358,7 @@ type stageState struct {
 type cutover struct {
 	CatchUpLSN string `json:"catch_up_lsn,omitempty"`
 	PausedLSN  string `json:"paused_lsn,omitempty"`
+	Timeline   int    `json:"timeline,omitempty"`
 	Abort      string `json:"abort,omitempty"`
 }
 
@@ -487,7 +491,7 @@ func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) 
 			return nil, s.abandon(ctx, id, rec, false, err)
 		}
 		_ = run.Progress(map[string]any{"step": "pause", "move_in_job": rec.MoveIn})
-		lsn, err := s.host.Pause(ctx, id)
+		lsn, timeline, err := s.host.Pause(ctx, id)
 		if err != nil {
 			return nil, s.abandon(ctx, id, rec, true, fmt.Errorf("pause the project's writes on node %s: %w", s.cfg.NodeID, err))
 		}
@@ -496,7 +500,7 @@ func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) 
 			if err := save(tx); err != nil {
 				return err
 			}
-			return putJSON(tx, cutoverPrefix+id, cutover{CatchUpLSN: catchUp, PausedLSN: lsn})
+			return putJSON(tx, cutoverPrefix+id, cutover{CatchUpLSN: catchUp, PausedLSN: lsn, Timeline: timeline})
 		})
 		if err != nil {
 			return nil, s.abandon(ctx, id, rec, true, fmt.Errorf("tell node %s the pause's position: %w", pl.To, err))
@@ -832,29 +836,32 @@ func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, e
 	if err != nil {
 		return nil, err
 	}
-	// The copy replays the last segment (the pause's checkpoint in it: the standby's stop makes its
-	// restartpoint there, so the rebuild's recovery has next to nothing left); if it does not within
-	// waitPaused, the rebuild's recovery replays it.
+	// The copy replays the last segment (from the archive), is promoted where the source stopped, then
+	// handed to the rebuild: its data directory moved in, started on the project's ports, records here.
 	_ = run.Progress(map[string]any{"step": "cutover", "lsn": c.PausedLSN})
-	var notes []string
 	told := time.Now()
 	if _, err := s.waitReplay(ctx, id, pl.Key, c.PausedLSN, waitPaused); err != nil {
-		notes = append(notes, fmt.Sprintf("the staged copy had not replayed up to the pause's position %s before its stop: %v", c.PausedLSN, err))
+		return nil, fmt.Errorf("the staged copy did not replay up to the position the source paused at (%s): %w", c.PausedLSN, err)
 	}
 	replayedAt := time.Now()
+	lsn, err := s.host.PromoteStaged(ctx, id, pl.Key, c.Timeline)
+	if err != nil {
+		return nil, err
+	}
+	if lsnBefore(lsn, c.PausedLSN) {
+		return nil, fmt.Errorf("the staged copy was promoted at %s, short of the position the source paused at (%s)", lsn, c.PausedLSN)
+	}
+	promotedAt := time.Now()
 	rebuilding = true
 	rp, err := s.host.RebuildStaged(ctx, id, pl.From, pl.Key, backupKey)
 	if err != nil {
 		return nil, err
 	}
-	if lsnBefore(rp.LSN, c.PausedLSN) {
-		return nil, fmt.Errorf("the copy on node %s recovered up to %s only, short of the position the source paused at (%s)", s.cfg.NodeID, rp.LSN, c.PausedLSN)
-	}
-	steps := map[string]int64{"replay": replayedAt.Sub(told).Milliseconds()}
+	steps := map[string]int64{"replay": replayedAt.Sub(told).Milliseconds(), "promote": promotedAt.Sub(replayedAt).Milliseconds()}
 	for k, v := range rp.StepsMS {
 		steps["rebuild."+k] = v
 	}
-	return moveInResult{LSN: rp.LSN, BackupKey: rp.BackupKey, Notes: append(notes, rp.Notes...), StagingMS: stagingMS, StepsMS: steps}, nil
+	return moveInResult{LSN: lsn, BackupKey: rp.BackupKey, Notes: rp.Notes, StagingMS: stagingMS, StepsMS: steps}, nil
 }
 
 // setStage writes the target's word (stagePrefix).
