@@ -328,6 +328,7 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 	for _, p := range fenced {
 		s.nodeloss.Fence(ctx, p.inst, p.prj, owners[p.prj.ID])
 	}
+	s.removeStagedCopies(ctx)
 	for _, p := range live {
 		if p.prj == nil { // a spare (its pooler with the placeholders' pool size)
 			defaults := s.planOrDefault(DefaultPlan)

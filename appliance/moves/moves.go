@@ -1,11 +1,15 @@
 // Package moves moves a project from its cluster node to another one (POST /v1/projects/{id}/move) and
 // drains a node of its projects before it is removed (appliance cluster remove-node). The data travels
-// through the off-machine backup store: on the source node the project's writes pause (pooler stopped,
-// server fenced), its last WAL is archived and its server stops; the target rebuilds it from the store
-// (newest base backup + the WAL archive, nodeloss's Rebuild) and opens it; the source keeps its directory
-// aside (instances/<id>.moved-<time>, never deleted). A failure before the target opens the project puts
-// the records back and the source serves again. The rest of the domain only through Host (the root's
-// moveHost).
+// through the off-machine backup store. First, while the source still serves, the target stages a copy:
+// the newest base backup (a fresh one taken first when it is old) restored and started as a standby of the
+// WAL archive, caught up with a WAL switch the source archived. Then the pause: on the source the
+// project's writes stop (pooler stopped, server fenced), its last WAL is archived and its server stops;
+// the target's standby replays that last segment, is promoted and becomes the project's instance there
+// (nodeloss's rebuild, from the staged copy), and opens. The source keeps its directory aside
+// (instances/<id>.moved-<time>, never deleted). A failure before the pause removes the staged copy and
+// leaves the source serving; one after puts the records back and the source serves again. The two jobs
+// talk through the store's meta (stagePrefix, cutoverPrefix). The rest of the domain only through Host
+// (the root's moveHost).
 package moves
 
 import (
@@ -30,10 +34,11 @@ import (
 
 // Job types.
 const (
-	// JobMove runs on the source node (the project's): pause, archive, stop; then it waits for JobMoveIn
-	// on the target; then it keeps the source's directory aside (or, the move-in failed, resumes).
+	// JobMove runs on the source node (the project's): it enqueues JobMoveIn on the target, waits for its
+	// staged copy, pauses (archive, stop), waits for JobMoveIn's cutover; then it keeps the source's
+	// directory aside (or, the move-in failed, resumes).
 	JobMove = "project.move"
-	// JobMoveIn runs on the target node: the project rebuilt there from the backup store and opened.
+	// JobMoveIn runs on the target node: a copy staged there, then, at the cutover, promoted and opened.
 	JobMoveIn = "project.move_in"
 	// JobDrain moves every project of a node to the others (appliance cluster remove-node enqueues it).
 	JobDrain = "cluster.drain"
