@@ -352,6 +352,7 @@ type stageState struct {
 	// State is "standby" (the copy runs, replaying the archive) or "staged" (it replayed up to the
 	// source's catch-up point).
 	State     string `json:"state"`
+	Key       string `json:"key"` // the move's (a word left by an earlier move is not this one's)
 	BackupKey string `json:"backup_key"`
 	ReplayLSN string `json:"replay_lsn,omitempty"`
 	StagingMS int64  `json:"staging_ms,omitempty"`
@@ -361,6 +362,7 @@ type stageState struct {
 // serves), then the position it paused at (writes stopped, last WAL archived, server stopped), or that the
 // move is abandoned (the target removes its copy).
 type cutover struct {
+	Key        string `json:"key"` // the move's
 	CatchUpLSN string `json:"catch_up_lsn,omitempty"`
 	PausedLSN  string `json:"paused_lsn,omitempty"`
 	Timeline   int    `json:"timeline,omitempty"`
@@ -472,47 +474,54 @@ func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) 
 		// Staging: the target restores the newest base backup and replays the archive as a standby, while
 		// this node serves. A failure there leaves the project here untouched.
 		_ = run.Progress(map[string]any{"step": "staging", "move_in_job": rec.MoveIn})
-		if _, err := s.waitStage(ctx, rec.MoveIn, id, "standby"); err != nil {
-			return nil, s.abandon(ctx, id, rec, false, err)
+		// A failure abandons the move; the node's shutdown does not (the job's retry waits again).
+		staging := func(err error) error {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return s.abandon(ctx, id, run.Job.ID, rec, false, err)
+		}
+		if _, err := s.waitStage(ctx, rec.MoveIn, id, run.Job.ID, "standby"); err != nil {
+			return nil, staging(err)
 		}
 		catchUp, err := s.host.CatchUp(ctx, id)
 		if err != nil {
-			return nil, s.abandon(ctx, id, rec, false, fmt.Errorf("archive the WAL for the staged copy to catch up with: %w", err))
+			return nil, staging(fmt.Errorf("archive the WAL for the staged copy to catch up with: %w", err))
 		}
-		if err := s.setCutover(id, cutover{CatchUpLSN: catchUp}); err != nil {
-			return nil, s.abandon(ctx, id, rec, false, err)
+		if err := s.setCutover(id, cutover{Key: run.Job.ID, CatchUpLSN: catchUp}); err != nil {
+			return nil, staging(err)
 		}
 		_ = run.Progress(map[string]any{"step": "catch-up", "move_in_job": rec.MoveIn, "lsn": catchUp})
-		if _, err := s.waitStage(ctx, rec.MoveIn, id, "staged"); err != nil {
-			return nil, s.abandon(ctx, id, rec, false, err)
+		if _, err := s.waitStage(ctx, rec.MoveIn, id, run.Job.ID, "staged"); err != nil {
+			return nil, staging(err)
 		}
 		// The pause. The records kept are those of now (a setting changed while the copy was staged).
 		if err := load(); err != nil {
-			return nil, s.abandon(ctx, id, rec, false, err)
+			return nil, s.abandon(ctx, id, run.Job.ID, rec, false, err)
 		}
 		rec.Project, rec.Instance = prj, inst
 		rec.StagedAt, rec.PausedAt = s.now(), s.now()
 		if err := s.db.Update(save); err != nil {
-			return nil, s.abandon(ctx, id, rec, false, err)
+			return nil, s.abandon(ctx, id, run.Job.ID, rec, false, err)
 		}
 		_ = run.Progress(map[string]any{"step": "pause", "move_in_job": rec.MoveIn})
 		lsn, timeline, err := s.host.Pause(ctx, id)
 		if err != nil {
-			return nil, s.abandon(ctx, id, rec, true, fmt.Errorf("pause the project's writes on node %s: %w", s.cfg.NodeID, err))
+			return nil, s.abandon(ctx, id, run.Job.ID, rec, true, fmt.Errorf("pause the project's writes on node %s: %w", s.cfg.NodeID, err))
 		}
 		rec.LSN, rec.StoppedAt = lsn, s.now()
 		err = s.db.Update(func(tx *store.Tx) error {
 			if err := save(tx); err != nil {
 				return err
 			}
-			return putJSON(tx, cutoverPrefix+id, cutover{CatchUpLSN: catchUp, PausedLSN: lsn, Timeline: timeline})
+			return putJSON(tx, cutoverPrefix+id, cutover{Key: run.Job.ID, CatchUpLSN: catchUp, PausedLSN: lsn, Timeline: timeline})
 		})
 		if err != nil {
-			return nil, s.abandon(ctx, id, rec, true, fmt.Errorf("tell node %s the pause's position: %w", pl.To, err))
+			return nil, s.abandon(ctx, id, run.Job.ID, rec, true, fmt.Errorf("tell node %s the pause's position: %w", pl.To, err))
 		}
 	} else if rec.LSN == "" {
 		// An earlier attempt stopped in the pause: the source serves again and the move is abandoned.
-		return nil, s.abandon(ctx, id, rec, true, errors.New("the move was interrupted during the pause on the source"))
+		return nil, s.abandon(ctx, id, run.Job.ID, rec, true, errors.New("the move was interrupted during the pause on the source"))
 	}
 	_ = run.Progress(map[string]any{"step": "cutover", "move_in_job": rec.MoveIn})
 	in, err := s.waitJob(ctx, rec.MoveIn)
@@ -620,7 +629,7 @@ func (s *Service) setCutover(projectID string, c cutover) error {
 
 // waitStage waits until the target's staged copy is in state ("standby", or "staged"; staged is past
 // standby) and returns what it says; an error when the move-in ended first.
-func (s *Service) waitStage(ctx context.Context, moveIn, projectID, state string) (stageState, error) {
+func (s *Service) waitStage(ctx context.Context, moveIn, projectID, key, state string) (stageState, error) {
 	for {
 		var st stageState
 		var j *store.Job
@@ -639,7 +648,7 @@ func (s *Service) waitStage(ctx context.Context, moveIn, projectID, state string
 			return st, fmt.Errorf("the move-in job %s is gone", moveIn)
 		case err != nil:
 			s.log.Warn("move: read the staging's state", "project", projectID, "err", err)
-		case st.State == state || st.State == "staged":
+		case st.Key == key && (st.State == state || st.State == "staged"):
 			return st, nil
 		case j.State == scheduler.StateCompleted || j.State == scheduler.StateFailed:
 			return st, fmt.Errorf("the staging on node %s failed (%s): %s", j.Node, j.State, j.Error)
@@ -655,9 +664,9 @@ func (s *Service) waitStage(ctx context.Context, moveIn, projectID, state string
 // abandon ends a move before its cutover: the target is told (it removes its staged copy), the source
 // serves again when it was paused (paused: the pause began), and the move's marks are cleared once the
 // move-in ended. cause is returned, permanent.
-func (s *Service) abandon(ctx context.Context, projectID string, rec records, paused bool, cause error) error {
+func (s *Service) abandon(ctx context.Context, projectID, key string, rec records, paused bool, cause error) error {
 	bctx := context.WithoutCancel(ctx)
-	if err := s.setCutover(projectID, cutover{Abort: cause.Error()}); err != nil {
+	if err := s.setCutover(projectID, cutover{Key: key, Abort: cause.Error()}); err != nil {
 		s.log.Warn("move: tell the target the move is abandoned", "project", projectID, "err", err)
 	}
 	if paused {
@@ -820,7 +829,7 @@ func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, e
 	hctx, cancel := context.WithTimeout(ctx, holdStep)
 	s.host.Step(hctx, run.Job.ID, StepStandby)
 	cancel()
-	if err := s.setStage(id, stageState{State: "standby", BackupKey: backupKey}); err != nil {
+	if err := s.setStage(id, stageState{State: "standby", Key: pl.Key, BackupKey: backupKey}); err != nil {
 		return nil, err
 	}
 	c, err := s.waitCutover(ctx, id, pl.Key, func(c cutover) bool { return c.CatchUpLSN != "" }, waitSource)
@@ -833,7 +842,7 @@ func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, e
 		return nil, fmt.Errorf("the staged copy did not catch up with %s: %w", c.CatchUpLSN, err)
 	}
 	stagingMS := time.Since(started).Milliseconds()
-	if err := s.setStage(id, stageState{State: "staged", BackupKey: backupKey, ReplayLSN: replayed, StagingMS: stagingMS}); err != nil {
+	if err := s.setStage(id, stageState{State: "staged", Key: pl.Key, BackupKey: backupKey, ReplayLSN: replayed, StagingMS: stagingMS}); err != nil {
 		return nil, err
 	}
 	_ = run.Progress(map[string]any{"step": "staged", "lsn": replayed})
@@ -893,6 +902,7 @@ func (s *Service) waitCutover(ctx context.Context, projectID, key string, ok fun
 			s.log.Warn("move: read the source's word", "project", projectID, "err", err)
 		case mark != key:
 			return c, fmt.Errorf("%w: the move %s is no longer running", errAbandons, key)
+		case c.Key != key: // none yet, or an earlier move's
 		case c.Abort != "":
 			return c, fmt.Errorf("%w by the source: %s", errAbandons, c.Abort)
 		case ok(c):
