@@ -72,6 +72,7 @@ type engine interface {
 	// A copy staged on this node before a move's cutover (instances/stage.go).
 	Stage(ctx context.Context, spec instances.StageSpec) error
 	StagedReplayLSN(ctx context.Context, inst *store.Instance, key, adminPW string) (string, error)
+	CheckpointStaged(ctx context.Context, inst *store.Instance, key, adminPW string) error
 	PromoteStaged(ctx context.Context, inst *store.Instance, key, adminPW string, offArchive bool) (string, error)
 	StagedFill(inst *store.Instance, key string) func(context.Context, daemon.ExecFunc, string) error
 	RemoveStaged(ctx context.Context, inst *store.Instance)

@@ -265,6 +265,17 @@ func (h moveHost) StagedReplay(ctx context.Context, projectID, key string) (stri
 	return h.s.eng.StagedReplayLSN(ctx, inst, key, pw)
 }
 
+func (h moveHost) CheckpointStaged(ctx context.Context, projectID, key string) error {
+	if _, err := h.s.dataPlane(); err != nil {
+		return err
+	}
+	inst, pw, err := h.stagingRecord(projectID)
+	if err != nil {
+		return err
+	}
+	return h.s.eng.CheckpointStaged(ctx, inst, key, pw)
+}
+
 func (h moveHost) PromoteStaged(ctx context.Context, projectID, key string, timeline int) (string, error) {
 	s := h.s
 	if _, err := s.dataPlane(); err != nil {

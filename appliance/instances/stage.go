@@ -135,6 +135,23 @@ func (m *Manager) StagedReplayLSN(ctx context.Context, inst *store.Instance, key
 	return *lsn, nil
 }
 
+// CheckpointStaged makes the staged standby write what it replayed to disk (CHECKPOINT: a restartpoint at
+// the last checkpoint it replayed), so that the checkpoints of its promotion and stop at the cutover have
+// only what it replays after this to write.
+func (m *Manager) CheckpointStaged(ctx context.Context, inst *store.Instance, key, adminPW string) error {
+	st, err := m.staged(inst, key)
+	if err != nil {
+		return err
+	}
+	conn, err := st.Admin(ctx, adminPW)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, "CHECKPOINT")
+	return err
+}
+
 // PromoteStaged promotes the staged standby of inst (staging key): it ends its recovery where its replay
 // is (pg_promote, a new timeline), and returns that position. offArchive: its restore_command is dropped
 // first, so that the promotion asks the archive for nothing (each fetch runs the WAL program: the

@@ -86,6 +86,8 @@ type Host interface {
 	// (the base backup backupKey's; promoted first); RemoveStaged stops and removes every staged copy of the project here.
 	Stage(ctx context.Context, projectID, key string) (backupKey string, err error)
 	StagedReplay(ctx context.Context, projectID, key string) (lsn string, err error)
+	// CheckpointStaged writes what the staged standby replayed to disk (a restartpoint).
+	CheckpointStaged(ctx context.Context, projectID, key string) error
 	// PromoteStaged ends the staged standby's recovery where its replay is and returns that position
 	// (timeline: the one the source wrote on, 0 unknown).
 	PromoteStaged(ctx context.Context, projectID, key string, timeline int) (lsn string, err error)
@@ -840,6 +842,11 @@ func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, e
 	replayed, err := s.waitReplay(ctx, id, pl.Key, c.CatchUpLSN, waitReplay)
 	if err != nil {
 		return nil, fmt.Errorf("the staged copy did not catch up with %s: %w", c.CatchUpLSN, err)
+	}
+	// What it replayed goes to disk now, while the source serves: the cutover's checkpoints (promotion,
+	// stop) then write only the last segment's changes.
+	if err := s.host.CheckpointStaged(ctx, id, pl.Key); err != nil {
+		return nil, fmt.Errorf("checkpoint the staged copy: %w", err)
 	}
 	stagingMS := time.Since(started).Milliseconds()
 	if err := s.setStage(id, stageState{State: "staged", Key: pl.Key, BackupKey: backupKey, ReplayLSN: replayed, StagingMS: stagingMS}); err != nil {
