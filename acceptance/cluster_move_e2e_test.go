@@ -26,8 +26,8 @@ import (
 // address in its projects' URLs (--public-host), and a project on node 1 with a base backup and rows.
 type moveCluster struct {
 	bin, admin, password, prj, inst, sum string
-	// marker is the file node 3 (a test build held at the move-standby step) appends "<job> move-standby"
-	// to when a move-in's staged standby runs there.
+	// marker is the file node 3 (a test build held at the move-standby and move-staged steps) appends
+	// "<job> <step>" to when a move-in's staged standby runs there, and when it caught up.
 	marker string
 	dirs   []string
 	nodes  []clusterNode
@@ -67,8 +67,8 @@ func newMoveCluster(t *testing.T) *moveCluster {
 		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
 		flags := append(append(clusterFlags(host), "--public-host", host, "--pg-listen", host, "--join", tok), bk.flags()...)
 		env := bk.env
-		if i == 1 { // node 3 holds its move-ins (at most 20 s) once their staged standby runs
-			env = append(slices.Clone(bk.env), "APPLIANCE_TEST_JOB_PAUSE=move-standby", "APPLIANCE_TEST_JOB_PAUSE_MARKER="+marker)
+		if i == 1 { // node 3 holds its move-ins (at most 10 s each) once their staged standby runs, and once it caught up
+			env = append(slices.Clone(bk.env), "APPLIANCE_TEST_JOB_PAUSE=move-standby,move-staged", "APPLIANCE_TEST_JOB_PAUSE_MARKER="+marker)
 		}
 		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], env, flags))
 	}
@@ -199,13 +199,17 @@ func pooledURL(ctx context.Context, p *e2eProc, key, prj string) (string, error)
 }
 
 // TestClusterMove: a project with rows on node 1 of three (a bucket as the backup store), a client writing
-// through its pooled URL. A move whose rebuild fails on the target leaves it serving on node 1. Refused moves (an API key, an unknown node, no node, the node it is on, a second
-// move while one runs) change nothing. POST .../move to node 2: the job's result says from node 1 to node
-// 2 with the write pause and an LSN; on node 2 every acknowledged row and every row of before are there,
-// the URLs name node 2's host, and node 1 keeps its directory aside (instances/<id>.moved-*) with no
-// server of it running. appliance cluster remove-node of node 2 (which hosts the project now) with the
-// project suspended refuses before anything moves and removes nothing; with it active again it drains
-// node 2 — the project moves to another node, its rows intact — and removes it.
+// through its pooled URL. Refused moves (an API key, an unknown node, no node, the node it is on, a second
+// move while one runs) change nothing. A move to node 3 whose staging fails (its staged standby killed
+// before it caught up) leaves the project serving on node 1 throughout, and nothing on node 3; one whose
+// cutover fails (the standby killed once caught up: node 1 paused, then node 3 cannot promote it) puts it
+// back on node 1, every acknowledged row there. POST .../move to node 2: the job's result says from node 1
+// to node 2 with the write pause, the staging time and an LSN; on node 2 every acknowledged row and every
+// row of before are there, the URLs name node 2's host, and node 1 keeps its directory aside
+// (instances/<id>.moved-*) with no server of it running. appliance cluster remove-node of node 2 (which
+// hosts the project now) with the project suspended refuses before anything moves and removes nothing;
+// with it active again it drains node 2 — the project moves to another node, its rows intact — and
+// removes it.
 func TestClusterMove(t *testing.T) {
 	t.Parallel()
 	c := newMoveCluster(t)
@@ -278,6 +282,43 @@ func TestClusterMove(t *testing.T) {
 	}
 	if left := e2eProcsUnder(filepath.Join(c.dirs[2], "instances")); len(left) > 0 {
 		t.Fatalf("a failed staging left processes on node 3: %v", left)
+	}
+
+	// A move whose cutover fails on the target (node 3's staged standby killed once it caught up, so the
+	// source pauses and then the target cannot promote it) puts the project back on node 1: it serves
+	// there again, every acknowledged row there, nothing left on node 3.
+	a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
+	e2eEventually(t, 2*time.Minute, "node 3's staged standby caught up", func() (bool, string) {
+		data, _ := os.ReadFile(c.marker)
+		return strings.Contains(string(data), " move-staged"), string(data)
+	})
+	stages, _ = filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+".stage-*"))
+	if len(stages) != 1 {
+		t.Fatalf("node 3's staged copies: %v, want one", stages)
+	}
+	for pid := range e2eProcsUnder(stages[0]) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	failed = waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline)
+	if failed.State != "failed" || !strings.Contains(failed.Error, "rebuild on node "+c.nodes[2].ID+" failed") {
+		t.Fatalf("a move whose cutover fails: %s %q", failed.State, failed.Error)
+	}
+	t.Logf("the move failed in its cutover: %s", failed.Error)
+	a2.waitRuntime(t, admin, prj, "active")
+	if u := a2.connections(t, admin, prj).PooledURL; !strings.Contains(u, "@127.0.0.1:") {
+		t.Fatalf("URL after a failed cutover: %s, want node 1's", e2eRedact(u))
+	}
+	before = w.ackedThrough("127.0.0.1")
+	e2eEventually(t, time.Minute, "rows written through node 1's pooled URL after the failed cutover", func() (bool, string) {
+		n := w.ackedThrough("127.0.0.1")
+		return n >= before+20, fmt.Sprintf("%d (last error: %s)", n, w.lastError())
+	})
+	w.mu.Lock()
+	ackedSoFar := append([]int(nil), w.acked...)
+	w.mu.Unlock()
+	checkRows(t, a2.connections(t, admin, prj).DirectURL, ackedSoFar)
+	if left, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+"*")); len(left) != 0 {
+		t.Fatalf("a failed cutover left on node 3: %v", left)
 	}
 
 	a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[1].ID}, http.StatusAccepted, &started)

@@ -388,12 +388,16 @@ var (
 	waitReplay  = 30 * time.Minute
 	waitPaused  = time.Minute
 	errAbandons = errors.New("the move was abandoned")
-	holdStep    = 20 * time.Second
+	holdStep    = 10 * time.Second
 )
 
-// StepStandby is the job step (JobStepHook) of a move-in whose staged standby runs, before the source is
-// told: a test build may hold the job there up to 20 s.
-const StepStandby = "move-standby"
+// Job steps (JobStepHook) of a move-in at which a test build may hold it, up to 10 s or until its staged
+// standby stops running (a test kills it there): StepStandby once the standby runs, before the source is
+// told; StepStaged once it caught up, before the source is told (and pauses).
+const (
+	StepStandby = "move-standby"
+	StepStaged  = "move-staged"
+)
 
 // moveJob is JobMove, on the source node. Its steps are kept in the store's meta (recordsPrefix), so that a
 // retry (the node restarted) goes on from where the last attempt was: while the target stages it waits for
@@ -827,10 +831,7 @@ func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, e
 	if err != nil {
 		return nil, fmt.Errorf("stage a copy on node %s: %w", s.cfg.NodeID, err)
 	}
-	// A test build may hold the job here, at most holdStep (a test kills the standby meanwhile).
-	hctx, cancel := context.WithTimeout(ctx, holdStep)
-	s.host.Step(hctx, run.Job.ID, StepStandby)
-	cancel()
+	s.hold(ctx, run.Job.ID, StepStandby, id, pl.Key)
 	if err := s.setStage(id, stageState{State: "standby", Key: pl.Key, BackupKey: backupKey}); err != nil {
 		return nil, err
 	}
@@ -848,6 +849,7 @@ func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, e
 	if err := s.host.CheckpointStaged(ctx, id, pl.Key); err != nil {
 		return nil, fmt.Errorf("checkpoint the staged copy: %w", err)
 	}
+	s.hold(ctx, run.Job.ID, StepStaged, id, pl.Key)
 	stagingMS := time.Since(started).Milliseconds()
 	if err := s.setStage(id, stageState{State: "staged", Key: pl.Key, BackupKey: backupKey, ReplayLSN: replayed, StagingMS: stagingMS}); err != nil {
 		return nil, err
@@ -883,6 +885,26 @@ func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, e
 		steps["rebuild."+k] = v
 	}
 	return moveInResult{LSN: lsn, BackupKey: rp.BackupKey, Notes: rp.Notes, StagingMS: stagingMS, StepsMS: steps}, nil
+}
+
+// hold calls the job-step hook of test builds at step, which may hold the job: at most holdStep, and no
+// longer than the staged standby runs (a test kills it there). A release build's returns at once.
+func (s *Service) hold(ctx context.Context, jobID, step, projectID, key string) {
+	hctx, cancel := context.WithTimeout(ctx, holdStep)
+	defer cancel()
+	go func() {
+		for hctx.Err() == nil {
+			if _, err := s.host.StagedReplay(hctx, projectID, key); err != nil && hctx.Err() == nil {
+				cancel()
+				return
+			}
+			select {
+			case <-hctx.Done():
+			case <-time.After(s.poll):
+			}
+		}
+	}()
+	s.host.Step(hctx, jobID, step)
 }
 
 // setStage writes the target's word (stagePrefix).

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/theappliance/appliance/api"
@@ -32,8 +34,8 @@ type testSleepResult struct {
 	Slept float64 `json:"slept"`
 }
 
-// TestJobPauseEnv names a job step (see appliance.JobStepHook) at which every restore or cutover job of a
-// test build stops: it appends "<job id> <step>" to the file TestJobPauseMarkerEnv names, then blocks
+// TestJobPauseEnv names a job step (see appliance.JobStepHook; several: a comma-separated list) at which
+// every restore or cutover job of a test build stops: it appends "<job id> <step>" to the file TestJobPauseMarkerEnv names, then blocks
 // until the process stops, so that a test can SIGKILL the appliance at exactly that moment.
 const (
 	TestJobPauseEnv       = "APPLIANCE_TEST_JOB_PAUSE"
@@ -48,8 +50,9 @@ func testJobStepHook() appliance.JobStepHook {
 		return nil
 	}
 	marker := os.Getenv(TestJobPauseMarkerEnv)
+	steps := strings.Split(step, ",") // several steps: a comma-separated list
 	return func(ctx context.Context, jobID, at string) {
-		if at != step {
+		if !slices.Contains(steps, at) {
 			return
 		}
 		if marker != "" {
