@@ -76,6 +76,7 @@ type engine interface {
 	PromoteStaged(ctx context.Context, inst *store.Instance, key, adminPW string, offArchive bool) (string, error)
 	StagedFill(inst *store.Instance, key string) func(context.Context, daemon.ExecFunc, string) error
 	RemoveStaged(ctx context.Context, inst *store.Instance)
+	RemoveAllStaged(ctx context.Context, instancesDir string) []string
 }
 
 var _ engine = (*instances.Manager)(nil)
@@ -329,7 +330,12 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 	for _, p := range fenced {
 		s.nodeloss.Fence(ctx, p.inst, p.prj, owners[p.prj.ID])
 	}
-	s.removeStagedCopies(ctx)
+	// Every copy a move staged on this node (instances/<id>.stage-<move>) is a leftover: no move-in runs
+	// before the adoption, and one a crash interrupted has failed (it has one attempt); its standby may
+	// still run (postgres outlives the appliance). A move's retry stages again.
+	for _, id := range s.eng.RemoveAllStaged(ctx, s.instancesDir()) {
+		s.log.Warn("move: removed a staged copy an interrupted move-in left", "instance", id)
+	}
 	for _, p := range live {
 		if p.prj == nil { // a spare (its pooler with the placeholders' pool size)
 			defaults := s.planOrDefault(DefaultPlan)

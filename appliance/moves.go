@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/backups"
@@ -385,21 +384,4 @@ func (h moveHost) TakeBackup(ctx context.Context, run *scheduler.Run, projectID,
 		return "", fmt.Errorf("backup %s: %s %s", b.BackupKey, b.State, b.Error)
 	}
 	return b.BackupKey, nil
-}
-
-// removeStagedCopies stops and removes, at start, every copy a move staged on this node (instances/
-// <id>.stage-<move>): no move-in runs yet, and one a crash interrupted has failed (it has one attempt), so
-// each is a leftover (its standby may still run: postgres outlives the appliance).
-func (s *Service) removeStagedCopies(ctx context.Context) {
-	dirs, _ := filepath.Glob(filepath.Join(s.instancesDir(), "*.stage-*"))
-	done := map[string]bool{}
-	for _, dir := range dirs {
-		id, _, _ := strings.Cut(filepath.Base(dir), ".stage-")
-		if done[id] || id == "" {
-			continue
-		}
-		done[id] = true
-		s.log.Warn("move: removing a staged copy an interrupted move-in left", "instance", id, "dir", dir)
-		s.eng.RemoveStaged(ctx, &store.Instance{ID: id, Dir: filepath.Join(s.instancesDir(), id)})
-	}
 }

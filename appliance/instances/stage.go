@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -241,4 +242,20 @@ func (m *Manager) RemoveStaged(ctx context.Context, inst *store.Instance) {
 		key := strings.TrimPrefix(filepath.Base(dir), inst.ID+".stage-")
 		m.removeCandidate(ctx, m.stagedInstance(inst, key))
 	}
+}
+
+// RemoveAllStaged removes every staged copy in instancesDir (what interrupted move-ins left, at the node's
+// start; their standbys stopped first) and returns the instances whose copies it removed.
+func (m *Manager) RemoveAllStaged(ctx context.Context, instancesDir string) []string {
+	dirs, _ := filepath.Glob(filepath.Join(instancesDir, "*.stage-*"))
+	var removed []string
+	for _, dir := range dirs {
+		id, _, _ := strings.Cut(filepath.Base(dir), ".stage-")
+		if id == "" || slices.Contains(removed, id) {
+			continue
+		}
+		removed = append(removed, id)
+		m.RemoveStaged(ctx, &store.Instance{ID: id, Dir: filepath.Join(instancesDir, id)})
+	}
+	return removed
 }
