@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -369,12 +371,78 @@ func TestEtcdConcurrentUpdates(t *testing.T) {
 	}
 }
 
-// TestEtcdRefusesFileOperations: what only a file has is refused on etcd, clearly.
-func TestEtcdRefusesFileOperations(t *testing.T) {
+// TestEtcdSnapshot: WriteSnapshot on etcd writes a bbolt file that Open takes as a single appliance's
+// meta.db, holding exactly what the etcd store holds (every bucket, key, value and sequence: VerifyCopy),
+// its generation the revision; a write after it is not in it.
+func TestEtcdSnapshot(t *testing.T) {
 	db := openBackend(t, "etcd")
-	if _, err := db.WriteSnapshot(nil); !errors.Is(err, ErrNotFile) {
-		t.Fatalf("write snapshot on etcd: %v", err)
+	if err := db.Update(func(tx *Tx) error {
+		for i := range 50 {
+			if err := Organizations.Put(tx, &Organization{ID: fmt.Sprintf("org_%05d", i), Name: "o", Slug: fmt.Sprintf("o%d", i), CreatedAt: time.Now().UTC()}); err != nil {
+				return err
+			}
+		}
+		if err := Projects.Put(tx, &Project{ID: "prj_1", OrganizationID: "org_00001", Name: "p", NodeID: "nod_2"}); err != nil {
+			return err
+		}
+		_, err := tx.kv.bucket(Events.bucket).NextSequence()
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
+	var rev int
+	db.View(func(tx *Tx) error { rev = tx.Generation(); return nil })
+	path := filepath.Join(t.TempDir(), "meta.db")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := db.WriteSnapshot(f)
+	if err == nil {
+		err = f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gen < uint64(rev) {
+		t.Fatalf("snapshot generation %d, below the revision %d the store was at before it", gen, rev)
+	}
+	if err := db.Update(func(tx *Tx) error {
+		return Projects.Put(tx, &Project{ID: "prj_after", OrganizationID: "org_00001", Name: "p"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := Open(path)
+	if err != nil {
+		t.Fatalf("open the snapshot as a bbolt store: %v", err)
+	}
+	defer snap.Close()
+	if err := snap.View(func(tx *Tx) error {
+		p, err := Projects.Get(tx, "prj_1")
+		if err != nil || p.NodeID != "nod_2" {
+			return fmt.Errorf("prj_1 in the snapshot: %v %+v", err, p)
+		}
+		if _, err := Projects.Get(tx, "prj_after"); !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("a project written after the snapshot is in it: %v", err)
+		}
+		if got := EventPosition(tx); got != 1 {
+			return fmt.Errorf("event position in the snapshot: %d, want 1", got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *Tx) error { return Projects.Delete(tx, "prj_after") }); err != nil {
+		t.Fatal(err)
+	}
+	if err := VerifyCopy(snap, db); err != nil {
+		t.Fatalf("the snapshot against the etcd store: %v", err)
+	}
+}
+
+// TestEtcdFileOperations: what only a file has is absent on etcd.
+func TestEtcdFileOperations(t *testing.T) {
+	db := openBackend(t, "etcd")
 	if db.Path() != "" {
 		t.Fatalf("path on etcd: %q", db.Path())
 	}

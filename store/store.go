@@ -247,11 +247,11 @@ func (db *DB) generation() uint64 {
 func (db *DB) Changes() <-chan struct{} { return db.changed }
 
 // WriteSnapshot writes a consistent copy of the whole file to w (bbolt's Tx.WriteTo in a read transaction:
-// writers are not blocked) and returns the generation it is at. A store on etcd has no file: it refuses
-// (ErrNotFile).
+// writers are not blocked) and returns the generation it is at. A store on etcd has no file: it writes the
+// file a single appliance's store would be, as of one revision (the generation; snapshot.go).
 func (db *DB) WriteSnapshot(w io.Writer) (generation uint64, err error) {
-	if db.bolt == nil {
-		return 0, fmt.Errorf("write a snapshot of the metadata: %w", ErrNotFile)
+	if db.etcd != nil {
+		return db.writeEtcdSnapshot(w)
 	}
 	err = db.bolt.View(func(tx *bolt.Tx) error {
 		generation = uint64(tx.ID())
