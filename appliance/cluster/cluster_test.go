@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -120,6 +121,12 @@ func TestFormAndJoin(t *testing.T) {
 	dir2 := t.TempDir()
 	if _, err := Join(ctx, JoinOptions{DataDir: dir2, Token: tok, Advertise: "127.0.0.2"}); err != nil {
 		t.Fatal(err)
+	}
+	// The recovery key init made (shown once) is the one node 2 was handed.
+	key1, err1 := os.ReadFile(filepath.Join(dir1, RecoveryKeyFile))
+	key2, err2 := os.ReadFile(filepath.Join(dir2, RecoveryKeyFile))
+	if err1 != nil || err2 != nil || len(key1) != 65 || string(key1) != string(key2) {
+		t.Fatalf("recovery keys: node 1 %v %d bytes, node 2 %v, equal %v", err1, len(key1), err2, string(key1) == string(key2))
 	}
 	n2 := startNode(t, ctx, dir2)
 	if err := n2.m.Register(NodeInfo{APIURL: "https://127.0.0.2:1", Version: "test"}); err != nil {
@@ -283,5 +290,29 @@ func TestFormAndJoin(t *testing.T) {
 	}
 	if got := nodeCount(t, n1.m.DB()); got != 2 {
 		t.Fatalf("node records after the removal: %d", got)
+	}
+}
+
+// TestRecoveryKeySealedForTheJoin: the recovery key in a join's answer opens with the token's secret and
+// id for the node it was handed to, and with nothing else.
+func TestRecoveryKeySealedForTheJoin(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	sealed, err := sealRecoveryKey(key, "jtk_1", "secret", "nod_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(sealed, key) {
+		t.Fatal("the key is in the clear")
+	}
+	if got, err := openRecoveryKey(sealed, "jtk_1", "secret", "nod_1"); err != nil || !bytes.Equal(got, key) {
+		t.Fatalf("open: %v %x", err, got)
+	}
+	for _, c := range [][3]string{{"jtk_1", "other", "nod_1"}, {"jtk_2", "secret", "nod_1"}, {"jtk_1", "secret", "nod_2"}} {
+		if _, err := openRecoveryKey(sealed, c[0], c[1], c[2]); err == nil {
+			t.Fatalf("opened with %v", c)
+		}
+	}
+	if _, err := openRecoveryKey(sealed[:5], "jtk_1", "secret", "nod_1"); err == nil {
+		t.Fatal("opened a truncated key")
 	}
 }

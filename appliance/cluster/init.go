@@ -129,6 +129,11 @@ func Init(ctx context.Context, o InitOptions, out io.Writer) (*Config, error) {
 		return nil, fmt.Errorf("keep %s aside: %w", metaFile, err)
 	}
 	fmt.Fprintf(out, "this data directory is now node %s of a cluster (%s); %s was kept as %s\n", cfg.NodeID, File(dataDir), metaFile, PreClusterMetaFile(dataDir))
+	// The nodes that join are handed the recovery key: it exists from now on (an appliance that never ran
+	// with a backup store had none).
+	if err := ensureRecoveryKey(dataDir, out); err != nil {
+		return nil, err
+	}
 	return cfg, nil
 }
 

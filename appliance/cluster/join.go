@@ -27,6 +27,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/theappliance/appliance/appliance/backup/metasnap"
 	"github.com/theappliance/appliance/appliance/certs"
 	"github.com/theappliance/appliance/appliance/cluster/forward"
 	"github.com/theappliance/appliance/appliance/ids"
@@ -93,7 +94,8 @@ type joinRequest struct {
 }
 
 // joinResponse is what it is handed: its identity, the members to start with, and the cluster's
-// secrets (its CA, the sealing key, the revocation record) with its own certificate.
+// secrets (its CA, the sealing key, the revocation record, the recovery key sealed with a key of the
+// token's secret: sealRecoveryKey) with its own certificate.
 type joinResponse struct {
 	NodeID         string `json:"node_id"`
 	MemberName     string `json:"member_name"`
@@ -106,6 +108,7 @@ type joinResponse struct {
 	Revoked        []byte `json:"revoked"`
 	NodeCert       []byte `json:"node_cert"`
 	NodeKey        []byte `json:"node_key"`
+	RecoveryKey    []byte `json:"recovery_key_sealed"`
 }
 
 // joinError is a refusal: its status and a message for the joining node.
@@ -308,6 +311,16 @@ func (s *JoinServer) join(ctx context.Context, req joinRequest) (*joinResponse, 
 		undo()
 		return nil, err
 	}
+	recoveryKey, err := s.recoveryKey()
+	if err != nil {
+		undo()
+		return nil, err
+	}
+	sealedKey, err := sealRecoveryKey(recoveryKey, req.TokenID, req.Secret, node.ID)
+	if err != nil {
+		undo()
+		return nil, fmt.Errorf("seal the recovery key: %w", err)
+	}
 	certPEM, keyPEM, err := s.ca.IssuePeer(req.Advertise)
 	if err != nil {
 		undo()
@@ -350,8 +363,24 @@ func (s *JoinServer) join(ctx context.Context, req joinRequest) (*joinResponse, 
 	return &joinResponse{
 		NodeID: node.ID, MemberName: node.Name, MemberID: node.EtcdMemberID, InitialCluster: strings.Join(peers, ","), FormedBy: formedBy,
 		CACert: files["ca/ca.crt"], CAKey: files["ca/ca.key"], SecretKey: files["secret.key"], Revoked: files["revoked"],
-		NodeCert: certPEM, NodeKey: keyPEM,
+		NodeCert: certPEM, NodeKey: keyPEM, RecoveryKey: sealedKey,
 	}, nil
+}
+
+// recoveryKey is the cluster's recovery key, which this node has (cluster init made it, or its join handed
+// it). A node of a cluster formed before keys were handed at joins may have none: it makes it now, so that
+// the nodes that join from now on share it (the key is not logged: appliance backup-store recovery-key
+// prints it).
+func (s *JoinServer) recoveryKey() ([]byte, error) {
+	key, created, err := metasnap.LoadOrCreateRecoveryKey(filepath.Join(s.dataDir, RecoveryKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("the cluster's recovery key: %w", err)
+	}
+	if created {
+		s.log.Warn("this node had no recovery key (its cluster was formed before the key was handed at joins): made one, which the nodes joining from now on are handed; print it with appliance backup-store recovery-key and keep it off these machines",
+			"file", filepath.Join(s.dataDir, RecoveryKeyFile))
+	}
+	return key, nil
 }
 
 // sharedFiles are the data directory's files every node of a cluster has the same (the revocation
@@ -383,7 +412,8 @@ type JoinOptions struct {
 
 // Join makes DataDir a new node of the cluster the token names: it verifies the node it reaches by the
 // CA fingerprint the token carries (and sends the token's secret to no other), asks it to add this node,
-// and writes what it is handed (the CA, the sealing key, the revocation record, its certificate) and
+// and writes what it is handed (the CA, the sealing key, the revocation record, the recovery key, its
+// certificate) and
 // cluster.json. Up then starts the member (StartMember). The data directory must be new: a single-node
 // appliance's cannot join (its metadata would be lost).
 func Join(ctx context.Context, o JoinOptions) (*Config, error) {
@@ -398,7 +428,7 @@ func Join(ctx context.Context, o JoinOptions) (*Config, error) {
 	if st, err := os.Stat(filepath.Join(dataDir, "meta.db")); err == nil && st.Size() > 0 {
 		return nil, fmt.Errorf("--join: %s holds a single-node appliance's metadata (meta.db): a node joins with a new, empty data directory", dataDir)
 	}
-	for _, f := range []string{"ca/ca.crt", "secret.key"} {
+	for _, f := range []string{"ca/ca.crt", "secret.key", RecoveryKeyFile} {
 		if _, err := os.Stat(filepath.Join(dataDir, f)); err == nil {
 			return nil, fmt.Errorf("--join: %s already holds %s: a node joins with a new, empty data directory", dataDir, f)
 		}
@@ -430,6 +460,13 @@ func Join(ctx context.Context, o JoinOptions) (*Config, error) {
 		if err := writeFileAtomic(filepath.Join(dataDir, f.path), f.b, f.mode); err != nil {
 			return nil, err
 		}
+	}
+	recoveryKey, err := openRecoveryKey(resp.RecoveryKey, t.ID, t.Secret, resp.NodeID)
+	if err != nil {
+		return nil, fmt.Errorf("join through %s: %w", t.URL, err)
+	}
+	if err := writeFileAtomic(filepath.Join(dataDir, RecoveryKeyFile), []byte(hex.EncodeToString(recoveryKey)+"\n"), 0o600); err != nil {
+		return nil, err
 	}
 	if len(resp.Revoked) > 0 {
 		if err := writeFileAtomic(filepath.Join(dataDir, "revoked"), resp.Revoked, 0o600); err != nil {
