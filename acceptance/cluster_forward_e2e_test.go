@@ -21,7 +21,9 @@ import (
 // TestClusterForwarding: a project's instances live on one node (the one that formed the cluster: the
 // project was made before, on the single-node appliance it was); the other two nodes answer its studio SQL
 // and its logs (JSON and the event stream) from that node's server — the same server (its start time and
-// port) and the same rows as the node's own answer, a write through one read through another. A client
+// port) and the same rows as the node's own answer, a write through one read through another. Over
+// HTTP/2 and HTTP/1.1 the forwarded log stream flows event by event and request bodies pass whole, or
+// get the owning node's 413 over the limit (checkForwardedProtocols). A client
 // sending the forwarded header itself is refused (403), and so is a client without a node's certificate on
 // the nodes' channel. With the owning node SIGKILLed, the others answer a clear JSON 503 naming it (and no
 // address), while any node still answers the project's record from the store.
@@ -130,6 +132,10 @@ func TestClusterForwarding(t *testing.T) {
 			t.Fatalf("node 1 did not serve node %s's log stream (its log lacks %s)", n.ID, want)
 		}
 	}
+
+	// Over HTTP/2 and HTTP/1.1, through node 2: the log stream flows event by event, a body of nearly the
+	// limit passes whole and one over it is the owning node's JSON 413.
+	checkForwardedProtocols(t, procs[1], procs[2], admin, prj)
 
 	// A client may not pose as a node: the forwarded header from it is refused, as is the nodes' channel
 	// without a node's certificate.
