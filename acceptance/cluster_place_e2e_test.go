@@ -16,7 +16,9 @@ import (
 // TestClusterPlacement forms a cluster of three appliances (127.0.0.1, .2, .3, each its own
 // --public-host and --pg-listen) and creates projects through node 1: they land on more than one node
 // (cluster nodes lists them, every node alive), each project's connection URL names its node's host and
-// answers SELECT 1 there, and its server's process runs in that node's data directory only.
+// answers SELECT 1 there, and its server's process runs in that node's data directory only. The
+// dashboard's Operator → Nodes view, signed in as an operator, lists the three nodes with their projects
+// (clusterNodesView: screenshots at desktop and phone width).
 func TestClusterPlacement(t *testing.T) {
 	t.Parallel()
 	bin := e2eBuild(t)
@@ -32,7 +34,8 @@ func TestClusterPlacement(t *testing.T) {
 		return []string{"APPLIANCE_KV_LISTEN=" + hosts[i] + ":0", "APPLIANCE_KV_REST_LISTEN=" + hosts[i] + ":0"}
 	}
 
-	a1 := e2eStartWith(t, bin, dirs[0], kvEnv(0), append([]string{"--spare-clusters", "0"}, hostFlags(0)...))
+	a1 := e2eStartWith(t, bin, dirs[0], kvEnv(0), append([]string{"--spare-clusters", "0", "--operator-email", "op@example.com"}, hostFlags(0)...))
+	password := operatorPassword(t, a1)
 	admin := e2eAdminKey(t, dirs[0])
 	a1.stop(t, syscall.SIGTERM)
 	runCLI(t, bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", hosts[0], "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
@@ -75,6 +78,8 @@ func TestClusterPlacement(t *testing.T) {
 	}
 	listed := runCLI(t, bin, "cluster", "nodes", "--data-dir", dirs[2])
 	e2eWants(t, "cluster nodes", listed, "LIVENESS", "alive")
+	// The dashboard's Operator → Nodes lists the three with their projects (screenshots).
+	clusterNodesView(t, a1, "op@example.com", password, nodes)
 
 	for _, id := range ids {
 		owner := ownerOf[id]

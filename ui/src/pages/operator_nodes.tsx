@@ -11,6 +11,12 @@ type Status = Schemas['Status']
  * draining amber, unavailable red). */
 const statusClass: Record<Node['status'], string> = { alive: 'active', joining: 'pending', draining: 'pending', unavailable: 'down' }
 
+/** memberName is the etcd member name of a node of that id (the cluster names members so). */
+const memberName = (id: string) => 'appliance-' + id
+
+/** shownProjects is how many of a node's project ids its row lists (the count says how many there are). */
+const shownProjects = 3
+
 /** Nodes is the operators' view of the cluster's nodes (GET /v1/nodes), polled: each node's status, etcd
  * role, whether it leads, its projects, its capacity as placement counts it, and its lease's last renewal;
  * above, the cluster's quorum and leader as /status reports them. A single node says so. */
@@ -18,6 +24,8 @@ export function Nodes() {
   const list = useLoad(() => get<NodeList>('/v1/nodes'), [], 5000)
   const status = useLoad(() => get<Status>('/status'), [], 5000)
   const cl = status.data?.cluster
+  // The leader as the rows name nodes (their ids), not as etcd names its member.
+  const leader = cl?.leader ? list.data?.nodes.find((n) => n.name === cl.leader || memberName(n.id) === cl.leader)?.id || cl.leader : ''
   return (
     <main>
       <h1>Nodes</h1>
@@ -30,7 +38,7 @@ export function Nodes() {
           {list.data.clustered && cl && (
             <p>
               {cl.quorum ? <Badge value="active" label="quorum" /> : <Badge value="down" label="no quorum" />} {plural(cl.members.length, 'member')}, leader{' '}
-              <strong>{cl.leader || 'none known'}</strong>
+              {leader ? <code>{leader}</code> : <strong>none known</strong>}
               {' · '}answered by node <code>{list.data.node}</code>
               {cl.message && <span class="hint"> · {cl.message}</span>}
             </p>
@@ -41,14 +49,18 @@ export function Nodes() {
       {list.data && list.data.nodes.length === 0 && <Empty>No node has registered yet.</Empty>}
       {list.data && list.data.nodes.length > 0 && (
         <div class="nodes-table">
-          <Table cols={['Node', 'State', { label: 'Role', sm: true }, { label: 'Projects', sm: true }, 'Capacity', { label: 'Lease', sm: true }]}>
+          <Table cols={['Node', 'State', { label: 'Role', sm: true }, { label: 'Projects', sm: true }, { label: 'Capacity', sm: true }, { label: 'Lease', sm: true }]}>
             {list.data.nodes.map((n) => (
               <tr key={n.id}>
                 <td>
                   {n.id ? <code>{n.id}</code> : 'this appliance'}
                   {n.id && n.id === list.data!.node && <span class="hint"> (answered)</span>}
                   <div class="hint">
-                    {[n.name, n.advertise || n.public_host, n.version].filter(Boolean).join(' · ')}
+                    {[n.name !== memberName(n.id) && n.name, n.advertise || n.public_host, n.version].filter(Boolean).join(' · ')}
+                  </div>
+                  <div class="hint sm-only">
+                    memory {bytes(n.memory_bytes - n.memory_free_bytes)} of {bytes(n.memory_bytes)} · disk {bytes(n.disk_bytes - n.disk_free_bytes)} of {bytes(n.disk_bytes)} · ports{' '}
+                    {n.ports_last - n.ports_first + 1 - n.ports_free} of {n.ports_last - n.ports_first + 1}
                   </div>
                 </td>
                 <td>
@@ -64,8 +76,16 @@ export function Nodes() {
                   </div>
                 </td>
                 <td class="sm-hide">{n.role}</td>
-                <td class="sm-hide">{n.projects.length}</td>
-                <td class="node-capacity">
+                <td class="sm-hide node-projects">
+                  {n.projects.length}
+                  {n.projects.slice(0, shownProjects).map((id) => (
+                    <div key={id} class="hint">
+                      <code>{id}</code>
+                    </div>
+                  ))}
+                  {n.projects.length > shownProjects && <div class="hint">and {n.projects.length - shownProjects} more</div>}
+                </td>
+                <td class="node-capacity sm-hide">
                   <Meter label="Memory" value={n.memory_bytes - n.memory_free_bytes} limit={n.memory_bytes} show={bytes} />
                   <Meter label="Disk" value={n.disk_bytes - n.disk_free_bytes} limit={n.disk_bytes} show={bytes} />
                   <Meter label="Ports" value={n.ports_last - n.ports_first + 1 - n.ports_free} limit={n.ports_last - n.ports_first + 1} show={String} />
